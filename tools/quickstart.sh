@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Guild's two entry points for a fresh Debian 12 machine (README.md):
+#   bash tools/quickstart.sh run    install what is missing, build, run the demo model
+#   bash tools/quickstart.sh test   install what is missing, build, run the whole test suite
+#                                   (make check, then an ASan+UBSan build's make check)
+# Idempotent: a second run installs nothing and rebuilds only what changed. Quiet on success.
+set -euo pipefail
+
+mode=${1:-}
+case "$mode" in
+run | test) ;;
+*)
+    echo "usage: bash tools/quickstart.sh run|test" >&2
+    exit 2
+    ;;
+esac
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+packages=(autoconf automake libtool pkg-config make gcc python3 python3-numpy
+    libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev numactl check libsubunit-dev
+    libpcre2-dev libjansson-dev libmicrohttpd-dev clang)
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_missing() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    # libFuzzer's runtime comes in a package named after clang's major version.
+    if command -v clang >/dev/null 2>&1; then
+        local v
+        v=$(clang -dumpversion | cut -d. -f1)
+        dpkg-query -W -f='${Status}' "libclang-rt-$v-dev" 2>/dev/null | grep -q "ok installed" ||
+            missing+=("libclang-rt-$v-dev")
+    fi
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "quickstart: installing ${missing[*]}" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # clang was only just installed: its libFuzzer runtime is named after its version.
+    if ! clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 <<<'int LLVMFuzzerTestOneInput(const unsigned char*d,unsigned long n){(void)d;(void)n;return 0;}'; then
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" >/dev/null || true
+    fi
+}
+
+# Runs a command quietly; on failure shows its output.
+quiet() {
+    local log
+    log=$(mktemp)
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
+}
+
+# configure_build DIR [configure args...]: configure DIR once (again only if configure.ac changed).
+configure_build() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    if [ ! -f "$dir/Makefile" ] || [ configure -nt "$dir/config.status" ]; then
+        (cd "$dir" && quiet ../configure PYTHON=/usr/bin/python3 "$@")
+    fi
+}
+
+install_missing
+if [ ! -x configure ] || [ configure.ac -nt configure ]; then
+    quiet autoreconf -fi
+fi
+
+configure_build build
+quiet make -C build -j"$jobs"
+
+show_failures() {
+    local dir=$1
+    echo "quickstart: tests failed in $dir; logs:" >&2
+    for f in "$dir"/tests/*.log "$dir"/test-suite.log; do
+        [ -f "$f" ] || continue
+        grep -qE '^(FAIL|ERROR)|:[0-9]+:[EF]:' "$f" 2>/dev/null && { echo "--- $f" >&2; tail -n 60 "$f" >&2; }
+    done
+}
+
+case "$mode" in
+run)
+    exec build/guild run
+    ;;
+test)
+    if ! quiet make -C build -j"$jobs" check; then
+        show_failures build
+        exit 1
+    fi
+    grep -h '^# ' build/test-suite.log | sed 's/^/quickstart: build: /'
+    configure_build build-asan --enable-sanitizers
+    if ! quiet make -C build-asan -j"$jobs" check; then
+        show_failures build-asan
+        exit 1
+    fi
+    grep -h '^# ' build-asan/test-suite.log | sed 's/^/quickstart: build-asan: /'
+    ;;
+esac
