@@ -1,0 +1,103 @@
+/* core/gguf/gguf.h — reading GGUF files (v2, v3).
+ *
+ * gguf_new() maps a file read-only and validates all of it up front: every count, string length, array size,
+ * tensor shape, type and data range is checked against the file size with overflow-safe arithmetic, so that the
+ * getters below never fail on a file that opened. A malformed file gives -1 and a message naming the file, the
+ * byte offset or key, and the problem; never a crash, hang or an allocation sized by untrusted counts.
+ *
+ * Strings returned point into the mapping (not NUL-terminated in the file: each comes with its length; the
+ * `name` of a tensor and the keys are copied and NUL-terminated for convenience). Everything returned lives as
+ * long as the gguf_t.
+ */
+#ifndef GUILD_GGUF_H
+#define GUILD_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util/err.h"
+
+#define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_DIMS 4
+
+typedef enum gguf_value_type {
+    GGUF_VALUE_UINT8 = 0,
+    GGUF_VALUE_INT8 = 1,
+    GGUF_VALUE_UINT16 = 2,
+    GGUF_VALUE_INT16 = 3,
+    GGUF_VALUE_UINT32 = 4,
+    GGUF_VALUE_INT32 = 5,
+    GGUF_VALUE_FLOAT32 = 6,
+    GGUF_VALUE_BOOL = 7,
+    GGUF_VALUE_STRING = 8,
+    GGUF_VALUE_ARRAY = 9,
+    GGUF_VALUE_UINT64 = 10,
+    GGUF_VALUE_INT64 = 11,
+    GGUF_VALUE_FLOAT64 = 12,
+    GGUF_VALUE_TYPE_COUNT
+} gguf_value_type_t;
+
+typedef struct gguf gguf_t;
+
+/* One tensor of the file. */
+typedef struct gguf_tensor {
+    const char *name;         /* NUL-terminated copy */
+    uint32_t type;            /* guild_type_t id (core/quant/types.h); known to quant_type_info() */
+    uint32_t n_dims;          /* 1..4 */
+    uint64_t ne[GGUF_MAX_DIMS]; /* elements per dimension, ne[0] innermost (contiguous); unused dims are 1 */
+    uint64_t offset;          /* byte offset of the data from the start of the file */
+    uint64_t size;            /* bytes of data */
+    const void *data;         /* the data in the mapping */
+} gguf_tensor_t;
+
+/* Maps and validates `path`. On failure returns -1, *out = NULL, message in err. */
+int gguf_new(gguf_t **out, const char *path, guild_err_t *err);
+
+/* Validates a GGUF image already in memory (not copied: `data` must outlive the gguf_t). `name` is used in
+ * messages. Used by the fuzz target and by tests. */
+int gguf_new_from_memory(gguf_t **out, const void *data, size_t size, const char *name, guild_err_t *err);
+
+/* Unmaps and frees; sets *g to NULL. NULL-safe. */
+void gguf_destroy(gguf_t **g);
+
+const char *gguf_path(const gguf_t *g);
+uint32_t gguf_version(const gguf_t *g);
+uint32_t gguf_alignment(const gguf_t *g);
+uint64_t gguf_data_offset(const gguf_t *g); /* start of the tensor data section */
+
+/* --- metadata ----------------------------------------------------------------------------------------- */
+
+int64_t gguf_n_kv(const gguf_t *g);
+/* Index of `key`, or -1. */
+int64_t gguf_find_key(const gguf_t *g, const char *key);
+const char *gguf_kv_key(const gguf_t *g, int64_t i);
+gguf_value_type_t gguf_kv_type(const gguf_t *g, int64_t i);
+
+/* Typed getters by key. Each fails (message names the key) when the key is absent or its value cannot be
+ * represented in the requested form: gguf_get_int accepts any integer type (and bool) in range of int64;
+ * gguf_get_float any float or integer type; gguf_get_str only strings. */
+int gguf_get_int(const gguf_t *g, const char *key, int64_t *out, guild_err_t *err);
+int gguf_get_uint(const gguf_t *g, const char *key, uint64_t *out, guild_err_t *err);
+int gguf_get_float(const gguf_t *g, const char *key, double *out, guild_err_t *err);
+int gguf_get_bool(const gguf_t *g, const char *key, bool *out, guild_err_t *err);
+int gguf_get_str(const gguf_t *g, const char *key, const char **s, size_t *len, guild_err_t *err);
+
+/* Arrays. gguf_get_arr gives the element type and count of the array at `key`. */
+int gguf_get_arr(const gguf_t *g, const char *key, gguf_value_type_t *elem_type, uint64_t *n, guild_err_t *err);
+/* Element i of a string array (no bounds failure: i must be < n, an assertion). */
+void gguf_arr_str(const gguf_t *g, const char *key, uint64_t i, const char **s, size_t *len);
+/* Copies a numeric array, converting each element to the requested C type; fails on a non-numeric array, a
+ * count != n, or a value out of range. */
+int gguf_arr_copy_i64(const gguf_t *g, const char *key, int64_t *dst, uint64_t n, guild_err_t *err);
+int gguf_arr_copy_f32(const gguf_t *g, const char *key, float *dst, uint64_t n, guild_err_t *err);
+
+/* --- tensors ------------------------------------------------------------------------------------------ */
+
+int64_t gguf_n_tensors(const gguf_t *g);
+const gguf_tensor_t *gguf_tensor(const gguf_t *g, int64_t i);
+/* The tensor called `name`, or NULL. */
+const gguf_tensor_t *gguf_find_tensor(const gguf_t *g, const char *name);
+
+#endif
