@@ -41,6 +41,18 @@ typedef enum gguf_value_type {
 
 typedef struct gguf gguf_t;
 
+/* A metadata value: a view into the file, valid as long as the gguf_t. Read it through the gguf_value_*
+ * functions below; the bytes are little-endian and may be unaligned. */
+typedef struct gguf_value {
+    gguf_value_type_t type;      /* the type of this value */
+    gguf_value_type_t elem_type; /* arrays: the type of every element */
+    uint64_t n;                  /* arrays: the number of elements; strings: the length in bytes */
+    const uint8_t *data;         /* scalars: the value's bytes; strings: the bytes; arrays: element 0's bytes */
+    const void *index_;          /* private: per-element index of arrays of strings or of arrays */
+} gguf_value_t;
+
+#define GGUF_MAX_ARRAY_DEPTH 8 /* arrays nested deeper than this are rejected */
+
 /* One tensor of the file. */
 typedef struct gguf_tensor {
     const char *name;         /* NUL-terminated copy */
@@ -77,7 +89,8 @@ gguf_value_type_t gguf_kv_type(const gguf_t *g, int64_t i);
 
 /* Typed getters by key. Each fails (message names the key) when the key is absent or its value cannot be
  * represented in the requested form: gguf_get_int accepts any integer type (and bool) in range of int64;
- * gguf_get_float any float or integer type; gguf_get_str only strings. */
+ * gguf_get_uint any integer type (and bool) that is >= 0; gguf_get_float any float or integer type;
+ * gguf_get_bool only bools; gguf_get_str only strings. */
 int gguf_get_int(const gguf_t *g, const char *key, int64_t *out, guild_err_t *err);
 int gguf_get_uint(const gguf_t *g, const char *key, uint64_t *out, guild_err_t *err);
 int gguf_get_float(const gguf_t *g, const char *key, double *out, guild_err_t *err);
@@ -93,11 +106,33 @@ void gguf_arr_str(const gguf_t *g, const char *key, uint64_t i, const char **s, 
 int gguf_arr_copy_i64(const gguf_t *g, const char *key, int64_t *dst, uint64_t n, guild_err_t *err);
 int gguf_arr_copy_f32(const gguf_t *g, const char *key, float *dst, uint64_t n, guild_err_t *err);
 
+/* Generic access to values (`guild inspect`, nested arrays). */
+
+/* The value of key i (0 <= i < gguf_n_kv), or of `key` (NULL when absent). */
+const gguf_value_t *gguf_kv_value(const gguf_t *g, int64_t i);
+const gguf_value_t *gguf_find_value(const gguf_t *g, const char *key);
+/* Element i of an array (asserts that `arr` is an array and i < arr->n). O(1) for every element type. */
+gguf_value_t gguf_value_at(const gguf_value_t *arr, uint64_t i);
+/* Scalar conversions, with the rules of gguf_get_int/uint/float/bool: 0, or -1 (nothing written) when the value
+ * has another type or does not fit. */
+int gguf_value_to_int(const gguf_value_t *v, int64_t *out);
+int gguf_value_to_uint(const gguf_value_t *v, uint64_t *out);
+int gguf_value_to_float(const gguf_value_t *v, double *out);
+int gguf_value_to_bool(const gguf_value_t *v, bool *out);
+/* The bytes of a string value (asserts that it is one). */
+void gguf_value_str(const gguf_value_t *v, const char **s, size_t *len);
+/* "uint8", "string", "array", ... ("?" for an id outside the enum). */
+const char *gguf_value_type_name(gguf_value_type_t type);
+/* Bytes of one value of a fixed-size type; 0 for strings, arrays and unknown ids. */
+size_t gguf_value_type_size(gguf_value_type_t type);
+
 /* --- tensors ------------------------------------------------------------------------------------------ */
 
 int64_t gguf_n_tensors(const gguf_t *g);
 const gguf_tensor_t *gguf_tensor(const gguf_t *g, int64_t i);
 /* The tensor called `name`, or NULL. */
 const gguf_tensor_t *gguf_find_tensor(const gguf_t *g, const char *name);
+/* Size of the mapped file (or memory image) in bytes. */
+uint64_t gguf_file_size(const gguf_t *g);
 
 #endif
