@@ -1,0 +1,198 @@
+#include "config.h"
+
+#include "core/util/pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* Workers spin this many rounds on the generation counter before sleeping: a decode step runs hundreds of
+ * short jobs back to back, and a futex wake-up per job would cost more than the jobs themselves. Short enough
+ * that idle workers do not steal a shared machine's cores. */
+#define POOL_SPIN_ROUNDS 4000
+
+struct guild_pool {
+    int n_threads;               /* the caller's thread included */
+    pthread_t *threads;          /* [n_threads - 1] */
+    struct pool_arg *args;       /* [n_threads - 1] */
+    int n_started;               /* workers actually running (for unwinding) */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;         /* workers wait here for a new generation */
+    pthread_cond_t idle;         /* the runner waits here for the last worker */
+    _Atomic uint64_t generation; /* bumped (under mu) for each job */
+    bool stop;                   /* under mu */
+    /* the current job, written under mu before the generation is bumped */
+    guild_pool_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    _Atomic int64_t next; /* next task to hand out */
+    _Atomic int busy;     /* workers that have not finished the current job */
+};
+
+struct pool_arg {
+    guild_pool_t *pool;
+    int thread;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void run_tasks(guild_pool_t *p, int thread)
+{
+    for (;;) {
+        int64_t task = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        if (task >= p->n_tasks)
+            break;
+        p->fn(p->ctx, task, thread);
+    }
+}
+
+static void *worker_main(void *argp)
+{
+    struct pool_arg *arg = argp;
+    guild_pool_t *p = arg->pool;
+    uint64_t seen = 0;
+    for (;;) {
+        for (int i = 0; i < POOL_SPIN_ROUNDS; i++) {
+            if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen)
+                break;
+            cpu_relax();
+        }
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load_explicit(&p->generation, memory_order_relaxed) == seen && !p->stop)
+            pthread_cond_wait(&p->wake, &p->mu);
+        if (p->stop) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        seen = atomic_load_explicit(&p->generation, memory_order_relaxed);
+        pthread_mutex_unlock(&p->mu);
+
+        run_tasks(p, arg->thread);
+
+        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->idle);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+static int pin_thread(pthread_t t, int cpu, guild_err_t *err)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (cpu < 0 || cpu >= CPU_SETSIZE)
+        return guild_err_set(err, "thread pool: CPU %d is out of range", cpu);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(t, sizeof set, &set);
+    if (rc)
+        return guild_err_errno(err, rc, "thread pool: cannot pin a thread to CPU %d", cpu);
+    return 0;
+}
+
+int guild_pool_new(guild_pool_t **out, int n_threads, const int *cpus, guild_err_t *err)
+{
+    *out = NULL;
+    if (n_threads < 1)
+        return guild_err_set(err, "thread pool: %d threads requested (at least 1)", n_threads);
+    guild_pool_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return guild_err_set(err, "thread pool: out of memory");
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->idle, NULL);
+    if (n_threads > 1) {
+        p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
+        p->args = calloc((size_t)n_threads - 1, sizeof *p->args);
+        if (!p->threads || !p->args) {
+            guild_err_set(err, "thread pool: out of memory");
+            goto fail;
+        }
+    }
+    if (cpus && pin_thread(pthread_self(), cpus[0], err))
+        goto fail;
+    for (int i = 1; i < n_threads; i++) {
+        p->args[i - 1] = (struct pool_arg){p, i};
+        int rc = pthread_create(&p->threads[i - 1], NULL, worker_main, &p->args[i - 1]);
+        if (rc) {
+            guild_err_errno(err, rc, "thread pool: cannot start thread %d of %d", i, n_threads);
+            goto fail;
+        }
+        p->n_started++;
+        if (cpus && pin_thread(p->threads[i - 1], cpus[i], err))
+            goto fail;
+    }
+    *out = p;
+    return 0;
+fail:
+    guild_pool_destroy(&p);
+    return -1;
+}
+
+void guild_pool_destroy(guild_pool_t **pp)
+{
+    guild_pool_t *p = *pp;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_started; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->idle);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    free(p->args);
+    free(p->threads);
+    free(p);
+    *pp = NULL;
+}
+
+int guild_pool_threads(const guild_pool_t *p)
+{
+    return p->n_threads;
+}
+
+void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx)
+{
+    if (n_tasks <= 0)
+        return;
+    if (p->n_threads == 1 || n_tasks == 1) {
+        for (int64_t t = 0; t < n_tasks; t++)
+            fn(ctx, t, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->busy, p->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+
+    run_tasks(p, 0);
+
+    for (int i = 0; i < POOL_SPIN_ROUNDS; i++) {
+        if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0)
+            return;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
+        pthread_cond_wait(&p->idle, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,36 @@
+/* core/util/pool.h — a small fork-join thread pool for compute kernels.
+ *
+ * guild_pool_run(p, n_tasks, fn, ctx) calls fn(ctx, task, thread) exactly once for every task in [0, n_tasks)
+ * and returns when all calls have finished (the caller's thread takes part as thread 0). Tasks are handed out
+ * dynamically, so which thread runs which task is unspecified: a kernel in which every output element belongs
+ * to exactly one task, and is computed in a fixed order inside it, gives the same bits for any thread count.
+ * `thread` (0 .. n_threads-1) is only for indexing per-thread scratch memory.
+ *
+ * One guild_pool_run at a time per pool (the owner's thread); fn must not call guild_pool_run on the same pool.
+ */
+#ifndef GUILD_UTIL_POOL_H
+#define GUILD_UTIL_POOL_H
+
+#include <stdint.h>
+
+#include "core/util/err.h"
+
+typedef struct guild_pool guild_pool_t;
+
+typedef void (*guild_pool_fn)(void *ctx, int64_t task, int thread);
+
+/* Starts n_threads - 1 worker threads (n_threads >= 1). When `cpus` is not NULL, thread i is pinned to CPU
+ * cpus[i] (cpus holds n_threads entries; thread 0, the caller, is pinned too). Fails (message in err) when a
+ * thread cannot be created or pinned; nothing is left running then. */
+int guild_pool_new(guild_pool_t **out, int n_threads, const int *cpus, guild_err_t *err);
+
+/* Stops and joins the workers, frees the pool, sets *p to NULL. NULL-safe. */
+void guild_pool_destroy(guild_pool_t **p);
+
+/* Number of threads, the caller's included. */
+int guild_pool_threads(const guild_pool_t *p);
+
+/* Runs fn for every task in [0, n_tasks) as described above; n_tasks <= 0 does nothing. */
+void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,92 @@
+/* Tests for core/util/pool: every task runs exactly once, for any thread count, many jobs back to back. */
+#include "core/util/pool.h"
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct job {
+    _Atomic int *hits;  /* [n] times each task ran */
+    _Atomic int bad_thread;
+    int n_threads;
+    double *out;        /* [n] */
+} job_t;
+
+static void task_fn(void *ctx, int64_t task, int thread)
+{
+    job_t *j = ctx;
+    atomic_fetch_add(&j->hits[task], 1);
+    if (thread < 0 || thread >= j->n_threads)
+        atomic_store(&j->bad_thread, 1);
+    double acc = 0; /* a fixed-order computation per task */
+    for (int i = 1; i <= 100; i++)
+        acc += (double)task / i;
+    j->out[task] = acc;
+}
+
+static void run_jobs(int n_threads, int n_jobs, double *first)
+{
+    guild_pool_t *p = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(guild_pool_new(&p, n_threads, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(guild_pool_threads(p), n_threads);
+    enum { N = 257 };
+    _Atomic int hits[N];
+    double out[N];
+    for (int r = 0; r < n_jobs; r++) {
+        int n = 1 + r % N;
+        for (int i = 0; i < N; i++)
+            atomic_store(&hits[i], 0);
+        job_t j = {hits, 0, n_threads, out};
+        guild_pool_run(p, n, task_fn, &j);
+        for (int i = 0; i < N; i++)
+            ck_assert_int_eq(atomic_load(&hits[i]), i < n ? 1 : 0);
+        ck_assert_int_eq(atomic_load(&j.bad_thread), 0);
+        if (n == N)
+            memcpy(first, out, sizeof out);
+    }
+    guild_pool_run(p, 0, task_fn, NULL); /* nothing to do: fn is not called */
+    guild_pool_destroy(&p);
+    ck_assert_ptr_null(p);
+}
+
+START_TEST(test_every_task_once)
+{
+    double a[257], b[257], c[257];
+    run_jobs(1, 300, a);
+    run_jobs(2, 300, b);
+    run_jobs(4, 300, c);
+    ck_assert(!memcmp(a, b, sizeof a));
+    ck_assert(!memcmp(a, c, sizeof a));
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+    guild_pool_t *p = (guild_pool_t *)1;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(guild_pool_new(&p, 0, NULL, &err), -1);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(guild_pool_new(&p, 2, (int[]){0, 1 << 20}, &err), -1);
+    ck_assert_ptr_null(p);
+    ck_assert_ptr_nonnull(strstr(err.msg, "CPU"));
+    guild_pool_destroy(&p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *tc = tcase_create("run");
+    tcase_add_test(tc, test_every_task_once);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_bad_arguments);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
