@@ -1,0 +1,37 @@
+/* core/kern/table.h — internal: the kernel table of one ISA level, and the per-ISA functions that fill it.
+ *
+ * Each level's table starts as a copy of the level below and each ISA file overwrites the entries it
+ * implements, so a type without a kernel at some level runs the best one below it; an entry still NULL means
+ * the scalar reference. dispatch.c is the only user.
+ */
+#ifndef GUILD_KERN_TABLE_H
+#define GUILD_KERN_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/quant/types.h"
+
+/* See kern_matmul (core/kern/kern.h) for the contract. */
+typedef void (*kern_matmul_fn)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                               const void *act, size_t act_stride, float *out, size_t ldo);
+/* See kern_quantize. */
+typedef void (*kern_quantize_fn)(const float *x, void *dst, int64_t n);
+
+typedef struct kern_table {
+    kern_matmul_fn matmul[GUILD_TYPE_COUNT];     /* by weight type */
+    kern_quantize_fn quantize[GUILD_TYPE_COUNT]; /* by activation type */
+} kern_table_t;
+
+/* The references (scalar.c): what a NULL table entry means. */
+void kern_matmul_scalar(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                        size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+void kern_quantize_scalar(guild_type_t act_type, const float *x, void *dst, int64_t n);
+
+/* The x86 fillers exist on every architecture and do nothing where the ISA cannot exist. */
+void kern_fill_avx2(kern_table_t *t);
+void kern_fill_avx512(kern_table_t *t);
+void kern_fill_avx512_vnni(kern_table_t *t);
+void kern_fill_amx(kern_table_t *t);
+
+#endif
