@@ -1,0 +1,68 @@
+/* core/model/config.h — a model's hyper-parameters, read from GGUF metadata (ARCH = general.architecture).
+ *
+ * Keys and defaults follow llama.cpp: ARCH.block_count, .context_length, .embedding_length,
+ * .feed_forward_length, .attention.head_count, .attention.head_count_kv (default head_count),
+ * .attention.key_length / .value_length (default n_embd / n_head), .attention.layer_norm_rms_epsilon,
+ * .rope.freq_base (default 10000), .rope.dimension_count (default head_dim), .rope.scaling.* (none, linear,
+ * yarn), .expert_count, .expert_used_count, .expert_feed_forward_length (default: qwen*: feed_forward_length /
+ * expert_used_count; llama, olmoe: feed_forward_length), .expert_shared_feed_forward_length (qwen2moe; default
+ * feed_forward_length), .expert_weights_scale (optional), .vocab_size (default: the length of
+ * tokenizer.ggml.tokens, else token_embd's rows).
+ */
+#ifndef GUILD_MODEL_CONFIG_H
+#define GUILD_MODEL_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/gguf/gguf.h"
+#include "core/model/arch.h"
+#include "core/util/err.h"
+
+typedef enum model_rope_scaling {
+    MODEL_ROPE_SCALING_NONE,
+    MODEL_ROPE_SCALING_LINEAR, /* positions multiplied by freq_scale */
+    MODEL_ROPE_SCALING_YARN,   /* ggml's rope_yarn with the parameters below */
+} model_rope_scaling_t;
+
+typedef struct model_config {
+    model_arch_t arch;
+    char name[96];             /* general.name, "" when absent (truncated) */
+    int32_t file_type;         /* general.file_type, -1 when absent */
+
+    int32_t n_layer;           /* transformer blocks */
+    int32_t n_ctx_train;       /* context length the model was trained for */
+    int32_t n_embd;            /* residual stream width */
+    int32_t n_vocab;           /* rows of token_embd / logits per position */
+    int32_t n_ff;              /* feed_forward_length (0 when absent and not needed) */
+
+    int32_t n_head;            /* query heads */
+    int32_t n_head_kv;         /* key/value heads (grouped-query attention: n_head % n_head_kv == 0) */
+    int32_t head_dim;          /* per head, keys and values alike */
+    int32_t n_rot;             /* leading dimensions of each head that RoPE rotates (even, <= head_dim) */
+    float norm_eps;            /* RMSNorm epsilon */
+
+    float rope_freq_base;      /* theta base */
+    model_rope_scaling_t rope_scaling;
+    float rope_freq_scale;     /* 1 / scaling factor (1 when none) */
+    int32_t rope_n_ctx_orig;   /* yarn: original context length */
+    float yarn_ext_factor;     /* yarn: 1 (0 when not yarn) */
+    float yarn_attn_factor;    /* yarn: 1 unless the file says otherwise */
+    float yarn_beta_fast;      /* yarn: 32 */
+    float yarn_beta_slow;      /* yarn: 1 */
+
+    int32_t n_expert;          /* routed experts per layer */
+    int32_t n_expert_used;     /* experts per token (top-k) */
+    int32_t n_ff_exp;          /* hidden width of one routed expert */
+    int32_t n_ff_shexp;        /* hidden width of the shared expert (0 when the architecture has none) */
+    float expert_weights_scale; /* multiplies the router weights when not 0 or 1 */
+} model_config_t;
+
+/* Reads the configuration from g. Fails with a message naming the file and the key for an unsupported
+ * architecture, a missing or malformed key, or values that are inconsistent or out of Guild's limits. */
+int model_config_load(model_config_t *cfg, const gguf_t *g, guild_err_t *err);
+
+/* Prints the configuration, one "  key = value" per line, after a header line. */
+void model_config_print(const model_config_t *cfg, FILE *out);
+
+#endif

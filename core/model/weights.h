@@ -1,0 +1,73 @@
+/* core/model/weights.h — every tensor of a model, bound to its bytes in the mapped GGUF file.
+ *
+ * Shapes are written as GGUF stores them, ne[0] innermost: a matrix "[n_in, n_out]" is n_out rows of n_in
+ * elements, and y = W x is y[r] = dot(row r, x). Binding checks each tensor's presence, dimensions and type:
+ * norms and biases must be F32; matrices any type Guild computes with (quant_type_info()->computable).
+ */
+#ifndef GUILD_MODEL_WEIGHTS_H
+#define GUILD_MODEL_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/gguf/gguf.h"
+#include "core/model/config.h"
+#include "core/quant/types.h"
+#include "core/util/err.h"
+
+typedef struct model_tensor {
+    const char *name;  /* GGUF name (lives as long as the gguf_t); NULL when the tensor is absent */
+    const void *data;  /* first byte in the mapping; NULL when absent */
+    guild_type_t type;
+    int64_t ne[4];     /* elements per dimension, ne[0] innermost; unused dimensions are 1 */
+    size_t row_bytes;  /* bytes of one row of ne[0] elements */
+    size_t mat_bytes;  /* bytes of one ne[0] x ne[1] matrix (one expert of a 3-D expert tensor) */
+} model_tensor_t;
+
+typedef struct model_layer {
+    model_tensor_t attn_norm;      /* [n_embd] f32 */
+    model_tensor_t wq;             /* [n_embd, n_head*head_dim] */
+    model_tensor_t wk;             /* [n_embd, n_head_kv*head_dim] */
+    model_tensor_t wv;             /* [n_embd, n_head_kv*head_dim] */
+    model_tensor_t bq;             /* [n_head*head_dim] f32, qwen2moe only */
+    model_tensor_t bk;             /* [n_head_kv*head_dim] f32, qwen2moe only */
+    model_tensor_t bv;             /* [n_head_kv*head_dim] f32, qwen2moe only */
+    model_tensor_t q_norm;         /* f32: qwen3moe [head_dim]; olmoe [n_head*head_dim]; else absent */
+    model_tensor_t k_norm;         /* f32: qwen3moe [head_dim]; olmoe [n_head_kv*head_dim]; else absent */
+    model_tensor_t wo;             /* [n_head*head_dim, n_embd] */
+    model_tensor_t ffn_norm;       /* [n_embd] f32 */
+    model_tensor_t router;         /* ffn_gate_inp [n_embd, n_expert] */
+    model_tensor_t gate_exps;      /* [n_embd, n_ff_exp, n_expert] */
+    model_tensor_t up_exps;        /* [n_embd, n_ff_exp, n_expert] */
+    model_tensor_t down_exps;      /* [n_ff_exp, n_embd, n_expert] */
+    model_tensor_t shexp_gate_inp; /* [n_embd] (one output: the shared expert's gate logit), qwen2moe only */
+    model_tensor_t shexp_gate;     /* [n_embd, n_ff_shexp], qwen2moe only */
+    model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], qwen2moe only */
+    model_tensor_t shexp_down;     /* [n_ff_shexp, n_embd], qwen2moe only */
+} model_layer_t;
+
+typedef struct model_weights {
+    model_tensor_t token_embd;  /* [n_embd, n_vocab] */
+    model_tensor_t output_norm; /* [n_embd] f32 */
+    model_tensor_t output;      /* [n_embd, n_vocab]; a copy of token_embd when the file has none (tied) */
+    bool tied_output;           /* output.weight was absent */
+    model_layer_t *layers;      /* [n_layer] */
+    int32_t n_layer;
+} model_weights_t;
+
+/* Binds every tensor the configuration needs. Fails with "FILE: tensor NAME: problem" for a missing tensor, a
+ * wrong shape (expected and found) or a type that is not supported for that tensor. Tensors the architecture
+ * does not use are ignored. On success w->layers is allocated (release with model_weights_fini). */
+int model_weights_bind(model_weights_t *w, const gguf_t *g, const model_config_t *cfg, guild_err_t *err);
+
+/* Frees what model_weights_bind allocated; the tensors point into the gguf_t, which the caller owns. */
+void model_weights_fini(model_weights_t *w);
+
+/* Row r of a 2-D tensor, or of matrix `expert` of a 3-D one. */
+static inline const void *model_tensor_row(const model_tensor_t *t, int64_t expert, int64_t r)
+{
+    return (const char *)t->data + (size_t)expert * t->mat_bytes + (size_t)r * t->row_bytes;
+}
+
+#endif
