@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Float64 reference forward pass for the MoE architectures Guild runs: qwen3moe, qwen2moe, llama (Mixtral: llama
+with experts; dense llama too) and olmoe, as llama.cpp defines them (src/models/<arch>.cpp, build_moe_ffn in
+src/llama-graph.cpp, llama_model_rope_type). Independent of Guild's C code: own GGUF reader and dequantizers.
+
+Everything is computed in float64, except that, by default, the input vector of every matrix product with a
+quantized weight is first quantized to the weight type's dot format (Q8_0 / Q8_1 / Q8_K) exactly as ggml's
+reference quantizers do in float32 -- Guild's matrix products do that, so emulating it makes a comparison
+measure only arithmetic precision (--no-emulate-act turns it off).
+
+CLI: forward_ref.py --model M.gguf --ids "1 2 3" --steps N [--force-ids "..."] --logits-out F.f32
+     [--tokens-out F.txt]
+Writes N rows of n_vocab float32 logits: row 0 is the prompt's last position; row i (i >= 1) comes after feeding
+token i-1, which is --force-ids' i-th id when given (teacher forcing), else the argmax of row i-1 (greedy).
+--tokens-out gets the argmax of each row, space-separated on one line.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from dequant_ref import DOT_TYPE, block_mins, dequantize, quantize_activation  # noqa: E402
+from gguf_ref import GGUFError, GGUFFile  # noqa: E402
+
+ARCHS = ("qwen3moe", "qwen2moe", "llama", "olmoe")
+
+
+class Weight:
+    """A weight tensor dequantized to float64, shape reversed from GGUF's ne (so W @ x works on rows)."""
+
+    def __init__(self, t, emulate):
+        self.name = t.name
+        self.type = t.type_name
+        shape = tuple(reversed(t.ne))
+        self.W = dequantize(t.type, t.data, t.n_elements).reshape(shape)
+        self.dot = DOT_TYPE.get(self.type) if emulate else None
+        if self.type not in DOT_TYPE:
+            raise GGUFError("tensor %s: type %s is not supported" % (t.name, self.type))
+        self.mins = None
+        if self.dot == "Q8_1":
+            # ggml's Q4_1/Q5_1 x Q8_1 dot: d_w*d_a*sum(q_w*q_a) + m_w * s_a, s_a the fp16 d_a*sum(q_a).
+            self.mins = block_mins(t.type, t.data, t.n_elements).reshape(shape[:-1] + (shape[-1] // 32,))
+            self.Wnomin = self.W - np.repeat(self.mins, 32, axis=-1)
+
+    @property
+    def shape(self):
+        return self.W.shape
+
+    def mv(self, x, expert=None):
+        """W @ x (W[expert] @ x for a 3-D expert tensor); x a float64 vector of the inner dimension."""
+        W = self.W if expert is None else self.W[expert]
+        if W.ndim == 1:
+            W = W.reshape(1, -1)
+        if self.dot is None:
+            return W @ x
+        xq, s = quantize_activation(self.dot, x)
+        if self.mins is None:
+            return W @ xq
+        Wn = self.Wnomin if expert is None else self.Wnomin[expert]
+        M = self.mins if expert is None else self.mins[expert]
+        if Wn.ndim == 1:
+            Wn, M = Wn.reshape(1, -1), M.reshape(1, -1)
+        return Wn @ xq + M @ s
+
+
+def rms_norm(x, w, eps):
+    """x: (..., n); normalised over the last axis, times w."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def softmax(x):
+    e = np.exp(x - np.max(x))
+    return e / e.sum()
+
+
+class Model:
+    def __init__(self, path, emulate=True):
+        g = GGUFFile(path)
+        self.path = path
+        self.gguf = g
+        arch = g.require("general.architecture")
+        if arch not in ARCHS:
+            raise GGUFError("%s: architecture %s is not supported by the reference" % (path, arch))
+        self.arch = arch
+
+        def key(k, default=None, required=False):
+            full = arch + "." + k
+            if required:
+                return g.require(full)
+            return g.get(full, default)
+
+        self.n_layer = int(key("block_count", required=True))
+        self.n_embd = int(key("embedding_length", required=True))
+        self.n_head = int(key("attention.head_count", required=True))
+        self.n_head_kv = int(key("attention.head_count_kv", self.n_head))
+        self.hd_k = int(key("attention.key_length", self.n_embd // self.n_head))
+        self.hd_v = int(key("attention.value_length", self.hd_k))
+        self.n_rot = int(key("rope.dimension_count", self.hd_k))
+        self.freq_base = float(key("rope.freq_base", 10000.0))
+        self.eps = float(key("attention.layer_norm_rms_epsilon", required=True))
+        self.n_expert = int(key("expert_count", 0))
+        self.n_expert_used = int(key("expert_used_count", 0))
+        self.freq_scale = 1.0
+        stype = key("rope.scaling.type", "none")
+        factor = float(key("rope.scaling.factor", 0.0) or 0.0)
+        if stype == "linear" and factor > 0:
+            self.freq_scale = 1.0 / factor
+        elif stype not in ("none", "linear") and factor not in (0.0, 1.0):
+            raise GGUFError("%s: rope scaling %s is not supported by the reference" % (path, stype))
+        if key("rope.scale_linear") is not None:
+            self.freq_scale = 1.0 / float(key("rope.scale_linear"))
+        # llama_model_rope_type: NORM (adjacent pairs) for llama, NEOX (halves) for qwen2moe/qwen3moe/olmoe.
+        self.rope_neox = arch != "llama"
+        # build_moe_ffn's norm_w argument in each architecture's graph.
+        self.norm_topk = arch in ("qwen3moe", "llama")
+        # Q/K RMS norms: qwen3moe per head after the reshape; olmoe over the whole projection before it.
+        self.qk_norm = {"qwen3moe": "head", "olmoe": "full"}.get(arch)
+
+        def T(name, required=True):
+            t = g.tensor(name)
+            if t is None:
+                if required:
+                    raise GGUFError("%s: missing tensor %s" % (path, name))
+                return None
+            return Weight(t, emulate)
+
+        def V(name, required=True):
+            t = T(name, required)
+            return None if t is None else t.W.reshape(-1)
+
+        self.tok_embd = T("token_embd.weight")
+        self.n_vocab = self.tok_embd.shape[0]
+        self.output_norm = V("output_norm.weight")
+        self.output = T("output.weight", False) or self.tok_embd
+        rf = V("rope_freqs.weight", False)
+        self.rope_freqs = rf
+        self.layers = []
+        for i in range(self.n_layer):
+            p = "blk.%d." % i
+            L = {
+                "attn_norm": V(p + "attn_norm.weight"),
+                "wq": T(p + "attn_q.weight"), "wk": T(p + "attn_k.weight"), "wv": T(p + "attn_v.weight"),
+                "wo": T(p + "attn_output.weight"),
+                "bq": V(p + "attn_q.bias", False), "bk": V(p + "attn_k.bias", False),
+                "bv": V(p + "attn_v.bias", False), "bo": V(p + "attn_output.bias", False),
+                "ffn_norm": V(p + "ffn_norm.weight"),
+            }
+            if self.qk_norm:
+                L["q_norm"] = V(p + "attn_q_norm.weight")
+                L["k_norm"] = V(p + "attn_k_norm.weight")
+            if self.n_expert > 0:
+                L["gate_inp"] = T(p + "ffn_gate_inp.weight")
+                L["gate_exps"] = T(p + "ffn_gate_exps.weight")
+                L["up_exps"] = T(p + "ffn_up_exps.weight")
+                L["down_exps"] = T(p + "ffn_down_exps.weight")
+                if arch == "qwen2moe":
+                    L["gate_inp_shexp"] = T(p + "ffn_gate_inp_shexp.weight")
+                    L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
+                    L["up_shexp"] = T(p + "ffn_up_shexp.weight")
+                    L["down_shexp"] = T(p + "ffn_down_shexp.weight")
+            else:
+                if arch != "llama":
+                    raise GGUFError("%s: %s needs %s.expert_count > 0" % (path, arch, arch))
+                L["ffn_gate"] = T(p + "ffn_gate.weight")
+                L["ffn_up"] = T(p + "ffn_up.weight")
+                L["ffn_down"] = T(p + "ffn_down.weight")
+            self.layers.append(L)
+        if self.n_expert > 0 and not 0 < self.n_expert_used <= self.n_expert:
+            raise GGUFError("%s: expert_used_count %d is not in 1..%d" % (path, self.n_expert_used, self.n_expert))
+        self.reset()
+
+    def reset(self):
+        self.pos = 0
+        self.kcache = [[] for _ in range(self.n_layer)]
+        self.vcache = [[] for _ in range(self.n_layer)]
+        self.routing = []   # per token: per layer the selected experts (for diagnostics)
+
+    def rope(self, x, pos):
+        """x: (heads, head_dim), rotated in place of its first n_rot dims."""
+        half = self.n_rot // 2
+        i = np.arange(half)
+        theta = pos * self.freq_scale * self.freq_base ** (-2.0 * i / self.n_rot)
+        if self.rope_freqs is not None:
+            theta = theta / self.rope_freqs[:half]
+        c, s = np.cos(theta), np.sin(theta)
+        y = x.copy()
+        if self.rope_neox:
+            x0, x1 = x[:, i], x[:, i + half]
+            y[:, i], y[:, i + half] = x0 * c - x1 * s, x0 * s + x1 * c
+        else:
+            x0, x1 = x[:, 2 * i], x[:, 2 * i + 1]
+            y[:, 2 * i], y[:, 2 * i + 1] = x0 * c - x1 * s, x0 * s + x1 * c
+        return y
+
+    def attention(self, il, L, h):
+        q = L["wq"].mv(h)
+        k = L["wk"].mv(h)
+        v = L["wv"].mv(h)
+        if L["bq"] is not None:
+            q = q + L["bq"]
+        if L["bk"] is not None:
+            k = k + L["bk"]
+        if L["bv"] is not None:
+            v = v + L["bv"]
+        if self.qk_norm == "full":
+            q = rms_norm(q, L["q_norm"], self.eps)
+            k = rms_norm(k, L["k_norm"], self.eps)
+        q = q.reshape(self.n_head, self.hd_k)
+        k = k.reshape(self.n_head_kv, self.hd_k)
+        v = v.reshape(self.n_head_kv, self.hd_v)
+        if self.qk_norm == "head":
+            q = rms_norm(q, L["q_norm"], self.eps)
+            k = rms_norm(k, L["k_norm"], self.eps)
+        q = self.rope(q, self.pos)
+        k = self.rope(k, self.pos)
+        self.kcache[il].append(k)
+        self.vcache[il].append(v)
+        K = np.stack(self.kcache[il])   # (n_pos, n_head_kv, hd_k)
+        Vc = np.stack(self.vcache[il])  # (n_pos, n_head_kv, hd_v)
+        group = self.n_head // self.n_head_kv
+        scale = 1.0 / np.sqrt(self.hd_k)
+        out = np.empty((self.n_head, self.hd_v))
+        for hh in range(self.n_head):
+            kv = hh // group
+            p = softmax(K[:, kv, :] @ q[hh] * scale)
+            out[hh] = p @ Vc[:, kv, :]
+        o = L["wo"].mv(out.reshape(-1))
+        if L["bo"] is not None:
+            o = o + L["bo"]
+        return o
+
+    def moe(self, L, h, routing):
+        logits = L["gate_inp"].mv(h)
+        probs = softmax(logits)
+        sel = np.argsort(-probs, kind="stable")[:self.n_expert_used]
+        w = probs[sel]
+        if self.norm_topk:
+            w = w / max(w.sum(), 6.103515625e-5)
+        routing.append([int(e) for e in sel])
+        out = np.zeros(self.n_embd)
+        for wk, e in zip(w, sel):
+            a = silu(L["gate_exps"].mv(h, e)) * L["up_exps"].mv(h, e)
+            out += wk * L["down_exps"].mv(a, e)
+        if "gate_inp_shexp" in L:
+            g = 1.0 / (1.0 + np.exp(-L["gate_inp_shexp"].mv(h)[0]))
+            a = silu(L["gate_shexp"].mv(h)) * L["up_shexp"].mv(h)
+            out += L["down_shexp"].mv(a) * g
+        return out
+
+    def dense_ffn(self, L, h):
+        a = silu(L["ffn_gate"].mv(h)) * L["ffn_up"].mv(h)
+        return L["ffn_down"].mv(a)
+
+    def step(self, token):
+        """Feeds one token at the next position; returns the float64 logits (n_vocab,)."""
+        if not 0 <= token < self.n_vocab:
+            raise ValueError("token id %d is outside the vocabulary (%d)" % (token, self.n_vocab))
+        x = self.tok_embd.W[token].astype(np.float64)
+        routing = []
+        for il, L in enumerate(self.layers):
+            x = x + self.attention(il, L, rms_norm(x, L["attn_norm"], self.eps))
+            h = rms_norm(x, L["ffn_norm"], self.eps)
+            x = x + (self.moe(L, h, routing) if self.n_expert > 0 else self.dense_ffn(L, h))
+        self.pos += 1
+        self.routing.append(routing)
+        return self.output.mv(rms_norm(x, self.output_norm, self.eps))
+
+
+def generate(model, prompt_ids, steps, force_ids=None):
+    """Returns (logits float64 (steps, n_vocab), argmax ids list, fed ids list)."""
+    if not prompt_ids:
+        raise ValueError("empty prompt")
+    model.reset()
+    logits = None
+    for t in prompt_ids:
+        logits = model.step(t)
+    rows, argmaxes, fed = [logits], [int(np.argmax(logits))], []
+    for i in range(1, steps):
+        if force_ids is not None:
+            if i - 1 >= len(force_ids):
+                raise ValueError("--force-ids has %d ids, %d steps need %d" % (len(force_ids), steps, steps - 1))
+            nxt = force_ids[i - 1]
+        else:
+            nxt = argmaxes[-1]
+        fed.append(nxt)
+        logits = model.step(nxt)
+        rows.append(logits)
+        argmaxes.append(int(np.argmax(logits)))
+    return np.array(rows), argmaxes, fed
+
+
+def parse_ids(s):
+    return [int(t) for t in s.replace(",", " ").split()]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--ids", required=True, help="prompt token ids, space-separated")
+    ap.add_argument("--steps", type=int, required=True, help="rows of logits to produce")
+    ap.add_argument("--force-ids", help="continuation ids to feed instead of the greedy choice")
+    ap.add_argument("--logits-out", required=True)
+    ap.add_argument("--tokens-out")
+    ap.add_argument("--no-emulate-act", action="store_true",
+                    help="do not quantize matrix-product inputs to the weight's dot format")
+    a = ap.parse_args(argv)
+    try:
+        m = Model(a.model, emulate=not a.no_emulate_act)
+        force = parse_ids(a.force_ids) if a.force_ids is not None else None
+        rows, argmaxes, _ = generate(m, parse_ids(a.ids), a.steps, force)
+    except (GGUFError, ValueError) as e:
+        print("forward_ref: %s" % e, file=sys.stderr)
+        return 1
+    rows.astype("<f4").tofile(a.logits_out)
+    if a.tokens_out:
+        with open(a.tokens_out, "w") as f:
+            f.write(" ".join(str(t) for t in argmaxes) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

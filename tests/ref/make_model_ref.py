@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Writes a small synthetic model of a Guild architecture with the reference's own GGUF writer, for the
+reference's self-tests (independent of tools/guild-mkmodel). Weights are random; quantized tensors are random
+well-formed blocks (not quantized from floats), so only their layout matters, not their quality.
+
+make_model_ref.py --arch qwen3moe --type F32 -o M.gguf [--layers 2 --embd 64 --heads 4 --kv-heads 2
+    --head-dim 16 --experts 8 --experts-used 2 --expert-ff 32 --shared-ff 64 --vocab 300 --seed 1 --tied]
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gguf_ref import ARRAY, FLOAT32, INT32, STRING, TYPE_BY_NAME, TYPES, UINT32  # noqa: E402
+from gguf_write_ref import random_blocks, write_gguf  # noqa: E402
+
+
+def build(a):
+    rng = np.random.default_rng(a.seed)
+    arch = "llama" if a.arch == "mixtral" else a.arch
+    tensors = []
+
+    def add(name, ne, ttype, scale):
+        n = int(np.prod(ne))
+        be = TYPES[TYPE_BY_NAME[ttype]][1]
+        if ne[0] % be:
+            ttype = "F32"
+        tensors.append((name, TYPE_BY_NAME[ttype], tuple(ne), random_blocks(ttype, n, rng, scale)))
+
+    def norm(name, n):
+        tensors.append((name, TYPE_BY_NAME["F32"], (n,), (1.0 + 0.1 * rng.standard_normal(n)).astype("<f4").tobytes()))
+
+    E, H, KV, D = a.embd, a.heads, a.kv_heads, a.head_dim
+    ws = 1.0 / np.sqrt(E)
+    add("token_embd.weight", (E, a.vocab), a.type, 1.0)
+    norm("output_norm.weight", E)
+    if not a.tied:
+        add("output.weight", (E, a.vocab), a.type, ws)
+    for i in range(a.layers):
+        p = "blk.%d." % i
+        norm(p + "attn_norm.weight", E)
+        add(p + "attn_q.weight", (E, H * D), a.type, ws)
+        add(p + "attn_k.weight", (E, KV * D), a.type, ws)
+        add(p + "attn_v.weight", (E, KV * D), a.type, ws)
+        add(p + "attn_output.weight", (H * D, E), a.type, 1.0 / np.sqrt(H * D))
+        if arch == "qwen2moe":
+            for nm, n in (("attn_q.bias", H * D), ("attn_k.bias", KV * D), ("attn_v.bias", KV * D)):
+                tensors.append((p + nm, TYPE_BY_NAME["F32"], (n,), (0.1 * rng.standard_normal(n)).astype("<f4").tobytes()))
+        if arch == "qwen3moe":
+            norm(p + "attn_q_norm.weight", D)
+            norm(p + "attn_k_norm.weight", D)
+        if arch == "olmoe":
+            norm(p + "attn_q_norm.weight", H * D)
+            norm(p + "attn_k_norm.weight", KV * D)
+        norm(p + "ffn_norm.weight", E)
+        add(p + "ffn_gate_inp.weight", (E, a.experts), "F32", ws * 4)
+        add(p + "ffn_gate_exps.weight", (E, a.expert_ff, a.experts), a.type, ws)
+        add(p + "ffn_up_exps.weight", (E, a.expert_ff, a.experts), a.type, ws)
+        add(p + "ffn_down_exps.weight", (a.expert_ff, E, a.experts), a.type, 1.0 / np.sqrt(a.expert_ff))
+        if arch == "qwen2moe":
+            add(p + "ffn_gate_inp_shexp.weight", (E,), "F32", ws)
+            add(p + "ffn_gate_shexp.weight", (E, a.shared_ff), a.type, ws)
+            add(p + "ffn_up_shexp.weight", (E, a.shared_ff), a.type, ws)
+            add(p + "ffn_down_shexp.weight", (a.shared_ff, E), a.type, 1.0 / np.sqrt(a.shared_ff))
+
+    kv = [
+        ("general.architecture", STRING, arch),
+        ("general.name", STRING, "reference test model"),
+        (arch + ".block_count", UINT32, a.layers),
+        (arch + ".context_length", UINT32, 256),
+        (arch + ".embedding_length", UINT32, E),
+        (arch + ".feed_forward_length", UINT32, a.expert_ff),
+        (arch + ".attention.head_count", UINT32, H),
+        (arch + ".attention.head_count_kv", UINT32, KV),
+        (arch + ".attention.key_length", UINT32, D),
+        (arch + ".attention.value_length", UINT32, D),
+        (arch + ".rope.freq_base", FLOAT32, 10000.0),
+        (arch + ".attention.layer_norm_rms_epsilon", FLOAT32, 1e-6),
+        (arch + ".expert_count", UINT32, a.experts),
+        (arch + ".expert_used_count", UINT32, a.experts_used),
+        (arch + ".expert_feed_forward_length", UINT32, a.expert_ff),
+        ("tokenizer.ggml.model", STRING, "gpt2"),
+        ("tokenizer.ggml.tokens", ARRAY, (STRING, ["t%d" % i for i in range(a.vocab)])),
+        ("tokenizer.ggml.token_type", ARRAY, (INT32, [1] * a.vocab)),
+    ]
+    if arch == "qwen2moe":
+        kv.append((arch + ".expert_shared_feed_forward_length", UINT32, a.shared_ff))
+    write_gguf(a.o, kv, tensors)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe"])
+    ap.add_argument("--type", default="F32")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--embd", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=16)
+    ap.add_argument("--experts", type=int, default=8)
+    ap.add_argument("--experts-used", type=int, default=2)
+    ap.add_argument("--expert-ff", type=int, default=32)
+    ap.add_argument("--shared-ff", type=int, default=64)
+    ap.add_argument("--vocab", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tied", action="store_true")
+    ap.add_argument("-o", required=True)
+    build(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
