@@ -1,0 +1,303 @@
+/* ipc/msg.c — envelope framing over ROUTER/DEALER (contract in msg.h). */
+#include "config.h"
+
+#include "ipc/msg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+/* Frames read from one multipart message before the rest is discarded unread. */
+#define MAX_FRAMES 2
+
+static int set_int(void *sock, int opt, int value, const char *name, guild_err_t *err)
+{
+    if (zmq_setsockopt(sock, opt, &value, sizeof value) < 0)
+        return guild_err_set(err, "zmq_setsockopt %s: %s", name, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+static int common_opts(void *sock, guild_err_t *err)
+{
+    int64_t maxmsg = (int64_t)(4 * GUILD_MSG_MAX_BYTES);
+    if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) < 0)
+        return guild_err_set(err, "zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror(zmq_errno()));
+    return set_int(sock, ZMQ_LINGER, 0, "ZMQ_LINGER", err);
+}
+
+void *guild_msg_router_new(void *zctx, const char *endpoint, guild_err_t *err)
+{
+    void *s = zmq_socket(zctx, ZMQ_ROUTER);
+    if (!s) {
+        guild_err_set(err, "zmq_socket ROUTER: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    if (common_opts(s, err) < 0 || set_int(s, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err) < 0 ||
+        set_int(s, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) < 0)
+        goto fail;
+    if (zmq_bind(s, endpoint) < 0) {
+        guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    return s;
+fail:
+    zmq_close(s);
+    return NULL;
+}
+
+void *guild_msg_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
+{
+    size_t idlen = identity ? strlen(identity) : 0;
+    if (idlen == 0 || idlen > GUILD_MSG_MAX_IDENTITY) {
+        guild_err_set(err, "connect %s: routing id must be 1..%d bytes", endpoint, GUILD_MSG_MAX_IDENTITY);
+        return NULL;
+    }
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    if (!s) {
+        guild_err_set(err, "zmq_socket DEALER: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    if (common_opts(s, err) < 0)
+        goto fail;
+    if (zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, idlen) < 0) {
+        guild_err_set(err, "zmq_setsockopt ZMQ_ROUTING_ID: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (zmq_connect(s, endpoint) < 0) {
+        guild_err_set(err, "connect %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    return s;
+fail:
+    zmq_close(s);
+    return NULL;
+}
+
+void guild_msg_close(void **psock)
+{
+    if (!psock || !*psock)
+        return;
+    zmq_close(*psock);
+    *psock = NULL;
+}
+
+static int socket_type(void *sock)
+{
+    int type = -1;
+    size_t len = sizeof type;
+    if (zmq_getsockopt(sock, ZMQ_TYPE, &type, &len) < 0)
+        return -1;
+    return type;
+}
+
+int guild_msg_send(void *sock, const guild_msg_peer_t *to, Guild__Envelope *env, guild_err_t *err)
+{
+    int router = socket_type(sock) == ZMQ_ROUTER;
+    GUILD_ASSERT(router ? to != NULL : to == NULL);
+    env->protocol_version = GUILD_PROTOCOL_VERSION;
+    size_t len = guild__envelope__get_packed_size(env);
+    if (len > GUILD_MSG_MAX_BYTES)
+        return guild_err_set(err, "send %s: %zu bytes exceeds the %zu-byte message limit",
+                             guild_msg_body_name(env), len, GUILD_MSG_MAX_BYTES);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return guild_err_set(err, "send %s: out of memory", guild_msg_body_name(env));
+    guild__envelope__pack(env, buf);
+    int rc = 0;
+    if (router) {
+        if (to->len == 0 || to->len > GUILD_MSG_MAX_IDENTITY) {
+            rc = guild_err_set(err, "send %s: no peer routing id", guild_msg_body_name(env));
+            goto out;
+        }
+        if (zmq_send(sock, to->id, to->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+            goto fail;
+    }
+    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT) < 0)
+        goto fail;
+    goto out;
+fail:;
+    int e = zmq_errno();
+    if (e == EHOSTUNREACH)
+        rc = guild_err_set(err, "send %s: peer %.*s is not connected", guild_msg_body_name(env), (int)to->len,
+                           (const char *)to->id);
+    else if (e == EAGAIN)
+        rc = guild_err_set(err, "send %s: the peer's queue is full", guild_msg_body_name(env));
+    else
+        rc = guild_err_set(err, "send %s: %s", guild_msg_body_name(env), zmq_strerror(e));
+out:
+    free(buf);
+    return rc;
+}
+
+int guild_msg_send_error(void *sock, const guild_msg_peer_t *to, Guild__ErrorCode code, int fatal,
+                         const char *message, guild_err_t *err)
+{
+    Guild__Envelope env = GUILD__ENVELOPE__INIT;
+    Guild__Error e = GUILD__ERROR__INIT;
+    e.code = code;
+    e.fatal = fatal != 0;
+    e.message = (char *)message;
+    env.body_case = GUILD__ENVELOPE__BODY_ERROR;
+    env.error = &e;
+    return guild_msg_send(sock, to, &env, err);
+}
+
+/* Semantic checks that protobuf decoding cannot make: enum values in range, strings present where a
+ * receiver would otherwise act on nothing. */
+static int check_body(const Guild__Envelope *env, guild_err_t *err)
+{
+    switch (env->body_case) {
+    case GUILD__ENVELOPE__BODY_REGISTER_WORKER: {
+        const Guild__Register *r = env->register_worker;
+        if (r->role <= GUILD__ROLE__ROLE_UNSPECIFIED || r->role > GUILD__ROLE__ROLE_STAGER)
+            return guild_err_set(err, "register: unknown role %d", (int)r->role);
+        if (r->pid <= 0)
+            return guild_err_set(err, "register: invalid pid %d", (int)r->pid);
+        return 0;
+    }
+    case GUILD__ENVELOPE__BODY_ASSIGN: {
+        const Guild__Assign *a = env->assign;
+        if (!a->model_path || !a->model_path[0])
+            return guild_err_set(err, "assign: no model path");
+        for (size_t i = 0; i < a->n_shard; i++)
+            for (size_t j = 0; j < a->shard[i]->n_experts; j++)
+                if (a->shard[i]->experts[j]->count == 0)
+                    return guild_err_set(err, "assign: layer %u: empty expert range", a->shard[i]->layer);
+        if (a->arena && (!a->arena->name || !a->arena->name[0]))
+            return guild_err_set(err, "assign: arena without a name");
+        return 0;
+    }
+    case GUILD__ENVELOPE__BODY_ERROR:
+        if (env->error->code < GUILD__ERROR_CODE__ERROR_UNSPECIFIED ||
+            env->error->code > GUILD__ERROR_CODE__ERROR_INTERNAL)
+            return guild_err_set(err, "error: unknown code %d", (int)env->error->code);
+        return 0;
+    case GUILD__ENVELOPE__BODY_READY:
+    case GUILD__ENVELOPE__BODY_HEARTBEAT:
+    case GUILD__ENVELOPE__BODY_STATS_REQUEST:
+    case GUILD__ENVELOPE__BODY_STATS:
+    case GUILD__ENVELOPE__BODY_SHUTDOWN:
+        return 0;
+    default:
+        return guild_err_set(err, "envelope without a known body (field %d; a newer peer?)", (int)env->body_case);
+    }
+}
+
+Guild__Envelope *guild_msg_decode(const void *data, size_t len, guild_err_t *err)
+{
+    if (len > GUILD_MSG_MAX_BYTES) {
+        guild_err_set(err, "message of %zu bytes exceeds the %zu-byte limit", len, GUILD_MSG_MAX_BYTES);
+        return NULL;
+    }
+    if (len == 0) {
+        guild_err_set(err, "empty message");
+        return NULL;
+    }
+    Guild__Envelope *env = guild__envelope__unpack(NULL, len, data);
+    if (!env) {
+        guild_err_set(err, "malformed envelope (%zu bytes that do not decode as guild.Envelope)", len);
+        return NULL;
+    }
+    if (env->protocol_version != GUILD_PROTOCOL_VERSION) {
+        guild_err_set(err, "protocol version %u, this build speaks %u", env->protocol_version,
+                      GUILD_PROTOCOL_VERSION);
+        goto fail;
+    }
+    if (check_body(env, err) < 0)
+        goto fail;
+    return env;
+fail:
+    guild__envelope__free_unpacked(env, NULL);
+    return NULL;
+}
+
+void guild_msg_free(Guild__Envelope **penv)
+{
+    if (!penv || !*penv)
+        return;
+    guild__envelope__free_unpacked(*penv, NULL);
+    *penv = NULL;
+}
+
+guild_msg_result_t guild_msg_recv(void *sock, int timeout_ms, guild_msg_peer_t *from, Guild__Envelope **out,
+                                  guild_err_t *err)
+{
+    *out = NULL;
+    int router = socket_type(sock) == ZMQ_ROUTER;
+    GUILD_ASSERT(router ? from != NULL : from == NULL);
+    if (from)
+        from->len = 0;
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&item, 1, timeout_ms);
+    if (n < 0) {
+        int e = zmq_errno();
+        if (e == EINTR)
+            return GUILD_MSG_TIMEOUT;
+        guild_err_set(err, "receive: %s", zmq_strerror(e));
+        return GUILD_MSG_ERROR;
+    }
+    if (n == 0)
+        return GUILD_MSG_TIMEOUT;
+
+    /* Read every frame of the message (ZeroMQ delivers multipart messages whole), keeping the first
+     * MAX_FRAMES; a frame count other than the expected one makes the whole message bad. */
+    zmq_msg_t frames[MAX_FRAMES];
+    int kept = 0, total = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(&m);
+            for (int i = 0; i < kept; i++)
+                zmq_msg_close(&frames[i]);
+            if (e == EAGAIN && total == 0)
+                return GUILD_MSG_TIMEOUT;
+            guild_err_set(err, "receive: %s", zmq_strerror(e));
+            return GUILD_MSG_ERROR;
+        }
+        more = zmq_msg_more(&m);
+        total++;
+        if (kept < MAX_FRAMES)
+            frames[kept++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+
+    guild_msg_result_t rc = GUILD_MSG_BAD;
+    int payload = 0;
+    if (router) {
+        size_t idlen = zmq_msg_size(&frames[0]);
+        if (idlen > 0 && idlen <= GUILD_MSG_MAX_IDENTITY) {
+            memcpy(from->id, zmq_msg_data(&frames[0]), idlen);
+            from->len = idlen;
+        }
+        payload = 1;
+    }
+    if (total != payload + 1) {
+        guild_err_set(err, "message of %d frames, expected %d", total - payload, 1);
+    } else {
+        *out = guild_msg_decode(zmq_msg_data(&frames[payload]), zmq_msg_size(&frames[payload]), err);
+        if (*out)
+            rc = GUILD_MSG_OK;
+    }
+    for (int i = 0; i < kept; i++)
+        zmq_msg_close(&frames[i]);
+    return rc;
+}
+
+const char *guild_msg_body_name(const Guild__Envelope *env)
+{
+    switch (env->body_case) {
+    case GUILD__ENVELOPE__BODY_REGISTER_WORKER: return "register";
+    case GUILD__ENVELOPE__BODY_ASSIGN: return "assign";
+    case GUILD__ENVELOPE__BODY_READY: return "ready";
+    case GUILD__ENVELOPE__BODY_HEARTBEAT: return "heartbeat";
+    case GUILD__ENVELOPE__BODY_STATS_REQUEST: return "stats_request";
+    case GUILD__ENVELOPE__BODY_STATS: return "stats";
+    case GUILD__ENVELOPE__BODY_ERROR: return "error";
+    case GUILD__ENVELOPE__BODY_SHUTDOWN: return "shutdown";
+    default: return "none";
+    }
+}
