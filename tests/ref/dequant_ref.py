@@ -434,3 +434,32 @@ DOT_TYPE = {
 def type_id(name):
     """ggml type id of a type name in any case ("q4_K", "Q4_K")."""
     return TYPE_BY_NAME[name.upper()]
+
+
+def quantize_bytes(dot_type, x):
+    """ggml's block bytes of x quantized to `dot_type` ('Q8_0', 'Q8_1', 'Q8_K') by the quantizers above."""
+    if dot_type == "Q8_0":
+        qs, d = quantize_q8_0(x)
+        nb = qs.shape[0]
+        out = np.zeros((nb, 34), dtype=np.uint8)
+        out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(nb, 2)
+        out[:, 2:34] = qs.astype(np.int8).view(np.uint8)
+        return out.tobytes()
+    if dot_type == "Q8_1":
+        qs, d, s = quantize_q8_1(x)
+        nb = qs.shape[0]
+        out = np.zeros((nb, 36), dtype=np.uint8)
+        out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(nb, 2)
+        out[:, 2:4] = s.astype("<f2").view(np.uint8).reshape(nb, 2)
+        out[:, 4:36] = qs.astype(np.int8).view(np.uint8)
+        return out.tobytes()
+    if dot_type == "Q8_K":
+        qs, d = quantize_q8_k(x)
+        nb = qs.shape[0]
+        out = np.zeros((nb, 292), dtype=np.uint8)
+        out[:, 0:4] = d.astype("<f4").view(np.uint8).reshape(nb, 4)
+        out[:, 4:260] = qs.astype(np.int8).view(np.uint8)
+        bsums = qs.reshape(nb, 16, 16).sum(axis=2).astype("<i2")
+        out[:, 260:292] = bsums.view(np.uint8).reshape(nb, 32)
+        return out.tobytes()
+    raise ValueError("no quantizer for %s" % dot_type)

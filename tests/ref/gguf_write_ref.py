@@ -53,9 +53,10 @@ def write_gguf(path, kvs, tensors, alignment=32, version=3):
             f.write(b"\0" * ((-len(raw)) % alignment))
 
 
-def random_blocks(type_name, n, rng, scale=0.02):
+def random_blocks(type_name, n, rng, scale=0.02, wild=False):
     """Random but well-formed blocks of `type_name` for n elements: random quant bytes, scale fields set so the
-    values have magnitude ~scale. Returns raw bytes."""
+    values have magnitude ~scale. wild=True instead gives every fp16 scale field a random finite value of any
+    exponent (subnormals included), to reach rounding corner cases. Returns raw bytes."""
     from gguf_ref import TYPE_BY_NAME
     tid = TYPE_BY_NAME[type_name]
     _, be, bb = TYPES[tid]
@@ -70,6 +71,11 @@ def random_blocks(type_name, n, rng, scale=0.02):
     b = rng.integers(0, 256, size=(nb, bb), dtype=np.uint8)
 
     def put_f16(off, val):
+        if wild:
+            u = rng.integers(0, 1 << 16, size=nb).astype(np.uint16)
+            u = np.where((u & 0x7C00) == 0x7C00, u & 0xBFFF, u)   # no inf/nan: exponent 31 -> 15
+            b[:, off:off + 2] = u.astype("<u2").view(np.uint8).reshape(nb, 2)
+            return
         b[:, off:off + 2] = np.asarray(val, dtype="<f2").reshape(nb, 1).view(np.uint8).reshape(nb, 2)
 
     def rnd(s):
@@ -85,12 +91,17 @@ def random_blocks(type_name, n, rng, scale=0.02):
         "IQ2_XXS": [(0, scale / 60)], "IQ2_XS": [(0, scale / 60)], "IQ2_S": [(0, scale / 60)],
         "IQ3_XXS": [(0, scale / 60)], "IQ3_S": [(0, scale / 300)], "IQ1_S": [(0, scale / 8)],
     }
-    if type_name == "MXFP4":
+    if type_name == "MXFP4" and wild:
+        b[:, 0] = rng.integers(0, 255, size=nb).astype(np.uint8)
+    elif type_name == "MXFP4":
         e = np.round(np.log2(scale / 4.0)) + 128
         b[:, 0] = np.clip(e + rng.integers(-1, 2, size=nb), 1, 254).astype(np.uint8)
     elif type_name == "IQ1_M":
         # The block's fp16 scale is spread over the top nibbles of the four scale words.
         d = np.asarray(rnd(scale / 8), dtype="<f2").view("<u2").astype(np.int64)
+        if wild:
+            d = rng.integers(0, 1 << 16, size=nb)
+            d = np.where((d & 0x7C00) == 0x7C00, d & 0xBFFF, d)
         sc = b[:, 48:56].copy().view("<u2").astype(np.int64)
         sc[:, 0] = (sc[:, 0] & 0x0FFF) | ((d & 0x000F) << 12)
         sc[:, 1] = (sc[:, 1] & 0x0FFF) | ((d & 0x00F0) << 8)
