@@ -1,0 +1,41 @@
+/* cpu-expert-worker/expert_shard.h — the routed experts one executor owns: which (layer, expert) pairs, and
+ * where each one's three matrices are (in the mapped GGUF today; in node-local memory once shards are copied to
+ * their NUMA node — only this object changes then). */
+#ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_SHARD_H
+#define GUILD_CPU_EXPERT_WORKER_EXPERT_SHARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/quant/types.h"
+#include "core/util/err.h"
+
+/* One expert's matrices: y = down(silu(gate x) * up x). */
+typedef struct expert_mats {
+    const void *gate;       /* [n_ff_exp rows][n_embd], gate_type */
+    const void *up;         /* [n_ff_exp rows][n_embd], up_type */
+    const void *down;       /* [n_embd rows][n_ff_exp], down_type */
+    guild_type_t gate_type, up_type, down_type;
+    size_t gate_row, up_row, down_row; /* bytes per row */
+} expert_mats_t;
+
+typedef struct expert_shard expert_shard_t;
+
+/* A shard of model m (borrowed: must outlive the shard). owned: [n_layer * n_expert] flags (layer-major), 1 =
+ * this shard computes that expert; NULL = every expert of every layer. -1 with a message on out of memory. */
+int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owned, guild_err_t *err);
+
+/* Frees; sets *s to NULL. NULL-safe. */
+void expert_shard_destroy(expert_shard_t **s);
+
+/* The expert's matrices, or NULL when the shard does not own it. layer and expert must be in range. */
+const expert_mats_t *expert_shard_get(const expert_shard_t *s, int32_t layer, int32_t expert);
+
+/* Experts owned in total. */
+int64_t expert_shard_count(const expert_shard_t *s);
+
+const model_config_t *expert_shard_config(const expert_shard_t *s);
+
+#endif

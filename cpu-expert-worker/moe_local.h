@@ -1,0 +1,15 @@
+/* cpu-expert-worker/moe_local.h — the in-process routed-expert executor: every expert of every layer computed
+ * by this process's thread pool (single-process mode, tests, and the reference for the multi-process one). */
+#ifndef GUILD_CPU_EXPERT_WORKER_MOE_LOCAL_H
+#define GUILD_CPU_EXPERT_WORKER_MOE_LOCAL_H
+
+#include "core/model/model.h"
+#include "core/model/moe_exec.h"
+#include "core/util/err.h"
+#include "core/util/pool.h"
+
+/* An executor over all experts of m using pool (both borrowed: they must outlive it). Destroy it with
+ * moe_exec_destroy. -1 on out of memory. */
+int moe_local_new(moe_exec_t **out, const model_t *m, guild_pool_t *pool, guild_err_t *err);
+
+#endif

@@ -1,0 +1,48 @@
+#include "gpu-worker/backend.h"
+
+#include <string.h>
+
+#include "gpu-worker/cpu/cpu_backend.h"
+
+static const backend_ops_t *const backends[] = {
+    &cpu_backend_ops,
+};
+
+const char *backend_names(void)
+{
+    return "cpu";
+}
+
+int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
+                guild_err_t *err)
+{
+    *out = NULL;
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (!strcmp(backends[i]->name, name))
+            return backends[i]->create(out, m, opt, err);
+    return guild_err_set(err, "backend \"%s\" is not built in (available: %s)", name, backend_names());
+}
+
+int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
+                    int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err)
+{
+    return b->ops->forward(b, n_tokens, tokens, positions, n_out, out_rows, logits, err);
+}
+
+int32_t backend_kv_len(const backend_t *b)
+{
+    return b->ops->kv_len(b);
+}
+
+void backend_kv_truncate(backend_t *b, int32_t n_pos)
+{
+    b->ops->kv_truncate(b, n_pos);
+}
+
+void backend_destroy(backend_t **b)
+{
+    if (*b) {
+        (*b)->ops->destroy(*b);
+        *b = NULL;
+    }
+}

@@ -1,0 +1,72 @@
+/* gpu-worker/backend.h — the layer program's backend interface (Redis ae.c style: a few functions, one
+ * implementation per backend, chosen by name at run time among those built in).
+ *
+ * A backend holds the dense weights it needs, the KV cache and its scratch; it runs the whole forward pass of
+ * a batch of tokens: embedding, every layer (attention, router, the routed experts through the moe_exec_t it
+ * was given, shared expert, combine) and the LM head for the rows asked for. Backends: "cpu" (plain C,
+ * gpu-worker/cpu/, the numerical reference) and later "cuda".
+ *
+ * Numerical contract of the "cpu" backend (what another backend must reproduce, within a stated tolerance for
+ * CUDA): every value of a token is computed from that token's own inputs and the KV cache in a fixed order,
+ * so the logits of a position are the same bits whatever the batch split (prefill in chunks of any size, or
+ * one token at a time), the thread count, and the routed-expert executor.
+ */
+#ifndef GUILD_GPU_WORKER_BACKEND_H
+#define GUILD_GPU_WORKER_BACKEND_H
+
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/model/moe_exec.h"
+#include "core/util/pool.h"
+#include "core/util/err.h"
+
+typedef struct backend backend_t;
+
+typedef struct backend_options {
+    int32_t n_ctx;    /* KV cache capacity in positions (1..n_ctx_train is typical; more is allowed) */
+    int32_t n_batch;  /* most tokens one backend_forward call takes */
+    guild_pool_t *pool; /* CPU threads (cpu backend; may be shared with the expert executor); borrowed */
+    moe_exec_t *moe;  /* routed-expert executor; borrowed, must outlive the backend */
+} backend_options_t;
+
+typedef struct backend_ops {
+    const char *name;
+    int (*create)(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err);
+    int (*forward)(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
+                   int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
+    int32_t (*kv_len)(const backend_t *b);
+    void (*kv_truncate)(backend_t *b, int32_t n_pos);
+    void (*destroy)(backend_t *b);
+} backend_ops_t;
+
+/* Implementations embed this as their first member. */
+struct backend {
+    const backend_ops_t *ops;
+};
+
+/* Creates backend `name` ("cpu", ...) for model m (borrowed: must outlive the backend). Fails with a message
+ * for an unknown or unbuilt backend name, bad options, or out of memory. */
+int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
+                guild_err_t *err);
+
+/* Runs tokens[0..n_tokens) (1 <= n_tokens <= n_batch) at positions[i], which must be kv_len + i: the batch
+ * appends to the cache. Writes logits[j][0..n_vocab) for the batch rows out_rows[0..n_out) (indices into the
+ * batch, any order). Fails (-1, message) on a token id out of range, a bad position, a full cache, or an
+ * executor failure; then the cache length is back where it was. */
+int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
+                    int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
+
+/* Positions held in the KV cache. */
+int32_t backend_kv_len(const backend_t *b);
+
+/* Keeps positions [0, n_pos) of the cache (n_pos >= kv_len does nothing); 0 clears it. */
+void backend_kv_truncate(backend_t *b, int32_t n_pos);
+
+/* Frees the backend; sets *b to NULL. NULL-safe. */
+void backend_destroy(backend_t **b);
+
+/* The names of the backends built in, separated by spaces ("cpu cuda"). */
+const char *backend_names(void);
+
+#endif
