@@ -196,6 +196,14 @@ guild_wait_result_t guild_exchange_wait_done(guild_exchange_t *x, uint64_t seq, 
                                    "exchange done", err);
 }
 
+void guild_exchange_view(const guild_exchange_t *x, uint64_t seq, guild_exchange_slot_t *slot)
+{
+    GUILD_ASSERT(seq >= 1);
+    const guild_exchange_slot_header_t *h = (const guild_exchange_slot_header_t *)(void *)slot_base(x, seq);
+    GUILD_ASSERT(h->seq == seq); /* the dense side's own write: a mismatch is a bug in the caller */
+    slot_view(x, seq, h->n_tokens, h->layer, slot);
+}
+
 guild_wait_result_t guild_exchange_wait_step(guild_exchange_t *x, uint64_t seq, const guild_wait_policy_t *policy,
                                              guild_exchange_slot_t *slot, guild_wait_stats_t *stats,
                                              guild_err_t *err)

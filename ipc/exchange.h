@@ -123,6 +123,9 @@ int guild_exchange_publish(guild_exchange_t *x, uint64_t seq, int n_tokens, int 
 guild_wait_result_t guild_exchange_wait_done(guild_exchange_t *x, uint64_t seq, const guild_wait_policy_t *policy,
                                              guild_wait_stats_t *stats, guild_err_t *err);
 
+/* Dense side: the view of exchange seq it published (to read the y rows after guild_exchange_wait_done). */
+void guild_exchange_view(const guild_exchange_t *x, uint64_t seq, guild_exchange_slot_t *slot);
+
 /* Worker: waits until step >= seq, then fills *slot with exchange seq. GUILD_WAIT_ERROR with err if the slot
  * does not hold seq (the dense side overran the ring) or its header is out of range. */
 guild_wait_result_t guild_exchange_wait_step(guild_exchange_t *x, uint64_t seq, const guild_wait_policy_t *policy,
