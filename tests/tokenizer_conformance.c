@@ -1,0 +1,201 @@
+/* Conformance of core/tokenizer with llama.cpp on its test vocabularies.
+ *
+ * GUILD_FIXTURES/tokenizer/ holds llama.cpp's ggml-vocab-*.gguf files with, for each, `.inp` (texts
+ * separated by "\n__ggml_vocab_test__\n") and `.out` (the ids llama.cpp's test-tokenizer-0 expects, one line
+ * per text). test-tokenizer-0 tokenizes each text exactly as split (the newline before a separator belongs
+ * to the separator), with add_special = false and parse_special = false; so do we. Every text must match,
+ * and decode(encode(text)) must give the text back. Also prints load and encode timings.
+ * Exits 77 (skip) when the fixtures are absent.
+ */
+#include "config.h"
+
+#include "core/gguf/gguf.h"
+#include "core/tokenizer/tok.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const k_vocabs[] = {"gpt-2", "llama-spm", "falcon", "starcoder", "deepseek-llm", "deepseek-coder"};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += r;
+        if (n == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    if (buf)
+        *len = n;
+    return buf;
+}
+
+/* Splits like test-tokenizer-0: pieces between separators; a trailing separator ends the last piece. */
+static size_t split_texts(const char *s, size_t len, const char **texts, size_t *lens, size_t max)
+{
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    size_t n = 0, pos = 0, sl = sizeof sep - 1;
+    while (pos < len && n < max) {
+        const char *next = memmem(s + pos, len - pos, sep, sl);
+        texts[n] = s + pos;
+        lens[n] = next ? (size_t)(next - (s + pos)) : len - pos;
+        n++;
+        if (!next)
+            break;
+        pos = (size_t)(next - s) + sl;
+    }
+    return n;
+}
+
+static void print_ids(const char *what, const int32_t *ids, size_t n)
+{
+    fprintf(stderr, "    %s:", what);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+/* Returns the number of failures. */
+static int run_vocab(const char *dir, const char *vocab)
+{
+    char path[8192], inp_path[8300], out_path[8300];
+    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, vocab);
+    snprintf(inp_path, sizeof inp_path, "%s.inp", path);
+    snprintf(out_path, sizeof out_path, "%s.out", path);
+
+    guild_err_t err = {{0}};
+    gguf_t *g = NULL;
+    tok_t *t = NULL;
+    double t0 = now_ms();
+    if (gguf_new(&g, path, &err) < 0 || tok_new_from_gguf(&t, g, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", vocab, err.msg);
+        gguf_destroy(&g);
+        return 1;
+    }
+    double load_ms = now_ms() - t0;
+    gguf_destroy(&g); /* the tokenizer keeps nothing of it */
+
+    size_t inp_len = 0, out_len = 0;
+    char *inp = slurp(inp_path, &inp_len), *out = slurp(out_path, &out_len);
+    if (!inp || !out) {
+        fprintf(stderr, "%s: cannot read %s or %s\n", vocab, inp_path, out_path);
+        free(inp);
+        free(out);
+        tok_destroy(&t);
+        return 1;
+    }
+    enum { MAX_TEXTS = 1024 };
+    static const char *texts[MAX_TEXTS];
+    static size_t lens[MAX_TEXTS];
+    size_t n_texts = split_texts(inp, inp_len, texts, lens, MAX_TEXTS);
+
+    int failures = 0;
+    size_t matched = 0, round_trips = 0, n_lines = 0;
+    tok_ids_t ids = {0};
+    int32_t *want = malloc(out_len * sizeof *want + 1);
+    char *line = out;
+    for (size_t i = 0; i < n_texts && line < out + out_len; i++, n_lines++) {
+        char *eol = memchr(line, '\n', (size_t)(out + out_len - line));
+        if (eol)
+            *eol = '\0';
+        size_t n_want = 0;
+        for (char *p = line, *end; *p; p = end) {
+            long v = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            want[n_want++] = (int32_t)v;
+        }
+        line = eol ? eol + 1 : out + out_len;
+
+        ids.n = 0;
+        if (tok_encode(t, texts[i], lens[i], 0, &ids, &err) < 0) {
+            fprintf(stderr, "%s: text %zu: %s\n", vocab, i, err.msg);
+            failures++;
+            continue;
+        }
+        if (ids.n == n_want && !memcmp(ids.v, want, n_want * sizeof *want)) {
+            matched++;
+        } else {
+            failures++;
+            fprintf(stderr, "%s: text %zu '%.*s' differs\n", vocab, i, (int)lens[i], texts[i]);
+            print_ids("expected", want, n_want);
+            print_ids("got     ", ids.v, ids.n);
+        }
+        char *back = NULL;
+        size_t back_len = 0;
+        if (tok_decode(t, ids.v, ids.n, 0, &back, &back_len, &err) == 0 && back_len == lens[i] &&
+            !memcmp(back, texts[i], back_len)) {
+            round_trips++;
+        } else {
+            failures++;
+            fprintf(stderr, "%s: text %zu '%.*s' decodes to '%s'\n", vocab, i, (int)lens[i], texts[i],
+                    back ? back : "(error)");
+        }
+        free(back);
+    }
+    if (n_lines != n_texts) {
+        fprintf(stderr, "%s: %zu texts but %zu lines of expected ids\n", vocab, n_texts, n_lines);
+        failures++;
+    }
+
+    /* Timing: all the texts joined, repeated up to ~10 KB, encoded several times; the best run counts. */
+    char *big = malloc(16384);
+    size_t big_len = 0;
+    while (big_len < 10000)
+        for (size_t i = 0; i < n_texts && big_len + lens[i] + 1 < 16384; i++) {
+            memcpy(big + big_len, texts[i], lens[i]);
+            big_len += lens[i];
+            big[big_len++] = '\n';
+        }
+    double best = 1e9;
+    for (int r = 0; r < 5; r++) {
+        ids.n = 0;
+        double s0 = now_ms();
+        tok_encode(t, big, big_len, TOK_ADD_SPECIAL, &ids, &err);
+        double dt = now_ms() - s0;
+        best = dt < best ? dt : best;
+    }
+    printf("%s: %zu/%zu texts match, %zu/%zu round-trip; %d tokens loaded in %.1f ms; %zu bytes -> %zu ids in "
+           "%.2f ms\n",
+           vocab, matched, n_texts, round_trips, n_texts, tok_n_tokens(t), load_ms, big_len, ids.n, best);
+    free(big);
+    free(want);
+    tok_ids_fini(&ids);
+    free(inp);
+    free(out);
+    tok_destroy(&t);
+    return failures;
+}
+
+int main(void)
+{
+    const char *env = getenv("GUILD_FIXTURES");
+    const char *base = env && *env ? env : GUILD_FIXTURES;
+    char dir[4096], probe[4200];
+    snprintf(dir, sizeof dir, "%s/tokenizer", base);
+    snprintf(probe, sizeof probe, "%s/ggml-vocab-gpt-2.gguf", dir);
+    FILE *f = fopen(probe, "rb");
+    if (!f) {
+        printf("skipped: fixtures absent (%s)\n", dir);
+        return 77;
+    }
+    fclose(f);
+    int failures = 0;
+    for (size_t i = 0; i < sizeof k_vocabs / sizeof k_vocabs[0]; i++)
+        failures += run_vocab(dir, k_vocabs[i]);
+    return failures ? 1 : 0;
+}
