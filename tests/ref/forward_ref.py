@@ -108,6 +108,8 @@ class Model:
         self.eps = float(key("attention.layer_norm_rms_epsilon", required=True))
         self.n_expert = int(key("expert_count", 0))
         self.n_expert_used = int(key("expert_used_count", 0))
+        # build_moe_ffn scales the (renormalised) weights by this when it is neither 0 nor 1.
+        self.expert_weights_scale = float(key("expert_weights_scale", 0.0) or 0.0)
         self.freq_scale = 1.0
         stype = key("rope.scaling.type", "none")
         factor = float(key("rope.scaling.factor", 0.0) or 0.0)
@@ -182,6 +184,9 @@ class Model:
         self.kcache = [[] for _ in range(self.n_layer)]
         self.vcache = [[] for _ in range(self.n_layer)]
         self.routing = []   # per token: per layer the selected experts (for diagnostics)
+        # Smallest gap between the k-th and (k+1)-th router probability met so far: a tiny gap means float32
+        # rounding can pick a different expert set than float64 (a legitimate divergence, not a bug).
+        self.min_router_margin = float("inf")
 
     def rope(self, x, pos):
         """x: (heads, head_dim), rotated in place of its first n_rot dims."""
@@ -240,10 +245,16 @@ class Model:
     def moe(self, L, h, routing):
         logits = L["gate_inp"].mv(h)
         probs = softmax(logits)
-        sel = np.argsort(-probs, kind="stable")[:self.n_expert_used]
+        order = np.argsort(-probs, kind="stable")
+        sel = order[:self.n_expert_used]
+        if self.n_expert_used < self.n_expert:
+            gap = probs[order[self.n_expert_used - 1]] - probs[order[self.n_expert_used]]
+            self.min_router_margin = min(self.min_router_margin, float(gap))
         w = probs[sel]
         if self.norm_topk:
             w = w / max(w.sum(), 6.103515625e-5)
+        if self.expert_weights_scale not in (0.0, 1.0):
+            w = w * self.expert_weights_scale
         routing.append([int(e) for e in sel])
         out = np.zeros(self.n_embd)
         for wk, e in zip(w, sel):
