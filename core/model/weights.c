@@ -112,7 +112,8 @@ int model_weights_bind(model_weights_t *w, const gguf_t *g, const model_config_t
     memset(w, 0, sizeof *w);
     if (bind(&w->token_embd, g, "token_embd.weight", KIND_MATRIX, true, 2, c->n_embd, c->n_vocab, 1, err) ||
         bind(&w->output_norm, g, "output_norm.weight", KIND_F32, true, 1, c->n_embd, 1, 1, err) ||
-        bind(&w->output, g, "output.weight", KIND_MATRIX, false, 2, c->n_embd, c->n_vocab, 1, err))
+        bind(&w->output, g, "output.weight", KIND_MATRIX, false, 2, c->n_embd, c->n_vocab, 1, err) ||
+        bind(&w->rope_freqs, g, "rope_freqs.weight", KIND_F32, false, 1, c->n_rot / 2, 1, 1, err))
         return -1;
     if (!w->output.data) {
         w->output = w->token_embd;

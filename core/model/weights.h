@@ -52,6 +52,7 @@ typedef struct model_weights {
     model_tensor_t output_norm; /* [n_embd] f32 */
     model_tensor_t output;      /* [n_embd, n_vocab]; a copy of token_embd when the file has none (tied) */
     bool tied_output;           /* output.weight was absent */
+    model_tensor_t rope_freqs;  /* [n_rot/2] f32 per-pair frequency divisors (llama 3 style); usually absent */
     model_layer_t *layers;      /* [n_layer] */
     int32_t n_layer;
 } model_weights_t;

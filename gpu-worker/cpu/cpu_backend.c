@@ -115,7 +115,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->probs = alloc_array(NT, (size_t)c->n_expert * sizeof(float), &ok);
     b->scores = alloc_array(NT, (size_t)opt->n_ctx * sizeof(float), &ok);
     b->act = alloc_array(NB, max_act_row(c, b->w), &ok);
-    if (!ok || cpu_rope_init(&b->rope, c) < 0) {
+    if (!ok || cpu_rope_init(&b->rope, c, b->w->rope_freqs.data) < 0) {
         cpu_destroy(&b->base);
         return guild_err_set(err, "cpu backend: out of memory for a context of %d and batches of %d",
                              opt->n_ctx, opt->n_batch);

@@ -28,8 +28,10 @@ typedef struct cpu_rope {
     double corr_lo, corr_hi; /* yarn: ramp dimensions */
 } cpu_rope_t;
 
-/* Fills r from the configuration (allocates inv_freq; free with cpu_rope_fini). -1 when out of memory. */
-int cpu_rope_init(cpu_rope_t *r, const model_config_t *cfg);
+/* Fills r from the configuration and the optional per-pair frequency divisors freq_factors[n_rot/2] (NULL when
+the model has none): inv_freq[i] = base^(-2i/n_rot) / freq_factors[i]. Allocates inv_freq (free with
+cpu_rope_fini); -1 when out of memory. */
+int cpu_rope_init(cpu_rope_t *r, const model_config_t *cfg, const float *freq_factors);
 void cpu_rope_fini(cpu_rope_t *r);
 
 /* cs[2*i] = cos, cs[2*i+1] = sin of pair i at position pos (cs holds n_rot floats). Angles and their cos/sin

@@ -9,7 +9,7 @@ static double yarn_corr_dim(int32_t n_dims, int32_t n_ctx_orig, double n_turns, 
     return n_dims * log(n_ctx_orig / (n_turns * 2 * M_PI)) / (2 * log(base));
 }
 
-int cpu_rope_init(cpu_rope_t *r, const model_config_t *c)
+int cpu_rope_init(cpu_rope_t *r, const model_config_t *c, const float *freq_factors)
 {
     const model_arch_info_t *info = model_arch_info(c->arch);
     r->n_rot = c->n_rot;
@@ -18,7 +18,7 @@ int cpu_rope_init(cpu_rope_t *r, const model_config_t *c)
     if (!r->inv_freq)
         return -1;
     for (int32_t i = 0; i < c->n_rot / 2; i++)
-        r->inv_freq[i] = pow((double)c->rope_freq_base, -2.0 * i / c->n_rot);
+        r->inv_freq[i] = pow((double)c->rope_freq_base, -2.0 * i / c->n_rot) / (freq_factors ? freq_factors[i] : 1.0);
     r->freq_scale = c->rope_freq_scale;
     r->ext_factor = c->rope_scaling == MODEL_ROPE_SCALING_YARN ? c->yarn_ext_factor : 0.0;
     r->attn_factor = c->rope_scaling == MODEL_ROPE_SCALING_YARN ? c->yarn_attn_factor : 1.0;

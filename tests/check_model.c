@@ -1,0 +1,279 @@
+/* Tests for core/model: configuration from GGUF metadata per architecture, weight binding and its errors. */
+#include "core/model/model.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/tiny_model.h"
+
+static void *image;
+static size_t image_size;
+static model_t *model;
+
+static void teardown(void)
+{
+    model_destroy(&model);
+    free(image);
+    image = NULL;
+}
+
+/* Builds and opens spec; returns the loader's result (message in err). */
+static int open_spec(const tiny_spec_t *s, guild_err_t *err)
+{
+    model_destroy(&model);
+    free(image);
+    tiny_model_image(s, &image, &image_size);
+    return tiny_model_open(image, image_size, &model, err);
+}
+
+static void open_ok(const tiny_spec_t *s)
+{
+    guild_err_t err = {{0}};
+    ck_assert_msg(open_spec(s, &err) == 0, "%s", err.msg);
+}
+
+/* The load fails and the message contains every one of the fragments. */
+static void open_fails(const tiny_spec_t *s, const char *frag1, const char *frag2)
+{
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(open_spec(s, &err), -1);
+    ck_assert_ptr_null(model);
+    ck_assert_msg(strstr(err.msg, frag1), "message \"%s\" lacks \"%s\"", err.msg, frag1);
+    if (frag2)
+        ck_assert_msg(strstr(err.msg, frag2), "message \"%s\" lacks \"%s\"", err.msg, frag2);
+    ck_assert_msg(strstr(err.msg, "tiny.gguf"), "message \"%s\" does not name the file", err.msg);
+}
+
+/* ---- configuration ------------------------------------------------------------------------------------ */
+
+START_TEST(test_config_of_each_architecture)
+{
+    static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe"};
+    static const model_arch_t ids[] = {MODEL_ARCH_QWEN3MOE, MODEL_ARCH_QWEN2MOE, MODEL_ARCH_LLAMA, MODEL_ARCH_OLMOE};
+    tiny_spec_t s = tiny_spec(archs[_i]);
+    open_ok(&s);
+    const model_config_t *c = model_config(model);
+    ck_assert_int_eq(c->arch, ids[_i]);
+    ck_assert_str_eq(c->name, "tiny test model");
+    ck_assert_int_eq(c->n_layer, 2);
+    ck_assert_int_eq(c->n_embd, 64);
+    ck_assert_int_eq(c->n_vocab, 96);
+    ck_assert_int_eq(c->n_ctx_train, 64);
+    ck_assert_int_eq(c->n_head, 4);
+    ck_assert_int_eq(c->n_head_kv, 2);
+    ck_assert_int_eq(c->head_dim, 16);
+    ck_assert_int_eq(c->n_rot, 16);
+    ck_assert_int_eq(c->n_expert, 8);
+    ck_assert_int_eq(c->n_expert_used, 2);
+    ck_assert_int_eq(c->n_ff_exp, 32);
+    ck_assert_int_eq(c->n_ff_shexp, ids[_i] == MODEL_ARCH_QWEN2MOE ? 48 : 0);
+    ck_assert(c->norm_eps == 1e-6f);
+    ck_assert(c->rope_freq_base == 10000.0f);
+    ck_assert_int_eq(c->rope_scaling, MODEL_ROPE_SCALING_NONE);
+    ck_assert(c->rope_freq_scale == 1.0f);
+
+    const model_arch_info_t *info = model_arch_info(c->arch);
+    ck_assert_int_eq(info->rope, ids[_i] == MODEL_ARCH_LLAMA ? MODEL_ROPE_NORM : MODEL_ROPE_NEOX);
+    ck_assert_int_eq(info->router_renorm, ids[_i] == MODEL_ARCH_QWEN3MOE || ids[_i] == MODEL_ARCH_LLAMA);
+    ck_assert_int_eq(info->qkv_bias, ids[_i] == MODEL_ARCH_QWEN2MOE);
+
+    const model_weights_t *w = model_weights(model);
+    ck_assert_int_eq(w->n_layer, 2);
+    ck_assert(!w->tied_output);
+    ck_assert_ptr_nonnull(w->layers[1].down_exps.data);
+    ck_assert_int_eq(w->layers[1].down_exps.ne[0], 32);
+    ck_assert_int_eq(w->layers[1].down_exps.ne[1], 64);
+    ck_assert_int_eq(w->layers[1].down_exps.ne[2], 8);
+    ck_assert_uint_eq(w->layers[1].down_exps.row_bytes, 32 * 4);
+    ck_assert_uint_eq(w->layers[1].down_exps.mat_bytes, 32 * 64 * 4);
+    ck_assert_int_eq(w->layers[0].bq.data != NULL, ids[_i] == MODEL_ARCH_QWEN2MOE);
+    ck_assert_int_eq(w->layers[0].q_norm.data != NULL,
+                     ids[_i] == MODEL_ARCH_QWEN3MOE || ids[_i] == MODEL_ARCH_OLMOE);
+    if (ids[_i] == MODEL_ARCH_OLMOE)
+        ck_assert_int_eq(w->layers[0].q_norm.ne[0], 64);
+    if (ids[_i] == MODEL_ARCH_QWEN3MOE)
+        ck_assert_int_eq(w->layers[0].q_norm.ne[0], 16);
+    ck_assert_int_eq(w->layers[0].shexp_down.data != NULL, ids[_i] == MODEL_ARCH_QWEN2MOE);
+}
+END_TEST
+
+START_TEST(test_defaults_from_llama_cpp)
+{
+    /* no key_length: n_embd / n_head; no expert_feed_forward_length: qwen n_ff / n_used, llama n_ff */
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.omit_key = "qwen3moe.expert_feed_forward_length";
+    s.n_ff_exp = 32;
+    s.n_used = 1; /* n_ff (32) / 1 = 32 keeps the tensors consistent */
+    open_ok(&s);
+    ck_assert_int_eq(model_config(model)->n_ff_exp, 32);
+    s = tiny_spec("llama");
+    s.omit_key = "llama.expert_feed_forward_length";
+    open_ok(&s);
+    ck_assert_int_eq(model_config(model)->n_ff_exp, 32);
+    s = tiny_spec("olmoe");
+    s.omit_key = "olmoe.attention.head_count_kv";
+    s.n_head_kv = 4;
+    open_ok(&s);
+    ck_assert_int_eq(model_config(model)->n_head_kv, 4);
+}
+END_TEST
+
+START_TEST(test_config_print)
+{
+    tiny_spec_t s = tiny_spec("qwen2moe");
+    open_ok(&s);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    model_config_print(model_config(model), f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "model: qwen2moe tiny test model"));
+    ck_assert_ptr_nonnull(strstr(buf, "n_layer = 2, n_embd = 64, n_vocab = 96"));
+    ck_assert_ptr_nonnull(strstr(buf, "n_expert = 8, n_expert_used = 2, n_ff_exp = 32, n_ff_shexp = 48"));
+    ck_assert_ptr_nonnull(strstr(buf, "rope = neox"));
+    ck_assert_ptr_nonnull(strstr(buf, "qkv bias = yes"));
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_unsupported_architecture)
+{
+    tiny_spec_t s = tiny_spec("gpt2");
+    open_fails(&s, "architecture \"gpt2\" is not supported", "qwen3moe");
+    s = tiny_spec("qwen3moe");
+    s.omit_key = "general.architecture";
+    open_fails(&s, "general.architecture is missing", NULL);
+}
+END_TEST
+
+START_TEST(test_missing_or_bad_keys)
+{
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.omit_key = "qwen3moe.block_count";
+    open_fails(&s, "metadata key qwen3moe.block_count is missing", NULL);
+    s.omit_key = "qwen3moe.attention.layer_norm_rms_epsilon";
+    open_fails(&s, "layer_norm_rms_epsilon is missing", NULL);
+    s.omit_key = "qwen3moe.expert_count";
+    open_fails(&s, "qwen3moe.expert_count is missing", NULL);
+    s = tiny_spec("llama");
+    s.n_head_kv = 3; /* 4 % 3 != 0 */
+    open_fails(&s, "head_count 4 is not a multiple of head_count_kv 3", NULL);
+    s = tiny_spec("olmoe");
+    s.n_used = 9;
+    open_fails(&s, "expert_used_count 9 > expert_count 8", NULL);
+    s = tiny_spec("qwen2moe");
+    s.n_used = 0;
+    open_fails(&s, "MoE models only", NULL);
+}
+END_TEST
+
+/* ---- weights ------------------------------------------------------------------------------------------ */
+
+START_TEST(test_missing_tensor)
+{
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.omit_tensor = "blk.1.ffn_up_exps.weight";
+    open_fails(&s, "tensor blk.1.ffn_up_exps.weight is missing", NULL);
+    s = tiny_spec("qwen2moe");
+    s.omit_tensor = "blk.0.attn_k.bias";
+    open_fails(&s, "tensor blk.0.attn_k.bias is missing", NULL);
+    s.omit_tensor = "blk.1.ffn_gate_inp_shexp.weight";
+    open_fails(&s, "tensor blk.1.ffn_gate_inp_shexp.weight is missing", NULL);
+    s = tiny_spec("olmoe");
+    s.omit_tensor = "token_embd.weight";
+    open_fails(&s, "token_embd.weight is missing", NULL);
+}
+END_TEST
+
+START_TEST(test_wrong_shape)
+{
+    tiny_spec_t s = tiny_spec("llama");
+    s.reshape_tensor = "blk.0.attn_q.weight";
+    open_fails(&s, "tensor blk.0.attn_q.weight has shape [96, 64], expected [64, 64]", NULL);
+    s = tiny_spec("qwen3moe");
+    s.reshape_tensor = "blk.1.ffn_down_exps.weight";
+    open_fails(&s, "blk.1.ffn_down_exps.weight has shape [64, 64, 8], expected [32, 64, 8]", NULL);
+    s.reshape_tensor = "blk.0.attn_q_norm.weight";
+    open_fails(&s, "blk.0.attn_q_norm.weight has shape [48], expected [16]", NULL);
+}
+END_TEST
+
+START_TEST(test_unsupported_tensor_type)
+{
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.f16_tensor = "blk.1.ffn_norm.weight";
+    open_fails(&s, "tensor blk.1.ffn_norm.weight: type f16 is not supported here", NULL);
+    s.f16_tensor = "blk.1.attn_q.weight"; /* fine for a matrix */
+    open_ok(&s);
+    ck_assert_int_eq(model_weights(model)->layers[1].wq.type, GUILD_TYPE_F16);
+}
+END_TEST
+
+START_TEST(test_tied_output)
+{
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.tied = true;
+    open_ok(&s);
+    const model_weights_t *w = model_weights(model);
+    ck_assert(w->tied_output);
+    ck_assert_ptr_eq(w->output.data, w->token_embd.data);
+}
+END_TEST
+
+START_TEST(test_quantized_weights_bind)
+{
+    tiny_spec_t s = tiny_spec("qwen2moe");
+    s.wtype = GUILD_TYPE_Q8_0;
+    s.n_ff_shexp = 64;
+    open_ok(&s);
+    const model_tensor_t *t = &model_weights(model)->layers[0].gate_exps;
+    ck_assert_int_eq(t->type, GUILD_TYPE_Q8_0);
+    ck_assert_uint_eq(t->row_bytes, 64 / 32 * 34);
+    ck_assert_ptr_eq(model_tensor_row(t, 3, 5), (const char *)t->data + 3 * t->mat_bytes + 5 * t->row_bytes);
+}
+END_TEST
+
+START_TEST(test_missing_file)
+{
+    model_t *m = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(model_new(&m, "/nonexistent/model.gguf", &err), -1);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent/model.gguf"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("model");
+    TCase *tc = tcase_create("config");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_loop_test(tc, test_config_of_each_architecture, 0, 4);
+    tcase_add_test(tc, test_defaults_from_llama_cpp);
+    tcase_add_test(tc, test_config_print);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("config_errors");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_unsupported_architecture);
+    tcase_add_test(tc, test_missing_or_bad_keys);
+    tcase_add_test(tc, test_missing_file);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("weights");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_tied_output);
+    tcase_add_test(tc, test_quantized_weights_bind);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("weight_errors");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_missing_tensor);
+    tcase_add_test(tc, test_wrong_shape);
+    tcase_add_test(tc, test_unsupported_tensor_type);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,185 @@
+#include "tests/tiny_model.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/gguf/gguf_writer.h"
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+
+tiny_spec_t tiny_spec(const char *arch)
+{
+    return (tiny_spec_t){
+        .arch = arch,
+        .n_layer = 2,
+        .n_embd = 64,
+        .n_head = 4,
+        .n_head_kv = 2,
+        .head_dim = 16,
+        .n_expert = 8,
+        .n_used = 2,
+        .n_ff_exp = 32,
+        .n_ff_shexp = 48,
+        .n_vocab = 96,
+        .n_ctx = 64,
+        .wtype = GUILD_TYPE_F32,
+        .seed = 1,
+    };
+}
+
+typedef struct tensor_plan {
+    char name[64];
+    guild_type_t type;
+    uint32_t n_dims;
+    uint64_t ne[3];
+    float scale; /* uniform in [-scale, scale]; 0 = a norm (1 + small noise) */
+} tensor_plan_t;
+
+typedef struct builder {
+    const tiny_spec_t *s;
+    tensor_plan_t t[512];
+    int n;
+} builder_t;
+
+static void plan(builder_t *b, const char *name, uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                 float scale, bool matrix)
+{
+    if (b->s->omit_tensor && !strcmp(b->s->omit_tensor, name))
+        return;
+    ck_assert(b->n < 512);
+    tensor_plan_t *t = &b->t[b->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = matrix ? b->s->wtype : GUILD_TYPE_F32;
+    if (b->s->f16_tensor && !strcmp(b->s->f16_tensor, name))
+        t->type = GUILD_TYPE_F16;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0 + (b->s->reshape_tensor && !strcmp(b->s->reshape_tensor, name) ? 32 : 0);
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->scale = scale;
+}
+
+static void set_u32(gguf_writer_t *w, const tiny_spec_t *s, const char *suffix, uint32_t v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    if (!s->omit_key || strcmp(s->omit_key, key))
+        gguf_writer_set_u32(w, key, v);
+}
+
+static void set_f32(gguf_writer_t *w, const tiny_spec_t *s, const char *suffix, float v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    if (!s->omit_key || strcmp(s->omit_key, key))
+        gguf_writer_set_f32(w, key, v);
+}
+
+void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
+{
+    guild_err_t err = {{0}};
+    gguf_writer_t *w = NULL;
+    ck_assert(gguf_writer_new(&w, &err) == 0);
+    if (!s->omit_key || strcmp(s->omit_key, "general.architecture"))
+        gguf_writer_set_str(w, "general.architecture", s->arch);
+    gguf_writer_set_str(w, "general.name", "tiny test model");
+    set_u32(w, s, "block_count", (uint32_t)s->n_layer);
+    set_u32(w, s, "context_length", (uint32_t)s->n_ctx);
+    set_u32(w, s, "embedding_length", (uint32_t)s->n_embd);
+    set_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff_exp);
+    set_u32(w, s, "attention.head_count", (uint32_t)s->n_head);
+    set_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
+    set_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
+    set_u32(w, s, "attention.value_length", (uint32_t)s->head_dim);
+    set_f32(w, s, "rope.freq_base", 10000.0f);
+    set_f32(w, s, "attention.layer_norm_rms_epsilon", 1e-6f);
+    set_u32(w, s, "expert_count", (uint32_t)s->n_expert);
+    set_u32(w, s, "expert_used_count", (uint32_t)s->n_used);
+    set_u32(w, s, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+    set_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
+    set_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
+
+    builder_t b = {.s = s};
+    const uint64_t E = (uint64_t)s->n_embd, Q = (uint64_t)s->n_head * (uint64_t)s->head_dim;
+    const uint64_t KV = (uint64_t)s->n_head_kv * (uint64_t)s->head_dim, F = (uint64_t)s->n_ff_exp;
+    const uint64_t S = (uint64_t)s->n_ff_shexp, X = (uint64_t)s->n_expert;
+    const float ws = 1.0f / sqrtf((float)E);
+    plan(&b, "token_embd.weight", 2, E, (uint64_t)s->n_vocab, 1, 1.0f, true);
+    plan(&b, "output_norm.weight", 1, E, 1, 1, 0, false);
+    if (!s->tied)
+        plan(&b, "output.weight", 2, E, (uint64_t)s->n_vocab, 1, ws, true);
+    for (int il = 0; il < s->n_layer; il++) {
+        char n[64];
+#define P(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, il), n)
+        plan(&b, P("attn_norm.weight"), 1, E, 1, 1, 0, false);
+        plan(&b, P("attn_q.weight"), 2, E, Q, 1, ws, true);
+        plan(&b, P("attn_k.weight"), 2, E, KV, 1, ws, true);
+        plan(&b, P("attn_v.weight"), 2, E, KV, 1, ws, true);
+        plan(&b, P("attn_output.weight"), 2, Q, E, 1, 1.0f / sqrtf((float)Q), true);
+        if (!strcmp(s->arch, "qwen2moe")) {
+            plan(&b, P("attn_q.bias"), 1, Q, 1, 1, 0.1f, false);
+            plan(&b, P("attn_k.bias"), 1, KV, 1, 1, 0.1f, false);
+            plan(&b, P("attn_v.bias"), 1, KV, 1, 1, 0.1f, false);
+        }
+        if (!strcmp(s->arch, "qwen3moe")) {
+            plan(&b, P("attn_q_norm.weight"), 1, (uint64_t)s->head_dim, 1, 1, 0, false);
+            plan(&b, P("attn_k_norm.weight"), 1, (uint64_t)s->head_dim, 1, 1, 0, false);
+        }
+        if (!strcmp(s->arch, "olmoe")) {
+            plan(&b, P("attn_q_norm.weight"), 1, Q, 1, 1, 0, false);
+            plan(&b, P("attn_k_norm.weight"), 1, KV, 1, 1, 0, false);
+        }
+        plan(&b, P("ffn_norm.weight"), 1, E, 1, 1, 0, false);
+        plan(&b, P("ffn_gate_inp.weight"), 2, E, X, 1, 4 * ws, true);
+        plan(&b, P("ffn_gate_exps.weight"), 3, E, F, X, ws, true);
+        plan(&b, P("ffn_up_exps.weight"), 3, E, F, X, ws, true);
+        plan(&b, P("ffn_down_exps.weight"), 3, F, E, X, 1.0f / sqrtf((float)F), true);
+        if (!strcmp(s->arch, "qwen2moe")) {
+            plan(&b, P("ffn_gate_inp_shexp.weight"), 1, E, 1, 1, ws, true);
+            plan(&b, P("ffn_gate_shexp.weight"), 2, E, S, 1, ws, true);
+            plan(&b, P("ffn_up_shexp.weight"), 2, E, S, 1, ws, true);
+            plan(&b, P("ffn_down_shexp.weight"), 2, S, E, 1, 1.0f / sqrtf((float)S), true);
+        }
+#undef P
+    }
+    for (int i = 0; i < b.n; i++)
+        ck_assert_msg(gguf_writer_add_tensor(w, b.t[i].name, b.t[i].type, b.t[i].n_dims, b.t[i].ne, &err) == 0,
+                      "%s", err.msg);
+    ck_assert_msg(gguf_writer_begin_memory(w, &err) == 0, "%s", err.msg);
+    rng_t r;
+    rng_seed(&r, s->seed);
+    for (int i = 0; i < b.n; i++) {
+        const tensor_plan_t *t = &b.t[i];
+        uint64_t n = t->ne[0] * t->ne[1] * t->ne[2], row_bytes;
+        ck_assert(quant_row_bytes(t->type, t->ne[0], &row_bytes, &err) == 0);
+        float *f = malloc(n * sizeof *f);
+        uint64_t bytes = row_bytes * t->ne[1] * t->ne[2];
+        void *q = malloc(bytes);
+        ck_assert(f && q);
+        for (uint64_t k = 0; k < n; k++) {
+            double u = 2 * rng_uniform(&r) - 1;
+            f[k] = t->scale == 0 ? (float)(1 + 0.1 * u) : (float)(t->scale * u);
+        }
+        for (uint64_t row = 0; row < t->ne[1] * t->ne[2]; row++)
+            ck_assert_msg(quant_quantize_row_ref(t->type, f + row * t->ne[0], (char *)q + row * row_bytes,
+                                                 (int64_t)t->ne[0], &err) == 0, "%s", err.msg);
+        ck_assert_msg(gguf_writer_write_tensor(w, i, q, bytes, &err) == 0, "%s", err.msg);
+        free(f);
+        free(q);
+    }
+    ck_assert_msg(gguf_writer_finish(w, &err) == 0, "%s", err.msg);
+    gguf_writer_take_memory(w, data, size);
+    gguf_writer_destroy(&w);
+}
+
+int tiny_model_open(const void *data, size_t size, model_t **out, guild_err_t *err)
+{
+    gguf_t *g = NULL;
+    *out = NULL;
+    if (gguf_new_from_memory(&g, data, size, "tiny.gguf", err) < 0)
+        return -1;
+    return model_new_from_gguf(out, &g, err);
+}

@@ -1,0 +1,36 @@
+/* tests/tiny_model.h — small random models of every architecture, built in memory with the GGUF writer, for
+ * the model, backend and expert-executor tests (independent of tools/guild-mkmodel). */
+#ifndef GUILD_TESTS_TINY_MODEL_H
+#define GUILD_TESTS_TINY_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/quant/types.h"
+
+typedef struct tiny_spec {
+    const char *arch;      /* general.architecture: qwen3moe, qwen2moe, llama, olmoe (or anything, for errors) */
+    int n_layer, n_embd, n_head, n_head_kv, head_dim;
+    int n_expert, n_used, n_ff_exp, n_ff_shexp, n_vocab, n_ctx;
+    guild_type_t wtype;    /* type of every matrix (norms and biases stay F32) */
+    bool tied;             /* no output.weight */
+    uint64_t seed;
+    const char *omit_tensor;  /* leave this tensor out */
+    const char *omit_key;     /* leave this metadata key out */
+    const char *reshape_tensor; /* give this tensor one more column in ne[0] */
+    const char *f16_tensor;   /* store this tensor as F16 */
+} tiny_spec_t;
+
+/* A small qwen3moe-like spec of `arch` with F32 weights: 2 layers, n_embd 64, 4 heads / 2 KV heads of 16, 8
+ * experts top-2 of width 32, shared expert 48, vocabulary 96, context 64. */
+tiny_spec_t tiny_spec(const char *arch);
+
+/* The GGUF image of spec (malloc'ed, caller frees). Aborts the test on a writer failure. */
+void tiny_model_image(const tiny_spec_t *spec, void **data, size_t *size);
+
+/* Opens the image as a model: 0, or -1 with the loader's message (the image must outlive the model). */
+int tiny_model_open(const void *data, size_t size, model_t **out, guild_err_t *err);
+
+#endif
