@@ -3,7 +3,8 @@
  * A doorbell is a 64-bit counter alone on its 64-byte cache line (pollers see only the ringer's stores),
  * followed by a line holding the count of sleeping waiters. Contract: ONE process rings a given doorbell
  * (single writer), with nondecreasing values; any number of processes wait for `seq >= target`.
- *   ring:  release store of seq, then a futex wake only if a waiter announced itself.
+ *   ring:  store of seq (release, made seq_cst for the check that follows), then a futex wake only if a
+ *          waiter announced itself in `waiters`.
  *   wait:  acquire loads for a bounded spin, then a shared (not FUTEX_PRIVATE) futex sleep on the low 32 bits
  *          of seq, always with a deadline: a dead or hung peer becomes GUILD_WAIT_TIMEOUT, never a hang.
  * What the ringer wrote before guild_doorbell_ring is visible to a waiter after its wait returns OK.
