@@ -27,6 +27,42 @@ static void usage(FILE *out)
                  ARRAY_PREVIEW, STRING_PREVIEW);
 }
 
+/* Bytes from the file, escaped so that nothing in them can drive the terminal: control characters as \n, \t,
+ * \xNN; quotes and backslashes escaped when `quoted`. */
+static void print_escaped(FILE *out, const char *s, size_t n, bool quoted)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (quoted && (c == '\'' || c == '\\'))
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\x%02x", c);
+        else
+            fputc(c, out);
+    }
+}
+
+/* A key or tensor name, escaped, left-aligned in `width` columns (more if it is longer). */
+static void print_name(const char *name, int width)
+{
+    char buf[512];
+    FILE *m = fmemopen(buf, sizeof buf, "w");
+    if (!m) {
+        printf("%-*s", width, "?");
+        return;
+    }
+    print_escaped(m, name, strlen(name), false);
+    fclose(m);
+    buf[sizeof buf - 1] = '\0';
+    printf("%-*s", width, buf);
+}
+
 /* A string quoted and escaped; truncated at a UTF-8 character boundary unless full. */
 static void print_string(const char *s, size_t len, const inspect_opts_t *o)
 {
@@ -37,21 +73,7 @@ static void print_string(const char *s, size_t len, const inspect_opts_t *o)
             n--;
     }
     putchar('\'');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '\n': fputs("\\n", stdout); break;
-        case '\t': fputs("\\t", stdout); break;
-        case '\r': fputs("\\r", stdout); break;
-        case '\'': fputs("\\'", stdout); break;
-        case '\\': fputs("\\\\", stdout); break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                printf("\\x%02x", c);
-            else
-                putchar(c);
-        }
-    }
+    print_escaped(stdout, s, n, true);
     putchar('\'');
     if (n < len)
         printf("...(%zu bytes)", len);
@@ -125,7 +147,9 @@ static void print_metadata(const gguf_t *g, const inspect_opts_t *o)
             snprintf(type, sizeof type, "[%s x %" PRIu64 "]", gguf_value_type_name(v->elem_type), v->n);
         else
             snprintf(type, sizeof type, "%s", gguf_value_type_name(v->type));
-        printf("  %5" PRId64 "  %-40s %-18s = ", k, gguf_kv_key(g, k), type);
+        printf("  %5" PRId64 "  ", k);
+        print_name(gguf_kv_key(g, k), 40);
+        printf(" %-18s = ", type);
         print_value(v, o);
         putchar('\n');
     }
@@ -141,8 +165,10 @@ static void print_tensors(const gguf_t *g)
         for (uint32_t d = 0; d < t->n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
-        printf("  %5" PRId64 "  %-40s %-8s %-28s %14" PRIu64 " %14" PRIu64 "\n", k, t->name,
-               quant_type_info(t->type)->name, shape, t->size, t->offset);
+        printf("  %5" PRId64 "  ", k);
+        print_name(t->name, 40);
+        printf(" %-8s %-28s %14" PRIu64 " %14" PRIu64 "\n", quant_type_info(t->type)->name, shape, t->size,
+               t->offset);
     }
 }
 

@@ -772,11 +772,11 @@ START_TEST(test_bad_metadata)
         size_t size;
         uint8_t *buf = small_file(&size);
         memcpy(buf + find(buf, size, "test.u32"), "test.arr", 8);
-        expect_fail(buf, size, "duplicate key 'test.arr' (key #1 and #3)");
+        expect_fail(buf, size, "key 'test.arr': duplicate key (key #1 and #3)");
         free(buf);
         buf = small_file(&size);
         memcpy(buf + find(buf, size, "test.flag"), "tes\0.flag", 9);
-        expect_fail(buf, size, "contains a NUL byte");
+        expect_fail(buf, size, "key 'tes\\x00.flag': contains a NUL byte");
         free(buf);
     }
 }
@@ -825,6 +825,33 @@ START_TEST(test_bad_tensor_infos)
     patch_u64("t.f32", 21, 4096, "goes past the end of the file");
     patch_u64("t.f32", 21, UINT64_MAX - 31, "goes past the end of the file");
     patch_u64("t.q8", -8, 1ull << 40, "a tensor name of 1099511627776 bytes goes past the end");
+    /* t.q8 (68 bytes at 0) and t.f32 (32 bytes at 96) made to share bytes, in either order */
+    patch_u64("t.f32", 21, 64, "tensor 't.f32': data at offset");
+    patch_u64("t.f32", 21, 64, "overlaps tensor 't.q8' (68 bytes at offset");
+    patch_u64("t.f32", 21, 0, "overlaps tensor");
+}
+END_TEST
+
+START_TEST(test_tensor_order_and_overlap)
+{
+    /* Data need not be in declaration order, but no two tensors may share bytes. */
+    gguf_writer_t *w = new_writer();
+    add_tensor(w, "a", GUILD_TYPE_F32, 1, 8, 1, 1, 1);
+    add_tensor(w, "b", GUILD_TYPE_F32, 1, 8, 1, 1, 1);
+    add_tensor(w, "c", GUILD_TYPE_F32, 1, 8, 1, 1, 1);
+    size_t size;
+    uint8_t *buf = finish_memory(w, &size);
+    /* each info: u64 len, 1 name byte, u32 n_dims, u64 ne0, u32 type, u64 offset: the offset is at +17 */
+    size_t infos = find(buf, size, "\x01\0\0\0\0\0\0\0a") + 8;
+    put_u64(buf + infos + 17, 64);
+    put_u64(buf + infos + 33 + 17, 0);
+    put_u64(buf + infos + 66 + 17, 32);
+    gguf_t *g = open_ok(buf, size);
+    ck_assert_uint_eq(gguf_find_tensor(g, "a")->offset, gguf_data_offset(g) + 64);
+    gguf_destroy(&g);
+    put_u64(buf + infos + 66 + 17, 0);
+    expect_fail(buf, size, "overlaps tensor");
+    free(buf);
 }
 END_TEST
 
@@ -836,9 +863,9 @@ START_TEST(test_duplicate_tensor_name)
     size_t size;
     uint8_t *buf = finish_memory(w, &size);
     buf[find(buf, size, "blk.1.b") + 6] = 'a';
-    expect_fail(buf, size, "duplicate tensor name 'blk.1.a' (tensors #0 and #1)");
+    expect_fail(buf, size, "tensor 'blk.1.a': duplicate tensor name (tensors #0 and #1)");
     buf[find(buf, size, "blk.1.a") + 6] = '\0';
-    expect_fail(buf, size, "tensor name 'blk.1.\\x00' contains a NUL byte");
+    expect_fail(buf, size, "tensor 'blk.1.\\x00': the name contains a NUL byte");
     free(buf);
 }
 END_TEST
@@ -1096,6 +1123,7 @@ int main(void)
     tcase_add_test(tc, test_bad_alignment);
     tcase_add_test(tc, test_bad_tensor_infos);
     tcase_add_test(tc, test_duplicate_tensor_name);
+    tcase_add_test(tc, test_tensor_order_and_overlap);
     tcase_add_test(tc, test_nesting_limit);
     tcase_add_test(tc, test_file_errors_name_the_file);
     suite_add_tcase(s, tc);

@@ -30,7 +30,10 @@ typedef struct reader {
     gguf_t *g;
     uint64_t pos;     /* next byte to read */
     guild_err_t *err;
-    char what[512];   /* what is being read ("key 'general.name': "), prefixed to messages */
+    /* What is being read, for messages ("key 'general.name': "); formatted only when a message is. */
+    const char *what_kind;       /* "key", "tensor" or NULL */
+    const uint8_t *what_name;    /* its name in the mapping */
+    uint64_t what_len;
 } reader_t;
 
 /* Writes a name from the file for a message: at most 80 bytes, non-printable bytes as \xNN, quoted. */
@@ -53,15 +56,27 @@ static void quote_name(char *buf, size_t cap, const uint8_t *s, uint64_t len)
     buf[o] = '\0';
 }
 
-/* Records "<file>: offset <off>: <what><message>" and returns -1. */
+/* Records "<file>: offset <off>: [key|tensor '<name>': ]<message>" and returns -1. */
 __attribute__((format(printf, 3, 4))) static int fail(reader_t *r, uint64_t off, const char *fmt, ...)
 {
-    char msg[GUILD_ERR_MAX];
+    char msg[GUILD_ERR_MAX], what[512] = "";
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return guild_err_set(r->err, "%s: offset %llu: %s%s", r->g->name, (unsigned long long)off, r->what, msg);
+    if (r->what_kind) {
+        char q[400];
+        quote_name(q, sizeof q, r->what_name, r->what_len);
+        snprintf(what, sizeof what, "%s %s: ", r->what_kind, q);
+    }
+    return guild_err_set(r->err, "%s: offset %llu: %s%s", r->g->name, (unsigned long long)off, what, msg);
+}
+
+static void reading(reader_t *r, const char *kind, const uint8_t *name, uint64_t len)
+{
+    r->what_kind = kind;
+    r->what_name = name;
+    r->what_len = len;
 }
 
 static uint64_t remaining(const reader_t *r)
@@ -259,18 +274,16 @@ static int read_kvs(reader_t *r)
         uint64_t len;
         if (read_string(r, &key, &len, "a key") < 0)
             return -1;
-        char q[400];
-        quote_name(q, sizeof q, key, len);
+        reading(r, "key", key, len);
         if (memchr(key, 0, len))
-            return fail(r, at, "key %s contains a NUL byte", q);
+            return fail(r, at, "contains a NUL byte");
         int64_t dup = gguf_name_index_insert(&g->keys, (const char *)key, len, i);
         if (dup == -2)
             return fail(r, at, "out of memory");
         if (dup >= 0)
-            return fail(r, at, "duplicate key %s (key #%lld and #%lld)", q, (long long)dup, (long long)i);
+            return fail(r, at, "duplicate key (key #%lld and #%lld)", (long long)dup, (long long)i);
         kv->key = (const char *)key; /* for now the bytes in the mapping; NUL-terminated copies come at the end */
         kv->key_len = len;
-        snprintf(r->what, sizeof r->what, "key %s: ", q);
         uint64_t tat = r->pos;
         if (need(r, 4, "the value type") < 0)
             return -1;
@@ -280,7 +293,7 @@ static int read_kvs(reader_t *r)
         r->pos += 4;
         if (read_value(r, (gguf_value_type_t)type, 0, &kv->value) < 0)
             return -1;
-        r->what[0] = '\0';
+        reading(r, NULL, NULL, 0);
     }
     return 0;
 }
@@ -320,17 +333,15 @@ static int read_tensor_info(reader_t *r, int64_t i)
     uint64_t len;
     if (read_string(r, &name, &len, "a tensor name") < 0)
         return -1;
-    char q[400];
-    quote_name(q, sizeof q, name, len);
+    reading(r, "tensor", name, len);
     if (memchr(name, 0, len))
-        return fail(r, at, "tensor name %s contains a NUL byte", q);
+        return fail(r, at, "the name contains a NUL byte");
     int64_t dup = gguf_name_index_insert(&g->names, (const char *)name, len, i);
     if (dup == -2)
         return fail(r, at, "out of memory");
     if (dup >= 0)
-        return fail(r, at, "duplicate tensor name %s (tensors #%lld and #%lld)", q, (long long)dup, (long long)i);
+        return fail(r, at, "duplicate tensor name (tensors #%lld and #%lld)", (long long)dup, (long long)i);
     t->name = (const char *)name; /* the bytes in the mapping until the copies are made */
-    snprintf(r->what, sizeof r->what, "tensor %s: ", q);
 
     uint64_t dat = r->pos;
     if (need(r, 4, "n_dims") < 0)
@@ -379,8 +390,53 @@ static int read_tensor_info(reader_t *r, int64_t i)
         return -1;
     t->offset = gguf_rd_u64(g->base + r->pos); /* relative to the data section until it is known */
     r->pos += 8;
-    r->what[0] = '\0';
+    reading(r, NULL, NULL, 0);
     return 0;
+}
+
+typedef struct span {
+    uint64_t start, end; /* [start, end) in the file */
+    int64_t tensor;
+} span_t;
+
+static int by_start(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* No two tensors may share bytes: writers lay tensors out one after the other, and a file whose tensors
+ * overlap is corrupt (or crafted so that a reader touching every tensor does quadratic work). */
+static int check_overlaps(reader_t *r)
+{
+    gguf_t *g = r->g;
+    if (g->n_tensors < 2)
+        return 0;
+    span_t *s = malloc((size_t)g->n_tensors * sizeof *s);
+    if (!s)
+        return guild_err_set(r->err, "%s: out of memory", g->name);
+    bool sorted = true;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor_t *t = &g->tensors[i];
+        s[i] = (span_t){t->offset, t->offset + t->size, i};
+        sorted = sorted && (i == 0 || s[i].start >= s[i - 1].start);
+    }
+    if (!sorted)
+        qsort(s, (size_t)g->n_tensors, sizeof *s, by_start);
+    int rc = 0;
+    for (int64_t k = 1; k < g->n_tensors && rc == 0; k++) {
+        if (s[k].start >= s[k - 1].end)
+            continue;
+        const gguf_tensor_t *a = &g->tensors[s[k - 1].tensor], *b = &g->tensors[s[k].tensor];
+        char qa[400], qb[400];
+        quote_name(qa, sizeof qa, (const uint8_t *)a->name, strlen(a->name));
+        quote_name(qb, sizeof qb, (const uint8_t *)b->name, strlen(b->name));
+        rc = guild_err_set(r->err, "%s: tensor %s: data at offset %llu overlaps tensor %s (%llu bytes at offset %llu)",
+                           g->name, qb, (unsigned long long)b->offset, qa, (unsigned long long)a->size,
+                           (unsigned long long)a->offset);
+    }
+    free(s);
+    return rc;
 }
 
 /* With the tensor infos read, places the data section and checks each tensor's data range. */
@@ -394,8 +450,10 @@ static int place_tensor_data(reader_t *r)
     for (int64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor_t *t = &g->tensors[i];
         char q[400];
-        quote_name(q, sizeof q, (const uint8_t *)t->name, strlen(t->name));
         uint64_t rel = t->offset, start, end;
+        if (rel % a || __builtin_add_overflow(g->data_offset, rel, &start) ||
+            __builtin_add_overflow(start, t->size, &end) || end > g->size)
+            quote_name(q, sizeof q, (const uint8_t *)t->name, strlen(t->name));
         if (rel % a)
             return guild_err_set(r->err, "%s: tensor %s: data offset %llu is not a multiple of the alignment (%llu)",
                                  g->name, q, (unsigned long long)rel, (unsigned long long)a);
@@ -408,7 +466,7 @@ static int place_tensor_data(reader_t *r)
         t->offset = start;
         t->data = g->base + start;
     }
-    return 0;
+    return check_overlaps(r);
 }
 
 /* Replaces the key and name pointers into the mapping by NUL-terminated copies, all in one allocation. (The

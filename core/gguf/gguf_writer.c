@@ -682,11 +682,13 @@ static int emit_head(gguf_writer_t *w, guild_err_t *err)
     return rc;
 }
 
-static int begin(gguf_writer_t *w, guild_err_t *err)
+/* Checks what begin needs before anything is created: no failed setter, a valid alignment. */
+static int prepare(gguf_writer_t *w, guild_err_t *err)
 {
+    if (w->state != W_DECLARING)
+        return guild_err_set(err, "gguf writer: begun twice");
     if (w->failed)
         return guild_err_set(err, "%s", w->first_error.msg);
-    GUILD_ASSERT(w->state == W_DECLARING);
     int64_t a = gguf_name_index_find(&w->keys, "general.alignment", strlen("general.alignment"));
     if (a >= 0) {
         const wkv_t *kv = &w->kv[a];
@@ -697,32 +699,30 @@ static int begin(gguf_writer_t *w, guild_err_t *err)
             return guild_err_set(err, "gguf writer: general.alignment must be a uint32 power of two");
         w->alignment = v;
     }
-    w->state = W_WRITING;
-    w->cur = 0;
-    w->cur_done = 0;
-    return emit_head(w, err);
+    return 0;
 }
 
 int gguf_writer_begin(gguf_writer_t *w, const char *path, guild_err_t *err)
 {
-    if (w->state != W_DECLARING)
-        return guild_err_set(err, "gguf writer: begun twice");
-    if (w->failed)
-        return guild_err_set(err, "%s", w->first_error.msg);
+    if (prepare(w, err) < 0)
+        return -1;
+    free(w->path);
     if (!(w->path = strdup(path)) || bytes_reserve(&w->out, STAGING_BYTES) < 0)
         return guild_err_set(err, "%s: out of memory", path);
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0)
         return guild_err_errno(err, errno, "%s: cannot create", path);
-    return begin(w, err);
+    w->state = W_WRITING;
+    return emit_head(w, err);
 }
 
 int gguf_writer_begin_memory(gguf_writer_t *w, guild_err_t *err)
 {
-    if (w->state != W_DECLARING)
-        return guild_err_set(err, "gguf writer: begun twice");
+    if (prepare(w, err) < 0)
+        return -1;
     w->to_memory = true;
-    return begin(w, err);
+    w->state = W_WRITING;
+    return emit_head(w, err);
 }
 
 uint64_t gguf_writer_data_offset(const gguf_writer_t *w)
