@@ -71,6 +71,23 @@ static const tok_bpe_pair_t *pair_find(const tok_t *t, int32_t left, int32_t rig
 #define SHOWN 48
 #define SHOW(s, len) (int)((len) < SHOWN ? (len) : SHOWN), (s)
 
+/* One merge of a batch being loaded. */
+typedef struct merge_load {
+    const char *s;            /* "left right" */
+    size_t llen, rlen;        /* lengths of left and right */
+    uint32_t hl, hr, hj;      /* hashes of left, right and left+right */
+    uint64_t key, slot;       /* pair key and its first slot */
+    int32_t merged;
+} merge_load_t;
+
+static int not_a_token(const tok_t *t, size_t i, const merge_load_t *m, const char *what, size_t wlen,
+                       const char *what2, size_t wlen2, guild_err_t *err)
+{
+    size_t len = m->llen + 1 + m->rlen;
+    return guild_err_set(err, "%s: tokenizer.ggml.merges[%zu] '%.*s': '%.*s%.*s' is not a token of the vocabulary",
+                         t->name, i, SHOW(m->s, len), SHOW(what, wlen), SHOW(what2, wlen2));
+}
+
 int tok_bpe_init_merges(tok_t *t, const tok_str_t *merges, size_t n, guild_err_t *err)
 {
     uint64_t cap = 16;
@@ -82,46 +99,60 @@ int tok_bpe_init_merges(tok_t *t, const tok_str_t *merges, size_t n, guild_err_t
     memset(t->pairs, 0xFF, cap * sizeof *t->pairs);
     t->pair_mask = cap - 1;
 
-    char *joined = NULL;
-    size_t joined_cap = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const char *s = merges[i].s;
-        size_t len = merges[i].len;
-        /* Split at the first space after the first byte, as llama.cpp does. */
-        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
-        if (!sp) {
-            rc = guild_err_set(err, "%s: tokenizer.ggml.merges[%zu] '%.*s': no space between the two tokens",
-                               t->name, i, SHOW(s, len));
-            break;
+    merge_load_t b[LOAD_BATCH];
+    for (size_t i0 = 0; i0 < n; i0 += LOAD_BATCH) {
+        size_t i1 = n - i0 < LOAD_BATCH ? n : i0 + LOAD_BATCH, bad = SIZE_MAX;
+        /* Split at the first space after the first byte, as llama.cpp does; hash the three texts. */
+        for (size_t i = i0; i < i1; i++) {
+            merge_load_t *m = &b[i - i0];
+            const char *s = merges[i].s;
+            size_t len = merges[i].len;
+            const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+            if (!sp) {
+                bad = i;
+                i1 = i; /* load the ones before, which may hold an earlier error */
+                break;
+            }
+            m->s = s;
+            m->llen = (size_t)(sp - s);
+            m->rlen = len - m->llen - 1;
+            m->hl = tok_strmap_hash(s, m->llen);
+            m->hr = tok_strmap_hash(sp + 1, m->rlen);
+            m->hj = tok_strmap_hash2(s, m->llen, sp + 1, m->rlen);
+            tok_strmap_prefetch(&t->by_text, m->hl);
+            tok_strmap_prefetch(&t->by_text, m->hr);
+            tok_strmap_prefetch(&t->by_text, m->hj);
         }
-        size_t llen = (size_t)(sp - s), rlen = len - llen - 1;
-        int32_t left = tok_strmap_find(&t->by_text, s, llen);
-        int32_t right = tok_strmap_find(&t->by_text, sp + 1, rlen);
-        if (tok_grow((void **)&joined, &joined_cap, len, 1) < 0) {
-            rc = guild_err_set(err, "%s: tokenizer.ggml.merges: out of memory", t->name);
-            break;
+        for (size_t i = i0; i < i1; i++) {
+            merge_load_t *m = &b[i - i0];
+            const char *r = m->s + m->llen + 1;
+            int32_t left = tok_strmap_find2(&t->by_text, m->s, m->llen, "", 0, m->hl);
+            int32_t right = tok_strmap_find2(&t->by_text, r, m->rlen, "", 0, m->hr);
+            m->merged = tok_strmap_find2(&t->by_text, m->s, m->llen, r, m->rlen, m->hj);
+            if (left < 0)
+                return not_a_token(t, i, m, m->s, m->llen, "", 0, err);
+            if (right < 0)
+                return not_a_token(t, i, m, r, m->rlen, "", 0, err);
+            if (m->merged < 0)
+                return not_a_token(t, i, m, m->s, m->llen, r, m->rlen, err);
+            m->key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+            m->slot = pair_hash(m->key) & t->pair_mask;
+            __builtin_prefetch(&t->pairs[m->slot]);
         }
-        memcpy(joined, s, llen);
-        memcpy(joined + llen, sp + 1, rlen);
-        int32_t merged = tok_strmap_find(&t->by_text, joined, len - 1);
-        if (left < 0 || right < 0 || merged < 0) {
-            const char *what = left < 0 ? s : right < 0 ? sp + 1 : joined;
-            size_t wlen = left < 0 ? llen : right < 0 ? rlen : len - 1;
-            rc = guild_err_set(err, "%s: tokenizer.ggml.merges[%zu] '%.*s': '%.*s' is not a token of the vocabulary",
-                               t->name, i, SHOW(s, len), SHOW(what, wlen));
-            break;
+        for (size_t i = i0; i < i1; i++) {
+            const merge_load_t *m = &b[i - i0];
+            uint64_t j = m->slot;
+            while (t->pairs[j].key != UINT64_MAX && t->pairs[j].key != m->key)
+                j = (j + 1) & t->pair_mask;
+            if (t->pairs[j].key == m->key)
+                continue; /* a repeated pair keeps its first (lowest) rank */
+            t->pairs[j] = (tok_bpe_pair_t){m->key, (int32_t)i, m->merged};
         }
-        uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-        uint64_t j = pair_hash(key) & t->pair_mask;
-        while (t->pairs[j].key != UINT64_MAX && t->pairs[j].key != key)
-            j = (j + 1) & t->pair_mask;
-        if (t->pairs[j].key == key)
-            continue; /* a repeated pair keeps its first (lowest) rank */
-        t->pairs[j] = (tok_bpe_pair_t){key, (int32_t)i, merged};
+        if (bad != SIZE_MAX)
+            return guild_err_set(err, "%s: tokenizer.ggml.merges[%zu] '%.*s': no space between the two tokens",
+                                 t->name, bad, SHOW(merges[bad].s, merges[bad].len));
     }
-    free(joined);
-    return rc;
+    return 0;
 }
 
 /* --- encoding ----------------------------------------------------------------------------------------- */

@@ -259,14 +259,22 @@ int tok_new(tok_t **out, const tok_spec_t *spec, guild_err_t *err)
         guild_err_set(err, "%s: out of memory for %d tokens", t->name, t->n_tokens);
         goto fail;
     }
-    for (int32_t i = 0; i < t->n_tokens; i++) {
-        t->score[i] = spec->scores ? spec->scores[i] : 0.0f;
-        t->attr[i] = spec->types ? (uint16_t)attr_of_type(spec->types[i]) : TOK_ATTR_NORMAL;
-        int32_t dup = tok_strmap_insert(&t->by_text, i);
-        if (dup >= 0) {
-            guild_err_set(err, "%s: tokenizer.ggml.tokens: tokens %d and %d are both '%.48s'", t->name, dup, i,
-                          t->text + t->off[i]);
-            goto fail;
+    for (int32_t i0 = 0; i0 < t->n_tokens; i0 += LOAD_BATCH) {
+        int32_t i1 = t->n_tokens - i0 < LOAD_BATCH ? t->n_tokens : i0 + LOAD_BATCH;
+        uint32_t h[LOAD_BATCH];
+        for (int32_t i = i0; i < i1; i++) {
+            h[i - i0] = tok_strmap_hash(t->text + t->off[i], t->len[i]);
+            tok_strmap_prefetch(&t->by_text, h[i - i0]);
+        }
+        for (int32_t i = i0; i < i1; i++) {
+            t->score[i] = spec->scores ? spec->scores[i] : 0.0f;
+            t->attr[i] = spec->types ? (uint16_t)attr_of_type(spec->types[i]) : TOK_ATTR_NORMAL;
+            int32_t dup = tok_strmap_insert(&t->by_text, i, h[i - i0]);
+            if (dup >= 0) {
+                guild_err_set(err, "%s: tokenizer.ggml.tokens: tokens %d and %d are both '%.48s'", t->name, dup,
+                              i, t->text + t->off[i]);
+                goto fail;
+            }
         }
     }
 

@@ -58,6 +58,10 @@ struct tok {
     size_t n_eog;
 };
 
+/* Bulk loads hash a batch of keys and prefetch their slots before probing, so that the cache misses of a
+ * batch overlap instead of queueing one behind the other. */
+#define LOAD_BATCH 32
+
 /* Scratch space of one tok_encode call (tok_t itself is read-only). */
 typedef struct tok_scratch {
     char *buf;       /* text being prepared (SPM escaping, UTF-8 repair) */
