@@ -1,0 +1,338 @@
+/* Tests for the CPU backend (gpu-worker/cpu) and the in-process expert executor (cpu-expert-worker):
+ * determinism across thread counts and batch splits, the executor against a naive per-element computation,
+ * KV truncation, and errors. Correctness against the float64 reference is tests/ref's job. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model/activation.h"
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+#include "cpu-expert-worker/expert_exec.h"
+#include "cpu-expert-worker/moe_local.h"
+#include "gpu-worker/backend.h"
+#include "tests/tiny_model.h"
+
+typedef struct rig {
+    void *image;
+    model_t *model;
+    guild_pool_t *pool;
+    moe_exec_t *moe;
+    backend_t *be;
+} rig_t;
+
+static void rig_open(rig_t *r, const tiny_spec_t *s, int threads, int n_batch, int n_ctx)
+{
+    guild_err_t err = {{0}};
+    size_t size;
+    memset(r, 0, sizeof *r);
+    tiny_model_image(s, &r->image, &size);
+    ck_assert_msg(tiny_model_open(r->image, size, &r->model, &err) == 0, "%s", err.msg);
+    ck_assert_msg(guild_pool_new(&r->pool, threads, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_local_new(&r->moe, r->model, r->pool, &err) == 0, "%s", err.msg);
+    backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe};
+    ck_assert_msg(backend_new(&r->be, "cpu", r->model, &o, &err) == 0, "%s", err.msg);
+}
+
+static void rig_close(rig_t *r)
+{
+    backend_destroy(&r->be);
+    ck_assert_ptr_null(r->be);
+    moe_exec_destroy(&r->moe);
+    guild_pool_destroy(&r->pool);
+    model_destroy(&r->model);
+    free(r->image);
+}
+
+enum { N_PROMPT = 9, N_STEPS = 4 };
+static const int32_t prompt[N_PROMPT] = {5, 17, 42, 3, 88, 1, 60, 33, 95};
+static const int32_t cont[N_STEPS] = {7, 70, 2, 51};
+
+/* Feeds the prompt in chunks of `chunk`, asking every row's logits, then cont[] one at a time.
+ * out: [(N_PROMPT + N_STEPS)][n_vocab]. */
+static void run_all(rig_t *r, int chunk, float *out)
+{
+    guild_err_t err = {{0}};
+    const int32_t V = model_config(r->model)->n_vocab;
+    int32_t rows[N_PROMPT], pos[N_PROMPT];
+    for (int s = 0; s < N_PROMPT; s += chunk) {
+        int n = N_PROMPT - s < chunk ? N_PROMPT - s : chunk;
+        for (int i = 0; i < n; i++) {
+            rows[i] = i;
+            pos[i] = s + i;
+        }
+        ck_assert_msg(backend_forward(r->be, n, prompt + s, pos, n, rows, out + (size_t)s * V, &err) == 0, "%s",
+                      err.msg);
+    }
+    for (int i = 0; i < N_STEPS; i++) {
+        int32_t p = N_PROMPT + i, row = 0;
+        ck_assert_int_eq(backend_kv_len(r->be), p);
+        ck_assert_msg(backend_forward(r->be, 1, &cont[i], &p, 1, &row, out + (size_t)(N_PROMPT + i) * V, &err) == 0,
+                      "%s", err.msg);
+    }
+}
+
+static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe"};
+
+static tiny_spec_t spec_of(int i)
+{
+    tiny_spec_t s = tiny_spec(archs[i % 4]);
+    if (i >= 4) { /* quantized variants */
+        s.wtype = i % 2 ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_1;
+        s.n_ff_shexp = 64;
+    }
+    s.seed = 10 + (uint64_t)i;
+    return s;
+}
+
+START_TEST(test_threads_and_batches_give_the_same_bits)
+{
+    tiny_spec_t s = spec_of(_i);
+    const size_t V = 96, rows = N_PROMPT + N_STEPS;
+    float *a = malloc(rows * V * sizeof *a), *b = malloc(rows * V * sizeof *b);
+    rig_t r;
+    rig_open(&r, &s, 1, 16, 32);
+    run_all(&r, N_PROMPT, a);
+    rig_close(&r);
+    for (size_t i = 0; i < rows * V; i++)
+        ck_assert_msg(isfinite(a[i]) && fabsf(a[i]) < 1e4f, "logit %zu = %g", i, (double)a[i]);
+    /* not all the same token: the model computes something */
+    ck_assert(memcmp(a, a + V, V * sizeof *a) != 0);
+
+    static const int threads[] = {2, 3, 1};
+    static const int chunks[] = {1, 4, 2};
+    for (int k = 0; k < 3; k++) {
+        rig_open(&r, &s, threads[k], 8, 32);
+        run_all(&r, chunks[k], b);
+        rig_close(&r);
+        ck_assert_msg(!memcmp(a, b, rows * V * sizeof *a), "%s: %d threads, chunks of %d differ", archs[_i % 4],
+                      threads[k], chunks[k]);
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_truncate_and_replay)
+{
+    tiny_spec_t s = spec_of(0);
+    const size_t V = 96, rows = N_PROMPT + N_STEPS;
+    float *a = malloc(rows * V * sizeof *a), *b = malloc(V * sizeof *b);
+    rig_t r;
+    rig_open(&r, &s, 2, 16, 32);
+    run_all(&r, N_PROMPT, a);
+    backend_kv_truncate(r.be, 100); /* beyond the end: nothing */
+    ck_assert_int_eq(backend_kv_len(r.be), rows);
+    backend_kv_truncate(r.be, 5);
+    ck_assert_int_eq(backend_kv_len(r.be), 5);
+    guild_err_t err = {{0}};
+    int32_t pos[4] = {5, 6, 7, 8}, row = 3;
+    ck_assert_msg(backend_forward(r.be, 4, prompt + 5, pos, 1, &row, b, &err) == 0, "%s", err.msg);
+    ck_assert(!memcmp(b, a + 8 * V, V * sizeof *b));
+    backend_kv_truncate(r.be, 0);
+    int32_t p0 = 0, r0 = 0;
+    ck_assert(backend_forward(r.be, 1, prompt, &p0, 1, &r0, b, &err) == 0);
+    ck_assert(!memcmp(b, a, V * sizeof *b));
+    rig_close(&r);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* ---- the expert executor ------------------------------------------------------------------------------ */
+
+/* y[t][k] computed the obvious way, one dot product at a time with the quant references. */
+static void naive_experts(const model_t *m, int layer, int n, const float *x, const int32_t *ids, float *y)
+{
+    const model_config_t *c = model_config(m);
+    const model_layer_t *L = &model_weights(m)->layers[layer];
+    const int E = c->n_embd, F = c->n_ff_exp, K = c->n_expert_used;
+    guild_type_t ga = quant_type_info(L->gate_exps.type)->dot_type;
+    guild_type_t da = quant_type_info(L->down_exps.type)->dot_type;
+    char *xq = malloc((size_t)E * 4), *hq = malloc((size_t)F * 4);
+    float *h = malloc((size_t)F * sizeof *h);
+    for (int t = 0; t < n; t++) {
+        ck_assert(quant_quantize_row_ref(ga, x + t * E, xq, E, NULL) == 0);
+        for (int k = 0; k < K; k++) {
+            int e = ids[t * K + k];
+            for (int r = 0; r < F; r++) {
+                float g = quant_vec_dot_ref(L->gate_exps.type, E, model_tensor_row(&L->gate_exps, e, r), xq);
+                float u = quant_vec_dot_ref(L->up_exps.type, E, model_tensor_row(&L->up_exps, e, r), xq);
+                h[r] = model_silu(g) * u;
+            }
+            ck_assert(quant_quantize_row_ref(da, h, hq, F, NULL) == 0);
+            for (int r = 0; r < E; r++)
+                y[((size_t)t * K + k) * E + r] =
+                    quant_vec_dot_ref(L->down_exps.type, F, model_tensor_row(&L->down_exps, e, r), hq);
+        }
+    }
+    free(xq);
+    free(hq);
+    free(h);
+}
+
+START_TEST(test_executor_matches_naive_and_shards_split_exactly)
+{
+    tiny_spec_t s = spec_of(_i);
+    rig_t r;
+    rig_open(&r, &s, 2, 8, 16);
+    const model_config_t *c = model_config(r.model);
+    enum { N = 11 };
+    const int E = c->n_embd, K = c->n_expert_used;
+    float *x = malloc((size_t)N * E * sizeof *x);
+    int32_t ids[N * 2];
+    float w[N * 2];
+    rng_t g;
+    rng_seed(&g, 77);
+    for (int i = 0; i < N * E; i++)
+        x[i] = (float)(2 * rng_uniform(&g) - 1);
+    for (int t = 0; t < N; t++) {
+        ids[t * K] = (int32_t)(rng_next(&g) % 8);
+        ids[t * K + 1] = (ids[t * K] + 1 + (int32_t)(rng_next(&g) % 7)) % 8;
+        w[t * K] = 0.6f;
+        w[t * K + 1] = 0.4f;
+    }
+    ids[3 * K] = ids[4 * K] = ids[5 * K] = 2; /* several tokens on one expert */
+    size_t ybytes = (size_t)N * K * E * sizeof(float);
+    float *y1 = malloc(ybytes), *y2 = malloc(ybytes), *y3 = malloc(ybytes);
+    guild_err_t err = {{0}};
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, w, y1, &err) == 0, "%s", err.msg);
+    naive_experts(r.model, 1, N, x, ids, y2);
+    ck_assert(!memcmp(y1, y2, ybytes));
+
+    /* two shards (even / odd experts), each writes only its own pairs; together they give the same bits */
+    uint8_t own[2][2 * 8];
+    for (int l = 0; l < 2; l++)
+        for (int e = 0; e < 8; e++) {
+            own[0][l * 8 + e] = e % 2 == 0;
+            own[1][l * 8 + e] = e % 2 == 1;
+        }
+    memset(y3, 0xff, ybytes); /* NaN sentinel */
+    int64_t done = 0;
+    for (int sh = 0; sh < 2; sh++) {
+        expert_shard_t *shard = NULL;
+        expert_exec_t *ex = NULL;
+        ck_assert(expert_shard_new(&shard, r.model, own[sh], &err) == 0);
+        ck_assert_int_eq(expert_shard_count(shard), 8);
+        ck_assert_ptr_null(expert_shard_get(shard, 1, 1 - sh));
+        ck_assert(expert_exec_new(&ex, shard, r.pool, &err) == 0);
+        int64_t n = expert_exec_run(ex, 1, N, x, ids, y3, &err);
+        ck_assert_int_ge(n, 1);
+        done += n;
+        expert_exec_destroy(&ex);
+        expert_shard_destroy(&shard);
+    }
+    ck_assert_int_eq(done, N * K);
+    ck_assert(!memcmp(y1, y3, ybytes));
+
+    /* bad input is an error, not a crash */
+    ids[7] = 8;
+    ck_assert_int_eq(moe_exec_run(r.moe, 1, N, x, ids, w, y1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "expert id 8 is out of range"));
+    rig_close(&r);
+    free(x);
+    free(y1);
+    free(y2);
+    free(y3);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------------------------------- */
+
+typedef struct failing_exec {
+    moe_exec_t base;
+} failing_exec_t;
+
+static int failing_run(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids,
+                       const float *w, float *y, guild_err_t *err)
+{
+    return guild_err_set(err, "worker 3 did not answer");
+}
+
+static void failing_destroy(moe_exec_t *e)
+{
+}
+
+static const moe_exec_ops_t failing_ops = {"failing", failing_run, failing_destroy};
+
+START_TEST(test_errors)
+{
+    tiny_spec_t s = spec_of(1);
+    rig_t r;
+    rig_open(&r, &s, 2, 4, 6);
+    guild_err_t err = {{0}};
+    float logits[96 * 4];
+    int32_t tok[5] = {1, 2, 3, 4, 5}, pos[5] = {0, 1, 2, 3, 4}, row = 0;
+
+    tok[1] = 96;
+    ck_assert_int_eq(backend_forward(r.be, 2, tok, pos, 1, &row, logits, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "token id 96 is out of range"));
+    tok[1] = -1;
+    ck_assert_int_eq(backend_forward(r.be, 2, tok, pos, 1, &row, logits, &err), -1);
+    tok[1] = 2;
+    ck_assert_int_eq(backend_forward(r.be, 5, tok, pos, 1, &row, logits, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "5 tokens in a batch (1..4)"));
+    pos[1] = 7;
+    ck_assert_int_eq(backend_forward(r.be, 2, tok, pos, 1, &row, logits, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "position 7, expected 1"));
+    pos[1] = 1;
+    row = 2;
+    ck_assert_int_eq(backend_forward(r.be, 2, tok, pos, 1, &row, logits, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "output row 2"));
+    ck_assert_int_eq(backend_kv_len(r.be), 0);
+
+    row = 0;
+    ck_assert(backend_forward(r.be, 4, tok, pos, 1, &row, logits, &err) == 0);
+    int32_t more[3] = {4, 5, 6};
+    ck_assert_int_eq(backend_forward(r.be, 3, tok, more, 1, &row, logits, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "context is full"));
+    ck_assert_int_eq(backend_kv_len(r.be), 4);
+    rig_close(&r);
+
+    /* an executor failure comes back with the layer named, and the cache does not grow */
+    failing_exec_t fe = {{&failing_ops}};
+    size_t size;
+    rig_t q;
+    memset(&q, 0, sizeof q);
+    tiny_model_image(&s, &q.image, &size);
+    ck_assert(tiny_model_open(q.image, size, &q.model, &err) == 0);
+    ck_assert(guild_pool_new(&q.pool, 1, NULL, &err) == 0);
+    backend_options_t o = {.n_ctx = 8, .n_batch = 4, .pool = q.pool, .moe = &fe.base};
+    ck_assert(backend_new(&q.be, "cpu", q.model, &o, &err) == 0);
+    ck_assert_int_eq(backend_forward(q.be, 2, tok, pos, 1, &row, logits, &err), -1);
+    ck_assert_str_eq(err.msg, "layer 0: routed experts: worker 3 did not answer");
+    ck_assert_int_eq(backend_kv_len(q.be), 0);
+    backend_destroy(&q.be);
+
+    backend_t *none = NULL;
+    ck_assert_int_eq(backend_new(&none, "vulkan", q.model, &o, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "backend \"vulkan\" is not built in"));
+    o.n_batch = 0;
+    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, &err), -1);
+    guild_pool_destroy(&q.pool);
+    model_destroy(&q.model);
+    free(q.image);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("backend");
+    TCase *tc = tcase_create("determinism");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_threads_and_batches_give_the_same_bits, 0, 8);
+    tcase_add_test(tc, test_truncate_and_replay);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("experts");
+    tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 8);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
