@@ -5,7 +5,8 @@ The grids are transcribed here in the compact form that gguf-py (gguf/quants.py,
 uses: one hex string per grid, each grid element packed into `bits` bits of a byte, low bits first, and
 mapped through `levels` to the byte value that ggml-common.h's uint64/uint32 tables hold. Expanding them
 gives ggml-common.h's tables entry for entry; check_quant.c pins a checksum of every table, and
-tests/quant_tables_check.py compares iq_tables.c against the tables as spelled in ggml-common.h.
+tests/quant_tables_check.py compares the grids with an independent transcription (tests/ref/iq_grids.py,
+from ggml-quants.c's kgrid arrays and ggml-common.h).
 
 Usage: gen_iq_tables.py > core/quant/iq_tables.c   (prints the checksums on stderr)
 """
