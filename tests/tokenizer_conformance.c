@@ -22,7 +22,7 @@ static const char *const k_vocabs[] = {"gpt-2", "llama-spm", "falcon", "starcode
 static double now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); /* CPU time: the CI machine is shared */
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -170,7 +170,7 @@ static int run_vocab(const char *dir, const char *vocab)
         best = dt < best ? dt : best;
     }
     printf("%s: %zu/%zu texts match, %zu/%zu round-trip; %d tokens loaded in %.1f ms; %zu bytes -> %zu ids in "
-           "%.2f ms\n",
+           "%.2f ms (CPU time)\n",
            vocab, matched, n_texts, round_trips, n_texts, tok_n_tokens(t), load_ms, big_len, ids.n, best);
     free(big);
     free(want);

@@ -166,4 +166,8 @@ int tok_decode(const tok_t *t, const int32_t *ids, size_t n, unsigned flags, cha
  * not complete yet. Print n - that, keep the rest in front of the next piece. */
 size_t tok_utf8_incomplete(const char *buf, size_t n);
 
+/* Length (1..4) of the well-formed UTF-8 character that starts s[0..n), or 0 if none does (a stray or
+ * truncated sequence, an overlong form, a surrogate): for printing pieces safely. */
+size_t tok_utf8_char_len(const char *s, size_t n);
+
 #endif

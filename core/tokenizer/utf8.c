@@ -121,3 +121,9 @@ size_t tok_utf8_incomplete(const char *buf, size_t n)
         return 0;
     return k + 1 < need ? k + 1 : 0;
 }
+
+size_t tok_utf8_char_len(const char *s, size_t n)
+{
+    uint32_t cp;
+    return tok_utf8_decode(s, n, &cp);
+}
