@@ -971,8 +971,13 @@ START_TEST(test_large_file_opens_fast)
     }
     printf("check_gguf: opening %d tensors + 2 x %d strings (%.1f MB) took %.2f ms\n", TENSORS, VOCAB,
            size / 1e6, best);
-    /* Milliseconds, not seconds; generous for a loaded CI machine running ASan. */
-    ck_assert_msg(best < 400, "opening took %.1f ms", best);
+    /* Milliseconds, not seconds; generous for a loaded 2-core CI machine, more so under ASan (~20x slower). */
+#if defined(__SANITIZE_ADDRESS__)
+    const double limit_ms = 3000;
+#else
+    const double limit_ms = 400;
+#endif
+    ck_assert_msg(best < limit_ms, "opening took %.1f ms (limit %.0f)", best, limit_ms);
     free(buf);
 }
 END_TEST
