@@ -630,7 +630,8 @@ START_TEST(test_dequant_iq3_iq1_iq4_xs)
             b.qh[k / 8] |= (uint8_t)((gi >> 8) << (k % 8));
             for (int j = 0; j < 4; j++) {
                 const int e = 4 * k + j, s = ((e / 32) * 3 + 1) % 16;
-                ex[e] = 0.25f * (2 * s + 1) * byte_of(quant_iq3s_grid[gi], j) * (b.signs[e / 8] >> (e % 8) & 1 ? -1 : 1);
+                const int neg = b.signs[e / 8] >> (e % 8) & 1;
+                ex[e] = 0.25f * (2 * s + 1) * byte_of(quant_iq3s_grid[gi], j) * (neg ? -1 : 1);
             }
         }
         expect_dequant(GUILD_TYPE_IQ3_S, &b, ex);
@@ -913,8 +914,8 @@ START_TEST(test_dot_matches_float64_of_dequantized_rows)
                 }
             }
             const float got = quant_vec_dot_ref(t, n, w, a);
-            ck_assert_msg(fabs(got - ref) <= 1e-5 * mag + slack + 1e-30, "%s n=%lld: dot %.9g, float64 %.9g (sum|wa| %g)",
-                          info->name, (long long)n, got, ref, mag);
+            ck_assert_msg(fabs(got - ref) <= 1e-5 * mag + slack + 1e-30,
+                          "%s n=%lld: dot %.9g, float64 %.9g (sum|wa| %g)", info->name, (long long)n, got, ref, mag);
             free(w);
             free(x);
             free(wd);

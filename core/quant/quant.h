@@ -29,7 +29,8 @@ bool quant_can_quantize(guild_type_t type);
 /* Quantizes n floats into `type` (dst holds row-bytes of n). Deterministic; ggml's reference quantizers
  * operation for operation (quantize_row_*_ref; IQ4_NL/IQ4_XS as ggml's quantize_iq4_* without an importance
  * matrix), so the bytes match a ggml built without FMA contraction. Types: F32, F16, BF16, Q4_0, Q4_1,
- * Q5_0, Q5_1, Q8_0, Q8_1, Q8_K, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4. src must be finite. Fails when the type has no quantizer or n is not a whole number of blocks. */
+ * Q5_0, Q5_1, Q8_0, Q8_1, Q8_K, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4. src must be finite. Fails when the type
+ * has no quantizer or n is not a whole number of blocks. */
 int quant_quantize_row_ref(guild_type_t type, const float *src, void *dst, int64_t n, guild_err_t *err);
 
 /* Dot product of a weight row of `type` and an activation row in quant_type_info(type)->dot_type, n elements.
