@@ -172,6 +172,19 @@ static void print_tensors(const gguf_t *g)
     }
 }
 
+static const char *human_size(char *buf, size_t cap, uint64_t bytes)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)bytes;
+    int u = 0;
+    while (x >= 1024 && u < 4) {
+        x /= 1024;
+        u++;
+    }
+    snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", x, unit[u]);
+    return buf;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     inspect_opts_t o = {0};
@@ -210,8 +223,9 @@ int cmd_inspect(int argc, char **argv)
         data_bytes += gguf_tensor(g, k)->size;
     printf("%s: GGUF version %u, alignment %u, %" PRId64 " metadata keys, %" PRId64 " tensors\n", gguf_path(g),
            gguf_version(g), gguf_alignment(g), gguf_n_kv(g), gguf_n_tensors(g));
-    printf("file %" PRIu64 " bytes; tensor data from offset %" PRIu64 ": %" PRIu64 " bytes (%.2f GiB)\n",
-           gguf_file_size(g), gguf_data_offset(g), data_bytes, (double)data_bytes / (1024.0 * 1024 * 1024));
+    char human[32];
+    printf("file %" PRIu64 " bytes; tensor data from offset %" PRIu64 ": %" PRIu64 " bytes (%s)\n",
+           gguf_file_size(g), gguf_data_offset(g), data_bytes, human_size(human, sizeof human, data_bytes));
     print_metadata(g, &o);
     if (gguf_n_tensors(g))
         print_tensors(g);
