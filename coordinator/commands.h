@@ -14,6 +14,7 @@ typedef struct guild_cmd {
 
 /* Subcommands; argv[0] is the subcommand name. */
 int cmd_inspect(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

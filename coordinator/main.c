@@ -16,6 +16,7 @@ static int cmd_version(int argc, char **argv)
 static const guild_cmd_t commands[] = {
     {"version", cmd_version, "print the version"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"run", cmd_run, "generate text from a prompt (single process)"},
     {"tokenize", cmd_tokenize, "print the token ids of the text on stdin"},
 };
 

@@ -1,0 +1,450 @@
+/* guild run — generate text from a prompt with a GGUF MoE model, in one process (the reference mode). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coordinator/commands.h"
+#include "coordinator/demo_model.h"
+#include "coordinator/expert_stats.h"
+#include "coordinator/generate.h"
+#include "core/model/model.h"
+#include "core/sample/sampler.h"
+#include "core/tokenizer/tok.h"
+#include "core/util/log.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/moe_local.h"
+#include "gpu-worker/backend.h"
+
+/* Everything `guild run` was asked to do, validated once and printed at start-up. */
+typedef struct run_config {
+    const char *model;        /* -m; NULL: the built-in demo model */
+    const char *prompt;       /* -p */
+    const char *prompt_file;  /* -f */
+    int32_t n_predict;        /* -n; < 0: until EOS or the context is full */
+    int32_t n_ctx;            /* --ctx; 0: min(n_ctx_train, 4096) */
+    int32_t n_batch;          /* --batch */
+    int n_threads;            /* --threads */
+    sample_params_t sample;
+    bool parse_special;       /* --parse-special */
+    const char *backend;      /* --backend */
+    const char *logits_out;   /* --logits-out */
+    const char *ids_out;      /* --ids-out */
+    bool stats;               /* --stats */
+    bool verbose;             /* -v */
+} run_config_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: guild run [-m FILE.gguf] [-p PROMPT | -f FILE] [options]\n"
+            "\n"
+            "Generates text from a prompt and streams it to stdout; timings go to stderr. Without -m, runs the\n"
+            "built-in demo model (random weights, generated on first use with guild-mkmodel and cached).\n"
+            "\n"
+            "  -m, --model FILE        GGUF model (qwen3moe, qwen2moe, llama/Mixtral, olmoe)\n"
+            "  -p, --prompt TEXT       the prompt\n"
+            "  -f, --file FILE         read the prompt from FILE\n"
+            "  -n, --n-predict N       tokens to generate (default 64; -1: until end of text or full context)\n"
+            "      --temp T            temperature (default 0.8; 0: greedy)\n"
+            "      --top-k N           keep the N most likely tokens (default 40; 0: off)\n"
+            "      --top-p P           nucleus: smallest set with probability >= P (default 0.95; 1: off)\n"
+            "      --min-p P           drop tokens below P times the best one's probability (default 0.05)\n"
+            "      --repeat-penalty R  penalise recently seen tokens (default 1.0: off)\n"
+            "      --repeat-last-n N   how many recent tokens the penalty looks at (default 64)\n"
+            "      --seed S            sampling seed (default 0); same seed, same text\n"
+            "      --ctx N             context length (default: the model's, at most 4096)\n"
+            "      --batch N           prompt tokens per forward pass (default 256)\n"
+            "      --threads N         CPU threads (default: all online CPUs)\n"
+            "      --parse-special     recognise control-token texts in the prompt (as guild tokenize does)\n"
+            "      --logits-out FILE   write n_vocab float32 logits per generated token (row 0: the prompt's\n"
+            "                          last position)\n"
+            "      --ids-out FILE      write the generated token ids, space-separated, on one line\n"
+            "      --stats             per layer: experts touched by prompt + generation, busiest expert's share\n"
+            "      --single-process    run every stage in this process (the only mode for now)\n"
+            "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
+            "  -v, --verbose           more messages on stderr\n"
+            "  -h, --help              this help\n",
+            backend_names());
+}
+
+enum {
+    OPT_TEMP = 256,
+    OPT_TOP_K,
+    OPT_TOP_P,
+    OPT_MIN_P,
+    OPT_REPEAT_PENALTY,
+    OPT_REPEAT_LAST_N,
+    OPT_SEED,
+    OPT_CTX,
+    OPT_BATCH,
+    OPT_THREADS,
+    OPT_LOGITS_OUT,
+    OPT_IDS_OUT,
+    OPT_STATS,
+    OPT_SINGLE,
+    OPT_BACKEND,
+    OPT_PARSE_SPECIAL,
+};
+
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "guild run: %s %s: expected an integer in [%ld, %ld]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "guild run: %s %s: expected a number\n", flag, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+/* 0, 1 (--help printed) or -1 (usage error printed). */
+static int parse_args(int argc, char **argv, run_config_t *c)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"file", required_argument, NULL, 'f'},
+        {"n-predict", required_argument, NULL, 'n'},
+        {"temp", required_argument, NULL, OPT_TEMP},
+        {"top-k", required_argument, NULL, OPT_TOP_K},
+        {"top-p", required_argument, NULL, OPT_TOP_P},
+        {"min-p", required_argument, NULL, OPT_MIN_P},
+        {"repeat-penalty", required_argument, NULL, OPT_REPEAT_PENALTY},
+        {"repeat-last-n", required_argument, NULL, OPT_REPEAT_LAST_N},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"ctx", required_argument, NULL, OPT_CTX},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"logits-out", required_argument, NULL, OPT_LOGITS_OUT},
+        {"ids-out", required_argument, NULL, OPT_IDS_OUT},
+        {"stats", no_argument, NULL, OPT_STATS},
+        {"single-process", no_argument, NULL, OPT_SINGLE},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"parse-special", no_argument, NULL, OPT_PARSE_SPECIAL},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *c = (run_config_t){
+        .n_predict = 64,
+        .n_batch = 256,
+        .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1,
+        .backend = "cpu",
+    };
+    sample_params_default(&c->sample);
+    long v;
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "m:p:f:n:vh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': c->model = optarg; break;
+        case 'p': c->prompt = optarg; break;
+        case 'f': c->prompt_file = optarg; break;
+        case 'n':
+            if (parse_long("-n", optarg, -1, INT32_MAX, &v) < 0)
+                return -1;
+            c->n_predict = (int32_t)v;
+            break;
+        case OPT_TEMP:
+            if (parse_float("--temp", optarg, &c->sample.temp) < 0)
+                return -1;
+            break;
+        case OPT_TOP_K:
+            if (parse_long("--top-k", optarg, 0, INT32_MAX, &v) < 0)
+                return -1;
+            c->sample.top_k = (int32_t)v;
+            break;
+        case OPT_TOP_P:
+            if (parse_float("--top-p", optarg, &c->sample.top_p) < 0)
+                return -1;
+            break;
+        case OPT_MIN_P:
+            if (parse_float("--min-p", optarg, &c->sample.min_p) < 0)
+                return -1;
+            break;
+        case OPT_REPEAT_PENALTY:
+            if (parse_float("--repeat-penalty", optarg, &c->sample.repeat_penalty) < 0)
+                return -1;
+            break;
+        case OPT_REPEAT_LAST_N:
+            if (parse_long("--repeat-last-n", optarg, 0, 1 << 20, &v) < 0)
+                return -1;
+            c->sample.repeat_last_n = (int32_t)v;
+            break;
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                fprintf(stderr, "guild run: --seed %s: expected a non-negative integer\n", optarg);
+                return -1;
+            }
+            c->sample.seed = s;
+            break;
+        }
+        case OPT_CTX:
+            if (parse_long("--ctx", optarg, 1, 1 << 24, &v) < 0)
+                return -1;
+            c->n_ctx = (int32_t)v;
+            break;
+        case OPT_BATCH:
+            if (parse_long("--batch", optarg, 1, 1 << 16, &v) < 0)
+                return -1;
+            c->n_batch = (int32_t)v;
+            break;
+        case OPT_THREADS:
+            if (parse_long("--threads", optarg, 1, 1024, &v) < 0)
+                return -1;
+            c->n_threads = (int)v;
+            break;
+        case OPT_LOGITS_OUT: c->logits_out = optarg; break;
+        case OPT_IDS_OUT: c->ids_out = optarg; break;
+        case OPT_STATS: c->stats = true; break;
+        case OPT_SINGLE: break;
+        case OPT_BACKEND: c->backend = optarg; break;
+        case OPT_PARSE_SPECIAL: c->parse_special = true; break;
+        case 'v': c->verbose = true; break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "guild run: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return -1;
+    }
+    if (c->prompt && c->prompt_file) {
+        fprintf(stderr, "guild run: -p and -f are exclusive\n");
+        return -1;
+    }
+    if (!c->model && !c->prompt && !c->prompt_file)
+        c->prompt = DEMO_MODEL_PROMPT;
+    if (!c->prompt && !c->prompt_file) {
+        fprintf(stderr, "guild run: no prompt: give -p TEXT or -f FILE\n");
+        return -1;
+    }
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len, guild_err_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        guild_err_errno(err, errno, "cannot open %s", path);
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    if (!buf)
+        guild_err_set(err, "%s: out of memory", path);
+    else if (ferror(f)) {
+        guild_err_errno(err, errno, "cannot read %s", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static void print_config(const run_config_t *c, const char *model_path, const model_config_t *mc, int32_t n_ctx)
+{
+    fprintf(stderr, "guild run: model %s\n", model_path);
+    model_config_print(mc, stderr);
+    fprintf(stderr,
+            "run: backend = %s, threads = %d, ctx = %d, batch = %d, n_predict = %d, single process\n"
+            "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
+            c->backend, c->n_threads, n_ctx, c->n_batch, c->n_predict, (double)c->sample.temp, c->sample.top_k,
+            (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
+            c->sample.repeat_last_n, (unsigned long long)c->sample.seed);
+}
+
+static int write_ids(const char *path, const int32_t *ids, int32_t n, guild_err_t *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return guild_err_errno(err, errno, "cannot create %s", path);
+    for (int32_t i = 0; i < n; i++)
+        fprintf(f, "%s%d", i ? " " : "", ids[i]);
+    fputc('\n', f);
+    if (fclose(f) != 0)
+        return guild_err_errno(err, errno, "cannot write %s", path);
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_config_t c;
+    int pr = parse_args(argc, argv, &c);
+    if (pr != 0)
+        return pr > 0 ? 0 : 2;
+    guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
+
+    guild_err_t err = {{0}};
+    int rc = 1;
+    char *demo_path = NULL, *prompt_buf = NULL;
+    model_t *model = NULL;
+    tok_t *tok = NULL;
+    guild_pool_t *pool = NULL;
+    moe_exec_t *moe = NULL;
+    expert_stats_t *stats = NULL;
+    backend_t *be = NULL;
+    sampler_t *smp = NULL;
+    FILE *logits_f = NULL;
+    tok_ids_t prompt_ids;
+    gen_result_t res = {0};
+    tok_ids_init(&prompt_ids);
+
+    const char *model_path = c.model;
+    if (!model_path) {
+        if (demo_model_path(&demo_path, &err) < 0)
+            goto fail;
+        model_path = demo_path;
+    }
+    if (model_new(&model, model_path, &err) < 0)
+        goto fail;
+    const model_config_t *mc = model_config(model);
+    if (tok_new_from_gguf(&tok, model_gguf(model), &err) < 0)
+        goto fail;
+    if (tok_n_tokens(tok) > mc->n_vocab) {
+        guild_err_set(&err, "%s: the vocabulary has %d tokens but the model only %d rows of logits", model_path,
+                      tok_n_tokens(tok), mc->n_vocab);
+        goto fail;
+    }
+    int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
+    print_config(&c, model_path, mc, n_ctx);
+
+    size_t plen;
+    const char *ptext = c.prompt;
+    if (c.prompt_file) {
+        prompt_buf = read_file(c.prompt_file, &plen, &err);
+        if (!prompt_buf)
+            goto fail;
+        ptext = prompt_buf;
+    } else {
+        plen = strlen(ptext);
+    }
+    unsigned flags = TOK_ADD_SPECIAL | (c.parse_special ? TOK_PARSE_SPECIAL : 0);
+    if (tok_encode(tok, ptext, plen, flags, &prompt_ids, &err) < 0)
+        goto fail;
+    if (prompt_ids.n == 0) {
+        guild_err_set(&err, "the prompt gives no tokens");
+        goto fail;
+    }
+    if (prompt_ids.n > (size_t)n_ctx) {
+        guild_err_set(&err, "the prompt has %zu tokens, more than the context of %d (--ctx)", prompt_ids.n, n_ctx);
+        goto fail;
+    }
+    if (c.verbose) {
+        fprintf(stderr, "prompt ids:");
+        for (size_t i = 0; i < prompt_ids.n; i++)
+            fprintf(stderr, " %d", prompt_ids.v[i]);
+        fputc('\n', stderr);
+    }
+
+    if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 || moe_local_new(&moe, model, pool, &err) < 0)
+        goto fail;
+    moe_exec_t *exec = moe;
+    if (c.stats) {
+        if (expert_stats_new(&stats, moe, mc, &err) < 0)
+            goto fail;
+        exec = expert_stats_exec(stats);
+    }
+    int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
+    backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec};
+    if (backend_new(&be, c.backend, model, &bo, &err) < 0 || sampler_new(&smp, &c.sample, mc->n_vocab, &err) < 0)
+        goto fail;
+    if (c.logits_out && !(logits_f = fopen(c.logits_out, "wb"))) {
+        guild_err_errno(&err, errno, "cannot create %s", c.logits_out);
+        goto fail;
+    }
+
+    gen_options_t go = {
+        .n_predict = c.n_predict,
+        .n_batch = n_batch,
+        .n_ctx = n_ctx,
+        .n_vocab = mc->n_vocab,
+        .text_out = stdout,
+        .logits_out = logits_f,
+    };
+    int grc = gen_run(be, smp, tok, prompt_ids.v, (int32_t)prompt_ids.n, &go, &res, &err);
+    if (isatty(STDOUT_FILENO))
+        fputc('\n', stdout);
+    fflush(stdout);
+    if (grc < 0)
+        goto fail;
+    if (logits_f) {
+        int e = fclose(logits_f) != 0 ? errno : 0;
+        logits_f = NULL;
+        if (e) {
+            guild_err_errno(&err, e, "cannot write %s", c.logits_out);
+            goto fail;
+        }
+    }
+    if (c.ids_out && write_ids(c.ids_out, res.ids, res.n_sampled, &err) < 0)
+        goto fail;
+
+    static const char *why[] = {"length limit", "end of text", "context full"};
+    fprintf(stderr, "\nguild run: stopped: %s\n", why[res.stop]);
+    fprintf(stderr, "guild run: prefill: %d tokens in %.3f s (%.2f tok/s)\n", res.n_prompt, res.prefill_s,
+            res.prefill_s > 0 ? res.n_prompt / res.prefill_s : 0.0);
+    fprintf(stderr, "guild run: decode:  %d tokens in %.3f s (%.2f tok/s)\n", res.n_decoded, res.decode_s,
+            res.decode_s > 0 ? res.n_decoded / res.decode_s : 0.0);
+    if (stats)
+        expert_stats_print(stats, stderr);
+    rc = 0;
+fail:
+    if (rc)
+        fprintf(stderr, "guild run: %s\n", err.msg);
+    if (logits_f)
+        fclose(logits_f);
+    free(res.ids);
+    sampler_destroy(&smp);
+    backend_destroy(&be);
+    expert_stats_destroy(&stats);
+    moe_exec_destroy(&moe);
+    guild_pool_destroy(&pool);
+    tok_ids_fini(&prompt_ids);
+    tok_destroy(&tok);
+    model_destroy(&model);
+    free(prompt_buf);
+    free(demo_path);
+    return rc;
+}

@@ -1,0 +1,50 @@
+/* coordinator/generate.h — the generation loop of `guild run`: prefill the prompt in batches, then sample and
+ * decode one token per step, streaming the text as it is produced.
+ *
+ * Stops after n_predict tokens, at an end-of-generation token (EOS/EOT..., not printed), or when the context is
+ * full. The logits of every sampled token's row can be written out (row 0: the prompt's last position), and
+ * the sampled ids collected, for tests and the reference comparison. */
+#ifndef GUILD_COORDINATOR_GENERATE_H
+#define GUILD_COORDINATOR_GENERATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/sample/sampler.h"
+#include "core/tokenizer/tok.h"
+#include "core/util/err.h"
+#include "gpu-worker/backend.h"
+
+typedef enum gen_stop {
+    GEN_STOP_LENGTH,  /* n_predict tokens were produced */
+    GEN_STOP_EOG,     /* the model produced an end-of-generation token */
+    GEN_STOP_CONTEXT, /* the KV cache is full */
+} gen_stop_t;
+
+typedef struct gen_options {
+    int32_t n_predict; /* tokens to sample (< 0: no limit but the context) */
+    int32_t n_batch;   /* prompt tokens per forward call; <= the backend's n_batch */
+    int32_t n_ctx;     /* the backend's KV capacity */
+    int32_t n_vocab;
+    FILE *text_out;    /* generated text, streamed (NULL: none) */
+    FILE *logits_out;  /* one row of n_vocab float32 per sampled token (NULL: none) */
+} gen_options_t;
+
+typedef struct gen_result {
+    int32_t n_prompt;     /* prompt tokens processed */
+    int32_t n_sampled;    /* tokens sampled (the EOG one included) */
+    int32_t *ids;         /* [n_sampled] the sampled ids (malloc'ed; caller frees) */
+    int32_t n_decoded;    /* single-token forward calls made after the prompt */
+    double prefill_s;     /* wall time of the prompt's forward calls */
+    double decode_s;      /* wall time of the decode steps (forward + sampling + output) */
+    gen_stop_t stop;
+} gen_result_t;
+
+/* Runs the loop on a backend whose cache is empty. The prompt (n_prompt >= 1, fitting the context) is given to
+ * the sampler's history too. -1 with a message on a backend failure or a write error; *res holds what was done
+ * until then. */
+int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
+            const gen_options_t *opt, gen_result_t *res, guild_err_t *err);
+
+#endif
