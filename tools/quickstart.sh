@@ -27,6 +27,18 @@ as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# Runs a command quietly; on failure shows its output.
+quiet() {
+    local log
+    log=$(mktemp)
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
+}
+
 install_missing() {
     local missing=()
     for p in "${packages[@]}"; do
@@ -41,25 +53,13 @@ install_missing() {
     fi
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "quickstart: installing ${missing[*]}" >&2
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    quiet as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    quiet as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     # clang was only just installed: its libFuzzer runtime is named after its version.
     if ! clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 <<<'int LLVMFuzzerTestOneInput(const unsigned char*d,unsigned long n){(void)d;(void)n;return 0;}'; then
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-            "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" >/dev/null || true
+        quiet as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" || true
     fi
-}
-
-# Runs a command quietly; on failure shows its output.
-quiet() {
-    local log
-    log=$(mktemp)
-    if ! "$@" >"$log" 2>&1; then
-        cat "$log" >&2
-        rm -f "$log"
-        return 1
-    fi
-    rm -f "$log"
 }
 
 # configure_build DIR [configure args...]: configure DIR once (again only if configure.ac changed).
