@@ -36,10 +36,11 @@ def build(a):
 
     E, H, KV, D = a.embd, a.heads, a.kv_heads, a.head_dim
     ws = 1.0 / np.sqrt(E)
-    add("token_embd.weight", (E, a.vocab), a.type, 1.0)
+    xt = a.expert_type or a.type
+    add("token_embd.weight", (E, a.vocab), a.output_type or a.type, 1.0)
     norm("output_norm.weight", E)
     if not a.tied:
-        add("output.weight", (E, a.vocab), a.type, ws)
+        add("output.weight", (E, a.vocab), a.output_type or a.type, ws)
     for i in range(a.layers):
         p = "blk.%d." % i
         norm(p + "attn_norm.weight", E)
@@ -58,9 +59,9 @@ def build(a):
             norm(p + "attn_k_norm.weight", KV * D)
         norm(p + "ffn_norm.weight", E)
         add(p + "ffn_gate_inp.weight", (E, a.experts), "F32", ws * 4)
-        add(p + "ffn_gate_exps.weight", (E, a.expert_ff, a.experts), a.type, ws)
-        add(p + "ffn_up_exps.weight", (E, a.expert_ff, a.experts), a.type, ws)
-        add(p + "ffn_down_exps.weight", (a.expert_ff, E, a.experts), a.type, 1.0 / np.sqrt(a.expert_ff))
+        add(p + "ffn_gate_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
+        add(p + "ffn_up_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
+        add(p + "ffn_down_exps.weight", (a.expert_ff, E, a.experts), xt, 1.0 / np.sqrt(a.expert_ff))
         if arch == "qwen2moe":
             add(p + "ffn_gate_inp_shexp.weight", (E,), "F32", ws)
             add(p + "ffn_gate_shexp.weight", (E, a.shared_ff), a.type, ws)
@@ -95,7 +96,9 @@ def build(a):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe"])
-    ap.add_argument("--type", default="F32")
+    ap.add_argument("--type", default="F32", help="type of every matrix (see --expert-type, --output-type)")
+    ap.add_argument("--expert-type", help="type of the routed experts (default: --type)")
+    ap.add_argument("--output-type", help="type of token_embd and output (default: --type)")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--embd", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)

@@ -4,7 +4,7 @@
 For each case: write a small model with guild-mkmodel, get the prompt's ids with `guild tokenize --ids`, run
 `guild run -n 32 --temp 0 --logits-out`, then run the reference teacher-forced on Guild's tokens (so both see
 the same sequence even after a near-tie) and check
-  - steps 0..7: |guild - ref| <= tol * max(1, |ref|) for every logit (tol per weight class, see TOLERANCES);
+  - steps 0..7: |guild - ref| <= tol * max(1, |ref|) for every logit (tol per weight class, see below);
   - steps 0..31: Guild's token is the reference's argmax, or its reference logit is within tok_eps *
     max(1, |max logit|) of the reference's max (a near-tie: reported, not a failure).
 Prints per case the max abs / relative error, near-ties and the smallest router margin met.
@@ -31,13 +31,44 @@ PROMPT = "The quick brown fox jumps over the lazy dog. Experts route tokens"
 N_STEPS = 32
 N_LOGIT_STEPS = 8
 
-# Relative tolerances (see the report in tests/ref/README or the commit message for the measurements):
-#   f32: float32 vs float64 arithmetic only: observed max error ~1e-6 relative; 1e-4 leaves two orders of margin
-#        for other shapes/compilers while still catching any semantic mistake (those move logits by >= 1e-2).
-#   quant: activations are quantized to Q8 identically on both sides, but a float32 activation that lies within
-#        ~1e-7 of a Q8 rounding boundary can round the other way than its float64 twin; one such flip moves a
-#        logit by ~1e-3 relative on these shapes. 2e-2 allows a few flips and still fails on any real bug.
-TOLERANCES = {"f32": (1e-4, 1e-3), "quant": (2e-2, 5e-2)}   # (logit tol, token near-tie eps)
+# Tolerances, relative to max(1, |reference logit|).
+#   f32 (F32/F16/BF16 weights: activations stay float): only float32-vs-float64 arithmetic differs. Measured
+#        max errors are ~1e-6 (tests/ref/README.md); 1e-4 leaves two orders of magnitude for other shapes and
+#        compilers and still fails any semantic mistake, which moves logits by 1e-2 or (much) more.
+#   quant: both sides quantize every matrix-product input to Q8_0/Q8_1/Q8_K the same way, and most cases agree
+#        as tightly as f32 (QUANT_FLOOR). But an input that lies within float32 rounding of a rounding boundary
+#        (of a Q8 quant, or of a block scale rounded to fp16) can round the other way in Guild than in the
+#        reference, and on these small random models one such flip can move the logits by 1e-3..1e-1. So when a
+#        case misses QUANT_FLOOR, its tolerance is measured: the reference is rerun NOISE_RUNS times with
+#        relative noise NOISE_LEVEL (the size of float32 rounding) on every quantized input, and Guild may
+#        differ by at most NOISE_FACTOR times the largest change that noise caused. A case whose sensitivity
+#        makes that tolerance exceed QUANT_CAP fails as too chaotic to judge. Such cases are reported.
+F32_TOL = 1e-4
+F32_TOK_EPS = 1e-3
+NOISE_LEVEL = 1e-7
+NOISE_RUNS = 2
+NOISE_FACTOR = 2.0
+QUANT_FLOOR = 1e-4
+QUANT_CAP = 0.2
+
+
+def noise_sensitivity(path, ids, force, steps, n_logit_steps):
+    """Largest relative change of the reference's logits (first n_logit_steps rows, and of any row for the
+    token check) under float32-sized noise on the quantized matrix-product inputs."""
+    base = None
+    worst_logits = worst_rows = 0.0
+    for run_i in range(NOISE_RUNS + 1):
+        noise = None if run_i == 0 else forward_ref.ActNoise(NOISE_LEVEL, 1000 + run_i)
+        m = forward_ref.Model(path, act_noise=noise)
+        rows, _, _ = forward_ref.generate(m, ids, steps, force_ids=force)
+        if base is None:
+            base = rows
+            continue
+        rel = np.abs(rows - base) / np.maximum(1.0, np.abs(base))
+        worst_logits = max(worst_logits, float(rel[:n_logit_steps].max()))
+        worst_rows = max(worst_rows, float(rel.max()))
+    return worst_logits, worst_rows
+
 
 SMALL = ["--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
          "--experts", "8", "--experts-used", "2", "--expert-ff", "64", "--shared-ff", "64", "--vocab", "400",
@@ -46,7 +77,7 @@ QSHAPE = ["--layers", "2", "--embd", "256", "--heads", "4", "--kv-heads", "2", "
           "--experts", "16", "--experts-used", "4", "--expert-ff", "256", "--shared-ff", "256", "--vocab", "512",
           "--ctx", "256"]
 
-# name, --arch, shape args, type args, tolerance class
+# name, --arch, shape args, type args, tolerance class ("f32" fixed, "quant" measured per case)
 CASES = []
 for _arch in ("qwen3moe", "qwen2moe", "mixtral", "olmoe"):
     CASES.append((_arch + "-f32", _arch, SMALL, ["--type", "F32"], "f32"))
@@ -75,9 +106,29 @@ def router_margin(model):
     return getattr(model, "min_router_margin", float("nan"))
 
 
-def compare(ref_rows, g_rows, g_tokens, tol, tok_eps):
+def compare_case(tclass, ref_rows, g_rows, g_tokens, path, ids, force, n_logit_steps=N_LOGIT_STEPS):
+    """compare() with the case's tolerances (see above). Returns (ok, summary); summary["tol"], ["note"]."""
+    if tclass == "f32":
+        ok, s = compare(ref_rows, g_rows, g_tokens, F32_TOL, F32_TOK_EPS, n_logit_steps)
+        s["tol"], s["note"] = F32_TOL, ""
+        return ok, s
+    ok, s = compare(ref_rows, g_rows, g_tokens, QUANT_FLOOR, F32_TOK_EPS, n_logit_steps)
+    s["tol"], s["note"] = QUANT_FLOOR, ""
+    if ok:
+        return ok, s
+    sens, sens_rows = noise_sensitivity(path, ids, force, len(g_rows), n_logit_steps)
+    tol = max(QUANT_FLOOR, NOISE_FACTOR * sens)
+    ok, s = compare(ref_rows, g_rows, g_tokens, tol, max(F32_TOK_EPS, NOISE_FACTOR * sens_rows), n_logit_steps)
+    s["tol"], s["note"] = tol, "missed %.0e; reference noise sensitivity %.2g" % (QUANT_FLOOR, sens)
+    if tol > QUANT_CAP:
+        ok = False
+        s["note"] += " > %.2g: too chaotic to judge" % (QUANT_CAP / NOISE_FACTOR)
+    return ok, s
+
+
+def compare(ref_rows, g_rows, g_tokens, tol, tok_eps, n_logit_steps=N_LOGIT_STEPS):
     """Returns (ok, summary dict)."""
-    n = min(N_LOGIT_STEPS, len(g_rows))
+    n = min(n_logit_steps, len(g_rows))
     r, g = ref_rows[:n], g_rows[:n].astype(np.float64)
     diff = np.abs(g - r)
     allowed = tol * np.maximum(1.0, np.abs(r))
@@ -101,7 +152,6 @@ def compare(ref_rows, g_rows, g_tokens, tol, tok_eps):
 
 def run_case(case, tools, tmp, keep):
     name, arch, shape, types, tclass = case
-    tol, tok_eps = TOLERANCES[tclass]
     model = os.path.join(tmp, name + ".gguf")
     glog = os.path.join(tmp, name + ".guild.f32")
     t0 = time.time()
@@ -121,8 +171,8 @@ def run_case(case, tools, tmp, keep):
     g_rows = g_rows.reshape(-1, m.n_vocab)
     g_tokens = [int(np.argmax(row)) for row in g_rows]   # --temp 0 picks the argmax of the row it wrote
     ref_rows, _, _ = forward_ref.generate(m, ids, len(g_rows), force_ids=g_tokens[:-1])
+    ok, s = compare_case(tclass, ref_rows, g_rows, g_tokens, model, ids, g_tokens[:-1])
     t3 = time.time()
-    ok, s = compare(ref_rows, g_rows, g_tokens, tol, tok_eps)
     if len(g_rows) < N_LOGIT_STEPS:
         ok = False
         s["short"] = True
@@ -171,11 +221,11 @@ def main(argv=None):
                 print("FAIL %-16s %s" % (case[0], e))
                 fails += 1
                 continue
-            tol, tok_eps = TOLERANCES[case[4]]
-            print("%s %-16s max|d| %.3g  max rel %.3g (tol %.0e, at step %d logit %d, |logit| <= %.3g)  "
+            print("%s %-16s max|d| %.3g  max rel %.3g (tol %.2g%s; at step %d logit %d, |logit| <= %.3g)  "
                   "%d steps, %d near-ties, router margin >= %.2g  [%.1fs mkmodel+tok, %.1fs guild, %.1fs ref]"
-                  % ("ok  " if ok else "FAIL", case[0], s["max_abs"], s["max_rel"], tol, s["worst"][0],
-                     s["worst"][1], s["max_logit"], s["steps"], len(s["near_ties"]), s["margin"], *s["times"]))
+                  % ("ok  " if ok else "FAIL", case[0], s["max_abs"], s["max_rel"], s["tol"],
+                     (", " + s["note"]) if s["note"] else "", s["worst"][0], s["worst"][1], s["max_logit"],
+                     s["steps"], len(s["near_ties"]), s["margin"], *s["times"]))
             for i, t, best, gap in s["near_ties"]:
                 print("     near-tie at step %d: guild %d, reference %d, reference gap %.3g" % (i, t, best, gap))
             for i, t, best, gap in s["token_fail"]:

@@ -1,0 +1,84 @@
+/* tests/ref/backend_logits.c — runs Guild's CPU backend (gpu-worker/backend.h, in-process experts) on a token
+ * sequence and writes the logits the reference comparison needs (tests/ref/check_backend.py).
+ *
+ *   backend_logits MODEL.gguf OUT.f32 N_PROMPT ID0 ID1 ...
+ *
+ * The first N_PROMPT ids are the prompt, run as one prefill batch; the rest are fed one at a time (teacher
+ * forcing). OUT gets one row of n_vocab float32 logits for the prompt's last position, then one per fed id.
+ * Exit status 0 on success, 1 with a message on stderr otherwise. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/model/model.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/moe_local.h"
+#include "gpu-worker/backend.h"
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: backend_logits MODEL.gguf OUT.f32 N_PROMPT ID0 ID1 ...\n");
+        return 1;
+    }
+    const int n_ids = argc - 4, n_prompt = atoi(argv[3]);
+    if (n_prompt < 1 || n_prompt > n_ids) {
+        fprintf(stderr, "backend_logits: N_PROMPT %d is not in 1..%d\n", n_prompt, n_ids);
+        return 1;
+    }
+    guild_err_t err = {{0}};
+    model_t *m = NULL;
+    guild_pool_t *pool = NULL;
+    moe_exec_t *moe = NULL;
+    backend_t *b = NULL;
+    int32_t *ids = calloc((size_t)n_ids, sizeof *ids), *pos = calloc((size_t)n_ids, sizeof *pos);
+    float *logits = NULL;
+    FILE *out = NULL;
+    int rc = 1;
+    if (!ids || !pos)
+        goto fail;
+    for (int i = 0; i < n_ids; i++) {
+        ids[i] = atoi(argv[4 + i]);
+        pos[i] = i;
+    }
+    if (model_new(&m, argv[1], &err) || guild_pool_new(&pool, 1, NULL, &err) || moe_local_new(&moe, m, pool, &err))
+        goto fail;
+    backend_options_t opt = {.n_ctx = n_ids + 1, .n_batch = n_prompt, .pool = pool, .moe = moe};
+    if (backend_new(&b, "cpu", m, &opt, &err))
+        goto fail;
+    const int64_t n_vocab = model_config(m)->n_vocab;
+    logits = malloc((size_t)n_vocab * sizeof *logits);
+    out = fopen(argv[2], "wb");
+    if (!logits || !out) {
+        guild_err_set(&err, "%s: cannot open for writing", argv[2]);
+        goto fail;
+    }
+    int32_t last = n_prompt - 1, zero = 0;
+    if (backend_forward(b, n_prompt, ids, pos, 1, &last, logits, &err))
+        goto fail;
+    for (int i = n_prompt;; i++) {
+        if (fwrite(logits, sizeof *logits, (size_t)n_vocab, out) != (size_t)n_vocab) {
+            guild_err_set(&err, "%s: write failed", argv[2]);
+            goto fail;
+        }
+        if (i == n_ids)
+            break;
+        if (backend_forward(b, 1, &ids[i], &pos[i], 1, &zero, logits, &err))
+            goto fail;
+    }
+    rc = 0;
+fail:
+    if (rc)
+        fprintf(stderr, "backend_logits: %s\n", err.msg);
+    if (out && fclose(out) && !rc) {
+        fprintf(stderr, "backend_logits: %s: close failed\n", argv[2]);
+        rc = 1;
+    }
+    free(logits);
+    backend_destroy(&b);
+    moe_exec_destroy(&moe);
+    guild_pool_destroy(&pool);
+    model_destroy(&m);
+    free(ids);
+    free(pos);
+    return rc;
+}
