@@ -5,7 +5,7 @@
 # that stops at its limit still checks every exchange it made.
 set -e
 bin="${GUILD_BUILDDIR:-.}/tests/ipc_stress"
-"$bin" --workers 1 --slots 1 --spin-ns 50000 --rounds 2000000 --seconds 8
+"$bin" --workers 1 --slots 1 --spin-ns 50000 --rounds 2000000 --seconds 6
 # more processes than this machine may have cores: short spins, then futex sleeps
 "$bin" --workers 2 --slots 2 --spin-ns 2000 --rounds 200000 --seconds 4
 # futex on every wait
