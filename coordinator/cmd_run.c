@@ -159,6 +159,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
     long v;
     int o;
     optind = 1;
+    opterr = 0; /* messages below name the command */
     while ((o = getopt_long(argc, argv, "m:p:f:n:vh", opts, NULL)) != -1) {
         switch (o) {
         case 'm': c->model = optarg; break;
@@ -229,7 +230,10 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
         case 'v': c->verbose = true; break;
         case 'h': usage(stdout); return 1;
-        default: usage(stderr); return -1;
+        default:
+            fprintf(stderr, "guild run: unknown option or missing value: %s\n", argv[optind - 1]);
+            usage(stderr);
+            return -1;
         }
     }
     if (optind < argc) {

@@ -240,6 +240,8 @@ START_TEST(test_bad_parameters)
     ck_assert_int_eq(sampler_new(&s, &p, 10, &err), -1);
     ck_assert_ptr_null(s);
     ck_assert_ptr_nonnull(strstr(err.msg, "top-p"));
+    p.top_p = 1.5f;
+    ck_assert_int_eq(sampler_new(&s, &p, 10, &err), -1);
     p = plain(1.0f, 0);
     p.repeat_penalty = -1.0f;
     ck_assert_int_eq(sampler_new(&s, &p, 10, &err), -1);

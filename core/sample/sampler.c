@@ -42,7 +42,7 @@ int sampler_new(sampler_t **out, const sample_params_t *p, int32_t n_vocab, guil
         return guild_err_set(err, "sampler: vocabulary of %d tokens", (int)n_vocab);
     if (!isfinite(p->temp))
         return guild_err_set(err, "sampler: temperature must be a finite number");
-    if (!isfinite(p->top_p) || p->top_p <= 0)
+    if (!isfinite(p->top_p) || p->top_p <= 0 || p->top_p > 1)
         return guild_err_set(err, "sampler: top-p must be in (0, 1] (got %g)", (double)p->top_p);
     if (!isfinite(p->min_p) || p->min_p > 1)
         return guild_err_set(err, "sampler: min-p must be in [0, 1] (got %g)", (double)p->min_p);

@@ -22,7 +22,7 @@
 typedef struct sample_params {
     float temp;            /* <= 0: greedy */
     int32_t top_k;         /* <= 0 or >= n_vocab: off */
-    float top_p;           /* >= 1: off */
+    float top_p;           /* in (0, 1]; 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off */
     int32_t repeat_last_n; /* tokens of history the penalty looks at; 0: off */
