@@ -1,0 +1,168 @@
+#include "tools/mkmodel/config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/quant/types.h"
+
+/* One row per preset; the real models' numbers come from their Hugging Face config.json files. */
+typedef struct preset_row {
+    const char *name, *description;
+    mkmodel_arch_t arch;
+    const char *gguf_name;
+    int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_exp, n_ff_shexp, n_ff,
+        n_vocab, n_ctx;
+    double rope_freq_base, rms_eps;
+} preset_row_t;
+
+static const preset_row_t preset_rows[] = {
+    {"demo", "tiny qwen3moe (4 layers, 256 hidden, 128 experts of 256, top-8, 4096 tokens): seconds on 2 cores",
+     MKMODEL_ARCH_QWEN3MOE, "Guild demo (random weights)", 4, 256, 4, 2, 64, 128, 8, 256, 0, 768, 4096, 4096, 1e6,
+     1e-6},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B: 48 layers, 2048 hidden, 32/4 heads of 128, 128 experts of 768, top-8",
+     MKMODEL_ARCH_QWEN3MOE, "Qwen3-30B-A3B (random weights)", 48, 2048, 32, 4, 128, 128, 8, 768, 0, 6144, 151936,
+     40960, 1e6, 1e-6},
+    {"qwen3-235b-a22b", "Qwen3-235B-A22B: 94 layers, 4096 hidden, 64/4 heads of 128, 128 experts of 1536, top-8",
+     MKMODEL_ARCH_QWEN3MOE, "Qwen3-235B-A22B (random weights)", 94, 4096, 64, 4, 128, 128, 8, 1536, 0, 12288,
+     151936, 40960, 1e6, 1e-6},
+    {"qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B (qwen2moe): 24 layers, 2048 hidden, 16 heads of 128, 60 experts of "
+     "1408, top-4, shared expert of 5632",
+     MKMODEL_ARCH_QWEN2MOE, "Qwen1.5-MoE-A2.7B (random weights)", 24, 2048, 16, 16, 128, 60, 4, 1408, 5632, 5632,
+     151936, 8192, 1e6, 1e-6},
+    {"mixtral-8x7b", "Mixtral-8x7B (llama): 32 layers, 4096 hidden, 32/8 heads of 128, 8 experts of 14336, top-2",
+     MKMODEL_ARCH_MIXTRAL, "Mixtral-8x7B (random weights)", 32, 4096, 32, 8, 128, 8, 2, 14336, 0, 14336, 32000,
+     32768, 1e6, 1e-5},
+    {"olmoe-1b-7b", "OLMoE-1B-7B: 16 layers, 2048 hidden, 16 heads of 128, 64 experts of 1024, top-8",
+     MKMODEL_ARCH_OLMOE, "OLMoE-1B-7B (random weights)", 16, 2048, 16, 16, 128, 64, 8, 1024, 0, 1024, 50304, 4096,
+     1e4, 1e-5},
+};
+
+#define N_PRESETS (sizeof preset_rows / sizeof *preset_rows)
+
+static const char *arch_cli[] = {"qwen3moe", "qwen2moe", "mixtral", "olmoe"};
+static const char *arch_gguf[] = {"qwen3moe", "qwen2moe", "llama", "olmoe"};
+
+const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch) { return arch_gguf[arch]; }
+const char *mkmodel_arch_cli_name(mkmodel_arch_t arch) { return arch_cli[arch]; }
+
+int mkmodel_arch_from_name(const char *name)
+{
+    for (int a = 0; a < 4; a++)
+        if (!strcasecmp(name, arch_cli[a]))
+            return a;
+    return -1;
+}
+
+int mkmodel_preset_count(void) { return (int)N_PRESETS; }
+const char *mkmodel_preset_name(int i) { return preset_rows[i].name; }
+const char *mkmodel_preset_description(int i) { return preset_rows[i].description; }
+
+int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *err)
+{
+    const preset_row_t *p = NULL;
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (!strcasecmp(preset_rows[i].name, name))
+            p = &preset_rows[i];
+    if (!p) {
+        char list[512] = "";
+        for (size_t i = 0; i < N_PRESETS; i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, preset_rows[i].name, sizeof list - strlen(list) - 1);
+        }
+        return guild_err_set(err, "--shape %s: unknown shape (known: %s)", name, list);
+    }
+    cfg->arch = p->arch;
+    snprintf(cfg->name, sizeof cfg->name, "%s", p->gguf_name);
+    cfg->n_layer = p->n_layer;
+    cfg->n_embd = p->n_embd;
+    cfg->n_head = p->n_head;
+    cfg->n_head_kv = p->n_head_kv;
+    cfg->head_dim = p->head_dim;
+    cfg->n_expert = p->n_expert;
+    cfg->n_expert_used = p->n_expert_used;
+    cfg->n_ff_exp = p->n_ff_exp;
+    cfg->n_ff_shexp = p->n_ff_shexp;
+    cfg->n_ff = p->n_ff;
+    cfg->n_vocab = p->n_vocab;
+    cfg->vocab_from[0] = '\0';
+    cfg->n_ctx = p->n_ctx;
+    cfg->rope_freq_base = p->rope_freq_base;
+    cfg->rms_eps = p->rms_eps;
+    cfg->seed = 0;
+    cfg->type = GUILD_TYPE_Q4_K;
+    cfg->recipe = MKMODEL_RECIPE_Q4_K_M;
+    cfg->router_type = GUILD_TYPE_F32;
+    cfg->tie_embeddings = false;
+    return 0;
+}
+
+/* Largest value any dimension may take: keeps every product of two or three dimensions below 2^63. */
+#define DIM_MAX ((int64_t)1 << 20)
+
+static int check_dim(const char *flag, int64_t v, int64_t lo, guild_err_t *err)
+{
+    if (v < lo || v > DIM_MAX)
+        return guild_err_set(err, "%s %lld: must be between %lld and %lld", flag, (long long)v, (long long)lo,
+                             (long long)DIM_MAX);
+    return 0;
+}
+
+static int check_weight_type(const char *flag, int type, guild_err_t *err)
+{
+    const quant_type_info_t *info = quant_type_info((uint32_t)type);
+    if (!info)
+        return guild_err_set(err, "%s: unknown type id %d", flag, type);
+    if (!info->computable)
+        return guild_err_set(err, "%s %s: not a weight type Guild can compute with", flag, info->name);
+    return 0;
+}
+
+int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
+{
+    if (check_dim("--layers", c->n_layer, 1, err) || check_dim("--embd", c->n_embd, 1, err) ||
+        check_dim("--heads", c->n_head, 1, err) || check_dim("--kv-heads", c->n_head_kv, 1, err) ||
+        check_dim("--head-dim", c->head_dim, 2, err) || check_dim("--experts", c->n_expert, 1, err) ||
+        check_dim("--experts-used", c->n_expert_used, 1, err) || check_dim("--expert-ff", c->n_ff_exp, 1, err) ||
+        check_dim("--shared-ff", c->n_ff_shexp, 0, err) || check_dim("--ff", c->n_ff, 1, err) ||
+        check_dim("--ctx", c->n_ctx, 1, err))
+        return -1;
+    if (c->n_layer > 4096)
+        return guild_err_set(err, "--layers %lld: at most 4096", (long long)c->n_layer);
+    if (c->n_expert > 65536)
+        return guild_err_set(err, "--experts %lld: at most 65536", (long long)c->n_expert);
+    if (c->n_vocab < 1 || c->n_vocab > INT32_MAX)
+        return guild_err_set(err, "--vocab %lld: must be between 1 and %d", (long long)c->n_vocab, INT32_MAX);
+    if (c->n_head % c->n_head_kv)
+        return guild_err_set(err, "--heads %lld is not a multiple of --kv-heads %lld (grouped-query attention "
+                                  "shares each key/value head among a whole number of query heads)",
+                             (long long)c->n_head, (long long)c->n_head_kv);
+    if (c->head_dim % 2)
+        return guild_err_set(err, "--head-dim %lld: must be even (RoPE rotates pairs of elements)",
+                             (long long)c->head_dim);
+    if (c->n_expert_used > c->n_expert)
+        return guild_err_set(err, "--experts-used %lld is more than --experts %lld", (long long)c->n_expert_used,
+                             (long long)c->n_expert);
+    if (c->arch == MKMODEL_ARCH_QWEN2MOE && c->n_ff_shexp < 1)
+        return guild_err_set(err, "qwen2moe needs a shared expert: --shared-ff must be at least 1");
+    if (c->arch != MKMODEL_ARCH_QWEN2MOE && c->n_ff_shexp != 0)
+        return guild_err_set(err, "--shared-ff %lld: only qwen2moe has a shared expert (%s has none)",
+                             (long long)c->n_ff_shexp, mkmodel_arch_cli_name(c->arch));
+    if (c->arch == MKMODEL_ARCH_MIXTRAL && c->n_ff != c->n_ff_exp)
+        return guild_err_set(err, "mixtral: --ff %lld must equal --expert-ff %lld (llama's experts take their size "
+                                  "from llama.feed_forward_length)",
+                             (long long)c->n_ff, (long long)c->n_ff_exp);
+    if (!(c->rope_freq_base > 0))
+        return guild_err_set(err, "--rope-base %g: must be positive", c->rope_freq_base);
+    if (!(c->rms_eps > 0 && c->rms_eps < 1))
+        return guild_err_set(err, "--rms-eps %g: must be in (0, 1)", c->rms_eps);
+    if (c->threads < 1 || c->threads > 1024)
+        return guild_err_set(err, "--threads %d: must be between 1 and 1024", c->threads);
+    if (c->recipe == MKMODEL_RECIPE_NONE && check_weight_type("--type", c->type, err))
+        return -1;
+    if (check_weight_type("--router-type", c->router_type, err))
+        return -1;
+    if (!c->out_path[0])
+        return guild_err_set(err, "no output file: give -o OUT.gguf");
+    return 0;
+}

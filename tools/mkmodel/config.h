@@ -1,0 +1,74 @@
+/* tools/mkmodel/config.h — what guild-mkmodel is asked to make: architecture, shape, types, seed, output.
+ *
+ * Filled from a shape preset (mkmodel_preset_apply) and then from flags (tools/mkmodel/cli.h), validated once by
+ * mkmodel_config_validate before anything is written.
+ */
+#ifndef GUILD_MKMODEL_CONFIG_H
+#define GUILD_MKMODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/util/err.h"
+
+typedef enum mkmodel_arch {
+    MKMODEL_ARCH_QWEN3MOE,
+    MKMODEL_ARCH_QWEN2MOE,
+    MKMODEL_ARCH_MIXTRAL, /* GGUF architecture "llama" with experts */
+    MKMODEL_ARCH_OLMOE,
+} mkmodel_arch_t;
+
+/* How tensor types are chosen: one type for every matrix, or llama.cpp's Q4_K_M mix (tools/mkmodel/recipe.h). */
+typedef enum mkmodel_recipe {
+    MKMODEL_RECIPE_NONE, /* --type */
+    MKMODEL_RECIPE_Q4_K_M,
+} mkmodel_recipe_t;
+
+typedef struct mkmodel_config {
+    mkmodel_arch_t arch;
+    char name[128];          /* general.name */
+    int64_t n_layer;         /* blocks */
+    int64_t n_embd;          /* hidden size */
+    int64_t n_head;          /* query heads */
+    int64_t n_head_kv;       /* key/value heads (GQA) */
+    int64_t head_dim;        /* elements per head (key_length = value_length) */
+    int64_t n_expert;        /* routed experts per layer */
+    int64_t n_expert_used;   /* experts per token (top-k) */
+    int64_t n_ff_exp;        /* hidden size of one routed expert */
+    int64_t n_ff_shexp;      /* hidden size of the shared expert (qwen2moe; 0 = none) */
+    int64_t n_ff;            /* feed_forward_length (the dense FFN size; metadata only for these MoE archs) */
+    int64_t n_vocab;         /* tokens (built-in vocabulary padded to this size) */
+    char vocab_from[4096];   /* GGUF whose tokenizer.* keys are copied; empty = built-in vocabulary */
+    int64_t n_ctx;           /* context_length */
+    double rope_freq_base;
+    double rms_eps;
+    uint64_t seed;
+    int type;                /* guild_type_t of all matrices with MKMODEL_RECIPE_NONE */
+    mkmodel_recipe_t recipe;
+    int router_type;         /* type of ffn_gate_inp (F32 as llama.cpp keeps it) */
+    bool tie_embeddings;     /* omit output.weight (the LM head is token_embd) */
+    int threads;             /* worker threads (>= 1) */
+    char out_path[4096];
+} mkmodel_config_t;
+
+/* The shape presets: count, and the name and one-line description of preset i (static strings). */
+int mkmodel_preset_count(void);
+const char *mkmodel_preset_name(int i);
+const char *mkmodel_preset_description(int i);
+
+/* Fills cfg with the named preset (every field: shape, vocabulary size, rope, types, seed 0; threads and out_path
+ * untouched). Fails with a message listing the presets when the name is unknown. */
+int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *err);
+
+/* GGUF architecture name ("qwen3moe", "qwen2moe", "llama", "olmoe") and the CLI spelling ("mixtral" for llama). */
+const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch);
+const char *mkmodel_arch_cli_name(mkmodel_arch_t arch);
+/* Parses a CLI spelling; -1 if unknown. */
+int mkmodel_arch_from_name(const char *name);
+
+/* Checks the shape for consistency (head counts divide, head_dim even for RoPE, top-k within the experts, the
+ * shared expert only on qwen2moe, mixtral's feed_forward_length = expert size, types usable for weights, sizes
+ * that cannot overflow). Returns -1 with a message naming the flag(s) on the first problem. */
+int mkmodel_config_validate(const mkmodel_config_t *cfg, guild_err_t *err);
+
+#endif

@@ -1,0 +1,26 @@
+/* tools/mkmodel/emit.h — generating and writing all tensor data, multi-threaded and streaming.
+ *
+ * The data is cut into jobs of whole rows (about 4 MiB each, at least one row). Worker threads fill jobs into a
+ * ring of 2 * threads + 2 buffers; the calling thread writes the buffers in job order to the GGUF writer, so the
+ * file never has to fit in memory and its bytes do not depend on the number of threads (every row is seeded by
+ * itself, tools/mkmodel/fill.h).
+ */
+#ifndef GUILD_MKMODEL_EMIT_H
+#define GUILD_MKMODEL_EMIT_H
+
+#include <stdint.h>
+
+#include "core/gguf/gguf_writer.h"
+#include "core/util/err.h"
+#include "tools/mkmodel/plan.h"
+
+/* Called by the writing thread after each job with the data bytes written so far and the total. */
+typedef void (*mkmodel_progress_fn)(uint64_t done, uint64_t total, void *arg);
+
+/* Writes the data of every tensor of plan, in plan order, to w (which must have begun, with the plan's tensors
+ * declared in the same order). -1 with a message on a write error, a fill error or out of memory; the threads
+ * are joined in every case. */
+int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, int threads,
+                 mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err);
+
+#endif

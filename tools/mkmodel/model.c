@@ -1,0 +1,174 @@
+#include "tools/mkmodel/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/gguf/gguf.h"
+#include "core/gguf/gguf_writer.h"
+#include "tools/mkmodel/fill.h"
+#include "tools/mkmodel/plan.h"
+#include "tools/mkmodel/recipe.h"
+#include "tools/mkmodel/vocab.h"
+
+/* ChatML, as Qwen's chat models use it. */
+static const char chat_template[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+static int set_builtin_vocab(gguf_writer_t *w, const mkmodel_vocab_t *v)
+{
+    int64_t n = mkmodel_vocab_n_tokens(v), m = mkmodel_vocab_n_merges(v);
+    const char **tokens = malloc((size_t)n * sizeof *tokens);
+    int32_t *types = malloc((size_t)n * sizeof *types);
+    const char **merges = malloc((size_t)(m + 1) * sizeof *merges);
+    int rc = -1;
+    if (tokens && types && merges) {
+        for (int64_t i = 0; i < n; i++) {
+            tokens[i] = mkmodel_vocab_token(v, i);
+            types[i] = mkmodel_vocab_token_type(v, i);
+        }
+        for (int64_t i = 0; i < m; i++)
+            merges[i] = mkmodel_vocab_merge(v, i);
+        /* A failing setter is remembered by the writer and reported by gguf_writer_begin. */
+        gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, NULL, (uint64_t)n);
+        gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VALUE_INT32, types, (uint64_t)n);
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, (uint64_t)m);
+        gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)mkmodel_vocab_endoftext(v));
+        gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)mkmodel_vocab_im_end(v));
+        gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)mkmodel_vocab_endoftext(v));
+        gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false);
+        gguf_writer_set_str(w, "tokenizer.chat_template", chat_template);
+        rc = 0;
+    }
+    free(tokens);
+    free(types);
+    free(merges);
+    return rc; /* -1: out of memory */
+}
+
+/* Opens the --vocab-from file and counts its tokens. */
+static int open_vocab(gguf_t **g, const char *path, int64_t *n_vocab, guild_err_t *err)
+{
+    if (gguf_new(g, path, err) < 0)
+        return guild_err_prefix(err, "--vocab-from: ");
+    gguf_value_type_t et;
+    uint64_t n;
+    if (gguf_get_arr(*g, "tokenizer.ggml.tokens", &et, &n, NULL) < 0 || et != GGUF_VALUE_STRING || n == 0 ||
+        n > INT32_MAX) {
+        gguf_destroy(g);
+        return guild_err_set(err, "--vocab-from %s: no usable tokenizer.ggml.tokens (a non-empty array of strings)",
+                             path);
+    }
+    *n_vocab = (int64_t)n;
+    return 0;
+}
+
+/* Copies every tokenizer.* key of g. */
+static int copy_vocab(gguf_writer_t *w, const gguf_t *g, guild_err_t *err)
+{
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        const char *key = gguf_kv_key(g, i);
+        if (!strncmp(key, "tokenizer.", 10) && gguf_writer_set_copy(w, key, gguf_kv_value(g, i)) < 0)
+            return guild_err_set(err, "--vocab-from %s: cannot copy %s", gguf_path(g), key);
+    }
+    return 0;
+}
+
+static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_vocab)
+{
+    const char *arch = mkmodel_arch_gguf_name(c->arch);
+    char k[128];
+#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
+    gguf_writer_set_str(w, "general.architecture", arch);
+    gguf_writer_set_str(w, "general.name", c->name);
+    gguf_writer_set_u32(w, "general.file_type", mkmodel_recipe_file_type(c));
+    gguf_writer_set_u32(w, "general.quantization_version", 2);
+    gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)c->n_layer);
+    gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)c->n_ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
+    /* llama (Mixtral) and olmoe take their experts' size from feed_forward_length (as their converters write
+     * it); the Qwen MoE archs have a separate key and keep the dense size here. */
+    bool ff_is_expert = c->arch == MKMODEL_ARCH_MIXTRAL || c->arch == MKMODEL_ARCH_OLMOE;
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(ff_is_expert ? c->n_ff_exp : c->n_ff));
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
+    gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_eps);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)c->rope_freq_base);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
+    gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)c->n_expert_used);
+    if (!ff_is_expert)
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->n_ff_exp);
+    if (c->arch == MKMODEL_ARCH_QWEN2MOE)
+        gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp);
+#undef KEY
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int mkmodel_write(const mkmodel_config_t *cfg, mkmodel_progress_fn progress, void *progress_arg,
+                  mkmodel_summary_t *summary, guild_err_t *err)
+{
+    gguf_writer_t *w = NULL;
+    gguf_t *vocab_file = NULL;
+    mkmodel_vocab_t *vocab = NULL;
+    mkmodel_plan_t *plan = NULL;
+    int rc = -1;
+    int64_t n_vocab = cfg->n_vocab;
+    if (cfg->vocab_from[0] ? open_vocab(&vocab_file, cfg->vocab_from, &n_vocab, err) < 0
+                           : mkmodel_vocab_new(&vocab, n_vocab, err) < 0)
+        return -1;
+    if (gguf_writer_new(&w, err) < 0)
+        goto out;
+    set_hparams(w, cfg, n_vocab);
+    if (vocab_file && copy_vocab(w, vocab_file, err) < 0)
+        goto out;
+    if (vocab && set_builtin_vocab(w, vocab) < 0) {
+        guild_err_set(err, "built-in vocabulary: out of memory");
+        goto out;
+    }
+    if (mkmodel_plan_new(&plan, cfg, n_vocab, err) < 0)
+        goto out;
+    uint64_t n_params = 0;
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(plan); i++) {
+        const mkmodel_tensor_t *t = mkmodel_plan_tensor(plan, i);
+        GUILD_ASSERT(mkmodel_fill_supported(t->type));
+        uint64_t ne[4] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2], (uint64_t)t->ne[3]};
+        if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, err) < 0)
+            goto out;
+        n_params += ne[0] * ne[1] * ne[2];
+    }
+    if (gguf_writer_begin(w, cfg->out_path, err) < 0)
+        goto out;
+    double t0 = now();
+    if (mkmodel_emit(w, plan, cfg->seed, cfg->threads, progress, progress_arg, err) < 0 ||
+        gguf_writer_finish(w, err) < 0)
+        goto out;
+    if (summary) {
+        summary->n_tensors = mkmodel_plan_n_tensors(plan);
+        summary->n_vocab = n_vocab;
+        summary->n_fallbacks = mkmodel_plan_n_fallbacks(plan);
+        summary->data_bytes = mkmodel_plan_data_bytes(plan);
+        summary->n_params = n_params;
+        summary->seconds = now() - t0;
+    }
+    rc = 0;
+out:
+    gguf_writer_destroy(&w); /* removes a begun but unfinished file */
+    gguf_destroy(&vocab_file);
+    mkmodel_plan_destroy(&plan);
+    mkmodel_vocab_destroy(&vocab);
+    return rc;
+}

@@ -1,0 +1,175 @@
+#include "tools/mkmodel/plan.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/mkmodel/recipe.h"
+
+struct mkmodel_plan {
+    mkmodel_tensor_t *t; /* [n] in file order */
+    int64_t n, cap;
+    uint64_t data_bytes;
+    int64_t n_fallbacks;
+};
+
+/* Element scales (tuned with a NumPy model of the forward pass on 512 tokens of English; see README.md).
+ * Every matrix is zero-mean gaussian with std gain / sqrt(fan_in): nothing has a common offset, so the router
+ * (zero-mean, like a trained one) spreads tokens over experts, and its gain only sets how peaked the top-k
+ * softmax weights are (router logits of std ~ROUTER_GAIN). What keeps routing spread in deep layers is that the
+ * residual stream stays dominated by token-specific signal: attention is made peaked (scores of std ~QK_GAIN^2,
+ * through q_norm/k_norm weights of mean QK_GAIN, or Wq/Wk gains where there are no Q/K norms), since diffuse
+ * attention averages the context into a component common to all tokens that grows layer after layer and herds
+ * every token into the same few experts; and the expert FFN output (down projection gain FFN_DOWN_GAIN) is
+ * larger than the attention output. Norm weights are 1 + small noise as in trained models. The LM head gives
+ * logits of std ~LOGIT_STD. */
+#define EMBD_STD 1.0f      /* token_embd elements (the first RMSNorm removes the scale anyway) */
+#define ROUTER_GAIN 2.0f
+#define QK_GAIN 2.5f
+#define FFN_DOWN_GAIN 3.0f
+#define LOGIT_STD 4.0f
+#define NORM_JITTER 0.05f  /* std of RMSNorm weights around 1 */
+#define BIAS_STD 0.1f      /* qwen2moe q/k/v biases */
+
+static float fan_in_std(float gain, int64_t fan_in) { return gain / sqrtf((float)fan_in); }
+
+static int add(mkmodel_plan_t *p, const mkmodel_config_t *cfg, mkmodel_role_t role, int64_t layer, float mean,
+               float std, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2, guild_err_t *err, const char *fmt,
+               ...) __attribute__((format(printf, 12, 13)));
+
+
+
+static int add(mkmodel_plan_t *p, const mkmodel_config_t *cfg, mkmodel_role_t role, int64_t layer, float mean,
+               float std, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2, guild_err_t *err, const char *fmt,
+               ...)
+{
+    if (p->n == p->cap) {
+        int64_t cap = p->cap ? 2 * p->cap : 64;
+        mkmodel_tensor_t *t = realloc(p->t, (size_t)cap * sizeof *t);
+        if (!t)
+            return guild_err_set(err, "tensor plan: out of memory");
+        p->t = t;
+        p->cap = cap;
+    }
+    mkmodel_tensor_t *t = &p->t[p->n];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->role = role;
+    t->layer = layer;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->ne[3] = 1;
+    t->mean = mean;
+    t->std = std;
+    if (mkmodel_recipe_choose(cfg, t, err) < 0)
+        return -1;
+    if (quant_row_bytes(t->type, (uint64_t)ne0, &t->row_bytes, err) < 0)
+        return guild_err_prefix(err, "tensor %s: ", t->name);
+    t->n_rows = (uint64_t)ne1 * (uint64_t)ne2;
+    p->data_bytes += t->row_bytes * t->n_rows;
+    if (t->type != t->wanted)
+        p->n_fallbacks++;
+    p->n++;
+    return 0;
+}
+
+int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_vocab, guild_err_t *err)
+{
+    *out = NULL;
+    mkmodel_plan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return guild_err_set(err, "tensor plan: out of memory");
+    const int64_t E = c->n_embd, q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
+    const float norm_std = NORM_JITTER;
+    const bool qk_norm = c->arch == MKMODEL_ARCH_QWEN3MOE || c->arch == MKMODEL_ARCH_OLMOE;
+    const float qk_gain = qk_norm ? 1.0f : QK_GAIN; /* with Q/K norms the gain is in the norm weights */
+    /* With tied embeddings token_embd is also the LM head, so it takes the head's scale. */
+    float embd_std = c->tie_embeddings ? fan_in_std(LOGIT_STD, E) : EMBD_STD;
+    if (add(p, c, MKMODEL_ROLE_TOKEN_EMBD, -1, 0, embd_std, 2, E, n_vocab, 1, err, "token_embd.weight"))
+        goto fail;
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        if (add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.attn_norm.weight", (long long)l) ||
+            add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(qk_gain, E), 2, E, q_dim, 1, err, "blk.%lld.attn_q.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(qk_gain, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_k.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_v.weight",
+                (long long)l))
+            goto fail;
+        if (c->arch == MKMODEL_ARCH_QWEN2MOE &&
+            (add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, q_dim, 1, 1, err, "blk.%lld.attn_q.bias", (long long)l) ||
+             add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, kv_dim, 1, 1, err, "blk.%lld.attn_k.bias", (long long)l) ||
+             add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, kv_dim, 1, 1, err, "blk.%lld.attn_v.bias", (long long)l)))
+            goto fail;
+        if (add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, q_dim), 2, q_dim, E, 1, err,
+                "blk.%lld.attn_output.weight", (long long)l))
+            goto fail;
+        if (c->arch == MKMODEL_ARCH_QWEN3MOE &&
+            (add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, c->head_dim, 1, 1, err,
+                 "blk.%lld.attn_q_norm.weight", (long long)l) ||
+             add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, c->head_dim, 1, 1, err,
+                 "blk.%lld.attn_k_norm.weight", (long long)l)))
+            goto fail;
+        if (c->arch == MKMODEL_ARCH_OLMOE &&
+            (add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, q_dim, 1, 1, err,
+                 "blk.%lld.attn_q_norm.weight", (long long)l) ||
+             add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, kv_dim, 1, 1, err,
+                 "blk.%lld.attn_k_norm.weight", (long long)l)))
+            goto fail;
+        const int64_t F = c->n_ff_exp, X = c->n_expert;
+        if (add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.ffn_norm.weight", (long long)l) ||
+            add(p, c, MKMODEL_ROLE_ROUTER, l, 0, fan_in_std(ROUTER_GAIN, E), 2, E, X, 1, err,
+                "blk.%lld.ffn_gate_inp.weight", (long long)l) ||
+            add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_gate_exps.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_up_exps.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 3, F, E, X, err, "blk.%lld.ffn_down_exps.weight",
+                (long long)l))
+            goto fail;
+        if (c->arch == MKMODEL_ARCH_QWEN2MOE) {
+            const int64_t S = c->n_ff_shexp;
+            if (add(p, c, MKMODEL_ROLE_SHEXP_GATE, l, 0, fan_in_std(1, E), 1, E, 1, 1, err,
+                    "blk.%lld.ffn_gate_inp_shexp.weight", (long long)l) ||
+                add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 2, E, S, 1, err,
+                    "blk.%lld.ffn_gate_shexp.weight", (long long)l) ||
+                add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 2, E, S, 1, err, "blk.%lld.ffn_up_shexp.weight",
+                    (long long)l) ||
+                add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, S), 2, S, E, 1, err,
+                    "blk.%lld.ffn_down_shexp.weight", (long long)l))
+                goto fail;
+        }
+    }
+    if (add(p, c, MKMODEL_ROLE_NORM, -1, 1, norm_std, 1, E, 1, 1, err, "output_norm.weight"))
+        goto fail;
+    if (!c->tie_embeddings &&
+        add(p, c, MKMODEL_ROLE_OUTPUT, -1, 0, fan_in_std(LOGIT_STD, E), 2, E, n_vocab, 1, err, "output.weight"))
+        goto fail;
+    *out = p;
+    return 0;
+fail:
+    mkmodel_plan_destroy(&p);
+    return -1;
+}
+
+void mkmodel_plan_destroy(mkmodel_plan_t **pp)
+{
+    if (!*pp)
+        return;
+    free((*pp)->t);
+    free(*pp);
+    *pp = NULL;
+}
+
+int64_t mkmodel_plan_n_tensors(const mkmodel_plan_t *p) { return p->n; }
+const mkmodel_tensor_t *mkmodel_plan_tensor(const mkmodel_plan_t *p, int64_t i) { return &p->t[i]; }
+uint64_t mkmodel_plan_data_bytes(const mkmodel_plan_t *p) { return p->data_bytes; }
+int64_t mkmodel_plan_n_fallbacks(const mkmodel_plan_t *p) { return p->n_fallbacks; }

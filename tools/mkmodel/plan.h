@@ -1,0 +1,62 @@
+/* tools/mkmodel/plan.h — the tensors of a synthetic model: names, shapes, types and how their values are drawn.
+ *
+ * Names and shapes follow llama.cpp's GGUF conventions for each architecture (notes: model-conventions.md):
+ * token_embd, per block attn_norm, attn_q/k/v (+ biases on qwen2moe), attn_output, attn_q_norm/attn_k_norm
+ * (qwen3moe per head, olmoe whole vector), ffn_norm, ffn_gate_inp (router), ffn_{gate,up,down}_exps, the
+ * qwen2moe shared expert, then output_norm and output (unless embeddings are tied). ne[0] is the innermost
+ * (contiguous) dimension; a "row" is ne[0] elements; rows = ne[1] * ne[2].
+ */
+#ifndef GUILD_MKMODEL_PLAN_H
+#define GUILD_MKMODEL_PLAN_H
+
+#include <stdint.h>
+
+#include "core/quant/types.h"
+#include "core/util/err.h"
+#include "tools/mkmodel/config.h"
+
+typedef enum mkmodel_role {
+    MKMODEL_ROLE_TOKEN_EMBD,
+    MKMODEL_ROLE_OUTPUT,
+    MKMODEL_ROLE_NORM,        /* RMSNorm weights (attn, ffn, output, q/k norms) */
+    MKMODEL_ROLE_BIAS,        /* qwen2moe q/k/v biases */
+    MKMODEL_ROLE_ATTN_Q,
+    MKMODEL_ROLE_ATTN_K,
+    MKMODEL_ROLE_ATTN_V,
+    MKMODEL_ROLE_ATTN_OUTPUT,
+    MKMODEL_ROLE_ROUTER,      /* ffn_gate_inp */
+    MKMODEL_ROLE_FFN_GATE,    /* ffn_gate_exps, ffn_gate_shexp */
+    MKMODEL_ROLE_FFN_UP,      /* ffn_up_exps, ffn_up_shexp */
+    MKMODEL_ROLE_FFN_DOWN,    /* ffn_down_exps, ffn_down_shexp */
+    MKMODEL_ROLE_SHEXP_GATE,  /* ffn_gate_inp_shexp: one sigmoid gate per token */
+} mkmodel_role_t;
+
+typedef struct mkmodel_tensor {
+    char name[64];
+    mkmodel_role_t role;
+    int64_t layer;      /* block index, -1 outside the blocks */
+    uint32_t n_dims;
+    int64_t ne[4];      /* unused dimensions are 1 */
+    guild_type_t type;  /* chosen by the recipe (tools/mkmodel/recipe.h), after any fallback */
+    guild_type_t wanted;/* what the recipe wanted before a block-size fallback (== type when none) */
+    float mean, std;    /* every element is mean + std * N(0,1) (quantized to `type`) */
+    uint64_t row_bytes; /* bytes of one row of ne[0] elements in `type` */
+    uint64_t n_rows;    /* ne[1] * ne[2] * ne[3] */
+} mkmodel_tensor_t;
+
+typedef struct mkmodel_plan mkmodel_plan_t;
+
+/* Lays out every tensor of the model described by cfg (which must have passed mkmodel_config_validate) and
+ * chooses types. Fails with a message naming the tensor when a type cannot hold its rows (block size) and no
+ * fallback exists. */
+int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *cfg, int64_t n_vocab, guild_err_t *err);
+void mkmodel_plan_destroy(mkmodel_plan_t **p);
+
+int64_t mkmodel_plan_n_tensors(const mkmodel_plan_t *p);
+const mkmodel_tensor_t *mkmodel_plan_tensor(const mkmodel_plan_t *p, int64_t i);
+/* Sum of all tensor data bytes (without alignment padding). */
+uint64_t mkmodel_plan_data_bytes(const mkmodel_plan_t *p);
+/* Number of tensors whose type fell back from what the recipe wanted because of the block size. */
+int64_t mkmodel_plan_n_fallbacks(const mkmodel_plan_t *p);
+
+#endif
