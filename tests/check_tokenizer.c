@@ -405,6 +405,34 @@ START_TEST(test_pretok_unknown_name)
 }
 END_TEST
 
+/* A single match longer than the default JIT stack allows (gpt-4o's repeated lookahead groups, the '~' guard
+ * of deepseek-v3's symbol runs) still splits. */
+START_TEST(test_pretok_long_runs)
+{
+    static const struct {
+        const char *pre;
+        char c;
+    } cases[] = {{"gpt-4o", 'a'}, {"tekken", 'a'}, {"deepseek-v3", '!'}, {"qwen2", ' '}};
+    size_t n = 300000;
+    char *text = malloc(n);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memset(text, cases[k].c, n);
+        guild_err_t err = {{0}};
+        tok_pretok_t *p = NULL;
+        tok_pretok_info_t info;
+        ck_assert_int_eq(tok_pretok_new(&p, cases[k].pre, &info, &err), 0);
+        tok_spans_t spans = {0}, tmp = {0};
+        ck_assert_msg(tok_pretok_split(p, text, n, &spans, &tmp, &err) == 0, "%s: %s", cases[k].pre, err.msg);
+        ck_assert_uint_eq(spans.n, 1);
+        ck_assert_uint_eq(spans.v[0].len, n);
+        tok_spans_fini(&spans);
+        tok_spans_fini(&tmp);
+        tok_pretok_destroy(&p);
+    }
+    free(text);
+}
+END_TEST
+
 /* --- SentencePiece ------------------------------------------------------------------------------------- */
 
 START_TEST(test_spm_merges_by_score)
@@ -954,6 +982,7 @@ int main(void)
     tcase_add_test(tc, test_pretok_llama3_and_qwen2);
     tcase_add_test(tc, test_pretok_translation);
     tcase_add_test(tc, test_pretok_unknown_name);
+    tcase_add_test(tc, test_pretok_long_runs);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("spm");

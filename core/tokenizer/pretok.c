@@ -416,22 +416,48 @@ void tok_spans_fini(tok_spans_t *s)
     s->n = s->cap = 0;
 }
 
+/* Matching state of one tok_pretok_split call. */
+typedef struct matcher {
+    pcre2_match_data *md;
+    pcre2_match_context *mc;  /* NULL until a match needs a bigger JIT stack */
+    pcre2_jit_stack *stack;
+} matcher_t;
+
+/* Patterns that repeat a group (gpt-4o's letter runs, the '~' guard of \p{S}) use JIT stack in proportion
+ * to the run they match; the default 32 KiB lasts for runs of a few thousand characters. A longer run gets
+ * a stack that can grow to JIT_STACK_MAX, made on first need. */
+#define JIT_STACK_MAX (256u << 20)
+
+static int match(const pcre2_code *re, PCRE2_SPTR subject, size_t len, size_t pos, matcher_t *m)
+{
+    int rc = pcre2_match(re, subject, len, pos, PCRE2_NO_UTF_CHECK, m->md, m->mc);
+    if (rc != PCRE2_ERROR_JIT_STACKLIMIT || m->mc)
+        return rc;
+    m->mc = pcre2_match_context_create(NULL);
+    m->stack = pcre2_jit_stack_create(32u << 10, JIT_STACK_MAX, NULL);
+    if (!m->mc || !m->stack)
+        return PCRE2_ERROR_NOMEMORY;
+    pcre2_jit_stack_assign(m->mc, NULL, m->stack);
+    return pcre2_match(re, subject, len, pos, PCRE2_NO_UTF_CHECK, m->md, m->mc);
+}
+
 /* Splits span sp of text by re into its matches and the gaps between them, appended to out. */
-static int split_span(const pcre2_code *re, pcre2_match_data *md, const char *text, tok_span_t sp,
-                      tok_spans_t *out, guild_err_t *err)
+static int split_span(const pcre2_code *re, matcher_t *m, const char *text, tok_span_t sp, tok_spans_t *out,
+                      guild_err_t *err)
 {
     PCRE2_SPTR subject = (PCRE2_SPTR)(text + sp.off);
     size_t pos = 0, gap = 0;
     while (pos < sp.len) {
-        int rc = pcre2_match(re, subject, sp.len, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+        int rc = match(re, subject, sp.len, pos, m);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return guild_err_set(err, "pre-tokenizer: regex match failed: %s", (char *)msg);
+            return guild_err_set(err, "pre-tokenizer: regex match failed at byte %zu: %s", sp.off + pos,
+                                 (char *)msg);
         }
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
         size_t ms = ov[0], me = ov[1];
         if (me == ms) {
             /* An empty match makes no word: step over one character and search on. */
@@ -459,18 +485,20 @@ int tok_pretok_split(const tok_pretok_t *p, const char *text, size_t len, tok_sp
         return 0;
     if (spans_push(spans, 0, len) < 0)
         return guild_err_set(err, "pre-tokenizer: out of memory");
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md)
+    matcher_t m = {pcre2_match_data_create(1, NULL), NULL, NULL};
+    if (!m.md)
         return guild_err_set(err, "pre-tokenizer: out of memory");
     int rc = 0;
     for (size_t r = 0; r < p->n_re && rc == 0; r++) {
         tmp->n = 0;
         for (size_t i = 0; i < spans->n && rc == 0; i++)
-            rc = split_span(p->re[r], md, text, spans->v[i], tmp, err);
+            rc = split_span(p->re[r], &m, text, spans->v[i], tmp, err);
         tok_spans_t swap = *spans;
         *spans = *tmp;
         *tmp = swap;
     }
-    pcre2_match_data_free(md);
+    pcre2_match_data_free(m.md);
+    pcre2_match_context_free(m.mc);
+    pcre2_jit_stack_free(m.stack);
     return rc;
 }
