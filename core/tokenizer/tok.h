@@ -135,8 +135,8 @@ enum {
 
 /* Appends the ids of text[0..len) (any bytes; NUL is an ordinary byte) to out. flags: TOK_ADD_SPECIAL,
  * TOK_PARSE_SPECIAL. BPE: invalid UTF-8 is read as U+FFFD, one per bad byte (as llama.cpp does); SPM keeps
- * every byte. Returns 0, or -1 on out of memory / a regex engine failure (message in err; out keeps what
- * it had). */
+ * every byte. Returns 0, or -1 on out of memory, a regex engine failure or a text over 1 GiB (message in
+ * err; out keeps what it had). */
 int tok_encode(const tok_t *t, const char *text, size_t len, unsigned flags, tok_ids_t *out, guild_err_t *err);
 
 /* --- decoding ----------------------------------------------------------------------------------------- */

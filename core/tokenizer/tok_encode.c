@@ -17,6 +17,9 @@ int tok_encode(const tok_t *t, const char *text, size_t len, unsigned flags, tok
 {
     size_t n0 = out->n;
     bool add_special = flags & TOK_ADD_SPECIAL;
+    /* Symbols keep 32-bit offsets, and SPM's escaping triples spaces. */
+    if (len > (size_t)UINT32_MAX / 4)
+        return guild_err_set(err, "%s: encode: %zu bytes of text, more than the 1 GiB encoded at once", t->name, len);
     tok_frags_t frags = {0};
     tok_scratch_t s = {0};
     int rc = 0;
