@@ -16,5 +16,6 @@ typedef struct guild_cmd {
 int cmd_inspect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

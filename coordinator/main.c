@@ -18,6 +18,7 @@ static const guild_cmd_t commands[] = {
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"run", cmd_run, "generate text from a prompt (single process)"},
     {"tokenize", cmd_tokenize, "print the token ids of the text on stdin"},
+    {"bench", cmd_bench, "benchmarks: guild bench experts|bw"},
 };
 
 static void usage(FILE *out)

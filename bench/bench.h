@@ -1,0 +1,21 @@
+/* bench/bench.h — the benchmarks behind `guild bench` (each takes argv with argv[0] = its name and returns the
+ * exit status: 0, 1 on a runtime failure, 2 on a usage error), and helpers they share. */
+#ifndef GUILD_BENCH_H
+#define GUILD_BENCH_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+int bench_experts_main(int argc, char **argv);
+int bench_bw_main(int argc, char **argv);
+
+/* Prints "# key: value" provenance lines (commit, CPU model and features, kernel level, command line, date). */
+void bench_print_provenance(FILE *out, int argc, char **argv);
+
+/* Monotonic seconds. */
+double bench_now(void);
+
+/* Median of v[0 .. n) (sorts v). */
+double bench_median(double *v, int n);
+
+#endif

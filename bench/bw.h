@@ -1,0 +1,32 @@
+/* bench/bw.h — a STREAM-like probe of the machine's DRAM read bandwidth.
+ *
+ * Threads pinned to CPUs each read their own slice of a buffer that lives in the memory of their CPU's NUMA
+ * node, over and over; the time of a pass is from a common start (barrier) to the last thread's end. The
+ * buffer is several times the last-level cache so that the reads come from DRAM. This is the denominator of
+ * the expert benchmark's `fraction`.
+ */
+#ifndef GUILD_BENCH_BW_H
+#define GUILD_BENCH_BW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util/err.h"
+
+typedef struct bench_bw {
+    double median_gbps; /* median over the passes, 1e9 bytes per second */
+    double best_gbps;
+    int passes;
+} bench_bw_t;
+
+/* Reads `bytes` in total (split evenly over the threads) with one thread per entry of cpus[0 .. n_cpus),
+ * each slice placed on nodes[i] (-1: wherever the kernel puts it), `passes` timed passes after one warm-up.
+ * Fails (message in err) when memory or threads cannot be had. */
+int bench_read_bw(const int *cpus, const int *nodes, int n_cpus, size_t bytes, int passes, bench_bw_t *out,
+                  guild_err_t *err);
+
+/* Reads p[0 .. n) (64-byte aligned, n a multiple of 256) with the widest loads this CPU has; returns a value
+ * that depends on every byte, so that the reads cannot be optimised away. */
+uint64_t bench_read(const void *p, size_t n);
+
+#endif

@@ -1,0 +1,43 @@
+/* guild bench — benchmarks. `guild bench experts` (bench/experts.c): DRAM read bandwidth, then the routed-expert
+ * pipeline on real expert shapes, one summary line per weight type. `guild bench bw`: the bandwidth probe
+ * alone. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "coordinator/commands.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} benches[] = {
+    {"bw", bench_bw_main, "STREAM-like read bandwidth per NUMA node and of all nodes"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: guild bench <benchmark> [options]   (guild bench <benchmark> --help)\n\nbenchmarks:\n");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+        fprintf(out, "  %-10s %s\n", benches[i].name, benches[i].summary);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+        if (!strcmp(argv[1], benches[i].name))
+            return benches[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "guild bench: unknown benchmark '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

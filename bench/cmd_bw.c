@@ -1,0 +1,94 @@
+/* guild bench bw: the read-bandwidth probe per NUMA node and across all nodes. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench/bench.h"
+#include "bench/bw.h"
+#include "core/topo/topo.h"
+
+#define MAX_CPUS 1024
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: guild bench bw [--gb G] [--passes N] [--threads K]\n"
+                 "  --gb G       bytes read per pass, in GB (default 2; make it several times the LLC)\n"
+                 "  --passes N   timed passes after one warm-up (default 5); the median is reported\n"
+                 "  --threads K  threads per node (default: every usable CPU of the node)\n");
+}
+
+/* Probes node `node` (-1: all nodes together, each thread reading memory of its own node). */
+static int probe(int node, int threads_per_node, size_t bytes, int passes, bench_bw_t *res)
+{
+    static int cpus[MAX_CPUS], nodes[MAX_CPUS];
+    int n = 0;
+    for (int nd = 0; nd < topo_node_count(); nd++) {
+        if (node >= 0 && nd != node)
+            continue;
+        int c = topo_node_cpus(nd, cpus + n, MAX_CPUS - n);
+        if (threads_per_node > 0 && c > threads_per_node)
+            c = threads_per_node;
+        for (int i = 0; i < c; i++)
+            nodes[n + i] = nd;
+        n += c;
+    }
+    if (n == 0)
+        return 0;
+    guild_err_t err;
+    if (bench_read_bw(cpus, nodes, n, bytes, passes, res, &err)) {
+        fprintf(stderr, "guild bench bw: %s\n", err.msg);
+        return -1;
+    }
+    return n;
+}
+
+int bench_bw_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"gb", required_argument, NULL, 'g'},
+        {"passes", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    double gb = 2;
+    int passes = 5, threads = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'g': gb = atof(optarg); break;
+        case 'p': passes = atoi(optarg); break;
+        case 't': threads = atoi(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (gb <= 0 || passes < 1 || threads < 0 || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    bench_print_provenance(stdout, argc, argv);
+    size_t bytes = (size_t)(gb * 1e9);
+    bench_bw_t res;
+    int nodes = topo_node_count();
+    for (int nd = 0; nd < nodes; nd++) {
+        int n = probe(nd, threads, bytes, passes, &res);
+        if (n < 0)
+            return 1;
+        if (n == 0) {
+            printf("read node=%d threads=0 (no usable CPU on this node)\n", nd);
+            continue;
+        }
+        printf("read node=%d threads=%d median_GBps=%.2f best_GBps=%.2f\n", nd, n, res.median_gbps,
+               res.best_gbps);
+    }
+    if (nodes > 1) {
+        int n = probe(-1, threads, bytes, passes, &res);
+        if (n <= 0)
+            return 1;
+        printf("read node=all threads=%d median_GBps=%.2f best_GBps=%.2f\n", n, res.median_gbps, res.best_gbps);
+    }
+    return 0;
+}
