@@ -1,0 +1,728 @@
+/* Tests for tools/guild-mkmodel: the command line (flags, presets, errors), the type recipe (llama.cpp's Q4_K_M
+ * choices and block-size fallbacks), the built-in vocabulary (tokenizes English into multi-byte tokens with
+ * core/tokenizer), the element statistics of every weight type after dequantization, and whole files: they
+ * read back with core/gguf with every tensor and key, and their bytes depend on the seed only (not on
+ * --threads). Shapes are small: the suite runs in seconds. */
+#include "core/gguf/gguf.h"
+#include "core/quant/quant.h"
+#include "core/quant/types.h"
+#include "core/tokenizer/tok.h"
+#include "tools/mkmodel/cli.h"
+#include "tools/mkmodel/config.h"
+#include "tools/mkmodel/fill.h"
+#include "tools/mkmodel/model.h"
+#include "tools/mkmodel/plan.h"
+#include "tools/mkmodel/recipe.h"
+#include "tools/mkmodel/rng.h"
+#include "tools/mkmodel/vocab.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* --- helpers ---------------------------------------------------------------------------------------------- */
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_mkmodel.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Parses a NULL-terminated argument list (argv[0] added). */
+static int parse(mkmodel_config_t *cfg, guild_err_t *err, const char *first, ...)
+{
+    const char *argv[64] = {"guild-mkmodel"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    bool quiet;
+    int rc = mkmodel_cli_parse(argc, (char **)argv, cfg, &quiet, err);
+    if (rc == 0)
+        rc = mkmodel_config_validate(cfg, err);
+    return rc;
+}
+
+#define EXPECT_ERROR(substr, ...)                                                                             \
+    do {                                                                                                      \
+        mkmodel_config_t c_;                                                                                  \
+        guild_err_t e_ = {{0}};                                                                               \
+        ck_assert_int_eq(parse(&c_, &e_, __VA_ARGS__, NULL), -1);                                             \
+        ck_assert_msg(strstr(e_.msg, substr), "expected \"%s\" in: %s", substr, e_.msg);                      \
+    } while (0)
+
+static uint8_t *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *size = (size_t)n;
+    return b;
+}
+
+/* Writes a model from flags (plus -q -o path). */
+static void write_model(const char *path, const char *const *flags)
+{
+    const char *argv[64] = {"guild-mkmodel", "-q", "-o", path};
+    int argc = 4;
+    for (; *flags; flags++)
+        argv[argc++] = *flags;
+    mkmodel_config_t cfg;
+    guild_err_t err;
+    bool quiet;
+    ck_assert_msg(mkmodel_cli_parse(argc, (char **)argv, &cfg, &quiet, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mkmodel_config_validate(&cfg, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mkmodel_write(&cfg, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+}
+
+/* --- command line ----------------------------------------------------------------------------------------- */
+
+START_TEST(test_cli_preset_and_overrides)
+{
+    mkmodel_config_t c;
+    guild_err_t err;
+    /* Flags override the preset wherever they stand. */
+    ck_assert_msg(parse(&c, &err, "--layers", "3", "--shape", "qwen3-30b-a3b", "-o", "x.gguf", NULL) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(c.arch, MKMODEL_ARCH_QWEN3MOE);
+    ck_assert_int_eq(c.n_layer, 3);
+    ck_assert_int_eq(c.n_embd, 2048);
+    ck_assert_int_eq(c.n_head, 32);
+    ck_assert_int_eq(c.n_head_kv, 4);
+    ck_assert_int_eq(c.head_dim, 128);
+    ck_assert_int_eq(c.n_expert, 128);
+    ck_assert_int_eq(c.n_expert_used, 8);
+    ck_assert_int_eq(c.n_ff_exp, 768);
+    ck_assert_int_eq(c.n_vocab, 151936);
+    ck_assert_int_eq(c.recipe, MKMODEL_RECIPE_Q4_K_M);
+    ck_assert_str_eq(c.out_path, "x.gguf");
+
+    ck_assert_msg(parse(&c, &err, "--shape=mixtral-8x7b", "--type=q8_0", "--seed", "0x10", "--threads", "3", "-o",
+                        "m.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.arch, MKMODEL_ARCH_MIXTRAL);
+    ck_assert_str_eq(mkmodel_arch_gguf_name(c.arch), "llama");
+    ck_assert_int_eq(c.n_expert, 8);
+    ck_assert_int_eq(c.n_expert_used, 2);
+    ck_assert_int_eq(c.n_ff, c.n_ff_exp);
+    ck_assert_int_eq(c.recipe, MKMODEL_RECIPE_NONE);
+    ck_assert_int_eq(c.type, GUILD_TYPE_Q8_0);
+    ck_assert_uint_eq(c.seed, 16);
+    ck_assert_int_eq(c.threads, 3);
+
+    /* Mixtral and OLMoE take feed_forward_length from the expert size unless --ff is given. */
+    ck_assert_msg(parse(&c, &err, "--arch", "olmoe", "--expert-ff", "64", "-o", "o.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.n_ff, 64);
+    /* --shared-ff is ignored (with a warning) where there is no shared expert, defaults to --ff on qwen2moe. */
+    ck_assert_msg(parse(&c, &err, "--arch", "mixtral", "--shared-ff", "64", "-o", "o.gguf", NULL) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(c.n_ff_shexp, 0);
+    ck_assert_msg(parse(&c, &err, "--arch", "qwen2moe", "--ff", "96", "-o", "o.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.n_ff_shexp, 96);
+    for (int i = 0; i < mkmodel_preset_count(); i++)
+        ck_assert_msg(parse(&c, &err, "--shape", mkmodel_preset_name(i), "-o", "p.gguf", NULL) == 0, "%s: %s",
+                      mkmodel_preset_name(i), err.msg);
+    bool quiet;
+    const char *help[] = {"guild-mkmodel", "--layers", "2", "--help"};
+    ck_assert_int_eq(mkmodel_cli_parse(4, (char **)help, &c, &quiet, &err), 1);
+}
+END_TEST
+
+START_TEST(test_cli_errors)
+{
+    EXPECT_ERROR("--bogus: unknown flag", "--bogus", "-o", "x.gguf");
+    EXPECT_ERROR("--layers: missing value", "-o", "x.gguf", "--layers");
+    EXPECT_ERROR("--layers 2x: not an integer", "--layers", "2x", "-o", "x.gguf");
+    EXPECT_ERROR("--layers 0: must be between", "--layers", "0", "-o", "x.gguf");
+    EXPECT_ERROR("--shape nope: unknown shape", "--shape", "nope", "-o", "x.gguf");
+    EXPECT_ERROR("--arch gpt2: unknown architecture", "--arch", "gpt2", "-o", "x.gguf");
+    EXPECT_ERROR("--type q9_9: unknown type", "--type", "q9_9", "-o", "x.gguf");
+    EXPECT_ERROR("--type q8_K: not a weight type", "--type", "q8_K", "-o", "x.gguf");
+    EXPECT_ERROR("--recipe Q3_K_L: unknown recipe", "--recipe", "Q3_K_L", "-o", "x.gguf");
+    EXPECT_ERROR("either --type or --recipe", "--type", "Q4_K", "--recipe", "Q4_K_M", "-o", "x.gguf");
+    EXPECT_ERROR("either --vocab or --vocab-from", "--vocab", "500", "--vocab-from", "v.gguf", "-o", "x.gguf");
+    EXPECT_ERROR("--heads 6 is not a multiple of --kv-heads 4", "--heads", "6", "--kv-heads", "4", "-o", "x.gguf");
+    EXPECT_ERROR("--head-dim 33: must be even", "--head-dim", "33", "-o", "x.gguf");
+    EXPECT_ERROR("--experts-used 9 is more than --experts 8", "--experts", "8", "--experts-used", "9", "-o",
+                 "x.gguf");
+    EXPECT_ERROR("mixtral: --ff 100 must equal --expert-ff 64", "--arch", "mixtral", "--expert-ff", "64", "--ff",
+                 "100", "-o", "x.gguf");
+    EXPECT_ERROR("--threads 0", "--threads", "0", "-o", "x.gguf");
+    EXPECT_ERROR("--seed -1: must not be negative", "--seed", "-1", "-o", "x.gguf");
+    EXPECT_ERROR("--tie-embeddings takes no value", "--tie-embeddings=1", "-o", "x.gguf");
+    EXPECT_ERROR("no output file", "--layers", "2");
+}
+END_TEST
+
+/* The binary itself: exit status and message on bad flags, 0 on --help. */
+START_TEST(test_cli_binary)
+{
+    const char *bd = getenv("GUILD_BUILDDIR");
+    char bin[1024], cmd[2048];
+    snprintf(bin, sizeof bin, "%s/tools/guild-mkmodel", bd ? bd : GUILD_BUILDDIR);
+    if (access(bin, X_OK) != 0)
+        return; /* built after the test in some make orders: the library calls above cover the logic */
+    snprintf(cmd, sizeof cmd, "'%s' --help > /dev/null", bin);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "'%s' --experts 4 --experts-used 5 -o /dev/null 2>&1", bin);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char out[512] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    ck_assert_int_ne(status, 0);
+    ck_assert_msg(strstr(out, "--experts-used 5 is more than --experts 4"), "%s", out);
+}
+END_TEST
+
+/* --- recipe ----------------------------------------------------------------------------------------------- */
+
+static mkmodel_plan_t *plan_of(mkmodel_config_t *c, int64_t n_vocab)
+{
+    mkmodel_plan_t *p;
+    guild_err_t err;
+    ck_assert_msg(mkmodel_config_validate(c, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mkmodel_plan_new(&p, c, n_vocab, &err) == 0, "%s", err.msg);
+    return p;
+}
+
+static const mkmodel_tensor_t *find(const mkmodel_plan_t *p, const char *name)
+{
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(p); i++)
+        if (!strcmp(mkmodel_plan_tensor(p, i)->name, name))
+            return mkmodel_plan_tensor(p, i);
+    ck_abort_msg("tensor %s not in the plan", name);
+    return NULL;
+}
+
+static guild_type_t type_of(const mkmodel_plan_t *p, const char *fmt, int64_t layer)
+{
+    char name[64];
+    snprintf(name, sizeof name, fmt, (long long)layer);
+    return find(p, name)->type;
+}
+
+START_TEST(test_recipe_q4_k_m)
+{
+    mkmodel_config_t c;
+    guild_err_t err;
+    ck_assert_int_eq(mkmodel_preset_apply(&c, "qwen3-30b-a3b", &err), 0);
+    c.threads = 1;
+    strcpy(c.out_path, "x");
+    mkmodel_plan_t *p = plan_of(&c, 151936);
+    /* 48 layers: llama.cpp's use_more_bits holds for i < 6, i >= 42, (i - 6) % 3 == 2. */
+    int n_more = 0;
+    for (int64_t l = 0; l < 48; l++) {
+        bool more = l < 6 || l >= 42 || (l - 6) % 3 == 2;
+        ck_assert_int_eq(mkmodel_recipe_more_bits(l, 48), more);
+        n_more += more;
+        guild_type_t want = more ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
+        ck_assert_int_eq(type_of(p, "blk.%lld.attn_v.weight", l), want);
+        ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", l), want);
+        ck_assert_int_eq(type_of(p, "blk.%lld.attn_q.weight", l), GUILD_TYPE_Q4_K);
+        ck_assert_int_eq(type_of(p, "blk.%lld.attn_k.weight", l), GUILD_TYPE_Q4_K);
+        ck_assert_int_eq(type_of(p, "blk.%lld.attn_output.weight", l), GUILD_TYPE_Q4_K);
+        ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_exps.weight", l), GUILD_TYPE_Q4_K);
+        ck_assert_int_eq(type_of(p, "blk.%lld.ffn_up_exps.weight", l), GUILD_TYPE_Q4_K);
+        ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_inp.weight", l), GUILD_TYPE_F32);
+        ck_assert_int_eq(type_of(p, "blk.%lld.attn_norm.weight", l), GUILD_TYPE_F32);
+        ck_assert_int_eq(type_of(p, "blk.%lld.attn_q_norm.weight", l), GUILD_TYPE_F32);
+    }
+    ck_assert_int_eq(n_more, 6 + 6 + 12);
+    ck_assert_int_eq(find(p, "token_embd.weight")->type, GUILD_TYPE_Q4_K);
+    ck_assert_int_eq(find(p, "output.weight")->type, GUILD_TYPE_Q6_K);
+    ck_assert_int_eq(find(p, "output_norm.weight")->type, GUILD_TYPE_F32);
+    ck_assert_int_eq(mkmodel_plan_n_fallbacks(p), 0);
+    /* Qwen3-30B-A3B in Q4_K_M is ~17-18 GB (llama.cpp's files are 18.6 GB with 17.3 GiB of tensors). */
+    uint64_t bytes = mkmodel_plan_data_bytes(p);
+    ck_assert_msg(bytes > 17000000000ull && bytes < 19000000000ull, "%llu", (unsigned long long)bytes);
+    ck_assert_uint_eq(mkmodel_recipe_file_type(&c), 15);
+    mkmodel_plan_destroy(&p);
+
+    /* Exactly 8 experts (Mixtral): attn_v and attn_k Q8_0, attn_output Q5_K; tied embeddings: token_embd Q6_K. */
+    ck_assert_int_eq(mkmodel_preset_apply(&c, "mixtral-8x7b", &err), 0);
+    c.n_layer = 4;
+    c.tie_embeddings = true;
+    p = plan_of(&c, 32000);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_v.weight", 1), GUILD_TYPE_Q8_0);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_k.weight", 1), GUILD_TYPE_Q8_0);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_output.weight", 1), GUILD_TYPE_Q5_K);
+    /* 4 layers: use_more_bits holds for 2 ((2 - 0) % 3 == 2) and 3 (>= 7 * 4 / 8), not for 0 and 1. */
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 0), GUILD_TYPE_Q4_K);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 2), GUILD_TYPE_Q6_K);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 3), GUILD_TYPE_Q6_K);
+    ck_assert_int_eq(find(p, "token_embd.weight")->type, GUILD_TYPE_Q6_K);
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(p); i++)
+        ck_assert_str_ne(mkmodel_plan_tensor(p, i)->name, "output.weight");
+    mkmodel_plan_destroy(&p);
+}
+END_TEST
+
+START_TEST(test_recipe_fallbacks)
+{
+    mkmodel_config_t c;
+    guild_err_t err;
+    /* Qwen1.5-MoE's experts of 1408 (not whole 256-blocks): ffn_down_exps Q4_K -> Q5_0 and Q6_K -> Q8_0. */
+    ck_assert_int_eq(mkmodel_preset_apply(&c, "qwen1.5-moe-a2.7b", &err), 0);
+    c.n_layer = 8;
+    c.threads = 1;
+    strcpy(c.out_path, "x");
+    mkmodel_plan_t *p = plan_of(&c, 1000);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 0), GUILD_TYPE_Q8_0);     /* wanted Q6_K */
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 1), GUILD_TYPE_Q5_0);     /* wanted Q4_K */
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_exps.weight", 1), GUILD_TYPE_Q4_K);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_shexp.weight", 1), GUILD_TYPE_Q4_K); /* 5632 = 22 * 256 */
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_inp_shexp.weight", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_q.bias", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(mkmodel_plan_n_fallbacks(p), 8);
+    mkmodel_plan_destroy(&p);
+
+    /* IQ types fall back to IQ4_NL, then F16 when even 32-blocks do not fit. */
+    ck_assert_int_eq(mkmodel_preset_apply(&c, "demo", &err), 0);
+    c.recipe = MKMODEL_RECIPE_NONE;
+    c.type = GUILD_TYPE_IQ2_XXS;
+    c.n_ff_exp = 96;
+    p = plan_of(&c, 1000);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 0), GUILD_TYPE_IQ4_NL);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_up_exps.weight", 0), GUILD_TYPE_IQ2_XXS);
+    mkmodel_plan_destroy(&p);
+    c.n_ff_exp = 40;
+    p = plan_of(&c, 1000);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 0), GUILD_TYPE_F16);
+    mkmodel_plan_destroy(&p);
+
+    /* 32-element types have no fallback in llama.cpp: a clear error naming the tensor. */
+    c.type = GUILD_TYPE_Q8_0;
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    ck_assert_int_eq(mkmodel_plan_new(&p, &c, 1000, &err), -1);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(err.msg, "blk.0.ffn_down_exps.weight") && strstr(err.msg, "q8_0"), "%s", err.msg);
+}
+END_TEST
+
+/* --- element statistics ----------------------------------------------------------------------------------- */
+
+/* Fills rows of a tensor of `type` with intended std and measures the dequantized mean and std. */
+static void measure(guild_type_t type, float mean, float std, double *m, double *s)
+{
+    enum { N = 512, ROWS = 48 };
+    mkmodel_tensor_t t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "blk.0.test_%s.weight", quant_type_info(type)->name);
+    t.type = t.wanted = type;
+    t.n_dims = 2;
+    t.ne[0] = N;
+    t.ne[1] = ROWS;
+    t.ne[2] = t.ne[3] = 1;
+    t.mean = mean;
+    t.std = std;
+    t.n_rows = ROWS;
+    guild_err_t err;
+    ck_assert_int_eq(quant_row_bytes(type, N, &t.row_bytes, &err), 0);
+    uint8_t *data = malloc(t.row_bytes * ROWS);
+    float scratch[N], row[N];
+    ck_assert_msg(mkmodel_fill_rows(&t, 42, 0, ROWS, data, scratch, &err) == 0, "%s", err.msg);
+    double sum = 0, sum2 = 0;
+    for (int r = 0; r < ROWS; r++) {
+        quant_dequantize_row_ref(type, data + r * t.row_bytes, row, N);
+        for (int i = 0; i < N; i++) {
+            ck_assert(isfinite(row[i]));
+            sum += row[i];
+            sum2 += (double)row[i] * row[i];
+        }
+    }
+    *m = sum / (N * ROWS);
+    *s = sqrt(sum2 / (N * ROWS) - *m * *m);
+    free(data);
+}
+
+START_TEST(test_stats_every_type)
+{
+    /* Tolerance on the std: quantizers that minimise the error shrink the spread a little, the coarsest the
+     * most; the IQ blocks without a quantizer are exact up to sampling (~1.5% at 24k elements). */
+    static const struct {
+        guild_type_t type;
+        double std_tol;
+    } types[] = {
+        {GUILD_TYPE_F32, 0.03},    {GUILD_TYPE_F16, 0.03},    {GUILD_TYPE_BF16, 0.03},   {GUILD_TYPE_Q8_0, 0.03},
+        {GUILD_TYPE_Q4_0, 0.06},   {GUILD_TYPE_Q4_1, 0.06},   {GUILD_TYPE_Q5_0, 0.05},   {GUILD_TYPE_Q5_1, 0.05},
+        {GUILD_TYPE_Q2_K, 0.15},   {GUILD_TYPE_Q3_K, 0.10},   {GUILD_TYPE_Q4_K, 0.06},   {GUILD_TYPE_Q5_K, 0.05},
+        {GUILD_TYPE_Q6_K, 0.04},   {GUILD_TYPE_IQ4_NL, 0.06}, {GUILD_TYPE_IQ4_XS, 0.06}, {GUILD_TYPE_MXFP4, 0.10},
+        {GUILD_TYPE_IQ2_XXS, 0.05}, {GUILD_TYPE_IQ2_XS, 0.05}, {GUILD_TYPE_IQ2_S, 0.05}, {GUILD_TYPE_IQ3_XXS, 0.05},
+        {GUILD_TYPE_IQ3_S, 0.05},  {GUILD_TYPE_IQ1_S, 0.05},  {GUILD_TYPE_IQ1_M, 0.05},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        const float want = 0.02f; /* 1/sqrt(2500): a typical fan-in scale */
+        double m, s;
+        measure(types[i].type, 0, want, &m, &s);
+        ck_assert_msg(fabs(s - want) <= types[i].std_tol * want, "%s: std %g, intended %g",
+                      quant_type_info(types[i].type)->name, s, want);
+        ck_assert_msg(fabs(m) <= 0.02 * want, "%s: mean %g (std %g)", quant_type_info(types[i].type)->name, m, s);
+    }
+    /* Norm weights: mean 1 with a small spread. */
+    double m, s;
+    measure(GUILD_TYPE_F32, 1.0f, 0.05f, &m, &s);
+    ck_assert(fabs(m - 1.0) < 0.01 && fabs(s - 0.05) < 0.005);
+}
+END_TEST
+
+START_TEST(test_rng_gauss)
+{
+    mkmodel_rng_t r;
+    mkmodel_rng_init(&r, 1, mkmodel_rng_hash("x"), 0);
+    double s = 0, s2 = 0, s4 = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double g = mkmodel_rng_gauss(&r);
+        ck_assert(g >= -6 && g <= 6);
+        s += g;
+        s2 += g * g;
+        s4 += g * g * g * g;
+    }
+    ck_assert(fabs(s / n) < 0.01);
+    ck_assert(fabs(s2 / n - 1) < 0.01);
+    ck_assert(fabs(s4 / n - 2.9) < 0.1); /* Irwin-Hall(12) kurtosis: 3 - 1.2/12 */
+    /* Streams of neighbouring rows differ. */
+    mkmodel_rng_t a, b;
+    mkmodel_rng_init(&a, 1, 7, 0);
+    mkmodel_rng_init(&b, 1, 7, 1);
+    ck_assert_uint_ne(mkmodel_rng_next(&a), mkmodel_rng_next(&b));
+}
+END_TEST
+
+/* --- vocabulary ------------------------------------------------------------------------------------------- */
+
+START_TEST(test_vocab_builtin)
+{
+    mkmodel_vocab_t *v;
+    guild_err_t err;
+    ck_assert_int_eq(mkmodel_vocab_new(&v, 100, &err), -1);
+    ck_assert(strstr(err.msg, "at least 259"));
+    ck_assert_int_eq(mkmodel_vocab_new(&v, 1000, &err), 0);
+    ck_assert_int_eq(mkmodel_vocab_n_tokens(v), 1000);
+    int64_t merges = mkmodel_vocab_n_merges(v);
+    ck_assert_int_ge(merges, 400);
+    ck_assert_int_eq(merges, mkmodel_vocab_max_merges());
+    ck_assert_str_eq(mkmodel_vocab_token(v, mkmodel_vocab_endoftext(v)), "<|endoftext|>");
+    ck_assert_str_eq(mkmodel_vocab_token(v, mkmodel_vocab_im_start(v)), "<|im_start|>");
+    ck_assert_str_eq(mkmodel_vocab_token(v, mkmodel_vocab_im_end(v)), "<|im_end|>");
+    ck_assert_int_eq(mkmodel_vocab_token_type(v, mkmodel_vocab_im_end(v)), MKMODEL_TOKEN_CONTROL);
+    ck_assert_str_eq(mkmodel_vocab_token(v, 999), "[PAD999]");
+    ck_assert_int_eq(mkmodel_vocab_token_type(v, 999), MKMODEL_TOKEN_UNUSED);
+    ck_assert_str_eq(mkmodel_vocab_token(v, ' '), "\xc4\xa0"); /* GPT-2's U+0120 for the space byte */
+    ck_assert_str_eq(mkmodel_vocab_token(v, 'a'), "a");
+    /* Texts are unique (a tokenizer maps text to id). */
+    for (int64_t i = 0; i < 1000; i++)
+        for (int64_t j = i + 1; j < 1000; j++)
+            ck_assert_str_ne(mkmodel_vocab_token(v, i), mkmodel_vocab_token(v, j));
+    mkmodel_vocab_destroy(&v);
+    ck_assert_ptr_null(v);
+    /* A small size keeps a prefix of the merges. */
+    ck_assert_int_eq(mkmodel_vocab_new(&v, 300, &err), 0);
+    ck_assert_int_le(mkmodel_vocab_n_merges(v), 300 - 259);
+    ck_assert_int_ge(mkmodel_vocab_n_merges(v), 300 - 259);
+    ck_assert_str_eq(mkmodel_vocab_token(v, 299), "<|im_end|>");
+    mkmodel_vocab_destroy(&v);
+}
+END_TEST
+
+/* --- whole files ------------------------------------------------------------------------------------------ */
+
+static void check_u32(const gguf_t *g, const char *key, int64_t want)
+{
+    int64_t v;
+    guild_err_t err;
+    ck_assert_msg(gguf_get_int(g, key, &v, &err) == 0, "%s", err.msg);
+    ck_assert_msg(v == want, "%s = %lld, expected %lld", key, (long long)v, (long long)want);
+}
+
+/* Reads a generated file back: every planned tensor with its shape and type, the metadata keys. */
+static void check_file(const char *path, const char *const *flags)
+{
+    const char *argv[64] = {"guild-mkmodel", "-o", path};
+    int argc = 3;
+    for (const char *const *f = flags; *f; f++)
+        argv[argc++] = *f;
+    mkmodel_config_t c;
+    guild_err_t err;
+    bool quiet;
+    ck_assert_int_eq(mkmodel_cli_parse(argc, (char **)argv, &c, &quiet, &err), 0);
+    gguf_t *g;
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    mkmodel_plan_t *p = plan_of(&c, c.n_vocab);
+    ck_assert_int_eq(gguf_n_tensors(g), mkmodel_plan_n_tensors(p));
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(p); i++) {
+        const mkmodel_tensor_t *t = mkmodel_plan_tensor(p, i);
+        const gguf_tensor_t *gt = gguf_find_tensor(g, t->name);
+        ck_assert_msg(gt != NULL, "%s missing", t->name);
+        ck_assert_uint_eq(gt->type, t->type);
+        ck_assert_uint_eq(gt->n_dims, t->n_dims);
+        for (int d = 0; d < 4; d++)
+            ck_assert_uint_eq(gt->ne[d], (uint64_t)t->ne[d]);
+    }
+    const char *arch = mkmodel_arch_gguf_name(c.arch);
+    const char *s;
+    size_t len;
+    ck_assert_int_eq(gguf_get_str(g, "general.architecture", &s, &len, &err), 0);
+    ck_assert(len == strlen(arch) && !memcmp(s, arch, len));
+    ck_assert_int_eq(gguf_get_str(g, "general.name", &s, &len, &err), 0);
+    check_u32(g, "general.file_type", mkmodel_recipe_file_type(&c));
+    char k[128];
+#define KEY(x) (snprintf(k, sizeof k, "%s." x, arch), k)
+    check_u32(g, KEY("block_count"), c.n_layer);
+    check_u32(g, KEY("embedding_length"), c.n_embd);
+    check_u32(g, KEY("context_length"), c.n_ctx);
+    check_u32(g, KEY("attention.head_count"), c.n_head);
+    check_u32(g, KEY("attention.head_count_kv"), c.n_head_kv);
+    check_u32(g, KEY("attention.key_length"), c.head_dim);
+    check_u32(g, KEY("attention.value_length"), c.head_dim);
+    check_u32(g, KEY("rope.dimension_count"), c.head_dim);
+    check_u32(g, KEY("expert_count"), c.n_expert);
+    check_u32(g, KEY("expert_used_count"), c.n_expert_used);
+    check_u32(g, KEY("vocab_size"), c.n_vocab);
+    bool ff_is_expert = c.arch == MKMODEL_ARCH_MIXTRAL || c.arch == MKMODEL_ARCH_OLMOE;
+    check_u32(g, KEY("feed_forward_length"), ff_is_expert ? c.n_ff_exp : c.n_ff);
+    if (!ff_is_expert)
+        check_u32(g, KEY("expert_feed_forward_length"), c.n_ff_exp);
+    if (c.arch == MKMODEL_ARCH_QWEN2MOE)
+        check_u32(g, KEY("expert_shared_feed_forward_length"), c.n_ff_shexp);
+    double f;
+    ck_assert_int_eq(gguf_get_float(g, KEY("attention.layer_norm_rms_epsilon"), &f, &err), 0);
+    ck_assert(fabs(f - c.rms_eps) < 1e-9);
+    ck_assert_int_eq(gguf_get_float(g, KEY("rope.freq_base"), &f, &err), 0);
+    ck_assert(fabs(f - c.rope_freq_base) < 1e-3 * c.rope_freq_base);
+#undef KEY
+    ck_assert_int_eq(gguf_get_str(g, "tokenizer.ggml.model", &s, &len, &err), 0);
+    ck_assert(len == 4 && !memcmp(s, "gpt2", 4));
+    ck_assert_int_eq(gguf_get_str(g, "tokenizer.ggml.pre", &s, &len, &err), 0);
+    gguf_value_type_t et;
+    uint64_t n;
+    ck_assert_int_eq(gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &err), 0);
+    ck_assert_uint_eq(n, (uint64_t)c.n_vocab);
+    ck_assert_int_eq(gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n, &err), 0);
+    ck_assert_uint_eq(n, (uint64_t)c.n_vocab);
+    ck_assert_int_eq(gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &err), 0);
+    ck_assert_int_ge(gguf_find_key(g, "tokenizer.ggml.eos_token_id"), 0);
+    ck_assert_int_ge(gguf_find_key(g, "tokenizer.ggml.bos_token_id"), 0);
+    mkmodel_plan_destroy(&p);
+    gguf_destroy(&g);
+}
+
+START_TEST(test_file_every_arch)
+{
+    static const char *archs[] = {"qwen3moe", "qwen2moe", "mixtral", "olmoe"};
+    make_tmpdir();
+    for (int a = 0; a < 4; a++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, archs[a]);
+        const char *flags[] = {"--arch", archs[a], "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads",
+                               "2", "--head-dim", "16", "--experts", "8", "--experts-used", "2", "--expert-ff",
+                               "32", "--ff", a == 2 || a == 3 ? "32" : "96", "--vocab", "300", "--ctx", "128",
+                               "--type", a % 2 ? "Q8_0" : "F16", "--threads", "2", NULL};
+        write_model(path, flags);
+        check_file(path, flags);
+    }
+    /* Q4_K_M with 256-wide rows, and IQ blocks, also read back. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/q4km.gguf", tmpdir);
+    const char *q4km[] = {"--layers", "2", "--embd", "256", "--experts", "4", "--experts-used", "2", "--expert-ff",
+                          "256", "--vocab", "400", "--recipe", "Q4_K_M", "--threads", "2", NULL};
+    write_model(path, q4km);
+    check_file(path, q4km);
+    const char *iq[] = {"--layers", "1", "--embd", "256", "--experts", "2", "--experts-used", "1", "--expert-ff",
+                        "256", "--vocab", "300", "--type", "IQ2_XS", "--threads", "2", NULL};
+    write_model(path, iq);
+    check_file(path, iq);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_file_deterministic)
+{
+    make_tmpdir();
+    char a[512], b[512], c[512];
+    snprintf(a, sizeof a, "%s/a.gguf", tmpdir);
+    snprintf(b, sizeof b, "%s/b.gguf", tmpdir);
+    snprintf(c, sizeof c, "%s/c.gguf", tmpdir);
+    const char *base[] = {"--arch", "qwen2moe", "--layers", "2", "--embd", "256", "--experts", "8", "--experts-used",
+                          "2", "--expert-ff", "256", "--shared-ff", "256", "--vocab", "512", "--recipe", "Q4_K_M",
+                          "--seed", "5"};
+    enum { NB = sizeof base / sizeof *base };
+    const char *f1[NB + 3], *f2[NB + 3], *f3[NB + 3];
+    memcpy(f1, base, sizeof base);
+    memcpy(f2, base, sizeof base);
+    memcpy(f3, base, sizeof base);
+    f1[NB] = "--threads", f1[NB + 1] = "1", f1[NB + 2] = NULL;
+    f2[NB] = "--threads", f2[NB + 1] = "3", f2[NB + 2] = NULL;
+    f3[NB] = "--threads", f3[NB + 1] = "2", f3[NB + 2] = NULL;
+    f3[NB - 1] = "6"; /* another seed */
+    write_model(a, f1);
+    write_model(b, f2);
+    write_model(c, f3);
+    size_t na, nb, nc;
+    uint8_t *da = read_file(a, &na), *db = read_file(b, &nb), *dc = read_file(c, &nc);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_msg(!memcmp(da, db, na), "--threads 1 and --threads 3 wrote different bytes");
+    ck_assert_uint_eq(na, nc);
+    ck_assert_msg(memcmp(da, dc, na), "--seed 5 and --seed 6 wrote the same bytes");
+    /* The same seed again: the same bytes. */
+    write_model(c, f1);
+    free(dc);
+    dc = read_file(c, &nc);
+    ck_assert(nc == na && !memcmp(da, dc, na));
+    free(da);
+    free(db);
+    free(dc);
+    remove_tmpdir();
+}
+END_TEST
+
+/* The built-in vocabulary through Guild's tokenizer: English becomes multi-byte tokens, and decodes back. */
+START_TEST(test_file_tokenizes_english)
+{
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/v.gguf", tmpdir);
+    const char *flags[] = {"--layers", "1", "--embd", "64", "--heads", "2", "--kv-heads", "1", "--head-dim", "32",
+                           "--experts", "2", "--experts-used", "1", "--expert-ff", "32", "--type", "F32", NULL};
+    write_model(path, flags);
+    gguf_t *g;
+    tok_t *t;
+    guild_err_t err;
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    ck_assert_msg(tok_new_from_gguf(&t, g, &err) == 0, "%s", err.msg);
+    const char *text = "The people in the town were talking about the weather and the river, as they always do.";
+    tok_ids_t ids;
+    tok_ids_init(&ids);
+    ck_assert_int_eq(tok_encode(t, text, strlen(text), 0, &ids, &err), 0);
+    ck_assert_msg(ids.n * 3 < strlen(text), "%zu tokens for %zu bytes", ids.n, strlen(text));
+    char *back;
+    size_t back_len;
+    ck_assert_int_eq(tok_decode(t, ids.v, ids.n, 0, &back, &back_len, &err), 0);
+    ck_assert_str_eq(back, text);
+    free(back);
+    ck_assert_int_eq(tok_eos(t), tok_find(t, "<|im_end|>", 10));
+    tok_ids_fini(&ids);
+    tok_destroy(&t);
+    gguf_destroy(&g);
+    remove_tmpdir();
+}
+END_TEST
+
+/* --vocab-from copies a real tokenizer (shared fixtures; skipped without them). */
+START_TEST(test_file_vocab_from)
+{
+    const char *fx = getenv("GUILD_FIXTURES");
+    char src[1024];
+    snprintf(src, sizeof src, "%s/tokenizer/ggml-vocab-gpt-2.gguf", fx ? fx : GUILD_FIXTURES);
+    if (access(src, R_OK) != 0)
+        return;
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/gpt2.gguf", tmpdir);
+    const char *flags[] = {"--layers", "1", "--embd", "64", "--heads", "2", "--kv-heads", "1", "--head-dim", "32",
+                           "--experts", "2", "--experts-used", "1", "--expert-ff", "32", "--type", "Q8_0",
+                           "--vocab-from", src, NULL};
+    write_model(path, flags);
+    gguf_t *g, *o;
+    guild_err_t err;
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gguf_new(&o, src, &err) == 0, "%s", err.msg);
+    gguf_value_type_t et;
+    uint64_t n, n_src;
+    ck_assert_int_eq(gguf_get_arr(o, "tokenizer.ggml.tokens", &et, &n_src, &err), 0);
+    ck_assert_int_eq(gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &err), 0);
+    ck_assert_uint_eq(n, n_src);
+    ck_assert_uint_eq(gguf_find_tensor(g, "token_embd.weight")->ne[1], n_src);
+    check_u32(g, "qwen3moe.vocab_size", (int64_t)n_src);
+    for (int64_t i = 0; i < gguf_n_kv(o); i++) {
+        const char *key = gguf_kv_key(o, i);
+        if (strncmp(key, "tokenizer.", 10))
+            continue;
+        ck_assert_msg(gguf_find_key(g, key) >= 0, "%s not copied", key);
+        ck_assert_int_eq(gguf_kv_type(g, gguf_find_key(g, key)), gguf_kv_type(o, i));
+    }
+    const char *s1, *s2;
+    size_t l1, l2;
+    gguf_arr_str(o, "tokenizer.ggml.tokens", n_src - 1, &s1, &l1);
+    gguf_arr_str(g, "tokenizer.ggml.tokens", n_src - 1, &s2, &l2);
+    ck_assert(l1 == l2 && !memcmp(s1, s2, l1));
+    gguf_destroy(&g);
+    gguf_destroy(&o);
+    remove_tmpdir();
+}
+END_TEST
+
+/* A failure half-way leaves no file behind. */
+START_TEST(test_file_error_leaves_nothing)
+{
+    mkmodel_config_t c;
+    guild_err_t err;
+    bool quiet;
+    const char *argv[] = {"guild-mkmodel", "--layers", "1", "-o", "/nonexistent-dir/x.gguf"};
+    ck_assert_int_eq(mkmodel_cli_parse(5, (char **)argv, &c, &quiet, &err), 0);
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    ck_assert_int_eq(mkmodel_write(&c, NULL, NULL, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "/nonexistent-dir/x.gguf"), "%s", err.msg);
+    const char *argv2[] = {"guild-mkmodel", "--layers", "1", "--vocab-from", "/nonexistent.gguf", "-o", "y.gguf"};
+    ck_assert_int_eq(mkmodel_cli_parse(7, (char **)argv2, &c, &quiet, &err), 0);
+    ck_assert_int_eq(mkmodel_write(&c, NULL, NULL, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--vocab-from") && strstr(err.msg, "/nonexistent.gguf"), "%s", err.msg);
+    ck_assert_int_ne(access("y.gguf", F_OK), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mkmodel");
+    TCase *tc = tcase_create("cli");
+    tcase_add_test(tc, test_cli_preset_and_overrides);
+    tcase_add_test(tc, test_cli_errors);
+    tcase_add_test(tc, test_cli_binary);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("recipe");
+    tcase_add_test(tc, test_recipe_q4_k_m);
+    tcase_add_test(tc, test_recipe_fallbacks);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stats");
+    tcase_add_test(tc, test_stats_every_type);
+    tcase_add_test(tc, test_rng_gauss);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("vocab");
+    tcase_add_test(tc, test_vocab_builtin);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("file");
+    tcase_add_test(tc, test_file_every_arch);
+    tcase_add_test(tc, test_file_deterministic);
+    tcase_add_test(tc, test_file_tokenizes_english);
+    tcase_add_test(tc, test_file_vocab_from);
+    tcase_add_test(tc, test_file_error_leaves_nothing);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
