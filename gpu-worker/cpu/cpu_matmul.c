@@ -2,31 +2,23 @@
 
 #include <string.h>
 
+#include "core/kern/kern.h"
 #include "core/quant/quant.h"
 #include "core/util/err.h"
 
 /* Rows per task: enough to amortise a task hand-out, few enough to balance two to a hundred threads. */
 #define ROWS_PER_TASK 16
 
+/* The SIMD kernels of core/kern: bit-identical to the references, chosen once for this CPU. */
 void cpu_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                 const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    for (int64_t r = 0; r < nrows; r++) {
-        const void *row = (const char *)w + (size_t)r * w_stride;
-        for (int64_t t = 0; t < ntok; t++)
-            out[(size_t)t * ldo + (size_t)r] = quant_vec_dot_ref(type, n, row, (const char *)act + (size_t)t * act_stride);
-    }
+    kern_matmul(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }
 
 void cpu_quantize(guild_type_t act_type, const float *x, void *dst, int64_t n)
 {
-    if (act_type == GUILD_TYPE_F32) {
-        memcpy(dst, x, (size_t)n * sizeof *x);
-        return;
-    }
-    guild_err_t err;
-    int rc = quant_quantize_row_ref(act_type, x, dst, n, &err);
-    GUILD_ASSERT(rc == 0); /* widths were checked when the weights were bound */
+    kern_quantize(act_type, x, dst, n);
 }
 
 size_t cpu_act_row_bytes(guild_type_t type, int64_t n)
