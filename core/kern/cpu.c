@@ -86,6 +86,7 @@ static void detect(kern_cpu_t *c)
     __cpuid_count(7, 0, a, b, cx, d);
     unsigned sub7_max = a;
     c->avx2 = (b >> 5) & 1;
+    c->bmi2 = (b >> 8) & 1;
     c->fma = fma;
     c->f16c = f16c;
     if (os_avx512) {
@@ -137,7 +138,8 @@ void kern_cpu_describe(const kern_cpu_t *cpu, char *buf, int size)
         size_t offset;
     } flags[] = {
         {"avx2", offsetof(kern_cpu_t, avx2)},           {"fma", offsetof(kern_cpu_t, fma)},
-        {"f16c", offsetof(kern_cpu_t, f16c)},           {"avx512f", offsetof(kern_cpu_t, avx512f)},
+        {"f16c", offsetof(kern_cpu_t, f16c)},           {"bmi2", offsetof(kern_cpu_t, bmi2)},
+        {"avx512f", offsetof(kern_cpu_t, avx512f)},
         {"avx512bw", offsetof(kern_cpu_t, avx512bw)},   {"avx512vl", offsetof(kern_cpu_t, avx512vl)},
         {"avx512dq", offsetof(kern_cpu_t, avx512dq)},   {"avx512vnni", offsetof(kern_cpu_t, avx512vnni)},
         {"avx512bf16", offsetof(kern_cpu_t, avx512bf16)}, {"avx-vnni", offsetof(kern_cpu_t, avx_vnni)},

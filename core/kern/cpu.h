@@ -11,7 +11,7 @@
 
 typedef struct kern_cpu {
     char model[49];     /* brand string ("Intel(R) Xeon(R) ..."), "unknown" when the CPU has none */
-    bool avx2, fma, f16c;
+    bool avx2, fma, f16c, bmi2;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
     bool avx_vnni;      /* the VEX-encoded 256-bit VNNI of Alder Lake and later */
     bool amx_tile, amx_int8, amx_bf16; /* usable: CPU, OS state and the Linux permission all present */

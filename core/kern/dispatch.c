@@ -22,7 +22,7 @@ static bool cpu_has_level(const kern_cpu_t *c, kern_level_t level)
     case KERN_LEVEL_AVX2:
         return c->avx2 && c->fma && c->f16c;
     case KERN_LEVEL_AVX512:
-        return cpu_has_level(c, KERN_LEVEL_AVX2) && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
+        return cpu_has_level(c, KERN_LEVEL_AVX2) && c->bmi2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
     case KERN_LEVEL_AVX512_VNNI:
         return cpu_has_level(c, KERN_LEVEL_AVX512) && c->avx512vnni;
     case KERN_LEVEL_AMX:

@@ -21,7 +21,7 @@
 typedef enum kern_level {
     KERN_LEVEL_SCALAR = 0,  /* the core/quant references: any CPU */
     KERN_LEVEL_AVX2,        /* AVX2 + FMA + F16C (Haswell, Zen 1 and later) */
-    KERN_LEVEL_AVX512,      /* AVX-512 F/BW/VL/DQ (Skylake-SP) */
+    KERN_LEVEL_AVX512,      /* AVX-512 F/BW/VL/DQ + BMI2 (Skylake-SP) */
     KERN_LEVEL_AVX512_VNNI, /* + AVX512-VNNI (Cascade Lake, Ice Lake, Sapphire Rapids, Zen 4) */
     KERN_LEVEL_AMX,         /* + AMX-INT8 tiles for large token groups (Sapphire Rapids and later) */
     KERN_LEVEL_COUNT

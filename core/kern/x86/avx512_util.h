@@ -4,6 +4,8 @@
 #define GUILD_KERN_X86_AVX512_UTIL_H
 
 #include <immintrin.h>
+
+#include "core/quant/blocks.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -56,6 +58,15 @@ static inline __m128i k512_k4_scales(const uint8_t *scales)
     const uint32_t u1 = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
     const uint32_t u0 = u[0] & kmask1;
     return _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0);
+}
+
+/* The 8 six-bit scales minus 32, as int8 in the low 8 bytes (pdep spreads the nibbles and the 2-bit highs). */
+static inline __m128i k512_iq4xs_scales(const quant_block_iq4_xs *x)
+{
+    uint32_t lo;
+    memcpy(&lo, x->scales_l, 4);
+    const uint64_t ls = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
+    return _mm_sub_epi8(_mm_cvtsi64_si128((long long)ls), _mm_set1_epi8(32));
 }
 
 /* ---- 16 rows' integer block sums -> one vector per sum, lanes = rows ------------------------------------ *
