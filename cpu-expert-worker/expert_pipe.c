@@ -1,0 +1,342 @@
+#include "cpu-expert-worker/expert_pipe.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model/activation.h"
+#include "core/quant/types.h"
+#include "cpu-expert-worker/expert_matmul.h"
+
+#define DEFAULT_GATE_UP_ROWS 32
+#define DEFAULT_DOWN_ROWS 64
+
+/* Per-expert progress, one cache line each: written by the tasks of that expert only. */
+typedef struct expert_state {
+    _Atomic int64_t gu_rows_done; /* gate/up rows finished */
+    _Atomic int32_t ready;        /* 1 once the expert's hidden vectors are quantized (release) */
+    char pad[64 - sizeof(int64_t) - sizeof(int32_t)];
+} __attribute__((aligned(64))) expert_state_t;
+
+struct expert_pipe {
+    expert_pipe_src_t src;
+    guild_pool_t *pool;
+    int32_t gu_rows, down_rows;
+
+    /* scratch, grown to the largest batch seen; p = a pair's index in expert order */
+    int64_t cap_pairs, cap_tokens;
+    int32_t *pair;     /* [cap_pairs] t * n_used + k of pair p */
+    int32_t *pos;      /* [cap_pairs] by t * n_used + k: its p, or -1 when not owned */
+    int32_t *count;    /* [n_expert] pairs per expert, then a cursor */
+    int32_t *used;     /* [n_expert] experts with pairs, ascending */
+    int32_t *start;    /* [n_expert + 1] first p of used[i] */
+    expert_state_t *state; /* [n_expert] by used index */
+    char *xg, *xu;     /* [cap_pairs][act row] x of the pair's token, in gate's / up's activation type */
+    float *h;          /* [cap_pairs][n_ff] gate projection, then silu(gate) * up */
+    float *u;          /* [cap_pairs][n_ff] up projection */
+    char *hq;          /* [cap_pairs][down act row] the hidden vector in down's activation type */
+    float *tmp;        /* [pool threads][cap_pairs * down_rows] down outputs before the scatter */
+    _Atomic int32_t x_done; /* tokens quantized */
+};
+
+typedef struct run_job {
+    expert_pipe_t *p;
+    int32_t layer, n_tokens, n_used_experts;
+    const float *x;
+    float *y;
+    guild_type_t gate_act, up_act, down_act;
+    size_t xg_row, xu_row, hq_row; /* bytes */
+    int64_t gu_chunks, down_chunks, first_gu, first_down;
+} run_job_t;
+
+static const expert_mats_t *shard_get(const void *ctx, int32_t layer, int32_t expert)
+{
+    return expert_shard_get(ctx, layer, expert);
+}
+
+void expert_pipe_src_from_shard(expert_pipe_src_t *src, const expert_shard_t *shard)
+{
+    const model_config_t *c = expert_shard_config(shard);
+    *src = (expert_pipe_src_t){
+        .n_layer = c->n_layer,
+        .n_expert = c->n_expert,
+        .n_expert_used = c->n_expert_used,
+        .n_embd = c->n_embd,
+        .n_ff = c->n_ff_exp,
+        .get = shard_get,
+        .ctx = shard,
+    };
+}
+
+static void free_scratch(expert_pipe_t *p)
+{
+    free(p->pair);
+    free(p->pos);
+    free(p->xg);
+    free(p->xu);
+    free(p->h);
+    free(p->u);
+    free(p->hq);
+    free(p->tmp);
+    p->pair = p->pos = NULL;
+    p->xg = p->xu = p->hq = NULL;
+    p->h = p->u = p->tmp = NULL;
+    p->cap_pairs = p->cap_tokens = 0;
+}
+
+int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_pool_t *pool,
+                    const expert_pipe_tuning_t *tuning, guild_err_t *err)
+{
+    *out = NULL;
+    expert_pipe_tuning_t t = {DEFAULT_GATE_UP_ROWS, DEFAULT_DOWN_ROWS};
+    if (tuning)
+        t = *tuning;
+    if (t.gate_up_rows <= 0 || t.gate_up_rows % 16 || t.down_rows <= 0 || t.down_rows % 16)
+        return guild_err_set(err, "expert pipeline: row blocks %d (gate/up) and %d (down) must be positive "
+                                  "multiples of 16", t.gate_up_rows, t.down_rows);
+    expert_pipe_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return guild_err_set(err, "expert pipeline: out of memory");
+    p->src = *src;
+    p->pool = pool;
+    p->gu_rows = t.gate_up_rows;
+    p->down_rows = t.down_rows;
+    p->count = calloc((size_t)src->n_expert, sizeof *p->count);
+    p->used = calloc((size_t)src->n_expert, sizeof *p->used);
+    p->start = calloc((size_t)src->n_expert + 1, sizeof *p->start);
+    p->state = aligned_alloc(64, (size_t)src->n_expert * sizeof *p->state);
+    if (!p->count || !p->used || !p->start || !p->state) {
+        expert_pipe_destroy(&p);
+        return guild_err_set(err, "expert pipeline: out of memory");
+    }
+    *out = p;
+    return 0;
+}
+
+void expert_pipe_destroy(expert_pipe_t **pp)
+{
+    expert_pipe_t *p = *pp;
+    if (!p)
+        return;
+    free_scratch(p);
+    free(p->count);
+    free(p->used);
+    free(p->start);
+    free(p->state);
+    free(p);
+    *pp = NULL;
+}
+
+/* Room for n_pairs pairs of n_tokens tokens; activation rows sized for the widest type (F32), so one
+ * allocation fits every layer. */
+static int reserve(expert_pipe_t *p, int64_t n_pairs, guild_err_t *err)
+{
+    if (n_pairs <= p->cap_pairs)
+        return 0;
+    free_scratch(p);
+    const size_t P = (size_t)n_pairs, E = (size_t)p->src.n_embd, F = (size_t)p->src.n_ff;
+    const size_t threads = (size_t)guild_pool_threads(p->pool);
+    p->pair = malloc(P * sizeof *p->pair);
+    p->pos = malloc(P * sizeof *p->pos);
+    p->xg = malloc(P * E * sizeof(float));
+    p->xu = malloc(P * E * sizeof(float));
+    p->h = malloc(P * F * sizeof(float));
+    p->u = malloc(P * F * sizeof(float));
+    p->hq = malloc(P * F * sizeof(float));
+    p->tmp = malloc(threads * P * (size_t)p->down_rows * sizeof(float));
+    if (!p->pair || !p->pos || !p->xg || !p->xu || !p->h || !p->u || !p->hq || !p->tmp) {
+        free_scratch(p);
+        return guild_err_set(err, "expert pipeline: out of memory for %lld (token, expert) pairs",
+                             (long long)n_pairs);
+    }
+    p->cap_pairs = n_pairs;
+    return 0;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static size_t act_row(guild_type_t weight_type, int64_t n)
+{
+    uint64_t bytes = 0;
+    int rc = quant_row_bytes(quant_type_info(weight_type)->dot_type, (uint64_t)n, &bytes, NULL);
+    GUILD_ASSERT(rc == 0);
+    return (size_t)bytes;
+}
+
+/* Token t: x[t] quantized once per activation type, copied to each of its owned pairs. */
+static void quantize_x(run_job_t *j, int32_t t)
+{
+    expert_pipe_t *p = j->p;
+    const int32_t K = p->src.n_expert_used;
+    const float *x = j->x + (size_t)t * (size_t)p->src.n_embd;
+    int32_t first = -1;
+    for (int32_t k = 0; k < K; k++) {
+        const int32_t q = p->pos[(size_t)t * (size_t)K + (size_t)k];
+        if (q < 0)
+            continue;
+        char *xg = p->xg + (size_t)q * j->xg_row, *xu = p->xu + (size_t)q * j->xu_row;
+        if (first < 0) {
+            expert_quantize(j->gate_act, x, xg, p->src.n_embd);
+            if (j->up_act != j->gate_act)
+                expert_quantize(j->up_act, x, xu, p->src.n_embd);
+            first = q;
+        } else {
+            memcpy(xg, p->xg + (size_t)first * j->xg_row, j->xg_row);
+            if (j->up_act != j->gate_act)
+                memcpy(xu, p->xu + (size_t)first * j->xu_row, j->xu_row);
+        }
+    }
+    atomic_fetch_add_explicit(&p->x_done, 1, memory_order_release);
+}
+
+/* Gate and up rows [r0, r0 + nr) of expert used[i] for all its pairs, then silu(gate) * up; the task that
+ * finishes the expert's last rows quantizes its hidden vectors and publishes them. */
+static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr)
+{
+    expert_pipe_t *p = j->p;
+    const int64_t F = p->src.n_ff, E = p->src.n_embd;
+    const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
+    const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
+    const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
+    const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
+    while (atomic_load_explicit(&p->x_done, memory_order_acquire) < j->n_tokens)
+        cpu_relax();
+    expert_matmul(m->gate_type, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, m->gate_row,
+                  p->xg + (size_t)p0 * j->xg_row, j->xg_row, p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+    expert_matmul(m->up_type, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
+                  xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+    for (int32_t q = p0; q < p0 + np; q++) {
+        float *h = p->h + (size_t)q * (size_t)F;
+        const float *u = p->u + (size_t)q * (size_t)F;
+        for (int64_t r = r0; r < r0 + nr; r++)
+            h[r] = model_silu(h[r]) * u[r];
+    }
+    expert_state_t *s = &p->state[i];
+    if (atomic_fetch_add_explicit(&s->gu_rows_done, nr, memory_order_acq_rel) + nr == F) {
+        for (int32_t q = p0; q < p0 + np; q++)
+            expert_quantize(j->down_act, p->h + (size_t)q * (size_t)F, p->hq + (size_t)q * j->hq_row, F);
+        atomic_store_explicit(&s->ready, 1, memory_order_release);
+    }
+}
+
+/* Down rows [r0, r0 + nr) of expert used[i] for all its pairs, straight into y. */
+static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
+{
+    expert_pipe_t *p = j->p;
+    const int64_t F = p->src.n_ff, E = p->src.n_embd;
+    const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
+    const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
+    while (!atomic_load_explicit(&p->state[i].ready, memory_order_acquire))
+        cpu_relax();
+    const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
+    if (np == 1) {
+        expert_matmul(m->down_type, F, nr, 1, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row,
+                      j->y + (size_t)p->pair[p0] * (size_t)E + (size_t)r0, (size_t)nr);
+        return;
+    }
+    /* several tokens: one kernel call reads each row once for all of them, then the rows go to their pairs */
+    float *tmp = p->tmp + (size_t)thread * (size_t)p->cap_pairs * (size_t)p->down_rows;
+    expert_matmul(m->down_type, F, nr, np, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row, tmp,
+                  (size_t)nr);
+    for (int32_t q = 0; q < np; q++)
+        memcpy(j->y + (size_t)p->pair[p0 + q] * (size_t)E + (size_t)r0, tmp + (size_t)q * (size_t)nr,
+               (size_t)nr * sizeof(float));
+}
+
+static void pipe_task(void *ctx, int64_t task, int thread)
+{
+    run_job_t *j = ctx;
+    expert_pipe_t *p = j->p;
+    if (task < j->first_gu) {
+        quantize_x(j, (int32_t)task);
+    } else if (task < j->first_down) {
+        const int64_t k = task - j->first_gu;
+        const int64_t r0 = (k % j->gu_chunks) * p->gu_rows;
+        const int64_t nr = p->src.n_ff - r0 < p->gu_rows ? p->src.n_ff - r0 : p->gu_rows;
+        gate_up(j, (int32_t)(k / j->gu_chunks), r0, nr);
+    } else {
+        const int64_t k = task - j->first_down;
+        const int64_t r0 = (k % j->down_chunks) * p->down_rows;
+        const int64_t nr = p->src.n_embd - r0 < p->down_rows ? p->src.n_embd - r0 : p->down_rows;
+        down(j, (int32_t)(k / j->down_chunks), r0, nr, thread);
+    }
+}
+
+int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
+                        float *y, guild_err_t *err)
+{
+    const expert_pipe_src_t *s = &p->src;
+    const int32_t K = s->n_expert_used;
+    if (layer < 0 || layer >= s->n_layer)
+        return guild_err_set(err, "expert pipeline: layer %d is out of range (%d layers)", layer, s->n_layer);
+    if (n_tokens <= 0)
+        return 0;
+    const int64_t n_all = (int64_t)n_tokens * K;
+    for (int64_t q = 0; q < n_all; q++)
+        if (ids[q] < 0 || ids[q] >= s->n_expert)
+            return guild_err_set(err, "expert pipeline: layer %d token %lld slot %lld: expert id %d is out of range",
+                                 layer, (long long)(q / K), (long long)(q % K), ids[q]);
+    if (reserve(p, n_all, err) < 0)
+        return -1;
+
+    /* group owned pairs by expert (counting sort: stable, so tokens stay in order within an expert) */
+    memset(p->count, 0, (size_t)s->n_expert * sizeof *p->count);
+    for (int64_t q = 0; q < n_all; q++)
+        if (s->get(s->ctx, layer, ids[q]))
+            p->count[ids[q]]++;
+    int32_t n_used = 0, total = 0;
+    for (int32_t ex = 0; ex < s->n_expert; ex++) {
+        if (!p->count[ex])
+            continue;
+        p->used[n_used] = ex;
+        p->start[n_used] = total;
+        total += p->count[ex];
+        p->count[ex] = p->start[n_used]; /* now the cursor */
+        n_used++;
+    }
+    p->start[n_used] = total;
+    if (total == 0)
+        return 0;
+    for (int64_t q = 0; q < n_all; q++) {
+        p->pos[q] = -1;
+        if (s->get(s->ctx, layer, ids[q])) {
+            p->pos[q] = p->count[ids[q]];
+            p->pair[p->count[ids[q]]++] = (int32_t)q;
+        }
+    }
+    for (int32_t i = 0; i < n_used; i++) {
+        atomic_store_explicit(&p->state[i].gu_rows_done, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->state[i].ready, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&p->x_done, 0, memory_order_relaxed);
+
+    const expert_mats_t *any = s->get(s->ctx, layer, p->used[0]);
+    run_job_t j = {
+        .p = p,
+        .layer = layer,
+        .n_tokens = n_tokens,
+        .n_used_experts = n_used,
+        .x = x,
+        .y = y,
+        .gate_act = quant_type_info(any->gate_type)->dot_type,
+        .up_act = quant_type_info(any->up_type)->dot_type,
+        .down_act = quant_type_info(any->down_type)->dot_type,
+        .xg_row = act_row(any->gate_type, s->n_embd),
+        .xu_row = act_row(any->up_type, s->n_embd),
+        .hq_row = act_row(any->down_type, s->n_ff),
+        .gu_chunks = (s->n_ff + p->gu_rows - 1) / p->gu_rows,
+        .down_chunks = (s->n_embd + p->down_rows - 1) / p->down_rows,
+    };
+    j.first_gu = n_tokens;
+    j.first_down = j.first_gu + (int64_t)n_used * j.gu_chunks;
+    /* the pool's release/acquire hand-off publishes the stores above to the workers */
+    guild_pool_run(p->pool, j.first_down + (int64_t)n_used * j.down_chunks, pipe_task, &j);
+    return total;
+}

@@ -1,0 +1,237 @@
+/* Tests for cpu-expert-worker/expert_pipe: the fused one-pass pipeline gives, for every owned (token, slot)
+ * pair, exactly the bits of a naive computation with the scalar references (quantize x, gate/up dot products,
+ * silu(gate) * up, quantize, down dot products), for any thread count, row blocks, token count and expert
+ * types; pairs it does not own stay untouched; bad ids and layers are errors. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model/activation.h"
+#include "core/quant/fp16.h"
+#include "core/quant/quant.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/expert_pipe.h"
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_float(void)
+{
+    return (float)((double)(rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+/* Synthetic experts: n_layer x n_expert sets of three matrices, owned where own[] says. */
+typedef struct experts {
+    expert_pipe_src_t src;
+    expert_mats_t *mats; /* [n_layer][n_expert] */
+    uint8_t *own;        /* [n_layer][n_expert] */
+    void *mem;
+} experts_t;
+
+static const expert_mats_t *experts_get(const void *ctx, int32_t layer, int32_t expert)
+{
+    const experts_t *x = ctx;
+    size_t i = (size_t)layer * (size_t)x->src.n_expert + (size_t)expert;
+    return x->own[i] ? &x->mats[i] : NULL;
+}
+
+static size_t row_bytes(guild_type_t t, int64_t n)
+{
+    uint64_t b;
+    ck_assert_int_eq(quant_row_bytes((uint32_t)t, (uint64_t)n, &b, NULL), 0);
+    return (size_t)b;
+}
+
+/* rows of `type`, quantized from small random floats (every type used here has a quantizer) */
+static void fill_matrix(guild_type_t type, char *w, int64_t rows, int64_t n)
+{
+    float *f = malloc((size_t)n * sizeof *f);
+    size_t rb = row_bytes(type, n);
+    guild_err_t err;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++)
+            f[i] = rng_float() * 0.1f;
+        ck_assert_msg(quant_quantize_row_ref(type, f, w + (size_t)r * rb, n, &err) == 0, "%s", err.msg);
+    }
+    free(f);
+}
+
+static void experts_new(experts_t *x, guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t E, int64_t F,
+                        int32_t n_expert, int32_t K, int32_t n_layer, int own_mod)
+{
+    memset(x, 0, sizeof *x);
+    x->src = (expert_pipe_src_t){n_layer, n_expert, K, E, F, experts_get, x};
+    size_t n = (size_t)n_layer * (size_t)n_expert;
+    size_t gb = row_bytes(gt, E) * (size_t)F, ub = row_bytes(ut, E) * (size_t)F, db = row_bytes(dt, F) * (size_t)E;
+    x->mats = calloc(n, sizeof *x->mats);
+    x->own = calloc(n, 1);
+    x->mem = malloc(n * (gb + ub + db));
+    ck_assert(x->mats && x->own && x->mem);
+    char *m = x->mem;
+    for (size_t i = 0; i < n; i++) {
+        expert_mats_t *e = &x->mats[i];
+        *e = (expert_mats_t){m, m + gb, m + gb + ub, gt, ut, dt, row_bytes(gt, E), row_bytes(ut, E), row_bytes(dt, F)};
+        fill_matrix(gt, (char *)e->gate, F, E);
+        fill_matrix(ut, (char *)e->up, F, E);
+        fill_matrix(dt, (char *)e->down, E, F);
+        m += gb + ub + db;
+        x->own[i] = own_mod ? (i % (size_t)own_mod) != 1 : 1;
+    }
+}
+
+static void experts_free(experts_t *x)
+{
+    free(x->mats);
+    free(x->own);
+    free(x->mem);
+}
+
+/* y[t][k] by the references, for owned pairs */
+static void naive(const experts_t *x, int32_t layer, int32_t T, const float *in, const int32_t *ids, float *y)
+{
+    const int64_t E = x->src.n_embd, F = x->src.n_ff;
+    const int32_t K = x->src.n_expert_used;
+    char *xq = malloc((size_t)E * 4 + 64), *hq = malloc((size_t)F * 4 + 64);
+    float *g = malloc((size_t)F * sizeof *g);
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t k = 0; k < K; k++) {
+            const expert_mats_t *m = experts_get(x, layer, ids[t * K + k]);
+            if (!m)
+                continue;
+            float *yo = y + ((size_t)t * K + (size_t)k) * (size_t)E;
+            guild_type_t ga = quant_type_info(m->gate_type)->dot_type;
+            guild_type_t ua = quant_type_info(m->up_type)->dot_type;
+            guild_type_t da = quant_type_info(m->down_type)->dot_type;
+            char *xu = malloc((size_t)E * 4 + 64);
+            ck_assert(!quant_quantize_row_ref(ga, in + (size_t)t * E, xq, E, NULL));
+            ck_assert(!quant_quantize_row_ref(ua, in + (size_t)t * E, xu, E, NULL));
+            for (int64_t r = 0; r < F; r++) {
+                float gv = quant_vec_dot_ref(m->gate_type, E, (const char *)m->gate + (size_t)r * m->gate_row, xq);
+                float uv = quant_vec_dot_ref(m->up_type, E, (const char *)m->up + (size_t)r * m->up_row, xu);
+                g[r] = model_silu(gv) * uv;
+            }
+            ck_assert(!quant_quantize_row_ref(da, g, hq, F, NULL));
+            for (int64_t r = 0; r < E; r++)
+                yo[r] = quant_vec_dot_ref(m->down_type, F, (const char *)m->down + (size_t)r * m->down_row, hq);
+            free(xu);
+        }
+    free(xq);
+    free(hq);
+    free(g);
+}
+
+static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t E, int64_t F, int32_t T,
+                     int threads, int gu_rows, int down_rows, int own_mod)
+{
+    experts_t x;
+    const int32_t NE = 6, K = 3, L = 2;
+    experts_new(&x, gt, ut, dt, E, F, NE, K, L, own_mod);
+    float *in = malloc((size_t)T * (size_t)E * sizeof *in);
+    int32_t *ids = malloc((size_t)T * K * sizeof *ids);
+    size_t ny = (size_t)T * K * (size_t)E;
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    for (size_t i = 0; i < (size_t)T * (size_t)E; i++)
+        in[i] = rng_float();
+    for (int32_t t = 0; t < T; t++) /* K distinct experts per token, as a router picks them */
+        for (int32_t k = 0; k < K; k++)
+            ids[t * K + k] = (int32_t)((t * 5 + k * 2 + (int)(rng_next() % 2)) % NE);
+    for (size_t i = 0; i < ny; i++)
+        want[i] = got[i] = -12345.0f;
+    naive(&x, 1, T, in, ids, want);
+
+    guild_pool_t *pool = NULL;
+    expert_pipe_t *p = NULL;
+    guild_err_t err;
+    ck_assert_int_eq(guild_pool_new(&pool, threads, NULL, &err), 0);
+    expert_pipe_tuning_t tune = {gu_rows, down_rows};
+    ck_assert_msg(expert_pipe_new(&p, &x.src, pool, &tune, &err) == 0, "%s", err.msg);
+    for (int rep = 0; rep < 2; rep++) { /* again, on scratch already grown */
+        int64_t n = expert_pipe_run(p, 1, T, in, ids, got, &err);
+        ck_assert_msg(n >= 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(want, got, ny * sizeof *got),
+                      "%s/%s/%s E=%lld F=%lld T=%d threads=%d rows=%d/%d: differs from the reference",
+                      quant_type_info(gt)->name, quant_type_info(ut)->name, quant_type_info(dt)->name,
+                      (long long)E, (long long)F, T, threads, gu_rows, down_rows);
+    }
+    expert_pipe_destroy(&p);
+    ck_assert_ptr_null(p);
+    guild_pool_destroy(&pool);
+    free(in);
+    free(ids);
+    free(want);
+    free(got);
+    experts_free(&x);
+}
+
+START_TEST(test_pipe_matches_reference)
+{
+    rng_state = 42;
+    /* the Q4_K_M mix (Q4_K gate/up, Q6_K down), single-type files, 32-element types; tokens 1 (decode),
+     * a few, and a prefill-sized batch; thread counts and row blocks that do and do not divide the rows */
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 1, 2, 32, 64, 0);
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 5, 3, 16, 48, 0);
+    run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, 256, 512, 3, 1, 48, 16, 0);
+    run_case(GUILD_TYPE_Q8_0, GUILD_TYPE_Q5_K, GUILD_TYPE_Q4_0, 256, 96, 17, 4, 32, 32, 0);
+    run_case(GUILD_TYPE_Q4_1, GUILD_TYPE_Q4_1, GUILD_TYPE_F16, 64, 64, 2, 2, 16, 16, 0);
+}
+END_TEST
+
+START_TEST(test_pipe_owns_a_shard)
+{
+    rng_state = 7;
+    /* every third expert is someone else's: its pairs must stay untouched (the reference skips them too) */
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 256, 256, 6, 2, 32, 64, 3);
+}
+END_TEST
+
+START_TEST(test_pipe_errors)
+{
+    experts_t x;
+    rng_state = 9;
+    experts_new(&x, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_0, 64, 64, 4, 2, 2, 0);
+    guild_pool_t *pool = NULL;
+    expert_pipe_t *p = NULL;
+    guild_err_t err;
+    ck_assert_int_eq(guild_pool_new(&pool, 2, NULL, &err), 0);
+    expert_pipe_tuning_t bad = {24, 64};
+    ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, &bad, &err), -1);
+    ck_assert(strstr(err.msg, "multiples of 16"));
+    ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, NULL, &err), 0);
+    float in[64] = {0}, y[2 * 64];
+    int32_t ids[2] = {1, 4};
+    ck_assert_int_eq(expert_pipe_run(p, 0, 1, in, ids, y, &err), -1);
+    ck_assert(strstr(err.msg, "expert id 4"));
+    ids[1] = 2;
+    ck_assert_int_eq(expert_pipe_run(p, 2, 1, in, ids, y, &err), -1);
+    ck_assert(strstr(err.msg, "layer 2"));
+    ck_assert_int_eq(expert_pipe_run(p, 1, 1, in, ids, y, &err), 2);
+    expert_pipe_destroy(&p);
+    guild_pool_destroy(&pool);
+    experts_free(&x);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("expert_pipe");
+    TCase *tc = tcase_create("pipe");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_pipe_matches_reference);
+    tcase_add_test(tc, test_pipe_owns_a_shard);
+    tcase_add_test(tc, test_pipe_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
