@@ -65,12 +65,12 @@ def main(argv):
             g = np.fromfile(out, dtype="<f4").reshape(-1, m.n_vocab)
             g_tokens = [int(np.argmax(row)) for row in g]
             # Every row is teacher-forced alike here: check the logits of all of them.
-            ok, s = compare_case(tclass, ref, g, g_tokens, path, PROMPT, greedy[:-1], STEPS)
+            ok, s = compare_case(tclass, ref, g, g_tokens, STEPS)
             ok = ok and len(g) == STEPS
             tol, note = s["tol"], s["note"]
-            print("%s %-20s max|d| %.3g  max rel %.3g over %d steps (tol %.2g%s; |logit| <= %.3g), %d near-ties, "
+            print("%s %-20s max|d| %.3g  max rel %.3g over %d steps (tol %.0e%s; |logit| <= %.3g), %d near-ties, "
                   "router margin >= %.2g" % ("ok  " if ok else "FAIL", name, s["max_abs"], s["max_rel"], len(g), tol,
-                                              (", " + note) if note else "", s["max_logit"], len(s["near_ties"]),
+                                              note, s["max_logit"], len(s["near_ties"]),
                                               m.min_router_margin))
             for i, t, best, gap in s["near_ties"] + s["token_fail"]:
                 print("     step %d: guild %d, reference %d, reference gap %.3g" % (i, t, best, gap))

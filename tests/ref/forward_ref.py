@@ -32,8 +32,7 @@ ARCHS = ("qwen3moe", "qwen2moe", "llama", "olmoe")
 class Weight:
     """A weight tensor dequantized to float64, shape reversed from GGUF's ne (so W @ x works on rows)."""
 
-    def __init__(self, t, emulate, noise=None):
-        self.noise = noise
+    def __init__(self, t, emulate):
         self.name = t.name
         self.type = t.type_name
         shape = tuple(reversed(t.ne))
@@ -58,8 +57,6 @@ class Weight:
             W = W.reshape(1, -1)
         if self.dot is None:
             return W @ x
-        if self.noise is not None:
-            x = self.noise.apply(x)
         xq, s = quantize_activation(self.dot, x)
         if self.mins is None:
             return W @ xq
@@ -84,20 +81,8 @@ def softmax(x):
     return e / e.sum()
 
 
-class ActNoise:
-    """Relative noise put on each matrix-product input before its activation quantization: models the float32
-    rounding differences of another implementation, to measure how far the logits move when Q8 roundings flip."""
-
-    def __init__(self, level, seed):
-        self.level = level
-        self.rng = np.random.default_rng(seed)
-
-    def apply(self, x):
-        return x * (1.0 + self.level * self.rng.standard_normal(x.shape))
-
-
 class Model:
-    def __init__(self, path, emulate=True, act_noise=None):
+    def __init__(self, path, emulate=True):
         g = GGUFFile(path)
         self.path = path
         self.gguf = g
@@ -147,7 +132,7 @@ class Model:
                 if required:
                     raise GGUFError("%s: missing tensor %s" % (path, name))
                 return None
-            return Weight(t, emulate, act_noise)
+            return Weight(t, emulate)
 
         def V(name, required=True):
             t = T(name, required)
