@@ -1115,7 +1115,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("gguf");
 #ifdef CHECK_GGUF_FIXTURES_ONLY
     char dir[4096];
     struct stat st;
@@ -1123,10 +1122,12 @@ int main(void)
         printf("SKIP: %s is absent: the real GGUF vocabularies were not opened\n", dir);
         return 77;
     }
+    Suite *s = suite_create("gguf");
     TCase *tc = tcase_create("real_vocabularies");
     tcase_add_test(tc, test_real_vocabularies_open);
     suite_add_tcase(s, tc);
 #else
+    Suite *s = suite_create("gguf");
     TCase *tc = tcase_create("round_trip");
     tcase_add_test(tc, test_scalars_round_trip);
     tcase_add_test(tc, test_getter_conversions);
