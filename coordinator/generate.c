@@ -27,7 +27,8 @@ static int stream_put(utf8_stream_t *s, FILE *out, const char *piece, size_t n, 
         s->buf = b;
         s->cap = cap;
     }
-    memcpy(s->buf + s->len, piece, n);
+    if (n)
+        memcpy(s->buf + s->len, piece, n); /* s->buf is NULL before the first piece */
     s->len += n;
     size_t keep = flush_all ? 0 : tok_utf8_incomplete(s->buf, s->len);
     size_t emit = s->len - keep;
