@@ -3,7 +3,9 @@
 # the token ids below, sampled and greedy; and the same ids, text and logits (byte for byte) with another
 # thread count and prompt batch size. The ids change only when the forward pass, the sampler or
 # guild-mkmodel's weights change on purpose: then check the new ones against the float64 reference
-# (tests/ref) before pinning them here.
+# (tests/ref/forward_ref.py; greedy agrees with it for the first 18 steps here, then one single-step
+# activation-quantization rounding difference, unavoidable between float32 and float64, makes a near tie
+# go the other way) before pinning them here.
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -35,8 +37,8 @@ run greedy --temp 0 --threads 1
 run sampled2 --seed 42 --temp 0.9 --threads 2 --batch 3
 run greedy2 --temp 0 --threads 2 --batch 1
 
-EXPECT_SAMPLED="3637 2276 3821 3969 2897 1208 1545 3252 842 631 1550 4024 810 1918 3332 2887 1562 599 3725 887 2806 2192 3094 1534"
-EXPECT_GREEDY="3637 687 3507 984 3864 3729 1735 3858 1003 1873 1565 3857 218 2230 964 1014 1668 2127 3920 917 2746 1224 3352 3501"
+EXPECT_SAMPLED="3818 2199 2193 495 2489 2647 3395 619 1076 2791 3381 2690 2598 3009 1870 3371 3994 177 521 996 3723 2479 872 2871"
+EXPECT_GREEDY="3818 2199 1304 379 277 3820 2768 1509 3637 3083 3352 3709 2043 2134 1204 196 1249 2754 636 3986 12 2639 1999 3483"
 got=$(cat "$T/sampled.ids")
 [ "$got" = "$EXPECT_SAMPLED" ] || fail "sampled ids: got '$got', expected '$EXPECT_SAMPLED'"
 got=$(cat "$T/greedy.ids")
