@@ -559,42 +559,45 @@ START_TEST(test_file_every_arch)
 }
 END_TEST
 
+/* Writes the model of `flags` plus --seed seed --threads threads into path and returns its bytes. */
+static uint8_t *model_bytes(const char *path, const char *const *flags, const char *seed, const char *threads,
+                            size_t *size)
+{
+    const char *f[64];
+    int n = 0;
+    for (; flags[n]; n++)
+        f[n] = flags[n];
+    f[n++] = "--seed", f[n++] = seed, f[n++] = "--threads", f[n++] = threads, f[n] = NULL;
+    write_model(path, f);
+    return read_file(path, size);
+}
+
 START_TEST(test_file_deterministic)
 {
     make_tmpdir();
-    char a[512], b[512], c[512];
-    snprintf(a, sizeof a, "%s/a.gguf", tmpdir);
-    snprintf(b, sizeof b, "%s/b.gguf", tmpdir);
-    snprintf(c, sizeof c, "%s/c.gguf", tmpdir);
-    const char *base[] = {"--arch", "qwen2moe", "--layers", "2", "--embd", "256", "--experts", "8", "--experts-used",
-                          "2", "--expert-ff", "256", "--shared-ff", "256", "--vocab", "512", "--recipe", "Q4_K_M",
-                          "--seed", "5"};
-    enum { NB = sizeof base / sizeof *base };
-    const char *f1[NB + 3], *f2[NB + 3], *f3[NB + 3];
-    memcpy(f1, base, sizeof base);
-    memcpy(f2, base, sizeof base);
-    memcpy(f3, base, sizeof base);
-    f1[NB] = "--threads", f1[NB + 1] = "1", f1[NB + 2] = NULL;
-    f2[NB] = "--threads", f2[NB + 1] = "3", f2[NB + 2] = NULL;
-    f3[NB] = "--threads", f3[NB + 1] = "2", f3[NB + 2] = NULL;
-    f3[NB - 1] = "6"; /* another seed */
-    write_model(a, f1);
-    write_model(b, f2);
-    write_model(c, f3);
+    char path[512];
+    snprintf(path, sizeof path, "%s/d.gguf", tmpdir);
+    /* F32 embeddings of 9000 x 256 are 9 MB: each is cut into several jobs, which threads share. */
+    const char *f32[] = {"--arch", "qwen2moe", "--layers", "2", "--embd", "256", "--experts", "8", "--experts-used",
+                         "2", "--expert-ff", "64", "--shared-ff", "64", "--vocab", "9000", "--type", "F32", NULL};
     size_t na, nb, nc;
-    uint8_t *da = read_file(a, &na), *db = read_file(b, &nb), *dc = read_file(c, &nc);
+    uint8_t *a = model_bytes(path, f32, "5", "1", &na), *b = model_bytes(path, f32, "5", "3", &nb),
+            *c = model_bytes(path, f32, "6", "2", &nc);
     ck_assert_uint_eq(na, nb);
-    ck_assert_msg(!memcmp(da, db, na), "--threads 1 and --threads 3 wrote different bytes");
+    ck_assert_msg(!memcmp(a, b, na), "--threads 1 and --threads 3 wrote different bytes");
     ck_assert_uint_eq(na, nc);
-    ck_assert_msg(memcmp(da, dc, na), "--seed 5 and --seed 6 wrote the same bytes");
-    /* The same seed again: the same bytes. */
-    write_model(c, f1);
-    free(dc);
-    dc = read_file(c, &nc);
-    ck_assert(nc == na && !memcmp(da, dc, na));
-    free(da);
-    free(db);
-    free(dc);
+    ck_assert_msg(memcmp(a, c, na), "--seed 5 and --seed 6 wrote the same bytes");
+    free(a);
+    free(b);
+    free(c);
+    /* Quantized (Q4_K_M mix): the same seed twice, with other thread counts, gives the same bytes. */
+    const char *q[] = {"--layers", "1", "--embd", "256", "--experts", "4", "--experts-used", "2", "--expert-ff",
+                       "256", "--vocab", "300", "--recipe", "Q4_K_M", NULL};
+    a = model_bytes(path, q, "9", "1", &na);
+    b = model_bytes(path, q, "9", "2", &nb);
+    ck_assert(na == nb && !memcmp(a, b, na));
+    free(a);
+    free(b);
     remove_tmpdir();
 }
 END_TEST
@@ -707,6 +710,7 @@ int main(void)
     tcase_add_test(tc, test_recipe_fallbacks);
     suite_add_tcase(s, tc);
     tc = tcase_create("stats");
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_stats_every_type);
     tcase_add_test(tc, test_rng_gauss);
     suite_add_tcase(s, tc);
@@ -714,6 +718,7 @@ int main(void)
     tcase_add_test(tc, test_vocab_builtin);
     suite_add_tcase(s, tc);
     tc = tcase_create("file");
+    tcase_set_timeout(tc, 120); /* a loaded 2-core machine; each case takes about a second */
     tcase_add_test(tc, test_file_every_arch);
     tcase_add_test(tc, test_file_deterministic);
     tcase_add_test(tc, test_file_tokenizes_english);

@@ -23,7 +23,7 @@ void mkmodel_cli_help(FILE *out)
             "shape:\n"
             "  --shape NAME        preset (default demo):\n");
     for (int i = 0; i < mkmodel_preset_count(); i++)
-        fprintf(out, "                        %-18s %s\n", mkmodel_preset_name(i), mkmodel_preset_description(i));
+        fprintf(out, "    %-18s %s\n", mkmodel_preset_name(i), mkmodel_preset_description(i));
     fprintf(out,
             "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe\n"
             "  --layers N          blocks\n"

@@ -17,23 +17,22 @@ typedef struct preset_row {
 } preset_row_t;
 
 static const preset_row_t preset_rows[] = {
-    {"demo", "tiny qwen3moe (4 layers, 256 hidden, 128 experts of 256, top-8, 4096 tokens): seconds on 2 cores",
+    {"demo", "qwen3moe, 4 layers, 256 wide, 4/2 heads of 64, 128 experts of 256, top-8, vocab 4096",
      MKMODEL_ARCH_QWEN3MOE, "Guild demo (random weights)", 4, 256, 4, 2, 64, 128, 8, 256, 0, 768, 4096, 4096, 1e6,
      1e-6},
-    {"qwen3-30b-a3b", "Qwen3-30B-A3B: 48 layers, 2048 hidden, 32/4 heads of 128, 128 experts of 768, top-8",
+    {"qwen3-30b-a3b", "qwen3moe, 48 layers, 2048 wide, 32/4 heads of 128, 128 experts of 768, top-8",
      MKMODEL_ARCH_QWEN3MOE, "Qwen3-30B-A3B (random weights)", 48, 2048, 32, 4, 128, 128, 8, 768, 0, 6144, 151936,
      40960, 1e6, 1e-6},
-    {"qwen3-235b-a22b", "Qwen3-235B-A22B: 94 layers, 4096 hidden, 64/4 heads of 128, 128 experts of 1536, top-8",
+    {"qwen3-235b-a22b", "qwen3moe, 94 layers, 4096 wide, 64/4 heads of 128, 128 experts of 1536, top-8",
      MKMODEL_ARCH_QWEN3MOE, "Qwen3-235B-A22B (random weights)", 94, 4096, 64, 4, 128, 128, 8, 1536, 0, 12288,
      151936, 40960, 1e6, 1e-6},
-    {"qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B (qwen2moe): 24 layers, 2048 hidden, 16 heads of 128, 60 experts of "
-     "1408, top-4, shared expert of 5632",
+    {"qwen1.5-moe-a2.7b", "qwen2moe, 24 layers, 2048 wide, 16 heads of 128, 60 experts of 1408, top-4, shared 5632",
      MKMODEL_ARCH_QWEN2MOE, "Qwen1.5-MoE-A2.7B (random weights)", 24, 2048, 16, 16, 128, 60, 4, 1408, 5632, 5632,
      151936, 8192, 1e6, 1e-6},
-    {"mixtral-8x7b", "Mixtral-8x7B (llama): 32 layers, 4096 hidden, 32/8 heads of 128, 8 experts of 14336, top-2",
+    {"mixtral-8x7b", "llama, 32 layers, 4096 wide, 32/8 heads of 128, 8 experts of 14336, top-2",
      MKMODEL_ARCH_MIXTRAL, "Mixtral-8x7B (random weights)", 32, 4096, 32, 8, 128, 8, 2, 14336, 0, 14336, 32000,
      32768, 1e6, 1e-5},
-    {"olmoe-1b-7b", "OLMoE-1B-7B: 16 layers, 2048 hidden, 16 heads of 128, 64 experts of 1024, top-8",
+    {"olmoe-1b-7b", "olmoe, 16 layers, 2048 wide, 16 heads of 128, 64 experts of 1024, top-8",
      MKMODEL_ARCH_OLMOE, "OLMoE-1B-7B (random weights)", 16, 2048, 16, 16, 128, 64, 8, 1024, 0, 1024, 50304, 4096,
      1e4, 1e-5},
 };

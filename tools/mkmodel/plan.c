@@ -132,8 +132,8 @@ int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_
                 (long long)l) ||
             add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_up_exps.weight",
                 (long long)l) ||
-            add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 3, F, E, X, err, "blk.%lld.ffn_down_exps.weight",
-                (long long)l))
+            add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 3, F, E, X, err,
+                "blk.%lld.ffn_down_exps.weight", (long long)l))
             goto fail;
         if (c->arch == MKMODEL_ARCH_QWEN2MOE) {
             const int64_t S = c->n_ff_shexp;

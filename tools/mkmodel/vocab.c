@@ -39,7 +39,10 @@ typedef struct learner {
 
 static bool is_letter(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80; }
 static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 static bool is_nl(unsigned char c) { return c == '\n' || c == '\r'; }
 static bool is_punct(unsigned char c) { return c && !is_space(c) && !is_letter(c) && !is_digit(c); }
 
