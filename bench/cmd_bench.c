@@ -14,6 +14,7 @@ static const struct {
     int (*fn)(int argc, char **argv);
     const char *summary;
 } benches[] = {
+    {"experts", bench_experts_main, "routed-expert pipeline vs DRAM read bandwidth (decode and prefill)"},
     {"bw", bench_bw_main, "STREAM-like read bandwidth per NUMA node and of all nodes"},
 };
 
