@@ -327,7 +327,7 @@ def main(argv=None):
         m = Model(a.model, emulate=not a.no_emulate_act)
         force = parse_ids(a.force_ids) if a.force_ids is not None else None
         rows, argmaxes, _ = generate(m, parse_ids(a.ids), a.steps, force)
-    except (GGUFError, ValueError) as e:
+    except (GGUFError, ValueError, OSError) as e:
         print("forward_ref: %s" % e, file=sys.stderr)
         return 1
     rows.astype("<f4").tofile(a.logits_out)
