@@ -1,0 +1,417 @@
+/* The AVX2 level (AVX2 + FMA + F16C: Haswell, Zen 1 and later): kernels compiled for exactly that ISA.
+ *
+ * Same structure and numerics as the AVX-512 kernels (avx512_kquants.h): per (row, block, token) the exact
+ * integer sums in vector lanes, rows in groups of 8 whose sum vectors are reduced together by a transposition
+ * tree (k2_tree8) into vectors with one row per lane, then the reference's float sequence lane-wise and one
+ * vector add per block in block order.
+ *
+ * Signed-by-signed products use vpmaddubsw with the weight's magnitude and the activation with the weight's
+ * sign (vpsignb), exact when activation quants are in [-127, 127], which Guild's quantizers guarantee (ggml's
+ * AVX2 kernels rely on the same). Unsigned levels (Q4_K, Q5_K, Q6_K) are exact for any activation. */
+#include "core/kern/table.h"
+
+#if defined(__x86_64__)
+#pragma GCC target("avx2,fma,f16c")
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/quant/blocks.h"
+#include "core/quant/iq_tables.h"
+
+#define K2_ROWS 8
+#define K2_TILE 8
+#define K2_SCRATCH_BUDGET (96 * 1024)
+#define K2_PF 4096 /* software prefetch distance in the weight stream, bytes */
+
+/* One token's activation block in the order of the unpacked weights, the sums the type needs, the scale. */
+typedef struct k2_prep {
+    __m256i q[8];
+    __m256i bs;
+    float d;
+} k2_prep_t;
+
+static int k2_tile(int64_t nb, int64_t ntok)
+{
+    int64_t per_tok = nb * (int64_t)(sizeof(k2_prep_t) + K2_ROWS * sizeof(__m256i));
+    int64_t fit = K2_SCRATCH_BUDGET / per_tok;
+    int64_t tile = ntok < K2_TILE ? ntok : K2_TILE;
+    if (fit < tile)
+        tile = fit < 1 ? 1 : fit;
+    return (int)tile;
+}
+
+static inline void k2_prefetch(const char *p, int lines)
+{
+    for (int l = 0; l < lines; l++)
+        _mm_prefetch(p + K2_PF + 64 * l, _MM_HINT_T0);
+}
+
+/* 8 rows' sum vectors (lanes 0-3: partials of the first sum, 4-7: of the second) -> the two sums with row i in
+ * lane i. Integer adds: exact in any order. */
+static inline void k2_tree8(const __m256i *st, __m256i *first, __m256i *second)
+{
+    const __m256i u0 = _mm256_hadd_epi32(st[0], st[1]), u1 = _mm256_hadd_epi32(st[2], st[3]);
+    const __m256i u2 = _mm256_hadd_epi32(st[4], st[5]), u3 = _mm256_hadd_epi32(st[6], st[7]);
+    const __m256i a = _mm256_hadd_epi32(u0, u1), b = _mm256_hadd_epi32(u2, u3);
+    *first = _mm256_permute2x128_si256(a, b, 0x20);
+    *second = _mm256_permute2x128_si256(a, b, 0x31);
+}
+
+static inline __m128i k2_fold4(__m256i v)
+{
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+static inline __m256i k2_mask_rows(int nr)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), idx);
+}
+
+static void k2_clear_tail(__m256i *st, int64_t n_vec, int nr)
+{
+    for (int64_t v = 0; v < n_vec; v++)
+        for (int i = nr; i < K2_ROWS; i++)
+            st[v * K2_ROWS + i] = _mm256_setzero_si256();
+}
+
+/* fp16 of 8 rows -> float */
+static inline __m256 k2_f16x8(const uint16_t *h)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* Dword j = int16 value j duplicated in both halves, for vpermd broadcasts of per-sub-block scales. */
+static inline __m256i k2_dup16(__m128i v8_epi16)
+{
+    const __m256i x = _mm256_cvtepu16_epi32(v8_epi16);
+    return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
+
+/* [sc(a) x 8 int16 | sc(b) x 8 int16] from k2_dup16 output */
+static inline __m256i k2_scale_pair(__m256i dup, int a, int b)
+{
+    return _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(a, a, a, a, b, b, b, b));
+}
+
+/* Q4_K / Q5_K packed 6-bit scales -> [sc0..sc7, m0..m7] bytes (as quant_k4_scale_min). */
+static inline __m128i k2_k4_scales(const uint8_t *scales)
+{
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    uint32_t u[3];
+    memcpy(u, scales, 12);
+    const uint32_t u3 = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+    const uint32_t u2 = u[1] & kmask1;
+    const uint32_t u1 = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+    const uint32_t u0 = u[0] & kmask1;
+    return _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0);
+}
+
+/* ---- Q4_K, Q5_K -------------------------------------------------------------------------------------- */
+
+/* natural order: q[i] = elements 32 i .. 32 i + 31 (sub-block i); bs = 8 int16 sums over 32 from a.bsums */
+static void prep_k4(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        for (int i = 0; i < 8; i++)
+            p[b].q[i] = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * i));
+        const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), _mm256_set1_epi16(1));
+        p[b].bs = _mm256_castsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
+        p[b].d = a[b].d;
+    }
+}
+
+static inline void matmul_k4(int five_bits, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const int tile = k2_tile(nb, ntok);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const size_t block_bytes = five_bits ? sizeof(quant_block_q5_K) : sizeof(quant_block_q4_K);
+    k2_prep_t prep[tile * nb];
+    __m256i st[tile * nb * K2_ROWS]; /* [token][block][row of the group] */
+    uint16_t wd[nb * K2_ROWS], wm[nb * K2_ROWS];
+    memset(wd, 0, sizeof wd);
+    memset(wm, 0, sizeof wm);
+    for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+        const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
+        const quant_block_q8_K *at[K2_TILE];
+        for (int t = 0; t < tt; t++) {
+            at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
+            prep_k4(at[t], nb, prep + t * nb);
+        }
+        for (int64_t r0 = 0; r0 < nrows; r0 += K2_ROWS) {
+            const int nr = (int)(nrows - r0 < K2_ROWS ? nrows - r0 : K2_ROWS);
+            if (nr < K2_ROWS)
+                k2_clear_tail(st, tt * nb, nr);
+            for (int i = 0; i < nr; i++) {
+                const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
+                for (int64_t b = 0; b < nb; b++) {
+                    const char *blk = row + (size_t)b * block_bytes;
+                    k2_prefetch(blk, 3);
+                    const uint8_t *scales, *qs;
+                    if (five_bits) {
+                        scales = ((const quant_block_q5_K *)blk)->scales;
+                        qs = ((const quant_block_q5_K *)blk)->qs;
+                    } else {
+                        scales = ((const quant_block_q4_K *)blk)->scales;
+                        qs = ((const quant_block_q4_K *)blk)->qs;
+                    }
+                    memcpy(&wd[b * K2_ROWS + i], blk, 2);
+                    memcpy(&wm[b * K2_ROWS + i], blk + 2, 2);
+                    __m256i v[8];
+                    for (int l = 0; l < 4; l++) {
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * l));
+                        v[2 * l] = _mm256_and_si256(q, m4);
+                        v[2 * l + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    }
+                    if (five_bits) {
+                        /* bit j of qh[e] is the 5th bit of element 32 j + e */
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)((const quant_block_q5_K *)blk)->qh);
+                        for (int j = 0; j < 8; j++)
+                            v[j] = _mm256_or_si256(v[j], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), one), 4));
+                    }
+                    const __m256i scm = _mm256_cvtepu8_epi16(k2_k4_scales(scales)); /* [sc0..7, m0..7] */
+                    const __m256i scd = k2_dup16(_mm256_castsi256_si128(scm));
+                    __m256i sc[8];
+                    for (int j = 0; j < 8; j++)
+                        sc[j] = _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(j));
+                    const __m128i m8 = _mm256_extracti128_si256(scm, 1);
+                    for (int t = 0; t < tt; t++) {
+                        const k2_prep_t *a = &prep[t * nb + b];
+                        __m256i acc0 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[0], a->q[0]), sc[0]);
+                        __m256i acc1 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[1], a->q[1]), sc[1]);
+                        for (int j = 2; j < 8; j += 2) {
+                            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j], a->q[j]), sc[j]));
+                            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j + 1], a->q[j + 1]), sc[j + 1]));
+                        }
+                        const __m128i imin = _mm_madd_epi16(m8, _mm256_castsi256_si128(a->bs));
+                        st[((size_t)t * nb + b) * K2_ROWS + i] =
+                            _mm256_set_m128i(imin, k2_fold4(_mm256_add_epi32(acc0, acc1)));
+                    }
+                }
+            }
+            const __m256i keep = k2_mask_rows(nr);
+            for (int t = 0; t < tt; t++) {
+                __m256 sumf = _mm256_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    __m256i isum, imin;
+                    k2_tree8(&st[((size_t)t * nb + b) * K2_ROWS], &isum, &imin);
+                    const __m256 ad = _mm256_set1_ps(at[t][b].d);
+                    const __m256 d = _mm256_mul_ps(k2_f16x8(&wd[b * K2_ROWS]), ad);
+                    const __m256 dmin = _mm256_mul_ps(k2_f16x8(&wm[b * K2_ROWS]), ad);
+                    const __m256 t1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+                    const __m256 t2 = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin));
+                    sumf = _mm256_add_ps(sumf, _mm256_sub_ps(t1, t2));
+                }
+                _mm256_maskstore_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
+            }
+        }
+    }
+}
+
+static void matmul_q4_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_k4(0, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+
+static void matmul_q5_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_k4(1, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+
+/* ---- one-sum types: Q6_K, IQ4_XS ---------------------------------------------------------------------- *
+ * Blocks 2 j and 2 j + 1 share a sum vector (lanes 0-3 and 4-7); float stage
+ * d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum. */
+
+typedef void (*k2_prep_fn)(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p);
+/* 4 int32 lanes that sum to the block's isum, for every token of the tile */
+typedef void (*k2_block_fn)(const void *blk, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums);
+
+static inline void matmul_one_sum(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                  const void *act, size_t act_stride, float *out, size_t ldo, size_t block_bytes,
+                                  size_t d_offset, int pf_lines, k2_prep_fn prep_fn, k2_block_fn block_fn)
+{
+    const int64_t nb = n / QUANT_QK_K, np = (nb + 1) / 2;
+    const int tile = k2_tile(nb, ntok);
+    k2_prep_t prep[tile * nb];
+    __m256i st[tile * np * K2_ROWS]; /* [token][block pair][row of the group] */
+    uint16_t wd[nb * K2_ROWS];
+    memset(wd, 0, sizeof wd);
+    memset(st, 0, sizeof st);
+    for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+        const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
+        const quant_block_q8_K *at[K2_TILE];
+        for (int t = 0; t < tt; t++) {
+            at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
+            prep_fn(at[t], nb, prep + t * nb);
+        }
+        for (int64_t r0 = 0; r0 < nrows; r0 += K2_ROWS) {
+            const int nr = (int)(nrows - r0 < K2_ROWS ? nrows - r0 : K2_ROWS);
+            if (nr < K2_ROWS)
+                k2_clear_tail(st, tt * np, nr);
+            for (int i = 0; i < nr; i++) {
+                const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
+                for (int64_t b = 0; b < nb; b++) {
+                    const char *blk = row + (size_t)b * block_bytes;
+                    k2_prefetch(blk, pf_lines);
+                    memcpy(&wd[b * K2_ROWS + i], blk + d_offset, 2);
+                    __m128i sums[K2_TILE];
+                    block_fn(blk, prep + b, nb, tt, sums);
+                    for (int t = 0; t < tt; t++)
+                        _mm_storeu_si128((__m128i *)&st[((size_t)t * np + b / 2) * K2_ROWS + i] + (b & 1), sums[t]);
+                }
+            }
+            const __m256i keep = k2_mask_rows(nr);
+            for (int t = 0; t < tt; t++) {
+                __m256 sumf = _mm256_setzero_ps();
+                for (int64_t p = 0; p < np; p++) {
+                    __m256i is[2];
+                    k2_tree8(&st[((size_t)t * np + p) * K2_ROWS], &is[0], &is[1]);
+                    for (int h = 0; h < 2 && 2 * p + h < nb; h++) {
+                        const int64_t b = 2 * p + h;
+                        const __m256 d = _mm256_mul_ps(k2_f16x8(&wd[b * K2_ROWS]), _mm256_set1_ps(at[t][b].d));
+                        sumf = _mm256_add_ps(sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(is[h])));
+                    }
+                }
+                _mm256_maskstore_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
+            }
+        }
+    }
+}
+
+/* Q6_K: natural order (q[i] = elements 32 i ..); bs = 16 int16 sums over 16 of qs (the reference never reads
+ * a.bsums for Q6_K) */
+static void prep_q6(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        int16_t g[16];
+        for (int i = 0; i < 8; i++)
+            p[b].q[i] = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * i));
+        for (int s = 0; s < 16; s++) {
+            int sum = 0;
+            for (int k = 0; k < 16; k++)
+                sum += a[b].qs[16 * s + k];
+            g[s] = (int16_t)sum;
+        }
+        p[b].bs = _mm256_loadu_si256((const __m256i *)g);
+        p[b].d = a[b].d;
+    }
+}
+
+static void block_q6(const void *blkp, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums)
+{
+    const quant_block_q6_K *x = blkp;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    __m256i v[8];
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+        v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+        v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+        v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+    }
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i dlo = k2_dup16(_mm256_castsi256_si128(sc16)), dhi = k2_dup16(_mm256_extracti128_si256(sc16, 1));
+    __m256i sc[8];
+    for (int i = 0; i < 8; i++) /* vector i covers sub-blocks 2 i (lanes 0-7 of the maddubs output) and 2 i + 1 */
+        sc[i] = k2_scale_pair(i < 4 ? dlo : dhi, (2 * i) % 8, (2 * i + 1) % 8);
+    for (int t = 0; t < tt; t++) {
+        const k2_prep_t *a = &prep[(int64_t)t * nb];
+        __m256i acc0 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[0], a->q[0]), sc[0]);
+        __m256i acc1 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[1], a->q[1]), sc[1]);
+        for (int j = 2; j < 8; j += 2) {
+            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j], a->q[j]), sc[j]));
+            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j + 1], a->q[j + 1]), sc[j + 1]));
+        }
+        /* levels are q6 - 32 */
+        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, a->bs), 5);
+        sums[t] = k2_fold4(_mm256_sub_epi32(_mm256_add_epi32(acc0, acc1), corr));
+    }
+}
+
+static void matmul_q6_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(quant_block_q6_K),
+                   offsetof(quant_block_q6_K, d), 4, prep_q6, block_q6);
+}
+
+/* IQ4_XS: a 32-byte load holds sub-blocks 2 m and 2 m + 1 (16 bytes each): low nibbles are their elements
+ * 0-15, high nibbles 16-31. q[2 m] = [a 64 m + 0..15 | a 64 m + 32..47], q[2 m + 1] = the other halves. */
+static void prep_iq4xs(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        for (int m = 0; m < 4; m++) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * m));      /* sub-block 2m */
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * m + 32)); /* 2m + 1 */
+            p[b].q[2 * m] = _mm256_permute2x128_si256(x0, x1, 0x20);
+            p[b].q[2 * m + 1] = _mm256_permute2x128_si256(x0, x1, 0x31);
+        }
+        p[b].bs = _mm256_setzero_si256();
+        p[b].d = a[b].d;
+    }
+}
+
+static void block_iq4xs(const void *blkp, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums)
+{
+    const quant_block_iq4_xs *x = blkp;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i lev[8], mag[8];
+    for (int m = 0; m < 4; m++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * m));
+        lev[2 * m] = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+        lev[2 * m + 1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+        mag[2 * m] = _mm256_sign_epi8(lev[2 * m], lev[2 * m]);
+        mag[2 * m + 1] = _mm256_sign_epi8(lev[2 * m + 1], lev[2 * m + 1]);
+    }
+    /* the 8 scales - 32 as int16 */
+    int16_t ls[8];
+    for (int ib = 0; ib < 8; ib++)
+        ls[ib] = (int16_t)((((x->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x->scales_h >> 2 * ib) & 3) << 4)) - 32);
+    const __m256i dup = k2_dup16(_mm_loadu_si128((const __m128i *)ls));
+    __m256i sc[4];
+    for (int m = 0; m < 4; m++)
+        sc[m] = k2_scale_pair(dup, 2 * m, 2 * m + 1);
+    for (int t = 0; t < tt; t++) {
+        const k2_prep_t *a = &prep[(int64_t)t * nb];
+        __m256i acc = _mm256_setzero_si256();
+        for (int i = 0; i < 8; i++) {
+            const __m256i p16 = _mm256_maddubs_epi16(mag[i], _mm256_sign_epi8(a->q[i], lev[i]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc[i / 2]));
+        }
+        sums[t] = k2_fold4(acc);
+    }
+}
+
+static void matmul_iq4_xs_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                               const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(quant_block_iq4_xs),
+                   offsetof(quant_block_iq4_xs, d), 3, prep_iq4xs, block_iq4xs);
+}
+
+void kern_fill_avx2(kern_table_t *t)
+{
+    t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx2;
+    t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx2;
+    t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx2;
+    t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx2;
+}
+#else
+void kern_fill_avx2(kern_table_t *t)
+{
+    (void)t;
+}
+#endif
