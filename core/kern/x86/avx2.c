@@ -175,17 +175,19 @@ static inline void matmul_k4(int five_bits, int64_t n, int64_t nrows, int64_t nt
                     }
                     const __m256i scm = _mm256_cvtepu8_epi16(k2_k4_scales(scales)); /* [sc0..7, m0..7] */
                     const __m256i scd = k2_dup16(_mm256_castsi256_si128(scm));
-                    __m256i sc[8];
-                    for (int j = 0; j < 8; j++)
-                        sc[j] = _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(j));
                     const __m128i m8 = _mm256_extracti128_si256(scm, 1);
                     for (int t = 0; t < tt; t++) {
                         const k2_prep_t *a = &prep[t * nb + b];
-                        __m256i acc0 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[0], a->q[0]), sc[0]);
-                        __m256i acc1 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[1], a->q[1]), sc[1]);
+                        /* scale broadcasts made at their use: 16 ymm registers do not hold 8 levels + 8 scales */
+                        __m256i acc0 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[0], a->q[0]),
+                                                         _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(0)));
+                        __m256i acc1 = _mm256_madd_epi16(_mm256_maddubs_epi16(v[1], a->q[1]),
+                                                         _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(1)));
                         for (int j = 2; j < 8; j += 2) {
-                            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j], a->q[j]), sc[j]));
-                            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j + 1], a->q[j + 1]), sc[j + 1]));
+                            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j], a->q[j]),
+                                                                            _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(j))));
+                            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j + 1], a->q[j + 1]),
+                                                                            _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(j + 1))));
                         }
                         const __m128i imin = _mm_madd_epi16(m8, _mm256_castsi256_si128(a->bs));
                         st[((size_t)t * nb + b) * K2_ROWS + i] =
@@ -232,7 +234,7 @@ typedef void (*k2_prep_fn)(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p);
 /* 4 int32 lanes that sum to the block's isum, for every token of the tile */
 typedef void (*k2_block_fn)(const void *blk, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums);
 
-static inline void matmul_one_sum(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                   const void *act, size_t act_stride, float *out, size_t ldo, size_t block_bytes,
                                   size_t d_offset, int pf_lines, k2_prep_fn prep_fn, k2_block_fn block_fn)
 {
@@ -303,7 +305,7 @@ static void prep_q6(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p)
     }
 }
 
-static void block_q6(const void *blkp, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums)
+static inline __attribute__((always_inline)) void block_q6(const void *blkp, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums)
 {
     const quant_block_q6_K *x = blkp;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
@@ -363,7 +365,7 @@ static void prep_iq4xs(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p)
     }
 }
 
-static void block_iq4xs(const void *blkp, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums)
+static inline __attribute__((always_inline)) void block_iq4xs(const void *blkp, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums)
 {
     const quant_block_iq4_xs *x = blkp;
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl));
@@ -376,11 +378,18 @@ static void block_iq4xs(const void *blkp, const k2_prep_t *prep, int64_t nb, int
         mag[2 * m] = _mm256_sign_epi8(lev[2 * m], lev[2 * m]);
         mag[2 * m + 1] = _mm256_sign_epi8(lev[2 * m + 1], lev[2 * m + 1]);
     }
-    /* the 8 scales - 32 as int16 */
-    int16_t ls[8];
-    for (int ib = 0; ib < 8; ib++)
-        ls[ib] = (int16_t)((((x->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x->scales_h >> 2 * ib) & 3) << 4)) - 32);
-    const __m256i dup = k2_dup16(_mm_loadu_si128((const __m128i *)ls));
+    /* the 8 scales - 32: low nibbles of scales_l interleaved, 2-bit highs of scales_h by a variable shift */
+    uint32_t sl;
+    memcpy(&sl, x->scales_l, 4);
+    const __m128i b = _mm_cvtsi32_si128((int)sl);
+    const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(b, _mm_set1_epi8(0x0f)),
+                                          _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0f)));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h),
+                                                          _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(hi, 4)),
+                                        _mm256_set1_epi32(32));
+    const __m256i dup = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(ls, 16));
     __m256i sc[4];
     for (int m = 0; m < 4; m++)
         sc[m] = k2_scale_pair(dup, 2 * m, 2 * m + 1);
