@@ -38,6 +38,7 @@ typedef struct run_config {
     const char *logits_out;   /* --logits-out */
     const char *ids_out;      /* --ids-out */
     bool stats;               /* --stats */
+    bool ignore_eos;          /* --ignore-eos */
     bool verbose;             /* -v */
 } run_config_t;
 
@@ -68,6 +69,7 @@ static void usage(FILE *out)
             "                          last position)\n"
             "      --ids-out FILE      write the generated token ids, space-separated, on one line\n"
             "      --stats             per layer: experts touched by prompt + generation, busiest expert's share\n"
+            "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n"
             "      --single-process    run every stage in this process (the only mode for now)\n"
             "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
             "  -v, --verbose           more messages on stderr\n"
@@ -92,6 +94,7 @@ enum {
     OPT_SINGLE,
     OPT_BACKEND,
     OPT_PARSE_SPECIAL,
+    OPT_IGNORE_EOS,
 };
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -144,6 +147,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"single-process", no_argument, NULL, OPT_SINGLE},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"parse-special", no_argument, NULL, OPT_PARSE_SPECIAL},
+        {"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -228,6 +232,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         case OPT_SINGLE: break;
         case OPT_BACKEND: c->backend = optarg; break;
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
+        case OPT_IGNORE_EOS: c->ignore_eos = true; break;
         case 'v': c->verbose = true; break;
         case 'h': usage(stdout); return 1;
         default:
@@ -407,6 +412,7 @@ int cmd_run(int argc, char **argv)
         .n_vocab = mc->n_vocab,
         .text_out = stdout,
         .logits_out = logits_f,
+        .ignore_eog = c.ignore_eos,
     };
     int grc = gen_run(be, smp, tok, prompt_ids.v, (int32_t)prompt_ids.n, &go, &res, &err);
     if (isatty(STDOUT_FILENO))

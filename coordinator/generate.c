@@ -101,7 +101,7 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
         int32_t id = sampler_sample(smp, logits);
         if (append_id(res, &ids_cap, id, err) < 0)
             goto done;
-        if (tok_is_eog(tok, id)) {
+        if (!opt->ignore_eog && tok_is_eog(tok, id)) {
             res->stop = GEN_STOP_EOG;
             break;
         }

@@ -29,6 +29,7 @@ typedef struct gen_options {
     int32_t n_vocab;
     FILE *text_out;    /* generated text, streamed (NULL: none) */
     FILE *logits_out;  /* one row of n_vocab float32 per sampled token (NULL: none) */
+    bool ignore_eog;   /* keep going after end-of-generation tokens (benchmarks) */
 } gen_options_t;
 
 typedef struct gen_result {

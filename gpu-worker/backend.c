@@ -1,16 +1,28 @@
+#include "config.h"
+
 #include "gpu-worker/backend.h"
 
 #include <string.h>
 
 #include "gpu-worker/cpu/cpu_backend.h"
+#ifdef GUILD_HAVE_CUDA
+#include "gpu-worker/cuda/cuda_backend.h"
+#endif
 
 static const backend_ops_t *const backends[] = {
     &cpu_backend_ops,
+#ifdef GUILD_HAVE_CUDA
+    &cuda_backend_ops,
+#endif
 };
 
 const char *backend_names(void)
 {
+#ifdef GUILD_HAVE_CUDA
+    return "cpu cuda";
+#else
     return "cpu";
+#endif
 }
 
 int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,

@@ -1,0 +1,148 @@
+/* cuda_attention_prefill: causal attention of a batch of query rows (flash attention, FP32 arithmetic).
+ *
+ * Grid (query tile of AP_BQ rows, query head). The block stages the tile's queries, then walks the keys in
+ * tiles of AP_BK positions (converted from the F16 cache into shared memory); warp w owns query rows
+ * 4w .. 4w+3 of the tile. For a key tile, lane j scores key j against a query (K rows padded by one float so
+ * the 32 lanes hit 32 banks), the warp updates that query's online softmax, and lane j accumulates output dims
+ * j, j+32, ... from the V tile with the 32 probabilities broadcast by shuffles. Keys after a query's position
+ * are masked; key tiles past the tile's last query are not visited.
+ */
+#include <cuda_fp16.h>
+
+#include "gpu-worker/cuda/cuda_common.cuh"
+
+#define AP_WARPS 8
+#define AP_QPW 4                    /* query rows per warp */
+#define AP_BQ (AP_WARPS * AP_QPW)   /* query rows per block */
+#define AP_BK 32                    /* keys per tile: one per lane */
+
+template <int HD>
+static __global__ void __launch_bounds__(AP_WARPS * WARP_SIZE)
+    attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
+                        const __half *__restrict__ vc, int n_tok, int kv0, int n_head, int group, float scale)
+{
+    constexpr int DL = HD / WARP_SIZE; /* output dims per lane */
+    extern __shared__ float smem[];
+    float *qs = smem;                       /* [AP_BQ][HD] */
+    float *ks = qs + AP_BQ * HD;            /* [AP_BK][HD + 1] */
+    float *vs = ks + AP_BK * (HD + 1);      /* [AP_BK][HD] */
+    const int tile = blockIdx.x, h = blockIdx.y;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int hkv = h / group, kvd = (n_head / group) * HD;
+    const int t0 = tile * AP_BQ;
+    const int nq = min(AP_BQ, n_tok - t0);
+
+    for (int i = threadIdx.x; i < AP_BQ * HD; i += AP_WARPS * WARP_SIZE) {
+        const int r = i / HD, d = i % HD;
+        qs[i] = r < nq ? q[((int64_t)(t0 + r) * n_head + h) * HD + d] : 0.0f;
+    }
+
+    float m[AP_QPW], l[AP_QPW], acc[AP_QPW][DL];
+#pragma unroll
+    for (int qi = 0; qi < AP_QPW; qi++) {
+        m[qi] = -INFINITY;
+        l[qi] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DL; i++)
+            acc[qi][i] = 0.0f;
+    }
+
+    const int last_pos = kv0 + t0 + nq - 1; /* the tile's last query sees keys 0 .. last_pos */
+    for (int k0 = 0; k0 <= last_pos; k0 += AP_BK) {
+        __syncthreads(); /* the previous tile is no longer read (and qs is written, the first time) */
+        for (int i = threadIdx.x; i < AP_BK * HD; i += AP_WARPS * WARP_SIZE) {
+            const int r = i / HD, d = i % HD;
+            const int j = k0 + r;
+            float kf = 0.0f, vf = 0.0f;
+            if (j <= last_pos) {
+                kf = __half2float(kc[(int64_t)j * kvd + hkv * HD + d]);
+                vf = __half2float(vc[(int64_t)j * kvd + hkv * HD + d]);
+            }
+            ks[r * (HD + 1) + d] = kf;
+            vs[r * HD + d] = vf;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int qi = 0; qi < AP_QPW; qi++) {
+            const int r = warp * AP_QPW + qi;
+            if (r >= nq)
+                break; /* warp-uniform */
+            const int pos = kv0 + t0 + r;
+            if (k0 > pos)
+                continue; /* no visible key in this tile (warp-uniform) */
+            const int j = k0 + lane;
+            const float *qr = qs + r * HD;
+            const float *kr = ks + lane * (HD + 1);
+            float s = 0.0f;
+#pragma unroll 8
+            for (int d = 0; d < HD; d++)
+                s = fmaf(qr[d], kr[d], s);
+            s = j <= pos ? s * scale : -INFINITY;
+            const float m_new = fmaxf(m[qi], warp_max_f32(s));
+            const float corr = expf(m[qi] - m_new);
+            const float p = j <= pos ? expf(s - m_new) : 0.0f;
+            l[qi] = fmaf(l[qi], corr, warp_sum_f32(p));
+#pragma unroll
+            for (int i = 0; i < DL; i++)
+                acc[qi][i] = acc[qi][i] * corr;
+#pragma unroll 8
+            for (int jj = 0; jj < AP_BK; jj++) {
+                const float pj = __shfl_sync(FULL_MASK, p, jj);
+#pragma unroll
+                for (int i = 0; i < DL; i++)
+                    acc[qi][i] = fmaf(pj, vs[jj * HD + lane + WARP_SIZE * i], acc[qi][i]);
+            }
+            m[qi] = m_new;
+        }
+    }
+#pragma unroll
+    for (int qi = 0; qi < AP_QPW; qi++) {
+        const int r = warp * AP_QPW + qi;
+        if (r >= nq)
+            break;
+        float *o = out + ((int64_t)(t0 + r) * n_head + h) * HD;
+#pragma unroll
+        for (int i = 0; i < DL; i++)
+            o[lane + WARP_SIZE * i] = acc[qi][i] / l[qi];
+    }
+}
+
+template <int HD>
+static cudaError_t attn_prefill_launch(float *out, const float *q, const __half *kc, const __half *vc, int n_tok,
+                                       int kv0, int n_head, int group, float scale, cudaStream_t s)
+{
+    const size_t smem = (size_t)(AP_BQ * HD + AP_BK * (HD + 1) + AP_BK * HD) * sizeof(float);
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    const dim3 grid((unsigned)((n_tok + AP_BQ - 1) / AP_BQ), (unsigned)n_head);
+    attn_prefill_kernel<HD><<<grid, AP_WARPS * WARP_SIZE, smem, s>>>(out, q, kc, vc, n_tok, kv0, n_head, group,
+                                                                    scale);
+    return cudaSuccess;
+}
+
+extern "C" int cuda_attention_prefill(float *out, const float *q, const quant_half_t *k_cache,
+                                      const quant_half_t *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                      int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
+                                      guild_err_t *err)
+{
+    if (n_tok <= 0)
+        return 0;
+    if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535)
+        return guild_err_set(err, "cuda: attention: %d query heads over %d KV heads", n_head, n_head_kv);
+    const int group = n_head / n_head_kv;
+    const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
+    cudaError_t e;
+    switch (head_dim) {
+    case 32: e = attn_prefill_launch<32>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
+    case 64: e = attn_prefill_launch<64>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
+    case 128: e = attn_prefill_launch<128>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
+    case 256: e = attn_prefill_launch<256>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
+    default:
+        return guild_err_set(err, "cuda: attention: head dimension %d is not one of 32, 64, 128, 256", head_dim);
+    }
+    if (e != cudaSuccess)
+        return guild_err_set(err, "cuda: attention_prefill: %s", cudaGetErrorString(e));
+    return cuda_launch_check("attention_prefill", err);
+}

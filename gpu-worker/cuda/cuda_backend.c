@@ -1,0 +1,267 @@
+/* The CUDA backend ("cuda"): device buffers, the forward driver (embedding -> layers -> output norm -> LM head)
+ * and the KV cache bookkeeping; the layer itself is in cuda_layer.c, the kernels behind cuda_kernels.h.
+ *
+ * One stream carries the whole forward pass; the host waits only where the routed experts are exchanged
+ * (cuda_moe.h, "local" bridge) and for the logits at the end. The CPU backend is the numerical reference:
+ * matrix products, quantization, RoPE and the elementwise steps give its bits; norms, softmaxes and attention
+ * differ in reduction order, and the KV cache is F16 here (F32 there).
+ */
+#include "gpu-worker/cuda/cuda_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant/quant.h"
+#include "core/util/log.h"
+#include "gpu-worker/cpu/cpu_kernels.h"
+#include "gpu-worker/cuda/cuda_kernels.h"
+#include "gpu-worker/cuda/cuda_state.h"
+#include "gpu-worker/cuda/cuda_util.h"
+
+/* Rows of logits computed per LM-head pass: bounds the logits buffer (n_vocab floats a row). */
+#define LOGIT_ROWS 32
+
+static void cuda_destroy(backend_t *base)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    if (b->stream)
+        cudaStreamSynchronize(b->stream);
+    cuda_moe_destroy(&b->moe);
+    void **bufs[] = {&b->weight_mem, (void **)&b->rope_cs, (void **)&b->k_cache, (void **)&b->v_cache,
+                     (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
+                     (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
+                     (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
+                     (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cuda_free(bufs[i]);
+    if (b->h_tokens)
+        cudaFreeHost(b->h_tokens);
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
+    free(b->layers);
+    free(b);
+}
+
+/* The widest quantized activation row any dense matrix needs (as the CPU backend's max_act_row). */
+static size_t act_row_bytes(const cuda_tensor_t *t)
+{
+    uint64_t bytes = 0;
+    if (!t->d || quant_row_bytes(quant_type_info(t->type)->dot_type, (uint64_t)t->n_in, &bytes, NULL) < 0)
+        return 0;
+    return (size_t)bytes;
+}
+
+static size_t max_act_row(const cuda_backend_t *b)
+{
+    size_t m = act_row_bytes(&b->output);
+    for (int32_t il = 0; il < b->cfg->n_layer; il++) {
+        const cuda_layer_t *L = &b->layers[il];
+        const cuda_tensor_t *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router, &L->shexp_gate_inp,
+                                      &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            size_t r = act_row_bytes(all[i]);
+            if (r > m)
+                m = r;
+        }
+    }
+    return (m + 15) / 16 * 16;
+}
+
+/* The RoPE table of every position, computed on the host by the CPU backend's own function. */
+static int upload_rope_table(cuda_backend_t *b, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    if (c->n_rot == 0)
+        return 0;
+    cpu_rope_t rope;
+    if (cpu_rope_init(&rope, c, b->w->rope_freqs.data) < 0)
+        return guild_err_set(err, "cuda backend: out of memory");
+    const size_t bytes = (size_t)b->n_ctx * (size_t)c->n_rot * sizeof(float);
+    float *h = malloc(bytes);
+    int rc = -1;
+    if (!h) {
+        guild_err_set(err, "cuda backend: out of memory for the RoPE table");
+        goto out;
+    }
+    for (int32_t pos = 0; pos < b->n_ctx; pos++)
+        cpu_rope_table(&rope, pos, h + (size_t)pos * (size_t)c->n_rot);
+    if (cuda_alloc((void **)&b->rope_cs, bytes, &b->bytes_scratch, "the RoPE table", err) < 0 ||
+        cuda_check(cudaMemcpy(b->rope_cs, h, bytes, cudaMemcpyHostToDevice), "upload the RoPE table", err) < 0)
+        goto out;
+    rc = 0;
+out:
+    free(h);
+    cpu_rope_fini(&rope);
+    return rc;
+}
+
+static int check_shapes(const model_config_t *c, guild_err_t *err)
+{
+    if (c->head_dim != 32 && c->head_dim != 64 && c->head_dim != 128 && c->head_dim != 256)
+        return guild_err_set(err, "cuda backend: head dimension %d is not supported (32, 64, 128 or 256)",
+                             c->head_dim);
+    if (c->n_expert > 1024 || c->n_expert_used > 32)
+        return guild_err_set(err, "cuda backend: top-%d of %d experts is not supported (at most 32 of 1024)",
+                             c->n_expert_used, c->n_expert);
+    return 0;
+}
+
+static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
+{
+    *out = NULL;
+    const model_config_t *c = model_config(m);
+    if (opt->n_ctx < 1 || opt->n_batch < 1)
+        return guild_err_set(err, "cuda backend: n_ctx (%d) and n_batch (%d) must be >= 1", opt->n_ctx,
+                             opt->n_batch);
+    if (!opt->moe)
+        return guild_err_set(err, "cuda backend: a routed-expert executor is required");
+    if (check_shapes(c, err) < 0)
+        return -1;
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1)
+        return guild_err_set(err, "cuda backend: no CUDA device (%s)", why);
+    if (cuda_check(cudaSetDevice(0), "select device 0", err) < 0)
+        return -1;
+
+    cuda_backend_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return guild_err_set(err, "cuda backend: out of memory");
+    b->base.ops = &cuda_backend_ops;
+    b->cfg = c;
+    b->w = model_weights(m);
+    b->n_ctx = opt->n_ctx;
+    b->n_batch = opt->n_batch;
+    b->logit_rows = opt->n_batch < LOGIT_ROWS ? opt->n_batch : LOGIT_ROWS;
+    if (cuda_check(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "create stream", err) < 0 ||
+        cuda_weights_upload(b, err) < 0 || upload_rope_table(b, err) < 0)
+        goto fail;
+
+    const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
+    const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
+    const size_t F = (size_t)c->n_ff_shexp, f = sizeof(float);
+    const size_t kv_bytes = (size_t)c->n_layer * (size_t)opt->n_ctx * KV * sizeof(quant_half_t);
+    b->act_row = max_act_row(b);
+    b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
+    size_t *sc = &b->bytes_scratch;
+    if (cuda_alloc((void **)&b->k_cache, kv_bytes, &b->bytes_kv, "the K cache", err) < 0 ||
+        cuda_alloc((void **)&b->v_cache, kv_bytes, &b->bytes_kv, "the V cache", err) < 0 ||
+        cuda_alloc((void **)&b->x, NB * E * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->xn, NB * E * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->q, NB * Q * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->k, NB * KV * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->v, NB * KV * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->att, NB * Q * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->proj, NB * E * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->router_logits, NB * (size_t)c->n_expert * f, sc, "router logits", err) < 0 ||
+        cuda_alloc((void **)&b->ids, NB * K * sizeof(int32_t), sc, "expert ids", err) < 0 ||
+        cuda_alloc((void **)&b->route_w, NB * K * f, sc, "expert weights", err) < 0 ||
+        cuda_alloc((void **)&b->sh_gate, NB * F * f, sc, "shared expert", err) < 0 ||
+        cuda_alloc((void **)&b->sh_up, NB * F * f, sc, "shared expert", err) < 0 ||
+        cuda_alloc((void **)&b->sh_logit, NB * f, sc, "shared expert", err) < 0 ||
+        cuda_alloc((void **)&b->logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f, sc, "logits", err) < 0 ||
+        cuda_alloc((void **)&b->tokens, 2 * NB * sizeof(int32_t), sc, "token ids", err) < 0 ||
+        cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
+        cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
+        goto fail;
+    if (cudaMallocHost((void **)&b->h_tokens, 2 * NB * sizeof(int32_t)) != cudaSuccess) {
+        b->h_tokens = NULL;
+        (void)cudaGetLastError();
+        guild_err_set(err, "cuda backend: cannot allocate pinned host memory");
+        goto fail;
+    }
+    if (cuda_moe_local_new(&b->moe, opt->moe, opt->n_batch, c->n_embd, c->n_expert_used, err) < 0)
+        goto fail;
+
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+        snprintf(prop.name, sizeof prop.name, "device 0");
+    guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (f16, %d "
+              "positions), buffers %.1f MiB", prop.name, (double)b->bytes_weights / (1 << 20),
+              (double)b->bytes_kv / (1 << 20), opt->n_ctx, (double)b->bytes_scratch / (1 << 20));
+    *out = &b->base;
+    return 0;
+fail:
+    cuda_destroy(&b->base);
+    return -1;
+}
+
+static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                        const int32_t *out_rows, float *logits, guild_err_t *err)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    const model_config_t *c = b->cfg;
+    cudaStream_t s = b->stream;
+    if (n < 1 || n > b->n_batch)
+        return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, b->n_batch);
+    if (n_out < 0 || n_out > n)
+        return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
+    if ((int64_t)b->kv_len + n > b->n_ctx)
+        return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)", b->kv_len, n,
+                             b->n_ctx);
+    for (int32_t t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
+            return guild_err_set(err, "forward: token id %d is out of range (vocabulary of %d)", tokens[t],
+                                 c->n_vocab);
+        if (positions[t] != b->kv_len + t)
+            return guild_err_set(err, "forward: token %d has position %d, expected %d (batches append to the "
+                                 "cache)", t, positions[t], b->kv_len + t);
+    }
+    for (int32_t j = 0; j < n_out; j++)
+        if (out_rows[j] < 0 || out_rows[j] >= n)
+            return guild_err_set(err, "forward: output row %d is not in the batch of %d", out_rows[j], n);
+
+    /* h_tokens is free: the previous forward ended with the stream idle. */
+    memcpy(b->h_tokens, tokens, (size_t)n * sizeof *tokens);
+    memcpy(b->h_tokens + b->n_batch, out_rows, (size_t)n_out * sizeof *out_rows);
+    const int64_t E = c->n_embd, V = c->n_vocab;
+    b->act_src = NULL;
+    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, 2 * (size_t)b->n_batch * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, s), "copy token ids", err) < 0 ||
+        cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
+                      err) < 0)
+        goto fail;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        if (cuda_layer_forward(b, il, n, err) < 0)
+            goto fail;
+    for (int32_t j0 = 0; j0 < n_out; j0 += b->logit_rows) {
+        const int32_t nr = n_out - j0 < b->logit_rows ? n_out - j0 : b->logit_rows;
+        if (cuda_rmsnorm(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr, c->norm_eps, s,
+                         err) < 0 ||
+            cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
+            cuda_check(cudaMemcpyAsync(logits + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
+            goto fail;
+    }
+    if (cuda_check(cudaStreamSynchronize(s), "forward pass", err) < 0)
+        goto fail;
+    b->kv_len += n;
+    return 0;
+fail:
+    /* Leave the stream idle (the cache length was not advanced); a sticky device error stays reported. */
+    cudaStreamSynchronize(s);
+    return -1;
+}
+
+static int32_t cuda_kv_len(const backend_t *base)
+{
+    return ((const cuda_backend_t *)base)->kv_len;
+}
+
+static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    if (n_pos < 0)
+        n_pos = 0;
+    if (n_pos < b->kv_len)
+        b->kv_len = n_pos;
+}
+
+const backend_ops_t cuda_backend_ops = {
+    .name = "cuda",
+    .create = cuda_create,
+    .forward = cuda_forward,
+    .kv_len = cuda_kv_len,
+    .kv_truncate = cuda_kv_truncate,
+    .destroy = cuda_destroy,
+};

@@ -1,0 +1,123 @@
+/* gpu-worker/cuda/cuda_kernels.h — the checked entry points of the CUDA backend's kernels (one op per .cu
+ * file: kernel -> launcher taking a stream -> the entry point declared here), callable from C.
+ *
+ * Every entry point only enqueues work on stream `s` (nothing waits); it returns 0, or -1 with a message when
+ * an argument is outside what the kernel handles or the launch failed. Pointers are device pointers unless a
+ * contract says otherwise; "ld" arguments are the distance between rows in elements.
+ *
+ * Numerical contract against the CPU backend (tests/cuda/check_cuda_kernels.c measures it):
+ *   - cuda_quantize, cuda_matmul, cuda_get_rows, cuda_rope, cuda_add*, cuda_swiglu's products: the same bits
+ *     as the CPU references (quant_quantize_row_ref, quant_vec_dot_ref, quant_dequantize_row_ref,
+ *     cpu_rope_apply): the same float operations in the same order, integer sums exact.
+ *   - cuda_rmsnorm: the double sum is reduced in another order (differences below 1 ulp of the float mean).
+ *   - expf-based steps (router softmax, SiLU, sigmoid): CUDA's expf is within 2 ulp of the C library's.
+ *   - attention: the reductions are parallel; K/V are read from the F16 cache.
+ */
+#ifndef GUILD_GPU_WORKER_CUDA_KERNELS_H
+#define GUILD_GPU_WORKER_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+/* core/util/err.h is C11 (`_Noreturn`, no extern "C" block of its own). */
+#define _Noreturn [[noreturn]]
+extern "C" {
+#endif
+#include "core/quant/blocks.h"
+#include "core/quant/types.h"
+#include "core/util/err.h"
+#ifdef __cplusplus
+#undef _Noreturn
+#endif
+
+/* ---- activations and weights ---------------------------------------------------------------------------- */
+
+/* Quantizes n_rows rows of n floats (x rows ldx floats apart) into act_type (F32 copies; Q8_0, Q8_1, Q8_K),
+ * rows dst_stride bytes apart: byte for byte what quant_quantize_row_ref writes. n must be a whole number of
+ * blocks. */
+int cuda_quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
+                  int32_t n_rows, cudaStream_t s, guild_err_t *err);
+
+/* True when cuda_matmul and cuda_get_rows handle weights of `type`. */
+bool cuda_type_supported(guild_type_t type);
+
+/* The names of the supported types, for messages ("f32 f16 ..."). */
+const char *cuda_supported_types(void);
+
+/* out[t * ldo + r] = quant_vec_dot_ref(type, n, w + r * w_stride, act + t * act_stride) for r < nrows, t < ntok,
+ * bit for bit; act rows are in quant_type_info(type)->dot_type (cuda_quantize). Weight rows must be 4-byte
+ * aligned for the 4-byte-aligned block types (Q4_1, Q5_1, K types, IQ4_XS), 2-byte aligned otherwise. */
+int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* out[i * ldo + 0 .. n) = quant_dequantize_row_ref(type, row ids[i] of w) for i < n_ids (w rows row_bytes
+ * apart; ids is a device array, every id must be a valid row). */
+int cuda_get_rows(guild_type_t type, const void *w, size_t row_bytes, int64_t n, const int32_t *ids, int32_t n_ids,
+                  float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* ---- the layer's small ops ------------------------------------------------------------------------------ */
+
+/* cpu_rmsnorm of n_rows rows: out row i = rmsnorm(x row r, w), r = rows ? rows[i] : i (rows: device array).
+ * out may alias x when rows is NULL and ldo == ldx. */
+int cuda_rmsnorm(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,
+                 int64_t n, int32_t n_rows, float eps, cudaStream_t s, guild_err_t *err);
+
+/* cpu_rope_apply on n_heads heads of head_dim floats of each of n_tok rows (ldx floats apart); token t uses
+ * table row pos0 + t of cs (n_rot floats per position: cos, sin pairs, as cpu_rope_table writes them). */
+int cuda_rope(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,
+              const float *cs, int32_t pos0, cudaStream_t s, guild_err_t *err);
+
+/* x[t * ldx + i] = x[t * ldx + i] + b[i] for i < n, t < n_rows (bias). */
+int cuda_add_bias(float *x, int64_t ldx, const float *b, int64_t n, int32_t n_rows, cudaStream_t s,
+                  guild_err_t *err);
+
+/* x[i] = p[i] + x[i] for i < n (residual). */
+int cuda_add(float *x, const float *p, int64_t n, cudaStream_t s, guild_err_t *err);
+
+/* g[i] = silu(g[i]) * u[i] for i < n (model_silu). */
+int cuda_swiglu(float *g, const float *u, int64_t n, cudaStream_t s, guild_err_t *err);
+
+/* Writes the K and V rows of n_tok tokens (kv_dim floats each, rows kv_dim apart) as F16 into cache rows
+ * pos0 .. pos0 + n_tok - 1 (kv_dim halves per row). */
+int cuda_kv_store(quant_half_t *k_cache, quant_half_t *v_cache, const float *k, const float *v, int64_t kv_dim,
+                  int32_t n_tok, int32_t pos0, cudaStream_t s, guild_err_t *err);
+
+/* cpu_router_topk for n_tok tokens: logits [n_tok][n_expert] -> ids/w [n_tok][k]. n_expert <= 1024,
+ * k <= 32. */
+int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm, float scale,
+                     int32_t *ids, float *w, cudaStream_t s, guild_err_t *err);
+
+/* The MoE combine of the CPU backend, per token t and element i < n_embd:
+ *   acc = w[t][0] * y[t][0][i];  acc = acc + w[t][k] * y[t][k][i] for k = 1 .. n_used-1;
+ *   with sh: acc = acc + sh[t][i] * sigmoid(sh_logit[t]);   x[t][i] = acc + x[t][i]. */
+int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
+                     int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
+
+/* ---- attention ------------------------------------------------------------------------------------------ */
+
+/* Causal attention of n_tok query rows (q: [n_tok][n_head * head_dim]) at positions kv0 .. kv0 + n_tok - 1
+ * over the F16 cache rows 0 .. kv0 + t of one layer ([n_ctx][n_head_kv * head_dim] each for K and V; rows of
+ * the batch already stored). out: [n_tok][n_head * head_dim]. Query head h reads KV head
+ * h / (n_head / n_head_kv). head_dim: a multiple of 32, at most 256.
+ *
+ * decode: one warp per key position, the keys split over blocks (flash-decoding); for few query rows.
+ * scratch: cuda_attention_decode_scratch(...) bytes of device memory (may be 0: then no split). */
+size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx);
+int cuda_attention_decode(float *out, const float *q, const quant_half_t *k_cache, const quant_half_t *v_cache,
+                          int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                          void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+
+/* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention). */
+int cuda_attention_prefill(float *out, const float *q, const quant_half_t *k_cache, const quant_half_t *v_cache,
+                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                           float scale, cudaStream_t s, guild_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

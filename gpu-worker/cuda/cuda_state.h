@@ -1,0 +1,91 @@
+/* gpu-worker/cuda/cuda_state.h — internal: the CUDA backend's state, shared by its forward driver
+ * (cuda_backend.c), its weight upload (cuda_weights.c) and its layer program (cuda_layer.c). Device buffers
+ * hold up to n_batch tokens' rows, like the CPU backend's (gpu-worker/cpu/cpu_state.h). */
+#ifndef GUILD_GPU_WORKER_CUDA_STATE_H
+#define GUILD_GPU_WORKER_CUDA_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/model/model.h"
+#include "core/quant/blocks.h"
+#include "gpu-worker/backend.h"
+#include "gpu-worker/cuda/cuda_moe.h"
+
+/* A dense matrix (or vector) on the device: n_rows rows of n_in elements of `type`, row_bytes apart. */
+typedef struct cuda_tensor {
+    const void *d;       /* device copy; NULL when the model has no such tensor */
+    guild_type_t type;
+    int64_t n_in;        /* ne[0] */
+    int64_t n_rows;      /* ne[1] */
+    size_t row_bytes;
+} cuda_tensor_t;
+
+typedef struct cuda_layer {
+    cuda_tensor_t attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo;
+    cuda_tensor_t ffn_norm, router, shexp_gate_inp, shexp_gate, shexp_up, shexp_down;
+} cuda_layer_t;
+
+typedef struct cuda_backend {
+    backend_t base;
+    const model_config_t *cfg;
+    const model_weights_t *w;
+    cudaStream_t stream;
+    cuda_moe_t *moe;            /* owned bridge to the options' moe_exec_t */
+    int32_t n_ctx;              /* KV capacity (positions) */
+    int32_t n_batch;            /* rows of every activation buffer */
+    int32_t kv_len;             /* positions [0, kv_len) hold valid K/V */
+    int32_t logit_rows;         /* rows of `logits`: the LM head runs in chunks of this many */
+
+    /* weights: one device allocation, tensors at 256-byte offsets */
+    void *weight_mem;
+    cuda_tensor_t token_embd, output_norm, output;
+    cuda_layer_t *layers;       /* [n_layer] */
+
+    float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
+    quant_half_t *k_cache;      /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    quant_half_t *v_cache;      /* [n_layer][n_ctx][n_head_kv * head_dim] */
+
+    /* activations of the current batch (t = row in the batch), device */
+    float *x;                   /* [n_batch][n_embd] residual stream */
+    float *xn;                  /* [n_batch][n_embd] normed input of the current block / of the LM head */
+    float *q;                   /* [n_batch][n_head * head_dim] */
+    float *k;                   /* [n_batch][n_head_kv * head_dim] */
+    float *v;                   /* [n_batch][n_head_kv * head_dim] */
+    float *att;                 /* [n_batch][n_head * head_dim] */
+    float *proj;                /* [n_batch][n_embd] attn_output / shared expert output */
+    float *router_logits;       /* [n_batch][n_expert] */
+    int32_t *ids;               /* [n_batch][n_expert_used] */
+    float *route_w;             /* [n_batch][n_expert_used] */
+    float *sh_gate;             /* [n_batch][n_ff_shexp] */
+    float *sh_up;               /* [n_batch][n_ff_shexp] */
+    float *sh_logit;            /* [n_batch] */
+    float *logits;              /* [logit_rows][n_vocab] */
+    int32_t *tokens;            /* [n_batch] token ids, then [n_batch] output rows */
+    void *act;                  /* quantized activations: n_batch rows of act_row bytes */
+    size_t act_row;             /* bytes of the widest activation row */
+    guild_type_t act_type;      /* what `act` holds now ... */
+    const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
+    void *attn_scratch;         /* split-key partials of the decode attention */
+    size_t attn_scratch_bytes;
+    int32_t *h_tokens;          /* pinned [2 * n_batch]: staging of tokens and output rows */
+
+    size_t bytes_weights, bytes_kv, bytes_scratch; /* device memory, for the report */
+} cuda_backend_t;
+
+/* Uploads every dense tensor of the model (cuda_weights.c). -1 with a message naming the tensor for a type
+ * the kernels do not handle, or when the device is out of memory. */
+int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err);
+
+/* Runs layer il on the n tokens of the batch in b->x (positions kv_len + t), writing their K/V into the
+ * cache. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
+int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
+
+/* y[t][0..W->n_rows) = W x[t] for t < n (x rows ldx floats apart, y rows ldy): quantizes x to W's activation
+ * type unless `reuse` and act already holds x in that type, then cuda_matmul. */
+int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64_t ldx, int32_t n, float *y,
+                int64_t ldy, bool reuse, guild_err_t *err);
+
+#endif

@@ -1,0 +1,201 @@
+/* The CUDA kernels' block arithmetic, run on the host (no GPU needed, so it runs in CI): for every weight type
+ * of cuda_matmul, the split of each block over TPB threads (quant_dot.cuh), summed and finished as the kernel
+ * does and accumulated in block order, must give quant_vec_dot_ref's bits; dequant.cuh's elements must be
+ * quant_dequantize_row_ref's. The host emulations of the SIMD-in-a-word intrinsics are checked against scalar
+ * definitions too. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu-worker/cuda/dequant.cuh"
+
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "core/quant/iq_tables.h"
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+}
+#undef _Noreturn
+
+/* Random floats of mixed scales (so blocks get different d/dmin and the 6-bit scales vary). */
+static void fill(rng_t *r, float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double scale = (i / 32) % 3 == 0 ? 0.05 : (i / 32) % 3 == 1 ? 1.0 : 7.0;
+        x[i] = (float)(scale * (2 * rng_uniform(r) - 1) + 0.01 * scale);
+    }
+}
+
+/* The kernel's computation of one row, serialised: per block the TPB shares, their exact integer sums, the
+ * float finish, and the block-ordered float sum. */
+template <typename TR>
+static float emulate_row(const void *w, const void *a, int nb)
+{
+    const typename TR::wblock *wb = (const typename TR::wblock *)w;
+    const typename TR::ablock *ab = (const typename TR::ablock *)a;
+    float sumf = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        int isum = 0, imin = 0;
+        for (int j = 0; j < TR::TPB; j++) {
+            int s = 0, m = 0;
+            TR::partial(wb + b, ab + b, j, s, m);
+            isum += s;
+            imin += m;
+        }
+        if (!TR::HAS_MIN)
+            imin = 0;
+        sumf = sumf + TR::finish(wb + b, ab + b, isum, imin);
+    }
+    return sumf;
+}
+
+static float emulate(guild_type_t type, const void *w, const void *a, int64_t n)
+{
+    switch (type) {
+    case GUILD_TYPE_Q8_0: return emulate_row<dot_q8_0>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q4_0: return emulate_row<dot_q4_0>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q4_1: return emulate_row<dot_q4_1>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q5_0: return emulate_row<dot_q5_0>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q5_1: return emulate_row<dot_q5_1>(w, a, (int)(n / 32));
+    case GUILD_TYPE_IQ4_NL: return emulate_row<dot_iq4_nl>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q4_K: return emulate_row<dot_q4_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q5_K: return emulate_row<dot_q5_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q6_K: return emulate_row<dot_q6_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ4_XS: return emulate_row<dot_iq4_xs>(w, a, (int)(n / 256));
+    default: ck_abort_msg("no emulation for type %d", (int)type);
+    }
+    return 0.0f;
+}
+
+static const guild_type_t quant_types[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0,
+                                           GUILD_TYPE_Q5_1, GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K,
+                                           GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS};
+#define N_QUANT_TYPES (int)(sizeof quant_types / sizeof quant_types[0])
+
+static size_t row_bytes(guild_type_t t, int64_t n)
+{
+    uint64_t b = 0;
+    ck_assert(quant_row_bytes(t, (uint64_t)n, &b, NULL) == 0);
+    return (size_t)b;
+}
+
+START_TEST(test_block_dot_matches_reference)
+{
+    const guild_type_t type = quant_types[_i];
+    const guild_type_t at = quant_type_info(type)->dot_type;
+    const int64_t n = 1024;
+    const int rows = 24;
+    rng_t r;
+    rng_seed(&r, 100 + (uint64_t)_i);
+    float *x = (float *)malloc((size_t)n * sizeof(float));
+    char *w = (char *)malloc(row_bytes(type, n));
+    char *a = (char *)malloc(row_bytes(at, n));
+    ck_assert(x && w && a);
+    guild_err_t err;
+    int mismatches = 0;
+    for (int row = 0; row < rows; row++) {
+        fill(&r, x, n);
+        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+        fill(&r, x, n);
+        ck_assert(quant_quantize_row_ref(at, x, a, n, &err) == 0);
+        const float ref = quant_vec_dot_ref(type, n, w, a), got = emulate(type, w, a, n);
+        if (memcmp(&ref, &got, sizeof ref)) {
+            if (mismatches++ < 3)
+                fprintf(stderr, "%s row %d: kernel split %.9g, reference %.9g\n", quant_type_info(type)->name, row,
+                        (double)got, (double)ref);
+        }
+    }
+    ck_assert_msg(mismatches == 0, "%s: %d of %d rows differ from quant_vec_dot_ref", quant_type_info(type)->name,
+                  mismatches, rows);
+    free(x);
+    free(w);
+    free(a);
+}
+END_TEST
+
+START_TEST(test_dequant_matches_reference)
+{
+    static const guild_type_t types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
+                                         GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
+                                         GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
+                                         GUILD_TYPE_IQ4_XS};
+    const int64_t n = 1024;
+    rng_t r;
+    rng_seed(&r, 7);
+    float *x = (float *)malloc((size_t)n * sizeof(float)), *ref = (float *)malloc((size_t)n * sizeof(float));
+    char *w = (char *)malloc((size_t)n * 4);
+    ck_assert(x && ref && w);
+    guild_err_t err;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const guild_type_t type = types[k];
+        ck_assert(cuda_type_supported(type));
+        fill(&r, x, n);
+        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+        quant_dequantize_row_ref(type, w, ref, n);
+        for (int64_t e = 0; e < n; e++) {
+            const float got = dequant_elem(type, w, e);
+            ck_assert_msg(!memcmp(&got, &ref[e], sizeof got), "%s element %lld: %.9g, reference %.9g",
+                          quant_type_info(type)->name, (long long)e, (double)got, (double)ref[e]);
+        }
+    }
+    free(x);
+    free(ref);
+    free(w);
+}
+END_TEST
+
+START_TEST(test_intrinsic_emulations)
+{
+    rng_t r;
+    rng_seed(&r, 3);
+    for (int it = 0; it < 10000; it++) {
+        const uint32_t a = (uint32_t)rng_next(&r), b = (uint32_t)rng_next(&r), s = (uint32_t)rng_next(&r);
+        int dp = 5;
+        for (int i = 0; i < 4; i++)
+            dp += (int8_t)(a >> 8 * i) * (int8_t)(b >> 8 * i);
+        ck_assert_int_eq(qd_dp4a((int)a, (int)b, 5), dp);
+        const uint32_t sub = (uint32_t)qd_vsub4((int)a, (int)b);
+        for (int i = 0; i < 4; i++)
+            ck_assert_uint_eq((uint8_t)(sub >> 8 * i), (uint8_t)((uint8_t)(a >> 8 * i) - (uint8_t)(b >> 8 * i)));
+        const uint32_t sel = s & 0x7777u;
+        const uint32_t p = qd_byte_perm(a, b, sel);
+        const uint8_t bytes[8] = {(uint8_t)a, (uint8_t)(a >> 8), (uint8_t)(a >> 16), (uint8_t)(a >> 24),
+                                  (uint8_t)b, (uint8_t)(b >> 8), (uint8_t)(b >> 16), (uint8_t)(b >> 24)};
+        for (int i = 0; i < 4; i++)
+            ck_assert_uint_eq((uint8_t)(p >> 8 * i), bytes[(sel >> 4 * i) & 7]);
+        /* four nibbles through the packed iq4_nl table */
+        const uint32_t nib = a & 0x0f0f0f0fu;
+        const uint32_t lv = (uint32_t)iq4nl_lookup4(nib);
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq((int8_t)(lv >> 8 * i), iq4nl_value((int)(nib >> 8 * i) & 15));
+    }
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(iq4nl_value(i), quant_kvalues_iq4nl[i]);
+}
+END_TEST
+
+static Suite *host_suite(void)
+{
+    Suite *s = suite_create("cuda_host");
+    TCase *tc = tcase_create("block_dot");
+    tcase_add_loop_test(tc, test_block_dot_matches_reference, 0, N_QUANT_TYPES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dequant");
+    tcase_add_test(tc, test_dequant_matches_reference);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("intrinsics");
+    tcase_add_test(tc, test_intrinsic_emulations);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(host_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
