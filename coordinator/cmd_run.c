@@ -1,4 +1,5 @@
-/* guild run — generate text from a prompt with a GGUF MoE model, in one process (the reference mode). */
+/* guild run — generate text from a prompt with a GGUF MoE model: through the multi-process pipeline (a GPU worker
+ * and CPU expert workers, coordinator/pipeline.h), or in one process (--single-process, the reference mode). */
 #include "config.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "coordinator/demo_model.h"
 #include "coordinator/expert_stats.h"
 #include "coordinator/generate.h"
+#include "coordinator/pipeline.h"
 #include "core/model/model.h"
 #include "core/sample/sampler.h"
 #include "core/tokenizer/tok.h"
@@ -40,6 +42,9 @@ typedef struct run_config {
     bool stats;               /* --stats */
     bool ignore_eos;          /* --ignore-eos */
     bool verbose;             /* -v */
+    bool single_process;      /* --single-process */
+    bool print_plan;          /* --print-plan */
+    pipeline_config_t pipe;   /* --cpu-workers, --listen, --arena-dir, --mlock, --spin-us */
 } run_config_t;
 
 static void usage(FILE *out)
@@ -70,7 +75,16 @@ static void usage(FILE *out)
             "      --ids-out FILE      write the generated token ids, space-separated, on one line\n"
             "      --stats             per layer: experts touched by prompt + generation, busiest expert's share\n"
             "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n"
-            "      --single-process    run every stage in this process (the only mode for now)\n"
+            "      --single-process    run every stage in this process (the reference; default: a GPU worker\n"
+            "                          process and CPU expert worker processes, supervised and restarted)\n"
+            "      --cpu-workers K     CPU expert workers (default: one per NUMA node)\n"
+            "      --print-plan        print which worker owns which experts, and exit\n"
+            "      --listen ENDPOINT   do not start the CPU workers: wait for `guild-cpu-worker --connect\n"
+            "                          ENDPOINT` started by hand on this host (ipc://PATH or tcp://HOST:PORT)\n"
+            "      --arena-dir DIR     shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
+            "                          an anonymous memfd\n"
+            "      --mlock             lock the CPU workers' experts in RAM\n"
+            "      --spin-us N         spin N us on a doorbell before sleeping (default 50)\n"
             "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
             "  -v, --verbose           more messages on stderr\n"
             "  -h, --help              this help\n",
@@ -95,6 +109,12 @@ enum {
     OPT_BACKEND,
     OPT_PARSE_SPECIAL,
     OPT_IGNORE_EOS,
+    OPT_CPU_WORKERS,
+    OPT_PRINT_PLAN,
+    OPT_LISTEN,
+    OPT_ARENA_DIR,
+    OPT_MLOCK,
+    OPT_SPIN_US,
 };
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -148,6 +168,12 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"parse-special", no_argument, NULL, OPT_PARSE_SPECIAL},
         {"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
+        {"cpu-workers", required_argument, NULL, OPT_CPU_WORKERS},
+        {"print-plan", no_argument, NULL, OPT_PRINT_PLAN},
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"arena-dir", required_argument, NULL, OPT_ARENA_DIR},
+        {"mlock", no_argument, NULL, OPT_MLOCK},
+        {"spin-us", required_argument, NULL, OPT_SPIN_US},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -160,6 +186,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         .backend = "cpu",
     };
     sample_params_default(&c->sample);
+    c->pipe.spin_us = -1;
     long v;
     int o;
     optind = 1;
@@ -229,7 +256,21 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         case OPT_LOGITS_OUT: c->logits_out = optarg; break;
         case OPT_IDS_OUT: c->ids_out = optarg; break;
         case OPT_STATS: c->stats = true; break;
-        case OPT_SINGLE: break;
+        case OPT_SINGLE: c->single_process = true; break;
+        case OPT_CPU_WORKERS:
+            if (parse_long("--cpu-workers", optarg, 1, 4096, &v) < 0)
+                return -1;
+            c->pipe.cpu_workers = (int)v;
+            break;
+        case OPT_PRINT_PLAN: c->print_plan = true; break;
+        case OPT_LISTEN: c->pipe.listen = optarg; break;
+        case OPT_ARENA_DIR: c->pipe.arena_dir = optarg; break;
+        case OPT_MLOCK: c->pipe.mlock = true; break;
+        case OPT_SPIN_US:
+            if (parse_long("--spin-us", optarg, 0, 1000000, &v) < 0)
+                return -1;
+            c->pipe.spin_us = (int)v;
+            break;
         case OPT_BACKEND: c->backend = optarg; break;
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
         case OPT_IGNORE_EOS: c->ignore_eos = true; break;
@@ -246,13 +287,23 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         usage(stderr);
         return -1;
     }
+    if (c->single_process && (c->pipe.cpu_workers || c->pipe.listen || c->pipe.arena_dir || c->pipe.mlock ||
+                              c->pipe.spin_us >= 0 || c->print_plan)) {
+        fprintf(stderr, "guild run: --cpu-workers, --listen, --arena-dir, --mlock, --spin-us and --print-plan are "
+                        "for the multi-process mode, not --single-process\n");
+        return -1;
+    }
+    if (c->stats && !c->single_process) {
+        fprintf(stderr, "guild run: --stats counts the routing in-process: add --single-process\n");
+        return -1;
+    }
     if (c->prompt && c->prompt_file) {
         fprintf(stderr, "guild run: -p and -f are exclusive\n");
         return -1;
     }
     if (!c->model && !c->prompt && !c->prompt_file)
         c->prompt = DEMO_MODEL_PROMPT;
-    if (!c->prompt && !c->prompt_file) {
+    if (!c->prompt && !c->prompt_file && !c->print_plan) {
         fprintf(stderr, "guild run: no prompt: give -p TEXT or -f FILE\n");
         return -1;
     }
@@ -298,9 +349,11 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
     fprintf(stderr, "guild run: model %s\n", model_path);
     model_config_print(mc, stderr);
     fprintf(stderr,
-            "run: backend = %s, threads = %d, ctx = %d, batch = %d, n_predict = %d, single process\n"
+            "run: backend = %s, threads = %d, ctx = %d, batch = %d, n_predict = %d, %s\n"
             "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
-            c->backend, c->n_threads, n_ctx, c->n_batch, c->n_predict, (double)c->sample.temp, c->sample.top_k,
+            c->backend, c->n_threads, n_ctx, c->n_batch, c->n_predict,
+            c->single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
+            c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
             c->sample.repeat_last_n, (unsigned long long)c->sample.seed);
 }
@@ -325,6 +378,9 @@ int cmd_run(int argc, char **argv)
     if (pr != 0)
         return pr > 0 ? 0 : 2;
     guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
+    c.pipe.backend = c.backend;
+    c.pipe.n_threads = c.n_threads;
+    c.pipe.log_level = guild_log_level();
 
     guild_err_t err = {{0}};
     int rc = 1;
@@ -335,6 +391,7 @@ int cmd_run(int argc, char **argv)
     moe_exec_t *moe = NULL;
     expert_stats_t *stats = NULL;
     backend_t *be = NULL;
+    pipeline_t *pipe = NULL;
     sampler_t *smp = NULL;
     FILE *logits_f = NULL;
     tok_ids_t prompt_ids;
@@ -358,6 +415,11 @@ int cmd_run(int argc, char **argv)
         goto fail;
     }
     int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
+    if (c.print_plan) {
+        if (pipeline_print_plan(model, c.pipe.cpu_workers, stdout, &err) == 0)
+            rc = 0;
+        goto fail;
+    }
     print_config(&c, model_path, mc, n_ctx);
 
     size_t plen;
@@ -388,17 +450,24 @@ int cmd_run(int argc, char **argv)
         fputc('\n', stderr);
     }
 
-    if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 || moe_local_new(&moe, model, pool, &err) < 0)
-        goto fail;
-    moe_exec_t *exec = moe;
-    if (c.stats) {
-        if (expert_stats_new(&stats, moe, mc, &err) < 0)
-            goto fail;
-        exec = expert_stats_exec(stats);
-    }
     int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
-    backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec};
-    if (backend_new(&be, c.backend, model, &bo, &err) < 0 || sampler_new(&smp, &c.sample, mc->n_vocab, &err) < 0)
+    if (!c.single_process) {
+        if (pipeline_new(&pipe, &c.pipe, model, model_path, n_ctx, n_batch, &be, &err) < 0)
+            goto fail;
+    } else {
+        if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 || moe_local_new(&moe, model, pool, &err) < 0)
+            goto fail;
+        moe_exec_t *exec = moe;
+        if (c.stats) {
+            if (expert_stats_new(&stats, moe, mc, &err) < 0)
+                goto fail;
+            exec = expert_stats_exec(stats);
+        }
+        backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec};
+        if (backend_new(&be, c.backend, model, &bo, &err) < 0)
+            goto fail;
+    }
+    if (sampler_new(&smp, &c.sample, mc->n_vocab, &err) < 0)
         goto fail;
     if (c.logits_out && !(logits_f = fopen(c.logits_out, "wb"))) {
         guild_err_errno(&err, errno, "cannot create %s", c.logits_out);
@@ -439,6 +508,8 @@ int cmd_run(int argc, char **argv)
             res.decode_s > 0 ? res.n_decoded / res.decode_s : 0.0);
     if (stats)
         expert_stats_print(stats, stderr);
+    if (pipe)
+        pipeline_print_stats(pipe, be, stderr);
     rc = 0;
 fail:
     if (rc)
@@ -448,6 +519,7 @@ fail:
     free(res.ids);
     sampler_destroy(&smp);
     backend_destroy(&be);
+    pipeline_destroy(&pipe);
     expert_stats_destroy(&stats);
     moe_exec_destroy(&moe);
     guild_pool_destroy(&pool);

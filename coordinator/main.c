@@ -16,7 +16,8 @@ static int cmd_version(int argc, char **argv)
 static const guild_cmd_t commands[] = {
     {"version", cmd_version, "print the version"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
-    {"run", cmd_run, "generate text from a prompt (single process)"},
+    {"run", cmd_run, "generate text from a prompt"},
+    {"plan", cmd_plan, "print which CPU worker would own which experts of a model"},
     {"tokenize", cmd_tokenize, "print the token ids of the text on stdin"},
     {"bench", cmd_bench, "benchmarks: guild bench experts|bw"},
 };

@@ -1,11 +1,19 @@
 #include "cpu-expert-worker/expert_shard.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/topo/topo.h"
 
 struct expert_shard {
     const model_config_t *cfg;
     expert_mats_t *mats; /* [n_layer][n_expert]; gate == NULL when not owned */
     int64_t count;
+    void *mem;           /* copy mode: the owned experts' matrices (topo_alloc), else NULL */
+    size_t mem_size;
+    bool locked;
 };
 
 int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owned, guild_err_t *err)
@@ -44,11 +52,82 @@ int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owne
     return 0;
 }
 
+#define COPY_ALIGN 64 /* each matrix starts on a cache line */
+
+static size_t align_up(size_t n)
+{
+    return (n + COPY_ALIGN - 1) & ~(size_t)(COPY_ALIGN - 1);
+}
+
+int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
+                          guild_err_t *err)
+{
+    if (expert_shard_new(out, m, owned, err) < 0)
+        return -1;
+    expert_shard_t *s = *out;
+    const model_config_t *c = s->cfg;
+    const model_weights_t *w = model_weights(m);
+    size_t total = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        size_t per = align_up(L->gate_exps.mat_bytes) + align_up(L->up_exps.mat_bytes) + align_up(L->down_exps.mat_bytes);
+        for (int32_t e = 0; e < c->n_expert; e++)
+            if (s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e].gate)
+                total += per;
+    }
+    if (total == 0)
+        return 0;
+    guild_err_t aerr = {{0}};
+    if (!(s->mem = topo_alloc(total, node, &aerr))) {
+        guild_err_set(err, "expert shard: %zu bytes on NUMA node %d: %s", total, node, aerr.msg);
+        goto fail;
+    }
+    s->mem_size = total;
+    if (lock) {
+        if (mlock(s->mem, total) != 0) {
+            guild_err_errno(err, errno, "expert shard: cannot lock %zu bytes in memory (RLIMIT_MEMLOCK, ulimit -l)",
+                            total);
+            goto fail;
+        }
+        s->locked = true;
+    }
+    char *dst = s->mem;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        for (int32_t e = 0; e < c->n_expert; e++) {
+            expert_mats_t *x = &s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e];
+            if (!x->gate)
+                continue;
+            memcpy(dst, x->gate, L->gate_exps.mat_bytes);
+            x->gate = dst;
+            dst += align_up(L->gate_exps.mat_bytes);
+            memcpy(dst, x->up, L->up_exps.mat_bytes);
+            x->up = dst;
+            dst += align_up(L->up_exps.mat_bytes);
+            memcpy(dst, x->down, L->down_exps.mat_bytes);
+            x->down = dst;
+            dst += align_up(L->down_exps.mat_bytes);
+        }
+    }
+    return 0;
+fail:
+    expert_shard_destroy(out);
+    return -1;
+}
+
+size_t expert_shard_resident_bytes(const expert_shard_t *s)
+{
+    return s->mem_size;
+}
+
 void expert_shard_destroy(expert_shard_t **sp)
 {
     expert_shard_t *s = *sp;
     if (!s)
         return;
+    if (s->locked)
+        munlock(s->mem, s->mem_size);
+    topo_free(s->mem, s->mem_size);
     free(s->mats);
     free(s);
     *sp = NULL;

@@ -27,6 +27,16 @@ typedef struct expert_shard expert_shard_t;
  * this shard computes that expert; NULL = every expert of every layer. -1 with a message on out of memory. */
 int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owned, guild_err_t *err);
 
+/* Like expert_shard_new, but copies every owned expert's three matrices out of the model's mapping into memory
+ * of NUMA node `node` (core/topo's topo_alloc; node < 0: no binding), so only the shard's bytes are read from
+ * the file and they sit next to the CPUs that compute them. lock: mlock the copy (fails with a message naming
+ * RLIMIT_MEMLOCK when refused). -1 with a message on out of memory or a refused binding. */
+int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
+                          guild_err_t *err);
+
+/* Bytes of expert weights held in the shard's own memory (0 for a shard that reads the mapping). */
+size_t expert_shard_resident_bytes(const expert_shard_t *s);
+
 /* Frees; sets *s to NULL. NULL-safe. */
 void expert_shard_destroy(expert_shard_t **s);
 

@@ -205,7 +205,9 @@ START_TEST(test_decode_rejects_bad_envelopes)
     env.shutdown = &sd;
 
     env.protocol_version = 99;
-    expect_decode_error(buf, pack(&env, buf), "protocol version 99, this build speaks 1");
+    char speaks[64];
+    snprintf(speaks, sizeof speaks, "protocol version 99, this build speaks %u", GUILD_PROTOCOL_VERSION);
+    expect_decode_error(buf, pack(&env, buf), speaks);
     env.protocol_version = 0; /* absent */
     expect_decode_error(buf, pack(&env, buf), "protocol version 0");
 
@@ -409,9 +411,11 @@ START_TEST(test_router_rejects_garbage_and_survives)
     Guild__Shutdown sd = GUILD__SHUTDOWN__INIT;
     env.body_case = GUILD__ENVELOPE__BODY_SHUTDOWN;
     env.shutdown = &sd;
-    env.protocol_version = 2;
+    env.protocol_version = GUILD_PROTOCOL_VERSION + 1;
     raw_send(buf, guild__envelope__pack(&env, buf), 0);
-    expect_bad("protocol version 2");
+    char newer[32];
+    snprintf(newer, sizeof newer, "protocol version %u", GUILD_PROTOCOL_VERSION + 1);
+    expect_bad(newer);
 
     /* over the limit but under the transport's cap: a clear error */
     size_t over = GUILD_MSG_MAX_BYTES + 1;

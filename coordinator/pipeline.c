@@ -1,0 +1,121 @@
+#include "config.h"
+
+#include "coordinator/pipeline.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/remote_backend.h"
+#include "coordinator/spawn.h"
+#include "coordinator/supervisor.h"
+#include "pipeline/plan.h"
+
+struct pipeline {
+    plan_t *plan;
+    sup_t *sup;
+    char model_path[PATH_MAX];
+    char worker_dir[PATH_MAX];
+};
+
+int pipeline_print_plan(const model_t *m, int cpu_workers, FILE *out, guild_err_t *err)
+{
+    plan_t *plan = NULL;
+    if (plan_new_local(&plan, model_config(m), cpu_workers, err) < 0)
+        return -1;
+    plan_print(plan, m, out);
+    plan_destroy(&plan);
+    return 0;
+}
+
+int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m, const char *model_path,
+                 int32_t n_ctx, int32_t n_batch, backend_t **be, guild_err_t *err)
+{
+    *out = NULL;
+    *be = NULL;
+    const model_config_t *mc = model_config(m);
+    pipeline_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return guild_err_set(err, "pipeline: out of memory");
+    if (!realpath(model_path, p->model_path)) {
+        guild_err_errno(err, errno, "%s", model_path);
+        goto fail;
+    }
+    if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
+        plan_new_local(&p->plan, mc, pc->cpu_workers, err) < 0)
+        goto fail;
+    if (guild_log_level() >= GUILD_LOG_INFO)
+        plan_print(p->plan, m, stderr);
+    sup_config_t sc;
+    sup_config_defaults(&sc);
+    sc.model_path = p->model_path;
+    sc.worker_dir = p->worker_dir;
+    sc.plan = p->plan;
+    sc.listen = pc->listen;
+    sc.arena_dir = pc->arena_dir;
+    sc.backend = pc->backend;
+    sc.n_threads = pc->n_threads;
+    sc.n_ctx = n_ctx;
+    sc.n_batch = n_batch;
+    if (sc.max_out > n_batch)
+        sc.max_out = n_batch;
+    sc.mlock = pc->mlock;
+    if (pc->spin_us >= 0)
+        sc.spin_ns = (uint64_t)pc->spin_us * 1000u;
+    sc.log_level = pc->log_level;
+    if (sup_new(&p->sup, &sc, mc, err) < 0)
+        goto fail;
+    uint64_t epoch;
+    if (sup_wait_ready(p->sup, sc.start_ms, &epoch, err) < 0)
+        goto fail;
+    remote_options_t ro = {
+        .n_ctx = n_ctx,
+        .n_batch = n_batch,
+        .n_vocab = mc->n_vocab,
+        .max_retries = 3,
+        .ready_ms = sc.start_ms,
+        .spin_ns = sc.spin_ns,
+    };
+    if (remote_backend_new(be, p->sup, &ro, err) < 0)
+        goto fail;
+    *out = p;
+    return 0;
+fail:
+    pipeline_destroy(&p);
+    return -1;
+}
+
+void pipeline_destroy(pipeline_t **pp)
+{
+    pipeline_t *p = *pp;
+    if (!p)
+        return;
+    sup_destroy(&p->sup);
+    plan_destroy(&p->plan);
+    free(p);
+    *pp = NULL;
+}
+
+void pipeline_print_stats(pipeline_t *p, const backend_t *be, FILE *out)
+{
+    remote_stats_t rs;
+    remote_backend_stats(be, &rs);
+    int gpu_restarts, cpu_restarts;
+    sup_restarts(p->sup, &gpu_restarts, &cpu_restarts);
+    fprintf(out, "guild run: pipeline: %d CPU workers; restarts: GPU worker %d, CPU workers %d; %llu cache replays "
+            "(%llu tokens)\n",
+            plan_workers(p->plan), gpu_restarts, cpu_restarts, (unsigned long long)rs.replays,
+            (unsigned long long)rs.replayed);
+    if (rs.decode_requests) {
+        double n = (double)rs.decode_requests;
+        double xch = rs.decode_exchanges ? (double)rs.decode_exchanges : 1.0;
+        fprintf(out, "guild run: pipeline: decode step %.3f ms (GPU worker forward %.3f ms, of which waiting for "
+                "experts %.3f ms over %.1f exchanges, %.1f us each)\n",
+                (double)rs.decode_wall_ns / n / 1e6, (double)rs.decode_forward_ns / n / 1e6,
+                (double)rs.decode_moe_ns / n / 1e6, (double)rs.decode_exchanges / n,
+                (double)rs.decode_moe_ns / xch / 1e3);
+    }
+    if (guild_log_level() >= GUILD_LOG_INFO)
+        sup_print_stats(p->sup, out);
+}

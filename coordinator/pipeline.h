@@ -1,0 +1,48 @@
+/* coordinator/pipeline.h — `guild run`'s multi-process mode in one object: the placement plan, the supervised
+ * workers (coordinator/supervisor.h) and the remote backend that gen_run drives (coordinator/remote_backend.h).
+ */
+#ifndef GUILD_COORDINATOR_PIPELINE_H
+#define GUILD_COORDINATOR_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/model/model.h"
+#include "core/util/err.h"
+#include "core/util/log.h"
+#include "gpu-worker/backend.h"
+
+/* What `guild run` was asked about the pipeline (validated by its parser). */
+typedef struct pipeline_config {
+    int cpu_workers;       /* 0: one per NUMA node */
+    const char *listen;    /* NULL: spawn the CPU workers; else wait for them on this endpoint */
+    const char *arena_dir; /* NULL: memfd arena */
+    const char *backend;   /* the GPU worker's dense backend */
+    int n_threads;         /* per worker */
+    bool mlock;
+    int spin_us;           /* doorbell spin before sleeping; < 0: the default */
+    guild_log_level_t log_level;
+} pipeline_config_t;
+
+typedef struct pipeline pipeline_t;
+
+/* Plans, starts the workers, waits until they are ready, and returns the backend to drive in *be (owned by
+ * the caller: destroy it before the pipeline). m is the coordinator's own copy of the model (configuration
+ * and plan); the workers open model_path themselves. -1 with err (naming the worker and its cause) on
+ * failure, with nothing left running. */
+int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m, const char *model_path,
+                 int32_t n_ctx, int32_t n_batch, backend_t **be, guild_err_t *err);
+
+/* Stops the workers and frees everything; nulls *p. NULL-safe. */
+void pipeline_destroy(pipeline_t **p);
+
+/* Prints the plan for cpu_workers workers (0: one per node) of model m. -1 with err if no plan fits. */
+int pipeline_print_plan(const model_t *m, int cpu_workers, FILE *out, guild_err_t *err);
+
+/* The pipeline's summary after a run: restarts, replays, and time per decode step split into the GPU
+ * worker's forward pass, the part spent waiting on the CPU workers, and the hand-off; be is the backend
+ * pipeline_new returned. */
+void pipeline_print_stats(pipeline_t *p, const backend_t *be, FILE *out);
+
+#endif

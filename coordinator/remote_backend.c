@@ -1,0 +1,235 @@
+#include "coordinator/remote_backend.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util/log.h"
+#include "ipc/doorbell.h"
+
+#define WAIT_SLICE_NS 20000000u /* between slices: is the GPU worker still the one we asked? */
+
+typedef struct remote {
+    backend_t base;
+    sup_t *sup;
+    guild_step_t *st;
+    remote_options_t o;
+    int32_t *history; /* [n_ctx] the tokens of the cache, position order */
+    int32_t kv_len;   /* positions in the cache (the caller's view) */
+    int32_t gpu_len;  /* leading positions the current GPU worker holds that match history */
+    uint64_t epoch;   /* the GPU worker gpu_len is about; 0: none yet */
+    uint64_t seq;     /* last request rung */
+    int32_t *rows;    /* [max_out] scratch: positions of a chunk wanting logits */
+    remote_stats_t stats;
+} remote_t;
+
+/* Rings one request and waits for its answer. 0: answered OK (logits in the step region); 1: the GPU
+ * worker was lost before answering; -1 with err: it failed the request, or the pipeline failed. */
+static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, int32_t n_out, const int32_t *rows,
+                 guild_err_t *err)
+{
+    guild_step_t *st = r->st;
+    guild_step_shared_t *sh = st->sh;
+    memcpy(st->tokens, tokens, (size_t)n * sizeof *tokens);
+    if (n_out)
+        memcpy(st->out_rows, rows, (size_t)n_out * sizeof *rows);
+    uint64_t seq = ++r->seq;
+    sh->req = (guild_step_request_t){.seq = seq, .keep = keep, .n_tokens = n, .n_out = n_out};
+    uint64_t t0 = guild_now_ns();
+    guild_doorbell_ring(&sh->request, seq);
+    guild_wait_policy_t pol = {.spin_ns = r->o.spin_ns, .timeout_ns = WAIT_SLICE_NS};
+    for (;;) {
+        guild_wait_result_t w = guild_doorbell_wait(&sh->response, seq, &pol, NULL, NULL, "step response", err);
+        if (w == GUILD_WAIT_OK)
+            break;
+        if (w == GUILD_WAIT_ERROR)
+            return -1;
+        int c = sup_check(r->sup, r->epoch, err);
+        if (c)
+            return c;
+    }
+    const guild_step_response_t *resp = &sh->resp;
+    if (resp->seq != seq)
+        return guild_err_set(err, "step region: response to request %llu, expected %llu",
+                             (unsigned long long)resp->seq, (unsigned long long)seq);
+    uint64_t wall = guild_now_ns() - t0;
+    r->stats.requests++;
+    r->stats.exchanges += resp->exchanges;
+    r->stats.forward_ns += resp->forward_ns;
+    r->stats.moe_ns += resp->moe_ns;
+    r->stats.wall_ns += wall;
+    if (n == 1) {
+        r->stats.decode_requests++;
+        r->stats.decode_exchanges += resp->exchanges;
+        r->stats.decode_forward_ns += resp->forward_ns;
+        r->stats.decode_moe_ns += resp->moe_ns;
+        r->stats.decode_wall_ns += wall;
+    }
+    if (resp->status != GUILD_STEP_OK) {
+        r->gpu_len = keep; /* the GPU worker's cache is back to keep */
+        char msg[GUILD_STEP_MESSAGE_MAX];
+        memcpy(msg, resp->message, sizeof msg);
+        msg[sizeof msg - 1] = '\0';
+        return guild_err_set(err, "%s", msg);
+    }
+    r->gpu_len = keep + n;
+    return 0;
+}
+
+/* Runs tokens[0..n) after the cache (n_out rows wanted), refilling a new GPU worker's cache first. */
+static int run_chunk(remote_t *r, const int32_t *tokens, int32_t n, int32_t n_out, const int32_t *rows,
+                     guild_err_t *err)
+{
+    int losses = 0;
+    for (;;) {
+        int c = r->epoch ? sup_check(r->sup, r->epoch, err) : 1;
+        if (c < 0)
+            return -1;
+        if (c > 0) {
+            uint64_t ep;
+            if (sup_wait_ready(r->sup, r->o.ready_ms, &ep, err) < 0)
+                return -1;
+            if (ep != r->epoch) {
+                r->epoch = ep;
+                r->gpu_len = 0;
+            }
+        }
+        int rc = 0;
+        if (r->gpu_len < r->kv_len) {
+            r->stats.replays++;
+            guild_log(GUILD_LOG_INFO, "replaying %d tokens into the GPU worker's cache", r->kv_len - r->gpu_len);
+        }
+        while (rc == 0 && r->gpu_len < r->kv_len) {
+            int32_t m = r->kv_len - r->gpu_len < r->o.n_batch ? r->kv_len - r->gpu_len : r->o.n_batch;
+            int32_t from = r->gpu_len;
+            rc = issue(r, from, r->history + from, m, 0, NULL, err);
+            if (rc == 0)
+                r->stats.replayed += (uint64_t)m;
+        }
+        if (rc == 0)
+            rc = issue(r, r->kv_len, tokens, n, n_out, rows, err);
+        if (rc <= 0)
+            return rc;
+        if (++losses > r->o.max_retries)
+            return guild_err_set(err, "the GPU worker was lost %d times during one forward call; giving up", losses);
+        guild_log(GUILD_LOG_WARN, "the GPU worker was lost during a forward call; retrying (%d of %d)", losses,
+                  r->o.max_retries);
+        r->epoch = 0;
+    }
+}
+
+static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                          const int32_t *out_rows, float *logits, guild_err_t *err)
+{
+    remote_t *r = (remote_t *)b;
+    if (n < 1 || n > r->o.n_batch)
+        return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, r->o.n_batch);
+    if (r->kv_len + n > r->o.n_ctx)
+        return guild_err_set(err, "forward: the KV cache is full (%d + %d positions > %d)", r->kv_len, n,
+                             r->o.n_ctx);
+    for (int32_t i = 0; i < n; i++) {
+        if (positions[i] != r->kv_len + i)
+            return guild_err_set(err, "forward: token %d has position %d, expected %d", i, positions[i],
+                                 r->kv_len + i);
+        if (tokens[i] < 0 || tokens[i] >= r->o.n_vocab)
+            return guild_err_set(err, "forward: token id %d out of range (vocabulary of %d)", tokens[i],
+                                 r->o.n_vocab);
+    }
+    if (n_out < 0 || n_out > n)
+        return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
+    for (int32_t j = 0; j < n_out; j++)
+        if (out_rows[j] < 0 || out_rows[j] >= n)
+            return guild_err_set(err, "forward: output row %d out of range (0..%d)", out_rows[j], n - 1);
+
+    const int32_t start = r->kv_len, max_out = (int32_t)r->st->shape.max_out, V = r->o.n_vocab;
+    int32_t s = 0;
+    while (s < n) {
+        /* the chunk [s, e): as long as its distinct positions wanting logits fit one request */
+        int32_t e = s, nr = 0;
+        while (e < n) {
+            bool wanted = false;
+            for (int32_t j = 0; j < n_out && !wanted; j++)
+                wanted = out_rows[j] == e;
+            if (wanted && nr == max_out)
+                break;
+            if (wanted)
+                r->rows[nr++] = e - s;
+            e++;
+        }
+        if (run_chunk(r, tokens + s, e - s, nr, r->rows, err) < 0) {
+            r->kv_len = start;
+            if (r->gpu_len > start)
+                r->gpu_len = start;
+            return -1;
+        }
+        for (int32_t j = 0; j < n_out; j++)
+            for (int32_t q = 0; q < nr; q++)
+                if (out_rows[j] == s + r->rows[q])
+                    memcpy(logits + (size_t)j * (size_t)V, r->st->logits + (size_t)q * (size_t)V,
+                           (size_t)V * sizeof *logits);
+        memcpy(r->history + r->kv_len, tokens + s, (size_t)(e - s) * sizeof *tokens);
+        r->kv_len += e - s;
+        s = e;
+    }
+    return 0;
+}
+
+static int32_t remote_kv_len(const backend_t *b)
+{
+    return ((const remote_t *)b)->kv_len;
+}
+
+static void remote_kv_truncate(backend_t *b, int32_t n_pos)
+{
+    remote_t *r = (remote_t *)b;
+    if (n_pos < 0)
+        n_pos = 0;
+    if (n_pos < r->kv_len)
+        r->kv_len = n_pos; /* the next request's `keep` tells the GPU worker */
+    if (r->gpu_len > r->kv_len)
+        r->gpu_len = r->kv_len;
+}
+
+static void remote_destroy(backend_t *b)
+{
+    remote_t *r = (remote_t *)b;
+    free(r->history);
+    free(r->rows);
+    free(r);
+}
+
+static const backend_ops_t remote_ops = {
+    .name = "remote",
+    .create = NULL, /* made by remote_backend_new, not by name */
+    .forward = remote_forward,
+    .kv_len = remote_kv_len,
+    .kv_truncate = remote_kv_truncate,
+    .destroy = remote_destroy,
+};
+
+int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt, guild_err_t *err)
+{
+    *out = NULL;
+    remote_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return guild_err_set(err, "remote backend: out of memory");
+    r->base.ops = &remote_ops;
+    r->sup = sup;
+    r->st = sup_step(sup);
+    r->o = *opt;
+    GUILD_ASSERT((uint32_t)opt->n_batch <= r->st->shape.max_tokens && (uint32_t)opt->n_vocab == r->st->shape.n_vocab);
+    r->seq = guild_doorbell_load(&r->st->sh->request);
+    r->history = malloc((size_t)opt->n_ctx * sizeof *r->history);
+    r->rows = malloc((size_t)r->st->shape.max_out * sizeof *r->rows);
+    if (!r->history || !r->rows) {
+        remote_destroy(&r->base);
+        return guild_err_set(err, "remote backend: out of memory for a context of %d", opt->n_ctx);
+    }
+    *out = &r->base;
+    return 0;
+}
+
+void remote_backend_stats(const backend_t *b, remote_stats_t *out)
+{
+    *out = ((const remote_t *)b)->stats;
+}

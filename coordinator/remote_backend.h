@@ -1,0 +1,49 @@
+/* coordinator/remote_backend.h — a backend_t whose forward passes run in the GPU worker process.
+ *
+ * Each backend_forward becomes step requests in the arena's step region (pipeline/step.h); the caller
+ * (gen_run) cannot tell it from a local backend. It keeps the one thing a dead GPU worker takes with it: the
+ * tokens in the KV cache. When the supervisor replaces the GPU worker (a new epoch), the next request first
+ * replays them (prefill in chunks of n_batch, no logits), then runs; because a position's logits are the same
+ * bits whatever the batch split (backend.h), the output does not change. A request survives at most
+ * max_retries GPU worker losses; a CPU worker's loss does not reach it at all (the supervisor restarts the
+ * worker, which redoes the pending exchange).
+ *
+ * A forward with more than max_out logits rows is split into consecutive requests that each need at most
+ * max_out rows (same bits, again by the batch-split contract).
+ */
+#ifndef GUILD_COORDINATOR_REMOTE_BACKEND_H
+#define GUILD_COORDINATOR_REMOTE_BACKEND_H
+
+#include <stdint.h>
+
+#include "coordinator/supervisor.h"
+#include "gpu-worker/backend.h"
+
+typedef struct remote_options {
+    int32_t n_ctx;      /* as given to the supervisor */
+    int32_t n_batch;
+    int32_t n_vocab;
+    int max_retries;    /* GPU worker losses one forward call survives */
+    uint32_t ready_ms;  /* how long to wait for the workers to be (back) up */
+    uint64_t spin_ns;   /* doorbell spin before sleeping */
+} remote_options_t;
+
+/* Counters since creation. */
+typedef struct remote_stats {
+    uint64_t requests;   /* step requests answered */
+    uint64_t replays;    /* cache refills after a GPU worker loss */
+    uint64_t replayed;   /* tokens replayed */
+    uint64_t exchanges;  /* MoE exchanges the GPU worker made */
+    uint64_t forward_ns; /* GPU worker time in forward passes */
+    uint64_t moe_ns;     /* of which waiting for the CPU workers */
+    uint64_t wall_ns;    /* coordinator time from ringing a request to reading its answer */
+    uint64_t decode_requests; /* single-token requests, and their share of the times above */
+    uint64_t decode_forward_ns, decode_moe_ns, decode_wall_ns, decode_exchanges;
+} remote_stats_t;
+
+/* sup is borrowed and must outlive the backend. -1 with err on out of memory. */
+int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt, guild_err_t *err);
+
+void remote_backend_stats(const backend_t *b, remote_stats_t *out);
+
+#endif

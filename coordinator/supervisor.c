@@ -1,0 +1,804 @@
+#include "config.h"
+
+#include "coordinator/supervisor.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "coordinator/rundir.h"
+#include "coordinator/spawn.h"
+#include "ipc/arena.h"
+#include "ipc/doorbell.h"
+#include "ipc/exchange.h"
+#include "ipc/msg.h"
+
+#define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
+#define WAIT_SLICE_NS 100000000u /* workers' doorbell wait slice (Options.wait_timeout_ns) */
+#define RESTART_WINDOW_NS (60ull * 1000000000ull)
+#define MAX_DEATHS 16         /* remembered per worker */
+#define SHUTDOWN_GRACE_NS (2ull * 1000000000ull)
+
+typedef enum wstate {
+    W_EMPTY,   /* no process (a worker started by hand has not registered yet) */
+    W_SPAWNED, /* our child, not registered yet */
+    W_LOADING, /* Assign sent, Ready awaited */
+    W_READY,
+    W_KILLING, /* SIGKILL sent, waiting to reap */
+} wstate_t;
+
+static const char *state_name[] = {"empty", "starting", "loading", "ready", "killed"};
+
+typedef struct wslot {
+    Guild__Role role;
+    int index;           /* CPU: done counter / plan worker; GPU: -1 */
+    char name[32];       /* "cpu-worker[1]", "gpu-worker" */
+    int node;
+    bool by_hand;        /* started by an operator (listen mode): not our child */
+    wstate_t state;
+    pid_t pid;           /* 0: none */
+    guild_msg_peer_t peer; /* len 0: not registered */
+    uint64_t generation; /* of the last Assign sent */
+    uint64_t since_ns;   /* entered the current state */
+    uint64_t last_heard_ns;
+    uint64_t deaths[MAX_DEATHS];
+    int n_deaths;
+    int restarts;
+    char why[256];       /* what the kill was for */
+    uint64_t stall_mark, stall_since_ns;
+    /* the worker's counters, from its last heartbeat */
+    uint64_t exchanges, tokens, busy_ns, wait_ns, sleeps, resident, rtt_ns, load_ns;
+} wslot_t;
+
+struct sup {
+    sup_config_t cfg;
+    model_config_t mc;
+    char rundir[PATH_MAX];
+    char endpoint[PATH_MAX + 16];
+    char host[256];
+    guild_arena_t *arena;
+    guild_exchange_t *x;
+    guild_step_t step;
+    void *zctx;
+    void *router; /* supervisor thread only, once it runs */
+    int n_cpu;
+    wslot_t *w;   /* [n_cpu + 1]: the CPU workers, then the GPU worker */
+    pthread_t thread;
+    bool started;
+    _Atomic int stop;
+    uint64_t hb_seq, last_hb_ns, msg_id;
+
+    pthread_mutex_t mu; /* guards everything below and the slots against the readers of sup_check & co */
+    pthread_cond_t cond;
+    bool failed;
+    char fail_msg[GUILD_ERR_MAX];
+    uint64_t generation; /* last Assign.generation given */
+};
+
+void sup_config_defaults(sup_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->backend = "cpu";
+    c->max_out = 8;
+    c->spin_ns = 50000;
+    c->heartbeat_ms = 100;
+    c->hang_ms = 600;
+    c->stall_ms = 30000;
+    c->silence_ms = 3000;
+    c->start_ms = 120000;
+    c->max_restarts = 3;
+    c->log_level = GUILD_LOG_WARN;
+}
+
+static wslot_t *gpu_slot(sup_t *s)
+{
+    return &s->w[s->n_cpu];
+}
+
+/* Under mu. The first failure wins; the GPU worker is told to give up the request it is waiting on. */
+static void fail(sup_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(sup_t *s, const char *fmt, ...)
+{
+    if (s->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->fail_msg, sizeof s->fail_msg, fmt, ap);
+    va_end(ap);
+    s->failed = true;
+    guild_log(GUILD_LOG_ERROR, "pipeline failed: %s", s->fail_msg);
+    guild_doorbell_ring(&s->step.sh->abort, guild_doorbell_load(&s->step.sh->request));
+    pthread_cond_broadcast(&s->cond);
+}
+
+static void send_to(sup_t *s, wslot_t *w, Guild__Envelope *env)
+{
+    guild_err_t err = {{0}};
+    env->msg_id = ++s->msg_id;
+    if (w->peer.len && guild_msg_send(s->router, &w->peer, env, &err) < 0)
+        guild_log(GUILD_LOG_INFO, "to %s: %s", w->name, err.msg);
+}
+
+static void start_worker(sup_t *s, wslot_t *w)
+{
+    char path[PATH_MAX + 32], node[16];
+    const char *bin = w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "guild-gpu-worker" : "guild-cpu-worker";
+    snprintf(path, sizeof path, "%s/%s", s->cfg.worker_dir, bin);
+    snprintf(node, sizeof node, "%d", w->node);
+    char *argv[8];
+    int n = 0;
+    argv[n++] = (char *)bin;
+    if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
+        argv[n++] = "--node";
+        argv[n++] = node;
+    }
+    argv[n++] = "--connect";
+    argv[n++] = s->endpoint;
+    if (s->cfg.log_level >= GUILD_LOG_INFO)
+        argv[n++] = "-v";
+    argv[n] = NULL;
+    guild_err_t err = {{0}};
+    pid_t pid;
+    if (spawn_process(&pid, path, argv, &err) < 0) {
+        fail(s, "%s: %s", w->name, err.msg);
+        return;
+    }
+    w->pid = pid;
+    w->peer.len = 0;
+    w->state = W_SPAWNED;
+    w->since_ns = guild_now_ns();
+    guild_log(GUILD_LOG_INFO, "%s: started, pid %d", w->name, (int)pid);
+}
+
+static int send_assign(sup_t *s, wslot_t *w)
+{
+    const sup_config_t *c = &s->cfg;
+    Guild__Envelope env = GUILD__ENVELOPE__INIT;
+    Guild__Assign a = GUILD__ASSIGN__INIT;
+    Guild__ArenaRef ar = GUILD__ARENA_REF__INIT;
+    Guild__Options o = GUILD__OPTIONS__INIT;
+    int n_layer = s->mc.n_layer;
+    Guild__LayerShard *shards = NULL, **shard_ptrs = NULL;
+    Guild__ExpertRange *ranges = NULL, **range_ptrs = NULL;
+    uint32_t *cpus = NULL;
+    int rc = -1;
+
+    a.model_path = (char *)c->model_path;
+    a.generation = ++s->generation;
+    w->generation = a.generation;
+    ar.name = (char *)guild_arena_name(s->arena);
+    ar.layout_version = GUILD_ARENA_LAYOUT_VERSION;
+    ar.size = guild_arena_size(s->arena);
+    ar.tag = guild_arena_tag(s->arena);
+    a.arena = &ar;
+    o.n_threads = (uint32_t)c->n_threads;
+    o.mlock = c->mlock;
+    o.spin_ns = c->spin_ns;
+    o.wait_timeout_ns = WAIT_SLICE_NS;
+    o.heartbeat_ms = c->heartbeat_ms;
+    o.log_level = (uint32_t)c->log_level;
+    o.max_tokens = (uint32_t)c->n_batch;
+    o.silence_ms = c->silence_ms;
+    o.node = -1;
+    a.options = &o;
+    if (w->role == GUILD__ROLE__ROLE_GPU_WORKER) {
+        o.backend = (char *)c->backend;
+        o.n_ctx = (uint32_t)c->n_ctx;
+        o.max_out = (uint32_t)c->max_out;
+    } else {
+        a.worker_index = (uint32_t)w->index;
+        o.node = w->node;
+        const int *pc;
+        int npc = plan_cpus(c->plan, w->index, &pc);
+        shards = calloc((size_t)n_layer, sizeof *shards);
+        shard_ptrs = calloc((size_t)n_layer, sizeof *shard_ptrs);
+        ranges = calloc((size_t)n_layer, sizeof *ranges);
+        range_ptrs = calloc((size_t)n_layer, sizeof *range_ptrs);
+        cpus = calloc((size_t)npc + 1, sizeof *cpus);
+        if (!shards || !shard_ptrs || !ranges || !range_ptrs || !cpus) {
+            fail(s, "%s: out of memory for its assignment", w->name);
+            goto done;
+        }
+        for (int i = 0; i < npc; i++)
+            cpus[i] = (uint32_t)pc[i];
+        o.n_cpus = (size_t)npc;
+        o.cpus = cpus;
+        size_t ns = 0;
+        for (int il = 0; il < n_layer; il++) {
+            uint32_t first, count;
+            plan_range(c->plan, w->index, il, &first, &count);
+            if (!count)
+                continue;
+            guild__expert_range__init(&ranges[ns]);
+            ranges[ns].first = first;
+            ranges[ns].count = count;
+            range_ptrs[ns] = &ranges[ns];
+            guild__layer_shard__init(&shards[ns]);
+            shards[ns].layer = (uint32_t)il;
+            shards[ns].n_experts = 1;
+            shards[ns].experts = &range_ptrs[ns];
+            shard_ptrs[ns] = &shards[ns];
+            ns++;
+        }
+        a.n_shard = ns;
+        a.shard = shard_ptrs;
+    }
+    env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
+    env.assign = &a;
+    send_to(s, w, &env);
+    w->state = W_LOADING;
+    w->since_ns = guild_now_ns();
+    rc = 0;
+done:
+    free(shards);
+    free(shard_ptrs);
+    free(ranges);
+    free(range_ptrs);
+    free(cpus);
+    return rc;
+}
+
+static void record_death(sup_t *s, wslot_t *w, const char *why)
+{
+    uint64_t now = guild_now_ns();
+    w->deaths[w->n_deaths++ % MAX_DEATHS] = now;
+    int recent = 0;
+    for (int i = 0; i < MAX_DEATHS && i < w->n_deaths; i++)
+        if (now - w->deaths[i] < RESTART_WINDOW_NS)
+            recent++;
+    int was_pid = (int)w->pid;
+    w->pid = 0;
+    w->peer.len = 0;
+    w->state = W_EMPTY;
+    w->since_ns = now;
+    w->stall_since_ns = 0;
+    if (s->failed || atomic_load(&s->stop))
+        return;
+    if (recent > s->cfg.max_restarts) {
+        fail(s, "%s died %d times within a minute; giving up (last: pid %d %s)", w->name, recent, was_pid, why);
+        return;
+    }
+    if (w->by_hand) {
+        guild_log(GUILD_LOG_WARN, "%s (pid %d) %s; waiting for it to register again", w->name, was_pid, why);
+        return;
+    }
+    w->restarts++;
+    guild_log(GUILD_LOG_WARN, "%s (pid %d) %s; restarting it", w->name, was_pid, why);
+    start_worker(s, w);
+    pthread_cond_broadcast(&s->cond);
+}
+
+/* A worker that must go: killed (our child: reaped on a later tick, then restarted). */
+static void hung(sup_t *s, wslot_t *w, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void hung(sup_t *s, wslot_t *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->why, sizeof w->why, fmt, ap);
+    va_end(ap);
+    guild_log(GUILD_LOG_WARN, "%s (pid %d): %s; killing it", w->name, (int)w->pid, w->why);
+    if (w->pid > 0)
+        kill(w->pid, SIGKILL);
+    if (w->by_hand || w->pid <= 0) {
+        char why[300];
+        snprintf(why, sizeof why, "was %s", w->why);
+        record_death(s, w, why);
+    } else {
+        w->state = W_KILLING;
+        w->peer.len = 0;
+    }
+}
+
+static wslot_t *slot_by_peer(sup_t *s, const guild_msg_peer_t *p)
+{
+    for (int i = 0; i <= s->n_cpu; i++)
+        if (s->w[i].peer.len == p->len && p->len && !memcmp(s->w[i].peer.id, p->id, p->len))
+            return &s->w[i];
+    return NULL;
+}
+
+static void reply_error(sup_t *s, const guild_msg_peer_t *to, Guild__ErrorCode code, const char *msg)
+{
+    guild_err_t err = {{0}};
+    if (guild_msg_send_error(s->router, to, code, 0, msg, &err) < 0)
+        guild_log(GUILD_LOG_INFO, "control: %s", err.msg);
+}
+
+static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Register *r)
+{
+    char msg[1400];
+    if (r->role != GUILD__ROLE__ROLE_CPU_WORKER && r->role != GUILD__ROLE__ROLE_GPU_WORKER) {
+        reply_error(s, from, GUILD__ERROR_CODE__ERROR_PROTOCOL, "this coordinator takes CPU and GPU workers only");
+        return;
+    }
+    const char *role = r->role == GUILD__ROLE__ROLE_GPU_WORKER ? "GPU worker" : "CPU worker";
+    if (r->hostname && r->hostname[0] && strcmp(r->hostname, s->host) != 0) {
+        snprintf(msg, sizeof msg,
+                 "%s on host %s cannot share memory with the coordinator on %s; exchanges over the network are "
+                 "not implemented yet: run it on %s",
+                 role, r->hostname, s->host, s->host);
+        guild_log(GUILD_LOG_WARN, "refused a %s (pid %d): %s", role, (int)r->pid, msg);
+        reply_error(s, from, GUILD__ERROR_CODE__ERROR_RESOURCE, msg);
+        return;
+    }
+    wslot_t *w = slot_by_peer(s, from);
+    if (w && (w->state == W_LOADING || w->state == W_READY)) {
+        guild_log(GUILD_LOG_INFO, "%s registered again; ignored", w->name);
+        return;
+    }
+    w = NULL;
+    for (int i = 0; i <= s->n_cpu && !w; i++)
+        if (s->w[i].role == r->role && !s->w[i].by_hand && s->w[i].state == W_SPAWNED && s->w[i].pid == r->pid)
+            w = &s->w[i];
+    for (int pass = 0; pass < 2 && !w && r->role == GUILD__ROLE__ROLE_CPU_WORKER; pass++)
+        for (int i = 0; i < s->n_cpu && !w; i++)
+            if (s->w[i].by_hand && s->w[i].state == W_EMPTY && (pass == 1 || s->w[i].node == r->node))
+                w = &s->w[i];
+    if (!w) {
+        snprintf(msg, sizeof msg, "no place for a %s (pid %d, node %d): the plan's %d CPU workers and the GPU "
+                 "worker are all present or spawned by the coordinator", role, (int)r->pid, (int)r->node, s->n_cpu);
+        guild_log(GUILD_LOG_WARN, "%s", msg);
+        reply_error(s, from, GUILD__ERROR_CODE__ERROR_PROTOCOL, msg);
+        return;
+    }
+    if (r->protocol_version != GUILD_PROTOCOL_VERSION || (r->build && strcmp(r->build, PACKAGE_STRING)))
+        guild_log(GUILD_LOG_WARN, "%s runs %s (protocol %u), the coordinator %s (protocol %u)", w->name,
+                  r->build ? r->build : "?", r->protocol_version, PACKAGE_STRING, GUILD_PROTOCOL_VERSION);
+    w->peer = *from;
+    w->pid = r->pid;
+    w->last_heard_ns = guild_now_ns();
+    guild_log(GUILD_LOG_INFO, "%s: registered, pid %d", w->name, (int)r->pid);
+    send_assign(s, w);
+}
+
+static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *env)
+{
+    wslot_t *w = slot_by_peer(s, from);
+    if (w)
+        w->last_heard_ns = guild_now_ns();
+    switch (env->body_case) {
+    case GUILD__ENVELOPE__BODY_REGISTER_WORKER:
+        on_register(s, from, env->register_worker);
+        return;
+    case GUILD__ENVELOPE__BODY_READY: {
+        const Guild__Ready *r = env->ready;
+        if (!w || w->state != W_LOADING || r->generation != w->generation)
+            return; /* stale: from before a re-assignment */
+        w->state = W_READY;
+        w->since_ns = guild_now_ns();
+        w->load_ns = r->load_ns;
+        w->resident = r->resident_bytes;
+        w->stall_since_ns = 0;
+        guild_log(GUILD_LOG_INFO, "%s: ready (pid %d, loaded in %.1f ms, %.1f MiB, first seq %llu)", w->name,
+                  (int)w->pid, (double)r->load_ns / 1e6, (double)r->resident_bytes / 1048576.0,
+                  (unsigned long long)r->first_seq);
+        pthread_cond_broadcast(&s->cond);
+        return;
+    }
+    case GUILD__ENVELOPE__BODY_HEARTBEAT: {
+        if (!w)
+            return;
+        const Guild__Heartbeat *h = env->heartbeat;
+        if (h->sent_ns)
+            w->rtt_ns = guild_now_ns() - h->sent_ns;
+        if (h->stats) {
+            w->exchanges = h->stats->exchanges;
+            w->tokens = h->stats->tokens;
+            w->busy_ns = h->stats->busy_ns;
+            w->wait_ns = h->stats->wait_ns;
+            w->sleeps = h->stats->futex_sleeps;
+        }
+        return;
+    }
+    case GUILD__ENVELOPE__BODY_ERROR: {
+        const Guild__Error *e = env->error;
+        const char *m = e->message ? e->message : "";
+        if (!w) {
+            guild_log(GUILD_LOG_WARN, "control: error from an unknown peer: %s", m);
+            return;
+        }
+        guild_log(GUILD_LOG_WARN, "%s reports: %s", w->name, m);
+        if (w->state == W_LOADING && e->generation == w->generation)
+            fail(s, "%s: %s", w->name, m); /* its part cannot load: another try would fail the same way */
+        else if (w->state == W_READY)
+            hung(s, w, "it reported: %s", m);
+        return;
+    }
+    default:
+        guild_log(GUILD_LOG_INFO, "control: %s from %s ignored", guild_msg_body_name(env), w ? w->name : "a stranger");
+        return;
+    }
+}
+
+static void drain(sup_t *s)
+{
+    for (int i = 0; i < 256; i++) {
+        guild_msg_peer_t from;
+        Guild__Envelope *env = NULL;
+        guild_err_t err = {{0}};
+        guild_msg_result_t r = guild_msg_recv(s->router, 0, &from, &env, &err);
+        if (r == GUILD_MSG_TIMEOUT)
+            return;
+        if (r == GUILD_MSG_ERROR) {
+            fail(s, "control socket: %s", err.msg);
+            return;
+        }
+        if (r == GUILD_MSG_BAD) {
+            wslot_t *w = from.len ? slot_by_peer(s, &from) : NULL;
+            guild_log(GUILD_LOG_WARN, "control: bad message from %s: %s", w ? w->name : "a peer", err.msg);
+            if (from.len) {
+                char msg[GUILD_ERR_MAX + 32];
+                snprintf(msg, sizeof msg, "bad message: %s", err.msg);
+                reply_error(s, &from, GUILD__ERROR_CODE__ERROR_PROTOCOL, msg);
+            }
+            continue;
+        }
+        on_message(s, &from, env);
+        guild_msg_free(&env);
+    }
+}
+
+static void reap(sup_t *s)
+{
+    for (int i = 0; i <= s->n_cpu; i++) {
+        wslot_t *w = &s->w[i];
+        if (w->by_hand || w->pid <= 0)
+            continue;
+        int st;
+        pid_t p = waitpid(w->pid, &st, WNOHANG);
+        if (p != w->pid)
+            continue;
+        char why[320];
+        spawn_describe_status(st, why, sizeof why);
+        if (w->state == W_KILLING) {
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof why - n, " (it %s)", w->why);
+        }
+        record_death(s, w, why);
+    }
+}
+
+static void watch(sup_t *s, uint64_t now)
+{
+    const sup_config_t *c = &s->cfg;
+    uint64_t hang = (uint64_t)c->hang_ms * 1000000u, stall = (uint64_t)c->stall_ms * 1000000u;
+    uint64_t start = (uint64_t)c->start_ms * 1000000u;
+    bool send_hb = now - s->last_hb_ns >= (uint64_t)c->heartbeat_ms * 1000000u;
+    if (send_hb) {
+        s->last_hb_ns = now;
+        s->hb_seq++;
+    }
+    uint64_t xstep = guild_exchange_step(s->x);
+    bool cpu_pending = false;
+    for (int i = 0; i < s->n_cpu; i++)
+        if (guild_exchange_done(s->x, i) < xstep)
+            cpu_pending = true;
+    for (int i = 0; i <= s->n_cpu && !s->failed; i++) {
+        wslot_t *w = &s->w[i];
+        if (w->state == W_LOADING || w->state == W_READY) {
+            if (send_hb) {
+                Guild__Envelope env = GUILD__ENVELOPE__INIT;
+                Guild__Heartbeat hb = GUILD__HEARTBEAT__INIT;
+                hb.seq = s->hb_seq;
+                hb.sent_ns = now;
+                env.body_case = GUILD__ENVELOPE__BODY_HEARTBEAT;
+                env.heartbeat = &hb;
+                send_to(s, w, &env);
+            }
+            if (now - w->last_heard_ns > hang) {
+                hung(s, w, "has been silent for %u ms", c->hang_ms);
+                continue;
+            }
+        }
+        if ((w->state == W_SPAWNED || w->state == W_LOADING) && now - w->since_ns > start) {
+            hung(s, w, "was not ready %u ms after it started", c->start_ms);
+            continue;
+        }
+        if (w->state == W_EMPTY && w->by_hand && now - w->since_ns > start) {
+            fail(s, "%s (node %d) has not registered within %u ms (start `guild-cpu-worker --node %d --connect "
+                 "ENDPOINT` on this host)", w->name, w->node, c->start_ms, w->node);
+            continue;
+        }
+        if (w->state != W_READY)
+            continue;
+        /* doorbell timeout: pending work that does not move */
+        bool pending;
+        uint64_t mark;
+        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
+            mark = guild_exchange_done(s->x, w->index);
+            pending = mark < xstep;
+        } else {
+            pending = guild_doorbell_load(&s->step.sh->request) > guild_doorbell_load(&s->step.sh->response) &&
+                      !cpu_pending;
+            mark = xstep;
+        }
+        if (!pending) {
+            w->stall_since_ns = 0;
+        } else if (!w->stall_since_ns || mark != w->stall_mark) {
+            w->stall_mark = mark;
+            w->stall_since_ns = now;
+        } else if (now - w->stall_since_ns > stall) {
+            hung(s, w, "made no progress on pending work for %u ms", c->stall_ms);
+        }
+    }
+}
+
+static void shutdown_all(sup_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i <= s->n_cpu; i++) {
+        wslot_t *w = &s->w[i];
+        if (!w->peer.len)
+            continue;
+        Guild__Envelope env = GUILD__ENVELOPE__INIT;
+        Guild__Shutdown sd = GUILD__SHUTDOWN__INIT;
+        sd.reason = "the coordinator is done";
+        env.body_case = GUILD__ENVELOPE__BODY_SHUTDOWN;
+        env.shutdown = &sd;
+        send_to(s, w, &env);
+    }
+    pthread_mutex_unlock(&s->mu);
+    uint64_t t0 = guild_now_ns();
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i <= s->n_cpu; i++) {
+            wslot_t *w = &s->w[i];
+            if (w->by_hand || w->pid <= 0)
+                continue;
+            int st;
+            if (waitpid(w->pid, &st, WNOHANG) == w->pid)
+                w->pid = 0;
+            else if (guild_now_ns() - t0 > SHUTDOWN_GRACE_NS) {
+                guild_log(GUILD_LOG_WARN, "%s (pid %d) did not exit; killing it", w->name, (int)w->pid);
+                kill(w->pid, SIGKILL);
+                while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)
+                    ;
+                w->pid = 0;
+            } else
+                left++;
+        }
+        if (!left)
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void *sup_main(void *arg)
+{
+    sup_t *s = arg;
+    pthread_mutex_lock(&s->mu);
+    uint64_t now = guild_now_ns();
+    for (int i = 0; i <= s->n_cpu && !s->failed; i++) {
+        s->w[i].since_ns = now;
+        if (!s->w[i].by_hand)
+            start_worker(s, &s->w[i]);
+    }
+    pthread_mutex_unlock(&s->mu);
+    while (!atomic_load(&s->stop)) {
+        zmq_pollitem_t item = {s->router, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, TICK_MS) < 0 && zmq_errno() != EINTR) {
+            pthread_mutex_lock(&s->mu);
+            fail(s, "control socket: %s", zmq_strerror(zmq_errno()));
+            pthread_mutex_unlock(&s->mu);
+            struct timespec ts = {0, TICK_MS * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&s->mu);
+        drain(s);
+        reap(s);
+        watch(s, guild_now_ns());
+        pthread_mutex_unlock(&s->mu);
+    }
+    shutdown_all(s);
+    return NULL;
+}
+
+int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guild_err_t *err)
+{
+    *out = NULL;
+    sup_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return guild_err_set(err, "supervisor: out of memory");
+    s->cfg = *cfg;
+    s->mc = *mc;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    gethostname(s->host, sizeof s->host - 1);
+    s->n_cpu = plan_workers(cfg->plan);
+    if (!(s->w = calloc((size_t)s->n_cpu + 1, sizeof *s->w))) {
+        guild_err_set(err, "supervisor: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i <= s->n_cpu; i++) {
+        wslot_t *w = &s->w[i];
+        if (i < s->n_cpu) {
+            w->role = GUILD__ROLE__ROLE_CPU_WORKER;
+            w->index = i;
+            w->node = plan_node(cfg->plan, i);
+            w->by_hand = cfg->listen != NULL;
+            snprintf(w->name, sizeof w->name, "cpu-worker[%d]", i);
+        } else {
+            w->role = GUILD__ROLE__ROLE_GPU_WORKER;
+            w->index = -1;
+            w->node = -1;
+            snprintf(w->name, sizeof w->name, "gpu-worker");
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *bin = i ? "guild-gpu-worker" : "guild-cpu-worker";
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%s", cfg->worker_dir, bin);
+        if ((i || !cfg->listen) && access(path, X_OK) != 0) {
+            guild_err_errno(err, errno, "%s (the multi-process mode needs it; --single-process does not)", path);
+            goto fail;
+        }
+    }
+
+    /* the arena: the exchange (one slot per in-flight layer, two for a later overlap) and the step region */
+    guild_exchange_shape_t xs = {
+        .max_tokens = (uint32_t)cfg->n_batch,
+        .n_embd = (uint32_t)mc->n_embd,
+        .n_used = (uint32_t)mc->n_expert_used,
+        .n_slots = 2,
+        .n_workers = (uint32_t)s->n_cpu,
+    };
+    guild_step_shape_t ss = {(uint32_t)cfg->n_batch, (uint32_t)cfg->max_out, (uint32_t)mc->n_vocab};
+    size_t xsize = guild_exchange_memsize(&xs), ssize = guild_step_memsize(&ss);
+    if (!xsize || !ssize) {
+        guild_err_set(err, "pipeline: invalid arena shape (batch %d, max_out %d, %d CPU workers)", cfg->n_batch,
+                      cfg->max_out, s->n_cpu);
+        goto fail;
+    }
+    guild_arena_request_t req[2] = {{GUILD_ARENA_KIND_EXCHANGE, 0, xsize}, {GUILD_ARENA_KIND_STEP, 0, ssize}};
+    guild_arena_opts_t ao = {.dir = cfg->arena_dir};
+    if (!(s->arena = guild_arena_create(req, 2, &ao, err)))
+        goto fail;
+    size_t rsize;
+    void *xr = guild_arena_region(s->arena, GUILD_ARENA_KIND_EXCHANGE, 0, &rsize);
+    if (guild_exchange_init(xr, rsize, &xs, err) < 0 || !(s->x = guild_exchange_attach(xr, rsize, err)))
+        goto fail;
+    void *sr = guild_arena_region(s->arena, GUILD_ARENA_KIND_STEP, 0, &rsize);
+    if (guild_step_init(sr, rsize, &ss, err) < 0 || guild_step_attach(&s->step, sr, rsize, err) < 0)
+        goto fail;
+    guild_arena_publish(s->arena);
+
+    if (rundir_new(s->rundir, sizeof s->rundir, err) < 0)
+        goto fail;
+    snprintf(s->endpoint, sizeof s->endpoint, "ipc://%s/control", s->rundir);
+    if (!(s->zctx = zmq_ctx_new())) {
+        guild_err_set(err, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (!(s->router = guild_msg_router_new(s->zctx, s->endpoint, err)))
+        goto fail;
+    if (cfg->listen && zmq_bind(s->router, cfg->listen) < 0) {
+        guild_err_set(err, "bind %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    int e = pthread_create(&s->thread, NULL, sup_main, s);
+    if (e) {
+        guild_err_errno(err, e, "supervisor: cannot start its thread");
+        goto fail;
+    }
+    s->started = true;
+    guild_log(GUILD_LOG_INFO, "pipeline: arena %s (%zu MiB, %s pages), control %s%s%s", guild_arena_name(s->arena),
+              guild_arena_size(s->arena) >> 20, guild_arena_pages_name(guild_arena_pages(s->arena)), s->endpoint,
+              cfg->listen ? " and " : "", cfg->listen ? cfg->listen : "");
+    *out = s;
+    return 0;
+fail:
+    sup_destroy(&s);
+    return -1;
+}
+
+void sup_destroy(sup_t **ps)
+{
+    sup_t *s = *ps;
+    if (!s)
+        return;
+    if (s->started) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+    }
+    guild_msg_close(&s->router);
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    if (s->rundir[0])
+        rundir_remove(s->rundir);
+    guild_exchange_destroy(&s->x);
+    guild_arena_destroy(&s->arena);
+    free(s->w);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    *ps = NULL;
+}
+
+static bool all_ready(const sup_t *s)
+{
+    for (int i = 0; i <= s->n_cpu; i++)
+        if (s->w[i].state != W_READY)
+            return false;
+    return true;
+}
+
+int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *err)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    while (!s->failed && !all_ready(s))
+        if (pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT)
+            break;
+    if (s->failed) {
+        rc = guild_err_set(err, "%s", s->fail_msg);
+    } else if (!all_ready(s)) {
+        char what[512] = "";
+        size_t n = 0;
+        for (int i = 0; i <= s->n_cpu && n < sizeof what - 64; i++)
+            if (s->w[i].state != W_READY)
+                n += (size_t)snprintf(what + n, sizeof what - n, "%s%s %s", n ? ", " : "", s->w[i].name,
+                                      state_name[s->w[i].state]);
+        rc = guild_err_set(err, "workers not ready after %u ms: %s", timeout_ms, what);
+    } else {
+        *epoch = gpu_slot(s)->generation;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int sup_check(sup_t *s, uint64_t epoch, guild_err_t *err)
+{
+    int rc;
+    pthread_mutex_lock(&s->mu);
+    const wslot_t *g = gpu_slot(s);
+    if (s->failed)
+        rc = guild_err_set(err, "%s", s->fail_msg);
+    else
+        rc = g->state == W_READY && g->generation == epoch ? 0 : 1;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+guild_step_t *sup_step(sup_t *s)
+{
+    return &s->step;
+}
+
+void sup_restarts(sup_t *s, int *gpu, int *cpu)
+{
+    pthread_mutex_lock(&s->mu);
+    *gpu = gpu_slot(s)->restarts;
+    *cpu = 0;
+    for (int i = 0; i < s->n_cpu; i++)
+        *cpu += s->w[i].restarts;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sup_print_stats(sup_t *s, FILE *out)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i <= s->n_cpu; i++) {
+        const wslot_t *w = &s->w[i];
+        fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s, busy %.1f ms, waiting %.1f ms, heartbeat rtt %.2f ms\n",
+                w->name, (int)w->pid, w->restarts, (unsigned long long)w->exchanges,
+                w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "requests" : "exchanges", (double)w->busy_ns / 1e6,
+                (double)w->wait_ns / 1e6, (double)w->rtt_ns / 1e6);
+    }
+    pthread_mutex_unlock(&s->mu);
+}

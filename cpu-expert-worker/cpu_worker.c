@@ -1,0 +1,276 @@
+#include "config.h"
+
+#include "cpu-expert-worker/cpu_worker.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model/model.h"
+#include "core/topo/topo.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/expert_exec.h"
+#include "cpu-expert-worker/expert_shard.h"
+#include "ipc/arena.h"
+#include "ipc/exchange.h"
+#include "pipeline/actor.h"
+
+#define DEFAULT_SLICE_NS 100000000u
+#define MAX_CPUS 4096
+
+static volatile sig_atomic_t signalled;
+
+/* The worker's state (the actor's "self"). */
+typedef struct cpu_worker {
+    actor_t *actor;
+    int node;
+    uint64_t generation;
+    int index;            /* this worker's done counter */
+    char *model_path;
+    model_t *model;
+    expert_shard_t *shard;
+    guild_pool_t *pool;
+    expert_exec_t *exec;
+    guild_arena_t *arena;
+    guild_exchange_t *x;
+    guild_wait_policy_t slice;
+} cpu_worker_t;
+
+static void release(cpu_worker_t *w)
+{
+    expert_exec_destroy(&w->exec);
+    guild_pool_destroy(&w->pool);
+    expert_shard_destroy(&w->shard);
+    guild_exchange_destroy(&w->x);
+    guild_arena_destroy(&w->arena);
+}
+
+/* owned[layer * n_expert + e] from the Assign's shard list, every range checked against the model. */
+static int owned_flags(const Guild__Assign *a, const model_config_t *c, uint8_t **out, guild_err_t *err)
+{
+    uint8_t *owned = calloc((size_t)c->n_layer * (size_t)c->n_expert, 1);
+    if (!owned)
+        return guild_err_set(err, "out of memory");
+    for (size_t i = 0; i < a->n_shard; i++) {
+        const Guild__LayerShard *ls = a->shard[i];
+        if (ls->layer >= (uint32_t)c->n_layer) {
+            free(owned);
+            return guild_err_set(err, "assign: shard of layer %u, the model has %d layers", ls->layer, c->n_layer);
+        }
+        for (size_t j = 0; j < ls->n_experts; j++) {
+            const Guild__ExpertRange *r = ls->experts[j];
+            if (r->first >= (uint32_t)c->n_expert || r->count > (uint32_t)c->n_expert - r->first) {
+                free(owned);
+                return guild_err_set(err, "assign: layer %u: experts %u..%llu, the model has %d per layer",
+                                     ls->layer, r->first, (unsigned long long)r->first + r->count - 1, c->n_expert);
+            }
+            for (uint32_t e = r->first; e < r->first + r->count; e++) {
+                uint8_t *f = &owned[(size_t)ls->layer * (size_t)c->n_expert + e];
+                if (*f) {
+                    free(owned);
+                    return guild_err_set(err, "assign: layer %u: expert %u listed twice", ls->layer, e);
+                }
+                *f = 1;
+            }
+        }
+    }
+    *out = owned;
+    return 0;
+}
+
+/* Loads what Assign asks for. -1 with err and the error code to report. */
+static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code, uint64_t *resident,
+                guild_err_t *err)
+{
+    const Guild__Options *o = a->options;
+    *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+    if (!o || !a->arena)
+        return guild_err_set(err, "assign: the CPU worker needs options and an arena");
+    if (a->arena->layout_version != GUILD_ARENA_LAYOUT_VERSION)
+        return guild_err_set(err, "assign: arena layout version %u, this build reads %u", a->arena->layout_version,
+                             GUILD_ARENA_LAYOUT_VERSION);
+    actor_set_silence(w->actor, o->silence_ms);
+    w->index = (int)a->worker_index;
+
+    *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    if (!w->model_path || strcmp(w->model_path, a->model_path) != 0) {
+        model_destroy(&w->model);
+        free(w->model_path);
+        w->model_path = NULL;
+        if (model_new(&w->model, a->model_path, err) < 0)
+            return -1;
+        if (!(w->model_path = strdup(a->model_path)))
+            return guild_err_set(err, "out of memory");
+    }
+    const model_config_t *cfg = model_config(w->model);
+    uint8_t *owned = NULL;
+    if (owned_flags(a, cfg, &owned, err) < 0)
+        return -1;
+
+    *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+    int *cpus = malloc(MAX_CPUS * sizeof *cpus);
+    if (!cpus) {
+        free(owned);
+        return guild_err_set(err, "out of memory");
+    }
+    int n_cpus = 0;
+    if (o->n_cpus && o->node == w->node) {
+        for (size_t i = 0; i < o->n_cpus && i < MAX_CPUS; i++)
+            cpus[n_cpus++] = (int)o->cpus[i];
+    } else {
+        n_cpus = topo_node_cpus(w->node, cpus, MAX_CPUS);
+    }
+    int rc = -1;
+    if (n_cpus == 0) {
+        guild_err_set(err, "NUMA node %d has no CPU this process may run on (%d node%s)", w->node, topo_node_count(),
+                      topo_node_count() == 1 ? "" : "s");
+        goto out;
+    }
+    int nt = o->n_threads ? (int)o->n_threads : n_cpus;
+    int *pin = malloc((size_t)nt * sizeof *pin);
+    if (!pin) {
+        guild_err_set(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nt; i++)
+        pin[i] = cpus[i % n_cpus];
+    /* threads first: the shard copy below then runs on the node too (its pages are bound there anyway) */
+    int prc = guild_pool_new(&w->pool, nt, pin, err);
+    free(pin);
+    if (prc < 0)
+        goto out;
+    *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, err) < 0)
+        goto out;
+    *resident = expert_shard_resident_bytes(w->shard);
+    *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+    if (expert_exec_new(&w->exec, w->shard, w->pool, err) < 0)
+        goto out;
+
+    *code = GUILD__ERROR_CODE__ERROR_ARENA;
+    guild_arena_expect_t ex = {.tag = a->arena->tag, .size = a->arena->size};
+    if (!(w->arena = guild_arena_attach(a->arena->name, &ex, err)))
+        goto out;
+    size_t size;
+    void *xr = guild_arena_region(w->arena, GUILD_ARENA_KIND_EXCHANGE, 0, &size);
+    if (!xr) {
+        guild_err_set(err, "arena %s: no exchange region", a->arena->name);
+        goto out;
+    }
+    if (!(w->x = guild_exchange_attach(xr, size, err)))
+        goto out;
+    const guild_exchange_shape_t *xs = guild_exchange_shape(w->x);
+    if (xs->n_embd != (uint32_t)cfg->n_embd || xs->n_used != (uint32_t)cfg->n_expert_used) {
+        guild_err_set(err, "arena %s: exchange for width %u, top-%u; the model has %d, top-%d", a->arena->name,
+                      xs->n_embd, xs->n_used, cfg->n_embd, cfg->n_expert_used);
+        goto out;
+    }
+    if (a->worker_index >= xs->n_workers) {
+        *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+        guild_err_set(err, "assign: worker index %u, the exchange has %u workers", a->worker_index, xs->n_workers);
+        goto out;
+    }
+    w->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns,
+                                     .timeout_ns = o->wait_timeout_ns ? o->wait_timeout_ns : DEFAULT_SLICE_NS};
+    rc = 0;
+out:
+    free(cpus);
+    free(owned);
+    return rc;
+}
+
+/* Serves exchanges from `seq` until the actor stops, another Assign arrives, or an exchange cannot be
+ * computed (reported; the coordinator decides what to do with this worker). */
+static void serve(cpu_worker_t *w, uint64_t seq)
+{
+    actor_stats_t *st = actor_stats(w->actor);
+    guild_wait_stats_t ws = {0};
+    while (!actor_stopping(w->actor, NULL) && !actor_assign_pending(w->actor)) {
+        guild_err_t err = {{0}};
+        guild_exchange_slot_t slot;
+        uint64_t t0 = guild_now_ns();
+        guild_wait_result_t r = guild_exchange_wait_step(w->x, seq, &w->slice, &slot, &ws, &err);
+        uint64_t t1 = guild_now_ns();
+        atomic_fetch_add(&st->wait_ns, t1 - t0);
+        atomic_store(&st->futex_sleeps, ws.sleeps);
+        if (r == GUILD_WAIT_TIMEOUT)
+            continue;
+        if (r == GUILD_WAIT_ERROR) {
+            actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation, "exchange %llu: %s",
+                        (unsigned long long)seq, err.msg);
+            return;
+        }
+        int64_t pairs = expert_exec_run(w->exec, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
+        if (pairs < 0) {
+            actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
+                        "exchange %llu (layer %d, %d tokens): %s", (unsigned long long)seq, slot.layer,
+                        slot.n_tokens, err.msg);
+            return;
+        }
+        guild_exchange_complete(w->x, w->index, seq);
+        atomic_fetch_add(&st->busy_ns, guild_now_ns() - t1);
+        atomic_fetch_add(&st->exchanges, 1);
+        atomic_fetch_add(&st->tokens, (uint64_t)pairs);
+        atomic_store(&st->last_seq, seq);
+        seq++;
+    }
+}
+
+int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level)
+{
+    char tag[48];
+    snprintf(tag, sizeof tag, "cpu-worker(node %d)", node);
+    guild_log_init(tag, level);
+    guild_err_t err = {{0}};
+    cpu_worker_t w = {.node = node};
+    if (actor_install_signals(&signalled, &err) < 0) {
+        guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    actor_config_t ac = {
+        .role = GUILD__ROLE__ROLE_CPU_WORKER,
+        .node = node,
+        .endpoint = endpoint,
+        .name = "cpu-worker",
+        .silence_ms = 3000,
+        .signalled = &signalled,
+    };
+    if (actor_new(&w.actor, &ac, &err) < 0) {
+        guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    for (;;) {
+        Guild__Envelope *env = actor_take_assign(w.actor, -1);
+        if (!env)
+            break;
+        const Guild__Assign *a = env->assign;
+        release(&w);
+        w.generation = a->generation;
+        uint64_t t0 = guild_now_ns(), resident = 0;
+        Guild__ErrorCode code;
+        if (load(&w, a, &code, &resident, &err) < 0) {
+            actor_error(w.actor, code, false, a->generation, "%s", err.msg);
+            release(&w);
+            guild_msg_free(&env);
+            continue;
+        }
+        /* resume after the last exchange this worker index completed (a predecessor's, after a restart) */
+        uint64_t seq = guild_exchange_done(w.x, w.index) + 1;
+        actor_ready(w.actor, a->generation, guild_now_ns() - t0, resident, seq);
+        guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, %d threads, from exchange %llu",
+                  w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
+                  guild_pool_threads(w.pool), (unsigned long long)seq);
+        guild_msg_free(&env);
+        serve(&w, seq);
+    }
+    const char *why = "";
+    actor_stopping(w.actor, &why);
+    guild_log(GUILD_LOG_INFO, "exiting: %s", why);
+    release(&w);
+    model_destroy(&w.model);
+    free(w.model_path);
+    actor_destroy(&w.actor);
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* cpu-expert-worker/cpu_worker.h — the CPU expert worker process: routed experts of one shard, on one NUMA node.
+ *
+ * It registers with the coordinator (pipeline/actor.h) and for each Assign: opens the model, copies the
+ * experts of its shard (Assign.shard) into memory bound to its node (optionally locked), starts a thread pool
+ * pinned to the node's CPUs (or to Options.cpus), attaches the arena's MoE exchange as worker
+ * Assign.worker_index, reports Ready, then serves exchanges: for each one, the (token, slot) pairs whose
+ * expert it owns, written into the slot's y rows, then its done counter. It resumes at done + 1, so a worker
+ * that replaces a dead one redoes the exchange its predecessor died in. A bad Assign (unknown layer, expert
+ * out of range, unreadable model, unusable node) is answered with an Error naming the cause; the worker
+ * stays up for the next one.
+ */
+#ifndef GUILD_CPU_EXPERT_WORKER_CPU_WORKER_H
+#define GUILD_CPU_EXPERT_WORKER_CPU_WORKER_H
+
+#include "core/util/log.h"
+
+/* Runs the worker for NUMA node `node` against the coordinator at endpoint; returns the process exit status
+ * (0 after a Shutdown or when the coordinator is gone, 1 if it could not start). */
+int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level);
+
+#endif

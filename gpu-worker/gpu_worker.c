@@ -1,0 +1,264 @@
+#include "config.h"
+
+#include "gpu-worker/gpu_worker.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/model/model.h"
+#include "core/util/pool.h"
+#include "gpu-worker/backend.h"
+#include "gpu-worker/moe_arena.h"
+#include "ipc/arena.h"
+#include "ipc/exchange.h"
+#include "pipeline/actor.h"
+#include "pipeline/step.h"
+
+#define DEFAULT_SLICE_NS 100000000u
+
+static volatile sig_atomic_t signalled;
+
+/* The worker's state (the actor's "self"). */
+typedef struct gpu_worker {
+    actor_t *actor;
+    uint64_t generation;
+    char *model_path;
+    model_t *model;
+    guild_pool_t *pool;
+    guild_arena_t *arena;
+    guild_exchange_t *x;
+    guild_step_t step;
+    moe_exec_t *moe;
+    backend_t *be;
+    int32_t *positions;  /* [max_tokens] */
+    int32_t max_tokens, max_out;
+    guild_wait_policy_t slice;
+    uint64_t cur_request; /* the request being served: what an abort compares to */
+    bool aborted;
+} gpu_worker_t;
+
+static void release(gpu_worker_t *g)
+{
+    backend_destroy(&g->be);
+    moe_exec_destroy(&g->moe);
+    guild_exchange_destroy(&g->x);
+    guild_arena_destroy(&g->arena);
+    memset(&g->step, 0, sizeof g->step);
+    guild_pool_destroy(&g->pool);
+    free(g->positions);
+    g->positions = NULL;
+}
+
+static int interrupted(void *ctx, guild_err_t *err)
+{
+    gpu_worker_t *g = ctx;
+    const char *why;
+    if (actor_stopping(g->actor, &why))
+        return guild_err_set(err, "the GPU worker is stopping (%s)", why);
+    if (guild_doorbell_load(&g->step.sh->abort) >= g->cur_request) {
+        g->aborted = true;
+        return guild_err_set(err, "request %llu aborted by the coordinator", (unsigned long long)g->cur_request);
+    }
+    return 0;
+}
+
+/* Loads what Assign asks for. -1 with err and the error code to report. */
+static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code, guild_err_t *err)
+{
+    const Guild__Options *o = a->options;
+    *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+    if (!o || !o->backend || !o->backend[0] || !o->n_ctx || !o->max_tokens || !o->max_out)
+        return guild_err_set(err, "assign: the GPU worker needs options backend, n_ctx, max_tokens and max_out");
+    if (!a->arena)
+        return guild_err_set(err, "assign: no arena");
+    if (a->arena->layout_version != GUILD_ARENA_LAYOUT_VERSION)
+        return guild_err_set(err, "assign: arena layout version %u, this build reads %u", a->arena->layout_version,
+                             GUILD_ARENA_LAYOUT_VERSION);
+    actor_set_silence(g->actor, o->silence_ms);
+
+    *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    if (!g->model_path || strcmp(g->model_path, a->model_path) != 0) {
+        model_destroy(&g->model);
+        free(g->model_path);
+        g->model_path = NULL;
+        if (model_new(&g->model, a->model_path, err) < 0)
+            return -1;
+        if (!(g->model_path = strdup(a->model_path)))
+            return guild_err_set(err, "out of memory");
+    }
+    const model_config_t *cfg = model_config(g->model);
+
+    *code = GUILD__ERROR_CODE__ERROR_ARENA;
+    guild_arena_expect_t ex = {.tag = a->arena->tag, .size = a->arena->size};
+    if (!(g->arena = guild_arena_attach(a->arena->name, &ex, err)))
+        return -1;
+    size_t size;
+    void *xr = guild_arena_region(g->arena, GUILD_ARENA_KIND_EXCHANGE, 0, &size);
+    if (!xr)
+        return guild_err_set(err, "arena %s: no exchange region", a->arena->name);
+    if (!(g->x = guild_exchange_attach(xr, size, err)))
+        return -1;
+    void *sr = guild_arena_region(g->arena, GUILD_ARENA_KIND_STEP, 0, &size);
+    if (!sr)
+        return guild_err_set(err, "arena %s: no step region", a->arena->name);
+    if (guild_step_attach(&g->step, sr, size, err) < 0)
+        return -1;
+    g->max_tokens = (int32_t)o->max_tokens;
+    g->max_out = (int32_t)o->max_out;
+    if (g->step.shape.max_tokens < o->max_tokens || g->step.shape.max_out < o->max_out ||
+        g->step.shape.n_vocab != (uint32_t)cfg->n_vocab || guild_exchange_shape(g->x)->max_tokens < o->max_tokens)
+        return guild_err_set(err, "arena %s: regions sized for batch %u, %u logits rows of %u; asked for batch %u, "
+                             "%u rows of %d", a->arena->name, g->step.shape.max_tokens, g->step.shape.max_out,
+                             g->step.shape.n_vocab, o->max_tokens, o->max_out, cfg->n_vocab);
+
+    *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = o->n_threads ? (int)o->n_threads : (ncpu > 0 ? (int)ncpu : 1);
+    if (guild_pool_new(&g->pool, nt, NULL, err) < 0)
+        return -1;
+    if (!(g->positions = malloc((size_t)g->max_tokens * sizeof *g->positions)))
+        return guild_err_set(err, "out of memory");
+    g->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns, .timeout_ns = o->wait_timeout_ns ? o->wait_timeout_ns
+                                                                                          : DEFAULT_SLICE_NS};
+    moe_arena_options_t mo = {.spin_ns = o->spin_ns, .slice_ns = g->slice.timeout_ns, .interrupted = interrupted,
+                              .ctx = g};
+    if (moe_arena_new(&g->moe, g->x, cfg, &mo, err) < 0)
+        return -1;
+    *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    backend_options_t bo = {.n_ctx = (int32_t)o->n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe};
+    if (backend_new(&g->be, o->backend, g->model, &bo, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Runs the request in the step region and fills the response. */
+static void serve_one(gpu_worker_t *g, uint64_t seq)
+{
+    guild_step_shared_t *sh = g->step.sh;
+    guild_step_response_t *resp = &sh->resp;
+    const guild_step_request_t req = sh->req;
+    guild_err_t err = {{0}};
+    int status = GUILD_STEP_FAILED;
+    moe_arena_stats_t m0, m1;
+    moe_arena_stats(g->moe, &m0);
+    uint64_t t0 = guild_now_ns();
+    g->cur_request = seq;
+    g->aborted = false;
+    if (req.seq != seq) {
+        guild_err_set(&err, "step region: request fields of %llu under doorbell %llu",
+                      (unsigned long long)req.seq, (unsigned long long)seq);
+    } else if (req.n_tokens < 1 || req.n_tokens > g->max_tokens || req.n_out < 0 || req.n_out > g->max_out ||
+               req.n_out > req.n_tokens) {
+        guild_err_set(&err, "step request %llu: %d tokens, %d logits rows (limits %d, %d)",
+                      (unsigned long long)seq, req.n_tokens, req.n_out, g->max_tokens, g->max_out);
+    } else if (req.keep < 0 || req.keep > backend_kv_len(g->be)) {
+        guild_err_set(&err, "step request %llu: keep %d positions, the cache holds %d", (unsigned long long)seq,
+                      req.keep, backend_kv_len(g->be));
+    } else {
+        backend_kv_truncate(g->be, req.keep);
+        for (int32_t i = 0; i < req.n_tokens; i++)
+            g->positions[i] = req.keep + i;
+        if (backend_forward(g->be, req.n_tokens, g->step.tokens, g->positions, req.n_out, g->step.out_rows,
+                            g->step.logits, &err) == 0)
+            status = GUILD_STEP_OK;
+        else if (g->aborted)
+            status = GUILD_STEP_ABORTED;
+    }
+    uint64_t t1 = guild_now_ns();
+    moe_arena_stats(g->moe, &m1);
+    resp->seq = seq;
+    resp->status = status;
+    resp->kv_len = backend_kv_len(g->be);
+    resp->exchanges = m1.exchanges - m0.exchanges;
+    resp->forward_ns = t1 - t0;
+    resp->moe_ns = m1.wait_ns - m0.wait_ns;
+    snprintf(resp->message, sizeof resp->message, "%s", status == GUILD_STEP_OK ? "" : err.msg);
+    if (status != GUILD_STEP_OK)
+        guild_log(GUILD_LOG_WARN, "request %llu: %s", (unsigned long long)seq, err.msg);
+    guild_doorbell_ring(&sh->response, seq);
+
+    actor_stats_t *st = actor_stats(g->actor);
+    atomic_fetch_add(&st->exchanges, 1);
+    atomic_fetch_add(&st->tokens, (uint64_t)(req.n_tokens > 0 ? req.n_tokens : 0));
+    atomic_fetch_add(&st->busy_ns, (t1 - t0) - (m1.wait_ns - m0.wait_ns));
+    atomic_fetch_add(&st->wait_ns, m1.wait_ns - m0.wait_ns);
+    atomic_store(&st->futex_sleeps, m1.sleeps);
+    atomic_store(&st->last_seq, seq);
+}
+
+/* Serves requests until the actor stops or another Assign arrives. */
+static void serve(gpu_worker_t *g, uint64_t next)
+{
+    guild_step_shared_t *sh = g->step.sh;
+    while (!actor_stopping(g->actor, NULL) && !actor_assign_pending(g->actor)) {
+        guild_err_t err = {{0}};
+        guild_wait_result_t r = guild_doorbell_wait(&sh->request, next, &g->slice, NULL, NULL, "step request", &err);
+        if (r == GUILD_WAIT_TIMEOUT)
+            continue;
+        if (r == GUILD_WAIT_ERROR) {
+            actor_error(g->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, true, g->generation, "%s", err.msg);
+            actor_stop(g->actor, "doorbell failure");
+            return;
+        }
+        uint64_t seq = guild_doorbell_load(&sh->request);
+        serve_one(g, seq);
+        next = seq + 1;
+    }
+}
+
+int gpu_worker_run(const char *endpoint, guild_log_level_t level)
+{
+    guild_log_init("gpu-worker", level);
+    guild_err_t err = {{0}};
+    gpu_worker_t g = {0};
+    if (actor_install_signals(&signalled, &err) < 0) {
+        guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    actor_config_t ac = {
+        .role = GUILD__ROLE__ROLE_GPU_WORKER,
+        .node = -1,
+        .endpoint = endpoint,
+        .name = "gpu-worker",
+        .silence_ms = 3000,
+        .signalled = &signalled,
+    };
+    if (actor_new(&g.actor, &ac, &err) < 0) {
+        guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    for (;;) {
+        Guild__Envelope *env = actor_take_assign(g.actor, -1);
+        if (!env)
+            break;
+        const Guild__Assign *a = env->assign;
+        release(&g);
+        g.generation = a->generation;
+        uint64_t t0 = guild_now_ns();
+        Guild__ErrorCode code;
+        if (load(&g, a, &code, &err) < 0) {
+            actor_error(g.actor, code, false, a->generation, "%s", err.msg);
+            release(&g);
+            guild_msg_free(&env);
+            continue;
+        }
+        uint64_t next = guild_doorbell_load(&g.step.sh->request) + 1;
+        actor_ready(g.actor, a->generation, guild_now_ns() - t0, 0, next);
+        guild_log(GUILD_LOG_INFO, "ready: backend %s, serving step requests from %llu", a->options->backend,
+                  (unsigned long long)next);
+        guild_msg_free(&env);
+        serve(&g, next);
+    }
+    const char *why = "";
+    actor_stopping(g.actor, &why);
+    guild_log(GUILD_LOG_INFO, "exiting: %s", why);
+    release(&g);
+    model_destroy(&g.model);
+    free(g.model_path);
+    actor_destroy(&g.actor);
+    return 0;
+}

@@ -1,0 +1,203 @@
+#include "pipeline/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/topo/topo.h"
+#include "ipc/exchange.h"
+
+typedef struct plan_worker {
+    int node;
+    int n_cpus;
+    int *cpus; /* [n_cpus] */
+    uint32_t first, count; /* experts of every layer */
+} plan_worker_t;
+
+struct plan {
+    int n_workers;
+    int n_layer;
+    int n_expert;
+    plan_worker_t *w; /* [n_workers] */
+};
+
+void plan_destroy(plan_t **pp)
+{
+    plan_t *p = *pp;
+    if (!p)
+        return;
+    for (int k = 0; k < p->n_workers && p->w; k++)
+        free(p->w[k].cpus);
+    free(p->w);
+    free(p);
+    *pp = NULL;
+}
+
+int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const plan_topo_t *topo, guild_err_t *err)
+{
+    *out = NULL;
+    GUILD_ASSERT(topo->n_nodes >= 1);
+    if (n_workers == 0)
+        n_workers = topo->n_nodes;
+    if (n_workers < 0 || n_workers > cfg->n_expert || n_workers > GUILD_EXCHANGE_MAX_WORKERS)
+        return guild_err_set(err, "%d CPU workers: expected 1 to %d (experts per layer, at most %d)", n_workers,
+                             cfg->n_expert, GUILD_EXCHANGE_MAX_WORKERS);
+    plan_t *p = calloc(1, sizeof *p);
+    if (!p || !(p->w = calloc((size_t)n_workers, sizeof *p->w))) {
+        free(p);
+        return guild_err_set(err, "plan: out of memory");
+    }
+    p->n_workers = n_workers;
+    p->n_layer = cfg->n_layer;
+    p->n_expert = cfg->n_expert;
+    uint32_t E = (uint32_t)cfg->n_expert, K = (uint32_t)n_workers, next = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        plan_worker_t *w = &p->w[k];
+        w->first = next;
+        w->count = E / K + (k < E % K ? 1 : 0);
+        next += w->count;
+        w->node = (int)(k % (uint32_t)topo->n_nodes);
+        /* this worker's rank among those on its node, and how many share the node */
+        int rank = (int)(k / (uint32_t)topo->n_nodes);
+        int sharing = (int)((K - (uint32_t)w->node + (uint32_t)topo->n_nodes - 1) / (uint32_t)topo->n_nodes);
+        int nc = topo->n_cpus[w->node];
+        int lo = 0, hi = nc;
+        if (nc >= sharing && sharing > 1) {
+            lo = nc * rank / sharing;
+            hi = nc * (rank + 1) / sharing;
+        }
+        if (hi > lo) {
+            w->cpus = malloc((size_t)(hi - lo) * sizeof *w->cpus);
+            if (!w->cpus) {
+                plan_destroy(&p);
+                return guild_err_set(err, "plan: out of memory");
+            }
+            memcpy(w->cpus, topo->cpus[w->node] + lo, (size_t)(hi - lo) * sizeof *w->cpus);
+            w->n_cpus = hi - lo;
+        }
+    }
+    GUILD_ASSERT(next == E);
+    *out = p;
+    return 0;
+}
+
+int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, guild_err_t *err)
+{
+    int n_nodes = topo_node_count();
+    int **cpus = calloc((size_t)n_nodes, sizeof *cpus);
+    int *n_cpus = calloc((size_t)n_nodes, sizeof *n_cpus);
+    int rc = -1;
+    if (!cpus || !n_cpus) {
+        guild_err_set(err, "plan: out of memory");
+        goto done;
+    }
+    for (int n = 0; n < n_nodes; n++) {
+        enum { MAX_CPUS = 4096 };
+        if (!(cpus[n] = malloc(MAX_CPUS * sizeof **cpus))) {
+            guild_err_set(err, "plan: out of memory");
+            goto done;
+        }
+        n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
+    }
+    plan_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus};
+    rc = plan_new(out, cfg, n_workers, &topo, err);
+done:
+    for (int n = 0; cpus && n < n_nodes; n++)
+        free(cpus[n]);
+    free(cpus);
+    free(n_cpus);
+    return rc;
+}
+
+int plan_workers(const plan_t *p)
+{
+    return p->n_workers;
+}
+
+int plan_layers(const plan_t *p)
+{
+    return p->n_layer;
+}
+
+int plan_node(const plan_t *p, int worker)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
+    return p->w[worker].node;
+}
+
+int plan_cpus(const plan_t *p, int worker, const int **cpus)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
+    *cpus = p->w[worker].cpus;
+    return p->w[worker].n_cpus;
+}
+
+void plan_range(const plan_t *p, int worker, int layer, uint32_t *first, uint32_t *count)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers && layer >= 0 && layer < p->n_layer);
+    *first = p->w[worker].first;
+    *count = p->w[worker].count;
+}
+
+int plan_owner(const plan_t *p, int layer, int expert)
+{
+    GUILD_ASSERT(layer >= 0 && layer < p->n_layer && expert >= 0 && expert < p->n_expert);
+    for (int k = 0; k < p->n_workers; k++)
+        if ((uint32_t)expert >= p->w[k].first && (uint32_t)expert < p->w[k].first + p->w[k].count)
+            return k;
+    GUILD_ASSERT(!"every expert has an owner");
+    return -1;
+}
+
+/* "0-3,8,10-11" */
+static void print_cpus(FILE *out, const int *cpus, int n)
+{
+    if (n == 0) {
+        fputs("any", out);
+        return;
+    }
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && cpus[j + 1] == cpus[j] + 1)
+            j++;
+        fprintf(out, "%s%d", i ? "," : "", cpus[i]);
+        if (j > i)
+            fprintf(out, "-%d", cpus[j]);
+        i = j + 1;
+    }
+}
+
+static void print_bytes(FILE *out, double b)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    fprintf(out, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+void plan_print(const plan_t *p, const model_t *m, FILE *out)
+{
+    const model_config_t *c = model_config(m);
+    const model_weights_t *wts = model_weights(m);
+    fprintf(out, "plan: %d CPU worker%s for %d layers x %d experts (top-%d)\n", p->n_workers,
+            p->n_workers == 1 ? "" : "s", c->n_layer, c->n_expert, c->n_expert_used);
+    for (int k = 0; k < p->n_workers; k++) {
+        const plan_worker_t *w = &p->w[k];
+        double bytes = 0;
+        for (int il = 0; il < c->n_layer; il++) {
+            const model_layer_t *L = &wts->layers[il];
+            bytes += (double)w->count * (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+        }
+        fprintf(out, "  cpu-worker %d: node %d, cpus ", k, w->node);
+        print_cpus(out, w->cpus, w->n_cpus);
+        if (w->count == 1)
+            fprintf(out, ", expert %u", w->first);
+        else
+            fprintf(out, ", experts %u-%u", w->first, w->first + w->count - 1);
+        fprintf(out, " of every layer (%u experts, ", w->count * (uint32_t)c->n_layer);
+        print_bytes(out, bytes);
+        fputs(")\n", out);
+    }
+}

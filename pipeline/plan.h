@@ -1,0 +1,56 @@
+/* pipeline/plan.h — the placement plan: which CPU expert worker computes which routed experts, on which NUMA
+ * node and CPUs.
+ *
+ * Every expert of every layer has exactly one owner. Workers are spread over the nodes round-robin (worker k
+ * on node k % n_nodes); each layer's experts are cut into n_workers contiguous ranges whose sizes differ by at
+ * most one (the first n_expert % n_workers workers take one more). Routing is data-dependent, so no static
+ * split balances better in expectation; contiguous ranges keep the Assign message one range per layer.
+ * Workers that share a node share its CPUs: each takes an equal disjoint slice when there are enough CPUs,
+ * else the whole node (threads then overlap, which is only slower).
+ */
+#ifndef GUILD_PIPELINE_PLAN_H
+#define GUILD_PIPELINE_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/model/model.h"
+#include "core/util/err.h"
+
+/* The machine as the plan sees it (from core/topo in the coordinator; made up in tests). */
+typedef struct plan_topo {
+    int n_nodes;           /* >= 1 */
+    const int *const *cpus; /* cpus[node]: the node's usable CPUs */
+    const int *n_cpus;     /* n_cpus[node] (may be 0: then the worker is not pinned) */
+} plan_topo_t;
+
+typedef struct plan plan_t;
+
+/* A plan for model configuration cfg over n_workers CPU workers (0: one per node). Fails (message) when
+ * n_workers exceeds the experts per layer or the exchange's worker limit, or on out of memory. */
+int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const plan_topo_t *topo, guild_err_t *err);
+
+/* The same with the machine's real topology (core/topo). */
+int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, guild_err_t *err);
+
+/* Frees; nulls *p. NULL-safe. */
+void plan_destroy(plan_t **p);
+
+int plan_workers(const plan_t *p);
+int plan_layers(const plan_t *p);
+int plan_node(const plan_t *p, int worker);
+
+/* The CPUs worker's threads are pinned to (count returned; 0: none known, do not pin). Owned by the plan. */
+int plan_cpus(const plan_t *p, int worker, const int **cpus);
+
+/* The experts [*first, *first + *count) of `layer` that worker owns (count may be 0). */
+void plan_range(const plan_t *p, int worker, int layer, uint32_t *first, uint32_t *count);
+
+/* The worker that owns (layer, expert). */
+int plan_owner(const plan_t *p, int layer, int expert);
+
+/* Prints the plan: one line per worker with its node, CPUs, experts and their bytes in model m (whose
+ * configuration the plan was made for). */
+void plan_print(const plan_t *p, const model_t *m, FILE *out);
+
+#endif
