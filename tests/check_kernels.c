@@ -88,9 +88,12 @@ static void fill_random_blocks(guild_type_t type, uint8_t *row, int64_t n)
         case GUILD_TYPE_Q6_K:
             put_u16(blk + offsetof(quant_block_q6_K, d), rng_scale_f16());
             break;
-        case GUILD_TYPE_MXFP4:
-            blk[0] = (uint8_t)(115 + rng_next() % 16); /* 2^-13 .. 2^2 */
+        case GUILD_TYPE_MXFP4: {
+            /* mostly 2^-13 .. 2^2; now and then the subnormal and huge ends of E8M0 */
+            static const uint8_t edge[] = {0, 1, 2, 3, 200, 254, 255};
+            blk[0] = rng_next() % 8 ? (uint8_t)(115 + rng_next() % 16) : edge[rng_next() % sizeof edge];
             break;
+        }
         case GUILD_TYPE_IQ1_M: {
             /* the fp16 scale is the top nibbles of the four uint16 scale words */
             uint16_t d = rng_scale_f16();

@@ -54,12 +54,22 @@ static inline __m256i iq4xs_sum8_avx512(const iq4xs_w_t_avx512 *u, const kq_prep
 
 #include "core/kern/x86/avx512_iq4xs.h"
 
+/* 32-element blocks without VNNI: vpmaddubsw + vpmaddwd (exact for unsigned levels <= 127); signed Q8_0 and
+ * IQ4_NL levels as magnitudes with the activation's sign flipped where the level is negative. */
+#define KERN_DPBUSD(acc, u, a) \
+    _mm512_add_epi32((acc), _mm512_madd_epi16(_mm512_maddubs_epi16((u), (a)), _mm512_set1_epi16(1)))
+#define KERN_SIGNED_DOT(acc, w, a) \
+    KERN_DPBUSD((acc), _mm512_abs_epi8(w), _mm512_mask_sub_epi8((a), _mm512_movepi8_mask(w), _mm512_setzero_si512(), (a)))
+#define KERN_SIGNED_BIAS 0
+#include "core/kern/x86/avx512_b32.h"
+
 void kern_fill_avx512(kern_table_t *t)
 {
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx512;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx512;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx512;
     t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512;
+    fill_b32_avx512(t);
 }
 #else
 void kern_fill_avx512(kern_table_t *t)

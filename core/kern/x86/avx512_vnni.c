@@ -54,12 +54,19 @@ static inline __m256i iq4xs_sum8_avx512vnni(const iq4xs_w_t_avx512vnni *u, const
 
 #include "core/kern/x86/avx512_iq4xs.h"
 
+/* 32-element blocks with VNNI: vpdpbusd of biased unsigned levels, exact for any activation. */
+#define KERN_DPBUSD(acc, u, a) _mm512_dpbusd_epi32((acc), (u), (a))
+#define KERN_SIGNED_DOT(acc, w, a) _mm512_dpbusd_epi32((acc), _mm512_xor_si512((w), _mm512_set1_epi8((char)0x80)), (a))
+#define KERN_SIGNED_BIAS 128
+#include "core/kern/x86/avx512_b32.h"
+
 void kern_fill_avx512_vnni(kern_table_t *t)
 {
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx512vnni;
     t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512vnni;
+    fill_b32_avx512vnni(t);
 }
 #else
 void kern_fill_avx512_vnni(kern_table_t *t)
