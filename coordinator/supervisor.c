@@ -13,12 +13,12 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "coordinator/rundir.h"
 #include "coordinator/spawn.h"
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
+#include "pipeline/rundir.h"
 
 #define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
 #define WAIT_SLICE_NS 100000000u /* workers' doorbell wait slice (Options.wait_timeout_ns) */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/model/model.h"
 #include "core/topo/topo.h"
@@ -16,6 +17,7 @@
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "pipeline/actor.h"
+#include "pipeline/rundir.h"
 
 #define DEFAULT_SLICE_NS 100000000u
 #define MAX_CPUS 4096
@@ -223,6 +225,7 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level)
     char tag[48];
     snprintf(tag, sizeof tag, "cpu-worker(node %d)", node);
     guild_log_init(tag, level);
+    int parent = (int)getppid(); /* the coordinator, when it spawned this worker */
     guild_err_t err = {{0}};
     cpu_worker_t w = {.node = node};
     if (actor_install_signals(&signalled, &err) < 0) {
@@ -272,5 +275,6 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level)
     model_destroy(&w.model);
     free(w.model_path);
     actor_destroy(&w.actor);
+    rundir_remove_orphaned(endpoint, parent);
     return 0;
 }

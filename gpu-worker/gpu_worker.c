@@ -16,6 +16,7 @@
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "pipeline/actor.h"
+#include "pipeline/rundir.h"
 #include "pipeline/step.h"
 
 #define DEFAULT_SLICE_NS 100000000u
@@ -213,6 +214,7 @@ static void serve(gpu_worker_t *g, uint64_t next)
 int gpu_worker_run(const char *endpoint, guild_log_level_t level)
 {
     guild_log_init("gpu-worker", level);
+    int parent = (int)getppid(); /* the coordinator, when it spawned this worker */
     guild_err_t err = {{0}};
     gpu_worker_t g = {0};
     if (actor_install_signals(&signalled, &err) < 0) {
@@ -260,5 +262,6 @@ int gpu_worker_run(const char *endpoint, guild_log_level_t level)
     model_destroy(&g.model);
     free(g.model_path);
     actor_destroy(&g.actor);
+    rundir_remove_orphaned(endpoint, parent);
     return 0;
 }

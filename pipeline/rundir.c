@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "coordinator/rundir.h"
+#include "pipeline/rundir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +36,23 @@ void rundir_remove(const char *path)
     (void)rmdir(path);
 }
 
+/* The process is gone, or a zombie nobody has reaped yet (its parent may be slow, and it serves no one). */
+static int pid_gone(int pid)
+{
+    if (kill(pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
 /* Removes guild-<pid>-XXXXXX directories of this user whose pid is not running. */
 static void sweep(const char *base)
 {
@@ -53,7 +70,7 @@ static void sweep(const char *base)
         if (snprintf(p, sizeof p, "%s/%s", base, e->d_name) >= (int)sizeof p || lstat(p, &st) < 0 ||
             !S_ISDIR(st.st_mode) || st.st_uid != getuid())
             continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH)
+        if (!pid_gone(pid))
             continue;
         rundir_remove(p);
         guild_log(GUILD_LOG_INFO, "removed %s (its coordinator, pid %d, is gone)", p, pid);
@@ -70,4 +87,26 @@ int rundir_new(char *path, size_t size, guild_err_t *err)
     if (!mkdtemp(path)) /* mode 0700 */
         return guild_err_errno(err, errno, "cannot create a run directory in %s", base);
     return 0;
+}
+
+void rundir_remove_orphaned(const char *endpoint, int parent)
+{
+    if (parent <= 1 || strncmp(endpoint, "ipc://", 6) != 0)
+        return;
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", endpoint + 6) >= (int)sizeof dir)
+        return;
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return;
+    *slash = '\0';
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "guild-%d-", parent);
+    if (strncmp(base, prefix, strlen(prefix)) != 0 || strlen(base) != strlen(prefix) + 6)
+        return;
+    if (!pid_gone(parent))
+        return;
+    rundir_remove(dir);
 }
