@@ -68,6 +68,8 @@ void kern_fill_avx512(kern_table_t *t)
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx512;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx512;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx512;
+    t->matmul[GUILD_TYPE_Q2_K] = matmul_q2_K_avx512;
+    t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx512;
     t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512;
     fill_b32_avx512(t);
 }

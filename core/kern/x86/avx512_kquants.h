@@ -316,3 +316,189 @@ static void KERN_NAME(matmul_q6_K)(int64_t n, int64_t nrows, int64_t ntok, const
         }
     }
 }
+
+/* ---- Q2_K, Q3_K ---------------------------------------------------------------------------------------- *
+ * qs: byte 32 h + l holds the 2-bit fields of elements 128 h + 32 k + l, k = 0..3 (bits 2 k). Broadcasting the
+ * 32 bytes of half h and shifting the two 256-bit halves by different amounts gives elements 128 h + 64 p ..
+ * + 63 in order, so the activations need no rearranging. */
+
+/* natural order, bs = a.bsums (the reference's imin uses them for Q2_K) */
+static void KERN_NAME(prep_nat)(const quant_block_q8_K *a, int64_t nb, KERN_NAME(kq_prep_t) *p)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        for (int i = 0; i < 4; i++)
+            p[b].q[i] = _mm512_loadu_si512(a[b].qs + 64 * i);
+        p[b].bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
+        p[b].d = a[b].d;
+    }
+}
+
+/* The 2-bit fields of a Q2_K/Q3_K block as four 64-byte vectors in element order. */
+static inline void KERN_NAME(k2bit_fields)(const uint8_t *qs, __m512i *v)
+{
+    const __m512i m2 = _mm512_set1_epi8(0x03);
+    const __m512i sh0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const __m512i sh1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    for (int h = 0; h < 2; h++) {
+        const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+        v[2 * h] = _mm512_and_si512(_mm512_srlv_epi16(q, sh0), m2);
+        v[2 * h + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, sh1), m2);
+    }
+}
+
+/* Q2_K: isum = sum_s (sc[s] & 15) * sum_16 q a;  imin = sum_s (sc[s] >> 4) * a.bsums[s]; float stage as Q4_K
+ * with w.d, w.dmin. */
+static void KERN_NAME(matmul_q2_K)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                   const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const int tile = KERN_NAME(kq_tile)(nb, ntok);
+    const __m512i sidx0 = Q6_SCALE_IDX(0), sidx1 = Q6_SCALE_IDX(4), sidx2 = Q6_SCALE_IDX(8), sidx3 = Q6_SCALE_IDX(12);
+    KERN_NAME(kq_prep_t) prep[tile * nb];
+    __m512i st[tile * nb * KQ_ROWS];
+    uint16_t wd[nb * KQ_ROWS], wm[nb * KQ_ROWS];
+    memset(wd, 0, sizeof wd);
+    memset(wm, 0, sizeof wm);
+    for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+        const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
+        const quant_block_q8_K *at[KQ_TILE];
+        for (int t = 0; t < tt; t++) {
+            at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
+            KERN_NAME(prep_nat)(at[t], nb, prep + t * nb);
+        }
+        for (int64_t r0 = 0; r0 < nrows; r0 += KQ_ROWS) {
+            const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);
+            if (nr < KQ_ROWS)
+                KERN_NAME(kq_clear_tail)(st, tt * nb, nr);
+            for (int i = 0; i < nr; i++) {
+                const quant_block_q2_K *x = (const quant_block_q2_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
+                for (int64_t b = 0; b < nb; b++) {
+                    kq_prefetch((const char *)&x[b], 2);
+                    wd[b * KQ_ROWS + i] = x[b].d;
+                    wm[b * KQ_ROWS + i] = x[b].dmin;
+                    __m512i v[4];
+                    KERN_NAME(k2bit_fields)(x[b].qs, v);
+                    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
+                    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(0x0f)));
+                    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0f)));
+                    const __m512i scz = _mm512_castsi256_si512(sc16);
+                    const __m512i sc0 = _mm512_permutexvar_epi16(sidx0, scz), sc1 = _mm512_permutexvar_epi16(sidx1, scz);
+                    const __m512i sc2 = _mm512_permutexvar_epi16(sidx2, scz), sc3 = _mm512_permutexvar_epi16(sidx3, scz);
+                    for (int t = 0; t < tt; t++) {
+                        const KERN_NAME(kq_prep_t) *a = &prep[t * nb + b];
+                        __m512i acc0 = KERN_DPWSSD(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], a->q[0]), sc0);
+                        __m512i acc1 = KERN_DPWSSD(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[1], a->q[1]), sc1);
+                        acc0 = KERN_DPWSSD(acc0, _mm512_maddubs_epi16(v[2], a->q[2]), sc2);
+                        acc1 = KERN_DPWSSD(acc1, _mm512_maddubs_epi16(v[3], a->q[3]), sc3);
+                        st[((size_t)t * nb + b) * KQ_ROWS + i] =
+                            k512_pack2(k512_fold8_epi32(_mm512_add_epi32(acc0, acc1)), _mm256_madd_epi16(m16, a->bs));
+                    }
+                }
+            }
+            const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+            for (int t = 0; t < tt; t++) {
+                __m512 sumf = _mm512_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    __m512i isum, imin;
+                    k512_tree16(&st[((size_t)t * nb + b) * KQ_ROWS], &isum, &imin);
+                    const __m512 ad = _mm512_set1_ps(at[t][b].d);
+                    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wd[b * KQ_ROWS])), ad);
+                    const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wm[b * KQ_ROWS])), ad);
+                    const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+                    const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+                    sumf = _mm512_add_ps(sumf, _mm512_sub_ps(t1, t2));
+                }
+                _mm512_mask_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
+            }
+        }
+    }
+}
+
+/* Q3_K scales: 16 six-bit values - 32 (ggml's uint32 unpacking; equal to quant_q3_K_scales), as int16. */
+static inline __m256i k512_q3_scales(const uint8_t *packed)
+{
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t a[3];
+    memcpy(a, packed, 12);
+    const uint32_t s2 = ((a[0] >> 4) & kmask2) | (((a[2] >> 4) & kmask1) << 4);
+    const uint32_t s3 = ((a[1] >> 4) & kmask2) | (((a[2] >> 6) & kmask1) << 4);
+    const uint32_t s0 = (a[0] & kmask2) | (((a[2] >> 0) & kmask1) << 4);
+    const uint32_t s1 = (a[1] & kmask2) | (((a[2] >> 2) & kmask1) << 4);
+    const __m128i s = _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(s);
+}
+
+/* Q3_K: levels q3 = q2 - 4 (high bit clear) or q2; computed as u = q2 + 4 hbit in 0..7 with the 4 taken back
+ * as 4 * sum_s scale_s * (sum of the sub-block's a). One sum per block: pairs of blocks share a vector. */
+static void KERN_NAME(matmul_q3_K)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                   const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K, np = (nb + 1) / 2;
+    const int tile = KERN_NAME(kq_tile)(nb, ntok);
+    const __m512i sidx0 = Q6_SCALE_IDX(0), sidx1 = Q6_SCALE_IDX(4), sidx2 = Q6_SCALE_IDX(8), sidx3 = Q6_SCALE_IDX(12);
+    const __m512i four = _mm512_set1_epi8(4);
+    /* the high bit of vector i (elements 64 i ..): bit 2 i of hmask for lanes 0-31, bit 2 i + 1 for 32-63 */
+    const __m512i hb0 = K5_BIT_MASK(0, 1), hb1 = K5_BIT_MASK(2, 3), hb2 = K5_BIT_MASK(4, 5), hb3 = K5_BIT_MASK(6, 7);
+    KERN_NAME(kq_prep_t) prep[tile * nb];
+    __m512i st[tile * np * KQ_ROWS];
+    uint16_t wd[nb * KQ_ROWS];
+    memset(wd, 0, sizeof wd);
+    memset(st, 0, sizeof st);
+    for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+        const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
+        const quant_block_q8_K *at[KQ_TILE];
+        for (int t = 0; t < tt; t++) {
+            at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
+            KERN_NAME(prep_q6)(at[t], nb, prep + t * nb); /* natural order, sums of 16 from qs */
+        }
+        for (int64_t r0 = 0; r0 < nrows; r0 += KQ_ROWS) {
+            const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);
+            if (nr < KQ_ROWS)
+                KERN_NAME(kq_clear_tail)(st, tt * np, nr);
+            for (int i = 0; i < nr; i++) {
+                const quant_block_q3_K *x = (const quant_block_q3_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
+                for (int64_t b = 0; b < nb; b++) {
+                    kq_prefetch((const char *)&x[b], 2);
+                    wd[b * KQ_ROWS + i] = x[b].d;
+                    __m512i v[4];
+                    KERN_NAME(k2bit_fields)(x[b].qs, v);
+                    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].hmask));
+                    v[0] = _mm512_mask_add_epi8(v[0], _mm512_test_epi8_mask(hm, hb0), v[0], four);
+                    v[1] = _mm512_mask_add_epi8(v[1], _mm512_test_epi8_mask(hm, hb1), v[1], four);
+                    v[2] = _mm512_mask_add_epi8(v[2], _mm512_test_epi8_mask(hm, hb2), v[2], four);
+                    v[3] = _mm512_mask_add_epi8(v[3], _mm512_test_epi8_mask(hm, hb3), v[3], four);
+                    const __m256i sc16 = k512_q3_scales(x[b].scales);
+                    const __m512i scz = _mm512_castsi256_si512(sc16);
+                    const __m512i sc0 = _mm512_permutexvar_epi16(sidx0, scz), sc1 = _mm512_permutexvar_epi16(sidx1, scz);
+                    const __m512i sc2 = _mm512_permutexvar_epi16(sidx2, scz), sc3 = _mm512_permutexvar_epi16(sidx3, scz);
+                    for (int t = 0; t < tt; t++) {
+                        const KERN_NAME(kq_prep_t) *a = &prep[t * nb + b];
+                        __m512i acc0 = KERN_DPWSSD(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], a->q[0]), sc0);
+                        __m512i acc1 = KERN_DPWSSD(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[1], a->q[1]), sc1);
+                        acc0 = KERN_DPWSSD(acc0, _mm512_maddubs_epi16(v[2], a->q[2]), sc2);
+                        acc1 = KERN_DPWSSD(acc1, _mm512_maddubs_epi16(v[3], a->q[3]), sc3);
+                        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, a->bs), 2);
+                        const __m256i y = _mm256_sub_epi32(k512_fold8_epi32(_mm512_add_epi32(acc0, acc1)), corr);
+                        _mm256_storeu_si256((__m256i *)&st[((size_t)t * np + b / 2) * KQ_ROWS + i] + (b & 1), y);
+                    }
+                }
+            }
+            const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+            for (int t = 0; t < tt; t++) {
+                __m512 sumf = _mm512_setzero_ps();
+                for (int64_t p = 0; p < np; p++) {
+                    __m512i is[2];
+                    k512_tree16(&st[((size_t)t * np + p) * KQ_ROWS], &is[0], &is[1]);
+                    for (int h = 0; h < 2 && 2 * p + h < nb; h++) {
+                        const int64_t b = 2 * p + h;
+                        const __m512 d = _mm512_mul_ps(
+                            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wd[b * KQ_ROWS])),
+                            _mm512_set1_ps(at[t][b].d));
+                        sumf = _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(is[h])));
+                    }
+                }
+                _mm512_mask_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
+            }
+        }
+    }
+}
