@@ -25,15 +25,16 @@ fail() {
 "$MK" --arch qwen3moe --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 16 --experts-used 4 \
     --expert-ff 256 --ctx 512 --type Q4_K --seed 7 -o "$T/m.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel"; }
 
+PROMPT="The quick brown fox jumps over the lazy dog."
 run() { # name, extra args...
     name=$1
     shift
-    "$G" run -m "$T/m.gguf" -p "The quick brown fox jumps over the lazy dog." -n 24 --ids-out "$T/$name.ids" \
+    "$G" run -m "$T/m.gguf" -p "$PROMPT" -n 24 --ids-out "$T/$name.ids" \
         --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" || { cat "$T/$name.err"; fail "guild run $*"; }
 }
 
 run sampled --seed 42 --temp 0.9 --threads 1
-run greedy --temp 0 --threads 1
+run greedy --temp 0 --threads 1 -v
 run sampled2 --seed 42 --temp 0.9 --threads 2 --batch 3
 run greedy2 --temp 0 --threads 2 --batch 1
 
@@ -52,4 +53,9 @@ n_vocab=$(grep -o 'n_vocab = [0-9]*' "$T/greedy.err" | head -1 | cut -d' ' -f3)
 [ "$size" -eq $((24 * 4 * n_vocab)) ] || fail "logits file has $size bytes, expected 24 rows of $n_vocab floats"
 grep -q 'prefill: .* tok/s' "$T/greedy.err" || fail "no prefill timing on stderr"
 grep -q 'decode: .* tok/s' "$T/greedy.err" || fail "no decode timing on stderr"
+# the prompt ids are those `guild tokenize --ids` gives (what the reference comparison feeds tests/ref)
+printf '%s' "$PROMPT" | "$G" tokenize -m "$T/m.gguf" --ids >"$T/tok.ids" || fail "guild tokenize"
+run_ids=$(grep '^prompt ids:' "$T/greedy.err" | cut -d: -f2 | tr -s ' ' | sed 's/^ //')
+[ "$run_ids" = "$(tr -s ' \n' ' ' <"$T/tok.ids" | sed 's/ $//')" ] ||
+    fail "prompt ids of guild run ($run_ids) differ from guild tokenize ($(cat "$T/tok.ids"))"
 echo "PASS: known-good ids, identical across threads and batch sizes"
