@@ -53,6 +53,7 @@ static inline __m256i iq4xs_sum8_avx512(const iq4xs_w_t_avx512 *u, const kq_prep
 }
 
 #include "core/kern/x86/avx512_iq4xs.h"
+#include "core/kern/x86/avx512_iq.h"
 
 /* 32-element blocks without VNNI: vpmaddubsw + vpmaddwd (exact for unsigned levels <= 127); signed Q8_0 and
  * IQ4_NL levels as magnitudes with the activation's sign flipped where the level is negative. */
@@ -72,6 +73,7 @@ void kern_fill_avx512(kern_table_t *t)
     t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx512;
     t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512;
     fill_b32_avx512(t);
+    fill_iq_avx512(t);
 }
 #else
 void kern_fill_avx512(kern_table_t *t)

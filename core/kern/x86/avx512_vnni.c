@@ -53,6 +53,7 @@ static inline __m256i iq4xs_sum8_avx512vnni(const iq4xs_w_t_avx512vnni *u, const
 }
 
 #include "core/kern/x86/avx512_iq4xs.h"
+#include "core/kern/x86/avx512_iq.h"
 
 /* 32-element blocks with VNNI: vpdpbusd of biased unsigned levels, exact for any activation. */
 #define KERN_DPBUSD(acc, u, a) _mm512_dpbusd_epi32((acc), (u), (a))
@@ -69,6 +70,7 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx512vnni;
     t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512vnni;
     fill_b32_avx512vnni(t);
+    fill_iq_avx512vnni(t);
 }
 #else
 void kern_fill_avx512_vnni(kern_table_t *t)
