@@ -411,8 +411,115 @@ static void matmul_iq4_xs_avx2(int64_t n, int64_t nrows, int64_t ntok, const voi
                    offsetof(quant_block_iq4_xs, d), 3, prep_iq4xs, block_iq4xs);
 }
 
+/* ---- F32, F16, BF16 against float activations ------------------------------------------------------------ *
+ * Contract 1 of core/quant/dot_ref.c: lanes acc[i % 32] (four 8-lane registers) updated with vfmadd (fmaf's
+ * single rounding) in increasing i, the tail only in its lanes (blend keeps the others exact), then the pairwise
+ * reduction for h = 16, 8, 4, 2, 1. */
+
+enum { PF_F32, PF_F16, PF_BF16 };
+
+static inline __m256 kf2_load(int kind, const void *w, int64_t i)
+{
+    if (kind == PF_F32)
+        return _mm256_loadu_ps((const float *)w + i);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (kind == PF_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float kf2_reduce(const __m256 *a)
+{
+    const __m256 c0 = _mm256_add_ps(a[0], a[2]), c1 = _mm256_add_ps(a[1], a[3]); /* h = 16 */
+    const __m256 d = _mm256_add_ps(c0, c1);                                       /* h = 8 */
+    const __m128 e = _mm_add_ps(_mm256_castps256_ps128(d), _mm256_extractf128_ps(d, 1)); /* h = 4 */
+    const __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                          /* h = 2 */
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                      /* h = 1 */
+}
+
+#define KF2_ROWS 2
+
+static inline __attribute__((always_inline)) void matmul_plain(int kind, int64_t n, int64_t nrows, int64_t ntok,
+                                                               const void *w, size_t w_stride, const void *act,
+                                                               size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t n32 = n & ~(int64_t)31;
+    const int r32 = (int)(n - n32);
+    const size_t esz = kind == PF_F32 ? 4 : 2;
+    for (int64_t r0 = 0; r0 < nrows; r0 += KF2_ROWS) {
+        const int nr = (int)(nrows - r0 < KF2_ROWS ? nrows - r0 : KF2_ROWS);
+        const char *wr[KF2_ROWS];
+        for (int i = 0; i < KF2_ROWS; i++)
+            wr[i] = (const char *)w + (size_t)(r0 + (i < nr ? i : 0)) * w_stride;
+        for (int64_t t = 0; t < ntok; t++) {
+            const float *x = (const float *)((const char *)act + (size_t)t * act_stride);
+            __m256 a[KF2_ROWS][4];
+            for (int i = 0; i < KF2_ROWS; i++)
+                for (int q = 0; q < 4; q++)
+                    a[i][q] = _mm256_setzero_ps();
+            for (int64_t k = 0; k < n32; k += 32) {
+                __m256 xv[4];
+                for (int q = 0; q < 4; q++)
+                    xv[q] = _mm256_loadu_ps(x + k + 8 * q);
+                for (int i = 0; i < KF2_ROWS; i++) {
+                    if (t == 0)
+                        _mm_prefetch(wr[i] + (size_t)k * esz + 2048, _MM_HINT_T0);
+                    for (int q = 0; q < 4; q++)
+                        a[i][q] = _mm256_fmadd_ps(kf2_load(kind, wr[i], k + 8 * q), xv[q], a[i][q]);
+                }
+            }
+            if (r32) {
+                /* the tail through a zero-padded copy; only its lanes take the update */
+                float xt[32] = {0}, wt[32] = {0};
+                memcpy(xt, x + n32, (size_t)r32 * sizeof(float));
+                for (int i = 0; i < KF2_ROWS; i++) {
+                    uint16_t ht[32] = {0};
+                    const void *src;
+                    if (kind == PF_F32) {
+                        memcpy(wt, (const float *)wr[i] + n32, (size_t)r32 * sizeof(float));
+                        src = wt;
+                    } else {
+                        memcpy(ht, (const uint16_t *)wr[i] + n32, (size_t)r32 * sizeof(uint16_t));
+                        src = ht;
+                    }
+                    for (int q = 0; q < 4 && 8 * q < r32; q++) {
+                        const int left = r32 - 8 * q;
+                        const __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                            _mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+                        const __m256 upd = _mm256_fmadd_ps(kf2_load(kind, src, 8 * q), _mm256_loadu_ps(xt + 8 * q), a[i][q]);
+                        a[i][q] = _mm256_blendv_ps(a[i][q], upd, m);
+                    }
+                }
+            }
+            for (int i = 0; i < nr; i++)
+                out[(size_t)t * ldo + (size_t)(r0 + i)] = kf2_reduce(a[i]);
+        }
+    }
+}
+
+static void matmul_f32_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                            const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_plain(PF_F32, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+
+static void matmul_f16_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                            const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_plain(PF_F16, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+
+static void matmul_bf16_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_plain(PF_BF16, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+
 void kern_fill_avx2(kern_table_t *t)
 {
+    t->matmul[GUILD_TYPE_F32] = matmul_f32_avx2;
+    t->matmul[GUILD_TYPE_F16] = matmul_f16_avx2;
+    t->matmul[GUILD_TYPE_BF16] = matmul_bf16_avx2;
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx2;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx2;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx2;

@@ -8,6 +8,8 @@
 #include "core/kern/x86/avx512_util.h"
 #include "core/quant/blocks.h"
 
+#include "core/kern/x86/avx512_float.h"
+
 #define KERN_NAME(x) x##_avx512
 #define KERN_DPWSSD(acc, a, b) _mm512_add_epi32((acc), _mm512_madd_epi16((a), (b)))
 #include "core/kern/x86/avx512_kquants.h"
@@ -73,6 +75,9 @@ void kern_fill_avx512(kern_table_t *t)
     t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx512;
     t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512;
     fill_b32_avx512(t);
+    t->matmul[GUILD_TYPE_F32] = matmul_f32_avx512;
+    t->matmul[GUILD_TYPE_F16] = matmul_f16_avx512;
+    t->matmul[GUILD_TYPE_BF16] = matmul_bf16_avx512;
     fill_iq_avx512(t);
 }
 #else
