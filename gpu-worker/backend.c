@@ -51,6 +51,11 @@ void backend_kv_truncate(backend_t *b, int32_t n_pos)
     b->ops->kv_truncate(b, n_pos);
 }
 
+void backend_kv_clear(backend_t *b)
+{
+    b->ops->kv_truncate(b, 0);
+}
+
 void backend_destroy(backend_t **b)
 {
     if (*b) {

@@ -63,6 +63,9 @@ int32_t backend_kv_len(const backend_t *b);
 /* Keeps positions [0, n_pos) of the cache (n_pos >= kv_len does nothing); 0 clears it. */
 void backend_kv_truncate(backend_t *b, int32_t n_pos);
 
+/* Empties the cache: backend_kv_truncate(b, 0). */
+void backend_kv_clear(backend_t *b);
+
 /* Frees the backend; sets *b to NULL. NULL-safe. */
 void backend_destroy(backend_t **b);
 

@@ -130,7 +130,8 @@ START_TEST(test_truncate_and_replay)
     int32_t pos[4] = {5, 6, 7, 8}, row = 3;
     ck_assert_msg(backend_forward(r.be, 4, prompt + 5, pos, 1, &row, b, &err) == 0, "%s", err.msg);
     ck_assert(!memcmp(b, a + 8 * V, V * sizeof *b));
-    backend_kv_truncate(r.be, 0);
+    backend_kv_clear(r.be);
+    ck_assert_int_eq(backend_kv_len(r.be), 0);
     int32_t p0 = 0, r0 = 0;
     ck_assert(backend_forward(r.be, 1, prompt, &p0, 1, &r0, b, &err) == 0);
     ck_assert(!memcmp(b, a, V * sizeof *b));
