@@ -1,0 +1,108 @@
+#!/bin/sh
+# The multi-process pipeline gives what the single-process reference gives: the same token ids and the same
+# logits, byte for byte (--logits-out), for every architecture, with 1, 2 and 3 CPU worker processes, a
+# prompt prefilled in several batches and sampled decoding. Also: CPU workers started by hand
+# (--listen / guild-cpu-worker --connect), a named arena file (--arena-dir), `guild plan` / --print-plan, and
+# a clear refusal when the worker binaries are missing.
+set -u
+B=${GUILD_BUILDDIR:-.}
+MK=$B/tools/guild-mkmodel
+G=$B/guild
+for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
+    if [ ! -x "$f" ]; then
+        echo "SKIP: $f is not built"
+        exit 77
+    fi
+done
+T=$(mktemp -d) || exit 1
+HAND=""
+cleanup() {
+    for p in $HAND; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away into the forest."
+run() { # name, model, extra args...
+    name=$1
+    model=$2
+    shift 2
+    "$G" run -m "$model" -p "$PROMPT" -n 12 --temp 0.8 --seed 5 --threads 1 --batch 7 \
+        --ids-out "$T/$name.ids" --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" ||
+        { cat "$T/$name.err"; fail "guild run $name $*"; }
+}
+same() { # reference, name
+    for f in ids logits txt; do
+        cmp -s "$T/$1.$f" "$T/$2.$f" || fail "$2: $f differ from $1"
+    done
+}
+
+n=0
+for arch in qwen3moe qwen2moe mixtral olmoe; do
+    "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
+        --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
+        { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
+    run "$arch-single" "$T/$arch.gguf" --single-process
+    [ -s "$T/$arch-single.logits" ] || fail "$arch: no logits written"
+    for k in 1 2 3; do
+        run "$arch-$k" "$T/$arch.gguf" --cpu-workers $k --spin-us 0
+        same "$arch-single" "$arch-$k"
+        grep -q "pipeline: $k CPU workers; restarts: GPU worker 0, CPU workers 0" "$T/$arch-$k.err" ||
+            { cat "$T/$arch-$k.err"; fail "$arch, $k CPU workers: no pipeline summary"; }
+        n=$((n + 1))
+    done
+done
+
+# mixed types (llama.cpp's Q4_K_M recipe: Q6_K, Q8_0 ... beside Q4_K), more experts, several threads
+"$MK" --arch qwen3moe --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 16 --experts-used 4 \
+    --expert-ff 128 --ctx 256 --seed 3 -q -o "$T/mixed.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "mkmodel"; }
+run mixed-single "$T/mixed.gguf" --single-process
+run mixed-3 "$T/mixed.gguf" --cpu-workers 3 --threads 2 --spin-us 0
+same mixed-single mixed-3
+
+# a named arena file instead of a memfd; gone afterwards
+mkdir "$T/shm"
+run named "$T/mixed.gguf" --cpu-workers 2 --arena-dir "$T/shm" --spin-us 0
+same mixed-single named
+[ -z "$(ls -A "$T/shm")" ] || fail "--arena-dir: left $(ls "$T/shm")"
+
+# CPU workers started by hand, connecting to --listen
+EP="ipc://$T/listen.sock"
+"$G" run -m "$T/mixed.gguf" -p "$PROMPT" -n 12 --temp 0.8 --seed 5 --threads 1 --batch 7 --spin-us 0 \
+    --cpu-workers 2 --listen "$EP" --ids-out "$T/hand.ids" --logits-out "$T/hand.logits" >"$T/hand.txt" \
+    2>"$T/hand.err" &
+GPID=$!
+"$B/guild-cpu-worker" --node 0 --connect "$EP" 2>"$T/hand0.err" &
+HAND="$!"
+"$B/guild-cpu-worker" --node 0 --connect "$EP" 2>"$T/hand1.err" &
+HAND="$HAND $!"
+wait $GPID || { cat "$T/hand.err"; fail "guild run --listen"; }
+same mixed-single hand
+for p in $HAND; do # told to shut down: they exit on their own
+    i=0
+    while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -0 "$p" 2>/dev/null && fail "hand-started worker $p still running 5 s after the coordinator finished"
+done
+HAND=""
+
+# the plan: printable, every expert once
+"$G" plan -m "$T/mixed.gguf" --cpu-workers 3 >"$T/plan.txt" 2>&1 || { cat "$T/plan.txt"; fail "guild plan"; }
+grep -q "experts 0-5 of every layer" "$T/plan.txt" && grep -q "experts 6-10 of every layer" "$T/plan.txt" &&
+    grep -q "experts 11-15 of every layer" "$T/plan.txt" || { cat "$T/plan.txt"; fail "guild plan: unexpected split"; }
+"$G" run -m "$T/mixed.gguf" --cpu-workers 3 --print-plan >"$T/plan2.txt" 2>&1 || fail "guild run --print-plan"
+cmp -s "$T/plan.txt" "$T/plan2.txt" || fail "guild run --print-plan differs from guild plan"
+"$G" plan -m "$T/mixed.gguf" --cpu-workers 17 >"$T/plan3.txt" 2>&1 && fail "17 workers for 16 experts accepted"
+grep -q "17 CPU workers: expected 1 to 16" "$T/plan3.txt" || { cat "$T/plan3.txt"; fail "plan error message"; }
+
+# without the worker binaries: a clear error, not a hang
+mkdir "$T/bin"
+cp "$G" "$T/bin/guild"
+"$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
+grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
+
+echo "PASS: multi-process == single-process (tokens, logits, text) for 4 architectures x 1-3 CPU workers ($n runs), mixed types, named arena, hand-started workers, plans"
