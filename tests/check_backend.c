@@ -118,7 +118,7 @@ START_TEST(test_truncate_and_replay)
 {
     tiny_spec_t s = spec_of(0);
     const size_t V = 96, rows = N_PROMPT + N_STEPS;
-    float *a = malloc(rows * V * sizeof *a), *b = malloc(V * sizeof *b);
+    float *a = malloc(rows * V * sizeof *a), *b = malloc(3 * V * sizeof *b);
     rig_t r;
     rig_open(&r, &s, 2, 16, 32);
     run_all(&r, N_PROMPT, a);
@@ -129,6 +129,19 @@ START_TEST(test_truncate_and_replay)
     guild_err_t err = {{0}};
     int32_t pos[4] = {5, 6, 7, 8}, row = 3;
     ck_assert_msg(backend_forward(r.be, 4, prompt + 5, pos, 1, &row, b, &err) == 0, "%s", err.msg);
+    ck_assert(!memcmp(b, a + 8 * V, V * sizeof *b));
+    /* several rows, in any order, repeated: the last layer narrows the batch to them */
+    backend_kv_truncate(r.be, 5);
+    int32_t some[3] = {3, 0, 3};
+    ck_assert_msg(backend_forward(r.be, 4, prompt + 5, pos, 3, some, b, &err) == 0, "%s", err.msg);
+    ck_assert(!memcmp(b, a + 8 * V, V * sizeof *b));
+    ck_assert(!memcmp(b + V, a + 5 * V, V * sizeof *b));
+    ck_assert(!memcmp(b + 2 * V, a + 8 * V, V * sizeof *b));
+    /* no rows at all: the cache still fills */
+    backend_kv_truncate(r.be, 5);
+    ck_assert(backend_forward(r.be, 3, prompt + 5, pos, 0, NULL, b, &err) == 0);
+    int32_t p8 = 8, r8 = 0;
+    ck_assert(backend_forward(r.be, 1, prompt + 8, &p8, 1, &r8, b, &err) == 0);
     ck_assert(!memcmp(b, a + 8 * V, V * sizeof *b));
     backend_kv_clear(r.be);
     ck_assert_int_eq(backend_kv_len(r.be), 0);

@@ -32,6 +32,7 @@ static void cpu_destroy(backend_t *base)
     free(b->sh_logit);
     free(b->probs);
     free(b->scores);
+    free(b->row_pos);
     free(b->act);
     free(b);
 }
@@ -114,6 +115,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->sh_logit = alloc_array(NB, sizeof(float), &ok);
     b->probs = alloc_array(NT, (size_t)c->n_expert * sizeof(float), &ok);
     b->scores = alloc_array(NT, (size_t)opt->n_ctx * sizeof(float), &ok);
+    b->row_pos = alloc_array(NB, sizeof(int32_t), &ok);
     b->act = alloc_array(NB, max_act_row(c, b->w), &ok);
     if (!ok || cpu_rope_init(&b->rope, c, b->w->rope_freqs.data) < 0) {
         cpu_destroy(&b->base);
@@ -140,18 +142,12 @@ static void embed_task(void *ctx, int64_t t, int thread)
     cpu_rope_table(&b->rope, b->kv_len + (int32_t)t, b->rope_cs + t * b->cfg->n_rot);
 }
 
-typedef struct out_job {
-    cpu_backend_t *b;
-    const int32_t *rows;
-} out_job_t;
-
 static void output_norm_task(void *ctx, int64_t j, int thread)
 {
-    out_job_t *o = ctx;
-    cpu_backend_t *b = o->b;
+    cpu_backend_t *b = ctx;
     const int64_t E = b->cfg->n_embd;
     (void)thread;
-    cpu_rmsnorm(b->xn + j * E, b->x + (int64_t)o->rows[j] * E, b->w->output_norm.data, E, b->cfg->norm_eps);
+    cpu_rmsnorm(b->xn + j * E, b->x + j * E, b->w->output_norm.data, E, b->cfg->norm_eps);
 }
 
 static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
@@ -180,12 +176,14 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
 
     embed_job_t ej = {b, tokens};
     guild_pool_run(b->pool, n, embed_task, &ej);
-    for (int32_t il = 0; il < c->n_layer; il++)
-        if (cpu_layer_forward(b, il, n, err) < 0)
+    /* the last layer narrows the batch to the rows whose logits are wanted: they are rows 0..n_out-1 after it */
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        bool last = il == c->n_layer - 1;
+        if (cpu_layer_forward(b, il, n, last ? out_rows : NULL, last ? n_out : n, err) < 0)
             return -1;
+    }
     if (n_out > 0) {
-        out_job_t oj = {b, out_rows};
-        guild_pool_run(b->pool, n_out, output_norm_task, &oj);
+        guild_pool_run(b->pool, n_out, output_norm_task, b);
         cpu_linear(b->pool, &b->w->output, 0, c->n_vocab, n_out, b->xn, c->n_embd, logits, c->n_vocab, b->act);
     }
     b->kv_len += n;

@@ -89,7 +89,7 @@ static void attention_task(void *ctx, int64_t task, int thread)
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     const size_t layer0 = (size_t)j->il * (size_t)b->n_ctx * (size_t)KV;
     cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_cache + layer0 + hkv * HD,
-                       b->v_cache + layer0 + hkv * HD, KV, (int32_t)(b->kv_len + t + 1), c->head_dim,
+                       b->v_cache + layer0 + hkv * HD, KV, b->row_pos[t] + 1, c->head_dim,
                        1.0f / sqrtf((float)c->head_dim), b->scores + (size_t)thread * (size_t)b->n_ctx);
 }
 
@@ -158,7 +158,16 @@ static void combine_task(void *ctx, int64_t t, int thread)
     }
 }
 
-int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, guild_err_t *err)
+/* Moves rows keep[j] of buf (width floats each) to rows j, through scratch (n_keep * width floats). */
+static void gather_rows(float *buf, int64_t width, const int32_t *keep, int32_t n_keep, float *scratch)
+{
+    for (int32_t j = 0; j < n_keep; j++)
+        memcpy(scratch + j * width, buf + (int64_t)keep[j] * width, (size_t)width * sizeof *buf);
+    memcpy(buf, scratch, (size_t)n_keep * (size_t)width * sizeof *buf);
+}
+
+int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *keep, int32_t n_keep,
+                      guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const model_layer_t *L = &b->w->layers[il];
@@ -172,6 +181,19 @@ int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, guild_err_t *err)
     cpu_linear(pool, &L->wk, 0, KV, n, b->xn, E, b->k, KV, b->act);
     cpu_linear(pool, &L->wv, 0, KV, n, b->xn, E, b->v, KV, b->act);
     guild_pool_run(pool, n, qk_prepare_task, &j);
+    for (int32_t t = 0; t < n; t++)
+        b->row_pos[t] = b->kv_len + t;
+    if (keep) {
+        /* att and proj are free until the attention and attn_output below write them */
+        gather_rows(b->q, Q, keep, n_keep, b->att);
+        gather_rows(b->x, E, keep, n_keep, b->proj);
+        for (int32_t t = 0; t < n_keep; t++)
+            b->row_pos[t] = b->kv_len + keep[t];
+        n = n_keep;
+        j.n = n;
+        if (n == 0)
+            return 0;
+    }
     guild_pool_run(pool, (int64_t)n * c->n_head, attention_task, &j);
     cpu_linear(pool, &L->wo, 0, E, n, b->att, Q, b->proj, E, b->act);
     guild_pool_run(pool, n, attn_residual_task, &j);

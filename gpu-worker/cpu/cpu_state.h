@@ -45,11 +45,15 @@ typedef struct cpu_backend {
     float *sh_logit;        /* [n_batch] shared expert sigmoid-gate logit */
     float *probs;           /* [n_threads][n_expert] router scratch */
     float *scores;          /* [n_threads][n_ctx] attention scratch */
+    int32_t *row_pos;       /* [n_batch] position of each row after the last layer's rows are narrowed */
     void *act;              /* quantized activations: n_batch rows of the widest input */
 } cpu_backend_t;
 
 /* Runs layer il on the n tokens of the batch held in b->x (their positions are kv_len + t), writing their K/V
- * into the cache. -1 with a message when the expert executor fails. */
-int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
+ * into the cache. With keep != NULL (the last layer), only rows keep[0..n_keep) go on past the K/V write, moved
+ * to rows 0..n_keep-1 of b->x: the other rows' outputs would never be read. Each kept row's values are the same
+ * bits as without narrowing. -1 with a message when the expert executor fails. */
+int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *keep, int32_t n_keep,
+                      guild_err_t *err);
 
 #endif
