@@ -1,0 +1,592 @@
+/* Tests for the multi-process pipeline's pieces: the placement plan (every expert one owner, balanced, nodes
+ * and CPUs), the step region layout, and the worker processes' robustness, talking to a real
+ * guild-cpu-worker / guild-gpu-worker as a fake coordinator: garbage, a wrong protocol version, assignments
+ * that cannot load (each answered with an Error naming the cause, the worker staying alive), a good
+ * assignment followed by one exchange whose expert outputs must be the in-process executor's bits, Shutdown,
+ * and a worker leaving on its own when the coordinator goes silent. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/model/model.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/moe_local.h"
+#include "ipc/arena.h"
+#include "ipc/exchange.h"
+#include "ipc/msg.h"
+#include "pipeline/plan.h"
+#include "pipeline/step.h"
+#include "tests/tiny_model.h"
+
+/* ---- plan ---- */
+
+static model_config_t cfg_experts(int n_layer, int n_expert)
+{
+    model_config_t c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = n_layer;
+    c.n_expert = n_expert;
+    c.n_expert_used = 2;
+    return c;
+}
+
+START_TEST(test_plan_every_expert_once)
+{
+    static const int cpus0[] = {0, 1, 2, 3}, cpus1[] = {4, 5, 6, 7};
+    const int *const cpus[] = {cpus0, cpus1};
+    const int n_cpus[] = {4, 4};
+    plan_topo_t topo = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus};
+    static const int experts[] = {1, 2, 7, 8, 60, 128};
+    for (size_t ie = 0; ie < sizeof experts / sizeof experts[0]; ie++) {
+        int E = experts[ie];
+        for (int K = 1; K <= E && K <= 9; K++) {
+            model_config_t c = cfg_experts(3, E);
+            plan_t *p = NULL;
+            guild_err_t err = {{0}};
+            ck_assert_msg(plan_new(&p, &c, K, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_int_eq(plan_workers(p), K);
+            for (int il = 0; il < 3; il++) {
+                int owners[128] = {0};
+                uint32_t lo = UINT32_MAX, hi = 0, next = 0;
+                for (int k = 0; k < K; k++) {
+                    uint32_t first, count;
+                    plan_range(p, k, il, &first, &count);
+                    ck_assert_uint_eq(first, next); /* contiguous, in worker order */
+                    next += count;
+                    lo = count < lo ? count : lo;
+                    hi = count > hi ? count : hi;
+                    for (uint32_t e = first; e < first + count; e++) {
+                        owners[e]++;
+                        ck_assert_int_eq(plan_owner(p, il, (int)e), k);
+                    }
+                }
+                ck_assert_uint_eq(next, (uint32_t)E);
+                ck_assert_uint_le(hi - lo, 1);
+                for (int e = 0; e < E; e++)
+                    ck_assert_int_eq(owners[e], 1);
+            }
+            plan_destroy(&p);
+            ck_assert_ptr_null(p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_plan_nodes_and_cpus)
+{
+    static const int cpus0[] = {0, 1, 2, 3}, cpus1[] = {4, 5, 6, 7};
+    const int *const cpus[] = {cpus0, cpus1};
+    const int n_cpus[] = {4, 4};
+    plan_topo_t topo = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus};
+    model_config_t c = cfg_experts(2, 16);
+    plan_t *p = NULL;
+    guild_err_t err = {{0}};
+    const int *pc;
+
+    /* default: one worker per node, the whole node each */
+    ck_assert_int_eq(plan_new(&p, &c, 0, &topo, &err), 0);
+    ck_assert_int_eq(plan_workers(p), 2);
+    ck_assert_int_eq(plan_node(p, 0), 0);
+    ck_assert_int_eq(plan_node(p, 1), 1);
+    ck_assert_int_eq(plan_cpus(p, 1, &pc), 4);
+    ck_assert_int_eq(pc[0], 4);
+    plan_destroy(&p);
+
+    /* four workers: two per node, round robin, each half of its node */
+    ck_assert_int_eq(plan_new(&p, &c, 4, &topo, &err), 0);
+    static const int node[] = {0, 1, 0, 1}, first_cpu[] = {0, 4, 2, 6};
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(plan_node(p, k), node[k]);
+        ck_assert_int_eq(plan_cpus(p, k, &pc), 2);
+        ck_assert_int_eq(pc[0], first_cpu[k]);
+        ck_assert_int_eq(pc[1], first_cpu[k] + 1);
+    }
+    plan_destroy(&p);
+
+    /* more workers on a node than CPUs: they share the whole node */
+    static const int two[] = {0, 1};
+    const int *const one_node[] = {two};
+    const int n_two[] = {2};
+    plan_topo_t small = {.n_nodes = 1, .cpus = one_node, .n_cpus = n_two};
+    ck_assert_int_eq(plan_new(&p, &c, 3, &small, &err), 0);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(plan_node(p, k), 0);
+        ck_assert_int_eq(plan_cpus(p, k, &pc), 2);
+    }
+    plan_destroy(&p);
+
+    /* more workers than experts */
+    ck_assert_int_eq(plan_new(&p, &c, 17, &topo, &err), -1);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(err.msg, "17 CPU workers: expected 1 to 16"), "%s", err.msg);
+}
+END_TEST
+
+/* ---- step region ---- */
+
+START_TEST(test_step_layout)
+{
+    guild_step_shape_t bad[] = {{0, 1, 10}, {4, 0, 10}, {4, 5, 10}, {4, 1, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_uint_eq(guild_step_memsize(&bad[i]), 0);
+    guild_step_shape_t s = {.max_tokens = 7, .max_out = 3, .n_vocab = 101};
+    size_t n = guild_step_memsize(&s);
+    ck_assert_uint_ge(n, sizeof(guild_step_shared_t) + 7 * 4 + 3 * 4 + 3 * 101 * 4);
+    void *mem = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    guild_err_t err = {{0}};
+    memset(mem, 0xab, n);
+    ck_assert_int_eq(guild_step_attach(&(guild_step_t){0}, mem, n, &err), -1);
+    ck_assert_msg(strstr(err.msg, "bad magic"), "%s", err.msg);
+    ck_assert_int_eq(guild_step_init(mem, n - 64, &s, &err), -1);
+    ck_assert_int_eq(guild_step_init(mem, n, &s, &err), 0);
+    guild_step_t st;
+    ck_assert_msg(guild_step_attach(&st, mem, n, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(st.shape.n_vocab, 101);
+    ck_assert_uint_eq(guild_doorbell_load(&st.sh->request), 0);
+    /* arrays inside the region, disjoint, 64-byte aligned */
+    char *base = mem;
+    ck_assert((char *)st.tokens >= base + sizeof(guild_step_shared_t));
+    ck_assert((char *)st.out_rows >= (char *)(st.tokens + 7));
+    ck_assert((char *)st.logits >= (char *)(st.out_rows + 3));
+    ck_assert((char *)(st.logits + 3 * 101) <= base + n);
+    ck_assert_uint_eq((uintptr_t)st.logits % 64, 0);
+    ck_assert_int_eq(guild_step_attach(&st, mem, n - 64, &err), -1);
+    free(mem);
+}
+END_TEST
+
+/* ---- worker processes against a fake coordinator ---- */
+
+static char dir[256], endpoint[300], model_path[300];
+static void *zctx, *router;
+static pid_t child;
+static guild_msg_peer_t peer;
+
+static void write_model(void)
+{
+    tiny_spec_t spec = tiny_spec("qwen3moe");
+    spec.wtype = GUILD_TYPE_Q8_0;
+    void *data;
+    size_t size;
+    tiny_model_image(&spec, &data, &size);
+    FILE *f = fopen(model_path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, size, f), size);
+    ck_assert_int_eq(fclose(f), 0);
+    free(data);
+}
+
+static void fake_setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/guild-check-pipeline-%d-XXXXXX", (int)getpid());
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/control", dir);
+    snprintf(model_path, sizeof model_path, "%s/model.gguf", dir);
+    write_model();
+    guild_err_t err = {{0}};
+    zctx = zmq_ctx_new();
+    router = guild_msg_router_new(zctx, endpoint, &err);
+    ck_assert_msg(router, "%s", err.msg);
+    child = 0;
+}
+
+static void fake_teardown(void)
+{
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    guild_msg_close(&router);
+    zmq_ctx_term(zctx);
+    char p[400];
+    snprintf(p, sizeof p, "%s/control", dir);
+    unlink(p);
+    unlink(model_path);
+    rmdir(dir);
+}
+
+static void start(const char *bin, int with_node)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", GUILD_BUILDDIR, bin);
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        if (with_node)
+            execl(path, bin, "--node", "0", "--connect", endpoint, (char *)NULL);
+        else
+            execl(path, bin, "--connect", endpoint, (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Next message of body `body` (others skipped), within 10 s. */
+static Guild__Envelope *expect(Guild__Envelope__BodyCase body)
+{
+    for (int i = 0; i < 1000; i++) {
+        Guild__Envelope *env = NULL;
+        guild_err_t err = {{0}};
+        guild_msg_peer_t from;
+        guild_msg_result_t r = guild_msg_recv(router, 10, &from, &env, &err);
+        ck_assert_msg(r != GUILD_MSG_ERROR && r != GUILD_MSG_BAD, "%s", err.msg);
+        if (r != GUILD_MSG_OK)
+            continue;
+        peer = from;
+        if (env->body_case == body)
+            return env;
+        guild_msg_free(&env);
+    }
+    ck_abort_msg("no %d message from the worker within 10 s", (int)body);
+    return NULL;
+}
+
+/* Expects an Error whose message contains needle. */
+static void expect_error(Guild__ErrorCode code, const char *needle)
+{
+    Guild__Envelope *env = expect(GUILD__ENVELOPE__BODY_ERROR);
+    ck_assert_msg(strstr(env->error->message, needle), "error '%s' lacks '%s'", env->error->message, needle);
+    ck_assert_int_eq(env->error->code, code);
+    ck_assert(!env->error->fatal);
+    guild_msg_free(&env);
+}
+
+static void send_env(Guild__Envelope *env)
+{
+    guild_err_t err = {{0}};
+    ck_assert_msg(guild_msg_send(router, &peer, env, &err) == 0, "%s", err.msg);
+}
+
+/* The worker still answers heartbeats. */
+static void expect_alive(void)
+{
+    Guild__Envelope env = GUILD__ENVELOPE__INIT;
+    Guild__Heartbeat hb = GUILD__HEARTBEAT__INIT;
+    hb.seq = 77;
+    env.body_case = GUILD__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    send_env(&env);
+    Guild__Envelope *rep = expect(GUILD__ENVELOPE__BODY_HEARTBEAT);
+    ck_assert_uint_eq(rep->heartbeat->seq, 77);
+    ck_assert_ptr_nonnull(rep->heartbeat->stats);
+    guild_msg_free(&rep);
+    ck_assert_int_eq(waitpid(child, NULL, WNOHANG), 0);
+}
+
+static void send_raw(const void *data, size_t len)
+{
+    ck_assert_int_ge(zmq_send(router, peer.id, peer.len, ZMQ_SNDMORE), 0);
+    ck_assert_int_ge(zmq_send(router, data, len, 0), 0);
+}
+
+/* An Assign over `arena` (may be NULL) with one layer-shard range. */
+static void send_assign(uint64_t generation, const char *path, uint32_t layer, uint32_t first, uint32_t count,
+                        guild_arena_t *arena, const char *backend, uint32_t silence_ms)
+{
+    Guild__Envelope env = GUILD__ENVELOPE__INIT;
+    Guild__Assign a = GUILD__ASSIGN__INIT;
+    Guild__ArenaRef ar = GUILD__ARENA_REF__INIT;
+    Guild__Options o = GUILD__OPTIONS__INIT;
+    Guild__LayerShard ls[2] = {GUILD__LAYER_SHARD__INIT, GUILD__LAYER_SHARD__INIT};
+    Guild__LayerShard *lsp[2] = {&ls[0], &ls[1]};
+    Guild__ExpertRange r[2] = {GUILD__EXPERT_RANGE__INIT, GUILD__EXPERT_RANGE__INIT};
+    Guild__ExpertRange *rp[2][1] = {{&r[0]}, {&r[1]}};
+    a.model_path = (char *)path;
+    a.generation = generation;
+    for (int i = 0; i < 2; i++) {
+        ls[i].layer = i ? layer : 0;
+        ls[i].n_experts = 1;
+        ls[i].experts = rp[i];
+        r[i].first = i ? first : 0;
+        r[i].count = i ? count : 8;
+    }
+    a.n_shard = layer == 0 ? 1 : 2;
+    a.shard = lsp;
+    ar.name = arena ? (char *)guild_arena_name(arena) : "/nonexistent/arena";
+    ar.layout_version = GUILD_ARENA_LAYOUT_VERSION;
+    ar.size = arena ? guild_arena_size(arena) : 4096;
+    ar.tag = arena ? guild_arena_tag(arena) : 1;
+    a.arena = &ar;
+    o.n_threads = 1;
+    o.node = 0;
+    o.max_tokens = 4;
+    o.max_out = 1;
+    o.n_ctx = 32;
+    o.silence_ms = silence_ms;
+    o.backend = (char *)backend;
+    a.options = &o;
+    env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
+    env.assign = &a;
+    send_env(&env);
+}
+
+static void send_shutdown_and_reap(void)
+{
+    Guild__Envelope env = GUILD__ENVELOPE__INIT;
+    Guild__Shutdown sd = GUILD__SHUTDOWN__INIT;
+    sd.reason = "test done";
+    env.body_case = GUILD__ENVELOPE__BODY_SHUTDOWN;
+    env.shutdown = &sd;
+    send_env(&env);
+    int st = 0;
+    for (int i = 0; i < 300 && waitpid(child, &st, WNOHANG) == 0; i++)
+        usleep(10000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker did not exit cleanly on Shutdown (status %#x)", st);
+    child = 0;
+}
+
+START_TEST(test_cpu_worker_reports_and_survives)
+{
+    start("guild-cpu-worker", 1);
+    Guild__Envelope *reg = expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER);
+    ck_assert_int_eq(reg->register_worker->role, GUILD__ROLE__ROLE_CPU_WORKER);
+    ck_assert_int_eq(reg->register_worker->pid, child);
+    ck_assert_int_eq(reg->register_worker->node, 0);
+    guild_msg_free(&reg);
+
+    /* garbage, then a future protocol version: errors back, still alive */
+    static const uint8_t junk[] = {0xff, 0x13, 0x00, 0x42, 0x99};
+    send_raw(junk, sizeof junk);
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "bad message: malformed envelope");
+    uint8_t buf[64];
+    Guild__Envelope env = GUILD__ENVELOPE__INIT;
+    Guild__Shutdown sd = GUILD__SHUTDOWN__INIT;
+    env.protocol_version = 99;
+    env.body_case = GUILD__ENVELOPE__BODY_SHUTDOWN;
+    env.shutdown = &sd;
+    send_raw(buf, guild__envelope__pack(&env, buf));
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "protocol version 99");
+    expect_alive();
+
+    /* assignments that cannot load, each with its cause */
+    send_assign(1, "/nonexistent/model.gguf", 0, 0, 0, NULL, NULL, 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "/nonexistent/model.gguf");
+    send_assign(2, model_path, 5, 0, 2, NULL, NULL, 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "layer 5, the model has 2 layers");
+    send_assign(3, model_path, 1, 6, 4, NULL, NULL, 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "layer 1: experts 6..9, the model has 8 per layer");
+    send_assign(4, model_path, 1, 0, 8, NULL, NULL, 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_ARENA, "/nonexistent/arena");
+    expect_alive();
+
+    /* a good assignment: layer 0 whole, layer 1 experts 2..5; one exchange against the in-process executor */
+    guild_exchange_shape_t xs = {.max_tokens = 4, .n_embd = 64, .n_used = 2, .n_slots = 2, .n_workers = 1};
+    guild_arena_request_t req = {GUILD_ARENA_KIND_EXCHANGE, 0, guild_exchange_memsize(&xs)};
+    guild_arena_opts_t ao = {.pages = GUILD_ARENA_PAGES_SMALL};
+    guild_err_t err = {{0}};
+    guild_arena_t *arena = guild_arena_create(&req, 1, &ao, &err);
+    ck_assert_msg(arena, "%s", err.msg);
+    size_t rs;
+    void *xr = guild_arena_region(arena, GUILD_ARENA_KIND_EXCHANGE, 0, &rs);
+    ck_assert_int_eq(guild_exchange_init(xr, rs, &xs, &err), 0);
+    guild_exchange_t *x = guild_exchange_attach(xr, rs, &err);
+    ck_assert_ptr_nonnull(x);
+    guild_arena_publish(arena);
+    send_assign(5, model_path, 1, 2, 4, arena, NULL, 0);
+    Guild__Envelope *rd = expect(GUILD__ENVELOPE__BODY_READY);
+    ck_assert_uint_eq(rd->ready->generation, 5);
+    ck_assert_uint_eq(rd->ready->first_seq, 1);
+    ck_assert_uint_gt(rd->ready->resident_bytes, 0);
+    guild_msg_free(&rd);
+
+    model_t *m = NULL;
+    guild_pool_t *pool = NULL;
+    moe_exec_t *local = NULL;
+    ck_assert_int_eq(model_new(&m, model_path, &err), 0);
+    ck_assert_int_eq(guild_pool_new(&pool, 1, NULL, &err), 0);
+    ck_assert_int_eq(moe_local_new(&local, m, pool, &err), 0);
+    float xin[4 * 64], w[4 * 2], want[4 * 2 * 64];
+    int32_t ids[4 * 2] = {2, 5, 3, 4, 5, 2, 4, 3}; /* all owned in layer 1 */
+    for (int i = 0; i < 4 * 64; i++)
+        xin[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (int i = 0; i < 8; i++)
+        w[i] = 0.5f;
+    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, w, want, &err), 0);
+    guild_exchange_slot_t slot;
+    guild_wait_policy_t pol = {.spin_ns = 0, .timeout_ns = 10000000000ull};
+    ck_assert_int_eq(guild_exchange_begin(x, 1, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
+    memcpy(slot.x, xin, sizeof xin);
+    memcpy(slot.ids, ids, sizeof ids);
+    memcpy(slot.w, w, sizeof w);
+    ck_assert_int_eq(guild_exchange_publish(x, 1, 4, 1, &err), 0);
+    ck_assert_msg(guild_exchange_wait_done(x, 1, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
+    guild_exchange_view(x, 1, &slot);
+    ck_assert_msg(memcmp(slot.y, want, sizeof want) == 0, "worker's expert outputs differ from moe_local's");
+    moe_exec_destroy(&local);
+    guild_pool_destroy(&pool);
+    model_destroy(&m);
+
+    send_shutdown_and_reap();
+    guild_exchange_destroy(&x);
+    guild_arena_destroy(&arena);
+}
+END_TEST
+
+START_TEST(test_gpu_worker_reports_and_survives)
+{
+    start("guild-gpu-worker", 0);
+    Guild__Envelope *reg = expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER);
+    ck_assert_int_eq(reg->register_worker->role, GUILD__ROLE__ROLE_GPU_WORKER);
+    guild_msg_free(&reg);
+    send_assign(1, model_path, 0, 0, 0, NULL, NULL, 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "needs options backend");
+    send_assign(2, "/nonexistent/model.gguf", 0, 0, 0, NULL, "cpu", 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "/nonexistent/model.gguf");
+    send_assign(3, model_path, 0, 0, 0, NULL, "cpu", 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_ARENA, "/nonexistent/arena");
+    expect_alive();
+    send_shutdown_and_reap();
+}
+END_TEST
+
+START_TEST(test_worker_leaves_a_silent_coordinator)
+{
+    start("guild-cpu-worker", 1);
+    guild_msg_free(&(Guild__Envelope *){expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER)});
+    /* an Assign that fails still sets the silence limit: 300 ms */
+    send_assign(1, "/nonexistent/model.gguf", 0, 0, 0, NULL, NULL, 300);
+    expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "/nonexistent");
+    int st = 0;
+    int i = 0;
+    for (; i < 300 && waitpid(child, &st, WNOHANG) == 0; i++)
+        usleep(10000);
+    ck_assert_msg(i < 300, "the worker still runs 3 s after the coordinator fell silent");
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    child = 0;
+}
+END_TEST
+
+/* The coordinator's side: a fake CPU worker on `guild run --listen`. Garbage and a worker on another host are
+ * refused with an Error; a worker whose part fails to load makes the run fail with that worker's cause. */
+START_TEST(test_coordinator_refuses_and_reports)
+{
+    char mk[512], gguf[400], errfile[400], ep[400];
+    snprintf(mk, sizeof mk, "%s/tools/guild-mkmodel", GUILD_BUILDDIR);
+    snprintf(gguf, sizeof gguf, "%s/mk.gguf", dir);
+    snprintf(errfile, sizeof errfile, "%s/run.err", dir);
+    snprintf(ep, sizeof ep, "ipc://%s/listen", dir);
+    pid_t p = fork();
+    if (p == 0) {
+        execl(mk, "guild-mkmodel", "--layers", "1", "--embd", "64", "--heads", "2", "--kv-heads", "1", "--head-dim",
+              "32", "--experts", "4", "--experts-used", "2", "--expert-ff", "32", "--ctx", "64", "-q", "-o", gguf,
+              (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(p, &st, 0), p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "guild-mkmodel failed");
+
+    char guild[512];
+    snprintf(guild, sizeof guild, "%s/guild", GUILD_BUILDDIR);
+    child = fork();
+    if (child == 0) {
+        FILE *f = freopen(errfile, "w", stderr);
+        (void)f;
+        execl(guild, "guild", "run", "-m", gguf, "-p", "hi", "-n", "2", "--cpu-workers", "1", "--listen", ep,
+              (char *)NULL);
+        _exit(127);
+    }
+    guild_err_t err = {{0}};
+    void *dealer = guild_msg_dealer_new(zctx, ep, "fake-worker", &err);
+    ck_assert_msg(dealer, "%s", err.msg);
+    Guild__Envelope *env = NULL;
+
+    static const uint8_t junk[] = {0x0a, 0xff, 0xff, 0xff};
+    ck_assert_int_ge(zmq_send(dealer, junk, sizeof junk, 0), 0);
+    ck_assert_int_eq(guild_msg_recv(dealer, 10000, NULL, &env, &err), GUILD_MSG_OK);
+    ck_assert_int_eq(env->body_case, GUILD__ENVELOPE__BODY_ERROR);
+    ck_assert_msg(strstr(env->error->message, "bad message"), "%s", env->error->message);
+    guild_msg_free(&env);
+
+    Guild__Envelope e = GUILD__ENVELOPE__INIT;
+    Guild__Register r = GUILD__REGISTER__INIT;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    r.role = GUILD__ROLE__ROLE_CPU_WORKER;
+    r.pid = (int32_t)getpid();
+    r.hostname = "another-host";
+    r.protocol_version = GUILD_PROTOCOL_VERSION;
+    e.body_case = GUILD__ENVELOPE__BODY_REGISTER_WORKER;
+    e.register_worker = &r;
+    ck_assert_int_eq(guild_msg_send(dealer, NULL, &e, &err), 0);
+    ck_assert_int_eq(guild_msg_recv(dealer, 10000, NULL, &env, &err), GUILD_MSG_OK);
+    ck_assert_int_eq(env->body_case, GUILD__ENVELOPE__BODY_ERROR);
+    ck_assert_msg(strstr(env->error->message, "on host another-host cannot share memory"), "%s", env->error->message);
+    guild_msg_free(&env);
+
+    r.hostname = host;
+    ck_assert_int_eq(guild_msg_send(dealer, NULL, &e, &err), 0);
+    for (;;) { /* heartbeats may come first */
+        ck_assert_int_eq(guild_msg_recv(dealer, 10000, NULL, &env, &err), GUILD_MSG_OK);
+        if (env->body_case == GUILD__ENVELOPE__BODY_ASSIGN)
+            break;
+        guild_msg_free(&env);
+    }
+    const Guild__Assign *a = env->assign;
+    ck_assert_uint_eq(a->n_shard, 1);
+    ck_assert_uint_eq(a->shard[0]->n_experts, 1);
+    ck_assert_uint_eq(a->shard[0]->experts[0]->first, 0);
+    ck_assert_uint_eq(a->shard[0]->experts[0]->count, 4);
+    ck_assert_ptr_nonnull(a->arena);
+    Guild__Envelope ee = GUILD__ENVELOPE__INIT;
+    Guild__Error er = GUILD__ERROR__INIT;
+    er.code = GUILD__ERROR_CODE__ERROR_MODEL;
+    er.message = "disk on fire";
+    er.generation = a->generation;
+    ee.body_case = GUILD__ENVELOPE__BODY_ERROR;
+    ee.error = &er;
+    ck_assert_int_eq(guild_msg_send(dealer, NULL, &ee, &err), 0);
+    guild_msg_free(&env);
+
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    child = 0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "guild run status %#x, expected exit 1", st);
+    FILE *f = fopen(errfile, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    ck_assert_msg(strstr(text, "guild run: cpu-worker[0]: disk on fire"), "%s", text);
+    guild_msg_close(&dealer);
+    unlink(gguf);
+    unlink(errfile);
+}
+END_TEST
+
+static Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, test_plan_every_expert_once);
+    tcase_add_test(tc, test_plan_nodes_and_cpus);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("step");
+    tcase_add_test(tc, test_step_layout);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("workers");
+    tcase_add_checked_fixture(tc, fake_setup, fake_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cpu_worker_reports_and_survives);
+    tcase_add_test(tc, test_gpu_worker_reports_and_survives);
+    tcase_add_test(tc, test_worker_leaves_a_silent_coordinator);
+    tcase_add_test(tc, test_coordinator_refuses_and_reports);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(pipeline_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
