@@ -1,5 +1,6 @@
 #include "cpu-expert-worker/expert_pipe.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,18 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Spins on *flag until it reaches `want` (acquire). A wait normally lasts a fraction of a task (microseconds);
+ * past that the producer was probably preempted (more threads than free cores), and yielding lets it run. */
+static void wait_at_least(_Atomic int32_t *flag, int32_t want)
+{
+    for (int spins = 0; atomic_load_explicit(flag, memory_order_acquire) < want; spins++) {
+        if (spins < 20000)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
 static size_t act_row(guild_type_t weight_type, int64_t n)
 {
     uint64_t bytes = 0;
@@ -206,8 +219,7 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr)
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
     const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
     const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
-    while (atomic_load_explicit(&p->x_done, memory_order_acquire) < j->n_tokens)
-        cpu_relax();
+    wait_at_least(&p->x_done, j->n_tokens);
     expert_matmul(m->gate_type, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, m->gate_row,
                   p->xg + (size_t)p0 * j->xg_row, j->xg_row, p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
     expert_matmul(m->up_type, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
@@ -233,8 +245,7 @@ static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
     const int64_t F = p->src.n_ff, E = p->src.n_embd;
     const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
-    while (!atomic_load_explicit(&p->state[i].ready, memory_order_acquire))
-        cpu_relax();
+    wait_at_least(&p->state[i].ready, 1);
     const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
     if (np == 1) {
         expert_matmul(m->down_type, F, nr, 1, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row,
