@@ -463,7 +463,8 @@ int cmd_run(int argc, char **argv)
                 goto fail;
             exec = expert_stats_exec(stats);
         }
-        backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec};
+        /* --stats counts every token's routing in every layer, so the last layer must not skip rows */
+        backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec, .all_rows = c.stats};
         if (backend_new(&be, c.backend, model, &bo, &err) < 0)
             goto fail;
     }

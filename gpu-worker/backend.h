@@ -14,6 +14,7 @@
 #ifndef GUILD_GPU_WORKER_BACKEND_H
 #define GUILD_GPU_WORKER_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/model/model.h"
@@ -28,6 +29,8 @@ typedef struct backend_options {
     int32_t n_batch;  /* most tokens one backend_forward call takes */
     guild_pool_t *pool; /* CPU threads (cpu backend; may be shared with the expert executor); borrowed */
     moe_exec_t *moe;  /* routed-expert executor; borrowed, must outlive the backend */
+    bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
+                         (routing statistics); otherwise a backend may skip them */
 } backend_options_t;
 
 typedef struct backend_ops {

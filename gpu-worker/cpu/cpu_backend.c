@@ -89,6 +89,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->moe = opt->moe;
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
+    b->all_rows = opt->all_rows;
     b->n_threads = guild_pool_threads(opt->pool);
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
@@ -176,11 +177,19 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
 
     embed_job_t ej = {b, tokens};
     guild_pool_run(b->pool, n, embed_task, &ej);
-    /* the last layer narrows the batch to the rows whose logits are wanted: they are rows 0..n_out-1 after it */
+    /* the last layer narrows the batch to the rows whose logits are wanted: they are rows 0..n_out-1 after it
+     * (with all_rows, every row goes through, narrowed right after) */
     for (int32_t il = 0; il < c->n_layer; il++) {
-        bool last = il == c->n_layer - 1;
+        bool last = il == c->n_layer - 1 && !b->all_rows;
         if (cpu_layer_forward(b, il, n, last ? out_rows : NULL, last ? n_out : n, err) < 0)
             return -1;
+    }
+    if (b->all_rows && n_out > 0) {
+        float *scratch = b->proj;
+        for (int32_t j = 0; j < n_out; j++)
+            memcpy(scratch + (int64_t)j * c->n_embd, b->x + (int64_t)out_rows[j] * c->n_embd,
+                   (size_t)c->n_embd * sizeof(float));
+        memcpy(b->x, scratch, (size_t)n_out * (size_t)c->n_embd * sizeof(float));
     }
     if (n_out > 0) {
         guild_pool_run(b->pool, n_out, output_norm_task, b);

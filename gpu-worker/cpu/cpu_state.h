@@ -20,6 +20,7 @@ typedef struct cpu_backend {
     int32_t n_ctx;          /* KV capacity (positions) */
     int32_t n_batch;        /* rows of every activation buffer */
     int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */
+    bool all_rows;          /* no narrowing in the last layer (backend_options_t.all_rows) */
     int n_threads;
     cpu_rope_t rope;
 
