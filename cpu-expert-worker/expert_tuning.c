@@ -1,0 +1,116 @@
+#include "cpu-expert-worker/expert_tuning.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void expert_tuning_default(expert_tuning_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->threads = 0;
+    t->pipe.gate_up_rows = 32;
+    t->pipe.down_rows = 64;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+        *--e = '\0';
+    return s;
+}
+
+static int parse_int(const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err)
+{
+    expert_tuning_default(t);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return guild_err_errno(err, errno, "%s", path);
+    char line[256];
+    int lineno = 0, rc = 0;
+    long version = -1;
+    expert_tuning_t r;
+    expert_tuning_default(&r);
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *s = trim(line);
+        if (!*s || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = guild_err_set(err, "%s:%d: expected `key = value`", path, lineno);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *val = trim(eq + 1);
+        long x;
+        if (!strcmp(key, "version")) {
+            if (parse_int(val, 0, 1000000, &version) || version != EXPERT_TUNING_VERSION)
+                rc = guild_err_set(err, "%s:%d: version %s is not one this build reads (%d)", path, lineno, val,
+                                   EXPERT_TUNING_VERSION);
+        } else if (!strcmp(key, "cpu")) {
+            snprintf(r.cpu, sizeof r.cpu, "%s", val);
+        } else if (!strcmp(key, "threads")) {
+            if (parse_int(val, 0, 4096, &x))
+                rc = guild_err_set(err, "%s:%d: threads = %s: expected 0..4096", path, lineno, val);
+            r.threads = (int32_t)x;
+        } else if (!strcmp(key, "gate_up_rows") || !strcmp(key, "down_rows")) {
+            if (parse_int(val, 16, 1 << 20, &x) || x % 16)
+                rc = guild_err_set(err, "%s:%d: %s = %s: expected a positive multiple of 16", path, lineno, key, val);
+            if (!strcmp(key, "gate_up_rows"))
+                r.pipe.gate_up_rows = (int32_t)x;
+            else
+                r.pipe.down_rows = (int32_t)x;
+        } else {
+            rc = guild_err_set(err, "%s:%d: unknown key '%s'", path, lineno, key);
+        }
+    }
+    if (rc == 0 && ferror(f))
+        rc = guild_err_errno(err, errno, "%s", path);
+    fclose(f);
+    if (rc == 0 && version < 0)
+        rc = guild_err_set(err, "%s: no `version` line", path);
+    if (rc == 0)
+        *t = r;
+    return rc;
+}
+
+int expert_tuning_save(const char *path, const expert_tuning_t *t, guild_err_t *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return guild_err_set(err, "%s: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return guild_err_errno(err, errno, "%s", tmp);
+    fprintf(f,
+            "# Guild CPU expert worker tuning, written by `guild optimize`. Speed only: results are bit-identical\n"
+            "# whatever these values are.\n"
+            "version = %d\ncpu = %s\nthreads = %d\ngate_up_rows = %d\ndown_rows = %d\n",
+            EXPERT_TUNING_VERSION, t->cpu, t->threads, t->pipe.gate_up_rows, t->pipe.down_rows);
+    if (fclose(f) != 0) {
+        int e = errno;
+        remove(tmp);
+        return guild_err_errno(err, e, "%s", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        return guild_err_errno(err, e, "%s", path);
+    }
+    return 0;
+}
