@@ -6,13 +6,16 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/model/activation.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/expert_pipe.h"
+#include "cpu-expert-worker/expert_tuning.h"
 
 static uint64_t rng_state;
 
@@ -220,6 +223,54 @@ START_TEST(test_pipe_errors)
 }
 END_TEST
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(test_tuning_file)
+{
+    char path[] = "/tmp/guild-tuning-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    guild_err_t err;
+    expert_tuning_t t, r;
+    expert_tuning_default(&t);
+    ck_assert_int_eq(t.pipe.gate_up_rows, 32);
+    snprintf(t.cpu, sizeof t.cpu, "Test CPU 9000");
+    t.threads = 12;
+    t.pipe.gate_up_rows = 48;
+    t.pipe.down_rows = 128;
+    ck_assert_msg(expert_tuning_save(path, &t, &err) == 0, "%s", err.msg);
+    ck_assert_msg(expert_tuning_load(path, &r, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(r.cpu, "Test CPU 9000");
+    ck_assert_int_eq(r.threads, 12);
+    ck_assert_int_eq(r.pipe.gate_up_rows, 48);
+    ck_assert_int_eq(r.pipe.down_rows, 128);
+
+    write_file(path, "version = 1\ngate_up_rows = 40\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, ":2:") && strstr(err.msg, "multiple of 16"), "%s", err.msg);
+    ck_assert_int_eq(r.pipe.gate_up_rows, 32); /* defaults on failure */
+    write_file(path, "version = 1\nspeed = 11\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, "unknown key 'speed'"), "%s", err.msg);
+    write_file(path, "version = 7\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, "version 7"), "%s", err.msg);
+    write_file(path, "threads = 3\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, "no `version`"), "%s", err.msg);
+    remove(path);
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, path) != NULL, "%s", err.msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("expert_pipe");
@@ -228,6 +279,9 @@ int main(void)
     tcase_add_test(tc, test_pipe_matches_reference);
     tcase_add_test(tc, test_pipe_owns_a_shard);
     tcase_add_test(tc, test_pipe_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tuning");
+    tcase_add_test(tc, test_tuning_file);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
