@@ -12,7 +12,7 @@
 #include "core/model/model.h"
 #include "core/topo/topo.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/expert_exec.h"
+#include "cpu-expert-worker/expert_pipe.h"
 #include "cpu-expert-worker/expert_shard.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
@@ -34,7 +34,7 @@ typedef struct cpu_worker {
     model_t *model;
     expert_shard_t *shard;
     guild_pool_t *pool;
-    expert_exec_t *exec;
+    expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
     guild_arena_t *arena;
     guild_exchange_t *x;
     guild_wait_policy_t slice;
@@ -42,7 +42,7 @@ typedef struct cpu_worker {
 
 static void release(cpu_worker_t *w)
 {
-    expert_exec_destroy(&w->exec);
+    expert_pipe_destroy(&w->pipe);
     guild_pool_destroy(&w->pool);
     expert_shard_destroy(&w->shard);
     guild_exchange_destroy(&w->x);
@@ -148,7 +148,9 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         goto out;
     *resident = expert_shard_resident_bytes(w->shard);
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
-    if (expert_exec_new(&w->exec, w->shard, w->pool, err) < 0)
+    expert_pipe_src_t src;
+    expert_pipe_src_from_shard(&src, w->shard);
+    if (expert_pipe_new(&w->pipe, &src, w->pool, NULL, err) < 0)
         goto out;
 
     *code = GUILD__ERROR_CODE__ERROR_ARENA;
@@ -204,7 +206,7 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         (unsigned long long)seq, err.msg);
             return;
         }
-        int64_t pairs = expert_exec_run(w->exec, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
+        int64_t pairs = expert_pipe_run(w->pipe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
         if (pairs < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
                         "exchange %llu (layer %d, %d tokens): %s", (unsigned long long)seq, slot.layer,

@@ -2,13 +2,13 @@
 
 #include <stdlib.h>
 
-#include "cpu-expert-worker/expert_exec.h"
+#include "cpu-expert-worker/expert_pipe.h"
 #include "cpu-expert-worker/expert_shard.h"
 
 typedef struct moe_local {
     moe_exec_t base;
     expert_shard_t *shard;
-    expert_exec_t *exec;
+    expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
 } moe_local_t;
 
 static int local_run(moe_exec_t *base, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
@@ -16,13 +16,13 @@ static int local_run(moe_exec_t *base, int32_t layer, int32_t n_tokens, const fl
 {
     moe_local_t *m = (moe_local_t *)base;
     (void)weights;
-    return expert_exec_run(m->exec, layer, n_tokens, x, ids, y, err) < 0 ? -1 : 0;
+    return expert_pipe_run(m->pipe, layer, n_tokens, x, ids, y, err) < 0 ? -1 : 0;
 }
 
 static void local_destroy(moe_exec_t *base)
 {
     moe_local_t *m = (moe_local_t *)base;
-    expert_exec_destroy(&m->exec);
+    expert_pipe_destroy(&m->pipe);
     expert_shard_destroy(&m->shard);
     free(m);
 }
@@ -40,7 +40,13 @@ int moe_local_new(moe_exec_t **out, const model_t *model, guild_pool_t *pool, gu
     if (!m)
         return guild_err_set(err, "local expert executor: out of memory");
     m->base.ops = &local_ops;
-    if (expert_shard_new(&m->shard, model, NULL, err) < 0 || expert_exec_new(&m->exec, m->shard, pool, err) < 0) {
+    if (expert_shard_new(&m->shard, model, NULL, err) < 0) {
+        local_destroy(&m->base);
+        return -1;
+    }
+    expert_pipe_src_t src;
+    expert_pipe_src_from_shard(&src, m->shard);
+    if (expert_pipe_new(&m->pipe, &src, pool, NULL, err) < 0) {
         local_destroy(&m->base);
         return -1;
     }
