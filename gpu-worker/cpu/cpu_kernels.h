@@ -42,7 +42,8 @@ void cpu_rope_table(const cpu_rope_t *r, int32_t pos, float *cs);
 void cpu_rope_apply(const cpu_rope_t *r, float *x, int32_t n_heads, int32_t head_dim, const float *cs);
 
 /* One query head against positions 0..n_kv-1 of its KV head:
- *   s[j] = (sum over d ascending of q[d] * k_j[d]) * scale                         (float)
+ *   s[j] = dot8(q, k_j) * scale, dot8 summing in 8 lanes (lane l: d = l, l+8, ... ascending), the lanes added
+ *          as ((0+1)+(2+3))+((4+5)+(6+7)), then the head_dim % 8 last products in order  (float)
  *   p[j] = expf(s[j] - max s) / sum (the sum in double over ascending j, then 1/sum as float)
  *   out[d] = sum over j ascending of p[j] * v_j[d]                                   (float)
  * k_j = k + j * kv_stride (floats), likewise v. scores: scratch of n_kv floats. */
