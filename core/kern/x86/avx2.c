@@ -411,6 +411,217 @@ static void matmul_iq4_xs_avx2(int64_t n, int64_t nrows, int64_t ntok, const voi
                    offsetof(quant_block_iq4_xs, d), 3, prep_iq4xs, block_iq4xs);
 }
 
+/* ---- 32-element blocks: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 (vs Q8_0), Q4_1, Q5_1 (vs Q8_1) ------------------ *
+ * A block is one 32-byte vector of levels. Unsigned levels (Q4_1, Q5_1 as they are; Q4_0, Q5_0, MXFP4 biased by
+ * 8, 16, 12) go through vpmaddubsw exactly for any activation, the bias returning as bias * sum(a); signed
+ * Q8_0 and IQ4_NL levels as magnitudes with the activation's sign flipped (activations in [-127, 127]).
+ * Per row, four blocks' sums fold into one 4-lane vector; 8 rows' vectors are transposed into one vector per
+ * block (row i in lane i). Float stage as avx512_b32.h / core/quant/dot_ref.c. */
+
+enum { B32_Q8_0, B32_Q4_0, B32_Q5_0, B32_IQ4_NL, B32_MXFP4, B32_Q4_1, B32_Q5_1 };
+
+static inline size_t b32_block_bytes(int kind)
+{
+    switch (kind) {
+    case B32_Q8_0: return sizeof(quant_block_q8_0);
+    case B32_Q4_0: return sizeof(quant_block_q4_0);
+    case B32_Q5_0: return sizeof(quant_block_q5_0);
+    case B32_IQ4_NL: return sizeof(quant_block_iq4_nl);
+    case B32_MXFP4: return sizeof(quant_block_mxfp4);
+    case B32_Q4_1: return sizeof(quant_block_q4_1);
+    default: return sizeof(quant_block_q5_1);
+    }
+}
+
+static inline int b32_bias(int kind)
+{
+    return kind == B32_Q4_0 ? 8 : kind == B32_Q5_0 ? 16 : kind == B32_MXFP4 ? 12 : 0;
+}
+
+/* The block's 32 levels (unsigned + bias, or signed for Q8_0 / IQ4_NL), element order. */
+static inline __m256i b32_levels(int kind, const char *x)
+{
+    if (kind == B32_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)(x + 2));
+    size_t qs = kind == B32_MXFP4 ? 1 : kind == B32_Q4_1 ? 4 : kind == B32_Q5_0 ? 6 : kind == B32_Q5_1 ? 8 : 2;
+    const __m128i b = _mm_loadu_si128((const __m128i *)(x + qs));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
+    if (kind == B32_IQ4_NL)
+        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl)), q);
+    if (kind == B32_MXFP4)
+        return _mm256_shuffle_epi8(
+            _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_loadu_si128((const __m128i *)quant_kvalues_mxfp4), _mm_set1_epi8(12))), q);
+    if (kind == B32_Q5_0 || kind == B32_Q5_1) {
+        /* bit j of qh is the 5th bit of element j: spread the 32 bits to bytes */
+        uint32_t qh;
+        memcpy(&qh, x + (kind == B32_Q5_0 ? 2 : 4), 4);
+        const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                                  _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+        q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+    }
+    return q;
+}
+
+/* 8 int32 lanes summing to sum level * a (+ corr in lane 0) for one block */
+static inline __m256i b32_dot(int kind, __m256i lev, __m256i a)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (kind == B32_Q8_0 || kind == B32_IQ4_NL)
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(lev, lev), _mm256_sign_epi8(a, lev)), ones);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(lev, a), ones);
+}
+
+#define B32_TILE 8
+
+static inline __attribute__((always_inline)) void matmul_b32(int kind, int64_t n, int64_t nrows, int64_t ntok,
+                                                             const void *w, size_t w_stride, const void *act,
+                                                             size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / 32, ng = (nb + 3) / 4;
+    const size_t bb = b32_block_bytes(kind);
+    const int q81 = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t ab = q81 ? sizeof(quant_block_q8_1) : sizeof(quant_block_q8_0), aq = q81 ? 4 : 2;
+    const int bias = b32_bias(kind);
+    const int64_t per_tok = 16 * nb + ng * K2_ROWS * 16;
+    int64_t tile = K2_SCRATCH_BUDGET / per_tok;
+    tile = tile < 1 ? 1 : tile > B32_TILE ? B32_TILE : tile;
+    if (tile > ntok)
+        tile = ntok;
+    int32_t corr[tile * nb];
+    float ad[tile * nb], as[tile * nb];
+    __m128i st[tile * ng * K2_ROWS]; /* [token][group of 4 blocks][row]: the 4 blocks' sums */
+    uint16_t wd[nb * K2_ROWS], wm[nb * K2_ROWS];
+    memset(wd, 0, sizeof wd);
+    memset(wm, 0, sizeof wm);
+    for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+        const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
+        const char *at[B32_TILE];
+        for (int t = 0; t < tt; t++) {
+            at[t] = (const char *)act + (size_t)(t0 + t) * act_stride;
+            for (int64_t b = 0; b < nb; b++) {
+                const char *ablk = at[t] + (size_t)b * ab;
+                int sum = 0;
+                for (int k = 0; k < 32; k++)
+                    sum += ((const int8_t *)ablk)[aq + (size_t)k];
+                corr[t * nb + b] = -bias * sum;
+                uint16_t h;
+                memcpy(&h, ablk, 2);
+                ad[t * nb + b] = _cvtsh_ss(h);
+                if (q81) {
+                    memcpy(&h, ablk + 2, 2);
+                    as[t * nb + b] = _cvtsh_ss(h);
+                }
+            }
+        }
+        for (int64_t r0 = 0; r0 < nrows; r0 += K2_ROWS) {
+            const int nr = (int)(nrows - r0 < K2_ROWS ? nrows - r0 : K2_ROWS);
+            if (nr < K2_ROWS)
+                for (int64_t v = 0; v < tt * ng; v++)
+                    for (int i = nr; i < K2_ROWS; i++)
+                        st[v * K2_ROWS + i] = _mm_setzero_si128();
+            for (int i = 0; i < nr; i++) {
+                const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
+                for (int64_t j = 0; j < ng; j++) {
+                    k2_prefetch(row + (size_t)(4 * j) * bb, (int)((4 * bb + 63) / 64));
+                    __m256i lev[4];
+                    const int cnt = nb - 4 * j < 4 ? (int)(nb - 4 * j) : 4;
+                    for (int g = 0; g < cnt; g++) {
+                        const char *x = row + (size_t)(4 * j + g) * bb;
+                        const int64_t b = 4 * j + g;
+                        uint16_t d16;
+                        if (kind == B32_MXFP4) {
+                            d16 = (uint8_t)x[0];
+                        } else {
+                            memcpy(&d16, x, 2);
+                            if (q81)
+                                memcpy(&wm[b * K2_ROWS + i], x + 2, 2);
+                        }
+                        wd[b * K2_ROWS + i] = d16;
+                        lev[g] = b32_levels(kind, x);
+                    }
+                    for (int t = 0; t < tt; t++) {
+                        __m256i s[4];
+                        for (int g = 0; g < 4; g++) {
+                            if (g >= cnt) {
+                                s[g] = _mm256_setzero_si256();
+                                continue;
+                            }
+                            const int64_t b = 4 * j + g;
+                            const __m256i a = _mm256_loadu_si256((const __m256i *)(at[t] + (size_t)b * ab + aq));
+                            s[g] = _mm256_add_epi32(b32_dot(kind, lev[g], a),
+                                                    _mm256_castsi128_si256(_mm_cvtsi32_si128(corr[t * nb + b])));
+                        }
+                        /* lanes b and b + 4 of h hold halves of block b's sum */
+                        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+                        st[((size_t)t * ng + j) * K2_ROWS + i] = k2_fold4(h);
+                    }
+                }
+            }
+            const __m256i keep = k2_mask_rows(nr);
+            for (int t = 0; t < tt; t++) {
+                __m256 sumf = _mm256_setzero_ps();
+                for (int64_t j = 0; j < ng; j++) {
+                    const __m128i *v = &st[((size_t)t * ng + j) * K2_ROWS];
+                    /* 4x4 transposes of rows 0-3 and 4-7: blk[g] = block 4 j + g, lanes = rows */
+                    __m128i lo[4], hi[4];
+                    for (int half = 0; half < 2; half++) {
+                        const __m128i *r = v + 4 * half;
+                        const __m128i u0 = _mm_unpacklo_epi32(r[0], r[1]), u1 = _mm_unpacklo_epi32(r[2], r[3]);
+                        const __m128i u2 = _mm_unpackhi_epi32(r[0], r[1]), u3 = _mm_unpackhi_epi32(r[2], r[3]);
+                        __m128i *o = half ? hi : lo;
+                        o[0] = _mm_unpacklo_epi64(u0, u1);
+                        o[1] = _mm_unpackhi_epi64(u0, u1);
+                        o[2] = _mm_unpacklo_epi64(u2, u3);
+                        o[3] = _mm_unpackhi_epi64(u2, u3);
+                    }
+                    for (int g = 0; g < 4 && 4 * j + g < nb; g++) {
+                        const int64_t b = 4 * j + g;
+                        const __m256i isum = _mm256_set_m128i(hi[g], lo[g]);
+                        const __m128i w16 = _mm_loadu_si128((const __m128i *)&wd[b * K2_ROWS]);
+                        __m256 wf;
+                        if (kind == B32_MXFP4) {
+                            const __m256i e = _mm256_cvtepu16_epi32(w16);
+                            const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+                            const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+                            const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+                            wf = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small));
+                        } else {
+                            wf = _mm256_cvtph_ps(w16);
+                        }
+                        const __m256 d = _mm256_mul_ps(wf, _mm256_set1_ps(ad[t * nb + b]));
+                        const __m256 tv = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+                        if (q81) {
+                            const __m256 m = _mm256_mul_ps(k2_f16x8(&wm[b * K2_ROWS]), _mm256_set1_ps(as[t * nb + b]));
+                            sumf = _mm256_add_ps(sumf, _mm256_add_ps(tv, m));
+                        } else {
+                            sumf = _mm256_add_ps(sumf, tv);
+                        }
+                    }
+                }
+                _mm256_maskstore_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
+            }
+        }
+    }
+}
+
+#define B32_KERNEL(T, KIND)                                                                                 \
+    static void matmul_##T##_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,   \
+                                  const void *act, size_t act_stride, float *out, size_t ldo)              \
+    {                                                                                                      \
+        matmul_b32(KIND, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);                          \
+    }
+B32_KERNEL(q8_0, B32_Q8_0)
+B32_KERNEL(q4_0, B32_Q4_0)
+B32_KERNEL(q5_0, B32_Q5_0)
+B32_KERNEL(iq4_nl, B32_IQ4_NL)
+B32_KERNEL(mxfp4, B32_MXFP4)
+B32_KERNEL(q4_1, B32_Q4_1)
+B32_KERNEL(q5_1, B32_Q5_1)
+#undef B32_KERNEL
+
 /* ---- F32, F16, BF16 against float activations ------------------------------------------------------------ *
  * Contract 1 of core/quant/dot_ref.c: lanes acc[i % 32] (four 8-lane registers) updated with vfmadd (fmaf's
  * single rounding) in increasing i, the tail only in its lanes (blend keeps the others exact), then the pairwise
@@ -520,6 +731,13 @@ void kern_fill_avx2(kern_table_t *t)
     t->matmul[GUILD_TYPE_F32] = matmul_f32_avx2;
     t->matmul[GUILD_TYPE_F16] = matmul_f16_avx2;
     t->matmul[GUILD_TYPE_BF16] = matmul_bf16_avx2;
+    t->matmul[GUILD_TYPE_Q8_0] = matmul_q8_0_avx2;
+    t->matmul[GUILD_TYPE_Q4_0] = matmul_q4_0_avx2;
+    t->matmul[GUILD_TYPE_Q5_0] = matmul_q5_0_avx2;
+    t->matmul[GUILD_TYPE_IQ4_NL] = matmul_iq4_nl_avx2;
+    t->matmul[GUILD_TYPE_MXFP4] = matmul_mxfp4_avx2;
+    t->matmul[GUILD_TYPE_Q4_1] = matmul_q4_1_avx2;
+    t->matmul[GUILD_TYPE_Q5_1] = matmul_q5_1_avx2;
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx2;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx2;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx2;
