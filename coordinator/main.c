@@ -17,6 +17,7 @@ static const guild_cmd_t commands[] = {
     {"version", cmd_version, "print the version"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"run", cmd_run, "generate text from a prompt"},
+    {"serve", cmd_serve, "serve a model over HTTP with OpenAI's API"},
     {"plan", cmd_plan, "print which CPU worker would own which experts of a model"},
     {"tokenize", cmd_tokenize, "print the token ids of the text on stdin"},
     {"bench", cmd_bench, "benchmarks: guild bench experts|bw"},

@@ -55,6 +55,7 @@ typedef struct wslot {
     uint64_t stall_mark, stall_since_ns;
     /* the worker's counters, from its last heartbeat */
     uint64_t exchanges, tokens, busy_ns, wait_ns, sleeps, resident, rtt_ns, load_ns;
+    bool stats_pending;  /* a StatsRequest awaits its answer */
 } wslot_t;
 
 struct sup {
@@ -80,6 +81,7 @@ struct sup {
     bool failed;
     char fail_msg[GUILD_ERR_MAX];
     uint64_t generation; /* last Assign.generation given */
+    bool stats_wanted;   /* sup_print_stats waits for fresh counters */
 };
 
 void sup_config_defaults(sup_config_t *c)
@@ -358,6 +360,15 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
     send_assign(s, w);
 }
 
+static void take_stats(wslot_t *w, const Guild__Stats *st)
+{
+    w->exchanges = st->exchanges;
+    w->tokens = st->tokens;
+    w->busy_ns = st->busy_ns;
+    w->wait_ns = st->wait_ns;
+    w->sleeps = st->futex_sleeps;
+}
+
 static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *env)
 {
     wslot_t *w = slot_by_peer(s, from);
@@ -388,15 +399,17 @@ static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *
         const Guild__Heartbeat *h = env->heartbeat;
         if (h->sent_ns)
             w->rtt_ns = guild_now_ns() - h->sent_ns;
-        if (h->stats) {
-            w->exchanges = h->stats->exchanges;
-            w->tokens = h->stats->tokens;
-            w->busy_ns = h->stats->busy_ns;
-            w->wait_ns = h->stats->wait_ns;
-            w->sleeps = h->stats->futex_sleeps;
-        }
+        if (h->stats && !w->stats_pending)
+            take_stats(w, h->stats);
         return;
     }
+    case GUILD__ENVELOPE__BODY_STATS:
+        if (w) {
+            take_stats(w, env->stats);
+            w->stats_pending = false;
+            pthread_cond_broadcast(&s->cond);
+        }
+        return;
     case GUILD__ENVELOPE__BODY_ERROR: {
         const Guild__Error *e = env->error;
         const char *m = e->message ? e->message : "";
@@ -480,6 +493,17 @@ static void watch(sup_t *s, uint64_t now)
     for (int i = 0; i < s->n_cpu; i++)
         if (guild_exchange_done(s->x, i) < xstep)
             cpu_pending = true;
+    for (int i = 0; i <= s->n_cpu && s->stats_wanted; i++) {
+        wslot_t *w = &s->w[i];
+        if (!w->stats_pending)
+            continue;
+        Guild__Envelope env = GUILD__ENVELOPE__INIT;
+        Guild__StatsRequest sr = GUILD__STATS_REQUEST__INIT;
+        env.body_case = GUILD__ENVELOPE__BODY_STATS_REQUEST;
+        env.stats_request = &sr;
+        send_to(s, w, &env);
+    }
+    s->stats_wanted = false;
     for (int i = 0; i <= s->n_cpu && !s->failed; i++) {
         wslot_t *w = &s->w[i];
         if (w->state == W_LOADING || w->state == W_READY) {
@@ -793,12 +817,38 @@ void sup_restarts(sup_t *s, int *gpu, int *cpu)
 void sup_print_stats(sup_t *s, FILE *out)
 {
     pthread_mutex_lock(&s->mu);
+    /* fresh counters: a heartbeat's may be up to a period old */
+    for (int i = 0; i <= s->n_cpu; i++) {
+        wslot_t *w = &s->w[i];
+        if (w->state != W_READY)
+            continue;
+        w->stats_pending = true;
+        s->stats_wanted = true; /* the supervisor thread sends the requests: it owns the socket */
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_nsec += 300000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    for (;;) {
+        bool pending = false;
+        for (int i = 0; i <= s->n_cpu; i++)
+            pending |= s->w[i].stats_pending && s->w[i].state == W_READY;
+        if (!pending || pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT)
+            break;
+    }
+    for (int i = 0; i <= s->n_cpu; i++)
+        s->w[i].stats_pending = false;
     for (int i = 0; i <= s->n_cpu; i++) {
         const wslot_t *w = &s->w[i];
-        fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s, busy %.1f ms, waiting %.1f ms, heartbeat rtt %.2f ms\n",
+        fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s, busy %.1f ms (%.1f us each), waiting %.1f ms, "
+                "heartbeat rtt %.2f ms\n",
                 w->name, (int)w->pid, w->restarts, (unsigned long long)w->exchanges,
                 w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "requests" : "exchanges", (double)w->busy_ns / 1e6,
-                (double)w->wait_ns / 1e6, (double)w->rtt_ns / 1e6);
+                w->exchanges ? (double)w->busy_ns / (double)w->exchanges / 1e3 : 0.0, (double)w->wait_ns / 1e6,
+                (double)w->rtt_ns / 1e6);
     }
     pthread_mutex_unlock(&s->mu);
 }

@@ -213,8 +213,10 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         slot.n_tokens, err.msg);
             return;
         }
+        /* the clock before the done ring: once rung, the dense side may take this CPU before we read it */
+        uint64_t t2 = guild_now_ns();
         guild_exchange_complete(w->x, w->index, seq);
-        atomic_fetch_add(&st->busy_ns, guild_now_ns() - t1);
+        atomic_fetch_add(&st->busy_ns, t2 - t1);
         atomic_fetch_add(&st->exchanges, 1);
         atomic_fetch_add(&st->tokens, (uint64_t)pairs);
         atomic_store(&st->last_seq, seq);
