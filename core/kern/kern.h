@@ -7,6 +7,14 @@
  *
  * Kernels are chosen once, at the first call, for the best level this CPU supports (kern_cpu()). Tests and
  * benchmarks may force a level with kern_set_level(); that is a start-up decision too, not a per-call one.
+ *
+ * Domain: activation quants must be in [-127, 127], which Guild's quantizers (kern_quantize, the reference
+ * ones, ggml's) guarantee; the AVX2 and AVX-512BW kernels of signed-level types (Q8_0, IQ4_NL, IQ4_XS) multiply
+ * magnitudes by sign-flipped activations, where -128 would wrap. Every other kernel, and every VNNI kernel, is
+ * exact for any bytes. Weight blocks may hold any bytes.
+ *
+ * Coverage (table.h fills): AVX-512 (BW and VNNI variants) for every computable type but IQ1_S/IQ1_M; AVX2 for
+ * F32/F16/BF16, the 32-element types, Q4_K/Q5_K/Q6_K and IQ4_XS; the rest run the scalar reference.
  */
 #ifndef GUILD_KERN_H
 #define GUILD_KERN_H
