@@ -577,9 +577,14 @@ static void shutdown_all(sup_t *s)
             if (w->by_hand || w->pid <= 0)
                 continue;
             int st;
-            if (waitpid(w->pid, &st, WNOHANG) == w->pid)
+            if (waitpid(w->pid, &st, WNOHANG) == w->pid) {
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                    char why[128];
+                    spawn_describe_status(st, why, sizeof why);
+                    guild_log(GUILD_LOG_WARN, "%s (pid %d) %s at shutdown", w->name, (int)w->pid, why);
+                }
                 w->pid = 0;
-            else if (guild_now_ns() - t0 > SHUTDOWN_GRACE_NS) {
+            } else if (guild_now_ns() - t0 > SHUTDOWN_GRACE_NS) {
                 guild_log(GUILD_LOG_WARN, "%s (pid %d) did not exit; killing it", w->name, (int)w->pid);
                 kill(w->pid, SIGKILL);
                 while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)

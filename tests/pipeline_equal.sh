@@ -54,6 +54,9 @@ for arch in qwen3moe qwen2moe mixtral olmoe; do
         same "$arch-single" "$arch-$k"
         grep -q "pipeline: $k CPU workers; restarts: GPU worker 0, CPU workers 0" "$T/$arch-$k.err" ||
             { cat "$T/$arch-$k.err"; fail "$arch, $k CPU workers: no pipeline summary"; }
+        # no complaint from any process (a worker's exit status, a sanitizer report, ...)
+        grep -v "warning: arena: no .*pages" "$T/$arch-$k.err" | grep -qiE "warning|error|sanitizer" &&
+            { cat "$T/$arch-$k.err"; fail "$arch, $k CPU workers: warnings or errors on stderr"; }
         n=$((n + 1))
     done
 done

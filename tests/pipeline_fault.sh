@@ -34,10 +34,10 @@ fail() {
 # pid of a child of $1 whose command line contains $2 (from /proc with shell builtins: no ps, and quick)
 child() {
     for d in /proc/[0-9]*; do
-        read -r line <"$d/stat" 2>/dev/null || continue
+        read -r line 2>/dev/null <"$d/stat" || continue
         set -- "$1" "$2" ${line##*) }
         [ "$4" = "$1" ] || continue
-        c=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)
+        c=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline")
         case "$c" in *"$2"*) echo "${d#/proc/}"; return 0 ;; esac
     done
     return 1
@@ -47,7 +47,7 @@ child() {
 count_procs() {
     n=0
     for d in /proc/[0-9]*; do
-        c=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)
+        c=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline")
         case "$c" in *"$1"*) n=$((n + 1)) ;; esac
     done
     echo $n
