@@ -17,7 +17,10 @@ typedef struct utf8_stream {
     size_t len, cap;
 } utf8_stream_t;
 
-static int stream_put(utf8_stream_t *s, FILE *out, const char *piece, size_t n, bool flush_all, guild_err_t *err)
+/* Appends a piece and passes on what is complete: to opt->text_out, then to opt->on_text (also when nothing
+ * is). 0, 1 (on_text asked to stop) or -1 (error). */
+static int stream_put(utf8_stream_t *s, const gen_options_t *opt, const char *piece, size_t n, bool flush_all,
+                      guild_err_t *err)
 {
     if (s->len + n > s->cap) {
         size_t cap = (s->len + n) * 2 + 16;
@@ -32,13 +35,15 @@ static int stream_put(utf8_stream_t *s, FILE *out, const char *piece, size_t n, 
     s->len += n;
     size_t keep = flush_all ? 0 : tok_utf8_incomplete(s->buf, s->len);
     size_t emit = s->len - keep;
-    if (emit && out) {
-        if (fwrite(s->buf, 1, emit, out) != emit || fflush(out) != 0)
+    if (emit && opt->text_out) {
+        if (fwrite(s->buf, 1, emit, opt->text_out) != emit || fflush(opt->text_out) != 0)
             return guild_err_set(err, "cannot write the generated text");
     }
-    memmove(s->buf, s->buf + emit, keep);
+    int stop = opt->on_text && opt->on_text(opt->on_text_ctx, s->buf ? s->buf : "", emit) ? 1 : 0;
+    if (s->buf)
+        memmove(s->buf, s->buf + emit, keep);
     s->len = keep;
-    return 0;
+    return stop;
 }
 
 static int append_id(gen_result_t *res, int32_t *cap, int32_t id, guild_err_t *err)
@@ -73,7 +78,12 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
 
     /* prefill: only the last position's logits are needed */
     double t0 = now_s();
-    for (int32_t s = 0; s < n_prompt; s += opt->n_batch) {
+    for (int32_t s = opt->n_past; s < n_prompt; s += opt->n_batch) {
+        if (s > opt->n_past && opt->on_text && opt->on_text(opt->on_text_ctx, "", 0)) {
+            res->stop = GEN_STOP_CALLER;
+            rc = 0;
+            goto done;
+        }
         int32_t n = n_prompt - s < opt->n_batch ? n_prompt - s : opt->n_batch;
         for (int32_t i = 0; i < n; i++)
             pos[i] = s + i;
@@ -107,8 +117,13 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
         }
         sampler_accept(smp, id);
         size_t n = tok_piece(tok, id, 0, piece, tok_max_piece_len(tok));
-        if (stream_put(&text, opt->text_out, piece, n, false, err) < 0)
+        int sp = stream_put(&text, opt, piece, n, false, err);
+        if (sp < 0)
             goto done;
+        if (sp > 0) {
+            res->stop = GEN_STOP_CALLER;
+            break;
+        }
         if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
             res->stop = GEN_STOP_LENGTH;
             break;
@@ -127,7 +142,7 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
 done:
     if (t_decode > 0)
         res->decode_s = now_s() - t_decode;
-    if (text.len && stream_put(&text, opt->text_out, "", 0, true, rc < 0 ? NULL : err) < 0)
+    if (text.len && stream_put(&text, opt, "", 0, true, rc < 0 ? NULL : err) < 0)
         rc = -1;
     free(text.buf);
     free(logits);

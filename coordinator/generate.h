@@ -1,9 +1,10 @@
-/* coordinator/generate.h — the generation loop of `guild run`: prefill the prompt in batches, then sample and
- * decode one token per step, streaming the text as it is produced.
+/* coordinator/generate.h — the generation loop of `guild run` and `guild serve`: prefill the prompt in batches,
+ * then sample and decode one token per step, streaming the text as it is produced.
  *
- * Stops after n_predict tokens, at an end-of-generation token (EOS/EOT..., not printed), or when the context is
- * full. The logits of every sampled token's row can be written out (row 0: the prompt's last position), and
- * the sampled ids collected, for tests and the reference comparison. */
+ * Stops after n_predict tokens, at an end-of-generation token (EOS/EOT..., not printed), when the context is
+ * full, or when the caller's on_text callback says so (the server: a stop string, a client gone). The logits
+ * of every sampled token's row can be written out (row 0: the prompt's last position), and the sampled ids
+ * collected, for tests and the reference comparison. */
 #ifndef GUILD_COORDINATOR_GENERATE_H
 #define GUILD_COORDINATOR_GENERATE_H
 
@@ -20,6 +21,7 @@ typedef enum gen_stop {
     GEN_STOP_LENGTH,  /* n_predict tokens were produced */
     GEN_STOP_EOG,     /* the model produced an end-of-generation token */
     GEN_STOP_CONTEXT, /* the KV cache is full */
+    GEN_STOP_CALLER,  /* on_text returned non-zero */
 } gen_stop_t;
 
 typedef struct gen_options {
@@ -30,6 +32,13 @@ typedef struct gen_options {
     FILE *text_out;    /* generated text, streamed (NULL: none) */
     FILE *logits_out;  /* one row of n_vocab float32 per sampled token (NULL: none) */
     bool ignore_eog;   /* keep going after end-of-generation tokens (benchmarks) */
+    int32_t n_past;    /* prompt[0..n_past) is already in the backend's KV cache (prefix reuse); < n_prompt */
+    /* Called after each sampled token (the end-of-generation one excepted) with the text it completes, which
+     * may be empty (a token can end inside a UTF-8 sequence), with "" between prompt batches, and once more
+     * with what is left at the end. A non-zero return stops the loop (GEN_STOP_CALLER; ignored at the end).
+     * NULL: none. */
+    int (*on_text)(void *ctx, const char *text, size_t len);
+    void *on_text_ctx;
 } gen_options_t;
 
 typedef struct gen_result {
@@ -42,8 +51,8 @@ typedef struct gen_result {
     gen_stop_t stop;
 } gen_result_t;
 
-/* Runs the loop on a backend whose cache is empty. The prompt (n_prompt >= 1, fitting the context) is given to
- * the sampler's history too. -1 with a message on a backend failure or a write error; *res holds what was done
+/* Runs the loop on a backend whose cache holds exactly prompt[0..opt->n_past) (empty when n_past is 0). The
+ * prompt (n_prompt >= 1, fitting the context) is given to the sampler's history too. -1 with a message on a backend failure or a write error; *res holds what was done
  * until then. */
 int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
             const gen_options_t *opt, gen_result_t *res, guild_err_t *err);

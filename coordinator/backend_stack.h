@@ -1,0 +1,43 @@
+/* coordinator/backend_stack.h — the backend a command drives, with everything under it, behind one option:
+ * in this process (a thread pool, the local routed-expert executor and the dense backend: the reference), or
+ * the multi-process pipeline (a GPU worker and CPU expert workers, coordinator/pipeline.h).
+ *
+ * A stack is opened, driven and closed on one thread: the thread pool's caller is thread 0 of the pool, and the
+ * pipeline's spawned workers are tied to the thread that started them (PR_SET_PDEATHSIG). */
+#ifndef GUILD_COORDINATOR_BACKEND_STACK_H
+#define GUILD_COORDINATOR_BACKEND_STACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/pipeline.h"
+#include "core/model/model.h"
+#include "core/util/err.h"
+#include "gpu-worker/backend.h"
+
+typedef struct backend_stack_config {
+    bool single_process;    /* true: everything in this process */
+    const char *backend;    /* the dense backend's name ("cpu", "cuda") */
+    int n_threads;          /* CPU threads (per worker in the pipeline) */
+    int32_t n_ctx;          /* KV cache positions */
+    int32_t n_batch;        /* most tokens per forward call */
+    pipeline_config_t pipe; /* the pipeline's options (backend and n_threads are taken from above) */
+} backend_stack_config_t;
+
+typedef struct backend_stack backend_stack_t;
+
+/* Builds the stack for model m (borrowed: it must outlive the stack; the pipeline's workers open model_path
+ * themselves). -1 with err naming what failed; nothing is left running then. */
+int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, const model_t *m,
+                       const char *model_path, guild_err_t *err);
+
+/* The backend to drive (owned by the stack). */
+backend_t *backend_stack_backend(backend_stack_t *s);
+
+/* "single process" or "GPU worker + N CPU expert workers"-style description, for start-up messages. */
+const char *backend_stack_describe(const backend_stack_t *s);
+
+/* Stops the workers (if any) and frees everything; nulls *s. NULL-safe. */
+void backend_stack_close(backend_stack_t **s);
+
+#endif

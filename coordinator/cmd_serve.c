@@ -1,0 +1,462 @@
+/* guild serve — an OpenAI-compatible HTTP server for one model (coordinator/server/api.h lists the endpoints).
+ * Requests are served one at a time from a bounded queue, on the multi-process pipeline or, with
+ * --single-process, in this process (coordinator/backend_stack.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator/backend_stack.h"
+#include "coordinator/commands.h"
+#include "coordinator/demo_model.h"
+#include "coordinator/server/api.h"
+#include "coordinator/server/engine.h"
+#include "coordinator/server/http.h"
+#include "coordinator/server/strbuf.h"
+#include "coordinator/server/textfilt.h"
+#include "core/chat/chat.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tok.h"
+#include "core/util/log.h"
+
+/* Everything `guild serve` was asked to do, validated once and printed at start-up. */
+typedef struct serve_config {
+    const char *model;         /* -m; NULL: the built-in demo model */
+    const char *host;          /* --host */
+    int port;                  /* --port; 0: any free port */
+    int32_t n_ctx;             /* --ctx; 0: min(n_ctx_train, 4096) */
+    int32_t n_batch;           /* --batch */
+    int n_threads;             /* --threads */
+    int queue;                 /* --queue: requests that may wait */
+    const char *api_key;       /* --api-key */
+    const char *chat_template; /* --chat-template NAME|FILE */
+    const char *alias;         /* --alias: the model's name in the API */
+    size_t max_body;           /* --max-body */
+    bool prefix_cache;         /* --no-prefix-cache clears it */
+    const char *backend;       /* --backend */
+    bool single_process;       /* --single-process */
+    pipeline_config_t pipe;    /* --cpu-workers, --arena-dir, --mlock, --spin-us */
+    int verbosity;             /* -q: -1, default 0, -v: 1 */
+} serve_config_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: guild serve [-m FILE.gguf] [options]\n"
+            "\n"
+            "Serves one model over HTTP with OpenAI's API: GET /health, GET /v1/models, POST /v1/completions,\n"
+            "POST /v1/chat/completions (\"stream\": true for Server-Sent Events). Requests are served one at a\n"
+            "time in arrival order (a queue); serving several at once by batching them is not done yet. The KV\n"
+            "cache of one request is reused by the next when its prompt starts the same way. Stop with SIGINT or\n"
+            "SIGTERM. Without -m, serves the built-in demo model (random weights: gibberish).\n"
+            "\n"
+            "  -m, --model FILE        GGUF model (qwen3moe, qwen2moe, llama/Mixtral, olmoe)\n"
+            "      --host ADDR         address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
+            "      --port N            port (default 8080; 0: any free one, printed at start-up)\n"
+            "      --ctx N             context length of every request (default: the model's, at most 4096)\n"
+            "      --batch N           prompt tokens per forward pass (default 256)\n"
+            "      --threads N         CPU threads (default: all online CPUs)\n"
+            "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
+            "      --api-key KEY       require \"Authorization: Bearer KEY\" on /v1/*\n"
+            "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
+            "                          recognise (default: the model's tokenizer.chat_template). Built in:\n"
+            "                          %s\n"
+            "      --alias NAME        the model's name in /v1/models and replies (default: the file name)\n"
+            "      --max-body BYTES    largest request body (default 8 MiB); larger ones get 413\n"
+            "      --no-prefix-cache   start every request from an empty KV cache\n"
+            "      --single-process    run every stage in this process (default: a GPU worker process and CPU\n"
+            "                          expert worker processes, supervised and restarted)\n"
+            "      --cpu-workers K     CPU expert workers (default: one per NUMA node)\n"
+            "      --arena-dir DIR     shared memory as a file in DIR instead of an anonymous memfd\n"
+            "      --mlock             lock the CPU workers' experts in RAM\n"
+            "      --spin-us N         spin N us on a doorbell before sleeping (default 50)\n"
+            "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
+            "  -q, --quiet             only warnings and errors on stderr (default: one line per request)\n"
+            "  -v, --verbose           more messages on stderr\n"
+            "  -h, --help              this help\n"
+            "\n"
+            "Request fields: model (ignored: there is one), prompt (text, [text] or token ids) / messages,\n"
+            "max_tokens (max_completion_tokens), temperature, top_p, top_k, min_p, seed, stop, stream,\n"
+            "stream_options.include_usage, repetition_penalty (repeat_penalty), repeat_last_n, ignore_eos;\n"
+            "presence_penalty and frequency_penalty only 0; n and best_of only 1. Absent sampling fields take\n"
+            "guild run's defaults.\n",
+            chat_tmpl_names(), backend_names());
+}
+
+enum {
+    OPT_HOST = 256,
+    OPT_PORT,
+    OPT_CTX,
+    OPT_BATCH,
+    OPT_THREADS,
+    OPT_QUEUE,
+    OPT_API_KEY,
+    OPT_CHAT_TEMPLATE,
+    OPT_ALIAS,
+    OPT_MAX_BODY,
+    OPT_NO_PREFIX_CACHE,
+    OPT_SINGLE,
+    OPT_CPU_WORKERS,
+    OPT_ARENA_DIR,
+    OPT_MLOCK,
+    OPT_SPIN_US,
+    OPT_BACKEND,
+};
+
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "guild serve: %s %s: expected an integer in [%ld, %ld]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* 0, 1 (--help printed) or -1 (usage error printed). */
+static int parse_args(int argc, char **argv, serve_config_t *c)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"host", required_argument, NULL, OPT_HOST},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"ctx", required_argument, NULL, OPT_CTX},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"queue", required_argument, NULL, OPT_QUEUE},
+        {"api-key", required_argument, NULL, OPT_API_KEY},
+        {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+        {"alias", required_argument, NULL, OPT_ALIAS},
+        {"max-body", required_argument, NULL, OPT_MAX_BODY},
+        {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
+        {"single-process", no_argument, NULL, OPT_SINGLE},
+        {"cpu-workers", required_argument, NULL, OPT_CPU_WORKERS},
+        {"arena-dir", required_argument, NULL, OPT_ARENA_DIR},
+        {"mlock", no_argument, NULL, OPT_MLOCK},
+        {"spin-us", required_argument, NULL, OPT_SPIN_US},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"quiet", no_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *c = (serve_config_t){
+        .host = "127.0.0.1",
+        .port = 8080,
+        .n_batch = 256,
+        .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1,
+        .queue = 8,
+        .max_body = 8u << 20,
+        .prefix_cache = true,
+        .backend = "cpu",
+    };
+    c->pipe.spin_us = -1;
+    long v;
+    int o;
+    optind = 1;
+    opterr = 0; /* messages below name the command */
+    while ((o = getopt_long(argc, argv, "m:qvh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': c->model = optarg; break;
+        case OPT_HOST: c->host = optarg; break;
+        case OPT_PORT:
+            if (parse_long("--port", optarg, 0, 65535, &v) < 0)
+                return -1;
+            c->port = (int)v;
+            break;
+        case OPT_CTX:
+            if (parse_long("--ctx", optarg, 1, 1 << 24, &v) < 0)
+                return -1;
+            c->n_ctx = (int32_t)v;
+            break;
+        case OPT_BATCH:
+            if (parse_long("--batch", optarg, 1, 1 << 16, &v) < 0)
+                return -1;
+            c->n_batch = (int32_t)v;
+            break;
+        case OPT_THREADS:
+            if (parse_long("--threads", optarg, 1, 1024, &v) < 0)
+                return -1;
+            c->n_threads = (int)v;
+            break;
+        case OPT_QUEUE:
+            if (parse_long("--queue", optarg, 1, 1 << 16, &v) < 0)
+                return -1;
+            c->queue = (int)v;
+            break;
+        case OPT_API_KEY:
+            if (!optarg[0]) {
+                fprintf(stderr, "guild serve: --api-key: the key is empty\n");
+                return -1;
+            }
+            c->api_key = optarg;
+            break;
+        case OPT_CHAT_TEMPLATE: c->chat_template = optarg; break;
+        case OPT_ALIAS: c->alias = optarg; break;
+        case OPT_MAX_BODY:
+            if (parse_long("--max-body", optarg, 1024, 1L << 30, &v) < 0)
+                return -1;
+            c->max_body = (size_t)v;
+            break;
+        case OPT_NO_PREFIX_CACHE: c->prefix_cache = false; break;
+        case OPT_SINGLE: c->single_process = true; break;
+        case OPT_CPU_WORKERS:
+            if (parse_long("--cpu-workers", optarg, 1, 4096, &v) < 0)
+                return -1;
+            c->pipe.cpu_workers = (int)v;
+            break;
+        case OPT_ARENA_DIR: c->pipe.arena_dir = optarg; break;
+        case OPT_MLOCK: c->pipe.mlock = true; break;
+        case OPT_SPIN_US:
+            if (parse_long("--spin-us", optarg, 0, 1000000, &v) < 0)
+                return -1;
+            c->pipe.spin_us = (int)v;
+            break;
+        case OPT_BACKEND: c->backend = optarg; break;
+        case 'q': c->verbosity = -1; break;
+        case 'v': c->verbosity = 1; break;
+        case 'h': usage(stdout); return 1;
+        default:
+            fprintf(stderr, "guild serve: unknown option or missing value: %s\n", argv[optind - 1]);
+            fprintf(stderr, "(guild serve --help lists the options)\n");
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "guild serve: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (c->single_process &&
+        (c->pipe.cpu_workers || c->pipe.arena_dir || c->pipe.mlock || c->pipe.spin_us >= 0)) {
+        fprintf(stderr, "guild serve: --cpu-workers, --arena-dir, --mlock and --spin-us are for the multi-process "
+                        "mode, not --single-process\n");
+        return -1;
+    }
+    return 0;
+}
+
+static char *read_text_file(const char *path, guild_err_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        guild_err_errno(err, errno, "cannot open %s", path);
+        return NULL;
+    }
+    strbuf_t b = STRBUF_INIT;
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (64u << 20))
+        strbuf_put(&b, chunk, n);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (bad || !strbuf_ok(&b)) {
+        guild_err_set(err, "cannot read %s", path);
+        strbuf_fini(&b);
+        return NULL;
+    }
+    if (!b.p)
+        strbuf_puts(&b, "");
+    return b.p;
+}
+
+/* The chat template to use: -1 only for a bad --chat-template (usage error). For a model whose template is
+ * absent or unrecognised, *tmpl is CHAT_TMPL_UNKNOWN and why[] says so. */
+static int choose_template(const serve_config_t *c, const model_t *m, chat_tmpl_t *tmpl, char *why, size_t why_len)
+{
+    *tmpl = CHAT_TMPL_UNKNOWN;
+    if (c->chat_template) {
+        *tmpl = chat_tmpl_from_name(c->chat_template);
+        if (*tmpl != CHAT_TMPL_UNKNOWN)
+            return 0;
+        guild_err_t err = {{0}};
+        char *src = read_text_file(c->chat_template, &err);
+        if (!src) {
+            fprintf(stderr, "guild serve: --chat-template %s: not a built-in template (%s), and %s\n",
+                    c->chat_template, chat_tmpl_names(), err.msg);
+            return -1;
+        }
+        *tmpl = chat_tmpl_detect(src);
+        free(src);
+        if (*tmpl == CHAT_TMPL_UNKNOWN) {
+            fprintf(stderr, "guild serve: --chat-template %s: the template in this file is not one Guild "
+                            "recognises; give a built-in name instead: %s\n",
+                    c->chat_template, chat_tmpl_names());
+            return -1;
+        }
+        return 0;
+    }
+    const char *s;
+    size_t len;
+    if (gguf_get_str(model_gguf(m), "tokenizer.chat_template", &s, &len, NULL) < 0) {
+        snprintf(why, why_len, "the model has no chat template (tokenizer.chat_template): /v1/chat/completions "
+                               "is off; restart guild serve with --chat-template NAME (%s)",
+                 chat_tmpl_names());
+        return 0;
+    }
+    char *src = strndup(s, len);
+    if (!src) {
+        snprintf(why, why_len, "out of memory reading the chat template");
+        return 0;
+    }
+    *tmpl = chat_tmpl_detect(src);
+    free(src);
+    if (*tmpl == CHAT_TMPL_UNKNOWN)
+        snprintf(why, why_len, "the model's chat template (tokenizer.chat_template) is not one Guild recognises: "
+                               "/v1/chat/completions is off; restart guild serve with --chat-template NAME (%s)",
+                 chat_tmpl_names());
+    return 0;
+}
+
+/* The model's name in the API: --alias, else the file name, as valid UTF-8. */
+static char *model_id(const serve_config_t *c, const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return NULL;
+    const char *name = c->alias ? c->alias : basename(copy);
+    strbuf_t b = STRBUF_INIT;
+    textfilt_sanitize(name, strlen(name), &b);
+    free(copy);
+    if (!strbuf_ok(&b)) {
+        strbuf_fini(&b);
+        return NULL;
+    }
+    return b.p ? b.p : strdup("");
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_config_t c;
+    int pr = parse_args(argc, argv, &c);
+    if (pr != 0)
+        return pr > 0 ? 0 : 2;
+    guild_log_init("guild serve", c.verbosity < 0 ? GUILD_LOG_WARN : c.verbosity > 0 ? GUILD_LOG_DEBUG
+                                                                                   : GUILD_LOG_INFO);
+    /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread exists, so that every thread
+     * inherits the mask (spawned workers get a clean one: coordinator/spawn.c). SIGPIPE: a client that closes
+     * early is an error return, not a death. */
+    sigset_t stop_sigs;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    guild_err_t err = {{0}};
+    int rc = 1;
+    char *demo_path = NULL, *id = NULL;
+    model_t *model = NULL;
+    tok_t *tok = NULL;
+    engine_t *engine = NULL;
+    http_server_t *http = NULL;
+    char why[1024] = "";
+    chat_tmpl_t tmpl;
+
+    const char *model_path = c.model;
+    if (!model_path) {
+        if (demo_model_path(&demo_path, &err) < 0)
+            goto fail;
+        model_path = demo_path;
+    }
+    if (model_new(&model, model_path, &err) < 0)
+        goto fail;
+    const model_config_t *mc = model_config(model);
+    if (tok_new_from_gguf(&tok, model_gguf(model), &err) < 0)
+        goto fail;
+    if (tok_n_tokens(tok) > mc->n_vocab) {
+        guild_err_set(&err, "%s: the vocabulary has %d tokens but the model only %d rows of logits", model_path,
+                      tok_n_tokens(tok), mc->n_vocab);
+        goto fail;
+    }
+    if (choose_template(&c, model, &tmpl, why, sizeof why) < 0) {
+        rc = 2;
+        goto fail;
+    }
+    if (!(id = model_id(&c, model_path))) {
+        guild_err_set(&err, "out of memory");
+        goto fail;
+    }
+    int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
+    int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
+
+    guild_log(GUILD_LOG_INFO, "model %s (%s)", model_path, id);
+    if (guild_log_level() >= GUILD_LOG_INFO)
+        model_config_print(mc, stderr);
+    engine_config_t ec = {
+        .stack = {.single_process = c.single_process, .backend = c.backend, .n_threads = c.n_threads,
+                  .n_ctx = n_ctx, .n_batch = n_batch, .pipe = c.pipe},
+        .model = model,
+        .model_path = model_path,
+        .tok = tok,
+        .queue_max = c.queue,
+        .prefix_cache = c.prefix_cache,
+    };
+    ec.stack.pipe.log_level = c.verbosity > 0 ? GUILD_LOG_INFO : GUILD_LOG_WARN;
+    if (engine_new(&engine, &ec, &err) < 0)
+        goto fail;
+
+    size_t eos_len = 0;
+    api_server_t api = {
+        .tok = tok,
+        .engine = engine,
+        .chat = tmpl,
+        .chat_error = why,
+        .eos_text = tok_eos(tok) >= 0 ? tok_text(tok, tok_eos(tok), &eos_len) : NULL,
+        .model_id = id,
+        .n_ctx = n_ctx,
+        .n_vocab = mc->n_vocab,
+        .api_key = c.api_key,
+        .created = (int64_t)time(NULL),
+    };
+    http_options_t ho = {
+        .host = c.host,
+        .port = c.port,
+        .max_body = c.max_body,
+        .max_connections = 64,
+        .idle_timeout_s = 60,
+    };
+    if (http_server_start(&http, &ho, api_handle, &api, &err) < 0)
+        goto fail;
+    guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, queue %d, prefix cache %s",
+              c.single_process ? "single process" : "GPU worker + CPU expert workers", c.backend, c.n_threads,
+              n_ctx, n_batch, c.queue, c.prefix_cache ? "on" : "off");
+    if (tmpl == CHAT_TMPL_UNKNOWN)
+        guild_log(GUILD_LOG_WARN, "%s", why);
+    else
+        guild_log(GUILD_LOG_INFO, "chat template: %s", chat_tmpl_name(tmpl));
+    /* the one line a script waits for (on stderr whatever the level) */
+    fprintf(stderr, "guild serve: listening on http://%s%s%s:%d/ (model %s)\n", strchr(c.host, ':') ? "[" : "",
+            c.host, strchr(c.host, ':') ? "]" : "", http_server_port(http), id);
+
+    int sig = 0;
+    while (sigwait(&stop_sigs, &sig) != 0)
+        ;
+    fprintf(stderr, "guild serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http_server_quiesce(http); /* no new connections; the engine ends the jobs in flight */
+    engine_shutdown(engine);
+    rc = 0;
+fail:
+    if (rc == 1)
+        fprintf(stderr, "guild serve: %s\n", err.msg);
+    http_server_stop(&http);
+    engine_destroy(&engine);
+    tok_destroy(&tok);
+    model_destroy(&model);
+    free(id);
+    free(demo_path);
+    return rc;
+}

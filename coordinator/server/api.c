@@ -1,0 +1,346 @@
+#include "config.h"
+
+#include "coordinator/server/api.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coordinator/server/api_json.h"
+#include "coordinator/server/api_request.h"
+#include "coordinator/server/job.h"
+#include "coordinator/server/strbuf.h"
+
+#define WAIT_SLICE_MS 100 /* how often a waiting connection looks at its client */
+
+static const char *const endpoints =
+    "GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions";
+
+static void reply_id(api_reply_id_t *id, api_kind_t kind, const api_server_t *s, const job_t *j)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    id->kind = kind;
+    id->created = (int64_t)ts.tv_sec;
+    id->model = s->model_id;
+    snprintf(id->id, sizeof id->id, "%s-%08llx%08lx%06llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)ts.tv_sec & 0xffffffffull, (unsigned long)ts.tv_nsec,
+             (unsigned long long)job_id(j) & 0xffffffull);
+}
+
+static const char *finish_reason(job_end_t end)
+{
+    return end == JOB_LENGTH ? "length" : "stop";
+}
+
+/* Constant time in the key's length, so that a wrong key's prefix cannot be found by timing. */
+static bool authorized(const api_server_t *s, http_req_t *req)
+{
+    if (!s->api_key)
+        return true;
+    const char *h = http_req_header(req, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    const char *k = h + 7;
+    size_t n = strlen(s->api_key), m = strlen(k);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(s->api_key[i] ^ (i < m ? k[i] : 0));
+    return diff == 0;
+}
+
+/* ---- prompt ------------------------------------------------------------------------------------------- */
+
+/* The request's prompt as token ids (malloc'ed in *ids). false after replying with the error. */
+static bool prompt_ids(const api_server_t *s, http_req_t *req, api_request_t *r, int32_t **ids, int32_t *n)
+{
+    const char *param = r->kind == API_CHAT ? "messages" : "prompt";
+    guild_err_t err = {{0}};
+    tok_ids_t t;
+    tok_ids_init(&t);
+    if (r->kind == API_COMPLETIONS && r->prompt_ids) {
+        *ids = r->prompt_ids;
+        *n = (int32_t)r->n_prompt_ids;
+        r->prompt_ids = NULL;
+        r->n_prompt_ids = 0;
+    } else {
+        unsigned flags = TOK_ADD_SPECIAL;
+        const char *text = r->prompt;
+        size_t len = r->prompt_len;
+        char *chat = NULL;
+        if (r->kind == API_CHAT) {
+            if (s->chat == CHAT_TMPL_UNKNOWN) {
+                http_reply_error(req, 500, "server_error", NULL, "%s", s->chat_error);
+                return false;
+            }
+            if (chat_format(s->chat, r->messages, r->n_messages, true, s->eos_text, &chat, &len, &err) < 0) {
+                http_reply_error(req, 500, "server_error", NULL, "%s", err.msg);
+                return false;
+            }
+            text = chat;
+            flags |= TOK_PARSE_SPECIAL; /* the template's markers are special tokens */
+        }
+        int rc = tok_encode(s->tok, text, len, flags, &t, &err);
+        free(chat);
+        if (rc < 0) {
+            http_reply_error(req, 400, "invalid_request_error", param, "%s: %s", param, err.msg);
+            tok_ids_fini(&t);
+            return false;
+        }
+        if (t.n > (size_t)INT32_MAX)
+            t.n = (size_t)INT32_MAX; /* caught below: more than any context */
+        *ids = t.v;
+        *n = (int32_t)t.n;
+    }
+    if (*n == 0) {
+        http_reply_error(req, 400, "invalid_request_error", param, "%s: the prompt gives no tokens", param);
+        free(*ids);
+        return false;
+    }
+    if (*n > s->n_ctx) {
+        http_reply_error(req, 400, "invalid_request_error", param,
+                         "%s: the prompt has %d tokens, more than the context of %d tokens (guild serve --ctx)",
+                         param, *n, s->n_ctx);
+        free(*ids);
+        return false;
+    }
+    return true;
+}
+
+/* ---- streaming ---------------------------------------------------------------------------------------- */
+
+typedef struct sse {
+    job_t *job;
+    api_reply_id_t id;
+    bool include_usage;
+    size_t seen;     /* bytes of the job's text sent */
+    strbuf_t out;    /* events not yet given to the connection */
+    strbuf_t text;
+    bool done;       /* the last event is in out */
+} sse_t;
+
+static void sse_event(sse_t *s, json_t *j)
+{
+    char *d = apijson_dump(j);
+    json_decref(j);
+    if (!d) {
+        s->out.oom = true;
+        return;
+    }
+    strbuf_puts(&s->out, "data: ");
+    strbuf_puts(&s->out, d);
+    strbuf_puts(&s->out, "\n\n");
+    free(d);
+}
+
+static void sse_end(sse_t *s, const job_status_t *st)
+{
+    s->done = true;
+    switch (st->end) {
+    case JOB_STOP:
+    case JOB_LENGTH:
+        sse_event(s, apijson_chunk(&s->id, NULL, false, finish_reason(st->end)));
+        if (s->include_usage)
+            sse_event(s, apijson_usage_chunk(&s->id, apijson_usage(st->n_prompt, st->n_generated, st->n_cached)));
+        strbuf_puts(&s->out, "data: [DONE]\n\n");
+        break;
+    case JOB_FAILED:
+        sse_event(s, apijson_error("server_error", NULL, st->error));
+        break;
+    default: /* JOB_SHUTDOWN (a cancelled job has no reader left) */
+        sse_event(s, apijson_error("unavailable_error", NULL, "the server is shutting down"));
+        break;
+    }
+}
+
+static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
+{
+    sse_t *s = ctx;
+    while (s->out.len == 0) {
+        if (s->done)
+            return HTTP_STREAM_END;
+        if (!job_wait(s->job, s->seen, WAIT_SLICE_MS)) {
+            if (http_stream_client_gone(hs)) {
+                job_cancel(s->job);
+                return HTTP_STREAM_ABORT;
+            }
+            continue;
+        }
+        job_status_t st;
+        strbuf_clear(&s->text);
+        s->seen = job_read(s->job, s->seen, &s->text, &st);
+        if (s->text.len)
+            sse_event(s, apijson_chunk(&s->id, strbuf_str(&s->text), false, NULL));
+        if (st.end != JOB_RUNNING) /* job_read's text and status are of one moment: nothing is left */
+            sse_end(s, &st);
+        if (!strbuf_ok(&s->out) || !strbuf_ok(&s->text)) {
+            job_cancel(s->job);
+            return HTTP_STREAM_ABORT;
+        }
+    }
+    size_t n = s->out.len < max ? s->out.len : max;
+    memcpy(buf, s->out.p, n);
+    strbuf_consume(&s->out, n);
+    return (ssize_t)n;
+}
+
+static void sse_free(void *ctx)
+{
+    sse_t *s = ctx;
+    job_cancel(s->job); /* no-op when it has ended; stops it when the client went away mid-stream */
+    job_unref(&s->job);
+    strbuf_fini(&s->out);
+    strbuf_fini(&s->text);
+    free(s);
+}
+
+/* ---- completions -------------------------------------------------------------------------------------- */
+
+static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind, job_t *j)
+{
+    while (!job_wait(j, SIZE_MAX, WAIT_SLICE_MS)) { /* until the end */
+        if (http_req_client_gone(req)) {
+            job_cancel(j);
+            http_reply_none(req);
+            return;
+        }
+    }
+    strbuf_t text = STRBUF_INIT;
+    job_status_t st;
+    job_read(j, 0, &text, &st);
+    if (!strbuf_ok(&text)) {
+        http_reply_error(req, 500, "server_error", NULL, "out of memory for the reply");
+    } else if (st.end == JOB_STOP || st.end == JOB_LENGTH) {
+        api_reply_id_t id;
+        reply_id(&id, kind, s, j);
+        json_t *body = apijson_reply(&id, strbuf_str(&text), finish_reason(st.end),
+                                     apijson_usage(st.n_prompt, st.n_generated, st.n_cached));
+        if (body)
+            http_reply_json(req, 200, body);
+        else
+            http_reply_error(req, 500, "server_error", NULL, "out of memory for the reply");
+        json_decref(body);
+    } else if (st.end == JOB_FAILED) {
+        http_reply_error(req, 500, "server_error", NULL, "generation failed: %s", st.error);
+    } else if (st.end == JOB_SHUTDOWN) {
+        http_reply_error(req, 503, "unavailable_error", NULL, "the server is shutting down");
+    } else {
+        http_reply_none(req);
+    }
+    strbuf_fini(&text);
+}
+
+static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_t kind)
+{
+    size_t len;
+    const char *body = http_req_body(req, &len);
+    api_request_t r;
+    api_error_t e;
+    job_t *j = NULL;
+    if (api_request_parse(&r, kind, body, len, s->n_vocab, &e) < 0) {
+        bool oom = !e.param[0] && !strcmp(e.message, "out of memory");
+        http_reply_error(req, oom ? 500 : 400, oom ? "server_error" : "invalid_request_error", e.param, "%s",
+                         e.message);
+        goto done;
+    }
+    job_spec_t spec = {
+        .max_tokens = r.max_tokens,
+        .sample = r.sample,
+        .stops = r.stops,
+        .n_stops = r.n_stops,
+        .ignore_eos = r.ignore_eos,
+    };
+    if (!prompt_ids(s, req, &r, &spec.prompt, &spec.n_prompt))
+        goto done;
+    r.stops = NULL; /* the job owns them now */
+    r.n_stops = 0;
+    guild_err_t err = {{0}};
+    if (job_new(&j, &spec, &err) < 0) {
+        http_reply_error(req, 500, "server_error", NULL, "%s", err.msg);
+        goto done;
+    }
+    int running, waiting;
+    switch (engine_submit(s->engine, j)) {
+    case ENGINE_QUEUED:
+        break;
+    case ENGINE_BUSY:
+        engine_load(s->engine, &running, &waiting);
+        http_reply_error(req, 503, "unavailable_error", NULL,
+                         "the server is busy: %d requests are already waiting (guild serve --queue)", waiting);
+        goto done;
+    case ENGINE_STOPPING:
+        http_reply_error(req, 503, "unavailable_error", NULL, "the server is shutting down");
+        goto done;
+    }
+    if (!r.stream) {
+        reply_whole(s, req, kind, j);
+        goto done;
+    }
+    sse_t *sse = calloc(1, sizeof *sse);
+    if (!sse) {
+        job_cancel(j);
+        http_reply_error(req, 500, "server_error", NULL, "out of memory");
+        goto done;
+    }
+    sse->job = job_ref(j);
+    sse->include_usage = r.include_usage;
+    reply_id(&sse->id, kind, s, j);
+    if (kind == API_CHAT) /* as OpenAI: the role first, in a chunk of its own */
+        sse_event(sse, apijson_chunk(&sse->id, "", true, NULL));
+    http_reply_stream(req, "text/event-stream", sse_produce, sse, sse_free);
+done:
+    job_unref(&j);
+    api_request_fini(&r);
+}
+
+/* ---- routing ------------------------------------------------------------------------------------------ */
+
+void api_handle(void *ctx, http_req_t *req)
+{
+    const api_server_t *s = ctx;
+    const char *path = http_req_path(req), *method = http_req_method(req);
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+
+    if (!strcmp(path, "/health")) {
+        if (!get) {
+            http_reply_method_not_allowed(req, "GET, HEAD");
+            return;
+        }
+        int running, waiting;
+        engine_load(s->engine, &running, &waiting);
+        json_t *j = json_pack("{s:s, s:i, s:i}", "status", "ok", "running", running, "waiting", waiting);
+        http_reply_json(req, 200, j);
+        json_decref(j);
+        return;
+    }
+    if (!strncmp(path, "/v1/", 4) && !authorized(s, req)) {
+        http_reply_error(req, 401, "authentication_error", NULL,
+                         "missing or wrong API key: send the header \"Authorization: Bearer KEY\" with the key "
+                         "given to guild serve --api-key");
+        return;
+    }
+    static const struct {
+        const char *path;
+        bool post;
+    } routes[] = {{"/v1/models", false}, {"/v1/completions", true}, {"/v1/chat/completions", true}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(path, routes[i].path) != 0)
+            continue;
+        if (routes[i].post ? !post : !get) {
+            http_reply_method_not_allowed(req, routes[i].post ? "POST" : "GET, HEAD");
+            return;
+        }
+        if (i == 0) {
+            json_t *j = apijson_models(s->model_id, s->created);
+            http_reply_json(req, 200, j);
+            json_decref(j);
+        } else {
+            handle_completions(s, req, i == 1 ? API_COMPLETIONS : API_CHAT);
+        }
+        return;
+    }
+    http_reply_error(req, 404, "not_found_error", NULL, "no endpoint %s %s (the endpoints are: %s)", method, path,
+                     endpoints);
+}

@@ -1,0 +1,55 @@
+/* coordinator/server/engine.h — the one model's generation thread and its bounded queue.
+ *
+ * Requests are served one at a time, in arrival order, on one backend (the in-process stack or the
+ * multi-process pipeline, coordinator/backend_stack.h): a request waits in the queue while another runs, and
+ * is refused (ENGINE_BUSY, HTTP 503) when queue_max are already waiting. Between requests the KV cache keeps
+ * the previous prompt and reply: a new prompt that starts with the same tokens reuses them (the backend's
+ * logits do not depend on how the positions were batched, so the reply is the same bits as from an empty
+ * cache). Serving several requests at once needs batched decoding in the backend: later.
+ *
+ * The thread opens the backend stack, drives it and closes it (the stack's one-thread rule). */
+#ifndef GUILD_SERVER_ENGINE_H
+#define GUILD_SERVER_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/backend_stack.h"
+#include "coordinator/server/job.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tok.h"
+#include "core/util/err.h"
+
+typedef struct engine_config {
+    backend_stack_config_t stack; /* n_ctx and n_batch: the context and prompt batch of every request */
+    const model_t *model;         /* borrowed, as the tokenizer */
+    const char *model_path;
+    const tok_t *tok;
+    int queue_max;                /* requests that may wait behind the running one */
+    bool prefix_cache;            /* reuse the KV cache of the previous request */
+} engine_config_t;
+
+typedef enum engine_submit {
+    ENGINE_QUEUED,   /* the engine holds a reference now */
+    ENGINE_BUSY,     /* the queue is full */
+    ENGINE_STOPPING, /* shutting down */
+} engine_submit_t;
+
+typedef struct engine engine_t;
+
+/* Starts the thread and waits until the backend stack is up. -1 with err (the stack's message) on failure. */
+int engine_new(engine_t **out, const engine_config_t *c, guild_err_t *err);
+
+engine_submit_t engine_submit(engine_t *e, job_t *j);
+
+/* Requests running (0 or 1) and waiting, now. */
+void engine_load(engine_t *e, int *running, int *waiting);
+
+/* Refuses new jobs, ends the queued ones and the running one with JOB_SHUTDOWN, stops the thread (which
+ * closes the stack). Idempotent. */
+void engine_shutdown(engine_t *e);
+
+/* Shuts down if needed and frees; nulls *e. NULL-safe. */
+void engine_destroy(engine_t **e);
+
+#endif
