@@ -13,8 +13,8 @@
  * magnitudes by sign-flipped activations, where -128 would wrap. Every other kernel, and every VNNI kernel, is
  * exact for any bytes. Weight blocks may hold any bytes.
  *
- * Coverage (table.h fills): AVX-512 (BW and VNNI variants) for every computable type but IQ1_S/IQ1_M; AVX2 for
- * F32/F16/BF16, the 32-element types, Q4_K/Q5_K/Q6_K and IQ4_XS; the rest run the scalar reference.
+ * Coverage (table.h fills): AVX-512 (BW and VNNI variants) and AVX2 for every computable type but IQ1_S and
+ * IQ1_M, which run the scalar reference.
  */
 #ifndef GUILD_KERN_H
 #define GUILD_KERN_H

@@ -236,7 +236,8 @@ typedef void (*k2_block_fn)(const void *blk, const k2_prep_t *prep, int64_t nb, 
 
 static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                   const void *act, size_t act_stride, float *out, size_t ldo, size_t block_bytes,
-                                  size_t d_offset, int pf_lines, k2_prep_fn prep_fn, k2_block_fn block_fn)
+                                  size_t d_offset, int pf_lines, k2_prep_fn prep_fn, k2_block_fn block_fn,
+                                  float factor)
 {
     const int64_t nb = n / QUANT_QK_K, np = (nb + 1) / 2;
     const int tile = k2_tile(nb, ntok);
@@ -280,6 +281,8 @@ static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int6
                         sumf = _mm256_add_ps(sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(is[h])));
                     }
                 }
+                if (factor != 1.0f) /* the IQ formats' final constant: result = k * sumf */
+                    sumf = _mm256_mul_ps(_mm256_set1_ps(factor), sumf);
                 _mm256_maskstore_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
             }
         }
@@ -346,7 +349,7 @@ static void matmul_q6_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void 
                              const void *act, size_t act_stride, float *out, size_t ldo)
 {
     matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(quant_block_q6_K),
-                   offsetof(quant_block_q6_K, d), 4, prep_q6, block_q6);
+                   offsetof(quant_block_q6_K, d), 4, prep_q6, block_q6, 1.0f);
 }
 
 /* IQ4_XS: a 32-byte load holds sub-blocks 2 m and 2 m + 1 (16 bytes each): low nibbles are their elements
@@ -408,8 +411,263 @@ static void matmul_iq4_xs_avx2(int64_t n, int64_t nrows, int64_t ntok, const voi
                                const void *act, size_t act_stride, float *out, size_t ldo)
 {
     matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(quant_block_iq4_xs),
-                   offsetof(quant_block_iq4_xs, d), 3, prep_iq4xs, block_iq4xs);
+                   offsetof(quant_block_iq4_xs, d), 3, prep_iq4xs, block_iq4xs, 1.0f);
 }
+
+/* ---- Q2_K, Q3_K ---------------------------------------------------------------------------------------- *
+ * qs byte 32 h + l holds the 2-bit fields of elements 128 h + 32 k + l (bits 2 k): vector 4 h + k is elements
+ * 32 (4 h + k) .., natural order. Q2_K has two sums (scale and min, as Q4_K); Q3_K one, its levels q2 + 4 hbit
+ * - 4 computed unsigned with the 4 taken back as 4 * sum_s scale_s * (sum of a over s). */
+
+static inline void k2_2bit_fields(const uint8_t *qs, __m256i *v)
+{
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        v[4 * h + 0] = _mm256_and_si256(q, m2);
+        v[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 2), m2);
+        v[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m2);
+        v[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(q, 6), m2);
+    }
+}
+
+/* natural order, bs = a.bsums (16 int16; the reference's Q2_K imin reads them) */
+static void prep_nat_bsums(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        for (int i = 0; i < 8; i++)
+            p[b].q[i] = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * i));
+        p[b].bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
+        p[b].d = a[b].d;
+    }
+}
+
+/* sum_i (maddubs(v[i], q[i]) . [sc 2i x 8 | sc 2i+1 x 8]) for 16 per-16 int16 scales */
+static inline __m256i k2_scaled16(const __m256i *v, const __m256i *q, __m256i sc16)
+{
+    const __m256i dlo = k2_dup16(_mm256_castsi256_si128(sc16)), dhi = k2_dup16(_mm256_extracti128_si256(sc16, 1));
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    for (int i = 0; i < 8; i += 2) {
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(v[i], q[i]),
+                                                        k2_scale_pair(i < 4 ? dlo : dhi, (2 * i) % 8, (2 * i + 1) % 8)));
+        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(v[i + 1], q[i + 1]),
+                                                        k2_scale_pair(i + 1 < 4 ? dlo : dhi, (2 * i + 2) % 8, (2 * i + 3) % 8)));
+    }
+    return _mm256_add_epi32(acc0, acc1);
+}
+
+static void matmul_q2_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const int tile = k2_tile(nb, ntok);
+    k2_prep_t prep[tile * nb];
+    __m256i st[tile * nb * K2_ROWS];
+    uint16_t wd[nb * K2_ROWS], wm[nb * K2_ROWS];
+    memset(wd, 0, sizeof wd);
+    memset(wm, 0, sizeof wm);
+    for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+        const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
+        const quant_block_q8_K *at[K2_TILE];
+        for (int t = 0; t < tt; t++) {
+            at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
+            prep_nat_bsums(at[t], nb, prep + t * nb);
+        }
+        for (int64_t r0 = 0; r0 < nrows; r0 += K2_ROWS) {
+            const int nr = (int)(nrows - r0 < K2_ROWS ? nrows - r0 : K2_ROWS);
+            if (nr < K2_ROWS)
+                k2_clear_tail(st, tt * nb, nr);
+            for (int i = 0; i < nr; i++) {
+                const quant_block_q2_K *x = (const quant_block_q2_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
+                for (int64_t b = 0; b < nb; b++) {
+                    k2_prefetch((const char *)&x[b], 2);
+                    wd[b * K2_ROWS + i] = x[b].d;
+                    wm[b * K2_ROWS + i] = x[b].dmin;
+                    __m256i v[8];
+                    k2_2bit_fields(x[b].qs, v);
+                    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[b].scales);
+                    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(0x0f)));
+                    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0f)));
+                    for (int t = 0; t < tt; t++) {
+                        const k2_prep_t *a = &prep[t * nb + b];
+                        const __m128i isum = k2_fold4(k2_scaled16(v, a->q, sc16));
+                        const __m128i imin = k2_fold4(_mm256_madd_epi16(m16, a->bs));
+                        st[((size_t)t * nb + b) * K2_ROWS + i] = _mm256_set_m128i(imin, isum);
+                    }
+                }
+            }
+            const __m256i keep = k2_mask_rows(nr);
+            for (int t = 0; t < tt; t++) {
+                __m256 sumf = _mm256_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    __m256i isum, imin;
+                    k2_tree8(&st[((size_t)t * nb + b) * K2_ROWS], &isum, &imin);
+                    const __m256 ad = _mm256_set1_ps(at[t][b].d);
+                    const __m256 d = _mm256_mul_ps(k2_f16x8(&wd[b * K2_ROWS]), ad);
+                    const __m256 dmin = _mm256_mul_ps(k2_f16x8(&wm[b * K2_ROWS]), ad);
+                    const __m256 t1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+                    const __m256 t2 = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin));
+                    sumf = _mm256_add_ps(sumf, _mm256_sub_ps(t1, t2));
+                }
+                _mm256_maskstore_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
+            }
+        }
+    }
+}
+
+/* Q3_K scales: 16 six-bit values - 32 as int16 (ggml's uint32 unpacking, equal to quant_q3_K_scales) */
+static inline __m256i k2_q3_scales(const uint8_t *packed)
+{
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t a[3];
+    memcpy(a, packed, 12);
+    const uint32_t s2 = ((a[0] >> 4) & kmask2) | (((a[2] >> 4) & kmask1) << 4);
+    const uint32_t s3 = ((a[1] >> 4) & kmask2) | (((a[2] >> 6) & kmask1) << 4);
+    const uint32_t s0 = (a[0] & kmask2) | (((a[2] >> 0) & kmask1) << 4);
+    const uint32_t s1 = (a[1] & kmask2) | (((a[2] >> 2) & kmask1) << 4);
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32)));
+}
+
+static inline __attribute__((always_inline)) void block_q3(const void *blkp, const k2_prep_t *prep, int64_t nb,
+                                                            int tt, __m128i *sums)
+{
+    const quant_block_q3_K *x = blkp;
+    __m256i v[8];
+    k2_2bit_fields(x->qs, v);
+    /* the high bit of element 32 i + l is bit i of hmask[l] */
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask), one = _mm256_set1_epi8(1);
+    for (int i = 0; i < 8; i++)
+        v[i] = _mm256_or_si256(v[i], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, i), one), 2));
+    const __m256i sc16 = k2_q3_scales(x->scales);
+    for (int t = 0; t < tt; t++) {
+        const k2_prep_t *a = &prep[(int64_t)t * nb];
+        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, a->bs), 2);
+        sums[t] = k2_fold4(_mm256_sub_epi32(k2_scaled16(v, a->q, sc16), corr));
+    }
+}
+
+static void matmul_q3_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                             const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(quant_block_q3_K),
+                   offsetof(quant_block_q3_K, d), 2, prep_q6, block_q3, 1.0f);
+}
+
+/* ---- lattice IQ types: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S --------------------------------------------- *
+ * As avx512_iq.h: grid entries gathered per 32 elements, signs applied, levels biased by +64 into bytes <= 126
+ * (exact vpmaddubsw for any activation), per-16 odd scales, the bias returned as 64 * sum_s scale_s * sum(a over
+ * s), the format's constant factor on the row's sum. */
+
+enum { IQ_IQ2_XXS, IQ_IQ2_XS, IQ_IQ2_S, IQ_IQ3_XXS, IQ_IQ3_S };
+
+static inline __m256i k2_bias64(__m256i g, __m256i s)
+{
+    return _mm256_add_epi8(_mm256_sub_epi8(_mm256_xor_si256(g, s), s), _mm256_set1_epi8(64));
+}
+
+/* 32 explicit sign bits (element order) -> 0x00/0xff bytes */
+static inline __m256i k2_sign_bytes(uint32_t bits)
+{
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                              _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
+/* levels + 64 of group g (32 elements) and the 16 per-16 scales of the block */
+static inline __attribute__((always_inline)) void iq2_unpack(int kind, const char *blk, __m256i *u, int16_t *sc)
+{
+    const __m128i k127 = _mm_set1_epi32(127);
+    for (int g = 0; g < 8; g++) {
+        __m256i grid, sgn;
+        int ls0, ls1;
+        if (kind == IQ_IQ2_XXS || kind == IQ_IQ3_XXS) {
+            uint32_t aux;
+            memcpy(&aux, kind == IQ_IQ2_XXS ? blk + 2 + 8 * g + 4 : blk + 2 + 64 + 4 * g, 4);
+            const __m128i si = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)aux), _mm_setr_epi32(0, 7, 14, 21)), k127);
+            sgn = _mm256_i32gather_epi64((const long long *)quant_ksigns64, si, 8);
+            if (kind == IQ_IQ2_XXS) {
+                uint32_t idx;
+                memcpy(&idx, blk + 2 + 8 * g, 4);
+                grid = _mm256_i32gather_epi64((const long long *)quant_iq2xxs_grid,
+                                              _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)idx)), 8);
+            } else {
+                const __m256i gi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * g)));
+                grid = _mm256_i32gather_epi32((const int *)quant_iq3xxs_grid, gi, 4);
+            }
+            ls0 = ls1 = (int)(2 * (aux >> 28) + 1);
+        } else if (kind == IQ_IQ2_XS) {
+            const quant_block_iq2_xs *x = (const quant_block_iq2_xs *)blk;
+            const __m128i e = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(x->qs + 4 * g)));
+            grid = _mm256_i32gather_epi64((const long long *)quant_iq2xs_grid, _mm_and_si128(e, _mm_set1_epi32(511)), 8);
+            sgn = _mm256_i32gather_epi64((const long long *)quant_ksigns64, _mm_srli_epi32(e, 9), 8);
+            ls0 = 2 * (x->scales[g] & 0xf) + 1;
+            ls1 = 2 * (x->scales[g] >> 4) + 1;
+        } else if (kind == IQ_IQ2_S) {
+            const quant_block_iq2_s *x = (const quant_block_iq2_s *)blk;
+            uint32_t lo4, sb;
+            memcpy(&lo4, x->qs + 4 * g, 4);
+            memcpy(&sb, x->qs + 32 + 4 * g, 4);
+            const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(x->qh[g]), _mm_setr_epi32(0, 2, 4, 6)),
+                                             _mm_set1_epi32(3));
+            const __m128i gi = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)lo4)), _mm_slli_epi32(hi, 8));
+            grid = _mm256_i32gather_epi64((const long long *)quant_iq2s_grid, gi, 8);
+            sgn = k2_sign_bytes(sb);
+            ls0 = 2 * (x->scales[g] & 0xf) + 1;
+            ls1 = 2 * (x->scales[g] >> 4) + 1;
+        } else {
+            const quant_block_iq3_s *x = (const quant_block_iq3_s *)blk;
+            const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x->qh[g]),
+                                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                                _mm256_set1_epi32(1));
+            const __m256i gi = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * g))),
+                                               _mm256_slli_epi32(hi, 8));
+            grid = _mm256_i32gather_epi32((const int *)quant_iq3s_grid, gi, 4);
+            uint32_t sb;
+            memcpy(&sb, x->signs + 4 * g, 4);
+            sgn = k2_sign_bytes(sb);
+            ls0 = ls1 = 2 * ((x->scales[g / 2] >> (4 * (g % 2))) & 0xf) + 1;
+        }
+        u[g] = k2_bias64(grid, sgn);
+        sc[2 * g] = (int16_t)ls0;
+        sc[2 * g + 1] = (int16_t)ls1;
+    }
+}
+
+#define IQ2_BLOCK_FN(NAME, KIND)                                                                            \
+    static inline __attribute__((always_inline)) void NAME(const void *blkp, const k2_prep_t *prep,          \
+                                                           int64_t nb, int tt, __m128i *sums)              \
+    {                                                                                                      \
+        __m256i u[8];                                                                                      \
+        int16_t sc[16];                                                                                    \
+        iq2_unpack(KIND, blkp, u, sc);                                                                     \
+        const __m256i sc16 = _mm256_loadu_si256((const __m256i *)sc);                                      \
+        for (int t = 0; t < tt; t++) {                                                                     \
+            const k2_prep_t *a = &prep[(int64_t)t * nb];                                                   \
+            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, a->bs), 6);                    \
+            sums[t] = k2_fold4(_mm256_sub_epi32(k2_scaled16(u, a->q, sc16), corr));                        \
+        }                                                                                                  \
+    }
+IQ2_BLOCK_FN(block_iq2_xxs, IQ_IQ2_XXS)
+IQ2_BLOCK_FN(block_iq2_xs, IQ_IQ2_XS)
+IQ2_BLOCK_FN(block_iq2_s, IQ_IQ2_S)
+IQ2_BLOCK_FN(block_iq3_xxs, IQ_IQ3_XXS)
+IQ2_BLOCK_FN(block_iq3_s, IQ_IQ3_S)
+#undef IQ2_BLOCK_FN
+
+#define IQ_KERNEL(T, BLOCK, FN, FACTOR)                                                                     \
+    static void matmul_##T##_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,   \
+                                  const void *act, size_t act_stride, float *out, size_t ldo)              \
+    {                                                                                                      \
+        matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(BLOCK), 0, 2, prep_q6, \
+                       FN, FACTOR);                                                                        \
+    }
+IQ_KERNEL(iq2_xxs, quant_block_iq2_xxs, block_iq2_xxs, 0.125f)
+IQ_KERNEL(iq2_xs, quant_block_iq2_xs, block_iq2_xs, 0.125f)
+IQ_KERNEL(iq2_s, quant_block_iq2_s, block_iq2_s, 0.125f)
+IQ_KERNEL(iq3_xxs, quant_block_iq3_xxs, block_iq3_xxs, 0.25f)
+IQ_KERNEL(iq3_s, quant_block_iq3_s, block_iq3_s, 1.0f)
+#undef IQ_KERNEL
 
 /* ---- 32-element blocks: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 (vs Q8_0), Q4_1, Q5_1 (vs Q8_1) ------------------ *
  * A block is one 32-byte vector of levels. Unsigned levels (Q4_1, Q5_1 as they are; Q4_0, Q5_0, MXFP4 biased by
@@ -738,6 +996,13 @@ void kern_fill_avx2(kern_table_t *t)
     t->matmul[GUILD_TYPE_MXFP4] = matmul_mxfp4_avx2;
     t->matmul[GUILD_TYPE_Q4_1] = matmul_q4_1_avx2;
     t->matmul[GUILD_TYPE_Q5_1] = matmul_q5_1_avx2;
+    t->matmul[GUILD_TYPE_Q2_K] = matmul_q2_K_avx2;
+    t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx2;
+    t->matmul[GUILD_TYPE_IQ2_XXS] = matmul_iq2_xxs_avx2;
+    t->matmul[GUILD_TYPE_IQ2_XS] = matmul_iq2_xs_avx2;
+    t->matmul[GUILD_TYPE_IQ2_S] = matmul_iq2_s_avx2;
+    t->matmul[GUILD_TYPE_IQ3_XXS] = matmul_iq3_xxs_avx2;
+    t->matmul[GUILD_TYPE_IQ3_S] = matmul_iq3_s_avx2;
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx2;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx2;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx2;
