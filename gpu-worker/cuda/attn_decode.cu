@@ -1,8 +1,8 @@
-/* cuda_attention_decode: attention of a few query rows over the whole F16 KV cache (flash-decoding).
+/* cuda_attention_decode: attention of a few query rows over the whole KV cache (flash-decoding).
  *
  * Grid (query head, query row, key split); a block of 4 warps takes one split of the keys. A warp works on 4
  * keys at once, 8 lanes per key: lane r of a group holds dims [r * HD/8, (r+1) * HD/8) of q, of the key and
- * of its running output, so each key costs a 3-step reduction and 8-byte loads. Each group keeps its own
+ * of its running output, so each key costs a 3-step reduction and 8-byte (F16) or 16-byte (F32) loads. Each group keeps its own
  * online softmax (max m, sum l, output acc); groups, then warps, then splits are merged with the usual
  * rescaling by exp(m_i - M). With one split the block writes the output; otherwise partials (m, l, acc[HD])
  * go to scratch and a second kernel merges them.
@@ -16,16 +16,30 @@
 #define AD_MAX_SPLITS 32
 #define AD_MAX_TOK 8     /* query rows the scratch is sized for */
 
+/* Four consecutive cache elements as floats (8-byte loads of F16, 16-byte loads of F32). */
+static __device__ __forceinline__ void load4(const __half *p, float *f)
+{
+    const uint2 b = *(const uint2 *)p;
+    const float2 a01 = __half22float2(*(const __half2 *)&b.x), a23 = __half22float2(*(const __half2 *)&b.y);
+    f[0] = a01.x, f[1] = a01.y, f[2] = a23.x, f[3] = a23.y;
+}
+
+static __device__ __forceinline__ void load4(const float *p, float *f)
+{
+    const float4 b = *(const float4 *)p;
+    f[0] = b.x, f[1] = b.y, f[2] = b.z, f[3] = b.w;
+}
+
 /* exp(m - M), 0 for an empty partial (m = -inf). */
 static __device__ __forceinline__ float rescale(float m, float M)
 {
     return m == -INFINITY ? 0.0f : expf(m - M);
 }
 
-template <int HD>
+template <int HD, typename KT>
 static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
-    attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
-                       const __half *__restrict__ vc, int kv0, int n_head, int group, int split_len,
+    attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
+                       const KT *__restrict__ vc, int kv0, int n_head, int group, int split_len,
                        float scale, float *__restrict__ partials)
 {
     constexpr int DPL = HD / 8; /* dims per lane */
@@ -52,17 +66,12 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
         const bool valid = j < j1;
         float kf[DPL], vf[DPL];
         if (valid) {
-            const __half *kr = kc + (int64_t)j * kvd + hkv * HD + r * DPL;
-            const __half *vr = vc + (int64_t)j * kvd + hkv * HD + r * DPL;
+            const KT *kr = kc + (int64_t)j * kvd + hkv * HD + r * DPL;
+            const KT *vr = vc + (int64_t)j * kvd + hkv * HD + r * DPL;
 #pragma unroll
             for (int i = 0; i < DPL; i += 4) {
-                const uint2 kb = *(const uint2 *)(kr + i), vb = *(const uint2 *)(vr + i);
-                const float2 k01 = __half22float2(*(const __half2 *)&kb.x);
-                const float2 k23 = __half22float2(*(const __half2 *)&kb.y);
-                const float2 v01 = __half22float2(*(const __half2 *)&vb.x);
-                const float2 v23 = __half22float2(*(const __half2 *)&vb.y);
-                kf[i] = k01.x, kf[i + 1] = k01.y, kf[i + 2] = k23.x, kf[i + 3] = k23.y;
-                vf[i] = v01.x, vf[i + 1] = v01.y, vf[i + 2] = v23.x, vf[i + 3] = v23.y;
+                load4(kr + i, kf + i);
+                load4(vr + i, vf + i);
             }
         } else {
 #pragma unroll
@@ -167,30 +176,46 @@ extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, i
     return (size_t)n_tok * (size_t)n_head * AD_MAX_SPLITS * (size_t)(head_dim + 2) * sizeof(float);
 }
 
-template <int HD>
-static void attn_decode_launch(float *out, const float *q, const __half *kc, const __half *vc, int n_tok, int kv0,
+template <int HD, typename KT>
+static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
                                int n_head, int group, float scale, float *scratch, int n_split, int split_len,
                                cudaStream_t s)
 {
     const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)n_split);
-    attn_decode_kernel<HD><<<grid, AD_WARPS * WARP_SIZE, 0, s>>>(out, q, kc, vc, kv0, n_head, group, split_len,
-                                                                  scale, scratch);
+    attn_decode_kernel<HD, KT><<<grid, AD_WARPS * WARP_SIZE, 0, s>>>(out, q, (const KT *)kc, (const KT *)vc, kv0,
+                                                                      n_head, group, split_len, scale, scratch);
     if (n_split > 1)
         attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(out, scratch, n_head,
                                                                                           n_split);
 }
 
-extern "C" int cuda_attention_decode(float *out, const float *q, const quant_half_t *k_cache,
-                                     const quant_half_t *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+template <typename KT>
+static void attn_decode_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc, int n_tok,
+                                 int kv0, int n_head, int group, float scale, float *sc, int n_split, int split_len,
+                                 cudaStream_t s)
+{
+    switch (head_dim) {
+    case 32: attn_decode_launch<32, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
+    case 64: attn_decode_launch<64, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
+    case 128: attn_decode_launch<128, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
+    default: attn_decode_launch<256, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
+    }
+}
+
+extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                     const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
                                      int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
                                      size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
 {
     if (n_tok <= 0)
         return 0;
-    if (n_head_kv <= 0 || n_head % n_head_kv)
-        return guild_err_set(err, "cuda: attention: %d query heads over %d KV heads", n_head, n_head_kv);
+    if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535 || n_tok > 65535)
+        return guild_err_set(err, "cuda: attention: %d query heads over %d KV heads, %d rows", n_head, n_head_kv,
+                             n_tok);
     if (head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256)
         return guild_err_set(err, "cuda: attention: head dimension %d is not one of 32, 64, 128, 256", head_dim);
+    if (kv_type != GUILD_TYPE_F16 && kv_type != GUILD_TYPE_F32)
+        return guild_err_set(err, "cuda: attention: cache type %d is not f16 or f32", (int)kv_type);
     /* Splits of at least AD_SPLIT_MIN keys, at most AD_MAX_SPLITS of them, fewer when the scratch is short. */
     const int n_kv = kv0 + n_tok;
     int n_split = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
@@ -203,13 +228,11 @@ extern "C" int cuda_attention_decode(float *out, const float *q, const quant_hal
         n_split = AD_MAX_SPLITS;
     const int split_len = (n_kv + n_split - 1) / n_split;
     const int group = n_head / n_head_kv;
-    const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
-    float *sc = (float *)scratch;
-    switch (head_dim) {
-    case 32: attn_decode_launch<32>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    case 64: attn_decode_launch<64>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    case 128: attn_decode_launch<128>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    default: attn_decode_launch<256>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    }
+    if (kv_type == GUILD_TYPE_F16)
+        attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, n_head, group, scale,
+                                     (float *)scratch, n_split, split_len, s);
+    else
+        attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, n_head, group, scale,
+                                    (float *)scratch, n_split, split_len, s);
     return cuda_launch_check("attention_decode", err);
 }

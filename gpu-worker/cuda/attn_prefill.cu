@@ -1,8 +1,8 @@
 /* cuda_attention_prefill: causal attention of a batch of query rows (flash attention, FP32 arithmetic).
  *
  * Grid (query tile of AP_BQ rows, query head). The block stages the tile's queries, then walks the keys in
- * tiles of AP_BK positions (converted from the F16 cache into shared memory); warp w owns query rows
- * 4w .. 4w+3 of the tile. For a key tile, lane j scores key j against a query (K rows padded by one float so
+ * tiles of AP_BK positions (converted from the F16 or F32 cache to float in shared memory); warp w owns
+ * query rows 4w .. 4w+3 of the tile. For a key tile, lane j scores key j against a query (K rows padded by one float so
  * the 32 lanes hit 32 banks), the warp updates that query's online softmax, and lane j accumulates output dims
  * j, j+32, ... from the V tile with the 32 probabilities broadcast by shuffles. Keys after a query's position
  * are masked; key tiles past the tile's last query are not visited.
@@ -16,10 +16,20 @@
 #define AP_BQ (AP_WARPS * AP_QPW)   /* query rows per block */
 #define AP_BK 32                    /* keys per tile: one per lane */
 
-template <int HD>
+static __device__ __forceinline__ float kv_get(const __half *p)
+{
+    return __half2float(*p);
+}
+
+static __device__ __forceinline__ float kv_get(const float *p)
+{
+    return *p;
+}
+
+template <int HD, typename KT>
 static __global__ void __launch_bounds__(AP_WARPS * WARP_SIZE)
-    attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
-                        const __half *__restrict__ vc, int n_tok, int kv0, int n_head, int group, float scale)
+    attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
+                        const KT *__restrict__ vc, int n_tok, int kv0, int n_head, int group, float scale)
 {
     constexpr int DL = HD / WARP_SIZE; /* output dims per lane */
     extern __shared__ float smem[];
@@ -55,8 +65,8 @@ static __global__ void __launch_bounds__(AP_WARPS * WARP_SIZE)
             const int j = k0 + r;
             float kf = 0.0f, vf = 0.0f;
             if (j <= last_pos) {
-                kf = __half2float(kc[(int64_t)j * kvd + hkv * HD + d]);
-                vf = __half2float(vc[(int64_t)j * kvd + hkv * HD + d]);
+                kf = kv_get(kc + (int64_t)j * kvd + hkv * HD + d);
+                vf = kv_get(vc + (int64_t)j * kvd + hkv * HD + d);
             }
             ks[r * (HD + 1) + d] = kf;
             vs[r * HD + d] = vf;
@@ -107,23 +117,35 @@ static __global__ void __launch_bounds__(AP_WARPS * WARP_SIZE)
     }
 }
 
-template <int HD>
-static cudaError_t attn_prefill_launch(float *out, const float *q, const __half *kc, const __half *vc, int n_tok,
-                                       int kv0, int n_head, int group, float scale, cudaStream_t s)
+template <int HD, typename KT>
+static cudaError_t attn_prefill_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
+                                       int n_head, int group, float scale, cudaStream_t s)
 {
     const size_t smem = (size_t)(AP_BQ * HD + AP_BK * (HD + 1) + AP_BK * HD) * sizeof(float);
-    cudaError_t e = cudaFuncSetAttribute(attn_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_kernel<HD, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem);
     if (e != cudaSuccess)
         return e;
     const dim3 grid((unsigned)((n_tok + AP_BQ - 1) / AP_BQ), (unsigned)n_head);
-    attn_prefill_kernel<HD><<<grid, AP_WARPS * WARP_SIZE, smem, s>>>(out, q, kc, vc, n_tok, kv0, n_head, group,
-                                                                    scale);
+    attn_prefill_kernel<HD, KT><<<grid, AP_WARPS * WARP_SIZE, smem, s>>>(out, q, (const KT *)kc, (const KT *)vc,
+                                                                        n_tok, kv0, n_head, group, scale);
     return cudaSuccess;
 }
 
-extern "C" int cuda_attention_prefill(float *out, const float *q, const quant_half_t *k_cache,
-                                      const quant_half_t *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+template <typename KT>
+static cudaError_t attn_prefill_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc,
+                                         int n_tok, int kv0, int n_head, int group, float scale, cudaStream_t s)
+{
+    switch (head_dim) {
+    case 32: return attn_prefill_launch<32, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s);
+    case 64: return attn_prefill_launch<64, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s);
+    case 128: return attn_prefill_launch<128, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s);
+    default: return attn_prefill_launch<256, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s);
+    }
+}
+
+extern "C" int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                      const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
                                       int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
                                       guild_err_t *err)
 {
@@ -131,17 +153,16 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, const quant_ha
         return 0;
     if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535)
         return guild_err_set(err, "cuda: attention: %d query heads over %d KV heads", n_head, n_head_kv);
-    const int group = n_head / n_head_kv;
-    const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
-    cudaError_t e;
-    switch (head_dim) {
-    case 32: e = attn_prefill_launch<32>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
-    case 64: e = attn_prefill_launch<64>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
-    case 128: e = attn_prefill_launch<128>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
-    case 256: e = attn_prefill_launch<256>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s); break;
-    default:
+    if (head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256)
         return guild_err_set(err, "cuda: attention: head dimension %d is not one of 32, 64, 128, 256", head_dim);
-    }
+    if (kv_type != GUILD_TYPE_F16 && kv_type != GUILD_TYPE_F32)
+        return guild_err_set(err, "cuda: attention: cache type %d is not f16 or f32", (int)kv_type);
+    const int group = n_head / n_head_kv;
+    const cudaError_t e = kv_type == GUILD_TYPE_F16
+                              ? attn_prefill_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, n_head,
+                                                              group, scale, s)
+                              : attn_prefill_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, n_head,
+                                                             group, scale, s);
     if (e != cudaSuccess)
         return guild_err_set(err, "cuda: attention_prefill: %s", cudaGetErrorString(e));
     return cuda_launch_check("attention_prefill", err);

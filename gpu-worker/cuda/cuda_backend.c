@@ -107,7 +107,8 @@ static int check_shapes(const model_config_t *c, guild_err_t *err)
     return 0;
 }
 
-static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
+int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t *opt,
+                     const cuda_backend_options_t *copt, guild_err_t *err)
 {
     *out = NULL;
     const model_config_t *c = model_config(m);
@@ -133,6 +134,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
     b->logit_rows = opt->n_batch < LOGIT_ROWS ? opt->n_batch : LOGIT_ROWS;
+    b->kv_type = copt && copt->kv_f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
+    b->kv_elem = b->kv_type == GUILD_TYPE_F32 ? sizeof(float) : sizeof(quant_half_t);
     if (cuda_check(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "create stream", err) < 0 ||
         cuda_weights_upload(b, err) < 0 || upload_rope_table(b, err) < 0)
         goto fail;
@@ -140,7 +143,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
     const size_t F = (size_t)c->n_ff_shexp, f = sizeof(float);
-    const size_t kv_bytes = (size_t)c->n_layer * (size_t)opt->n_ctx * KV * sizeof(quant_half_t);
+    const size_t kv_bytes = (size_t)c->n_layer * (size_t)opt->n_ctx * KV * b->kv_elem;
     b->act_row = max_act_row(b);
     b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
     size_t *sc = &b->bytes_scratch;
@@ -176,14 +179,20 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
         snprintf(prop.name, sizeof prop.name, "device 0");
-    guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (f16, %d "
+    guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
               "positions), buffers %.1f MiB", prop.name, (double)b->bytes_weights / (1 << 20),
-              (double)b->bytes_kv / (1 << 20), opt->n_ctx, (double)b->bytes_scratch / (1 << 20));
+              (double)b->bytes_kv / (1 << 20), b->kv_type == GUILD_TYPE_F32 ? "f32" : "f16", opt->n_ctx,
+              (double)b->bytes_scratch / (1 << 20));
     *out = &b->base;
     return 0;
 fail:
     cuda_destroy(&b->base);
     return -1;
+}
+
+static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
+{
+    return cuda_backend_new(out, m, opt, NULL, err);
 }
 
 static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,

@@ -11,7 +11,7 @@
  *     cpu_rope_apply): the same float operations in the same order, integer sums exact.
  *   - cuda_rmsnorm: the double sum is reduced in another order (differences below 1 ulp of the float mean).
  *   - expf-based steps (router softmax, SiLU, sigmoid): CUDA's expf is within 2 ulp of the C library's.
- *   - attention: the reductions are parallel; K/V are read from the F16 cache.
+ *   - attention: the reductions are parallel; K/V are read from the cache (F16 by default, or F32).
  */
 #ifndef GUILD_GPU_WORKER_CUDA_KERNELS_H
 #define GUILD_GPU_WORKER_CUDA_KERNELS_H
@@ -49,8 +49,9 @@ bool cuda_type_supported(guild_type_t type);
 const char *cuda_supported_types(void);
 
 /* out[t * ldo + r] = quant_vec_dot_ref(type, n, w + r * w_stride, act + t * act_stride) for r < nrows, t < ntok,
- * bit for bit; act rows are in quant_type_info(type)->dot_type (cuda_quantize). Weight rows must be 4-byte
- * aligned for the 4-byte-aligned block types (Q4_1, Q5_1, K types, IQ4_XS), 2-byte aligned otherwise. */
+ * bit for bit; act rows are in quant_type_info(type)->dot_type (cuda_quantize). Weight rows must be 16-byte
+ * aligned for Q4_K and Q5_K, 4-byte aligned for F32, Q4_1, Q5_1 and IQ4_XS, 2-byte aligned otherwise (the
+ * backend's weights are 256-byte aligned). */
 int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                 const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 
@@ -81,9 +82,9 @@ int cuda_add(float *x, const float *p, int64_t n, cudaStream_t s, guild_err_t *e
 /* g[i] = silu(g[i]) * u[i] for i < n (model_silu). */
 int cuda_swiglu(float *g, const float *u, int64_t n, cudaStream_t s, guild_err_t *err);
 
-/* Writes the K and V rows of n_tok tokens (kv_dim floats each, rows kv_dim apart) as F16 into cache rows
- * pos0 .. pos0 + n_tok - 1 (kv_dim halves per row). */
-int cuda_kv_store(quant_half_t *k_cache, quant_half_t *v_cache, const float *k, const float *v, int64_t kv_dim,
+/* Writes the K and V rows of n_tok tokens (kv_dim floats each, rows kv_dim apart) into cache rows
+ * pos0 .. pos0 + n_tok - 1 (kv_dim elements per row) of a cache of kv_type: F16 (round to nearest even) or F32. */
+int cuda_kv_store(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v, int64_t kv_dim,
                   int32_t n_tok, int32_t pos0, cudaStream_t s, guild_err_t *err);
 
 /* cpu_router_topk for n_tok tokens: logits [n_tok][n_expert] -> ids/w [n_tok][k]. n_expert <= 1024,
@@ -100,21 +101,21 @@ int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, 
 /* ---- attention ------------------------------------------------------------------------------------------ */
 
 /* Causal attention of n_tok query rows (q: [n_tok][n_head * head_dim]) at positions kv0 .. kv0 + n_tok - 1
- * over the F16 cache rows 0 .. kv0 + t of one layer ([n_ctx][n_head_kv * head_dim] each for K and V; rows of
- * the batch already stored). out: [n_tok][n_head * head_dim]. Query head h reads KV head
- * h / (n_head / n_head_kv). head_dim: a multiple of 32, at most 256.
+ * over cache rows 0 .. kv0 + t of one layer (kv_type F16 or F32, [n_ctx][n_head_kv * head_dim] each for K and V;
+ * rows of the batch already stored). out: [n_tok][n_head * head_dim]. Query head h reads KV head
+ * h / (n_head / n_head_kv). head_dim: 32, 64, 128 or 256.
  *
- * decode: one warp per key position, the keys split over blocks (flash-decoding); for few query rows.
+ * decode: 8 lanes per key, keys split over blocks (flash-decoding); for few query rows.
  * scratch: cuda_attention_decode_scratch(...) bytes of device memory (may be 0: then no split). */
 size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx);
-int cuda_attention_decode(float *out, const float *q, const quant_half_t *k_cache, const quant_half_t *v_cache,
+int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                           void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
 /* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention). */
-int cuda_attention_prefill(float *out, const float *q, const quant_half_t *k_cache, const quant_half_t *v_cache,
-                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                           float scale, cudaStream_t s, guild_err_t *err);
+int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                           const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                           int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /* The layer program of the CUDA backend: the CPU backend's (gpu-worker/cpu/cpu_layer.c) step for step, each
  * step one kernel on the backend's stream.
  *
- *   xn = rmsnorm(x, attn_norm);  q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> F16 cache
+ *   xn = rmsnorm(x, attn_norm);  q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16 or F32)
  *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch)
  *   x += wo att;  xn = rmsnorm(x, ffn_norm);  router top-k
  *   routed experts: submitted to the cuda_moe_t bridge; the shared expert runs meanwhile; collected
@@ -54,10 +54,11 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, int32_t il, int3
             return -1;
     }
     const bool neox = info->rope == MODEL_ROPE_NEOX;
-    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV;
+    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
     if (cuda_rope(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->kv_len, s, err) < 0 ||
         cuda_rope(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->kv_len, s, err) < 0 ||
-        cuda_kv_store(b->k_cache + layer0, b->v_cache + layer0, b->k, b->v, KV, n, b->kv_len, s, err) < 0)
+        cuda_kv_store(b->kv_type, (char *)b->k_cache + layer0, (char *)b->v_cache + layer0, b->k, b->v, KV, n,
+                      b->kv_len, s, err) < 0)
         return -1;
     return 0;
 }
@@ -76,13 +77,14 @@ int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *er
         cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
         cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0 || qk_prepare(b, L, il, n, err) < 0)
         goto fail;
-    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV;
+    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
+    const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
     const int rc = n <= DECODE_ROWS
-                       ? cuda_attention_decode(b->att, b->q, b->k_cache + layer0, b->v_cache + layer0, n, b->kv_len,
-                                               c->n_head, c->n_head_kv, c->head_dim, scale, b->attn_scratch,
+                       ? cuda_attention_decode(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
+                                               c->n_head_kv, c->head_dim, scale, b->attn_scratch,
                                                b->attn_scratch_bytes, s, err)
-                       : cuda_attention_prefill(b->att, b->q, b->k_cache + layer0, b->v_cache + layer0, n,
-                                                b->kv_len, c->n_head, c->n_head_kv, c->head_dim, scale, s, err);
+                       : cuda_attention_prefill(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
+                                                c->n_head_kv, c->head_dim, scale, s, err);
     if (rc < 0 || cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0 ||
         cuda_add(b->x, b->proj, (int64_t)n * E, s, err) < 0)
         goto fail;

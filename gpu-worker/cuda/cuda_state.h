@@ -45,8 +45,10 @@ typedef struct cuda_backend {
     cuda_layer_t *layers;       /* [n_layer] */
 
     float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
-    quant_half_t *k_cache;      /* [n_layer][n_ctx][n_head_kv * head_dim] */
-    quant_half_t *v_cache;      /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    guild_type_t kv_type;       /* F16 (default) or F32 (cuda_backend_options_t.kv_f32) */
+    size_t kv_elem;             /* bytes of one cache element */
+    void *k_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
+    void *v_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
 
     /* activations of the current batch (t = row in the batch), device */
     float *x;                   /* [n_batch][n_embd] residual stream */

@@ -37,7 +37,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
     for (int t = 0; t < NC; t++)
         sumf[t] = 0.0f;
-#pragma unroll 2
+#pragma unroll 4
     for (int b0 = 0; b0 < nb; b0 += G) {
         const int b = b0 + g;
         const bool ok = b < nb;
@@ -192,8 +192,9 @@ extern "C" const char *cuda_supported_types(void)
 static size_t weight_align(guild_type_t type)
 {
     switch (type) {
-    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K:
-    case GUILD_TYPE_IQ4_XS:
+    case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K:
+        return 16;
+    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_IQ4_XS:
         return 4;
     default:
         return 2;

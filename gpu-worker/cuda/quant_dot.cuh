@@ -13,6 +13,8 @@
 #ifndef GUILD_GPU_WORKER_CUDA_QUANT_DOT_CUH
 #define GUILD_GPU_WORKER_CUDA_QUANT_DOT_CUH
 
+#include <cuda_fp16.h>
+
 #include "gpu-worker/cuda/cuda_common.cuh"
 
 #define QD_FN static __host__ __device__ __forceinline__
@@ -57,6 +59,24 @@ QD_FN uint32_t qd_byte_perm(uint32_t x, uint32_t y, uint32_t s)
         r |= (uint32_t)(uint8_t)(v >> 8 * ((s >> 4 * i) & 7)) << 8 * i;
     return r;
 #endif
+}
+
+/* fp16 bits -> float: the hardware conversion on the device (exact, as quant_f16_to_f32 is for every
+ * non-NaN value; block scales are never NaN in a valid file), core/quant/fp16.h's on the host. */
+QD_FN float qd_f16(uint16_t h)
+{
+#ifdef __CUDA_ARCH__
+    return __half2float(__ushort_as_half(h));
+#else
+    return quant_f16_to_f32(h);
+#endif
+}
+
+/* 16 bytes at a 16-byte aligned address, as four little-endian ints. */
+QD_FN void qd_load16(const void *p, int *v)
+{
+    const int4 x = *(const int4 *)p;
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
 }
 
 /* Little-endian 32-bit loads at the alignment the block layouts guarantee. */
@@ -105,7 +125,7 @@ struct dot_q8_0 {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * quant_f16_to_f32(a->d);
+        const float d = qd_f16(w->d) * qd_f16(a->d);
         return d * (float)isum;
     }
 };
@@ -127,7 +147,7 @@ struct dot_q4_0 {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * quant_f16_to_f32(a->d);
+        const float d = qd_f16(w->d) * qd_f16(a->d);
         return d * (float)isum;
     }
 };
@@ -146,7 +166,7 @@ struct dot_iq4_nl {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * quant_f16_to_f32(a->d);
+        const float d = qd_f16(w->d) * qd_f16(a->d);
         return d * (float)isum;
     }
 };
@@ -175,7 +195,7 @@ struct dot_q5_0 {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * quant_f16_to_f32(a->d);
+        const float d = qd_f16(w->d) * qd_f16(a->d);
         return d * (float)isum;
     }
 };
@@ -194,8 +214,8 @@ struct dot_q4_1 {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * quant_f16_to_f32(a->d);
-        const float m = quant_f16_to_f32(w->m) * quant_f16_to_f32(a->s);
+        const float d = qd_f16(w->d) * qd_f16(a->d);
+        const float m = qd_f16(w->m) * qd_f16(a->s);
         const float t = d * (float)isum;
         return t + m;
     }
@@ -218,8 +238,8 @@ struct dot_q5_1 {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * quant_f16_to_f32(a->d);
-        const float m = quant_f16_to_f32(w->m) * quant_f16_to_f32(a->s);
+        const float d = qd_f16(w->d) * qd_f16(a->d);
+        const float m = qd_f16(w->m) * qd_f16(a->s);
         const float t = d * (float)isum;
         return t + m;
     }
@@ -241,15 +261,16 @@ QD_FN void k4_scale_min(int j, const uint8_t *q, int &sc, int &m)
 
 QD_FN float k4_finish(quant_half_t wd, quant_half_t wdmin, float ad, int isum, int imin)
 {
-    const float d = quant_f16_to_f32(wd) * ad;
-    const float dmin = quant_f16_to_f32(wdmin) * ad;
+    const float d = qd_f16(wd) * ad;
+    const float dmin = qd_f16(wdmin) * ad;
     const float t1 = d * (float)isum;
     const float t2 = dmin * (float)imin;
     return t1 - t2;
 }
 
 /* Thread j: 64-element chunk c = j / 2, half h = j % 2: qs bytes 32c + 16h .. +15, whose low nibbles are
- * elements 64c + 16h + i (sub-block 2c) and high nibbles 64c + 32 + 16h + i (sub-block 2c + 1). */
+ * elements 64c + 16h + i (sub-block 2c) and high nibbles 64c + 32 + 16h + i (sub-block 2c + 1). (8 threads
+ * a block measured faster than 4 on the H200: 2.35 against 2.03 TB/s.) */
 struct dot_q4_K {
     typedef quant_block_q4_K wblock;
     typedef quant_block_q8_K ablock;
@@ -258,15 +279,15 @@ struct dot_q4_K {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
         const int c = j / 2, h = j % 2;
-        const int *q = (const int *)(w->qs + 32 * c + 16 * h);
+        int q[4];
+        qd_load16(w->qs + 32 * c + 16 * h, q); /* blocks of 144 bytes: 16-byte aligned rows keep qs aligned */
         const int *alo = (const int *)(a->qs + 64 * c + 16 * h);
         const int *ahi = (const int *)(a->qs + 64 * c + 32 + 16 * h);
         int dlo = 0, dhi = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int v = q[i];
-            dlo = qd_dp4a(v & 0x0f0f0f0f, alo[i], dlo);
-            dhi = qd_dp4a((v >> 4) & 0x0f0f0f0f, ahi[i], dhi);
+            dlo = qd_dp4a(q[i] & 0x0f0f0f0f, alo[i], dlo);
+            dhi = qd_dp4a((q[i] >> 4) & 0x0f0f0f0f, ahi[i], dhi);
         }
         int sc0, m0, sc1, m1;
         k4_scale_min(2 * c, w->scales, sc0, m0);
@@ -289,16 +310,16 @@ struct dot_q5_K {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
         const int c = j / 2, h = j % 2;
-        const int *q = (const int *)(w->qs + 32 * c + 16 * h);
-        const int *qh = (const int *)(w->qh + 16 * h);
+        int q[4], qh[4];
+        qd_load16(w->qs + 32 * c + 16 * h, q); /* blocks of 176 bytes: qs at 48, qh at 16, both aligned */
+        qd_load16(w->qh + 16 * h, qh);
         const int *alo = (const int *)(a->qs + 64 * c + 16 * h);
         const int *ahi = (const int *)(a->qs + 64 * c + 32 + 16 * h);
         int dlo = 0, dhi = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int v = q[i], hb = qh[i];
-            const int lo = (v & 0x0f0f0f0f) | (((hb >> (2 * c)) & 0x01010101) << 4);
-            const int hi = ((v >> 4) & 0x0f0f0f0f) | (((hb >> (2 * c + 1)) & 0x01010101) << 4);
+            const int lo = (q[i] & 0x0f0f0f0f) | (((qh[i] >> (2 * c)) & 0x01010101) << 4);
+            const int hi = ((q[i] >> 4) & 0x0f0f0f0f) | (((qh[i] >> (2 * c + 1)) & 0x01010101) << 4);
             dlo = qd_dp4a(lo, alo[i], dlo);
             dhi = qd_dp4a(hi, ahi[i], dhi);
         }
@@ -343,7 +364,7 @@ struct dot_q6_K {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * a->d;
+        const float d = qd_f16(w->d) * a->d;
         return d * (float)isum;
     }
 };
@@ -373,7 +394,7 @@ struct dot_iq4_xs {
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = quant_f16_to_f32(w->d) * a->d;
+        const float d = qd_f16(w->d) * a->d;
         return d * (float)isum;
     }
 };

@@ -1,0 +1,683 @@
+/* The CUDA backend's kernels against the CPU backend's functions and the scalar references, on random inputs
+ * (no all-zero data), with every output poisoned (NaN bytes) before the launch and guard rows around it.
+ * Needs a CUDA device: without one the program prints why and exits 77 (SKIP).
+ *
+ * Tolerances (the contract of gpu-worker/cuda/cuda_kernels.h):
+ *   bit-exact (memcmp): quantize, matmul (every type, 1..64 tokens), get_rows, rope, add, add_bias, kv_store,
+ *                       combine without the shared expert
+ *   |d| <= 4 ulp:       rmsnorm (double sum in another order)
+ *   |d| <= 2e-6 |ref| + 1e-7:  swiglu, combine with the sigmoid gate, router weights (CUDA expf vs libm expf)
+ *   |d| <= 2e-5 + 1e-4 |ref|:  attention (parallel sums; the same K/V values on both sides, F16 or F32 cache)
+ * Each test prints its largest measured error. Check runs without fork here: a CUDA context does not survive
+ * fork(). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/model/activation.h"
+#include "core/quant/fp16.h"
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+#include "gpu-worker/cpu/cpu_kernels.h"
+#include "gpu-worker/cpu/cpu_matmul.h"
+#include "gpu-worker/cuda/cuda_kernels.h"
+#include "gpu-worker/cuda/cuda_util.h"
+
+#define GUARD 64 /* bytes of poison before and after every device output */
+
+static cudaStream_t stream;
+
+#define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
+
+/* Device buffer of `bytes` with GUARD poison bytes on each side; returns the inner pointer. */
+static void *dev_new(size_t bytes)
+{
+    char *p = NULL;
+    CK_CUDA(cudaMalloc((void **)&p, bytes + 2 * GUARD));
+    CK_CUDA(cudaMemset(p, 0xff, bytes + 2 * GUARD));
+    return p + GUARD;
+}
+
+static void dev_free(void *p)
+{
+    if (p)
+        cudaFree((char *)p - GUARD);
+}
+
+static void *dev_upload(const void *h, size_t bytes)
+{
+    void *d = dev_new(bytes);
+    CK_CUDA(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* Copies the output back after the stream is done, and checks both guards are still poison. */
+static void dev_download(void *h, const void *d, size_t bytes)
+{
+    unsigned char guard[2 * GUARD];
+    CK_CUDA(cudaStreamSynchronize(stream));
+    CK_CUDA(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(guard, (const char *)d - GUARD, GUARD, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(guard + GUARD, (const char *)d + bytes, GUARD, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 2 * GUARD; i++)
+        ck_assert_msg(guard[i] == 0xff, "a kernel wrote outside its output (guard byte %d)", i);
+}
+
+static void fill(rng_t *r, float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float s = (i / 32) % 3 == 0 ? 0.05f : (i / 32) % 3 == 1 ? 1.0f : 4.0f;
+        x[i] = (float)(scale * s * (2 * rng_uniform(r) - 1)) + 0.001f * scale;
+    }
+}
+
+static size_t row_bytes(guild_type_t t, int64_t n)
+{
+    uint64_t b = 0;
+    ck_assert(quant_row_bytes(t, (uint64_t)n, &b, NULL) == 0);
+    return (size_t)b;
+}
+
+/* |a - b| in units in the last place of b (0 for identical bits). */
+static double ulps(float a, float b)
+{
+    if (!memcmp(&a, &b, sizeof a))
+        return 0;
+    const float u = nextafterf(fabsf(b), INFINITY) - fabsf(b);
+    return fabs((double)a - (double)b) / (double)u;
+}
+
+/* ---- quantize -------------------------------------------------------------------------------------------- */
+
+START_TEST(test_quantize)
+{
+    static const guild_type_t types[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_1, GUILD_TYPE_Q8_K, GUILD_TYPE_F32};
+    const guild_type_t at = types[_i];
+    const int64_t n = 2048, ldx = 2048 + 40;
+    const int rows = 5;
+    rng_t r;
+    rng_seed(&r, 1);
+    float *x = malloc((size_t)(rows * ldx) * sizeof *x);
+    fill(&r, x, rows * ldx, 1.0f);
+    /* a block of exact magnitude ties of both signs: the reference keeps the first one */
+    for (int j = 0; j < 256; j++)
+        x[ldx + j] = (j % 7 == 3) ? -2.5f : (j % 7 == 5) ? 2.5f : (float)(j % 13) * 0.1f + 0.01f;
+    const size_t rb = row_bytes(at, n), stride = rb + 16;
+    unsigned char *ref = malloc((size_t)rows * stride), *got = malloc((size_t)rows * stride);
+    memset(ref, 0xff, (size_t)rows * stride);
+    guild_err_t err;
+    for (int row = 0; row < rows; row++)
+        ck_assert(quant_quantize_row_ref(at, x + row * ldx, ref + row * stride, n, &err) == 0);
+    float *dx = dev_upload(x, (size_t)(rows * ldx) * sizeof *x);
+    void *dq = dev_new((size_t)rows * stride);
+    ck_assert_msg(cuda_quantize(at, dx, ldx, dq, stride, n, rows, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dq, (size_t)rows * stride);
+    for (int row = 0; row < rows; row++)
+        ck_assert_msg(!memcmp(got + row * stride, ref + row * stride, rb), "%s row %d differs from the reference",
+                      quant_type_info(at)->name, row);
+    printf("quantize %-5s: bit-exact over %d rows of %lld\n", quant_type_info(at)->name, rows, (long long)n);
+    dev_free(dx);
+    dev_free(dq);
+    free(x);
+    free(ref);
+    free(got);
+}
+END_TEST
+
+/* ---- matmul ---------------------------------------------------------------------------------------------- */
+
+static const guild_type_t mm_types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
+                                        GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
+                                        GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
+                                        GUILD_TYPE_IQ4_XS};
+#define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
+
+static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, uint64_t seed)
+{
+    const guild_type_t at = quant_type_info(type)->dot_type;
+    const size_t wrb = row_bytes(type, n), arb = row_bytes(at, n) + 4;
+    const int64_t ldo = nrows + 3;
+    rng_t r;
+    rng_seed(&r, seed);
+    float *f = malloc((size_t)n * sizeof *f);
+    char *w = malloc(wrb * (size_t)nrows), *a = malloc(arb * (size_t)ntok);
+    guild_err_t err;
+    for (int64_t row = 0; row < nrows; row++) {
+        fill(&r, f, n, 1.0f);
+        ck_assert(quant_quantize_row_ref(type, f, w + (size_t)row * wrb, n, &err) == 0);
+    }
+    for (int32_t t = 0; t < ntok; t++) {
+        fill(&r, f, n, 1.0f);
+        cpu_quantize(at, f, a + (size_t)t * arb, n);
+    }
+    const size_t out_bytes = (size_t)ntok * (size_t)ldo * sizeof(float);
+    float *ref = malloc(out_bytes), *got = malloc(out_bytes);
+    memset(ref, 0xff, out_bytes);
+    cpu_matmul(type, n, nrows, ntok, w, wrb, a, arb, ref, (size_t)ldo);
+    void *dw = dev_upload(w, wrb * (size_t)nrows), *da = dev_upload(a, arb * (size_t)ntok);
+    float *dout = dev_new(out_bytes);
+    ck_assert_msg(cuda_matmul(type, n, nrows, ntok, dw, wrb, da, arb, dout, ldo, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, out_bytes);
+    int bad = 0;
+    for (int32_t t = 0; t < ntok; t++)
+        for (int64_t row = 0; row < ldo; row++) {
+            const size_t k = (size_t)t * (size_t)ldo + (size_t)row;
+            if (row < nrows && memcmp(&got[k], &ref[k], sizeof(float)) && bad++ < 3)
+                fprintf(stderr, "  %s n=%lld tok %d row %lld: %.9g, reference %.9g\n", quant_type_info(type)->name,
+                        (long long)n, t, (long long)row, (double)got[k], (double)ref[k]);
+            if (row >= nrows)
+                ck_assert_msg(isnan(got[k]), "matmul wrote past the last row (padding of ldo)");
+        }
+    ck_assert_msg(bad == 0, "%s n=%lld rows=%lld tokens=%d: %d outputs differ from quant_vec_dot_ref",
+                  quant_type_info(type)->name, (long long)n, (long long)nrows, ntok, bad);
+    dev_free(dw);
+    dev_free(da);
+    dev_free(dout);
+    free(f);
+    free(w);
+    free(a);
+    free(ref);
+    free(got);
+}
+
+START_TEST(test_matmul)
+{
+    const guild_type_t type = mm_types[_i];
+    const int plain = type == GUILD_TYPE_F32 || type == GUILD_TYPE_F16 || type == GUILD_TYPE_BF16;
+    static const int32_t toks[] = {1, 2, 3, 4, 5, 8, 13, 64};
+    const int64_t sizes[] = {768, 4096, plain ? 1000 : 256};
+    int cases = 0;
+    for (size_t si = 0; si < 3; si++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++, cases++)
+            check_matmul(type, sizes[si], 37, toks[ti], 1000 * (uint64_t)_i + cases);
+    printf("matmul %-6s: bit-exact in %d shapes (n 256..4096, 37 rows, 1..64 tokens)\n",
+           quant_type_info(type)->name, cases);
+}
+END_TEST
+
+/* ---- get_rows -------------------------------------------------------------------------------------------- */
+
+START_TEST(test_get_rows)
+{
+    const guild_type_t type = mm_types[_i];
+    const int64_t n = 512, nrows = 50, ldo = 520;
+    const int32_t ids[] = {3, 49, 0, 3, 17, 25};
+    const int32_t n_ids = 6;
+    const size_t rb = row_bytes(type, n);
+    rng_t r;
+    rng_seed(&r, 77 + (uint64_t)_i);
+    float *f = malloc((size_t)n * sizeof *f);
+    char *w = malloc(rb * (size_t)nrows);
+    guild_err_t err;
+    for (int64_t row = 0; row < nrows; row++) {
+        fill(&r, f, n, 2.0f);
+        ck_assert(quant_quantize_row_ref(type, f, w + (size_t)row * rb, n, &err) == 0);
+    }
+    float *got = malloc((size_t)(n_ids * ldo) * sizeof *got), *ref = malloc((size_t)n * sizeof *ref);
+    void *dw = dev_upload(w, rb * (size_t)nrows);
+    int32_t *dids = dev_upload(ids, sizeof ids);
+    float *dout = dev_new((size_t)(n_ids * ldo) * sizeof *got);
+    ck_assert_msg(cuda_get_rows(type, dw, rb, n, dids, n_ids, dout, ldo, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, (size_t)(n_ids * ldo) * sizeof *got);
+    for (int32_t i = 0; i < n_ids; i++) {
+        quant_dequantize_row_ref(type, w + (size_t)ids[i] * rb, ref, n);
+        ck_assert_msg(!memcmp(got + i * ldo, ref, (size_t)n * sizeof *ref), "%s: row %d differs",
+                      quant_type_info(type)->name, ids[i]);
+        ck_assert(isnan(got[i * ldo + n]));
+    }
+    printf("get_rows %-6s: bit-exact\n", quant_type_info(type)->name);
+    dev_free(dw);
+    dev_free(dids);
+    dev_free(dout);
+    free(f);
+    free(w);
+    free(got);
+    free(ref);
+}
+END_TEST
+
+/* ---- rmsnorm --------------------------------------------------------------------------------------------- */
+
+START_TEST(test_rmsnorm)
+{
+    static const int64_t sizes[] = {2048, 128, 4096, 96};
+    const int64_t n = sizes[_i], ld = n + 8;
+    const int rows = 6;
+    const int32_t map[] = {5, 0, 2, 2, 4, 1};
+    rng_t r;
+    rng_seed(&r, 5);
+    float *x = malloc((size_t)(rows * ld) * sizeof *x), *w = malloc((size_t)n * sizeof *w);
+    float *got = malloc((size_t)(rows * ld) * sizeof *got), *ref = malloc((size_t)n * sizeof *ref);
+    fill(&r, x, rows * ld, 3.0f);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = 1.0f + 0.2f * (float)(2 * rng_uniform(&r) - 1);
+    float *dx = dev_upload(x, (size_t)(rows * ld) * sizeof *x), *dw = dev_upload(w, (size_t)n * sizeof *w);
+    float *dout = dev_new((size_t)(rows * ld) * sizeof *got);
+    int32_t *dmap = dev_upload(map, sizeof map);
+    guild_err_t err;
+    double worst = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        /* 0: out of place; 1: gathered rows; 2: in place */
+        float *out = pass == 2 ? dx : dout;
+        ck_assert_msg(cuda_rmsnorm(out, ld, dx, ld, pass == 1 ? dmap : NULL, dw, n, rows, 1e-6f, stream, &err) == 0,
+                      "%s", err.msg);
+        dev_download(got, out, (size_t)(rows * ld) * sizeof *got);
+        for (int row = 0; row < rows; row++) {
+            const int src = pass == 1 ? map[row] : row;
+            cpu_rmsnorm(ref, x + src * ld, w, n, 1e-6f);
+            for (int64_t i = 0; i < n; i++) {
+                const double u = ulps(got[row * ld + i], ref[i]);
+                worst = u > worst ? u : worst;
+                ck_assert_msg(u <= 4, "rmsnorm n=%lld row %d [%lld]: %.9g vs %.9g", (long long)n, row, (long long)i,
+                              (double)got[row * ld + i], (double)ref[i]);
+            }
+        }
+    }
+    printf("rmsnorm n=%-5lld: max %.0f ulp (tolerance 4)\n", (long long)n, worst);
+    dev_free(dx);
+    dev_free(dw);
+    dev_free(dout);
+    dev_free(dmap);
+    free(x);
+    free(w);
+    free(got);
+    free(ref);
+}
+END_TEST
+
+/* ---- rope ------------------------------------------------------------------------------------------------ */
+
+START_TEST(test_rope)
+{
+    /* _i: 0 neox full rotation, 1 norm full, 2 neox partial (n_rot < head_dim), 3 norm partial, yarn */
+    model_config_t c;
+    memset(&c, 0, sizeof c);
+    c.arch = _i % 2 == 0 ? MODEL_ARCH_QWEN3MOE : MODEL_ARCH_LLAMA;
+    c.head_dim = 128;
+    c.n_rot = _i < 2 ? 128 : 64;
+    c.rope_freq_base = 1000000.0f;
+    c.rope_freq_scale = _i == 3 ? 0.25f : 1.0f;
+    c.rope_scaling = _i == 3 ? MODEL_ROPE_SCALING_YARN : MODEL_ROPE_SCALING_NONE;
+    c.rope_n_ctx_orig = 4096;
+    c.yarn_ext_factor = _i == 3 ? 1.0f : 0.0f;
+    c.yarn_attn_factor = 1.0f;
+    c.yarn_beta_fast = 32.0f;
+    c.yarn_beta_slow = 1.0f;
+    cpu_rope_t rope;
+    ck_assert(cpu_rope_init(&rope, &c, NULL) == 0);
+    const int32_t n_tok = 5, n_heads = 6, pos0 = 1000, HD = 128;
+    const int64_t ldx = n_heads * HD + 16;
+    float *cs = malloc((size_t)(pos0 + n_tok) * (size_t)c.n_rot * sizeof *cs);
+    for (int32_t p = 0; p < pos0 + n_tok; p++)
+        cpu_rope_table(&rope, p, cs + (size_t)p * (size_t)c.n_rot);
+    rng_t r;
+    rng_seed(&r, 9);
+    float *x = malloc((size_t)(n_tok * ldx) * sizeof *x), *got = malloc((size_t)(n_tok * ldx) * sizeof *got);
+    fill(&r, x, n_tok * ldx, 2.0f);
+    float *dx = dev_upload(x, (size_t)(n_tok * ldx) * sizeof *x);
+    float *dcs = dev_upload(cs, (size_t)(pos0 + n_tok) * (size_t)c.n_rot * sizeof *cs);
+    guild_err_t err;
+    ck_assert_msg(cuda_rope(dx, ldx, n_tok, n_heads, HD, c.n_rot, rope.neox, dcs, pos0, stream, &err) == 0, "%s",
+                  err.msg);
+    dev_download(got, dx, (size_t)(n_tok * ldx) * sizeof *got);
+    for (int32_t t = 0; t < n_tok; t++)
+        cpu_rope_apply(&rope, x + t * ldx, n_heads, HD, cs + (size_t)(pos0 + t) * (size_t)c.n_rot);
+    ck_assert_msg(!memcmp(got, x, (size_t)(n_tok * ldx) * sizeof *x), "rope case %d differs from cpu_rope_apply", _i);
+    printf("rope case %d (%s, n_rot %d%s): bit-exact\n", _i, rope.neox ? "neox" : "norm", c.n_rot,
+           _i == 3 ? ", yarn" : "");
+    cpu_rope_fini(&rope);
+    dev_free(dx);
+    dev_free(dcs);
+    free(cs);
+    free(x);
+    free(got);
+}
+END_TEST
+
+/* ---- elementwise: add, add_bias, swiglu, kv_store ---------------------------------------------------------- */
+
+START_TEST(test_elementwise)
+{
+    const int64_t n = 1000, rows = 7, ld = 1010, total = rows * ld;
+    rng_t r;
+    rng_seed(&r, 11);
+    float *x = malloc((size_t)total * sizeof *x), *p = malloc((size_t)total * sizeof *p);
+    float *b = malloc((size_t)n * sizeof *b), *got = malloc((size_t)total * sizeof *got);
+    fill(&r, x, total, 3.0f);
+    fill(&r, p, total, 3.0f);
+    fill(&r, b, n, 1.0f);
+    guild_err_t err;
+    float *dx = dev_upload(x, (size_t)total * sizeof *x), *dp = dev_upload(p, (size_t)total * sizeof *p);
+    float *db = dev_upload(b, (size_t)n * sizeof *b);
+
+    ck_assert_msg(cuda_add_bias(dx, ld, db, n, (int32_t)rows, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dx, (size_t)total * sizeof *got);
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t i = 0; i < n; i++)
+            x[t * ld + i] = x[t * ld + i] + b[i];
+    ck_assert_msg(!memcmp(got, x, (size_t)total * sizeof *x), "add_bias differs (or wrote between rows)");
+
+    ck_assert_msg(cuda_add(dx, dp, total, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dx, (size_t)total * sizeof *got);
+    for (int64_t i = 0; i < total; i++)
+        x[i] = p[i] + x[i];
+    ck_assert_msg(!memcmp(got, x, (size_t)total * sizeof *x), "add differs");
+
+    ck_assert_msg(cuda_swiglu(dx, dp, total, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dx, (size_t)total * sizeof *got);
+    double worst = 0;
+    for (int64_t i = 0; i < total; i++) {
+        const float ref = model_silu(x[i]) * p[i];
+        const double d = fabs((double)got[i] - ref), lim = 2e-6 * fabs(ref) + 1e-7;
+        ck_assert_msg(d <= lim, "swiglu [%lld]: %.9g vs %.9g", (long long)i, (double)got[i], (double)ref);
+        worst = d / (fabs(ref) + 1e-30) > worst ? d / (fabs(ref) + 1e-30) : worst;
+    }
+    printf("add, add_bias: bit-exact; swiglu: max rel err %.3g (tolerance 2e-6)\n", worst);
+
+    /* kv_store: two tokens of kv_dim 96 at position 3 of a 10-position cache, F16 and F32 */
+    const int64_t kvd = 96;
+    const int32_t n_tok = 2, pos0 = 3, n_ctx = 10;
+    quant_half_t *kc = dev_new((size_t)(n_ctx * kvd) * 2), *vc = dev_new((size_t)(n_ctx * kvd) * 2);
+    float *kc32 = dev_new((size_t)(n_ctx * kvd) * 4), *vc32 = dev_new((size_t)(n_ctx * kvd) * 4);
+    ck_assert_msg(cuda_kv_store(GUILD_TYPE_F16, kc, vc, dx, dp, kvd, n_tok, pos0, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_kv_store(GUILD_TYPE_F32, kc32, vc32, dx, dp, kvd, n_tok, pos0, stream, &err) == 0, "%s",
+                  err.msg);
+    quant_half_t *hk = malloc((size_t)(n_ctx * kvd) * 2), *hv = malloc((size_t)(n_ctx * kvd) * 2);
+    float *hk32 = malloc((size_t)(n_ctx * kvd) * 4), *hv32 = malloc((size_t)(n_ctx * kvd) * 4);
+    dev_download(hk, kc, (size_t)(n_ctx * kvd) * 2);
+    dev_download(hv, vc, (size_t)(n_ctx * kvd) * 2);
+    dev_download(hk32, kc32, (size_t)(n_ctx * kvd) * 4);
+    dev_download(hv32, vc32, (size_t)(n_ctx * kvd) * 4);
+    dev_download(got, dx, (size_t)total * sizeof *got);
+    for (int64_t i = 0; i < n_ctx * kvd; i++) {
+        const int64_t cell = i - pos0 * kvd;
+        if (cell >= 0 && cell < n_tok * kvd) {
+            ck_assert_uint_eq(hk[i], quant_f32_to_f16(got[cell]));
+            ck_assert_uint_eq(hv[i], quant_f32_to_f16(p[cell]));
+            ck_assert(!memcmp(&hk32[i], &got[cell], 4) && !memcmp(&hv32[i], &p[cell], 4));
+        } else {
+            ck_assert_uint_eq(hk[i], 0xffff); /* untouched */
+            ck_assert(isnan(hv32[i]));
+        }
+    }
+    ck_assert_int_eq(cuda_kv_store(GUILD_TYPE_Q8_0, kc, vc, dx, dp, kvd, n_tok, pos0, stream, &err), -1);
+    printf("kv_store: bit-exact (f16: round to nearest even; f32)\n");
+    dev_free(dx);
+    dev_free(dp);
+    dev_free(db);
+    dev_free(kc);
+    dev_free(vc);
+    dev_free(kc32);
+    dev_free(vc32);
+    free(hk32);
+    free(hv32);
+    free(x);
+    free(p);
+    free(b);
+    free(got);
+    free(hk);
+    free(hv);
+}
+END_TEST
+
+/* ---- router ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_router)
+{
+    static const struct { int32_t n_expert, k; bool renorm; float scale; } cases[] = {
+        {128, 8, true, 1.0f}, {60, 4, false, 0.0f}, {8, 2, true, 2.5f}, {256, 8, false, 1.0f}, {1024, 32, true, 1.0f}};
+    const int32_t ne = cases[_i].n_expert, k = cases[_i].k, n_tok = 37;
+    rng_t r;
+    rng_seed(&r, 13 + (uint64_t)_i);
+    float *logits = malloc((size_t)(n_tok * ne) * sizeof *logits);
+    fill(&r, logits, n_tok * ne, 3.0f);
+    float *dl = dev_upload(logits, (size_t)(n_tok * ne) * sizeof *logits);
+    int32_t *dids = dev_new((size_t)(n_tok * k) * sizeof(int32_t));
+    float *dw = dev_new((size_t)(n_tok * k) * sizeof(float));
+    guild_err_t err;
+    ck_assert_msg(cuda_router_topk(dl, n_tok, ne, k, cases[_i].renorm, cases[_i].scale, dids, dw, stream, &err) == 0,
+                  "%s", err.msg);
+    int32_t *ids = malloc((size_t)(n_tok * k) * sizeof *ids), rids[32];
+    float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32], *probs = malloc((size_t)ne * sizeof *probs);
+    dev_download(ids, dids, (size_t)(n_tok * k) * sizeof *ids);
+    dev_download(w, dw, (size_t)(n_tok * k) * sizeof *w);
+    double worst = 0;
+    for (int32_t t = 0; t < n_tok; t++) {
+        cpu_router_topk(logits + t * ne, ne, k, cases[_i].renorm, cases[_i].scale, rids, rw, probs);
+        for (int32_t s = 0; s < k; s++) {
+            ck_assert_msg(ids[t * k + s] == rids[s], "token %d slot %d: expert %d, reference %d", t, s, ids[t * k + s],
+                          rids[s]);
+            const double d = fabs((double)w[t * k + s] - rw[s]);
+            ck_assert_msg(d <= 2e-6 * fabs(rw[s]) + 1e-7, "token %d slot %d: weight %.9g vs %.9g", t, s,
+                          (double)w[t * k + s], (double)rw[s]);
+            worst = d / fabs(rw[s]) > worst ? d / fabs(rw[s]) : worst;
+        }
+    }
+    printf("router top-%d of %d%s: same experts, max rel weight err %.3g (tolerance 2e-6)\n", k, ne,
+           cases[_i].renorm ? ", renorm" : "", worst);
+    dev_free(dl);
+    dev_free(dids);
+    dev_free(dw);
+    free(logits);
+    free(ids);
+    free(w);
+    free(probs);
+}
+END_TEST
+
+/* ---- combine --------------------------------------------------------------------------------------------- */
+
+START_TEST(test_combine)
+{
+    const bool shared = _i == 1;
+    const int32_t n_tok = 5, K = 8;
+    const int64_t E = 640;
+    rng_t r;
+    rng_seed(&r, 17);
+    float *x = malloc((size_t)(n_tok * E) * sizeof *x), *y = malloc((size_t)(n_tok * K * E) * sizeof *y);
+    float *w = malloc((size_t)(n_tok * K) * sizeof *w), *sh = malloc((size_t)(n_tok * E) * sizeof *sh);
+    float *lg = malloc((size_t)n_tok * sizeof *lg), *got = malloc((size_t)(n_tok * E) * sizeof *got);
+    fill(&r, x, n_tok * E, 2.0f);
+    fill(&r, y, n_tok * K * E, 2.0f);
+    fill(&r, w, n_tok * K, 1.0f);
+    fill(&r, sh, n_tok * E, 2.0f);
+    fill(&r, lg, n_tok, 3.0f);
+    float *dx = dev_upload(x, (size_t)(n_tok * E) * sizeof *x), *dy = dev_upload(y, (size_t)(n_tok * K * E) * sizeof *y);
+    float *dw = dev_upload(w, (size_t)(n_tok * K) * sizeof *w), *dsh = dev_upload(sh, (size_t)(n_tok * E) * sizeof *sh);
+    float *dlg = dev_upload(lg, (size_t)n_tok * sizeof *lg);
+    guild_err_t err;
+    ck_assert_msg(cuda_moe_combine(dx, dy, dw, shared ? dsh : NULL, dlg, n_tok, K, E, stream, &err) == 0, "%s",
+                  err.msg);
+    dev_download(got, dx, (size_t)(n_tok * E) * sizeof *got);
+    double worst = 0;
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float gate = model_sigmoid(lg[t]);
+        for (int64_t i = 0; i < E; i++) {
+            float acc = w[t * K] * y[(t * K) * E + i];
+            for (int32_t k = 1; k < K; k++)
+                acc += w[t * K + k] * y[(t * K + k) * E + i];
+            if (shared)
+                acc += sh[t * E + i] * gate;
+            const float ref = acc + x[t * E + i], g = got[t * E + i];
+            if (!shared) {
+                ck_assert_msg(!memcmp(&g, &ref, sizeof g), "combine [%d][%lld]: %.9g vs %.9g", t, (long long)i,
+                              (double)g, (double)ref);
+            } else {
+                const double d = fabs((double)g - ref);
+                ck_assert_msg(d <= 2e-6 * fabs(ref) + 1e-6, "combine+shared [%d][%lld]: %.9g vs %.9g", t,
+                              (long long)i, (double)g, (double)ref);
+                worst = d > worst ? d : worst;
+            }
+        }
+    }
+    if (shared)
+        printf("combine with shared expert: max abs err %.3g (tolerance 2e-6 |ref| + 1e-6)\n", worst);
+    else
+        printf("combine: bit-exact\n");
+    dev_free(dx);
+    dev_free(dy);
+    dev_free(dw);
+    dev_free(dsh);
+    dev_free(dlg);
+    free(x);
+    free(y);
+    free(w);
+    free(sh);
+    free(lg);
+    free(got);
+}
+END_TEST
+
+/* ---- attention ------------------------------------------------------------------------------------------- */
+
+typedef struct attn_case {
+    int32_t n_tok, kv0, n_head, n_head_kv, head_dim;
+    bool prefill;
+} attn_case_t;
+
+static const attn_case_t attn_cases[] = {
+    {1, 0, 8, 2, 128, false},   {1, 300, 8, 2, 128, false},  {3, 5000, 32, 4, 128, false},
+    {4, 40, 4, 4, 64, false},   {2, 9000, 16, 2, 256, false}, {1, 77, 2, 1, 32, false},
+    {7, 0, 8, 2, 128, true},    {33, 50, 8, 2, 128, true},   {100, 1000, 4, 1, 64, true},
+    {40, 3, 4, 2, 256, true},   {65, 0, 2, 2, 32, true},     {1, 500, 8, 2, 128, true},
+};
+
+#define N_ATTN_CASES (int)(sizeof attn_cases / sizeof attn_cases[0])
+
+/* _i: case _i % N_ATTN_CASES, with an F16 cache (first pass) or an F32 one */
+START_TEST(test_attention)
+{
+    const attn_case_t c = attn_cases[_i % N_ATTN_CASES];
+    const bool f32 = _i >= N_ATTN_CASES;
+    const size_t es = f32 ? 4 : 2;
+    const int32_t HD = c.head_dim, Q = c.n_head * HD, KV = c.n_head_kv * HD, n_kv = c.kv0 + c.n_tok;
+    const int32_t n_ctx = n_kv + 3;
+    rng_t r;
+    rng_seed(&r, 19 + (uint64_t)_i);
+    float *kf = malloc((size_t)n_ctx * (size_t)KV * sizeof *kf), *vf = malloc((size_t)n_ctx * (size_t)KV * sizeof *vf);
+    quant_half_t *kh = malloc((size_t)n_ctx * (size_t)KV * 2), *vh = malloc((size_t)n_ctx * (size_t)KV * 2);
+    fill(&r, kf, (int64_t)n_ctx * KV, 1.0f);
+    fill(&r, vf, (int64_t)n_ctx * KV, 1.0f);
+    for (int64_t i = 0; i < (int64_t)n_ctx * KV && !f32; i++) {
+        kh[i] = quant_f32_to_f16(kf[i]);
+        vh[i] = quant_f32_to_f16(vf[i]);
+        kf[i] = quant_f16_to_f32(kh[i]); /* the CPU sees the cache's values */
+        vf[i] = quant_f16_to_f32(vh[i]);
+    }
+    float *q = malloc((size_t)c.n_tok * (size_t)Q * sizeof *q), *got = malloc((size_t)c.n_tok * (size_t)Q * sizeof *got);
+    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_ctx * sizeof *scores);
+    fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
+    void *dk = dev_upload(f32 ? (void *)kf : (void *)kh, (size_t)n_ctx * (size_t)KV * es);
+    void *dv = dev_upload(f32 ? (void *)vf : (void *)vh, (size_t)n_ctx * (size_t)KV * es);
+    const guild_type_t kvt = f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
+    float *dq = dev_upload(q, (size_t)c.n_tok * (size_t)Q * sizeof *q);
+    float *dout = dev_new((size_t)c.n_tok * (size_t)Q * sizeof *got);
+    const size_t sb = cuda_attention_decode_scratch(c.n_tok, c.n_head, HD, n_ctx);
+    void *dscratch = dev_new(sb);
+    const float scale = 1.0f / sqrtf((float)HD);
+    guild_err_t err;
+    const int rc = c.prefill ? cuda_attention_prefill(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
+                                                      HD, scale, stream, &err)
+                             : cuda_attention_decode(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
+                                                     HD, scale, dscratch, sb, stream, &err);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got);
+    double worst = 0;
+    const int32_t group = c.n_head / c.n_head_kv;
+    for (int32_t t = 0; t < c.n_tok; t++)
+        for (int32_t h = 0; h < c.n_head; h++) {
+            cpu_attention_head(ref, q + (int64_t)t * Q + h * HD, kf + (h / group) * HD, vf + (h / group) * HD, KV,
+                               c.kv0 + t + 1, HD, scale, scores);
+            for (int32_t d = 0; d < HD; d++) {
+                const float g = got[(int64_t)t * Q + h * HD + d];
+                const double e = fabs((double)g - ref[d]);
+                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "attention case %d tok %d head %d dim %d: %.9g vs %.9g",
+                              _i, t, h, d, (double)g, (double)ref[d]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    printf("attention %s %s %3d rows after %5d keys, %2d/%d heads of %3d: max abs err %.3g (tolerance 2e-5 + 1e-4 "
+           "|ref|)\n", c.prefill ? "prefill" : "decode ", f32 ? "f32" : "f16", c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
+           worst);
+    dev_free(dk);
+    dev_free(dv);
+    dev_free(dq);
+    dev_free(dout);
+    dev_free(dscratch);
+    free(kf);
+    free(vf);
+    free(kh);
+    free(vh);
+    free(q);
+    free(got);
+    free(ref);
+    free(scores);
+}
+END_TEST
+
+/* ---- argument errors ------------------------------------------------------------------------------------- */
+
+START_TEST(test_errors)
+{
+    guild_err_t err;
+    ck_assert_int_eq(cuda_matmul(GUILD_TYPE_IQ2_XXS, 256, 4, 1, NULL, 66, NULL, 292, NULL, 4, stream, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "not supported"));
+    ck_assert_int_eq(cuda_matmul(GUILD_TYPE_Q4_K, 300, 4, 1, NULL, 144, NULL, 292, NULL, 4, stream, &err), -1);
+    ck_assert_int_eq(cuda_quantize(GUILD_TYPE_Q8_K, NULL, 100, NULL, 292, 100, 1, stream, &err), -1);
+    ck_assert_int_eq(cuda_attention_prefill(NULL, NULL, GUILD_TYPE_F16, NULL, NULL, 3, 0, 4, 4, 80, 1.0f, stream, &err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "head dimension 80"));
+    ck_assert_int_eq(cuda_router_topk(NULL, 1, 2000, 8, true, 1.0f, NULL, NULL, stream, &err), -1);
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+    Suite *s = suite_create("cuda_kernels");
+    TCase *tc;
+#define ADD(name, fn, lo, hi)            \
+    tc = tcase_create(name);             \
+    tcase_set_timeout(tc, 120);          \
+    tcase_add_loop_test(tc, fn, lo, hi); \
+    suite_add_tcase(s, tc)
+    ADD("quantize", test_quantize, 0, 4);
+    ADD("matmul", test_matmul, 0, N_MM_TYPES);
+    ADD("get_rows", test_get_rows, 0, N_MM_TYPES);
+    ADD("rmsnorm", test_rmsnorm, 0, 4);
+    ADD("rope", test_rope, 0, 4);
+    ADD("elementwise", test_elementwise, 0, 1);
+    ADD("router", test_router, 0, 5);
+    ADD("combine", test_combine, 0, 2);
+    ADD("attention", test_attention, 0, 2 * N_ATTN_CASES);
+    ADD("errors", test_errors, 0, 1);
+#undef ADD
+    return s;
+}
+
+int main(void)
+{
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("SKIP: no CUDA device (%s)\n", why);
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
+               (double)prop.totalGlobalMem / (1 << 30));
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+        printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    SRunner *sr = srunner_create(kernels_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    cudaStreamDestroy(stream);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,339 @@
+/* cuda_bench: rough timings of the CUDA backend's kernels on the device (not a test; run by hand).
+ *   device-to-device copy bandwidth (the ceiling), matmul for decode (1 token) per weight type on weights far
+ *   larger than L2 (GB/s of weight bytes), matmul at 8..512 tokens (prefill), attention decode and prefill,
+ *   and the small per-layer ops. Times are CUDA-event medians of several launches after a warm-up.
+ * usage: cuda_bench [--quick] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+#include "gpu-worker/cuda/cuda_kernels.h"
+#include "gpu-worker/cuda/cuda_util.h"
+
+static cudaStream_t st;
+static guild_err_t err;
+
+#define CHECK(call)                                                                    \
+    do {                                                                               \
+        if ((call) != 0) {                                                             \
+            fprintf(stderr, "%s:%d: %s failed: %s %s\n", __FILE__, __LINE__, #call,   \
+                    err.msg, cudaGetErrorString(cudaGetLastError()));                  \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median milliseconds of `reps` runs of fn(ctx, i) (each timed alone with events) after 3 warm-ups. */
+static float time_ms(void (*fn)(void *, int), void *ctx, int reps)
+{
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int i = 0; i < 3; i++)
+        fn(ctx, i);
+    float t[64];
+    if (reps > 64)
+        reps = 64;
+    for (int i = 0; i < reps; i++) {
+        cudaEventRecord(a, st);
+        fn(ctx, i);
+        cudaEventRecord(b, st);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&t[i], a, b);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (cudaGetLastError() != cudaSuccess) {
+        fprintf(stderr, "a timed launch failed\n");
+        exit(1);
+    }
+    qsort(t, (size_t)reps, sizeof t[0], cmp_float);
+    return t[reps / 2];
+}
+
+static void *dev(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc(%zu) failed\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* Device buffer of random bytes of valid blocks: one random quantized row repeated (contents do not change
+ * the kernels' speed; building gigabytes of distinct rows on the host would). */
+static void *dev_weights(guild_type_t type, int64_t n, int64_t rows, size_t *row_bytes)
+{
+    uint64_t rb = 0;
+    quant_row_bytes(type, (uint64_t)n, &rb, NULL);
+    *row_bytes = (size_t)rb;
+    const int64_t block_rows = 64;
+    char *h = malloc(rb * (size_t)block_rows);
+    float *f = malloc((size_t)n * sizeof *f);
+    rng_t r;
+    rng_seed(&r, 5);
+    for (int64_t k = 0; k < block_rows; k++) {
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)(2 * rng_uniform(&r) - 1);
+        quant_quantize_row_ref(type, f, h + (size_t)k * rb, n, &err);
+    }
+    char *d = dev(rb * (size_t)rows);
+    for (int64_t k = 0; k < rows; k += block_rows) {
+        const int64_t m = rows - k < block_rows ? rows - k : block_rows;
+        cudaMemcpy(d + (size_t)k * rb, h, rb * (size_t)m, cudaMemcpyHostToDevice);
+    }
+    free(h);
+    free(f);
+    return d;
+}
+
+static void *dev_act(guild_type_t wtype, int64_t n, int32_t ntok, size_t *stride)
+{
+    const guild_type_t at = quant_type_info(wtype)->dot_type;
+    uint64_t rb = 0;
+    quant_row_bytes(at, (uint64_t)n, &rb, NULL);
+    *stride = ((size_t)rb + 15) / 16 * 16;
+    float *f = malloc((size_t)n * (size_t)ntok * sizeof *f);
+    rng_t r;
+    rng_seed(&r, 6);
+    for (int64_t i = 0; i < n * ntok; i++)
+        f[i] = (float)(2 * rng_uniform(&r) - 1);
+    float *df = dev((size_t)n * (size_t)ntok * sizeof *f);
+    cudaMemcpy(df, f, (size_t)n * (size_t)ntok * sizeof *f, cudaMemcpyHostToDevice);
+    void *da = dev(*stride * (size_t)ntok);
+    CHECK(cuda_quantize(at, df, n, da, *stride, n, ntok, st, &err));
+    cudaStreamSynchronize(st);
+    cudaFree(df);
+    free(f);
+    return da;
+}
+
+typedef struct mm_job {
+    guild_type_t type;
+    int64_t n, rows;
+    int32_t ntok;
+    const char *w;
+    size_t wrb;
+    int n_mats;          /* cycle through this many row ranges (distinct weights per call) */
+    const void *act;
+    size_t astride;
+    float *out;
+} mm_job_t;
+
+static void mm_run(void *ctx, int i)
+{
+    mm_job_t *j = ctx;
+    const char *w = j->w + (size_t)(i % j->n_mats) * (size_t)j->rows * j->wrb;
+    CHECK(cuda_matmul(j->type, j->n, j->rows, j->ntok, w, j->wrb, j->act, j->astride, j->out, j->rows, st, &err));
+}
+
+typedef struct copy_job {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_job_t;
+
+static void copy_run(void *ctx, int i)
+{
+    copy_job_t *c = ctx;
+    (void)i;
+    cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, st);
+}
+
+typedef struct attn_job {
+    float *out, *q;
+    quant_half_t *k, *v;
+    int32_t n_tok, kv0, n_head, n_kv_head, hd;
+    void *scratch;
+    size_t scratch_bytes;
+    int prefill;
+} attn_job_t;
+
+static void attn_run(void *ctx, int i)
+{
+    attn_job_t *a = ctx;
+    (void)i;
+    const float scale = 1.0f / sqrtf((float)a->hd);
+    if (a->prefill)
+        CHECK(cuda_attention_prefill(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head, a->n_kv_head, a->hd,
+                                     scale, st, &err));
+    else
+        CHECK(cuda_attention_decode(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head, a->n_kv_head, a->hd,
+                                    scale, a->scratch, a->scratch_bytes, st, &err));
+}
+
+typedef struct small_job {
+    int op;
+    float *x, *y, *w;
+    void *act;
+    int32_t *ids;
+    int64_t n;
+} small_job_t;
+
+static void small_run(void *ctx, int i)
+{
+    small_job_t *s = ctx;
+    (void)i;
+    switch (s->op) {
+    case 0: CHECK(cuda_quantize(GUILD_TYPE_Q8_K, s->x, s->n, s->act, 4096, s->n, 1, st, &err)); break;
+    case 1: CHECK(cuda_rmsnorm(s->y, s->n, s->x, s->n, NULL, s->w, s->n, 1, 1e-6f, st, &err)); break;
+    case 2: CHECK(cuda_router_topk(s->x, 1, 128, 8, true, 1.0f, s->ids, s->y, st, &err)); break;
+    default: CHECK(cuda_moe_combine(s->x, s->y, s->w, NULL, NULL, 1, 8, s->n, st, &err)); break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("SKIP: no CUDA device (%s)\n", why);
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    printf("device: %s, %d SMs, L2 %.0f MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0);
+    cudaStreamCreate(&st);
+
+    /* ceiling: device-to-device copy, bytes read + written */
+    {
+        const size_t bytes = (size_t)2 << 30;
+        copy_job_t c = {dev(bytes), dev(bytes), bytes};
+        const float ms = time_ms(copy_run, &c, 10);
+        printf("%-44s %8.3f ms  %7.0f GB/s (read + write)\n", "d2d copy 2 GiB", ms, 2.0 * bytes / ms / 1e6);
+        cudaFree(c.dst);
+        cudaFree((void *)c.src);
+    }
+
+    /* decode matmul: 1 token against ~1 GiB of weights (8 distinct matrices cycled) */
+    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q8_0,
+                                         GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q4_0, GUILD_TYPE_F16, GUILD_TYPE_BF16,
+                                         GUILD_TYPE_F32};
+    const int64_t n = 4096;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const guild_type_t type = types[ti];
+        uint64_t rb = 0;
+        quant_row_bytes(type, (uint64_t)n, &rb, NULL);
+        const int n_mats = 8;
+        const int64_t rows = (int64_t)(((size_t)(quick ? 256 : 1024) << 20) / n_mats / rb);
+        mm_job_t j = {.type = type, .n = n, .rows = rows, .ntok = 1, .n_mats = n_mats};
+        j.w = dev_weights(type, n, rows * n_mats, &j.wrb);
+        j.act = dev_act(type, n, 512, &j.astride);
+        j.out = dev((size_t)rows * 512 * sizeof(float));
+        const double bytes = (double)rows * (double)j.wrb;
+        const float ms = time_ms(mm_run, &j, 16);
+        printf("matmul %-6s %6lld x %lld, 1 token %15s %8.3f ms  %7.0f GB/s of weights\n",
+               quant_type_info(type)->name, (long long)rows, (long long)n, "", ms, bytes / ms / 1e6);
+        if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q8_0 || type == GUILD_TYPE_Q6_K) {
+            static const int32_t toks[] = {2, 4, 8, 64, 512};
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                j.ntok = toks[k];
+                j.n_mats = 1;
+                if (toks[k] >= 64)
+                    j.rows = 4096; /* a layer-sized matrix, L2-resident: the compute rate */
+                const float ms2 = time_ms(mm_run, &j, 8);
+                printf("matmul %-6s %6lld x %lld, %3d tokens %11s %8.3f ms  %7.0f GB/s  %6.1f TOP/s\n",
+                       quant_type_info(type)->name, (long long)j.rows, (long long)n, toks[k], "", ms2,
+                       (double)j.rows * (double)j.wrb / ms2 / 1e6, 2.0 * (double)j.rows * n * toks[k] / ms2 / 1e9);
+            }
+        }
+        cudaFree((void *)j.w);
+        cudaFree((void *)j.act);
+        cudaFree(j.out);
+    }
+
+    /* Qwen3-30B-A3B's decode shapes (2048 wide): attn_q 2048 -> 4096 (Q4_K), the LM head 2048 -> 151936
+     * (Q6_K); 48 distinct copies of attn_q cycled so that L2 (60 MiB) does not hold them */
+    {
+        static const struct { guild_type_t type; int64_t rows; int n_mats; const char *what; } shapes[] = {
+            {GUILD_TYPE_Q4_K, 4096, 48, "attn_q q4_K 4096 x 2048"},
+            {GUILD_TYPE_Q6_K, 151936, 1, "output q6_K 151936 x 2048"},
+            {GUILD_TYPE_Q8_0, 512, 48, "attn_k q8_0 512 x 2048"}};
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            mm_job_t j = {.type = shapes[k].type, .n = 2048, .rows = shapes[k].rows, .ntok = 1,
+                          .n_mats = shapes[k].n_mats};
+            j.w = dev_weights(j.type, j.n, j.rows * j.n_mats, &j.wrb);
+            j.act = dev_act(j.type, j.n, 1, &j.astride);
+            j.out = dev((size_t)j.rows * sizeof(float));
+            const float ms = time_ms(mm_run, &j, 32);
+            printf("%-44s %8.3f ms  %7.0f GB/s of weights\n", shapes[k].what, ms,
+                   (double)j.rows * (double)j.wrb / ms / 1e6);
+            cudaFree((void *)j.w);
+            cudaFree((void *)j.act);
+            cudaFree(j.out);
+        }
+    }
+
+    /* attention: 32 query heads over 4 KV heads of 128 (Qwen3-30B-A3B) */
+    {
+        const int32_t H = 32, HKV = 4, HD = 128, max_ctx = 32768 + 512;
+        const size_t kv_bytes = (size_t)max_ctx * HKV * HD * 2;
+        attn_job_t a = {.n_head = H, .n_kv_head = HKV, .hd = HD};
+        a.k = dev(kv_bytes);
+        a.v = dev(kv_bytes);
+        cudaMemset(a.k, 0x2a, kv_bytes); /* 0x2a2a: a small positive half */
+        cudaMemset(a.v, 0x2b, kv_bytes);
+        a.q = dev((size_t)512 * H * HD * sizeof(float));
+        cudaMemset(a.q, 0, (size_t)512 * H * HD * sizeof(float));
+        a.out = dev((size_t)512 * H * HD * sizeof(float));
+        a.scratch_bytes = cuda_attention_decode_scratch(4, H, HD, max_ctx);
+        a.scratch = dev(a.scratch_bytes);
+        static const int32_t ctxs[] = {512, 4096, 16384, 32768};
+        for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++) {
+            a.prefill = 0;
+            a.n_tok = 1;
+            a.kv0 = ctxs[i] - 1;
+            const float ms = time_ms(attn_run, &a, 16);
+            printf("attention decode, 1 row over %5d keys %13s %8.3f ms  %7.0f GB/s of K/V\n", ctxs[i], "", ms,
+                   2.0 * ctxs[i] * HKV * HD * 2 / ms / 1e6);
+        }
+        static const int32_t pctx[] = {0, 4096, 16384};
+        for (size_t i = 0; i < sizeof pctx / sizeof pctx[0]; i++) {
+            a.prefill = 1;
+            a.n_tok = 512;
+            a.kv0 = pctx[i];
+            const float ms = time_ms(attn_run, &a, 8);
+            const double keys = (double)a.kv0 * 512 + 512.0 * 513 / 2; /* (query, key) pairs */
+            printf("attention prefill, 512 rows after %5d keys %8s %8.3f ms  %7.1f TFLOP/s\n", pctx[i], "", ms,
+                   4.0 * keys * H * HD / ms / 1e9);
+        }
+        cudaFree(a.k);
+        cudaFree(a.v);
+        cudaFree(a.q);
+        cudaFree(a.out);
+        cudaFree(a.scratch);
+    }
+
+    /* small ops of one decode step (launch-bound) */
+    {
+        small_job_t s = {.n = 2048};
+        s.x = dev(1 << 20);
+        s.y = dev(1 << 20);
+        s.w = dev(1 << 20);
+        s.act = dev(1 << 20);
+        s.ids = dev(4096);
+        cudaMemset(s.x, 0, 1 << 20);
+        cudaMemset(s.y, 0, 1 << 20);
+        cudaMemset(s.w, 0, 1 << 20);
+        static const char *names[] = {"quantize q8_K, 2048", "rmsnorm, 2048", "router top-8 of 128",
+                                      "combine 8 slots, 2048"};
+        for (int op = 0; op < 4; op++) {
+            s.op = op;
+            const float ms = time_ms(small_run, &s, 32);
+            printf("%-44s %8.2f us\n", names[op], ms * 1000);
+        }
+    }
+    cudaStreamDestroy(st);
+    return 0;
+}
