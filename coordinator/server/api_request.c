@@ -323,7 +323,7 @@ int api_request_parse(api_request_t *r, api_kind_t kind, const char *body, size_
     r->max_tokens = kind == API_COMPLETIONS ? 16 : -1; /* OpenAI's defaults */
 
     json_error_t je;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!o)
         return fail(e, "", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     int rc = -1;

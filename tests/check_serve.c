@@ -1,0 +1,333 @@
+/* Tests for the server's pieces that need no socket: textfilt (UTF-8 repair, stop strings, whatever the
+ * split), api_request (every field check names its field) and api_json (the shapes OpenAI clients parse). */
+#include "config.h"
+
+#include "coordinator/server/api_json.h"
+#include "coordinator/server/api_request.h"
+#include "coordinator/server/textfilt.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FFFD "\xef\xbf\xbd"
+
+/* ---- textfilt ----------------------------------------------------------------------------------------- */
+
+static void expect_sanitized(const char *in, size_t n, const char *want)
+{
+    strbuf_t out = STRBUF_INIT;
+    textfilt_sanitize(in, n, &out);
+    ck_assert_msg(strbuf_ok(&out), "oom");
+    ck_assert_msg(out.len == strlen(want) && !memcmp(strbuf_str(&out), want, out.len), "got [%s] want [%s]",
+                  strbuf_str(&out), want);
+    strbuf_fini(&out);
+}
+
+START_TEST(test_sanitize_cases)
+{
+    /* expected: one U+FFFD per maximal subpart, as Python's bytes.decode("utf-8", "replace") */
+    expect_sanitized("plain", 5, "plain");
+    expect_sanitized("caf\xc3\xa9 \xf0\x9f\x98\x80", 10, "caf\xc3\xa9 \xf0\x9f\x98\x80");
+    expect_sanitized("\xe2\x82" "A", 3, FFFD "A");            /* truncated sequence, then ASCII */
+    expect_sanitized("\x82", 1, FFFD);                        /* stray continuation byte */
+    expect_sanitized("\xc0\xaf", 2, FFFD FFFD);               /* overlong lead: not a lead at all */
+    expect_sanitized("\xed\xa0\x80", 3, FFFD FFFD FFFD);      /* surrogate: ED takes 80..9F only */
+    expect_sanitized("\xe0\x80\x80", 3, FFFD FFFD FFFD);      /* overlong 3-byte */
+    expect_sanitized("\xf4\x90\x80\x80", 4, FFFD FFFD FFFD FFFD); /* above U+10FFFF */
+    expect_sanitized("\xf0\x9f\x98", 3, FFFD);                /* unfinished at the end: one */
+    expect_sanitized("\xf5\xff", 2, FFFD FFFD);
+    strbuf_t out = STRBUF_INIT;
+    textfilt_sanitize("a\0b", 3, &out); /* NUL is a character like any other */
+    ck_assert(out.len == 3 && !memcmp(out.p, "a\0b", 3));
+    strbuf_fini(&out);
+}
+END_TEST
+
+/* Byte-exact Python-equivalent results for every split of a nasty string into 1..3 pieces. */
+START_TEST(test_push_any_split_is_the_same)
+{
+    static const char in[] = "x\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x82y\xed\xa0\x80\xc3\xa9\xf0\x9f\x98";
+    size_t n = sizeof in - 1;
+    strbuf_t want = STRBUF_INIT;
+    textfilt_sanitize(in, n, &want);
+    for (size_t a = 0; a <= n; a++)
+        for (size_t b = a; b <= n; b++) {
+            textfilt_t *f = NULL;
+            guild_err_t err = {{0}};
+            ck_assert_int_eq(textfilt_new(&f, NULL, 0, &err), 0);
+            strbuf_t out = STRBUF_INIT;
+            ck_assert_int_eq(textfilt_push(f, in, a, &out), 0);
+            ck_assert_int_eq(textfilt_push(f, in + a, b - a, &out), 0);
+            ck_assert_int_eq(textfilt_push(f, in + b, n - b, &out), 0);
+            ck_assert_int_eq(textfilt_finish(f, &out), 0);
+            ck_assert_msg(out.len == want.len && !memcmp(out.p, want.p, want.len), "split %zu/%zu differs", a, b);
+            strbuf_fini(&out);
+            textfilt_destroy(&f);
+        }
+    strbuf_fini(&want);
+}
+END_TEST
+
+/* Feeds pieces one by one; returns what was released before each stop and whether a stop was seen. */
+static int run_filter(const char *const *stops, size_t n_stops, const char *const *pieces, size_t n_pieces,
+                      strbuf_t *out, size_t *released_after_first)
+{
+    textfilt_t *f = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(textfilt_new(&f, stops, n_stops, &err), 0);
+    int stopped = 0;
+    for (size_t i = 0; i < n_pieces && !stopped; i++) {
+        stopped = textfilt_push(f, pieces[i], strlen(pieces[i]), out);
+        if (i == 0 && released_after_first)
+            *released_after_first = out->len;
+    }
+    if (!stopped)
+        stopped = textfilt_finish(f, out);
+    textfilt_destroy(&f);
+    return stopped;
+}
+
+START_TEST(test_stop_strings)
+{
+    strbuf_t out = STRBUF_INIT;
+    size_t first;
+    /* a stop split over pieces: nothing of it is released */
+    const char *stops1[] = {"END"};
+    const char *p1[] = {"hello E", "N", "D and more"};
+    ck_assert_int_eq(run_filter(stops1, 1, p1, 3, &out, &first), 1);
+    ck_assert_str_eq(strbuf_str(&out), "hello ");
+    ck_assert_uint_eq(first, 6); /* "E" was held back */
+    strbuf_fini(&out);
+    /* a false start is released once it cannot match any more */
+    const char *p2[] = {"hello E", "ND", "!"};
+    const char *stops2[] = {"ENDX"};
+    ck_assert_int_eq(run_filter(stops2, 1, p2, 3, &out, NULL), 0);
+    ck_assert_str_eq(strbuf_str(&out), "hello END!");
+    strbuf_fini(&out);
+    /* the earliest of several stops wins, even if another completes first in the stream */
+    const char *stops3[] = {"xyz", "b"};
+    const char *p3[] = {"aaxy", "zb"};
+    ck_assert_int_eq(run_filter(stops3, 2, p3, 2, &out, NULL), 1);
+    ck_assert_str_eq(strbuf_str(&out), "aa");
+    strbuf_fini(&out);
+    /* overlapping prefixes: "aab" in "aaab" */
+    const char *stops4[] = {"aab"};
+    const char *p4[] = {"a", "a", "a", "b", "c"};
+    ck_assert_int_eq(run_filter(stops4, 1, p4, 5, &out, NULL), 1);
+    ck_assert_str_eq(strbuf_str(&out), "a");
+    strbuf_fini(&out);
+    /* a stop at the very start */
+    const char *p5[] = {"END"};
+    ck_assert_int_eq(run_filter(stops1, 1, p5, 1, &out, NULL), 1);
+    ck_assert_str_eq(strbuf_str(&out), "");
+    strbuf_fini(&out);
+    /* a multi-byte stop against text with repaired bytes in front of it */
+    const char *stops6[] = {"\xc3\xa9t\xc3\xa9"};
+    const char *p6[] = {"l'\xff\xc3", "\xa9t", "\xc3\xa9 fin"};
+    ck_assert_int_eq(run_filter(stops6, 1, p6, 3, &out, NULL), 1);
+    ck_assert_str_eq(strbuf_str(&out), "l'" FFFD);
+    strbuf_fini(&out);
+    /* held text comes out at the end when no stop matches */
+    const char *p7[] = {"the EN"};
+    ck_assert_int_eq(run_filter(stops1, 1, p7, 1, &out, &first), 0);
+    ck_assert_uint_eq(first, 4);
+    ck_assert_str_eq(strbuf_str(&out), "the EN");
+    strbuf_fini(&out);
+}
+END_TEST
+
+/* ---- api_request -------------------------------------------------------------------------------------- */
+
+static api_request_t req;
+
+static void parse_ok(api_kind_t kind, const char *body)
+{
+    api_error_t e;
+    ck_assert_msg(api_request_parse(&req, kind, body, strlen(body), 1000, &e) == 0, "%s: %s", body, e.message);
+}
+
+static void parse_bad(api_kind_t kind, const char *body, const char *param, const char *fragment)
+{
+    api_error_t e;
+    ck_assert_msg(api_request_parse(&req, kind, body, strlen(body), 1000, &e) == -1, "%s: accepted", body);
+    ck_assert_msg(!strcmp(e.param, param), "%s: param [%s], expected [%s]", body, e.param, param);
+    ck_assert_msg(strstr(e.message, fragment) != NULL, "%s: message [%s] lacks [%s]", body, e.message, fragment);
+    api_request_fini(&req);
+}
+
+START_TEST(test_request_defaults)
+{
+    sample_params_t d;
+    sample_params_default(&d);
+    parse_ok(API_COMPLETIONS, "{\"prompt\": \"hi\"}");
+    ck_assert_str_eq(req.prompt, "hi");
+    ck_assert_int_eq(req.max_tokens, 16);
+    ck_assert(req.sample.temp == d.temp && req.sample.top_k == d.top_k && req.sample.top_p == d.top_p &&
+              req.sample.min_p == d.min_p && req.sample.seed == d.seed);
+    ck_assert(!req.stream && !req.include_usage && req.n_stops == 0);
+    api_request_fini(&req);
+    parse_ok(API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 1, \"logprobs\": false,"
+                       " \"presence_penalty\": 0, \"model\": \"anything\", \"user\": \"ignored\"}");
+    ck_assert_int_eq(req.max_tokens, -1);
+    ck_assert_uint_eq(req.n_messages, 1);
+    api_request_fini(&req);
+}
+END_TEST
+
+START_TEST(test_request_fields)
+{
+    parse_ok(API_COMPLETIONS,
+             "{\"prompt\": [\"hi\"], \"max_tokens\": 7.0, \"temperature\": 0, \"top_p\": 0.5, \"top_k\": 3,"
+             " \"min_p\": 0.1, \"seed\": 12345678901, \"repetition_penalty\": 1.2, \"repeat_last_n\": 8,"
+             " \"stop\": [\"a\", \"bc\"], \"stream\": true, \"stream_options\": {\"include_usage\": true},"
+             " \"ignore_eos\": true}");
+    ck_assert_str_eq(req.prompt, "hi");
+    ck_assert_int_eq(req.max_tokens, 7);
+    ck_assert(req.sample.temp == 0 && req.sample.top_p == 0.5f && req.sample.top_k == 3 &&
+              req.sample.min_p == 0.1f && req.sample.seed == 12345678901ull && req.sample.repeat_penalty == 1.2f &&
+              req.sample.repeat_last_n == 8);
+    ck_assert_uint_eq(req.n_stops, 2);
+    ck_assert_str_eq(req.stops[1], "bc");
+    ck_assert(req.stream && req.include_usage && req.ignore_eos);
+    api_request_fini(&req);
+    parse_ok(API_COMPLETIONS, "{\"prompt\": [5, 0, 999], \"stop\": \"x\"}");
+    ck_assert_uint_eq(req.n_prompt_ids, 3);
+    ck_assert_int_eq(req.prompt_ids[2], 999);
+    ck_assert_uint_eq(req.n_stops, 1);
+    api_request_fini(&req);
+    parse_ok(API_CHAT, "{\"messages\": [{\"role\": \"developer\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
+                       " {\"type\": \"text\", \"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null}],"
+                       " \"max_completion_tokens\": 9}");
+    ck_assert_str_eq(req.messages[0].role, "system");
+    ck_assert_str_eq(req.messages[0].content, "ab");
+    ck_assert_str_eq(req.messages[1].content, "");
+    ck_assert_int_eq(req.max_tokens, 9);
+    api_request_fini(&req);
+}
+END_TEST
+
+START_TEST(test_request_errors_name_the_field)
+{
+    api_kind_t C = API_COMPLETIONS, CH = API_CHAT;
+    parse_bad(C, "{\"prompt\": ", "", "not valid JSON");
+    parse_bad(C, "\"prompt\"", "", "JSON object");
+    parse_bad(C, "{\"prompt\": \"a\", \"prompt\": \"b\"}", "", "not valid JSON"); /* duplicate key */
+    parse_bad(C, "{}", "prompt", "is required");
+    parse_bad(C, "{\"prompt\": null}", "prompt", "is required");
+    parse_bad(C, "{\"prompt\": []}", "prompt", "non-empty array");
+    parse_bad(C, "{\"prompt\": [[1, 2]]}", "prompt", "only one prompt");
+    parse_bad(C, "{\"prompt\": [1, -1]}", "prompt[1]", "token id in [0, 1000)");
+    parse_bad(C, "{\"prompt\": [1, 1000]}", "prompt[1]", "token id");
+    parse_bad(C, "{\"prompt\": \"x\", \"temperature\": -0.1}", "temperature", ">= 0");
+    parse_bad(C, "{\"prompt\": \"x\", \"top_p\": 1.5}", "top_p", "(0, 1]");
+    parse_bad(C, "{\"prompt\": \"x\", \"top_k\": -1}", "top_k", "integer in [0,");
+    parse_bad(C, "{\"prompt\": \"x\", \"min_p\": -1}", "min_p", "[0, 1]");
+    parse_bad(C, "{\"prompt\": \"x\", \"seed\": 1.5}", "seed", "integer");
+    parse_bad(C, "{\"prompt\": \"x\", \"repetition_penalty\": 0}", "repetition_penalty", "> 0");
+    parse_bad(C, "{\"prompt\": \"x\", \"repeat_last_n\": -2}", "repeat_last_n", "integer");
+    parse_bad(C, "{\"prompt\": \"x\", \"max_tokens\": true}", "max_tokens", "integer");
+    parse_bad(C, "{\"prompt\": \"x\", \"n\": 3}", "n", "only 1");
+    parse_bad(C, "{\"prompt\": \"x\", \"n\": 0}", "n", "integer in [1,");
+    parse_bad(C, "{\"prompt\": \"x\", \"best_of\": 2}", "best_of", "only 1");
+    parse_bad(C, "{\"prompt\": \"x\", \"echo\": true}", "echo", "not supported");
+    parse_bad(C, "{\"prompt\": \"x\", \"suffix\": \"s\"}", "suffix", "not supported");
+    parse_bad(C, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": 1}}", "logit_bias", "not supported");
+    parse_bad(C, "{\"prompt\": \"x\", \"presence_penalty\": 1}", "presence_penalty", "only 0");
+    parse_bad(C, "{\"prompt\": \"x\", \"frequency_penalty\": -3}", "frequency_penalty", "[-2, 2]");
+    parse_bad(C, "{\"prompt\": \"x\", \"stop\": [\"a\", 5]}", "stop[1]", "non-empty string");
+    parse_bad(C, "{\"prompt\": \"x\", \"stop\": {}}", "stop", "string or an array");
+    parse_bad(C, "{\"prompt\": \"x\", \"stop\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\","
+                 "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", "stop", "at most 16");
+    parse_bad(C, "{\"prompt\": \"x\", \"stream\": 1}", "stream", "true or false");
+    parse_bad(C, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": \"y\"}}", "stream_options.include_usage",
+              "true or false");
+    parse_bad(C, "{\"prompt\": \"x\", \"model\": []}", "model", "string");
+    parse_bad(CH, "{\"messages\": {}}", "messages", "non-empty array");
+    parse_bad(CH, "{\"messages\": [1]}", "messages[0]", "object");
+    parse_bad(CH, "{\"messages\": [{\"content\": \"x\"}]}", "messages[0].role", "string");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"function\", \"content\": "
+                  "\"x\"}]}", "messages[1].role", "not supported");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\"}]}", "messages[0].content", "is required");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content", "string or");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+              "messages[0].content[0]", "only \"text\"");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
+              "messages[0].content[0]", "\"text\" must be a string");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{}]}", "tools",
+              "not supported");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": "
+                  "\"json_object\"}}", "response_format", "text");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -5}",
+              "max_completion_tokens", "integer");
+}
+END_TEST
+
+/* ---- api_json ----------------------------------------------------------------------------------------- */
+
+START_TEST(test_json_shapes)
+{
+    api_reply_id_t id = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m"};
+    json_t *j = apijson_reply(&id, "hi", "stop", apijson_usage(3, 2, 1));
+    char *s = apijson_dump(j);
+    ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":7,\"model\":\"m\","
+                        "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},"
+                        "\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,"
+                        "\"completion_tokens\":2,\"total_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":1}}}");
+    free(s);
+    json_decref(j);
+    j = apijson_chunk(&id, "x", true, NULL);
+    s = apijson_dump(j);
+    ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
+                        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"x\"},"
+                        "\"logprobs\":null,\"finish_reason\":null}]}");
+    free(s);
+    json_decref(j);
+    id.kind = API_COMPLETIONS;
+    j = apijson_chunk(&id, NULL, false, "length");
+    s = apijson_dump(j);
+    ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
+                        "\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"length\"}]}");
+    free(s);
+    json_decref(j);
+    j = apijson_error("invalid_request_error", "top_p", "top_p: bad");
+    s = apijson_dump(j);
+    ck_assert_str_eq(s, "{\"error\":{\"message\":\"top_p: bad\",\"type\":\"invalid_request_error\",\"param\":\"top_p\","
+                        "\"code\":null}}");
+    free(s);
+    json_decref(j);
+    j = apijson_error("not_found_error", "", "no");
+    s = apijson_dump(j);
+    ck_assert_ptr_nonnull(strstr(s, "\"param\":null"));
+    free(s);
+    json_decref(j);
+}
+END_TEST
+
+static Suite *serve_suite(void)
+{
+    Suite *s = suite_create("serve");
+    TCase *tc = tcase_create("textfilt");
+    tcase_add_test(tc, test_sanitize_cases);
+    tcase_add_test(tc, test_push_any_split_is_the_same);
+    tcase_add_test(tc, test_stop_strings);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("api_request");
+    tcase_add_test(tc, test_request_defaults);
+    tcase_add_test(tc, test_request_fields);
+    tcase_add_test(tc, test_request_errors_name_the_field);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("api_json");
+    tcase_add_test(tc, test_json_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(serve_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
