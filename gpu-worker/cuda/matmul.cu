@@ -37,7 +37,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
     for (int t = 0; t < NC; t++)
         sumf[t] = 0.0f;
-#pragma unroll 4
+#pragma unroll 2 /* measured on the H200: 2 beats 4 for Q4_K (2.35 against 2.12 TB/s) */
     for (int b0 = 0; b0 < nb; b0 += G) {
         const int b = b0 + g;
         const bool ok = b < nb;
