@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "coordinator/bridge.h"
 #include "coordinator/spawn.h"
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
@@ -42,6 +43,7 @@ typedef struct wslot {
     char name[32];       /* "cpu-worker[1]", "gpu-worker" */
     int node;
     bool by_hand;        /* started by an operator (listen mode): not our child */
+    bool remote;         /* cannot map the arena: exchanges through the bridge (coordinator/bridge.h) */
     wstate_t state;
     pid_t pid;           /* 0: none */
     guild_msg_peer_t peer; /* len 0: not registered */
@@ -69,6 +71,8 @@ struct sup {
     guild_step_t step;
     void *zctx;
     void *router; /* supervisor thread only, once it runs */
+    bridge_t *bridge;                    /* listen mode: exchanges of workers without the arena */
+    char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
     int n_cpu;
     wslot_t *w;   /* [n_cpu + 1]: the CPU workers, then the GPU worker */
     pthread_t thread;
@@ -179,7 +183,9 @@ static int send_assign(sup_t *s, wslot_t *w)
     ar.layout_version = GUILD_ARENA_LAYOUT_VERSION;
     ar.size = guild_arena_size(s->arena);
     ar.tag = guild_arena_tag(s->arena);
-    a.arena = &ar;
+    a.arena = w->remote ? NULL : &ar;
+    if (w->remote)
+        o.data_endpoint = s->data_public;
     o.n_threads = (uint32_t)c->n_threads;
     o.mlock = c->mlock;
     o.spin_ns = c->spin_ns;
@@ -235,6 +241,8 @@ static int send_assign(sup_t *s, wslot_t *w)
     env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     send_to(s, w, &env);
+    if (s->bridge && w->role == GUILD__ROLE__ROLE_CPU_WORKER)
+        bridge_set_worker(s->bridge, w->index, w->remote ? a.generation : 0);
     w->state = W_LOADING;
     w->since_ns = guild_now_ns();
     rc = 0;
@@ -256,6 +264,9 @@ static void record_death(sup_t *s, wslot_t *w, const char *why)
         if (now - w->deaths[i] < RESTART_WINDOW_NS)
             recent++;
     int was_pid = (int)w->pid;
+    if (s->bridge && w->role == GUILD__ROLE__ROLE_CPU_WORKER)
+        bridge_set_worker(s->bridge, w->index, 0);
+    w->remote = false;
     w->pid = 0;
     w->peer.len = 0;
     w->state = W_EMPTY;
@@ -286,11 +297,11 @@ static void hung(sup_t *s, wslot_t *w, const char *fmt, ...)
     vsnprintf(w->why, sizeof w->why, fmt, ap);
     va_end(ap);
     guild_log(GUILD_LOG_WARN, "%s (pid %d): %s; killing it", w->name, (int)w->pid, w->why);
-    if (w->pid > 0)
+    if (w->pid > 0 && !w->remote) /* a remote worker's pid is another host's */
         kill(w->pid, SIGKILL);
-    if (w->by_hand || w->pid <= 0) {
+    if (w->by_hand || w->remote || w->pid <= 0) {
         char why[300];
-        snprintf(why, sizeof why, "was %s", w->why);
+        snprintf(why, sizeof why, "%s", w->why);
         record_death(s, w, why);
     } else {
         w->state = W_KILLING;
@@ -321,11 +332,15 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
         return;
     }
     const char *role = r->role == GUILD__ROLE__ROLE_GPU_WORKER ? "GPU worker" : "CPU worker";
-    if (r->hostname && r->hostname[0] && strcmp(r->hostname, s->host) != 0) {
-        snprintf(msg, sizeof msg,
-                 "%s on host %s cannot share memory with the coordinator on %s; exchanges over the network are "
-                 "not implemented yet: run it on %s",
-                 role, r->hostname, s->host, s->host);
+    bool other_host = r->hostname && r->hostname[0] && strcmp(r->hostname, s->host) != 0;
+    bool remote = other_host || (r->capabilities && !r->capabilities->shared_memory);
+    if (remote && (r->role == GUILD__ROLE__ROLE_GPU_WORKER || !s->bridge)) {
+        if (r->role == GUILD__ROLE__ROLE_GPU_WORKER)
+            snprintf(msg, sizeof msg, "a GPU worker must share memory with the coordinator (on %s)", s->host);
+        else
+            snprintf(msg, sizeof msg, "%s on host %s cannot share memory with the coordinator on %s, and its "
+                     "exchanges can only travel as messages to a coordinator started with --listen", role,
+                     other_host ? r->hostname : s->host, s->host);
         guild_log(GUILD_LOG_WARN, "refused a %s (pid %d): %s", role, (int)r->pid, msg);
         reply_error(s, from, GUILD__ERROR_CODE__ERROR_RESOURCE, msg);
         return;
@@ -355,8 +370,10 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
                   r->build ? r->build : "?", r->protocol_version, PACKAGE_STRING, GUILD_PROTOCOL_VERSION);
     w->peer = *from;
     w->pid = r->pid;
+    w->remote = remote;
     w->last_heard_ns = guild_now_ns();
-    guild_log(GUILD_LOG_INFO, "%s: registered, pid %d", w->name, (int)r->pid);
+    guild_log(GUILD_LOG_INFO, "%s: registered, pid %d%s%s%s", w->name, (int)r->pid, remote ? " on " : "",
+              remote ? (other_host ? r->hostname : s->host) : "", remote ? ", exchanges as messages" : "");
     send_assign(s, w);
 }
 
@@ -708,9 +725,31 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
     }
     if (!(s->router = guild_msg_router_new(s->zctx, s->endpoint, err)))
         goto fail;
-    if (cfg->listen && zmq_bind(s->router, cfg->listen) < 0) {
-        guild_err_set(err, "bind %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-        goto fail;
+    if (cfg->listen) {
+        if (zmq_bind(s->router, cfg->listen) < 0) {
+            guild_err_set(err, "bind %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+        /* the data socket beside it: tcp port + 1, or PATH.data */
+        char bind[PATH_MAX + 32];
+        const char *colon = strrchr(cfg->listen, ':');
+        if (!strncmp(cfg->listen, "tcp://", 6) && colon && colon > cfg->listen + 6) {
+            char *end;
+            long port = strtol(colon + 1, &end, 10);
+            if (*end || port < 1 || port > 65534) {
+                guild_err_set(err, "--listen %s: expected tcp://HOST:PORT", cfg->listen);
+                goto fail;
+            }
+            snprintf(bind, sizeof bind, "%.*s:%ld", (int)(colon - cfg->listen), cfg->listen, port + 1);
+            snprintf(s->data_public, sizeof s->data_public, "tcp://*:%ld", port + 1);
+        } else if (!strncmp(cfg->listen, "ipc://", 6)) {
+            snprintf(bind, sizeof bind, "%s.data", cfg->listen);
+            snprintf(s->data_public, sizeof s->data_public, "%s", bind);
+        } else {
+            bind[0] = '\0';
+        }
+        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->x, cfg->plan, err) < 0)
+            goto fail;
     }
     int e = pthread_create(&s->thread, NULL, sup_main, s);
     if (e) {
@@ -737,6 +776,7 @@ void sup_destroy(sup_t **ps)
         atomic_store(&s->stop, 1);
         pthread_join(s->thread, NULL);
     }
+    bridge_destroy(&s->bridge);
     guild_msg_close(&s->router);
     if (s->zctx)
         zmq_ctx_term(s->zctx);

@@ -16,7 +16,9 @@
 #include "cpu-expert-worker/expert_shard.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
+#include <zmq.h>
 #include "pipeline/actor.h"
+#include "pipeline/data.h"
 #include "pipeline/rundir.h"
 
 #define DEFAULT_SLICE_NS 100000000u
@@ -38,6 +40,13 @@ typedef struct cpu_worker {
     guild_arena_t *arena;
     guild_exchange_t *x;
     guild_wait_policy_t slice;
+    /* without the arena: exchanges as messages on the data socket */
+    const char *endpoint;  /* the coordinator's control endpoint (resolves a "*" data host) */
+    void *zctx;
+    void *data;            /* DEALER, NULL when the arena is used */
+    float *y;              /* [cap_y] scratch of a request's outputs */
+    int32_t *pairs;        /* [cap_pairs] */
+    size_t cap_y, cap_pairs;
 } cpu_worker_t;
 
 static void release(cpu_worker_t *w)
@@ -47,6 +56,10 @@ static void release(cpu_worker_t *w)
     expert_shard_destroy(&w->shard);
     guild_exchange_destroy(&w->x);
     guild_arena_destroy(&w->arena);
+    if (w->data) {
+        zmq_close(w->data);
+        w->data = NULL;
+    }
 }
 
 /* owned[layer * n_expert + e] from the Assign's shard list, every range checked against the model. */
@@ -88,9 +101,9 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
 {
     const Guild__Options *o = a->options;
     *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
-    if (!o || !a->arena)
-        return guild_err_set(err, "assign: the CPU worker needs options and an arena");
-    if (a->arena->layout_version != GUILD_ARENA_LAYOUT_VERSION)
+    if (!o || (!a->arena && (!o->data_endpoint || !o->data_endpoint[0])))
+        return guild_err_set(err, "assign: the CPU worker needs options and an arena or a data endpoint");
+    if (a->arena && a->arena->layout_version != GUILD_ARENA_LAYOUT_VERSION)
         return guild_err_set(err, "assign: arena layout version %u, this build reads %u", a->arena->layout_version,
                              GUILD_ARENA_LAYOUT_VERSION);
     actor_set_silence(w->actor, o->silence_ms);
@@ -153,6 +166,22 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     if (expert_pipe_new(&w->pipe, &src, w->pool, NULL, err) < 0)
         goto out;
 
+    if (!a->arena) { /* exchanges as messages */
+        *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+        char ep[1024], id[64];
+        if (data_endpoint_resolve(o->data_endpoint, w->endpoint, ep, sizeof ep, err) < 0)
+            goto out;
+        if (!w->zctx && !(w->zctx = zmq_ctx_new())) {
+            guild_err_set(err, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+            goto out;
+        }
+        snprintf(id, sizeof id, "cpu-worker-%d-data", (int)getpid());
+        if (!(w->data = data_dealer_new(w->zctx, ep, id, err)) ||
+            data_send_hello(w->data, a->generation, a->worker_index, err) < 0)
+            goto out;
+        rc = 0;
+        goto out;
+    }
     *code = GUILD__ERROR_CODE__ERROR_ARENA;
     guild_arena_expect_t ex = {.tag = a->arena->tag, .size = a->arena->size};
     if (!(w->arena = guild_arena_attach(a->arena->name, &ex, err)))
@@ -183,6 +212,80 @@ out:
     free(cpus);
     free(owned);
     return rc;
+}
+
+/* Serves exchange requests from the data socket (no arena) until the actor stops or another Assign arrives.
+ * A request that cannot be computed is reported and left unanswered. */
+static void serve_messages(cpu_worker_t *w)
+{
+    actor_stats_t *st = actor_stats(w->actor);
+    const model_config_t *c = model_config(w->model);
+    while (!actor_stopping(w->actor, NULL) && !actor_assign_pending(w->actor)) {
+        data_msg_t m;
+        guild_err_t err = {{0}};
+        uint64_t t0 = guild_now_ns();
+        guild_msg_result_t r = data_recv(w->data, (int)(w->slice.timeout_ns / 1000000u), &m, &err);
+        uint64_t t1 = guild_now_ns();
+        atomic_fetch_add(&st->wait_ns, t1 - t0);
+        if (r == GUILD_MSG_TIMEOUT)
+            continue;
+        if (r != GUILD_MSG_OK) {
+            actor_error(w->actor, GUILD__ERROR_CODE__ERROR_PROTOCOL, false, w->generation, "data socket: %s", err.msg);
+            if (r == GUILD_MSG_ERROR)
+                return;
+            continue;
+        }
+        const Guild__ExchangeRequest *q = m.hdr->body_case == GUILD__DATA__BODY_REQUEST ? m.hdr->request : NULL;
+        if (!q || q->n_embd != (uint32_t)c->n_embd || q->n_used != (uint32_t)c->n_expert_used) {
+            actor_error(w->actor, GUILD__ERROR_CODE__ERROR_PROTOCOL, false, w->generation,
+                        "data socket: not an exchange request for width %d, top-%d", c->n_embd, c->n_expert_used);
+            data_msg_close(&m);
+            continue;
+        }
+        size_t np = (size_t)q->n_tokens * q->n_used, ny = np * q->n_embd;
+        if (ny > w->cap_y || np > w->cap_pairs) {
+            float *y = realloc(w->y, (ny ? ny : 1) * sizeof *y);
+            int32_t *pairs = y ? realloc(w->pairs, (np ? np : 1) * sizeof *pairs) : NULL;
+            if (y)
+                w->y = y;
+            if (!y || !pairs) {
+                actor_error(w->actor, GUILD__ERROR_CODE__ERROR_RESOURCE, false, w->generation,
+                            "exchange %llu: out of memory", (unsigned long long)q->seq);
+                data_msg_close(&m);
+                continue;
+            }
+            w->pairs = pairs;
+            w->cap_y = ny;
+            w->cap_pairs = np;
+        }
+        const float *x = m.array[0];
+        const int32_t *ids = m.array[1];
+        int64_t n = expert_pipe_run(w->pipe, q->layer, (int32_t)q->n_tokens, x, ids, w->y, &err);
+        if (n < 0) {
+            actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
+                        "exchange %llu (layer %d, %u tokens): %s", (unsigned long long)q->seq, q->layer, q->n_tokens,
+                        err.msg);
+            data_msg_close(&m);
+            continue;
+        }
+        /* the pairs this shard owns, ascending, their rows packed */
+        uint32_t k = 0;
+        for (size_t p = 0; p < np; p++)
+            if (expert_shard_get(w->shard, q->layer, ids[p])) {
+                w->pairs[k] = (int32_t)p;
+                if ((size_t)k != p)
+                    memmove(w->y + (size_t)k * q->n_embd, w->y + p * q->n_embd, q->n_embd * sizeof *w->y);
+                k++;
+            }
+        uint64_t t2 = guild_now_ns();
+        if (data_send_result(w->data, q->seq, k, w->pairs, w->y, q->n_embd, &err) < 0)
+            guild_log(GUILD_LOG_WARN, "exchange %llu: %s", (unsigned long long)q->seq, err.msg);
+        atomic_fetch_add(&st->busy_ns, t2 - t1);
+        atomic_fetch_add(&st->exchanges, 1);
+        atomic_fetch_add(&st->tokens, k);
+        atomic_store(&st->last_seq, q->seq);
+        data_msg_close(&m);
+    }
 }
 
 /* Serves exchanges from `seq` until the actor stops, another Assign arrives, or an exchange cannot be
@@ -224,14 +327,14 @@ static void serve(cpu_worker_t *w, uint64_t seq)
     }
 }
 
-int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level)
+int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool shared_memory)
 {
     char tag[48];
     snprintf(tag, sizeof tag, "cpu-worker(node %d)", node);
     guild_log_init(tag, level);
     int parent = (int)getppid(); /* the coordinator, when it spawned this worker */
     guild_err_t err = {{0}};
-    cpu_worker_t w = {.node = node};
+    cpu_worker_t w = {.node = node, .endpoint = endpoint};
     if (actor_install_signals(&signalled, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
         return 1;
@@ -243,6 +346,7 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level)
         .name = "cpu-worker",
         .silence_ms = 3000,
         .signalled = &signalled,
+        .no_shared_memory = !shared_memory,
     };
     if (actor_new(&w.actor, &ac, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
@@ -263,19 +367,27 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level)
             guild_msg_free(&env);
             continue;
         }
-        /* resume after the last exchange this worker index completed (a predecessor's, after a restart) */
-        uint64_t seq = guild_exchange_done(w.x, w.index) + 1;
+        /* resume after the last exchange this worker index completed (a predecessor's, after a restart); the
+         * bridge knows that for a worker without the arena */
+        uint64_t seq = w.x ? guild_exchange_done(w.x, w.index) + 1 : 0;
         actor_ready(w.actor, a->generation, guild_now_ns() - t0, resident, seq);
-        guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, %d threads, from exchange %llu",
-                  w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
-                  guild_pool_threads(w.pool), (unsigned long long)seq);
+        guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, %d threads, %s", w.index,
+                  (long long)expert_shard_count(w.shard), (double)resident / 1048576.0, guild_pool_threads(w.pool),
+                  w.x ? "exchanges through the arena" : "exchanges as messages");
         guild_msg_free(&env);
-        serve(&w, seq);
+        if (w.x)
+            serve(&w, seq);
+        else
+            serve_messages(&w);
     }
     const char *why = "";
     actor_stopping(w.actor, &why);
     guild_log(GUILD_LOG_INFO, "exiting: %s", why);
     release(&w);
+    if (w.zctx)
+        zmq_ctx_term(w.zctx);
+    free(w.y);
+    free(w.pairs);
     model_destroy(&w.model);
     free(w.model_path);
     actor_destroy(&w.actor);

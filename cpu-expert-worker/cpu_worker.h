@@ -7,15 +7,20 @@
  * expert it owns, written into the slot's y rows, then its done counter. It resumes at done + 1, so a worker
  * that replaces a dead one redoes the exchange its predecessor died in. A bad Assign (unknown layer, expert
  * out of range, unreadable model, unusable node) is answered with an Error naming the cause; the worker
- * stays up for the next one.
+ * stays up for the next one. A worker that cannot map the arena (another host) gets its exchanges as
+ * messages on a data socket instead (Options.data_endpoint; the coordinator's bridge forwards them).
  */
 #ifndef GUILD_CPU_EXPERT_WORKER_CPU_WORKER_H
 #define GUILD_CPU_EXPERT_WORKER_CPU_WORKER_H
 
+#include <stdbool.h>
+
 #include "core/util/log.h"
 
 /* Runs the worker for NUMA node `node` against the coordinator at endpoint; returns the process exit status
- * (0 after a Shutdown or when the coordinator is gone, 1 if it could not start). */
-int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level);
+ * (0 after a Shutdown or when the coordinator is gone, 1 if it could not start). shared_memory false: tell the
+ * coordinator this worker cannot map the arena, so that its exchanges travel as messages (pipeline/data.h), as
+ * they do for a worker on another host. */
+int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool shared_memory);
 
 #endif

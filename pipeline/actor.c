@@ -17,6 +17,7 @@
 #include "ipc/doorbell.h"
 
 #define POLL_MS 20 /* control loop tick: bounds how late a stop or a forwarded message is noticed */
+#define REGISTER_EVERY_NS 1000000000u /* until the first Assign: a refused worker (no place yet) tries again */
 
 struct actor {
     actor_config_t cfg;
@@ -35,6 +36,8 @@ struct actor {
     pthread_cond_t cond;
     Guild__Envelope *assign; /* under mu: the latest Assign not yet taken */
     _Atomic int assign_pending;
+    bool assigned;           /* control thread: an Assign has come */
+    int coordinator_errors;  /* control thread: Errors received (the first is a warning, repeats are info) */
     char reason[256];        /* under mu: why stopping */
     uint64_t msg_id;         /* worker thread's counter for forwarded messages */
 };
@@ -84,7 +87,7 @@ static void send_register(actor_t *a)
     if (sched_getaffinity(0, sizeof set, &set) == 0)
         caps.n_cpus = (uint32_t)CPU_COUNT(&set);
     caps.numa_nodes = topo_node_count();
-    caps.shared_memory = true;
+    caps.shared_memory = !a->cfg.no_shared_memory;
     r.role = a->cfg.role;
     r.node = a->cfg.node;
     r.pid = (int32_t)getpid();
@@ -123,6 +126,7 @@ static void handle(actor_t *a, Guild__Envelope *env)
         break;
     }
     case GUILD__ENVELOPE__BODY_ASSIGN:
+        a->assigned = true;
         pthread_mutex_lock(&a->mu);
         guild_msg_free(&a->assign); /* a newer one replaces one not yet taken */
         a->assign = env;
@@ -135,7 +139,8 @@ static void handle(actor_t *a, Guild__Envelope *env)
                                                                                        : "asked by the coordinator");
         break;
     case GUILD__ENVELOPE__BODY_ERROR:
-        guild_log(GUILD_LOG_WARN, "the coordinator reports: %s", env->error->message ? env->error->message : "");
+        guild_log(a->coordinator_errors++ ? GUILD_LOG_INFO : GUILD_LOG_WARN, "the coordinator reports: %s",
+                  env->error->message ? env->error->message : "");
         break;
     default: {
         char msg[128];
@@ -155,6 +160,7 @@ static void *control_main(void *arg)
     actor_t *a = arg;
     uint64_t last_heard = 0; /* 0: never */
     send_register(a);
+    uint64_t last_register = guild_now_ns();
     while (!atomic_load(&a->stop)) {
         zmq_pollitem_t items[2] = {{a->dealer, 0, ZMQ_POLLIN, 0}, {a->pair_ctl, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(items, 2, POLL_MS);
@@ -194,6 +200,10 @@ static void *control_main(void *arg)
         }
         if (a->cfg.signalled && *a->cfg.signalled)
             set_stop(a, "terminated by a signal");
+        if (!a->assigned && guild_now_ns() - last_register > REGISTER_EVERY_NS) {
+            send_register(a);
+            last_register = guild_now_ns();
+        }
         uint32_t silence = atomic_load(&a->silence_ms);
         if (last_heard && silence && guild_now_ns() - last_heard > (uint64_t)silence * 1000000u)
             set_stop(a, "the coordinator has been silent for %u ms", silence);

@@ -30,6 +30,7 @@ typedef struct actor_config {
     const char *name;   /* "cpu-worker", "gpu-worker": routing id prefix and log name */
     uint32_t silence_ms; /* coordinator silence that stops the worker, until an Assign says otherwise */
     const volatile sig_atomic_t *signalled; /* set by the program's SIGTERM/SIGINT handler; may be NULL */
+    bool no_shared_memory; /* say it cannot map the arena (Capabilities.shared_memory false) */
 } actor_config_t;
 
 /* Counters the worker thread updates and heartbeats report (Stats in proto/guild.proto). */

@@ -22,6 +22,7 @@
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
+#include "pipeline/data.h"
 #include "pipeline/plan.h"
 #include "pipeline/step.h"
 #include "tests/tiny_model.h"
@@ -287,8 +288,8 @@ static void send_raw(const void *data, size_t len)
 }
 
 /* An Assign over `arena` (may be NULL) with one layer-shard range. */
-static void send_assign(uint64_t generation, const char *path, uint32_t layer, uint32_t first, uint32_t count,
-                        guild_arena_t *arena, const char *backend, uint32_t silence_ms)
+static void send_assign_data(uint64_t generation, const char *path, uint32_t layer, uint32_t first, uint32_t count,
+                             guild_arena_t *arena, const char *backend, uint32_t silence_ms, const char *data)
 {
     Guild__Envelope env = GUILD__ENVELOPE__INIT;
     Guild__Assign a = GUILD__ASSIGN__INIT;
@@ -313,7 +314,8 @@ static void send_assign(uint64_t generation, const char *path, uint32_t layer, u
     ar.layout_version = GUILD_ARENA_LAYOUT_VERSION;
     ar.size = arena ? guild_arena_size(arena) : 4096;
     ar.tag = arena ? guild_arena_tag(arena) : 1;
-    a.arena = &ar;
+    a.arena = data ? NULL : &ar;
+    o.data_endpoint = (char *)data;
     o.n_threads = 1;
     o.node = 0;
     o.max_tokens = 4;
@@ -325,6 +327,12 @@ static void send_assign(uint64_t generation, const char *path, uint32_t layer, u
     env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     send_env(&env);
+}
+
+static void send_assign(uint64_t generation, const char *path, uint32_t layer, uint32_t first, uint32_t count,
+                        guild_arena_t *arena, const char *backend, uint32_t silence_ms)
+{
+    send_assign_data(generation, path, layer, first, count, arena, backend, silence_ms, NULL);
 }
 
 static void send_shutdown_and_reap(void)
@@ -429,6 +437,69 @@ START_TEST(test_cpu_worker_reports_and_survives)
 }
 END_TEST
 
+/* Without the arena: the worker says hello on the data socket and answers an exchange request with exactly
+ * its pairs, bit for bit the in-process executor's; garbage there is reported, the worker staying up. */
+START_TEST(test_cpu_worker_messages)
+{
+    char data_ep[320];
+    snprintf(data_ep, sizeof data_ep, "ipc://%s/data", dir);
+    guild_err_t err = {{0}};
+    void *data = data_router_new(zctx, data_ep, &err);
+    ck_assert_msg(data, "%s", err.msg);
+    start("guild-cpu-worker", 1);
+    guild_msg_free(&(Guild__Envelope *){expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER)});
+    send_assign_data(9, model_path, 1, 2, 4, NULL, NULL, 0, data_ep);
+    Guild__Envelope *rd = expect(GUILD__ENVELOPE__BODY_READY);
+    ck_assert_uint_eq(rd->ready->generation, 9);
+    guild_msg_free(&rd);
+    data_msg_t m;
+    ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
+    ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_HELLO);
+    ck_assert_uint_eq(m.hdr->hello->generation, 9);
+    guild_msg_peer_t wpeer = m.from;
+    data_msg_close(&m);
+
+    model_t *mdl = NULL;
+    guild_pool_t *pool = NULL;
+    moe_exec_t *local = NULL;
+    ck_assert_int_eq(model_new(&mdl, model_path, &err), 0);
+    ck_assert_int_eq(guild_pool_new(&pool, 1, NULL, &err), 0);
+    ck_assert_int_eq(moe_local_new(&local, mdl, pool, &err), 0);
+    float xin[4 * 64], w[8], want[4 * 2 * 64];
+    int32_t ids[8] = {2, 7, 3, 0, 5, 2, 6, 3}; /* layer 1, experts 2..5 owned: pairs 0, 2, 4, 5, 7 */
+    static const int32_t owned[] = {0, 2, 4, 5, 7};
+    for (int i = 0; i < 4 * 64; i++)
+        xin[i] = (float)((i * 53) % 97) / 40.0f - 1.2f;
+    for (int i = 0; i < 8; i++)
+        w[i] = 0.5f;
+    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, w, want, &err), 0);
+    ck_assert_int_eq(data_send_request(data, &wpeer, 7, 1, 4, 2, 64, xin, ids, &err), 0);
+    ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
+    ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_RESULT);
+    ck_assert_uint_eq(m.hdr->result->seq, 7);
+    ck_assert_uint_eq(m.hdr->result->n_pairs, 5);
+    ck_assert(memcmp(m.array[0], owned, sizeof owned) == 0);
+    const float *y = m.array[1];
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(memcmp(y + i * 64, want + owned[i] * 64, 64 * sizeof(float)) == 0, "pair %d differs", owned[i]);
+    data_msg_close(&m);
+    moe_exec_destroy(&local);
+    guild_pool_destroy(&pool);
+    model_destroy(&mdl);
+
+    static const uint8_t junk[] = {1, 2, 3};
+    ck_assert_int_ge(zmq_send(data, wpeer.id, wpeer.len, ZMQ_SNDMORE), 0);
+    ck_assert_int_ge(zmq_send(data, junk, sizeof junk, 0), 0);
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "data socket: malformed data message");
+    expect_alive();
+    send_shutdown_and_reap();
+    zmq_close(data);
+    char p[400];
+    snprintf(p, sizeof p, "%s/data", dir);
+    unlink(p);
+}
+END_TEST
+
 START_TEST(test_gpu_worker_reports_and_survives)
 {
     start("guild-gpu-worker", 0);
@@ -463,8 +534,9 @@ START_TEST(test_worker_leaves_a_silent_coordinator)
 }
 END_TEST
 
-/* The coordinator's side: a fake CPU worker on `guild run --listen`. Garbage and a worker on another host are
- * refused with an Error; a worker whose part fails to load makes the run fail with that worker's cause. */
+/* The coordinator's side: a fake worker on `guild run --listen`. Garbage and a GPU worker that cannot share
+ * memory are refused with an Error; a CPU worker on another host is assigned its part without the arena, with
+ * the data endpoint for its exchanges; a worker whose part fails to load makes the run fail with its cause. */
 START_TEST(test_coordinator_refuses_and_reports)
 {
     char mk[512], gguf[400], errfile[400], ep[400];
@@ -507,21 +579,25 @@ START_TEST(test_coordinator_refuses_and_reports)
 
     Guild__Envelope e = GUILD__ENVELOPE__INIT;
     Guild__Register r = GUILD__REGISTER__INIT;
+    Guild__Capabilities caps = GUILD__CAPABILITIES__INIT;
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    r.role = GUILD__ROLE__ROLE_CPU_WORKER;
+    r.role = GUILD__ROLE__ROLE_GPU_WORKER;
     r.pid = (int32_t)getpid();
-    r.hostname = "another-host";
+    r.hostname = host;
+    r.capabilities = &caps; /* shared_memory false */
     r.protocol_version = GUILD_PROTOCOL_VERSION;
     e.body_case = GUILD__ENVELOPE__BODY_REGISTER_WORKER;
     e.register_worker = &r;
     ck_assert_int_eq(guild_msg_send(dealer, NULL, &e, &err), 0);
     ck_assert_int_eq(guild_msg_recv(dealer, 10000, NULL, &env, &err), GUILD_MSG_OK);
     ck_assert_int_eq(env->body_case, GUILD__ENVELOPE__BODY_ERROR);
-    ck_assert_msg(strstr(env->error->message, "on host another-host cannot share memory"), "%s", env->error->message);
+    ck_assert_msg(strstr(env->error->message, "a GPU worker must share memory"), "%s", env->error->message);
     guild_msg_free(&env);
 
-    r.hostname = host;
+    r.role = GUILD__ROLE__ROLE_CPU_WORKER;
+    r.hostname = "another-host";
+    caps.shared_memory = true;
     ck_assert_int_eq(guild_msg_send(dealer, NULL, &e, &err), 0);
     for (;;) { /* heartbeats may come first */
         ck_assert_int_eq(guild_msg_recv(dealer, 10000, NULL, &env, &err), GUILD_MSG_OK);
@@ -534,7 +610,10 @@ START_TEST(test_coordinator_refuses_and_reports)
     ck_assert_uint_eq(a->shard[0]->n_experts, 1);
     ck_assert_uint_eq(a->shard[0]->experts[0]->first, 0);
     ck_assert_uint_eq(a->shard[0]->experts[0]->count, 4);
-    ck_assert_ptr_nonnull(a->arena);
+    ck_assert_ptr_null(a->arena); /* another host: no arena, messages */
+    char data_ep[420];
+    snprintf(data_ep, sizeof data_ep, "%s.data", ep);
+    ck_assert_str_eq(a->options->data_endpoint, data_ep);
     Guild__Envelope ee = GUILD__ENVELOPE__INIT;
     Guild__Error er = GUILD__ERROR__INIT;
     er.code = GUILD__ERROR_CODE__ERROR_MODEL;
@@ -575,6 +654,7 @@ static Suite *pipeline_suite(void)
     tcase_add_checked_fixture(tc, fake_setup, fake_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cpu_worker_reports_and_survives);
+    tcase_add_test(tc, test_cpu_worker_messages);
     tcase_add_test(tc, test_gpu_worker_reports_and_survives);
     tcase_add_test(tc, test_worker_leaves_a_silent_coordinator);
     tcase_add_test(tc, test_coordinator_refuses_and_reports);

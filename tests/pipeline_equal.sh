@@ -2,8 +2,9 @@
 # The multi-process pipeline gives what the single-process reference gives: the same token ids and the same
 # logits, byte for byte (--logits-out), for every architecture, with 1, 2 and 3 CPU worker processes, a
 # prompt prefilled in several batches and sampled decoding. Also: CPU workers started by hand
-# (--listen / guild-cpu-worker --connect), a named arena file (--arena-dir), `guild plan` / --print-plan, and
-# a clear refusal when the worker binaries are missing.
+# (--listen / guild-cpu-worker --connect), over tcp with one of them exchanging through messages instead of
+# the arena, a named arena file (--arena-dir), `guild plan` / --print-plan, and a clear refusal when the
+# worker binaries are missing.
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -98,6 +99,33 @@ for p in $HAND; do # told to shut down: they exit on their own
 done
 HAND=""
 
+# over tcp, one CPU worker through the arena and one without it (--no-shared-memory: its exchanges travel as
+# messages through the coordinator's bridge, as for a worker on another host)
+ok=""
+for try in 1 2 3; do
+    PORT=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+    EP="tcp://127.0.0.1:$PORT"
+    "$G" run -m "$T/mixed.gguf" -p "$PROMPT" -n 12 --temp 0.8 --seed 5 --threads 1 --batch 7 --spin-us 0 \
+        --cpu-workers 2 --listen "$EP" -v --ids-out "$T/tcp.ids" --logits-out "$T/tcp.logits" >"$T/tcp.txt" \
+        2>"$T/tcp.err" &
+    GPID=$!
+    "$B/guild-cpu-worker" --connect "$EP" --no-shared-memory 2>"$T/tcp0.err" &
+    HAND="$!"
+    "$B/guild-cpu-worker" --connect "$EP" 2>"$T/tcp1.err" &
+    HAND="$HAND $!"
+    if wait $GPID; then
+        ok=1
+        break
+    fi
+    grep -q "Address already in use" "$T/tcp.err" || { cat "$T/tcp.err"; fail "guild run --listen $EP"; }
+    for p in $HAND; do kill -9 "$p" 2>/dev/null; done
+done
+[ -n "$ok" ] || fail "no free tcp port"
+same mixed-single tcp
+grep -q "exchanges as messages" "$T/tcp.err" || { cat "$T/tcp.err"; fail "tcp: no worker used messages"; }
+for p in $HAND; do wait "$p" 2>/dev/null; done
+HAND=""
+
 # the plan: printable, every expert once
 "$G" plan -m "$T/mixed.gguf" --cpu-workers 3 >"$T/plan.txt" 2>&1 || { cat "$T/plan.txt"; fail "guild plan"; }
 grep -q "experts 0-5 of every layer" "$T/plan.txt" && grep -q "experts 6-10 of every layer" "$T/plan.txt" &&
@@ -113,4 +141,4 @@ cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 4 architectures x 1-3 CPU workers ($n runs), mixed types, named arena, hand-started workers, plans"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 4 architectures x 1-3 CPU workers ($n runs), mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"

@@ -1,0 +1,34 @@
+/* coordinator/bridge.h — CPU workers without the arena: their exchanges travel as messages.
+ *
+ * A worker on another host cannot map the arena. The bridge stands in for it there: for each exchange it
+ * waits for the step doorbell like a worker would, sends the slot's inputs (x, ids) to the worker as an
+ * ExchangeRequest on the data socket (pipeline/data.h), and when the ExchangeResult comes back checks it
+ * (exactly the pairs the plan gives that worker, each row n_embd wide), writes the y rows into the slot and
+ * rings the worker's done counter. The GPU worker cannot tell the difference: same exchange protocol, another
+ * transport. A worker replaced by a new one (a new Assign generation, then its DataHello) gets the pending
+ * exchange again.
+ */
+#ifndef GUILD_COORDINATOR_BRIDGE_H
+#define GUILD_COORDINATOR_BRIDGE_H
+
+#include <stdint.h>
+
+#include "core/util/err.h"
+#include "ipc/exchange.h"
+#include "pipeline/plan.h"
+
+typedef struct bridge bridge_t;
+
+/* Binds the data ROUTER at endpoint in zctx and starts the bridge thread over exchange x (borrowed, as are
+ * plan and zctx: they must outlive it). -1 with err on failure. */
+int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const plan_t *plan,
+               guild_err_t *err);
+
+/* Stops the thread, closes the socket; nulls *pb. NULL-safe. */
+void bridge_destroy(bridge_t **pb);
+
+/* Worker `worker` is now served through the bridge by the process assigned `generation` (0: not through the
+ * bridge any more). Thread-safe. */
+void bridge_set_worker(bridge_t *b, int worker, uint64_t generation);
+
+#endif
