@@ -129,6 +129,8 @@ void data_msg_close(data_msg_t *m)
     for (int i = 0; f && i < m->n_frames_; i++)
         zmq_msg_close(&f[i]);
     free(f);
+    free(m->copy_[0]);
+    free(m->copy_[1]);
     memset(m, 0, sizeof *m);
 }
 
@@ -172,6 +174,14 @@ static int check(data_msg_t *m, const zmq_msg_t *arr, int n_arr, guild_err_t *er
             return guild_err_set(err, "data message: array %d has %zu bytes, expected %zu", i,
                                  zmq_msg_size((zmq_msg_t *)&arr[i]), want[i]);
         m->array[i] = zmq_msg_data((zmq_msg_t *)&arr[i]);
+        /* ZeroMQ keeps no alignment promise (small frames live inside the message object): floats and ints
+         * read in place would be misaligned loads */
+        if ((uintptr_t)m->array[i] % 64 && want[i]) {
+            if (!(m->copy_[i] = aligned_alloc(64, (want[i] + 63) & ~(size_t)63)))
+                return guild_err_set(err, "data message: out of memory");
+            memcpy(m->copy_[i], m->array[i], want[i]);
+            m->array[i] = m->copy_[i];
+        }
     }
     return 0;
 }

@@ -27,9 +27,10 @@
 typedef struct data_msg {
     Guild__Data *hdr;
     guild_msg_peer_t from;  /* ROUTER side: the sender */
-    const void *array[2];   /* request: x, ids; result: pairs, y */
+    const void *array[2];   /* request: x, ids; result: pairs, y (64-byte aligned when ZeroMQ's frame is not) */
     void *frames_;          /* owned frames */
     int n_frames_;
+    void *copy_[2];         /* aligned copies of misaligned frames */
 } data_msg_t;
 
 /* A DEALER for the data socket, connected to endpoint with routing id `identity`; a ROUTER bound to it. Both
