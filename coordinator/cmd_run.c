@@ -68,7 +68,7 @@ static void usage(FILE *out)
             "      --seed S            sampling seed (default 0); same seed, same text\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
             "      --batch N           prompt tokens per forward pass (default 256)\n"
-            "      --threads N         CPU threads (default: all online CPUs)\n"
+            "      --threads N         CPU threads (default: all online CPUs); multi-process: per worker\n"
             "      --parse-special     recognise control-token texts in the prompt (as guild tokenize does)\n"
             "      --logits-out FILE   write n_vocab float32 logits per generated token (row 0: the prompt's\n"
             "                          last position)\n"
