@@ -73,6 +73,7 @@ struct sup {
     void *router; /* supervisor thread only, once it runs */
     bridge_t *bridge;                    /* listen mode: exchanges of workers without the arena */
     char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
+    bool router_bound, bridge_bound;     /* cfg->listen (and its data socket) bound: ours to remove */
     int n_cpu;
     wslot_t *w;   /* [n_cpu + 1]: the CPU workers, then the GPU worker */
     pthread_t thread;
@@ -730,6 +731,7 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
             guild_err_set(err, "bind %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
             goto fail;
         }
+        s->router_bound = true;
         /* the data socket beside it: tcp port + 1, or PATH.data */
         char bind[PATH_MAX + 32];
         const char *colon = strrchr(cfg->listen, ':');
@@ -750,6 +752,7 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
         }
         if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->x, cfg->plan, err) < 0)
             goto fail;
+        s->bridge_bound = bind[0] != '\0';
     }
     int e = pthread_create(&s->thread, NULL, sup_main, s);
     if (e) {
@@ -780,6 +783,14 @@ void sup_destroy(sup_t **ps)
     guild_msg_close(&s->router);
     if (s->zctx)
         zmq_ctx_term(s->zctx);
+    /* ZeroMQ leaves the socket files of ipc endpoints it bound; these were ours */
+    if (s->cfg.listen && !strncmp(s->cfg.listen, "ipc://", 6) && s->cfg.listen[6] != '@' && s->router_bound) {
+        char data[PATH_MAX + 32];
+        unlink(s->cfg.listen + 6);
+        snprintf(data, sizeof data, "%s.data", s->cfg.listen + 6);
+        if (s->bridge_bound)
+            unlink(data);
+    }
     if (s->rundir[0])
         rundir_remove(s->rundir);
     guild_exchange_destroy(&s->x);

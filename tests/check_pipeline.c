@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -207,11 +208,19 @@ static void fake_teardown(void)
     }
     guild_msg_close(&router);
     zmq_ctx_term(zctx);
-    char p[400];
-    snprintf(p, sizeof p, "%s/control", dir);
-    unlink(p);
-    unlink(model_path);
-    rmdir(dir);
+    /* everything the tests and the processes they ran left in the directory */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[600];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    }
+    if (d)
+        closedir(d);
+    ck_assert_msg(rmdir(dir) == 0, "cannot remove %s", dir);
 }
 
 static void start(const char *bin, int with_node)
@@ -634,6 +643,11 @@ START_TEST(test_coordinator_refuses_and_reports)
     text[n] = '\0';
     fclose(f);
     ck_assert_msg(strstr(text, "guild run: cpu-worker[0]: disk on fire"), "%s", text);
+    char sock[420];
+    snprintf(sock, sizeof sock, "%s/listen", dir);
+    ck_assert_msg(access(sock, F_OK) != 0, "the coordinator left its --listen socket file");
+    snprintf(sock, sizeof sock, "%s/listen.data", dir);
+    ck_assert_msg(access(sock, F_OK) != 0, "the coordinator left its data socket file");
     guild_msg_close(&dealer);
     unlink(gguf);
     unlink(errfile);
