@@ -268,7 +268,7 @@ END_TEST
 START_TEST(test_json_shapes)
 {
     api_reply_id_t id = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m"};
-    json_t *j = apijson_reply(&id, "hi", "stop", apijson_usage(3, 2, 1));
+    json_t *j = apijson_reply(&id, "hi", 2, "stop", apijson_usage(3, 2, 1));
     char *s = apijson_dump(j);
     ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":7,\"model\":\"m\","
                         "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},"
@@ -276,7 +276,7 @@ START_TEST(test_json_shapes)
                         "\"completion_tokens\":2,\"total_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":1}}}");
     free(s);
     json_decref(j);
-    j = apijson_chunk(&id, "x", true, NULL);
+    j = apijson_chunk(&id, "x", 1, true, NULL);
     s = apijson_dump(j);
     ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
                         "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"x\"},"
@@ -284,10 +284,16 @@ START_TEST(test_json_shapes)
     free(s);
     json_decref(j);
     id.kind = API_COMPLETIONS;
-    j = apijson_chunk(&id, NULL, false, "length");
+    j = apijson_chunk(&id, NULL, 0, false, "length");
     s = apijson_dump(j);
     ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
                         "\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"length\"}]}");
+    free(s);
+    json_decref(j);
+    /* a model may produce byte 0: it is a character like any other */
+    j = apijson_chunk(&id, "a\0b", 3, false, NULL);
+    s = apijson_dump(j);
+    ck_assert_ptr_nonnull(strstr(s, "\"text\":\"a\\u0000b\""));
     free(s);
     json_decref(j);
     j = apijson_error("invalid_request_error", "top_p", "top_p: bad");

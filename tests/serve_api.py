@@ -220,6 +220,12 @@ greedy = compare("completions, greedy", "/v1/completions", {"prompt": PROMPT, "t
                  ["--temp", "0"])
 check("\ufffd" in greedy, "the test model's text has no ill-formed bytes to repair (pick another seed)")
 compare("completions, sampled", "/v1/completions", dict(SAMPLED, prompt=PROMPT), PROMPT, 64, SAMPLED_ARGS)
+# to the end of the context, sampling from the whole vocabulary: byte tokens give NUL and ill-formed sequences
+WILD = {"temperature": 1.5, "top_k": 0, "top_p": 1, "min_p": 0, "seed": 1}
+wild = compare("completions, to the context's end", "/v1/completions", dict(WILD, prompt=PROMPT, ignore_eos=True),
+               PROMPT, 600, ["--temp", "1.5", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", "1",
+                             "--ignore-eos"])
+check("\0" in wild and "\ufffd" in wild, "the wild text has no NUL or no U+FFFD (pick another seed)")
 compare("chat, greedy", "/v1/chat/completions", {"messages": CHAT, "temperature": 0}, CHAT_TEXT, 40,
         ["--temp", "0", "--parse-special"], chat=True)
 compare("chat, sampled", "/v1/chat/completions", dict(SAMPLED, messages=CHAT), CHAT_TEXT, 40,

@@ -141,7 +141,7 @@ static void sse_end(sse_t *s, const job_status_t *st)
     switch (st->end) {
     case JOB_STOP:
     case JOB_LENGTH:
-        sse_event(s, apijson_chunk(&s->id, NULL, false, finish_reason(st->end)));
+        sse_event(s, apijson_chunk(&s->id, NULL, 0, false, finish_reason(st->end)));
         if (s->include_usage)
             sse_event(s, apijson_usage_chunk(&s->id, apijson_usage(st->n_prompt, st->n_generated, st->n_cached)));
         strbuf_puts(&s->out, "data: [DONE]\n\n");
@@ -172,7 +172,7 @@ static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
         strbuf_clear(&s->text);
         s->seen = job_read(s->job, s->seen, &s->text, &st);
         if (s->text.len)
-            sse_event(s, apijson_chunk(&s->id, strbuf_str(&s->text), false, NULL));
+            sse_event(s, apijson_chunk(&s->id, s->text.p, s->text.len, false, NULL));
         if (st.end != JOB_RUNNING) /* job_read's text and status are of one moment: nothing is left */
             sse_end(s, &st);
         if (!strbuf_ok(&s->out) || !strbuf_ok(&s->text)) {
@@ -215,7 +215,7 @@ static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind,
     } else if (st.end == JOB_STOP || st.end == JOB_LENGTH) {
         api_reply_id_t id;
         reply_id(&id, kind, s, j);
-        json_t *body = apijson_reply(&id, strbuf_str(&text), finish_reason(st.end),
+        json_t *body = apijson_reply(&id, strbuf_str(&text), text.len, finish_reason(st.end),
                                      apijson_usage(st.n_prompt, st.n_generated, st.n_cached));
         if (body)
             http_reply_json(req, 200, body);
@@ -288,7 +288,7 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
     sse->include_usage = r.include_usage;
     reply_id(&sse->id, kind, s, j);
     if (kind == API_CHAT) /* as OpenAI: the role first, in a chunk of its own */
-        sse_event(sse, apijson_chunk(&sse->id, "", true, NULL));
+        sse_event(sse, apijson_chunk(&sse->id, "", 0, true, NULL));
     http_reply_stream(req, "text/event-stream", sse_produce, sse, sse_free);
 done:
     job_unref(&j);

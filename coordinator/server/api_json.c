@@ -15,13 +15,13 @@ static json_t *envelope(const api_reply_id_t *id, const char *object, json_t *ch
                      "model", id->model, "choices", choices);
 }
 
-json_t *apijson_reply(const api_reply_id_t *id, const char *text, const char *finish, json_t *usage)
+json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, const char *finish, json_t *usage)
 {
     json_t *choice = id->kind == API_CHAT
-                         ? json_pack("{s:i, s:{s:s, s:s}, s:n, s:s}", "index", 0, "message", "role", "assistant",
-                                     "content", text, "logprobs", "finish_reason", finish)
-                         : json_pack("{s:i, s:s, s:n, s:s}", "index", 0, "text", text, "logprobs", "finish_reason",
-                                     finish);
+                         ? json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role", "assistant",
+                                     "content", text, len, "logprobs", "finish_reason", finish)
+                         : json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, len, "logprobs",
+                                     "finish_reason", finish);
     json_t *r = envelope(id, id->kind == API_CHAT ? "chat.completion" : "text_completion", json_pack("[o]", choice));
     if (r && usage)
         json_object_set(r, "usage", usage);
@@ -29,7 +29,7 @@ json_t *apijson_reply(const api_reply_id_t *id, const char *text, const char *fi
     return r;
 }
 
-json_t *apijson_chunk(const api_reply_id_t *id, const char *text, bool role_first, const char *finish)
+json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, bool role_first, const char *finish)
 {
     json_t *choice;
     if (id->kind == API_CHAT) {
@@ -37,11 +37,11 @@ json_t *apijson_chunk(const api_reply_id_t *id, const char *text, bool role_firs
         if (delta && role_first)
             json_object_set_new(delta, "role", json_string("assistant"));
         if (delta && text)
-            json_object_set_new(delta, "content", json_string(text));
+            json_object_set_new(delta, "content", json_stringn(text, len));
         choice = json_pack("{s:i, s:o, s:n, s:s?}", "index", 0, "delta", delta, "logprobs", "finish_reason", finish);
     } else {
-        choice = json_pack("{s:i, s:s, s:n, s:s?}", "index", 0, "text", text ? text : "", "logprobs",
-                           "finish_reason", finish);
+        choice = json_pack("{s:i, s:s%, s:n, s:s?}", "index", 0, "text", text ? text : "", text ? len : 0,
+                           "logprobs", "finish_reason", finish);
     }
     return envelope(id, id->kind == API_CHAT ? "chat.completion.chunk" : "text_completion", json_pack("[o]", choice));
 }

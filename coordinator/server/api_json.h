@@ -6,6 +6,8 @@
 #define GUILD_SERVER_API_JSON_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "coordinator/server/api_request.h"
@@ -21,12 +23,13 @@ typedef struct api_reply_id {
 /* {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}} */
 json_t *apijson_usage(int32_t n_prompt, int32_t n_completion, int32_t n_cached);
 
-/* The whole reply: text_completion or chat.completion with one choice. finish: "stop" or "length". */
-json_t *apijson_reply(const api_reply_id_t *id, const char *text, const char *finish, json_t *usage);
+/* The whole reply: text_completion or chat.completion with one choice. text[0..len) may hold NUL characters
+ * (a model can produce byte 0). finish: "stop" or "length". Takes usage. */
+json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, const char *finish, json_t *usage);
 
-/* A streamed chunk with one choice: text (may be NULL: no content), finish (NULL while generating). For chat,
- * role_first adds "role": "assistant" to the delta (the first chunk). */
-json_t *apijson_chunk(const api_reply_id_t *id, const char *text, bool role_first, const char *finish);
+/* A streamed chunk with one choice: text[0..len) (text NULL: no content), finish (NULL while generating). For
+ * chat, role_first adds "role": "assistant" to the delta (the first chunk). */
+json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, bool role_first, const char *finish);
 
 /* The final usage chunk of a stream (stream_options.include_usage): no choices. */
 json_t *apijson_usage_chunk(const api_reply_id_t *id, json_t *usage);

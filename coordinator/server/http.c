@@ -30,6 +30,7 @@ struct http_server {
 typedef struct upload {
     strbuf_t body;
     bool too_big;  /* the body went over max_body: it is read and dropped, then 413 */
+    size_t dropped; /* bytes dropped so far */
     bool replied;  /* answered before the body (413 on Content-Length) */
 } upload_t;
 
@@ -272,10 +273,18 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (up->replied)
         return MHD_YES;
     if (*upload_size) {
-        if (!up->too_big && up->body.len + *upload_size <= srv->max_body)
+        if (!up->too_big && up->body.len + *upload_size <= srv->max_body) {
             strbuf_put(&up->body, upload, *upload_size);
-        else
-            up->too_big = true; /* read on and drop: the client gets its 413 once it has sent everything */
+        } else {
+            /* read on and drop: the client gets its 413 once it has sent everything, unless it never ends */
+            up->too_big = true;
+            up->dropped += *upload_size;
+            if (up->dropped / 16 > srv->max_body) {
+                guild_log(GUILD_LOG_INFO, "%s %s: a body of more than %zu bytes: connection closed", method, url,
+                          up->dropped);
+                return MHD_NO;
+            }
+        }
         *upload_size = 0;
         return MHD_YES;
     }
