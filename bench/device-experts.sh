@@ -62,4 +62,4 @@ run 80 "$guild" bench experts --type q6_K,q5_K,q8_0,iq4_nl,q3_K,q2_K --tokens 1 
 run 50 "$guild" bench experts --type q4_K,iq4_xs --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 256 --threads "$threads" --kernels avx2
 run 30 "$guild" bench experts --type q4_K --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads 1
 echo "# done $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$log"
-grep -E '^[a-z0-9_]+ tokens=' "$log"
+grep -E '^[A-Za-z0-9_]+ tokens=' "$log"

@@ -187,22 +187,24 @@ KERN_NAME(matmul_b32)(int kind, int64_t n, int64_t nrows, int64_t ntok, const vo
                 KERN_NAME(kq_clear_tail)(st, tt * ng, nr);
             for (int i = 0; i < nr; i++) {
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
-                for (int64_t b = 0; b < nb; b++) {
-                    const char *x = row + (size_t)b * bb;
-                    uint16_t d16;
-                    if (kind == B32_MXFP4) {
-                        d16 = (uint8_t)x[0];
-                    } else {
-                        memcpy(&d16, x, 2);
-                        if (q81)
-                            memcpy(&wm[b * KQ_ROWS + i], x + 2, 2);
-                    }
-                    wd[b * KQ_ROWS + i] = d16;
-                }
                 for (int64_t j = 0; j < ng; j++) {
                     const int64_t b0 = 4 * j;
                     const char *x = row + (size_t)b0 * bb;
                     kq_prefetch(x, (int)((4 * bb + 63) / 64));
+                    /* the blocks' scales, read with the blocks (a separate pass over the row would run ahead of
+                     * the prefetches and stall on every line) */
+                    for (int64_t b = b0; b < b0 + 4 && b < nb; b++) {
+                        const char *xb = row + (size_t)b * bb;
+                        uint16_t d16;
+                        if (kind == B32_MXFP4) {
+                            d16 = (uint8_t)xb[0];
+                        } else {
+                            memcpy(&d16, xb, 2);
+                            if (q81)
+                                memcpy(&wm[b * KQ_ROWS + i], xb + 2, 2);
+                        }
+                        wd[b * KQ_ROWS + i] = d16;
+                    }
                     const int cnt_a = nb - b0 >= 2 ? 2 : 1, cnt_b = nb - b0 - 2 >= 2 ? 2 : (int)(nb - b0 - 2);
                     const __m512i la = KERN_NAME(b32_levels)(kind, x, cnt_a);
                     const __m512i lb = cnt_b > 0 ? KERN_NAME(b32_levels)(kind, x + 2 * bb, cnt_b) : _mm512_setzero_si512();
