@@ -42,10 +42,21 @@ static int k2_tile(int64_t nb, int64_t ntok)
     return (int)tile;
 }
 
-static inline void k2_prefetch(const char *p, int lines)
+/* As kq_prefetch / kq_prefetch_start (avx512_kquants.h): nothing past the call's rows; their first K2_PF
+ * bytes up front. */
+static inline void k2_prefetch(const char *p, int lines, const char *end)
 {
+    if (p + K2_PF >= end)
+        return;
     for (int l = 0; l < lines; l++)
         _mm_prefetch(p + K2_PF + 64 * l, _MM_HINT_T0);
+}
+
+static inline void k2_prefetch_start(const void *w, const char *end)
+{
+    const char *p = w;
+    for (int64_t o = 0; o < K2_PF && p + o < end; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
 /* 8 rows' sum vectors (lanes 0-3: partials of the first sum, 4-7: of the second) -> the two sums with row i in
@@ -135,6 +146,8 @@ static inline void matmul_k4(int five_bits, int64_t n, int64_t nrows, int64_t nt
     uint16_t wd[nb * K2_ROWS], wm[nb * K2_ROWS];
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    k2_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[K2_TILE];
@@ -150,7 +163,7 @@ static inline void matmul_k4(int five_bits, int64_t n, int64_t nrows, int64_t nt
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * block_bytes;
-                    k2_prefetch(blk, 3);
+                    k2_prefetch(blk, 3, pf_end);
                     const uint8_t *scales, *qs;
                     if (five_bits) {
                         scales = ((const quant_block_q5_K *)blk)->scales;
@@ -246,6 +259,8 @@ static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int6
     uint16_t wd[nb * K2_ROWS];
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    k2_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[K2_TILE];
@@ -261,7 +276,7 @@ static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int6
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * block_bytes;
-                    k2_prefetch(blk, pf_lines);
+                    k2_prefetch(blk, pf_lines, pf_end);
                     memcpy(&wd[b * K2_ROWS + i], blk + d_offset, 2);
                     __m128i sums[K2_TILE];
                     block_fn(blk, prep + b, nb, tt, sums);
@@ -466,6 +481,8 @@ static void matmul_q2_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void 
     uint16_t wd[nb * K2_ROWS], wm[nb * K2_ROWS];
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    k2_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[K2_TILE];
@@ -480,7 +497,7 @@ static void matmul_q2_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void 
             for (int i = 0; i < nr; i++) {
                 const quant_block_q2_K *x = (const quant_block_q2_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    k2_prefetch((const char *)&x[b], 2);
+                    k2_prefetch((const char *)&x[b], 2, pf_end);
                     wd[b * K2_ROWS + i] = x[b].d;
                     wm[b * K2_ROWS + i] = x[b].dmin;
                     __m256i v[8];
@@ -754,6 +771,8 @@ static inline __attribute__((always_inline)) void matmul_b32(int kind, int64_t n
     uint16_t wd[nb * K2_ROWS], wm[nb * K2_ROWS];
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    k2_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const char *at[B32_TILE];
@@ -783,7 +802,7 @@ static inline __attribute__((always_inline)) void matmul_b32(int kind, int64_t n
             for (int i = 0; i < nr; i++) {
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t j = 0; j < ng; j++) {
-                    k2_prefetch(row + (size_t)(4 * j) * bb, (int)((4 * bb + 63) / 64));
+                    k2_prefetch(row + (size_t)(4 * j) * bb, (int)((4 * bb + 63) / 64), pf_end);
                     __m256i lev[4];
                     const int cnt = nb - 4 * j < 4 ? (int)(nb - 4 * j) : 4;
                     for (int g = 0; g < cnt; g++) {

@@ -152,6 +152,8 @@ KERN_NAME(matmul_b32)(int kind, int64_t n, int64_t nrows, int64_t ntok, const vo
     uint16_t wd[nb * KQ_ROWS], wm[nb * KQ_ROWS];
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    kq_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         for (int t = 0; t < tt; t++) {
@@ -190,7 +192,7 @@ KERN_NAME(matmul_b32)(int kind, int64_t n, int64_t nrows, int64_t ntok, const vo
                 for (int64_t j = 0; j < ng; j++) {
                     const int64_t b0 = 4 * j;
                     const char *x = row + (size_t)b0 * bb;
-                    kq_prefetch(x, (int)((4 * bb + 63) / 64));
+                    kq_prefetch(x, (int)((4 * bb + 63) / 64), pf_end);
                     /* the blocks' scales, read with the blocks (a separate pass over the row would run ahead of
                      * the prefetches and stall on every line) */
                     for (int64_t b = b0; b < b0 + 4 && b < nb; b++) {

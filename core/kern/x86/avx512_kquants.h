@@ -53,10 +53,23 @@ static void KERN_NAME(kq_clear_tail)(__m512i *st, int64_t n_vec, int nr)
             st[v * KQ_ROWS + i] = _mm512_setzero_si512();
 }
 
-static inline void kq_prefetch(const char *p, int lines)
+/* Prefetches the lines KQ_PF bytes ahead of p, unless that is past `end`, the end of the call's rows: lines
+ * beyond it belong to another task, likely another core's, and would only cost bandwidth here. */
+static inline void kq_prefetch(const char *p, int lines, const char *end)
 {
+    if (p + KQ_PF >= end)
+        return;
     for (int l = 0; l < lines; l++)
         _mm_prefetch(p + KQ_PF + 64 * l, _MM_HINT_T0);
+}
+
+/* The first KQ_PF bytes of a call's rows, which the running prefetch (KQ_PF ahead) never covers: a call starts
+ * a new stream (a task of the expert pipeline, on whichever core took it). */
+static inline void kq_prefetch_start(const void *w, const char *end)
+{
+    const char *p = w;
+    for (int64_t o = 0; o < KQ_PF && p + o < end; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
 /* Q4_K and Q5_K: 64-byte load l (0, 1) of qs holds chunks 2l and 2l+1 (32 bytes each); its low nibbles are
@@ -133,6 +146,8 @@ static inline void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows,
     uint16_t wd[nb * KQ_ROWS], wm[nb * KQ_ROWS]; /* [block][row]: fp16 d, dmin */
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    kq_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -148,7 +163,7 @@ static inline void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows,
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * block_bytes;
-                    kq_prefetch(blk, pf_lines);
+                    kq_prefetch(blk, pf_lines, pf_end);
                     const uint8_t *scales, *qs;
                     if (five_bits) {
                         scales = ((const quant_block_q5_K *)blk)->scales;
@@ -248,6 +263,8 @@ static void KERN_NAME(matmul_q6_K)(int64_t n, int64_t nrows, int64_t ntok, const
     uint16_t wd[nb * KQ_ROWS];       /* [block][row] */
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st); /* an odd block count leaves the last second halves zero */
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    kq_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -262,7 +279,7 @@ static void KERN_NAME(matmul_q6_K)(int64_t n, int64_t nrows, int64_t ntok, const
             for (int i = 0; i < nr; i++) {
                 const quant_block_q6_K *x = (const quant_block_q6_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 4);
+                    kq_prefetch((const char *)&x[b], 4, pf_end);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     const __m512i ql0 = _mm512_loadu_si512(x[b].ql), ql1 = _mm512_loadu_si512(x[b].ql + 64);
                     const __m512i qh0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].qh));
@@ -359,6 +376,8 @@ static void KERN_NAME(matmul_q2_K)(int64_t n, int64_t nrows, int64_t ntok, const
     uint16_t wd[nb * KQ_ROWS], wm[nb * KQ_ROWS];
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    kq_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -373,7 +392,7 @@ static void KERN_NAME(matmul_q2_K)(int64_t n, int64_t nrows, int64_t ntok, const
             for (int i = 0; i < nr; i++) {
                 const quant_block_q2_K *x = (const quant_block_q2_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 2);
+                    kq_prefetch((const char *)&x[b], 2, pf_end);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     wm[b * KQ_ROWS + i] = x[b].dmin;
                     __m512i v[4];
@@ -444,6 +463,8 @@ static void KERN_NAME(matmul_q3_K)(int64_t n, int64_t nrows, int64_t ntok, const
     uint16_t wd[nb * KQ_ROWS];
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st);
+    const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
+    kq_prefetch_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -458,7 +479,7 @@ static void KERN_NAME(matmul_q3_K)(int64_t n, int64_t nrows, int64_t ntok, const
             for (int i = 0; i < nr; i++) {
                 const quant_block_q3_K *x = (const quant_block_q3_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 2);
+                    kq_prefetch((const char *)&x[b], 2, pf_end);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     __m512i v[4];
                     KERN_NAME(k2bit_fields)(x[b].qs, v);
