@@ -49,6 +49,23 @@ typedef struct serve_config {
     int verbosity;             /* -q: -1, default 0, -v: 1 */
 } serve_config_t;
 
+/* Prints words (space-separated) from column `indent` on, wrapped before column 110. */
+static void print_wrapped(FILE *out, const char *words, int indent)
+{
+    int col = indent;
+    fprintf(out, "%*s", indent, "");
+    for (const char *w = words; *w;) {
+        size_t n = strcspn(w, " ");
+        if (col > indent && col + 1 + (int)n > 110) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        }
+        col += fprintf(out, "%s%.*s", col > indent ? " " : "", (int)n, w);
+        w += n + (w[n] == ' ');
+    }
+    fputc('\n', out);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -69,8 +86,7 @@ static void usage(FILE *out)
             "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
             "      --api-key KEY       require \"Authorization: Bearer KEY\" on /v1/*\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
-            "                          recognise (default: the model's tokenizer.chat_template). Built in:\n"
-            "                          %s\n"
+            "                          recognise (default: the model's tokenizer.chat_template); see below\n"
             "      --alias NAME        the model's name in /v1/models and replies (default: the file name)\n"
             "      --max-body BYTES    largest request body (default 8 MiB); larger ones get 413\n"
             "      --no-prefix-cache   start every request from an empty KV cache\n"
@@ -89,8 +105,11 @@ static void usage(FILE *out)
             "max_tokens (max_completion_tokens), temperature, top_p, top_k, min_p, seed, stop, stream,\n"
             "stream_options.include_usage, repetition_penalty (repeat_penalty), repeat_last_n, ignore_eos;\n"
             "presence_penalty and frequency_penalty only 0; n and best_of only 1. Absent sampling fields take\n"
-            "guild run's defaults.\n",
-            chat_tmpl_names(), backend_names());
+            "guild run's defaults.\n"
+            "\n"
+            "Chat templates built in (recognised in the model's Jinja template, or named by --chat-template):\n",
+            backend_names());
+    print_wrapped(out, chat_tmpl_names(), 2);
 }
 
 enum {
