@@ -366,6 +366,11 @@ def raw(data, read=True):
     return out
 
 
+# a hopeless Content-Length is answered at once
+reply = raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\nContent-Length: "
+            b"10000000000\r\n\r\n{\"prompt\": \"")
+check(reply.startswith(b"HTTP/1.1 413") and b"larger than the server's limit" in reply,
+      "Content-Length 1e10: %r" % reply[:300])
 # garbage, a truncated body, a bad request line: answered or dropped, never fatal
 raw(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(200))  # a TLS hello
 raw(b"GARBAGE\r\n\r\n")

@@ -259,8 +259,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             return MHD_NO;
         *con_cls = up;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > srv->max_body) {
-            /* answered before the body is read; MHD closes the connection after the reply */
+        if (cl && strtoull(cl, NULL, 10) / 16 > srv->max_body) {
+            /* Hopelessly large: answered before the body is read, and MHD closes the connection after the reply
+             * (a client still sending may see the connection reset rather than the reply). A body somewhat
+             * over the limit is read and dropped below, so that its client reliably gets the 413. */
             up->replied = true;
             char msg[160];
             snprintf(msg, sizeof msg, "the request body (%s bytes) is larger than the server's limit of %zu bytes",
