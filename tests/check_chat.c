@@ -133,7 +133,8 @@ END_TEST
 START_TEST(test_format_without_generation_prompt)
 {
     static const chat_msg_t two[] = {{"user", "Hi"}, {"assistant", "Yo"}};
-    expect_format(CHAT_TMPL_CHATML, two, 2, false, NULL, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n");
+    expect_format(CHAT_TMPL_CHATML, two, 2, false, NULL,
+                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n");
     /* Tulu's Jinja: no newline after the last assistant turn */
     expect_format(CHAT_TMPL_TULU, two, 2, false, "<|endoftext|>", "<|user|>\nHi\n<|assistant|>\nYo<|endoftext|>");
     expect_format(CHAT_TMPL_TULU, two, 2, false, NULL, "<|user|>\nHi\n<|assistant|>\nYo</s>");

@@ -400,7 +400,8 @@ int chat_format(chat_tmpl_t t, const chat_msg_t *m, size_t n, bool gen, const ch
             put(&b, l3 ? "<|eot_id|>" : "<|eot|>");
         }
         if (gen)
-            put(&b, l3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n" : "<|header_start|>assistant<|header_end|>\n\n");
+            put(&b, l3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+                       : "<|header_start|>assistant<|header_end|>\n\n");
         break;
     }
     case CHAT_TMPL_TULU:
