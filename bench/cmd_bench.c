@@ -1,6 +1,6 @@
 /* guild bench — benchmarks. `guild bench experts` (bench/experts.c): DRAM read bandwidth, then the routed-expert
  * pipeline on real expert shapes, one summary line per weight type. `guild bench bw`: the bandwidth probe
- * alone. */
+ * alone. `guild bench run` (bench/run.c): a whole model at populated contexts. */
 #include "config.h"
 
 #include <stdio.h>
@@ -16,6 +16,7 @@ static const struct {
 } benches[] = {
     {"experts", bench_experts_main, "routed-expert pipeline vs DRAM read bandwidth (decode and prefill)"},
     {"bw", bench_bw_main, "STREAM-like read bandwidth per NUMA node and of all nodes"},
+    {"run", bench_run_main, "a model end to end: prefill and decode tok/s at populated contexts (JSON)"},
 };
 
 static void usage(FILE *out)

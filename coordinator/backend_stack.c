@@ -24,7 +24,9 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
     if (c->single_process) {
         if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 || moe_local_new(&s->moe, m, s->pool, err) < 0)
             goto fail;
-        backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool, .moe = s->moe};
+        backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool, .moe = s->moe,
+                                .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,
+                                .no_graph = c->pipe.no_graph};
         if (backend_new(&s->be, c->backend, m, &bo, err) < 0)
             goto fail;
     } else {

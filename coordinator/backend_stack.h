@@ -21,7 +21,8 @@ typedef struct backend_stack_config {
     int n_threads;          /* CPU threads (per worker in the pipeline) */
     int32_t n_ctx;          /* KV cache positions */
     int32_t n_batch;        /* most tokens per forward call */
-    pipeline_config_t pipe; /* the pipeline's options (backend and n_threads are taken from above) */
+    pipeline_config_t pipe; /* the pipeline's options (backend and n_threads are taken from above); gpu_mem,
+                               gpu_expert_layers and no_graph also apply in a single process */
 } backend_stack_config_t;
 
 typedef struct backend_stack backend_stack_t;

@@ -24,6 +24,7 @@
 #include "core/util/pool.h"
 #include "cpu-expert-worker/moe_local.h"
 #include "gpu-worker/backend.h"
+#include "gpu-worker/gpu_plan.h"
 
 /* Everything `guild run` was asked to do, validated once and printed at start-up. */
 typedef struct run_config {
@@ -78,7 +79,8 @@ static void usage(FILE *out)
             "      --single-process    run every stage in this process (the reference; default: a GPU worker\n"
             "                          process and CPU expert worker processes, supervised and restarted)\n"
             "      --cpu-workers K     CPU expert workers (default: one per NUMA node)\n"
-            "      --print-plan        print which worker owns which experts, and exit\n"
+            "      --print-plan        print which worker owns which experts (with --backend cuda, also the GPU\n"
+            "                          memory plan), and exit\n"
             "      --listen ENDPOINT   do not start the CPU workers: wait for `guild-cpu-worker --connect\n"
             "                          ENDPOINT` started by hand on this host (ipc://PATH or tcp://HOST:PORT)\n"
             "      --arena-dir DIR     shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
@@ -86,6 +88,12 @@ static void usage(FILE *out)
             "      --mlock             lock the CPU workers' experts in RAM\n"
             "      --spin-us N         spin N us on a doorbell before sleeping (default 50)\n"
             "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
+            "      --gpu-mem SIZE      device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
+            "                          cache and buffers must fit; experts of as many layers as fit stay on the\n"
+            "                          GPU (default: no budget, every layer's experts on the GPU)\n"
+            "      --gpu-experts N     at most N layers' experts on the GPU (all: as many as fit; none: 0)\n"
+            "      --no-cuda-graph     enqueue every kernel of every step (debugging; default: decode steps are\n"
+            "                          replayed CUDA graphs)\n"
             "  -v, --verbose           more messages on stderr\n"
             "  -h, --help              this help\n",
             backend_names());
@@ -115,6 +123,9 @@ enum {
     OPT_ARENA_DIR,
     OPT_MLOCK,
     OPT_SPIN_US,
+    OPT_GPU_MEM,
+    OPT_GPU_EXPERTS,
+    OPT_NO_GRAPH,
 };
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -174,6 +185,9 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"arena-dir", required_argument, NULL, OPT_ARENA_DIR},
         {"mlock", no_argument, NULL, OPT_MLOCK},
         {"spin-us", required_argument, NULL, OPT_SPIN_US},
+        {"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
+        {"gpu-experts", required_argument, NULL, OPT_GPU_EXPERTS},
+        {"no-cuda-graph", no_argument, NULL, OPT_NO_GRAPH},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -271,6 +285,25 @@ static int parse_args(int argc, char **argv, run_config_t *c)
                 return -1;
             c->pipe.spin_us = (int)v;
             break;
+        case OPT_GPU_MEM: {
+            guild_err_t e = {{0}};
+            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->pipe.gpu_mem, &e) < 0) {
+                fprintf(stderr, "guild run: %s\n", e.msg);
+                return -1;
+            }
+            break;
+        }
+        case OPT_GPU_EXPERTS:
+            if (!strcmp(optarg, "all"))
+                c->pipe.gpu_expert_layers = 0;
+            else if (!strcmp(optarg, "none") || !strcmp(optarg, "0"))
+                c->pipe.gpu_expert_layers = GPU_EXPERTS_NONE;
+            else if (parse_long("--gpu-experts", optarg, 1, 1 << 20, &v) < 0)
+                return -1;
+            else
+                c->pipe.gpu_expert_layers = (int32_t)v;
+            break;
+        case OPT_NO_GRAPH: c->pipe.no_graph = true; break;
         case OPT_BACKEND: c->backend = optarg; break;
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
         case OPT_IGNORE_EOS: c->ignore_eos = true; break;
@@ -416,8 +449,19 @@ int cmd_run(int argc, char **argv)
     }
     int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
     if (c.print_plan) {
-        if (pipeline_print_plan(model, c.pipe.cpu_workers, stdout, &err) == 0)
-            rc = 0;
+        if (pipeline_print_plan(model, c.pipe.cpu_workers, stdout, &err) < 0)
+            goto fail;
+        if (!strcmp(c.backend, "cuda")) {
+            gpu_plan_t gp;
+            gpu_plan_options_t po = {.budget = c.pipe.gpu_mem, .n_ctx = n_ctx,
+                                     .n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx, .kv_elem = 2,
+                                     .max_expert_layers = c.pipe.gpu_expert_layers};
+            if (gpu_plan_compute(&gp, model, &po, &err) < 0)
+                goto fail;
+            gpu_plan_print(&gp, stdout);
+            gpu_plan_fini(&gp);
+        }
+        rc = 0;
         goto fail;
     }
     print_config(&c, model_path, mc, n_ctx);
@@ -464,7 +508,9 @@ int cmd_run(int argc, char **argv)
             exec = expert_stats_exec(stats);
         }
         /* --stats counts every token's routing in every layer, so the last layer must not skip rows */
-        backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec, .all_rows = c.stats};
+        backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec, .all_rows = c.stats,
+                                .gpu_mem = c.pipe.gpu_mem, .gpu_expert_layers = c.pipe.gpu_expert_layers,
+                                .no_graph = c.pipe.no_graph};
         if (backend_new(&be, c.backend, model, &bo, &err) < 0)
             goto fail;
     }

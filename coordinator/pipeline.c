@@ -10,6 +10,7 @@
 #include "coordinator/remote_backend.h"
 #include "coordinator/spawn.h"
 #include "coordinator/supervisor.h"
+#include "gpu-worker/gpu_plan.h"
 #include "pipeline/plan.h"
 
 struct pipeline {
@@ -64,6 +65,21 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     if (pc->spin_us >= 0)
         sc.spin_ns = (uint64_t)pc->spin_us * 1000u;
     sc.log_level = pc->log_level;
+    sc.gpu_mem = pc->gpu_mem;
+    sc.gpu_expert_layers = pc->gpu_expert_layers;
+    sc.no_graph = pc->no_graph;
+    if (pc->backend && !strcmp(pc->backend, "cuda")) {
+        /* the GPU worker follows the same plan: a budget the dense part does not fit fails here, before any
+         * process is started */
+        gpu_plan_t gp;
+        gpu_plan_options_t po = {.budget = pc->gpu_mem, .n_ctx = n_ctx, .n_batch = n_batch, .kv_elem = 2,
+                                 .max_expert_layers = pc->gpu_expert_layers};
+        if (gpu_plan_compute(&gp, m, &po, err) < 0)
+            goto fail;
+        if (guild_log_level() >= GUILD_LOG_INFO)
+            gpu_plan_print(&gp, stderr);
+        gpu_plan_fini(&gp);
+    }
     if (sup_new(&p->sup, &sc, mc, err) < 0)
         goto fail;
     uint64_t epoch;

@@ -23,6 +23,9 @@ typedef struct pipeline_config {
     bool mlock;
     int spin_us;           /* doorbell spin before sleeping; < 0: the default */
     guild_log_level_t log_level;
+    uint64_t gpu_mem;      /* the GPU worker's device memory budget (gpu-worker/gpu_plan.h); 0: none */
+    int32_t gpu_expert_layers; /* backend_options_t.gpu_expert_layers */
+    bool no_graph;         /* the GPU worker captures no CUDA graphs */
 } pipeline_config_t;
 
 typedef struct pipeline pipeline_t;

@@ -201,6 +201,9 @@ static int send_assign(sup_t *s, wslot_t *w)
         o.backend = (char *)c->backend;
         o.n_ctx = (uint32_t)c->n_ctx;
         o.max_out = (uint32_t)c->max_out;
+        o.gpu_mem = c->gpu_mem;
+        o.gpu_expert_layers = c->gpu_expert_layers;
+        o.no_graph = c->no_graph;
     } else {
         a.worker_index = (uint32_t)w->index;
         o.node = w->node;

@@ -51,6 +51,9 @@ typedef struct sup_config {
     uint32_t start_ms;       /* a (re)started worker must be ready within this */
     int max_restarts;        /* deaths of one worker within a minute that are tolerated */
     guild_log_level_t log_level; /* passed to the workers */
+    uint64_t gpu_mem;        /* GPU worker: device memory budget; 0: none */
+    int32_t gpu_expert_layers; /* GPU worker: backend_options_t.gpu_expert_layers */
+    bool no_graph;           /* GPU worker: no CUDA graphs */
 } sup_config_t;
 
 /* Defaults for the timing fields (heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s,

@@ -56,6 +56,15 @@ void backend_kv_clear(backend_t *b)
     b->ops->kv_truncate(b, 0);
 }
 
+int backend_stats(const backend_t *b, backend_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!b->ops->stats)
+        return -1;
+    b->ops->stats(b, out);
+    return 0;
+}
+
 void backend_destroy(backend_t **b)
 {
     if (*b) {

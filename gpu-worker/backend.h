@@ -31,7 +31,32 @@ typedef struct backend_options {
     moe_exec_t *moe;  /* routed-expert executor; borrowed, must outlive the backend */
     bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
                          (routing statistics); otherwise a backend may skip them */
+    /* Backends on a GPU (others ignore these; zero-filled: the defaults): */
+    uint64_t gpu_mem;          /* budget in bytes for everything on the device (gpu-worker/gpu_plan.h); 0: none */
+    int32_t gpu_expert_layers; /* layers whose routed experts live and run on the device: 0 as many as the budget
+                                  allows (all without a budget), GPU_EXPERTS_NONE none, k > 0 at most k */
+    bool no_graph;             /* debugging: enqueue every kernel of every step (no captured graphs) */
+    /* The multi-process pipeline's shared memory (guild-gpu-worker; NULL otherwise). A backend that can reach
+     * host memory from the device registers [host_mem, host_mem + host_mem_bytes) and drives `exchange` (the
+     * MoE exchange in it; moe must then be the arena executor on it) from the device itself, in-graph, for the
+     * layers whose experts the CPU workers hold. */
+    void *host_mem;
+    size_t host_mem_bytes;
+    struct guild_exchange *exchange;
+    uint64_t exchange_timeout_ns; /* a device wait for the CPU workers fails after this; 0: 120 s */
+    /* Polled while the host waits for the device; nonzero (with the reason in err) gives the step up. */
+    int (*interrupted)(void *ctx, guild_err_t *err);
+    void *interrupted_ctx;
 } backend_options_t;
+
+/* Counters since creation of what a backend did itself (backend_stats). */
+typedef struct backend_stats {
+    uint64_t exchanges;        /* MoE exchanges the backend drove from the device */
+    uint64_t wait_ns;          /* device time spent waiting for the CPU workers in them */
+    int32_t gpu_expert_layers; /* layers whose experts it computes on the device */
+    uint32_t graphs;           /* CUDA graphs captured */
+    uint64_t graph_steps;      /* forward passes replayed from a graph */
+} backend_stats_t;
 
 typedef struct backend_ops {
     const char *name;
@@ -41,6 +66,7 @@ typedef struct backend_ops {
     int32_t (*kv_len)(const backend_t *b);
     void (*kv_truncate)(backend_t *b, int32_t n_pos);
     void (*destroy)(backend_t *b);
+    void (*stats)(const backend_t *b, backend_stats_t *out); /* optional */
 } backend_ops_t;
 
 /* Implementations embed this as their first member. */
@@ -68,6 +94,9 @@ void backend_kv_truncate(backend_t *b, int32_t n_pos);
 
 /* Empties the cache: backend_kv_truncate(b, 0). */
 void backend_kv_clear(backend_t *b);
+
+/* The backend's own counters: 0 with *out filled, or -1 (*out zeroed) when it keeps none. */
+int backend_stats(const backend_t *b, backend_stats_t *out);
 
 /* Frees the backend; sets *b to NULL. NULL-safe. */
 void backend_destroy(backend_t **b);

@@ -131,6 +131,15 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         return -1;
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
     backend_options_t bo = {.n_ctx = (int32_t)o->n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe};
+    /* a backend on a GPU drives the exchange from the device (in-graph doorbells) and plans its memory */
+    bo.gpu_mem = o->gpu_mem;
+    bo.gpu_expert_layers = o->gpu_expert_layers;
+    bo.no_graph = o->no_graph;
+    bo.host_mem = guild_arena_base(g->arena);
+    bo.host_mem_bytes = guild_arena_size(g->arena);
+    bo.exchange = g->x;
+    bo.interrupted = interrupted;
+    bo.interrupted_ctx = g;
     if (backend_new(&g->be, o->backend, g->model, &bo, err) < 0)
         return -1;
     return 0;
@@ -146,6 +155,8 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     int status = GUILD_STEP_FAILED;
     moe_arena_stats_t m0, m1;
     moe_arena_stats(g->moe, &m0);
+    backend_stats_t b0, b1; /* exchanges the backend drove from the device */
+    backend_stats(g->be, &b0);
     uint64_t t0 = guild_now_ns();
     g->cur_request = seq;
     g->aborted = false;
@@ -171,6 +182,9 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     }
     uint64_t t1 = guild_now_ns();
     moe_arena_stats(g->moe, &m1);
+    backend_stats(g->be, &b1);
+    m1.exchanges += b1.exchanges - b0.exchanges;
+    m1.wait_ns += b1.wait_ns - b0.wait_ns;
     resp->seq = seq;
     resp->status = status;
     resp->kv_len = backend_kv_len(g->be);

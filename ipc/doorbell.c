@@ -60,6 +60,14 @@ void guild_doorbell_ring(guild_doorbell_t *db, uint64_t seq)
         syscall(SYS_futex, futex_word(db), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+void guild_doorbell_wake(guild_doorbell_t *db)
+{
+    /* A waiter increments waiters before its last seq check (seq_cst), so one that read the old value is
+     * counted here, or it reads the new value and does not sleep. */
+    if (atomic_load_explicit(&db->waiters, memory_order_seq_cst))
+        syscall(SYS_futex, futex_word(db), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 uint64_t guild_doorbell_load(const guild_doorbell_t *db)
 {
     return atomic_load_explicit(&((guild_doorbell_t *)db)->seq, memory_order_acquire);

@@ -61,6 +61,11 @@ void guild_doorbell_ring(guild_doorbell_t *db, uint64_t seq);
 /* Current value (acquire). */
 uint64_t guild_doorbell_load(const guild_doorbell_t *db);
 
+/* Wakes the sleeping waiters of a doorbell that was rung without guild_doorbell_ring: a GPU kernel's
+ * system-scope store cannot make the futex call, so a host thread that saw the new value calls this. Cheap (one
+ * load) when nobody sleeps. */
+void guild_doorbell_wake(guild_doorbell_t *db);
+
 /* Waits until seq >= target; stores the last value seen in *seen (may be NULL). `what` names the doorbell in
  * the timeout message ("exchange step", "done[2]"). */
 guild_wait_result_t guild_doorbell_wait(guild_doorbell_t *db, uint64_t target, const guild_wait_policy_t *policy,

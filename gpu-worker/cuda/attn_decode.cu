@@ -36,14 +36,34 @@ static __device__ __forceinline__ float rescale(float m, float M)
     return m == -INFINITY ? 0.0f : expf(m - M);
 }
 
+/* Splits of at least AD_SPLIT_MIN keys, at most split_cap of them (<= AD_MAX_SPLITS: what the scratch holds),
+ * for the n_kv keys of the batch's last row; computed on the device from the cache length, so a captured graph
+ * (whose grid is sized for the longest cache) splits exactly as a direct launch does. */
+static __host__ __device__ __forceinline__ void split_plan(int n_kv, int split_cap, int *n_split, int *split_len)
+{
+    int ns = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
+    if (ns > split_cap)
+        ns = split_cap;
+    if (ns < 1)
+        ns = 1;
+    *n_split = ns;
+    *split_len = (n_kv + ns - 1) / ns;
+}
+
 template <int HD, typename KT>
 static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
-                       const KT *__restrict__ vc, int kv0, int n_head, int group, int split_len,
-                       float scale, float *__restrict__ partials)
+                       const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
+                       int split_cap, float scale, float *__restrict__ partials)
 {
     constexpr int DPL = HD / 8; /* dims per lane */
-    const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z, n_split = gridDim.z;
+    if (kv0_dev)
+        kv0 = *kv0_dev;
+    int n_split, split_len;
+    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    if (split >= n_split)
+        return; /* a grid sized for the longest cache (captured graphs) */
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 8, r = lane % 8;
     const int n_kv = kv0 + t + 1;
@@ -151,8 +171,14 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
 
 template <int HD>
 static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
-                                                int n_head, int n_split)
+                                                int n_head, int kv0, const int32_t *kv0_dev, int split_cap)
 {
+    if (kv0_dev)
+        kv0 = *kv0_dev;
+    int n_split, split_len;
+    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    if (n_split == 1)
+        return; /* the attention kernel wrote the output */
     const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
     const float *p0 = partials + ((int64_t)t * n_head + h) * n_split * (HD + 2);
     float M = -INFINITY;
@@ -178,34 +204,40 @@ extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, i
 
 template <int HD, typename KT>
 static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
-                               int n_head, int group, float scale, float *scratch, int n_split, int split_len,
-                               cudaStream_t s)
+                               const int32_t *kv0_dev, int n_head, int group, float scale, float *scratch,
+                               int grid_split, int split_cap, cudaStream_t s)
 {
-    const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)n_split);
+    const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)grid_split);
     attn_decode_kernel<HD, KT><<<grid, AD_WARPS * WARP_SIZE, 0, s>>>(out, q, (const KT *)kc, (const KT *)vc, kv0,
-                                                                      n_head, group, split_len, scale, scratch);
-    if (n_split > 1)
-        attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(out, scratch, n_head,
-                                                                                          n_split);
+                                                                      kv0_dev, n_head, group, split_cap, scale,
+                                                                      scratch);
+    if (grid_split > 1)
+        attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(out, scratch, n_head, kv0,
+                                                                                          kv0_dev, split_cap);
 }
 
 template <typename KT>
 static void attn_decode_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc, int n_tok,
-                                 int kv0, int n_head, int group, float scale, float *sc, int n_split, int split_len,
-                                 cudaStream_t s)
+                                 int kv0, const int32_t *kv0_dev, int n_head, int group, float scale, float *sc,
+                                 int grid_split, int split_cap, cudaStream_t s)
 {
+#define AD_CASE(HD)                                                                                                \
+    attn_decode_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, sc, grid_split, split_cap, s)
     switch (head_dim) {
-    case 32: attn_decode_launch<32, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    case 64: attn_decode_launch<64, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    case 128: attn_decode_launch<128, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
-    default: attn_decode_launch<256, KT>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, sc, n_split, split_len, s); break;
+    case 32: AD_CASE(32); break;
+    case 64: AD_CASE(64); break;
+    case 128: AD_CASE(128); break;
+    default: AD_CASE(256); break;
     }
+#undef AD_CASE
 }
 
-extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
-                                     const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
-                                     int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
-                                     size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+/* kv0_dev NULL: kv0 is the cache length; else the kernels read it from *kv0_dev and kv0 is the largest value it
+ * may hold then (the grid is sized for it). */
+static int attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
+                            int32_t n_tok, int32_t kv0, const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv,
+                            int32_t head_dim, float scale, void *scratch, size_t scratch_bytes, cudaStream_t s,
+                            guild_err_t *err)
 {
     if (n_tok <= 0)
         return 0;
@@ -217,22 +249,37 @@ extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv
     if (kv_type != GUILD_TYPE_F16 && kv_type != GUILD_TYPE_F32)
         return guild_err_set(err, "cuda: attention: cache type %d is not f16 or f32", (int)kv_type);
     /* Splits of at least AD_SPLIT_MIN keys, at most AD_MAX_SPLITS of them, fewer when the scratch is short. */
-    const int n_kv = kv0 + n_tok;
-    int n_split = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
-    if (n_split > AD_MAX_SPLITS)
-        n_split = AD_MAX_SPLITS;
     const size_t per_split = (size_t)n_tok * (size_t)n_head * (size_t)(head_dim + 2) * sizeof(float);
-    if (!scratch || (size_t)n_split * per_split > scratch_bytes)
-        n_split = scratch && scratch_bytes / per_split > 1 ? (int)(scratch_bytes / per_split) : 1;
-    if (n_split > AD_MAX_SPLITS)
-        n_split = AD_MAX_SPLITS;
-    const int split_len = (n_kv + n_split - 1) / n_split;
+    int split_cap = scratch && scratch_bytes / per_split > 1 ? (int)(scratch_bytes / per_split < AD_MAX_SPLITS
+                                                                           ? scratch_bytes / per_split
+                                                                           : AD_MAX_SPLITS)
+                                                             : 1;
+    int grid_split, split_len;
+    split_plan(kv0 + n_tok, split_cap, &grid_split, &split_len);
     const int group = n_head / n_head_kv;
     if (kv_type == GUILD_TYPE_F16)
-        attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, n_head, group, scale,
-                                     (float *)scratch, n_split, split_len, s);
+        attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
+                                     (float *)scratch, grid_split, split_cap, s);
     else
-        attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, n_head, group, scale,
-                                    (float *)scratch, n_split, split_len, s);
+        attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
+                                    (float *)scratch, grid_split, split_cap, s);
     return cuda_launch_check("attention_decode", err);
+}
+
+extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                     const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                     int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
+                                     size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+{
+    return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
+                            scratch, scratch_bytes, s, err);
+}
+
+extern "C" int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                         const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max,
+                                         int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                                         void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+{
+    return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0_max, kv0, n_head, n_head_kv, head_dim, scale,
+                            scratch, scratch_bytes, s, err);
 }

@@ -1,10 +1,15 @@
 /* The CUDA backend ("cuda"): device buffers, the forward driver (embedding -> layers -> output norm -> LM head)
  * and the KV cache bookkeeping; the layer itself is in cuda_layer.c, the kernels behind cuda_kernels.h.
  *
- * One stream carries the whole forward pass; the host waits only where the routed experts are exchanged
- * (cuda_moe.h, "local" bridge) and for the logits at the end. The CPU backend is the numerical reference:
- * matrix products, quantization, RoPE and the elementwise steps give its bits; norms, softmaxes and attention
- * differ in reduction order, and the KV cache is F16 here (F32 there).
+ * One stream carries the whole forward pass. The routed experts go through a cuda_moe_t bridge (cuda_moe.h):
+ * resident on the device under the memory plan (gpu-worker/gpu_plan.h), else to the CPU workers through the
+ * arena from the device itself, else (in-process) to the moe_exec_t on the host. When the bridge only enqueues
+ * device work, a step of up to CUDA_GRAPH_ROWS tokens is captured once as a CUDA graph per (tokens, logits rows,
+ * logits destination) and replayed: one launch a step. Tokens and the cache length reach the device through one
+ * copy from pinned memory at the start of the step, so the same graph serves every position. The direct path
+ * (backend_options_t.no_graph) enqueues the same kernels, so both give the same bits.
+ * The CPU backend is the numerical reference: matrix products, quantization, RoPE and the elementwise steps give
+ * its bits; norms, softmaxes and attention differ in reduction order, and the KV cache is F16 here (F32 there).
  */
 #include "gpu-worker/cuda/cuda_backend.h"
 
@@ -15,6 +20,7 @@
 #include "core/quant/quant.h"
 #include "core/util/log.h"
 #include "gpu-worker/cpu/cpu_kernels.h"
+#include "gpu-worker/gpu_plan.h"
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_state.h"
 #include "gpu-worker/cuda/cuda_util.h"
@@ -22,12 +28,28 @@
 /* Rows of logits computed per LM-head pass: bounds the logits buffer (n_vocab floats a row). */
 #define LOGIT_ROWS 32
 
+static void graphs_clear(cuda_backend_t *b)
+{
+    for (int i = 0; i < CUDA_GRAPHS; i++)
+        if (b->graph[i].exec) {
+            cudaGraphExecDestroy(b->graph[i].exec);
+            memset(&b->graph[i], 0, sizeof b->graph[i]);
+        }
+}
+
 static void cuda_destroy(backend_t *base)
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
     if (b->stream)
         cudaStreamSynchronize(b->stream);
+    graphs_clear(b);
     cuda_moe_destroy(&b->moe);
+    if (b->done)
+        cudaEventDestroy(b->done);
+    if (b->h_logits)
+        cudaFreeHost(b->h_logits);
+    if (b->host_reg)
+        cudaHostUnregister(b->host_reg);
     void **bufs[] = {&b->weight_mem, (void **)&b->rope_cs, (void **)&b->k_cache, (void **)&b->v_cache,
                      (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
@@ -107,6 +129,85 @@ static int check_shapes(const model_config_t *c, guild_err_t *err)
     return 0;
 }
 
+/* The bridge for the routed experts that are not on the device: the arena driven from the device when the
+ * caller handed over the pipeline's exchange and its memory could be registered, else the host executor. */
+static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cuda_moe_t **out, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    if (opt->exchange && opt->host_mem && opt->host_mem_bytes) {
+        void *dev = NULL;
+        cudaError_t e = cudaHostRegister(opt->host_mem, opt->host_mem_bytes,
+                                         cudaHostRegisterMapped | cudaHostRegisterPortable);
+        if (e == cudaSuccess) {
+            b->host_reg = opt->host_mem;
+            e = cudaHostGetDevicePointer(&dev, opt->host_mem, 0);
+        }
+        if (e == cudaSuccess)
+            return cuda_moe_arena_new(out, opt->exchange, opt->host_mem, dev, b->n_batch, c->n_embd,
+                                      c->n_expert_used, opt->exchange_timeout_ns, opt->interrupted,
+                                      opt->interrupted_ctx, err);
+        (void)cudaGetLastError();
+        guild_log(GUILD_LOG_WARN, "cuda backend: the arena cannot be mapped for the device (%s): the exchanges go "
+                  "through the host, without CUDA graphs", cudaGetErrorString(e));
+        if (b->host_reg) {
+            cudaHostUnregister(b->host_reg);
+            b->host_reg = NULL;
+        }
+    }
+    return cuda_moe_local_new(out, opt->moe, b->n_batch, c->n_embd, c->n_expert_used, err);
+}
+
+/* The experts the plan puts on the device (when the kernels take their types), the rest through
+ * setup_cpu_experts. */
+static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
+                         guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const model_weights_t *w = model_weights(m);
+    cuda_moe_gpu_layer_t *gl = calloc((size_t)c->n_layer, sizeof *gl);
+    if (!gl)
+        return guild_err_set(err, "cuda backend: out of memory");
+    int32_t resident = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        if (!plan->resident[il])
+            continue;
+        if (L->up_exps.type != L->gate_exps.type || !cuda_type_supported(L->gate_exps.type) ||
+            !cuda_type_supported(L->down_exps.type)) {
+            guild_log(GUILD_LOG_INFO, "cuda backend: layer %d: experts of types %s/%s/%s stay on the CPU", il,
+                      quant_type_info(L->gate_exps.type)->name, quant_type_info(L->up_exps.type)->name,
+                      quant_type_info(L->down_exps.type)->name);
+            continue;
+        }
+        gl[il] = (cuda_moe_gpu_layer_t){
+            .gate = L->gate_exps.data,
+            .up = L->up_exps.data,
+            .down = L->down_exps.data,
+            .gate_type = L->gate_exps.type,
+            .down_type = L->down_exps.type,
+            .gate_row = L->gate_exps.row_bytes,
+            .gate_mat = L->gate_exps.mat_bytes,
+            .down_row = L->down_exps.row_bytes,
+            .down_mat = L->down_exps.mat_bytes,
+        };
+        resident++;
+    }
+    cuda_moe_t *cpu = NULL;
+    int rc = 0;
+    if (resident < c->n_layer)
+        rc = setup_cpu_experts(b, opt, &cpu, err);
+    if (rc == 0 && resident > 0)
+        rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
+                              c->n_expert_used, cpu, &b->bytes_experts, err);
+    else if (rc == 0)
+        b->moe = cpu;
+    else
+        cuda_moe_destroy(&cpu);
+    b->gpu_expert_layers = rc == 0 ? resident : 0;
+    free(gl);
+    return rc;
+}
+
 int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t *opt,
                      const cuda_backend_options_t *copt, guild_err_t *err)
 {
@@ -125,9 +226,21 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
     if (cuda_check(cudaSetDevice(0), "select device 0", err) < 0)
         return -1;
 
+    gpu_plan_t plan;
+    const gpu_plan_options_t po = {
+        .budget = opt->gpu_mem,
+        .n_ctx = opt->n_ctx,
+        .n_batch = opt->n_batch,
+        .kv_elem = copt && copt->kv_f32 ? 4u : 2u,
+        .max_expert_layers = opt->gpu_expert_layers,
+    };
+    if (gpu_plan_compute(&plan, m, &po, err) < 0)
+        return -1;
     cuda_backend_t *b = calloc(1, sizeof *b);
-    if (!b)
+    if (!b) {
+        gpu_plan_fini(&plan);
         return guild_err_set(err, "cuda backend: out of memory");
+    }
     b->base.ops = &cuda_backend_ops;
     b->cfg = c;
     b->w = model_weights(m);
@@ -163,29 +276,47 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
         cuda_alloc((void **)&b->sh_up, NB * F * f, sc, "shared expert", err) < 0 ||
         cuda_alloc((void **)&b->sh_logit, NB * f, sc, "shared expert", err) < 0 ||
         cuda_alloc((void **)&b->logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f, sc, "logits", err) < 0 ||
-        cuda_alloc((void **)&b->tokens, 2 * NB * sizeof(int32_t), sc, "token ids", err) < 0 ||
+        cuda_alloc((void **)&b->tokens, (2 * NB + 2) * sizeof(int32_t), sc, "token ids", err) < 0 ||
         cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
         cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
         goto fail;
-    if (cudaMallocHost((void **)&b->h_tokens, 2 * NB * sizeof(int32_t)) != cudaSuccess) {
-        b->h_tokens = NULL;
+    b->d_pos = b->tokens + 2 * NB;
+    if (cudaMallocHost((void **)&b->h_tokens, (2 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
+        cudaMallocHost((void **)&b->h_logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f) != cudaSuccess) {
         (void)cudaGetLastError();
         guild_err_set(err, "cuda backend: cannot allocate pinned host memory");
         goto fail;
     }
-    if (cuda_moe_local_new(&b->moe, opt->moe, opt->n_batch, c->n_embd, c->n_expert_used, err) < 0)
+    memset(b->h_tokens, 0, (2 * NB + 2) * sizeof(int32_t));
+    if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
+        setup_experts(b, m, opt, &plan, err) < 0)
         goto fail;
+    b->graphs = !opt->no_graph && cuda_moe_capturable(b->moe);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
         snprintf(prop.name, sizeof prop.name, "device 0");
+    size_t dev_free = 0, dev_total = 0;
+    if (cudaMemGetInfo(&dev_free, &dev_total) != cudaSuccess)
+        (void)cudaGetLastError();
     guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
-              "positions), buffers %.1f MiB", prop.name, (double)b->bytes_weights / (1 << 20),
+              "positions), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device %.1f MiB; "
+              "bridge %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
               (double)b->bytes_kv / (1 << 20), b->kv_type == GUILD_TYPE_F32 ? "f32" : "f16", opt->n_ctx,
-              (double)b->bytes_scratch / (1 << 20));
+              (double)b->bytes_scratch / (1 << 20), b->gpu_expert_layers, c->n_layer,
+              (double)b->bytes_experts / (1 << 20), (double)(dev_total - dev_free) / (1 << 20), b->moe->ops->name,
+              b->graphs ? "on" : "off");
+    if (guild_log_level() >= GUILD_LOG_INFO)
+        gpu_plan_print(&plan, stderr);
+    if (opt->gpu_mem && dev_total - dev_free > opt->gpu_mem)
+        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device, over the budget of %.2f GiB (the "
+                  "plan's estimate of the CUDA context is short)", (double)(dev_total - dev_free) / 1073741824.0,
+                  (double)opt->gpu_mem / 1073741824.0);
+    gpu_plan_fini(&plan);
     *out = &b->base;
     return 0;
 fail:
+    gpu_plan_fini(&plan);
     cuda_destroy(&b->base);
     return -1;
 }
@@ -193,6 +324,97 @@ fail:
 static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
 {
     return cuda_backend_new(out, m, opt, NULL, err);
+}
+
+/* Embedding and every layer of the n tokens staged in h_tokens. */
+static int enqueue_layers(cuda_backend_t *b, int32_t n, guild_err_t *err)
+{
+    const int64_t E = b->cfg->n_embd;
+    cudaStream_t s = b->stream;
+    b->act_src = NULL;
+    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, (2 * (size_t)b->n_batch + 1) * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, s), "copy token ids", err) < 0 ||
+        cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
+                      err) < 0)
+        return -1;
+    for (int32_t il = 0; il < b->cfg->n_layer; il++)
+        if (cuda_layer_forward(b, il, n, err) < 0)
+            return -1;
+    return 0;
+}
+
+/* Output norm and LM head of the n_out rows staged after the tokens, logits copied to dst (host memory). */
+static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const int64_t E = c->n_embd, V = c->n_vocab;
+    cudaStream_t s = b->stream;
+    for (int32_t j0 = 0; j0 < n_out; j0 += b->logit_rows) {
+        const int32_t nr = n_out - j0 < b->logit_rows ? n_out - j0 : b->logit_rows;
+        if (cuda_rmsnorm(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr, c->norm_eps, s,
+                         err) < 0 ||
+            cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
+            cuda_check(cudaMemcpyAsync(dst + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* True for pinned or registered host memory: a graph's copy node may write there asynchronously. */
+static bool host_visible(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+/* The graph of a step of n tokens and n_out logits rows copied to dst, captured now if it is not kept. -1 with
+ * err when capture or instantiation fails (the stream is usable again then). */
+static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cudaGraphExec_t *exec,
+                     guild_err_t *err)
+{
+    cuda_graph_t *slot = &b->graph[0];
+    b->graph_clock++;
+    for (int i = 0; i < CUDA_GRAPHS; i++) {
+        cuda_graph_t *g = &b->graph[i];
+        if (g->exec && g->n == n && g->n_out == n_out && g->dst == dst) {
+            g->used = b->graph_clock;
+            *exec = g->exec;
+            return 0;
+        }
+        if (!g->exec || (slot->exec && g->used < slot->used))
+            slot = g;
+    }
+    cudaStream_t s = b->stream;
+    cudaGraph_t graph = NULL;
+    if (cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "begin graph capture", err) < 0)
+        return -1;
+    int rc = enqueue_layers(b, n, err) < 0 || enqueue_head(b, n_out, dst, err) < 0 ||
+                     cuda_moe_step_end(b->moe, s, err) < 0
+                 ? -1
+                 : 0;
+    const cudaError_t e = cudaStreamEndCapture(s, &graph);
+    if (rc == 0)
+        rc = cuda_check(e, "end graph capture", err);
+    cudaGraphExec_t ge = NULL;
+    if (rc == 0)
+        rc = cuda_check(cudaGraphInstantiate(&ge, graph, 0), "instantiate the step's graph", err);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (rc < 0) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (slot->exec)
+        cudaGraphExecDestroy(slot->exec);
+    *slot = (cuda_graph_t){.n = n, .n_out = n_out, .dst = dst, .exec = ge, .used = b->graph_clock};
+    b->graphs_captured++;
+    *exec = ge;
+    return 0;
 }
 
 static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
@@ -223,27 +445,36 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     /* h_tokens is free: the previous forward ended with the stream idle. */
     memcpy(b->h_tokens, tokens, (size_t)n * sizeof *tokens);
     memcpy(b->h_tokens + b->n_batch, out_rows, (size_t)n_out * sizeof *out_rows);
-    const int64_t E = c->n_embd, V = c->n_vocab;
-    b->act_src = NULL;
-    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, 2 * (size_t)b->n_batch * sizeof(int32_t),
-                                   cudaMemcpyHostToDevice, s), "copy token ids", err) < 0 ||
-        cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
-                      err) < 0)
+    b->h_tokens[2 * b->n_batch] = b->kv_len;
+    if (cuda_moe_step_begin(b->moe, s, err) < 0)
         goto fail;
-    for (int32_t il = 0; il < c->n_layer; il++)
-        if (cuda_layer_forward(b, il, n, err) < 0)
+    bool staged = false;
+    cudaGraphExec_t exec = NULL;
+    if (b->graphs && n <= CUDA_GRAPH_ROWS) {
+        staged = !host_visible(logits);
+        if (graph_get(b, n, n_out, staged ? b->h_logits : logits, &exec, err) < 0) {
+            guild_log(GUILD_LOG_WARN, "cuda backend: CUDA graphs off: %s", err->msg);
+            b->graphs = false;
+            staged = false;
+        }
+    }
+    if (exec) {
+        b->graph_steps++;
+        if (cuda_check(cudaGraphLaunch(exec, s), "launch the step's graph", err) < 0)
             goto fail;
-    for (int32_t j0 = 0; j0 < n_out; j0 += b->logit_rows) {
-        const int32_t nr = n_out - j0 < b->logit_rows ? n_out - j0 : b->logit_rows;
-        if (cuda_rmsnorm(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr, c->norm_eps, s,
-                         err) < 0 ||
-            cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
-            cuda_check(cudaMemcpyAsync(logits + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
-                                       cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
+    } else {
+        /* The logits go straight to the caller's memory, which may be pageable: a copy there may block the host
+         * thread, so the layers (and whatever the bridge needs the host for meanwhile) are waited for first. */
+        if (enqueue_layers(b, n, err) < 0 || cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 ||
+            cuda_moe_sync(b->moe, b->done, err) < 0 || enqueue_head(b, n_out, logits, err) < 0 ||
+            cuda_moe_step_end(b->moe, s, err) < 0)
             goto fail;
     }
-    if (cuda_check(cudaStreamSynchronize(s), "forward pass", err) < 0)
+    if (cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 || cuda_moe_sync(b->moe, b->done, err) < 0 ||
+        cuda_moe_result(b->moe, err) < 0)
         goto fail;
+    if (staged)
+        memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
     b->kv_len += n;
     return 0;
 fail:
@@ -266,6 +497,18 @@ static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
         b->kv_len = n_pos;
 }
 
+static void cuda_stats(const backend_t *base, backend_stats_t *out)
+{
+    const cuda_backend_t *b = (const cuda_backend_t *)base;
+    cuda_moe_stats_t ms;
+    cuda_moe_stats(b->moe, &ms);
+    out->exchanges = ms.exchanges;
+    out->wait_ns = ms.wait_ns;
+    out->gpu_expert_layers = b->gpu_expert_layers;
+    out->graphs = b->graphs_captured;
+    out->graph_steps = b->graph_steps;
+}
+
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
     .create = cuda_create,
@@ -273,4 +516,5 @@ const backend_ops_t cuda_backend_ops = {
     .kv_len = cuda_kv_len,
     .kv_truncate = cuda_kv_truncate,
     .destroy = cuda_destroy,
+    .stats = cuda_stats,
 };

@@ -72,6 +72,10 @@ int cuda_rmsnorm(float *out, int64_t ldo, const float *x, int64_t ldx, const int
 int cuda_rope(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,
               const float *cs, int32_t pos0, cudaStream_t s, guild_err_t *err);
 
+/* cuda_rope with pos0 read by the kernel from the device int *pos0 (captured graphs replay at any position). */
+int cuda_rope_dyn(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,
+                  const float *cs, const int32_t *pos0, cudaStream_t s, guild_err_t *err);
+
 /* x[t * ldx + i] = x[t * ldx + i] + b[i] for i < n, t < n_rows (bias). */
 int cuda_add_bias(float *x, int64_t ldx, const float *b, int64_t n, int32_t n_rows, cudaStream_t s,
                   guild_err_t *err);
@@ -87,6 +91,10 @@ int cuda_swiglu(float *g, const float *u, int64_t n, cudaStream_t s, guild_err_t
 int cuda_kv_store(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v, int64_t kv_dim,
                   int32_t n_tok, int32_t pos0, cudaStream_t s, guild_err_t *err);
 
+/* cuda_kv_store with pos0 read from the device int *pos0. */
+int cuda_kv_store_dyn(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v,
+                      int64_t kv_dim, int32_t n_tok, const int32_t *pos0, cudaStream_t s, guild_err_t *err);
+
 /* cpu_router_topk for n_tok tokens: logits [n_tok][n_expert] -> ids/w [n_tok][k]. n_expert <= 1024,
  * k <= 32. */
 int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm, float scale,
@@ -97,6 +105,27 @@ int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32
  *   with sh: acc = acc + sh[t][i] * sigmoid(sh_logit[t]);   x[t][i] = acc + x[t][i]. */
 int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
                      int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
+
+/* ---- routed experts on the device (gpu-worker/cuda/cuda_moe_gpu.c) ------------------------------------------ */
+
+/* The n_pairs = n_tok * n_used (token, slot) pairs p = t * n_used + k of ids [n_tok][n_used], grouped by expert
+ * for cuda_expert_matmul: order[n_pairs] lists the pair indices expert by expert; tiles (16-byte aligned,
+ * cuda_expert_max_tiles(...) rows of 4 int32) holds {expert, first index into order, count <= tile, 0}; *n_tiles
+ * the rows used (device int). n_expert <= 1024. One block. */
+int32_t cuda_expert_max_tiles(int32_t n_pairs, int32_t n_expert, int32_t tile);
+int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
+                      int32_t *tiles, int32_t *n_tiles, cudaStream_t s, guild_err_t *err);
+
+/* For each pair p of each tile (grid sized for max_tiles; blocks past *n_tiles exit) and each row r < nrows of
+ * the tile's expert e (matrix at w + e * expert_stride, rows row_stride apart, n elements of `type`):
+ *   w_up NULL: out[p * ldo + r] = dot(row r of w_e, act row p / act_div)
+ *   else:      out[p * ldo + r] = silu(g) * u, g and u those dots for w_e and w_up_e (cuda_swiglu's operations)
+ * dot is quant_vec_dot_ref bit for bit (cuda_matmul's arithmetic); act rows (act_stride bytes apart) are in the
+ * type's dot type. tile: 1, 2, 4 or 8, as given to cuda_expert_route. */
+int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
+                       size_t expert_stride, size_t row_stride, const void *act, size_t act_stride, int32_t act_div,
+                       const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,
+                       int32_t tile, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 
 /* ---- attention ------------------------------------------------------------------------------------------ */
 
@@ -111,6 +140,13 @@ size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head
 int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                           void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+
+/* The same with kv0 read from the device int *kv0, which may hold at most kv0_max (the grid is sized for it;
+ * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call. */
+int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                              const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max, int32_t n_head,
+                              int32_t n_head_kv, int32_t head_dim, float scale, void *scratch, size_t scratch_bytes,
+                              cudaStream_t s, guild_err_t *err);
 
 /* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention). */
 int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,

@@ -13,8 +13,10 @@
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_state.h"
 
-/* Batches up to this many rows use the decode attention kernel (keys split across blocks). */
+/* Batches up to this many rows use the decode attention kernel (keys split across blocks); captured graphs
+ * (CUDA_GRAPH_ROWS) rely on it reading the cache length from the device. */
 #define DECODE_ROWS 4
+_Static_assert(CUDA_GRAPH_ROWS <= DECODE_ROWS, "graphs capture only the decode attention kernel");
 
 int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64_t ldx, int32_t n, float *y,
                 int64_t ldy, bool reuse, guild_err_t *err)
@@ -55,10 +57,11 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, int32_t il, int3
     }
     const bool neox = info->rope == MODEL_ROPE_NEOX;
     const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
-    if (cuda_rope(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->kv_len, s, err) < 0 ||
-        cuda_rope(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->kv_len, s, err) < 0 ||
-        cuda_kv_store(b->kv_type, (char *)b->k_cache + layer0, (char *)b->v_cache + layer0, b->k, b->v, KV, n,
-                      b->kv_len, s, err) < 0)
+    /* positions from the device (b->d_pos): a captured graph replays at any cache length */
+    if (cuda_rope_dyn(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
+        cuda_rope_dyn(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
+        cuda_kv_store_dyn(b->kv_type, (char *)b->k_cache + layer0, (char *)b->v_cache + layer0, b->k, b->v, KV, n,
+                          b->d_pos, s, err) < 0)
         return -1;
     return 0;
 }
@@ -80,9 +83,9 @@ int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *er
     const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
     const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
     const int rc = n <= DECODE_ROWS
-                       ? cuda_attention_decode(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
-                                               c->n_head_kv, c->head_dim, scale, b->attn_scratch,
-                                               b->attn_scratch_bytes, s, err)
+                       ? cuda_attention_decode_dyn(b->att, b->q, b->kv_type, kc, vc, n, b->d_pos, b->n_ctx - n,
+                                                   c->n_head, c->n_head_kv, c->head_dim, scale, b->attn_scratch,
+                                                   b->attn_scratch_bytes, s, err)
                        : cuda_attention_prefill(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
                                                 c->n_head_kv, c->head_dim, scale, s, err);
     if (rc < 0 || cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0 ||

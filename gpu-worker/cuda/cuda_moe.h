@@ -12,23 +12,37 @@
  *   "local" (cuda_moe_local_new): copies x/ids/w to pinned host memory, waits for them, calls the in-process
  *           moe_exec_t on the host thread, copies y back. The shared expert enqueued between submit and collect
  *           runs on the GPU while the CPU computes the experts.
- *   "arena" (part 2 of issue 6, with the multi-process pipeline): the exchange slot lives in hugepage memory
- *           registered with cudaHostRegister(Mapped); submit enqueues a kernel that writes the slot's x/ids/w
- *           and rings the step doorbell with a system-scope release store; collect enqueues a kernel that spins
- *           on the workers' done counters with system-scope acquire loads and returns the slot's y (mapped
- *           memory) as y. Nothing waits on the host, so a decode step can be captured as one CUDA graph.
+ *   "arena" (cuda_moe_arena_new): the exchange slot lives in the arena, host memory registered with
+ *           cudaHostRegister(Mapped); submit enqueues a kernel that writes the slot's x/ids/w and rings the step
+ *           doorbell with a system-scope release store; collect enqueues a kernel that spins on the workers' done
+ *           counters with system-scope acquire loads, then one that copies the slot's y to device memory
+ *           (gpu-worker/cuda/cuda_xchg.h). Nothing waits on the host, so a decode step can be one CUDA graph;
+ *           the host thread meanwhile wakes CPU workers that went to sleep (sync) and can cancel the waits.
+ *   "gpu"   (cuda_moe_gpu_new): the experts of the layers it holds live in device memory and run there
+ *           (grouped quantized kernels, gpu-worker/cuda/expert_mm.cu); other layers go to a fallback bridge.
+ *
+ * A forward pass calls step_begin (host, before its work is enqueued or a graph launched), enqueues its layers,
+ * step_end (enqueued last), then sync on an event recorded after everything, then result. Each is optional.
  */
 #ifndef GUILD_GPU_WORKER_CUDA_MOE_H
 #define GUILD_GPU_WORKER_CUDA_MOE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
 #include "core/model/moe_exec.h"
+#include "core/quant/types.h"
 #include "core/util/err.h"
 
 typedef struct cuda_moe cuda_moe_t;
+
+/* Counters since creation of the exchanges a bridge drove from the device. */
+typedef struct cuda_moe_stats {
+    uint64_t exchanges;  /* completed */
+    uint64_t wait_ns;    /* device time spent waiting for the CPU workers */
+} cuda_moe_stats_t;
 
 typedef struct cuda_moe_ops {
     const char *name;
@@ -36,6 +50,15 @@ typedef struct cuda_moe_ops {
                   const float *w, cudaStream_t s, guild_err_t *err);
     int (*collect)(cuda_moe_t *m, const float **y, cudaStream_t s, guild_err_t *err);
     void (*destroy)(cuda_moe_t *m);
+    /* Optional, NULL: nothing to do. */
+    bool (*capturable)(const cuda_moe_t *m);  /* submit/collect only enqueue device work (graphs may hold it) */
+    int (*step_begin)(cuda_moe_t *m, cudaStream_t s, guild_err_t *err);
+    int (*step_end)(cuda_moe_t *m, cudaStream_t s, guild_err_t *err);
+    /* Waits for `done` (recorded on the stream after the step) in place of cudaEventSynchronize. */
+    int (*sync)(cuda_moe_t *m, cudaEvent_t done, guild_err_t *err);
+    /* After sync: -1 with the reason when an exchange of the step failed (its results are garbage then). */
+    int (*result)(cuda_moe_t *m, guild_err_t *err);
+    void (*stats)(const cuda_moe_t *m, cuda_moe_stats_t *out);
 } cuda_moe_ops_t;
 
 /* Implementations embed this as their first member. */
@@ -43,10 +66,42 @@ struct cuda_moe {
     const cuda_moe_ops_t *ops;
 };
 
+/* The hooks above through ops, with their defaults when absent. */
+bool cuda_moe_capturable(const cuda_moe_t *m);
+int cuda_moe_step_begin(cuda_moe_t *m, cudaStream_t s, guild_err_t *err);
+int cuda_moe_step_end(cuda_moe_t *m, cudaStream_t s, guild_err_t *err);
+int cuda_moe_sync(cuda_moe_t *m, cudaEvent_t done, guild_err_t *err);
+int cuda_moe_result(cuda_moe_t *m, guild_err_t *err);
+void cuda_moe_stats(const cuda_moe_t *m, cuda_moe_stats_t *out);
+
 /* The in-process bridge to `exec` (borrowed) for batches of up to max_tokens tokens. -1 with a message when
  * pinned or device memory cannot be had. */
 int cuda_moe_local_new(cuda_moe_t **out, moe_exec_t *exec, int32_t max_tokens, int32_t n_embd, int32_t n_used,
                        guild_err_t *err);
+
+/* The "arena" bridge over exchange x (borrowed), whose memory lies in [host_base, host_base + bytes) registered
+ * with cudaHostRegister(Mapped) and seen by the device at dev_base. Exchanges continue from the arena's current
+ * step. A device wait gives up after timeout_ns, or when interrupted(ctx, err) returns nonzero while the host
+ * waits in sync (may be NULL). -1 with a message on a shape mismatch or when memory cannot be had. */
+struct guild_exchange;
+int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_base, void *dev_base, int32_t max_tokens,
+                       int32_t n_embd, int32_t n_used, uint64_t timeout_ns,
+                       int (*interrupted)(void *ctx, guild_err_t *err), void *ctx, guild_err_t *err);
+
+/* Which layers the "gpu" bridge holds: their expert tensors (gate/up/down of every expert) are uploaded. */
+typedef struct cuda_moe_gpu_layer {
+    const void *gate, *up, *down;           /* host bytes of the 3-D tensors; gate NULL: not resident */
+    guild_type_t gate_type, down_type;      /* up has gate_type */
+    size_t gate_row, gate_mat, down_row, down_mat; /* bytes of a row and of one expert's matrix */
+} cuda_moe_gpu_layer_t;
+
+/* The "gpu" bridge: layers[il].gate set -> computed on the device, else through `fallback` (owned from here on,
+ * also on failure; may be NULL when every layer is resident). max_tokens tokens per submit. Device bytes it
+ * took are added to *bytes. -1 with a message naming the layer for a type the kernels do not handle or when
+ * device memory is short. */
+int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, cuda_moe_t *fallback,
+                     size_t *bytes, guild_err_t *err);
 
 /* Destroys through ops; sets *m to NULL; NULL-safe. */
 void cuda_moe_destroy(cuda_moe_t **m);

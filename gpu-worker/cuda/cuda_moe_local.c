@@ -111,11 +111,3 @@ int cuda_moe_local_new(cuda_moe_t **out, moe_exec_t *exec, int32_t max_tokens, i
     *out = &m->base;
     return 0;
 }
-
-void cuda_moe_destroy(cuda_moe_t **m)
-{
-    if (*m) {
-        (*m)->ops->destroy(*m);
-        *m = NULL;
-    }
-}

@@ -28,6 +28,16 @@ typedef struct cuda_layer {
     cuda_tensor_t ffn_norm, router, shexp_gate_inp, shexp_gate, shexp_up, shexp_down;
 } cuda_layer_t;
 
+#define CUDA_GRAPHS 16   /* graphs kept */
+#define CUDA_GRAPH_ROWS 4 /* steps of up to this many tokens are captured (the decode attention kernel's) */
+
+typedef struct cuda_graph {
+    int32_t n, n_out;           /* 0 tokens: an empty entry */
+    const float *dst;           /* where the graph copies the logits */
+    cudaGraphExec_t exec;
+    uint64_t used;              /* graph_clock at the last launch */
+} cuda_graph_t;
+
 typedef struct cuda_backend {
     backend_t base;
     const model_config_t *cfg;
@@ -72,9 +82,23 @@ typedef struct cuda_backend {
     const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
     void *attn_scratch;         /* split-key partials of the decode attention */
     size_t attn_scratch_bytes;
-    int32_t *h_tokens;          /* pinned [2 * n_batch]: staging of tokens and output rows */
+    int32_t *h_tokens;          /* pinned [2 * n_batch + 1]: staging of tokens, output rows, then the cache length */
+    int32_t *d_pos;             /* device: the cache length the step starts at (tokens + 2 * n_batch); the
+                                   position-dependent kernels read it, so captured graphs replay anywhere */
 
-    size_t bytes_weights, bytes_kv, bytes_scratch; /* device memory, for the report */
+    /* Decode steps as CUDA graphs: one per (tokens, logits rows, logits destination), captured on first use. */
+    bool graphs;                /* allowed (options and the bridge permit) */
+    cuda_graph_t graph[CUDA_GRAPHS];
+    uint64_t graph_clock;       /* for the least recently used eviction */
+    uint32_t graphs_captured;
+    uint64_t graph_steps;
+    float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
+                                   host-registered */
+    cudaEvent_t done;           /* recorded after each step */
+    void *host_reg;             /* the caller's host memory registered for the device (backend_options_t.host_mem) */
+    int32_t gpu_expert_layers;  /* layers whose experts run on the device */
+
+    size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */
 } cuda_backend_t;
 
 /* Uploads every dense tensor of the model (cuda_weights.c). -1 with a message naming the tensor for a type

@@ -25,15 +25,20 @@
  * own chaos, not the backends. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/quant/quant.h"
 #include "cpu-expert-worker/moe_local.h"
 #include "gpu-worker/backend.h"
 #include "gpu-worker/cuda/cuda_backend.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/gpu_plan.h"
+#include "ipc/exchange.h"
 #include "tests/tiny_model.h"
 
 #define STEPS 32
@@ -407,6 +412,261 @@ START_TEST(test_errors)
 }
 END_TEST
 
+
+/* ---- part 2 of the backend: device experts, the memory plan, graphs, the arena driven from the device ---- */
+
+/* A cuda backend on model m with these knobs (other options as the rig's). */
+static backend_t *cuda_open(rig_t *r, int n_batch, int n_ctx, backend_options_t o)
+{
+    guild_err_t err = {{0}};
+    backend_t *be = NULL;
+    o.n_ctx = n_ctx;
+    o.n_batch = n_batch;
+    o.pool = r->pool;
+    o.moe = r->moe;
+    ck_assert_msg(backend_new(&be, "cuda", r->model, &o, &err) == 0, "%s", err.msg);
+    return be;
+}
+
+/* The prompt, then `steps` greedy tokens (the first backend's choice drives both): every step's logits
+ * bit-identical between a and b. Returns the steps compared. */
+static int bits_equal_run(backend_t *a, backend_t *b, int32_t V, int steps, const char *what)
+{
+    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    const int32_t last = N_PROMPT - 1, row = 0;
+    int32_t toks[N_PROMPT];
+    for (int32_t i = 0; i < N_PROMPT; i++)
+        toks[i] = prompt[i] % V;
+    forward(a, N_PROMPT, toks, 1, &last, la);
+    forward(b, N_PROMPT, toks, 1, &last, lb);
+    ck_assert_msg(!memcmp(la, lb, (size_t)V * sizeof *la), "%s: prompt logits differ", what);
+    for (int step = 0; step < steps; step++) {
+        int32_t tok = argmax(la, V);
+        forward(a, 1, &tok, 1, &row, la);
+        forward(b, 1, &tok, 1, &row, lb);
+        for (int32_t i = 0; i < V; i++)
+            ck_assert_msg(la[i] == lb[i], "%s: step %d logit %d: %.9g vs %.9g", what, step, i, (double)la[i],
+                          (double)lb[i]);
+    }
+    free(la);
+    free(lb);
+    return steps + 1;
+}
+
+/* Graph replays against the direct path: same kernels, so the same bits, step after step (the cache grows, the
+ * graphs stay); experts on the device. */
+START_TEST(test_graph_equals_direct)
+{
+    static const model_case_t gc[] = {{"qwen3moe", GUILD_TYPE_Q4_K}, {"qwen2moe", GUILD_TYPE_Q8_0},
+                                      {"llama", GUILD_TYPE_F32}, {"olmoe", GUILD_TYPE_Q6_K}};
+    const model_case_t mc = gc[_i];
+    tiny_spec_t s = cuda_spec(mc.arch, mc.type, 11 + (uint64_t)_i);
+    rig_t r;
+    rig_open(&r, &s, 16, 64, false);
+    backend_t *g = cuda_open(&r, 16, 64, (backend_options_t){0});
+    backend_t *d = cuda_open(&r, 16, 64, (backend_options_t){.no_graph = true});
+    const int n = bits_equal_run(g, d, r.n_vocab, 24, mc.arch);
+    backend_stats_t bs;
+    ck_assert_int_eq(backend_stats(g, &bs), 0);
+    ck_assert_int_eq(bs.gpu_expert_layers, s.n_layer);
+    ck_assert_msg(bs.graphs >= 1 && bs.graph_steps >= 24, "graphs %u, replays %llu", bs.graphs,
+                  (unsigned long long)bs.graph_steps);
+    ck_assert_int_eq(backend_stats(d, &bs), 0);
+    ck_assert_int_eq(bs.graph_steps, 0);
+    printf("%-10s %-5s graphs = direct, bit for bit, over %d steps\n", mc.arch, quant_type_info(mc.type)->name, n);
+    backend_destroy(&g);
+    backend_destroy(&d);
+    rig_close(&r);
+}
+END_TEST
+
+/* The device experts against the CPU's (the reference backend), strict greedy comparison, F32 cache; and a
+ * budget that holds the experts of exactly one layer: that layer on the device, the other through the host. */
+START_TEST(test_device_experts_and_budget)
+{
+    static const model_case_t ec[] = {{"qwen3moe", GUILD_TYPE_Q4_K}, {"mixtral", GUILD_TYPE_Q5_K},
+                                      {"qwen2moe", GUILD_TYPE_IQ4_XS}, {"olmoe", GUILD_TYPE_F16}};
+    const model_case_t mc = ec[_i];
+    tiny_spec_t s = cuda_spec(strcmp(mc.arch, "mixtral") ? mc.arch : "llama", mc.type, 21 + (uint64_t)_i);
+    rig_t r;
+    rig_open(&r, &s, 16, 64, true);
+    greedy_result_t g;
+    char why[GUILD_ERR_MAX + 128], name[64];
+    snprintf(name, sizeof name, "%s %s dev", mc.arch, quant_type_info(mc.type)->name);
+    ck_assert_msg(greedy_compare(&r, true, &g, why, sizeof why) == 0, "%s: %s", name, why);
+    print_result(name, &r, &g);
+
+    /* the plan's sizes with no budget, then a budget for one layer's experts and no more */
+    gpu_plan_t p;
+    guild_err_t err = {{0}};
+    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_elem = 4};
+    ck_assert_msg(gpu_plan_compute(&p, r.model, &po, &err) == 0, "%s", err.msg);
+    const uint64_t one = (p.experts / (uint64_t)p.n_layer);
+    po.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + one + one / 2;
+    gpu_plan_fini(&p);
+    backend_destroy(&r.gpu);
+    cuda_backend_options_t co = {.kv_f32 = true};
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .gpu_mem = po.budget};
+    ck_assert_msg(cuda_backend_new(&r.gpu, r.model, &o, &co, &err) == 0, "%s", err.msg);
+    backend_stats_t bs;
+    ck_assert_int_eq(backend_stats(r.gpu, &bs), 0);
+    ck_assert_int_eq(bs.gpu_expert_layers, 1);
+    snprintf(name, sizeof name, "%s %s 1 layer", mc.arch, quant_type_info(mc.type)->name);
+    ck_assert_msg(greedy_compare(&r, true, &g, why, sizeof why) == 0, "%s: %s", name, why);
+    print_result(name, &r, &g);
+
+    /* a budget the dense part does not fit: a clear refusal */
+    backend_t *be = NULL;
+    o.gpu_mem = GPU_PLAN_RESERVE / 2;
+    ck_assert_int_eq(backend_new(&be, "cuda", r.model, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "KV cache"), "%s", err.msg);
+    rig_close(&r);
+}
+END_TEST
+
+/* In-process stand-ins for CPU workers on an exchange in ordinary (page-aligned) memory: worker k computes every
+ * pair with its own moe_local executor and writes the y rows of the experts e with e % n == k. */
+typedef struct fake_worker {
+    pthread_t th;
+    guild_exchange_t *x;
+    const model_t *model;
+    int index, n;
+    int32_t max_tokens, n_embd, n_used;
+    _Atomic int stop, paused;
+    _Atomic uint64_t served;
+} fake_worker_t;
+
+static void *fake_worker_main(void *arg)
+{
+    fake_worker_t *w = arg;
+    guild_err_t err = {{0}};
+    guild_pool_t *pool = NULL;
+    moe_exec_t *moe = NULL;
+    ck_assert(guild_pool_new(&pool, 1, NULL, &err) == 0);
+    ck_assert(moe_local_new(&moe, w->model, pool, &err) == 0);
+    const size_t row = (size_t)w->n_embd;
+    float *y = malloc((size_t)w->max_tokens * (size_t)w->n_used * row * sizeof *y);
+    guild_wait_policy_t pol = {.spin_ns = 20000, .timeout_ns = 20000000};
+    uint64_t seq = guild_exchange_done(w->x, w->index) + 1;
+    while (!atomic_load(&w->stop)) {
+        if (atomic_load(&w->paused)) {
+            usleep(1000);
+            continue;
+        }
+        guild_exchange_slot_t slot;
+        if (guild_exchange_wait_step(w->x, seq, &pol, &slot, NULL, &err) != GUILD_WAIT_OK)
+            continue;
+        ck_assert_msg(moe_exec_run(moe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.w, y, &err) == 0, "%s",
+                      err.msg);
+        for (int p = 0; p < slot.n_tokens * w->n_used; p++)
+            if (slot.ids[p] % w->n == w->index)
+                memcpy(slot.y + (size_t)p * row, y + (size_t)p * row, row * sizeof *y);
+        guild_exchange_complete(w->x, w->index, seq);
+        atomic_fetch_add(&w->served, 1);
+        seq++;
+    }
+    free(y);
+    moe_exec_destroy(&moe);
+    guild_pool_destroy(&pool);
+    return NULL;
+}
+
+static int stop_after_first(void *ctx, guild_err_t *err)
+{
+    int *calls = ctx;
+    return ++*calls >= 1 ? guild_err_set(err, "stopped by the test") : 0;
+}
+
+/* The arena driven from the device with 1-3 workers: the same bits as the host bridge over the same experts
+ * (graphs and direct); a worker that stalls makes the step fail within the timeout, and the backend recovers;
+ * interrupted() cancels a wait. */
+START_TEST(test_arena_from_device)
+{
+    const int n_workers = 1 + _i;
+    tiny_spec_t s = cuda_spec(_i == 1 ? "qwen2moe" : "qwen3moe", GUILD_TYPE_Q4_K, 31 + (uint64_t)_i);
+    rig_t r;
+    rig_open(&r, &s, 16, 64, false);
+    const model_config_t *c = model_config(r.model);
+    guild_err_t err = {{0}};
+    guild_exchange_shape_t shape = {.max_tokens = 16, .n_embd = (uint32_t)c->n_embd,
+                                    .n_used = (uint32_t)c->n_expert_used, .n_slots = 2,
+                                    .n_workers = (uint32_t)n_workers};
+    const size_t bytes = (guild_exchange_memsize(&shape) + 4095) & ~(size_t)4095;
+    void *mem = NULL;
+    ck_assert_int_eq(posix_memalign(&mem, 4096, bytes), 0);
+    memset(mem, 0, bytes);
+    ck_assert_msg(guild_exchange_init(mem, bytes, &shape, &err) == 0, "%s", err.msg);
+    guild_exchange_t *x = guild_exchange_attach(mem, bytes, &err);
+    ck_assert_msg(x, "%s", err.msg);
+    fake_worker_t w[3];
+    memset(w, 0, sizeof w);
+    for (int k = 0; k < n_workers; k++) {
+        w[k] = (fake_worker_t){.x = x, .model = r.model, .index = k, .n = n_workers, .max_tokens = 16,
+                               .n_embd = c->n_embd, .n_used = c->n_expert_used};
+        ck_assert_int_eq(pthread_create(&w[k].th, NULL, fake_worker_main, &w[k]), 0);
+    }
+    int calls = 0;
+    backend_options_t ao = {.gpu_expert_layers = GPU_EXPERTS_NONE, .host_mem = mem, .host_mem_bytes = bytes,
+                            .exchange = x, .exchange_timeout_ns = 300000000};
+    backend_t *dev = cuda_open(&r, 16, 64, ao);
+    backend_t *host = cuda_open(&r, 16, 64, (backend_options_t){.gpu_expert_layers = GPU_EXPERTS_NONE});
+    int n = bits_equal_run(dev, host, r.n_vocab, 16, "arena (graphs) vs host bridge");
+    backend_stats_t bs;
+    ck_assert_int_eq(backend_stats(dev, &bs), 0);
+    ck_assert_msg(bs.exchanges == (uint64_t)n * (uint64_t)s.n_layer && bs.graph_steps >= 16,
+                  "%llu exchanges, %llu graph steps", (unsigned long long)bs.exchanges,
+                  (unsigned long long)bs.graph_steps);
+    ck_assert_int_eq(atomic_load(&w[0].served), (uint64_t)n * (uint64_t)s.n_layer);
+    backend_destroy(&dev);
+    backend_kv_clear(host);
+    ao.no_graph = true;
+    dev = cuda_open(&r, 16, 64, ao);
+    n += bits_equal_run(dev, host, r.n_vocab, 8, "arena (direct) vs host bridge");
+
+    /* a stalled worker: the device gives the wait up after the timeout; the step fails, the cache stays */
+    const int32_t V = r.n_vocab, row = 0;
+    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    const int32_t kv = backend_kv_len(dev), tok = 7;
+    atomic_store(&w[n_workers - 1].paused, 1);
+    usleep(30000);
+    ck_assert_int_eq(backend_forward(dev, 1, &tok, &kv, 1, &row, la, &err), -1);
+    ck_assert_msg(strstr(err.msg, "did not complete"), "%s", err.msg);
+    ck_assert_int_eq(backend_kv_len(dev), kv);
+    atomic_store(&w[n_workers - 1].paused, 0);
+    forward(dev, 1, &tok, 1, &row, la); /* the late exchange completes, then this step's */
+    forward(host, 1, &tok, 1, &row, lb);
+    ck_assert_msg(!memcmp(la, lb, (size_t)V * sizeof *la), "after a timeout: logits differ from the host bridge's");
+    backend_destroy(&dev);
+
+    /* interrupted() cancels the device's wait */
+    atomic_store(&w[0].paused, 1);
+    usleep(30000);
+    ao.no_graph = false;
+    ao.exchange_timeout_ns = 0;
+    ao.interrupted = stop_after_first;
+    ao.interrupted_ctx = &calls;
+    dev = cuda_open(&r, 16, 64, ao);
+    const int32_t p0 = 0;
+    ck_assert_int_eq(backend_forward(dev, 1, &tok, &p0, 1, &row, la, &err), -1);
+    ck_assert_msg(strstr(err.msg, "stopped by the test"), "%s", err.msg);
+    atomic_store(&w[0].paused, 0);
+    backend_destroy(&dev);
+    printf("arena from the device, %d worker%s: %d steps bit-identical to the host bridge; timeout and cancel "
+           "reported\n", n_workers, n_workers > 1 ? "s" : "", n);
+
+    for (int k = 0; k < n_workers; k++) {
+        atomic_store(&w[k].stop, 1);
+        pthread_join(w[k].th, NULL);
+    }
+    free(la);
+    free(lb);
+    backend_destroy(&host);
+    guild_exchange_destroy(&x);
+    free(mem);
+    rig_close(&r);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
     Suite *s = suite_create("cuda_backend");
@@ -421,6 +681,12 @@ static Suite *backend_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("graphs_experts_arena");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_graph_equals_direct, 0, 4);
+    tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 4);
+    tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

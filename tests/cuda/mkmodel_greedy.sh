@@ -3,7 +3,10 @@
 # backend's greedy tokens against the CPU backend's for 32 steps (check_cuda_backend FILE...: teacher-forced,
 # near-ties and rounding flips as described there; strict with the F32 cache, reported with the F16 one),
 # then `guild run --backend cuda` through the CLI: the multi-process pipeline must give the single-process
-# tokens exactly; how many agree with `--backend cpu` is printed. SKIP (77) without a CUDA device.
+# tokens exactly; how many agree with `--backend cpu` is printed. Then the experts on the CPU workers through
+# the arena driven from the device (in-graph doorbells, CUDA graphs) with 1-3 workers, and without graphs: the
+# logits must be the single-process run's over the same experts, bit for bit; and a budget keeping some
+# layers' experts on the GPU, multi-process = single-process. SKIP (77) without a CUDA device.
 set -u
 B=${GUILD_BUILDDIR:-.}
 tmp=$(mktemp -d) || exit 1
@@ -53,5 +56,46 @@ for a in $archs; do
                 { k = 0; while (k < n && k < NF && a[k + 1] == $(k + 1)) k++; print k "/" n }' \
            "$tmp/$a.cpu-single.ids" "$tmp/$a.cuda-single.ids")
     echo "ok   $a: guild run --backend cuda: single-process = multi-process; first $same tokens as --backend cpu"
+done
+
+run_logits() { # NAME ARGS...: guild run of the qwen3moe/mixtral model, logits to $tmp/NAME.bin
+    name=$1
+    shift
+    if ! "$B/guild" run -p "$prompt" -n 16 --temp 0 --ignore-eos --backend cuda --threads 2 \
+        --logits-out "$tmp/$name.bin" "$@" > /dev/null 2> "$tmp/$name.err"; then
+        echo "FAIL: guild run $*:"
+        cat "$tmp/$name.err"
+        fails=$((fails + 1))
+        return 1
+    fi
+}
+same_logits() { # A B WHAT
+    if cmp -s "$tmp/$1.bin" "$tmp/$2.bin"; then
+        echo "ok   $3"
+    else
+        echo "FAIL: $3: logits differ ($1 vs $2)"
+        fails=$((fails + 1))
+    fi
+}
+for a in qwen3moe mixtral; do
+    m="-m $tmp/$a.gguf"
+    # shellcheck disable=SC2086
+    run_logits "$a.host" $m --single-process --gpu-experts none || continue
+    for k in 1 2 3; do
+        # shellcheck disable=SC2086
+        run_logits "$a.arena$k" $m --cpu-workers $k --gpu-experts none &&
+            same_logits "$a.host" "$a.arena$k" "$a: arena from the device, $k CPU worker(s), graphs = host bridge"
+    done
+    # shellcheck disable=SC2086
+    run_logits "$a.direct" $m --cpu-workers 2 --gpu-experts none --no-cuda-graph &&
+        same_logits "$a.host" "$a.direct" "$a: arena from the device, no graphs = host bridge"
+    # shellcheck disable=SC2086
+    run_logits "$a.split1" $m --single-process --gpu-experts 1 &&
+        run_logits "$a.split2" $m --cpu-workers 2 --gpu-experts 1 &&
+        same_logits "$a.split1" "$a.split2" "$a: 1 layer's experts on the GPU, multi-process = single process"
+    # shellcheck disable=SC2086
+    run_logits "$a.budget1" $m --single-process --gpu-mem 4G &&
+        run_logits "$a.budget2" $m --cpu-workers 1 --gpu-mem 4G &&
+        same_logits "$a.budget1" "$a.budget2" "$a: --gpu-mem 4G, multi-process = single process"
 done
 [ $fails -eq 0 ]

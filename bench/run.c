@@ -1,0 +1,568 @@
+/* guild bench run — end-to-end throughput of a model at populated contexts: for each context size, a prompt
+ * of that many tokens really fills the KV cache (prefill), then `gen` tokens are decoded greedily one at a
+ * time. Prefill and decode tok/s are medians of `runs` runs after one warm-up run (the smallest context), with
+ * the share of a decode step spent waiting for the CPU workers' experts, and decode as a fraction of its
+ * physical limit: the bytes a decode token must read (dense weights, the active experts, the KV cache) over
+ * the bandwidth of the memory they live in (HBM for what is on the GPU, DRAM for the CPU workers' experts;
+ * both measured here: a device-to-device copy and `guild bench bw`'s read probe). A table on stdout; with
+ * --json, the same with provenance (commit, machine, GPU, model shape and types, command line, date).
+ *
+ * The model runs as `guild run` runs it (coordinator/backend_stack.h): the multi-process pipeline by default,
+ * or everything in this process with --single-process. The prompt's ids are drawn by a fixed LCG over the
+ * vocabulary, so every run and every configuration sees the same tokens. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "bench/bw.h"
+#include "coordinator/backend_stack.h"
+#include "coordinator/remote_backend.h"
+#include "core/kern/cpu.h"
+#include "core/model/model.h"
+#include "core/quant/quant.h"
+#include "core/topo/topo.h"
+#include "gpu-worker/gpu_plan.h"
+#ifdef GUILD_HAVE_CUDA
+#include "gpu-worker/cuda/cuda_probe.h"
+#endif
+
+#define MAX_POP 16
+#define MAX_RUNS 64
+#define MAX_CPUS 1024
+
+typedef struct run_cfg {
+    const char *model;
+    const char *json;
+    const char *commit;        /* --commit: provenance where the binary runs away from its git checkout */
+    int32_t populate[MAX_POP];
+    int n_populate;
+    int32_t gen, runs, batch;
+    double dram_gbps;          /* 0: measure */
+    backend_stack_config_t st;
+    int argc;
+    char **argv;
+} run_cfg_t;
+
+/* One measured run. */
+typedef struct run_result {
+    double prefill_s, decode_s;
+    double wait_s;             /* decode time waiting for the CPU workers */
+    double step_s;             /* decode time as the wait's denominator sees it */
+} run_result_t;
+
+/* Bytes a decode token reads, from the model and the GPU plan. */
+typedef struct token_bytes {
+    double dense;              /* dense weights read per token (one embedding row, every other matrix) */
+    double experts_gpu;        /* active experts of the layers resident on the GPU */
+    double experts_cpu;        /* active experts of the other layers */
+    double kv_per_pos;         /* K and V bytes per cached position (every layer) */
+} token_bytes_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: guild bench run -m FILE [options]\n"
+            "  -m, --model FILE      GGUF model\n"
+            "  --populate LIST       context sizes filled by the prompt (default 512,4096,16384)\n"
+            "  --gen N               tokens decoded after each prompt (default 64)\n"
+            "  --runs N              measured runs per context, after one warm-up (default 3)\n"
+            "  --batch N             prompt tokens per forward pass (default 512)\n"
+            "  --backend NAME        dense backend (default cuda when built in, else cpu)\n"
+            "  --gpu-mem SIZE        GPU memory budget (8G...; default none: every expert on the GPU)\n"
+            "  --gpu-experts N       at most N layers' experts on the GPU (all, none)\n"
+            "  --no-cuda-graph       no CUDA graphs (debugging)\n"
+            "  --single-process      every stage in this process (default: the multi-process pipeline)\n"
+            "  --cpu-workers K       CPU expert workers (default: one per NUMA node)\n"
+            "  --threads N           CPU threads per worker (default: all online CPUs)\n"
+            "  --dram-gbs X          DRAM read bandwidth in GB/s for the limits (default: measured)\n"
+            "  --json FILE           write the results with provenance\n"
+            "  --commit ID           the source commit, when the binary runs away from its git checkout\n");
+}
+
+static int parse_int(const char *what, const char *s, long lo, long hi, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "guild bench run: %s %s: expected an integer in [%ld, %ld]\n", what, s, lo, hi);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, run_cfg_t *c)
+{
+    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_BACKEND, O_GPU_MEM, O_GPU_EXPERTS, O_NO_GRAPH, O_SINGLE,
+           O_WORKERS, O_THREADS, O_DRAM, O_JSON, O_COMMIT };
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},       {"populate", required_argument, NULL, O_POP},
+        {"gen", required_argument, NULL, O_GEN},       {"runs", required_argument, NULL, O_RUNS},
+        {"batch", required_argument, NULL, O_BATCH},   {"backend", required_argument, NULL, O_BACKEND},
+        {"gpu-mem", required_argument, NULL, O_GPU_MEM}, {"gpu-experts", required_argument, NULL, O_GPU_EXPERTS},
+        {"no-cuda-graph", no_argument, NULL, O_NO_GRAPH}, {"single-process", no_argument, NULL, O_SINGLE},
+        {"cpu-workers", required_argument, NULL, O_WORKERS}, {"threads", required_argument, NULL, O_THREADS},
+        {"dram-gbs", required_argument, NULL, O_DRAM}, {"json", required_argument, NULL, O_JSON},
+        {"commit", required_argument, NULL, O_COMMIT}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(c, 0, sizeof *c);
+    c->populate[0] = 512, c->populate[1] = 4096, c->populate[2] = 16384;
+    c->n_populate = 3;
+    c->gen = 64;
+    c->runs = 3;
+    c->batch = 512;
+    c->argc = argc;
+    c->argv = argv;
+    long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
+#ifdef GUILD_HAVE_CUDA
+    c->st.backend = "cuda";
+#else
+    c->st.backend = "cpu";
+#endif
+    c->st.n_threads = cpus > 0 ? (int)cpus : 1;
+    c->st.pipe.spin_us = -1;
+    guild_err_t e = {{0}};
+    int o;
+    int32_t v;
+    optind = 1;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': c->model = optarg; break;
+        case O_POP: {
+            c->n_populate = 0;
+            char *s = optarg;
+            for (;;) {
+                char *end;
+                errno = 0;
+                long p = strtol(s, &end, 10);
+                if (errno || end == s || p < 1 || p > (1 << 22) || c->n_populate == MAX_POP || (*end && *end != ',')) {
+                    fprintf(stderr, "guild bench run: --populate %s: expected up to %d sizes such as 512,4096\n",
+                            optarg, MAX_POP);
+                    return -1;
+                }
+                c->populate[c->n_populate++] = (int32_t)p;
+                if (!*end)
+                    break;
+                s = end + 1;
+            }
+            break;
+        }
+        case O_GEN: if (parse_int("--gen", optarg, 1, 1 << 20, &c->gen) < 0) return -1; break;
+        case O_RUNS: if (parse_int("--runs", optarg, 1, MAX_RUNS, &c->runs) < 0) return -1; break;
+        case O_BATCH: if (parse_int("--batch", optarg, 1, 1 << 16, &c->batch) < 0) return -1; break;
+        case O_BACKEND: c->st.backend = optarg; break;
+        case O_GPU_MEM:
+            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->st.pipe.gpu_mem, &e) < 0) {
+                fprintf(stderr, "guild bench run: %s\n", e.msg);
+                return -1;
+            }
+            break;
+        case O_GPU_EXPERTS:
+            if (!strcmp(optarg, "all"))
+                c->st.pipe.gpu_expert_layers = 0;
+            else if (!strcmp(optarg, "none") || !strcmp(optarg, "0"))
+                c->st.pipe.gpu_expert_layers = GPU_EXPERTS_NONE;
+            else if (parse_int("--gpu-experts", optarg, 1, 1 << 20, &c->st.pipe.gpu_expert_layers) < 0)
+                return -1;
+            break;
+        case O_NO_GRAPH: c->st.pipe.no_graph = true; break;
+        case O_SINGLE: c->st.single_process = true; break;
+        case O_WORKERS: if (parse_int("--cpu-workers", optarg, 1, 4096, &v) < 0) return -1; c->st.pipe.cpu_workers = v; break;
+        case O_THREADS: if (parse_int("--threads", optarg, 1, 1024, &v) < 0) return -1; c->st.n_threads = v; break;
+        case O_DRAM: c->dram_gbps = atof(optarg); break;
+        case O_JSON: c->json = optarg; break;
+        case O_COMMIT: c->commit = optarg; break;
+        case 'h': usage(stdout); return 1;
+        default:
+            fprintf(stderr, "guild bench run: unknown option or missing value: %s\n", argv[optind - 1]);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (!c->model || optind < argc) {
+        fprintf(stderr, "guild bench run: %s\n", c->model ? "unexpected argument" : "no model: give -m FILE.gguf");
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* The CPU workers' share of the decode so far: (waiting, step) seconds, as the backend counts them. */
+static void wait_counters(backend_t *be, bool single, double *wait_s, double *step_s)
+{
+    if (!single) {
+        remote_stats_t rs;
+        remote_backend_stats(be, &rs);
+        *wait_s = (double)rs.decode_moe_ns * 1e-9;
+        *step_s = (double)rs.decode_wall_ns * 1e-9;
+        return;
+    }
+    backend_stats_t bs;
+    backend_stats(be, &bs);
+    *wait_s = (double)bs.wait_ns * 1e-9;
+    *step_s = -1; /* the caller's decode time */
+}
+
+/* One run: the cache emptied, `populate` prompt tokens in batches, then gen greedy tokens. */
+static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int32_t populate, int32_t gen,
+                   int32_t n_vocab, float *logits, int32_t *pos, run_result_t *r, guild_err_t *err)
+{
+    backend_kv_clear(be);
+    const double t0 = bench_now();
+    for (int32_t p = 0; p < populate; p += c->batch) {
+        const int32_t n = populate - p < c->batch ? populate - p : c->batch, last = n - 1;
+        const bool final = p + n == populate;
+        for (int32_t i = 0; i < n; i++)
+            pos[i] = p + i;
+        if (backend_forward(be, n, prompt + p, pos, final ? 1 : 0, &last, logits, err) < 0)
+            return guild_err_prefix(err, "prefill at %d: ", p);
+    }
+    const double t1 = bench_now();
+    double w0, s0, w1, s1;
+    wait_counters(be, c->st.single_process, &w0, &s0);
+    int32_t tok = argmax(logits, n_vocab), row = 0;
+    for (int32_t g = 0; g < gen; g++) {
+        const int32_t p = populate + g;
+        if (backend_forward(be, 1, &tok, &p, 1, &row, logits, err) < 0)
+            return guild_err_prefix(err, "decode step %d: ", g);
+        tok = argmax(logits, n_vocab);
+    }
+    const double t2 = bench_now();
+    wait_counters(be, c->st.single_process, &w1, &s1);
+    r->prefill_s = t1 - t0;
+    r->decode_s = t2 - t1;
+    r->wait_s = w1 - w0;
+    r->step_s = s0 >= 0 ? s1 - s0 : r->decode_s;
+    return 0;
+}
+
+static double tensor_bytes(const model_tensor_t *t)
+{
+    return t->data ? (double)t->mat_bytes * (double)(t->ne[2] ? t->ne[2] : 1) : 0;
+}
+
+static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, bool gpu, token_bytes_t *b)
+{
+    const model_config_t *c = model_config(m);
+    const model_weights_t *w = model_weights(m);
+    memset(b, 0, sizeof *b);
+    b->dense = (double)w->token_embd.row_bytes + tensor_bytes(&w->output_norm) +
+               (w->output.data != w->token_embd.data ? tensor_bytes(&w->output) : tensor_bytes(&w->token_embd));
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        const model_tensor_t *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv, &L->q_norm,
+                                       &L->k_norm, &L->wo, &L->ffn_norm, &L->router, &L->shexp_gate_inp,
+                                       &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            b->dense += tensor_bytes(all[i]);
+        const double active = (double)c->n_expert_used *
+                              (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+        if (gpu && plan->resident[il])
+            b->experts_gpu += active;
+        else
+            b->experts_cpu += active;
+    }
+    b->kv_per_pos = 2.0 * c->n_layer * (double)c->n_head_kv * c->head_dim * 2.0; /* F16 cache */
+}
+
+static json_t *provenance(const run_cfg_t *c, const char *gpu_name, double gpu_mem)
+{
+    char date[64], cmd[4096] = "guild bench", commit[256] = "unknown";
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    for (int i = 0; i < c->argc; i++) {
+        size_t l = strlen(cmd);
+        snprintf(cmd + l, sizeof cmd - l, " %s", c->argv[i]);
+    }
+    FILE *p = c->commit ? NULL : popen("git -C '" GUILD_SRCDIR "' describe --always --dirty --abbrev=12 2>/dev/null", "r");
+    if (c->commit)
+        snprintf(commit, sizeof commit, "%s", c->commit);
+    if (p) {
+        if (fgets(commit, sizeof commit, p))
+            commit[strcspn(commit, "\n")] = '\0';
+        pclose(p);
+    }
+    struct utsname u;
+    const kern_cpu_t *cpu = kern_cpu();
+    int cpus[MAX_CPUS];
+    json_t *j = json_object();
+    json_object_set_new(j, "guild", json_string(PACKAGE_VERSION));
+    json_object_set_new(j, "commit", json_string(commit));
+    json_object_set_new(j, "date", json_string(date));
+    if (uname(&u) == 0) {
+        char host[512];
+        snprintf(host, sizeof host, "%s, %s %s %s", u.nodename, u.sysname, u.release, u.machine);
+        json_object_set_new(j, "host", json_string(host));
+    }
+    json_object_set_new(j, "cpu", json_string(cpu->model));
+    json_object_set_new(j, "cpus", json_integer(topo_all_cpus(cpus, MAX_CPUS)));
+    json_object_set_new(j, "numa_nodes", json_integer(topo_node_count()));
+    json_object_set_new(j, "gpu", json_string(gpu_name));
+    json_object_set_new(j, "gpu_mem_gib", json_real(gpu_mem));
+    json_object_set_new(j, "command", json_string(cmd));
+    return j;
+}
+
+static json_t *model_json(const run_cfg_t *c, const model_t *m)
+{
+    const model_config_t *mc = model_config(m);
+    const model_weights_t *w = model_weights(m);
+    struct stat st;
+    json_t *j = json_object();
+    json_object_set_new(j, "path", json_string(c->model));
+    json_object_set_new(j, "bytes", json_integer(stat(c->model, &st) == 0 ? (json_int_t)st.st_size : -1));
+    json_object_set_new(j, "arch", json_string(model_arch_info(mc->arch)->name));
+    json_object_set_new(j, "n_layer", json_integer(mc->n_layer));
+    json_object_set_new(j, "n_embd", json_integer(mc->n_embd));
+    json_object_set_new(j, "n_head", json_integer(mc->n_head));
+    json_object_set_new(j, "n_head_kv", json_integer(mc->n_head_kv));
+    json_object_set_new(j, "head_dim", json_integer(mc->head_dim));
+    json_object_set_new(j, "n_expert", json_integer(mc->n_expert));
+    json_object_set_new(j, "n_expert_used", json_integer(mc->n_expert_used));
+    json_object_set_new(j, "n_ff_exp", json_integer(mc->n_ff_exp));
+    json_object_set_new(j, "n_vocab", json_integer(mc->n_vocab));
+    json_object_set_new(j, "file_type", json_integer(mc->file_type));
+    if (w->n_layer > 0) {
+        const model_layer_t *L = &w->layers[0];
+        char types[256];
+        snprintf(types, sizeof types, "token_embd %s, output %s, attn_q %s, attn_v %s (layer 0), experts gate/up %s, "
+                 "down %s (layer 0), router %s", quant_type_info(w->token_embd.type)->name,
+                 quant_type_info(w->output.type)->name, quant_type_info(L->wq.type)->name,
+                 quant_type_info(L->wv.type)->name, quant_type_info(L->gate_exps.type)->name,
+                 quant_type_info(L->down_exps.type)->name, quant_type_info(L->router.type)->name);
+        json_object_set_new(j, "types", json_string(types));
+    }
+    return j;
+}
+
+int bench_run_main(int argc, char **argv)
+{
+    run_cfg_t c;
+    const int pr = parse_args(argc, argv, &c);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    guild_log_init("guild", GUILD_LOG_WARN);
+    guild_err_t err = {{0}};
+    model_t *m = NULL;
+    backend_stack_t *stack = NULL;
+    float *logits = NULL;
+    int32_t *prompt = NULL, *pos = NULL;
+    run_result_t *res = NULL;
+    json_t *root = NULL;
+    gpu_plan_t plan = {0};
+    int rc = 1;
+    int32_t max_pop = 0;
+    for (int i = 0; i < c.n_populate; i++)
+        max_pop = c.populate[i] > max_pop ? c.populate[i] : max_pop;
+
+    if (model_new(&m, c.model, &err) < 0)
+        goto out;
+    const model_config_t *mc = model_config(m);
+    const bool gpu = !strcmp(c.st.backend, "cuda");
+    c.st.n_ctx = max_pop + c.gen;
+    c.st.n_batch = c.batch < c.st.n_ctx ? c.batch : c.st.n_ctx;
+    c.batch = c.st.n_batch;
+    const gpu_plan_options_t po = {.budget = c.st.pipe.gpu_mem, .n_ctx = c.st.n_ctx, .n_batch = c.st.n_batch,
+                                   .kv_elem = 2, .max_expert_layers = c.st.pipe.gpu_expert_layers};
+    if (gpu_plan_compute(&plan, m, &po, &err) < 0)
+        goto out;
+    token_bytes_t tb;
+    bytes_per_token(m, &plan, gpu, &tb);
+
+    /* DRAM read bandwidth first (the model's workers are not up yet to disturb it) */
+    double dram = c.dram_gbps;
+    if (dram <= 0) {
+        static int cpus[MAX_CPUS], nodes[MAX_CPUS];
+        int n = 0;
+        for (int nd = 0; nd < topo_node_count() && n < MAX_CPUS; nd++) {
+            int k = topo_node_cpus(nd, cpus + n, MAX_CPUS - n);
+            for (int i = 0; i < k; i++)
+                nodes[n + i] = nd;
+            n += k;
+        }
+        bench_bw_t bw;
+        if (n < 1 || bench_read_bw(cpus, nodes, n, (size_t)4e9, 5, &bw, &err) < 0)
+            goto out;
+        dram = bw.median_gbps;
+    }
+
+    fprintf(stderr, "guild bench run: %s, %s, populate up to %d, gen %d, %d runs; opening...\n", c.model,
+            c.st.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
+    if (gpu)
+        gpu_plan_print(&plan, stderr);
+    const double t_open = bench_now();
+    if (backend_stack_open(&stack, &c.st, m, c.model, &err) < 0)
+        goto out;
+    const double open_s = bench_now() - t_open;
+    backend_t *be = backend_stack_backend(stack);
+    const int32_t V = mc->n_vocab;
+    logits = malloc((size_t)V * sizeof *logits);
+    prompt = malloc((size_t)max_pop * sizeof *prompt);
+    pos = malloc((size_t)c.batch * sizeof *pos);
+    res = calloc((size_t)c.n_populate * (size_t)c.runs, sizeof *res);
+    if (!logits || !prompt || !pos || !res) {
+        guild_err_set(&err, "out of memory");
+        goto out;
+    }
+    uint64_t lcg = 0x9e3779b97f4a7c15ull;
+    for (int32_t i = 0; i < max_pop; i++) {
+        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+        prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
+    }
+    run_result_t warm;
+    if (one_run(&c, be, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
+        goto out;
+    fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", c.populate[0],
+            c.populate[0] / warm.prefill_s, c.gen / warm.decode_s);
+    for (int i = 0; i < c.n_populate; i++)
+        for (int r = 0; r < c.runs; r++) {
+            run_result_t *x = &res[i * c.runs + r];
+            if (one_run(&c, be, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
+                goto out;
+            fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
+                    c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
+                    x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
+        }
+    backend_stats_t bs;
+    const bool have_bs = c.st.single_process && backend_stats(be, &bs) == 0;
+    backend_stack_close(&stack);
+
+    char gpu_name[256] = "none";
+    double gpu_mem = 0, h2d = 0, d2h = 0, hbm = 0;
+#ifdef GUILD_HAVE_CUDA
+    if (gpu) {
+        cuda_probe_t pb;
+        if (cuda_probe(&pb, &err) < 0)
+            goto out;
+        snprintf(gpu_name, sizeof gpu_name, "%s", pb.name);
+        gpu_mem = pb.mem_gib;
+        h2d = pb.h2d_gbps;
+        d2h = pb.d2h_gbps;
+        hbm = pb.d2d_gbps;
+    }
+#endif
+
+    root = json_object();
+    json_object_set_new(root, "provenance", provenance(&c, gpu_name, gpu_mem));
+    json_object_set_new(root, "model", model_json(&c, m));
+    json_t *cfg = json_object();
+    json_object_set_new(cfg, "backend", json_string(c.st.backend));
+    json_object_set_new(cfg, "mode", json_string(c.st.single_process ? "single process" : "multi-process"));
+    json_object_set_new(cfg, "cpu_workers", json_integer(c.st.pipe.cpu_workers));
+    json_object_set_new(cfg, "threads", json_integer(c.st.n_threads));
+    json_object_set_new(cfg, "batch", json_integer(c.batch));
+    json_object_set_new(cfg, "n_ctx", json_integer(c.st.n_ctx));
+    json_object_set_new(cfg, "gpu_mem_budget_bytes", json_integer((json_int_t)c.st.pipe.gpu_mem));
+    json_object_set_new(cfg, "gpu_expert_layers_planned", json_integer(gpu ? plan.n_resident : 0));
+    json_object_set_new(cfg, "gpu_plan_bytes", json_integer((json_int_t)gpu_plan_total(&plan)));
+    json_object_set_new(cfg, "cuda_graphs", json_boolean(!c.st.pipe.no_graph));
+    json_object_set_new(cfg, "gen", json_integer(c.gen));
+    json_object_set_new(cfg, "runs", json_integer(c.runs));
+    json_object_set_new(cfg, "open_s", json_real(open_s));
+    if (have_bs) {
+        json_object_set_new(cfg, "gpu_expert_layers", json_integer(bs.gpu_expert_layers));
+        json_object_set_new(cfg, "graphs_captured", json_integer(bs.graphs));
+        json_object_set_new(cfg, "graph_steps", json_integer((json_int_t)bs.graph_steps));
+    }
+    json_object_set_new(root, "config", cfg);
+    json_t *bwj = json_object();
+    json_object_set_new(bwj, "dram_read_gbps", json_real(dram));
+    json_object_set_new(bwj, "pcie_h2d_gbps", json_real(h2d));
+    json_object_set_new(bwj, "pcie_d2h_gbps", json_real(d2h));
+    json_object_set_new(bwj, "hbm_copy_gbps", json_real(hbm));
+    json_object_set_new(root, "bandwidth", bwj);
+    json_t *tbj = json_object();
+    json_object_set_new(tbj, "dense", json_real(tb.dense));
+    json_object_set_new(tbj, "experts_gpu", json_real(tb.experts_gpu));
+    json_object_set_new(tbj, "experts_cpu", json_real(tb.experts_cpu));
+    json_object_set_new(tbj, "kv_per_position", json_real(tb.kv_per_pos));
+    json_object_set_new(root, "decode_bytes_per_token", tbj);
+
+    printf("# guild bench run: %s; %s, backend %s, batch %d, gpu-mem %s, %d of %d layers' experts on the GPU (plan)\n",
+           c.model, c.st.single_process ? "single process" : "multi-process", c.st.backend, c.batch,
+           c.st.pipe.gpu_mem ? "budget" : "none", gpu ? plan.n_resident : 0, mc->n_layer);
+    printf("# bandwidth: DRAM read %.1f GB/s, HBM copy %.1f GB/s, PCIe H2D %.1f GB/s, D2H %.1f GB/s\n", dram, hbm, h2d,
+           d2h);
+    printf("# decode bytes/token: dense %.3f GB, GPU experts %.3f GB, CPU experts %.3f GB, KV %.1f KB/position\n",
+           tb.dense / 1e9, tb.experts_gpu / 1e9, tb.experts_cpu / 1e9, tb.kv_per_pos / 1e3);
+    printf("%8s %14s %13s %10s %14s %10s\n", "context", "prefill tok/s", "decode tok/s", "wait share",
+           "limit tok/s", "fraction");
+    json_t *arr = json_array();
+    for (int i = 0; i < c.n_populate; i++) {
+        double pf[MAX_RUNS], dc[MAX_RUNS], ws[MAX_RUNS];
+        json_t *runs = json_array();
+        for (int r = 0; r < c.runs; r++) {
+            const run_result_t *x = &res[i * c.runs + r];
+            pf[r] = c.populate[i] / x->prefill_s;
+            dc[r] = c.gen / x->decode_s;
+            ws[r] = x->step_s > 0 ? x->wait_s / x->step_s : 0;
+            json_t *rj = json_object();
+            json_object_set_new(rj, "prefill_s", json_real(x->prefill_s));
+            json_object_set_new(rj, "decode_s", json_real(x->decode_s));
+            json_object_set_new(rj, "prefill_tok_s", json_real(pf[r]));
+            json_object_set_new(rj, "decode_tok_s", json_real(dc[r]));
+            json_object_set_new(rj, "wait_share", json_real(ws[r]));
+            json_array_append_new(runs, rj);
+        }
+        const double pfm = bench_median(pf, c.runs), dcm = bench_median(dc, c.runs), wsm = bench_median(ws, c.runs);
+        /* the bytes of a decode token at the middle of the generated stretch, each over its memory's bandwidth */
+        const double ctx = c.populate[i] + c.gen / 2.0;
+        const double gpu_bytes = tb.dense + tb.experts_gpu + tb.kv_per_pos * ctx;
+        const double t_min = (gpu && hbm > 0 ? gpu_bytes / (hbm * 1e9) : 0) +
+                             (dram > 0 ? (tb.experts_cpu + (gpu ? 0 : gpu_bytes)) / (dram * 1e9) : 0);
+        const double limit = t_min > 0 ? 1.0 / t_min : 0;
+        printf("%8d %14.1f %13.2f %9.1f%% %14.1f %9.1f%%\n", c.populate[i], pfm, dcm, 100 * wsm, limit,
+               limit > 0 ? 100 * dcm / limit : 0);
+        json_t *pj = json_object();
+        json_object_set_new(pj, "context", json_integer(c.populate[i]));
+        json_object_set_new(pj, "prefill_tok_s", json_real(pfm));
+        json_object_set_new(pj, "decode_tok_s", json_real(dcm));
+        json_object_set_new(pj, "decode_wait_share", json_real(wsm));
+        json_object_set_new(pj, "decode_limit_tok_s", json_real(limit));
+        json_object_set_new(pj, "decode_fraction_of_limit", json_real(limit > 0 ? dcm / limit : 0));
+        json_object_set_new(pj, "runs", runs);
+        json_array_append_new(arr, pj);
+    }
+    json_object_set_new(root, "results", arr);
+    if (c.json && json_dump_file(root, c.json, JSON_INDENT(2) | JSON_SORT_KEYS) < 0) {
+        guild_err_set(&err, "cannot write %s", c.json);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "guild bench run: %s\n", err.msg);
+    json_decref(root);
+    backend_stack_close(&stack);
+    gpu_plan_fini(&plan);
+    free(logits);
+    free(prompt);
+    free(pos);
+    free(res);
+    model_destroy(&m);
+    return rc;
+}

@@ -1,0 +1,63 @@
+/* gpu-worker/gpu_plan.h — what goes into the GPU's memory under a budget (--gpu-mem): the dense weights, the KV
+ * cache and the working buffers always; then the routed experts of as many layers as still fit, which stay
+ * resident and run on the GPU (the other layers' experts are computed by the CPU workers, or in-process).
+ *
+ * Pure arithmetic on the model's tensor sizes, so the coordinator prints the same plan the GPU worker follows
+ * (the worker computes it again from the same inputs). The CUDA context, kernels and allocator rounding are not
+ * visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands for them (measured: ~0.5 GiB on an H200 with
+ * CUDA 13). Layers are taken in index order; one that does not fit is skipped and later, smaller ones may fit.
+ */
+#ifndef GUILD_GPU_WORKER_GPU_PLAN_H
+#define GUILD_GPU_WORKER_GPU_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/model/model.h"
+#include "core/util/err.h"
+
+#define GPU_PLAN_RESERVE ((uint64_t)512 << 20)
+
+/* backend_options_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
+#define GPU_EXPERTS_NONE (-1)
+
+typedef struct gpu_plan_options {
+    uint64_t budget;           /* bytes for everything on the device; 0: no budget */
+    int32_t n_ctx;             /* KV cache positions */
+    int32_t n_batch;           /* tokens per forward pass (sizes the buffers) */
+    uint32_t kv_elem;          /* bytes per cache element: 2 (F16) or 4 (F32) */
+    int32_t max_expert_layers; /* 0: as many as fit; GPU_EXPERTS_NONE: none; k > 0: at most k */
+} gpu_plan_options_t;
+
+typedef struct gpu_plan {
+    uint64_t budget;           /* as given (0: none) */
+    uint64_t reserve;          /* GPU_PLAN_RESERVE */
+    uint64_t dense;            /* dense weights (and the RoPE table) */
+    uint64_t kv;               /* K and V caches */
+    uint64_t buffers;          /* activations, logits, exchange staging */
+    uint64_t expert_buffers;   /* working buffers of the device experts (0 when none is resident) */
+    uint64_t experts;          /* resident expert weights */
+    uint64_t experts_all;      /* every layer's expert weights */
+    int32_t n_layer;
+    int32_t n_resident;        /* layers whose experts are resident */
+    bool *resident;            /* [n_layer] */
+    int32_t n_ctx, n_batch;
+} gpu_plan_t;
+
+/* Computes the plan for model m. -1 with a message giving the sizes when the dense part (reserve, dense weights,
+ * KV cache, buffers) does not fit in the budget, or on out of memory. Free with gpu_plan_fini. */
+int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err);
+void gpu_plan_fini(gpu_plan_t *p);
+
+/* The device bytes the plan uses in total. */
+uint64_t gpu_plan_total(const gpu_plan_t *p);
+
+/* A few lines: budget, each part's size, which layers' experts are resident. */
+void gpu_plan_print(const gpu_plan_t *p, FILE *out);
+
+/* Parses a size: a number with an optional K, M, G or T suffix (powers of 1024; "8G", "512M", "1.5G"). -1
+ * with a message naming `what` when it is not one. */
+int gpu_plan_parse_size(const char *s, const char *what, uint64_t *out, guild_err_t *err);
+
+#endif
