@@ -46,16 +46,18 @@ static int k2_tile(int64_t nb, int64_t ntok)
  * bytes up front. */
 static inline void k2_prefetch(const char *p, int lines, const char *end)
 {
-    if (p + K2_PF >= end)
+    const uintptr_t a = (uintptr_t)p + K2_PF; /* integers: see kq_prefetch */
+    if (a >= (uintptr_t)end)
         return;
     for (int l = 0; l < lines; l++)
-        _mm_prefetch(p + K2_PF + 64 * l, _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + 64 * (uintptr_t)l), _MM_HINT_T0);
 }
 
 static inline void k2_prefetch_start(const void *w, const char *end)
 {
     const char *p = w;
-    for (int64_t o = 0; o < K2_PF && p + o < end; o += 64)
+    const int64_t n = (int64_t)((uintptr_t)end - (uintptr_t)p) < K2_PF ? (int64_t)((uintptr_t)end - (uintptr_t)p) : K2_PF;
+    for (int64_t o = 0; o < n; o += 64)
         _mm_prefetch(p + o, _MM_HINT_T0);
 }
 

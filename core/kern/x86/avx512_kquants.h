@@ -57,10 +57,13 @@ static void KERN_NAME(kq_clear_tail)(__m512i *st, int64_t n_vec, int nr)
  * beyond it belong to another task, likely another core's, and would only cost bandwidth here. */
 static inline void kq_prefetch(const char *p, int lines, const char *end)
 {
-    if (p + KQ_PF >= end)
+    /* in integers: with the address formed as a pointer past the rows' object (undefined behaviour), GCC 12
+     * dropped every prefetch of the loop */
+    const uintptr_t a = (uintptr_t)p + KQ_PF;
+    if (a >= (uintptr_t)end)
         return;
     for (int l = 0; l < lines; l++)
-        _mm_prefetch(p + KQ_PF + 64 * l, _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + 64 * (uintptr_t)l), _MM_HINT_T0);
 }
 
 /* The first KQ_PF bytes of a call's rows, which the running prefetch (KQ_PF ahead) never covers: a call starts
@@ -68,7 +71,8 @@ static inline void kq_prefetch(const char *p, int lines, const char *end)
 static inline void kq_prefetch_start(const void *w, const char *end)
 {
     const char *p = w;
-    for (int64_t o = 0; o < KQ_PF && p + o < end; o += 64)
+    const int64_t n = (int64_t)((uintptr_t)end - (uintptr_t)p) < KQ_PF ? (int64_t)((uintptr_t)end - (uintptr_t)p) : KQ_PF;
+    for (int64_t o = 0; o < n; o += 64)
         _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
