@@ -49,6 +49,7 @@ typedef struct run_cfg {
     int n_populate;
     int32_t gen, runs, batch;
     double dram_gbps;          /* 0: measure */
+    bool verbose;              /* -v: the backend's and the workers' messages */
     backend_stack_config_t st;
     int argc;
     char **argv;
@@ -87,7 +88,8 @@ static void usage(FILE *out)
             "  --threads N           CPU threads per worker (default: all online CPUs)\n"
             "  --dram-gbs X          DRAM read bandwidth in GB/s for the limits (default: measured)\n"
             "  --json FILE           write the results with provenance\n"
-            "  --commit ID           the source commit, when the binary runs away from its git checkout\n");
+            "  --commit ID           the source commit, when the binary runs away from its git checkout\n"
+            "  -v, --verbose         the backend's and the workers' messages (plan, streaming) on stderr\n");
 }
 
 static int parse_int(const char *what, const char *s, long lo, long hi, int32_t *out)
@@ -115,7 +117,8 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         {"no-cuda-graph", no_argument, NULL, O_NO_GRAPH}, {"single-process", no_argument, NULL, O_SINGLE},
         {"cpu-workers", required_argument, NULL, O_WORKERS}, {"threads", required_argument, NULL, O_THREADS},
         {"dram-gbs", required_argument, NULL, O_DRAM}, {"json", required_argument, NULL, O_JSON},
-        {"commit", required_argument, NULL, O_COMMIT}, {"help", no_argument, NULL, 'h'},
+        {"commit", required_argument, NULL, O_COMMIT}, {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(c, 0, sizeof *c);
@@ -139,7 +142,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     int32_t v;
     optind = 1;
     opterr = 0;
-    while ((o = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "m:vh", opts, NULL)) != -1) {
         switch (o) {
         case 'm': c->model = optarg; break;
         case O_POP: {
@@ -186,6 +189,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         case O_DRAM: c->dram_gbps = atof(optarg); break;
         case O_JSON: c->json = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
+        case 'v': c->verbose = true; break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, "guild bench run: unknown option or missing value: %s\n", argv[optind - 1]);
@@ -365,7 +369,8 @@ int bench_run_main(int argc, char **argv)
     const int pr = parse_args(argc, argv, &c);
     if (pr)
         return pr > 0 ? 0 : 2;
-    guild_log_init("guild", GUILD_LOG_WARN);
+    guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
+    c.st.pipe.log_level = guild_log_level();
     guild_err_t err = {{0}};
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
@@ -434,8 +439,12 @@ int bench_run_main(int argc, char **argv)
         prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
     }
     run_result_t warm;
+    backend_stats_t bs0;
     if (one_run(&c, be, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
         goto out;
+    if (c.st.single_process && backend_stats(be, &bs0) == 0)
+        fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
+                bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
     fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", c.populate[0],
             c.populate[0] / warm.prefill_s, c.gen / warm.decode_s);
     for (int i = 0; i < c.n_populate; i++)
@@ -449,6 +458,10 @@ int bench_run_main(int argc, char **argv)
         }
     backend_stats_t bs;
     const bool have_bs = c.st.single_process && backend_stats(be, &bs) == 0;
+    if (have_bs)
+        fprintf(stderr, "guild bench run: %u graphs, %llu graph steps, %llu layer batches streamed (%.1f GB)\n",
+                bs.graphs, (unsigned long long)bs.graph_steps, (unsigned long long)bs.streamed_layers,
+                (double)bs.streamed_bytes / 1e9);
     backend_stack_close(&stack);
 
     char gpu_name[256] = "none";
@@ -487,6 +500,8 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(cfg, "gpu_expert_layers", json_integer(bs.gpu_expert_layers));
         json_object_set_new(cfg, "graphs_captured", json_integer(bs.graphs));
         json_object_set_new(cfg, "graph_steps", json_integer((json_int_t)bs.graph_steps));
+        json_object_set_new(cfg, "streamed_layer_batches", json_integer((json_int_t)bs.streamed_layers));
+        json_object_set_new(cfg, "streamed_bytes", json_integer((json_int_t)bs.streamed_bytes));
     }
     json_object_set_new(root, "config", cfg);
     json_t *bwj = json_object();

@@ -56,6 +56,8 @@ typedef struct backend_stats {
     int32_t gpu_expert_layers; /* layers whose experts it computes on the device */
     uint32_t graphs;           /* CUDA graphs captured */
     uint64_t graph_steps;      /* forward passes replayed from a graph */
+    uint64_t streamed_layers;  /* layer computations of CPU-held experts done on the device with streamed weights */
+    uint64_t streamed_bytes;   /* expert bytes copied to the device for them */
 } backend_stats_t;
 
 typedef struct backend_ops {

@@ -113,7 +113,17 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
                           (pairs + (uint64_t)c->n_expert + 1) * 16 + 16 + pairs * E * f;
     if (o->max_expert_layers == GPU_EXPERTS_NONE || c->n_expert == 0)
         return 0;
-    uint64_t used = fixed + ebuf;
+    uint64_t used = fixed + ebuf, largest = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const uint64_t b = layer_expert_bytes(&w->layers[il]);
+        largest = b > largest ? b : largest;
+    }
+    const bool all_fit = !o->budget || fixed + ebuf + p->experts_all <= o->budget;
+    const bool capped = o->max_expert_layers > 0 && o->max_expert_layers < c->n_layer;
+    if (!all_fit && !capped && used + 2 * largest <= o->budget) {
+        p->staging = 2 * largest;
+        used += p->staging;
+    }
     for (int32_t il = 0; il < c->n_layer; il++) {
         if (o->max_expert_layers > 0 && p->n_resident >= o->max_expert_layers)
             break;
@@ -125,7 +135,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         p->resident[il] = true;
         p->n_resident++;
     }
-    if (p->n_resident)
+    if (p->n_resident || p->staging)
         p->expert_buffers = ebuf;
     return 0;
 }
@@ -138,7 +148,7 @@ void gpu_plan_fini(gpu_plan_t *p)
 
 uint64_t gpu_plan_total(const gpu_plan_t *p)
 {
-    return p->reserve + p->dense + p->kv + p->buffers + p->expert_buffers + p->experts;
+    return p->reserve + p->dense + p->kv + p->buffers + p->expert_buffers + p->staging + p->experts;
 }
 
 void gpu_plan_print(const gpu_plan_t *p, FILE *out)
@@ -172,7 +182,11 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
             }
         }
     }
-    fprintf(out, p->n_resident < p->n_layer ? "; the others on the CPU\n" : "\n");
+    if (p->n_resident < p->n_layer)
+        fprintf(out, "; the others on the CPU%s", p->staging ? ", or streamed to the GPU for large batches" : "");
+    if (p->staging)
+        fprintf(out, " (staging %.2f GiB)", (double)p->staging / G);
+    fprintf(out, "\n");
 }
 
 int gpu_plan_parse_size(const char *s, const char *what, uint64_t *out, guild_err_t *err)

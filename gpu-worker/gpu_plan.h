@@ -4,8 +4,11 @@
  *
  * Pure arithmetic on the model's tensor sizes, so the coordinator prints the same plan the GPU worker follows
  * (the worker computes it again from the same inputs). The CUDA context, kernels and allocator rounding are not
- * visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands for them (measured: ~0.5 GiB on an H200 with
- * CUDA 13). Layers are taken in index order; one that does not fit is skipped and later, smaller ones may fit.
+ * visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands for them (an estimate for an H200 with CUDA 13).
+ * When not every layer's experts can stay, two staging buffers of the largest layer's experts come next (if
+ * they fit): large prefill batches stream the other layers' experts through them and compute them on the GPU
+ * (gpu-worker/cuda/cuda_moe_gpu.c). Then resident layers are taken in index order; one that does not fit is
+ * skipped and later, smaller ones may fit.
  */
 #ifndef GUILD_GPU_WORKER_GPU_PLAN_H
 #define GUILD_GPU_WORKER_GPU_PLAN_H
@@ -36,7 +39,8 @@ typedef struct gpu_plan {
     uint64_t dense;            /* dense weights (and the RoPE table) */
     uint64_t kv;               /* K and V caches */
     uint64_t buffers;          /* activations, logits, exchange staging */
-    uint64_t expert_buffers;   /* working buffers of the device experts (0 when none is resident) */
+    uint64_t expert_buffers;   /* working buffers of the device experts (0 when none runs there) */
+    uint64_t staging;          /* two buffers of the largest layer's experts, for streaming (0: no streaming) */
     uint64_t experts;          /* resident expert weights */
     uint64_t experts_all;      /* every layer's expert weights */
     int32_t n_layer;

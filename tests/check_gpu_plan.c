@@ -1,5 +1,6 @@
 /* gpu-worker/gpu_plan: the GPU memory plan (--gpu-mem) on tiny models: no budget puts every layer's experts on
- * the GPU; a budget takes layers in order while they fit; the dense part not fitting is refused with the sizes;
+ * the GPU; a budget takes the staging buffers, then layers in order while they fit; the dense part not fitting
+ * is refused with the sizes;
  * --gpu-experts limits; sizes parse with K/M/G/T suffixes. No GPU needed: the plan is arithmetic. */
 #include <check.h>
 #include <stdio.h>
@@ -63,31 +64,48 @@ END_TEST
 START_TEST(test_budget)
 {
     fx_t f;
-    fx_open(&f, 4);
+    fx_open(&f, 6);
     gpu_plan_t p;
     guild_err_t err = {{0}};
     gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    const uint64_t layer = p.experts / 4, fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
+    const uint64_t layer = p.experts / 6, fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
     gpu_plan_fini(&p);
-    /* room for two layers' experts and a half */
-    o.budget = fixed + eb + 2 * layer + layer / 2;
+    /* not every layer fits: two staging buffers first, then two layers' experts and a half */
+    o.budget = fixed + eb + 4 * layer + layer / 2;
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(p.staging, 2 * layer);
     ck_assert_int_eq(p.n_resident, 2);
-    ck_assert(p.resident[0] && p.resident[1] && !p.resident[2] && !p.resident[3]);
+    ck_assert(p.resident[0] && p.resident[1] && !p.resident[2] && !p.resident[5]);
     ck_assert(gpu_plan_total(&p) <= o.budget);
     char *buf = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
     gpu_plan_print(&p, out);
     fclose(out);
-    ck_assert_msg(strstr(buf, "2 of 4 layers") && strstr(buf, "layers 0-1") && strstr(buf, "on the CPU"), "%s", buf);
+    ck_assert_msg(strstr(buf, "2 of 6 layers") && strstr(buf, "layers 0-1") && strstr(buf, "on the CPU") &&
+                  strstr(buf, "streamed"), "%s", buf);
     free(buf);
     gpu_plan_fini(&p);
-    /* the dense part fits, no expert does */
+    /* room for the staging buffers only: every layer streams or stays on the CPU */
+    o.budget = fixed + eb + 2 * layer + layer / 2;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert_int_eq(p.n_resident, 0);
+    ck_assert_uint_eq(p.staging, 2 * layer);
+    ck_assert_uint_eq(p.expert_buffers, eb);
+    gpu_plan_fini(&p);
+    /* an explicit limit of layers: no staging */
+    o.max_expert_layers = 1;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert_int_eq(p.n_resident, 1);
+    ck_assert_uint_eq(p.staging, 0);
+    gpu_plan_fini(&p);
+    o.max_expert_layers = 0;
+    /* the dense part fits, no expert and no staging does */
     o.budget = fixed + eb + layer / 2;
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     ck_assert_int_eq(p.n_resident, 0);
+    ck_assert_uint_eq(p.staging, 0);
     ck_assert_uint_eq(p.expert_buffers, 0);
     gpu_plan_fini(&p);
     /* the dense part does not fit: refused, with its sizes */

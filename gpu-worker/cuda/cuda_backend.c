@@ -158,7 +158,7 @@ static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cu
 }
 
 /* The experts the plan puts on the device (when the kernels take their types), the rest through
- * setup_cpu_experts. */
+ * setup_cpu_experts, and streamed to the device for large batches when the plan has staging buffers. */
 static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
                          guild_err_t *err)
 {
@@ -170,7 +170,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     int32_t resident = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
-        if (!plan->resident[il])
+        if (!L->gate_exps.data)
             continue;
         if (L->up_exps.type != L->gate_exps.type || !cuda_type_supported(L->gate_exps.type) ||
             !cuda_type_supported(L->down_exps.type)) {
@@ -189,16 +189,17 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
             .gate_mat = L->gate_exps.mat_bytes,
             .down_row = L->down_exps.row_bytes,
             .down_mat = L->down_exps.mat_bytes,
+            .resident = plan->resident[il],
         };
-        resident++;
+        resident += plan->resident[il];
     }
     cuda_moe_t *cpu = NULL;
     int rc = 0;
     if (resident < c->n_layer)
         rc = setup_cpu_experts(b, opt, &cpu, err);
-    if (rc == 0 && resident > 0)
+    if (rc == 0 && (resident > 0 || plan->staging))
         rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
-                              c->n_expert_used, cpu, &b->bytes_experts, err);
+                              c->n_expert_used, plan->staging > 0, cpu, &b->bytes_experts, err);
     else if (rc == 0)
         b->moe = cpu;
     else
@@ -504,6 +505,8 @@ static void cuda_stats(const backend_t *base, backend_stats_t *out)
     cuda_moe_stats(b->moe, &ms);
     out->exchanges = ms.exchanges;
     out->wait_ns = ms.wait_ns;
+    out->streamed_layers = ms.streamed;
+    out->streamed_bytes = ms.streamed_bytes;
     out->gpu_expert_layers = b->gpu_expert_layers;
     out->graphs = b->graphs_captured;
     out->graph_steps = b->graph_steps;

@@ -40,8 +40,10 @@ typedef struct cuda_moe cuda_moe_t;
 
 /* Counters since creation of the exchanges a bridge drove from the device. */
 typedef struct cuda_moe_stats {
-    uint64_t exchanges;  /* completed */
-    uint64_t wait_ns;    /* device time spent waiting for the CPU workers */
+    uint64_t exchanges;  /* completed by the CPU side (workers or the host executor) */
+    uint64_t wait_ns;    /* time spent waiting for them (device time for the arena, host time for "local") */
+    uint64_t streamed;   /* layer computations done on the device with streamed weights ("gpu") */
+    uint64_t streamed_bytes; /* expert bytes copied to the device for them */
 } cuda_moe_stats_t;
 
 typedef struct cuda_moe_ops {
@@ -88,20 +90,25 @@ int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_ba
                        int32_t n_embd, int32_t n_used, uint64_t timeout_ns,
                        int (*interrupted)(void *ctx, guild_err_t *err), void *ctx, guild_err_t *err);
 
-/* Which layers the "gpu" bridge holds: their expert tensors (gate/up/down of every expert) are uploaded. */
+/* A layer's experts for the "gpu" bridge. */
 typedef struct cuda_moe_gpu_layer {
-    const void *gate, *up, *down;           /* host bytes of the 3-D tensors; gate NULL: not resident */
+    const void *gate, *up, *down;           /* host bytes of the 3-D tensors; gate NULL: never on the device
+                                               (types the kernels do not take) */
     guild_type_t gate_type, down_type;      /* up has gate_type */
     size_t gate_row, gate_mat, down_row, down_mat; /* bytes of a row and of one expert's matrix */
+    bool resident;                          /* uploaded once and computed on the device */
 } cuda_moe_gpu_layer_t;
 
-/* The "gpu" bridge: layers[il].gate set -> computed on the device, else through `fallback` (owned from here on,
- * also on failure; may be NULL when every layer is resident). max_tokens tokens per submit. Device bytes it
- * took are added to *bytes. -1 with a message naming the layer for a type the kernels do not handle or when
- * device memory is short. */
+/* The "gpu" bridge: resident layers computed on the device, the others through `fallback` (owned from here on,
+ * also on failure; may be NULL when every layer is resident). With `stream`, a batch of the other layers goes
+ * to the device too when streaming its weights over PCIe (double-buffered, the next layer's copy overlapping
+ * this layer's products) beats the CPU side: predicted from the copy bandwidth measured at creation and the
+ * CPU side's time per exchange measured as it runs (a + b * tokens; nothing streams before a batch of more
+ * than one token was measured there). max_tokens tokens per submit. Device bytes it took are added to *bytes.
+ * -1 with a message naming the layer for a type the kernels do not handle or when device memory is short. */
 int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
-                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, cuda_moe_t *fallback,
-                     size_t *bytes, guild_err_t *err);
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
+                     cuda_moe_t *fallback, size_t *bytes, guild_err_t *err);
 
 /* Destroys through ops; sets *m to NULL; NULL-safe. */
 void cuda_moe_destroy(cuda_moe_t **m);

@@ -1,10 +1,14 @@
 /* The "gpu" cuda_moe_t: the routed experts of the layers it holds live in device memory and run there, the
- * others go through a fallback bridge (CPU workers or in-process). See cuda_moe.h.
+ * others go through a fallback bridge (CPU workers or in-process), or, for batches large enough that copying
+ * their weights over PCIe beats the CPU side, are streamed into one of two staging buffers and run here too
+ * (the stager's job, done in the GPU worker: the next layer's copy, on a copy stream, overlaps this layer's
+ * products). See cuda_moe.h.
  *
  * Per resident layer and step: x quantized to the gate's dot type; pairs grouped by expert
  * (cuda_expert_route); h[p] = silu(gate_e x_t) * up_e x_t for every pair p = (t, k) in one kernel; h quantized to
  * the down matrix's dot type; y[p] = down_e h[p]. y is [n][n_used][n_embd] in pair order: what collect returns.
  * Each product is cuda_matmul's arithmetic, so y differs from the CPU workers' only through expf in SiLU. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,14 +17,17 @@
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_moe.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "ipc/doorbell.h" /* guild_now_ns */
 
 #define ALIGN 256u
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
 
 typedef struct gpu_layer {
     const char *gate, *up, *down; /* device; gate NULL: not resident */
+    const char *h_gate, *h_up, *h_down; /* host: what streaming copies; NULL: the kernels cannot take the types */
     guild_type_t gate_type, down_type;
     size_t gate_row, gate_mat, down_row, down_mat;
+    size_t bytes;                 /* gate, up, down of every expert, each rounded to ALIGN: the staged layout */
 } gpu_layer_t;
 
 typedef struct moe_gpu {
@@ -39,7 +46,118 @@ typedef struct moe_gpu {
     int32_t *n_tiles;          /* device int */
     float *y;                  /* [max_tokens][n_used][n_embd] */
     bool on_device;            /* the exchange in flight is computed here */
+
+    /* streaming of the other layers (stream: set up) */
+    bool stream;
+    char *stage[2];            /* device, each the largest layer's bytes */
+    int32_t stage_layer[2];    /* the layer each holds (or is being filled with); -1: none */
+    int next_stage;
+    cudaStream_t copy;
+    cudaEvent_t copied[2], consumed[2];
+    void *reg;                 /* the host range registered for the copies (NULL: pageable copies) */
+    double pcie_bpns;          /* measured copy bandwidth, bytes per ns */
+    /* the CPU side's time per exchange, a + b * tokens ns, from its counters */
+    double cpu_a, cpu_b;
+    bool have_a, have_b;
+    cuda_moe_stats_t fb_last;  /* the fallback's counters at the start of this step */
+    int32_t fb_n;              /* tokens of the exchanges delegated in this step (0: none) */
+    uint64_t streamed, streamed_bytes;
+    size_t stage_bytes;        /* the largest streamable layer's */
 } moe_gpu_t;
+
+/* The layer `layer` in a staging buffer (already there, or its copy enqueued on the copy stream after the
+ * buffer's last use), never the one holding `keep`. */
+static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, int *buf, guild_err_t *err)
+{
+    for (int b = 0; b < 2; b++)
+        if (m->stage_layer[b] == layer) {
+            *buf = b;
+            return 0;
+        }
+    const int b = m->stage_layer[0] == keep ? 1 : m->stage_layer[1] == keep ? 0 : m->next_stage;
+    m->next_stage = b ^ 1;
+    const gpu_layer_t *L = &m->layers[layer];
+    const size_t gb = L->gate_mat * (size_t)m->n_expert, db = L->down_mat * (size_t)m->n_expert;
+    const size_t gr = (gb + ALIGN - 1) / ALIGN * ALIGN;
+    char *dst = m->stage[b];
+    m->stage_layer[b] = -1;
+    if (cuda_check(cudaStreamWaitEvent(m->copy, m->consumed[b], 0), "stage wait", err) < 0 ||
+        cuda_check(cudaMemcpyAsync(dst, L->h_gate, gb, cudaMemcpyHostToDevice, m->copy), "stage experts", err) < 0 ||
+        cuda_check(cudaMemcpyAsync(dst + gr, L->h_up, gb, cudaMemcpyHostToDevice, m->copy), "stage experts", err) < 0 ||
+        cuda_check(cudaMemcpyAsync(dst + 2 * gr, L->h_down, db, cudaMemcpyHostToDevice, m->copy), "stage experts",
+                   err) < 0 ||
+        cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0)
+        return -1;
+    m->stage_layer[b] = layer;
+    m->streamed_bytes += 2 * gb + db;
+    *buf = b;
+    return 0;
+}
+
+/* Whether this batch of a non-resident layer goes through the staging buffers: the copy's predicted time
+ * against the CPU side's (the device's own products are not counted: a lower bound of the GPU's side). */
+static bool want_stream(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n, cudaStream_t s)
+{
+    if (!m->stream || !L->h_gate || !m->have_b || m->pcie_bpns <= 0)
+        return false;
+    enum cudaStreamCaptureStatus cs;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return false; /* a graph must not hold the host-side choice */
+    }
+    const double cpu = (m->have_a ? m->cpu_a : 0.0) + m->cpu_b * (double)n;
+    return (double)L->bytes / m->pcie_bpns < cpu;
+}
+
+/* Folds the CPU side's counters of the last step into the cost model. */
+static void cost_update(moe_gpu_t *m)
+{
+    if (!m->stream || !m->fallback)
+        return;
+    cuda_moe_stats_t now;
+    cuda_moe_stats(m->fallback, &now);
+    const uint64_t dx = now.exchanges - m->fb_last.exchanges, dw = now.wait_ns - m->fb_last.wait_ns;
+    if (dx && m->fb_n > 0) {
+        const double per = (double)dw / (double)dx;
+        if (m->fb_n == 1) {
+            m->cpu_a = m->have_a ? 0.8 * m->cpu_a + 0.2 * per : per;
+            m->have_a = true;
+        } else {
+            const double b = (per - (m->have_a ? m->cpu_a : 0.0)) / (double)m->fb_n;
+            if (b > 0) {
+                const bool first = !m->have_b;
+                m->cpu_b = m->have_b ? 0.5 * m->cpu_b + 0.5 * b : b;
+                m->have_b = true;
+                if (first)
+                    guild_log(GUILD_LOG_INFO, "cuda moe: CPU experts %.1f us per token and layer (+ %.1f us per "
+                              "exchange); a layer streams in %.2f ms at %.1f GB/s: batches of more than ~%.0f tokens "
+                              "stream", m->cpu_b / 1e3, m->cpu_a / 1e3,
+                              (double)m->stage_bytes / m->pcie_bpns / 1e6, m->pcie_bpns,
+                              ((double)m->stage_bytes / m->pcie_bpns - m->cpu_a) / m->cpu_b);
+            }
+        }
+    }
+    m->fb_last = now;
+    m->fb_n = 0;
+}
+
+/* The products of one layer's experts whose weights are at gate/up/down (device). */
+static int run_experts(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
+                       int32_t n, const float *x, const int32_t *ids, cudaStream_t s, guild_err_t *err)
+{
+    const int32_t tile = n <= FEW_TOKENS ? 1 : 8, pairs = n * m->n_used;
+    const int32_t mt = cuda_expert_max_tiles(pairs, m->n_expert, tile);
+    const guild_type_t at = quant_type_info(L->gate_type)->dot_type, ht = quant_type_info(L->down_type)->dot_type;
+    if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
+        cuda_expert_route(ids, pairs, m->n_expert, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
+        cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, L->gate_mat, L->gate_row, m->act_x, m->ax_row,
+                           m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
+        cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
+        cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, L->down_mat, L->down_row, m->act_h,
+                           m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y, m->n_embd, s, err) < 0)
+        return -1;
+    return 0;
+}
 
 static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
                       const float *w, cudaStream_t s, guild_err_t *err)
@@ -47,23 +165,38 @@ static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x
     moe_gpu_t *m = (moe_gpu_t *)base;
     if (layer < 0 || layer >= m->n_layer)
         return guild_err_set(err, "cuda moe: layer %d of %d", layer, m->n_layer);
-    const gpu_layer_t *L = &m->layers[layer];
-    m->on_device = L->gate != NULL;
-    if (!m->on_device)
-        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, w, s, err);
     if (n < 1 || n > m->max_tokens)
         return guild_err_set(err, "cuda moe: %d tokens in an exchange (1..%d)", n, m->max_tokens);
-    const int32_t tile = n <= FEW_TOKENS ? 1 : 8, pairs = n * m->n_used;
-    const int32_t mt = cuda_expert_max_tiles(pairs, m->n_expert, tile);
-    const guild_type_t at = quant_type_info(L->gate_type)->dot_type, ht = quant_type_info(L->down_type)->dot_type;
-    if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
-        cuda_expert_route(ids, pairs, m->n_expert, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
-        cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, L->gate, L->up, L->gate_mat, L->gate_row, m->act_x,
-                           m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
-        cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
-        cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, L->down, NULL, L->down_mat, L->down_row, m->act_h,
-                           m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y, m->n_embd, s, err) < 0)
-        return guild_err_prefix(err, "layer %d: device experts: ", layer);
+    const gpu_layer_t *L = &m->layers[layer];
+    m->on_device = L->gate != NULL;
+    if (m->on_device) {
+        if (run_experts(m, L, L->gate, L->up, L->down, n, x, ids, s, err) < 0)
+            return guild_err_prefix(err, "layer %d: device experts: ", layer);
+        return 0;
+    }
+    if (!want_stream(m, L, n, s)) {
+        m->fb_n = n;
+        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, w, s, err);
+    }
+    m->on_device = true;
+    int b;
+    if (stage_load(m, layer, -1, &b, err) < 0 ||
+        cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0)
+        return guild_err_prefix(err, "layer %d: ", layer);
+    const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
+    const char *st = m->stage[b];
+    if (run_experts(m, L, st, st + gr, st + 2 * gr, n, x, ids, s, err) < 0 ||
+        cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0)
+        return guild_err_prefix(err, "layer %d: streamed experts: ", layer);
+    m->streamed++;
+    /* the next layer that streams: its copy now, behind this layer's products */
+    for (int32_t l2 = layer + 1; l2 < m->n_layer; l2++)
+        if (!m->layers[l2].gate && m->layers[l2].h_gate) {
+            int b2;
+            if (stage_load(m, l2, layer, &b2, err) < 0)
+                return guild_err_prefix(err, "layer %d: ", l2);
+            break;
+        }
     return 0;
 }
 
@@ -85,6 +218,7 @@ static bool gpu_capturable(const cuda_moe_t *base)
 static int gpu_step_begin(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    cost_update(m);
     return m->fallback ? cuda_moe_step_begin(m->fallback, s, err) : 0;
 }
 
@@ -113,14 +247,28 @@ static void gpu_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
     const moe_gpu_t *m = (const moe_gpu_t *)base;
     if (m->fallback)
         cuda_moe_stats(m->fallback, out);
+    out->streamed = m->streamed;
+    out->streamed_bytes = m->streamed_bytes;
 }
 
 static void gpu_destroy(cuda_moe_t *base)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    if (m->copy)
+        cudaStreamSynchronize(m->copy);
     cuda_moe_destroy(&m->fallback);
+    for (int b = 0; b < 2; b++) {
+        if (m->copied[b])
+            cudaEventDestroy(m->copied[b]);
+        if (m->consumed[b])
+            cudaEventDestroy(m->consumed[b]);
+    }
+    if (m->copy)
+        cudaStreamDestroy(m->copy);
+    if (m->reg)
+        cudaHostUnregister(m->reg);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
-                     (void **)&m->n_tiles, (void **)&m->y};
+                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     free(m->layers);
@@ -154,9 +302,86 @@ static size_t dot_row(guild_type_t type, int64_t n)
     return round_up((size_t)b, 16);
 }
 
+/* Registers the host range of the streamable layers' experts (read-only: the model is mapped PROT_READ) so the
+ * copies are asynchronous DMA, then times one layer's copy. Without registration the copies still work, from
+ * pageable memory (staged by the driver, slower, blocking the host thread). */
+static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
+{
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int32_t probe = -1;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        const gpu_layer_t *L = &m->layers[il];
+        if (L->gate || !L->h_gate)
+            continue;
+        const size_t gb = L->gate_mat * (size_t)m->n_expert, db = L->down_mat * (size_t)m->n_expert;
+        const uintptr_t p[3] = {(uintptr_t)L->h_gate, (uintptr_t)L->h_up, (uintptr_t)L->h_down};
+        const size_t n[3] = {gb, gb, db};
+        for (int i = 0; i < 3; i++) {
+            lo = p[i] < lo ? p[i] : lo;
+            hi = p[i] + n[i] > hi ? p[i] + n[i] : hi;
+        }
+        if (probe < 0 || L->bytes > m->layers[probe].bytes)
+            probe = il;
+    }
+    if (probe < 0)
+        return 0; /* nothing to stream */
+    size_t counted = 0;
+    if (cuda_alloc((void **)&m->stage[0], 2 * largest, &counted, "the expert staging buffers", err) < 0 ||
+        cuda_check(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking), "create the copy stream", err) < 0)
+        return -1;
+    m->stage[1] = m->stage[0] + largest;
+    m->stage_bytes = largest;
+    m->stage_layer[0] = m->stage_layer[1] = -1;
+    for (int b = 0; b < 2; b++)
+        if (cuda_check(cudaEventCreateWithFlags(&m->copied[b], cudaEventDisableTiming), "create event", err) < 0 ||
+            cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0)
+            return -1;
+    lo &= ~(uintptr_t)4095;
+    hi = (hi + 4095) & ~(uintptr_t)4095;
+    const uint64_t t0 = guild_now_ns();
+    const cudaError_t e = cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterReadOnly | cudaHostRegisterPortable);
+    if (e == cudaSuccess) {
+        m->reg = (void *)lo;
+        guild_log(GUILD_LOG_INFO, "cuda moe: %.1f GiB of the model's mapping registered for streaming in %.2f s",
+                  (double)(hi - lo) / 1073741824.0, (double)(guild_now_ns() - t0) / 1e9);
+    } else {
+        (void)cudaGetLastError();
+        guild_log(GUILD_LOG_WARN, "cuda moe: the model's experts cannot be registered for DMA (%s): streaming copies "
+                  "from pageable memory", cudaGetErrorString(e));
+    }
+    /* the copy bandwidth: the largest layer, twice (the first pays for first touches) */
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float ms = 0;
+    int rc = -1;
+    if (cuda_check(cudaEventCreate(&e0), "create event", err) < 0 || cuda_check(cudaEventCreate(&e1), "create event", err) < 0)
+        goto out;
+    for (int rep = 0; rep < 2; rep++) {
+        int b;
+        m->stage_layer[0] = m->stage_layer[1] = -1;
+        if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 || stage_load(m, probe, -1, &b, err) < 0 ||
+            cuda_check(cudaEventRecord(e1, m->copy), "probe event", err) < 0 ||
+            cuda_check(cudaEventSynchronize(e1), "probe copy", err) < 0 ||
+            cuda_check(cudaEventElapsedTime(&ms, e0, e1), "probe event", err) < 0)
+            goto out;
+    }
+    m->stage_layer[0] = m->stage_layer[1] = -1;
+    m->streamed_bytes = 0;
+    m->pcie_bpns = ms > 0 ? (double)m->layers[probe].bytes / ((double)ms * 1e6) : 0;
+    m->stream = true;
+    guild_log(GUILD_LOG_INFO, "cuda moe: streaming the other layers' experts for large batches: %.1f MiB a layer "
+              "in %.2f ms (%.1f GB/s)", (double)m->layers[probe].bytes / (1 << 20), (double)ms, m->pcie_bpns);
+    rc = 0;
+out:
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    return rc;
+}
+
 int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
-                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, cuda_moe_t *fallback,
-                     size_t *bytes, guild_err_t *err)
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
+                     cuda_moe_t *fallback, size_t *bytes, guild_err_t *err)
 {
     *out = NULL;
     moe_gpu_t *m = calloc(1, sizeof *m);
@@ -176,11 +401,12 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
         guild_err_set(err, "cuda moe: out of memory");
         goto fail;
     }
-    size_t total = 0;
-    int32_t resident = 0;
+    size_t total = 0, largest = 0;
+    int32_t resident = 0, streamable = 0;
     for (int32_t il = 0; il < n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];
-        if (!L->gate)
+        gpu_layer_t *D = &m->layers[il];
+        if (!L->gate || (!L->resident && !stream))
             continue;
         const size_t ax = dot_row(L->gate_type, n_embd), ah = dot_row(L->down_type, n_ff);
         if (!cuda_type_supported(L->gate_type) || !cuda_type_supported(L->down_type) || !ax || !ah) {
@@ -191,8 +417,23 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
         }
         m->ax_row = ax > m->ax_row ? ax : m->ax_row;
         m->ah_row = ah > m->ah_row ? ah : m->ah_row;
-        total += 2 * round_up(L->gate_mat * (size_t)n_expert, ALIGN) + round_up(L->down_mat * (size_t)n_expert, ALIGN);
-        resident++;
+        D->h_gate = L->gate;
+        D->h_up = L->up;
+        D->h_down = L->down;
+        D->gate_type = L->gate_type;
+        D->down_type = L->down_type;
+        D->gate_row = L->gate_row;
+        D->gate_mat = L->gate_mat;
+        D->down_row = L->down_row;
+        D->down_mat = L->down_mat;
+        D->bytes = 2 * round_up(L->gate_mat * (size_t)n_expert, ALIGN) + round_up(L->down_mat * (size_t)n_expert, ALIGN);
+        if (L->resident) {
+            total += D->bytes;
+            resident++;
+        } else {
+            largest = D->bytes > largest ? D->bytes : largest;
+            streamable++;
+        }
     }
     if (resident < n_layer && !fallback) {
         guild_err_set(err, "cuda moe: %d of %d layers' experts are not on the device and there is no other executor",
@@ -215,29 +456,28 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
     for (int32_t il = 0; il < n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];
         gpu_layer_t *D = &m->layers[il];
-        if (!L->gate)
+        if (!D->h_gate || !L->resident)
             continue;
         const size_t gb = L->gate_mat * (size_t)n_expert, db = L->down_mat * (size_t)n_expert;
         char *base = (char *)m->mem + off;
         D->gate = base;
         D->up = base + round_up(gb, ALIGN);
         D->down = base + 2 * round_up(gb, ALIGN);
-        off += 2 * round_up(gb, ALIGN) + round_up(db, ALIGN);
-        D->gate_type = L->gate_type;
-        D->down_type = L->down_type;
-        D->gate_row = L->gate_row;
-        D->gate_mat = L->gate_mat;
-        D->down_row = L->down_row;
-        D->down_mat = L->down_mat;
+        off += D->bytes;
         if (cuda_check(cudaMemcpy((void *)D->gate, L->gate, gb, cudaMemcpyHostToDevice), "upload expert weights", err) < 0 ||
             cuda_check(cudaMemcpy((void *)D->up, L->up, gb, cudaMemcpyHostToDevice), "upload expert weights", err) < 0 ||
             cuda_check(cudaMemcpy((void *)D->down, L->down, db, cudaMemcpyHostToDevice), "upload expert weights", err) < 0)
             goto fail;
     }
+    const size_t before = counted;
+    if (streamable && stream_setup(m, largest, err) < 0)
+        goto fail;
+    counted += streamable ? 2 * largest : 0;
     if (bytes)
         *bytes += counted;
-    guild_log(GUILD_LOG_INFO, "cuda moe: experts of %d of %d layers on the device (%.1f MiB, buffers %.1f MiB)",
-              resident, n_layer, (double)total / (1 << 20), (double)(counted - total) / (1 << 20));
+    guild_log(GUILD_LOG_INFO, "cuda moe: experts of %d of %d layers on the device (%.1f MiB, buffers %.1f MiB)%s",
+              resident, n_layer, (double)total / (1 << 20), (double)(before - total) / (1 << 20),
+              m->stream ? ", the others streamed for large batches" : "");
     *out = &m->base;
     return 0;
 fail:

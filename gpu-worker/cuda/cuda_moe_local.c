@@ -4,6 +4,7 @@
 
 #include "gpu-worker/cuda/cuda_moe.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "ipc/doorbell.h" /* guild_now_ns */
 
 typedef struct moe_local {
     cuda_moe_t base;
@@ -16,6 +17,7 @@ typedef struct moe_local {
     float *h_y;          /* pinned [max_tokens][n_used][n_embd] */
     float *d_y;          /* device [max_tokens][n_used][n_embd] */
     cudaEvent_t inputs_ready;
+    cuda_moe_stats_t stats;
 } moe_local_t;
 
 static int local_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
@@ -44,8 +46,11 @@ static int local_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guil
     /* Only the copies must be done; the shared expert queued after them keeps the GPU busy meanwhile. */
     if (cuda_check(cudaEventSynchronize(m->inputs_ready), "wait for routed inputs", err) < 0)
         return -1;
+    const uint64_t t0 = guild_now_ns();
     if (moe_exec_run(m->exec, m->layer, m->n, m->h_x, m->h_ids, m->h_w, m->h_y, err) < 0)
         return -1;
+    m->stats.exchanges++;
+    m->stats.wait_ns += guild_now_ns() - t0;
     const size_t bytes = (size_t)m->n * (size_t)m->n_used * (size_t)m->n_embd * sizeof(float);
     if (cuda_check(cudaMemcpyAsync(m->d_y, m->h_y, bytes, cudaMemcpyHostToDevice, s), "copy expert outputs", err) < 0)
         return -1;
@@ -68,11 +73,17 @@ static void local_destroy(cuda_moe_t *base)
     free(m);
 }
 
+static void local_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
+{
+    *out = ((const moe_local_t *)base)->stats;
+}
+
 static const cuda_moe_ops_t local_ops = {
     .name = "local",
     .submit = local_submit,
     .collect = local_collect,
     .destroy = local_destroy,
+    .stats = local_stats,
 };
 
 static int pinned(void **p, size_t bytes, guild_err_t *err)

@@ -561,8 +561,8 @@ static void *fake_worker_main(void *arg)
         for (int p = 0; p < slot.n_tokens * w->n_used; p++)
             if (slot.ids[p] % w->n == w->index)
                 memcpy(slot.y + (size_t)p * row, y + (size_t)p * row, row * sizeof *y);
+        atomic_fetch_add(&w->served, 1); /* before the ring: the device may finish the step right after it */
         guild_exchange_complete(w->x, w->index, seq);
-        atomic_fetch_add(&w->served, 1);
         seq++;
     }
     free(y);

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The CUDA backend's part 2 on the device machine (issue 6): in-graph doorbells, graphs, the GPU memory plan,
+# device experts and streaming, and `guild bench run`. Pack first (`bash bench/device-pack.sh BUILD_DIR`, which
+# the run carries as .carry), then on the device, from the repo root:
+#   bash bench/device-cuda2.sh dev     the new backend tests, a mid-size (8-layer) Qwen3-30B-A3B-shaped model
+#                                      through `guild bench run` (multi-process with a budget, all on the GPU,
+#                                      no graphs), and tests/cuda/mkmodel_greedy.sh
+#   bash bench/device-cuda2.sh final   the benchmark of issue 6: a Qwen3-30B-A3B-shaped Q4_K_M model written
+#                                      by guild-mkmodel on local disk, `guild bench run` at populated contexts
+#                                      512, 4096, 16384 (gen 64, 3 runs) with --gpu-mem 8G (experts in RAM on a
+#                                      CPU worker) and without a budget (all on the GPU); then the CUDA tests
+# Everything goes to $OUT (one log and the JSON files); the commit comes from .carry/COMMIT.
+set -u
+mode=${1:?usage: device-cuda2.sh dev|final}
+export LD_LIBRARY_PATH=$PWD/.carry/lib
+B=$PWD/.carry/bin
+O=${OUT:-/tmp/guild-out}
+mkdir -p "$O"
+commit=$(cat .carry/COMMIT 2>/dev/null || echo unknown)
+threads=$(($(nproc) - 2)) # the CPU worker's; the GPU worker's host thread and the coordinator keep two
+exec > >(tee -a "$O/$mode.log") 2>&1
+say() { echo "== $(date -u +%T) $*"; }
+
+say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
+    "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit"
+
+case $mode in
+dev)
+    say "check_cuda_backend: graphs, device experts, budget, arena from the device"
+    CK_RUN_CASE=graphs_experts_arena timeout 240 "$B/tests/cuda/check_cuda_backend"
+    echo "rc=$?"
+    say "mid-size model (8 layers of Qwen3-30B-A3B)"
+    timeout 120 "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers 8 --threads "$(nproc)" -q -o /tmp/q8.gguf
+    echo "rc=$?"
+    say "bench: multi-process, --gpu-mem 2G"
+    timeout 180 "$B/guild" bench run -m /tmp/q8.gguf --populate 512,4096 --gen 32 --runs 2 --batch 2048 \
+        --gpu-mem 2G --threads "$threads" -v --commit "$commit" --json "$O/q8-gpumem2g.json"
+    echo "rc=$?"
+    say "bench: single process, all on the GPU"
+    timeout 120 "$B/guild" bench run -m /tmp/q8.gguf --populate 512,4096 --gen 32 --runs 2 --batch 2048 \
+        --single-process -v --commit "$commit" --json "$O/q8-allgpu.json"
+    echo "rc=$?"
+    say "bench: single process, all on the GPU, no graphs"
+    timeout 60 "$B/guild" bench run -m /tmp/q8.gguf --populate 512 --gen 32 --runs 1 --batch 2048 \
+        --single-process --no-cuda-graph --commit "$commit"
+    echo "rc=$?"
+    say "mkmodel_greedy.sh"
+    GUILD_BUILDDIR=$B timeout 240 sh tests/cuda/mkmodel_greedy.sh
+    echo "rc=$?"
+    ;;
+final)
+    say "model: Qwen3-30B-A3B shape, Q4_K_M recipe"
+    /usr/bin/time -f "mkmodel %e s" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --threads "$(nproc)" -q \
+        -o /tmp/q30b.gguf
+    ls -l /tmp/q30b.gguf
+    say "bench: --gpu-mem 8G, experts in RAM on a CPU worker"
+    timeout 300 "$B/guild" bench run -m /tmp/q30b.gguf --populate 512,4096,16384 --gen 64 --runs 3 --batch 2048 \
+        --gpu-mem 8G --threads "$threads" -v --commit "$commit" --json "$O/qwen3-30b-a3b-q4km-gpumem8g.json"
+    echo "rc=$?"
+    say "bench: no budget, all on the GPU"
+    timeout 200 "$B/guild" bench run -m /tmp/q30b.gguf --populate 512,4096,16384 --gen 64 --runs 3 --batch 2048 \
+        --single-process -v --commit "$commit" --json "$O/qwen3-30b-a3b-q4km-allgpu.json"
+    echo "rc=$?"
+    say "check_cuda_kernels"
+    timeout 60 "$B/tests/cuda/check_cuda_kernels" | tail -5
+    say "check_cuda_backend"
+    timeout 90 "$B/tests/cuda/check_cuda_backend" | tail -8
+    ;;
+esac
+say done
