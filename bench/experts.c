@@ -378,7 +378,7 @@ static void usage(FILE *out)
             "  --runs R        timed runs after one warm-up, median reported (default 7)\n"
             "  --steps S       decode steps per run (default 96)\n"
             "  --prefill P     tokens per layer of the prefill measurement (default 256; 0: skip)\n"
-            "  --gate-up-rows N, --down-rows N   pipeline row blocks (multiples of 16)\n"
+            "  --gate-up-rows N, --down-rows N   pipeline row blocks (multiples of 16; default 0: automatic)\n"
             "  --kernels L     force a kernel level (scalar, avx2, avx512, avx512-vnni, amx)\n");
 }
 
@@ -413,7 +413,7 @@ int bench_experts_main(int argc, char **argv)
     };
     static shape_t custom;
     opts_t o = {.shape = &shapes[0], .down_type = -1, .tokens = 1, .prefill = 256, .runs = 7, .steps = 96,
-                .node = 0, .gb = 4, .tune = {32, 64}};
+                .node = 0, .gb = 4, .tune = {0, 0}};
     const char *types = "q4_K,iq4_xs";
     guild_err_t err;
     int c;

@@ -183,8 +183,8 @@ int cmd_optimize(int argc, char **argv)
     double def_med, def_spread, med, spread;
     if (measure(&cx, n_cpus, def.pipe, &def_med, &def_spread, &err))
         goto fail;
-    printf("  default: threads=%d gate_up_rows=%d down_rows=%d: %.1f us/layer (spread %.1f%%)\n", n_cpus,
-           def.pipe.gate_up_rows, def.pipe.down_rows, def_med, 100 * def_spread);
+    printf("  default: threads=%d, automatic row blocks: %.1f us/layer (spread %.1f%%)\n", n_cpus, def_med,
+           100 * def_spread);
     best = def;
     double best_med = def_med;
     int best_threads = n_cpus;

@@ -30,10 +30,11 @@ typedef struct expert_pipe_src {
     const void *ctx;
 } expert_pipe_src_t;
 
-/* Row blocks of the tasks (multiples of 16, the kernels' row group). Results do not depend on them. */
+/* Row blocks of the tasks (multiples of 16, the kernels' row group; 0: automatic, about 4 tasks per thread and
+ * stage for the experts of each run). Results do not depend on them. */
 typedef struct expert_pipe_tuning {
-    int32_t gate_up_rows; /* rows of gate and of up per task; default 32 */
-    int32_t down_rows;    /* rows of down per task; default 64 */
+    int32_t gate_up_rows; /* rows of gate and of up per task */
+    int32_t down_rows;    /* rows of down per task */
 } expert_pipe_tuning_t;
 
 typedef struct expert_pipe expert_pipe_t;
@@ -41,8 +42,8 @@ typedef struct expert_pipe expert_pipe_t;
 /* The source as seen through a shard (shard borrowed). */
 void expert_pipe_src_from_shard(expert_pipe_src_t *src, const expert_shard_t *shard);
 
-/* A pipeline over src (copied; its ctx borrowed) on pool (borrowed). tuning NULL: defaults. Fails (message in
- * err) on out of memory or row blocks that are not positive multiples of 16. */
+/* A pipeline over src (copied; its ctx borrowed) on pool (borrowed). tuning NULL: automatic row blocks. Fails
+ * (message in err) on out of memory or row blocks that are not multiples of 16. */
 int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_pool_t *pool,
                     const expert_pipe_tuning_t *tuning, guild_err_t *err);
 

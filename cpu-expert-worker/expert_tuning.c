@@ -9,8 +9,8 @@ void expert_tuning_default(expert_tuning_t *t)
 {
     memset(t, 0, sizeof *t);
     t->threads = 0;
-    t->pipe.gate_up_rows = 32;
-    t->pipe.down_rows = 64;
+    t->pipe.gate_up_rows = 0; /* automatic */
+    t->pipe.down_rows = 0;
 }
 
 static char *trim(char *s)
@@ -69,8 +69,9 @@ int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err)
                 rc = guild_err_set(err, "%s:%d: threads = %s: expected 0..4096", path, lineno, val);
             r.threads = (int32_t)x;
         } else if (!strcmp(key, "gate_up_rows") || !strcmp(key, "down_rows")) {
-            if (parse_int(val, 16, 1 << 20, &x) || x % 16)
-                rc = guild_err_set(err, "%s:%d: %s = %s: expected a positive multiple of 16", path, lineno, key, val);
+            if (parse_int(val, 0, 1 << 20, &x) || x % 16)
+                rc = guild_err_set(err, "%s:%d: %s = %s: expected a multiple of 16 (0: automatic)", path, lineno, key,
+                                   val);
             if (!strcmp(key, "gate_up_rows"))
                 r.pipe.gate_up_rows = (int32_t)x;
             else

@@ -3,8 +3,8 @@
  *     version = 1
  *     cpu = <brand string the values were measured on>
  *     threads = 16          (threads per worker; 0 = every CPU of the node)
- *     gate_up_rows = 32     (expert_pipe_tuning_t)
- *     down_rows = 64
+ *     gate_up_rows = 0      (expert_pipe_tuning_t; 0 = automatic)
+ *     down_rows = 0
  * Every choice here changes speed only: the pipeline's results are bit-identical for any of them. */
 #ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_TUNING_H
 #define GUILD_CPU_EXPERT_WORKER_EXPERT_TUNING_H

@@ -185,6 +185,9 @@ START_TEST(test_pipe_matches_reference)
     run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, 256, 512, 3, 1, 48, 16, 0);
     run_case(GUILD_TYPE_Q8_0, GUILD_TYPE_Q5_K, GUILD_TYPE_Q4_0, 256, 96, 17, 4, 32, 32, 0);
     run_case(GUILD_TYPE_Q4_1, GUILD_TYPE_Q4_1, GUILD_TYPE_F16, 64, 64, 2, 2, 16, 16, 0);
+    /* automatic row blocks (0): decode and a batch, on 1 and 3 threads */
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 1, 3, 0, 0, 0);
+    run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q8_0, 256, 512, 9, 1, 0, 0, 0);
 }
 END_TEST
 
@@ -240,7 +243,7 @@ START_TEST(test_tuning_file)
     guild_err_t err;
     expert_tuning_t t, r;
     expert_tuning_default(&t);
-    ck_assert_int_eq(t.pipe.gate_up_rows, 32);
+    ck_assert_int_eq(t.pipe.gate_up_rows, 0); /* automatic */
     snprintf(t.cpu, sizeof t.cpu, "Test CPU 9000");
     t.threads = 12;
     t.pipe.gate_up_rows = 48;
@@ -255,7 +258,7 @@ START_TEST(test_tuning_file)
     write_file(path, "version = 1\ngate_up_rows = 40\n");
     ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
     ck_assert_msg(strstr(err.msg, ":2:") && strstr(err.msg, "multiple of 16"), "%s", err.msg);
-    ck_assert_int_eq(r.pipe.gate_up_rows, 32); /* defaults on failure */
+    ck_assert_int_eq(r.pipe.gate_up_rows, 0); /* defaults on failure */
     write_file(path, "version = 1\nspeed = 11\n");
     ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
     ck_assert_msg(strstr(err.msg, "unknown key 'speed'"), "%s", err.msg);
