@@ -667,6 +667,51 @@ START_TEST(test_arena_from_device)
 }
 END_TEST
 
+/* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt goes to the
+ * CPU side (nothing measured yet); once measured, the same prompt streams every layer's experts and computes them
+ * on the device: the logits of a backend holding every layer resident, bit for bit. */
+START_TEST(test_streaming)
+{
+    tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 41 + (uint64_t)_i);
+    s.n_layer = 3;
+    rig_t r;
+    rig_open(&r, &s, 16, 64, false);
+    gpu_plan_t p;
+    guild_err_t err = {{0}};
+    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_elem = 2};
+    ck_assert_msg(gpu_plan_compute(&p, r.model, &po, &err) == 0, "%s", err.msg);
+    const uint64_t layer = p.experts / 3;
+    const uint64_t budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + 2 * layer + layer / 2;
+    gpu_plan_fini(&p);
+    backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){.gpu_mem = budget});
+    backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0});
+    const int32_t V = r.n_vocab, last = N_PROMPT - 1;
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    int32_t toks[N_PROMPT];
+    for (int32_t i = 0; i < N_PROMPT; i++)
+        toks[i] = prompt[i] % V;
+    backend_stats_t bs;
+    forward(st, N_PROMPT, toks, 1, &last, a);
+    ck_assert_int_eq(backend_stats(st, &bs), 0);
+    ck_assert_int_eq(bs.gpu_expert_layers, 0);
+    ck_assert_int_eq(bs.streamed_layers, 0); /* nothing measured on the CPU side yet */
+    backend_kv_clear(st);
+    forward(st, N_PROMPT, toks, 1, &last, a);
+    forward(all, N_PROMPT, toks, 1, &last, b);
+    ck_assert_int_eq(backend_stats(st, &bs), 0);
+    ck_assert_msg(bs.streamed_layers == 3 && bs.streamed_bytes >= 3 * layer / 2, "%llu layers streamed, %llu bytes",
+                  (unsigned long long)bs.streamed_layers, (unsigned long long)bs.streamed_bytes);
+    ck_assert_msg(!memcmp(a, b, (size_t)V * sizeof *a), "streamed experts: logits differ from resident ones");
+    printf("%-10s streaming: %llu layer batches, %.1f KiB, logits = resident experts' bit for bit\n", s.arch,
+           (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1024);
+    free(a);
+    free(b);
+    backend_destroy(&st);
+    backend_destroy(&all);
+    rig_close(&r);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
     Suite *s = suite_create("cuda_backend");
@@ -687,6 +732,7 @@ static Suite *backend_suite(void)
     tcase_add_loop_test(tc, test_graph_equals_direct, 0, 4);
     tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 4);
     tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
+    tcase_add_loop_test(tc, test_streaming, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
