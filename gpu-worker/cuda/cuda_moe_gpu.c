@@ -54,7 +54,6 @@ typedef struct moe_gpu {
     int next_stage;
     cudaStream_t copy;
     cudaEvent_t copied[2], consumed[2];
-    void *reg;                 /* the host range registered for the copies (NULL: pageable copies) */
     double pcie_bpns;          /* measured copy bandwidth, bytes per ns */
     /* the CPU side's time per exchange, a + b * tokens ns, from its counters */
     double cpu_a, cpu_b;
@@ -265,8 +264,6 @@ static void gpu_destroy(cuda_moe_t *base)
     }
     if (m->copy)
         cudaStreamDestroy(m->copy);
-    if (m->reg)
-        cudaHostUnregister(m->reg);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
                      (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -302,24 +299,17 @@ static size_t dot_row(guild_type_t type, int64_t n)
     return round_up((size_t)b, 16);
 }
 
-/* Registers the host range of the streamable layers' experts (read-only: the model is mapped PROT_READ) so the
- * copies are asynchronous DMA, then times one layer's copy. Without registration the copies still work, from
- * pageable memory (staged by the driver, slower, blocking the host thread). */
+/* Sets up the staging buffers and times one layer's copy. The copies read the model's mapping as it is
+ * (pageable: the driver stages them through its pinned buffers, and the host thread waits for each): registering
+ * a file mapping of many GiB for DMA took minutes on the device machine (a gpu-worker not ready after 120 s with
+ * a 2.7 GiB range), where the arena's 0.3 GiB of shared memory registers in milliseconds. */
 static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
 {
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
     int32_t probe = -1;
     for (int32_t il = 0; il < m->n_layer; il++) {
         const gpu_layer_t *L = &m->layers[il];
         if (L->gate || !L->h_gate)
             continue;
-        const size_t gb = L->gate_mat * (size_t)m->n_expert, db = L->down_mat * (size_t)m->n_expert;
-        const uintptr_t p[3] = {(uintptr_t)L->h_gate, (uintptr_t)L->h_up, (uintptr_t)L->h_down};
-        const size_t n[3] = {gb, gb, db};
-        for (int i = 0; i < 3; i++) {
-            lo = p[i] < lo ? p[i] : lo;
-            hi = p[i] + n[i] > hi ? p[i] + n[i] : hi;
-        }
         if (probe < 0 || L->bytes > m->layers[probe].bytes)
             probe = il;
     }
@@ -336,19 +326,6 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
         if (cuda_check(cudaEventCreateWithFlags(&m->copied[b], cudaEventDisableTiming), "create event", err) < 0 ||
             cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0)
             return -1;
-    lo &= ~(uintptr_t)4095;
-    hi = (hi + 4095) & ~(uintptr_t)4095;
-    const uint64_t t0 = guild_now_ns();
-    const cudaError_t e = cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterReadOnly | cudaHostRegisterPortable);
-    if (e == cudaSuccess) {
-        m->reg = (void *)lo;
-        guild_log(GUILD_LOG_INFO, "cuda moe: %.1f GiB of the model's mapping registered for streaming in %.2f s",
-                  (double)(hi - lo) / 1073741824.0, (double)(guild_now_ns() - t0) / 1e9);
-    } else {
-        (void)cudaGetLastError();
-        guild_log(GUILD_LOG_WARN, "cuda moe: the model's experts cannot be registered for DMA (%s): streaming copies "
-                  "from pageable memory", cudaGetErrorString(e));
-    }
     /* the copy bandwidth: the largest layer, twice (the first pays for first touches) */
     cudaEvent_t e0 = NULL, e1 = NULL;
     float ms = 0;
@@ -358,11 +335,14 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
     for (int rep = 0; rep < 2; rep++) {
         int b;
         m->stage_layer[0] = m->stage_layer[1] = -1;
+        const uint64_t t0 = guild_now_ns();
         if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 || stage_load(m, probe, -1, &b, err) < 0 ||
             cuda_check(cudaEventRecord(e1, m->copy), "probe event", err) < 0 ||
             cuda_check(cudaEventSynchronize(e1), "probe copy", err) < 0 ||
             cuda_check(cudaEventElapsedTime(&ms, e0, e1), "probe event", err) < 0)
             goto out;
+        const float wall = (float)((double)(guild_now_ns() - t0) / 1e6); /* the host's staging counts too */
+        ms = wall > ms ? wall : ms;
     }
     m->stage_layer[0] = m->stage_layer[1] = -1;
     m->streamed_bytes = 0;

@@ -511,6 +511,7 @@ START_TEST(test_device_experts_and_budget)
     backend_stats_t bs;
     ck_assert_int_eq(backend_stats(r.gpu, &bs), 0);
     ck_assert_int_eq(bs.gpu_expert_layers, 1);
+    backend_kv_clear(r.cpu);
     snprintf(name, sizeof name, "%s %s 1 layer", mc.arch, quant_type_info(mc.type)->name);
     ck_assert_msg(greedy_compare(&r, true, &g, why, sizeof why) == 0, "%s: %s", name, why);
     print_result(name, &r, &g);
