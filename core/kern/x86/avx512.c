@@ -12,6 +12,8 @@
 
 #define KERN_NAME(x) x##_avx512
 #define KERN_DPWSSD(acc, a, b) _mm512_add_epi32((acc), _mm512_madd_epi16((a), (b)))
+#define KERN_DPBUSD(acc, u, a) \
+    _mm512_add_epi32((acc), _mm512_madd_epi16(_mm512_maddubs_epi16((u), (a)), _mm512_set1_epi16(1)))
 #include "core/kern/x86/avx512_kquants.h"
 
 /* IQ4_XS without VNNI: vpmaddubsw of the level magnitudes (<= 127) and the activations with the level's sign
@@ -59,8 +61,6 @@ static inline __m256i iq4xs_sum8_avx512(const iq4xs_w_t_avx512 *u, const kq_prep
 
 /* 32-element blocks without VNNI: vpmaddubsw + vpmaddwd (exact for unsigned levels <= 127); signed Q8_0 and
  * IQ4_NL levels as magnitudes with the activation's sign flipped where the level is negative. */
-#define KERN_DPBUSD(acc, u, a) \
-    _mm512_add_epi32((acc), _mm512_madd_epi16(_mm512_maddubs_epi16((u), (a)), _mm512_set1_epi16(1)))
 #define KERN_SIGNED_DOT(acc, w, a) \
     KERN_DPBUSD((acc), _mm512_abs_epi8(w), _mm512_mask_sub_epi8((a), _mm512_movepi8_mask(w), _mm512_setzero_si512(), (a)))
 #define KERN_SIGNED_BIAS 0

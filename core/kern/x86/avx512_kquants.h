@@ -4,6 +4,8 @@
  *   KERN_NAME(x)              the level's name for x (x_avx512, x_avx512vnni)
  *   KERN_DPWSSD(acc, a, b)    acc + sum of adjacent int16 products of a and b, in int32 lanes (vpdpwssd or
  *                             vpmaddwd + vpaddd: the same exact integers)
+ *   KERN_DPBUSD(acc, u, a)    acc + sums of 4 products of unsigned bytes u (<= 127) and signed bytes a, in int32
+ *                             lanes (vpdpbusd, or vpmaddubsw + vpmaddwd: exact while pairs stay below 2^15)
  * so that one source gives each level its own functions, each compiled for one ISA.
  *
  * Numerics (core/quant/dot_ref.c): per block the integer sums isum (and imin) are exact whatever the order, so
@@ -51,6 +53,36 @@ static void KERN_NAME(kq_clear_tail)(__m512i *st, int64_t n_vec, int nr)
     for (int64_t v = 0; v < n_vec; v++)
         for (int i = nr; i < KQ_ROWS; i++)
             st[v * KQ_ROWS + i] = _mm512_setzero_si512();
+}
+
+/* The weight stream's software prefetch: a cursor that issues one prefetch per 64-byte line, KQ_PF bytes ahead
+ * of the block being read, and never past `end`, the end of the call's rows (lines beyond belong to another
+ * task, likely another core's, and would only cost bandwidth here). Into L2 (T1): the line then costs a fill
+ * buffer only until L2 has it, and the L1 gets it from L2 in time. Measured on a Sapphire Rapids VM, q4_K from
+ * DRAM, one core (bench/results/experts-vm-2026-11-30.md): three T0 prefetches per block (several per line)
+ * 11.8 GB/s, one T1 per line 12.5. Addresses are integers: with a pointer formed past the rows' object
+ * (undefined behaviour), GCC 12 dropped every prefetch of the loop. */
+typedef struct kq_pf {
+    uintptr_t next, end;
+} kq_pf_t;
+
+/* Starts the stream at w: prefetches its first KQ_PF bytes (a call starts a new stream: a task of the expert
+ * pipeline, on whichever core took it). */
+static inline kq_pf_t kq_pf_start(const void *w, const char *end)
+{
+    kq_pf_t pf = {(uintptr_t)w & ~(uintptr_t)63, (uintptr_t)end};
+    const uintptr_t want = (uintptr_t)w + KQ_PF < pf.end ? (uintptr_t)w + KQ_PF : pf.end;
+    for (; pf.next < want; pf.next += 64)
+        _mm_prefetch((const char *)pf.next, _MM_HINT_T1);
+    return pf;
+}
+
+/* Before reading at p: every line up to p + KQ_PF requested. */
+static inline void kq_pf_advance(kq_pf_t *pf, const void *p)
+{
+    const uintptr_t want = (uintptr_t)p + KQ_PF < pf->end ? (uintptr_t)p + KQ_PF : pf->end;
+    for (; pf->next < want; pf->next += 64)
+        _mm_prefetch((const char *)pf->next, _MM_HINT_T1);
 }
 
 /* Prefetches the lines KQ_PF bytes ahead of p, unless that is past `end`, the end of the call's rows: lines
@@ -121,53 +153,92 @@ static void KERN_NAME(prep_q6)(const quant_block_q8_K *a, int64_t nb, KERN_NAME(
 
 /* ---- Q4_K, Q5_K -------------------------------------------------------------------------------------- */
 
-/* Lanes of maddubs output (32 int16) to the scale index: halves of a 64-byte load are sub-blocks (A, B). */
-#define K4_SCALE_IDX(A, B)                                                                                  \
-    _mm512_set_epi16(B, B, B, B, B, B, B, B, B, B, B, B, B, B, B, B, A, A, A, A, A, A, A, A, A, A, A, A, A, \
-                     A, A, A)
-
 /* The 5th bit of sub-blocks (A, B) in qh broadcast to both halves: a byte mask per lane. */
 #define K5_BIT_MASK(A, B)                                                                                   \
     _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (A))), _mm256_set1_epi8((char)(1 << (B))), 1)
 
+/* vpshufb indices: int16 lanes [s_A x 4, s_B x 4] in each 128-bit chunk, s = byte A / B of the broadcast scales,
+ * (A, B) for chunks 0-1 and (C, D) for chunks 2-3; 0x80 zeroes the high byte. */
+#define K4_SC16(A, B) (char)0x80, B, (char)0x80, B, (char)0x80, B, (char)0x80, B, (char)0x80, A, (char)0x80, A, \
+                      (char)0x80, A, (char)0x80, A
+#define K4_SCALE_SHUF(A, B, C, D) _mm512_set_epi8(K4_SC16(C, D), K4_SC16(C, D), K4_SC16(A, B), K4_SC16(A, B))
+
+/* The packed 6-bit scales and mins of a Q4_K/Q5_K block (12 bytes at `p`) as two little-endian byte vectors
+ * [sc0 .. sc7] and [m0 .. m7] in 64-bit integers: ggml's kmask unpacking (quant_k4_scale_min), on 64 bits. */
+static inline void k4_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn)
+{
+    uint64_t w01;
+    uint32_t w2;
+    memcpy(&w01, p, 8);
+    memcpy(&w2, p + 8, 4);
+    /* lo = [sc0..3, m0..3]; hi = [sc4..7, m4..7]: low nibbles (sc) / high nibbles (m) of bytes 8-11, with the
+     * top 2 bits of bytes 0-3 (sc) / 4-7 (m) as bits 4-5 */
+    const uint64_t lo = w01 & 0x3f3f3f3f3f3f3f3full;
+    const uint64_t hi = ((w01 >> 2) & 0x3030303030303030ull) | (((uint64_t)w2 | ((uint64_t)w2 << 28)) & 0x0f0f0f0f0f0f0f0full);
+    *sc = (lo & 0xffffffffull) | (hi << 32);
+    *mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
+}
+
 /* Q4_K (five_bits = 0) and Q5_K (five_bits = 1): identical but for the 5th bit of each level.
- * Per block and token: isum in the first half of the sum vector, imin in the second; float stage
- *   d = fp16(w.d) * a.d;  dmin = fp16(w.dmin) * a.d;  sumf = sumf + (d * (float)isum - dmin * (float)imin). */
-static inline void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+ * Per block and token: isum = sum_s sc[s] * D_s with D_s = sum over sub-block s of level * a, formed as
+ *   4-element sums (KERN_DPBUSD: |sum| <= 4 * 31 * 128, so int16 holds them), packed to int16 (exact), then
+ *   KERN_DPWSSD against the scales;
+ * imin = sum_s m[s] * (bsums[2s] + bsums[2s+1]), for 16 rows at once after the rows' integer sums, from the
+ * mins kept per (block, row): the activation pair sums split as 128 * hi + lo (lo in 0..127, hi in -32..32) so
+ * that both halves are bytes for KERN_DPBUSD. Float stage
+ *   d = fp16(w.d) * a.d;  dmin = fp16(w.dmin) * a.d;  sumf = sumf + (d * (float)isum - dmin * (float)imin).
+ * Per block this is 6 multiply instructions and 5 shuffles where the maddubs/vpermw form took 8 and 13: the
+ * kernel runs ~1.3x faster in cache, which is what lets a core keep its memory stream busy. */
+static inline __attribute__((always_inline)) void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                                         size_t w_stride, const void *act, size_t act_stride, float *out,
                                         size_t ldo)
 {
-    const int64_t nb = n / QUANT_QK_K;
+    const int64_t nb = n / QUANT_QK_K, np = (nb + 1) / 2;
     const int tile = KERN_NAME(kq_tile)(nb, ntok);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
-    const __m512i sidx0 = K4_SCALE_IDX(0, 2), sidx1 = K4_SCALE_IDX(1, 3);
-    const __m512i sidx2 = K4_SCALE_IDX(4, 6), sidx3 = K4_SCALE_IDX(5, 7);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16), zero = _mm512_setzero_si512();
+    const __m512i shuf0 = K4_SCALE_SHUF(0, 1, 2, 3), shuf1 = K4_SCALE_SHUF(4, 5, 6, 7);
     const __m512i hm0 = K5_BIT_MASK(0, 2), hm1 = K5_BIT_MASK(1, 3), hm2 = K5_BIT_MASK(4, 6), hm3 = K5_BIT_MASK(5, 7);
+    /* the even / odd int32 lanes of two vectors (rows 0-7 and 8-15, two partial sums per row) */
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     const size_t block_bytes = five_bits ? sizeof(quant_block_q5_K) : sizeof(quant_block_q4_K);
-    const int pf_lines = five_bits ? 3 : 3;
     KERN_NAME(kq_prep_t) prep[tile * nb];
-    __m512i st[tile * nb * KQ_ROWS];    /* [token][block][row of the group] */
+    uint64_t split[tile * nb][2];        /* [token][block]: activation pair sums as bytes lo, hi (see above) */
+    __m512i st[tile * np * KQ_ROWS];     /* [token][block pair][row of the group]: isum partials, 8 per block */
     uint16_t wd[nb * KQ_ROWS], wm[nb * KQ_ROWS]; /* [block][row]: fp16 d, dmin */
+    uint64_t mins[nb * KQ_ROWS];                 /* [block][row]: the 8 mins as bytes */
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
+    memset(mins, 0, sizeof mins);
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
         for (int t = 0; t < tt; t++) {
             at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
             KERN_NAME(prep_k4)(at[t], nb, prep + t * nb);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t lo[8], hi[8];
+                for (int s = 0; s < 8; s++) {
+                    const int v = at[t][b].bsums[2 * s] + at[t][b].bsums[2 * s + 1];
+                    const int h = (v - (v & 127)) / 128; /* floor(v / 128), v = 128 h + (v & 127) */
+                    lo[s] = (uint8_t)(v & 127);
+                    hi[s] = (uint8_t)(int8_t)h;
+                }
+                memcpy(&split[t * nb + b][0], lo, 8);
+                memcpy(&split[t * nb + b][1], hi, 8);
+            }
         }
         for (int64_t r0 = 0; r0 < nrows; r0 += KQ_ROWS) {
             const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);
             if (nr < KQ_ROWS)
-                KERN_NAME(kq_clear_tail)(st, tt * nb, nr);
+                KERN_NAME(kq_clear_tail)(st, tt * np, nr);
             for (int i = 0; i < nr; i++) {
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * block_bytes;
-                    kq_prefetch(blk, pf_lines, pf_end);
+                    kq_pf_advance(&pf, blk);
                     const uint8_t *scales, *qs;
                     if (five_bits) {
                         scales = ((const quant_block_q5_K *)blk)->scales;
@@ -179,6 +250,10 @@ static inline void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows,
                     /* d, dmin are the first 4 bytes of both block types */
                     memcpy(&wd[b * KQ_ROWS + i], blk, 2);
                     memcpy(&wm[b * KQ_ROWS + i], blk + 2, 2);
+                    uint64_t sc;
+                    k4_scales_mins(scales, &sc, &mins[b * KQ_ROWS + i]);
+                    const __m512i scb = _mm512_set1_epi64((long long)sc);
+                    const __m512i sc0 = _mm512_shuffle_epi8(scb, shuf0), sc1 = _mm512_shuffle_epi8(scb, shuf1);
                     const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
                     __m512i v0 = _mm512_and_si512(q0, m4);
                     __m512i v1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
@@ -192,37 +267,44 @@ static inline void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows,
                         v2 = _mm512_mask_add_epi8(v2, _mm512_test_epi8_mask(qh, hm2), v2, sixteen);
                         v3 = _mm512_mask_add_epi8(v3, _mm512_test_epi8_mask(qh, hm3), v3, sixteen);
                     }
-                    const __m256i scm = _mm256_cvtepu8_epi16(k512_k4_scales(scales)); /* [sc0..7, m0..7] */
-                    const __m512i z = _mm512_castsi256_si512(scm);
-                    const __m512i sc0 = _mm512_permutexvar_epi16(sidx0, z);
-                    const __m512i sc1 = _mm512_permutexvar_epi16(sidx1, z);
-                    const __m512i sc2 = _mm512_permutexvar_epi16(sidx2, z);
-                    const __m512i sc3 = _mm512_permutexvar_epi16(sidx3, z);
-                    const __m128i m8 = _mm256_extracti128_si256(scm, 1);
                     for (int t = 0; t < tt; t++) {
                         const KERN_NAME(kq_prep_t) *a = &prep[t * nb + b];
-                        __m512i acc0 = KERN_DPWSSD(_mm512_setzero_si512(), _mm512_maddubs_epi16(v0, a->q[0]), sc0);
-                        __m512i acc1 = KERN_DPWSSD(_mm512_setzero_si512(), _mm512_maddubs_epi16(v1, a->q[1]), sc1);
-                        acc0 = KERN_DPWSSD(acc0, _mm512_maddubs_epi16(v2, a->q[2]), sc2);
-                        acc1 = KERN_DPWSSD(acc1, _mm512_maddubs_epi16(v3, a->q[3]), sc3);
-                        const __m128i imin = _mm_madd_epi16(m8, _mm256_castsi256_si128(a->bs));
-                        st[((size_t)t * nb + b) * KQ_ROWS + i] = k512_pack2(
-                            k512_fold8_epi32(_mm512_add_epi32(acc0, acc1)), _mm256_castsi128_si256(imin));
+                        /* 4-element sums: lanes 0-7 / 8-15 of p0 are sub-blocks 0 / 2, of p1 1 / 3, p2 4 / 6,
+                         * p3 5 / 7; packing p0 with p1 puts sub-blocks (0, 1) in chunks 0-1 and (2, 3) in 2-3 */
+                        const __m512i p0 = KERN_DPBUSD(zero, v0, a->q[0]), p1 = KERN_DPBUSD(zero, v1, a->q[1]);
+                        const __m512i p2 = KERN_DPBUSD(zero, v2, a->q[2]), p3 = KERN_DPBUSD(zero, v3, a->q[3]);
+                        const __m512i acc = KERN_DPWSSD(KERN_DPWSSD(zero, _mm512_packs_epi32(p0, p1), sc0),
+                                                        _mm512_packs_epi32(p2, p3), sc1);
+                        __m256i *half = (__m256i *)&st[((size_t)t * np + b / 2) * KQ_ROWS + i] + (b & 1);
+                        _mm256_storeu_si256(half, k512_fold8_epi32(acc));
                     }
                 }
             }
             const __mmask16 keep = (__mmask16)((1u << nr) - 1);
             for (int t = 0; t < tt; t++) {
                 __m512 sumf = _mm512_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    __m512i isum, imin;
-                    k512_tree16(&st[((size_t)t * nb + b) * KQ_ROWS], &isum, &imin);
-                    const __m512 ad = _mm512_set1_ps(at[t][b].d);
-                    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wd[b * KQ_ROWS])), ad);
-                    const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wm[b * KQ_ROWS])), ad);
-                    const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
-                    const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
-                    sumf = _mm512_add_ps(sumf, _mm512_sub_ps(t1, t2));
+                for (int64_t p = 0; p < np; p++) {
+                    __m512i is[2];
+                    k512_tree16(&st[((size_t)t * np + p) * KQ_ROWS], &is[0], &is[1]);
+                    for (int h = 0; h < 2 && 2 * p + h < nb; h++) {
+                        const int64_t b = 2 * p + h;
+                        const __m512i lo = _mm512_set1_epi64((long long)split[t * nb + b][0]);
+                        const __m512i hi = _mm512_set1_epi64((long long)split[t * nb + b][1]);
+                        const __m512i mA = _mm512_loadu_si512(&mins[b * KQ_ROWS]);
+                        const __m512i mB = _mm512_loadu_si512(&mins[b * KQ_ROWS + 8]);
+                        const __m512i xA = _mm512_add_epi32(KERN_DPBUSD(zero, mA, lo),
+                                                            _mm512_slli_epi32(KERN_DPBUSD(zero, mA, hi), 7));
+                        const __m512i xB = _mm512_add_epi32(KERN_DPBUSD(zero, mB, lo),
+                                                            _mm512_slli_epi32(KERN_DPBUSD(zero, mB, hi), 7));
+                        const __m512i imin = _mm512_add_epi32(_mm512_permutex2var_epi32(xA, even, xB),
+                                                              _mm512_permutex2var_epi32(xA, odd, xB));
+                        const __m512 ad = _mm512_set1_ps(at[t][b].d);
+                        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wd[b * KQ_ROWS])), ad);
+                        const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wm[b * KQ_ROWS])), ad);
+                        const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(is[h]));
+                        const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+                        sumf = _mm512_add_ps(sumf, _mm512_sub_ps(t1, t2));
+                    }
                 }
                 _mm512_mask_storeu_ps(out + (size_t)(t0 + t) * ldo + (size_t)r0, keep, sumf);
             }

@@ -11,6 +11,7 @@
 
 #define KERN_NAME(x) x##_avx512vnni
 #define KERN_DPWSSD(acc, a, b) _mm512_dpwssd_epi32((acc), (a), (b))
+#define KERN_DPBUSD(acc, u, a) _mm512_dpbusd_epi32((acc), (u), (a))
 #include "core/kern/x86/avx512_kquants.h"
 
 /* IQ4_XS with VNNI, exact for any activation: vpdpbusd of the levels biased to unsigned (kvalues + 128) with
@@ -56,7 +57,6 @@ static inline __m256i iq4xs_sum8_avx512vnni(const iq4xs_w_t_avx512vnni *u, const
 #include "core/kern/x86/avx512_iq.h"
 
 /* 32-element blocks with VNNI: vpdpbusd of biased unsigned levels, exact for any activation. */
-#define KERN_DPBUSD(acc, u, a) _mm512_dpbusd_epi32((acc), (u), (a))
 #define KERN_SIGNED_DOT(acc, w, a) _mm512_dpbusd_epi32((acc), _mm512_xor_si512((w), _mm512_set1_epi8((char)0x80)), (a))
 #define KERN_SIGNED_BIAS 128
 #include "core/kern/x86/avx512_b32.h"
