@@ -1,6 +1,7 @@
 #include "cpu-expert-worker/expert_pipe.h"
 
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,14 @@
 #include "core/quant/types.h"
 #include "cpu-expert-worker/expert_matmul.h"
 
-/* Automatic row blocks: about this many tasks per thread and stage, enough for threads to finish together,
- * few enough that each task is one long stream (a task's start costs a memory latency before its
- * prefetches run ahead; measured with 2 threads on q4_K decode: blocks of 32/64 rows gave 0.61 of the read
- * bandwidth, whole matrices 0.72). */
-#define AUTO_TASKS_PER_THREAD 4
+/* Automatic row blocks (guided self-scheduling): a thread claims rows worth about 1 / (GUIDE * threads) of the
+ * run's remaining work, at most a whole matrix and at least MIN_ROWS rows. Early claims are whole matrices (one
+ * long stream each: a task's start costs a memory latency before its prefetches run ahead), the last ones are
+ * small, so that the threads finish the layer together: on a shared or virtualised machine the threads' speeds
+ * differ by tens of percent from moment to moment, and with fixed whole-matrix tasks the layer's end waited on
+ * the slowest (measured on the 2-vCPU VM, q4_K decode: 0.68 -> see bench/results/experts-vm-2026-11-30.md). */
+#define GUIDE 2
+#define MIN_ROWS 16
 
 /* Per-expert progress, one cache line each: written by the tasks of that expert only. */
 typedef struct expert_state {
@@ -41,7 +45,10 @@ struct expert_pipe {
     char *hq;          /* [cap_pairs][down act row] the hidden vector in down's activation type */
     float *tmp;        /* [pool threads][tmp_per_thread] down outputs of several tokens before the scatter */
     size_t tmp_per_thread; /* floats */
+    int64_t *seg_cost;     /* [2 n_expert + 1] work before segment k (see run_job_t), cost units */
     _Atomic int32_t x_done; /* tokens quantized */
+    _Atomic int32_t x_next; /* next token to quantize */
+    _Atomic uint64_t cursor; /* next work: segment << 32 | first row */
 };
 
 typedef struct run_job {
@@ -51,8 +58,12 @@ typedef struct run_job {
     float *y;
     guild_type_t gate_act, up_act, down_act;
     size_t xg_row, xu_row, hq_row; /* bytes */
-    int64_t gu_rows, down_rows;    /* row blocks of this run */
-    int64_t gu_chunks, down_chunks, first_gu, first_down;
+    /* The work of a run as 2 * n_used_experts segments in the order they are claimed: segment i < n_used is
+     * the gate and up rows of expert used[i], segment n_used + i its down rows. A row costs its bytes times
+     * the expert's tokens (memory-bound decode: bytes; compute-bound batches: bytes * tokens). */
+    int64_t gu_max, down_max;      /* most rows per claim (the tuning's blocks, or a whole matrix) */
+    int fixed;                     /* the tuning fixed the blocks: every claim takes gu_max / down_max rows */
+    int n_threads;
 } run_job_t;
 
 static const expert_mats_t *shard_get(const void *ctx, int32_t layer, int32_t expert)
@@ -112,7 +123,8 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
     p->used = calloc((size_t)src->n_expert, sizeof *p->used);
     p->start = calloc((size_t)src->n_expert + 1, sizeof *p->start);
     p->state = aligned_alloc(64, (size_t)src->n_expert * sizeof *p->state);
-    if (!p->count || !p->used || !p->start || !p->state) {
+    p->seg_cost = calloc(2 * (size_t)src->n_expert + 1, sizeof *p->seg_cost);
+    if (!p->count || !p->used || !p->start || !p->state || !p->seg_cost) {
         expert_pipe_destroy(&p);
         return guild_err_set(err, "expert pipeline: out of memory");
     }
@@ -130,6 +142,7 @@ void expert_pipe_destroy(expert_pipe_t **pp)
     free(p->used);
     free(p->start);
     free(p->state);
+    free(p->seg_cost);
     free(p);
     *pp = NULL;
 }
@@ -177,16 +190,6 @@ static void wait_at_least(_Atomic int32_t *flag, int32_t want)
         else
             sched_yield();
     }
-}
-
-/* Rows per task so that n_experts matrices of `rows` rows make about `tasks` tasks: a multiple of 16 (the
- * kernels' row group), at most the whole matrix. */
-static int64_t auto_rows(int64_t rows, int32_t n_experts, int64_t tasks)
-{
-    int64_t r = (rows * n_experts + tasks - 1) / tasks;
-    r = (r + 15) / 16 * 16;
-    const int64_t whole = (rows + 15) / 16 * 16;
-    return r < 16 ? 16 : r > whole ? whole : r;
 }
 
 static size_t act_row(guild_type_t weight_type, int64_t n)
@@ -275,22 +278,62 @@ static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
                (size_t)nr * sizeof(float));
 }
 
-static void pipe_task(void *ctx, int64_t task, int thread)
+static int64_t seg_rows(const run_job_t *j, int64_t seg)
+{
+    return seg < j->n_used_experts ? j->p->src.n_ff : j->p->src.n_embd;
+}
+
+/* Claims the next rows: segment *seg, rows [*r0, *r0 + *nr). False when the run's work is all claimed. */
+static bool claim(run_job_t *j, int64_t *seg, int64_t *r0, int64_t *nr)
+{
+    expert_pipe_t *p = j->p;
+    const int64_t n_seg = 2 * (int64_t)j->n_used_experts;
+    uint64_t c = atomic_load_explicit(&p->cursor, memory_order_relaxed);
+    for (;;) {
+        const int64_t s = (int64_t)(c >> 32), r = (int64_t)(c & 0xffffffffu);
+        if (s >= n_seg)
+            return false;
+        const int64_t rows = seg_rows(j, s), left = rows - r;
+        const int64_t max = s < j->n_used_experts ? j->gu_max : j->down_max;
+        int64_t take = max;
+        if (!j->fixed) {
+            /* cost of one row of this segment, and of everything not yet claimed */
+            const int64_t per_row = (p->seg_cost[s + 1] - p->seg_cost[s]) / rows;
+            const int64_t remaining = p->seg_cost[n_seg] - p->seg_cost[s] - r * per_row;
+            take = remaining / ((int64_t)GUIDE * j->n_threads * (per_row > 0 ? per_row : 1));
+            take = (take + MIN_ROWS - 1) / MIN_ROWS * MIN_ROWS;
+            take = take < MIN_ROWS ? MIN_ROWS : take > max ? max : take;
+        }
+        if (take > left)
+            take = left;
+        const uint64_t next = r + take == rows ? (uint64_t)(s + 1) << 32 : ((uint64_t)s << 32) | (uint64_t)(r + take);
+        if (atomic_compare_exchange_weak_explicit(&p->cursor, &c, next, memory_order_relaxed, memory_order_relaxed)) {
+            *seg = s;
+            *r0 = r;
+            *nr = take;
+            return true;
+        }
+    }
+}
+
+/* One per thread: quantize tokens while some are left, then claim and compute rows until none are left. */
+static void pipe_worker(void *ctx, int64_t task, int thread)
 {
     run_job_t *j = ctx;
     expert_pipe_t *p = j->p;
-    if (task < j->first_gu) {
-        quantize_x(j, (int32_t)task);
-    } else if (task < j->first_down) {
-        const int64_t k = task - j->first_gu;
-        const int64_t r0 = (k % j->gu_chunks) * j->gu_rows;
-        const int64_t nr = p->src.n_ff - r0 < j->gu_rows ? p->src.n_ff - r0 : j->gu_rows;
-        gate_up(j, (int32_t)(k / j->gu_chunks), r0, nr);
-    } else {
-        const int64_t k = task - j->first_down;
-        const int64_t r0 = (k % j->down_chunks) * j->down_rows;
-        const int64_t nr = p->src.n_embd - r0 < j->down_rows ? p->src.n_embd - r0 : j->down_rows;
-        down(j, (int32_t)(k / j->down_chunks), r0, nr, thread);
+    (void)task;
+    for (;;) {
+        const int32_t t = atomic_fetch_add_explicit(&p->x_next, 1, memory_order_relaxed);
+        if (t >= j->n_tokens)
+            break;
+        quantize_x(j, t);
+    }
+    int64_t seg, r0, nr;
+    while (claim(j, &seg, &r0, &nr)) {
+        if (seg < j->n_used_experts)
+            gate_up(j, (int32_t)seg, r0, nr);
+        else
+            down(j, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
     }
 }
 
@@ -357,19 +400,25 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
         .xu_row = act_row(any->up_type, s->n_embd),
         .hq_row = act_row(any->down_type, s->n_ff),
     };
-    /* row blocks: the tuning's, or about AUTO_TASKS_PER_THREAD tasks per thread and stage */
+    /* claims: the tuning's fixed blocks, or guided (see GUIDE) up to whole matrices */
     int32_t max_np = 0;
     for (int32_t i = 0; i < n_used; i++)
         if (p->start[i + 1] - p->start[i] > max_np)
             max_np = p->start[i + 1] - p->start[i];
-    const int64_t tasks = (int64_t)guild_pool_threads(p->pool) * AUTO_TASKS_PER_THREAD;
-    j.gu_rows = p->gu_rows ? p->gu_rows : auto_rows(s->n_ff, n_used, tasks);
-    j.down_rows = p->down_rows ? p->down_rows : auto_rows(s->n_embd, n_used, tasks);
-    j.gu_chunks = (s->n_ff + j.gu_rows - 1) / j.gu_rows;
-    j.down_chunks = (s->n_embd + j.down_rows - 1) / j.down_rows;
+    j.n_threads = guild_pool_threads(p->pool);
+    j.fixed = p->gu_rows != 0 || p->down_rows != 0; /* a stage left at 0 then takes whole matrices */
+    j.gu_max = p->gu_rows ? p->gu_rows : s->n_ff;
+    j.down_max = p->down_rows ? p->down_rows : s->n_embd;
+    const size_t gu_bytes = any->gate_row + any->up_row, d_bytes = any->down_row;
+    p->seg_cost[0] = 0;
+    for (int32_t i = 0; i < n_used; i++)
+        p->seg_cost[i + 1] = p->seg_cost[i] + (int64_t)gu_bytes * s->n_ff * (p->start[i + 1] - p->start[i]);
+    for (int32_t i = 0; i < n_used; i++)
+        p->seg_cost[n_used + i + 1] =
+            p->seg_cost[n_used + i] + (int64_t)d_bytes * s->n_embd * (p->start[i + 1] - p->start[i]);
     /* several tokens on an expert: its down rows go through a per-thread buffer */
     if (max_np > 1) {
-        const size_t need = (size_t)max_np * (size_t)j.down_rows;
+        const size_t need = (size_t)max_np * (size_t)j.down_max;
         if (need > p->tmp_per_thread) {
             float *t = realloc(p->tmp, need * (size_t)guild_pool_threads(p->pool) * sizeof(float));
             if (!t)
@@ -378,9 +427,9 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
             p->tmp_per_thread = need;
         }
     }
-    j.first_gu = n_tokens;
-    j.first_down = j.first_gu + (int64_t)n_used * j.gu_chunks;
+    atomic_store_explicit(&p->x_next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->cursor, 0, memory_order_relaxed);
     /* the pool's release/acquire hand-off publishes the stores above to the workers */
-    guild_pool_run(p->pool, j.first_down + (int64_t)n_used * j.down_chunks, pipe_task, &j);
+    guild_pool_run(p->pool, j.n_threads, pipe_worker, &j);
     return total;
 }

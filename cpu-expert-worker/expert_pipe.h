@@ -7,8 +7,9 @@
  *   - tasks (expert, block of gate/up rows) compute gate and up rows together for all the expert's tokens and
  *     silu(gate) * up; the task that completes an expert's last rows quantizes its hidden vectors;
  *   - tasks (expert, block of down rows) wait for their expert's hidden vectors, then write y directly.
- * Tasks are handed out in that order, so a waiting task only waits for work already running, and every thread
- * stays busy until the layer's last rows: one barrier per layer instead of one per stage. Each output element is
+ * Threads claim tasks in that order (every gate/up block, then every down block), so a waiting task only waits
+ * for work already running, and every thread stays busy until the layer's last rows: one barrier per layer
+ * instead of one per stage. Each output element is
  * computed by one kernel call in a fixed order: the bits do not depend on the thread count or the row blocks.
  */
 #ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_PIPE_H
@@ -30,8 +31,10 @@ typedef struct expert_pipe_src {
     const void *ctx;
 } expert_pipe_src_t;
 
-/* Row blocks of the tasks (multiples of 16, the kernels' row group; 0: automatic, about 4 tasks per thread and
- * stage for the experts of each run). Results do not depend on them. */
+/* Row blocks of the tasks (multiples of 16, the kernels' row group). 0 and 0: automatic (guided: each thread
+ * claims about 1/(2 * threads) of the remaining work, from whole matrices down to 16 rows, so the threads finish
+ * a layer together); otherwise every claim takes that many rows (a stage left at 0 takes whole matrices).
+ * Results do not depend on them. */
 typedef struct expert_pipe_tuning {
     int32_t gate_up_rows; /* rows of gate and of up per task */
     int32_t down_rows;    /* rows of down per task */
