@@ -28,6 +28,7 @@
 #include "bench/bw.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/remote_backend.h"
+#include "core/util/cli.h"
 #include "core/kern/cpu.h"
 #include "core/model/model.h"
 #include "core/quant/quant.h"
@@ -92,18 +93,6 @@ static void usage(FILE *out)
             "  -v, --verbose         the backend's and the workers' messages (plan, streaming) on stderr\n");
 }
 
-static int parse_int(const char *what, const char *s, long lo, long hi, int32_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "guild bench run: %s %s: expected an integer in [%ld, %ld]\n", what, s, lo, hi);
-        return -1;
-    }
-    *out = (int32_t)v;
-    return 0;
-}
 
 static int parse_args(int argc, char **argv, run_cfg_t *c)
 {
@@ -139,7 +128,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     c->st.pipe.spin_us = -1;
     guild_err_t e = {{0}};
     int o;
-    int32_t v;
+    long v;
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "m:vh", opts, NULL)) != -1) {
@@ -164,28 +153,28 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
             }
             break;
         }
-        case O_GEN: if (parse_int("--gen", optarg, 1, 1 << 20, &c->gen) < 0) return -1; break;
-        case O_RUNS: if (parse_int("--runs", optarg, 1, MAX_RUNS, &c->runs) < 0) return -1; break;
-        case O_BATCH: if (parse_int("--batch", optarg, 1, 1 << 16, &c->batch) < 0) return -1; break;
+        case O_GEN: if (cli_parse_long("--gen", optarg, 1, 1 << 20, &v, &e) < 0) goto bad; c->gen = (int32_t)v; break;
+        case O_RUNS: if (cli_parse_long("--runs", optarg, 1, MAX_RUNS, &v, &e) < 0) goto bad; c->runs = (int32_t)v; break;
+        case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
         case O_BACKEND: c->st.backend = optarg; break;
         case O_GPU_MEM:
-            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->st.pipe.gpu_mem, &e) < 0) {
-                fprintf(stderr, "guild bench run: %s\n", e.msg);
-                return -1;
-            }
+            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->st.pipe.gpu_mem, &e) < 0)
+                goto bad;
             break;
         case O_GPU_EXPERTS:
             if (!strcmp(optarg, "all"))
                 c->st.pipe.gpu_expert_layers = 0;
             else if (!strcmp(optarg, "none") || !strcmp(optarg, "0"))
                 c->st.pipe.gpu_expert_layers = GPU_EXPERTS_NONE;
-            else if (parse_int("--gpu-experts", optarg, 1, 1 << 20, &c->st.pipe.gpu_expert_layers) < 0)
-                return -1;
+            else if (cli_parse_long("--gpu-experts", optarg, 1, 1 << 20, &v, &e) < 0)
+                goto bad;
+            else
+                c->st.pipe.gpu_expert_layers = (int32_t)v;
             break;
         case O_NO_GRAPH: c->st.pipe.no_graph = true; break;
         case O_SINGLE: c->st.single_process = true; break;
-        case O_WORKERS: if (parse_int("--cpu-workers", optarg, 1, 4096, &v) < 0) return -1; c->st.pipe.cpu_workers = v; break;
-        case O_THREADS: if (parse_int("--threads", optarg, 1, 1024, &v) < 0) return -1; c->st.n_threads = v; break;
+        case O_WORKERS: if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0) goto bad; c->st.pipe.cpu_workers = (int)v; break;
+        case O_THREADS: if (cli_parse_long("--threads", optarg, 1, 1024, &v, &e) < 0) goto bad; c->st.n_threads = (int)v; break;
         case O_DRAM: c->dram_gbps = atof(optarg); break;
         case O_JSON: c->json = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
@@ -203,6 +192,9 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         return -1;
     }
     return 0;
+bad:
+    fprintf(stderr, "guild bench run: %s\n", e.msg);
+    return -1;
 }
 
 static int32_t argmax(const float *x, int32_t n)

@@ -1,13 +1,13 @@
 /* guild plan — print how the multi-process pipeline would place a model's routed experts. */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "coordinator/commands.h"
 #include "coordinator/pipeline.h"
+#include "core/util/cli.h"
 #include "core/model/model.h"
 #include "core/topo/topo.h"
 
@@ -41,11 +41,10 @@ int cmd_plan(int argc, char **argv)
         switch (o) {
         case 'm': path = optarg; break;
         case 'k': {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 1 || v > 4096) {
-                fprintf(stderr, "guild plan: --cpu-workers %s: expected an integer in [1, 4096]\n", optarg);
+            long v;
+            guild_err_t e;
+            if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0) {
+                fprintf(stderr, "guild plan: %s\n", e.msg);
                 return 2;
             }
             workers = (int)v;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "coordinator/backend_stack.h"
+#include "cpu-expert-worker/expert_tuning.h"
 #include "coordinator/commands.h"
 #include "coordinator/demo_model.h"
 #include "coordinator/server/api.h"
@@ -24,6 +25,7 @@
 #include "coordinator/server/http.h"
 #include "coordinator/server/strbuf.h"
 #include "coordinator/server/textfilt.h"
+#include "core/util/cli.h"
 #include "core/chat/chat.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tok.h"
@@ -36,7 +38,9 @@ typedef struct serve_config {
     int port;                  /* --port; 0: any free port */
     int32_t n_ctx;             /* --ctx; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;           /* --batch */
-    int n_threads;             /* --threads */
+    int n_threads;             /* --threads (else the model's tuning file, else every online CPU) */
+    bool threads_given;        /* --threads was given */
+    bool no_tuning;            /* --no-tuning */
     int queue;                 /* --queue: requests that may wait */
     const char *api_key;       /* --api-key */
     const char *chat_template; /* --chat-template NAME|FILE */
@@ -82,7 +86,8 @@ static void usage(FILE *out)
             "      --port N            port (default 8080; 0: any free one, printed at start-up)\n"
             "      --ctx N             context length of every request (default: the model's, at most 4096)\n"
             "      --batch N           prompt tokens per forward pass (default 256)\n"
-            "      --threads N         CPU threads (default: all online CPUs)\n"
+            "      --threads N         CPU threads (default: the model's tuning file, else all online CPUs)\n"
+            "      --no-tuning         ignore MODEL.tuning (written by `guild optimize`; speed only)\n"
             "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
             "      --api-key KEY       require \"Authorization: Bearer KEY\" on /v1/*\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
@@ -118,6 +123,7 @@ enum {
     OPT_CTX,
     OPT_BATCH,
     OPT_THREADS,
+    OPT_NO_TUNING,
     OPT_QUEUE,
     OPT_API_KEY,
     OPT_CHAT_TEMPLATE,
@@ -132,18 +138,6 @@ enum {
     OPT_BACKEND,
 };
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "guild serve: %s %s: expected an integer in [%ld, %ld]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */
 static int parse_args(int argc, char **argv, serve_config_t *c)
@@ -155,6 +149,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         {"ctx", required_argument, NULL, OPT_CTX},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"no-tuning", no_argument, NULL, OPT_NO_TUNING},
         {"queue", required_argument, NULL, OPT_QUEUE},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
@@ -184,6 +179,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         .backend = "cpu",
     };
     c->pipe.spin_us = -1;
+    guild_err_t e = {{0}};
     long v;
     int o;
     optind = 1;
@@ -193,28 +189,30 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         case 'm': c->model = optarg; break;
         case OPT_HOST: c->host = optarg; break;
         case OPT_PORT:
-            if (parse_long("--port", optarg, 0, 65535, &v) < 0)
-                return -1;
+            if (cli_parse_long("--port", optarg, 0, 65535, &v, &e) < 0)
+                goto bad;
             c->port = (int)v;
             break;
         case OPT_CTX:
-            if (parse_long("--ctx", optarg, 1, 1 << 24, &v) < 0)
-                return -1;
+            if (cli_parse_long("--ctx", optarg, 1, 1 << 24, &v, &e) < 0)
+                goto bad;
             c->n_ctx = (int32_t)v;
             break;
         case OPT_BATCH:
-            if (parse_long("--batch", optarg, 1, 1 << 16, &v) < 0)
-                return -1;
+            if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0)
+                goto bad;
             c->n_batch = (int32_t)v;
             break;
         case OPT_THREADS:
-            if (parse_long("--threads", optarg, 1, 1024, &v) < 0)
-                return -1;
+            if (cli_parse_long("--threads", optarg, 1, 1024, &v, &e) < 0)
+                goto bad;
             c->n_threads = (int)v;
+            c->threads_given = true;
             break;
+        case OPT_NO_TUNING: c->no_tuning = true; break;
         case OPT_QUEUE:
-            if (parse_long("--queue", optarg, 1, 1 << 16, &v) < 0)
-                return -1;
+            if (cli_parse_long("--queue", optarg, 1, 1 << 16, &v, &e) < 0)
+                goto bad;
             c->queue = (int)v;
             break;
         case OPT_API_KEY:
@@ -227,22 +225,22 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         case OPT_CHAT_TEMPLATE: c->chat_template = optarg; break;
         case OPT_ALIAS: c->alias = optarg; break;
         case OPT_MAX_BODY:
-            if (parse_long("--max-body", optarg, 1024, 1L << 30, &v) < 0)
-                return -1;
+            if (cli_parse_long("--max-body", optarg, 1024, 1L << 30, &v, &e) < 0)
+                goto bad;
             c->max_body = (size_t)v;
             break;
         case OPT_NO_PREFIX_CACHE: c->prefix_cache = false; break;
         case OPT_SINGLE: c->single_process = true; break;
         case OPT_CPU_WORKERS:
-            if (parse_long("--cpu-workers", optarg, 1, 4096, &v) < 0)
-                return -1;
+            if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0)
+                goto bad;
             c->pipe.cpu_workers = (int)v;
             break;
         case OPT_ARENA_DIR: c->pipe.arena_dir = optarg; break;
         case OPT_MLOCK: c->pipe.mlock = true; break;
         case OPT_SPIN_US:
-            if (parse_long("--spin-us", optarg, 0, 1000000, &v) < 0)
-                return -1;
+            if (cli_parse_long("--spin-us", optarg, 0, 1000000, &v, &e) < 0)
+                goto bad;
             c->pipe.spin_us = (int)v;
             break;
         case OPT_BACKEND: c->backend = optarg; break;
@@ -266,6 +264,9 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         return -1;
     }
     return 0;
+bad:
+    fprintf(stderr, "guild serve: %s\n", e.msg);
+    return -1;
 }
 
 static char *read_text_file(const char *path, guild_err_t *err)
@@ -411,6 +412,9 @@ int cmd_serve(int argc, char **argv)
     }
     int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
     int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
+    if (!c.no_tuning && expert_tuning_apply(model_path, "guild serve", c.threads_given, &c.n_threads,
+                                            &c.pipe.gate_up_rows, &c.pipe.down_rows, &err) < 0)
+        goto fail;
 
     guild_log(GUILD_LOG_INFO, "model %s (%s)", model_path, id);
     if (guild_log_level() >= GUILD_LOG_INFO)

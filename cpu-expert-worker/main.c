@@ -2,7 +2,6 @@
  * `guild run --listen`; see cpu-expert-worker/cpu_worker.h). */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -10,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util/cli.h"
 #include "cpu-expert-worker/cpu_worker.h"
 
 static void usage(FILE *out)
@@ -46,11 +46,10 @@ int main(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "n:c:vh", opts, NULL)) != -1) {
         switch (o) {
         case 'n': {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 0 || v > 4095) {
-                fprintf(stderr, "guild-cpu-worker: --node %s: expected an integer in [0, 4095]\n", optarg);
+            long v;
+            guild_err_t e;
+            if (cli_parse_long("--node", optarg, 0, 4095, &v, &e) < 0) {
+                fprintf(stderr, "guild-cpu-worker: %s\n", e.msg);
                 return 2;
             }
             node = (int)v;
