@@ -22,7 +22,9 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
         return guild_err_set(err, "out of memory");
     s->single_process = c->single_process;
     if (c->single_process) {
-        if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 || moe_local_new(&s->moe, m, s->pool, err) < 0)
+        const expert_pipe_tuning_t rows = {c->pipe.gate_up_rows, c->pipe.down_rows}; /* the tuning file's */
+        if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 ||
+            moe_local_new_tuned(&s->moe, m, s->pool, &rows, err) < 0)
             goto fail;
         backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool, .moe = s->moe,
                                 .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,

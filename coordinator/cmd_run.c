@@ -20,8 +20,10 @@
 #include "core/model/model.h"
 #include "core/sample/sampler.h"
 #include "core/tokenizer/tok.h"
+#include "core/util/cli.h"
 #include "core/util/log.h"
 #include "core/util/pool.h"
+#include "cpu-expert-worker/expert_tuning.h"
 #include "cpu-expert-worker/moe_local.h"
 #include "gpu-worker/backend.h"
 #include "gpu-worker/gpu_plan.h"
@@ -34,7 +36,9 @@ typedef struct run_config {
     int32_t n_predict;        /* -n; < 0: until EOS or the context is full */
     int32_t n_ctx;            /* --ctx; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;          /* --batch */
-    int n_threads;            /* --threads */
+    int n_threads;            /* --threads (else the model's tuning file, else every online CPU) */
+    bool threads_given;       /* --threads was given */
+    bool no_tuning;           /* --no-tuning */
     sample_params_t sample;
     bool parse_special;       /* --parse-special */
     const char *backend;      /* --backend */
@@ -69,7 +73,10 @@ static void usage(FILE *out)
             "      --seed S            sampling seed (default 0); same seed, same text\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
             "      --batch N           prompt tokens per forward pass (default 256)\n"
-            "      --threads N         CPU threads (default: all online CPUs); multi-process: per worker\n"
+            "      --threads N         CPU threads (default: the model's tuning file, else all online CPUs);\n"
+            "                          multi-process: per worker\n"
+            "      --no-tuning         ignore MODEL.tuning (written by `guild optimize`: threads and the CPU\n"
+            "                          expert pipeline's row blocks; speed only, the output is the same)\n"
             "      --parse-special     recognise control-token texts in the prompt (as guild tokenize does)\n"
             "      --logits-out FILE   write n_vocab float32 logits per generated token (row 0: the prompt's\n"
             "                          last position)\n"
@@ -126,33 +133,10 @@ enum {
     OPT_GPU_MEM,
     OPT_GPU_EXPERTS,
     OPT_NO_GRAPH,
+    OPT_NO_TUNING,
 };
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "guild run: %s %s: expected an integer in [%ld, %ld]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
-static int parse_float(const char *flag, const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) {
-        fprintf(stderr, "guild run: %s %s: expected a number\n", flag, s);
-        return -1;
-    }
-    *out = (float)v;
-    return 0;
-}
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */
 static int parse_args(int argc, char **argv, run_config_t *c)
@@ -188,6 +172,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
         {"gpu-experts", required_argument, NULL, OPT_GPU_EXPERTS},
         {"no-cuda-graph", no_argument, NULL, OPT_NO_GRAPH},
+        {"no-tuning", no_argument, NULL, OPT_NO_TUNING},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -201,6 +186,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
     };
     sample_params_default(&c->sample);
     c->pipe.spin_us = -1;
+    guild_err_t e = {{0}};
     long v;
     int o;
     optind = 1;
@@ -211,69 +197,63 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         case 'p': c->prompt = optarg; break;
         case 'f': c->prompt_file = optarg; break;
         case 'n':
-            if (parse_long("-n", optarg, -1, INT32_MAX, &v) < 0)
-                return -1;
+            if (cli_parse_long("-n", optarg, -1, INT32_MAX, &v, &e) < 0)
+                goto bad;
             c->n_predict = (int32_t)v;
             break;
         case OPT_TEMP:
-            if (parse_float("--temp", optarg, &c->sample.temp) < 0)
-                return -1;
+            if (cli_parse_float("--temp", optarg, &c->sample.temp, &e) < 0)
+                goto bad;
             break;
         case OPT_TOP_K:
-            if (parse_long("--top-k", optarg, 0, INT32_MAX, &v) < 0)
-                return -1;
+            if (cli_parse_long("--top-k", optarg, 0, INT32_MAX, &v, &e) < 0)
+                goto bad;
             c->sample.top_k = (int32_t)v;
             break;
         case OPT_TOP_P:
-            if (parse_float("--top-p", optarg, &c->sample.top_p) < 0)
-                return -1;
+            if (cli_parse_float("--top-p", optarg, &c->sample.top_p, &e) < 0)
+                goto bad;
             break;
         case OPT_MIN_P:
-            if (parse_float("--min-p", optarg, &c->sample.min_p) < 0)
-                return -1;
+            if (cli_parse_float("--min-p", optarg, &c->sample.min_p, &e) < 0)
+                goto bad;
             break;
         case OPT_REPEAT_PENALTY:
-            if (parse_float("--repeat-penalty", optarg, &c->sample.repeat_penalty) < 0)
-                return -1;
+            if (cli_parse_float("--repeat-penalty", optarg, &c->sample.repeat_penalty, &e) < 0)
+                goto bad;
             break;
         case OPT_REPEAT_LAST_N:
-            if (parse_long("--repeat-last-n", optarg, 0, 1 << 20, &v) < 0)
-                return -1;
+            if (cli_parse_long("--repeat-last-n", optarg, 0, 1 << 20, &v, &e) < 0)
+                goto bad;
             c->sample.repeat_last_n = (int32_t)v;
             break;
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') {
-                fprintf(stderr, "guild run: --seed %s: expected a non-negative integer\n", optarg);
-                return -1;
-            }
-            c->sample.seed = s;
+        case OPT_SEED:
+            if (cli_parse_u64("--seed", optarg, &c->sample.seed, &e) < 0)
+                goto bad;
             break;
-        }
         case OPT_CTX:
-            if (parse_long("--ctx", optarg, 1, 1 << 24, &v) < 0)
-                return -1;
+            if (cli_parse_long("--ctx", optarg, 1, 1 << 24, &v, &e) < 0)
+                goto bad;
             c->n_ctx = (int32_t)v;
             break;
         case OPT_BATCH:
-            if (parse_long("--batch", optarg, 1, 1 << 16, &v) < 0)
-                return -1;
+            if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0)
+                goto bad;
             c->n_batch = (int32_t)v;
             break;
         case OPT_THREADS:
-            if (parse_long("--threads", optarg, 1, 1024, &v) < 0)
-                return -1;
+            if (cli_parse_long("--threads", optarg, 1, 1024, &v, &e) < 0)
+                goto bad;
             c->n_threads = (int)v;
+            c->threads_given = true;
             break;
         case OPT_LOGITS_OUT: c->logits_out = optarg; break;
         case OPT_IDS_OUT: c->ids_out = optarg; break;
         case OPT_STATS: c->stats = true; break;
         case OPT_SINGLE: c->single_process = true; break;
         case OPT_CPU_WORKERS:
-            if (parse_long("--cpu-workers", optarg, 1, 4096, &v) < 0)
-                return -1;
+            if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0)
+                goto bad;
             c->pipe.cpu_workers = (int)v;
             break;
         case OPT_PRINT_PLAN: c->print_plan = true; break;
@@ -281,29 +261,26 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         case OPT_ARENA_DIR: c->pipe.arena_dir = optarg; break;
         case OPT_MLOCK: c->pipe.mlock = true; break;
         case OPT_SPIN_US:
-            if (parse_long("--spin-us", optarg, 0, 1000000, &v) < 0)
-                return -1;
+            if (cli_parse_long("--spin-us", optarg, 0, 1000000, &v, &e) < 0)
+                goto bad;
             c->pipe.spin_us = (int)v;
             break;
-        case OPT_GPU_MEM: {
-            guild_err_t e = {{0}};
-            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->pipe.gpu_mem, &e) < 0) {
-                fprintf(stderr, "guild run: %s\n", e.msg);
-                return -1;
-            }
+        case OPT_GPU_MEM:
+            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->pipe.gpu_mem, &e) < 0)
+                goto bad;
             break;
-        }
         case OPT_GPU_EXPERTS:
             if (!strcmp(optarg, "all"))
                 c->pipe.gpu_expert_layers = 0;
             else if (!strcmp(optarg, "none") || !strcmp(optarg, "0"))
                 c->pipe.gpu_expert_layers = GPU_EXPERTS_NONE;
-            else if (parse_long("--gpu-experts", optarg, 1, 1 << 20, &v) < 0)
-                return -1;
+            else if (cli_parse_long("--gpu-experts", optarg, 1, 1 << 20, &v, &e) < 0)
+                goto bad;
             else
                 c->pipe.gpu_expert_layers = (int32_t)v;
             break;
         case OPT_NO_GRAPH: c->pipe.no_graph = true; break;
+        case OPT_NO_TUNING: c->no_tuning = true; break;
         case OPT_BACKEND: c->backend = optarg; break;
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
         case OPT_IGNORE_EOS: c->ignore_eos = true; break;
@@ -341,6 +318,9 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         return -1;
     }
     return 0;
+bad:
+    fprintf(stderr, "guild run: %s\n", e.msg);
+    return -1;
 }
 
 static char *read_file(const char *path, size_t *len, guild_err_t *err)
@@ -448,6 +428,10 @@ int cmd_run(int argc, char **argv)
         goto fail;
     }
     int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
+    if (!c.no_tuning && expert_tuning_apply(model_path, "guild run", c.threads_given, &c.n_threads,
+                                            &c.pipe.gate_up_rows, &c.pipe.down_rows, &err) < 0)
+        goto fail;
+    c.pipe.n_threads = c.n_threads;
     if (c.print_plan) {
         if (pipeline_print_plan(model, c.pipe.cpu_workers, stdout, &err) < 0)
             goto fail;
@@ -499,7 +483,9 @@ int cmd_run(int argc, char **argv)
         if (pipeline_new(&pipe, &c.pipe, model, model_path, n_ctx, n_batch, &be, &err) < 0)
             goto fail;
     } else {
-        if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 || moe_local_new(&moe, model, pool, &err) < 0)
+        const expert_pipe_tuning_t rows = {c.pipe.gate_up_rows, c.pipe.down_rows};
+        if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 ||
+            moe_local_new_tuned(&moe, model, pool, &rows, &err) < 0)
             goto fail;
         moe_exec_t *exec = moe;
         if (c.stats) {

@@ -68,6 +68,8 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     sc.gpu_mem = pc->gpu_mem;
     sc.gpu_expert_layers = pc->gpu_expert_layers;
     sc.no_graph = pc->no_graph;
+    sc.gate_up_rows = pc->gate_up_rows;
+    sc.down_rows = pc->down_rows;
     if (pc->backend && !strcmp(pc->backend, "cuda")) {
         /* the GPU worker follows the same plan: a budget the dense part does not fit fails here, before any
          * process is started */

@@ -26,6 +26,8 @@ typedef struct pipeline_config {
     uint64_t gpu_mem;      /* the GPU worker's device memory budget (gpu-worker/gpu_plan.h); 0: none */
     int32_t gpu_expert_layers; /* backend_options_t.gpu_expert_layers */
     bool no_graph;         /* the GPU worker captures no CUDA graphs */
+    int32_t gate_up_rows;  /* CPU workers' expert pipeline row blocks (the model's tuning file); 0: automatic */
+    int32_t down_rows;
 } pipeline_config_t;
 
 typedef struct pipeline pipeline_t;

@@ -207,6 +207,8 @@ static int send_assign(sup_t *s, wslot_t *w)
     } else {
         a.worker_index = (uint32_t)w->index;
         o.node = w->node;
+        o.gate_up_rows = (uint32_t)c->gate_up_rows;
+        o.down_rows = (uint32_t)c->down_rows;
         const int *pc;
         int npc = plan_cpus(c->plan, w->index, &pc);
         shards = calloc((size_t)n_layer, sizeof *shards);

@@ -54,6 +54,8 @@ typedef struct sup_config {
     uint64_t gpu_mem;        /* GPU worker: device memory budget; 0: none */
     int32_t gpu_expert_layers; /* GPU worker: backend_options_t.gpu_expert_layers */
     bool no_graph;           /* GPU worker: no CUDA graphs */
+    int32_t gate_up_rows;    /* CPU workers: expert pipeline row blocks (tuning file); 0: automatic */
+    int32_t down_rows;
 } sup_config_t;
 
 /* Defaults for the timing fields (heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s,

@@ -163,7 +163,13 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     expert_pipe_src_t src;
     expert_pipe_src_from_shard(&src, w->shard);
-    if (expert_pipe_new(&w->pipe, &src, w->pool, NULL, err) < 0)
+    /* row blocks from the coordinator (the model's tuning file); past int32 they are nonsense anyway */
+    expert_pipe_tuning_t tuning = {o->gate_up_rows > 1u << 20 ? -1 : (int32_t)o->gate_up_rows,
+                                   o->down_rows > 1u << 20 ? -1 : (int32_t)o->down_rows};
+    if (tuning.gate_up_rows || tuning.down_rows)
+        guild_log(GUILD_LOG_INFO, "cpu worker %d: expert row blocks from the tuning: gate/up %d, down %d", w->index,
+                  tuning.gate_up_rows, tuning.down_rows);
+    if (expert_pipe_new(&w->pipe, &src, w->pool, &tuning, err) < 0)
         goto out;
 
     if (!a->arena) { /* exchanges as messages */

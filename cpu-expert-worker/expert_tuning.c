@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void expert_tuning_default(expert_tuning_t *t)
 {
@@ -113,5 +114,62 @@ int expert_tuning_save(const char *path, const expert_tuning_t *t, guild_err_t *
         remove(tmp);
         return guild_err_errno(err, e, "%s", path);
     }
+    return 0;
+}
+
+int expert_tuning_path(const char *model_path, char *path, size_t n, guild_err_t *err)
+{
+    if ((size_t)snprintf(path, n, "%s.tuning", model_path) >= n)
+        return guild_err_set(err, "%s: path too long for its tuning file", model_path);
+    return 0;
+}
+
+int expert_tuning_load_for_model(const char *model_path, expert_tuning_t *t, bool *found, guild_err_t *err)
+{
+    char path[4096];
+    *found = false;
+    expert_tuning_default(t);
+    if (expert_tuning_path(model_path, path, sizeof path, err) < 0)
+        return -1;
+    if (access(path, F_OK) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        return guild_err_errno(err, errno, "%s", path);
+    }
+    if (expert_tuning_load(path, t, err) < 0)
+        return -1;
+    *found = true;
+    return 0;
+}
+
+void expert_tuning_describe(const expert_tuning_t *t, char *buf, size_t n)
+{
+    char th[32], gu[32], dn[32];
+    snprintf(th, sizeof th, t->threads ? "%d" : "all CPUs", t->threads);
+    snprintf(gu, sizeof gu, t->pipe.gate_up_rows ? "%d" : "automatic", t->pipe.gate_up_rows);
+    snprintf(dn, sizeof dn, t->pipe.down_rows ? "%d" : "automatic", t->pipe.down_rows);
+    snprintf(buf, n, "threads %s, gate_up_rows %s, down_rows %s (measured on %s)", th, gu, dn,
+             t->cpu[0] ? t->cpu : "an unnamed CPU");
+}
+
+int expert_tuning_apply(const char *model_path, const char *who, bool threads_given, int *n_threads,
+                        int32_t *gate_up_rows, int32_t *down_rows, guild_err_t *err)
+{
+    expert_tuning_t t;
+    bool found;
+    if (expert_tuning_load_for_model(model_path, &t, &found, err) < 0) {
+        guild_err_prefix(err, "tuning file (--no-tuning ignores it): ");
+        return -1;
+    }
+    if (!found)
+        return 0;
+    char desc[256];
+    expert_tuning_describe(&t, desc, sizeof desc);
+    fprintf(stderr, "%s: tuning %s.tuning: %s%s\n", who, model_path, desc,
+            threads_given && t.threads ? "; threads from --threads" : "");
+    if (t.threads && !threads_given)
+        *n_threads = t.threads;
+    *gate_up_rows = t.pipe.gate_up_rows;
+    *down_rows = t.pipe.down_rows;
     return 0;
 }

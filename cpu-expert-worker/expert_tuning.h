@@ -1,5 +1,7 @@
-/* cpu-expert-worker/expert_tuning.h — the CPU expert workers' tuning file, written by `guild optimize` and read
- * by the workers at start-up (--tuning FILE). Text, one `key = value` per line, '#' comments:
+/* cpu-expert-worker/expert_tuning.h — the CPU expert workers' tuning file, written by `guild optimize` beside
+ * the model (MODEL.gguf.tuning) and read at start-up by `guild run` / `guild serve` (unless --no-tuning): the
+ * single process uses it directly, CPU worker processes get it in their Assign options (threads, row blocks).
+ * Text, one `key = value` per line, '#' comments:
  *     version = 1
  *     cpu = <brand string the values were measured on>
  *     threads = 16          (threads per worker; 0 = every CPU of the node)
@@ -9,6 +11,8 @@
 #ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_TUNING_H
 #define GUILD_CPU_EXPERT_WORKER_EXPERT_TUNING_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/util/err.h"
@@ -31,5 +35,25 @@ int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err);
 
 /* Writes `path` (replaced atomically: written to a temporary file, then renamed). */
 int expert_tuning_save(const char *path, const expert_tuning_t *t, guild_err_t *err);
+
+/* The tuning file of a model: "<model_path>.tuning" (what `guild optimize -m` writes), into `path` (n bytes).
+ * Fails when the name does not fit. */
+int expert_tuning_path(const char *model_path, char *path, size_t n, guild_err_t *err);
+
+/* Loads the model's tuning file when there is one: 0 with *found = true and *t filled, or 0 with *found = false
+ * and *t the defaults when the file does not exist; -1 (message naming the file) when it exists but cannot be
+ * read or is malformed. */
+int expert_tuning_load_for_model(const char *model_path, expert_tuning_t *t, bool *found, guild_err_t *err);
+
+/* "threads 8, gate_up_rows 32, down_rows automatic (measured on CPU)" into buf (n bytes), for start-up
+ * messages. */
+void expert_tuning_describe(const expert_tuning_t *t, char *buf, size_t n);
+
+/* What a command does with the model's tuning file (guild run, guild serve): when there is one, prints
+ * "<who>: tuning FILE: <description>" on stderr and sets *n_threads (unless threads_given, or the file says
+ * 0 = all CPUs) and the row blocks. No file: nothing changes. -1 (message naming the file, and --no-tuning) when
+ * the file is unreadable or malformed. */
+int expert_tuning_apply(const char *model_path, const char *who, bool threads_given, int *n_threads,
+                        int32_t *gate_up_rows, int32_t *down_rows, guild_err_t *err);
 
 #endif

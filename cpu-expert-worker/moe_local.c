@@ -35,6 +35,12 @@ static const moe_exec_ops_t local_ops = {
 
 int moe_local_new(moe_exec_t **out, const model_t *model, guild_pool_t *pool, guild_err_t *err)
 {
+    return moe_local_new_tuned(out, model, pool, NULL, err);
+}
+
+int moe_local_new_tuned(moe_exec_t **out, const model_t *model, guild_pool_t *pool,
+                        const expert_pipe_tuning_t *tuning, guild_err_t *err)
+{
     *out = NULL;
     moe_local_t *m = calloc(1, sizeof *m);
     if (!m)
@@ -46,7 +52,7 @@ int moe_local_new(moe_exec_t **out, const model_t *model, guild_pool_t *pool, gu
     }
     expert_pipe_src_t src;
     expert_pipe_src_from_shard(&src, m->shard);
-    if (expert_pipe_new(&m->pipe, &src, pool, NULL, err) < 0) {
+    if (expert_pipe_new(&m->pipe, &src, pool, tuning, err) < 0) {
         local_destroy(&m->base);
         return -1;
     }

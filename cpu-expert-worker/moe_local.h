@@ -7,9 +7,15 @@
 #include "core/model/moe_exec.h"
 #include "core/util/err.h"
 #include "core/util/pool.h"
+#include "cpu-expert-worker/expert_pipe.h"
 
 /* An executor over all experts of m using pool (both borrowed: they must outlive it). Destroy it with
  * moe_exec_destroy. -1 on out of memory. */
 int moe_local_new(moe_exec_t **out, const model_t *m, guild_pool_t *pool, guild_err_t *err);
+
+/* The same with the expert pipeline's row blocks from a tuning file (expert_tuning.h; NULL: automatic): speed
+ * only, the bits do not change. -1 on out of memory or blocks that are not multiples of 16. */
+int moe_local_new_tuned(moe_exec_t **out, const model_t *m, guild_pool_t *pool, const expert_pipe_tuning_t *tuning,
+                        guild_err_t *err);
 
 #endif

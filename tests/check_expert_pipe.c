@@ -4,6 +4,7 @@
  * types; pairs it does not own stay untouched; bad ids and layers are errors. */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -274,6 +275,38 @@ START_TEST(test_tuning_file)
 }
 END_TEST
 
+START_TEST(test_tuning_for_model)
+{
+    char dir[] = "/tmp/guild-tuning-model-XXXXXX", model[4200], path[4200];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(model, sizeof model, "%s/m.gguf", dir);
+    guild_err_t err;
+    expert_tuning_t t;
+    bool found = true;
+    /* no file: defaults, not an error */
+    ck_assert_int_eq(expert_tuning_load_for_model(model, &t, &found, &err), 0);
+    ck_assert(!found);
+    ck_assert_int_eq(t.threads, 0);
+    ck_assert_int_eq(expert_tuning_path(model, path, sizeof path, &err), 0);
+    ck_assert(strstr(path, "/m.gguf.tuning") != NULL);
+    write_file(path, "version = 1\ncpu = Test CPU\nthreads = 3\ngate_up_rows = 32\n");
+    ck_assert_msg(expert_tuning_load_for_model(model, &t, &found, &err) == 0, "%s", err.msg);
+    ck_assert(found);
+    ck_assert_int_eq(t.threads, 3);
+    ck_assert_int_eq(t.pipe.gate_up_rows, 32);
+    ck_assert_int_eq(t.pipe.down_rows, 0);
+    char d[256];
+    expert_tuning_describe(&t, d, sizeof d);
+    ck_assert_str_eq(d, "threads 3, gate_up_rows 32, down_rows automatic (measured on Test CPU)");
+    /* a bad file is an error naming it */
+    write_file(path, "version = 1\nthreads = many\n");
+    ck_assert_int_eq(expert_tuning_load_for_model(model, &t, &found, &err), -1);
+    ck_assert_msg(strstr(err.msg, path) && strstr(err.msg, ":2:"), "%s", err.msg);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("expert_pipe");
@@ -285,6 +318,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("tuning");
     tcase_add_test(tc, test_tuning_file);
+    tcase_add_test(tc, test_tuning_for_model);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
