@@ -1,0 +1,38 @@
+/* core/kern/amx.h — internal: the AMX-INT8 kernels for large token groups (prefill), outside the dispatch
+ * table, for amx_table.c and the tests.
+ *
+ * The amx level's table (kern_fill_amx) runs these kernels for ntok >= KERN_AMX_MIN_TOKENS and the
+ * avx512-vnni level's kernel below that (decode, verification windows: there the tiles would only add the cost
+ * of laying the weights out). Results are bit-identical to the scalar references (core/kern/kern.h), as for
+ * every level.
+ *
+ * Domain: activations as Guild's quantizers make them (kern.h); for Q4_K/Q5_K the Q8_K bsums must also be
+ * theirs (|bsums[2s] + bsums[2s+1]| < 2^15, as any 32 int8 sum), as the other levels' kernels assume.
+ */
+#ifndef GUILD_KERN_AMX_H
+#define GUILD_KERN_AMX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/quant/types.h"
+
+/* Token count from which the amx level uses the tiles (one full tile of tokens: below it the weights' tile
+ * layout is paid for fewer than 16 tokens, and the VNNI kernels are tuned for those counts). */
+#define KERN_AMX_MIN_TOKENS 16
+
+/* True when `type` has an AMX kernel (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS). */
+bool kern_amx_covers(guild_type_t type);
+
+/* kern_matmul's contract for a covered type and any ntok >= 1 (no threshold), on the tile unit; needs
+ * kern_level_supported(KERN_LEVEL_AMX) (asserted). */
+void kern_amx_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                     const void *act, size_t act_stride, float *out, size_t ldo);
+
+/* The same kernel code with the tile instructions replaced by the C model of core/kern/x86/amx_tile.h (tests
+ * only: much slower); needs kern_level_supported(KERN_LEVEL_AVX512_VNNI) (asserted). */
+void kern_amx_emu_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                         size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+
+#endif

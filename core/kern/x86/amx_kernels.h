@@ -1,0 +1,564 @@
+/* core/kern/x86/amx_kernels.h — the AMX-INT8 kernels (Q8_0 against Q8_0; Q4_K, Q5_K, Q6_K, IQ4_XS against Q8_K):
+ * a template, included by amx.c (the tile instructions) and amx_emu.c (the C model of amx_tile.h), after their
+ * #pragma GCC target (AVX-512 F/BW/VL/DQ + VNNI, F16C, BMI2), which define
+ *   AMX_NAME(x)            the instantiation's name for x
+ *   AMX_CONFIG(cfg)        LDTILECFG of an amx_tilecfg_t
+ *   AMX_RELEASE()          TILERELEASE
+ *   AMX_ZERO(t)            TILEZERO
+ *   AMX_LOAD(t, p, s)      TILELOADD of tile t from p, row stride s bytes
+ *   AMX_STORE(t, p, s)     TILESTORED
+ *   AMX_DPBSSD(c, a, b)    TDPBSSD: c += a . b, int8 x int8 -> int32
+ * with t, c, a, b literal tile numbers (the intrinsics paste them into the instruction).
+ *
+ * Orientation: tokens are the tiles' rows (M), weight rows their columns (N), so that A, a token tile's
+ * activations, is loaded straight from the activation rows (stride act_stride) and C's row for a token holds
+ * 16 weight rows in its 16 int32 lanes: the order of `out` and of the AVX-512 kernels' float stage (rows in
+ * lanes, the activation scale broadcast). Only the weights are laid out: per 16 rows, the 4-byte groups of
+ * consecutive elements of each row side by side (B[k / 4][4 r + k % 4] = w[r][k]), by a 16 x 16 dword
+ * transposition of the packed bytes followed by the unpacking, which keeps every 4-element group in its lane.
+ *
+ * Numerics (core/quant/dot_ref.c): every integer sum is exact, the float stage is the reference's, lane-wise.
+ *  Q8_0: one K = 32 product per block: C = isum of the block exactly (tiles keep blocks apart).
+ *        d = fp16(w.d) * fp16(a.d);  sumf = sumf + d * (float)isum.
+ *  256-element types: the integer sub-block scale is folded into the weights: w' = level * scale, an integer of
+ *        at most 13 bits (|w'| <= 4096: Q4_K 15 * 63, Q5_K 31 * 63, Q6_K 32 * 128, IQ4_XS 127 * 32), split as
+ *        w' = 128 H + L with L = w' & 127 in 0..127 and H = w' >> 7 (floor) in -32..32, both int8. Two products
+ *        over the whole block (K = 64 each, four 64-element groups) give C_H = sum a H and C_L = sum a L, and
+ *          isum = sum_s scale_s * sum_{j in s} level_j * a_j = sum_j w'_j a_j = 128 C_H + C_L   (exact int32:
+ *          |isum| < 256 * 4096 * 128 = 2^27).
+ *        So a block costs 8 full-K tile products and no per-sub-block work on the vector units.
+ *        Q4_K, Q5_K: imin = sum_s m_s * (bsums[2s] + bsums[2s+1]) by vpdpwssd (pairs of int16 mins and sums);
+ *          d = fp16(w.d) * a.d;  dmin = fp16(w.dmin) * a.d;  sumf = sumf + (d * (float)isum - dmin * (float)imin).
+ *        Q6_K, IQ4_XS: d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum.
+ *        w' is formed with vpmaddubsw from unsigned levels (Q6_K q6 in 0..63, IQ4_XS kvalue + 128), the bias
+ *        taken back out exactly: w' = u * scale - bias * scale.
+ *
+ * Work order: tokens in groups of AMX_TG (their activation scales prepared once), the row split into chunks of
+ * blocks whose laid-out weights (16 rows) fit in L1 and serve every token tile of the group; tiles of 16 tokens
+ * go in pairs that share the B tiles. Sums run across chunks in `out` itself (a float stored and loaded back is
+ * the same float), starting from 0.0f as the reference does.
+ */
+
+#define AMX_TG 256        /* tokens per group */
+#define AMX_B32_CHUNK 32  /* Q8_0 blocks per chunk: 16 KiB of B tiles */
+#define AMX_SB_CHUNK 2    /* 256-element blocks per chunk: 16 KiB of B tiles */
+
+/* tiles */
+#define AMX_A0 0 /* activations, tokens 0-15 of a pair */
+#define AMX_A1 1 /* tokens 16-31 */
+#define AMX_B0 2 /* weights (H for the 256-element types) */
+#define AMX_B1 3 /* L */
+#define AMX_C0 4 /* A0 . B0 */
+#define AMX_C1 5 /* A0 . B1 (Q8_0: A1 . B0) */
+#define AMX_C2 6 /* A1 . B0 */
+#define AMX_C3 7 /* A1 . B1 */
+
+/* The configuration for a pair of token tiles of mt0 and mt1 (0: none) tokens; K = kbytes per product. */
+static void amx_cfg_fill(amx_tilecfg_t *cfg, int mt0, int mt1, int kbytes)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->palette = 1;
+    cfg->rows[AMX_A0] = (uint8_t)mt0;
+    cfg->colsb[AMX_A0] = (uint16_t)kbytes;
+    cfg->rows[AMX_B0] = (uint8_t)(kbytes / 4);
+    cfg->colsb[AMX_B0] = 64;
+    cfg->rows[AMX_C0] = (uint8_t)mt0;
+    cfg->colsb[AMX_C0] = 64;
+    if (kbytes == 32) { /* Q8_0: A0, A1, B0, C0 = A0 . B0, C1 = A1 . B0 */
+        if (mt1) {
+            cfg->rows[AMX_A1] = (uint8_t)mt1;
+            cfg->colsb[AMX_A1] = (uint16_t)kbytes;
+            cfg->rows[AMX_C1] = (uint8_t)mt1;
+            cfg->colsb[AMX_C1] = 64;
+        }
+        return;
+    }
+    cfg->rows[AMX_B1] = (uint8_t)(kbytes / 4);
+    cfg->colsb[AMX_B1] = 64;
+    cfg->rows[AMX_C1] = (uint8_t)mt0;
+    cfg->colsb[AMX_C1] = 64;
+    if (mt1) {
+        cfg->rows[AMX_A1] = (uint8_t)mt1;
+        cfg->colsb[AMX_A1] = (uint16_t)kbytes;
+        cfg->rows[AMX_C2] = (uint8_t)mt1;
+        cfg->colsb[AMX_C2] = 64;
+        cfg->rows[AMX_C3] = (uint8_t)mt1;
+        cfg->colsb[AMX_C3] = 64;
+    }
+}
+
+/* Exact fp16 -> fp32 (F16C), as quant_f16_to_f32 (the AVX-512 files' k512_f16). */
+static inline float amx_f16(uint16_t h)
+{
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* 16 x 16 dword transposition: out[j] lane r = in[r] lane j. */
+static inline void amx_transpose16(const __m512i *in, __m512i *out)
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        /* per 128-bit lane: [r0 d0, r1 d0, r0 d1, r1 d1] and [.. d2 .., .. d3 ..] of rows 2i, 2i+1 */
+        t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        /* u[4i + k], 128-bit lane L: rows 4i..4i+3, dword 4L + k */
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        /* out[4L + k] = lane L of u[k], u[4 + k], u[8 + k], u[12 + k] */
+        const __m512i s0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44);
+        const __m512i s1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xee);
+        const __m512i s2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44);
+        const __m512i s3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xee);
+        out[k] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+        out[4 + k] = _mm512_shuffle_i32x4(s0, s2, 0xdd);
+        out[8 + k] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+        out[12 + k] = _mm512_shuffle_i32x4(s1, s3, 0xdd);
+    }
+}
+
+/* 64 bytes at blk[r] + off for each row (zeros for rows without a block), transposed. */
+static inline void amx_rows64_t(const char *const *blk, size_t off, __m512i *out)
+{
+    __m512i in[16];
+    for (int r = 0; r < 16; r++)
+        in[r] = blk[r] ? _mm512_loadu_si512(blk[r] + off) : _mm512_setzero_si512();
+    amx_transpose16(in, out);
+}
+
+/* The same for 32 bytes (out[0..7] meaningful, out[8..15] zero). */
+static inline void amx_rows32_t(const char *const *blk, size_t off, __m512i *out)
+{
+    __m512i in[16];
+    for (int r = 0; r < 16; r++)
+        in[r] = blk[r] ? _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(blk[r] + off)))
+                       : _mm512_setzero_si512();
+    amx_transpose16(in, out);
+}
+
+/* ---- Q8_0 ------------------------------------------------------------------------------------------------ */
+
+typedef struct amx_b32w {
+    int8_t b[AMX_B32_CHUNK][8][64]; /* [block][B row][16 rows x 4 elements]: the K = 32 B tile of each block */
+    __m512 d[AMX_B32_CHUNK];        /* [block]: fp16(w.d) of the 16 rows */
+} amx_b32w_t;
+
+/* Lays out blocks c0 .. c0 + cn - 1 of 16 rows (row r at w0 + r * w_stride, rows nr.. absent). */
+static void amx_prep_q8_0(const char *w0, size_t w_stride, int nr, int64_t c0, int cn, amx_b32w_t *p)
+{
+    const size_t bb = sizeof(quant_block_q8_0);
+    for (int b = 0; b < cn; b += 2) {
+        /* two blocks per row: qs of block b in the low half, block b + 1 in the high one */
+        __m512i in[16], out[16];
+        uint16_t d16[2][16] = {{0}};
+        for (int r = 0; r < 16; r++) {
+            if (r >= nr) {
+                in[r] = _mm512_setzero_si512();
+                continue;
+            }
+            const char *x = w0 + (size_t)r * w_stride + (size_t)(c0 + b) * bb;
+            in[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(x + 2)));
+            memcpy(&d16[0][r], x, 2);
+            if (b + 1 < cn) {
+                in[r] = _mm512_inserti64x4(in[r], _mm256_loadu_si256((const __m256i *)(x + bb + 2)), 1);
+                memcpy(&d16[1][r], x + bb, 2);
+            }
+        }
+        amx_transpose16(in, out);
+        for (int j = 0; j < 16 && b + j / 8 < cn; j++)
+            _mm512_store_si512(p->b[b + j / 8][j % 8], out[j]);
+        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16[0]));
+        if (b + 1 < cn)
+            p->d[b + 1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16[1]));
+    }
+}
+
+static void AMX_NAME(matmul_q8_0)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                  const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / 32;
+    const size_t bb = sizeof(quant_block_q8_0);
+    amx_b32w_t pw;
+    float ad[AMX_TG][AMX_B32_CHUNK];             /* [token of the group][block of the chunk]: fp16(a.d) */
+    int32_t cbuf[2][16][16] __attribute__((aligned(64))); /* [token tile][token][row]: isum */
+    __m512 acc[32];                               /* [token of the pair]: sumf, rows in lanes */
+    amx_tilecfg_t cfg;
+    int cfg_mt0 = -1, cfg_mt1 = -1;
+    for (int64_t tg0 = 0; tg0 < ntok; tg0 += AMX_TG) {
+        const int tgn = (int)(ntok - tg0 < AMX_TG ? ntok - tg0 : AMX_TG);
+        for (int64_t c0 = 0; c0 < nb; c0 += AMX_B32_CHUNK) {
+            const int cn = (int)(nb - c0 < AMX_B32_CHUNK ? nb - c0 : AMX_B32_CHUNK);
+            for (int t = 0; t < tgn; t++) {
+                const char *a = (const char *)act + (size_t)(tg0 + t) * act_stride + (size_t)c0 * bb;
+                for (int b = 0; b < cn; b++) {
+                    uint16_t h;
+                    memcpy(&h, a + (size_t)b * bb, 2);
+                    ad[t][b] = amx_f16(h);
+                }
+            }
+            for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
+                const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
+                const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+                amx_prep_q8_0((const char *)w + (size_t)r0 * w_stride, w_stride, nr, c0, cn, &pw);
+                for (int tp = 0; tp < tgn; tp += 32) {
+                    const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
+                    const int mt1 = tgn - tp - 16 <= 0 ? 0 : tgn - tp - 16 < 16 ? tgn - tp - 16 : 16;
+                    if (mt0 != cfg_mt0 || mt1 != cfg_mt1) {
+                        amx_cfg_fill(&cfg, mt0, mt1, 32);
+                        AMX_CONFIG(&cfg);
+                        cfg_mt0 = mt0;
+                        cfg_mt1 = mt1;
+                    }
+                    float *o = out + (size_t)(tg0 + tp) * ldo + (size_t)r0;
+                    for (int t = 0; t < mt0 + mt1; t++)
+                        acc[t] = c0 ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
+                    const char *a0 = (const char *)act + (size_t)(tg0 + tp) * act_stride + (size_t)c0 * bb + 2;
+                    for (int b = 0; b < cn; b++) {
+                        const char *a = a0 + (size_t)b * bb;
+                        AMX_LOAD(AMX_B0, pw.b[b], 64);
+                        AMX_LOAD(AMX_A0, a, act_stride);
+                        AMX_ZERO(AMX_C0);
+                        AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
+                        AMX_STORE(AMX_C0, cbuf[0], 64);
+                        if (mt1) {
+                            AMX_LOAD(AMX_A1, a + 16 * act_stride, act_stride);
+                            AMX_ZERO(AMX_C1);
+                            AMX_DPBSSD(AMX_C1, AMX_A1, AMX_B0);
+                            AMX_STORE(AMX_C1, cbuf[1], 64);
+                        }
+                        const __m512 wd = pw.d[b];
+                        for (int t = 0; t < mt0 + mt1; t++) {
+                            const __m512i isum = _mm512_load_si512(cbuf[t >> 4][t & 15]);
+                            const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(ad[tp + t][b]));
+                            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+                        }
+                    }
+                    for (int t = 0; t < mt0 + mt1; t++)
+                        _mm512_mask_storeu_ps(o + (size_t)t * ldo, keep, acc[t]);
+                }
+            }
+        }
+    }
+    if (cfg_mt0 >= 0)
+        AMX_RELEASE();
+}
+
+/* ---- 256-element blocks: Q4_K, Q5_K, Q6_K, IQ4_XS ---------------------------------------------------------- */
+
+enum { SB_Q4_K, SB_Q5_K, SB_Q6_K, SB_IQ4_XS };
+
+static inline size_t sb_block_bytes(int kind)
+{
+    switch (kind) {
+    case SB_Q4_K: return sizeof(quant_block_q4_K);
+    case SB_Q5_K: return sizeof(quant_block_q5_K);
+    case SB_Q6_K: return sizeof(quant_block_q6_K);
+    default: return sizeof(quant_block_iq4_xs);
+    }
+}
+
+typedef struct amx_sbw {
+    int8_t b[AMX_SB_CHUNK][4][2][16][64]; /* [block][64-element group][H, L][B row][16 rows x 4 elements] */
+    __m512 d[AMX_SB_CHUNK], dmin[AMX_SB_CHUNK]; /* [block]: fp16(w.d), fp16(w.dmin) of the 16 rows */
+    __m512i mins[AMX_SB_CHUNK][4]; /* [block][j]: Q4_K/Q5_K mins m_2j | m_2j+1 << 16 per row lane */
+} amx_sbw_t;
+
+/* One sub-block's scale, per row lane, in the forms vpmaddubsw takes: bytes [s, 0, s, 0] (even elements),
+ * [0, s, 0, s] (odd), and the bias to take back out (bias * s in both int16 halves). */
+typedef struct amx_scale {
+    __m512i even, odd, corr;
+} amx_scale_t;
+
+/* From T (row lanes, the scale as an int32) and the level bias of the type. */
+static inline amx_scale_t amx_scale(__m512i t, int bias_shift)
+{
+    amx_scale_t s;
+    const __m512i b = _mm512_and_si512(t, _mm512_set1_epi32(0xff));
+    s.even = _mm512_or_si512(b, _mm512_slli_epi32(b, 16));
+    s.odd = _mm512_slli_epi32(s.even, 8);
+    const __m512i c = _mm512_and_si512(_mm512_slli_epi32(t, bias_shift), _mm512_set1_epi32(0xffff));
+    s.corr = _mm512_or_si512(c, _mm512_slli_epi32(c, 16));
+    return s;
+}
+
+/* 64 levels (row r's 4 consecutive elements in dword r; unsigned, biased by 2^bias_shift when has_bias) times
+ * their sub-block's scale, split into the H and L rows of the B tiles: w' = 128 H + L. */
+static inline void amx_split_store(__m512i lev, const amx_scale_t *s, int has_bias, int8_t *dh, int8_t *dl)
+{
+    __m512i we = _mm512_maddubs_epi16(lev, s->even), wo = _mm512_maddubs_epi16(lev, s->odd);
+    if (has_bias) {
+        we = _mm512_sub_epi16(we, s->corr);
+        wo = _mm512_sub_epi16(wo, s->corr);
+    }
+    /* even elements are the low bytes of we's words, odd ones the low bytes of wo's: shifted into place */
+    const __mmask64 odd = 0xaaaaaaaaaaaaaaaaull;
+    const __m512i h = _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(we, 7), _mm512_slli_epi16(wo, 1));
+    const __m512i l = _mm512_and_si512(_mm512_mask_blend_epi8(odd, we, _mm512_slli_epi16(wo, 8)),
+                                       _mm512_set1_epi8(0x7f));
+    _mm512_store_si512(dh, h);
+    _mm512_store_si512(dl, l);
+}
+
+/* Q4_K / Q5_K packed 6-bit scales and mins (12 bytes at p) as bytes [sc0..sc7] and [m0..m7] (the AVX-512
+ * files' k4_scales_mins: ggml's kmask unpacking, equal to quant_k4_scale_min). */
+static inline void amx_k4_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn)
+{
+    uint64_t w01;
+    uint32_t w2;
+    memcpy(&w01, p, 8);
+    memcpy(&w2, p + 8, 4);
+    const uint64_t lo = w01 & 0x3f3f3f3f3f3f3f3full;
+    const uint64_t hi = ((w01 >> 2) & 0x3030303030303030ull) | (((uint64_t)w2 | ((uint64_t)w2 << 28)) & 0x0f0f0f0f0f0f0f0full);
+    *sc = (lo & 0xffffffffull) | (hi << 32);
+    *mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
+}
+
+/* IQ4_XS: the 8 six-bit scales minus 32 as int8 in the low 8 bytes (the AVX-512 files' k512_iq4xs_scales). */
+static inline __m128i amx_iq4xs_scales(const quant_block_iq4_xs *x)
+{
+    uint32_t lo;
+    memcpy(&lo, x->scales_l, 4);
+    const uint64_t ls = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
+    return _mm_sub_epi8(_mm_cvtsi64_si128((long long)ls), _mm_set1_epi8(32));
+}
+
+/* Lays out block c0 + b of 16 rows (blk[r]: row r's block, NULL for absent rows) into p's slot b. */
+static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const char *const *blk, int b,
+                                                              amx_sbw_t *p)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    uint16_t d16[16] = {0}, m16[16] = {0};
+    __m512i in[16], st[16], x[16], y[16];
+    amx_scale_t sc[16];
+    if (kind == SB_Q4_K || kind == SB_Q5_K) {
+        /* scales and mins: one row of 16 dwords [sc0..sc7, m0..m7] per weight row, transposed */
+        for (int r = 0; r < 16; r++) {
+            uint64_t s = 0, m = 0;
+            if (blk[r]) {
+                memcpy(&d16[r], blk[r], 2);
+                memcpy(&m16[r], blk[r] + 2, 2);
+                amx_k4_scales_mins((const uint8_t *)blk[r] + 4, &s, &m);
+            }
+            in[r] = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)m, (long long)s));
+        }
+        amx_transpose16(in, st);
+        for (int s = 0; s < 8; s++)
+            sc[s] = amx_scale(st[s], 0);
+        for (int j = 0; j < 4; j++)
+            p->mins[b][j] = _mm512_or_si512(st[8 + 2 * j], _mm512_slli_epi32(st[9 + 2 * j], 16));
+        p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
+        const size_t qs = kind == SB_Q5_K ? offsetof(quant_block_q5_K, qs) : offsetof(quant_block_q4_K, qs);
+        if (kind == SB_Q5_K)
+            amx_rows32_t(blk, offsetof(quant_block_q5_K, qh), y); /* y[j]: qh bytes 4j..4j+3 */
+        /* qs byte 32 c + l: low nibble element 64 c + l (sub-block 2c), high 64 c + 32 + l (2c + 1) */
+        for (int h = 0; h < 2; h++) {
+            amx_rows64_t(blk, qs + 64 * (size_t)h, x);
+            for (int j = 0; j < 16; j++) {
+                const int c = 2 * h + j / 8, jr = j % 8;
+                __m512i lo = _mm512_and_si512(x[j], m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), m4);
+                if (kind == SB_Q5_K) { /* bit s of qh[l]: the 5th bit of element 32 s + l */
+                    const __m512i sixteen = _mm512_set1_epi8(16);
+                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(y[jr], _mm512_set1_epi8((char)(1 << (2 * c)))),
+                                              lo, sixteen);
+                    hi = _mm512_mask_add_epi8(
+                        hi, _mm512_test_epi8_mask(y[jr], _mm512_set1_epi8((char)(1 << (2 * c + 1)))), hi, sixteen);
+                }
+                amx_split_store(lo, &sc[2 * c], 0, p->b[b][c][0][jr], p->b[b][c][1][jr]);
+                amx_split_store(hi, &sc[2 * c + 1], 0, p->b[b][c][0][8 + jr], p->b[b][c][1][8 + jr]);
+            }
+        }
+    } else if (kind == SB_Q6_K) {
+        for (int r = 0; r < 16; r++) {
+            in[r] = _mm512_setzero_si512();
+            if (blk[r]) {
+                memcpy(&d16[r], blk[r] + offsetof(quant_block_q6_K, d), 2);
+                in[r] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk[r] + offsetof(quant_block_q6_K, scales))));
+            }
+        }
+        amx_transpose16(in, st);
+        for (int s = 0; s < 16; s++)
+            sc[s] = amx_scale(st[s], 5); /* levels q6 - 32: bias 32 */
+        amx_rows64_t(blk, offsetof(quant_block_q6_K, qh), y); /* y[j]: qh bytes 4j..4j+3 */
+        /* element 128 h + 32 k + l: low bits from ql[64 h + 32 (k % 2) + l] (nibble k / 2), high bits 2k of
+         * qh[32 h + l]; sub-block (16 elements) 8 h + 2 k + l / 16 */
+        for (int h = 0; h < 2; h++) {
+            amx_rows64_t(blk, offsetof(quant_block_q6_K, ql) + 64 * (size_t)h, x);
+            for (int k = 0; k < 4; k++)
+                for (int j8 = 0; j8 < 8; j8++) {
+                    const __m512i q = x[8 * (k % 2) + j8];
+                    const __m512i lo = _mm512_and_si512(k < 2 ? q : _mm512_srli_epi16(q, 4), m4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(y[8 * h + j8], 2 * k), _mm512_set1_epi8(3));
+                    const __m512i q6 = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+                    const int g = 2 * h + k / 2, row = 8 * (k % 2) + j8;
+                    amx_split_store(q6, &sc[8 * h + 2 * k + j8 / 4], 1, p->b[b][g][0][row], p->b[b][g][1][row]);
+                }
+        }
+    } else { /* IQ4_XS */
+        for (int r = 0; r < 16; r++) {
+            in[r] = _mm512_setzero_si512();
+            if (blk[r]) {
+                memcpy(&d16[r], blk[r], 2);
+                in[r] = _mm512_cvtepi8_epi32(amx_iq4xs_scales((const quant_block_iq4_xs *)blk[r]));
+            }
+        }
+        amx_transpose16(in, st);
+        for (int s = 0; s < 8; s++)
+            sc[s] = amx_scale(st[s], 7); /* levels kvalue + 128: bias 128 */
+        const __m512i table = _mm512_broadcast_i32x4(
+            _mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
+        /* qs byte 16 s + j (j < 16): low nibble element 32 s + j, high 32 s + 16 + j */
+        for (int h = 0; h < 2; h++) {
+            amx_rows64_t(blk, offsetof(quant_block_iq4_xs, qs) + 64 * (size_t)h, x);
+            for (int jj = 0; jj < 16; jj++) {
+                const int s = 4 * h + jj / 4, g = s / 2, row = 8 * (s % 2) + jj % 4;
+                const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(x[jj], m4));
+                const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(x[jj], 4), m4));
+                amx_split_store(lo, &sc[s], 1, p->b[b][g][0][row], p->b[b][g][1][row]);
+                amx_split_store(hi, &sc[s], 1, p->b[b][g][0][row + 4], p->b[b][g][1][row + 4]);
+            }
+        }
+    }
+    p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16));
+}
+
+static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, int64_t n, int64_t nrows,
+                                                                       int64_t ntok, const void *w,
+                                                                       size_t w_stride, const void *act,
+                                                                       size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const size_t bb = sb_block_bytes(kind), ab = sizeof(quant_block_q8_K);
+    const int has_mins = kind == SB_Q4_K || kind == SB_Q5_K;
+    amx_sbw_t pw;
+    float ad[AMX_TG][AMX_SB_CHUNK];       /* [token of the group][block of the chunk]: a.d */
+    uint32_t vs[AMX_TG][AMX_SB_CHUNK][4]; /* Q4_K/Q5_K: bsums[4j] + bsums[4j+1] | (bsums[4j+2] + bsums[4j+3]) << 16 */
+    int32_t cbuf[2][2][16][16] __attribute__((aligned(64))); /* [token tile][H, L][token][row] */
+    __m512 acc[32];
+    amx_tilecfg_t cfg;
+    int cfg_mt0 = -1, cfg_mt1 = -1;
+    for (int64_t tg0 = 0; tg0 < ntok; tg0 += AMX_TG) {
+        const int tgn = (int)(ntok - tg0 < AMX_TG ? ntok - tg0 : AMX_TG);
+        for (int64_t c0 = 0; c0 < nb; c0 += AMX_SB_CHUNK) {
+            const int cn = (int)(nb - c0 < AMX_SB_CHUNK ? nb - c0 : AMX_SB_CHUNK);
+            for (int t = 0; t < tgn; t++) {
+                const quant_block_q8_K *a =
+                    (const quant_block_q8_K *)((const char *)act + (size_t)(tg0 + t) * act_stride) + c0;
+                for (int b = 0; b < cn; b++) {
+                    ad[t][b] = a[b].d;
+                    if (has_mins)
+                        for (int j = 0; j < 4; j++) {
+                            const int v0 = a[b].bsums[4 * j] + a[b].bsums[4 * j + 1];
+                            const int v1 = a[b].bsums[4 * j + 2] + a[b].bsums[4 * j + 3];
+                            vs[t][b][j] = (uint32_t)(uint16_t)v0 | (uint32_t)(uint16_t)v1 << 16;
+                        }
+                }
+            }
+            for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
+                const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
+                const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+                for (int b = 0; b < cn; b++) {
+                    const char *blk[16];
+                    for (int r = 0; r < 16; r++)
+                        blk[r] = r < nr ? (const char *)w + (size_t)(r0 + r) * w_stride + (size_t)(c0 + b) * bb : NULL;
+                    amx_prep_sb(kind, blk, b, &pw);
+                }
+                for (int tp = 0; tp < tgn; tp += 32) {
+                    const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
+                    const int mt1 = tgn - tp - 16 <= 0 ? 0 : tgn - tp - 16 < 16 ? tgn - tp - 16 : 16;
+                    if (mt0 != cfg_mt0 || mt1 != cfg_mt1) {
+                        amx_cfg_fill(&cfg, mt0, mt1, 64);
+                        AMX_CONFIG(&cfg);
+                        cfg_mt0 = mt0;
+                        cfg_mt1 = mt1;
+                    }
+                    float *o = out + (size_t)(tg0 + tp) * ldo + (size_t)r0;
+                    for (int t = 0; t < mt0 + mt1; t++)
+                        acc[t] = c0 ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
+                    const char *a0 = (const char *)act + (size_t)(tg0 + tp) * act_stride + (size_t)c0 * ab +
+                                     offsetof(quant_block_q8_K, qs);
+                    for (int b = 0; b < cn; b++) {
+                        AMX_ZERO(AMX_C0);
+                        AMX_ZERO(AMX_C1);
+                        if (mt1) {
+                            AMX_ZERO(AMX_C2);
+                            AMX_ZERO(AMX_C3);
+                        }
+                        for (int g = 0; g < 4; g++) {
+                            const char *a = a0 + (size_t)b * ab + 64 * (size_t)g;
+                            AMX_LOAD(AMX_B0, pw.b[b][g][0], 64);
+                            AMX_LOAD(AMX_B1, pw.b[b][g][1], 64);
+                            AMX_LOAD(AMX_A0, a, act_stride);
+                            AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
+                            AMX_DPBSSD(AMX_C1, AMX_A0, AMX_B1);
+                            if (mt1) {
+                                AMX_LOAD(AMX_A1, a + 16 * act_stride, act_stride);
+                                AMX_DPBSSD(AMX_C2, AMX_A1, AMX_B0);
+                                AMX_DPBSSD(AMX_C3, AMX_A1, AMX_B1);
+                            }
+                        }
+                        AMX_STORE(AMX_C0, cbuf[0][0], 64);
+                        AMX_STORE(AMX_C1, cbuf[0][1], 64);
+                        if (mt1) {
+                            AMX_STORE(AMX_C2, cbuf[1][0], 64);
+                            AMX_STORE(AMX_C3, cbuf[1][1], 64);
+                        }
+                        for (int t = 0; t < mt0 + mt1; t++) {
+                            const __m512i ch = _mm512_load_si512(cbuf[t >> 4][0][t & 15]);
+                            const __m512i cl = _mm512_load_si512(cbuf[t >> 4][1][t & 15]);
+                            const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(ch, 7), cl);
+                            const __m512 a_d = _mm512_set1_ps(ad[tp + t][b]);
+                            const __m512 d = _mm512_mul_ps(pw.d[b], a_d);
+                            const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+                            if (has_mins) {
+                                const uint32_t *v = vs[tp + t][b];
+                                __m512i imin = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pw.mins[b][0],
+                                                                   _mm512_set1_epi32((int)v[0]));
+                                imin = _mm512_dpwssd_epi32(imin, pw.mins[b][1], _mm512_set1_epi32((int)v[1]));
+                                imin = _mm512_dpwssd_epi32(imin, pw.mins[b][2], _mm512_set1_epi32((int)v[2]));
+                                imin = _mm512_dpwssd_epi32(imin, pw.mins[b][3], _mm512_set1_epi32((int)v[3]));
+                                const __m512 dmin = _mm512_mul_ps(pw.dmin[b], a_d);
+                                const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+                                acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(t1, t2));
+                            } else {
+                                acc[t] = _mm512_add_ps(acc[t], t1);
+                            }
+                        }
+                    }
+                    for (int t = 0; t < mt0 + mt1; t++)
+                        _mm512_mask_storeu_ps(o + (size_t)t * ldo, keep, acc[t]);
+                }
+            }
+        }
+    }
+    if (cfg_mt0 >= 0)
+        AMX_RELEASE();
+}
+
+/* The kernel of a covered type; false for the others. n == 0 (no blocks) gives zeros, as the reference. */
+static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                             size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    if (type != GUILD_TYPE_Q8_0 && type != GUILD_TYPE_Q4_K && type != GUILD_TYPE_Q5_K && type != GUILD_TYPE_Q6_K &&
+        type != GUILD_TYPE_IQ4_XS)
+        return false;
+    if (n == 0) {
+        for (int64_t t = 0; t < ntok; t++)
+            for (int64_t r = 0; r < nrows; r++)
+                out[(size_t)t * ldo + (size_t)r] = 0.0f;
+        return true;
+    }
+    switch (type) {
+    case GUILD_TYPE_Q8_0: AMX_NAME(matmul_q8_0)(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
+    case GUILD_TYPE_Q4_K: AMX_NAME(matmul_sb)(SB_Q4_K, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
+    case GUILD_TYPE_Q5_K: AMX_NAME(matmul_sb)(SB_Q5_K, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
+    case GUILD_TYPE_Q6_K: AMX_NAME(matmul_sb)(SB_Q6_K, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
+    default: AMX_NAME(matmul_sb)(SB_IQ4_XS, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
+    }
+    return true;
+}

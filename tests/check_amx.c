@@ -1,0 +1,412 @@
+/* Tests for the AMX-INT8 kernels (core/kern/amx.h):
+ *  - the C model of the tile unit (core/kern/x86/amx_tile.h) against a plain matrix product, so that the model
+ *    itself encodes Intel's layouts (B[k / 4][4 n + k % 4]) and accumulation;
+ *  - the AMX kernels run on that model (kern_amx_emu_matmul): same bytes as the scalar reference for every
+ *    covered type, token counts 1..8, around the 16-token tile and the 32-token pair (15, 16, 17, 31, 32, 33),
+ *    53, a 256-token x 64-row prefill group, a group past AMX_TG (300 tokens), odd row counts, rows longer than
+ *    a chunk, padded and unpadded strides; needs an AVX-512 VNNI CPU (the float stage is AVX-512), else skips;
+ *  - the same cases on the real tiles (kern_amx_matmul) and through the amx level's table (the token
+ *    threshold), where the CPU has AMX, else skips visibly.
+ * Outputs carry guard values outside the written rectangle; activations are exactly as long as their rows in
+ * half the cases, so a tile load past a row shows under ASan. */
+#include <check.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kern/amx.h"
+#include "core/kern/cpu.h"
+#include "core/kern/kern.h"
+#include "core/kern/x86/amx_tile.h"
+#include "core/quant/blocks.h"
+#include "core/quant/fp16.h"
+#include "core/quant/quant.h"
+
+/* splitmix64: a fixed, seedable stream so that a failure reproduces */
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [-1, 1) */
+static float rng_float(void)
+{
+    return (float)((double)(rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+/* ---- the tile model --------------------------------------------------------------------------------------- */
+
+START_TEST(test_model_matches_matrix_product)
+{
+    rng_state = 0xa11;
+    static const int shapes[][3] = {{16, 64, 16}, {1, 4, 1}, {7, 32, 16}, {16, 32, 3}, {5, 12, 9}}; /* M, K, N */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+        int8_t a[16][64], wmat[64][16], bpack[16][64];
+        int32_t c0[16][16], c[16][16];
+        memset(bpack, 0x5a, sizeof bpack);
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++)
+                a[m][k] = (int8_t)rng_next();
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++)
+                wmat[k][n] = (int8_t)rng_next();
+        /* Intel's VNNI layout of B: the 4 consecutive k of a column side by side */
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++)
+                bpack[k / 4][4 * n + k % 4] = wmat[k][n];
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                c0[m][n] = (int32_t)(rng_next() % 2000000) - 1000000;
+        amx_tilecfg_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        cfg.rows[0] = (uint8_t)M, cfg.colsb[0] = (uint16_t)K;
+        cfg.rows[1] = (uint8_t)(K / 4), cfg.colsb[1] = (uint16_t)(4 * N);
+        cfg.rows[2] = (uint8_t)M, cfg.colsb[2] = (uint16_t)(4 * N);
+        amx_model_loadconfig(&cfg);
+        amx_model_load(0, a, 64);
+        amx_model_load(1, bpack, 64);
+        amx_model_load(2, c0, 64);
+        amx_model_dpbssd(2, 0, 1);
+        memset(c, 0x77, sizeof c);
+        amx_model_store(2, c, 64);
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 16; n++) {
+                if (m >= M || n >= N) { /* a store writes only the configured rows x bytes */
+                    ck_assert_int_eq(c[m][n], 0x77777777);
+                    continue;
+                }
+                int32_t want = c0[m][n];
+                for (int k = 0; k < K; k++)
+                    want += a[m][k] * wmat[k][n];
+                ck_assert_msg(c[m][n] == want, "M=%d K=%d N=%d: C[%d][%d] = %d, want %d", M, K, N, m, n, c[m][n],
+                              want);
+            }
+        amx_model_release();
+    }
+}
+END_TEST
+
+/* ---- kernel cases ----------------------------------------------------------------------------------------- */
+
+static const guild_type_t amx_types[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
+                                         GUILD_TYPE_IQ4_XS};
+#define N_AMX_TYPES (int)(sizeof amx_types / sizeof amx_types[0])
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* A finite, normal fp16 scale of either sign in about [2^-12, 2^-3]. */
+static uint16_t rng_scale_f16(void)
+{
+    float mag = ldexpf(1.0f + 0.5f * rng_float(), -3 - (int)(rng_next() % 10));
+    return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
+}
+
+/* Random bytes with finite scales: every bit pattern of quants and integer scales. */
+static void fill_random_blocks(guild_type_t type, uint8_t *row, int64_t n)
+{
+    const quant_type_info_t *info = quant_type_info((uint32_t)type);
+    const size_t bytes = (size_t)(n / info->block_elems) * info->block_bytes;
+    for (size_t i = 0; i < bytes; i++)
+        row[i] = (uint8_t)rng_next();
+    for (size_t b = 0; b < bytes; b += info->block_bytes) {
+        uint8_t *blk = row + b;
+        if (type == GUILD_TYPE_Q6_K) {
+            put_u16(blk + offsetof(quant_block_q6_K, d), rng_scale_f16());
+        } else {
+            put_u16(blk, rng_scale_f16()); /* d of Q8_0, Q4_K, Q5_K, IQ4_XS */
+            if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K)
+                put_u16(blk + 2, rng_scale_f16());
+        }
+    }
+}
+
+typedef struct mm_case {
+    guild_type_t type;
+    int64_t n, nrows, ntok;
+    size_t ldo;
+    uint8_t *w; /* [nrows][w_stride] */
+    size_t w_stride;
+    uint8_t *act; /* [ntok][act_stride] */
+    size_t act_stride;
+} mm_case_t;
+
+/* Activation row of n elements in `at` (Q8_0 or Q8_K): quantized from random floats with outliers (now and
+ * then all zero), or, when raw, random quant bytes (-128 included: the AMX kernels are exact for any bytes)
+ * with a finite scale and bsums that match them. */
+static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
+{
+    if (!raw) {
+        float *x = malloc((size_t)n * sizeof *x);
+        ck_assert(x);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rng_float();
+        for (int k = 0; k < 4; k++)
+            x[rng_next() % (uint64_t)n] *= 20.0f;
+        if (rng_next() % 16 == 0)
+            memset(x, 0, (size_t)n * sizeof *x);
+        guild_err_t err;
+        ck_assert_msg(quant_quantize_row_ref(at, x, row, n, &err) == 0, "%s", err.msg);
+        free(x);
+        return;
+    }
+    if (at == GUILD_TYPE_Q8_0) {
+        for (int64_t b = 0; b < n / 32; b++) {
+            quant_block_q8_0 blk;
+            blk.d = rng_scale_f16();
+            for (int j = 0; j < 32; j++)
+                blk.qs[j] = (int8_t)rng_next();
+            memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
+        }
+        return;
+    }
+    for (int64_t b = 0; b < n / QUANT_QK_K; b++) {
+        quant_block_q8_K blk;
+        blk.d = ldexpf(1.0f + 0.5f * rng_float(), -8);
+        for (int j = 0; j < QUANT_QK_K; j++)
+            blk.qs[j] = (int8_t)rng_next();
+        for (int g = 0; g < QUANT_QK_K / 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += blk.qs[16 * g + j];
+            blk.bsums[g] = (int16_t)s;
+        }
+        memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
+    }
+}
+
+/* A case with random or quantized weights; activation rows padded by 8 bytes, or not at all when `tight`
+ * (the buffer then ends where the last row does). */
+static void case_new(mm_case_t *c, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, bool quantized,
+                     bool tight, bool raw_act)
+{
+    const quant_type_info_t *info = quant_type_info((uint32_t)type);
+    const guild_type_t at = info->dot_type;
+    uint64_t wrow, arow;
+    guild_err_t err;
+    ck_assert_int_eq(quant_row_bytes((uint32_t)type, (uint64_t)n, &wrow, &err), 0);
+    ck_assert_int_eq(quant_row_bytes((uint32_t)at, (uint64_t)n, &arow, &err), 0);
+    c->type = type;
+    c->n = n;
+    c->nrows = nrows;
+    c->ntok = ntok;
+    c->ldo = (size_t)nrows + 3;
+    c->w_stride = (size_t)wrow + 16;
+    c->act_stride = (size_t)arow + (tight ? 0 : 8);
+    c->w = calloc((size_t)nrows, c->w_stride);
+    c->act = malloc((size_t)ntok * c->act_stride);
+    float *x = malloc((size_t)n * sizeof *x);
+    ck_assert(c->w && c->act && x);
+    memset(c->act, 0xa5, (size_t)ntok * c->act_stride);
+    for (int64_t r = 0; r < nrows; r++) {
+        uint8_t *row = c->w + (size_t)r * c->w_stride;
+        if (quantized) {
+            for (int64_t i = 0; i < n; i++)
+                x[i] = 0.05f * rng_float();
+            ck_assert_msg(quant_quantize_row_ref(type, x, row, n, &err) == 0, "%s", err.msg);
+        } else {
+            fill_random_blocks(type, row, n);
+        }
+    }
+    for (int64_t t = 0; t < ntok; t++)
+        fill_act_row(at, c->act + (size_t)t * c->act_stride, n, raw_act);
+    free(x);
+}
+
+static void case_free(mm_case_t *c)
+{
+    free(c->w);
+    free(c->act);
+}
+
+#define GUARD_BITS 0x7fc0dead /* a NaN no kernel writes */
+
+static float *out_new(const mm_case_t *c)
+{
+    const size_t total = (size_t)c->ntok * c->ldo + 32;
+    float *o = malloc(total * sizeof *o);
+    ck_assert(o);
+    const uint32_t g = GUARD_BITS;
+    for (size_t i = 0; i < total; i++)
+        memcpy(&o[i], &g, 4);
+    return o;
+}
+
+typedef enum amx_mode { MODE_EMU, MODE_AMX, MODE_LEVEL } amx_mode_t;
+
+static const char *const mode_names[] = {"emulated tiles", "AMX tiles", "amx level"};
+
+/* Runs the case in `mode` and with the scalar reference; fails at the first differing byte or touched guard. */
+static void compare(amx_mode_t mode, const mm_case_t *c)
+{
+    char what[192];
+    snprintf(what, sizeof what, "%s %s n=%lld rows=%lld tokens=%lld act_stride=%zu", mode_names[mode],
+             quant_type_info((uint32_t)c->type)->name, (long long)c->n, (long long)c->nrows, (long long)c->ntok,
+             c->act_stride);
+    float *ref = out_new(c), *got = out_new(c);
+    kern_matmul_at(KERN_LEVEL_SCALAR, c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride,
+                   ref + 16, c->ldo);
+    if (mode == MODE_EMU)
+        kern_amx_emu_matmul(c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride, got + 16,
+                            c->ldo);
+    else if (mode == MODE_AMX)
+        kern_amx_matmul(c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride, got + 16,
+                        c->ldo);
+    else
+        kern_matmul_at(KERN_LEVEL_AMX, c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act,
+                       c->act_stride, got + 16, c->ldo);
+    const size_t total = (size_t)c->ntok * c->ldo + 32;
+    for (size_t i = 0; i < total; i++) {
+        const bool inside = i >= 16 && i < total - 16 && (i - 16) % c->ldo < (size_t)c->nrows;
+        if (!inside) {
+            ck_assert_msg(!memcmp(&got[i], &ref[i], 4), "%s: guard float %zu overwritten", what, i);
+            continue;
+        }
+        const size_t t = (i - 16) / c->ldo, r = (i - 16) % c->ldo;
+        ck_assert_msg(!memcmp(&ref[i], &got[i], 4), "%s: row %zu token %zu: %.9g, reference %.9g", what, r, t,
+                      (double)got[i], (double)ref[i]);
+    }
+    free(ref);
+    free(got);
+}
+
+/* Blocks per row: 1, a chunk and a bit (Q8_0 chunks are 32 blocks, the others' 2), the Qwen3 expert rows. */
+static int64_t row_len(guild_type_t type, int which)
+{
+    static const int64_t k_len[] = {256, 768, 2048, 1280};
+    static const int64_t b32_len[] = {32, 96, 2048, 1056};
+    return quant_type_info((uint32_t)type)->block_elems == 256 ? k_len[which] : b32_len[which];
+}
+
+static bool mode_available(amx_mode_t mode)
+{
+    const kern_level_t need = mode == MODE_EMU ? KERN_LEVEL_AVX512_VNNI : KERN_LEVEL_AMX;
+    if (kern_level_supported(need))
+        return true;
+    fprintf(stderr, "check_amx: %s: this CPU (%s) lacks %s: skipped\n", mode_names[mode], kern_cpu()->model,
+            kern_level_name(need));
+    return false;
+}
+
+/* loop index `_i` is the mode */
+START_TEST(test_small_groups)
+{
+    const amx_mode_t mode = (amx_mode_t)_i;
+    if (!mode_available(mode))
+        return;
+    rng_state = 0x100 + (uint64_t)_i;
+    for (int ti = 0; ti < N_AMX_TYPES; ti++)
+        for (int64_t ntok = 1; ntok <= 8; ntok++) {
+            mm_case_t c;
+            const int64_t nrows = 1 + (int64_t)(rng_next() % 37);
+            case_new(&c, amx_types[ti], row_len(amx_types[ti], (int)(ntok % 2)), nrows, ntok, ntok % 3 == 0,
+                     ntok % 2 == 1, ntok == 5);
+            compare(mode, &c);
+            case_free(&c);
+        }
+}
+END_TEST
+
+START_TEST(test_tile_edges)
+{
+    const amx_mode_t mode = (amx_mode_t)_i;
+    if (!mode_available(mode))
+        return;
+    rng_state = 0x200 + (uint64_t)_i;
+    static const int64_t toks[] = {15, 16, 17, 31, 32, 33, 53};
+    for (int ti = 0; ti < N_AMX_TYPES; ti++)
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            mm_case_t c;
+            const int64_t nrows = k % 3 == 0 ? 16 : 1 + (int64_t)(rng_next() % 40);
+            case_new(&c, amx_types[ti], row_len(amx_types[ti], 1 + (int)(k % 3 == 2) * 2), nrows, toks[k],
+                     k % 2 == 0, k % 2 == 1, k == 3);
+            compare(mode, &c);
+            case_free(&c);
+        }
+}
+END_TEST
+
+START_TEST(test_prefill_groups)
+{
+    const amx_mode_t mode = (amx_mode_t)_i;
+    if (!mode_available(mode))
+        return;
+    rng_state = 0x300 + (uint64_t)_i;
+    for (int ti = 0; ti < N_AMX_TYPES; ti++) {
+        mm_case_t c;
+        /* 256 tokens x 64 rows over a row of several chunks */
+        case_new(&c, amx_types[ti], row_len(amx_types[ti], 3), 64, 256, ti % 2 == 0, ti % 2 == 1, false);
+        compare(mode, &c);
+        case_free(&c);
+        /* past a token group (AMX_TG = 256), odd rows */
+        case_new(&c, amx_types[ti], row_len(amx_types[ti], 0), 5, 300, false, true, ti == 1);
+        compare(mode, &c);
+        case_free(&c);
+    }
+}
+END_TEST
+
+/* Through the amx level's table: the token threshold picks the tiles or the level below. */
+START_TEST(test_level_threshold)
+{
+    if (!mode_available(MODE_LEVEL))
+        return;
+    rng_state = 0x400;
+    static const int64_t toks[] = {1, 8, KERN_AMX_MIN_TOKENS - 1, KERN_AMX_MIN_TOKENS, 53, 256};
+    for (int ti = 0; ti < N_AMX_TYPES; ti++)
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            mm_case_t c;
+            case_new(&c, amx_types[ti], row_len(amx_types[ti], 1), toks[k] == 256 ? 64 : 37, toks[k], k % 2 == 0,
+                     k % 2 == 1, false);
+            compare(MODE_LEVEL, &c);
+            case_free(&c);
+        }
+}
+END_TEST
+
+START_TEST(test_coverage)
+{
+    for (int ti = 0; ti < N_AMX_TYPES; ti++)
+        ck_assert(kern_amx_covers(amx_types[ti]));
+    ck_assert(!kern_amx_covers(GUILD_TYPE_Q4_0));
+    ck_assert(!kern_amx_covers(GUILD_TYPE_F32));
+    char desc[256];
+    kern_cpu_describe(kern_cpu(), desc, sizeof desc);
+    fprintf(stderr, "check_amx: %s: %s; best level %s\n", kern_cpu()->model, desc,
+            kern_level_name(kern_level_best()));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("amx");
+    TCase *tc = tcase_create("model");
+    tcase_add_test(tc, test_model_matches_matrix_product);
+    tcase_add_test(tc, test_coverage);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("kernels");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_small_groups, MODE_EMU, MODE_AMX + 1);
+    tcase_add_loop_test(tc, test_tile_edges, MODE_EMU, MODE_AMX + 1);
+    tcase_add_loop_test(tc, test_prefill_groups, MODE_EMU, MODE_AMX + 1);
+    tcase_add_test(tc, test_level_threshold);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
