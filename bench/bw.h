@@ -29,4 +29,8 @@ int bench_read_bw(const int *cpus, const int *nodes, int n_cpus, size_t bytes, i
  * that depends on every byte, so that the reads cannot be optimised away. */
 uint64_t bench_read(const void *p, size_t n);
 
+/* Sums the bytes of p[0 .. n) (any alignment and length) with the widest loads this CPU has: the simplest
+ * computation that reads every byte, the ceiling of a kernel on the same access pattern. */
+uint64_t bench_sum_bytes(const void *p, size_t n);
+
 #endif

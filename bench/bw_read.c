@@ -25,6 +25,40 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const void *p, si
     return (uint64_t)_mm512_reduce_add_epi64(a);
 }
 
+__attribute__((target("avx512f,avx512bw"))) static uint64_t sum_avx512(const void *p, size_t n)
+{
+    const char *c = p;
+    const __m512i z = _mm512_setzero_si512();
+    __m512i a = z, b = z;
+    size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        a = _mm512_add_epi64(a, _mm512_sad_epu8(_mm512_loadu_si512(c + i), z));
+        b = _mm512_add_epi64(b, _mm512_sad_epu8(_mm512_loadu_si512(c + i + 64), z));
+    }
+    uint64_t s = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(a, b));
+    for (; i < n; i++)
+        s += (uint8_t)c[i];
+    return s;
+}
+
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const void *p, size_t n)
+{
+    const char *c = p;
+    const __m256i z = _mm256_setzero_si256();
+    __m256i a = z, b = z;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a = _mm256_add_epi64(a, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i *)(c + i)), z));
+        b = _mm256_add_epi64(b, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i *)(c + i + 32)), z));
+    }
+    a = _mm256_add_epi64(a, b);
+    uint64_t s = (uint64_t)_mm256_extract_epi64(a, 0) + (uint64_t)_mm256_extract_epi64(a, 1) +
+                 (uint64_t)_mm256_extract_epi64(a, 2) + (uint64_t)_mm256_extract_epi64(a, 3);
+    for (; i < n; i++)
+        s += (uint8_t)c[i];
+    return s;
+}
+
 __attribute__((target("avx2"))) static uint64_t read_avx2(const void *p, size_t n)
 {
     const char *c = p;
@@ -56,6 +90,22 @@ static uint64_t read_words(const void *p, size_t n)
         a7 ^= w[i + 7];
     }
     return a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
+}
+
+uint64_t bench_sum_bytes(const void *p, size_t n)
+{
+#if defined(__x86_64__)
+    const kern_cpu_t *cpu = kern_cpu();
+    if (cpu->avx512f && cpu->avx512bw)
+        return sum_avx512(p, n);
+    if (cpu->avx2)
+        return sum_avx2(p, n);
+#endif
+    const uint8_t *c = p;
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += c[i];
+    return s;
 }
 
 uint64_t bench_read(const void *p, size_t n)

@@ -5,12 +5,18 @@
  * before any expert repeats, over enough layers that the working set (--gb) is many times the last-level
  * cache: every step reads its experts' weights from DRAM. weight_GBps = bytes of the experts' weights read per
  * second; read_GBps = the STREAM-like probe (bench/bw.c) on the same pinned threads, measured right before;
- * fraction = weight_GBps / read_GBps. Prefill: --prefill tokens per layer routed uniformly at random,
+ * fraction = weight_GBps / read_GBps. layout_GBps: the same kind of steps (same bank, same routing) read by
+ * the simplest loop that touches every byte (bench_sum_bytes), split between the threads as the pipeline
+ * splits its work, measured in turns with the decode runs: the ceiling of any kernel on this access pattern;
+ * layout_fraction = weight_GBps / layout_GBps. turn_read_GBps: the probe's loop over the experts' own memory,
+ * in turns with the decode runs; turn_fraction = the median over runs of the run's weight GB/s over the probe
+ * measured right after it (robust to the drift of a shared machine). Prefill: --prefill tokens per layer routed uniformly at random,
  * reported as GFLOP/s (2 flops per weight element per token) and tokens/s per layer.
  * Warm-up excluded, medians of --runs runs. */
 #include "config.h"
 
 #include <getopt.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,14 +247,116 @@ static void random_pick(int32_t n_expert, int32_t n_used, int32_t *ids)
 }
 
 typedef struct result {
-    double weight_gbps, read_gbps, step_us;
+    double weight_gbps, read_gbps, step_us, layout_gbps;
+    double bank_read_gbps, turn_fraction; /* the probe over the experts' memory in turns with decode */
     double prefill_gflops, prefill_tok_s, prefill_gbps;
 } result_t;
 
+/* One decode step's experts read by bench_sum_bytes, claimed like the pipeline claims its work
+ * (cpu-expert-worker/expert_pipe.c): segments gate+up of each expert, then down of each, in guided claims of
+ * 1/(2 threads) of the remaining bytes, 16 rows to a whole matrix. */
+typedef struct layout_job {
+    const bank_t *b;
+    const expert_mats_t *m[64]; /* the step's distinct experts */
+    int n;
+    int n_threads;
+    int64_t cost[2 * 64 + 1]; /* bytes before segment k */
+    _Atomic uint64_t cursor;  /* segment << 32 | row */
+    _Atomic uint64_t sink;
+} layout_job_t;
+
+static void layout_task(void *ctx, int64_t task, int thread)
+{
+    layout_job_t *j = ctx;
+    const int64_t E = j->b->src.n_embd, F = j->b->src.n_ff;
+    uint64_t sum = 0, c = atomic_load_explicit(&j->cursor, memory_order_relaxed);
+    (void)task;
+    (void)thread;
+    for (;;) {
+        const int64_t s = (int64_t)(c >> 32), r = (int64_t)(c & 0xffffffffu);
+        if (s >= 2 * j->n)
+            break;
+        const int64_t rows = s < j->n ? F : E, per_row = (j->cost[s + 1] - j->cost[s]) / rows;
+        int64_t take = (j->cost[2 * j->n] - j->cost[s] - r * per_row) / (2 * j->n_threads * per_row);
+        take = (take + 15) / 16 * 16;
+        take = take < 16 ? 16 : take;
+        if (take > rows - r)
+            take = rows - r;
+        const uint64_t next = r + take == rows ? (uint64_t)(s + 1) << 32 : ((uint64_t)s << 32) | (uint64_t)(r + take);
+        if (!atomic_compare_exchange_weak_explicit(&j->cursor, &c, next, memory_order_relaxed, memory_order_relaxed))
+            continue;
+        const expert_mats_t *m = j->m[s < j->n ? s : s - j->n];
+        if (s < j->n) {
+            sum += bench_sum_bytes((const char *)m->gate + (size_t)r * m->gate_row, (size_t)take * m->gate_row);
+            sum += bench_sum_bytes((const char *)m->up + (size_t)r * m->up_row, (size_t)take * m->up_row);
+        } else {
+            sum += bench_sum_bytes((const char *)m->down + (size_t)r * m->down_row, (size_t)take * m->down_row);
+        }
+        c = atomic_load_explicit(&j->cursor, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&j->sink, sum, memory_order_relaxed);
+}
+
+/* Reads the distinct experts of ids[0 .. n_ids) of `layer` as layout_task describes; returns their bytes. */
+static double layout_step(const bank_t *b, guild_pool_t *pool, int32_t layer, const int32_t *ids, int n_ids,
+                          layout_job_t *j)
+{
+    j->b = b;
+    j->n = 0;
+    j->n_threads = guild_pool_threads(pool);
+    for (int q = 0; q < n_ids; q++) {
+        const expert_mats_t *m = bank_get(b, layer, ids[q]);
+        int dup = 0;
+        for (int k = 0; k < j->n; k++)
+            dup |= j->m[k] == m;
+        if (!dup && j->n < 64)
+            j->m[j->n++] = m;
+    }
+    const int64_t E = b->src.n_embd, F = b->src.n_ff;
+    j->cost[0] = 0;
+    for (int k = 0; k < j->n; k++)
+        j->cost[k + 1] = j->cost[k] + (int64_t)(j->m[k]->gate_row + j->m[k]->up_row) * F;
+    for (int k = 0; k < j->n; k++)
+        j->cost[j->n + k + 1] = j->cost[j->n + k] + (int64_t)j->m[k]->down_row * E;
+    atomic_store_explicit(&j->cursor, 0, memory_order_relaxed);
+    guild_pool_run(pool, j->n_threads, layout_task, j);
+    return (double)j->n * (double)b->expert_bytes;
+}
+
+/* The probe's loop (bench_read) over the experts' own memory: each thread one contiguous slice of `bytes` bytes
+ * starting at *off (advanced, wrapping), in one pool pass. Measured in turns with the decode runs, it is the
+ * read bandwidth of the same memory at the same moment (a shared machine's bandwidth drifts by tens of
+ * percent within a minute). */
+typedef struct bank_probe {
+    const char *base;
+    size_t slice;
+    _Atomic uint64_t sink;
+} bank_probe_t;
+
+static void bank_probe_task(void *ctx, int64_t task, int thread)
+{
+    bank_probe_t *p = ctx;
+    (void)thread;
+    atomic_fetch_add_explicit(&p->sink, bench_read(p->base + (size_t)task * p->slice, p->slice), memory_order_relaxed);
+}
+
+static double bank_probe_run(const bank_t *b, guild_pool_t *pool, size_t bytes, size_t *off)
+{
+    const int n = guild_pool_threads(pool);
+    bank_probe_t p = {.slice = (bytes / (size_t)n) & ~(size_t)4095};
+    if (*off + p.slice * (size_t)n > b->mem_bytes)
+        *off = 0;
+    p.base = b->mem + *off;
+    *off += p.slice * (size_t)n;
+    const double t0 = bench_now();
+    guild_pool_run(pool, n, bank_probe_task, &p);
+    return (double)p.slice * n / (bench_now() - t0) / 1e9;
+}
+
 /* Decode: `steps` steps of `tokens` tokens, each on the next layer; weight bytes counted per distinct expert
  * of a step. Returns the median GB/s over the runs, after one warm-up run. */
-static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, router_t *rt, result_t *res,
-                      guild_err_t *err)
+static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_pool_t *pool, router_t *rt,
+                      result_t *res, guild_err_t *err)
 {
     const int32_t K = b->src.n_expert_used, T = o->tokens;
     const int64_t E = b->src.n_embd;
@@ -256,9 +364,13 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, router_t 
     float *y = malloc((size_t)T * (size_t)K * (size_t)E * sizeof *y);
     int32_t *ids = malloc((size_t)T * (size_t)K * sizeof *ids);
     double *gbps = malloc((size_t)o->runs * sizeof *gbps), *us = malloc((size_t)o->runs * sizeof *us);
+    double *lay = malloc((size_t)o->runs * sizeof *lay), *bp = malloc((size_t)o->runs * sizeof *bp);
+    double *fr = malloc((size_t)o->runs * sizeof *fr);
+    size_t probe_off = 0;
     uint8_t *seen = calloc((size_t)b->src.n_expert, 1);
+    layout_job_t *lj = calloc(1, sizeof *lj);
     int rc = -1;
-    if (!x || !y || !ids || !gbps || !us || !seen) {
+    if (!x || !y || !ids || !gbps || !us || !lay || !bp || !fr || !seen || !lj) {
         guild_err_set(err, "out of memory");
         goto done;
     }
@@ -287,11 +399,35 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, router_t 
             gbps[run] = bytes / dt / 1e9;
             us[run] = dt / o->steps * 1e6;
         }
+        /* in turns with the decode runs: the same kind of steps, read by the plain byte sum */
+        double lbytes = 0;
+        t0 = bench_now();
+        for (int s = 0; s < o->steps; s++) {
+            for (int32_t t = 0; t < T; t++)
+                router_pick(rt, layer, ids + (size_t)t * (size_t)K);
+            lbytes += layout_step(b, pool, layer, ids, T * K, lj);
+            layer = (layer + 1) % b->src.n_layer;
+        }
+        if (run >= 0)
+            lay[run] = lbytes / (bench_now() - t0) / 1e9;
+        /* and the probe over the same memory, as many bytes as the decode run read (at least 256 MB) */
+        const double pb = bank_probe_run(b, pool, bytes > 256e6 ? (size_t)bytes : (size_t)256e6, &probe_off);
+        if (run >= 0) {
+            bp[run] = pb;
+            fr[run] = gbps[run] / pb;
+        }
     }
+    res->bank_read_gbps = bench_median(bp, o->runs);
+    res->turn_fraction = bench_median(fr, o->runs);
     res->weight_gbps = bench_median(gbps, o->runs);
     res->step_us = bench_median(us, o->runs);
+    res->layout_gbps = bench_median(lay, o->runs);
     rc = 0;
 done:
+    free(lay);
+    free(bp);
+    free(fr);
+    free(lj);
     free(x);
     free(y);
     free(ids);
@@ -519,7 +655,7 @@ int bench_experts_main(int argc, char **argv)
             fprintf(stderr, "guild bench experts: %s\n", err.msg);
             status = 1;
         }
-        if (!status && run_decode(&o, &bank, pipe, &rt, &res, &err)) {
+        if (!status && run_decode(&o, &bank, pipe, pool, &rt, &res, &err)) {
             fprintf(stderr, "guild bench experts: %s: %s\n", tn, err.msg);
             status = 1;
         }
@@ -538,8 +674,14 @@ int bench_experts_main(int argc, char **argv)
             if (o.prefill > 0)
                 printf("# %s: prefill %d tokens/layer: %.1f GFLOP/s, %.0f tokens/s per layer, %.2f GB/s of weights\n",
                        tn, o.prefill, res.prefill_gflops, res.prefill_tok_s, res.prefill_gbps);
-            printf("%s tokens=%d weight_GBps=%.2f read_GBps=%.2f fraction=%.3f", tn, o.tokens, res.weight_gbps,
-                   res.read_gbps, res.weight_gbps / res.read_gbps);
+            printf("# %s: the same steps read by a plain byte sum, same threads and split: %.2f GB/s (%.2f of the "
+                   "probe)\n", tn, res.layout_gbps, res.layout_gbps / res.read_gbps);
+            printf("# %s: the probe over the experts' memory in turns with the decode runs: %.2f GB/s; median of the "
+                   "runs' weight/probe %.3f\n", tn, res.bank_read_gbps, res.turn_fraction);
+            printf("%s tokens=%d weight_GBps=%.2f read_GBps=%.2f fraction=%.3f layout_GBps=%.2f layout_fraction=%.3f "
+                   "turn_read_GBps=%.2f turn_fraction=%.3f",
+                   tn, o.tokens, res.weight_gbps, res.read_gbps, res.weight_gbps / res.read_gbps, res.layout_gbps,
+                   res.weight_gbps / res.layout_gbps, res.bank_read_gbps, res.turn_fraction);
             if (o.prefill > 0)
                 printf(" prefill_tokens=%d prefill_GFLOPs=%.1f", o.prefill, res.prefill_gflops);
             printf("\n");
