@@ -1,6 +1,6 @@
 /* core/kern/x86/avx512_b32.h — AVX-512 kernels of the 32-element block types: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4
  * against Q8_0 activations, Q4_1, Q5_1 against Q8_1. A template, included by avx512.c and avx512_vnni.c after
- * avx512_kquants.h (for KQ_ROWS, KQ_PF, kq_prefetch), which define
+ * avx512_kquants.h (for KQ_ROWS, KQ_PF, kq_pf_t), which define
  *   KERN_NAME(x)                  the level's name for x
  *   KERN_DPBUSD(acc, u, a)        acc + sums of 4 products of unsigned bytes u (<= 127) and signed bytes a
  *   KERN_SIGNED_DOT(acc, w, a)    the same for signed weight bytes w, computed as sum (w + BIAS) a
@@ -153,7 +153,7 @@ KERN_NAME(matmul_b32)(int kind, int64_t n, int64_t nrows, int64_t ntok, const vo
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         for (int t = 0; t < tt; t++) {
@@ -192,7 +192,7 @@ KERN_NAME(matmul_b32)(int kind, int64_t n, int64_t nrows, int64_t ntok, const vo
                 for (int64_t j = 0; j < ng; j++) {
                     const int64_t b0 = 4 * j;
                     const char *x = row + (size_t)b0 * bb;
-                    kq_prefetch(x, (int)((4 * bb + 63) / 64), pf_end);
+                    kq_pf_advance(&pf, x);
                     /* the blocks' scales, read with the blocks (a separate pass over the row would run ahead of
                      * the prefetches and stall on every line) */
                     for (int64_t b = b0; b < b0 + 4 && b < nb; b++) {

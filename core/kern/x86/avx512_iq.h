@@ -173,7 +173,7 @@ KERN_NAME(matmul_iq)(int kind, int64_t n, int64_t nrows, int64_t ntok, const voi
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st);
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -189,7 +189,7 @@ KERN_NAME(matmul_iq)(int kind, int64_t n, int64_t nrows, int64_t ntok, const voi
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * bb;
-                    kq_prefetch(blk, 2, pf_end);
+                    kq_pf_advance(&pf, blk);
                     memcpy(&wd[b * KQ_ROWS + i], blk, 2); /* every lattice type starts with its fp16 d */
                     __m512i u[4];
                     __m256i sc16;

@@ -50,7 +50,7 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st);
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -66,7 +66,7 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
                 const quant_block_iq4_xs *x =
                     (const quant_block_iq4_xs *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 3, pf_end);
+                    kq_pf_advance(&pf, (const char *)&x[b]);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     KERN_NAME(iq4xs_w_t) u;
                     KERN_NAME(iq4xs_unpack)(&x[b], &u);

@@ -85,29 +85,6 @@ static inline void kq_pf_advance(kq_pf_t *pf, const void *p)
         _mm_prefetch((const char *)pf->next, _MM_HINT_T1);
 }
 
-/* Prefetches the lines KQ_PF bytes ahead of p, unless that is past `end`, the end of the call's rows: lines
- * beyond it belong to another task, likely another core's, and would only cost bandwidth here. */
-static inline void kq_prefetch(const char *p, int lines, const char *end)
-{
-    /* in integers: with the address formed as a pointer past the rows' object (undefined behaviour), GCC 12
-     * dropped every prefetch of the loop */
-    const uintptr_t a = (uintptr_t)p + KQ_PF;
-    if (a >= (uintptr_t)end)
-        return;
-    for (int l = 0; l < lines; l++)
-        _mm_prefetch((const char *)(a + 64 * (uintptr_t)l), _MM_HINT_T0);
-}
-
-/* The first KQ_PF bytes of a call's rows, which the running prefetch (KQ_PF ahead) never covers: a call starts
- * a new stream (a task of the expert pipeline, on whichever core took it). */
-static inline void kq_prefetch_start(const void *w, const char *end)
-{
-    const char *p = w;
-    const int64_t n = (int64_t)((uintptr_t)end - (uintptr_t)p) < KQ_PF ? (int64_t)((uintptr_t)end - (uintptr_t)p) : KQ_PF;
-    for (int64_t o = 0; o < n; o += 64)
-        _mm_prefetch(p + o, _MM_HINT_T0);
-}
-
 /* Q4_K and Q5_K: 64-byte load l (0, 1) of qs holds chunks 2l and 2l+1 (32 bytes each); its low nibbles are
  * sub-blocks 4l and 4l+2, its high nibbles 4l+1 and 4l+3. */
 static void KERN_NAME(prep_k4)(const quant_block_q8_K *a, int64_t nb, KERN_NAME(kq_prep_t) *p)
@@ -350,7 +327,7 @@ static void KERN_NAME(matmul_q6_K)(int64_t n, int64_t nrows, int64_t ntok, const
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st); /* an odd block count leaves the last second halves zero */
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -365,7 +342,7 @@ static void KERN_NAME(matmul_q6_K)(int64_t n, int64_t nrows, int64_t ntok, const
             for (int i = 0; i < nr; i++) {
                 const quant_block_q6_K *x = (const quant_block_q6_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 4, pf_end);
+                    kq_pf_advance(&pf, (const char *)&x[b]);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     const __m512i ql0 = _mm512_loadu_si512(x[b].ql), ql1 = _mm512_loadu_si512(x[b].ql + 64);
                     const __m512i qh0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].qh));
@@ -463,7 +440,7 @@ static void KERN_NAME(matmul_q2_K)(int64_t n, int64_t nrows, int64_t ntok, const
     memset(wd, 0, sizeof wd);
     memset(wm, 0, sizeof wm);
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -478,7 +455,7 @@ static void KERN_NAME(matmul_q2_K)(int64_t n, int64_t nrows, int64_t ntok, const
             for (int i = 0; i < nr; i++) {
                 const quant_block_q2_K *x = (const quant_block_q2_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 2, pf_end);
+                    kq_pf_advance(&pf, (const char *)&x[b]);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     wm[b * KQ_ROWS + i] = x[b].dmin;
                     __m512i v[4];
@@ -550,7 +527,7 @@ static void KERN_NAME(matmul_q3_K)(int64_t n, int64_t nrows, int64_t ntok, const
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st);
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
-    kq_prefetch_start(w, pf_end);
+    kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
         const int tt = (int)(ntok - t0 < tile ? ntok - t0 : tile);
         const quant_block_q8_K *at[KQ_TILE];
@@ -565,7 +542,7 @@ static void KERN_NAME(matmul_q3_K)(int64_t n, int64_t nrows, int64_t ntok, const
             for (int i = 0; i < nr; i++) {
                 const quant_block_q3_K *x = (const quant_block_q3_K *)((const char *)w + (size_t)(r0 + i) * w_stride);
                 for (int64_t b = 0; b < nb; b++) {
-                    kq_prefetch((const char *)&x[b], 2, pf_end);
+                    kq_pf_advance(&pf, (const char *)&x[b]);
                     wd[b * KQ_ROWS + i] = x[b].d;
                     __m512i v[4];
                     KERN_NAME(k2bit_fields)(x[b].qs, v);
