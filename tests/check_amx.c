@@ -98,8 +98,11 @@ END_TEST
 
 /* ---- kernel cases ----------------------------------------------------------------------------------------- */
 
-static const guild_type_t amx_types[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
-                                         GUILD_TYPE_IQ4_XS};
+static const guild_type_t amx_types[] = {
+    GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,  GUILD_TYPE_IQ4_NL,
+    GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
+    GUILD_TYPE_IQ4_XS,
+};
 #define N_AMX_TYPES (int)(sizeof amx_types / sizeof amx_types[0])
 
 static void put_u16(uint8_t *p, uint16_t v)
@@ -124,12 +127,33 @@ static void fill_random_blocks(guild_type_t type, uint8_t *row, int64_t n)
         row[i] = (uint8_t)rng_next();
     for (size_t b = 0; b < bytes; b += info->block_bytes) {
         uint8_t *blk = row + b;
-        if (type == GUILD_TYPE_Q6_K) {
+        switch (type) {
+        case GUILD_TYPE_Q4_1:
+        case GUILD_TYPE_Q5_1:
+        case GUILD_TYPE_Q4_K:
+        case GUILD_TYPE_Q5_K:
+            put_u16(blk, rng_scale_f16());
+            put_u16(blk + 2, rng_scale_f16());
+            break;
+        case GUILD_TYPE_Q2_K:
+            put_u16(blk + offsetof(quant_block_q2_K, d), rng_scale_f16());
+            put_u16(blk + offsetof(quant_block_q2_K, dmin), rng_scale_f16());
+            break;
+        case GUILD_TYPE_Q3_K:
+            put_u16(blk + offsetof(quant_block_q3_K, d), rng_scale_f16());
+            break;
+        case GUILD_TYPE_Q6_K:
             put_u16(blk + offsetof(quant_block_q6_K, d), rng_scale_f16());
-        } else {
-            put_u16(blk, rng_scale_f16()); /* d of Q8_0, Q4_K, Q5_K, IQ4_XS */
-            if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K)
-                put_u16(blk + 2, rng_scale_f16());
+            break;
+        case GUILD_TYPE_MXFP4: {
+            /* mostly 2^-13 .. 2^2; now and then the subnormal and huge ends of E8M0 */
+            static const uint8_t edge[] = {0, 1, 2, 3, 200, 254, 255};
+            blk[0] = rng_next() % 8 ? (uint8_t)(115 + rng_next() % 16) : edge[rng_next() % sizeof edge];
+            break;
+        }
+        default: /* Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS start with their fp16 d */
+            put_u16(blk, rng_scale_f16());
+            break;
         }
     }
 }
@@ -144,7 +168,7 @@ typedef struct mm_case {
     size_t act_stride;
 } mm_case_t;
 
-/* Activation row of n elements in `at` (Q8_0 or Q8_K): quantized from random floats with outliers (now and
+/* Activation row of n elements in `at` (Q8_0, Q8_1 or Q8_K): quantized from random floats with outliers (now and
  * then all zero), or, when raw, random quant bytes (-128 included: the AMX kernels are exact for any bytes)
  * with a finite scale and bsums that match them. */
 static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
@@ -169,6 +193,20 @@ static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
             blk.d = rng_scale_f16();
             for (int j = 0; j < 32; j++)
                 blk.qs[j] = (int8_t)rng_next();
+            memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
+        }
+        return;
+    }
+    if (at == GUILD_TYPE_Q8_1) { /* s: fp16(d * sum of qs), as the quantizer makes it */
+        for (int64_t b = 0; b < n / 32; b++) {
+            quant_block_q8_1 blk;
+            blk.d = rng_scale_f16();
+            int sum = 0;
+            for (int j = 0; j < 32; j++) {
+                blk.qs[j] = (int8_t)rng_next();
+                sum += blk.qs[j];
+            }
+            blk.s = quant_f32_to_f16(quant_f16_to_f32(blk.d) * (float)sum);
             memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
         }
         return;
@@ -283,7 +321,8 @@ static void compare(amx_mode_t mode, const mm_case_t *c)
     free(got);
 }
 
-/* Blocks per row: 1, a chunk and a bit (Q8_0 chunks are 32 blocks, the others' 2), the Qwen3 expert rows. */
+/* Blocks per row: 1; 3; a Qwen3 expert row (64 or 8 blocks: several chunks); a chunk and a bit (33 or 5: 32-element
+ * chunks are 16 blocks, laid out 4 at a time; 256-element chunks 2). */
 static int64_t row_len(guild_type_t type, int which)
 {
     static const int64_t k_len[] = {256, 768, 2048, 1280};
@@ -369,7 +408,7 @@ START_TEST(test_level_threshold)
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
             mm_case_t c;
-            case_new(&c, amx_types[ti], row_len(amx_types[ti], 1), toks[k] == 256 ? 64 : 37, toks[k], k % 2 == 0,
+            case_new(&c, amx_types[ti], row_len(amx_types[ti], toks[k] == 256 ? 2 : 1), toks[k] == 256 ? 64 : 37, toks[k], k % 2 == 0,
                      k % 2 == 1, false);
             compare(MODE_LEVEL, &c);
             case_free(&c);
@@ -381,7 +420,8 @@ START_TEST(test_coverage)
 {
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
         ck_assert(kern_amx_covers(amx_types[ti]));
-    ck_assert(!kern_amx_covers(GUILD_TYPE_Q4_0));
+    ck_assert(!kern_amx_covers(GUILD_TYPE_IQ2_XXS));
+    ck_assert(!kern_amx_covers(GUILD_TYPE_IQ1_S));
     ck_assert(!kern_amx_covers(GUILD_TYPE_F32));
     char desc[256];
     kern_cpu_describe(kern_cpu(), desc, sizeof desc);

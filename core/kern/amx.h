@@ -6,8 +6,9 @@
  * of laying the weights out). Results are bit-identical to the scalar references (core/kern/kern.h), as for
  * every level.
  *
- * Domain: activations as Guild's quantizers make them (kern.h); for Q4_K/Q5_K the Q8_K bsums must also be
- * theirs (|bsums[2s] + bsums[2s+1]| < 2^15, as any 32 int8 sum), as the other levels' kernels assume.
+ * Domain: exact for any activation quant bytes (-128 included); for Q4_K/Q5_K the Q8_K bsums must be the
+ * quantizers' (|bsums[2s] + bsums[2s+1]| < 2^15, as for any sum of 32 int8), as the other levels' kernels
+ * assume.
  */
 #ifndef GUILD_KERN_AMX_H
 #define GUILD_KERN_AMX_H
@@ -22,7 +23,8 @@
  * layout is paid for fewer than 16 tokens, and the VNNI kernels are tuned for those counts). */
 #define KERN_AMX_MIN_TOKENS 16
 
-/* True when `type` has an AMX kernel (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS). */
+/* True when `type` has an AMX kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+ * IQ4_XS (every computable type but F32/F16/BF16 and the lattice IQ types IQ1-IQ3). */
 bool kern_amx_covers(guild_type_t type);
 
 /* kern_matmul's contract for a covered type and any ntok >= 1 (no threshold), on the tile unit; needs

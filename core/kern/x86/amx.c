@@ -14,6 +14,7 @@
 #include "core/kern/kern.h"
 #include "core/kern/x86/amx_tile.h"
 #include "core/quant/blocks.h"
+#include "core/quant/fp16.h"
 #include "core/quant/iq_tables.h"
 
 /* GCC's tile intrinsics are asm statements that take the address as a plain operand: nothing tells the

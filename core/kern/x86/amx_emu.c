@@ -15,6 +15,7 @@
 #include "core/kern/kern.h"
 #include "core/kern/x86/amx_tile.h"
 #include "core/quant/blocks.h"
+#include "core/quant/fp16.h"
 #include "core/quant/iq_tables.h"
 
 #define AMX_NAME(x) x##_amxemu

@@ -1,6 +1,7 @@
-/* core/kern/x86/amx_kernels.h — the AMX-INT8 kernels (Q8_0 against Q8_0; Q4_K, Q5_K, Q6_K, IQ4_XS against Q8_K):
- * a template, included by amx.c (the tile instructions) and amx_emu.c (the C model of amx_tile.h), after their
- * #pragma GCC target (AVX-512 F/BW/VL/DQ + VNNI, F16C, BMI2), which define
+/* core/kern/x86/amx_kernels.h — the AMX-INT8 kernels: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 against Q8_0; Q4_1, Q5_1
+ * against Q8_1; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS against Q8_K. A template, included by amx.c (the tile
+ * instructions) and amx_emu.c (the C model of amx_tile.h), after their #pragma GCC target (AVX-512 F/BW/VL/DQ
+ * + VNNI, F16C, BMI2), which define
  *   AMX_NAME(x)            the instantiation's name for x
  *   AMX_CONFIG(cfg)        LDTILECFG of an amx_tilecfg_t
  *   AMX_RELEASE()          TILERELEASE
@@ -15,23 +16,29 @@
  * 16 weight rows in its 16 int32 lanes: the order of `out` and of the AVX-512 kernels' float stage (rows in
  * lanes, the activation scale broadcast). Only the weights are laid out: per 16 rows, the 4-byte groups of
  * consecutive elements of each row side by side (B[k / 4][4 r + k % 4] = w[r][k]), by a 16 x 16 dword
- * transposition of the packed bytes followed by the unpacking, which keeps every 4-element group in its lane.
+ * transposition of the packed bytes followed by the unpacking, which keeps every 4-element group in its lane
+ * (every format here packs 4 consecutive elements' bits in 4 consecutive bytes, or one byte's same bits).
  *
- * Numerics (core/quant/dot_ref.c): every integer sum is exact, the float stage is the reference's, lane-wise.
- *  Q8_0: one K = 32 product per block: C = isum of the block exactly (tiles keep blocks apart).
- *        d = fp16(w.d) * fp16(a.d);  sumf = sumf + d * (float)isum.
- *  256-element types: the integer sub-block scale is folded into the weights: w' = level * scale, an integer of
- *        at most 13 bits (|w'| <= 4096: Q4_K 15 * 63, Q5_K 31 * 63, Q6_K 32 * 128, IQ4_XS 127 * 32), split as
- *        w' = 128 H + L with L = w' & 127 in 0..127 and H = w' >> 7 (floor) in -32..32, both int8. Two products
- *        over the whole block (K = 64 each, four 64-element groups) give C_H = sum a H and C_L = sum a L, and
+ * Numerics (core/quant/dot_ref.c): every integer sum is exact (int8 x int8 products, any activation byte), the
+ * float stage is the reference's, lane-wise.
+ *  32-element blocks: signed levels (q - 8, q5 - 16, kvalues, q8; Q4_1/Q5_1 the unsigned q) in the B tile, one
+ *        K = 32 product per block: C = the block's isum exactly (separate products keep blocks apart).
+ *        d = fp16(w.d) * fp16(a.d) (MXFP4: e8m0_half(w.e) * fp16(a.d));  sumf = sumf + d * (float)isum;
+ *        Q4_1/Q5_1: m = fp16(w.m) * fp16(a.s);  t = d * (float)isum;  sumf = sumf + (t + m).
+ *  256-element blocks: the integer sub-block scale is folded into the weights: w' = level * scale, an integer
+ *        with |w'| <= 4096 (Q2_K 3 * 15, Q3_K 4 * 32, Q4_K 15 * 63, Q5_K 31 * 63, Q6_K 32 * 128, IQ4_XS
+ *        127 * 32), split as w' = 128 H + L with L = w' & 127 in 0..127 and H = w' >> 7 (floor) in -32..32,
+ *        both int8. Two products over the whole block (K = 64 each, four 64-element groups) give
+ *        C_H = sum a H and C_L = sum a L, and
  *          isum = sum_s scale_s * sum_{j in s} level_j * a_j = sum_j w'_j a_j = 128 C_H + C_L   (exact int32:
- *          |isum| < 256 * 4096 * 128 = 2^27).
+ *          |isum| <= 256 * 4096 * 128 = 2^27).
  *        So a block costs 8 full-K tile products and no per-sub-block work on the vector units.
- *        Q4_K, Q5_K: imin = sum_s m_s * (bsums[2s] + bsums[2s+1]) by vpdpwssd (pairs of int16 mins and sums);
+ *        Q2_K: imin = sum_{s<16} m_s * bsums[s];  Q4_K, Q5_K: imin = sum_{s<8} m_s * (bsums[2s] + bsums[2s+1]);
+ *          both by vpdpwssd (pairs of int16 mins and sums);
  *          d = fp16(w.d) * a.d;  dmin = fp16(w.dmin) * a.d;  sumf = sumf + (d * (float)isum - dmin * (float)imin).
- *        Q6_K, IQ4_XS: d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum.
- *        w' is formed with vpmaddubsw from unsigned levels (Q6_K q6 in 0..63, IQ4_XS kvalue + 128), the bias
- *        taken back out exactly: w' = u * scale - bias * scale.
+ *        Q3_K, Q6_K, IQ4_XS: d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum.
+ *        w' is formed with vpmaddubsw from unsigned levels (Q3_K q2 + 4 hbit, Q6_K q6, IQ4_XS kvalue + 128), the
+ *        bias taken back out exactly: w' = u * scale - bias * scale.
  *
  * Work order: tokens in groups of AMX_TG (their activation scales prepared once), the row split into chunks of
  * blocks whose laid-out weights (16 rows) fit in L1 and serve every token tile of the group; tiles of 16 tokens
@@ -40,7 +47,7 @@
  */
 
 #define AMX_TG 256        /* tokens per group */
-#define AMX_B32_CHUNK 32  /* Q8_0 blocks per chunk: 16 KiB of B tiles */
+#define AMX_B32_CHUNK 16  /* 32-element blocks per chunk: 8 KiB of B tiles */
 #define AMX_SB_CHUNK 2    /* 256-element blocks per chunk: 16 KiB of B tiles */
 
 /* tiles */
@@ -141,52 +148,178 @@ static inline void amx_rows32_t(const char *const *blk, size_t off, __m512i *out
     amx_transpose16(in, out);
 }
 
-/* ---- Q8_0 ------------------------------------------------------------------------------------------------ */
+/* ---- 32-element blocks: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 against Q8_0; Q4_1, Q5_1 against Q8_1 ------------- */
 
-typedef struct amx_b32w {
-    int8_t b[AMX_B32_CHUNK][8][64]; /* [block][B row][16 rows x 4 elements]: the K = 32 B tile of each block */
-    __m512 d[AMX_B32_CHUNK];        /* [block]: fp16(w.d) of the 16 rows */
-} amx_b32w_t;
+enum { B32_Q8_0, B32_Q4_0, B32_Q5_0, B32_IQ4_NL, B32_MXFP4, B32_Q4_1, B32_Q5_1 };
 
-/* Lays out blocks c0 .. c0 + cn - 1 of 16 rows (row r at w0 + r * w_stride, rows nr.. absent). */
-static void amx_prep_q8_0(const char *w0, size_t w_stride, int nr, int64_t c0, int cn, amx_b32w_t *p)
+static inline size_t b32_block_bytes(int kind)
 {
-    const size_t bb = sizeof(quant_block_q8_0);
-    for (int b = 0; b < cn; b += 2) {
-        /* two blocks per row: qs of block b in the low half, block b + 1 in the high one */
-        __m512i in[16], out[16];
-        uint16_t d16[2][16] = {{0}};
-        for (int r = 0; r < 16; r++) {
-            if (r >= nr) {
-                in[r] = _mm512_setzero_si512();
-                continue;
-            }
-            const char *x = w0 + (size_t)r * w_stride + (size_t)(c0 + b) * bb;
-            in[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(x + 2)));
-            memcpy(&d16[0][r], x, 2);
-            if (b + 1 < cn) {
-                in[r] = _mm512_inserti64x4(in[r], _mm256_loadu_si256((const __m256i *)(x + bb + 2)), 1);
-                memcpy(&d16[1][r], x + bb, 2);
-            }
-        }
-        amx_transpose16(in, out);
-        for (int j = 0; j < 16 && b + j / 8 < cn; j++)
-            _mm512_store_si512(p->b[b + j / 8][j % 8], out[j]);
-        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16[0]));
-        if (b + 1 < cn)
-            p->d[b + 1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16[1]));
+    switch (kind) {
+    case B32_Q8_0: return sizeof(quant_block_q8_0);
+    case B32_Q4_0: return sizeof(quant_block_q4_0);
+    case B32_Q5_0: return sizeof(quant_block_q5_0);
+    case B32_IQ4_NL: return sizeof(quant_block_iq4_nl);
+    case B32_MXFP4: return sizeof(quant_block_mxfp4);
+    case B32_Q4_1: return sizeof(quant_block_q4_1);
+    default: return sizeof(quant_block_q5_1);
     }
 }
 
-static void AMX_NAME(matmul_q8_0)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
-                                  const void *act, size_t act_stride, float *out, size_t ldo)
+/* Offset of the 16 nibble bytes (of the 32 quants for Q8_0). */
+static inline size_t b32_qs(int kind)
+{
+    switch (kind) {
+    case B32_Q8_0: return offsetof(quant_block_q8_0, qs);
+    case B32_Q4_0: return offsetof(quant_block_q4_0, qs);
+    case B32_Q5_0: return offsetof(quant_block_q5_0, qs);
+    case B32_IQ4_NL: return offsetof(quant_block_iq4_nl, qs);
+    case B32_MXFP4: return offsetof(quant_block_mxfp4, qs);
+    case B32_Q4_1: return offsetof(quant_block_q4_1, qs);
+    default: return offsetof(quant_block_q5_1, qs);
+    }
+}
+
+/* Activations are Q8_1, and the float stage adds the min term. */
+static inline int b32_q81(int kind)
+{
+    return kind == B32_Q4_1 || kind == B32_Q5_1;
+}
+
+typedef struct amx_b32w {
+    int8_t b[AMX_B32_CHUNK][8][64]; /* [block][B row][16 rows x 4 elements]: the K = 32 B tile of each block */
+    __m512 d[AMX_B32_CHUNK];        /* [block]: the weight scale of the 16 rows (fp16 d; MXFP4 e8m0_half(e)) */
+    __m512 m[AMX_B32_CHUNK];        /* [block]: Q4_1/Q5_1 fp16(w.m) */
+} amx_b32w_t;
+
+/* Q5_0/Q5_1: the 5th bits of elements 4 j + i, i < 4 (hi: 16 + 4 j + i) from the row lanes of their blocks' qh
+ * words, as a byte mask over a transposed level vector. */
+static inline __mmask64 amx_q5_bits(__m512i qh, int j, int hi)
+{
+    /* the qh byte holding the 4 bits, copied to the 4 bytes of its dword (vpshufb indexes within 128 bits) */
+    const __m512i idx = _mm512_add_epi8(_mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0),
+                                        _mm512_set1_epi8((char)(2 * hi + j / 2)));
+    const __m512i rep = _mm512_shuffle_epi8(qh, idx);
+    return _mm512_test_epi8_mask(rep, _mm512_set1_epi32((int)(0x08040201u << (4 * (j % 2)))));
+}
+
+/* Lays out blocks c0 .. c0 + cn - 1 of 16 rows (row r at w0 + r * w_stride, rows nr.. absent): signed levels,
+ * B row j of a block = elements 4 j .. 4 j + 3. */
+static inline __attribute__((always_inline)) void amx_prep_b32(int kind, const char *w0, size_t w_stride, int nr,
+                                                               int64_t c0, int cn, amx_b32w_t *p)
+{
+    const size_t bb = b32_block_bytes(kind), qs = b32_qs(kind);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int b = 0; b < cn; b++) {
+        uint16_t d16[16] = {0}, m16[16] = {0};
+        float df[16] = {0};
+        for (int r = 0; r < nr; r++) {
+            const char *x = w0 + (size_t)r * w_stride + (size_t)(c0 + b) * bb;
+            if (kind == B32_MXFP4)
+                df[r] = quant_e8m0_to_f32_half((uint8_t)x[0]);
+            else
+                memcpy(&d16[r], x, 2);
+            if (b32_q81(kind))
+                memcpy(&m16[r], x + 2, 2);
+        }
+        p->d[b] = kind == B32_MXFP4 ? _mm512_loadu_ps(df) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16));
+        if (b32_q81(kind))
+            p->m[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
+    }
+    if (kind == B32_Q8_0) {
+        /* two blocks per row: qs of block b in the low half, block b + 1 in the high one */
+        for (int b = 0; b < cn; b += 2) {
+            __m512i in[16], out[16];
+            for (int r = 0; r < 16; r++) {
+                in[r] = _mm512_setzero_si512();
+                if (r >= nr)
+                    continue;
+                const char *x = w0 + (size_t)r * w_stride + (size_t)(c0 + b) * bb + qs;
+                in[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)x));
+                if (b + 1 < cn)
+                    in[r] = _mm512_inserti64x4(in[r], _mm256_loadu_si256((const __m256i *)(x + bb)), 1);
+            }
+            amx_transpose16(in, out);
+            for (int j = 0; j < 16 && b + j / 8 < cn; j++)
+                _mm512_store_si512(p->b[b + j / 8][j % 8], out[j]);
+        }
+        return;
+    }
+    __m512i table = _mm512_setzero_si512();
+    if (kind == B32_IQ4_NL)
+        table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl));
+    else if (kind == B32_MXFP4)
+        table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_kvalues_mxfp4));
+    /* four blocks per row: the 16 nibble bytes of block b + q in 128-bit lane q; byte j of qs holds element j
+     * (low nibble) and j + 16 (high) */
+    for (int b = 0; b < cn; b += 4) {
+        __m512i in[16], hin[16], x[16], h[16];
+        for (int r = 0; r < 16; r++) {
+            __m128i part[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
+            uint32_t qh[4] = {0};
+            if (r < nr) {
+                const char *x0 = w0 + (size_t)r * w_stride + (size_t)(c0 + b) * bb;
+                for (int q = 0; q < 4 && b + q < cn; q++) {
+                    part[q] = _mm_loadu_si128((const __m128i *)(x0 + (size_t)q * bb + qs));
+                    if (kind == B32_Q5_0 || kind == B32_Q5_1)
+                        memcpy(&qh[q], x0 + (size_t)q * bb + (kind == B32_Q5_0 ? offsetof(quant_block_q5_0, qh)
+                                                                               : offsetof(quant_block_q5_1, qh)), 4);
+                }
+            }
+            in[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(part[1], part[0])),
+                                       _mm256_set_m128i(part[3], part[2]), 1);
+            hin[r] = _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)qh));
+        }
+        if (kind == B32_Q5_0 || kind == B32_Q5_1)
+            amx_transpose16(hin, h); /* h[q]: qh of block b + q per row lane */
+        amx_transpose16(in, x);    /* x[4 q + j]: bytes 4 j .. 4 j + 3 of block b + q's qs */
+        for (int q = 0; q < 4 && b + q < cn; q++)
+            for (int j = 0; j < 4; j++) {
+                __m512i lo = _mm512_and_si512(x[4 * q + j], m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[4 * q + j], 4), m4);
+                switch (kind) {
+                case B32_Q4_0:
+                    lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
+                    hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+                    break;
+                case B32_IQ4_NL:
+                case B32_MXFP4:
+                    lo = _mm512_shuffle_epi8(table, lo);
+                    hi = _mm512_shuffle_epi8(table, hi);
+                    break;
+                case B32_Q5_0:
+                case B32_Q5_1: {
+                    const __m512i sixteen = _mm512_set1_epi8(16);
+                    lo = _mm512_mask_add_epi8(lo, amx_q5_bits(h[q], j, 0), lo, sixteen);
+                    hi = _mm512_mask_add_epi8(hi, amx_q5_bits(h[q], j, 1), hi, sixteen);
+                    if (kind == B32_Q5_0) {
+                        lo = _mm512_sub_epi8(lo, sixteen);
+                        hi = _mm512_sub_epi8(hi, sixteen);
+                    }
+                    break;
+                }
+                default: /* Q4_1: the nibbles themselves */
+                    break;
+                }
+                _mm512_store_si512(p->b[b + q][j], lo);
+                _mm512_store_si512(p->b[b + q][4 + j], hi);
+            }
+    }
+}
+
+static inline __attribute__((always_inline)) void AMX_NAME(matmul_b32)(int kind, int64_t n, int64_t nrows,
+                                                                        int64_t ntok, const void *w,
+                                                                        size_t w_stride, const void *act,
+                                                                        size_t act_stride, float *out, size_t ldo)
 {
     const int64_t nb = n / 32;
-    const size_t bb = sizeof(quant_block_q8_0);
+    const int q81 = b32_q81(kind);
+    const size_t ab = q81 ? sizeof(quant_block_q8_1) : sizeof(quant_block_q8_0);
+    const size_t aqs = q81 ? offsetof(quant_block_q8_1, qs) : offsetof(quant_block_q8_0, qs);
     amx_b32w_t pw;
-    float ad[AMX_TG][AMX_B32_CHUNK];             /* [token of the group][block of the chunk]: fp16(a.d) */
+    float ad[AMX_TG][AMX_B32_CHUNK]; /* [token of the group][block of the chunk]: fp16(a.d) */
+    float as[AMX_TG][AMX_B32_CHUNK]; /* Q8_1: fp16(a.s) */
     int32_t cbuf[2][16][16] __attribute__((aligned(64))); /* [token tile][token][row]: isum */
-    __m512 acc[32];                               /* [token of the pair]: sumf, rows in lanes */
+    __m512 acc[32];                                        /* [token of the pair]: sumf, rows in lanes */
     amx_tilecfg_t cfg;
     int cfg_mt0 = -1, cfg_mt1 = -1;
     for (int64_t tg0 = 0; tg0 < ntok; tg0 += AMX_TG) {
@@ -194,17 +327,21 @@ static void AMX_NAME(matmul_q8_0)(int64_t n, int64_t nrows, int64_t ntok, const 
         for (int64_t c0 = 0; c0 < nb; c0 += AMX_B32_CHUNK) {
             const int cn = (int)(nb - c0 < AMX_B32_CHUNK ? nb - c0 : AMX_B32_CHUNK);
             for (int t = 0; t < tgn; t++) {
-                const char *a = (const char *)act + (size_t)(tg0 + t) * act_stride + (size_t)c0 * bb;
+                const char *a = (const char *)act + (size_t)(tg0 + t) * act_stride + (size_t)c0 * ab;
                 for (int b = 0; b < cn; b++) {
                     uint16_t h;
-                    memcpy(&h, a + (size_t)b * bb, 2);
+                    memcpy(&h, a + (size_t)b * ab, 2);
                     ad[t][b] = amx_f16(h);
+                    if (q81) {
+                        memcpy(&h, a + (size_t)b * ab + 2, 2);
+                        as[t][b] = amx_f16(h);
+                    }
                 }
             }
             for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
                 const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
                 const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-                amx_prep_q8_0((const char *)w + (size_t)r0 * w_stride, w_stride, nr, c0, cn, &pw);
+                amx_prep_b32(kind, (const char *)w + (size_t)r0 * w_stride, w_stride, nr, c0, cn, &pw);
                 for (int tp = 0; tp < tgn; tp += 32) {
                     const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
                     const int mt1 = tgn - tp - 16 <= 0 ? 0 : tgn - tp - 16 < 16 ? tgn - tp - 16 : 16;
@@ -217,9 +354,9 @@ static void AMX_NAME(matmul_q8_0)(int64_t n, int64_t nrows, int64_t ntok, const 
                     float *o = out + (size_t)(tg0 + tp) * ldo + (size_t)r0;
                     for (int t = 0; t < mt0 + mt1; t++)
                         acc[t] = c0 ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
-                    const char *a0 = (const char *)act + (size_t)(tg0 + tp) * act_stride + (size_t)c0 * bb + 2;
+                    const char *a0 = (const char *)act + (size_t)(tg0 + tp) * act_stride + (size_t)c0 * ab + aqs;
                     for (int b = 0; b < cn; b++) {
-                        const char *a = a0 + (size_t)b * bb;
+                        const char *a = a0 + (size_t)b * ab;
                         AMX_LOAD(AMX_B0, pw.b[b], 64);
                         AMX_LOAD(AMX_A0, a, act_stride);
                         AMX_ZERO(AMX_C0);
@@ -231,11 +368,16 @@ static void AMX_NAME(matmul_q8_0)(int64_t n, int64_t nrows, int64_t ntok, const 
                             AMX_DPBSSD(AMX_C1, AMX_A1, AMX_B0);
                             AMX_STORE(AMX_C1, cbuf[1], 64);
                         }
-                        const __m512 wd = pw.d[b];
                         for (int t = 0; t < mt0 + mt1; t++) {
                             const __m512i isum = _mm512_load_si512(cbuf[t >> 4][t & 15]);
-                            const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(ad[tp + t][b]));
-                            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+                            const __m512 d = _mm512_mul_ps(pw.d[b], _mm512_set1_ps(ad[tp + t][b]));
+                            const __m512 tv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+                            if (q81) {
+                                const __m512 m = _mm512_mul_ps(pw.m[b], _mm512_set1_ps(as[tp + t][b]));
+                                acc[t] = _mm512_add_ps(acc[t], _mm512_add_ps(tv, m));
+                            } else {
+                                acc[t] = _mm512_add_ps(acc[t], tv);
+                            }
                         }
                     }
                     for (int t = 0; t < mt0 + mt1; t++)
@@ -248,13 +390,15 @@ static void AMX_NAME(matmul_q8_0)(int64_t n, int64_t nrows, int64_t ntok, const 
         AMX_RELEASE();
 }
 
-/* ---- 256-element blocks: Q4_K, Q5_K, Q6_K, IQ4_XS ---------------------------------------------------------- */
+/* ---- 256-element blocks: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS ------------------------------------------- */
 
-enum { SB_Q4_K, SB_Q5_K, SB_Q6_K, SB_IQ4_XS };
+enum { SB_Q2_K, SB_Q3_K, SB_Q4_K, SB_Q5_K, SB_Q6_K, SB_IQ4_XS };
 
 static inline size_t sb_block_bytes(int kind)
 {
     switch (kind) {
+    case SB_Q2_K: return sizeof(quant_block_q2_K);
+    case SB_Q3_K: return sizeof(quant_block_q3_K);
     case SB_Q4_K: return sizeof(quant_block_q4_K);
     case SB_Q5_K: return sizeof(quant_block_q5_K);
     case SB_Q6_K: return sizeof(quant_block_q6_K);
@@ -262,10 +406,16 @@ static inline size_t sb_block_bytes(int kind)
     }
 }
 
+/* The types with a min term (imin, dmin). */
+static inline int sb_has_mins(int kind)
+{
+    return kind == SB_Q2_K || kind == SB_Q4_K || kind == SB_Q5_K;
+}
+
 typedef struct amx_sbw {
     int8_t b[AMX_SB_CHUNK][4][2][16][64]; /* [block][64-element group][H, L][B row][16 rows x 4 elements] */
     __m512 d[AMX_SB_CHUNK], dmin[AMX_SB_CHUNK]; /* [block]: fp16(w.d), fp16(w.dmin) of the 16 rows */
-    __m512i mins[AMX_SB_CHUNK][4]; /* [block][j]: Q4_K/Q5_K mins m_2j | m_2j+1 << 16 per row lane */
+    __m512i mins[AMX_SB_CHUNK][8]; /* [block][j]: mins m_2j | m_2j+1 << 16 per row lane (Q4_K/Q5_K: j < 4) */
 } amx_sbw_t;
 
 /* One sub-block's scale, per row lane, in the forms vpmaddubsw takes: bytes [s, 0, s, 0] (even elements),
@@ -318,13 +468,30 @@ static inline void amx_k4_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *
     *mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
 }
 
-/* IQ4_XS: the 8 six-bit scales minus 32 as int8 in the low 8 bytes (the AVX-512 files' k512_iq4xs_scales). */
-static inline __m128i amx_iq4xs_scales(const quant_block_iq4_xs *x)
+/* IQ4_XS block at p: the 8 six-bit scales minus 32 as int8 in the low 8 bytes (the AVX-512 files'
+ * k512_iq4xs_scales). */
+static inline __m128i amx_iq4xs_scales(const char *p)
 {
     uint32_t lo;
-    memcpy(&lo, x->scales_l, 4);
-    const uint64_t ls = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
+    uint16_t hi;
+    memcpy(&lo, p + offsetof(quant_block_iq4_xs, scales_l), 4);
+    memcpy(&hi, p + offsetof(quant_block_iq4_xs, scales_h), 2);
+    const uint64_t ls = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(hi, 0x3030303030303030ull);
     return _mm_sub_epi8(_mm_cvtsi64_si128((long long)ls), _mm_set1_epi8(32));
+}
+
+/* Q3_K packed scales (12 bytes at p): the 16 six-bit values minus 32 as int8 (the AVX-512 files'
+ * k512_q3_scales: ggml's uint32 unpacking, equal to quant_q3_K_scales). */
+static inline __m128i amx_q3_scales(const char *p)
+{
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t a[3];
+    memcpy(a, p, 12);
+    const uint32_t s2 = ((a[0] >> 4) & kmask2) | (((a[2] >> 4) & kmask1) << 4);
+    const uint32_t s3 = ((a[1] >> 4) & kmask2) | (((a[2] >> 6) & kmask1) << 4);
+    const uint32_t s0 = (a[0] & kmask2) | (((a[2] >> 0) & kmask1) << 4);
+    const uint32_t s1 = (a[1] & kmask2) | (((a[2] >> 2) & kmask1) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
 }
 
 /* Lays out block c0 + b of 16 rows (blk[r]: row r's block, NULL for absent rows) into p's slot b. */
@@ -335,7 +502,46 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
     uint16_t d16[16] = {0}, m16[16] = {0};
     __m512i in[16], st[16], x[16], y[16];
     amx_scale_t sc[16];
-    if (kind == SB_Q4_K || kind == SB_Q5_K) {
+    if (kind == SB_Q2_K || kind == SB_Q3_K) {
+        for (int r = 0; r < 16; r++) {
+            in[r] = _mm512_setzero_si512();
+            if (!blk[r])
+                continue;
+            if (kind == SB_Q2_K) { /* per sub-block of 16: scale in the low nibble, min in the high one */
+                memcpy(&d16[r], blk[r] + offsetof(quant_block_q2_K, d), 2);
+                memcpy(&m16[r], blk[r] + offsetof(quant_block_q2_K, dmin), 2);
+                in[r] = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk[r] + offsetof(quant_block_q2_K, scales))));
+            } else {
+                memcpy(&d16[r], blk[r] + offsetof(quant_block_q3_K, d), 2);
+                in[r] = _mm512_cvtepi8_epi32(amx_q3_scales(blk[r] + offsetof(quant_block_q3_K, scales)));
+            }
+        }
+        amx_transpose16(in, st);
+        for (int s = 0; s < 16; s++) /* Q3_K levels q2 + 4 hbit - 4: bias 4 */
+            sc[s] = kind == SB_Q2_K ? amx_scale(_mm512_and_si512(st[s], _mm512_set1_epi32(15)), 0) : amx_scale(st[s], 2);
+        if (kind == SB_Q2_K) {
+            for (int j = 0; j < 8; j++)
+                p->mins[b][j] = _mm512_or_si512(_mm512_srli_epi32(st[2 * j], 4),
+                                                _mm512_slli_epi32(_mm512_srli_epi32(st[2 * j + 1], 4), 16));
+            p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
+        } else {
+            amx_rows32_t(blk, offsetof(quant_block_q3_K, hmask), y); /* y[j]: hmask bytes 4j..4j+3 */
+        }
+        /* qs byte 32 h + l: bits 2k, 2k+1 are element 128 h + 32 k + l (sub-block 8 h + 2 k + l / 16); Q3_K's
+         * high bit of element e is bit e / 32 of hmask[e % 32] */
+        amx_rows64_t(blk, kind == SB_Q2_K ? offsetof(quant_block_q2_K, qs) : offsetof(quant_block_q3_K, qs), x);
+        for (int j = 0; j < 16; j++) {
+            const int h = j / 8, j8 = j % 8;
+            for (int k = 0; k < 4; k++) {
+                __m512i lev = _mm512_and_si512(_mm512_srli_epi16(x[j], 2 * k), _mm512_set1_epi8(3));
+                if (kind == SB_Q3_K)
+                    lev = _mm512_mask_add_epi8(lev, _mm512_test_epi8_mask(y[j8], _mm512_set1_epi8((char)(1 << (4 * h + k)))),
+                                               lev, _mm512_set1_epi8(4));
+                const int g = 2 * h + k / 2, row = 8 * (k % 2) + j8;
+                amx_split_store(lev, &sc[8 * h + 2 * k + j8 / 4], kind == SB_Q3_K, p->b[b][g][0][row], p->b[b][g][1][row]);
+            }
+        }
+    } else if (kind == SB_Q4_K || kind == SB_Q5_K) {
         /* scales and mins: one row of 16 dwords [sc0..sc7, m0..m7] per weight row, transposed */
         for (int r = 0; r < 16; r++) {
             uint64_t s = 0, m = 0;
@@ -404,7 +610,7 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             in[r] = _mm512_setzero_si512();
             if (blk[r]) {
                 memcpy(&d16[r], blk[r], 2);
-                in[r] = _mm512_cvtepi8_epi32(amx_iq4xs_scales((const quant_block_iq4_xs *)blk[r]));
+                in[r] = _mm512_cvtepi8_epi32(amx_iq4xs_scales(blk[r]));
             }
         }
         amx_transpose16(in, st);
@@ -434,10 +640,12 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
 {
     const int64_t nb = n / QUANT_QK_K;
     const size_t bb = sb_block_bytes(kind), ab = sizeof(quant_block_q8_K);
-    const int has_mins = kind == SB_Q4_K || kind == SB_Q5_K;
+    const int has_mins = sb_has_mins(kind), nmins = kind == SB_Q2_K ? 8 : 4;
     amx_sbw_t pw;
     float ad[AMX_TG][AMX_SB_CHUNK];       /* [token of the group][block of the chunk]: a.d */
-    uint32_t vs[AMX_TG][AMX_SB_CHUNK][4]; /* Q4_K/Q5_K: bsums[4j] + bsums[4j+1] | (bsums[4j+2] + bsums[4j+3]) << 16 */
+    /* the activation sums that meet the mins, two int16 per dword: Q2_K bsums[2j] | bsums[2j+1] << 16;
+     * Q4_K/Q5_K bsums[4j] + bsums[4j+1] | (bsums[4j+2] + bsums[4j+3]) << 16 */
+    uint32_t vs[AMX_TG][AMX_SB_CHUNK][8];
     int32_t cbuf[2][2][16][16] __attribute__((aligned(64))); /* [token tile][H, L][token][row] */
     __m512 acc[32];
     amx_tilecfg_t cfg;
@@ -451,7 +659,10 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
                     (const quant_block_q8_K *)((const char *)act + (size_t)(tg0 + t) * act_stride) + c0;
                 for (int b = 0; b < cn; b++) {
                     ad[t][b] = a[b].d;
-                    if (has_mins)
+                    if (kind == SB_Q2_K)
+                        for (int j = 0; j < 8; j++)
+                            vs[t][b][j] = (uint32_t)(uint16_t)a[b].bsums[2 * j] | (uint32_t)(uint16_t)a[b].bsums[2 * j + 1] << 16;
+                    else if (has_mins)
                         for (int j = 0; j < 4; j++) {
                             const int v0 = a[b].bsums[4 * j] + a[b].bsums[4 * j + 1];
                             const int v1 = a[b].bsums[4 * j + 2] + a[b].bsums[4 * j + 3];
@@ -517,11 +728,9 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
                             const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
                             if (has_mins) {
                                 const uint32_t *v = vs[tp + t][b];
-                                __m512i imin = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pw.mins[b][0],
-                                                                   _mm512_set1_epi32((int)v[0]));
-                                imin = _mm512_dpwssd_epi32(imin, pw.mins[b][1], _mm512_set1_epi32((int)v[1]));
-                                imin = _mm512_dpwssd_epi32(imin, pw.mins[b][2], _mm512_set1_epi32((int)v[2]));
-                                imin = _mm512_dpwssd_epi32(imin, pw.mins[b][3], _mm512_set1_epi32((int)v[3]));
+                                __m512i imin = _mm512_setzero_si512();
+                                for (int j = 0; j < nmins; j++)
+                                    imin = _mm512_dpwssd_epi32(imin, pw.mins[b][j], _mm512_set1_epi32((int)v[j]));
                                 const __m512 dmin = _mm512_mul_ps(pw.dmin[b], a_d);
                                 const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
                                 acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(t1, t2));
@@ -540,25 +749,56 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
         AMX_RELEASE();
 }
 
-/* The kernel of a covered type; false for the others. n == 0 (no blocks) gives zeros, as the reference. */
+/* One function per type, each with its kind folded in. */
+#define AMX_KERNEL(T, FN, KIND)                                                                              \
+    static void AMX_NAME(matmul_##T)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,  \
+                                     const void *act, size_t act_stride, float *out, size_t ldo)             \
+    {                                                                                                        \
+        AMX_NAME(FN)(KIND, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);                          \
+    }
+AMX_KERNEL(q8_0, matmul_b32, B32_Q8_0)
+AMX_KERNEL(q4_0, matmul_b32, B32_Q4_0)
+AMX_KERNEL(q5_0, matmul_b32, B32_Q5_0)
+AMX_KERNEL(iq4_nl, matmul_b32, B32_IQ4_NL)
+AMX_KERNEL(mxfp4, matmul_b32, B32_MXFP4)
+AMX_KERNEL(q4_1, matmul_b32, B32_Q4_1)
+AMX_KERNEL(q5_1, matmul_b32, B32_Q5_1)
+AMX_KERNEL(q2_K, matmul_sb, SB_Q2_K)
+AMX_KERNEL(q3_K, matmul_sb, SB_Q3_K)
+AMX_KERNEL(q4_K, matmul_sb, SB_Q4_K)
+AMX_KERNEL(q5_K, matmul_sb, SB_Q5_K)
+AMX_KERNEL(q6_K, matmul_sb, SB_Q6_K)
+AMX_KERNEL(iq4_xs, matmul_sb, SB_IQ4_XS)
+#undef AMX_KERNEL
+
+/* The kernel of a covered type (kern_amx_covers); false for the others. n == 0 (no blocks) gives zeros, as the
+ * reference does. */
 static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                              size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    if (type != GUILD_TYPE_Q8_0 && type != GUILD_TYPE_Q4_K && type != GUILD_TYPE_Q5_K && type != GUILD_TYPE_Q6_K &&
-        type != GUILD_TYPE_IQ4_XS)
-        return false;
+    void (*fn)(int64_t, int64_t, int64_t, const void *, size_t, const void *, size_t, float *, size_t);
+    switch (type) {
+    case GUILD_TYPE_Q8_0: fn = AMX_NAME(matmul_q8_0); break;
+    case GUILD_TYPE_Q4_0: fn = AMX_NAME(matmul_q4_0); break;
+    case GUILD_TYPE_Q5_0: fn = AMX_NAME(matmul_q5_0); break;
+    case GUILD_TYPE_IQ4_NL: fn = AMX_NAME(matmul_iq4_nl); break;
+    case GUILD_TYPE_MXFP4: fn = AMX_NAME(matmul_mxfp4); break;
+    case GUILD_TYPE_Q4_1: fn = AMX_NAME(matmul_q4_1); break;
+    case GUILD_TYPE_Q5_1: fn = AMX_NAME(matmul_q5_1); break;
+    case GUILD_TYPE_Q2_K: fn = AMX_NAME(matmul_q2_K); break;
+    case GUILD_TYPE_Q3_K: fn = AMX_NAME(matmul_q3_K); break;
+    case GUILD_TYPE_Q4_K: fn = AMX_NAME(matmul_q4_K); break;
+    case GUILD_TYPE_Q5_K: fn = AMX_NAME(matmul_q5_K); break;
+    case GUILD_TYPE_Q6_K: fn = AMX_NAME(matmul_q6_K); break;
+    case GUILD_TYPE_IQ4_XS: fn = AMX_NAME(matmul_iq4_xs); break;
+    default: return false;
+    }
     if (n == 0) {
         for (int64_t t = 0; t < ntok; t++)
             for (int64_t r = 0; r < nrows; r++)
                 out[(size_t)t * ldo + (size_t)r] = 0.0f;
         return true;
     }
-    switch (type) {
-    case GUILD_TYPE_Q8_0: AMX_NAME(matmul_q8_0)(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
-    case GUILD_TYPE_Q4_K: AMX_NAME(matmul_sb)(SB_Q4_K, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
-    case GUILD_TYPE_Q5_K: AMX_NAME(matmul_sb)(SB_Q5_K, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
-    case GUILD_TYPE_Q6_K: AMX_NAME(matmul_sb)(SB_Q6_K, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
-    default: AMX_NAME(matmul_sb)(SB_IQ4_XS, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); break;
-    }
+    fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
     return true;
 }

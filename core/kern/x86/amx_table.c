@@ -25,29 +25,43 @@ static void amx_or_below(guild_type_t type, int64_t n, int64_t nrows, int64_t nt
         amx_or_below(TYPE, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);                        \
     }
 AMX_ENTRY(q8_0, GUILD_TYPE_Q8_0)
+AMX_ENTRY(q4_0, GUILD_TYPE_Q4_0)
+AMX_ENTRY(q5_0, GUILD_TYPE_Q5_0)
+AMX_ENTRY(iq4_nl, GUILD_TYPE_IQ4_NL)
+AMX_ENTRY(mxfp4, GUILD_TYPE_MXFP4)
+AMX_ENTRY(q4_1, GUILD_TYPE_Q4_1)
+AMX_ENTRY(q5_1, GUILD_TYPE_Q5_1)
+AMX_ENTRY(q2_K, GUILD_TYPE_Q2_K)
+AMX_ENTRY(q3_K, GUILD_TYPE_Q3_K)
 AMX_ENTRY(q4_K, GUILD_TYPE_Q4_K)
 AMX_ENTRY(q5_K, GUILD_TYPE_Q5_K)
 AMX_ENTRY(q6_K, GUILD_TYPE_Q6_K)
 AMX_ENTRY(iq4_xs, GUILD_TYPE_IQ4_XS)
 #undef AMX_ENTRY
 
+static const struct {
+    guild_type_t type;
+    kern_matmul_fn fn;
+} entries[] = {
+    {GUILD_TYPE_Q8_0, matmul_q8_0_amx},   {GUILD_TYPE_Q4_0, matmul_q4_0_amx}, {GUILD_TYPE_Q5_0, matmul_q5_0_amx},
+    {GUILD_TYPE_IQ4_NL, matmul_iq4_nl_amx}, {GUILD_TYPE_MXFP4, matmul_mxfp4_amx}, {GUILD_TYPE_Q4_1, matmul_q4_1_amx},
+    {GUILD_TYPE_Q5_1, matmul_q5_1_amx},   {GUILD_TYPE_Q2_K, matmul_q2_K_amx}, {GUILD_TYPE_Q3_K, matmul_q3_K_amx},
+    {GUILD_TYPE_Q4_K, matmul_q4_K_amx},   {GUILD_TYPE_Q5_K, matmul_q5_K_amx}, {GUILD_TYPE_Q6_K, matmul_q6_K_amx},
+    {GUILD_TYPE_IQ4_XS, matmul_iq4_xs_amx},
+};
+#define N_ENTRIES (sizeof entries / sizeof entries[0])
+
 bool kern_amx_covers(guild_type_t type)
 {
-    return type == GUILD_TYPE_Q8_0 || type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ||
-           type == GUILD_TYPE_Q6_K || type == GUILD_TYPE_IQ4_XS;
+    for (size_t i = 0; i < N_ENTRIES; i++)
+        if (entries[i].type == type)
+            return true;
+    return false;
 }
 
 void kern_fill_amx(kern_table_t *t)
 {
-    static const struct {
-        guild_type_t type;
-        kern_matmul_fn fn;
-    } entries[] = {
-        {GUILD_TYPE_Q8_0, matmul_q8_0_amx}, {GUILD_TYPE_Q4_K, matmul_q4_K_amx},
-        {GUILD_TYPE_Q5_K, matmul_q5_K_amx}, {GUILD_TYPE_Q6_K, matmul_q6_K_amx},
-        {GUILD_TYPE_IQ4_XS, matmul_iq4_xs_amx},
-    };
-    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    for (size_t i = 0; i < N_ENTRIES; i++) {
         below[entries[i].type] = t->matmul[entries[i].type];
         t->matmul[entries[i].type] = entries[i].fn;
     }
