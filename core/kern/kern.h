@@ -13,8 +13,7 @@
  * magnitudes by sign-flipped activations, where -128 would wrap. Every other kernel, and every VNNI kernel, is
  * exact for any bytes. Weight blocks may hold any bytes.
  *
- * Coverage (table.h fills): AVX-512 (BW and VNNI variants) and AVX2 for every computable type but IQ1_S and
- * IQ1_M, which run the scalar reference.
+ * Coverage (table.h fills): AVX-512 (BW and VNNI variants) and AVX2 for every computable type.
  */
 #ifndef GUILD_KERN_H
 #define GUILD_KERN_H

@@ -19,6 +19,7 @@
 
 #include "core/quant/blocks.h"
 #include "core/quant/iq_tables.h"
+#include "core/quant/ref_kernels.h"
 
 #define K2_ROWS 8
 #define K2_TILE 8
@@ -249,6 +250,8 @@ typedef void (*k2_prep_fn)(const quant_block_q8_K *a, int64_t nb, k2_prep_t *p);
 /* 4 int32 lanes that sum to the block's isum, for every token of the tile */
 typedef void (*k2_block_fn)(const void *blk, const k2_prep_t *prep, int64_t nb, int tt, __m128i *sums);
 
+#define K2_D_IQ1_M ((size_t)-1) /* d_offset of IQ1_M: see quant_iq1_m_d */
+
 static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                   const void *act, size_t act_stride, float *out, size_t ldo, size_t block_bytes,
                                   size_t d_offset, int pf_lines, k2_prep_fn prep_fn, k2_block_fn block_fn,
@@ -279,7 +282,10 @@ static inline __attribute__((always_inline)) void matmul_one_sum(int64_t n, int6
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * block_bytes;
                     k2_prefetch(blk, pf_lines, pf_end);
-                    memcpy(&wd[b * K2_ROWS + i], blk + d_offset, 2);
+                    if (d_offset == K2_D_IQ1_M)
+                        wd[b * K2_ROWS + i] = quant_iq1_m_d((const quant_block_iq1_m *)blk);
+                    else
+                        memcpy(&wd[b * K2_ROWS + i], blk + d_offset, 2);
                     __m128i sums[K2_TILE];
                     block_fn(blk, prep + b, nb, tt, sums);
                     for (int t = 0; t < tt; t++)
@@ -572,12 +578,21 @@ static void matmul_q3_K_avx2(int64_t n, int64_t nrows, int64_t ntok, const void 
                    offsetof(quant_block_q3_K, d), 2, prep_q6, block_q3, 1.0f);
 }
 
-/* ---- lattice IQ types: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S --------------------------------------------- *
+/* ---- lattice IQ types: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M ------------------------------- *
  * As avx512_iq.h: grid entries gathered per 32 elements, signs applied, levels biased by +64 into bytes <= 126
  * (exact vpmaddubsw for any activation), per-16 odd scales, the bias returned as 64 * sum_s scale_s * sum(a over
- * s), the format's constant factor on the row's sum. */
+ * s), the format's constant factor on the row's sum. IQ1 levels are 8 grid + delta sign (-9..9). */
 
-enum { IQ_IQ2_XXS, IQ_IQ2_XS, IQ_IQ2_S, IQ_IQ3_XXS, IQ_IQ3_S };
+enum { IQ_IQ2_XXS, IQ_IQ2_XS, IQ_IQ2_S, IQ_IQ3_XXS, IQ_IQ3_S, IQ_IQ1_S, IQ_IQ1_M };
+
+/* IQ1 levels + 64 of 4 grid entries (32 elements): 8 g + (delta + 64); neg: 64-bit lanes of all ones where the
+ * entry's delta is -1 (the grid bytes are -1/0/+1, shifted by 3 within their byte) */
+static inline __m256i k2_iq1_levels(__m128i idx, __m256i neg)
+{
+    const __m256i g = _mm256_i32gather_epi64((const long long *)quant_iq1s_grid, idx, 8);
+    const __m256i g8 = _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8((char)0xf8));
+    return _mm256_add_epi8(g8, _mm256_blendv_epi8(_mm256_set1_epi8(65), _mm256_set1_epi8(63), neg));
+}
 
 static inline __m256i k2_bias64(__m256i g, __m256i s)
 {
@@ -634,6 +649,39 @@ static inline __attribute__((always_inline)) void iq2_unpack(int kind, const cha
             sgn = k2_sign_bytes(sb);
             ls0 = 2 * (x->scales[g] & 0xf) + 1;
             ls1 = 2 * (x->scales[g] >> 4) + 1;
+        } else if (kind == IQ_IQ1_S) {
+            /* entry l of group g: index qs[4 g + l] | ((qh[g] >> 3 l) & 7) << 8; scale and delta sign per group */
+            const quant_block_iq1_s *x = (const quant_block_iq1_s *)blk;
+            const int qh = x->qh[g];
+            uint32_t lo4;
+            memcpy(&lo4, x->qs + 4 * g, 4);
+            const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh), _mm_setr_epi32(0, 3, 6, 9)), _mm_set1_epi32(7));
+            const __m128i gi = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)lo4)), _mm_slli_epi32(hi, 8));
+            u[g] = k2_iq1_levels(gi, _mm256_set1_epi8(qh & 0x8000 ? -1 : 0));
+            ls0 = ls1 = 2 * ((qh >> 12) & 7) + 1;
+            sc[2 * g] = (int16_t)ls0;
+            sc[2 * g + 1] = (int16_t)ls1;
+            continue;
+        } else if (kind == IQ_IQ1_M) {
+            /* entry l of group g: nibble l of qh[2 g] | qh[2 g + 1] << 8 holds 3 index bits and the delta sign
+             * (bit 3); per 16 elements a 3-bit scale: bits 6 (g % 2) and + 3 of the uint16 g / 2 of scales */
+            const quant_block_iq1_m *x = (const quant_block_iq1_m *)blk;
+            const int q16 = x->qh[2 * g] | x->qh[2 * g + 1] << 8;
+            const int sw = x->scales[2 * (g / 2)] | x->scales[2 * (g / 2) + 1] << 8;
+            uint32_t lo4;
+            memcpy(&lo4, x->qs + 4 * g, 4);
+            const __m128i nib = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(q16), _mm_setr_epi32(0, 4, 8, 12)),
+                                              _mm_set1_epi32(15));
+            const __m128i gi = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)lo4)),
+                                            _mm_slli_epi32(_mm_and_si128(nib, _mm_set1_epi32(7)), 8));
+            const __m256i neg = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_cvtepi32_epi64(nib), _mm256_set1_epi64x(8)),
+                                                   _mm256_set1_epi64x(8));
+            u[g] = k2_iq1_levels(gi, neg);
+            ls0 = 2 * ((sw >> (6 * (g % 2))) & 7) + 1;
+            ls1 = 2 * ((sw >> (6 * (g % 2) + 3)) & 7) + 1;
+            sc[2 * g] = (int16_t)ls0;
+            sc[2 * g + 1] = (int16_t)ls1;
+            continue;
         } else {
             const quant_block_iq3_s *x = (const quant_block_iq3_s *)blk;
             const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x->qh[g]),
@@ -672,6 +720,8 @@ IQ2_BLOCK_FN(block_iq2_xs, IQ_IQ2_XS)
 IQ2_BLOCK_FN(block_iq2_s, IQ_IQ2_S)
 IQ2_BLOCK_FN(block_iq3_xxs, IQ_IQ3_XXS)
 IQ2_BLOCK_FN(block_iq3_s, IQ_IQ3_S)
+IQ2_BLOCK_FN(block_iq1_s, IQ_IQ1_S)
+IQ2_BLOCK_FN(block_iq1_m, IQ_IQ1_M)
 #undef IQ2_BLOCK_FN
 
 #define IQ_KERNEL(T, BLOCK, FN, FACTOR)                                                                     \
@@ -686,7 +736,16 @@ IQ_KERNEL(iq2_xs, quant_block_iq2_xs, block_iq2_xs, 0.125f)
 IQ_KERNEL(iq2_s, quant_block_iq2_s, block_iq2_s, 0.125f)
 IQ_KERNEL(iq3_xxs, quant_block_iq3_xxs, block_iq3_xxs, 0.25f)
 IQ_KERNEL(iq3_s, quant_block_iq3_s, block_iq3_s, 1.0f)
+IQ_KERNEL(iq1_s, quant_block_iq1_s, block_iq1_s, 0.125f)
 #undef IQ_KERNEL
+
+/* IQ1_M keeps its fp16 scale spread over its scales' top nibbles: K2_D_IQ1_M tells matmul_one_sum so */
+static void matmul_iq1_m_avx2(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                              const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    matmul_one_sum(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, sizeof(quant_block_iq1_m), K2_D_IQ1_M, 2,
+                   prep_q6, block_iq1_m, 0.125f);
+}
 
 /* ---- 32-element blocks: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 (vs Q8_0), Q4_1, Q5_1 (vs Q8_1) ------------------ *
  * A block is one 32-byte vector of levels. Unsigned levels (Q4_1, Q5_1 as they are; Q4_0, Q5_0, MXFP4 biased by
@@ -1024,6 +1083,8 @@ void kern_fill_avx2(kern_table_t *t)
     t->matmul[GUILD_TYPE_IQ2_S] = matmul_iq2_s_avx2;
     t->matmul[GUILD_TYPE_IQ3_XXS] = matmul_iq3_xxs_avx2;
     t->matmul[GUILD_TYPE_IQ3_S] = matmul_iq3_s_avx2;
+    t->matmul[GUILD_TYPE_IQ1_S] = matmul_iq1_s_avx2;
+    t->matmul[GUILD_TYPE_IQ1_M] = matmul_iq1_m_avx2;
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx2;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx2;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx2;

@@ -1,5 +1,5 @@
 /* core/kern/x86/avx512_iq.h — AVX-512 kernels of the lattice IQ types against Q8_K: IQ2_XXS, IQ2_XS, IQ2_S,
- * IQ3_XXS, IQ3_S. A template included by avx512.c and avx512_vnni.c after avx512_kquants.h (KERN_NAME,
+ * IQ3_XXS, IQ3_S, IQ1_S, IQ1_M. A template included by avx512.c and avx512_vnni.c after avx512_kquants.h (KERN_NAME,
  * KERN_DPWSSD, the prepared activations, tiling, prefetch and k512_tree16).
  *
  * Per 64 elements, the grid entries are gathered (vpgatherdq / vpgatherdd from the ggml tables) and the signs
@@ -8,13 +8,17 @@
  * and the bias returns as 64 * sum_s scale_s * (sum of a over s). Scales are per 16 elements (the formats'
  * per-32 scales duplicated), integer, odd (2 s + 1).
  *
+ * IQ1_S / IQ1_M: the reference's 8 * sum grid * a + dsign * sum a is sum (8 grid + dsign) * a, so their levels
+ * are 8 g + dsign in -9..9 (dsign per 32 elements for IQ1_S, per 8 for IQ1_M) and they run the same code.
+ *
  * Numerics (core/quant/dot_iq.c): isum = sum_g ls_g * sum_j level_j * a_j per block; float stage
- * d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum;  result = k * sumf (k = 1/8 for IQ2_*, 1/4 for IQ3_XXS,
- * none for IQ3_S). */
+ * d = fp16(w.d) * a.d (IQ1_M: its scale spread over the scales' top nibbles);  sumf = sumf + d * (float)isum;
+ * result = k * sumf (k = 1/8 for IQ2_* and IQ1_*, 1/4 for IQ3_XXS, none for IQ3_S). */
 
 #include "core/quant/iq_tables.h"
+#include "core/quant/ref_kernels.h"
 
-enum { IQ_IQ2_XXS, IQ_IQ2_XS, IQ_IQ2_S, IQ_IQ3_XXS, IQ_IQ3_S };
+enum { IQ_IQ2_XXS, IQ_IQ2_XS, IQ_IQ2_S, IQ_IQ3_XXS, IQ_IQ3_S, IQ_IQ1_S, IQ_IQ1_M };
 
 /* 8 int32 scales (one per 32 elements) -> 16 int16, one per 16 elements */
 static inline __m256i k512_dup_scales32(__m256i ls32)
@@ -37,6 +41,15 @@ static inline __m256i k512_nibble_scales(const uint8_t *p8)
 static inline __m512i k512_signed_bias64(__m512i g, __m512i s)
 {
     return _mm512_add_epi8(_mm512_sub_epi8(_mm512_xor_si512(g, s), s), _mm512_set1_epi8(64));
+}
+
+/* IQ1 levels + 64 of 8 grid entries (64 elements): 8 g + (dsign + 64), dsign -1 where `neg` has the byte's bit
+ * (the grid bytes are -1/0/+1: shifted by 3 within their byte). */
+static inline __m512i k512_iq1_levels(__m256i idx, uint64_t neg)
+{
+    const __m512i g = _mm512_i32gather_epi64(idx, (const void *)quant_iq1s_grid, 8);
+    const __m512i g8 = _mm512_and_si512(_mm512_slli_epi16(g, 3), _mm512_set1_epi8((char)0xf8));
+    return _mm512_add_epi8(g8, _mm512_mask_blend_epi8((__mmask64)neg, _mm512_set1_epi8(65), _mm512_set1_epi8(63)));
 }
 
 /* One block's levels + 64 in element order (4 x 64 bytes) and its 16 per-16 scales. */
@@ -118,6 +131,53 @@ static inline __attribute__((always_inline)) void KERN_NAME(iq_unpack)(int kind,
         }
         return;
     }
+    if (kind == IQ_IQ1_S) {
+        /* entry e = 4 ib + l (8 elements): index qs[e] | ((qh[ib] >> 3 l) & 7) << 8; per 32 elements (ib) the
+         * scale 2 ((qh >> 12) & 7) + 1 and the delta sign (bit 15) */
+        const quant_block_iq1_s *x = (const quant_block_iq1_s *)blk;
+        const __m128i qh = _mm_loadu_si128((const __m128i *)x->qh);
+        const __m256i qh32 = _mm256_cvtepu16_epi32(qh);
+        const __m256i ls = _mm256_add_epi32(
+            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh32, 12), _mm256_set1_epi32(7)), 1),
+            _mm256_set1_epi32(1));
+        *sc16 = k512_dup_scales32(ls);
+        const uint32_t sgn = _pext_u32((uint32_t)_mm_movemask_epi8(qh), 0xaaaau); /* bit ib: sub-block ib */
+        const __m256i sh = _mm256_set_epi32(9, 6, 3, 0, 9, 6, 3, 0);
+        for (int k = 0; k < 4; k++) {
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * k)));
+            const __m256i hq = _mm256_permutevar8x32_epi32(
+                qh32, _mm256_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k));
+            const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(hq, sh), _mm256_set1_epi32(7));
+            const uint64_t neg = ((sgn >> (2 * k)) & 1 ? 0x00000000ffffffffull : 0) |
+                                 ((sgn >> (2 * k + 1)) & 1 ? 0xffffffff00000000ull : 0);
+            u[k] = k512_iq1_levels(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 8)), neg);
+        }
+        return;
+    }
+    if (kind == IQ_IQ1_M) {
+        /* entry e: nibble e % 2 of qh[e / 2] holds 3 index bits and the delta sign (bit 3); per 16 elements a
+         * 3-bit scale: field i % 4 (3 bits each) of the uint16 i / 4 of scales */
+        const quant_block_iq1_m *x = (const quant_block_iq1_m *)blk;
+        uint64_t sc64;
+        memcpy(&sc64, x->scales, 8);
+        const __m256i words = _mm256_shuffle_epi8(
+            _mm256_set1_epi64x((long long)sc64),
+            _mm256_set_epi8(7, 6, 7, 6, 7, 6, 7, 6, 5, 4, 5, 4, 5, 4, 5, 4, 3, 2, 3, 2, 3, 2, 3, 2, 1, 0, 1, 0, 1, 0, 1, 0));
+        const __m256i f = _mm256_and_si256(
+            _mm256_srlv_epi16(words, _mm256_set_epi16(9, 6, 3, 0, 9, 6, 3, 0, 9, 6, 3, 0, 9, 6, 3, 0)), _mm256_set1_epi16(7));
+        *sc16 = _mm256_add_epi16(_mm256_add_epi16(f, f), _mm256_set1_epi16(1));
+        const __m256i sh = _mm256_set_epi32(28, 24, 20, 16, 12, 8, 4, 0);
+        for (int k = 0; k < 4; k++) {
+            uint32_t q4;
+            memcpy(&q4, x->qh + 4 * k, 4);
+            const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)q4), sh), _mm256_set1_epi32(15));
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * k)));
+            const __m256i idx = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(7)), 8));
+            const uint32_t s8 = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(nib, 28)));
+            u[k] = k512_iq1_levels(idx, _pdep_u64(s8, 0x0101010101010101ull) * 0xff);
+        }
+        return;
+    }
     /* IQ3_S: 4-element entries, index qs[e] | (bit e % 8 of qh[e / 8]) << 8; explicit sign bits; a 4-bit scale
      * per 32 elements (low nibble first) */
     const quant_block_iq3_s *x = (const quant_block_iq3_s *)blk;
@@ -150,6 +210,8 @@ static inline size_t iq_block_bytes(int kind)
     case IQ_IQ2_XS: return sizeof(quant_block_iq2_xs);
     case IQ_IQ2_S: return sizeof(quant_block_iq2_s);
     case IQ_IQ3_XXS: return sizeof(quant_block_iq3_xxs);
+    case IQ_IQ1_S: return sizeof(quant_block_iq1_s);
+    case IQ_IQ1_M: return sizeof(quant_block_iq1_m);
     default: return sizeof(quant_block_iq3_s);
     }
 }
@@ -190,7 +252,10 @@ KERN_NAME(matmul_iq)(int kind, int64_t n, int64_t nrows, int64_t ntok, const voi
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * bb;
                     kq_pf_advance(&pf, blk);
-                    memcpy(&wd[b * KQ_ROWS + i], blk, 2); /* every lattice type starts with its fp16 d */
+                    if (kind == IQ_IQ1_M)
+                        wd[b * KQ_ROWS + i] = quant_iq1_m_d((const quant_block_iq1_m *)blk);
+                    else /* every other lattice type starts with its fp16 d */
+                        memcpy(&wd[b * KQ_ROWS + i], blk, 2);
                     __m512i u[4];
                     __m256i sc16;
                     KERN_NAME(iq_unpack)(kind, blk, u, &sc16);
@@ -242,6 +307,8 @@ IQ_KERNEL(iq2_xs, IQ_IQ2_XS)
 IQ_KERNEL(iq2_s, IQ_IQ2_S)
 IQ_KERNEL(iq3_xxs, IQ_IQ3_XXS)
 IQ_KERNEL(iq3_s, IQ_IQ3_S)
+IQ_KERNEL(iq1_s, IQ_IQ1_S)
+IQ_KERNEL(iq1_m, IQ_IQ1_M)
 #undef IQ_KERNEL
 
 static void KERN_NAME(fill_iq)(kern_table_t *t)
@@ -251,4 +318,6 @@ static void KERN_NAME(fill_iq)(kern_table_t *t)
     t->matmul[GUILD_TYPE_IQ2_S] = KERN_NAME(matmul_iq2_s);
     t->matmul[GUILD_TYPE_IQ3_XXS] = KERN_NAME(matmul_iq3_xxs);
     t->matmul[GUILD_TYPE_IQ3_S] = KERN_NAME(matmul_iq3_s);
+    t->matmul[GUILD_TYPE_IQ1_S] = KERN_NAME(matmul_iq1_s);
+    t->matmul[GUILD_TYPE_IQ1_M] = KERN_NAME(matmul_iq1_m);
 }
