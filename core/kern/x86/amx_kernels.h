@@ -148,6 +148,30 @@ static inline void amx_rows32_t(const char *const *blk, size_t off, __m512i *out
     amx_transpose16(in, out);
 }
 
+/* Prefetches (into L2) the weight bytes the next layout will read: the same chunk (bytes [off, off + len) of
+ * each row) of the next 16 rows, or after the last rows the next chunk of the first 16; rows are row_bytes long.
+ * The layouts read 16 rows a chunk at a time, a pattern of short strided pieces the hardware prefetchers do
+ * not follow; meanwhile the tiles work on the current rows for every token of the group. */
+static inline void amx_prefetch_next(const void *w, size_t w_stride, int64_t nrows, int64_t r0, int64_t off,
+                                     int64_t len, int64_t row_bytes)
+{
+    int64_t rn = r0 + 16;
+    if (rn >= nrows) {
+        rn = 0;
+        off += len;
+        if (off >= row_bytes)
+            return;
+        len = row_bytes - off < len ? row_bytes - off : len;
+    }
+    const int64_t rend = rn + 16 < nrows ? rn + 16 : nrows;
+    for (int64_t r = rn; r < rend; r++) {
+        /* addresses as integers: nothing is formed past the rows */
+        const uintptr_t p = (uintptr_t)w + (uintptr_t)r * w_stride + (uintptr_t)off;
+        for (uintptr_t l = p & ~(uintptr_t)63; l < p + (uintptr_t)len; l += 64)
+            _mm_prefetch((const char *)l, _MM_HINT_T1);
+    }
+}
+
 /* ---- 32-element blocks: Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 against Q8_0; Q4_1, Q5_1 against Q8_1 ------------- */
 
 enum { B32_Q8_0, B32_Q4_0, B32_Q5_0, B32_IQ4_NL, B32_MXFP4, B32_Q4_1, B32_Q5_1 };
@@ -312,14 +336,15 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_b32)(int kind,
                                                                         size_t act_stride, float *out, size_t ldo)
 {
     const int64_t nb = n / 32;
+    const size_t bb = b32_block_bytes(kind);
     const int q81 = b32_q81(kind);
     const size_t ab = q81 ? sizeof(quant_block_q8_1) : sizeof(quant_block_q8_0);
     const size_t aqs = q81 ? offsetof(quant_block_q8_1, qs) : offsetof(quant_block_q8_0, qs);
     amx_b32w_t pw;
     float ad[AMX_TG][AMX_B32_CHUNK]; /* [token of the group][block of the chunk]: fp16(a.d) */
     float as[AMX_TG][AMX_B32_CHUNK]; /* Q8_1: fp16(a.s) */
-    int32_t cbuf[2][16][16] __attribute__((aligned(64))); /* [token tile][token][row]: isum */
-    __m512 acc[32];                                        /* [token of the pair]: sumf, rows in lanes */
+    int32_t cbuf[2][2][16][16] __attribute__((aligned(64))); /* [block & 1][token tile][token][row]: isum */
+    __m512 acc[32];                                           /* [token of the pair]: sumf, rows in lanes */
     amx_tilecfg_t cfg;
     int cfg_mt0 = -1, cfg_mt1 = -1;
     for (int64_t tg0 = 0; tg0 < ntok; tg0 += AMX_TG) {
@@ -341,6 +366,7 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_b32)(int kind,
             for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
                 const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
                 const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+                amx_prefetch_next(w, w_stride, nrows, r0, c0 * (int64_t)bb, cn * (int64_t)bb, nb * (int64_t)bb);
                 amx_prep_b32(kind, (const char *)w + (size_t)r0 * w_stride, w_stride, nr, c0, cn, &pw);
                 for (int tp = 0; tp < tgn; tp += 32) {
                     const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
@@ -355,21 +381,28 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_b32)(int kind,
                     for (int t = 0; t < mt0 + mt1; t++)
                         acc[t] = c0 ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
                     const char *a0 = (const char *)act + (size_t)(tg0 + tp) * act_stride + (size_t)c0 * ab + aqs;
-                    for (int b = 0; b < cn; b++) {
-                        const char *a = a0 + (size_t)b * ab;
-                        AMX_LOAD(AMX_B0, pw.b[b], 64);
-                        AMX_LOAD(AMX_A0, a, act_stride);
-                        AMX_ZERO(AMX_C0);
-                        AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
-                        AMX_STORE(AMX_C0, cbuf[0], 64);
-                        if (mt1) {
-                            AMX_LOAD(AMX_A1, a + 16 * act_stride, act_stride);
-                            AMX_ZERO(AMX_C1);
-                            AMX_DPBSSD(AMX_C1, AMX_A1, AMX_B0);
-                            AMX_STORE(AMX_C1, cbuf[1], 64);
+                    /* the float stage runs one block behind the tile products, so that the tile unit works
+                     * on block b while the vector units finish block b - 1 */
+                    for (int bt = 0; bt <= cn; bt++) {
+                        if (bt < cn) {
+                            const char *a = a0 + (size_t)bt * ab;
+                            AMX_LOAD(AMX_B0, pw.b[bt], 64);
+                            AMX_LOAD(AMX_A0, a, act_stride);
+                            AMX_ZERO(AMX_C0);
+                            AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
+                            AMX_STORE(AMX_C0, cbuf[bt & 1][0], 64);
+                            if (mt1) {
+                                AMX_LOAD(AMX_A1, a + 16 * act_stride, act_stride);
+                                AMX_ZERO(AMX_C1);
+                                AMX_DPBSSD(AMX_C1, AMX_A1, AMX_B0);
+                                AMX_STORE(AMX_C1, cbuf[bt & 1][1], 64);
+                            }
                         }
+                        if (bt == 0)
+                            continue;
+                        const int b = bt - 1;
                         for (int t = 0; t < mt0 + mt1; t++) {
-                            const __m512i isum = _mm512_load_si512(cbuf[t >> 4][t & 15]);
+                            const __m512i isum = _mm512_load_si512(cbuf[b & 1][t >> 4][t & 15]);
                             const __m512 d = _mm512_mul_ps(pw.d[b], _mm512_set1_ps(ad[tp + t][b]));
                             const __m512 tv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
                             if (q81) {
@@ -646,7 +679,7 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
     /* the activation sums that meet the mins, two int16 per dword: Q2_K bsums[2j] | bsums[2j+1] << 16;
      * Q4_K/Q5_K bsums[4j] + bsums[4j+1] | (bsums[4j+2] + bsums[4j+3]) << 16 */
     uint32_t vs[AMX_TG][AMX_SB_CHUNK][8];
-    int32_t cbuf[2][2][16][16] __attribute__((aligned(64))); /* [token tile][H, L][token][row] */
+    int32_t cbuf[2][2][2][16][16] __attribute__((aligned(64))); /* [block & 1][token tile][H, L][token][row] */
     __m512 acc[32];
     amx_tilecfg_t cfg;
     int cfg_mt0 = -1, cfg_mt1 = -1;
@@ -673,6 +706,7 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
             for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
                 const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
                 const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+                amx_prefetch_next(w, w_stride, nrows, r0, c0 * (int64_t)bb, cn * (int64_t)bb, nb * (int64_t)bb);
                 for (int b = 0; b < cn; b++) {
                     const char *blk[16];
                     for (int r = 0; r < 16; r++)
@@ -693,35 +727,41 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
                         acc[t] = c0 ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
                     const char *a0 = (const char *)act + (size_t)(tg0 + tp) * act_stride + (size_t)c0 * ab +
                                      offsetof(quant_block_q8_K, qs);
-                    for (int b = 0; b < cn; b++) {
-                        AMX_ZERO(AMX_C0);
-                        AMX_ZERO(AMX_C1);
-                        if (mt1) {
-                            AMX_ZERO(AMX_C2);
-                            AMX_ZERO(AMX_C3);
-                        }
-                        for (int g = 0; g < 4; g++) {
-                            const char *a = a0 + (size_t)b * ab + 64 * (size_t)g;
-                            AMX_LOAD(AMX_B0, pw.b[b][g][0], 64);
-                            AMX_LOAD(AMX_B1, pw.b[b][g][1], 64);
-                            AMX_LOAD(AMX_A0, a, act_stride);
-                            AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
-                            AMX_DPBSSD(AMX_C1, AMX_A0, AMX_B1);
+                    /* the float stage runs one block behind the tile products (see matmul_b32) */
+                    for (int bt = 0; bt <= cn; bt++) {
+                        if (bt < cn) {
+                            AMX_ZERO(AMX_C0);
+                            AMX_ZERO(AMX_C1);
                             if (mt1) {
-                                AMX_LOAD(AMX_A1, a + 16 * act_stride, act_stride);
-                                AMX_DPBSSD(AMX_C2, AMX_A1, AMX_B0);
-                                AMX_DPBSSD(AMX_C3, AMX_A1, AMX_B1);
+                                AMX_ZERO(AMX_C2);
+                                AMX_ZERO(AMX_C3);
+                            }
+                            for (int g = 0; g < 4; g++) {
+                                const char *a = a0 + (size_t)bt * ab + 64 * (size_t)g;
+                                AMX_LOAD(AMX_B0, pw.b[bt][g][0], 64);
+                                AMX_LOAD(AMX_B1, pw.b[bt][g][1], 64);
+                                AMX_LOAD(AMX_A0, a, act_stride);
+                                AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
+                                AMX_DPBSSD(AMX_C1, AMX_A0, AMX_B1);
+                                if (mt1) {
+                                    AMX_LOAD(AMX_A1, a + 16 * act_stride, act_stride);
+                                    AMX_DPBSSD(AMX_C2, AMX_A1, AMX_B0);
+                                    AMX_DPBSSD(AMX_C3, AMX_A1, AMX_B1);
+                                }
+                            }
+                            AMX_STORE(AMX_C0, cbuf[bt & 1][0][0], 64);
+                            AMX_STORE(AMX_C1, cbuf[bt & 1][0][1], 64);
+                            if (mt1) {
+                                AMX_STORE(AMX_C2, cbuf[bt & 1][1][0], 64);
+                                AMX_STORE(AMX_C3, cbuf[bt & 1][1][1], 64);
                             }
                         }
-                        AMX_STORE(AMX_C0, cbuf[0][0], 64);
-                        AMX_STORE(AMX_C1, cbuf[0][1], 64);
-                        if (mt1) {
-                            AMX_STORE(AMX_C2, cbuf[1][0], 64);
-                            AMX_STORE(AMX_C3, cbuf[1][1], 64);
-                        }
+                        if (bt == 0)
+                            continue;
+                        const int b = bt - 1;
                         for (int t = 0; t < mt0 + mt1; t++) {
-                            const __m512i ch = _mm512_load_si512(cbuf[t >> 4][0][t & 15]);
-                            const __m512i cl = _mm512_load_si512(cbuf[t >> 4][1][t & 15]);
+                            const __m512i ch = _mm512_load_si512(cbuf[b & 1][t >> 4][0][t & 15]);
+                            const __m512i cl = _mm512_load_si512(cbuf[b & 1][t >> 4][1][t & 15]);
                             const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(ch, 7), cl);
                             const __m512 a_d = _mm512_set1_ps(ad[tp + t][b]);
                             const __m512 d = _mm512_mul_ps(pw.d[b], a_d);
