@@ -457,16 +457,31 @@ typedef struct amx_scale {
     __m512i even, odd, corr;
 } amx_scale_t;
 
-/* From T (row lanes, the scale as an int32) and the level bias of the type. */
-static inline amx_scale_t amx_scale(__m512i t, int bias_shift)
+/* The scale in byte `byte` (0..3) of each row lane of v (a signed byte), for a type whose levels are biased by
+ * 2^bias_shift (0: none). vpshufb indices are relative to the 128-bit lane: dword d's bytes start at 4 d. */
+static inline amx_scale_t amx_scale(__m512i v, int byte, int bias_shift)
 {
+    const __m512i base = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+    const __m512i ie = _mm512_or_si512(_mm512_add_epi8(base, _mm512_set1_epi32(byte * 0x00010001)),
+                                       _mm512_set1_epi32((int)0x80008000u));
+    const __m512i io = _mm512_or_si512(_mm512_add_epi8(base, _mm512_set1_epi32(byte * 0x01000100)),
+                                       _mm512_set1_epi32(0x00800080));
     amx_scale_t s;
-    const __m512i b = _mm512_and_si512(t, _mm512_set1_epi32(0xff));
-    s.even = _mm512_or_si512(b, _mm512_slli_epi32(b, 16));
-    s.odd = _mm512_slli_epi32(s.even, 8);
-    const __m512i c = _mm512_and_si512(_mm512_slli_epi32(t, bias_shift), _mm512_set1_epi32(0xffff));
-    s.corr = _mm512_or_si512(c, _mm512_slli_epi32(c, 16));
+    s.even = _mm512_shuffle_epi8(v, ie);
+    s.odd = _mm512_shuffle_epi8(v, io);
+    /* odd holds s << 8 in each int16: an arithmetic shift gives bias * s */
+    s.corr = bias_shift ? _mm512_srai_epi16(s.odd, 8 - bias_shift) : _mm512_setzero_si512();
     return s;
+}
+
+/* Bytes 2 h and 2 h + 1 of each row lane of v (unsigned) as the two int16 halves of the lane: a pair of mins
+ * for vpdpwssd. */
+static inline __m512i amx_pairs(__m512i v, int h)
+{
+    const __m512i base = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+    const __m512i idx = _mm512_or_si512(_mm512_add_epi8(base, _mm512_set1_epi32((2 * h) | (2 * h + 1) << 16)),
+                                        _mm512_set1_epi32((int)0x80008000u));
+    return _mm512_shuffle_epi8(v, idx);
 }
 
 /* 64 levels (row r's 4 consecutive elements in dword r; unsigned, biased by 2^bias_shift when has_bias) times
@@ -485,20 +500,6 @@ static inline void amx_split_store(__m512i lev, const amx_scale_t *s, int has_bi
                                        _mm512_set1_epi8(0x7f));
     _mm512_store_si512(dh, h);
     _mm512_store_si512(dl, l);
-}
-
-/* Q4_K / Q5_K packed 6-bit scales and mins (12 bytes at p) as bytes [sc0..sc7] and [m0..m7] (the AVX-512
- * files' k4_scales_mins: ggml's kmask unpacking, equal to quant_k4_scale_min). */
-static inline void amx_k4_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn)
-{
-    uint64_t w01;
-    uint32_t w2;
-    memcpy(&w01, p, 8);
-    memcpy(&w2, p + 8, 4);
-    const uint64_t lo = w01 & 0x3f3f3f3f3f3f3f3full;
-    const uint64_t hi = ((w01 >> 2) & 0x3030303030303030ull) | (((uint64_t)w2 | ((uint64_t)w2 << 28)) & 0x0f0f0f0f0f0f0f0full);
-    *sc = (lo & 0xffffffffull) | (hi << 32);
-    *mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
 }
 
 /* IQ4_XS block at p: the 8 six-bit scales minus 32 as int8 in the low 8 bytes (the AVX-512 files'
@@ -535,31 +536,73 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
     uint16_t d16[16] = {0}, m16[16] = {0};
     __m512i in[16], st[16], x[16], y[16];
     amx_scale_t sc[16];
-    if (kind == SB_Q2_K || kind == SB_Q3_K) {
-        for (int r = 0; r < 16; r++) {
-            in[r] = _mm512_setzero_si512();
-            if (!blk[r])
-                continue;
-            if (kind == SB_Q2_K) { /* per sub-block of 16: scale in the low nibble, min in the high one */
+    /* the integer scales: 16 bytes per row (4 per dword), transposed to row lanes: st[k] holds bytes 4k..4k+3 */
+    for (int r = 0; r < 16; r++) {
+        __m128i v = _mm_setzero_si128();
+        if (blk[r]) {
+            switch (kind) {
+            case SB_Q2_K: /* per sub-block of 16: scale in the low nibble, min in the high one */
+                v = _mm_loadu_si128((const __m128i *)(blk[r] + offsetof(quant_block_q2_K, scales)));
                 memcpy(&d16[r], blk[r] + offsetof(quant_block_q2_K, d), 2);
                 memcpy(&m16[r], blk[r] + offsetof(quant_block_q2_K, dmin), 2);
-                in[r] = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk[r] + offsetof(quant_block_q2_K, scales))));
-            } else {
+                break;
+            case SB_Q3_K:
+                v = amx_q3_scales(blk[r] + offsetof(quant_block_q3_K, scales));
                 memcpy(&d16[r], blk[r] + offsetof(quant_block_q3_K, d), 2);
-                in[r] = _mm512_cvtepi8_epi32(amx_q3_scales(blk[r] + offsetof(quant_block_q3_K, scales)));
+                break;
+            case SB_Q4_K:
+            case SB_Q5_K: /* d, dmin and the 12 packed bytes: the first 16 bytes of both block types */
+                v = _mm_loadu_si128((const __m128i *)blk[r]);
+                break;
+            case SB_Q6_K:
+                v = _mm_loadu_si128((const __m128i *)(blk[r] + offsetof(quant_block_q6_K, scales)));
+                memcpy(&d16[r], blk[r] + offsetof(quant_block_q6_K, d), 2);
+                break;
+            default: /* IQ4_XS */
+                v = amx_iq4xs_scales(blk[r]);
+                memcpy(&d16[r], blk[r], 2);
+                break;
             }
         }
-        amx_transpose16(in, st);
-        for (int s = 0; s < 16; s++) /* Q3_K levels q2 + 4 hbit - 4: bias 4 */
-            sc[s] = kind == SB_Q2_K ? amx_scale(_mm512_and_si512(st[s], _mm512_set1_epi32(15)), 0) : amx_scale(st[s], 2);
-        if (kind == SB_Q2_K) {
-            for (int j = 0; j < 8; j++)
-                p->mins[b][j] = _mm512_or_si512(_mm512_srli_epi32(st[2 * j], 4),
-                                                _mm512_slli_epi32(_mm512_srli_epi32(st[2 * j + 1], 4), 16));
-            p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
-        } else {
+        in[r] = _mm512_zextsi128_si512(v);
+    }
+    amx_transpose16(in, st);
+    if (kind == SB_Q2_K) {
+        const __m512i lo4 = _mm512_set1_epi8(0x0f);
+        for (int s = 0; s < 16; s++)
+            sc[s] = amx_scale(_mm512_and_si512(st[s / 4], lo4), s % 4, 0);
+        for (int j = 0; j < 8; j++)
+            p->mins[b][j] = amx_pairs(_mm512_and_si512(_mm512_srli_epi32(st[j / 2], 4), lo4), j % 2);
+        p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
+    } else if (kind == SB_Q4_K || kind == SB_Q5_K) {
+        /* ggml's kmask unpacking of the 6-bit scales and mins, in row lanes (quant_k4_scale_min) */
+        const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f);
+        const __m512i km3 = _mm512_set1_epi32(0x03030303);
+        const __m512i u0 = st[1], u1 = st[2], u2 = st[3];
+        const __m512i sc03 = _mm512_and_si512(u0, km1), mn03 = _mm512_and_si512(u1, km1);
+        const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(u2, km2),
+                                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), km3), 4));
+        const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), km2),
+                                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), km3), 4));
+        for (int s = 0; s < 8; s++)
+            sc[s] = amx_scale(s < 4 ? sc03 : sc47, s % 4, 0);
+        for (int j = 0; j < 4; j++)
+            p->mins[b][j] = amx_pairs(j < 2 ? mn03 : mn47, j % 2);
+        /* st[0]: d | dmin << 16 */
+        p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(st[0]));
+        p->dmin[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(st[0], 16)));
+    } else {
+        /* Q3_K levels q2 + 4 hbit - 4: bias 4; Q6_K q6 - 32: bias 32; IQ4_XS kvalue + 128 - 128: bias 128 */
+        const int shift = kind == SB_Q3_K ? 2 : kind == SB_Q6_K ? 5 : 7;
+        for (int s = 0; s < (kind == SB_IQ4_XS ? 8 : 16); s++)
+            sc[s] = amx_scale(st[s / 4], s % 4, shift);
+    }
+    if (kind != SB_Q4_K && kind != SB_Q5_K)
+        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16));
+
+    if (kind == SB_Q2_K || kind == SB_Q3_K) {
+        if (kind == SB_Q3_K)
             amx_rows32_t(blk, offsetof(quant_block_q3_K, hmask), y); /* y[j]: hmask bytes 4j..4j+3 */
-        }
         /* qs byte 32 h + l: bits 2k, 2k+1 are element 128 h + 32 k + l (sub-block 8 h + 2 k + l / 16); Q3_K's
          * high bit of element e is bit e / 32 of hmask[e % 32] */
         amx_rows64_t(blk, kind == SB_Q2_K ? offsetof(quant_block_q2_K, qs) : offsetof(quant_block_q3_K, qs), x);
@@ -575,22 +618,6 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             }
         }
     } else if (kind == SB_Q4_K || kind == SB_Q5_K) {
-        /* scales and mins: one row of 16 dwords [sc0..sc7, m0..m7] per weight row, transposed */
-        for (int r = 0; r < 16; r++) {
-            uint64_t s = 0, m = 0;
-            if (blk[r]) {
-                memcpy(&d16[r], blk[r], 2);
-                memcpy(&m16[r], blk[r] + 2, 2);
-                amx_k4_scales_mins((const uint8_t *)blk[r] + 4, &s, &m);
-            }
-            in[r] = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)m, (long long)s));
-        }
-        amx_transpose16(in, st);
-        for (int s = 0; s < 8; s++)
-            sc[s] = amx_scale(st[s], 0);
-        for (int j = 0; j < 4; j++)
-            p->mins[b][j] = _mm512_or_si512(st[8 + 2 * j], _mm512_slli_epi32(st[9 + 2 * j], 16));
-        p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
         const size_t qs = kind == SB_Q5_K ? offsetof(quant_block_q5_K, qs) : offsetof(quant_block_q4_K, qs);
         if (kind == SB_Q5_K)
             amx_rows32_t(blk, offsetof(quant_block_q5_K, qh), y); /* y[j]: qh bytes 4j..4j+3 */
@@ -613,16 +640,6 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             }
         }
     } else if (kind == SB_Q6_K) {
-        for (int r = 0; r < 16; r++) {
-            in[r] = _mm512_setzero_si512();
-            if (blk[r]) {
-                memcpy(&d16[r], blk[r] + offsetof(quant_block_q6_K, d), 2);
-                in[r] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk[r] + offsetof(quant_block_q6_K, scales))));
-            }
-        }
-        amx_transpose16(in, st);
-        for (int s = 0; s < 16; s++)
-            sc[s] = amx_scale(st[s], 5); /* levels q6 - 32: bias 32 */
         amx_rows64_t(blk, offsetof(quant_block_q6_K, qh), y); /* y[j]: qh bytes 4j..4j+3 */
         /* element 128 h + 32 k + l: low bits from ql[64 h + 32 (k % 2) + l] (nibble k / 2), high bits 2k of
          * qh[32 h + l]; sub-block (16 elements) 8 h + 2 k + l / 16 */
@@ -639,16 +656,6 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
                 }
         }
     } else { /* IQ4_XS */
-        for (int r = 0; r < 16; r++) {
-            in[r] = _mm512_setzero_si512();
-            if (blk[r]) {
-                memcpy(&d16[r], blk[r], 2);
-                in[r] = _mm512_cvtepi8_epi32(amx_iq4xs_scales(blk[r]));
-            }
-        }
-        amx_transpose16(in, st);
-        for (int s = 0; s < 8; s++)
-            sc[s] = amx_scale(st[s], 7); /* levels kvalue + 128: bias 128 */
         const __m512i table = _mm512_broadcast_i32x4(
             _mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
         /* qs byte 16 s + j (j < 16): low nibble element 32 s + j, high 32 s + 16 + j */
@@ -663,7 +670,6 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             }
         }
     }
-    p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16));
 }
 
 static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, int64_t n, int64_t nrows,
