@@ -62,6 +62,9 @@ static void KERN_NAME(kq_clear_tail)(__m512i *st, int64_t n_vec, int nr)
  * DRAM, one core (bench/results/experts-vm-2026-11-30.md): three T0 prefetches per block (several per line)
  * 11.8 GB/s, one T1 per line 12.5. Addresses are integers: with a pointer formed past the rows' object
  * (undefined behaviour), GCC 12 dropped every prefetch of the loop. */
+#ifndef KQ_PF_HINT
+#define KQ_PF_HINT _MM_HINT_T1
+#endif
 typedef struct kq_pf {
     uintptr_t next, end;
 } kq_pf_t;
@@ -73,7 +76,7 @@ static inline kq_pf_t kq_pf_start(const void *w, const char *end)
     kq_pf_t pf = {(uintptr_t)w & ~(uintptr_t)63, (uintptr_t)end};
     const uintptr_t want = (uintptr_t)w + KQ_PF < pf.end ? (uintptr_t)w + KQ_PF : pf.end;
     for (; pf.next < want; pf.next += 64)
-        _mm_prefetch((const char *)pf.next, _MM_HINT_T1);
+        _mm_prefetch((const char *)pf.next, KQ_PF_HINT);
     return pf;
 }
 
@@ -82,7 +85,7 @@ static inline void kq_pf_advance(kq_pf_t *pf, const void *p)
 {
     const uintptr_t want = (uintptr_t)p + KQ_PF < pf->end ? (uintptr_t)p + KQ_PF : pf->end;
     for (; pf->next < want; pf->next += 64)
-        _mm_prefetch((const char *)pf->next, _MM_HINT_T1);
+        _mm_prefetch((const char *)pf->next, KQ_PF_HINT);
 }
 
 /* Q4_K and Q5_K: 64-byte load l (0, 1) of qs holds chunks 2l and 2l+1 (32 bytes each); its low nibbles are
