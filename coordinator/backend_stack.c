@@ -24,7 +24,7 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
     if (c->single_process) {
         const expert_pipe_tuning_t rows = {c->pipe.gate_up_rows, c->pipe.down_rows}; /* the tuning file's */
         if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 ||
-            moe_local_new_tuned(&s->moe, m, s->pool, &rows, err) < 0)
+            moe_local_new_tuned(&s->moe, m, s->pool, &rows, c->pipe.interleave_gate_up, err) < 0)
             goto fail;
         backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool, .moe = s->moe,
                                 .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,

@@ -429,7 +429,8 @@ int cmd_run(int argc, char **argv)
     }
     int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
     if (!c.no_tuning && expert_tuning_apply(model_path, "guild run", c.threads_given, &c.n_threads,
-                                            &c.pipe.gate_up_rows, &c.pipe.down_rows, &err) < 0)
+                                            &c.pipe.gate_up_rows, &c.pipe.down_rows,
+                                            &c.pipe.interleave_gate_up, &err) < 0)
         goto fail;
     c.pipe.n_threads = c.n_threads;
     if (c.print_plan) {
@@ -485,7 +486,7 @@ int cmd_run(int argc, char **argv)
     } else {
         const expert_pipe_tuning_t rows = {c.pipe.gate_up_rows, c.pipe.down_rows};
         if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 ||
-            moe_local_new_tuned(&moe, model, pool, &rows, &err) < 0)
+            moe_local_new_tuned(&moe, model, pool, &rows, c.pipe.interleave_gate_up, &err) < 0)
             goto fail;
         moe_exec_t *exec = moe;
         if (c.stats) {

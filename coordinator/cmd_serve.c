@@ -413,7 +413,8 @@ int cmd_serve(int argc, char **argv)
     int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
     int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
     if (!c.no_tuning && expert_tuning_apply(model_path, "guild serve", c.threads_given, &c.n_threads,
-                                            &c.pipe.gate_up_rows, &c.pipe.down_rows, &err) < 0)
+                                            &c.pipe.gate_up_rows, &c.pipe.down_rows,
+                                            &c.pipe.interleave_gate_up, &err) < 0)
         goto fail;
 
     guild_log(GUILD_LOG_INFO, "model %s (%s)", model_path, id);

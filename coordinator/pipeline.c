@@ -70,6 +70,7 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     sc.no_graph = pc->no_graph;
     sc.gate_up_rows = pc->gate_up_rows;
     sc.down_rows = pc->down_rows;
+    sc.interleave_gate_up = pc->interleave_gate_up;
     if (pc->backend && !strcmp(pc->backend, "cuda")) {
         /* the GPU worker follows the same plan: a budget the dense part does not fit fails here, before any
          * process is started */

@@ -28,6 +28,7 @@ typedef struct pipeline_config {
     bool no_graph;         /* the GPU worker captures no CUDA graphs */
     int32_t gate_up_rows;  /* CPU workers' expert pipeline row blocks (the model's tuning file); 0: automatic */
     int32_t down_rows;
+    bool interleave_gate_up; /* CPU workers' shard copies with gate and up rows alternating (tuning file) */
 } pipeline_config_t;
 
 typedef struct pipeline pipeline_t;

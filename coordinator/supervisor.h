@@ -56,6 +56,7 @@ typedef struct sup_config {
     bool no_graph;           /* GPU worker: no CUDA graphs */
     int32_t gate_up_rows;    /* CPU workers: expert pipeline row blocks (tuning file); 0: automatic */
     int32_t down_rows;
+    bool interleave_gate_up; /* CPU workers: gate and up rows alternating in the shard copy (tuning file) */
 } sup_config_t;
 
 /* Defaults for the timing fields (heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s,

@@ -157,7 +157,7 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     if (prc < 0)
         goto out;
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, err) < 0)
+    if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up, err) < 0)
         goto out;
     *resident = expert_shard_resident_bytes(w->shard);
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
@@ -166,9 +166,9 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     /* row blocks from the coordinator (the model's tuning file); past int32 they are nonsense anyway */
     expert_pipe_tuning_t tuning = {o->gate_up_rows > 1u << 20 ? -1 : (int32_t)o->gate_up_rows,
                                    o->down_rows > 1u << 20 ? -1 : (int32_t)o->down_rows};
-    if (tuning.gate_up_rows || tuning.down_rows)
-        guild_log(GUILD_LOG_INFO, "cpu worker %d: expert row blocks from the tuning: gate/up %d, down %d", w->index,
-                  tuning.gate_up_rows, tuning.down_rows);
+    if (tuning.gate_up_rows || tuning.down_rows || o->interleave_gate_up)
+        guild_log(GUILD_LOG_INFO, "cpu worker %d: expert row blocks from the tuning: gate/up %d, down %d%s", w->index,
+                  tuning.gate_up_rows, tuning.down_rows, o->interleave_gate_up ? "; gate/up rows interleaved" : "");
     if (expert_pipe_new(&w->pipe, &src, w->pool, &tuning, err) < 0)
         goto out;
 

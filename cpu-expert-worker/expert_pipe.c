@@ -43,7 +43,8 @@ struct expert_pipe {
     float *h;          /* [cap_pairs][n_ff] gate projection, then silu(gate) * up */
     float *u;          /* [cap_pairs][n_ff] up projection */
     char *hq;          /* [cap_pairs][down act row] the hidden vector in down's activation type */
-    float *tmp;        /* [pool threads][tmp_per_thread] down outputs of several tokens before the scatter */
+    float *tmp;        /* [pool threads][tmp_per_thread] down outputs of several tokens before the scatter, or
+                        * [tokens][2 rows] outputs of interleaved gate/up rows (expert_mats_interleaved) */
     size_t tmp_per_thread; /* floats */
     int64_t *seg_cost;     /* [2 n_expert + 1] work before segment k (see run_job_t), cost units */
     _Atomic int32_t x_done; /* tokens quantized */
@@ -63,6 +64,7 @@ typedef struct run_job {
      * the expert's tokens (memory-bound decode: bytes; compute-bound batches: bytes * tokens). */
     int64_t gu_max, down_max;      /* most rows per claim (the tuning's blocks, or a whole matrix) */
     int fixed;                     /* the tuning fixed the blocks: every claim takes gu_max / down_max rows */
+    int interleaved;               /* the layer's gate/up rows alternate: per-thread buffers sized for them */
     int n_threads;
 } run_job_t;
 
@@ -228,7 +230,7 @@ static void quantize_x(run_job_t *j, int32_t t)
 
 /* Gate and up rows [r0, r0 + nr) of expert used[i] for all its pairs, then silu(gate) * up; the task that
  * finishes the expert's last rows quantizes its hidden vectors and publishes them. */
-static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr)
+static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
 {
     expert_pipe_t *p = j->p;
     const int64_t F = p->src.n_ff, E = p->src.n_embd;
@@ -237,15 +239,30 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr)
     const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
     const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
     wait_at_least(&p->x_done, j->n_tokens);
-    expert_matmul(m->gate_type, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, m->gate_row,
-                  p->xg + (size_t)p0 * j->xg_row, j->xg_row, p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
-    expert_matmul(m->up_type, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
-                  xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
-    for (int32_t q = p0; q < p0 + np; q++) {
-        float *h = p->h + (size_t)q * (size_t)F;
-        const float *u = p->u + (size_t)q * (size_t)F;
-        for (int64_t r = r0; r < r0 + nr; r++)
-            h[r] = model_silu(h[r]) * u[r];
+    if (j->interleaved && expert_mats_interleaved(m)) {
+        /* gate and up rows alternate: one call reads them as one matrix of 2 nr rows (one stream); output
+         * column 2 k is gate row r0 + k, 2 k + 1 up row r0 + k (the same kernel per row: the same bits) */
+        float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
+        const size_t rb = m->gate_row / 2;
+        expert_matmul(m->gate_type, E, 2 * nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, rb,
+                      p->xg + (size_t)p0 * j->xg_row, j->xg_row, tmp, (size_t)(2 * nr));
+        for (int32_t q = 0; q < np; q++) {
+            float *h = p->h + (size_t)(p0 + q) * (size_t)F + (size_t)r0;
+            const float *gu = tmp + (size_t)q * (size_t)(2 * nr);
+            for (int64_t r = 0; r < nr; r++)
+                h[r] = model_silu(gu[2 * r]) * gu[2 * r + 1];
+        }
+    } else {
+        expert_matmul(m->gate_type, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, m->gate_row,
+                      p->xg + (size_t)p0 * j->xg_row, j->xg_row, p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+        expert_matmul(m->up_type, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
+                      xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+        for (int32_t q = p0; q < p0 + np; q++) {
+            float *h = p->h + (size_t)q * (size_t)F;
+            const float *u = p->u + (size_t)q * (size_t)F;
+            for (int64_t r = r0; r < r0 + nr; r++)
+                h[r] = model_silu(h[r]) * u[r];
+        }
     }
     expert_state_t *s = &p->state[i];
     if (atomic_fetch_add_explicit(&s->gu_rows_done, nr, memory_order_acq_rel) + nr == F) {
@@ -331,7 +348,7 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
     int64_t seg, r0, nr;
     while (claim(j, &seg, &r0, &nr)) {
         if (seg < j->n_used_experts)
-            gate_up(j, (int32_t)seg, r0, nr);
+            gate_up(j, (int32_t)seg, r0, nr, thread);
         else
             down(j, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
     }
@@ -416,9 +433,12 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
     for (int32_t i = 0; i < n_used; i++)
         p->seg_cost[n_used + i + 1] =
             p->seg_cost[n_used + i] + (int64_t)d_bytes * s->n_embd * (p->start[i + 1] - p->start[i]);
-    /* several tokens on an expert: its down rows go through a per-thread buffer */
-    if (max_np > 1) {
-        const size_t need = (size_t)max_np * (size_t)j.down_max;
+    /* several tokens on an expert: its down rows go through a per-thread buffer; so do interleaved gate/up rows */
+    j.interleaved = expert_mats_interleaved(any);
+    size_t need = max_np > 1 ? (size_t)max_np * (size_t)j.down_max : 0;
+    if (j.interleaved && (size_t)max_np * 2 * (size_t)j.gu_max > need)
+        need = (size_t)max_np * 2 * (size_t)j.gu_max;
+    {
         if (need > p->tmp_per_thread) {
             float *t = realloc(p->tmp, need * (size_t)guild_pool_threads(p->pool) * sizeof(float));
             if (!t)

@@ -60,7 +60,7 @@ static size_t align_up(size_t n)
 }
 
 int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
-                          guild_err_t *err)
+                          bool interleave_gate_up, guild_err_t *err)
 {
     if (expert_shard_new(out, m, owned, err) < 0)
         return -1;
@@ -98,6 +98,24 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
             expert_mats_t *x = &s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e];
             if (!x->gate)
                 continue;
+            if (interleave_gate_up && x->gate_type == x->up_type && x->gate_row == x->up_row &&
+                L->gate_exps.mat_bytes == L->up_exps.mat_bytes) {
+                /* both matrices in the space of the two, rows alternating */
+                const size_t rb = x->gate_row, rows = L->gate_exps.mat_bytes / rb;
+                char *pair = dst;
+                for (size_t r = 0; r < rows; r++) {
+                    memcpy(pair + 2 * r * rb, (const char *)x->gate + r * rb, rb);
+                    memcpy(pair + (2 * r + 1) * rb, (const char *)x->up + r * rb, rb);
+                }
+                x->gate = pair;
+                x->up = pair + rb;
+                x->gate_row = x->up_row = 2 * rb;
+                dst += align_up(L->gate_exps.mat_bytes) + align_up(L->up_exps.mat_bytes);
+                memcpy(dst, x->down, L->down_exps.mat_bytes);
+                x->down = dst;
+                dst += align_up(L->down_exps.mat_bytes);
+                continue;
+            }
             memcpy(dst, x->gate, L->gate_exps.mat_bytes);
             x->gate = dst;
             dst += align_up(L->gate_exps.mat_bytes);

@@ -30,9 +30,20 @@ int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owne
 /* Like expert_shard_new, but copies every owned expert's three matrices out of the model's mapping into memory
  * of NUMA node `node` (core/topo's topo_alloc; node < 0: no binding), so only the shard's bytes are read from
  * the file and they sit next to the CPUs that compute them. lock: mlock the copy (fails with a message naming
- * RLIMIT_MEMLOCK when refused). -1 with a message on out of memory or a refused binding. */
+ * RLIMIT_MEMLOCK when refused). interleave_gate_up: where gate and up have the same type, their rows alternate
+ * in the copy (gate row 0, up row 0, gate row 1, ...): the matrices then read up = gate + one row and
+ * gate_row = up_row = two rows (strides), which every consumer handles as is, and the expert pipeline reads a
+ * block of gate and up rows as one stream (expert_mats_interleaved). -1 with a message on out of memory or a
+ * refused binding. */
 int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
-                          guild_err_t *err);
+                          bool interleave_gate_up, guild_err_t *err);
+
+/* True when m's gate and up rows alternate as expert_shard_new_copy's interleave_gate_up lays them out. */
+static inline bool expert_mats_interleaved(const expert_mats_t *m)
+{
+    return m->gate_type == m->up_type && m->gate_row == m->up_row &&
+           (const char *)m->up == (const char *)m->gate + m->gate_row / 2;
+}
 
 /* Bytes of expert weights held in the shard's own memory (0 for a shard that reads the mapping). */
 size_t expert_shard_resident_bytes(const expert_shard_t *s);

@@ -77,6 +77,10 @@ int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err)
                 r.pipe.gate_up_rows = (int32_t)x;
             else
                 r.pipe.down_rows = (int32_t)x;
+        } else if (!strcmp(key, "interleave_gate_up")) {
+            if (parse_int(val, 0, 1, &x))
+                rc = guild_err_set(err, "%s:%d: interleave_gate_up = %s: expected 0 or 1", path, lineno, val);
+            r.interleave_gate_up = x == 1;
         } else {
             rc = guild_err_set(err, "%s:%d: unknown key '%s'", path, lineno, key);
         }
@@ -102,8 +106,9 @@ int expert_tuning_save(const char *path, const expert_tuning_t *t, guild_err_t *
     fprintf(f,
             "# Guild CPU expert worker tuning, written by `guild optimize`. Speed only: results are bit-identical\n"
             "# whatever these values are.\n"
-            "version = %d\ncpu = %s\nthreads = %d\ngate_up_rows = %d\ndown_rows = %d\n",
-            EXPERT_TUNING_VERSION, t->cpu, t->threads, t->pipe.gate_up_rows, t->pipe.down_rows);
+            "version = %d\ncpu = %s\nthreads = %d\ngate_up_rows = %d\ndown_rows = %d\ninterleave_gate_up = %d\n",
+            EXPERT_TUNING_VERSION, t->cpu, t->threads, t->pipe.gate_up_rows, t->pipe.down_rows,
+            t->interleave_gate_up ? 1 : 0);
     if (fclose(f) != 0) {
         int e = errno;
         remove(tmp);
@@ -148,12 +153,12 @@ void expert_tuning_describe(const expert_tuning_t *t, char *buf, size_t n)
     snprintf(th, sizeof th, t->threads ? "%d" : "all CPUs", t->threads);
     snprintf(gu, sizeof gu, t->pipe.gate_up_rows ? "%d" : "automatic", t->pipe.gate_up_rows);
     snprintf(dn, sizeof dn, t->pipe.down_rows ? "%d" : "automatic", t->pipe.down_rows);
-    snprintf(buf, n, "threads %s, gate_up_rows %s, down_rows %s (measured on %s)", th, gu, dn,
-             t->cpu[0] ? t->cpu : "an unnamed CPU");
+    snprintf(buf, n, "threads %s, gate_up_rows %s, down_rows %s%s (measured on %s)", th, gu, dn,
+             t->interleave_gate_up ? ", gate/up interleaved" : "", t->cpu[0] ? t->cpu : "an unnamed CPU");
 }
 
 int expert_tuning_apply(const char *model_path, const char *who, bool threads_given, int *n_threads,
-                        int32_t *gate_up_rows, int32_t *down_rows, guild_err_t *err)
+                        int32_t *gate_up_rows, int32_t *down_rows, bool *interleave_gate_up, guild_err_t *err)
 {
     expert_tuning_t t;
     bool found;
@@ -171,5 +176,6 @@ int expert_tuning_apply(const char *model_path, const char *who, bool threads_gi
         *n_threads = t.threads;
     *gate_up_rows = t.pipe.gate_up_rows;
     *down_rows = t.pipe.down_rows;
+    *interleave_gate_up = t.interleave_gate_up;
     return 0;
 }

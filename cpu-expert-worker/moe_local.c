@@ -35,18 +35,19 @@ static const moe_exec_ops_t local_ops = {
 
 int moe_local_new(moe_exec_t **out, const model_t *model, guild_pool_t *pool, guild_err_t *err)
 {
-    return moe_local_new_tuned(out, model, pool, NULL, err);
+    return moe_local_new_tuned(out, model, pool, NULL, false, err);
 }
 
 int moe_local_new_tuned(moe_exec_t **out, const model_t *model, guild_pool_t *pool,
-                        const expert_pipe_tuning_t *tuning, guild_err_t *err)
+                        const expert_pipe_tuning_t *tuning, bool interleave_gate_up, guild_err_t *err)
 {
     *out = NULL;
     moe_local_t *m = calloc(1, sizeof *m);
     if (!m)
         return guild_err_set(err, "local expert executor: out of memory");
     m->base.ops = &local_ops;
-    if (expert_shard_new(&m->shard, model, NULL, err) < 0) {
+    if ((interleave_gate_up ? expert_shard_new_copy(&m->shard, model, NULL, -1, false, true, err)
+                            : expert_shard_new(&m->shard, model, NULL, err)) < 0) {
         local_destroy(&m->base);
         return -1;
     }

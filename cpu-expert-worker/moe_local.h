@@ -6,6 +6,8 @@
 #include "core/model/model.h"
 #include "core/model/moe_exec.h"
 #include "core/util/err.h"
+#include <stdbool.h>
+
 #include "core/util/pool.h"
 #include "cpu-expert-worker/expert_pipe.h"
 
@@ -13,9 +15,11 @@
  * moe_exec_destroy. -1 on out of memory. */
 int moe_local_new(moe_exec_t **out, const model_t *m, guild_pool_t *pool, guild_err_t *err);
 
-/* The same with the expert pipeline's row blocks from a tuning file (expert_tuning.h; NULL: automatic): speed
- * only, the bits do not change. -1 on out of memory or blocks that are not multiples of 16. */
+/* The same with a tuning file's choices (expert_tuning.h): the pipeline's row blocks (NULL: automatic) and, with
+ * interleave_gate_up, the experts copied out of the mapping with gate and up rows alternating (memory for a copy
+ * of every expert). Speed only, the bits do not change. -1 on out of memory or blocks that are not multiples of
+ * 16. */
 int moe_local_new_tuned(moe_exec_t **out, const model_t *m, guild_pool_t *pool, const expert_pipe_tuning_t *tuning,
-                        guild_err_t *err);
+                        bool interleave_gate_up, guild_err_t *err);
 
 #endif

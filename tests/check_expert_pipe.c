@@ -69,6 +69,9 @@ static void fill_matrix(guild_type_t type, char *w, int64_t rows, int64_t n)
     free(f);
 }
 
+/* lay gate and up rows out alternating, as expert_shard_new_copy's interleave_gate_up does (same types only) */
+static bool interleave;
+
 static void experts_new(experts_t *x, guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t E, int64_t F,
                         int32_t n_expert, int32_t K, int32_t n_layer, int own_mod)
 {
@@ -87,6 +90,20 @@ static void experts_new(experts_t *x, guild_type_t gt, guild_type_t ut, guild_ty
         fill_matrix(gt, (char *)e->gate, F, E);
         fill_matrix(ut, (char *)e->up, F, E);
         fill_matrix(dt, (char *)e->down, E, F);
+        if (interleave && gt == ut) {
+            const size_t rb = e->gate_row;
+            char *pair = malloc(gb + ub);
+            ck_assert(pair);
+            for (int64_t r = 0; r < F; r++) {
+                memcpy(pair + (size_t)(2 * r) * rb, (const char *)e->gate + (size_t)r * rb, rb);
+                memcpy(pair + (size_t)(2 * r + 1) * rb, (const char *)e->up + (size_t)r * rb, rb);
+            }
+            memcpy(m, pair, gb + ub);
+            free(pair);
+            e->up = m + rb;
+            e->gate_row = e->up_row = 2 * rb;
+            ck_assert(expert_mats_interleaved(e));
+        }
         m += gb + ub + db;
         x->own[i] = own_mod ? (i % (size_t)own_mod) != 1 : 1;
     }
@@ -192,6 +209,20 @@ START_TEST(test_pipe_matches_reference)
 }
 END_TEST
 
+START_TEST(test_pipe_interleaved)
+{
+    rng_state = 77;
+    /* gate and up rows alternating (one stream per gate/up task): the same bits, decode and batches, automatic
+     * and fixed blocks, 1-3 threads */
+    interleave = true;
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 1, 2, 0, 0, 0);
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 5, 3, 32, 64, 0);
+    run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, 256, 512, 9, 1, 0, 0, 3);
+    run_case(GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_0, 256, 96, 17, 2, 16, 32, 0);
+    interleave = false;
+}
+END_TEST
+
 START_TEST(test_pipe_owns_a_shard)
 {
     rng_state = 7;
@@ -249,12 +280,17 @@ START_TEST(test_tuning_file)
     t.threads = 12;
     t.pipe.gate_up_rows = 48;
     t.pipe.down_rows = 128;
+    t.interleave_gate_up = true;
     ck_assert_msg(expert_tuning_save(path, &t, &err) == 0, "%s", err.msg);
     ck_assert_msg(expert_tuning_load(path, &r, &err) == 0, "%s", err.msg);
     ck_assert_str_eq(r.cpu, "Test CPU 9000");
     ck_assert_int_eq(r.threads, 12);
     ck_assert_int_eq(r.pipe.gate_up_rows, 48);
     ck_assert_int_eq(r.pipe.down_rows, 128);
+    ck_assert(r.interleave_gate_up);
+    write_file(path, "version = 1\ninterleave_gate_up = 2\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, ":2:") && strstr(err.msg, "0 or 1"), "%s", err.msg);
 
     write_file(path, "version = 1\ngate_up_rows = 40\n");
     ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
@@ -314,6 +350,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_pipe_matches_reference);
     tcase_add_test(tc, test_pipe_owns_a_shard);
+    tcase_add_test(tc, test_pipe_interleaved);
     tcase_add_test(tc, test_pipe_errors);
     suite_add_tcase(s, tc);
     tc = tcase_create("tuning");

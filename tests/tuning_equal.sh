@@ -2,8 +2,8 @@
 # guild run uses the model's tuning file (MODEL.gguf.tuning, written by `guild optimize`) in both modes and says
 # so, and the output stays the same bits: token ids and logits of the single-process reference without the
 # file (--no-tuning) equal those with the file, single process and with CPU worker processes (which get the row
-# blocks in their Assign options and say so with -v); --threads wins over the file's threads; a malformed file
-# is an error naming it, which --no-tuning skips.
+# blocks in their Assign options and say so with -v), also with gate and up rows interleaved; --threads wins over
+# the file's threads; a malformed file is an error naming it, which --no-tuning skips.
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -65,6 +65,17 @@ run multi --cpu-workers 2 --spin-us 0 -v
 same ref multi
 n=$(grep -c "expert row blocks from the tuning: gate/up 16, down 32" "$T/multi.err")
 [ "$n" -eq 2 ] || { cat "$T/multi.err"; fail "the 2 CPU workers did not report the tuning's row blocks ($n did)"; }
+
+# gate and up rows interleaved in the experts' copies (single process: a copy of the mapping; workers: their
+# shard copies), automatic blocks
+printf 'version = 1\ngate_up_rows = 0\ndown_rows = 0\ninterleave_gate_up = 1\n' >"$T/m.gguf.tuning"
+run ileave --single-process --threads 2
+same ref ileave
+grep -q "gate/up interleaved" "$T/ileave.err" || { cat "$T/ileave.err"; fail "single process: interleaving not reported"; }
+run ileavemulti --cpu-workers 2 --spin-us 0 -v
+same ref ileavemulti
+n=$(grep -c "gate/up rows interleaved" "$T/ileavemulti.err")
+[ "$n" -eq 2 ] || { cat "$T/ileavemulti.err"; fail "the 2 CPU workers did not report interleaved gate/up rows ($n did)"; }
 
 printf 'version = 1\ngate_up_rows = 24\n' >"$T/m.gguf.tuning"
 "$G" run -m "$T/m.gguf" -p "$PROMPT" -n 2 --single-process >"$T/bad.txt" 2>"$T/bad.err" &&
