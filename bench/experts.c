@@ -56,6 +56,7 @@ typedef struct opts {
     int n_types;
     int down_type; /* -1: same as the type */
     int tokens, prefill, threads, runs, steps, node;
+    int interleave; /* gate and up rows alternating (expert_shard_new_copy's interleave_gate_up) */
     double gb;
     expert_pipe_tuning_t tune;
 } opts_t;
@@ -170,6 +171,10 @@ static int bank_new(bank_t *b, const opts_t *o, guild_type_t type, guild_err_t *
         char *m = b->mem + i * b->expert_bytes;
         b->mats[i] = (expert_mats_t){m, m + gu_row * (size_t)s->n_ff, m + 2 * gu_row * (size_t)s->n_ff,
                                      type, type, dtype, gu_row, gu_row, d_row};
+        if (o->interleave) { /* the same 2 n_ff rows, read as gate row r = 2 r, up row r = 2 r + 1 */
+            b->mats[i].up = m + gu_row;
+            b->mats[i].gate_row = b->mats[i].up_row = 2 * gu_row;
+        }
         fill_matrix(m, tg, gu_row, 2 * s->n_ff); /* gate and up back to back */
         fill_matrix(m + 2 * gu_row * (size_t)s->n_ff, td, d_row, s->n_embd);
     }
@@ -286,7 +291,9 @@ static void layout_task(void *ctx, int64_t task, int thread)
         if (!atomic_compare_exchange_weak_explicit(&j->cursor, &c, next, memory_order_relaxed, memory_order_relaxed))
             continue;
         const expert_mats_t *m = j->m[s < j->n ? s : s - j->n];
-        if (s < j->n) {
+        if (s < j->n && expert_mats_interleaved(m)) { /* gate and up rows alternate: one range holds both */
+            sum += bench_sum_bytes((const char *)m->gate + (size_t)r * m->gate_row, (size_t)take * m->gate_row);
+        } else if (s < j->n) {
             sum += bench_sum_bytes((const char *)m->gate + (size_t)r * m->gate_row, (size_t)take * m->gate_row);
             sum += bench_sum_bytes((const char *)m->up + (size_t)r * m->up_row, (size_t)take * m->up_row);
         } else {
@@ -515,7 +522,8 @@ static void usage(FILE *out)
             "  --steps S       decode steps per run (default 96)\n"
             "  --prefill P     tokens per layer of the prefill measurement (default 256; 0: skip)\n"
             "  --gate-up-rows N, --down-rows N   pipeline row blocks (multiples of 16; default 0: automatic)\n"
-            "  --kernels L     force a kernel level (scalar, avx2, avx512, avx512-vnni, amx)\n");
+            "  --kernels L     force a kernel level (scalar, avx2, avx512, avx512-vnni, amx)\n"
+            "  --interleave    gate and up rows alternating in memory (the tuning file's interleave_gate_up)\n");
 }
 
 static int parse_shape(const char *arg, shape_t *custom, const shape_t **out)
@@ -545,6 +553,7 @@ int bench_experts_main(int argc, char **argv)
         {"steps", required_argument, NULL, 'S'},     {"prefill", required_argument, NULL, 'p'},
         {"gate-up-rows", required_argument, NULL, 'G'}, {"down-rows", required_argument, NULL, 'R'},
         {"kernels", required_argument, NULL, 'k'},   {"help", no_argument, NULL, 'h'},
+        {"interleave", no_argument, NULL, 'I'},
         {0, 0, 0, 0},
     };
     static shape_t custom;
@@ -588,6 +597,7 @@ int bench_experts_main(int argc, char **argv)
             }
             break;
         }
+        case 'I': o.interleave = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -622,9 +632,9 @@ int bench_experts_main(int argc, char **argv)
 
     bench_print_provenance(stdout, argc, argv);
     printf("# shape %s: n_embd=%lld n_ff=%lld experts=%d used=%d; threads=%d on node %d; working set %.1f GB;"
-           " gate_up_rows=%d down_rows=%d\n",
+           " gate_up_rows=%d down_rows=%d%s\n",
            o.shape->name, (long long)o.shape->n_embd, (long long)o.shape->n_ff, o.shape->n_expert, o.shape->n_used,
-           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows);
+           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.interleave ? "; gate/up interleaved" : "");
     fflush(stdout);
 
     guild_pool_t *pool = NULL;

@@ -77,6 +77,14 @@ same ref ileavemulti
 n=$(grep -c "gate/up rows interleaved" "$T/ileavemulti.err")
 [ "$n" -eq 2 ] || { cat "$T/ileavemulti.err"; fail "the 2 CPU workers did not report interleaved gate/up rows ($n did)"; }
 
+# what guild optimize writes (after checking the bits itself) loads and keeps them
+"$G" optimize -m "$T/m.gguf" -o "$T/opt.tuning" --runs 3 --steps 4 >"$T/opt.txt" 2>&1 ||
+    { cat "$T/opt.txt"; fail "guild optimize"; }
+grep -q "layout" "$T/opt.txt" || { cat "$T/opt.txt"; fail "guild optimize did not measure the gate/up layout"; }
+cp "$T/opt.tuning" "$T/m.gguf.tuning"
+run optimized --single-process
+same ref optimized
+
 printf 'version = 1\ngate_up_rows = 24\n' >"$T/m.gguf.tuning"
 "$G" run -m "$T/m.gguf" -p "$PROMPT" -n 2 --single-process >"$T/bad.txt" 2>"$T/bad.err" &&
     fail "a malformed tuning file was accepted"
