@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static bool numa_ok(void)
 {
@@ -104,4 +105,38 @@ void topo_free(void *p, size_t size)
 {
     if (p)
         munmap(p, size ? size : 1);
+}
+
+int topo_pages_on_node(const void *addr, size_t len, int node, size_t *present, size_t *off_node, guild_err_t *err)
+{
+    *present = *off_node = 0;
+    if (!len)
+        return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t first = (uintptr_t)addr & ~(uintptr_t)(page - 1);
+    uintptr_t end = (uintptr_t)addr + len;
+    enum { CHUNK = 4096 }; /* pages per query: bounded stack use whatever the range */
+    void *pages[CHUNK];
+    int status[CHUNK];
+    for (uintptr_t p = first; p < end;) {
+        unsigned long n = 0;
+        for (; n < CHUNK && p < end; n++, p += (uintptr_t)page)
+            pages[n] = (void *)p;
+        if (!numa_ok()) {
+            *present += n; /* one node: every page is node 0's */
+            if (node != 0)
+                *off_node += n;
+            continue;
+        }
+        if (move_pages(0, n, pages, NULL, status, 0) != 0)
+            return guild_err_errno(err, errno, "move_pages query of %lu pages at %p", n, pages[0]);
+        for (unsigned long i = 0; i < n; i++) {
+            if (status[i] < 0) /* -ENOENT: not present yet (or not a page that can be placed) */
+                continue;
+            (*present)++;
+            if (status[i] != node)
+                (*off_node)++;
+        }
+    }
+    return 0;
 }

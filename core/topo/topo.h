@@ -28,4 +28,9 @@ void *topo_alloc(size_t size, int node, guild_err_t *err);
 /* Frees what topo_alloc returned (size as given to it). NULL-safe. */
 void topo_free(void *p, size_t size);
 
+/* Where the pages of [addr, addr + len) are now (move_pages(2) query, nothing moved): counts the pages present
+ * in memory (*present) and, of those, the ones not on `node` (*off_node); pages not yet touched are not counted.
+ * On a kernel without NUMA support every page counts as node 0's. -1 with a message when the query fails. */
+int topo_pages_on_node(const void *addr, size_t len, int node, size_t *present, size_t *off_node, guild_err_t *err);
+
 #endif
