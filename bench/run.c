@@ -28,6 +28,7 @@
 #include "bench/bw.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/remote_backend.h"
+#include "coordinator/stack_flags.h"
 #include "core/util/cli.h"
 #include "core/kern/cpu.h"
 #include "core/model/model.h"
@@ -51,7 +52,7 @@ typedef struct run_cfg {
     int32_t gen, runs, batch;
     double dram_gbps;          /* 0: measure */
     bool verbose;              /* -v: the backend's and the workers' messages */
-    backend_stack_config_t st;
+    stack_flags_t flags;       /* the stack: --backend, --single-process, --cpu-workers, --threads, GPU flags */
     int argc;
     char **argv;
 } run_cfg_t;
@@ -71,45 +72,50 @@ typedef struct token_bytes {
     double kv_per_pos;         /* K and V bytes per cached position (every layer) */
 } token_bytes_t;
 
+/* The backend stack's flags guild bench run takes (coordinator/stack_flags.h); no tuning file: the command line
+ * says everything a measurement depends on. */
+enum {
+    BENCH_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
+                        STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH,
+};
+
+#ifdef GUILD_HAVE_CUDA
+#define DEFAULT_BACKEND "cuda"
+#else
+#define DEFAULT_BACKEND "cpu"
+#endif
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: guild bench run -m FILE [options]\n"
-            "  -m, --model FILE      GGUF model\n"
-            "  --populate LIST       context sizes filled by the prompt (default 512,4096,16384)\n"
-            "  --gen N               tokens decoded after each prompt (default 64)\n"
-            "  --runs N              measured runs per context, after one warm-up (default 3)\n"
-            "  --batch N             prompt tokens per forward pass (default 512)\n"
-            "  --backend NAME        dense backend (default cuda when built in, else cpu)\n"
-            "  --gpu-mem SIZE        GPU memory budget (8G...; default none: every expert on the GPU)\n"
-            "  --gpu-experts N       at most N layers' experts on the GPU (all, none)\n"
-            "  --no-cuda-graph       no CUDA graphs (debugging)\n"
-            "  --single-process      every stage in this process (default: the multi-process pipeline)\n"
-            "  --cpu-workers K       CPU expert workers (default: one per NUMA node)\n"
-            "  --threads N           CPU threads per worker (default: all online CPUs)\n"
-            "  --dram-gbs X          DRAM read bandwidth in GB/s for the limits (default: measured)\n"
-            "  --json FILE           write the results with provenance\n"
-            "  --commit ID           the source commit, when the binary runs away from its git checkout\n"
-            "  -v, --verbose         the backend's and the workers' messages (plan, streaming) on stderr\n");
+            "  -m, --model FILE        GGUF model\n"
+            "      --populate LIST     context sizes filled by the prompt (default 512,4096,16384)\n"
+            "      --gen N             tokens decoded after each prompt (default 64)\n"
+            "      --runs N            measured runs per context, after one warm-up (default 3)\n"
+            "      --batch N           prompt tokens per forward pass (default 512)\n");
+    stack_flags_usage(out, BENCH_STACK_FLAGS, DEFAULT_BACKEND);
+    fprintf(out,
+            "      --dram-gbs X        DRAM read bandwidth in GB/s for the limits (default: measured)\n"
+            "      --json FILE         write the results with provenance\n"
+            "      --commit ID         the source commit, when the binary runs away from its git checkout\n"
+            "  -v, --verbose           the backend's and the workers' messages (plan, streaming) on stderr\n"
+            "  -h, --help              this help\n");
 }
-
 
 static int parse_args(int argc, char **argv, run_cfg_t *c)
 {
-    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_BACKEND, O_GPU_MEM, O_GPU_EXPERTS, O_NO_GRAPH, O_SINGLE,
-           O_WORKERS, O_THREADS, O_DRAM, O_JSON, O_COMMIT };
-    static const struct option opts[] = {
+    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_COMMIT };
+    static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},       {"populate", required_argument, NULL, O_POP},
         {"gen", required_argument, NULL, O_GEN},       {"runs", required_argument, NULL, O_RUNS},
-        {"batch", required_argument, NULL, O_BATCH},   {"backend", required_argument, NULL, O_BACKEND},
-        {"gpu-mem", required_argument, NULL, O_GPU_MEM}, {"gpu-experts", required_argument, NULL, O_GPU_EXPERTS},
-        {"no-cuda-graph", no_argument, NULL, O_NO_GRAPH}, {"single-process", no_argument, NULL, O_SINGLE},
-        {"cpu-workers", required_argument, NULL, O_WORKERS}, {"threads", required_argument, NULL, O_THREADS},
-        {"dram-gbs", required_argument, NULL, O_DRAM}, {"json", required_argument, NULL, O_JSON},
-        {"commit", required_argument, NULL, O_COMMIT}, {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
+        {"batch", required_argument, NULL, O_BATCH},   {"dram-gbs", required_argument, NULL, O_DRAM},
+        {"json", required_argument, NULL, O_JSON},     {"commit", required_argument, NULL, O_COMMIT},
+        {"verbose", no_argument, NULL, 'v'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    struct option opts[32];
+    stack_flags_options(opts, sizeof opts / sizeof opts[0], own, BENCH_STACK_FLAGS);
     memset(c, 0, sizeof *c);
     c->populate[0] = 512, c->populate[1] = 4096, c->populate[2] = 16384;
     c->n_populate = 3;
@@ -119,19 +125,20 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     c->argc = argc;
     c->argv = argv;
     long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
-#ifdef GUILD_HAVE_CUDA
-    c->st.backend = "cuda";
-#else
-    c->st.backend = "cpu";
-#endif
-    c->st.n_threads = cpus > 0 ? (int)cpus : 1;
-    c->st.pipe.spin_us = -1;
+    stack_flags_init(&c->flags);
+    c->flags.st.backend = DEFAULT_BACKEND;
+    c->flags.st.n_threads = cpus > 0 ? (int)cpus : 1;
     guild_err_t e = {{0}};
-    int o;
+    int o, sf;
     long v;
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "m:vh", opts, NULL)) != -1) {
+        if ((sf = stack_flags_parse(&c->flags, o, optarg, &e)) != 0) {
+            if (sf < 0)
+                goto bad;
+            continue;
+        }
         switch (o) {
         case 'm': c->model = optarg; break;
         case O_POP: {
@@ -156,25 +163,6 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         case O_GEN: if (cli_parse_long("--gen", optarg, 1, 1 << 20, &v, &e) < 0) goto bad; c->gen = (int32_t)v; break;
         case O_RUNS: if (cli_parse_long("--runs", optarg, 1, MAX_RUNS, &v, &e) < 0) goto bad; c->runs = (int32_t)v; break;
         case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
-        case O_BACKEND: c->st.backend = optarg; break;
-        case O_GPU_MEM:
-            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->st.pipe.gpu_mem, &e) < 0)
-                goto bad;
-            break;
-        case O_GPU_EXPERTS:
-            if (!strcmp(optarg, "all"))
-                c->st.pipe.gpu_expert_layers = 0;
-            else if (!strcmp(optarg, "none") || !strcmp(optarg, "0"))
-                c->st.pipe.gpu_expert_layers = GPU_EXPERTS_NONE;
-            else if (cli_parse_long("--gpu-experts", optarg, 1, 1 << 20, &v, &e) < 0)
-                goto bad;
-            else
-                c->st.pipe.gpu_expert_layers = (int32_t)v;
-            break;
-        case O_NO_GRAPH: c->st.pipe.no_graph = true; break;
-        case O_SINGLE: c->st.single_process = true; break;
-        case O_WORKERS: if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0) goto bad; c->st.pipe.cpu_workers = (int)v; break;
-        case O_THREADS: if (cli_parse_long("--threads", optarg, 1, 1024, &v, &e) < 0) goto bad; c->st.n_threads = (int)v; break;
         case O_DRAM: c->dram_gbps = atof(optarg); break;
         case O_JSON: c->json = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
@@ -191,6 +179,8 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         usage(stderr);
         return -1;
     }
+    if (stack_flags_check(&c->flags, BENCH_STACK_FLAGS, NULL, false, &e) < 0)
+        goto bad;
     return 0;
 bad:
     fprintf(stderr, "guild bench run: %s\n", e.msg);
@@ -238,7 +228,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
     }
     const double t1 = bench_now();
     double w0, s0, w1, s1;
-    wait_counters(be, c->st.single_process, &w0, &s0);
+    wait_counters(be, c->flags.st.single_process, &w0, &s0);
     int32_t tok = argmax(logits, n_vocab), row = 0;
     for (int32_t g = 0; g < gen; g++) {
         const int32_t p = populate + g;
@@ -247,7 +237,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
         tok = argmax(logits, n_vocab);
     }
     const double t2 = bench_now();
-    wait_counters(be, c->st.single_process, &w1, &s1);
+    wait_counters(be, c->flags.st.single_process, &w1, &s1);
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
@@ -362,7 +352,7 @@ int bench_run_main(int argc, char **argv)
     if (pr)
         return pr > 0 ? 0 : 2;
     guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
-    c.st.pipe.log_level = guild_log_level();
+    c.flags.st.pipe.log_level = guild_log_level();
     guild_err_t err = {{0}};
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
@@ -379,12 +369,12 @@ int bench_run_main(int argc, char **argv)
     if (model_new(&m, c.model, &err) < 0)
         goto out;
     const model_config_t *mc = model_config(m);
-    const bool gpu = !strcmp(c.st.backend, "cuda");
-    c.st.n_ctx = max_pop + c.gen;
-    c.st.n_batch = c.batch < c.st.n_ctx ? c.batch : c.st.n_ctx;
-    c.batch = c.st.n_batch;
-    const gpu_plan_options_t po = {.budget = c.st.pipe.gpu_mem, .n_ctx = c.st.n_ctx, .n_batch = c.st.n_batch,
-                                   .kv_elem = 2, .max_expert_layers = c.st.pipe.gpu_expert_layers};
+    const bool gpu = !strcmp(c.flags.st.backend, "cuda");
+    c.flags.st.n_ctx = max_pop + c.gen;
+    c.flags.st.n_batch = c.batch < c.flags.st.n_ctx ? c.batch : c.flags.st.n_ctx;
+    c.batch = c.flags.st.n_batch;
+    const gpu_plan_options_t po = {.budget = c.flags.st.pipe.gpu_mem, .n_ctx = c.flags.st.n_ctx, .n_batch = c.flags.st.n_batch,
+                                   .kv_elem = 2, .max_expert_layers = c.flags.st.pipe.gpu_expert_layers};
     if (gpu_plan_compute(&plan, m, &po, &err) < 0)
         goto out;
     token_bytes_t tb;
@@ -408,11 +398,11 @@ int bench_run_main(int argc, char **argv)
     }
 
     fprintf(stderr, "guild bench run: %s, %s, populate up to %d, gen %d, %d runs; opening...\n", c.model,
-            c.st.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
+            c.flags.st.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
     if (gpu)
         gpu_plan_print(&plan, stderr);
     const double t_open = bench_now();
-    if (backend_stack_open(&stack, &c.st, m, c.model, &err) < 0)
+    if (backend_stack_open(&stack, &c.flags.st, m, c.model, &err) < 0)
         goto out;
     const double open_s = bench_now() - t_open;
     backend_t *be = backend_stack_backend(stack);
@@ -434,7 +424,7 @@ int bench_run_main(int argc, char **argv)
     backend_stats_t bs0;
     if (one_run(&c, be, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
         goto out;
-    if (c.st.single_process && backend_stats(be, &bs0) == 0)
+    if (c.flags.st.single_process && backend_stats(be, &bs0) == 0)
         fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
                 bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
     fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", c.populate[0],
@@ -449,7 +439,7 @@ int bench_run_main(int argc, char **argv)
                     x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
         }
     backend_stats_t bs;
-    const bool have_bs = c.st.single_process && backend_stats(be, &bs) == 0;
+    const bool have_bs = c.flags.st.single_process && backend_stats(be, &bs) == 0;
     if (have_bs)
         fprintf(stderr, "guild bench run: %u graphs, %llu graph steps, %llu layer batches streamed (%.1f GB)\n",
                 bs.graphs, (unsigned long long)bs.graph_steps, (unsigned long long)bs.streamed_layers,
@@ -475,16 +465,16 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(root, "provenance", provenance(&c, gpu_name, gpu_mem));
     json_object_set_new(root, "model", model_json(&c, m));
     json_t *cfg = json_object();
-    json_object_set_new(cfg, "backend", json_string(c.st.backend));
-    json_object_set_new(cfg, "mode", json_string(c.st.single_process ? "single process" : "multi-process"));
-    json_object_set_new(cfg, "cpu_workers", json_integer(c.st.pipe.cpu_workers));
-    json_object_set_new(cfg, "threads", json_integer(c.st.n_threads));
+    json_object_set_new(cfg, "backend", json_string(c.flags.st.backend));
+    json_object_set_new(cfg, "mode", json_string(c.flags.st.single_process ? "single process" : "multi-process"));
+    json_object_set_new(cfg, "cpu_workers", json_integer(c.flags.st.pipe.cpu_workers));
+    json_object_set_new(cfg, "threads", json_integer(c.flags.st.n_threads));
     json_object_set_new(cfg, "batch", json_integer(c.batch));
-    json_object_set_new(cfg, "n_ctx", json_integer(c.st.n_ctx));
-    json_object_set_new(cfg, "gpu_mem_budget_bytes", json_integer((json_int_t)c.st.pipe.gpu_mem));
+    json_object_set_new(cfg, "n_ctx", json_integer(c.flags.st.n_ctx));
+    json_object_set_new(cfg, "gpu_mem_budget_bytes", json_integer((json_int_t)c.flags.st.pipe.gpu_mem));
     json_object_set_new(cfg, "gpu_expert_layers_planned", json_integer(gpu ? plan.n_resident : 0));
     json_object_set_new(cfg, "gpu_plan_bytes", json_integer((json_int_t)gpu_plan_total(&plan)));
-    json_object_set_new(cfg, "cuda_graphs", json_boolean(!c.st.pipe.no_graph));
+    json_object_set_new(cfg, "cuda_graphs", json_boolean(!c.flags.st.pipe.no_graph));
     json_object_set_new(cfg, "gen", json_integer(c.gen));
     json_object_set_new(cfg, "runs", json_integer(c.runs));
     json_object_set_new(cfg, "open_s", json_real(open_s));
@@ -510,8 +500,8 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(root, "decode_bytes_per_token", tbj);
 
     printf("# guild bench run: %s; %s, backend %s, batch %d, gpu-mem %s, %d of %d layers' experts on the GPU (plan)\n",
-           c.model, c.st.single_process ? "single process" : "multi-process", c.st.backend, c.batch,
-           c.st.pipe.gpu_mem ? "budget" : "none", gpu ? plan.n_resident : 0, mc->n_layer);
+           c.model, c.flags.st.single_process ? "single process" : "multi-process", c.flags.st.backend, c.batch,
+           c.flags.st.pipe.gpu_mem ? "budget" : "none", gpu ? plan.n_resident : 0, mc->n_layer);
     printf("# bandwidth: DRAM read %.1f GB/s, HBM copy %.1f GB/s, PCIe H2D %.1f GB/s, D2H %.1f GB/s\n", dram, hbm, h2d,
            d2h);
     printf("# decode bytes/token: dense %.3f GB, GPU experts %.3f GB, CPU experts %.3f GB, KV %.1f KB/position\n",

@@ -2,13 +2,15 @@
 
 #include <stdlib.h>
 
+#include "coordinator/expert_stats.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/moe_local.h"
 
 struct backend_stack {
-    guild_pool_t *pool;  /* single process */
-    moe_exec_t *moe;     /* single process */
-    pipeline_t *pipe;    /* multi-process */
+    guild_pool_t *pool;    /* single process */
+    moe_exec_t *moe;       /* single process */
+    expert_stats_t *stats; /* single process with config.stats: wraps moe */
+    pipeline_t *pipe;      /* multi-process */
     backend_t *be;
     bool single_process;
 };
@@ -20,13 +22,17 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
     backend_stack_t *s = calloc(1, sizeof *s);
     if (!s)
         return guild_err_set(err, "out of memory");
+    GUILD_ASSERT(!c->stats || c->single_process);
     s->single_process = c->single_process;
     if (c->single_process) {
         const expert_pipe_tuning_t rows = {c->pipe.gate_up_rows, c->pipe.down_rows}; /* the tuning file's */
         if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 ||
-            moe_local_new_tuned(&s->moe, m, s->pool, &rows, c->pipe.interleave_gate_up, err) < 0)
+            moe_local_new_tuned(&s->moe, m, s->pool, &rows, c->pipe.interleave_gate_up, err) < 0 ||
+            (c->stats && expert_stats_new(&s->stats, s->moe, model_config(m), err) < 0))
             goto fail;
-        backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool, .moe = s->moe,
+        /* the statistics count every token's routing in every layer, so the last layer must not skip rows */
+        backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool,
+                                .moe = s->stats ? expert_stats_exec(s->stats) : s->moe, .all_rows = c->stats,
                                 .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,
                                 .no_graph = c->pipe.no_graph};
         if (backend_new(&s->be, c->backend, m, &bo, err) < 0)
@@ -50,6 +56,14 @@ backend_t *backend_stack_backend(backend_stack_t *s)
     return s->be;
 }
 
+void backend_stack_print_stats(backend_stack_t *s, FILE *out)
+{
+    if (s->stats)
+        expert_stats_print(s->stats, out);
+    if (s->pipe)
+        pipeline_print_stats(s->pipe, s->be, out);
+}
+
 const char *backend_stack_describe(const backend_stack_t *s)
 {
     return s->single_process ? "single process" : "GPU worker + CPU expert workers";
@@ -62,6 +76,7 @@ void backend_stack_close(backend_stack_t **sp)
         return;
     backend_destroy(&s->be); /* before the pipeline, as pipeline_new asks */
     pipeline_destroy(&s->pipe);
+    expert_stats_destroy(&s->stats);
     moe_exec_destroy(&s->moe);
     guild_pool_destroy(&s->pool);
     free(s);

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "coordinator/pipeline.h"
 #include "core/model/model.h"
@@ -23,6 +24,8 @@ typedef struct backend_stack_config {
     int32_t n_batch;        /* most tokens per forward call */
     pipeline_config_t pipe; /* the pipeline's options (backend and n_threads are taken from above); gpu_mem,
                                gpu_expert_layers and no_graph also apply in a single process */
+    bool stats;             /* single process only: count the routing per layer (coordinator/expert_stats.h), every
+                               token through the last layer too */
 } backend_stack_config_t;
 
 typedef struct backend_stack backend_stack_t;
@@ -34,6 +37,10 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
 
 /* The backend to drive (owned by the stack). */
 backend_t *backend_stack_backend(backend_stack_t *s);
+
+/* What the stack counted, on out: the routing per layer (config.stats), or the pipeline's summary
+ * (pipeline_print_stats); nothing otherwise. */
+void backend_stack_print_stats(backend_stack_t *s, FILE *out);
 
 /* "single process" or "GPU worker + N CPU expert workers"-style description, for start-up messages. */
 const char *backend_stack_describe(const backend_stack_t *s);

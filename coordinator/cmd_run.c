@@ -12,19 +12,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coordinator/backend_stack.h"
+#include "coordinator/cmd_model.h"
 #include "coordinator/commands.h"
 #include "coordinator/demo_model.h"
-#include "coordinator/expert_stats.h"
 #include "coordinator/generate.h"
 #include "coordinator/pipeline.h"
+#include "coordinator/stack_flags.h"
 #include "core/model/model.h"
 #include "core/sample/sampler.h"
 #include "core/tokenizer/tok.h"
 #include "core/util/cli.h"
 #include "core/util/log.h"
-#include "core/util/pool.h"
-#include "cpu-expert-worker/expert_tuning.h"
-#include "cpu-expert-worker/moe_local.h"
 #include "gpu-worker/backend.h"
 #include "gpu-worker/gpu_plan.h"
 
@@ -36,20 +35,15 @@ typedef struct run_config {
     int32_t n_predict;        /* -n; < 0: until EOS or the context is full */
     int32_t n_ctx;            /* --ctx; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;          /* --batch */
-    int n_threads;            /* --threads (else the model's tuning file, else every online CPU) */
-    bool threads_given;       /* --threads was given */
-    bool no_tuning;           /* --no-tuning */
     sample_params_t sample;
     bool parse_special;       /* --parse-special */
-    const char *backend;      /* --backend */
     const char *logits_out;   /* --logits-out */
     const char *ids_out;      /* --ids-out */
     bool stats;               /* --stats */
     bool ignore_eos;          /* --ignore-eos */
     bool verbose;             /* -v */
-    bool single_process;      /* --single-process */
     bool print_plan;          /* --print-plan */
-    pipeline_config_t pipe;   /* --cpu-workers, --listen, --arena-dir, --mlock, --spin-us */
+    stack_flags_t stack;      /* --single-process, --threads, --no-tuning, --backend, the pipeline's and GPU flags */
 } run_config_t;
 
 static void usage(FILE *out)
@@ -73,37 +67,18 @@ static void usage(FILE *out)
             "      --seed S            sampling seed (default 0); same seed, same text\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
             "      --batch N           prompt tokens per forward pass (default 256)\n"
-            "      --threads N         CPU threads (default: the model's tuning file, else all online CPUs);\n"
-            "                          multi-process: per worker\n"
-            "      --no-tuning         ignore MODEL.tuning (written by `guild optimize`: threads and the CPU\n"
-            "                          expert pipeline's row blocks; speed only, the output is the same)\n"
             "      --parse-special     recognise control-token texts in the prompt (as guild tokenize does)\n"
             "      --logits-out FILE   write n_vocab float32 logits per generated token (row 0: the prompt's\n"
             "                          last position)\n"
             "      --ids-out FILE      write the generated token ids, space-separated, on one line\n"
             "      --stats             per layer: experts touched by prompt + generation, busiest expert's share\n"
-            "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n"
-            "      --single-process    run every stage in this process (the reference; default: a GPU worker\n"
-            "                          process and CPU expert worker processes, supervised and restarted)\n"
-            "      --cpu-workers K     CPU expert workers (default: one per NUMA node)\n"
+            "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n");
+    stack_flags_usage(out, STACK_FLAGS_ALL, "cpu");
+    fprintf(out,
             "      --print-plan        print which worker owns which experts (with --backend cuda, also the GPU\n"
             "                          memory plan), and exit\n"
-            "      --listen ENDPOINT   do not start the CPU workers: wait for `guild-cpu-worker --connect\n"
-            "                          ENDPOINT` started by hand on this host (ipc://PATH or tcp://HOST:PORT)\n"
-            "      --arena-dir DIR     shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
-            "                          an anonymous memfd\n"
-            "      --mlock             lock the CPU workers' experts in RAM\n"
-            "      --spin-us N         spin N us on a doorbell before sleeping (default 50)\n"
-            "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
-            "      --gpu-mem SIZE      device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
-            "                          cache and buffers must fit; experts of as many layers as fit stay on the\n"
-            "                          GPU (default: no budget, every layer's experts on the GPU)\n"
-            "      --gpu-experts N     at most N layers' experts on the GPU (all: as many as fit; none: 0)\n"
-            "      --no-cuda-graph     enqueue every kernel of every step (debugging; default: decode steps are\n"
-            "                          replayed CUDA graphs)\n"
             "  -v, --verbose           more messages on stderr\n"
-            "  -h, --help              this help\n",
-            backend_names());
+            "  -h, --help              this help\n");
 }
 
 enum {
@@ -116,32 +91,18 @@ enum {
     OPT_SEED,
     OPT_CTX,
     OPT_BATCH,
-    OPT_THREADS,
     OPT_LOGITS_OUT,
     OPT_IDS_OUT,
     OPT_STATS,
-    OPT_SINGLE,
-    OPT_BACKEND,
     OPT_PARSE_SPECIAL,
     OPT_IGNORE_EOS,
-    OPT_CPU_WORKERS,
     OPT_PRINT_PLAN,
-    OPT_LISTEN,
-    OPT_ARENA_DIR,
-    OPT_MLOCK,
-    OPT_SPIN_US,
-    OPT_GPU_MEM,
-    OPT_GPU_EXPERTS,
-    OPT_NO_GRAPH,
-    OPT_NO_TUNING,
 };
-
-
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */
 static int parse_args(int argc, char **argv, run_config_t *c)
 {
-    static const struct option opts[] = {
+    static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},
         {"prompt", required_argument, NULL, 'p'},
         {"file", required_argument, NULL, 'f'},
@@ -155,43 +116,35 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"seed", required_argument, NULL, OPT_SEED},
         {"ctx", required_argument, NULL, OPT_CTX},
         {"batch", required_argument, NULL, OPT_BATCH},
-        {"threads", required_argument, NULL, OPT_THREADS},
         {"logits-out", required_argument, NULL, OPT_LOGITS_OUT},
         {"ids-out", required_argument, NULL, OPT_IDS_OUT},
         {"stats", no_argument, NULL, OPT_STATS},
-        {"single-process", no_argument, NULL, OPT_SINGLE},
-        {"backend", required_argument, NULL, OPT_BACKEND},
         {"parse-special", no_argument, NULL, OPT_PARSE_SPECIAL},
         {"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
-        {"cpu-workers", required_argument, NULL, OPT_CPU_WORKERS},
         {"print-plan", no_argument, NULL, OPT_PRINT_PLAN},
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"arena-dir", required_argument, NULL, OPT_ARENA_DIR},
-        {"mlock", no_argument, NULL, OPT_MLOCK},
-        {"spin-us", required_argument, NULL, OPT_SPIN_US},
-        {"gpu-mem", required_argument, NULL, OPT_GPU_MEM},
-        {"gpu-experts", required_argument, NULL, OPT_GPU_EXPERTS},
-        {"no-cuda-graph", no_argument, NULL, OPT_NO_GRAPH},
-        {"no-tuning", no_argument, NULL, OPT_NO_TUNING},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct option opts[48];
+    stack_flags_options(opts, sizeof opts / sizeof opts[0], own, STACK_FLAGS_ALL);
     *c = (run_config_t){
         .n_predict = 64,
         .n_batch = 256,
-        .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1,
-        .backend = "cpu",
     };
+    stack_flags_init(&c->stack);
     sample_params_default(&c->sample);
-    c->pipe.spin_us = -1;
     guild_err_t e = {{0}};
     long v;
-    int o;
+    int o, sf;
     optind = 1;
     opterr = 0; /* messages below name the command */
     while ((o = getopt_long(argc, argv, "m:p:f:n:vh", opts, NULL)) != -1) {
+        if ((sf = stack_flags_parse(&c->stack, o, optarg, &e)) != 0) {
+            if (sf < 0)
+                goto bad;
+            continue;
+        }
         switch (o) {
         case 'm': c->model = optarg; break;
         case 'p': c->prompt = optarg; break;
@@ -241,47 +194,10 @@ static int parse_args(int argc, char **argv, run_config_t *c)
                 goto bad;
             c->n_batch = (int32_t)v;
             break;
-        case OPT_THREADS:
-            if (cli_parse_long("--threads", optarg, 1, 1024, &v, &e) < 0)
-                goto bad;
-            c->n_threads = (int)v;
-            c->threads_given = true;
-            break;
         case OPT_LOGITS_OUT: c->logits_out = optarg; break;
         case OPT_IDS_OUT: c->ids_out = optarg; break;
         case OPT_STATS: c->stats = true; break;
-        case OPT_SINGLE: c->single_process = true; break;
-        case OPT_CPU_WORKERS:
-            if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0)
-                goto bad;
-            c->pipe.cpu_workers = (int)v;
-            break;
         case OPT_PRINT_PLAN: c->print_plan = true; break;
-        case OPT_LISTEN: c->pipe.listen = optarg; break;
-        case OPT_ARENA_DIR: c->pipe.arena_dir = optarg; break;
-        case OPT_MLOCK: c->pipe.mlock = true; break;
-        case OPT_SPIN_US:
-            if (cli_parse_long("--spin-us", optarg, 0, 1000000, &v, &e) < 0)
-                goto bad;
-            c->pipe.spin_us = (int)v;
-            break;
-        case OPT_GPU_MEM:
-            if (gpu_plan_parse_size(optarg, "--gpu-mem", &c->pipe.gpu_mem, &e) < 0)
-                goto bad;
-            break;
-        case OPT_GPU_EXPERTS:
-            if (!strcmp(optarg, "all"))
-                c->pipe.gpu_expert_layers = 0;
-            else if (!strcmp(optarg, "none") || !strcmp(optarg, "0"))
-                c->pipe.gpu_expert_layers = GPU_EXPERTS_NONE;
-            else if (cli_parse_long("--gpu-experts", optarg, 1, 1 << 20, &v, &e) < 0)
-                goto bad;
-            else
-                c->pipe.gpu_expert_layers = (int32_t)v;
-            break;
-        case OPT_NO_GRAPH: c->pipe.no_graph = true; break;
-        case OPT_NO_TUNING: c->no_tuning = true; break;
-        case OPT_BACKEND: c->backend = optarg; break;
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
         case OPT_IGNORE_EOS: c->ignore_eos = true; break;
         case 'v': c->verbose = true; break;
@@ -297,13 +213,9 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         usage(stderr);
         return -1;
     }
-    if (c->single_process && (c->pipe.cpu_workers || c->pipe.listen || c->pipe.arena_dir || c->pipe.mlock ||
-                              c->pipe.spin_us >= 0 || c->print_plan)) {
-        fprintf(stderr, "guild run: --cpu-workers, --listen, --arena-dir, --mlock, --spin-us and --print-plan are "
-                        "for the multi-process mode, not --single-process\n");
-        return -1;
-    }
-    if (c->stats && !c->single_process) {
+    if (stack_flags_check(&c->stack, STACK_FLAGS_ALL, "--print-plan", c->print_plan, &e) < 0)
+        goto bad;
+    if (c->stats && !c->stack.st.single_process) {
         fprintf(stderr, "guild run: --stats counts the routing in-process: add --single-process\n");
         return -1;
     }
@@ -364,8 +276,8 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
     fprintf(stderr,
             "run: backend = %s, threads = %d, ctx = %d, batch = %d, n_predict = %d, %s\n"
             "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
-            c->backend, c->n_threads, n_ctx, c->n_batch, c->n_predict,
-            c->single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
+            c->stack.st.backend, c->stack.st.n_threads, n_ctx, c->n_batch, c->n_predict,
+            c->stack.st.single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
             c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
             c->sample.repeat_last_n, (unsigned long long)c->sample.seed);
@@ -391,56 +303,37 @@ int cmd_run(int argc, char **argv)
     if (pr != 0)
         return pr > 0 ? 0 : 2;
     guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
-    c.pipe.backend = c.backend;
-    c.pipe.n_threads = c.n_threads;
-    c.pipe.log_level = guild_log_level();
+    backend_stack_config_t *st = &c.stack.st;
+    st->pipe.log_level = guild_log_level();
+    st->stats = c.stats;
 
     guild_err_t err = {{0}};
     int rc = 1;
-    char *demo_path = NULL, *prompt_buf = NULL;
-    model_t *model = NULL;
-    tok_t *tok = NULL;
-    guild_pool_t *pool = NULL;
-    moe_exec_t *moe = NULL;
-    expert_stats_t *stats = NULL;
-    backend_t *be = NULL;
-    pipeline_t *pipe = NULL;
+    char *prompt_buf = NULL;
+    cmd_model_t cm = {0};
+    backend_stack_t *stack = NULL;
     sampler_t *smp = NULL;
     FILE *logits_f = NULL;
     tok_ids_t prompt_ids;
     gen_result_t res = {0};
     tok_ids_init(&prompt_ids);
 
-    const char *model_path = c.model;
-    if (!model_path) {
-        if (demo_model_path(&demo_path, &err) < 0)
-            goto fail;
-        model_path = demo_path;
-    }
-    if (model_new(&model, model_path, &err) < 0)
+    if (cmd_model_init(&cm, c.model, &err) < 0)
         goto fail;
+    const char *model_path = cm.path;
+    const model_t *model = cm.model;
     const model_config_t *mc = model_config(model);
-    if (tok_new_from_gguf(&tok, model_gguf(model), &err) < 0)
+    const int32_t n_ctx = cmd_model_n_ctx(&cm, c.n_ctx);
+    if (stack_flags_tune(&c.stack, model_path, "guild run", &err) < 0)
         goto fail;
-    if (tok_n_tokens(tok) > mc->n_vocab) {
-        guild_err_set(&err, "%s: the vocabulary has %d tokens but the model only %d rows of logits", model_path,
-                      tok_n_tokens(tok), mc->n_vocab);
-        goto fail;
-    }
-    int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
-    if (!c.no_tuning && expert_tuning_apply(model_path, "guild run", c.threads_given, &c.n_threads,
-                                            &c.pipe.gate_up_rows, &c.pipe.down_rows,
-                                            &c.pipe.interleave_gate_up, &err) < 0)
-        goto fail;
-    c.pipe.n_threads = c.n_threads;
     if (c.print_plan) {
-        if (pipeline_print_plan(model, c.pipe.cpu_workers, stdout, &err) < 0)
+        if (pipeline_print_plan(model, st->pipe.cpu_workers, stdout, &err) < 0)
             goto fail;
-        if (!strcmp(c.backend, "cuda")) {
+        if (!strcmp(st->backend, "cuda")) {
             gpu_plan_t gp;
-            gpu_plan_options_t po = {.budget = c.pipe.gpu_mem, .n_ctx = n_ctx,
+            gpu_plan_options_t po = {.budget = st->pipe.gpu_mem, .n_ctx = n_ctx,
                                      .n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx, .kv_elem = 2,
-                                     .max_expert_layers = c.pipe.gpu_expert_layers};
+                                     .max_expert_layers = st->pipe.gpu_expert_layers};
             if (gpu_plan_compute(&gp, model, &po, &err) < 0)
                 goto fail;
             gpu_plan_print(&gp, stdout);
@@ -462,7 +355,7 @@ int cmd_run(int argc, char **argv)
         plen = strlen(ptext);
     }
     unsigned flags = TOK_ADD_SPECIAL | (c.parse_special ? TOK_PARSE_SPECIAL : 0);
-    if (tok_encode(tok, ptext, plen, flags, &prompt_ids, &err) < 0)
+    if (tok_encode(cm.tok, ptext, plen, flags, &prompt_ids, &err) < 0)
         goto fail;
     if (prompt_ids.n == 0) {
         guild_err_set(&err, "the prompt gives no tokens");
@@ -480,27 +373,10 @@ int cmd_run(int argc, char **argv)
     }
 
     int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
-    if (!c.single_process) {
-        if (pipeline_new(&pipe, &c.pipe, model, model_path, n_ctx, n_batch, &be, &err) < 0)
-            goto fail;
-    } else {
-        const expert_pipe_tuning_t rows = {c.pipe.gate_up_rows, c.pipe.down_rows};
-        if (guild_pool_new(&pool, c.n_threads, NULL, &err) < 0 ||
-            moe_local_new_tuned(&moe, model, pool, &rows, c.pipe.interleave_gate_up, &err) < 0)
-            goto fail;
-        moe_exec_t *exec = moe;
-        if (c.stats) {
-            if (expert_stats_new(&stats, moe, mc, &err) < 0)
-                goto fail;
-            exec = expert_stats_exec(stats);
-        }
-        /* --stats counts every token's routing in every layer, so the last layer must not skip rows */
-        backend_options_t bo = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = pool, .moe = exec, .all_rows = c.stats,
-                                .gpu_mem = c.pipe.gpu_mem, .gpu_expert_layers = c.pipe.gpu_expert_layers,
-                                .no_graph = c.pipe.no_graph};
-        if (backend_new(&be, c.backend, model, &bo, &err) < 0)
-            goto fail;
-    }
+    st->n_ctx = n_ctx;
+    st->n_batch = n_batch;
+    if (backend_stack_open(&stack, st, model, model_path, &err) < 0)
+        goto fail;
     if (sampler_new(&smp, &c.sample, mc->n_vocab, &err) < 0)
         goto fail;
     if (c.logits_out && !(logits_f = fopen(c.logits_out, "wb"))) {
@@ -517,7 +393,7 @@ int cmd_run(int argc, char **argv)
         .logits_out = logits_f,
         .ignore_eog = c.ignore_eos,
     };
-    int grc = gen_run(be, smp, tok, prompt_ids.v, (int32_t)prompt_ids.n, &go, &res, &err);
+    int grc = gen_run(backend_stack_backend(stack), smp, cm.tok, prompt_ids.v, (int32_t)prompt_ids.n, &go, &res, &err);
     if (isatty(STDOUT_FILENO))
         fputc('\n', stdout);
     fflush(stdout);
@@ -540,10 +416,7 @@ int cmd_run(int argc, char **argv)
             res.prefill_s > 0 ? res.n_prompt / res.prefill_s : 0.0);
     fprintf(stderr, "guild run: decode:  %d tokens in %.3f s (%.2f tok/s)\n", res.n_decoded, res.decode_s,
             res.decode_s > 0 ? res.n_decoded / res.decode_s : 0.0);
-    if (stats)
-        expert_stats_print(stats, stderr);
-    if (pipe)
-        pipeline_print_stats(pipe, be, stderr);
+    backend_stack_print_stats(stack, stderr);
     rc = 0;
 fail:
     if (rc)
@@ -552,15 +425,9 @@ fail:
         fclose(logits_f);
     free(res.ids);
     sampler_destroy(&smp);
-    backend_destroy(&be);
-    pipeline_destroy(&pipe);
-    expert_stats_destroy(&stats);
-    moe_exec_destroy(&moe);
-    guild_pool_destroy(&pool);
+    backend_stack_close(&stack);
     tok_ids_fini(&prompt_ids);
-    tok_destroy(&tok);
-    model_destroy(&model);
+    cmd_model_fini(&cm);
     free(prompt_buf);
-    free(demo_path);
     return rc;
 }

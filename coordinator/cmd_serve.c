@@ -17,14 +17,14 @@
 #include <unistd.h>
 
 #include "coordinator/backend_stack.h"
-#include "cpu-expert-worker/expert_tuning.h"
+#include "coordinator/cmd_model.h"
 #include "coordinator/commands.h"
-#include "coordinator/demo_model.h"
 #include "coordinator/server/api.h"
 #include "coordinator/server/engine.h"
 #include "coordinator/server/http.h"
 #include "coordinator/server/strbuf.h"
 #include "coordinator/server/textfilt.h"
+#include "coordinator/stack_flags.h"
 #include "core/util/cli.h"
 #include "core/chat/chat.h"
 #include "core/model/model.h"
@@ -38,20 +38,21 @@ typedef struct serve_config {
     int port;                  /* --port; 0: any free port */
     int32_t n_ctx;             /* --ctx; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;           /* --batch */
-    int n_threads;             /* --threads (else the model's tuning file, else every online CPU) */
-    bool threads_given;        /* --threads was given */
-    bool no_tuning;            /* --no-tuning */
     int queue;                 /* --queue: requests that may wait */
     const char *api_key;       /* --api-key */
     const char *chat_template; /* --chat-template NAME|FILE */
     const char *alias;         /* --alias: the model's name in the API */
     size_t max_body;           /* --max-body */
     bool prefix_cache;         /* --no-prefix-cache clears it */
-    const char *backend;       /* --backend */
-    bool single_process;       /* --single-process */
-    pipeline_config_t pipe;    /* --cpu-workers, --arena-dir, --mlock, --spin-us */
+    stack_flags_t stack;       /* --single-process, --threads, --no-tuning, --backend, the pipeline's flags */
     int verbosity;             /* -q: -1, default 0, -v: 1 */
 } serve_config_t;
+
+/* The backend stack's flags guild serve takes (coordinator/stack_flags.h). */
+enum {
+    SERVE_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS |
+                        STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND,
+};
 
 /* Prints words (space-separated) from column `indent` on, wrapped before column 110. */
 static void print_wrapped(FILE *out, const char *words, int indent)
@@ -86,22 +87,15 @@ static void usage(FILE *out)
             "      --port N            port (default 8080; 0: any free one, printed at start-up)\n"
             "      --ctx N             context length of every request (default: the model's, at most 4096)\n"
             "      --batch N           prompt tokens per forward pass (default 256)\n"
-            "      --threads N         CPU threads (default: the model's tuning file, else all online CPUs)\n"
-            "      --no-tuning         ignore MODEL.tuning (written by `guild optimize`; speed only)\n"
             "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
             "      --api-key KEY       require \"Authorization: Bearer KEY\" on /v1/*\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
             "                          recognise (default: the model's tokenizer.chat_template); see below\n"
             "      --alias NAME        the model's name in /v1/models and replies (default: the file name)\n"
             "      --max-body BYTES    largest request body (default 8 MiB); larger ones get 413\n"
-            "      --no-prefix-cache   start every request from an empty KV cache\n"
-            "      --single-process    run every stage in this process (default: a GPU worker process and CPU\n"
-            "                          expert worker processes, supervised and restarted)\n"
-            "      --cpu-workers K     CPU expert workers (default: one per NUMA node)\n"
-            "      --arena-dir DIR     shared memory as a file in DIR instead of an anonymous memfd\n"
-            "      --mlock             lock the CPU workers' experts in RAM\n"
-            "      --spin-us N         spin N us on a doorbell before sleeping (default 50)\n"
-            "      --backend NAME      dense-layer backend (default cpu; built in: %s)\n"
+            "      --no-prefix-cache   start every request from an empty KV cache\n");
+    stack_flags_usage(out, SERVE_STACK_FLAGS, "cpu");
+    fprintf(out,
             "  -q, --quiet             only warnings and errors on stderr (default: one line per request)\n"
             "  -v, --verbose           more messages on stderr\n"
             "  -h, --help              this help\n"
@@ -112,8 +106,7 @@ static void usage(FILE *out)
             "presence_penalty and frequency_penalty only 0; n and best_of only 1. Absent sampling fields take\n"
             "guild run's defaults.\n"
             "\n"
-            "Chat templates built in (recognised in the model's Jinja template, or named by --chat-template):\n",
-            backend_names());
+            "Chat templates built in (recognised in the model's Jinja template, or named by --chat-template):\n");
     print_wrapped(out, chat_tmpl_names(), 2);
 }
 
@@ -122,69 +115,56 @@ enum {
     OPT_PORT,
     OPT_CTX,
     OPT_BATCH,
-    OPT_THREADS,
-    OPT_NO_TUNING,
     OPT_QUEUE,
     OPT_API_KEY,
     OPT_CHAT_TEMPLATE,
     OPT_ALIAS,
     OPT_MAX_BODY,
     OPT_NO_PREFIX_CACHE,
-    OPT_SINGLE,
-    OPT_CPU_WORKERS,
-    OPT_ARENA_DIR,
-    OPT_MLOCK,
-    OPT_SPIN_US,
-    OPT_BACKEND,
 };
-
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */
 static int parse_args(int argc, char **argv, serve_config_t *c)
 {
-    static const struct option opts[] = {
+    static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
         {"ctx", required_argument, NULL, OPT_CTX},
         {"batch", required_argument, NULL, OPT_BATCH},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"no-tuning", no_argument, NULL, OPT_NO_TUNING},
         {"queue", required_argument, NULL, OPT_QUEUE},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
-        {"single-process", no_argument, NULL, OPT_SINGLE},
-        {"cpu-workers", required_argument, NULL, OPT_CPU_WORKERS},
-        {"arena-dir", required_argument, NULL, OPT_ARENA_DIR},
-        {"mlock", no_argument, NULL, OPT_MLOCK},
-        {"spin-us", required_argument, NULL, OPT_SPIN_US},
-        {"backend", required_argument, NULL, OPT_BACKEND},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct option opts[40];
+    stack_flags_options(opts, sizeof opts / sizeof opts[0], own, SERVE_STACK_FLAGS);
     *c = (serve_config_t){
         .host = "127.0.0.1",
         .port = 8080,
         .n_batch = 256,
-        .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1,
         .queue = 8,
         .max_body = 8u << 20,
         .prefix_cache = true,
-        .backend = "cpu",
     };
-    c->pipe.spin_us = -1;
+    stack_flags_init(&c->stack);
     guild_err_t e = {{0}};
     long v;
-    int o;
+    int o, sf;
     optind = 1;
     opterr = 0; /* messages below name the command */
     while ((o = getopt_long(argc, argv, "m:qvh", opts, NULL)) != -1) {
+        if ((sf = stack_flags_parse(&c->stack, o, optarg, &e)) != 0) {
+            if (sf < 0)
+                goto bad;
+            continue;
+        }
         switch (o) {
         case 'm': c->model = optarg; break;
         case OPT_HOST: c->host = optarg; break;
@@ -203,13 +183,6 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
                 goto bad;
             c->n_batch = (int32_t)v;
             break;
-        case OPT_THREADS:
-            if (cli_parse_long("--threads", optarg, 1, 1024, &v, &e) < 0)
-                goto bad;
-            c->n_threads = (int)v;
-            c->threads_given = true;
-            break;
-        case OPT_NO_TUNING: c->no_tuning = true; break;
         case OPT_QUEUE:
             if (cli_parse_long("--queue", optarg, 1, 1 << 16, &v, &e) < 0)
                 goto bad;
@@ -230,20 +203,6 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
             c->max_body = (size_t)v;
             break;
         case OPT_NO_PREFIX_CACHE: c->prefix_cache = false; break;
-        case OPT_SINGLE: c->single_process = true; break;
-        case OPT_CPU_WORKERS:
-            if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0)
-                goto bad;
-            c->pipe.cpu_workers = (int)v;
-            break;
-        case OPT_ARENA_DIR: c->pipe.arena_dir = optarg; break;
-        case OPT_MLOCK: c->pipe.mlock = true; break;
-        case OPT_SPIN_US:
-            if (cli_parse_long("--spin-us", optarg, 0, 1000000, &v, &e) < 0)
-                goto bad;
-            c->pipe.spin_us = (int)v;
-            break;
-        case OPT_BACKEND: c->backend = optarg; break;
         case 'q': c->verbosity = -1; break;
         case 'v': c->verbosity = 1; break;
         case 'h': usage(stdout); return 1;
@@ -257,12 +216,8 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         fprintf(stderr, "guild serve: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (c->single_process &&
-        (c->pipe.cpu_workers || c->pipe.arena_dir || c->pipe.mlock || c->pipe.spin_us >= 0)) {
-        fprintf(stderr, "guild serve: --cpu-workers, --arena-dir, --mlock and --spin-us are for the multi-process "
-                        "mode, not --single-process\n");
-        return -1;
-    }
+    if (stack_flags_check(&c->stack, SERVE_STACK_FLAGS, NULL, false, &e) < 0)
+        goto bad;
     return 0;
 bad:
     fprintf(stderr, "guild serve: %s\n", e.msg);
@@ -378,30 +333,19 @@ int cmd_serve(int argc, char **argv)
 
     guild_err_t err = {{0}};
     int rc = 1;
-    char *demo_path = NULL, *id = NULL;
-    model_t *model = NULL;
-    tok_t *tok = NULL;
+    char *id = NULL;
+    cmd_model_t cm = {0};
     engine_t *engine = NULL;
     http_server_t *http = NULL;
     char why[1024] = "";
     chat_tmpl_t tmpl;
 
-    const char *model_path = c.model;
-    if (!model_path) {
-        if (demo_model_path(&demo_path, &err) < 0)
-            goto fail;
-        model_path = demo_path;
-    }
-    if (model_new(&model, model_path, &err) < 0)
+    if (cmd_model_init(&cm, c.model, &err) < 0)
         goto fail;
+    const char *model_path = cm.path;
+    const model_t *model = cm.model;
+    tok_t *tok = cm.tok;
     const model_config_t *mc = model_config(model);
-    if (tok_new_from_gguf(&tok, model_gguf(model), &err) < 0)
-        goto fail;
-    if (tok_n_tokens(tok) > mc->n_vocab) {
-        guild_err_set(&err, "%s: the vocabulary has %d tokens but the model only %d rows of logits", model_path,
-                      tok_n_tokens(tok), mc->n_vocab);
-        goto fail;
-    }
     if (choose_template(&c, model, &tmpl, why, sizeof why) < 0) {
         rc = 2;
         goto fail;
@@ -410,25 +354,24 @@ int cmd_serve(int argc, char **argv)
         guild_err_set(&err, "out of memory");
         goto fail;
     }
-    int32_t n_ctx = c.n_ctx ? c.n_ctx : (mc->n_ctx_train < 4096 ? mc->n_ctx_train : 4096);
+    const int32_t n_ctx = cmd_model_n_ctx(&cm, c.n_ctx);
     int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
-    if (!c.no_tuning && expert_tuning_apply(model_path, "guild serve", c.threads_given, &c.n_threads,
-                                            &c.pipe.gate_up_rows, &c.pipe.down_rows,
-                                            &c.pipe.interleave_gate_up, &err) < 0)
+    if (stack_flags_tune(&c.stack, model_path, "guild serve", &err) < 0)
         goto fail;
 
     guild_log(GUILD_LOG_INFO, "model %s (%s)", model_path, id);
     if (guild_log_level() >= GUILD_LOG_INFO)
         model_config_print(mc, stderr);
     engine_config_t ec = {
-        .stack = {.single_process = c.single_process, .backend = c.backend, .n_threads = c.n_threads,
-                  .n_ctx = n_ctx, .n_batch = n_batch, .pipe = c.pipe},
+        .stack = c.stack.st,
         .model = model,
         .model_path = model_path,
         .tok = tok,
         .queue_max = c.queue,
         .prefix_cache = c.prefix_cache,
     };
+    ec.stack.n_ctx = n_ctx;
+    ec.stack.n_batch = n_batch;
     ec.stack.pipe.log_level = c.verbosity > 0 ? GUILD_LOG_INFO : GUILD_LOG_WARN;
     if (engine_new(&engine, &ec, &err) < 0)
         goto fail;
@@ -456,7 +399,8 @@ int cmd_serve(int argc, char **argv)
     if (http_server_start(&http, &ho, api_handle, &api, &err) < 0)
         goto fail;
     guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, queue %d, prefix cache %s",
-              c.single_process ? "single process" : "GPU worker + CPU expert workers", c.backend, c.n_threads,
+              c.stack.st.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.st.backend,
+              c.stack.st.n_threads,
               n_ctx, n_batch, c.queue, c.prefix_cache ? "on" : "off");
     if (tmpl == CHAT_TMPL_UNKNOWN)
         guild_log(GUILD_LOG_WARN, "%s", why);
@@ -478,9 +422,7 @@ fail:
         fprintf(stderr, "guild serve: %s\n", err.msg);
     http_server_stop(&http);
     engine_destroy(&engine);
-    tok_destroy(&tok);
-    model_destroy(&model);
+    cmd_model_fini(&cm);
     free(id);
-    free(demo_path);
     return rc;
 }

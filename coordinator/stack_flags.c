@@ -1,0 +1,200 @@
+#include "config.h"
+
+#include "coordinator/stack_flags.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util/cli.h"
+#include "cpu-expert-worker/expert_tuning.h"
+#include "gpu-worker/backend.h"
+#include "gpu-worker/gpu_plan.h"
+
+/* One flag: its bit (and getopt value STACK_FLAGS_OPT_BASE + its index), name, argument, help ('\n' starts a
+ * continuation line). The help lines print in this order. */
+typedef struct flag {
+    unsigned bit;
+    const char *name;
+    const char *arg;  /* NULL: no value */
+    const char *help; /* NULL: printed by stack_flags_usage itself */
+    bool multi;       /* for the multi-process mode only */
+} flag_t;
+
+static const flag_t flags[] = {
+    {STACK_FLAG_SINGLE, "single-process", NULL,
+     "run every stage in this process (the reference; default: a GPU worker\n"
+     "process and CPU expert worker processes, supervised and restarted)", false},
+    {STACK_FLAG_THREADS, "threads", "N", NULL, false},
+    {STACK_FLAG_NO_TUNING, "no-tuning", NULL,
+     "ignore MODEL.tuning (written by `guild optimize`: threads and the CPU\n"
+     "expert pipeline's row blocks; speed only, the output is the same)", false},
+    {STACK_FLAG_CPU_WORKERS, "cpu-workers", "K", "CPU expert workers (default: one per NUMA node)", true},
+    {STACK_FLAG_LISTEN, "listen", "ENDPOINT",
+     "do not start the CPU workers: wait for `guild-cpu-worker --connect\n"
+     "ENDPOINT` started by hand on this host (ipc://PATH or tcp://HOST:PORT)", true},
+    {STACK_FLAG_ARENA_DIR, "arena-dir", "DIR",
+     "shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
+     "an anonymous memfd", true},
+    {STACK_FLAG_MLOCK, "mlock", NULL, "lock the CPU workers' experts in RAM", true},
+    {STACK_FLAG_SPIN_US, "spin-us", "N", "spin N us on a doorbell before sleeping (default 50)", true},
+    {STACK_FLAG_BACKEND, "backend", "NAME", NULL, false},
+    {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE",
+     "device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
+     "cache and buffers must fit; experts of as many layers as fit stay on the\n"
+     "GPU (default: no budget, every layer's experts on the GPU)", false},
+    {STACK_FLAG_GPU_EXPERTS, "gpu-experts", "N", "at most N layers' experts on the GPU (all: as many as fit; none: 0)",
+     false},
+    {STACK_FLAG_NO_GRAPH, "no-cuda-graph", NULL,
+     "enqueue every kernel of every step (debugging; default: decode steps are\n"
+     "replayed CUDA graphs)", false},
+};
+enum { N_FLAGS = sizeof flags / sizeof flags[0] };
+_Static_assert(N_FLAGS == 12, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 12 flags");
+
+void stack_flags_init(stack_flags_t *f)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *f = (stack_flags_t){.st = {.backend = "cpu", .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1}};
+    f->st.pipe.spin_us = -1;
+}
+
+size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
+{
+    size_t n = 0;
+    for (; own[n].name; n++) {
+        GUILD_ASSERT(n + 1 < cap);
+        out[n] = own[n];
+    }
+    for (int i = 0; i < N_FLAGS; i++) {
+        if (!(mask & flags[i].bit))
+            continue;
+        GUILD_ASSERT(n + 1 < cap);
+        out[n++] = (struct option){flags[i].name, flags[i].arg ? required_argument : no_argument, NULL,
+                                   STACK_FLAGS_OPT_BASE + i};
+    }
+    out[n] = (struct option){NULL, 0, NULL, 0};
+    return n;
+}
+
+int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *err)
+{
+    if (opt < STACK_FLAGS_OPT_BASE || opt >= STACK_FLAGS_OPT_BASE + N_FLAGS)
+        return 0;
+    pipeline_config_t *p = &f->st.pipe;
+    long v;
+    switch (flags[opt - STACK_FLAGS_OPT_BASE].bit) {
+    case STACK_FLAG_SINGLE: f->st.single_process = true; break;
+    case STACK_FLAG_THREADS:
+        if (cli_parse_long("--threads", arg, 1, 1024, &v, err) < 0)
+            return -1;
+        f->st.n_threads = (int)v;
+        f->threads_given = true;
+        break;
+    case STACK_FLAG_NO_TUNING: f->no_tuning = true; break;
+    case STACK_FLAG_CPU_WORKERS:
+        if (cli_parse_long("--cpu-workers", arg, 1, 4096, &v, err) < 0)
+            return -1;
+        p->cpu_workers = (int)v;
+        break;
+    case STACK_FLAG_LISTEN: p->listen = arg; break;
+    case STACK_FLAG_ARENA_DIR: p->arena_dir = arg; break;
+    case STACK_FLAG_MLOCK: p->mlock = true; break;
+    case STACK_FLAG_SPIN_US:
+        if (cli_parse_long("--spin-us", arg, 0, 1000000, &v, err) < 0)
+            return -1;
+        p->spin_us = (int)v;
+        break;
+    case STACK_FLAG_BACKEND: f->st.backend = arg; break;
+    case STACK_FLAG_GPU_MEM:
+        if (gpu_plan_parse_size(arg, "--gpu-mem", &p->gpu_mem, err) < 0)
+            return -1;
+        break;
+    case STACK_FLAG_GPU_EXPERTS:
+        if (!strcmp(arg, "all"))
+            p->gpu_expert_layers = 0;
+        else if (!strcmp(arg, "none") || !strcmp(arg, "0"))
+            p->gpu_expert_layers = GPU_EXPERTS_NONE;
+        else if (cli_parse_long("--gpu-experts", arg, 1, 1 << 20, &v, err) < 0)
+            return -1;
+        else
+            p->gpu_expert_layers = (int32_t)v;
+        break;
+    case STACK_FLAG_NO_GRAPH: p->no_graph = true; break;
+    default: GUILD_ASSERT(!"a flag without a case");
+    }
+    return 1;
+}
+
+/* Whether flag i, a multi-process one, was given. */
+static bool given(const stack_flags_t *f, int i)
+{
+    const pipeline_config_t *p = &f->st.pipe;
+    switch (flags[i].bit) {
+    case STACK_FLAG_CPU_WORKERS: return p->cpu_workers != 0;
+    case STACK_FLAG_LISTEN: return p->listen != NULL;
+    case STACK_FLAG_ARENA_DIR: return p->arena_dir != NULL;
+    case STACK_FLAG_MLOCK: return p->mlock;
+    case STACK_FLAG_SPIN_US: return p->spin_us >= 0;
+    default: return false;
+    }
+}
+
+int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, bool also_given, guild_err_t *err)
+{
+    if (!f->st.single_process)
+        return 0;
+    const char *names[N_FLAGS + 1];
+    int n = 0;
+    bool any = also && also_given;
+    for (int i = 0; i < N_FLAGS; i++)
+        if (flags[i].multi && (mask & flags[i].bit)) {
+            names[n++] = flags[i].name;
+            any = any || given(f, i);
+        }
+    if (!any)
+        return 0;
+    char list[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < n + (also != NULL); i++) {
+        const bool last = i == n + (also != NULL) - 1;
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s%s", i == 0 ? "" : last ? " and " : ", ",
+                                i < n ? "--" : "", i < n ? names[i] : also);
+        GUILD_ASSERT(len < sizeof list);
+    }
+    return guild_err_set(err, "%s %s for the multi-process mode, not --single-process", list,
+                         n + (also != NULL) > 1 ? "are" : "is");
+}
+
+void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default)
+{
+    for (int i = 0; i < N_FLAGS; i++) {
+        const flag_t *fl = &flags[i];
+        if (!(mask & fl->bit))
+            continue;
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        fprintf(out, "      %-20s", left);
+        if (fl->bit == STACK_FLAG_THREADS && (mask & STACK_FLAG_NO_TUNING))
+            fprintf(out, "CPU threads (default: the model's tuning file, else all online CPUs);\n%26s"
+                    "multi-process: per worker\n", "");
+        else if (fl->bit == STACK_FLAG_THREADS)
+            fprintf(out, "CPU threads (default: all online CPUs); multi-process: per worker\n");
+        else if (fl->bit == STACK_FLAG_BACKEND)
+            fprintf(out, "dense-layer backend (default %s; built in: %s)\n", backend_default, backend_names());
+        else
+            for (const char *s = fl->help; *s;) {
+                size_t k = strcspn(s, "\n");
+                fprintf(out, "%s%.*s\n", s == fl->help ? "" : "                          ", (int)k, s);
+                s += k + (s[k] == '\n');
+            }
+    }
+}
+
+int stack_flags_tune(stack_flags_t *f, const char *model_path, const char *who, guild_err_t *err)
+{
+    if (f->no_tuning)
+        return 0;
+    pipeline_config_t *p = &f->st.pipe;
+    return expert_tuning_apply(model_path, who, f->threads_given, &f->st.n_threads, &p->gate_up_rows, &p->down_rows,
+                               &p->interleave_gate_up, err);
+}
