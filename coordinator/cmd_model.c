@@ -21,9 +21,9 @@ int cmd_model_init(cmd_model_t *cm, const char *path, guild_err_t *err)
     return 0;
 }
 
-int32_t cmd_model_n_ctx(const cmd_model_t *cm, int32_t n_ctx)
+int32_t cmd_model_n_ctx(const model_t *m, int32_t n_ctx)
 {
-    const int32_t train = model_config(cm->model)->n_ctx_train;
+    const int32_t train = model_config(m)->n_ctx_train;
     return n_ctx > 0 ? n_ctx : train < 4096 ? train : 4096;
 }
 

@@ -21,8 +21,9 @@ typedef struct cmd_model {
  * or the mismatch; cmd_model_fini is still to be called then. */
 int cmd_model_init(cmd_model_t *cm, const char *path, guild_err_t *err);
 
-/* The context length to use: n_ctx when given (> 0), else the model's training context, at most 4096. */
-int32_t cmd_model_n_ctx(const cmd_model_t *cm, int32_t n_ctx);
+/* The context length a command uses for model m: n_ctx when given (> 0), else the model's training context, at
+ * most 4096. */
+int32_t cmd_model_n_ctx(const model_t *m, int32_t n_ctx);
 
 /* Frees what cmd_model_init made and zeroes *cm. */
 void cmd_model_fini(cmd_model_t *cm);

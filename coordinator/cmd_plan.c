@@ -1,55 +1,79 @@
-/* guild plan — print how the multi-process pipeline would place a model's routed experts. */
+/* guild plan — print how the multi-process pipeline would place a model's routed experts (and, with the cuda
+ * backend, the GPU's memory: the layers whose experts stay there are given to no CPU worker). */
 #include "config.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "coordinator/cmd_model.h"
 #include "coordinator/commands.h"
 #include "coordinator/pipeline.h"
-#include "core/util/cli.h"
+#include "coordinator/stack_flags.h"
 #include "core/model/model.h"
-#include "core/topo/topo.h"
+#include "core/util/cli.h"
+
+/* The backend stack's flags that change the plan (coordinator/stack_flags.h). */
+enum {
+    PLAN_STACK_FLAGS = STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND | STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS,
+};
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: guild plan -m FILE.gguf [--cpu-workers K]\n"
+            "usage: guild plan -m FILE.gguf [--cpu-workers K] [--backend cuda [--gpu-mem SIZE] ...]\n"
             "\n"
             "Prints which CPU expert worker would own which routed experts of every layer, on which NUMA node\n"
-            "and CPUs, and how many bytes of weights each would hold (what `guild run` starts).\n"
+            "and CPUs, and how many bytes of weights each would hold (what `guild run` starts). With --backend\n"
+            "cuda, also the GPU's memory plan: the experts of the layers resident there are computed on the GPU\n"
+            "and given to no CPU worker.\n"
             "\n"
-            "  -m, --model FILE     GGUF model\n"
-            "      --cpu-workers K  number of CPU workers (default: one per NUMA node; %d here)\n"
-            "  -h, --help           this help\n",
-            topo_node_count());
+            "  -m, --model FILE        GGUF model\n"
+            "      --ctx N             context length (default: the model's, at most 4096)\n"
+            "      --batch N           prompt tokens per forward pass (default 256)\n");
+    stack_flags_usage(out, PLAN_STACK_FLAGS, "cpu");
+    fprintf(out, "  -h, --help              this help\n");
 }
 
 int cmd_plan(int argc, char **argv)
 {
-    static const struct option opts[] = {
+    enum { OPT_CTX = 256, OPT_BATCH };
+    static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},
-        {"cpu-workers", required_argument, NULL, 'k'},
+        {"ctx", required_argument, NULL, OPT_CTX},
+        {"batch", required_argument, NULL, OPT_BATCH},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    struct option opts[16];
+    stack_flags_options(opts, sizeof opts / sizeof opts[0], own, PLAN_STACK_FLAGS);
+    stack_flags_t f;
+    stack_flags_init(&f);
     const char *path = NULL;
-    int workers = 0, o;
+    int32_t n_ctx = 0, n_batch = 256;
+    guild_err_t e = {{0}};
+    long v;
+    int o, sf;
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        if ((sf = stack_flags_parse(&f, o, optarg, &e)) != 0) {
+            if (sf < 0)
+                goto bad;
+            continue;
+        }
         switch (o) {
         case 'm': path = optarg; break;
-        case 'k': {
-            long v;
-            guild_err_t e;
-            if (cli_parse_long("--cpu-workers", optarg, 1, 4096, &v, &e) < 0) {
-                fprintf(stderr, "guild plan: %s\n", e.msg);
-                return 2;
-            }
-            workers = (int)v;
+        case OPT_CTX:
+            if (cli_parse_long("--ctx", optarg, 1, 1 << 24, &v, &e) < 0)
+                goto bad;
+            n_ctx = (int32_t)v;
             break;
-        }
+        case OPT_BATCH:
+            if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0)
+                goto bad;
+            n_batch = (int32_t)v;
+            break;
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "guild plan: unknown option or missing value: %s\n", argv[optind - 1]);
@@ -65,10 +89,17 @@ int cmd_plan(int argc, char **argv)
     guild_err_t err = {{0}};
     model_t *m = NULL;
     int rc = 1;
-    if (model_new(&m, path, &err) == 0 && pipeline_print_plan(m, workers, stdout, &err) == 0)
-        rc = 0;
-    else
+    f.st.pipe.backend = f.st.backend;
+    if (model_new(&m, path, &err) == 0) {
+        n_ctx = cmd_model_n_ctx(m, n_ctx);
+        if (pipeline_print_plan(m, &f.st.pipe, n_ctx, n_batch < n_ctx ? n_batch : n_ctx, stdout, &err) == 0)
+            rc = 0;
+    }
+    if (rc)
         fprintf(stderr, "guild plan: %s\n", err.msg);
     model_destroy(&m);
     return rc;
+bad:
+    fprintf(stderr, "guild plan: %s\n", e.msg);
+    return 2;
 }

@@ -25,7 +25,6 @@
 #include "core/util/cli.h"
 #include "core/util/log.h"
 #include "gpu-worker/backend.h"
-#include "gpu-worker/gpu_plan.h"
 
 /* Everything `guild run` was asked to do, validated once and printed at start-up. */
 typedef struct run_config {
@@ -323,23 +322,14 @@ int cmd_run(int argc, char **argv)
     const char *model_path = cm.path;
     const model_t *model = cm.model;
     const model_config_t *mc = model_config(model);
-    const int32_t n_ctx = cmd_model_n_ctx(&cm, c.n_ctx);
+    const int32_t n_ctx = cmd_model_n_ctx(model, c.n_ctx);
     if (stack_flags_tune(&c.stack, model_path, "guild run", &err) < 0)
         goto fail;
+    const int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
     if (c.print_plan) {
-        if (pipeline_print_plan(model, st->pipe.cpu_workers, stdout, &err) < 0)
-            goto fail;
-        if (!strcmp(st->backend, "cuda")) {
-            gpu_plan_t gp;
-            gpu_plan_options_t po = {.budget = st->pipe.gpu_mem, .n_ctx = n_ctx,
-                                     .n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx, .kv_elem = 2,
-                                     .max_expert_layers = st->pipe.gpu_expert_layers};
-            if (gpu_plan_compute(&gp, model, &po, &err) < 0)
-                goto fail;
-            gpu_plan_print(&gp, stdout);
-            gpu_plan_fini(&gp);
-        }
-        rc = 0;
+        st->pipe.backend = st->backend;
+        if (pipeline_print_plan(model, &st->pipe, n_ctx, n_batch, stdout, &err) == 0)
+            rc = 0;
         goto fail;
     }
     print_config(&c, model_path, mc, n_ctx);
@@ -372,7 +362,6 @@ int cmd_run(int argc, char **argv)
         fputc('\n', stderr);
     }
 
-    int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
     st->n_ctx = n_ctx;
     st->n_batch = n_batch;
     if (backend_stack_open(&stack, st, model, model_path, &err) < 0)

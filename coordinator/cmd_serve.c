@@ -354,7 +354,7 @@ int cmd_serve(int argc, char **argv)
         guild_err_set(&err, "out of memory");
         goto fail;
     }
-    const int32_t n_ctx = cmd_model_n_ctx(&cm, c.n_ctx);
+    const int32_t n_ctx = cmd_model_n_ctx(model, c.n_ctx);
     int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
     if (stack_flags_tune(&c.stack, model_path, "guild serve", &err) < 0)
         goto fail;

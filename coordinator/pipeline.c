@@ -20,14 +20,37 @@ struct pipeline {
     char worker_dir[PATH_MAX];
 };
 
-int pipeline_print_plan(const model_t *m, int cpu_workers, FILE *out, guild_err_t *err)
+/* The GPU worker's memory plan when its backend is cuda: gp->resident flags the layers whose experts it keeps
+ * and computes, which no CPU worker is given. With another backend nothing stays on the GPU: *gp is zeroed
+ * (resident NULL). */
+static int gpu_resident_plan(gpu_plan_t *gp, const pipeline_config_t *pc, const model_t *m, int32_t n_ctx,
+                             int32_t n_batch, guild_err_t *err)
 {
+    memset(gp, 0, sizeof *gp);
+    if (!pc->backend || strcmp(pc->backend, "cuda") != 0)
+        return 0;
+    /* the GPU worker computes the same plan from the same options (its n_batch is our n_batch, F16 cache) */
+    const gpu_plan_options_t po = {.budget = pc->gpu_mem, .n_ctx = n_ctx, .n_batch = n_batch, .kv_elem = 2,
+                                   .max_expert_layers = pc->gpu_expert_layers};
+    return gpu_plan_compute(gp, m, &po, err);
+}
+
+int pipeline_print_plan(const model_t *m, const pipeline_config_t *pc, int32_t n_ctx, int32_t n_batch, FILE *out,
+                        guild_err_t *err)
+{
+    gpu_plan_t gp;
     plan_t *plan = NULL;
-    if (plan_new_local(&plan, model_config(m), cpu_workers, err) < 0)
+    if (gpu_resident_plan(&gp, pc, m, n_ctx, n_batch, err) < 0)
         return -1;
-    plan_print(plan, m, out);
+    const int rc = plan_new_local(&plan, model_config(m), pc->cpu_workers, gp.resident, err);
+    if (rc == 0) {
+        plan_print(plan, m, out);
+        if (gp.resident)
+            gpu_plan_print(&gp, out);
+    }
     plan_destroy(&plan);
-    return 0;
+    gpu_plan_fini(&gp);
+    return rc;
 }
 
 int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m, const char *model_path,
@@ -36,6 +59,7 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     *out = NULL;
     *be = NULL;
     const model_config_t *mc = model_config(m);
+    gpu_plan_t gp = {0};
     pipeline_t *p = calloc(1, sizeof *p);
     if (!p)
         return guild_err_set(err, "pipeline: out of memory");
@@ -43,11 +67,17 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
         guild_err_errno(err, errno, "%s", model_path);
         goto fail;
     }
+    /* a budget the dense part does not fit fails here, before any process is started */
     if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
-        plan_new_local(&p->plan, mc, pc->cpu_workers, err) < 0)
+        gpu_resident_plan(&gp, pc, m, n_ctx, n_batch, err) < 0 ||
+        plan_new_local(&p->plan, mc, pc->cpu_workers, gp.resident, err) < 0)
         goto fail;
-    if (guild_log_level() >= GUILD_LOG_INFO)
+    if (guild_log_level() >= GUILD_LOG_INFO) {
         plan_print(p->plan, m, stderr);
+        if (gp.resident)
+            gpu_plan_print(&gp, stderr);
+    }
+    gpu_plan_fini(&gp);
     sup_config_t sc;
     sup_config_defaults(&sc);
     sc.model_path = p->model_path;
@@ -71,18 +101,6 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     sc.gate_up_rows = pc->gate_up_rows;
     sc.down_rows = pc->down_rows;
     sc.interleave_gate_up = pc->interleave_gate_up;
-    if (pc->backend && !strcmp(pc->backend, "cuda")) {
-        /* the GPU worker follows the same plan: a budget the dense part does not fit fails here, before any
-         * process is started */
-        gpu_plan_t gp;
-        gpu_plan_options_t po = {.budget = pc->gpu_mem, .n_ctx = n_ctx, .n_batch = n_batch, .kv_elem = 2,
-                                 .max_expert_layers = pc->gpu_expert_layers};
-        if (gpu_plan_compute(&gp, m, &po, err) < 0)
-            goto fail;
-        if (guild_log_level() >= GUILD_LOG_INFO)
-            gpu_plan_print(&gp, stderr);
-        gpu_plan_fini(&gp);
-    }
     if (sup_new(&p->sup, &sc, mc, err) < 0)
         goto fail;
     uint64_t epoch;
@@ -101,6 +119,7 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     *out = p;
     return 0;
 fail:
+    gpu_plan_fini(&gp);
     pipeline_destroy(&p);
     return -1;
 }

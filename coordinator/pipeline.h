@@ -43,8 +43,12 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
 /* Stops the workers and frees everything; nulls *p. NULL-safe. */
 void pipeline_destroy(pipeline_t **p);
 
-/* Prints the plan for cpu_workers workers (0: one per node) of model m. -1 with err if no plan fits. */
-int pipeline_print_plan(const model_t *m, int cpu_workers, FILE *out, guild_err_t *err);
+/* Prints the plan pipeline_new would follow for model m: which CPU worker owns which experts (pc->cpu_workers;
+ * 0: one per node) and, with the cuda backend, the GPU's memory plan (pc->gpu_mem, pc->gpu_expert_layers, for
+ * n_ctx positions and batches of n_batch), whose resident layers' experts no CPU worker owns. -1 with err if no
+ * plan fits. */
+int pipeline_print_plan(const model_t *m, const pipeline_config_t *pc, int32_t n_ctx, int32_t n_batch, FILE *out,
+                        guild_err_t *err);
 
 /* The pipeline's summary after a run: restarts, replays, and time per decode step split into the GPU
  * worker's forward pass, the part spent waiting on the CPU workers, and the hand-off; be is the backend

@@ -174,7 +174,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     int n_layer = s->mc.n_layer;
     Guild__LayerShard *shards = NULL, **shard_ptrs = NULL;
     Guild__ExpertRange *ranges = NULL, **range_ptrs = NULL;
-    uint32_t *cpus = NULL;
+    uint32_t *cpus = NULL, *gpu_layers = NULL;
     int rc = -1;
 
     a.model_path = (char *)c->model_path;
@@ -204,6 +204,14 @@ static int send_assign(sup_t *s, wslot_t *w)
         o.gpu_mem = c->gpu_mem;
         o.gpu_expert_layers = c->gpu_expert_layers;
         o.no_graph = c->no_graph;
+        if (!(gpu_layers = calloc((size_t)n_layer + 1, sizeof *gpu_layers))) {
+            fail(s, "%s: out of memory for its assignment", w->name);
+            goto done;
+        }
+        for (int il = 0; il < n_layer; il++)
+            if (plan_on_gpu(c->plan, il))
+                gpu_layers[o.n_gpu_resident_layers++] = (uint32_t)il;
+        o.gpu_resident_layers = gpu_layers;
     } else {
         a.worker_index = (uint32_t)w->index;
         o.node = w->node;
@@ -259,6 +267,7 @@ done:
     free(ranges);
     free(range_ptrs);
     free(cpus);
+    free(gpu_layers);
     return rc;
 }
 

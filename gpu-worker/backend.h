@@ -36,6 +36,10 @@ typedef struct backend_options {
     int32_t gpu_expert_layers; /* layers whose routed experts live and run on the device: 0 as many as the budget
                                   allows (all without a budget), GPU_EXPERTS_NONE none, k > 0 at most k */
     bool no_graph;             /* debugging: enqueue every kernel of every step (no captured graphs) */
+    const bool *gpu_resident;  /* [n_layer] or NULL (read during creation only): the layers whose routed experts
+                                  no other process holds (the multi-process plan gave them to no CPU worker,
+                                  gpu-worker/gpu_plan.h); creation fails unless the backend keeps each of them
+                                  resident and computes it itself */
     /* The multi-process pipeline's shared memory (guild-gpu-worker; NULL otherwise). A backend that can reach
      * host memory from the device registers [host_mem, host_mem + host_mem_bytes) and drives `exchange` (the
      * MoE exchange in it; moe must then be the arena executor on it) from the device itself, in-graph, for the

@@ -61,6 +61,40 @@ static uint64_t layer_expert_bytes(const model_layer_t *L)
     return tensor_bytes(&L->gate_exps) + tensor_bytes(&L->up_exps) + tensor_bytes(&L->down_exps);
 }
 
+/* The types the kernels of gpu-worker/cuda take (matmul.cu, get_rows.cu, expert_mm.cu dispatch on them). */
+bool gpu_plan_type_supported(guild_type_t type)
+{
+    switch (type) {
+    case GUILD_TYPE_F32: case GUILD_TYPE_F16: case GUILD_TYPE_BF16:
+    case GUILD_TYPE_Q8_0: case GUILD_TYPE_Q4_0: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_0: case GUILD_TYPE_Q5_1:
+    case GUILD_TYPE_IQ4_NL: case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K: case GUILD_TYPE_Q6_K: case GUILD_TYPE_IQ4_XS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+const char *gpu_plan_supported_types(void)
+{
+    return "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_K q5_K q6_K iq4_xs";
+}
+
+/* Whether n elements are whole blocks of the dot type of `type` weights (the device experts quantize to it). */
+static bool whole_dot_blocks(guild_type_t type, int64_t n)
+{
+    uint64_t b;
+    return quant_row_bytes(quant_type_info(type)->dot_type, (uint64_t)n, &b, NULL) == 0;
+}
+
+bool gpu_plan_layer_computable(const model_t *m, int32_t il)
+{
+    const model_config_t *c = model_config(m);
+    const model_layer_t *L = &model_weights(m)->layers[il];
+    return L->gate_exps.data && L->up_exps.data && L->down_exps.data && L->up_exps.type == L->gate_exps.type &&
+           gpu_plan_type_supported(L->gate_exps.type) && gpu_plan_type_supported(L->down_exps.type) &&
+           whole_dot_blocks(L->gate_exps.type, c->n_embd) && whole_dot_blocks(L->down_exps.type, c->n_ff_exp);
+}
+
 int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err)
 {
     const model_config_t *c = model_config(m);
@@ -128,7 +162,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         if (o->max_expert_layers > 0 && p->n_resident >= o->max_expert_layers)
             break;
         const uint64_t b = layer_expert_bytes(&w->layers[il]);
-        if (!b || (o->budget && used + b > o->budget))
+        if (!b || !gpu_plan_layer_computable(m, il) || (o->budget && used + b > o->budget))
             continue;
         used += b;
         p->experts += b;

@@ -7,8 +7,12 @@
  * visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands for them (an H200 with CUDA 13 measured 0.53 GiB).
  * When not every layer's experts can stay, two staging buffers of the largest layer's experts come next (if
  * they fit): large prefill batches stream the other layers' experts through them and compute them on the GPU
- * (gpu-worker/cuda/cuda_moe_gpu.c). Then resident layers are taken in index order; one that does not fit is
- * skipped and later, smaller ones may fit.
+ * (gpu-worker/cuda/cuda_moe_gpu.c). Then resident layers are taken in index order; one that does not fit, or
+ * whose expert types the device kernels do not take (gpu_plan_layer_computable), is skipped and later ones may
+ * fit.
+ *
+ * The resident layers' experts are computed on the GPU only: the multi-process pipeline gives them to no CPU
+ * worker (pipeline/plan.h), so the GPU worker must keep exactly these resident (backend_options_t.gpu_resident).
  */
 #ifndef GUILD_GPU_WORKER_GPU_PLAN_H
 #define GUILD_GPU_WORKER_GPU_PLAN_H
@@ -18,6 +22,7 @@
 #include <stdio.h>
 
 #include "core/model/model.h"
+#include "core/quant/types.h"
 #include "core/util/err.h"
 
 #define GPU_PLAN_RESERVE ((uint64_t)576 << 20)
@@ -48,6 +53,17 @@ typedef struct gpu_plan {
     bool *resident;            /* [n_layer] */
     int32_t n_ctx, n_batch;
 } gpu_plan_t;
+
+/* True when the device kernels take weights of `type` (the one list: the CUDA backend's cuda_type_supported is
+ * this function). */
+bool gpu_plan_type_supported(guild_type_t type);
+
+/* The names of those types, for messages ("f32 f16 ..."). */
+const char *gpu_plan_supported_types(void);
+
+/* True when layer `il`'s routed experts can be computed on the device: they exist, gate and up share a type,
+ * the kernels take the gate and down types, and the activations fill whole blocks of their dot types. */
+bool gpu_plan_layer_computable(const model_t *m, int32_t il);
 
 /* Computes the plan for model m. -1 with a message giving the sizes when the dense part (reserve, dense weights,
  * KV cache, buffers) does not fit in the budget, or on out of memory. Free with gpu_plan_fini. */

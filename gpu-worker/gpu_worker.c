@@ -140,9 +140,26 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
     bo.exchange = g->x;
     bo.interrupted = interrupted;
     bo.interrupted_ctx = g;
-    if (backend_new(&g->be, o->backend, g->model, &bo, err) < 0)
-        return -1;
-    return 0;
+    /* the layers whose experts the CPU workers were not given: this backend must compute them itself */
+    bool *gpu_resident = NULL;
+    if (o->n_gpu_resident_layers) {
+        *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+        if (!(gpu_resident = calloc((size_t)cfg->n_layer, sizeof *gpu_resident)))
+            return guild_err_set(err, "out of memory");
+        for (size_t i = 0; i < o->n_gpu_resident_layers; i++) {
+            if (o->gpu_resident_layers[i] >= (uint32_t)cfg->n_layer) {
+                free(gpu_resident);
+                return guild_err_set(err, "assign: GPU-resident layer %u, the model has %d layers",
+                                     o->gpu_resident_layers[i], cfg->n_layer);
+            }
+            gpu_resident[o->gpu_resident_layers[i]] = true;
+        }
+        bo.gpu_resident = gpu_resident;
+        *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    }
+    const int rc = backend_new(&g->be, o->backend, g->model, &bo, err);
+    free(gpu_resident);
+    return rc;
 }
 
 /* Runs the request in the step region and fills the response. */

@@ -10,7 +10,7 @@ typedef struct plan_worker {
     int node;
     int n_cpus;
     int *cpus; /* [n_cpus] */
-    uint32_t first, count; /* experts of every layer */
+    uint32_t first, count; /* experts of every layer not on the GPU */
 } plan_worker_t;
 
 struct plan {
@@ -18,6 +18,7 @@ struct plan {
     int n_layer;
     int n_expert;
     plan_worker_t *w; /* [n_workers] */
+    bool *gpu;        /* [n_layer]: the layer's experts stay on the GPU, no CPU worker owns them */
 };
 
 void plan_destroy(plan_t **pp)
@@ -28,11 +29,13 @@ void plan_destroy(plan_t **pp)
     for (int k = 0; k < p->n_workers && p->w; k++)
         free(p->w[k].cpus);
     free(p->w);
+    free(p->gpu);
     free(p);
     *pp = NULL;
 }
 
-int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const plan_topo_t *topo, guild_err_t *err)
+int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers, const plan_topo_t *topo,
+             guild_err_t *err)
 {
     *out = NULL;
     GUILD_ASSERT(topo->n_nodes >= 1);
@@ -42,13 +45,18 @@ int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const plan_
         return guild_err_set(err, "%d CPU workers: expected 1 to %d (experts per layer, at most %d)", n_workers,
                              cfg->n_expert, GUILD_EXCHANGE_MAX_WORKERS);
     plan_t *p = calloc(1, sizeof *p);
-    if (!p || !(p->w = calloc((size_t)n_workers, sizeof *p->w))) {
+    if (!p || !(p->w = calloc((size_t)n_workers, sizeof *p->w)) ||
+        !(p->gpu = calloc((size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1), sizeof *p->gpu))) {
+        if (p)
+            free(p->w);
         free(p);
         return guild_err_set(err, "plan: out of memory");
     }
     p->n_workers = n_workers;
     p->n_layer = cfg->n_layer;
     p->n_expert = cfg->n_expert;
+    if (gpu_layers)
+        memcpy(p->gpu, gpu_layers, (size_t)cfg->n_layer * sizeof *p->gpu);
     uint32_t E = (uint32_t)cfg->n_expert, K = (uint32_t)n_workers, next = 0;
     for (uint32_t k = 0; k < K; k++) {
         plan_worker_t *w = &p->w[k];
@@ -80,7 +88,8 @@ int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const plan_
     return 0;
 }
 
-int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, guild_err_t *err)
+int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers,
+                   guild_err_t *err)
 {
     int n_nodes = topo_node_count();
     int **cpus = calloc((size_t)n_nodes, sizeof *cpus);
@@ -99,7 +108,7 @@ int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, guild
         n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
     }
     plan_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus};
-    rc = plan_new(out, cfg, n_workers, &topo, err);
+    rc = plan_new(out, cfg, n_workers, gpu_layers, &topo, err);
 done:
     for (int n = 0; cpus && n < n_nodes; n++)
         free(cpus[n]);
@@ -131,16 +140,24 @@ int plan_cpus(const plan_t *p, int worker, const int **cpus)
     return p->w[worker].n_cpus;
 }
 
+bool plan_on_gpu(const plan_t *p, int layer)
+{
+    GUILD_ASSERT(layer >= 0 && layer < p->n_layer);
+    return p->gpu[layer];
+}
+
 void plan_range(const plan_t *p, int worker, int layer, uint32_t *first, uint32_t *count)
 {
     GUILD_ASSERT(worker >= 0 && worker < p->n_workers && layer >= 0 && layer < p->n_layer);
     *first = p->w[worker].first;
-    *count = p->w[worker].count;
+    *count = p->gpu[layer] ? 0 : p->w[worker].count;
 }
 
 int plan_owner(const plan_t *p, int layer, int expert)
 {
     GUILD_ASSERT(layer >= 0 && layer < p->n_layer && expert >= 0 && expert < p->n_expert);
+    if (p->gpu[layer])
+        return -1;
     for (int k = 0; k < p->n_workers; k++)
         if ((uint32_t)expert >= p->w[k].first && (uint32_t)expert < p->w[k].first + p->w[k].count)
             return k;
@@ -148,8 +165,8 @@ int plan_owner(const plan_t *p, int layer, int expert)
     return -1;
 }
 
-/* "0-3,8,10-11" */
-static void print_cpus(FILE *out, const int *cpus, int n)
+/* Ascending CPU or layer numbers as "0-3,8,10-11"; none: "any" */
+static void print_runs(FILE *out, const int *v, int n)
 {
     if (n == 0) {
         fputs("any", out);
@@ -157,13 +174,23 @@ static void print_cpus(FILE *out, const int *cpus, int n)
     }
     for (int i = 0; i < n;) {
         int j = i;
-        while (j + 1 < n && cpus[j + 1] == cpus[j] + 1)
+        while (j + 1 < n && v[j + 1] == v[j] + 1)
             j++;
-        fprintf(out, "%s%d", i ? "," : "", cpus[i]);
+        fprintf(out, "%s%d", i ? "," : "", v[i]);
         if (j > i)
-            fprintf(out, "-%d", cpus[j]);
+            fprintf(out, "-%d", v[j]);
         i = j + 1;
     }
+}
+
+/* The layers whose gpu flag is `on_gpu`, ascending, into v[n_layer]; their count. */
+static int layers_where(const plan_t *p, bool on_gpu, int *v)
+{
+    int n = 0;
+    for (int il = 0; il < p->n_layer; il++)
+        if (p->gpu[il] == on_gpu)
+            v[n++] = il;
+    return n;
 }
 
 static void print_bytes(FILE *out, double b)
@@ -181,23 +208,51 @@ void plan_print(const plan_t *p, const model_t *m, FILE *out)
 {
     const model_config_t *c = model_config(m);
     const model_weights_t *wts = model_weights(m);
-    fprintf(out, "plan: %d CPU worker%s for %d layers x %d experts (top-%d)\n", p->n_workers,
+    int *gpu = malloc((size_t)(p->n_layer > 0 ? p->n_layer : 1) * sizeof *gpu);
+    int *cpu = malloc((size_t)(p->n_layer > 0 ? p->n_layer : 1) * sizeof *cpu);
+    if (!gpu || !cpu) {
+        fputs("plan: out of memory to print it\n", out);
+        goto done;
+    }
+    const int n_gpu = layers_where(p, true, gpu), n_cpu = layers_where(p, false, cpu);
+    fprintf(out, "plan: %d CPU worker%s for %d layers x %d experts (top-%d)", p->n_workers,
             p->n_workers == 1 ? "" : "s", c->n_layer, c->n_expert, c->n_expert_used);
+    if (n_gpu && n_gpu == p->n_layer) {
+        fputs("; the experts of every layer stay on the GPU", out);
+    } else if (n_gpu) {
+        fprintf(out, "; the experts of layer%s ", n_gpu == 1 ? "" : "s");
+        print_runs(out, gpu, n_gpu);
+        fputs(" stay on the GPU", out);
+    }
+    fputc('\n', out);
     for (int k = 0; k < p->n_workers; k++) {
         const plan_worker_t *w = &p->w[k];
         double bytes = 0;
-        for (int il = 0; il < c->n_layer; il++) {
-            const model_layer_t *L = &wts->layers[il];
+        for (int i = 0; i < n_cpu; i++) {
+            const model_layer_t *L = &wts->layers[cpu[i]];
             bytes += (double)w->count * (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
         }
         fprintf(out, "  cpu-worker %d: node %d, cpus ", k, w->node);
-        print_cpus(out, w->cpus, w->n_cpus);
+        print_runs(out, w->cpus, w->n_cpus);
+        if (n_cpu == 0) {
+            fputs(", no experts\n", out);
+            continue;
+        }
         if (w->count == 1)
             fprintf(out, ", expert %u", w->first);
         else
             fprintf(out, ", experts %u-%u", w->first, w->first + w->count - 1);
-        fprintf(out, " of every layer (%u experts, ", w->count * (uint32_t)c->n_layer);
+        if (n_gpu == 0) {
+            fputs(" of every layer", out);
+        } else {
+            fprintf(out, " of layer%s ", n_cpu == 1 ? "" : "s");
+            print_runs(out, cpu, n_cpu);
+        }
+        fprintf(out, " (%u experts, ", w->count * (uint32_t)n_cpu);
         print_bytes(out, bytes);
         fputs(")\n", out);
     }
+done:
+    free(gpu);
+    free(cpu);
 }

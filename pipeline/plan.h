@@ -1,7 +1,9 @@
 /* pipeline/plan.h — the placement plan: which CPU expert worker computes which routed experts, on which NUMA
  * node and CPUs.
  *
- * Every expert of every layer has exactly one owner. Workers are spread over the nodes round-robin (worker k
+ * Every expert of every layer has exactly one owner: a CPU worker, or for the layers the GPU keeps resident
+ * (gpu-worker/gpu_plan.h, with the cuda backend) the GPU worker alone, which computes them there; streamed
+ * layers (copied to the GPU for large batches only) keep their CPU owners. Workers are spread over the nodes round-robin (worker k
  * on node k % n_nodes); each layer's experts are cut into n_workers contiguous ranges whose sizes differ by at
  * most one (the first n_expert % n_workers workers take one more). Routing is data-dependent, so no static
  * split balances better in expectation; contiguous ranges keep the Assign message one range per layer.
@@ -11,6 +13,7 @@
 #ifndef GUILD_PIPELINE_PLAN_H
 #define GUILD_PIPELINE_PLAN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -26,12 +29,15 @@ typedef struct plan_topo {
 
 typedef struct plan plan_t;
 
-/* A plan for model configuration cfg over n_workers CPU workers (0: one per node). Fails (message) when
- * n_workers exceeds the experts per layer or the exchange's worker limit, or on out of memory. */
-int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const plan_topo_t *topo, guild_err_t *err);
+/* A plan for model configuration cfg over n_workers CPU workers (0: one per node). gpu_layers[cfg->n_layer]
+ * (copied; NULL: none) flags the layers whose experts stay on the GPU: no CPU worker owns them. Fails
+ * (message) when n_workers exceeds the experts per layer or the exchange's worker limit, or on out of memory. */
+int plan_new(plan_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers, const plan_topo_t *topo,
+             guild_err_t *err);
 
 /* The same with the machine's real topology (core/topo). */
-int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, guild_err_t *err);
+int plan_new_local(plan_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers,
+                   guild_err_t *err);
 
 /* Frees; nulls *p. NULL-safe. */
 void plan_destroy(plan_t **p);
@@ -43,14 +49,18 @@ int plan_node(const plan_t *p, int worker);
 /* The CPUs worker's threads are pinned to (count returned; 0: none known, do not pin). Owned by the plan. */
 int plan_cpus(const plan_t *p, int worker, const int **cpus);
 
-/* The experts [*first, *first + *count) of `layer` that worker owns (count may be 0). */
+/* Whether the experts of `layer` stay on the GPU (no CPU worker owns them). */
+bool plan_on_gpu(const plan_t *p, int layer);
+
+/* The experts [*first, *first + *count) of `layer` that worker owns (count may be 0: always for a layer on the
+ * GPU). */
 void plan_range(const plan_t *p, int worker, int layer, uint32_t *first, uint32_t *count);
 
-/* The worker that owns (layer, expert). */
+/* The CPU worker that owns (layer, expert); -1 for a layer on the GPU. */
 int plan_owner(const plan_t *p, int layer, int expert);
 
-/* Prints the plan: one line per worker with its node, CPUs, experts and their bytes in model m (whose
- * configuration the plan was made for). */
+/* Prints the plan: the layers on the GPU if any, then one line per worker with its node, CPUs, experts and
+ * their bytes in model m (whose configuration the plan was made for). */
 void plan_print(const plan_t *p, const model_t *m, FILE *out);
 
 #endif

@@ -331,6 +331,19 @@ START_TEST(test_errors)
     ck_assert_ptr_nonnull(strstr(err.msg, "backend \"vulkan\" is not built in"));
     o.n_batch = 0;
     ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, &err), -1);
+    /* layers left to the device alone (no CPU worker holds them): a backend without device experts refuses */
+    bool *gpu_only = calloc((size_t)model_config(q.model)->n_layer, sizeof *gpu_only);
+    ck_assert_ptr_nonnull(gpu_only);
+    o.n_batch = 4;
+    o.gpu_resident = gpu_only;
+    ck_assert(backend_new(&none, "cpu", q.model, &o, &err) == 0); /* none flagged */
+    backend_destroy(&none);
+    gpu_only[1] = true;
+    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, &err), -1);
+    ck_assert_ptr_null(none);
+    ck_assert_msg(strstr(err.msg, "the plan leaves the experts of 1 layer to the GPU alone, the backend keeps 0"),
+                  "%s", err.msg);
+    free(gpu_only);
     guild_pool_destroy(&q.pool);
     model_destroy(&q.model);
     free(q.image);

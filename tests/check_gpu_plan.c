@@ -1,7 +1,8 @@
 /* gpu-worker/gpu_plan: the GPU memory plan (--gpu-mem) on tiny models: no budget puts every layer's experts on
  * the GPU; a budget takes the staging buffers, then layers in order while they fit; the dense part not fitting
  * is refused with the sizes;
- * --gpu-experts limits; sizes parse with K/M/G/T suffixes. No GPU needed: the plan is arithmetic. */
+ * --gpu-experts limits; layers whose expert types the device kernels do not take stay off the GPU; sizes parse
+ * with K/M/G/T suffixes. No GPU needed: the plan is arithmetic. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,40 @@ START_TEST(test_budget)
 }
 END_TEST
 
+START_TEST(test_types_the_device_takes)
+{
+    /* layer 1's up matrix in another type than its gate: the grouped expert kernels cannot take it */
+    guild_err_t err = {{0}};
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.n_layer = 3;
+    s.f16_tensor = "blk.1.ffn_up_exps.weight";
+    void *image;
+    size_t size;
+    model_t *m = NULL;
+    tiny_model_image(&s, &image, &size);
+    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
+    ck_assert(gpu_plan_layer_computable(m, 0) && !gpu_plan_layer_computable(m, 1) && gpu_plan_layer_computable(m, 2));
+    gpu_plan_t p;
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
+    ck_assert_msg(gpu_plan_compute(&p, m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(p.n_resident, 2);
+    ck_assert(p.resident[0] && !p.resident[1] && p.resident[2]);
+    ck_assert(p.experts < p.experts_all);
+    gpu_plan_fini(&p);
+    /* one layer at most: the first computable one */
+    o.max_expert_layers = 1;
+    ck_assert(gpu_plan_compute(&p, m, &o, &err) == 0);
+    ck_assert(p.resident[0] && !p.resident[1] && !p.resident[2]);
+    gpu_plan_fini(&p);
+    model_destroy(&m);
+    free(image);
+
+    ck_assert(gpu_plan_type_supported(GUILD_TYPE_Q4_K) && gpu_plan_type_supported(GUILD_TYPE_F16));
+    ck_assert(!gpu_plan_type_supported(GUILD_TYPE_Q2_K) && !gpu_plan_type_supported(GUILD_TYPE_IQ2_XXS));
+    ck_assert(strstr(gpu_plan_supported_types(), "q4_K"));
+}
+END_TEST
+
 START_TEST(test_parse_size)
 {
     guild_err_t err = {{0}};
@@ -142,6 +177,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_no_budget_all_resident);
     tcase_add_test(tc, test_budget);
+    tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_parse_size);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

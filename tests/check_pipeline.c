@@ -1,5 +1,5 @@
 /* Tests for the multi-process pipeline's pieces: the placement plan (every expert one owner, balanced, nodes
- * and CPUs), the step region layout, and the worker processes' robustness, talking to a real
+ * and CPUs, no CPU worker for the layers on the GPU), the step region layout, and the worker processes' robustness, talking to a real
  * guild-cpu-worker / guild-gpu-worker as a fake coordinator: garbage, a wrong protocol version, assignments
  * that cannot load (each answered with an Error naming the cause, the worker staying alive), a good
  * assignment followed by one exchange whose expert outputs must be the in-process executor's bits, Shutdown,
@@ -53,7 +53,7 @@ START_TEST(test_plan_every_expert_once)
             model_config_t c = cfg_experts(3, E);
             plan_t *p = NULL;
             guild_err_t err = {{0}};
-            ck_assert_msg(plan_new(&p, &c, K, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_msg(plan_new(&p, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
             ck_assert_int_eq(plan_workers(p), K);
             for (int il = 0; il < 3; il++) {
                 int owners[128] = {0};
@@ -94,7 +94,7 @@ START_TEST(test_plan_nodes_and_cpus)
     const int *pc;
 
     /* default: one worker per node, the whole node each */
-    ck_assert_int_eq(plan_new(&p, &c, 0, &topo, &err), 0);
+    ck_assert_int_eq(plan_new(&p, &c, 0, NULL, &topo, &err), 0);
     ck_assert_int_eq(plan_workers(p), 2);
     ck_assert_int_eq(plan_node(p, 0), 0);
     ck_assert_int_eq(plan_node(p, 1), 1);
@@ -103,7 +103,7 @@ START_TEST(test_plan_nodes_and_cpus)
     plan_destroy(&p);
 
     /* four workers: two per node, round robin, each half of its node */
-    ck_assert_int_eq(plan_new(&p, &c, 4, &topo, &err), 0);
+    ck_assert_int_eq(plan_new(&p, &c, 4, NULL, &topo, &err), 0);
     static const int node[] = {0, 1, 0, 1}, first_cpu[] = {0, 4, 2, 6};
     for (int k = 0; k < 4; k++) {
         ck_assert_int_eq(plan_node(p, k), node[k]);
@@ -118,7 +118,7 @@ START_TEST(test_plan_nodes_and_cpus)
     const int *const one_node[] = {two};
     const int n_two[] = {2};
     plan_topo_t small = {.n_nodes = 1, .cpus = one_node, .n_cpus = n_two};
-    ck_assert_int_eq(plan_new(&p, &c, 3, &small, &err), 0);
+    ck_assert_int_eq(plan_new(&p, &c, 3, NULL, &small, &err), 0);
     for (int k = 0; k < 3; k++) {
         ck_assert_int_eq(plan_node(p, k), 0);
         ck_assert_int_eq(plan_cpus(p, k, &pc), 2);
@@ -126,9 +126,109 @@ START_TEST(test_plan_nodes_and_cpus)
     plan_destroy(&p);
 
     /* more workers than experts */
-    ck_assert_int_eq(plan_new(&p, &c, 17, &topo, &err), -1);
+    ck_assert_int_eq(plan_new(&p, &c, 17, NULL, &topo, &err), -1);
     ck_assert_ptr_null(p);
     ck_assert_msg(strstr(err.msg, "17 CPU workers: expected 1 to 16"), "%s", err.msg);
+}
+END_TEST
+
+/* Layers on the GPU (bit il of the mask): no CPU worker owns their experts; every other expert of every layer
+ * has exactly one owner, the same split as without the GPU. */
+START_TEST(test_plan_gpu_layers)
+{
+    static const int cpus0[] = {0, 1};
+    const int *const cpus[] = {cpus0};
+    const int n_cpus[] = {2};
+    plan_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
+    enum { L = 5, E = 7 };
+    static const unsigned masks[] = {0x00, 0x01, 0x0a, 0x10, 0x1e, 0x1f};
+    for (size_t im = 0; im < sizeof masks / sizeof masks[0]; im++)
+        for (int K = 1; K <= 4; K++) {
+            model_config_t c = cfg_experts(L, E);
+            bool gpu[L];
+            for (int il = 0; il < L; il++)
+                gpu[il] = masks[im] >> il & 1;
+            plan_t *p = NULL, *ref = NULL;
+            guild_err_t err = {{0}};
+            ck_assert_msg(plan_new(&p, &c, K, gpu, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_msg(plan_new(&ref, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
+            for (int il = 0; il < L; il++) {
+                ck_assert(plan_on_gpu(p, il) == gpu[il] && !plan_on_gpu(ref, il));
+                int owners[E] = {0};
+                for (int k = 0; k < K; k++) {
+                    uint32_t first, count, rfirst, rcount;
+                    plan_range(p, k, il, &first, &count);
+                    plan_range(ref, k, il, &rfirst, &rcount);
+                    if (gpu[il]) {
+                        ck_assert_uint_eq(count, 0);
+                        continue;
+                    }
+                    ck_assert(first == rfirst && count == rcount);
+                    for (uint32_t e = first; e < first + count; e++)
+                        owners[e]++;
+                }
+                for (int e = 0; e < E; e++) {
+                    ck_assert_int_eq(owners[e], gpu[il] ? 0 : 1);
+                    const int k = plan_owner(p, il, e);
+                    if (gpu[il]) {
+                        ck_assert_int_eq(k, -1);
+                        continue;
+                    }
+                    uint32_t first, count;
+                    ck_assert(k >= 0 && k < K);
+                    plan_range(p, k, il, &first, &count);
+                    ck_assert((uint32_t)e >= first && (uint32_t)e < first + count);
+                }
+            }
+            plan_destroy(&p);
+            plan_destroy(&ref);
+        }
+}
+END_TEST
+
+/* What guild plan prints for layers on the GPU: their list, and each worker's experts of the other layers. */
+START_TEST(test_plan_print_gpu_layers)
+{
+    static const int cpus0[] = {0, 1};
+    const int *const cpus[] = {cpus0};
+    const int n_cpus[] = {2};
+    plan_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
+    tiny_spec_t s = tiny_spec("qwen3moe");
+    s.n_layer = 4;
+    void *image;
+    size_t size;
+    model_t *m = NULL;
+    guild_err_t err = {{0}};
+    tiny_model_image(&s, &image, &size);
+    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
+    static const struct {
+        bool gpu[4];
+        const char *want[3];
+    } cases[] = {
+        {{false, false, false, false}, {"plan: 2 CPU workers for 4 layers x 8 experts (top-2)\n",
+                                        "experts 0-3 of every layer (16 experts, ", "experts 4-7 of every layer"}},
+        {{true, false, true, true}, {"; the experts of layers 0,2-3 stay on the GPU\n",
+                                     "experts 0-3 of layer 1 (4 experts, ", "experts 4-7 of layer 1 ("}},
+        {{true, true, false, false}, {"; the experts of layers 0-1 stay on the GPU\n", "of layers 2-3 (8 experts, ",
+                                      "experts 4-7 of layers 2-3"}},
+        {{true, true, true, true}, {"; the experts of every layer stay on the GPU\n", "cpus 0, no experts\n",
+                                    "cpus 1, no experts\n"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        plan_t *p = NULL;
+        ck_assert(plan_new(&p, model_config(m), 2, cases[i].gpu, &topo, &err) == 0);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        plan_print(p, m, out);
+        fclose(out);
+        for (int j = 0; j < 3; j++)
+            ck_assert_msg(strstr(buf, cases[i].want[j]), "case %zu: no '%s' in:\n%s", i, cases[i].want[j], buf);
+        free(buf);
+        plan_destroy(&p);
+    }
+    model_destroy(&m);
+    free(image);
 }
 END_TEST
 
@@ -317,7 +417,7 @@ static void send_assign_data(uint64_t generation, const char *path, uint32_t lay
         r[i].first = i ? first : 0;
         r[i].count = i ? count : 8;
     }
-    a.n_shard = layer == 0 ? 1 : 2;
+    a.n_shard = layer == UINT32_MAX ? 0 : layer == 0 ? 1 : 2; /* UINT32_MAX: no experts (all on the GPU) */
     a.shard = lsp;
     ar.name = arena ? (char *)guild_arena_name(arena) : "/nonexistent/arena";
     ar.layout_version = GUILD_ARENA_LAYOUT_VERSION;
@@ -440,6 +540,46 @@ START_TEST(test_cpu_worker_reports_and_survives)
     guild_pool_destroy(&pool);
     model_destroy(&m);
 
+    send_shutdown_and_reap();
+    guild_exchange_destroy(&x);
+    guild_arena_destroy(&arena);
+}
+END_TEST
+
+/* Every layer's experts on the GPU: a CPU worker given no experts loads, holds nothing, and completes the
+ * exchanges it sees with no pairs of its own. */
+START_TEST(test_cpu_worker_without_experts)
+{
+    start("guild-cpu-worker", 1);
+    guild_msg_free(&(Guild__Envelope *){expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER)});
+    guild_exchange_shape_t xs = {.max_tokens = 4, .n_embd = 64, .n_used = 2, .n_slots = 2, .n_workers = 1};
+    guild_arena_request_t req = {GUILD_ARENA_KIND_EXCHANGE, 0, guild_exchange_memsize(&xs)};
+    guild_arena_opts_t ao = {.pages = GUILD_ARENA_PAGES_SMALL};
+    guild_err_t err = {{0}};
+    guild_arena_t *arena = guild_arena_create(&req, 1, &ao, &err);
+    ck_assert_msg(arena, "%s", err.msg);
+    size_t rs;
+    void *xr = guild_arena_region(arena, GUILD_ARENA_KIND_EXCHANGE, 0, &rs);
+    ck_assert_int_eq(guild_exchange_init(xr, rs, &xs, &err), 0);
+    guild_exchange_t *x = guild_exchange_attach(xr, rs, &err);
+    ck_assert_ptr_nonnull(x);
+    guild_arena_publish(arena);
+    send_assign(7, model_path, UINT32_MAX, 0, 0, arena, NULL, 0);
+    Guild__Envelope *rd = expect(GUILD__ENVELOPE__BODY_READY);
+    ck_assert_uint_eq(rd->ready->generation, 7);
+    ck_assert_uint_eq(rd->ready->resident_bytes, 0);
+    guild_msg_free(&rd);
+    guild_exchange_slot_t slot;
+    guild_wait_policy_t pol = {.spin_ns = 0, .timeout_ns = 10000000000ull};
+    ck_assert_int_eq(guild_exchange_begin(x, 1, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
+    for (int i = 0; i < 2 * 64; i++)
+        slot.x[i] = 1.0f;
+    for (int i = 0; i < 4; i++) {
+        slot.ids[i] = i;
+        slot.w[i] = 0.5f;
+    }
+    ck_assert_int_eq(guild_exchange_publish(x, 1, 2, 1, &err), 0);
+    ck_assert_msg(guild_exchange_wait_done(x, 1, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
     send_shutdown_and_reap();
     guild_exchange_destroy(&x);
     guild_arena_destroy(&arena);
@@ -660,6 +800,8 @@ static Suite *pipeline_suite(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_plan_every_expert_once);
     tcase_add_test(tc, test_plan_nodes_and_cpus);
+    tcase_add_test(tc, test_plan_gpu_layers);
+    tcase_add_test(tc, test_plan_print_gpu_layers);
     suite_add_tcase(s, tc);
     tc = tcase_create("step");
     tcase_add_test(tc, test_step_layout);
@@ -669,6 +811,7 @@ static Suite *pipeline_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cpu_worker_reports_and_survives);
     tcase_add_test(tc, test_cpu_worker_messages);
+    tcase_add_test(tc, test_cpu_worker_without_experts);
     tcase_add_test(tc, test_gpu_worker_reports_and_survives);
     tcase_add_test(tc, test_worker_leaves_a_silent_coordinator);
     tcase_add_test(tc, test_coordinator_refuses_and_reports);

@@ -172,8 +172,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
         const model_layer_t *L = &w->layers[il];
         if (!L->gate_exps.data)
             continue;
-        if (L->up_exps.type != L->gate_exps.type || !cuda_type_supported(L->gate_exps.type) ||
-            !cuda_type_supported(L->down_exps.type)) {
+        if (!gpu_plan_layer_computable(m, il)) { /* the plan left it out of the resident layers too */
             guild_log(GUILD_LOG_INFO, "cuda backend: layer %d: experts of types %s/%s/%s stay on the CPU", il,
                       quant_type_info(L->gate_exps.type)->name, quant_type_info(L->up_exps.type)->name,
                       quant_type_info(L->down_exps.type)->name);
@@ -193,6 +192,13 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
         };
         resident += plan->resident[il];
     }
+    /* the coordinator gave these layers' experts to no CPU worker: its plan and this one must agree */
+    for (int32_t il = 0; opt->gpu_resident && il < c->n_layer; il++)
+        if (opt->gpu_resident[il] && !gl[il].resident) {
+            free(gl);
+            return guild_err_set(err, "cuda backend: layer %d: the coordinator planned its experts on the GPU only, "
+                                 "this worker's plan does not keep them resident", il);
+        }
     cuda_moe_t *cpu = NULL;
     int rc = 0;
     if (resident < c->n_layer)

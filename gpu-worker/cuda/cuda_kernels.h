@@ -42,7 +42,8 @@ extern "C" {
 int cuda_quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
                   int32_t n_rows, cudaStream_t s, guild_err_t *err);
 
-/* True when cuda_matmul and cuda_get_rows handle weights of `type`. */
+/* True when cuda_matmul and cuda_get_rows handle weights of `type` (gpu_plan_type_supported's list, which the
+ * kernels' dispatch must follow). */
 bool cuda_type_supported(guild_type_t type);
 
 /* The names of the supported types, for messages ("f32 f16 ..."). */

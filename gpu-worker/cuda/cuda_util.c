@@ -2,6 +2,21 @@
 
 #include <stdio.h>
 
+#include "gpu-worker/cuda/cuda_kernels.h"
+#include "gpu-worker/gpu_plan.h"
+
+/* The list lives with the GPU memory plan, which the coordinator computes without CUDA: the layers it plans on
+ * the device are the layers whose types the kernels take. */
+bool cuda_type_supported(guild_type_t type)
+{
+    return gpu_plan_type_supported(type);
+}
+
+const char *cuda_supported_types(void)
+{
+    return gpu_plan_supported_types();
+}
+
 int cuda_check(cudaError_t e, const char *what, guild_err_t *err)
 {
     if (e == cudaSuccess)

@@ -171,23 +171,6 @@ static void matmul_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t n
         matmul_launch_nc<8>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
 }
 
-extern "C" bool cuda_type_supported(guild_type_t type)
-{
-    switch (type) {
-    case GUILD_TYPE_F32: case GUILD_TYPE_F16: case GUILD_TYPE_BF16:
-    case GUILD_TYPE_Q8_0: case GUILD_TYPE_Q4_0: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_0: case GUILD_TYPE_Q5_1:
-    case GUILD_TYPE_IQ4_NL: case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K: case GUILD_TYPE_Q6_K: case GUILD_TYPE_IQ4_XS:
-        return true;
-    default:
-        return false;
-    }
-}
-
-extern "C" const char *cuda_supported_types(void)
-{
-    return "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_K q5_K q6_K iq4_xs";
-}
-
 /* Byte alignment the type's kernel loads need of weight rows. */
 static size_t weight_align(guild_type_t type)
 {
