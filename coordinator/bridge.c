@@ -86,7 +86,7 @@ static void on_result(bridge_t *b, const data_msg_t *m)
     plan_range(b->plan, k, slot.layer, &first, &count);
     for (int32_t p = 0; p < slot.n_tokens * (int32_t)sh->n_used; p++) {
         uint32_t e = (uint32_t)slot.ids[p];
-        if (e >= first && e - first < count)
+        if (slot.ids[p] >= 0 && e >= first && e - first < count) /* < 0: a skipped pair (moe_exec.h) */
             b->pairs[n++] = p;
     }
     const int32_t *got = m->array[0];

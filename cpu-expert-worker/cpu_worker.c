@@ -277,7 +277,7 @@ static void serve_messages(cpu_worker_t *w)
         /* the pairs this shard owns, ascending, their rows packed */
         uint32_t k = 0;
         for (size_t p = 0; p < np; p++)
-            if (expert_shard_get(w->shard, q->layer, ids[p])) {
+            if (ids[p] >= 0 && expert_shard_get(w->shard, q->layer, ids[p])) {
                 w->pairs[k] = (int32_t)p;
                 if ((size_t)k != p)
                     memmove(w->y + (size_t)k * q->n_embd, w->y + p * q->n_embd, q->n_embd * sizeof *w->y);

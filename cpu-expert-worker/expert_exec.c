@@ -206,16 +206,17 @@ int64_t expert_exec_run(expert_exec_t *e, int32_t layer, int32_t n_tokens, const
         return 0;
     const int64_t n_all = (int64_t)n_tokens * K;
     for (int64_t q = 0; q < n_all; q++)
-        if (ids[q] < 0 || ids[q] >= c->n_expert)
+        if (ids[q] >= c->n_expert)
             return guild_err_set(err, "expert executor: layer %d token %lld slot %lld: expert id %d is out of range",
                                  layer, (long long)(q / K), (long long)(q % K), ids[q]);
     if (reserve(e, n_all, err) < 0)
         return -1;
 
-    /* group owned pairs by expert (counting sort: stable, so tokens stay in order within an expert) */
+    /* group owned pairs by expert (counting sort: stable, so tokens stay in order within an expert); a skipped
+     * pair (id < 0, moe_exec.h) is owned by nobody here */
     memset(e->count, 0, (size_t)c->n_expert * sizeof *e->count);
     for (int64_t q = 0; q < n_all; q++)
-        if (expert_shard_get(e->shard, layer, ids[q]))
+        if (ids[q] >= 0 && expert_shard_get(e->shard, layer, ids[q]))
             e->count[ids[q]]++;
     int32_t n_used = 0, total = 0;
     for (int32_t ex = 0; ex < c->n_expert; ex++) {
@@ -231,7 +232,7 @@ int64_t expert_exec_run(expert_exec_t *e, int32_t layer, int32_t n_tokens, const
     if (total == 0)
         return 0;
     for (int64_t q = 0; q < n_all; q++)
-        if (expert_shard_get(e->shard, layer, ids[q]))
+        if (ids[q] >= 0 && expert_shard_get(e->shard, layer, ids[q]))
             e->pair[e->count[ids[q]]++] = (int32_t)q;
 
     const expert_mats_t *any = expert_shard_get(e->shard, layer, e->used[0]);

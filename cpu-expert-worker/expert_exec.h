@@ -26,8 +26,9 @@ int expert_exec_new(expert_exec_t **out, const expert_shard_t *shard, guild_pool
 void expert_exec_destroy(expert_exec_t **e);
 
 /* x: [n_tokens][n_embd]; ids: [n_tokens][n_expert_used]; y: [n_tokens][n_expert_used][n_embd]. Writes y[t][k] for
- * every pair whose expert the shard owns and leaves the others untouched. Returns the number of pairs written,
- * or -1 with a message (an expert id out of range, a layer out of range, out of memory for the scratch). */
+ * every pair whose expert the shard owns and leaves the others (and skipped pairs, id < 0) untouched. Returns
+ * the number of pairs written, or -1 with a message (an expert id >= n_expert, a layer out of range, out of
+ * memory for the scratch). */
 int64_t expert_exec_run(expert_exec_t *e, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
                         float *y, guild_err_t *err);
 

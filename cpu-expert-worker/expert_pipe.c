@@ -365,16 +365,17 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
         return 0;
     const int64_t n_all = (int64_t)n_tokens * K;
     for (int64_t q = 0; q < n_all; q++)
-        if (ids[q] < 0 || ids[q] >= s->n_expert)
+        if (ids[q] >= s->n_expert)
             return guild_err_set(err, "expert pipeline: layer %d token %lld slot %lld: expert id %d is out of range",
                                  layer, (long long)(q / K), (long long)(q % K), ids[q]);
     if (reserve(p, n_all, err) < 0)
         return -1;
 
-    /* group owned pairs by expert (counting sort: stable, so tokens stay in order within an expert) */
+    /* group owned pairs by expert (counting sort: stable, so tokens stay in order within an expert); a skipped
+     * pair (id < 0, moe_exec.h) is owned by nobody here */
     memset(p->count, 0, (size_t)s->n_expert * sizeof *p->count);
     for (int64_t q = 0; q < n_all; q++)
-        if (s->get(s->ctx, layer, ids[q]))
+        if (ids[q] >= 0 && s->get(s->ctx, layer, ids[q]))
             p->count[ids[q]]++;
     int32_t n_used = 0, total = 0;
     for (int32_t ex = 0; ex < s->n_expert; ex++) {
@@ -391,7 +392,7 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
         return 0;
     for (int64_t q = 0; q < n_all; q++) {
         p->pos[q] = -1;
-        if (s->get(s->ctx, layer, ids[q])) {
+        if (ids[q] >= 0 && s->get(s->ctx, layer, ids[q])) {
             p->pos[q] = p->count[ids[q]];
             p->pair[p->count[ids[q]]++] = (int32_t)q;
         }

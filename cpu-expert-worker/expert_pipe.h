@@ -54,8 +54,9 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
 void expert_pipe_destroy(expert_pipe_t **p);
 
 /* x: [n_tokens][n_embd]; ids: [n_tokens][n_expert_used]; y: [n_tokens][n_expert_used][n_embd]. Writes y[t][k] for
- * every pair whose expert the source owns and leaves the others untouched. Returns the number of pairs written,
- * or -1 with a message (expert id or layer out of range, out of memory for the scratch). */
+ * every pair whose expert the source owns and leaves the others (and skipped pairs, id < 0) untouched. Returns
+ * the number of pairs written, or -1 with a message (expert id >= n_expert or layer out of range, out of
+ * memory for the scratch). */
 int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
                         float *y, guild_err_t *err);
 

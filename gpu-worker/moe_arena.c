@@ -49,7 +49,20 @@ static int arena_run(moe_exec_t *base, int32_t layer, int32_t n, const float *x,
     }
     uint64_t t2 = guild_now_ns();
     guild_exchange_view(m->x, seq, &slot);
-    memcpy(y, slot.y, ku * (size_t)m->n_embd * sizeof *y);
+    /* only the pairs computed: a skipped pair's row (id < 0) is the caller's (moe_exec.h); runs of computed
+     * pairs go in one copy */
+    const size_t E = (size_t)m->n_embd;
+    for (size_t p = 0; p < ku;) {
+        if (ids[p] < 0) {
+            p++;
+            continue;
+        }
+        size_t q = p + 1;
+        while (q < ku && ids[q] >= 0)
+            q++;
+        memcpy(y + p * E, slot.y + p * E, (q - p) * E * sizeof *y);
+        p = q;
+    }
     m->stats.exchanges++;
     m->stats.wait_ns += t2 - t1;
     m->stats.total_ns += guild_now_ns() - t0;

@@ -259,6 +259,92 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
 }
 END_TEST
 
+/* Skip slots (moe_exec.h): a pair whose id is < 0 is not computed and its y row keeps the caller's bytes; the
+ * other pairs are the full batch's bits, through the in-process executor and through shards. */
+START_TEST(test_executor_skips_slots)
+{
+    tiny_spec_t s = spec_of(_i);
+    rig_t r;
+    rig_open(&r, &s, 2, 8, 16);
+    const model_config_t *c = model_config(r.model);
+    enum { N = 9 };
+    const int E = c->n_embd, K = c->n_expert_used;
+    ck_assert_int_eq(K, 2);
+    float *x = malloc((size_t)N * E * sizeof *x);
+    int32_t ids[N * 2], skip[N * 2];
+    float w[N * 2];
+    rng_t g;
+    rng_seed(&g, 91 + (uint64_t)_i);
+    for (int i = 0; i < N * E; i++)
+        x[i] = (float)(2 * rng_uniform(&g) - 1);
+    for (int t = 0; t < N; t++) {
+        ids[t * K] = (int32_t)(rng_next(&g) % 8);
+        ids[t * K + 1] = (ids[t * K] + 1 + (int32_t)(rng_next(&g) % 7)) % 8;
+        w[t * K] = 0.6f;
+        w[t * K + 1] = 0.4f;
+    }
+    /* skipped: every pair of experts 1 and 6 (a GPU-side split by expert), both slots of token 4, slot 1 of
+     * token 7 */
+    int n_skip = 0;
+    for (int p = 0; p < N * K; p++) {
+        const bool sk = ids[p] == 1 || ids[p] == 6 || p / K == 4 || p == 7 * K + 1;
+        skip[p] = sk ? -1 - (p % 3) : ids[p]; /* any negative id skips */
+        n_skip += sk;
+    }
+    ck_assert_int_gt(n_skip, 2);
+    ck_assert_int_lt(n_skip, N * K);
+    const size_t row = (size_t)E * sizeof(float), ybytes = (size_t)N * K * row;
+    float *full = malloc(ybytes), *got = malloc(ybytes);
+    guild_err_t err = {{0}};
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, w, full, &err) == 0, "%s", err.msg);
+    memset(got, 0x5a, ybytes); /* poison */
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, w, got, &err) == 0, "%s", err.msg);
+    uint8_t poison[512];
+    ck_assert_uint_le(row, sizeof poison);
+    memset(poison, 0x5a, row);
+    for (int p = 0; p < N * K; p++)
+        ck_assert_msg(!memcmp((char *)got + p * row, skip[p] < 0 ? (void *)poison : (char *)full + p * row, row),
+                      "pair %d (id %d): %s", p, skip[p], skip[p] < 0 ? "skipped row written" : "differs");
+
+    /* shards (even / odd experts) with the same skips: only their own computed pairs, counted */
+    uint8_t own[2][2 * 8];
+    for (int l = 0; l < 2; l++)
+        for (int e = 0; e < 8; e++) {
+            own[0][l * 8 + e] = e % 2 == 0;
+            own[1][l * 8 + e] = e % 2 == 1;
+        }
+    memset(got, 0x5a, ybytes);
+    int64_t done = 0;
+    for (int sh = 0; sh < 2; sh++) {
+        expert_shard_t *shard = NULL;
+        expert_exec_t *ex = NULL;
+        ck_assert(expert_shard_new(&shard, r.model, own[sh], &err) == 0);
+        ck_assert(expert_exec_new(&ex, shard, r.pool, &err) == 0);
+        int64_t n = expert_exec_run(ex, 1, N, x, skip, got, &err);
+        ck_assert_int_ge(n, 0);
+        done += n;
+        expert_exec_destroy(&ex);
+        expert_shard_destroy(&shard);
+    }
+    ck_assert_int_eq(done, N * K - n_skip);
+    for (int p = 0; p < N * K; p++)
+        ck_assert_msg(!memcmp((char *)got + p * row, skip[p] < 0 ? (void *)poison : (char *)full + p * row, row),
+                      "shards, pair %d (id %d) wrong", p, skip[p]);
+
+    /* every slot skipped: nothing written, no error */
+    for (int p = 0; p < N * K; p++)
+        skip[p] = -1;
+    memset(got, 0x5a, ybytes);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, w, got, &err) == 0, "%s", err.msg);
+    for (int p = 0; p < N * K; p++)
+        ck_assert(!memcmp((char *)got + p * row, poison, row));
+    rig_close(&r);
+    free(x);
+    free(full);
+    free(got);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------------------------- */
 
 typedef struct failing_exec {
@@ -360,6 +446,7 @@ int main(void)
     suite_add_tcase(su, tc);
     tc = tcase_create("experts");
     tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 8);
+    tcase_add_loop_test(tc, test_executor_skips_slots, 0, 8);
     suite_add_tcase(su, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

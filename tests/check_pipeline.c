@@ -20,6 +20,7 @@
 #include "core/model/model.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/moe_local.h"
+#include "gpu-worker/moe_arena.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
@@ -536,6 +537,35 @@ START_TEST(test_cpu_worker_reports_and_survives)
     ck_assert_msg(guild_exchange_wait_done(x, 1, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
     guild_exchange_view(x, 1, &slot);
     ck_assert_msg(memcmp(slot.y, want, sizeof want) == 0, "worker's expert outputs differ from moe_local's");
+
+    /* the same batch with skipped pairs (id < 0, moe_exec.h): the others' rows the same bits, the skipped rows
+     * untouched (poisoned before publishing) */
+    static const int32_t skip[4 * 2] = {2, -1, -1, 4, 5, -7, -1, -1};
+    ck_assert_int_eq(guild_exchange_begin(x, 2, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
+    memcpy(slot.x, xin, sizeof xin);
+    memcpy(slot.ids, skip, sizeof skip);
+    memcpy(slot.w, w, sizeof w);
+    memset(slot.y, 0x5a, sizeof want);
+    ck_assert_int_eq(guild_exchange_publish(x, 2, 4, 1, &err), 0);
+    ck_assert_msg(guild_exchange_wait_done(x, 2, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
+    guild_exchange_view(x, 2, &slot);
+    uint8_t poison[64 * sizeof(float)];
+    memset(poison, 0x5a, sizeof poison);
+    for (int p = 0; p < 8; p++)
+        ck_assert_msg(!memcmp(slot.y + p * 64, skip[p] < 0 ? (const void *)poison : (const void *)(want + p * 64),
+                              sizeof poison), "pair %d (id %d): %s", p, skip[p],
+                      skip[p] < 0 ? "a skipped row was written" : "differs from the full batch");
+    /* and through the dense side's executor (moe_arena): the caller's skipped rows stay untouched too */
+    moe_exec_t *ax = NULL;
+    moe_arena_options_t mo = {.spin_ns = 0, .slice_ns = 10000000000ull};
+    ck_assert_msg(moe_arena_new(&ax, x, model_config(m), &mo, &err) == 0, "%s", err.msg);
+    float got[4 * 2 * 64];
+    memset(got, 0x5a, sizeof got);
+    ck_assert_msg(moe_exec_run(ax, 1, 4, xin, skip, w, got, &err) == 0, "%s", err.msg);
+    for (int p = 0; p < 8; p++)
+        ck_assert_msg(!memcmp(got + p * 64, skip[p] < 0 ? (const void *)poison : (const void *)(want + p * 64),
+                              sizeof poison), "moe_arena: pair %d (id %d) wrong", p, skip[p]);
+    moe_exec_destroy(&ax);
     moe_exec_destroy(&local);
     guild_pool_destroy(&pool);
     model_destroy(&m);
@@ -631,6 +661,20 @@ START_TEST(test_cpu_worker_messages)
     const float *y = m.array[1];
     for (int i = 0; i < 5; i++)
         ck_assert_msg(memcmp(y + i * 64, want + owned[i] * 64, 64 * sizeof(float)) == 0, "pair %d differs", owned[i]);
+    data_msg_close(&m);
+    /* skipped pairs (id < 0) are nobody's: the owned ones left, the same bits */
+    int32_t skip[8] = {2, 7, -1, 0, 5, -3, 6, 3};
+    static const int32_t owned2[] = {0, 4, 7};
+    ck_assert_int_eq(data_send_request(data, &wpeer, 8, 1, 4, 2, 64, xin, skip, &err), 0);
+    ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
+    ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_RESULT);
+    ck_assert_uint_eq(m.hdr->result->seq, 8);
+    ck_assert_uint_eq(m.hdr->result->n_pairs, 3);
+    ck_assert(memcmp(m.array[0], owned2, sizeof owned2) == 0);
+    y = m.array[1];
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(memcmp(y + i * 64, want + owned2[i] * 64, 64 * sizeof(float)) == 0, "pair %d differs",
+                      owned2[i]);
     data_msg_close(&m);
     moe_exec_destroy(&local);
     guild_pool_destroy(&pool);

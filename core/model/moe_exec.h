@@ -11,7 +11,12 @@
  * The dense side combines out[t] = sum over k = 0..n_used-1, in that order, of weights[t][k] * y[t][k] (float32).
  * Because every y[t][k] is a pure function of (layer, expert, x[t]) and the combine order is fixed, the result
  * is the same bits whichever process or thread computed which expert. `weights` is passed for executors that
- * want to skip negligible slots or to schedule; they must still write every y[t][k].
+ * want to skip negligible slots or to schedule; they must still write every y[t][k] whose id is >= 0.
+ *
+ * Skip slots: ids[t][k] < 0 means "not this executor's" (another one computes that pair, e.g. the GPU when a
+ * layer is split between the GPU and the CPU workers, gpu-worker/expert_split.h): the executor does no work for
+ * it and writes nothing to y[t][k] (the caller's bytes there stay as they were). The other pairs' y are the
+ * same bits as in the batch without skips.
  *
  * An implementation embeds moe_exec_t as its first member and fills `ops`.
  */
@@ -26,7 +31,7 @@ typedef struct moe_exec moe_exec_t;
 
 typedef struct moe_exec_ops {
     const char *name; /* "local", "arena", ... for logs */
-    /* layer: 0..n_layer-1; x: [n_tokens][n_embd]; ids: [n_tokens][n_used] in [0, n_expert);
+    /* layer: 0..n_layer-1; x: [n_tokens][n_embd]; ids: [n_tokens][n_used] in [0, n_expert), or < 0: skip;
      * weights: [n_tokens][n_used]; y: [n_tokens][n_used][n_embd]. 0, or -1 with a message (a worker died, a
      * timeout, an expert this executor cannot reach). */
     int (*run)(moe_exec_t *e, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
