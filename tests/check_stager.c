@@ -1,0 +1,736 @@
+/* Tests for stager/: the staging ring's layout and attach checks, the request planner (splitting, merging,
+ * alignment), the in-process server filling slots from a file of random bytes (compared byte for byte),
+ * refusals, timeouts and dead servers, and a real guild-stager process killed mid-stream. */
+#include "config.h"
+
+#include "core/util/err.h"
+#include "core/util/log.h"
+#include "ipc/arena.h"
+#include "stager/stage_plan.h"
+#include "stager/stage_ring.h"
+#include "stager/stage_server.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MS 1000000ull
+
+static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL};
+
+/* ---------------------------------------------------------------- fixtures */
+
+/* A temp file of n random bytes (deterministic), mapped read-only. */
+typedef struct test_file {
+    char path[64];
+    int fd;
+    uint8_t *map;
+    size_t n;
+} test_file_t;
+
+static void test_file_make(test_file_t *f, size_t n, uint32_t seed)
+{
+    snprintf(f->path, sizeof f->path, "/tmp/check_stager_XXXXXX");
+    f->fd = mkstemp(f->path);
+    ck_assert_int_ge(f->fd, 0);
+    uint8_t *buf = malloc(n);
+    ck_assert_ptr_nonnull(buf);
+    uint32_t x = seed | 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (uint8_t)(x >> 7);
+    }
+    ck_assert_int_eq(write(f->fd, buf, n), (ssize_t)n);
+    free(buf);
+    f->n = n;
+    f->map = mmap(NULL, n, PROT_READ, MAP_SHARED, f->fd, 0);
+    ck_assert(f->map != MAP_FAILED);
+}
+
+static void test_file_free(test_file_t *f)
+{
+    munmap(f->map, f->n);
+    close(f->fd);
+    unlink(f->path);
+}
+
+static stage_ring_t *make_ring(uint32_t n_slots, size_t slot_bytes)
+{
+    guild_err_t err = {{0}};
+    stage_ring_t *r = NULL;
+    ck_assert_msg(stage_ring_create(&r, n_slots, slot_bytes, &small_opts, &err) == 0, "create: %s", err.msg);
+    return r;
+}
+
+static stage_wait_t quick_wait(void)
+{
+    return (stage_wait_t){20000, 5000 * MS, 300 * MS};
+}
+
+/* Streams copies through the ring keeping every slot busy; each filled slot is copied out to dst as the
+ * GPU's DMA would. Returns 0, or -1 with err. */
+static int stream(stage_ring_t *r, const stage_copy_t *copies, int32_t n, uint8_t *dst, uint64_t *max_in_flight,
+                  guild_err_t *err)
+{
+    static stage_piece_t pieces[STAGE_RING_MAX_SLOTS][STAGE_RING_MAX_PIECES];
+    static uint64_t dsts[STAGE_RING_MAX_SLOTS][STAGE_RING_MAX_PIECES];
+    static uint32_t counts[STAGE_RING_MAX_SLOTS];
+    uint32_t ns = stage_ring_n_slots(r);
+    stage_cursor_t cur;
+    stage_cursor_init(&cur, copies, n);
+    stage_wait_t w = quick_wait();
+    int more = 1;
+    for (;;) {
+        uint64_t posted = stage_ring_posted(r), released = stage_ring_released(r);
+        if (more && posted - released < ns) {
+            uint32_t s = (uint32_t)(posted % ns);
+            counts[s] = stage_cursor_next(&cur, stage_ring_slot_bytes(r), STAGE_RING_MAX_PIECES, pieces[s], dsts[s]);
+            if (counts[s] == 0) {
+                more = 0;
+                continue;
+            }
+            uint64_t seq;
+            if (stage_ring_post(r, pieces[s], counts[s], &seq, err) < 0)
+                return -1;
+            if (max_in_flight && seq + 1 - released > *max_in_flight)
+                *max_in_flight = seq + 1 - released;
+            continue;
+        }
+        if (posted == released)
+            return 0;
+        void *data;
+        if (stage_ring_wait(r, released, &w, &data, err) < 0)
+            return -1;
+        uint32_t s = (uint32_t)(released % ns);
+        for (uint32_t i = 0; i < counts[s]; i++)
+            memcpy(dst + dsts[s][i], (uint8_t *)data + pieces[s][i].slot_off, pieces[s][i].bytes);
+        stage_ring_release(r, released);
+    }
+}
+
+/* ---------------------------------------------------------------- ring layout */
+
+START_TEST(test_ring_create_attach)
+{
+    stage_ring_t *r = make_ring(3, 100000);
+    ck_assert_uint_eq(stage_ring_n_slots(r), 3);
+    ck_assert_uint_eq(stage_ring_slot_bytes(r), 100000);
+    ck_assert_uint_eq((uintptr_t)stage_ring_slot(r, 0) % 4096, 0);
+    ck_assert_uint_eq((uintptr_t)stage_ring_map_base(r) % 4096, 0);
+    ck_assert_uint_ge(stage_ring_map_size(r), stage_ring_memsize(3, 100000));
+    ck_assert_uint_eq((uintptr_t)&stage_ring_ctl(r, 1)->done_seq % 64, 0);
+    /* slots do not overlap and lie inside the mapping */
+    char *end = (char *)stage_ring_map_base(r) + stage_ring_map_size(r);
+    ck_assert((char *)stage_ring_slot(r, 2) + 100000 <= end);
+    ck_assert((char *)stage_ring_slot(r, 1) >= (char *)stage_ring_slot(r, 0) + 100000);
+    memset(stage_ring_slot(r, 2), 0xab, 100000);
+
+    guild_err_t err = {{0}};
+    stage_ring_t *b = NULL;
+    ck_assert_msg(stage_ring_attach(&b, stage_ring_name(r), &err) == 0, "attach: %s", err.msg);
+    ck_assert_uint_eq(stage_ring_n_slots(b), 3);
+    ck_assert_uint_eq(stage_ring_slot_bytes(b), 100000);
+    ck_assert_uint_eq(((uint8_t *)stage_ring_slot(b, 2))[99999], 0xab);
+    stage_ring_destroy(&b);
+    ck_assert_ptr_null(b);
+    stage_ring_destroy(&r);
+    stage_ring_destroy(&r); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(test_ring_create_bad_args)
+{
+    guild_err_t err = {{0}};
+    stage_ring_t *r = NULL;
+    ck_assert_int_eq(stage_ring_create(&r, 1, 4096, &small_opts, &err), -1);
+    ck_assert_msg(strstr(err.msg, "1 slots, need 2..64"), "%s", err.msg);
+    ck_assert_int_eq(stage_ring_create(&r, 65, 4096, &small_opts, &err), -1);
+    ck_assert_int_eq(stage_ring_create(&r, 2, 0, &small_opts, &err), -1);
+    ck_assert_msg(strstr(err.msg, "slot size 0"), "%s", err.msg);
+    ck_assert_ptr_null(r);
+}
+END_TEST
+
+/* Validation of a header copied out of a real ring, one field broken at a time. */
+START_TEST(test_ring_validate_rejects)
+{
+    stage_ring_t *r = make_ring(2, 8192);
+    stage_ring_header_t *h = stage_ring_header(r);
+    size_t region = h->region_size;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(stage_ring_validate(h, region, &err), 0);
+    static _Alignas(64) uint8_t buf[STAGE_RING_HEADER_BYTES];
+    stage_ring_header_t *c = (stage_ring_header_t *)buf;
+#define CASE(stmt, want)                                                                          \
+    do {                                                                                          \
+        memcpy(buf, h, sizeof buf);                                                               \
+        stmt;                                                                                     \
+        ck_assert_int_eq(stage_ring_validate(c, region, &err), -1);                               \
+        ck_assert_msg(strstr(err.msg, want), "expected '%s' in: %s", want, err.msg);              \
+    } while (0)
+    CASE(atomic_store(&c->magic, 0x1234), "bad magic 0x0000000000001234: not a staging ring");
+    CASE(c->version = 7, "ring version 7, this build reads version 1");
+    CASE(c->header_size = 12, "ring header size 12");
+    CASE(c->n_slots = 1, "1 slots, expected 2..64");
+    CASE(c->n_slots = 100, "100 slots");
+    CASE(c->max_pieces = 10, "10 pieces per request");
+    CASE(c->region_size += 4096, "its region has");
+    CASE(c->slot_stride = 4096, "is inconsistent");
+    CASE(c->slot_stride += 1, "is inconsistent");
+    CASE(c->data_offset += 4096, "out of place");
+    CASE(c->slot_bytes = c->slot_stride = (uint64_t)1 << 30, "reach past the region");
+#undef CASE
+    ck_assert_int_eq(stage_ring_validate(h, 100, &err), -1);
+    ck_assert_msg(strstr(err.msg, "too small"), "%s", err.msg);
+    stage_ring_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_ring_attach_rejects)
+{
+    guild_err_t err = {{0}};
+    stage_ring_t *b = NULL;
+    /* an arena without a ring */
+    guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 8192};
+    guild_arena_t *a = guild_arena_create(&req, 1, &small_opts, &err);
+    ck_assert_ptr_nonnull(a);
+    guild_arena_publish(a);
+    ck_assert_int_eq(stage_ring_attach(&b, guild_arena_name(a), &err), -1);
+    ck_assert_msg(strstr(err.msg, "holds no staging ring") && strstr(err.msg, guild_arena_name(a)), "%s", err.msg);
+    guild_arena_destroy(&a);
+    /* not a file */
+    ck_assert_int_eq(stage_ring_attach(&b, "/nonexistent/ring", &err), -1);
+    ck_assert_msg(strstr(err.msg, "/nonexistent/ring"), "%s", err.msg);
+    /* a ring whose header is broken in place */
+    stage_ring_t *r = make_ring(2, 4096);
+    stage_ring_header(r)->version = 99;
+    ck_assert_int_eq(stage_ring_attach(&b, stage_ring_name(r), &err), -1);
+    ck_assert_msg(strstr(err.msg, "stage ring /proc/") && strstr(err.msg, "ring version 99"), "%s", err.msg);
+    ck_assert_ptr_null(b);
+    stage_ring_destroy(&r);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- planner */
+
+START_TEST(test_plan_split_merge_align)
+{
+    stage_copy_t copies[] = {
+        {1000, 10, 0},     /* a small piece */
+        {1010, 20, 10},    /* continues it in the file and at the destination: merged */
+        {5000, 0, 30},     /* zero length: skipped */
+        {7000, 300, 100},  /* a new piece, aligned in the slot */
+        {9000, 1000, 500}, /* larger than what is left: split, and larger than a slot */
+    };
+    stage_piece_t p[8];
+    uint64_t d[8];
+    stage_cursor_t c;
+    stage_cursor_init(&c, copies, 5);
+    uint32_t n = stage_cursor_next(&c, 512, 8, p, d);
+    ck_assert_uint_eq(n, 3);
+    ck_assert(p[0].file_off == 1000 && p[0].bytes == 30 && p[0].slot_off == 0 && d[0] == 0);
+    ck_assert(p[1].file_off == 7000 && p[1].bytes == 300 && p[1].slot_off == 64 && d[1] == 100);
+    ck_assert(p[2].file_off == 9000 && p[2].slot_off == 384 && p[2].bytes == 128 && d[2] == 500);
+    n = stage_cursor_next(&c, 512, 8, p, d);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(p[0].file_off == 9128 && p[0].bytes == 512 && p[0].slot_off == 0 && d[0] == 628);
+    n = stage_cursor_next(&c, 512, 8, p, d);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(p[0].file_off == 9640 && p[0].bytes == 360 && d[0] == 1140);
+    ck_assert_uint_eq(stage_cursor_next(&c, 512, 8, p, d), 0);
+    ck_assert_uint_eq(stage_cursor_next(&c, 512, 8, p, d), 0);
+
+    /* the piece count limit cuts a request */
+    stage_copy_t many[10];
+    for (int i = 0; i < 10; i++)
+        many[i] = (stage_copy_t){(uint64_t)i * 100, 10, (uint64_t)i * 1000};
+    stage_cursor_init(&c, many, 10);
+    ck_assert_uint_eq(stage_cursor_next(&c, 1 << 20, 4, p, d), 4);
+    ck_assert_uint_eq(stage_cursor_next(&c, 1 << 20, 4, p, d), 4);
+    ck_assert_uint_eq(stage_cursor_next(&c, 1 << 20, 4, p, d), 2);
+    ck_assert(p[1].file_off == 900 && d[1] == 9000);
+    ck_assert_uint_eq(stage_cursor_next(&c, 1 << 20, 4, p, d), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- in-process server */
+
+/* Random copies over the file: pieces straddling the copy threads' share boundaries, many tiny pieces (more
+ * than a request holds), zero-length ones, and pieces larger than a slot. */
+static void fill_case(int threads, uint32_t n_slots, size_t slot_bytes, int32_t n_copies, size_t max_piece)
+{
+    test_file_t f;
+    test_file_make(&f, (size_t)3 << 20, 12345u + (uint32_t)threads);
+    stage_ring_t *r = make_ring(n_slots, slot_bytes);
+    guild_err_t err = {{0}};
+    stage_server_t *s = NULL;
+    ck_assert_msg(stage_server_start(&s, r, f.map, f.n, threads, &err) == 0, "%s", err.msg);
+
+    stage_copy_t *copies = calloc((size_t)n_copies, sizeof *copies);
+    uint64_t dst_bytes = 0;
+    uint32_t x = 777;
+    for (int32_t i = 0; i < n_copies; i++) {
+        x = x * 1103515245u + 12345u;
+        uint64_t bytes = (i % 17 == 5) ? 0 : (x >> 8) % (max_piece + 1);
+        x = x * 1103515245u + 12345u;
+        uint64_t off = (uint64_t)(x >> 4) % (f.n - bytes + 1);
+        copies[i] = (stage_copy_t){off, bytes, dst_bytes};
+        dst_bytes += bytes + (i % 3); /* gaps at the destination, some copies adjacent */
+    }
+    uint8_t *dst = calloc(1, dst_bytes + 1), *want = calloc(1, dst_bytes + 1);
+    for (int32_t i = 0; i < n_copies; i++)
+        memcpy(want + copies[i].dst_off, f.map + copies[i].file_off, copies[i].bytes);
+    uint64_t in_flight = 0;
+    for (int round = 0; round < 2; round++) { /* twice: every slot reused */
+        memset(dst, 0, dst_bytes + 1);
+        ck_assert_msg(stream(r, copies, n_copies, dst, &in_flight, &err) == 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(dst, want, dst_bytes + 1), "filled bytes differ (threads %d)", threads);
+    }
+    ck_assert_uint_eq(in_flight, n_slots);
+    stage_server_stats_t st;
+    stage_server_stats(s, &st);
+    ck_assert_uint_eq(st.requests, stage_ring_posted(r));
+    ck_assert_uint_eq(st.refused, 0);
+    ck_assert_uint_gt(st.requests, n_slots);
+    stage_server_stop(&s);
+    ck_assert_ptr_null(s);
+    ck_assert_int_eq(atomic_load(&stage_ring_header(r)->server_pid), 0);
+    free(copies);
+    free(dst);
+    free(want);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+
+START_TEST(test_fill_one_thread)
+{
+    fill_case(1, 2, 256 << 10, 300, 40000);
+}
+END_TEST
+
+START_TEST(test_fill_threads_big_pieces)
+{
+    /* pieces up to 1 MiB through 192 KiB slots: split over several slots */
+    fill_case(3, 3, 192 << 10, 40, 1 << 20);
+}
+END_TEST
+
+START_TEST(test_fill_many_pieces)
+{
+    /* 10000 tiny pieces: more than one request holds */
+    fill_case(2, 3, 1 << 20, 10000, 100);
+}
+END_TEST
+
+START_TEST(test_zero_length_and_full)
+{
+    test_file_t f;
+    test_file_make(&f, 65536, 9);
+    stage_ring_t *r = make_ring(2, 4096);
+    guild_err_t err = {{0}};
+    stage_server_t *s = NULL;
+    ck_assert_int_eq(stage_server_start(&s, r, f.map, f.n, 2, &err), 0);
+    stage_wait_t w = quick_wait();
+    uint64_t a, b, c;
+    ck_assert_int_eq(stage_ring_post(r, NULL, 0, &a, &err), 0);
+    stage_piece_t p = {100, 4000, 96};
+    ck_assert_int_eq(stage_ring_post(r, &p, 1, &b, &err), 0);
+    ck_assert_uint_eq(b, a + 1);
+    /* both slots are in use: a third request is refused by the client side */
+    ck_assert_int_eq(stage_ring_post(r, &p, 1, &c, &err), -1);
+    ck_assert_msg(strstr(err.msg, "all 2 slots are in use"), "%s", err.msg);
+    ck_assert_int_eq(stage_ring_wait(r, a, &w, NULL, &err), 0);
+    stage_ring_release(r, a);
+    void *data = NULL;
+    ck_assert_int_eq(stage_ring_wait(r, b, &w, &data, &err), 0);
+    ck_assert(!memcmp((char *)data + 96, f.map + 100, 4000));
+    stage_ring_release(r, b);
+    /* a piece that does not fit the slot is refused before posting */
+    stage_piece_t big = {0, 4000, 100};
+    ck_assert_int_eq(stage_ring_post(r, &big, 1, &c, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit a slot of 4096 bytes"), "%s", err.msg);
+    ck_assert_uint_eq(stage_ring_posted(r), 2);
+    stage_server_stop(&s);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+START_TEST(test_refused_request)
+{
+    test_file_t f;
+    test_file_make(&f, 65536, 10);
+    stage_ring_t *r = make_ring(2, 8192);
+    guild_err_t err = {{0}};
+    stage_server_t *s = NULL;
+    ck_assert_int_eq(stage_server_start(&s, r, f.map, f.n, 2, &err), 0);
+    stage_wait_t w = quick_wait();
+    stage_piece_t p[2] = {{0, 64, 0}, {65500, 100, 64}}; /* the second reaches past the file */
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(r, p, 2, &seq, &err), 0);
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "refused request 0: piece 1 (100 bytes at file offset 65500): past the end of "
+                                  "the served file"), "%s", err.msg);
+    stage_ring_release(r, seq);
+    p[1] = (stage_piece_t){0, 100, 64};
+    ck_assert_int_eq(stage_ring_post(r, p, 2, &seq, &err), 0);
+    /* the ring keeps working after a refusal */
+    void *data;
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, &data, &err), 0);
+    ck_assert(!memcmp((char *)data + 64, f.map, 100));
+    stage_ring_release(r, seq);
+    stage_server_stats_t st;
+    stage_server_stats(s, &st);
+    ck_assert_uint_eq(st.refused, 1);
+    ck_assert_uint_eq(st.requests, 2);
+    stage_server_stop(&s);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+START_TEST(test_server_refuses_bad_slot_range)
+{
+    /* write a request straight into the slot, as a broken client would */
+    test_file_t f;
+    test_file_make(&f, 65536, 11);
+    stage_ring_t *r = make_ring(2, 4096);
+    guild_err_t err = {{0}};
+    stage_server_t *s = NULL;
+    ck_assert_int_eq(stage_server_start(&s, r, f.map, f.n, 1, &err), 0);
+    stage_wait_t w = quick_wait();
+    stage_piece_t ok = {0, 10, 0};
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(r, &ok, 1, &seq, &err), 0);
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, NULL, &err), 0);
+    stage_ring_release(r, seq);
+    /* seq 1 goes to slot 1: break its piece list in place after posting is impossible to do race-free, so
+     * post a valid one into slot 1 first, then corrupt slot 0's list before posting seq 2 through the same
+     * path the server reads */
+    ck_assert_int_eq(stage_ring_post(r, &ok, 1, &seq, &err), 0);
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, NULL, &err), 0);
+    stage_ring_release(r, seq);
+    stage_slot_ctl_t *c = stage_ring_ctl(r, 0);
+    c->seq = 2;
+    c->n_pieces = 1;
+    c->pieces[0] = (stage_piece_t){0, 100, 4090};
+    /* ring by hand, as stage_ring_post would: the client handle is bypassed, so use a second handle */
+    stage_ring_t *b = NULL;
+    ck_assert_int_eq(stage_ring_attach(&b, stage_ring_name(r), &err), 0);
+    guild_doorbell_ring(&stage_ring_header(b)->posted, 3);
+    ck_assert_int_eq(guild_doorbell_wait(&stage_ring_header(b)->filled, 3,
+                                         &(guild_wait_policy_t){0, 2000 * MS}, NULL, NULL, "filled", &err),
+                     GUILD_WAIT_OK);
+    ck_assert_int_eq(c->status, STAGE_BAD_SLOT_RANGE);
+    /* too many pieces */
+    c = stage_ring_ctl(r, 1);
+    c->seq = 3;
+    c->n_pieces = STAGE_RING_MAX_PIECES + 1;
+    guild_doorbell_ring(&stage_ring_header(b)->posted, 4);
+    ck_assert_int_eq(guild_doorbell_wait(&stage_ring_header(b)->filled, 4,
+                                         &(guild_wait_policy_t){0, 2000 * MS}, NULL, NULL, "filled", &err),
+                     GUILD_WAIT_OK);
+    ck_assert_int_eq(c->status, STAGE_BAD_COUNT);
+    stage_server_stats_t st;
+    stage_server_stats(s, &st);
+    ck_assert_uint_eq(st.refused, 2);
+    stage_server_stop(&s);
+    stage_ring_destroy(&b);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+START_TEST(test_stop_word)
+{
+    test_file_t f;
+    test_file_make(&f, 4096, 12);
+    stage_ring_t *r = make_ring(2, 4096);
+    guild_err_t err = {{0}};
+    stage_server_t *s = NULL;
+    ck_assert_int_eq(stage_server_start(&s, r, f.map, f.n, 2, &err), 0);
+    ck_assert_int_eq(atomic_load(&stage_ring_header(r)->server_pid), getpid());
+    ck_assert_uint_eq(atomic_load(&stage_ring_header(r)->server_threads), 2);
+    ck_assert_int_eq(stage_server_running(s), 1);
+    stage_ring_request_stop(r);
+    uint64_t t0 = guild_now_ns();
+    while (stage_server_running(s) && guild_now_ns() - t0 < 2000 * MS)
+        usleep(1000);
+    ck_assert_int_eq(stage_server_running(s), 0);
+    ck_assert_uint_lt(guild_now_ns() - t0, 500 * MS);
+    stage_server_stop(&s);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- timeouts and dead servers */
+
+START_TEST(test_no_server)
+{
+    stage_ring_t *r = make_ring(2, 4096);
+    guild_err_t err = {{0}};
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(r, NULL, 0, &seq, &err), 0);
+    stage_wait_t w = {0, 5000 * MS, 100 * MS};
+    uint64_t t0 = guild_now_ns();
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, NULL, &err), -1);
+    uint64_t dt = guild_now_ns() - t0;
+    ck_assert_msg(strstr(err.msg, "no stager serves ring /proc/"), "%s", err.msg);
+    ck_assert_uint_ge(dt, 100 * MS);
+    ck_assert_uint_lt(dt, 1000 * MS);
+    stage_ring_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_timeout_while_alive)
+{
+    /* a live server (heartbeat fresh) that does not fill in time: the deadline decides */
+    stage_ring_t *r = make_ring(2, 4096);
+    stage_ring_header_t *h = stage_ring_header(r);
+    guild_err_t err = {{0}};
+    atomic_store(&h->server_pid, getpid());
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(r, NULL, 0, &seq, &err), 0);
+    /* keep beating from a child thread's stand-in: the liveness window exceeds the timeout */
+    atomic_store(&h->beat_ns, guild_now_ns());
+    stage_wait_t w = {0, 150 * MS, 10000 * MS};
+    uint64_t t0 = guild_now_ns();
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, NULL, &err), -1);
+    uint64_t dt = guild_now_ns() - t0;
+    ck_assert_msg(strstr(err.msg, "request 0 not filled within 150 ms"), "%s", err.msg);
+    ck_assert_uint_ge(dt, 150 * MS);
+    ck_assert_uint_lt(dt, 1000 * MS);
+    stage_ring_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_hung_server)
+{
+    /* a server that registered and then stopped beating (stopped, not dead) */
+    stage_ring_t *r = make_ring(2, 4096);
+    stage_ring_header_t *h = stage_ring_header(r);
+    guild_err_t err = {{0}};
+    atomic_store(&h->server_pid, getpid());
+    atomic_store(&h->beat_ns, guild_now_ns());
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(r, NULL, 0, &seq, &err), 0);
+    stage_wait_t w = {0, 10000 * MS, 150 * MS};
+    uint64_t t0 = guild_now_ns();
+    ck_assert_int_eq(stage_ring_wait(r, seq, &w, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "is dead or hung: no heartbeat for"), "%s", err.msg);
+    char want[64];
+    snprintf(want, sizeof want, "stager pid %d serving ring", (int)getpid());
+    ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+    ck_assert_uint_lt(guild_now_ns() - t0, 1000 * MS);
+    stage_ring_destroy(&r);
+}
+END_TEST
+
+/* A forked server process killed with SIGKILL mid-stream: the client's next wait fails naming it. Reaped
+ * (gone) or not yet reaped (a zombie: no heartbeat), both within the liveness window. */
+static void kill_case(int reap, const char *stager_bin)
+{
+    test_file_t f;
+    test_file_make(&f, (size_t)2 << 20, 13);
+    stage_ring_t *r = make_ring(3, 256 << 10);
+    guild_err_t err = {{0}};
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (stager_bin) {
+            char ring[300];
+            snprintf(ring, sizeof ring, "%s", stage_ring_name(r));
+            execl(stager_bin, stager_bin, "-m", f.path, "--ring", ring, "--threads", "2", (char *)NULL);
+            _exit(127);
+        }
+        stage_ring_t *b = NULL;
+        stage_server_t *s = NULL;
+        if (stage_ring_attach(&b, stage_ring_name(r), &err) < 0 ||
+            stage_server_start(&s, b, f.map, f.n, 2, &err) < 0)
+            _exit(10);
+        for (;;)
+            pause();
+    }
+    /* wait until the server runs */
+    uint64_t t0 = guild_now_ns();
+    while (atomic_load(&stage_ring_header(r)->server_pid) != pid && guild_now_ns() - t0 < 5000 * MS)
+        usleep(1000);
+    ck_assert_int_eq(atomic_load(&stage_ring_header(r)->server_pid), pid);
+
+    /* stream whole-file copies in 64 KiB pieces, checking each slot; kill the server after a few requests */
+    stage_wait_t w = {20000, 5000 * MS, 300 * MS};
+    uint64_t done = 0, killed_at = 0;
+    int failed = 0;
+    for (uint64_t k = 0; k < 100000 && !failed; k++) {
+        if (stage_ring_posted(r) - stage_ring_released(r) < 3) {
+            uint64_t off = (stage_ring_posted(r) * 65536) % f.n, seq;
+            stage_piece_t p = {off, 65536, 0};
+            ck_assert_int_eq(stage_ring_post(r, &p, 1, &seq, &err), 0);
+            continue;
+        }
+        uint64_t seq = stage_ring_released(r);
+        void *data;
+        if (stage_ring_wait(r, seq, &w, &data, &err) < 0) {
+            failed = 1;
+            break;
+        }
+        ck_assert(!memcmp(data, f.map + (seq * 65536) % f.n, 65536));
+        stage_ring_release(r, seq);
+        if (++done == 20) {
+            ck_assert_int_eq(kill(pid, SIGKILL), 0);
+            killed_at = guild_now_ns();
+            if (reap) {
+                int status;
+                ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+                ck_assert(WIFSIGNALED(status));
+            }
+        }
+    }
+    ck_assert_msg(failed, "the client never noticed the dead stager");
+    ck_assert_uint_gt(killed_at, 0);
+    ck_assert_uint_lt(guild_now_ns() - killed_at, 2000 * MS);
+    char want[64];
+    snprintf(want, sizeof want, "stager pid %d serving ring", (int)pid);
+    ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, reap ? "is gone" : "no heartbeat"), "%s", err.msg);
+    if (!reap)
+        waitpid(pid, NULL, 0);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+
+START_TEST(test_killed_server_reaped)
+{
+    kill_case(1, NULL);
+}
+END_TEST
+
+START_TEST(test_killed_server_zombie)
+{
+    kill_case(0, NULL);
+}
+END_TEST
+
+START_TEST(test_guild_stager_process_killed)
+{
+    char bin[1024];
+    snprintf(bin, sizeof bin, "%s/guild-stager", GUILD_BUILDDIR);
+    ck_assert_msg(access(bin, X_OK) == 0, "%s is not built", bin);
+    kill_case(1, bin);
+}
+END_TEST
+
+START_TEST(test_guild_stager_process_stops)
+{
+    /* the real process serves a ring, then stops on the ring's stop word and exits 0 */
+    char bin[1024];
+    snprintf(bin, sizeof bin, "%s/guild-stager", GUILD_BUILDDIR);
+    test_file_t f;
+    test_file_make(&f, 1 << 20, 14);
+    stage_ring_t *r = make_ring(2, 1 << 20);
+    guild_err_t err = {{0}};
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char ring[300];
+        snprintf(ring, sizeof ring, "%s", stage_ring_name(r));
+        execl(bin, bin, "-m", f.path, "--ring", ring, "--threads", "2", (char *)NULL);
+        _exit(127);
+    }
+    stage_piece_t p = {0, f.n, 0};
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(r, &p, 1, &seq, &err), 0);
+    stage_wait_t w = {20000, 5000 * MS, 3000 * MS}; /* the process may take a moment to start */
+    void *data;
+    ck_assert_msg(stage_ring_wait(r, seq, &w, &data, &err) == 0, "%s", err.msg);
+    ck_assert(!memcmp(data, f.map, f.n));
+    stage_ring_release(r, seq);
+    stage_ring_request_stop(r);
+    int status = 0;
+    uint64_t t0 = guild_now_ns();
+    pid_t got = 0;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && guild_now_ns() - t0 < 3000 * MS)
+        usleep(5000);
+    ck_assert_int_eq(got, pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(atomic_load(&stage_ring_header(r)->server_pid), 0);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+START_TEST(test_guild_stager_bad_ring)
+{
+    /* a bad ring is an error naming it, exit status 1 */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/guild-stager -m %s/guild-stager --ring /nonexistent/ring 2>&1", GUILD_BUILDDIR,
+             GUILD_BUILDDIR);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char out[2048] = {0};
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d: %s", status, out);
+    ck_assert_msg(strstr(out, "guild-stager: ") && strstr(out, "/nonexistent/ring"), "%s", out);
+}
+END_TEST
+
+static Suite *stager_suite(void)
+{
+    Suite *s = suite_create("stager");
+    TCase *tc = tcase_create("ring");
+    tcase_add_test(tc, test_ring_create_attach);
+    tcase_add_test(tc, test_ring_create_bad_args);
+    tcase_add_test(tc, test_ring_validate_rejects);
+    tcase_add_test(tc, test_ring_attach_rejects);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("plan");
+    tcase_add_test(tc, test_plan_split_merge_align);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fill");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fill_one_thread);
+    tcase_add_test(tc, test_fill_threads_big_pieces);
+    tcase_add_test(tc, test_fill_many_pieces);
+    tcase_add_test(tc, test_zero_length_and_full);
+    tcase_add_test(tc, test_refused_request);
+    tcase_add_test(tc, test_server_refuses_bad_slot_range);
+    tcase_add_test(tc, test_stop_word);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("liveness");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_no_server);
+    tcase_add_test(tc, test_timeout_while_alive);
+    tcase_add_test(tc, test_hung_server);
+    tcase_add_test(tc, test_killed_server_reaped);
+    tcase_add_test(tc, test_killed_server_zombie);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("process");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_guild_stager_process_killed);
+    tcase_add_test(tc, test_guild_stager_process_stops);
+    tcase_add_test(tc, test_guild_stager_bad_ring);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    guild_log_init("check_stager", GUILD_LOG_ERROR);
+    SRunner *sr = srunner_create(stager_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
