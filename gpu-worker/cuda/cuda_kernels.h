@@ -112,7 +112,8 @@ int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, 
 /* The n_pairs = n_tok * n_used (token, slot) pairs p = t * n_used + k of ids [n_tok][n_used], grouped by expert
  * for cuda_expert_matmul: order[n_pairs] lists the pair indices expert by expert; tiles (16-byte aligned,
  * cuda_expert_max_tiles(...) rows of 4 int32) holds {expert, first index into order, count <= tile, 0}; *n_tiles
- * the rows used (device int). n_expert <= 1024. One block. */
+ * the rows used (device int). n_expert <= 1024. One block. A pair whose id is < 0 (a skip slot, moe_exec.h)
+ * is in no tile: nothing computes or writes its rows. */
 int32_t cuda_expert_max_tiles(int32_t n_pairs, int32_t n_expert, int32_t tile);
 int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
                       int32_t *tiles, int32_t *n_tiles, cudaStream_t s, guild_err_t *err);
@@ -127,6 +128,11 @@ int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *
                        size_t expert_stride, size_t row_stride, const void *act, size_t act_stride, int32_t act_div,
                        const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,
                        int32_t tile, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* y[p][0..n_embd) = src[p][..] for the pairs p < n_pairs whose ids[p] >= 0 (rows of y [n_pairs][n_embd] the other
+ * side of a split layer computed); the other rows of y untouched. */
+int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_pairs, int64_t n_embd,
+                      cudaStream_t s, guild_err_t *err);
 
 /* ---- attention ------------------------------------------------------------------------------------------ */
 

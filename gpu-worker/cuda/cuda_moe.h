@@ -7,6 +7,8 @@
  *   collect(&y)                  sets y to a device-readable [n][n_used][n_embd] of UNWEIGHTED expert outputs
  *                                (moe_exec.h's contract) that stays valid until the next submit, such that
  *                                work enqueued on the stream after collect sees it complete.
+ * ids < 0 are skip slots (moe_exec.h): every bridge passes them through unchanged and does no work for them;
+ * the rows collect gives for them hold unspecified bytes (the "gpu" bridge's split merges by the ids it masked).
  *
  * Implementations:
  *   "local" (cuda_moe_local_new): copies x/ids/w to pinned host memory, waits for them, calls the in-process
@@ -42,8 +44,11 @@ typedef struct cuda_moe cuda_moe_t;
 typedef struct cuda_moe_stats {
     uint64_t exchanges;  /* completed by the CPU side (workers or the host executor) */
     uint64_t wait_ns;    /* time spent waiting for them (device time for the arena, host time for "local") */
-    uint64_t streamed;   /* layer computations done on the device with streamed weights ("gpu") */
+    uint64_t streamed;   /* layer computations done on the device with streamed weights ("gpu"), whole or split */
     uint64_t streamed_bytes; /* expert bytes copied to the device for them */
+    /* the batches of streamable layers the "gpu" bridge planned (gpu-worker/expert_split.h), summed: */
+    uint64_t split_gpu_experts, split_cpu_experts; /* experts with pairs computed on each side */
+    uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side */
 } cuda_moe_stats_t;
 
 typedef struct cuda_moe_ops {
@@ -100,15 +105,24 @@ typedef struct cuda_moe_gpu_layer {
 } cuda_moe_gpu_layer_t;
 
 /* The "gpu" bridge: resident layers computed on the device, the others through `fallback` (owned from here on,
- * also on failure; may be NULL when every layer is resident). With `stream`, a batch of the other layers goes
- * to the device too when streaming its weights over PCIe (double-buffered, the next layer's copy overlapping
- * this layer's products) beats the CPU side: predicted from the copy bandwidth measured at creation and the
- * CPU side's time per exchange measured as it runs (a + b * tokens; nothing streams before a batch of more
- * than one token was measured there). max_tokens tokens per submit. Device bytes it took are added to *bytes.
- * -1 with a message naming the layer for a type the kernels do not handle or when device memory is short. */
+ * also on failure; may be NULL when every layer is resident). With `stream`, a host-side (uncaptured) batch of
+ * the other layers is split per expert between the CPU side and the device (gpu-worker/expert_split.h): the
+ * device copies only its experts' weights over PCIe into a staging buffer and computes them while the CPU side
+ * computes the rest (its exchange submitted first, with the device's pairs as skip slots), and collect merges
+ * both; predicted from the copy bandwidth measured at creation and the CPU side's time per exchange measured as
+ * it runs (a + b * pairs; everything stays on the CPU side before an exchange of more than one token was
+ * measured there). All-CPU and all-device are the split's ends; after an all-device batch the next streamed
+ * layer's whole copy overlaps this layer's products (double-buffered). max_tokens tokens per submit. Device
+ * bytes it took are added to *bytes. -1 with a message naming the layer for a type the kernels do not handle
+ * or when device memory is short. */
 int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
                      int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
                      cuda_moe_t *fallback, size_t *bytes, guild_err_t *err);
+
+/* Tests only: m ("gpu" bridge) splits every host-side batch of a streamed layer with the device taking the
+ * hottest experts holding at least gpu_fraction of its pairs (0: all on the CPU side, 1: all on the device),
+ * whatever the measured times; < 0: plan by the times again. */
+void cuda_moe_gpu_force_split(cuda_moe_t *m, double gpu_fraction);
 
 /* Destroys through ops; sets *m to NULL; NULL-safe. */
 void cuda_moe_destroy(cuda_moe_t **m);

@@ -1,8 +1,14 @@
 /* The "gpu" cuda_moe_t: the routed experts of the layers it holds live in device memory and run there, the
- * others go through a fallback bridge (CPU workers or in-process), or, for batches large enough that copying
- * their weights over PCIe beats the CPU side, are streamed into one of two staging buffers and run here too
- * (the stager's job, done in the GPU worker: the next layer's copy, on a copy stream, overlaps this layer's
- * products). See cuda_moe.h.
+ * others go through a fallback bridge (CPU workers or in-process), or are split per expert between that bridge
+ * and the device (gpu-worker/expert_split.h): the device's experts are streamed into one of two staging buffers
+ * and run here while the CPU side computes the others (the stager's job, done in the GPU worker; after an
+ * all-device batch the next layer's copy, on a copy stream, overlaps this layer's products). See cuda_moe.h.
+ *
+ * A split batch: the ids come to the host (the plan needs the routing); the CPU side's exchange is submitted
+ * first with the device's pairs as skip slots (ids < 0, moe_exec.h), then the copies of the device's experts
+ * (each to its own place in the staging buffer: the kernels index experts as in resident memory) and the
+ * device's products with the complementary ids, writing their rows of y; collect copies the CPU side's rows
+ * into y (cuda_expert_merge). Every row comes from one side, the bits that side gives for the pair alone.
  *
  * Per resident layer and step: x quantized to the gate's dot type; pairs grouped by expert
  * (cuda_expert_route); h[p] = silu(gate_e x_t) * up_e x_t for every pair p = (t, k) in one kernel; h quantized to
@@ -17,10 +23,18 @@
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_moe.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/expert_split.h"
 #include "ipc/doorbell.h" /* guild_now_ns */
 
 #define ALIGN 256u
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
+
+/* One host-to-device copy: cuda_stage_piece_t's shape (gpu-worker/cuda/cuda_stage.h, the stager's). */
+typedef struct stage_piece {
+    const void *host;
+    size_t bytes;
+    size_t dst_off;
+} stage_piece_t;
 
 typedef struct gpu_layer {
     const char *gate, *up, *down; /* device; gate NULL: not resident */
@@ -45,12 +59,15 @@ typedef struct moe_gpu {
     int32_t *tiles;            /* [max tiles][4], 16-byte aligned */
     int32_t *n_tiles;          /* device int */
     float *y;                  /* [max_tokens][n_used][n_embd] */
-    bool on_device;            /* the exchange in flight is computed here */
+    bool on_device;            /* the exchange in flight is computed here (wholly, or its device part) */
+    bool split_cpu;            /* ... and it has a CPU part to collect and merge */
+    int32_t n_pairs;           /* pairs of the exchange in flight */
 
     /* streaming of the other layers (stream: set up) */
     bool stream;
-    char *stage[2];            /* device, each the largest layer's bytes */
+    char *stage[2];            /* device, each the largest layer's bytes, laid out as the resident layers */
     int32_t stage_layer[2];    /* the layer each holds (or is being filled with); -1: none */
+    uint8_t *staged[2];        /* [n_expert] each: the experts of stage_layer[b] copied (or being copied) there */
     int next_stage;
     cudaStream_t copy;
     cudaEvent_t copied[2], consumed[2];
@@ -59,56 +76,107 @@ typedef struct moe_gpu {
     double cpu_a, cpu_b;
     bool have_a, have_b;
     cuda_moe_stats_t fb_last;  /* the fallback's counters at the start of this step */
-    int32_t fb_n;              /* tokens of the exchanges delegated in this step (0: none) */
+    int32_t fb_pairs;          /* pairs of the exchanges delegated whole in this step (0: none) */
+    bool fb_split;             /* an exchange of this step was split: its wait is not the CPU side's time alone */
     uint64_t streamed, streamed_bytes;
+    uint64_t split_gpu_experts, split_cpu_experts, split_gpu_pairs, split_cpu_pairs;
     size_t stage_bytes;        /* the largest streamable layer's */
+
+    /* the split (stream: set up) */
+    expert_split_t *split;
+    double force_split;        /* tests: < 0 none, else the device's fraction of the pairs */
+    int32_t *h_ids;            /* pinned [3][max_tokens * n_used]: the batch's ids, the CPU side's, the device's */
+    int32_t *d_ids;            /* device [2][max_tokens * n_used]: the CPU side's ids, the device's */
+    int32_t *count;            /* [n_expert] pairs of each expert in the batch */
+    uint64_t *ebytes;          /* [n_expert] bytes to copy for each */
+    uint8_t *on_gpu;           /* [n_expert] the plan */
+    stage_piece_t *pieces;     /* [3 * n_expert] */
 } moe_gpu_t;
 
-/* The layer `layer` in a staging buffer (already there, or its copy enqueued on the copy stream after the
- * buffer's last use), never the one holding `keep`. */
-static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, int *buf, guild_err_t *err)
+/* Enqueues the pieces' copies to dst on the copy stream: the shape of the stager's cuda_stage_copy
+ * (gpu-worker/cuda/cuda_stage.h), which takes its place once it is in the tree. Pageable sources: the driver
+ * stages them through its pinned buffers (see stream_setup). */
+static int stage_copy(char *dst, const stage_piece_t *p, int32_t n, cudaStream_t copy, guild_err_t *err)
 {
-    for (int b = 0; b < 2; b++)
-        if (m->stage_layer[b] == layer) {
-            *buf = b;
-            return 0;
-        }
-    const int b = m->stage_layer[0] == keep ? 1 : m->stage_layer[1] == keep ? 0 : m->next_stage;
-    m->next_stage = b ^ 1;
-    const gpu_layer_t *L = &m->layers[layer];
-    const size_t gb = L->gate_mat * (size_t)m->n_expert, db = L->down_mat * (size_t)m->n_expert;
-    const size_t gr = (gb + ALIGN - 1) / ALIGN * ALIGN;
-    char *dst = m->stage[b];
-    m->stage_layer[b] = -1;
-    if (cuda_check(cudaStreamWaitEvent(m->copy, m->consumed[b], 0), "stage wait", err) < 0 ||
-        cuda_check(cudaMemcpyAsync(dst, L->h_gate, gb, cudaMemcpyHostToDevice, m->copy), "stage experts", err) < 0 ||
-        cuda_check(cudaMemcpyAsync(dst + gr, L->h_up, gb, cudaMemcpyHostToDevice, m->copy), "stage experts", err) < 0 ||
-        cuda_check(cudaMemcpyAsync(dst + 2 * gr, L->h_down, db, cudaMemcpyHostToDevice, m->copy), "stage experts",
-                   err) < 0 ||
-        cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0)
-        return -1;
-    m->stage_layer[b] = layer;
-    m->streamed_bytes += 2 * gb + db;
-    *buf = b;
+    for (int32_t i = 0; i < n; i++)
+        if (cuda_check(cudaMemcpyAsync(dst + p[i].dst_off, p[i].host, p[i].bytes, cudaMemcpyHostToDevice, copy),
+                       "stage experts", err) < 0)
+            return -1;
     return 0;
 }
 
-/* Whether this batch of a non-resident layer goes through the staging buffers: the copy's predicted time
- * against the CPU side's (the device's own products are not counted: a lower bound of the GPU's side). */
-static bool want_stream(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n, cudaStream_t s)
+/* The experts `want` ([n_expert]; NULL: all) of layer `layer` in a staging buffer, each at its place in the
+ * resident layout: the buffer already holding the layer gets the missing ones, else the other buffer (never
+ * the one holding `keep`) is refilled after its last use. Copies go on the copy stream; copied[*buf] follows
+ * them. */
+static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *want, int *buf, guild_err_t *err)
 {
-    if (!m->stream || !L->h_gate || !m->have_b || m->pcie_bpns <= 0)
+    int b = -1;
+    for (int i = 0; i < 2; i++)
+        if (m->stage_layer[i] == layer)
+            b = i;
+    if (b < 0) {
+        b = m->stage_layer[0] == keep ? 1 : m->stage_layer[1] == keep ? 0 : m->next_stage;
+        m->next_stage = b ^ 1;
+        m->stage_layer[b] = -1;
+        memset(m->staged[b], 0, (size_t)m->n_expert);
+    }
+    *buf = b;
+    const gpu_layer_t *L = &m->layers[layer];
+    const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
+    /* runs of consecutive missing experts: one piece per matrix each */
+    int32_t np = 0;
+    size_t bytes = 0;
+    for (int32_t e = 0; e < m->n_expert;) {
+        if ((want && !want[e]) || m->staged[b][e]) {
+            e++;
+            continue;
+        }
+        int32_t e1 = e + 1;
+        while (e1 < m->n_expert && (!want || want[e1]) && !m->staged[b][e1])
+            e1++;
+        const size_t ne = (size_t)(e1 - e);
+        m->pieces[np++] = (stage_piece_t){L->h_gate + (size_t)e * L->gate_mat, ne * L->gate_mat,
+                                               (size_t)e * L->gate_mat};
+        m->pieces[np++] = (stage_piece_t){L->h_up + (size_t)e * L->gate_mat, ne * L->gate_mat,
+                                               gr + (size_t)e * L->gate_mat};
+        m->pieces[np++] = (stage_piece_t){L->h_down + (size_t)e * L->down_mat, ne * L->down_mat,
+                                               2 * gr + (size_t)e * L->down_mat};
+        bytes += ne * (2 * L->gate_mat + L->down_mat);
+        memset(m->staged[b] + e, 1, ne);
+        e = e1;
+    }
+    m->stage_layer[b] = layer;
+    if (np == 0)
+        return 0; /* all there: copied[b] already follows their copies */
+    if (cuda_check(cudaStreamWaitEvent(m->copy, m->consumed[b], 0), "stage wait", err) < 0 ||
+        stage_copy(m->stage[b], m->pieces, np, m->copy, err) < 0 ||
+        cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0) {
+        m->stage_layer[b] = -1; /* its contents are unknown now */
+        return -1;
+    }
+    m->streamed_bytes += bytes;
+    return 0;
+}
+
+/* Whether this batch of a non-resident layer is planned (split or not) rather than sent whole to the CPU side:
+ * streaming set up, the CPU side measured (or a forced split), and the host free to choose (a graph must not
+ * hold the host-side choice). */
+static bool want_split(const moe_gpu_t *m, const gpu_layer_t *L, cudaStream_t s)
+{
+    if (!m->stream || !L->h_gate || m->pcie_bpns <= 0 || (!m->have_b && m->force_split < 0))
         return false;
     enum cudaStreamCaptureStatus cs;
     if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
-        return false; /* a graph must not hold the host-side choice */
+        return false;
     }
-    const double cpu = (m->have_a ? m->cpu_a : 0.0) + m->cpu_b * (double)n;
-    return (double)L->bytes / m->pcie_bpns < cpu;
+    return true;
 }
 
-/* Folds the CPU side's counters of the last step into the cost model. */
+/* Folds the CPU side's counters of the last step into the cost model: t = a + b * pairs, a from one-token
+ * exchanges, b from larger ones. Only steps whose delegated exchanges went whole: a split one's wait (the
+ * arena bridge's is device time after the device's own products) is not the CPU side's time. */
 static void cost_update(moe_gpu_t *m)
 {
     if (!m->stream || !m->fallback)
@@ -116,28 +184,28 @@ static void cost_update(moe_gpu_t *m)
     cuda_moe_stats_t now;
     cuda_moe_stats(m->fallback, &now);
     const uint64_t dx = now.exchanges - m->fb_last.exchanges, dw = now.wait_ns - m->fb_last.wait_ns;
-    if (dx && m->fb_n > 0) {
+    if (dx && m->fb_pairs > 0 && !m->fb_split) {
         const double per = (double)dw / (double)dx;
-        if (m->fb_n == 1) {
+        if (m->fb_pairs <= m->n_used) {
             m->cpu_a = m->have_a ? 0.8 * m->cpu_a + 0.2 * per : per;
             m->have_a = true;
         } else {
-            const double b = (per - (m->have_a ? m->cpu_a : 0.0)) / (double)m->fb_n;
+            const double b = (per - (m->have_a ? m->cpu_a : 0.0)) / (double)m->fb_pairs;
             if (b > 0) {
                 const bool first = !m->have_b;
                 m->cpu_b = m->have_b ? 0.5 * m->cpu_b + 0.5 * b : b;
                 m->have_b = true;
                 if (first)
-                    guild_log(GUILD_LOG_INFO, "cuda moe: CPU experts %.1f us per token and layer (+ %.1f us per "
-                              "exchange); a layer streams in %.2f ms at %.1f GB/s: batches of more than ~%.0f tokens "
-                              "stream", m->cpu_b / 1e3, m->cpu_a / 1e3,
-                              (double)m->stage_bytes / m->pcie_bpns / 1e6, m->pcie_bpns,
-                              ((double)m->stage_bytes / m->pcie_bpns - m->cpu_a) / m->cpu_b);
+                    guild_log(GUILD_LOG_INFO, "cuda moe: CPU experts %.1f us per (token, expert) pair (+ %.1f us "
+                              "per exchange); a whole layer streams in %.2f ms at %.1f GB/s: large batches split "
+                              "their experts between the CPU side and the device", m->cpu_b / 1e3, m->cpu_a / 1e3,
+                              (double)m->stage_bytes / m->pcie_bpns / 1e6, m->pcie_bpns);
             }
         }
     }
     m->fb_last = now;
-    m->fb_n = 0;
+    m->fb_pairs = 0;
+    m->fb_split = false;
 }
 
 /* The products of one layer's experts whose weights are at gate/up/down (device). */
@@ -158,6 +226,97 @@ static int run_experts(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, con
     return 0;
 }
 
+/* The device part of a planned batch: its experts staged, their products on the stream with ids (the
+ * device's pairs; the others skipped), y rows of those pairs written. */
+static int run_streamed(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
+                        const uint8_t *want, cudaStream_t s, guild_err_t *err)
+{
+    const gpu_layer_t *L = &m->layers[layer];
+    int b;
+    if (stage_load(m, layer, -1, want, &b, err) < 0 ||
+        cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0)
+        return -1;
+    const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
+    const char *st = m->stage[b];
+    if (run_experts(m, L, st, st + gr, st + 2 * gr, n, x, ids, s, err) < 0 ||
+        cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0)
+        return guild_err_prefix(err, "streamed experts: ");
+    m->streamed++;
+    return 0;
+}
+
+/* A batch of a streamable layer, planned: the ids to the host, the split, the CPU side's exchange (its pairs
+ * only) submitted first, then the device's copies and products. */
+static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
+                        const float *w, cudaStream_t s, guild_err_t *err)
+{
+    const gpu_layer_t *L = &m->layers[layer];
+    const int32_t P = n * m->n_used, E = m->n_expert;
+    int32_t *h_all = m->h_ids, *h_cpu = m->h_ids + (size_t)m->max_tokens * m->n_used,
+            *h_gpu = m->h_ids + 2 * (size_t)m->max_tokens * m->n_used;
+    int32_t *d_cpu = m->d_ids, *d_gpu = m->d_ids + (size_t)m->max_tokens * m->n_used;
+    /* the router's output (and the last batch's id copies from h_cpu/h_gpu) complete here */
+    if (cuda_check(cudaMemcpyAsync(h_all, ids, (size_t)P * sizeof *ids, cudaMemcpyDeviceToHost, s), "copy expert ids",
+                   err) < 0 ||
+        cuda_check(cudaStreamSynchronize(s), "copy expert ids", err) < 0)
+        return -1;
+    memset(m->count, 0, (size_t)E * sizeof *m->count);
+    for (int32_t p = 0; p < P; p++) {
+        if (h_all[p] < 0 || h_all[p] >= E)
+            return guild_err_set(err, "cuda moe: pair %d: expert id %d of %d", p, h_all[p], E);
+        m->count[h_all[p]]++;
+    }
+    int sb = -1; /* an experts already staged (or on their way) cost no copy */
+    for (int i = 0; i < 2; i++)
+        if (m->stage_layer[i] == layer)
+            sb = i;
+    const uint64_t eb = 2 * (uint64_t)L->gate_mat + L->down_mat;
+    for (int32_t e = 0; e < E; e++)
+        m->ebytes[e] = sb >= 0 && m->staged[sb][e] ? 0 : eb;
+    const expert_split_model_t em = {.copy_bpns = m->pcie_bpns, .gpu_ns_per_pair = 0,
+                                     .cpu_a_ns = m->have_a ? m->cpu_a : 0.0, .cpu_b_ns = m->cpu_b,
+                                     .force_gpu_fraction = m->force_split};
+    expert_split_result_t r;
+    expert_split_plan(m->split, m->count, m->ebytes, &em, m->on_gpu, &r);
+    m->split_gpu_experts += (uint64_t)r.gpu_experts;
+    m->split_cpu_experts += (uint64_t)r.cpu_experts;
+    m->split_gpu_pairs += (uint64_t)r.gpu_pairs;
+    m->split_cpu_pairs += (uint64_t)r.cpu_pairs;
+    m->n_pairs = P;
+    if (r.gpu_pairs == 0) { /* all on the CPU side: no copy */
+        m->on_device = false;
+        m->fb_pairs = P;
+        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, w, s, err);
+    }
+    m->on_device = true;
+    if (r.cpu_pairs == 0) { /* all on the device: no exchange; the next streamed layer's copy behind this one */
+        if (run_streamed(m, layer, n, x, ids, m->on_gpu, s, err) < 0)
+            return -1;
+        for (int32_t l2 = layer + 1; l2 < m->n_layer; l2++)
+            if (!m->layers[l2].gate && m->layers[l2].h_gate) {
+                int b2;
+                if (stage_load(m, l2, layer, NULL, &b2, err) < 0)
+                    return guild_err_prefix(err, "layer %d: ", l2);
+                break;
+            }
+        return 0;
+    }
+    for (int32_t p = 0; p < P; p++) {
+        const bool g = m->on_gpu[h_all[p]];
+        h_cpu[p] = g ? -1 : h_all[p];
+        h_gpu[p] = g ? h_all[p] : -1;
+    }
+    m->split_cpu = true;
+    m->fb_split = true;
+    if (cuda_check(cudaMemcpyAsync(d_cpu, h_cpu, (size_t)P * sizeof *ids, cudaMemcpyHostToDevice, s),
+                   "copy expert ids", err) < 0 ||
+        cuda_check(cudaMemcpyAsync(d_gpu, h_gpu, (size_t)P * sizeof *ids, cudaMemcpyHostToDevice, s),
+                   "copy expert ids", err) < 0 ||
+        m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, w, s, err) < 0)
+        return -1;
+    return run_streamed(m, layer, n, x, d_gpu, m->on_gpu, s, err);
+}
+
 static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
                       const float *w, cudaStream_t s, guild_err_t *err)
 {
@@ -168,34 +327,18 @@ static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x
         return guild_err_set(err, "cuda moe: %d tokens in an exchange (1..%d)", n, m->max_tokens);
     const gpu_layer_t *L = &m->layers[layer];
     m->on_device = L->gate != NULL;
+    m->split_cpu = false;
     if (m->on_device) {
         if (run_experts(m, L, L->gate, L->up, L->down, n, x, ids, s, err) < 0)
             return guild_err_prefix(err, "layer %d: device experts: ", layer);
         return 0;
     }
-    if (!want_stream(m, L, n, s)) {
-        m->fb_n = n;
+    if (!want_split(m, L, s)) {
+        m->fb_pairs = n * m->n_used;
         return m->fallback->ops->submit(m->fallback, layer, n, x, ids, w, s, err);
     }
-    m->on_device = true;
-    int b;
-    if (stage_load(m, layer, -1, &b, err) < 0 ||
-        cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0)
+    if (split_submit(m, layer, n, x, ids, w, s, err) < 0)
         return guild_err_prefix(err, "layer %d: ", layer);
-    const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
-    const char *st = m->stage[b];
-    if (run_experts(m, L, st, st + gr, st + 2 * gr, n, x, ids, s, err) < 0 ||
-        cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0)
-        return guild_err_prefix(err, "layer %d: streamed experts: ", layer);
-    m->streamed++;
-    /* the next layer that streams: its copy now, behind this layer's products */
-    for (int32_t l2 = layer + 1; l2 < m->n_layer; l2++)
-        if (!m->layers[l2].gate && m->layers[l2].h_gate) {
-            int b2;
-            if (stage_load(m, l2, layer, &b2, err) < 0)
-                return guild_err_prefix(err, "layer %d: ", l2);
-            break;
-        }
     return 0;
 }
 
@@ -204,6 +347,12 @@ static int gpu_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_
     moe_gpu_t *m = (moe_gpu_t *)base;
     if (!m->on_device)
         return m->fallback->ops->collect(m->fallback, y, s, err);
+    if (m->split_cpu) {
+        const float *yc = NULL;
+        if (m->fallback->ops->collect(m->fallback, &yc, s, err) < 0 ||
+            cuda_expert_merge(m->y, yc, m->d_ids, m->n_pairs, m->n_embd, s, err) < 0)
+            return -1;
+    }
     *y = m->y;
     return 0;
 }
@@ -248,7 +397,12 @@ static void gpu_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
         cuda_moe_stats(m->fallback, out);
     out->streamed = m->streamed;
     out->streamed_bytes = m->streamed_bytes;
+    out->split_gpu_experts = m->split_gpu_experts;
+    out->split_cpu_experts = m->split_cpu_experts;
+    out->split_gpu_pairs = m->split_gpu_pairs;
+    out->split_cpu_pairs = m->split_cpu_pairs;
 }
+
 
 static void gpu_destroy(cuda_moe_t *base)
 {
@@ -265,9 +419,17 @@ static void gpu_destroy(cuda_moe_t *base)
     if (m->copy)
         cudaStreamDestroy(m->copy);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
-                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0]};
+                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0], (void **)&m->d_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
+    if (m->h_ids)
+        cudaFreeHost(m->h_ids);
+    expert_split_destroy(&m->split);
+    free(m->staged[0]);
+    free(m->count);
+    free(m->ebytes);
+    free(m->on_gpu);
+    free(m->pieces);
     free(m->layers);
     free(m);
 }
@@ -284,6 +446,12 @@ static const cuda_moe_ops_t gpu_ops = {
     .result = gpu_result,
     .stats = gpu_stats,
 };
+
+void cuda_moe_gpu_force_split(cuda_moe_t *base, double gpu_fraction)
+{
+    GUILD_ASSERT(base->ops == &gpu_ops);
+    ((moe_gpu_t *)base)->force_split = gpu_fraction < 0 ? -1.0 : gpu_fraction;
+}
 
 static size_t round_up(size_t n, size_t a)
 {
@@ -322,6 +490,22 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
     m->stage[1] = m->stage[0] + largest;
     m->stage_bytes = largest;
     m->stage_layer[0] = m->stage_layer[1] = -1;
+    /* the split's host side: the plan's scratch, the ids to the host and back */
+    const size_t E = (size_t)m->n_expert, P = (size_t)m->max_tokens * (size_t)m->n_used;
+    if (!(m->staged[0] = calloc(2 * E, 1)) || !(m->count = calloc(E, sizeof *m->count)) ||
+        !(m->ebytes = calloc(E, sizeof *m->ebytes)) || !(m->on_gpu = calloc(E, 1)) ||
+        !(m->pieces = calloc(3 * E, sizeof *m->pieces)))
+        return guild_err_set(err, "cuda moe: out of memory");
+    m->staged[1] = m->staged[0] + E;
+    if (expert_split_new(&m->split, m->n_expert, err) < 0 ||
+        cuda_alloc((void **)&m->d_ids, 2 * P * sizeof(int32_t), &counted, "expert routing", err) < 0)
+        return -1;
+    if (cudaMallocHost((void **)&m->h_ids, 3 * P * sizeof(int32_t)) != cudaSuccess) {
+        m->h_ids = NULL;
+        (void)cudaGetLastError();
+        return guild_err_set(err, "cuda moe: cannot allocate %.1f KiB of pinned host memory for expert ids",
+                             (double)(3 * P * sizeof(int32_t)) / 1024);
+    }
     for (int b = 0; b < 2; b++)
         if (cuda_check(cudaEventCreateWithFlags(&m->copied[b], cudaEventDisableTiming), "create event", err) < 0 ||
             cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0)
@@ -336,7 +520,7 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
         int b;
         m->stage_layer[0] = m->stage_layer[1] = -1;
         const uint64_t t0 = guild_now_ns();
-        if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 || stage_load(m, probe, -1, &b, err) < 0 ||
+        if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 || stage_load(m, probe, -1, NULL, &b, err) < 0 ||
             cuda_check(cudaEventRecord(e1, m->copy), "probe event", err) < 0 ||
             cuda_check(cudaEventSynchronize(e1), "probe copy", err) < 0 ||
             cuda_check(cudaEventElapsedTime(&ms, e0, e1), "probe event", err) < 0)
@@ -377,6 +561,7 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
     m->n_embd = n_embd;
     m->n_ff = n_ff;
     m->n_used = n_used;
+    m->force_split = -1.0;
     if (!(m->layers = calloc((size_t)n_layer, sizeof *m->layers))) {
         guild_err_set(err, "cuda moe: out of memory");
         goto fail;
@@ -452,7 +637,7 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
     const size_t before = counted;
     if (streamable && stream_setup(m, largest, err) < 0)
         goto fail;
-    counted += streamable ? 2 * largest : 0;
+    counted += streamable ? 2 * largest + 2 * P * sizeof(int32_t) : 0; /* stream_setup's */
     if (bytes)
         *bytes += counted;
     guild_log(GUILD_LOG_INFO, "cuda moe: experts of %d of %d layers on the device (%.1f MiB, buffers %.1f MiB)%s",

@@ -320,3 +320,25 @@ extern "C" int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, c
                                   order, (const int4 *)tiles, n_tiles, out, ldo, (int)nrows, s);
     return cuda_launch_check("expert matmul", err);
 }
+
+/* One block per pair: the row of a pair the other side computed (ids[p] >= 0) copied into y. */
+static __global__ void expert_merge_kernel(float *__restrict__ y, const float *__restrict__ src,
+                                           const int32_t *__restrict__ ids, int64_t n_embd)
+{
+    const int64_t p = blockIdx.x;
+    if (ids[p] < 0)
+        return;
+    for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x)
+        y[p * n_embd + i] = src[p * n_embd + i];
+}
+
+extern "C" int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_pairs, int64_t n_embd,
+                                 cudaStream_t s, guild_err_t *err)
+{
+    if (n_pairs < 0 || n_pairs > INT32_MAX / 2 || n_embd < 1)
+        return guild_err_set(err, "cuda: expert merge: %d pairs of %lld", n_pairs, (long long)n_embd);
+    if (n_pairs == 0)
+        return 0;
+    expert_merge_kernel<<<(unsigned)n_pairs, 256, 0, s>>>(y, src, ids, n_embd);
+    return cuda_launch_check("expert merge", err);
+}
