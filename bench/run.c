@@ -441,9 +441,12 @@ int bench_run_main(int argc, char **argv)
     backend_stats_t bs;
     const bool have_bs = c.flags.st.single_process && backend_stats(be, &bs) == 0;
     if (have_bs)
-        fprintf(stderr, "guild bench run: %u graphs, %llu graph steps, %llu layer batches streamed (%.1f GB)\n",
+        fprintf(stderr, "guild bench run: %u graphs, %llu graph steps, %llu layer batches streamed (%.1f GB); split "
+                "of streamable layers: GPU %llu experts / %llu pairs, CPU %llu experts / %llu pairs\n",
                 bs.graphs, (unsigned long long)bs.graph_steps, (unsigned long long)bs.streamed_layers,
-                (double)bs.streamed_bytes / 1e9);
+                (double)bs.streamed_bytes / 1e9, (unsigned long long)bs.split_gpu_experts,
+                (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_experts,
+                (unsigned long long)bs.split_cpu_pairs);
     backend_stack_close(&stack);
 
     char gpu_name[256] = "none";
@@ -484,6 +487,10 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(cfg, "graph_steps", json_integer((json_int_t)bs.graph_steps));
         json_object_set_new(cfg, "streamed_layer_batches", json_integer((json_int_t)bs.streamed_layers));
         json_object_set_new(cfg, "streamed_bytes", json_integer((json_int_t)bs.streamed_bytes));
+        json_object_set_new(cfg, "split_gpu_experts", json_integer((json_int_t)bs.split_gpu_experts));
+        json_object_set_new(cfg, "split_gpu_pairs", json_integer((json_int_t)bs.split_gpu_pairs));
+        json_object_set_new(cfg, "split_cpu_experts", json_integer((json_int_t)bs.split_cpu_experts));
+        json_object_set_new(cfg, "split_cpu_pairs", json_integer((json_int_t)bs.split_cpu_pairs));
     }
     json_object_set_new(root, "config", cfg);
     json_t *bwj = json_object();

@@ -39,7 +39,8 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
 backend_t *backend_stack_backend(backend_stack_t *s);
 
 /* What the stack counted, on out: the routing per layer (config.stats), or the pipeline's summary
- * (pipeline_print_stats); nothing otherwise. */
+ * (pipeline_print_stats); in a single process, the experts the backend streamed and split between the CPU and
+ * the GPU, when it did. */
 void backend_stack_print_stats(backend_stack_t *s, FILE *out);
 
 /* "single process" or "GPU worker + N CPU expert workers"-style description, for start-up messages. */

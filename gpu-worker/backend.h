@@ -62,6 +62,9 @@ typedef struct backend_stats {
     uint64_t graph_steps;      /* forward passes replayed from a graph */
     uint64_t streamed_layers;  /* layer computations of CPU-held experts done on the device with streamed weights */
     uint64_t streamed_bytes;   /* expert bytes copied to the device for them */
+    /* the batches of those layers split between the CPU side and the device (gpu-worker/expert_split.h), summed */
+    uint64_t split_gpu_experts, split_cpu_experts; /* experts with pairs computed on each side */
+    uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side */
 } backend_stats_t;
 
 typedef struct backend_ops {

@@ -513,6 +513,10 @@ static void cuda_stats(const backend_t *base, backend_stats_t *out)
     out->wait_ns = ms.wait_ns;
     out->streamed_layers = ms.streamed;
     out->streamed_bytes = ms.streamed_bytes;
+    out->split_gpu_experts = ms.split_gpu_experts;
+    out->split_cpu_experts = ms.split_cpu_experts;
+    out->split_gpu_pairs = ms.split_gpu_pairs;
+    out->split_cpu_pairs = ms.split_cpu_pairs;
     out->gpu_expert_layers = b->gpu_expert_layers;
     out->graphs = b->graphs_captured;
     out->graph_steps = b->graph_steps;
