@@ -5,6 +5,7 @@
 
 #include "core/util/err.h"
 #include "core/util/log.h"
+#include "gpu-worker/cuda/cuda_stage.h" /* against tests/stager-mock/cuda_runtime_api.h */
 #include "ipc/arena.h"
 #include "stager/stage_plan.h"
 #include "stager/stage_ring.h"
@@ -686,6 +687,138 @@ START_TEST(test_guild_stager_bad_ring)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- cuda_stage on the mock runtime */
+
+/* Random pieces of the file as cuda_stage pieces, at increasing destination offsets; returns the bytes of the
+ * destination. */
+static size_t random_pieces(const test_file_t *f, cuda_stage_piece_t *p, int32_t n, size_t max_piece, uint32_t seed)
+{
+    size_t dst = 0;
+    uint32_t x = seed;
+    for (int32_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        size_t bytes = (i % 13 == 4) ? 0 : (x >> 8) % (max_piece + 1);
+        x = x * 1103515245u + 12345u;
+        size_t off = (size_t)(x >> 4) % (f->n - bytes + 1);
+        p[i] = (cuda_stage_piece_t){f->map + off, bytes, dst};
+        dst += bytes + (i % 2) * 8;
+    }
+    return dst;
+}
+
+static void expect_copied(const test_file_t *f, const cuda_stage_piece_t *p, int32_t n, const uint8_t *dst)
+{
+    for (int32_t i = 0; i < n; i++)
+        ck_assert_msg(!memcmp(dst + p[i].dst_off, p[i].host, p[i].bytes), "piece %d differs", (int)i);
+    (void)f;
+}
+
+START_TEST(test_cuda_stage_ring)
+{
+    mock_cuda_reset();
+    test_file_t f;
+    test_file_make(&f, (size_t)3 << 20, 21);
+    stage_ring_t *r = make_ring(3, 128 << 10);
+    guild_err_t err = {{0}};
+    stage_server_t *s = NULL;
+    ck_assert_int_eq(stage_server_start(&s, r, f.map, f.n, 2, &err), 0);
+    stage_wait_t w = quick_wait();
+    cuda_stage_t *st = NULL;
+    ck_assert_msg(cuda_stage_new_ring(&st, r, f.map, f.n, &w, &err) == 0, "%s", err.msg);
+    mock_cuda_stats_t ms;
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.registered, 1);
+    ck_assert_uint_eq(ms.events, 3);
+
+    /* calls of 3 shapes, two calls between stream syncs: the second reuses slots whose copies are pending */
+    enum { N = 5000 };
+    static cuda_stage_piece_t p1[N], p2[N];
+    uint64_t total = 0;
+    for (int round = 0; round < 3; round++) {
+        int32_t n1 = round == 0 ? 40 : round == 1 ? N : 7, n2 = round == 2 ? N : 25;
+        size_t m1 = round == 0 ? 400000 : round == 1 ? 64 : 1 << 20, m2 = round == 2 ? 200 : 90000;
+        size_t b1 = random_pieces(&f, p1, n1, m1, 100u + (uint32_t)round);
+        size_t b2 = random_pieces(&f, p2, n2, m2, 200u + (uint32_t)round);
+        uint8_t *d1 = calloc(1, b1 + 1), *d2 = calloc(1, b2 + 1);
+        ck_assert_msg(cuda_stage_copy(st, (char *)d1, p1, n1, NULL, &err) == 0, "%s", err.msg);
+        ck_assert_msg(cuda_stage_copy(st, (char *)d2, p2, n2, NULL, &err) == 0, "%s", err.msg);
+        cudaStreamSynchronize(NULL);
+        expect_copied(&f, p1, n1, d1);
+        expect_copied(&f, p2, n2, d2);
+        for (int32_t i = 0; i < n1; i++)
+            total += p1[i].bytes;
+        for (int32_t i = 0; i < n2; i++)
+            total += p2[i].bytes;
+        free(d1);
+        free(d2);
+    }
+    uint64_t bytes = 0, wait_ns = 0;
+    cuda_stage_stats(st, &bytes, &wait_ns);
+    ck_assert_uint_eq(bytes, total);
+    mock_cuda_stats(&ms);
+    ck_assert_uint_gt(ms.copies, 0);
+    ck_assert_uint_eq(ms.pinned_copies, ms.copies); /* every device copy came from the registered ring */
+    ck_assert_uint_eq(ms.pending, 0);
+    cuda_stage_destroy(&st);
+    ck_assert_ptr_null(st);
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.registered, 0);
+    ck_assert_uint_eq(ms.events, 0);
+    ck_assert_uint_eq(stage_ring_released(r), stage_ring_posted(r));
+    stage_server_stop(&s);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+START_TEST(test_cuda_stage_errors)
+{
+    mock_cuda_reset();
+    test_file_t f;
+    test_file_make(&f, 65536, 22);
+    stage_ring_t *r = make_ring(2, 4096);
+    guild_err_t err = {{0}};
+    stage_wait_t w = {0, 5000 * MS, 100 * MS};
+    cuda_stage_t *st = NULL;
+    ck_assert_int_eq(cuda_stage_new_ring(&st, r, f.map, f.n, &w, &err), 0);
+    static uint8_t dst[8192], outside[16];
+    /* a host pointer outside the mapping */
+    cuda_stage_piece_t bad = {outside, 16, 0};
+    ck_assert_int_eq(cuda_stage_copy(st, (char *)dst, &bad, 1, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "piece 0 (16 bytes at") && strstr(err.msg, "not inside the model mapping"),
+                  "%s", err.msg);
+    ck_assert_int_eq(cuda_stage_copy(st, (char *)dst, &bad, 0, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "unusable after an earlier error"), "%s", err.msg);
+    cuda_stage_destroy(&st);
+    /* no stager: an error naming the ring within the liveness window */
+    ck_assert_int_eq(cuda_stage_new_ring(&st, r, f.map, f.n, &w, &err), 0);
+    cuda_stage_piece_t ok = {f.map + 10, 100, 0};
+    uint64_t t0 = guild_now_ns();
+    ck_assert_int_eq(cuda_stage_copy(st, (char *)dst, &ok, 1, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "no stager serves ring"), "%s", err.msg);
+    ck_assert_uint_lt(guild_now_ns() - t0, 1000 * MS);
+    cuda_stage_destroy(&st);
+    mock_cuda_stats_t ms;
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.registered, 0);
+    ck_assert_uint_eq(ms.events, 0);
+    stage_ring_destroy(&r);
+
+    /* the pageable kind: straight copies */
+    ck_assert_int_eq(cuda_stage_new_pageable(&st, &err), 0);
+    cuda_stage_piece_t two[2] = {{f.map + 5, 300, 0}, {f.map + 4000, 50, 1000}};
+    ck_assert_int_eq(cuda_stage_copy(st, (char *)dst, two, 2, NULL, &err), 0);
+    cudaStreamSynchronize(NULL);
+    expect_copied(&f, two, 2, dst);
+    uint64_t bytes = 0, wait_ns = 1;
+    cuda_stage_stats(st, &bytes, &wait_ns);
+    ck_assert_uint_eq(bytes, 350);
+    ck_assert_uint_eq(wait_ns, 0);
+    cuda_stage_destroy(&st);
+    test_file_free(&f);
+}
+END_TEST
+
 static Suite *stager_suite(void)
 {
     Suite *s = suite_create("stager");
@@ -721,6 +854,11 @@ static Suite *stager_suite(void)
     tcase_add_test(tc, test_guild_stager_process_killed);
     tcase_add_test(tc, test_guild_stager_process_stops);
     tcase_add_test(tc, test_guild_stager_bad_ring);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cuda_stage");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cuda_stage_ring);
+    tcase_add_test(tc, test_cuda_stage_errors);
     suite_add_tcase(s, tc);
     return s;
 }
