@@ -298,6 +298,8 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
         setup_experts(b, m, opt, &plan, err) < 0)
         goto fail;
+    if (copt && copt->split_forced && !strcmp(b->moe->ops->name, "gpu"))
+        cuda_moe_gpu_force_split(b->moe, copt->split_gpu_fraction);
     b->graphs = !opt->no_graph && cuda_moe_capturable(b->moe);
 
     struct cudaDeviceProp prop;

@@ -15,6 +15,10 @@ extern const backend_ops_t cuda_backend_ops;
 /* What only this backend has. Zero-filled: the defaults backend_new("cuda") uses. */
 typedef struct cuda_backend_options {
     bool kv_f32; /* KV cache in float32 instead of F16: twice the memory, the CPU backend's precision (tests) */
+    /* tests: with split_forced, every host-side batch of a streamed layer splits with the GPU taking at least
+     * split_gpu_fraction of its pairs (cuda_moe_gpu_force_split), whatever the measured times */
+    bool split_forced;
+    double split_gpu_fraction;
 } cuda_backend_options_t;
 
 /* backend_new("cuda", ...) with these options (copt may be NULL). */

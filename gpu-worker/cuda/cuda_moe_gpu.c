@@ -116,7 +116,7 @@ static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *
         if (m->stage_layer[i] == layer)
             b = i;
     if (b < 0) {
-        b = m->stage_layer[0] == keep ? 1 : m->stage_layer[1] == keep ? 0 : m->next_stage;
+        b = keep >= 0 && m->stage_layer[0] == keep ? 1 : keep >= 0 && m->stage_layer[1] == keep ? 0 : m->next_stage;
         m->next_stage = b ^ 1;
         m->stage_layer[b] = -1;
         memset(m->staged[b], 0, (size_t)m->n_expert);

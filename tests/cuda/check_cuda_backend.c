@@ -36,7 +36,9 @@
 #include "cpu-expert-worker/moe_local.h"
 #include "gpu-worker/backend.h"
 #include "gpu-worker/cuda/cuda_backend.h"
+#include "gpu-worker/cuda/cuda_moe.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/expert_split.h"
 #include "gpu-worker/gpu_plan.h"
 #include "ipc/exchange.h"
 #include "tests/tiny_model.h"
@@ -668,25 +670,41 @@ START_TEST(test_arena_from_device)
 }
 END_TEST
 
+/* A memory budget with the staging buffers and no resident layer (n_ctx 64, n_batch 16, KV elements of
+ * kv_elem bytes); *layer: one layer's expert bytes. */
+static uint64_t streaming_budget(const rig_t *r, uint32_t kv_elem, uint64_t *layer)
+{
+    gpu_plan_t p;
+    guild_err_t err = {{0}};
+    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_elem = kv_elem};
+    ck_assert_msg(gpu_plan_compute(&p, r->model, &po, &err) == 0, "%s", err.msg);
+    *layer = p.experts / (uint64_t)model_config(r->model)->n_layer;
+    const uint64_t budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + 2 * *layer + *layer / 2;
+    gpu_plan_fini(&p);
+    return budget;
+}
+
 /* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt goes to the
- * CPU side (nothing measured yet); once measured, the same prompt streams every layer's experts and computes them
- * on the device: the logits of a backend holding every layer resident, bit for bit. */
+ * CPU side (nothing measured yet: no batch planned); once measured, every layer's batch is planned (split
+ * between the CPU side and the device by the measured times: how is the machine's business). With the split
+ * forced all-device, the prompt streams every layer's experts and computes them on the device: the logits of a
+ * backend holding every layer resident, bit for bit. */
 START_TEST(test_streaming)
 {
     tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 41 + (uint64_t)_i);
     s.n_layer = 3;
     rig_t r;
     rig_open(&r, &s, 16, 64, false);
-    gpu_plan_t p;
-    guild_err_t err = {{0}};
-    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_elem = 2};
-    ck_assert_msg(gpu_plan_compute(&p, r.model, &po, &err) == 0, "%s", err.msg);
-    const uint64_t layer = p.experts / 3;
-    const uint64_t budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + 2 * layer + layer / 2;
-    gpu_plan_fini(&p);
+    uint64_t layer;
+    const uint64_t budget = streaming_budget(&r, 2, &layer);
     backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){.gpu_mem = budget});
     backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0});
-    const int32_t V = r.n_vocab, last = N_PROMPT - 1;
+    backend_t *forced = NULL;
+    guild_err_t err = {{0}};
+    backend_options_t fo = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .gpu_mem = budget};
+    cuda_backend_options_t fco = {.split_forced = true, .split_gpu_fraction = 1.0};
+    ck_assert_msg(cuda_backend_new(&forced, r.model, &fo, &fco, &err) == 0, "%s", err.msg);
+    const int32_t V = r.n_vocab, last = N_PROMPT - 1, K = model_config(r.model)->n_expert_used;
     float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
     int32_t toks[N_PROMPT];
     for (int32_t i = 0; i < N_PROMPT; i++)
@@ -696,12 +714,25 @@ START_TEST(test_streaming)
     ck_assert_int_eq(backend_stats(st, &bs), 0);
     ck_assert_int_eq(bs.gpu_expert_layers, 0);
     ck_assert_int_eq(bs.streamed_layers, 0); /* nothing measured on the CPU side yet */
+    ck_assert_int_eq(bs.split_gpu_pairs + bs.split_cpu_pairs, 0);
     backend_kv_clear(st);
     forward(st, N_PROMPT, toks, 1, &last, a);
-    forward(all, N_PROMPT, toks, 1, &last, b);
     ck_assert_int_eq(backend_stats(st, &bs), 0);
+    ck_assert_msg(bs.split_gpu_pairs + bs.split_cpu_pairs == (uint64_t)(3 * N_PROMPT * K),
+                  "%llu + %llu pairs planned", (unsigned long long)bs.split_gpu_pairs,
+                  (unsigned long long)bs.split_cpu_pairs);
+    printf("%-10s streaming, planned: %llu layer batches on the device; GPU %llu experts / %llu pairs, CPU %llu / "
+           "%llu\n", s.arch, (unsigned long long)bs.streamed_layers, (unsigned long long)bs.split_gpu_experts,
+           (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_experts,
+           (unsigned long long)bs.split_cpu_pairs);
+
+    forward(forced, N_PROMPT, toks, 1, &last, a);
+    forward(all, N_PROMPT, toks, 1, &last, b);
+    ck_assert_int_eq(backend_stats(forced, &bs), 0);
     ck_assert_msg(bs.streamed_layers == 3 && bs.streamed_bytes >= 3 * layer / 2, "%llu layers streamed, %llu bytes",
                   (unsigned long long)bs.streamed_layers, (unsigned long long)bs.streamed_bytes);
+    ck_assert_int_eq(bs.split_cpu_pairs, 0);
+    ck_assert_int_eq(bs.split_gpu_pairs, 3 * N_PROMPT * K);
     ck_assert_msg(!memcmp(a, b, (size_t)V * sizeof *a), "streamed experts: logits differ from resident ones");
     printf("%-10s streaming: %llu layer batches, %.1f KiB, logits = resident experts' bit for bit\n", s.arch,
            (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1024);
@@ -709,6 +740,181 @@ START_TEST(test_streaming)
     free(b);
     backend_destroy(&st);
     backend_destroy(&all);
+    backend_destroy(&forced);
+    rig_close(&r);
+}
+END_TEST
+
+/* y of one exchange of bridge m: submit, collect, copied to the host (out: [n][K][E]). */
+static void bridge_run(cuda_moe_t *m, int32_t layer, int32_t n, const float *dx, const int32_t *dids,
+                       const float *dw, size_t ybytes, float *out, cudaStream_t st)
+{
+    guild_err_t err = {{0}};
+    const float *y = NULL;
+    ck_assert_msg(m->ops->submit(m, layer, n, dx, dids, dw, st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(m->ops->collect(m, &y, st, &err) == 0, "%s", err.msg);
+    ck_assert(cudaMemcpyAsync(out, y, ybytes, cudaMemcpyDeviceToHost, st) == cudaSuccess);
+    ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
+}
+
+/* The split at the bridge ("gpu" over "local", two streamed layers): for device fractions 0 .. 1 (in an order
+ * that copies some experts, then more into the same buffer, then the rest with the next layer's prefetch),
+ * y[t][k] is bit for bit the resident device bridge's for the pairs the plan gives the device and the host
+ * executor's for the others; the counters add up. */
+START_TEST(test_split_bridge)
+{
+    tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 61 + (uint64_t)_i);
+    s.n_layer = 2;
+    rig_t r;
+    rig_open(&r, &s, 16, 64, false);
+    const model_config_t *c = model_config(r.model);
+    const model_weights_t *mw = model_weights(r.model);
+    enum { T = 12, NL = 2 };
+    const int32_t E = c->n_embd, K = c->n_expert_used, NE = c->n_expert, P = T * K;
+    ck_assert_int_le(NE, 64);
+    cuda_moe_gpu_layer_t gl[NL];
+    for (int32_t il = 0; il < NL; il++) {
+        const model_layer_t *ml = &mw->layers[il];
+        gl[il] = (cuda_moe_gpu_layer_t){
+            .gate = ml->gate_exps.data, .up = ml->up_exps.data, .down = ml->down_exps.data,
+            .gate_type = ml->gate_exps.type, .down_type = ml->down_exps.type,
+            .gate_row = ml->gate_exps.row_bytes, .gate_mat = ml->gate_exps.mat_bytes,
+            .down_row = ml->down_exps.row_bytes, .down_mat = ml->down_exps.mat_bytes, .resident = true};
+    }
+    guild_err_t err = {{0}};
+    cuda_moe_t *res = NULL, *fb = NULL, *g = NULL;
+    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, false, NULL, NULL, &err) == 0, "%s",
+                  err.msg);
+    for (int32_t il = 0; il < NL; il++)
+        gl[il].resident = false;
+    ck_assert_msg(cuda_moe_local_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, true, fb, NULL, &err) == 0, "%s", err.msg);
+
+    /* inputs: K distinct experts a token, a few hot ones */
+    float *x = malloc((size_t)T * E * sizeof *x), w[T * 4];
+    int32_t ids[T * 4];
+    ck_assert_int_le(K, 4);
+    uint64_t lcg = 99 + (uint64_t)_i;
+    for (int32_t i = 0; i < T * E; i++) {
+        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((lcg >> 40) % 2001) / 1000.0f - 1.0f;
+    }
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t k = 0; k < K; k++) {
+            int32_t e;
+            bool dup;
+            do {
+                lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+                const uint32_t v = (uint32_t)(lcg >> 33);
+                e = (int32_t)(v % 3 == 0 ? v / 3 % 2 : v / 3 % (uint32_t)NE);
+                dup = false;
+                for (int32_t j = 0; j < k; j++)
+                    dup |= ids[t * K + j] == e;
+            } while (dup);
+            ids[t * K + k] = e;
+            w[t * K + k] = 1.0f / (float)K;
+        }
+    float *dx = NULL, *dw = NULL;
+    int32_t *dids = NULL;
+    cudaStream_t st = NULL;
+    ck_assert(cudaMalloc((void **)&dx, (size_t)T * E * sizeof *dx) == cudaSuccess);
+    ck_assert(cudaMalloc((void **)&dw, (size_t)P * sizeof *dw) == cudaSuccess);
+    ck_assert(cudaMalloc((void **)&dids, (size_t)P * sizeof *dids) == cudaSuccess);
+    ck_assert(cudaMemcpy(dx, x, (size_t)T * E * sizeof *dx, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaMemcpy(dw, w, (size_t)P * sizeof *dw, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaMemcpy(dids, ids, (size_t)P * sizeof *dids, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaStreamCreate(&st) == cudaSuccess);
+
+    const size_t row = (size_t)E * sizeof(float), ybytes = (size_t)P * row;
+    float *ycpu[NL], *ydev[NL], *got = malloc(ybytes);
+    for (int32_t il = 0; il < NL; il++) {
+        ycpu[il] = malloc(ybytes);
+        ydev[il] = malloc(ybytes);
+        ck_assert_msg(moe_exec_run(r.moe, il, T, x, ids, w, ycpu[il], &err) == 0, "%s", err.msg);
+        bridge_run(res, il, T, dx, dids, dw, ybytes, ydev[il], st);
+    }
+    /* the plan the bridge makes: every expert costs the same bytes (the staged ones, 0, are always the hottest
+     * by then: the same prefix) */
+    int32_t count[64] = {0};
+    uint64_t eb[64];
+    uint8_t on_gpu[64];
+    for (int32_t p = 0; p < P; p++)
+        count[ids[p]]++;
+    for (int32_t e = 0; e < NE; e++)
+        eb[e] = 1;
+    expert_split_t *sp = NULL;
+    ck_assert_int_eq(expert_split_new(&sp, NE, &err), 0);
+    static const double fracs[] = {0.3, 0.6, 0.0, 0.8, 1.0};
+    int differ = 0;
+    cuda_moe_stats_t s0, s1;
+    for (size_t f = 0; f < sizeof fracs / sizeof fracs[0]; f++)
+        for (int32_t il = 0; il < NL; il++) {
+            cuda_moe_gpu_force_split(g, fracs[f]);
+            expert_split_model_t em = {.copy_bpns = 1, .force_gpu_fraction = fracs[f]};
+            expert_split_result_t pr;
+            expert_split_plan(sp, count, eb, &em, on_gpu, &pr);
+            cuda_moe_stats(g, &s0);
+            memset(got, 0x5a, ybytes);
+            bridge_run(g, il, T, dx, dids, dw, ybytes, got, st);
+            cuda_moe_stats(g, &s1);
+            ck_assert_int_eq(s1.split_gpu_pairs - s0.split_gpu_pairs, pr.gpu_pairs);
+            ck_assert_int_eq(s1.split_cpu_pairs - s0.split_cpu_pairs, pr.cpu_pairs);
+            ck_assert_int_eq(s1.split_gpu_experts - s0.split_gpu_experts, pr.gpu_experts);
+            ck_assert_int_eq(s1.streamed - s0.streamed, pr.gpu_pairs > 0);
+            ck_assert_int_eq(s1.exchanges - s0.exchanges, pr.cpu_pairs > 0);
+            for (int32_t p = 0; p < P; p++) {
+                const float *want = (on_gpu[ids[p]] ? ydev[il] : ycpu[il]) + (size_t)p * E;
+                ck_assert_msg(!memcmp(got + (size_t)p * E, want, row), "fraction %.1f layer %d pair %d (expert %d, "
+                              "%s): not that side's bits", fracs[f], il, p, ids[p], on_gpu[ids[p]] ? "device" : "CPU");
+            }
+        }
+    for (int32_t il = 0; il < NL; il++)
+        for (int32_t p = 0; p < P; p++)
+            differ += memcmp(ydev[il] + (size_t)p * E, ycpu[il] + (size_t)p * E, row) != 0;
+    printf("%-10s split bridge: fractions 0..1 over 2 layers, each pair the bits of its side (%d of %d pairs differ "
+           "between the sides)\n", s.arch, differ, NL * P);
+    expert_split_destroy(&sp);
+    for (int32_t il = 0; il < NL; il++) {
+        free(ycpu[il]);
+        free(ydev[il]);
+    }
+    free(got);
+    free(x);
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(dids);
+    cudaStreamDestroy(st);
+    cuda_moe_destroy(&g);
+    cuda_moe_destroy(&res);
+    rig_close(&r);
+}
+END_TEST
+
+/* A forced split end to end (no resident layer, every batch of every layer split with the device taking about
+ * half the pairs, prefill and decode): greedy tokens and logits within the CPU backend's tolerances. */
+START_TEST(test_split_greedy)
+{
+    tiny_spec_t s = cuda_spec(_i ? "olmoe" : "qwen3moe", _i ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_K, 71 + (uint64_t)_i);
+    s.n_layer = 3;
+    rig_t r;
+    rig_open(&r, &s, 16, 64, true);
+    uint64_t layer;
+    const uint64_t budget = streaming_budget(&r, 4, &layer);
+    backend_destroy(&r.gpu);
+    guild_err_t err = {{0}};
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .gpu_mem = budget};
+    cuda_backend_options_t co = {.kv_f32 = true, .split_forced = true, .split_gpu_fraction = 0.5};
+    ck_assert_msg(cuda_backend_new(&r.gpu, r.model, &o, &co, &err) == 0, "%s", err.msg);
+    greedy_result_t gr;
+    char why[GUILD_ERR_MAX + 128], name[64];
+    snprintf(name, sizeof name, "%s split 0.5", s.arch);
+    ck_assert_msg(greedy_compare(&r, true, &gr, why, sizeof why) == 0, "%s: %s", name, why);
+    backend_stats_t bs;
+    ck_assert_int_eq(backend_stats(r.gpu, &bs), 0);
+    ck_assert_int_eq(bs.gpu_expert_layers, 0);
+    ck_assert_msg(bs.split_gpu_pairs > 0 && bs.split_cpu_pairs > 0, "GPU %llu pairs, CPU %llu",
+                  (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_pairs);
+    print_result(name, &r, &gr);
     rig_close(&r);
 }
 END_TEST
@@ -734,6 +940,8 @@ static Suite *backend_suite(void)
     tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 4);
     tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
     tcase_add_loop_test(tc, test_streaming, 0, 2);
+    tcase_add_loop_test(tc, test_split_bridge, 0, 2);
+    tcase_add_loop_test(tc, test_split_greedy, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
