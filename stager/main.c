@@ -16,6 +16,7 @@
 
 #include "core/util/cli.h"
 #include "core/util/log.h"
+#include "pipeline/actor.h"
 #include "stager/stage_bench.h"
 #include "stager/stage_ring.h"
 #include "stager/stage_server.h"
@@ -33,17 +34,19 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: guild-stager -m MODEL --ring NAME [--ring NAME ...] [--threads K] [-v]\n"
+            "usage: guild-stager -m MODEL --ring NAME [--ring NAME ...] [--threads K] [--connect ENDPOINT] [-v]\n"
             "       guild-stager -m MODEL --bench [--threads K] [--runs N] [--slot-mib S]\n"
             "\n"
             "Copies pieces of the model file into pinned staging rings (shared memory created by the GPU worker\n"
             "or the coordinator) so that the GPU copies expert weights from page-locked memory. Started by the\n"
             "coordinator with the rings it created; serves until a ring owner asks it to stop, its parent\n"
-            "goes away, or SIGTERM/SIGINT.\n"
+            "goes away, SIGTERM/SIGINT, or (with --connect) a Shutdown or the coordinator's silence.\n"
             "\n"
             "  -m, --model PATH     the model file to serve (mapped read-only)\n"
             "  --ring NAME          a ring's arena: /proc/PID/fd/FD, a file path, or fd:N for an inherited fd\n"
             "  --threads K          copy threads per ring (default: the CPUs this process may run on)\n"
+            "  --connect ENDPOINT   the coordinator's control socket (ipc://PATH or tcp://HOST:PORT): register as\n"
+            "                       the stager, answer heartbeats (with the requests served), Ready to an Assign\n"
             "  --bench              measure the fill rate of the model's expert tensors instead of serving\n"
             "  --runs N             bench: runs per measurement (median reported; default 5)\n"
             "  --slot-mib S         bench: slot size in MiB (default 64)\n"
@@ -63,6 +66,7 @@ int main(int argc, char **argv)
         {"model", required_argument, NULL, 'm'},
         {"ring", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 't'},
+        {"connect", required_argument, NULL, 'c'},
         {"bench", no_argument, NULL, 'B'},
         {"runs", required_argument, NULL, 'R'},
         {"slot-mib", required_argument, NULL, 'S'},
@@ -70,7 +74,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *model = NULL;
+    const char *model = NULL, *endpoint = NULL;
     char rings[MAX_RINGS][64 + 256];
     int n_rings = 0, threads = default_threads(), verbose = 0, bench = 0, o;
     long runs = 5, slot_mib = 64;
@@ -99,6 +103,7 @@ int main(int argc, char **argv)
                 goto bad;
             threads = (int)v;
             break;
+        case 'c': endpoint = optarg; break;
         case 'B': bench = 1; break;
         case 'R':
             if (cli_parse_long("--runs", optarg, 1, 1000, &runs, &err) < 0)
@@ -144,6 +149,8 @@ int main(int argc, char **argv)
     size_t map_bytes = 0;
     stage_ring_t *ring[MAX_RINGS] = {0};
     stage_server_t *server[MAX_RINGS] = {0};
+    actor_t *actor = NULL;
+    uint64_t t_start = guild_now_ns(), ring_bytes = 0;
 
     fd = open(model, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -168,13 +175,48 @@ int main(int argc, char **argv)
         guild_log(GUILD_LOG_INFO, "serving ring %s: %u slots of %zu bytes, %d threads, model %s (%zu bytes)",
                   rings[i], stage_ring_n_slots(ring[i]), stage_ring_slot_bytes(ring[i]), threads, model,
                   map_bytes);
+        ring_bytes += stage_ring_map_size(ring[i]);
+    }
+    if (endpoint) {
+        actor_config_t ac = {
+            .role = GUILD__ROLE__ROLE_STAGER,
+            .node = -1,
+            .endpoint = endpoint,
+            .name = "stager",
+            .silence_ms = 3000,
+            .signalled = &g_stop,
+        };
+        if (actor_new(&actor, &ac, &err) < 0)
+            goto out;
+        atomic_store(&actor_stats(actor)->resident_bytes, ring_bytes);
     }
     for (;;) {
         int live = 0;
-        for (int i = 0; i < n_rings; i++)
+        stage_server_stats_t sum = {0};
+        for (int i = 0; i < n_rings; i++) {
+            stage_server_stats_t s;
             live += stage_server_running(server[i]);
+            stage_server_stats(server[i], &s);
+            sum.requests += s.requests;
+            sum.copy_ns += s.copy_ns;
+        }
         if (!live || g_stop)
             break;
+        if (actor) {
+            const char *why = "";
+            if (actor_stopping(actor, &why)) {
+                guild_log(GUILD_LOG_INFO, "stopping: %s", why);
+                break;
+            }
+            atomic_store(&actor_stats(actor)->exchanges, sum.requests);
+            atomic_store(&actor_stats(actor)->busy_ns, sum.copy_ns);
+            /* the rings come from the command line: an Assign is acknowledged as it stands */
+            Guild__Envelope *env = actor_take_assign(actor, 0);
+            if (env) {
+                actor_ready(actor, env->assign->generation, guild_now_ns() - t_start, ring_bytes, sum.requests);
+                guild_msg_free(&env);
+            }
+        }
         if (getppid() != parent) {
             guild_log(GUILD_LOG_WARN, "parent process %d is gone; stopping", (int)parent);
             break;
@@ -185,6 +227,7 @@ int main(int argc, char **argv)
 out:
     if (rc)
         fprintf(stderr, "guild-stager: %s\n", err.msg);
+    actor_destroy(&actor);
     for (int i = 0; i < n_rings; i++) {
         if (server[i]) {
             stage_server_stats_t s;

@@ -7,6 +7,7 @@
 #include "core/util/log.h"
 #include "gpu-worker/cuda/cuda_stage.h" /* against tests/stager-mock/cuda_runtime_api.h */
 #include "ipc/arena.h"
+#include "ipc/msg.h"
 #include "stager/stage_plan.h"
 #include "stager/stage_ring.h"
 #include "stager/stage_server.h"
@@ -21,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #define MS 1000000ull
 
@@ -670,6 +672,112 @@ START_TEST(test_guild_stager_process_stops)
 }
 END_TEST
 
+/* Receives the next envelope of the given body from the stager (skipping repeated Registers), within 3 s. */
+static Guild__Envelope *recv_body(void *router, Guild__Envelope__BodyCase body, guild_msg_peer_t *from)
+{
+    uint64_t t0 = guild_now_ns();
+    while (guild_now_ns() - t0 < 3000 * MS) {
+        Guild__Envelope *env = NULL;
+        guild_err_t err = {{0}};
+        guild_msg_result_t r = guild_msg_recv(router, 100, from, &env, &err);
+        ck_assert_msg(r == GUILD_MSG_OK || r == GUILD_MSG_TIMEOUT, "recv: %s", err.msg);
+        if (r == GUILD_MSG_OK && env->body_case == body)
+            return env;
+        guild_msg_free(&env);
+    }
+    ck_abort_msg("no %d message from the stager", (int)body);
+    return NULL;
+}
+
+START_TEST(test_guild_stager_control)
+{
+    /* the control socket: Register as the stager, Ready to an Assign, heartbeats with the requests served,
+     * exit on Shutdown */
+    char bin[1024], endpoint[128], sock[96];
+    snprintf(bin, sizeof bin, "%s/guild-stager", GUILD_BUILDDIR);
+    snprintf(sock, sizeof sock, "/tmp/check_stager_%d.sock", (int)getpid());
+    snprintf(endpoint, sizeof endpoint, "ipc://%s", sock);
+    guild_err_t err = {{0}};
+    void *zctx = zmq_ctx_new();
+    void *router = guild_msg_router_new(zctx, endpoint, &err);
+    ck_assert_msg(router, "%s", err.msg);
+    test_file_t f;
+    test_file_make(&f, 1 << 16, 15);
+    stage_ring_t *r = make_ring(2, 1 << 16);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char ring[300];
+        snprintf(ring, sizeof ring, "%s", stage_ring_name(r));
+        execl(bin, bin, "-m", f.path, "--ring", ring, "--threads", "1", "--connect", endpoint, (char *)NULL);
+        _exit(127);
+    }
+    guild_msg_peer_t peer;
+    Guild__Envelope *env = recv_body(router, GUILD__ENVELOPE__BODY_REGISTER_WORKER, &peer);
+    ck_assert_int_eq(env->register_worker->role, GUILD__ROLE__ROLE_STAGER);
+    ck_assert_int_eq(env->register_worker->pid, pid);
+    guild_msg_free(&env);
+
+    /* one request served, so that the heartbeat has something to count */
+    stage_piece_t p = {0, f.n, 0};
+    uint64_t seq;
+    stage_wait_t w = {20000, 5000 * MS, 3000 * MS};
+    ck_assert_int_eq(stage_ring_post(r, &p, 1, &seq, &err), 0);
+    ck_assert_msg(stage_ring_wait(r, seq, &w, NULL, &err) == 0, "%s", err.msg);
+    stage_ring_release(r, seq);
+
+    Guild__Envelope out = GUILD__ENVELOPE__INIT;
+    Guild__Assign as = GUILD__ASSIGN__INIT;
+    as.generation = 7;
+    as.model_path = f.path;
+    out.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
+    out.assign = &as;
+    ck_assert_msg(guild_msg_send(router, &peer, &out, &err) == 0, "%s", err.msg);
+    env = recv_body(router, GUILD__ENVELOPE__BODY_READY, &peer);
+    ck_assert_uint_eq(env->ready->generation, 7);
+    ck_assert_uint_ge(env->ready->resident_bytes, stage_ring_map_size(r));
+    guild_msg_free(&env);
+
+    Guild__Envelope hbe = GUILD__ENVELOPE__INIT;
+    Guild__Heartbeat hb = GUILD__HEARTBEAT__INIT;
+    hb.seq = 42;
+    hbe.body_case = GUILD__ENVELOPE__BODY_HEARTBEAT;
+    hbe.heartbeat = &hb;
+    uint64_t t0 = guild_now_ns();
+    for (;;) { /* the counters reach the control thread within a poll tick */
+        ck_assert_msg(guild_msg_send(router, &peer, &hbe, &err) == 0, "%s", err.msg);
+        env = recv_body(router, GUILD__ENVELOPE__BODY_HEARTBEAT, &peer);
+        ck_assert_uint_eq(env->heartbeat->seq, 42);
+        ck_assert_ptr_nonnull(env->heartbeat->stats);
+        uint64_t served = env->heartbeat->stats->exchanges;
+        guild_msg_free(&env);
+        if (served == 1)
+            break;
+        ck_assert_msg(guild_now_ns() - t0 < 2000 * MS, "heartbeat reports %llu requests", (unsigned long long)served);
+        usleep(20000);
+    }
+
+    Guild__Envelope sde = GUILD__ENVELOPE__INIT;
+    Guild__Shutdown sd = GUILD__SHUTDOWN__INIT;
+    sd.reason = (char *)"test";
+    sde.body_case = GUILD__ENVELOPE__BODY_SHUTDOWN;
+    sde.shutdown = &sd;
+    ck_assert_msg(guild_msg_send(router, &peer, &sde, &err) == 0, "%s", err.msg);
+    int status = 0;
+    pid_t got = 0;
+    t0 = guild_now_ns();
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && guild_now_ns() - t0 < 3000 * MS)
+        usleep(5000);
+    ck_assert_int_eq(got, pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    guild_msg_close(&router);
+    zmq_ctx_term(zctx);
+    unlink(sock);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
 START_TEST(test_guild_stager_bad_ring)
 {
     /* a bad ring is an error naming it, exit status 1 */
@@ -854,6 +962,7 @@ static Suite *stager_suite(void)
     tcase_add_test(tc, test_guild_stager_process_killed);
     tcase_add_test(tc, test_guild_stager_process_stops);
     tcase_add_test(tc, test_guild_stager_bad_ring);
+    tcase_add_test(tc, test_guild_stager_control);
     suite_add_tcase(s, tc);
     tc = tcase_create("cuda_stage");
     tcase_set_timeout(tc, 60);
