@@ -87,6 +87,7 @@ typedef struct moe_gpu {
     double force_split;        /* tests: < 0 none, else the device's fraction of the pairs */
     int32_t *h_ids;            /* pinned [3][max_tokens * n_used]: the batch's ids, the CPU side's, the device's */
     int32_t *d_ids;            /* device [2][max_tokens * n_used]: the CPU side's ids, the device's */
+    cudaEvent_t ids_ready;     /* the batch's ids on the host */
     int32_t *count;            /* [n_expert] pairs of each expert in the batch */
     uint64_t *ebytes;          /* [n_expert] bytes to copy for each */
     uint8_t *on_gpu;           /* [n_expert] the plan */
@@ -255,10 +256,13 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     int32_t *h_all = m->h_ids, *h_cpu = m->h_ids + (size_t)m->max_tokens * m->n_used,
             *h_gpu = m->h_ids + 2 * (size_t)m->max_tokens * m->n_used;
     int32_t *d_cpu = m->d_ids, *d_gpu = m->d_ids + (size_t)m->max_tokens * m->n_used;
-    /* the router's output (and the last batch's id copies from h_cpu/h_gpu) complete here */
+    /* the router's output (and the last batch's id copies from h_cpu/h_gpu) complete here; waited for through
+     * the fallback's sync, which keeps waking CPU workers asleep on an earlier exchange of the step (the arena's
+     * device waits would otherwise spin on them while the host waits here) */
     if (cuda_check(cudaMemcpyAsync(h_all, ids, (size_t)P * sizeof *ids, cudaMemcpyDeviceToHost, s), "copy expert ids",
                    err) < 0 ||
-        cuda_check(cudaStreamSynchronize(s), "copy expert ids", err) < 0)
+        cuda_check(cudaEventRecord(m->ids_ready, s), "record expert ids", err) < 0 ||
+        cuda_moe_sync(m->fallback, m->ids_ready, err) < 0)
         return -1;
     memset(m->count, 0, (size_t)E * sizeof *m->count);
     for (int32_t p = 0; p < P; p++) {
@@ -266,7 +270,7 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
             return guild_err_set(err, "cuda moe: pair %d: expert id %d of %d", p, h_all[p], E);
         m->count[h_all[p]]++;
     }
-    int sb = -1; /* an experts already staged (or on their way) cost no copy */
+    int sb = -1; /* experts already staged (or on their way) cost no copy */
     for (int i = 0; i < 2; i++)
         if (m->stage_layer[i] == layer)
             sb = i;
@@ -416,6 +420,8 @@ static void gpu_destroy(cuda_moe_t *base)
         if (m->consumed[b])
             cudaEventDestroy(m->consumed[b]);
     }
+    if (m->ids_ready)
+        cudaEventDestroy(m->ids_ready);
     if (m->copy)
         cudaStreamDestroy(m->copy);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
@@ -497,7 +503,8 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
         !(m->pieces = calloc(3 * E, sizeof *m->pieces)))
         return guild_err_set(err, "cuda moe: out of memory");
     m->staged[1] = m->staged[0] + E;
-    if (expert_split_new(&m->split, m->n_expert, err) < 0 ||
+    if (cuda_check(cudaEventCreateWithFlags(&m->ids_ready, cudaEventDisableTiming), "create event", err) < 0 ||
+        expert_split_new(&m->split, m->n_expert, err) < 0 ||
         cuda_alloc((void **)&m->d_ids, 2 * P * sizeof(int32_t), &counted, "expert routing", err) < 0)
         return -1;
     if (cudaMallocHost((void **)&m->h_ids, 3 * P * sizeof(int32_t)) != cudaSuccess) {
