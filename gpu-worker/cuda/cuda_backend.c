@@ -205,7 +205,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
         rc = setup_cpu_experts(b, opt, &cpu, err);
     if (rc == 0 && (resident > 0 || plan->staging))
         rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
-                              c->n_expert_used, plan->staging > 0, cpu, &b->bytes_experts, err);
+                              c->n_expert_used, plan->staging > 0, NULL, cpu, &b->bytes_experts, err);
     else if (rc == 0)
         b->moe = cpu;
     else

@@ -113,11 +113,13 @@ typedef struct cuda_moe_gpu_layer {
  * it runs (a + b * pairs; everything stays on the CPU side before an exchange of more than one token was
  * measured there). All-CPU and all-device are the split's ends; after an all-device batch the next streamed
  * layer's whole copy overlaps this layer's products (double-buffered). max_tokens tokens per submit. Device
- * bytes it took are added to *bytes. -1 with a message naming the layer for a type the kernels do not handle
- * or when device memory is short. */
+ * bytes it took are added to *bytes. The copies go through `stage` (gpu-worker/cuda/cuda_stage.h, borrowed: a
+ * stager's pinned ring; NULL: pageable copies from the weights' host memory). -1 with a message naming the layer
+ * for a type the kernels do not handle or when device memory is short. */
+struct cuda_stage;
 int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
                      int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
-                     cuda_moe_t *fallback, size_t *bytes, guild_err_t *err);
+                     struct cuda_stage *stage, cuda_moe_t *fallback, size_t *bytes, guild_err_t *err);
 
 /* Tests only: m ("gpu" bridge) splits every host-side batch of a streamed layer with the device taking the
  * hottest experts holding at least gpu_fraction of its pairs (0: all on the CPU side, 1: all on the device),

@@ -22,19 +22,13 @@
 #include "core/util/log.h"
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_moe.h"
+#include "gpu-worker/cuda/cuda_stage.h"
 #include "gpu-worker/cuda/cuda_util.h"
 #include "gpu-worker/expert_split.h"
 #include "ipc/doorbell.h" /* guild_now_ns */
 
 #define ALIGN 256u
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
-
-/* One host-to-device copy: cuda_stage_piece_t's shape (gpu-worker/cuda/cuda_stage.h, the stager's). */
-typedef struct stage_piece {
-    const void *host;
-    size_t bytes;
-    size_t dst_off;
-} stage_piece_t;
 
 typedef struct gpu_layer {
     const char *gate, *up, *down; /* device; gate NULL: not resident */
@@ -91,20 +85,10 @@ typedef struct moe_gpu {
     int32_t *count;            /* [n_expert] pairs of each expert in the batch */
     uint64_t *ebytes;          /* [n_expert] bytes to copy for each */
     uint8_t *on_gpu;           /* [n_expert] the plan */
-    stage_piece_t *pieces;     /* [3 * n_expert] */
+    cuda_stage_piece_t *pieces; /* [3 * n_expert] */
+    cuda_stage_t *stager;      /* the copies' path: borrowed, or own_stager (pageable) */
+    cuda_stage_t *own_stager;
 } moe_gpu_t;
-
-/* Enqueues the pieces' copies to dst on the copy stream: the shape of the stager's cuda_stage_copy
- * (gpu-worker/cuda/cuda_stage.h), which takes its place once it is in the tree. Pageable sources: the driver
- * stages them through its pinned buffers (see stream_setup). */
-static int stage_copy(char *dst, const stage_piece_t *p, int32_t n, cudaStream_t copy, guild_err_t *err)
-{
-    for (int32_t i = 0; i < n; i++)
-        if (cuda_check(cudaMemcpyAsync(dst + p[i].dst_off, p[i].host, p[i].bytes, cudaMemcpyHostToDevice, copy),
-                       "stage experts", err) < 0)
-            return -1;
-    return 0;
-}
 
 /* The experts `want` ([n_expert]; NULL: all) of layer `layer` in a staging buffer, each at its place in the
  * resident layout: the buffer already holding the layer gets the missing ones, else the other buffer (never
@@ -137,11 +121,11 @@ static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *
         while (e1 < m->n_expert && (!want || want[e1]) && !m->staged[b][e1])
             e1++;
         const size_t ne = (size_t)(e1 - e);
-        m->pieces[np++] = (stage_piece_t){L->h_gate + (size_t)e * L->gate_mat, ne * L->gate_mat,
+        m->pieces[np++] = (cuda_stage_piece_t){L->h_gate + (size_t)e * L->gate_mat, ne * L->gate_mat,
                                                (size_t)e * L->gate_mat};
-        m->pieces[np++] = (stage_piece_t){L->h_up + (size_t)e * L->gate_mat, ne * L->gate_mat,
+        m->pieces[np++] = (cuda_stage_piece_t){L->h_up + (size_t)e * L->gate_mat, ne * L->gate_mat,
                                                gr + (size_t)e * L->gate_mat};
-        m->pieces[np++] = (stage_piece_t){L->h_down + (size_t)e * L->down_mat, ne * L->down_mat,
+        m->pieces[np++] = (cuda_stage_piece_t){L->h_down + (size_t)e * L->down_mat, ne * L->down_mat,
                                                2 * gr + (size_t)e * L->down_mat};
         bytes += ne * (2 * L->gate_mat + L->down_mat);
         memset(m->staged[b] + e, 1, ne);
@@ -151,7 +135,7 @@ static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *
     if (np == 0)
         return 0; /* all there: copied[b] already follows their copies */
     if (cuda_check(cudaStreamWaitEvent(m->copy, m->consumed[b], 0), "stage wait", err) < 0 ||
-        stage_copy(m->stage[b], m->pieces, np, m->copy, err) < 0 ||
+        cuda_stage_copy(m->stager, m->stage[b], m->pieces, np, m->copy, err) < 0 ||
         cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0) {
         m->stage_layer[b] = -1; /* its contents are unknown now */
         return -1;
@@ -431,6 +415,7 @@ static void gpu_destroy(cuda_moe_t *base)
     if (m->h_ids)
         cudaFreeHost(m->h_ids);
     expert_split_destroy(&m->split);
+    cuda_stage_destroy(&m->own_stager);
     free(m->staged[0]);
     free(m->count);
     free(m->ebytes);
@@ -493,6 +478,11 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
     if (cuda_alloc((void **)&m->stage[0], 2 * largest, &counted, "the expert staging buffers", err) < 0 ||
         cuda_check(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking), "create the copy stream", err) < 0)
         return -1;
+    if (!m->stager) {
+        if (cuda_stage_new_pageable(&m->own_stager, err) < 0)
+            return -1;
+        m->stager = m->own_stager;
+    }
     m->stage[1] = m->stage[0] + largest;
     m->stage_bytes = largest;
     m->stage_layer[0] = m->stage_layer[1] = -1;
@@ -552,7 +542,7 @@ out:
 
 int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
                      int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
-                     cuda_moe_t *fallback, size_t *bytes, guild_err_t *err)
+                     cuda_stage_t *stage, cuda_moe_t *fallback, size_t *bytes, guild_err_t *err)
 {
     *out = NULL;
     moe_gpu_t *m = calloc(1, sizeof *m);
@@ -569,6 +559,7 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
     m->n_ff = n_ff;
     m->n_used = n_used;
     m->force_split = -1.0;
+    m->stager = stage;
     if (!(m->layers = calloc((size_t)n_layer, sizeof *m->layers))) {
         guild_err_set(err, "cuda moe: out of memory");
         goto fail;

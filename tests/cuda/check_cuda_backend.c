@@ -783,12 +783,13 @@ START_TEST(test_split_bridge)
     }
     guild_err_t err = {{0}};
     cuda_moe_t *res = NULL, *fb = NULL, *g = NULL;
-    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, false, NULL, NULL, &err) == 0, "%s",
+    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, false, NULL, NULL, NULL, &err) == 0, "%s",
                   err.msg);
     for (int32_t il = 0; il < NL; il++)
         gl[il].resident = false;
     ck_assert_msg(cuda_moe_local_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
-    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, true, fb, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, true, NULL, fb, NULL, &err) == 0, "%s",
+                  err.msg);
 
     /* inputs: K distinct experts a token, a few hot ones */
     float *x = malloc((size_t)T * E * sizeof *x), w[T * 4];
