@@ -641,8 +641,12 @@ START_TEST(test_guild_stager_process_stops)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        char ring[300];
-        snprintf(ring, sizeof ring, "%s", stage_ring_name(r));
+        /* the ring as an inherited descriptor (--ring fd:N) */
+        char ring[32];
+        int fd = open(stage_ring_name(r), O_RDWR);
+        if (fd < 0)
+            _exit(126);
+        snprintf(ring, sizeof ring, "fd:%d", fd);
         execl(bin, bin, "-m", f.path, "--ring", ring, "--threads", "2", (char *)NULL);
         _exit(127);
     }
@@ -769,6 +773,42 @@ START_TEST(test_guild_stager_control)
     guild_msg_close(&router);
     zmq_ctx_term(zctx);
     unlink(sock);
+    stage_ring_destroy(&r);
+    test_file_free(&f);
+}
+END_TEST
+
+START_TEST(test_guild_stager_parent_gone)
+{
+    /* the stager's parent exits: the stager stops by itself (its server pid cleared on the way out) */
+    char bin[1024];
+    snprintf(bin, sizeof bin, "%s/guild-stager", GUILD_BUILDDIR);
+    test_file_t f;
+    test_file_make(&f, 4096, 16);
+    stage_ring_t *r = make_ring(2, 4096);
+    pid_t mid = fork();
+    ck_assert_int_ge(mid, 0);
+    if (mid == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char ring[300];
+            snprintf(ring, sizeof ring, "%s", stage_ring_name(r));
+            execl(bin, bin, "-m", f.path, "--ring", ring, "--threads", "1", (char *)NULL);
+            _exit(127);
+        }
+        /* stay until the stager serves, then leave it behind */
+        uint64_t t0 = guild_now_ns();
+        while (atomic_load(&stage_ring_header(r)->server_pid) != pid && guild_now_ns() - t0 < 5000 * MS)
+            usleep(1000);
+        _exit(atomic_load(&stage_ring_header(r)->server_pid) == pid ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(mid, &status, 0), mid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the stager did not start");
+    uint64_t t0 = guild_now_ns();
+    while (atomic_load(&stage_ring_header(r)->server_pid) != 0 && guild_now_ns() - t0 < 3000 * MS)
+        usleep(5000);
+    ck_assert_int_eq(atomic_load(&stage_ring_header(r)->server_pid), 0);
     stage_ring_destroy(&r);
     test_file_free(&f);
 }
@@ -957,6 +997,7 @@ static Suite *stager_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_guild_stager_process_killed);
     tcase_add_test(tc, test_guild_stager_process_stops);
+    tcase_add_test(tc, test_guild_stager_parent_gone);
     tcase_add_test(tc, test_guild_stager_bad_ring);
     tcase_add_test(tc, test_guild_stager_control);
     suite_add_tcase(s, tc);
