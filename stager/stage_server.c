@@ -5,6 +5,7 @@
 #include "stager/stage_server.h"
 
 #include "core/util/log.h"
+#include "stager/stage_copy.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -57,7 +58,7 @@ static void copy_share(const stage_server_t *s, int t, int n)
         const stage_piece_t *p = &s->pieces[i];
         uint64_t a = pos > lo ? pos : lo, end = pos + p->bytes, b = end < hi ? end : hi;
         if (a < b)
-            memcpy(s->slot + p->slot_off + (a - pos), s->src + p->file_off + (a - pos), (size_t)(b - a));
+            stage_copy_stream(s->slot + p->slot_off + (a - pos), s->src + p->file_off + (a - pos), (size_t)(b - a));
         pos = end;
     }
 }

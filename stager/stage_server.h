@@ -3,7 +3,7 @@
  * The same loop runs in the guild-stager process and in-process (--single-process, tests). The dispatcher
  * beats the ring's heartbeat, waits for the next request (stage_ring.h's protocol), checks every piece against
  * the served memory and the slot, splits the request's bytes evenly over the copy threads (each copies one
- * contiguous share with large memcpy calls), and rings `filled` once all are done. A bad request is answered
+ * contiguous share with streaming stores, stager/stage_copy.h), and rings `filled` once all are done. A bad request is answered
  * with a status, never a crash. The server stops when stage_server_stop is called or when the ring's stop
  * word is set (stage_ring_request_stop).
  */

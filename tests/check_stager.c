@@ -8,6 +8,7 @@
 #include "gpu-worker/cuda/cuda_stage.h" /* against tests/stager-mock/cuda_runtime_api.h */
 #include "ipc/arena.h"
 #include "ipc/msg.h"
+#include "stager/stage_copy.h"
 #include "stager/stage_plan.h"
 #include "stager/stage_ring.h"
 #include "stager/stage_server.h"
@@ -262,6 +263,33 @@ START_TEST(test_plan_split_merge_align)
     ck_assert_uint_eq(stage_cursor_next(&c, 1 << 20, 4, p, d), 2);
     ck_assert(p[1].file_off == 900 && d[1] == 9000);
     ck_assert_uint_eq(stage_cursor_next(&c, 1 << 20, 4, p, d), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- copy kernel */
+
+START_TEST(test_copy_stream_matches_memcpy)
+{
+    /* every destination and source alignment, sizes around the streaming threshold and the 64-byte loop,
+     * guard bytes on both sides */
+    enum { MAX = 3 * 4096 + 300, GUARD = 64 };
+    uint8_t *src = malloc(MAX + 64), *got = malloc(MAX + 64 + 2 * GUARD), *want = malloc(MAX + 64 + 2 * GUARD);
+    for (size_t i = 0; i < MAX + 64; i++)
+        src[i] = (uint8_t)(i * 131 + 7);
+    const size_t sizes[] = {0, 1, 15, 63, 64, 4095, 4096, 4097, 4096 + 63, 4096 + 64, 8191, 3 * 4096 + 300};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (size_t da = 0; da < 16; da += 3)
+            for (size_t sa = 0; sa < 16; sa += 5) {
+                size_t n = sizes[k];
+                memset(got, 0xee, MAX + 64 + 2 * GUARD);
+                memset(want, 0xee, MAX + 64 + 2 * GUARD);
+                stage_copy_stream(got + GUARD + da, src + sa, n);
+                memcpy(want + GUARD + da, src + sa, n);
+                ck_assert_msg(!memcmp(got, want, MAX + 64 + 2 * GUARD), "size %zu, dst +%zu, src +%zu", n, da, sa);
+            }
+    free(src);
+    free(got);
+    free(want);
 }
 END_TEST
 
@@ -974,6 +1002,9 @@ static Suite *stager_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("plan");
     tcase_add_test(tc, test_plan_split_merge_align);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("copy");
+    tcase_add_test(tc, test_copy_stream_matches_memcpy);
     suite_add_tcase(s, tc);
     tc = tcase_create("fill");
     tcase_set_timeout(tc, 60);
