@@ -131,7 +131,15 @@ int stage_ring_attach(stage_ring_t **out, const char *name, guild_err_t *err)
         guild_err_prefix(err, "stage ring %s: ", name);
         goto fail;
     }
-    r->posted = r->released = guild_doorbell_load(&r->hdr->posted);
+    /* requests a predecessor left in flight keep their slots until drained: a filled one may still have been
+     * under its DMA, an unfilled one is being written by the server */
+    r->posted = guild_doorbell_load(&r->hdr->posted);
+    r->released = guild_doorbell_load(&r->hdr->filled);
+    if (r->released > r->posted || r->posted - r->released > r->hdr->n_slots) {
+        guild_err_set(err, "stage ring %s: %" PRIu64 " requests posted and %" PRIu64 " filled: inconsistent", name,
+                      r->posted, r->released);
+        goto fail;
+    }
     *out = r;
     return 0;
 fail:
@@ -321,6 +329,18 @@ void stage_ring_release(stage_ring_t *r, uint64_t seq)
 {
     GUILD_ASSERT(seq == r->released && seq < r->posted);
     r->released = seq + 1;
+}
+
+int stage_ring_drain(stage_ring_t *r, const stage_wait_t *w, guild_err_t *err)
+{
+    while (r->released < r->posted) {
+        uint64_t seq = r->released;
+        /* only whether the server is done with the slot matters here, not what it answered */
+        if (stage_ring_wait(r, seq, w, NULL, err) < 0 && guild_doorbell_load(&r->hdr->filled) <= seq)
+            return -1;
+        stage_ring_release(r, seq);
+    }
+    return 0;
 }
 
 void stage_ring_request_stop(stage_ring_t *r)

@@ -109,7 +109,9 @@ int stage_ring_create(stage_ring_t **out, uint32_t n_slots, size_t slot_bytes, c
                       guild_err_t *err);
 
 /* Attaches the ring of arena `name` (what stage_ring_name gives in the creator) and validates its header:
- * magic, version, sizes and offsets against the region. -1 with a message naming the ring on failure. */
+ * magic, version, sizes and offsets against the region. -1 with a message naming the ring on failure. A client
+ * that attaches (a restarted GPU worker) inherits the requests its predecessor left in flight: those slots stay
+ * busy until stage_ring_drain. */
 int stage_ring_attach(stage_ring_t **out, const char *name, guild_err_t *err);
 
 /* Validates a ring header laid in a region of region_size bytes (what attach checks). -1 with err. */
@@ -156,6 +158,10 @@ int stage_ring_wait(stage_ring_t *r, uint64_t seq, const stage_wait_t *w, void *
 
 /* Gives request seq's slot back; requests are released in order (seq == stage_ring_released()). */
 void stage_ring_release(stage_ring_t *r, uint64_t seq);
+
+/* Waits for every request posted and not yet released (a predecessor's, after attach) and releases them, so
+ * that posted == released. -1 with err as stage_ring_wait, except that a refused request is not an error. */
+int stage_ring_drain(stage_ring_t *r, const stage_wait_t *w, guild_err_t *err);
 
 /* Asks the server to stop (sets the header's stop word and wakes it). */
 void stage_ring_request_stop(stage_ring_t *r);

@@ -477,6 +477,49 @@ START_TEST(test_server_refuses_bad_slot_range)
 }
 END_TEST
 
+START_TEST(test_attach_inherits_in_flight)
+{
+    /* a client dies with requests in flight; its successor attaches, cannot reuse those slots until it drains
+     * them, then works */
+    test_file_t f;
+    test_file_make(&f, 65536, 17);
+    stage_ring_t *a = make_ring(2, 4096);
+    guild_err_t err = {{0}};
+    stage_piece_t p = {500, 1000, 0};
+    uint64_t seq;
+    ck_assert_int_eq(stage_ring_post(a, &p, 1, &seq, &err), 0);
+    ck_assert_int_eq(stage_ring_post(a, &p, 1, &seq, &err), 0);
+    stage_ring_t *b = NULL;
+    ck_assert_msg(stage_ring_attach(&b, stage_ring_name(a), &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(stage_ring_posted(b), 2);
+    ck_assert_uint_eq(stage_ring_released(b), 0);
+    ck_assert_int_eq(stage_ring_post(b, &p, 1, &seq, &err), -1);
+    ck_assert_msg(strstr(err.msg, "all 2 slots are in use"), "%s", err.msg);
+    stage_wait_t w = quick_wait();
+    stage_server_t *s = NULL;
+    ck_assert_int_eq(stage_server_start(&s, b, f.map, f.n, 2, &err), 0);
+    ck_assert_msg(stage_ring_drain(b, &w, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(stage_ring_released(b), 2);
+    ck_assert_int_eq(stage_ring_drain(b, &w, &err), 0); /* nothing left: no-op */
+    p.file_off = 2000;
+    void *data;
+    ck_assert_int_eq(stage_ring_post(b, &p, 1, &seq, &err), 0);
+    ck_assert_uint_eq(seq, 2);
+    ck_assert_int_eq(stage_ring_wait(b, seq, &w, &data, &err), 0);
+    ck_assert(!memcmp(data, f.map + 2000, 1000));
+    stage_ring_release(b, seq);
+    stage_server_stop(&s);
+    /* counters that make no sense are refused on attach */
+    guild_doorbell_ring(&stage_ring_header(b)->filled, 9);
+    stage_ring_t *c = NULL;
+    ck_assert_int_eq(stage_ring_attach(&c, stage_ring_name(a), &err), -1);
+    ck_assert_msg(strstr(err.msg, "3 requests posted and 9 filled: inconsistent"), "%s", err.msg);
+    stage_ring_destroy(&b);
+    stage_ring_destroy(&a);
+    test_file_free(&f);
+}
+END_TEST
+
 START_TEST(test_stop_word)
 {
     test_file_t f;
@@ -1014,6 +1057,7 @@ static Suite *stager_suite(void)
     tcase_add_test(tc, test_zero_length_and_full);
     tcase_add_test(tc, test_refused_request);
     tcase_add_test(tc, test_server_refuses_bad_slot_range);
+    tcase_add_test(tc, test_attach_inherits_in_flight);
     tcase_add_test(tc, test_stop_word);
     suite_add_tcase(s, tc);
     tc = tcase_create("liveness");

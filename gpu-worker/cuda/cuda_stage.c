@@ -59,8 +59,10 @@ int cuda_stage_new_ring(cuda_stage_t **out, struct stage_ring *ring, const void 
     st->map_bytes = map_bytes;
     st->wait = wait ? *wait : stage_wait_default();
     st->n_slots = stage_ring_n_slots(ring);
+    /* a predecessor's requests (this process restarted, the ring attached again) finish first */
+    if (stage_ring_drain(ring, &st->wait, err) < 0)
+        goto fail;
     st->enqueued = stage_ring_released(ring);
-    GUILD_ASSERT(stage_ring_posted(ring) == st->enqueued); /* a fresh client: nothing in flight */
     st->events = calloc(st->n_slots, sizeof *st->events);
     st->pieces = calloc((size_t)st->n_slots * STAGE_RING_MAX_PIECES, sizeof *st->pieces);
     st->dst_offs = calloc((size_t)st->n_slots * STAGE_RING_MAX_PIECES, sizeof *st->dst_offs);

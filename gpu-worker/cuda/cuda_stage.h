@@ -41,7 +41,8 @@ int cuda_stage_new_pageable(cuda_stage_t **out, guild_err_t *err);
 /* The ring path: registers ring's whole mapping with cudaHostRegister (portable), and serves copies of pieces of
  * map_base[0..map_bytes) (the model file's mapping: pieces become file offsets, so the stager must serve the same
  * file). wait: how to wait for fills (NULL: stage_wait_default()). The ring is not owned: it must outlive the
- * stage, and this stage must be its only client. -1 with err (registration, events, memory). */
+ * stage, and this stage must be its only client; requests a previous client left in flight are drained first.
+ * -1 with err (registration, events, memory, a stager that does not drain them). */
 int cuda_stage_new_ring(cuda_stage_t **out, struct stage_ring *ring, const void *map_base, size_t map_bytes,
                         const struct stage_wait *wait, guild_err_t *err);
 
