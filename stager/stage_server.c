@@ -13,10 +13,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MS UINT64_C(1000000)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 #define MAX_THREADS 256
 
 typedef struct stage_worker {
@@ -220,6 +224,12 @@ int stage_server_start(stage_server_t **out, stage_ring_t *ring, const void *src
     s->src_bytes = src_bytes;
     s->n_threads = threads;
     s->workers = workers;
+    /* map every page of the ring in this process now: first-touch faults (16384 per 64 MiB of 4 KiB pages)
+     * would otherwise slow the first requests into each slot. Older kernels lack the call (EINVAL) and fault
+     * lazily. */
+    if (madvise(stage_ring_map_base(ring), stage_ring_map_size(ring), MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+        guild_log(GUILD_LOG_WARN, "stager: ring %s: madvise(MADV_POPULATE_WRITE): %s", stage_ring_name(ring),
+                  strerror(errno));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->job_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
