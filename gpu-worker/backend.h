@@ -24,6 +24,13 @@
 
 typedef struct backend backend_t;
 
+/* backend_options_t.stager */
+typedef enum backend_stager {
+    BACKEND_STAGER_NONE = 0, /* pageable copies from the model mapping */
+    BACKEND_STAGER_THREAD,   /* a pinned staging ring served by threads of this process */
+    BACKEND_STAGER_PROCESS,  /* a pinned staging ring served by a guild-stager process */
+} backend_stager_t;
+
 typedef struct backend_options {
     int32_t n_ctx;    /* KV cache capacity in positions (1..n_ctx_train is typical; more is allowed) */
     int32_t n_batch;  /* most tokens one backend_forward call takes */
@@ -48,6 +55,13 @@ typedef struct backend_options {
     size_t host_mem_bytes;
     struct guild_exchange *exchange;
     uint64_t exchange_timeout_ns; /* a device wait for the CPU workers fails after this; 0: 120 s */
+    /* How a backend that streams experts to the device (the cuda backend, when its memory plan streams) copies
+     * them: BACKEND_STAGER_NONE (zero) straight from the pageable model mapping; THREAD a staging ring served by
+     * stage_threads copy threads of this process; PROCESS the ring named stage_ring, which a guild-stager
+     * process serves (stager/stage_ring.h). Backends that never stream ignore these. */
+    backend_stager_t stager;
+    int32_t stage_threads;  /* THREAD: copy threads (0: half the online CPUs) */
+    const char *stage_ring; /* PROCESS: the ring's arena name (stage_ring_name); borrowed during creation */
     /* Polled while the host waits for the device; nonzero (with the reason in err) gives the step up. */
     int (*interrupted)(void *ctx, guild_err_t *err);
     void *interrupted_ctx;
@@ -65,6 +79,8 @@ typedef struct backend_stats {
     /* the batches of those layers split between the CPU side and the device (gpu-worker/expert_split.h), summed */
     uint64_t split_gpu_experts, split_cpu_experts; /* experts with pairs computed on each side */
     uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side */
+    uint64_t staged_bytes;     /* streamed bytes that went through a staging ring (0 with pageable copies) */
+    uint64_t stage_wait_ns;    /* host time spent waiting for the stager to fill ring slots */
 } backend_stats_t;
 
 typedef struct backend_ops {

@@ -180,6 +180,17 @@ void gpu_plan_fini(gpu_plan_t *p)
     p->resident = NULL;
 }
 
+uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p)
+{
+    if (!p->staging)
+        return 0;
+    /* two slots in flight cover one layer, a third keeps the stager busy; more than 128 MiB a slot buys no
+     * PCIe rate */
+    const uint64_t MiB = (uint64_t)1 << 20;
+    uint64_t slot = (p->staging / 4 + MiB - 1) / MiB * MiB;
+    return slot < MiB ? MiB : slot > 128 * MiB ? 128 * MiB : slot;
+}
+
 uint64_t gpu_plan_total(const gpu_plan_t *p)
 {
     return p->reserve + p->dense + p->kv + p->buffers + p->expert_buffers + p->staging + p->experts;

@@ -73,6 +73,11 @@ void gpu_plan_fini(gpu_plan_t *p);
 /* The device bytes the plan uses in total. */
 uint64_t gpu_plan_total(const gpu_plan_t *p);
 
+/* The slot size of a staging ring (stager/stage_ring.h) for this plan's streaming: about half the largest
+ * layer's experts (staging / 4), between 1 MiB and 128 MiB, a multiple of 1 MiB; 0 when the plan does not
+ * stream. The coordinator (which creates a guild-stager's ring) and the cuda backend compute it alike. */
+uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p);
+
 /* A few lines: budget, each part's size, which layers' experts are resident. */
 void gpu_plan_print(const gpu_plan_t *p, FILE *out);
 

@@ -16,14 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/quant/quant.h"
 #include "core/util/log.h"
 #include "gpu-worker/cpu/cpu_kernels.h"
 #include "gpu-worker/gpu_plan.h"
 #include "gpu-worker/cuda/cuda_kernels.h"
+#include "gpu-worker/cuda/cuda_stage.h"
 #include "gpu-worker/cuda/cuda_state.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "stager/stage_ring.h"
+#include "stager/stage_server.h"
 
 /* Rows of logits computed per LM-head pass: bounds the logits buffer (n_vocab floats a row). */
 #define LOGIT_ROWS 32
@@ -44,6 +48,10 @@ static void cuda_destroy(backend_t *base)
         cudaStreamSynchronize(b->stream);
     graphs_clear(b);
     cuda_moe_destroy(&b->moe);
+    /* the stage borrows the ring, the server serves it: stage, server, ring */
+    cuda_stage_destroy(&b->stage);
+    stage_server_stop(&b->stage_server);
+    stage_ring_destroy(&b->stage_ring);
     if (b->done)
         cudaEventDestroy(b->done);
     if (b->h_logits)
@@ -157,6 +165,68 @@ static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cu
     return cuda_moe_local_new(out, opt->moe, b->n_batch, c->n_embd, c->n_expert_used, err);
 }
 
+/* The staging ring's path for streamed experts when the plan streams and the options ask for a stager
+ * (backend_options_t.stager); b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
+ * the pieces from the model file's whole mapping, so the bridge's host pointers must lie in it. */
+static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
+                       guild_err_t *err)
+{
+    const uint64_t slot = gpu_plan_stage_slot_bytes(plan);
+    if (!slot || opt->stager == BACKEND_STAGER_NONE)
+        return 0;
+    const gguf_t *g = model_gguf(m);
+    const gguf_tensor_t *t = gguf_n_tensors(g) > 0 ? gguf_tensor(g, 0) : NULL;
+    if (!t)
+        return guild_err_set(err, "cuda backend: the model has no tensors to stage");
+    b->map_base = (const char *)t->data - t->offset;
+    b->map_bytes = (size_t)gguf_file_size(g);
+    if (opt->stager == BACKEND_STAGER_PROCESS) {
+        if (!opt->stage_ring || !opt->stage_ring[0])
+            return guild_err_set(err, "cuda backend: --stager process without a staging ring name");
+        if (stage_ring_attach(&b->stage_ring, opt->stage_ring, err) < 0)
+            return -1;
+    } else {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = opt->stage_threads > 0 ? opt->stage_threads : cpus > 1 ? (int)(cpus / 2) : 1;
+        if (threads > 256)
+            threads = 256;
+        if (stage_ring_create(&b->stage_ring, 3, (size_t)slot, NULL, err) < 0 ||
+            stage_server_start(&b->stage_server, b->stage_ring, b->map_base, b->map_bytes, threads, err) < 0)
+            return -1;
+    }
+    if (cuda_stage_new_ring(&b->stage, b->stage_ring, b->map_base, b->map_bytes, NULL, err) < 0)
+        return -1;
+    guild_log(GUILD_LOG_INFO, "cuda backend: streamed experts through staging ring %s (%u slots of %zu MiB, %s)",
+              stage_ring_name(b->stage_ring), stage_ring_n_slots(b->stage_ring), stage_ring_slot_bytes(b->stage_ring) >> 20,
+              b->stage_server ? "served by this process" : "served by guild-stager");
+    return 0;
+}
+
+/* A stage that failed (its stager died or hung) is replaced by a new one on the same ring, which drains what
+ * the old one left in flight: with a restarted guild-stager, the next forward pass streams again. -1 with err
+ * (the forward pass fails with it, and the next one tries again) while the stager is not back. */
+static int stage_renew(cuda_backend_t *b, guild_err_t *err)
+{
+    /* no stage with a ring: an earlier renewal failed, and the bridge must not copy through the old one */
+    if (!b->stage_ring || (b->stage && !cuda_stage_failed(b->stage)))
+        return 0;
+    if (b->stage) {
+        uint64_t bytes = 0, wait = 0;
+        cuda_stage_stats(b->stage, &bytes, &wait);
+        b->staged_bytes0 += bytes;
+        b->stage_wait_ns0 += wait;
+        cuda_stage_destroy(&b->stage);
+    }
+    guild_err_t e = {{0}};
+    if (cuda_stage_new_ring(&b->stage, b->stage_ring, b->map_base, b->map_bytes, NULL, &e) < 0) {
+        b->stage = NULL;
+        return guild_err_set(err, "staging ring %s: %s", stage_ring_name(b->stage_ring), e.msg);
+    }
+    cuda_moe_gpu_set_stage(b->moe, b->stage);
+    guild_log(GUILD_LOG_INFO, "cuda backend: staging ring %s in use again", stage_ring_name(b->stage_ring));
+    return 0;
+}
+
 /* The experts the plan puts on the device (when the kernels take their types), the rest through
  * setup_cpu_experts, and streamed to the device for large batches when the plan has staging buffers. */
 static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
@@ -203,9 +273,11 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     int rc = 0;
     if (resident < c->n_layer)
         rc = setup_cpu_experts(b, opt, &cpu, err);
+    if (rc == 0 && plan->staging)
+        rc = setup_stage(b, m, opt, plan, err);
     if (rc == 0 && (resident > 0 || plan->staging))
         rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
-                              c->n_expert_used, plan->staging > 0, NULL, cpu, &b->bytes_experts, err);
+                              c->n_expert_used, plan->staging > 0, b->stage, cpu, &b->bytes_experts, err);
     else if (rc == 0)
         b->moe = cpu;
     else
@@ -455,7 +527,7 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     memcpy(b->h_tokens, tokens, (size_t)n * sizeof *tokens);
     memcpy(b->h_tokens + b->n_batch, out_rows, (size_t)n_out * sizeof *out_rows);
     b->h_tokens[2 * b->n_batch] = b->kv_len;
-    if (cuda_moe_step_begin(b->moe, s, err) < 0)
+    if (stage_renew(b, err) < 0 || cuda_moe_step_begin(b->moe, s, err) < 0)
         goto fail;
     bool staged = false;
     cudaGraphExec_t exec = NULL;
@@ -522,6 +594,11 @@ static void cuda_stats(const backend_t *base, backend_stats_t *out)
     out->gpu_expert_layers = b->gpu_expert_layers;
     out->graphs = b->graphs_captured;
     out->graph_steps = b->graph_steps;
+    uint64_t bytes = 0, wait = 0;
+    if (b->stage)
+        cuda_stage_stats(b->stage, &bytes, &wait);
+    out->staged_bytes = b->staged_bytes0 + bytes;
+    out->stage_wait_ns = b->stage_wait_ns0 + wait;
 }
 
 const backend_ops_t cuda_backend_ops = {

@@ -126,6 +126,10 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
  * whatever the measured times; < 0: plan by the times again. */
 void cuda_moe_gpu_force_split(cuda_moe_t *m, double gpu_fraction);
 
+/* m ("gpu" bridge, created with a stage) copies through `stage` (borrowed, not NULL) from now on: the backend's
+ * replacement of a stage that failed. Call between forward passes (no copy in flight). */
+void cuda_moe_gpu_set_stage(cuda_moe_t *m, struct cuda_stage *stage);
+
 /* Destroys through ops; sets *m to NULL; NULL-safe. */
 void cuda_moe_destroy(cuda_moe_t **m);
 

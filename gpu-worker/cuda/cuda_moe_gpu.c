@@ -444,6 +444,12 @@ void cuda_moe_gpu_force_split(cuda_moe_t *base, double gpu_fraction)
     ((moe_gpu_t *)base)->force_split = gpu_fraction < 0 ? -1.0 : gpu_fraction;
 }
 
+void cuda_moe_gpu_set_stage(cuda_moe_t *base, cuda_stage_t *stage)
+{
+    GUILD_ASSERT(base->ops == &gpu_ops && stage);
+    ((moe_gpu_t *)base)->stager = stage;
+}
+
 static size_t round_up(size_t n, size_t a)
 {
     return (n + a - 1) / a * a;

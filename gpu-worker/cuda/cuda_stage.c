@@ -210,6 +210,11 @@ void cuda_stage_stats(const cuda_stage_t *st, uint64_t *bytes, uint64_t *fill_wa
         *fill_wait_ns = st->fill_wait_ns;
 }
 
+int cuda_stage_failed(const cuda_stage_t *st)
+{
+    return st->failed != 0;
+}
+
 void cuda_stage_destroy(cuda_stage_t **pst)
 {
     if (!pst || !*pst)

@@ -50,6 +50,10 @@ int cuda_stage_new_ring(cuda_stage_t **out, struct stage_ring *ring, const void 
  * pointer may be NULL. */
 void cuda_stage_stats(const cuda_stage_t *st, uint64_t *bytes, uint64_t *fill_wait_ns);
 
+/* 1 once an error made the stage refuse copies (a new stage on the same ring, after the stager is back, drains
+ * what this one left in flight); 0 otherwise. */
+int cuda_stage_failed(const cuda_stage_t *st);
+
 /* Waits for the copies still in flight, unregisters the ring, frees, nulls *pst. NULL-safe. */
 void cuda_stage_destroy(cuda_stage_t **pst);
 

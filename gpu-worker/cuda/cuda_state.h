@@ -14,6 +14,10 @@
 #include "gpu-worker/backend.h"
 #include "gpu-worker/cuda/cuda_moe.h"
 
+struct cuda_stage;   /* gpu-worker/cuda/cuda_stage.h */
+struct stage_server; /* stager/stage_server.h */
+struct stage_ring;   /* stager/stage_ring.h */
+
 /* A dense matrix (or vector) on the device: n_rows rows of n_in elements of `type`, row_bytes apart. */
 typedef struct cuda_tensor {
     const void *d;       /* device copy; NULL when the model has no such tensor */
@@ -44,6 +48,13 @@ typedef struct cuda_backend {
     const model_weights_t *w;
     cudaStream_t stream;
     cuda_moe_t *moe;            /* owned bridge to the options' moe_exec_t */
+    /* streaming through a staging ring (backend_options_t.stager; all NULL: pageable copies or no streaming) */
+    struct cuda_stage *stage;         /* owned; borrowed by moe; replaced after a failure (cuda_backend.c) */
+    struct stage_server *stage_server; /* owned: BACKEND_STAGER_THREAD's in-process server */
+    struct stage_ring *stage_ring;     /* owned: created (THREAD) or attached (PROCESS) */
+    const void *map_base;              /* the model file's whole mapping, which the stager serves */
+    size_t map_bytes;
+    uint64_t staged_bytes0, stage_wait_ns0; /* counters of the stages replaced so far */
     int32_t n_ctx;              /* KV capacity (positions) */
     int32_t n_batch;            /* rows of every activation buffer */
     int32_t kv_len;             /* positions [0, kv_len) hold valid K/V */
