@@ -76,7 +76,8 @@ typedef struct token_bytes {
  * says everything a measurement depends on. */
 enum {
     BENCH_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
-                        STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH,
+                        STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
+                        STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS,
 };
 
 #ifdef GUILD_HAVE_CUDA

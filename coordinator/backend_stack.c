@@ -34,7 +34,11 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
         backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool,
                                 .moe = s->stats ? expert_stats_exec(s->stats) : s->moe, .all_rows = c->stats,
                                 .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,
-                                .no_graph = c->pipe.no_graph};
+                                .no_graph = c->pipe.no_graph,
+                                .stager = c->pipe.stager < 0 ? BACKEND_STAGER_THREAD : (backend_stager_t)c->pipe.stager,
+                                .stage_threads = c->pipe.stager_threads};
+        if (bo.stager == BACKEND_STAGER_PROCESS) /* no supervisor here to run guild-stager */
+            bo.stager = BACKEND_STAGER_THREAD;
         if (backend_new(&s->be, c->backend, m, &bo, err) < 0)
             goto fail;
     } else {

@@ -29,6 +29,10 @@ typedef struct pipeline_config {
     int32_t gate_up_rows;  /* CPU workers' expert pipeline row blocks (the model's tuning file); 0: automatic */
     int32_t down_rows;
     bool interleave_gate_up; /* CPU workers' shard copies with gate and up rows alternating (tuning file) */
+    int stager;            /* backend_stager_t of the streamed experts' copies (cuda backend, when its plan
+                              streams); < 0: the mode's default, BACKEND_STAGER_PROCESS here (a guild-stager
+                              process), BACKEND_STAGER_THREAD in a single process */
+    int stager_threads;    /* the stager's copy threads; 0: half the online CPUs */
 } pipeline_config_t;
 
 typedef struct pipeline pipeline_t;

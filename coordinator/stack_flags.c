@@ -47,15 +47,24 @@ static const flag_t flags[] = {
     {STACK_FLAG_NO_GRAPH, "no-cuda-graph", NULL,
      "enqueue every kernel of every step (debugging; default: decode steps are\n"
      "replayed CUDA graphs)", false},
+    {STACK_FLAG_STAGER, "stager", "KIND",
+     "how the cuda backend copies the experts it streams under --gpu-mem: process\n"
+     "(a guild-stager process fills pinned slots; the multi-process default),\n"
+     "thread (copy threads in the GPU's process; the --single-process default)\n"
+     "or none (plain copies from the model's pageable mapping); same output\n"
+     "either way; other backends never stream and ignore it", false},
+    {STACK_FLAG_STAGER_THREADS, "stager-threads", "K",
+     "the stager's copy threads (default: half the online CPUs)", false},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 12, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 12 flags");
+_Static_assert(N_FLAGS == 14, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 14 flags");
 
 void stack_flags_init(stack_flags_t *f)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *f = (stack_flags_t){.st = {.backend = "cpu", .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1}};
     f->st.pipe.spin_us = -1;
+    f->st.pipe.stager = -1;
 }
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
@@ -120,6 +129,21 @@ int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *e
             p->gpu_expert_layers = (int32_t)v;
         break;
     case STACK_FLAG_NO_GRAPH: p->no_graph = true; break;
+    case STACK_FLAG_STAGER:
+        if (!strcmp(arg, "none"))
+            p->stager = BACKEND_STAGER_NONE;
+        else if (!strcmp(arg, "thread"))
+            p->stager = BACKEND_STAGER_THREAD;
+        else if (!strcmp(arg, "process"))
+            p->stager = BACKEND_STAGER_PROCESS;
+        else
+            return guild_err_set(err, "--stager %s: expected none, thread or process", arg);
+        break;
+    case STACK_FLAG_STAGER_THREADS:
+        if (cli_parse_long("--stager-threads", arg, 1, 256, &v, err) < 0)
+            return -1;
+        p->stager_threads = (int)v;
+        break;
     default: GUILD_ASSERT(!"a flag without a case");
     }
     return 1;
@@ -141,6 +165,11 @@ static bool given(const stack_flags_t *f, int i)
 
 int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, bool also_given, guild_err_t *err)
 {
+    if (f->st.pipe.stager == BACKEND_STAGER_NONE && f->st.pipe.stager_threads)
+        return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager none");
+    if (f->st.single_process && f->st.pipe.stager == BACKEND_STAGER_PROCESS)
+        return guild_err_set(err, "--stager process is for the multi-process mode (its supervisor runs "
+                             "guild-stager); --single-process takes --stager thread or none");
     if (!f->st.single_process)
         return 0;
     const char *names[N_FLAGS + 1];

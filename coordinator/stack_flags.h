@@ -28,10 +28,12 @@ enum {
     STACK_FLAG_GPU_MEM = 1u << 9,      /* --gpu-mem SIZE */
     STACK_FLAG_GPU_EXPERTS = 1u << 10, /* --gpu-experts N|all|none */
     STACK_FLAG_NO_GRAPH = 1u << 11,    /* --no-cuda-graph */
-    STACK_FLAGS_ALL = (1u << 12) - 1,
+    STACK_FLAG_STAGER = 1u << 12,      /* --stager none|thread|process */
+    STACK_FLAG_STAGER_THREADS = 1u << 13, /* --stager-threads K */
+    STACK_FLAGS_ALL = (1u << 14) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 12); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 14); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 
@@ -54,7 +56,9 @@ size_t stack_flags_options(struct option *out, size_t cap, const struct option *
  * is not, -1 with err ("--cpu-workers 0: expected ...") on a bad value. */
 int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *err);
 
-/* After parsing: -1 with err ("--cpu-workers, --mlock and --print-plan are for the multi-process mode, not
+/* After parsing: -1 with err when --stager-threads comes with --stager none, or --stager process with
+ * --single-process; -1 with err ("--cpu-workers,
+ * --mlock and --print-plan are for the multi-process mode, not
  * --single-process") when --single-process comes with a multi-process flag of mask, or with the command's own
  * multi-process flags `also` (a name list such as "--print-plan"; NULL: none) when also_given. The message lists
  * every multi-process flag the command has. */
