@@ -77,6 +77,9 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
         if (gp.resident)
             gpu_plan_print(&gp, stderr);
     }
+    /* streamed experts (cuda only: another backend's plan is empty) through a guild-stager by default */
+    const int stager = pc->stager < 0 ? BACKEND_STAGER_PROCESS : pc->stager;
+    const uint64_t slot = gp.resident ? gpu_plan_stage_slot_bytes(&gp) : 0;
     gpu_plan_fini(&gp);
     sup_config_t sc;
     sup_config_defaults(&sc);
@@ -101,6 +104,11 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     sc.gate_up_rows = pc->gate_up_rows;
     sc.down_rows = pc->down_rows;
     sc.interleave_gate_up = pc->interleave_gate_up;
+    if (slot) {
+        sc.stager = stager;
+        sc.stager_threads = pc->stager_threads;
+        sc.stage_slot_bytes = stager == BACKEND_STAGER_PROCESS ? slot : 0;
+    }
     if (sup_new(&p->sup, &sc, mc, err) < 0)
         goto fail;
     uint64_t epoch;

@@ -15,11 +15,13 @@
 
 #include "coordinator/bridge.h"
 #include "coordinator/spawn.h"
+#include "gpu-worker/backend.h"
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
 #include "pipeline/rundir.h"
+#include "stager/stage_ring.h"
 
 #define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
 #define WAIT_SLICE_NS 100000000u /* workers' doorbell wait slice (Options.wait_timeout_ns) */
@@ -75,7 +77,9 @@ struct sup {
     char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
     bool router_bound, bridge_bound;     /* cfg->listen (and its data socket) bound: ours to remove */
     int n_cpu;
-    wslot_t *w;   /* [n_cpu + 1]: the CPU workers, then the GPU worker */
+    int n_w;      /* slots: n_cpu + 1, and + 1 with a stager */
+    wslot_t *w;   /* [n_w]: the CPU workers, then the GPU worker, then guild-stager (when cfg->stage_slot_bytes) */
+    stage_ring_t *ring; /* the staging ring guild-stager serves to the GPU worker; NULL: none */
     pthread_t thread;
     bool started;
     _Atomic int stop;
@@ -133,18 +137,44 @@ static void send_to(sup_t *s, wslot_t *w, Guild__Envelope *env)
         guild_log(GUILD_LOG_INFO, "to %s: %s", w->name, err.msg);
 }
 
+static const char *worker_bin(Guild__Role role)
+{
+    return role == GUILD__ROLE__ROLE_GPU_WORKER ? "guild-gpu-worker"
+           : role == GUILD__ROLE__ROLE_STAGER   ? "guild-stager"
+                                                : "guild-cpu-worker";
+}
+
+/* guild-stager's copy threads: as asked, else half the online CPUs (the CPU workers and the GPU worker's host
+ * side keep the rest). */
+static int stager_threads(const sup_config_t *c)
+{
+    if (c->stager_threads > 0)
+        return c->stager_threads;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 1 ? (int)(cpus / 2 < 256 ? cpus / 2 : 256) : 1;
+}
+
 static void start_worker(sup_t *s, wslot_t *w)
 {
-    char path[PATH_MAX + 32], node[16];
-    const char *bin = w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "guild-gpu-worker" : "guild-cpu-worker";
+    char path[PATH_MAX + 32], node[16], threads[16];
+    const char *bin = worker_bin(w->role);
     snprintf(path, sizeof path, "%s/%s", s->cfg.worker_dir, bin);
     snprintf(node, sizeof node, "%d", w->node);
-    char *argv[8];
+    snprintf(threads, sizeof threads, "%d", stager_threads(&s->cfg));
+    char *argv[16];
     int n = 0;
     argv[n++] = (char *)bin;
     if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
         argv[n++] = "--node";
         argv[n++] = node;
+    } else if (w->role == GUILD__ROLE__ROLE_STAGER) {
+        /* the ring comes on the command line (it serves before it registers); the Assign only asks for Ready */
+        argv[n++] = "-m";
+        argv[n++] = (char *)s->cfg.model_path;
+        argv[n++] = "--ring";
+        argv[n++] = (char *)stage_ring_name(s->ring);
+        argv[n++] = "--threads";
+        argv[n++] = threads;
     }
     argv[n++] = "--connect";
     argv[n++] = s->endpoint;
@@ -184,7 +214,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     ar.layout_version = GUILD_ARENA_LAYOUT_VERSION;
     ar.size = guild_arena_size(s->arena);
     ar.tag = guild_arena_tag(s->arena);
-    a.arena = w->remote ? NULL : &ar;
+    a.arena = w->remote || w->role == GUILD__ROLE__ROLE_STAGER ? NULL : &ar;
     if (w->remote)
         o.data_endpoint = s->data_public;
     o.n_threads = (uint32_t)c->n_threads;
@@ -204,6 +234,10 @@ static int send_assign(sup_t *s, wslot_t *w)
         o.gpu_mem = c->gpu_mem;
         o.gpu_expert_layers = c->gpu_expert_layers;
         o.no_graph = c->no_graph;
+        if (s->ring)
+            o.stage_ring = (char *)stage_ring_name(s->ring);
+        else if (c->stager == BACKEND_STAGER_THREAD)
+            o.stage_threads = (uint32_t)stager_threads(c);
         if (!(gpu_layers = calloc((size_t)n_layer + 1, sizeof *gpu_layers))) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;
@@ -212,7 +246,7 @@ static int send_assign(sup_t *s, wslot_t *w)
             if (plan_on_gpu(c->plan, il))
                 gpu_layers[o.n_gpu_resident_layers++] = (uint32_t)il;
         o.gpu_resident_layers = gpu_layers;
-    } else {
+    } else if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
         a.worker_index = (uint32_t)w->index;
         o.node = w->node;
         o.gate_up_rows = (uint32_t)c->gate_up_rows;
@@ -327,7 +361,7 @@ static void hung(sup_t *s, wslot_t *w, const char *fmt, ...)
 
 static wslot_t *slot_by_peer(sup_t *s, const guild_msg_peer_t *p)
 {
-    for (int i = 0; i <= s->n_cpu; i++)
+    for (int i = 0; i < s->n_w; i++)
         if (s->w[i].peer.len == p->len && p->len && !memcmp(s->w[i].peer.id, p->id, p->len))
             return &s->w[i];
     return NULL;
@@ -343,16 +377,21 @@ static void reply_error(sup_t *s, const guild_msg_peer_t *to, Guild__ErrorCode c
 static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Register *r)
 {
     char msg[1400];
-    if (r->role != GUILD__ROLE__ROLE_CPU_WORKER && r->role != GUILD__ROLE__ROLE_GPU_WORKER) {
-        reply_error(s, from, GUILD__ERROR_CODE__ERROR_PROTOCOL, "this coordinator takes CPU and GPU workers only");
+    if (r->role != GUILD__ROLE__ROLE_CPU_WORKER && r->role != GUILD__ROLE__ROLE_GPU_WORKER &&
+        (r->role != GUILD__ROLE__ROLE_STAGER || !s->ring)) {
+        reply_error(s, from, GUILD__ERROR_CODE__ERROR_PROTOCOL,
+                    s->ring ? "this coordinator takes CPU and GPU workers and its own stager only"
+                            : "this coordinator takes CPU and GPU workers only (it runs no stager)");
         return;
     }
-    const char *role = r->role == GUILD__ROLE__ROLE_GPU_WORKER ? "GPU worker" : "CPU worker";
+    const char *role = r->role == GUILD__ROLE__ROLE_GPU_WORKER ? "GPU worker"
+                       : r->role == GUILD__ROLE__ROLE_STAGER   ? "stager"
+                                                               : "CPU worker";
     bool other_host = r->hostname && r->hostname[0] && strcmp(r->hostname, s->host) != 0;
     bool remote = other_host || (r->capabilities && !r->capabilities->shared_memory);
-    if (remote && (r->role == GUILD__ROLE__ROLE_GPU_WORKER || !s->bridge)) {
-        if (r->role == GUILD__ROLE__ROLE_GPU_WORKER)
-            snprintf(msg, sizeof msg, "a GPU worker must share memory with the coordinator (on %s)", s->host);
+    if (remote && (r->role != GUILD__ROLE__ROLE_CPU_WORKER || !s->bridge)) {
+        if (r->role != GUILD__ROLE__ROLE_CPU_WORKER)
+            snprintf(msg, sizeof msg, "a %s must share memory with the coordinator (on %s)", role, s->host);
         else
             snprintf(msg, sizeof msg, "%s on host %s cannot share memory with the coordinator on %s, and its "
                      "exchanges can only travel as messages to a coordinator started with --listen", role,
@@ -367,7 +406,7 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
         return;
     }
     w = NULL;
-    for (int i = 0; i <= s->n_cpu && !w; i++)
+    for (int i = 0; i < s->n_w && !w; i++)
         if (s->w[i].role == r->role && !s->w[i].by_hand && s->w[i].state == W_SPAWNED && s->w[i].pid == r->pid)
             w = &s->w[i];
     for (int pass = 0; pass < 2 && !w && r->role == GUILD__ROLE__ROLE_CPU_WORKER; pass++)
@@ -493,7 +532,7 @@ static void drain(sup_t *s)
 
 static void reap(sup_t *s)
 {
-    for (int i = 0; i <= s->n_cpu; i++) {
+    for (int i = 0; i < s->n_w; i++) {
         wslot_t *w = &s->w[i];
         if (w->by_hand || w->pid <= 0)
             continue;
@@ -526,7 +565,7 @@ static void watch(sup_t *s, uint64_t now)
     for (int i = 0; i < s->n_cpu; i++)
         if (guild_exchange_done(s->x, i) < xstep)
             cpu_pending = true;
-    for (int i = 0; i <= s->n_cpu && s->stats_wanted; i++) {
+    for (int i = 0; i < s->n_w && s->stats_wanted; i++) {
         wslot_t *w = &s->w[i];
         if (!w->stats_pending)
             continue;
@@ -537,7 +576,7 @@ static void watch(sup_t *s, uint64_t now)
         send_to(s, w, &env);
     }
     s->stats_wanted = false;
-    for (int i = 0; i <= s->n_cpu && !s->failed; i++) {
+    for (int i = 0; i < s->n_w && !s->failed; i++) {
         wslot_t *w = &s->w[i];
         if (w->state == W_LOADING || w->state == W_READY) {
             if (send_hb) {
@@ -568,7 +607,11 @@ static void watch(sup_t *s, uint64_t now)
         /* doorbell timeout: pending work that does not move */
         bool pending;
         uint64_t mark;
-        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
+        if (w->role == GUILD__ROLE__ROLE_STAGER) {
+            /* its fills are the GPU worker's waits: a dead or hung stager makes that wait fail (stage_ring.h) */
+            mark = 0;
+            pending = false;
+        } else if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
             mark = guild_exchange_done(s->x, w->index);
             pending = mark < xstep;
         } else {
@@ -590,10 +633,14 @@ static void watch(sup_t *s, uint64_t now)
 static void shutdown_all(sup_t *s)
 {
     pthread_mutex_lock(&s->mu);
-    for (int i = 0; i <= s->n_cpu; i++) {
+    for (int i = 0; i < s->n_w; i++) {
         wslot_t *w = &s->w[i];
-        if (!w->peer.len)
+        if (!w->peer.len) {
+            /* a child not registered yet (just restarted) cannot hear a Shutdown: workers stop on SIGTERM */
+            if (!w->by_hand && w->pid > 0 && w->state == W_SPAWNED)
+                kill(w->pid, SIGTERM);
             continue;
+        }
         Guild__Envelope env = GUILD__ENVELOPE__INIT;
         Guild__Shutdown sd = GUILD__SHUTDOWN__INIT;
         sd.reason = "the coordinator is done";
@@ -605,7 +652,7 @@ static void shutdown_all(sup_t *s)
     uint64_t t0 = guild_now_ns();
     for (;;) {
         int left = 0;
-        for (int i = 0; i <= s->n_cpu; i++) {
+        for (int i = 0; i < s->n_w; i++) {
             wslot_t *w = &s->w[i];
             if (w->by_hand || w->pid <= 0)
                 continue;
@@ -638,10 +685,12 @@ static void *sup_main(void *arg)
     sup_t *s = arg;
     pthread_mutex_lock(&s->mu);
     uint64_t now = guild_now_ns();
-    for (int i = 0; i <= s->n_cpu && !s->failed; i++) {
-        s->w[i].since_ns = now;
-        if (!s->w[i].by_hand)
-            start_worker(s, &s->w[i]);
+    /* the stager first: the GPU worker's first streamed copies wait for it */
+    for (int k = 0; k < s->n_w && !s->failed; k++) {
+        wslot_t *w = s->ring ? &s->w[(k + s->n_w - 1) % s->n_w] : &s->w[k];
+        w->since_ns = now;
+        if (!w->by_hand)
+            start_worker(s, w);
     }
     pthread_mutex_unlock(&s->mu);
     while (!atomic_load(&s->stop)) {
@@ -675,11 +724,12 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
     pthread_cond_init(&s->cond, NULL);
     gethostname(s->host, sizeof s->host - 1);
     s->n_cpu = plan_workers(cfg->plan);
-    if (!(s->w = calloc((size_t)s->n_cpu + 1, sizeof *s->w))) {
+    s->n_w = s->n_cpu + 1 + (cfg->stage_slot_bytes > 0);
+    if (!(s->w = calloc((size_t)s->n_w, sizeof *s->w))) {
         guild_err_set(err, "supervisor: out of memory");
         goto fail;
     }
-    for (int i = 0; i <= s->n_cpu; i++) {
+    for (int i = 0; i < s->n_w; i++) {
         wslot_t *w = &s->w[i];
         if (i < s->n_cpu) {
             w->role = GUILD__ROLE__ROLE_CPU_WORKER;
@@ -688,17 +738,18 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
             w->by_hand = cfg->listen != NULL;
             snprintf(w->name, sizeof w->name, "cpu-worker[%d]", i);
         } else {
-            w->role = GUILD__ROLE__ROLE_GPU_WORKER;
+            w->role = i == s->n_cpu ? GUILD__ROLE__ROLE_GPU_WORKER : GUILD__ROLE__ROLE_STAGER;
             w->index = -1;
             w->node = -1;
-            snprintf(w->name, sizeof w->name, "gpu-worker");
+            snprintf(w->name, sizeof w->name, "%s", i == s->n_cpu ? "gpu-worker" : "stager");
         }
     }
-    for (int i = 0; i < 2; i++) {
-        const char *bin = i ? "guild-gpu-worker" : "guild-cpu-worker";
+    for (int i = 0; i < 3; i++) {
+        const char *bin = worker_bin(i == 0 ? GUILD__ROLE__ROLE_CPU_WORKER
+                                     : i == 1 ? GUILD__ROLE__ROLE_GPU_WORKER : GUILD__ROLE__ROLE_STAGER);
         char path[PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/%s", cfg->worker_dir, bin);
-        if ((i || !cfg->listen) && access(path, X_OK) != 0) {
+        if ((i == 1 || (i == 0 && !cfg->listen) || (i == 2 && cfg->stage_slot_bytes)) && access(path, X_OK) != 0) {
             guild_err_errno(err, errno, "%s (the multi-process mode needs it; --single-process does not)", path);
             goto fail;
         }
@@ -731,6 +782,9 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
     if (guild_step_init(sr, rsize, &ss, err) < 0 || guild_step_attach(&s->step, sr, rsize, err) < 0)
         goto fail;
     guild_arena_publish(s->arena);
+    /* three slots: two in flight to the device, one being filled */
+    if (cfg->stage_slot_bytes && stage_ring_create(&s->ring, 3, (size_t)cfg->stage_slot_bytes, &ao, err) < 0)
+        goto fail;
 
     if (rundir_new(s->rundir, sizeof s->rundir, err) < 0)
         goto fail;
@@ -810,6 +864,7 @@ void sup_destroy(sup_t **ps)
         rundir_remove(s->rundir);
     guild_exchange_destroy(&s->x);
     guild_arena_destroy(&s->arena);
+    stage_ring_destroy(&s->ring); /* after the workers: the stager and the GPU worker have let it go */
     free(s->w);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
@@ -819,7 +874,7 @@ void sup_destroy(sup_t **ps)
 
 static bool all_ready(const sup_t *s)
 {
-    for (int i = 0; i <= s->n_cpu; i++)
+    for (int i = 0; i < s->n_w; i++)
         if (s->w[i].state != W_READY)
             return false;
     return true;
@@ -845,7 +900,7 @@ int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *
     } else if (!all_ready(s)) {
         char what[512] = "";
         size_t n = 0;
-        for (int i = 0; i <= s->n_cpu && n < sizeof what - 64; i++)
+        for (int i = 0; i < s->n_w && n < sizeof what - 64; i++)
             if (s->w[i].state != W_READY)
                 n += (size_t)snprintf(what + n, sizeof what - n, "%s%s %s", n ? ", " : "", s->w[i].name,
                                       state_name[s->w[i].state]);
@@ -875,6 +930,11 @@ guild_step_t *sup_step(sup_t *s)
     return &s->step;
 }
 
+const char *sup_stage_ring(const sup_t *s)
+{
+    return s->ring ? stage_ring_name(s->ring) : NULL;
+}
+
 void sup_restarts(sup_t *s, int *gpu, int *cpu)
 {
     pthread_mutex_lock(&s->mu);
@@ -889,7 +949,7 @@ void sup_print_stats(sup_t *s, FILE *out)
 {
     pthread_mutex_lock(&s->mu);
     /* fresh counters: a heartbeat's may be up to a period old */
-    for (int i = 0; i <= s->n_cpu; i++) {
+    for (int i = 0; i < s->n_w; i++) {
         wslot_t *w = &s->w[i];
         if (w->state != W_READY)
             continue;
@@ -905,19 +965,21 @@ void sup_print_stats(sup_t *s, FILE *out)
     }
     for (;;) {
         bool pending = false;
-        for (int i = 0; i <= s->n_cpu; i++)
+        for (int i = 0; i < s->n_w; i++)
             pending |= s->w[i].stats_pending && s->w[i].state == W_READY;
         if (!pending || pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT)
             break;
     }
-    for (int i = 0; i <= s->n_cpu; i++)
+    for (int i = 0; i < s->n_w; i++)
         s->w[i].stats_pending = false;
-    for (int i = 0; i <= s->n_cpu; i++) {
+    for (int i = 0; i < s->n_w; i++) {
         const wslot_t *w = &s->w[i];
         fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s, busy %.1f ms (%.1f us each), waiting %.1f ms, "
                 "heartbeat rtt %.2f ms\n",
                 w->name, (int)w->pid, w->restarts, (unsigned long long)w->exchanges,
-                w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "requests" : "exchanges", (double)w->busy_ns / 1e6,
+                w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "requests"
+                : w->role == GUILD__ROLE__ROLE_STAGER   ? "fills"
+                                                        : "exchanges", (double)w->busy_ns / 1e6,
                 w->exchanges ? (double)w->busy_ns / (double)w->exchanges / 1e3 : 0.0, (double)w->wait_ns / 1e6,
                 (double)w->rtt_ns / 1e6);
     }

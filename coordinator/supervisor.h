@@ -4,7 +4,8 @@
  * sup_new creates the arena (the MoE exchange and the step region), binds the control ROUTER in a private
  * run directory (and on cfg->listen for CPU workers started by hand), and starts the supervisor thread, which
  * spawns `guild-gpu-worker` and one `guild-cpu-worker --node N` per plan worker (unless they are to come by
- * hand), assigns each its part (Assign), and from then on:
+ * hand), and `guild-stager --ring` on a staging ring of its own when cfg->stage_slot_bytes asks for one,
+ * assigns each its part (Assign), and from then on:
  *   - sends a Heartbeat to every worker each heartbeat_ms; a worker not heard from for hang_ms is hung;
  *   - reaps its children at once (a death is seen within one 10 ms tick);
  *   - watches the arena: an exchange a CPU worker has not completed, or a step request the GPU worker has not
@@ -57,6 +58,14 @@ typedef struct sup_config {
     int32_t gate_up_rows;    /* CPU workers: expert pipeline row blocks (tuning file); 0: automatic */
     int32_t down_rows;
     bool interleave_gate_up; /* CPU workers: gate and up rows alternating in the shard copy (tuning file) */
+    /* The GPU worker's streamed experts (gpu-worker/backend.h backend_stager_t; the pipeline sets these only
+     * when its cuda backend's memory plan streams): stage_slot_bytes > 0 creates a staging ring of 3 slots of
+     * this size and supervises `guild-stager --ring` on it like a worker (restarted when it dies; the GPU
+     * worker's next forward pass then takes the ring up again); else stager BACKEND_STAGER_THREAD asks the GPU
+     * worker for a ring of its own. */
+    int stager;              /* backend_stager_t */
+    int stager_threads;      /* copy threads (0: half the online CPUs) */
+    uint64_t stage_slot_bytes;
 } sup_config_t;
 
 /* Defaults for the timing fields (heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s,
@@ -84,6 +93,9 @@ int sup_check(sup_t *s, uint64_t epoch, guild_err_t *err);
 
 /* The coordinator's view of the step region (owned by the supervisor). */
 guild_step_t *sup_step(sup_t *s);
+
+/* The name of the staging ring guild-stager serves (stage_ring_attach opens it), or NULL without one. */
+const char *sup_stage_ring(const sup_t *s);
 
 /* Restarts so far, per role. */
 void sup_restarts(sup_t *s, int *gpu, int *cpu);

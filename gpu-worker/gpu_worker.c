@@ -135,6 +135,14 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
     bo.gpu_mem = o->gpu_mem;
     bo.gpu_expert_layers = o->gpu_expert_layers;
     bo.no_graph = o->no_graph;
+    /* the streamed experts' copies: the coordinator's guild-stager's ring, a ring of our own, or pageable */
+    if (o->stage_ring && o->stage_ring[0]) {
+        bo.stager = BACKEND_STAGER_PROCESS;
+        bo.stage_ring = o->stage_ring;
+    } else if (o->stage_threads) {
+        bo.stager = BACKEND_STAGER_THREAD;
+        bo.stage_threads = (int32_t)(o->stage_threads < 256 ? o->stage_threads : 256);
+    }
     bo.host_mem = guild_arena_base(g->arena);
     bo.host_mem_bytes = guild_arena_size(g->arena);
     bo.exchange = g->x;
