@@ -439,13 +439,18 @@ int bench_run_main(int argc, char **argv)
                     c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
                     x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
         }
+    /* multi-process: the GPU worker's streaming counters, carried by its Stats (graphs and layers stay local) */
     backend_stats_t bs;
-    const bool have_bs = c.flags.st.single_process && backend_stats(be, &bs) == 0;
+    const bool have_bs = backend_stats(be, &bs) == 0, single = c.flags.st.single_process;
+    if (have_bs && single)
+        fprintf(stderr, "guild bench run: %u graphs, %llu graph steps\n", bs.graphs,
+                (unsigned long long)bs.graph_steps);
     if (have_bs)
-        fprintf(stderr, "guild bench run: %u graphs, %llu graph steps, %llu layer batches streamed (%.1f GB); split "
-                "of streamable layers: GPU %llu experts / %llu pairs, CPU %llu experts / %llu pairs\n",
-                bs.graphs, (unsigned long long)bs.graph_steps, (unsigned long long)bs.streamed_layers,
-                (double)bs.streamed_bytes / 1e9, (unsigned long long)bs.split_gpu_experts,
+        fprintf(stderr, "guild bench run: %llu layer batches streamed (%.1f GB, %.1f GB through the stager's ring, "
+                "%.1f ms waiting for its fills); split of streamable layers: GPU %llu experts / %llu pairs, CPU %llu "
+                "experts / %llu pairs\n",
+                (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1e9, (double)bs.staged_bytes / 1e9,
+                (double)bs.stage_wait_ns / 1e6, (unsigned long long)bs.split_gpu_experts,
                 (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_experts,
                 (unsigned long long)bs.split_cpu_pairs);
     backend_stack_close(&stack);
@@ -482,16 +487,25 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(cfg, "gen", json_integer(c.gen));
     json_object_set_new(cfg, "runs", json_integer(c.runs));
     json_object_set_new(cfg, "open_s", json_real(open_s));
-    if (have_bs) {
+    if (have_bs && single) {
         json_object_set_new(cfg, "gpu_expert_layers", json_integer(bs.gpu_expert_layers));
         json_object_set_new(cfg, "graphs_captured", json_integer(bs.graphs));
         json_object_set_new(cfg, "graph_steps", json_integer((json_int_t)bs.graph_steps));
+    }
+    if (have_bs) {
         json_object_set_new(cfg, "streamed_layer_batches", json_integer((json_int_t)bs.streamed_layers));
         json_object_set_new(cfg, "streamed_bytes", json_integer((json_int_t)bs.streamed_bytes));
         json_object_set_new(cfg, "split_gpu_experts", json_integer((json_int_t)bs.split_gpu_experts));
         json_object_set_new(cfg, "split_gpu_pairs", json_integer((json_int_t)bs.split_gpu_pairs));
         json_object_set_new(cfg, "split_cpu_experts", json_integer((json_int_t)bs.split_cpu_experts));
         json_object_set_new(cfg, "split_cpu_pairs", json_integer((json_int_t)bs.split_cpu_pairs));
+        json_object_set_new(cfg, "staged_bytes", json_integer((json_int_t)bs.staged_bytes));
+        json_object_set_new(cfg, "stage_wait_ms", json_real((double)bs.stage_wait_ns / 1e6));
+        json_object_set_new(cfg, "stager", json_string(c.flags.st.pipe.stager == BACKEND_STAGER_NONE      ? "none"
+                                                      : c.flags.st.pipe.stager == BACKEND_STAGER_PROCESS ? "process"
+                                                      : c.flags.st.pipe.stager == BACKEND_STAGER_THREAD  ? "thread"
+                                                      : single                                           ? "thread"
+                                                                                                         : "process"));
     }
     json_object_set_new(root, "config", cfg);
     json_t *bwj = json_object();

@@ -66,12 +66,13 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
         expert_stats_print(s->stats, out);
     if (s->pipe)
         pipeline_print_stats(s->pipe, s->be, out);
-    backend_stats_t bs;
-    if (s->single_process && backend_stats(s->be, &bs) == 0 &&
-        (bs.streamed_layers || bs.split_gpu_pairs || bs.split_cpu_pairs))
-        fprintf(out, "guild run: streamed experts: %llu layer batches on the GPU (%.1f MB copied); split of "
-                "streamable layers: GPU %llu experts / %llu pairs, CPU %llu experts / %llu pairs\n",
+    backend_stats_t bs; /* multi-process: the GPU worker's, carried by its Stats */
+    if (backend_stats(s->be, &bs) == 0 && (bs.streamed_layers || bs.split_gpu_pairs || bs.split_cpu_pairs))
+        fprintf(out, "guild run: streamed experts: %llu layer batches on the GPU (%.1f MB copied, %.1f MB through "
+                "the stager's ring, %.1f ms waiting for its fills); split of streamable layers: GPU %llu experts / "
+                "%llu pairs, CPU %llu experts / %llu pairs\n",
                 (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1e6,
+                (double)bs.staged_bytes / 1e6, (double)bs.stage_wait_ns / 1e6,
                 (unsigned long long)bs.split_gpu_experts, (unsigned long long)bs.split_gpu_pairs,
                 (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
 }

@@ -198,6 +198,12 @@ static void remote_destroy(backend_t *b)
     free(r);
 }
 
+/* The GPU worker's streaming counters, as its Stats carry them. */
+static void remote_stats(const backend_t *b, backend_stats_t *out)
+{
+    sup_gpu_stats(((const remote_t *)b)->sup, out);
+}
+
 static const backend_ops_t remote_ops = {
     .name = "remote",
     .create = NULL, /* made by remote_backend_new, not by name */
@@ -205,6 +211,7 @@ static const backend_ops_t remote_ops = {
     .kv_len = remote_kv_len,
     .kv_truncate = remote_kv_truncate,
     .destroy = remote_destroy,
+    .stats = remote_stats,
 };
 
 int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt, guild_err_t *err)

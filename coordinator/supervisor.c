@@ -59,6 +59,7 @@ typedef struct wslot {
     uint64_t stall_mark, stall_since_ns;
     /* the worker's counters, from its last heartbeat */
     uint64_t exchanges, tokens, busy_ns, wait_ns, sleeps, resident, rtt_ns, load_ns;
+    backend_stats_t streaming; /* GPU worker: its backend's streaming counters (the fields Stats carries) */
     bool stats_pending;  /* a StatsRequest awaits its answer */
 } wslot_t;
 
@@ -439,6 +440,14 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
     w->busy_ns = st->busy_ns;
     w->wait_ns = st->wait_ns;
     w->sleeps = st->futex_sleeps;
+    w->streaming.streamed_layers = st->streamed_layers;
+    w->streaming.streamed_bytes = st->streamed_bytes;
+    w->streaming.split_gpu_experts = st->split_gpu_experts;
+    w->streaming.split_cpu_experts = st->split_cpu_experts;
+    w->streaming.split_gpu_pairs = st->split_gpu_pairs;
+    w->streaming.split_cpu_pairs = st->split_cpu_pairs;
+    w->streaming.staged_bytes = st->staged_bytes;
+    w->streaming.stage_wait_ns = st->stage_wait_ns;
 }
 
 static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *env)
@@ -945,9 +954,9 @@ void sup_restarts(sup_t *s, int *gpu, int *cpu)
     pthread_mutex_unlock(&s->mu);
 }
 
-void sup_print_stats(sup_t *s, FILE *out)
+/* Under mu: asks the ready workers for their counters and waits (300 ms at most) for the answers. */
+static void refresh_stats(sup_t *s)
 {
-    pthread_mutex_lock(&s->mu);
     /* fresh counters: a heartbeat's may be up to a period old */
     for (int i = 0; i < s->n_w; i++) {
         wslot_t *w = &s->w[i];
@@ -972,6 +981,20 @@ void sup_print_stats(sup_t *s, FILE *out)
     }
     for (int i = 0; i < s->n_w; i++)
         s->w[i].stats_pending = false;
+}
+
+void sup_gpu_stats(sup_t *s, backend_stats_t *out)
+{
+    pthread_mutex_lock(&s->mu);
+    refresh_stats(s);
+    *out = gpu_slot(s)->streaming;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sup_print_stats(sup_t *s, FILE *out)
+{
+    pthread_mutex_lock(&s->mu);
+    refresh_stats(s);
     for (int i = 0; i < s->n_w; i++) {
         const wslot_t *w = &s->w[i];
         fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s, busy %.1f ms (%.1f us each), waiting %.1f ms, "

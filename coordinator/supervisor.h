@@ -29,6 +29,7 @@
 #include "core/model/config.h"
 #include "core/util/err.h"
 #include "core/util/log.h"
+#include "gpu-worker/backend.h"
 #include "pipeline/plan.h"
 #include "pipeline/step.h"
 
@@ -99,6 +100,10 @@ const char *sup_stage_ring(const sup_t *s);
 
 /* Restarts so far, per role. */
 void sup_restarts(sup_t *s, int *gpu, int *cpu);
+
+/* The GPU worker's streaming counters (backend_stats_t's streamed_*, split_* and stage fields; the others 0),
+ * fresh from the worker (or its last heartbeat's if it does not answer within 300 ms). */
+void sup_gpu_stats(sup_t *s, backend_stats_t *out);
 
 /* One line per worker: pid, restarts, exchanges served, time busy and waiting, heartbeat round trip. */
 void sup_print_stats(sup_t *s, FILE *out);

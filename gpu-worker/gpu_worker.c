@@ -228,6 +228,15 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     atomic_fetch_add(&st->wait_ns, m1.wait_ns - m0.wait_ns);
     atomic_store(&st->futex_sleeps, m1.sleeps);
     atomic_store(&st->last_seq, seq);
+    /* the stored counters are absolute: a new backend (after an Assign) starts them again */
+    atomic_store(&st->streamed_layers, b1.streamed_layers);
+    atomic_store(&st->streamed_bytes, b1.streamed_bytes);
+    atomic_store(&st->split_gpu_experts, b1.split_gpu_experts);
+    atomic_store(&st->split_cpu_experts, b1.split_cpu_experts);
+    atomic_store(&st->split_gpu_pairs, b1.split_gpu_pairs);
+    atomic_store(&st->split_cpu_pairs, b1.split_cpu_pairs);
+    atomic_store(&st->staged_bytes, b1.staged_bytes);
+    atomic_store(&st->stage_wait_ns, b1.stage_wait_ns);
 }
 
 /* Serves requests until the actor stops or another Assign arrives. */

@@ -66,6 +66,14 @@ static void fill_stats(actor_t *a, Guild__Stats *s)
     s->futex_sleeps = atomic_load(&a->stats.futex_sleeps);
     s->last_seq = atomic_load(&a->stats.last_seq);
     s->rss_bytes = atomic_load(&a->stats.resident_bytes);
+    s->streamed_layers = atomic_load(&a->stats.streamed_layers);
+    s->streamed_bytes = atomic_load(&a->stats.streamed_bytes);
+    s->split_gpu_experts = atomic_load(&a->stats.split_gpu_experts);
+    s->split_cpu_experts = atomic_load(&a->stats.split_cpu_experts);
+    s->split_gpu_pairs = atomic_load(&a->stats.split_gpu_pairs);
+    s->split_cpu_pairs = atomic_load(&a->stats.split_cpu_pairs);
+    s->staged_bytes = atomic_load(&a->stats.staged_bytes);
+    s->stage_wait_ns = atomic_load(&a->stats.stage_wait_ns);
 }
 
 static void send_or_log(actor_t *a, Guild__Envelope *env)

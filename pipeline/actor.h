@@ -42,6 +42,10 @@ typedef struct actor_stats {
     _Atomic uint64_t futex_sleeps; /* waits that slept */
     _Atomic uint64_t last_seq;     /* last exchange / request completed */
     _Atomic uint64_t resident_bytes; /* weights held */
+    /* GPU worker: its backend's streaming counters since it was created (backend_stats_t) */
+    _Atomic uint64_t streamed_layers, streamed_bytes;
+    _Atomic uint64_t split_gpu_experts, split_cpu_experts, split_gpu_pairs, split_cpu_pairs;
+    _Atomic uint64_t staged_bytes, stage_wait_ns;
 } actor_stats_t;
 
 typedef struct actor actor_t;
