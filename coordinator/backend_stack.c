@@ -36,7 +36,8 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
                                 .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,
                                 .no_graph = c->pipe.no_graph,
                                 .stager = c->pipe.stager < 0 ? BACKEND_STAGER_THREAD : (backend_stager_t)c->pipe.stager,
-                                .stage_threads = c->pipe.stager_threads};
+                                .stage_threads = c->pipe.stager_threads,
+                                .split_gpu_fraction = c->pipe.split_gpu_fraction};
         if (bo.stager == BACKEND_STAGER_PROCESS) /* no supervisor here to run guild-stager */
             bo.stager = BACKEND_STAGER_THREAD;
         if (backend_new(&s->be, c->backend, m, &bo, err) < 0)

@@ -33,6 +33,7 @@ typedef struct pipeline_config {
                               streams); < 0: the mode's default, BACKEND_STAGER_PROCESS here (a guild-stager
                               process), BACKEND_STAGER_THREAD in a single process */
     int stager_threads;    /* the stager's copy threads; 0: half the online CPUs */
+    double split_gpu_fraction; /* tests: backend_options_t.split_gpu_fraction (--force-split) */
 } pipeline_config_t;
 
 typedef struct pipeline pipeline_t;

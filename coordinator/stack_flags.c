@@ -2,6 +2,7 @@
 
 #include "coordinator/stack_flags.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -55,9 +56,13 @@ static const flag_t flags[] = {
      "either way; other backends never stream and ignore it", false},
     {STACK_FLAG_STAGER_THREADS, "stager-threads", "K",
      "the stager's copy threads (default: half the online CPUs)", false},
+    {STACK_FLAG_FORCE_SPLIT, "force-split", "F",
+     "tests: every prefill batch of a streamed layer splits its experts with\n"
+     "the GPU taking at least fraction F (0 < F <= 1) of the pairs, whatever\n"
+     "the measured times (the same bits run after run)", false},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 14, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 14 flags");
+_Static_assert(N_FLAGS == 15, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 15 flags");
 
 void stack_flags_init(stack_flags_t *f)
 {
@@ -144,6 +149,14 @@ int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *e
             return -1;
         p->stager_threads = (int)v;
         break;
+    case STACK_FLAG_FORCE_SPLIT: {
+        char *end;
+        const double fr = strtod(arg, &end);
+        if (end == arg || *end || !(fr > 0 && fr <= 1))
+            return guild_err_set(err, "--force-split %s: expected a fraction in (0, 1]", arg);
+        p->split_gpu_fraction = fr;
+        break;
+    }
     default: GUILD_ASSERT(!"a flag without a case");
     }
     return 1;

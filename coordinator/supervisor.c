@@ -235,6 +235,7 @@ static int send_assign(sup_t *s, wslot_t *w)
         o.gpu_mem = c->gpu_mem;
         o.gpu_expert_layers = c->gpu_expert_layers;
         o.no_graph = c->no_graph;
+        o.split_gpu_fraction = c->split_gpu_fraction;
         if (s->ring)
             o.stage_ring = (char *)stage_ring_name(s->ring);
         else if (c->stager == BACKEND_STAGER_THREAD)

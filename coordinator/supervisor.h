@@ -67,6 +67,7 @@ typedef struct sup_config {
     int stager;              /* backend_stager_t */
     int stager_threads;      /* copy threads (0: half the online CPUs) */
     uint64_t stage_slot_bytes;
+    double split_gpu_fraction; /* GPU worker, tests: backend_options_t.split_gpu_fraction */
 } sup_config_t;
 
 /* Defaults for the timing fields (heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s,

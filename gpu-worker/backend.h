@@ -62,6 +62,9 @@ typedef struct backend_options {
     backend_stager_t stager;
     int32_t stage_threads;  /* THREAD: copy threads (0: half the online CPUs) */
     const char *stage_ring; /* PROCESS: the ring's arena name (stage_ring_name); borrowed during creation */
+    double split_gpu_fraction; /* tests (cuda): > 0 makes every planned batch of a streamed layer split with the
+                                  device taking at least this fraction of its pairs, whatever the measured times
+                                  (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */
     /* Polled while the host waits for the device; nonzero (with the reason in err) gives the step up. */
     int (*interrupted)(void *ctx, guild_err_t *err);
     void *interrupted_ctx;

@@ -143,6 +143,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         bo.stager = BACKEND_STAGER_THREAD;
         bo.stage_threads = (int32_t)(o->stage_threads < 256 ? o->stage_threads : 256);
     }
+    bo.split_gpu_fraction = o->split_gpu_fraction;
     bo.host_mem = guild_arena_base(g->arena);
     bo.host_mem_bytes = guild_arena_size(g->arena);
     bo.exchange = g->x;

@@ -372,6 +372,8 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
         goto fail;
     if (copt && copt->split_forced && !strcmp(b->moe->ops->name, "gpu"))
         cuda_moe_gpu_force_split(b->moe, copt->split_gpu_fraction);
+    else if (opt->split_gpu_fraction > 0 && !strcmp(b->moe->ops->name, "gpu"))
+        cuda_moe_gpu_force_split(b->moe, opt->split_gpu_fraction);
     b->graphs = !opt->no_graph && cuda_moe_capturable(b->moe);
 
     struct cudaDeviceProp prop;

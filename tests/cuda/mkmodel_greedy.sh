@@ -6,7 +6,8 @@
 # tokens exactly; how many agree with `--backend cpu` is printed. Then the experts on the CPU workers through
 # the arena driven from the device (in-graph doorbells, CUDA graphs) with 1-3 workers, and without graphs: the
 # logits must be the single-process run's over the same experts, bit for bit; and a budget keeping some
-# layers' experts on the GPU, multi-process = single-process. SKIP (77) without a CUDA device.
+# layers' experts on the GPU, multi-process = single-process; and a budget that streams, through guild-stager,
+# a stager thread and pageable copies, the same bits (below). SKIP (77) without a CUDA device.
 set -u
 B=${GUILD_BUILDDIR:-.}
 tmp=$(mktemp -d) || exit 1
@@ -98,4 +99,59 @@ for a in qwen3moe mixtral; do
         run_logits "$a.budget2" $m --cpu-workers 1 --gpu-mem 4G &&
         same_logits "$a.budget1" "$a.budget2" "$a: --gpu-mem 4G, multi-process = single process"
 done
+
+# The stager: the smallest whole-MiB budget whose plan streams (staging buffers, not every layer resident), a
+# long prompt in one batch, the split forced so that the same experts go to each side run after run. The logits
+# through guild-stager's pinned ring (multi-process, --stager process) must be the pageable copies' (--stager
+# none) bit for bit, and the single process's with its in-process ring (--stager thread); the multi-process
+# runs' streaming counters reach the coordinator (guild run's "streamed experts" line).
+a=qwen3moe
+stream_mem=""
+mib=577
+while [ $mib -le 800 ]; do
+    if "$B/guild" run -m "$tmp/$a.gguf" --backend cuda --print-plan --batch 512 --gpu-mem "${mib}M" 2>/dev/null |
+        grep -q "streamed to the GPU"; then
+        stream_mem="${mib}M"
+        break
+    fi
+    mib=$((mib + 1))
+done
+if [ -z "$stream_mem" ]; then
+    echo "FAIL: $a: no budget of 577..800 MiB makes the plan stream"
+    fails=$((fails + 1))
+else
+    : > "$tmp/long.txt"
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12; do printf '%s ' "$prompt" >> "$tmp/long.txt"; done
+    stage_run() { # NAME ARGS...
+        name=$1
+        shift
+        if ! "$B/guild" run -m "$tmp/$a.gguf" -f "$tmp/long.txt" -n 8 --temp 0 --ignore-eos --backend cuda \
+            --threads 2 --batch 512 --gpu-mem "$stream_mem" --force-split 0.5 --logits-out "$tmp/$name.bin" "$@" \
+            > /dev/null 2> "$tmp/$name.err"; then
+            echo "FAIL: guild run --gpu-mem $stream_mem --force-split 0.5 $*:"
+            cat "$tmp/$name.err"
+            fails=$((fails + 1))
+            return 1
+        fi
+        grep "streamed experts" "$tmp/$name.err"
+    }
+    stage_run stage.none --cpu-workers 1 --stager none &&
+        stage_run stage.process --cpu-workers 1 --stager process &&
+        same_logits stage.none stage.process "$a: --gpu-mem $stream_mem, streamed through guild-stager = pageable copies"
+    stage_run stage.thread --single-process --stager thread &&
+        same_logits stage.none stage.thread "$a: --gpu-mem $stream_mem, single process's stager thread = pageable copies"
+    for name in stage.process stage.thread; do
+        [ -f "$tmp/$name.err" ] || continue
+        if ! grep -Eq "streamed experts: [1-9][0-9]* layer batches .* copied, ([1-9][0-9]*\.[0-9]|0\.[1-9]) MB through" \
+            "$tmp/$name.err"; then
+            echo "FAIL: $name: no streamed layer batches, or no bytes through the stager's ring, reported"
+            fails=$((fails + 1))
+        fi
+    done
+    if [ -f "$tmp/stage.none.err" ] &&
+        ! grep -Eq "streamed experts: [1-9][0-9]* layer batches .* copied, 0\.0 MB through" "$tmp/stage.none.err"; then
+        echo "FAIL: stage.none: expected streamed layer batches and nothing through a ring"
+        fails=$((fails + 1))
+    fi
+fi
 [ $fails -eq 0 ]
