@@ -197,7 +197,8 @@ static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_option
     if (cuda_stage_new_ring(&b->stage, b->stage_ring, b->map_base, b->map_bytes, NULL, err) < 0)
         return -1;
     guild_log(GUILD_LOG_INFO, "cuda backend: streamed experts through staging ring %s (%u slots of %zu MiB, %s)",
-              stage_ring_name(b->stage_ring), stage_ring_n_slots(b->stage_ring), stage_ring_slot_bytes(b->stage_ring) >> 20,
+              stage_ring_name(b->stage_ring), stage_ring_n_slots(b->stage_ring),
+              stage_ring_slot_bytes(b->stage_ring) >> 20,
               b->stage_server ? "served by this process" : "served by guild-stager");
     return 0;
 }
