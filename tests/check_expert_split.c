@@ -1,12 +1,14 @@
 /* Tests for the per-layer split of routed experts between the GPU and the CPU side (gpu-worker/expert_split.h):
  * the plan's ends (all-CPU, all-GPU), balance in between, optimality against every subset when experts cost
- * the same bytes, whole experts, determinism, and the forced fractions the device tests use. */
+ * the same bytes, whole experts, determinism, and the forced fractions the device tests use; and the running
+ * cost estimates (gpu-worker/expert_cost.h) the device feeds it: none before a sample, convergence, outliers. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/sample/rng.h"
+#include "gpu-worker/expert_cost.h"
 #include "gpu-worker/expert_split.h"
 
 enum { NE = 16 };
@@ -255,6 +257,135 @@ START_TEST(test_forced_fraction)
 }
 END_TEST
 
+/* Plausible ranges as the device uses them: ns per pair, ns per byte. */
+#define PAIR_LO 0.01
+#define PAIR_HI 1e8
+
+START_TEST(test_cost_nothing_before_a_sample)
+{
+    expert_cost_t c;
+    expert_cost_init(&c, PAIR_LO, PAIR_HI);
+    ck_assert(!expert_cost_known(&c));
+    ck_assert(expert_cost_ns_per_unit(&c) == 0);
+    /* zero, negative, not finite, outside the plausible range: ignored, still no estimate */
+    const double bad[][2] = {{0, 1000}, {10, 0}, {-5, 1000}, {10, -1}, {NAN, 1}, {1, NAN}, {INFINITY, 1},
+                             {1, INFINITY}, {1e9, 1}, {1, 1e9}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(!expert_cost_add(&c, bad[i][0], bad[i][1]), "sample %zu taken", i);
+    ck_assert(!expert_cost_known(&c));
+    ck_assert(expert_cost_ns_per_unit(&c) == 0);
+    ck_assert_uint_eq(expert_cost_rejected(&c), sizeof bad / sizeof bad[0]);
+    ck_assert_uint_eq(expert_cost_accepted(&c), 0);
+    /* the first sample sets the estimate */
+    ck_assert(expert_cost_add(&c, 16384, 100e6));
+    ck_assert(expert_cost_known(&c));
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&c), 100e6 / 16384, 1e-9);
+    ck_assert_uint_eq(expert_cost_accepted(&c), 1);
+}
+END_TEST
+
+/* A new rate within the outlier factor is reached geometrically; noisy samples settle on their mean rate. */
+START_TEST(test_cost_converges)
+{
+    expert_cost_t c;
+    expert_cost_init(&c, PAIR_LO, PAIR_HI);
+    ck_assert(expert_cost_add(&c, 1000, 10000)); /* 10 ns a unit */
+    int k = 0;
+    while (fabs(expert_cost_ns_per_unit(&c) - 30) > 0.3) { /* now 30 ns a unit, samples of varied sizes */
+        const double units = 500 + 250 * (k % 5);
+        ck_assert(expert_cost_add(&c, units, 30 * units));
+        ck_assert_int_lt(++k, 40);
+    }
+    ck_assert_int_ge(k, 5); /* no sample jumps there at once */
+    rng_t g;
+    rng_seed(&g, 5);
+    expert_cost_init(&c, PAIR_LO, PAIR_HI);
+    double sum = 0;
+    for (int i = 0; i < 200; i++) {
+        const double r = 7.0 * (0.9 + 0.2 * (double)(rng_next(&g) % 1001) / 1000.0); /* 7 +- 10% */
+        sum += r;
+        ck_assert(expert_cost_add(&c, 1000, r * 1000));
+    }
+    ck_assert_double_eq_tol(sum / 200, 7.0, 0.1);
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&c), 7.0, 0.35);
+    /* a small sample at another rate moves it less than a large one */
+    expert_cost_t a = c, b = c;
+    expert_cost_add(&a, 10, 10 * 14.0);
+    expert_cost_add(&b, 10000, 10000 * 14.0);
+    ck_assert(expert_cost_ns_per_unit(&a) < expert_cost_ns_per_unit(&b));
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&a), expert_cost_ns_per_unit(&c), 0.1);
+}
+END_TEST
+
+/* One outlier (a stalled copy, a preempted host) is set aside; outliers on both sides never restart; three in a
+ * row on one side are a new rate. */
+START_TEST(test_cost_outliers)
+{
+    expert_cost_t c;
+    expert_cost_init(&c, PAIR_LO, PAIR_HI);
+    ck_assert(expert_cost_add(&c, 1000, 10000));
+    ck_assert(!expert_cost_add(&c, 1000, 1000000)); /* 100x slower */
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&c), 10, 1e-12);
+    ck_assert(!expert_cost_add(&c, 1000, 1000)); /* 10x faster */
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&c), 10, 1e-12);
+    for (int i = 0; i < 10; i++) /* alternating sides: noise */
+        ck_assert(!expert_cost_add(&c, 1000, i % 2 ? 100000 : 1000));
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&c), 10, 1e-12);
+    ck_assert(expert_cost_add(&c, 1000, 11000)); /* an ordinary sample is taken, and ends any run */
+    ck_assert(!expert_cost_add(&c, 1000, 100000));
+    ck_assert(!expert_cost_add(&c, 1000, 100000));
+    ck_assert(expert_cost_add(&c, 1000, 11000));
+    ck_assert(!expert_cost_add(&c, 1000, 100000));
+    ck_assert(!expert_cost_add(&c, 1000, 100000));
+    ck_assert(expert_cost_ns_per_unit(&c) < 12);
+    ck_assert(expert_cost_add(&c, 1000, 100000)); /* the third in a row: the rate changed */
+    ck_assert_double_eq_tol(expert_cost_ns_per_unit(&c), 100, 1e-9);
+    ck_assert(expert_cost_add(&c, 1000, 110000));
+    ck_assert(expert_cost_ns_per_unit(&c) > 100 && expert_cost_ns_per_unit(&c) < 110);
+}
+END_TEST
+
+/* The H200 case (bench/results/cuda3-stager-split-h200-2026-11-29.md): the device's products as slow per pair
+ * as the CPU side and copies at the stager's 24 GB/s. Without those costs (no device time, the 55 GB/s probe)
+ * the plan puts most pairs on the device; with the measured estimates, most stay on the CPU side and the
+ * predicted times balance. */
+START_TEST(test_cost_measured_moves_the_split)
+{
+    expert_split_t *s = NULL;
+    guild_err_t err;
+    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
+    int32_t count[NE];
+    uint64_t bytes[NE];
+    uint8_t on_gpu[NE];
+    expert_split_result_t before, after;
+    fill_bytes(bytes, 2600000);
+    for (int e = 0; e < NE; e++)
+        count[e] = 64 + 16 * (e % 4); /* 1472 pairs */
+    expert_cost_t pair, copy;
+    expert_cost_init(&pair, PAIR_LO, PAIR_HI);
+    expert_cost_init(&copy, 1e-3, 100);
+    for (int i = 0; i < 4; i++) {
+        expert_cost_add(&pair, 1200, 1200 * 6100.0); /* 6.1 us a pair */
+        expert_cost_add(&copy, 12 * 2600000.0, 12 * 2600000.0 / 24.0);
+    }
+    const double cpu_b = 6100; /* 100 ms for 16384 pairs */
+    expert_split_model_t m = {.copy_bpns = 55, .gpu_ns_per_pair = 0, .cpu_a_ns = 30000, .cpu_b_ns = cpu_b,
+                              .force_gpu_fraction = -1};
+    expert_split_plan(s, count, bytes, &m, on_gpu, &before);
+    ck_assert_int_gt(before.gpu_pairs, before.cpu_pairs);
+    m.gpu_ns_per_pair = expert_cost_ns_per_unit(&pair);
+    m.copy_bpns = 1.0 / expert_cost_ns_per_unit(&copy);
+    ck_assert_double_eq_tol(m.copy_bpns, 24.0, 1e-9);
+    expert_split_plan(s, count, bytes, &m, on_gpu, &after);
+    check_consistent(count, bytes, on_gpu, &after, &m);
+    ck_assert_int_lt(after.gpu_pairs, after.cpu_pairs);
+    ck_assert_int_gt(after.gpu_pairs, 0);
+    /* balanced within one expert's worth of time */
+    ck_assert(fabs(after.t_gpu_ns - after.t_cpu_ns) < 112 * 6100.0 + 2600000 / 24.0);
+    expert_split_destroy(&s);
+}
+END_TEST
+
 static Suite *split_suite(void)
 {
     Suite *s = suite_create("expert_split");
@@ -266,6 +397,12 @@ static Suite *split_suite(void)
     tcase_add_loop_test(tc, test_balanced_in_between, 0, 6);
     tcase_add_test(tc, test_staged_first_and_deterministic);
     tcase_add_test(tc, test_forced_fraction);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cost");
+    tcase_add_test(tc, test_cost_nothing_before_a_sample);
+    tcase_add_test(tc, test_cost_converges);
+    tcase_add_test(tc, test_cost_outliers);
+    tcase_add_test(tc, test_cost_measured_moves_the_split);
     suite_add_tcase(s, tc);
     return s;
 }
