@@ -9,6 +9,8 @@
  * (each to its own place in the staging buffer: the kernels index experts as in resident memory) and the
  * device's products with the complementary ids, writing their rows of y; collect copies the CPU side's rows
  * into y (cuda_expert_merge). Every row comes from one side, the bits that side gives for the pair alone.
+ * The device part's copies (end to end) and products (events) are timed, and the plans use those costs
+ * (gpu-worker/expert_cost.h) once measured: timing moves pairs between the sides, never changes a pair's bits.
  *
  * Per resident layer and step: x quantized to the gate's dot type; pairs grouped by expert
  * (cuda_expert_route); h[p] = silu(gate_e x_t) * up_e x_t for every pair p = (t, k) in one kernel; h quantized to
@@ -24,6 +26,7 @@
 #include "gpu-worker/cuda/cuda_moe.h"
 #include "gpu-worker/cuda/cuda_stage.h"
 #include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/expert_cost.h"
 #include "gpu-worker/expert_split.h"
 #include "ipc/doorbell.h" /* guild_now_ns */
 
@@ -88,13 +91,25 @@ typedef struct moe_gpu {
     cuda_stage_piece_t *pieces; /* [3 * n_expert] */
     cuda_stage_t *stager;      /* the copies' path: borrowed, or own_stager (pageable) */
     cuda_stage_t *own_stager;
+
+    /* the device part's measured costs (stream: set up): one timing pair of each kind in flight at most, read
+     * without waiting before the next plan (or at the next step) and folded into the estimates the plan uses */
+    expert_cost_t gpu_cost;    /* ns per device pair of the products */
+    expert_cost_t copy_cost;   /* ns per byte of a planned batch's copies, end to end */
+    cudaEvent_t run_t[2];      /* timing: before, after the products (compute stream) */
+    cudaEvent_t copy_t[2];     /* timing: before, after the copies (copy stream) */
+    bool run_timed, copy_timed; /* the pair recorded, not read yet */
+    int64_t run_pairs;         /* the timed products' device pairs */
+    uint64_t copy_bytes, copy_host_ns; /* the timed copies' bytes; the host's time in cuda_stage_copy for them */
+    bool gpu_cost_logged, copy_cost_logged;
 } moe_gpu_t;
 
 /* The experts `want` ([n_expert]; NULL: all) of layer `layer` in a staging buffer, each at its place in the
  * resident layout: the buffer already holding the layer gets the missing ones, else the other buffer (never
  * the one holding `keep`) is refilled after its last use. Copies go on the copy stream; copied[*buf] follows
- * them. */
-static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *want, int *buf, guild_err_t *err)
+ * them. timed: a planned batch's own copies, timed (copy_t) unless a timing is still unread. */
+static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *want, bool timed, int *buf,
+                      guild_err_t *err)
 {
     int b = -1;
     for (int i = 0; i < 2; i++)
@@ -134,14 +149,82 @@ static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *
     m->stage_layer[b] = layer;
     if (np == 0)
         return 0; /* all there: copied[b] already follows their copies */
+    timed = timed && !m->copy_timed;
+    uint64_t host_ns = 0;
     if (cuda_check(cudaStreamWaitEvent(m->copy, m->consumed[b], 0), "stage wait", err) < 0 ||
-        cuda_stage_copy(m->stager, m->stage[b], m->pieces, np, m->copy, err) < 0 ||
-        cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0) {
-        m->stage_layer[b] = -1; /* its contents are unknown now */
-        return -1;
+        (timed && cuda_check(cudaEventRecord(m->copy_t[0], m->copy), "timing event", err) < 0))
+        goto fail;
+    host_ns = guild_now_ns();
+    if (cuda_stage_copy(m->stager, m->stage[b], m->pieces, np, m->copy, err) < 0)
+        goto fail;
+    host_ns = guild_now_ns() - host_ns;
+    if (cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0 ||
+        (timed && cuda_check(cudaEventRecord(m->copy_t[1], m->copy), "timing event", err) < 0))
+        goto fail;
+    if (timed) {
+        m->copy_timed = true;
+        m->copy_bytes = bytes;
+        m->copy_host_ns = host_ns;
     }
     m->streamed_bytes += bytes;
     return 0;
+fail:
+    m->stage_layer[b] = -1; /* its contents are unknown now */
+    return -1;
+}
+
+/* A timing pair a -> b (recorded in that order on one stream): 1 with its device time in *ns once b has
+ * completed, 0 while it has not (never waits), -1 when the time is lost to an error (cleared when not sticky,
+ * as cuda_util does: a sticky one is reported by the next checked call). */
+static int timing_read(cudaEvent_t a, cudaEvent_t b, double *ns)
+{
+    cudaError_t e = cudaEventQuery(b);
+    if (e == cudaErrorNotReady)
+        return 0;
+    float ms = 0;
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&ms, a, b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    *ns = (double)ms * 1e6;
+    return 1;
+}
+
+/* Folds the last planned batch's timings into the device's costs. Called before each plan, after the ids' sync
+ * (the previous batch's products, and the copies they waited for, are done by then: the reads find them
+ * complete), and at each step's start (the previous step ended with the stream idle). */
+static void cost_fold(moe_gpu_t *m)
+{
+    double ns = 0;
+    int rc;
+    if (m->run_timed && (rc = timing_read(m->run_t[0], m->run_t[1], &ns)) != 0) {
+        m->run_timed = false;
+        if (rc > 0 && expert_cost_add(&m->gpu_cost, (double)m->run_pairs, ns) && !m->gpu_cost_logged) {
+            m->gpu_cost_logged = true;
+            guild_log(GUILD_LOG_INFO, "cuda moe: device experts %.2f us per (token, expert) pair (measured: %lld "
+                      "pairs in %.2f ms); the split plans with it", expert_cost_ns_per_unit(&m->gpu_cost) / 1e3,
+                      (long long)m->run_pairs, ns / 1e6);
+        }
+    }
+    if (m->copy_timed && (rc = timing_read(m->copy_t[0], m->copy_t[1], &ns)) != 0) {
+        m->copy_timed = false;
+        /* End to end, as the plan counts it (the copies, then the products). The ring path blocks the host in
+         * cuda_stage_copy while the stager fills slots, and the copy stream idles between its copies meanwhile:
+         * when the stream reached copy_t[0] at once (the buffer's last reader long done: the usual case), the
+         * device time spans the fills and the last copies; when copy_t[0] waited behind that reader, the fills
+         * made meanwhile are missing from it and the host's time in the call bounds them from below. The
+         * pageable path's host time holds its copies (the host waits for each). Hence the larger of the two. */
+        const double e2e = ns > (double)m->copy_host_ns ? ns : (double)m->copy_host_ns;
+        if (rc > 0 && expert_cost_add(&m->copy_cost, (double)m->copy_bytes, e2e) && !m->copy_cost_logged) {
+            m->copy_cost_logged = true;
+            guild_log(GUILD_LOG_INFO, "cuda moe: staged expert copies %.1f GB/s end to end (measured: %.1f MiB in "
+                      "%.2f ms, the host %.2f ms of it; the probe's %.1f GB/s until now); the split plans with it",
+                      1.0 / expert_cost_ns_per_unit(&m->copy_cost), (double)m->copy_bytes / (1 << 20), e2e / 1e6,
+                      (double)m->copy_host_ns / 1e6, m->pcie_bpns);
+        }
+    }
 }
 
 /* Whether this batch of a non-resident layer is planned (split or not) rather than sent whole to the CPU side:
@@ -212,20 +295,28 @@ static int run_experts(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, con
 }
 
 /* The device part of a planned batch: its experts staged, their products on the stream with ids (the
- * device's pairs; the others skipped), y rows of those pairs written. */
+ * device's pairs: `pairs` of them; the others skipped), y rows of those pairs written. The copies and the
+ * products are timed (unless a timing is still unread). */
 static int run_streamed(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        const uint8_t *want, cudaStream_t s, guild_err_t *err)
+                        const uint8_t *want, int64_t pairs, cudaStream_t s, guild_err_t *err)
 {
     const gpu_layer_t *L = &m->layers[layer];
+    const bool timed = !m->run_timed;
     int b;
-    if (stage_load(m, layer, -1, want, &b, err) < 0 ||
-        cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0)
+    if (stage_load(m, layer, -1, want, true, &b, err) < 0 ||
+        cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0 ||
+        (timed && cuda_check(cudaEventRecord(m->run_t[0], s), "timing event", err) < 0))
         return -1;
     const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
     const char *st = m->stage[b];
     if (run_experts(m, L, st, st + gr, st + 2 * gr, n, x, ids, s, err) < 0 ||
-        cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0)
+        cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0 ||
+        (timed && cuda_check(cudaEventRecord(m->run_t[1], s), "timing event", err) < 0))
         return guild_err_prefix(err, "streamed experts: ");
+    if (timed) {
+        m->run_timed = true;
+        m->run_pairs = pairs;
+    }
     m->streamed++;
     return 0;
 }
@@ -248,6 +339,7 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
         cuda_check(cudaEventRecord(m->ids_ready, s), "record expert ids", err) < 0 ||
         cuda_moe_sync(m->fallback, m->ids_ready, err) < 0)
         return -1;
+    cost_fold(m);
     memset(m->count, 0, (size_t)E * sizeof *m->count);
     for (int32_t p = 0; p < P; p++) {
         if (h_all[p] < 0 || h_all[p] >= E)
@@ -261,7 +353,11 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     const uint64_t eb = 2 * (uint64_t)L->gate_mat + L->down_mat;
     for (int32_t e = 0; e < E; e++)
         m->ebytes[e] = sb >= 0 && m->staged[sb][e] ? 0 : eb;
-    const expert_split_model_t em = {.copy_bpns = m->pcie_bpns, .gpu_ns_per_pair = 0,
+    /* the measured costs once known; until then the probe's copy rate and free products, as before */
+    const double copy_bpns = expert_cost_known(&m->copy_cost) ? 1.0 / expert_cost_ns_per_unit(&m->copy_cost)
+                                                               : m->pcie_bpns;
+    const expert_split_model_t em = {.copy_bpns = copy_bpns,
+                                     .gpu_ns_per_pair = expert_cost_ns_per_unit(&m->gpu_cost),
                                      .cpu_a_ns = m->have_a ? m->cpu_a : 0.0, .cpu_b_ns = m->cpu_b,
                                      .force_gpu_fraction = m->force_split};
     expert_split_result_t r;
@@ -278,12 +374,12 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     }
     m->on_device = true;
     if (r.cpu_pairs == 0) { /* all on the device: no exchange; the next streamed layer's copy behind this one */
-        if (run_streamed(m, layer, n, x, ids, m->on_gpu, s, err) < 0)
+        if (run_streamed(m, layer, n, x, ids, m->on_gpu, r.gpu_pairs, s, err) < 0)
             return -1;
         for (int32_t l2 = layer + 1; l2 < m->n_layer; l2++)
             if (!m->layers[l2].gate && m->layers[l2].h_gate) {
                 int b2;
-                if (stage_load(m, l2, layer, NULL, &b2, err) < 0)
+                if (stage_load(m, l2, layer, NULL, false, &b2, err) < 0)
                     return guild_err_prefix(err, "layer %d: ", l2);
                 break;
             }
@@ -302,7 +398,7 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
                    "copy expert ids", err) < 0 ||
         m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, w, s, err) < 0)
         return -1;
-    return run_streamed(m, layer, n, x, d_gpu, m->on_gpu, s, err);
+    return run_streamed(m, layer, n, x, d_gpu, m->on_gpu, r.gpu_pairs, s, err);
 }
 
 static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
@@ -355,6 +451,8 @@ static int gpu_step_begin(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     cost_update(m);
+    if (m->stream)
+        cost_fold(m);
     return m->fallback ? cuda_moe_step_begin(m->fallback, s, err) : 0;
 }
 
@@ -406,6 +504,12 @@ static void gpu_destroy(cuda_moe_t *base)
     }
     if (m->ids_ready)
         cudaEventDestroy(m->ids_ready);
+    for (int i = 0; i < 2; i++) {
+        if (m->run_t[i])
+            cudaEventDestroy(m->run_t[i]);
+        if (m->copy_t[i])
+            cudaEventDestroy(m->copy_t[i]);
+    }
     if (m->copy)
         cudaStreamDestroy(m->copy);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
@@ -511,8 +615,13 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
     }
     for (int b = 0; b < 2; b++)
         if (cuda_check(cudaEventCreateWithFlags(&m->copied[b], cudaEventDisableTiming), "create event", err) < 0 ||
-            cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0)
+            cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0 ||
+            cuda_check(cudaEventCreate(&m->run_t[b]), "create event", err) < 0 ||
+            cuda_check(cudaEventCreate(&m->copy_t[b]), "create event", err) < 0)
             return -1;
+    /* plausible ranges: 0.01 ns .. 0.1 s a pair; 1000 .. 0.01 GB/s */
+    expert_cost_init(&m->gpu_cost, 0.01, 1e8);
+    expert_cost_init(&m->copy_cost, 1e-3, 100);
     /* the copy bandwidth: the largest layer, twice (the first pays for first touches) */
     cudaEvent_t e0 = NULL, e1 = NULL;
     float ms = 0;
@@ -523,7 +632,8 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
         int b;
         m->stage_layer[0] = m->stage_layer[1] = -1;
         const uint64_t t0 = guild_now_ns();
-        if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 || stage_load(m, probe, -1, NULL, &b, err) < 0 ||
+        if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 ||
+            stage_load(m, probe, -1, NULL, false, &b, err) < 0 ||
             cuda_check(cudaEventRecord(e1, m->copy), "probe event", err) < 0 ||
             cuda_check(cudaEventSynchronize(e1), "probe copy", err) < 0 ||
             cuda_check(cudaEventElapsedTime(&ms, e0, e1), "probe event", err) < 0)
