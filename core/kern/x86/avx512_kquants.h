@@ -159,6 +159,66 @@ static inline void k4_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn)
     *mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
 }
 
+/* A Q4_K/Q5_K block's token-independent form: levels v[i] in the order of kq_prep_t.q, the scales as int16
+ * lanes for KERN_DPWSSD (sc[0]: sub-blocks 0-3, sc[1]: 4-7). */
+typedef struct KERN_NAME(k4_unpacked) {
+    __m512i v[4], sc[2];
+} KERN_NAME(k4_unpacked_t);
+
+/* Unpacks the block at blk (Q5_K when five_bits) into u and stores its fp16 d, dmin and 8 mins for the group's
+ * float stage. */
+static inline __attribute__((always_inline)) void KERN_NAME(k4_unpack)(int five_bits, const char *blk,
+                                                                      uint16_t *wd, uint16_t *wm, uint64_t *mins,
+                                                                      KERN_NAME(k4_unpacked_t) *u)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+    const __m512i shuf0 = K4_SCALE_SHUF(0, 1, 2, 3), shuf1 = K4_SCALE_SHUF(4, 5, 6, 7);
+    const uint8_t *scales, *qs;
+    if (five_bits) {
+        scales = ((const quant_block_q5_K *)blk)->scales;
+        qs = ((const quant_block_q5_K *)blk)->qs;
+    } else {
+        scales = ((const quant_block_q4_K *)blk)->scales;
+        qs = ((const quant_block_q4_K *)blk)->qs;
+    }
+    /* d, dmin are the first 4 bytes of both block types */
+    memcpy(wd, blk, 2);
+    memcpy(wm, blk + 2, 2);
+    uint64_t sc;
+    k4_scales_mins(scales, &sc, mins);
+    const __m512i scb = _mm512_set1_epi64((long long)sc);
+    u->sc[0] = _mm512_shuffle_epi8(scb, shuf0);
+    u->sc[1] = _mm512_shuffle_epi8(scb, shuf1);
+    const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
+    u->v[0] = _mm512_and_si512(q0, m4);
+    u->v[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+    u->v[2] = _mm512_and_si512(q1, m4);
+    u->v[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+    if (five_bits) {
+        const __m512i hm0 = K5_BIT_MASK(0, 2), hm1 = K5_BIT_MASK(1, 3), hm2 = K5_BIT_MASK(4, 6),
+                      hm3 = K5_BIT_MASK(5, 7);
+        const __m512i qh =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const quant_block_q5_K *)blk)->qh));
+        u->v[0] = _mm512_mask_add_epi8(u->v[0], _mm512_test_epi8_mask(qh, hm0), u->v[0], sixteen);
+        u->v[1] = _mm512_mask_add_epi8(u->v[1], _mm512_test_epi8_mask(qh, hm1), u->v[1], sixteen);
+        u->v[2] = _mm512_mask_add_epi8(u->v[2], _mm512_test_epi8_mask(qh, hm2), u->v[2], sixteen);
+        u->v[3] = _mm512_mask_add_epi8(u->v[3], _mm512_test_epi8_mask(qh, hm3), u->v[3], sixteen);
+    }
+}
+
+/* The 8 int32 partials of isum for one token. 4-element sums: lanes 0-7 / 8-15 of p0 are sub-blocks 0 / 2, of
+ * p1 1 / 3, p2 4 / 6, p3 5 / 7; packing p0 with p1 puts sub-blocks (0, 1) in chunks 0-1 and (2, 3) in 2-3. */
+static inline __attribute__((always_inline)) __m256i KERN_NAME(k4_dot)(const KERN_NAME(k4_unpacked_t) *u,
+                                                                      const KERN_NAME(kq_prep_t) *a)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i p0 = KERN_DPBUSD(zero, u->v[0], a->q[0]), p1 = KERN_DPBUSD(zero, u->v[1], a->q[1]);
+    const __m512i p2 = KERN_DPBUSD(zero, u->v[2], a->q[2]), p3 = KERN_DPBUSD(zero, u->v[3], a->q[3]);
+    const __m512i acc =
+        KERN_DPWSSD(KERN_DPWSSD(zero, _mm512_packs_epi32(p0, p1), u->sc[0]), _mm512_packs_epi32(p2, p3), u->sc[1]);
+    return k512_fold8_epi32(acc);
+}
+
 /* Q4_K (five_bits = 0) and Q5_K (five_bits = 1): identical but for the 5th bit of each level.
  * Per block and token: isum = sum_s sc[s] * D_s with D_s = sum over sub-block s of level * a, formed as
  *   4-element sums (KERN_DPBUSD: |sum| <= 4 * 31 * 128, so int16 holds them), packed to int16 (exact), then
@@ -175,9 +235,7 @@ static inline __attribute__((always_inline)) void KERN_NAME(matmul_k4)(int five_
 {
     const int64_t nb = n / QUANT_QK_K, np = (nb + 1) / 2;
     const int tile = KERN_NAME(kq_tile)(nb, ntok);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16), zero = _mm512_setzero_si512();
-    const __m512i shuf0 = K4_SCALE_SHUF(0, 1, 2, 3), shuf1 = K4_SCALE_SHUF(4, 5, 6, 7);
-    const __m512i hm0 = K5_BIT_MASK(0, 2), hm1 = K5_BIT_MASK(1, 3), hm2 = K5_BIT_MASK(4, 6), hm3 = K5_BIT_MASK(5, 7);
+    const __m512i zero = _mm512_setzero_si512();
     /* the even / odd int32 lanes of two vectors (rows 0-7 and 8-15, two partial sums per row) */
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -214,49 +272,38 @@ static inline __attribute__((always_inline)) void KERN_NAME(matmul_k4)(int five_
             const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);
             if (nr < KQ_ROWS)
                 KERN_NAME(kq_clear_tail)(st, tt * np, nr);
-            for (int i = 0; i < nr; i++) {
+            int i = 0;
+            /* One token: rows in pairs, so that two independent blocks are in flight per step (in cache
+             * 21 -> 24-26 GB/s on a Sapphire Rapids VM, bench/results/experts-vm-2026-11-29-kern5.md); the
+             * prefetch cursor follows the second row, which covers the first. */
+            if (tt == 1) {
+                for (; i + 1 < nr; i += 2) {
+                    const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
+                    for (int64_t b = 0; b < nb; b++) {
+                        const char *blk = row + (size_t)b * block_bytes;
+                        kq_pf_advance(&pf, blk + w_stride);
+                        KERN_NAME(k4_unpacked_t) u0, u1;
+                        KERN_NAME(k4_unpack)(five_bits, blk, &wd[b * KQ_ROWS + i], &wm[b * KQ_ROWS + i],
+                                             &mins[b * KQ_ROWS + i], &u0);
+                        KERN_NAME(k4_unpack)(five_bits, blk + w_stride, &wd[b * KQ_ROWS + i + 1],
+                                             &wm[b * KQ_ROWS + i + 1], &mins[b * KQ_ROWS + i + 1], &u1);
+                        __m256i *half = (__m256i *)&st[(size_t)(b / 2) * KQ_ROWS + i] + (b & 1);
+                        _mm256_storeu_si256(half, KERN_NAME(k4_dot)(&u0, &prep[b]));
+                        _mm256_storeu_si256(half + 2, KERN_NAME(k4_dot)(&u1, &prep[b]));
+                    }
+                }
+            }
+            for (; i < nr; i++) {
                 const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;
                 for (int64_t b = 0; b < nb; b++) {
                     const char *blk = row + (size_t)b * block_bytes;
                     kq_pf_advance(&pf, blk);
-                    const uint8_t *scales, *qs;
-                    if (five_bits) {
-                        scales = ((const quant_block_q5_K *)blk)->scales;
-                        qs = ((const quant_block_q5_K *)blk)->qs;
-                    } else {
-                        scales = ((const quant_block_q4_K *)blk)->scales;
-                        qs = ((const quant_block_q4_K *)blk)->qs;
-                    }
-                    /* d, dmin are the first 4 bytes of both block types */
-                    memcpy(&wd[b * KQ_ROWS + i], blk, 2);
-                    memcpy(&wm[b * KQ_ROWS + i], blk + 2, 2);
-                    uint64_t sc;
-                    k4_scales_mins(scales, &sc, &mins[b * KQ_ROWS + i]);
-                    const __m512i scb = _mm512_set1_epi64((long long)sc);
-                    const __m512i sc0 = _mm512_shuffle_epi8(scb, shuf0), sc1 = _mm512_shuffle_epi8(scb, shuf1);
-                    const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
-                    __m512i v0 = _mm512_and_si512(q0, m4);
-                    __m512i v1 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-                    __m512i v2 = _mm512_and_si512(q1, m4);
-                    __m512i v3 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-                    if (five_bits) {
-                        const __m512i qh = _mm512_broadcast_i64x4(
-                            _mm256_loadu_si256((const __m256i *)((const quant_block_q5_K *)blk)->qh));
-                        v0 = _mm512_mask_add_epi8(v0, _mm512_test_epi8_mask(qh, hm0), v0, sixteen);
-                        v1 = _mm512_mask_add_epi8(v1, _mm512_test_epi8_mask(qh, hm1), v1, sixteen);
-                        v2 = _mm512_mask_add_epi8(v2, _mm512_test_epi8_mask(qh, hm2), v2, sixteen);
-                        v3 = _mm512_mask_add_epi8(v3, _mm512_test_epi8_mask(qh, hm3), v3, sixteen);
-                    }
+                    KERN_NAME(k4_unpacked_t) u;
+                    KERN_NAME(k4_unpack)(five_bits, blk, &wd[b * KQ_ROWS + i], &wm[b * KQ_ROWS + i],
+                                         &mins[b * KQ_ROWS + i], &u);
                     for (int t = 0; t < tt; t++) {
-                        const KERN_NAME(kq_prep_t) *a = &prep[t * nb + b];
-                        /* 4-element sums: lanes 0-7 / 8-15 of p0 are sub-blocks 0 / 2, of p1 1 / 3, p2 4 / 6,
-                         * p3 5 / 7; packing p0 with p1 puts sub-blocks (0, 1) in chunks 0-1 and (2, 3) in 2-3 */
-                        const __m512i p0 = KERN_DPBUSD(zero, v0, a->q[0]), p1 = KERN_DPBUSD(zero, v1, a->q[1]);
-                        const __m512i p2 = KERN_DPBUSD(zero, v2, a->q[2]), p3 = KERN_DPBUSD(zero, v3, a->q[3]);
-                        const __m512i acc = KERN_DPWSSD(KERN_DPWSSD(zero, _mm512_packs_epi32(p0, p1), sc0),
-                                                        _mm512_packs_epi32(p2, p3), sc1);
                         __m256i *half = (__m256i *)&st[((size_t)t * np + b / 2) * KQ_ROWS + i] + (b & 1);
-                        _mm256_storeu_si256(half, k512_fold8_epi32(acc));
+                        _mm256_storeu_si256(half, KERN_NAME(k4_dot)(&u, &prep[t * nb + b]));
                     }
                 }
             }
