@@ -5,7 +5,12 @@
  *   KERN_NAME(iq4xs_unpack)(blk, &u)       fills it
  *   KERN_NAME(iq4xs_sum8)(&u, prep)        8 int32 lanes that sum to the block's isum for one token
  * so that each level keeps its own exact integer method (VNNI: biased levels with vpdpbusd; AVX-512BW:
- * magnitudes with the activation's sign flipped, vpmaddubsw).
+ * magnitudes with the activation's sign flipped, vpmaddubsw). A level that defines KERN_IQ4XS_GROUP_BIAS leaves
+ * a bias in its sums and takes it out per group of 16 rows; it also defines
+ *   KERN_NAME(iq4xs_w_t).raw                 a uint64_t the unpack fills (the block's part of the bias)
+ *   KERN_NAME(iq4xs_abias_t)                 a token's block part of the bias
+ *   KERN_NAME(iq4xs_abias)(prep, &ab)        fills it from the prepared activations
+ *   KERN_NAME(iq4xs_bias16)(raw, &ab)        the bias of 16 rows (row i in lane i) from their raw values
  *
  * IQ4_XS (dot_iq.c): isum = sum_{s<8} (scale6[s] - 32) * sum_{32 j} kvalues_iq4nl[code] * a;
  * float stage d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum (no final factor).
@@ -49,6 +54,11 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
     uint16_t wd[nb * KQ_ROWS];       /* [block][row] */
     memset(wd, 0, sizeof wd);
     memset(st, 0, sizeof st);
+#ifdef KERN_IQ4XS_GROUP_BIAS
+    uint64_t raw[nb * KQ_ROWS];               /* [block][row] */
+    KERN_NAME(iq4xs_abias_t) ab[tile * nb];   /* [token][block] */
+    memset(raw, 0, sizeof raw);
+#endif
     const char *pf_end = (const char *)w + (size_t)nrows * w_stride;
     kq_pf_t pf = kq_pf_start(w, pf_end);
     for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
@@ -57,6 +67,10 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
         for (int t = 0; t < tt; t++) {
             at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
             KERN_NAME(prep_iq4xs)(at[t], nb, prep + t * nb);
+#ifdef KERN_IQ4XS_GROUP_BIAS
+            for (int64_t b = 0; b < nb; b++)
+                KERN_NAME(iq4xs_abias)(&prep[t * nb + b], &ab[t * nb + b]);
+#endif
         }
         for (int64_t r0 = 0; r0 < nrows; r0 += KQ_ROWS) {
             const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);
@@ -72,6 +86,9 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
                     wd[b * KQ_ROWS + i] = x[b].d;
                     KERN_NAME(iq4xs_w_t) u;
                     KERN_NAME(iq4xs_unpack)(&x[b], &u);
+#ifdef KERN_IQ4XS_GROUP_BIAS
+                    raw[b * KQ_ROWS + i] = u.raw;
+#endif
                     __m256i *half = (__m256i *)&st[(size_t)(b / 2) * KQ_ROWS + i] + (b & 1);
                     _mm256_storeu_si256(half, KERN_NAME(iq4xs_sum8)(&u, &prep[b]));
                 }
@@ -84,6 +101,9 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
                     wd[b * KQ_ROWS + i] = x[b].d;
                     KERN_NAME(iq4xs_w_t) u;
                     KERN_NAME(iq4xs_unpack)(&x[b], &u);
+#ifdef KERN_IQ4XS_GROUP_BIAS
+                    raw[b * KQ_ROWS + i] = u.raw;
+#endif
                     for (int t = 0; t < tt; t++) {
                         const __m256i y = KERN_NAME(iq4xs_sum8)(&u, &prep[t * nb + b]);
                         __m256i *half = (__m256i *)&st[((size_t)t * np + b / 2) * KQ_ROWS + i] + (b & 1);
@@ -102,6 +122,9 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
                         const __m512 d = _mm512_mul_ps(
                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)&wd[b * KQ_ROWS])),
                             _mm512_set1_ps(at[t][b].d));
+#ifdef KERN_IQ4XS_GROUP_BIAS
+                        is[h] = _mm512_sub_epi32(is[h], KERN_NAME(iq4xs_bias16)(&raw[b * KQ_ROWS], &ab[t * nb + b]));
+#endif
                         sumf = _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(is[h])));
                     }
                 }
