@@ -591,3 +591,127 @@ int main(void){
   RUN("dpbusd+pshufb+vpandd", MIX3("vpdpbusd","vpshufb","vpandd"))
   }
   return 0;}
+
+/* ==== file: variants.h (final state: memory-side variants probe/nopf/s*) ==== */
+void old_q4(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+void old_iq(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+void old_q5(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+static void dp_calib(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act,
+                     size_t act_stride, float *out, size_t ldo)
+{
+    (void)n; (void)ntok; (void)act; (void)act_stride; (void)ldo;
+    int64_t cnt = nrows * (int64_t)w_stride / 16 / 8;
+    __m512i a0 = _mm512_set1_epi32(1), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const __m512i u = _mm512_loadu_si512(w), v = _mm512_set1_epi8(3);
+    for (int64_t i = 0; i < cnt; i++) {
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
+        a0 = _mm512_dpbusd_epi32(a0, u, v); a1 = _mm512_dpbusd_epi32(a1, u, v);
+        a2 = _mm512_dpbusd_epi32(a2, u, v); a3 = _mm512_dpbusd_epi32(a3, u, v);
+        a4 = _mm512_dpbusd_epi32(a4, u, v); a5 = _mm512_dpbusd_epi32(a5, u, v);
+        a6 = _mm512_dpbusd_epi32(a6, u, v); a7 = _mm512_dpbusd_epi32(a7, u, v);
+    }
+    out[0] = (float)k512_hsum_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                                     _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7))));
+}
+static void q4_k1(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act,
+                  size_t act_stride, float *out, size_t ldo)
+{
+    if (ntok == 1)
+        matmul_k4_avx512vnni(0, n, nrows, 1, w, w_stride, act, act_stride, out, ldo);
+    else
+        matmul_k4_avx512vnni(0, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+static int g_pf = 4096, g_hint = 1;
+static inline kq_pf_t kq_pf_start_rt(const void *w, const char *end)
+{
+    kq_pf_t pf = {(uintptr_t)w & ~(uintptr_t)63, (uintptr_t)end};
+    const uintptr_t want = (uintptr_t)w + g_pf < pf.end ? (uintptr_t)w + g_pf : pf.end;
+    for (; pf.next < want; pf.next += 64)
+        if (g_hint == 1) _mm_prefetch((const char *)pf.next, _MM_HINT_T1); else _mm_prefetch((const char *)pf.next, _MM_HINT_T0);
+    return pf;
+}
+static inline void kq_pf_advance_rt(kq_pf_t *pf, const void *p)
+{
+    const uintptr_t want = (uintptr_t)p + g_pf < pf->end ? (uintptr_t)p + g_pf : pf->end;
+    for (; pf->next < want; pf->next += 64)
+        if (g_hint == 1) _mm_prefetch((const char *)pf->next, _MM_HINT_T1); else _mm_prefetch((const char *)pf->next, _MM_HINT_T0);
+}
+#define KQ_ADV kq_pf_advance
+#define KQ_START kq_pf_start
+#define Q4_FN q4_p1
+#define Q4_PAIR 1
+#include "v_q4.h"
+#undef Q4_FN
+#undef Q4_PAIR
+#define Q4_FN q4_p2
+#define Q4_PAIR 2
+#include "v_q4.h"
+#undef Q4_FN
+#undef Q4_FN
+#undef Q4_PAIR
+#define Q4_FN q4_p4
+#define Q4_PAIR 4
+#include "v_q4.h"
+#undef Q4_FN
+#undef Q4_PAIR
+#undef KQ_ADV
+#undef KQ_START
+#define KQ_ADV kq_pf_advance_rt
+#define KQ_START kq_pf_start_rt
+#define Q4_FN q4_rt
+#define Q4_PAIR 2
+#include "v_q4.h"
+#define RTV(name, pfd, h) static void name(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo) { g_pf = pfd; g_hint = h; q4_rt(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); }
+RTV(q4_pf2k, 2048, 1) RTV(q4_pf4k, 4096, 1) RTV(q4_pf8k, 8192, 1) RTV(q4_pf12k, 12288, 1) RTV(q4_pf4k0, 4096, 0)
+#define IQ_FN iq_p1
+#define IQ_PAIR 1
+#include "v_iq.h"
+#undef IQ_FN
+#undef IQ_PAIR
+#define IQ_FN iq_p2
+#define IQ_PAIR 2
+#include "v_iq.h"
+#undef IQ_FN
+#undef IQ_PAIR
+#define IQ_FN iq_p4
+#define IQ_PAIR 4
+#include "v_iq.h"
+#define IQB_FN iq_b
+#define IQB_PAIR 1
+#include "v_iq_b.h"
+#undef IQB_FN
+#undef IQB_PAIR
+#define IQB_FN iq_b2
+#define IQB_PAIR 2
+#include "v_iq_b.h"
+static void probe_xor(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act,
+                      size_t act_stride, float *out, size_t ldo)
+{
+    (void)n; (void)ntok; (void)act; (void)act_stride; (void)ldo;
+    const char *p = w, *e = p + (size_t)nrows * w_stride;
+    __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
+    for (; p + 256 <= e; p += 256) {
+        x0 = _mm512_xor_si512(x0, _mm512_loadu_si512(p)); x1 = _mm512_xor_si512(x1, _mm512_loadu_si512(p + 64));
+        x2 = _mm512_xor_si512(x2, _mm512_loadu_si512(p + 128)); x3 = _mm512_xor_si512(x3, _mm512_loadu_si512(p + 192));
+    }
+    out[0] = (float)k512_hsum_epi32(_mm512_xor_si512(_mm512_xor_si512(x0, x1), _mm512_xor_si512(x2, x3)));
+}
+/* rows of the call as S segments advanced in lockstep, 16-row calls */
+static void seg_run(int S, int pfd, int64_t n, int64_t nrows, const void *w, size_t w_stride, const void *act, float *out)
+{
+    g_pf = pfd; g_hint = 1;
+    int64_t groups = (nrows + 15) / 16, per = (groups + S - 1) / S;
+    for (int64_t g = 0; g < per; g++)
+        for (int s = 0; s < S; s++) {
+            int64_t r = (s * per + g) * 16;
+            if (r >= nrows) continue;
+            int64_t c = nrows - r < 16 ? nrows - r : 16;
+            q4_rt(n, c, 1, (const char *)w + r * w_stride, w_stride, act, 0, out + r, 1);
+        }
+}
+#define SEGV(name, S, pfd) static void name(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo) { (void)ntok; (void)act_stride; (void)ldo; seg_run(S, pfd, n, nrows, w, w_stride, act, out); }
+SEGV(s1pf, 1, 4096) SEGV(s1nopf, 1, 0) SEGV(s4pf, 4, 4096) SEGV(s4nopf, 4, 0) SEGV(s8nopf, 8, 0)
+static void q4_nopf(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo) { g_pf = 0; q4_rt(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo); }
+static const var_t q4_vars[] = {{"probe", probe_xor}, {"new", matmul_q4_K_avx512vnni}, {"pf4k", q4_pf4k}, {"nopf", q4_nopf}, {"s1pf", s1pf}, {"s1nopf", s1nopf}, {"s4pf", s4pf}, {"s4nopf", s4nopf}, {"s8nopf", s8nopf}, {0, 0}};
+static const var_t iq_vars[] = {{"dp", dp_calib}, {"old", old_iq}, {"new", matmul_iq4_xs_avx512vnni}, {"b", iq_b}, {"b2", iq_b2}, {0, 0}};
+static const var_t q5_vars[] = {{"dp", dp_calib}, {"old", old_q5}, {"new", matmul_q5_K_avx512vnni}, {0, 0}};
