@@ -39,11 +39,17 @@ step 40 "model: 4 layers of Qwen3-30B-A3B, Q4_K_M recipe" \
 if [ -f /tmp/q4l.gguf ]; then
     step 25 "copy rates to the device: pageable mapping, ring, pinned" \
         "$B/stager/guild-stager-cuda-bench" -m /tmp/q4l.gguf --threads 8 --runs 3
+    # A/B in one call: no staging in the plan (every expert on the CPU worker) against the split with each
+    # stager; 2.3G leaves no layer resident but two staging buffers (3G with --gpu-experts none plans none)
+    step 30 "bench run: prefill 4096, no staging (experts on the CPU worker)" \
+        "$B/guild" bench run -m /tmp/q4l.gguf --populate 4096 --gen 8 --runs 3 --batch 2048 \
+        --gpu-mem 3G --gpu-experts none --threads $(($(nproc) - 2)) --commit "$commit" \
+        --json "$O/q4l-nostaging.json"
     for st in none process; do
-        step 30 "bench run: prefill 4096, experts streamed, --stager $st" \
-            "$B/guild" bench run -m /tmp/q4l.gguf --populate 4096 --gen 8 --runs 1 --batch 2048 \
-            --gpu-mem 3G --gpu-experts none --threads $(($(nproc) - 2)) --stager "$st" -v --commit "$commit" \
-            --json "$O/q4l-stager-$st.json"
+        step 30 "bench run: prefill 4096, experts streamed and split, --stager $st" \
+            "$B/guild" bench run -m /tmp/q4l.gguf --populate 4096 --gen 8 --runs 3 --batch 2048 \
+            --gpu-mem 2.3G --threads $(($(nproc) - 2)) --stager "$st" -v --commit "$commit" \
+            --json "$O/q4l-stream-$st.json"
     done
 fi
 if command -v compute-sanitizer > /dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
