@@ -43,41 +43,67 @@ static void fill_and_check(stage_ring_t *r, const unsigned char *image, uint64_t
     stage_ring_release(r, seq);
 }
 
-START_TEST(test_supervised_stager)
-{
-    char dir[] = "/tmp/guild-check-stager-sup-XXXXXX", path[128];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/model.gguf", dir);
-    tiny_spec_t spec = tiny_spec("qwen3moe");
+/* A tiny qwen3moe model written to a temporary file, its plan for one CPU worker, and a supervisor
+ * configuration running it with a process stager (the fields both tests share). */
+typedef struct fixture {
+    char dir[64], path[128];
     void *image;
     size_t size;
-    tiny_model_image(&spec, &image, &size);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(image, 1, size, f), size);
-    ck_assert_int_eq(fclose(f), 0);
-
-    guild_err_t err = {{0}};
-    model_t *m = NULL;
-    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
-    plan_t *plan = NULL;
-    ck_assert_msg(plan_new_local(&plan, model_config(m), 1, NULL, &err) == 0, "%s", err.msg);
+    model_t *m;
+    plan_t *plan;
     sup_config_t c;
-    sup_config_defaults(&c);
-    c.model_path = path;
-    c.worker_dir = GUILD_BUILDDIR;
-    c.plan = plan;
+} fixture_t;
+
+static void fixture_open(fixture_t *f)
+{
+    snprintf(f->dir, sizeof f->dir, "/tmp/guild-check-stager-sup-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/model.gguf", f->dir);
+    tiny_spec_t spec = tiny_spec("qwen3moe");
+    tiny_model_image(&spec, &f->image, &f->size);
+    FILE *fp = fopen(f->path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(f->image, 1, f->size, fp), f->size);
+    ck_assert_int_eq(fclose(fp), 0);
+    guild_err_t err = {{0}};
+    f->m = NULL;
+    ck_assert_msg(tiny_model_open(f->image, f->size, &f->m, &err) == 0, "%s", err.msg);
+    f->plan = NULL;
+    ck_assert_msg(plan_new_local(&f->plan, model_config(f->m), 1, NULL, &err) == 0, "%s", err.msg);
+    sup_config_defaults(&f->c);
+    f->c.model_path = f->path;
+    f->c.worker_dir = GUILD_BUILDDIR;
+    f->c.plan = f->plan;
+    f->c.n_threads = 1;
+    f->c.n_ctx = 64;
+    f->c.n_batch = 8;
+    f->c.max_out = 1;
+    f->c.stager = BACKEND_STAGER_PROCESS;
+}
+
+static void fixture_close(fixture_t *f)
+{
+    plan_destroy(&f->plan);
+    model_destroy(&f->m);
+    free(f->image);
+    unlink(f->path);
+    ck_assert_int_eq(rmdir(f->dir), 0);
+}
+
+START_TEST(test_supervised_stager)
+{
+    fixture_t f;
+    fixture_open(&f);
+    sup_config_t c = f.c;
+    const unsigned char *image = f.image;
+    const size_t size = f.size;
+    guild_err_t err = {{0}};
     c.backend = "cpu";
-    c.n_threads = 1;
-    c.n_ctx = 64;
-    c.n_batch = 8;
-    c.max_out = 1;
     c.start_ms = 20000;
-    c.stager = BACKEND_STAGER_PROCESS;
     c.stager_threads = 1;
     c.stage_slot_bytes = 1u << 20;
     sup_t *s = NULL;
-    ck_assert_msg(sup_new(&s, &c, model_config(m), &err) == 0, "%s", err.msg);
+    ck_assert_msg(sup_new(&s, &c, model_config(f.m), &err) == 0, "%s", err.msg);
     uint64_t epoch;
     ck_assert_msg(sup_wait_ready(s, 20000, &epoch, &err) == 0, "%s", err.msg);
     ck_assert_ptr_nonnull(sup_stage_ring(s));
@@ -116,54 +142,23 @@ START_TEST(test_supervised_stager)
     ck_assert_int_eq(kill(pid2, 0), -1);
     ck_assert_int_eq(errno, ESRCH);
     stage_ring_destroy(&r);
-    plan_destroy(&plan);
-    model_destroy(&m);
-    free(image);
-    unlink(path);
-    ck_assert_int_eq(rmdir(dir), 0);
+    fixture_close(&f);
 }
 END_TEST
 
 /* Without stage_slot_bytes there is no ring and no stager (the cpu backend's pipeline, and --stager none). */
 START_TEST(test_no_stager_without_a_slot_size)
 {
-    char dir[] = "/tmp/guild-check-stager-sup-XXXXXX", path[128];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/model.gguf", dir);
-    tiny_spec_t spec = tiny_spec("qwen3moe");
-    void *image;
-    size_t size;
-    tiny_model_image(&spec, &image, &size);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(image, 1, size, f), size);
-    ck_assert_int_eq(fclose(f), 0);
+    fixture_t f;
+    fixture_open(&f);
     guild_err_t err = {{0}};
-    model_t *m = NULL;
-    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
-    plan_t *plan = NULL;
-    ck_assert_msg(plan_new_local(&plan, model_config(m), 1, NULL, &err) == 0, "%s", err.msg);
-    sup_config_t c;
-    sup_config_defaults(&c);
-    c.model_path = path;
-    c.worker_dir = GUILD_BUILDDIR;
-    c.plan = plan;
-    c.n_threads = 1;
-    c.n_ctx = 64;
-    c.n_batch = 8;
-    c.max_out = 1;
-    c.stager = BACKEND_STAGER_PROCESS;
     sup_t *s = NULL;
-    ck_assert_msg(sup_new(&s, &c, model_config(m), &err) == 0, "%s", err.msg);
+    ck_assert_msg(sup_new(&s, &f.c, model_config(f.m), &err) == 0, "%s", err.msg);
     uint64_t epoch;
     ck_assert_msg(sup_wait_ready(s, 20000, &epoch, &err) == 0, "%s", err.msg);
     ck_assert_ptr_null(sup_stage_ring(s));
     sup_destroy(&s);
-    plan_destroy(&plan);
-    model_destroy(&m);
-    free(image);
-    unlink(path);
-    ck_assert_int_eq(rmdir(dir), 0);
+    fixture_close(&f);
 }
 END_TEST
 
