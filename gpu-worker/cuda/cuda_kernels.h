@@ -123,7 +123,11 @@ int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int
  *   w_up NULL: out[p * ldo + r] = dot(row r of w_e, act row p / act_div)
  *   else:      out[p * ldo + r] = silu(g) * u, g and u those dots for w_e and w_up_e (cuda_swiglu's operations)
  * dot is quant_vec_dot_ref bit for bit (cuda_matmul's arithmetic); act rows (act_stride bytes apart) are in the
- * type's dot type. tile: 1, 2, 4 or 8, as given to cuda_expert_route. */
+ * type's dot type. tile: 1, 2, 4 or 8, as given to cuda_expert_route; or CUDA_EXPERT_MMA_TILE for a type that
+ * cuda_expert_mma_supported(): the int8 tensor-core kernel (sm_80+), the same bits, for many pairs per expert
+ * (its act rows must be well-formed blocks: Q8_K bsums the sums of their qs). */
+#define CUDA_EXPERT_MMA_TILE 64
+bool cuda_expert_mma_supported(guild_type_t type);
 int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
                        size_t expert_stride, size_t row_stride, const void *act, size_t act_stride, int32_t act_div,
                        const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,

@@ -8,10 +8,12 @@
  *        largest tile count replays for any routing. One warp per weight row of the tile's expert and the
  *        tile's pairs (mmvq-style with tile 1 for a few tokens; tile 8 shares each weight block among 8 pairs
  *        for many). With w_up, the warp computes the gate and up rows together and writes silu(g) * u.
+ *        Tiles of CUDA_EXPERT_MMA_TILE pairs go to the int8 tensor-core kernel of expert_mma.cu (same bits).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "gpu-worker/cuda/expert_mma.cuh"
 #include "gpu-worker/cuda/quant_dot.cuh"
 
 #define EM_THREADS 128 /* 4 rows per block */
@@ -300,8 +302,13 @@ extern "C" int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, c
                              cuda_supported_types());
     if (max_tiles <= 0 || nrows <= 0)
         return 0;
-    if (tile != 1 && tile != 2 && tile != 4 && tile != 8)
-        return guild_err_set(err, "cuda: expert matmul: tiles of %d pairs (1, 2, 4 or 8)", tile);
+    const bool mma = tile == CUDA_EXPERT_MMA_TILE;
+    if (mma && !cuda_expert_mma_supported(type))
+        return guild_err_set(err, "cuda: expert matmul: tiles of %d pairs need a type with an mma kernel (%s has "
+                             "none)", tile, quant_type_info(type)->name);
+    if (tile != 1 && tile != 2 && tile != 4 && tile != 8 && !mma)
+        return guild_err_set(err, "cuda: expert matmul: tiles of %d pairs (1, 2, 4, 8 or %d)", tile,
+                             CUDA_EXPERT_MMA_TILE);
     if (n <= 0 || n > INT32_MAX || nrows > INT32_MAX || max_tiles > 65535 || act_div < 1)
         return guild_err_set(err, "cuda: expert matmul: shape %lld x %lld, %d tiles is outside what the kernel "
                              "handles", (long long)n, (long long)nrows, max_tiles);
@@ -310,8 +317,13 @@ extern "C" int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, c
     if (((uintptr_t)w | (uintptr_t)w_up | expert_stride | row_stride) % wa || ((uintptr_t)act | act_stride) % aa)
         return guild_err_set(err, "cuda: expert matmul: weight rows must be %zu-byte aligned, activation rows "
                              "%zu-byte", wa, aa);
-    const dim3 grid((unsigned)((nrows + EM_THREADS / WARP_SIZE - 1) / (EM_THREADS / WARP_SIZE)), (unsigned)max_tiles);
     const char *wc = (const char *)w, *uc = (const char *)w_up, *ac = (const char *)act;
+    if (mma) {
+        expert_mma_launch(type, n, nrows, wc, uc, expert_stride, row_stride, ac, act_stride, act_div, order,
+                          (const int4 *)tiles, n_tiles, max_tiles, out, ldo, s);
+        return cuda_launch_check("expert matmul (mma)", err);
+    }
+    const dim3 grid((unsigned)((nrows + EM_THREADS / WARP_SIZE - 1) / (EM_THREADS / WARP_SIZE)), (unsigned)max_tiles);
     if (w_up)
         expert_launch_tile<true>(tile, type, n, grid, wc, uc, expert_stride, row_stride, ac, act_stride, act_div,
                                  order, (const int4 *)tiles, n_tiles, out, ldo, (int)nrows, s);

@@ -1,0 +1,385 @@
+/* cuda_expert_matmul's int8 tensor-core path (tiles of CUDA_EXPERT_MMA_TILE pairs, gpu-worker/cuda/expert_mma.cu)
+ * against its dp4a path (tiles of 8): the SAME routed problem through both, outputs poisoned (NaN bytes) before
+ * each launch, compared with memcmp. Uneven expert loads (1, 63, 64, 65, 200 pairs, an expert with none, skip
+ * slots), with and without w_up, n = 2048 and 768, row counts that leave a partial block of rows, ldo > nrows.
+ * Then a timing of a Qwen3-30B-A3B layer (128 experts of 2048 x 768, 2048 tokens x 8 slots): dp4a against mma,
+ * cudaEvent, median of 5, ms and TFLOP/s printed (the bits compared there too).
+ * Needs a CUDA device of compute capability 8.0 or more: without one the program prints why and exits 77. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/quant/fp16.h"
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+#include "gpu-worker/cuda/cuda_kernels.h"
+#include "gpu-worker/cuda/cuda_util.h"
+
+static cudaStream_t stream;
+
+#define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CK_CUDA(cudaMalloc(&p, bytes));
+    return p;
+}
+
+static size_t row_bytes(guild_type_t t, int64_t n)
+{
+    uint64_t b = 0;
+    ck_assert(quant_row_bytes(t, (uint64_t)n, &b, NULL) == 0);
+    return (size_t)b;
+}
+
+/* Random weight rows: random bytes (every scale and quant pattern), then each block's float16 scales set to
+ * finite values of varied magnitude (random bits would give NaN and infinities). */
+static void fill_weights(rng_t *r, guild_type_t type, char *w, size_t bytes)
+{
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        const uint64_t v = rng_next(r);
+        memcpy(w + i, &v, 8);
+    }
+    for (; i < bytes; i++)
+        w[i] = (char)rng_next(r);
+    size_t bsz, doff[2];
+    int nd;
+    switch (type) {
+    case GUILD_TYPE_Q4_K: bsz = sizeof(quant_block_q4_K), doff[0] = 0, doff[1] = 2, nd = 2; break;
+    case GUILD_TYPE_Q6_K: bsz = sizeof(quant_block_q6_K), doff[0] = 208, doff[1] = 0, nd = 1; break;
+    default: ck_abort_msg("no weight filler for type %d", (int)type); return;
+    }
+    ck_assert(bytes % bsz == 0);
+    for (size_t b = 0; b < bytes; b += bsz)
+        for (int k = 0; k < nd; k++) {
+            const float v = (float)(1e-4 + 3e-3 * rng_uniform(r)) * ((rng_next(r) & 3) ? 1.0f : 10.0f);
+            const quant_half_t h = quant_f32_to_f16(v);
+            memcpy(w + b + doff[k], &h, 2);
+        }
+}
+
+/* n_tok * n_used expert ids, expert e getting counts[e] pairs (the rest of the slots skip: -1), shuffled. */
+static int32_t *make_ids(rng_t *r, const int32_t *counts, int32_t n_expert, int32_t n_pairs)
+{
+    int32_t *ids = malloc((size_t)n_pairs * sizeof *ids);
+    int32_t k = 0;
+    for (int32_t e = 0; e < n_expert; e++)
+        for (int32_t i = 0; i < counts[e]; i++)
+            ids[k++] = e;
+    ck_assert_msg(k <= n_pairs, "%d pairs routed into %d slots", k, n_pairs);
+    while (k < n_pairs)
+        ids[k++] = -1;
+    for (int32_t i = n_pairs - 1; i > 0; i--) {
+        const int32_t j = (int32_t)(rng_next(r) % (uint64_t)(i + 1)), t = ids[i];
+        ids[i] = ids[j];
+        ids[j] = t;
+    }
+    return ids;
+}
+
+/* One routed problem on the device: weights (and w_up) of n_expert experts, activation rows, routing tables
+ * for tiles of 8 and of CUDA_EXPERT_MMA_TILE. */
+typedef struct {
+    guild_type_t type;
+    int64_t n, nrows, ldo;
+    int32_t n_expert, n_pairs, act_div, n_act;
+    size_t rs, es, as;
+    char *w, *wu, *act;      /* device */
+    int32_t *ids;            /* device [n_pairs] */
+    int32_t *order[2], *tiles[2], *n_tiles[2], max_tiles[2];
+    float *out;              /* device [n_pairs][ldo] */
+    size_t out_bytes;
+} problem_t;
+
+static const int32_t tile_of[2] = {8, CUDA_EXPERT_MMA_TILE};
+
+static void problem_init(problem_t *P, rng_t *r, guild_type_t type, int64_t n, int64_t nrows, bool gu,
+                         const int32_t *h_ids, int32_t n_expert, int32_t n_pairs, int32_t act_div)
+{
+    memset(P, 0, sizeof *P);
+    P->type = type, P->n = n, P->nrows = nrows, P->ldo = nrows + 3;
+    P->n_expert = n_expert, P->n_pairs = n_pairs, P->act_div = act_div;
+    P->n_act = (n_pairs + act_div - 1) / act_div;
+    P->rs = row_bytes(type, n) + (type == GUILD_TYPE_Q4_K ? 0 : 2); /* 2-byte padded rows where allowed */
+    P->es = P->rs * (size_t)nrows + 16;
+    const guild_type_t at = quant_type_info(type)->dot_type;
+    P->as = row_bytes(at, n) + 4;
+    char *h = malloc(P->es * (size_t)n_expert);
+    fill_weights(r, type, h, P->es * (size_t)n_expert);
+    P->w = dev_alloc(P->es * (size_t)n_expert);
+    CK_CUDA(cudaMemcpy(P->w, h, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
+    if (gu) {
+        fill_weights(r, type, h, P->es * (size_t)n_expert);
+        P->wu = dev_alloc(P->es * (size_t)n_expert);
+        CK_CUDA(cudaMemcpy(P->wu, h, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
+    }
+    free(h);
+    /* activations: random floats of mixed scales quantized on the device (well-formed Q8_K blocks) */
+    const size_t nf = (size_t)P->n_act * (size_t)n;
+    float *hf = malloc(nf * sizeof *hf);
+    for (size_t i = 0; i < nf; i++) {
+        const double s = (i / 256) % 3 == 0 ? 0.02 : (i / 256) % 3 == 1 ? 1.0 : 9.0;
+        hf[i] = (float)(s * (2 * rng_uniform(r) - 1));
+    }
+    float *df = dev_alloc(nf * sizeof *df);
+    CK_CUDA(cudaMemcpy(df, hf, nf * sizeof *df, cudaMemcpyHostToDevice));
+    P->act = dev_alloc(P->as * (size_t)P->n_act);
+    guild_err_t err;
+    ck_assert_msg(cuda_quantize(at, df, n, P->act, P->as, n, P->n_act, stream, &err) == 0, "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    cudaFree(df);
+    free(hf);
+    P->ids = dev_alloc((size_t)n_pairs * sizeof(int32_t));
+    CK_CUDA(cudaMemcpy(P->ids, h_ids, (size_t)n_pairs * sizeof(int32_t), cudaMemcpyHostToDevice));
+    for (int k = 0; k < 2; k++) {
+        P->max_tiles[k] = cuda_expert_max_tiles(n_pairs, n_expert, tile_of[k]);
+        P->order[k] = dev_alloc((size_t)n_pairs * sizeof(int32_t));
+        P->tiles[k] = dev_alloc((size_t)P->max_tiles[k] * 4 * sizeof(int32_t));
+        P->n_tiles[k] = dev_alloc(sizeof(int32_t));
+        ck_assert_msg(cuda_expert_route(P->ids, n_pairs, n_expert, tile_of[k], P->order[k], P->tiles[k],
+                                        P->n_tiles[k], stream, &err) == 0, "%s", err.msg);
+    }
+    P->out_bytes = (size_t)n_pairs * (size_t)P->ldo * sizeof(float);
+    P->out = dev_alloc(P->out_bytes);
+}
+
+static void problem_fini(problem_t *P)
+{
+    cudaFree(P->w);
+    cudaFree(P->wu);
+    cudaFree(P->act);
+    cudaFree(P->ids);
+    for (int k = 0; k < 2; k++) {
+        cudaFree(P->order[k]);
+        cudaFree(P->tiles[k]);
+        cudaFree(P->n_tiles[k]);
+    }
+    cudaFree(P->out);
+}
+
+/* Path k (0: dp4a tiles of 8, 1: mma) into P->out. */
+static void problem_run(problem_t *P, int k)
+{
+    guild_err_t err;
+    ck_assert_msg(cuda_expert_matmul(P->type, P->n, P->nrows, P->w, P->wu, P->es, P->rs, P->act, P->as,
+                                     P->act_div, P->order[k], P->tiles[k], P->n_tiles[k], P->max_tiles[k],
+                                     tile_of[k], P->out, P->ldo, stream, &err) == 0, "%s", err.msg);
+}
+
+/* Both paths from poisoned outputs; returns the count of outputs that differ (0: memcmp-identical) and checks
+ * that skipped pairs and the ldo padding stay poison and that routed outputs were written. */
+static long problem_compare(problem_t *P, const int32_t *h_ids, const char *what)
+{
+    float *got[2];
+    for (int k = 0; k < 2; k++) {
+        got[k] = malloc(P->out_bytes);
+        CK_CUDA(cudaMemsetAsync(P->out, 0xff, P->out_bytes, stream));
+        problem_run(P, k);
+        CK_CUDA(cudaStreamSynchronize(stream));
+        CK_CUDA(cudaMemcpy(got[k], P->out, P->out_bytes, cudaMemcpyDeviceToHost));
+    }
+    long bad = 0, written = 0;
+    const uint32_t poison = 0xffffffffu;
+    for (int32_t p = 0; p < P->n_pairs; p++)
+        for (int64_t r = 0; r < P->ldo; r++) {
+            const size_t i = (size_t)p * (size_t)P->ldo + (size_t)r;
+            const bool routed = r < P->nrows && h_ids[p] >= 0;
+            uint32_t b0, b1;
+            memcpy(&b0, &got[0][i], 4);
+            memcpy(&b1, &got[1][i], 4);
+            if (!routed) {
+                ck_assert_msg(b0 == poison && b1 == poison, "%s: pair %d row %lld (not routed / padding) was "
+                              "written (dp4a %08x, mma %08x)", what, p, (long long)r, b0, b1);
+                continue;
+            }
+            written += b0 != poison;
+            if (b0 != b1 && bad++ < 5)
+                fprintf(stderr, "  %s: pair %d (expert %d) row %lld: mma %.9g, dp4a %.9g\n", what, p, h_ids[p],
+                        (long long)r, (double)got[1][i], (double)got[0][i]);
+        }
+    ck_assert_msg(written > 0, "%s: the dp4a path wrote nothing", what);
+    free(got[0]);
+    free(got[1]);
+    return bad;
+}
+
+/* ---- bits ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    guild_type_t type;
+    int64_t n, nrows;
+    bool gu;
+} bits_case_t;
+
+static const bits_case_t bits_cases[] = {
+    {GUILD_TYPE_Q4_K, 2048, 768, true},  {GUILD_TYPE_Q4_K, 768, 2048, false}, {GUILD_TYPE_Q6_K, 768, 2048, false},
+    {GUILD_TYPE_Q6_K, 2048, 768, true},  {GUILD_TYPE_Q4_K, 512, 100, true},   {GUILD_TYPE_Q4_K, 256, 77, false},
+    {GUILD_TYPE_Q6_K, 512, 77, false},   {GUILD_TYPE_Q6_K, 256, 40, true},
+};
+#define N_BITS_CASES (int)(sizeof bits_cases / sizeof bits_cases[0])
+
+START_TEST(test_mma_bits)
+{
+    const bits_case_t *C = &bits_cases[_i];
+    rng_t r;
+    rng_seed(&r, 500 + (uint64_t)_i);
+    /* expert loads: 1, 63, 64, 65, 200 pairs, one expert with none, two more with 130 and 9 */
+    static const int32_t counts[] = {1, 63, 64, 65, 200, 0, 130, 9};
+    const int32_t n_expert = 8, n_used = 8, n_tok = 72, n_pairs = n_tok * n_used; /* 532 routed, 44 skip */
+    int32_t *ids = make_ids(&r, counts, n_expert, n_pairs);
+    problem_t P;
+    problem_init(&P, &r, C->type, C->n, C->nrows, C->gu, ids, n_expert, n_pairs, C->gu ? n_used : 1);
+    char what[128];
+    snprintf(what, sizeof what, "%s %s n=%lld rows=%lld", quant_type_info(C->type)->name, C->gu ? "gate+up" : "plain",
+             (long long)C->n, (long long)C->nrows);
+    const long bad = problem_compare(&P, ids, what);
+    printf("%s: %s mma vs dp4a, loads 1/63/64/65/200/0/130/9 pairs: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
+           bad);
+    ck_assert_msg(bad == 0, "%s: %ld outputs of the mma path differ from the dp4a path", what, bad);
+    problem_fini(&P);
+    free(ids);
+}
+END_TEST
+
+START_TEST(test_mma_rejects)
+{
+    guild_err_t err;
+    int32_t *d = dev_alloc(4096);
+    /* a type without an mma kernel asked for mma tiles: an error naming it, nothing launched */
+    ck_assert(!cuda_expert_mma_supported(GUILD_TYPE_F32));
+    ck_assert(cuda_expert_mma_supported(GUILD_TYPE_Q4_K) && cuda_expert_mma_supported(GUILD_TYPE_Q6_K));
+    ck_assert_int_eq(cuda_expert_matmul(GUILD_TYPE_F32, 256, 16, d, NULL, 0, 1024, d, 1024, 1, d, d, d, 1,
+                                        CUDA_EXPERT_MMA_TILE, (float *)d, 16, stream, &err), -1);
+    ck_assert_msg(strstr(err.msg, "mma") != NULL, "%s", err.msg);
+    cudaFree(d);
+}
+END_TEST
+
+/* ---- timing ---------------------------------------------------------------------------------------------- */
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of 5 timed runs (after one warm-up) of path k, in ms. */
+static float time_path(problem_t *P, int k)
+{
+    cudaEvent_t e0, e1;
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    float ms[5];
+    problem_run(P, k);
+    for (int i = 0; i < 5; i++) {
+        CK_CUDA(cudaEventRecord(e0, stream));
+        problem_run(P, k);
+        CK_CUDA(cudaEventRecord(e1, stream));
+        CK_CUDA(cudaEventSynchronize(e1));
+        CK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(ms, 5, sizeof ms[0], cmp_float);
+    return ms[2];
+}
+
+/* Qwen3-30B-A3B: 128 experts, n_embd 2048, n_ff 768, 8 of them per token; random top-8 routing. */
+START_TEST(test_mma_timing)
+{
+    static const struct {
+        int32_t n_tok;
+        guild_type_t down;
+    } runs[] = {{2048, GUILD_TYPE_Q4_K}, {2048, GUILD_TYPE_Q6_K}, {512, GUILD_TYPE_Q4_K}, {128, GUILD_TYPE_Q4_K},
+                {64, GUILD_TYPE_Q4_K}};
+    const int32_t n_tok = runs[_i].n_tok, n_expert = 128, n_used = 8, n_pairs = n_tok * n_used;
+    const int64_t n_embd = 2048, n_ff = 768;
+    rng_t r;
+    rng_seed(&r, 900 + (uint64_t)_i);
+    int32_t *ids = malloc((size_t)n_pairs * sizeof *ids);
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t k = 0; k < n_used; k++) {
+            int32_t e, dup;
+            do {
+                e = (int32_t)(rng_next(&r) % (uint64_t)n_expert);
+                dup = 0;
+                for (int32_t j = 0; j < k; j++)
+                    dup |= ids[t * n_used + j] == e;
+            } while (dup);
+            ids[t * n_used + k] = e;
+        }
+    problem_t G, D;
+    problem_init(&G, &r, GUILD_TYPE_Q4_K, n_embd, n_ff, true, ids, n_expert, n_pairs, n_used);
+    problem_init(&D, &r, runs[_i].down, n_ff, n_embd, false, ids, n_expert, n_pairs, 1);
+    char what[96];
+    snprintf(what, sizeof what, "%d tokens gate+up Q4_K", n_tok);
+    const long bad_g = problem_compare(&G, ids, what);
+    snprintf(what, sizeof what, "%d tokens down %s", n_tok, quant_type_info(runs[_i].down)->name);
+    const long bad_d = problem_compare(&D, ids, what);
+    const double fl_g = 2.0 * 2.0 * (double)n_pairs * (double)n_embd * (double)n_ff;
+    const double fl_d = 2.0 * (double)n_pairs * (double)n_embd * (double)n_ff;
+    float t[2][2];
+    for (int k = 0; k < 2; k++) {
+        t[k][0] = time_path(&G, k);
+        t[k][1] = time_path(&D, k);
+    }
+    printf("%s: Qwen3-30B-A3B layer, %d tokens x %d of %d experts (%.0f pairs/expert), gate+up Q4_K, down %s:\n",
+           bad_g || bad_d ? "FAIL" : "PASS", n_tok, n_used, n_expert, (double)n_pairs / n_expert,
+           quant_type_info(runs[_i].down)->name);
+    for (int k = 0; k < 2; k++)
+        printf("  %-5s gate+up %8.3f ms %6.2f TFLOP/s | down %8.3f ms %6.2f TFLOP/s | layer %8.3f ms\n",
+               k ? "mma" : "dp4a", t[k][0], fl_g / t[k][0] / 1e9, t[k][1], fl_d / t[k][1] / 1e9, t[k][0] + t[k][1]);
+    printf("  speed-up mma/dp4a: gate+up %.2fx, down %.2fx, layer %.2fx; outputs differing: %ld + %ld\n",
+           t[0][0] / t[1][0], t[0][1] / t[1][1], (t[0][0] + t[0][1]) / (t[1][0] + t[1][1]), bad_g, bad_d);
+    ck_assert_msg(bad_g == 0 && bad_d == 0, "mma outputs differ from dp4a: %ld gate+up, %ld down", bad_g, bad_d);
+    problem_fini(&G);
+    problem_fini(&D);
+    free(ids);
+}
+END_TEST
+
+static Suite *mma_suite(void)
+{
+    Suite *s = suite_create("cuda_expert_mma");
+    TCase *tc = tcase_create("bits");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_mma_bits, 0, N_BITS_CASES);
+    tcase_add_test(tc, test_mma_rejects);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("timing");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_mma_timing, 0, 5);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("SKIP: no CUDA device (%s)\n", why);
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major < 8) {
+        printf("SKIP: the int8 mma kernels need compute capability 8.0 or more\n");
+        return 77;
+    }
+    printf("device: %s, %d SMs, sm_%d%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+        printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    SRunner *sr = srunner_create(mma_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    cudaStreamDestroy(stream);
+    return failed ? 1 : 0;
+}
