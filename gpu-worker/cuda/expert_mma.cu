@@ -87,6 +87,7 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     typedef typename TR::whead whead;
     constexpr int SPC = TR::SPC, KR = TR::KR;
     constexpr int WROWS = GU ? 16 : 32; /* rows of a warp */
+    static_assert(!TR::HAS_MIN || KR == 2, "the mins' mma is an m16n8k32 over both B registers");
     if ((int)blockIdx.y >= *n_tiles)
         return;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu-worker/cuda/dequant.cuh"
+#include "gpu-worker/cuda/expert_mma_traits.cuh"
 
 #define _Noreturn [[noreturn]]
 extern "C" {
@@ -176,6 +177,97 @@ START_TEST(test_intrinsic_emulations)
 }
 END_TEST
 
+/* The int8 mma expert kernel's computation of one (row, pair), serialised (expert_mma.cu): per block and chunk
+ * the four threads' fragments (chunk/bchunk) give each sub-block's exact dot (an mma column: the products of
+ * the fragments of equal k), times the sub-block's scale; the mins through the second mma (minb against the
+ * same activation fragments); the float finish; the block-ordered float sum. */
+template <typename TR>
+static float emulate_mma_row(const void *w, const void *a, int nb)
+{
+    const typename TR::wblock *wb = (const typename TR::wblock *)w;
+    const typename TR::ablock *ab = (const typename TR::ablock *)a;
+    float sumf = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        typename TR::whead h;
+        TR::head(wb + b, h);
+        int isum = 0, imin = 0;
+        for (int c = 0; c < TR::NCH; c++)
+            for (int t = 0; t < 4; t++) {
+                int q[TR::SPC][TR::KR], v[TR::SPC][TR::KR];
+                TR::chunk(wb + b, t, c, q);
+                TR::bchunk(ab + b, t, c, v);
+                for (int i = 0; i < TR::SPC; i++) {
+                    const int s = TR::sub(c, i);
+                    int d = 0;
+                    for (int k = 0; k < TR::KR; k++) {
+                        d = qd_dp4a(q[i][k], v[i][k], d);
+                        if (TR::HAS_MIN)
+                            imin = qd_dp4a(TR::minb(h, s), v[i][k], imin);
+                    }
+                    isum += TR::scale(h, s) * d;
+                }
+            }
+        sumf = sumf + TR::finish(h, TR::act_d(ab + b), isum, imin);
+    }
+    return sumf;
+}
+
+/* The mma kernel's fragments cover each sub-block once (every element, every sub-block index), decode the scales
+ * and mins, and finish as the dp4a kernel: quant_vec_dot_ref's bits on quantized rows, and the dp4a split's
+ * bits on rows of random bytes (every scale and quant pattern; block scales made finite). */
+START_TEST(test_mma_fragments_match_reference)
+{
+    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K};
+    const guild_type_t type = types[_i], at = GUILD_TYPE_Q8_K;
+    const int64_t n = 1024;
+    const int rows = 24, nb = (int)(n / 256);
+    rng_t r;
+    rng_seed(&r, 300 + (uint64_t)_i);
+    const size_t wrb = row_bytes(type, n);
+    float *x = (float *)malloc((size_t)n * sizeof(float));
+    char *w = (char *)aligned_alloc(16, (wrb + 15) / 16 * 16), *a = (char *)malloc(row_bytes(at, n));
+    ck_assert(x && w && a);
+    guild_err_t err;
+    int mismatches = 0;
+    for (int row = 0; row < 2 * rows; row++) {
+        const bool random_bytes = row >= rows;
+        if (random_bytes) {
+            for (size_t i = 0; i < wrb; i++)
+                w[i] = (char)rng_next(&r);
+            const size_t bs = type == GUILD_TYPE_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q6_K);
+            for (int b = 0; b < nb; b++) {
+                const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
+                const quant_half_t dm = quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
+                if (type == GUILD_TYPE_Q4_K) {
+                    memcpy(w + b * bs, &d, 2);
+                    memcpy(w + b * bs + 2, &dm, 2);
+                } else {
+                    memcpy(w + b * bs + 208, &d, 2);
+                }
+            }
+        } else {
+            fill(&r, x, n);
+            ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+        }
+        fill(&r, x, n);
+        ck_assert(quant_quantize_row_ref(at, x, a, n, &err) == 0);
+        const float ref = random_bytes ? (type == GUILD_TYPE_Q4_K ? emulate_row<dot_q4_K>(w, a, nb)
+                                                                  : emulate_row<dot_q6_K>(w, a, nb))
+                                       : quant_vec_dot_ref(type, n, w, a);
+        const float got = type == GUILD_TYPE_Q4_K ? emulate_mma_row<mma_q4_K>(w, a, nb)
+                                                  : emulate_mma_row<mma_q6_K>(w, a, nb);
+        if (memcmp(&ref, &got, sizeof ref) && mismatches++ < 3)
+            fprintf(stderr, "%s row %d (%s): mma fragments %.9g, reference %.9g\n", quant_type_info(type)->name, row,
+                    random_bytes ? "random bytes" : "quantized", (double)got, (double)ref);
+    }
+    ck_assert_msg(mismatches == 0, "%s: %d of %d rows of the mma fragments differ", quant_type_info(type)->name,
+                  mismatches, 2 * rows);
+    free(x);
+    free(w);
+    free(a);
+}
+END_TEST
+
 static Suite *host_suite(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -184,6 +276,9 @@ static Suite *host_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("dequant");
     tcase_add_test(tc, test_dequant_matches_reference);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("mma_fragments");
+    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("intrinsics");
     tcase_add_test(tc, test_intrinsic_emulations);
