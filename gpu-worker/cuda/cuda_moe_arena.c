@@ -21,6 +21,8 @@
 typedef struct moe_arena_dev {
     cuda_moe_t base;
     guild_doorbell_t *step_db;     /* the arena's step doorbell (host address) */
+    uint64_t woken;                /* its value when last woken: a change since (made by the device while the host
+                                    * was busy elsewhere) is woken at the next sync's start, not missed */
     cuda_xchg_view_t view;
     cuda_xchg_dev_t *d;            /* device counters */
     cuda_xchg_dev_t *mirror;       /* pinned: the counters as of the last step_end */
@@ -90,7 +92,7 @@ static inline void cpu_relax(void)
 static int arena_sync(cuda_moe_t *base, cudaEvent_t done, guild_err_t *err)
 {
     moe_arena_dev_t *m = (moe_arena_dev_t *)base;
-    uint64_t seen = guild_doorbell_load(m->step_db);
+    uint64_t seen = m->woken;
     uint64_t next_check = guild_now_ns() + INTERRUPT_CHECK_NS;
     for (;;) {
         const cudaError_t e = cudaEventQuery(done);
@@ -100,7 +102,7 @@ static int arena_sync(cuda_moe_t *base, cudaEvent_t done, guild_err_t *err)
             return cuda_check(e, "forward pass", err);
         const uint64_t v = guild_doorbell_load(m->step_db);
         if (v != seen) {
-            seen = v;
+            seen = m->woken = v;
             guild_doorbell_wake(m->step_db);
         }
         if (m->interrupted && !m->cancel_msg[0]) {
@@ -184,6 +186,7 @@ int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_ba
     m->interrupted = interrupted;
     m->ctx = ctx;
     m->step_db = guild_exchange_step_doorbell(x);
+    m->woken = guild_doorbell_load(m->step_db);
     /* the shared layout's header sits before its step doorbell; its offsets place the slots */
     const guild_exchange_shared_t *sh =
         (const guild_exchange_shared_t *)(const void *)((const char *)m->step_db - offsetof(guild_exchange_shared_t, step));

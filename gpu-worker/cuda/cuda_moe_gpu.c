@@ -31,6 +31,7 @@
 #include "ipc/doorbell.h" /* guild_now_ns */
 
 #define ALIGN 256u
+#define TL_N 6 /* split timeline events */
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
 
 typedef struct gpu_layer {
@@ -102,6 +103,15 @@ typedef struct moe_gpu {
     int64_t run_pairs;         /* the timed products' device pairs */
     uint64_t copy_bytes, copy_host_ns; /* the timed copies' bytes; the host's time in cuda_stage_copy for them */
     bool gpu_cost_logged, copy_cost_logged;
+
+    /* where a split batch's time goes (logged at the end): events on the compute stream at the ids on the
+     * host, the CPU side's exchange posted, the device's products started (its copies waited for) and done, the
+     * CPU side's rows collected, merged; summed over the batches whose events were all read */
+    cudaEvent_t tl[TL_N], tl_next; /* tl_next: the next batch's ids, swapped into tl[0] once read */
+    bool tl_on, tl_pending;    /* recording this batch's; a recorded batch not read yet */
+    double tl_sum[TL_N];       /* ms: [i] from event i-1 to i; [0] from the last batch's merge to these ids */
+    double tl_host_plan, tl_host_stage; /* ms on the host: ids to the exchange posted; in stage_load */
+    int64_t tl_count;
 } moe_gpu_t;
 
 /* The experts `want` ([n_expert]; NULL: all) of layer `layer` in a staging buffer, each at its place in the
@@ -303,13 +313,19 @@ static int run_streamed(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     const gpu_layer_t *L = &m->layers[layer];
     const bool timed = !m->run_timed;
     int b;
-    if (stage_load(m, layer, -1, want, true, &b, err) < 0 ||
-        cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0 ||
+    const uint64_t t0 = guild_now_ns();
+    if (stage_load(m, layer, -1, want, true, &b, err) < 0)
+        return -1;
+    if (m->tl_on)
+        m->tl_host_stage += (double)(guild_now_ns() - t0) / 1e6;
+    if (cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0 ||
+        (m->tl_on && cuda_check(cudaEventRecord(m->tl[2], s), "timeline event", err) < 0) ||
         (timed && cuda_check(cudaEventRecord(m->run_t[0], s), "timing event", err) < 0))
         return -1;
     const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
     const char *st = m->stage[b];
     if (run_experts(m, L, st, st + gr, st + 2 * gr, n, x, ids, s, err) < 0 ||
+        (m->tl_on && cuda_check(cudaEventRecord(m->tl[3], s), "timeline event", err) < 0) ||
         cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0 ||
         (timed && cuda_check(cudaEventRecord(m->run_t[1], s), "timing event", err) < 0))
         return guild_err_prefix(err, "streamed experts: ");
@@ -319,6 +335,35 @@ static int run_streamed(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     }
     m->streamed++;
     return 0;
+}
+
+/* Folds the last split batch's timeline into the sums once the next batch's ids are on the host (every event
+ * of that batch precedes them on the stream); tl_next becomes this batch's tl[0]. */
+static void timeline_read(moe_gpu_t *m)
+{
+    if (m->tl_pending) {
+        double ms[TL_N];
+        bool ok = true;
+        for (int i = 1; i < TL_N && ok; i++) {
+            float f = 0;
+            ok = cudaEventElapsedTime(&f, m->tl[i - 1], m->tl[i]) == cudaSuccess;
+            ms[i] = f;
+        }
+        float g = 0;
+        ok = ok && cudaEventElapsedTime(&g, m->tl[TL_N - 1], m->tl_next) == cudaSuccess;
+        ms[0] = g;
+        if (ok) {
+            for (int i = 0; i < TL_N; i++)
+                m->tl_sum[i] += ms[i];
+            m->tl_count++;
+        } else {
+            (void)cudaGetLastError();
+        }
+        m->tl_pending = false;
+    }
+    cudaEvent_t t = m->tl[0];
+    m->tl[0] = m->tl_next;
+    m->tl_next = t;
 }
 
 /* A batch of a streamable layer, planned: the ids to the host, the split, the CPU side's exchange (its pairs
@@ -337,8 +382,11 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     if (cuda_check(cudaMemcpyAsync(h_all, ids, (size_t)P * sizeof *ids, cudaMemcpyDeviceToHost, s), "copy expert ids",
                    err) < 0 ||
         cuda_check(cudaEventRecord(m->ids_ready, s), "record expert ids", err) < 0 ||
+        cuda_check(cudaEventRecord(m->tl_next, s), "timeline event", err) < 0 ||
         cuda_moe_sync(m->fallback, m->ids_ready, err) < 0)
         return -1;
+    const uint64_t t_ids = guild_now_ns();
+    timeline_read(m);
     cost_fold(m);
     memset(m->count, 0, (size_t)E * sizeof *m->count);
     for (int32_t p = 0; p < P; p++) {
@@ -396,9 +444,19 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
                    "copy expert ids", err) < 0 ||
         cuda_check(cudaMemcpyAsync(d_gpu, h_gpu, (size_t)P * sizeof *ids, cudaMemcpyHostToDevice, s),
                    "copy expert ids", err) < 0 ||
-        m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, w, s, err) < 0)
+        m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, w, s, err) < 0 ||
+        cuda_check(cudaEventRecord(m->tl[1], s), "timeline event", err) < 0)
         return -1;
-    return run_streamed(m, layer, n, x, d_gpu, m->on_gpu, r.gpu_pairs, s, err);
+    /* The exchange is posted by the device in microseconds (the stream idles since the ids), but CPU workers asleep
+     * on the step doorbell wake only through a host sync, and the host is about to spend the copies' time in
+     * stage_load: without this wait they would sleep through the batch (until their wait slice ends). */
+    if (cuda_moe_sync(m->fallback, m->tl[1], err) < 0)
+        return -1;
+    m->tl_host_plan += (double)(guild_now_ns() - t_ids) / 1e6;
+    m->tl_on = true;
+    const int rc = run_streamed(m, layer, n, x, d_gpu, m->on_gpu, r.gpu_pairs, s, err);
+    m->tl_on = false;
+    return rc;
 }
 
 static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
@@ -434,8 +492,11 @@ static int gpu_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_
     if (m->split_cpu) {
         const float *yc = NULL;
         if (m->fallback->ops->collect(m->fallback, &yc, s, err) < 0 ||
-            cuda_expert_merge(m->y, yc, m->d_ids, m->n_pairs, m->n_embd, s, err) < 0)
+            cuda_check(cudaEventRecord(m->tl[4], s), "timeline event", err) < 0 ||
+            cuda_expert_merge(m->y, yc, m->d_ids, m->n_pairs, m->n_embd, s, err) < 0 ||
+            cuda_check(cudaEventRecord(m->tl[5], s), "timeline event", err) < 0)
             return -1;
+        m->tl_pending = true;
     }
     *y = m->y;
     return 0;
@@ -495,6 +556,19 @@ static void gpu_destroy(cuda_moe_t *base)
     moe_gpu_t *m = (moe_gpu_t *)base;
     if (m->copy)
         cudaStreamSynchronize(m->copy);
+    if (m->tl_count > 0) {
+        const double c = (double)m->tl_count;
+        guild_log(GUILD_LOG_INFO, "cuda moe: split batches' time, mean of %lld (ms): before the ids (dense) %.2f, "
+                  "exchange posted %.2f, waiting for copies %.2f, device products %.2f, then waiting for the CPU "
+                  "side %.2f, merge %.2f; host: plan %.2f, in the copies %.2f", (long long)m->tl_count,
+                  m->tl_sum[0] / c, m->tl_sum[1] / c, m->tl_sum[2] / c, m->tl_sum[3] / c, m->tl_sum[4] / c,
+                  m->tl_sum[5] / c, m->tl_host_plan / c, m->tl_host_stage / c);
+    }
+    for (int i = 0; i < TL_N; i++)
+        if (m->tl[i])
+            cudaEventDestroy(m->tl[i]);
+    if (m->tl_next)
+        cudaEventDestroy(m->tl_next);
     cuda_moe_destroy(&m->fallback);
     for (int b = 0; b < 2; b++) {
         if (m->copied[b])
@@ -618,6 +692,9 @@ static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
             cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0 ||
             cuda_check(cudaEventCreate(&m->run_t[b]), "create event", err) < 0 ||
             cuda_check(cudaEventCreate(&m->copy_t[b]), "create event", err) < 0)
+            return -1;
+    for (int i = 0; i <= TL_N; i++)
+        if (cuda_check(cudaEventCreate(i < TL_N ? &m->tl[i] : &m->tl_next), "create event", err) < 0)
             return -1;
     /* plausible ranges: 0.01 ns .. 0.1 s a pair; 1000 .. 0.01 GB/s */
     expert_cost_init(&m->gpu_cost, 0.01, 1e8);
