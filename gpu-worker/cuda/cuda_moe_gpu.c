@@ -33,6 +33,7 @@
 #define ALIGN 256u
 #define TL_N 6 /* split timeline events */
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
+#define MMA_PAIRS_PER_EXPERT 4 /* from this many pairs per expert on average: the int8 tensor-core tiles */
 
 typedef struct gpu_layer {
     const char *gate, *up, *down; /* device; gate NULL: not resident */
@@ -290,7 +291,11 @@ static void cost_update(moe_gpu_t *m)
 static int run_experts(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
                        int32_t n, const float *x, const int32_t *ids, cudaStream_t s, guild_err_t *err)
 {
-    const int32_t tile = n <= FEW_TOKENS ? 1 : 8, pairs = n * m->n_used;
+    const int32_t pairs = n * m->n_used;
+    int32_t tile = n <= FEW_TOKENS ? 1 : 8;
+    if (pairs >= MMA_PAIRS_PER_EXPERT * m->n_expert && cuda_expert_mma_supported(L->gate_type) &&
+        cuda_expert_mma_supported(L->down_type))
+        tile = CUDA_EXPERT_MMA_TILE;
     const int32_t mt = cuda_expert_max_tiles(pairs, m->n_expert, tile);
     const guild_type_t at = quant_type_info(L->gate_type)->dot_type, ht = quant_type_info(L->down_type)->dot_type;
     if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
