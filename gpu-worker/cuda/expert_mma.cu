@@ -231,7 +231,7 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
 {
     const int crows = MMA_ROW_WARPS * (wu ? 16 : 32);
     const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
-    const int nb = (int)(n / QUANT_QK_K);
+    const int nb = (int)(n / TR::QK);
     if (wu)
         expert_mma_kernel<TR, true><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order, tiles,
                                                                  n_tiles, out, ldo, nb, (int)nrows);
@@ -242,7 +242,8 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
 
 extern "C" bool cuda_expert_mma_supported(guild_type_t type)
 {
-    return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q6_K;
+    return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
+           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0;
 }
 
 bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
@@ -257,6 +258,18 @@ bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *
         return true;
     case GUILD_TYPE_Q6_K:
         expert_mma_go<mma_q6_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q5_K:
+        expert_mma_go<mma_q5_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, out, ldo, s);
+        return true;
+    case GUILD_TYPE_IQ4_XS:
+        expert_mma_go<mma_iq4_xs>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
+                                  tiles, n_tiles, max_tiles, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q8_0:
+        expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
                                 n_tiles, max_tiles, out, ldo, s);
         return true;
     default:

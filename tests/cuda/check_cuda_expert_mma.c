@@ -36,7 +36,7 @@ static size_t row_bytes(guild_type_t t, int64_t n)
     return (size_t)b;
 }
 
-/* Random weight rows: random bytes (every scale and quant pattern), then each block's float16 scales set to
+/* A random weight row: random bytes (every scale and quant pattern), then each block's float16 scales set to
  * finite values of varied magnitude (random bits would give NaN and infinities). */
 static void fill_weights(rng_t *r, guild_type_t type, char *w, size_t bytes)
 {
@@ -51,7 +51,10 @@ static void fill_weights(rng_t *r, guild_type_t type, char *w, size_t bytes)
     int nd;
     switch (type) {
     case GUILD_TYPE_Q4_K: bsz = sizeof(quant_block_q4_K), doff[0] = 0, doff[1] = 2, nd = 2; break;
+    case GUILD_TYPE_Q5_K: bsz = sizeof(quant_block_q5_K), doff[0] = 0, doff[1] = 2, nd = 2; break;
     case GUILD_TYPE_Q6_K: bsz = sizeof(quant_block_q6_K), doff[0] = 208, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ4_XS: bsz = sizeof(quant_block_iq4_xs), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_Q8_0: bsz = sizeof(quant_block_q8_0), doff[0] = 0, doff[1] = 0, nd = 1; break;
     default: ck_abort_msg("no weight filler for type %d", (int)type); return;
     }
     ck_assert(bytes % bsz == 0);
@@ -61,6 +64,16 @@ static void fill_weights(rng_t *r, guild_type_t type, char *w, size_t bytes)
             const quant_half_t h = quant_f32_to_f16(v);
             memcpy(w + b + doff[k], &h, 2);
         }
+}
+
+/* n_expert matrices es bytes apart of nrows rows rs bytes apart (rb bytes of blocks, then padding). */
+static void fill_matrices(rng_t *r, guild_type_t type, char *w, int32_t n_expert, size_t es, int64_t nrows,
+                          size_t rs, size_t rb)
+{
+    memset(w, 0x5a, es * (size_t)n_expert);
+    for (int32_t e = 0; e < n_expert; e++)
+        for (int64_t row = 0; row < nrows; row++)
+            fill_weights(r, type, w + (size_t)e * es + (size_t)row * rs, rb);
 }
 
 /* n_tok * n_used expert ids, expert e getting counts[e] pairs (the rest of the slots skip: -1), shuffled. */
@@ -105,16 +118,18 @@ static void problem_init(problem_t *P, rng_t *r, guild_type_t type, int64_t n, i
     P->type = type, P->n = n, P->nrows = nrows, P->ldo = nrows + 3;
     P->n_expert = n_expert, P->n_pairs = n_pairs, P->act_div = act_div;
     P->n_act = (n_pairs + act_div - 1) / act_div;
-    P->rs = row_bytes(type, n) + (type == GUILD_TYPE_Q4_K ? 0 : 2); /* 2-byte padded rows where allowed */
+    /* rows padded where the type's alignment allows (16 bytes for Q4_K/Q5_K, 4 for IQ4_XS, 2 for the others) */
+    const size_t pad = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ? 0 : type == GUILD_TYPE_IQ4_XS ? 4 : 2;
+    P->rs = row_bytes(type, n) + pad;
     P->es = P->rs * (size_t)nrows + 16;
     const guild_type_t at = quant_type_info(type)->dot_type;
     P->as = row_bytes(at, n) + 4;
     char *h = malloc(P->es * (size_t)n_expert);
-    fill_weights(r, type, h, P->es * (size_t)n_expert);
+    fill_matrices(r, type, h, n_expert, P->es, nrows, P->rs, row_bytes(type, n));
     P->w = dev_alloc(P->es * (size_t)n_expert);
     CK_CUDA(cudaMemcpy(P->w, h, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
     if (gu) {
-        fill_weights(r, type, h, P->es * (size_t)n_expert);
+        fill_matrices(r, type, h, n_expert, P->es, nrows, P->rs, row_bytes(type, n));
         P->wu = dev_alloc(P->es * (size_t)n_expert);
         CK_CUDA(cudaMemcpy(P->wu, h, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
     }
@@ -219,7 +234,9 @@ typedef struct {
 static const bits_case_t bits_cases[] = {
     {GUILD_TYPE_Q4_K, 2048, 768, true},  {GUILD_TYPE_Q4_K, 768, 2048, false}, {GUILD_TYPE_Q6_K, 768, 2048, false},
     {GUILD_TYPE_Q6_K, 2048, 768, true},  {GUILD_TYPE_Q4_K, 512, 100, true},   {GUILD_TYPE_Q4_K, 256, 77, false},
-    {GUILD_TYPE_Q6_K, 512, 77, false},   {GUILD_TYPE_Q6_K, 256, 40, true},
+    {GUILD_TYPE_Q6_K, 512, 77, false},   {GUILD_TYPE_Q6_K, 256, 40, true},    {GUILD_TYPE_Q5_K, 2048, 768, true},
+    {GUILD_TYPE_Q5_K, 768, 200, false},  {GUILD_TYPE_IQ4_XS, 2048, 768, true}, {GUILD_TYPE_IQ4_XS, 768, 200, false},
+    {GUILD_TYPE_Q8_0, 2048, 768, true},  {GUILD_TYPE_Q8_0, 96, 200, false},
 };
 #define N_BITS_CASES (int)(sizeof bits_cases / sizeof bits_cases[0])
 
@@ -253,6 +270,7 @@ START_TEST(test_mma_rejects)
     /* a type without an mma kernel asked for mma tiles: an error naming it, nothing launched */
     ck_assert(!cuda_expert_mma_supported(GUILD_TYPE_F32));
     ck_assert(cuda_expert_mma_supported(GUILD_TYPE_Q4_K) && cuda_expert_mma_supported(GUILD_TYPE_Q6_K));
+    ck_assert(!cuda_expert_mma_supported(GUILD_TYPE_Q4_0) && !cuda_expert_mma_supported(GUILD_TYPE_BF16));
     ck_assert_int_eq(cuda_expert_matmul(GUILD_TYPE_F32, 256, 16, d, NULL, 0, 1024, d, 1024, 1, d, d, d, 1,
                                         CUDA_EXPERT_MMA_TILE, (float *)d, 16, stream, &err), -1);
     ck_assert_msg(strstr(err.msg, "mma") != NULL, "%s", err.msg);

@@ -212,15 +212,43 @@ static float emulate_mma_row(const void *w, const void *a, int nb)
     return sumf;
 }
 
+/* Where a type's float16 block scales are (random bytes there would be NaN or infinite). */
+static int block_scale_offsets(guild_type_t type, size_t *bs, size_t off[2])
+{
+    switch (type) {
+    case GUILD_TYPE_Q4_K: *bs = sizeof(quant_block_q4_K), off[0] = 0, off[1] = 2; return 2;
+    case GUILD_TYPE_Q5_K: *bs = sizeof(quant_block_q5_K), off[0] = 0, off[1] = 2; return 2;
+    case GUILD_TYPE_Q6_K: *bs = sizeof(quant_block_q6_K), off[0] = 208; return 1;
+    case GUILD_TYPE_IQ4_XS: *bs = sizeof(quant_block_iq4_xs), off[0] = 0; return 1;
+    case GUILD_TYPE_Q8_0: *bs = sizeof(quant_block_q8_0), off[0] = 0; return 1;
+    default: ck_abort_msg("no block scales for type %d", (int)type);
+    }
+    return 0;
+}
+
+static float emulate_mma(guild_type_t type, const void *w, const void *a, int64_t n)
+{
+    switch (type) {
+    case GUILD_TYPE_Q4_K: return emulate_mma_row<mma_q4_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q5_K: return emulate_mma_row<mma_q5_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q6_K: return emulate_mma_row<mma_q6_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ4_XS: return emulate_mma_row<mma_iq4_xs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q8_0: return emulate_mma_row<mma_q8_0>(w, a, (int)(n / 32));
+    default: ck_abort_msg("no mma emulation for type %d", (int)type);
+    }
+    return 0.0f;
+}
+
 /* The mma kernel's fragments cover each sub-block once (every element, every sub-block index), decode the scales
  * and mins, and finish as the dp4a kernel: quant_vec_dot_ref's bits on quantized rows, and the dp4a split's
  * bits on rows of random bytes (every scale and quant pattern; block scales made finite). */
 START_TEST(test_mma_fragments_match_reference)
 {
-    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K};
-    const guild_type_t type = types[_i], at = GUILD_TYPE_Q8_K;
+    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K, GUILD_TYPE_IQ4_XS,
+                                         GUILD_TYPE_Q8_0};
+    const guild_type_t type = types[_i], at = quant_type_info(type)->dot_type;
     const int64_t n = 1024;
-    const int rows = 24, nb = (int)(n / 256);
+    const int rows = 24;
     rng_t r;
     rng_seed(&r, 300 + (uint64_t)_i);
     const size_t wrb = row_bytes(type, n);
@@ -234,28 +262,21 @@ START_TEST(test_mma_fragments_match_reference)
         if (random_bytes) {
             for (size_t i = 0; i < wrb; i++)
                 w[i] = (char)rng_next(&r);
-            const size_t bs = type == GUILD_TYPE_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q6_K);
-            for (int b = 0; b < nb; b++) {
-                const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
-                const quant_half_t dm = quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
-                if (type == GUILD_TYPE_Q4_K) {
-                    memcpy(w + b * bs, &d, 2);
-                    memcpy(w + b * bs + 2, &dm, 2);
-                } else {
-                    memcpy(w + b * bs + 208, &d, 2);
+            size_t bs, off[2];
+            const int nd = block_scale_offsets(type, &bs, off);
+            for (size_t b = 0; b < wrb / bs; b++)
+                for (int k = 0; k < nd; k++) {
+                    const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
+                    memcpy(w + b * bs + off[k], &d, 2);
                 }
-            }
         } else {
             fill(&r, x, n);
             ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
         }
         fill(&r, x, n);
         ck_assert(quant_quantize_row_ref(at, x, a, n, &err) == 0);
-        const float ref = random_bytes ? (type == GUILD_TYPE_Q4_K ? emulate_row<dot_q4_K>(w, a, nb)
-                                                                  : emulate_row<dot_q6_K>(w, a, nb))
-                                       : quant_vec_dot_ref(type, n, w, a);
-        const float got = type == GUILD_TYPE_Q4_K ? emulate_mma_row<mma_q4_K>(w, a, nb)
-                                                  : emulate_mma_row<mma_q6_K>(w, a, nb);
+        const float ref = random_bytes ? emulate(type, w, a, n) : quant_vec_dot_ref(type, n, w, a);
+        const float got = emulate_mma(type, w, a, n);
         if (memcmp(&ref, &got, sizeof ref) && mismatches++ < 3)
             fprintf(stderr, "%s row %d (%s): mma fragments %.9g, reference %.9g\n", quant_type_info(type)->name, row,
                     random_bytes ? "random bytes" : "quantized", (double)got, (double)ref);
@@ -278,7 +299,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, test_dequant_matches_reference);
     suite_add_tcase(s, tc);
     tc = tcase_create("mma_fragments");
-    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 2);
+    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 5);
     suite_add_tcase(s, tc);
     tc = tcase_create("intrinsics");
     tcase_add_test(tc, test_intrinsic_emulations);
