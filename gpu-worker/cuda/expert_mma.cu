@@ -3,10 +3,10 @@
  *
  * Bits: expert_q_kernel's, exactly. For a (row, pair) it adds, block after block in order, finish(isum, imin)
  * of quant_dot.cuh where isum/imin are exact integers. Here one mma gives the exact int8 dot of one sub-block
- * (the span of one scale: 32 elements for Q4_K, 16 for Q6_K) for 16 rows x 8 pairs; times the sub-block's
+ * (the span of one scale: 32 elements for Q4_K/Q5_K/IQ4_XS/Q8_0, 16 for Q6_K) for 16 rows x 8 pairs; times its
  * scale and summed in int32 that is the same isum (integer sums do not depend on order), and the same finish
  * (same operations, --fmad=false) is added in the same block order, so the floats are the same bits.
- * Q4_K's imin (sum of mins times the activation's sub-block sums) is accumulated by a second mma whose A
+ * Q4_K/Q5_K's imin (sum of mins times the activation's sub-block sums) is accumulated by a second mma whose A
  * operand holds each sub-block's min in all 32 columns: sum_s m_s * sum_k a_k, the integer the reference
  * gets from the bsums.
  *
@@ -21,7 +21,12 @@
  *
  * Block: 8 warps, 4 along the rows x 2 along the pairs; a warp computes two groups of 16 rows (gate and up
  * rows of the same index with w_up; rows r and r + 16 without) for 32 pairs (4 groups of 8). A block: 64 rows
- * (with w_up) or 128 rows, 64 pairs, of the tile's expert. Blocks past *n_tiles exit (graph capture).
+ * (with w_up) or 128 rows, 64 pairs, of the tile's expert. Blocks past *n_tiles exit (graph capture). Per
+ * weight block a thread keeps the block's scales and one chunk of fragments at a time, the int32 sums of its
+ * 4 x 2 x 4 (pair group, row group, C register) outputs, and their float sums (about 240 registers, no spill:
+ * one block of 8 warps an SM).
+ * Weight rows past nrows are read as the last row and not stored; pairs past the tile's count as its first
+ * pair (whole groups of 8 past it are skipped) and not stored.
  */
 #include "gpu-worker/cuda/expert_mma.cuh"
 #include "gpu-worker/cuda/expert_mma_traits.cuh"
@@ -37,7 +42,7 @@ static_assert(MMA_ROW_WARPS * MMA_PAIR_WARPS * WARP_SIZE == MMA_THREADS, "warp l
 static __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
 {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -50,7 +55,7 @@ static __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int 
 static __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
 {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                  : "r"(a0), "r"(a1), "r"(b0));
 #else
