@@ -6,6 +6,7 @@
  * cudaEvent, median of 5, ms and TFLOP/s printed (the bits compared there too).
  * Needs a CUDA device of compute capability 8.0 or more: without one the program prints why and exits 77. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,7 @@ typedef struct {
     int32_t n_expert, n_pairs, act_div, n_act;
     size_t rs, es, as;
     char *w, *wu, *act;      /* device */
+    char *hw, *hwu, *hact;   /* host copies (for the sampled check against quant_vec_dot_ref) */
     int32_t *ids;            /* device [n_pairs] */
     int32_t *order[2], *tiles[2], *n_tiles[2], max_tiles[2];
     float *out;              /* device [n_pairs][ldo] */
@@ -124,16 +126,16 @@ static void problem_init(problem_t *P, rng_t *r, guild_type_t type, int64_t n, i
     P->es = P->rs * (size_t)nrows + 16;
     const guild_type_t at = quant_type_info(type)->dot_type;
     P->as = row_bytes(at, n) + 4;
-    char *h = malloc(P->es * (size_t)n_expert);
-    fill_matrices(r, type, h, n_expert, P->es, nrows, P->rs, row_bytes(type, n));
+    P->hw = malloc(P->es * (size_t)n_expert);
+    fill_matrices(r, type, P->hw, n_expert, P->es, nrows, P->rs, row_bytes(type, n));
     P->w = dev_alloc(P->es * (size_t)n_expert);
-    CK_CUDA(cudaMemcpy(P->w, h, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
+    CK_CUDA(cudaMemcpy(P->w, P->hw, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
     if (gu) {
-        fill_matrices(r, type, h, n_expert, P->es, nrows, P->rs, row_bytes(type, n));
+        P->hwu = malloc(P->es * (size_t)n_expert);
+        fill_matrices(r, type, P->hwu, n_expert, P->es, nrows, P->rs, row_bytes(type, n));
         P->wu = dev_alloc(P->es * (size_t)n_expert);
-        CK_CUDA(cudaMemcpy(P->wu, h, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
+        CK_CUDA(cudaMemcpy(P->wu, P->hwu, P->es * (size_t)n_expert, cudaMemcpyHostToDevice));
     }
-    free(h);
     /* activations: random floats of mixed scales quantized on the device (well-formed Q8_K blocks) */
     const size_t nf = (size_t)P->n_act * (size_t)n;
     float *hf = malloc(nf * sizeof *hf);
@@ -147,6 +149,8 @@ static void problem_init(problem_t *P, rng_t *r, guild_type_t type, int64_t n, i
     guild_err_t err;
     ck_assert_msg(cuda_quantize(at, df, n, P->act, P->as, n, P->n_act, stream, &err) == 0, "%s", err.msg);
     CK_CUDA(cudaStreamSynchronize(stream));
+    P->hact = malloc(P->as * (size_t)P->n_act);
+    CK_CUDA(cudaMemcpy(P->hact, P->act, P->as * (size_t)P->n_act, cudaMemcpyDeviceToHost));
     cudaFree(df);
     free(hf);
     P->ids = dev_alloc((size_t)n_pairs * sizeof(int32_t));
@@ -175,6 +179,9 @@ static void problem_fini(problem_t *P)
         cudaFree(P->n_tiles[k]);
     }
     cudaFree(P->out);
+    free(P->hw);
+    free(P->hwu);
+    free(P->hact);
 }
 
 /* Path k (0: dp4a tiles of 8, 1: mma) into P->out. */
@@ -218,6 +225,31 @@ static long problem_compare(problem_t *P, const int32_t *h_ids, const char *what
                         (long long)r, (double)got[1][i], (double)got[0][i]);
         }
     ck_assert_msg(written > 0, "%s: the dp4a path wrote nothing", what);
+    /* an anchor independent of both kernels: sampled outputs of the dp4a path (which the mma path must equal)
+     * against quant_vec_dot_ref (exact), and with w_up against silu(g) * u on the host (libm expf against
+     * CUDA's: check_cuda_kernels' swiglu tolerance) */
+    int checked = 0;
+    for (int k = 0; k < 4096 && checked < 256; k++) {
+        const int32_t p = (int32_t)(((uint64_t)k * 7919u + 13u) % (uint64_t)P->n_pairs);
+        const int64_t row = (int64_t)(((uint64_t)k * 104729u + 7u) % (uint64_t)P->nrows);
+        if (h_ids[p] < 0)
+            continue;
+        const size_t wo = (size_t)h_ids[p] * P->es + (size_t)row * P->rs;
+        const char *a = P->hact + (size_t)(p / P->act_div) * P->as;
+        const float g = quant_vec_dot_ref(P->type, P->n, P->hw + wo, a);
+        const float v = got[0][(size_t)p * (size_t)P->ldo + (size_t)row];
+        if (!P->hwu) {
+            ck_assert_msg(!memcmp(&g, &v, sizeof g), "%s: pair %d row %lld: dp4a %.9g, quant_vec_dot_ref %.9g", what,
+                          p, (long long)row, (double)v, (double)g);
+        } else {
+            const float u = quant_vec_dot_ref(P->type, P->n, P->hwu + wo, a);
+            const float ref = g / (1.0f + expf(-g)) * u;
+            ck_assert_msg(fabsf(v - ref) <= 2e-6f * fabsf(ref) + 1e-7f, "%s: pair %d row %lld: dp4a %.9g, host "
+                          "silu(g) * u %.9g", what, p, (long long)row, (double)v, (double)ref);
+        }
+        checked++;
+    }
+    ck_assert_msg(checked > 0, "%s: no routed output sampled", what);
     free(got[0]);
     free(got[1]);
     return bad;
