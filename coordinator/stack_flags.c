@@ -51,7 +51,9 @@ static const flag_t flags[] = {
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: process\n"
      "(a guild-stager process fills pinned slots; the multi-process default),\n"
-     "thread (copy threads in the GPU's process; the --single-process default)\n"
+     "thread (copy threads in the GPU's process; the --single-process default),\n"
+     "pin (the model file's mapping locked in RAM and registered with the GPU:\n"
+     "copies at the bus's speed with no CPU copy; needs RAM for the whole file)\n"
      "or none (plain copies from the model's pageable mapping); same output\n"
      "either way; other backends never stream and ignore it", false},
     {STACK_FLAG_STAGER_THREADS, "stager-threads", "K",
@@ -141,8 +143,10 @@ int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *e
             p->stager = BACKEND_STAGER_THREAD;
         else if (!strcmp(arg, "process"))
             p->stager = BACKEND_STAGER_PROCESS;
+        else if (!strcmp(arg, "pin"))
+            p->stager = BACKEND_STAGER_PIN;
         else
-            return guild_err_set(err, "--stager %s: expected none, thread or process", arg);
+            return guild_err_set(err, "--stager %s: expected none, thread, process or pin", arg);
         break;
     case STACK_FLAG_STAGER_THREADS:
         if (cli_parse_long("--stager-threads", arg, 1, 256, &v, err) < 0)
@@ -178,8 +182,10 @@ static bool given(const stack_flags_t *f, int i)
 
 int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, bool also_given, guild_err_t *err)
 {
-    if (f->st.pipe.stager == BACKEND_STAGER_NONE && f->st.pipe.stager_threads)
-        return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager none");
+    if ((f->st.pipe.stager == BACKEND_STAGER_NONE || f->st.pipe.stager == BACKEND_STAGER_PIN) &&
+        f->st.pipe.stager_threads)
+        return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager %s",
+                             f->st.pipe.stager == BACKEND_STAGER_PIN ? "pin" : "none");
     if (f->st.single_process && f->st.pipe.stager == BACKEND_STAGER_PROCESS)
         return guild_err_set(err, "--stager process is for the multi-process mode (its supervisor runs "
                              "guild-stager); --single-process takes --stager thread or none");

@@ -240,6 +240,8 @@ static int send_assign(sup_t *s, wslot_t *w)
             o.stage_ring = (char *)stage_ring_name(s->ring);
         else if (c->stager == BACKEND_STAGER_THREAD)
             o.stage_threads = (uint32_t)stager_threads(c);
+        else if (c->stager == BACKEND_STAGER_PIN)
+            o.stage_pin = true;
         if (!(gpu_layers = calloc((size_t)n_layer + 1, sizeof *gpu_layers))) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;

@@ -142,6 +142,8 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
     } else if (o->stage_threads) {
         bo.stager = BACKEND_STAGER_THREAD;
         bo.stage_threads = (int32_t)(o->stage_threads < 256 ? o->stage_threads : 256);
+    } else if (o->stage_pin) {
+        bo.stager = BACKEND_STAGER_PIN;
     }
     bo.split_gpu_fraction = o->split_gpu_fraction;
     bo.host_mem = guild_arena_base(g->arena);

@@ -40,9 +40,9 @@ START_TEST(test_stager_default_and_kinds)
     ck_assert_int_eq(parse(&f, a0, &err), 0);
     ck_assert_int_lt(f.st.pipe.stager, 0); /* the mode's default: the pipeline and the stack resolve it */
     ck_assert_int_eq(f.st.pipe.stager_threads, 0);
-    const char *kinds[] = {"none", "thread", "process"};
-    const int want[] = {BACKEND_STAGER_NONE, BACKEND_STAGER_THREAD, BACKEND_STAGER_PROCESS};
-    for (int i = 0; i < 3; i++) {
+    const char *kinds[] = {"none", "thread", "process", "pin"};
+    const int want[] = {BACKEND_STAGER_NONE, BACKEND_STAGER_THREAD, BACKEND_STAGER_PROCESS, BACKEND_STAGER_PIN};
+    for (int i = 0; i < 4; i++) {
         char *a[] = {"x", "--stager", (char *)kinds[i], NULL};
         ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
         ck_assert_int_eq(f.st.pipe.stager, want[i]);
@@ -67,11 +67,12 @@ START_TEST(test_stager_refused)
         char *argv[8];
         const char *msg;
     } bad[] = {
-        {{"x", "--stager", "dma", NULL}, "--stager dma: expected none, thread or process"},
-        {{"x", "--stager", "", NULL}, "expected none, thread or process"},
+        {{"x", "--stager", "dma", NULL}, "--stager dma: expected none, thread, process or pin"},
+        {{"x", "--stager", "", NULL}, "expected none, thread, process or pin"},
         {{"x", "--stager-threads", "0", NULL}, "--stager-threads"},
         {{"x", "--stager-threads", "many", NULL}, "--stager-threads"},
         {{"x", "--stager", "none", "--stager-threads", "2", NULL}, "not --stager none"},
+        {{"x", "--stager", "pin", "--stager-threads", "2", NULL}, "not --stager pin"},
         {{"x", "--single-process", "--stager", "process", NULL}, "--stager process is for the multi-process mode"},
         {{"x", "--force-split", "0", NULL}, "--force-split 0: expected a fraction"},
         {{"x", "--force-split", "1.5", NULL}, "--force-split 1.5"},

@@ -1034,6 +1034,54 @@ START_TEST(test_cuda_stage_errors)
 }
 END_TEST
 
+/* The pinned kind: the whole mapping registered read-only (page-widened), every copy straight from it, nothing
+ * pending or registered after destroy; a refused registration is an error naming the alternatives. */
+START_TEST(test_cuda_stage_pinned)
+{
+    mock_cuda_reset();
+    test_file_t f;
+    test_file_make(&f, (size_t)1 << 20, 23);
+    guild_err_t err = {{0}};
+    cuda_stage_t *st = NULL;
+    /* a base inside the first page and an odd length: the registration covers whole pages around them */
+    ck_assert_msg(cuda_stage_new_pinned(&st, f.map + 100, f.n - 333, &err) == 0, "%s", err.msg);
+    mock_cuda_stats_t ms;
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.registered, 1);
+    ck_assert_uint_eq(mock_cuda_last_register_flags(), cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    enum { N = 300 };
+    static cuda_stage_piece_t p[N];
+    const size_t b = random_pieces(&f, p, N, 3000, 77);
+    uint8_t *d = calloc(1, b + 1);
+    ck_assert_msg(cuda_stage_copy(st, (char *)d, p, N, NULL, &err) == 0, "%s", err.msg);
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.copies, N);
+    ck_assert_uint_eq(ms.pinned_copies, N); /* each from the registered range: DMA, no CPU copy */
+    ck_assert_uint_gt(ms.pending, 0);       /* asynchronous: the host did not wait for them */
+    uint64_t bytes = 0, wait_ns = 1, want = 0;
+    for (int32_t i = 0; i < N; i++)
+        want += p[i].bytes;
+    cuda_stage_stats(st, &bytes, &wait_ns);
+    ck_assert_uint_eq(bytes, want);
+    ck_assert_uint_eq(wait_ns, 0);
+    cuda_stage_destroy(&st); /* waits for the copies before unregistering */
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.pending, 0);
+    ck_assert_uint_eq(ms.registered, 0);
+    expect_copied(&f, p, N, d);
+    free(d);
+
+    mock_cuda_fail_register(1);
+    ck_assert_int_eq(cuda_stage_new_pinned(&st, f.map, f.n, &err), -1);
+    ck_assert_ptr_null(st);
+    ck_assert_msg(strstr(err.msg, "cannot lock and register the model mapping") && strstr(err.msg, "out of memory") &&
+                      strstr(err.msg, "--stager process or thread"),
+                  "%s", err.msg);
+    mock_cuda_fail_register(0);
+    test_file_free(&f);
+}
+END_TEST
+
 static Suite *stager_suite(void)
 {
     Suite *s = suite_create("stager");
@@ -1080,6 +1128,7 @@ static Suite *stager_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cuda_stage_ring);
     tcase_add_test(tc, test_cuda_stage_errors);
+    tcase_add_test(tc, test_cuda_stage_pinned);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -91,9 +91,47 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     return cudaSuccess;
 }
 
+static int fail_register;
+static unsigned last_flags;
+
+void mock_cuda_fail_register(int fail)
+{
+    fail_register = fail;
+}
+
+unsigned mock_cuda_last_register_flags(void)
+{
+    return last_flags;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    (void)device;
+    *value = attr == cudaDevAttrHostRegisterReadOnlySupported;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    run_until(n_ops);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    return cudaSuccess;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory" : "invalid argument";
+}
+
 cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
 {
-    (void)flags;
+    if (fail_register)
+        return cudaErrorMemoryAllocation;
+    last_flags = flags;
     for (size_t i = 0; i < MAX_REG; i++)
         if (!regs[i].p) {
             regs[i].p = p;
@@ -133,4 +171,6 @@ void mock_cuda_reset(void)
 {
     run_until(n_ops);
     n_copies = n_pinned = 0;
+    fail_register = 0;
+    last_flags = 0;
 }

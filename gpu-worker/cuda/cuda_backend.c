@@ -180,6 +180,8 @@ static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_option
         return guild_err_set(err, "cuda backend: the model has no tensors to stage");
     b->map_base = (const char *)t->data - t->offset;
     b->map_bytes = (size_t)gguf_file_size(g);
+    if (opt->stager == BACKEND_STAGER_PIN)
+        return cuda_stage_new_pinned(&b->stage, b->map_base, b->map_bytes, err);
     if (opt->stager == BACKEND_STAGER_PROCESS) {
         if (!opt->stage_ring || !opt->stage_ring[0])
             return guild_err_set(err, "cuda backend: --stager process without a staging ring name");

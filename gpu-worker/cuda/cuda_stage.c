@@ -5,6 +5,7 @@
 #include "gpu-worker/cuda/cuda_stage.h"
 
 #include "gpu-worker/cuda/cuda_util.h"
+#include "core/util/log.h"
 #include "ipc/doorbell.h"
 #include "stager/stage_plan.h"
 #include "stager/stage_ring.h"
@@ -12,14 +13,19 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-typedef enum { STAGE_KIND_PAGEABLE, STAGE_KIND_RING } stage_kind_t;
+typedef enum { STAGE_KIND_PAGEABLE, STAGE_KIND_RING, STAGE_KIND_PINNED } stage_kind_t;
 
 struct cuda_stage {
     stage_kind_t kind;
     uint64_t bytes;        /* copied (enqueued) */
     uint64_t fill_wait_ns; /* host time in stage_ring_wait */
     int failed;            /* an error left the ring in an unknown state: refuse further copies */
+
+    /* pinned kind: the registered range (page-aligned) */
+    void *pin_base;
+    size_t pin_bytes;
 
     /* ring kind */
     stage_ring_t *ring;  /* not owned */
@@ -43,6 +49,42 @@ int cuda_stage_new_pageable(cuda_stage_t **out, guild_err_t *err)
     if (!*out)
         return guild_err_set(err, "cuda stage: out of memory");
     (*out)->kind = STAGE_KIND_PAGEABLE;
+    return 0;
+}
+
+int cuda_stage_new_pinned(cuda_stage_t **out, const void *map_base, size_t map_bytes, guild_err_t *err)
+{
+    *out = NULL;
+    const long pg = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096u;
+    const uintptr_t b0 = (uintptr_t)map_base / page * page;
+    const uintptr_t b1 = ((uintptr_t)map_base + map_bytes + page - 1) / page * page;
+    int ro = 0;
+    if (cuda_check(cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, 0), "device attribute",
+                   err) < 0)
+        return -1;
+    cuda_stage_t *st = calloc(1, sizeof *st);
+    if (!st)
+        return guild_err_set(err, "cuda stage: out of memory");
+    st->kind = STAGE_KIND_PINNED;
+    /* the mapping is read-only (the model file): the device may only read it, and must be told so */
+    const unsigned flags = cudaHostRegisterPortable | (ro ? cudaHostRegisterReadOnly : 0u);
+    const uint64_t t0 = guild_now_ns();
+    const cudaError_t e = cudaHostRegister((void *)b0, (size_t)(b1 - b0), flags);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(st);
+        return guild_err_set(err, "cuda stage: cannot lock and register the model mapping (%.2f GiB) with the device "
+                             "(%s%s); --stager process or thread copy through pinned slots instead",
+                             (double)(b1 - b0) / (1u << 30), cudaGetErrorString(e),
+                             ro ? "" : "; this device cannot register read-only memory");
+    }
+    st->pin_base = (void *)b0;
+    st->pin_bytes = (size_t)(b1 - b0);
+    guild_log(GUILD_LOG_INFO, "cuda stage: the model mapping (%.2f GiB) is locked and registered with the device "
+              "(%.2f s): streamed experts are copied from it directly", (double)st->pin_bytes / (1u << 30),
+              (double)(guild_now_ns() - t0) / 1e9);
+    *out = st;
     return 0;
 }
 
@@ -193,7 +235,7 @@ int cuda_stage_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, in
 {
     if (st->failed)
         return guild_err_set(err, "cuda stage: unusable after an earlier error");
-    if (st->kind == STAGE_KIND_PAGEABLE)
+    if (st->kind == STAGE_KIND_PAGEABLE || st->kind == STAGE_KIND_PINNED)
         return pageable_copy(st, dst, p, n, copy, err);
     if (ring_copy(st, dst, p, n, copy, err) < 0) {
         st->failed = 1;
@@ -231,6 +273,11 @@ void cuda_stage_destroy(cuda_stage_t **pst)
                     cudaEventDestroy(st->events[i]);
         if (st->registered)
             cudaHostUnregister(stage_ring_map_base(st->ring));
+    }
+    if (st->pin_base) {
+        /* copies out of the range may still be in flight on any stream */
+        cudaDeviceSynchronize();
+        cudaHostUnregister(st->pin_base);
     }
     free(st->events);
     free(st->pieces);

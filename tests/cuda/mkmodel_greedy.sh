@@ -103,7 +103,8 @@ done
 # The stager: the smallest whole-MiB budget whose plan streams (staging buffers, not every layer resident), a
 # long prompt in one batch, the split forced so that the same experts go to each side run after run. The logits
 # through guild-stager's pinned ring (multi-process, --stager process) must be the pageable copies' (--stager
-# none) bit for bit, and the single process's with its in-process ring (--stager thread); the multi-process
+# none) bit for bit, and the single process's with its in-process ring (--stager thread), and the copies
+# straight from the registered model mapping (--stager pin); the multi-process
 # runs' streaming counters reach the coordinator (guild run's "streamed experts" line).
 a=qwen3moe
 stream_mem=""
@@ -140,6 +141,8 @@ else
         same_logits stage.none stage.process "$a: --gpu-mem $stream_mem, streamed through guild-stager = pageable copies"
     stage_run stage.thread --single-process --stager thread &&
         same_logits stage.none stage.thread "$a: --gpu-mem $stream_mem, single process's stager thread = pageable copies"
+    stage_run stage.pin --cpu-workers 1 --stager pin &&
+        same_logits stage.none stage.pin "$a: --gpu-mem $stream_mem, copies from the registered mapping = pageable copies"
     for name in stage.process stage.thread; do
         [ -f "$tmp/$name.err" ] || continue
         if ! grep -Eq "streamed experts: [1-9][0-9]* layer batches .* copied, ([1-9][0-9]*\.[0-9]|0\.[1-9]) MB through" \

@@ -13,7 +13,9 @@ typedef enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1 } cudaMemcpyKind_t;
 typedef struct mock_stream *cudaStream_t;
 typedef struct mock_event *cudaEvent_t;
 #define cudaHostRegisterPortable 1u
+#define cudaHostRegisterReadOnly 8u
 #define cudaEventDisableTiming 2u
+enum cudaDeviceAttr { cudaDevAttrHostRegisterReadOnlySupported = 113 };
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags);
@@ -23,6 +25,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags);
 cudaError_t cudaHostUnregister(void *p);
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
 
 /* test side */
 typedef struct mock_cuda_stats {
@@ -33,5 +39,9 @@ typedef struct mock_cuda_stats {
 } mock_cuda_stats_t;
 void mock_cuda_stats(mock_cuda_stats_t *out);
 void mock_cuda_reset(void);
+/* The next cudaHostRegister calls fail with cudaErrorMemoryAllocation (nonzero) or succeed (0); the flags of the
+ * last successful registration. */
+void mock_cuda_fail_register(int fail);
+unsigned mock_cuda_last_register_flags(void);
 
 #endif
