@@ -1,5 +1,9 @@
-/* cuda_attention_prefill: causal attention of a batch of query rows (flash attention, FP32 arithmetic).
+/* cuda_attention_prefill: causal attention of a batch of query rows (flash attention). The entry point picks
+ * the tensor-core kernel of attn_prefill_mma.cu for F16 caches of head dimension 64 or 128 and batches of at
+ * least CUDA_ATTN_MMA_MIN_ROWS rows; this file's FP32 kernel (cuda_attention_prefill_fp32) does the rest, and
+ * is the reference-precision path (F32 caches).
  *
+ * The FP32 kernel:
  * Grid (query tile of AP_BQ rows, query head). The block stages the tile's queries, then walks the keys in
  * tiles of AP_BK positions (converted from the F16 or F32 cache to float in shared memory); warp w owns
  * query rows 4w .. 4w+3 of the tile. For a key tile, lane j scores key j against a query (K rows padded by one float so
@@ -144,10 +148,10 @@ static cudaError_t attn_prefill_dispatch(int head_dim, float *out, const float *
     }
 }
 
-extern "C" int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
-                                      const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
-                                      int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
-                                      guild_err_t *err)
+extern "C" int cuda_attention_prefill_fp32(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                           const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                           int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
+                                           guild_err_t *err)
 {
     if (n_tok <= 0)
         return 0;
@@ -166,4 +170,17 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, guild_type_t k
     if (e != cudaSuccess)
         return guild_err_set(err, "cuda: attention_prefill: %s", cudaGetErrorString(e));
     return cuda_launch_check("attention_prefill", err);
+}
+
+extern "C" int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                      const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                      int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
+                                      guild_err_t *err)
+{
+    /* below CUDA_ATTN_MMA_MIN_ROWS most of a 64-row tensor-core tile would be padding */
+    if (n_tok >= CUDA_ATTN_MMA_MIN_ROWS && cuda_attention_prefill_mma_takes(kv_type, head_dim, out, q, k_cache, v_cache))
+        return cuda_attention_prefill_mma(out, q, kv_type, k_cache, v_cache, n_tok, kv0, n_head, n_head_kv, head_dim,
+                                          scale, s, err);
+    return cuda_attention_prefill_fp32(out, q, kv_type, k_cache, v_cache, n_tok, kv0, n_head, n_head_kv, head_dim,
+                                       scale, s, err);
 }

@@ -159,10 +159,28 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
                               int32_t n_head_kv, int32_t head_dim, float scale, void *scratch, size_t scratch_bytes,
                               cudaStream_t s, guild_err_t *err);
 
-/* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention). */
+/* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention).
+ * Runs the tensor-core kernel (below) when it takes the arguments and n_tok >= CUDA_ATTN_MMA_MIN_ROWS, the
+ * FP32 one otherwise (always for an F32 cache: the reference-precision path). */
 int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                            const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
                            int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+
+#define CUDA_ATTN_MMA_MIN_ROWS 16
+
+/* The two kernels of cuda_attention_prefill, same arguments and causal semantics, for tests and benchmarks.
+ * _fp32: CUDA-core FP32 arithmetic, any supported type and head dimension. _mma: mma.sync f16 operands with
+ * Q and P split hi + lo (about 2^-22 relative), f32 accumulation; -1 with a message unless
+ * cuda_attention_prefill_mma_takes (F16 cache, head dimension 64 or 128, 16-byte aligned caches, 8-byte
+ * aligned q and out). Query rows whose |q| exceeds 2^14 are scaled by a power of two (f16 range). */
+int cuda_attention_prefill_fp32(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                                int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+int cuda_attention_prefill_mma(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                               const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                               int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t head_dim, const float *out, const float *q,
+                                      const void *k_cache, const void *v_cache);
 
 #ifdef __cplusplus
 }
