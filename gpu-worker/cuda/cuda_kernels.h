@@ -50,11 +50,26 @@ bool cuda_type_supported(guild_type_t type);
 const char *cuda_supported_types(void);
 
 /* out[t * ldo + r] = quant_vec_dot_ref(type, n, w + r * w_stride, act + t * act_stride) for r < nrows, t < ntok,
- * bit for bit; act rows are in quant_type_info(type)->dot_type (cuda_quantize). Weight rows must be 16-byte
- * aligned for Q4_K and Q5_K, 4-byte aligned for F32, Q4_1, Q5_1 and IQ4_XS, 2-byte aligned otherwise (the
- * backend's weights are 256-byte aligned). */
+ * bit for bit; act rows are in quant_type_info(type)->dot_type (cuda_quantize), well-formed (Q8_K bsums the
+ * sums of their qs: large batches of the cuda_expert_mma_supported types go through the int8 tensor-core
+ * kernel, which sums the qs). Weight rows must be 16-byte aligned for Q4_K and Q5_K, 4-byte aligned for F32,
+ * Q4_1, Q5_1 and IQ4_XS, 2-byte aligned otherwise (the backend's weights are 256-byte aligned). */
 int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                 const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* Batches of at least this many tokens of a cuda_expert_mma_supported type take the mma kernel: below it its
+ * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU, while the
+ * dp4a kernel reads the weights only ceil(ntok / 8) times. tests/cuda/check_cuda_expert_mma's dense timing
+ * measures the crossover. */
+#define CUDA_MATMUL_MMA_MIN_TOK 32
+
+/* cuda_matmul's two paths at any token count, the same bits, for tests and timings: _dp4a the CUDA-core kernels
+ * (every supported type); _mma the int8 tensor-core kernel (sm_80+; -1 with a message for a type that
+ * cuda_expert_mma_supported() rejects). */
+int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                     const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                    const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 
 /* out[i * ldo + 0 .. n) = quant_dequantize_row_ref(type, row ids[i] of w) for i < n_ids (w rows row_bytes
  * apart; ids is a device array, every id must be a valid row). */

@@ -27,6 +27,9 @@
  * one block of 8 warps an SM).
  * Weight rows past nrows are read as the last row and not stored; pairs past the tile's count as its first
  * pair (whole groups of 8 past it are skipped) and not stored.
+ * Dense mode (DENSE, cuda_matmul's large batches): one matrix, no routing tables; the tile of blockIdx.y is
+ * pairs (tokens) [64 y, 64 y + 64) cut at npairs, pair p reading activation row p. A template parameter, so the
+ * routed kernel's code is what it was.
  */
 #include "gpu-worker/cuda/expert_mma.cuh"
 #include "gpu-worker/cuda/expert_mma_traits.cuh"
@@ -80,12 +83,13 @@ static __device__ __forceinline__ void mma_sub(int (&c)[4], const int (&q0)[KR],
         mma_k16(c, q0[0], q8[0], b[0]);
 }
 
-template <typename TR, bool GU>
+template <typename TR, bool GU, bool DENSE>
 static __global__ void __launch_bounds__(MMA_THREADS)
     expert_mma_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride,
                       size_t row_stride, const char *__restrict__ act, size_t act_stride, int act_div,
                       const int32_t *__restrict__ order, const int4 *__restrict__ tiles,
-                      const int32_t *__restrict__ n_tiles, float *__restrict__ out, int64_t ldo, int nb, int nrows)
+                      const int32_t *__restrict__ n_tiles, int npairs, float *__restrict__ out, int64_t ldo, int nb,
+                      int nrows)
 {
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
@@ -93,7 +97,7 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     constexpr int SPC = TR::SPC, KR = TR::KR;
     constexpr int WROWS = GU ? 16 : 32; /* rows of a warp */
     static_assert(!TR::HAS_MIN || KR == 2, "the mins' mma is an m16n8k32 over both B registers");
-    if ((int)blockIdx.y >= *n_tiles)
+    if (!DENSE && (int)blockIdx.y >= *n_tiles)
         return;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
@@ -101,7 +105,10 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     const int row0 = (blockIdx.x * MMA_ROW_WARPS + wr) * WROWS;
     if (row0 >= nrows)
         return; /* whole warps; no block-wide synchronization below */
-    const int4 td = tiles[blockIdx.y];
+    /* {expert, first index into order, count, 0}; dense: order is the identity */
+    const int4 td = DENSE ? make_int4(0, (int)blockIdx.y * CUDA_EXPERT_MMA_TILE,
+                                      min(CUDA_EXPERT_MMA_TILE, npairs - (int)blockIdx.y * CUDA_EXPERT_MMA_TILE), 0)
+                          : tiles[blockIdx.y];
     const int nt = td.z, p0 = wp * MMA_NT * 8;
     if (p0 >= nt)
         return;
@@ -124,12 +131,12 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 #pragma unroll
     for (int j = 0; j < MMA_NT; j++) {
         const int ib = p0 + 8 * j + g;
-        arow_b[j] = order[td.y + (ib < nt ? ib : 0)] / act_div;
+        arow_b[j] = DENSE ? td.y + (ib < nt ? ib : 0) : order[td.y + (ib < nt ? ib : 0)] / act_div;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int ic = p0 + 8 * j + 2 * t + i;
-            pc[j][i] = ic < nt ? order[td.y + ic] : -1;
-            arow_c[j][i] = order[td.y + (ic < nt ? ic : 0)] / act_div;
+            pc[j][i] = ic < nt ? (DENSE ? td.y + ic : order[td.y + ic]) : -1;
+            arow_c[j][i] = DENSE ? td.y + (ic < nt ? ic : 0) : order[td.y + (ic < nt ? ic : 0)] / act_div;
         }
     }
     const int njt = min(MMA_NT, (nt - p0 + 7) / 8); /* groups of 8 pairs with at least one pair */
@@ -229,20 +236,26 @@ static __global__ void __launch_bounds__(MMA_THREADS)
         }
 }
 
+/* Routed (order != NULL): grid.y = max_tiles. Dense (order == NULL, w_up NULL): npairs tokens, grid.y the tiles
+ * of 64 that cover them. */
 template <typename TR>
 static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
                           const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
-                          const int32_t *n_tiles, int32_t max_tiles, float *out, int64_t ldo, cudaStream_t s)
+                          const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
+                          cudaStream_t s)
 {
     const int crows = MMA_ROW_WARPS * (wu ? 16 : 32);
     const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
     const int nb = (int)(n / TR::QK);
-    if (wu)
-        expert_mma_kernel<TR, true><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order, tiles,
-                                                                 n_tiles, out, ldo, nb, (int)nrows);
+    if (!order)
+        expert_mma_kernel<TR, false, true><<<grid, MMA_THREADS, 0, s>>>(w, NULL, 0, rs, act, as, 1, NULL, NULL, NULL,
+                                                                        npairs, out, ldo, nb, (int)nrows);
+    else if (wu)
+        expert_mma_kernel<TR, true, false><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
+                                                                        tiles, n_tiles, 0, out, ldo, nb, (int)nrows);
     else
-        expert_mma_kernel<TR, false><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order, tiles,
-                                                                  n_tiles, out, ldo, nb, (int)nrows);
+        expert_mma_kernel<TR, false, false><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
+                                                                         tiles, n_tiles, 0, out, ldo, nb, (int)nrows);
 }
 
 extern "C" bool cuda_expert_mma_supported(guild_type_t type)
@@ -251,33 +264,51 @@ extern "C" bool cuda_expert_mma_supported(guild_type_t type)
            type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0;
 }
 
+static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
+                         size_t expert_stride, size_t row_stride, const char *act, size_t act_stride, int act_div,
+                         const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
+                         int32_t npairs, float *out, int64_t ldo, cudaStream_t s)
+{
+    switch (type) {
+    case GUILD_TYPE_Q4_K:
+        expert_mma_go<mma_q4_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q6_K:
+        expert_mma_go<mma_q6_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q5_K:
+        expert_mma_go<mma_q5_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, out, ldo, s);
+        return true;
+    case GUILD_TYPE_IQ4_XS:
+        expert_mma_go<mma_iq4_xs>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
+                                  tiles, n_tiles, max_tiles, npairs, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q8_0:
+        expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, out, ldo, s);
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
                        size_t expert_stride, size_t row_stride, const char *act, size_t act_stride, int act_div,
                        const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
                        float *out, int64_t ldo, cudaStream_t s)
 {
-    switch (type) {
-    case GUILD_TYPE_Q4_K:
-        expert_mma_go<mma_q4_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q6_K:
-        expert_mma_go<mma_q6_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q5_K:
-        expert_mma_go<mma_q5_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, out, ldo, s);
-        return true;
-    case GUILD_TYPE_IQ4_XS:
-        expert_mma_go<mma_iq4_xs>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
-                                  tiles, n_tiles, max_tiles, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q8_0:
-        expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, out, ldo, s);
-        return true;
-    default:
-        return false;
-    }
+    return mma_dispatch(type, n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                        n_tiles, max_tiles, 0, out, ldo, s);
+}
+
+bool expert_mma_dense_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const char *w,
+                             size_t row_stride, const char *act, size_t act_stride, float *out, int64_t ldo,
+                             cudaStream_t s)
+{
+    const int32_t ntiles = (ntok + CUDA_EXPERT_MMA_TILE - 1) / CUDA_EXPERT_MMA_TILE;
+    return mma_dispatch(type, n, nrows, w, NULL, 0, row_stride, act, act_stride, 1, NULL, NULL, NULL, ntiles, ntok,
+                        out, ldo, s);
 }

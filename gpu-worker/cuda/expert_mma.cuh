@@ -1,6 +1,7 @@
 /* gpu-worker/cuda/expert_mma.cuh — the tensor-core (int8 mma) path of cuda_expert_matmul, for tiles of
- * CUDA_EXPERT_MMA_TILE pairs (gpu-worker/cuda/expert_mma.cu). Internal to the CUDA kernels: expert_mm.cu calls it
- * after its own argument checks (alignment, shape, max_tiles <= 65535).
+ * CUDA_EXPERT_MMA_TILE pairs, and of cuda_matmul's large batches (gpu-worker/cuda/expert_mma.cu). Internal to the
+ * CUDA kernels: expert_mm.cu and matmul.cu call it after their own argument checks (alignment, shape, grid.y <=
+ * 65535).
  */
 #ifndef GUILD_GPU_WORKER_CUDA_EXPERT_MMA_CUH
 #define GUILD_GPU_WORKER_CUDA_EXPERT_MMA_CUH
@@ -15,5 +16,14 @@ bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *
                        size_t expert_stride, size_t row_stride, const char *act, size_t act_stride, int act_div,
                        const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
                        float *out, int64_t ldo, cudaStream_t s);
+
+/* cuda_matmul's product on the same kernel (one matrix, no routing): out[t * ldo + r] = dot(row r of w, act row t)
+ * for r < nrows, t < ntok, the bits of cuda_matmul's dp4a kernel, on stream s. Tiles of CUDA_EXPERT_MMA_TILE
+ * tokens: grid.y = ceil(ntok / 64) <= 65535. The caller checks cuda_matmul's alignment (the same as
+ * cuda_expert_matmul's) and the shape; activation rows well-formed as above. Returns false (nothing launched)
+ * when `type` has no mma kernel. */
+bool expert_mma_dense_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const char *w,
+                             size_t row_stride, const char *act, size_t act_stride, float *out, int64_t ldo,
+                             cudaStream_t s);
 
 #endif

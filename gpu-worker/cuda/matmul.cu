@@ -7,10 +7,13 @@
  * row's float sum in block order, as the reference does. F32/F16/BF16: lane l accumulates elements l, l+32, ...
  * with fmaf, then the warp folds its 32 lanes in the reference's tree order — which is the reference's
  * 32-lane accumulator exactly.
+ * From CUDA_MATMUL_MMA_MIN_TOK tokens on, the types of cuda_expert_mma_supported go through the int8 tensor-core kernel of
+ * expert_mma.cu instead (the same integer block sums, finish and block order: the same bits).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "gpu-worker/cuda/expert_mma.cuh"
 #include "gpu-worker/cuda/quant_dot.cuh"
 
 #define MM_THREADS 128 /* 4 rows per thread block */
@@ -184,13 +187,17 @@ static size_t weight_align(guild_type_t type)
     }
 }
 
-extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
-                           const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
-                           guild_err_t *err)
+typedef enum { MM_AUTO, MM_DP4A, MM_MMA } mm_path_t;
+
+static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                      const void *act, size_t act_stride, float *out, int64_t ldo, mm_path_t path, cudaStream_t s,
+                      guild_err_t *err)
 {
     if (!cuda_type_supported(type))
         return guild_err_set(err, "cuda: matmul: weight type %d is not supported (supported: %s)", (int)type,
                              cuda_supported_types());
+    if (path == MM_MMA && !cuda_expert_mma_supported(type))
+        return guild_err_set(err, "cuda: matmul: %s has no mma kernel", quant_type_info(type)->name);
     if (nrows <= 0 || ntok <= 0)
         return 0;
     const int64_t qk = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
@@ -206,6 +213,33 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
     if (((uintptr_t)w | w_stride) % wa || ((uintptr_t)act | act_stride) % aa)
         return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned, activation rows %zu-byte",
                              wa, aa);
+    /* The mma kernel's loads need what was just checked (the alignments are cuda_expert_matmul's), its grid.y
+     * ceil(ntok / 64) <= 65535 follows from the check on ceil(ntok / 8). */
+    if ((path == MM_MMA || (path == MM_AUTO && ntok >= CUDA_MATMUL_MMA_MIN_TOK)) &&
+        expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
+                                ldo, s))
+        return cuda_launch_check("matmul (mma)", err);
     matmul_launch(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
     return cuda_launch_check("matmul", err);
+}
+
+extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                           const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
+                           guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, s, err);
+}
+
+extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                                size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                                cudaStream_t s, guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, s, err);
+}
+
+extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                               size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                               cudaStream_t s, guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, s, err);
 }

@@ -4,6 +4,10 @@
  * slots), with and without w_up, n = 2048 and 768, row counts that leave a partial block of rows, ldo > nrows.
  * Then a timing of a Qwen3-30B-A3B layer (128 experts of 2048 x 768, 2048 tokens x 8 slots): dp4a against mma,
  * cudaEvent, median of 5, ms and TFLOP/s printed (the bits compared there too).
+ * Dense: cuda_matmul's mma path (cuda_matmul_mma, and cuda_matmul itself from CUDA_MATMUL_MMA_MIN_TOK tokens)
+ * against its dp4a path (cuda_matmul_dp4a), the five types, n 2048/768/4096, 4096/512/77 rows and the Q6_K
+ * output head (151936 rows), 16..2048 tokens, memcmp from poisoned outputs; and their timing (q4_K 4096 x 4096,
+ * 4096 x 2048, 2048 x 4096, q6_K 151936 x 2048 at 16..2048 tokens) with the crossover printed.
  * Needs a CUDA device of compute capability 8.0 or more: without one the program prints why and exits 77. */
 #include <check.h>
 #include <math.h>
@@ -393,6 +397,242 @@ START_TEST(test_mma_timing)
 }
 END_TEST
 
+/* ---- dense (cuda_matmul) --------------------------------------------------------------------------------- */
+
+/* One dense product on the device: nrows weight rows rs bytes apart (padded where the alignment allows), ntok
+ * activation rows quantized on the device, out [ntok][ldo = nrows + 3]. */
+typedef struct {
+    guild_type_t type;
+    int64_t n, nrows, ldo;
+    int32_t ntok;
+    size_t rs, as;
+    char *w, *act, *hw, *hact; /* device, host copies */
+    float *out;
+    size_t out_bytes;
+} dense_t;
+
+static void dense_init(dense_t *D, rng_t *r, guild_type_t type, int64_t n, int64_t nrows, int32_t ntok)
+{
+    memset(D, 0, sizeof *D);
+    D->type = type, D->n = n, D->nrows = nrows, D->ntok = ntok, D->ldo = nrows + 3;
+    const size_t pad = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ? 16 : type == GUILD_TYPE_IQ4_XS ? 4 : 2;
+    D->rs = row_bytes(type, n) + pad;
+    D->hw = malloc(D->rs * (size_t)nrows);
+    fill_matrices(r, type, D->hw, 1, D->rs * (size_t)nrows, nrows, D->rs, row_bytes(type, n));
+    D->w = dev_alloc(D->rs * (size_t)nrows);
+    CK_CUDA(cudaMemcpy(D->w, D->hw, D->rs * (size_t)nrows, cudaMemcpyHostToDevice));
+    const guild_type_t at = quant_type_info(type)->dot_type;
+    D->as = row_bytes(at, n) + 4;
+    const size_t nf = (size_t)ntok * (size_t)n;
+    float *hf = malloc(nf * sizeof *hf);
+    for (size_t i = 0; i < nf; i++) {
+        const double sc = (i / 256) % 3 == 0 ? 0.02 : (i / 256) % 3 == 1 ? 1.0 : 9.0;
+        hf[i] = (float)(sc * (2 * rng_uniform(r) - 1));
+    }
+    float *df = dev_alloc(nf * sizeof *df);
+    CK_CUDA(cudaMemcpy(df, hf, nf * sizeof *df, cudaMemcpyHostToDevice));
+    D->act = dev_alloc(D->as * (size_t)ntok);
+    guild_err_t err;
+    ck_assert_msg(cuda_quantize(at, df, n, D->act, D->as, n, ntok, stream, &err) == 0, "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    D->hact = malloc(D->as * (size_t)ntok);
+    CK_CUDA(cudaMemcpy(D->hact, D->act, D->as * (size_t)ntok, cudaMemcpyDeviceToHost));
+    cudaFree(df);
+    free(hf);
+    D->out_bytes = (size_t)ntok * (size_t)D->ldo * sizeof(float);
+    D->out = dev_alloc(D->out_bytes);
+}
+
+static void dense_fini(dense_t *D)
+{
+    cudaFree(D->w);
+    cudaFree(D->act);
+    cudaFree(D->out);
+    free(D->hw);
+    free(D->hact);
+}
+
+/* Path k into D->out: 0 cuda_matmul_dp4a, 1 cuda_matmul_mma, 2 cuda_matmul. */
+static void dense_run(dense_t *D, int k)
+{
+    guild_err_t err;
+    int (*fn)(guild_type_t, int64_t, int64_t, int32_t, const void *, size_t, const void *, size_t, float *, int64_t,
+              cudaStream_t, guild_err_t *) = k == 0 ? cuda_matmul_dp4a : k == 1 ? cuda_matmul_mma : cuda_matmul;
+    ck_assert_msg(fn(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo, stream, &err) == 0,
+                  "%s", err.msg);
+}
+
+/* Paths 0 .. np-1 from poisoned outputs: the count of outputs where a path differs from dp4a (0: memcmp-
+ * identical); checks that the ldo padding stays poison, that every output was written, and sampled dp4a outputs
+ * against quant_vec_dot_ref. */
+static long dense_compare(dense_t *D, int np, const char *what)
+{
+    float *got[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < np; k++) {
+        got[k] = malloc(D->out_bytes);
+        ck_assert(got[k] != NULL);
+        CK_CUDA(cudaMemsetAsync(D->out, 0xff, D->out_bytes, stream));
+        dense_run(D, k);
+        CK_CUDA(cudaStreamSynchronize(stream));
+        CK_CUDA(cudaMemcpy(got[k], D->out, D->out_bytes, cudaMemcpyDeviceToHost));
+    }
+    long bad = 0, unwritten = 0;
+    const uint32_t poison = 0xffffffffu;
+    for (int32_t t = 0; t < D->ntok; t++) {
+        const size_t o = (size_t)t * (size_t)D->ldo;
+        for (int k = 1; k < np; k++)
+            if (memcmp(got[0] + o, got[k] + o, (size_t)D->nrows * sizeof(float)))
+                for (int64_t row = 0; row < D->nrows; row++)
+                    if (memcmp(&got[0][o + row], &got[k][o + row], 4) && bad++ < 5)
+                        fprintf(stderr, "  %s: %s token %d row %lld: %.9g, dp4a %.9g\n", what,
+                                k == 1 ? "mma" : "cuda_matmul", t, (long long)row, (double)got[k][o + row],
+                                (double)got[0][o + row]);
+        for (int k = 0; k < np; k++)
+            for (int64_t row = 0; row < D->ldo; row++) {
+                uint32_t b;
+                memcpy(&b, &got[k][o + row], 4);
+                if (row >= D->nrows)
+                    ck_assert_msg(b == poison, "%s: path %d wrote token %d padding row %lld (%08x)", what, k, t,
+                                  (long long)row, b);
+                else
+                    unwritten += b == poison;
+            }
+    }
+    ck_assert_msg(unwritten == 0, "%s: %ld outputs left unwritten", what, unwritten);
+    for (int k = 0; k < 256; k++) {
+        const int32_t t = (int32_t)(((uint64_t)k * 7919u + 13u) % (uint64_t)D->ntok);
+        const int64_t row = (int64_t)(((uint64_t)k * 104729u + 7u) % (uint64_t)D->nrows);
+        const float g = quant_vec_dot_ref(D->type, D->n, D->hw + (size_t)row * D->rs, D->hact + (size_t)t * D->as);
+        const float v = got[0][(size_t)t * (size_t)D->ldo + (size_t)row];
+        ck_assert_msg(!memcmp(&g, &v, sizeof g), "%s: token %d row %lld: dp4a %.9g, quant_vec_dot_ref %.9g", what, t,
+                      (long long)row, (double)v, (double)g);
+    }
+    for (int k = 0; k < np; k++)
+        free(got[k]);
+    return bad;
+}
+
+typedef struct {
+    guild_type_t type;
+    int64_t n, nrows;
+    int32_t ntok;
+} dense_case_t;
+
+#define DENSE_TYPE_CASES(T) \
+    {T, 2048, 4096, 16}, {T, 768, 77, 33}, {T, 4096, 512, 100}, {T, 768, 4096, 64}, {T, 2048, 512, 2048}
+
+static const dense_case_t dense_cases[] = {
+    DENSE_TYPE_CASES(GUILD_TYPE_Q4_K), DENSE_TYPE_CASES(GUILD_TYPE_Q5_K), DENSE_TYPE_CASES(GUILD_TYPE_Q6_K),
+    DENSE_TYPE_CASES(GUILD_TYPE_IQ4_XS), DENSE_TYPE_CASES(GUILD_TYPE_Q8_0),
+    {GUILD_TYPE_Q6_K, 2048, 151936, 512}, /* the output head of Qwen3-30B-A3B */
+    {GUILD_TYPE_Q4_K, 256, 1, 65},        /* one row, a token past a whole tile */
+};
+#define N_DENSE_CASES (int)(sizeof dense_cases / sizeof dense_cases[0])
+
+START_TEST(test_dense_bits)
+{
+    const dense_case_t *C = &dense_cases[_i];
+    rng_t r;
+    rng_seed(&r, 700 + (uint64_t)_i);
+    dense_t D;
+    dense_init(&D, &r, C->type, C->n, C->nrows, C->ntok);
+    char what[128];
+    snprintf(what, sizeof what, "dense %s n=%lld rows=%lld tokens=%d", quant_type_info(C->type)->name,
+             (long long)C->n, (long long)C->nrows, C->ntok);
+    const long bad = dense_compare(&D, 3, what);
+    printf("%s: %s mma and cuda_matmul (%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
+           C->ntok >= CUDA_MATMUL_MMA_MIN_TOK ? "mma path" : "dp4a path", bad);
+    ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
+    dense_fini(&D);
+}
+END_TEST
+
+START_TEST(test_dense_rejects)
+{
+    guild_err_t err;
+    char *d = dev_alloc(4096);
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_F32, 256, 4, 64, d, 1024, d, 1024, (float *)d, 4, stream, &err), -1);
+    ck_assert_msg(strstr(err.msg, "mma") != NULL, "%s", err.msg);
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_0, 256, 4, 64, d, 144, d, 292, (float *)d, 4, stream, &err), -1);
+    /* the alignment rule holds on the mma path too: Q4_K rows 16-byte aligned */
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_K, 256, 4, 64, d, 152, d, 292, (float *)d, 4, stream, &err), -1);
+    ck_assert_int_eq(cuda_matmul(GUILD_TYPE_Q4_K, 256, 4, 64, d + 8, 144, d, 292, (float *)d, 4, stream, &err), -1);
+    cudaFree(d);
+}
+END_TEST
+
+/* Median of 5 timed runs (after one warm-up) of dense path k, in ms. */
+static float time_dense(dense_t *D, int k)
+{
+    cudaEvent_t e0, e1;
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    float ms[5];
+    dense_run(D, k);
+    for (int i = 0; i < 5; i++) {
+        CK_CUDA(cudaEventRecord(e0, stream));
+        dense_run(D, k);
+        CK_CUDA(cudaEventRecord(e1, stream));
+        CK_CUDA(cudaEventSynchronize(e1));
+        CK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(ms, 5, sizeof ms[0], cmp_float);
+    return ms[2];
+}
+
+static const struct {
+    guild_type_t type;
+    int64_t nrows, n;
+} dense_shapes[] = {
+    {GUILD_TYPE_Q4_K, 4096, 4096}, {GUILD_TYPE_Q4_K, 4096, 2048}, {GUILD_TYPE_Q4_K, 2048, 4096},
+    {GUILD_TYPE_Q6_K, 151936, 2048},
+};
+
+/* dp4a against mma for one shape at 16 .. 2048 tokens; the smallest token count from which mma wins. */
+START_TEST(test_dense_timing)
+{
+    static const int32_t toks[] = {16, 32, 64, 512, 2048};
+    const int nt = (int)(sizeof toks / sizeof toks[0]);
+    const guild_type_t type = dense_shapes[_i].type;
+    const int64_t nrows = dense_shapes[_i].nrows, n = dense_shapes[_i].n;
+    rng_t r;
+    rng_seed(&r, 950 + (uint64_t)_i);
+    /* the weights once, at the largest token count; smaller batches use its first rows of activations */
+    dense_t D;
+    dense_init(&D, &r, type, n, nrows, toks[nt - 1]);
+    printf("dense timing %s %lld rows x n %lld (cuda_matmul takes mma from %d tokens):\n",
+           quant_type_info(type)->name, (long long)nrows, (long long)n, CUDA_MATMUL_MMA_MIN_TOK);
+    int32_t cross = -1;
+    long bad_all = 0;
+    for (int i = 0; i < nt; i++) {
+        D.ntok = toks[i];
+        char what[96];
+        snprintf(what, sizeof what, "timing %s %lld x %lld, %d tokens", quant_type_info(type)->name,
+                 (long long)nrows, (long long)n, D.ntok);
+        const size_t full = D.out_bytes;
+        D.out_bytes = (size_t)D.ntok * (size_t)D.ldo * sizeof(float);
+        const long bad = dense_compare(&D, 2, what);
+        D.out_bytes = full;
+        bad_all += bad;
+        const float t0 = time_dense(&D, 0), t1 = time_dense(&D, 1);
+        const double ops = 2.0 * (double)nrows * (double)n * (double)D.ntok;
+        printf("  %5d tokens: dp4a %8.3f ms %6.2f TOP/s | mma %8.3f ms %6.2f TOP/s | mma/dp4a speed-up %5.2fx | "
+               "%ld differ\n", D.ntok, t0, ops / t0 / 1e9, t1, ops / t1 / 1e9, t0 / t1, bad);
+        if (t1 < t0 && cross < 0)
+            cross = D.ntok;
+        else if (t1 >= t0)
+            cross = -1;
+    }
+    printf("%s: dense %s %lld x %lld: mma faster from %d tokens on (of those timed; -1: not at the largest)\n",
+           bad_all ? "FAIL" : "PASS", quant_type_info(type)->name, (long long)nrows, (long long)n, cross);
+    ck_assert_msg(bad_all == 0, "%ld mma outputs differ from dp4a", bad_all);
+    D.ntok = toks[nt - 1];
+    dense_fini(&D);
+}
+END_TEST
+
 static Suite *mma_suite(void)
 {
     Suite *s = suite_create("cuda_expert_mma");
@@ -404,6 +644,15 @@ static Suite *mma_suite(void)
     tc = tcase_create("timing");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_mma_timing, 0, 5);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dense bits");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_dense_bits, 0, N_DENSE_CASES);
+    tcase_add_test(tc, test_dense_rejects);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dense timing");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_dense_timing, 0, (int)(sizeof dense_shapes / sizeof dense_shapes[0]));
     suite_add_tcase(s, tc);
     return s;
 }
