@@ -9,9 +9,10 @@
  *
  * Precision: K and V are F16 in the cache, exact operands. Q and P are f32; a plain f16 cast would cost
  * 2^-11 relative, so each is split x = hi + lo (hi = f16(x), lo = f16(x - hi)) and multiplied twice into the
- * same accumulator: ~2^-22 relative (2^-25 absolute where lo is subnormal), within the FP32 kernel's
- * tolerance. A query row whose largest |q| exceeds 2^14 is scaled by a power of two before the split (and its
- * scores by the inverse), so the f16 range never overflows; infinities and NaNs propagate.
+ * same accumulator: ~2^-22 relative, within the FP32 kernel's tolerance. lo must stay clear of f16's
+ * subnormals (spacing 2^-24) and hi of its overflow (65504), so the operands are first scaled by powers of two
+ * (exact): each query row so that its largest |q| is in [2^13, 2^14) (its scores scaled back in f32), and P by
+ * AM_PSCALE (the row sums stay unscaled; the output is divided by both). Infinities and NaNs propagate.
  *
  * Keys after a query's position are masked (-inf, probability 0); key tiles past the block's last query are
  * not visited, and a warp skips the tiles past its own last query. Cache rows past the last query are
@@ -24,6 +25,7 @@
 #define AM_WARPS 4
 #define AM_BQ (AM_WARPS * 16) /* query rows per block: 16 per warp, the mma's M */
 #define AM_BK 64              /* keys per tile */
+#define AM_PSCALE 4096.0f     /* P operand scale: p <= 1 becomes <= 2^12, its lo part normal down to p ~ 2^-15 */
 
 static __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
@@ -83,11 +85,12 @@ static __device__ __forceinline__ void split_f16x2(float x0, float x1, uint32_t 
     *lo = (uint32_t)__half_as_ushort(l0) | (uint32_t)__half_as_ushort(l1) << 16;
 }
 
-/* Power of two that brings a row of largest magnitude mx within f16 range with room for the sums of hi+lo:
- * 2^-e with e >= 0 (e = 0 for ordinary rows; infinities and NaNs are left as they are). */
+/* e such that a row of largest magnitude mx times 2^-e has its largest magnitude in [2^13, 2^14): hi well
+ * within f16 range, lo normal for the row's large values. 0 for rows of zeros, infinities or NaNs; at least -64
+ * (2^64 and scale * 2^-64 stay normal floats). */
 static __device__ __forceinline__ int row_exponent(float mx)
 {
-    return mx > 16384.0f && mx <= 3.0e38f ? ilogbf(mx) - 13 : 0;
+    return mx > 0.0f && mx <= 3.0e38f ? max(ilogbf(mx) - 13, -64) : 0;
 }
 
 template <int HD>
@@ -144,6 +147,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         const float f0 = scalbnf(1.0f, -e0), f1 = scalbnf(1.0f, -e1);
         rs0 = scalbnf(scale, e0);
         rs1 = scalbnf(scale, e1);
+        asm volatile("" ::: "memory"); /* reload q below rather than keep the first pass's 4 * HD / 4 values live */
 #pragma unroll
         for (int kk = 0; kk < KS; kk++)
 #pragma unroll
@@ -254,10 +258,10 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
                     l1 = l1 + p[u][2] + p[u][3];
                 }
                 uint32_t ph[4], pl[4];
-                split_f16x2(p[0][0], p[0][1], &ph[0], &pl[0]);
-                split_f16x2(p[0][2], p[0][3], &ph[1], &pl[1]);
-                split_f16x2(p[1][0], p[1][1], &ph[2], &pl[2]);
-                split_f16x2(p[1][2], p[1][3], &ph[3], &pl[3]);
+                split_f16x2(p[0][0] * AM_PSCALE, p[0][1] * AM_PSCALE, &ph[0], &pl[0]);
+                split_f16x2(p[0][2] * AM_PSCALE, p[0][3] * AM_PSCALE, &ph[1], &pl[1]);
+                split_f16x2(p[1][0] * AM_PSCALE, p[1][1] * AM_PSCALE, &ph[2], &pl[2]);
+                split_f16x2(p[1][2] * AM_PSCALE, p[1][3] * AM_PSCALE, &ph[3], &pl[3]);
 #pragma unroll
                 for (int dp = 0; dp < NO / 2; dp++) {
                     uint32_t b[4];
@@ -277,6 +281,8 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 2);
     l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 1);
     l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 2);
+    l0 = l0 * AM_PSCALE; /* exact: the scale of the P operand */
+    l1 = l1 * AM_PSCALE;
     if (r0 < nq) {
         float *o0 = out + ((int64_t)(t0 + r0) * n_head + h) * HD + 2 * t4;
 #pragma unroll

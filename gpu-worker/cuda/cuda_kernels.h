@@ -187,7 +187,7 @@ int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, con
  * _fp32: CUDA-core FP32 arithmetic, any supported type and head dimension. _mma: mma.sync f16 operands with
  * Q and P split hi + lo (about 2^-22 relative), f32 accumulation; -1 with a message unless
  * cuda_attention_prefill_mma_takes (F16 cache, head dimension 64 or 128, 16-byte aligned caches, 8-byte
- * aligned q and out). Query rows whose |q| exceeds 2^14 are scaled by a power of two (f16 range). */
+ * aligned q and out). Q rows and P are scaled by powers of two to stay within f16's normal range. */
 int cuda_attention_prefill_fp32(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                 const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
                                 int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
