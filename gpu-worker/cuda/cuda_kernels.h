@@ -65,11 +65,13 @@ int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const
 
 /* cuda_matmul's two paths at any token count, the same bits, for tests and timings: _dp4a the CUDA-core kernels
  * (every supported type); _mma the int8 tensor-core kernel (sm_80+; -1 with a message for a type that
- * cuda_expert_mma_supported() rejects). */
+ * cuda_expert_mma_supported() rejects) in blocks of block_rows weight rows: 64, 128, or 0 for cuda_matmul's
+ * choice (64 when blocks of 128 would give an SM fewer than two). */
 int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                      const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
-                    const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+                    const void *act, size_t act_stride, float *out, int64_t ldo, int32_t block_rows, cudaStream_t s,
+                    guild_err_t *err);
 
 /* out[i * ldo + 0 .. n) = quant_dequantize_row_ref(type, row ids[i] of w) for i < n_ids (w rows row_bytes
  * apart; ids is a device array, every id must be a valid row). */

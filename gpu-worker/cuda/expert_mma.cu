@@ -29,7 +29,8 @@
  * pair (whole groups of 8 past it are skipped) and not stored.
  * Dense mode (DENSE, cuda_matmul's large batches): one matrix, no routing tables; the tile of blockIdx.y is
  * pairs (tokens) [64 y, 64 y + 64) cut at npairs, pair p reading activation row p. A template parameter, so the
- * routed kernel's code is what it was.
+ * routed kernel's code is what it was. NQ = 1 (dense only): a warp computes one group of 16 rows, a block 64
+ * rows: twice the blocks, about half the registers, for grids too small to fill the GPU.
  */
 #include "gpu-worker/cuda/expert_mma.cuh"
 #include "gpu-worker/cuda/expert_mma_traits.cuh"
@@ -83,7 +84,7 @@ static __device__ __forceinline__ void mma_sub(int (&c)[4], const int (&q0)[KR],
         mma_k16(c, q0[0], q8[0], b[0]);
 }
 
-template <typename TR, bool GU, bool DENSE>
+template <typename TR, bool GU, bool DENSE, int NQ>
 static __global__ void __launch_bounds__(MMA_THREADS)
     expert_mma_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride,
                       size_t row_stride, const char *__restrict__ act, size_t act_stride, int act_div,
@@ -95,7 +96,8 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     typedef typename TR::ablock ablock;
     typedef typename TR::whead whead;
     constexpr int SPC = TR::SPC, KR = TR::KR;
-    constexpr int WROWS = GU ? 16 : 32; /* rows of a warp */
+    constexpr int WROWS = GU ? 16 : 16 * NQ; /* rows of a warp: NQ groups of 16 (gate and up: one of each) */
+    static_assert(NQ == 2 || (NQ == 1 && !GU), "gate and up take a group each");
     static_assert(!TR::HAS_MIN || KR == 2, "the mins' mma is an m16n8k32 over both B registers");
     if (!DENSE && (int)blockIdx.y >= *n_tiles)
         return;
@@ -114,10 +116,10 @@ static __global__ void __launch_bounds__(MMA_THREADS)
         return;
 
     /* Rows of this thread: group q, half h (row g or g + 8); past the last row: the last row's bytes, not stored. */
-    const wblock *wrp[2][2];
-    int rows[2][2];
+    const wblock *wrp[NQ][2];
+    int rows[NQ][2];
 #pragma unroll
-    for (int q = 0; q < 2; q++)
+    for (int q = 0; q < NQ; q++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = row0 + (GU ? 0 : 16 * q) + 8 * h + g;
@@ -141,9 +143,9 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     }
     const int njt = min(MMA_NT, (nt - p0 + 7) / 8); /* groups of 8 pairs with at least one pair */
 
-    float acc[2][MMA_NT][4];
+    float acc[NQ][MMA_NT][4];
 #pragma unroll
-    for (int q = 0; q < 2; q++)
+    for (int q = 0; q < NQ; q++)
 #pragma unroll
         for (int j = 0; j < MMA_NT; j++)
 #pragma unroll
@@ -151,15 +153,15 @@ static __global__ void __launch_bounds__(MMA_THREADS)
                 acc[q][j][i] = 0.0f;
 
     for (int b = 0; b < nb; b++) {
-        whead H[2][2];
+        whead H[NQ][2];
 #pragma unroll
-        for (int q = 0; q < 2; q++)
+        for (int q = 0; q < NQ; q++)
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 TR::head(wrp[q][h] + b, H[q][h]);
-        int isum[2][MMA_NT][4], imin[2][MMA_NT][4];
+        int isum[NQ][MMA_NT][4], imin[NQ][MMA_NT][4];
 #pragma unroll
-        for (int q = 0; q < 2; q++)
+        for (int q = 0; q < NQ; q++)
 #pragma unroll
             for (int j = 0; j < MMA_NT; j++)
 #pragma unroll
@@ -167,9 +169,9 @@ static __global__ void __launch_bounds__(MMA_THREADS)
                     isum[q][j][i] = imin[q][j][i] = 0;
 #pragma unroll
         for (int c = 0; c < TR::NCH; c++) {
-            int Q[2][2][SPC][KR];
+            int Q[NQ][2][SPC][KR];
 #pragma unroll
-            for (int q = 0; q < 2; q++)
+            for (int q = 0; q < NQ; q++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
                     TR::chunk(wrp[q][h] + b, t, c, Q[q][h]);
@@ -180,7 +182,7 @@ static __global__ void __launch_bounds__(MMA_THREADS)
                 int B[SPC][KR];
                 TR::bchunk((const ablock *)(act + (size_t)arow_b[j] * act_stride) + b, t, c, B);
 #pragma unroll
-                for (int q = 0; q < 2; q++)
+                for (int q = 0; q < NQ; q++)
 #pragma unroll
                     for (int i = 0; i < SPC; i++) {
                         const int s = TR::sub(c, i);
@@ -205,7 +207,7 @@ static __global__ void __launch_bounds__(MMA_THREADS)
             const float ad0 = TR::act_d((const ablock *)(act + (size_t)arow_c[j][0] * act_stride) + b);
             const float ad1 = TR::act_d((const ablock *)(act + (size_t)arow_c[j][1] * act_stride) + b);
 #pragma unroll
-            for (int q = 0; q < 2; q++) {
+            for (int q = 0; q < NQ; q++) {
                 acc[q][j][0] = acc[q][j][0] + TR::finish(H[q][0], ad0, isum[q][j][0], imin[q][j][0]);
                 acc[q][j][1] = acc[q][j][1] + TR::finish(H[q][0], ad1, isum[q][j][1], imin[q][j][1]);
                 acc[q][j][2] = acc[q][j][2] + TR::finish(H[q][1], ad0, isum[q][j][2], imin[q][j][2]);
@@ -221,13 +223,13 @@ static __global__ void __launch_bounds__(MMA_THREADS)
             const int p = pc[j][i % 2];
             if (p < 0)
                 continue;
-            if (GU) {
+            if constexpr (GU) {
                 const int r = rows[0][i / 2];
                 if (r < nrows)
-                    out[(int64_t)p * ldo + r] = mma_silu_mul(acc[0][j][i], acc[1][j][i]);
+                    out[(int64_t)p * ldo + r] = mma_silu_mul(acc[0][j][i], acc[NQ - 1][j][i]);
             } else {
 #pragma unroll
-                for (int q = 0; q < 2; q++) {
+                for (int q = 0; q < NQ; q++) {
                     const int r = rows[q][i / 2];
                     if (r < nrows)
                         out[(int64_t)p * ldo + r] = acc[q][j][i];
@@ -237,25 +239,30 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 }
 
 /* Routed (order != NULL): grid.y = max_tiles. Dense (order == NULL, w_up NULL): npairs tokens, grid.y the tiles
- * of 64 that cover them. */
+ * of 64 that cover them, blocks of 64 rows when narrow (128 otherwise). */
 template <typename TR>
 static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
                           const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
-                          const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
-                          cudaStream_t s)
+                          const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, bool narrow, float *out,
+                          int64_t ldo, cudaStream_t s)
 {
-    const int crows = MMA_ROW_WARPS * (wu ? 16 : 32);
+    const int crows = MMA_ROW_WARPS * (wu || (!order && narrow) ? 16 : 32);
     const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
     const int nb = (int)(n / TR::QK);
-    if (!order)
-        expert_mma_kernel<TR, false, true><<<grid, MMA_THREADS, 0, s>>>(w, NULL, 0, rs, act, as, 1, NULL, NULL, NULL,
-                                                                        npairs, out, ldo, nb, (int)nrows);
+    if (!order && narrow)
+        expert_mma_kernel<TR, false, true, 1><<<grid, MMA_THREADS, 0, s>>>(w, NULL, 0, rs, act, as, 1, NULL, NULL,
+                                                                           NULL, npairs, out, ldo, nb, (int)nrows);
+    else if (!order)
+        expert_mma_kernel<TR, false, true, 2><<<grid, MMA_THREADS, 0, s>>>(w, NULL, 0, rs, act, as, 1, NULL, NULL,
+                                                                           NULL, npairs, out, ldo, nb, (int)nrows);
     else if (wu)
-        expert_mma_kernel<TR, true, false><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
-                                                                        tiles, n_tiles, 0, out, ldo, nb, (int)nrows);
+        expert_mma_kernel<TR, true, false, 2><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
+                                                                           tiles, n_tiles, 0, out, ldo, nb,
+                                                                           (int)nrows);
     else
-        expert_mma_kernel<TR, false, false><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
-                                                                         tiles, n_tiles, 0, out, ldo, nb, (int)nrows);
+        expert_mma_kernel<TR, false, false, 2><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
+                                                                            tiles, n_tiles, 0, out, ldo, nb,
+                                                                            (int)nrows);
 }
 
 extern "C" bool cuda_expert_mma_supported(guild_type_t type)
@@ -267,28 +274,28 @@ extern "C" bool cuda_expert_mma_supported(guild_type_t type)
 static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
                          size_t expert_stride, size_t row_stride, const char *act, size_t act_stride, int act_div,
                          const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
-                         int32_t npairs, float *out, int64_t ldo, cudaStream_t s)
+                         int32_t npairs, bool narrow, float *out, int64_t ldo, cudaStream_t s)
 {
     switch (type) {
     case GUILD_TYPE_Q4_K:
         expert_mma_go<mma_q4_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, out, ldo, s);
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
     case GUILD_TYPE_Q6_K:
         expert_mma_go<mma_q6_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, out, ldo, s);
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
     case GUILD_TYPE_Q5_K:
         expert_mma_go<mma_q5_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, out, ldo, s);
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
     case GUILD_TYPE_IQ4_XS:
         expert_mma_go<mma_iq4_xs>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
-                                  tiles, n_tiles, max_tiles, npairs, out, ldo, s);
+                                  tiles, n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
     case GUILD_TYPE_Q8_0:
         expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, out, ldo, s);
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
     default:
         return false;
@@ -301,14 +308,14 @@ bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *
                        float *out, int64_t ldo, cudaStream_t s)
 {
     return mma_dispatch(type, n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                        n_tiles, max_tiles, 0, out, ldo, s);
+                        n_tiles, max_tiles, 0, false, out, ldo, s);
 }
 
 bool expert_mma_dense_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const char *w,
                              size_t row_stride, const char *act, size_t act_stride, float *out, int64_t ldo,
-                             cudaStream_t s)
+                             int block_rows, cudaStream_t s)
 {
     const int32_t ntiles = (ntok + CUDA_EXPERT_MMA_TILE - 1) / CUDA_EXPERT_MMA_TILE;
     return mma_dispatch(type, n, nrows, w, NULL, 0, row_stride, act, act_stride, 1, NULL, NULL, NULL, ntiles, ntok,
-                        out, ldo, s);
+                        block_rows == 64, out, ldo, s);
 }

@@ -19,11 +19,11 @@ bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *
 
 /* cuda_matmul's product on the same kernel (one matrix, no routing): out[t * ldo + r] = dot(row r of w, act row t)
  * for r < nrows, t < ntok, the bits of cuda_matmul's dp4a kernel, on stream s. Tiles of CUDA_EXPERT_MMA_TILE
- * tokens: grid.y = ceil(ntok / 64) <= 65535. The caller checks cuda_matmul's alignment (the same as
- * cuda_expert_matmul's) and the shape; activation rows well-formed as above. Returns false (nothing launched)
- * when `type` has no mma kernel. */
+ * tokens: grid.y = ceil(ntok / 64) <= 65535; blocks of block_rows weight rows, 64 or 128 (64: twice the blocks
+ * for small grids). The caller checks cuda_matmul's alignment (the same as cuda_expert_matmul's) and the shape;
+ * activation rows well-formed as above. Returns false (nothing launched) when `type` has no mma kernel. */
 bool expert_mma_dense_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const char *w,
                              size_t row_stride, const char *act, size_t act_stride, float *out, int64_t ldo,
-                             cudaStream_t s);
+                             int block_rows, cudaStream_t s);
 
 #endif

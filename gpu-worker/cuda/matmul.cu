@@ -189,15 +189,29 @@ static size_t weight_align(guild_type_t type)
 
 typedef enum { MM_AUTO, MM_DP4A, MM_MMA } mm_path_t;
 
+/* Blocks of 64 rows when blocks of 128 would not give every SM two (one fits an SM: about 210 registers a
+ * thread): the small grids of few tokens or few rows. */
+static int mma_block_rows(int64_t nrows, int32_t ntok)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess)
+        return 128;
+    const int64_t blocks = (nrows + 127) / 128 * ((ntok + CUDA_EXPERT_MMA_TILE - 1) / CUDA_EXPERT_MMA_TILE);
+    return blocks < 2 * (int64_t)sms ? 64 : 128;
+}
+
 static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
-                      const void *act, size_t act_stride, float *out, int64_t ldo, mm_path_t path, cudaStream_t s,
-                      guild_err_t *err)
+                      const void *act, size_t act_stride, float *out, int64_t ldo, mm_path_t path, int block_rows,
+                      cudaStream_t s, guild_err_t *err)
 {
     if (!cuda_type_supported(type))
         return guild_err_set(err, "cuda: matmul: weight type %d is not supported (supported: %s)", (int)type,
                              cuda_supported_types());
     if (path == MM_MMA && !cuda_expert_mma_supported(type))
         return guild_err_set(err, "cuda: matmul: %s has no mma kernel", quant_type_info(type)->name);
+    if (block_rows != 0 && block_rows != 64 && block_rows != 128)
+        return guild_err_set(err, "cuda: matmul: mma blocks of %d rows (0, 64 or 128)", block_rows);
     if (nrows <= 0 || ntok <= 0)
         return 0;
     const int64_t qk = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
@@ -217,7 +231,7 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
      * ceil(ntok / 64) <= 65535 follows from the check on ceil(ntok / 8). */
     if ((path == MM_MMA || (path == MM_AUTO && ntok >= CUDA_MATMUL_MMA_MIN_TOK)) &&
         expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
-                                ldo, s))
+                                ldo, block_rows ? block_rows : mma_block_rows(nrows, ntok), s))
         return cuda_launch_check("matmul (mma)", err);
     matmul_launch(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
     return cuda_launch_check("matmul", err);
@@ -227,19 +241,19 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
                            const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
                            guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                 size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                 cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, s, err);
 }
 
 extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
-                               cudaStream_t s, guild_err_t *err)
+                               int32_t block_rows, cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows, s, err);
 }

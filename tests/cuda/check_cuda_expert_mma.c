@@ -452,14 +452,23 @@ static void dense_fini(dense_t *D)
     free(D->hact);
 }
 
-/* Path k into D->out: 0 cuda_matmul_dp4a, 1 cuda_matmul_mma, 2 cuda_matmul. */
+/* Path k into D->out: 0 cuda_matmul_dp4a, 1 cuda_matmul_mma in blocks of 128 rows, 2 of 64 rows, 3 cuda_matmul. */
+#define N_DENSE_PATHS 4
+static const char *const dense_path_name[N_DENSE_PATHS] = {"dp4a", "mma128", "mma64", "cuda_matmul"};
+
 static void dense_run(dense_t *D, int k)
 {
     guild_err_t err;
-    int (*fn)(guild_type_t, int64_t, int64_t, int32_t, const void *, size_t, const void *, size_t, float *, int64_t,
-              cudaStream_t, guild_err_t *) = k == 0 ? cuda_matmul_dp4a : k == 1 ? cuda_matmul_mma : cuda_matmul;
-    ck_assert_msg(fn(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo, stream, &err) == 0,
-                  "%s", err.msg);
+    int rc;
+    if (k == 0)
+        rc = cuda_matmul_dp4a(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo, stream,
+                              &err);
+    else if (k < 3)
+        rc = cuda_matmul_mma(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo,
+                             k == 1 ? 128 : 64, stream, &err);
+    else
+        rc = cuda_matmul(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo, stream, &err);
+    ck_assert_msg(rc == 0, "%s: %s", dense_path_name[k], err.msg);
 }
 
 /* Paths 0 .. np-1 from poisoned outputs: the count of outputs where a path differs from dp4a (0: memcmp-
@@ -467,7 +476,7 @@ static void dense_run(dense_t *D, int k)
  * against quant_vec_dot_ref. */
 static long dense_compare(dense_t *D, int np, const char *what)
 {
-    float *got[3] = {NULL, NULL, NULL};
+    float *got[N_DENSE_PATHS] = {NULL};
     for (int k = 0; k < np; k++) {
         got[k] = malloc(D->out_bytes);
         ck_assert(got[k] != NULL);
@@ -485,7 +494,7 @@ static long dense_compare(dense_t *D, int np, const char *what)
                 for (int64_t row = 0; row < D->nrows; row++)
                     if (memcmp(&got[0][o + row], &got[k][o + row], 4) && bad++ < 5)
                         fprintf(stderr, "  %s: %s token %d row %lld: %.9g, dp4a %.9g\n", what,
-                                k == 1 ? "mma" : "cuda_matmul", t, (long long)row, (double)got[k][o + row],
+                                dense_path_name[k], t, (long long)row, (double)got[k][o + row],
                                 (double)got[0][o + row]);
         for (int k = 0; k < np; k++)
             for (int64_t row = 0; row < D->ldo; row++) {
@@ -539,8 +548,8 @@ START_TEST(test_dense_bits)
     char what[128];
     snprintf(what, sizeof what, "dense %s n=%lld rows=%lld tokens=%d", quant_type_info(C->type)->name,
              (long long)C->n, (long long)C->nrows, C->ntok);
-    const long bad = dense_compare(&D, 3, what);
-    printf("%s: %s mma and cuda_matmul (%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
+    const long bad = dense_compare(&D, N_DENSE_PATHS, what);
+    printf("%s: %s mma128, mma64 and cuda_matmul (%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
            C->ntok >= CUDA_MATMUL_MMA_MIN_TOK ? "mma path" : "dp4a path", bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
     dense_fini(&D);
@@ -551,11 +560,16 @@ START_TEST(test_dense_rejects)
 {
     guild_err_t err;
     char *d = dev_alloc(4096);
-    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_F32, 256, 4, 64, d, 1024, d, 1024, (float *)d, 4, stream, &err), -1);
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_F32, 256, 4, 64, d, 1024, d, 1024, (float *)d, 4, 0, stream, &err),
+                     -1);
     ck_assert_msg(strstr(err.msg, "mma") != NULL, "%s", err.msg);
-    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_0, 256, 4, 64, d, 144, d, 292, (float *)d, 4, stream, &err), -1);
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_0, 256, 4, 64, d, 144, d, 292, (float *)d, 4, 0, stream, &err),
+                     -1);
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_K, 256, 4, 64, d, 144, d, 292, (float *)d, 4, 96, stream, &err),
+                     -1);
     /* the alignment rule holds on the mma path too: Q4_K rows 16-byte aligned */
-    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_K, 256, 4, 64, d, 152, d, 292, (float *)d, 4, stream, &err), -1);
+    ck_assert_int_eq(cuda_matmul_mma(GUILD_TYPE_Q4_K, 256, 4, 64, d, 152, d, 292, (float *)d, 4, 0, stream, &err),
+                     -1);
     ck_assert_int_eq(cuda_matmul(GUILD_TYPE_Q4_K, 256, 4, 64, d + 8, 144, d, 292, (float *)d, 4, stream, &err), -1);
     cudaFree(d);
 }
@@ -613,19 +627,25 @@ START_TEST(test_dense_timing)
                  (long long)nrows, (long long)n, D.ntok);
         const size_t full = D.out_bytes;
         D.out_bytes = (size_t)D.ntok * (size_t)D.ldo * sizeof(float);
-        const long bad = dense_compare(&D, 2, what);
+        const long bad = dense_compare(&D, 3, what);
         D.out_bytes = full;
         bad_all += bad;
-        const float t0 = time_dense(&D, 0), t1 = time_dense(&D, 1);
+        float tm[N_DENSE_PATHS];
+        for (int k = 0; k < N_DENSE_PATHS; k++)
+            tm[k] = time_dense(&D, k);
         const double ops = 2.0 * (double)nrows * (double)n * (double)D.ntok;
-        printf("  %5d tokens: dp4a %8.3f ms %6.2f TOP/s | mma %8.3f ms %6.2f TOP/s | mma/dp4a speed-up %5.2fx | "
-               "%ld differ\n", D.ntok, t0, ops / t0 / 1e9, t1, ops / t1 / 1e9, t0 / t1, bad);
+        printf("  %5d tokens:", D.ntok);
+        for (int k = 0; k < N_DENSE_PATHS; k++)
+            printf(" %s %.3f ms %.2f TOP/s |", dense_path_name[k], tm[k], ops / tm[k] / 1e9);
+        printf(" cuda_matmul/dp4a speed-up %.2fx | %ld differ\n", tm[0] / tm[3], bad);
+        const float t0 = tm[0], t1 = tm[1] < tm[2] ? tm[1] : tm[2];
         if (t1 < t0 && cross < 0)
             cross = D.ntok;
         else if (t1 >= t0)
             cross = -1;
     }
-    printf("%s: dense %s %lld x %lld: mma faster from %d tokens on (of those timed; -1: not at the largest)\n",
+    printf("%s: dense %s %lld x %lld: mma (best block) faster from %d tokens on (of those timed; -1: not at the "
+           "largest)\n",
            bad_all ? "FAIL" : "PASS", quant_type_info(type)->name, (long long)nrows, (long long)n, cross);
     ck_assert_msg(bad_all == 0, "%ld mma outputs differ from dp4a", bad_all);
     D.ntok = toks[nt - 1];
