@@ -147,7 +147,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         const float f0 = scalbnf(1.0f, -e0), f1 = scalbnf(1.0f, -e1);
         rs0 = scalbnf(scale, e0);
         rs1 = scalbnf(scale, e1);
-        asm volatile("" ::: "memory"); /* reload q below rather than keep the first pass's 4 * HD / 4 values live */
+        asm volatile("" ::: "memory"); /* reload q below: not the first pass's HD / 2 values kept live */
 #pragma unroll
         for (int kk = 0; kk < KS; kk++)
 #pragma unroll
