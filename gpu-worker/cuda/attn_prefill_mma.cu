@@ -20,12 +20,9 @@
  */
 #include <cuda_fp16.h>
 
+#include "gpu-worker/cuda/attn_prefill_mma.cuh"
 #include "gpu-worker/cuda/cuda_common.cuh"
 
-#define AM_WARPS 4
-#define AM_BQ (AM_WARPS * 16) /* query rows per block: 16 per warp, the mma's M */
-#define AM_BK 64              /* keys per tile */
-#define AM_PSCALE 4096.0f     /* P operand scale: p <= 1 becomes <= 2^12, its lo part normal down to p ~ 2^-15 */
 
 static __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
@@ -75,23 +72,6 @@ static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* (x0, x1) = hi + lo, each an f16 pair (x0 in the low half, the lower column of a fragment). x - f16(x) is
- * exact in f32. */
-static __device__ __forceinline__ void split_f16x2(float x0, float x1, uint32_t *hi, uint32_t *lo)
-{
-    const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
-    const __half l0 = __float2half_rn(x0 - __half2float(h0)), l1 = __float2half_rn(x1 - __half2float(h1));
-    *hi = (uint32_t)__half_as_ushort(h0) | (uint32_t)__half_as_ushort(h1) << 16;
-    *lo = (uint32_t)__half_as_ushort(l0) | (uint32_t)__half_as_ushort(l1) << 16;
-}
-
-/* e such that a row of largest magnitude mx times 2^-e has its largest magnitude in [2^13, 2^14): hi well
- * within f16 range, lo normal for the row's large values. 0 for rows of zeros, infinities or NaNs; at least -64
- * (2^64 and scale * 2^-64 stay normal floats). */
-static __device__ __forceinline__ int row_exponent(float mx)
-{
-    return mx > 0.0f && mx <= 3.0e38f ? max(ilogbf(mx) - 13, -64) : 0;
-}
 
 template <int HD>
 static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
@@ -120,43 +100,24 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     const int wlast = min(wfirst + 15, last_pos);      /* and its last valid one */
     const bool active = warp * 16 < nq;                /* warp-uniform */
 
-    /* Q fragments, split. A fragment of k-step kk: a0 (row g, dims 16kk + 2t4, +1), a1 (row g+8, same),
-     * a2 (row g, dims + 8), a3 (row g+8, dims + 8). Rows past the batch are zeros. */
+    /* Q fragments, split, each row scaled into f16's normal range (rows past the batch are zeros) */
     uint32_t qh[KS][4], ql[KS][4];
     float rs0, rs1; /* score scale of each row: scale * 2^e */
     {
-        const float2 zero = make_float2(0.0f, 0.0f);
         const bool ok0 = r0 < nq, ok1 = r1 < nq;
         const float *q0 = q + ((int64_t)(t0 + (ok0 ? r0 : 0)) * n_head + h) * HD + 2 * t4;
         const float *q1 = q + ((int64_t)(t0 + (ok1 ? r1 : 0)) * n_head + h) * HD + 2 * t4;
-        float mx0 = 0.0f, mx1 = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-            for (int c = 0; c < 16; c += 8) {
-                const float2 a = ok0 ? *(const float2 *)(q0 + 16 * kk + c) : zero;
-                const float2 b = ok1 ? *(const float2 *)(q1 + 16 * kk + c) : zero;
-                mx0 = fmaxf(mx0, fmaxf(fabsf(a.x), fabsf(a.y)));
-                mx1 = fmaxf(mx1, fmaxf(fabsf(b.x), fabsf(b.y)));
-            }
+        float mx0, mx1;
+        am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
         mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
-        const int e0 = row_exponent(mx0), e1 = row_exponent(mx1);
-        const float f0 = scalbnf(1.0f, -e0), f1 = scalbnf(1.0f, -e1);
+        const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
         rs0 = scalbnf(scale, e0);
         rs1 = scalbnf(scale, e1);
         asm volatile("" ::: "memory"); /* reload q below: not the first pass's HD / 2 values kept live */
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const float2 a = ok0 ? *(const float2 *)(q0 + 16 * kk + 8 * c) : zero;
-                const float2 b = ok1 ? *(const float2 *)(q1 + 16 * kk + 8 * c) : zero;
-                split_f16x2(a.x * f0, a.y * f0, &qh[kk][2 * c], &ql[kk][2 * c]);
-                split_f16x2(b.x * f1, b.y * f1, &qh[kk][2 * c + 1], &ql[kk][2 * c + 1]);
-            }
+        am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
     }
 
     float o[NO][4]; /* output fragments: (row g, dims 8nt + 2t4, +1), (row g+8, same) */
@@ -204,8 +165,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
 #pragma unroll
                 for (int np = 0; np < NS / 2; np++) {
                     uint32_t b[4];
-                    ldmatrix_x4(b, ks + (16 * np + (lane & 7) + ((lane >> 4) << 3)) * LD + 16 * kk +
-                                       ((lane >> 3) & 1) * 8);
+                    ldmatrix_x4(b, ks + am_k_ldsm_offset(lane, np, kk, LD));
                     mma_f16(s[2 * np], qh[kk], b[0], b[1]);
                     mma_f16(s[2 * np], ql[kk], b[0], b[1]);
                     mma_f16(s[2 * np + 1], qh[kk], b[2], b[3]);
@@ -247,26 +207,12 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
              * a1 = s[2kk][2..3], a2 = s[2kk+1][0..1], a3 = s[2kk+1][2..3]); V rows read transposed */
 #pragma unroll
             for (int kk = 0; kk < AM_BK / 16; kk++) {
-                float p[2][4];
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    p[u][0] = expf(s[2 * kk + u][0] - m0);
-                    p[u][1] = expf(s[2 * kk + u][1] - m0);
-                    p[u][2] = expf(s[2 * kk + u][2] - m1);
-                    p[u][3] = expf(s[2 * kk + u][3] - m1);
-                    l0 = l0 + p[u][0] + p[u][1];
-                    l1 = l1 + p[u][2] + p[u][3];
-                }
                 uint32_t ph[4], pl[4];
-                split_f16x2(p[0][0] * AM_PSCALE, p[0][1] * AM_PSCALE, &ph[0], &pl[0]);
-                split_f16x2(p[0][2] * AM_PSCALE, p[0][3] * AM_PSCALE, &ph[1], &pl[1]);
-                split_f16x2(p[1][0] * AM_PSCALE, p[1][1] * AM_PSCALE, &ph[2], &pl[2]);
-                split_f16x2(p[1][2] * AM_PSCALE, p[1][3] * AM_PSCALE, &ph[3], &pl[3]);
+                am_p_frags(s[2 * kk], s[2 * kk + 1], m0, m1, ph, pl, &l0, &l1);
 #pragma unroll
                 for (int dp = 0; dp < NO / 2; dp++) {
                     uint32_t b[4];
-                    ldmatrix_x4_trans(b, vs + (16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + 16 * dp +
-                                             (lane >> 4) * 8);
+                    ldmatrix_x4_trans(b, vs + am_v_ldsm_offset(lane, kk, dp, LD));
                     mma_f16(o[2 * dp], ph, b[0], b[1]);
                     mma_f16(o[2 * dp], pl, b[0], b[1]);
                     mma_f16(o[2 * dp + 1], ph, b[2], b[3]);
