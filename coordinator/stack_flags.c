@@ -52,8 +52,8 @@ static const flag_t flags[] = {
      "how the cuda backend copies the experts it streams under --gpu-mem: process\n"
      "(a guild-stager process fills pinned slots; the multi-process default),\n"
      "thread (copy threads in the GPU's process; the --single-process default),\n"
-     "pin (the model file's mapping locked in RAM and registered with the GPU:\n"
-     "copies at the bus's speed with no CPU copy; needs RAM for the whole file)\n"
+     "pin (the streamed experts copied once into page-locked RAM: copies at the\n"
+     "bus's speed, no CPU copy per batch; needs RAM for those experts)\n"
      "or none (plain copies from the model's pageable mapping); same output\n"
      "either way; other backends never stream and ignore it", false},
     {STACK_FLAG_STAGER_THREADS, "stager-threads", "K",

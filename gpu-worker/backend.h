@@ -29,9 +29,9 @@ typedef enum backend_stager {
     BACKEND_STAGER_NONE = 0, /* pageable copies from the model mapping */
     BACKEND_STAGER_THREAD,   /* a pinned staging ring served by threads of this process */
     BACKEND_STAGER_PROCESS,  /* a pinned staging ring served by a guild-stager process */
-    BACKEND_STAGER_PIN,      /* the model mapping itself registered (page-locked) with the device at load: the
-                                copies read it directly, at the bus's speed and with no CPU copy, for the price of
-                                the file's pages locked in RAM while the backend lives */
+    BACKEND_STAGER_PIN,      /* the streamed layers' experts copied once into page-locked memory at load: the
+                                device copies them by DMA, at the bus's speed and with no CPU copy per batch, for
+                                the price of RAM for them while the backend lives */
 } backend_stager_t;
 
 typedef struct backend_options {
@@ -61,7 +61,7 @@ typedef struct backend_options {
     /* How a backend that streams experts to the device (the cuda backend, when its memory plan streams) copies
      * them: BACKEND_STAGER_NONE (zero) straight from the pageable model mapping; THREAD a staging ring served by
      * stage_threads copy threads of this process; PROCESS the ring named stage_ring, which a guild-stager
-     * process serves (stager/stage_ring.h); PIN straight from the mapping, registered with the device. Backends
+     * process serves (stager/stage_ring.h); PIN from page-locked copies made at load. Backends
      * that never stream ignore these. */
     backend_stager_t stager;
     int32_t stage_threads;  /* THREAD: copy threads (0: half the online CPUs) */

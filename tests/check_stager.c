@@ -1034,8 +1034,8 @@ START_TEST(test_cuda_stage_errors)
 }
 END_TEST
 
-/* The pinned kind: the whole mapping registered read-only (page-widened), every copy straight from it, nothing
- * pending or registered after destroy; a refused registration is an error naming the alternatives. */
+/* The pinned kind: page-locked copies of the given ranges (overlaps merged), each piece copied by DMA from its
+ * range's copy, asynchronously; a piece outside them, or page-locked memory refused, is an error saying so. */
 START_TEST(test_cuda_stage_pinned)
 {
     mock_cuda_reset();
@@ -1043,38 +1043,62 @@ START_TEST(test_cuda_stage_pinned)
     test_file_make(&f, (size_t)1 << 20, 23);
     guild_err_t err = {{0}};
     cuda_stage_t *st = NULL;
-    /* a base inside the first page and an odd length: the registration covers whole pages around them */
-    ck_assert_msg(cuda_stage_new_pinned(&st, f.map + 100, f.n - 333, &err) == 0, "%s", err.msg);
+    /* three tensors' ranges and a duplicate overlapping one (a fused gate/up tensor named twice) */
+    const cuda_stage_range_t r[] = {{f.map + 700000, 300000, NULL},
+                                    {f.map + 1000, 200000, NULL},
+                                    {f.map + 300000, 100000, NULL},
+                                    {f.map + 350000, 100000, NULL}};
+    ck_assert_msg(cuda_stage_new_pinned(&st, r, 4, &err) == 0, "%s", err.msg);
     mock_cuda_stats_t ms;
     mock_cuda_stats(&ms);
-    ck_assert_uint_eq(ms.registered, 1);
-    ck_assert_uint_eq(mock_cuda_last_register_flags(), cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    ck_assert_uint_eq(ms.registered, 1); /* one page-locked block */
     enum { N = 300 };
     static cuda_stage_piece_t p[N];
-    const size_t b = random_pieces(&f, p, N, 3000, 77);
-    uint8_t *d = calloc(1, b + 1);
+    size_t dst = 0;
+    uint32_t x = 99;
+    uint64_t want = 0;
+    for (int32_t i = 0; i < N; i++) { /* inside a range (the merged one included), some empty, some whole */
+        x = x * 1103515245u + 12345u;
+        const int k = (int)((x >> 8) % 3);
+        const size_t base = k == 0 ? 700000 : k == 1 ? 1000 : 300000, len = k == 0 ? 300000 : k == 1 ? 200000 : 150000;
+        x = x * 1103515245u + 12345u;
+        size_t bytes = i % 17 == 3 ? 0 : i % 29 == 5 ? len : (x >> 8) % 5000;
+        x = x * 1103515245u + 12345u;
+        const size_t off = base + (size_t)(x >> 4) % (len - bytes + 1);
+        p[i] = (cuda_stage_piece_t){f.map + off, bytes, dst};
+        dst += bytes + 8;
+        want += bytes;
+    }
+    uint8_t *d = calloc(1, dst + 1);
     ck_assert_msg(cuda_stage_copy(st, (char *)d, p, N, NULL, &err) == 0, "%s", err.msg);
     mock_cuda_stats(&ms);
     ck_assert_uint_eq(ms.copies, N);
-    ck_assert_uint_eq(ms.pinned_copies, N); /* each from the registered range: DMA, no CPU copy */
+    ck_assert_uint_eq(ms.pinned_copies, N); /* every copy from page-locked memory: DMA, no CPU copy */
     ck_assert_uint_gt(ms.pending, 0);       /* asynchronous: the host did not wait for them */
-    uint64_t bytes = 0, wait_ns = 1, want = 0;
-    for (int32_t i = 0; i < N; i++)
-        want += p[i].bytes;
+    uint64_t bytes = 0, wait_ns = 1;
     cuda_stage_stats(st, &bytes, &wait_ns);
     ck_assert_uint_eq(bytes, want);
     ck_assert_uint_eq(wait_ns, 0);
-    cuda_stage_destroy(&st); /* waits for the copies before unregistering */
+    cudaStreamSynchronize(NULL);
+    expect_copied(&f, p, N, d);
+    /* outside every range (between two of them; straddling the end of one) */
+    cuda_stage_piece_t out1 = {f.map + 500000, 10, 0}, out2 = {f.map + 999990, 20, 0};
+    ck_assert_int_eq(cuda_stage_copy(st, (char *)d, &out1, 1, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "not inside the pinned ranges"), "%s", err.msg);
+    cuda_stage_destroy(&st);
+    ck_assert_int_eq(cuda_stage_new_pinned(&st, r, 4, &err), 0);
+    ck_assert_int_eq(cuda_stage_copy(st, (char *)d, &out2, 1, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "not inside the pinned ranges"), "%s", err.msg);
+    cuda_stage_destroy(&st); /* waits for the copies before freeing the page-locked block */
     mock_cuda_stats(&ms);
     ck_assert_uint_eq(ms.pending, 0);
     ck_assert_uint_eq(ms.registered, 0);
-    expect_copied(&f, p, N, d);
     free(d);
 
     mock_cuda_fail_register(1);
-    ck_assert_int_eq(cuda_stage_new_pinned(&st, f.map, f.n, &err), -1);
+    ck_assert_int_eq(cuda_stage_new_pinned(&st, r, 4, &err), -1);
     ck_assert_ptr_null(st);
-    ck_assert_msg(strstr(err.msg, "cannot lock and register the model mapping") && strstr(err.msg, "out of memory") &&
+    ck_assert_msg(strstr(err.msg, "page-locked memory for the streamed experts") && strstr(err.msg, "out of memory") &&
                       strstr(err.msg, "--stager process or thread"),
                   "%s", err.msg);
     mock_cuda_fail_register(0);

@@ -142,6 +142,33 @@ cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
     return cudaErrorMemoryAllocation;
 }
 
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    if (fail_register)
+        return cudaErrorMemoryAllocation;
+    void *m = malloc(bytes);
+    if (!m)
+        return cudaErrorMemoryAllocation;
+    for (size_t i = 0; i < MAX_REG; i++)
+        if (!regs[i].p) {
+            regs[i].p = m;
+            regs[i].bytes = bytes;
+            n_regs++;
+            *p = m;
+            return cudaSuccess;
+        }
+    free(m);
+    return cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+    const cudaError_t e = cudaHostUnregister(p);
+    if (e == cudaSuccess)
+        free(p);
+    return e;
+}
+
 cudaError_t cudaHostUnregister(void *p)
 {
     for (size_t i = 0; i < MAX_REG; i++)

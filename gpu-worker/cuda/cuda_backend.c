@@ -166,10 +166,11 @@ static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cu
 }
 
 /* The staging ring's path for streamed experts when the plan streams and the options ask for a stager
- * (backend_options_t.stager); b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
+ * (backend_options_t.stager), or page-locked copies of the streamed layers' experts (gl: the bridge's layers)
+ * for BACKEND_STAGER_PIN; b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
  * the pieces from the model file's whole mapping, so the bridge's host pointers must lie in it. */
 static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
-                       guild_err_t *err)
+                       const cuda_moe_gpu_layer_t *gl, guild_err_t *err)
 {
     const uint64_t slot = gpu_plan_stage_slot_bytes(plan);
     if (!slot || opt->stager == BACKEND_STAGER_NONE)
@@ -180,8 +181,24 @@ static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_option
         return guild_err_set(err, "cuda backend: the model has no tensors to stage");
     b->map_base = (const char *)t->data - t->offset;
     b->map_bytes = (size_t)gguf_file_size(g);
-    if (opt->stager == BACKEND_STAGER_PIN)
-        return cuda_stage_new_pinned(&b->stage, b->map_base, b->map_bytes, err);
+    if (opt->stager == BACKEND_STAGER_PIN) {
+        /* the experts of the layers the plan streams: each layer's three tensors */
+        cuda_stage_range_t *r = calloc(3 * (size_t)b->cfg->n_layer + 1, sizeof *r);
+        if (!r)
+            return guild_err_set(err, "cuda backend: out of memory");
+        int32_t n = 0;
+        for (int32_t il = 0; il < b->cfg->n_layer; il++) {
+            const cuda_moe_gpu_layer_t *L = &gl[il];
+            if (!L->gate || L->resident)
+                continue;
+            r[n++] = (cuda_stage_range_t){L->gate, L->gate_mat * (size_t)b->cfg->n_expert, NULL};
+            r[n++] = (cuda_stage_range_t){L->up, L->gate_mat * (size_t)b->cfg->n_expert, NULL};
+            r[n++] = (cuda_stage_range_t){L->down, L->down_mat * (size_t)b->cfg->n_expert, NULL};
+        }
+        const int rc = cuda_stage_new_pinned(&b->stage, r, n, err);
+        free(r);
+        return rc;
+    }
     if (opt->stager == BACKEND_STAGER_PROCESS) {
         if (!opt->stage_ring || !opt->stage_ring[0])
             return guild_err_set(err, "cuda backend: --stager process without a staging ring name");
@@ -277,7 +294,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     if (resident < c->n_layer)
         rc = setup_cpu_experts(b, opt, &cpu, err);
     if (rc == 0 && plan->staging)
-        rc = setup_stage(b, m, opt, plan, err);
+        rc = setup_stage(b, m, opt, plan, gl, err);
     if (rc == 0 && (resident > 0 || plan->staging))
         rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
                               c->n_expert_used, plan->staging > 0, b->stage, cpu, &b->bytes_experts, err);

@@ -13,7 +13,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef enum { STAGE_KIND_PAGEABLE, STAGE_KIND_RING, STAGE_KIND_PINNED } stage_kind_t;
 
@@ -23,9 +22,10 @@ struct cuda_stage {
     uint64_t fill_wait_ns; /* host time in stage_ring_wait */
     int failed;            /* an error left the ring in an unknown state: refuse further copies */
 
-    /* pinned kind: the registered range (page-aligned) */
-    void *pin_base;
-    size_t pin_bytes;
+    /* pinned kind: the ranges (sorted by host address) and their page-locked copies */
+    cuda_stage_range_t *pin;
+    int32_t n_pin;
+    char *pin_mem;
 
     /* ring kind */
     stage_ring_t *ring;  /* not owned */
@@ -52,39 +52,96 @@ int cuda_stage_new_pageable(cuda_stage_t **out, guild_err_t *err)
     return 0;
 }
 
-int cuda_stage_new_pinned(cuda_stage_t **out, const void *map_base, size_t map_bytes, guild_err_t *err)
+static int range_cmp(const void *a, const void *b)
+{
+    const cuda_stage_range_t *x = a, *y = b;
+    return (uintptr_t)x->host < (uintptr_t)y->host ? -1 : (uintptr_t)x->host > (uintptr_t)y->host;
+}
+
+int cuda_stage_new_pinned(cuda_stage_t **out, const cuda_stage_range_t *ranges, int32_t n, guild_err_t *err)
 {
     *out = NULL;
-    const long pg = sysconf(_SC_PAGESIZE);
-    const uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096u;
-    const uintptr_t b0 = (uintptr_t)map_base / page * page;
-    const uintptr_t b1 = ((uintptr_t)map_base + map_bytes + page - 1) / page * page;
-    int ro = 0;
-    if (cuda_check(cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, 0), "device attribute",
-                   err) < 0)
-        return -1;
     cuda_stage_t *st = calloc(1, sizeof *st);
-    if (!st)
-        return guild_err_set(err, "cuda stage: out of memory");
+    if (!st || !(st->pin = calloc(n > 0 ? (size_t)n : 1, sizeof *st->pin)))
+        goto oom;
     st->kind = STAGE_KIND_PINNED;
-    /* the mapping is read-only (the model file): the device may only read it, and must be told so */
-    const unsigned flags = cudaHostRegisterPortable | (ro ? cudaHostRegisterReadOnly : 0u);
-    const uint64_t t0 = guild_now_ns();
-    const cudaError_t e = cudaHostRegister((void *)b0, (size_t)(b1 - b0), flags);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        free(st);
-        return guild_err_set(err, "cuda stage: cannot lock and register the model mapping (%.2f GiB) with the device "
-                             "(%s%s); --stager process or thread copy through pinned slots instead",
-                             (double)(b1 - b0) / (1u << 30), cudaGetErrorString(e),
-                             ro ? "" : "; this device cannot register read-only memory");
+    memcpy(st->pin, ranges, (size_t)n * sizeof *ranges);
+    qsort(st->pin, (size_t)n, sizeof *st->pin, range_cmp);
+    /* overlapping or touching ranges (a fused gate/up tensor given twice) become one */
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const char *h = st->pin[i].host, *end = h + st->pin[i].bytes;
+        if (m > 0 && h <= (const char *)st->pin[m - 1].host + st->pin[m - 1].bytes) {
+            const char *pend = (const char *)st->pin[m - 1].host + st->pin[m - 1].bytes;
+            if (end > pend)
+                st->pin[m - 1].bytes = (size_t)(end - (const char *)st->pin[m - 1].host);
+        } else {
+            st->pin[m++] = st->pin[i];
+        }
     }
-    st->pin_base = (void *)b0;
-    st->pin_bytes = (size_t)(b1 - b0);
-    guild_log(GUILD_LOG_INFO, "cuda stage: the model mapping (%.2f GiB) is locked and registered with the device "
-              "(%.2f s): streamed experts are copied from it directly", (double)st->pin_bytes / (1u << 30),
-              (double)(guild_now_ns() - t0) / 1e9);
+    n = m;
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++)
+        total += st->pin[i].bytes;
+    const uint64_t t0 = guild_now_ns();
+    const cudaError_t e = cudaMallocHost((void **)&st->pin_mem, total ? total : 1);
+    if (e != cudaSuccess) {
+        st->pin_mem = NULL;
+        (void)cudaGetLastError();
+        cuda_stage_destroy(&st);
+        return guild_err_set(err, "cuda stage: cannot allocate %.2f GiB of page-locked memory for the streamed experts "
+                             "(%s); --stager process or thread copy through small pinned slots instead",
+                             (double)total / (1u << 30), cudaGetErrorString(e));
+    }
+    st->n_pin = n;
+    size_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(st->pin_mem + off, st->pin[i].host, st->pin[i].bytes);
+        st->pin[i].copy = st->pin_mem + off;
+        off += st->pin[i].bytes;
+    }
+    guild_log(GUILD_LOG_INFO, "cuda stage: %.2f GiB of streamed experts (%d ranges) copied into page-locked memory "
+              "in %.2f s: the device copies them by DMA, with no CPU copy per batch", (double)total / (1u << 30),
+              (int)n, (double)(guild_now_ns() - t0) / 1e9);
     *out = st;
+    return 0;
+oom:
+    if (st)
+        free(st);
+    return guild_err_set(err, "cuda stage: out of memory");
+}
+
+/* The page-locked copy of [h, h + bytes), or NULL when no pinned range holds all of it. */
+static const char *pinned_at(const cuda_stage_t *st, const char *h, size_t bytes)
+{
+    int32_t lo = 0, hi = st->n_pin - 1;
+    while (lo <= hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        const cuda_stage_range_t *r = &st->pin[mid];
+        if (h < (const char *)r->host)
+            hi = mid - 1;
+        else if (h >= (const char *)r->host + r->bytes && !(bytes == 0 && h == (const char *)r->host + r->bytes))
+            lo = mid + 1;
+        else
+            return bytes <= r->bytes - (size_t)(h - (const char *)r->host) ? r->copy + (h - (const char *)r->host)
+                                                                         : NULL;
+    }
+    return NULL;
+}
+
+static int pinned_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, int32_t n, cudaStream_t copy,
+                       guild_err_t *err)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const char *src = pinned_at(st, p[i].host, p[i].bytes);
+        if (!src)
+            return guild_err_set(err, "cuda stage: piece %d (%zu bytes at %p) is not inside the pinned ranges",
+                                 (int)i, p[i].bytes, p[i].host);
+        if (cuda_check(cudaMemcpyAsync(dst + p[i].dst_off, src, p[i].bytes, cudaMemcpyHostToDevice, copy),
+                       "stage experts from page-locked memory", err) < 0)
+            return -1;
+        st->bytes += p[i].bytes;
+    }
     return 0;
 }
 
@@ -235,8 +292,10 @@ int cuda_stage_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, in
 {
     if (st->failed)
         return guild_err_set(err, "cuda stage: unusable after an earlier error");
-    if (st->kind == STAGE_KIND_PAGEABLE || st->kind == STAGE_KIND_PINNED)
+    if (st->kind == STAGE_KIND_PAGEABLE)
         return pageable_copy(st, dst, p, n, copy, err);
+    if (st->kind == STAGE_KIND_PINNED)
+        return pinned_copy(st, dst, p, n, copy, err);
     if (ring_copy(st, dst, p, n, copy, err) < 0) {
         st->failed = 1;
         return -1;
@@ -274,11 +333,12 @@ void cuda_stage_destroy(cuda_stage_t **pst)
         if (st->registered)
             cudaHostUnregister(stage_ring_map_base(st->ring));
     }
-    if (st->pin_base) {
-        /* copies out of the range may still be in flight on any stream */
+    if (st->pin_mem) {
+        /* copies out of it may still be in flight on any stream */
         cudaDeviceSynchronize();
-        cudaHostUnregister(st->pin_base);
+        cudaFreeHost(st->pin_mem);
     }
+    free(st->pin);
     free(st->events);
     free(st->pieces);
     free(st->dst_offs);

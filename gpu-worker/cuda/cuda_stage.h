@@ -38,11 +38,19 @@ int cuda_stage_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, in
 /* Today's path: one cudaMemcpyAsync per piece from the host memory itself. -1 with err (out of memory). */
 int cuda_stage_new_pageable(cuda_stage_t **out, guild_err_t *err);
 
-/* The pinned path: locks map_base[0..map_bytes) (the model file's mapping; widened to whole pages) in RAM and
- * registers it with the device (read-only where the device supports it), then copies each piece straight from
- * it with cudaMemcpyAsync: DMA at the bus's speed, no CPU copy, no host waits. -1 with err naming the size and
- * the alternatives when the driver refuses (not enough lockable memory, no read-only registration). */
-int cuda_stage_new_pinned(cuda_stage_t **out, const void *map_base, size_t map_bytes, guild_err_t *err);
+/* A range of host memory (of the model mapping) the pinned kind keeps a page-locked copy of; copy: set by it. */
+typedef struct cuda_stage_range {
+    const void *host;
+    size_t bytes;
+    char *copy;
+} cuda_stage_range_t;
+
+/* The pinned path: copies ranges[0..n-1] (the streamed layers' expert tensors; overlaps are merged) once into page-locked
+ * memory (cudaMallocHost), then serves each piece, which must lie inside one range, by a cudaMemcpyAsync from that
+ * copy: DMA at the bus's speed, no CPU copy and no host wait per batch, for the price of RAM for the ranges.
+ * (Registering the file mapping itself is not used: a private file mapping cannot be pinned reliably.) -1 with
+ * err naming the size and the alternatives when the memory cannot be had. */
+int cuda_stage_new_pinned(cuda_stage_t **out, const cuda_stage_range_t *ranges, int32_t n, guild_err_t *err);
 
 /* The ring path: registers ring's whole mapping with cudaHostRegister (portable), and serves copies of pieces of
  * map_base[0..map_bytes) (the model file's mapping: pieces become file offsets, so the stager must serve the same

@@ -26,6 +26,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags);
 cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
@@ -39,8 +41,8 @@ typedef struct mock_cuda_stats {
 } mock_cuda_stats_t;
 void mock_cuda_stats(mock_cuda_stats_t *out);
 void mock_cuda_reset(void);
-/* The next cudaHostRegister calls fail with cudaErrorMemoryAllocation (nonzero) or succeed (0); the flags of the
- * last successful registration. */
+/* The next cudaHostRegister and cudaMallocHost calls fail with cudaErrorMemoryAllocation (nonzero) or succeed
+ * (0); the flags of the last successful registration. Page-locked allocations count as registrations. */
 void mock_cuda_fail_register(int fail);
 unsigned mock_cuda_last_register_flags(void);
 
