@@ -68,6 +68,8 @@ typedef struct moe_gpu {
     int32_t stage_layer[2];    /* the layer each holds (or is being filled with); -1: none */
     uint8_t *staged[2];        /* [n_expert] each: the experts of stage_layer[b] copied (or being copied) there */
     int next_stage;
+    int32_t last_streamed;     /* the layer whose staged experts the device used last (-1: none) */
+    uint64_t prefetched;       /* planned batches whose whole layer was copied before its routing was known */
     cudaStream_t copy;
     cudaEvent_t copied[2], consumed[2];
     double pcie_bpns;          /* measured copy bandwidth, bytes per ns */
@@ -339,6 +341,7 @@ static int run_streamed(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
         m->run_pairs = pairs;
     }
     m->streamed++;
+    m->last_streamed = layer;
     return 0;
 }
 
@@ -371,6 +374,21 @@ static void timeline_read(moe_gpu_t *m)
     m->tl_next = t;
 }
 
+/* Whether a planned batch of `pairs` pairs should have its layer's experts copied in full before its routing is
+ * known, while the device still computes the layer's attention: when the whole layer copies in less than half
+ * the time the CPU side would take for all the pairs, most of it goes to the device anyway, and copies made
+ * during the dense part cost nothing; the plan then counts the staged experts as free. Not with a forced split
+ * (tests): its expert choice must not depend on timings. */
+static bool prefetch_pays(const moe_gpu_t *m, const gpu_layer_t *L, int64_t pairs)
+{
+    if (!m->have_b || m->force_split >= 0)
+        return false;
+    const double copy_bpns = expert_cost_known(&m->copy_cost) ? 1.0 / expert_cost_ns_per_unit(&m->copy_cost)
+                                                               : m->pcie_bpns;
+    const double cpu_ns = (m->have_a ? m->cpu_a : 0.0) + m->cpu_b * (double)pairs;
+    return copy_bpns > 0 && (double)L->bytes / copy_bpns < 0.5 * cpu_ns;
+}
+
 /* A batch of a streamable layer, planned: the ids to the host, the split, the CPU side's exchange (its pairs
  * only) submitted first, then the device's copies and products. */
 static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
@@ -381,6 +399,14 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     int32_t *h_all = m->h_ids, *h_cpu = m->h_ids + (size_t)m->max_tokens * m->n_used,
             *h_gpu = m->h_ids + 2 * (size_t)m->max_tokens * m->n_used;
     int32_t *d_cpu = m->d_ids, *d_gpu = m->d_ids + (size_t)m->max_tokens * m->n_used;
+    /* before waiting for the routing: the whole layer's copies, overlapping the dense part still on the stream
+     * (the host may block meanwhile in a ring's fills; the device is busy) */
+    if (prefetch_pays(m, L, P)) {
+        int pb;
+        if (stage_load(m, layer, m->last_streamed, NULL, false, &pb, err) < 0)
+            return -1;
+        m->prefetched++;
+    }
     /* the router's output (and the last batch's id copies from h_cpu/h_gpu) complete here; waited for through
      * the fallback's sync, which keeps waking CPU workers asleep on an earlier exchange of the step (the arena's
      * device waits would otherwise spin on them while the host waits here) */
@@ -565,9 +591,10 @@ static void gpu_destroy(cuda_moe_t *base)
         const double c = (double)m->tl_count;
         guild_log(GUILD_LOG_INFO, "cuda moe: split batches' time, mean of %lld (ms): before the ids (dense) %.2f, "
                   "exchange posted %.2f, waiting for copies %.2f, device products %.2f, then waiting for the CPU "
-                  "side %.2f, merge %.2f; host: plan %.2f, in the copies %.2f", (long long)m->tl_count,
-                  m->tl_sum[0] / c, m->tl_sum[1] / c, m->tl_sum[2] / c, m->tl_sum[3] / c, m->tl_sum[4] / c,
-                  m->tl_sum[5] / c, m->tl_host_plan / c, m->tl_host_stage / c);
+                  "side %.2f, merge %.2f; host: plan %.2f, in the copies %.2f; %llu batches' layers copied "
+                  "before their routing", (long long)m->tl_count, m->tl_sum[0] / c, m->tl_sum[1] / c,
+                  m->tl_sum[2] / c, m->tl_sum[3] / c, m->tl_sum[4] / c, m->tl_sum[5] / c, m->tl_host_plan / c,
+                  m->tl_host_stage / c, (unsigned long long)m->prefetched);
     }
     for (int i = 0; i < TL_N; i++)
         if (m->tl[i])
@@ -757,6 +784,7 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
     m->n_ff = n_ff;
     m->n_used = n_used;
     m->force_split = -1.0;
+    m->last_streamed = -1;
     m->stager = stage;
     if (!(m->layers = calloc((size_t)n_layer, sizeof *m->layers))) {
         guild_err_set(err, "cuda moe: out of memory");
