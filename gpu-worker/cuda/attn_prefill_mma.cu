@@ -13,6 +13,9 @@
  * subnormals (spacing 2^-24) and hi of its overflow (65504), so the operands are first scaled by powers of two
  * (exact): each query row so that its largest |q| is in [2^13, 2^14) (its scores scaled back in f32), and P by
  * AM_PSCALE (the row sums stay unscaled; the output is divided by both). Infinities and NaNs propagate.
+ * Long contexts: each key tile's P V and row sums are summed apart and then added to the running output and
+ * sums, so no f32 accumulator takes more than a tile's terms directly (the tensor cores' f32 sums round
+ * toward zero; a float64 model of the kernel put the per-step bias past the tolerance at 16384 keys).
  *
  * Keys after a query's position are masked (-inf, probability 0); key tiles past the block's last query are
  * not visited, and a warp skips the tiles past its own last query. Cache rows past the last query are
@@ -193,30 +196,40 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
             const float c0 = expf(m0 - mx0), c1 = expf(m1 - mx1);
             m0 = mx0;
             m1 = mx1;
-            l0 = l0 * c0;
-            l1 = l1 * c1;
-#pragma unroll
-            for (int nt = 0; nt < NO; nt++) {
-                o[nt][0] = o[nt][0] * c0;
-                o[nt][1] = o[nt][1] * c0;
-                o[nt][2] = o[nt][2] * c1;
-                o[nt][3] = o[nt][3] * c1;
-            }
 
-            /* O += P V, 16 keys per k-step: the score tiles 2kk, 2kk+1 are the A fragment (a0 = s[2kk][0..1],
-             * a1 = s[2kk][2..3], a2 = s[2kk+1][0..1], a3 = s[2kk+1][2..3]); V rows read transposed */
+            /* P, split: the score tiles 2kk, 2kk+1 are the A fragment of keys 16kk .. 16kk+15. The row sums
+             * add the tile's sum, not 64 single terms: an f32 sum of thousands of terms to a growing total
+             * would drift past the tolerance at long contexts. */
+            uint32_t ph[AM_BK / 16][4], pl[AM_BK / 16][4];
+            float lt0 = 0.0f, lt1 = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < AM_BK / 16; kk++) {
-                uint32_t ph[4], pl[4];
-                am_p_frags(s[2 * kk], s[2 * kk + 1], m0, m1, ph, pl, &l0, &l1);
+            for (int kk = 0; kk < AM_BK / 16; kk++)
+                am_p_frags(s[2 * kk], s[2 * kk + 1], m0, m1, ph[kk], pl[kk], &lt0, &lt1);
+            l0 = l0 * c0 + lt0;
+            l1 = l1 * c1 + lt1;
+
+            /* O = O c + P V, V rows read transposed. The tile's products go to a fresh accumulator (8 mma
+             * steps) added to O in f32: the tensor cores round their f32 sums toward zero, and hundreds of
+             * steps on the running O would bias it past the tolerance at long contexts. */
 #pragma unroll
-                for (int dp = 0; dp < NO / 2; dp++) {
+            for (int dp = 0; dp < NO / 2; dp++) {
+                float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                for (int kk = 0; kk < AM_BK / 16; kk++) {
                     uint32_t b[4];
                     ldmatrix_x4_trans(b, vs + am_v_ldsm_offset(lane, kk, dp, LD));
-                    mma_f16(o[2 * dp], ph, b[0], b[1]);
-                    mma_f16(o[2 * dp], pl, b[0], b[1]);
-                    mma_f16(o[2 * dp + 1], ph, b[2], b[3]);
-                    mma_f16(o[2 * dp + 1], pl, b[2], b[3]);
+                    mma_f16(t[0], ph[kk], b[0], b[1]);
+                    mma_f16(t[0], pl[kk], b[0], b[1]);
+                    mma_f16(t[1], ph[kk], b[2], b[3]);
+                    mma_f16(t[1], pl[kk], b[2], b[3]);
+                }
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    float *ou = o[2 * dp + u];
+                    ou[0] = ou[0] * c0 + t[u][0];
+                    ou[1] = ou[1] * c0 + t[u][1];
+                    ou[2] = ou[2] * c1 + t[u][2];
+                    ou[3] = ou[3] * c1 + t[u][3];
                 }
             }
         }
