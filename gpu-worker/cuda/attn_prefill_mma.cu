@@ -26,7 +26,6 @@
 #include "gpu-worker/cuda/attn_prefill_mma.cuh"
 #include "gpu-worker/cuda/cuda_common.cuh"
 
-
 static __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
