@@ -129,17 +129,22 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     float m0 = -INFINITY, m1 = -INFINITY; /* running row maxima */
     float l0 = 0.0f, l1 = 0.0f;           /* this lane's part of the running row sums */
 
-    const int64_t head_off = (int64_t)hkv * HD;
+    /* this thread's 16-byte chunks of a tile: rows lr, lr + RSTEP, ..., column lc; the cache row of a key is
+     * kvd halves after the previous one */
+    constexpr int RSTEP = AM_WARPS * WARP_SIZE / CH;
+    static_assert(AM_WARPS * WARP_SIZE % CH == 0 && AM_BK % RSTEP == 0, "whole rows per pass of the block");
+    const int lr = (int)threadIdx.x / CH, lc = ((int)threadIdx.x % CH) * 8;
+    const __half *kc_t = kc + (int64_t)hkv * HD + lc, *vc_t = vc + (int64_t)hkv * HD + lc;
     auto load_tile = [&](int kt) {
-        __half *ks = sm + (kt & 1) * 2 * AM_BK * LD, *vs = ks + AM_BK * LD;
-        const int k0 = kt * AM_BK;
+        __half *ks = sm + (kt & 1) * 2 * AM_BK * LD + lr * LD + lc, *vs = ks + AM_BK * LD;
+        const int k0 = kt * AM_BK + lr;
 #pragma unroll
-        for (int i = (int)threadIdx.x; i < AM_BK * CH; i += AM_WARPS * WARP_SIZE) {
-            const int r = i / CH, c = (i % CH) * 8;
-            const bool in = k0 + r <= last_pos;
-            const int64_t off = (int64_t)(in ? k0 + r : 0) * kvd + head_off + c;
-            cp_async16(ks + r * LD + c, kc + off, in);
-            cp_async16(vs + r * LD + c, vc + off, in);
+        for (int u = 0; u < AM_BK / RSTEP; u++) {
+            const int j = k0 + u * RSTEP;
+            const bool in = j <= last_pos;
+            const int64_t off = (int64_t)(in ? j : 0) * kvd;
+            cp_async16(ks + u * RSTEP * LD, kc_t + off, in);
+            cp_async16(vs + u * RSTEP * LD, vc_t + off, in);
         }
         cp_async_commit();
     };
