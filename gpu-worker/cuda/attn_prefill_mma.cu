@@ -98,9 +98,9 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     const int n_kt = last_pos / AM_BK + 1;
     const int r0 = warp * 16 + g, r1 = r0 + 8; /* block rows of this lane's fragment rows */
     const int pos0 = kv0 + t0 + r0, pos1 = pos0 + 8;
-    const int wfirst = kv0 + t0 + warp * 16;           /* the warp's first query position */
-    const int wlast = min(wfirst + 15, last_pos);      /* and its last valid one */
-    const bool active = warp * 16 < nq;                /* warp-uniform */
+    const int wfirst = kv0 + t0 + warp * 16;      /* the warp's first query position */
+    const int wlast = min(wfirst + 15, last_pos); /* and its last valid one */
+    const bool active = warp * 16 < nq;           /* warp-uniform */
 
     /* Q fragments, split, each row scaled into f16's normal range (rows past the batch are zeros) */
     uint32_t qh[KS][4], ql[KS][4];
@@ -137,10 +137,10 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     const __half *kc_t = kc + (int64_t)hkv * HD + lc, *vc_t = vc + (int64_t)hkv * HD + lc;
     auto load_tile = [&](int kt) {
         __half *ks = sm + (kt & 1) * 2 * AM_BK * LD + lr * LD + lc, *vs = ks + AM_BK * LD;
-        const int k0 = kt * AM_BK + lr;
+        const int j0 = kt * AM_BK + lr; /* the key of this thread's first row */
 #pragma unroll
         for (int u = 0; u < AM_BK / RSTEP; u++) {
-            const int j = k0 + u * RSTEP;
+            const int j = j0 + u * RSTEP;
             const bool in = j <= last_pos;
             const int64_t off = (int64_t)(in ? j : 0) * kvd;
             cp_async16(ks + u * RSTEP * LD, kc_t + off, in);
