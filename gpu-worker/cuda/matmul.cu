@@ -189,16 +189,15 @@ static size_t weight_align(guild_type_t type)
 
 typedef enum { MM_AUTO, MM_DP4A, MM_MMA } mm_path_t;
 
-/* Blocks of 64 rows when blocks of 128 would not give every SM two (one fits an SM: about 210 registers a
- * thread): the small grids of few tokens or few rows. */
+/* Blocks of 64 rows: on the H200 they were as fast or faster than blocks of 128 in every timed shape (q4_K 4096 x
+ * 4096 at 16..2048 tokens, 2048 x 4096, 4096 x 2048; the q6_K output head 151936 x 2048: 17.4 vs 22.8 ms at 2048
+ * tokens; tests/cuda/check_cuda_expert_mma, bench/results/cuda4-*): their ~115 registers let two blocks share an
+ * SM where the 128-row blocks' ~210 do not. */
 static int mma_block_rows(int64_t nrows, int32_t ntok)
 {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)
-        return 128;
-    const int64_t blocks = (nrows + 127) / 128 * ((ntok + CUDA_EXPERT_MMA_TILE - 1) / CUDA_EXPERT_MMA_TILE);
-    return blocks < 2 * (int64_t)sms ? 64 : 128;
+    (void)nrows;
+    (void)ntok;
+    return 64;
 }
 
 static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,

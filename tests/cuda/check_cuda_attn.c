@@ -204,6 +204,29 @@ static double check_against_ref(const attn_problem_t *p, const float *got, const
     return worst;
 }
 
+/* The largest |got - reference| on check_against_ref's sampled rows, without a tolerance. */
+static double ref_error(const attn_problem_t *p, const float *got)
+{
+    const attn_shape_t *c = &p->c;
+    const int32_t HD = c->head_dim;
+    double *ref = malloc((size_t)HD * sizeof *ref), *s = malloc((size_t)p->n_ctx * sizeof *s);
+    double worst = 0;
+    for (int32_t t = 0; t < c->n_tok; t++) {
+        if (t % c->row_step && t != c->n_tok - 1)
+            continue;
+        for (int32_t h = 0; h < c->n_head; h++) {
+            attn_ref_f64(p, t, h, ref, s);
+            for (int32_t d = 0; d < HD; d++) {
+                const double e = fabs((double)got[((int64_t)t * c->n_head + h) * HD + d] - ref[d]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    }
+    free(ref);
+    free(s);
+    return worst;
+}
+
 /* ---- accuracy -------------------------------------------------------------------------------------------- */
 
 static const attn_shape_t shapes[] = {
@@ -336,14 +359,17 @@ START_TEST(test_timing)
     const float ms_mma = time_median(&p, cuda_attention_prefill_mma);
     problem_run(&p, cuda_attention_prefill_fp32, a);
     problem_run(&p, cuda_attention_prefill_mma, b);
+    /* Against each other, reported: at 16384 keys they differed by up to 4.4e-5 on outputs near 0.02 (sums of
+     * ~16k nearly uniform weights over +-1 values cancel), past twice the tolerance; the float64 reference on
+     * sampled rows decides, for the mma kernel with the accuracy cases' tolerance, and is reported for fp32. */
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         const double e = fabs((double)a[i] - b[i]);
-        ck_assert_msg(e <= 4e-5 + 2e-4 * fabs(a[i]), "FAIL timing case: mma %.9g vs fp32 %.9g at %zu", (double)b[i],
-                      (double)a[i], i);
         worst = e > worst ? e : worst;
     }
     const double e_ref = check_against_ref(&p, b, "mma (timing shape)");
+    printf("timing shape %d rows after %d keys: max |mma - fp32| %.3g; fp32 vs reference (sampled) %.3g\n",
+           c->n_tok, c->kv0, worst, ref_error(&p, a));
     /* the speed-up is the point of the kernel; a fixed target would make the test depend on the device */
     ck_assert_msg(ms_mma < ms_fp32, "FAIL timing: the mma kernel (%.3f ms) is not faster than the fp32 one (%.3f ms)",
                   ms_mma, ms_fp32);
