@@ -13,10 +13,13 @@
  * the first kernel, between consecutive kernels (median, p90, sum per step) and after the last; memcpy and memset
  * per step by direction.
  *
- * On the device (no registry there; libcupti travels in the ldd closure bench/device-pack.sh copies):
- *   here:   bash bench/device-repack.sh build-prof     (carry .carry)
- *   device: export LD_LIBRARY_PATH=$PWD/.carry/lib
- *           .carry/bin/bench/guild-cuda-prof -m MODEL.gguf [--populate 512] [--steps 32] [--gpu-mem 130G]
+ * On the device (no registry there; libcupti travels in the ldd closure bench/device-pack.sh copies). The
+ * profiler and libcupti do not fit in one carry beside the other device programs, so it has a pack of its own:
+ *   here:   bash bench/device-repack.sh --prof build-prof     (then carry .carry)
+ *   device: bash bench/device-prof.sh [SECONDS] [LAYERS]      (a Qwen3-30B-A3B-shaped model, three setups)
+ *       or: export LD_LIBRARY_PATH=$PWD/.carry/lib
+ *           .carry/bin/bench/guild-cuda-prof -m MODEL.gguf [--populate 512] [--steps 32] [--gpu-experts none]
+ * The arithmetic on the records is bench/prof_summary.c (tested without a GPU).
  * Exit status: 0; 1 on a runtime failure (no GPU, no model, a CUPTI error); 2 on a usage error. */
 #include "config.h"
 
@@ -31,6 +34,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/prof_summary.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/stack_flags.h"
 #include "core/model/model.h"
@@ -40,7 +44,6 @@
 #define WHO "guild-cuda-prof"
 #define WARMUP_STEPS 8
 #define CUPTI_BUFFER_BYTES (8u << 20)
-#define NAME_WIDTH 72
 
 /* libstdc++'s demangler (C linkage); the CUDA libraries bring libstdc++ into the link. */
 char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
@@ -53,16 +56,6 @@ typedef struct prof_cfg {
     int32_t populate, steps, batch;
     stack_flags_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
-
-/* One activity record, as kept. */
-enum { REC_KERNEL, REC_MEMCPY, REC_MEMSET };
-typedef struct prof_rec {
-    uint64_t start, end; /* ns, CUPTI's clock (cuptiGetTimestamp) */
-    uint64_t bytes;      /* memcpy, memset */
-    int32_t what;        /* kernel: index into names; memcpy: CUpti_ActivityMemcpyKind; memset: 0 */
-    uint8_t kind;        /* REC_* */
-    uint8_t graph;       /* launched as a node of a graph */
-} prof_rec_t;
 
 /* What the CUPTI buffer callbacks fill. A global because CUPTI's buffer callbacks carry no context pointer; they
  * may run on CUPTI's own thread, hence the lock. */
@@ -157,7 +150,7 @@ static int cupti_check(CUptiResult r, const char *what, guild_err_t *err)
     return guild_err_set(err, "CUPTI: %s: %s (%d)", what, s, (int)r);
 }
 
-/* "void ns::k<(int)64>(float const*, int)" -> "ns::k<(int)64>", at most NAME_WIDTH characters. */
+/* "void ns::k<(int)64>(float const*, int)" -> "ns::k<(int)64>", at most PROF_NAME_WIDTH characters. */
 static char *short_name(const char *mangled)
 {
     int status = -1;
@@ -180,8 +173,8 @@ static char *short_name(const char *mangled)
     }
     if (!strncmp(s, "void ", 5)) /* templates' return type */
         memmove(s, s + 5, strlen(s + 5) + 1);
-    if (strlen(s) > NAME_WIDTH)
-        strcpy(s + NAME_WIDTH - 3, "...");
+    if (strlen(s) > PROF_NAME_WIDTH)
+        strcpy(s + PROF_NAME_WIDTH - 3, "...");
     return s;
 }
 
@@ -237,6 +230,19 @@ static void keep(const prof_rec_t *r)
     g_prof.recs[g_prof.n++] = *r;
 }
 
+/* CUPTI's copy kinds, as the summary names them. */
+static int32_t copy_kind(uint8_t k)
+{
+    switch (k) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return PROF_COPY_HTOD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return PROF_COPY_DTOH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return PROF_COPY_DTOD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return PROF_COPY_HTOH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return PROF_COPY_PTOP;
+    default: return PROF_COPY_OTHER;
+    }
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
     *buffer = aligned_alloc(8, CUPTI_BUFFER_BYTES); /* CUPTI wants 8-byte alignment */
@@ -256,7 +262,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
             if (k->start < g_prof.window_start)
                 continue;
-            r = (prof_rec_t){.start = k->start, .end = k->end, .kind = REC_KERNEL, .graph = k->graphId != 0,
+            r = (prof_rec_t){.start = k->start, .end = k->end, .kind = PROF_KERNEL, .graph = k->graphId != 0,
                              .what = name_index(k->name)};
             if (r.what < 0)
                 g_prof.oom = true;
@@ -264,13 +270,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)a;
-            r = (prof_rec_t){.start = m->start, .end = m->end, .bytes = m->bytes, .kind = REC_MEMCPY,
-                             .graph = m->graphId != 0, .what = m->copyKind};
+            r = (prof_rec_t){.start = m->start, .end = m->end, .bytes = m->bytes, .kind = PROF_MEMCPY,
+                             .graph = m->graphId != 0, .what = copy_kind(m->copyKind)};
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
-            r = (prof_rec_t){.start = m->start, .end = m->end, .bytes = m->bytes, .kind = REC_MEMSET,
+            r = (prof_rec_t){.start = m->start, .end = m->end, .bytes = m->bytes, .kind = PROF_MEMSET,
                              .graph = m->graphId != 0};
             break;
         }
@@ -330,195 +336,6 @@ static void prof_free(void)
     free(g_prof.recs);
 }
 
-/* ---- analysis ---- */
-
-typedef struct kstat {
-    uint64_t count, ns, graph;
-} kstat_t;
-
-static int cmp_rec_start(const void *a, const void *b)
-{
-    const prof_rec_t *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct_u64(uint64_t *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    qsort(v, n, sizeof *v, cmp_u64);
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return (double)v[i < n ? i : n - 1];
-}
-
-static const char *copy_kind(int32_t k)
-{
-    switch (k) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "other";
-    }
-}
-
-/* The length of the union of the intervals r[0..n) (sorted by start); with gaps, appends the idle time before each
- * interval after the first (0 when it overlaps or touches what came before). */
-static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *n_gaps)
-{
-    uint64_t busy = 0, cur_s = 0, cur_e = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || r[i].start > cur_e) {
-            if (i > 0) {
-                busy += cur_e - cur_s;
-                if (gaps)
-                    gaps[(*n_gaps)++] = r[i].start - cur_e;
-            }
-            cur_s = r[i].start;
-            cur_e = r[i].end;
-        } else {
-            if (gaps)
-                gaps[(*n_gaps)++] = 0; /* overlapping or back to back */
-            if (r[i].end > cur_e)
-                cur_e = r[i].end;
-        }
-    }
-    return n ? busy + (cur_e - cur_s) : 0;
-}
-
-/* Prints the report of S traced steps [t0[s], t1[s]) from the kept records. */
-static int report(const prof_cfg_t *c, const uint64_t *t0, const uint64_t *t1, guild_err_t *err)
-{
-    const int32_t S = c->steps;
-    prof_rec_t *r = g_prof.recs;
-    const size_t n = g_prof.n;
-    qsort(r, n, sizeof *r, cmp_rec_start);
-    kstat_t *ks = calloc((size_t)g_prof.n_names + 1, sizeof *ks);
-    prof_rec_t *step_k = malloc((n + 1) * sizeof *step_k), *step_all = malloc((n + 1) * sizeof *step_all);
-    uint64_t *gaps = malloc((n + 1) * sizeof *gaps);
-    double *wall = malloc((size_t)S * sizeof *wall), *busy_k = malloc((size_t)S * sizeof *busy_k),
-           *busy_all = malloc((size_t)S * sizeof *busy_all), *head = malloc((size_t)S * sizeof *head),
-           *tail = malloc((size_t)S * sizeof *tail), *gap_sum = malloc((size_t)S * sizeof *gap_sum);
-    int rc = -1;
-    if (!ks || !step_k || !step_all || !gaps || !wall || !busy_k || !busy_all || !head || !tail || !gap_sum) {
-        guild_err_set(err, "out of memory for the report");
-        goto out;
-    }
-    struct { uint64_t count, bytes, ns; } cp[16] = {{0}}, ms = {0};
-    size_t n_gaps = 0, outside = 0, graph_kernels = 0, kernels = 0;
-    double wall_sum = 0;
-    size_t i = 0;
-    for (int32_t s = 0; s < S; s++) {
-        size_t nk = 0, na = 0;
-        for (; i < n && r[i].start < t0[s]; i++)
-            outside++; /* between steps: the host's argmax, nothing of ours */
-        for (; i < n && r[i].start < t1[s]; i++) {
-            const prof_rec_t *x = &r[i];
-            step_all[na++] = *x;
-            if (x->kind == REC_KERNEL) {
-                step_k[nk++] = *x;
-                kstat_t *k = &ks[x->what];
-                k->count++;
-                k->ns += x->end - x->start;
-                k->graph += x->graph;
-                graph_kernels += x->graph;
-                kernels++;
-            } else if (x->kind == REC_MEMCPY) {
-                const int32_t kk = x->what >= 0 && x->what < 16 ? x->what : 0;
-                cp[kk].count++, cp[kk].bytes += x->bytes, cp[kk].ns += x->end - x->start;
-            } else {
-                ms.count++, ms.bytes += x->bytes, ms.ns += x->end - x->start;
-            }
-        }
-        const double w = (double)(t1[s] - t0[s]);
-        wall[s] = w;
-        wall_sum += w;
-        const size_t g0 = n_gaps;
-        const uint64_t bk = union_ns(step_k, nk, gaps, &n_gaps);
-        uint64_t gs = 0;
-        for (size_t g = g0; g < n_gaps; g++)
-            gs += gaps[g];
-        gap_sum[s] = (double)gs;
-        busy_k[s] = w > 0 ? (double)bk / w : 0;
-        busy_all[s] = w > 0 ? (double)union_ns(step_all, na, NULL, NULL) / w : 0;
-        uint64_t last_end = 0;
-        for (size_t k = 0; k < nk; k++)
-            last_end = step_k[k].end > last_end ? step_k[k].end : last_end;
-        head[s] = nk ? (double)(step_k[0].start - t0[s]) : w;
-        tail[s] = nk && last_end < t1[s] ? (double)(t1[s] - last_end) : 0;
-    }
-    outside += n - i;
-    const double wall_med = bench_median(wall, S);
-
-    printf("# " WHO ": %s; populate %d, %d traced decode steps after %d warm-up, threads %d, CUDA graphs %s\n",
-           c->model, c->populate, S, WARMUP_STEPS, c->flags.st.n_threads, c->flags.st.pipe.no_graph ? "off" : "on");
-    printf("step wall (host, around backend_forward): median %.1f us, mean %.1f us\n", wall_med / 1e3,
-           wall_sum / S / 1e3);
-    printf("kernels per step %.1f (%.1f from graphs); GPU busy: kernels %.1f%% of the wall (median), with "
-           "memcpy/memset %.1f%%\n",
-           (double)kernels / S, (double)graph_kernels / S, 100 * bench_median(busy_k, S),
-           100 * bench_median(busy_all, S));
-    const double gap_med = pct_u64(gaps, n_gaps, 0.5), gap_p90 = pct_u64(gaps, n_gaps, 0.9);
-    printf("idle: before the first kernel %.1f us, between kernels %.1f us per step (each gap: median %.2f us, "
-           "p90 %.2f us), after the last %.1f us (medians over steps)\n",
-           bench_median(head, S) / 1e3, bench_median(gap_sum, S) / 1e3, gap_med / 1e3, gap_p90 / 1e3,
-           bench_median(tail, S) / 1e3);
-    if (g_prof.dropped || outside || g_prof.oom)
-        printf("note: %zu records dropped by CUPTI, %zu outside the steps%s\n", g_prof.dropped, outside,
-               g_prof.oom ? ", out of memory while keeping records (partial)" : "");
-
-    /* kernels by total time, descending (selection: a few dozen names) */
-    printf("\n%-*s %8s %10s %9s %7s %6s\n", NAME_WIDTH, "kernel", "n/step", "us/step", "mean us", "share", "graph");
-    bool *done = calloc((size_t)g_prof.n_names + 1, 1);
-    if (!done) {
-        guild_err_set(err, "out of memory for the report");
-        goto out;
-    }
-    for (;;) {
-        int best = -1;
-        for (int k = 0; k < g_prof.n_names; k++)
-            if (!done[k] && ks[k].count && (best < 0 || ks[k].ns > ks[best].ns))
-                best = k;
-        if (best < 0)
-            break;
-        done[best] = true;
-        const double per_step = (double)ks[best].ns / S;
-        printf("%-*s %8.2f %10.1f %9.2f %6.1f%% %5.0f%%\n", NAME_WIDTH, g_prof.names[best],
-               (double)ks[best].count / S, per_step / 1e3, (double)ks[best].ns / (double)ks[best].count / 1e3,
-               wall_med > 0 ? 100 * per_step / wall_med : 0, 100.0 * (double)ks[best].graph / (double)ks[best].count);
-    }
-    free(done);
-
-    printf("\n%-10s %8s %12s %10s\n", "copies", "n/step", "bytes/step", "us/step");
-    for (int k = 0; k < 16; k++)
-        if (cp[k].count)
-            printf("memcpy %-4s %7.2f %12.0f %10.1f\n", copy_kind(k), (double)cp[k].count / S,
-                   (double)cp[k].bytes / S, (double)cp[k].ns / S / 1e3);
-    if (ms.count)
-        printf("memset      %7.2f %12.0f %10.1f\n", (double)ms.count / S, (double)ms.bytes / S,
-               (double)ms.ns / S / 1e3);
-    rc = 0;
-out:
-    free(ks);
-    free(step_k);
-    free(step_all);
-    free(gaps);
-    free(wall);
-    free(busy_k);
-    free(busy_all);
-    free(head);
-    free(tail);
-    free(gap_sum);
-    return rc;
-}
-
 /* ---- driving the model ---- */
 
 static int32_t argmax(const float *x, int32_t n)
@@ -544,6 +361,7 @@ int main(int argc, char **argv)
     float *logits = NULL;
     int32_t *prompt = NULL, *pos = NULL;
     uint64_t *t0 = NULL, *t1 = NULL;
+    prof_summary_t sum = {0};
     int rc = 1;
 
     int n_dev = 0;
@@ -620,8 +438,19 @@ int main(int argc, char **argv)
     if (prof_stop(&err) < 0)
         goto out;
     bench_print_provenance(stdout, argc, argv);
-    if (report(&c, t0, t1, &err) < 0)
+    if (g_prof.oom) {
+        guild_err_set(&err, "out of memory keeping %zu activity records", g_prof.n);
         goto out;
+    }
+    if (prof_summarize(&sum, g_prof.recs, g_prof.n, (const char *const *)g_prof.names, g_prof.n_names, t0, t1,
+                       c.steps, &err) < 0)
+        goto out;
+    printf("# " WHO ": %s; populate %d, %d traced decode steps after %d warm-up, threads %d, CUDA graphs %s\n",
+           c.model, c.populate, c.steps, WARMUP_STEPS, c.flags.st.n_threads, c.flags.st.pipe.no_graph ? "off" : "on");
+    if (g_prof.dropped)
+        printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
+               g_prof.dropped);
+    prof_summary_print(&sum, stdout);
     if (have_bs && backend_stats(be, &bs1) == 0)
         printf("\nbackend: %u graphs captured, %llu of %d traced steps replayed a graph; device wait for CPU "
                "experts %.1f us per step over %llu exchanges; %d layers' experts on the GPU\n",
@@ -639,6 +468,7 @@ out:
     free(pos);
     free(t0);
     free(t1);
+    prof_summary_fini(&sum);
     prof_free();
     return rc;
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 6, where a decode step's time goes on the device: bench/guild-cuda-prof (CUPTI) on a Qwen3-30B-A3B-shaped
+# model of LAYERS layers (default 8), in one call within a device-time budget (SECONDS, default 400): every
+# expert on the GPU with graphs, the same without graphs (launch cost), and the experts on the CPU
+# (--gpu-experts none, the step waiting on the CPU side), at 512 positions; the first again at 4096.
+# Pack first (bash bench/device-repack.sh --prof BUILD_DIR), then on the device from the repo root:
+#   bash bench/device-prof.sh [SECONDS] [LAYERS]
+# Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/prof.log and one
+# $OUT/prof-NAME.txt per setup.
+set -u
+budget=${1:-400}
+layers=${2:-8}
+export LD_LIBRARY_PATH=$PWD/.carry/lib
+B=$PWD/.carry/bin
+O=${OUT:-/tmp/guild-out}
+mkdir -p "$O"
+exec > >(tee -a "$O/prof.log") 2>&1
+echo "commit: $(cat .carry/COMMIT 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+t0=$(date +%s)
+say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
+step() { # LIMIT NAME CMD...
+    lim=$1 name=$2
+    shift 2
+    if [ $(($(date +%s) - t0 + lim)) -gt "$budget" ]; then
+        say "skipped (needs $lim s): $name"
+        return 0
+    fi
+    say "$name"
+    timeout -s KILL "$lim" "$@"
+    echo "rc=$? ($name)"
+}
+m=/tmp/prof-q.gguf
+step 120 "model: $layers layers of Qwen3-30B-A3B, Q4_K_M recipe" \
+    "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers "$layers" --threads "$(nproc)" -q -o $m
+prof() { # NAME FLAGS...
+    name=$1
+    shift
+    step 60 "guild-cuda-prof $name: $*" sh -c '"$0" "$@" > "'"$O/prof-$name.txt"'"; st=$?; cat "'"$O/prof-$name.txt"'"; exit $st' \
+        "$B/bench/guild-cuda-prof" -m $m --steps 32 --threads 14 "$@"
+}
+prof gpu --populate 512
+prof cpu-experts --populate 512 --gpu-experts none
+prof no-graph --populate 512 --no-cuda-graph
+prof gpu-4096 --populate 4096
+say done

@@ -1,0 +1,72 @@
+/* bench/prof_summary.h — what guild-cuda-prof makes of a trace: GPU activity records (kernels, copies, memsets,
+ * with start and end times) and the host's step intervals, summed per kernel name and per step: step wall time,
+ * busy fraction, idle gaps between kernels, copies. Pure arithmetic (no CUPTI here), so CI tests it without a GPU. */
+#ifndef GUILD_BENCH_PROF_SUMMARY_H
+#define GUILD_BENCH_PROF_SUMMARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/util/err.h"
+
+/* The kernel name column's width (longer names push the line). */
+#define PROF_NAME_WIDTH 72
+
+/* prof_rec_t.kind */
+enum { PROF_KERNEL, PROF_MEMCPY, PROF_MEMSET };
+
+/* prof_rec_t.what of a copy */
+enum { PROF_COPY_OTHER, PROF_COPY_HTOD, PROF_COPY_DTOH, PROF_COPY_DTOD, PROF_COPY_HTOH, PROF_COPY_PTOP, PROF_COPY_N };
+
+/* One activity record. */
+typedef struct prof_rec {
+    uint64_t start, end; /* ns, the clock of the step intervals */
+    uint64_t bytes;      /* copies and memsets */
+    int32_t what;        /* kernel: index into the names; copy: PROF_COPY_*; memset: 0 */
+    uint8_t kind;        /* PROF_KERNEL, PROF_MEMCPY, PROF_MEMSET */
+    uint8_t graph;       /* 1: launched as a node of a CUDA graph */
+} prof_rec_t;
+
+typedef struct prof_kernel_stat {
+    const char *name;    /* borrowed from the names given */
+    uint64_t count, ns;  /* launches and summed durations over every step */
+    uint64_t graph;      /* of the launches, those from a graph */
+} prof_kernel_stat_t;
+
+typedef struct prof_bytes_stat {
+    uint64_t count, bytes, ns;
+} prof_bytes_stat_t;
+
+typedef struct prof_summary {
+    int32_t steps;
+    double wall_median_ns, wall_mean_ns; /* the host's step intervals */
+    uint64_t kernels, graph_kernels;     /* over every step */
+    double busy_kernels;                 /* median over steps of union(kernel intervals) / wall */
+    double busy_all;                     /* the same with copies and memsets */
+    double head_ns;                      /* median over steps: step start to the first kernel's start */
+    double gap_step_ns;                  /* median over steps: idle time between its kernels, summed */
+    double tail_ns;                      /* median over steps: the last kernel's end to the step's end */
+    double gap_median_ns, gap_p90_ns;    /* over every pair of consecutive kernels (0 where they overlap) */
+    size_t outside;                      /* records that start in no step interval (dropped) */
+    prof_kernel_stat_t *kernels_by_name; /* [n_names], by summed time, largest first; unused names at the end */
+    int n_names;                         /* names with at least one launch */
+    prof_bytes_stat_t copies[PROF_COPY_N], memsets;
+} prof_summary_t;
+
+/* Sums recs[0..n) (reordered: sorted by start) over the steps [t0[s], t1[s]), s < steps (ascending, disjoint);
+ * kernel records' what indexes names[0..n_names). -1 with err when out of memory; s then holds nothing to free. */
+int prof_summarize(prof_summary_t *s, prof_rec_t *recs, size_t n, const char *const *names, int n_names,
+                   const uint64_t *t0, const uint64_t *t1, int32_t steps, guild_err_t *err);
+
+/* The report: step wall, busy fractions, gaps, then one line per kernel name and per copy direction. */
+void prof_summary_print(const prof_summary_t *s, FILE *out);
+
+/* Frees what prof_summarize allocated. NULL-safe fields. */
+void prof_summary_fini(prof_summary_t *s);
+
+/* "HtoD"... for PROF_COPY_*. */
+const char *prof_copy_name(int what);
+
+#endif

@@ -1,0 +1,137 @@
+/* bench/prof_summary: guild-cuda-prof's arithmetic on hand-made traces (no GPU, no CUPTI). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/prof_summary.h"
+
+static const char *const names[] = {"kern_a", "kern_b", "kern_unused"};
+
+#define K(s, e, w, g) {.start = (s), .end = (e), .what = (w), .kind = PROF_KERNEL, .graph = (g)}
+
+/* Two steps [1000, 2000) and [3000, 4000) (ns):
+ *   step 0: a [1100,1300], b [1350,1450], a [1400,1500] (overlaps b), a DtoH copy [1600,1700] of 64 bytes
+ *   step 1: a [3100,3200], b [3300,3400], a memset [3500,3550] of 32 bytes
+ * and a kernel before the first step and one between the steps (both outside). Records given out of order. */
+static prof_rec_t trace[] = {
+    K(3300, 3400, 1, 1),
+    K(1400, 1500, 0, 1),
+    {.start = 1600, .end = 1700, .bytes = 64, .what = PROF_COPY_DTOH, .kind = PROF_MEMCPY},
+    K(500, 600, 0, 0),
+    K(1100, 1300, 0, 1),
+    K(2500, 2600, 1, 0),
+    {.start = 3500, .end = 3550, .bytes = 32, .kind = PROF_MEMSET},
+    K(1350, 1450, 1, 0),
+    K(3100, 3200, 0, 1),
+};
+static const uint64_t t0[] = {1000, 3000}, t1[] = {2000, 4000};
+
+START_TEST(test_step_figures)
+{
+    prof_summary_t s;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(prof_summarize(&s, trace, sizeof trace / sizeof trace[0], names, 3, t0, t1, 2, &err), 0);
+    ck_assert_double_eq_tol(s.wall_median_ns, 1000, 1e-9);
+    ck_assert_uint_eq(s.kernels, 5);
+    ck_assert_uint_eq(s.graph_kernels, 4);
+    ck_assert_uint_eq(s.outside, 2);
+    /* busy: step 0 union 200 + 150 = 350; step 1 200: median 0.275; with the copy 0.45 and the memset 0.25 */
+    ck_assert_double_eq_tol(s.busy_kernels, 0.275, 1e-12);
+    ck_assert_double_eq_tol(s.busy_all, 0.35, 1e-12);
+    /* gaps: step 0: 50 then 0 (overlap); step 1: 100 -> per gap median 50, p90 100; per step 50, 100 -> 75 */
+    ck_assert_double_eq_tol(s.gap_median_ns, 50, 1e-12);
+    ck_assert_double_eq_tol(s.gap_p90_ns, 100, 1e-12);
+    ck_assert_double_eq_tol(s.gap_step_ns, 75, 1e-12);
+    /* head 100 and 100; tail 2000 - 1500 = 500 and 4000 - 3400 = 600 */
+    ck_assert_double_eq_tol(s.head_ns, 100, 1e-12);
+    ck_assert_double_eq_tol(s.tail_ns, 550, 1e-12);
+    prof_summary_fini(&s);
+    ck_assert_ptr_null(s.kernels_by_name);
+}
+END_TEST
+
+START_TEST(test_by_name_and_copies)
+{
+    prof_summary_t s;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(prof_summarize(&s, trace, sizeof trace / sizeof trace[0], names, 3, t0, t1, 2, &err), 0);
+    ck_assert_int_eq(s.n_names, 2);
+    ck_assert_str_eq(s.kernels_by_name[0].name, "kern_a"); /* 200 + 100 + 100 = 400 ns */
+    ck_assert_uint_eq(s.kernels_by_name[0].count, 3);
+    ck_assert_uint_eq(s.kernels_by_name[0].ns, 400);
+    ck_assert_uint_eq(s.kernels_by_name[0].graph, 3);
+    ck_assert_str_eq(s.kernels_by_name[1].name, "kern_b"); /* the one between the steps is not counted */
+    ck_assert_uint_eq(s.kernels_by_name[1].count, 2);
+    ck_assert_uint_eq(s.kernels_by_name[1].ns, 200);
+    ck_assert_uint_eq(s.kernels_by_name[1].graph, 1);
+    ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].count, 1);
+    ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].bytes, 64);
+    ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].ns, 100);
+    ck_assert_uint_eq(s.copies[PROF_COPY_HTOD].count, 0);
+    ck_assert_uint_eq(s.memsets.count, 1);
+    ck_assert_uint_eq(s.memsets.bytes, 32);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    prof_summary_print(&s, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "step wall (host, around the forward call): median 1.0 us"));
+    ck_assert_ptr_nonnull(strstr(buf, "kernels per step 2.5 (2.0 from graphs)"));
+    ck_assert_ptr_nonnull(strstr(buf, "memcpy DtoH"));
+    ck_assert_ptr_null(strstr(buf, "kern_unused"));
+    /* kern_a: 1.5 launches and 0.2 us per step, mean 0.13 us, 20% of the 1 us step, all from graphs */
+    const char *a = strstr(buf, "kern_a");
+    ck_assert_ptr_nonnull(a);
+    double n_step, us_step, mean, share, graph;
+    ck_assert_int_eq(sscanf(a + 6, "%lf %lf %lf %lf%% %lf%%", &n_step, &us_step, &mean, &share, &graph), 5);
+    ck_assert_double_eq_tol(n_step, 1.5, 1e-9);
+    ck_assert_double_eq_tol(us_step, 0.2, 1e-9);
+    ck_assert_double_eq_tol(mean, 0.13, 1e-9);
+    ck_assert_double_eq_tol(share, 20.0, 1e-9);
+    ck_assert_double_eq_tol(graph, 100, 1e-9);
+    free(buf);
+    prof_summary_fini(&s);
+}
+END_TEST
+
+START_TEST(test_step_without_kernels)
+{
+    prof_rec_t none[] = {{.start = 10, .end = 20, .bytes = 8, .what = PROF_COPY_HTOD, .kind = PROF_MEMCPY}};
+    const uint64_t a[] = {0}, b[] = {100};
+    prof_summary_t s;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(prof_summarize(&s, none, 1, names, 3, a, b, 1, &err), 0);
+    ck_assert_uint_eq(s.kernels, 0);
+    ck_assert_int_eq(s.n_names, 0);
+    ck_assert_double_eq_tol(s.busy_kernels, 0, 1e-12);
+    ck_assert_double_eq_tol(s.busy_all, 0.1, 1e-12);
+    ck_assert_double_eq_tol(s.head_ns, 100, 1e-12); /* the whole step before a kernel that never came */
+    ck_assert_double_eq_tol(s.gap_median_ns, 0, 1e-12);
+    prof_summary_fini(&s);
+}
+END_TEST
+
+static Suite *prof_suite(void)
+{
+    Suite *s = suite_create("prof_summary");
+    TCase *tc = tcase_create("steps");
+    tcase_add_test(tc, test_step_figures);
+    tcase_add_test(tc, test_step_without_kernels);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("names");
+    tcase_add_test(tc, test_by_name_and_copies);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(prof_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
