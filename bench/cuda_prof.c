@@ -11,7 +11,8 @@
  * its parameter list, truncated): launches per step, us per step, mean us, share of the median step; the GPU busy
  * fraction (union of kernel intervals over the step's wall time, and with memcpy/memset); the idle time before
  * the first kernel, between consecutive kernels (median, p90, sum per step) and after the last; memcpy and memset
- * per step by direction.
+ * per step by direction. --no-trace runs the same steps without CUPTI and prints the step wall time alone: what
+ * tracing every graph node costs.
  *
  * On the device (no registry there; libcupti travels in the ldd closure bench/device-pack.sh copies). The
  * profiler and libcupti do not fit in one carry beside the other device programs, so it has a pack of its own:
@@ -54,6 +55,7 @@ enum { PROF_FLAGS = STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_GPU_M
 typedef struct prof_cfg {
     const char *model;
     int32_t populate, steps, batch;
+    bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
     stack_flags_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
 
@@ -79,7 +81,8 @@ static void usage(FILE *out)
             "  -m, --model FILE        GGUF model\n"
             "      --populate N        prompt tokens filling the KV cache first (default 512)\n"
             "      --steps S           decode steps traced, after %d warm-up steps (default 32)\n"
-            "      --batch N           prompt tokens per forward pass (default 512)\n",
+            "      --batch N           prompt tokens per forward pass (default 512)\n"
+            "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n",
             WARMUP_STEPS);
     stack_flags_usage(out, PROF_FLAGS, "cuda");
     fprintf(out, "  -h, --help              this help\n");
@@ -87,11 +90,11 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"no-trace", no_argument, NULL, O_NO_TRACE}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, PROF_FLAGS);
@@ -118,6 +121,7 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         case O_POP: if (cli_parse_long("--populate", optarg, 1, 1 << 22, &v, &e) < 0) goto bad; c->populate = (int32_t)v; break;
         case O_STEPS: if (cli_parse_long("--steps", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->steps = (int32_t)v; break;
         case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
+        case O_NO_TRACE: c->no_trace = true; break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, WHO ": unknown option or missing value: %s\n", argv[optind - 1]);
@@ -317,6 +321,15 @@ static int prof_now(uint64_t *t, guild_err_t *err)
     return cupti_check(cuptiGetTimestamp(t), "cuptiGetTimestamp", err);
 }
 
+/* The step clock: CUPTI's (that of the records) when tracing, else CLOCK_MONOTONIC. */
+static int now_ns(bool no_trace, uint64_t *t, guild_err_t *err)
+{
+    if (!no_trace)
+        return prof_now(t, err);
+    *t = (uint64_t)(bench_now() * 1e9);
+    return 0;
+}
+
 /* Delivers every record still buffered and stops tracing. */
 static int prof_stop(guild_err_t *err)
 {
@@ -327,13 +340,23 @@ static int prof_stop(guild_err_t *err)
     return 0;
 }
 
+/* Frees what was kept. Tracing may still be on (an error path): CUPTI can deliver buffers later, at exit, so the
+ * window is closed first and the callbacks then keep nothing. */
 static void prof_free(void)
 {
+    pthread_mutex_lock(&g_prof.mu);
+    g_prof.window_start = UINT64_MAX;
     for (int i = 0; i < g_prof.n_names; i++)
         free(g_prof.names[i]);
     free(g_prof.names);
     free(g_prof.name_key);
     free(g_prof.recs);
+    g_prof.names = NULL;
+    g_prof.name_key = NULL;
+    g_prof.recs = NULL;
+    g_prof.n = g_prof.cap = 0;
+    g_prof.n_names = g_prof.cap_names = 0;
+    pthread_mutex_unlock(&g_prof.mu);
 }
 
 /* ---- driving the model ---- */
@@ -370,7 +393,7 @@ int main(int argc, char **argv)
         guild_err_set(&err, "no CUDA device: %s", ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
         goto out;
     }
-    if (prof_start(&err) < 0)
+    if (!c.no_trace && prof_start(&err) < 0)
         goto out;
     if (model_new(&m, c.model, &err) < 0)
         goto out;
@@ -419,25 +442,41 @@ int main(int argc, char **argv)
     }
     backend_stats_t bs0 = {0}, bs1 = {0};
     const bool have_bs = backend_stats(be, &bs0) == 0;
-    if (prof_now(&t0[0], &err) < 0)
+    if (now_ns(c.no_trace, &t0[0], &err) < 0)
         goto out;
     pthread_mutex_lock(&g_prof.mu);
     g_prof.window_start = t0[0];
     pthread_mutex_unlock(&g_prof.mu);
     for (int32_t g = 0; g < c.steps; g++, p++) {
-        if (prof_now(&t0[g], &err) < 0)
+        if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
         if (backend_forward(be, 1, &tok, &p, 1, &row, logits, &err) < 0) {
             guild_err_prefix(&err, "decode step %d: ", g);
             goto out;
         }
-        if (prof_now(&t1[g], &err) < 0)
+        if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
         tok = argmax(logits, V);
     }
-    if (prof_stop(&err) < 0)
+    if (!c.no_trace && prof_stop(&err) < 0)
         goto out;
     bench_print_provenance(stdout, argc, argv);
+    if (c.no_trace) { /* the wall time alone */
+        double *w = malloc((size_t)c.steps * sizeof *w);
+        if (!w) {
+            guild_err_set(&err, "out of memory");
+            goto out;
+        }
+        for (int32_t g = 0; g < c.steps; g++)
+            w[g] = (double)(t1[g] - t0[g]);
+        printf("# " WHO ": %s; populate %d, %d decode steps after %d warm-up, threads %d, CUDA graphs %s, NOT traced\n"
+               "step wall (host, around the forward call): median %.1f us\n", c.model, c.populate, c.steps,
+               WARMUP_STEPS, c.flags.st.n_threads, c.flags.st.pipe.no_graph ? "off" : "on",
+               bench_median(w, c.steps) / 1e3);
+        free(w);
+        rc = 0;
+        goto out;
+    }
     if (g_prof.oom) {
         guild_err_set(&err, "out of memory keeping %zu activity records", g_prof.n);
         goto out;

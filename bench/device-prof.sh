@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 6, where a decode step's time goes on the device: bench/guild-cuda-prof (CUPTI) on a Qwen3-30B-A3B-shaped
-# model of LAYERS layers (default 8), in one call within a device-time budget (SECONDS, default 400): every
-# expert on the GPU with graphs, the same without graphs (launch cost), and the experts on the CPU
+# model of LAYERS layers (default 8), in one call within a device-time budget (SECONDS, default 440): every
+# expert on the GPU with graphs, the same untraced (what tracing costs), without graphs (launch cost), and the experts on the CPU
 # (--gpu-experts none, the step waiting on the CPU side), at 512 positions; the first again at 4096.
 # Pack first (bash bench/device-repack.sh --prof BUILD_DIR), then on the device from the repo root:
 #   bash bench/device-prof.sh [SECONDS] [LAYERS]
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/prof.log and one
 # $OUT/prof-NAME.txt per setup.
 set -u
-budget=${1:-400}
+budget=${1:-440}
 layers=${2:-8}
 export LD_LIBRARY_PATH=$PWD/.carry/lib
 B=$PWD/.carry/bin
@@ -40,6 +40,7 @@ prof() { # NAME FLAGS...
         "$B/bench/guild-cuda-prof" -m $m --steps 32 --threads 14 "$@"
 }
 prof gpu --populate 512
+prof gpu-untraced --populate 512 --no-trace
 prof cpu-experts --populate 512 --gpu-experts none
 prof no-graph --populate 512 --no-cuda-graph
 prof gpu-4096 --populate 4096
