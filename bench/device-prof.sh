@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 6, where a decode step's time goes on the device: bench/guild-cuda-prof (CUPTI) on a Qwen3-30B-A3B-shaped
-# model of LAYERS layers (default 8), in one call within a device-time budget (SECONDS, default 440): every
-# expert on the GPU with graphs, the same untraced (what tracing costs), without graphs (launch cost), and the experts on the CPU
-# (--gpu-experts none, the step waiting on the CPU side), at 512 positions; the first again at 4096.
+# model of LAYERS layers (default 8), in one call within a device-time budget (SECONDS, default 440), at 512
+# positions: every expert on the GPU with graphs; the same untraced (what tracing costs); the experts on the CPU
+# (--gpu-experts none: the step waiting on the CPU side); no graphs (launch cost); then the first at 4096.
 # Pack first (bash bench/device-repack.sh --prof BUILD_DIR), then on the device from the repo root:
 #   bash bench/device-prof.sh [SECONDS] [LAYERS]
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/prof.log and one
