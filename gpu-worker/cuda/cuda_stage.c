@@ -129,22 +129,6 @@ static const char *pinned_at(const cuda_stage_t *st, const char *h, size_t bytes
     return NULL;
 }
 
-static int pinned_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, int32_t n, cudaStream_t copy,
-                       guild_err_t *err)
-{
-    for (int32_t i = 0; i < n; i++) {
-        const char *src = pinned_at(st, p[i].host, p[i].bytes);
-        if (!src)
-            return guild_err_set(err, "cuda stage: piece %d (%zu bytes at %p) is not inside the pinned ranges",
-                                 (int)i, p[i].bytes, p[i].host);
-        if (cuda_check(cudaMemcpyAsync(dst + p[i].dst_off, src, p[i].bytes, cudaMemcpyHostToDevice, copy),
-                       "stage experts from page-locked memory", err) < 0)
-            return -1;
-        st->bytes += p[i].bytes;
-    }
-    return 0;
-}
-
 int cuda_stage_new_ring(cuda_stage_t **out, struct stage_ring *ring, const void *map_base, size_t map_bytes,
                         const struct stage_wait *wait, guild_err_t *err)
 {
@@ -188,11 +172,17 @@ fail:
     return -1;
 }
 
-static int pageable_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, int32_t n, cudaStream_t copy,
-                         guild_err_t *err)
+/* One cudaMemcpyAsync per piece: from the host memory itself (pageable kind), or from its page-locked copy
+ * (pinned kind). */
+static int direct_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, int32_t n, cudaStream_t copy,
+                       guild_err_t *err)
 {
     for (int32_t i = 0; i < n; i++) {
-        if (cuda_check(cudaMemcpyAsync(dst + p[i].dst_off, p[i].host, p[i].bytes, cudaMemcpyHostToDevice, copy),
+        const char *src = p[i].host;
+        if (st->kind == STAGE_KIND_PINNED && !(src = pinned_at(st, p[i].host, p[i].bytes)))
+            return guild_err_set(err, "cuda stage: piece %d (%zu bytes at %p) is not inside the pinned ranges",
+                                 (int)i, p[i].bytes, p[i].host);
+        if (cuda_check(cudaMemcpyAsync(dst + p[i].dst_off, src, p[i].bytes, cudaMemcpyHostToDevice, copy),
                        "stage experts", err) < 0)
             return -1;
         st->bytes += p[i].bytes;
@@ -292,10 +282,8 @@ int cuda_stage_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, in
 {
     if (st->failed)
         return guild_err_set(err, "cuda stage: unusable after an earlier error");
-    if (st->kind == STAGE_KIND_PAGEABLE)
-        return pageable_copy(st, dst, p, n, copy, err);
-    if (st->kind == STAGE_KIND_PINNED)
-        return pinned_copy(st, dst, p, n, copy, err);
+    if (st->kind == STAGE_KIND_PAGEABLE || st->kind == STAGE_KIND_PINNED)
+        return direct_copy(st, dst, p, n, copy, err);
     if (ring_copy(st, dst, p, n, copy, err) < 0) {
         st->failed = 1;
         return -1;
