@@ -402,10 +402,11 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     /* before waiting for the routing: the whole layer's copies, overlapping the dense part still on the stream
      * (the host may block meanwhile in a ring's fills; the device is busy) */
     if (prefetch_pays(m, L, P)) {
+        const uint64_t before = m->streamed_bytes;
         int pb;
         if (stage_load(m, layer, m->last_streamed, NULL, false, &pb, err) < 0)
             return -1;
-        m->prefetched++;
+        m->prefetched += m->streamed_bytes > before; /* not when an earlier batch's copy had staged it all */
     }
     /* the router's output (and the last batch's id copies from h_cpu/h_gpu) complete here; waited for through
      * the fallback's sync, which keeps waking CPU workers asleep on an earlier exchange of the step (the arena's
