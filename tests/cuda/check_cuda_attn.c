@@ -18,46 +18,9 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_util.h"
-
-#define GUARD 64 /* bytes of poison before and after every device output */
+#include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;
-
-#define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
-
-/* Device buffer of `bytes` with GUARD poison bytes on each side; returns the inner pointer. */
-static void *dev_new(size_t bytes)
-{
-    char *p = NULL;
-    CK_CUDA(cudaMalloc((void **)&p, bytes + 2 * GUARD));
-    CK_CUDA(cudaMemset(p, 0xff, bytes + 2 * GUARD));
-    return p + GUARD;
-}
-
-static void dev_free(void *p)
-{
-    if (p)
-        cudaFree((char *)p - GUARD);
-}
-
-static void *dev_upload(const void *h, size_t bytes)
-{
-    void *d = dev_new(bytes);
-    CK_CUDA(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    return d;
-}
-
-/* Copies the output back after the stream is done, and checks both guards are still poison. */
-static void dev_download(void *h, const void *d, size_t bytes)
-{
-    unsigned char guard[2 * GUARD];
-    CK_CUDA(cudaStreamSynchronize(stream));
-    CK_CUDA(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(guard, (const char *)d - GUARD, GUARD, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(guard + GUARD, (const char *)d + bytes, GUARD, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < 2 * GUARD; i++)
-        ck_assert_msg(guard[i] == 0xff, "a kernel wrote outside its output (guard byte %d)", i);
-}
 
 /* Blocks of 32 values of magnitude 0.05, 1 or 4 (times scale); with spikes, every 97th value 8 times larger
  * (queries up to ~50, as real models' are). */
@@ -145,7 +108,7 @@ static void problem_run(attn_problem_t *p, prefill_fn fn, float *got)
     const int rc = fn(p->dout, p->dq, GUILD_TYPE_F16, p->dk, p->dv, c->n_tok, c->kv0, c->n_head, c->n_head_kv,
                       c->head_dim, scale_of(c->head_dim), stream, &err);
     ck_assert_msg(rc == 0, "%s", err.msg);
-    dev_download(got, p->dout, bytes);
+    dev_download(got, p->dout, bytes, stream);
 }
 
 /* Row t of head h in float64: query position kv0 + t sees keys 0 .. kv0 + t. */

@@ -26,46 +26,9 @@
 #include "gpu-worker/cpu/cpu_matmul.h"
 #include "gpu-worker/cuda/cuda_kernels.h"
 #include "gpu-worker/cuda/cuda_util.h"
-
-#define GUARD 64 /* bytes of poison before and after every device output */
+#include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;
-
-#define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
-
-/* Device buffer of `bytes` with GUARD poison bytes on each side; returns the inner pointer. */
-static void *dev_new(size_t bytes)
-{
-    char *p = NULL;
-    CK_CUDA(cudaMalloc((void **)&p, bytes + 2 * GUARD));
-    CK_CUDA(cudaMemset(p, 0xff, bytes + 2 * GUARD));
-    return p + GUARD;
-}
-
-static void dev_free(void *p)
-{
-    if (p)
-        cudaFree((char *)p - GUARD);
-}
-
-static void *dev_upload(const void *h, size_t bytes)
-{
-    void *d = dev_new(bytes);
-    CK_CUDA(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    return d;
-}
-
-/* Copies the output back after the stream is done, and checks both guards are still poison. */
-static void dev_download(void *h, const void *d, size_t bytes)
-{
-    unsigned char guard[2 * GUARD];
-    CK_CUDA(cudaStreamSynchronize(stream));
-    CK_CUDA(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(guard, (const char *)d - GUARD, GUARD, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(guard + GUARD, (const char *)d + bytes, GUARD, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < 2 * GUARD; i++)
-        ck_assert_msg(guard[i] == 0xff, "a kernel wrote outside its output (guard byte %d)", i);
-}
 
 static void fill(rng_t *r, float *x, int64_t n, float scale)
 {
@@ -115,7 +78,7 @@ START_TEST(test_quantize)
     float *dx = dev_upload(x, (size_t)(rows * ldx) * sizeof *x);
     void *dq = dev_new((size_t)rows * stride);
     ck_assert_msg(cuda_quantize(at, dx, ldx, dq, stride, n, rows, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dq, (size_t)rows * stride);
+    dev_download(got, dq, (size_t)rows * stride, stream);
     for (int row = 0; row < rows; row++)
         ck_assert_msg(!memcmp(got + row * stride, ref + row * stride, rb), "%s row %d differs from the reference",
                       quant_type_info(at)->name, row);
@@ -161,7 +124,7 @@ static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t nt
     void *dw = dev_upload(w, wrb * (size_t)nrows), *da = dev_upload(a, arb * (size_t)ntok);
     float *dout = dev_new(out_bytes);
     ck_assert_msg(cuda_matmul(type, n, nrows, ntok, dw, wrb, da, arb, dout, ldo, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dout, out_bytes);
+    dev_download(got, dout, out_bytes, stream);
     int bad = 0;
     for (int32_t t = 0; t < ntok; t++)
         for (int64_t row = 0; row < ldo; row++) {
@@ -222,7 +185,7 @@ START_TEST(test_get_rows)
     int32_t *dids = dev_upload(ids, sizeof ids);
     float *dout = dev_new((size_t)(n_ids * ldo) * sizeof *got);
     ck_assert_msg(cuda_get_rows(type, dw, rb, n, dids, n_ids, dout, ldo, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dout, (size_t)(n_ids * ldo) * sizeof *got);
+    dev_download(got, dout, (size_t)(n_ids * ldo) * sizeof *got, stream);
     for (int32_t i = 0; i < n_ids; i++) {
         quant_dequantize_row_ref(type, w + (size_t)ids[i] * rb, ref, n);
         ck_assert_msg(!memcmp(got + i * ldo, ref, (size_t)n * sizeof *ref), "%s: row %d differs",
@@ -265,7 +228,7 @@ START_TEST(test_rmsnorm)
         float *out = pass == 2 ? dx : dout;
         ck_assert_msg(cuda_rmsnorm(out, ld, dx, ld, pass == 1 ? dmap : NULL, dw, n, rows, 1e-6f, stream, &err) == 0,
                       "%s", err.msg);
-        dev_download(got, out, (size_t)(rows * ld) * sizeof *got);
+        dev_download(got, out, (size_t)(rows * ld) * sizeof *got, stream);
         for (int row = 0; row < rows; row++) {
             const int src = pass == 1 ? map[row] : row;
             cpu_rmsnorm(ref, x + src * ld, w, n, 1e-6f);
@@ -323,7 +286,7 @@ START_TEST(test_rope)
     guild_err_t err;
     ck_assert_msg(cuda_rope(dx, ldx, n_tok, n_heads, HD, c.n_rot, rope.neox, dcs, pos0, stream, &err) == 0, "%s",
                   err.msg);
-    dev_download(got, dx, (size_t)(n_tok * ldx) * sizeof *got);
+    dev_download(got, dx, (size_t)(n_tok * ldx) * sizeof *got, stream);
     for (int32_t t = 0; t < n_tok; t++)
         cpu_rope_apply(&rope, x + t * ldx, n_heads, HD, cs + (size_t)(pos0 + t) * (size_t)c.n_rot);
     ck_assert_msg(!memcmp(got, x, (size_t)(n_tok * ldx) * sizeof *x), "rope case %d differs from cpu_rope_apply", _i);
@@ -355,20 +318,20 @@ START_TEST(test_elementwise)
     float *db = dev_upload(b, (size_t)n * sizeof *b);
 
     ck_assert_msg(cuda_add_bias(dx, ld, db, n, (int32_t)rows, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dx, (size_t)total * sizeof *got);
+    dev_download(got, dx, (size_t)total * sizeof *got, stream);
     for (int64_t t = 0; t < rows; t++)
         for (int64_t i = 0; i < n; i++)
             x[t * ld + i] = x[t * ld + i] + b[i];
     ck_assert_msg(!memcmp(got, x, (size_t)total * sizeof *x), "add_bias differs (or wrote between rows)");
 
     ck_assert_msg(cuda_add(dx, dp, total, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dx, (size_t)total * sizeof *got);
+    dev_download(got, dx, (size_t)total * sizeof *got, stream);
     for (int64_t i = 0; i < total; i++)
         x[i] = p[i] + x[i];
     ck_assert_msg(!memcmp(got, x, (size_t)total * sizeof *x), "add differs");
 
     ck_assert_msg(cuda_swiglu(dx, dp, total, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dx, (size_t)total * sizeof *got);
+    dev_download(got, dx, (size_t)total * sizeof *got, stream);
     double worst = 0;
     for (int64_t i = 0; i < total; i++) {
         const float ref = model_silu(x[i]) * p[i];
@@ -388,11 +351,11 @@ START_TEST(test_elementwise)
                   err.msg);
     quant_half_t *hk = malloc((size_t)(n_ctx * kvd) * 2), *hv = malloc((size_t)(n_ctx * kvd) * 2);
     float *hk32 = malloc((size_t)(n_ctx * kvd) * 4), *hv32 = malloc((size_t)(n_ctx * kvd) * 4);
-    dev_download(hk, kc, (size_t)(n_ctx * kvd) * 2);
-    dev_download(hv, vc, (size_t)(n_ctx * kvd) * 2);
-    dev_download(hk32, kc32, (size_t)(n_ctx * kvd) * 4);
-    dev_download(hv32, vc32, (size_t)(n_ctx * kvd) * 4);
-    dev_download(got, dx, (size_t)total * sizeof *got);
+    dev_download(hk, kc, (size_t)(n_ctx * kvd) * 2, stream);
+    dev_download(hv, vc, (size_t)(n_ctx * kvd) * 2, stream);
+    dev_download(hk32, kc32, (size_t)(n_ctx * kvd) * 4, stream);
+    dev_download(hv32, vc32, (size_t)(n_ctx * kvd) * 4, stream);
+    dev_download(got, dx, (size_t)total * sizeof *got, stream);
     for (int64_t i = 0; i < n_ctx * kvd; i++) {
         const int64_t cell = i - pos0 * kvd;
         if (cell >= 0 && cell < n_tok * kvd) {
@@ -443,8 +406,8 @@ START_TEST(test_router)
                   "%s", err.msg);
     int32_t *ids = malloc((size_t)(n_tok * k) * sizeof *ids), rids[32];
     float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32], *probs = malloc((size_t)ne * sizeof *probs);
-    dev_download(ids, dids, (size_t)(n_tok * k) * sizeof *ids);
-    dev_download(w, dw, (size_t)(n_tok * k) * sizeof *w);
+    dev_download(ids, dids, (size_t)(n_tok * k) * sizeof *ids, stream);
+    dev_download(w, dw, (size_t)(n_tok * k) * sizeof *w, stream);
     double worst = 0;
     for (int32_t t = 0; t < n_tok; t++) {
         cpu_router_topk(logits + t * ne, ne, k, cases[_i].renorm, cases[_i].scale, rids, rw, probs);
@@ -492,7 +455,7 @@ START_TEST(test_combine)
     guild_err_t err;
     ck_assert_msg(cuda_moe_combine(dx, dy, dw, shared ? dsh : NULL, dlg, n_tok, K, E, stream, &err) == 0, "%s",
                   err.msg);
-    dev_download(got, dx, (size_t)(n_tok * E) * sizeof *got);
+    dev_download(got, dx, (size_t)(n_tok * E) * sizeof *got, stream);
     double worst = 0;
     for (int32_t t = 0; t < n_tok; t++) {
         const float gate = model_sigmoid(lg[t]);
@@ -585,7 +548,7 @@ START_TEST(test_attention)
                              : cuda_attention_decode(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
                                                      HD, scale, dscratch, sb, stream, &err);
     ck_assert_msg(rc == 0, "%s", err.msg);
-    dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got);
+    dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
     double worst = 0;
     const int32_t group = c.n_head / c.n_head_kv;
     for (int32_t t = 0; t < c.n_tok; t++)
