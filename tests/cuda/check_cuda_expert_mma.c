@@ -322,17 +322,17 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median of 5 timed runs (after one warm-up) of path k, in ms. */
-static float time_path(problem_t *P, int k)
+/* Median of 5 timed runs (after one warm-up) of run(ctx, k) on the stream, in ms. */
+static float time_median(void (*run)(void *ctx, int k), void *ctx, int k)
 {
     cudaEvent_t e0, e1;
     CK_CUDA(cudaEventCreate(&e0));
     CK_CUDA(cudaEventCreate(&e1));
     float ms[5];
-    problem_run(P, k);
+    run(ctx, k);
     for (int i = 0; i < 5; i++) {
         CK_CUDA(cudaEventRecord(e0, stream));
-        problem_run(P, k);
+        run(ctx, k);
         CK_CUDA(cudaEventRecord(e1, stream));
         CK_CUDA(cudaEventSynchronize(e1));
         CK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
@@ -341,6 +341,17 @@ static float time_path(problem_t *P, int k)
     cudaEventDestroy(e1);
     qsort(ms, 5, sizeof ms[0], cmp_float);
     return ms[2];
+}
+
+static void problem_run_ctx(void *P, int k)
+{
+    problem_run(P, k);
+}
+
+/* Median of 5 timed runs (after one warm-up) of path k, in ms. */
+static float time_path(problem_t *P, int k)
+{
+    return time_median(problem_run_ctx, P, k);
 }
 
 /* Qwen3-30B-A3B: 128 experts, n_embd 2048, n_ff 768, 8 of them per token; random top-8 routing. */
@@ -575,25 +586,15 @@ START_TEST(test_dense_rejects)
 }
 END_TEST
 
+static void dense_run_ctx(void *D, int k)
+{
+    dense_run(D, k);
+}
+
 /* Median of 5 timed runs (after one warm-up) of dense path k, in ms. */
 static float time_dense(dense_t *D, int k)
 {
-    cudaEvent_t e0, e1;
-    CK_CUDA(cudaEventCreate(&e0));
-    CK_CUDA(cudaEventCreate(&e1));
-    float ms[5];
-    dense_run(D, k);
-    for (int i = 0; i < 5; i++) {
-        CK_CUDA(cudaEventRecord(e0, stream));
-        dense_run(D, k);
-        CK_CUDA(cudaEventRecord(e1, stream));
-        CK_CUDA(cudaEventSynchronize(e1));
-        CK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    qsort(ms, 5, sizeof ms[0], cmp_float);
-    return ms[2];
+    return time_median(dense_run_ctx, D, k);
 }
 
 static const struct {
