@@ -10,6 +10,7 @@
 
 #include "core/quant/types.h"
 #include "core/util/log.h"
+#include "tools/mkmodel/pool.h"
 #include "tools/mkmodel/vocab.h"
 
 void mkmodel_cli_help(FILE *out)
@@ -67,10 +68,17 @@ void mkmodel_cli_help(FILE *out)
             "run:\n"
             "  --seed N            random seed (default 0); the bytes depend only on the seed and the flags\n"
             "  --threads N         worker threads (default: online CPUs); does not change the bytes\n"
+            "  --fill exact|pool   exact (the default): every row drawn and quantized by itself. pool: for\n"
+            "                      benchmarks, where only sizes, layout and realistic block statistics matter:\n"
+            "                      each quantized tensor of %llu MiB or more is assembled from a pool of its\n"
+            "                      first %d blocks (quantized as in exact mode; then each block of a later row\n"
+            "                      is a seeded random pick among them), written at memory/disk speed; weights\n"
+            "                      are not independent per row. Smaller and float tensors stay exact\n"
             "  -o, --output FILE   where to write (required)\n"
             "  -q, --quiet         no progress or summary\n"
             "  -h, --help          this text\n",
-            (long long)mkmodel_vocab_max_merges(), MKMODEL_VOCAB_MIN);
+            (long long)mkmodel_vocab_max_merges(), MKMODEL_VOCAB_MIN,
+            (unsigned long long)(MKMODEL_POOL_MIN_BYTES >> 20), MKMODEL_POOL_BLOCKS);
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t *out, guild_err_t *err)
@@ -142,7 +150,7 @@ static const int_flag_t int_flags[] = {
 
 static const char *const value_flags[] = {
     "--shape", "--arch", "--vocab-from", "--seed", "--type", "--recipe", "--router-type", "--rope-base",
-    "--rms-eps", "--name", "--threads", "-o", "--output",
+    "--rms-eps", "--name", "--threads", "--fill", "-o", "--output",
 };
 
 static bool takes_value(const char *flag)
@@ -249,6 +257,13 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
             int64_t t;
             rc = parse_i64(flag, value, &t, err);
             cfg->threads = t < 0 ? 0 : t > 100000 ? 100000 : (int)t;
+        } else if (!strcmp(flag, "--fill")) {
+            if (!strcasecmp(value, "exact"))
+                cfg->fill = MKMODEL_FILL_EXACT;
+            else if (!strcasecmp(value, "pool"))
+                cfg->fill = MKMODEL_FILL_POOL;
+            else
+                return guild_err_set(err, "--fill %s: unknown fill (exact or pool)", value);
         } else if (!strcmp(flag, "-o") || !strcmp(flag, "--output")) {
             rc = copy_str(flag, value, cfg->out_path, sizeof cfg->out_path, err);
         } else if (!strcmp(flag, "--tie-embeddings")) {

@@ -24,6 +24,12 @@ typedef enum mkmodel_recipe {
     MKMODEL_RECIPE_Q4_K_M,
 } mkmodel_recipe_t;
 
+/* How the rows of large quantized tensors are made (tools/mkmodel/pool.h). The zero value is the default. */
+typedef enum mkmodel_fill {
+    MKMODEL_FILL_EXACT, /* every row drawn and quantized by itself */
+    MKMODEL_FILL_POOL,  /* rows assembled from a per-tensor pool of quantized blocks (benchmarks) */
+} mkmodel_fill_t;
+
 typedef struct mkmodel_config {
     mkmodel_arch_t arch;
     char name[128];          /* general.name */
@@ -47,6 +53,7 @@ typedef struct mkmodel_config {
     mkmodel_recipe_t recipe;
     int router_type;         /* type of ffn_gate_inp (F32 as llama.cpp keeps it) */
     bool tie_embeddings;     /* omit output.weight (the LM head is token_embd) */
+    mkmodel_fill_t fill;     /* --fill (not set by presets; zero = exact) */
     int threads;             /* worker threads (>= 1) */
     char out_path[4096];
 } mkmodel_config_t;

@@ -5,9 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/quant/types.h"
 #include "tools/mkmodel/fill.h"
+#include "tools/mkmodel/pool.h"
 
 #define JOB_BYTES ((uint64_t)4 << 20)
+
+/* Blocks per chunk of a pool: a pool is made by every worker that needs it, a chunk at a time, so that a tensor's
+ * first jobs wait ~1/threads of its making, not all of it. */
+#define POOL_CHUNK_BLOCKS 256
 
 typedef struct job {
     int64_t tensor;
@@ -15,9 +21,21 @@ typedef struct job {
     uint64_t bytes;
 } job_t;
 
+/* The pool of a pooled tensor (tools/mkmodel/pool.h), made when its first job is taken and freed when its last
+ * job is filled, so only the tensors in the ring hold one. Fields under the emitter's mutex; bytes is written by
+ * the chunks' makers before chunks_done counts them, and read by everyone once chunks_done == n_chunks. */
+typedef struct pool {
+    uint64_t rows;        /* mkmodel_pool_rows(t); 0: the tensor is filled exactly */
+    uint64_t chunk_rows;  /* rows per chunk */
+    int64_t n_chunks, next_chunk, chunks_done;
+    int64_t jobs_left;    /* jobs of the tensor not yet filled */
+    uint8_t *bytes;       /* [rows * row_bytes], NULL before the first job and after the last */
+} pool_t;
+
 typedef struct emitter {
     const mkmodel_plan_t *plan;
     uint64_t seed;
+    pool_t *pools;       /* [n_tensors] with --fill pool, else NULL */
     job_t *jobs; /* [n_jobs] in file order */
     int64_t n_jobs;
     int n_slots;
@@ -45,6 +63,56 @@ static void fail(emitter_t *e, const guild_err_t *err)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Returns once tensor ti's pool is complete, having made chunks of it while any were left. -1 when a chunk
+ * failed, memory ran out or another worker failed (err set; fail() keeps the first error). */
+static int pool_ready(emitter_t *e, int64_t ti, float *scratch, guild_err_t *err)
+{
+    const mkmodel_tensor_t *t = mkmodel_plan_tensor(e->plan, ti);
+    pool_t *p = &e->pools[ti];
+    pthread_mutex_lock(&e->mu);
+    if (!p->bytes && !(p->bytes = malloc(p->rows * t->row_bytes))) {
+        pthread_mutex_unlock(&e->mu);
+        return guild_err_set(err, "tensor %s: out of memory for a pool of %llu bytes", t->name,
+                             (unsigned long long)(p->rows * t->row_bytes));
+    }
+    while (!e->failed && p->chunks_done < p->n_chunks) {
+        if (p->next_chunk == p->n_chunks) {
+            pthread_cond_wait(&e->cv, &e->mu);
+            continue;
+        }
+        uint64_t r0 = (uint64_t)p->next_chunk++ * p->chunk_rows;
+        uint64_t n = p->rows - r0 < p->chunk_rows ? p->rows - r0 : p->chunk_rows;
+        pthread_mutex_unlock(&e->mu);
+        if (mkmodel_fill_rows(t, e->seed, r0, n, p->bytes + r0 * t->row_bytes, scratch, err) < 0)
+            return -1;
+        pthread_mutex_lock(&e->mu);
+        if (++p->chunks_done == p->n_chunks)
+            pthread_cond_broadcast(&e->cv);
+    }
+    bool failed = e->failed;
+    pthread_mutex_unlock(&e->mu);
+    return failed ? guild_err_set(err, "stopped after another failure") : 0;
+}
+
+/* Fills job jb into dst: exactly, or from its tensor's pool. */
+static int fill_job(emitter_t *e, const job_t *jb, uint8_t *dst, float *scratch, guild_err_t *err)
+{
+    const mkmodel_tensor_t *t = mkmodel_plan_tensor(e->plan, jb->tensor);
+    pool_t *p = e->pools ? &e->pools[jb->tensor] : NULL;
+    if (!p || p->rows == 0)
+        return mkmodel_fill_rows(t, e->seed, jb->row0, jb->n_rows, dst, scratch, err);
+    if (pool_ready(e, jb->tensor, scratch, err) < 0)
+        return -1;
+    mkmodel_pool_copy_rows(t, e->seed, p->bytes, jb->row0, jb->n_rows, dst);
+    pthread_mutex_lock(&e->mu);
+    if (--p->jobs_left == 0) {
+        free(p->bytes);
+        p->bytes = NULL;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
 static void *worker(void *arg)
 {
     emitter_t *e = arg;
@@ -67,9 +135,7 @@ static void *worker(void *arg)
         int64_t j = e->next_job++;
         pthread_mutex_unlock(&e->mu);
 
-        const job_t *jb = &e->jobs[j];
-        const mkmodel_tensor_t *t = mkmodel_plan_tensor(e->plan, jb->tensor);
-        if (mkmodel_fill_rows(t, e->seed, jb->row0, jb->n_rows, e->slot[j % e->n_slots], scratch, &err) < 0) {
+        if (fill_job(e, &e->jobs[j], e->slot[j % e->n_slots], scratch, &err) < 0) {
             fail(e, &err);
             break;
         }
@@ -103,6 +169,8 @@ static int make_jobs(emitter_t *e, guild_err_t *err)
                     e->slot_bytes = jb->bytes;
                 if (t->ne[0] > e->scratch_floats)
                     e->scratch_floats = t->ne[0];
+                if (e->pools)
+                    e->pools[i].jobs_left++;
             }
         }
         if (pass == 0 && !(e->jobs = calloc((size_t)n + 1, sizeof *e->jobs)))
@@ -112,7 +180,25 @@ static int make_jobs(emitter_t *e, guild_err_t *err)
     return 0;
 }
 
-int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, int threads,
+/* The pools' sizes and chunks (their bytes come later, in pool_ready). */
+static int make_pools(emitter_t *e, guild_err_t *err)
+{
+    int64_t n = mkmodel_plan_n_tensors(e->plan);
+    if (!(e->pools = calloc((size_t)n + 1, sizeof *e->pools)))
+        return guild_err_set(err, "out of memory for %lld pools", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        const mkmodel_tensor_t *t = mkmodel_plan_tensor(e->plan, i);
+        pool_t *p = &e->pools[i];
+        if (!(p->rows = mkmodel_pool_rows(t)))
+            continue;
+        uint64_t per_row = (uint64_t)t->ne[0] / quant_type_info(t->type)->block_elems;
+        p->chunk_rows = per_row >= POOL_CHUNK_BLOCKS ? 1 : POOL_CHUNK_BLOCKS / per_row;
+        p->n_chunks = (int64_t)((p->rows + p->chunk_rows - 1) / p->chunk_rows);
+    }
+    return 0;
+}
+
+int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, mkmodel_fill_t fill, int threads,
                  mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err)
 {
     emitter_t e;
@@ -123,7 +209,7 @@ int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, in
     pthread_t *tid = NULL;
     int n_started = 0, rc = -1;
     bool sync_made = false;
-    if (make_jobs(&e, err) < 0)
+    if ((fill == MKMODEL_FILL_POOL && make_pools(&e, err) < 0) || make_jobs(&e, err) < 0)
         goto out;
     e.slot = calloc((size_t)e.n_slots, sizeof *e.slot);
     e.slot_done = malloc((size_t)e.n_slots * sizeof *e.slot_done);
@@ -190,6 +276,10 @@ out:
     free(e.slot);
     free(e.slot_done);
     free(e.jobs);
+    if (e.pools)
+        for (int64_t i = 0; i < mkmodel_plan_n_tensors(plan); i++)
+            free(e.pools[i].bytes);
+    free(e.pools);
     free(tid);
     return rc;
 }

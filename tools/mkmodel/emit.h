@@ -3,7 +3,9 @@
  * The data is cut into jobs of whole rows (about 4 MiB each, at least one row). Worker threads fill jobs into a
  * ring of 2 * threads + 2 buffers; the calling thread writes the buffers in job order to the GGUF writer, so the
  * file never has to fit in memory and its bytes do not depend on the number of threads (every row is seeded by
- * itself, tools/mkmodel/fill.h).
+ * itself, tools/mkmodel/fill.h). With --fill pool, the large quantized tensors are copied from per-tensor
+ * pools of blocks instead (tools/mkmodel/pool.h), which the workers make together when a tensor's first job is
+ * taken; the bytes still do not depend on the number of threads.
  */
 #ifndef GUILD_MKMODEL_EMIT_H
 #define GUILD_MKMODEL_EMIT_H
@@ -12,6 +14,7 @@
 
 #include "core/gguf/gguf_writer.h"
 #include "core/util/err.h"
+#include "tools/mkmodel/config.h"
 #include "tools/mkmodel/plan.h"
 
 /* Called by the writing thread after each job with the data bytes written so far and the total. */
@@ -20,7 +23,7 @@ typedef void (*mkmodel_progress_fn)(uint64_t done, uint64_t total, void *arg);
 /* Writes the data of every tensor of plan, in plan order, to w (which must have begun, with the plan's tensors
  * declared in the same order). -1 with a message on a write error, a fill error or out of memory; the threads
  * are joined in every case. */
-int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, int threads,
+int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, mkmodel_fill_t fill, int threads,
                  mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err);
 
 #endif

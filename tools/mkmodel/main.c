@@ -1,4 +1,5 @@
-/* guild-mkmodel: writes synthetic GGUF MoE models (sources in tools/mkmodel; usage: --help). */
+/* guild-mkmodel: writes synthetic GGUF MoE models (sources in tools/mkmodel; usage: --help). --fill pool makes
+ * benchmark-size models fast from pools of real blocks (tools/mkmodel/pool.h). */
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,11 +66,12 @@ int main(int argc, char **argv)
     if (!quiet) {
         const char *types = cfg.recipe == MKMODEL_RECIPE_Q4_K_M ? "Q4_K_M" : quant_type_info((uint32_t)cfg.type)->name;
         printf("%s: %s, %lld layers, %lld experts (top %lld), %s, vocab %lld, %lld tensors (%lld with a block-size "
-               "fallback), %.3f B params, %.3f GB data, written in %.2f s (%.3f GB/s, %d threads)\n",
+               "fallback), %.3f B params, %.3f GB data, written in %.2f s (%.3f GB/s, %d threads%s)\n",
                cfg.out_path, mkmodel_arch_gguf_name(cfg.arch), (long long)cfg.n_layer, (long long)cfg.n_expert,
                (long long)cfg.n_expert_used, types, (long long)s.n_vocab, (long long)s.n_tensors,
                (long long)s.n_fallbacks, s.n_params / 1e9, s.data_bytes / 1e9, s.seconds,
-               s.seconds > 0 ? s.data_bytes / 1e9 / s.seconds : 0.0, cfg.threads);
+               s.seconds > 0 ? s.data_bytes / 1e9 / s.seconds : 0.0, cfg.threads,
+               cfg.fill == MKMODEL_FILL_POOL ? ", --fill pool" : "");
     }
     return 0;
 }

@@ -153,7 +153,7 @@ int mkmodel_write(const mkmodel_config_t *cfg, mkmodel_progress_fn progress, voi
     if (gguf_writer_begin(w, cfg->out_path, err) < 0)
         goto out;
     double t0 = now();
-    if (mkmodel_emit(w, plan, cfg->seed, cfg->threads, progress, progress_arg, err) < 0 ||
+    if (mkmodel_emit(w, plan, cfg->seed, cfg->fill, cfg->threads, progress, progress_arg, err) < 0 ||
         gguf_writer_finish(w, err) < 0)
         goto out;
     if (summary) {
