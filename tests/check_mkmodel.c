@@ -2,7 +2,8 @@
  * choices and block-size fallbacks), the built-in vocabulary (tokenizes English into multi-byte tokens with
  * core/tokenizer), the element statistics of every weight type after dequantization, and whole files: they
  * read back with core/gguf with every tensor and key, and their bytes depend on the seed only (not on
- * --threads). Shapes are small: the suite runs in seconds. */
+ * --threads); --fill pool: its tensors are made of their pools' blocks, small ones are exact. Shapes are small:
+ * the suite runs in seconds. */
 #include "core/gguf/gguf.h"
 #include "core/quant/quant.h"
 #include "core/quant/types.h"
@@ -12,6 +13,7 @@
 #include "tools/mkmodel/fill.h"
 #include "tools/mkmodel/model.h"
 #include "tools/mkmodel/plan.h"
+#include "tools/mkmodel/pool.h"
 #include "tools/mkmodel/recipe.h"
 #include "tools/mkmodel/rng.h"
 #include "tools/mkmodel/vocab.h"
@@ -118,6 +120,11 @@ START_TEST(test_cli_preset_and_overrides)
     ck_assert_int_eq(c.n_vocab, 151936);
     ck_assert_int_eq(c.recipe, MKMODEL_RECIPE_Q4_K_M);
     ck_assert_str_eq(c.out_path, "x.gguf");
+    ck_assert_int_eq(c.fill, MKMODEL_FILL_EXACT);
+    ck_assert_msg(parse(&c, &err, "--fill", "pool", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.fill, MKMODEL_FILL_POOL);
+    ck_assert_msg(parse(&c, &err, "--fill=pool", "--fill=exact", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.fill, MKMODEL_FILL_EXACT);
 
     ck_assert_msg(parse(&c, &err, "--shape=mixtral-8x7b", "--type=q8_0", "--seed", "0x10", "--threads", "3", "-o",
                         "m.gguf", NULL) == 0, "%s", err.msg);
@@ -153,6 +160,8 @@ START_TEST(test_cli_errors)
 {
     EXPECT_ERROR("--bogus: unknown flag", "--bogus", "-o", "x.gguf");
     EXPECT_ERROR("--layers: missing value", "-o", "x.gguf", "--layers");
+    EXPECT_ERROR("--fill fast: unknown fill (exact or pool)", "--fill", "fast", "-o", "x.gguf");
+    EXPECT_ERROR("--fill: missing value", "-o", "x.gguf", "--fill");
     EXPECT_ERROR("--layers 2x: not an integer", "--layers", "2x", "-o", "x.gguf");
     EXPECT_ERROR("--layers 0: must be between", "--layers", "0", "-o", "x.gguf");
     EXPECT_ERROR("--shape nope: unknown shape", "--shape", "nope", "-o", "x.gguf");
@@ -634,6 +643,180 @@ START_TEST(test_file_tokenizes_english)
 }
 END_TEST
 
+/* --- --fill pool ----------------------------------------------------------------------------------------- */
+
+START_TEST(test_pool_rows)
+{
+    mkmodel_tensor_t t;
+    memset(&t, 0, sizeof t);
+    guild_err_t err;
+    /* Q4_K rows of 256 (one block): 4096 rows from 1 MiB on; 2048-wide rows (8 blocks): 512 rows. */
+    t.type = GUILD_TYPE_Q4_K, t.ne[0] = 256, t.n_rows = 8000;
+    ck_assert_int_eq(quant_row_bytes(t.type, 256, &t.row_bytes, &err), 0);
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), MKMODEL_POOL_BLOCKS);
+    t.n_rows = MKMODEL_POOL_MIN_BYTES / t.row_bytes; /* just under 1 MiB */
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), 0);
+    t.n_rows++;
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), MKMODEL_POOL_BLOCKS);
+    t.ne[0] = 2048, t.n_rows = 1000;
+    ck_assert_int_eq(quant_row_bytes(t.type, 2048, &t.row_bytes, &err), 0);
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), MKMODEL_POOL_BLOCKS / 8);
+    /* 3 blocks a row: the pool rounds up to whole rows. */
+    t.ne[0] = 768, t.n_rows = 10000;
+    ck_assert_int_eq(quant_row_bytes(t.type, 768, &t.row_bytes, &err), 0);
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), (MKMODEL_POOL_BLOCKS + 2) / 3);
+    /* Huge rows: a one-row pool, and a tensor no larger than its pool is all pool. */
+    t.ne[0] = 256 * 8192, t.n_rows = 3;
+    ck_assert_int_eq(quant_row_bytes(t.type, (uint64_t)t.ne[0], &t.row_bytes, &err), 0);
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), 1);
+    t.ne[0] = 256 * (MKMODEL_POOL_BLOCKS - 1), t.n_rows = 2;
+    ck_assert_int_eq(quant_row_bytes(t.type, (uint64_t)t.ne[0], &t.row_bytes, &err), 0);
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), 2);
+    /* Float types are never pooled. */
+    t.type = GUILD_TYPE_F16, t.ne[0] = 4096, t.n_rows = 4096;
+    ck_assert_int_eq(quant_row_bytes(t.type, 4096, &t.row_bytes, &err), 0);
+    ck_assert_uint_eq(mkmodel_pool_rows(&t), 0);
+}
+END_TEST
+
+static const uint8_t *sort_base;
+static size_t sort_size;
+
+static int cmp_block(const void *a, const void *b)
+{
+    return memcmp(sort_base + *(const uint32_t *)a * sort_size, sort_base + *(const uint32_t *)b * sort_size,
+                  sort_size);
+}
+
+static int cmp_key(const void *key, const void *elem)
+{
+    return memcmp(key, sort_base + *(const uint32_t *)elem * sort_size, sort_size);
+}
+
+/* Standard deviation of the dequantized elements of n_rows rows of t at data. */
+static double dequant_std(const mkmodel_tensor_t *t, const uint8_t *data, uint64_t n_rows)
+{
+    float *row = malloc((size_t)t->ne[0] * sizeof *row);
+    double sum = 0, sum2 = 0;
+    uint64_t n_bad = 0; /* counted, not asserted per element: each passing ck_assert costs a write */
+    for (uint64_t r = 0; r < n_rows; r++) {
+        quant_dequantize_row_ref(t->type, data + r * t->row_bytes, row, t->ne[0]);
+        for (int64_t i = 0; i < t->ne[0]; i++) {
+            n_bad += !isfinite(row[i]);
+            sum += row[i];
+            sum2 += (double)row[i] * row[i];
+        }
+    }
+    free(row);
+    ck_assert_msg(n_bad == 0, "%s: %llu elements not finite", t->name, (unsigned long long)n_bad);
+    double n = (double)n_rows * (double)t->ne[0], m = sum / n;
+    return sqrt(sum2 / n - m * m);
+}
+
+/* A pooled tensor as written: its first pool rows are the exact rows, every block after them is one of the
+ * pool's blocks (found by value, not by re-deriving the choice), the blocks used cover most of the pool and
+ * vary from row to row, and the elements keep the pool's spread. */
+static void check_pooled(const mkmodel_tensor_t *t, uint64_t seed, const uint8_t *data)
+{
+    const uint64_t rows = mkmodel_pool_rows(t);
+    const quant_type_info_t *info = quant_type_info(t->type);
+    const uint64_t per_row = (uint64_t)t->ne[0] / info->block_elems, n_pool = rows * per_row;
+    ck_assert_msg(t->n_rows > rows, "%s: the test needs rows beyond the pool", t->name);
+    uint8_t *pool = malloc(rows * t->row_bytes);
+    float *scratch = malloc((size_t)t->ne[0] * sizeof *scratch);
+    guild_err_t err;
+    ck_assert_msg(mkmodel_fill_rows(t, seed, 0, rows, pool, scratch, &err) == 0, "%s", err.msg);
+    ck_assert_msg(!memcmp(pool, data, rows * t->row_bytes), "%s: the pool rows differ from exact mode", t->name);
+    uint32_t *order = malloc(n_pool * sizeof *order);
+    uint8_t *used = calloc(n_pool, 1);
+    for (uint64_t i = 0; i < n_pool; i++)
+        order[i] = (uint32_t)i;
+    sort_base = pool, sort_size = info->block_bytes;
+    qsort(order, n_pool, sizeof *order, cmp_block);
+    uint64_t n_used = 0, same_as_previous = 0;
+    for (uint64_t r = rows; r < t->n_rows; r++) {
+        const uint8_t *row = data + r * t->row_bytes;
+        for (uint64_t b = 0; b < per_row; b++) {
+            const uint32_t *hit = bsearch(row + b * sort_size, order, n_pool, sizeof *order, cmp_key);
+            ck_assert_msg(hit, "%s: row %llu block %llu is not a pool block", t->name, (unsigned long long)r,
+                          (unsigned long long)b);
+            n_used += !used[*hit];
+            used[*hit] = 1;
+        }
+        same_as_previous += !memcmp(row, row - t->row_bytes, t->row_bytes);
+    }
+    uint64_t n_drawn = (t->n_rows - rows) * per_row;
+    double expect_used = (double)n_pool * (1 - exp(-(double)n_drawn / (double)n_pool));
+    ck_assert_msg(n_used > 0.95 * expect_used, "%s: %llu of %llu pool blocks used, expected ~%.0f", t->name,
+                  (unsigned long long)n_used, (unsigned long long)n_pool, expect_used);
+    /* One-block rows repeat their neighbour once in n_pool rows by chance. */
+    ck_assert_msg(same_as_previous * 100 < t->n_rows - rows, "%s: %llu rows repeat the row before", t->name,
+                  (unsigned long long)same_as_previous);
+    double s_pool = dequant_std(t, pool, rows), s_rest = dequant_std(t, data + rows * t->row_bytes, t->n_rows - rows);
+    ck_assert_msg(fabs(s_rest - s_pool) < 0.03 * s_pool, "%s: std %g beyond the pool, %g in it", t->name, s_rest,
+                  s_pool);
+    free(pool);
+    free(scratch);
+    free(order);
+    free(used);
+}
+
+/* Every tensor of a --fill pool file: small and float tensors byte-identical to exact mode, the large
+ * quantized ones made of their pools; and the same bytes with 1 and 2 threads. */
+START_TEST(test_pool_file)
+{
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/pool.gguf", tmpdir);
+    /* token_embd (Q4_K, 4.6 MB: two jobs, a 16-chunk pool) and output (Q6_K, 6.7 MB) are pooled; the attention
+     * and expert matrices (under 1 MiB) and the F32 norms and router are exact. */
+    const char *flags[] = {"--layers", "1", "--embd", "256", "--experts", "4", "--experts-used", "2",
+                           "--expert-ff", "256", "--vocab", "32000", "--recipe", "Q4_K_M", "--fill", "pool", NULL};
+    size_t na, nb;
+    uint8_t *a = model_bytes(path, flags, "3", "1", &na), *b = model_bytes(path, flags, "3", "2", &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_msg(!memcmp(a, b, na), "--fill pool: --threads 1 and --threads 2 wrote different bytes");
+    free(a);
+    free(b);
+    const char *argv[64] = {"guild-mkmodel", "-o", path, "--seed", "3"};
+    int argc = 5;
+    for (const char *const *f = flags; *f; f++)
+        argv[argc++] = *f;
+    argv[argc] = NULL;
+    check_file(path, argv + 3);
+    mkmodel_config_t c;
+    guild_err_t err;
+    bool quiet;
+    ck_assert_int_eq(mkmodel_cli_parse(argc, (char **)argv, &c, &quiet, &err), 0);
+    mkmodel_plan_t *p = plan_of(&c, c.n_vocab);
+    gguf_t *g;
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    int n_pooled = 0, n_exact = 0;
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(p); i++) {
+        const mkmodel_tensor_t *t = mkmodel_plan_tensor(p, i);
+        const gguf_tensor_t *gt = gguf_find_tensor(g, t->name);
+        ck_assert_uint_eq(gt->size, t->n_rows * t->row_bytes);
+        if (mkmodel_pool_rows(t)) {
+            check_pooled(t, c.seed, gt->data);
+            n_pooled++;
+            continue;
+        }
+        uint8_t *want = malloc(gt->size);
+        float *scratch = malloc((size_t)t->ne[0] * sizeof *scratch);
+        ck_assert_msg(mkmodel_fill_rows(t, c.seed, 0, t->n_rows, want, scratch, &err) == 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(want, gt->data, gt->size), "%s: differs from exact mode", t->name);
+        free(want);
+        free(scratch);
+        n_exact++;
+    }
+    ck_assert_int_eq(n_pooled, 2);
+    ck_assert_int_gt(n_exact, 5);
+    gguf_destroy(&g);
+    mkmodel_plan_destroy(&p);
+    remove_tmpdir();
+}
+END_TEST
+
 /* --vocab-from copies a real tokenizer (shared fixtures; skipped without them). */
 START_TEST(test_file_vocab_from)
 {
@@ -724,6 +907,11 @@ int main(void)
     tcase_add_test(tc, test_file_tokenizes_english);
     tcase_add_test(tc, test_file_vocab_from);
     tcase_add_test(tc, test_file_error_leaves_nothing);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pool");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_pool_rows);
+    tcase_add_test(tc, test_pool_file);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
