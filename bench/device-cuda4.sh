@@ -35,8 +35,8 @@ for t in check_cuda_expert_mma check_cuda_attn check_cuda_kernels check_cuda_bac
 done
 GUILD_BUILDDIR=$B step 60 "mkmodel_greedy.sh" sh tests/cuda/mkmodel_greedy.sh
 m=/tmp/q4l.gguf
-step 40 "model: 4 layers of Qwen3-30B-A3B, Q4_K_M recipe" \
-    "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers 4 --threads "$(nproc)" -q -o $m
+step 40 "model: 4 layers of Qwen3-30B-A3B, Q4_K_M recipe, --fill pool" \
+    "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers 4 --fill pool --threads "$(nproc)" -q -o $m
 ab() { # NAME FLAGS...
     name=$1
     shift

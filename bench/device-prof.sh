@@ -31,8 +31,8 @@ step() { # LIMIT NAME CMD...
     echo "rc=$? ($name)"
 }
 m=/tmp/prof-q.gguf
-step 120 "model: $layers layers of Qwen3-30B-A3B, Q4_K_M recipe" \
-    "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers "$layers" --threads "$(nproc)" -q -o $m
+step 120 "model: $layers layers of Qwen3-30B-A3B, Q4_K_M recipe, --fill pool" \
+    "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers "$layers" --fill pool --threads "$(nproc)" -q -o $m
 prof() { # NAME FLAGS...
     name=$1
     shift
