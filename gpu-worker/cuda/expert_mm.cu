@@ -20,39 +20,76 @@
 #define ER_THREADS 1024
 #define ER_MAX_EXPERTS 1024
 
+/* Exclusive prefix sums of a and b over the block's threads (thread i holds a[i], b[i]); the totals go to
+ * *ta, *tb. A warp scan, then a scan of the warps' sums: a serial loop over the experts cost ~4 us of a
+ * decode step's ~9 us route. */
+static __device__ __forceinline__ void block_scan2(int &a, int &b, int *ta, int *tb)
+{
+    __shared__ int wa[ER_THREADS / WARP_SIZE], wb[ER_THREADS / WARP_SIZE];
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    int ia = a, ib = b;
+#pragma unroll
+    for (int o = 1; o < WARP_SIZE; o <<= 1) {
+        const int x = __shfl_up_sync(FULL_MASK, ia, o), y = __shfl_up_sync(FULL_MASK, ib, o);
+        if (lane >= o)
+            ia += x, ib += y;
+    }
+    if (lane == WARP_SIZE - 1)
+        wa[warp] = ia, wb[warp] = ib;
+    __syncthreads();
+    if (warp == 0) {
+        const int va = lane < (int)(blockDim.x / WARP_SIZE) ? wa[lane] : 0;
+        const int vb = lane < (int)(blockDim.x / WARP_SIZE) ? wb[lane] : 0;
+        int sa = va, sb = vb;
+#pragma unroll
+        for (int o = 1; o < WARP_SIZE; o <<= 1) {
+            const int x = __shfl_up_sync(FULL_MASK, sa, o), y = __shfl_up_sync(FULL_MASK, sb, o);
+            if (lane >= o)
+                sa += x, sb += y;
+        }
+        if (lane < (int)(blockDim.x / WARP_SIZE))
+            wa[lane] = sa - va, wb[lane] = sb - vb;
+        if (lane == WARP_SIZE - 1)
+            *ta = sa, *tb = sb;
+    }
+    __syncthreads();
+    a = ia - a + wa[warp];
+    b = ib - b + wb[warp];
+}
+
 static __global__ void __launch_bounds__(ER_THREADS)
     expert_route_kernel(const int32_t *__restrict__ ids, int n_pairs, int n_expert, int tile,
                         int32_t *__restrict__ order, int4 *__restrict__ tiles, int32_t *__restrict__ n_tiles)
 {
-    __shared__ int cnt[ER_MAX_EXPERTS], off[ER_MAX_EXPERTS], toff[ER_MAX_EXPERTS], cur[ER_MAX_EXPERTS];
-    for (int e = threadIdx.x; e < n_expert; e += ER_THREADS)
+    __shared__ int cnt[ER_MAX_EXPERTS], cur[ER_MAX_EXPERTS];
+    __shared__ int total_pairs, total_tiles;
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x)
         cnt[e] = cur[e] = 0;
     __syncthreads();
-    for (int p = threadIdx.x; p < n_pairs; p += ER_THREADS) {
+    for (int p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         const int e = ids[p];
         if (e >= 0 && e < n_expert)
             atomicAdd(&cnt[e], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int o = 0, to = 0;
-        for (int e = 0; e < n_expert; e++) {
-            off[e] = o;
-            toff[e] = to;
-            o += cnt[e];
-            to += (cnt[e] + tile - 1) / tile;
-        }
-        *n_tiles = to;
-    }
+    /* thread e owns expert e (n_expert <= blockDim.x, the launch's rule) */
+    const int e = threadIdx.x;
+    const int c = e < n_expert ? cnt[e] : 0;
+    int off = c, toff = (c + tile - 1) / tile;
+    block_scan2(off, toff, &total_pairs, &total_tiles);
+    if (e == 0)
+        *n_tiles = total_tiles;
+    __syncthreads(); /* cnt[] is reused for the offsets */
+    if (e < n_expert)
+        cnt[e] = off;
     __syncthreads();
-    for (int p = threadIdx.x; p < n_pairs; p += ER_THREADS) {
-        const int e = ids[p];
-        if (e >= 0 && e < n_expert)
-            order[off[e] + atomicAdd(&cur[e], 1)] = p;
+    for (int p = threadIdx.x; p < n_pairs; p += blockDim.x) {
+        const int pe = ids[p];
+        if (pe >= 0 && pe < n_expert)
+            order[cnt[pe] + atomicAdd(&cur[pe], 1)] = p;
     }
-    for (int e = threadIdx.x; e < n_expert; e += ER_THREADS)
-        for (int j = 0; j * tile < cnt[e]; j++)
-            tiles[toff[e] + j] = make_int4(e, off[e] + j * tile, min(tile, cnt[e] - j * tile), 0);
+    for (int j = 0; j * tile < c; j++)
+        tiles[toff + j] = make_int4(e, off + j * tile, min(tile, c - j * tile), 0);
 }
 
 static __device__ __forceinline__ float silu_mul(float g, float u)
@@ -242,7 +279,10 @@ extern "C" int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_
         return guild_err_set(err, "cuda: expert route: %d experts, tiles of %d, %d pairs", n_expert, tile, n_pairs);
     if ((uintptr_t)tiles % 16)
         return guild_err_set(err, "cuda: expert route: the tile table must be 16-byte aligned");
-    expert_route_kernel<<<1, ER_THREADS, 0, s>>>(ids, n_pairs, n_expert, tile, order, (int4 *)tiles, n_tiles);
+    /* a thread per expert at least; more for many pairs (a decode step's 8 pairs take the smallest block) */
+    int threads = n_pairs > n_expert ? (n_pairs < ER_THREADS ? n_pairs : ER_THREADS) : n_expert;
+    threads = (threads + WARP_SIZE - 1) / WARP_SIZE * WARP_SIZE;
+    expert_route_kernel<<<1, threads, 0, s>>>(ids, n_pairs, n_expert, tile, order, (int4 *)tiles, n_tiles);
     return cuda_launch_check("expert route", err);
 }
 
