@@ -162,12 +162,19 @@ int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_
  * rows of the batch already stored). out: [n_tok][n_head * head_dim]. Query head h reads KV head
  * h / (n_head / n_head_kv). head_dim: 32, 64, 128 or 256.
  *
- * decode: 8 lanes per key, keys split over blocks (flash-decoding); for few query rows.
+ * decode: 8 lanes per key, keys split over blocks (flash-decoding); for few query rows. When the query heads per
+ * KV head are a power of two <= 16 (and the caches 16-byte aligned), a block serves all the query heads of a KV
+ * head and reads its keys once (through shared memory); otherwise (or with _per_head, for tests and timing) a
+ * block serves one query head. The two differ in summation order only.
  * scratch: cuda_attention_decode_scratch(...) bytes of device memory (may be 0: then no split). */
 size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx);
 int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                           void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                   const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                                   int32_t head_dim, float scale, void *scratch, size_t scratch_bytes, cudaStream_t s,
+                                   guild_err_t *err);
 
 /* The same with kv0 read from the device int *kv0, which may hold at most kv0_max (the grid is sized for it;
  * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call. */

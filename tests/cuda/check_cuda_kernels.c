@@ -507,6 +507,9 @@ static const attn_case_t attn_cases[] = {
     {4, 40, 4, 4, 64, false},   {2, 9000, 16, 2, 256, false}, {1, 77, 2, 1, 32, false},
     {7, 0, 8, 2, 128, true},    {33, 50, 8, 2, 128, true},   {100, 1000, 4, 1, 64, true},
     {40, 3, 4, 2, 256, true},   {65, 0, 2, 2, 32, true},     {1, 500, 8, 2, 128, true},
+    /* groups of 3 (the per-head kernel) and of 16 (the GQA kernel's 16-warp blocks) */
+    {1, 700, 6, 2, 128, false}, {2, 3000, 32, 2, 128, false}, {1, 1200, 12, 4, 64, true},
+    {1, 2000, 16, 1, 128, true},
 };
 
 #define N_ATTN_CASES (int)(sizeof attn_cases / sizeof attn_cases[0])

@@ -157,7 +157,7 @@ typedef struct attn_job {
     int32_t n_tok, kv0, n_head, n_kv_head, hd;
     void *scratch;
     size_t scratch_bytes;
-    int prefill;
+    int prefill, per_head;
 } attn_job_t;
 
 static void attn_run(void *ctx, int i)
@@ -168,6 +168,9 @@ static void attn_run(void *ctx, int i)
     if (a->prefill)
         CHECK(cuda_attention_prefill(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head, a->n_kv_head, a->hd,
                                      scale, st, &err));
+    else if (a->per_head)
+        CHECK(cuda_attention_decode_per_head(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head,
+                                             a->n_kv_head, a->hd, scale, a->scratch, a->scratch_bytes, st, &err));
     else
         CHECK(cuda_attention_decode(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head, a->n_kv_head, a->hd,
                                     scale, a->scratch, a->scratch_bytes, st, &err));
@@ -290,14 +293,24 @@ int main(int argc, char **argv)
         a.scratch_bytes = cuda_attention_decode_scratch(4, H, HD, max_ctx);
         a.scratch = dev(a.scratch_bytes);
         static const int32_t ctxs[] = {512, 4096, 16384, 32768};
-        for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++) {
-            a.prefill = 0;
-            a.n_tok = 1;
-            a.kv0 = ctxs[i] - 1;
-            const float ms = time_ms(attn_run, &a, 16);
-            printf("attention decode, 1 row over %5d keys %13s %8.3f ms  %7.0f GB/s of K/V\n", ctxs[i], "", ms,
-                   2.0 * ctxs[i] * HKV * HD * 2 / ms / 1e6);
-        }
+        const size_t scratch_full = a.scratch_bytes, per_split = (size_t)H * (HD + 2) * sizeof(float);
+        static const int caps[] = {64, 32, 16};
+        for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++)
+            for (int path = 0; path < 2; path++)
+                for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+                    /* the split cap follows from the scratch's size */
+                    a.scratch_bytes = per_split * (size_t)caps[c] < scratch_full ? per_split * (size_t)caps[c]
+                                                                                 : scratch_full;
+                    a.prefill = 0;
+                    a.per_head = path;
+                    a.n_tok = 1;
+                    a.kv0 = ctxs[i] - 1;
+                    const float ms = time_ms(attn_run, &a, 16);
+                    printf("attention decode, 1 row over %5d keys, %-8s <= %2d splits %8.3f ms  %7.0f GB/s of K/V\n",
+                           ctxs[i], path ? "per-head" : "gqa", caps[c], ms, 2.0 * ctxs[i] * HKV * HD * 2 / ms / 1e6);
+                }
+        a.scratch_bytes = scratch_full;
+        a.per_head = 0;
         static const int32_t pctx[] = {0, 4096, 16384};
         for (size_t i = 0; i < sizeof pctx / sizeof pctx[0]; i++) {
             a.prefill = 1;
