@@ -2,12 +2,17 @@
 # Packs the binaries the device runs of issue 6 use (guild, the workers, the stager, the model writer, the CUDA
 # test and bench programs, the CPU kernel checks) from BUILD_DIR into .carry, stripped, under the 64 MiB a call
 # carries; .carry/COMMIT names the build's commit. With --prof, only the CUPTI profiler (bench/guild-cuda-prof)
-# and the model writer: the profiler and libcupti (12 MB more) do not fit beside the others. Only the libraries
-# the kept binaries load stay. Usage: bash bench/device-repack.sh [--prof] BUILD_DIR [COMMIT-NOTE]
+# and the model writer: the profiler and libcupti (12 MB more) do not fit beside the others. With --dev, the
+# profiler, the model writer and the CUDA kernel/backend tests: a kernel change's checks and timings in one call.
+# Only the libraries the kept binaries load stay.
+# Usage: bash bench/device-repack.sh [--prof|--dev] BUILD_DIR [COMMIT-NOTE]
 set -euo pipefail
 keep='^\./(guild|guild-cpu-worker|guild-gpu-worker|guild-stager|tools/guild-mkmodel|tests/cuda/check_cuda_[a-z_]+|tests/cuda/cuda_bench|stager/guild-stager-cuda-bench|tests/check_kernels|tests/check_amx)$'
 if [ "${1:-}" = --prof ]; then
     keep='^\./(bench/guild-cuda-prof|tools/guild-mkmodel)$'
+    shift
+elif [ "${1:-}" = --dev ]; then # kernel work: the profiler beside the CUDA kernel and backend tests
+    keep='^\./(bench/guild-cuda-prof|tools/guild-mkmodel|tests/cuda/check_cuda_(kernels|attn|backend|expert_mma)|tests/cuda/cuda_bench)$'
     shift
 fi
 build=${1:?usage: device-repack.sh [--prof] BUILD_DIR [NOTE]}
