@@ -113,6 +113,14 @@ int cuda_kv_store(guild_type_t kv_type, void *k_cache, void *v_cache, const floa
 int cuda_kv_store_dyn(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v,
                       int64_t kv_dim, int32_t n_tok, const int32_t *pos0, cudaStream_t s, guild_err_t *err);
 
+/* cuda_rmsnorm of each head of q (n_tok rows of n_head heads) with q_norm and of k with k_norm (both NULL: no
+ * norm), then cuda_rope_dyn of both, then cuda_kv_store_dyn of k and v, in one kernel with the same bits.
+ * head_dim: a multiple of 32 up to 256. */
+int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n_head, int32_t n_head_kv,
+                    int32_t head_dim, const float *q_norm, const float *k_norm, float eps, int32_t n_rot, bool neox,
+                    const float *cs, const int32_t *pos, guild_type_t kv_type, void *k_cache, void *v_cache,
+                    cudaStream_t s, guild_err_t *err);
+
 /* cpu_router_topk for n_tok tokens: logits [n_tok][n_expert] -> ids/w [n_tok][k]. n_expert <= 1024,
  * k <= 32. */
 int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm, float scale,

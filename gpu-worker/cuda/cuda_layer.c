@@ -22,6 +22,9 @@ int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64
                 int64_t ldy, bool reuse, guild_err_t *err)
 {
     const guild_type_t at = quant_type_info(W->type)->dot_type;
+    if (at == GUILD_TYPE_F32) /* the products read x itself (cuda_quantize's F32 "quantization" is a copy) */
+        return cuda_matmul(W->type, W->n_in, W->n_rows, n, W->d, W->row_bytes, x, (size_t)ldx * sizeof(float), y,
+                           ldy, b->stream, err);
     uint64_t row = 0;
     if (quant_row_bytes(at, (uint64_t)W->n_in, &row, err) < 0)
         return -1;
@@ -46,6 +49,14 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, int32_t il, int3
                            cuda_add_bias(b->k, KV, L->bk.d, KV, n, s, err) < 0 ||
                            cuda_add_bias(b->v, KV, L->bv.d, KV, n, s, err) < 0))
         return -1;
+    const bool neox = info->rope == MODEL_ROPE_NEOX;
+    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
+    if (info->qk_norm != MODEL_QK_NORM_FULL && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
+        return cuda_qk_prepare(b->q, b->k, b->v, n, c->n_head, c->n_head_kv, c->head_dim,
+                               info->qk_norm == MODEL_QK_NORM_HEAD ? L->q_norm.d : NULL,
+                               info->qk_norm == MODEL_QK_NORM_HEAD ? L->k_norm.d : NULL, c->norm_eps, c->n_rot, neox,
+                               b->rope_cs, b->d_pos, b->kv_type, (char *)b->k_cache + layer0,
+                               (char *)b->v_cache + layer0, s, err);
     if (info->qk_norm == MODEL_QK_NORM_HEAD) {
         if (cuda_rmsnorm(b->q, HD, b->q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
             cuda_rmsnorm(b->k, HD, b->k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)
@@ -55,8 +66,6 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, int32_t il, int3
             cuda_rmsnorm(b->k, KV, b->k, KV, NULL, L->k_norm.d, KV, n, c->norm_eps, s, err) < 0)
             return -1;
     }
-    const bool neox = info->rope == MODEL_ROPE_NEOX;
-    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
     /* positions from the device (b->d_pos): a captured graph replays at any cache length */
     if (cuda_rope_dyn(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
         cuda_rope_dyn(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||

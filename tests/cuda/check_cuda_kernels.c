@@ -254,6 +254,89 @@ END_TEST
 
 /* ---- rope ------------------------------------------------------------------------------------------------ */
 
+/* cuda_qk_prepare against cuda_rmsnorm (per head), cuda_rope_dyn and cuda_kv_store_dyn run one after the other:
+ * the same bits in q, k and both caches. _i: bit 0 F32 cache (else F16), bit 1 no norms, bit 2 normal RoPE with
+ * n_rot < head_dim (else NeoX, full), bit 3 heads of 64 and 5 rows (else 128 and 1). */
+START_TEST(test_qk_prepare)
+{
+    const bool f32 = _i & 1, norms = !(_i & 2), neox = !(_i & 4);
+    const int32_t HD = _i & 8 ? 64 : 128, n = _i & 8 ? 5 : 1, nh = 8, nkv = 2, n_rot = neox ? HD : HD / 2;
+    const int32_t pos0 = 300, n_ctx = pos0 + n + 2;
+    const int64_t Q = (int64_t)nh * HD, KV = (int64_t)nkv * HD;
+    const size_t es = f32 ? 4 : 2, cache_bytes = (size_t)n_ctx * (size_t)KV * es;
+    const guild_type_t kvt = f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
+    rng_t r;
+    rng_seed(&r, 77 + (uint64_t)_i);
+    float *q = malloc((size_t)(n * Q) * sizeof *q), *k = malloc((size_t)(n * KV) * sizeof *k);
+    float *v = malloc((size_t)(n * KV) * sizeof *v), *qn = malloc((size_t)HD * sizeof *qn);
+    float *kn = malloc((size_t)HD * sizeof *kn), *cs = malloc((size_t)n_ctx * (size_t)n_rot * sizeof *cs);
+    fill(&r, q, n * Q, 3.0f);
+    fill(&r, k, n * KV, 3.0f);
+    fill(&r, v, n * KV, 1.0f);
+    fill(&r, qn, HD, 1.0f);
+    fill(&r, kn, HD, 1.0f);
+    for (int64_t i = 0; i < (int64_t)n_ctx * n_rot; i++)
+        cs[i] = sinf(0.37f * (float)i); /* any values: both paths read the same table */
+    const int32_t pos = pos0;
+    /* two copies of every input: [0] for the fused kernel, [1] for the three kernels */
+    float *dq[2], *dk[2], *dv[2];
+    void *dkc[2], *dvc[2];
+    char *zero = calloc(1, cache_bytes);
+    for (int j = 0; j < 2; j++) {
+        dq[j] = dev_upload(q, (size_t)(n * Q) * sizeof *q);
+        dk[j] = dev_upload(k, (size_t)(n * KV) * sizeof *k);
+        dv[j] = dev_upload(v, (size_t)(n * KV) * sizeof *v);
+        dkc[j] = dev_upload(zero, cache_bytes);
+        dvc[j] = dev_upload(zero, cache_bytes);
+    }
+    float *dqn = dev_upload(qn, (size_t)HD * sizeof *qn), *dkn = dev_upload(kn, (size_t)HD * sizeof *kn);
+    float *dcs = dev_upload(cs, (size_t)n_ctx * (size_t)n_rot * sizeof *cs);
+    int32_t *dpos = dev_upload(&pos, sizeof pos);
+    guild_err_t err;
+    ck_assert_msg(cuda_qk_prepare(dq[0], dk[0], dv[0], n, nh, nkv, HD, norms ? dqn : NULL, norms ? dkn : NULL, 1e-6f,
+                                  n_rot, neox, dcs, dpos, kvt, dkc[0], dvc[0], stream, &err) == 0, "%s", err.msg);
+    if (norms) {
+        ck_assert(cuda_rmsnorm(dq[1], HD, dq[1], HD, NULL, dqn, HD, n * nh, 1e-6f, stream, &err) == 0);
+        ck_assert(cuda_rmsnorm(dk[1], HD, dk[1], HD, NULL, dkn, HD, n * nkv, 1e-6f, stream, &err) == 0);
+    }
+    ck_assert(cuda_rope_dyn(dq[1], Q, n, nh, HD, n_rot, neox, dcs, dpos, stream, &err) == 0);
+    ck_assert(cuda_rope_dyn(dk[1], KV, n, nkv, HD, n_rot, neox, dcs, dpos, stream, &err) == 0);
+    ck_assert(cuda_kv_store_dyn(kvt, dkc[1], dvc[1], dk[1], dv[1], KV, n, dpos, stream, &err) == 0);
+    const size_t sizes[4] = {(size_t)(n * Q) * sizeof *q, (size_t)(n * KV) * sizeof *k, cache_bytes, cache_bytes};
+    void *got[2][4] = {{dq[0], dk[0], dkc[0], dvc[0]}, {dq[1], dk[1], dkc[1], dvc[1]}};
+    static const char *const names[4] = {"q", "k", "K cache", "V cache"};
+    for (int b = 0; b < 4; b++) {
+        char *h0 = malloc(sizes[b]), *h1 = malloc(sizes[b]);
+        dev_download(h0, got[0][b], sizes[b], stream);
+        dev_download(h1, got[1][b], sizes[b], stream);
+        ck_assert_msg(!memcmp(h0, h1, sizes[b]), "qk prepare case %d: %s differs from the three kernels'", _i,
+                      names[b]);
+        free(h0);
+        free(h1);
+    }
+    printf("qk prepare case %d (%s cache, %s, %s, heads of %d, %d rows): bit-exact\n", _i, f32 ? "f32" : "f16",
+           norms ? "norms" : "no norms", neox ? "neox" : "normal, partial", HD, n);
+    for (int j = 0; j < 2; j++) {
+        dev_free(dq[j]);
+        dev_free(dk[j]);
+        dev_free(dv[j]);
+        dev_free(dkc[j]);
+        dev_free(dvc[j]);
+    }
+    dev_free(dqn);
+    dev_free(dkn);
+    dev_free(dcs);
+    dev_free(dpos);
+    free(zero);
+    free(q);
+    free(k);
+    free(v);
+    free(qn);
+    free(kn);
+    free(cs);
+}
+END_TEST
+
 START_TEST(test_rope)
 {
     /* _i: 0 neox full rotation, 1 norm full, 2 neox partial (n_rot < head_dim), 3 norm partial, yarn */
@@ -615,6 +698,7 @@ static Suite *kernels_suite(void)
     ADD("get_rows", test_get_rows, 0, N_MM_TYPES);
     ADD("rmsnorm", test_rmsnorm, 0, 4);
     ADD("rope", test_rope, 0, 4);
+    ADD("qk_prepare", test_qk_prepare, 0, 16);
     ADD("elementwise", test_elementwise, 0, 1);
     ADD("router", test_router, 0, 5);
     ADD("combine", test_combine, 0, 2);
