@@ -1,11 +1,14 @@
 /* cuda_attention_decode: attention of a few query rows over the whole KV cache (flash-decoding).
  *
- * Grid (query head, query row, key split); a block of 4 warps takes one split of the keys. A warp works on 4
- * keys at once, 8 lanes per key: lane r of a group holds dims [r * HD/8, (r+1) * HD/8) of q, of the key and
- * of its running output, so each key costs a 3-step reduction and 8-byte (F16) or 16-byte (F32) loads. Each group keeps its own
- * online softmax (max m, sum l, output acc); groups, then warps, then splits are merged with the usual
- * rescaling by exp(m_i - M). With one split the block writes the output; otherwise partials (m, l, acc[HD])
- * go to scratch and a second kernel merges them.
+ * The keys are cut into splits (split_plan). A warp works on 4 keys at once, 8 lanes per key: lane r of a group
+ * holds dims [r * HD/8, (r+1) * HD/8) of q, of the key and of its running output, so each key costs a 3-step
+ * reduction and 8-byte (F16) or 16-byte (F32) loads. Each group keeps its own online softmax (max m, sum l,
+ * output acc); groups, then warps, then splits are merged with the usual rescaling by exp(m_i - M). With one
+ * split the block writes the output; otherwise partials (m, l, acc[HD]) go to scratch and a second kernel
+ * merges them.
+ *   attn_decode_gqa_kernel: grid (KV head, query row, split); its warps serve the KV head's query heads and
+ *     share each tile of keys through shared memory (grouped-query models: the cache is read once).
+ *   attn_decode_kernel: grid (query head, query row, split), 4 warps on one head's split; other group sizes.
  */
 #include <cuda_fp16.h>
 
