@@ -350,6 +350,8 @@ static void bank_probe_task(void *ctx, int64_t task, int thread)
 static double bank_probe_run(const bank_t *b, guild_pool_t *pool, size_t bytes, size_t *off)
 {
     const int n = guild_pool_threads(pool);
+    if (bytes > b->mem_bytes) /* a small --gb: the bank is smaller than a decode run's reads */
+        bytes = b->mem_bytes;
     bank_probe_t p = {.slice = (bytes / (size_t)n) & ~(size_t)4095};
     if (*off + p.slice * (size_t)n > b->mem_bytes)
         *off = 0;

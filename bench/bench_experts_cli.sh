@@ -1,0 +1,34 @@
+#!/bin/sh
+# `guild bench experts` end to end on a tiny custom shape: an unknown type is a usage error (2) naming it; a run
+# whose working set (--gb) is smaller than what a decode run reads (the probe over the experts' memory once read
+# past the end of the bank: a crash) prints one summary line per type in the format issue #5 fixes:
+# `T tokens=N weight_GBps=X read_GBps=Y fraction=F ...`, with positive numbers.
+set -u
+B=${GUILD_BUILDDIR:-.}
+G=$B/guild
+[ -x "$G" ] || { echo "SKIP: $G is not built"; exit 77; }
+T=$(mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM
+
+fail() {
+    [ -f "$T/err" ] && cat "$T/err"
+    echo "FAIL: $*"
+    exit 1
+}
+
+"$G" bench experts --type bogus >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] || fail "--type bogus: exit status $st, expected 2"
+grep -qF "bogus" "$T/err" || fail "--type bogus: the message does not name the type"
+
+timeout 120 "$G" bench experts --shape 256x256:16:4 --type q4_K,iq4_xs --tokens 1 --gb 0.01 --runs 1 --steps 4 \
+    --prefill 16 --threads 1 >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 0 ] || { cat "$T/out"; fail "tiny run: exit status $st"; }
+for t in q4_K iq4_xs; do
+    line=$(grep "^$t tokens=1 " "$T/out") || { cat "$T/out"; fail "no summary line for $t"; }
+    echo "$line" | grep -Eq "^$t tokens=1 weight_GBps=[0-9]+\.[0-9]+ read_GBps=[0-9]+\.[0-9]+ fraction=[0-9]+\.[0-9]+ " ||
+        fail "summary line of $t: $line"
+    echo "$line" | grep -Eq "weight_GBps=0\.00 |read_GBps=0\.00 " && fail "a zero rate: $line"
+done
+echo "bench experts: usage error and tiny-bank run ok"
