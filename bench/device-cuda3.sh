@@ -18,16 +18,7 @@ mkdir -p "$O"
 commit=$(cat .carry/COMMIT 2>/dev/null || echo unknown)
 exec > >(tee -a "$O/cuda3.log") 2>&1
 t0=$(date +%s)
-say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
-fits() { [ $(($(date +%s) - t0 + $1)) -le "$budget" ] || { say "skipped (needs $1 s): $2"; return 1; }; }
-step() { # LIMIT NAME CMD...
-    lim=$1 name=$2
-    shift 2
-    fits "$lim" "$name" || return 0
-    say "$name"
-    timeout "$lim" "$@"
-    echo "rc=$? ($name)"
-}
+. "$(dirname "$0")/device-lib.sh" # say, step
 
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit"

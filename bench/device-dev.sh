@@ -16,18 +16,7 @@ O=${OUT:-/tmp/guild-out}
 mkdir -p "$O"
 exec > >(tee -a "$O/dev.log") 2>&1
 t0=$(date +%s)
-say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
-step() { # LIMIT NAME CMD...
-    lim=$1 name=$2
-    shift 2
-    if [ $(($(date +%s) - t0 + lim)) -gt "$budget" ]; then
-        say "skipped (needs $lim s): $name"
-        return 0
-    fi
-    say "$name"
-    timeout -s KILL "$lim" "$@"
-    echo "rc=$? ($name)"
-}
+. "$(dirname "$0")/device-lib.sh" # say, step
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1);" \
     "commit $(cat .carry/COMMIT 2> /dev/null || echo unknown)"
 for t in check_cuda_kernels check_cuda_attn check_cuda_expert_mma check_cuda_backend; do

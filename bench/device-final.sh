@@ -19,18 +19,7 @@ commit=$(cat .carry/COMMIT 2> /dev/null || echo unknown)
 base_commit=$(cat .carry/BASE_COMMIT 2> /dev/null || echo unknown)
 exec > >(tee -a "$O/final.log") 2>&1
 t0=$(date +%s)
-say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
-step() { # LIMIT NAME CMD...
-    lim=$1 name=$2
-    shift 2
-    if [ $(($(date +%s) - t0 + lim)) -gt "$budget" ]; then
-        say "skipped (needs $lim s): $name"
-        return 0
-    fi
-    say "$name"
-    timeout -s KILL "$lim" "$@"
-    echo "rc=$? ($name)"
-}
+. "$(dirname "$0")/device-lib.sh" # say, step
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit; baseline $base_commit"
 step 40 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels"

@@ -18,18 +18,7 @@ exec > >(tee -a "$O/prof.log") 2>&1
 echo "commit: $(cat .carry/COMMIT 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
 t0=$(date +%s)
-say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
-step() { # LIMIT NAME CMD...
-    lim=$1 name=$2
-    shift 2
-    if [ $(($(date +%s) - t0 + lim)) -gt "$budget" ]; then
-        say "skipped (needs $lim s): $name"
-        return 0
-    fi
-    say "$name"
-    timeout -s KILL "$lim" "$@"
-    echo "rc=$? ($name)"
-}
+. "$(dirname "$0")/device-lib.sh" # say, step
 m=/tmp/prof-q.gguf
 step 120 "model: $layers layers of Qwen3-30B-A3B, Q4_K_M recipe, --fill pool" \
     "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers "$layers" --fill pool --threads "$(nproc)" -q -o $m

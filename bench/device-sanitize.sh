@@ -13,18 +13,7 @@ O=${OUT:-/tmp/guild-out}
 mkdir -p "$O"
 exec > >(tee -a "$O/sanitize.log") 2>&1
 t0=$(date +%s)
-say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
-step() { # LIMIT NAME CMD...
-    lim=$1 name=$2
-    shift 2
-    if [ $(($(date +%s) - t0 + lim)) -gt "$budget" ]; then
-        say "skipped (needs $lim s): $name"
-        return 0
-    fi
-    say "$name"
-    timeout -s KILL "$lim" "$@"
-    echo "rc=$? ($name)"
-}
+. "$(dirname "$0")/device-lib.sh" # say, step
 san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -1)
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1);" \
     "commit $(cat .carry/COMMIT 2> /dev/null || echo unknown); sanitizer: ${san:-none}"

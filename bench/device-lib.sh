@@ -1,0 +1,17 @@
+# Sourced by the bench/device-*.sh scripts (a device call has a budget of seconds and must never hang):
+#   say TEXT...             a timestamped line, with the seconds since t0
+#   step LIMIT NAME CMD...  runs CMD under `timeout -s KILL LIMIT` and prints its exit status, or says it is
+#                           skipped when LIMIT more seconds would go past the budget
+# The caller sets t0 (date +%s at its start) and budget (seconds).
+say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
+step() { # LIMIT NAME CMD...
+    lim=$1 name=$2
+    shift 2
+    if [ $(($(date +%s) - t0 + lim)) -gt "$budget" ]; then
+        say "skipped (needs $lim s): $name"
+        return 0
+    fi
+    say "$name"
+    timeout -s KILL "$lim" "$@"
+    echo "rc=$? ($name)"
+}
