@@ -1,8 +1,9 @@
 #!/bin/sh
-# `guild bench experts` end to end on a tiny custom shape: an unknown type is a usage error (2) naming it; a run
-# whose working set (--gb) is smaller than what a decode run reads (the probe over the experts' memory once read
-# past the end of the bank: a crash) prints one summary line per type in the format issue #5 fixes:
-# `T tokens=N weight_GBps=X read_GBps=Y fraction=F ...`, with positive numbers.
+# `guild bench experts` end to end on a tiny custom shape. An unknown type is a usage error (2) naming it, so is
+# a shape using more experts than it has (saying why). A run whose working set (--gb) is smaller than what a
+# decode run reads (the probe over the experts' memory once read past the end of the bank: a crash) prints one
+# summary line per type in the format issue #5 fixes: `T tokens=N weight_GBps=X read_GBps=Y fraction=F ...`,
+# with positive numbers.
 set -u
 B=${GUILD_BUILDDIR:-.}
 G=$B/guild
@@ -20,6 +21,11 @@ fail() {
 st=$?
 [ "$st" -eq 2 ] || fail "--type bogus: exit status $st, expected 2"
 grep -qF "bogus" "$T/err" || fail "--type bogus: the message does not name the type"
+
+"$G" bench experts --shape 256x256:4:8 >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] || fail "--shape 256x256:4:8: exit status $st, expected 2"
+grep -qF "USED <= EXPERTS" "$T/err" || fail "--shape 256x256:4:8: the message does not say why"
 
 timeout 120 "$G" bench experts --shape 256x256:16:4 --type q4_K,iq4_xs --tokens 1 --gb 0.01 --runs 1 --steps 4 \
     --prefill 16 --threads 1 >"$T/out" 2>"$T/err"

@@ -578,7 +578,8 @@ int bench_experts_main(int argc, char **argv)
         case 'n': o.tokens = atoi(optarg); break;
         case 's':
             if (parse_shape(optarg, &custom, &o.shape)) {
-                fprintf(stderr, "guild bench experts: --shape %s: unknown (name, or EMBDxFF:EXPERTS:USED)\n", optarg);
+                fprintf(stderr, "guild bench experts: --shape %s: neither a preset (see --help) nor EMBDxFF:EXPERTS:USED "
+                                "with positive numbers and USED <= EXPERTS\n", optarg);
                 return 2;
             }
             break;
