@@ -27,6 +27,18 @@ typedef struct iq4xs_w_avx512vnni {
     uint64_t raw;   /* the 8 six-bit scales (0..63) as bytes, for the group's bias */
 } iq4xs_w_t_avx512vnni;
 
+/* The scales and raw of u (every level's unpack). */
+static inline void iq4xs_scales_avx512vnni(const quant_block_iq4_xs *x, iq4xs_w_t_avx512vnni *u)
+{
+    uint32_t lo;
+    memcpy(&lo, x->scales_l, 4);
+    u->raw = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
+    const __m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)u->raw), _mm_set1_epi8(32));
+    const __m512i s32 = _mm512_cvtepi8_epi32(s8);
+    u->sc[0] = _mm512_permutexvar_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), s32);
+    u->sc[1] = _mm512_permutexvar_epi32(_mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4), s32);
+}
+
 static inline void iq4xs_unpack_avx512vnni(const quant_block_iq4_xs *x, iq4xs_w_t_avx512vnni *u)
 {
     const __m512i table = _mm512_broadcast_i32x4(
@@ -37,13 +49,7 @@ static inline void iq4xs_unpack_avx512vnni(const quant_block_iq4_xs *x, iq4xs_w_
         u->lev[2 * l] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
         u->lev[2 * l + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
     }
-    uint32_t lo;
-    memcpy(&lo, x->scales_l, 4);
-    u->raw = _pdep_u64(lo, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(x->scales_h, 0x3030303030303030ull);
-    const __m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)u->raw), _mm_set1_epi8(32));
-    const __m512i s32 = _mm512_cvtepi8_epi32(s8);
-    u->sc[0] = _mm512_permutexvar_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), s32);
-    u->sc[1] = _mm512_permutexvar_epi32(_mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4), s32);
+    iq4xs_scales_avx512vnni(x, u);
 }
 
 /* 8 int32 lanes that sum to sum_s (scale_s - 32) * sum_{32 j} (kvalue + 128) * a: isum plus the bias. */
@@ -104,6 +110,61 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
 #define KERN_SIGNED_BIAS 128
 #include "core/kern/x86/avx512_b32.h"
 
+/* IQ4_XS where the CPU also has AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4): the same kernel with the
+ * levels looked up by vpermb, which reads 6 index bits and needs no mask (the table is repeated 4 times, so
+ * bits 4-5 of the index pick a copy), and the high nibbles brought down by vpmultishiftqb (byte k of a qword
+ * <- its bits 8 k + 4 ..: the nibble in the low 4 bits, bits above it ignored the same way): 6 instructions
+ * per block for the 4 level vectors instead of 10. Exact as the VNNI kernel (same levels, same sums). One
+ * token in cache on the 2-vCPU VM, 2 threads, 16 alternating rounds: median 24.8 -> 28.7 GB/s. */
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+typedef kq_prep_t_avx512vnni kq_prep_t_avx512vbmi;
+typedef iq4xs_w_t_avx512vnni iq4xs_w_t_avx512vbmi;
+typedef iq4xs_abias_t_avx512vnni iq4xs_abias_t_avx512vbmi;
+
+static inline int kq_tile_avx512vbmi(int64_t nb, int64_t ntok)
+{
+    return kq_tile_avx512vnni(nb, ntok);
+}
+
+static inline void kq_clear_tail_avx512vbmi(__m512i *st, int64_t n_vec, int nr)
+{
+    kq_clear_tail_avx512vnni(st, n_vec, nr);
+}
+
+static inline void iq4xs_abias_avx512vbmi(const kq_prep_t_avx512vnni *p, iq4xs_abias_t_avx512vnni *ab)
+{
+    iq4xs_abias_avx512vnni(p, ab);
+}
+
+static inline __m512i iq4xs_bias16_avx512vbmi(const uint64_t *raw, const iq4xs_abias_t_avx512vnni *ab)
+{
+    return iq4xs_bias16_avx512vnni(raw, ab);
+}
+
+static inline __m256i iq4xs_sum8_avx512vbmi(const iq4xs_w_t_avx512vnni *u, const kq_prep_t_avx512vnni *a)
+{
+    return iq4xs_sum8_avx512vnni(u, a);
+}
+
+static inline void iq4xs_unpack_avx512vbmi(const quant_block_iq4_xs *x, iq4xs_w_t_avx512vnni *u)
+{
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
+    const __m512i hi_ctl = _mm512_set1_epi64(0x3c342c241c140c04LL); /* bit offsets 8 k + 4 */
+    for (int l = 0; l < 2; l++) {
+        const __m512i q = _mm512_loadu_si512(x->qs + 64 * l);
+        u->lev[2 * l] = _mm512_permutexvar_epi8(q, table);
+        u->lev[2 * l + 1] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(hi_ctl, q), table);
+    }
+    iq4xs_scales_avx512vnni(x, u);
+}
+
+#undef KERN_NAME
+#define KERN_NAME(x) x##_avx512vbmi
+#include "core/kern/x86/avx512_iq4xs.h"
+#pragma GCC pop_options
+
 void kern_fill_avx512_vnni(kern_table_t *t)
 {
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx512vnni;
@@ -111,7 +172,8 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q2_K] = matmul_q2_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx512vnni;
-    t->matmul[GUILD_TYPE_IQ4_XS] = matmul_iq4_xs_avx512vnni;
+    t->matmul[GUILD_TYPE_IQ4_XS] =
+        __builtin_cpu_supports("avx512vbmi") ? matmul_iq4_xs_avx512vbmi : matmul_iq4_xs_avx512vnni;
     fill_b32_avx512vnni(t);
     fill_iq_avx512vnni(t);
 }
