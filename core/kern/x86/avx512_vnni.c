@@ -165,10 +165,40 @@ static inline void iq4xs_unpack_avx512vbmi(const quant_block_iq4_xs *x, iq4xs_w_
 #include "core/kern/x86/avx512_iq4xs.h"
 #pragma GCC pop_options
 
+/* Q4_K and Q5_K where the CPU also has GFNI (Ice Lake, Sapphire Rapids, Zen 4): the same kernels with each
+ * high nibble taken by one vgf2p8affineqb instead of a shift and a mask (19 vector instructions per block and
+ * row instead of 21; on the 2-vCPU VM one core in L2 28.3 -> 30.1 GB/s, 2 threads in cache over 20
+ * alternating rounds median 26.8 -> 28.5). Exact as the VNNI kernels. */
+#pragma GCC push_options
+#pragma GCC target("gfni")
+typedef kq_prep_t_avx512vnni kq_prep_t_avx512gfni;
+
+static inline int kq_tile_avx512gfni(int64_t nb, int64_t ntok)
+{
+    return kq_tile_avx512vnni(nb, ntok);
+}
+
+static inline void kq_clear_tail_avx512gfni(__m512i *st, int64_t n_vec, int nr)
+{
+    kq_clear_tail_avx512vnni(st, n_vec, nr);
+}
+
+static inline void prep_k4_avx512gfni(const quant_block_q8_K *a, int64_t nb, kq_prep_t_avx512vnni *p)
+{
+    prep_k4_avx512vnni(a, nb, p);
+}
+
+#undef KERN_NAME
+#define KERN_NAME(x) x##_avx512gfni
+#define KERN_K4_GFNI 1
+#include "core/kern/x86/avx512_k4.h"
+#pragma GCC pop_options
+
 void kern_fill_avx512_vnni(kern_table_t *t)
 {
-    t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx512vnni;
-    t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx512vnni;
+    const bool gfni = __builtin_cpu_supports("gfni");
+    t->matmul[GUILD_TYPE_Q4_K] = gfni ? matmul_q4_K_avx512gfni : matmul_q4_K_avx512vnni;
+    t->matmul[GUILD_TYPE_Q5_K] = gfni ? matmul_q5_K_avx512gfni : matmul_q5_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q2_K] = matmul_q2_K_avx512vnni;
     t->matmul[GUILD_TYPE_Q3_K] = matmul_q3_K_avx512vnni;
