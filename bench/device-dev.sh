@@ -16,7 +16,7 @@ O=${OUT:-/tmp/guild-out}
 mkdir -p "$O"
 exec > >(tee -a "$O/dev.log") 2>&1
 t0=$(date +%s)
-. "$(dirname "$0")/device-lib.sh" # say, step
+. "$(dirname "$0")/device-lib.sh" # say, step, prof
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1);" \
     "commit $(cat .carry/COMMIT 2> /dev/null || echo unknown)"
 for t in check_cuda_kernels check_cuda_attn check_cuda_expert_mma check_cuda_backend; do
@@ -26,12 +26,6 @@ step 120 "cuda_bench --quick" "$B/tests/cuda/cuda_bench" --quick
 m=/tmp/dev-q.gguf
 step 90 "model: $layers layers of Qwen3-30B-A3B, Q4_K_M recipe" \
     "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers "$layers" --threads "$(nproc)" -q -o $m
-prof() { # NAME FLAGS...
-    name=$1
-    shift
-    step 60 "guild-cuda-prof $name: $*" sh -c '"$0" "$@" > "'"$O/prof-$name.txt"'"; st=$?; cat "'"$O/prof-$name.txt"'"; exit $st' \
-        "$B/bench/guild-cuda-prof" -m $m --steps 32 --threads 14 "$@"
-}
 prof gpu --populate 512
 prof gpu-untraced --populate 512 --no-trace
 prof gpu-4096 --populate 4096

@@ -18,16 +18,10 @@ exec > >(tee -a "$O/prof.log") 2>&1
 echo "commit: $(cat .carry/COMMIT 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
 t0=$(date +%s)
-. "$(dirname "$0")/device-lib.sh" # say, step
+. "$(dirname "$0")/device-lib.sh" # say, step, prof
 m=/tmp/prof-q.gguf
 step 120 "model: $layers layers of Qwen3-30B-A3B, Q4_K_M recipe, --fill pool" \
     "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --layers "$layers" --fill pool --threads "$(nproc)" -q -o $m
-prof() { # NAME FLAGS...
-    name=$1
-    shift
-    step 60 "guild-cuda-prof $name: $*" sh -c '"$0" "$@" > "'"$O/prof-$name.txt"'"; st=$?; cat "'"$O/prof-$name.txt"'"; exit $st' \
-        "$B/bench/guild-cuda-prof" -m $m --steps 32 --threads 14 "$@"
-}
 prof gpu --populate 512
 prof gpu-untraced --populate 512 --no-trace
 prof cpu-experts --populate 512 --gpu-experts none
