@@ -1,9 +1,12 @@
 /* The one dispatch point of the CPU kernels: a table per ISA level, built once, and the active level. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "core/kern/cpu.h"
 #include "core/kern/kern.h"
+#include "core/kern/pack.h"
+#include "core/quant/blocks.h"
 #include "core/kern/table.h"
 #include "core/util/log.h"
 
@@ -156,4 +159,54 @@ void kern_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, cons
 void kern_quantize(guild_type_t act_type, const float *x, void *dst, int64_t n)
 {
     kern_quantize_at(kern_level(), act_type, x, dst, n);
+}
+
+bool kern_pack_native(guild_type_t type)
+{
+    ensure_tables();
+    return kern_pack_has(type) && tables[kern_level()].matmul_packed[type] != NULL;
+}
+
+/* Rows unpacked per plain-kernel call of the fallback: enough that the kernel's per-call work (preparing the
+ * activations) stays small against the products. */
+#define UNPACK_ROWS 64
+
+void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok,
+                           const void *w, size_t w_stride, const void *act, size_t act_stride, float *out,
+                           size_t ldo)
+{
+    ensure_tables();
+    GUILD_ASSERT((unsigned)level <= (unsigned)best_level);
+    GUILD_ASSERT(kern_pack_has(type));
+    GUILD_ASSERT(nrows % KERN_PACK_ROWS == 0 && n % QUANT_QK_K == 0);
+    if (nrows <= 0 || ntok <= 0)
+        return;
+    kern_matmul_fn fn = tables[level].matmul_packed[type];
+    if (fn && ntok <= KERN_PACK_MAX_TOKENS) {
+        fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+        return;
+    }
+    /* Fallback: the rows back in plain layout, UNPACK_ROWS at a time, in this thread's scratch. It lives as
+     * long as the thread (one buffer of UNPACK_ROWS rows of the widest matrix seen): a per-call allocation
+     * would cost an mmap per call at these sizes. */
+    static _Thread_local char *scratch;
+    static _Thread_local size_t scratch_bytes;
+    const size_t rb = (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
+    if (scratch_bytes < UNPACK_ROWS * rb) {
+        char *p = realloc(scratch, UNPACK_ROWS * rb);
+        GUILD_ASSERT(p != NULL); /* a few hundred KB: there is no caller that could act on the failure */
+        scratch = p;
+        scratch_bytes = UNPACK_ROWS * rb;
+    }
+    for (int64_t r0 = 0; r0 < nrows; r0 += UNPACK_ROWS) {
+        const int64_t nr = nrows - r0 < UNPACK_ROWS ? nrows - r0 : UNPACK_ROWS;
+        kern_unpack(type, n, nr, (const char *)w + (size_t)r0 * w_stride, w_stride, scratch, rb);
+        kern_matmul_at(level, type, n, nr, ntok, scratch, rb, act, act_stride, out + r0, ldo);
+    }
+}
+
+void kern_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                        const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    kern_matmul_packed_at(kern_level(), type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }

@@ -21,6 +21,9 @@ typedef void (*kern_quantize_fn)(const float *x, void *dst, int64_t n);
 typedef struct kern_table {
     kern_matmul_fn matmul[GUILD_TYPE_COUNT];     /* by weight type */
     kern_quantize_fn quantize[GUILD_TYPE_COUNT]; /* by activation type */
+    /* by weight type, on packed rows (core/kern/pack.h), for 1 .. KERN_PACK_MAX_TOKENS tokens; NULL: unpack and
+     * run matmul[] */
+    kern_matmul_fn matmul_packed[GUILD_TYPE_COUNT];
 } kern_table_t;
 
 /* The references (scalar.c): what a NULL table entry means. */

@@ -1,0 +1,63 @@
+/* core/kern/pack.h — weight matrices "packed": rows re-laid 16 at a time for the decode kernels.
+ *
+ * In a packed matrix one 64-byte load holds the same 4 quant bytes of 16 rows, so a one-token kernel sums
+ * every row in its own int32 lane (vpdpbusd against 4 activation bytes broadcast): no per-row reductions or
+ * shuffles, and about half the instructions per weight byte of the plain kernels. From DRAM on few cores
+ * that is what lets a kernel keep pace with memory (#5: the plain q4_K kernel computes ~17 GB/s per core in
+ * L2 on the 2-vCPU VM, the packed one ~50).
+ *
+ * Layout. A packed matrix has the plain one's size. The group of rows 16 g .. 16 g + 15 occupies
+ * 16 * w_stride bytes at w + 16 g * w_stride (w_stride: bytes per row, at least the plain row size), so a row
+ * range that starts on a multiple of 16 is addressed exactly as in the plain layout. A group is nb records,
+ * one per 256-element block column, each the 16 rows' blocks of that column re-laid (pack.c describes the
+ * record of each type); a record is 16 plain blocks long.
+ *
+ * Packing is a layout, not a quantization: kern_matmul_packed gives, bit for bit, what kern_matmul gives on
+ * the plain rows, at every level (kern_unpack restores the plain bytes exactly). Levels without a packed
+ * kernel for a type, and token counts above KERN_PACK_MAX_TOKENS, unpack the rows into scratch and run the
+ * plain kernel; kern_pack_native says whether packing pays on this CPU.
+ */
+#ifndef GUILD_KERN_PACK_H
+#define GUILD_KERN_PACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/kern/kern.h"
+#include "core/quant/types.h"
+#include "core/util/err.h"
+
+#define KERN_PACK_ROWS 16
+/* Above this many tokens kern_matmul_packed unpacks and runs the plain (multi-token, AMX) kernels. */
+#define KERN_PACK_MAX_TOKENS 8
+
+/* True when `type` has a packed layout (q4_K, iq4_xs). */
+bool kern_pack_has(guild_type_t type);
+
+/* True when the active level (kern_level()) has a packed kernel for `type`: packing then speeds up one-token
+ * and few-token products. False for types without a layout. */
+bool kern_pack_native(guild_type_t type);
+
+/* Packs nrows plain rows of n elements (w, w_stride bytes apart) into dst (rows of exactly the plain row
+ * size: nrows * row bytes in all; dst must not overlap w). Fails (message in err) when `type` has no packed
+ * layout, nrows is not a multiple of KERN_PACK_ROWS or n not a whole number of blocks. */
+int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t w_stride, void *dst,
+              guild_err_t *err);
+
+/* The reverse of kern_pack: nrows packed rows (src, w_stride bytes apart) back to plain rows at dst, `stride`
+ * bytes apart. type must have a layout and nrows be a multiple of KERN_PACK_ROWS (asserted). */
+void kern_unpack(guild_type_t type, int64_t n, int64_t nrows, const void *src, size_t w_stride, void *dst,
+                 size_t stride);
+
+/* kern_matmul on a packed matrix: w at the start of a group, nrows a multiple of KERN_PACK_ROWS (asserted),
+ * rows w_stride bytes apart as above; same results, bit for bit, as kern_matmul on the plain rows. */
+void kern_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                        const void *act, size_t act_stride, float *out, size_t ldo);
+
+/* At an explicit level (tests); `level` must be supported (asserted). */
+void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok,
+                           const void *w, size_t w_stride, const void *act, size_t act_stride, float *out,
+                           size_t ldo);
+
+#endif

@@ -1,0 +1,212 @@
+/* Tests for core/kern/pack: packing restores byte for byte, and kern_matmul_packed gives the same bytes as the
+ * scalar reference on the plain rows at every level this CPU has (the native packed kernels and the unpack
+ * fallback), for token counts 1..8, the fallback's 9 and a large batch, row counts of one and several groups,
+ * random quant bytes with finite scales, random activations and activations at the domain's edge (every
+ * quant +-127: the largest integer sums the kernels can meet). */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kern/kern.h"
+#include "core/kern/pack.h"
+#include "core/quant/blocks.h"
+#include "core/quant/fp16.h"
+#include "core/quant/quant.h"
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_float(void)
+{
+    return (float)((double)(rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+/* A finite, normal fp16 scale of either sign in about [2^-12, 2^-3]. */
+static uint16_t rng_scale_f16(void)
+{
+    float mag = ldexpf(1.0f + 0.5f * rng_float(), -3 - (int)(rng_next() % 10));
+    return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
+}
+
+static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS};
+#define N_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
+
+static size_t row_bytes(guild_type_t type, int64_t n)
+{
+    return (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
+}
+
+/* nrows random plain rows: random bytes, then finite fp16 scales (d, and dmin for q4_K) */
+static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
+{
+    const size_t rb = row_bytes(type, n), bb = quant_type_info((uint32_t)type)->block_bytes;
+    uint8_t *w = malloc(rb * (size_t)nrows);
+    ck_assert_ptr_nonnull(w);
+    for (size_t i = 0; i < rb * (size_t)nrows; i++)
+        w[i] = (uint8_t)rng_next();
+    for (size_t b = 0; b < rb * (size_t)nrows; b += bb) {
+        uint16_t d = rng_scale_f16(), m = rng_scale_f16();
+        memcpy(w + b, &d, 2); /* both types start with their fp16 d */
+        if (type == GUILD_TYPE_Q4_K)
+            memcpy(w + b + offsetof(quant_block_q4_K, dmin), &m, 2);
+    }
+    return w;
+}
+
+/* ntok q8_K activation rows: quantized random floats, or (edge) every quant +-127 at random */
+static quant_block_q8_K *random_acts(int64_t n, int64_t ntok, bool edge)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    quant_block_q8_K *a = malloc(sizeof *a * (size_t)(nb * ntok));
+    float *x = malloc(sizeof *x * (size_t)n);
+    ck_assert(a && x);
+    for (int64_t t = 0; t < ntok; t++) {
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rng_float() * 3.0f;
+        kern_quantize_at(KERN_LEVEL_SCALAR, GUILD_TYPE_Q8_K, x, a + t * nb, n);
+        if (!edge)
+            continue;
+        for (int64_t b = 0; b < nb; b++) {
+            quant_block_q8_K *q = &a[t * nb + b];
+            for (int i = 0; i < QUANT_QK_K; i++)
+                q->qs[i] = (rng_next() & 1) ? 127 : -127;
+            for (int s = 0; s < QUANT_QK_K / 16; s++) {
+                int sum = 0;
+                for (int i = 0; i < 16; i++)
+                    sum += q->qs[16 * s + i];
+                q->bsums[s] = (int16_t)sum;
+            }
+        }
+    }
+    free(x);
+    return a;
+}
+
+START_TEST(test_roundtrip)
+{
+    rng_state = 11;
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const guild_type_t type = packed_types[ti];
+        const int64_t n = 3 * QUANT_QK_K, nrows = 48;
+        const size_t rb = row_bytes(type, n);
+        uint8_t *w = random_rows(type, n, nrows), *p = malloc(rb * nrows), *back = malloc(rb * nrows);
+        guild_err_t err;
+        ck_assert_int_eq(kern_pack(type, n, nrows, w, rb, p, &err), 0);
+        ck_assert(memcmp(p, w, rb * nrows) != 0); /* it is a different layout */
+        /* a group is 16 rows' bytes and nothing else: every byte of the rows is somewhere in the group */
+        kern_unpack(type, n, nrows, p, rb, back, rb);
+        ck_assert_int_eq(memcmp(back, w, rb * nrows), 0);
+        free(w);
+        free(p);
+        free(back);
+    }
+}
+END_TEST
+
+START_TEST(test_refusals)
+{
+    guild_err_t err;
+    uint8_t buf[16 * 144 * 2];
+    ck_assert(!kern_pack_has(GUILD_TYPE_Q6_K));
+    ck_assert(!kern_pack_native(GUILD_TYPE_Q6_K));
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q6_K, QUANT_QK_K, 16, buf, 210, buf + 16 * 210, &err), -1);
+    ck_assert(strstr(err.msg, "q6_K") != NULL);
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, QUANT_QK_K, 15, buf, 144, buf + 16 * 144, &err), -1);
+    ck_assert(strstr(err.msg, "multiple of 16") != NULL);
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, 100, 16, buf, 144, buf + 16 * 144, &err), -1);
+}
+END_TEST
+
+/* kern_matmul_packed at `level` against the scalar reference on the plain rows, every output byte; outputs
+ * are written with a stride larger than nrows so that writes past a row's group show up */
+static void check_level(kern_level_t level, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, bool edge)
+{
+    const size_t rb = row_bytes(type, n), ldo = (size_t)nrows + 5;
+    uint8_t *w = random_rows(type, n, nrows), *p = malloc(rb * (size_t)nrows);
+    quant_block_q8_K *a = random_acts(n, ntok, edge);
+    float *want = malloc(sizeof(float) * ldo * (size_t)ntok), *got = malloc(sizeof(float) * ldo * (size_t)ntok);
+    guild_err_t err;
+    ck_assert(p && want && got);
+    ck_assert_int_eq(kern_pack(type, n, nrows, w, rb, p, &err), 0);
+    memset(want, 0x7f, sizeof(float) * ldo * (size_t)ntok);
+    memset(got, 0x7f, sizeof(float) * ldo * (size_t)ntok);
+    const size_t as = (size_t)(n / QUANT_QK_K) * sizeof(quant_block_q8_K);
+    kern_matmul_at(KERN_LEVEL_SCALAR, type, n, nrows, ntok, w, rb, a, as, want, ldo);
+    kern_matmul_packed_at(level, type, n, nrows, ntok, p, rb, a, as, got, ldo);
+    if (memcmp(want, got, sizeof(float) * ldo * (size_t)ntok) != 0) {
+        for (size_t i = 0; i < ldo * (size_t)ntok; i++)
+            if (memcmp(&want[i], &got[i], sizeof(float)) != 0) {
+                ck_abort_msg("%s %s n=%lld rows=%lld tokens=%lld%s: token %zu row %zu: %.9g, reference %.9g",
+                             kern_level_name(level), quant_type_info((uint32_t)type)->name, (long long)n,
+                             (long long)nrows, (long long)ntok, edge ? " (edge activations)" : "", i / ldo,
+                             i % ldo, got[i], want[i]);
+            }
+    }
+    free(w);
+    free(p);
+    free(a);
+    free(want);
+    free(got);
+}
+
+START_TEST(test_matmul_levels)
+{
+    rng_state = 29;
+    static const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 40};
+    for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
+        if (!kern_level_supported((kern_level_t)l)) {
+            printf("check_pack: level %s not on this CPU, skipped\n", kern_level_name((kern_level_t)l));
+            continue;
+        }
+        for (int ti = 0; ti < N_TYPES; ti++)
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                check_level((kern_level_t)l, packed_types[ti], 2 * QUANT_QK_K, 16, toks[k], false);
+                check_level((kern_level_t)l, packed_types[ti], 3 * QUANT_QK_K, 48, toks[k], false);
+            }
+    }
+}
+END_TEST
+
+/* the shapes of real experts (Qwen3-30B-A3B: 2048 x 768 and 768 x 2048) and the largest integer sums */
+START_TEST(test_matmul_shapes_edge)
+{
+    rng_state = 41;
+    const kern_level_t best = kern_level_best();
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        check_level(best, packed_types[ti], 2048, 64, 1, false);
+        check_level(best, packed_types[ti], 768, 128, 3, false);
+        for (int64_t t = 1; t <= 4; t++)
+            check_level(best, packed_types[ti], 4 * QUANT_QK_K, 32, t, true);
+        check_level(KERN_LEVEL_SCALAR, packed_types[ti], 4 * QUANT_QK_K, 32, 2, true);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pack");
+    TCase *tc = tcase_create("layout");
+    tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_refusals);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("matmul");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_matmul_levels);
+    tcase_add_test(tc, test_matmul_shapes_edge);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
