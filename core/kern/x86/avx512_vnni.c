@@ -110,6 +110,10 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
 #define KERN_SIGNED_BIAS 128
 #include "core/kern/x86/avx512_b32.h"
 
+/* The packed layouts (core/kern/pack.h) */
+#include "core/kern/pack.h"
+#include "core/kern/x86/avx512_pack_q4k.h"
+
 /* IQ4_XS where the CPU also has AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4): the same kernel with the
  * levels looked up by vpermb, which reads 6 index bits and needs no mask (the table is repeated 4 times, so
  * bits 4-5 of the index pick a copy), and the high nibbles brought down by vpmultishiftqb (byte k of a qword
@@ -206,6 +210,7 @@ void kern_fill_avx512_vnni(kern_table_t *t)
         __builtin_cpu_supports("avx512vbmi") ? matmul_iq4_xs_avx512vbmi : matmul_iq4_xs_avx512vnni;
     fill_b32_avx512vnni(t);
     fill_iq_avx512vnni(t);
+    t->matmul_packed[GUILD_TYPE_Q4_K] = matmul_q4_K_packed_avx512vnni;
 }
 #else
 void kern_fill_avx512_vnni(kern_table_t *t)

@@ -1,0 +1,151 @@
+/* core/kern/x86/avx512_pack_q4k.h — the packed Q4_K kernel (core/kern/pack.h; record layout in pack.c) for
+ * 1 .. KERN_PACK_MAX_TOKENS tokens, AVX-512 VNNI. Included by avx512_vnni.c.
+ *
+ * Row r of a group is lane r of every vector, so nothing is reduced across lanes. Per record and token:
+ *   D_lo(j) = sum over chunk g of vpdpbusd(qs & 0x0f, a[64 j + 4 g ..])          (sub-block 2 j)
+ *   E_hi(j) = sum over chunk g of vpdpbusd(qs & 0xf0, a[64 j + 32 + 4 g ..])     (= 16 * D of sub-block 2 j + 1)
+ *   isum = (sum_j 16 sc(2 j) D_lo(j) + sc(2 j + 1) E_hi(j)) >> 4
+ * The high nibble stays in place (one AND instead of a shift or an affine transform, and both nibbles' ANDs run
+ * on two ports); every term is a multiple of 16, so the shift is exact. Bounds: |D| <= 32 * 15 * 127 = 60960,
+ * scales <= 63, so |16 * isum| <= 8 * 16 * 63 * 60960 < 2^29. imin and the float finish are the plain kernel's
+ * (avx512_k4.h), in the reference's order: sumf = sumf + (d * (float)isum - dmin * (float)imin) per block.
+ * About 10 vector instructions per 256 elements and row where the plain kernel needs ~23: in L2 on the 2-vCPU
+ * VM ~50 GB/s of weights per core against ~17-24. */
+
+/* int32 lanes of byte k (0..3) of each dword of v */
+#define PK4_BYTE_IDX(k) \
+    _mm512_set4_epi32((int)0x8080800c + (k), (int)0x80808008 + (k), (int)0x80808004 + (k), (int)0x80808000 + (k))
+
+/* Software prefetch of the weight stream into L2, one line per 64 bytes, PK4_PF bytes (two records) ahead.
+ * Without it the packed kernel reads DRAM slower than the plain one (0.55 against 0.74 of the probe, 2 threads
+ * on the 2-vCPU VM): its loads come too fast for the hardware prefetchers alone. */
+#define PK4_RECORD 2304
+#define PK4_PF (2 * PK4_RECORD)
+
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin) (see above). lohi[t]: the token's
+ * pair sums of the block as bytes, 128 * hi + lo (avx512_k4.h). */
+static inline __attribute__((always_inline)) void pk4_record(const char *o, int tt, const quant_block_q8_K *const *at,
+                                                             int64_t b, const uint64_t (*lohi)[2], __m512 *sumf)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8((char)0xf0);
+    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
+    const __m512i A = _mm512_loadu_si512(o), B = _mm512_loadu_si512(o + 64), C = _mm512_loadu_si512(o + 128);
+    /* 6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7 as the bytes of each row's dword (quant_k4_scale_min) */
+    const __m512i s03 = _mm512_and_si512(A, m3f);
+    const __m512i s47 = _mm512_ternarylogic_epi32(m4, C, _mm512_and_si512(_mm512_srli_epi32(A, 2), m30), 0xea);
+    const __m512i m03 = _mm512_and_si512(B, m3f);
+    const __m512i m47 = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(C, 4),
+                                                  _mm512_and_si512(_mm512_srli_epi32(B, 2), m30), 0xea);
+    __m512i isum[4];
+    for (int t = 0; t < tt; t++)
+        isum[t] = zero;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512i lo[4], hi[4];
+        for (int t = 0; t < tt; t++)
+            lo[t] = hi[t] = zero;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i x = _mm512_loadu_si512(o + 256 + 64 * (8 * j + g));
+            const __m512i xl = _mm512_and_si512(x, m4), xh = _mm512_and_si512(x, mf0);
+            for (int t = 0; t < tt; t++) {
+                const int32_t *q = (const int32_t *)at[t][b].qs;
+                lo[t] = _mm512_dpbusd_epi32(lo[t], xl, _mm512_set1_epi32(q[16 * j + g]));
+                hi[t] = _mm512_dpbusd_epi32(hi[t], xh, _mm512_set1_epi32(q[16 * j + 8 + g]));
+            }
+        }
+        const __m512i S = j < 2 ? s03 : s47;
+        const __m512i sl = _mm512_slli_epi32(_mm512_shuffle_epi8(S, PK4_BYTE_IDX(2 * (j & 1))), 4);
+        const __m512i sh = _mm512_shuffle_epi8(S, PK4_BYTE_IDX(2 * (j & 1) + 1));
+        for (int t = 0; t < tt; t++)
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(lo[t], sl),
+                                                                 _mm512_mullo_epi32(hi[t], sh)));
+    }
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 192)));
+    const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
+    for (int t = 0; t < tt; t++) {
+        const uint64_t l = lohi[t][0], h = lohi[t][1];
+        const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
+                                               _mm512_set1_epi32((int)(uint32_t)(l >> 32)));
+        const __m512i xh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)h)), m47,
+                                               _mm512_set1_epi32((int)(uint32_t)(h >> 32)));
+        const __m512i imin = _mm512_add_epi32(xl, _mm512_slli_epi32(xh, 7));
+        const __m512 ad = _mm512_set1_ps(at[t][b].d);
+        const __m512 d = _mm512_mul_ps(d16, ad), dmin = _mm512_mul_ps(dm16, ad);
+        const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(isum[t], 4)));
+        const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+        sumf[t] = _mm512_add_ps(sumf[t], _mm512_sub_ps(t1, t2));
+    }
+}
+
+/* The records of one group for a tile of tt tokens (a constant after inlining), prefetching when pf. */
+static inline __attribute__((always_inline)) void pk4_group(const char *grp, int64_t nb, int tt,
+                                                            const quant_block_q8_K *const *at,
+                                                            const uint64_t (*lohi)[2], const char *pf_end,
+                                                            float *out, size_t ldo)
+{
+    __m512 sumf[4];
+    for (int t = 0; t < tt; t++)
+        sumf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const char *o = grp + (size_t)b * PK4_RECORD;
+        /* a record's worth of lines PK4_PF ahead, unrolled: a cursor loop cost as many instructions as the
+         * record's products in cache (27 against 50 GB/s per core); addresses are integers (kq_pf_t) */
+        if (pf_end && (uintptr_t)o + PK4_PF + PK4_RECORD <= (uintptr_t)pf_end) {
+#pragma GCC unroll 36
+            for (int k = 0; k < PK4_RECORD / 64; k++)
+                _mm_prefetch((const char *)((uintptr_t)o + PK4_PF + 64 * (uintptr_t)k), _MM_HINT_T1);
+        }
+        const uint64_t(*lh)[2] = lohi + b;
+        uint64_t tl[4][2];
+        for (int t = 0; t < tt; t++) {
+            tl[t][0] = lh[(size_t)t * (size_t)nb][0];
+            tl[t][1] = lh[(size_t)t * (size_t)nb][1];
+        }
+        pk4_record(o, tt, at, b, (const uint64_t(*)[2])tl, sumf);
+    }
+    for (int t = 0; t < tt; t++)
+        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
+}
+
+static void matmul_q4_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                          const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
+    uint64_t lohi[KERN_PACK_MAX_TOKENS * nb][2]; /* [token][block]: pair sums as bytes (pk4_record) */
+    for (int64_t t = 0; t < ntok; t++) {
+        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t lo[8], hi[8];
+            for (int s = 0; s < 8; s++) {
+                const int v = at[t][b].bsums[2 * s] + at[t][b].bsums[2 * s + 1];
+                lo[s] = (uint8_t)(v & 127);
+                hi[s] = (uint8_t)(int8_t)((v - (v & 127)) / 128); /* floor(v / 128) */
+            }
+            memcpy(&lohi[t * nb + b][0], lo, 8);
+            memcpy(&lohi[t * nb + b][1], hi, 8);
+        }
+    }
+    const char *end = (const char *)w + (size_t)nrows * w_stride;
+    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PK4_PF bytes now */
+    kq_pf_t pf = kq_pf_start(w, end);
+    (void)pf;
+    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
+        const char *grp = (const char *)w + (size_t)r0 * w_stride;
+        /* tiles of up to 4 tokens; the first streams the group from memory (and prefetches), the others find
+         * it in L1/L2 */
+        for (int64_t t0 = 0; t0 < ntok; t0 += 4) {
+            const int tt = (int)(ntok - t0 < 4 ? ntok - t0 : 4);
+            const char *p = t0 == 0 ? end : NULL;
+            float *o = out + (size_t)t0 * ldo + (size_t)r0;
+            const uint64_t(*lh)[2] = (const uint64_t(*)[2])lohi[t0 * nb];
+            switch (tt) {
+            case 1: pk4_group(grp, nb, 1, at + t0, lh, p, o, ldo); break;
+            case 2: pk4_group(grp, nb, 2, at + t0, lh, p, o, ldo); break;
+            case 3: pk4_group(grp, nb, 3, at + t0, lh, p, o, ldo); break;
+            default: pk4_group(grp, nb, 4, at + t0, lh, p, o, ldo); break;
+            }
+        }
+    }
+}
