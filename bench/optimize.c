@@ -1,6 +1,6 @@
 /* guild optimize -m model.gguf: measures, on this machine and this model's experts, the CPU expert pipeline's
- * speed choices (threads per worker, row blocks of its tasks) and writes the tuning file the workers load
- * (cpu-expert-worker/expert_tuning.h). A choice replaces the portable default only when it beats it by more
+ * speed choices (threads per worker, row blocks of its tasks, the layout of the experts' copies: packed, plain
+ * or gate/up rows interleaved) and writes the tuning file the workers load (cpu-expert-worker/expert_tuning.h). A choice replaces the portable default only when it beats it by more
  * than the measurement noise. Every choice gives bit-identical results; the command checks that on one layer
  * before writing the file. */
 #include "config.h"
@@ -101,12 +101,31 @@ static int one_layer(ctx_t *c, int threads, expert_pipe_tuning_t rows, int T, fl
     return rc;
 }
 
+/* A layout of the experts' copies (expert_shard_new_copy) measured against the others. */
+typedef struct layout_cand {
+    const char *name;
+    expert_layout_t layout;
+    bool interleave;
+    expert_shard_t *copy; /* the first layers copied that way */
+    ctx_t cx;             /* measuring context over the copy (shares x, y and ids) */
+    double med;           /* us per layer, mean of the rounds' medians */
+} layout_cand_t;
+
+/* The matrices (1 gate, 2 up, 4 down) that `layout` packs in an expert of src's shape with m's types. */
+static unsigned packed_mask(expert_layout_t layout, const expert_mats_t *m, const expert_pipe_src_t *src)
+{
+    return (expert_layout_packs(layout, m->gate_type, src->n_ff) ? 1u : 0u) |
+           (expert_layout_packs(layout, m->up_type, src->n_ff) ? 2u : 0u) |
+           (expert_layout_packs(layout, m->down_type, src->n_embd) ? 4u : 0u);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: guild optimize -m MODEL.gguf [-o FILE] [--node N] [--runs R] [--steps S]\n"
-                 "  measures the CPU expert pipeline's speed choices on this machine (threads, row blocks, gate/up\n"
-                 "  rows interleaved or not) and writes the tuning file guild run / serve and\n"
-                 "  the CPU workers load (default: MODEL.gguf.tuning). Results are bit-identical whatever it picks.\n");
+                 "  measures the CPU expert pipeline's speed choices on this machine (threads, row blocks, the\n"
+                 "  experts' layout: packed, plain, gate/up rows interleaved) and writes the tuning file guild run /\n"
+                 "  serve and the CPU workers load (default: MODEL.gguf.tuning). Results are bit-identical whatever\n"
+                 "  it picks.\n");
 }
 
 int cmd_optimize(int argc, char **argv)
@@ -142,8 +161,9 @@ int cmd_optimize(int argc, char **argv)
     }
     guild_err_t err;
     model_t *model = NULL;
-    expert_shard_t *shard = NULL, *plain = NULL, *inter = NULL; /* plain, inter: the layout's copies */
-    ctx_t ileave;                                                  /* the interleaved copy's context */
+    expert_shard_t *shard = NULL; /* the mapping: the reference */
+    layout_cand_t cand[4];
+    int n_cand = 0;
     int status = 1;
     if (model_new(&model, model_path, &err)) {
         fprintf(stderr, "guild optimize: %s\n", err.msg);
@@ -180,19 +200,60 @@ int cmd_optimize(int argc, char **argv)
     printf("guild optimize: %s: %d layers x %d experts (%d used), %d x %d; node %d, %d CPUs (%s)\n", model_path,
            cx.src.n_layer, cx.src.n_expert, cx.src.n_expert_used, (int)cx.src.n_embd, (int)cx.src.n_ff, node, n_cpus,
            kern_cpu()->model);
+
+    /* The layouts a worker's copy can take: auto (the default: packed where this CPU has packed kernels),
+     * plain and packed where they differ from it, gate/up rows interleaved where gate and up have one type.
+     * Each is a copy of the first layers (a few GB in all), measured in turns with the others. */
+    const expert_mats_t *m0 = NULL;
+    for (int32_t e = 0; e < cx.src.n_expert && !m0; e++)
+        m0 = expert_shard_get(shard, 0, e);
+    GUILD_ASSERT(m0); /* a shard of the mapping owns every expert */
+    const unsigned auto_mask = packed_mask(EXPERT_LAYOUT_AUTO, m0, &cx.src);
+    cand[n_cand++] = (layout_cand_t){.name = "auto", .layout = EXPERT_LAYOUT_AUTO};
+    if (auto_mask)
+        cand[n_cand++] = (layout_cand_t){.name = "plain", .layout = EXPERT_LAYOUT_PLAIN};
+    if (packed_mask(EXPERT_LAYOUT_PACKED, m0, &cx.src) != auto_mask)
+        cand[n_cand++] = (layout_cand_t){.name = "packed", .layout = EXPERT_LAYOUT_PACKED};
+    if (m0->gate_type == m0->up_type && m0->gate_row == m0->up_row)
+        cand[n_cand++] = (layout_cand_t){.name = "interleaved", .layout = EXPERT_LAYOUT_PLAIN, .interleave = true};
+    const double layer_bytes = (double)(m0->gate_row + m0->up_row) * (double)cx.src.n_ff * cx.src.n_expert +
+                               (double)m0->down_row * (double)cx.src.n_embd * cx.src.n_expert;
+    int32_t L = (int32_t)(4e9 / n_cand / layer_bytes);
+    L = L < 2 ? 2 : L > cx.src.n_layer ? cx.src.n_layer : L;
+    uint8_t *owned = calloc((size_t)cx.src.n_layer * (size_t)cx.src.n_expert, 1);
+    if (!owned) {
+        guild_err_set(&err, "out of memory");
+        goto fail;
+    }
+    memset(owned, 1, (size_t)L * (size_t)cx.src.n_expert);
+    for (int i = 0; i < n_cand; i++) {
+        layout_cand_t *lc = &cand[i];
+        if (expert_shard_new_copy(&lc->copy, model, owned, node, false, lc->interleave, lc->layout, &err)) {
+            free(owned);
+            goto fail;
+        }
+        lc->cx = cx;
+        expert_pipe_src_from_shard(&lc->cx.src, lc->copy);
+        lc->cx.src.n_layer = L;
+    }
+    free(owned);
+    printf("  default layout: auto, here %s (%d layers copied for the measurements)\n",
+           auto_mask == 7 ? "packed" : auto_mask ? "partly packed" : "plain", L);
+
+    /* threads, then row blocks, on the default layout */
+    ctx_t *dx = &cand[0].cx;
     expert_tuning_t def, best;
     expert_tuning_default(&def);
     double def_med, def_spread, med, spread;
-    if (measure(&cx, n_cpus, def.pipe, &def_med, &def_spread, &err))
+    if (measure(dx, n_cpus, def.pipe, &def_med, &def_spread, &err))
         goto fail;
     printf("  default: threads=%d, automatic row blocks: %.1f us/layer (spread %.1f%%)\n", n_cpus, def_med,
            100 * def_spread);
     best = def;
     double best_med = def_med;
     int best_threads = n_cpus;
-    /* threads first, with the default row blocks */
     for (int th = n_cpus / 2; th >= 1; th /= 2) {
-        if (measure(&cx, th, def.pipe, &med, &spread, &err))
+        if (measure(dx, th, def.pipe, &med, &spread, &err))
             goto fail;
         printf("  threads=%d: %.1f us/layer\n", th, med);
         if (med < best_med) {
@@ -200,7 +261,6 @@ int cmd_optimize(int argc, char **argv)
             best_threads = th;
         }
     }
-    /* then the row blocks, with the best thread count */
     static const int gu_cand[] = {16, 32, 64, 128}, dn_cand[] = {32, 64, 128, 256};
     for (size_t i = 0; i < sizeof gu_cand / sizeof gu_cand[0]; i++)
         for (size_t j = 0; j < sizeof dn_cand / sizeof dn_cand[0]; j++) {
@@ -210,7 +270,7 @@ int cmd_optimize(int argc, char **argv)
                 continue;
             if (rows.gate_up_rows > cx.src.n_ff + 15 || rows.down_rows > cx.src.n_embd + 15)
                 continue;
-            if (measure(&cx, best_threads, rows, &med, &spread, &err))
+            if (measure(dx, best_threads, rows, &med, &spread, &err))
                 goto fail;
             printf("  threads=%d gate_up_rows=%d down_rows=%d: %.1f us/layer\n", best_threads, rows.gate_up_rows,
                    rows.down_rows, med);
@@ -229,84 +289,66 @@ int cmd_optimize(int argc, char **argv)
     }
     snprintf(best.cpu, sizeof best.cpu, "%s", kern_cpu()->model);
 
-    /* then the layout: gate and up rows interleaved in the workers' copies (one stream per gate/up task), where
-     * the two have one type; measured on copies of the first layers (up to ~2 GB each), both layouts in turns */
-    const expert_mats_t *m0 = NULL;
-    for (int32_t e = 0; e < cx.src.n_expert && !m0; e++)
-        m0 = expert_shard_get(shard, 0, e);
-    if (m0 && m0->gate_type == m0->up_type && m0->gate_row == m0->up_row) {
-        const double layer_bytes = (double)(m0->gate_row + m0->up_row) * (double)cx.src.n_ff * cx.src.n_expert +
-                                   (double)m0->down_row * (double)cx.src.n_embd * cx.src.n_expert;
-        int32_t L = (int32_t)(2e9 / layer_bytes);
-        L = L < 2 ? 2 : L > cx.src.n_layer ? cx.src.n_layer : L;
-        uint8_t *owned = calloc((size_t)cx.src.n_layer * (size_t)cx.src.n_expert, 1);
-        if (!owned) {
-            guild_err_set(&err, "out of memory");
-            goto fail;
+    /* then the layout, with those threads and blocks: two rounds over the candidates */
+    const int th = best.threads ? best.threads : n_cpus;
+    int pick_i = 0;
+    if (n_cand > 1) {
+        for (int round = 0; round < 2; round++)
+            for (int i = 0; i < n_cand; i++) {
+                if (measure(&cand[i].cx, th, best.pipe, &med, &spread, &err))
+                    goto fail;
+                cand[i].med += med / 2;
+            }
+        for (int i = 0; i < n_cand; i++) {
+            printf("  layout %s: %.1f us/layer\n", cand[i].name, cand[i].med);
+            if (cand[i].med < cand[pick_i].med)
+                pick_i = i;
         }
-        memset(owned, 1, (size_t)L * (size_t)cx.src.n_expert);
-        if (expert_shard_new_copy(&plain, model, owned, node, false, false, &err) ||
-            expert_shard_new_copy(&inter, model, owned, node, false, true, &err)) {
-            free(owned);
-            goto fail;
+        if (pick_i != 0 && (cand[0].med - cand[pick_i].med) / cand[0].med < noise) {
+            printf("  layout %s is within noise (%.1f%%) of auto: keeping auto\n", cand[pick_i].name, 100 * noise);
+            pick_i = 0;
         }
-        free(owned);
-        ctx_t cp = cx, ci = cx;
-        expert_pipe_src_from_shard(&cp.src, plain);
-        expert_pipe_src_from_shard(&ci.src, inter);
-        cp.src.n_layer = ci.src.n_layer = L;
-        const int th = best.threads ? best.threads : n_cpus;
-        double mp[2], mi[2], sp;
-        for (int k = 0; k < 2; k++)
-            if (measure(&cp, th, best.pipe, &mp[k], &sp, &err) || measure(&ci, th, best.pipe, &mi[k], &spread, &err))
-                goto fail;
-        const double p_med = (mp[0] + mp[1]) / 2, i_med = (mi[0] + mi[1]) / 2;
-        printf("  layout (%d layers copied): separate gate/up %.1f us/layer, interleaved %.1f us/layer\n", L, p_med,
-               i_med);
-        if ((p_med - i_med) / p_med >= noise) {
-            best.interleave_gate_up = true;
-            /* and the same bits that way too, checked below */
-        } else {
-            printf("  interleaving is within noise (%.1f%%) or slower: keeping separate gate/up\n", 100 * noise);
-        }
-        if (best.interleave_gate_up)
-            ileave = ci;
+    } else {
+        printf("  layout: auto is the only one for these types\n");
     }
+    best.layout = cand[pick_i].layout;
+    best.interleave_gate_up = cand[pick_i].interleave;
+    const bool rows_default = best.pipe.gate_up_rows == def.pipe.gate_up_rows &&
+                              best.pipe.down_rows == def.pipe.down_rows && best.threads == def.threads;
+    const double chosen_med = n_cand > 1 ? cand[pick_i].med : rows_default ? def_med : best_med;
 
-    /* the promise: whatever was picked, the same bits (a prefill-like batch of 3 tokens on layer 0) */
+    /* the promise: whatever was picked, and every layout measured, the same bits (a prefill-like batch of 3
+     * tokens on layer 0) */
     for (int t = 0; t < T_check; t++)
         pick(&cx, cx.ids + (size_t)t * K);
     for (size_t i = 0; i < T_check * K * E; i++)
         y_ref[i] = cx.y[i] = 0.0f;
     if (one_layer(&cx, n_cpus, def.pipe, T_check, y_ref, &err) ||
-        one_layer(&cx, best.threads ? best.threads : n_cpus, best.pipe, T_check, cx.y, &err))
+        one_layer(&cx, th, best.pipe, T_check, cx.y, &err))
         goto fail;
     if (memcmp(y_ref, cx.y, T_check * K * E * sizeof *cx.y)) {
         fprintf(stderr, "guild optimize: the chosen settings change the expert outputs: a bug; not writing %s\n",
                 out_path);
         goto done;
     }
-    if (best.interleave_gate_up) {
-        for (size_t i = 0; i < T_check * K * E; i++)
-            cx.y[i] = 0.0f;
-        /* ileave shares cx's x and ids (a copy of the context) */
-        if (one_layer(&ileave, best.threads ? best.threads : n_cpus, best.pipe, T_check, cx.y, &err))
+    for (int i = 0; i < n_cand; i++) {
+        for (size_t q = 0; q < T_check * K * E; q++)
+            cx.y[q] = 0.0f;
+        /* the candidates share cx's x and ids (copies of the context) */
+        if (one_layer(&cand[i].cx, th, best.pipe, T_check, cx.y, &err))
             goto fail;
         if (memcmp(y_ref, cx.y, T_check * K * E * sizeof *cx.y)) {
-            fprintf(stderr, "guild optimize: interleaved gate/up rows change the expert outputs: a bug; not writing "
-                            "%s\n", out_path);
+            fprintf(stderr, "guild optimize: layout %s changes the expert outputs: a bug; not writing %s\n",
+                    cand[i].name, out_path);
             goto done;
         }
     }
     if (expert_tuning_save(out_path, &best, &err))
         goto fail;
-    printf("wrote %s: threads=%d gate_up_rows=%d down_rows=%d interleave_gate_up=%d (%.1f us/layer, default %.1f)\n",
+    printf("wrote %s: threads=%d gate_up_rows=%d down_rows=%d interleave_gate_up=%d layout=%s (%.1f us/layer, "
+           "default %.1f)\n",
            out_path, best.threads, best.pipe.gate_up_rows, best.pipe.down_rows, best.interleave_gate_up ? 1 : 0,
-           best.pipe.gate_up_rows == def.pipe.gate_up_rows && best.pipe.down_rows == def.pipe.down_rows &&
-                   best.threads == def.threads
-               ? def_med
-               : best_med,
-           def_med);
+           expert_layout_name(best.layout), chosen_med, def_med);
     status = 0;
     goto done;
 fail:
@@ -316,8 +358,8 @@ done:
     free(cx.y);
     free(cx.ids);
     free(y_ref);
-    expert_shard_destroy(&plain);
-    expert_shard_destroy(&inter);
+    for (int i = 0; i < n_cand; i++)
+        expert_shard_destroy(&cand[i].copy);
     expert_shard_destroy(&shard);
     model_destroy(&model);
     return status;

@@ -27,7 +27,9 @@ int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, c
     if (c->single_process) {
         const expert_pipe_tuning_t rows = {c->pipe.gate_up_rows, c->pipe.down_rows}; /* the tuning file's */
         if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 ||
-            moe_local_new_tuned(&s->moe, m, s->pool, &rows, c->pipe.interleave_gate_up, err) < 0 ||
+            moe_local_new_tuned(&s->moe, m, s->pool, &rows, c->pipe.interleave_gate_up,
+                                c->pipe.expert_layout > 0 ? (expert_layout_t)c->pipe.expert_layout
+                                                          : EXPERT_LAYOUT_AUTO, err) < 0 ||
             (c->stats && expert_stats_new(&s->stats, s->moe, model_config(m), err) < 0))
             goto fail;
         /* the statistics count every token's routing in every layer, so the last layer must not skip rows */

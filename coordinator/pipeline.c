@@ -104,6 +104,7 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     sc.gate_up_rows = pc->gate_up_rows;
     sc.down_rows = pc->down_rows;
     sc.interleave_gate_up = pc->interleave_gate_up;
+    sc.expert_layout = pc->expert_layout;
     sc.split_gpu_fraction = pc->split_gpu_fraction;
     if (slot) {
         sc.stager = stager;

@@ -29,6 +29,8 @@ typedef struct pipeline_config {
     int32_t gate_up_rows;  /* CPU workers' expert pipeline row blocks (the model's tuning file); 0: automatic */
     int32_t down_rows;
     bool interleave_gate_up; /* CPU workers' shard copies with gate and up rows alternating (tuning file) */
+    int expert_layout;     /* the CPU experts' expert_layout_t (--expert-layout, else the tuning file); < 0: not
+                              chosen, auto */
     int stager;            /* backend_stager_t of the streamed experts' copies (cuda backend, when its plan
                               streams); < 0: the mode's default, BACKEND_STAGER_PROCESS here (a guild-stager
                               process), BACKEND_STAGER_THREAD in a single process */

@@ -62,9 +62,14 @@ static const flag_t flags[] = {
      "tests: every prefill batch of a streamed layer splits its experts with\n"
      "the GPU taking at least fraction F (0 < F <= 1) of the pairs, whatever\n"
      "the measured times (the same bits run after run)", false},
+    {STACK_FLAG_EXPERT_LAYOUT, "expert-layout", "L",
+     "the CPU experts' weights: packed (16 rows interleaved for the one-token\n"
+     "kernels; a single process then copies the experts out of the file), plain,\n"
+     "or auto (packed where this CPU has packed kernels for the type); default:\n"
+     "the tuning file's, else auto; same output either way", false},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 15, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 15 flags");
+_Static_assert(N_FLAGS == 16, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 16 flags");
 
 void stack_flags_init(stack_flags_t *f)
 {
@@ -72,6 +77,7 @@ void stack_flags_init(stack_flags_t *f)
     *f = (stack_flags_t){.st = {.backend = "cpu", .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1}};
     f->st.pipe.spin_us = -1;
     f->st.pipe.stager = -1;
+    f->st.pipe.expert_layout = -1;
 }
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
@@ -161,6 +167,13 @@ int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *e
         p->split_gpu_fraction = fr;
         break;
     }
+    case STACK_FLAG_EXPERT_LAYOUT: {
+        expert_layout_t l;
+        if (expert_layout_from_name(arg, &l) < 0)
+            return guild_err_set(err, "--expert-layout %s: expected auto, plain or packed", arg);
+        p->expert_layout = (int)l;
+        break;
+    }
     default: GUILD_ASSERT(!"a flag without a case");
     }
     return 1;
@@ -244,5 +257,5 @@ int stack_flags_tune(stack_flags_t *f, const char *model_path, const char *who, 
         return 0;
     pipeline_config_t *p = &f->st.pipe;
     return expert_tuning_apply(model_path, who, f->threads_given, &f->st.n_threads, &p->gate_up_rows, &p->down_rows,
-                               &p->interleave_gate_up, err);
+                               &p->interleave_gate_up, &p->expert_layout, err);
 }

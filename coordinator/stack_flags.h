@@ -31,10 +31,11 @@ enum {
     STACK_FLAG_STAGER = 1u << 12,      /* --stager none|thread|process */
     STACK_FLAG_STAGER_THREADS = 1u << 13, /* --stager-threads K */
     STACK_FLAG_FORCE_SPLIT = 1u << 14, /* --force-split F (tests) */
-    STACK_FLAGS_ALL = (1u << 15) - 1,
+    STACK_FLAG_EXPERT_LAYOUT = 1u << 15, /* --expert-layout auto|plain|packed */
+    STACK_FLAGS_ALL = (1u << 16) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 15); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 16); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 

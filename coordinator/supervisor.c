@@ -256,6 +256,7 @@ static int send_assign(sup_t *s, wslot_t *w)
         o.gate_up_rows = (uint32_t)c->gate_up_rows;
         o.down_rows = (uint32_t)c->down_rows;
         o.interleave_gate_up = c->interleave_gate_up;
+        o.expert_layout = c->expert_layout > 0 ? (uint32_t)c->expert_layout : 0; /* 0: auto */
         const int *pc;
         int npc = plan_cpus(c->plan, w->index, &pc);
         shards = calloc((size_t)n_layer, sizeof *shards);

@@ -59,6 +59,7 @@ typedef struct sup_config {
     int32_t gate_up_rows;    /* CPU workers: expert pipeline row blocks (tuning file); 0: automatic */
     int32_t down_rows;
     bool interleave_gate_up; /* CPU workers: gate and up rows alternating in the shard copy (tuning file) */
+    int expert_layout;       /* CPU workers: expert_layout_t of the shard copy; < 0: auto */
     /* The GPU worker's streamed experts (gpu-worker/backend.h backend_stager_t; the pipeline sets these only
      * when its cuda backend's memory plan streams): stage_slot_bytes > 0 creates a staging ring of 3 slots of
      * this size and supervises `guild-stager --ring` on it like a worker (restarted when it dies; the GPU

@@ -156,8 +156,15 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     free(pin);
     if (prc < 0)
         goto out;
+    *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+    if (o->expert_layout > EXPERT_LAYOUT_PACKED) {
+        guild_err_set(err, "assign: expert layout %u is not one this worker knows (0 auto, 1 plain, 2 packed)",
+                      o->expert_layout);
+        goto out;
+    }
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up, err) < 0)
+    if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up,
+                              (expert_layout_t)o->expert_layout, err) < 0)
         goto out;
     *resident = expert_shard_resident_bytes(w->shard);
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
@@ -377,8 +384,10 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool
          * bridge knows that for a worker without the arena */
         uint64_t seq = w.x ? guild_exchange_done(w.x, w.index) + 1 : 0;
         actor_ready(w.actor, a->generation, guild_now_ns() - t0, resident, seq);
-        guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, %d threads, %s", w.index,
-                  (long long)expert_shard_count(w.shard), (double)resident / 1048576.0, guild_pool_threads(w.pool),
+        guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, layout %s (%lld matrices packed), "
+                  "%d threads, %s", w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
+                  expert_layout_name((expert_layout_t)a->options->expert_layout),
+                  (long long)expert_shard_packed_count(w.shard), guild_pool_threads(w.pool),
                   w.x ? "exchanges through the arena" : "exchanges as messages");
         guild_msg_free(&env);
         if (w.x)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kern/pack.h"
 #include "core/model/activation.h"
 #include "core/quant/types.h"
 #include "cpu-expert-worker/expert_matmul.h"
@@ -10,6 +11,8 @@
 /* Output rows per task: one task reads ROWS weight rows once for all tokens of its expert. */
 #define GU_ROWS 32
 #define DOWN_ROWS 32
+_Static_assert(GU_ROWS % KERN_PACK_ROWS == 0 && DOWN_ROWS % KERN_PACK_ROWS == 0,
+               "a task's rows start on a packed matrix's 16-row group");
 
 struct expert_exec {
     const expert_shard_t *shard;
@@ -149,9 +152,12 @@ static void gate_up_task(void *ctx, int64_t task, int thread)
     const char *xu = j->up_act != j->gate_act ? e->xu : e->xg;
     const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
     (void)thread;
-    expert_matmul(m->gate_type, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, m->gate_row,
-                  e->xg + (size_t)p0 * j->xg_row, j->xg_row, e->g + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
-    expert_matmul(m->up_type, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
+    /* GU_ROWS is a multiple of the packed layout's 16-row groups, and a packed matrix has a multiple of 16 rows */
+    GUILD_ASSERT(!(m->gate_packed || m->up_packed) || r0 % KERN_PACK_ROWS == 0);
+    expert_matmul(m->gate_type, m->gate_packed, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row,
+                  m->gate_row, e->xg + (size_t)p0 * j->xg_row, j->xg_row, e->g + (size_t)p0 * (size_t)F + (size_t)r0,
+                  (size_t)F);
+    expert_matmul(m->up_type, m->up_packed, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
                   xu + (size_t)p0 * xu_row, xu_row, e->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
     for (int32_t p = p0; p < p0 + np; p++) {
         float *g = e->g + (size_t)p * (size_t)F;
@@ -181,7 +187,8 @@ static void down_task(void *ctx, int64_t task, int thread)
     const int32_t p0 = e->start[i], np = e->start[i + 1] - p0;
     const expert_mats_t *m = expert_shard_get(e->shard, j->layer, e->used[i]);
     (void)thread;
-    expert_matmul(m->down_type, F, nr, np, (const char *)m->down + (size_t)r0 * m->down_row, m->down_row,
+    GUILD_ASSERT(!m->down_packed || r0 % KERN_PACK_ROWS == 0);
+    expert_matmul(m->down_type, m->down_packed, F, nr, np, (const char *)m->down + (size_t)r0 * m->down_row, m->down_row,
                   e->hq + (size_t)p0 * j->hq_row, j->hq_row, e->out + (size_t)p0 * (size_t)E + (size_t)r0,
                   (size_t)E);
 }

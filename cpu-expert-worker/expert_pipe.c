@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kern/pack.h"
 #include "core/model/activation.h"
 #include "core/quant/types.h"
 #include "cpu-expert-worker/expert_matmul.h"
@@ -18,6 +19,7 @@
  * the slowest (measured on the 2-vCPU VM, q4_K decode: 0.68 -> see bench/results/experts-vm-2026-11-30.md). */
 #define GUIDE 2
 #define MIN_ROWS 16
+_Static_assert(MIN_ROWS % KERN_PACK_ROWS == 0, "claims start on a packed matrix's 16-row group");
 
 /* Per-expert progress, one cache line each: written by the tasks of that expert only. */
 typedef struct expert_state {
@@ -244,7 +246,7 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
          * column 2 k is gate row r0 + k, 2 k + 1 up row r0 + k (the same kernel per row: the same bits) */
         float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
         const size_t rb = m->gate_row / 2;
-        expert_matmul(m->gate_type, E, 2 * nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, rb,
+        expert_matmul(m->gate_type, false, E, 2 * nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, rb,
                       p->xg + (size_t)p0 * j->xg_row, j->xg_row, tmp, (size_t)(2 * nr));
         for (int32_t q = 0; q < np; q++) {
             float *h = p->h + (size_t)(p0 + q) * (size_t)F + (size_t)r0;
@@ -253,9 +255,13 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
                 h[r] = model_silu(gu[2 * r]) * gu[2 * r + 1];
         }
     } else {
-        expert_matmul(m->gate_type, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, m->gate_row,
-                      p->xg + (size_t)p0 * j->xg_row, j->xg_row, p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
-        expert_matmul(m->up_type, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
+        /* claims start on 16-row groups (MIN_ROWS and the tuning's blocks are multiples of 16; a packed matrix
+         * has a multiple of 16 rows) */
+        GUILD_ASSERT(!(m->gate_packed || m->up_packed) || r0 % KERN_PACK_ROWS == 0);
+        expert_matmul(m->gate_type, m->gate_packed, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row,
+                      m->gate_row, p->xg + (size_t)p0 * j->xg_row, j->xg_row,
+                      p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+        expert_matmul(m->up_type, m->up_packed, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
                       xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
         for (int32_t q = p0; q < p0 + np; q++) {
             float *h = p->h + (size_t)q * (size_t)F;
@@ -281,14 +287,15 @@ static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
     wait_at_least(&p->state[i].ready, 1);
     const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
+    GUILD_ASSERT(!m->down_packed || r0 % KERN_PACK_ROWS == 0);
     if (np == 1) {
-        expert_matmul(m->down_type, F, nr, 1, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row,
+        expert_matmul(m->down_type, m->down_packed, F, nr, 1, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row,
                       j->y + (size_t)p->pair[p0] * (size_t)E + (size_t)r0, (size_t)nr);
         return;
     }
     /* several tokens: one kernel call reads each row once for all of them, then the rows go to their pairs */
     float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
-    expert_matmul(m->down_type, F, nr, np, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row, tmp,
+    expert_matmul(m->down_type, m->down_packed, F, nr, np, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row, tmp,
                   (size_t)nr);
     for (int32_t q = 0; q < np; q++)
         memcpy(j->y + (size_t)p->pair[p0 + q] * (size_t)E + (size_t)r0, tmp + (size_t)q * (size_t)nr,

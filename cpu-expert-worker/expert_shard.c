@@ -5,16 +5,53 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/kern/pack.h"
 #include "core/topo/topo.h"
 
 struct expert_shard {
     const model_config_t *cfg;
     expert_mats_t *mats; /* [n_layer][n_expert]; gate == NULL when not owned */
     int64_t count;
+    int64_t packed;      /* matrices laid out packed */
     void *mem;           /* copy mode: the owned experts' matrices (topo_alloc), else NULL */
     size_t mem_size;
     bool locked;
 };
+
+bool expert_layout_packs(expert_layout_t layout, guild_type_t type, int64_t rows)
+{
+    if (rows <= 0 || rows % KERN_PACK_ROWS)
+        return false;
+    switch (layout) {
+    case EXPERT_LAYOUT_AUTO: return kern_pack_native(type);
+    case EXPERT_LAYOUT_PACKED: return kern_pack_has(type);
+    case EXPERT_LAYOUT_PLAIN: return false;
+    }
+    GUILD_ASSERT(!"unknown expert layout");
+    return false;
+}
+
+static const char *const layout_names[] = {
+    [EXPERT_LAYOUT_AUTO] = "auto",
+    [EXPERT_LAYOUT_PLAIN] = "plain",
+    [EXPERT_LAYOUT_PACKED] = "packed",
+};
+
+const char *expert_layout_name(expert_layout_t layout)
+{
+    GUILD_ASSERT((unsigned)layout < sizeof layout_names / sizeof layout_names[0]);
+    return layout_names[layout];
+}
+
+int expert_layout_from_name(const char *s, expert_layout_t *layout)
+{
+    for (size_t i = 0; i < sizeof layout_names / sizeof layout_names[0]; i++)
+        if (!strcmp(s, layout_names[i])) {
+            *layout = (expert_layout_t)i;
+            return 0;
+        }
+    return -1;
+}
 
 int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owned, guild_err_t *err)
 {
@@ -59,8 +96,24 @@ static size_t align_up(size_t n)
     return (n + COPY_ALIGN - 1) & ~(size_t)(COPY_ALIGN - 1);
 }
 
+/* One expert's matrix of tensor t (*mat, in the mapping) into dst, packed when the layout says so; *mat then
+ * points at the copy. */
+static int copy_matrix(const model_tensor_t *t, const void **mat, bool *packed, expert_layout_t layout, char *dst,
+                       guild_err_t *err)
+{
+    if (expert_layout_packs(layout, t->type, t->ne[1])) {
+        if (kern_pack(t->type, t->ne[0], t->ne[1], *mat, t->row_bytes, dst, err) < 0)
+            return guild_err_prefix(err, "expert shard: %s: ", t->name);
+        *packed = true;
+    } else {
+        memcpy(dst, *mat, t->mat_bytes);
+    }
+    *mat = dst;
+    return 0;
+}
+
 int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
-                          bool interleave_gate_up, guild_err_t *err)
+                          bool interleave_gate_up, expert_layout_t layout, guild_err_t *err)
 {
     if (expert_shard_new(out, m, owned, err) < 0)
         return -1;
@@ -98,8 +151,10 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
             expert_mats_t *x = &s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e];
             if (!x->gate)
                 continue;
+            /* packing wins over interleaving: a packed pair keeps its two matrices apart */
             if (interleave_gate_up && x->gate_type == x->up_type && x->gate_row == x->up_row &&
-                L->gate_exps.mat_bytes == L->up_exps.mat_bytes) {
+                L->gate_exps.mat_bytes == L->up_exps.mat_bytes &&
+                !expert_layout_packs(layout, L->gate_exps.type, L->gate_exps.ne[1])) {
                 /* both matrices in the space of the two, rows alternating */
                 const size_t rb = x->gate_row, rows = L->gate_exps.mat_bytes / rb;
                 char *pair = dst;
@@ -111,20 +166,18 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
                 x->up = pair + rb;
                 x->gate_row = x->up_row = 2 * rb;
                 dst += align_up(L->gate_exps.mat_bytes) + align_up(L->up_exps.mat_bytes);
-                memcpy(dst, x->down, L->down_exps.mat_bytes);
-                x->down = dst;
-                dst += align_up(L->down_exps.mat_bytes);
-                continue;
+            } else {
+                if (copy_matrix(&L->gate_exps, &x->gate, &x->gate_packed, layout, dst, err) < 0)
+                    goto fail;
+                dst += align_up(L->gate_exps.mat_bytes);
+                if (copy_matrix(&L->up_exps, &x->up, &x->up_packed, layout, dst, err) < 0)
+                    goto fail;
+                dst += align_up(L->up_exps.mat_bytes);
             }
-            memcpy(dst, x->gate, L->gate_exps.mat_bytes);
-            x->gate = dst;
-            dst += align_up(L->gate_exps.mat_bytes);
-            memcpy(dst, x->up, L->up_exps.mat_bytes);
-            x->up = dst;
-            dst += align_up(L->up_exps.mat_bytes);
-            memcpy(dst, x->down, L->down_exps.mat_bytes);
-            x->down = dst;
+            if (copy_matrix(&L->down_exps, &x->down, &x->down_packed, layout, dst, err) < 0)
+                goto fail;
             dst += align_up(L->down_exps.mat_bytes);
+            s->packed += x->gate_packed + x->up_packed + x->down_packed;
         }
     }
     return 0;
@@ -161,6 +214,11 @@ const expert_mats_t *expert_shard_get(const expert_shard_t *s, int32_t layer, in
 int64_t expert_shard_count(const expert_shard_t *s)
 {
     return s->count;
+}
+
+int64_t expert_shard_packed_count(const expert_shard_t *s)
+{
+    return s->packed;
 }
 
 const model_config_t *expert_shard_config(const expert_shard_t *s)

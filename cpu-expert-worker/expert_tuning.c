@@ -12,6 +12,7 @@ void expert_tuning_default(expert_tuning_t *t)
     t->threads = 0;
     t->pipe.gate_up_rows = 0; /* automatic */
     t->pipe.down_rows = 0;
+    t->layout = EXPERT_LAYOUT_AUTO;
 }
 
 static char *trim(char *s)
@@ -81,6 +82,9 @@ int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err)
             if (parse_int(val, 0, 1, &x))
                 rc = guild_err_set(err, "%s:%d: interleave_gate_up = %s: expected 0 or 1", path, lineno, val);
             r.interleave_gate_up = x == 1;
+        } else if (!strcmp(key, "layout")) {
+            if (expert_layout_from_name(val, &r.layout) < 0)
+                rc = guild_err_set(err, "%s:%d: layout = %s: expected auto, plain or packed", path, lineno, val);
         } else {
             rc = guild_err_set(err, "%s:%d: unknown key '%s'", path, lineno, key);
         }
@@ -106,9 +110,10 @@ int expert_tuning_save(const char *path, const expert_tuning_t *t, guild_err_t *
     fprintf(f,
             "# Guild CPU expert worker tuning, written by `guild optimize`. Speed only: results are bit-identical\n"
             "# whatever these values are.\n"
-            "version = %d\ncpu = %s\nthreads = %d\ngate_up_rows = %d\ndown_rows = %d\ninterleave_gate_up = %d\n",
+            "version = %d\ncpu = %s\nthreads = %d\ngate_up_rows = %d\ndown_rows = %d\ninterleave_gate_up = %d\n"
+            "layout = %s\n",
             EXPERT_TUNING_VERSION, t->cpu, t->threads, t->pipe.gate_up_rows, t->pipe.down_rows,
-            t->interleave_gate_up ? 1 : 0);
+            t->interleave_gate_up ? 1 : 0, expert_layout_name(t->layout));
     if (fclose(f) != 0) {
         int e = errno;
         remove(tmp);
@@ -153,12 +158,16 @@ void expert_tuning_describe(const expert_tuning_t *t, char *buf, size_t n)
     snprintf(th, sizeof th, t->threads ? "%d" : "all CPUs", t->threads);
     snprintf(gu, sizeof gu, t->pipe.gate_up_rows ? "%d" : "automatic", t->pipe.gate_up_rows);
     snprintf(dn, sizeof dn, t->pipe.down_rows ? "%d" : "automatic", t->pipe.down_rows);
-    snprintf(buf, n, "threads %s, gate_up_rows %s, down_rows %s%s (measured on %s)", th, gu, dn,
-             t->interleave_gate_up ? ", gate/up interleaved" : "", t->cpu[0] ? t->cpu : "an unnamed CPU");
+    char lay[32] = "";
+    if (t->layout != EXPERT_LAYOUT_AUTO)
+        snprintf(lay, sizeof lay, ", layout %s", expert_layout_name(t->layout));
+    snprintf(buf, n, "threads %s, gate_up_rows %s, down_rows %s%s%s (measured on %s)", th, gu, dn,
+             t->interleave_gate_up ? ", gate/up interleaved" : "", lay, t->cpu[0] ? t->cpu : "an unnamed CPU");
 }
 
 int expert_tuning_apply(const char *model_path, const char *who, bool threads_given, int *n_threads,
-                        int32_t *gate_up_rows, int32_t *down_rows, bool *interleave_gate_up, guild_err_t *err)
+                        int32_t *gate_up_rows, int32_t *down_rows, bool *interleave_gate_up, int *layout,
+                        guild_err_t *err)
 {
     expert_tuning_t t;
     bool found;
@@ -170,12 +179,16 @@ int expert_tuning_apply(const char *model_path, const char *who, bool threads_gi
         return 0;
     char desc[256];
     expert_tuning_describe(&t, desc, sizeof desc);
-    fprintf(stderr, "%s: tuning %s.tuning: %s%s\n", who, model_path, desc,
-            threads_given && t.threads ? "; threads from --threads" : "");
+    const bool layout_given = *layout >= 0;
+    fprintf(stderr, "%s: tuning %s.tuning: %s%s%s\n", who, model_path, desc,
+            threads_given && t.threads ? "; threads from --threads" : "",
+            layout_given && t.layout != EXPERT_LAYOUT_AUTO ? "; layout from --expert-layout" : "");
     if (t.threads && !threads_given)
         *n_threads = t.threads;
     *gate_up_rows = t.pipe.gate_up_rows;
     *down_rows = t.pipe.down_rows;
     *interleave_gate_up = t.interleave_gate_up;
+    if (!layout_given)
+        *layout = (int)t.layout;
     return 0;
 }

@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "core/util/log.h"
+
 #include "cpu-expert-worker/expert_pipe.h"
 #include "cpu-expert-worker/expert_shard.h"
 
@@ -35,22 +37,43 @@ static const moe_exec_ops_t local_ops = {
 
 int moe_local_new(moe_exec_t **out, const model_t *model, guild_pool_t *pool, guild_err_t *err)
 {
-    return moe_local_new_tuned(out, model, pool, NULL, false, err);
+    return moe_local_new_tuned(out, model, pool, NULL, false, EXPERT_LAYOUT_PLAIN, err);
+}
+
+/* Whether the layout packs some expert matrix of the model (then the experts need a copy). */
+static bool layout_packs_any(const model_t *model, expert_layout_t layout)
+{
+    const model_config_t *c = model_config(model);
+    const model_weights_t *w = model_weights(model);
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        const model_tensor_t *t[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (int k = 0; k < 3; k++)
+            if (t[k]->data && expert_layout_packs(layout, t[k]->type, t[k]->ne[1]))
+                return true;
+    }
+    return false;
 }
 
 int moe_local_new_tuned(moe_exec_t **out, const model_t *model, guild_pool_t *pool,
-                        const expert_pipe_tuning_t *tuning, bool interleave_gate_up, guild_err_t *err)
+                        const expert_pipe_tuning_t *tuning, bool interleave_gate_up, expert_layout_t layout,
+                        guild_err_t *err)
 {
     *out = NULL;
     moe_local_t *m = calloc(1, sizeof *m);
     if (!m)
         return guild_err_set(err, "local expert executor: out of memory");
     m->base.ops = &local_ops;
-    if ((interleave_gate_up ? expert_shard_new_copy(&m->shard, model, NULL, -1, false, true, err)
-                            : expert_shard_new(&m->shard, model, NULL, err)) < 0) {
+    const bool copy = interleave_gate_up || layout_packs_any(model, layout);
+    if ((copy ? expert_shard_new_copy(&m->shard, model, NULL, -1, false, interleave_gate_up, layout, err)
+              : expert_shard_new(&m->shard, model, NULL, err)) < 0) {
         local_destroy(&m->base);
         return -1;
     }
+    if (copy)
+        guild_log(GUILD_LOG_INFO, "experts copied out of the model file: %.1f MiB, layout %s (%lld matrices packed)%s",
+                  (double)expert_shard_resident_bytes(m->shard) / 1048576.0, expert_layout_name(layout),
+                  (long long)expert_shard_packed_count(m->shard), interleave_gate_up ? ", gate/up interleaved" : "");
     expert_pipe_src_t src;
     expert_pipe_src_from_shard(&src, m->shard);
     if (expert_pipe_new(&m->pipe, &src, pool, tuning, err) < 0) {

@@ -65,7 +65,7 @@ START_TEST(test_shard_copy_on_node)
     guild_err_t err = {{0}};
     ck_assert_msg(tiny_model_open(img, img_size, &m, &err) == 0, "%s", err.msg);
     expert_shard_t *s = NULL;
-    ck_assert_msg(expert_shard_new_copy(&s, m, NULL, 0, false, false, &err) == 0, "%s", err.msg);
+    ck_assert_msg(expert_shard_new_copy(&s, m, NULL, 0, false, false, EXPERT_LAYOUT_PLAIN, &err) == 0, "%s", err.msg);
     ck_assert_uint_gt(expert_shard_resident_bytes(s), 0);
     size_t total_present = 0, total_off = 0, wrong_node_off = 0;
     for (int l = 0; l < spec.n_layer; l++)
