@@ -3,7 +3,8 @@
 # a shape using more experts than it has (saying why). A run whose working set (--gb) is smaller than what a
 # decode run reads (the probe over the experts' memory once read past the end of the bank: a crash) prints one
 # summary line per type in the format issue #5 fixes: `T tokens=N weight_GBps=X read_GBps=Y fraction=F ...`,
-# with positive numbers.
+# with positive numbers. --layout plain and packed run and say so (`layout=...` on the summary line, the layout in
+# the detail lines); a bad --layout is a usage error naming it.
 set -u
 B=${GUILD_BUILDDIR:-.}
 G=$B/guild
@@ -37,4 +38,20 @@ for t in q4_K iq4_xs; do
         fail "summary line of $t: $line"
     echo "$line" | grep -Eq "weight_GBps=0\.00 |read_GBps=0\.00 " && fail "a zero rate: $line"
 done
-echo "bench experts: usage error and tiny-bank run ok"
+"$G" bench experts --layout interleaved >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] || fail "--layout interleaved: exit status $st, expected 2"
+grep -qF "interleaved" "$T/err" || fail "--layout interleaved: the message does not name it"
+
+for l in plain packed; do
+    timeout 120 "$G" bench experts --shape 256x256:16:4 --type q4_K,iq4_xs --tokens 1 --gb 0.01 --runs 1 --steps 4 \
+        --prefill 16 --threads 1 --layout $l >"$T/out" 2>"$T/err"
+    st=$?
+    [ "$st" -eq 0 ] || { cat "$T/out"; fail "tiny run, --layout $l: exit status $st"; }
+    for t in q4_K iq4_xs; do
+        grep -Eq "^$t tokens=1 weight_GBps=[0-9]+\.[0-9]+ .* layout=$l\$" "$T/out" ||
+            { cat "$T/out"; fail "--layout $l: the summary line of $t does not say layout=$l"; }
+        grep -q "^# $t: .* layout $l\$" "$T/out" || { cat "$T/out"; fail "--layout $l: no detail line for $t"; }
+    done
+done
+echo "bench experts: usage errors, tiny-bank runs (default, plain and packed layouts) ok"

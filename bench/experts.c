@@ -24,6 +24,7 @@
 #include "bench/bench.h"
 #include "bench/bw.h"
 #include "core/kern/kern.h"
+#include "core/kern/pack.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/topo/topo.h"
@@ -57,6 +58,7 @@ typedef struct opts {
     int down_type; /* -1: same as the type */
     int tokens, prefill, threads, runs, steps, node;
     int interleave; /* gate and up rows alternating (expert_shard_new_copy's interleave_gate_up) */
+    expert_layout_t layout; /* packed or plain matrices (expert_shard_new_copy's layout) */
     double gb;
     expert_pipe_tuning_t tune;
 } opts_t;
@@ -67,6 +69,7 @@ typedef struct bank {
     expert_mats_t *mats;
     char *mem;
     size_t mem_bytes, expert_bytes;
+    bool gu_packed, down_packed; /* the layout packed gate and up / down */
 } bank_t;
 
 static const expert_mats_t *bank_get(const void *ctx, int32_t layer, int32_t expert)
@@ -140,6 +143,32 @@ static void fill_matrix(char *dst, const char *tmpl, size_t rb, int64_t rows)
         memcpy(dst + (size_t)r * rb, tmpl + (size_t)(r % TEMPLATE_ROWS) * rb, rb);
 }
 
+/* The packed form of fill_matrix's rows first .. first + rows - 1 (first and rows multiples of KERN_PACK_ROWS),
+ * from the template packed whole (TEMPLATE_ROWS is a multiple of 16, so each 16-row group of the matrix is one
+ * of the template's groups): the bytes kern_pack would make of the plain matrix. */
+static void fill_packed(char *dst, const char *packed_tmpl, size_t rb, int64_t first, int64_t rows)
+{
+    const size_t group = KERN_PACK_ROWS * rb;
+    for (int64_t r = 0; r < rows; r += KERN_PACK_ROWS)
+        memcpy(dst + (size_t)r * rb, packed_tmpl + (size_t)((first + r) % TEMPLATE_ROWS) * rb, group);
+}
+
+/* tmpl (TEMPLATE_ROWS rows of n elements) packed into a new buffer, or NULL with err. */
+static char *pack_template(guild_type_t type, int64_t n, const char *tmpl, size_t rb, guild_err_t *err)
+{
+    _Static_assert(TEMPLATE_ROWS % KERN_PACK_ROWS == 0, "the template is whole packed groups");
+    char *p = malloc(rb * TEMPLATE_ROWS);
+    if (!p) {
+        guild_err_set(err, "out of memory");
+        return NULL;
+    }
+    if (kern_pack(type, n, TEMPLATE_ROWS, tmpl, rb, p, err) < 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
 static int bank_new(bank_t *b, const opts_t *o, guild_type_t type, guild_err_t *err)
 {
     const shape_t *s = o->shape;
@@ -159,7 +188,10 @@ static int bank_new(bank_t *b, const opts_t *o, guild_type_t type, guild_err_t *
     b->mem_bytes = n * b->expert_bytes;
     b->mats = calloc(n, sizeof *b->mats);
     b->mem = topo_alloc(b->mem_bytes, o->node, err);
-    char *tg = template_rows(type, s->n_embd), *td = template_rows(dtype, s->n_ff);
+    char *tg = template_rows(type, s->n_embd), *td = template_rows(dtype, s->n_ff), *pg = NULL, *pd = NULL;
+    /* the layout as a shard copy lays it out: packing wins over interleaving */
+    b->gu_packed = expert_layout_packs(o->layout, type, s->n_ff);
+    b->down_packed = expert_layout_packs(o->layout, dtype, s->n_embd);
     if (!b->mats || !b->mem || !tg || !td) {
         free(tg);
         free(td);
@@ -167,20 +199,48 @@ static int bank_new(bank_t *b, const opts_t *o, guild_type_t type, guild_err_t *
         topo_free(b->mem, b->mem_bytes);
         return b->mem ? guild_err_set(err, "out of memory for the experts") : -1;
     }
+    if ((b->gu_packed && !(pg = pack_template(type, s->n_embd, tg, gu_row, err))) ||
+        (b->down_packed && !(pd = pack_template(dtype, s->n_ff, td, d_row, err)))) {
+        free(pg);
+        free(tg);
+        free(td);
+        free(b->mats);
+        topo_free(b->mem, b->mem_bytes);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         char *m = b->mem + i * b->expert_bytes;
         b->mats[i] = (expert_mats_t){m, m + gu_row * (size_t)s->n_ff, m + 2 * gu_row * (size_t)s->n_ff,
-                                     type, type, dtype, gu_row, gu_row, d_row};
-        if (o->interleave) { /* the same 2 n_ff rows, read as gate row r = 2 r, up row r = 2 r + 1 */
+                                     type, type, dtype, gu_row, gu_row, d_row, b->gu_packed, b->gu_packed,
+                                     b->down_packed};
+        if (o->interleave && !b->gu_packed) { /* the same 2 n_ff rows, read as gate row r = 2 r, up row 2 r + 1 */
             b->mats[i].up = m + gu_row;
             b->mats[i].gate_row = b->mats[i].up_row = 2 * gu_row;
         }
-        fill_matrix(m, tg, gu_row, 2 * s->n_ff); /* gate and up back to back */
-        fill_matrix(m + 2 * gu_row * (size_t)s->n_ff, td, d_row, s->n_embd);
+        if (b->gu_packed) { /* the rows fill_matrix lays out, packed matrix by matrix */
+            fill_packed(m, pg, gu_row, 0, s->n_ff);
+            fill_packed(m + gu_row * (size_t)s->n_ff, pg, gu_row, s->n_ff, s->n_ff);
+        } else {
+            fill_matrix(m, tg, gu_row, 2 * s->n_ff); /* gate and up back to back */
+        }
+        if (b->down_packed)
+            fill_packed(m + 2 * gu_row * (size_t)s->n_ff, pd, d_row, 0, s->n_embd);
+        else
+            fill_matrix(m + 2 * gu_row * (size_t)s->n_ff, td, d_row, s->n_embd);
     }
+    free(pg);
+    free(pd);
     free(tg);
     free(td);
     return 0;
+}
+
+/* "packed", "plain", or "gate/up packed, down plain" (the bank's layout, for the detail lines). */
+static const char *bank_layout(const bank_t *b)
+{
+    if (b->gu_packed == b->down_packed)
+        return b->gu_packed ? "packed" : "plain";
+    return b->gu_packed ? "gate/up packed, down plain" : "gate/up plain, down packed";
 }
 
 static void bank_free(bank_t *b)
@@ -525,7 +585,11 @@ static void usage(FILE *out)
             "  --prefill P     tokens per layer of the prefill measurement (default 256; 0: skip)\n"
             "  --gate-up-rows N, --down-rows N   pipeline row blocks (multiples of 16; default 0: automatic)\n"
             "  --kernels L     force a kernel level (scalar, avx2, avx512, avx512-vnni, amx)\n"
-            "  --interleave    gate and up rows alternating in memory (the tuning file's interleave_gate_up)\n");
+            "  --interleave    gate and up rows alternating in memory (the tuning file's interleave_gate_up;\n"
+            "                  not where the matrices are packed)\n"
+            "  --layout L      packed (rows interleaved 16 at a time, core/kern/pack.h, for the types that have\n"
+            "                  a packed layout), plain, or auto (default: packed where this CPU has packed\n"
+            "                  kernels for the type)\n");
 }
 
 static int parse_shape(const char *arg, shape_t *custom, const shape_t **out)
@@ -555,7 +619,7 @@ int bench_experts_main(int argc, char **argv)
         {"steps", required_argument, NULL, 'S'},     {"prefill", required_argument, NULL, 'p'},
         {"gate-up-rows", required_argument, NULL, 'G'}, {"down-rows", required_argument, NULL, 'R'},
         {"kernels", required_argument, NULL, 'k'},   {"help", no_argument, NULL, 'h'},
-        {"interleave", no_argument, NULL, 'I'},
+        {"interleave", no_argument, NULL, 'I'},      {"layout", required_argument, NULL, 'L'},
         {0, 0, 0, 0},
     };
     static shape_t custom;
@@ -601,6 +665,12 @@ int bench_experts_main(int argc, char **argv)
             break;
         }
         case 'I': o.interleave = 1; break;
+        case 'L':
+            if (expert_layout_from_name(optarg, &o.layout) < 0) {
+                fprintf(stderr, "guild bench experts: --layout %s: expected auto, plain or packed\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -635,9 +705,10 @@ int bench_experts_main(int argc, char **argv)
 
     bench_print_provenance(stdout, argc, argv);
     printf("# shape %s: n_embd=%lld n_ff=%lld experts=%d used=%d; threads=%d on node %d; working set %.1f GB;"
-           " gate_up_rows=%d down_rows=%d%s\n",
+           " gate_up_rows=%d down_rows=%d%s; layout %s; kernels %s\n",
            o.shape->name, (long long)o.shape->n_embd, (long long)o.shape->n_ff, o.shape->n_expert, o.shape->n_used,
-           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.interleave ? "; gate/up interleaved" : "");
+           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.interleave ? "; gate/up interleaved" : "",
+           expert_layout_name(o.layout), kern_level_name(kern_level()));
     fflush(stdout);
 
     guild_pool_t *pool = NULL;
@@ -679,9 +750,11 @@ int bench_experts_main(int argc, char **argv)
         if (!status) {
             res.read_gbps = bw.median_gbps;
             const double active = (double)bank.expert_bytes * o.shape->n_used;
-            printf("# %s: %d layers x %d experts x %.2f MB = %.2f GB; %.2f MB of expert weights per token per layer\n",
+            printf("# %s: %d layers x %d experts x %.2f MB = %.2f GB; %.2f MB of expert weights per token per layer; "
+                   "layout %s%s\n",
                    tn, bank.src.n_layer, bank.src.n_expert, bank.expert_bytes / 1e6, bank.mem_bytes / 1e9,
-                   active / 1e6);
+                   active / 1e6, bank_layout(&bank),
+                   o.interleave && !bank.gu_packed ? ", gate/up interleaved" : "");
             printf("# %s: read probe median %.2f GB/s (best %.2f); decode %.1f us per layer step (%d tokens)\n", tn,
                    bw.median_gbps, bw.best_gbps, res.step_us, o.tokens);
             if (o.prefill > 0)
@@ -697,7 +770,8 @@ int bench_experts_main(int argc, char **argv)
                    res.weight_gbps / res.layout_gbps, res.bank_read_gbps, res.turn_fraction);
             if (o.prefill > 0)
                 printf(" prefill_tokens=%d prefill_GFLOPs=%.1f", o.prefill, res.prefill_gflops);
-            printf("\n");
+            printf(" layout=%s\n", bank.gu_packed && bank.down_packed ? "packed"
+                                   : bank.gu_packed || bank.down_packed ? "mixed" : "plain");
             fflush(stdout);
         }
         expert_pipe_destroy(&pipe);
