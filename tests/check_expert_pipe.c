@@ -1,7 +1,9 @@
 /* Tests for cpu-expert-worker/expert_pipe: the fused one-pass pipeline gives, for every owned (token, slot)
  * pair, exactly the bits of a naive computation with the scalar references (quantize x, gate/up dot products,
  * silu(gate) * up, quantize, down dot products), for any thread count, row blocks, token count and expert
- * types; pairs it does not own stay untouched; bad ids and layers are errors. */
+ * types, with plain, interleaved or packed matrices; pairs it does not own stay untouched; bad ids and layers
+ * are errors. Also expert_shard_new_copy's layouts (packed where the type has one, packing over interleaving)
+ * with the same bits as the mapping, and the tuning file. */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
@@ -11,12 +13,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/kern/pack.h"
 #include "core/model/activation.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/util/pool.h"
+#include "cpu-expert-worker/expert_exec.h"
 #include "cpu-expert-worker/expert_pipe.h"
 #include "cpu-expert-worker/expert_tuning.h"
+#include "tests/tiny_model.h"
 
 static uint64_t rng_state;
 
@@ -109,6 +114,41 @@ static void experts_new(experts_t *x, guild_type_t gt, guild_type_t ut, guild_ty
     }
 }
 
+/* Packs, in place, every matrix of x whose type has a packed layout (rows are multiples of 16 here), as
+ * expert_shard_new_copy does; returns the number packed. */
+static int experts_pack(experts_t *x)
+{
+    const size_t n = (size_t)x->src.n_layer * (size_t)x->src.n_expert;
+    const int64_t E = x->src.n_embd, F = x->src.n_ff;
+    int packed = 0;
+    guild_err_t err;
+    for (size_t i = 0; i < n; i++) {
+        expert_mats_t *e = &x->mats[i];
+        struct {
+            const void *w;
+            guild_type_t type;
+            size_t row;
+            int64_t n, rows;
+            bool *flag;
+        } m[3] = {{e->gate, e->gate_type, e->gate_row, E, F, &e->gate_packed},
+                  {e->up, e->up_type, e->up_row, E, F, &e->up_packed},
+                  {e->down, e->down_type, e->down_row, F, E, &e->down_packed}};
+        for (int k = 0; k < 3; k++) {
+            if (!kern_pack_has(m[k].type))
+                continue;
+            const size_t bytes = m[k].row * (size_t)m[k].rows;
+            char *tmp = malloc(bytes);
+            ck_assert_ptr_nonnull(tmp);
+            ck_assert_msg(kern_pack(m[k].type, m[k].n, m[k].rows, m[k].w, m[k].row, tmp, &err) == 0, "%s", err.msg);
+            memcpy((void *)m[k].w, tmp, bytes);
+            free(tmp);
+            *m[k].flag = true;
+            packed++;
+        }
+    }
+    return packed;
+}
+
 static void experts_free(experts_t *x)
 {
     free(x->mats);
@@ -150,6 +190,10 @@ static void naive(const experts_t *x, int32_t layer, int32_t T, const float *in,
     free(g);
 }
 
+/* the experts of run_case packed after the reference and a run over the plain matrices: the pipeline over the
+ * packed ones must give the same bits as both */
+static bool pack_experts;
+
 static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t E, int64_t F, int32_t T,
                      int threads, int gu_rows, int down_rows, int own_mod)
 {
@@ -175,13 +219,20 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
     ck_assert_int_eq(guild_pool_new(&pool, threads, NULL, &err), 0);
     expert_pipe_tuning_t tune = {gu_rows, down_rows};
     ck_assert_msg(expert_pipe_new(&p, &x.src, pool, &tune, &err) == 0, "%s", err.msg);
+    if (pack_experts) {
+        ck_assert_msg(expert_pipe_run(p, 1, T, in, ids, got, &err) >= 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "plain matrices differ from the reference");
+        for (size_t i = 0; i < ny; i++)
+            got[i] = -12345.0f;
+        ck_assert_int_gt(experts_pack(&x), 0);
+    }
     for (int rep = 0; rep < 2; rep++) { /* again, on scratch already grown */
         int64_t n = expert_pipe_run(p, 1, T, in, ids, got, &err);
         ck_assert_msg(n >= 0, "%s", err.msg);
         ck_assert_msg(!memcmp(want, got, ny * sizeof *got),
-                      "%s/%s/%s E=%lld F=%lld T=%d threads=%d rows=%d/%d: differs from the reference",
+                      "%s/%s/%s E=%lld F=%lld T=%d threads=%d rows=%d/%d%s: differs from the reference",
                       quant_type_info(gt)->name, quant_type_info(ut)->name, quant_type_info(dt)->name,
-                      (long long)E, (long long)F, T, threads, gu_rows, down_rows);
+                      (long long)E, (long long)F, T, threads, gu_rows, down_rows, pack_experts ? " packed" : "");
     }
     expert_pipe_destroy(&p);
     ck_assert_ptr_null(p);
@@ -223,6 +274,25 @@ START_TEST(test_pipe_interleaved)
 }
 END_TEST
 
+START_TEST(test_pipe_packed)
+{
+    rng_state = 101;
+    /* packed gate/up/down (kern_matmul_packed: native kernels or the unpack fallback): the bits of the plain
+     * matrices, for 1 token (decode), 3 and 40 (above KERN_PACK_MAX_TOKENS: the multi-token kernels), automatic
+     * and fixed row blocks, 1-3 threads, a shard that owns some experts only; q4_K beside q6_K (packed where
+     * it has a layout), iq4_xs beside q4_K */
+    pack_experts = true;
+    const int32_t tokens[] = {1, 3, 40};
+    for (int i = 0; i < 3; i++) {
+        run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 512, 256, tokens[i], 2, 0, 0, 0);
+        run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, 256, 512, tokens[i], 3, 32, 16, 0);
+    }
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 1, 1, 48, 64, 3);
+    run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q4_K, 256, 256, 5, 2, 0, 0, 0);
+    pack_experts = false;
+}
+END_TEST
+
 START_TEST(test_pipe_owns_a_shard)
 {
     rng_state = 7;
@@ -258,6 +328,203 @@ START_TEST(test_pipe_errors)
 }
 END_TEST
 
+/* A tiny qwen3moe model of weight type wt whose matrices are whole 256-element blocks and 16-row groups. */
+static model_t *tiny_open(guild_type_t wt, void **img)
+{
+    tiny_spec_t spec = tiny_spec("qwen3moe");
+    spec.wtype = wt;
+    spec.n_embd = 256;
+    spec.head_dim = 64;
+    spec.n_ff_exp = 256;
+    spec.n_ff_shexp = 256;
+    spec.seed = 3;
+    size_t size;
+    tiny_model_image(&spec, img, &size);
+    model_t *m = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(tiny_model_open(*img, size, &m, &err) == 0, "%s", err.msg);
+    return m;
+}
+
+/* y of layer 1 for T tokens of x and ids, by the pipeline over shard s (threads, tune), or by expert_exec */
+static void shard_y(const expert_shard_t *s, bool exec, int threads, const expert_pipe_tuning_t *tune, int32_t T,
+                    const float *x, const int32_t *ids, float *y, size_t ny)
+{
+    guild_pool_t *pool = NULL;
+    guild_err_t err;
+    for (size_t i = 0; i < ny; i++)
+        y[i] = -777.0f;
+    ck_assert_int_eq(guild_pool_new(&pool, threads, NULL, &err), 0);
+    if (exec) {
+        expert_exec_t *e = NULL;
+        ck_assert_msg(expert_exec_new(&e, s, pool, &err) == 0, "%s", err.msg);
+        ck_assert_msg(expert_exec_run(e, 1, T, x, ids, y, &err) >= 0, "%s", err.msg);
+        expert_exec_destroy(&e);
+    } else {
+        expert_pipe_src_t src;
+        expert_pipe_t *p = NULL;
+        expert_pipe_src_from_shard(&src, s);
+        ck_assert_msg(expert_pipe_new(&p, &src, pool, tune, &err) == 0, "%s", err.msg);
+        ck_assert_msg(expert_pipe_run(p, 1, T, x, ids, y, &err) >= 0, "%s", err.msg);
+        expert_pipe_destroy(&p);
+    }
+    guild_pool_destroy(&pool);
+}
+
+START_TEST(test_shard_packed_same_bits)
+{
+    /* a shard copied with packing computes, through the pipeline and the per-stage executor, the bits of the
+     * shard that reads the file's plain rows: q4_K and iq4_xs experts, 1, 3 and 40 tokens */
+    const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS};
+    rng_state = 55;
+    for (int ti = 0; ti < 2; ti++) {
+        void *img;
+        model_t *m = tiny_open(types[ti], &img);
+        const model_config_t *c = model_config(m);
+        expert_shard_t *plain = NULL, *packed = NULL;
+        guild_err_t err;
+        ck_assert_int_eq(expert_shard_new(&plain, m, NULL, &err), 0);
+        ck_assert_msg(expert_shard_new_copy(&packed, m, NULL, -1, false, false, EXPERT_LAYOUT_PACKED, &err) == 0,
+                      "%s", err.msg);
+        ck_assert_int_eq(expert_shard_packed_count(packed), 3 * c->n_layer * c->n_expert);
+        ck_assert_int_eq(expert_shard_packed_count(plain), 0);
+        const expert_mats_t *e = expert_shard_get(packed, 1, 3);
+        ck_assert(e->gate_packed && e->up_packed && e->down_packed && !expert_mats_interleaved(e));
+        const int32_t tokens[] = {1, 3, 40}, K = c->n_expert_used;
+        for (int k = 0; k < 3; k++) {
+            const int32_t T = tokens[k];
+            const size_t ny = (size_t)T * (size_t)K * (size_t)c->n_embd;
+            float *x = malloc((size_t)T * (size_t)c->n_embd * sizeof *x);
+            int32_t *ids = malloc((size_t)T * (size_t)K * sizeof *ids);
+            float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+            ck_assert(x && ids && want && got);
+            for (size_t i = 0; i < (size_t)T * (size_t)c->n_embd; i++)
+                x[i] = rng_float();
+            for (int32_t t = 0; t < T; t++) {
+                ids[t * K] = (int32_t)(rng_next() % (uint64_t)c->n_expert);
+                for (int32_t q = 1; q < K; q++)
+                    ids[t * K + q] = (ids[t * K] + q) % c->n_expert;
+            }
+            shard_y(plain, false, 2, NULL, T, x, ids, want, ny);
+            shard_y(packed, false, 2, NULL, T, x, ids, got, ny);
+            ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "%s T=%d: packed shard differs",
+                          quant_type_info(types[ti])->name, T);
+            const expert_pipe_tuning_t tune = {16, 32};
+            shard_y(packed, false, 3, &tune, T, x, ids, got, ny);
+            ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "%s T=%d: packed shard, 16/32-row blocks differ",
+                          quant_type_info(types[ti])->name, T);
+            shard_y(packed, true, 2, NULL, T, x, ids, got, ny);
+            ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "%s T=%d: packed shard, expert_exec differs",
+                          quant_type_info(types[ti])->name, T);
+            free(x);
+            free(ids);
+            free(want);
+            free(got);
+        }
+        expert_shard_destroy(&plain);
+        expert_shard_destroy(&packed);
+        model_destroy(&m);
+        free(img);
+    }
+}
+END_TEST
+
+START_TEST(test_shard_copy_layouts)
+{
+    guild_err_t err;
+    void *img;
+    /* a type without a packed layout stays plain, byte for byte, whatever the layout asks (the first such type
+     * of a few: layouts are added type by type) */
+    const guild_type_t cands[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q5_0, GUILD_TYPE_Q4_0, GUILD_TYPE_F16};
+    guild_type_t none = GUILD_TYPE_F32;
+    for (int i = 3; i >= 0; i--)
+        if (!kern_pack_has(cands[i]))
+            none = cands[i];
+    ck_assert(!kern_pack_has(none));
+    model_t *m = tiny_open(none, &img);
+    const model_config_t *c = model_config(m);
+    expert_shard_t *map = NULL, *s = NULL;
+    ck_assert_int_eq(expert_shard_new(&map, m, NULL, &err), 0);
+    ck_assert_msg(expert_shard_new_copy(&s, m, NULL, -1, false, false, EXPERT_LAYOUT_PACKED, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(expert_shard_packed_count(s), 0);
+    for (int32_t e = 0; e < c->n_expert; e++) {
+        const expert_mats_t *a = expert_shard_get(map, 1, e), *b = expert_shard_get(s, 1, e);
+        ck_assert(!b->gate_packed && !b->up_packed && !b->down_packed);
+        ck_assert_ptr_ne(a->gate, b->gate);
+        ck_assert(!memcmp(a->gate, b->gate, (size_t)c->n_ff_exp * a->gate_row));
+        ck_assert(!memcmp(a->up, b->up, (size_t)c->n_ff_exp * a->up_row));
+        ck_assert(!memcmp(a->down, b->down, (size_t)c->n_embd * a->down_row));
+    }
+    expert_shard_destroy(&s);
+    expert_shard_destroy(&map);
+    model_destroy(&m);
+    free(img);
+
+    m = tiny_open(GUILD_TYPE_Q4_K, &img);
+    c = model_config(m);
+    const int64_t all = 3 * c->n_layer * c->n_expert;
+    ck_assert_int_eq(expert_shard_new(&map, m, NULL, &err), 0);
+    /* packed bytes are kern_pack of the file's rows */
+    ck_assert_msg(expert_shard_new_copy(&s, m, NULL, -1, false, false, EXPERT_LAYOUT_PACKED, &err) == 0, "%s",
+                  err.msg);
+    const expert_mats_t *a = expert_shard_get(map, 0, 5), *b = expert_shard_get(s, 0, 5);
+    const size_t bytes = (size_t)c->n_embd * a->down_row;
+    char *want = malloc(bytes), *back = malloc(bytes);
+    ck_assert_int_eq(kern_pack(a->down_type, c->n_ff_exp, c->n_embd, a->down, a->down_row, want, &err), 0);
+    ck_assert(!memcmp(want, b->down, bytes));
+    kern_unpack(b->down_type, c->n_ff_exp, c->n_embd, b->down, b->down_row, back, b->down_row);
+    ck_assert(!memcmp(back, a->down, bytes));
+    free(want);
+    free(back);
+    expert_shard_destroy(&s);
+    /* packing wins over interleaving where both apply; plain interleaves */
+    ck_assert_int_eq(expert_shard_new_copy(&s, m, NULL, -1, false, true, EXPERT_LAYOUT_PACKED, &err), 0);
+    ck_assert_int_eq(expert_shard_packed_count(s), all);
+    b = expert_shard_get(s, 1, 2);
+    ck_assert(b->gate_packed && b->up_packed && !expert_mats_interleaved(b));
+    ck_assert_uint_eq(b->gate_row, a->gate_row);
+    expert_shard_destroy(&s);
+    ck_assert_int_eq(expert_shard_new_copy(&s, m, NULL, -1, false, true, EXPERT_LAYOUT_PLAIN, &err), 0);
+    ck_assert_int_eq(expert_shard_packed_count(s), 0);
+    ck_assert(expert_mats_interleaved(expert_shard_get(s, 1, 2)));
+    expert_shard_destroy(&s);
+    /* auto: packed exactly where this CPU's level has packed kernels */
+    ck_assert_int_eq(expert_shard_new_copy(&s, m, NULL, -1, false, false, EXPERT_LAYOUT_AUTO, &err), 0);
+    ck_assert_int_eq(expert_shard_packed_count(s), kern_pack_native(GUILD_TYPE_Q4_K) ? all : 0);
+    expert_shard_destroy(&s);
+    /* a shard of some experts packs only those */
+    uint8_t *owned = calloc((size_t)c->n_layer * (size_t)c->n_expert, 1);
+    owned[3] = owned[(size_t)c->n_expert + 6] = 1;
+    ck_assert_int_eq(expert_shard_new_copy(&s, m, owned, -1, false, false, EXPERT_LAYOUT_PACKED, &err), 0);
+    ck_assert_int_eq(expert_shard_packed_count(s), 6);
+    ck_assert_ptr_null(expert_shard_get(s, 0, 4));
+    ck_assert(expert_shard_get(s, 1, 6)->down_packed);
+    free(owned);
+    expert_shard_destroy(&s);
+    expert_shard_destroy(&map);
+    model_destroy(&m);
+    free(img);
+
+    /* which matrices a layout packs, and the names */
+    ck_assert(expert_layout_packs(EXPERT_LAYOUT_PACKED, GUILD_TYPE_Q4_K, 32));
+    ck_assert(expert_layout_packs(EXPERT_LAYOUT_PACKED, GUILD_TYPE_IQ4_XS, 16));
+    ck_assert(!expert_layout_packs(EXPERT_LAYOUT_PACKED, GUILD_TYPE_Q4_K, 40)); /* not whole 16-row groups */
+    ck_assert(!expert_layout_packs(EXPERT_LAYOUT_PACKED, none, 32));
+    ck_assert(!expert_layout_packs(EXPERT_LAYOUT_PLAIN, GUILD_TYPE_Q4_K, 32));
+    ck_assert(expert_layout_packs(EXPERT_LAYOUT_AUTO, GUILD_TYPE_Q4_K, 32) == kern_pack_native(GUILD_TYPE_Q4_K));
+    const char *names[] = {"auto", "plain", "packed"};
+    for (int i = 0; i < 3; i++) {
+        expert_layout_t l;
+        ck_assert_int_eq(expert_layout_from_name(names[i], &l), 0);
+        ck_assert_str_eq(expert_layout_name(l), names[i]);
+    }
+    expert_layout_t l = EXPERT_LAYOUT_PLAIN;
+    ck_assert_int_eq(expert_layout_from_name("interleaved", &l), -1);
+    ck_assert_int_eq(l, EXPERT_LAYOUT_PLAIN);
+}
+END_TEST
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -288,6 +555,17 @@ START_TEST(test_tuning_file)
     ck_assert_int_eq(r.pipe.gate_up_rows, 48);
     ck_assert_int_eq(r.pipe.down_rows, 128);
     ck_assert(r.interleave_gate_up);
+    ck_assert_int_eq(r.layout, EXPERT_LAYOUT_AUTO);
+    t.layout = EXPERT_LAYOUT_PACKED;
+    ck_assert_msg(expert_tuning_save(path, &t, &err) == 0, "%s", err.msg);
+    ck_assert_msg(expert_tuning_load(path, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r.layout, EXPERT_LAYOUT_PACKED);
+    write_file(path, "version = 1\nlayout = plain\n");
+    ck_assert_msg(expert_tuning_load(path, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r.layout, EXPERT_LAYOUT_PLAIN);
+    write_file(path, "version = 1\nlayout = fast\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, ":2:") && strstr(err.msg, "auto, plain or packed"), "%s", err.msg);
     write_file(path, "version = 1\ninterleave_gate_up = 2\n");
     ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
     ck_assert_msg(strstr(err.msg, ":2:") && strstr(err.msg, "0 or 1"), "%s", err.msg);
@@ -334,6 +612,9 @@ START_TEST(test_tuning_for_model)
     char d[256];
     expert_tuning_describe(&t, d, sizeof d);
     ck_assert_str_eq(d, "threads 3, gate_up_rows 32, down_rows automatic (measured on Test CPU)");
+    t.layout = EXPERT_LAYOUT_PLAIN;
+    expert_tuning_describe(&t, d, sizeof d);
+    ck_assert_str_eq(d, "threads 3, gate_up_rows 32, down_rows automatic, layout plain (measured on Test CPU)");
     /* a bad file is an error naming it */
     write_file(path, "version = 1\nthreads = many\n");
     ck_assert_int_eq(expert_tuning_load_for_model(model, &t, &found, &err), -1);
@@ -351,7 +632,13 @@ int main(void)
     tcase_add_test(tc, test_pipe_matches_reference);
     tcase_add_test(tc, test_pipe_owns_a_shard);
     tcase_add_test(tc, test_pipe_interleaved);
+    tcase_add_test(tc, test_pipe_packed);
     tcase_add_test(tc, test_pipe_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("shard_layout");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_shard_packed_same_bits);
+    tcase_add_test(tc, test_shard_copy_layouts);
     suite_add_tcase(s, tc);
     tc = tcase_create("tuning");
     tcase_add_test(tc, test_tuning_file);
