@@ -315,7 +315,6 @@ int cmd_optimize(int argc, char **argv)
     best.interleave_gate_up = cand[pick_i].interleave;
     const bool rows_default = best.pipe.gate_up_rows == def.pipe.gate_up_rows &&
                               best.pipe.down_rows == def.pipe.down_rows && best.threads == def.threads;
-    const double chosen_med = n_cand > 1 ? cand[pick_i].med : rows_default ? def_med : best_med;
 
     /* the promise: whatever was picked, and every layout measured, the same bits (a prefill-like batch of 3
      * tokens on layer 0) */
@@ -345,10 +344,12 @@ int cmd_optimize(int argc, char **argv)
     }
     if (expert_tuning_save(out_path, &best, &err))
         goto fail;
+    /* the threads and blocks against the default in one measurement set, the layout against auto in another */
     printf("wrote %s: threads=%d gate_up_rows=%d down_rows=%d interleave_gate_up=%d layout=%s (%.1f us/layer, "
-           "default %.1f)\n",
+           "default %.1f; layout %s %.1f, auto %.1f)\n",
            out_path, best.threads, best.pipe.gate_up_rows, best.pipe.down_rows, best.interleave_gate_up ? 1 : 0,
-           expert_layout_name(best.layout), chosen_med, def_med);
+           expert_layout_name(best.layout), rows_default ? def_med : best_med, def_med, cand[pick_i].name,
+           cand[pick_i].med > 0 ? cand[pick_i].med : def_med, cand[0].med > 0 ? cand[0].med : def_med);
     status = 0;
     goto done;
 fail:
