@@ -113,6 +113,7 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
 /* The packed layouts (core/kern/pack.h) */
 #include "core/kern/pack.h"
 #include "core/kern/x86/avx512_pack_q4k.h"
+#include "core/kern/x86/avx512_pack_iq4xs.h"
 
 /* IQ4_XS where the CPU also has AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4): the same kernel with the
  * levels looked up by vpermb, which reads 6 index bits and needs no mask (the table is repeated 4 times, so
@@ -167,6 +168,7 @@ static inline void iq4xs_unpack_avx512vbmi(const quant_block_iq4_xs *x, iq4xs_w_
 #undef KERN_NAME
 #define KERN_NAME(x) x##_avx512vbmi
 #include "core/kern/x86/avx512_iq4xs.h"
+#include "core/kern/x86/avx512_pack_iq4xs.h"
 #pragma GCC pop_options
 
 /* Q4_K and Q5_K where the CPU also has GFNI (Ice Lake, Sapphire Rapids, Zen 4): the same kernels with each
@@ -211,6 +213,8 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     fill_b32_avx512vnni(t);
     fill_iq_avx512vnni(t);
     t->matmul_packed[GUILD_TYPE_Q4_K] = matmul_q4_K_packed_avx512vnni;
+    t->matmul_packed[GUILD_TYPE_IQ4_XS] = __builtin_cpu_supports("avx512vbmi") ? matmul_iq4_xs_packed_avx512vbmi
+                                                                              : matmul_iq4_xs_packed_avx512vnni;
 }
 #else
 void kern_fill_avx512_vnni(kern_table_t *t)

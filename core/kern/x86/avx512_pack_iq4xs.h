@@ -1,0 +1,208 @@
+/* core/kern/x86/avx512_pack_iq4xs.h — the packed IQ4_XS kernel (core/kern/pack.h; record layout in pack.c) for
+ * 1 .. KERN_PACK_MAX_TOKENS tokens. A template: avx512_vnni.c includes it in its VNNI part (KERN_NAME
+ * x_avx512vnni) and again in its AVX512_VBMI part (x_avx512vbmi), where __AVX512VBMI__ is defined and the
+ * levels are looked up by vpermb. Its non-templated parts are defined once.
+ *
+ * Row r of a group is lane r of every vector, so nothing is reduced across lanes. Per record, token and
+ * sub-block s (chunks 4 s + g, g < 4: bytes qs[16 s + 4 g ..] of the 16 rows):
+ *   P_s = -128 A_s + sum_g vpdpbusd(lev(qs & 15), a[32 s + 4 g ..]) + vpdpbusd(lev(qs >> 4), a[32 s + 16 + 4 g ..])
+ * with lev = kvalue + 128 (unsigned, as vpdpbusd needs: the plain VNNI kernel's bias) and A_s the sum of a over
+ * the sub-block, so P_s = sum kvalue * a exactly; then isum = sum_s (ls_s - 32) P_s, all in int32 lanes
+ * (|P_s| <= 32 * 127 * 128, |isum| <= 8 * 32 * 520192 < 2^28). The float finish is the reference's per block:
+ * d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum (quant_dot_iq4_xs_ref), lane-wise.
+ * The bias rides in the accumulator's start value (a broadcast): no instruction per record. */
+
+#ifndef GUILD_KERN_X86_AVX512_PACK_IQ4XS_ONCE
+#define GUILD_KERN_X86_AVX512_PACK_IQ4XS_ONCE
+
+#define PIQ_RECORD 2176
+/* Software prefetch of the weight stream into L2, one line per 64 bytes, PIQ_PF bytes (two records) ahead of
+ * the record being read: without it the packed kernel reads DRAM slower than the plain one (its loads come
+ * too fast for the hardware prefetchers alone; the q4_K kernel's measurement, avx512_pack_q4k.h). */
+#ifndef PIQ_PF
+#define PIQ_PF (2 * PIQ_RECORD)
+#endif
+/* Tokens per pass over a group: the accumulators of 4 tokens fill the register file; a second pass (5..8
+ * tokens) finds the group in L1/L2. */
+#define PIQ_TILE 4
+
+/* -128 times the sums of a over each 32-element sub-block, nb blocks (computed from qs: the reference never
+ * reads bsums). */
+static void piq_bias(const quant_block_q8_K *a, int64_t nb, int32_t (*nA)[8])
+{
+    for (int64_t b = 0; b < nb; b++)
+        for (int s = 0; s < 8; s++) {
+            int sum = 0;
+            for (int k = 0; k < 32; k++)
+                sum += a[b].qs[32 * s + k];
+            nA[b][s] = -128 * sum;
+        }
+}
+
+/* vpshufb indices taking byte k of each dword into its top byte (the others zero), for a sign-extending
+ * arithmetic shift */
+#define PIQ_TOP1(i, k) (int)(0x00808080u | (uint32_t)(4 * (i) + (k)) << 24)
+#define PIQ_TOP_IDX(k) _mm512_set4_epi32(PIQ_TOP1(3, k), PIQ_TOP1(2, k), PIQ_TOP1(1, k), PIQ_TOP1(0, k))
+#endif
+
+/* The 16 rows' scales ls_s - 32 of sub-blocks 0-3 (sc[0..3]) and 4-7 as int32 lanes, from the record header:
+ * ls_s = ((scales_l >> 4 s) & 15) | ((scales_h >> 2 s) & 3) << 4 (quant_dot_iq4_xs_ref). */
+static inline __attribute__((always_inline)) void KERN_NAME(piq_scales)(const char *o, __m512i sc[8])
+{
+    const __m512i L = _mm512_loadu_si512(o + 64); /* scales_l of row r in lane r */
+    const __m512i H = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(o + 32)));
+#ifdef __AVX512VBMI__
+    /* Bytes k of row r's dword in E (F): nibble k (4 + k) of its scales_l and bits 2k, 2k + 1 (8 + 2k, ..) of
+     * its scales_h, gathered by vpmultishiftqb (byte <- 8 bits from a bit offset of its qword, rotating), the
+     * offsets placing the low bits at 0-3 and the high bits at 4-5; then ls - 32 as signed bytes, sign-extended
+     * per sub-block. 21 instructions for the 8 scale vectors where the shifts and masks take 38. */
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), b32 = _mm512_set1_epi8(32);
+    const __m512i ctl_el = _mm512_set1_epi64(0x2c2824200c080400LL), ctl_fl = _mm512_set1_epi64(0x3c3834301c181410LL);
+    const __m512i ctl_eh = _mm512_set1_epi64(0x22201e1c02003e3cLL), ctl_fh = _mm512_set1_epi64(0x2a2826240a080604LL);
+    const __m512i E = _mm512_sub_epi8(
+        _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(ctl_el, L),
+                                  _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl_eh, H), m30), m0f, 0xec),
+        b32);
+    const __m512i F = _mm512_sub_epi8(
+        _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(ctl_fl, L),
+                                  _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl_fh, H), m30), m0f, 0xec),
+        b32);
+    for (int k = 0; k < 4; k++) {
+        sc[k] = _mm512_srai_epi32(_mm512_shuffle_epi8(E, PIQ_TOP_IDX(k)), 24);
+        sc[4 + k] = _mm512_srai_epi32(_mm512_shuffle_epi8(F, PIQ_TOP_IDX(k)), 24);
+    }
+#else
+    const __m512i m0f = _mm512_set1_epi32(0x0f), m30 = _mm512_set1_epi32(0x30), c32 = _mm512_set1_epi32(32);
+    const __m512i H4 = _mm512_slli_epi32(H, 4); /* the high bits of scale s at 2 s + 4 */
+    for (int s = 0; s < 8; s++) {
+        const __m512i lo = _mm512_srli_epi32(L, (unsigned)(4 * s));
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(H4, (unsigned)(2 * s)), m30);
+        sc[s] = _mm512_sub_epi32(_mm512_ternarylogic_epi32(lo, hi, m0f, 0xec), c32); /* (lo & 15) | hi */
+    }
+#endif
+}
+
+/* The levels + 128 of a chunk's low (*lo) and high (*hi) nibbles; tbl: the 16 levels + 128 in every 128-bit
+ * chunk. vpermb reads 6 index bits, so with the table 4 times over the bits above the nibble pick a copy. */
+static inline __attribute__((always_inline)) void KERN_NAME(piq_levels)(__m512i x, __m512i tbl, __m512i *lo,
+                                                                       __m512i *hi)
+{
+#ifdef __AVX512VBMI__
+    *lo = _mm512_permutexvar_epi8(x, tbl);
+    *hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(x, 4), tbl);
+#else
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    *lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(x, m4));
+    *hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
+#endif
+}
+
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + d * (float)isum. nA[t]: the token's -128 A_s of the block. */
+static inline __attribute__((always_inline)) void KERN_NAME(piq_record)(const char *o, int tt,
+                                                                       const quant_block_q8_K *const *at, int64_t b,
+                                                                       const int32_t *const *nA, __m512 *sumf)
+{
+    const __m512i tbl = _mm512_broadcast_i32x4(
+        _mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
+    __m512i sc[8], isum[PIQ_TILE];
+    KERN_NAME(piq_scales)(o, sc);
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++)
+        isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++) {
+        /* two chains per token (low and high nibbles): half the dependent vpdpbusd latency of one */
+        __m512i lo[PIQ_TILE], hi[PIQ_TILE];
+#pragma GCC unroll 4
+        for (int t = 0; t < tt; t++) {
+            lo[t] = _mm512_set1_epi32(nA[t][s]);
+            hi[t] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i vl, vh;
+            KERN_NAME(piq_levels)(_mm512_loadu_si512(o + 128 + 64 * (4 * s + g)), tbl, &vl, &vh);
+#pragma GCC unroll 4
+            for (int t = 0; t < tt; t++) {
+                const int8_t *q = at[t][b].qs + 32 * s + 4 * g;
+                lo[t] = _mm512_dpbusd_epi32(lo[t], vl, _mm512_set1_epi32((int)k512_load_u32(q)));
+                hi[t] = _mm512_dpbusd_epi32(hi[t], vh, _mm512_set1_epi32((int)k512_load_u32(q + 16)));
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < tt; t++)
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(lo[t], hi[t]), sc[s]));
+    }
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++) {
+        const __m512 d = _mm512_mul_ps(d16, _mm512_set1_ps(at[t][b].d));
+        sumf[t] = _mm512_add_ps(sumf[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t])));
+    }
+}
+
+/* The records of one group (16 rows) for tt tokens (a constant after inlining): out[t * ldo + i] for row i.
+ * Prefetches the stream PIQ_PF ahead when pf_end (the end of the call's rows) is set, never past it. */
+static inline __attribute__((always_inline)) void KERN_NAME(piq_group)(const char *grp, int64_t nb, int tt,
+                                                                      const quant_block_q8_K *const *at,
+                                                                      const int32_t (*nA)[8], int64_t nA_stride,
+                                                                      uintptr_t pf_end, float *out, size_t ldo)
+{
+    __m512 sumf[PIQ_TILE];
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++)
+        sumf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const char *o = grp + (size_t)b * PIQ_RECORD;
+        const uintptr_t pf = (uintptr_t)o + PIQ_PF; /* addresses are integers: see kq_pf_t */
+        if (pf + PIQ_RECORD <= pf_end) {
+            /* unrolled: a cursor loop costs about as many instructions as the record's products */
+#pragma GCC unroll 34
+            for (int k = 0; k < PIQ_RECORD / 64; k++)
+                _mm_prefetch((const char *)(pf + 64 * (uintptr_t)k), _MM_HINT_T1);
+        } else {
+            for (uintptr_t p = pf; p < pf_end; p += 64)
+                _mm_prefetch((const char *)p, _MM_HINT_T1);
+        }
+        const int32_t *nAb[PIQ_TILE];
+#pragma GCC unroll 4
+        for (int t = 0; t < tt; t++)
+            nAb[t] = nA[(size_t)t * (size_t)nA_stride + (size_t)b];
+        KERN_NAME(piq_record)(o, tt, at, b, nAb, sumf);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++)
+        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
+}
+
+static void KERN_NAME(matmul_iq4_xs_packed)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                            const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
+    int32_t nA[KERN_PACK_MAX_TOKENS * nb][8]; /* [token][block][sub-block]: -128 A_s */
+    for (int64_t t = 0; t < ntok; t++) {
+        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
+        piq_bias(at[t], nb, nA + t * nb);
+    }
+    const uintptr_t end = (uintptr_t)w + (size_t)nrows * w_stride;
+    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PIQ_PF bytes now */
+    for (uintptr_t p = (uintptr_t)w & ~(uintptr_t)63; p < (uintptr_t)w + PIQ_PF && p < end; p += 64)
+        _mm_prefetch((const char *)p, _MM_HINT_T1);
+    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
+        const char *grp = (const char *)w + (size_t)r0 * w_stride;
+        /* the first tile streams the group from memory (and prefetches), a second finds it in L1/L2 */
+        for (int64_t t0 = 0; t0 < ntok; t0 += PIQ_TILE) {
+            const int tt = (int)(ntok - t0 < PIQ_TILE ? ntok - t0 : PIQ_TILE);
+            const uintptr_t pf_end = t0 == 0 ? end : 0;
+            float *o = out + (size_t)t0 * ldo + (size_t)r0;
+            const int32_t(*nAt)[8] = (const int32_t(*)[8])nA + t0 * nb;
+            switch (tt) {
+            case 1: KERN_NAME(piq_group)(grp, nb, 1, at + t0, nAt, nb, pf_end, o, ldo); break;
+            case 2: KERN_NAME(piq_group)(grp, nb, 2, at + t0, nAt, nb, pf_end, o, ldo); break;
+            case 3: KERN_NAME(piq_group)(grp, nb, 3, at + t0, nAt, nb, pf_end, o, ldo); break;
+            default: KERN_NAME(piq_group)(grp, nb, 4, at + t0, nAt, nb, pf_end, o, ldo); break;
+            }
+        }
+    }
+}
