@@ -38,7 +38,7 @@ static uint16_t rng_scale_f16(void)
     return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
 }
 
-static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS};
+static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K};
 #define N_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
 
 static size_t row_bytes(guild_type_t type, int64_t n)
@@ -46,7 +46,7 @@ static size_t row_bytes(guild_type_t type, int64_t n)
     return (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
 }
 
-/* nrows random plain rows: random bytes, then finite fp16 scales (d, and dmin for q4_K) */
+/* nrows random plain rows: random bytes, then finite fp16 scales (d, and dmin for q4_K; q6_K's d is last) */
 static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
 {
     const size_t rb = row_bytes(type, n), bb = quant_type_info((uint32_t)type)->block_bytes;
@@ -56,7 +56,7 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
         w[i] = (uint8_t)rng_next();
     for (size_t b = 0; b < rb * (size_t)nrows; b += bb) {
         uint16_t d = rng_scale_f16(), m = rng_scale_f16();
-        memcpy(w + b, &d, 2); /* both types start with their fp16 d */
+        memcpy(w + b + (type == GUILD_TYPE_Q6_K ? offsetof(quant_block_q6_K, d) : 0), &d, 2);
         if (type == GUILD_TYPE_Q4_K)
             memcpy(w + b + offsetof(quant_block_q4_K, dmin), &m, 2);
     }
@@ -117,10 +117,10 @@ START_TEST(test_refusals)
 {
     guild_err_t err;
     uint8_t buf[16 * 144 * 2];
-    ck_assert(!kern_pack_has(GUILD_TYPE_Q6_K));
-    ck_assert(!kern_pack_native(GUILD_TYPE_Q6_K));
-    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q6_K, QUANT_QK_K, 16, buf, 210, buf + 16 * 210, &err), -1);
-    ck_assert(strstr(err.msg, "q6_K") != NULL);
+    ck_assert(!kern_pack_has(GUILD_TYPE_Q3_K));
+    ck_assert(!kern_pack_native(GUILD_TYPE_Q3_K));
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q3_K, QUANT_QK_K, 16, buf, 110, buf + 16 * 110, &err), -1);
+    ck_assert(strstr(err.msg, "q3_K") != NULL);
     ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, QUANT_QK_K, 15, buf, 144, buf + 16 * 144, &err), -1);
     ck_assert(strstr(err.msg, "multiple of 16") != NULL);
     ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, 100, 16, buf, 144, buf + 16 * 144, &err), -1);

@@ -14,6 +14,13 @@
  *   [64, 128)    scales_l[0..3] of rows 0..15
  *   [128, 2176)  32 chunks of 64 bytes, chunk 4 s + g (s < 8, g < 4): row r's qs[16 s + 4 g .. + 3] at 4 r
  *                (low nibbles: elements 32 s + 4 g .. + 3; high: 32 s + 16 + 4 g .. + 3)
+ * q6_K record (3360 bytes = 16 blocks):
+ *   [0, 32)      d of rows 0..15 (fp16)
+ *   [32, 288)    16 chunks of 16 bytes, chunk s: scales[s] of rows 0..15 (int8; a vpmovsxbd gives the lanes)
+ *   [288, 2336)  32 chunks of 64 bytes, chunk 16 h + 8 p + g (h, p < 2, g < 8): row r's ql[64 h + 32 p + 4 g
+ *                .. + 3] at 4 r (low nibbles: elements 128 h + 32 p + 4 g .. + 3; high: the same + 64)
+ *   [2336, 3360) 16 chunks of 64 bytes, chunk 8 h + g: row r's qh[32 h + 4 g .. + 3] at 4 r (bits 2 k: the
+ *                high 2 bits of elements 128 h + 32 k + 4 g .. + 3, k < 4)
  * The header comes first so that a record is read front to back, which the hardware prefetchers follow. */
 #include "core/kern/pack.h"
 
@@ -21,31 +28,38 @@
 
 #include "core/quant/blocks.h"
 
-/* A field of a record: `size` bytes of each of the 16 rows' blocks at block offset `from`, stored row after
- * row at record offset `at` (pack) or back (unpack). */
-typedef struct pack_field {
-    uint16_t at, from, size;
-} pack_field_t;
+/* A region of a record: `count` chunks of `size` bytes of each of the 16 rows' blocks, chunk c from block
+ * offset from + size * c, stored at record offset at + 16 * size * c + size * r for row r (pack), or back
+ * (unpack). A header field is a region of one chunk. */
+typedef struct pack_region {
+    uint16_t at, from, size, count;
+} pack_region_t;
 
-/* The layout of a type: its header fields, then the qs chunks (nchunk chunks of 4 bytes per row, chunk c
- * from block offset qs + 4 c). */
+/* The layout of a type: regions that cover each block's bytes once (the record is 16 blocks long). */
 typedef struct pack_layout {
     guild_type_t type;
-    uint16_t block_bytes, nfield, qs, chunks_at;
-    pack_field_t field[5];
+    uint16_t block_bytes, nregion;
+    pack_region_t region[6];
 } pack_layout_t;
 
 static const pack_layout_t layouts[] = {
-    {GUILD_TYPE_Q4_K, sizeof(quant_block_q4_K), 5, offsetof(quant_block_q4_K, qs), 256,
-     {{0, offsetof(quant_block_q4_K, scales), 4},
-      {64, offsetof(quant_block_q4_K, scales) + 4, 4},
-      {128, offsetof(quant_block_q4_K, scales) + 8, 4},
-      {192, offsetof(quant_block_q4_K, d), 2},
-      {224, offsetof(quant_block_q4_K, dmin), 2}}},
-    {GUILD_TYPE_IQ4_XS, sizeof(quant_block_iq4_xs), 3, offsetof(quant_block_iq4_xs, qs), 128,
-     {{0, offsetof(quant_block_iq4_xs, d), 2},
-      {32, offsetof(quant_block_iq4_xs, scales_h), 2},
-      {64, offsetof(quant_block_iq4_xs, scales_l), 4}}},
+    {GUILD_TYPE_Q4_K, sizeof(quant_block_q4_K), 6,
+     {{0, offsetof(quant_block_q4_K, scales), 4, 1},
+      {64, offsetof(quant_block_q4_K, scales) + 4, 4, 1},
+      {128, offsetof(quant_block_q4_K, scales) + 8, 4, 1},
+      {192, offsetof(quant_block_q4_K, d), 2, 1},
+      {224, offsetof(quant_block_q4_K, dmin), 2, 1},
+      {256, offsetof(quant_block_q4_K, qs), 4, QUANT_QK_K / 2 / 4}}},
+    {GUILD_TYPE_IQ4_XS, sizeof(quant_block_iq4_xs), 4,
+     {{0, offsetof(quant_block_iq4_xs, d), 2, 1},
+      {32, offsetof(quant_block_iq4_xs, scales_h), 2, 1},
+      {64, offsetof(quant_block_iq4_xs, scales_l), 4, 1},
+      {128, offsetof(quant_block_iq4_xs, qs), 4, QUANT_QK_K / 2 / 4}}},
+    {GUILD_TYPE_Q6_K, sizeof(quant_block_q6_K), 4,
+     {{0, offsetof(quant_block_q6_K, d), 2, 1},
+      {32, offsetof(quant_block_q6_K, scales), 1, QUANT_QK_K / 16},
+      {288, offsetof(quant_block_q6_K, ql), 4, QUANT_QK_K / 2 / 4},
+      {2336, offsetof(quant_block_q6_K, qh), 4, QUANT_QK_K / 4 / 4}}},
 };
 
 static const pack_layout_t *layout_of(guild_type_t type)
@@ -64,24 +78,22 @@ bool kern_pack_has(guild_type_t type)
 /* One record: the 16 blocks at blk[r] (plain) <-> rec (packed). */
 static void record_pack(const pack_layout_t *l, const char *const blk[KERN_PACK_ROWS], char *rec)
 {
-    for (int f = 0; f < l->nfield; f++)
-        for (int r = 0; r < KERN_PACK_ROWS; r++)
-            memcpy(rec + l->field[f].at + r * l->field[f].size, blk[r] + l->field[f].from, l->field[f].size);
-    const int nchunk = QUANT_QK_K / 2 / 4;
-    for (int c = 0; c < nchunk; c++)
-        for (int r = 0; r < KERN_PACK_ROWS; r++)
-            memcpy(rec + l->chunks_at + 64 * c + 4 * r, blk[r] + l->qs + 4 * c, 4);
+    for (int f = 0; f < l->nregion; f++) {
+        const pack_region_t *g = &l->region[f];
+        for (int c = 0; c < g->count; c++)
+            for (int r = 0; r < KERN_PACK_ROWS; r++)
+                memcpy(rec + g->at + (KERN_PACK_ROWS * c + r) * g->size, blk[r] + g->from + c * g->size, g->size);
+    }
 }
 
 static void record_unpack(const pack_layout_t *l, const char *rec, char *const blk[KERN_PACK_ROWS])
 {
-    for (int f = 0; f < l->nfield; f++)
-        for (int r = 0; r < KERN_PACK_ROWS; r++)
-            memcpy(blk[r] + l->field[f].from, rec + l->field[f].at + r * l->field[f].size, l->field[f].size);
-    const int nchunk = QUANT_QK_K / 2 / 4;
-    for (int c = 0; c < nchunk; c++)
-        for (int r = 0; r < KERN_PACK_ROWS; r++)
-            memcpy(blk[r] + l->qs + 4 * c, rec + l->chunks_at + 64 * c + 4 * r, 4);
+    for (int f = 0; f < l->nregion; f++) {
+        const pack_region_t *g = &l->region[f];
+        for (int c = 0; c < g->count; c++)
+            for (int r = 0; r < KERN_PACK_ROWS; r++)
+                memcpy(blk[r] + g->from + c * g->size, rec + g->at + (KERN_PACK_ROWS * c + r) * g->size, g->size);
+    }
 }
 
 int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t w_stride, void *dst,
@@ -90,7 +102,7 @@ int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t
     const pack_layout_t *l = layout_of(type);
     if (!l) {
         const quant_type_info_t *info = quant_type_info((uint32_t)type);
-        return guild_err_set(err, "type %s has no packed layout (q4_K and iq4_xs have)", info ? info->name : "?");
+        return guild_err_set(err, "type %s has no packed layout (q4_K, iq4_xs and q6_K have)", info ? info->name : "?");
     }
     if (nrows < 0 || nrows % KERN_PACK_ROWS)
         return guild_err_set(err, "packing %lld rows: a packed matrix has a multiple of %d rows", (long long)nrows,

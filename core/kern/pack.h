@@ -32,7 +32,7 @@
 /* Above this many tokens kern_matmul_packed unpacks and runs the plain (multi-token, AMX) kernels. */
 #define KERN_PACK_MAX_TOKENS 8
 
-/* True when `type` has a packed layout (q4_K, iq4_xs). */
+/* True when `type` has a packed layout (q4_K, iq4_xs, q6_K). */
 bool kern_pack_has(guild_type_t type);
 
 /* True when the active level (kern_level()) has a packed kernel for `type`: packing then speeds up one-token
