@@ -22,14 +22,16 @@ if [ -x .carry/bin/guild ]; then
     export LD_LIBRARY_PATH=$top/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     guild=.carry/bin/guild
     check=.carry/bin/tests/check_kernels
+    checkp=.carry/bin/tests/check_pack
 else
     echo "# no .carry/bin/guild: building in build-device/" | tee -a "$log"
     (autoreconf -fi >/dev/null 2>&1 || true)
     mkdir -p build-device
-    (cd build-device && ../configure PYTHON=/usr/bin/python3 >/dev/null && make -j"$(nproc)" guild tests/check_kernels >/dev/null) \
+    (cd build-device && ../configure PYTHON=/usr/bin/python3 >/dev/null && make -j"$(nproc)" guild tests/check_kernels tests/check_pack >/dev/null) \
         >>"$log" 2>&1 || { echo "# build failed; see above" | tee -a "$log"; exit 1; }
     guild=build-device/guild
     check=build-device/tests/check_kernels
+    checkp=build-device/tests/check_pack
 fi
 
 {
@@ -50,16 +52,25 @@ if [ -x "$check" ]; then
     timeout 120 "$check" >"$out/check_kernels.txt" 2>&1
     echo "# check_kernels: exit $? ($(tail -1 "$out/check_kernels.txt"))" >>"$log"
 fi
+if [ -x "$checkp" ]; then
+    timeout 120 "$checkp" >"$out/check_pack.txt" 2>&1
+    echo "# check_pack: exit $? ($(tail -1 "$out/check_pack.txt"))" >>"$log"
+fi
 
 threads=$(nproc)
 run 40 "$guild" bench bw --gb 4
-# decode (1 token) and a verification window (4 tokens), prefill 512 tokens, both shapes; the target types
+# the packed and the plain layouts of the experts (--layout), alternating, one token: the A/B of the packed
+# kernels (default: packed where the CPU has them)
+for round in 1 2; do
+    for layout in plain packed; do
+        run 60 "$guild" bench experts --type q4_K,iq4_xs --layout "$layout" --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads "$threads"
+    done
+done
+# decode (1 token) and a verification window (4 tokens), prefill 512 tokens (Qwen3-30B-A3B; the 235B shape,
+# the AVX2 level and one thread ran in session 9, experts-*-s9*); the target types
 # first so that they are in even if the time runs short
 run 100 "$guild" bench experts --type q4_K,iq4_xs --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 512 --threads "$threads"
-run 100 "$guild" bench experts --type q4_K,iq4_xs --tokens 1 --shape qwen3-235b-a22b --gb 8 --prefill 256 --threads "$threads"
 run 60 "$guild" bench experts --type q4_K,iq4_xs --tokens 4 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads "$threads"
 run 80 "$guild" bench experts --type q6_K,q5_K,q8_0,iq4_nl,q3_K,q2_K --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 256 --threads "$threads"
-run 50 "$guild" bench experts --type q4_K,iq4_xs --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 256 --threads "$threads" --kernels avx2
-run 30 "$guild" bench experts --type q4_K --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads 1
 echo "# done $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$log"
 grep -E '^[A-Za-z0-9_]+ tokens=' "$log"

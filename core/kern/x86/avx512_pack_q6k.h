@@ -1,0 +1,142 @@
+/* core/kern/x86/avx512_pack_q6k.h — the packed Q6_K kernel (core/kern/pack.h; record layout in pack.c) for
+ * 1 .. KERN_PACK_MAX_TOKENS tokens, AVX-512 VNNI. Included by avx512_vnni.c.
+ *
+ * Row r of a group is lane r of every vector, so nothing is reduced across lanes. A ql chunk X and the qh chunk
+ * H of the same 4 positions give 16 elements per row: quarters k = p (low nibbles of X) and k = 2 + p (high
+ * nibbles), p = 0 for the ql chunks of bytes 0-31 of a half, 1 for 32-63 (pack.c). With Hm = H & 0x33 (p = 0)
+ * or H & 0xcc (p = 1) each quarter's high bits sit where one 32-bit shift puts them at bits 4-5 with bits 6-7
+ * clear, so a level (0..63) is one bit select: (X or X >> 4) under 0x0f, the shifted Hm elsewhere. Then per
+ * sub-block s, token and row
+ *   D(s) = -32 A(s) + sum over its 4 chunks of vpdpbusd(level, a)      (A(s): sum of the 16 a of s, from qs)
+ *   isum = sum_s scales[s] D(s)                                          (vpmulld by the sign-extended scales)
+ * which is the reference's isum: D(s) is its idot of (q - 32) and a. Bounds: |a| <= 127 (q8_K), so the
+ * partial sums of D stay within 16 * 63 * 128 + 32 * 16 * 128 < 2^18 and |isum| <= 16 * 128 * 16 * 32 * 128
+ * = 2^27. The float finish is the reference's (core/quant/dot_k.c): d = fp16(d) * a.d, sumf = sumf + d * isum,
+ * block after block. About 12 vector instructions per 16 elements and row for one token (3 loads, 4 shifts,
+ * 4 selects or ANDs, 4 vpdpbusd) and 2 vpmulld per sub-block, where the plain kernel spends ~2x that with its
+ * reductions. */
+
+/* Software prefetch of the weight stream into L2, PK6_PF bytes (two records) ahead, as the q4_K kernel does.
+ * A record is 52.5 lines, so records start on 64- or 32-byte boundaries: 53 prefetches from the record's first
+ * byte reach every line it touches, and the last starts inside the record. */
+#define PK6_RECORD 3360
+#define PK6_PF (2 * PK6_RECORD)
+#define PK6_LINES ((PK6_RECORD + 63) / 64)
+/* Record offsets of the regions (pack.c) */
+#define PK6_SCALES 32
+#define PK6_QL 288
+#define PK6_QH 2336
+
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + d * isum (see above). ns[t * ns_stride + s]: -32 A(s) of the
+ * token's block. */
+static inline __attribute__((always_inline)) void pk6_record(const char *o, int tt, const quant_block_q8_K *const *at,
+                                                             int64_t b, const int32_t *ns, size_t ns_stride,
+                                                             __m512 *sumf)
+{
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xcc);
+    __m512i isum[4];
+    for (int t = 0; t < tt; t++)
+        isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                const int s_lo = 8 * h + 2 * p + half, s_hi = s_lo + 4; /* sub-blocks of quarters p and 2 + p */
+                __m512i lo[4], hi[4];
+                for (int t = 0; t < tt; t++) {
+                    lo[t] = _mm512_set1_epi32(ns[(size_t)t * ns_stride + s_lo]);
+                    hi[t] = _mm512_set1_epi32(ns[(size_t)t * ns_stride + s_hi]);
+                }
+#pragma GCC unroll 4
+                for (int gg = 0; gg < 4; gg++) {
+                    const int g = 4 * half + gg;
+                    const __m512i X = _mm512_loadu_si512(o + PK6_QL + 64 * (16 * h + 8 * p + g));
+                    const __m512i Hm = _mm512_and_si512(_mm512_loadu_si512(o + PK6_QH + 64 * (8 * h + g)), p ? mcc : m33);
+                    const __m512i ylo = p ? _mm512_slli_epi32(Hm, 2) : _mm512_slli_epi32(Hm, 4);
+                    const __m512i yhi = p ? _mm512_srli_epi32(Hm, 2) : Hm;
+                    const __m512i vlo = _mm512_ternarylogic_epi32(m0f, X, ylo, 0xca);
+                    const __m512i vhi = _mm512_ternarylogic_epi32(m0f, _mm512_srli_epi32(X, 4), yhi, 0xca);
+                    for (int t = 0; t < tt; t++) {
+                        const int32_t *q = (const int32_t *)at[t][b].qs;
+                        lo[t] = _mm512_dpbusd_epi32(lo[t], vlo, _mm512_set1_epi32(q[32 * h + 8 * p + g]));
+                        hi[t] = _mm512_dpbusd_epi32(hi[t], vhi, _mm512_set1_epi32(q[32 * h + 16 + 8 * p + g]));
+                    }
+                }
+                const __m512i sc_lo = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(o + PK6_SCALES + 16 * s_lo)));
+                const __m512i sc_hi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(o + PK6_SCALES + 16 * s_hi)));
+                for (int t = 0; t < tt; t++)
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(lo[t], sc_lo),
+                                                                         _mm512_mullo_epi32(hi[t], sc_hi)));
+            }
+        }
+    }
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
+    for (int t = 0; t < tt; t++) {
+        const __m512 d = _mm512_mul_ps(d16, _mm512_set1_ps(at[t][b].d));
+        sumf[t] = _mm512_add_ps(sumf[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t])));
+    }
+}
+
+/* The records of one group for a tile of tt tokens (a constant after inlining), prefetching when pf_end. */
+static inline __attribute__((always_inline)) void pk6_group(const char *grp, int64_t nb, int tt,
+                                                            const quant_block_q8_K *const *at, const int32_t *ns,
+                                                            const char *pf_end, float *out, size_t ldo)
+{
+    __m512 sumf[4];
+    for (int t = 0; t < tt; t++)
+        sumf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const char *o = grp + (size_t)b * PK6_RECORD;
+        /* a record's lines PK6_PF ahead, unrolled (pk4_group says why); addresses are integers (kq_pf_t) */
+        if (pf_end && (uintptr_t)o + PK6_PF + PK6_RECORD <= (uintptr_t)pf_end) {
+#pragma GCC unroll 53
+            for (int k = 0; k < PK6_LINES; k++)
+                _mm_prefetch((const char *)((uintptr_t)o + PK6_PF + 64 * (uintptr_t)k), _MM_HINT_T1);
+        }
+        pk6_record(o, tt, at, b, ns + 16 * b, (size_t)(16 * nb), sumf);
+    }
+    for (int t = 0; t < tt; t++)
+        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
+}
+
+static void matmul_q6_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
+                                          const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
+    int32_t ns[ntok * nb * 16]; /* [token][block][sub-block]: -32 * the sum of its 16 qs (the reference's
+                                   q - 32; from qs, as the plain kernel: the reference never reads bsums) */
+    for (int64_t t = 0; t < ntok; t++) {
+        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
+        for (int64_t b = 0; b < nb; b++)
+            for (int s = 0; s < 16; s++) {
+                int32_t sum = 0;
+                for (int i = 0; i < 16; i++)
+                    sum += at[t][b].qs[16 * s + i];
+                ns[(t * nb + b) * 16 + s] = -32 * sum;
+            }
+    }
+    const char *end = (const char *)w + (size_t)nrows * w_stride;
+    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PK6_PF bytes now */
+    for (uintptr_t a = (uintptr_t)w & ~(uintptr_t)63; a < (uintptr_t)w + PK6_PF && a < (uintptr_t)end; a += 64)
+        _mm_prefetch((const char *)a, _MM_HINT_T1);
+    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
+        const char *grp = (const char *)w + (size_t)r0 * w_stride;
+        /* tiles of up to 4 tokens; the first streams the group from memory (and prefetches), the others find
+         * it in L1/L2 */
+        for (int64_t t0 = 0; t0 < ntok; t0 += 4) {
+            const int tt = (int)(ntok - t0 < 4 ? ntok - t0 : 4);
+            const char *p = t0 == 0 ? end : NULL;
+            float *o = out + (size_t)t0 * ldo + (size_t)r0;
+            const int32_t *nst = ns + t0 * nb * 16;
+            switch (tt) {
+            case 1: pk6_group(grp, nb, 1, at + t0, nst, p, o, ldo); break;
+            case 2: pk6_group(grp, nb, 2, at + t0, nst, p, o, ldo); break;
+            case 3: pk6_group(grp, nb, 3, at + t0, nst, p, o, ldo); break;
+            default: pk6_group(grp, nb, 4, at + t0, nst, p, o, ldo); break;
+            }
+        }
+    }
+}
