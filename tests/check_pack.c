@@ -162,7 +162,7 @@ static void check_level(kern_level_t level, guild_type_t type, int64_t n, int64_
 START_TEST(test_matmul_levels)
 {
     rng_state = 29;
-    static const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 33, 40};
+    static const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33, 40};
     for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
         if (!kern_level_supported((kern_level_t)l)) {
             printf("check_pack: level %s not on this CPU, skipped\n", kern_level_name((kern_level_t)l));

@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "core/kern/cpu.h"
+#include "core/kern/amx.h"
 #include "core/kern/kern.h"
 #include "core/kern/pack.h"
 #include "core/quant/blocks.h"
@@ -167,9 +168,10 @@ bool kern_pack_native(guild_type_t type)
     return kern_pack_has(type) && tables[kern_level()].matmul_packed[type] != NULL;
 }
 
-/* Rows unpacked per plain-kernel call of the fallback: enough that the kernel's per-call work (preparing the
- * activations) stays small against the products. */
-#define UNPACK_ROWS 64
+/* Bytes unpacked per plain-kernel call of the fallback (at least one group): the plain kernels prepare the
+ * activations once per call, and the AMX ones their tiles, so calls should be as long as the caller's; 1 MB
+ * holds a whole expert matrix of Qwen3-30B-A3B. */
+#define UNPACK_BYTES (1u << 20)
 
 void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok,
                            const void *w, size_t w_stride, const void *act, size_t act_stride, float *out,
@@ -182,24 +184,29 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
     if (nrows <= 0 || ntok <= 0)
         return;
     kern_matmul_fn fn = tables[level].matmul_packed[type];
-    if (fn && ntok <= KERN_PACK_MAX_TOKENS) {
+    /* where AMX tiles take over from the VNNI kernels, they are faster than the packed ones too */
+    const int64_t native_max = level >= KERN_LEVEL_AMX && KERN_AMX_MIN_TOKENS - 1 < KERN_PACK_MAX_TOKENS
+                                   ? KERN_AMX_MIN_TOKENS - 1
+                                   : KERN_PACK_MAX_TOKENS;
+    if (fn && ntok <= native_max) {
         fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
         return;
     }
-    /* Fallback: the rows back in plain layout, UNPACK_ROWS at a time, in this thread's scratch. It lives as
-     * long as the thread (one buffer of UNPACK_ROWS rows of the widest matrix seen): a per-call allocation
-     * would cost an mmap per call at these sizes. */
+    /* Fallback: the rows back in plain layout, in this thread's scratch. It lives as long as the thread (one
+     * buffer of about UNPACK_BYTES): a per-call allocation would cost an mmap per call at these sizes. */
     static _Thread_local char *scratch;
     static _Thread_local size_t scratch_bytes;
     const size_t rb = (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
-    if (scratch_bytes < UNPACK_ROWS * rb) {
-        char *p = realloc(scratch, UNPACK_ROWS * rb);
-        GUILD_ASSERT(p != NULL); /* a few hundred KB: there is no caller that could act on the failure */
+    int64_t step = (int64_t)(UNPACK_BYTES / rb) / KERN_PACK_ROWS * KERN_PACK_ROWS;
+    step = step < KERN_PACK_ROWS ? KERN_PACK_ROWS : step;
+    if (scratch_bytes < (size_t)step * rb) {
+        char *p = realloc(scratch, (size_t)step * rb);
+        GUILD_ASSERT(p != NULL); /* about a MB: there is no caller that could act on the failure */
         scratch = p;
-        scratch_bytes = UNPACK_ROWS * rb;
+        scratch_bytes = (size_t)step * rb;
     }
-    for (int64_t r0 = 0; r0 < nrows; r0 += UNPACK_ROWS) {
-        const int64_t nr = nrows - r0 < UNPACK_ROWS ? nrows - r0 : UNPACK_ROWS;
+    for (int64_t r0 = 0; r0 < nrows; r0 += step) {
+        const int64_t nr = nrows - r0 < step ? nrows - r0 : step;
         kern_unpack(type, n, nr, (const char *)w + (size_t)r0 * w_stride, w_stride, scratch, rb);
         kern_matmul_at(level, type, n, nr, ntok, scratch, rb, act, act_stride, out + r0, ldo);
     }

@@ -29,8 +29,10 @@
 #include "core/util/err.h"
 
 #define KERN_PACK_ROWS 16
-/* Above this many tokens kern_matmul_packed unpacks and runs the plain (multi-token, AMX) kernels. */
-#define KERN_PACK_MAX_TOKENS 8
+/* Above this many tokens (or where AMX tiles take over, core/kern/amx.h) kern_matmul_packed unpacks and runs the
+ * plain multi-token kernels: the packed kernels' work grows with the tokens (no weight reuse across tokens
+ * beyond the tiles of 4), and at 16 tokens on one core they still run ~2x the plain VNNI kernel. */
+#define KERN_PACK_MAX_TOKENS 16
 
 /* True when `type` has a packed layout (q4_K, iq4_xs, q6_K). */
 bool kern_pack_has(guild_type_t type);

@@ -37,17 +37,20 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
     const __m512i m47 = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(C, 4),
                                                   _mm512_and_si512(_mm512_srli_epi32(B, 2), m30), 0xea);
     __m512i isum[4];
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
         isum[t] = zero;
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m512i lo[4], hi[4];
+#pragma GCC unroll 4
         for (int t = 0; t < tt; t++)
             lo[t] = hi[t] = zero;
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             const __m512i x = _mm512_loadu_si512(o + 256 + 64 * (8 * j + g));
             const __m512i xl = _mm512_and_si512(x, m4), xh = _mm512_and_si512(x, mf0);
+#pragma GCC unroll 4
             for (int t = 0; t < tt; t++) {
                 const int32_t *q = (const int32_t *)at[t][b].qs;
                 lo[t] = _mm512_dpbusd_epi32(lo[t], xl, _mm512_set1_epi32(q[16 * j + g]));
@@ -57,12 +60,14 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
         const __m512i S = j < 2 ? s03 : s47;
         const __m512i sl = _mm512_slli_epi32(_mm512_shuffle_epi8(S, PK4_BYTE_IDX(2 * (j & 1))), 4);
         const __m512i sh = _mm512_shuffle_epi8(S, PK4_BYTE_IDX(2 * (j & 1) + 1));
+#pragma GCC unroll 4
         for (int t = 0; t < tt; t++)
             isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(lo[t], sl),
                                                                  _mm512_mullo_epi32(hi[t], sh)));
     }
     const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 192)));
     const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++) {
         const uint64_t l = lohi[t][0], h = lohi[t][1];
         const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
@@ -85,6 +90,7 @@ static inline __attribute__((always_inline)) void pk4_group(const char *grp, int
                                                             float *out, size_t ldo)
 {
     __m512 sumf[4];
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
         sumf[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -98,12 +104,14 @@ static inline __attribute__((always_inline)) void pk4_group(const char *grp, int
         }
         const uint64_t(*lh)[2] = lohi + b;
         uint64_t tl[4][2];
+#pragma GCC unroll 4
         for (int t = 0; t < tt; t++) {
             tl[t][0] = lh[(size_t)t * (size_t)nb][0];
             tl[t][1] = lh[(size_t)t * (size_t)nb][1];
         }
         pk4_record(o, tt, at, b, (const uint64_t(*)[2])tl, sumf);
     }
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
         _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
 }
