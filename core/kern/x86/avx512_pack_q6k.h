@@ -4,17 +4,19 @@
  * Row r of a group is lane r of every vector, so nothing is reduced across lanes. A ql chunk X and the qh chunk
  * H of the same 4 positions give 16 elements per row: quarters k = p (low nibbles of X) and k = 2 + p (high
  * nibbles), p = 0 for the ql chunks of bytes 0-31 of a half, 1 for 32-63 (pack.c). With Hm = H & 0x33 (p = 0)
- * or H & 0xcc (p = 1) each quarter's high bits sit where one 32-bit shift puts them at bits 4-5 with bits 6-7
- * clear, so a level (0..63) is one bit select: (X or X >> 4) under 0x0f, the shifted Hm elsewhere. Then per
- * sub-block s, token and row
- *   D(s) = -32 A(s) + sum over its 4 chunks of vpdpbusd(level, a)      (A(s): sum of the 16 a of s, from qs)
- *   isum = sum_s scales[s] D(s)                                          (vpmulld by the sign-extended scales)
- * which is the reference's isum: D(s) is its idot of (q - 32) and a. Bounds: |a| <= 127 (q8_K), so the
- * partial sums of D stay within 16 * 63 * 128 + 32 * 16 * 128 < 2^18 and |isum| <= 16 * 128 * 16 * 32 * 128
- * = 2^27. The float finish is the reference's (core/quant/dot_k.c): d = fp16(d) * a.d, sumf = sumf + d * isum,
- * block after block. About 12 vector instructions per 16 elements and row for one token (3 loads, 4 shifts,
- * 4 selects or ANDs, 4 vpdpbusd) and 2 vpmulld per sub-block, where the plain kernel spends ~2x that with its
- * reductions. */
+ * or H & 0xcc (p = 1), quarters 0-2 are each one 32-bit shift and one bit select from a level (0..63): the
+ * nibble at bits 0-3, the high bits at 4-5, bits 6-7 clear. Quarter 3 is taken as 4 * level (nibble at bits
+ * 2-5 by X >> 2, high bits in place at 6-7): one shift less. Per sub-block s, token and row
+ *   D(s) = -32 A(s) + sum over its 4 chunks of vpdpbusd(level, a)      (A(s): sum of the 16 a of s, from qs;
+ *                                                                        4 times both for quarter 3)
+ *   4 isum = 4 sum_{s in quarters 0-2} scales[s] D(s) + sum_{s in quarter 3} scales[s] 4 D(s)
+ * (vpmulld by the sign-extended scales), then isum by an exact shift: it is the reference's, D(s) being its idot
+ * of (q - 32) and a. Bounds: |a| <= 127 (q8_K), so the partial sums of 4 D stay within 4 * (16 * 63 * 128 +
+ * 32 * 16 * 128) < 2^20 and |isum| <= 16 * 128 * 16 * 32 * 128 = 2^27, 4 isum < 2^29. The float finish is the
+ * reference's (core/quant/dot_k.c): d = fp16(d) * a.d, sumf = sumf + d * isum, block after block. About 15
+ * vector instructions per 16 elements and row for one token (3 loads, 4 shifts, 2 ANDs, 4 selects, 4 vpdpbusd)
+ * and one vpmulld per sub-block: in L2 ~1.65x the plain kernel's speed (bench/results/pack-q6k-vm-2026-11-30.md).
+ */
 
 /* Software prefetch of the weight stream into L2, PK6_PF bytes (two records) ahead, as the q4_K kernel does.
  * A record is 52.5 lines, so records start on 64- or 32-byte boundaries: 53 prefetches from the record's first
@@ -28,15 +30,17 @@
 #define PK6_QH 2336
 
 /* One record (o) for tt tokens: sumf[t] = sumf[t] + d * isum (see above). ns[t * ns_stride + s]: -32 A(s) of the
- * token's block. */
+ * token's block, -128 A(s) for the sub-blocks of quarter 3 (s % 8 = 6, 7). */
 static inline __attribute__((always_inline)) void pk6_record(const char *o, int tt, const quant_block_q8_K *const *at,
                                                              int64_t b, const int32_t *ns, size_t ns_stride,
                                                              __m512 *sumf)
 {
-    const __m512i m0f = _mm512_set1_epi8(0x0f), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xcc);
-    __m512i isum[4];
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m3c = _mm512_set1_epi8(0x3c);
+    const __m512i m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xcc);
+    __m512i isum[4], isum3[4]; /* quarters 0-2, and quarter 3 times 4 */
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
-        isum[t] = _mm512_setzero_si512();
+        isum[t] = isum3[t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 2
@@ -45,6 +49,7 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
             for (int p = 0; p < 2; p++) {
                 const int s_lo = 8 * h + 2 * p + half, s_hi = s_lo + 4; /* sub-blocks of quarters p and 2 + p */
                 __m512i lo[4], hi[4];
+            #pragma GCC unroll 4
                 for (int t = 0; t < tt; t++) {
                     lo[t] = _mm512_set1_epi32(ns[(size_t)t * ns_stride + s_lo]);
                     hi[t] = _mm512_set1_epi32(ns[(size_t)t * ns_stride + s_hi]);
@@ -55,9 +60,13 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
                     const __m512i X = _mm512_loadu_si512(o + PK6_QL + 64 * (16 * h + 8 * p + g));
                     const __m512i Hm = _mm512_and_si512(_mm512_loadu_si512(o + PK6_QH + 64 * (8 * h + g)), p ? mcc : m33);
                     const __m512i ylo = p ? _mm512_slli_epi32(Hm, 2) : _mm512_slli_epi32(Hm, 4);
-                    const __m512i yhi = p ? _mm512_srli_epi32(Hm, 2) : Hm;
-                    const __m512i vlo = _mm512_ternarylogic_epi32(m0f, X, ylo, 0xca);
-                    const __m512i vhi = _mm512_ternarylogic_epi32(m0f, _mm512_srli_epi32(X, 4), yhi, 0xca);
+                    /* c ? b : a (0xd8) and c ? a : b (0xe4): the first operand, which the instruction
+                     * overwrites, is a temporary (with the mask first, a copy per select). Quarter 3 is
+                     * 4 * level: its high bits stay in place, its nibble goes to bits 2-5 (one shift less) */
+                    const __m512i vlo = _mm512_ternarylogic_epi32(ylo, X, m0f, 0xd8);
+                    const __m512i vhi = p ? _mm512_ternarylogic_epi32(_mm512_srli_epi32(X, 2), Hm, m3c, 0xe4)
+                                          : _mm512_ternarylogic_epi32(_mm512_srli_epi32(X, 4), Hm, m0f, 0xe4);
+#pragma GCC unroll 4
                     for (int t = 0; t < tt; t++) {
                         const int32_t *q = (const int32_t *)at[t][b].qs;
                         lo[t] = _mm512_dpbusd_epi32(lo[t], vlo, _mm512_set1_epi32(q[32 * h + 8 * p + g]));
@@ -66,16 +75,23 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
                 }
                 const __m512i sc_lo = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(o + PK6_SCALES + 16 * s_lo)));
                 const __m512i sc_hi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(o + PK6_SCALES + 16 * s_hi)));
-                for (int t = 0; t < tt; t++)
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(lo[t], sc_lo),
-                                                                         _mm512_mullo_epi32(hi[t], sc_hi)));
+            #pragma GCC unroll 4
+                for (int t = 0; t < tt; t++) {
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(lo[t], sc_lo));
+                    if (p)
+                        isum3[t] = _mm512_add_epi32(isum3[t], _mm512_mullo_epi32(hi[t], sc_hi));
+                    else
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(hi[t], sc_hi));
+                }
             }
         }
     }
     const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++) {
         const __m512 d = _mm512_mul_ps(d16, _mm512_set1_ps(at[t][b].d));
-        sumf[t] = _mm512_add_ps(sumf[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t])));
+        const __m512i is = _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(isum[t], 2), isum3[t]), 2);
+        sumf[t] = _mm512_add_ps(sumf[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(is)));
     }
 }
 
@@ -85,6 +101,7 @@ static inline __attribute__((always_inline)) void pk6_group(const char *grp, int
                                                             const char *pf_end, float *out, size_t ldo)
 {
     __m512 sumf[4];
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
         sumf[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -97,6 +114,7 @@ static inline __attribute__((always_inline)) void pk6_group(const char *grp, int
         }
         pk6_record(o, tt, at, b, ns + 16 * b, (size_t)(16 * nb), sumf);
     }
+#pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
         _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
 }
@@ -115,7 +133,7 @@ static void matmul_q6_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok
                 int32_t sum = 0;
                 for (int i = 0; i < 16; i++)
                     sum += at[t][b].qs[16 * s + i];
-                ns[(t * nb + b) * 16 + s] = -32 * sum;
+                ns[(t * nb + b) * 16 + s] = (s % 8 >= 6 ? -128 : -32) * sum; /* quarter 3: 4 * level */
             }
     }
     const char *end = (const char *)w + (size_t)nrows * w_stride;
