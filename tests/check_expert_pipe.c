@@ -91,7 +91,8 @@ static void experts_new(experts_t *x, guild_type_t gt, guild_type_t ut, guild_ty
     char *m = x->mem;
     for (size_t i = 0; i < n; i++) {
         expert_mats_t *e = &x->mats[i];
-        *e = (expert_mats_t){m, m + gb, m + gb + ub, gt, ut, dt, row_bytes(gt, E), row_bytes(ut, E), row_bytes(dt, F)};
+        *e = (expert_mats_t){.gate = m, .up = m + gb, .down = m + gb + ub, .gate_type = gt, .up_type = ut, .down_type = dt,
+                              .gate_row = row_bytes(gt, E), .up_row = row_bytes(ut, E), .down_row = row_bytes(dt, F)};
         fill_matrix(gt, (char *)e->gate, F, E);
         fill_matrix(ut, (char *)e->up, F, E);
         fill_matrix(dt, (char *)e->down, E, F);

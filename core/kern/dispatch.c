@@ -168,6 +168,38 @@ bool kern_pack_native(guild_type_t type)
     return kern_pack_has(type) && tables[kern_level()].matmul_packed[type] != NULL;
 }
 
+/* The fallback's scratch: one buffer per thread, kept between calls (a per-call allocation would cost an mmap
+ * per call at these sizes) and freed when the thread exits (the key's destructor), so that the expert
+ * pipeline's pool threads, which come and go with the worker's assignments, leave nothing behind. */
+typedef struct unpack_buf {
+    size_t bytes;
+    char data[];
+} unpack_buf_t;
+
+static pthread_key_t unpack_key;
+static pthread_once_t unpack_once = PTHREAD_ONCE_INIT;
+
+static void unpack_key_make(void)
+{
+    int rc = pthread_key_create(&unpack_key, free);
+    GUILD_ASSERT(rc == 0); /* only fails when the process has used up its keys */
+}
+
+static char *unpack_scratch(size_t bytes)
+{
+    pthread_once(&unpack_once, unpack_key_make);
+    unpack_buf_t *b = pthread_getspecific(unpack_key);
+    if (!b || b->bytes < bytes) {
+        unpack_buf_t *nb = realloc(b, sizeof *nb + bytes);
+        GUILD_ASSERT(nb != NULL); /* about a MB: there is no caller that could act on the failure */
+        nb->bytes = bytes;
+        b = nb;
+        const int rc = pthread_setspecific(unpack_key, b);
+        GUILD_ASSERT(rc == 0);
+    }
+    return b->data;
+}
+
 /* Bytes unpacked per plain-kernel call of the fallback (at least one group): the plain kernels prepare the
  * activations once per call, and the AMX ones their tiles, so calls should be as long as the caller's; 1 MB
  * holds a whole expert matrix of Qwen3-30B-A3B. */
@@ -192,19 +224,11 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
         fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
         return;
     }
-    /* Fallback: the rows back in plain layout, in this thread's scratch. It lives as long as the thread (one
-     * buffer of about UNPACK_BYTES): a per-call allocation would cost an mmap per call at these sizes. */
-    static _Thread_local char *scratch;
-    static _Thread_local size_t scratch_bytes;
+    /* Fallback: the rows back in plain layout, in this thread's scratch (unpack_scratch). */
     const size_t rb = (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
     int64_t step = (int64_t)(UNPACK_BYTES / rb) / KERN_PACK_ROWS * KERN_PACK_ROWS;
     step = step < KERN_PACK_ROWS ? KERN_PACK_ROWS : step;
-    if (scratch_bytes < (size_t)step * rb) {
-        char *p = realloc(scratch, (size_t)step * rb);
-        GUILD_ASSERT(p != NULL); /* about a MB: there is no caller that could act on the failure */
-        scratch = p;
-        scratch_bytes = (size_t)step * rb;
-    }
+    char *scratch = unpack_scratch((size_t)step * rb);
     for (int64_t r0 = 0; r0 < nrows; r0 += step) {
         const int64_t nr = nrows - r0 < step ? nrows - r0 : step;
         kern_unpack(type, n, nr, (const char *)w + (size_t)r0 * w_stride, w_stride, scratch, rb);
