@@ -38,7 +38,7 @@ static uint16_t rng_scale_f16(void)
     return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
 }
 
-static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K};
+static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K};
 #define N_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
 
 static size_t row_bytes(guild_type_t type, int64_t n)
@@ -46,7 +46,8 @@ static size_t row_bytes(guild_type_t type, int64_t n)
     return (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
 }
 
-/* nrows random plain rows: random bytes, then finite fp16 scales (d, and dmin for q4_K; q6_K's d is last) */
+/* nrows random plain rows: random bytes, then finite fp16 scales (d, and dmin for q4_K and q5_K; q6_K's d is
+ * last) */
 static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
 {
     const size_t rb = row_bytes(type, n), bb = quant_type_info((uint32_t)type)->block_bytes;
@@ -57,7 +58,7 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
     for (size_t b = 0; b < rb * (size_t)nrows; b += bb) {
         uint16_t d = rng_scale_f16(), m = rng_scale_f16();
         memcpy(w + b + (type == GUILD_TYPE_Q6_K ? offsetof(quant_block_q6_K, d) : 0), &d, 2);
-        if (type == GUILD_TYPE_Q4_K)
+        if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K) /* the same offset in both */
             memcpy(w + b + offsetof(quant_block_q4_K, dmin), &m, 2);
     }
     return w;

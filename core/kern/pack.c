@@ -14,6 +14,11 @@
  *   [64, 128)    scales_l[0..3] of rows 0..15
  *   [128, 2176)  32 chunks of 64 bytes, chunk 4 s + g (s < 8, g < 4): row r's qs[16 s + 4 g .. + 3] at 4 r
  *                (low nibbles: elements 32 s + 4 g .. + 3; high: 32 s + 16 + 4 g .. + 3)
+ * q5_K record (2816 bytes = 16 blocks):
+ *   [0, 256)     the q4_K header
+ *   [256, 768)   8 chunks of 64 bytes, chunk g: row r's qh[4 g .. + 3] at 4 r (bit k: the 5th bit of elements
+ *                32 k + 4 g .. + 3)
+ *   [768, 2816)  the q4_K chunks of qs
  * q6_K record (3360 bytes = 16 blocks):
  *   [0, 32)      d of rows 0..15 (fp16)
  *   [32, 288)    16 chunks of 16 bytes, chunk s: scales[s] of rows 0..15 (int8; a vpmovsxbd gives the lanes)
@@ -44,7 +49,7 @@ typedef struct pack_region {
 typedef struct pack_layout {
     guild_type_t type;
     uint16_t block_bytes, nregion;
-    pack_region_t region[6];
+    pack_region_t region[7];
 } pack_layout_t;
 
 static const pack_layout_t layouts[] = {
@@ -60,6 +65,14 @@ static const pack_layout_t layouts[] = {
       {32, offsetof(quant_block_iq4_xs, scales_h), 2, 1},
       {64, offsetof(quant_block_iq4_xs, scales_l), 4, 1},
       {128, offsetof(quant_block_iq4_xs, qs), 4, QUANT_QK_K / 2 / 4}}},
+    {GUILD_TYPE_Q5_K, sizeof(quant_block_q5_K), 7,
+     {{0, offsetof(quant_block_q5_K, scales), 4, 1},
+      {64, offsetof(quant_block_q5_K, scales) + 4, 4, 1},
+      {128, offsetof(quant_block_q5_K, scales) + 8, 4, 1},
+      {192, offsetof(quant_block_q5_K, d), 2, 1},
+      {224, offsetof(quant_block_q5_K, dmin), 2, 1},
+      {256, offsetof(quant_block_q5_K, qh), 4, QUANT_QK_K / 8 / 4},
+      {768, offsetof(quant_block_q5_K, qs), 4, QUANT_QK_K / 2 / 4}}},
     {GUILD_TYPE_Q6_K, sizeof(quant_block_q6_K), 4,
      {{0, offsetof(quant_block_q6_K, d), 2, 1},
       {32, offsetof(quant_block_q6_K, scales), 1, QUANT_QK_K / 16},
@@ -145,7 +158,8 @@ int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t
     const pack_layout_t *l = layout_of(type);
     if (!l) {
         const quant_type_info_t *info = quant_type_info((uint32_t)type);
-        return guild_err_set(err, "type %s has no packed layout (q4_K, iq4_xs and q6_K have)", info ? info->name : "?");
+        return guild_err_set(err, "type %s has no packed layout (q4_K, q5_K, iq4_xs and q6_K have)",
+                             info ? info->name : "?");
     }
     if (nrows < 0 || nrows % KERN_PACK_ROWS)
         return guild_err_set(err, "packing %lld rows: a packed matrix has a multiple of %d rows", (long long)nrows,

@@ -34,7 +34,7 @@
  * beyond the tiles of 4), and at 16 tokens on one core they still run ~2x the plain VNNI kernel. */
 #define KERN_PACK_MAX_TOKENS 16
 
-/* True when `type` has a packed layout (q4_K, iq4_xs, q6_K). */
+/* True when `type` has a packed layout (q4_K, q5_K, iq4_xs, q6_K). */
 bool kern_pack_has(guild_type_t type);
 
 /* True when the active level (kern_level()) has a packed kernel for `type`: packing then speeds up one-token

@@ -58,7 +58,8 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
                 for (int gg = 0; gg < 4; gg++) {
                     const int g = 4 * half + gg;
                     const __m512i X = _mm512_loadu_si512(o + PK6_QL + 64 * (16 * h + 8 * p + g));
-                    const __m512i Hm = _mm512_and_si512(_mm512_loadu_si512(o + PK6_QH + 64 * (8 * h + g)), p ? mcc : m33);
+                    const __m512i Hm =
+                        _mm512_and_si512(_mm512_loadu_si512(o + PK6_QH + 64 * (8 * h + g)), p ? mcc : m33);
                     const __m512i ylo = p ? _mm512_slli_epi32(Hm, 2) : _mm512_slli_epi32(Hm, 4);
                     /* c ? b : a (0xd8) and c ? a : b (0xe4): the first operand, which the instruction
                      * overwrites, is a temporary (with the mask first, a copy per select). Quarter 3 is
@@ -73,8 +74,9 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
                         hi[t] = _mm512_dpbusd_epi32(hi[t], vhi, _mm512_set1_epi32(q[32 * h + 16 + 8 * p + g]));
                     }
                 }
-                const __m512i sc_lo = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(o + PK6_SCALES + 16 * s_lo)));
-                const __m512i sc_hi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(o + PK6_SCALES + 16 * s_hi)));
+                const char *sc = o + PK6_SCALES;
+                const __m512i sc_lo = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16 * s_lo)));
+                const __m512i sc_hi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16 * s_hi)));
             #pragma GCC unroll 4
                 for (int t = 0; t < tt; t++) {
                     isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(lo[t], sc_lo));
