@@ -183,7 +183,8 @@ static void KERN_NAME(matmul_iq4_xs_packed)(int64_t n, int64_t nrows, int64_t nt
 {
     const int64_t nb = n / QUANT_QK_K;
     const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
-    int32_t nA[KERN_PACK_MAX_TOKENS * nb][8]; /* [token][block][sub-block]: -128 A_s */
+    /* [token][block][sub-block]: -128 A_s; one row at least (n = 0 is allowed, gives zeros, and an empty VLA is not) */
+    int32_t nA[KERN_PACK_MAX_TOKENS * (nb > 0 ? nb : 1)][8];
     for (int64_t t = 0; t < ntok; t++) {
         at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
         piq_bias(at[t], nb, nA + t * nb);
