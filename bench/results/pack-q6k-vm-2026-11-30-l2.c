@@ -13,9 +13,9 @@ static int cmpd(const void*a,const void*b){double x=*(const double*)a,y=*(const 
 static double med(double*v,int n){qsort(v,n,sizeof*v,cmpd);return v[n/2];}
 int main(int argc,char**argv){
   int ntok=atoi(argv[1]), R=atoi(argv[2]); const int K=6; const int64_t N=2048, ROWS=768;
-  float*x=malloc(N*4*8); for(int i=0;i<N*8;i++) x[i]=(rand()%2000-1000)/1000.0f;
-  quant_block_q8_K*a=aligned_alloc(64,8*8*sizeof*a); for(int t=0;t<8;t++) kern_quantize(GUILD_TYPE_Q8_K,x+t*N,a+t*8,N);
-  float*out=malloc(8*ROWS*4);
+  float*x=malloc(N*4*16); for(int i=0;i<N*16;i++) x[i]=(rand()%2000-1000)/1000.0f;
+  quant_block_q8_K*a=aligned_alloc(64,16*8*sizeof*a); for(int t=0;t<16;t++) kern_quantize(GUILD_TYPE_Q8_K,x+t*N,a+t*8,N);
+  float*out=malloc(16*ROWS*4); /* up to 16 tokens */
   for(int ai=3;ai<argc;ai++){
     guild_type_t TY=!strcmp(argv[ai],"iq4_xs")?GUILD_TYPE_IQ4_XS:!strcmp(argv[ai],"q6_K")?GUILD_TYPE_Q6_K:!strcmp(argv[ai],"q5_K")?GUILD_TYPE_Q5_K:GUILD_TYPE_Q4_K;
     size_t bb=quant_type_info(TY)->block_bytes, rb=N/256*bb, matb=ROWS*rb;
