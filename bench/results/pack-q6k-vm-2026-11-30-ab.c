@@ -2,7 +2,7 @@
  * random 768 x 2048 matrices (n = 2048) picked at random from a bank of GB gigabytes (from DRAM) or one matrix
  * (GB = 0: in L2), NTH threads, NTOK tokens, STEPS x 12 calls per thread per mode; modes alternate within a
  * round: plain, packed, and an xor read of the same bytes (the memory probe). GB/s of weights.
- * usage: ab TYPE GB NTH [NTOK [STEPS [ROUNDS]]] */
+ * usage: ab TYPE GB NTH [NTOK [STEPS [ROUNDS]]], NTOK <= 8 (the activations and outputs are sized for 8) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
