@@ -52,6 +52,10 @@ if [ -x "$check" ]; then
     timeout 120 "$check" >"$out/check_kernels.txt" 2>&1
     echo "# check_kernels: exit $? ($(tail -1 "$out/check_kernels.txt"))" >>"$log"
 fi
+if [ -x "${check%/*}/check_amx" ]; then
+    timeout 120 "${check%/*}/check_amx" >"$out/check_amx.txt" 2>&1
+    echo "# check_amx: exit $? ($(tail -1 "$out/check_amx.txt"))" >>"$log"
+fi
 if [ -x "$checkp" ]; then
     timeout 120 "$checkp" >"$out/check_pack.txt" 2>&1
     echo "# check_pack: exit $? ($(tail -1 "$out/check_pack.txt"))" >>"$log"
@@ -59,18 +63,16 @@ fi
 
 threads=$(nproc)
 run 40 "$guild" bench bw --gb 4
-# the packed and the plain layouts of the experts (--layout), alternating, one token: the A/B of the packed
-# kernels (default: packed where the CPU has them)
+# the packed and the plain layouts of the experts (--layout), alternating: one token and prefill (512 tokens
+# per layer, where the packed layout unpacks for the AMX kernels), then a verification window of 4 tokens
 for round in 1 2; do
     for layout in plain packed; do
-        run 60 "$guild" bench experts --type q4_K,iq4_xs --layout "$layout" --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads "$threads"
+        run 90 "$guild" bench experts --type q4_K,iq4_xs,q6_K,q5_K --layout "$layout" --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 512 --threads "$threads"
     done
 done
-# decode (1 token) and a verification window (4 tokens), prefill 512 tokens (Qwen3-30B-A3B; the 235B shape,
-# the AVX2 level and one thread ran in session 9, experts-*-s9*); the target types
-# first so that they are in even if the time runs short
-run 100 "$guild" bench experts --type q4_K,iq4_xs --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 512 --threads "$threads"
-run 60 "$guild" bench experts --type q4_K,iq4_xs --tokens 4 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads "$threads"
-run 80 "$guild" bench experts --type q6_K,q5_K,q8_0,iq4_nl,q3_K,q2_K --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 256 --threads "$threads"
+for layout in plain packed; do
+    run 60 "$guild" bench experts --type q4_K,iq4_xs --layout "$layout" --tokens 4 --shape qwen3-30b-a3b --gb 8 --prefill 0 --threads "$threads"
+done
+run 80 "$guild" bench experts --type q8_0,iq4_nl,q3_K,q2_K --tokens 1 --shape qwen3-30b-a3b --gb 8 --prefill 256 --threads "$threads"
 echo "# done $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$log"
 grep -E '^[A-Za-z0-9_]+ tokens=' "$log"
