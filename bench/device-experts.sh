@@ -36,7 +36,7 @@ fi
 
 {
     echo "# device-experts.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "# tree: $(git -C "$top" describe --always --dirty --abbrev=12 2>/dev/null || cat "$top/.carry/COMMIT" 2>/dev/null || echo unknown)"
+    echo "# tree: $(cat "$top/.carry/COMMIT" 2>/dev/null || git -C "$top" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)"  # the carried binaries' commit first: the device copy's git metadata can be stale
     lscpu 2>/dev/null | grep -E 'Model name|Socket|Core|Thread|NUMA|L3|Flags' | sed 's/^/# /' | cut -c1-400
     numactl -H 2>/dev/null | head -4 | sed 's/^/# /'
 } >>"$log"
