@@ -141,17 +141,8 @@ static inline __attribute__((always_inline)) void KERN_NAME(matmul_k4)(int five_
         for (int t = 0; t < tt; t++) {
             at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)(t0 + t) * act_stride);
             KERN_NAME(prep_k4)(at[t], nb, prep + t * nb);
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t lo[8], hi[8];
-                for (int s = 0; s < 8; s++) {
-                    const int v = at[t][b].bsums[2 * s] + at[t][b].bsums[2 * s + 1];
-                    const int h = (v - (v & 127)) / 128; /* floor(v / 128), v = 128 h + (v & 127) */
-                    lo[s] = (uint8_t)(v & 127);
-                    hi[s] = (uint8_t)(int8_t)h;
-                }
-                memcpy(&split[t * nb + b][0], lo, 8);
-                memcpy(&split[t * nb + b][1], hi, 8);
-            }
+            for (int64_t b = 0; b < nb; b++)
+                k512_pair_split(&at[t][b], split[t * nb + b]);
         }
         for (int64_t r0 = 0; r0 < nrows; r0 += KQ_ROWS) {
             const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);

@@ -132,16 +132,8 @@ static void matmul_q5_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok
     uint64_t lohi[ntok * nb][2]; /* [token][block]: pair sums as bytes (pk4_record) */
     for (int64_t t = 0; t < ntok; t++) {
         at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t lo[8], hi[8];
-            for (int s = 0; s < 8; s++) {
-                const int v = at[t][b].bsums[2 * s] + at[t][b].bsums[2 * s + 1];
-                lo[s] = (uint8_t)(v & 127);
-                hi[s] = (uint8_t)(int8_t)((v - (v & 127)) / 128); /* floor(v / 128) */
-            }
-            memcpy(&lohi[t * nb + b][0], lo, 8);
-            memcpy(&lohi[t * nb + b][1], hi, 8);
-        }
+        for (int64_t b = 0; b < nb; b++)
+            k512_pair_split(&at[t][b], lohi[t * nb + b]);
     }
     const char *end = (const char *)w + (size_t)nrows * w_stride;
     /* a call starts a new stream (a pipeline task, on whichever core took it): its first PK5_PF bytes now */

@@ -9,6 +9,21 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A q8_K block's 8 pair sums v = bsums[2 s] + bsums[2 s + 1] split as v = 128 hi + lo (lo in 0..127, hi =
+ * floor(v / 128) in -32..32), byte s of out[0] = lo, of out[1] = hi: both halves then fit vpdpbusd's operands,
+ * which is how the Q4_K/Q5_K kernels form sum_s min_s * v_s for 16 rows at once. */
+static inline void k512_pair_split(const quant_block_q8_K *a, uint64_t out[2])
+{
+    uint8_t lo[8], hi[8];
+    for (int s = 0; s < 8; s++) {
+        const int v = a->bsums[2 * s] + a->bsums[2 * s + 1];
+        lo[s] = (uint8_t)(v & 127);
+        hi[s] = (uint8_t)(int8_t)((v - (v & 127)) / 128);
+    }
+    memcpy(&out[0], lo, 8);
+    memcpy(&out[1], hi, 8);
+}
+
 /* Exact fp16 -> fp32 (F16C), as quant_f16_to_f32 (same bits for every input, NaN payloads included). */
 static inline float k512_f16(uint16_t h)
 {
