@@ -6,7 +6,11 @@
  *    53, a 256-token x 64-row prefill group, a group past AMX_TG (300 tokens), odd row counts, rows longer than
  *    a chunk, padded and unpadded strides; needs an AVX-512 VNNI CPU (the float stage is AVX-512), else skips;
  *  - the same cases on the real tiles (kern_amx_matmul) and through the amx level's table (the token
- *    threshold), where the CPU has AMX, else skips visibly.
+ *    threshold), where the CPU has AMX, else skips visibly;
+ *  - the kernels on packed rows (kern_amx_emu_matmul_packed, kern_amx_matmul_packed, kern_matmul_packed_at at
+ *    the amx level) against the scalar reference on the plain rows, for Q4_K, Q5_K, Q6_K, IQ4_XS: 16..40 tokens
+ *    and 257 (past AMX_TG), 16 and 48 rows, rows of 1, 2 and 8 blocks, group strides of exactly 16 plain rows
+ *    and longer, quantized, random and +-127 activations.
  * Outputs carry guard values outside the written rectangle; activations are exactly as long as their rows in
  * half the cases, so a tile load past a row shows under ASan. */
 #include <check.h>
@@ -20,6 +24,7 @@
 #include "core/kern/amx.h"
 #include "core/kern/cpu.h"
 #include "core/kern/kern.h"
+#include "core/kern/pack.h"
 #include "core/kern/x86/amx_tile.h"
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
@@ -166,6 +171,8 @@ typedef struct mm_case {
     size_t w_stride;
     uint8_t *act; /* [ntok][act_stride] */
     size_t act_stride;
+    uint8_t *pw;      /* packed cases: the rows packed (core/kern/pack.h), group g at pw + 16 g * pw_stride */
+    size_t pw_stride; /* bytes per packed row: the plain row size or more */
 } mm_case_t;
 
 /* Activation row of n elements in `at` (Q8_0, Q8_1 or Q8_K): quantized from random floats with outliers (now and
@@ -244,6 +251,8 @@ static void case_new(mm_case_t *c, guild_type_t type, int64_t n, int64_t nrows, 
     c->ldo = (size_t)nrows + 3;
     c->w_stride = (size_t)wrow + 16;
     c->act_stride = (size_t)arow + (tight ? 0 : 8);
+    c->pw = NULL;
+    c->pw_stride = 0;
     c->w = calloc((size_t)nrows, c->w_stride);
     c->act = malloc((size_t)ntok * c->act_stride);
     float *x = malloc((size_t)n * sizeof *x);
@@ -268,6 +277,44 @@ static void case_free(mm_case_t *c)
 {
     free(c->w);
     free(c->act);
+    free(c->pw);
+}
+
+/* Packs the case's rows one group at a time into pw: groups exactly 16 plain rows long (the buffer ends where
+ * the last group does) or, when `padded`, 16 * 64 bytes longer. */
+static void case_pack(mm_case_t *c, bool padded)
+{
+    const size_t rb = (size_t)(c->n / QUANT_QK_K) * quant_type_info((uint32_t)c->type)->block_bytes;
+    guild_err_t err;
+    c->pw_stride = rb + (padded ? 64 : 0);
+    c->pw = malloc((size_t)c->nrows * c->pw_stride);
+    ck_assert(c->pw);
+    memset(c->pw, 0x5a, (size_t)c->nrows * c->pw_stride);
+    for (int64_t g = 0; g < c->nrows; g += KERN_PACK_ROWS)
+        ck_assert_msg(kern_pack(c->type, c->n, KERN_PACK_ROWS, c->w + (size_t)g * c->w_stride, c->w_stride,
+                                c->pw + (size_t)g * c->pw_stride, &err) == 0,
+                      "%s", err.msg);
+}
+
+/* Q8_K activations at the domain's edge: every quant +-127 at random (the largest integer sums), bsums to
+ * match, the scales kept. */
+static void case_edge_acts(mm_case_t *c)
+{
+    for (int64_t t = 0; t < c->ntok; t++)
+        for (int64_t b = 0; b < c->n / QUANT_QK_K; b++) {
+            quant_block_q8_K blk;
+            uint8_t *p = c->act + (size_t)t * c->act_stride + (size_t)b * sizeof blk;
+            memcpy(&blk, p, sizeof blk);
+            for (int j = 0; j < QUANT_QK_K; j++)
+                blk.qs[j] = (rng_next() & 1) ? 127 : -127;
+            for (int g = 0; g < QUANT_QK_K / 16; g++) {
+                int sum = 0;
+                for (int j = 0; j < 16; j++)
+                    sum += blk.qs[16 * g + j];
+                blk.bsums[g] = (int16_t)sum;
+            }
+            memcpy(p, &blk, sizeof blk);
+        }
 }
 
 #define GUARD_BITS 0x7fc0dead /* a NaN no kernel writes */
@@ -287,17 +334,27 @@ typedef enum amx_mode { MODE_EMU, MODE_AMX, MODE_LEVEL } amx_mode_t;
 
 static const char *const mode_names[] = {"emulated tiles", "AMX tiles", "amx level"};
 
-/* Runs the case in `mode` and with the scalar reference; fails at the first differing byte or touched guard. */
+/* Runs the case in `mode` (on its packed rows when c->pw is set) and with the scalar reference on the plain
+ * rows; fails at the first differing byte or touched guard. */
 static void compare(amx_mode_t mode, const mm_case_t *c)
 {
-    char what[192];
-    snprintf(what, sizeof what, "%s %s n=%lld rows=%lld tokens=%lld act_stride=%zu", mode_names[mode],
-             quant_type_info((uint32_t)c->type)->name, (long long)c->n, (long long)c->nrows, (long long)c->ntok,
-             c->act_stride);
+    char what[224];
+    snprintf(what, sizeof what, "%s %s%s n=%lld rows=%lld tokens=%lld act_stride=%zu pw_stride=%zu",
+             mode_names[mode], c->pw ? "packed " : "", quant_type_info((uint32_t)c->type)->name, (long long)c->n,
+             (long long)c->nrows, (long long)c->ntok, c->act_stride, c->pw_stride);
     float *ref = out_new(c), *got = out_new(c);
     kern_matmul_at(KERN_LEVEL_SCALAR, c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride,
                    ref + 16, c->ldo);
-    if (mode == MODE_EMU)
+    if (c->pw && mode == MODE_EMU)
+        kern_amx_emu_matmul_packed(c->type, c->n, c->nrows, c->ntok, c->pw, c->pw_stride, c->act, c->act_stride,
+                                   got + 16, c->ldo);
+    else if (c->pw && mode == MODE_AMX)
+        kern_amx_matmul_packed(c->type, c->n, c->nrows, c->ntok, c->pw, c->pw_stride, c->act, c->act_stride,
+                               got + 16, c->ldo);
+    else if (c->pw)
+        kern_matmul_packed_at(KERN_LEVEL_AMX, c->type, c->n, c->nrows, c->ntok, c->pw, c->pw_stride, c->act,
+                              c->act_stride, got + 16, c->ldo);
+    else if (mode == MODE_EMU)
         kern_amx_emu_matmul(c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride, got + 16,
                             c->ldo);
     else if (mode == MODE_AMX)
@@ -416,6 +473,35 @@ START_TEST(test_level_threshold)
 }
 END_TEST
 
+/* Packed rows (loop index `_i`: the mode; the amx level is kern_matmul_packed_at's path from
+ * KERN_AMX_MIN_TOKENS tokens). */
+static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS};
+#define N_PACKED_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
+
+START_TEST(test_packed)
+{
+    const amx_mode_t mode = (amx_mode_t)_i;
+    if (!mode_available(mode))
+        return;
+    rng_state = 0x500 + (uint64_t)_i;
+    static const int64_t toks[] = {16, 17, 31, 32, 33, 40, 257};
+    static const int64_t lens[] = {256, 512, 2048};
+    for (int ti = 0; ti < N_PACKED_TYPES; ti++)
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            mm_case_t c;
+            const bool past_tg = toks[k] > 256; /* keep the 257-token case small: the model is slow */
+            const int64_t n = past_tg ? 512 : lens[(k + (size_t)ti) % 3];
+            const int64_t nrows = past_tg || k % 2 == 0 ? 16 : 48;
+            case_new(&c, packed_types[ti], n, nrows, toks[k], k % 3 == 1, k % 2 == 1, k % 3 == 2);
+            if (k % 3 == 0)
+                case_edge_acts(&c);
+            case_pack(&c, (k + (size_t)ti) % 2 == 0);
+            compare(mode, &c);
+            case_free(&c);
+        }
+}
+END_TEST
+
 START_TEST(test_coverage)
 {
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
@@ -423,6 +509,9 @@ START_TEST(test_coverage)
     ck_assert(!kern_amx_covers(GUILD_TYPE_IQ2_XXS));
     ck_assert(!kern_amx_covers(GUILD_TYPE_IQ1_S));
     ck_assert(!kern_amx_covers(GUILD_TYPE_F32));
+    /* every packed layout has its packed AMX kernel, and only those */
+    for (int t = 0; t < GUILD_TYPE_COUNT; t++)
+        ck_assert_int_eq(kern_amx_packed_covers((guild_type_t)t), kern_pack_has((guild_type_t)t));
     char desc[256];
     kern_cpu_describe(kern_cpu(), desc, sizeof desc);
     fprintf(stderr, "check_amx: %s: %s; best level %s\n", kern_cpu()->model, desc,
@@ -443,6 +532,7 @@ int main(void)
     tcase_add_loop_test(tc, test_tile_edges, MODE_EMU, MODE_AMX + 1);
     tcase_add_loop_test(tc, test_prefill_groups, MODE_EMU, MODE_AMX + 1);
     tcase_add_test(tc, test_level_threshold);
+    tcase_add_loop_test(tc, test_packed, MODE_EMU, MODE_LEVEL + 1);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -2,7 +2,8 @@
  * scalar reference on the plain rows at every level this CPU has (the native packed kernels and the unpack
  * fallback), for token counts 1..8, the fallback's 9 and a large batch, row counts of one and several groups,
  * random quant bytes with finite scales, random activations and activations at the domain's edge (every
- * quant +-127: the largest integer sums the kernels can meet). */
+ * quant +-127: the largest integer sums the kernels can meet); on AMX CPUs the amx level's prefill path (the
+ * packed AMX kernels from KERN_AMX_MIN_TOKENS tokens: past a 256-token group, 512 tokens). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kern/amx.h"
 #include "core/kern/kern.h"
 #include "core/kern/pack.h"
 #include "core/quant/blocks.h"
@@ -188,7 +190,26 @@ START_TEST(test_matmul_shapes_edge)
         check_level(best, packed_types[ti], 768, 128, 3, false);
         for (int64_t t = 1; t <= 4; t++)
             check_level(best, packed_types[ti], 4 * QUANT_QK_K, 32, t, true);
+        check_level(best, packed_types[ti], 4 * QUANT_QK_K, 32, KERN_AMX_MIN_TOKENS, true);
+        check_level(best, packed_types[ti], 4 * QUANT_QK_K, 32, 33, true);
         check_level(KERN_LEVEL_SCALAR, packed_types[ti], 4 * QUANT_QK_K, 32, 2, true);
+    }
+}
+END_TEST
+
+/* The amx level from KERN_AMX_MIN_TOKENS tokens: the packed AMX kernels on real expert shapes, past a token
+ * group of the tiles (256) and at a 512-token prefill, with the largest sums too. */
+START_TEST(test_matmul_amx_prefill)
+{
+    if (!kern_level_supported(KERN_LEVEL_AMX)) {
+        printf("check_pack: level amx not on this CPU, its prefill path skipped\n");
+        return;
+    }
+    rng_state = 53;
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        check_level(KERN_LEVEL_AMX, packed_types[ti], 2048, 64, 257, false);
+        check_level(KERN_LEVEL_AMX, packed_types[ti], 768, 128, 512, ti % 2 == 0);
+        check_level(KERN_LEVEL_AMX, packed_types[ti], 2048, 48, 100, ti % 2 == 1);
     }
 }
 END_TEST
@@ -204,6 +225,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_matmul_levels);
     tcase_add_test(tc, test_matmul_shapes_edge);
+    tcase_add_test(tc, test_matmul_amx_prefill);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -6,6 +6,11 @@
  * of laying the weights out). Results are bit-identical to the scalar references (core/kern/kern.h), as for
  * every level.
  *
+ * Packed rows (core/kern/pack.h): for Q4_K, Q5_K, Q6_K and IQ4_XS the tiles also take their weights straight
+ * from a packed matrix's records (kern_amx_matmul_packed): a record already holds each row's 4-byte groups in
+ * row lanes, so the B tiles are formed without the transposition or any unpacking; kern_matmul_packed_at runs
+ * it on the amx level from KERN_AMX_MIN_TOKENS tokens, at any count above.
+ *
  * Domain: exact for any activation quant bytes (-128 included); for Q4_K/Q5_K the Q8_K bsums must be the
  * quantizers' (|bsums[2s] + bsums[2s+1]| < 2^15, as for any sum of 32 int8), as the other levels' kernels
  * assume.
@@ -32,9 +37,24 @@ bool kern_amx_covers(guild_type_t type);
 void kern_amx_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                      const void *act, size_t act_stride, float *out, size_t ldo);
 
+/* True when `type` has an AMX kernel on packed rows: Q4_K, Q5_K, Q6_K, IQ4_XS (every type with a packed
+ * layout, kern_pack_has). */
+bool kern_amx_packed_covers(guild_type_t type);
+
+/* kern_matmul_packed's contract (same bytes as kern_matmul on the plain rows) for a type kern_amx_packed_covers
+ * and any ntok >= 1, on the tile unit: w at the start of a group, nrows a multiple of KERN_PACK_ROWS (asserted);
+ * needs kern_level_supported(KERN_LEVEL_AMX) (asserted). */
+void kern_amx_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                            size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+
 /* The same kernel code with the tile instructions replaced by the C model of core/kern/x86/amx_tile.h (tests
  * only: much slower); needs kern_level_supported(KERN_LEVEL_AVX512_VNNI) (asserted). */
 void kern_amx_emu_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                          size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+
+/* kern_amx_matmul_packed on the C model (tests only); needs kern_level_supported(KERN_LEVEL_AVX512_VNNI)
+ * (asserted). */
+void kern_amx_emu_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                                size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
 
 #endif

@@ -215,8 +215,14 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
     GUILD_ASSERT(nrows % KERN_PACK_ROWS == 0 && n % QUANT_QK_K == 0);
     if (nrows <= 0 || ntok <= 0)
         return;
+    /* where AMX tiles take over, they read the records themselves (no unpacking), at every token count */
+    if (level >= KERN_LEVEL_AMX && ntok >= KERN_AMX_MIN_TOKENS && kern_amx_packed_covers(type)) {
+        kern_amx_matmul_packed(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+        return;
+    }
     kern_matmul_fn fn = tables[level].matmul_packed[type];
-    /* where AMX tiles take over from the VNNI kernels, they are faster than the packed ones too */
+    /* where AMX tiles take over from the VNNI kernels, they are faster than the packed ones too (types without
+     * a packed AMX kernel unpack for them below) */
     const int64_t native_max = level >= KERN_LEVEL_AMX && KERN_AMX_MIN_TOKENS - 1 < KERN_PACK_MAX_TOKENS
                                    ? KERN_AMX_MIN_TOKENS - 1
                                    : KERN_PACK_MAX_TOKENS;
@@ -224,7 +230,8 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
         fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
         return;
     }
-    /* Fallback: the rows back in plain layout, in this thread's scratch (unpack_scratch). */
+    /* Fallback (levels or types without a native kernel, and above KERN_PACK_MAX_TOKENS below the amx level):
+     * the rows back in plain layout, in this thread's scratch (unpack_scratch). */
     const size_t rb = (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
     int64_t step = (int64_t)(UNPACK_BYTES / rb) / KERN_PACK_ROWS * KERN_PACK_ROWS;
     step = step < KERN_PACK_ROWS ? KERN_PACK_ROWS : step;

@@ -13,9 +13,10 @@
  * record of each type); a record is 16 plain blocks long.
  *
  * Packing is a layout, not a quantization: kern_matmul_packed gives, bit for bit, what kern_matmul gives on
- * the plain rows, at every level (kern_unpack restores the plain bytes exactly). Levels without a packed
- * kernel for a type, and token counts above KERN_PACK_MAX_TOKENS, unpack the rows into scratch and run the
- * plain kernel; kern_pack_native says whether packing pays on this CPU.
+ * the plain rows, at every level (kern_unpack restores the plain bytes exactly). On the amx level the AMX
+ * kernels read the records directly from KERN_AMX_MIN_TOKENS tokens on, at any count (core/kern/amx.h). Other
+ * levels without a packed kernel for a type, and token counts above KERN_PACK_MAX_TOKENS there, unpack the rows
+ * into scratch and run the plain kernel; kern_pack_native says whether packing pays on this CPU.
  */
 #ifndef GUILD_KERN_PACK_H
 #define GUILD_KERN_PACK_H
@@ -29,9 +30,10 @@
 #include "core/util/err.h"
 
 #define KERN_PACK_ROWS 16
-/* Above this many tokens (or where AMX tiles take over, core/kern/amx.h) kern_matmul_packed unpacks and runs the
- * plain multi-token kernels: the packed kernels' work grows with the tokens (no weight reuse across tokens
- * beyond the tiles of 4), and at 16 tokens on one core they still run ~2x the plain VNNI kernel. */
+/* Above this many tokens kern_matmul_packed unpacks and runs the plain multi-token kernels: the packed VNNI
+ * kernels' work grows with the tokens (no weight reuse across tokens beyond the tiles of 4), and at 16 tokens on
+ * one core they still run ~2x the plain VNNI kernel. On the amx level the packed AMX kernels take over from
+ * KERN_AMX_MIN_TOKENS tokens instead, with no upper limit and no unpacking (core/kern/amx.h). */
 #define KERN_PACK_MAX_TOKENS 16
 
 /* True when `type` has a packed layout (q4_K, q5_K, iq4_xs, q6_K). */

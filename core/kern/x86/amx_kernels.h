@@ -18,6 +18,10 @@
  * consecutive elements of each row side by side (B[k / 4][4 r + k % 4] = w[r][k]), by a 16 x 16 dword
  * transposition of the packed bytes followed by the unpacking, which keeps every 4-element group in its lane
  * (every format here packs 4 consecutive elements' bits in 4 consecutive bytes, or one byte's same bits).
+ * Packed rows (core/kern/pack.h; Q4_K, Q5_K, Q6_K, IQ4_XS): a record holds those 4-byte groups of its 16 rows
+ * in row lanes already, 64-byte chunks, and its header fields 16 rows at a time, so their layout is the
+ * unpacking alone. The weight source is a constant of each kernel (matmul_sb's `packed`, amx_sbsrc_t), folded
+ * in at compile time as the type is: everything past the B tiles' preparation is the plain kernels' code.
  *
  * Numerics (core/quant/dot_ref.c): every integer sum is exact (int8 x int8 products, any activation byte), the
  * float stage is the reference's, lane-wise.
@@ -149,24 +153,26 @@ static inline void amx_rows32_t(const char *const *blk, size_t off, __m512i *out
 }
 
 /* Prefetches (into L2) the weight bytes the next layout will read: the same chunk (bytes [off, off + len) of
- * each row) of the next 16 rows, or after the last rows the next chunk of the first 16; rows are row_bytes long.
- * The layouts read 16 rows a chunk at a time, a pattern of short strided pieces the hardware prefetchers do
- * not follow; meanwhile the tiles work on the current rows for every token of the group. */
-static inline void amx_prefetch_next(const void *w, size_t w_stride, int64_t nrows, int64_t r0, int64_t off,
-                                     int64_t len, int64_t row_bytes)
+ * each unit) of the `step` units after units u0 .. u0 + step - 1, or after the last units the next chunk of the
+ * first ones. Units are `stride` bytes apart and unit_bytes long: plain rows (16 a step), or packed groups (one
+ * a step: 16 rows' records, contiguous). The layouts read 16 rows a chunk at a time, a pattern of short strided
+ * pieces the hardware prefetchers do not follow; meanwhile the tiles work on the current rows for every token
+ * of the group. */
+static inline void amx_prefetch_next(const void *w, size_t stride, int64_t nunits, int64_t u0, int64_t step,
+                                     int64_t off, int64_t len, int64_t unit_bytes)
 {
-    int64_t rn = r0 + 16;
-    if (rn >= nrows) {
-        rn = 0;
+    int64_t un = u0 + step;
+    if (un >= nunits) {
+        un = 0;
         off += len;
-        if (off >= row_bytes)
+        if (off >= unit_bytes)
             return;
-        len = row_bytes - off < len ? row_bytes - off : len;
+        len = unit_bytes - off < len ? unit_bytes - off : len;
     }
-    const int64_t rend = rn + 16 < nrows ? rn + 16 : nrows;
-    for (int64_t r = rn; r < rend; r++) {
+    const int64_t uend = un + step < nunits ? un + step : nunits;
+    for (int64_t u = un; u < uend; u++) {
         /* addresses as integers: nothing is formed past the rows */
-        const uintptr_t p = (uintptr_t)w + (uintptr_t)r * w_stride + (uintptr_t)off;
+        const uintptr_t p = (uintptr_t)w + (uintptr_t)u * stride + (uintptr_t)off;
         for (uintptr_t l = p & ~(uintptr_t)63; l < p + (uintptr_t)len; l += 64)
             _mm_prefetch((const char *)l, _MM_HINT_T1);
     }
@@ -366,7 +372,8 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_b32)(int kind,
             for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
                 const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
                 const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-                amx_prefetch_next(w, w_stride, nrows, r0, c0 * (int64_t)bb, cn * (int64_t)bb, nb * (int64_t)bb);
+                amx_prefetch_next(w, w_stride, nrows, r0, 16, c0 * (int64_t)bb, cn * (int64_t)bb,
+                                  nb * (int64_t)bb);
                 amx_prep_b32(kind, (const char *)w + (size_t)r0 * w_stride, w_stride, nr, c0, cn, &pw);
                 for (int tp = 0; tp < tgn; tp += 32) {
                     const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
@@ -528,15 +535,72 @@ static inline __m128i amx_q3_scales(const char *p)
     return _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
 }
 
-/* Lays out block c0 + b of 16 rows (blk[r]: row r's block, NULL for absent rows) into p's slot b. */
-static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const char *const *blk, int b,
-                                                              amx_sbw_t *p)
+/* Where the weights of 16 rows come from: plain rows (blk[r]: row r's block of the column, NULL for absent rows)
+ * or a packed record (rec: the 16 rows' blocks of the column re-laid, core/kern/pack.h). Which one is a constant
+ * of each kernel (`packed`), folded in at compile time as `kind` is. */
+typedef struct amx_sbsrc {
+    const char *blk[16];
+    const char *rec;
+} amx_sbsrc_t;
+
+/* Record offsets of the packed layouts (core/kern/pack.c's layouts[]; check_amx builds its packed cases with
+ * kern_pack, so a difference fails there). A region of 4-byte chunks that holds block bytes from `from` on at
+ * record offset `at` has bytes off .. off + 3 of the 16 rows at at + 16 (off - from), row r's at + 4 r beyond. */
+enum {
+    PK_K4_SCALES = 0,        /* Q4_K, Q5_K: scales[4 i .. 4 i + 3] of row r at 64 i + 4 r, i < 3 */
+    PK_K4_D = 192,           /* Q4_K, Q5_K: d of rows 0..15 (fp16) */
+    PK_K4_DMIN = 224,        /* Q4_K, Q5_K: dmin of rows 0..15 (fp16) */
+    PK_Q4_K_QS = 256,        /* qs from 0 */
+    PK_Q5_K_QH = 256,        /* qh from 0 */
+    PK_Q5_K_QS = 768,        /* qs from 0 */
+    PK_Q6_K_D = 0,           /* d of rows 0..15 (fp16) */
+    PK_Q6_K_SCALES = 32,     /* scales[s] of row r at 32 + 16 s + r */
+    PK_Q6_K_QL = 288,        /* ql from 0 */
+    PK_Q6_K_QH = 2336,       /* qh from 0 */
+    PK_IQ4_XS_D = 0,         /* d of rows 0..15 (fp16) */
+    PK_IQ4_XS_SCALES_H = 32, /* scales_h of rows 0..15 */
+    PK_IQ4_XS_SCALES_L = 64, /* scales_l[0..3] of row r at 64 + 4 r */
+    PK_IQ4_XS_QS = 128,      /* qs from 0 */
+};
+
+/* The 4-byte groups of bytes [off, off + 4 nd) of the 16 rows' blocks in row lanes, nd = 16 or 8: out[j] lane r
+ * = row r's bytes off + 4 j .. + 3. Plain rows are transposed (out[8..15] zero when nd = 8); a packed record holds
+ * them in that form already, as the 64-byte chunks from record offset `at` on (out[nd..15] untouched). */
+static inline __attribute__((always_inline)) void amx_sb_lanes(int packed, const amx_sbsrc_t *src, size_t off,
+                                                               size_t at, int nd, __m512i *out)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    if (packed)
+        for (int j = 0; j < nd; j++)
+            out[j] = _mm512_loadu_si512(src->rec + at + 64 * (size_t)j);
+    else if (nd == 16)
+        amx_rows64_t(src->blk, off, out);
+    else
+        amx_rows32_t(src->blk, off, out);
+}
+
+/* amx_iq4xs_scales in row lanes: the scales (minus 32, int8) of sub-blocks 4 q .. 4 q + 3 in the 4 bytes of
+ * each lane, from the rows' scales_l dwords (l) and scales_h words zero-extended (h). */
+static inline __m512i amx_iq4xs_scales_lanes(__m512i l, __m512i h, int q)
+{
+    /* nibble i of the 16 bits of l to the low half of byte i; 2-bit field i of the 8 bits of h to bits 4-5 */
+    l = _mm512_and_si512(_mm512_srli_epi32(l, 16 * q), _mm512_set1_epi32(0xffff));
+    l = _mm512_and_si512(_mm512_or_si512(l, _mm512_slli_epi32(l, 8)), _mm512_set1_epi32(0x00ff00ff));
+    l = _mm512_and_si512(_mm512_or_si512(l, _mm512_slli_epi32(l, 4)), _mm512_set1_epi32(0x0f0f0f0f));
+    h = _mm512_and_si512(_mm512_srli_epi32(h, 8 * q), _mm512_set1_epi32(0xff));
+    h = _mm512_and_si512(_mm512_or_si512(h, _mm512_slli_epi32(h, 12)), _mm512_set1_epi32(0x000f000f));
+    h = _mm512_and_si512(_mm512_or_si512(h, _mm512_slli_epi32(h, 6)), _mm512_set1_epi32(0x03030303));
+    return _mm512_sub_epi8(_mm512_or_si512(l, _mm512_slli_epi32(h, 4)), _mm512_set1_epi8(32));
+}
+
+/* The header of block column b of 16 plain rows: the integer scales' bytes in row lanes (st[k]: bytes 4k..4k+3
+ * of the 16 below, by a transposition), and p's d (and dmin) of slot b. The 16 bytes: Q2_K scale | min << 4 per
+ * sub-block; Q3_K, Q6_K the int8 scales (Q3_K unpacked, minus 32); IQ4_XS the 8 scales minus 32; Q4_K/Q5_K
+ * d | dmin << 16 (st[0]) and the 12 packed scale bytes (st[1..3]). */
+static inline __attribute__((always_inline)) void amx_sb_head_plain(int kind, const char *const *blk, int b,
+                                                                    amx_sbw_t *p, __m512i *st)
+{
     uint16_t d16[16] = {0}, m16[16] = {0};
-    __m512i in[16], st[16], x[16], y[16];
-    amx_scale_t sc[16];
-    /* the integer scales: 16 bytes per row (4 per dword), transposed to row lanes: st[k] holds bytes 4k..4k+3 */
+    __m512i in[16];
     for (int r = 0; r < 16; r++) {
         __m128i v = _mm_setzero_si128();
         if (blk[r]) {
@@ -567,13 +631,63 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
         in[r] = _mm512_zextsi128_si512(v);
     }
     amx_transpose16(in, st);
+    if (kind == SB_Q4_K || kind == SB_Q5_K) { /* st[0]: d | dmin << 16 */
+        p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(st[0]));
+        p->dmin[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(st[0], 16)));
+        return;
+    }
+    p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16));
+    if (kind == SB_Q2_K)
+        p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
+}
+
+/* The same from a packed record (Q4_K, Q5_K, Q6_K, IQ4_XS), with no transposition: the record keeps the scale
+ * bytes in row lanes (Q4_K/Q5_K; st[0] is not set, d and dmin being 16 fp16 each) or 16 rows to a chunk. */
+static inline __attribute__((always_inline)) void amx_sb_head_packed(int kind, const char *rec, int b,
+                                                                     amx_sbw_t *p, __m512i *st)
+{
+    if (kind == SB_Q4_K || kind == SB_Q5_K) {
+        for (int i = 0; i < 3; i++)
+            st[1 + i] = _mm512_loadu_si512(rec + PK_K4_SCALES + 64 * i);
+        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + PK_K4_D)));
+        p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + PK_K4_DMIN)));
+    } else if (kind == SB_Q6_K) {
+        /* chunk 4 k + i (scales[4 k + i] of the 16 rows, a byte each) into byte i of st[k]'s lanes */
+        for (int k = 0; k < 4; k++) {
+            __m512i v = _mm512_setzero_si512();
+            for (int i = 0; i < 4; i++) {
+                const __m128i c = _mm_loadu_si128((const __m128i *)(rec + PK_Q6_K_SCALES + 16 * (4 * k + i)));
+                v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_cvtepu8_epi32(c), 8 * i));
+            }
+            st[k] = v;
+        }
+        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + PK_Q6_K_D)));
+    } else { /* IQ4_XS */
+        const __m512i l = _mm512_loadu_si512(rec + PK_IQ4_XS_SCALES_L);
+        const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(rec + PK_IQ4_XS_SCALES_H)));
+        st[0] = amx_iq4xs_scales_lanes(l, h, 0);
+        st[1] = amx_iq4xs_scales_lanes(l, h, 1);
+        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + PK_IQ4_XS_D)));
+    }
+}
+
+/* Lays out block column c0 + b of 16 rows (src; packed: Q4_K, Q5_K, Q6_K, IQ4_XS only) into p's slot b. */
+static inline __attribute__((always_inline)) void amx_prep_sb(int kind, int packed, const amx_sbsrc_t *src, int b,
+                                                              amx_sbw_t *p)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i st[16], x[16], y[16];
+    amx_scale_t sc[16];
+    if (packed)
+        amx_sb_head_packed(kind, src->rec, b, p, st);
+    else
+        amx_sb_head_plain(kind, src->blk, b, p, st);
     if (kind == SB_Q2_K) {
         const __m512i lo4 = _mm512_set1_epi8(0x0f);
         for (int s = 0; s < 16; s++)
             sc[s] = amx_scale(_mm512_and_si512(st[s / 4], lo4), s % 4, 0);
         for (int j = 0; j < 8; j++)
             p->mins[b][j] = amx_pairs(_mm512_and_si512(_mm512_srli_epi32(st[j / 2], 4), lo4), j % 2);
-        p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
     } else if (kind == SB_Q4_K || kind == SB_Q5_K) {
         /* ggml's kmask unpacking of the 6-bit scales and mins, in row lanes (quant_k4_scale_min) */
         const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f);
@@ -588,19 +702,15 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             sc[s] = amx_scale(s < 4 ? sc03 : sc47, s % 4, 0);
         for (int j = 0; j < 4; j++)
             p->mins[b][j] = amx_pairs(j < 2 ? mn03 : mn47, j % 2);
-        /* st[0]: d | dmin << 16 */
-        p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(st[0]));
-        p->dmin[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(st[0], 16)));
     } else {
         /* Q3_K levels q2 + 4 hbit - 4: bias 4; Q6_K q6 - 32: bias 32; IQ4_XS kvalue + 128 - 128: bias 128 */
         const int shift = kind == SB_Q3_K ? 2 : kind == SB_Q6_K ? 5 : 7;
         for (int s = 0; s < (kind == SB_IQ4_XS ? 8 : 16); s++)
             sc[s] = amx_scale(st[s / 4], s % 4, shift);
     }
-    if (kind != SB_Q4_K && kind != SB_Q5_K)
-        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d16));
 
-    if (kind == SB_Q2_K || kind == SB_Q3_K) {
+    if (kind == SB_Q2_K || kind == SB_Q3_K) { /* plain rows only */
+        const char *const *blk = src->blk;
         if (kind == SB_Q3_K)
             amx_rows32_t(blk, offsetof(quant_block_q3_K, hmask), y); /* y[j]: hmask bytes 4j..4j+3 */
         /* qs byte 32 h + l: bits 2k, 2k+1 are element 128 h + 32 k + l (sub-block 8 h + 2 k + l / 16); Q3_K's
@@ -619,11 +729,12 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
         }
     } else if (kind == SB_Q4_K || kind == SB_Q5_K) {
         const size_t qs = kind == SB_Q5_K ? offsetof(quant_block_q5_K, qs) : offsetof(quant_block_q4_K, qs);
+        const size_t qs_at = kind == SB_Q5_K ? PK_Q5_K_QS : PK_Q4_K_QS;
         if (kind == SB_Q5_K)
-            amx_rows32_t(blk, offsetof(quant_block_q5_K, qh), y); /* y[j]: qh bytes 4j..4j+3 */
+            amx_sb_lanes(packed, src, offsetof(quant_block_q5_K, qh), PK_Q5_K_QH, 8, y); /* y[j]: qh bytes 4j..4j+3 */
         /* qs byte 32 c + l: low nibble element 64 c + l (sub-block 2c), high 64 c + 32 + l (2c + 1) */
         for (int h = 0; h < 2; h++) {
-            amx_rows64_t(blk, qs + 64 * (size_t)h, x);
+            amx_sb_lanes(packed, src, qs + 64 * (size_t)h, qs_at + 1024 * (size_t)h, 16, x);
             for (int j = 0; j < 16; j++) {
                 const int c = 2 * h + j / 8, jr = j % 8;
                 __m512i lo = _mm512_and_si512(x[j], m4);
@@ -640,11 +751,12 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             }
         }
     } else if (kind == SB_Q6_K) {
-        amx_rows64_t(blk, offsetof(quant_block_q6_K, qh), y); /* y[j]: qh bytes 4j..4j+3 */
+        amx_sb_lanes(packed, src, offsetof(quant_block_q6_K, qh), PK_Q6_K_QH, 16, y); /* y[j]: qh bytes 4j..4j+3 */
         /* element 128 h + 32 k + l: low bits from ql[64 h + 32 (k % 2) + l] (nibble k / 2), high bits 2k of
          * qh[32 h + l]; sub-block (16 elements) 8 h + 2 k + l / 16 */
         for (int h = 0; h < 2; h++) {
-            amx_rows64_t(blk, offsetof(quant_block_q6_K, ql) + 64 * (size_t)h, x);
+            amx_sb_lanes(packed, src, offsetof(quant_block_q6_K, ql) + 64 * (size_t)h,
+                         PK_Q6_K_QL + 1024 * (size_t)h, 16, x);
             for (int k = 0; k < 4; k++)
                 for (int j8 = 0; j8 < 8; j8++) {
                     const __m512i q = x[8 * (k % 2) + j8];
@@ -660,7 +772,8 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
             _mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
         /* qs byte 16 s + j (j < 16): low nibble element 32 s + j, high 32 s + 16 + j */
         for (int h = 0; h < 2; h++) {
-            amx_rows64_t(blk, offsetof(quant_block_iq4_xs, qs) + 64 * (size_t)h, x);
+            amx_sb_lanes(packed, src, offsetof(quant_block_iq4_xs, qs) + 64 * (size_t)h,
+                         PK_IQ4_XS_QS + 1024 * (size_t)h, 16, x);
             for (int jj = 0; jj < 16; jj++) {
                 const int s = 4 * h + jj / 4, g = s / 2, row = 8 * (s % 2) + jj % 4;
                 const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(x[jj], m4));
@@ -672,8 +785,9 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, const ch
     }
 }
 
-static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, int64_t n, int64_t nrows,
-                                                                       int64_t ntok, const void *w,
+/* packed: w holds packed rows (core/kern/pack.h; nrows a multiple of 16), else plain ones. */
+static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, int packed, int64_t n,
+                                                                       int64_t nrows, int64_t ntok, const void *w,
                                                                        size_t w_stride, const void *act,
                                                                        size_t act_stride, float *out, size_t ldo)
 {
@@ -712,12 +826,23 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
             for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
                 const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
                 const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-                amx_prefetch_next(w, w_stride, nrows, r0, c0 * (int64_t)bb, cn * (int64_t)bb, nb * (int64_t)bb);
+                /* packed: group r0 / 16 starts at w + r0 * w_stride, and the records of its block columns
+                 * (16 blocks each) follow one another */
+                const char *const w0 = (const char *)w + (size_t)r0 * w_stride;
+                if (packed)
+                    amx_prefetch_next(w, 16 * w_stride, nrows / 16, r0 / 16, 1, 16 * c0 * (int64_t)bb,
+                                      16 * cn * (int64_t)bb, 16 * nb * (int64_t)bb);
+                else
+                    amx_prefetch_next(w, w_stride, nrows, r0, 16, c0 * (int64_t)bb, cn * (int64_t)bb,
+                                      nb * (int64_t)bb);
                 for (int b = 0; b < cn; b++) {
-                    const char *blk[16];
-                    for (int r = 0; r < 16; r++)
-                        blk[r] = r < nr ? (const char *)w + (size_t)(r0 + r) * w_stride + (size_t)(c0 + b) * bb : NULL;
-                    amx_prep_sb(kind, blk, b, &pw);
+                    amx_sbsrc_t src;
+                    if (packed)
+                        src.rec = w0 + (size_t)(c0 + b) * 16 * bb;
+                    else
+                        for (int r = 0; r < 16; r++)
+                            src.blk[r] = r < nr ? w0 + (size_t)r * w_stride + (size_t)(c0 + b) * bb : NULL;
+                    amx_prep_sb(kind, packed, &src, b, &pw);
                 }
                 for (int tp = 0; tp < tgn; tp += 32) {
                     const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
@@ -795,12 +920,12 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
         AMX_RELEASE();
 }
 
-/* One function per type, each with its kind folded in. */
-#define AMX_KERNEL(T, FN, KIND)                                                                              \
+/* One function per type, each with its kind (and weight source) folded in. */
+#define AMX_KERNEL(T, FN, ...)                                                                               \
     static void AMX_NAME(matmul_##T)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,  \
                                      const void *act, size_t act_stride, float *out, size_t ldo)             \
     {                                                                                                        \
-        AMX_NAME(FN)(KIND, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);                          \
+        AMX_NAME(FN)(__VA_ARGS__, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);                   \
     }
 AMX_KERNEL(q8_0, matmul_b32, B32_Q8_0)
 AMX_KERNEL(q4_0, matmul_b32, B32_Q4_0)
@@ -809,20 +934,39 @@ AMX_KERNEL(iq4_nl, matmul_b32, B32_IQ4_NL)
 AMX_KERNEL(mxfp4, matmul_b32, B32_MXFP4)
 AMX_KERNEL(q4_1, matmul_b32, B32_Q4_1)
 AMX_KERNEL(q5_1, matmul_b32, B32_Q5_1)
-AMX_KERNEL(q2_K, matmul_sb, SB_Q2_K)
-AMX_KERNEL(q3_K, matmul_sb, SB_Q3_K)
-AMX_KERNEL(q4_K, matmul_sb, SB_Q4_K)
-AMX_KERNEL(q5_K, matmul_sb, SB_Q5_K)
-AMX_KERNEL(q6_K, matmul_sb, SB_Q6_K)
-AMX_KERNEL(iq4_xs, matmul_sb, SB_IQ4_XS)
+AMX_KERNEL(q2_K, matmul_sb, SB_Q2_K, 0)
+AMX_KERNEL(q3_K, matmul_sb, SB_Q3_K, 0)
+AMX_KERNEL(q4_K, matmul_sb, SB_Q4_K, 0)
+AMX_KERNEL(q5_K, matmul_sb, SB_Q5_K, 0)
+AMX_KERNEL(q6_K, matmul_sb, SB_Q6_K, 0)
+AMX_KERNEL(iq4_xs, matmul_sb, SB_IQ4_XS, 0)
+AMX_KERNEL(packed_q4_K, matmul_sb, SB_Q4_K, 1)
+AMX_KERNEL(packed_q5_K, matmul_sb, SB_Q5_K, 1)
+AMX_KERNEL(packed_q6_K, matmul_sb, SB_Q6_K, 1)
+AMX_KERNEL(packed_iq4_xs, matmul_sb, SB_IQ4_XS, 1)
 #undef AMX_KERNEL
 
-/* The kernel of a covered type (kern_amx_covers); false for the others. n == 0 (no blocks) gives zeros, as the
- * reference does. */
+typedef void (*AMX_NAME(kernel_fn))(int64_t, int64_t, int64_t, const void *, size_t, const void *, size_t, float *,
+                                   size_t);
+
+/* n == 0 (no blocks) gives zeros, as the reference does; else the kernel. */
+static void AMX_NAME(run)(AMX_NAME(kernel_fn) fn, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                          size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    if (n == 0) {
+        for (int64_t t = 0; t < ntok; t++)
+            for (int64_t r = 0; r < nrows; r++)
+                out[(size_t)t * ldo + (size_t)r] = 0.0f;
+        return;
+    }
+    fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+}
+
+/* The kernel of a covered type (kern_amx_covers); false for the others. */
 static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                              size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    void (*fn)(int64_t, int64_t, int64_t, const void *, size_t, const void *, size_t, float *, size_t);
+    AMX_NAME(kernel_fn) fn;
     switch (type) {
     case GUILD_TYPE_Q8_0: fn = AMX_NAME(matmul_q8_0); break;
     case GUILD_TYPE_Q4_0: fn = AMX_NAME(matmul_q4_0); break;
@@ -839,12 +983,23 @@ static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_
     case GUILD_TYPE_IQ4_XS: fn = AMX_NAME(matmul_iq4_xs); break;
     default: return false;
     }
-    if (n == 0) {
-        for (int64_t t = 0; t < ntok; t++)
-            for (int64_t r = 0; r < nrows; r++)
-                out[(size_t)t * ldo + (size_t)r] = 0.0f;
-        return true;
+    AMX_NAME(run)(fn, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    return true;
+}
+
+/* The same on packed rows (core/kern/pack.h: nrows a multiple of 16) for the types with a packed layout that
+ * the tiles read directly (kern_amx_packed_covers); false for the others. */
+static bool AMX_NAME(matmul_packed)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
+                                    size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
+{
+    AMX_NAME(kernel_fn) fn;
+    switch (type) {
+    case GUILD_TYPE_Q4_K: fn = AMX_NAME(matmul_packed_q4_K); break;
+    case GUILD_TYPE_Q5_K: fn = AMX_NAME(matmul_packed_q5_K); break;
+    case GUILD_TYPE_Q6_K: fn = AMX_NAME(matmul_packed_q6_K); break;
+    case GUILD_TYPE_IQ4_XS: fn = AMX_NAME(matmul_packed_iq4_xs); break;
+    default: return false;
     }
-    fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    AMX_NAME(run)(fn, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
     return true;
 }

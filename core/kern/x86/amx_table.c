@@ -1,5 +1,7 @@
 /* The amx level's table: the AMX kernels (amx.c) for groups of KERN_AMX_MIN_TOKENS tokens and more, the level
- * below's kernels (avx512-vnni) for fewer (core/kern/amx.h). */
+ * below's kernels (avx512-vnni) for fewer (core/kern/amx.h). The packed entries stay the level below's (the
+ * packed VNNI kernels, up to KERN_AMX_MIN_TOKENS - 1 tokens): kern_matmul_packed_at calls the packed AMX kernels
+ * itself from KERN_AMX_MIN_TOKENS on (kern_amx_packed_covers), at every token count. */
 #include "core/kern/amx.h"
 #include "core/kern/table.h"
 
@@ -57,6 +59,11 @@ bool kern_amx_covers(guild_type_t type)
         if (entries[i].type == type)
             return true;
     return false;
+}
+
+bool kern_amx_packed_covers(guild_type_t type)
+{
+    return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K || type == GUILD_TYPE_IQ4_XS;
 }
 
 void kern_fill_amx(kern_table_t *t)
