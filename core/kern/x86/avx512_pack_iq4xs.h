@@ -17,29 +17,18 @@
 #define GUILD_KERN_X86_AVX512_PACK_IQ4XS_ONCE
 
 #define PIQ_RECORD 2176
-/* Software prefetch of the weight stream into L2, one line per 64 bytes, PIQ_PF bytes (two records) ahead of
- * the record being read: without it the packed kernel reads DRAM slower than the plain one (its loads come
- * too fast for the hardware prefetchers alone). One token, 2 threads on the 2-vCPU VM, fraction of the read
- * probe: no prefetch 0.71, 2 records 0.84-0.87, 4 or 6 records alike, the plain kernel 0.73-0.77
- * (bench/results/pack-iq4xs-vm-2026-11-30.md). */
-#ifndef PIQ_PF
-#define PIQ_PF (2 * PIQ_RECORD)
-#endif
-/* Tokens per pass over a group: the accumulators of 4 tokens fill the register file; a second pass (5..8
- * tokens) finds the group in L1/L2. */
-#define PIQ_TILE 4
 
-/* -128 times the sums of a over each 32-element sub-block, nb blocks (computed from qs: the reference never
- * reads bsums). */
-static void piq_bias(const quant_block_q8_K *a, int64_t nb, int32_t (*nA)[8])
+/* One token's block: -128 times the sums of a over its 8 sub-blocks (from qs: the reference never reads bsums),
+ * the record function's aux. */
+static inline __attribute__((always_inline)) void piq_prep(const quant_block_q8_K *a, void *aux)
 {
-    for (int64_t b = 0; b < nb; b++)
-        for (int s = 0; s < 8; s++) {
-            int sum = 0;
-            for (int k = 0; k < 32; k++)
-                sum += a[b].qs[32 * s + k];
-            nA[b][s] = -128 * sum;
-        }
+    int32_t *nA = aux;
+    for (int s = 0; s < 8; s++) {
+        int sum = 0;
+        for (int k = 0; k < 32; k++)
+            sum += a->qs[32 * s + k];
+        nA[s] = -128 * sum;
+    }
 }
 
 /* vpshufb indices taking byte k of each dword into its top byte (the others zero), for a sign-extending
@@ -102,14 +91,16 @@ static inline __attribute__((always_inline)) void KERN_NAME(piq_levels)(__m512i 
 #endif
 }
 
-/* One record (o) for tt tokens: sumf[t] = sumf[t] + d * (float)isum. nA[t]: the token's -128 A_s of the block. */
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + d * (float)isum; a pkd_record_fn. aux[t]: the token's
+ * -128 A_s of the block (piq_prep). */
 static inline __attribute__((always_inline)) void KERN_NAME(piq_record)(const char *o, int tt,
                                                                        const quant_block_q8_K *const *at, int64_t b,
-                                                                       const int32_t *const *nA, __m512 *sumf)
+                                                                       const void *const *aux, __m512 *sumf,
+                                                                       uintptr_t pf)
 {
     const __m512i tbl = _mm512_broadcast_i32x4(
         _mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
-    __m512i sc[8], isum[PIQ_TILE];
+    __m512i sc[8], isum[PKD_TILE];
     KERN_NAME(piq_scales)(o, sc);
 #pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
@@ -118,10 +109,11 @@ static inline __attribute__((always_inline)) void KERN_NAME(piq_record)(const ch
     for (int s = 0; s < 8; s++) {
         /* two chains per token (low and high nibbles): half the dependent vpdpbusd latency of one (one chain:
          * -5% in L2) */
-        __m512i lo[PIQ_TILE], hi[PIQ_TILE];
+        __m512i lo[PKD_TILE], hi[PKD_TILE];
+        pkd_prefetch(pf, PIQ_RECORD / 64, s, 8);
 #pragma GCC unroll 4
         for (int t = 0; t < tt; t++) {
-            lo[t] = _mm512_set1_epi32(nA[t][s]);
+            lo[t] = _mm512_set1_epi32(((const int32_t *)aux[t])[s]);
             hi[t] = _mm512_setzero_si512();
         }
 #pragma GCC unroll 4
@@ -147,69 +139,9 @@ static inline __attribute__((always_inline)) void KERN_NAME(piq_record)(const ch
     }
 }
 
-/* The records of one group (16 rows) for tt tokens (a constant after inlining): out[t * ldo + i] for row i.
- * Prefetches the stream PIQ_PF ahead when pf_end (the end of the call's rows) is set, never past it. */
-static inline __attribute__((always_inline)) void KERN_NAME(piq_group)(const char *grp, int64_t nb, int tt,
-                                                                      const quant_block_q8_K *const *at,
-                                                                      const int32_t (*nA)[8], int64_t nA_stride,
-                                                                      uintptr_t pf_end, float *out, size_t ldo)
-{
-    __m512 sumf[PIQ_TILE];
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        sumf[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const char *o = grp + (size_t)b * PIQ_RECORD;
-        const uintptr_t pf = (uintptr_t)o + PIQ_PF; /* addresses are integers: see kq_pf_t */
-        if (pf + PIQ_RECORD <= pf_end) {
-            /* unrolled: a cursor loop costs about as many instructions as the record's products */
-#pragma GCC unroll 34
-            for (int k = 0; k < PIQ_RECORD / 64; k++)
-                _mm_prefetch((const char *)(pf + 64 * (uintptr_t)k), _MM_HINT_T1);
-        } else {
-            for (uintptr_t p = pf; p < pf_end; p += 64)
-                _mm_prefetch((const char *)p, _MM_HINT_T1);
-        }
-        const int32_t *nAb[PIQ_TILE];
-#pragma GCC unroll 4
-        for (int t = 0; t < tt; t++)
-            nAb[t] = nA[(size_t)t * (size_t)nA_stride + (size_t)b];
-        KERN_NAME(piq_record)(o, tt, at, b, nAb, sumf);
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
-}
-
 static void KERN_NAME(matmul_iq4_xs_packed)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                             const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    const int64_t nb = n / QUANT_QK_K;
-    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
-    /* [token][block][sub-block]: -128 A_s; one row at least (n = 0 is allowed, gives zeros, and an empty VLA is not) */
-    int32_t nA[KERN_PACK_MAX_TOKENS * (nb > 0 ? nb : 1)][8];
-    for (int64_t t = 0; t < ntok; t++) {
-        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
-        piq_bias(at[t], nb, nA + t * nb);
-    }
-    const uintptr_t end = (uintptr_t)w + (size_t)nrows * w_stride;
-    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PIQ_PF bytes now */
-    for (uintptr_t p = (uintptr_t)w & ~(uintptr_t)63; p < (uintptr_t)w + PIQ_PF && p < end; p += 64)
-        _mm_prefetch((const char *)p, _MM_HINT_T1);
-    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
-        const char *grp = (const char *)w + (size_t)r0 * w_stride;
-        /* the first tile streams the group from memory (and prefetches), a second finds it in L1/L2 */
-        for (int64_t t0 = 0; t0 < ntok; t0 += PIQ_TILE) {
-            const int tt = (int)(ntok - t0 < PIQ_TILE ? ntok - t0 : PIQ_TILE);
-            const uintptr_t pf_end = t0 == 0 ? end : 0;
-            float *o = out + (size_t)t0 * ldo + (size_t)r0;
-            const int32_t(*nAt)[8] = (const int32_t(*)[8])nA + t0 * nb;
-            switch (tt) {
-            case 1: KERN_NAME(piq_group)(grp, nb, 1, at + t0, nAt, nb, pf_end, o, ldo); break;
-            case 2: KERN_NAME(piq_group)(grp, nb, 2, at + t0, nAt, nb, pf_end, o, ldo); break;
-            case 3: KERN_NAME(piq_group)(grp, nb, 3, at + t0, nAt, nb, pf_end, o, ldo); break;
-            default: KERN_NAME(piq_group)(grp, nb, 4, at + t0, nAt, nb, pf_end, o, ldo); break;
-            }
-        }
-    }
+    pkd_matmul(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, PIQ_RECORD, 8 * sizeof(int32_t), piq_prep,
+               KERN_NAME(piq_record));
 }

@@ -16,16 +16,19 @@
 #define PK4_BYTE_IDX(k) \
     _mm512_set4_epi32((int)0x8080800c + (k), (int)0x80808008 + (k), (int)0x80808004 + (k), (int)0x80808000 + (k))
 
-/* Software prefetch of the weight stream into L2, one line per 64 bytes, PK4_PF bytes (two records) ahead.
- * Without it the packed kernel reads DRAM slower than the plain one (0.55 against 0.74 of the probe, 2 threads
- * on the 2-vCPU VM): its loads come too fast for the hardware prefetchers alone. */
 #define PK4_RECORD 2304
-#define PK4_PF (2 * PK4_RECORD)
 
-/* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin) (see above). lohi[t]: the token's
- * pair sums of the block as bytes, 128 * hi + lo (avx512_k4.h). */
+/* One token's block: its pair sums as bytes, 128 * hi + lo (k512_pair_split), the record function's aux. */
+static inline __attribute__((always_inline)) void pk4_prep(const quant_block_q8_K *a, void *aux)
+{
+    k512_pair_split(a, (uint64_t *)aux);
+}
+
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin) (see above); a pkd_record_fn.
+ * aux[t]: pk4_prep's pair sums. */
 static inline __attribute__((always_inline)) void pk4_record(const char *o, int tt, const quant_block_q8_K *const *at,
-                                                             int64_t b, const uint64_t (*lohi)[2], __m512 *sumf)
+                                                             int64_t b, const void *const *aux, __m512 *sumf,
+                                                             uintptr_t pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8((char)0xf0);
     const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
@@ -43,6 +46,7 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m512i lo[4], hi[4];
+        pkd_prefetch(pf, PK4_RECORD / 64, j, 4);
 #pragma GCC unroll 4
         for (int t = 0; t < tt; t++)
             lo[t] = hi[t] = zero;
@@ -69,7 +73,7 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
     const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
 #pragma GCC unroll 4
     for (int t = 0; t < tt; t++) {
-        const uint64_t l = lohi[t][0], h = lohi[t][1];
+        const uint64_t l = ((const uint64_t *)aux[t])[0], h = ((const uint64_t *)aux[t])[1];
         const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
                                                _mm512_set1_epi32((int)(uint32_t)(l >> 32)));
         const __m512i xh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)h)), m47,
@@ -83,69 +87,9 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
     }
 }
 
-/* The records of one group for a tile of tt tokens (a constant after inlining), prefetching when pf. */
-static inline __attribute__((always_inline)) void pk4_group(const char *grp, int64_t nb, int tt,
-                                                            const quant_block_q8_K *const *at,
-                                                            const uint64_t (*lohi)[2], const char *pf_end,
-                                                            float *out, size_t ldo)
-{
-    __m512 sumf[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        sumf[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const char *o = grp + (size_t)b * PK4_RECORD;
-        /* a record's worth of lines PK4_PF ahead, unrolled: a cursor loop cost as many instructions as the
-         * record's products in cache (27 against 50 GB/s per core); addresses are integers (kq_pf_t) */
-        if (pf_end && (uintptr_t)o + PK4_PF + PK4_RECORD <= (uintptr_t)pf_end) {
-#pragma GCC unroll 36
-            for (int k = 0; k < PK4_RECORD / 64; k++)
-                _mm_prefetch((const char *)((uintptr_t)o + PK4_PF + 64 * (uintptr_t)k), _MM_HINT_T1);
-        }
-        const uint64_t(*lh)[2] = lohi + b;
-        uint64_t tl[4][2];
-#pragma GCC unroll 4
-        for (int t = 0; t < tt; t++) {
-            tl[t][0] = lh[(size_t)t * (size_t)nb][0];
-            tl[t][1] = lh[(size_t)t * (size_t)nb][1];
-        }
-        pk4_record(o, tt, at, b, (const uint64_t(*)[2])tl, sumf);
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
-}
-
 static void matmul_q4_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                           const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    const int64_t nb = n / QUANT_QK_K;
-    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
-    uint64_t lohi[KERN_PACK_MAX_TOKENS * nb][2]; /* [token][block]: pair sums as bytes (pk4_record) */
-    for (int64_t t = 0; t < ntok; t++) {
-        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
-        for (int64_t b = 0; b < nb; b++)
-            k512_pair_split(&at[t][b], lohi[t * nb + b]);
-    }
-    const char *end = (const char *)w + (size_t)nrows * w_stride;
-    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PK4_PF bytes now */
-    kq_pf_t pf = kq_pf_start(w, end);
-    (void)pf;
-    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
-        const char *grp = (const char *)w + (size_t)r0 * w_stride;
-        /* tiles of up to 4 tokens; the first streams the group from memory (and prefetches), the others find
-         * it in L1/L2 */
-        for (int64_t t0 = 0; t0 < ntok; t0 += 4) {
-            const int tt = (int)(ntok - t0 < 4 ? ntok - t0 : 4);
-            const char *p = t0 == 0 ? end : NULL;
-            float *o = out + (size_t)t0 * ldo + (size_t)r0;
-            const uint64_t(*lh)[2] = (const uint64_t(*)[2])lohi[t0 * nb];
-            switch (tt) {
-            case 1: pk4_group(grp, nb, 1, at + t0, lh, p, o, ldo); break;
-            case 2: pk4_group(grp, nb, 2, at + t0, lh, p, o, ldo); break;
-            case 3: pk4_group(grp, nb, 3, at + t0, lh, p, o, ldo); break;
-            default: pk4_group(grp, nb, 4, at + t0, lh, p, o, ldo); break;
-            }
-        }
-    }
+    pkd_matmul(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, PK4_RECORD, 2 * sizeof(uint64_t), pk4_prep,
+               pk4_record);
 }

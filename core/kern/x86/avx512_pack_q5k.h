@@ -17,14 +17,14 @@
 
 /* Record offsets (pack.c) */
 #define PK5_RECORD 2816
-#define PK5_PF (2 * PK5_RECORD)
 #define PK5_QH 256
 #define PK5_QS 768
 
-/* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin). lohi[t]: the token's pair sums of
- * the block as bytes, 128 * hi + lo (pk4_record). */
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin); a pkd_record_fn. aux[t]: the
+ * token's pair sums of the block (pk4_prep). */
 static inline __attribute__((always_inline)) void pk5_record(const char *o, int tt, const quant_block_q8_K *const *at,
-                                                             int64_t b, const uint64_t (*lohi)[2], __m512 *sumf)
+                                                             int64_t b, const void *const *aux, __m512 *sumf,
+                                                             uintptr_t pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m1e = _mm512_set1_epi8(0x1e);
     const __m512i m10 = _mm512_set1_epi8(0x10), m20 = _mm512_set1_epi8(0x20);
@@ -43,6 +43,7 @@ static inline __attribute__((always_inline)) void pk5_record(const char *o, int 
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m512i lo[4], hi[4];
+        pkd_prefetch(pf, PK5_RECORD / 64, j, 4);
 #pragma GCC unroll 4
         for (int t = 0; t < tt; t++)
             lo[t] = hi[t] = zero;
@@ -78,7 +79,7 @@ static inline __attribute__((always_inline)) void pk5_record(const char *o, int 
     const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
 #pragma GCC unroll 4
     for (int t = 0; t < tt; t++) {
-        const uint64_t l = lohi[t][0], h = lohi[t][1];
+        const uint64_t l = ((const uint64_t *)aux[t])[0], h = ((const uint64_t *)aux[t])[1];
         const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
                                                _mm512_set1_epi32((int)(uint32_t)(l >> 32)));
         const __m512i xh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)h)), m47,
@@ -92,68 +93,9 @@ static inline __attribute__((always_inline)) void pk5_record(const char *o, int 
     }
 }
 
-/* The records of one group for a tile of tt tokens (a constant after inlining), prefetching when pf_end. */
-static inline __attribute__((always_inline)) void pk5_group(const char *grp, int64_t nb, int tt,
-                                                            const quant_block_q8_K *const *at,
-                                                            const uint64_t (*lohi)[2], const char *pf_end,
-                                                            float *out, size_t ldo)
-{
-    __m512 sumf[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        sumf[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const char *o = grp + (size_t)b * PK5_RECORD;
-        /* a record's lines PK5_PF ahead, unrolled (pk4_group says why; a record is 44 lines) */
-        if (pf_end && (uintptr_t)o + PK5_PF + PK5_RECORD <= (uintptr_t)pf_end) {
-#pragma GCC unroll 44
-            for (int k = 0; k < PK5_RECORD / 64; k++)
-                _mm_prefetch((const char *)((uintptr_t)o + PK5_PF + 64 * (uintptr_t)k), _MM_HINT_T1);
-        }
-        const uint64_t(*lh)[2] = lohi + b;
-        uint64_t tl[4][2];
-#pragma GCC unroll 4
-        for (int t = 0; t < tt; t++) {
-            tl[t][0] = lh[(size_t)t * (size_t)nb][0];
-            tl[t][1] = lh[(size_t)t * (size_t)nb][1];
-        }
-        pk5_record(o, tt, at, b, (const uint64_t(*)[2])tl, sumf);
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
-}
-
 static void matmul_q5_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                           const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    const int64_t nb = n / QUANT_QK_K;
-    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
-    uint64_t lohi[ntok * nb][2]; /* [token][block]: pair sums as bytes (pk4_record) */
-    for (int64_t t = 0; t < ntok; t++) {
-        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
-        for (int64_t b = 0; b < nb; b++)
-            k512_pair_split(&at[t][b], lohi[t * nb + b]);
-    }
-    const char *end = (const char *)w + (size_t)nrows * w_stride;
-    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PK5_PF bytes now */
-    for (uintptr_t a = (uintptr_t)w & ~(uintptr_t)63; a < (uintptr_t)w + PK5_PF && a < (uintptr_t)end; a += 64)
-        _mm_prefetch((const char *)a, _MM_HINT_T1);
-    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
-        const char *grp = (const char *)w + (size_t)r0 * w_stride;
-        /* tiles of up to 4 tokens; the first streams the group from memory (and prefetches), the others find
-         * it in L1/L2 */
-        for (int64_t t0 = 0; t0 < ntok; t0 += 4) {
-            const int tt = (int)(ntok - t0 < 4 ? ntok - t0 : 4);
-            const char *p = t0 == 0 ? end : NULL;
-            float *o = out + (size_t)t0 * ldo + (size_t)r0;
-            const uint64_t(*lh)[2] = (const uint64_t(*)[2])lohi[t0 * nb];
-            switch (tt) {
-            case 1: pk5_group(grp, nb, 1, at + t0, lh, p, o, ldo); break;
-            case 2: pk5_group(grp, nb, 2, at + t0, lh, p, o, ldo); break;
-            case 3: pk5_group(grp, nb, 3, at + t0, lh, p, o, ldo); break;
-            default: pk5_group(grp, nb, 4, at + t0, lh, p, o, ldo); break;
-            }
-        }
-    }
+    pkd_matmul(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, PK5_RECORD, 2 * sizeof(uint64_t), pk4_prep,
+               pk5_record);
 }

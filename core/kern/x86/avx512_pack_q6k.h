@@ -18,22 +18,34 @@
  * and one vpmulld per sub-block: in L2 ~1.65x the plain kernel's speed (bench/results/pack-q6k-vm-2026-11-30.md).
  */
 
-/* Software prefetch of the weight stream into L2, PK6_PF bytes (two records) ahead, as the q4_K kernel does.
- * A record is 52.5 lines, so records start on 64- or 32-byte boundaries: 53 prefetches from the record's first
- * byte reach every line it touches, and the last starts inside the record. */
+/* A record is 52.5 lines, so records start on 64- or 32-byte boundaries: PK6_LINES prefetches from the record's
+ * first byte reach every line it touches. */
 #define PK6_RECORD 3360
-#define PK6_PF (2 * PK6_RECORD)
 #define PK6_LINES ((PK6_RECORD + 63) / 64)
 /* Record offsets of the regions (pack.c) */
 #define PK6_SCALES 32
 #define PK6_QL 288
 #define PK6_QH 2336
 
-/* One record (o) for tt tokens: sumf[t] = sumf[t] + d * isum (see above). ns[t * ns_stride + s]: -32 A(s) of the
- * token's block, -128 A(s) for the sub-blocks of quarter 3 (s % 8 = 6, 7). */
+/* One token's block: -32 times the sum of each sub-block's 16 qs (the reference's q - 32; from qs, as the plain
+ * kernel: the reference never reads bsums), -128 times for the sub-blocks of quarter 3 (s % 8 = 6, 7: 4 * level),
+ * as 16 int32, the record function's aux. */
+static inline __attribute__((always_inline)) void pk6_prep(const quant_block_q8_K *a, void *aux)
+{
+    int32_t *ns = aux;
+    for (int s = 0; s < 16; s++) {
+        int32_t sum = 0;
+        for (int i = 0; i < 16; i++)
+            sum += a->qs[16 * s + i];
+        ns[s] = (s % 8 >= 6 ? -128 : -32) * sum;
+    }
+}
+
+/* One record (o) for tt tokens: sumf[t] = sumf[t] + d * isum (see above); a pkd_record_fn. aux[t]: pk6_prep's
+ * sums of the token's block. */
 static inline __attribute__((always_inline)) void pk6_record(const char *o, int tt, const quant_block_q8_K *const *at,
-                                                             int64_t b, const int32_t *ns, size_t ns_stride,
-                                                             __m512 *sumf)
+                                                             int64_t b, const void *const *aux, __m512 *sumf,
+                                                             uintptr_t pf)
 {
     const __m512i m0f = _mm512_set1_epi8(0x0f), m3c = _mm512_set1_epi8(0x3c);
     const __m512i m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xcc);
@@ -49,10 +61,11 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
             for (int p = 0; p < 2; p++) {
                 const int s_lo = 8 * h + 2 * p + half, s_hi = s_lo + 4; /* sub-blocks of quarters p and 2 + p */
                 __m512i lo[4], hi[4];
+                pkd_prefetch(pf, PK6_LINES, 4 * h + 2 * half + p, 8);
             #pragma GCC unroll 4
                 for (int t = 0; t < tt; t++) {
-                    lo[t] = _mm512_set1_epi32(ns[(size_t)t * ns_stride + s_lo]);
-                    hi[t] = _mm512_set1_epi32(ns[(size_t)t * ns_stride + s_hi]);
+                    lo[t] = _mm512_set1_epi32(((const int32_t *)aux[t])[s_lo]);
+                    hi[t] = _mm512_set1_epi32(((const int32_t *)aux[t])[s_hi]);
                 }
 #pragma GCC unroll 4
                 for (int gg = 0; gg < 4; gg++) {
@@ -101,66 +114,9 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
     }
 }
 
-/* The records of one group for a tile of tt tokens (a constant after inlining), prefetching when pf_end. */
-static inline __attribute__((always_inline)) void pk6_group(const char *grp, int64_t nb, int tt,
-                                                            const quant_block_q8_K *const *at, const int32_t *ns,
-                                                            const char *pf_end, float *out, size_t ldo)
-{
-    __m512 sumf[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        sumf[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const char *o = grp + (size_t)b * PK6_RECORD;
-        /* a record's lines PK6_PF ahead, unrolled (pk4_group says why); addresses are integers (kq_pf_t) */
-        if (pf_end && (uintptr_t)o + PK6_PF + PK6_RECORD <= (uintptr_t)pf_end) {
-#pragma GCC unroll 53
-            for (int k = 0; k < PK6_LINES; k++)
-                _mm_prefetch((const char *)((uintptr_t)o + PK6_PF + 64 * (uintptr_t)k), _MM_HINT_T1);
-        }
-        pk6_record(o, tt, at, b, ns + 16 * b, (size_t)(16 * nb), sumf);
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++)
-        _mm512_storeu_ps(out + (size_t)t * ldo, sumf[t]);
-}
-
 static void matmul_q6_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                           const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    const int64_t nb = n / QUANT_QK_K;
-    const quant_block_q8_K *at[KERN_PACK_MAX_TOKENS];
-    int32_t ns[ntok * nb * 16]; /* [token][block][sub-block]: -32 * the sum of its 16 qs (the reference's
-                                   q - 32; from qs, as the plain kernel: the reference never reads bsums) */
-    for (int64_t t = 0; t < ntok; t++) {
-        at[t] = (const quant_block_q8_K *)((const char *)act + (size_t)t * act_stride);
-        for (int64_t b = 0; b < nb; b++)
-            for (int s = 0; s < 16; s++) {
-                int32_t sum = 0;
-                for (int i = 0; i < 16; i++)
-                    sum += at[t][b].qs[16 * s + i];
-                ns[(t * nb + b) * 16 + s] = (s % 8 >= 6 ? -128 : -32) * sum; /* quarter 3: 4 * level */
-            }
-    }
-    const char *end = (const char *)w + (size_t)nrows * w_stride;
-    /* a call starts a new stream (a pipeline task, on whichever core took it): its first PK6_PF bytes now */
-    for (uintptr_t a = (uintptr_t)w & ~(uintptr_t)63; a < (uintptr_t)w + PK6_PF && a < (uintptr_t)end; a += 64)
-        _mm_prefetch((const char *)a, _MM_HINT_T1);
-    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_PACK_ROWS) {
-        const char *grp = (const char *)w + (size_t)r0 * w_stride;
-        /* tiles of up to 4 tokens; the first streams the group from memory (and prefetches), the others find
-         * it in L1/L2 */
-        for (int64_t t0 = 0; t0 < ntok; t0 += 4) {
-            const int tt = (int)(ntok - t0 < 4 ? ntok - t0 : 4);
-            const char *p = t0 == 0 ? end : NULL;
-            float *o = out + (size_t)t0 * ldo + (size_t)r0;
-            const int32_t *nst = ns + t0 * nb * 16;
-            switch (tt) {
-            case 1: pk6_group(grp, nb, 1, at + t0, nst, p, o, ldo); break;
-            case 2: pk6_group(grp, nb, 2, at + t0, nst, p, o, ldo); break;
-            case 3: pk6_group(grp, nb, 3, at + t0, nst, p, o, ldo); break;
-            default: pk6_group(grp, nb, 4, at + t0, nst, p, o, ldo); break;
-            }
-        }
-    }
+    pkd_matmul(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, PK6_RECORD, 16 * sizeof(int32_t), pk6_prep,
+               pk6_record);
 }

@@ -112,6 +112,7 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
 
 /* The packed layouts (core/kern/pack.h) */
 #include "core/kern/pack.h"
+#include "core/kern/x86/avx512_pack_drive.h"
 #include "core/kern/x86/avx512_pack_q4k.h"
 #include "core/kern/x86/avx512_pack_q6k.h"
 #include "core/kern/x86/avx512_pack_q5k.h"
