@@ -35,6 +35,16 @@ typedef void (*pkd_prep_fn)(const quant_block_q8_K *a, void *aux);
 typedef void (*pkd_record_fn)(const char *o, int tt, const quant_block_q8_K *const *at, int64_t b,
                               const void *const *aux, __m512 *sumf, uintptr_t pf);
 
+/* acc + vpdpbusd(w, the int32 at p broadcast) with the broadcast embedded in the instruction ({1to16}): one
+ * fused uop where GCC's vpbroadcastd + vpdpbusd for the intrinsics are two (it has no broadcast form of
+ * vpdpbusd). Fewer uops in flight per weight byte let more loads run ahead: one core from DRAM, one token,
+ * fraction of the xor probe q4_K 0.93 -> 0.95, iq4_xs 0.84 -> 0.87. */
+static inline __attribute__((always_inline)) __m512i pkd_dpbusd_bcst(__m512i acc, __m512i w, const void *p)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
 /* Step `step` of `steps` of a record's prefetch (all constants after inlining): lines [lines * step / steps,
  * lines * (step + 1) / steps) from pf; none when pf is 0. Addresses are integers (kq_pf_t says why). */
 static inline __attribute__((always_inline)) void pkd_prefetch(uintptr_t pf, int lines, int step, int steps)

@@ -123,8 +123,8 @@ static inline __attribute__((always_inline)) void KERN_NAME(piq_record)(const ch
 #pragma GCC unroll 4
             for (int t = 0; t < tt; t++) {
                 const int8_t *q = at[t][b].qs + 32 * s + 4 * g;
-                lo[t] = _mm512_dpbusd_epi32(lo[t], vl, _mm512_set1_epi32((int)k512_load_u32(q)));
-                hi[t] = _mm512_dpbusd_epi32(hi[t], vh, _mm512_set1_epi32((int)k512_load_u32(q + 16)));
+                lo[t] = pkd_dpbusd_bcst(lo[t], vl, q);
+                hi[t] = pkd_dpbusd_bcst(hi[t], vh, q + 16);
             }
         }
 #pragma GCC unroll 4

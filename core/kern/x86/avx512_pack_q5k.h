@@ -59,8 +59,8 @@ static inline __attribute__((always_inline)) void pk5_record(const char *o, int 
 #pragma GCC unroll 4
             for (int t = 0; t < tt; t++) {
                 const int32_t *q = (const int32_t *)at[t][b].qs;
-                lo[t] = _mm512_dpbusd_epi32(lo[t], vl, _mm512_set1_epi32(q[16 * j + g]));
-                hi[t] = _mm512_dpbusd_epi32(hi[t], vh, _mm512_set1_epi32(q[16 * j + 8 + g]));
+                lo[t] = pkd_dpbusd_bcst(lo[t], vl, q + 16 * j + g);
+                hi[t] = pkd_dpbusd_bcst(hi[t], vh, q + 16 * j + 8 + g);
             }
         }
         const __m512i S = j < 2 ? s03 : s47;

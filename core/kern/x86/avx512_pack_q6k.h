@@ -83,8 +83,8 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
 #pragma GCC unroll 4
                     for (int t = 0; t < tt; t++) {
                         const int32_t *q = (const int32_t *)at[t][b].qs;
-                        lo[t] = _mm512_dpbusd_epi32(lo[t], vlo, _mm512_set1_epi32(q[32 * h + 8 * p + g]));
-                        hi[t] = _mm512_dpbusd_epi32(hi[t], vhi, _mm512_set1_epi32(q[32 * h + 16 + 8 * p + g]));
+                        lo[t] = pkd_dpbusd_bcst(lo[t], vlo, q + 32 * h + 8 * p + g);
+                        hi[t] = pkd_dpbusd_bcst(hi[t], vhi, q + 32 * h + 16 + 8 * p + g);
                     }
                 }
                 const char *sc = o + PK6_SCALES;
