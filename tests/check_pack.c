@@ -3,7 +3,8 @@
  * fallback), for token counts 1..8, the fallback's 9 and a large batch, row counts of one and several groups,
  * random quant bytes with finite scales, random activations and activations at the domain's edge (every
  * quant +-127: the largest integer sums the kernels can meet); on AMX CPUs the amx level's prefill path (the
- * packed AMX kernels from KERN_AMX_MIN_TOKENS tokens: past a 256-token group, 512 tokens). */
+ * packed AMX kernels from KERN_AMX_MIN_TOKENS tokens: past a 256-token group, 512 tokens); and the kernels the
+ * dispatch passes over on this CPU for a faster variant (kern_avx512_vnni_variants), on their own rows. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include "core/kern/amx.h"
 #include "core/kern/kern.h"
 #include "core/kern/pack.h"
+#include "core/kern/table.h"
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
@@ -130,9 +132,11 @@ START_TEST(test_refusals)
 }
 END_TEST
 
-/* kern_matmul_packed at `level` against the scalar reference on the plain rows, every output byte; outputs
- * are written with a stride larger than nrows so that writes past a row's group show up */
-static void check_level(kern_level_t level, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, bool edge)
+/* kern_matmul_packed at `level` (or, v set, the variant kernel v on packed or plain rows as it takes them)
+ * against the scalar reference on the plain rows, every output byte; outputs are written with a stride larger
+ * than nrows so that writes past a row's group show up */
+static void check_with(kern_level_t level, const kern_variant_t *v, guild_type_t type, int64_t n, int64_t nrows,
+                       int64_t ntok, bool edge)
 {
     const size_t rb = row_bytes(type, n), ldo = (size_t)nrows + 5;
     uint8_t *w = random_rows(type, n, nrows), *p = malloc(rb * (size_t)nrows);
@@ -140,17 +144,21 @@ static void check_level(kern_level_t level, guild_type_t type, int64_t n, int64_
     float *want = malloc(sizeof(float) * ldo * (size_t)ntok), *got = malloc(sizeof(float) * ldo * (size_t)ntok);
     guild_err_t err;
     ck_assert(p && want && got);
-    ck_assert_int_eq(kern_pack(type, n, nrows, w, rb, p, &err), 0);
+    if (!v || v->packed) /* a plain variant may take any row count */
+        ck_assert_int_eq(kern_pack(type, n, nrows, w, rb, p, &err), 0);
     memset(want, 0x7f, sizeof(float) * ldo * (size_t)ntok);
     memset(got, 0x7f, sizeof(float) * ldo * (size_t)ntok);
     const size_t as = (size_t)(n / QUANT_QK_K) * sizeof(quant_block_q8_K);
     kern_matmul_at(KERN_LEVEL_SCALAR, type, n, nrows, ntok, w, rb, a, as, want, ldo);
-    kern_matmul_packed_at(level, type, n, nrows, ntok, p, rb, a, as, got, ldo);
+    if (!v)
+        kern_matmul_packed_at(level, type, n, nrows, ntok, p, rb, a, as, got, ldo);
+    else
+        v->fn(n, nrows, ntok, v->packed ? p : w, rb, a, as, got, ldo);
     if (memcmp(want, got, sizeof(float) * ldo * (size_t)ntok) != 0) {
         for (size_t i = 0; i < ldo * (size_t)ntok; i++)
             if (memcmp(&want[i], &got[i], sizeof(float)) != 0) {
                 ck_abort_msg("%s %s n=%lld rows=%lld tokens=%lld%s: token %zu row %zu: %.9g, reference %.9g",
-                             kern_level_name(level), quant_type_info((uint32_t)type)->name, (long long)n,
+                             v ? v->name : kern_level_name(level), quant_type_info((uint32_t)type)->name, (long long)n,
                              (long long)nrows, (long long)ntok, edge ? " (edge activations)" : "", i / ldo,
                              i % ldo, got[i], want[i]);
             }
@@ -161,6 +169,34 @@ static void check_level(kern_level_t level, guild_type_t type, int64_t n, int64_
     free(want);
     free(got);
 }
+
+static void check_level(kern_level_t level, guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, bool edge)
+{
+    check_with(level, NULL, type, n, nrows, ntok, edge);
+}
+
+/* The kernels the dispatch passes over on this CPU for a faster variant (without VBMI or GFNI where the CPU has
+ * them): CPUs without those features run them, so they are held to the reference here too. */
+START_TEST(test_matmul_variants)
+{
+    kern_variant_t v[8];
+    const int nv = kern_avx512_vnni_variants(v, 8);
+    rng_state = 31;
+    if (nv == 0)
+        printf("check_pack: no passed-over kernel variants on this CPU\n");
+    for (int i = 0; i < nv; i++) {
+        static const int64_t toks[] = {1, 2, 3, 4, 5, 8, 9, 16};
+        for (int k = 0; k < (int)(sizeof toks / sizeof toks[0]); k++) {
+            check_with(KERN_LEVEL_SCALAR, &v[i], v[i].type, 3 * QUANT_QK_K, 48, toks[k], false);
+            check_with(KERN_LEVEL_SCALAR, &v[i], v[i].type, 2 * QUANT_QK_K, 16, toks[k], true);
+        }
+        if (!v[i].packed) { /* the plain contract: any row count, any token count */
+            check_with(KERN_LEVEL_SCALAR, &v[i], v[i].type, 2048, 21, 1, false);
+            check_with(KERN_LEVEL_SCALAR, &v[i], v[i].type, 768, 37, 40, true);
+        }
+    }
+}
+END_TEST
 
 START_TEST(test_matmul_levels)
 {
@@ -224,6 +260,7 @@ int main(void)
     tc = tcase_create("matmul");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_matmul_levels);
+    tcase_add_test(tc, test_matmul_variants);
     tcase_add_test(tc, test_matmul_shapes_edge);
     tcase_add_test(tc, test_matmul_amx_prefill);
     suite_add_tcase(s, tc);

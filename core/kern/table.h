@@ -7,6 +7,7 @@
 #ifndef GUILD_KERN_TABLE_H
 #define GUILD_KERN_TABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,19 @@ typedef struct kern_table {
 void kern_matmul_scalar(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                         size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
 void kern_quantize_scalar(guild_type_t act_type, const float *x, void *dst, int64_t n);
+
+/* A kernel that a level passes over on this CPU for a faster variant of it (a feature beyond the level's: VBMI,
+ * GFNI), which CPUs without that feature run. Tests check these against the reference too. */
+typedef struct kern_variant {
+    const char *name;  /* what it is, for messages */
+    guild_type_t type; /* weight type */
+    bool packed;       /* on packed rows (core/kern/pack.h: matmul_packed's contract), else matmul's */
+    kern_matmul_fn fn;
+} kern_variant_t;
+
+/* The avx512-vnni level's passed-over kernels on this CPU (avx512_vnni.c), at most max of them; returns how
+ * many. None where the CPU lacks the level. */
+int kern_avx512_vnni_variants(kern_variant_t *out, int max);
 
 /* The x86 fillers exist on every architecture and do nothing where the ISA cannot exist. */
 void kern_fill_avx2(kern_table_t *t);

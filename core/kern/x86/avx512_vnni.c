@@ -221,9 +221,35 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     t->matmul_packed[GUILD_TYPE_IQ4_XS] = __builtin_cpu_supports("avx512vbmi") ? matmul_iq4_xs_packed_avx512vbmi
                                                                               : matmul_iq4_xs_packed_avx512vnni;
 }
+
+int kern_avx512_vnni_variants(kern_variant_t *out, int max)
+{
+    kern_variant_t all[4];
+    int n = 0;
+    if (!kern_level_supported(KERN_LEVEL_AVX512_VNNI))
+        return 0;
+    if (__builtin_cpu_supports("avx512vbmi")) {
+        all[n++] = (kern_variant_t){"iq4_xs avx512-vnni without vbmi", GUILD_TYPE_IQ4_XS, false, matmul_iq4_xs_avx512vnni};
+        all[n++] = (kern_variant_t){"iq4_xs packed avx512-vnni without vbmi", GUILD_TYPE_IQ4_XS, true,
+                                    matmul_iq4_xs_packed_avx512vnni};
+    }
+    if (__builtin_cpu_supports("gfni")) {
+        all[n++] = (kern_variant_t){"q4_K avx512-vnni without gfni", GUILD_TYPE_Q4_K, false, matmul_q4_K_avx512vnni};
+        all[n++] = (kern_variant_t){"q5_K avx512-vnni without gfni", GUILD_TYPE_Q5_K, false, matmul_q5_K_avx512vnni};
+    }
+    for (int i = 0; i < n && i < max; i++)
+        out[i] = all[i];
+    return n < max ? n : max;
+}
 #else
 void kern_fill_avx512_vnni(kern_table_t *t)
 {
     (void)t;
+}
+
+int kern_avx512_vnni_variants(kern_variant_t *out, int max)
+{
+    (void)out, (void)max;
+    return 0;
 }
 #endif
