@@ -42,7 +42,8 @@ static uint16_t rng_scale_f16(void)
     return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
 }
 
-static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K};
+static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K,
+                                              GUILD_TYPE_Q2_K};
 #define N_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
 
 static size_t row_bytes(guild_type_t type, int64_t n)
@@ -64,6 +65,10 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
         memcpy(w + b + (type == GUILD_TYPE_Q6_K ? offsetof(quant_block_q6_K, d) : 0), &d, 2);
         if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K) /* the same offset in both */
             memcpy(w + b + offsetof(quant_block_q4_K, dmin), &m, 2);
+        if (type == GUILD_TYPE_Q2_K) { /* d and dmin last */
+            memcpy(w + b + offsetof(quant_block_q2_K, d), &d, 2);
+            memcpy(w + b + offsetof(quant_block_q2_K, dmin), &m, 2);
+        }
     }
     return w;
 }

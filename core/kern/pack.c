@@ -26,6 +26,12 @@
  *                .. + 3] at 4 r (low nibbles: elements 128 h + 32 p + 4 g .. + 3; high: the same + 64)
  *   [2336, 3360) 16 chunks of 64 bytes, chunk 8 h + g: row r's qh[32 h + 4 g .. + 3] at 4 r (bits 2 k: the
  *                high 2 bits of elements 128 h + 32 k + 4 g .. + 3, k < 4)
+ * q2_K record (1344 bytes = 16 blocks):
+ *   [0, 256)     4 chunks of 64 bytes, chunk i: row r's scales[4 i .. + 3] at 4 r (low nibbles: scales, high: mins)
+ *   [256, 288)   d of rows 0..15 (fp16)
+ *   [288, 320)   dmin of rows 0..15 (fp16)
+ *   [320, 1344)  16 chunks of 64 bytes, chunk c: row r's qs[4 c .. + 3] at 4 r (bit pair k of byte 32 h + l: element
+ *                128 h + 32 k + l)
  * The header comes first so that a record is read front to back, which the hardware prefetchers follow. */
 #include "core/kern/pack.h"
 
@@ -78,6 +84,11 @@ static const pack_layout_t layouts[] = {
       {32, offsetof(quant_block_q6_K, scales), 1, QUANT_QK_K / 16},
       {288, offsetof(quant_block_q6_K, ql), 4, QUANT_QK_K / 2 / 4},
       {2336, offsetof(quant_block_q6_K, qh), 4, QUANT_QK_K / 4 / 4}}},
+    {GUILD_TYPE_Q2_K, sizeof(quant_block_q2_K), 4,
+     {{0, offsetof(quant_block_q2_K, scales), 4, QUANT_QK_K / 16 / 4},
+      {256, offsetof(quant_block_q2_K, d), 2, 1},
+      {288, offsetof(quant_block_q2_K, dmin), 2, 1},
+      {320, offsetof(quant_block_q2_K, qs), 4, QUANT_QK_K / 4 / 4}}},
 };
 
 static const pack_layout_t *layout_of(guild_type_t type)
@@ -158,7 +169,7 @@ int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t
     const pack_layout_t *l = layout_of(type);
     if (!l) {
         const quant_type_info_t *info = quant_type_info((uint32_t)type);
-        return guild_err_set(err, "type %s has no packed layout (q4_K, q5_K, iq4_xs and q6_K have)",
+        return guild_err_set(err, "type %s has no packed layout (q2_K, q4_K, q5_K, q6_K and iq4_xs have)",
                              info ? info->name : "?");
     }
     if (nrows < 0 || nrows % KERN_PACK_ROWS)
