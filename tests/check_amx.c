@@ -8,7 +8,7 @@
  *  - the same cases on the real tiles (kern_amx_matmul) and through the amx level's table (the token
  *    threshold), where the CPU has AMX, else skips visibly;
  *  - the kernels on packed rows (kern_amx_emu_matmul_packed, kern_amx_matmul_packed, kern_matmul_packed_at at
- *    the amx level) against the scalar reference on the plain rows, for Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS: 16..40 tokens
+ *    the amx level) against the scalar reference on the plain rows, for Q2_K-Q6_K and IQ4_XS: 16..40 tokens
  *    and 257 (past AMX_TG), 16 and 48 rows, rows of 1, 2 and 8 blocks, group strides of exactly 16 plain rows
  *    and longer, quantized, random and +-127 activations.
  * Outputs carry guard values outside the written rectangle; activations are exactly as long as their rows in
@@ -476,7 +476,7 @@ END_TEST
 /* Packed rows (loop index `_i`: the mode; the amx level is kern_matmul_packed_at's path from
  * KERN_AMX_MIN_TOKENS tokens). */
 static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS,
-                                              GUILD_TYPE_Q2_K};
+                                              GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
 #define N_PACKED_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
 
 START_TEST(test_packed)

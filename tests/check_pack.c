@@ -43,7 +43,7 @@ static uint16_t rng_scale_f16(void)
 }
 
 static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K,
-                                              GUILD_TYPE_Q2_K};
+                                              GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
 #define N_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
 
 static size_t row_bytes(guild_type_t type, int64_t n)
@@ -65,6 +65,8 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
         memcpy(w + b + (type == GUILD_TYPE_Q6_K ? offsetof(quant_block_q6_K, d) : 0), &d, 2);
         if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K) /* the same offset in both */
             memcpy(w + b + offsetof(quant_block_q4_K, dmin), &m, 2);
+        if (type == GUILD_TYPE_Q3_K) /* d last */
+            memcpy(w + b + offsetof(quant_block_q3_K, d), &d, 2);
         if (type == GUILD_TYPE_Q2_K) { /* d and dmin last */
             memcpy(w + b + offsetof(quant_block_q2_K, d), &d, 2);
             memcpy(w + b + offsetof(quant_block_q2_K, dmin), &m, 2);
@@ -127,10 +129,10 @@ START_TEST(test_refusals)
 {
     guild_err_t err;
     uint8_t buf[16 * 144 * 2];
-    ck_assert(!kern_pack_has(GUILD_TYPE_Q3_K));
-    ck_assert(!kern_pack_native(GUILD_TYPE_Q3_K));
-    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q3_K, QUANT_QK_K, 16, buf, 110, buf + 16 * 110, &err), -1);
-    ck_assert(strstr(err.msg, "q3_K") != NULL);
+    ck_assert(!kern_pack_has(GUILD_TYPE_Q8_0));
+    ck_assert(!kern_pack_native(GUILD_TYPE_Q8_0));
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q8_0, QUANT_QK_K, 16, buf, 272, buf + 16 * 272, &err), -1);
+    ck_assert(strstr(err.msg, "q8_0") != NULL);
     ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, QUANT_QK_K, 15, buf, 144, buf + 16 * 144, &err), -1);
     ck_assert(strstr(err.msg, "multiple of 16") != NULL);
     ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, 100, 16, buf, 144, buf + 16 * 144, &err), -1);

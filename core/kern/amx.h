@@ -6,7 +6,7 @@
  * of laying the weights out). Results are bit-identical to the scalar references (core/kern/kern.h), as for
  * every level.
  *
- * Packed rows (core/kern/pack.h): for Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS the tiles also take their weights straight
+ * Packed rows (core/kern/pack.h): for Q2_K-Q6_K and IQ4_XS the tiles also take their weights straight
  * from a packed matrix's records (kern_amx_matmul_packed): a record already holds each row's 4-byte groups in
  * row lanes, so the B tiles are formed without the transposition or any unpacking; kern_matmul_packed_at runs
  * it on the amx level from KERN_AMX_MIN_TOKENS tokens, at any count above.
@@ -37,7 +37,7 @@ bool kern_amx_covers(guild_type_t type);
 void kern_amx_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                      const void *act, size_t act_stride, float *out, size_t ldo);
 
-/* True when `type` has an AMX kernel on packed rows: Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS (every type with a packed
+/* True when `type` has an AMX kernel on packed rows: Q2_K-Q6_K, IQ4_XS (every type with a packed
  * layout, kern_pack_has). */
 bool kern_amx_packed_covers(guild_type_t type);
 

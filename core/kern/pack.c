@@ -32,6 +32,11 @@
  *   [288, 320)   dmin of rows 0..15 (fp16)
  *   [320, 1344)  16 chunks of 64 bytes, chunk c: row r's qs[4 c .. + 3] at 4 r (bit pair k of byte 32 h + l: element
  *                128 h + 32 k + l)
+ * q3_K record (1760 bytes = 16 blocks):
+ *   [0, 192)     3 chunks of 64 bytes, chunk i: row r's scales[4 i .. + 3] at 4 r (the 12 packed scale bytes)
+ *   [192, 224)   d of rows 0..15 (fp16)
+ *   [224, 736)   8 chunks of 64 bytes, chunk g: row r's hmask[4 g .. + 3] at 4 r
+ *   [736, 1760)  16 chunks of 64 bytes, chunk c: row r's qs[4 c .. + 3] at 4 r (as q2_K's)
  * The header comes first so that a record is read front to back, which the hardware prefetchers follow. */
 #include "core/kern/pack.h"
 
@@ -89,6 +94,11 @@ static const pack_layout_t layouts[] = {
       {256, offsetof(quant_block_q2_K, d), 2, 1},
       {288, offsetof(quant_block_q2_K, dmin), 2, 1},
       {320, offsetof(quant_block_q2_K, qs), 4, QUANT_QK_K / 4 / 4}}},
+    {GUILD_TYPE_Q3_K, sizeof(quant_block_q3_K), 4,
+     {{0, offsetof(quant_block_q3_K, scales), 4, 3},
+      {192, offsetof(quant_block_q3_K, d), 2, 1},
+      {224, offsetof(quant_block_q3_K, hmask), 4, QUANT_QK_K / 8 / 4},
+      {736, offsetof(quant_block_q3_K, qs), 4, QUANT_QK_K / 4 / 4}}},
 };
 
 static const pack_layout_t *layout_of(guild_type_t type)
@@ -169,7 +179,7 @@ int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t
     const pack_layout_t *l = layout_of(type);
     if (!l) {
         const quant_type_info_t *info = quant_type_info((uint32_t)type);
-        return guild_err_set(err, "type %s has no packed layout (q2_K, q4_K, q5_K, q6_K and iq4_xs have)",
+        return guild_err_set(err, "type %s has no packed layout (q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs have)",
                              info ? info->name : "?");
     }
     if (nrows < 0 || nrows % KERN_PACK_ROWS)

@@ -36,7 +36,7 @@
  * KERN_AMX_MIN_TOKENS tokens instead, with no upper limit and no unpacking (core/kern/amx.h). */
 #define KERN_PACK_MAX_TOKENS 16
 
-/* True when `type` has a packed layout (q2_K, q4_K, q5_K, q6_K, iq4_xs). */
+/* True when `type` has a packed layout (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs). */
 bool kern_pack_has(guild_type_t type);
 
 /* True when the active level (kern_level()) has a packed kernel for `type`: packing then speeds up one-token

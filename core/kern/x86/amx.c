@@ -14,6 +14,7 @@
 #include "core/kern/kern.h"
 #include "core/kern/pack.h"
 #include "core/kern/x86/amx_tile.h"
+#include "core/kern/x86/avx512_util.h"
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/iq_tables.h"

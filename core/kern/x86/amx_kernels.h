@@ -18,7 +18,7 @@
  * consecutive elements of each row side by side (B[k / 4][4 r + k % 4] = w[r][k]), by a 16 x 16 dword
  * transposition of the packed bytes followed by the unpacking, which keeps every 4-element group in its lane
  * (every format here packs 4 consecutive elements' bits in 4 consecutive bytes, or one byte's same bits).
- * Packed rows (core/kern/pack.h; Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS): a record holds those 4-byte groups of its 16 rows
+ * Packed rows (core/kern/pack.h; the 256-element types): a record holds those 4-byte groups of its 16 rows
  * in row lanes already, 64-byte chunks, and its header fields 16 rows at a time, so their layout is the
  * unpacking alone. The weight source is a constant of each kernel (matmul_sb's `packed`, amx_sbsrc_t), folded
  * in at compile time as the type is: everything past the B tiles' preparation is the plain kernels' code.
@@ -565,6 +565,10 @@ enum {
     PK_Q2_K_D = 256,         /* d of rows 0..15 (fp16) */
     PK_Q2_K_DMIN = 288,      /* dmin of rows 0..15 (fp16) */
     PK_Q2_K_QS = 320,        /* qs from 0 */
+    PK_Q3_K_SCALES = 0,      /* scales[4 i .. 4 i + 3] of row r at 64 i + 4 r, i < 3 */
+    PK_Q3_K_D = 192,         /* d of rows 0..15 (fp16) */
+    PK_Q3_K_HMASK = 224,     /* hmask from 0 */
+    PK_Q3_K_QS = 736,        /* qs from 0 */
 };
 
 /* The 4-byte groups of bytes [off, off + 4 nd) of the 16 rows' blocks in row lanes, nd = 16 or 8: out[j] lane r
@@ -645,13 +649,17 @@ static inline __attribute__((always_inline)) void amx_sb_head_plain(int kind, co
         p->dmin[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)m16));
 }
 
-/* The same from a packed record (Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS), with no transposition: the record keeps the
+/* The same from a packed record (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), with no transposition: the record keeps the
  * scale bytes in row lanes (Q2_K; Q4_K/Q5_K: st[0] is not set, d and dmin being 16 fp16 each) or 16 rows to a
  * chunk. */
 static inline __attribute__((always_inline)) void amx_sb_head_packed(int kind, const char *rec, int b,
                                                                      amx_sbw_t *p, __m512i *st)
 {
-    if (kind == SB_Q2_K) {
+    if (kind == SB_Q3_K) {
+        k512_q3_scales_lanes(_mm512_loadu_si512(rec + PK_Q3_K_SCALES), _mm512_loadu_si512(rec + PK_Q3_K_SCALES + 64),
+                             _mm512_loadu_si512(rec + PK_Q3_K_SCALES + 128), st);
+        p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + PK_Q3_K_D)));
+    } else if (kind == SB_Q2_K) {
         for (int i = 0; i < 4; i++)
             st[i] = _mm512_loadu_si512(rec + PK_Q2_K_SCALES + 64 * i);
         p->d[b] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + PK_Q2_K_D)));
@@ -681,7 +689,7 @@ static inline __attribute__((always_inline)) void amx_sb_head_packed(int kind, c
     }
 }
 
-/* Lays out block column c0 + b of 16 rows (src; packed: Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS only) into p's slot b. */
+/* Lays out block column c0 + b of 16 rows (src: plain rows or a packed record) into p's slot b. */
 static inline __attribute__((always_inline)) void amx_prep_sb(int kind, int packed, const amx_sbsrc_t *src, int b,
                                                               amx_sbw_t *p)
 {
@@ -719,15 +727,13 @@ static inline __attribute__((always_inline)) void amx_prep_sb(int kind, int pack
             sc[s] = amx_scale(st[s / 4], s % 4, shift);
     }
 
-    if (kind == SB_Q2_K || kind == SB_Q3_K) { /* Q3_K: plain rows only */
-        if (kind == SB_Q3_K)
-            amx_rows32_t(src->blk, offsetof(quant_block_q3_K, hmask), y); /* y[j]: hmask bytes 4j..4j+3 */
+    if (kind == SB_Q2_K || kind == SB_Q3_K) {
+        if (kind == SB_Q3_K) /* y[j]: hmask bytes 4j..4j+3 */
+            amx_sb_lanes(packed, src, offsetof(quant_block_q3_K, hmask), PK_Q3_K_HMASK, 8, y);
         /* qs byte 32 h + l: bits 2k, 2k+1 are element 128 h + 32 k + l (sub-block 8 h + 2 k + l / 16); Q3_K's
          * high bit of element e is bit e / 32 of hmask[e % 32] */
-        if (kind == SB_Q2_K)
-            amx_sb_lanes(packed, src, offsetof(quant_block_q2_K, qs), PK_Q2_K_QS, 16, x);
-        else
-            amx_rows64_t(src->blk, offsetof(quant_block_q3_K, qs), x);
+        amx_sb_lanes(packed, src, kind == SB_Q2_K ? offsetof(quant_block_q2_K, qs) : offsetof(quant_block_q3_K, qs),
+                     kind == SB_Q2_K ? PK_Q2_K_QS : PK_Q3_K_QS, 16, x);
         for (int j = 0; j < 16; j++) {
             const int h = j / 8, j8 = j % 8;
             for (int k = 0; k < 4; k++) {
@@ -953,6 +959,7 @@ AMX_KERNEL(q5_K, matmul_sb, SB_Q5_K, 0)
 AMX_KERNEL(q6_K, matmul_sb, SB_Q6_K, 0)
 AMX_KERNEL(iq4_xs, matmul_sb, SB_IQ4_XS, 0)
 AMX_KERNEL(packed_q2_K, matmul_sb, SB_Q2_K, 1)
+AMX_KERNEL(packed_q3_K, matmul_sb, SB_Q3_K, 1)
 AMX_KERNEL(packed_q4_K, matmul_sb, SB_Q4_K, 1)
 AMX_KERNEL(packed_q5_K, matmul_sb, SB_Q5_K, 1)
 AMX_KERNEL(packed_q6_K, matmul_sb, SB_Q6_K, 1)
@@ -1008,6 +1015,7 @@ static bool AMX_NAME(matmul_packed)(guild_type_t type, int64_t n, int64_t nrows,
     AMX_NAME(kernel_fn) fn;
     switch (type) {
     case GUILD_TYPE_Q2_K: fn = AMX_NAME(matmul_packed_q2_K); break;
+    case GUILD_TYPE_Q3_K: fn = AMX_NAME(matmul_packed_q3_K); break;
     case GUILD_TYPE_Q4_K: fn = AMX_NAME(matmul_packed_q4_K); break;
     case GUILD_TYPE_Q5_K: fn = AMX_NAME(matmul_packed_q5_K); break;
     case GUILD_TYPE_Q6_K: fn = AMX_NAME(matmul_packed_q6_K); break;

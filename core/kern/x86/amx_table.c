@@ -63,8 +63,8 @@ bool kern_amx_covers(guild_type_t type)
 
 bool kern_amx_packed_covers(guild_type_t type)
 {
-    return type == GUILD_TYPE_Q2_K || type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
-           type == GUILD_TYPE_IQ4_XS;
+    return type == GUILD_TYPE_Q2_K || type == GUILD_TYPE_Q3_K || type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ||
+           type == GUILD_TYPE_Q6_K || type == GUILD_TYPE_IQ4_XS;
 }
 
 void kern_fill_amx(kern_table_t *t)

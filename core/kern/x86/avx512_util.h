@@ -24,6 +24,22 @@ static inline void k512_pair_split(const quant_block_q8_K *a, uint64_t out[2])
     memcpy(&out[1], hi, 8);
 }
 
+/* Q3_K's 12 packed scale bytes of 16 rows in row lanes (A0, A1, A2: bytes 0-3, 4-7, 8-11 of each row's) -> the 16
+ * scales minus 32 as signed bytes, 4 to a vector (out[j] byte i: scale 4 j + i): quant_q3_K_scales lane-wise, low
+ * 4 bits from bytes 0-7 (low nibbles: scales 0-7, high: 8-15), high 2 bits from bytes 8-11. */
+static inline void k512_q3_scales_lanes(__m512i A0, __m512i A1, __m512i A2, __m512i out[4])
+{
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), b32 = _mm512_set1_epi8(32);
+    /* a | (b & c) (0xf8): low bits | high bits moved to bits 4-5 */
+    out[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(A0, m0f), _mm512_slli_epi32(A2, 4), m30, 0xf8);
+    out[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(A1, m0f), _mm512_slli_epi32(A2, 2), m30, 0xf8);
+    out[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(A0, 4), m0f), A2, m30, 0xf8);
+    out[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(A1, 4), m0f), _mm512_srli_epi32(A2, 2), m30,
+                                       0xf8);
+    for (int j = 0; j < 4; j++)
+        out[j] = _mm512_sub_epi8(out[j], b32);
+}
+
 /* Exact fp16 -> fp32 (F16C), as quant_f16_to_f32 (same bits for every input, NaN payloads included). */
 static inline float k512_f16(uint16_t h)
 {

@@ -117,6 +117,7 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
 #include "core/kern/x86/avx512_pack_q6k.h"
 #include "core/kern/x86/avx512_pack_q5k.h"
 #include "core/kern/x86/avx512_pack_q2k.h"
+#include "core/kern/x86/avx512_pack_q3k.h"
 #include "core/kern/x86/avx512_pack_iq4xs.h"
 
 /* IQ4_XS where the CPU also has AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4): the same kernel with the
@@ -220,6 +221,7 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     t->matmul_packed[GUILD_TYPE_Q6_K] = matmul_q6_K_packed_avx512vnni;
     t->matmul_packed[GUILD_TYPE_Q5_K] = matmul_q5_K_packed_avx512vnni;
     t->matmul_packed[GUILD_TYPE_Q2_K] = matmul_q2_K_packed_avx512vnni;
+    t->matmul_packed[GUILD_TYPE_Q3_K] = matmul_q3_K_packed_avx512vnni;
     t->matmul_packed[GUILD_TYPE_IQ4_XS] = __builtin_cpu_supports("avx512vbmi") ? matmul_iq4_xs_packed_avx512vbmi
                                                                               : matmul_iq4_xs_packed_avx512vnni;
 }
