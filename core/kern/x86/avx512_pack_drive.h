@@ -3,13 +3,13 @@
  * PKD_TILE tokens, and the software prefetch of the weight stream. Included by avx512_vnni.c before them.
  *
  * A kernel is two functions: a prepare function (one token's q8_K block -> the per-block data its record
- * function reads, at most PKD_AUX_MAX bytes) and a record function (one record: the 16 rows' block of one column,
+ * function reads) and a record function (one record: the 16 rows' block of one column,
  * for tt tokens, rows in lanes, sums into sumf[t]). pkd_matmul takes both as constants and everything here is
  * always_inline, so each kernel compiles to its own straight code, one copy per tile size.
  *
  * Prefetch, into L2, PKD_AHEAD records ahead of the record being read. The record function spreads a record's
  * prefetches over its steps (pkd_prefetch, one slice per step): issued all at once at the record's start, the
- * 34-53 prefetches took the core's miss buffers in a burst, with the record's own loads behind them. One core,
+ * 21-53 prefetches took the core's miss buffers in a burst, with the record's own loads behind them. One core,
  * one token, from DRAM on the 2-vCPU VM, fraction of the xor read probe, q4_K: 0.82-0.85 in a burst, 0.88-0.95
  * spread (bench/results/experts-vm-2026-11-30-s12-spread.md). Without software prefetch the packed kernels read
  * DRAM slower than the plain ones (q4_K 0.55 against 0.74, 2 threads): their loads come too fast for the
@@ -23,9 +23,10 @@
 #include "core/kern/pack.h"
 #include "core/quant/blocks.h"
 
-#define PKD_TILE 4     /* tokens per pass over a group: four tokens' accumulators fill the register file */
-#define PKD_AHEAD 2    /* records of prefetch distance (2-6 measured alike; 1 is short) */
-#define PKD_AUX_MAX 64 /* bytes of prepared data per token and block */
+#define PKD_TILE 4 /* tokens per pass over a group: four tokens' accumulators fill the register file */
+/* records of prefetch distance; one core from DRAM, q4_K / iq4_xs: 1 record 0.85 / 0.76, 2 records 0.94 / 0.87,
+ * 3-6 records 0.90-0.92 / 0.84-0.87 of the xor probe */
+#define PKD_AHEAD 2
 
 /* One token's block a -> aux (aux_bytes of the kernel, 8-byte aligned). */
 typedef void (*pkd_prep_fn)(const quant_block_q8_K *a, void *aux);
