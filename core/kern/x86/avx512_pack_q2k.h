@@ -32,6 +32,31 @@ static inline __attribute__((always_inline)) void pkq2_prep(const quant_block_q8
     }
 }
 
+/* Chunk c8's level vector (rows in lanes, 4 elements from `elem` on) into the sub-block sums D of each of tt
+ * tokens: D[t] += vpdpbusd(lev, token t's activations elem .. elem + 3). */
+static inline __attribute__((always_inline)) void pkq2_chunk(__m512i lev, int tt, const quant_block_q8_K *const *at,
+                                                             int64_t b, int elem, __m512i *D)
+{
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++)
+        D[t] = pkd_dpbusd_bcst(D[t], lev, at[t][b].qs + elem);
+}
+
+/* A sub-block pair's sums D0 = 4^e D(2 m), D1 = 4^e D(2 m + 1) (levels taken times 4^e), |D| < 2^15, into the int16
+ * halves of a dword, (D0 >> 2e, D1 << 16 - 2e: exact), then isum[t] += vpdpwssd(pair, S): S holds the pair's
+ * scales in the same halves. */
+static inline __attribute__((always_inline)) void pkq2_pairs(int tt, const __m512i *D0, const __m512i *D1, int e,
+                                                             __m512i S, __m512i *isum)
+{
+    const __mmask32 odd = 0xaaaaaaaau;
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++) {
+        const __m512i pair =
+            _mm512_mask_blend_epi16(odd, _mm512_srai_epi32(D0[t], 2 * e), _mm512_slli_epi32(D1[t], 16 - 2 * e));
+        isum[t] = _mm512_dpwssd_epi32(isum[t], pair, S);
+    }
+}
+
 /* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin) (see above); a pkd_record_fn.
  * aux[t]: pkq2_prep's split bsums. */
 static inline __attribute__((always_inline)) void pkq2_record(const char *o, int tt, const quant_block_q8_K *const *at,
@@ -68,22 +93,12 @@ static inline __attribute__((always_inline)) void pkq2_record(const char *o, int
 #pragma GCC unroll 8
             for (int c8 = 0; c8 < 8; c8++) {
                 const __m512i lev = _mm512_and_si512(_mm512_loadu_si512(o + PKQ2_QS + 64 * (8 * h + c8)), mk);
-#pragma GCC unroll 4
-                for (int t = 0; t < tt; t++) {
-                    const int8_t *q = at[t][b].qs + 128 * h + 32 * k + 4 * c8;
-                    if (c8 < 4)
-                        D0[t] = pkd_dpbusd_bcst(D0[t], lev, q);
-                    else
-                        D1[t] = pkd_dpbusd_bcst(D1[t], lev, q);
-                }
+                if (c8 < 4)
+                    pkq2_chunk(lev, tt, at, b, 128 * h + 32 * k + 4 * c8, D0);
+                else
+                    pkq2_chunk(lev, tt, at, b, 128 * h + 32 * k + 4 * c8, D1);
             }
-            const __mmask32 odd = 0xaaaaaaaau;
-#pragma GCC unroll 4
-            for (int t = 0; t < tt; t++) {
-                const __m512i pair = _mm512_mask_blend_epi16(odd, _mm512_srai_epi32(D0[t], 2 * k),
-                                                             _mm512_slli_epi32(D1[t], 16 - 2 * k));
-                isum[t] = _mm512_dpwssd_epi32(isum[t], pair, S[4 * h + k]);
-            }
+            pkq2_pairs(tt, D0, D1, k, S[4 * h + k], isum);
         }
     }
     /* the mins: bytes 4 i .. 4 i + 3 of each row's dword in chunk i, high nibbles */

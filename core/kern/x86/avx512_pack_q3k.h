@@ -83,22 +83,12 @@ static inline __attribute__((always_inline)) void pkq3_record(const char *o, int
                 const __m512i hb = hs > 0 ? _mm512_slli_epi32(hm, hs) : hs < 0 ? _mm512_srli_epi32(hm, -hs) : hm;
                 /* (q & mq) | (hb & mh) */
                 const __m512i u = _mm512_ternarylogic_epi32(_mm512_and_si512(q, mq), hb, mh, 0xf8);
-#pragma GCC unroll 4
-                for (int t = 0; t < tt; t++) {
-                    const int8_t *a = at[t][b].qs + 128 * h + 32 * k + 4 * c8;
-                    if (c8 < 4)
-                        D0[t] = pkd_dpbusd_bcst(D0[t], u, a);
-                    else
-                        D1[t] = pkd_dpbusd_bcst(D1[t], u, a);
-                }
+                if (c8 < 4)
+                    pkq2_chunk(u, tt, at, b, 128 * h + 32 * k + 4 * c8, D0);
+                else
+                    pkq2_chunk(u, tt, at, b, 128 * h + 32 * k + 4 * c8, D1);
             }
-            const __mmask32 odd = 0xaaaaaaaau;
-#pragma GCC unroll 4
-            for (int t = 0; t < tt; t++) {
-                const __m512i pair = _mm512_mask_blend_epi16(odd, _mm512_srai_epi32(D0[t], 2 * e),
-                                                             _mm512_slli_epi32(D1[t], 16 - 2 * e));
-                isum[t] = _mm512_dpwssd_epi32(isum[t], pair, S[4 * h + k]);
-            }
+            pkq2_pairs(tt, D0, D1, e, S[4 * h + k], isum);
         }
     }
     const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + PKQ3_D)));

@@ -24,6 +24,33 @@ static inline __attribute__((always_inline)) void pk4_prep(const quant_block_q8_
     k512_pair_split(a, (uint64_t *)aux);
 }
 
+/* The end of a q4_K or q5_K record (the header's d and dmin at 192 and 224): for each token, imin from the mins'
+ * bytes m03 / m47 against the pair sums (aux), then sumf[t] = sumf[t] + (d * (isum[t] >> shift) - dmin * imin),
+ * the reference's k4_contribution lane-wise; isum[t] carries 2^shift times the integer sum. */
+static inline __attribute__((always_inline)) void pk4_finish(const char *o, int tt, const quant_block_q8_K *const *at,
+                                                             int64_t b, const void *const *aux, __m512i m03,
+                                                             __m512i m47, const __m512i *isum, int shift,
+                                                             __m512 *sumf)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 192)));
+    const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
+#pragma GCC unroll 4
+    for (int t = 0; t < tt; t++) {
+        const uint64_t l = ((const uint64_t *)aux[t])[0], h = ((const uint64_t *)aux[t])[1];
+        const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
+                                               _mm512_set1_epi32((int)(uint32_t)(l >> 32)));
+        const __m512i xh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)h)), m47,
+                                               _mm512_set1_epi32((int)(uint32_t)(h >> 32)));
+        const __m512i imin = _mm512_add_epi32(xl, _mm512_slli_epi32(xh, 7));
+        const __m512 ad = _mm512_set1_ps(at[t][b].d);
+        const __m512 d = _mm512_mul_ps(d16, ad), dmin = _mm512_mul_ps(dm16, ad);
+        const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(isum[t], shift)));
+        const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+        sumf[t] = _mm512_add_ps(sumf[t], _mm512_sub_ps(t1, t2));
+    }
+}
+
 /* One record (o) for tt tokens: sumf[t] = sumf[t] + (d * isum - dmin * imin) (see above); a pkd_record_fn.
  * aux[t]: pk4_prep's pair sums. */
 static inline __attribute__((always_inline)) void pk4_record(const char *o, int tt, const quant_block_q8_K *const *at,
@@ -69,22 +96,7 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
             isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(lo[t], sl),
                                                                  _mm512_mullo_epi32(hi[t], sh)));
     }
-    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 192)));
-    const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++) {
-        const uint64_t l = ((const uint64_t *)aux[t])[0], h = ((const uint64_t *)aux[t])[1];
-        const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
-                                               _mm512_set1_epi32((int)(uint32_t)(l >> 32)));
-        const __m512i xh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)h)), m47,
-                                               _mm512_set1_epi32((int)(uint32_t)(h >> 32)));
-        const __m512i imin = _mm512_add_epi32(xl, _mm512_slli_epi32(xh, 7));
-        const __m512 ad = _mm512_set1_ps(at[t][b].d);
-        const __m512 d = _mm512_mul_ps(d16, ad), dmin = _mm512_mul_ps(dm16, ad);
-        const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(isum[t], 4)));
-        const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
-        sumf[t] = _mm512_add_ps(sumf[t], _mm512_sub_ps(t1, t2));
-    }
+    pk4_finish(o, tt, at, b, aux, m03, m47, isum, 4, sumf);
 }
 
 static void matmul_q4_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,

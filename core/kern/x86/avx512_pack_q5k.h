@@ -75,22 +75,7 @@ static inline __attribute__((always_inline)) void pk5_record(const char *o, int 
             __asm__("" : "+v"(isum[t]));
         }
     }
-    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 192)));
-    const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 224)));
-#pragma GCC unroll 4
-    for (int t = 0; t < tt; t++) {
-        const uint64_t l = ((const uint64_t *)aux[t])[0], h = ((const uint64_t *)aux[t])[1];
-        const __m512i xl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)l)), m47,
-                                               _mm512_set1_epi32((int)(uint32_t)(l >> 32)));
-        const __m512i xh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, m03, _mm512_set1_epi32((int)(uint32_t)h)), m47,
-                                               _mm512_set1_epi32((int)(uint32_t)(h >> 32)));
-        const __m512i imin = _mm512_add_epi32(xl, _mm512_slli_epi32(xh, 7));
-        const __m512 ad = _mm512_set1_ps(at[t][b].d);
-        const __m512 d = _mm512_mul_ps(d16, ad), dmin = _mm512_mul_ps(dm16, ad);
-        const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(isum[t], 1)));
-        const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
-        sumf[t] = _mm512_add_ps(sumf[t], _mm512_sub_ps(t1, t2));
-    }
+    pk4_finish(o, tt, at, b, aux, m03, m47, isum, 1, sumf);
 }
 
 static void matmul_q5_K_packed_avx512vnni(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
