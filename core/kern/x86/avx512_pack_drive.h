@@ -46,6 +46,18 @@ static inline __attribute__((always_inline)) __m512i pkd_dpbusd_bcst(__m512i acc
     return acc;
 }
 
+/* Sums of a block's activation quants over runs of `width` elements: out[s] = qs[width s] + .. + qs[width s +
+ * width - 1], s < QUANT_QK_K / width. From qs, as the references take them (they never read bsums). */
+static inline __attribute__((always_inline)) void pkd_qs_sums(const quant_block_q8_K *a, int width, int32_t *out)
+{
+    for (int s = 0; s < QUANT_QK_K / width; s++) {
+        int32_t sum = 0;
+        for (int i = 0; i < width; i++)
+            sum += a->qs[width * s + i];
+        out[s] = sum;
+    }
+}
+
 /* Step `step` of `steps` of a record's prefetch (all constants after inlining): lines [lines * step / steps,
  * lines * (step + 1) / steps) from pf; none when pf is 0. Addresses are integers (kq_pf_t says why). */
 static inline __attribute__((always_inline)) void pkd_prefetch(uintptr_t pf, int lines, int step, int steps)

@@ -18,17 +18,13 @@
 
 #define PIQ_RECORD 2176
 
-/* One token's block: -128 times the sums of a over its 8 sub-blocks (from qs: the reference never reads bsums),
- * the record function's aux. */
+/* One token's block: -128 times the sums of a over its 8 sub-blocks, the record function's aux. */
 static inline __attribute__((always_inline)) void piq_prep(const quant_block_q8_K *a, void *aux)
 {
     int32_t *nA = aux;
-    for (int s = 0; s < 8; s++) {
-        int sum = 0;
-        for (int k = 0; k < 32; k++)
-            sum += a->qs[32 * s + k];
-        nA[s] = -128 * sum;
-    }
+    pkd_qs_sums(a, 32, nA);
+    for (int s = 0; s < 8; s++)
+        nA[s] *= -128;
 }
 
 /* vpshufb indices taking byte k of each dword into its top byte (the others zero), for a sign-extending

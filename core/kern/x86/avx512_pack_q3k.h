@@ -19,17 +19,14 @@
 #define PKQ3_HMASK 224
 #define PKQ3_QS 736
 
-/* One token's block: -4 times the sum of each sub-block's 16 qs (the reference's "- 4"; from qs, as the plain
- * kernel: the reference never reads bsums), 16 int32: the record function's aux. */
+/* One token's block: -4 times the sum of each sub-block's 16 a (the reference's "- 4"), 16 int32: the record
+ * function's aux. */
 static inline __attribute__((always_inline)) void pkq3_prep(const quant_block_q8_K *a, void *aux)
 {
     int32_t *nA = aux;
-    for (int s = 0; s < 16; s++) {
-        int32_t sum = 0;
-        for (int i = 0; i < 16; i++)
-            sum += a->qs[16 * s + i];
-        nA[s] = -4 * sum;
-    }
+    pkd_qs_sums(a, 16, nA);
+    for (int s = 0; s < 16; s++)
+        nA[s] *= -4;
 }
 
 /* One record (o) for tt tokens: sumf[t] = sumf[t] + d * (float)isum (see above); a pkd_record_fn. aux[t]:

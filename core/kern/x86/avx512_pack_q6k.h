@@ -27,18 +27,14 @@
 #define PK6_QL 288
 #define PK6_QH 2336
 
-/* One token's block: -32 times the sum of each sub-block's 16 qs (the reference's q - 32; from qs, as the plain
- * kernel: the reference never reads bsums), -128 times for the sub-blocks of quarter 3 (s % 8 = 6, 7: 4 * level),
- * as 16 int32, the record function's aux. */
+/* One token's block: -32 times the sum of each sub-block's 16 a (the reference's q - 32), -128 times for the
+ * sub-blocks of quarter 3 (s % 8 = 6, 7: 4 * level), as 16 int32, the record function's aux. */
 static inline __attribute__((always_inline)) void pk6_prep(const quant_block_q8_K *a, void *aux)
 {
     int32_t *ns = aux;
-    for (int s = 0; s < 16; s++) {
-        int32_t sum = 0;
-        for (int i = 0; i < 16; i++)
-            sum += a->qs[16 * s + i];
-        ns[s] = (s % 8 >= 6 ? -128 : -32) * sum;
-    }
+    pkd_qs_sums(a, 16, ns);
+    for (int s = 0; s < 16; s++)
+        ns[s] *= s % 8 >= 6 ? -128 : -32;
 }
 
 /* One record (o) for tt tokens: sumf[t] = sumf[t] + d * isum (see above); a pkd_record_fn. aux[t]: pk6_prep's
