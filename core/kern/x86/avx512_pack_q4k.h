@@ -24,6 +24,20 @@ static inline __attribute__((always_inline)) void pk4_prep(const quant_block_q8_
     k512_pair_split(a, (uint64_t *)aux);
 }
 
+/* The 6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7 of a q4_K or q5_K record's header (the 12 scale bytes at 0, 64,
+ * 128) as the bytes of each row's dword (quant_k4_scale_min lane-wise). */
+static inline __attribute__((always_inline)) void pk4_header(const char *o, __m512i *s03, __m512i *s47, __m512i *m03,
+                                                             __m512i *m47)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i A = _mm512_loadu_si512(o), B = _mm512_loadu_si512(o + 64), C = _mm512_loadu_si512(o + 128);
+    *s03 = _mm512_and_si512(A, m3f);
+    *s47 = _mm512_ternarylogic_epi32(m4, C, _mm512_and_si512(_mm512_srli_epi32(A, 2), m30), 0xea);
+    *m03 = _mm512_and_si512(B, m3f);
+    *m47 = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(C, 4), _mm512_and_si512(_mm512_srli_epi32(B, 2), m30),
+                                     0xea);
+}
+
 /* The end of a q4_K or q5_K record (the header's d and dmin at 192 and 224): for each token, imin from the mins'
  * bytes m03 / m47 against the pair sums (aux), then sumf[t] = sumf[t] + (d * (isum[t] >> shift) - dmin * imin),
  * the reference's k4_contribution lane-wise; isum[t] carries 2^shift times the integer sum. */
@@ -57,15 +71,9 @@ static inline __attribute__((always_inline)) void pk4_record(const char *o, int 
                                                              int64_t b, const void *const *aux, __m512 *sumf,
                                                              uintptr_t pf)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8((char)0xf0);
-    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
-    const __m512i A = _mm512_loadu_si512(o), B = _mm512_loadu_si512(o + 64), C = _mm512_loadu_si512(o + 128);
-    /* 6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7 as the bytes of each row's dword (quant_k4_scale_min) */
-    const __m512i s03 = _mm512_and_si512(A, m3f);
-    const __m512i s47 = _mm512_ternarylogic_epi32(m4, C, _mm512_and_si512(_mm512_srli_epi32(A, 2), m30), 0xea);
-    const __m512i m03 = _mm512_and_si512(B, m3f);
-    const __m512i m47 = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(C, 4),
-                                                  _mm512_and_si512(_mm512_srli_epi32(B, 2), m30), 0xea);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8((char)0xf0), zero = _mm512_setzero_si512();
+    __m512i s03, s47, m03, m47;
+    pk4_header(o, &s03, &s47, &m03, &m47);
     __m512i isum[4];
 #pragma GCC unroll 4
     for (int t = 0; t < tt; t++)

@@ -28,14 +28,9 @@ static inline __attribute__((always_inline)) void pk5_record(const char *o, int 
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m1e = _mm512_set1_epi8(0x1e);
     const __m512i m10 = _mm512_set1_epi8(0x10), m20 = _mm512_set1_epi8(0x20);
-    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
-    const __m512i A = _mm512_loadu_si512(o), B = _mm512_loadu_si512(o + 64), C = _mm512_loadu_si512(o + 128);
-    /* 6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7 as the bytes of each row's dword (as pk4_record) */
-    const __m512i s03 = _mm512_and_si512(A, m3f);
-    const __m512i s47 = _mm512_ternarylogic_epi32(m4, C, _mm512_and_si512(_mm512_srli_epi32(A, 2), m30), 0xea);
-    const __m512i m03 = _mm512_and_si512(B, m3f);
-    const __m512i m47 = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(C, 4),
-                                                  _mm512_and_si512(_mm512_srli_epi32(B, 2), m30), 0xea);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i s03, s47, m03, m47;
+    pk4_header(o, &s03, &s47, &m03, &m47);
     __m512i isum[4];
 #pragma GCC unroll 4
     for (int t = 0; t < tt; t++)
