@@ -25,11 +25,8 @@
 static inline __attribute__((always_inline)) void pkq2_prep(const quant_block_q8_K *a, void *aux)
 {
     uint8_t *lh = aux;
-    for (int s = 0; s < 16; s++) {
-        const int v = a->bsums[s];
-        lh[s] = (uint8_t)(v & 127);
-        lh[16 + s] = (uint8_t)(int8_t)((v - (v & 127)) / 128);
-    }
+    for (int s = 0; s < 16; s++)
+        k512_split128(a->bsums[s], &lh[s], &lh[16 + s]);
 }
 
 /* Chunk c8's level vector (rows in lanes, 4 elements from `elem` on) into the sub-block sums D of each of tt

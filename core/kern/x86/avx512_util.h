@@ -9,17 +9,22 @@
 #include <stdint.h>
 #include <string.h>
 
+/* v = 128 hi + lo with lo = v & 127 (0..127) and hi = floor(v / 128), as bytes: both fit vpdpbusd's operands
+ * (lo unsigned or signed, hi signed) for |v| <= 16383. */
+static inline void k512_split128(int v, uint8_t *lo, uint8_t *hi)
+{
+    *lo = (uint8_t)(v & 127);
+    *hi = (uint8_t)(int8_t)((v - (v & 127)) / 128);
+}
+
 /* A q8_K block's 8 pair sums v = bsums[2 s] + bsums[2 s + 1] split as v = 128 hi + lo (lo in 0..127, hi =
  * floor(v / 128) in -32..32), byte s of out[0] = lo, of out[1] = hi: both halves then fit vpdpbusd's operands,
  * which is how the Q4_K/Q5_K kernels form sum_s min_s * v_s for 16 rows at once. */
 static inline void k512_pair_split(const quant_block_q8_K *a, uint64_t out[2])
 {
     uint8_t lo[8], hi[8];
-    for (int s = 0; s < 8; s++) {
-        const int v = a->bsums[2 * s] + a->bsums[2 * s + 1];
-        lo[s] = (uint8_t)(v & 127);
-        hi[s] = (uint8_t)(int8_t)((v - (v & 127)) / 128);
-    }
+    for (int s = 0; s < 8; s++)
+        k512_split128(a->bsums[2 * s] + a->bsums[2 * s + 1], &lo[s], &hi[s]);
     memcpy(&out[0], lo, 8);
     memcpy(&out[1], hi, 8);
 }
