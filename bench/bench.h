@@ -13,10 +13,5 @@ int bench_run_main(int argc, char **argv);
 /* Prints "# key: value" provenance lines (commit, CPU model and features, kernel level, command line, date). */
 void bench_print_provenance(FILE *out, int argc, char **argv);
 
-/* Monotonic seconds. */
-double bench_now(void);
-
-/* Median of v[0 .. n) (sorts v). */
-double bench_median(double *v, int n);
 
 #endif

@@ -1,4 +1,4 @@
-/* Helpers shared by the benchmarks: provenance lines, time, medians. */
+/* Helpers shared by the benchmarks: provenance lines. */
 #include "config.h"
 
 #include <stdio.h>
@@ -11,27 +11,6 @@
 #include "core/kern/cpu.h"
 #include "core/kern/kern.h"
 #include "core/topo/topo.h"
-
-double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double bench_median(double *v, int n)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* The source tree's commit, when the binary runs next to its git checkout (a copy without .git says so). */
 static void source_commit(char *buf, size_t size)

@@ -14,10 +14,10 @@
  * per step by direction. --no-trace runs the same steps without CUPTI and prints the step wall time alone: what
  * tracing every graph node costs.
  *
- * On the device (no registry there; libcupti travels in the ldd closure bench/device-pack.sh copies). The
+ * On the device (no registry there; libcupti travels in the ldd closure bench/device/pack.sh copies). The
  * profiler and libcupti do not fit in one carry beside the other device programs, so it has a pack of its own:
- *   here:   bash bench/device-repack.sh --prof build-prof     (then carry .carry)
- *   device: bash bench/device-prof.sh [SECONDS] [LAYERS]      (a Qwen3-30B-A3B-shaped model, three setups)
+ *   here:   bash bench/device/repack.sh --prof build-prof     (then carry .carry)
+ *   device: bash bench/device/prof.sh [SECONDS] [LAYERS]      (a Qwen3-30B-A3B-shaped model, three setups)
  *       or: export LD_LIBRARY_PATH=$PWD/.carry/lib
  *           .carry/bin/bench/guild-cuda-prof -m MODEL.gguf [--populate 512] [--steps 32] [--gpu-experts none]
  * The arithmetic on the records is bench/prof_summary.c (tested without a GPU).
@@ -40,6 +40,7 @@
 #include "coordinator/stack_flags.h"
 #include "core/model/model.h"
 #include "core/util/cli.h"
+#include "core/util/clock.h"
 #include "core/util/log.h"
 
 #define WHO "guild-cuda-prof"
@@ -326,7 +327,7 @@ static int now_ns(bool no_trace, uint64_t *t, guild_err_t *err)
 {
     if (!no_trace)
         return prof_now(t, err);
-    *t = (uint64_t)(bench_now() * 1e9);
+    *t = (uint64_t)(guild_clock_s() * 1e9);
     return 0;
 }
 
@@ -421,7 +422,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, WHO ": prefill %d tokens, %d warm-up steps, %d traced steps\n", c.populate, WARMUP_STEPS,
             c.steps);
-    const double tp = bench_now();
+    const double tp = guild_clock_s();
     for (int32_t p = 0; p < c.populate; p += c.flags.st.n_batch) {
         const int32_t nb = c.populate - p < c.flags.st.n_batch ? c.populate - p : c.flags.st.n_batch, last = nb - 1;
         for (int32_t i = 0; i < nb; i++)
@@ -431,7 +432,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    fprintf(stderr, WHO ": prefill %.1f tok/s\n", c.populate / (bench_now() - tp));
+    fprintf(stderr, WHO ": prefill %.1f tok/s\n", c.populate / (guild_clock_s() - tp));
     int32_t tok = argmax(logits, V), row = 0, p = c.populate;
     for (int32_t g = 0; g < WARMUP_STEPS; g++, p++) {
         if (backend_forward(be, 1, &tok, &p, 1, &row, logits, &err) < 0) {
@@ -472,7 +473,7 @@ int main(int argc, char **argv)
         printf("# " WHO ": %s; populate %d, %d decode steps after %d warm-up, threads %d, CUDA graphs %s, NOT traced\n"
                "step wall (host, around the forward call): median %.1f us\n", c.model, c.populate, c.steps,
                WARMUP_STEPS, c.flags.st.n_threads, c.flags.st.pipe.no_graph ? "off" : "on",
-               bench_median(w, c.steps) / 1e3);
+               guild_median(w, c.steps) / 1e3);
         free(w);
         rc = 0;
         goto out;

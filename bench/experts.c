@@ -28,8 +28,9 @@
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/topo/topo.h"
+#include "core/util/clock.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_pipe.h"
 
 #define MAX_CPUS 1024
 #define MAX_TYPES 16
@@ -318,7 +319,7 @@ typedef struct result {
 } result_t;
 
 /* One decode step's experts read by bench_sum_bytes, claimed like the pipeline claims its work
- * (cpu-expert-worker/expert_pipe.c): segments gate+up of each expert, then down of each, in guided claims of
+ * (cpu-expert-worker/experts/expert_pipe.c): segments gate+up of each expert, then down of each, in guided claims of
  * 1/(2 threads) of the remaining bytes, 16 rows to a whole matrix. */
 typedef struct layout_job {
     const bank_t *b;
@@ -417,9 +418,9 @@ static double bank_probe_run(const bank_t *b, guild_pool_t *pool, size_t bytes, 
         *off = 0;
     p.base = b->mem + *off;
     *off += p.slice * (size_t)n;
-    const double t0 = bench_now();
+    const double t0 = guild_clock_s();
     guild_pool_run(pool, n, bank_probe_task, &p);
-    return (double)p.slice * n / (bench_now() - t0) / 1e9;
+    return (double)p.slice * n / (guild_clock_s() - t0) / 1e9;
 }
 
 /* Decode: `steps` steps of `tokens` tokens, each on the next layer; weight bytes counted per distinct expert
@@ -447,7 +448,7 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_poo
         x[i] = rng_float();
     int32_t layer = 0;
     for (int run = -1; run < o->runs; run++) {
-        double bytes = 0, t0 = bench_now();
+        double bytes = 0, t0 = guild_clock_s();
         for (int s = 0; s < o->steps; s++) {
             /* the tokens of a step: distinct experts from the permutation (several tokens: a verification
              * window, whose tokens share some experts in real models; here they do not, the worst case) */
@@ -463,14 +464,14 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_poo
                 goto done;
             layer = (layer + 1) % b->src.n_layer;
         }
-        double dt = bench_now() - t0;
+        double dt = guild_clock_s() - t0;
         if (run >= 0) {
             gbps[run] = bytes / dt / 1e9;
             us[run] = dt / o->steps * 1e6;
         }
         /* in turns with the decode runs: the same kind of steps, read by the plain byte sum */
         double lbytes = 0;
-        t0 = bench_now();
+        t0 = guild_clock_s();
         for (int s = 0; s < o->steps; s++) {
             for (int32_t t = 0; t < T; t++)
                 router_pick(rt, layer, ids + (size_t)t * (size_t)K);
@@ -478,7 +479,7 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_poo
             layer = (layer + 1) % b->src.n_layer;
         }
         if (run >= 0)
-            lay[run] = lbytes / (bench_now() - t0) / 1e9;
+            lay[run] = lbytes / (guild_clock_s() - t0) / 1e9;
         /* and the probe over the same memory, as many bytes as the decode run read (at least 256 MB) */
         const double pb = bank_probe_run(b, pool, bytes > 256e6 ? (size_t)bytes : (size_t)256e6, &probe_off);
         if (run >= 0) {
@@ -486,11 +487,11 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_poo
             fr[run] = gbps[run] / pb;
         }
     }
-    res->bank_read_gbps = bench_median(bp, o->runs);
-    res->turn_fraction = bench_median(fr, o->runs);
-    res->weight_gbps = bench_median(gbps, o->runs);
-    res->step_us = bench_median(us, o->runs);
-    res->layout_gbps = bench_median(lay, o->runs);
+    res->bank_read_gbps = guild_median(bp, o->runs);
+    res->turn_fraction = guild_median(fr, o->runs);
+    res->weight_gbps = guild_median(gbps, o->runs);
+    res->step_us = guild_median(us, o->runs);
+    res->layout_gbps = guild_median(lay, o->runs);
     rc = 0;
 done:
     free(lay);
@@ -537,10 +538,10 @@ static int run_prefill(const opts_t *o, bank_t *b, expert_pipe_t *pipe, result_t
                     seen[ids[q]] = 1;
                     bytes += (double)b->expert_bytes;
                 }
-            double t0 = bench_now();
+            double t0 = guild_clock_s();
             if (expert_pipe_run(pipe, layer, T, x, ids, y, err) < 0)
                 goto done;
-            t_all += bench_now() - t0;
+            t_all += guild_clock_s() - t0;
             layer = (layer + 1) % b->src.n_layer;
         }
         if (run >= 0) {
@@ -550,9 +551,9 @@ static int run_prefill(const opts_t *o, bank_t *b, expert_pipe_t *pipe, result_t
             gb[run] = bytes / t_all / 1e9;
         }
     }
-    res->prefill_gflops = bench_median(gf, o->runs);
-    res->prefill_tok_s = bench_median(ts, o->runs);
-    res->prefill_gbps = bench_median(gb, o->runs);
+    res->prefill_gflops = guild_median(gf, o->runs);
+    res->prefill_tok_s = guild_median(ts, o->runs);
+    res->prefill_gbps = guild_median(gb, o->runs);
     rc = 0;
 done:
     free(x);

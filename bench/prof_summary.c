@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "core/util/clock.h"
 
 static int cmp_rec_start(const void *a, const void *b)
 {
@@ -122,12 +123,12 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
     }
     s->outside += n - i;
     s->wall_mean_ns = S ? wall_sum / (double)S : 0;
-    s->wall_median_ns = bench_median(wall, steps);
-    s->busy_kernels = bench_median(busy_k, steps);
-    s->busy_all = bench_median(busy_all, steps);
-    s->head_ns = bench_median(head, steps);
-    s->gap_step_ns = bench_median(gap_sum, steps);
-    s->tail_ns = bench_median(tail, steps);
+    s->wall_median_ns = guild_median(wall, steps);
+    s->busy_kernels = guild_median(busy_k, steps);
+    s->busy_all = guild_median(busy_all, steps);
+    s->head_ns = guild_median(head, steps);
+    s->gap_step_ns = guild_median(gap_sum, steps);
+    s->tail_ns = guild_median(tail, steps);
     s->gap_median_ns = quantile_u64(gaps, n_gaps, 0.5);
     s->gap_p90_ns = quantile_u64(gaps, n_gaps, 0.9);
     qsort(ks, (size_t)n_names, sizeof *ks, cmp_kernel_ns);

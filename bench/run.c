@@ -34,9 +34,10 @@
 #include "core/model/model.h"
 #include "core/quant/quant.h"
 #include "core/topo/topo.h"
-#include "gpu-worker/gpu_plan.h"
+#include "core/util/clock.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #ifdef GUILD_HAVE_CUDA
-#include "gpu-worker/cuda/cuda_probe.h"
+#include "gpu-worker/dense/cuda/cuda_probe.h"
 #endif
 
 #define MAX_POP 16
@@ -219,7 +220,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
                    int32_t n_vocab, float *logits, int32_t *pos, run_result_t *r, guild_err_t *err)
 {
     backend_kv_clear(be);
-    const double t0 = bench_now();
+    const double t0 = guild_clock_s();
     for (int32_t p = 0; p < populate; p += c->batch) {
         const int32_t n = populate - p < c->batch ? populate - p : c->batch, last = n - 1;
         const bool final = p + n == populate;
@@ -228,7 +229,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
         if (backend_forward(be, n, prompt + p, pos, final ? 1 : 0, &last, logits, err) < 0)
             return guild_err_prefix(err, "prefill at %d: ", p);
     }
-    const double t1 = bench_now();
+    const double t1 = guild_clock_s();
     double w0, s0, w1, s1;
     wait_counters(be, c->flags.st.single_process, &w0, &s0);
     int32_t tok = argmax(logits, n_vocab), row = 0;
@@ -238,7 +239,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
             return guild_err_prefix(err, "decode step %d: ", g);
         tok = argmax(logits, n_vocab);
     }
-    const double t2 = bench_now();
+    const double t2 = guild_clock_s();
     wait_counters(be, c->flags.st.single_process, &w1, &s1);
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
@@ -403,10 +404,10 @@ int bench_run_main(int argc, char **argv)
             c.flags.st.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
     if (gpu)
         gpu_plan_print(&plan, stderr);
-    const double t_open = bench_now();
+    const double t_open = guild_clock_s();
     if (backend_stack_open(&stack, &c.flags.st, m, c.model, &err) < 0)
         goto out;
-    const double open_s = bench_now() - t_open;
+    const double open_s = guild_clock_s() - t_open;
     backend_t *be = backend_stack_backend(stack);
     const int32_t V = mc->n_vocab;
     logits = malloc((size_t)V * sizeof *logits);
@@ -548,7 +549,7 @@ int bench_run_main(int argc, char **argv)
             json_object_set_new(rj, "wait_share", json_real(ws[r]));
             json_array_append_new(runs, rj);
         }
-        const double pfm = bench_median(pf, c.runs), dcm = bench_median(dc, c.runs), wsm = bench_median(ws, c.runs);
+        const double pfm = guild_median(pf, c.runs), dcm = guild_median(dc, c.runs), wsm = guild_median(ws, c.runs);
         /* the bytes of a decode token at the middle of the generated stretch, each over its memory's bandwidth */
         const double ctx = c.populate[i] + c.gen / 2.0;
         const double gpu_bytes = tb.dense + tb.experts_gpu + tb.kv_per_pos * ctx;

@@ -4,7 +4,7 @@
 
 #include "coordinator/expert_stats.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/moe_local.h"
+#include "cpu-expert-worker/experts/moe_local.h"
 
 struct backend_stack {
     guild_pool_t *pool;    /* single process */

@@ -14,7 +14,7 @@
 #include "coordinator/pipeline.h"
 #include "core/model/model.h"
 #include "core/util/err.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 
 typedef struct backend_stack_config {
     bool single_process;    /* true: everything in this process */

@@ -11,7 +11,7 @@
 
 #include "core/util/log.h"
 #include "ipc/doorbell.h"
-#include "pipeline/data.h"
+#include "ipc/data.h"
 
 #define SLICE_MS 10 /* how late a DataHello (or a stop) may be noticed */
 
@@ -26,7 +26,7 @@ typedef struct bworker {
 struct bridge {
     void *router;
     guild_exchange_t *x;
-    const plan_t *plan;
+    const placement_t *plan;
     int n_workers;
     bworker_t *w;
     pthread_mutex_t mu;
@@ -83,7 +83,7 @@ static void on_result(bridge_t *b, const data_msg_t *m)
     /* exactly the pairs the plan gives worker k, ascending */
     uint32_t n = 0;
     uint32_t first, count;
-    plan_range(b->plan, k, slot.layer, &first, &count);
+    placement_range(b->plan, k, slot.layer, &first, &count);
     for (int32_t p = 0; p < slot.n_tokens * (int32_t)sh->n_used; p++) {
         uint32_t e = (uint32_t)slot.ids[p];
         if (slot.ids[p] >= 0 && e >= first && e - first < count) /* < 0: a skipped pair (moe_exec.h) */
@@ -165,7 +165,7 @@ static void *bridge_main(void *arg)
     return NULL;
 }
 
-int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const plan_t *plan,
+int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const placement_t *plan,
                guild_err_t *err)
 {
     *out = NULL;
@@ -175,7 +175,7 @@ int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_
     pthread_mutex_init(&b->mu, NULL);
     b->x = x;
     b->plan = plan;
-    b->n_workers = plan_workers(plan);
+    b->n_workers = placement_workers(plan);
     const guild_exchange_shape_t *sh = guild_exchange_shape(x);
     b->w = calloc((size_t)b->n_workers, sizeof *b->w);
     b->pairs = malloc((size_t)sh->max_tokens * sh->n_used * sizeof *b->pairs);

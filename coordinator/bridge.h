@@ -2,7 +2,7 @@
  *
  * A worker on another host cannot map the arena. The bridge stands in for it there: for each exchange it
  * waits for the step doorbell like a worker would, sends the slot's inputs (x, ids) to the worker as an
- * ExchangeRequest on the data socket (pipeline/data.h), and when the ExchangeResult comes back checks it
+ * ExchangeRequest on the data socket (ipc/data.h), and when the ExchangeResult comes back checks it
  * (exactly the pairs the plan gives that worker, each row n_embd wide), writes the y rows into the slot and
  * rings the worker's done counter. The GPU worker cannot tell the difference: same exchange protocol, another
  * transport. A worker replaced by a new one (a new Assign generation, then its DataHello) gets the pending
@@ -15,13 +15,13 @@
 
 #include "core/util/err.h"
 #include "ipc/exchange.h"
-#include "pipeline/plan.h"
+#include "coordinator/placement.h"
 
 typedef struct bridge bridge_t;
 
 /* Binds the data ROUTER at endpoint in zctx and starts the bridge thread over exchange x (borrowed, as are
  * plan and zctx: they must outlive it). -1 with err on failure. */
-int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const plan_t *plan,
+int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const placement_t *plan,
                guild_err_t *err);
 
 /* Stops the thread, closes the socket; nulls *pb. NULL-safe. */

@@ -24,7 +24,7 @@
 #include "core/tokenizer/tok.h"
 #include "core/util/cli.h"
 #include "core/util/log.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 
 /* Everything `guild run` was asked to do, validated once and printed at start-up. */
 typedef struct run_config {

@@ -15,7 +15,7 @@
 #include "core/sample/sampler.h"
 #include "core/tokenizer/tok.h"
 #include "core/util/err.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 
 typedef enum gen_stop {
     GEN_STOP_LENGTH,  /* n_predict tokens were produced */

@@ -10,11 +10,11 @@
 #include "coordinator/remote_backend.h"
 #include "coordinator/spawn.h"
 #include "coordinator/supervisor.h"
-#include "gpu-worker/gpu_plan.h"
-#include "pipeline/plan.h"
+#include "gpu-worker/dense/gpu_plan.h"
+#include "coordinator/placement.h"
 
 struct pipeline {
-    plan_t *plan;
+    placement_t *plan;
     sup_t *sup;
     char model_path[PATH_MAX];
     char worker_dir[PATH_MAX];
@@ -39,16 +39,16 @@ int pipeline_print_plan(const model_t *m, const pipeline_config_t *pc, int32_t n
                         guild_err_t *err)
 {
     gpu_plan_t gp;
-    plan_t *plan = NULL;
+    placement_t *plan = NULL;
     if (gpu_resident_plan(&gp, pc, m, n_ctx, n_batch, err) < 0)
         return -1;
-    const int rc = plan_new_local(&plan, model_config(m), pc->cpu_workers, gp.resident, err);
+    const int rc = placement_new_local(&plan, model_config(m), pc->cpu_workers, gp.resident, err);
     if (rc == 0) {
-        plan_print(plan, m, out);
+        placement_print(plan, m, out);
         if (gp.resident)
             gpu_plan_print(&gp, out);
     }
-    plan_destroy(&plan);
+    placement_destroy(&plan);
     gpu_plan_fini(&gp);
     return rc;
 }
@@ -70,10 +70,10 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
     /* a budget the dense part does not fit fails here, before any process is started */
     if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
         gpu_resident_plan(&gp, pc, m, n_ctx, n_batch, err) < 0 ||
-        plan_new_local(&p->plan, mc, pc->cpu_workers, gp.resident, err) < 0)
+        placement_new_local(&p->plan, mc, pc->cpu_workers, gp.resident, err) < 0)
         goto fail;
     if (guild_log_level() >= GUILD_LOG_INFO) {
-        plan_print(p->plan, m, stderr);
+        placement_print(p->plan, m, stderr);
         if (gp.resident)
             gpu_plan_print(&gp, stderr);
     }
@@ -140,7 +140,7 @@ void pipeline_destroy(pipeline_t **pp)
     if (!p)
         return;
     sup_destroy(&p->sup);
-    plan_destroy(&p->plan);
+    placement_destroy(&p->plan);
     free(p);
     *pp = NULL;
 }
@@ -153,7 +153,7 @@ void pipeline_print_stats(pipeline_t *p, const backend_t *be, FILE *out)
     sup_restarts(p->sup, &gpu_restarts, &cpu_restarts);
     fprintf(out, "guild run: pipeline: %d CPU workers; restarts: GPU worker %d, CPU workers %d; %llu cache replays "
             "(%llu tokens)\n",
-            plan_workers(p->plan), gpu_restarts, cpu_restarts, (unsigned long long)rs.replays,
+            placement_workers(p->plan), gpu_restarts, cpu_restarts, (unsigned long long)rs.replays,
             (unsigned long long)rs.replayed);
     if (rs.decode_requests) {
         double n = (double)rs.decode_requests;

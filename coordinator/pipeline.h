@@ -11,7 +11,7 @@
 #include "core/model/model.h"
 #include "core/util/err.h"
 #include "core/util/log.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 
 /* What `guild run` was asked about the pipeline (validated by its parser). */
 typedef struct pipeline_config {
@@ -23,7 +23,7 @@ typedef struct pipeline_config {
     bool mlock;
     int spin_us;           /* doorbell spin before sleeping; < 0: the default */
     guild_log_level_t log_level;
-    uint64_t gpu_mem;      /* the GPU worker's device memory budget (gpu-worker/gpu_plan.h); 0: none */
+    uint64_t gpu_mem;      /* the GPU worker's device memory budget (gpu-worker/dense/gpu_plan.h); 0: none */
     int32_t gpu_expert_layers; /* backend_options_t.gpu_expert_layers */
     bool no_graph;         /* the GPU worker captures no CUDA graphs */
     int32_t gate_up_rows;  /* CPU workers' expert pipeline row blocks (the model's tuning file); 0: automatic */

@@ -1,6 +1,6 @@
 /* coordinator/remote_backend.h — a backend_t whose forward passes run in the GPU worker process.
  *
- * Each backend_forward becomes step requests in the arena's step region (pipeline/step.h); the caller
+ * Each backend_forward becomes step requests in the arena's step region (ipc/step.h); the caller
  * (gen_run) cannot tell it from a local backend. It keeps the one thing a dead GPU worker takes with it: the
  * tokens in the KV cache. When the supervisor replaces the GPU worker (a new epoch), the next request first
  * replays them (prefill in chunks of n_batch, no logits), then runs; because a position's logits are the same
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "coordinator/supervisor.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 
 typedef struct remote_options {
     int32_t n_ctx;      /* as given to the supervisor */

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "core/util/cli.h"
-#include "cpu-expert-worker/expert_tuning.h"
-#include "gpu-worker/backend.h"
-#include "gpu-worker/gpu_plan.h"
+#include "cpu-expert-worker/experts/expert_tuning.h"
+#include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 /* One flag: its bit (and getopt value STACK_FLAGS_OPT_BASE + its index), name, argument, help ('\n' starts a
  * continuation line). The help lines print in this order. */

@@ -69,7 +69,7 @@ int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, b
 /* The --help lines of the flags in mask; backend_default is the default --backend the command shows. */
 void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default);
 
-/* Applies the model's tuning file (cpu-expert-worker/expert_tuning.h) unless --no-tuning: threads (unless
+/* Applies the model's tuning file (cpu-expert-worker/experts/expert_tuning.h) unless --no-tuning: threads (unless
  * --threads), the CPU experts' row blocks and layout; `who` prefixes its message ("guild run"). -1 with err
  * when the file exists but is unreadable or malformed. */
 int stack_flags_tune(stack_flags_t *f, const char *model_path, const char *who, guild_err_t *err);

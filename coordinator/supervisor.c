@@ -15,13 +15,13 @@
 
 #include "coordinator/bridge.h"
 #include "coordinator/spawn.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
-#include "pipeline/rundir.h"
-#include "stager/stage_ring.h"
+#include "ipc/rundir.h"
+#include "ipc/stage_ring.h"
 
 #define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
 #define WAIT_SLICE_NS 100000000u /* workers' doorbell wait slice (Options.wait_timeout_ns) */
@@ -247,7 +247,7 @@ static int send_assign(sup_t *s, wslot_t *w)
             goto done;
         }
         for (int il = 0; il < n_layer; il++)
-            if (plan_on_gpu(c->plan, il))
+            if (placement_on_gpu(c->plan, il))
                 gpu_layers[o.n_gpu_resident_layers++] = (uint32_t)il;
         o.gpu_resident_layers = gpu_layers;
     } else if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
@@ -258,7 +258,7 @@ static int send_assign(sup_t *s, wslot_t *w)
         o.interleave_gate_up = c->interleave_gate_up;
         o.expert_layout = c->expert_layout > 0 ? (uint32_t)c->expert_layout : 0; /* 0: auto */
         const int *pc;
-        int npc = plan_cpus(c->plan, w->index, &pc);
+        int npc = placement_cpus(c->plan, w->index, &pc);
         shards = calloc((size_t)n_layer, sizeof *shards);
         shard_ptrs = calloc((size_t)n_layer, sizeof *shard_ptrs);
         ranges = calloc((size_t)n_layer, sizeof *ranges);
@@ -275,7 +275,7 @@ static int send_assign(sup_t *s, wslot_t *w)
         size_t ns = 0;
         for (int il = 0; il < n_layer; il++) {
             uint32_t first, count;
-            plan_range(c->plan, w->index, il, &first, &count);
+            placement_range(c->plan, w->index, il, &first, &count);
             if (!count)
                 continue;
             guild__expert_range__init(&ranges[ns]);
@@ -736,7 +736,7 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
     gethostname(s->host, sizeof s->host - 1);
-    s->n_cpu = plan_workers(cfg->plan);
+    s->n_cpu = placement_workers(cfg->plan);
     s->n_w = s->n_cpu + 1 + (cfg->stage_slot_bytes > 0);
     if (!(s->w = calloc((size_t)s->n_w, sizeof *s->w))) {
         guild_err_set(err, "supervisor: out of memory");
@@ -747,7 +747,7 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
         if (i < s->n_cpu) {
             w->role = GUILD__ROLE__ROLE_CPU_WORKER;
             w->index = i;
-            w->node = plan_node(cfg->plan, i);
+            w->node = placement_node(cfg->plan, i);
             w->by_hand = cfg->listen != NULL;
             snprintf(w->name, sizeof w->name, "cpu-worker[%d]", i);
         } else {

@@ -29,14 +29,14 @@
 #include "core/model/config.h"
 #include "core/util/err.h"
 #include "core/util/log.h"
-#include "gpu-worker/backend.h"
-#include "pipeline/plan.h"
-#include "pipeline/step.h"
+#include "gpu-worker/dense/backend.h"
+#include "coordinator/placement.h"
+#include "ipc/step.h"
 
 typedef struct sup_config {
     const char *model_path;  /* absolute: workers open it themselves */
     const char *worker_dir;  /* directory holding guild-gpu-worker and guild-cpu-worker */
-    const plan_t *plan;      /* borrowed; must outlive the supervisor */
+    const placement_t *plan;      /* borrowed; must outlive the supervisor */
     const char *listen;      /* NULL: spawn the CPU workers; else also bind this endpoint and wait for them */
     const char *arena_dir;   /* NULL: anonymous memfd arena; else a named file there (ipc/arena.h) */
     const char *backend;     /* the GPU worker's dense backend */
@@ -60,7 +60,7 @@ typedef struct sup_config {
     int32_t down_rows;
     bool interleave_gate_up; /* CPU workers: gate and up rows alternating in the shard copy (tuning file) */
     int expert_layout;       /* CPU workers: expert_layout_t of the shard copy; < 0: auto */
-    /* The GPU worker's streamed experts (gpu-worker/backend.h backend_stager_t; the pipeline sets these only
+    /* The GPU worker's streamed experts (gpu-worker/dense/backend.h backend_stager_t; the pipeline sets these only
      * when its cuda backend's memory plan streams): stage_slot_bytes > 0 creates a staging ring of 3 slots of
      * this size and supervises `guild-stager --ring` on it like a worker (restarted when it dies; the GPU
      * worker's next forward pass then takes the ring up again); else stager BACKEND_STAGER_THREAD asks the GPU

@@ -12,14 +12,14 @@
 #include "core/model/model.h"
 #include "core/topo/topo.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/expert_pipe.h"
-#include "cpu-expert-worker/expert_shard.h"
+#include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_shard.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include <zmq.h>
-#include "pipeline/actor.h"
-#include "pipeline/data.h"
-#include "pipeline/rundir.h"
+#include "ipc/actor.h"
+#include "ipc/data.h"
+#include "ipc/rundir.h"
 
 #define DEFAULT_SLICE_NS 100000000u
 #define MAX_CPUS 4096

@@ -1,6 +1,6 @@
 /* cpu-expert-worker/cpu_worker.h — the CPU expert worker process: routed experts of one shard, on one NUMA node.
  *
- * It registers with the coordinator (pipeline/actor.h) and for each Assign: opens the model, copies the
+ * It registers with the coordinator (ipc/actor.h) and for each Assign: opens the model, copies the
  * experts of its shard (Assign.shard) into memory bound to its node (optionally locked), starts a thread pool
  * pinned to the node's CPUs (or to Options.cpus), attaches the arena's MoE exchange as worker
  * Assign.worker_index, reports Ready, then serves exchanges: for each one, the (token, slot) pairs whose
@@ -19,7 +19,7 @@
 
 /* Runs the worker for NUMA node `node` against the coordinator at endpoint; returns the process exit status
  * (0 after a Shutdown or when the coordinator is gone, 1 if it could not start). shared_memory false: tell the
- * coordinator this worker cannot map the arena, so that its exchanges travel as messages (pipeline/data.h), as
+ * coordinator this worker cannot map the arena, so that its exchanges travel as messages (ipc/data.h), as
  * they do for a worker on another host. */
 int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool shared_memory);
 

@@ -11,13 +11,13 @@
 
 #include "core/model/model.h"
 #include "core/util/pool.h"
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 #include "gpu-worker/moe_arena.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
-#include "pipeline/actor.h"
-#include "pipeline/rundir.h"
-#include "pipeline/step.h"
+#include "ipc/actor.h"
+#include "ipc/rundir.h"
+#include "ipc/step.h"
 
 #define DEFAULT_SLICE_NS 100000000u
 

@@ -1,9 +1,9 @@
 /* gpu-worker/gpu_worker.h — the GPU worker process: the dense side of the pipeline.
  *
- * It registers with the coordinator (pipeline/actor.h), and for each Assign: opens the model, creates the
+ * It registers with the coordinator (ipc/actor.h), and for each Assign: opens the model, creates the
  * dense backend named in Options.backend (its routed experts go through the arena: gpu-worker/moe_arena.h),
  * attaches the arena's exchange and step regions, reports Ready, then serves step requests
- * (pipeline/step.h) until a Shutdown, a new Assign, or the coordinator's disappearance. A request that fails
+ * (ipc/step.h) until a Shutdown, a new Assign, or the coordinator's disappearance. A request that fails
  * is answered with its error; the worker stays up.
  */
 #ifndef GUILD_GPU_WORKER_GPU_WORKER_H

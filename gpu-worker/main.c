@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu-worker/backend.h"
+#include "gpu-worker/dense/backend.h"
 #include "gpu-worker/gpu_worker.h"
 
 static void usage(FILE *out)

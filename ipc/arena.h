@@ -55,8 +55,8 @@ typedef enum guild_arena_pages {
 typedef enum guild_arena_kind {
     GUILD_ARENA_KIND_NONE = 0,     /* not a valid region */
     GUILD_ARENA_KIND_EXCHANGE = 1, /* ipc/exchange.h: MoE layer exchange (step/done doorbells, slots) */
-    GUILD_ARENA_KIND_STEP = 2,     /* pipeline/step.h: forward-pass requests, coordinator -> GPU worker */
-    /* 0x5300 (STAGE_RING_ARENA_KIND, stager/stage_ring.h): a staging ring, in an arena of its own */
+    GUILD_ARENA_KIND_STEP = 2,     /* ipc/step.h: forward-pass requests, coordinator -> GPU worker */
+    /* 0x5300 (STAGE_RING_ARENA_KIND, ipc/stage_ring.h): a staging ring, in an arena of its own */
     GUILD_ARENA_KIND_TEST = 0x7f00, /* tests and benchmarks */
 } guild_arena_kind_t;
 

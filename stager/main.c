@@ -1,5 +1,5 @@
 /* guild-stager — fills pinned staging rings with pieces of the model file for the GPU worker (see
- * stager/stage_ring.h for the protocol, stager/stage_server.h for the copy loop). */
+ * ipc/stage_ring.h for the protocol, ipc/stage_server.h for the copy loop). */
 #include "config.h"
 
 #include <errno.h>
@@ -17,10 +17,10 @@
 
 #include "core/util/cli.h"
 #include "core/util/log.h"
-#include "pipeline/actor.h"
+#include "ipc/actor.h"
 #include "stager/stage_bench.h"
-#include "stager/stage_ring.h"
-#include "stager/stage_server.h"
+#include "ipc/stage_ring.h"
+#include "ipc/stage_server.h"
 
 #define MAX_RINGS 8
 

@@ -4,9 +4,9 @@
 #include "stager/stage_bench.h"
 
 #include "core/gguf/gguf.h"
-#include "stager/stage_plan.h"
-#include "stager/stage_ring.h"
-#include "stager/stage_server.h"
+#include "ipc/stage_plan.h"
+#include "ipc/stage_ring.h"
+#include "ipc/stage_server.h"
 
 #include <stdlib.h>
 #include <string.h>

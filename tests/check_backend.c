@@ -9,9 +9,9 @@
 #include "core/model/activation.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
-#include "cpu-expert-worker/expert_exec.h"
-#include "cpu-expert-worker/moe_local.h"
-#include "gpu-worker/backend.h"
+#include "cpu-expert-worker/experts/expert_exec.h"
+#include "cpu-expert-worker/experts/moe_local.h"
+#include "gpu-worker/dense/backend.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {

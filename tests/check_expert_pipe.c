@@ -18,9 +18,9 @@
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/expert_exec.h"
-#include "cpu-expert-worker/expert_pipe.h"
-#include "cpu-expert-worker/expert_tuning.h"
+#include "cpu-expert-worker/experts/expert_exec.h"
+#include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_tuning.h"
 #include "tests/tiny_model.h"
 
 static uint64_t rng_state;

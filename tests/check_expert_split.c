@@ -1,15 +1,15 @@
-/* Tests for the per-layer split of routed experts between the GPU and the CPU side (gpu-worker/expert_split.h):
+/* Tests for the per-layer split of routed experts between the GPU and the CPU side (gpu-worker/dense/expert_split.h):
  * the plan's ends (all-CPU, all-GPU), balance in between, optimality against every subset when experts cost
  * the same bytes, whole experts, determinism, and the forced fractions the device tests use; and the running
- * cost estimates (gpu-worker/expert_cost.h) the device feeds it: none before a sample, convergence, outliers. */
+ * cost estimates (gpu-worker/dense/expert_cost.h) the device feeds it: none before a sample, convergence, outliers. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/sample/rng.h"
-#include "gpu-worker/expert_cost.h"
-#include "gpu-worker/expert_split.h"
+#include "gpu-worker/dense/expert_cost.h"
+#include "gpu-worker/dense/expert_split.h"
 
 enum { NE = 16 };
 

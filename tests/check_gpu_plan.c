@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu-worker/gpu_plan.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #include "tests/tiny_model.h"
 
 typedef struct fx {

@@ -19,14 +19,14 @@
 
 #include "core/model/model.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/moe_local.h"
+#include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/moe_arena.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
-#include "pipeline/data.h"
-#include "pipeline/plan.h"
-#include "pipeline/step.h"
+#include "ipc/data.h"
+#include "coordinator/placement.h"
+#include "ipc/step.h"
 #include "tests/tiny_model.h"
 
 /* ---- plan ---- */
@@ -46,29 +46,29 @@ START_TEST(test_plan_every_expert_once)
     static const int cpus0[] = {0, 1, 2, 3}, cpus1[] = {4, 5, 6, 7};
     const int *const cpus[] = {cpus0, cpus1};
     const int n_cpus[] = {4, 4};
-    plan_topo_t topo = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus};
+    placement_topo_t topo = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus};
     static const int experts[] = {1, 2, 7, 8, 60, 128};
     for (size_t ie = 0; ie < sizeof experts / sizeof experts[0]; ie++) {
         int E = experts[ie];
         for (int K = 1; K <= E && K <= 9; K++) {
             model_config_t c = cfg_experts(3, E);
-            plan_t *p = NULL;
+            placement_t *p = NULL;
             guild_err_t err = {{0}};
-            ck_assert_msg(plan_new(&p, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
-            ck_assert_int_eq(plan_workers(p), K);
+            ck_assert_msg(placement_new(&p, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_int_eq(placement_workers(p), K);
             for (int il = 0; il < 3; il++) {
                 int owners[128] = {0};
                 uint32_t lo = UINT32_MAX, hi = 0, next = 0;
                 for (int k = 0; k < K; k++) {
                     uint32_t first, count;
-                    plan_range(p, k, il, &first, &count);
+                    placement_range(p, k, il, &first, &count);
                     ck_assert_uint_eq(first, next); /* contiguous, in worker order */
                     next += count;
                     lo = count < lo ? count : lo;
                     hi = count > hi ? count : hi;
                     for (uint32_t e = first; e < first + count; e++) {
                         owners[e]++;
-                        ck_assert_int_eq(plan_owner(p, il, (int)e), k);
+                        ck_assert_int_eq(placement_owner(p, il, (int)e), k);
                     }
                 }
                 ck_assert_uint_eq(next, (uint32_t)E);
@@ -76,7 +76,7 @@ START_TEST(test_plan_every_expert_once)
                 for (int e = 0; e < E; e++)
                     ck_assert_int_eq(owners[e], 1);
             }
-            plan_destroy(&p);
+            placement_destroy(&p);
             ck_assert_ptr_null(p);
         }
     }
@@ -88,46 +88,46 @@ START_TEST(test_plan_nodes_and_cpus)
     static const int cpus0[] = {0, 1, 2, 3}, cpus1[] = {4, 5, 6, 7};
     const int *const cpus[] = {cpus0, cpus1};
     const int n_cpus[] = {4, 4};
-    plan_topo_t topo = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus};
+    placement_topo_t topo = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus};
     model_config_t c = cfg_experts(2, 16);
-    plan_t *p = NULL;
+    placement_t *p = NULL;
     guild_err_t err = {{0}};
     const int *pc;
 
     /* default: one worker per node, the whole node each */
-    ck_assert_int_eq(plan_new(&p, &c, 0, NULL, &topo, &err), 0);
-    ck_assert_int_eq(plan_workers(p), 2);
-    ck_assert_int_eq(plan_node(p, 0), 0);
-    ck_assert_int_eq(plan_node(p, 1), 1);
-    ck_assert_int_eq(plan_cpus(p, 1, &pc), 4);
+    ck_assert_int_eq(placement_new(&p, &c, 0, NULL, &topo, &err), 0);
+    ck_assert_int_eq(placement_workers(p), 2);
+    ck_assert_int_eq(placement_node(p, 0), 0);
+    ck_assert_int_eq(placement_node(p, 1), 1);
+    ck_assert_int_eq(placement_cpus(p, 1, &pc), 4);
     ck_assert_int_eq(pc[0], 4);
-    plan_destroy(&p);
+    placement_destroy(&p);
 
     /* four workers: two per node, round robin, each half of its node */
-    ck_assert_int_eq(plan_new(&p, &c, 4, NULL, &topo, &err), 0);
+    ck_assert_int_eq(placement_new(&p, &c, 4, NULL, &topo, &err), 0);
     static const int node[] = {0, 1, 0, 1}, first_cpu[] = {0, 4, 2, 6};
     for (int k = 0; k < 4; k++) {
-        ck_assert_int_eq(plan_node(p, k), node[k]);
-        ck_assert_int_eq(plan_cpus(p, k, &pc), 2);
+        ck_assert_int_eq(placement_node(p, k), node[k]);
+        ck_assert_int_eq(placement_cpus(p, k, &pc), 2);
         ck_assert_int_eq(pc[0], first_cpu[k]);
         ck_assert_int_eq(pc[1], first_cpu[k] + 1);
     }
-    plan_destroy(&p);
+    placement_destroy(&p);
 
     /* more workers on a node than CPUs: they share the whole node */
     static const int two[] = {0, 1};
     const int *const one_node[] = {two};
     const int n_two[] = {2};
-    plan_topo_t small = {.n_nodes = 1, .cpus = one_node, .n_cpus = n_two};
-    ck_assert_int_eq(plan_new(&p, &c, 3, NULL, &small, &err), 0);
+    placement_topo_t small = {.n_nodes = 1, .cpus = one_node, .n_cpus = n_two};
+    ck_assert_int_eq(placement_new(&p, &c, 3, NULL, &small, &err), 0);
     for (int k = 0; k < 3; k++) {
-        ck_assert_int_eq(plan_node(p, k), 0);
-        ck_assert_int_eq(plan_cpus(p, k, &pc), 2);
+        ck_assert_int_eq(placement_node(p, k), 0);
+        ck_assert_int_eq(placement_cpus(p, k, &pc), 2);
     }
-    plan_destroy(&p);
+    placement_destroy(&p);
 
     /* more workers than experts */
-    ck_assert_int_eq(plan_new(&p, &c, 17, NULL, &topo, &err), -1);
+    ck_assert_int_eq(placement_new(&p, &c, 17, NULL, &topo, &err), -1);
     ck_assert_ptr_null(p);
     ck_assert_msg(strstr(err.msg, "17 CPU workers: expected 1 to 16"), "%s", err.msg);
 }
@@ -140,7 +140,7 @@ START_TEST(test_plan_gpu_layers)
     static const int cpus0[] = {0, 1};
     const int *const cpus[] = {cpus0};
     const int n_cpus[] = {2};
-    plan_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
+    placement_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
     enum { L = 5, E = 7 };
     static const unsigned masks[] = {0x00, 0x01, 0x0a, 0x10, 0x1e, 0x1f};
     for (size_t im = 0; im < sizeof masks / sizeof masks[0]; im++)
@@ -149,17 +149,17 @@ START_TEST(test_plan_gpu_layers)
             bool gpu[L];
             for (int il = 0; il < L; il++)
                 gpu[il] = masks[im] >> il & 1;
-            plan_t *p = NULL, *ref = NULL;
+            placement_t *p = NULL, *ref = NULL;
             guild_err_t err = {{0}};
-            ck_assert_msg(plan_new(&p, &c, K, gpu, &topo, &err) == 0, "%s", err.msg);
-            ck_assert_msg(plan_new(&ref, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_msg(placement_new(&p, &c, K, gpu, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_msg(placement_new(&ref, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
             for (int il = 0; il < L; il++) {
-                ck_assert(plan_on_gpu(p, il) == gpu[il] && !plan_on_gpu(ref, il));
+                ck_assert(placement_on_gpu(p, il) == gpu[il] && !placement_on_gpu(ref, il));
                 int owners[E] = {0};
                 for (int k = 0; k < K; k++) {
                     uint32_t first, count, rfirst, rcount;
-                    plan_range(p, k, il, &first, &count);
-                    plan_range(ref, k, il, &rfirst, &rcount);
+                    placement_range(p, k, il, &first, &count);
+                    placement_range(ref, k, il, &rfirst, &rcount);
                     if (gpu[il]) {
                         ck_assert_uint_eq(count, 0);
                         continue;
@@ -170,19 +170,19 @@ START_TEST(test_plan_gpu_layers)
                 }
                 for (int e = 0; e < E; e++) {
                     ck_assert_int_eq(owners[e], gpu[il] ? 0 : 1);
-                    const int k = plan_owner(p, il, e);
+                    const int k = placement_owner(p, il, e);
                     if (gpu[il]) {
                         ck_assert_int_eq(k, -1);
                         continue;
                     }
                     uint32_t first, count;
                     ck_assert(k >= 0 && k < K);
-                    plan_range(p, k, il, &first, &count);
+                    placement_range(p, k, il, &first, &count);
                     ck_assert((uint32_t)e >= first && (uint32_t)e < first + count);
                 }
             }
-            plan_destroy(&p);
-            plan_destroy(&ref);
+            placement_destroy(&p);
+            placement_destroy(&ref);
         }
 }
 END_TEST
@@ -193,7 +193,7 @@ START_TEST(test_plan_print_gpu_layers)
     static const int cpus0[] = {0, 1};
     const int *const cpus[] = {cpus0};
     const int n_cpus[] = {2};
-    plan_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
+    placement_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
     tiny_spec_t s = tiny_spec("qwen3moe");
     s.n_layer = 4;
     void *image;
@@ -216,17 +216,17 @@ START_TEST(test_plan_print_gpu_layers)
                                     "cpus 1, no experts\n"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        plan_t *p = NULL;
-        ck_assert(plan_new(&p, model_config(m), 2, cases[i].gpu, &topo, &err) == 0);
+        placement_t *p = NULL;
+        ck_assert(placement_new(&p, model_config(m), 2, cases[i].gpu, &topo, &err) == 0);
         char *buf = NULL;
         size_t len = 0;
         FILE *out = open_memstream(&buf, &len);
-        plan_print(p, m, out);
+        placement_print(p, m, out);
         fclose(out);
         for (int j = 0; j < 3; j++)
             ck_assert_msg(strstr(buf, cases[i].want[j]), "case %zu: no '%s' in:\n%s", i, cases[i].want[j], buf);
         free(buf);
-        plan_destroy(&p);
+        placement_destroy(&p);
     }
     model_destroy(&m);
     free(image);

@@ -5,13 +5,13 @@
 
 #include "core/util/err.h"
 #include "core/util/log.h"
-#include "gpu-worker/cuda/cuda_stage.h" /* against tests/stager-mock/cuda_runtime_api.h */
+#include "gpu-worker/dense/cuda/cuda_stage.h" /* against tests/stager-mock/cuda_runtime_api.h */
 #include "ipc/arena.h"
 #include "ipc/msg.h"
-#include "stager/stage_copy.h"
-#include "stager/stage_plan.h"
-#include "stager/stage_ring.h"
-#include "stager/stage_server.h"
+#include "ipc/stage_copy.h"
+#include "ipc/stage_plan.h"
+#include "ipc/stage_ring.h"
+#include "ipc/stage_server.h"
 
 #include <check.h>
 #include <errno.h>

@@ -17,9 +17,9 @@
 
 #include "coordinator/supervisor.h"
 #include "core/util/log.h"
-#include "gpu-worker/backend.h"
-#include "pipeline/plan.h"
-#include "stager/stage_ring.h"
+#include "gpu-worker/dense/backend.h"
+#include "coordinator/placement.h"
+#include "ipc/stage_ring.h"
 #include "tests/tiny_model.h"
 
 static void sleep_ms(int ms)
@@ -50,7 +50,7 @@ typedef struct fixture {
     void *image;
     size_t size;
     model_t *m;
-    plan_t *plan;
+    placement_t *plan;
     sup_config_t c;
 } fixture_t;
 
@@ -69,7 +69,7 @@ static void fixture_open(fixture_t *f)
     f->m = NULL;
     ck_assert_msg(tiny_model_open(f->image, f->size, &f->m, &err) == 0, "%s", err.msg);
     f->plan = NULL;
-    ck_assert_msg(plan_new_local(&f->plan, model_config(f->m), 1, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(placement_new_local(&f->plan, model_config(f->m), 1, NULL, &err) == 0, "%s", err.msg);
     sup_config_defaults(&f->c);
     f->c.model_path = f->path;
     f->c.worker_dir = GUILD_BUILDDIR;
@@ -83,7 +83,7 @@ static void fixture_open(fixture_t *f)
 
 static void fixture_close(fixture_t *f)
 {
-    plan_destroy(&f->plan);
+    placement_destroy(&f->plan);
     model_destroy(&f->m);
     free(f->image);
     unlink(f->path);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/topo/topo.h"
-#include "cpu-expert-worker/expert_shard.h"
+#include "cpu-expert-worker/experts/expert_shard.h"
 #include "tests/tiny_model.h"
 
 START_TEST(test_alloc_pages_on_node)

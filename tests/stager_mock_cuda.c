@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>

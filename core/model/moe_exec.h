@@ -1,6 +1,6 @@
 /* core/model/moe_exec.h — the routed-expert executor: the one seam between the dense side of a MoE layer
  * (attention, router, shared expert, combine: the GPU worker's backend) and whoever computes the routed experts
- * (in-process: cpu-expert-worker/moe_local.h; later CPU worker processes through the shared-memory arena).
+ * (in-process: cpu-expert-worker/experts/moe_local.h; later CPU worker processes through the shared-memory arena).
  *
  * run() receives, for one layer and n_tokens tokens, the post-attention normed activations, the expert ids the
  * router chose (slot order: slot 0 is the highest router weight) and their weights, and writes the UNWEIGHTED
@@ -14,7 +14,7 @@
  * want to skip negligible slots or to schedule; they must still write every y[t][k] whose id is >= 0.
  *
  * Skip slots: ids[t][k] < 0 means "not this executor's" (another one computes that pair, e.g. the GPU when a
- * layer is split between the GPU and the CPU workers, gpu-worker/expert_split.h): the executor does no work for
+ * layer is split between the GPU and the CPU workers, gpu-worker/dense/expert_split.h): the executor does no work for
  * it and writes nothing to y[t][k] (the caller's bytes there stay as they were). The other pairs' y are the
  * same bits as in the batch without skips.
  *

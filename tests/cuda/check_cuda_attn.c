@@ -16,8 +16,8 @@
 
 #include "core/quant/fp16.h"
 #include "core/sample/rng.h"
-#include "gpu-worker/cuda/cuda_kernels.h"
-#include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
 #include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;

@@ -1,4 +1,4 @@
-/* The tensor-core prefill attention's per-lane code (gpu-worker/cuda/attn_prefill_mma.cuh), run on the host for
+/* The tensor-core prefill attention's per-lane code (gpu-worker/dense/cuda/attn_prefill_mma.cuh), run on the host for
  * the 32 lanes of a warp through emulations of ldmatrix.x4 (.trans) and mma.sync.m16n8k16 written from the
  * PTX ISA's fragment layouts (no GPU needed, so it runs in CI): the scores of a 16-row x 64-key tile from the
  * split Q fragments and the K addressing, and P V from the score fragments reused as A fragments and the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu-worker/cuda/attn_prefill_mma.cuh"
+#include "gpu-worker/dense/cuda/attn_prefill_mma.cuh"
 
 #define _Noreturn [[noreturn]]
 extern "C" {

@@ -33,13 +33,13 @@
 #include <unistd.h>
 
 #include "core/quant/quant.h"
-#include "cpu-expert-worker/moe_local.h"
-#include "gpu-worker/backend.h"
-#include "gpu-worker/cuda/cuda_backend.h"
-#include "gpu-worker/cuda/cuda_moe.h"
-#include "gpu-worker/cuda/cuda_util.h"
-#include "gpu-worker/expert_split.h"
-#include "gpu-worker/gpu_plan.h"
+#include "cpu-expert-worker/experts/moe_local.h"
+#include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cuda/cuda_backend.h"
+#include "gpu-worker/dense/cuda/cuda_moe.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/expert_split.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #include "ipc/exchange.h"
 #include "tests/tiny_model.h"
 

@@ -1,4 +1,4 @@
-/* cuda_expert_matmul's int8 tensor-core path (tiles of CUDA_EXPERT_MMA_TILE pairs, gpu-worker/cuda/expert_mma.cu)
+/* cuda_expert_matmul's int8 tensor-core path (tiles of CUDA_EXPERT_MMA_TILE pairs, gpu-worker/dense/cuda/expert_mma.cu)
  * against its dp4a path (tiles of 8): the SAME routed problem through both, outputs poisoned (NaN bytes) before
  * each launch, compared with memcmp. Uneven expert loads (1, 63, 64, 65, 200 pairs, an expert with none, skip
  * slots), with and without w_up, n = 2048 and 768, row counts that leave a partial block of rows, ldo > nrows.
@@ -20,8 +20,8 @@
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
-#include "gpu-worker/cuda/cuda_kernels.h"
-#include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
 
 static cudaStream_t stream;
 

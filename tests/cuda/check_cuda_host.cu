@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu-worker/cuda/dequant.cuh"
-#include "gpu-worker/cuda/expert_mma_traits.cuh"
+#include "gpu-worker/dense/cuda/dequant.cuh"
+#include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
 
 #define _Noreturn [[noreturn]]
 extern "C" {

@@ -2,7 +2,7 @@
  * (no all-zero data), with every output poisoned (NaN bytes) before the launch and guard rows around it.
  * Needs a CUDA device: without one the program prints why and exits 77 (SKIP).
  *
- * Tolerances (the contract of gpu-worker/cuda/cuda_kernels.h):
+ * Tolerances (the contract of gpu-worker/dense/cuda/cuda_kernels.h):
  *   bit-exact (memcmp): quantize, matmul (every type, 1..64 tokens), get_rows, rope, add, add_bias, kv_store,
  *                       combine without the shared expert
  *   |d| <= 4 ulp:       rmsnorm (double sum in another order)
@@ -22,10 +22,10 @@
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
-#include "gpu-worker/cpu/cpu_kernels.h"
-#include "gpu-worker/cpu/cpu_matmul.h"
-#include "gpu-worker/cuda/cuda_kernels.h"
-#include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/dense/cpu/cpu_kernels.h"
+#include "gpu-worker/dense/cpu/cpu_matmul.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
 #include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;

@@ -12,8 +12,8 @@
 
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
-#include "gpu-worker/cuda/cuda_kernels.h"
-#include "gpu-worker/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
 
 static cudaStream_t st;
 static guild_err_t err;

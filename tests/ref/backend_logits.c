@@ -1,4 +1,4 @@
-/* tests/ref/backend_logits.c — runs Guild's CPU backend (gpu-worker/backend.h, in-process experts) on a token
+/* tests/ref/backend_logits.c — runs Guild's CPU backend (gpu-worker/dense/backend.h, in-process experts) on a token
  * sequence and writes the logits the reference comparison needs (tests/ref/check_backend.py).
  *
  *   backend_logits MODEL.gguf OUT.f32 N_PROMPT ID0 ID1 ...
@@ -11,8 +11,8 @@
 
 #include "core/model/model.h"
 #include "core/util/pool.h"
-#include "cpu-expert-worker/moe_local.h"
-#include "gpu-worker/backend.h"
+#include "cpu-expert-worker/experts/moe_local.h"
+#include "gpu-worker/dense/backend.h"
 
 int main(int argc, char **argv)
 {

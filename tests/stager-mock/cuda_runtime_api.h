@@ -1,4 +1,4 @@
-/* tests/stager-mock/cuda_runtime_api.h — the few CUDA runtime calls gpu-worker/cuda/cuda_stage.c makes, on the
+/* tests/stager-mock/cuda_runtime_api.h — the few CUDA runtime calls gpu-worker/dense/cuda/cuda_stage.c makes, on the
  * host, so that its ring path runs in CI without a GPU (tests/check_stager.c). Copies are deferred like a
  * stream's: cudaMemcpyAsync queues, cudaEventRecord marks the queue, cudaEventSynchronize and
  * cudaStreamSynchronize run the queue up to the mark; a slot handed back before its event completed would be

@@ -1,0 +1,367 @@
+/* guild optimize -m model.gguf: measures, on this machine and this model's experts, the CPU expert pipeline's
+ * speed choices (threads per worker, row blocks of its tasks, the layout of the experts' copies: packed, plain
+ * or gate/up rows interleaved) and writes the tuning file the workers load (cpu-expert-worker/experts/expert_tuning.h). A choice replaces the portable default only when it beats it by more
+ * than the measurement noise. Every choice gives bit-identical results; the command checks that on one layer
+ * before writing the file. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/commands.h"
+#include "core/kern/cpu.h"
+#include "core/model/model.h"
+#include "core/topo/topo.h"
+#include "core/util/clock.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_shard.h"
+#include "cpu-expert-worker/experts/expert_tuning.h"
+
+#define MAX_CPUS 1024
+
+typedef struct ctx {
+    expert_pipe_src_t src;
+    const int *cpus;
+    int runs, steps;
+    float *x, *y;
+    int32_t *ids;
+    uint64_t rng;
+} ctx_t;
+
+static uint64_t next_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* n_used distinct random experts */
+static void pick(ctx_t *c, int32_t *ids)
+{
+    for (int32_t k = 0; k < c->src.n_expert_used; k++) {
+        int32_t e, dup;
+        do {
+            e = (int32_t)(next_rand(&c->rng) % (uint64_t)c->src.n_expert);
+            dup = 0;
+            for (int32_t q = 0; q < k; q++)
+                dup |= ids[q] == e;
+        } while (dup);
+        ids[k] = e;
+    }
+}
+
+/* Median and quartile spread of the per-step decode time (us) with `threads` threads and row blocks `rows`. */
+static int measure(ctx_t *c, int threads, expert_pipe_tuning_t rows, double *median, double *spread,
+                   guild_err_t *err)
+{
+    guild_pool_t *pool = NULL;
+    expert_pipe_t *pipe = NULL;
+    double t[64];
+    int runs = c->runs > 64 ? 64 : c->runs;
+    if (guild_pool_new(&pool, threads, c->cpus, err) || expert_pipe_new(&pipe, &c->src, pool, &rows, err)) {
+        guild_pool_destroy(&pool);
+        return -1;
+    }
+    int32_t layer = 0;
+    for (int r = -1; r < runs; r++) {
+        double t0 = guild_clock_s();
+        for (int s = 0; s < c->steps; s++) {
+            pick(c, c->ids);
+            if (expert_pipe_run(pipe, layer, 1, c->x, c->ids, c->y, err) < 0) {
+                expert_pipe_destroy(&pipe);
+                guild_pool_destroy(&pool);
+                return -1;
+            }
+            layer = (layer + 1) % c->src.n_layer;
+        }
+        if (r >= 0)
+            t[r] = (guild_clock_s() - t0) / c->steps * 1e6;
+    }
+    expert_pipe_destroy(&pipe);
+    guild_pool_destroy(&pool);
+    *median = guild_median(t, runs); /* sorts t */
+    *spread = (t[(3 * runs) / 4] - t[runs / 4]) / *median;
+    return 0;
+}
+
+/* y of one layer with the given choices, for the bit-identity check */
+static int one_layer(ctx_t *c, int threads, expert_pipe_tuning_t rows, int T, float *y, guild_err_t *err)
+{
+    guild_pool_t *pool = NULL;
+    expert_pipe_t *pipe = NULL;
+    int rc = -1;
+    if (guild_pool_new(&pool, threads, c->cpus, err) == 0 && expert_pipe_new(&pipe, &c->src, pool, &rows, err) == 0)
+        rc = expert_pipe_run(pipe, 0, T, c->x, c->ids, y, err) < 0 ? -1 : 0;
+    expert_pipe_destroy(&pipe);
+    guild_pool_destroy(&pool);
+    return rc;
+}
+
+/* A layout of the experts' copies (expert_shard_new_copy) measured against the others. */
+typedef struct layout_cand {
+    const char *name;
+    expert_layout_t layout;
+    bool interleave;
+    expert_shard_t *copy; /* the first layers copied that way */
+    ctx_t cx;             /* measuring context over the copy (shares x, y and ids) */
+    double med;           /* us per layer, mean of the rounds' medians */
+} layout_cand_t;
+
+/* The matrices (1 gate, 2 up, 4 down) that `layout` packs in an expert of src's shape with m's types. */
+static unsigned packed_mask(expert_layout_t layout, const expert_mats_t *m, const expert_pipe_src_t *src)
+{
+    return (expert_layout_packs(layout, m->gate_type, src->n_ff) ? 1u : 0u) |
+           (expert_layout_packs(layout, m->up_type, src->n_ff) ? 2u : 0u) |
+           (expert_layout_packs(layout, m->down_type, src->n_embd) ? 4u : 0u);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: guild optimize -m MODEL.gguf [-o FILE] [--node N] [--runs R] [--steps S]\n"
+                 "  measures the CPU expert pipeline's speed choices on this machine (threads, row blocks, the\n"
+                 "  experts' layout: packed, plain, gate/up rows interleaved) and writes the tuning file guild run /\n"
+                 "  serve and the CPU workers load (default: MODEL.gguf.tuning). Results are bit-identical whatever\n"
+                 "  it picks.\n");
+}
+
+int cmd_optimize(int argc, char **argv)
+{
+    static const struct option lopts[] = {
+        {"model", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
+        {"node", required_argument, NULL, 'N'},  {"runs", required_argument, NULL, 'r'},
+        {"steps", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *model_path = NULL, *out_path = NULL;
+    int node = 0, runs = 7, steps = 48, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:o:", lopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case 'o': out_path = optarg; break;
+        case 'N': node = atoi(optarg); break;
+        case 'r': runs = atoi(optarg); break;
+        case 's': steps = atoi(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!model_path || optind != argc || runs < 3 || steps < 1 || node < 0 || node >= topo_node_count()) {
+        usage(stderr);
+        return 2;
+    }
+    char default_out[4096];
+    if (!out_path) {
+        snprintf(default_out, sizeof default_out, "%s.tuning", model_path);
+        out_path = default_out;
+    }
+    guild_err_t err;
+    model_t *model = NULL;
+    expert_shard_t *shard = NULL; /* the mapping: the reference */
+    layout_cand_t cand[4];
+    int n_cand = 0;
+    int status = 1;
+    if (model_new(&model, model_path, &err)) {
+        fprintf(stderr, "guild optimize: %s\n", err.msg);
+        return 1;
+    }
+    const model_config_t *cfg = model_config(model);
+    if (cfg->n_expert <= 0) {
+        fprintf(stderr, "guild optimize: %s: the model has no routed experts; nothing to tune\n", model_path);
+        model_destroy(&model);
+        return 1;
+    }
+    if (expert_shard_new(&shard, model, NULL, &err)) {
+        fprintf(stderr, "guild optimize: %s\n", err.msg);
+        model_destroy(&model);
+        return 1;
+    }
+    static int cpus[MAX_CPUS];
+    const int n_cpus = topo_node_cpus(node, cpus, MAX_CPUS);
+    ctx_t cx = {.cpus = cpus, .runs = runs, .steps = steps, .rng = 12345};
+    expert_pipe_src_from_shard(&cx.src, shard);
+    const int T_check = 3;
+    const size_t E = (size_t)cx.src.n_embd, K = (size_t)cx.src.n_expert_used;
+    cx.x = malloc(T_check * E * sizeof *cx.x);
+    cx.y = malloc(T_check * K * E * sizeof *cx.y);
+    cx.ids = malloc(T_check * K * sizeof *cx.ids);
+    float *y_ref = malloc(T_check * K * E * sizeof *y_ref);
+    if (!cx.x || !cx.y || !cx.ids || !y_ref || n_cpus == 0) {
+        fprintf(stderr, "guild optimize: %s\n", n_cpus ? "out of memory" : "no usable CPU on the node");
+        goto done;
+    }
+    for (size_t i = 0; i < T_check * E; i++)
+        cx.x[i] = (float)((double)(next_rand(&cx.rng) >> 11) / 9007199254740992.0 - 0.5);
+
+    printf("guild optimize: %s: %d layers x %d experts (%d used), %d x %d; node %d, %d CPUs (%s)\n", model_path,
+           cx.src.n_layer, cx.src.n_expert, cx.src.n_expert_used, (int)cx.src.n_embd, (int)cx.src.n_ff, node, n_cpus,
+           kern_cpu()->model);
+
+    /* The layouts a worker's copy can take: auto (the default: packed where this CPU has packed kernels),
+     * plain and packed where they differ from it, gate/up rows interleaved where gate and up have one type.
+     * Each is a copy of the first layers (a few GB in all), measured in turns with the others. */
+    const expert_mats_t *m0 = NULL;
+    for (int32_t e = 0; e < cx.src.n_expert && !m0; e++)
+        m0 = expert_shard_get(shard, 0, e);
+    GUILD_ASSERT(m0); /* a shard of the mapping owns every expert */
+    const unsigned auto_mask = packed_mask(EXPERT_LAYOUT_AUTO, m0, &cx.src);
+    cand[n_cand++] = (layout_cand_t){.name = "auto", .layout = EXPERT_LAYOUT_AUTO};
+    if (auto_mask)
+        cand[n_cand++] = (layout_cand_t){.name = "plain", .layout = EXPERT_LAYOUT_PLAIN};
+    if (packed_mask(EXPERT_LAYOUT_PACKED, m0, &cx.src) != auto_mask)
+        cand[n_cand++] = (layout_cand_t){.name = "packed", .layout = EXPERT_LAYOUT_PACKED};
+    if (m0->gate_type == m0->up_type && m0->gate_row == m0->up_row)
+        cand[n_cand++] = (layout_cand_t){.name = "interleaved", .layout = EXPERT_LAYOUT_PLAIN, .interleave = true};
+    const double layer_bytes = (double)(m0->gate_row + m0->up_row) * (double)cx.src.n_ff * cx.src.n_expert +
+                               (double)m0->down_row * (double)cx.src.n_embd * cx.src.n_expert;
+    int32_t L = (int32_t)(4e9 / n_cand / layer_bytes);
+    L = L < 2 ? 2 : L > cx.src.n_layer ? cx.src.n_layer : L;
+    uint8_t *owned = calloc((size_t)cx.src.n_layer * (size_t)cx.src.n_expert, 1);
+    if (!owned) {
+        guild_err_set(&err, "out of memory");
+        goto fail;
+    }
+    memset(owned, 1, (size_t)L * (size_t)cx.src.n_expert);
+    for (int i = 0; i < n_cand; i++) {
+        layout_cand_t *lc = &cand[i];
+        if (expert_shard_new_copy(&lc->copy, model, owned, node, false, lc->interleave, lc->layout, &err)) {
+            free(owned);
+            goto fail;
+        }
+        lc->cx = cx;
+        expert_pipe_src_from_shard(&lc->cx.src, lc->copy);
+        lc->cx.src.n_layer = L;
+    }
+    free(owned);
+    printf("  default layout: auto, here %s (%d layers copied for the measurements)\n",
+           auto_mask == 7 ? "packed" : auto_mask ? "partly packed" : "plain", L);
+
+    /* threads, then row blocks, on the default layout */
+    ctx_t *dx = &cand[0].cx;
+    expert_tuning_t def, best;
+    expert_tuning_default(&def);
+    double def_med, def_spread, med, spread;
+    if (measure(dx, n_cpus, def.pipe, &def_med, &def_spread, &err))
+        goto fail;
+    printf("  default: threads=%d, automatic row blocks: %.1f us/layer (spread %.1f%%)\n", n_cpus, def_med,
+           100 * def_spread);
+    best = def;
+    double best_med = def_med;
+    int best_threads = n_cpus;
+    for (int th = n_cpus / 2; th >= 1; th /= 2) {
+        if (measure(dx, th, def.pipe, &med, &spread, &err))
+            goto fail;
+        printf("  threads=%d: %.1f us/layer\n", th, med);
+        if (med < best_med) {
+            best_med = med;
+            best_threads = th;
+        }
+    }
+    static const int gu_cand[] = {16, 32, 64, 128}, dn_cand[] = {32, 64, 128, 256};
+    for (size_t i = 0; i < sizeof gu_cand / sizeof gu_cand[0]; i++)
+        for (size_t j = 0; j < sizeof dn_cand / sizeof dn_cand[0]; j++) {
+            expert_pipe_tuning_t rows = {gu_cand[i], dn_cand[j]};
+            if (rows.gate_up_rows == def.pipe.gate_up_rows && rows.down_rows == def.pipe.down_rows &&
+                best_threads == n_cpus)
+                continue;
+            if (rows.gate_up_rows > cx.src.n_ff + 15 || rows.down_rows > cx.src.n_embd + 15)
+                continue;
+            if (measure(dx, best_threads, rows, &med, &spread, &err))
+                goto fail;
+            printf("  threads=%d gate_up_rows=%d down_rows=%d: %.1f us/layer\n", best_threads, rows.gate_up_rows,
+                   rows.down_rows, med);
+            if (med < best_med) {
+                best_med = med;
+                best.pipe = rows;
+            }
+        }
+    best.threads = best_threads == n_cpus ? 0 : best_threads;
+    /* a tie within noise keeps the portable default */
+    const double noise = def_spread * 2 > 0.03 ? def_spread * 2 : 0.03;
+    if ((def_med - best_med) / def_med < noise) {
+        printf("  best %.1f us/layer is within noise (%.1f%%) of the default: keeping the default\n", best_med,
+               100 * noise);
+        best = def;
+    }
+    snprintf(best.cpu, sizeof best.cpu, "%s", kern_cpu()->model);
+
+    /* then the layout, with those threads and blocks: two rounds over the candidates */
+    const int th = best.threads ? best.threads : n_cpus;
+    int pick_i = 0;
+    if (n_cand > 1) {
+        for (int round = 0; round < 2; round++)
+            for (int i = 0; i < n_cand; i++) {
+                if (measure(&cand[i].cx, th, best.pipe, &med, &spread, &err))
+                    goto fail;
+                cand[i].med += med / 2;
+            }
+        for (int i = 0; i < n_cand; i++) {
+            printf("  layout %s: %.1f us/layer\n", cand[i].name, cand[i].med);
+            if (cand[i].med < cand[pick_i].med)
+                pick_i = i;
+        }
+        if (pick_i != 0 && (cand[0].med - cand[pick_i].med) / cand[0].med < noise) {
+            printf("  layout %s is within noise (%.1f%%) of auto: keeping auto\n", cand[pick_i].name, 100 * noise);
+            pick_i = 0;
+        }
+    } else {
+        printf("  layout: auto is the only one for these types\n");
+    }
+    best.layout = cand[pick_i].layout;
+    best.interleave_gate_up = cand[pick_i].interleave;
+    const bool rows_default = best.pipe.gate_up_rows == def.pipe.gate_up_rows &&
+                              best.pipe.down_rows == def.pipe.down_rows && best.threads == def.threads;
+
+    /* the promise: whatever was picked, and every layout measured, the same bits (a prefill-like batch of 3
+     * tokens on layer 0) */
+    for (int t = 0; t < T_check; t++)
+        pick(&cx, cx.ids + (size_t)t * K);
+    for (size_t i = 0; i < T_check * K * E; i++)
+        y_ref[i] = cx.y[i] = 0.0f;
+    if (one_layer(&cx, n_cpus, def.pipe, T_check, y_ref, &err) ||
+        one_layer(&cx, th, best.pipe, T_check, cx.y, &err))
+        goto fail;
+    if (memcmp(y_ref, cx.y, T_check * K * E * sizeof *cx.y)) {
+        fprintf(stderr, "guild optimize: the chosen settings change the expert outputs: a bug; not writing %s\n",
+                out_path);
+        goto done;
+    }
+    for (int i = 0; i < n_cand; i++) {
+        for (size_t q = 0; q < T_check * K * E; q++)
+            cx.y[q] = 0.0f;
+        /* the candidates share cx's x and ids (copies of the context) */
+        if (one_layer(&cand[i].cx, th, best.pipe, T_check, cx.y, &err))
+            goto fail;
+        if (memcmp(y_ref, cx.y, T_check * K * E * sizeof *cx.y)) {
+            fprintf(stderr, "guild optimize: layout %s changes the expert outputs: a bug; not writing %s\n",
+                    cand[i].name, out_path);
+            goto done;
+        }
+    }
+    if (expert_tuning_save(out_path, &best, &err))
+        goto fail;
+    /* the threads and blocks against the default in one measurement set, the layout against auto in another */
+    printf("wrote %s: threads=%d gate_up_rows=%d down_rows=%d interleave_gate_up=%d layout=%s (%.1f us/layer, "
+           "default %.1f; layout %s %.1f, auto %.1f)\n",
+           out_path, best.threads, best.pipe.gate_up_rows, best.pipe.down_rows, best.interleave_gate_up ? 1 : 0,
+           expert_layout_name(best.layout), rows_default ? def_med : best_med, def_med, cand[pick_i].name,
+           cand[pick_i].med > 0 ? cand[pick_i].med : def_med, cand[0].med > 0 ? cand[0].med : def_med);
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "guild optimize: %s\n", err.msg);
+done:
+    free(cx.x);
+    free(cx.y);
+    free(cx.ids);
+    free(y_ref);
+    for (int i = 0; i < n_cand; i++)
+        expert_shard_destroy(&cand[i].copy);
+    expert_shard_destroy(&shard);
+    model_destroy(&model);
+    return status;
+}

@@ -1,0 +1,258 @@
+#include "coordinator/placement.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/topo/topo.h"
+#include "ipc/exchange.h"
+
+typedef struct placement_worker {
+    int node;
+    int n_cpus;
+    int *cpus; /* [n_cpus] */
+    uint32_t first, count; /* experts of every layer not on the GPU */
+} placement_worker_t;
+
+struct plan {
+    int n_workers;
+    int n_layer;
+    int n_expert;
+    placement_worker_t *w; /* [n_workers] */
+    bool *gpu;        /* [n_layer]: the layer's experts stay on the GPU, no CPU worker owns them */
+};
+
+void placement_destroy(placement_t **pp)
+{
+    placement_t *p = *pp;
+    if (!p)
+        return;
+    for (int k = 0; k < p->n_workers && p->w; k++)
+        free(p->w[k].cpus);
+    free(p->w);
+    free(p->gpu);
+    free(p);
+    *pp = NULL;
+}
+
+int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers, const placement_topo_t *topo,
+             guild_err_t *err)
+{
+    *out = NULL;
+    GUILD_ASSERT(topo->n_nodes >= 1);
+    if (n_workers == 0)
+        n_workers = topo->n_nodes;
+    if (n_workers < 0 || n_workers > cfg->n_expert || n_workers > GUILD_EXCHANGE_MAX_WORKERS)
+        return guild_err_set(err, "%d CPU workers: expected 1 to %d (experts per layer, at most %d)", n_workers,
+                             cfg->n_expert, GUILD_EXCHANGE_MAX_WORKERS);
+    placement_t *p = calloc(1, sizeof *p);
+    if (!p || !(p->w = calloc((size_t)n_workers, sizeof *p->w)) ||
+        !(p->gpu = calloc((size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1), sizeof *p->gpu))) {
+        if (p)
+            free(p->w);
+        free(p);
+        return guild_err_set(err, "plan: out of memory");
+    }
+    p->n_workers = n_workers;
+    p->n_layer = cfg->n_layer;
+    p->n_expert = cfg->n_expert;
+    if (gpu_layers)
+        memcpy(p->gpu, gpu_layers, (size_t)cfg->n_layer * sizeof *p->gpu);
+    uint32_t E = (uint32_t)cfg->n_expert, K = (uint32_t)n_workers, next = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        placement_worker_t *w = &p->w[k];
+        w->first = next;
+        w->count = E / K + (k < E % K ? 1 : 0);
+        next += w->count;
+        w->node = (int)(k % (uint32_t)topo->n_nodes);
+        /* this worker's rank among those on its node, and how many share the node */
+        int rank = (int)(k / (uint32_t)topo->n_nodes);
+        int sharing = (int)((K - (uint32_t)w->node + (uint32_t)topo->n_nodes - 1) / (uint32_t)topo->n_nodes);
+        int nc = topo->n_cpus[w->node];
+        int lo = 0, hi = nc;
+        if (nc >= sharing && sharing > 1) {
+            lo = nc * rank / sharing;
+            hi = nc * (rank + 1) / sharing;
+        }
+        if (hi > lo) {
+            w->cpus = malloc((size_t)(hi - lo) * sizeof *w->cpus);
+            if (!w->cpus) {
+                placement_destroy(&p);
+                return guild_err_set(err, "plan: out of memory");
+            }
+            memcpy(w->cpus, topo->cpus[w->node] + lo, (size_t)(hi - lo) * sizeof *w->cpus);
+            w->n_cpus = hi - lo;
+        }
+    }
+    GUILD_ASSERT(next == E);
+    *out = p;
+    return 0;
+}
+
+int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers,
+                   guild_err_t *err)
+{
+    int n_nodes = topo_node_count();
+    int **cpus = calloc((size_t)n_nodes, sizeof *cpus);
+    int *n_cpus = calloc((size_t)n_nodes, sizeof *n_cpus);
+    int rc = -1;
+    if (!cpus || !n_cpus) {
+        guild_err_set(err, "plan: out of memory");
+        goto done;
+    }
+    for (int n = 0; n < n_nodes; n++) {
+        enum { MAX_CPUS = 4096 };
+        if (!(cpus[n] = malloc(MAX_CPUS * sizeof **cpus))) {
+            guild_err_set(err, "plan: out of memory");
+            goto done;
+        }
+        n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
+    }
+    placement_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus};
+    rc = placement_new(out, cfg, n_workers, gpu_layers, &topo, err);
+done:
+    for (int n = 0; cpus && n < n_nodes; n++)
+        free(cpus[n]);
+    free(cpus);
+    free(n_cpus);
+    return rc;
+}
+
+int placement_workers(const placement_t *p)
+{
+    return p->n_workers;
+}
+
+int placement_layers(const placement_t *p)
+{
+    return p->n_layer;
+}
+
+int placement_node(const placement_t *p, int worker)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
+    return p->w[worker].node;
+}
+
+int placement_cpus(const placement_t *p, int worker, const int **cpus)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
+    *cpus = p->w[worker].cpus;
+    return p->w[worker].n_cpus;
+}
+
+bool placement_on_gpu(const placement_t *p, int layer)
+{
+    GUILD_ASSERT(layer >= 0 && layer < p->n_layer);
+    return p->gpu[layer];
+}
+
+void placement_range(const placement_t *p, int worker, int layer, uint32_t *first, uint32_t *count)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers && layer >= 0 && layer < p->n_layer);
+    *first = p->w[worker].first;
+    *count = p->gpu[layer] ? 0 : p->w[worker].count;
+}
+
+int placement_owner(const placement_t *p, int layer, int expert)
+{
+    GUILD_ASSERT(layer >= 0 && layer < p->n_layer && expert >= 0 && expert < p->n_expert);
+    if (p->gpu[layer])
+        return -1;
+    for (int k = 0; k < p->n_workers; k++)
+        if ((uint32_t)expert >= p->w[k].first && (uint32_t)expert < p->w[k].first + p->w[k].count)
+            return k;
+    GUILD_ASSERT(!"every expert has an owner");
+    return -1;
+}
+
+/* Ascending CPU or layer numbers as "0-3,8,10-11"; none: "any" */
+static void print_runs(FILE *out, const int *v, int n)
+{
+    if (n == 0) {
+        fputs("any", out);
+        return;
+    }
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && v[j + 1] == v[j] + 1)
+            j++;
+        fprintf(out, "%s%d", i ? "," : "", v[i]);
+        if (j > i)
+            fprintf(out, "-%d", v[j]);
+        i = j + 1;
+    }
+}
+
+/* The layers whose gpu flag is `on_gpu`, ascending, into v[n_layer]; their count. */
+static int layers_where(const placement_t *p, bool on_gpu, int *v)
+{
+    int n = 0;
+    for (int il = 0; il < p->n_layer; il++)
+        if (p->gpu[il] == on_gpu)
+            v[n++] = il;
+    return n;
+}
+
+static void print_bytes(FILE *out, double b)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    fprintf(out, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+void placement_print(const placement_t *p, const model_t *m, FILE *out)
+{
+    const model_config_t *c = model_config(m);
+    const model_weights_t *wts = model_weights(m);
+    int *gpu = malloc((size_t)(p->n_layer > 0 ? p->n_layer : 1) * sizeof *gpu);
+    int *cpu = malloc((size_t)(p->n_layer > 0 ? p->n_layer : 1) * sizeof *cpu);
+    if (!gpu || !cpu) {
+        fputs("plan: out of memory to print it\n", out);
+        goto done;
+    }
+    const int n_gpu = layers_where(p, true, gpu), n_cpu = layers_where(p, false, cpu);
+    fprintf(out, "plan: %d CPU worker%s for %d layers x %d experts (top-%d)", p->n_workers,
+            p->n_workers == 1 ? "" : "s", c->n_layer, c->n_expert, c->n_expert_used);
+    if (n_gpu && n_gpu == p->n_layer) {
+        fputs("; the experts of every layer stay on the GPU", out);
+    } else if (n_gpu) {
+        fprintf(out, "; the experts of layer%s ", n_gpu == 1 ? "" : "s");
+        print_runs(out, gpu, n_gpu);
+        fputs(" stay on the GPU", out);
+    }
+    fputc('\n', out);
+    for (int k = 0; k < p->n_workers; k++) {
+        const placement_worker_t *w = &p->w[k];
+        double bytes = 0;
+        for (int i = 0; i < n_cpu; i++) {
+            const model_layer_t *L = &wts->layers[cpu[i]];
+            bytes += (double)w->count * (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+        }
+        fprintf(out, "  cpu-worker %d: node %d, cpus ", k, w->node);
+        print_runs(out, w->cpus, w->n_cpus);
+        if (n_cpu == 0) {
+            fputs(", no experts\n", out);
+            continue;
+        }
+        if (w->count == 1)
+            fprintf(out, ", expert %u", w->first);
+        else
+            fprintf(out, ", experts %u-%u", w->first, w->first + w->count - 1);
+        if (n_gpu == 0) {
+            fputs(" of every layer", out);
+        } else {
+            fprintf(out, " of layer%s ", n_cpu == 1 ? "" : "s");
+            print_runs(out, cpu, n_cpu);
+        }
+        fprintf(out, " (%u experts, ", w->count * (uint32_t)n_cpu);
+        print_bytes(out, bytes);
+        fputs(")\n", out);
+    }
+done:
+    free(gpu);
+    free(cpu);
+}

@@ -1,0 +1,66 @@
+/* coordinator/placement.h — the placement plan: which CPU expert worker computes which routed experts, on which NUMA
+ * node and CPUs.
+ *
+ * Every expert of every layer has exactly one owner: a CPU worker, or for the layers the GPU keeps resident
+ * (gpu-worker/dense/gpu_plan.h, with the cuda backend) the GPU worker alone, which computes them there; streamed
+ * layers (copied to the GPU for large batches only) keep their CPU owners. Workers are spread over the nodes round-robin (worker k
+ * on node k % n_nodes); each layer's experts are cut into n_workers contiguous ranges whose sizes differ by at
+ * most one (the first n_expert % n_workers workers take one more). Routing is data-dependent, so no static
+ * split balances better in expectation; contiguous ranges keep the Assign message one range per layer.
+ * Workers that share a node share its CPUs: each takes an equal disjoint slice when there are enough CPUs,
+ * else the whole node (threads then overlap, which is only slower).
+ */
+#ifndef GUILD_COORDINATOR_PLACEMENT_H
+#define GUILD_COORDINATOR_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/model/model.h"
+#include "core/util/err.h"
+
+/* The machine as the plan sees it (from core/topo in the coordinator; made up in tests). */
+typedef struct placement_topo {
+    int n_nodes;           /* >= 1 */
+    const int *const *cpus; /* cpus[node]: the node's usable CPUs */
+    const int *n_cpus;     /* n_cpus[node] (may be 0: then the worker is not pinned) */
+} placement_topo_t;
+
+typedef struct plan placement_t;
+
+/* A plan for model configuration cfg over n_workers CPU workers (0: one per node). gpu_layers[cfg->n_layer]
+ * (copied; NULL: none) flags the layers whose experts stay on the GPU: no CPU worker owns them. Fails
+ * (message) when n_workers exceeds the experts per layer or the exchange's worker limit, or on out of memory. */
+int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers, const placement_topo_t *topo,
+             guild_err_t *err);
+
+/* The same with the machine's real topology (core/topo). */
+int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers,
+                   guild_err_t *err);
+
+/* Frees; nulls *p. NULL-safe. */
+void placement_destroy(placement_t **p);
+
+int placement_workers(const placement_t *p);
+int placement_layers(const placement_t *p);
+int placement_node(const placement_t *p, int worker);
+
+/* The CPUs worker's threads are pinned to (count returned; 0: none known, do not pin). Owned by the plan. */
+int placement_cpus(const placement_t *p, int worker, const int **cpus);
+
+/* Whether the experts of `layer` stay on the GPU (no CPU worker owns them). */
+bool placement_on_gpu(const placement_t *p, int layer);
+
+/* The experts [*first, *first + *count) of `layer` that worker owns (count may be 0: always for a layer on the
+ * GPU). */
+void placement_range(const placement_t *p, int worker, int layer, uint32_t *first, uint32_t *count);
+
+/* The CPU worker that owns (layer, expert); -1 for a layer on the GPU. */
+int placement_owner(const placement_t *p, int layer, int expert);
+
+/* Prints the plan: the layers on the GPU if any, then one line per worker with its node, CPUs, experts and
+ * their bytes in model m (whose configuration the plan was made for). */
+void placement_print(const placement_t *p, const model_t *m, FILE *out);
+
+#endif

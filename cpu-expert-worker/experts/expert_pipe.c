@@ -1,0 +1,463 @@
+#include "cpu-expert-worker/experts/expert_pipe.h"
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kern/pack.h"
+#include "core/model/activation.h"
+#include "core/quant/types.h"
+#include "cpu-expert-worker/experts/expert_matmul.h"
+
+/* Automatic row blocks (guided self-scheduling): a thread claims rows worth about 1 / (GUIDE * threads) of the
+ * run's remaining work, at most a whole matrix and at least MIN_ROWS rows. Early claims are whole matrices (one
+ * long stream each: a task's start costs a memory latency before its prefetches run ahead), the last ones are
+ * small, so that the threads finish the layer together: on a shared or virtualised machine the threads' speeds
+ * differ by tens of percent from moment to moment, and with fixed whole-matrix tasks the layer's end waited on
+ * the slowest (measured on the 2-vCPU VM, q4_K decode: 0.68 -> see bench/results/experts-vm-2026-11-30.md). */
+#define GUIDE 2
+#define MIN_ROWS 16
+_Static_assert(MIN_ROWS % KERN_PACK_ROWS == 0, "claims start on a packed matrix's 16-row group");
+
+/* Per-expert progress, one cache line each: written by the tasks of that expert only. */
+typedef struct expert_state {
+    _Atomic int64_t gu_rows_done; /* gate/up rows finished */
+    _Atomic int32_t ready;        /* 1 once the expert's hidden vectors are quantized (release) */
+    char pad[64 - sizeof(int64_t) - sizeof(int32_t)];
+} __attribute__((aligned(64))) expert_state_t;
+
+struct expert_pipe {
+    expert_pipe_src_t src;
+    guild_pool_t *pool;
+    int32_t gu_rows, down_rows; /* from the tuning; 0 = automatic, per run */
+
+    /* scratch, grown to the largest batch seen; p = a pair's index in expert order */
+    int64_t cap_pairs, cap_tokens;
+    int32_t *pair;     /* [cap_pairs] t * n_used + k of pair p */
+    int32_t *pos;      /* [cap_pairs] by t * n_used + k: its p, or -1 when not owned */
+    int32_t *count;    /* [n_expert] pairs per expert, then a cursor */
+    int32_t *used;     /* [n_expert] experts with pairs, ascending */
+    int32_t *start;    /* [n_expert + 1] first p of used[i] */
+    expert_state_t *state; /* [n_expert] by used index */
+    char *xg, *xu;     /* [cap_pairs][act row] x of the pair's token, in gate's / up's activation type */
+    float *h;          /* [cap_pairs][n_ff] gate projection, then silu(gate) * up */
+    float *u;          /* [cap_pairs][n_ff] up projection */
+    char *hq;          /* [cap_pairs][down act row] the hidden vector in down's activation type */
+    float *tmp;        /* [pool threads][tmp_per_thread] down outputs of several tokens before the scatter, or
+                        * [tokens][2 rows] outputs of interleaved gate/up rows (expert_mats_interleaved) */
+    size_t tmp_per_thread; /* floats */
+    int64_t *seg_cost;     /* [2 n_expert + 1] work before segment k (see run_job_t), cost units */
+    _Atomic int32_t x_done; /* tokens quantized */
+    _Atomic int32_t x_next; /* next token to quantize */
+    _Atomic uint64_t cursor; /* next work: segment << 32 | first row */
+};
+
+typedef struct run_job {
+    expert_pipe_t *p;
+    int32_t layer, n_tokens, n_used_experts;
+    const float *x;
+    float *y;
+    guild_type_t gate_act, up_act, down_act;
+    size_t xg_row, xu_row, hq_row; /* bytes */
+    /* The work of a run as 2 * n_used_experts segments in the order they are claimed: segment i < n_used is
+     * the gate and up rows of expert used[i], segment n_used + i its down rows. A row costs its bytes times
+     * the expert's tokens (memory-bound decode: bytes; compute-bound batches: bytes * tokens). */
+    int64_t gu_max, down_max;      /* most rows per claim (the tuning's blocks, or a whole matrix) */
+    int fixed;                     /* the tuning fixed the blocks: every claim takes gu_max / down_max rows */
+    int interleaved;               /* the layer's gate/up rows alternate: per-thread buffers sized for them */
+    int n_threads;
+} run_job_t;
+
+static const expert_mats_t *shard_get(const void *ctx, int32_t layer, int32_t expert)
+{
+    return expert_shard_get(ctx, layer, expert);
+}
+
+void expert_pipe_src_from_shard(expert_pipe_src_t *src, const expert_shard_t *shard)
+{
+    const model_config_t *c = expert_shard_config(shard);
+    *src = (expert_pipe_src_t){
+        .n_layer = c->n_layer,
+        .n_expert = c->n_expert,
+        .n_expert_used = c->n_expert_used,
+        .n_embd = c->n_embd,
+        .n_ff = c->n_ff_exp,
+        .get = shard_get,
+        .ctx = shard,
+    };
+}
+
+static void free_scratch(expert_pipe_t *p)
+{
+    free(p->pair);
+    free(p->pos);
+    free(p->xg);
+    free(p->xu);
+    free(p->h);
+    free(p->u);
+    free(p->hq);
+    free(p->tmp);
+    p->pair = p->pos = NULL;
+    p->xg = p->xu = p->hq = NULL;
+    p->h = p->u = p->tmp = NULL;
+    p->cap_pairs = p->cap_tokens = 0;
+    p->tmp_per_thread = 0;
+}
+
+int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_pool_t *pool,
+                    const expert_pipe_tuning_t *tuning, guild_err_t *err)
+{
+    *out = NULL;
+    expert_pipe_tuning_t t = {0, 0};
+    if (tuning)
+        t = *tuning;
+    if (t.gate_up_rows < 0 || t.gate_up_rows % 16 || t.down_rows < 0 || t.down_rows % 16)
+        return guild_err_set(err, "expert pipeline: row blocks %d (gate/up) and %d (down) must be multiples of 16 "
+                                  "(0: automatic)", t.gate_up_rows, t.down_rows);
+    expert_pipe_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return guild_err_set(err, "expert pipeline: out of memory");
+    p->src = *src;
+    p->pool = pool;
+    p->gu_rows = t.gate_up_rows;
+    p->down_rows = t.down_rows;
+    p->count = calloc((size_t)src->n_expert, sizeof *p->count);
+    p->used = calloc((size_t)src->n_expert, sizeof *p->used);
+    p->start = calloc((size_t)src->n_expert + 1, sizeof *p->start);
+    p->state = aligned_alloc(64, (size_t)src->n_expert * sizeof *p->state);
+    p->seg_cost = calloc(2 * (size_t)src->n_expert + 1, sizeof *p->seg_cost);
+    if (!p->count || !p->used || !p->start || !p->state || !p->seg_cost) {
+        expert_pipe_destroy(&p);
+        return guild_err_set(err, "expert pipeline: out of memory");
+    }
+    *out = p;
+    return 0;
+}
+
+void expert_pipe_destroy(expert_pipe_t **pp)
+{
+    expert_pipe_t *p = *pp;
+    if (!p)
+        return;
+    free_scratch(p);
+    free(p->count);
+    free(p->used);
+    free(p->start);
+    free(p->state);
+    free(p->seg_cost);
+    free(p);
+    *pp = NULL;
+}
+
+/* Room for n_pairs pairs of n_tokens tokens; activation rows sized for the widest type (F32), so one
+ * allocation fits every layer. */
+static int reserve(expert_pipe_t *p, int64_t n_pairs, guild_err_t *err)
+{
+    if (n_pairs <= p->cap_pairs)
+        return 0;
+    free_scratch(p);
+    const size_t P = (size_t)n_pairs, E = (size_t)p->src.n_embd, F = (size_t)p->src.n_ff;
+    p->pair = malloc(P * sizeof *p->pair);
+    p->pos = malloc(P * sizeof *p->pos);
+    p->xg = malloc(P * E * sizeof(float));
+    p->xu = malloc(P * E * sizeof(float));
+    p->h = malloc(P * F * sizeof(float));
+    p->u = malloc(P * F * sizeof(float));
+    p->hq = malloc(P * F * sizeof(float));
+    if (!p->pair || !p->pos || !p->xg || !p->xu || !p->h || !p->u || !p->hq) {
+        free_scratch(p);
+        return guild_err_set(err, "expert pipeline: out of memory for %lld (token, expert) pairs",
+                             (long long)n_pairs);
+    }
+    p->cap_pairs = n_pairs;
+    return 0;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spins on *flag until it reaches `want` (acquire). A wait normally lasts a fraction of a task (microseconds);
+ * past that the producer was probably preempted (more threads than free cores), and yielding lets it run. */
+static void wait_at_least(_Atomic int32_t *flag, int32_t want)
+{
+    for (int spins = 0; atomic_load_explicit(flag, memory_order_acquire) < want; spins++) {
+        if (spins < 20000)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+static size_t act_row(guild_type_t weight_type, int64_t n)
+{
+    uint64_t bytes = 0;
+    int rc = quant_row_bytes(quant_type_info(weight_type)->dot_type, (uint64_t)n, &bytes, NULL);
+    GUILD_ASSERT(rc == 0);
+    return (size_t)bytes;
+}
+
+/* Token t: x[t] quantized once per activation type, copied to each of its owned pairs. */
+static void quantize_x(run_job_t *j, int32_t t)
+{
+    expert_pipe_t *p = j->p;
+    const int32_t K = p->src.n_expert_used;
+    const float *x = j->x + (size_t)t * (size_t)p->src.n_embd;
+    int32_t first = -1;
+    for (int32_t k = 0; k < K; k++) {
+        const int32_t q = p->pos[(size_t)t * (size_t)K + (size_t)k];
+        if (q < 0)
+            continue;
+        char *xg = p->xg + (size_t)q * j->xg_row, *xu = p->xu + (size_t)q * j->xu_row;
+        if (first < 0) {
+            expert_quantize(j->gate_act, x, xg, p->src.n_embd);
+            if (j->up_act != j->gate_act)
+                expert_quantize(j->up_act, x, xu, p->src.n_embd);
+            first = q;
+        } else {
+            memcpy(xg, p->xg + (size_t)first * j->xg_row, j->xg_row);
+            if (j->up_act != j->gate_act)
+                memcpy(xu, p->xu + (size_t)first * j->xu_row, j->xu_row);
+        }
+    }
+    atomic_fetch_add_explicit(&p->x_done, 1, memory_order_release);
+}
+
+/* Gate and up rows [r0, r0 + nr) of expert used[i] for all its pairs, then silu(gate) * up; the task that
+ * finishes the expert's last rows quantizes its hidden vectors and publishes them. */
+static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
+{
+    expert_pipe_t *p = j->p;
+    const int64_t F = p->src.n_ff, E = p->src.n_embd;
+    const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
+    const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
+    const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
+    const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
+    wait_at_least(&p->x_done, j->n_tokens);
+    if (j->interleaved && expert_mats_interleaved(m)) {
+        /* gate and up rows alternate: one call reads them as one matrix of 2 nr rows (one stream); output
+         * column 2 k is gate row r0 + k, 2 k + 1 up row r0 + k (the same kernel per row: the same bits) */
+        float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
+        const size_t rb = m->gate_row / 2;
+        expert_matmul(m->gate_type, false, E, 2 * nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, rb,
+                      p->xg + (size_t)p0 * j->xg_row, j->xg_row, tmp, (size_t)(2 * nr));
+        for (int32_t q = 0; q < np; q++) {
+            float *h = p->h + (size_t)(p0 + q) * (size_t)F + (size_t)r0;
+            const float *gu = tmp + (size_t)q * (size_t)(2 * nr);
+            for (int64_t r = 0; r < nr; r++)
+                h[r] = model_silu(gu[2 * r]) * gu[2 * r + 1];
+        }
+    } else {
+        /* claims start on 16-row groups (MIN_ROWS and the tuning's blocks are multiples of 16; a packed matrix
+         * has a multiple of 16 rows) */
+        GUILD_ASSERT(!(m->gate_packed || m->up_packed) || r0 % KERN_PACK_ROWS == 0);
+        expert_matmul(m->gate_type, m->gate_packed, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row,
+                      m->gate_row, p->xg + (size_t)p0 * j->xg_row, j->xg_row,
+                      p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+        expert_matmul(m->up_type, m->up_packed, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
+                      xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+        for (int32_t q = p0; q < p0 + np; q++) {
+            float *h = p->h + (size_t)q * (size_t)F;
+            const float *u = p->u + (size_t)q * (size_t)F;
+            for (int64_t r = r0; r < r0 + nr; r++)
+                h[r] = model_silu(h[r]) * u[r];
+        }
+    }
+    expert_state_t *s = &p->state[i];
+    if (atomic_fetch_add_explicit(&s->gu_rows_done, nr, memory_order_acq_rel) + nr == F) {
+        for (int32_t q = p0; q < p0 + np; q++)
+            expert_quantize(j->down_act, p->h + (size_t)q * (size_t)F, p->hq + (size_t)q * j->hq_row, F);
+        atomic_store_explicit(&s->ready, 1, memory_order_release);
+    }
+}
+
+/* Down rows [r0, r0 + nr) of expert used[i] for all its pairs, straight into y. */
+static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
+{
+    expert_pipe_t *p = j->p;
+    const int64_t F = p->src.n_ff, E = p->src.n_embd;
+    const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
+    const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
+    wait_at_least(&p->state[i].ready, 1);
+    const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
+    GUILD_ASSERT(!m->down_packed || r0 % KERN_PACK_ROWS == 0);
+    if (np == 1) {
+        expert_matmul(m->down_type, m->down_packed, F, nr, 1, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row,
+                      j->y + (size_t)p->pair[p0] * (size_t)E + (size_t)r0, (size_t)nr);
+        return;
+    }
+    /* several tokens: one kernel call reads each row once for all of them, then the rows go to their pairs */
+    float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
+    expert_matmul(m->down_type, m->down_packed, F, nr, np, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row, tmp,
+                  (size_t)nr);
+    for (int32_t q = 0; q < np; q++)
+        memcpy(j->y + (size_t)p->pair[p0 + q] * (size_t)E + (size_t)r0, tmp + (size_t)q * (size_t)nr,
+               (size_t)nr * sizeof(float));
+}
+
+static int64_t seg_rows(const run_job_t *j, int64_t seg)
+{
+    return seg < j->n_used_experts ? j->p->src.n_ff : j->p->src.n_embd;
+}
+
+/* Claims the next rows: segment *seg, rows [*r0, *r0 + *nr). False when the run's work is all claimed. */
+static bool claim(run_job_t *j, int64_t *seg, int64_t *r0, int64_t *nr)
+{
+    expert_pipe_t *p = j->p;
+    const int64_t n_seg = 2 * (int64_t)j->n_used_experts;
+    uint64_t c = atomic_load_explicit(&p->cursor, memory_order_relaxed);
+    for (;;) {
+        const int64_t s = (int64_t)(c >> 32), r = (int64_t)(c & 0xffffffffu);
+        if (s >= n_seg)
+            return false;
+        const int64_t rows = seg_rows(j, s), left = rows - r;
+        const int64_t max = s < j->n_used_experts ? j->gu_max : j->down_max;
+        int64_t take = max;
+        if (!j->fixed) {
+            /* cost of one row of this segment, and of everything not yet claimed */
+            const int64_t per_row = (p->seg_cost[s + 1] - p->seg_cost[s]) / rows;
+            const int64_t remaining = p->seg_cost[n_seg] - p->seg_cost[s] - r * per_row;
+            take = remaining / ((int64_t)GUIDE * j->n_threads * (per_row > 0 ? per_row : 1));
+            take = (take + MIN_ROWS - 1) / MIN_ROWS * MIN_ROWS;
+            take = take < MIN_ROWS ? MIN_ROWS : take > max ? max : take;
+        }
+        if (take > left)
+            take = left;
+        const uint64_t next = r + take == rows ? (uint64_t)(s + 1) << 32 : ((uint64_t)s << 32) | (uint64_t)(r + take);
+        if (atomic_compare_exchange_weak_explicit(&p->cursor, &c, next, memory_order_relaxed, memory_order_relaxed)) {
+            *seg = s;
+            *r0 = r;
+            *nr = take;
+            return true;
+        }
+    }
+}
+
+/* One per thread: quantize tokens while some are left, then claim and compute rows until none are left. */
+static void pipe_worker(void *ctx, int64_t task, int thread)
+{
+    run_job_t *j = ctx;
+    expert_pipe_t *p = j->p;
+    (void)task;
+    for (;;) {
+        const int32_t t = atomic_fetch_add_explicit(&p->x_next, 1, memory_order_relaxed);
+        if (t >= j->n_tokens)
+            break;
+        quantize_x(j, t);
+    }
+    int64_t seg, r0, nr;
+    while (claim(j, &seg, &r0, &nr)) {
+        if (seg < j->n_used_experts)
+            gate_up(j, (int32_t)seg, r0, nr, thread);
+        else
+            down(j, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
+    }
+}
+
+int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
+                        float *y, guild_err_t *err)
+{
+    const expert_pipe_src_t *s = &p->src;
+    const int32_t K = s->n_expert_used;
+    if (layer < 0 || layer >= s->n_layer)
+        return guild_err_set(err, "expert pipeline: layer %d is out of range (%d layers)", layer, s->n_layer);
+    if (n_tokens <= 0)
+        return 0;
+    const int64_t n_all = (int64_t)n_tokens * K;
+    for (int64_t q = 0; q < n_all; q++)
+        if (ids[q] >= s->n_expert)
+            return guild_err_set(err, "expert pipeline: layer %d token %lld slot %lld: expert id %d is out of range",
+                                 layer, (long long)(q / K), (long long)(q % K), ids[q]);
+    if (reserve(p, n_all, err) < 0)
+        return -1;
+
+    /* group owned pairs by expert (counting sort: stable, so tokens stay in order within an expert); a skipped
+     * pair (id < 0, moe_exec.h) is owned by nobody here */
+    memset(p->count, 0, (size_t)s->n_expert * sizeof *p->count);
+    for (int64_t q = 0; q < n_all; q++)
+        if (ids[q] >= 0 && s->get(s->ctx, layer, ids[q]))
+            p->count[ids[q]]++;
+    int32_t n_used = 0, total = 0;
+    for (int32_t ex = 0; ex < s->n_expert; ex++) {
+        if (!p->count[ex])
+            continue;
+        p->used[n_used] = ex;
+        p->start[n_used] = total;
+        total += p->count[ex];
+        p->count[ex] = p->start[n_used]; /* now the cursor */
+        n_used++;
+    }
+    p->start[n_used] = total;
+    if (total == 0)
+        return 0;
+    for (int64_t q = 0; q < n_all; q++) {
+        p->pos[q] = -1;
+        if (ids[q] >= 0 && s->get(s->ctx, layer, ids[q])) {
+            p->pos[q] = p->count[ids[q]];
+            p->pair[p->count[ids[q]]++] = (int32_t)q;
+        }
+    }
+    for (int32_t i = 0; i < n_used; i++) {
+        atomic_store_explicit(&p->state[i].gu_rows_done, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->state[i].ready, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&p->x_done, 0, memory_order_relaxed);
+
+    const expert_mats_t *any = s->get(s->ctx, layer, p->used[0]);
+    run_job_t j = {
+        .p = p,
+        .layer = layer,
+        .n_tokens = n_tokens,
+        .n_used_experts = n_used,
+        .x = x,
+        .y = y,
+        .gate_act = quant_type_info(any->gate_type)->dot_type,
+        .up_act = quant_type_info(any->up_type)->dot_type,
+        .down_act = quant_type_info(any->down_type)->dot_type,
+        .xg_row = act_row(any->gate_type, s->n_embd),
+        .xu_row = act_row(any->up_type, s->n_embd),
+        .hq_row = act_row(any->down_type, s->n_ff),
+    };
+    /* claims: the tuning's fixed blocks, or guided (see GUIDE) up to whole matrices */
+    int32_t max_np = 0;
+    for (int32_t i = 0; i < n_used; i++)
+        if (p->start[i + 1] - p->start[i] > max_np)
+            max_np = p->start[i + 1] - p->start[i];
+    j.n_threads = guild_pool_threads(p->pool);
+    j.fixed = p->gu_rows != 0 || p->down_rows != 0; /* a stage left at 0 then takes whole matrices */
+    j.gu_max = p->gu_rows ? p->gu_rows : s->n_ff;
+    j.down_max = p->down_rows ? p->down_rows : s->n_embd;
+    const size_t gu_bytes = any->gate_row + any->up_row, d_bytes = any->down_row;
+    p->seg_cost[0] = 0;
+    for (int32_t i = 0; i < n_used; i++)
+        p->seg_cost[i + 1] = p->seg_cost[i] + (int64_t)gu_bytes * s->n_ff * (p->start[i + 1] - p->start[i]);
+    for (int32_t i = 0; i < n_used; i++)
+        p->seg_cost[n_used + i + 1] =
+            p->seg_cost[n_used + i] + (int64_t)d_bytes * s->n_embd * (p->start[i + 1] - p->start[i]);
+    /* several tokens on an expert: its down rows go through a per-thread buffer; so do interleaved gate/up rows */
+    j.interleaved = expert_mats_interleaved(any);
+    size_t need = max_np > 1 ? (size_t)max_np * (size_t)j.down_max : 0;
+    if (j.interleaved && (size_t)max_np * 2 * (size_t)j.gu_max > need)
+        need = (size_t)max_np * 2 * (size_t)j.gu_max;
+    {
+        if (need > p->tmp_per_thread) {
+            float *t = realloc(p->tmp, need * (size_t)guild_pool_threads(p->pool) * sizeof(float));
+            if (!t)
+                return guild_err_set(err, "expert pipeline: out of memory for %d tokens on one expert", max_np);
+            p->tmp = t;
+            p->tmp_per_thread = need;
+        }
+    }
+    atomic_store_explicit(&p->x_next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->cursor, 0, memory_order_relaxed);
+    /* the pool's release/acquire hand-off publishes the stores above to the workers */
+    guild_pool_run(p->pool, j.n_threads, pipe_worker, &j);
+    return total;
+}

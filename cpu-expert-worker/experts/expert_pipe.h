@@ -1,0 +1,63 @@
+/* cpu-expert-worker/experts/expert_pipe.h — the fused routed-expert pipeline: for one MoE layer, every (token, slot)
+ * pair whose expert the source owns, the unweighted expert output
+ *     y[t][k] = down( silu(gate x[t]) * up x[t] )
+ * bit-identical to expert_exec (same kernels, same activation quantization, same silu), in ONE pass of the
+ * thread pool per layer:
+ *   - x[t] is quantized once per token (gate's and up's activation types) and copied to its pairs;
+ *   - tasks (expert, block of gate/up rows) compute gate and up rows together for all the expert's tokens and
+ *     silu(gate) * up; the task that completes an expert's last rows quantizes its hidden vectors;
+ *   - tasks (expert, block of down rows) wait for their expert's hidden vectors, then write y directly.
+ * Threads claim tasks in that order (every gate/up block, then every down block), so a waiting task only waits
+ * for work already running, and every thread stays busy until the layer's last rows: one barrier per layer
+ * instead of one per stage. Each output element is
+ * computed by one kernel call in a fixed order: the bits do not depend on the thread count or the row blocks.
+ */
+#ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_PIPE_H
+#define GUILD_CPU_EXPERT_WORKER_EXPERT_PIPE_H
+
+#include <stdint.h>
+
+#include "core/util/err.h"
+#include "core/util/pool.h"
+#include "cpu-expert-worker/experts/expert_shard.h"
+
+/* Where the experts are: an expert shard, or any memory (the benchmark's synthetic experts). */
+typedef struct expert_pipe_src {
+    int32_t n_layer, n_expert, n_expert_used;
+    int64_t n_embd, n_ff; /* model width; expert hidden width */
+    /* The matrices of (layer, expert), or NULL when the source does not own that expert. Every expert of a layer
+     * has the same three types. */
+    const expert_mats_t *(*get)(const void *ctx, int32_t layer, int32_t expert);
+    const void *ctx;
+} expert_pipe_src_t;
+
+/* Row blocks of the tasks (multiples of 16, the kernels' row group). 0 and 0: automatic (guided: each thread
+ * claims about 1/(2 * threads) of the remaining work, from whole matrices down to 16 rows, so the threads finish
+ * a layer together); otherwise every claim takes that many rows (a stage left at 0 takes whole matrices).
+ * Results do not depend on them. */
+typedef struct expert_pipe_tuning {
+    int32_t gate_up_rows; /* rows of gate and of up per task */
+    int32_t down_rows;    /* rows of down per task */
+} expert_pipe_tuning_t;
+
+typedef struct expert_pipe expert_pipe_t;
+
+/* The source as seen through a shard (shard borrowed). */
+void expert_pipe_src_from_shard(expert_pipe_src_t *src, const expert_shard_t *shard);
+
+/* A pipeline over src (copied; its ctx borrowed) on pool (borrowed). tuning NULL: automatic row blocks. Fails
+ * (message in err) on out of memory or row blocks that are not multiples of 16. */
+int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_pool_t *pool,
+                    const expert_pipe_tuning_t *tuning, guild_err_t *err);
+
+/* Frees; sets *p to NULL. NULL-safe. */
+void expert_pipe_destroy(expert_pipe_t **p);
+
+/* x: [n_tokens][n_embd]; ids: [n_tokens][n_expert_used]; y: [n_tokens][n_expert_used][n_embd]. Writes y[t][k] for
+ * every pair whose expert the source owns and leaves the others (and skipped pairs, id < 0) untouched. Returns
+ * the number of pairs written, or -1 with a message (expert id >= n_expert or layer out of range, out of
+ * memory for the scratch). */
+int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
+                        float *y, guild_err_t *err);
+
+#endif

@@ -1,0 +1,139 @@
+/* gpu-worker/dense/backend.h — the layer program's backend interface (Redis ae.c style: a few functions, one
+ * implementation per backend, chosen by name at run time among those built in).
+ *
+ * A backend holds the dense weights it needs, the KV cache and its scratch; it runs the whole forward pass of
+ * a batch of tokens: embedding, every layer (attention, router, the routed experts through the moe_exec_t it
+ * was given, shared expert, combine) and the LM head for the rows asked for. Backends: "cpu" (plain C,
+ * gpu-worker/dense/cpu/, the numerical reference) and later "cuda".
+ *
+ * Numerical contract of the "cpu" backend (what another backend must reproduce, within a stated tolerance for
+ * CUDA): every value of a token is computed from that token's own inputs and the KV cache in a fixed order,
+ * so the logits of a position are the same bits whatever the batch split (prefill in chunks of any size, or
+ * one token at a time), the thread count, and the routed-expert executor.
+ */
+#ifndef GUILD_GPU_WORKER_BACKEND_H
+#define GUILD_GPU_WORKER_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/model/moe_exec.h"
+#include "core/util/pool.h"
+#include "core/util/err.h"
+
+typedef struct backend backend_t;
+
+/* backend_options_t.stager */
+typedef enum backend_stager {
+    BACKEND_STAGER_NONE = 0, /* pageable copies from the model mapping */
+    BACKEND_STAGER_THREAD,   /* a pinned staging ring served by threads of this process */
+    BACKEND_STAGER_PROCESS,  /* a pinned staging ring served by a guild-stager process */
+    BACKEND_STAGER_PIN,      /* the streamed layers' experts copied once into page-locked memory at load: the
+                                device copies them by DMA, at the bus's speed and with no CPU copy per batch, for
+                                the price of RAM for them while the backend lives */
+} backend_stager_t;
+
+typedef struct backend_options {
+    int32_t n_ctx;    /* KV cache capacity in positions (1..n_ctx_train is typical; more is allowed) */
+    int32_t n_batch;  /* most tokens one backend_forward call takes */
+    guild_pool_t *pool; /* CPU threads (cpu backend; may be shared with the expert executor); borrowed */
+    moe_exec_t *moe;  /* routed-expert executor; borrowed, must outlive the backend */
+    bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
+                         (routing statistics); otherwise a backend may skip them */
+    /* Backends on a GPU (others ignore these; zero-filled: the defaults): */
+    uint64_t gpu_mem;          /* budget in bytes for everything on the device (gpu-worker/dense/gpu_plan.h); 0: none */
+    int32_t gpu_expert_layers; /* layers whose routed experts live and run on the device: 0 as many as the budget
+                                  allows (all without a budget), GPU_EXPERTS_NONE none, k > 0 at most k */
+    bool no_graph;             /* debugging: enqueue every kernel of every step (no captured graphs) */
+    const bool *gpu_resident;  /* [n_layer] or NULL (read during creation only): the layers whose routed experts
+                                  no other process holds (the multi-process plan gave them to no CPU worker,
+                                  gpu-worker/dense/gpu_plan.h); creation fails unless the backend keeps each of them
+                                  resident and computes it itself */
+    /* The multi-process pipeline's shared memory (guild-gpu-worker; NULL otherwise). A backend that can reach
+     * host memory from the device registers [host_mem, host_mem + host_mem_bytes) and drives `exchange` (the
+     * MoE exchange in it; moe must then be the arena executor on it) from the device itself, in-graph, for the
+     * layers whose experts the CPU workers hold. */
+    void *host_mem;
+    size_t host_mem_bytes;
+    struct guild_exchange *exchange;
+    uint64_t exchange_timeout_ns; /* a device wait for the CPU workers fails after this; 0: 120 s */
+    /* How a backend that streams experts to the device (the cuda backend, when its memory plan streams) copies
+     * them: BACKEND_STAGER_NONE (zero) straight from the pageable model mapping; THREAD a staging ring served by
+     * stage_threads copy threads of this process; PROCESS the ring named stage_ring, which a guild-stager
+     * process serves (ipc/stage_ring.h); PIN from page-locked copies made at load. Backends
+     * that never stream ignore these. */
+    backend_stager_t stager;
+    int32_t stage_threads;  /* THREAD: copy threads (0: half the online CPUs) */
+    const char *stage_ring; /* PROCESS: the ring's arena name (stage_ring_name); borrowed during creation */
+    double split_gpu_fraction; /* tests (cuda): > 0 makes every planned batch of a streamed layer split with the
+                                  device taking at least this fraction of its pairs, whatever the measured times
+                                  (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */
+    /* Polled while the host waits for the device; nonzero (with the reason in err) gives the step up. */
+    int (*interrupted)(void *ctx, guild_err_t *err);
+    void *interrupted_ctx;
+} backend_options_t;
+
+/* Counters since creation of what a backend did itself (backend_stats). */
+typedef struct backend_stats {
+    uint64_t exchanges;        /* MoE exchanges the backend drove from the device */
+    uint64_t wait_ns;          /* device time spent waiting for the CPU workers in them */
+    int32_t gpu_expert_layers; /* layers whose experts it computes on the device */
+    uint32_t graphs;           /* CUDA graphs captured */
+    uint64_t graph_steps;      /* forward passes replayed from a graph */
+    uint64_t streamed_layers;  /* layer computations of CPU-held experts done on the device with streamed weights */
+    uint64_t streamed_bytes;   /* expert bytes copied to the device for them */
+    /* the batches of those layers split between the CPU side and the device (gpu-worker/dense/expert_split.h), summed */
+    uint64_t split_gpu_experts, split_cpu_experts; /* experts with pairs computed on each side */
+    uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side */
+    uint64_t staged_bytes;     /* streamed bytes that went through a staging ring (0 with pageable copies) */
+    uint64_t stage_wait_ns;    /* host time spent waiting for the stager to fill ring slots */
+} backend_stats_t;
+
+typedef struct backend_ops {
+    const char *name;
+    int (*create)(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err);
+    int (*forward)(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
+                   int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
+    int32_t (*kv_len)(const backend_t *b);
+    void (*kv_truncate)(backend_t *b, int32_t n_pos);
+    void (*destroy)(backend_t *b);
+    void (*stats)(const backend_t *b, backend_stats_t *out); /* optional */
+} backend_ops_t;
+
+/* Implementations embed this as their first member. */
+struct backend {
+    const backend_ops_t *ops;
+};
+
+/* Creates backend `name` ("cpu", ...) for model m (borrowed: must outlive the backend). Fails with a message
+ * for an unknown or unbuilt backend name, bad options, or out of memory. */
+int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
+                guild_err_t *err);
+
+/* Runs tokens[0..n_tokens) (1 <= n_tokens <= n_batch) at positions[i], which must be kv_len + i: the batch
+ * appends to the cache. Writes logits[j][0..n_vocab) for the batch rows out_rows[0..n_out) (indices into the
+ * batch, any order). Fails (-1, message) on a token id out of range, a bad position, a full cache, or an
+ * executor failure; then the cache length is back where it was. */
+int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
+                    int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
+
+/* Positions held in the KV cache. */
+int32_t backend_kv_len(const backend_t *b);
+
+/* Keeps positions [0, n_pos) of the cache (n_pos >= kv_len does nothing); 0 clears it. */
+void backend_kv_truncate(backend_t *b, int32_t n_pos);
+
+/* Empties the cache: backend_kv_truncate(b, 0). */
+void backend_kv_clear(backend_t *b);
+
+/* The backend's own counters: 0 with *out filled, or -1 (*out zeroed) when it keeps none. */
+int backend_stats(const backend_t *b, backend_stats_t *out);
+
+/* Frees the backend; sets *b to NULL. NULL-safe. */
+void backend_destroy(backend_t **b);
+
+/* The names of the backends built in, separated by spaces ("cpu cuda"). */
+const char *backend_names(void);
+
+#endif

@@ -1,0 +1,223 @@
+/* The CPU backend: buffers, the forward driver (embedding -> layers -> output norm -> LM head) and the KV
+ * cache bookkeeping. The layer itself is in cpu_layer.c. */
+#include "gpu-worker/dense/cpu/cpu_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant/quant.h"
+#include "gpu-worker/dense/cpu/cpu_matmul.h"
+#include "gpu-worker/dense/cpu/cpu_state.h"
+
+static void cpu_destroy(backend_t *base)
+{
+    cpu_backend_t *b = (cpu_backend_t *)base;
+    cpu_rope_fini(&b->rope);
+    free(b->k_cache);
+    free(b->v_cache);
+    free(b->x);
+    free(b->xn);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->att);
+    free(b->proj);
+    free(b->rope_cs);
+    free(b->router_logits);
+    free(b->ids);
+    free(b->weights);
+    free(b->y);
+    free(b->sh_gate);
+    free(b->sh_up);
+    free(b->sh_logit);
+    free(b->probs);
+    free(b->scores);
+    free(b->row_pos);
+    free(b->act);
+    free(b);
+}
+
+/* n * size bytes, or NULL (and *ok = false) on overflow or out of memory. */
+static void *alloc_array(size_t n, size_t size, bool *ok)
+{
+    if (size && n > SIZE_MAX / size) {
+        *ok = false;
+        return NULL;
+    }
+    size_t bytes = n * size;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        *ok = false;
+    return p;
+}
+
+/* The widest quantized activation row any dense matrix of the model needs. */
+static size_t max_act_row(const model_config_t *c, const model_weights_t *w)
+{
+    size_t m = cpu_act_row_bytes(w->output.type, c->n_embd);
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        const model_tensor_t *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router, &L->shexp_gate_inp,
+                                       &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            if (!all[i]->data)
+                continue;
+            size_t r = cpu_act_row_bytes(all[i]->type, all[i]->ne[0]);
+            if (r > m)
+                m = r;
+        }
+    }
+    return m;
+}
+
+static int cpu_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
+{
+    *out = NULL;
+    const model_config_t *c = model_config(m);
+    if (opt->n_ctx < 1 || opt->n_batch < 1)
+        return guild_err_set(err, "cpu backend: n_ctx (%d) and n_batch (%d) must be >= 1", opt->n_ctx,
+                             opt->n_batch);
+    if (!opt->pool || !opt->moe)
+        return guild_err_set(err, "cpu backend: a thread pool and a routed-expert executor are required");
+    cpu_backend_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return guild_err_set(err, "cpu backend: out of memory");
+    b->base.ops = &cpu_backend_ops;
+    b->cfg = c;
+    b->w = model_weights(m);
+    b->pool = opt->pool;
+    b->moe = opt->moe;
+    b->n_ctx = opt->n_ctx;
+    b->n_batch = opt->n_batch;
+    b->all_rows = opt->all_rows;
+    b->n_threads = guild_pool_threads(opt->pool);
+
+    const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
+    const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
+    const size_t F = (size_t)c->n_ff_shexp, NT = (size_t)b->n_threads;
+    bool ok = true;
+    size_t kv_cells = (size_t)c->n_layer * (size_t)opt->n_ctx;
+    b->k_cache = alloc_array(kv_cells, KV * sizeof(float), &ok);
+    b->v_cache = alloc_array(kv_cells, KV * sizeof(float), &ok);
+    b->x = alloc_array(NB, E * sizeof(float), &ok);
+    b->xn = alloc_array(NB, E * sizeof(float), &ok);
+    b->q = alloc_array(NB, Q * sizeof(float), &ok);
+    b->k = alloc_array(NB, KV * sizeof(float), &ok);
+    b->v = alloc_array(NB, KV * sizeof(float), &ok);
+    b->att = alloc_array(NB, Q * sizeof(float), &ok);
+    b->proj = alloc_array(NB, E * sizeof(float), &ok);
+    b->rope_cs = alloc_array(NB, (size_t)c->n_rot * sizeof(float), &ok);
+    b->router_logits = alloc_array(NB, (size_t)c->n_expert * sizeof(float), &ok);
+    b->ids = alloc_array(NB, K * sizeof(int32_t), &ok);
+    b->weights = alloc_array(NB, K * sizeof(float), &ok);
+    b->y = alloc_array(NB * K, E * sizeof(float), &ok);
+    b->sh_gate = alloc_array(NB, F * sizeof(float), &ok);
+    b->sh_up = alloc_array(NB, F * sizeof(float), &ok);
+    b->sh_logit = alloc_array(NB, sizeof(float), &ok);
+    b->probs = alloc_array(NT, (size_t)c->n_expert * sizeof(float), &ok);
+    b->scores = alloc_array(NT, (size_t)opt->n_ctx * sizeof(float), &ok);
+    b->row_pos = alloc_array(NB, sizeof(int32_t), &ok);
+    b->act = alloc_array(NB, max_act_row(c, b->w), &ok);
+    if (!ok || cpu_rope_init(&b->rope, c, b->w->rope_freqs.data) < 0) {
+        cpu_destroy(&b->base);
+        return guild_err_set(err, "cpu backend: out of memory for a context of %d and batches of %d",
+                             opt->n_ctx, opt->n_batch);
+    }
+    *out = &b->base;
+    return 0;
+}
+
+typedef struct embed_job {
+    cpu_backend_t *b;
+    const int32_t *tokens;
+} embed_job_t;
+
+static void embed_task(void *ctx, int64_t t, int thread)
+{
+    embed_job_t *j = ctx;
+    cpu_backend_t *b = j->b;
+    const model_tensor_t *te = &b->w->token_embd;
+    const int64_t E = b->cfg->n_embd;
+    (void)thread;
+    quant_dequantize_row_ref(te->type, model_tensor_row(te, 0, j->tokens[t]), b->x + t * E, E);
+    cpu_rope_table(&b->rope, b->kv_len + (int32_t)t, b->rope_cs + t * b->cfg->n_rot);
+}
+
+static void output_norm_task(void *ctx, int64_t j, int thread)
+{
+    cpu_backend_t *b = ctx;
+    const int64_t E = b->cfg->n_embd;
+    (void)thread;
+    cpu_rmsnorm(b->xn + j * E, b->x + j * E, b->w->output_norm.data, E, b->cfg->norm_eps);
+}
+
+static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                       const int32_t *out_rows, float *logits, guild_err_t *err)
+{
+    cpu_backend_t *b = (cpu_backend_t *)base;
+    const model_config_t *c = b->cfg;
+    if (n < 1 || n > b->n_batch)
+        return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, b->n_batch);
+    if (n_out < 0 || n_out > n)
+        return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
+    if ((int64_t)b->kv_len + n > b->n_ctx)
+        return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)", b->kv_len, n,
+                             b->n_ctx);
+    for (int32_t t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
+            return guild_err_set(err, "forward: token id %d is out of range (vocabulary of %d)", tokens[t],
+                                 c->n_vocab);
+        if (positions[t] != b->kv_len + t)
+            return guild_err_set(err, "forward: token %d has position %d, expected %d (batches append to the "
+                                 "cache)", t, positions[t], b->kv_len + t);
+    }
+    for (int32_t j = 0; j < n_out; j++)
+        if (out_rows[j] < 0 || out_rows[j] >= n)
+            return guild_err_set(err, "forward: output row %d is not in the batch of %d", out_rows[j], n);
+
+    embed_job_t ej = {b, tokens};
+    guild_pool_run(b->pool, n, embed_task, &ej);
+    /* the last layer narrows the batch to the rows whose logits are wanted: they are rows 0..n_out-1 after it
+     * (with all_rows, every row goes through, narrowed right after) */
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        bool last = il == c->n_layer - 1 && !b->all_rows;
+        if (cpu_layer_forward(b, il, n, last ? out_rows : NULL, last ? n_out : n, err) < 0)
+            return -1;
+    }
+    if (b->all_rows && n_out > 0) {
+        float *scratch = b->proj;
+        for (int32_t j = 0; j < n_out; j++)
+            memcpy(scratch + (int64_t)j * c->n_embd, b->x + (int64_t)out_rows[j] * c->n_embd,
+                   (size_t)c->n_embd * sizeof(float));
+        memcpy(b->x, scratch, (size_t)n_out * (size_t)c->n_embd * sizeof(float));
+    }
+    if (n_out > 0) {
+        guild_pool_run(b->pool, n_out, output_norm_task, b);
+        cpu_linear(b->pool, &b->w->output, 0, c->n_vocab, n_out, b->xn, c->n_embd, logits, c->n_vocab, b->act);
+    }
+    b->kv_len += n;
+    return 0;
+}
+
+static int32_t cpu_kv_len(const backend_t *base)
+{
+    return ((const cpu_backend_t *)base)->kv_len;
+}
+
+static void cpu_kv_truncate(backend_t *base, int32_t n_pos)
+{
+    cpu_backend_t *b = (cpu_backend_t *)base;
+    if (n_pos < 0)
+        n_pos = 0;
+    if (n_pos < b->kv_len)
+        b->kv_len = n_pos;
+}
+
+const backend_ops_t cpu_backend_ops = {
+    .name = "cpu",
+    .create = cpu_create,
+    .forward = cpu_forward,
+    .kv_len = cpu_kv_len,
+    .kv_truncate = cpu_kv_truncate,
+    .destroy = cpu_destroy,
+};

@@ -1,0 +1,61 @@
+/* gpu-worker/dense/cpu/cpu_kernels.h — the small stateless kernels of the CPU backend's layer program.
+ *
+ * Each one is the numerical definition of its step; the order of every float operation is part of the contract
+ * (a CUDA backend reproduces them within tolerance, another CPU path bit for bit). All run on one thread; the
+ * layer program splits work between threads by whole output vectors.
+ */
+#ifndef GUILD_GPU_WORKER_CPU_KERNELS_H
+#define GUILD_GPU_WORKER_CPU_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/model/config.h"
+
+/* RMSNorm as ggml computes it: sum of x[i]*x[i] (float products) accumulated in double over ascending i;
+ * mean = (float)(sum / n); scale = 1 / sqrtf(mean + eps); out[i] = (x[i] * scale) * w[i].
+ * out may alias x. */
+void cpu_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+
+/* RoPE tables: cos/sin for one position, for each of the n_rot/2 rotation pairs. */
+typedef struct cpu_rope {
+    int32_t n_rot;
+    bool neox;           /* pair (i, i + n_rot/2) instead of (2i, 2i+1) */
+    double *inv_freq;    /* [n_rot/2] base^(-2i/n_rot), in double */
+    double freq_scale;   /* linear / yarn interpolation factor (1 when none) */
+    double ext_factor;   /* yarn: extrapolation mix (0 when not yarn) */
+    double attn_factor;  /* yarn: magnitude factor */
+    double corr_lo, corr_hi; /* yarn: ramp dimensions */
+} cpu_rope_t;
+
+/* Fills r from the configuration and the optional per-pair frequency divisors freq_factors[n_rot/2] (NULL when
+the model has none): inv_freq[i] = base^(-2i/n_rot) / freq_factors[i]. Allocates inv_freq (free with
+cpu_rope_fini); -1 when out of memory. */
+int cpu_rope_init(cpu_rope_t *r, const model_config_t *cfg, const float *freq_factors);
+void cpu_rope_fini(cpu_rope_t *r);
+
+/* cs[2*i] = cos, cs[2*i+1] = sin of pair i at position pos (cs holds n_rot floats). Angles and their cos/sin
+ * are computed in double (ggml's rope_yarn formulas) and rounded to float once. */
+void cpu_rope_table(const cpu_rope_t *r, int32_t pos, float *cs);
+
+/* Rotates n_heads consecutive heads of head_dim floats in place with the table of one position. */
+void cpu_rope_apply(const cpu_rope_t *r, float *x, int32_t n_heads, int32_t head_dim, const float *cs);
+
+/* One query head against positions 0..n_kv-1 of its KV head:
+ *   s[j] = dot8(q, k_j) * scale, dot8 summing in 8 lanes (lane l: d = l, l+8, ... ascending), the lanes added
+ *          as ((0+1)+(2+3))+((4+5)+(6+7)), then the head_dim % 8 last products in order  (float)
+ *   p[j] = expf(s[j] - max s) / sum (the sum in double over ascending j, then 1/sum as float)
+ *   out[d] = sum over j ascending of p[j] * v_j[d]                                   (float)
+ * k_j = k + j * kv_stride (floats), likewise v. scores: scratch of n_kv floats. */
+void cpu_attention_head(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
+                        int32_t n_kv, int32_t head_dim, float scale, float *scores);
+
+/* The router of one token: probabilities = softmax(logits[n_expert]) (expf of logit - max, sum in double,
+ * multiplied by (float)(1/sum)); the k largest (lowest id first on ties) in descending order go to ids[0..k)
+ * and their probabilities to w[0..k); with renorm they are divided by their float sum (clamped below at
+ * 6.103515625e-5, as llama.cpp does); then multiplied by scale when scale is neither 0 nor 1. probs: scratch
+ * of n_expert floats. */
+void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool renorm, float scale, int32_t *ids,
+                     float *w, float *probs);
+
+#endif

@@ -1,0 +1,60 @@
+/* gpu-worker/dense/cpu/cpu_state.h — internal: the CPU backend's state, shared by its forward driver
+ * (cpu_backend.c) and its layer program (cpu_layer.c). Every buffer holds up to n_batch tokens' rows. */
+#ifndef GUILD_GPU_WORKER_CPU_STATE_H
+#define GUILD_GPU_WORKER_CPU_STATE_H
+
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/model/moe_exec.h"
+#include "core/util/pool.h"
+#include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cpu/cpu_kernels.h"
+
+typedef struct cpu_backend {
+    backend_t base;
+    const model_config_t *cfg;
+    const model_weights_t *w;
+    guild_pool_t *pool;     /* borrowed */
+    moe_exec_t *moe;        /* borrowed */
+    int32_t n_ctx;          /* KV capacity (positions) */
+    int32_t n_batch;        /* rows of every activation buffer */
+    int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */
+    bool all_rows;          /* no narrowing in the last layer (backend_options_t.all_rows) */
+    int n_threads;
+    cpu_rope_t rope;
+
+    /* KV cache, float32 */
+    float *k_cache;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    float *v_cache;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
+
+    /* activations of the current batch (t = row in the batch) */
+    float *x;               /* [n_batch][n_embd] residual stream */
+    float *xn;              /* [n_batch][n_embd] normed input of the current block */
+    float *q;               /* [n_batch][n_head * head_dim] */
+    float *k;               /* [n_batch][n_head_kv * head_dim] */
+    float *v;               /* [n_batch][n_head_kv * head_dim] */
+    float *att;             /* [n_batch][n_head * head_dim] attention output, heads side by side */
+    float *proj;            /* [n_batch][n_embd] output of attn_output / of the shared expert */
+    float *rope_cs;         /* [n_batch][n_rot] cos/sin pairs of each token's position */
+    float *router_logits;   /* [n_batch][n_expert] */
+    int32_t *ids;           /* [n_batch][n_expert_used] routed experts, slot order */
+    float *weights;         /* [n_batch][n_expert_used] their weights */
+    float *y;               /* [n_batch][n_expert_used][n_embd] unweighted routed-expert outputs */
+    float *sh_gate;         /* [n_batch][n_ff_shexp] shared expert gate projection, then silu(gate) * up */
+    float *sh_up;           /* [n_batch][n_ff_shexp] shared expert up projection */
+    float *sh_logit;        /* [n_batch] shared expert sigmoid-gate logit */
+    float *probs;           /* [n_threads][n_expert] router scratch */
+    float *scores;          /* [n_threads][n_ctx] attention scratch */
+    int32_t *row_pos;       /* [n_batch] position of each row after the last layer's rows are narrowed */
+    void *act;              /* quantized activations: n_batch rows of the widest input */
+} cpu_backend_t;
+
+/* Runs layer il on the n tokens of the batch held in b->x (their positions are kv_len + t), writing their K/V
+ * into the cache. With keep != NULL (the last layer), only rows keep[0..n_keep) go on past the K/V write, moved
+ * to rows 0..n_keep-1 of b->x: the other rows' outputs would never be read. Each kept row's values are the same
+ * bits as without narrowing. -1 with a message when the expert executor fails. */
+int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *keep, int32_t n_keep,
+                      guild_err_t *err);
+
+#endif

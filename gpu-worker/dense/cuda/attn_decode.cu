@@ -1,0 +1,481 @@
+/* cuda_attention_decode: attention of a few query rows over the whole KV cache (flash-decoding).
+ *
+ * The keys are cut into splits (split_plan). A warp works on 4 keys at once, 8 lanes per key: lane r of a group
+ * holds dims [r * HD/8, (r+1) * HD/8) of q, of the key and of its running output, so each key costs a 3-step
+ * reduction and 8-byte (F16) or 16-byte (F32) loads. Each group keeps its own online softmax (max m, sum l,
+ * output acc); groups, then warps, then splits are merged with the usual rescaling by exp(m_i - M). With one
+ * split the block writes the output; otherwise partials (m, l, acc[HD]) go to scratch and a second kernel
+ * merges them.
+ *   attn_decode_gqa_kernel: grid (KV head, query row, split); its warps serve the KV head's query heads and
+ *     share each tile of keys through shared memory (grouped-query models: the cache is read once).
+ *   attn_decode_kernel: grid (query head, query row, split), 4 warps on one head's split; other group sizes.
+ */
+#include <cuda_fp16.h>
+
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+
+#define AD_WARPS 4
+#define AD_SPLIT_MIN 64 /* keys per split, at least: a decode step's attention is latency-bound, so many short \
+                           splits (H200: 512 keys in 8 splits instead of 2) */
+#define AD_MAX_SPLITS 64
+#define AD_MAX_TOK 8     /* query rows the scratch is sized for */
+
+/* Four consecutive cache elements as floats (8-byte loads of F16, 16-byte loads of F32). */
+static __device__ __forceinline__ void load4(const __half *p, float *f)
+{
+    const uint2 b = *(const uint2 *)p;
+    const float2 a01 = __half22float2(*(const __half2 *)&b.x), a23 = __half22float2(*(const __half2 *)&b.y);
+    f[0] = a01.x, f[1] = a01.y, f[2] = a23.x, f[3] = a23.y;
+}
+
+static __device__ __forceinline__ void load4(const float *p, float *f)
+{
+    const float4 b = *(const float4 *)p;
+    f[0] = b.x, f[1] = b.y, f[2] = b.z, f[3] = b.w;
+}
+
+/* The DPL dims of key and value j a lane holds (from element offset off of the row), zeros past the end j1. */
+template <int DPL, typename KT>
+static __device__ __forceinline__ void load_kv(const KT *__restrict__ kc, const KT *__restrict__ vc, int j, int j1,
+                                               int kvd, int off, float *kf, float *vf)
+{
+    if (j < j1) {
+        const KT *kr = kc + (int64_t)j * kvd + off, *vr = vc + (int64_t)j * kvd + off;
+#pragma unroll
+        for (int i = 0; i < DPL; i += 4) {
+            load4(kr + i, kf + i);
+            load4(vr + i, vf + i);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < DPL; i++)
+            kf[i] = vf[i] = 0.0f;
+    }
+}
+
+/* exp(m - M), 0 for an empty partial (m = -inf). */
+static __device__ __forceinline__ float rescale(float m, float M)
+{
+    return m == -INFINITY ? 0.0f : expf(m - M);
+}
+
+/* One key of the online softmax of a group of 8 lanes (dims r * DPL .. of q, the key kf and value vf): the
+ * score summed over the group (xor 4, 2, 1 stays inside it), then m, l and acc updated when the key is valid.
+ * Every lane of the warp must call it (shuffles). */
+template <int DPL>
+static __device__ __forceinline__ void key_step(const float *qv, const float *kf, const float *vf, bool valid,
+                                                float scale, float &m, float &l, float *acc)
+{
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DPL; i++)
+        s = fmaf(qv[i], kf[i], s);
+    s += __shfl_xor_sync(FULL_MASK, s, 4);
+    s += __shfl_xor_sync(FULL_MASK, s, 2);
+    s += __shfl_xor_sync(FULL_MASK, s, 1);
+    if (valid) {
+        s = s * scale;
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new), p = expf(s - m_new);
+        l = fmaf(l, corr, p);
+#pragma unroll
+        for (int i = 0; i < DPL; i++)
+            acc[i] = fmaf(acc[i], corr, p * vf[i]);
+        m = m_new;
+    }
+}
+
+/* Merges the 4 groups of a warp (lanes r, r+8, r+16, r+24 hold the same dims) into every lane. */
+template <int DPL>
+static __device__ __forceinline__ void group_merge(float &m, float &l, float *acc)
+{
+#pragma unroll
+    for (int o = 8; o < WARP_SIZE; o <<= 1) {
+        const float om = __shfl_xor_sync(FULL_MASK, m, o), ol = __shfl_xor_sync(FULL_MASK, l, o);
+        const float M = fmaxf(m, om);
+        const float a = rescale(m, M), b = rescale(om, M);
+#pragma unroll
+        for (int i = 0; i < DPL; i++) {
+            const float oa = __shfl_xor_sync(FULL_MASK, acc[i], o);
+            acc[i] = acc[i] * a + oa * b;
+        }
+        l = l * a + ol * b;
+        m = M;
+    }
+}
+
+/* A warp's merged state (every lane holds it after group_merge) into shared memory: lanes of group 0 write
+ * their dims. */
+template <int HD, int DPL>
+static __device__ __forceinline__ void warp_state_store(float *sh_acc, float *sh_m, float *sh_l, float m, float l,
+                                                        const float *acc)
+{
+    const int lane = threadIdx.x % WARP_SIZE, g = lane / 8, r = lane % 8;
+    if (g == 0) {
+#pragma unroll
+        for (int i = 0; i < DPL; i++)
+            sh_acc[r * DPL + i] = acc[i];
+        if (r == 0) {
+            *sh_m = m;
+            *sh_l = l;
+        }
+    }
+}
+
+/* The states of warps [w0, w0 + nw) of one query head merged and written by threads tid of nthreads: output
+ * row `row` (= t * n_head + h) with one split, else the split's partial (m, l, acc[HD]) for the merge kernel. */
+template <int HD>
+static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], const float *sh_m, const float *sh_l,
+                                                  int w0, int nw, int tid, int nthreads, int n_split, int split,
+                                                  int64_t row, float *out, float *partials)
+{
+    float M = -INFINITY;
+    for (int w = w0; w < w0 + nw; w++)
+        M = fmaxf(M, sh_m[w]);
+    float L = 0.0f;
+    for (int w = w0; w < w0 + nw; w++)
+        L += sh_l[w] * rescale(sh_m[w], M);
+    for (int d = tid; d < HD; d += nthreads) {
+        float a = 0.0f;
+        for (int w = w0; w < w0 + nw; w++)
+            a += sh_acc[w][d] * rescale(sh_m[w], M);
+        if (n_split == 1) {
+            out[row * HD + d] = a / L;
+        } else {
+            float *pt = partials + (row * n_split + split) * (HD + 2);
+            pt[2 + d] = a;
+            if (d == 0) {
+                pt[0] = M;
+                pt[1] = L;
+            }
+        }
+    }
+}
+
+/* Splits of at least AD_SPLIT_MIN keys, at most split_cap of them (<= AD_MAX_SPLITS: what the scratch holds),
+ * for the n_kv keys of the batch's last row; computed on the device from the cache length, so a captured graph
+ * (whose grid is sized for the longest cache) splits exactly as a direct launch does. */
+static __host__ __device__ __forceinline__ void split_plan(int n_kv, int split_cap, int *n_split, int *split_len)
+{
+    int ns = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
+    if (ns > split_cap)
+        ns = split_cap;
+    if (ns < 1)
+        ns = 1;
+    *n_split = ns;
+    *split_len = (n_kv + ns - 1) / ns;
+}
+
+template <int HD, typename KT>
+static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
+    attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
+                       const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
+                       int split_cap, float scale, float *__restrict__ partials)
+{
+    constexpr int DPL = HD / 8; /* dims per lane */
+    if (kv0_dev)
+        kv0 = *kv0_dev;
+    int n_split, split_len;
+    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    if (split >= n_split)
+        return; /* a grid sized for the longest cache (captured graphs) */
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int g = lane / 8, r = lane % 8;
+    const int n_kv = kv0 + t + 1;
+    const int kvd = (n_head / group) * HD; /* floats per cache row */
+    const int hkv = h / group;
+    const int j0 = split * split_len, j1 = min(n_kv, j0 + split_len);
+
+    float qv[DPL], acc[DPL];
+    const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
+#pragma unroll
+    for (int i = 0; i < DPL; i++) {
+        qv[i] = qr[i];
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    /* The trip count is the warp's (jb), so every lane reaches the shuffles; a group past the split's end
+     * (j >= j1) takes part with zeros and keeps its state. The next keys' loads are issued before this key's
+     * arithmetic: an iteration is bound by the load latency, not by bandwidth. */
+    float kf[DPL], vf[DPL];
+    load_kv<DPL>(kc, vc, j0 + warp * 4 + g, j1, kvd, hkv * HD + r * DPL, kf, vf);
+    for (int jb = j0 + warp * 4; jb < j1; jb += AD_WARPS * 4) {
+        const int j = jb + g;
+        float kn[DPL], vn[DPL];
+        load_kv<DPL>(kc, vc, j + AD_WARPS * 4, j1, kvd, hkv * HD + r * DPL, kn, vn);
+        key_step<DPL>(qv, kf, vf, j < j1, scale, m, l, acc);
+#pragma unroll
+        for (int i = 0; i < DPL; i++)
+            kf[i] = kn[i], vf[i] = vn[i];
+    }
+
+    group_merge<DPL>(m, l, acc);
+
+    /* Merge the warps through shared memory. */
+    __shared__ float sh_acc[AD_WARPS][HD];
+    __shared__ float sh_m[AD_WARPS], sh_l[AD_WARPS];
+    warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
+    __syncthreads();
+    head_write<HD>(sh_acc, sh_m, sh_l, 0, AD_WARPS, threadIdx.x, AD_WARPS * WARP_SIZE, n_split, split,
+                   (int64_t)t * n_head + h, out, partials);
+}
+
+/* A thread's CH 16-byte chunks of the K and V tile starting at key jt: chunk c = threadIdx.x + i THREADS is
+ * bytes (c % ROWC) * 16 of key jt + c / ROWC (rows kvd elements apart from kb, vb); keys past j1 read as zeros. */
+template <int CH, int THREADS, int ROWC, typename KT>
+static __device__ __forceinline__ void tile_load(const char *__restrict__ kb, const char *__restrict__ vb, int jt,
+                                                 int j1, int kvd, uint4 *kr, uint4 *vr)
+{
+#pragma unroll
+    for (int i = 0; i < CH; i++) {
+        const int c = (int)threadIdx.x + i * THREADS, key = jt + c / ROWC;
+        const int64_t o = (int64_t)key * kvd * (int64_t)sizeof(KT) + (c % ROWC) * 16;
+        kr[i] = key < j1 ? *(const uint4 *)(kb + o) : make_uint4(0, 0, 0, 0);
+        vr[i] = key < j1 ? *(const uint4 *)(vb + o) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* The GQA kernel: grid (KV head, query row, key split), WPB warps per block serve the `group` query heads of the
+ * KV head (WPB / group warps per head). The block reads each key and value of its split once from memory, in
+ * tiles of 8 KiB (TK keys) staged through shared memory, the next tile's loads in flight while the warps work on
+ * this one; each warp runs the 8-lanes-per-key online softmax of attn_decode_kernel on its head's share of the
+ * tile's keys. attn_decode_kernel reads the cache once per query head (8 times for Qwen3's 32/4 heads). H200,
+ * 32/4 heads of 128, F16, both kernels with their merge (tests/cuda/cuda_bench): 512 keys 17 us (per-head 14),
+ * 4096 keys 20 (20-31), 16384 keys 41 (48-66), 32768 keys 68 (114-118). */
+template <int HD, typename KT, int WPB>
+static __global__ void __launch_bounds__(WPB * WARP_SIZE)
+    attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
+                           const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
+                           int split_cap, float scale, float *__restrict__ partials)
+{
+    constexpr int DPL = HD / 8;
+    constexpr int ROWC = HD * (int)sizeof(KT) / 16; /* 16-byte chunks per cache row */
+    constexpr int TK = 8192 / (HD * (int)sizeof(KT)); /* keys per tile */
+    constexpr int TCH = TK * ROWC;                    /* chunks per tile of K (and of V): 512 */
+    constexpr int THREADS = WPB * WARP_SIZE;
+    constexpr int CH = TCH / THREADS;
+    constexpr int STRIDE = HD * (int)sizeof(KT); /* bytes per key in shared memory (padding rows to spread the
+                                                    banks made no difference on the H200) */
+    static_assert(TCH % THREADS == 0 && TK % 4 == 0, "tile shape");
+    __shared__ __align__(16) char ks[TK * STRIDE], vs[TK * STRIDE];
+    __shared__ float sh_acc[WPB][HD];
+    __shared__ float sh_m[WPB], sh_l[WPB];
+
+    if (kv0_dev)
+        kv0 = *kv0_dev;
+    int n_split, split_len;
+    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    const int hkv = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    if (split >= n_split)
+        return; /* a grid sized for the longest cache (captured graphs) */
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int g = lane / 8, r = lane % 8;
+    const int P = WPB / group;             /* warps per query head */
+    const int h = hkv * group + warp / P, pw = warp % P;
+    const int n_kv = kv0 + t + 1;
+    const int kvd = (n_head / group) * HD; /* elements per cache row */
+    const int j0 = split * split_len, j1 = min(n_kv, j0 + split_len);
+
+    float qv[DPL], acc[DPL];
+    const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
+#pragma unroll
+    for (int i = 0; i < DPL; i++) {
+        qv[i] = qr[i];
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+
+    uint4 kr[CH], vr[CH];
+    const char *kb = (const char *)(kc + hkv * HD), *vb = (const char *)(vc + hkv * HD);
+    tile_load<CH, THREADS, ROWC, KT>(kb, vb, j0, j1, kvd, kr, vr);
+    for (int jt = j0; jt < j1; jt += TK) {
+        __syncthreads(); /* the previous tile is consumed */
+#pragma unroll
+        for (int i = 0; i < CH; i++) {
+            const int c = (int)threadIdx.x + i * THREADS, so = c / ROWC * STRIDE + c % ROWC * 16;
+            *(uint4 *)(ks + so) = kr[i];
+            *(uint4 *)(vs + so) = vr[i];
+        }
+        __syncthreads();
+        if (jt + TK < j1)
+            tile_load<CH, THREADS, ROWC, KT>(kb, vb, jt + TK, j1, kvd, kr, vr);
+        /* keys pw * 4 + g + 4 P k of the tile: a warp-uniform trip count */
+        for (int jj = pw * 4; jj < TK; jj += 4 * P) {
+            const int jl = jj + g;
+            float kf[DPL], vf[DPL];
+            const KT *kp = (const KT *)(ks + jl * STRIDE), *vp = (const KT *)(vs + jl * STRIDE);
+#pragma unroll
+            for (int i = 0; i < DPL; i += 4) {
+                load4(kp + r * DPL + i, kf + i);
+                load4(vp + r * DPL + i, vf + i);
+            }
+            key_step<DPL>(qv, kf, vf, jt + jl < j1, scale, m, l, acc);
+        }
+    }
+    group_merge<DPL>(m, l, acc);
+    warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
+    __syncthreads();
+    head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
+                   (int64_t)t * n_head + h, out, partials);
+}
+
+/* Block (query head, row) of HD threads: the splits' factors exp(m_s - M) are computed once, in parallel, into
+ * shared memory; each thread then adds its dim of the partials in split order, the loads unrolled to be in
+ * flight together (a split at a time, this kernel took 11 us at 64 splits on the H200). */
+template <int HD>
+static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
+                                                int n_head, int kv0, const int32_t *kv0_dev, int split_cap)
+{
+    __shared__ float f_sh[AD_MAX_SPLITS], l_sh[AD_MAX_SPLITS];
+    __shared__ float red[HD / WARP_SIZE > 0 ? HD / WARP_SIZE : 1];
+    __shared__ float L_sh;
+    if (kv0_dev)
+        kv0 = *kv0_dev;
+    int n_split, split_len;
+    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    if (n_split == 1)
+        return; /* the attention kernel wrote the output */
+    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+    const int warp = d / WARP_SIZE, lane = d % WARP_SIZE;
+    const float *p0 = partials + ((int64_t)t * n_head + h) * n_split * (HD + 2);
+    /* the largest of the splits' m */
+    float mv = -INFINITY;
+    for (int sp = d; sp < n_split; sp += HD)
+        mv = fmaxf(mv, p0[sp * (HD + 2)]);
+    mv = warp_max_f32(mv);
+    if (lane == 0)
+        red[warp] = mv;
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < (HD + WARP_SIZE - 1) / WARP_SIZE; w++)
+        M = fmaxf(M, red[w]);
+    for (int sp = d; sp < n_split; sp += HD) {
+        f_sh[sp] = rescale(p0[sp * (HD + 2)], M);
+        l_sh[sp] = p0[sp * (HD + 2) + 1];
+    }
+    __syncthreads();
+    if (d == 0) {
+        float L = 0.0f;
+        for (int sp = 0; sp < n_split; sp++)
+            L += l_sh[sp] * f_sh[sp];
+        L_sh = L;
+    }
+    float a = 0.0f;
+#pragma unroll 16
+    for (int sp = 0; sp < n_split; sp++)
+        a += p0[sp * (HD + 2) + 2 + d] * f_sh[sp];
+    __syncthreads();
+    out[((int64_t)t * n_head + h) * HD + d] = a / L_sh;
+}
+
+extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx)
+{
+    (void)n_ctx;
+    if (n_tok > AD_MAX_TOK)
+        n_tok = AD_MAX_TOK;
+    return (size_t)n_tok * (size_t)n_head * AD_MAX_SPLITS * (size_t)(head_dim + 2) * sizeof(float);
+}
+
+template <int HD, typename KT>
+static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
+                               const int32_t *kv0_dev, int n_head, int group, float scale, float *scratch,
+                               int grid_split, int split_cap, bool per_head, cudaStream_t s)
+{
+    const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
+    if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
+        const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
+        if (group <= 8)
+            attn_decode_gqa_kernel<HD, KT, 8><<<grid, 8 * WARP_SIZE, 0, s>>>(
+                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, scratch);
+        else
+            attn_decode_gqa_kernel<HD, KT, 16><<<grid, 16 * WARP_SIZE, 0, s>>>(
+                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, scratch);
+    } else {
+        const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)grid_split);
+        attn_decode_kernel<HD, KT><<<grid, AD_WARPS * WARP_SIZE, 0, s>>>(out, q, (const KT *)kc, (const KT *)vc,
+                                                                          kv0, kv0_dev, n_head, group, split_cap,
+                                                                          scale, scratch);
+    }
+    if (grid_split > 1)
+        attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(out, scratch, n_head, kv0,
+                                                                                          kv0_dev, split_cap);
+}
+
+template <typename KT>
+static void attn_decode_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc, int n_tok,
+                                 int kv0, const int32_t *kv0_dev, int n_head, int group, float scale, float *sc,
+                                 int grid_split, int split_cap, bool per_head, cudaStream_t s)
+{
+#define AD_CASE(HD)                                                                                                \
+    attn_decode_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, sc, grid_split, split_cap, \
+                               per_head, s)
+    switch (head_dim) {
+    case 32: AD_CASE(32); break;
+    case 64: AD_CASE(64); break;
+    case 128: AD_CASE(128); break;
+    default: AD_CASE(256); break;
+    }
+#undef AD_CASE
+}
+
+/* kv0_dev NULL: kv0 is the cache length; else the kernels read it from *kv0_dev and kv0 is the largest value it
+ * may hold then (the grid is sized for it). */
+static int attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
+                            int32_t n_tok, int32_t kv0, const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv,
+                            int32_t head_dim, float scale, void *scratch, size_t scratch_bytes, bool per_head,
+                            cudaStream_t s, guild_err_t *err)
+{
+    if (n_tok <= 0)
+        return 0;
+    if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535 || n_tok > 65535)
+        return guild_err_set(err, "cuda: attention: %d query heads over %d KV heads, %d rows", n_head, n_head_kv,
+                             n_tok);
+    if (head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return guild_err_set(err, "cuda: attention: head dimension %d is not one of 32, 64, 128, 256", head_dim);
+    if (kv_type != GUILD_TYPE_F16 && kv_type != GUILD_TYPE_F32)
+        return guild_err_set(err, "cuda: attention: cache type %d is not f16 or f32", (int)kv_type);
+    /* Splits of at least AD_SPLIT_MIN keys, at most AD_MAX_SPLITS of them, fewer when the scratch is short. */
+    const size_t per_split = (size_t)n_tok * (size_t)n_head * (size_t)(head_dim + 2) * sizeof(float);
+    int split_cap = scratch && scratch_bytes / per_split > 1 ? (int)(scratch_bytes / per_split < AD_MAX_SPLITS
+                                                                           ? scratch_bytes / per_split
+                                                                           : AD_MAX_SPLITS)
+                                                             : 1;
+    int grid_split, split_len;
+    split_plan(kv0 + n_tok, split_cap, &grid_split, &split_len);
+    const int group = n_head / n_head_kv;
+    if (kv_type == GUILD_TYPE_F16)
+        attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
+                                     (float *)scratch, grid_split, split_cap, per_head, s);
+    else
+        attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
+                                    (float *)scratch, grid_split, split_cap, per_head, s);
+    return cuda_launch_check("attention_decode", err);
+}
+
+extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                     const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                     int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
+                                     size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+{
+    return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
+                            scratch, scratch_bytes, false, s, err);
+}
+
+extern "C" int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                              const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                              int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
+                                              size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+{
+    return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
+                            scratch, scratch_bytes, true, s, err);
+}
+
+extern "C" int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                         const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max,
+                                         int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                                         void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+{
+    return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0_max, kv0, n_head, n_head_kv, head_dim, scale,
+                            scratch, scratch_bytes, false, s, err);
+}

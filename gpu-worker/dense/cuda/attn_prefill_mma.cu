@@ -1,0 +1,308 @@
+/* cuda_attention_prefill_mma: causal prefill attention on tensor cores (F16 cache, head dimension 64 or 128).
+ *
+ * Flash attention 2. Grid (query tile of AM_BQ = 64 rows, query head), the tiles with the most keys first. A
+ * block of 4 warps owns the tile's rows, warp w rows 16w .. 16w+15, and walks the keys in tiles of AM_BK = 64
+ * positions, copied by cp.async from the cache into shared memory (two stages: the next tile loads while this
+ * one is computed). Per key tile each warp computes its 16 x 64 scores S = Q K^T and adds P V to its 16 x HD
+ * output, both as mma.sync m16n8k16 (f16 operands, f32 accumulation); the online softmax (row max, expf, row
+ * sums) is f32 arithmetic on the score fragments, whose layout is also that of the P operand.
+ *
+ * Precision: K and V are F16 in the cache, exact operands. Q and P are f32; a plain f16 cast would cost
+ * 2^-11 relative, so each is split x = hi + lo (hi = f16(x), lo = f16(x - hi)) and multiplied twice into the
+ * same accumulator: ~2^-22 relative, within the FP32 kernel's tolerance. lo must stay clear of f16's
+ * subnormals (spacing 2^-24) and hi of its overflow (65504), so the operands are first scaled by powers of two
+ * (exact): each query row so that its largest |q| is in [2^13, 2^14) (its scores scaled back in f32), and P by
+ * AM_PSCALE (the row sums stay unscaled; the output is divided by both). Infinities and NaNs propagate.
+ * Long contexts: each key tile's P V and row sums are summed apart and then added to the running output and
+ * sums, so no f32 accumulator takes more than a tile's terms directly (the tensor cores' f32 sums round
+ * toward zero; a float64 model of the kernel put the per-step bias past the tolerance at 16384 keys).
+ *
+ * Keys after a query's position are masked (-inf, probability 0); key tiles past the block's last query are
+ * not visited, and a warp skips the tiles past its own last query. Cache rows past the last query are
+ * zero-filled, never read: the cache may end there.
+ */
+#include <cuda_fp16.h>
+
+#include "gpu-worker/dense/cuda/attn_prefill_mma.cuh"
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, asynchronous; zero-filled when !in (src is then not read). */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool in)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(in ? 16 : 0));
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Four 8x8 b16 matrices; lanes 8i .. 8i+7 give the row addresses of matrix i, register i receives lane's
+ * (row lane/4, columns 2(lane%4), +1) of matrix i; with .trans, (rows 2(lane%4), +1, column lane/4). */
+static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const __half *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const __half *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* d += a b: A 16x16 row-major fragment, B 16x8 column fragment, D 16x8 f32 (PTX ISA fragment layouts). */
+static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+
+template <int HD>
+static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
+    attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
+                            const __half *__restrict__ vc, int n_tok, int kv0, int n_head, int group, float scale)
+{
+    constexpr int KS = HD / 16;   /* k-steps of the score mma (head dims) */
+    constexpr int NO = HD / 8;    /* n-tiles of the output (head dims) */
+    constexpr int NS = AM_BK / 8; /* n-tiles of the scores (keys) */
+    constexpr int LD = HD + 8;    /* shared row stride in halves: the 16-byte pad makes ldmatrix conflict-free */
+    constexpr int CH = HD / 8;    /* 16-byte chunks per cache row */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half *sm = (__half *)smem_raw; /* [2 stages][K, V][AM_BK][LD] */
+
+    const int tile = (int)(gridDim.x - 1 - blockIdx.x), h = (int)blockIdx.y;
+    const int warp = (int)threadIdx.x / WARP_SIZE, lane = (int)threadIdx.x % WARP_SIZE;
+    const int g = lane >> 2, t4 = lane & 3; /* fragment row and column pair */
+    const int hkv = h / group, kvd = (n_head / group) * HD;
+    const int t0 = tile * AM_BQ;
+    const int nq = min(AM_BQ, n_tok - t0);
+    const int last_pos = kv0 + t0 + nq - 1; /* the block's last query sees keys 0 .. last_pos */
+    const int n_kt = last_pos / AM_BK + 1;
+    const int r0 = warp * 16 + g, r1 = r0 + 8; /* block rows of this lane's fragment rows */
+    const int pos0 = kv0 + t0 + r0, pos1 = pos0 + 8;
+    const int wfirst = kv0 + t0 + warp * 16;      /* the warp's first query position */
+    const int wlast = min(wfirst + 15, last_pos); /* and its last valid one */
+    const bool active = warp * 16 < nq;           /* warp-uniform */
+
+    /* Q fragments, split, each row scaled into f16's normal range (rows past the batch are zeros) */
+    uint32_t qh[KS][4], ql[KS][4];
+    float rs0, rs1; /* score scale of each row: scale * 2^e */
+    {
+        const bool ok0 = r0 < nq, ok1 = r1 < nq;
+        const float *q0 = q + ((int64_t)(t0 + (ok0 ? r0 : 0)) * n_head + h) * HD + 2 * t4;
+        const float *q1 = q + ((int64_t)(t0 + (ok1 ? r1 : 0)) * n_head + h) * HD + 2 * t4;
+        float mx0, mx1;
+        am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
+        mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
+        const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
+        rs0 = scalbnf(scale, e0);
+        rs1 = scalbnf(scale, e1);
+        asm volatile("" ::: "memory"); /* reload q below: not the first pass's HD / 2 values kept live */
+        am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
+    }
+
+    float o[NO][4]; /* output fragments: (row g, dims 8nt + 2t4, +1), (row g+8, same) */
+#pragma unroll
+    for (int nt = 0; nt < NO; nt++)
+        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY; /* running row maxima */
+    float l0 = 0.0f, l1 = 0.0f;           /* this lane's part of the running row sums */
+
+    /* this thread's 16-byte chunks of a tile: rows lr, lr + RSTEP, ..., column lc; the cache row of a key is
+     * kvd halves after the previous one */
+    constexpr int RSTEP = AM_WARPS * WARP_SIZE / CH;
+    static_assert(AM_WARPS * WARP_SIZE % CH == 0 && AM_BK % RSTEP == 0, "whole rows per pass of the block");
+    const int lr = (int)threadIdx.x / CH, lc = ((int)threadIdx.x % CH) * 8;
+    const __half *kc_t = kc + (int64_t)hkv * HD + lc, *vc_t = vc + (int64_t)hkv * HD + lc;
+    auto load_tile = [&](int kt) {
+        __half *ks = sm + (kt & 1) * 2 * AM_BK * LD + lr * LD + lc, *vs = ks + AM_BK * LD;
+        const int j0 = kt * AM_BK + lr; /* the key of this thread's first row */
+#pragma unroll
+        for (int u = 0; u < AM_BK / RSTEP; u++) {
+            const int j = j0 + u * RSTEP;
+            const bool in = j <= last_pos;
+            const int64_t off = (int64_t)(in ? j : 0) * kvd;
+            cp_async16(ks + u * RSTEP * LD, kc_t + off, in);
+            cp_async16(vs + u * RSTEP * LD, vc_t + off, in);
+        }
+        cp_async_commit();
+    };
+
+    load_tile(0);
+    for (int kt = 0; kt < n_kt; kt++) {
+        if (kt + 1 < n_kt) {
+            load_tile(kt + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads(); /* tile kt is in shared memory for every warp */
+        const int k0 = kt * AM_BK;
+        if (active && k0 <= wlast) {
+            const __half *ks = sm + (kt & 1) * 2 * AM_BK * LD, *vs = ks + AM_BK * LD;
+
+            /* S = Q K^T: B fragment of keys 8nt .. (n) and dims 16kk .. (k) is K rows read untransposed */
+            float s[NS][4];
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++)
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+                for (int np = 0; np < NS / 2; np++) {
+                    uint32_t b[4];
+                    ldmatrix_x4(b, ks + am_k_ldsm_offset(lane, np, kk, LD));
+                    mma_f16(s[2 * np], qh[kk], b[0], b[1]);
+                    mma_f16(s[2 * np], ql[kk], b[0], b[1]);
+                    mma_f16(s[2 * np + 1], qh[kk], b[2], b[3]);
+                    mma_f16(s[2 * np + 1], ql[kk], b[2], b[3]);
+                }
+
+            /* scale, mask (only where the tile reaches past the warp's first query), row maxima */
+            const bool diag = k0 + AM_BK - 1 > wfirst;
+            float mx0 = m0, mx1 = m1;
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int j = k0 + 8 * nt + 2 * t4 + c;
+                    s[nt][c] = diag && j > pos0 ? -INFINITY : s[nt][c] * rs0;
+                    s[nt][2 + c] = diag && j > pos1 ? -INFINITY : s[nt][2 + c] * rs1;
+                    mx0 = fmaxf(mx0, s[nt][c]);
+                    mx1 = fmaxf(mx1, s[nt][2 + c]);
+                }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
+            /* key 0 is in the first tile every warp visits, so the maxima are finite from then on */
+            const float c0 = expf(m0 - mx0), c1 = expf(m1 - mx1);
+            m0 = mx0;
+            m1 = mx1;
+
+            /* P, split: the score tiles 2kk, 2kk+1 are the A fragment of keys 16kk .. 16kk+15. The row sums
+             * add the tile's sum, not 64 single terms: an f32 sum of thousands of terms to a growing total
+             * would drift past the tolerance at long contexts. */
+            uint32_t ph[AM_BK / 16][4], pl[AM_BK / 16][4];
+            float lt0 = 0.0f, lt1 = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < AM_BK / 16; kk++)
+                am_p_frags(s[2 * kk], s[2 * kk + 1], m0, m1, ph[kk], pl[kk], &lt0, &lt1);
+            l0 = l0 * c0 + lt0;
+            l1 = l1 * c1 + lt1;
+
+            /* O = O c + P V, V rows read transposed. The tile's products go to a fresh accumulator (8 mma
+             * steps) added to O in f32: the tensor cores round their f32 sums toward zero, and hundreds of
+             * steps on the running O would bias it past the tolerance at long contexts. */
+#pragma unroll
+            for (int dp = 0; dp < NO / 2; dp++) {
+                float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                for (int kk = 0; kk < AM_BK / 16; kk++) {
+                    uint32_t b[4];
+                    ldmatrix_x4_trans(b, vs + am_v_ldsm_offset(lane, kk, dp, LD));
+                    mma_f16(t[0], ph[kk], b[0], b[1]);
+                    mma_f16(t[0], pl[kk], b[0], b[1]);
+                    mma_f16(t[1], ph[kk], b[2], b[3]);
+                    mma_f16(t[1], pl[kk], b[2], b[3]);
+                }
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    float *ou = o[2 * dp + u];
+                    ou[0] = ou[0] * c0 + t[u][0];
+                    ou[1] = ou[1] * c0 + t[u][1];
+                    ou[2] = ou[2] * c1 + t[u][2];
+                    ou[3] = ou[3] * c1 + t[u][3];
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with tile kt's stage before tile kt+2 loads into it */
+    }
+
+    l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 1);
+    l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 2);
+    l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 1);
+    l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 2);
+    l0 = l0 * AM_PSCALE; /* exact: the scale of the P operand */
+    l1 = l1 * AM_PSCALE;
+    if (r0 < nq) {
+        float *o0 = out + ((int64_t)(t0 + r0) * n_head + h) * HD + 2 * t4;
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++)
+            *(float2 *)(o0 + 8 * nt) = make_float2(o[nt][0] / l0, o[nt][1] / l0);
+    }
+    if (r1 < nq) {
+        float *o1 = out + ((int64_t)(t0 + r1) * n_head + h) * HD + 2 * t4;
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++)
+            *(float2 *)(o1 + 8 * nt) = make_float2(o[nt][2] / l1, o[nt][3] / l1);
+    }
+}
+
+template <int HD>
+static cudaError_t attn_prefill_mma_launch(float *out, const float *q, const __half *kc, const __half *vc, int n_tok,
+                                           int kv0, int n_head, int group, float scale, cudaStream_t s)
+{
+    const size_t smem = (size_t)2 * 2 * AM_BK * (HD + 8) * sizeof(__half);
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    const dim3 grid((unsigned)((n_tok + AM_BQ - 1) / AM_BQ), (unsigned)n_head);
+    attn_prefill_mma_kernel<HD><<<grid, AM_WARPS * WARP_SIZE, smem, s>>>(out, q, kc, vc, n_tok, kv0, n_head, group,
+                                                                         scale);
+    return cudaSuccess;
+}
+
+extern "C" bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t head_dim, const float *out,
+                                                 const float *q, const void *k_cache, const void *v_cache)
+{
+    /* cp.async copies 16 bytes, Q and the output move as float2 */
+    return kv_type == GUILD_TYPE_F16 && (head_dim == 64 || head_dim == 128) && (uintptr_t)k_cache % 16 == 0 &&
+           (uintptr_t)v_cache % 16 == 0 && (uintptr_t)q % 8 == 0 && (uintptr_t)out % 8 == 0;
+}
+
+extern "C" int cuda_attention_prefill_mma(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                          const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                                          int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
+                                          guild_err_t *err)
+{
+    if (n_tok <= 0)
+        return 0;
+    if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535)
+        return guild_err_set(err, "cuda: attention (mma): %d query heads over %d KV heads", n_head, n_head_kv);
+    if (!cuda_attention_prefill_mma_takes(kv_type, head_dim, out, q, k_cache, v_cache))
+        return guild_err_set(err,
+                             "cuda: attention (mma): needs an f16 cache (type %d), head dimension 64 or 128 (%d), "
+                             "16-byte aligned caches and 8-byte aligned q/out",
+                             (int)kv_type, head_dim);
+    const int group = n_head / n_head_kv;
+    const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
+    const cudaError_t e =
+        head_dim == 64 ? attn_prefill_mma_launch<64>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s)
+                       : attn_prefill_mma_launch<128>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s);
+    if (e != cudaSuccess)
+        return guild_err_set(err, "cuda: attention_prefill (mma): %s", cudaGetErrorString(e));
+    return cuda_launch_check("attention_prefill (mma)", err);
+}

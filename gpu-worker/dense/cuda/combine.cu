@@ -1,0 +1,38 @@
+/* cuda_moe_combine: the weighted sum of the routed experts' outputs in slot order, the sigmoid-gated shared
+ * expert, and the residual, with the CPU backend's operations in its order (combine_task in cpu_layer.c). */
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+
+#define COMBINE_THREADS 256
+
+static __global__ void combine_kernel(float *x, const float *__restrict__ y, const float *__restrict__ w,
+                                      const float *__restrict__ sh, const float *__restrict__ sh_logit, int n_used,
+                                      int64_t n_embd, int64_t total)
+{
+    const int64_t k = (int64_t)blockIdx.x * COMBINE_THREADS + threadIdx.x;
+    if (k >= total)
+        return;
+    const int64_t t = k / n_embd, i = k % n_embd;
+    const float *wt = w + t * n_used;
+    const float *yt = y + t * n_used * n_embd + i;
+    float acc = wt[0] * yt[0];
+    for (int s = 1; s < n_used; s++)
+        acc = acc + wt[s] * yt[s * n_embd];
+    if (sh) {
+        const float gate = 1.0f / (1.0f + expf(-sh_logit[t]));
+        acc = acc + sh[k] * gate;
+    }
+    x[k] = acc + x[k];
+}
+
+extern "C" int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
+                                int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err)
+{
+    const int64_t total = (int64_t)n_tok * n_embd;
+    if (total <= 0)
+        return 0;
+    if (n_used < 1)
+        return guild_err_set(err, "cuda: combine: %d experts per token", n_used);
+    combine_kernel<<<(unsigned)((total + COMBINE_THREADS - 1) / COMBINE_THREADS), COMBINE_THREADS, 0, s>>>(
+        x, y, w, sh, sh_logit, n_used, n_embd, total);
+    return cuda_launch_check("combine", err);
+}

@@ -1,0 +1,634 @@
+/* The CUDA backend ("cuda"): device buffers, the forward driver (embedding -> layers -> output norm -> LM head)
+ * and the KV cache bookkeeping; the layer itself is in cuda_layer.c, the kernels behind cuda_kernels.h.
+ *
+ * One stream carries the whole forward pass. The routed experts go through a cuda_moe_t bridge (cuda_moe.h):
+ * resident on the device under the memory plan (gpu-worker/dense/gpu_plan.h), else to the CPU workers through the
+ * arena from the device itself, else (in-process) to the moe_exec_t on the host. When the bridge only enqueues
+ * device work, a step of up to CUDA_GRAPH_ROWS tokens is captured once as a CUDA graph per (tokens, logits rows,
+ * logits destination) and replayed: one launch a step. Tokens and the cache length reach the device through one
+ * copy from pinned memory at the start of the step, so the same graph serves every position. The direct path
+ * (backend_options_t.no_graph) enqueues the same kernels, so both give the same bits.
+ * The CPU backend is the numerical reference: matrix products, quantization, RoPE and the elementwise steps give
+ * its bits; norms, softmaxes and attention differ in reduction order, and the KV cache is F16 here (F32 there).
+ */
+#include "gpu-worker/dense/cuda/cuda_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/quant/quant.h"
+#include "core/util/log.h"
+#include "gpu-worker/dense/cpu/cpu_kernels.h"
+#include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_stage.h"
+#include "gpu-worker/dense/cuda/cuda_state.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+#include "ipc/stage_ring.h"
+#include "ipc/stage_server.h"
+
+/* Rows of logits computed per LM-head pass: bounds the logits buffer (n_vocab floats a row). */
+#define LOGIT_ROWS 32
+
+static void graphs_clear(cuda_backend_t *b)
+{
+    for (int i = 0; i < CUDA_GRAPHS; i++)
+        if (b->graph[i].exec) {
+            cudaGraphExecDestroy(b->graph[i].exec);
+            memset(&b->graph[i], 0, sizeof b->graph[i]);
+        }
+}
+
+static void cuda_destroy(backend_t *base)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    if (b->stream)
+        cudaStreamSynchronize(b->stream);
+    graphs_clear(b);
+    cuda_moe_destroy(&b->moe);
+    /* the stage borrows the ring, the server serves it: stage, server, ring */
+    cuda_stage_destroy(&b->stage);
+    stage_server_stop(&b->stage_server);
+    stage_ring_destroy(&b->stage_ring);
+    if (b->done)
+        cudaEventDestroy(b->done);
+    if (b->h_logits)
+        cudaFreeHost(b->h_logits);
+    if (b->host_reg)
+        cudaHostUnregister(b->host_reg);
+    void **bufs[] = {&b->weight_mem, (void **)&b->rope_cs, (void **)&b->k_cache, (void **)&b->v_cache,
+                     (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
+                     (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
+                     (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
+                     (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cuda_free(bufs[i]);
+    if (b->h_tokens)
+        cudaFreeHost(b->h_tokens);
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
+    free(b->layers);
+    free(b);
+}
+
+/* The widest quantized activation row any dense matrix needs (as the CPU backend's max_act_row). */
+static size_t act_row_bytes(const cuda_tensor_t *t)
+{
+    uint64_t bytes = 0;
+    if (!t->d || quant_row_bytes(quant_type_info(t->type)->dot_type, (uint64_t)t->n_in, &bytes, NULL) < 0)
+        return 0;
+    return (size_t)bytes;
+}
+
+static size_t max_act_row(const cuda_backend_t *b)
+{
+    size_t m = act_row_bytes(&b->output);
+    for (int32_t il = 0; il < b->cfg->n_layer; il++) {
+        const cuda_layer_t *L = &b->layers[il];
+        const cuda_tensor_t *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router, &L->shexp_gate_inp,
+                                      &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            size_t r = act_row_bytes(all[i]);
+            if (r > m)
+                m = r;
+        }
+    }
+    return (m + 15) / 16 * 16;
+}
+
+/* The RoPE table of every position, computed on the host by the CPU backend's own function. */
+static int upload_rope_table(cuda_backend_t *b, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    if (c->n_rot == 0)
+        return 0;
+    cpu_rope_t rope;
+    if (cpu_rope_init(&rope, c, b->w->rope_freqs.data) < 0)
+        return guild_err_set(err, "cuda backend: out of memory");
+    const size_t bytes = (size_t)b->n_ctx * (size_t)c->n_rot * sizeof(float);
+    float *h = malloc(bytes);
+    int rc = -1;
+    if (!h) {
+        guild_err_set(err, "cuda backend: out of memory for the RoPE table");
+        goto out;
+    }
+    for (int32_t pos = 0; pos < b->n_ctx; pos++)
+        cpu_rope_table(&rope, pos, h + (size_t)pos * (size_t)c->n_rot);
+    if (cuda_alloc((void **)&b->rope_cs, bytes, &b->bytes_scratch, "the RoPE table", err) < 0 ||
+        cuda_check(cudaMemcpy(b->rope_cs, h, bytes, cudaMemcpyHostToDevice), "upload the RoPE table", err) < 0)
+        goto out;
+    rc = 0;
+out:
+    free(h);
+    cpu_rope_fini(&rope);
+    return rc;
+}
+
+static int check_shapes(const model_config_t *c, guild_err_t *err)
+{
+    if (c->head_dim != 32 && c->head_dim != 64 && c->head_dim != 128 && c->head_dim != 256)
+        return guild_err_set(err, "cuda backend: head dimension %d is not supported (32, 64, 128 or 256)",
+                             c->head_dim);
+    if (c->n_expert > 1024 || c->n_expert_used > 32)
+        return guild_err_set(err, "cuda backend: top-%d of %d experts is not supported (at most 32 of 1024)",
+                             c->n_expert_used, c->n_expert);
+    return 0;
+}
+
+/* The bridge for the routed experts that are not on the device: the arena driven from the device when the
+ * caller handed over the pipeline's exchange and its memory could be registered, else the host executor. */
+static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cuda_moe_t **out, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    if (opt->exchange && opt->host_mem && opt->host_mem_bytes) {
+        void *dev = NULL;
+        cudaError_t e = cudaHostRegister(opt->host_mem, opt->host_mem_bytes,
+                                         cudaHostRegisterMapped | cudaHostRegisterPortable);
+        if (e == cudaSuccess) {
+            b->host_reg = opt->host_mem;
+            e = cudaHostGetDevicePointer(&dev, opt->host_mem, 0);
+        }
+        if (e == cudaSuccess)
+            return cuda_moe_arena_new(out, opt->exchange, opt->host_mem, dev, b->n_batch, c->n_embd,
+                                      c->n_expert_used, opt->exchange_timeout_ns, opt->interrupted,
+                                      opt->interrupted_ctx, err);
+        (void)cudaGetLastError();
+        guild_log(GUILD_LOG_WARN, "cuda backend: the arena cannot be mapped for the device (%s): the exchanges go "
+                  "through the host, without CUDA graphs", cudaGetErrorString(e));
+        if (b->host_reg) {
+            cudaHostUnregister(b->host_reg);
+            b->host_reg = NULL;
+        }
+    }
+    return cuda_moe_local_new(out, opt->moe, b->n_batch, c->n_embd, c->n_expert_used, err);
+}
+
+/* The staging ring's path for streamed experts when the plan streams and the options ask for a stager
+ * (backend_options_t.stager), or page-locked copies of the streamed layers' experts (gl: the bridge's layers)
+ * for BACKEND_STAGER_PIN; b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
+ * the pieces from the model file's whole mapping, so the bridge's host pointers must lie in it. */
+static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
+                       const cuda_moe_gpu_layer_t *gl, guild_err_t *err)
+{
+    const uint64_t slot = gpu_plan_stage_slot_bytes(plan);
+    if (!slot || opt->stager == BACKEND_STAGER_NONE)
+        return 0;
+    const gguf_t *g = model_gguf(m);
+    const gguf_tensor_t *t = gguf_n_tensors(g) > 0 ? gguf_tensor(g, 0) : NULL;
+    if (!t)
+        return guild_err_set(err, "cuda backend: the model has no tensors to stage");
+    b->map_base = (const char *)t->data - t->offset;
+    b->map_bytes = (size_t)gguf_file_size(g);
+    if (opt->stager == BACKEND_STAGER_PIN) {
+        /* the experts of the layers the plan streams: each layer's three tensors */
+        cuda_stage_range_t *r = calloc(3 * (size_t)b->cfg->n_layer + 1, sizeof *r);
+        if (!r)
+            return guild_err_set(err, "cuda backend: out of memory");
+        int32_t n = 0;
+        for (int32_t il = 0; il < b->cfg->n_layer; il++) {
+            const cuda_moe_gpu_layer_t *L = &gl[il];
+            if (!L->gate || L->resident)
+                continue;
+            r[n++] = (cuda_stage_range_t){L->gate, L->gate_mat * (size_t)b->cfg->n_expert, NULL};
+            r[n++] = (cuda_stage_range_t){L->up, L->gate_mat * (size_t)b->cfg->n_expert, NULL};
+            r[n++] = (cuda_stage_range_t){L->down, L->down_mat * (size_t)b->cfg->n_expert, NULL};
+        }
+        const int rc = cuda_stage_new_pinned(&b->stage, r, n, err);
+        free(r);
+        return rc;
+    }
+    if (opt->stager == BACKEND_STAGER_PROCESS) {
+        if (!opt->stage_ring || !opt->stage_ring[0])
+            return guild_err_set(err, "cuda backend: --stager process without a staging ring name");
+        if (stage_ring_attach(&b->stage_ring, opt->stage_ring, err) < 0)
+            return -1;
+    } else {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = opt->stage_threads > 0 ? opt->stage_threads : cpus > 1 ? (int)(cpus / 2) : 1;
+        if (threads > 256)
+            threads = 256;
+        if (stage_ring_create(&b->stage_ring, 3, (size_t)slot, NULL, err) < 0 ||
+            stage_server_start(&b->stage_server, b->stage_ring, b->map_base, b->map_bytes, threads, err) < 0)
+            return -1;
+    }
+    if (cuda_stage_new_ring(&b->stage, b->stage_ring, b->map_base, b->map_bytes, NULL, err) < 0)
+        return -1;
+    guild_log(GUILD_LOG_INFO, "cuda backend: streamed experts through staging ring %s (%u slots of %zu MiB, %s)",
+              stage_ring_name(b->stage_ring), stage_ring_n_slots(b->stage_ring),
+              stage_ring_slot_bytes(b->stage_ring) >> 20,
+              b->stage_server ? "served by this process" : "served by guild-stager");
+    return 0;
+}
+
+/* A stage that failed (its stager died or hung) is replaced by a new one on the same ring, which drains what
+ * the old one left in flight: with a restarted guild-stager, the next forward pass streams again. -1 with err
+ * (the forward pass fails with it, and the next one tries again) while the stager is not back. */
+static int stage_renew(cuda_backend_t *b, guild_err_t *err)
+{
+    /* no stage with a ring: an earlier renewal failed, and the bridge must not copy through the old one */
+    if (!b->stage_ring || (b->stage && !cuda_stage_failed(b->stage)))
+        return 0;
+    if (b->stage) {
+        uint64_t bytes = 0, wait = 0;
+        cuda_stage_stats(b->stage, &bytes, &wait);
+        b->staged_bytes0 += bytes;
+        b->stage_wait_ns0 += wait;
+        cuda_stage_destroy(&b->stage);
+    }
+    guild_err_t e = {{0}};
+    if (cuda_stage_new_ring(&b->stage, b->stage_ring, b->map_base, b->map_bytes, NULL, &e) < 0) {
+        b->stage = NULL;
+        return guild_err_set(err, "staging ring %s: %s", stage_ring_name(b->stage_ring), e.msg);
+    }
+    cuda_moe_gpu_set_stage(b->moe, b->stage);
+    guild_log(GUILD_LOG_INFO, "cuda backend: staging ring %s in use again", stage_ring_name(b->stage_ring));
+    return 0;
+}
+
+/* The experts the plan puts on the device (when the kernels take their types), the rest through
+ * setup_cpu_experts, and streamed to the device for large batches when the plan has staging buffers. */
+static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
+                         guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const model_weights_t *w = model_weights(m);
+    cuda_moe_gpu_layer_t *gl = calloc((size_t)c->n_layer, sizeof *gl);
+    if (!gl)
+        return guild_err_set(err, "cuda backend: out of memory");
+    int32_t resident = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        if (!L->gate_exps.data)
+            continue;
+        if (!gpu_plan_layer_computable(m, il)) { /* the plan left it out of the resident layers too */
+            guild_log(GUILD_LOG_INFO, "cuda backend: layer %d: experts of types %s/%s/%s stay on the CPU", il,
+                      quant_type_info(L->gate_exps.type)->name, quant_type_info(L->up_exps.type)->name,
+                      quant_type_info(L->down_exps.type)->name);
+            continue;
+        }
+        gl[il] = (cuda_moe_gpu_layer_t){
+            .gate = L->gate_exps.data,
+            .up = L->up_exps.data,
+            .down = L->down_exps.data,
+            .gate_type = L->gate_exps.type,
+            .down_type = L->down_exps.type,
+            .gate_row = L->gate_exps.row_bytes,
+            .gate_mat = L->gate_exps.mat_bytes,
+            .down_row = L->down_exps.row_bytes,
+            .down_mat = L->down_exps.mat_bytes,
+            .resident = plan->resident[il],
+        };
+        resident += plan->resident[il];
+    }
+    /* the coordinator gave these layers' experts to no CPU worker: its plan and this one must agree */
+    for (int32_t il = 0; opt->gpu_resident && il < c->n_layer; il++)
+        if (opt->gpu_resident[il] && !gl[il].resident) {
+            free(gl);
+            return guild_err_set(err, "cuda backend: layer %d: the coordinator planned its experts on the GPU only, "
+                                 "this worker's plan does not keep them resident", il);
+        }
+    cuda_moe_t *cpu = NULL;
+    int rc = 0;
+    if (resident < c->n_layer)
+        rc = setup_cpu_experts(b, opt, &cpu, err);
+    if (rc == 0 && plan->staging)
+        rc = setup_stage(b, m, opt, plan, gl, err);
+    if (rc == 0 && (resident > 0 || plan->staging))
+        rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
+                              c->n_expert_used, plan->staging > 0, b->stage, cpu, &b->bytes_experts, err);
+    else if (rc == 0)
+        b->moe = cpu;
+    else
+        cuda_moe_destroy(&cpu);
+    b->gpu_expert_layers = rc == 0 ? resident : 0;
+    free(gl);
+    return rc;
+}
+
+int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t *opt,
+                     const cuda_backend_options_t *copt, guild_err_t *err)
+{
+    *out = NULL;
+    const model_config_t *c = model_config(m);
+    if (opt->n_ctx < 1 || opt->n_batch < 1)
+        return guild_err_set(err, "cuda backend: n_ctx (%d) and n_batch (%d) must be >= 1", opt->n_ctx,
+                             opt->n_batch);
+    if (!opt->moe)
+        return guild_err_set(err, "cuda backend: a routed-expert executor is required");
+    if (check_shapes(c, err) < 0)
+        return -1;
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1)
+        return guild_err_set(err, "cuda backend: no CUDA device (%s)", why);
+    if (cuda_check(cudaSetDevice(0), "select device 0", err) < 0)
+        return -1;
+
+    gpu_plan_t plan;
+    const gpu_plan_options_t po = {
+        .budget = opt->gpu_mem,
+        .n_ctx = opt->n_ctx,
+        .n_batch = opt->n_batch,
+        .kv_elem = copt && copt->kv_f32 ? 4u : 2u,
+        .max_expert_layers = opt->gpu_expert_layers,
+    };
+    if (gpu_plan_compute(&plan, m, &po, err) < 0)
+        return -1;
+    cuda_backend_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        gpu_plan_fini(&plan);
+        return guild_err_set(err, "cuda backend: out of memory");
+    }
+    b->base.ops = &cuda_backend_ops;
+    b->cfg = c;
+    b->w = model_weights(m);
+    b->n_ctx = opt->n_ctx;
+    b->n_batch = opt->n_batch;
+    b->logit_rows = opt->n_batch < LOGIT_ROWS ? opt->n_batch : LOGIT_ROWS;
+    b->kv_type = copt && copt->kv_f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
+    b->kv_elem = b->kv_type == GUILD_TYPE_F32 ? sizeof(float) : sizeof(quant_half_t);
+    if (cuda_check(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "create stream", err) < 0 ||
+        cuda_weights_upload(b, err) < 0 || upload_rope_table(b, err) < 0)
+        goto fail;
+
+    const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
+    const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
+    const size_t F = (size_t)c->n_ff_shexp, f = sizeof(float);
+    const size_t kv_bytes = (size_t)c->n_layer * (size_t)opt->n_ctx * KV * b->kv_elem;
+    b->act_row = max_act_row(b);
+    b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
+    size_t *sc = &b->bytes_scratch;
+    if (cuda_alloc((void **)&b->k_cache, kv_bytes, &b->bytes_kv, "the K cache", err) < 0 ||
+        cuda_alloc((void **)&b->v_cache, kv_bytes, &b->bytes_kv, "the V cache", err) < 0 ||
+        cuda_alloc((void **)&b->x, NB * E * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->xn, NB * E * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->q, NB * Q * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->k, NB * KV * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->v, NB * KV * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->att, NB * Q * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->proj, NB * E * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->router_logits, NB * (size_t)c->n_expert * f, sc, "router logits", err) < 0 ||
+        cuda_alloc((void **)&b->ids, NB * K * sizeof(int32_t), sc, "expert ids", err) < 0 ||
+        cuda_alloc((void **)&b->route_w, NB * K * f, sc, "expert weights", err) < 0 ||
+        cuda_alloc((void **)&b->sh_gate, NB * F * f, sc, "shared expert", err) < 0 ||
+        cuda_alloc((void **)&b->sh_up, NB * F * f, sc, "shared expert", err) < 0 ||
+        cuda_alloc((void **)&b->sh_logit, NB * f, sc, "shared expert", err) < 0 ||
+        cuda_alloc((void **)&b->logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f, sc, "logits", err) < 0 ||
+        cuda_alloc((void **)&b->tokens, (2 * NB + 2) * sizeof(int32_t), sc, "token ids", err) < 0 ||
+        cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
+        cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
+        goto fail;
+    b->d_pos = b->tokens + 2 * NB;
+    if (cudaMallocHost((void **)&b->h_tokens, (2 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
+        cudaMallocHost((void **)&b->h_logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f) != cudaSuccess) {
+        (void)cudaGetLastError();
+        guild_err_set(err, "cuda backend: cannot allocate pinned host memory");
+        goto fail;
+    }
+    memset(b->h_tokens, 0, (2 * NB + 2) * sizeof(int32_t));
+    if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
+        setup_experts(b, m, opt, &plan, err) < 0)
+        goto fail;
+    if (copt && copt->split_forced && !strcmp(b->moe->ops->name, "gpu"))
+        cuda_moe_gpu_force_split(b->moe, copt->split_gpu_fraction);
+    else if (opt->split_gpu_fraction > 0 && !strcmp(b->moe->ops->name, "gpu"))
+        cuda_moe_gpu_force_split(b->moe, opt->split_gpu_fraction);
+    b->graphs = !opt->no_graph && cuda_moe_capturable(b->moe);
+
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+        snprintf(prop.name, sizeof prop.name, "device 0");
+    size_t dev_free = 0, dev_total = 0;
+    if (cudaMemGetInfo(&dev_free, &dev_total) != cudaSuccess)
+        (void)cudaGetLastError();
+    guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
+              "positions), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device %.1f MiB; "
+              "bridge %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
+              (double)b->bytes_kv / (1 << 20), b->kv_type == GUILD_TYPE_F32 ? "f32" : "f16", opt->n_ctx,
+              (double)b->bytes_scratch / (1 << 20), b->gpu_expert_layers, c->n_layer,
+              (double)b->bytes_experts / (1 << 20), (double)(dev_total - dev_free) / (1 << 20), b->moe->ops->name,
+              b->graphs ? "on" : "off");
+    if (guild_log_level() >= GUILD_LOG_INFO)
+        gpu_plan_print(&plan, stderr);
+    if (opt->gpu_mem && dev_total - dev_free > opt->gpu_mem)
+        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device, over the budget of %.2f GiB (the "
+                  "plan's estimate of the CUDA context is short)", (double)(dev_total - dev_free) / 1073741824.0,
+                  (double)opt->gpu_mem / 1073741824.0);
+    gpu_plan_fini(&plan);
+    *out = &b->base;
+    return 0;
+fail:
+    gpu_plan_fini(&plan);
+    cuda_destroy(&b->base);
+    return -1;
+}
+
+static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
+{
+    return cuda_backend_new(out, m, opt, NULL, err);
+}
+
+/* Embedding and every layer of the n tokens staged in h_tokens. */
+static int enqueue_layers(cuda_backend_t *b, int32_t n, guild_err_t *err)
+{
+    const int64_t E = b->cfg->n_embd;
+    cudaStream_t s = b->stream;
+    b->act_src = NULL;
+    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, (2 * (size_t)b->n_batch + 1) * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, s), "copy token ids", err) < 0 ||
+        cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
+                      err) < 0)
+        return -1;
+    for (int32_t il = 0; il < b->cfg->n_layer; il++)
+        if (cuda_layer_forward(b, il, n, err) < 0)
+            return -1;
+    return 0;
+}
+
+/* Output norm and LM head of the n_out rows staged after the tokens, logits copied to dst (host memory). */
+static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const int64_t E = c->n_embd, V = c->n_vocab;
+    cudaStream_t s = b->stream;
+    for (int32_t j0 = 0; j0 < n_out; j0 += b->logit_rows) {
+        const int32_t nr = n_out - j0 < b->logit_rows ? n_out - j0 : b->logit_rows;
+        if (cuda_rmsnorm(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr, c->norm_eps, s,
+                         err) < 0 ||
+            cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
+            cuda_check(cudaMemcpyAsync(dst + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* True for pinned or registered host memory: a graph's copy node may write there asynchronously. */
+static bool host_visible(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+/* The graph of a step of n tokens and n_out logits rows copied to dst, captured now if it is not kept. -1 with
+ * err when capture or instantiation fails (the stream is usable again then). */
+static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cudaGraphExec_t *exec,
+                     guild_err_t *err)
+{
+    cuda_graph_t *slot = &b->graph[0];
+    b->graph_clock++;
+    for (int i = 0; i < CUDA_GRAPHS; i++) {
+        cuda_graph_t *g = &b->graph[i];
+        if (g->exec && g->n == n && g->n_out == n_out && g->dst == dst) {
+            g->used = b->graph_clock;
+            *exec = g->exec;
+            return 0;
+        }
+        if (!g->exec || (slot->exec && g->used < slot->used))
+            slot = g;
+    }
+    cudaStream_t s = b->stream;
+    cudaGraph_t graph = NULL;
+    if (cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "begin graph capture", err) < 0)
+        return -1;
+    int rc = enqueue_layers(b, n, err) < 0 || enqueue_head(b, n_out, dst, err) < 0 ||
+                     cuda_moe_step_end(b->moe, s, err) < 0
+                 ? -1
+                 : 0;
+    const cudaError_t e = cudaStreamEndCapture(s, &graph);
+    if (rc == 0)
+        rc = cuda_check(e, "end graph capture", err);
+    cudaGraphExec_t ge = NULL;
+    if (rc == 0)
+        rc = cuda_check(cudaGraphInstantiate(&ge, graph, 0), "instantiate the step's graph", err);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (rc < 0) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (slot->exec)
+        cudaGraphExecDestroy(slot->exec);
+    *slot = (cuda_graph_t){.n = n, .n_out = n_out, .dst = dst, .exec = ge, .used = b->graph_clock};
+    b->graphs_captured++;
+    *exec = ge;
+    return 0;
+}
+
+static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                        const int32_t *out_rows, float *logits, guild_err_t *err)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    const model_config_t *c = b->cfg;
+    cudaStream_t s = b->stream;
+    if (n < 1 || n > b->n_batch)
+        return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, b->n_batch);
+    if (n_out < 0 || n_out > n)
+        return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
+    if ((int64_t)b->kv_len + n > b->n_ctx)
+        return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)", b->kv_len, n,
+                             b->n_ctx);
+    for (int32_t t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
+            return guild_err_set(err, "forward: token id %d is out of range (vocabulary of %d)", tokens[t],
+                                 c->n_vocab);
+        if (positions[t] != b->kv_len + t)
+            return guild_err_set(err, "forward: token %d has position %d, expected %d (batches append to the "
+                                 "cache)", t, positions[t], b->kv_len + t);
+    }
+    for (int32_t j = 0; j < n_out; j++)
+        if (out_rows[j] < 0 || out_rows[j] >= n)
+            return guild_err_set(err, "forward: output row %d is not in the batch of %d", out_rows[j], n);
+
+    /* h_tokens is free: the previous forward ended with the stream idle. */
+    memcpy(b->h_tokens, tokens, (size_t)n * sizeof *tokens);
+    memcpy(b->h_tokens + b->n_batch, out_rows, (size_t)n_out * sizeof *out_rows);
+    b->h_tokens[2 * b->n_batch] = b->kv_len;
+    if (stage_renew(b, err) < 0 || cuda_moe_step_begin(b->moe, s, err) < 0)
+        goto fail;
+    bool staged = false;
+    cudaGraphExec_t exec = NULL;
+    if (b->graphs && n <= CUDA_GRAPH_ROWS) {
+        staged = !host_visible(logits);
+        if (graph_get(b, n, n_out, staged ? b->h_logits : logits, &exec, err) < 0) {
+            guild_log(GUILD_LOG_WARN, "cuda backend: CUDA graphs off: %s", err->msg);
+            b->graphs = false;
+            staged = false;
+        }
+    }
+    if (exec) {
+        b->graph_steps++;
+        if (cuda_check(cudaGraphLaunch(exec, s), "launch the step's graph", err) < 0)
+            goto fail;
+    } else {
+        /* The logits go straight to the caller's memory, which may be pageable: a copy there may block the host
+         * thread, so the layers (and whatever the bridge needs the host for meanwhile) are waited for first. */
+        if (enqueue_layers(b, n, err) < 0 || cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 ||
+            cuda_moe_sync(b->moe, b->done, err) < 0 || enqueue_head(b, n_out, logits, err) < 0 ||
+            cuda_moe_step_end(b->moe, s, err) < 0)
+            goto fail;
+    }
+    if (cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 || cuda_moe_sync(b->moe, b->done, err) < 0 ||
+        cuda_moe_result(b->moe, err) < 0)
+        goto fail;
+    if (staged)
+        memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
+    b->kv_len += n;
+    return 0;
+fail:
+    /* Leave the stream idle (the cache length was not advanced); a sticky device error stays reported. */
+    cudaStreamSynchronize(s);
+    return -1;
+}
+
+static int32_t cuda_kv_len(const backend_t *base)
+{
+    return ((const cuda_backend_t *)base)->kv_len;
+}
+
+static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    if (n_pos < 0)
+        n_pos = 0;
+    if (n_pos < b->kv_len)
+        b->kv_len = n_pos;
+}
+
+static void cuda_stats(const backend_t *base, backend_stats_t *out)
+{
+    const cuda_backend_t *b = (const cuda_backend_t *)base;
+    cuda_moe_stats_t ms;
+    cuda_moe_stats(b->moe, &ms);
+    out->exchanges = ms.exchanges;
+    out->wait_ns = ms.wait_ns;
+    out->streamed_layers = ms.streamed;
+    out->streamed_bytes = ms.streamed_bytes;
+    out->split_gpu_experts = ms.split_gpu_experts;
+    out->split_cpu_experts = ms.split_cpu_experts;
+    out->split_gpu_pairs = ms.split_gpu_pairs;
+    out->split_cpu_pairs = ms.split_cpu_pairs;
+    out->gpu_expert_layers = b->gpu_expert_layers;
+    out->graphs = b->graphs_captured;
+    out->graph_steps = b->graph_steps;
+    uint64_t bytes = 0, wait = 0;
+    if (b->stage)
+        cuda_stage_stats(b->stage, &bytes, &wait);
+    out->staged_bytes = b->staged_bytes0 + bytes;
+    out->stage_wait_ns = b->stage_wait_ns0 + wait;
+}
+
+const backend_ops_t cuda_backend_ops = {
+    .name = "cuda",
+    .create = cuda_create,
+    .forward = cuda_forward,
+    .kv_len = cuda_kv_len,
+    .kv_truncate = cuda_kv_truncate,
+    .destroy = cuda_destroy,
+    .stats = cuda_stats,
+};

@@ -1,0 +1,221 @@
+/* gpu-worker/dense/cuda/cuda_kernels.h — the checked entry points of the CUDA backend's kernels (one op per .cu
+ * file: kernel -> launcher taking a stream -> the entry point declared here), callable from C.
+ *
+ * Every entry point only enqueues work on stream `s` (nothing waits); it returns 0, or -1 with a message when
+ * an argument is outside what the kernel handles or the launch failed. Pointers are device pointers unless a
+ * contract says otherwise; "ld" arguments are the distance between rows in elements.
+ *
+ * Numerical contract against the CPU backend (tests/cuda/check_cuda_kernels.c measures it):
+ *   - cuda_quantize, cuda_matmul, cuda_get_rows, cuda_rope, cuda_add*, cuda_swiglu's products: the same bits
+ *     as the CPU references (quant_quantize_row_ref, quant_vec_dot_ref, quant_dequantize_row_ref,
+ *     cpu_rope_apply): the same float operations in the same order, integer sums exact.
+ *   - cuda_rmsnorm: the double sum is reduced in another order (differences below 1 ulp of the float mean).
+ *   - expf-based steps (router softmax, SiLU, sigmoid): CUDA's expf is within 2 ulp of the C library's.
+ *   - attention: the reductions are parallel; K/V are read from the cache (F16 by default, or F32).
+ */
+#ifndef GUILD_GPU_WORKER_CUDA_KERNELS_H
+#define GUILD_GPU_WORKER_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+/* core/util/err.h is C11 (`_Noreturn`, no extern "C" block of its own). */
+#define _Noreturn [[noreturn]]
+extern "C" {
+#endif
+#include "core/quant/blocks.h"
+#include "core/quant/types.h"
+#include "core/util/err.h"
+#ifdef __cplusplus
+#undef _Noreturn
+#endif
+
+/* ---- activations and weights ---------------------------------------------------------------------------- */
+
+/* Quantizes n_rows rows of n floats (x rows ldx floats apart) into act_type (F32 copies; Q8_0, Q8_1, Q8_K),
+ * rows dst_stride bytes apart: byte for byte what quant_quantize_row_ref writes. n must be a whole number of
+ * blocks. */
+int cuda_quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
+                  int32_t n_rows, cudaStream_t s, guild_err_t *err);
+
+/* True when cuda_matmul and cuda_get_rows handle weights of `type` (gpu_plan_type_supported's list, which the
+ * kernels' dispatch must follow). */
+bool cuda_type_supported(guild_type_t type);
+
+/* The names of the supported types, for messages ("f32 f16 ..."). */
+const char *cuda_supported_types(void);
+
+/* out[t * ldo + r] = quant_vec_dot_ref(type, n, w + r * w_stride, act + t * act_stride) for r < nrows, t < ntok,
+ * bit for bit; act rows are in quant_type_info(type)->dot_type (cuda_quantize), well-formed (Q8_K bsums the
+ * sums of their qs: large batches of the cuda_expert_mma_supported types go through the int8 tensor-core
+ * kernel, which sums the qs). Weight rows must be 16-byte aligned for Q4_K and Q5_K, 4-byte aligned for F32,
+ * Q4_1, Q5_1 and IQ4_XS, 2-byte aligned otherwise (the backend's weights are 256-byte aligned). */
+int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* Batches of at least this many tokens of a cuda_expert_mma_supported type take the mma kernel: below it its
+ * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU, while the
+ * dp4a kernel reads the weights only ceil(ntok / 8) times. tests/cuda/check_cuda_expert_mma's dense timing
+ * measures the crossover. */
+#define CUDA_MATMUL_MMA_MIN_TOK 32
+
+/* cuda_matmul's two paths at any token count, the same bits, for tests and timings: _dp4a the CUDA-core kernels
+ * (every supported type); _mma the int8 tensor-core kernel (sm_80+; -1 with a message for a type that
+ * cuda_expert_mma_supported() rejects) in blocks of block_rows weight rows: 64, 128, or 0 for cuda_matmul's
+ * choice (64 when blocks of 128 would give an SM fewer than two). */
+int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                     const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                    const void *act, size_t act_stride, float *out, int64_t ldo, int32_t block_rows, cudaStream_t s,
+                    guild_err_t *err);
+
+/* out[i * ldo + 0 .. n) = quant_dequantize_row_ref(type, row ids[i] of w) for i < n_ids (w rows row_bytes
+ * apart; ids is a device array, every id must be a valid row). */
+int cuda_get_rows(guild_type_t type, const void *w, size_t row_bytes, int64_t n, const int32_t *ids, int32_t n_ids,
+                  float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* ---- the layer's small ops ------------------------------------------------------------------------------ */
+
+/* cpu_rmsnorm of n_rows rows: out row i = rmsnorm(x row r, w), r = rows ? rows[i] : i (rows: device array).
+ * out may alias x when rows is NULL and ldo == ldx. */
+int cuda_rmsnorm(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,
+                 int64_t n, int32_t n_rows, float eps, cudaStream_t s, guild_err_t *err);
+
+/* cpu_rope_apply on n_heads heads of head_dim floats of each of n_tok rows (ldx floats apart); token t uses
+ * table row pos0 + t of cs (n_rot floats per position: cos, sin pairs, as cpu_rope_table writes them). */
+int cuda_rope(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,
+              const float *cs, int32_t pos0, cudaStream_t s, guild_err_t *err);
+
+/* cuda_rope with pos0 read by the kernel from the device int *pos0 (captured graphs replay at any position). */
+int cuda_rope_dyn(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,
+                  const float *cs, const int32_t *pos0, cudaStream_t s, guild_err_t *err);
+
+/* x[t * ldx + i] = x[t * ldx + i] + b[i] for i < n, t < n_rows (bias). */
+int cuda_add_bias(float *x, int64_t ldx, const float *b, int64_t n, int32_t n_rows, cudaStream_t s,
+                  guild_err_t *err);
+
+/* x[i] = p[i] + x[i] for i < n (residual). */
+int cuda_add(float *x, const float *p, int64_t n, cudaStream_t s, guild_err_t *err);
+
+/* g[i] = silu(g[i]) * u[i] for i < n (model_silu). */
+int cuda_swiglu(float *g, const float *u, int64_t n, cudaStream_t s, guild_err_t *err);
+
+/* Writes the K and V rows of n_tok tokens (kv_dim floats each, rows kv_dim apart) into cache rows
+ * pos0 .. pos0 + n_tok - 1 (kv_dim elements per row) of a cache of kv_type: F16 (round to nearest even) or F32. */
+int cuda_kv_store(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v, int64_t kv_dim,
+                  int32_t n_tok, int32_t pos0, cudaStream_t s, guild_err_t *err);
+
+/* cuda_kv_store with pos0 read from the device int *pos0. */
+int cuda_kv_store_dyn(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v,
+                      int64_t kv_dim, int32_t n_tok, const int32_t *pos0, cudaStream_t s, guild_err_t *err);
+
+/* cuda_rmsnorm of each head of q (n_tok rows of n_head heads) with q_norm and of k with k_norm (both NULL: no
+ * norm), then cuda_rope_dyn of both, then cuda_kv_store_dyn of k and v, in one kernel with the same bits.
+ * head_dim: a multiple of 32 up to 256. */
+int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n_head, int32_t n_head_kv,
+                    int32_t head_dim, const float *q_norm, const float *k_norm, float eps, int32_t n_rot, bool neox,
+                    const float *cs, const int32_t *pos, guild_type_t kv_type, void *k_cache, void *v_cache,
+                    cudaStream_t s, guild_err_t *err);
+
+/* cpu_router_topk for n_tok tokens: logits [n_tok][n_expert] -> ids/w [n_tok][k]. n_expert <= 1024,
+ * k <= 32. */
+int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm, float scale,
+                     int32_t *ids, float *w, cudaStream_t s, guild_err_t *err);
+
+/* The MoE combine of the CPU backend, per token t and element i < n_embd:
+ *   acc = w[t][0] * y[t][0][i];  acc = acc + w[t][k] * y[t][k][i] for k = 1 .. n_used-1;
+ *   with sh: acc = acc + sh[t][i] * sigmoid(sh_logit[t]);   x[t][i] = acc + x[t][i]. */
+int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
+                     int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
+
+/* ---- routed experts on the device (gpu-worker/dense/cuda/cuda_moe_gpu.c) ------------------------------------------ */
+
+/* The n_pairs = n_tok * n_used (token, slot) pairs p = t * n_used + k of ids [n_tok][n_used], grouped by expert
+ * for cuda_expert_matmul: order[n_pairs] lists the pair indices expert by expert; tiles (16-byte aligned,
+ * cuda_expert_max_tiles(...) rows of 4 int32) holds {expert, first index into order, count <= tile, 0}; *n_tiles
+ * the rows used (device int). n_expert <= 1024. One block. A pair whose id is < 0 (a skip slot, moe_exec.h)
+ * is in no tile: nothing computes or writes its rows. */
+int32_t cuda_expert_max_tiles(int32_t n_pairs, int32_t n_expert, int32_t tile);
+int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
+                      int32_t *tiles, int32_t *n_tiles, cudaStream_t s, guild_err_t *err);
+
+/* For each pair p of each tile (grid sized for max_tiles; blocks past *n_tiles exit) and each row r < nrows of
+ * the tile's expert e (matrix at w + e * expert_stride, rows row_stride apart, n elements of `type`):
+ *   w_up NULL: out[p * ldo + r] = dot(row r of w_e, act row p / act_div)
+ *   else:      out[p * ldo + r] = silu(g) * u, g and u those dots for w_e and w_up_e (cuda_swiglu's operations)
+ * dot is quant_vec_dot_ref bit for bit (cuda_matmul's arithmetic); act rows (act_stride bytes apart) are in the
+ * type's dot type. tile: 1, 2, 4 or 8, as given to cuda_expert_route; or CUDA_EXPERT_MMA_TILE for a type that
+ * cuda_expert_mma_supported(): the int8 tensor-core kernel (sm_80+), the same bits, for many pairs per expert
+ * (its act rows must be well-formed blocks: Q8_K bsums the sums of their qs). */
+#define CUDA_EXPERT_MMA_TILE 64
+bool cuda_expert_mma_supported(guild_type_t type);
+int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
+                       size_t expert_stride, size_t row_stride, const void *act, size_t act_stride, int32_t act_div,
+                       const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,
+                       int32_t tile, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
+
+/* y[p][0..n_embd) = src[p][..] for the pairs p < n_pairs whose ids[p] >= 0 (rows of y [n_pairs][n_embd] the other
+ * side of a split layer computed); the other rows of y untouched. */
+int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_pairs, int64_t n_embd,
+                      cudaStream_t s, guild_err_t *err);
+
+/* ---- attention ------------------------------------------------------------------------------------------ */
+
+/* Causal attention of n_tok query rows (q: [n_tok][n_head * head_dim]) at positions kv0 .. kv0 + n_tok - 1
+ * over cache rows 0 .. kv0 + t of one layer (kv_type F16 or F32, [n_ctx][n_head_kv * head_dim] each for K and V;
+ * rows of the batch already stored). out: [n_tok][n_head * head_dim]. Query head h reads KV head
+ * h / (n_head / n_head_kv). head_dim: 32, 64, 128 or 256.
+ *
+ * decode: 8 lanes per key, keys split over blocks (flash-decoding); for few query rows. When the query heads per
+ * KV head are a power of two <= 16 (and the caches 16-byte aligned), a block serves all the query heads of a KV
+ * head and reads its keys once (through shared memory); otherwise (or with _per_head, for tests and timing) a
+ * block serves one query head. The two differ in summation order only.
+ * scratch: cuda_attention_decode_scratch(...) bytes of device memory (may be 0: then no split). */
+size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx);
+int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
+                          int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                          void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                   const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                                   int32_t head_dim, float scale, void *scratch, size_t scratch_bytes, cudaStream_t s,
+                                   guild_err_t *err);
+
+/* The same with kv0 read from the device int *kv0, which may hold at most kv0_max (the grid is sized for it;
+ * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call. */
+int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                              const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max, int32_t n_head,
+                              int32_t n_head_kv, int32_t head_dim, float scale, void *scratch, size_t scratch_bytes,
+                              cudaStream_t s, guild_err_t *err);
+
+/* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention).
+ * Runs the tensor-core kernel (below) when it takes the arguments and n_tok >= CUDA_ATTN_MMA_MIN_ROWS, the
+ * FP32 one otherwise (always for an F32 cache: the reference-precision path). */
+int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                           const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                           int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+
+#define CUDA_ATTN_MMA_MIN_ROWS 16
+
+/* The two kernels of cuda_attention_prefill, same arguments and causal semantics, for tests and benchmarks.
+ * _fp32: CUDA-core FP32 arithmetic, any supported type and head dimension. _mma: mma.sync f16 operands with
+ * Q and P split hi + lo (about 2^-22 relative), f32 accumulation; -1 with a message unless
+ * cuda_attention_prefill_mma_takes (F16 cache, head dimension 64 or 128, 16-byte aligned caches, 8-byte
+ * aligned q and out). Q rows and P are scaled by powers of two to stay within f16's normal range. */
+int cuda_attention_prefill_fp32(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                                int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+int cuda_attention_prefill_mma(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                               const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
+                               int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t head_dim, const float *out, const float *q,
+                                      const void *k_cache, const void *v_cache);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,238 @@
+/* The "arena" cuda_moe_t: the routed experts of a layer go to the CPU workers through the arena's MoE exchange,
+ * driven from the device (in-graph doorbells, gpu-worker/dense/cuda/cuda_xchg.h). See cuda_moe.h for the protocol.
+ *
+ * The host's part is small: before a step it clears a previous failure and the cancel flag; while the device
+ * runs it watches the step doorbell and wakes CPU workers that went to sleep on it (a kernel's store cannot make
+ * the futex call), and asks interrupted() about once a millisecond, raising the cancel flag the device's waits
+ * poll; after the step it reads the device counters (copied by step_end) and reports a failed exchange. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu-worker/dense/cuda/cuda_moe.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/cuda_xchg.h"
+#include "ipc/doorbell.h"
+#include "ipc/exchange.h"
+
+#define INTERRUPT_CHECK_NS 1000000u
+
+typedef struct moe_arena_dev {
+    cuda_moe_t base;
+    guild_doorbell_t *step_db;     /* the arena's step doorbell (host address) */
+    uint64_t woken;                /* its value when last woken: a change since (made by the device while the host
+                                    * was busy elsewhere) is woken at the next sync's start, not missed */
+    cuda_xchg_view_t view;
+    cuda_xchg_dev_t *d;            /* device counters */
+    cuda_xchg_dev_t *mirror;       /* pinned: the counters as of the last step_end */
+    unsigned *cancel;              /* pinned, mapped: the device's waits give up when nonzero */
+    float *y;                      /* device [max_tokens][n_used][n_embd] */
+    int32_t max_tokens, n_embd, n_used;
+    int32_t layer, n;              /* of the exchange in flight */
+    int (*interrupted)(void *ctx, guild_err_t *err);
+    void *ctx;
+    char cancel_msg[GUILD_ERR_MAX]; /* why the host cancelled */
+} moe_arena_dev_t;
+
+static int arena_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
+                        const float *w, cudaStream_t s, guild_err_t *err)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    if (n < 1 || n > m->max_tokens)
+        return guild_err_set(err, "cuda moe: %d tokens in an exchange (1..%d)", n, m->max_tokens);
+    m->layer = layer;
+    m->n = n;
+    return cuda_xchg_publish(&m->view, m->d, layer, n, m->n_embd, m->n_used, x, ids, w, s, err);
+}
+
+static int arena_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_err_t *err)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    const int64_t n = (int64_t)m->n * m->n_used * m->n_embd;
+    if (cuda_xchg_wait(&m->view, m->d, m->layer, s, err) < 0 || cuda_xchg_take_y(&m->view, m->d, n, m->y, s, err) < 0)
+        return -1;
+    *y = m->y;
+    return 0;
+}
+
+static bool arena_capturable(const cuda_moe_t *base)
+{
+    (void)base;
+    return true;
+}
+
+static int arena_step_begin(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    *(volatile unsigned *)m->cancel = 0;
+    m->cancel_msg[0] = '\0';
+    if (m->mirror->failed) {
+        m->mirror->failed = 0;
+        return cuda_check(cudaMemsetAsync(&m->d->failed, 0, sizeof m->d->failed, s), "clear the exchange failure",
+                          err);
+    }
+    return 0;
+}
+
+static int arena_step_end(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    return cuda_check(cudaMemcpyAsync(m->mirror, m->d, sizeof *m->d, cudaMemcpyDeviceToHost, s),
+                      "copy the exchange counters", err);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static int arena_sync(cuda_moe_t *base, cudaEvent_t done, guild_err_t *err)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    uint64_t seen = m->woken;
+    uint64_t next_check = guild_now_ns() + INTERRUPT_CHECK_NS;
+    for (;;) {
+        const cudaError_t e = cudaEventQuery(done);
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady)
+            return cuda_check(e, "forward pass", err);
+        const uint64_t v = guild_doorbell_load(m->step_db);
+        if (v != seen) {
+            seen = m->woken = v;
+            guild_doorbell_wake(m->step_db);
+        }
+        if (m->interrupted && !m->cancel_msg[0]) {
+            const uint64_t now = guild_now_ns();
+            if (now >= next_check) {
+                guild_err_t why = {{0}};
+                if (m->interrupted(m->ctx, &why)) {
+                    snprintf(m->cancel_msg, sizeof m->cancel_msg, "%s", why.msg[0] ? why.msg : "interrupted");
+                    *(volatile unsigned *)m->cancel = 1;
+                }
+                next_check = now + INTERRUPT_CHECK_NS;
+            }
+        }
+        for (int i = 0; i < 16; i++)
+            cpu_relax();
+    }
+}
+
+static int arena_result(cuda_moe_t *base, guild_err_t *err)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    const cuda_xchg_dev_t *c = m->mirror;
+    if (c->failed == CUDA_XCHG_OK)
+        return 0;
+    if (c->failed == CUDA_XCHG_CANCELLED)
+        return guild_err_set(err, "layer %d: exchange %llu: %s", c->fail_layer, (unsigned long long)c->fail_seq,
+                             m->cancel_msg[0] ? m->cancel_msg : "the device's wait was cancelled");
+    return guild_err_set(err, "layer %d: the CPU workers did not complete exchange %llu within %.0f ms (device wait)",
+                         c->fail_layer, (unsigned long long)c->fail_seq, (double)m->view.timeout_ns / 1e6);
+}
+
+static void arena_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
+{
+    const moe_arena_dev_t *m = (const moe_arena_dev_t *)base;
+    out->exchanges = m->mirror->exchanges;
+    out->wait_ns = m->mirror->wait_ns;
+}
+
+static void arena_destroy(cuda_moe_t *base)
+{
+    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    cuda_free((void **)&m->d);
+    cuda_free((void **)&m->y);
+    if (m->mirror)
+        cudaFreeHost(m->mirror);
+    if (m->cancel)
+        cudaFreeHost(m->cancel);
+    free(m);
+}
+
+static const cuda_moe_ops_t arena_ops = {
+    .name = "arena",
+    .submit = arena_submit,
+    .collect = arena_collect,
+    .destroy = arena_destroy,
+    .capturable = arena_capturable,
+    .step_begin = arena_step_begin,
+    .step_end = arena_step_end,
+    .sync = arena_sync,
+    .result = arena_result,
+    .stats = arena_stats,
+};
+
+int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_base, void *dev_base, int32_t max_tokens,
+                       int32_t n_embd, int32_t n_used, uint64_t timeout_ns,
+                       int (*interrupted)(void *ctx, guild_err_t *err), void *ctx, guild_err_t *err)
+{
+    *out = NULL;
+    const guild_exchange_shape_t *shape = guild_exchange_shape(x);
+    if (shape->n_embd != (uint32_t)n_embd || shape->n_used != (uint32_t)n_used || shape->max_tokens < (uint32_t)max_tokens)
+        return guild_err_set(err, "cuda moe: exchange slots for width %u, top-%u, %u tokens; the backend needs %d, "
+                             "top-%d, %d tokens", shape->n_embd, shape->n_used, shape->max_tokens, n_embd, n_used,
+                             max_tokens);
+    moe_arena_dev_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return guild_err_set(err, "cuda moe: out of memory");
+    m->base.ops = &arena_ops;
+    m->max_tokens = max_tokens;
+    m->n_embd = n_embd;
+    m->n_used = n_used;
+    m->interrupted = interrupted;
+    m->ctx = ctx;
+    m->step_db = guild_exchange_step_doorbell(x);
+    m->woken = guild_doorbell_load(m->step_db);
+    /* the shared layout's header sits before its step doorbell; its offsets place the slots */
+    const guild_exchange_shared_t *sh =
+        (const guild_exchange_shared_t *)(const void *)((const char *)m->step_db - offsetof(guild_exchange_shared_t, step));
+#define DEV(p) ((void *)((char *)dev_base + ((const char *)(p) - (const char *)host_base)))
+    m->view.step = DEV(&m->step_db->seq);
+    m->view.done = DEV(&guild_exchange_done_doorbell(x, 0)->seq);
+    m->view.done_stride = (int32_t)(sizeof(guild_doorbell_t) / sizeof(uint64_t));
+    m->view.n_workers = (int32_t)shape->n_workers;
+    m->view.n_slots = (int32_t)shape->n_slots;
+    m->view.max_tokens = (int32_t)shape->max_tokens;
+    m->view.slots = DEV((const char *)sh + sh->slot_offset);
+    m->view.slot_stride = (size_t)sh->slot_stride;
+    m->view.x_off = (size_t)sh->x_offset;
+    m->view.ids_off = (size_t)sh->ids_offset;
+    m->view.w_off = (size_t)sh->w_offset;
+    m->view.y_off = (size_t)sh->y_offset;
+    m->view.timeout_ns = timeout_ns ? timeout_ns : 120000000000ull;
+#undef DEV
+    void *dcancel = NULL;
+    if (cudaHostAlloc((void **)&m->cancel, 64, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+        m->cancel = NULL;
+        (void)cudaGetLastError();
+        guild_err_set(err, "cuda moe: cannot allocate mapped host memory");
+        goto fail;
+    }
+    memset(m->cancel, 0, 64);
+    if (cuda_check(cudaHostGetDevicePointer(&dcancel, m->cancel, 0), "map the cancel flag", err) < 0)
+        goto fail;
+    m->view.cancel = dcancel;
+    if (cudaMallocHost((void **)&m->mirror, sizeof *m->mirror) != cudaSuccess) {
+        m->mirror = NULL;
+        (void)cudaGetLastError();
+        guild_err_set(err, "cuda moe: cannot allocate pinned host memory");
+        goto fail;
+    }
+    memset(m->mirror, 0, sizeof *m->mirror);
+    m->mirror->seq = guild_exchange_step(x); /* the device continues after the last exchange published */
+    const size_t ybytes = (size_t)max_tokens * (size_t)n_used * (size_t)n_embd * sizeof(float);
+    if (cuda_alloc((void **)&m->d, sizeof *m->d, NULL, "exchange counters", err) < 0 ||
+        cuda_alloc((void **)&m->y, ybytes, NULL, "routed expert outputs", err) < 0 ||
+        cuda_check(cudaMemcpy(m->d, m->mirror, sizeof *m->d, cudaMemcpyHostToDevice), "set the exchange counters",
+                   err) < 0)
+        goto fail;
+    *out = &m->base;
+    return 0;
+fail:
+    arena_destroy(&m->base);
+    return -1;
+}

@@ -1,0 +1,128 @@
+/* gpu-worker/dense/cuda/cuda_state.h — internal: the CUDA backend's state, shared by its forward driver
+ * (cuda_backend.c), its weight upload (cuda_weights.c) and its layer program (cuda_layer.c). Device buffers
+ * hold up to n_batch tokens' rows, like the CPU backend's (gpu-worker/dense/cpu/cpu_state.h). */
+#ifndef GUILD_GPU_WORKER_CUDA_STATE_H
+#define GUILD_GPU_WORKER_CUDA_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/model/model.h"
+#include "core/quant/blocks.h"
+#include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cuda/cuda_moe.h"
+
+struct cuda_stage;   /* gpu-worker/dense/cuda/cuda_stage.h */
+struct stage_server; /* ipc/stage_server.h */
+struct stage_ring;   /* ipc/stage_ring.h */
+
+/* A dense matrix (or vector) on the device: n_rows rows of n_in elements of `type`, row_bytes apart. */
+typedef struct cuda_tensor {
+    const void *d;       /* device copy; NULL when the model has no such tensor */
+    guild_type_t type;
+    int64_t n_in;        /* ne[0] */
+    int64_t n_rows;      /* ne[1] */
+    size_t row_bytes;
+} cuda_tensor_t;
+
+typedef struct cuda_layer {
+    cuda_tensor_t attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo;
+    cuda_tensor_t ffn_norm, router, shexp_gate_inp, shexp_gate, shexp_up, shexp_down;
+} cuda_layer_t;
+
+#define CUDA_GRAPHS 16   /* graphs kept */
+#define CUDA_GRAPH_ROWS 4 /* steps of up to this many tokens are captured (the decode attention kernel's) */
+
+typedef struct cuda_graph {
+    int32_t n, n_out;           /* 0 tokens: an empty entry */
+    const float *dst;           /* where the graph copies the logits */
+    cudaGraphExec_t exec;
+    uint64_t used;              /* graph_clock at the last launch */
+} cuda_graph_t;
+
+typedef struct cuda_backend {
+    backend_t base;
+    const model_config_t *cfg;
+    const model_weights_t *w;
+    cudaStream_t stream;
+    cuda_moe_t *moe;            /* owned bridge to the options' moe_exec_t */
+    /* streaming through a staging ring (backend_options_t.stager; all NULL: pageable copies or no streaming) */
+    struct cuda_stage *stage;         /* owned; borrowed by moe; replaced after a failure (cuda_backend.c) */
+    struct stage_server *stage_server; /* owned: BACKEND_STAGER_THREAD's in-process server */
+    struct stage_ring *stage_ring;     /* owned: created (THREAD) or attached (PROCESS) */
+    const void *map_base;              /* the model file's whole mapping, which the stager serves */
+    size_t map_bytes;
+    uint64_t staged_bytes0, stage_wait_ns0; /* counters of the stages replaced so far */
+    int32_t n_ctx;              /* KV capacity (positions) */
+    int32_t n_batch;            /* rows of every activation buffer */
+    int32_t kv_len;             /* positions [0, kv_len) hold valid K/V */
+    int32_t logit_rows;         /* rows of `logits`: the LM head runs in chunks of this many */
+
+    /* weights: one device allocation, tensors at 256-byte offsets */
+    void *weight_mem;
+    cuda_tensor_t token_embd, output_norm, output;
+    cuda_layer_t *layers;       /* [n_layer] */
+
+    float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
+    guild_type_t kv_type;       /* F16 (default) or F32 (cuda_backend_options_t.kv_f32) */
+    size_t kv_elem;             /* bytes of one cache element */
+    void *k_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
+    void *v_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
+
+    /* activations of the current batch (t = row in the batch), device */
+    float *x;                   /* [n_batch][n_embd] residual stream */
+    float *xn;                  /* [n_batch][n_embd] normed input of the current block / of the LM head */
+    float *q;                   /* [n_batch][n_head * head_dim] */
+    float *k;                   /* [n_batch][n_head_kv * head_dim] */
+    float *v;                   /* [n_batch][n_head_kv * head_dim] */
+    float *att;                 /* [n_batch][n_head * head_dim] */
+    float *proj;                /* [n_batch][n_embd] attn_output / shared expert output */
+    float *router_logits;       /* [n_batch][n_expert] */
+    int32_t *ids;               /* [n_batch][n_expert_used] */
+    float *route_w;             /* [n_batch][n_expert_used] */
+    float *sh_gate;             /* [n_batch][n_ff_shexp] */
+    float *sh_up;               /* [n_batch][n_ff_shexp] */
+    float *sh_logit;            /* [n_batch] */
+    float *logits;              /* [logit_rows][n_vocab] */
+    int32_t *tokens;            /* [n_batch] token ids, then [n_batch] output rows */
+    void *act;                  /* quantized activations: n_batch rows of act_row bytes */
+    size_t act_row;             /* bytes of the widest activation row */
+    guild_type_t act_type;      /* what `act` holds now ... */
+    const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
+    void *attn_scratch;         /* split-key partials of the decode attention */
+    size_t attn_scratch_bytes;
+    int32_t *h_tokens;          /* pinned [2 * n_batch + 1]: staging of tokens, output rows, then the cache length */
+    int32_t *d_pos;             /* device: the cache length the step starts at (tokens + 2 * n_batch); the
+                                   position-dependent kernels read it, so captured graphs replay anywhere */
+
+    /* Decode steps as CUDA graphs: one per (tokens, logits rows, logits destination), captured on first use. */
+    bool graphs;                /* allowed (options and the bridge permit) */
+    cuda_graph_t graph[CUDA_GRAPHS];
+    uint64_t graph_clock;       /* for the least recently used eviction */
+    uint32_t graphs_captured;
+    uint64_t graph_steps;
+    float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
+                                   host-registered */
+    cudaEvent_t done;           /* recorded after each step */
+    void *host_reg;             /* the caller's host memory registered for the device (backend_options_t.host_mem) */
+    int32_t gpu_expert_layers;  /* layers whose experts run on the device */
+
+    size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */
+} cuda_backend_t;
+
+/* Uploads every dense tensor of the model (cuda_weights.c). -1 with a message naming the tensor for a type
+ * the kernels do not handle, or when the device is out of memory. */
+int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err);
+
+/* Runs layer il on the n tokens of the batch in b->x (positions kv_len + t), writing their K/V into the
+ * cache. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
+int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
+
+/* y[t][0..W->n_rows) = W x[t] for t < n (x rows ldx floats apart, y rows ldy): quantizes x to W's activation
+ * type unless `reuse` and act already holds x in that type, then cuda_matmul. */
+int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64_t ldx, int32_t n, float *y,
+                int64_t ldy, bool reuse, guild_err_t *err);
+
+#endif

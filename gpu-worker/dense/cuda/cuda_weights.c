@@ -1,0 +1,110 @@
+/* Upload of the dense weights: every tensor the layer program reads (not the routed experts) into one device
+ * allocation, each at a 256-byte offset. A tensor shared by two roles (the LM head tied to the embeddings) is
+ * uploaded once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant/quant.h"
+#include "core/util/log.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_state.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+
+#define WEIGHT_ALIGN 256
+
+/* A host tensor and where its device copy goes. */
+typedef struct upload {
+    const model_tensor_t *src;
+    cuda_tensor_t *dst;
+    size_t offset;
+    size_t bytes;
+} upload_t;
+
+typedef struct plan {
+    upload_t *u;
+    int n, cap;
+    size_t total;
+} plan_t;
+
+static size_t tensor_bytes(const model_tensor_t *t)
+{
+    return t->mat_bytes * (size_t)(t->ne[2] ? t->ne[2] : 1);
+}
+
+/* Adds t (when present) to the plan; `matrix` tensors must be of a type the kernels handle. */
+static int plan_add(plan_t *p, const model_tensor_t *t, cuda_tensor_t *dst, bool matrix, guild_err_t *err)
+{
+    memset(dst, 0, sizeof *dst);
+    if (!t->data)
+        return 0;
+    if (matrix && !cuda_type_supported(t->type))
+        return guild_err_set(err, "cuda backend: tensor %s: type %s is not supported by the CUDA kernels "
+                             "(supported: %s)", t->name, quant_type_info(t->type)->name, cuda_supported_types());
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 64;
+        upload_t *u = realloc(p->u, (size_t)cap * sizeof *u);
+        if (!u)
+            return guild_err_set(err, "cuda backend: out of memory");
+        p->u = u;
+        p->cap = cap;
+    }
+    dst->type = t->type;
+    dst->n_in = t->ne[0];
+    dst->n_rows = t->ne[1];
+    dst->row_bytes = t->row_bytes;
+    /* the same host bytes already planned (tied output): share the copy */
+    for (int i = 0; i < p->n; i++)
+        if (p->u[i].src->data == t->data) {
+            p->u[p->n++] = (upload_t){t, dst, p->u[i].offset, 0};
+            return 0;
+        }
+    const size_t bytes = tensor_bytes(t);
+    p->u[p->n++] = (upload_t){t, dst, p->total, bytes};
+    p->total += (bytes + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+    return 0;
+}
+
+int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
+{
+    const model_weights_t *w = b->w;
+    plan_t p = {0};
+    int rc = -1;
+    b->layers = calloc((size_t)w->n_layer, sizeof *b->layers);
+    if (!b->layers)
+        return guild_err_set(err, "cuda backend: out of memory");
+    if (plan_add(&p, &w->token_embd, &b->token_embd, true, err) < 0 ||
+        plan_add(&p, &w->output_norm, &b->output_norm, false, err) < 0 ||
+        plan_add(&p, &w->output, &b->output, true, err) < 0)
+        goto out;
+    for (int32_t il = 0; il < w->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        cuda_layer_t *D = &b->layers[il];
+        if (plan_add(&p, &L->attn_norm, &D->attn_norm, false, err) < 0 ||
+            plan_add(&p, &L->wq, &D->wq, true, err) < 0 || plan_add(&p, &L->wk, &D->wk, true, err) < 0 ||
+            plan_add(&p, &L->wv, &D->wv, true, err) < 0 || plan_add(&p, &L->bq, &D->bq, false, err) < 0 ||
+            plan_add(&p, &L->bk, &D->bk, false, err) < 0 || plan_add(&p, &L->bv, &D->bv, false, err) < 0 ||
+            plan_add(&p, &L->q_norm, &D->q_norm, false, err) < 0 ||
+            plan_add(&p, &L->k_norm, &D->k_norm, false, err) < 0 || plan_add(&p, &L->wo, &D->wo, true, err) < 0 ||
+            plan_add(&p, &L->ffn_norm, &D->ffn_norm, false, err) < 0 ||
+            plan_add(&p, &L->router, &D->router, true, err) < 0 ||
+            plan_add(&p, &L->shexp_gate_inp, &D->shexp_gate_inp, true, err) < 0 ||
+            plan_add(&p, &L->shexp_gate, &D->shexp_gate, true, err) < 0 ||
+            plan_add(&p, &L->shexp_up, &D->shexp_up, true, err) < 0 ||
+            plan_add(&p, &L->shexp_down, &D->shexp_down, true, err) < 0)
+            goto out;
+    }
+    if (cuda_alloc(&b->weight_mem, p.total, &b->bytes_weights, "the dense weights", err) < 0)
+        goto out;
+    for (int i = 0; i < p.n; i++) {
+        char *d = (char *)b->weight_mem + p.u[i].offset;
+        p.u[i].dst->d = d;
+        if (p.u[i].bytes &&
+            cuda_check(cudaMemcpy(d, p.u[i].src->data, p.u[i].bytes, cudaMemcpyHostToDevice), p.u[i].src->name,
+                       err) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(p.u);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* gpu-worker/dense/cuda/cuda_xchg.h — the device side of the MoE exchange (ipc/exchange.h): kernels that publish a
+ * layer's routed tokens into the arena's slot and wait for the CPU workers' done counters, so no host thread is
+ * on the path and a whole decode step can be one CUDA graph. Callable from C (gpu-worker/dense/cuda/cuda_moe_arena.c).
+ *
+ * The arena is host memory registered with cudaHostRegister(Mapped | Portable); `view` holds device addresses in
+ * it. Sequence numbers live on the device (cuda_xchg_dev_t), so a captured graph replays with the next numbers:
+ *   publish  every block first waits until the slot of seq + 1 is free (done[k] >= seq + 1 - n_slots, acquire
+ *            loads at system scope), copies its share of x/ids/w into the slot, fences at system scope; the last
+ *            block writes the slot header, then `step = seq + 1` with a system-scope release store, and seq += 1.
+ *   wait     one warp spins on done[k] >= seq for every worker with system-scope acquire loads; adds its time
+ *            (%globaltimer) to wait_ns. It gives up when the host raises *view.cancel or after timeout_ns.
+ *   take_y   copies the slot's y rows of exchange seq (volatile loads: the CPU wrote them) into device memory.
+ * A failure (timeout, cancel) is recorded once in `failed` and makes every later bridge kernel a no-op until
+ * the host clears it (cuda_xchg_dev_t.failed = 0) before the next step; the step's results are then garbage and
+ * the host reports the failure instead of them. An exchange published before a failure still completes on the
+ * CPU workers: the next publish waits for its slot as usual.
+ */
+#ifndef GUILD_GPU_WORKER_CUDA_XCHG_H
+#define GUILD_GPU_WORKER_CUDA_XCHG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+#define _Noreturn [[noreturn]]
+extern "C" {
+#endif
+#include "core/util/err.h"
+#ifdef __cplusplus
+#undef _Noreturn
+#endif
+
+enum {
+    CUDA_XCHG_OK = 0,
+    CUDA_XCHG_TIMEOUT = 1,   /* the CPU workers did not complete (or free the slot) within timeout_ns */
+    CUDA_XCHG_CANCELLED = 2, /* the host raised the cancel flag */
+};
+
+/* Device memory, one per bridge; the host reads a copy after each step (cuda_xchg_mirror). */
+typedef struct cuda_xchg_dev {
+    uint64_t seq;        /* last exchange published by this device (the arena's step) */
+    uint64_t wait_ns;    /* device time in wait kernels, summed */
+    uint64_t exchanges;  /* waits completed */
+    uint64_t fail_seq;   /* the exchange the first failure waited for */
+    uint32_t failed;     /* CUDA_XCHG_OK, or the first failure's code */
+    int32_t fail_layer;  /* its layer */
+    uint32_t arrive;     /* publish: blocks done with their share (the last one resets it) */
+    uint32_t reserved;
+} cuda_xchg_dev_t;
+
+/* The exchange as the device sees it: device addresses in the registered arena. */
+typedef struct cuda_xchg_view {
+    unsigned long long *step;   /* the step doorbell's seq */
+    unsigned long long *done;   /* done[0]'s seq; worker k's at done + k * done_stride */
+    int32_t done_stride;        /* in 8-byte words (a doorbell is 128 bytes) */
+    int32_t n_workers, n_slots, max_tokens;
+    char *slots;                /* slot 0 */
+    size_t slot_stride, x_off, ids_off, w_off, y_off;
+    const unsigned *cancel;     /* host flag in mapped memory: nonzero gives up every wait */
+    uint64_t timeout_ns;        /* longest wait of one kernel */
+} cuda_xchg_view_t;
+
+/* Enqueue the kernels described above. n_tok <= view->max_tokens; x: [n_tok][n_embd], ids/w: [n_tok][n_used];
+ * y: [n_tok][n_used][n_embd] (device memory). -1 with a message on a bad argument or launch failure. */
+int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int32_t n_tok, int64_t n_embd,
+                      int32_t n_used, const float *x, const int32_t *ids, const float *w, cudaStream_t s,
+                      guild_err_t *err);
+int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, cudaStream_t s, guild_err_t *err);
+int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y, cudaStream_t s,
+                     guild_err_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,322 @@
+/* cuda_expert_matmul on int8 tensor cores (mma.sync m16n8k32 / m16n8k16 .s8, sm_80+), for tiles of up to
+ * CUDA_EXPERT_MMA_TILE pairs of one expert: the products of large batches (prefill).
+ *
+ * Bits: expert_q_kernel's, exactly. For a (row, pair) it adds, block after block in order, finish(isum, imin)
+ * of quant_dot.cuh where isum/imin are exact integers. Here one mma gives the exact int8 dot of one sub-block
+ * (the span of one scale: 32 elements for Q4_K/Q5_K/IQ4_XS/Q8_0, 16 for Q6_K) for 16 rows x 8 pairs; times its
+ * scale and summed in int32 that is the same isum (integer sums do not depend on order), and the same finish
+ * (same operations, --fmad=false) is added in the same block order, so the floats are the same bits.
+ * Q4_K/Q5_K's imin (sum of mins times the activation's sub-block sums) is accumulated by a second mma whose A
+ * operand holds each sub-block's min in all 32 columns: sum_s m_s * sum_k a_k, the integer the reference
+ * gets from the bsums.
+ *
+ * K order: the dot of a sub-block does not depend on the order of its elements, so a thread's A and B
+ * registers take the elements of 8 (or 4) consecutive bytes (k = 4t..4t+3 and 16+4t..16+4t+3 of the PTX
+ * fragment <- elements 8t..8t+7 of the sub-block): one 8-byte load of weights and of activations, no shuffle
+ * through shared memory. Fragments (PTX ISA, g = lane / 4, t = lane % 4):
+ *   A 16x32 row: a0 = A[g][4t..], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..]
+ *   B 32x8 col:  b0 = B[4t..][g], b1 = B[16+4t..][g]
+ *   C 16x8:      c0 = C[g][2t], c1 = C[g][2t+1], c2 = C[g+8][2t], c3 = C[g+8][2t+1]
+ *   (m16n8k16: a0, a1 and b0 only.)
+ *
+ * Block: 8 warps, 4 along the rows x 2 along the pairs; a warp computes two groups of 16 rows (gate and up
+ * rows of the same index with w_up; rows r and r + 16 without) for 32 pairs (4 groups of 8). A block: 64 rows
+ * (with w_up) or 128 rows, 64 pairs, of the tile's expert. Blocks past *n_tiles exit (graph capture). Per
+ * weight block a thread keeps the block's scales and one chunk of fragments at a time, the int32 sums of its
+ * 4 x 2 x 4 (pair group, row group, C register) outputs, and their float sums (about 240 registers, no spill:
+ * one block of 8 warps an SM).
+ * Weight rows past nrows are read as the last row and not stored; pairs past the tile's count as its first
+ * pair (whole groups of 8 past it are skipped) and not stored.
+ * Dense mode (DENSE, cuda_matmul's large batches): one matrix, no routing tables; the tile of blockIdx.y is
+ * pairs (tokens) [64 y, 64 y + 64) cut at npairs, pair p reading activation row p. A template parameter, so the
+ * routed kernel's code is what it was. NQ = 1 (dense only): a warp computes one group of 16 rows, a block 64
+ * rows: twice the blocks, about half the registers (two blocks an SM); cuda_matmul always takes it, faster than
+ * the 128-row blocks in every dense shape timed on the H200.
+ */
+#include "gpu-worker/dense/cuda/expert_mma.cuh"
+#include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
+
+#define MMA_THREADS 256
+#define MMA_ROW_WARPS 4
+#define MMA_PAIR_WARPS 2
+#define MMA_NT 4 /* groups of 8 pairs per warp */
+static_assert(MMA_PAIR_WARPS * MMA_NT * 8 == CUDA_EXPERT_MMA_TILE, "a block covers one tile's pairs");
+static_assert(MMA_ROW_WARPS * MMA_PAIR_WARPS * WARP_SIZE == MMA_THREADS, "warp layout");
+
+/* c += the 16x8 product of a (16x32) and b (32x8), int8 -> int32. */
+static __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
+{
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap(); /* never launched: the build targets sm_90 */
+#endif
+}
+
+/* c += the 16x8 product of a (16x16) and b (16x8), int8 -> int32. */
+static __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
+{
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+#else
+    __trap();
+#endif
+}
+
+/* ---- the kernel ---------------------------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ float mma_silu_mul(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u; /* expert_mm.cu's silu_mul: cuda_swiglu's operations */
+}
+
+/* c += one sub-block's product: 16 rows (fragments q0: rows g, q8: rows g + 8) x 8 pairs. */
+template <int KR>
+static __device__ __forceinline__ void mma_sub(int (&c)[4], const int (&q0)[KR], const int (&q8)[KR], const int (&b)[KR])
+{
+    if (KR == 2)
+        mma_k32(c, q0[0], q8[0], q0[KR - 1], q8[KR - 1], b[0], b[KR - 1]);
+    else
+        mma_k16(c, q0[0], q8[0], b[0]);
+}
+
+template <typename TR, bool GU, bool DENSE, int NQ>
+static __global__ void __launch_bounds__(MMA_THREADS)
+    expert_mma_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride,
+                      size_t row_stride, const char *__restrict__ act, size_t act_stride, int act_div,
+                      const int32_t *__restrict__ order, const int4 *__restrict__ tiles,
+                      const int32_t *__restrict__ n_tiles, int npairs, float *__restrict__ out, int64_t ldo, int nb,
+                      int nrows)
+{
+    typedef typename TR::wblock wblock;
+    typedef typename TR::ablock ablock;
+    typedef typename TR::whead whead;
+    constexpr int SPC = TR::SPC, KR = TR::KR;
+    constexpr int WROWS = GU ? 16 : 16 * NQ; /* rows of a warp: NQ groups of 16 (gate and up: one of each) */
+    static_assert(NQ == 2 || (NQ == 1 && !GU), "gate and up take a group each");
+    static_assert(!TR::HAS_MIN || KR == 2, "the mins' mma is an m16n8k32 over both B registers");
+    if (!DENSE && (int)blockIdx.y >= *n_tiles)
+        return;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int wr = warp % MMA_ROW_WARPS, wp = warp / MMA_ROW_WARPS;
+    const int row0 = (blockIdx.x * MMA_ROW_WARPS + wr) * WROWS;
+    if (row0 >= nrows)
+        return; /* whole warps; no block-wide synchronization below */
+    /* {expert, first index into order, count, 0}; dense: order is the identity */
+    const int4 td = DENSE ? make_int4(0, (int)blockIdx.y * CUDA_EXPERT_MMA_TILE,
+                                      min(CUDA_EXPERT_MMA_TILE, npairs - (int)blockIdx.y * CUDA_EXPERT_MMA_TILE), 0)
+                          : tiles[blockIdx.y];
+    const int nt = td.z, p0 = wp * MMA_NT * 8;
+    if (p0 >= nt)
+        return;
+
+    /* Rows of this thread: group q, half h (row g or g + 8); past the last row: the last row's bytes, not stored. */
+    const wblock *wrp[NQ][2];
+    int rows[NQ][2];
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = row0 + (GU ? 0 : 16 * q) + 8 * h + g;
+            rows[q][h] = r;
+            const char *base = GU && q ? wu : w;
+            wrp[q][h] = (const wblock *)(base + (size_t)td.x * expert_stride + (size_t)min(r, nrows - 1) * row_stride);
+        }
+    /* Activation rows: of pair 8j + g (B operand) and of pairs 8j + 2t, 8j + 2t + 1 (C columns); past the
+     * tile's count: its first pair's row, not stored. */
+    int arow_b[MMA_NT], pc[MMA_NT][2], arow_c[MMA_NT][2];
+#pragma unroll
+    for (int j = 0; j < MMA_NT; j++) {
+        const int ib = p0 + 8 * j + g;
+        arow_b[j] = DENSE ? td.y + (ib < nt ? ib : 0) : order[td.y + (ib < nt ? ib : 0)] / act_div;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int ic = p0 + 8 * j + 2 * t + i;
+            pc[j][i] = ic < nt ? (DENSE ? td.y + ic : order[td.y + ic]) : -1;
+            arow_c[j][i] = DENSE ? td.y + (ic < nt ? ic : 0) : order[td.y + (ic < nt ? ic : 0)] / act_div;
+        }
+    }
+    const int njt = min(MMA_NT, (nt - p0 + 7) / 8); /* groups of 8 pairs with at least one pair */
+
+    float acc[NQ][MMA_NT][4];
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+#pragma unroll
+        for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[q][j][i] = 0.0f;
+
+    for (int b = 0; b < nb; b++) {
+        whead H[NQ][2];
+#pragma unroll
+        for (int q = 0; q < NQ; q++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                TR::head(wrp[q][h] + b, H[q][h]);
+        int isum[NQ][MMA_NT][4], imin[NQ][MMA_NT][4];
+#pragma unroll
+        for (int q = 0; q < NQ; q++)
+#pragma unroll
+            for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    isum[q][j][i] = imin[q][j][i] = 0;
+#pragma unroll
+        for (int c = 0; c < TR::NCH; c++) {
+            int Q[NQ][2][SPC][KR];
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    TR::chunk(wrp[q][h] + b, t, c, Q[q][h]);
+#pragma unroll
+            for (int j = 0; j < MMA_NT; j++) {
+                if (j >= njt)
+                    break; /* warp-uniform */
+                int B[SPC][KR];
+                TR::bchunk((const ablock *)(act + (size_t)arow_b[j] * act_stride) + b, t, c, B);
+#pragma unroll
+                for (int q = 0; q < NQ; q++)
+#pragma unroll
+                    for (int i = 0; i < SPC; i++) {
+                        const int s = TR::sub(c, i);
+                        int d[4] = {0, 0, 0, 0};
+                        mma_sub<KR>(d, Q[q][0][i], Q[q][1][i], B[i]);
+                        const int s0 = TR::scale(H[q][0], s), s8 = TR::scale(H[q][1], s);
+                        isum[q][j][0] += s0 * d[0];
+                        isum[q][j][1] += s0 * d[1];
+                        isum[q][j][2] += s8 * d[2];
+                        isum[q][j][3] += s8 * d[3];
+                        if (TR::HAS_MIN) {
+                            const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
+                            mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                        }
+                    }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < MMA_NT; j++) {
+            if (j >= njt)
+                break;
+            const float ad0 = TR::act_d((const ablock *)(act + (size_t)arow_c[j][0] * act_stride) + b);
+            const float ad1 = TR::act_d((const ablock *)(act + (size_t)arow_c[j][1] * act_stride) + b);
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                acc[q][j][0] = acc[q][j][0] + TR::finish(H[q][0], ad0, isum[q][j][0], imin[q][j][0]);
+                acc[q][j][1] = acc[q][j][1] + TR::finish(H[q][0], ad1, isum[q][j][1], imin[q][j][1]);
+                acc[q][j][2] = acc[q][j][2] + TR::finish(H[q][1], ad0, isum[q][j][2], imin[q][j][2]);
+                acc[q][j][3] = acc[q][j][3] + TR::finish(H[q][1], ad1, isum[q][j][3], imin[q][j][3]);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int p = pc[j][i % 2];
+            if (p < 0)
+                continue;
+            if constexpr (GU) {
+                const int r = rows[0][i / 2];
+                if (r < nrows)
+                    out[(int64_t)p * ldo + r] = mma_silu_mul(acc[0][j][i], acc[NQ - 1][j][i]);
+            } else {
+#pragma unroll
+                for (int q = 0; q < NQ; q++) {
+                    const int r = rows[q][i / 2];
+                    if (r < nrows)
+                        out[(int64_t)p * ldo + r] = acc[q][j][i];
+                }
+            }
+        }
+}
+
+/* Routed (order != NULL): grid.y = max_tiles. Dense (order == NULL, w_up NULL): npairs tokens, grid.y the tiles
+ * of 64 that cover them, blocks of 64 rows when narrow (128 otherwise). */
+template <typename TR>
+static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
+                          const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
+                          const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, bool narrow, float *out,
+                          int64_t ldo, cudaStream_t s)
+{
+    const int crows = MMA_ROW_WARPS * (wu || (!order && narrow) ? 16 : 32);
+    const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
+    const int nb = (int)(n / TR::QK);
+    if (!order && narrow)
+        expert_mma_kernel<TR, false, true, 1><<<grid, MMA_THREADS, 0, s>>>(w, NULL, 0, rs, act, as, 1, NULL, NULL,
+                                                                           NULL, npairs, out, ldo, nb, (int)nrows);
+    else if (!order)
+        expert_mma_kernel<TR, false, true, 2><<<grid, MMA_THREADS, 0, s>>>(w, NULL, 0, rs, act, as, 1, NULL, NULL,
+                                                                           NULL, npairs, out, ldo, nb, (int)nrows);
+    else if (wu)
+        expert_mma_kernel<TR, true, false, 2><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
+                                                                           tiles, n_tiles, 0, out, ldo, nb,
+                                                                           (int)nrows);
+    else
+        expert_mma_kernel<TR, false, false, 2><<<grid, MMA_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order,
+                                                                            tiles, n_tiles, 0, out, ldo, nb,
+                                                                            (int)nrows);
+}
+
+extern "C" bool cuda_expert_mma_supported(guild_type_t type)
+{
+    return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
+           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0;
+}
+
+static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
+                         size_t expert_stride, size_t row_stride, const char *act, size_t act_stride, int act_div,
+                         const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
+                         int32_t npairs, bool narrow, float *out, int64_t ldo, cudaStream_t s)
+{
+    switch (type) {
+    case GUILD_TYPE_Q4_K:
+        expert_mma_go<mma_q4_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q6_K:
+        expert_mma_go<mma_q6_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q5_K:
+        expert_mma_go<mma_q5_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    case GUILD_TYPE_IQ4_XS:
+        expert_mma_go<mma_iq4_xs>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
+                                  tiles, n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q8_0:
+        expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool expert_mma_launch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
+                       size_t expert_stride, size_t row_stride, const char *act, size_t act_stride, int act_div,
+                       const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
+                       float *out, int64_t ldo, cudaStream_t s)
+{
+    return mma_dispatch(type, n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                        n_tiles, max_tiles, 0, false, out, ldo, s);
+}
+
+bool expert_mma_dense_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const char *w,
+                             size_t row_stride, const char *act, size_t act_stride, float *out, int64_t ldo,
+                             int block_rows, cudaStream_t s)
+{
+    const int32_t ntiles = (ntok + CUDA_EXPERT_MMA_TILE - 1) / CUDA_EXPERT_MMA_TILE;
+    return mma_dispatch(type, n, nrows, w, NULL, 0, row_stride, act, act_stride, 1, NULL, NULL, NULL, ntiles, ntok,
+                        block_rows == 64, out, ldo, s);
+}

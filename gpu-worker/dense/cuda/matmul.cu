@@ -1,0 +1,258 @@
+/* cuda_matmul: out[t][r] = dot(weight row r, activation row t) for every weight type the backend supports, with
+ * the reference's numbers (core/quant/dot_ref.c's contract) bit for bit.
+ *
+ * One warp per weight row and up to NC tokens (the weight bytes are read once for the NC tokens; larger
+ * batches take several NC-token slices, gridDim.y). Quantized types: each block is split over TPB lanes
+ * (quant_dot.cuh), the lanes' integer sums are added exactly, and the block contributions are added to the
+ * row's float sum in block order, as the reference does. F32/F16/BF16: lane l accumulates elements l, l+32, ...
+ * with fmaf, then the warp folds its 32 lanes in the reference's tree order — which is the reference's
+ * 32-lane accumulator exactly.
+ * From CUDA_MATMUL_MMA_MIN_TOK tokens on, the types of cuda_expert_mma_supported go through the int8 tensor-core kernel of
+ * expert_mma.cu instead (the same integer block sums, finish and block order: the same bits).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpu-worker/dense/cuda/expert_mma.cuh"
+#include "gpu-worker/dense/cuda/quant_dot.cuh"
+
+#define MM_THREADS 128 /* 4 rows per thread block */
+
+template <typename TR, int NC>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
+                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok)
+{
+    constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB;
+    typedef typename TR::wblock wblock;
+    typedef typename TR::ablock ablock;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= nrows)
+        return; /* whole warps */
+    const int t0 = blockIdx.y * NC;
+    const int nt = min(NC, ntok - t0);
+    const int g = lane / TPB, j = lane % TPB;
+    const wblock *wr = (const wblock *)(w + (size_t)row * w_stride);
+    const char *a0 = act + (size_t)t0 * act_stride;
+
+    float sumf[NC];
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+        sumf[t] = 0.0f;
+#pragma unroll 2 /* measured on the H200: 2 beats 4 for Q4_K (2.35 against 2.12 TB/s) */
+    for (int b0 = 0; b0 < nb; b0 += G) {
+        const int b = b0 + g;
+        const bool ok = b < nb;
+        float c[NC];
+#pragma unroll
+        for (int t = 0; t < NC; t++) {
+            const ablock *ab = (const ablock *)(a0 + (size_t)t * act_stride) + b;
+            int isum = 0, imin = 0;
+            if (ok && t < nt)
+                TR::partial(wr + b, ab, j, isum, imin);
+            isum = group_sum_int<TPB>(isum);
+            if (TR::HAS_MIN)
+                imin = group_sum_int<TPB>(imin);
+            c[t] = ok && t < nt ? TR::finish(wr + b, ab, isum, imin) : 0.0f;
+        }
+        /* Block order: the G blocks of this step are held by lanes 0, TPB, 2 TPB, ... */
+#pragma unroll
+        for (int gg = 0; gg < G; gg++) {
+#pragma unroll
+            for (int t = 0; t < NC; t++) {
+                const float cv = __shfl_sync(FULL_MASK, c[t], gg * TPB);
+                if (b0 + gg < nb)
+                    sumf[t] = sumf[t] + cv;
+            }
+        }
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < NC; t++)
+            if (t < nt)
+                out[(int64_t)(t0 + t) * ldo + row] = sumf[t];
+    }
+}
+
+static __device__ __forceinline__ float plain_to_f32(float v)
+{
+    return v;
+}
+
+static __device__ __forceinline__ float plain_to_f32(__half v)
+{
+    return __half2float(v);
+}
+
+static __device__ __forceinline__ float plain_to_f32(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+template <typename WT, int NC>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_plain_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
+                        float *__restrict__ out, int64_t ldo, int n, int nrows, int ntok)
+{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= nrows)
+        return;
+    const int t0 = blockIdx.y * NC;
+    const int nt = min(NC, ntok - t0);
+    const WT *wr = (const WT *)(w + (size_t)row * w_stride);
+    float acc[NC];
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+        acc[t] = 0.0f;
+    for (int i = lane; i < n; i += WARP_SIZE) {
+        const float wv = plain_to_f32(wr[i]);
+#pragma unroll
+        for (int t = 0; t < NC; t++)
+            if (t < nt)
+                acc[t] = fmaf(wv, ((const float *)(act + (size_t)(t0 + t) * act_stride))[i], acc[t]);
+    }
+    /* acc[j] = acc[j] + acc[j + h], h = 16, 8, 4, 2, 1: lane j < h reads lane j + h. */
+#pragma unroll
+    for (int h = WARP_SIZE / 2; h >= 1; h /= 2)
+#pragma unroll
+        for (int t = 0; t < NC; t++)
+            acc[t] = acc[t] + __shfl_down_sync(FULL_MASK, acc[t], h);
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < NC; t++)
+            if (t < nt)
+                out[(int64_t)(t0 + t) * ldo + row] = acc[t];
+    }
+}
+
+template <int NC>
+static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                             size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                             cudaStream_t s)
+{
+    const dim3 grid((unsigned)((nrows + MM_THREADS / WARP_SIZE - 1) / (MM_THREADS / WARP_SIZE)),
+                    (unsigned)((ntok + NC - 1) / NC));
+    const char *wc = (const char *)w, *ac = (const char *)act;
+    const int nr = (int)nrows;
+#define MM_Q(TR, QK)                                                                                         \
+    matmul_q_kernel<TR, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, (int)(n / (QK)), \
+                                                        nr, ntok)
+#define MM_P(WT) matmul_plain_kernel<WT, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, \
+                                                                        (int)n, nr, ntok)
+    switch (type) {
+    case GUILD_TYPE_F32: MM_P(float); break;
+    case GUILD_TYPE_F16: MM_P(__half); break;
+    case GUILD_TYPE_BF16: MM_P(__nv_bfloat16); break;
+    case GUILD_TYPE_Q8_0: MM_Q(dot_q8_0, 32); break;
+    case GUILD_TYPE_Q4_0: MM_Q(dot_q4_0, 32); break;
+    case GUILD_TYPE_Q4_1: MM_Q(dot_q4_1, 32); break;
+    case GUILD_TYPE_Q5_0: MM_Q(dot_q5_0, 32); break;
+    case GUILD_TYPE_Q5_1: MM_Q(dot_q5_1, 32); break;
+    case GUILD_TYPE_IQ4_NL: MM_Q(dot_iq4_nl, 32); break;
+    case GUILD_TYPE_Q4_K: MM_Q(dot_q4_K, QUANT_QK_K); break;
+    case GUILD_TYPE_Q5_K: MM_Q(dot_q5_K, QUANT_QK_K); break;
+    case GUILD_TYPE_Q6_K: MM_Q(dot_q6_K, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ4_XS: MM_Q(dot_iq4_xs, QUANT_QK_K); break;
+    default: break; /* rejected by the entry point */
+    }
+#undef MM_Q
+#undef MM_P
+}
+
+static void matmul_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                          const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s)
+{
+    if (ntok == 1)
+        matmul_launch_nc<1>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+    else if (ntok == 2)
+        matmul_launch_nc<2>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+    else if (ntok <= 4)
+        matmul_launch_nc<4>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+    else
+        matmul_launch_nc<8>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+}
+
+/* Byte alignment the type's kernel loads need of weight rows. */
+static size_t weight_align(guild_type_t type)
+{
+    switch (type) {
+    case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K:
+        return 16;
+    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_IQ4_XS:
+        return 4;
+    default:
+        return 2;
+    }
+}
+
+typedef enum { MM_AUTO, MM_DP4A, MM_MMA } mm_path_t;
+
+/* Blocks of 64 rows: on the H200 they were as fast or faster than blocks of 128 in every timed shape (q4_K 4096 x
+ * 4096 at 16..2048 tokens, 2048 x 4096, 4096 x 2048; the q6_K output head 151936 x 2048: 17.4 vs 22.8 ms at 2048
+ * tokens; tests/cuda/check_cuda_expert_mma, bench/results/cuda4-*): their ~115 registers let two blocks share an
+ * SM where the 128-row blocks' ~210 do not. */
+static int mma_block_rows(int64_t nrows, int32_t ntok)
+{
+    (void)nrows;
+    (void)ntok;
+    return 64;
+}
+
+static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                      const void *act, size_t act_stride, float *out, int64_t ldo, mm_path_t path, int block_rows,
+                      cudaStream_t s, guild_err_t *err)
+{
+    if (!cuda_type_supported(type))
+        return guild_err_set(err, "cuda: matmul: weight type %d is not supported (supported: %s)", (int)type,
+                             cuda_supported_types());
+    if (path == MM_MMA && !cuda_expert_mma_supported(type))
+        return guild_err_set(err, "cuda: matmul: %s has no mma kernel", quant_type_info(type)->name);
+    if (block_rows != 0 && block_rows != 64 && block_rows != 128)
+        return guild_err_set(err, "cuda: matmul: mma blocks of %d rows (0, 64 or 128)", block_rows);
+    if (nrows <= 0 || ntok <= 0)
+        return 0;
+    const int64_t qk = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
+                               type == GUILD_TYPE_IQ4_XS
+                           ? QUANT_QK_K
+                       : type == GUILD_TYPE_F32 || type == GUILD_TYPE_F16 || type == GUILD_TYPE_BF16 ? 1
+                                                                                                    : 32;
+    if (n <= 0 || n % qk || n > INT32_MAX || nrows > INT32_MAX || (ntok + 7) / 8 > 65535)
+        return guild_err_set(err, "cuda: matmul: shape %lld x %lld, %d tokens is outside what the kernel handles",
+                             (long long)n, (long long)nrows, ntok);
+    const size_t wa = weight_align(type);
+    const size_t aa = quant_type_info(type)->dot_type == GUILD_TYPE_Q8_0 ? 2 : 4;
+    if (((uintptr_t)w | w_stride) % wa || ((uintptr_t)act | act_stride) % aa)
+        return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned, activation rows %zu-byte",
+                             wa, aa);
+    /* The mma kernel's loads need what was just checked (the alignments are cuda_expert_matmul's), its grid.y
+     * ceil(ntok / 64) <= 65535 follows from the check on ceil(ntok / 8). */
+    if ((path == MM_MMA || (path == MM_AUTO && ntok >= CUDA_MATMUL_MMA_MIN_TOK)) &&
+        expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
+                                ldo, block_rows ? block_rows : mma_block_rows(nrows, ntok), s))
+        return cuda_launch_check("matmul (mma)", err);
+    matmul_launch(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+    return cuda_launch_check("matmul", err);
+}
+
+extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                           const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
+                           guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, s, err);
+}
+
+extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                                size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                                cudaStream_t s, guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, s, err);
+}
+
+extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                               size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                               int32_t block_rows, cudaStream_t s, guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows, s, err);
+}

@@ -1,0 +1,109 @@
+/* cuda_qk_prepare: the per-head Q/K norms, RoPE and the K/V cache store of a batch in one kernel, with the bits
+ * of cuda_rmsnorm, cuda_rope_dyn and cuda_kv_store_dyn run one after the other (a decode step ran those as five
+ * launches of 1-2 us each, every one bound by latency, not work).
+ *
+ * Block (head, token) of head_dim threads, heads 0 .. n_head-1 of q then 0 .. n_head_kv-1 of k. Thread d holds
+ * element d: the norm is rmsnorm_kernel's with one element per thread and the same block size (so the same
+ * reduction tree), the rotation of pair i is rope_kernel's expression, through shared memory; a K block also
+ * stores its head's K and V elements into the cache at position *pos + t. */
+#include <cuda_fp16.h>
+
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+
+#define QKP_MAX_HD 256
+
+static __device__ __forceinline__ void cache_put(__half *p, float v)
+{
+    *p = __float2half_rn(v);
+}
+
+static __device__ __forceinline__ void cache_put(float *p, float v)
+{
+    *p = v;
+}
+
+template <typename KT>
+static __global__ void __launch_bounds__(QKP_MAX_HD)
+    qk_prepare_kernel(float *__restrict__ q, float *__restrict__ k, const float *__restrict__ v, int n_head,
+                      int n_head_kv, const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
+                      int half, bool neox, const float *__restrict__ cs, const int32_t *__restrict__ pos_dev,
+                      KT *__restrict__ kc, KT *__restrict__ vc)
+{
+    __shared__ double partial[QKP_MAX_HD / WARP_SIZE];
+    __shared__ float scale_sh;
+    __shared__ float row_sh[QKP_MAX_HD];
+    const int hd = (int)blockDim.x, d = threadIdx.x, t = blockIdx.y;
+    const bool is_k = (int)blockIdx.x >= n_head;
+    const int hh = is_k ? (int)blockIdx.x - n_head : (int)blockIdx.x;
+    const int64_t kv_dim = (int64_t)n_head_kv * hd;
+    float *row = is_k ? k + t * kv_dim + (int64_t)hh * hd : q + (int64_t)t * n_head * hd + (int64_t)hh * hd;
+    const float *w = is_k ? k_norm : q_norm;
+    const int pos = *pos_dev + t;
+    float x = row[d];
+    const float wd = w ? w[d] : 0.0f;
+    const float vd = is_k ? v[t * kv_dim + (int64_t)hh * hd + d] : 0.0f;
+
+    if (w) { /* rmsnorm_kernel<true> with n = blockDim.x: one element per thread */
+        double sum = (double)__fmul_rn(x, x);
+        sum = warp_sum_f64(sum);
+        const int warp = d / WARP_SIZE, lane = d % WARP_SIZE;
+        if (lane == 0)
+            partial[warp] = sum;
+        __syncthreads();
+        if (d == 0) {
+            double total = 0;
+            for (int j = 0; j < hd / WARP_SIZE; j++)
+                total += partial[j];
+            const float mean = (float)(total / (double)hd);
+            scale_sh = 1.0f / sqrtf(mean + eps);
+        }
+        __syncthreads();
+        x = __fmul_rn(x, scale_sh) * wd;
+    }
+    row_sh[d] = x;
+    __syncthreads();
+    if (d < half) { /* rope_kernel's pair d */
+        const float *c = cs + (int64_t)pos * (2 * half) + 2 * d;
+        const int a = neox ? d : 2 * d, b = neox ? d + half : 2 * d + 1;
+        const float x0 = row_sh[a], x1 = row_sh[b];
+        row_sh[a] = x0 * c[0] - x1 * c[1];
+        row_sh[b] = x0 * c[1] + x1 * c[0];
+    }
+    __syncthreads();
+    x = row_sh[d];
+    row[d] = x;
+    if (is_k) {
+        const int64_t cell = (int64_t)pos * kv_dim + (int64_t)hh * hd + d;
+        cache_put(kc + cell, x);
+        cache_put(vc + cell, vd);
+    }
+}
+
+extern "C" int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n_head, int32_t n_head_kv,
+                               int32_t head_dim, const float *q_norm, const float *k_norm, float eps, int32_t n_rot,
+                               bool neox, const float *cs, const int32_t *pos, guild_type_t kv_type, void *k_cache,
+                               void *v_cache, cudaStream_t s, guild_err_t *err)
+{
+    if (n_tok <= 0)
+        return 0;
+    if (head_dim < WARP_SIZE || head_dim > QKP_MAX_HD || head_dim % WARP_SIZE || n_head < 1 || n_head_kv < 1 ||
+        n_head + n_head_kv > 65535 || n_tok > 65535)
+        return guild_err_set(err, "cuda: qk prepare: %d + %d heads of %d, %d rows is outside what the kernel "
+                             "handles (heads of a multiple of 32 up to 256)", n_head, n_head_kv, head_dim, n_tok);
+    if (n_rot < 0 || n_rot % 2 || n_rot > head_dim || (n_rot > 0 && !cs) || !pos)
+        return guild_err_set(err, "cuda: qk prepare: %d rotated dimensions of a head of %d", n_rot, head_dim);
+    if ((q_norm == NULL) != (k_norm == NULL))
+        return guild_err_set(err, "cuda: qk prepare: a Q norm without a K norm or the reverse");
+    const dim3 grid((unsigned)(n_head + n_head_kv), (unsigned)n_tok);
+    if (kv_type == GUILD_TYPE_F16)
+        qk_prepare_kernel<__half><<<grid, (unsigned)head_dim, 0, s>>>(q, k, v, n_head, n_head_kv, q_norm, k_norm,
+                                                                      eps, n_rot / 2, neox, cs, pos,
+                                                                      (__half *)k_cache, (__half *)v_cache);
+    else if (kv_type == GUILD_TYPE_F32)
+        qk_prepare_kernel<float><<<grid, (unsigned)head_dim, 0, s>>>(q, k, v, n_head, n_head_kv, q_norm, k_norm, eps,
+                                                                     n_rot / 2, neox, cs, pos, (float *)k_cache,
+                                                                     (float *)v_cache);
+    else
+        return guild_err_set(err, "cuda: qk prepare: cache type %d is not f16 or f32", (int)kv_type);
+    return cuda_launch_check("qk prepare", err);
+}

@@ -1,0 +1,206 @@
+/* cuda_xchg_*: the device side of the MoE exchange (contract in cuda_xchg.h). The arena is host memory: its
+ * doorbells are read with system-scope acquire loads and rung with a system-scope release store, the slot's
+ * inputs are fenced at system scope before the ring, and y is read with volatile loads (the CPU workers wrote it
+ * after the device last looked). */
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/cuda_xchg.h"
+
+#define XP_THREADS 256
+#define XP_MAX_BLOCKS 64    /* publish: a decode step's 8 KiB take one block, a prefill chunk's megabytes 64 */
+#define XY_MAX_BLOCKS 1024
+
+static __device__ __forceinline__ unsigned long long ld_acquire_sys(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void st_release_sys(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+static __device__ __forceinline__ uint64_t now_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Called by one whole warp: CUDA_XCHG_OK once every done[k] >= target, else the reason it gave up. */
+static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long long target)
+{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const uint64_t t0 = now_ns();
+    for (;;) {
+        bool ok = true;
+        for (int k = lane; k < v.n_workers; k += WARP_SIZE)
+            if (ld_acquire_sys(v.done + (size_t)k * (size_t)v.done_stride) < target)
+                ok = false;
+        if (__all_sync(FULL_MASK, ok))
+            return CUDA_XCHG_OK;
+        int code = CUDA_XCHG_OK;
+        if (lane == 0) {
+            if (*(volatile const unsigned *)v.cancel)
+                code = CUDA_XCHG_CANCELLED;
+            else if (now_ns() - t0 > v.timeout_ns)
+                code = CUDA_XCHG_TIMEOUT;
+        }
+        code = __shfl_sync(FULL_MASK, code, 0);
+        if (code)
+            return code;
+    }
+}
+
+static __global__ void __launch_bounds__(XP_THREADS)
+    xchg_publish_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer, int n_tok, int64_t n_x, int64_t n_k,
+                        const float *__restrict__ x, const int32_t *__restrict__ ids, const float *__restrict__ w)
+{
+    __shared__ int s_code;
+    /* Nothing in this kernel writes failed or seq before every block has arrived: every block sees the same. */
+    if (d->failed)
+        return;
+    const unsigned long long seq = d->seq + 1;
+    if (threadIdx.x < WARP_SIZE) {
+        const int code = seq > (unsigned long long)v.n_slots ? wait_done_warp(v, seq - v.n_slots) : CUDA_XCHG_OK;
+        if (threadIdx.x == 0)
+            s_code = code;
+    }
+    __syncthreads();
+    const int code = s_code;
+    char *slot = v.slots + (size_t)((seq - 1) % (unsigned long long)v.n_slots) * v.slot_stride;
+    if (code == CUDA_XCHG_OK) {
+        const int64_t tid = (int64_t)blockIdx.x * XP_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * XP_THREADS;
+        float *sx = (float *)(slot + v.x_off);
+        if (n_x % 4 == 0) {
+            const float4 *x4 = (const float4 *)x;
+            float4 *s4 = (float4 *)sx;
+            for (int64_t i = tid; i < n_x / 4; i += stride)
+                s4[i] = x4[i];
+        } else {
+            for (int64_t i = tid; i < n_x; i += stride)
+                sx[i] = x[i];
+        }
+        int32_t *sid = (int32_t *)(slot + v.ids_off);
+        float *sw = (float *)(slot + v.w_off);
+        for (int64_t i = tid; i < n_k; i += stride) {
+            sid[i] = ids[i];
+            sw[i] = w[i];
+        }
+    }
+    __threadfence_system(); /* this thread's slot writes reach the host before the ring below */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (code != CUDA_XCHG_OK)
+            atomicOr(&d->reserved, (unsigned)code);
+        __threadfence();
+        const unsigned prev = atomicAdd(&d->arrive, 1u);
+        if (prev == gridDim.x - 1) { /* the last block: every share is written and fenced */
+            __threadfence();
+            d->arrive = 0;
+            const unsigned fc = atomicExch(&d->reserved, 0u);
+            if (fc) {
+                d->failed = (fc & CUDA_XCHG_CANCELLED) ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
+                d->fail_layer = layer;
+                d->fail_seq = seq - (unsigned long long)v.n_slots;
+            } else {
+                /* guild_exchange_slot_header_t: seq, n_tokens, layer */
+                volatile unsigned long long *hseq = (volatile unsigned long long *)slot;
+                volatile int32_t *hint = (volatile int32_t *)(slot + 8);
+                *hseq = seq;
+                hint[0] = n_tok;
+                hint[1] = layer;
+                __threadfence_system();
+                st_release_sys(v.step, seq);
+                d->seq = seq;
+            }
+        }
+    }
+}
+
+static __global__ void xchg_wait_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer)
+{
+    if (d->failed)
+        return;
+    const unsigned long long seq = d->seq;
+    const uint64_t t0 = now_ns();
+    const int code = wait_done_warp(v, seq);
+    if (threadIdx.x == 0) {
+        if (code != CUDA_XCHG_OK) {
+            d->failed = (uint32_t)code;
+            d->fail_layer = layer;
+            d->fail_seq = seq;
+        } else {
+            d->wait_ns += now_ns() - t0;
+            d->exchanges++;
+        }
+    }
+}
+
+static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int64_t n, float *y)
+{
+    if (d->failed)
+        return;
+    const unsigned long long seq = d->seq;
+    const float *src = (const float *)(v.slots + (size_t)((seq - 1) % (unsigned long long)v.n_slots) * v.slot_stride +
+                                       v.y_off);
+    const int64_t tid = (int64_t)blockIdx.x * XP_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * XP_THREADS;
+    if (n % 4 == 0) {
+        const float4 *s4 = (const float4 *)src;
+        float4 *y4 = (float4 *)y;
+        for (int64_t i = tid; i < n / 4; i += stride)
+            y4[i] = __ldcv(s4 + i);
+    } else {
+        for (int64_t i = tid; i < n; i += stride)
+            y[i] = __ldcv(src + i);
+    }
+}
+
+static int check_view(const cuda_xchg_view_t *v, guild_err_t *err)
+{
+    if (!v->step || !v->done || !v->slots || !v->cancel || v->n_workers < 1 || v->n_slots < 1 ||
+        ((uintptr_t)v->slots | v->slot_stride | v->x_off | v->y_off) % 16)
+        return guild_err_set(err, "cuda: exchange: bad device view of the arena");
+    return 0;
+}
+
+static unsigned blocks_for(int64_t n, unsigned cap)
+{
+    const int64_t b = (n + 4 * XP_THREADS - 1) / (4 * XP_THREADS);
+    return b < 1 ? 1u : b > (int64_t)cap ? cap : (unsigned)b;
+}
+
+extern "C" int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int32_t n_tok,
+                                 int64_t n_embd, int32_t n_used, const float *x, const int32_t *ids, const float *w,
+                                 cudaStream_t s, guild_err_t *err)
+{
+    if (check_view(v, err) < 0)
+        return -1;
+    if (n_tok < 1 || n_tok > v->max_tokens)
+        return guild_err_set(err, "cuda: exchange: %d tokens, the slots hold %d", n_tok, v->max_tokens);
+    const int64_t n_x = (int64_t)n_tok * n_embd, n_k = (int64_t)n_tok * n_used;
+    xchg_publish_kernel<<<blocks_for(n_x, XP_MAX_BLOCKS), XP_THREADS, 0, s>>>(*v, d, layer, n_tok, n_x, n_k, x, ids,
+                                                                               w);
+    return cuda_launch_check("exchange publish", err);
+}
+
+extern "C" int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, cudaStream_t s,
+                              guild_err_t *err)
+{
+    if (check_view(v, err) < 0)
+        return -1;
+    xchg_wait_kernel<<<1, WARP_SIZE, 0, s>>>(*v, d, layer);
+    return cuda_launch_check("exchange wait", err);
+}
+
+extern "C" int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y,
+                                cudaStream_t s, guild_err_t *err)
+{
+    if (check_view(v, err) < 0)
+        return -1;
+    if (n_floats <= 0)
+        return 0;
+    xchg_take_y_kernel<<<blocks_for(n_floats, XY_MAX_BLOCKS), XP_THREADS, 0, s>>>(*v, d, n_floats, y);
+    return cuda_launch_check("exchange take y", err);
+}

@@ -1,0 +1,279 @@
+#include "config.h"
+
+#include "ipc/data.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+static int set_int(void *s, int opt, int v, const char *name, guild_err_t *err)
+{
+    if (zmq_setsockopt(s, opt, &v, sizeof v) < 0)
+        return guild_err_set(err, "zmq_setsockopt %s: %s", name, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
+{
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    if (!s) {
+        guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    if (set_int(s, ZMQ_LINGER, 0, "ZMQ_LINGER", err) < 0)
+        goto fail;
+    if (zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, strlen(identity)) < 0 || zmq_connect(s, endpoint) < 0) {
+        guild_err_set(err, "data socket %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    return s;
+fail:
+    zmq_close(s);
+    return NULL;
+}
+
+void *data_router_new(void *zctx, const char *endpoint, guild_err_t *err)
+{
+    void *s = zmq_socket(zctx, ZMQ_ROUTER);
+    if (!s) {
+        guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    if (set_int(s, ZMQ_LINGER, 0, "ZMQ_LINGER", err) < 0 || set_int(s, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err) < 0 ||
+        set_int(s, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) < 0)
+        goto fail;
+    if (zmq_bind(s, endpoint) < 0) {
+        guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    return s;
+fail:
+    zmq_close(s);
+    return NULL;
+}
+
+/* Sends [to] hdr arrays...; every frame but the last with SNDMORE. */
+static int send_frames(void *sock, const guild_msg_peer_t *to, Guild__Data *d, const void *const *arr,
+                       const size_t *len, int n_arr, guild_err_t *err)
+{
+    d->protocol_version = GUILD_PROTOCOL_VERSION;
+    size_t hl = guild__data__get_packed_size(d);
+    uint8_t *hb = malloc(hl ? hl : 1);
+    if (!hb)
+        return guild_err_set(err, "data socket: out of memory");
+    guild__data__pack(d, hb);
+    int rc = 0;
+    if (to && zmq_send(sock, to->id, to->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        rc = -1;
+    if (!rc && zmq_send(sock, hb, hl, (n_arr ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+        rc = -1;
+    for (int i = 0; !rc && i < n_arr; i++)
+        if (zmq_send(sock, arr[i], len[i], (i + 1 < n_arr ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+            rc = -1;
+    free(hb);
+    if (rc) {
+        int e = zmq_errno();
+        return guild_err_set(err, "data socket: send: %s", e == EHOSTUNREACH ? "peer not connected" : zmq_strerror(e));
+    }
+    return 0;
+}
+
+int data_send_hello(void *dealer, uint64_t generation, uint32_t worker, guild_err_t *err)
+{
+    Guild__Data d = GUILD__DATA__INIT;
+    Guild__DataHello h = GUILD__DATA_HELLO__INIT;
+    h.generation = generation;
+    h.worker = worker;
+    d.body_case = GUILD__DATA__BODY_HELLO;
+    d.hello = &h;
+    return send_frames(dealer, NULL, &d, NULL, NULL, 0, err);
+}
+
+int data_send_request(void *router, const guild_msg_peer_t *to, uint64_t seq, int32_t layer, uint32_t n_tokens,
+                      uint32_t n_used, uint32_t n_embd, const float *x, const int32_t *ids, guild_err_t *err)
+{
+    Guild__Data d = GUILD__DATA__INIT;
+    Guild__ExchangeRequest r = GUILD__EXCHANGE_REQUEST__INIT;
+    r.seq = seq;
+    r.layer = layer;
+    r.n_tokens = n_tokens;
+    r.n_used = n_used;
+    r.n_embd = n_embd;
+    d.body_case = GUILD__DATA__BODY_REQUEST;
+    d.request = &r;
+    const void *arr[2] = {x, ids};
+    size_t len[2] = {(size_t)n_tokens * n_embd * sizeof(float), (size_t)n_tokens * n_used * sizeof(int32_t)};
+    return send_frames(router, to, &d, arr, len, 2, err);
+}
+
+int data_send_result(void *dealer, uint64_t seq, uint32_t n_pairs, const int32_t *pairs, const float *y,
+                     uint32_t n_embd, guild_err_t *err)
+{
+    Guild__Data d = GUILD__DATA__INIT;
+    Guild__ExchangeResult r = GUILD__EXCHANGE_RESULT__INIT;
+    r.seq = seq;
+    r.n_pairs = n_pairs;
+    d.body_case = GUILD__DATA__BODY_RESULT;
+    d.result = &r;
+    const void *arr[2] = {pairs, y};
+    size_t len[2] = {(size_t)n_pairs * sizeof(int32_t), (size_t)n_pairs * n_embd * sizeof(float)};
+    return send_frames(dealer, NULL, &d, arr, len, 2, err);
+}
+
+void data_msg_close(data_msg_t *m)
+{
+    if (m->hdr)
+        guild__data__free_unpacked(m->hdr, NULL);
+    zmq_msg_t *f = m->frames_;
+    for (int i = 0; f && i < m->n_frames_; i++)
+        zmq_msg_close(&f[i]);
+    free(f);
+    free(m->copy_[0]);
+    free(m->copy_[1]);
+    memset(m, 0, sizeof *m);
+}
+
+/* Checks the arrays against the header. */
+static int check(data_msg_t *m, const zmq_msg_t *arr, int n_arr, guild_err_t *err)
+{
+    const Guild__Data *d = m->hdr;
+    size_t want[2] = {0, 0};
+    int n_want = 0;
+    switch (d->body_case) {
+    case GUILD__DATA__BODY_HELLO:
+        break;
+    case GUILD__DATA__BODY_REQUEST: {
+        const Guild__ExchangeRequest *r = d->request;
+        if (r->n_tokens > (1u << 20) || r->n_embd == 0 || r->n_embd > (1u << 20) || r->n_used == 0 || r->n_used > 1024)
+            return guild_err_set(err, "exchange request: implausible shape (%u tokens, width %u, top-%u)",
+                                 r->n_tokens, r->n_embd, r->n_used);
+        want[0] = (size_t)r->n_tokens * r->n_embd * sizeof(float);
+        want[1] = (size_t)r->n_tokens * r->n_used * sizeof(int32_t);
+        n_want = 2;
+        break;
+    }
+    case GUILD__DATA__BODY_RESULT: {
+        const Guild__ExchangeResult *r = d->result;
+        if (r->n_pairs > (1u << 26))
+            return guild_err_set(err, "exchange result: implausible %u pairs", r->n_pairs);
+        want[0] = (size_t)r->n_pairs * sizeof(int32_t);
+        n_want = 2;
+        want[1] = n_arr == 2 && r->n_pairs ? zmq_msg_size((zmq_msg_t *)&arr[1]) : 0; /* width checked by the user */
+        if (r->n_pairs && want[1] % ((size_t)r->n_pairs * sizeof(float)))
+            return guild_err_set(err, "exchange result: %zu bytes of y for %u pairs", want[1], r->n_pairs);
+        break;
+    }
+    default:
+        return guild_err_set(err, "data message without a known body (field %d)", (int)d->body_case);
+    }
+    if (n_arr != n_want)
+        return guild_err_set(err, "data message: %d arrays, expected %d", n_arr, n_want);
+    for (int i = 0; i < n_arr; i++) {
+        if (zmq_msg_size((zmq_msg_t *)&arr[i]) != want[i])
+            return guild_err_set(err, "data message: array %d has %zu bytes, expected %zu", i,
+                                 zmq_msg_size((zmq_msg_t *)&arr[i]), want[i]);
+        m->array[i] = zmq_msg_data((zmq_msg_t *)&arr[i]);
+        /* ZeroMQ keeps no alignment promise (small frames live inside the message object): floats and ints
+         * read in place would be misaligned loads */
+        if ((uintptr_t)m->array[i] % 64 && want[i]) {
+            if (!(m->copy_[i] = aligned_alloc(64, (want[i] + 63) & ~(size_t)63)))
+                return guild_err_set(err, "data message: out of memory");
+            memcpy(m->copy_[i], m->array[i], want[i]);
+            m->array[i] = m->copy_[i];
+        }
+    }
+    return 0;
+}
+
+guild_msg_result_t data_recv(void *sock, int timeout_ms, data_msg_t *m, guild_err_t *err)
+{
+    memset(m, 0, sizeof *m);
+    int type;
+    size_t tl = sizeof type;
+    zmq_getsockopt(sock, ZMQ_TYPE, &type, &tl);
+    int router = type == ZMQ_ROUTER;
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&item, 1, timeout_ms);
+    if (n < 0) {
+        if (zmq_errno() == EINTR)
+            return GUILD_MSG_TIMEOUT;
+        guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
+        return GUILD_MSG_ERROR;
+    }
+    if (n == 0)
+        return GUILD_MSG_TIMEOUT;
+    const int max = DATA_MAX_FRAMES + 1;
+    zmq_msg_t *f = calloc((size_t)max, sizeof *f);
+    if (!f) {
+        guild_err_set(err, "data socket: out of memory");
+        return GUILD_MSG_ERROR;
+    }
+    m->frames_ = f;
+    int total = 0, more = 1;
+    while (more) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            data_msg_close(m);
+            if (zmq_errno() == EAGAIN && total == 0)
+                return GUILD_MSG_TIMEOUT;
+            guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
+            return GUILD_MSG_ERROR;
+        }
+        more = zmq_msg_more(&part);
+        if (m->n_frames_ < max)
+            f[m->n_frames_++] = part;
+        else
+            zmq_msg_close(&part);
+        total++;
+    }
+    int first = 0;
+    if (router) {
+        size_t il = zmq_msg_size(&f[0]);
+        if (il > 0 && il <= GUILD_MSG_MAX_IDENTITY) {
+            memcpy(m->from.id, zmq_msg_data(&f[0]), il);
+            m->from.len = il;
+        }
+        first = 1;
+    }
+    guild_msg_peer_t from = m->from;
+    if (total > max || total <= first) {
+        guild_err_set(err, "data message of %d frames", total - first);
+        goto bad;
+    }
+    size_t hl = zmq_msg_size(&f[first]);
+    if (hl > GUILD_MSG_MAX_BYTES || !(m->hdr = guild__data__unpack(NULL, hl, zmq_msg_data(&f[first])))) {
+        guild_err_set(err, "malformed data message header (%zu bytes)", hl);
+        goto bad;
+    }
+    if (m->hdr->protocol_version != GUILD_PROTOCOL_VERSION) {
+        guild_err_set(err, "data message of protocol version %u, this build speaks %u", m->hdr->protocol_version,
+                      GUILD_PROTOCOL_VERSION);
+        goto bad;
+    }
+    if (check(m, &f[first + 1], total - first - 1, err) < 0)
+        goto bad;
+    return GUILD_MSG_OK;
+bad:
+    data_msg_close(m);
+    m->from = from;
+    return GUILD_MSG_BAD;
+}
+
+int data_endpoint_resolve(const char *data_endpoint, const char *control_endpoint, char *out, size_t size,
+                          guild_err_t *err)
+{
+    const char *star = strstr(data_endpoint, "://*:");
+    if (!star || strncmp(control_endpoint, "tcp://", 6) != 0) {
+        if ((size_t)snprintf(out, size, "%s", data_endpoint) >= size)
+            return guild_err_set(err, "data endpoint %s is too long", data_endpoint);
+        return 0;
+    }
+    const char *host = control_endpoint + 6, *colon = strrchr(host, ':');
+    size_t hl = colon ? (size_t)(colon - host) : strlen(host);
+    if ((size_t)snprintf(out, size, "tcp://%.*s%s", (int)hl, host, star + 4) >= size)
+        return guild_err_set(err, "data endpoint %s is too long", data_endpoint);
+    return 0;
+}
