@@ -9,15 +9,15 @@ struct expert_stats {
     int64_t *count; /* [n_layer][n_expert] */
 };
 
-static int stats_run(moe_exec_t *e, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
-                     const float *weights, float *y, guild_err_t *err)
+static int stats_run(moe_exec_t *e, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids, float *y,
+                     guild_err_t *err)
 {
     expert_stats_t *s = (expert_stats_t *)e;
     if (layer >= 0 && layer < s->n_layer)
         for (int64_t i = 0; i < (int64_t)n_tokens * s->n_used; i++)
             if (ids[i] >= 0 && ids[i] < s->n_expert)
                 s->count[(int64_t)layer * s->n_expert + ids[i]]++;
-    return moe_exec_run(s->inner, layer, n_tokens, x, ids, weights, y, err);
+    return moe_exec_run(s->inner, layer, n_tokens, x, ids, y, err);
 }
 
 static void stats_destroy(moe_exec_t *e)

@@ -14,8 +14,8 @@ typedef struct moe_arena {
     moe_arena_stats_t stats;
 } moe_arena_t;
 
-static int arena_run(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                     const float *weights, float *y, guild_err_t *err)
+static int arena_run(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids, float *y,
+                     guild_err_t *err)
 {
     moe_arena_t *m = (moe_arena_t *)base;
     if (n < 0 || n > m->max_tokens)
@@ -34,7 +34,6 @@ static int arena_run(moe_exec_t *base, int32_t layer, int32_t n, const float *x,
     const size_t xe = (size_t)n * (size_t)m->n_embd, ku = (size_t)n * (size_t)m->n_used;
     memcpy(slot.x, x, xe * sizeof *x);
     memcpy(slot.ids, ids, ku * sizeof *ids);
-    memcpy(slot.w, weights, ku * sizeof *weights);
     if (guild_exchange_publish(m->x, seq, n, layer, err) < 0)
         return -1;
     /* published: the workers will complete it whatever happens here, so the next run uses the next seq */

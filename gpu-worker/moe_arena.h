@@ -1,9 +1,9 @@
 /* gpu-worker/moe_arena.h — the routed-expert executor of the multi-process pipeline: the experts are computed
  * by the CPU worker processes, reached through the arena's MoE exchange (ipc/exchange.h).
  *
- * run() takes the next exchange number, waits for its slot to be free, writes the layer's inputs (x, ids,
- * weights), publishes, waits until every CPU worker has completed it, and copies the y rows out (the dense
- * side then combines them in slot order, so the result is the bits moe_local gives). Waits go in slices:
+ * run() takes the next exchange number, waits for its slot to be free, writes the layer's inputs (x, ids),
+ * publishes, waits until every CPU worker has completed it, and copies the y rows out (the dense side then
+ * combines them in slot order, so the result is the bits moe_local gives). Waits go in slices:
  * between two, interrupted() may stop the exchange (the coordinator aborted, the worker is shutting down);
  * a CPU worker that dies mid-exchange is not an error here: the coordinator restarts it and it redoes the
  * exchange, and this wait simply completes later.

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define GUILD_ARENA_MAGIC UINT64_C(0x4E5241444C495547) /* "GUILDARN" in memory order (little-endian) */
-#define GUILD_ARENA_LAYOUT_VERSION 1u
+#define GUILD_ARENA_LAYOUT_VERSION 2u /* 2: the exchange without weights, the staging ring's kind registered */
 #define GUILD_ARENA_MAX_REGIONS 30
 #define GUILD_ARENA_ALIGN 4096u /* region offsets and sizes are multiples of this */
 #define GUILD_ARENA_NAME_MAX 256
@@ -56,7 +56,7 @@ typedef enum guild_arena_kind {
     GUILD_ARENA_KIND_NONE = 0,     /* not a valid region */
     GUILD_ARENA_KIND_EXCHANGE = 1, /* ipc/exchange.h: MoE layer exchange (step/done doorbells, slots) */
     GUILD_ARENA_KIND_STEP = 2,     /* ipc/step.h: forward-pass requests, coordinator -> GPU worker */
-    /* 0x5300 (STAGE_RING_ARENA_KIND, ipc/stage_ring.h): a staging ring, in an arena of its own */
+    GUILD_ARENA_KIND_STAGE_RING = 3, /* ipc/stage_ring.h: a staging ring (in an arena of its own) */
     GUILD_ARENA_KIND_TEST = 0x7f00, /* tests and benchmarks */
 } guild_arena_kind_t;
 

@@ -9,44 +9,15 @@
 
 struct guild_exchange {
     guild_exchange_shared_t *shared;
-    char *slots;                  /* slot 0 */
-    guild_exchange_shape_t shape; /* validated copy: never re-read from shared memory */
-    uint64_t slot_stride, x_off, ids_off, w_off, y_off;
+    char *base;                     /* the region's start */
+    guild_exchange_shape_t shape;   /* validated copy: never re-read from shared memory */
+    guild_exchange_layout_t layout; /* computed from shape */
 };
-
-typedef struct layout {
-    uint64_t shared_size, slot_stride, x_off, ids_off, w_off, y_off, total;
-} layout_t;
-
-static uint64_t align64(uint64_t n)
-{
-    return (n + 63) & ~(uint64_t)63;
-}
-
-/* -1 if the shape is invalid; dimensions are capped so that no product overflows 64 bits. */
-static int compute_layout(const guild_exchange_shape_t *s, layout_t *l)
-{
-    if (!s->max_tokens || !s->n_embd || !s->n_used || !s->n_slots || !s->n_workers ||
-        s->n_workers > GUILD_EXCHANGE_MAX_WORKERS || s->n_slots > GUILD_EXCHANGE_MAX_SLOTS ||
-        s->max_tokens > (1u << 20) || s->n_embd > (1u << 20) || s->n_used > 1024)
-        return -1;
-    uint64_t t = s->max_tokens, e = s->n_embd, k = s->n_used;
-    l->shared_size = align64(sizeof(guild_exchange_shared_t) + (uint64_t)s->n_workers * sizeof(guild_doorbell_t));
-    l->x_off = sizeof(guild_exchange_slot_header_t);
-    l->ids_off = l->x_off + align64(t * e * sizeof(float));
-    l->w_off = l->ids_off + align64(t * k * sizeof(int32_t));
-    l->y_off = l->w_off + align64(t * k * sizeof(float));
-    l->slot_stride = (l->y_off + t * k * e * sizeof(float) + 4095) & ~(uint64_t)4095;
-    l->total = l->shared_size + l->slot_stride * s->n_slots;
-    if (l->total > ((uint64_t)1 << 48))
-        return -1;
-    return 0;
-}
 
 size_t guild_exchange_memsize(const guild_exchange_shape_t *shape)
 {
-    layout_t l;
-    return compute_layout(shape, &l) < 0 ? 0 : (size_t)l.total;
+    guild_exchange_layout_t l;
+    return guild_exchange_layout_of(shape, &l) < 0 ? 0 : (size_t)l.total;
 }
 
 static int shape_error(const guild_exchange_shape_t *s, guild_err_t *err)
@@ -59,30 +30,29 @@ static int shape_error(const guild_exchange_shape_t *s, guild_err_t *err)
 int guild_exchange_init(void *addr, size_t size, const guild_exchange_shape_t *shape, guild_err_t *err)
 {
     GUILD_ASSERT(addr && ((uintptr_t)addr & 63) == 0);
-    layout_t l;
-    if (compute_layout(shape, &l) < 0)
+    guild_exchange_layout_t l;
+    if (guild_exchange_layout_of(shape, &l) < 0)
         return shape_error(shape, err);
     if (size < l.total)
         return guild_err_set(err, "exchange: region of %zu bytes, the shape needs %" PRIu64, size, l.total);
     guild_exchange_shared_t *sh = addr;
-    memset(sh, 0, l.shared_size);
+    memset(sh, 0, l.slot_off);
     sh->magic = GUILD_EXCHANGE_MAGIC;
     sh->max_tokens = shape->max_tokens;
     sh->n_embd = shape->n_embd;
     sh->n_used = shape->n_used;
     sh->n_slots = shape->n_slots;
     sh->n_workers = shape->n_workers;
-    sh->slot_offset = l.shared_size;
+    sh->slot_offset = l.slot_off;
     sh->slot_stride = l.slot_stride;
     sh->x_offset = l.x_off;
     sh->ids_offset = l.ids_off;
-    sh->w_offset = l.w_off;
     sh->y_offset = l.y_off;
     guild_doorbell_init(&sh->step);
     for (uint32_t k = 0; k < shape->n_workers; k++)
         guild_doorbell_init(&sh->done[k]);
     for (uint32_t i = 0; i < shape->n_slots; i++)
-        memset((char *)addr + l.shared_size + i * l.slot_stride, 0, sizeof(guild_exchange_slot_header_t));
+        memset((char *)addr + guild_exchange_slot_at(&l, i + 1), 0, sizeof(guild_exchange_slot_header_t));
     return 0;
 }
 
@@ -99,13 +69,13 @@ guild_exchange_t *guild_exchange_attach(void *addr, size_t size, guild_err_t *er
         return NULL;
     }
     guild_exchange_shape_t shape = {sh->max_tokens, sh->n_embd, sh->n_used, sh->n_slots, sh->n_workers};
-    layout_t l;
-    if (compute_layout(&shape, &l) < 0) {
+    guild_exchange_layout_t l;
+    if (guild_exchange_layout_of(&shape, &l) < 0) {
         shape_error(&shape, err);
         return NULL;
     }
-    if (sh->slot_offset != l.shared_size || sh->slot_stride != l.slot_stride || sh->x_offset != l.x_off ||
-        sh->ids_offset != l.ids_off || sh->w_offset != l.w_off || sh->y_offset != l.y_off) {
+    if (sh->slot_offset != l.slot_off || sh->slot_stride != l.slot_stride || sh->x_offset != l.x_off ||
+        sh->ids_offset != l.ids_off || sh->y_offset != l.y_off) {
         guild_err_set(err, "exchange: slot layout differs from this build's");
         return NULL;
     }
@@ -119,13 +89,9 @@ guild_exchange_t *guild_exchange_attach(void *addr, size_t size, guild_err_t *er
         return NULL;
     }
     x->shared = sh;
-    x->slots = (char *)addr + l.shared_size;
+    x->base = addr;
     x->shape = shape;
-    x->slot_stride = l.slot_stride;
-    x->x_off = l.x_off;
-    x->ids_off = l.ids_off;
-    x->w_off = l.w_off;
-    x->y_off = l.y_off;
+    x->layout = l;
     return x;
 }
 
@@ -142,9 +108,19 @@ const guild_exchange_shape_t *guild_exchange_shape(const guild_exchange_t *x)
     return &x->shape;
 }
 
+const guild_exchange_layout_t *guild_exchange_layout(const guild_exchange_t *x)
+{
+    return &x->layout;
+}
+
+void *guild_exchange_base(const guild_exchange_t *x)
+{
+    return x->base;
+}
+
 static char *slot_base(const guild_exchange_t *x, uint64_t seq)
 {
-    return x->slots + ((seq - 1) % x->shape.n_slots) * x->slot_stride;
+    return x->base + guild_exchange_slot_at(&x->layout, seq);
 }
 
 static void slot_view(const guild_exchange_t *x, uint64_t seq, int n_tokens, int layer, guild_exchange_slot_t *s)
@@ -153,10 +129,9 @@ static void slot_view(const guild_exchange_t *x, uint64_t seq, int n_tokens, int
     s->seq = seq;
     s->n_tokens = n_tokens;
     s->layer = layer;
-    s->x = (float *)(void *)(b + x->x_off);
-    s->ids = (int32_t *)(void *)(b + x->ids_off);
-    s->w = (float *)(void *)(b + x->w_off);
-    s->y = (float *)(void *)(b + x->y_off);
+    s->x = (float *)(void *)(b + x->layout.x_off);
+    s->ids = (int32_t *)(void *)(b + x->layout.ids_off);
+    s->y = (float *)(void *)(b + x->layout.y_off);
 }
 
 guild_wait_result_t guild_exchange_begin(guild_exchange_t *x, uint64_t seq, const guild_wait_policy_t *policy,

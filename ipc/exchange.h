@@ -1,11 +1,12 @@
 /* ipc/exchange.h — the MoE layer exchange between the dense side (GPU worker) and the CPU expert workers.
  *
- * One exchange = one MoE layer of one step: the dense side writes the routed tokens' normed activations,
- * expert ids and routing weights into a slot, rings `step`; every CPU worker computes the (token, slot j)
- * pairs whose expert it owns, writes each one's expert output into its own row of the slot's output, rings
- * its `done[worker]`; the dense side waits for every done counter, then sums the rows in j order
- * (out[t] = sum_j w[t][j] * y[t][j]), so the result is bit-identical whatever the number of workers and
- * however the experts are split between them.
+ * One exchange = one MoE layer of one step: the dense side writes the routed tokens' normed activations and
+ * expert ids into a slot, rings `step`; every CPU worker computes the (token, slot j) pairs whose expert it
+ * owns, writes each one's unweighted expert output into its own row of the slot's output, rings its
+ * `done[worker]`; the dense side waits for every done counter, then sums the rows in j order with the routing
+ * weights it kept (out[t] = sum_j w[t][j] * y[t][j]), so the result is bit-identical whatever the number of
+ * workers and however the experts are split between them. Where everything lies: ipc/exchange_layout.h, the
+ * one definition that the host code and the CUDA kernels driving the exchange from the device both use.
  *
  * Exchanges are numbered 1, 2, 3, ... across layers and steps (seq); exchange seq uses slot (seq-1) % n_slots.
  * Why a small ring of slots rather than one slot per layer: layer L+1's input depends on layer L's output,
@@ -28,24 +29,13 @@
 
 #include "core/util/err.h"
 #include "ipc/doorbell.h"
+#include "ipc/exchange_layout.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define GUILD_EXCHANGE_MAGIC UINT64_C(0x31474843584C4447) /* "GDLXCHG1" in memory order */
-#define GUILD_EXCHANGE_MAX_WORKERS 256
-#define GUILD_EXCHANGE_MAX_SLOTS 1024
-
-/* Geometry, fixed for the life of the arena. */
-typedef struct guild_exchange_shape {
-    uint32_t max_tokens; /* tokens per exchange (decode batch, or prefill chunk) */
-    uint32_t n_embd;     /* model width */
-    uint32_t n_used;     /* experts per token (top-k) */
-    uint32_t n_slots;    /* slots in the ring, 1..GUILD_EXCHANGE_MAX_SLOTS */
-    uint32_t n_workers;  /* CPU expert workers (done counters), 1..GUILD_EXCHANGE_MAX_WORKERS */
-} guild_exchange_shape_t;
-
-/* Shared layout at the start of the region; geometry fields written once by the coordinator. */
+/* Shared layout at the start of the region (its offsets: exchange_layout.h); geometry fields written once by the
+ * coordinator. */
 typedef struct guild_exchange_shared {
     uint64_t magic;        /* GUILD_EXCHANGE_MAGIC */
     uint32_t max_tokens;   /* guild_exchange_shape_t, as given to guild_exchange_init */
@@ -58,28 +48,18 @@ typedef struct guild_exchange_shared {
     uint64_t slot_stride;  /* bytes from one slot to the next */
     uint64_t x_offset;     /* bytes from a slot's start to x; y_offset etc. likewise */
     uint64_t ids_offset;
-    uint64_t w_offset;
     uint64_t y_offset;
-    uint64_t reserved[6];    /* 0; puts step on its own cache lines */
+    uint64_t reserved[7];    /* 0; puts step on its own cache lines */
     guild_doorbell_t step;   /* last exchange seq published; rung by the dense side */
     guild_doorbell_t done[]; /* [n_workers]: last exchange seq completed by worker k; rung by worker k */
 } guild_exchange_shared_t;
-_Static_assert(sizeof(guild_exchange_shared_t) == 128 + sizeof(guild_doorbell_t),
-               "guild_exchange_shared_t is a shared layout");
-
-/* Shared layout at the start of every slot; written by the dense side before it rings step. */
-typedef struct guild_exchange_slot_header {
-    uint64_t seq;         /* exchange seq the slot holds */
-    int32_t n_tokens;     /* tokens in it, 0..max_tokens */
-    int32_t layer;        /* model layer index (blk.N) whose experts apply */
-    uint64_t reserved[6]; /* 0 */
-} guild_exchange_slot_header_t;
-_Static_assert(sizeof(guild_exchange_slot_header_t) == 64, "guild_exchange_slot_header_t is a shared layout");
-/* After the header, each array 64-byte aligned, rows with the max_tokens capacity:
- *   x    float32 [max_tokens][n_embd]          normed activations           dense side
- *   ids  int32   [max_tokens][n_used]          expert ids, top-k order       dense side
- *   w    float32 [max_tokens][n_used]          routing weights               dense side
- *   y    float32 [max_tokens][n_used][n_embd]  expert outputs, unweighted    row (t, j): owner of ids[t][j] */
+_Static_assert(sizeof(guild_exchange_shared_t) == GUILD_EXCHANGE_HEADER_BYTES + sizeof(guild_doorbell_t) &&
+               offsetof(guild_exchange_shared_t, step) == GUILD_EXCHANGE_HEADER_BYTES &&
+               sizeof(guild_doorbell_t) == GUILD_EXCHANGE_DOORBELL_BYTES &&
+               offsetof(guild_doorbell_t, seq) == 0,
+               "guild_exchange_shared_t is the shared layout exchange_layout.h describes");
+_Static_assert(sizeof(guild_exchange_slot_header_t) == GUILD_EXCHANGE_SLOT_HEADER_BYTES,
+               "guild_exchange_slot_header_t is a shared layout");
 
 /* A process's view of one slot. */
 typedef struct guild_exchange_slot {
@@ -88,7 +68,6 @@ typedef struct guild_exchange_slot {
     int layer;
     float *x;     /* [n_tokens][n_embd] */
     int32_t *ids; /* [n_tokens][n_used] */
-    float *w;     /* [n_tokens][n_used] */
     float *y;     /* [n_tokens][n_used][n_embd] */
 } guild_exchange_slot_t;
 
@@ -106,8 +85,13 @@ int guild_exchange_init(void *addr, size_t size, const guild_exchange_shape_t *s
 guild_exchange_t *guild_exchange_attach(void *addr, size_t size, guild_err_t *err);
 void guild_exchange_destroy(guild_exchange_t **px);
 
-/* The geometry, as validated at attach. */
+/* The geometry, as validated at attach, and the layout it gives (exchange_layout.h). */
 const guild_exchange_shape_t *guild_exchange_shape(const guild_exchange_t *x);
+const guild_exchange_layout_t *guild_exchange_layout(const guild_exchange_t *x);
+
+/* The region's start, where the layout's offsets count from (for a process that maps it elsewhere too: the
+ * device, through a registration of the arena). */
+void *guild_exchange_base(const guild_exchange_t *x);
 
 /* Dense side: waits until slot (seq-1) % n_slots is free (every worker done with seq - n_slots), then
  * fills *slot with it for writing (n_tokens = max_tokens). seq must follow the last published one. */

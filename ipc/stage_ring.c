@@ -65,14 +65,14 @@ int stage_ring_create(stage_ring_t **out, uint32_t n_slots, size_t slot_bytes, c
     if (!r)
         return guild_err_set(err, "stage ring: out of memory");
     size_t size = stage_ring_memsize(n_slots, slot_bytes);
-    guild_arena_request_t req = {STAGE_RING_ARENA_KIND, 0, size};
+    guild_arena_request_t req = {GUILD_ARENA_KIND_STAGE_RING, 0, size};
     r->arena = guild_arena_create(&req, 1, opts, err);
     if (!r->arena) {
         guild_err_prefix(err, "stage ring: ");
         free(r);
         return -1;
     }
-    r->hdr = guild_arena_region(r->arena, STAGE_RING_ARENA_KIND, 0, &r->region_size);
+    r->hdr = guild_arena_region(r->arena, GUILD_ARENA_KIND_STAGE_RING, 0, &r->region_size);
     GUILD_ASSERT(r->hdr && r->region_size >= size);
     ring_init(r->hdr, n_slots, slot_bytes, r->region_size);
     guild_arena_publish(r->arena);
@@ -122,7 +122,7 @@ int stage_ring_attach(stage_ring_t **out, const char *name, guild_err_t *err)
     r->arena = guild_arena_attach(name, NULL, err);
     if (!r->arena)
         goto fail;
-    r->hdr = guild_arena_region(r->arena, STAGE_RING_ARENA_KIND, 0, &r->region_size);
+    r->hdr = guild_arena_region(r->arena, GUILD_ARENA_KIND_STAGE_RING, 0, &r->region_size);
     if (!r->hdr) {
         guild_err_set(err, "stage ring %s: the arena holds no staging ring", name);
         goto fail;

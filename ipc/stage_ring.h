@@ -6,8 +6,8 @@
  * of the model file into a slot; the client copies the slot to the device and then releases it.
  *
  * Memory: the ring lives in an arena of its own (ipc/arena.h: a memfd, MFD_HUGETLB first, then THP, then
- * 4 KiB pages, each fallback logged once), one region of kind STAGE_RING_ARENA_KIND. Other processes attach
- * by the arena's name (/proc/<pid>/fd/<fd>, or a file path). The whole mapping may be registered with
+ * 4 KiB pages, each fallback logged once), one region of kind GUILD_ARENA_KIND_STAGE_RING. Other processes
+ * attach by the arena's name (/proc/<pid>/fd/<fd>, or a file path). The whole mapping may be registered with
  * cudaHostRegister (stage_ring_map_base/_size). Region layout:
  *   [stage_ring_header_t: 4096 bytes][stage_slot_ctl_t x n_slots][slot data x n_slots, slot_stride apart]
  *
@@ -34,7 +34,6 @@
 
 #define STAGE_RING_MAGIC UINT64_C(0x474E525453444C47) /* "GLDSTRNG" in memory order (little-endian) */
 #define STAGE_RING_VERSION 1u
-#define STAGE_RING_ARENA_KIND 0x5300u /* region kind in the ring's own arena (beside ipc/arena.h's registry) */
 #define STAGE_RING_MAX_SLOTS 64
 #define STAGE_RING_MAX_PIECES 4096       /* pieces per request */
 #define STAGE_RING_PIECE_ALIGN 64u       /* stage_plan places pieces at slot offsets that are multiples of this */

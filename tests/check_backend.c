@@ -203,7 +203,6 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
     const int E = c->n_embd, K = c->n_expert_used;
     float *x = malloc((size_t)N * E * sizeof *x);
     int32_t ids[N * 2];
-    float w[N * 2];
     rng_t g;
     rng_seed(&g, 77);
     for (int i = 0; i < N * E; i++)
@@ -211,14 +210,12 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
     for (int t = 0; t < N; t++) {
         ids[t * K] = (int32_t)(rng_next(&g) % 8);
         ids[t * K + 1] = (ids[t * K] + 1 + (int32_t)(rng_next(&g) % 7)) % 8;
-        w[t * K] = 0.6f;
-        w[t * K + 1] = 0.4f;
     }
     ids[3 * K] = ids[4 * K] = ids[5 * K] = 2; /* several tokens on one expert */
     size_t ybytes = (size_t)N * K * E * sizeof(float);
     float *y1 = malloc(ybytes), *y2 = malloc(ybytes), *y3 = malloc(ybytes);
     guild_err_t err = {{0}};
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, w, y1, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, y1, &err) == 0, "%s", err.msg);
     naive_experts(r.model, 1, N, x, ids, y2);
     ck_assert(!memcmp(y1, y2, ybytes));
 
@@ -249,7 +246,7 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
 
     /* bad input is an error, not a crash */
     ids[7] = 8;
-    ck_assert_int_eq(moe_exec_run(r.moe, 1, N, x, ids, w, y1, &err), -1);
+    ck_assert_int_eq(moe_exec_run(r.moe, 1, N, x, ids, y1, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "expert id 8 is out of range"));
     rig_close(&r);
     free(x);
@@ -272,7 +269,6 @@ START_TEST(test_executor_skips_slots)
     ck_assert_int_eq(K, 2);
     float *x = malloc((size_t)N * E * sizeof *x);
     int32_t ids[N * 2], skip[N * 2];
-    float w[N * 2];
     rng_t g;
     rng_seed(&g, 91 + (uint64_t)_i);
     for (int i = 0; i < N * E; i++)
@@ -280,8 +276,6 @@ START_TEST(test_executor_skips_slots)
     for (int t = 0; t < N; t++) {
         ids[t * K] = (int32_t)(rng_next(&g) % 8);
         ids[t * K + 1] = (ids[t * K] + 1 + (int32_t)(rng_next(&g) % 7)) % 8;
-        w[t * K] = 0.6f;
-        w[t * K + 1] = 0.4f;
     }
     /* skipped: every pair of experts 1 and 6 (a GPU-side split by expert), both slots of token 4, slot 1 of
      * token 7 */
@@ -296,9 +290,9 @@ START_TEST(test_executor_skips_slots)
     const size_t row = (size_t)E * sizeof(float), ybytes = (size_t)N * K * row;
     float *full = malloc(ybytes), *got = malloc(ybytes);
     guild_err_t err = {{0}};
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, w, full, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, full, &err) == 0, "%s", err.msg);
     memset(got, 0x5a, ybytes); /* poison */
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, w, got, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, got, &err) == 0, "%s", err.msg);
     uint8_t poison[512];
     ck_assert_uint_le(row, sizeof poison);
     memset(poison, 0x5a, row);
@@ -335,7 +329,7 @@ START_TEST(test_executor_skips_slots)
     for (int p = 0; p < N * K; p++)
         skip[p] = -1;
     memset(got, 0x5a, ybytes);
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, w, got, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, got, &err) == 0, "%s", err.msg);
     for (int p = 0; p < N * K; p++)
         ck_assert(!memcmp((char *)got + p * row, poison, row));
     rig_close(&r);
@@ -351,8 +345,8 @@ typedef struct failing_exec {
     moe_exec_t base;
 } failing_exec_t;
 
-static int failing_run(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                       const float *w, float *y, guild_err_t *err)
+static int failing_run(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids, float *y,
+                       guild_err_t *err)
 {
     return guild_err_set(err, "worker 3 did not answer");
 }

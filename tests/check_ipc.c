@@ -703,6 +703,23 @@ START_TEST(test_exchange_shape_and_validation)
     guild_wait_policy_t p = {0, 10 * MS};
     ck_assert_int_eq(guild_exchange_begin(x, 1, &p, &slot, NULL, &err), GUILD_WAIT_OK);
     ck_assert_int_eq(slot.n_tokens, 4);
+    /* the layout accessor (exchange_layout.h, what the device computes its addresses with) finds the doorbells
+     * and every slot's arrays where the host handle has them */
+    const guild_exchange_layout_t *l = guild_exchange_layout(x);
+    char *base = guild_exchange_base(x);
+    ck_assert_ptr_eq(base, r);
+    ck_assert_ptr_eq(base + l->step_off, (char *)&guild_exchange_step_doorbell(x)->seq);
+    for (uint32_t k = 0; k < 3; k++)
+        ck_assert_ptr_eq(base + guild_exchange_done_at(l, k), (char *)&guild_exchange_done_doorbell(x, (int)k)->seq);
+    char *s1 = base + guild_exchange_slot_at(l, 1);
+    ck_assert_ptr_eq((char *)slot.x, s1 + l->x_off);
+    ck_assert_ptr_eq((char *)slot.ids, s1 + l->ids_off);
+    ck_assert_ptr_eq((char *)slot.y, s1 + l->y_off);
+    ck_assert_ptr_eq(base + guild_exchange_slot_at(l, 2), s1 + l->slot_stride);
+    ck_assert_ptr_eq(base + guild_exchange_slot_at(l, 3), s1); /* two slots: a ring */
+    ck_assert_uint_eq(l->total, need);
+    ck_assert_uint_ge(l->y_off, l->ids_off + 4 * 2 * sizeof(int32_t));
+    ck_assert_uint_ge(l->slot_stride, l->y_off + 4 * 2 * 64 * sizeof(float));
     ck_assert_int_eq(guild_exchange_publish(x, 1, 5, 0, &err), -1);
     ck_assert(strstr(err.msg, "5 tokens"));
     ck_assert_int_eq(guild_exchange_publish(x, 1, -1, 0, &err), -1);
@@ -840,6 +857,7 @@ static void rt_run(int n_workers, int n_slots, float *out)
     guild_wait_policy_t p = {20000, 5000 * MS};
     memset(out, 0, sizeof(float) * RT_EXCHANGES * RT_TOKENS * RT_EMBD);
     int n_tok[RT_EXCHANGES + 1];
+    static float w[RT_EXCHANGES + 1][RT_TOKENS * RT_USED]; /* the routing weights stay on the dense side */
     /* with more than one slot the dense side publishes exchange s+1 before collecting s: the ring's flow
      * control keeps it from overwriting a slot still in use */
     int ahead = n_slots > 1 ? 1 : 0;
@@ -848,7 +866,7 @@ static void rt_run(int n_workers, int n_slots, float *out)
             guild_exchange_slot_t s;
             ck_assert_int_eq(guild_exchange_begin(x, seq, &p, &s, NULL, &err), GUILD_WAIT_OK);
             int layer;
-            rt_fill(seq, &n_tok[seq], &layer, s.x, s.ids, s.w);
+            rt_fill(seq, &n_tok[seq], &layer, s.x, s.ids, w[seq]);
             ck_assert_int_eq(guild_exchange_publish(x, seq, n_tok[seq], layer, &err), 0);
         }
         uint64_t collect = seq - (uint64_t)ahead;
@@ -857,7 +875,7 @@ static void rt_run(int n_workers, int n_slots, float *out)
             guild_exchange_slot_t s;
             guild_exchange_view(x, collect, &s);
             ck_assert_int_eq(s.n_tokens, n_tok[collect]);
-            rt_combine(s.n_tokens, s.w, s.y, out + (collect - 1) * RT_TOKENS * RT_EMBD);
+            rt_combine(s.n_tokens, w[collect], s.y, out + (collect - 1) * RT_TOKENS * RT_EMBD);
         }
     }
     for (int k = 0; k < n_workers; k++)

@@ -520,19 +520,16 @@ START_TEST(test_cpu_worker_reports_and_survives)
     ck_assert_int_eq(model_new(&m, model_path, &err), 0);
     ck_assert_int_eq(guild_pool_new(&pool, 1, NULL, &err), 0);
     ck_assert_int_eq(moe_local_new(&local, m, pool, &err), 0);
-    float xin[4 * 64], w[4 * 2], want[4 * 2 * 64];
+    float xin[4 * 64], want[4 * 2 * 64];
     int32_t ids[4 * 2] = {2, 5, 3, 4, 5, 2, 4, 3}; /* all owned in layer 1 */
     for (int i = 0; i < 4 * 64; i++)
         xin[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
-    for (int i = 0; i < 8; i++)
-        w[i] = 0.5f;
-    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, w, want, &err), 0);
+    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, want, &err), 0);
     guild_exchange_slot_t slot;
     guild_wait_policy_t pol = {.spin_ns = 0, .timeout_ns = 10000000000ull};
     ck_assert_int_eq(guild_exchange_begin(x, 1, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
     memcpy(slot.x, xin, sizeof xin);
     memcpy(slot.ids, ids, sizeof ids);
-    memcpy(slot.w, w, sizeof w);
     ck_assert_int_eq(guild_exchange_publish(x, 1, 4, 1, &err), 0);
     ck_assert_msg(guild_exchange_wait_done(x, 1, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
     guild_exchange_view(x, 1, &slot);
@@ -544,7 +541,6 @@ START_TEST(test_cpu_worker_reports_and_survives)
     ck_assert_int_eq(guild_exchange_begin(x, 2, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
     memcpy(slot.x, xin, sizeof xin);
     memcpy(slot.ids, skip, sizeof skip);
-    memcpy(slot.w, w, sizeof w);
     memset(slot.y, 0x5a, sizeof want);
     ck_assert_int_eq(guild_exchange_publish(x, 2, 4, 1, &err), 0);
     ck_assert_msg(guild_exchange_wait_done(x, 2, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
@@ -561,7 +557,7 @@ START_TEST(test_cpu_worker_reports_and_survives)
     ck_assert_msg(moe_arena_new(&ax, x, model_config(m), &mo, &err) == 0, "%s", err.msg);
     float got[4 * 2 * 64];
     memset(got, 0x5a, sizeof got);
-    ck_assert_msg(moe_exec_run(ax, 1, 4, xin, skip, w, got, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_run(ax, 1, 4, xin, skip, got, &err) == 0, "%s", err.msg);
     for (int p = 0; p < 8; p++)
         ck_assert_msg(!memcmp(got + p * 64, skip[p] < 0 ? (const void *)poison : (const void *)(want + p * 64),
                               sizeof poison), "moe_arena: pair %d (id %d) wrong", p, skip[p]);
@@ -604,10 +600,8 @@ START_TEST(test_cpu_worker_without_experts)
     ck_assert_int_eq(guild_exchange_begin(x, 1, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
     for (int i = 0; i < 2 * 64; i++)
         slot.x[i] = 1.0f;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         slot.ids[i] = i;
-        slot.w[i] = 0.5f;
-    }
     ck_assert_int_eq(guild_exchange_publish(x, 1, 2, 1, &err), 0);
     ck_assert_msg(guild_exchange_wait_done(x, 1, &pol, NULL, &err) == GUILD_WAIT_OK, "%s", err.msg);
     send_shutdown_and_reap();
@@ -644,14 +638,12 @@ START_TEST(test_cpu_worker_messages)
     ck_assert_int_eq(model_new(&mdl, model_path, &err), 0);
     ck_assert_int_eq(guild_pool_new(&pool, 1, NULL, &err), 0);
     ck_assert_int_eq(moe_local_new(&local, mdl, pool, &err), 0);
-    float xin[4 * 64], w[8], want[4 * 2 * 64];
+    float xin[4 * 64], want[4 * 2 * 64];
     int32_t ids[8] = {2, 7, 3, 0, 5, 2, 6, 3}; /* layer 1, experts 2..5 owned: pairs 0, 2, 4, 5, 7 */
     static const int32_t owned[] = {0, 2, 4, 5, 7};
     for (int i = 0; i < 4 * 64; i++)
         xin[i] = (float)((i * 53) % 97) / 40.0f - 1.2f;
-    for (int i = 0; i < 8; i++)
-        w[i] = 0.5f;
-    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, w, want, &err), 0);
+    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, want, &err), 0);
     ck_assert_int_eq(data_send_request(data, &wpeer, 7, 1, 4, 2, 64, xin, ids, &err), 0);
     ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
     ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_RESULT);

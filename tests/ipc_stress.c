@@ -121,10 +121,8 @@ static void fill(guild_exchange_slot_t *s, uint64_t seq, int n_tokens)
     for (int t = 0; t < n_tokens; t++) {
         for (int i = 0; i < EMBD; i++)
             s->x[t * EMBD + i] = payload(seq, t, i);
-        for (int j = 0; j < USED; j++) {
+        for (int j = 0; j < USED; j++)
             s->ids[t * USED + j] = expert_of(seq, t, j);
-            s->w[t * USED + j] = 0.5f;
-        }
     }
 }
 

@@ -14,10 +14,9 @@ typedef struct moe_local {
 } moe_local_t;
 
 static int local_run(moe_exec_t *base, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
-                     const float *weights, float *y, guild_err_t *err)
+                     float *y, guild_err_t *err)
 {
     moe_local_t *m = (moe_local_t *)base;
-    (void)weights;
     return expert_pipe_run(m->pipe, layer, n_tokens, x, ids, y, err) < 0 ? -1 : 0;
 }
 

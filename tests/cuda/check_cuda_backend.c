@@ -559,7 +559,7 @@ static void *fake_worker_main(void *arg)
         guild_exchange_slot_t slot;
         if (guild_exchange_wait_step(w->x, seq, &pol, &slot, NULL, &err) != GUILD_WAIT_OK)
             continue;
-        ck_assert_msg(moe_exec_run(moe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.w, y, &err) == 0, "%s",
+        ck_assert_msg(moe_exec_run(moe, slot.layer, slot.n_tokens, slot.x, slot.ids, y, &err) == 0, "%s",
                       err.msg);
         for (int p = 0; p < slot.n_tokens * w->n_used; p++)
             if (slot.ids[p] % w->n == w->index)
@@ -746,12 +746,12 @@ START_TEST(test_streaming)
 END_TEST
 
 /* y of one exchange of bridge m: submit, collect, copied to the host (out: [n][K][E]). */
-static void bridge_run(cuda_moe_t *m, int32_t layer, int32_t n, const float *dx, const int32_t *dids,
-                       const float *dw, size_t ybytes, float *out, cudaStream_t st)
+static void bridge_run(cuda_moe_t *m, int32_t layer, int32_t n, const float *dx, const int32_t *dids, size_t ybytes,
+                       float *out, cudaStream_t st)
 {
     guild_err_t err = {{0}};
     const float *y = NULL;
-    ck_assert_msg(m->ops->submit(m, layer, n, dx, dids, dw, st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(m->ops->submit(m, layer, n, dx, dids, st, &err) == 0, "%s", err.msg);
     ck_assert_msg(m->ops->collect(m, &y, st, &err) == 0, "%s", err.msg);
     ck_assert(cudaMemcpyAsync(out, y, ybytes, cudaMemcpyDeviceToHost, st) == cudaSuccess);
     ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
@@ -792,7 +792,7 @@ START_TEST(test_split_bridge)
                   err.msg);
 
     /* inputs: K distinct experts a token, a few hot ones */
-    float *x = malloc((size_t)T * E * sizeof *x), w[T * 4];
+    float *x = malloc((size_t)T * E * sizeof *x);
     int32_t ids[T * 4];
     ck_assert_int_le(K, 4);
     uint64_t lcg = 99 + (uint64_t)_i;
@@ -813,16 +813,13 @@ START_TEST(test_split_bridge)
                     dup |= ids[t * K + j] == e;
             } while (dup);
             ids[t * K + k] = e;
-            w[t * K + k] = 1.0f / (float)K;
         }
-    float *dx = NULL, *dw = NULL;
+    float *dx = NULL;
     int32_t *dids = NULL;
     cudaStream_t st = NULL;
     ck_assert(cudaMalloc((void **)&dx, (size_t)T * E * sizeof *dx) == cudaSuccess);
-    ck_assert(cudaMalloc((void **)&dw, (size_t)P * sizeof *dw) == cudaSuccess);
     ck_assert(cudaMalloc((void **)&dids, (size_t)P * sizeof *dids) == cudaSuccess);
     ck_assert(cudaMemcpy(dx, x, (size_t)T * E * sizeof *dx, cudaMemcpyHostToDevice) == cudaSuccess);
-    ck_assert(cudaMemcpy(dw, w, (size_t)P * sizeof *dw, cudaMemcpyHostToDevice) == cudaSuccess);
     ck_assert(cudaMemcpy(dids, ids, (size_t)P * sizeof *dids, cudaMemcpyHostToDevice) == cudaSuccess);
     ck_assert(cudaStreamCreate(&st) == cudaSuccess);
 
@@ -831,8 +828,8 @@ START_TEST(test_split_bridge)
     for (int32_t il = 0; il < NL; il++) {
         ycpu[il] = malloc(ybytes);
         ydev[il] = malloc(ybytes);
-        ck_assert_msg(moe_exec_run(r.moe, il, T, x, ids, w, ycpu[il], &err) == 0, "%s", err.msg);
-        bridge_run(res, il, T, dx, dids, dw, ybytes, ydev[il], st);
+        ck_assert_msg(moe_exec_run(r.moe, il, T, x, ids, ycpu[il], &err) == 0, "%s", err.msg);
+        bridge_run(res, il, T, dx, dids, ybytes, ydev[il], st);
     }
     /* the plan the bridge makes: every expert costs the same bytes (the staged ones, 0, are always the hottest
      * by then: the same prefix) */
@@ -856,7 +853,7 @@ START_TEST(test_split_bridge)
             expert_split_plan(sp, count, eb, &em, on_gpu, &pr);
             cuda_moe_stats(g, &s0);
             memset(got, 0x5a, ybytes);
-            bridge_run(g, il, T, dx, dids, dw, ybytes, got, st);
+            bridge_run(g, il, T, dx, dids, ybytes, got, st);
             cuda_moe_stats(g, &s1);
             ck_assert_int_eq(s1.split_gpu_pairs - s0.split_gpu_pairs, pr.gpu_pairs);
             ck_assert_int_eq(s1.split_cpu_pairs - s0.split_cpu_pairs, pr.cpu_pairs);
@@ -882,7 +879,6 @@ START_TEST(test_split_bridge)
     free(got);
     free(x);
     cudaFree(dx);
-    cudaFree(dw);
     cudaFree(dids);
     cudaStreamDestroy(st);
     cuda_moe_destroy(&g);

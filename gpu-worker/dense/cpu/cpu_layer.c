@@ -202,7 +202,7 @@ int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *ke
     guild_pool_run(pool, n, ffn_norm_task, &j);
     cpu_linear(pool, &L->router, 0, c->n_expert, n, b->xn, E, b->router_logits, c->n_expert, b->act);
     guild_pool_run(pool, n, router_task, &j);
-    if (moe_exec_run(b->moe, il, n, b->xn, b->ids, b->weights, b->y, err) < 0)
+    if (moe_exec_run(b->moe, il, n, b->xn, b->ids, b->y, err) < 0)
         return guild_err_prefix(err, "layer %d: routed experts: ", il);
     if (model_arch_info(c->arch)->shared_expert) {
         const int64_t F = c->n_ff_shexp;

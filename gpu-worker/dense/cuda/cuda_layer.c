@@ -108,7 +108,7 @@ int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *er
         cuda_linear(b, &L->router, b->xn, E, n, b->router_logits, c->n_expert, false, err) < 0 ||
         cuda_router_topk(b->router_logits, n, c->n_expert, K, model_arch_info(c->arch)->router_renorm,
                          c->expert_weights_scale, b->ids, b->route_w, s, err) < 0 ||
-        b->moe->ops->submit(b->moe, il, n, b->xn, b->ids, b->route_w, s, err) < 0)
+        b->moe->ops->submit(b->moe, il, n, b->xn, b->ids, s, err) < 0)
         goto fail;
     if (shared) {
         const int64_t F = c->n_ff_shexp;

@@ -2,7 +2,7 @@
  *
  * The layer program calls submit() as soon as the router has run, enqueues the shared expert, then calls
  * collect(), and combines with the y it gets. Both take the compute stream:
- *   submit(layer, n, x, ids, w)  x: [n][n_embd] normed activations, ids/w: [n][n_used] (device pointers, valid
+ *   submit(layer, n, x, ids)     x: [n][n_embd] normed activations, ids: [n][n_used] (device pointers, valid
  *                                until collect returns); makes them reach the executor
  *   collect(&y)                  sets y to a device-readable [n][n_used][n_embd] of UNWEIGHTED expert outputs
  *                                (moe_exec.h's contract) that stays valid until the next submit, such that
@@ -11,11 +11,11 @@
  * the rows collect gives for them hold unspecified bytes (the "gpu" bridge's split merges by the ids it masked).
  *
  * Implementations:
- *   "local" (cuda_moe_local_new): copies x/ids/w to pinned host memory, waits for them, calls the in-process
+ *   "local" (cuda_moe_local_new): copies x/ids to pinned host memory, waits for them, calls the in-process
  *           moe_exec_t on the host thread, copies y back. The shared expert enqueued between submit and collect
  *           runs on the GPU while the CPU computes the experts.
  *   "arena" (cuda_moe_arena_new): the exchange slot lives in the arena, host memory registered with
- *           cudaHostRegister(Mapped); submit enqueues a kernel that writes the slot's x/ids/w and rings the step
+ *           cudaHostRegister(Mapped); submit enqueues a kernel that writes the slot's x/ids and rings the step
  *           doorbell with a system-scope release store; collect enqueues a kernel that spins on the workers' done
  *           counters with system-scope acquire loads, then one that copies the slot's y to device memory
  *           (gpu-worker/dense/cuda/cuda_xchg.h). Nothing waits on the host, so a decode step can be one CUDA graph;
@@ -53,8 +53,8 @@ typedef struct cuda_moe_stats {
 
 typedef struct cuda_moe_ops {
     const char *name;
-    int (*submit)(cuda_moe_t *m, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
-                  const float *w, cudaStream_t s, guild_err_t *err);
+    int (*submit)(cuda_moe_t *m, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids, cudaStream_t s,
+                  guild_err_t *err);
     int (*collect)(cuda_moe_t *m, const float **y, cudaStream_t s, guild_err_t *err);
     void (*destroy)(cuda_moe_t *m);
     /* Optional, NULL: nothing to do. */

@@ -36,14 +36,14 @@ typedef struct moe_arena_dev {
 } moe_arena_dev_t;
 
 static int arena_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        const float *w, cudaStream_t s, guild_err_t *err)
+                        cudaStream_t s, guild_err_t *err)
 {
     moe_arena_dev_t *m = (moe_arena_dev_t *)base;
     if (n < 1 || n > m->max_tokens)
         return guild_err_set(err, "cuda moe: %d tokens in an exchange (1..%d)", n, m->max_tokens);
     m->layer = layer;
     m->n = n;
-    return cuda_xchg_publish(&m->view, m->d, layer, n, m->n_embd, m->n_used, x, ids, w, s, err);
+    return cuda_xchg_publish(&m->view, m->d, layer, n, m->n_embd, m->n_used, x, ids, s, err);
 }
 
 static int arena_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_err_t *err)
@@ -187,24 +187,12 @@ int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_ba
     m->ctx = ctx;
     m->step_db = guild_exchange_step_doorbell(x);
     m->woken = guild_doorbell_load(m->step_db);
-    /* the shared layout's header sits before its step doorbell; its offsets place the slots */
-    const guild_exchange_shared_t *sh =
-        (const guild_exchange_shared_t *)(const void *)((const char *)m->step_db - offsetof(guild_exchange_shared_t, step));
-#define DEV(p) ((void *)((char *)dev_base + ((const char *)(p) - (const char *)host_base)))
-    m->view.step = DEV(&m->step_db->seq);
-    m->view.done = DEV(&guild_exchange_done_doorbell(x, 0)->seq);
-    m->view.done_stride = (int32_t)(sizeof(guild_doorbell_t) / sizeof(uint64_t));
+    /* the region's device address; the kernels place everything from it by the layout the host uses */
+    m->view.base = (char *)dev_base + ((const char *)guild_exchange_base(x) - (const char *)host_base);
+    m->view.layout = *guild_exchange_layout(x);
     m->view.n_workers = (int32_t)shape->n_workers;
-    m->view.n_slots = (int32_t)shape->n_slots;
     m->view.max_tokens = (int32_t)shape->max_tokens;
-    m->view.slots = DEV((const char *)sh + sh->slot_offset);
-    m->view.slot_stride = (size_t)sh->slot_stride;
-    m->view.x_off = (size_t)sh->x_offset;
-    m->view.ids_off = (size_t)sh->ids_offset;
-    m->view.w_off = (size_t)sh->w_offset;
-    m->view.y_off = (size_t)sh->y_offset;
     m->view.timeout_ns = timeout_ns ? timeout_ns : 120000000000ull;
-#undef DEV
     void *dcancel = NULL;
     if (cudaHostAlloc((void **)&m->cancel, 64, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
         m->cancel = NULL;

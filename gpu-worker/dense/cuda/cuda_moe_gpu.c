@@ -392,7 +392,7 @@ static bool prefetch_pays(const moe_gpu_t *m, const gpu_layer_t *L, int64_t pair
 /* A batch of a streamable layer, planned: the ids to the host, the split, the CPU side's exchange (its pairs
  * only) submitted first, then the device's copies and products. */
 static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        const float *w, cudaStream_t s, guild_err_t *err)
+                        cudaStream_t s, guild_err_t *err)
 {
     const gpu_layer_t *L = &m->layers[layer];
     const int32_t P = n * m->n_used, E = m->n_expert;
@@ -450,7 +450,7 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     if (r.gpu_pairs == 0) { /* all on the CPU side: no copy */
         m->on_device = false;
         m->fb_pairs = P;
-        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, w, s, err);
+        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err);
     }
     m->on_device = true;
     if (r.cpu_pairs == 0) { /* all on the device: no exchange; the next streamed layer's copy behind this one */
@@ -476,7 +476,7 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
                    "copy expert ids", err) < 0 ||
         cuda_check(cudaMemcpyAsync(d_gpu, h_gpu, (size_t)P * sizeof *ids, cudaMemcpyHostToDevice, s),
                    "copy expert ids", err) < 0 ||
-        m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, w, s, err) < 0 ||
+        m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, s, err) < 0 ||
         cuda_check(cudaEventRecord(m->tl[1], s), "timeline event", err) < 0)
         return -1;
     /* The exchange is posted by the device in microseconds (the stream idles since the ids), but CPU workers asleep
@@ -492,7 +492,7 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
 }
 
 static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                      const float *w, cudaStream_t s, guild_err_t *err)
+                      cudaStream_t s, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     if (layer < 0 || layer >= m->n_layer)
@@ -509,9 +509,9 @@ static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x
     }
     if (!want_split(m, L, s)) {
         m->fb_pairs = n * m->n_used;
-        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, w, s, err);
+        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err);
     }
-    if (split_submit(m, layer, n, x, ids, w, s, err) < 0)
+    if (split_submit(m, layer, n, x, ids, s, err) < 0)
         return guild_err_prefix(err, "layer %d: ", layer);
     return 0;
 }

@@ -13,7 +13,6 @@ typedef struct moe_local {
     int32_t layer, n;    /* of the exchange in flight */
     float *h_x;          /* pinned [max_tokens][n_embd] */
     int32_t *h_ids;      /* pinned [max_tokens][n_used] */
-    float *h_w;          /* pinned [max_tokens][n_used] */
     float *h_y;          /* pinned [max_tokens][n_used][n_embd] */
     float *d_y;          /* device [max_tokens][n_used][n_embd] */
     cudaEvent_t inputs_ready;
@@ -21,7 +20,7 @@ typedef struct moe_local {
 } moe_local_t;
 
 static int local_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        const float *w, cudaStream_t s, guild_err_t *err)
+                        cudaStream_t s, guild_err_t *err)
 {
     moe_local_t *m = (moe_local_t *)base;
     if (n < 1 || n > m->max_tokens)
@@ -33,8 +32,6 @@ static int local_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float 
                                    cudaMemcpyDeviceToHost, s), "copy routed activations", err) < 0 ||
         cuda_check(cudaMemcpyAsync(m->h_ids, ids, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
                    "copy expert ids", err) < 0 ||
-        cuda_check(cudaMemcpyAsync(m->h_w, w, nk * sizeof(float), cudaMemcpyDeviceToHost, s), "copy expert weights",
-                   err) < 0 ||
         cuda_check(cudaEventRecord(m->inputs_ready, s), "record routed inputs", err) < 0)
         return -1;
     return 0;
@@ -47,7 +44,7 @@ static int local_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guil
     if (cuda_check(cudaEventSynchronize(m->inputs_ready), "wait for routed inputs", err) < 0)
         return -1;
     const uint64_t t0 = guild_now_ns();
-    if (moe_exec_run(m->exec, m->layer, m->n, m->h_x, m->h_ids, m->h_w, m->h_y, err) < 0)
+    if (moe_exec_run(m->exec, m->layer, m->n, m->h_x, m->h_ids, m->h_y, err) < 0)
         return -1;
     m->stats.exchanges++;
     m->stats.wait_ns += guild_now_ns() - t0;
@@ -67,7 +64,6 @@ static void local_destroy(cuda_moe_t *base)
         cudaEventDestroy(m->inputs_ready);
     cudaFreeHost(m->h_x);
     cudaFreeHost(m->h_ids);
-    cudaFreeHost(m->h_w);
     cudaFreeHost(m->h_y);
     cuda_free((void **)&m->d_y);
     free(m);
@@ -112,7 +108,6 @@ int cuda_moe_local_new(cuda_moe_t **out, moe_exec_t *exec, int32_t max_tokens, i
     const size_t T = (size_t)max_tokens, E = (size_t)n_embd, K = (size_t)n_used;
     if (pinned((void **)&m->h_x, T * E * sizeof(float), err) < 0 ||
         pinned((void **)&m->h_ids, T * K * sizeof(int32_t), err) < 0 ||
-        pinned((void **)&m->h_w, T * K * sizeof(float), err) < 0 ||
         pinned((void **)&m->h_y, T * K * E * sizeof(float), err) < 0 ||
         cuda_alloc((void **)&m->d_y, T * K * E * sizeof(float), NULL, "routed expert outputs", err) < 0 ||
         cuda_check(cudaEventCreateWithFlags(&m->inputs_ready, cudaEventDisableTiming), "create event", err) < 0) {

@@ -2,10 +2,11 @@
  * layer's routed tokens into the arena's slot and wait for the CPU workers' done counters, so no host thread is
  * on the path and a whole decode step can be one CUDA graph. Callable from C (gpu-worker/dense/cuda/cuda_moe_arena.c).
  *
- * The arena is host memory registered with cudaHostRegister(Mapped | Portable); `view` holds device addresses in
- * it. Sequence numbers live on the device (cuda_xchg_dev_t), so a captured graph replays with the next numbers:
+ * The arena is host memory registered with cudaHostRegister(Mapped | Portable); `view` holds the exchange
+ * region's device address and its layout (ipc/exchange_layout.h: the offsets the host code uses too). Sequence
+ * numbers live on the device (cuda_xchg_dev_t), so a captured graph replays with the next numbers:
  *   publish  every block first waits until the slot of seq + 1 is free (done[k] >= seq + 1 - n_slots, acquire
- *            loads at system scope), copies its share of x/ids/w into the slot, fences at system scope; the last
+ *            loads at system scope), copies its share of x/ids into the slot, fences at system scope; the last
  *            block writes the slot header, then `step = seq + 1` with a system-scope release store, and seq += 1.
  *   wait     one warp spins on done[k] >= seq for every worker with system-scope acquire loads; adds its time
  *            (%globaltimer) to wait_ns. It gives up when the host raises *view.cancel or after timeout_ns.
@@ -22,6 +23,8 @@
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
+
+#include "ipc/exchange_layout.h"
 
 #ifdef __cplusplus
 #define _Noreturn [[noreturn]]
@@ -50,23 +53,19 @@ typedef struct cuda_xchg_dev {
     uint32_t reserved;
 } cuda_xchg_dev_t;
 
-/* The exchange as the device sees it: device addresses in the registered arena. */
+/* The exchange as the device sees it. */
 typedef struct cuda_xchg_view {
-    unsigned long long *step;   /* the step doorbell's seq */
-    unsigned long long *done;   /* done[0]'s seq; worker k's at done + k * done_stride */
-    int32_t done_stride;        /* in 8-byte words (a doorbell is 128 bytes) */
-    int32_t n_workers, n_slots, max_tokens;
-    char *slots;                /* slot 0 */
-    size_t slot_stride, x_off, ids_off, w_off, y_off;
-    const unsigned *cancel;     /* host flag in mapped memory: nonzero gives up every wait */
-    uint64_t timeout_ns;        /* longest wait of one kernel */
+    char *base;                     /* the exchange region's start, a device address in the registered arena */
+    guild_exchange_layout_t layout; /* where everything lies from base (ipc/exchange_layout.h) */
+    int32_t n_workers, max_tokens;
+    const unsigned *cancel;         /* host flag in mapped memory: nonzero gives up every wait */
+    uint64_t timeout_ns;            /* longest wait of one kernel */
 } cuda_xchg_view_t;
 
-/* Enqueue the kernels described above. n_tok <= view->max_tokens; x: [n_tok][n_embd], ids/w: [n_tok][n_used];
+/* Enqueue the kernels described above. n_tok <= view->max_tokens; x: [n_tok][n_embd], ids: [n_tok][n_used];
  * y: [n_tok][n_used][n_embd] (device memory). -1 with a message on a bad argument or launch failure. */
 int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int32_t n_tok, int64_t n_embd,
-                      int32_t n_used, const float *x, const int32_t *ids, const float *w, cudaStream_t s,
-                      guild_err_t *err);
+                      int32_t n_used, const float *x, const int32_t *ids, cudaStream_t s, guild_err_t *err);
 int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, cudaStream_t s, guild_err_t *err);
 int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y, cudaStream_t s,
                      guild_err_t *err);

@@ -28,6 +28,22 @@ static __device__ __forceinline__ uint64_t now_ns(void)
     return t;
 }
 
+/* The layout's places (ipc/exchange_layout.h) at the view's device address. */
+static __device__ __forceinline__ unsigned long long *step_at(const cuda_xchg_view_t &v)
+{
+    return (unsigned long long *)(v.base + v.layout.step_off);
+}
+
+static __device__ __forceinline__ const unsigned long long *done_at(const cuda_xchg_view_t &v, int k)
+{
+    return (const unsigned long long *)(v.base + guild_exchange_done_at(&v.layout, (uint32_t)k));
+}
+
+static __device__ __forceinline__ char *slot_at(const cuda_xchg_view_t &v, unsigned long long seq)
+{
+    return v.base + guild_exchange_slot_at(&v.layout, seq);
+}
+
 /* Called by one whole warp: CUDA_XCHG_OK once every done[k] >= target, else the reason it gave up. */
 static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long long target)
 {
@@ -36,7 +52,7 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
     for (;;) {
         bool ok = true;
         for (int k = lane; k < v.n_workers; k += WARP_SIZE)
-            if (ld_acquire_sys(v.done + (size_t)k * (size_t)v.done_stride) < target)
+            if (ld_acquire_sys(done_at(v, k)) < target)
                 ok = false;
         if (__all_sync(FULL_MASK, ok))
             return CUDA_XCHG_OK;
@@ -55,7 +71,7 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
 
 static __global__ void __launch_bounds__(XP_THREADS)
     xchg_publish_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer, int n_tok, int64_t n_x, int64_t n_k,
-                        const float *__restrict__ x, const int32_t *__restrict__ ids, const float *__restrict__ w)
+                        const float *__restrict__ x, const int32_t *__restrict__ ids)
 {
     __shared__ int s_code;
     /* Nothing in this kernel writes failed or seq before every block has arrived: every block sees the same. */
@@ -63,16 +79,17 @@ static __global__ void __launch_bounds__(XP_THREADS)
         return;
     const unsigned long long seq = d->seq + 1;
     if (threadIdx.x < WARP_SIZE) {
-        const int code = seq > (unsigned long long)v.n_slots ? wait_done_warp(v, seq - v.n_slots) : CUDA_XCHG_OK;
+        const unsigned long long n_slots = v.layout.n_slots;
+        const int code = seq > n_slots ? wait_done_warp(v, seq - n_slots) : CUDA_XCHG_OK;
         if (threadIdx.x == 0)
             s_code = code;
     }
     __syncthreads();
     const int code = s_code;
-    char *slot = v.slots + (size_t)((seq - 1) % (unsigned long long)v.n_slots) * v.slot_stride;
+    char *slot = slot_at(v, seq);
     if (code == CUDA_XCHG_OK) {
         const int64_t tid = (int64_t)blockIdx.x * XP_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * XP_THREADS;
-        float *sx = (float *)(slot + v.x_off);
+        float *sx = (float *)(slot + v.layout.x_off);
         if (n_x % 4 == 0) {
             const float4 *x4 = (const float4 *)x;
             float4 *s4 = (float4 *)sx;
@@ -82,12 +99,9 @@ static __global__ void __launch_bounds__(XP_THREADS)
             for (int64_t i = tid; i < n_x; i += stride)
                 sx[i] = x[i];
         }
-        int32_t *sid = (int32_t *)(slot + v.ids_off);
-        float *sw = (float *)(slot + v.w_off);
-        for (int64_t i = tid; i < n_k; i += stride) {
+        int32_t *sid = (int32_t *)(slot + v.layout.ids_off);
+        for (int64_t i = tid; i < n_k; i += stride)
             sid[i] = ids[i];
-            sw[i] = w[i];
-        }
     }
     __threadfence_system(); /* this thread's slot writes reach the host before the ring below */
     __syncthreads();
@@ -103,16 +117,14 @@ static __global__ void __launch_bounds__(XP_THREADS)
             if (fc) {
                 d->failed = (fc & CUDA_XCHG_CANCELLED) ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
                 d->fail_layer = layer;
-                d->fail_seq = seq - (unsigned long long)v.n_slots;
+                d->fail_seq = seq - (unsigned long long)v.layout.n_slots;
             } else {
-                /* guild_exchange_slot_header_t: seq, n_tokens, layer */
-                volatile unsigned long long *hseq = (volatile unsigned long long *)slot;
-                volatile int32_t *hint = (volatile int32_t *)(slot + 8);
-                *hseq = seq;
-                hint[0] = n_tok;
-                hint[1] = layer;
+                volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot;
+                h->seq = seq;
+                h->n_tokens = n_tok;
+                h->layer = layer;
                 __threadfence_system();
-                st_release_sys(v.step, seq);
+                st_release_sys(step_at(v), seq);
                 d->seq = seq;
             }
         }
@@ -143,8 +155,7 @@ static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_de
     if (d->failed)
         return;
     const unsigned long long seq = d->seq;
-    const float *src = (const float *)(v.slots + (size_t)((seq - 1) % (unsigned long long)v.n_slots) * v.slot_stride +
-                                       v.y_off);
+    const float *src = (const float *)(slot_at(v, seq) + v.layout.y_off);
     const int64_t tid = (int64_t)blockIdx.x * XP_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * XP_THREADS;
     if (n % 4 == 0) {
         const float4 *s4 = (const float4 *)src;
@@ -159,8 +170,9 @@ static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_de
 
 static int check_view(const cuda_xchg_view_t *v, guild_err_t *err)
 {
-    if (!v->step || !v->done || !v->slots || !v->cancel || v->n_workers < 1 || v->n_slots < 1 ||
-        ((uintptr_t)v->slots | v->slot_stride | v->x_off | v->y_off) % 16)
+    const guild_exchange_layout_t *l = &v->layout;
+    if (!v->base || !v->cancel || v->n_workers < 1 || l->n_slots < 1 ||
+        ((uintptr_t)v->base | l->slot_off | l->slot_stride | l->x_off | l->y_off) % 16)
         return guild_err_set(err, "cuda: exchange: bad device view of the arena");
     return 0;
 }
@@ -172,16 +184,15 @@ static unsigned blocks_for(int64_t n, unsigned cap)
 }
 
 extern "C" int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int32_t n_tok,
-                                 int64_t n_embd, int32_t n_used, const float *x, const int32_t *ids, const float *w,
-                                 cudaStream_t s, guild_err_t *err)
+                                 int64_t n_embd, int32_t n_used, const float *x, const int32_t *ids, cudaStream_t s,
+                                 guild_err_t *err)
 {
     if (check_view(v, err) < 0)
         return -1;
     if (n_tok < 1 || n_tok > v->max_tokens)
         return guild_err_set(err, "cuda: exchange: %d tokens, the slots hold %d", n_tok, v->max_tokens);
     const int64_t n_x = (int64_t)n_tok * n_embd, n_k = (int64_t)n_tok * n_used;
-    xchg_publish_kernel<<<blocks_for(n_x, XP_MAX_BLOCKS), XP_THREADS, 0, s>>>(*v, d, layer, n_tok, n_x, n_k, x, ids,
-                                                                               w);
+    xchg_publish_kernel<<<blocks_for(n_x, XP_MAX_BLOCKS), XP_THREADS, 0, s>>>(*v, d, layer, n_tok, n_x, n_k, x, ids);
     return cuda_launch_check("exchange publish", err);
 }
 

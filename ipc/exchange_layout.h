@@ -1,0 +1,109 @@
+/* ipc/exchange_layout.h — where every part of the MoE layer exchange (ipc/exchange.h) lies in its region: the one
+ * definition of the layout, as plain offsets and inline accessors, used by the host code (ipc/exchange.c) and by
+ * the CUDA kernels that drive the exchange from the device (gpu-worker/dense/cuda/xchg.cu). Plain C that is also
+ * valid C++ (nvcc includes it): fixed-width types, no atomics; ipc/exchange.c asserts that the shared structs of
+ * exchange.h (the doorbells) sit where these offsets say.
+ *
+ * Region, from its start (every offset a multiple of 64; a slot's stride a multiple of 4096):
+ *   [header: GUILD_EXCHANGE_HEADER_BYTES][step doorbell][done doorbell x n_workers]   (padded to 64)
+ *   slot 0, slot 1, ... slot n_slots-1, each:
+ *     [slot header: 64 bytes]
+ *     x    float32 [max_tokens][n_embd]          normed activations        written by the dense side
+ *     ids  int32   [max_tokens][n_used]          expert ids, top-k order   written by the dense side
+ *     y    float32 [max_tokens][n_used][n_embd]  expert outputs, unweighted row (t, j): the owner of ids[t][j]
+ * A doorbell is GUILD_EXCHANGE_DOORBELL_BYTES; its 64-bit counter is its first 8 bytes. Exchange seq (1, 2, ...)
+ * uses slot (seq - 1) % n_slots. The routing weights do not travel: the dense side combines with its own copy.
+ */
+#ifndef GUILD_IPC_EXCHANGE_LAYOUT_H
+#define GUILD_IPC_EXCHANGE_LAYOUT_H
+
+#ifdef __cplusplus
+#include <cstdint>
+#else
+#include <stdint.h>
+#endif
+
+#ifdef __CUDACC__
+#define GUILD_EXCHANGE_FN static inline __host__ __device__
+#else
+#define GUILD_EXCHANGE_FN static inline
+#endif
+
+#define GUILD_EXCHANGE_MAGIC UINT64_C(0x32474843584C4447) /* "GDLXCHG2" in memory order (2: no weights) */
+#define GUILD_EXCHANGE_MAX_WORKERS 256
+#define GUILD_EXCHANGE_MAX_SLOTS 1024
+#define GUILD_EXCHANGE_HEADER_BYTES 128u      /* the shared fields before the step doorbell */
+#define GUILD_EXCHANGE_DOORBELL_BYTES 128u    /* sizeof(guild_doorbell_t), ipc/doorbell.h */
+#define GUILD_EXCHANGE_SLOT_HEADER_BYTES 64u  /* sizeof(guild_exchange_slot_header_t) */
+
+/* Geometry, fixed for the life of the arena. */
+typedef struct guild_exchange_shape {
+    uint32_t max_tokens; /* tokens per exchange (decode batch, or prefill chunk) */
+    uint32_t n_embd;     /* model width */
+    uint32_t n_used;     /* experts per token (top-k) */
+    uint32_t n_slots;    /* slots in the ring, 1..GUILD_EXCHANGE_MAX_SLOTS */
+    uint32_t n_workers;  /* CPU expert workers (done counters), 1..GUILD_EXCHANGE_MAX_WORKERS */
+} guild_exchange_shape_t;
+
+/* Shared layout at the start of every slot; written by the dense side before it rings step. */
+typedef struct guild_exchange_slot_header {
+    uint64_t seq;         /* exchange seq the slot holds */
+    int32_t n_tokens;     /* tokens in it, 0..max_tokens */
+    int32_t layer;        /* model layer index (blk.N) whose experts apply */
+    uint64_t reserved[6]; /* 0 */
+} guild_exchange_slot_header_t;
+
+/* Byte offsets of a shape's layout (guild_exchange_layout_of). */
+typedef struct guild_exchange_layout {
+    uint64_t step_off;    /* from the region start: the step doorbell */
+    uint64_t done_off;    /* done[0]; done[k] at done_off + k * GUILD_EXCHANGE_DOORBELL_BYTES */
+    uint64_t slot_off;    /* slot 0 (the header and the doorbells, padded to 64) */
+    uint64_t slot_stride; /* from one slot to the next */
+    uint64_t x_off;       /* from a slot's start: x, ids, y */
+    uint64_t ids_off;
+    uint64_t y_off;
+    uint64_t total;       /* bytes of region the shape needs */
+    uint32_t n_slots;
+    uint32_t reserved;
+} guild_exchange_layout_t;
+
+GUILD_EXCHANGE_FN uint64_t guild_exchange_align64(uint64_t n)
+{
+    return (n + 63) & ~(uint64_t)63;
+}
+
+/* Fills *l for shape s: 0, or -1 if the shape is invalid (a zero dimension, or one over its cap: the caps keep
+ * every product within 64 bits and the region within 2^48 bytes). */
+GUILD_EXCHANGE_FN int guild_exchange_layout_of(const guild_exchange_shape_t *s, guild_exchange_layout_t *l)
+{
+    if (!s->max_tokens || !s->n_embd || !s->n_used || !s->n_slots || !s->n_workers ||
+        s->n_workers > GUILD_EXCHANGE_MAX_WORKERS || s->n_slots > GUILD_EXCHANGE_MAX_SLOTS ||
+        s->max_tokens > (1u << 20) || s->n_embd > (1u << 20) || s->n_used > 1024)
+        return -1;
+    const uint64_t t = s->max_tokens, e = s->n_embd, k = s->n_used;
+    l->step_off = GUILD_EXCHANGE_HEADER_BYTES;
+    l->done_off = l->step_off + GUILD_EXCHANGE_DOORBELL_BYTES;
+    l->slot_off = guild_exchange_align64(l->done_off + (uint64_t)s->n_workers * GUILD_EXCHANGE_DOORBELL_BYTES);
+    l->x_off = GUILD_EXCHANGE_SLOT_HEADER_BYTES;
+    l->ids_off = l->x_off + guild_exchange_align64(t * e * 4);
+    l->y_off = l->ids_off + guild_exchange_align64(t * k * 4);
+    l->slot_stride = (l->y_off + t * k * e * 4 + 4095) & ~(uint64_t)4095;
+    l->total = l->slot_off + l->slot_stride * s->n_slots;
+    l->n_slots = s->n_slots;
+    l->reserved = 0;
+    return l->total > ((uint64_t)1 << 48) ? -1 : 0;
+}
+
+/* From the region start: worker k's done doorbell. */
+GUILD_EXCHANGE_FN uint64_t guild_exchange_done_at(const guild_exchange_layout_t *l, uint32_t worker)
+{
+    return l->done_off + (uint64_t)worker * GUILD_EXCHANGE_DOORBELL_BYTES;
+}
+
+/* From the region start: the slot of exchange seq (>= 1). */
+GUILD_EXCHANGE_FN uint64_t guild_exchange_slot_at(const guild_exchange_layout_t *l, uint64_t seq)
+{
+    return l->slot_off + ((seq - 1) % l->n_slots) * l->slot_stride;
+}
+
+#endif
