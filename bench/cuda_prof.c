@@ -57,7 +57,7 @@ typedef struct prof_cfg {
     const char *model;
     int32_t populate, steps, batch;
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
-    stack_flags_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
+    stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
 
 /* What the CUPTI buffer callbacks fill. A global because CUPTI's buffer callbacks carry no context pointer; they
@@ -103,9 +103,9 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
     c->populate = 512;
     c->steps = 32;
     c->batch = 512;
-    stack_flags_init(&c->flags);
-    c->flags.st.backend = "cuda";
-    c->flags.st.single_process = true;
+    stack_options_init(&c->flags);
+    c->flags.gpu.backend = "cuda";
+    c->flags.single_process = true;
     guild_err_t e = {{0}};
     int o, sf;
     long v;
@@ -378,7 +378,7 @@ int main(int argc, char **argv)
     if (pr)
         return pr > 0 ? 0 : 2;
     guild_log_init(WHO, GUILD_LOG_WARN);
-    c.flags.st.pipe.log_level = guild_log_level();
+    c.flags.log_level = guild_log_level();
     guild_err_t err = {{0}};
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
@@ -401,14 +401,14 @@ int main(int argc, char **argv)
     if (stack_flags_tune(&c.flags, c.model, WHO, &err) < 0)
         goto out;
     const int32_t V = model_config(m)->n_vocab;
-    c.flags.st.n_ctx = c.populate + WARMUP_STEPS + c.steps;
-    c.flags.st.n_batch = c.batch < c.populate ? c.batch : c.populate;
-    if (backend_stack_open(&stack, &c.flags.st, m, c.model, &err) < 0)
+    c.flags.n_ctx = c.populate + WARMUP_STEPS + c.steps;
+    c.flags.n_batch = c.batch < c.populate ? c.batch : c.populate;
+    if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
     backend_t *be = backend_stack_backend(stack);
     logits = malloc((size_t)V * sizeof *logits);
     prompt = malloc((size_t)c.populate * sizeof *prompt);
-    pos = malloc((size_t)c.flags.st.n_batch * sizeof *pos);
+    pos = malloc((size_t)c.flags.n_batch * sizeof *pos);
     t0 = malloc((size_t)c.steps * sizeof *t0);
     t1 = malloc((size_t)c.steps * sizeof *t1);
     if (!logits || !prompt || !pos || !t0 || !t1) {
@@ -423,8 +423,8 @@ int main(int argc, char **argv)
     fprintf(stderr, WHO ": prefill %d tokens, %d warm-up steps, %d traced steps\n", c.populate, WARMUP_STEPS,
             c.steps);
     const double tp = guild_clock_s();
-    for (int32_t p = 0; p < c.populate; p += c.flags.st.n_batch) {
-        const int32_t nb = c.populate - p < c.flags.st.n_batch ? c.populate - p : c.flags.st.n_batch, last = nb - 1;
+    for (int32_t p = 0; p < c.populate; p += c.flags.n_batch) {
+        const int32_t nb = c.populate - p < c.flags.n_batch ? c.populate - p : c.flags.n_batch, last = nb - 1;
         for (int32_t i = 0; i < nb; i++)
             pos[i] = p + i;
         if (backend_forward(be, nb, prompt + p, pos, p + nb == c.populate ? 1 : 0, &last, logits, &err) < 0) {
@@ -472,7 +472,7 @@ int main(int argc, char **argv)
             w[g] = (double)(t1[g] - t0[g]);
         printf("# " WHO ": %s; populate %d, %d decode steps after %d warm-up, threads %d, CUDA graphs %s, NOT traced\n"
                "step wall (host, around the forward call): median %.1f us\n", c.model, c.populate, c.steps,
-               WARMUP_STEPS, c.flags.st.n_threads, c.flags.st.pipe.no_graph ? "off" : "on",
+               WARMUP_STEPS, c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on",
                guild_median(w, c.steps) / 1e3);
         free(w);
         rc = 0;
@@ -486,7 +486,7 @@ int main(int argc, char **argv)
                        c.steps, &err) < 0)
         goto out;
     printf("# " WHO ": %s; populate %d, %d traced decode steps after %d warm-up, threads %d, CUDA graphs %s\n",
-           c.model, c.populate, c.steps, WARMUP_STEPS, c.flags.st.n_threads, c.flags.st.pipe.no_graph ? "off" : "on");
+           c.model, c.populate, c.steps, WARMUP_STEPS, c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on");
     if (g_prof.dropped)
         printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
                g_prof.dropped);

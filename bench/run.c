@@ -53,7 +53,7 @@ typedef struct run_cfg {
     int32_t gen, runs, batch;
     double dram_gbps;          /* 0: measure */
     bool verbose;              /* -v: the backend's and the workers' messages */
-    stack_flags_t flags;       /* the stack: --backend, --single-process, --cpu-workers, --threads, GPU flags */
+    stack_options_t flags;       /* the stack: --backend, --single-process, --cpu-workers, --threads, GPU flags */
     int argc;
     char **argv;
 } run_cfg_t;
@@ -128,9 +128,9 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     c->argc = argc;
     c->argv = argv;
     long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
-    stack_flags_init(&c->flags);
-    c->flags.st.backend = DEFAULT_BACKEND;
-    c->flags.st.n_threads = cpus > 0 ? (int)cpus : 1;
+    stack_options_init(&c->flags);
+    c->flags.gpu.backend = DEFAULT_BACKEND;
+    c->flags.n_threads = cpus > 0 ? (int)cpus : 1;
     guild_err_t e = {{0}};
     int o, sf;
     long v;
@@ -231,7 +231,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
     }
     const double t1 = guild_clock_s();
     double w0, s0, w1, s1;
-    wait_counters(be, c->flags.st.single_process, &w0, &s0);
+    wait_counters(be, c->flags.single_process, &w0, &s0);
     int32_t tok = argmax(logits, n_vocab), row = 0;
     for (int32_t g = 0; g < gen; g++) {
         const int32_t p = populate + g;
@@ -240,7 +240,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
         tok = argmax(logits, n_vocab);
     }
     const double t2 = guild_clock_s();
-    wait_counters(be, c->flags.st.single_process, &w1, &s1);
+    wait_counters(be, c->flags.single_process, &w1, &s1);
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
@@ -355,7 +355,7 @@ int bench_run_main(int argc, char **argv)
     if (pr)
         return pr > 0 ? 0 : 2;
     guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
-    c.flags.st.pipe.log_level = guild_log_level();
+    c.flags.log_level = guild_log_level();
     guild_err_t err = {{0}};
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
@@ -372,12 +372,12 @@ int bench_run_main(int argc, char **argv)
     if (model_new(&m, c.model, &err) < 0)
         goto out;
     const model_config_t *mc = model_config(m);
-    const bool gpu = !strcmp(c.flags.st.backend, "cuda");
-    c.flags.st.n_ctx = max_pop + c.gen;
-    c.flags.st.n_batch = c.batch < c.flags.st.n_ctx ? c.batch : c.flags.st.n_ctx;
-    c.batch = c.flags.st.n_batch;
-    const gpu_plan_options_t po = {.budget = c.flags.st.pipe.gpu_mem, .n_ctx = c.flags.st.n_ctx, .n_batch = c.flags.st.n_batch,
-                                   .kv_elem = 2, .max_expert_layers = c.flags.st.pipe.gpu_expert_layers};
+    const bool gpu = !strcmp(c.flags.gpu.backend, "cuda");
+    c.flags.n_ctx = max_pop + c.gen;
+    c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx;
+    c.batch = c.flags.n_batch;
+    const gpu_plan_options_t po = {.budget = c.flags.gpu.cuda.gpu_mem, .n_ctx = c.flags.n_ctx, .n_batch = c.flags.n_batch,
+                                   .kv_elem = 2, .max_expert_layers = c.flags.gpu.cuda.gpu_expert_layers};
     if (gpu_plan_compute(&plan, m, &po, &err) < 0)
         goto out;
     token_bytes_t tb;
@@ -401,11 +401,11 @@ int bench_run_main(int argc, char **argv)
     }
 
     fprintf(stderr, "guild bench run: %s, %s, populate up to %d, gen %d, %d runs; opening...\n", c.model,
-            c.flags.st.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
+            c.flags.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
     if (gpu)
         gpu_plan_print(&plan, stderr);
     const double t_open = guild_clock_s();
-    if (backend_stack_open(&stack, &c.flags.st, m, c.model, &err) < 0)
+    if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
     const double open_s = guild_clock_s() - t_open;
     backend_t *be = backend_stack_backend(stack);
@@ -427,7 +427,7 @@ int bench_run_main(int argc, char **argv)
     backend_stats_t bs0;
     if (one_run(&c, be, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
         goto out;
-    if (c.flags.st.single_process && backend_stats(be, &bs0) == 0)
+    if (c.flags.single_process && backend_stats(be, &bs0) == 0)
         fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
                 bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
     fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", c.populate[0],
@@ -443,7 +443,7 @@ int bench_run_main(int argc, char **argv)
         }
     /* multi-process: the GPU worker's streaming counters, carried by its Stats (graphs and layers stay local) */
     backend_stats_t bs;
-    const bool have_bs = backend_stats(be, &bs) == 0, single = c.flags.st.single_process;
+    const bool have_bs = backend_stats(be, &bs) == 0, single = c.flags.single_process;
     if (have_bs && single)
         fprintf(stderr, "guild bench run: %u graphs, %llu graph steps\n", bs.graphs,
                 (unsigned long long)bs.graph_steps);
@@ -476,16 +476,16 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(root, "provenance", provenance(&c, gpu_name, gpu_mem));
     json_object_set_new(root, "model", model_json(&c, m));
     json_t *cfg = json_object();
-    json_object_set_new(cfg, "backend", json_string(c.flags.st.backend));
-    json_object_set_new(cfg, "mode", json_string(c.flags.st.single_process ? "single process" : "multi-process"));
-    json_object_set_new(cfg, "cpu_workers", json_integer(c.flags.st.pipe.cpu_workers));
-    json_object_set_new(cfg, "threads", json_integer(c.flags.st.n_threads));
+    json_object_set_new(cfg, "backend", json_string(c.flags.gpu.backend));
+    json_object_set_new(cfg, "mode", json_string(c.flags.single_process ? "single process" : "multi-process"));
+    json_object_set_new(cfg, "cpu_workers", json_integer(c.flags.cpu_workers));
+    json_object_set_new(cfg, "threads", json_integer(c.flags.n_threads));
     json_object_set_new(cfg, "batch", json_integer(c.batch));
-    json_object_set_new(cfg, "n_ctx", json_integer(c.flags.st.n_ctx));
-    json_object_set_new(cfg, "gpu_mem_budget_bytes", json_integer((json_int_t)c.flags.st.pipe.gpu_mem));
+    json_object_set_new(cfg, "n_ctx", json_integer(c.flags.n_ctx));
+    json_object_set_new(cfg, "gpu_mem_budget_bytes", json_integer((json_int_t)c.flags.gpu.cuda.gpu_mem));
     json_object_set_new(cfg, "gpu_expert_layers_planned", json_integer(gpu ? plan.n_resident : 0));
     json_object_set_new(cfg, "gpu_plan_bytes", json_integer((json_int_t)gpu_plan_total(&plan)));
-    json_object_set_new(cfg, "cuda_graphs", json_boolean(!c.flags.st.pipe.no_graph));
+    json_object_set_new(cfg, "cuda_graphs", json_boolean(!c.flags.gpu.cuda.no_graph));
     json_object_set_new(cfg, "gen", json_integer(c.gen));
     json_object_set_new(cfg, "runs", json_integer(c.runs));
     json_object_set_new(cfg, "open_s", json_real(open_s));
@@ -503,11 +503,8 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(cfg, "split_cpu_pairs", json_integer((json_int_t)bs.split_cpu_pairs));
         json_object_set_new(cfg, "staged_bytes", json_integer((json_int_t)bs.staged_bytes));
         json_object_set_new(cfg, "stage_wait_ms", json_real((double)bs.stage_wait_ns / 1e6));
-        json_object_set_new(cfg, "stager", json_string(c.flags.st.pipe.stager == BACKEND_STAGER_NONE      ? "none"
-                                                      : c.flags.st.pipe.stager == BACKEND_STAGER_PROCESS ? "process"
-                                                      : c.flags.st.pipe.stager == BACKEND_STAGER_THREAD  ? "thread"
-                                                      : single                                           ? "thread"
-                                                                                                         : "process"));
+        static const char *stager_name[] = {"none", "thread", "process", "pin"}; /* cuda_stager_t */
+        json_object_set_new(cfg, "stager", json_string(stager_name[c.flags.gpu.cuda.stager]));
     }
     json_object_set_new(root, "config", cfg);
     json_t *bwj = json_object();
@@ -524,8 +521,8 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(root, "decode_bytes_per_token", tbj);
 
     printf("# guild bench run: %s; %s, backend %s, batch %d, gpu-mem %s, %d of %d layers' experts on the GPU (plan)\n",
-           c.model, c.flags.st.single_process ? "single process" : "multi-process", c.flags.st.backend, c.batch,
-           c.flags.st.pipe.gpu_mem ? "budget" : "none", gpu ? plan.n_resident : 0, mc->n_layer);
+           c.model, c.flags.single_process ? "single process" : "multi-process", c.flags.gpu.backend, c.batch,
+           c.flags.gpu.cuda.gpu_mem ? "budget" : "none", gpu ? plan.n_resident : 0, mc->n_layer);
     printf("# bandwidth: DRAM read %.1f GB/s, HBM copy %.1f GB/s, PCIe H2D %.1f GB/s, D2H %.1f GB/s\n", dram, hbm, h2d,
            d2h);
     printf("# decode bytes/token: dense %.3f GB, GPU experts %.3f GB, CPU experts %.3f GB, KV %.1f KB/position\n",

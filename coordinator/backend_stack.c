@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "coordinator/expert_stats.h"
+#include "coordinator/pipeline.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 
@@ -15,41 +16,32 @@ struct backend_stack {
     bool single_process;
 };
 
-int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, const model_t *m,
-                       const char *model_path, guild_err_t *err)
+int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
+                       guild_err_t *err)
 {
     *out = NULL;
     backend_stack_t *s = calloc(1, sizeof *s);
     if (!s)
         return guild_err_set(err, "out of memory");
-    GUILD_ASSERT(!c->stats || c->single_process);
-    s->single_process = c->single_process;
-    if (c->single_process) {
-        const expert_pipe_tuning_t rows = {c->pipe.gate_up_rows, c->pipe.down_rows}; /* the tuning file's */
-        if (guild_pool_new(&s->pool, c->n_threads, NULL, err) < 0 ||
-            moe_local_new_tuned(&s->moe, m, s->pool, &rows, c->pipe.interleave_gate_up,
-                                c->pipe.expert_layout > 0 ? (expert_layout_t)c->pipe.expert_layout
-                                                          : EXPERT_LAYOUT_AUTO, err) < 0 ||
-            (c->stats && expert_stats_new(&s->stats, s->moe, model_config(m), err) < 0))
+    GUILD_ASSERT(!o->stats || o->single_process);
+    s->single_process = o->single_process;
+    if (o->single_process) {
+        const cpu_worker_options_t *cpu = &o->cpu; /* what a CPU worker would be given */
+        const expert_pipe_tuning_t rows = {cpu->gate_up_rows, cpu->down_rows}; /* the tuning file's */
+        if (guild_pool_new(&s->pool, o->n_threads, NULL, err) < 0 ||
+            moe_local_new_tuned(&s->moe, m, s->pool, &rows, cpu->interleave_gate_up, cpu->expert_layout, err) < 0 ||
+            (o->stats && expert_stats_new(&s->stats, s->moe, model_config(m), err) < 0))
             goto fail;
         /* the statistics count every token's routing in every layer, so the last layer must not skip rows */
-        backend_options_t bo = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .pool = s->pool,
-                                .moe = s->stats ? expert_stats_exec(s->stats) : s->moe, .all_rows = c->stats,
-                                .gpu_mem = c->pipe.gpu_mem, .gpu_expert_layers = c->pipe.gpu_expert_layers,
-                                .no_graph = c->pipe.no_graph,
-                                .stager = c->pipe.stager < 0 ? BACKEND_STAGER_THREAD : (backend_stager_t)c->pipe.stager,
-                                .stage_threads = c->pipe.stager_threads,
-                                .split_gpu_fraction = c->pipe.split_gpu_fraction};
-        if (bo.stager == BACKEND_STAGER_PROCESS) /* no supervisor here to run guild-stager */
-            bo.stager = BACKEND_STAGER_THREAD;
-        if (backend_new(&s->be, c->backend, m, &bo, err) < 0)
+        const backend_options_t bo = {.n_ctx = o->n_ctx, .n_batch = o->n_batch, .pool = s->pool,
+                                      .moe = s->stats ? expert_stats_exec(s->stats) : s->moe, .all_rows = o->stats};
+        /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
+         * guild-stager process: no supervisor here runs one) */
+        GUILD_ASSERT(o->gpu.cuda.stager != CUDA_STAGER_PROCESS);
+        if (backend_new(&s->be, o->gpu.backend, m, &bo, gpu_worker_options_backend_config(&o->gpu), err) < 0)
             goto fail;
-    } else {
-        pipeline_config_t pc = c->pipe;
-        pc.backend = c->backend;
-        pc.n_threads = c->n_threads;
-        if (pipeline_new(&s->pipe, &pc, m, model_path, c->n_ctx, c->n_batch, &s->be, err) < 0)
-            goto fail;
+    } else if (pipeline_new(&s->pipe, o, m, model_path, &s->be, err) < 0) {
+        goto fail;
     }
     *out = s;
     return 0;

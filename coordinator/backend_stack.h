@@ -11,34 +11,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "coordinator/pipeline.h"
+#include "coordinator/stack_options.h"
 #include "core/model/model.h"
 #include "core/util/err.h"
 #include "gpu-worker/dense/backend.h"
 
-typedef struct backend_stack_config {
-    bool single_process;    /* true: everything in this process */
-    const char *backend;    /* the dense backend's name ("cpu", "cuda") */
-    int n_threads;          /* CPU threads (per worker in the pipeline) */
-    int32_t n_ctx;          /* KV cache positions */
-    int32_t n_batch;        /* most tokens per forward call */
-    pipeline_config_t pipe; /* the pipeline's options (backend and n_threads are taken from above); gpu_mem,
-                               gpu_expert_layers and no_graph also apply in a single process */
-    bool stats;             /* single process only: count the routing per layer (coordinator/expert_stats.h), every
-                               token through the last layer too */
-} backend_stack_config_t;
-
 typedef struct backend_stack backend_stack_t;
 
 /* Builds the stack for model m (borrowed: it must outlive the stack; the pipeline's workers open model_path
- * themselves). -1 with err naming what failed; nothing is left running then. */
-int backend_stack_open(backend_stack_t **out, const backend_stack_config_t *c, const model_t *m,
-                       const char *model_path, guild_err_t *err);
+ * themselves) as the checked options o say (n_ctx and n_batch set; read during the call only). -1 with err
+ * naming what failed; nothing is left running then. */
+int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
+                       guild_err_t *err);
 
 /* The backend to drive (owned by the stack). */
 backend_t *backend_stack_backend(backend_stack_t *s);
 
-/* What the stack counted, on out: the routing per layer (config.stats), or the pipeline's summary
+/* What the stack counted, on out: the routing per layer (stack_options_t.stats), or the pipeline's summary
  * (pipeline_print_stats); in a single process, the experts the backend streamed and split between the CPU and
  * the GPU, when it did. */
 void backend_stack_print_stats(backend_stack_t *s, FILE *out);

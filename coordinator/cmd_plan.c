@@ -47,8 +47,8 @@ int cmd_plan(int argc, char **argv)
     };
     struct option opts[16];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, PLAN_STACK_FLAGS);
-    stack_flags_t f;
-    stack_flags_init(&f);
+    stack_options_t f;
+    stack_options_init(&f);
     const char *path = NULL;
     int32_t n_ctx = 0, n_batch = 256;
     guild_err_t e = {{0}};
@@ -86,13 +86,15 @@ int cmd_plan(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (stack_flags_check(&f, PLAN_STACK_FLAGS, NULL, false, &e) < 0)
+        goto bad;
     guild_err_t err = {{0}};
     model_t *m = NULL;
     int rc = 1;
-    f.st.pipe.backend = f.st.backend;
     if (model_new(&m, path, &err) == 0) {
-        n_ctx = cmd_model_n_ctx(m, n_ctx);
-        if (pipeline_print_plan(m, &f.st.pipe, n_ctx, n_batch < n_ctx ? n_batch : n_ctx, stdout, &err) == 0)
+        f.n_ctx = cmd_model_n_ctx(m, n_ctx);
+        f.n_batch = n_batch < f.n_ctx ? n_batch : f.n_ctx;
+        if (pipeline_print_plan(m, &f, stdout, &err) == 0)
             rc = 0;
     }
     if (rc)

@@ -33,7 +33,7 @@ typedef struct run_config {
     const char *prompt_file;  /* -f */
     int32_t n_predict;        /* -n; < 0: until EOS or the context is full */
     int32_t n_ctx;            /* --ctx; 0: min(n_ctx_train, 4096) */
-    int32_t n_batch;          /* --batch */
+    int32_t n_batch;          /* --batch (the stack's: at most the context) */
     sample_params_t sample;
     bool parse_special;       /* --parse-special */
     const char *logits_out;   /* --logits-out */
@@ -42,7 +42,7 @@ typedef struct run_config {
     bool ignore_eos;          /* --ignore-eos */
     bool verbose;             /* -v */
     bool print_plan;          /* --print-plan */
-    stack_flags_t stack;      /* --single-process, --threads, --no-tuning, --backend, the pipeline's and GPU flags */
+    stack_options_t stack;    /* --single-process, --threads, --no-tuning, --backend, the pipeline's and GPU flags */
 } run_config_t;
 
 static void usage(FILE *out)
@@ -131,7 +131,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         .n_predict = 64,
         .n_batch = 256,
     };
-    stack_flags_init(&c->stack);
+    stack_options_init(&c->stack);
     sample_params_default(&c->sample);
     guild_err_t e = {{0}};
     long v;
@@ -214,7 +214,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
     }
     if (stack_flags_check(&c->stack, STACK_FLAGS_ALL, "--print-plan", c->print_plan, &e) < 0)
         goto bad;
-    if (c->stats && !c->stack.st.single_process) {
+    if (c->stats && !c->stack.single_process) {
         fprintf(stderr, "guild run: --stats counts the routing in-process: add --single-process\n");
         return -1;
     }
@@ -275,8 +275,8 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
     fprintf(stderr,
             "run: backend = %s, threads = %d, ctx = %d, batch = %d, n_predict = %d, %s\n"
             "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
-            c->stack.st.backend, c->stack.st.n_threads, n_ctx, c->n_batch, c->n_predict,
-            c->stack.st.single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
+            c->stack.gpu.backend, c->stack.n_threads, n_ctx, c->n_batch, c->n_predict,
+            c->stack.single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
             c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
             c->sample.repeat_last_n, (unsigned long long)c->sample.seed);
@@ -302,8 +302,8 @@ int cmd_run(int argc, char **argv)
     if (pr != 0)
         return pr > 0 ? 0 : 2;
     guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
-    backend_stack_config_t *st = &c.stack.st;
-    st->pipe.log_level = guild_log_level();
+    stack_options_t *st = &c.stack;
+    st->log_level = guild_log_level();
     st->stats = c.stats;
 
     guild_err_t err = {{0}};
@@ -326,9 +326,10 @@ int cmd_run(int argc, char **argv)
     if (stack_flags_tune(&c.stack, model_path, "guild run", &err) < 0)
         goto fail;
     const int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
+    st->n_ctx = n_ctx;
+    st->n_batch = n_batch;
     if (c.print_plan) {
-        st->pipe.backend = st->backend;
-        if (pipeline_print_plan(model, &st->pipe, n_ctx, n_batch, stdout, &err) == 0)
+        if (pipeline_print_plan(model, st, stdout, &err) == 0)
             rc = 0;
         goto fail;
     }
@@ -362,8 +363,6 @@ int cmd_run(int argc, char **argv)
         fputc('\n', stderr);
     }
 
-    st->n_ctx = n_ctx;
-    st->n_batch = n_batch;
     if (backend_stack_open(&stack, st, model, model_path, &err) < 0)
         goto fail;
     if (sampler_new(&smp, &c.sample, mc->n_vocab, &err) < 0)

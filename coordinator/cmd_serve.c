@@ -44,7 +44,7 @@ typedef struct serve_config {
     const char *alias;         /* --alias: the model's name in the API */
     size_t max_body;           /* --max-body */
     bool prefix_cache;         /* --no-prefix-cache clears it */
-    stack_flags_t stack;       /* --single-process, --threads, --no-tuning, --backend, the pipeline's flags */
+    stack_options_t stack;     /* --single-process, --threads, --no-tuning, --backend, the pipeline's flags */
     int verbosity;             /* -q: -1, default 0, -v: 1 */
 } serve_config_t;
 
@@ -154,7 +154,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         .max_body = 8u << 20,
         .prefix_cache = true,
     };
-    stack_flags_init(&c->stack);
+    stack_options_init(&c->stack);
     guild_err_t e = {{0}};
     long v;
     int o, sf;
@@ -363,17 +363,17 @@ int cmd_serve(int argc, char **argv)
     guild_log(GUILD_LOG_INFO, "model %s (%s)", model_path, id);
     if (guild_log_level() >= GUILD_LOG_INFO)
         model_config_print(mc, stderr);
+    c.stack.n_ctx = n_ctx;
+    c.stack.n_batch = n_batch;
+    c.stack.log_level = c.verbosity > 0 ? GUILD_LOG_INFO : GUILD_LOG_WARN;
     engine_config_t ec = {
-        .stack = c.stack.st,
+        .stack = &c.stack,
         .model = model,
         .model_path = model_path,
         .tok = tok,
         .queue_max = c.queue,
         .prefix_cache = c.prefix_cache,
     };
-    ec.stack.n_ctx = n_ctx;
-    ec.stack.n_batch = n_batch;
-    ec.stack.pipe.log_level = c.verbosity > 0 ? GUILD_LOG_INFO : GUILD_LOG_WARN;
     if (engine_new(&engine, &ec, &err) < 0)
         goto fail;
 
@@ -400,8 +400,8 @@ int cmd_serve(int argc, char **argv)
     if (http_server_start(&http, &ho, api_handle, &api, &err) < 0)
         goto fail;
     guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, queue %d, prefix cache %s",
-              c.stack.st.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.st.backend,
-              c.stack.st.n_threads,
+              c.stack.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.gpu.backend,
+              c.stack.n_threads,
               n_ctx, n_batch, c.queue, c.prefix_cache ? "on" : "off");
     if (tmpl == CHAT_TMPL_UNKNOWN)
         guild_log(GUILD_LOG_WARN, "%s", why);

@@ -23,26 +23,24 @@ struct pipeline {
 /* The GPU worker's memory plan when its backend is cuda: gp->resident flags the layers whose experts it keeps
  * and computes, which no CPU worker is given. With another backend nothing stays on the GPU: *gp is zeroed
  * (resident NULL). */
-static int gpu_resident_plan(gpu_plan_t *gp, const pipeline_config_t *pc, const model_t *m, int32_t n_ctx,
-                             int32_t n_batch, guild_err_t *err)
+static int gpu_resident_plan(gpu_plan_t *gp, const stack_options_t *o, const model_t *m, guild_err_t *err)
 {
     memset(gp, 0, sizeof *gp);
-    if (!pc->backend || strcmp(pc->backend, "cuda") != 0)
+    if (!gpu_worker_options_backend_config(&o->gpu)) /* not cuda */
         return 0;
     /* the GPU worker computes the same plan from the same options (its n_batch is our n_batch, F16 cache) */
-    const gpu_plan_options_t po = {.budget = pc->gpu_mem, .n_ctx = n_ctx, .n_batch = n_batch, .kv_elem = 2,
-                                   .max_expert_layers = pc->gpu_expert_layers};
+    const gpu_plan_options_t po = {.budget = o->gpu.cuda.gpu_mem, .n_ctx = o->n_ctx, .n_batch = o->n_batch,
+                                   .kv_elem = 2, .max_expert_layers = o->gpu.cuda.gpu_expert_layers};
     return gpu_plan_compute(gp, m, &po, err);
 }
 
-int pipeline_print_plan(const model_t *m, const pipeline_config_t *pc, int32_t n_ctx, int32_t n_batch, FILE *out,
-                        guild_err_t *err)
+int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, guild_err_t *err)
 {
     gpu_plan_t gp;
     placement_t *plan = NULL;
-    if (gpu_resident_plan(&gp, pc, m, n_ctx, n_batch, err) < 0)
+    if (gpu_resident_plan(&gp, o, m, err) < 0)
         return -1;
-    const int rc = placement_new_local(&plan, model_config(m), pc->cpu_workers, gp.resident, err);
+    const int rc = placement_new_local(&plan, model_config(m), o->cpu_workers, gp.resident, err);
     if (rc == 0) {
         placement_print(plan, m, out);
         if (gp.resident)
@@ -53,8 +51,8 @@ int pipeline_print_plan(const model_t *m, const pipeline_config_t *pc, int32_t n
     return rc;
 }
 
-int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m, const char *model_path,
-                 int32_t n_ctx, int32_t n_batch, backend_t **be, guild_err_t *err)
+int pipeline_new(pipeline_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
+                 backend_t **be, guild_err_t *err)
 {
     *out = NULL;
     *be = NULL;
@@ -68,61 +66,34 @@ int pipeline_new(pipeline_t **out, const pipeline_config_t *pc, const model_t *m
         goto fail;
     }
     /* a budget the dense part does not fit fails here, before any process is started */
-    if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
-        gpu_resident_plan(&gp, pc, m, n_ctx, n_batch, err) < 0 ||
-        placement_new_local(&p->plan, mc, pc->cpu_workers, gp.resident, err) < 0)
+    if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 || gpu_resident_plan(&gp, o, m, err) < 0 ||
+        placement_new_local(&p->plan, mc, o->cpu_workers, gp.resident, err) < 0)
         goto fail;
     if (guild_log_level() >= GUILD_LOG_INFO) {
         placement_print(p->plan, m, stderr);
         if (gp.resident)
             gpu_plan_print(&gp, stderr);
     }
-    /* streamed experts (cuda only: another backend's plan is empty) through a guild-stager by default */
-    const int stager = pc->stager < 0 ? BACKEND_STAGER_PROCESS : pc->stager;
-    const uint64_t slot = gp.resident ? gpu_plan_stage_slot_bytes(&gp) : 0;
+    /* the experts the GPU streams (cuda only: another backend's plan is empty) go through the staging slots */
+    const sup_setup_t setup = {
+        .model_path = p->model_path,
+        .worker_dir = p->worker_dir,
+        .plan = p->plan,
+        .stage_slot_bytes = gp.resident ? gpu_plan_stage_slot_bytes(&gp) : 0,
+    };
     gpu_plan_fini(&gp);
-    sup_config_t sc;
-    sup_config_defaults(&sc);
-    sc.model_path = p->model_path;
-    sc.worker_dir = p->worker_dir;
-    sc.plan = p->plan;
-    sc.listen = pc->listen;
-    sc.arena_dir = pc->arena_dir;
-    sc.backend = pc->backend;
-    sc.n_threads = pc->n_threads;
-    sc.n_ctx = n_ctx;
-    sc.n_batch = n_batch;
-    if (sc.max_out > n_batch)
-        sc.max_out = n_batch;
-    sc.mlock = pc->mlock;
-    if (pc->spin_us >= 0)
-        sc.spin_ns = (uint64_t)pc->spin_us * 1000u;
-    sc.log_level = pc->log_level;
-    sc.gpu_mem = pc->gpu_mem;
-    sc.gpu_expert_layers = pc->gpu_expert_layers;
-    sc.no_graph = pc->no_graph;
-    sc.gate_up_rows = pc->gate_up_rows;
-    sc.down_rows = pc->down_rows;
-    sc.interleave_gate_up = pc->interleave_gate_up;
-    sc.expert_layout = pc->expert_layout;
-    sc.split_gpu_fraction = pc->split_gpu_fraction;
-    if (slot) {
-        sc.stager = stager;
-        sc.stager_threads = pc->stager_threads;
-        sc.stage_slot_bytes = stager == BACKEND_STAGER_PROCESS ? slot : 0;
-    }
-    if (sup_new(&p->sup, &sc, mc, err) < 0)
+    if (sup_new(&p->sup, o, &setup, mc, err) < 0)
         goto fail;
     uint64_t epoch;
-    if (sup_wait_ready(p->sup, sc.start_ms, &epoch, err) < 0)
+    if (sup_wait_ready(p->sup, o->start_ms, &epoch, err) < 0)
         goto fail;
     remote_options_t ro = {
-        .n_ctx = n_ctx,
-        .n_batch = n_batch,
+        .n_ctx = o->n_ctx,
+        .n_batch = o->n_batch,
         .n_vocab = mc->n_vocab,
         .max_retries = 3,
-        .ready_ms = sc.start_ms,
-        .spin_ns = sc.spin_ns,
+        .ready_ms = o->start_ms,
+        .spin_ns = o->spin_ns,
     };
     if (remote_backend_new(be, p->sup, &ro, err) < 0)
         goto fail;

@@ -4,11 +4,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/util/cli.h"
 #include "cpu-expert-worker/experts/expert_tuning.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/gpu_plan.h"
 
 /* One flag: its bit (and getopt value STACK_FLAGS_OPT_BASE + its index), name, argument, help ('\n' starts a
@@ -71,15 +71,6 @@ static const flag_t flags[] = {
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
 _Static_assert(N_FLAGS == 16, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 16 flags");
 
-void stack_flags_init(stack_flags_t *f)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    *f = (stack_flags_t){.st = {.backend = "cpu", .n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1}};
-    f->st.pipe.spin_us = -1;
-    f->st.pipe.stager = -1;
-    f->st.pipe.expert_layout = -1;
-}
-
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
     size_t n = 0;
@@ -98,111 +89,99 @@ size_t stack_flags_options(struct option *out, size_t cap, const struct option *
     return n;
 }
 
-int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *err)
+int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t *err)
 {
     if (opt < STACK_FLAGS_OPT_BASE || opt >= STACK_FLAGS_OPT_BASE + N_FLAGS)
         return 0;
-    pipeline_config_t *p = &f->st.pipe;
+    cuda_config_t *cuda = &o->gpu.cuda;
     long v;
-    switch (flags[opt - STACK_FLAGS_OPT_BASE].bit) {
-    case STACK_FLAG_SINGLE: f->st.single_process = true; break;
+    const unsigned bit = flags[opt - STACK_FLAGS_OPT_BASE].bit;
+    switch (bit) {
+    case STACK_FLAG_SINGLE: o->single_process = true; break;
     case STACK_FLAG_THREADS:
         if (cli_parse_long("--threads", arg, 1, 1024, &v, err) < 0)
             return -1;
-        f->st.n_threads = (int)v;
-        f->threads_given = true;
+        o->n_threads = (int)v;
         break;
-    case STACK_FLAG_NO_TUNING: f->no_tuning = true; break;
+    case STACK_FLAG_NO_TUNING: break;
     case STACK_FLAG_CPU_WORKERS:
         if (cli_parse_long("--cpu-workers", arg, 1, 4096, &v, err) < 0)
             return -1;
-        p->cpu_workers = (int)v;
+        o->cpu_workers = (int)v;
         break;
-    case STACK_FLAG_LISTEN: p->listen = arg; break;
-    case STACK_FLAG_ARENA_DIR: p->arena_dir = arg; break;
-    case STACK_FLAG_MLOCK: p->mlock = true; break;
+    case STACK_FLAG_LISTEN: o->listen = arg; break;
+    case STACK_FLAG_ARENA_DIR: o->arena_dir = arg; break;
+    case STACK_FLAG_MLOCK: o->cpu.mlock = true; break;
     case STACK_FLAG_SPIN_US:
         if (cli_parse_long("--spin-us", arg, 0, 1000000, &v, err) < 0)
             return -1;
-        p->spin_us = (int)v;
+        o->spin_ns = (uint64_t)v * 1000u;
         break;
-    case STACK_FLAG_BACKEND: f->st.backend = arg; break;
+    case STACK_FLAG_BACKEND: o->gpu.backend = arg; break;
     case STACK_FLAG_GPU_MEM:
-        if (gpu_plan_parse_size(arg, "--gpu-mem", &p->gpu_mem, err) < 0)
+        if (gpu_plan_parse_size(arg, "--gpu-mem", &cuda->gpu_mem, err) < 0)
             return -1;
         break;
     case STACK_FLAG_GPU_EXPERTS:
         if (!strcmp(arg, "all"))
-            p->gpu_expert_layers = 0;
+            cuda->gpu_expert_layers = 0;
         else if (!strcmp(arg, "none") || !strcmp(arg, "0"))
-            p->gpu_expert_layers = GPU_EXPERTS_NONE;
+            cuda->gpu_expert_layers = GPU_EXPERTS_NONE;
         else if (cli_parse_long("--gpu-experts", arg, 1, 1 << 20, &v, err) < 0)
             return -1;
         else
-            p->gpu_expert_layers = (int32_t)v;
+            cuda->gpu_expert_layers = (int32_t)v;
         break;
-    case STACK_FLAG_NO_GRAPH: p->no_graph = true; break;
+    case STACK_FLAG_NO_GRAPH: cuda->no_graph = true; break;
     case STACK_FLAG_STAGER:
         if (!strcmp(arg, "none"))
-            p->stager = BACKEND_STAGER_NONE;
+            cuda->stager = CUDA_STAGER_NONE;
         else if (!strcmp(arg, "thread"))
-            p->stager = BACKEND_STAGER_THREAD;
+            cuda->stager = CUDA_STAGER_THREAD;
         else if (!strcmp(arg, "process"))
-            p->stager = BACKEND_STAGER_PROCESS;
+            cuda->stager = CUDA_STAGER_PROCESS;
         else if (!strcmp(arg, "pin"))
-            p->stager = BACKEND_STAGER_PIN;
+            cuda->stager = CUDA_STAGER_PIN;
         else
             return guild_err_set(err, "--stager %s: expected none, thread, process or pin", arg);
         break;
     case STACK_FLAG_STAGER_THREADS:
         if (cli_parse_long("--stager-threads", arg, 1, 256, &v, err) < 0)
             return -1;
-        p->stager_threads = (int)v;
+        cuda->stage_threads = (int32_t)v;
         break;
     case STACK_FLAG_FORCE_SPLIT: {
         char *end;
         const double fr = strtod(arg, &end);
         if (end == arg || *end || !(fr > 0 && fr <= 1))
             return guild_err_set(err, "--force-split %s: expected a fraction in (0, 1]", arg);
-        p->split_gpu_fraction = fr;
+        cuda->test.split_gpu_fraction = fr;
         break;
     }
-    case STACK_FLAG_EXPERT_LAYOUT: {
-        expert_layout_t l;
-        if (expert_layout_from_name(arg, &l) < 0)
+    case STACK_FLAG_EXPERT_LAYOUT:
+        if (expert_layout_from_name(arg, &o->cpu.expert_layout) < 0)
             return guild_err_set(err, "--expert-layout %s: expected auto, plain or packed", arg);
-        p->expert_layout = (int)l;
         break;
-    }
     default: GUILD_ASSERT(!"a flag without a case");
     }
+    o->given |= bit;
     return 1;
 }
 
-/* Whether flag i, a multi-process one, was given. */
-static bool given(const stack_flags_t *f, int i)
+int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool also_given, guild_err_t *err)
 {
-    const pipeline_config_t *p = &f->st.pipe;
-    switch (flags[i].bit) {
-    case STACK_FLAG_CPU_WORKERS: return p->cpu_workers != 0;
-    case STACK_FLAG_LISTEN: return p->listen != NULL;
-    case STACK_FLAG_ARENA_DIR: return p->arena_dir != NULL;
-    case STACK_FLAG_MLOCK: return p->mlock;
-    case STACK_FLAG_SPIN_US: return p->spin_us >= 0;
-    default: return false;
-    }
-}
-
-int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, bool also_given, guild_err_t *err)
-{
-    if ((f->st.pipe.stager == BACKEND_STAGER_NONE || f->st.pipe.stager == BACKEND_STAGER_PIN) &&
-        f->st.pipe.stager_threads)
+    const cuda_config_t *cuda = &o->gpu.cuda;
+    const bool stager_given = o->given & STACK_FLAG_STAGER;
+    if (stager_given && (cuda->stager == CUDA_STAGER_NONE || cuda->stager == CUDA_STAGER_PIN) &&
+        (o->given & STACK_FLAG_STAGER_THREADS))
         return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager %s",
-                             f->st.pipe.stager == BACKEND_STAGER_PIN ? "pin" : "none");
-    if (f->st.single_process && f->st.pipe.stager == BACKEND_STAGER_PROCESS)
+                             cuda->stager == CUDA_STAGER_PIN ? "pin" : "none");
+    if (o->single_process && stager_given && cuda->stager == CUDA_STAGER_PROCESS)
         return guild_err_set(err, "--stager process is for the multi-process mode (its supervisor runs "
                              "guild-stager); --single-process takes --stager thread or none");
-    if (!f->st.single_process)
+    if (!stager_given) /* the mode's default */
+        o->gpu.cuda.stager = o->single_process ? CUDA_STAGER_THREAD : CUDA_STAGER_PROCESS;
+    if (!o->single_process)
         return 0;
     const char *names[N_FLAGS + 1];
     int n = 0;
@@ -210,7 +189,7 @@ int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, b
     for (int i = 0; i < N_FLAGS; i++)
         if (flags[i].multi && (mask & flags[i].bit)) {
             names[n++] = flags[i].name;
-            any = any || given(f, i);
+            any = any || (o->given & flags[i].bit);
         }
     if (!any)
         return 0;
@@ -251,11 +230,15 @@ void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default)
     }
 }
 
-int stack_flags_tune(stack_flags_t *f, const char *model_path, const char *who, guild_err_t *err)
+int stack_flags_tune(stack_options_t *o, const char *model_path, const char *who, guild_err_t *err)
 {
-    if (f->no_tuning)
+    if (o->given & STACK_FLAG_NO_TUNING)
         return 0;
-    pipeline_config_t *p = &f->st.pipe;
-    return expert_tuning_apply(model_path, who, f->threads_given, &f->st.n_threads, &p->gate_up_rows, &p->down_rows,
-                               &p->interleave_gate_up, &p->expert_layout, err);
+    cpu_worker_options_t *c = &o->cpu;
+    int layout = o->given & STACK_FLAG_EXPERT_LAYOUT ? (int)c->expert_layout : -1; /* < 0: the file's applies */
+    if (expert_tuning_apply(model_path, who, o->given & STACK_FLAG_THREADS, &o->n_threads, &c->gate_up_rows,
+                            &c->down_rows, &c->interleave_gate_up, &layout, err) < 0)
+        return -1;
+    c->expert_layout = layout < 0 ? EXPERT_LAYOUT_AUTO : (expert_layout_t)layout;
+    return 0;
 }

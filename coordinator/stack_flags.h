@@ -1,8 +1,9 @@
 /* coordinator/stack_flags.h — the flags that choose and tune the stack a command drives
  * (coordinator/backend_stack.h), in one place for `guild run`, `guild serve` and `guild bench run`: their getopt
- * entries, the parsing of their values, the check that multi-process flags do not come with --single-process,
- * their --help lines, and what --threads and --no-tuning do with the model's tuning file. A command takes the
- * subset its mask names and keeps its own flags around them. */
+ * entries, the parsing of their values into the coordinator's options record (coordinator/stack_options.h), the
+ * one check of the record (flags that do not go together, multi-process flags with --single-process), their
+ * --help lines, and what --threads and --no-tuning do with the model's tuning file. A command takes the subset
+ * its mask names and keeps its own flags around them. */
 #ifndef GUILD_COORDINATOR_STACK_FLAGS_H
 #define GUILD_COORDINATOR_STACK_FLAGS_H
 
@@ -11,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "coordinator/backend_stack.h"
+#include "coordinator/stack_options.h"
 #include "core/util/err.h"
 
 /* The flags, as bits of a command's mask. "multi-process" ones are refused with --single-process. */
@@ -39,32 +40,25 @@ enum {
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 
-typedef struct stack_flags {
-    backend_stack_config_t st; /* single_process, backend, n_threads and pipe as given (n_ctx and n_batch are the
-                                  command's to fill) */
-    bool threads_given;        /* --threads was given: the tuning file's threads do not apply */
-    bool no_tuning;            /* --no-tuning */
-} stack_flags_t;
-
-/* The defaults: backend "cpu", every online CPU (at most 1024), the pipeline's own defaults. */
-void stack_flags_init(stack_flags_t *f);
 
 /* Writes into out[cap] the command's own getopt entries (own, up to its {NULL} terminator), then those of the
  * flags in mask, then a terminator. Returns the number of entries before the terminator; cap too small is a
  * bug (asserted). */
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask);
 
-/* Takes getopt_long's value `opt` with its argument: 1 when it is one of these flags (f updated), 0 when it
- * is not, -1 with err ("--cpu-workers 0: expected ...") on a bad value. */
-int stack_flags_parse(stack_flags_t *f, int opt, const char *arg, guild_err_t *err);
+/* Takes getopt_long's value `opt` with its argument: 1 when it is one of these flags (o updated, its bit set in
+ * o->given), 0 when it is not, -1 with err ("--cpu-workers 0: expected ...") on a bad value. o starts from
+ * stack_options_init (a command may change a default, such as the backend, before parsing). */
+int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t *err);
 
-/* After parsing: -1 with err when --stager-threads comes with --stager none, or --stager process with
- * --single-process; -1 with err ("--cpu-workers,
- * --mlock and --print-plan are for the multi-process mode, not
- * --single-process") when --single-process comes with a multi-process flag of mask, or with the command's own
- * multi-process flags `also` (a name list such as "--print-plan"; NULL: none) when also_given. The message lists
- * every multi-process flag the command has. */
-int stack_flags_check(const stack_flags_t *f, unsigned mask, const char *also, bool also_given, guild_err_t *err);
+/* After parsing, the record's one check: -1 with err when --stager-threads comes with --stager none or pin, or
+ * --stager process with --single-process; -1 with err ("--cpu-workers, --mlock and --print-plan are for the
+ * multi-process mode, not --single-process") when --single-process comes with a multi-process flag of mask, or
+ * with the command's own multi-process flags `also` (a name list such as "--print-plan"; NULL: none) when
+ * also_given. The message lists every multi-process flag the command has. Then fills the defaults that depend
+ * on the mode: without --stager, the cuda backend's stager is a guild-stager process in the pipeline and copy
+ * threads in a single process. */
+int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool also_given, guild_err_t *err);
 
 /* The --help lines of the flags in mask; backend_default is the default --backend the command shows. */
 void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default);
@@ -72,6 +66,6 @@ void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default);
 /* Applies the model's tuning file (cpu-expert-worker/experts/expert_tuning.h) unless --no-tuning: threads (unless
  * --threads), the CPU experts' row blocks and layout; `who` prefixes its message ("guild run"). -1 with err
  * when the file exists but is unreadable or malformed. */
-int stack_flags_tune(stack_flags_t *f, const char *model_path, const char *who, guild_err_t *err);
+int stack_flags_tune(stack_options_t *o, const char *model_path, const char *who, guild_err_t *err);
 
 #endif

@@ -16,15 +16,16 @@
 #include "coordinator/bridge.h"
 #include "coordinator/spawn.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cuda/cuda_config.h"
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
 #include "ipc/rundir.h"
 #include "ipc/stage_ring.h"
+#include "stager/stager_options.h"
 
 #define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
-#define WAIT_SLICE_NS 100000000u /* workers' doorbell wait slice (Options.wait_timeout_ns) */
 #define RESTART_WINDOW_NS (60ull * 1000000000ull)
 #define MAX_DEATHS 16         /* remembered per worker */
 #define SHUTDOWN_GRACE_NS (2ull * 1000000000ull)
@@ -64,7 +65,10 @@ typedef struct wslot {
 } wslot_t;
 
 struct sup {
-    sup_config_t cfg;
+    stack_options_t opts; /* a copy of the caller's */
+    sup_setup_t setup;
+    int32_t max_out;      /* logits rows per step request: opts.gpu.max_out, at most opts.n_batch */
+    stager_options_t stager; /* guild-stager's (when ring) */
     model_config_t mc;
     char rundir[PATH_MAX];
     char endpoint[PATH_MAX + 16];
@@ -76,10 +80,10 @@ struct sup {
     void *router; /* supervisor thread only, once it runs */
     bridge_t *bridge;                    /* listen mode: exchanges of workers without the arena */
     char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
-    bool router_bound, bridge_bound;     /* cfg->listen (and its data socket) bound: ours to remove */
+    bool router_bound, bridge_bound;     /* opts.listen (and its data socket) bound: ours to remove */
     int n_cpu;
     int n_w;      /* slots: n_cpu + 1, and + 1 with a stager */
-    wslot_t *w;   /* [n_w]: the CPU workers, then the GPU worker, then guild-stager (when cfg->stage_slot_bytes) */
+    wslot_t *w;   /* [n_w]: the CPU workers, then the GPU worker, then guild-stager (with a ring) */
     stage_ring_t *ring; /* the staging ring guild-stager serves to the GPU worker; NULL: none */
     pthread_t thread;
     bool started;
@@ -93,21 +97,6 @@ struct sup {
     uint64_t generation; /* last Assign.generation given */
     bool stats_wanted;   /* sup_print_stats waits for fresh counters */
 };
-
-void sup_config_defaults(sup_config_t *c)
-{
-    memset(c, 0, sizeof *c);
-    c->backend = "cpu";
-    c->max_out = 8;
-    c->spin_ns = 50000;
-    c->heartbeat_ms = 100;
-    c->hang_ms = 600;
-    c->stall_ms = 30000;
-    c->silence_ms = 3000;
-    c->start_ms = 120000;
-    c->max_restarts = 3;
-    c->log_level = GUILD_LOG_WARN;
-}
 
 static wslot_t *gpu_slot(sup_t *s)
 {
@@ -145,12 +134,12 @@ static const char *worker_bin(Guild__Role role)
                                                 : "guild-cpu-worker";
 }
 
-/* guild-stager's copy threads: as asked, else half the online CPUs (the CPU workers and the GPU worker's host
- * side keep the rest). */
-static int stager_threads(const sup_config_t *c)
+/* The streamed experts' copy threads (guild-stager's, or the GPU worker's own): as asked (--stager-threads),
+ * else half the online CPUs (the CPU workers and the GPU worker's host side keep the rest). */
+static int stager_threads(const stack_options_t *o)
 {
-    if (c->stager_threads > 0)
-        return c->stager_threads;
+    if (o->gpu.cuda.stage_threads > 0)
+        return o->gpu.cuda.stage_threads;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return cpus > 1 ? (int)(cpus / 2 < 256 ? cpus / 2 : 256) : 1;
 }
@@ -159,9 +148,9 @@ static void start_worker(sup_t *s, wslot_t *w)
 {
     char path[PATH_MAX + 32], node[16], threads[16];
     const char *bin = worker_bin(w->role);
-    snprintf(path, sizeof path, "%s/%s", s->cfg.worker_dir, bin);
+    snprintf(path, sizeof path, "%s/%s", s->setup.worker_dir, bin);
     snprintf(node, sizeof node, "%d", w->node);
-    snprintf(threads, sizeof threads, "%d", stager_threads(&s->cfg));
+    snprintf(threads, sizeof threads, "%d", s->stager.threads);
     char *argv[16];
     int n = 0;
     argv[n++] = (char *)bin;
@@ -169,17 +158,17 @@ static void start_worker(sup_t *s, wslot_t *w)
         argv[n++] = "--node";
         argv[n++] = node;
     } else if (w->role == GUILD__ROLE__ROLE_STAGER) {
-        /* the ring comes on the command line (it serves before it registers); the Assign only asks for Ready */
+        /* its options come on the command line (it serves before it registers); the Assign repeats them */
         argv[n++] = "-m";
-        argv[n++] = (char *)s->cfg.model_path;
+        argv[n++] = (char *)s->setup.model_path;
         argv[n++] = "--ring";
-        argv[n++] = (char *)stage_ring_name(s->ring);
+        argv[n++] = s->stager.rings[0];
         argv[n++] = "--threads";
         argv[n++] = threads;
     }
     argv[n++] = "--connect";
     argv[n++] = s->endpoint;
-    if (s->cfg.log_level >= GUILD_LOG_INFO)
+    if (s->opts.log_level >= GUILD_LOG_INFO)
         argv[n++] = "-v";
     argv[n] = NULL;
     guild_err_t err = {{0}};
@@ -195,20 +184,74 @@ static void start_worker(sup_t *s, wslot_t *w)
     guild_log(GUILD_LOG_INFO, "%s: started, pid %d", w->name, (int)pid);
 }
 
+/* The GPU worker's record for this assignment: the options' settings, the sizes, the plan's resident layers and
+ * the streamed experts' copies. gpu_layers ([n_layer]) holds the layer list it points to. */
+static void gpu_assignment(const sup_t *s, gpu_worker_options_t *g, uint32_t *gpu_layers)
+{
+    const stack_options_t *o = &s->opts;
+    *g = o->gpu;
+    g->n_ctx = o->n_ctx;
+    g->n_batch = o->n_batch;
+    g->max_out = s->max_out;
+    g->n_threads = o->n_threads;
+    g->spin_ns = o->spin_ns;
+    g->wait_slice_ns = o->wait_slice_ns;
+    g->silence_ms = o->silence_ms;
+    g->cuda.n_resident_layers = 0;
+    for (int il = 0; il < s->mc.n_layer; il++)
+        if (placement_on_gpu(s->setup.plan, il))
+            gpu_layers[g->cuda.n_resident_layers++] = (uint32_t)il;
+    g->cuda.resident_layers = gpu_layers;
+    /* the streamed experts' copies: through our guild-stager's ring, a ring of its own, pinned, or pageable (a
+     * plan that does not stream copies nothing) */
+    g->cuda.stage_ring = NULL;
+    g->cuda.stage_threads = 0;
+    if (!s->setup.stage_slot_bytes)
+        g->cuda.stager = CUDA_STAGER_NONE;
+    else if (s->ring)
+        g->cuda.stage_ring = stage_ring_name(s->ring);
+    else if (g->cuda.stager == CUDA_STAGER_THREAD)
+        g->cuda.stage_threads = stager_threads(o);
+}
+
+/* A CPU worker's record for this assignment: the options' settings, the plan's node and CPUs (cpus: room for
+ * them), the data endpoint of a worker without the arena. */
+static void cpu_assignment(const sup_t *s, const wslot_t *w, cpu_worker_options_t *c, uint32_t *cpus)
+{
+    const stack_options_t *o = &s->opts;
+    *c = o->cpu;
+    c->n_threads = o->n_threads;
+    c->spin_ns = o->spin_ns;
+    c->wait_slice_ns = o->wait_slice_ns;
+    c->silence_ms = o->silence_ms;
+    c->node = w->node;
+    const int *pc;
+    const int npc = placement_cpus(s->setup.plan, w->index, &pc);
+    for (int i = 0; i < npc; i++)
+        cpus[i] = (uint32_t)pc[i];
+    c->cpus = cpus;
+    c->n_cpus = (size_t)npc;
+    c->data_endpoint = w->remote ? s->data_public : NULL;
+}
+
 static int send_assign(sup_t *s, wslot_t *w)
 {
-    const sup_config_t *c = &s->cfg;
     Guild__Envelope env = GUILD__ENVELOPE__INIT;
     Guild__Assign a = GUILD__ASSIGN__INIT;
     Guild__ArenaRef ar = GUILD__ARENA_REF__INIT;
-    Guild__Options o = GUILD__OPTIONS__INIT;
+    gpu_worker_options_t gpu;
+    gpu_worker_options_msg_t gpu_msg;
+    cpu_worker_options_t cpu;
+    Guild__CpuWorkerOptions cpu_msg;
+    Guild__StagerOptions stager_msg;
+    char *ring_names[STAGER_MAX_RINGS];
     int n_layer = s->mc.n_layer;
     Guild__LayerShard *shards = NULL, **shard_ptrs = NULL;
     Guild__ExpertRange *ranges = NULL, **range_ptrs = NULL;
     uint32_t *cpus = NULL, *gpu_layers = NULL;
     int rc = -1;
 
-    a.model_path = (char *)c->model_path;
+    a.model_path = (char *)s->setup.model_path;
     a.generation = ++s->generation;
     w->generation = a.generation;
     ar.name = (char *)guild_arena_name(s->arena);
@@ -216,66 +259,38 @@ static int send_assign(sup_t *s, wslot_t *w)
     ar.size = guild_arena_size(s->arena);
     ar.tag = guild_arena_tag(s->arena);
     a.arena = w->remote || w->role == GUILD__ROLE__ROLE_STAGER ? NULL : &ar;
-    if (w->remote)
-        o.data_endpoint = s->data_public;
-    o.n_threads = (uint32_t)c->n_threads;
-    o.mlock = c->mlock;
-    o.spin_ns = c->spin_ns;
-    o.wait_timeout_ns = WAIT_SLICE_NS;
-    o.heartbeat_ms = c->heartbeat_ms;
-    o.log_level = (uint32_t)c->log_level;
-    o.max_tokens = (uint32_t)c->n_batch;
-    o.silence_ms = c->silence_ms;
-    o.node = -1;
-    a.options = &o;
     if (w->role == GUILD__ROLE__ROLE_GPU_WORKER) {
-        o.backend = (char *)c->backend;
-        o.n_ctx = (uint32_t)c->n_ctx;
-        o.max_out = (uint32_t)c->max_out;
-        o.gpu_mem = c->gpu_mem;
-        o.gpu_expert_layers = c->gpu_expert_layers;
-        o.no_graph = c->no_graph;
-        o.split_gpu_fraction = c->split_gpu_fraction;
-        if (s->ring)
-            o.stage_ring = (char *)stage_ring_name(s->ring);
-        else if (c->stager == BACKEND_STAGER_THREAD)
-            o.stage_threads = (uint32_t)stager_threads(c);
-        else if (c->stager == BACKEND_STAGER_PIN)
-            o.stage_pin = true;
         if (!(gpu_layers = calloc((size_t)n_layer + 1, sizeof *gpu_layers))) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;
         }
-        for (int il = 0; il < n_layer; il++)
-            if (placement_on_gpu(c->plan, il))
-                gpu_layers[o.n_gpu_resident_layers++] = (uint32_t)il;
-        o.gpu_resident_layers = gpu_layers;
+        gpu_assignment(s, &gpu, gpu_layers);
+        gpu_worker_options_to_proto(&gpu, &gpu_msg);
+        a.options_case = GUILD__ASSIGN__OPTIONS_GPU;
+        a.gpu = &gpu_msg.m;
+    } else if (w->role == GUILD__ROLE__ROLE_STAGER) {
+        stager_options_to_proto(&s->stager, &stager_msg, ring_names);
+        a.options_case = GUILD__ASSIGN__OPTIONS_STAGER;
+        a.stager = &stager_msg;
     } else if (w->role == GUILD__ROLE__ROLE_CPU_WORKER) {
         a.worker_index = (uint32_t)w->index;
-        o.node = w->node;
-        o.gate_up_rows = (uint32_t)c->gate_up_rows;
-        o.down_rows = (uint32_t)c->down_rows;
-        o.interleave_gate_up = c->interleave_gate_up;
-        o.expert_layout = c->expert_layout > 0 ? (uint32_t)c->expert_layout : 0; /* 0: auto */
-        const int *pc;
-        int npc = placement_cpus(c->plan, w->index, &pc);
         shards = calloc((size_t)n_layer, sizeof *shards);
         shard_ptrs = calloc((size_t)n_layer, sizeof *shard_ptrs);
         ranges = calloc((size_t)n_layer, sizeof *ranges);
         range_ptrs = calloc((size_t)n_layer, sizeof *range_ptrs);
-        cpus = calloc((size_t)npc + 1, sizeof *cpus);
+        cpus = calloc((size_t)placement_cpus(s->setup.plan, w->index, &(const int *){NULL}) + 1, sizeof *cpus);
         if (!shards || !shard_ptrs || !ranges || !range_ptrs || !cpus) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;
         }
-        for (int i = 0; i < npc; i++)
-            cpus[i] = (uint32_t)pc[i];
-        o.n_cpus = (size_t)npc;
-        o.cpus = cpus;
+        cpu_assignment(s, w, &cpu, cpus);
+        cpu_worker_options_to_proto(&cpu, &cpu_msg);
+        a.options_case = GUILD__ASSIGN__OPTIONS_CPU;
+        a.cpu = &cpu_msg;
         size_t ns = 0;
         for (int il = 0; il < n_layer; il++) {
             uint32_t first, count;
-            placement_range(c->plan, w->index, il, &first, &count);
+            placement_range(s->setup.plan, w->index, il, &first, &count);
             if (!count)
                 continue;
             guild__expert_range__init(&ranges[ns]);
@@ -329,7 +344,7 @@ static void record_death(sup_t *s, wslot_t *w, const char *why)
     w->stall_since_ns = 0;
     if (s->failed || atomic_load(&s->stop))
         return;
-    if (recent > s->cfg.max_restarts) {
+    if (recent > s->opts.max_restarts) {
         fail(s, "%s died %d times within a minute; giving up (last: pid %d %s)", w->name, recent, was_pid, why);
         return;
     }
@@ -565,7 +580,7 @@ static void reap(sup_t *s)
 
 static void watch(sup_t *s, uint64_t now)
 {
-    const sup_config_t *c = &s->cfg;
+    const stack_options_t *c = &s->opts;
     uint64_t hang = (uint64_t)c->hang_ms * 1000000u, stall = (uint64_t)c->stall_ms * 1000000u;
     uint64_t start = (uint64_t)c->start_ms * 1000000u;
     bool send_hb = now - s->last_hb_ns >= (uint64_t)c->heartbeat_ms * 1000000u;
@@ -725,19 +740,24 @@ static void *sup_main(void *arg)
     return NULL;
 }
 
-int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guild_err_t *err)
+int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, const model_config_t *mc,
+            guild_err_t *err)
 {
     *out = NULL;
     sup_t *s = calloc(1, sizeof *s);
     if (!s)
         return guild_err_set(err, "supervisor: out of memory");
-    s->cfg = *cfg;
+    s->opts = *o;
+    s->setup = *setup;
     s->mc = *mc;
+    s->max_out = o->gpu.max_out < o->n_batch ? o->gpu.max_out : o->n_batch;
+    /* a guild-stager of ours serves the GPU worker's streamed experts: a plan that streams, and --stager process */
+    const bool stager = setup->stage_slot_bytes && o->gpu.cuda.stager == CUDA_STAGER_PROCESS;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
     gethostname(s->host, sizeof s->host - 1);
-    s->n_cpu = placement_workers(cfg->plan);
-    s->n_w = s->n_cpu + 1 + (cfg->stage_slot_bytes > 0);
+    s->n_cpu = placement_workers(setup->plan);
+    s->n_w = s->n_cpu + 1 + stager;
     if (!(s->w = calloc((size_t)s->n_w, sizeof *s->w))) {
         guild_err_set(err, "supervisor: out of memory");
         goto fail;
@@ -747,8 +767,8 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
         if (i < s->n_cpu) {
             w->role = GUILD__ROLE__ROLE_CPU_WORKER;
             w->index = i;
-            w->node = placement_node(cfg->plan, i);
-            w->by_hand = cfg->listen != NULL;
+            w->node = placement_node(setup->plan, i);
+            w->by_hand = o->listen != NULL;
             snprintf(w->name, sizeof w->name, "cpu-worker[%d]", i);
         } else {
             w->role = i == s->n_cpu ? GUILD__ROLE__ROLE_GPU_WORKER : GUILD__ROLE__ROLE_STAGER;
@@ -761,8 +781,8 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
         const char *bin = worker_bin(i == 0 ? GUILD__ROLE__ROLE_CPU_WORKER
                                      : i == 1 ? GUILD__ROLE__ROLE_GPU_WORKER : GUILD__ROLE__ROLE_STAGER);
         char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/%s", cfg->worker_dir, bin);
-        if ((i == 1 || (i == 0 && !cfg->listen) || (i == 2 && cfg->stage_slot_bytes)) && access(path, X_OK) != 0) {
+        snprintf(path, sizeof path, "%s/%s", setup->worker_dir, bin);
+        if ((i == 1 || (i == 0 && !o->listen) || (i == 2 && stager)) && access(path, X_OK) != 0) {
             guild_err_errno(err, errno, "%s (the multi-process mode needs it; --single-process does not)", path);
             goto fail;
         }
@@ -770,21 +790,21 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
 
     /* the arena: the exchange (one slot per in-flight layer, two for a later overlap) and the step region */
     guild_exchange_shape_t xs = {
-        .max_tokens = (uint32_t)cfg->n_batch,
+        .max_tokens = (uint32_t)o->n_batch,
         .n_embd = (uint32_t)mc->n_embd,
         .n_used = (uint32_t)mc->n_expert_used,
         .n_slots = 2,
         .n_workers = (uint32_t)s->n_cpu,
     };
-    guild_step_shape_t ss = {(uint32_t)cfg->n_batch, (uint32_t)cfg->max_out, (uint32_t)mc->n_vocab};
+    guild_step_shape_t ss = {(uint32_t)o->n_batch, (uint32_t)s->max_out, (uint32_t)mc->n_vocab};
     size_t xsize = guild_exchange_memsize(&xs), ssize = guild_step_memsize(&ss);
     if (!xsize || !ssize) {
-        guild_err_set(err, "pipeline: invalid arena shape (batch %d, max_out %d, %d CPU workers)", cfg->n_batch,
-                      cfg->max_out, s->n_cpu);
+        guild_err_set(err, "pipeline: invalid arena shape (batch %d, max_out %d, %d CPU workers)", o->n_batch,
+                      s->max_out, s->n_cpu);
         goto fail;
     }
     guild_arena_request_t req[2] = {{GUILD_ARENA_KIND_EXCHANGE, 0, xsize}, {GUILD_ARENA_KIND_STEP, 0, ssize}};
-    guild_arena_opts_t ao = {.dir = cfg->arena_dir};
+    guild_arena_opts_t ao = {.dir = o->arena_dir};
     if (!(s->arena = guild_arena_create(req, 2, &ao, err)))
         goto fail;
     size_t rsize;
@@ -796,8 +816,20 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
         goto fail;
     guild_arena_publish(s->arena);
     /* three slots: two in flight to the device, one being filled */
-    if (cfg->stage_slot_bytes && stage_ring_create(&s->ring, 3, (size_t)cfg->stage_slot_bytes, &ao, err) < 0)
-        goto fail;
+    if (stager) {
+        if (stage_ring_create(&s->ring, 3, (size_t)setup->stage_slot_bytes, &ao, err) < 0)
+            goto fail;
+        s->stager.model = setup->model_path;
+        s->stager.n_rings = 1;
+        if ((size_t)snprintf(s->stager.rings[0], sizeof s->stager.rings[0], "%s", stage_ring_name(s->ring)) >=
+            sizeof s->stager.rings[0]) {
+            guild_err_set(err, "staging ring %s: name too long for guild-stager", stage_ring_name(s->ring));
+            goto fail;
+        }
+        s->stager.threads = stager_threads(o);
+        if (stager_options_check(&s->stager, err) < 0)
+            goto fail;
+    }
 
     if (rundir_new(s->rundir, sizeof s->rundir, err) < 0)
         goto fail;
@@ -808,31 +840,31 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
     }
     if (!(s->router = guild_msg_router_new(s->zctx, s->endpoint, err)))
         goto fail;
-    if (cfg->listen) {
-        if (zmq_bind(s->router, cfg->listen) < 0) {
-            guild_err_set(err, "bind %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+    if (o->listen) {
+        if (zmq_bind(s->router, o->listen) < 0) {
+            guild_err_set(err, "bind %s: %s", o->listen, zmq_strerror(zmq_errno()));
             goto fail;
         }
         s->router_bound = true;
         /* the data socket beside it: tcp port + 1, or PATH.data */
         char bind[PATH_MAX + 32];
-        const char *colon = strrchr(cfg->listen, ':');
-        if (!strncmp(cfg->listen, "tcp://", 6) && colon && colon > cfg->listen + 6) {
+        const char *colon = strrchr(o->listen, ':');
+        if (!strncmp(o->listen, "tcp://", 6) && colon && colon > o->listen + 6) {
             char *end;
             long port = strtol(colon + 1, &end, 10);
             if (*end || port < 1 || port > 65534) {
-                guild_err_set(err, "--listen %s: expected tcp://HOST:PORT", cfg->listen);
+                guild_err_set(err, "--listen %s: expected tcp://HOST:PORT", o->listen);
                 goto fail;
             }
-            snprintf(bind, sizeof bind, "%.*s:%ld", (int)(colon - cfg->listen), cfg->listen, port + 1);
+            snprintf(bind, sizeof bind, "%.*s:%ld", (int)(colon - o->listen), o->listen, port + 1);
             snprintf(s->data_public, sizeof s->data_public, "tcp://*:%ld", port + 1);
-        } else if (!strncmp(cfg->listen, "ipc://", 6)) {
-            snprintf(bind, sizeof bind, "%s.data", cfg->listen);
+        } else if (!strncmp(o->listen, "ipc://", 6)) {
+            snprintf(bind, sizeof bind, "%s.data", o->listen);
             snprintf(s->data_public, sizeof s->data_public, "%s", bind);
         } else {
             bind[0] = '\0';
         }
-        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->x, cfg->plan, err) < 0)
+        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->x, setup->plan, err) < 0)
             goto fail;
         s->bridge_bound = bind[0] != '\0';
     }
@@ -844,7 +876,7 @@ int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guil
     s->started = true;
     guild_log(GUILD_LOG_INFO, "pipeline: arena %s (%zu MiB, %s pages), control %s%s%s", guild_arena_name(s->arena),
               guild_arena_size(s->arena) >> 20, guild_arena_pages_name(guild_arena_pages(s->arena)), s->endpoint,
-              cfg->listen ? " and " : "", cfg->listen ? cfg->listen : "");
+              o->listen ? " and " : "", o->listen ? o->listen : "");
     *out = s;
     return 0;
 fail:
@@ -866,10 +898,10 @@ void sup_destroy(sup_t **ps)
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     /* ZeroMQ leaves the socket files of ipc endpoints it bound; these were ours */
-    if (s->cfg.listen && !strncmp(s->cfg.listen, "ipc://", 6) && s->cfg.listen[6] != '@' && s->router_bound) {
+    if (s->opts.listen && !strncmp(s->opts.listen, "ipc://", 6) && s->opts.listen[6] != '@' && s->router_bound) {
         char data[PATH_MAX + 32];
-        unlink(s->cfg.listen + 6);
-        snprintf(data, sizeof data, "%s.data", s->cfg.listen + 6);
+        unlink(s->opts.listen + 6);
+        snprintf(data, sizeof data, "%s.data", s->opts.listen + 6);
         if (s->bridge_bound)
             unlink(data);
     }

@@ -2,9 +2,10 @@
  * socket and the worker processes, kept alive.
  *
  * sup_new creates the arena (the MoE exchange and the step region), binds the control ROUTER in a private
- * run directory (and on cfg->listen for CPU workers started by hand), and starts the supervisor thread, which
+ * run directory (and on o->listen for CPU workers started by hand), and starts the supervisor thread, which
  * spawns `guild-gpu-worker` and one `guild-cpu-worker --node N` per plan worker (unless they are to come by
- * hand), and `guild-stager --ring` on a staging ring of its own when cfg->stage_slot_bytes asks for one,
+ * hand), and `guild-stager --ring` on a staging ring of its own when the GPU's plan streams experts
+ * (setup->stage_slot_bytes) and the cuda backend's stager is a process,
  * assigns each its part (Assign), and from then on:
  *   - sends a Heartbeat to every worker each heartbeat_ms; a worker not heard from for hang_ms is hung;
  *   - reaps its children at once (a death is seen within one 10 ms tick);
@@ -28,58 +29,29 @@
 
 #include "core/model/config.h"
 #include "core/util/err.h"
-#include "core/util/log.h"
-#include "gpu-worker/dense/backend.h"
 #include "coordinator/placement.h"
+#include "coordinator/stack_options.h"
+#include "gpu-worker/dense/backend.h"
 #include "ipc/step.h"
 
-typedef struct sup_config {
-    const char *model_path;  /* absolute: workers open it themselves */
-    const char *worker_dir;  /* directory holding guild-gpu-worker and guild-cpu-worker */
-    const placement_t *plan;      /* borrowed; must outlive the supervisor */
-    const char *listen;      /* NULL: spawn the CPU workers; else also bind this endpoint and wait for them */
-    const char *arena_dir;   /* NULL: anonymous memfd arena; else a named file there (ipc/arena.h) */
-    const char *backend;     /* the GPU worker's dense backend */
-    int n_threads;           /* threads per worker (0: each worker's default) */
-    int32_t n_ctx;           /* KV capacity */
-    int32_t n_batch;         /* tokens per step request and per exchange */
-    int32_t max_out;         /* logits rows per step request */
-    bool mlock;              /* CPU workers lock their shard */
-    uint64_t spin_ns;        /* doorbell spin before sleeping, every process */
-    uint32_t heartbeat_ms;   /* period of the coordinator's heartbeats */
-    uint32_t hang_ms;        /* a worker silent this long is hung */
-    uint32_t stall_ms;       /* an exchange or request pending this long without progress is a hang */
-    uint32_t silence_ms;     /* workers exit when the coordinator is silent this long */
-    uint32_t start_ms;       /* a (re)started worker must be ready within this */
-    int max_restarts;        /* deaths of one worker within a minute that are tolerated */
-    guild_log_level_t log_level; /* passed to the workers */
-    uint64_t gpu_mem;        /* GPU worker: device memory budget; 0: none */
-    int32_t gpu_expert_layers; /* GPU worker: backend_options_t.gpu_expert_layers */
-    bool no_graph;           /* GPU worker: no CUDA graphs */
-    int32_t gate_up_rows;    /* CPU workers: expert pipeline row blocks (tuning file); 0: automatic */
-    int32_t down_rows;
-    bool interleave_gate_up; /* CPU workers: gate and up rows alternating in the shard copy (tuning file) */
-    int expert_layout;       /* CPU workers: expert_layout_t of the shard copy; < 0: auto */
-    /* The GPU worker's streamed experts (gpu-worker/dense/backend.h backend_stager_t; the pipeline sets these only
-     * when its cuda backend's memory plan streams): stage_slot_bytes > 0 creates a staging ring of 3 slots of
-     * this size and supervises `guild-stager --ring` on it like a worker (restarted when it dies; the GPU
-     * worker's next forward pass then takes the ring up again); else stager BACKEND_STAGER_THREAD asks the GPU
-     * worker for a ring of its own. */
-    int stager;              /* backend_stager_t */
-    int stager_threads;      /* copy threads (0: half the online CPUs) */
-    uint64_t stage_slot_bytes;
-    double split_gpu_fraction; /* GPU worker, tests: backend_options_t.split_gpu_fraction */
-} sup_config_t;
-
-/* Defaults for the timing fields (heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s,
- * 3 restarts a minute); the rest zero. */
-void sup_config_defaults(sup_config_t *c);
+/* What a supervisor runs, beside the options: where the model and the worker programs are, and the plan. */
+typedef struct sup_setup {
+    const char *model_path;     /* absolute: workers open it themselves */
+    const char *worker_dir;     /* directory holding guild-gpu-worker, guild-cpu-worker and guild-stager */
+    const placement_t *plan;    /* borrowed; must outlive the supervisor */
+    uint64_t stage_slot_bytes;  /* the GPU worker's memory plan streams experts through staging slots of this size
+                                   (gpu_plan_stage_slot_bytes); 0: it streams none */
+} sup_setup_t;
 
 typedef struct sup sup_t;
 
-/* Sets up and starts supervising (see above); does not wait for the workers. -1 with err on failure
- * (nothing left running). */
-int sup_new(sup_t **out, const sup_config_t *cfg, const model_config_t *mc, guild_err_t *err);
+/* Sets up and starts supervising (see above) as the checked options o say (copied; its strings must outlive
+ * the supervisor; o->n_batch and o->n_ctx set): the listen endpoint, the arena directory, the timings, and
+ * each worker role's record, which it completes for each assignment (gpu-worker/gpu_worker_options.h,
+ * cpu-expert-worker/cpu_worker_options.h, stager/stager_options.h). Does not wait for the workers. -1 with err
+ * on failure (nothing left running). */
+int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, const model_config_t *mc,
+            guild_err_t *err);
 
 /* Shuts the workers down (Shutdown, then SIGKILL after 2 s), joins the thread, removes the arena and the run
  * directory; nulls *ps. NULL-safe. */

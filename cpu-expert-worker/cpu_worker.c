@@ -12,6 +12,7 @@
 #include "core/model/model.h"
 #include "core/topo/topo.h"
 #include "core/util/pool.h"
+#include "cpu-expert-worker/cpu_worker_options.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 #include "ipc/arena.h"
@@ -99,14 +100,22 @@ static int owned_flags(const Guild__Assign *a, const model_config_t *c, uint8_t 
 static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code, uint64_t *resident,
                 guild_err_t *err)
 {
-    const Guild__Options *o = a->options;
+    cpu_worker_options_t opt; /* points into the Assign */
+    const cpu_worker_options_t *o = &opt;
     *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
-    if (!o || (!a->arena && (!o->data_endpoint || !o->data_endpoint[0])))
+    if (a->options_case != GUILD__ASSIGN__OPTIONS_CPU)
+        return guild_err_set(err, "assign: no CPU worker options (the CPU worker needs options and an arena or a "
+                             "data endpoint)");
+    if (cpu_worker_options_from_proto(&opt, a->cpu, err) < 0)
+        return -1;
+    if (!a->arena && !o->data_endpoint)
         return guild_err_set(err, "assign: the CPU worker needs options and an arena or a data endpoint");
     if (a->arena && a->arena->layout_version != GUILD_ARENA_LAYOUT_VERSION)
         return guild_err_set(err, "assign: arena layout version %u, this build reads %u", a->arena->layout_version,
                              GUILD_ARENA_LAYOUT_VERSION);
     actor_set_silence(w->actor, o->silence_ms);
+    if (cpu_worker_options_check(o, err) < 0)
+        return -1;
     w->index = (int)a->worker_index;
 
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
@@ -143,7 +152,7 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
                       topo_node_count() == 1 ? "" : "s");
         goto out;
     }
-    int nt = o->n_threads ? (int)o->n_threads : n_cpus;
+    int nt = o->n_threads ? o->n_threads : n_cpus;
     int *pin = malloc((size_t)nt * sizeof *pin);
     if (!pin) {
         guild_err_set(err, "out of memory");
@@ -156,23 +165,16 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     free(pin);
     if (prc < 0)
         goto out;
-    *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
-    if (o->expert_layout > EXPERT_LAYOUT_PACKED) {
-        guild_err_set(err, "assign: expert layout %u is not one this worker knows (0 auto, 1 plain, 2 packed)",
-                      o->expert_layout);
-        goto out;
-    }
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
     if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up,
-                              (expert_layout_t)o->expert_layout, err) < 0)
+                              o->expert_layout, err) < 0)
         goto out;
     *resident = expert_shard_resident_bytes(w->shard);
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     expert_pipe_src_t src;
     expert_pipe_src_from_shard(&src, w->shard);
-    /* row blocks from the coordinator (the model's tuning file); past int32 they are nonsense anyway */
-    expert_pipe_tuning_t tuning = {o->gate_up_rows > 1u << 20 ? -1 : (int32_t)o->gate_up_rows,
-                                   o->down_rows > 1u << 20 ? -1 : (int32_t)o->down_rows};
+    /* row blocks from the coordinator (the model's tuning file) */
+    expert_pipe_tuning_t tuning = {o->gate_up_rows, o->down_rows};
     if (tuning.gate_up_rows || tuning.down_rows || o->interleave_gate_up)
         guild_log(GUILD_LOG_INFO, "cpu worker %d: expert row blocks from the tuning: gate/up %d, down %d%s", w->index,
                   tuning.gate_up_rows, tuning.down_rows, o->interleave_gate_up ? "; gate/up rows interleaved" : "");
@@ -219,7 +221,7 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         goto out;
     }
     w->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns,
-                                     .timeout_ns = o->wait_timeout_ns ? o->wait_timeout_ns : DEFAULT_SLICE_NS};
+                                     .timeout_ns = o->wait_slice_ns ? o->wait_slice_ns : DEFAULT_SLICE_NS};
     rc = 0;
 out:
     free(cpus);
@@ -386,7 +388,7 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool
         actor_ready(w.actor, a->generation, guild_now_ns() - t0, resident, seq);
         guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, layout %s (%lld matrices packed), "
                   "%d threads, %s", w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
-                  expert_layout_name((expert_layout_t)a->options->expert_layout),
+                  expert_layout_name((expert_layout_t)a->cpu->expert_layout),
                   (long long)expert_shard_packed_count(w.shard), guild_pool_threads(w.pool),
                   w.x ? "exchanges through the arena" : "exchanges as messages");
         guild_msg_free(&env);

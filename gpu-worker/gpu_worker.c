@@ -12,6 +12,7 @@
 #include "core/model/model.h"
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/gpu_worker_options.h"
 #include "gpu-worker/moe_arena.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
@@ -70,16 +71,26 @@ static int interrupted(void *ctx, guild_err_t *err)
 /* Loads what Assign asks for. -1 with err and the error code to report. */
 static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code, guild_err_t *err)
 {
-    const Guild__Options *o = a->options;
+    gpu_worker_options_t o; /* points into the Assign, which outlives the backend's creation */
     *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
-    if (!o || !o->backend || !o->backend[0] || !o->n_ctx || !o->max_tokens || !o->max_out)
-        return guild_err_set(err, "assign: the GPU worker needs options backend, n_ctx, max_tokens and max_out");
+    if (a->options_case != GUILD__ASSIGN__OPTIONS_GPU)
+        return guild_err_set(err, "assign: no GPU worker options (the GPU worker needs options backend, n_ctx, "
+                             "n_batch and max_out)");
+    if (gpu_worker_options_from_proto(&o, a->gpu, err) < 0)
+        return -1;
+    actor_set_silence(g->actor, o.silence_ms);
+    if (gpu_worker_options_check(&o, err) < 0)
+        return -1;
     if (!a->arena)
         return guild_err_set(err, "assign: no arena");
     if (a->arena->layout_version != GUILD_ARENA_LAYOUT_VERSION)
         return guild_err_set(err, "assign: arena layout version %u, this build reads %u", a->arena->layout_version,
                              GUILD_ARENA_LAYOUT_VERSION);
-    actor_set_silence(g->actor, o->silence_ms);
+    if (guild_log_level() >= GUILD_LOG_INFO) {
+        char what[512];
+        gpu_worker_options_describe(&o, what, sizeof what);
+        guild_log(GUILD_LOG_INFO, "options: %s", what);
+    }
 
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
     if (!g->model_path || strcmp(g->model_path, a->model_path) != 0) {
@@ -108,69 +119,35 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         return guild_err_set(err, "arena %s: no step region", a->arena->name);
     if (guild_step_attach(&g->step, sr, size, err) < 0)
         return -1;
-    g->max_tokens = (int32_t)o->max_tokens;
-    g->max_out = (int32_t)o->max_out;
-    if (g->step.shape.max_tokens < o->max_tokens || g->step.shape.max_out < o->max_out ||
-        g->step.shape.n_vocab != (uint32_t)cfg->n_vocab || guild_exchange_shape(g->x)->max_tokens < o->max_tokens)
-        return guild_err_set(err, "arena %s: regions sized for batch %u, %u logits rows of %u; asked for batch %u, "
-                             "%u rows of %d", a->arena->name, g->step.shape.max_tokens, g->step.shape.max_out,
-                             g->step.shape.n_vocab, o->max_tokens, o->max_out, cfg->n_vocab);
+    g->max_tokens = o.n_batch;
+    g->max_out = o.max_out;
+    if (g->step.shape.max_tokens < (uint32_t)o.n_batch || g->step.shape.max_out < (uint32_t)o.max_out ||
+        g->step.shape.n_vocab != (uint32_t)cfg->n_vocab || guild_exchange_shape(g->x)->max_tokens < (uint32_t)o.n_batch)
+        return guild_err_set(err, "arena %s: regions sized for batch %u, %u logits rows of %u; asked for batch %d, "
+                             "%d rows of %d", a->arena->name, g->step.shape.max_tokens, g->step.shape.max_out,
+                             g->step.shape.n_vocab, o.n_batch, o.max_out, cfg->n_vocab);
 
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = o->n_threads ? (int)o->n_threads : (ncpu > 0 ? (int)ncpu : 1);
+    int nt = o.n_threads ? o.n_threads : (ncpu > 0 ? (int)ncpu : 1);
     if (guild_pool_new(&g->pool, nt, NULL, err) < 0)
         return -1;
     if (!(g->positions = malloc((size_t)g->max_tokens * sizeof *g->positions)))
         return guild_err_set(err, "out of memory");
-    g->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns, .timeout_ns = o->wait_timeout_ns ? o->wait_timeout_ns
-                                                                                          : DEFAULT_SLICE_NS};
-    moe_arena_options_t mo = {.spin_ns = o->spin_ns, .slice_ns = g->slice.timeout_ns, .interrupted = interrupted,
+    g->slice = (guild_wait_policy_t){.spin_ns = o.spin_ns, .timeout_ns = o.wait_slice_ns ? o.wait_slice_ns
+                                                                                       : DEFAULT_SLICE_NS};
+    moe_arena_options_t mo = {.spin_ns = o.spin_ns, .slice_ns = g->slice.timeout_ns, .interrupted = interrupted,
                               .ctx = g};
     if (moe_arena_new(&g->moe, g->x, cfg, &mo, err) < 0)
         return -1;
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    backend_options_t bo = {.n_ctx = (int32_t)o->n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe};
-    /* a backend on a GPU drives the exchange from the device (in-graph doorbells) and plans its memory */
-    bo.gpu_mem = o->gpu_mem;
-    bo.gpu_expert_layers = o->gpu_expert_layers;
-    bo.no_graph = o->no_graph;
-    /* the streamed experts' copies: the coordinator's guild-stager's ring, a ring of our own, or pageable */
-    if (o->stage_ring && o->stage_ring[0]) {
-        bo.stager = BACKEND_STAGER_PROCESS;
-        bo.stage_ring = o->stage_ring;
-    } else if (o->stage_threads) {
-        bo.stager = BACKEND_STAGER_THREAD;
-        bo.stage_threads = (int32_t)(o->stage_threads < 256 ? o->stage_threads : 256);
-    } else if (o->stage_pin) {
-        bo.stager = BACKEND_STAGER_PIN;
-    }
-    bo.split_gpu_fraction = o->split_gpu_fraction;
-    bo.host_mem = guild_arena_base(g->arena);
-    bo.host_mem_bytes = guild_arena_size(g->arena);
-    bo.exchange = g->x;
-    bo.interrupted = interrupted;
-    bo.interrupted_ctx = g;
-    /* the layers whose experts the CPU workers were not given: this backend must compute them itself */
-    bool *gpu_resident = NULL;
-    if (o->n_gpu_resident_layers) {
-        *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
-        if (!(gpu_resident = calloc((size_t)cfg->n_layer, sizeof *gpu_resident)))
-            return guild_err_set(err, "out of memory");
-        for (size_t i = 0; i < o->n_gpu_resident_layers; i++) {
-            if (o->gpu_resident_layers[i] >= (uint32_t)cfg->n_layer) {
-                free(gpu_resident);
-                return guild_err_set(err, "assign: GPU-resident layer %u, the model has %d layers",
-                                     o->gpu_resident_layers[i], cfg->n_layer);
-            }
-            gpu_resident[o->gpu_resident_layers[i]] = true;
-        }
-        bo.gpu_resident = gpu_resident;
-        *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    }
-    const int rc = backend_new(&g->be, o->backend, g->model, &bo, err);
-    free(gpu_resident);
-    return rc;
+    const backend_options_t bo = {.n_ctx = o.n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe,
+                                  .interrupted = interrupted, .interrupted_ctx = g};
+    /* a backend on a GPU drives the exchange from the device (in-graph doorbells) */
+    o.cuda.host_mem = guild_arena_base(g->arena);
+    o.cuda.host_mem_bytes = guild_arena_size(g->arena);
+    o.cuda.exchange = g->x;
+    return backend_new(&g->be, o.backend, g->model, &bo, gpu_worker_options_backend_config(&o), err);
 }
 
 /* Runs the request in the step region and fills the response. */
@@ -301,7 +278,7 @@ int gpu_worker_run(const char *endpoint, guild_log_level_t level)
         }
         uint64_t next = guild_doorbell_load(&g.step.sh->request) + 1;
         actor_ready(g.actor, a->generation, guild_now_ns() - t0, 0, next);
-        guild_log(GUILD_LOG_INFO, "ready: backend %s, serving step requests from %llu", a->options->backend,
+        guild_log(GUILD_LOG_INFO, "ready: backend %s, serving step requests from %llu", a->gpu->backend,
                   (unsigned long long)next);
         guild_msg_free(&env);
         serve(&g, next);

@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GUILD_PROTOCOL_VERSION 3u /* 2: Options gained the pipeline's fields; 3: gpu_resident_layers (proto/guild.proto) */
+#define GUILD_PROTOCOL_VERSION 4u /* 2: Options gained the pipeline's fields; 3: gpu_resident_layers; 4: one options
+                                    message per role in Assign (proto/guild.proto) */
 #define GUILD_MSG_MAX_BYTES ((size_t)1 << 20) /* control messages are small: a shard is a list of ranges */
 #define GUILD_MSG_MAX_IDENTITY 255             /* ZeroMQ routing ids are 1..255 bytes */
 

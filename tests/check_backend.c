@@ -35,7 +35,7 @@ static void rig_open(rig_t *r, const tiny_spec_t *s, int threads, int n_batch, i
     ck_assert_msg(moe_local_new(&r->moe, r->model, r->pool, &err) == 0, "%s", err.msg);
     backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe,
                            .all_rows = rig_all_rows};
-    ck_assert_msg(backend_new(&r->be, "cpu", r->model, &o, &err) == 0, "%s", err.msg);
+    ck_assert_msg(backend_new(&r->be, "cpu", r->model, &o, NULL, &err) == 0, "%s", err.msg);
 }
 
 static void rig_close(rig_t *r)
@@ -400,30 +400,26 @@ START_TEST(test_errors)
     ck_assert(tiny_model_open(q.image, size, &q.model, &err) == 0);
     ck_assert(guild_pool_new(&q.pool, 1, NULL, &err) == 0);
     backend_options_t o = {.n_ctx = 8, .n_batch = 4, .pool = q.pool, .moe = &fe.base};
-    ck_assert(backend_new(&q.be, "cpu", q.model, &o, &err) == 0);
+    ck_assert(backend_new(&q.be, "cpu", q.model, &o, NULL, &err) == 0);
     ck_assert_int_eq(backend_forward(q.be, 2, tok, pos, 1, &row, logits, &err), -1);
     ck_assert_str_eq(err.msg, "layer 0: routed experts: worker 3 did not answer");
     ck_assert_int_eq(backend_kv_len(q.be), 0);
     backend_destroy(&q.be);
 
     backend_t *none = NULL;
-    ck_assert_int_eq(backend_new(&none, "vulkan", q.model, &o, &err), -1);
+    ck_assert_int_eq(backend_new(&none, "vulkan", q.model, &o, NULL, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "backend \"vulkan\" is not built in"));
     o.n_batch = 0;
-    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, &err), -1);
-    /* layers left to the device alone (no CPU worker holds them): a backend without device experts refuses */
-    bool *gpu_only = calloc((size_t)model_config(q.model)->n_layer, sizeof *gpu_only);
-    ck_assert_ptr_nonnull(gpu_only);
+    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, NULL, &err), -1);
+    /* a settings record is for the backend it belongs to: "cpu" takes none (the GPU worker's check refuses
+     * layers left to the device alone with a backend that keeps no experts there: tests/check_options.c) */
     o.n_batch = 4;
-    o.gpu_resident = gpu_only;
-    ck_assert(backend_new(&none, "cpu", q.model, &o, &err) == 0); /* none flagged */
-    backend_destroy(&none);
-    gpu_only[1] = true;
-    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, &err), -1);
+    const int not_cpu_settings = 1;
+    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, &not_cpu_settings, &err), -1);
     ck_assert_ptr_null(none);
-    ck_assert_msg(strstr(err.msg, "the plan leaves the experts of 1 layer to the GPU alone, the backend keeps 0"),
-                  "%s", err.msg);
-    free(gpu_only);
+    ck_assert_msg(strstr(err.msg, "cpu backend: takes no settings record"), "%s", err.msg);
+    ck_assert(backend_new(&none, "cpu", q.model, &o, NULL, &err) == 0);
+    backend_destroy(&none);
     guild_pool_destroy(&q.pool);
     model_destroy(&q.model);
     free(q.image);

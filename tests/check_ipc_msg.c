@@ -102,7 +102,7 @@ START_TEST(test_encode_decode_every_body)
     arena.layout_version = 1;
     arena.size = 64ull << 20;
     arena.tag = 0xfeedfacecafebeefull;
-    Guild__Options opts = GUILD__OPTIONS__INIT;
+    Guild__CpuWorkerOptions opts = GUILD__CPU_WORKER_OPTIONS__INIT;
     opts.n_threads = 8;
     opts.spin_ns = 20000;
     Guild__Assign as = GUILD__ASSIGN__INIT;
@@ -111,7 +111,8 @@ START_TEST(test_encode_decode_every_body)
     as.n_shard = 1;
     as.shard = shard;
     as.arena = &arena;
-    as.options = &opts;
+    as.options_case = GUILD__ASSIGN__OPTIONS_CPU;
+    as.cpu = &opts;
     as.generation = 5;
     env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     env.assign = &as;
@@ -123,7 +124,8 @@ START_TEST(test_encode_decode_every_body)
     ck_assert_uint_eq(d->assign->shard[0]->experts[1]->first, 96);
     ck_assert_uint_eq(d->assign->arena->tag, 0xfeedfacecafebeefull);
     ck_assert_str_eq(d->assign->arena->name, "/proc/100/fd/7");
-    ck_assert_uint_eq(d->assign->options->spin_ns, 20000);
+    ck_assert_int_eq(d->assign->options_case, GUILD__ASSIGN__OPTIONS_CPU);
+    ck_assert_uint_eq(d->assign->cpu->spin_ns, 20000);
     guild_msg_free(&d);
 
     Guild__Ready ready = GUILD__READY__INIT;

@@ -271,6 +271,8 @@ END_TEST
 static char dir[256], endpoint[300], model_path[300];
 static void *zctx, *router;
 static pid_t child;
+static bool child_gpu; /* the Assigns carry GpuWorkerOptions (the worker started is guild-gpu-worker) */
+static uint32_t gpu_resident_layer = UINT32_MAX; /* < UINT32_MAX: the GpuWorkerOptions name it GPU-resident */
 static guild_msg_peer_t peer;
 
 static void write_model(void)
@@ -328,6 +330,7 @@ static void start(const char *bin, int with_node)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", GUILD_BUILDDIR, bin);
+    child_gpu = !strcmp(bin, "guild-gpu-worker");
     child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
@@ -404,7 +407,9 @@ static void send_assign_data(uint64_t generation, const char *path, uint32_t lay
     Guild__Envelope env = GUILD__ENVELOPE__INIT;
     Guild__Assign a = GUILD__ASSIGN__INIT;
     Guild__ArenaRef ar = GUILD__ARENA_REF__INIT;
-    Guild__Options o = GUILD__OPTIONS__INIT;
+    Guild__CpuWorkerOptions co = GUILD__CPU_WORKER_OPTIONS__INIT;
+    Guild__GpuWorkerOptions go = GUILD__GPU_WORKER_OPTIONS__INIT;
+    Guild__CudaOptions cuda = GUILD__CUDA_OPTIONS__INIT;
     Guild__LayerShard ls[2] = {GUILD__LAYER_SHARD__INIT, GUILD__LAYER_SHARD__INIT};
     Guild__LayerShard *lsp[2] = {&ls[0], &ls[1]};
     Guild__ExpertRange r[2] = {GUILD__EXPERT_RANGE__INIT, GUILD__EXPERT_RANGE__INIT};
@@ -425,15 +430,28 @@ static void send_assign_data(uint64_t generation, const char *path, uint32_t lay
     ar.size = arena ? guild_arena_size(arena) : 4096;
     ar.tag = arena ? guild_arena_tag(arena) : 1;
     a.arena = data ? NULL : &ar;
-    o.data_endpoint = (char *)data;
-    o.n_threads = 1;
-    o.node = 0;
-    o.max_tokens = 4;
-    o.max_out = 1;
-    o.n_ctx = 32;
-    o.silence_ms = silence_ms;
-    o.backend = (char *)backend;
-    a.options = &o;
+    if (child_gpu) {
+        go.n_threads = 1;
+        go.n_batch = 4;
+        go.max_out = 1;
+        go.n_ctx = 32;
+        go.silence_ms = silence_ms;
+        go.backend = (char *)(backend ? backend : "");
+        if (gpu_resident_layer != UINT32_MAX) {
+            cuda.n_resident_layers = 1;
+            cuda.resident_layers = &gpu_resident_layer;
+            go.cuda = &cuda;
+        }
+        a.options_case = GUILD__ASSIGN__OPTIONS_GPU;
+        a.gpu = &go;
+    } else {
+        co.data_endpoint = (char *)(data ? data : "");
+        co.n_threads = 1;
+        co.node = 0;
+        co.silence_ms = silence_ms;
+        a.options_case = GUILD__ASSIGN__OPTIONS_CPU;
+        a.cpu = &co;
+    }
     env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     send_env(&env);
@@ -492,6 +510,10 @@ START_TEST(test_cpu_worker_reports_and_survives)
     expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "layer 1: experts 6..9, the model has 8 per layer");
     send_assign(4, model_path, 1, 0, 8, NULL, NULL, 0);
     expect_error(GUILD__ERROR_CODE__ERROR_ARENA, "/nonexistent/arena");
+    child_gpu = true; /* another role's options */
+    send_assign(4, model_path, 1, 0, 8, NULL, "cpu", 0);
+    child_gpu = false;
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "no CPU worker options");
     expect_alive();
 
     /* a good assignment: layer 0 whole, layer 1 experts 2..5; one exchange against the in-process executor */
@@ -693,6 +715,16 @@ START_TEST(test_gpu_worker_reports_and_survives)
     guild_msg_free(&reg);
     send_assign(1, model_path, 0, 0, 0, NULL, NULL, 0);
     expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "needs options backend");
+    /* another role's options; layers left to the GPU alone with a backend that keeps no experts there */
+    child_gpu = false;
+    send_assign(4, model_path, 0, 0, 0, NULL, "cpu", 0);
+    child_gpu = true;
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "no GPU worker options");
+    gpu_resident_layer = 1;
+    send_assign(5, model_path, 0, 0, 0, NULL, "cpu", 0);
+    gpu_resident_layer = UINT32_MAX;
+    expect_error(GUILD__ERROR_CODE__ERROR_PROTOCOL, "the plan leaves the experts of 1 layer to the GPU alone, "
+                 "backend cpu keeps none on the device");
     send_assign(2, "/nonexistent/model.gguf", 0, 0, 0, NULL, "cpu", 0);
     expect_error(GUILD__ERROR_CODE__ERROR_MODEL, "/nonexistent/model.gguf");
     send_assign(3, model_path, 0, 0, 0, NULL, "cpu", 0);
@@ -798,7 +830,8 @@ START_TEST(test_coordinator_refuses_and_reports)
     ck_assert_ptr_null(a->arena); /* another host: no arena, messages */
     char data_ep[420];
     snprintf(data_ep, sizeof data_ep, "%s.data", ep);
-    ck_assert_str_eq(a->options->data_endpoint, data_ep);
+    ck_assert_int_eq(a->options_case, GUILD__ASSIGN__OPTIONS_CPU);
+    ck_assert_str_eq(a->cpu->data_endpoint, data_ep);
     Guild__Envelope ee = GUILD__ENVELOPE__INIT;
     Guild__Error er = GUILD__ERROR__INIT;
     er.code = GUILD__ERROR_CODE__ERROR_MODEL;

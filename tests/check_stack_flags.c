@@ -1,5 +1,6 @@
-/* coordinator/stack_flags: the stager flags (--stager, --stager-threads) and --force-split, parsed through
- * getopt_long as the commands do, checked, and listed in --help. */
+/* coordinator/stack_flags: the stager flags (--stager, --stager-threads), --force-split and the other flags,
+ * parsed through getopt_long as the commands do into the coordinator's options record (each into the role's
+ * record that owns it), checked, and listed in --help. */
 #include "config.h"
 
 #include <check.h>
@@ -9,9 +10,10 @@
 #include <string.h>
 
 #include "coordinator/stack_flags.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 /* Parses argv (NULL-terminated, argv[0] included) with every stack flag; 0, or -1 with err. */
-static int parse(stack_flags_t *f, char **argv, guild_err_t *err)
+static int parse(stack_options_t *f, char **argv, guild_err_t *err)
 {
     int argc = 0;
     while (argv[argc])
@@ -19,7 +21,7 @@ static int parse(stack_flags_t *f, char **argv, guild_err_t *err)
     static const struct option none[] = {{NULL, 0, NULL, 0}};
     struct option opts[64];
     stack_flags_options(opts, 64, none, STACK_FLAGS_ALL);
-    stack_flags_init(f);
+    stack_options_init(f);
     optind = 1;
     opterr = 0;
     int o;
@@ -34,34 +36,39 @@ static int parse(stack_flags_t *f, char **argv, guild_err_t *err)
 
 START_TEST(test_stager_default_and_kinds)
 {
-    stack_flags_t f;
+    stack_options_t f;
     guild_err_t err = {{0}};
     char *a0[] = {"x", NULL};
     ck_assert_int_eq(parse(&f, a0, &err), 0);
-    ck_assert_int_lt(f.st.pipe.stager, 0); /* the mode's default: the pipeline and the stack resolve it */
-    ck_assert_int_eq(f.st.pipe.stager_threads, 0);
+    /* the mode's default: a guild-stager process in the pipeline, copy threads in a single process */
+    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_PROCESS);
+    ck_assert_int_eq(f.gpu.cuda.stage_threads, 0);
+    char *a0s[] = {"x", "--single-process", NULL};
+    ck_assert_msg(parse(&f, a0s, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_THREAD);
     const char *kinds[] = {"none", "thread", "process", "pin"};
-    const int want[] = {BACKEND_STAGER_NONE, BACKEND_STAGER_THREAD, BACKEND_STAGER_PROCESS, BACKEND_STAGER_PIN};
+    const int want[] = {CUDA_STAGER_NONE, CUDA_STAGER_THREAD, CUDA_STAGER_PROCESS, CUDA_STAGER_PIN};
     for (int i = 0; i < 4; i++) {
         char *a[] = {"x", "--stager", (char *)kinds[i], NULL};
         ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
-        ck_assert_int_eq(f.st.pipe.stager, want[i]);
+        ck_assert_int_eq(f.gpu.cuda.stager, want[i]);
+        ck_assert_uint_eq(f.given, STACK_FLAG_STAGER);
     }
     char *a1[] = {"x", "--stager", "process", "--stager-threads", "3", NULL};
     ck_assert_msg(parse(&f, a1, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(f.st.pipe.stager_threads, 3);
+    ck_assert_int_eq(f.gpu.cuda.stage_threads, 3);
     char *a2[] = {"x", "--single-process", "--stager", "thread", "--stager-threads", "2", NULL};
     ck_assert_msg(parse(&f, a2, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(f.st.pipe.stager, BACKEND_STAGER_THREAD);
+    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_THREAD);
     char *a3[] = {"x", "--force-split", "0.5", NULL};
     ck_assert_msg(parse(&f, a3, &err) == 0, "%s", err.msg);
-    ck_assert(f.st.pipe.split_gpu_fraction == 0.5);
+    ck_assert(f.gpu.cuda.test.split_gpu_fraction == 0.5);
 }
 END_TEST
 
 START_TEST(test_stager_refused)
 {
-    stack_flags_t f;
+    stack_options_t f;
     guild_err_t err = {{0}};
     struct {
         char *argv[8];
@@ -108,11 +115,56 @@ START_TEST(test_help_lists_the_stager)
 }
 END_TEST
 
+/* Every other flag lands in the field of the record that owns it, with its given bit; the defaults stand
+ * otherwise. */
+START_TEST(test_flags_fill_their_records)
+{
+    stack_options_t f, d;
+    guild_err_t err = {{0}};
+    char *a0[] = {"x", NULL};
+    ck_assert_msg(parse(&d, a0, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(d.given, 0);
+    ck_assert_str_eq(d.gpu.backend, "cpu");
+    ck_assert_uint_eq(d.spin_ns, 50000);
+    ck_assert_int_eq(d.gpu.max_out, 8);
+    ck_assert_int_eq(d.cpu.expert_layout, EXPERT_LAYOUT_AUTO);
+    char *a[] = {"x", "--threads", "3", "--no-tuning", "--cpu-workers", "2", "--listen", "ipc:///tmp/l",
+                 "--arena-dir", "/dev/shm", "--mlock", "--spin-us", "7", "--backend", "cuda", "--gpu-mem", "2G",
+                 "--gpu-experts", "none", "--no-cuda-graph", "--expert-layout", "packed", NULL};
+    ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(f.given, STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_LISTEN |
+                                   STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
+                                   STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
+                                   STACK_FLAG_EXPERT_LAYOUT);
+    ck_assert_int_eq(f.n_threads, 3);
+    ck_assert_int_eq(f.cpu_workers, 2);
+    ck_assert_str_eq(f.listen, "ipc:///tmp/l");
+    ck_assert_str_eq(f.arena_dir, "/dev/shm");
+    ck_assert(f.cpu.mlock);
+    ck_assert_uint_eq(f.spin_ns, 7000);
+    ck_assert_str_eq(f.gpu.backend, "cuda");
+    ck_assert_uint_eq(f.gpu.cuda.gpu_mem, 2ull << 30);
+    ck_assert_int_eq(f.gpu.cuda.gpu_expert_layers, GPU_EXPERTS_NONE);
+    ck_assert(f.gpu.cuda.no_graph);
+    ck_assert_int_eq(f.cpu.expert_layout, EXPERT_LAYOUT_PACKED);
+    /* nothing else moved: the supervision's timings stay the defaults */
+    ck_assert_uint_eq(f.hang_ms, d.hang_ms);
+    ck_assert_uint_eq(f.start_ms, d.start_ms);
+    ck_assert_uint_eq(f.wait_slice_ns, d.wait_slice_ns);
+    /* multi-process flags with --single-process: refused, naming every one the command has */
+    char *b[] = {"x", "--single-process", "--mlock", NULL};
+    ck_assert_int_eq(parse(&f, b, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--cpu-workers, --listen, --arena-dir, --mlock and --spin-us are for the "
+                                  "multi-process mode, not --single-process"), "%s", err.msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stack_flags");
     TCase *tc = tcase_create("stager");
     tcase_add_test(tc, test_stager_default_and_kinds);
+    tcase_add_test(tc, test_flags_fill_their_records);
     tcase_add_test(tc, test_stager_refused);
     tcase_add_test(tc, test_help_lists_the_stager);
     suite_add_tcase(s, tc);

@@ -797,12 +797,29 @@ START_TEST(test_guild_stager_control)
     ck_assert_msg(stage_ring_wait(r, seq, &w, NULL, &err) == 0, "%s", err.msg);
     stage_ring_release(r, seq);
 
+    /* an Assign repeats the stager's options: one that asks for other rings is refused, naming them; one that
+     * asks for what it serves is answered Ready */
     Guild__Envelope out = GUILD__ENVELOPE__INIT;
     Guild__Assign as = GUILD__ASSIGN__INIT;
-    as.generation = 7;
+    Guild__StagerOptions so = GUILD__STAGER_OPTIONS__INIT;
+    char ring_name[300], *rings[1] = {ring_name};
+    snprintf(ring_name, sizeof ring_name, "%s.other", stage_ring_name(r));
+    so.n_rings = 1;
+    so.rings = rings;
+    so.threads = 1;
+    as.generation = 6;
     as.model_path = f.path;
+    as.options_case = GUILD__ASSIGN__OPTIONS_STAGER;
+    as.stager = &so;
     out.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     out.assign = &as;
+    ck_assert_msg(guild_msg_send(router, &peer, &out, &err) == 0, "%s", err.msg);
+    env = recv_body(router, GUILD__ENVELOPE__BODY_ERROR, &peer);
+    ck_assert_msg(strstr(env->error->message, ".other asked, this stager serves"), "%s", env->error->message);
+    ck_assert_uint_eq(env->error->generation, 6);
+    guild_msg_free(&env);
+    snprintf(ring_name, sizeof ring_name, "%s", stage_ring_name(r));
+    as.generation = 7;
     ck_assert_msg(guild_msg_send(router, &peer, &out, &err) == 0, "%s", err.msg);
     env = recv_body(router, GUILD__ENVELOPE__BODY_READY, &peer);
     ck_assert_uint_eq(env->ready->generation, 7);

@@ -1,4 +1,4 @@
-/* The coordinator's side of guild-stager (coordinator/supervisor.h with cfg.stage_slot_bytes), without a GPU:
+/* The coordinator's side of guild-stager (coordinator/supervisor.h with a stage slot size), without a GPU:
  * the supervisor creates a staging ring, spawns `guild-stager --ring` on it beside a GPU worker (cpu backend,
  * which never streams and ignores the ring) and a CPU worker; this test plays the GPU worker's part on the ring
  * (fills of pieces of the model file, checked against the file), kills the stager and sees it restarted and
@@ -17,7 +17,7 @@
 
 #include "coordinator/supervisor.h"
 #include "core/util/log.h"
-#include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cuda/cuda_config.h"
 #include "coordinator/placement.h"
 #include "ipc/stage_ring.h"
 #include "tests/tiny_model.h"
@@ -51,7 +51,8 @@ typedef struct fixture {
     size_t size;
     model_t *m;
     placement_t *plan;
-    sup_config_t c;
+    stack_options_t o;
+    sup_setup_t setup;
 } fixture_t;
 
 static void fixture_open(fixture_t *f)
@@ -70,15 +71,13 @@ static void fixture_open(fixture_t *f)
     ck_assert_msg(tiny_model_open(f->image, f->size, &f->m, &err) == 0, "%s", err.msg);
     f->plan = NULL;
     ck_assert_msg(placement_new_local(&f->plan, model_config(f->m), 1, NULL, &err) == 0, "%s", err.msg);
-    sup_config_defaults(&f->c);
-    f->c.model_path = f->path;
-    f->c.worker_dir = GUILD_BUILDDIR;
-    f->c.plan = f->plan;
-    f->c.n_threads = 1;
-    f->c.n_ctx = 64;
-    f->c.n_batch = 8;
-    f->c.max_out = 1;
-    f->c.stager = BACKEND_STAGER_PROCESS;
+    stack_options_init(&f->o);
+    f->o.n_threads = 1;
+    f->o.n_ctx = 64;
+    f->o.n_batch = 8;
+    f->o.gpu.max_out = 1;
+    f->o.gpu.cuda.stager = CUDA_STAGER_PROCESS;
+    f->setup = (sup_setup_t){.model_path = f->path, .worker_dir = GUILD_BUILDDIR, .plan = f->plan};
 }
 
 static void fixture_close(fixture_t *f)
@@ -94,16 +93,17 @@ START_TEST(test_supervised_stager)
 {
     fixture_t f;
     fixture_open(&f);
-    sup_config_t c = f.c;
+    stack_options_t o = f.o;
+    sup_setup_t setup = f.setup;
     const unsigned char *image = f.image;
     const size_t size = f.size;
     guild_err_t err = {{0}};
-    c.backend = "cpu";
-    c.start_ms = 20000;
-    c.stager_threads = 1;
-    c.stage_slot_bytes = 1u << 20;
+    o.gpu.backend = "cpu";
+    o.start_ms = 20000;
+    o.gpu.cuda.stage_threads = 1;
+    setup.stage_slot_bytes = 1u << 20;
     sup_t *s = NULL;
-    ck_assert_msg(sup_new(&s, &c, model_config(f.m), &err) == 0, "%s", err.msg);
+    ck_assert_msg(sup_new(&s, &o, &setup, model_config(f.m), &err) == 0, "%s", err.msg);
     uint64_t epoch;
     ck_assert_msg(sup_wait_ready(s, 20000, &epoch, &err) == 0, "%s", err.msg);
     ck_assert_ptr_nonnull(sup_stage_ring(s));
@@ -153,7 +153,7 @@ START_TEST(test_no_stager_without_a_slot_size)
     fixture_open(&f);
     guild_err_t err = {{0}};
     sup_t *s = NULL;
-    ck_assert_msg(sup_new(&s, &f.c, model_config(f.m), &err) == 0, "%s", err.msg);
+    ck_assert_msg(sup_new(&s, &f.o, &f.setup, model_config(f.m), &err) == 0, "%s", err.msg);
     uint64_t epoch;
     ck_assert_msg(sup_wait_ready(s, 20000, &epoch, &err) == 0, "%s", err.msg);
     ck_assert_ptr_null(sup_stage_ring(s));

@@ -94,8 +94,8 @@ static void run_job(engine_t *e, job_t *j)
     st.n_cached = n_past;
     gen_options_t go = {
         .n_predict = sp->max_tokens,
-        .n_batch = e->c.stack.n_batch,
-        .n_ctx = e->c.stack.n_ctx,
+        .n_batch = e->c.stack->n_batch,
+        .n_ctx = e->c.stack->n_ctx,
         .n_vocab = e->n_vocab,
         .ignore_eog = sp->ignore_eos,
         .n_past = n_past,
@@ -166,7 +166,7 @@ static void *engine_main(void *arg)
 {
     engine_t *e = arg;
     guild_err_t err = {{0}};
-    int rc = backend_stack_open(&e->stack, &e->c.stack, e->c.model, e->c.model_path, &err);
+    int rc = backend_stack_open(&e->stack, e->c.stack, e->c.model, e->c.model_path, &err);
     pthread_mutex_lock(&e->mu);
     e->state = rc < 0 ? -1 : 1;
     e->open_err = err;
@@ -212,7 +212,7 @@ int engine_new(engine_t **out, const engine_config_t *c, guild_err_t *err)
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->queue = calloc((size_t)e->c.queue_max, sizeof *e->queue);
-    e->cached = malloc((size_t)c->stack.n_ctx * sizeof *e->cached);
+    e->cached = malloc((size_t)c->stack->n_ctx * sizeof *e->cached);
     if (!e->queue || !e->cached) {
         guild_err_set(err, "out of memory");
         goto fail;

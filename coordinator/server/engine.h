@@ -21,7 +21,8 @@
 #include "core/util/err.h"
 
 typedef struct engine_config {
-    backend_stack_config_t stack; /* n_ctx and n_batch: the context and prompt batch of every request */
+    const stack_options_t *stack; /* borrowed, must outlive the engine; n_ctx and n_batch: the context and prompt
+                                     batch of every request */
     const model_t *model;         /* borrowed, as the tokenizer */
     const char *model_path;
     const tok_t *tok;

@@ -26,7 +26,7 @@ const char *backend_names(void)
 }
 
 int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
-                guild_err_t *err)
+                const void *config, guild_err_t *err)
 {
     *out = NULL;
     const backend_ops_t *ops = NULL;
@@ -35,21 +35,7 @@ int backend_new(backend_t **out, const char *name, const model_t *m, const backe
             ops = backends[i];
     if (!ops)
         return guild_err_set(err, "backend \"%s\" is not built in (available: %s)", name, backend_names());
-    if (ops->create(out, m, opt, err) < 0)
-        return -1;
-    /* a backend that ignores gpu_resident (no device experts) must not leave those layers to nobody; the one
-     * that reads it checks each layer itself */
-    int32_t required = 0;
-    for (int32_t il = 0; opt->gpu_resident && il < model_config(m)->n_layer; il++)
-        required += opt->gpu_resident[il];
-    backend_stats_t bs;
-    if (required && (backend_stats(*out, &bs) < 0 || bs.gpu_expert_layers < required)) {
-        backend_destroy(out);
-        return guild_err_set(err, "backend %s: the plan leaves the experts of %d layer%s to the GPU alone, the "
-                             "backend keeps %d on the device", name, required, required == 1 ? "" : "s",
-                             bs.gpu_expert_layers);
-    }
-    return 0;
+    return ops->create(out, m, opt, config, err);
 }
 
 int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,

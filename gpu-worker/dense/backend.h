@@ -24,16 +24,8 @@
 
 typedef struct backend backend_t;
 
-/* backend_options_t.stager */
-typedef enum backend_stager {
-    BACKEND_STAGER_NONE = 0, /* pageable copies from the model mapping */
-    BACKEND_STAGER_THREAD,   /* a pinned staging ring served by threads of this process */
-    BACKEND_STAGER_PROCESS,  /* a pinned staging ring served by a guild-stager process */
-    BACKEND_STAGER_PIN,      /* the streamed layers' experts copied once into page-locked memory at load: the
-                                device copies them by DMA, at the bus's speed and with no CPU copy per batch, for
-                                the price of RAM for them while the backend lives */
-} backend_stager_t;
-
+/* The dense contract: what every backend takes. A backend's own settings come in its own record (the
+ * `config` of backend_new), declared beside it: gpu-worker/dense/cuda/cuda_config.h for "cuda". */
 typedef struct backend_options {
     int32_t n_ctx;    /* KV cache capacity in positions (1..n_ctx_train is typical; more is allowed) */
     int32_t n_batch;  /* most tokens one backend_forward call takes */
@@ -41,34 +33,6 @@ typedef struct backend_options {
     moe_exec_t *moe;  /* routed-expert executor; borrowed, must outlive the backend */
     bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
                          (routing statistics); otherwise a backend may skip them */
-    /* Backends on a GPU (others ignore these; zero-filled: the defaults): */
-    uint64_t gpu_mem;          /* budget in bytes for everything on the device (gpu-worker/dense/gpu_plan.h); 0: none */
-    int32_t gpu_expert_layers; /* layers whose routed experts live and run on the device: 0 as many as the budget
-                                  allows (all without a budget), GPU_EXPERTS_NONE none, k > 0 at most k */
-    bool no_graph;             /* debugging: enqueue every kernel of every step (no captured graphs) */
-    const bool *gpu_resident;  /* [n_layer] or NULL (read during creation only): the layers whose routed experts
-                                  no other process holds (the multi-process plan gave them to no CPU worker,
-                                  gpu-worker/dense/gpu_plan.h); creation fails unless the backend keeps each of them
-                                  resident and computes it itself */
-    /* The multi-process pipeline's shared memory (guild-gpu-worker; NULL otherwise). A backend that can reach
-     * host memory from the device registers [host_mem, host_mem + host_mem_bytes) and drives `exchange` (the
-     * MoE exchange in it; moe must then be the arena executor on it) from the device itself, in-graph, for the
-     * layers whose experts the CPU workers hold. */
-    void *host_mem;
-    size_t host_mem_bytes;
-    struct guild_exchange *exchange;
-    uint64_t exchange_timeout_ns; /* a device wait for the CPU workers fails after this; 0: 120 s */
-    /* How a backend that streams experts to the device (the cuda backend, when its memory plan streams) copies
-     * them: BACKEND_STAGER_NONE (zero) straight from the pageable model mapping; THREAD a staging ring served by
-     * stage_threads copy threads of this process; PROCESS the ring named stage_ring, which a guild-stager
-     * process serves (ipc/stage_ring.h); PIN from page-locked copies made at load. Backends
-     * that never stream ignore these. */
-    backend_stager_t stager;
-    int32_t stage_threads;  /* THREAD: copy threads (0: half the online CPUs) */
-    const char *stage_ring; /* PROCESS: the ring's arena name (stage_ring_name); borrowed during creation */
-    double split_gpu_fraction; /* tests (cuda): > 0 makes every planned batch of a streamed layer split with the
-                                  device taking at least this fraction of its pairs, whatever the measured times
-                                  (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */
     /* Polled while the host waits for the device; nonzero (with the reason in err) gives the step up. */
     int (*interrupted)(void *ctx, guild_err_t *err);
     void *interrupted_ctx;
@@ -92,7 +56,9 @@ typedef struct backend_stats {
 
 typedef struct backend_ops {
     const char *name;
-    int (*create)(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err);
+    /* config: the backend's own settings record, or NULL for its defaults (backend_new) */
+    int (*create)(backend_t **out, const model_t *m, const backend_options_t *opt, const void *config,
+                  guild_err_t *err);
     int (*forward)(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
                    int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
     int32_t (*kv_len)(const backend_t *b);
@@ -106,10 +72,13 @@ struct backend {
     const backend_ops_t *ops;
 };
 
-/* Creates backend `name` ("cpu", ...) for model m (borrowed: must outlive the backend). Fails with a message
- * for an unknown or unbuilt backend name, bad options, or out of memory. */
+/* Creates backend `name` ("cpu", ...) for model m (borrowed: must outlive the backend). config is the named
+ * backend's own settings record (read during creation only), or NULL for its defaults: "cuda" takes a
+ * cuda_config_t (gpu-worker/dense/cuda/cuda_config.h); "cpu" has none and takes NULL. Fails with a message for
+ * an unknown or unbuilt backend name, a record given to a backend that takes none, bad options, or out of
+ * memory. */
 int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
-                guild_err_t *err);
+                const void *config, guild_err_t *err);
 
 /* Runs tokens[0..n_tokens) (1 <= n_tokens <= n_batch) at positions[i], which must be kv_len + i: the batch
  * appends to the cache. Writes logits[j][0..n_vocab) for the batch rows out_rows[0..n_out) (indices into the

@@ -12,7 +12,7 @@
  * fit.
  *
  * The resident layers' experts are computed on the GPU only: the multi-process pipeline gives them to no CPU
- * worker (coordinator/placement.h), so the GPU worker must keep exactly these resident (backend_options_t.gpu_resident).
+ * worker (coordinator/placement.h), so the GPU worker must keep exactly these resident (cuda_config_t.resident_layers).
  */
 #ifndef GUILD_GPU_WORKER_GPU_PLAN_H
 #define GUILD_GPU_WORKER_GPU_PLAN_H
@@ -27,7 +27,7 @@
 
 #define GPU_PLAN_RESERVE ((uint64_t)576 << 20)
 
-/* backend_options_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
+/* cuda_config_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
 #define GPU_EXPERTS_NONE (-1)
 
 typedef struct gpu_plan_options {

@@ -13,7 +13,7 @@
  *   - CUDA's argmax must be the CPU's, unless the CPU's gap between the two is within the step's tolerance
  *     (FLOOR, or FLIP_MAX on a flipped step) times max(1, |top logit|): a near-tie, counted.
  * Two cache precisions:
- *   f32 KV (cuda_backend_options_t.kv_f32): the CPU's precision; what remains is reduction order (norms,
+ *   f32 KV (cuda_config_t.test.kv_f32): the CPU's precision; what remains is reduction order (norms,
  *          attention, softmaxes) and expf's last bits. FLOOR 1e-3.
  *   f16 KV (the default): K and V rounded to F16 (5e-4 relative) feed every layer's Q8 roundings, so most
  *          steps of quantized models move by ~1e-2. FLOOR 0.05.
@@ -36,6 +36,7 @@
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_backend.h"
+#include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/expert_split.h"
@@ -63,8 +64,9 @@ static int rig_backends(rig_t *r, int n_batch, int n_ctx, bool kv_f32, guild_err
     if (guild_pool_new(&r->pool, 2, NULL, err) < 0 || moe_local_new(&r->moe, r->model, r->pool, err) < 0)
         return -1;
     backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe};
-    cuda_backend_options_t co = {.kv_f32 = kv_f32};
-    if (backend_new(&r->cpu, "cpu", r->model, &o, err) < 0 || cuda_backend_new(&r->gpu, r->model, &o, &co, err) < 0)
+    const cuda_config_t cc = {.test.kv_f32 = kv_f32};
+    if (backend_new(&r->cpu, "cpu", r->model, &o, NULL, err) < 0 ||
+        backend_new(&r->gpu, "cuda", r->model, &o, &cc, err) < 0)
         return -1;
     r->n_vocab = model_config(r->model)->n_vocab;
     r->kv_f32 = kv_f32;
@@ -401,12 +403,12 @@ START_TEST(test_errors)
     ck_assert(guild_pool_new(&pool, 1, NULL, &err) == 0);
     ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
     backend_options_t o = {.n_ctx = 16, .n_batch = 4, .pool = pool, .moe = moe};
-    ck_assert_int_eq(backend_new(&be, "cuda", m, &o, &err), -1);
+    ck_assert_int_eq(backend_new(&be, "cuda", m, &o, NULL, &err), -1);
     ck_assert_ptr_null(be);
     ck_assert_msg(strstr(err.msg, "token_embd.weight") && strstr(err.msg, "not supported by the CUDA kernels"), "%s",
                   err.msg);
     o.n_ctx = 0;
-    ck_assert_int_eq(backend_new(&be, "cuda", m, &o, &err), -1);
+    ck_assert_int_eq(backend_new(&be, "cuda", m, &o, NULL, &err), -1);
     moe_exec_destroy(&moe);
     guild_pool_destroy(&pool);
     model_destroy(&m);
@@ -417,8 +419,8 @@ END_TEST
 
 /* ---- part 2 of the backend: device experts, the memory plan, graphs, the arena driven from the device ---- */
 
-/* A cuda backend on model m with these knobs (other options as the rig's). */
-static backend_t *cuda_open(rig_t *r, int n_batch, int n_ctx, backend_options_t o)
+/* A cuda backend on model m with these settings (other options as the rig's). */
+static backend_t *cuda_open(rig_t *r, int n_batch, int n_ctx, backend_options_t o, cuda_config_t cc)
 {
     guild_err_t err = {{0}};
     backend_t *be = NULL;
@@ -426,7 +428,7 @@ static backend_t *cuda_open(rig_t *r, int n_batch, int n_ctx, backend_options_t 
     o.n_batch = n_batch;
     o.pool = r->pool;
     o.moe = r->moe;
-    ck_assert_msg(backend_new(&be, "cuda", r->model, &o, &err) == 0, "%s", err.msg);
+    ck_assert_msg(backend_new(&be, "cuda", r->model, &o, &cc, &err) == 0, "%s", err.msg);
     return be;
 }
 
@@ -465,8 +467,8 @@ START_TEST(test_graph_equals_direct)
     tiny_spec_t s = cuda_spec(mc.arch, mc.type, 11 + (uint64_t)_i);
     rig_t r;
     rig_open(&r, &s, 16, 64, false);
-    backend_t *g = cuda_open(&r, 16, 64, (backend_options_t){0});
-    backend_t *d = cuda_open(&r, 16, 64, (backend_options_t){.no_graph = true});
+    backend_t *g = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){0});
+    backend_t *d = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){.no_graph = true});
     const int n = bits_equal_run(g, d, r.n_vocab, 24, mc.arch);
     backend_stats_t bs;
     ck_assert_int_eq(backend_stats(g, &bs), 0);
@@ -507,9 +509,9 @@ START_TEST(test_device_experts_and_budget)
     po.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + one + one / 2;
     gpu_plan_fini(&p);
     backend_destroy(&r.gpu);
-    cuda_backend_options_t co = {.kv_f32 = true};
-    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .gpu_mem = po.budget};
-    ck_assert_msg(cuda_backend_new(&r.gpu, r.model, &o, &co, &err) == 0, "%s", err.msg);
+    cuda_config_t cc = {.gpu_mem = po.budget, .test.kv_f32 = true};
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe};
+    ck_assert_msg(backend_new(&r.gpu, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     backend_stats_t bs;
     ck_assert_int_eq(backend_stats(r.gpu, &bs), 0);
     ck_assert_int_eq(bs.gpu_expert_layers, 1);
@@ -520,8 +522,8 @@ START_TEST(test_device_experts_and_budget)
 
     /* a budget the dense part does not fit: a clear refusal */
     backend_t *be = NULL;
-    o.gpu_mem = GPU_PLAN_RESERVE / 2;
-    ck_assert_int_eq(backend_new(&be, "cuda", r.model, &o, &err), -1);
+    cc = (cuda_config_t){.gpu_mem = GPU_PLAN_RESERVE / 2};
+    ck_assert_int_eq(backend_new(&be, "cuda", r.model, &o, &cc, &err), -1);
     ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "KV cache"), "%s", err.msg);
     rig_close(&r);
 }
@@ -609,10 +611,12 @@ START_TEST(test_arena_from_device)
         ck_assert_int_eq(pthread_create(&w[k].th, NULL, fake_worker_main, &w[k]), 0);
     }
     int calls = 0;
-    backend_options_t ao = {.gpu_expert_layers = GPU_EXPERTS_NONE, .host_mem = mem, .host_mem_bytes = bytes,
-                            .exchange = x, .exchange_timeout_ns = 300000000};
-    backend_t *dev = cuda_open(&r, 16, 64, ao);
-    backend_t *host = cuda_open(&r, 16, 64, (backend_options_t){.gpu_expert_layers = GPU_EXPERTS_NONE});
+    backend_options_t ao = {0};
+    cuda_config_t ac = {.gpu_expert_layers = GPU_EXPERTS_NONE, .host_mem = mem, .host_mem_bytes = bytes,
+                        .exchange = x, .exchange_timeout_ns = 300000000};
+    backend_t *dev = cuda_open(&r, 16, 64, ao, ac);
+    backend_t *host =
+        cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){.gpu_expert_layers = GPU_EXPERTS_NONE});
     int n = bits_equal_run(dev, host, r.n_vocab, 16, "arena (graphs) vs host bridge");
     backend_stats_t bs;
     ck_assert_int_eq(backend_stats(dev, &bs), 0);
@@ -622,8 +626,8 @@ START_TEST(test_arena_from_device)
     ck_assert_int_eq(atomic_load(&w[0].served), (uint64_t)n * (uint64_t)s.n_layer);
     backend_destroy(&dev);
     backend_kv_clear(host);
-    ao.no_graph = true;
-    dev = cuda_open(&r, 16, 64, ao);
+    ac.no_graph = true;
+    dev = cuda_open(&r, 16, 64, ao, ac);
     n += bits_equal_run(dev, host, r.n_vocab, 8, "arena (direct) vs host bridge");
 
     /* a stalled worker: the device gives the wait up after the timeout; the step fails, the cache stays */
@@ -644,11 +648,11 @@ START_TEST(test_arena_from_device)
     /* interrupted() cancels the device's wait */
     atomic_store(&w[0].paused, 1);
     usleep(30000);
-    ao.no_graph = false;
-    ao.exchange_timeout_ns = 0;
+    ac.no_graph = false;
+    ac.exchange_timeout_ns = 0;
     ao.interrupted = stop_after_first;
     ao.interrupted_ctx = &calls;
-    dev = cuda_open(&r, 16, 64, ao);
+    dev = cuda_open(&r, 16, 64, ao, ac);
     const int32_t p0 = 0;
     ck_assert_int_eq(backend_forward(dev, 1, &tok, &p0, 1, &row, la, &err), -1);
     ck_assert_msg(strstr(err.msg, "stopped by the test"), "%s", err.msg);
@@ -697,13 +701,13 @@ START_TEST(test_streaming)
     rig_open(&r, &s, 16, 64, false);
     uint64_t layer;
     const uint64_t budget = streaming_budget(&r, 2, &layer);
-    backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){.gpu_mem = budget});
-    backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0});
+    backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){.gpu_mem = budget});
+    backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){0});
     backend_t *forced = NULL;
     guild_err_t err = {{0}};
-    backend_options_t fo = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .gpu_mem = budget};
-    cuda_backend_options_t fco = {.split_forced = true, .split_gpu_fraction = 1.0};
-    ck_assert_msg(cuda_backend_new(&forced, r.model, &fo, &fco, &err) == 0, "%s", err.msg);
+    backend_options_t fo = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe};
+    const cuda_config_t fcc = {.gpu_mem = budget, .test.split_gpu_fraction = 1.0};
+    ck_assert_msg(backend_new(&forced, "cuda", r.model, &fo, &fcc, &err) == 0, "%s", err.msg);
     const int32_t V = r.n_vocab, last = N_PROMPT - 1, K = model_config(r.model)->n_expert_used;
     float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
     int32_t toks[N_PROMPT];
@@ -899,9 +903,9 @@ START_TEST(test_split_greedy)
     const uint64_t budget = streaming_budget(&r, 4, &layer);
     backend_destroy(&r.gpu);
     guild_err_t err = {{0}};
-    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .gpu_mem = budget};
-    cuda_backend_options_t co = {.kv_f32 = true, .split_forced = true, .split_gpu_fraction = 0.5};
-    ck_assert_msg(cuda_backend_new(&r.gpu, r.model, &o, &co, &err) == 0, "%s", err.msg);
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe};
+    const cuda_config_t cc = {.gpu_mem = budget, .test = {.kv_f32 = true, .split_gpu_fraction = 0.5}};
+    ck_assert_msg(backend_new(&r.gpu, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     greedy_result_t gr;
     char why[GUILD_ERR_MAX + 128], name[64];
     snprintf(name, sizeof name, "%s split 0.5", s.arch);

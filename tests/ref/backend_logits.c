@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     if (model_new(&m, argv[1], &err) || guild_pool_new(&pool, 1, NULL, &err) || moe_local_new(&moe, m, pool, &err))
         goto fail;
     backend_options_t opt = {.n_ctx = n_ids + 1, .n_batch = n_prompt, .pool = pool, .moe = moe};
-    if (backend_new(&b, "cpu", m, &opt, &err))
+    if (backend_new(&b, "cpu", m, &opt, NULL, &err))
         goto fail;
     const int64_t n_vocab = model_config(m)->n_vocab;
     logits = malloc((size_t)n_vocab * sizeof *logits);

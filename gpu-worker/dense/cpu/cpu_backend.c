@@ -70,10 +70,13 @@ static size_t max_act_row(const model_config_t *c, const model_weights_t *w)
     return m;
 }
 
-static int cpu_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
+static int cpu_create(backend_t **out, const model_t *m, const backend_options_t *opt, const void *config,
+                      guild_err_t *err)
 {
     *out = NULL;
     const model_config_t *c = model_config(m);
+    if (config)
+        return guild_err_set(err, "cpu backend: takes no settings record (another backend's was given)");
     if (opt->n_ctx < 1 || opt->n_batch < 1)
         return guild_err_set(err, "cpu backend: n_ctx (%d) and n_batch (%d) must be >= 1", opt->n_ctx,
                              opt->n_batch);

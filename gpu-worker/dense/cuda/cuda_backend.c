@@ -7,7 +7,7 @@
  * device work, a step of up to CUDA_GRAPH_ROWS tokens is captured once as a CUDA graph per (tokens, logits rows,
  * logits destination) and replayed: one launch a step. Tokens and the cache length reach the device through one
  * copy from pinned memory at the start of the step, so the same graph serves every position. The direct path
- * (backend_options_t.no_graph) enqueues the same kernels, so both give the same bits.
+ * (cuda_config_t.no_graph) enqueues the same kernels, so both give the same bits.
  * The CPU backend is the numerical reference: matrix products, quantization, RoPE and the elementwise steps give
  * its bits; norms, softmaxes and attention differ in reduction order, and the KV cache is F16 here (F32 there).
  */
@@ -22,6 +22,7 @@
 #include "core/util/log.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_stage.h"
 #include "gpu-worker/dense/cuda/cuda_state.h"
@@ -139,20 +140,21 @@ static int check_shapes(const model_config_t *c, guild_err_t *err)
 
 /* The bridge for the routed experts that are not on the device: the arena driven from the device when the
  * caller handed over the pipeline's exchange and its memory could be registered, else the host executor. */
-static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cuda_moe_t **out, guild_err_t *err)
+static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, const cuda_config_t *cc,
+                             cuda_moe_t **out, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    if (opt->exchange && opt->host_mem && opt->host_mem_bytes) {
+    if (cc->exchange && cc->host_mem && cc->host_mem_bytes) {
         void *dev = NULL;
-        cudaError_t e = cudaHostRegister(opt->host_mem, opt->host_mem_bytes,
+        cudaError_t e = cudaHostRegister(cc->host_mem, cc->host_mem_bytes,
                                          cudaHostRegisterMapped | cudaHostRegisterPortable);
         if (e == cudaSuccess) {
-            b->host_reg = opt->host_mem;
-            e = cudaHostGetDevicePointer(&dev, opt->host_mem, 0);
+            b->host_reg = cc->host_mem;
+            e = cudaHostGetDevicePointer(&dev, cc->host_mem, 0);
         }
         if (e == cudaSuccess)
-            return cuda_moe_arena_new(out, opt->exchange, opt->host_mem, dev, b->n_batch, c->n_embd,
-                                      c->n_expert_used, opt->exchange_timeout_ns, opt->interrupted,
+            return cuda_moe_arena_new(out, cc->exchange, cc->host_mem, dev, b->n_batch, c->n_embd,
+                                      c->n_expert_used, cc->exchange_timeout_ns, opt->interrupted,
                                       opt->interrupted_ctx, err);
         (void)cudaGetLastError();
         guild_log(GUILD_LOG_WARN, "cuda backend: the arena cannot be mapped for the device (%s): the exchanges go "
@@ -165,15 +167,15 @@ static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, cu
     return cuda_moe_local_new(out, opt->moe, b->n_batch, c->n_embd, c->n_expert_used, err);
 }
 
-/* The staging ring's path for streamed experts when the plan streams and the options ask for a stager
- * (backend_options_t.stager), or page-locked copies of the streamed layers' experts (gl: the bridge's layers)
- * for BACKEND_STAGER_PIN; b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
+/* The staging ring's path for streamed experts when the plan streams and the settings ask for a stager
+ * (cuda_config_t.stager), or page-locked copies of the streamed layers' experts (gl: the bridge's layers)
+ * for CUDA_STAGER_PIN; b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
  * the pieces from the model file's whole mapping, so the bridge's host pointers must lie in it. */
-static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
+static int setup_stage(cuda_backend_t *b, const model_t *m, const cuda_config_t *cc, const gpu_plan_t *plan,
                        const cuda_moe_gpu_layer_t *gl, guild_err_t *err)
 {
     const uint64_t slot = gpu_plan_stage_slot_bytes(plan);
-    if (!slot || opt->stager == BACKEND_STAGER_NONE)
+    if (!slot || cc->stager == CUDA_STAGER_NONE)
         return 0;
     const gguf_t *g = model_gguf(m);
     const gguf_tensor_t *t = gguf_n_tensors(g) > 0 ? gguf_tensor(g, 0) : NULL;
@@ -181,7 +183,7 @@ static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_option
         return guild_err_set(err, "cuda backend: the model has no tensors to stage");
     b->map_base = (const char *)t->data - t->offset;
     b->map_bytes = (size_t)gguf_file_size(g);
-    if (opt->stager == BACKEND_STAGER_PIN) {
+    if (cc->stager == CUDA_STAGER_PIN) {
         /* the experts of the layers the plan streams: each layer's three tensors */
         cuda_stage_range_t *r = calloc(3 * (size_t)b->cfg->n_layer + 1, sizeof *r);
         if (!r)
@@ -199,14 +201,14 @@ static int setup_stage(cuda_backend_t *b, const model_t *m, const backend_option
         free(r);
         return rc;
     }
-    if (opt->stager == BACKEND_STAGER_PROCESS) {
-        if (!opt->stage_ring || !opt->stage_ring[0])
+    if (cc->stager == CUDA_STAGER_PROCESS) {
+        if (!cc->stage_ring || !cc->stage_ring[0])
             return guild_err_set(err, "cuda backend: --stager process without a staging ring name");
-        if (stage_ring_attach(&b->stage_ring, opt->stage_ring, err) < 0)
+        if (stage_ring_attach(&b->stage_ring, cc->stage_ring, err) < 0)
             return -1;
     } else {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int threads = opt->stage_threads > 0 ? opt->stage_threads : cpus > 1 ? (int)(cpus / 2) : 1;
+        int threads = cc->stage_threads > 0 ? cc->stage_threads : cpus > 1 ? (int)(cpus / 2) : 1;
         if (threads > 256)
             threads = 256;
         if (stage_ring_create(&b->stage_ring, 3, (size_t)slot, NULL, err) < 0 ||
@@ -249,8 +251,8 @@ static int stage_renew(cuda_backend_t *b, guild_err_t *err)
 
 /* The experts the plan puts on the device (when the kernels take their types), the rest through
  * setup_cpu_experts, and streamed to the device for large batches when the plan has staging buffers. */
-static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const gpu_plan_t *plan,
-                         guild_err_t *err)
+static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_options_t *opt, const cuda_config_t *cc,
+                         const gpu_plan_t *plan, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const model_weights_t *w = model_weights(m);
@@ -283,18 +285,23 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
         resident += plan->resident[il];
     }
     /* the coordinator gave these layers' experts to no CPU worker: its plan and this one must agree */
-    for (int32_t il = 0; opt->gpu_resident && il < c->n_layer; il++)
-        if (opt->gpu_resident[il] && !gl[il].resident) {
+    for (size_t i = 0; i < cc->n_resident_layers; i++) {
+        const uint32_t il = cc->resident_layers[i];
+        if (il >= (uint32_t)c->n_layer || !gl[il].resident) {
             free(gl);
-            return guild_err_set(err, "cuda backend: layer %d: the coordinator planned its experts on the GPU only, "
-                                 "this worker's plan does not keep them resident", il);
+            return il >= (uint32_t)c->n_layer
+                       ? guild_err_set(err, "cuda backend: GPU-resident layer %u, the model has %d layers", il,
+                                       c->n_layer)
+                       : guild_err_set(err, "cuda backend: layer %u: the coordinator planned its experts on the GPU "
+                                       "only, this worker's plan does not keep them resident", il);
         }
+    }
     cuda_moe_t *cpu = NULL;
     int rc = 0;
     if (resident < c->n_layer)
-        rc = setup_cpu_experts(b, opt, &cpu, err);
+        rc = setup_cpu_experts(b, opt, cc, &cpu, err);
     if (rc == 0 && plan->staging)
-        rc = setup_stage(b, m, opt, plan, gl, err);
+        rc = setup_stage(b, m, cc, plan, gl, err);
     if (rc == 0 && (resident > 0 || plan->staging))
         rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
                               c->n_expert_used, plan->staging > 0, b->stage, cpu, &b->bytes_experts, err);
@@ -307,9 +314,11 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     return rc;
 }
 
-int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t *opt,
-                     const cuda_backend_options_t *copt, guild_err_t *err)
+static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, const void *config,
+                       guild_err_t *err)
 {
+    static const cuda_config_t defaults; /* zero: the defaults */
+    const cuda_config_t *cc = config ? config : &defaults;
     *out = NULL;
     const model_config_t *c = model_config(m);
     if (opt->n_ctx < 1 || opt->n_batch < 1)
@@ -327,11 +336,11 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
 
     gpu_plan_t plan;
     const gpu_plan_options_t po = {
-        .budget = opt->gpu_mem,
+        .budget = cc->gpu_mem,
         .n_ctx = opt->n_ctx,
         .n_batch = opt->n_batch,
-        .kv_elem = copt && copt->kv_f32 ? 4u : 2u,
-        .max_expert_layers = opt->gpu_expert_layers,
+        .kv_elem = cc->test.kv_f32 ? 4u : 2u,
+        .max_expert_layers = cc->gpu_expert_layers,
     };
     if (gpu_plan_compute(&plan, m, &po, err) < 0)
         return -1;
@@ -346,7 +355,7 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
     b->logit_rows = opt->n_batch < LOGIT_ROWS ? opt->n_batch : LOGIT_ROWS;
-    b->kv_type = copt && copt->kv_f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
+    b->kv_type = cc->test.kv_f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
     b->kv_elem = b->kv_type == GUILD_TYPE_F32 ? sizeof(float) : sizeof(quant_half_t);
     if (cuda_check(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "create stream", err) < 0 ||
         cuda_weights_upload(b, err) < 0 || upload_rope_table(b, err) < 0)
@@ -388,13 +397,11 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
     }
     memset(b->h_tokens, 0, (2 * NB + 2) * sizeof(int32_t));
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
-        setup_experts(b, m, opt, &plan, err) < 0)
+        setup_experts(b, m, opt, cc, &plan, err) < 0)
         goto fail;
-    if (copt && copt->split_forced && !strcmp(b->moe->ops->name, "gpu"))
-        cuda_moe_gpu_force_split(b->moe, copt->split_gpu_fraction);
-    else if (opt->split_gpu_fraction > 0 && !strcmp(b->moe->ops->name, "gpu"))
-        cuda_moe_gpu_force_split(b->moe, opt->split_gpu_fraction);
-    b->graphs = !opt->no_graph && cuda_moe_capturable(b->moe);
+    if (cc->test.split_gpu_fraction > 0 && !strcmp(b->moe->ops->name, "gpu"))
+        cuda_moe_gpu_force_split(b->moe, cc->test.split_gpu_fraction);
+    b->graphs = !cc->no_graph && cuda_moe_capturable(b->moe);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
@@ -411,10 +418,10 @@ int cuda_backend_new(backend_t **out, const model_t *m, const backend_options_t 
               b->graphs ? "on" : "off");
     if (guild_log_level() >= GUILD_LOG_INFO)
         gpu_plan_print(&plan, stderr);
-    if (opt->gpu_mem && dev_total - dev_free > opt->gpu_mem)
+    if (cc->gpu_mem && dev_total - dev_free > cc->gpu_mem)
         guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device, over the budget of %.2f GiB (the "
                   "plan's estimate of the CUDA context is short)", (double)(dev_total - dev_free) / 1073741824.0,
-                  (double)opt->gpu_mem / 1073741824.0);
+                  (double)cc->gpu_mem / 1073741824.0);
     gpu_plan_fini(&plan);
     *out = &b->base;
     return 0;
@@ -424,10 +431,6 @@ fail:
     return -1;
 }
 
-static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, guild_err_t *err)
-{
-    return cuda_backend_new(out, m, opt, NULL, err);
-}
 
 /* Embedding and every layer of the n tokens staged in h_tokens. */
 static int enqueue_layers(cuda_backend_t *b, int32_t n, guild_err_t *err)

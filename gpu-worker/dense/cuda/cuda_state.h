@@ -48,9 +48,9 @@ typedef struct cuda_backend {
     const model_weights_t *w;
     cudaStream_t stream;
     cuda_moe_t *moe;            /* owned bridge to the options' moe_exec_t */
-    /* streaming through a staging ring (backend_options_t.stager; all NULL: pageable copies or no streaming) */
+    /* streaming through a staging ring (cuda_config_t.stager; all NULL: pageable copies or no streaming) */
     struct cuda_stage *stage;         /* owned; borrowed by moe; replaced after a failure (cuda_backend.c) */
-    struct stage_server *stage_server; /* owned: BACKEND_STAGER_THREAD's in-process server */
+    struct stage_server *stage_server; /* owned: CUDA_STAGER_THREAD's in-process server */
     struct stage_ring *stage_ring;     /* owned: created (THREAD) or attached (PROCESS) */
     const void *map_base;              /* the model file's whole mapping, which the stager serves */
     size_t map_bytes;
@@ -66,7 +66,7 @@ typedef struct cuda_backend {
     cuda_layer_t *layers;       /* [n_layer] */
 
     float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
-    guild_type_t kv_type;       /* F16 (default) or F32 (cuda_backend_options_t.kv_f32) */
+    guild_type_t kv_type;       /* F16 (default) or F32 (cuda_config_t.test.kv_f32) */
     size_t kv_elem;             /* bytes of one cache element */
     void *k_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
     void *v_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
@@ -106,7 +106,7 @@ typedef struct cuda_backend {
     float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
                                    host-registered */
     cudaEvent_t done;           /* recorded after each step */
-    void *host_reg;             /* the caller's host memory registered for the device (backend_options_t.host_mem) */
+    void *host_reg;             /* the caller's host memory registered for the device (cuda_config_t.host_mem) */
     int32_t gpu_expert_layers;  /* layers whose experts run on the device */
 
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */

@@ -1,0 +1,25 @@
+#include "config.h"
+
+#include "coordinator/stack_options.h"
+
+#include <string.h>
+#include <unistd.h>
+
+void stack_options_init(stack_options_t *o)
+{
+    memset(o, 0, sizeof *o);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1;
+    o->log_level = GUILD_LOG_WARN;
+    o->spin_ns = 50000;
+    o->wait_slice_ns = 100000000u;
+    o->heartbeat_ms = 100;
+    o->hang_ms = 600;
+    o->stall_ms = 30000;
+    o->silence_ms = 3000;
+    o->start_ms = 120000;
+    o->max_restarts = 3;
+    o->gpu.backend = "cpu";
+    o->gpu.max_out = 8;
+    o->cpu.node = -1;
+}

@@ -1,0 +1,52 @@
+/* coordinator/stack_options.h — the coordinator's options: one record for the stack a command drives
+ * (coordinator/backend_stack.h) — in one process or as the supervised multi-process pipeline — holding each
+ * worker role's own record beside the stack's settings. The commands fill it from their command line
+ * (coordinator/stack_flags.h: parsed once, checked once) and hand it on whole, by pointer: to the stack, the
+ * pipeline and the supervisor, which completes each worker's record for its assignment and sends it
+ * (gpu-worker/gpu_worker_options.h, cpu-expert-worker/cpu_worker_options.h, stager/stager_options.h). */
+#ifndef GUILD_COORDINATOR_STACK_OPTIONS_H
+#define GUILD_COORDINATOR_STACK_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/util/log.h"
+#include "cpu-expert-worker/cpu_worker_options.h"
+#include "gpu-worker/gpu_worker_options.h"
+
+typedef struct stack_options {
+    unsigned given;          /* STACK_FLAG_* bits of the flags given on the command line (coordinator/stack_flags.h) */
+    /* The stack */
+    bool single_process;     /* --single-process: everything in this process (the reference) */
+    int n_threads;           /* --threads: CPU threads (the single process's pool; per worker in the pipeline) */
+    int32_t n_ctx;           /* KV cache positions (the command sets it once the model is known) */
+    int32_t n_batch;         /* most tokens per forward pass (the command's --batch, at most n_ctx) */
+    bool stats;              /* single process only: count the routing per layer (coordinator/expert_stats.h),
+                                every token through the last layer too */
+    guild_log_level_t log_level; /* the workers' (their -v) */
+    /* The multi-process pipeline and its supervision (coordinator/supervisor.h) */
+    int cpu_workers;         /* --cpu-workers; 0: one per NUMA node */
+    const char *listen;      /* --listen: NULL spawns the CPU workers; else they come by hand on this endpoint */
+    const char *arena_dir;   /* --arena-dir: NULL: an anonymous memfd arena */
+    uint64_t spin_ns;        /* --spin-us: doorbell spin before sleeping, every process */
+    uint64_t wait_slice_ns;  /* the workers' doorbell wait slice */
+    uint32_t heartbeat_ms;   /* period of the coordinator's heartbeats */
+    uint32_t hang_ms;        /* a worker silent this long is hung */
+    uint32_t stall_ms;       /* an exchange or request pending this long without progress is a hang */
+    uint32_t silence_ms;     /* workers exit when the coordinator is silent this long */
+    uint32_t start_ms;       /* a (re)started worker must be ready within this */
+    int max_restarts;        /* deaths of one worker within a minute that are tolerated */
+    /* Each role's own settings: the flags fill these fields, the supervisor the others per assignment */
+    gpu_worker_options_t gpu; /* backend (--backend) and its settings (cuda: --gpu-mem, --gpu-experts,
+                                 --no-cuda-graph, --stager, --stager-threads, --force-split), max_out; also the
+                                 single process's dense backend */
+    cpu_worker_options_t cpu; /* mlock (--mlock), expert_layout (--expert-layout) and the tuning file's row blocks
+                                 and interleaving; also the single process's experts */
+} stack_options_t;
+
+/* The defaults: backend "cpu", every online CPU (at most 1024), 8 logits rows per request, doorbell spin 50 us,
+ * wait slice 100 ms, heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s, 3 restarts a minute,
+ * log level warn; the rest zero (n_ctx and n_batch are the command's to set). */
+void stack_options_init(stack_options_t *o);
+
+#endif

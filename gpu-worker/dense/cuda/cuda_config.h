@@ -1,0 +1,60 @@
+/* gpu-worker/dense/cuda/cuda_config.h — what only the "cuda" backend takes: its own settings record, given to
+ * backend_new("cuda", ..., config) beside the dense contract (gpu-worker/dense/backend.h). No CUDA header here:
+ * the coordinator and the GPU worker fill it (from the command line, or from the GPU worker's options on the
+ * wire: gpu-worker/gpu_worker_options.h) in builds without nvcc too.
+ *
+ * Zero-filled, it is the defaults: no memory budget, every layer's experts on the device as far as they fit,
+ * CUDA graphs on, plain copies of streamed experts, no CPU workers' arena. */
+#ifndef GUILD_GPU_WORKER_CUDA_CONFIG_H
+#define GUILD_GPU_WORKER_CUDA_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct guild_exchange;
+
+/* How the backend copies the experts it streams to the device (only when its memory plan streams). */
+typedef enum cuda_stager {
+    CUDA_STAGER_NONE = 0, /* pageable copies from the model mapping */
+    CUDA_STAGER_THREAD,   /* a pinned staging ring served by stage_threads copy threads of this process */
+    CUDA_STAGER_PROCESS,  /* the pinned staging ring stage_ring, served by a guild-stager process */
+    CUDA_STAGER_PIN,      /* the streamed layers' experts copied once into page-locked memory at load: the
+                             device copies them by DMA, at the bus's speed and with no CPU copy per batch, for
+                             the price of RAM for them while the backend lives */
+} cuda_stager_t;
+
+#define CUDA_STAGER_LAST CUDA_STAGER_PIN
+
+typedef struct cuda_config {
+    /* Settings (guild run's --gpu-mem, --gpu-experts, --no-cuda-graph, --stager, --stager-threads). */
+    uint64_t gpu_mem;          /* budget in bytes for everything on the device (gpu-worker/dense/gpu_plan.h); 0: none */
+    int32_t gpu_expert_layers; /* layers whose routed experts live and run on the device: 0 as many as the budget
+                                  allows (all without a budget), GPU_EXPERTS_NONE none, k > 0 at most k */
+    bool no_graph;             /* debugging: enqueue every kernel of every step (no captured graphs) */
+    cuda_stager_t stager;      /* the streamed experts' copies */
+    int32_t stage_threads;     /* THREAD: copy threads (0: half the online CPUs, at most 256) */
+    const char *stage_ring;    /* PROCESS: the ring's arena name (ipc/stage_ring.h); borrowed during creation */
+    /* The multi-process plan (coordinator/placement.h): layers whose routed experts no other process holds;
+     * creation fails unless the backend keeps each of them resident and computes it itself. Borrowed during
+     * creation; NULL/0: none. */
+    const uint32_t *resident_layers; /* [n_resident_layers] layer indices */
+    size_t n_resident_layers;
+    /* The pipeline's shared memory, given by guild-gpu-worker (NULL otherwise): the backend registers
+     * [host_mem, host_mem + host_mem_bytes) for the device and drives `exchange` (the MoE exchange in it; the
+     * dense contract's moe must then be the arena executor on it) from the device itself, in-graph, for the
+     * layers whose experts the CPU workers hold. */
+    void *host_mem;
+    size_t host_mem_bytes;
+    struct guild_exchange *exchange;
+    uint64_t exchange_timeout_ns; /* a device wait for the CPU workers fails after this; 0: 120 s */
+    /* Test hooks: set by tests and by the tests' --force-split flag only; no user setting lives here. */
+    struct {
+        bool kv_f32; /* KV cache in float32 instead of F16: twice the memory, the CPU backend's precision */
+        double split_gpu_fraction; /* > 0: every planned batch of a streamed layer splits with the device taking
+                                      at least this fraction of its pairs, whatever the measured times
+                                      (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */
+    } test;
+} cuda_config_t;
+
+#endif

@@ -1,0 +1,139 @@
+#include "config.h"
+
+#include "gpu-worker/gpu_worker_options.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu-worker/dense/gpu_plan.h"
+
+/* proto3 strings are never NULL on the wire: "" stands for "not given" */
+static char *wire_str(const char *s)
+{
+    return (char *)(s ? s : "");
+}
+
+static const char *record_str(const char *s)
+{
+    return s && s[0] ? s : NULL;
+}
+
+void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_options_msg_t *msg)
+{
+    Guild__GpuWorkerOptions *m = &msg->m;
+    Guild__CudaOptions *c = &msg->cuda;
+    guild__gpu_worker_options__init(m);
+    guild__cuda_options__init(c);
+    m->backend = wire_str(o->backend);
+    m->n_ctx = (uint32_t)o->n_ctx;
+    m->n_batch = (uint32_t)o->n_batch;
+    m->max_out = (uint32_t)o->max_out;
+    m->n_threads = (uint32_t)o->n_threads;
+    m->spin_ns = o->spin_ns;
+    m->wait_slice_ns = o->wait_slice_ns;
+    m->silence_ms = o->silence_ms;
+    c->gpu_mem = o->cuda.gpu_mem;
+    c->gpu_expert_layers = o->cuda.gpu_expert_layers;
+    c->no_graph = o->cuda.no_graph;
+    c->stager = (uint32_t)o->cuda.stager;
+    c->stage_threads = (uint32_t)o->cuda.stage_threads;
+    c->stage_ring = wire_str(o->cuda.stage_ring);
+    c->n_resident_layers = o->cuda.n_resident_layers;
+    c->resident_layers = (uint32_t *)o->cuda.resident_layers;
+    c->test_split_gpu_fraction = o->cuda.test.split_gpu_fraction;
+    m->cuda = c;
+}
+
+/* A uint32 of the wire into an int32 of the record. */
+static int to_i32(uint32_t v, const char *what, int32_t *out, guild_err_t *err)
+{
+    if (v > INT32_MAX)
+        return guild_err_set(err, "GPU worker options: %s %u is out of range", what, v);
+    *out = (int32_t)v;
+    return 0;
+}
+
+int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorkerOptions *m, guild_err_t *err)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = record_str(m->backend);
+    if (to_i32(m->n_ctx, "n_ctx", &o->n_ctx, err) < 0 || to_i32(m->n_batch, "n_batch", &o->n_batch, err) < 0 ||
+        to_i32(m->max_out, "max_out", &o->max_out, err) < 0 ||
+        to_i32(m->n_threads, "n_threads", &o->n_threads, err) < 0)
+        return -1;
+    o->spin_ns = m->spin_ns;
+    o->wait_slice_ns = m->wait_slice_ns;
+    o->silence_ms = m->silence_ms;
+    const Guild__CudaOptions *c = m->cuda;
+    if (!c)
+        return 0;
+    o->cuda.gpu_mem = c->gpu_mem;
+    o->cuda.gpu_expert_layers = c->gpu_expert_layers;
+    o->cuda.no_graph = c->no_graph;
+    if (c->stager > CUDA_STAGER_LAST)
+        return guild_err_set(err, "GPU worker options: stager %u is not one this worker knows (0 none, 1 thread, "
+                             "2 process, 3 pin)", c->stager);
+    o->cuda.stager = (cuda_stager_t)c->stager;
+    if (to_i32(c->stage_threads, "stage_threads", &o->cuda.stage_threads, err) < 0)
+        return -1;
+    o->cuda.stage_ring = record_str(c->stage_ring);
+    o->cuda.n_resident_layers = c->n_resident_layers;
+    o->cuda.resident_layers = c->n_resident_layers ? c->resident_layers : NULL;
+    o->cuda.test.split_gpu_fraction = c->test_split_gpu_fraction;
+    return 0;
+}
+
+int gpu_worker_options_check(const gpu_worker_options_t *o, guild_err_t *err)
+{
+    if (!o->backend || o->n_ctx < 1 || o->n_batch < 1 || o->max_out < 1)
+        return guild_err_set(err, "GPU worker options: needs options backend, n_ctx, n_batch and max_out (got "
+                             "\"%s\", %d, %d, %d)", o->backend ? o->backend : "", o->n_ctx, o->n_batch, o->max_out);
+    if (o->max_out > o->n_batch)
+        return guild_err_set(err, "GPU worker options: max_out %d is more than n_batch %d", o->max_out, o->n_batch);
+    if (o->n_threads < 0 || o->n_threads > 4096)
+        return guild_err_set(err, "GPU worker options: n_threads %d (0..4096)", o->n_threads);
+    const cuda_config_t *c = &o->cuda;
+    if (c->gpu_expert_layers < GPU_EXPERTS_NONE)
+        return guild_err_set(err, "GPU worker options: gpu_expert_layers %d (-1 none, 0 all, k > 0 at most k)",
+                             c->gpu_expert_layers);
+    if ((unsigned)c->stager > CUDA_STAGER_LAST)
+        return guild_err_set(err, "GPU worker options: stager %d is not one this worker knows", (int)c->stager);
+    if (c->stage_threads < 0 || c->stage_threads > 256)
+        return guild_err_set(err, "GPU worker options: stage_threads %d (0..256)", c->stage_threads);
+    if ((c->stager == CUDA_STAGER_PROCESS) != (c->stage_ring != NULL))
+        return guild_err_set(err, "GPU worker options: %s", c->stage_ring ? "a staging ring for a stager other than "
+                             "process" : "stager process without a staging ring");
+    if (!(c->test.split_gpu_fraction >= 0 && c->test.split_gpu_fraction <= 1))
+        return guild_err_set(err, "GPU worker options: test_split_gpu_fraction %g is not in [0, 1]",
+                             c->test.split_gpu_fraction);
+    /* the plan gave these layers' experts to no CPU worker: only a backend that keeps experts on the device
+     * computes them (the cuda backend checks each layer when it is created) */
+    if (c->n_resident_layers && strcmp(o->backend, "cuda") != 0)
+        return guild_err_set(err, "GPU worker options: the plan leaves the experts of %zu layer%s to the GPU alone, "
+                             "backend %s keeps none on the device", c->n_resident_layers,
+                             c->n_resident_layers == 1 ? "" : "s", o->backend);
+    return 0;
+}
+
+const void *gpu_worker_options_backend_config(const gpu_worker_options_t *o)
+{
+    return o->backend && !strcmp(o->backend, "cuda") ? &o->cuda : NULL;
+}
+
+void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_t n)
+{
+    static const char *stager[] = {"none", "thread", "process", "pin"};
+    int k = snprintf(buf, n, "backend %s, ctx %d, batch %d, %d logits rows, %d threads", o->backend ? o->backend : "?",
+                     o->n_ctx, o->n_batch, o->max_out, o->n_threads);
+    if (k < 0 || (size_t)k >= n || !gpu_worker_options_backend_config(o))
+        return;
+    const cuda_config_t *c = &o->cuda;
+    char mem[32] = "none";
+    if (c->gpu_mem)
+        snprintf(mem, sizeof mem, "%.2f GiB", (double)c->gpu_mem / 1073741824.0);
+    snprintf(buf + k, n - (size_t)k, "; gpu-mem %s, gpu-experts %d, graphs %s, stager %s, %zu resident layers%s",
+             mem, c->gpu_expert_layers, c->no_graph ? "off" : "on",
+             (unsigned)c->stager <= CUDA_STAGER_LAST ? stager[c->stager] : "?", c->n_resident_layers,
+             c->test.split_gpu_fraction > 0 ? ", forced split" : "");
+}

@@ -1,0 +1,56 @@
+/* gpu-worker/gpu_worker_options.h — the GPU worker's options: one record for the dense side of the pipeline (its
+ * backend and that backend's own settings, the sizes of its step requests, its threads and doorbell waits),
+ * its one wire form (GpuWorkerOptions in proto/guild.proto, carried by Assign) and its one check.
+ *
+ * The coordinator fills the settings from its command line (coordinator/stack_flags.h; a single process hands
+ * the same record's backend settings to its own backend), the supervisor adds what each assignment decides
+ * (sizes, the resident layers of its plan, the staging ring) and sends it; guild-gpu-worker reads it back,
+ * checks it and creates its backend from it. */
+#ifndef GUILD_GPU_WORKER_GPU_WORKER_OPTIONS_H
+#define GUILD_GPU_WORKER_GPU_WORKER_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util/err.h"
+#include "gpu-worker/dense/cuda/cuda_config.h"
+#include "proto/guild.pb-c.h"
+
+typedef struct gpu_worker_options {
+    const char *backend;    /* the dense backend's name ("cpu", "cuda") */
+    int32_t n_ctx;          /* KV cache capacity in positions */
+    int32_t n_batch;        /* most tokens per step request (and per MoE exchange) */
+    int32_t max_out;        /* most logits rows per step request */
+    int32_t n_threads;      /* CPU threads of the worker's pool; 0: every online CPU */
+    uint64_t spin_ns;       /* doorbell spin before sleeping */
+    uint64_t wait_slice_ns; /* doorbell wait slice (a peer silent this long is checked); 0: 100 ms */
+    uint32_t silence_ms;    /* the worker exits when the coordinator is silent this long; 0: its default */
+    cuda_config_t cuda;     /* backend "cuda"'s own settings (its wiring fields are the worker's to fill) */
+} gpu_worker_options_t;
+
+/* The wire form's storage: the message and its nested one. */
+typedef struct gpu_worker_options_msg {
+    Guild__GpuWorkerOptions m;
+    Guild__CudaOptions cuda;
+} gpu_worker_options_msg_t;
+
+/* Fills *msg (msg->m is the message to send) from o; its strings and arrays point into o, which must outlive
+ * the message. Every field travels except cuda's wiring (host memory, exchange) and the in-process test hook
+ * kv_f32. */
+void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_options_msg_t *msg);
+
+/* The record of a received message (its strings and arrays point into m, which must outlive *o). -1 with err
+ * on a number the record cannot hold. */
+int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorkerOptions *m, guild_err_t *err);
+
+/* The one check of a GPU worker's options (guild-gpu-worker runs it on every Assign): -1 with err naming the
+ * field ("GPU worker options: ...") when one is missing, out of range, or does not fit the backend. */
+int gpu_worker_options_check(const gpu_worker_options_t *o, guild_err_t *err);
+
+/* What backend_new takes as config for o->backend: &o->cuda for "cuda", NULL for a backend without settings. */
+const void *gpu_worker_options_backend_config(const gpu_worker_options_t *o);
+
+/* "backend cuda, ctx 4096, batch 256, 16 threads, gpu-mem 24.0 GiB, ..." into buf (n bytes), for logs. */
+void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_t n);
+
+#endif
