@@ -74,10 +74,26 @@ START_TEST(test_config_of_each_architecture)
     ck_assert_int_eq(c->rope_scaling, MODEL_ROPE_SCALING_NONE);
     ck_assert(c->rope_freq_scale == 1.0f);
 
-    const model_arch_info_t *info = model_arch_info(c->arch);
-    ck_assert_int_eq(info->rope, ids[_i] == MODEL_ARCH_LLAMA ? MODEL_ROPE_NORM : MODEL_ROPE_NEOX);
-    ck_assert_int_eq(info->router_renorm, ids[_i] == MODEL_ARCH_QWEN3MOE || ids[_i] == MODEL_ARCH_LLAMA);
-    ck_assert_int_eq(info->qkv_bias, ids[_i] == MODEL_ARCH_QWEN2MOE);
+    /* the parts of each row, as llama.cpp's graphs have them */
+    static const uint32_t attn_opts[] = {
+        MODEL_GQA_ROPE_NEOX | MODEL_GQA_QK_NORM_HEAD, MODEL_GQA_ROPE_NEOX | MODEL_GQA_QKV_BIAS,
+        MODEL_GQA_ROPE_PARTIAL, MODEL_GQA_ROPE_NEOX | MODEL_GQA_QK_NORM_FULL};
+    ck_assert_int_eq(c->layout, MODEL_LAYOUT_UNIFORM);
+    ck_assert_int_eq(c->attn.kind, MODEL_ATTN_GQA);
+    ck_assert_uint_eq(c->attn.opts, attn_opts[_i]);
+    ck_assert_int_eq(c->rope_neox, ids[_i] != MODEL_ARCH_LLAMA);
+    ck_assert_int_eq(c->router.kind, MODEL_ROUTER_SOFTMAX_TOPK);
+    ck_assert_uint_eq(c->router.opts, ids[_i] == MODEL_ARCH_QWEN3MOE || ids[_i] == MODEL_ARCH_LLAMA
+                                          ? MODEL_ROUTER_RENORM
+                                          : 0);
+    ck_assert_int_eq(c->ffn.kind, MODEL_FFN_MOE);
+    ck_assert_uint_eq(c->ffn.opts, ids[_i] == MODEL_ARCH_QWEN2MOE ? MODEL_FFN_SHEXP_GATED : 0);
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_parts_t lp = model_layer_parts(c, il);
+        ck_assert_ptr_eq(lp.attn, &c->attn);
+        ck_assert_ptr_eq(lp.ffn, &c->ffn);
+        ck_assert_ptr_eq(lp.router, &c->router);
+    }
 
     const model_weights_t *w = model_weights(model);
     ck_assert_int_eq(w->n_layer, 2);
@@ -132,8 +148,8 @@ START_TEST(test_config_print)
     ck_assert_ptr_nonnull(strstr(buf, "model: qwen2moe tiny test model"));
     ck_assert_ptr_nonnull(strstr(buf, "n_layer = 2, n_embd = 64, n_vocab = 96"));
     ck_assert_ptr_nonnull(strstr(buf, "n_expert = 8, n_expert_used = 2, n_ff_exp = 32, n_ff_shexp = 48"));
-    ck_assert_ptr_nonnull(strstr(buf, "rope = neox"));
-    ck_assert_ptr_nonnull(strstr(buf, "qkv bias = yes"));
+    ck_assert_ptr_nonnull(strstr(buf, "attention = gqa (rope neox, qkv bias)"));
+    ck_assert_ptr_nonnull(strstr(buf, "ffn = moe (shared expert with sigmoid gate), router = softmax-topk\n"));
     free(buf);
 }
 END_TEST
@@ -145,6 +161,95 @@ START_TEST(test_unsupported_architecture)
     s = tiny_spec("qwen3moe");
     s.omit_key = "general.architecture";
     open_fails(&s, "general.architecture is missing", NULL);
+}
+END_TEST
+
+/* The next architectures' rows are known and refused at load time, naming the first part or option that is
+ * not implemented. */
+START_TEST(test_unimplemented_parts)
+{
+    static const struct {
+        const char *arch, *frag;
+    } cases[] = {
+        {"qwen3next", "architecture \"qwen3next\": attention part \"gdn\" is not implemented"},
+        {"qwen35moe", "architecture \"qwen35moe\": attention part \"gdn\" is not implemented"},
+        {"deepseek2", "architecture \"deepseek2\": attention part \"mla\" is not implemented"},
+        {"glm4moe", "architecture \"glm4moe\": FFN part \"moe\": option \"shared expert\" is not implemented"},
+        {"gpt-oss", "architecture \"gpt-oss\": attention part \"gqa\": option \"attention sinks\" is not "
+                    "implemented"},
+    };
+    tiny_spec_t s = tiny_spec(cases[_i].arch);
+    open_fails(&s, cases[_i].frag, NULL);
+}
+END_TEST
+
+/* The layout: which parts each layer uses, for hybrid and dense-first models. */
+START_TEST(test_layer_parts_by_layout)
+{
+    model_config_t c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 8;
+    c.attn = (model_part_t){MODEL_ATTN_GQA, MODEL_GQA_OUT_GATE};
+    c.attn_linear = (model_part_t){MODEL_ATTN_GDN, 0};
+    c.ffn = (model_part_t){MODEL_FFN_MOE, MODEL_FFN_SHEXP};
+    c.ffn_lead = (model_part_t){MODEL_FFN_DENSE, 0};
+    c.router = (model_part_t){MODEL_ROUTER_SIGMOID_GROUPED, 0};
+    c.layout = MODEL_LAYOUT_HYBRID;
+    c.full_attn_interval = 4;
+    for (int32_t il = 0; il < c.n_layer; il++) {
+        const model_layer_parts_t lp = model_layer_parts(&c, il);
+        ck_assert_ptr_eq(lp.attn, il == 3 || il == 7 ? &c.attn : &c.attn_linear);
+        ck_assert_ptr_eq(lp.ffn, &c.ffn);
+        ck_assert_ptr_eq(lp.router, &c.router);
+    }
+    c.layout = MODEL_LAYOUT_DENSE_FIRST;
+    c.n_layer_dense_lead = 3;
+    for (int32_t il = 0; il < c.n_layer; il++) {
+        const model_layer_parts_t lp = model_layer_parts(&c, il);
+        ck_assert_ptr_eq(lp.attn, &c.attn);
+        ck_assert_ptr_eq(lp.ffn, il < 3 ? &c.ffn_lead : &c.ffn);
+        ck_assert_ptr_eq(lp.router, il < 3 ? NULL : &c.router);
+    }
+}
+END_TEST
+
+/* model_parts_check against what a place implements: kinds, then options, per layer as the layout has them. */
+START_TEST(test_parts_check)
+{
+    model_config_t c;
+    memset(&c, 0, sizeof c);
+    c.arch = MODEL_ARCH_QWEN3NEXT;
+    c.n_layer = 4;
+    c.layout = MODEL_LAYOUT_HYBRID;
+    c.full_attn_interval = 4;
+    c.attn = (model_part_t){MODEL_ATTN_GQA, MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_OUT_GATE};
+    c.attn_linear = (model_part_t){MODEL_ATTN_GDN, 0};
+    c.ffn = (model_part_t){MODEL_FFN_MOE, MODEL_FFN_SHEXP_GATED};
+    c.router = (model_part_t){MODEL_ROUTER_SOFTMAX_TOPK, MODEL_ROUTER_RENORM};
+    model_part_support_t s;
+    memset(&s, 0, sizeof s);
+    s.has[MODEL_PART_ATTN][MODEL_ATTN_GQA] = true;
+    s.opts[MODEL_PART_ATTN][MODEL_ATTN_GQA] = MODEL_GQA_QK_NORM_HEAD;
+    s.has[MODEL_PART_FFN][MODEL_FFN_MOE] = true;
+    s.opts[MODEL_PART_FFN][MODEL_FFN_MOE] = MODEL_FFN_SHEXP_GATED;
+    s.has[MODEL_PART_ROUTER][MODEL_ROUTER_SOFTMAX_TOPK] = true;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(model_parts_check(&c, &s, "test backend", &err), -1);
+    ck_assert_str_eq(err.msg, "test backend: architecture \"qwen3next\": attention part \"gdn\" is not implemented");
+    s.has[MODEL_PART_ATTN][MODEL_ATTN_GDN] = true;
+    ck_assert_int_eq(model_parts_check(&c, &s, "test backend", &err), -1);
+    ck_assert_str_eq(err.msg, "test backend: architecture \"qwen3next\": router part \"softmax-topk\": option "
+                              "\"renorm\" is not implemented");
+    s.opts[MODEL_PART_ROUTER][MODEL_ROUTER_SOFTMAX_TOPK] = MODEL_ROUTER_RENORM;
+    ck_assert_int_eq(model_parts_check(&c, &s, "test backend", &err), -1); /* layer 3 has full attention */
+    ck_assert_str_eq(err.msg, "test backend: architecture \"qwen3next\": attention part \"gqa\": option \"output "
+                              "gate\" is not implemented");
+    s.opts[MODEL_PART_ATTN][MODEL_ATTN_GQA] |= MODEL_GQA_OUT_GATE;
+    ck_assert_int_eq(model_parts_check(&c, &s, "test backend", &err), 0);
+    /* with three layers, no layer has full attention: its options need no implementation */
+    c.n_layer = 3;
+    s.opts[MODEL_PART_ATTN][MODEL_ATTN_GQA] = 0;
+    ck_assert_int_eq(model_parts_check(&c, &s, "test backend", &err), 0);
 }
 END_TEST
 
@@ -253,10 +358,13 @@ int main(void)
     tcase_add_loop_test(tc, test_config_of_each_architecture, 0, 4);
     tcase_add_test(tc, test_defaults_from_llama_cpp);
     tcase_add_test(tc, test_config_print);
+    tcase_add_test(tc, test_layer_parts_by_layout);
+    tcase_add_test(tc, test_parts_check);
     suite_add_tcase(su, tc);
     tc = tcase_create("config_errors");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_unsupported_architecture);
+    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 5);
     tcase_add_test(tc, test_missing_or_bad_keys);
     tcase_add_test(tc, test_missing_file);
     suite_add_tcase(su, tc);

@@ -4,11 +4,84 @@
 
 #include "core/util/err.h"
 
+#define GQA(o) {MODEL_ATTN_GQA, (o)}
+#define MLA(o) {MODEL_ATTN_MLA, (o)}
+#define GDN(o) {MODEL_ATTN_GDN, (o)}
+#define SOFTMAX_TOPK(o) {MODEL_ROUTER_SOFTMAX_TOPK, (o)}
+#define SIGMOID_GROUPED(o) {MODEL_ROUTER_SIGMOID_GROUPED, (o)}
+#define TOPK_SOFTMAX(o) {MODEL_ROUTER_TOPK_SOFTMAX, (o)}
+#define MOE(o) {MODEL_FFN_MOE, (o)}
+#define DENSE(o) {MODEL_FFN_DENSE, (o)}
+
+/* Gated delta net layers between gated full-attention ones; qwen35moe has qwen3next's parts. (Their FFN norm is
+ * called post_attention_norm.) */
+#define QWEN3NEXT_ROW(arch_name)                                                                                  \
+    {                                                                                                             \
+        .name = arch_name, .layout = MODEL_LAYOUT_HYBRID,                                                         \
+        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_OUT_GATE), \
+        .attn_linear = GDN(0), .router = SOFTMAX_TOPK(MODEL_ROUTER_RENORM), .ffn = MOE(MODEL_FFN_SHEXP_GATED),   \
+        .expert_ff_default = MODEL_EXPERT_FF_PER_USED,                                                            \
+    }
+
 static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
-    [MODEL_ARCH_QWEN3MOE] = {"qwen3moe", MODEL_ROPE_NEOX, MODEL_QK_NORM_HEAD, false, true, false},
-    [MODEL_ARCH_QWEN2MOE] = {"qwen2moe", MODEL_ROPE_NEOX, MODEL_QK_NORM_NONE, true, false, true},
-    [MODEL_ARCH_LLAMA] = {"llama", MODEL_ROPE_NORM, MODEL_QK_NORM_NONE, false, true, false},
-    [MODEL_ARCH_OLMOE] = {"olmoe", MODEL_ROPE_NEOX, MODEL_QK_NORM_FULL, false, false, false},
+    [MODEL_ARCH_QWEN3MOE] = {
+        .name = "qwen3moe",
+        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_QK_NORM_HEAD),
+        .router = SOFTMAX_TOPK(MODEL_ROUTER_RENORM),
+        .ffn = MOE(0),
+        .expert_ff_default = MODEL_EXPERT_FF_PER_USED,
+    },
+    [MODEL_ARCH_QWEN2MOE] = {
+        .name = "qwen2moe",
+        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_QKV_BIAS),
+        .router = SOFTMAX_TOPK(0),
+        .ffn = MOE(MODEL_FFN_SHEXP_GATED),
+        .expert_ff_default = MODEL_EXPERT_FF_PER_USED,
+    },
+    [MODEL_ARCH_LLAMA] = {
+        .name = "llama",
+        .attn = GQA(MODEL_GQA_ROPE_PARTIAL),
+        .router = SOFTMAX_TOPK(MODEL_ROUTER_RENORM),
+        .ffn = MOE(0),
+        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+    },
+    [MODEL_ARCH_OLMOE] = {
+        .name = "olmoe",
+        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_QK_NORM_FULL),
+        .router = SOFTMAX_TOPK(0),
+        .ffn = MOE(0),
+        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+    },
+    /* issue 15 */
+    [MODEL_ARCH_QWEN3NEXT] = QWEN3NEXT_ROW("qwen3next"),
+    [MODEL_ARCH_QWEN35MOE] = QWEN3NEXT_ROW("qwen35moe"),
+    /* issue 16: the router is softmax (V2) or grouped sigmoid (V3, Kimi-K2) by ARCH.expert_gating_func */
+    [MODEL_ARCH_DEEPSEEK2] = {
+        .name = "deepseek2",
+        .layout = MODEL_LAYOUT_DENSE_FIRST,
+        .attn = MLA(0),
+        .router = SOFTMAX_TOPK(0),
+        .ffn = MOE(MODEL_FFN_SHEXP),
+        .ffn_lead = DENSE(0),
+        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+    },
+    [MODEL_ARCH_GLM4MOE] = {
+        .name = "glm4moe",
+        .layout = MODEL_LAYOUT_DENSE_FIRST,
+        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS),
+        .router = SIGMOID_GROUPED(MODEL_ROUTER_RENORM),
+        .ffn = MOE(MODEL_FFN_SHEXP),
+        .ffn_lead = DENSE(0),
+        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+    },
+    [MODEL_ARCH_GPT_OSS] = {
+        .name = "gpt-oss",
+        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_QKV_BIAS | MODEL_GQA_OUT_BIAS | MODEL_GQA_SINKS |
+                    MODEL_GQA_SLIDING),
+        .router = TOPK_SOFTMAX(MODEL_ROUTER_LOGIT_BIAS),
+        .ffn = MOE(MODEL_FFN_SWIGLU_OAI),
+        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+    },
 };
 
 int model_arch_from_name(const char *name, size_t len)

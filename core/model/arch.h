@@ -1,55 +1,70 @@
-/* core/model/arch.h — the architectures Guild runs and what distinguishes them in the forward pass.
+/* core/model/arch.h — the architectures Guild knows, each one row naming its parts (core/model/parts.h).
  *
  * Each row is llama.cpp's behaviour for that architecture (src/models/<arch>.cpp, llama_model_rope_type):
  *
- *   arch       rope  Q/K norm                       qkv bias  router renorm  shared expert
- *   qwen3moe   neox  per head, [head_dim]            no        yes            no
- *   qwen2moe   neox  none                            yes       no             yes (sigmoid-gated)
- *   llama      norm  none                            no        yes            no    (Mixtral: expert_count > 0)
- *   olmoe      neox  whole vector, before reshape    no        no             no
+ *   arch       attention                                    router                  FFN
+ *   qwen3moe   gqa: rope neox, q/k norm per head            softmax top-k, renorm   moe
+ *   qwen2moe   gqa: rope neox, qkv bias                     softmax top-k           moe + sigmoid-gated shared expert
+ *   llama      gqa: rope norm, partial rope                 softmax top-k, renorm   moe  (Mixtral: expert_count > 0)
+ *   olmoe      gqa: rope neox, q/k norm of the whole vector softmax top-k           moe
  *
- * rope "norm" rotates adjacent pairs (x[2i], x[2i+1]); "neox" rotates (x[i], x[i + n_rot/2]).
+ * The rows after them are the next architectures (issues 15 and 16): their parts are named, and loading one
+ * fails with the first part or option that is not implemented yet ("architecture "deepseek2": attention part
+ * "mla" is not implemented"). Their rows are what llama.cpp does as far as the parts go; whoever implements
+ * them checks each option against llama.cpp's graph and metadata.
  */
 #ifndef GUILD_MODEL_ARCH_H
 #define GUILD_MODEL_ARCH_H
 
-#include <stdbool.h>
 #include <stddef.h>
+
+#include "core/model/parts.h"
 
 typedef enum model_arch {
     MODEL_ARCH_QWEN3MOE,
     MODEL_ARCH_QWEN2MOE,
     MODEL_ARCH_LLAMA,
     MODEL_ARCH_OLMOE,
+    MODEL_ARCH_QWEN3NEXT,
+    MODEL_ARCH_QWEN35MOE,
+    MODEL_ARCH_DEEPSEEK2,
+    MODEL_ARCH_GLM4MOE,
+    MODEL_ARCH_GPT_OSS,
     MODEL_ARCH_COUNT
 } model_arch_t;
 
-typedef enum model_rope_kind {
-    MODEL_ROPE_NORM, /* adjacent pairs */
-    MODEL_ROPE_NEOX, /* pairs half a rotation apart */
-} model_rope_kind_t;
+/* Which parts each layer uses (model_layer_parts). */
+typedef enum model_layout {
+    MODEL_LAYOUT_UNIFORM,     /* every layer: attn, ffn */
+    MODEL_LAYOUT_DENSE_FIRST, /* layers below ARCH.leading_dense_block_count use ffn_lead, the others ffn */
+    MODEL_LAYOUT_HYBRID,      /* layer il uses attn when (il + 1) % ARCH.full_attention_interval == 0, else
+                                 attn_linear */
+} model_layout_t;
 
-typedef enum model_qk_norm {
-    MODEL_QK_NORM_NONE,
-    MODEL_QK_NORM_HEAD, /* RMSNorm of each head, weight [head_dim], after the reshape (qwen3moe) */
-    MODEL_QK_NORM_FULL, /* RMSNorm of the whole projection, weight [n_head*head_dim], before it (olmoe) */
-} model_qk_norm_t;
+/* What ARCH.expert_feed_forward_length defaults to when a file lacks it (as the architecture's converter and
+ * llama.cpp read it). */
+typedef enum model_expert_ff_default {
+    MODEL_EXPERT_FF_IS_FF,    /* feed_forward_length (llama, olmoe) */
+    MODEL_EXPERT_FF_PER_USED, /* feed_forward_length / expert_used_count (qwen) */
+} model_expert_ff_default_t;
 
 typedef struct model_arch_info {
-    const char *name;        /* general.architecture */
-    model_rope_kind_t rope;
-    model_qk_norm_t qk_norm;
-    bool qkv_bias;           /* attn_q/k/v have .bias tensors */
-    bool router_renorm;      /* the top-k softmax weights are divided by their sum */
-    bool shared_expert;      /* ffn_*_shexp with a sigmoid gate ffn_gate_inp_shexp */
+    const char *name;           /* general.architecture */
+    model_layout_t layout;
+    model_part_t attn;          /* attention of every layer (hybrid: of the full-attention layers) */
+    model_part_t attn_linear;   /* hybrid: attention of the other layers */
+    model_part_t router;        /* router of the MoE FFN */
+    model_part_t ffn;           /* FFN of every layer (dense-first: of the layers after the leading ones) */
+    model_part_t ffn_lead;      /* dense-first: FFN of the leading layers */
+    model_expert_ff_default_t expert_ff_default;
 } model_arch_info_t;
 
-/* The architecture called `name` (general.architecture); -1 when Guild does not run it. */
+/* The architecture called `name` (general.architecture); -1 when Guild does not know it. */
 int model_arch_from_name(const char *name, size_t len);
 
 const model_arch_info_t *model_arch_info(model_arch_t arch);
 
-/* "qwen3moe qwen2moe llama olmoe": for error messages. */
+/* "qwen3moe, qwen2moe, ...": the architectures whose every part is implemented, for error messages. */
 const char *model_arch_list(void);
 
 #endif

@@ -1,17 +1,18 @@
-/* core/model/config.h — a model's hyper-parameters, read from GGUF metadata (ARCH = general.architecture).
+/* core/model/config.h — a model's hyper-parameters and parts, read from GGUF metadata (ARCH =
+ * general.architecture).
  *
- * Keys and defaults follow llama.cpp: ARCH.block_count, .context_length, .embedding_length,
- * .feed_forward_length, .attention.head_count, .attention.head_count_kv (default head_count),
- * .attention.key_length / .value_length (default n_embd / n_head), .attention.layer_norm_rms_epsilon,
- * .rope.freq_base (default 10000), .rope.dimension_count (default head_dim), .rope.scaling.* (none, linear,
- * yarn), .expert_count, .expert_used_count, .expert_feed_forward_length (default: qwen*: feed_forward_length /
- * expert_used_count; llama, olmoe: feed_forward_length), .expert_shared_feed_forward_length (qwen2moe; default
- * feed_forward_length), .expert_weights_scale (optional), .vocab_size (default: the length of
- * tokenizer.ggml.tokens, else token_embd's rows).
+ * The parts come from the architecture's row (core/model/arch.c). Keys and defaults follow llama.cpp. Every
+ * architecture: ARCH.block_count, .context_length, .embedding_length, .feed_forward_length,
+ * .attention.layer_norm_rms_epsilon, .rope.freq_base (default 10000), .rope.scaling.* (none, linear, yarn),
+ * .vocab_size (default: the length of tokenizer.ggml.tokens, else token_embd's rows); by layout:
+ * .leading_dense_block_count (dense-first), .full_attention_interval (hybrid, default 4). Then each part reads
+ * its own keys, listed in its file: core/model/attn_gqa.c (head counts and sizes, rope.dimension_count),
+ * core/model/ffn_moe.c (expert counts and widths), core/model/router_softmax.c (expert_weights_scale).
  */
 #ifndef GUILD_MODEL_CONFIG_H
 #define GUILD_MODEL_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -27,6 +28,16 @@ typedef enum model_rope_scaling {
 
 typedef struct model_config {
     model_arch_t arch;
+    /* the parts (core/model/parts.h), copied from the architecture's row; model_layer_parts() picks per layer */
+    model_layout_t layout;
+    model_part_t attn;         /* attention of every layer (hybrid: of the full-attention layers) */
+    model_part_t attn_linear;  /* hybrid: attention of the other layers */
+    model_part_t router;       /* router of the MoE FFNs */
+    model_part_t ffn;          /* FFN of every layer (dense-first: after the leading layers) */
+    model_part_t ffn_lead;     /* dense-first: FFN of the leading layers */
+    int32_t n_layer_dense_lead; /* dense-first: how many leading layers use ffn_lead */
+    int32_t full_attn_interval; /* hybrid: layers il with (il + 1) % this == 0 use attn */
+
     char name[96];             /* general.name, "" when absent (truncated) */
     int32_t file_type;         /* general.file_type, -1 when absent */
 
@@ -40,6 +51,8 @@ typedef struct model_config {
     int32_t n_head_kv;         /* key/value heads (grouped-query attention: n_head % n_head_kv == 0) */
     int32_t head_dim;          /* per head, keys and values alike */
     int32_t n_rot;             /* leading dimensions of each head that RoPE rotates (even, <= head_dim) */
+    bool rope_neox;            /* RoPE rotates pairs (x[i], x[i + n_rot/2]), else (x[2i], x[2i+1]); set by the
+                                  attention part that rotates (attn_gqa.c: option rope neox) */
     float norm_eps;            /* RMSNorm epsilon */
 
     float rope_freq_base;      /* theta base */
@@ -58,8 +71,9 @@ typedef struct model_config {
     float expert_weights_scale; /* multiplies the router weights when not 0 or 1 */
 } model_config_t;
 
-/* Reads the configuration from g. Fails with a message naming the file and the key for an unsupported
- * architecture, a missing or malformed key, or values that are inconsistent or out of Guild's limits. */
+/* Reads the configuration from g. Fails with a message naming the file and the key for an unknown architecture,
+ * a part Guild does not implement (naming the architecture and the part), a missing or malformed key, or
+ * values that are inconsistent or out of Guild's limits. */
 int model_config_load(model_config_t *cfg, const gguf_t *g, guild_err_t *err);
 
 /* Prints the configuration, one "  key = value" per line, after a header line. */

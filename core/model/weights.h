@@ -26,25 +26,29 @@ typedef struct model_tensor {
 } model_tensor_t;
 
 typedef struct model_layer {
+    /* every layer: the pre-norms of its two blocks */
     model_tensor_t attn_norm;      /* [n_embd] f32 */
+    model_tensor_t ffn_norm;       /* [n_embd] f32 */
+    /* attention gqa (core/model/attn_gqa.c) */
     model_tensor_t wq;             /* [n_embd, n_head*head_dim] */
     model_tensor_t wk;             /* [n_embd, n_head_kv*head_dim] */
     model_tensor_t wv;             /* [n_embd, n_head_kv*head_dim] */
-    model_tensor_t bq;             /* [n_head*head_dim] f32, qwen2moe only */
-    model_tensor_t bk;             /* [n_head_kv*head_dim] f32, qwen2moe only */
-    model_tensor_t bv;             /* [n_head_kv*head_dim] f32, qwen2moe only */
-    model_tensor_t q_norm;         /* f32: qwen3moe [head_dim]; olmoe [n_head*head_dim]; else absent */
-    model_tensor_t k_norm;         /* f32: qwen3moe [head_dim]; olmoe [n_head_kv*head_dim]; else absent */
+    model_tensor_t bq;             /* [n_head*head_dim] f32, option qkv bias */
+    model_tensor_t bk;             /* [n_head_kv*head_dim] f32, option qkv bias */
+    model_tensor_t bv;             /* [n_head_kv*head_dim] f32, option qkv bias */
+    model_tensor_t q_norm;         /* f32, option q/k norm: per head [head_dim]; whole vector [n_head*head_dim] */
+    model_tensor_t k_norm;         /* f32, option q/k norm: per head [head_dim]; whole vector [n_head_kv*head_dim] */
     model_tensor_t wo;             /* [n_head*head_dim, n_embd] */
-    model_tensor_t ffn_norm;       /* [n_embd] f32 */
+    /* router softmax-topk (core/model/router_softmax.c) */
     model_tensor_t router;         /* ffn_gate_inp [n_embd, n_expert] */
+    /* FFN moe (core/model/ffn_moe.c) */
     model_tensor_t gate_exps;      /* [n_embd, n_ff_exp, n_expert] */
     model_tensor_t up_exps;        /* [n_embd, n_ff_exp, n_expert] */
     model_tensor_t down_exps;      /* [n_ff_exp, n_embd, n_expert] */
-    model_tensor_t shexp_gate_inp; /* [n_embd] (one output: the shared expert's gate logit), qwen2moe only */
-    model_tensor_t shexp_gate;     /* [n_embd, n_ff_shexp], qwen2moe only */
-    model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], qwen2moe only */
-    model_tensor_t shexp_down;     /* [n_ff_shexp, n_embd], qwen2moe only */
+    model_tensor_t shexp_gate_inp; /* [n_embd] (one output: the shared expert's gate logit), option shared expert */
+    model_tensor_t shexp_gate;     /* [n_embd, n_ff_shexp], option shared expert */
+    model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], option shared expert */
+    model_tensor_t shexp_down;     /* [n_ff_shexp, n_embd], option shared expert */
 } model_layer_t;
 
 typedef struct model_weights {
@@ -57,9 +61,10 @@ typedef struct model_weights {
     int32_t n_layer;
 } model_weights_t;
 
-/* Binds every tensor the configuration needs. Fails with "FILE: tensor NAME: problem" for a missing tensor, a
- * wrong shape (expected and found) or a type that is not supported for that tensor. Tensors the architecture
- * does not use are ignored. On success w->layers is allocated (release with model_weights_fini). */
+/* Binds every tensor the configuration needs: the model's own, and in each layer its norms and the tensors of
+ * its parts (each part binds its own: core/model/part_core.h). Fails with "FILE: tensor NAME: problem" for a
+ * missing tensor, a wrong shape (expected and found) or a type that is not supported for that tensor. Tensors
+ * no part uses are ignored. On success w->layers is allocated (release with model_weights_fini). */
 int model_weights_bind(model_weights_t *w, const gguf_t *g, const model_config_t *cfg, guild_err_t *err);
 
 /* Frees what model_weights_bind allocated; the tensors point into the gguf_t, which the caller owns. */

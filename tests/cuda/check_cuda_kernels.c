@@ -343,6 +343,7 @@ START_TEST(test_rope)
     model_config_t c;
     memset(&c, 0, sizeof c);
     c.arch = _i % 2 == 0 ? MODEL_ARCH_QWEN3MOE : MODEL_ARCH_LLAMA;
+    c.rope_neox = _i % 2 == 0;
     c.head_dim = 128;
     c.n_rot = _i < 2 ? 128 : 64;
     c.rope_freq_base = 1000000.0f;

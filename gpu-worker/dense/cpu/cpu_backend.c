@@ -1,5 +1,5 @@
 /* The CPU backend: buffers, the forward driver (embedding -> layers -> output norm -> LM head) and the KV
- * cache bookkeeping. The layer itself is in cpu_layer.c. */
+ * cache bookkeeping. The layer program is in cpu_layer.c, its parts in the files cpu_parts.h names. */
 #include "gpu-worker/dense/cpu/cpu_backend.h"
 
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 
 #include "core/quant/quant.h"
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
+#include "gpu-worker/dense/cpu/cpu_parts.h"
 #include "gpu-worker/dense/cpu/cpu_state.h"
 
 static void cpu_destroy(backend_t *base)
@@ -82,6 +83,10 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
                              opt->n_batch);
     if (!opt->pool || !opt->moe)
         return guild_err_set(err, "cpu backend: a thread pool and a routed-expert executor are required");
+    model_part_support_t parts;
+    cpu_parts_support(&parts);
+    if (model_parts_check(c, &parts, "cpu backend", err) < 0)
+        return -1;
     cpu_backend_t *b = calloc(1, sizeof *b);
     if (!b)
         return guild_err_set(err, "cpu backend: out of memory");

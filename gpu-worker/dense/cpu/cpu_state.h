@@ -1,5 +1,6 @@
 /* gpu-worker/dense/cpu/cpu_state.h — internal: the CPU backend's state, shared by its forward driver
- * (cpu_backend.c) and its layer program (cpu_layer.c). Every buffer holds up to n_batch tokens' rows. */
+ * (cpu_backend.c), its layer program (cpu_layer.c) and the parts that program is made of (cpu_parts.h). Every
+ * buffer holds up to n_batch tokens' rows. */
 #ifndef GUILD_GPU_WORKER_CPU_STATE_H
 #define GUILD_GPU_WORKER_CPU_STATE_H
 

@@ -11,9 +11,8 @@ static double yarn_corr_dim(int32_t n_dims, int32_t n_ctx_orig, double n_turns, 
 
 int cpu_rope_init(cpu_rope_t *r, const model_config_t *c, const float *freq_factors)
 {
-    const model_arch_info_t *info = model_arch_info(c->arch);
     r->n_rot = c->n_rot;
-    r->neox = info->rope == MODEL_ROPE_NEOX;
+    r->neox = c->rope_neox;
     r->inv_freq = malloc((size_t)(c->n_rot / 2) * sizeof *r->inv_freq);
     if (!r->inv_freq)
         return -1;

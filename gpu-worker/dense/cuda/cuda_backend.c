@@ -1,5 +1,6 @@
 /* The CUDA backend ("cuda"): device buffers, the forward driver (embedding -> layers -> output norm -> LM head)
- * and the KV cache bookkeeping; the layer itself is in cuda_layer.c, the kernels behind cuda_kernels.h.
+ * and the KV cache bookkeeping; the layer program is in cuda_layer.c, its parts in the files cuda_parts.h names,
+ * the kernels behind cuda_kernels.h.
  *
  * One stream carries the whole forward pass. The routed experts go through a cuda_moe_t bridge (cuda_moe.h):
  * resident on the device under the memory plan (gpu-worker/dense/gpu_plan.h), else to the CPU workers through the
@@ -24,6 +25,7 @@
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_parts.h"
 #include "gpu-worker/dense/cuda/cuda_stage.h"
 #include "gpu-worker/dense/cuda/cuda_state.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
@@ -326,7 +328,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
                              opt->n_batch);
     if (!opt->moe)
         return guild_err_set(err, "cuda backend: a routed-expert executor is required");
-    if (check_shapes(c, err) < 0)
+    model_part_support_t parts;
+    cuda_parts_support(&parts);
+    if (model_parts_check(c, &parts, "cuda backend", err) < 0 || check_shapes(c, err) < 0)
         return -1;
     char why[256];
     if (cuda_device_count(why, sizeof why) < 1)

@@ -1,5 +1,6 @@
 /* gpu-worker/dense/cuda/cuda_state.h — internal: the CUDA backend's state, shared by its forward driver
- * (cuda_backend.c), its weight upload (cuda_weights.c) and its layer program (cuda_layer.c). Device buffers
+ * (cuda_backend.c), its weight upload (cuda_weights.c), its layer program (cuda_layer.c) and the parts that
+ * program is made of (cuda_parts.h). Device buffers
  * hold up to n_batch tokens' rows, like the CPU backend's (gpu-worker/dense/cpu/cpu_state.h). */
 #ifndef GUILD_GPU_WORKER_CUDA_STATE_H
 #define GUILD_GPU_WORKER_CUDA_STATE_H

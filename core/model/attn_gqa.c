@@ -1,0 +1,71 @@
+/* The core of GQA attention (MODEL_ATTN_GQA): its metadata keys and its tensors.
+ *
+ * Keys: ARCH.attention.head_count, .attention.head_count_kv (default head_count), .attention.key_length and
+ * .value_length (default n_embd / head_count; Guild needs them equal), .rope.dimension_count (default the head
+ * size; below it only with MODEL_GQA_ROPE_PARTIAL).
+ * Tensors of layer L: blk.L.attn_q/k/v.weight, attn_output.weight; attn_q/k/v.bias (MODEL_GQA_QKV_BIAS);
+ * attn_q_norm/attn_k_norm.weight (MODEL_GQA_QK_NORM_HEAD: [head_dim]; MODEL_GQA_QK_NORM_FULL: the whole width).
+ */
+#include "core/model/part_core.h"
+
+static int gqa_read_config(model_config_t *c, const model_keys_t *k, const model_part_t *p)
+{
+    const char *path = gguf_path(k->g);
+    guild_err_t *err = k->err;
+    if (model_key_i32(k, "attention.head_count", &c->n_head, true, 0, 1, MODEL_MAX_HEADS) < 0 ||
+        model_key_i32(k, "attention.head_count_kv", &c->n_head_kv, false, c->n_head, 1, MODEL_MAX_HEADS) < 0)
+        return -1;
+    int32_t head_dim_def = c->n_embd / c->n_head, head_dim_v;
+    if (model_key_i32(k, "attention.key_length", &c->head_dim, false, head_dim_def, 1, MODEL_MAX_WIDTH) < 0 ||
+        model_key_i32(k, "attention.value_length", &head_dim_v, false, c->head_dim, 1, MODEL_MAX_WIDTH) < 0)
+        return -1;
+    if (head_dim_v != c->head_dim)
+        return guild_err_set(err, "%s: key_length %d != value_length %d is not supported", path, c->head_dim,
+                             head_dim_v);
+    if (c->n_head % c->n_head_kv)
+        return guild_err_set(err, "%s: head_count %d is not a multiple of head_count_kv %d", path, c->n_head,
+                             c->n_head_kv);
+    if ((int64_t)c->n_head * c->head_dim > MODEL_MAX_WIDTH)
+        return guild_err_set(err, "%s: head_count * key_length = %lld is too large", path,
+                             (long long)c->n_head * c->head_dim);
+    if (model_key_i32(k, "rope.dimension_count", &c->n_rot, false, c->head_dim, 2, MODEL_MAX_WIDTH) < 0)
+        return -1;
+    if (c->n_rot % 2 || c->n_rot > c->head_dim)
+        return guild_err_set(err, "%s: rope.dimension_count %d must be even and <= the head size %d", path,
+                             c->n_rot, c->head_dim);
+    if (!(p->opts & MODEL_GQA_ROPE_PARTIAL) && c->n_rot != c->head_dim)
+        return guild_err_set(err, "%s: %s needs rope.dimension_count (%d) == the head size (%d)", path, k->arch,
+                             c->n_rot, c->head_dim);
+    c->rope_neox = p->opts & MODEL_GQA_ROPE_NEOX;
+    return 0;
+}
+
+static int gqa_bind(model_layer_t *L, const model_binder_t *b, const model_part_t *p)
+{
+    const model_config_t *c = b->c;
+    const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    if (model_bind(&L->wq, b, "attn_q.weight", MODEL_TENSOR_MATRIX, true, 2, E, Q, 1) ||
+        model_bind(&L->wk, b, "attn_k.weight", MODEL_TENSOR_MATRIX, true, 2, E, KV, 1) ||
+        model_bind(&L->wv, b, "attn_v.weight", MODEL_TENSOR_MATRIX, true, 2, E, KV, 1) ||
+        model_bind(&L->wo, b, "attn_output.weight", MODEL_TENSOR_MATRIX, true, 2, Q, E, 1))
+        return -1;
+    if ((p->opts & MODEL_GQA_QKV_BIAS) &&
+        (model_bind(&L->bq, b, "attn_q.bias", MODEL_TENSOR_F32, true, 1, Q, 1, 1) ||
+         model_bind(&L->bk, b, "attn_k.bias", MODEL_TENSOR_F32, true, 1, KV, 1, 1) ||
+         model_bind(&L->bv, b, "attn_v.bias", MODEL_TENSOR_F32, true, 1, KV, 1, 1)))
+        return -1;
+    if (p->opts & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL)) {
+        const bool head = p->opts & MODEL_GQA_QK_NORM_HEAD;
+        if (model_bind(&L->q_norm, b, "attn_q_norm.weight", MODEL_TENSOR_F32, true, 1, head ? HD : Q, 1, 1) ||
+            model_bind(&L->k_norm, b, "attn_k_norm.weight", MODEL_TENSOR_F32, true, 1, head ? HD : KV, 1, 1))
+            return -1;
+    }
+    return 0;
+}
+
+const model_part_core_t model_attn_gqa_core = {
+    .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
+            MODEL_GQA_QK_NORM_FULL,
+    .read_config = gqa_read_config,
+    .bind = gqa_bind,
+};

@@ -1,0 +1,32 @@
+/* core/model/part_core.h — internal to core/model: what the core does for one part kind, its metadata keys
+ * and its tensors. One instance per implemented kind, in the file named after the kind (attn_gqa.c,
+ * router_softmax.c, ffn_moe.c); parts.c indexes them by family and kind. */
+#ifndef GUILD_MODEL_PART_CORE_H
+#define GUILD_MODEL_PART_CORE_H
+
+#include "core/model/bind.h"
+#include "core/model/config.h"
+#include "core/model/keys.h"
+#include "core/model/parts.h"
+#include "core/model/weights.h"
+
+typedef struct model_part_core {
+    uint32_t opts; /* the options whose keys and tensors it reads */
+    /* Reads the part's keys into c (p: the part, one of c's). Called once per model for each part some layer
+     * uses, after the keys every part shares (core/model/config.c) and in the order attention, FFN, router. */
+    int (*read_config)(model_config_t *c, const model_keys_t *k, const model_part_t *p);
+    /* Binds the part's tensors of layer b->layer into L. */
+    int (*bind)(model_layer_t *L, const model_binder_t *b, const model_part_t *p);
+} model_part_core_t;
+
+extern const model_part_core_t model_attn_gqa_core;       /* attn_gqa.c */
+extern const model_part_core_t model_router_softmax_core; /* router_softmax.c */
+extern const model_part_core_t model_ffn_moe_core;        /* ffn_moe.c */
+
+/* The core's implementation of a kind; NULL when there is none. */
+const model_part_core_t *model_part_core(model_part_family_t family, int32_t kind);
+
+/* What the core implements, for model_parts_check. */
+void model_part_core_support(model_part_support_t *s);
+
+#endif

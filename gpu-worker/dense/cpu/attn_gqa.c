@@ -1,0 +1,125 @@
+/* GQA attention (MODEL_ATTN_GQA) on the CPU backend, for the n rows of a batch:
+ *
+ *   q,k,v = wq xn (+ bq), wk xn (+ bk), wv xn (+ bv)            (option qkv bias)
+ *   q,k   = RMSNorm per head or of the whole vector              (options q/k norm), then RoPE
+ *   k,v   -> the KV cache at the row's position
+ *   att   = softmax(q k^T / sqrt(head_dim)) v over positions 0..pos (query head h uses KV head
+ *           h / (n_head / n_head_kv)), for the kept rows only
+ *   x    += wo att
+ */
+#include <math.h>
+#include <string.h>
+
+#include "gpu-worker/dense/cpu/cpu_matmul.h"
+#include "gpu-worker/dense/cpu/cpu_parts.h"
+
+typedef struct gqa_job {
+    cpu_backend_t *b;
+    const model_layer_t *L;
+    uint32_t opts;
+    int32_t il;
+} gqa_job_t;
+
+static void add_bias(float *x, const model_tensor_t *bias, int64_t n)
+{
+    const float *b = bias->data;
+    for (int64_t i = 0; i < n; i++)
+        x[i] += b[i];
+}
+
+/* Biases, Q/K norms, RoPE, and the K/V of token t into the cache. */
+static void qk_prepare_task(void *ctx, int64_t t, int thread)
+{
+    gqa_job_t *j = ctx;
+    cpu_backend_t *b = j->b;
+    const model_config_t *c = b->cfg;
+    const model_layer_t *L = j->L;
+    const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    float *q = b->q + t * Q, *k = b->k + t * KV, *v = b->v + t * KV;
+    (void)thread;
+    if (j->opts & MODEL_GQA_QKV_BIAS) {
+        add_bias(q, &L->bq, Q);
+        add_bias(k, &L->bk, KV);
+        add_bias(v, &L->bv, KV);
+    }
+    if (j->opts & MODEL_GQA_QK_NORM_HEAD) {
+        for (int32_t h = 0; h < c->n_head; h++)
+            cpu_rmsnorm(q + h * HD, q + h * HD, L->q_norm.data, HD, c->norm_eps);
+        for (int32_t h = 0; h < c->n_head_kv; h++)
+            cpu_rmsnorm(k + h * HD, k + h * HD, L->k_norm.data, HD, c->norm_eps);
+    } else if (j->opts & MODEL_GQA_QK_NORM_FULL) {
+        cpu_rmsnorm(q, q, L->q_norm.data, Q, c->norm_eps);
+        cpu_rmsnorm(k, k, L->k_norm.data, KV, c->norm_eps);
+    }
+    const float *cs = b->rope_cs + t * c->n_rot;
+    cpu_rope_apply(&b->rope, q, c->n_head, c->head_dim, cs);
+    cpu_rope_apply(&b->rope, k, c->n_head_kv, c->head_dim, cs);
+    const int64_t pos = b->kv_len + t;
+    const size_t cell = ((size_t)j->il * (size_t)b->n_ctx + (size_t)pos) * (size_t)KV;
+    memcpy(b->k_cache + cell, k, (size_t)KV * sizeof *k);
+    memcpy(b->v_cache + cell, v, (size_t)KV * sizeof *v);
+}
+
+/* task = t * n_head + h */
+static void attention_task(void *ctx, int64_t task, int thread)
+{
+    gqa_job_t *j = ctx;
+    cpu_backend_t *b = j->b;
+    const model_config_t *c = b->cfg;
+    const int64_t t = task / c->n_head;
+    const int32_t h = (int32_t)(task % c->n_head);
+    const int32_t hkv = h / (c->n_head / c->n_head_kv);
+    const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    const size_t layer0 = (size_t)j->il * (size_t)b->n_ctx * (size_t)KV;
+    cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_cache + layer0 + hkv * HD,
+                       b->v_cache + layer0 + hkv * HD, KV, b->row_pos[t] + 1, c->head_dim,
+                       1.0f / sqrtf((float)c->head_dim), b->scores + (size_t)thread * (size_t)b->n_ctx);
+}
+
+static void residual_task(void *ctx, int64_t t, int thread)
+{
+    gqa_job_t *j = ctx;
+    const int64_t E = j->b->cfg->n_embd;
+    float *x = j->b->x + t * E;
+    const float *p = j->b->proj + t * E;
+    (void)thread;
+    for (int64_t i = 0; i < E; i++)
+        x[i] = p[i] + x[i];
+}
+
+static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int32_t n, const int32_t *keep,
+                       int32_t n_keep, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const model_layer_t *L = &b->w->layers[il];
+    const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    gqa_job_t j = {b, L, p->opts, il};
+    guild_pool_t *pool = b->pool;
+    (void)err;
+
+    cpu_linear(pool, &L->wq, 0, Q, n, b->xn, E, b->q, Q, b->act);
+    cpu_linear(pool, &L->wk, 0, KV, n, b->xn, E, b->k, KV, b->act);
+    cpu_linear(pool, &L->wv, 0, KV, n, b->xn, E, b->v, KV, b->act);
+    guild_pool_run(pool, n, qk_prepare_task, &j);
+    for (int32_t t = 0; t < n; t++)
+        b->row_pos[t] = b->kv_len + t;
+    if (keep) {
+        /* att is free until the attention below writes it */
+        cpu_gather_rows(b->q, Q, keep, n_keep, b->att);
+        for (int32_t t = 0; t < n_keep; t++)
+            b->row_pos[t] = b->kv_len + keep[t];
+        n = n_keep;
+        if (n == 0)
+            return 0;
+    }
+    guild_pool_run(pool, (int64_t)n * c->n_head, attention_task, &j);
+    cpu_linear(pool, &L->wo, 0, E, n, b->att, Q, b->proj, E, b->act);
+    guild_pool_run(pool, n, residual_task, &j);
+    return 0;
+}
+
+const cpu_attn_part_t cpu_attn_gqa = {
+    .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
+            MODEL_GQA_QK_NORM_FULL,
+    .forward = gqa_forward,
+};

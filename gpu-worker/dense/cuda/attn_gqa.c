@@ -1,0 +1,85 @@
+/* GQA attention (MODEL_ATTN_GQA) on the CUDA backend: gpu-worker/dense/cpu/attn_gqa.c step for step, each step
+ * one kernel on the backend's stream.
+ *
+ *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16 or F32)
+ *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch)
+ *   x += wo att
+ */
+#include <math.h>
+
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_parts.h"
+
+/* Batches up to this many rows use the decode attention kernel (keys split across blocks); captured graphs
+ * (CUDA_GRAPH_ROWS) rely on it reading the cache length from the device. */
+#define DECODE_ROWS 4
+_Static_assert(CUDA_GRAPH_ROWS <= DECODE_ROWS, "graphs capture only the decode attention kernel");
+
+/* Biases, Q/K norms, RoPE, and the K/V rows into the cache (qk_prepare_task of the CPU backend). */
+static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, int32_t il, int32_t n,
+                      guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    cudaStream_t s = b->stream;
+    if ((opts & MODEL_GQA_QKV_BIAS) && (cuda_add_bias(b->q, Q, L->bq.d, Q, n, s, err) < 0 ||
+                                        cuda_add_bias(b->k, KV, L->bk.d, KV, n, s, err) < 0 ||
+                                        cuda_add_bias(b->v, KV, L->bv.d, KV, n, s, err) < 0))
+        return -1;
+    const bool neox = c->rope_neox;
+    const bool norm_head = opts & MODEL_GQA_QK_NORM_HEAD, norm_full = opts & MODEL_GQA_QK_NORM_FULL;
+    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
+    if (!norm_full && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
+        return cuda_qk_prepare(b->q, b->k, b->v, n, c->n_head, c->n_head_kv, c->head_dim,
+                               norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL, c->norm_eps, c->n_rot,
+                               neox, b->rope_cs, b->d_pos, b->kv_type, (char *)b->k_cache + layer0,
+                               (char *)b->v_cache + layer0, s, err);
+    if (norm_head) {
+        if (cuda_rmsnorm(b->q, HD, b->q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
+            cuda_rmsnorm(b->k, HD, b->k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)
+            return -1;
+    } else if (norm_full) {
+        if (cuda_rmsnorm(b->q, Q, b->q, Q, NULL, L->q_norm.d, Q, n, c->norm_eps, s, err) < 0 ||
+            cuda_rmsnorm(b->k, KV, b->k, KV, NULL, L->k_norm.d, KV, n, c->norm_eps, s, err) < 0)
+            return -1;
+    }
+    /* positions from the device (b->d_pos): a captured graph replays at any cache length */
+    if (cuda_rope_dyn(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
+        cuda_rope_dyn(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
+        cuda_kv_store_dyn(b->kv_type, (char *)b->k_cache + layer0, (char *)b->v_cache + layer0, b->k, b->v, KV, n,
+                          b->d_pos, s, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const cuda_layer_t *L = &b->layers[il];
+    const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    cudaStream_t s = b->stream;
+
+    if (cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0 ||
+        cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
+        cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0 || qk_prepare(b, L, p->opts, il, n, err) < 0)
+        return -1;
+    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
+    const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
+    const int rc = n <= DECODE_ROWS
+                       ? cuda_attention_decode_dyn(b->att, b->q, b->kv_type, kc, vc, n, b->d_pos, b->n_ctx - n,
+                                                   c->n_head, c->n_head_kv, c->head_dim, scale, b->attn_scratch,
+                                                   b->attn_scratch_bytes, s, err)
+                       : cuda_attention_prefill(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
+                                                c->n_head_kv, c->head_dim, scale, s, err);
+    if (rc < 0 || cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0 ||
+        cuda_add(b->x, b->proj, (int64_t)n * E, s, err) < 0)
+        return -1;
+    return 0;
+}
+
+const cuda_attn_part_t cuda_attn_gqa = {
+    .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
+            MODEL_GQA_QK_NORM_FULL,
+    .forward = gqa_forward,
+};

@@ -1,0 +1,36 @@
+/* The MoE FFN (MODEL_FFN_MOE) on the CUDA backend (gpu-worker/dense/cpu/ffn_moe.c step for step): the router
+ * part's choice; the routed experts submitted to the cuda_moe_t bridge; the shared expert (option) meanwhile;
+ * the experts' outputs collected; x += sum over slots in order of w * y [+ sigmoid(gate) * shared]. */
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_parts.h"
+
+static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const cuda_layer_t *L = &b->layers[il];
+    const int64_t E = c->n_embd;
+    const int32_t K = c->n_expert_used;
+    const bool shared = lp->ffn->opts & MODEL_FFN_SHEXP_GATED;
+    cudaStream_t s = b->stream;
+    if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
+        b->moe->ops->submit(b->moe, il, n, b->xn, b->ids, s, err) < 0)
+        return -1;
+    if (shared) {
+        const int64_t F = c->n_ff_shexp;
+        if (cuda_linear(b, &L->shexp_gate_inp, b->xn, E, n, b->sh_logit, 1, true, err) < 0 ||
+            cuda_linear(b, &L->shexp_gate, b->xn, E, n, b->sh_gate, F, true, err) < 0 ||
+            cuda_linear(b, &L->shexp_up, b->xn, E, n, b->sh_up, F, true, err) < 0 ||
+            cuda_swiglu(b->sh_gate, b->sh_up, (int64_t)n * F, s, err) < 0 ||
+            cuda_linear(b, &L->shexp_down, b->sh_gate, F, n, b->proj, E, false, err) < 0)
+            return -1;
+    }
+    const float *y = NULL;
+    if (b->moe->ops->collect(b->moe, &y, s, err) < 0)
+        return guild_err_prefix(err, "routed experts: ");
+    return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, b->sh_logit, n, K, E, s, err);
+}
+
+const cuda_ffn_part_t cuda_ffn_moe = {
+    .opts = MODEL_FFN_SHEXP_GATED,
+    .forward = moe_forward,
+};
