@@ -177,6 +177,8 @@ START_TEST(test_cli_errors)
                  "x.gguf");
     EXPECT_ERROR("mixtral: --ff 100 must equal --expert-ff 64", "--arch", "mixtral", "--expert-ff", "64", "--ff",
                  "100", "-o", "x.gguf");
+    EXPECT_ERROR("olmoe: --ff 100 must equal --expert-ff 64 (olmoe's experts take their size from "
+                 "olmoe.feed_forward_length)", "--arch", "olmoe", "--expert-ff", "64", "--ff", "100", "-o", "x.gguf");
     EXPECT_ERROR("--threads 0", "--threads", "0", "-o", "x.gguf");
     EXPECT_ERROR("--seed -1: must not be negative", "--seed", "-1", "-o", "x.gguf");
     EXPECT_ERROR("--tie-embeddings takes no value", "--tie-embeddings=1", "-o", "x.gguf");

@@ -280,11 +280,11 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         return guild_err_set(err, "give either --type or --recipe, not both");
     if (vocab_given && cfg->vocab_from[0])
         return guild_err_set(err, "give either --vocab or --vocab-from, not both (--vocab-from sets the size)");
-    if ((cfg->arch == MKMODEL_ARCH_MIXTRAL || cfg->arch == MKMODEL_ARCH_OLMOE) && !ff_given)
+    if (mkmodel_arch_info(cfg->arch)->expert_ff_default == MODEL_EXPERT_FF_IS_FF && !ff_given)
         cfg->n_ff = cfg->n_ff_exp;
-    if (cfg->arch == MKMODEL_ARCH_QWEN2MOE && !shared_given && cfg->n_ff_shexp == 0)
+    if (mkmodel_arch_has_shexp(cfg->arch) && !shared_given && cfg->n_ff_shexp == 0)
         cfg->n_ff_shexp = cfg->n_ff;
-    if (cfg->arch != MKMODEL_ARCH_QWEN2MOE && cfg->n_ff_shexp != 0) {
+    if (!mkmodel_arch_has_shexp(cfg->arch) && cfg->n_ff_shexp != 0) {
         if (shared_given)
             guild_log(GUILD_LOG_WARN, "--shared-ff ignored: %s has no shared expert", mkmodel_arch_cli_name(cfg->arch));
         cfg->n_ff_shexp = 0;

@@ -4,7 +4,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/model/config.h"
 #include "core/quant/types.h"
+#include "tools/mkmodel/plan.h"
 
 /* One row per preset; the real models' numbers come from their Hugging Face config.json files. */
 typedef struct preset_row {
@@ -39,16 +41,30 @@ static const preset_row_t preset_rows[] = {
 
 #define N_PRESETS (sizeof preset_rows / sizeof *preset_rows)
 
-static const char *arch_cli[] = {"qwen3moe", "qwen2moe", "mixtral", "olmoe"};
-static const char *arch_gguf[] = {"qwen3moe", "qwen2moe", "llama", "olmoe"};
+/* The CLI spelling of each architecture and the core's row of it. */
+static const struct {
+    const char *cli;
+    model_arch_t arch;
+} arch_rows[MKMODEL_ARCH_COUNT] = {
+    [MKMODEL_ARCH_QWEN3MOE] = {"qwen3moe", MODEL_ARCH_QWEN3MOE},
+    [MKMODEL_ARCH_QWEN2MOE] = {"qwen2moe", MODEL_ARCH_QWEN2MOE},
+    [MKMODEL_ARCH_MIXTRAL] = {"mixtral", MODEL_ARCH_LLAMA},
+    [MKMODEL_ARCH_OLMOE] = {"olmoe", MODEL_ARCH_OLMOE},
+};
 
-const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch) { return arch_gguf[arch]; }
-const char *mkmodel_arch_cli_name(mkmodel_arch_t arch) { return arch_cli[arch]; }
+const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch) { return model_arch_info(arch_rows[arch].arch); }
+const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch) { return mkmodel_arch_info(arch)->name; }
+const char *mkmodel_arch_cli_name(mkmodel_arch_t arch) { return arch_rows[arch].cli; }
+
+bool mkmodel_arch_has_shexp(mkmodel_arch_t arch)
+{
+    return mkmodel_arch_info(arch)->ffn.opts & MODEL_FFN_SHEXP_GATED;
+}
 
 int mkmodel_arch_from_name(const char *name)
 {
-    for (int a = 0; a < 4; a++)
-        if (!strcasecmp(name, arch_cli[a]))
+    for (int a = 0; a < MKMODEL_ARCH_COUNT; a++)
+        if (!strcasecmp(name, arch_rows[a].cli))
             return a;
     return -1;
 }
@@ -142,15 +158,29 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
     if (c->n_expert_used > c->n_expert)
         return guild_err_set(err, "--experts-used %lld is more than --experts %lld", (long long)c->n_expert_used,
                              (long long)c->n_expert);
-    if (c->arch == MKMODEL_ARCH_QWEN2MOE && c->n_ff_shexp < 1)
-        return guild_err_set(err, "qwen2moe needs a shared expert: --shared-ff must be at least 1");
-    if (c->arch != MKMODEL_ARCH_QWEN2MOE && c->n_ff_shexp != 0)
-        return guild_err_set(err, "--shared-ff %lld: only qwen2moe has a shared expert (%s has none)",
-                             (long long)c->n_ff_shexp, mkmodel_arch_cli_name(c->arch));
-    if (c->arch == MKMODEL_ARCH_MIXTRAL && c->n_ff != c->n_ff_exp)
-        return guild_err_set(err, "mixtral: --ff %lld must equal --expert-ff %lld (llama's experts take their size "
-                                  "from llama.feed_forward_length)",
-                             (long long)c->n_ff, (long long)c->n_ff_exp);
+    const model_arch_info_t *info = mkmodel_arch_info(c->arch);
+    const char *arch = mkmodel_arch_cli_name(c->arch);
+    model_config_t parts; /* the row's parts, as the core would load them, checked against what mkmodel writes */
+    memset(&parts, 0, sizeof parts);
+    parts.arch = arch_rows[c->arch].arch;
+    parts.n_layer = 1;
+    parts.attn = info->attn;
+    parts.router = info->router;
+    parts.ffn = info->ffn;
+    model_part_support_t support;
+    mkmodel_plan_support(&support);
+    if (info->layout != MODEL_LAYOUT_UNIFORM)
+        return guild_err_set(err, "guild-mkmodel: architecture %s: layers of several kinds are not written yet", arch);
+    if (model_parts_check(&parts, &support, "guild-mkmodel", err) < 0)
+        return -1;
+    if (mkmodel_arch_has_shexp(c->arch) && c->n_ff_shexp < 1)
+        return guild_err_set(err, "%s needs a shared expert: --shared-ff must be at least 1", arch);
+    if (!mkmodel_arch_has_shexp(c->arch) && c->n_ff_shexp != 0)
+        return guild_err_set(err, "--shared-ff %lld: %s has no shared expert", (long long)c->n_ff_shexp, arch);
+    if (info->expert_ff_default == MODEL_EXPERT_FF_IS_FF && c->n_ff != c->n_ff_exp)
+        return guild_err_set(err, "%s: --ff %lld must equal --expert-ff %lld (%s's experts take their size from "
+                                  "%s.feed_forward_length)",
+                             arch, (long long)c->n_ff, (long long)c->n_ff_exp, info->name, info->name);
     if (!(c->rope_freq_base > 0))
         return guild_err_set(err, "--rope-base %g: must be positive", c->rope_freq_base);
     if (!(c->rms_eps > 0 && c->rms_eps < 1))

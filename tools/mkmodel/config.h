@@ -9,13 +9,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/model/arch.h"
 #include "core/util/err.h"
 
+/* The architectures guild-mkmodel writes, each a row of the core's table (core/model/arch.c) whose parts say
+ * which keys and tensors the file has (model.c, plan.c). */
 typedef enum mkmodel_arch {
     MKMODEL_ARCH_QWEN3MOE,
     MKMODEL_ARCH_QWEN2MOE,
     MKMODEL_ARCH_MIXTRAL, /* GGUF architecture "llama" with experts */
     MKMODEL_ARCH_OLMOE,
+    MKMODEL_ARCH_COUNT
 } mkmodel_arch_t;
 
 /* How tensor types are chosen: one type for every matrix, or llama.cpp's Q4_K_M mix (tools/mkmodel/recipe.h). */
@@ -67,6 +71,12 @@ const char *mkmodel_preset_description(int i);
  * untouched). Fails with a message listing the presets when the name is unknown. */
 int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *err);
 
+/* The core's row of the architecture: its GGUF name and its parts. */
+const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch);
+
+/* Whether the architecture has a shared expert (its MoE FFN's option), so that --shared-ff applies. */
+bool mkmodel_arch_has_shexp(mkmodel_arch_t arch);
+
 /* GGUF architecture name ("qwen3moe", "qwen2moe", "llama", "olmoe") and the CLI spelling ("mixtral" for llama). */
 const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch);
 const char *mkmodel_arch_cli_name(mkmodel_arch_t arch);
@@ -74,8 +84,8 @@ const char *mkmodel_arch_cli_name(mkmodel_arch_t arch);
 int mkmodel_arch_from_name(const char *name);
 
 /* Checks the shape for consistency (head counts divide, head_dim even for RoPE, top-k within the experts, the
- * shared expert only on qwen2moe, mixtral's feed_forward_length = expert size, types usable for weights, sizes
- * that cannot overflow). Returns -1 with a message naming the flag(s) on the first problem. */
+ * shared expert only where the architecture has one, feed_forward_length = expert size where the architecture
+ * takes the experts' size from it (mixtral, olmoe), types usable for weights, sizes that cannot overflow). Returns -1 with a message naming the flag(s) on the first problem. */
 int mkmodel_config_validate(const mkmodel_config_t *cfg, guild_err_t *err);
 
 #endif

@@ -78,9 +78,43 @@ static int copy_vocab(gguf_writer_t *w, const gguf_t *g, guild_err_t *err)
     return 0;
 }
 
+/* The keys of each part kind the architecture's row names (core/model/KIND.c reads them back). */
+typedef void (*part_keys_fn)(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch);
+
+static void gqa_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
+{
+    char k[128];
+    (void)p;
+#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
+    gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+}
+
+static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
+{
+    char k[128];
+    gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
+    gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)c->n_expert_used);
+    /* llama (Mixtral) and olmoe take their experts' size from feed_forward_length (as their converters write
+     * it, and mkmodel_config_validate keeps the two equal); the Qwen MoE archs have a separate key and keep the
+     * dense size in feed_forward_length. */
+    if (mkmodel_arch_info(c->arch)->expert_ff_default != MODEL_EXPERT_FF_IS_FF)
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->n_ff_exp);
+    if (p->opts & MODEL_FFN_SHEXP_GATED)
+        gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp);
+#undef KEY
+}
+
+static const part_keys_fn attn_keys[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = gqa_keys};
+static const part_keys_fn ffn_keys[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = moe_keys};
+
 static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_vocab)
 {
-    const char *arch = mkmodel_arch_gguf_name(c->arch);
+    const model_arch_info_t *info = mkmodel_arch_info(c->arch);
+    const char *arch = info->name;
     char k[128];
 #define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
     gguf_writer_set_str(w, "general.architecture", arch);
@@ -91,24 +125,13 @@ static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_v
     gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)c->n_layer);
     gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)c->n_ctx);
     gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
-    /* llama (Mixtral) and olmoe take their experts' size from feed_forward_length (as their converters write
-     * it); the Qwen MoE archs have a separate key and keep the dense size here. */
-    bool ff_is_expert = c->arch == MKMODEL_ARCH_MIXTRAL || c->arch == MKMODEL_ARCH_OLMOE;
-    gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(ff_is_expert ? c->n_ff_exp : c->n_ff));
-    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
-    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
-    gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
-    gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
     gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_eps);
     gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)c->rope_freq_base);
-    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
-    gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
-    gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)c->n_expert_used);
-    if (!ff_is_expert)
-        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->n_ff_exp);
-    if (c->arch == MKMODEL_ARCH_QWEN2MOE)
-        gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp);
 #undef KEY
+    /* the router part of these architectures has no keys of its own */
+    attn_keys[info->attn.kind](w, c, &info->attn, arch);
+    ffn_keys[info->ffn.kind](w, c, &info->ffn, arch);
 }
 
 static double now(void)

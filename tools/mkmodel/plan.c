@@ -81,73 +81,111 @@ static int add(mkmodel_plan_t *p, const mkmodel_config_t *cfg, mkmodel_role_t ro
     return 0;
 }
 
+/* The tensors of each part kind the architecture's row names, in file order (core/model/KIND.c binds them). */
+typedef int (*part_plan_fn)(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                            guild_err_t *err);
+
+static int plan_attn_gqa(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                         guild_err_t *err)
+{
+    const int64_t E = c->n_embd, q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
+    const float norm_std = NORM_JITTER;
+    const bool norm_head = part->opts & MODEL_GQA_QK_NORM_HEAD, norm_full = part->opts & MODEL_GQA_QK_NORM_FULL;
+    const float qk_gain = norm_head || norm_full ? 1.0f : QK_GAIN; /* with Q/K norms the gain is in their weights */
+    if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(qk_gain, E), 2, E, q_dim, 1, err, "blk.%lld.attn_q.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(qk_gain, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_k.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_v.weight",
+            (long long)l))
+        return -1;
+    if ((part->opts & MODEL_GQA_QKV_BIAS) &&
+        (add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, q_dim, 1, 1, err, "blk.%lld.attn_q.bias", (long long)l) ||
+         add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, kv_dim, 1, 1, err, "blk.%lld.attn_k.bias", (long long)l) ||
+         add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, kv_dim, 1, 1, err, "blk.%lld.attn_v.bias", (long long)l)))
+        return -1;
+    if (add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, q_dim), 2, q_dim, E, 1, err,
+            "blk.%lld.attn_output.weight", (long long)l))
+        return -1;
+    if ((norm_head || norm_full) &&
+        (add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, norm_head ? c->head_dim : q_dim, 1, 1, err,
+             "blk.%lld.attn_q_norm.weight", (long long)l) ||
+         add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, norm_head ? c->head_dim : kv_dim, 1, 1, err,
+             "blk.%lld.attn_k_norm.weight", (long long)l)))
+        return -1;
+    return 0;
+}
+
+static int plan_router_softmax(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                               guild_err_t *err)
+{
+    (void)part;
+    return add(p, c, MKMODEL_ROLE_ROUTER, l, 0, fan_in_std(ROUTER_GAIN, c->n_embd), 2, c->n_embd, c->n_expert, 1,
+               err, "blk.%lld.ffn_gate_inp.weight", (long long)l);
+}
+
+static int plan_ffn_moe(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                        guild_err_t *err)
+{
+    const int64_t E = c->n_embd, F = c->n_ff_exp, X = c->n_expert;
+    if (add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_gate_exps.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_up_exps.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 3, F, E, X, err,
+            "blk.%lld.ffn_down_exps.weight", (long long)l))
+        return -1;
+    if (part->opts & MODEL_FFN_SHEXP_GATED) {
+        const int64_t S = c->n_ff_shexp;
+        if (add(p, c, MKMODEL_ROLE_SHEXP_GATE, l, 0, fan_in_std(1, E), 1, E, 1, 1, err,
+                "blk.%lld.ffn_gate_inp_shexp.weight", (long long)l) ||
+            add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 2, E, S, 1, err,
+                "blk.%lld.ffn_gate_shexp.weight", (long long)l) ||
+            add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 2, E, S, 1, err, "blk.%lld.ffn_up_shexp.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, S), 2, S, E, 1, err,
+                "blk.%lld.ffn_down_shexp.weight", (long long)l))
+            return -1;
+    }
+    return 0;
+}
+
+void mkmodel_plan_support(model_part_support_t *s)
+{
+    static const uint32_t gqa = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS |
+                                MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL,
+                          softmax = MODEL_ROUTER_RENORM, moe = MODEL_FFN_SHEXP_GATED;
+    memset(s, 0, sizeof *s);
+    model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_GQA, &gqa);
+    model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SOFTMAX_TOPK, &softmax);
+    model_part_support_set(s, MODEL_PART_FFN, MODEL_FFN_MOE, &moe);
+}
+
+static const part_plan_fn attn_plans[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = plan_attn_gqa};
+static const part_plan_fn router_plans[MODEL_ROUTER_KINDS] = {[MODEL_ROUTER_SOFTMAX_TOPK] = plan_router_softmax};
+static const part_plan_fn ffn_plans[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = plan_ffn_moe};
+
 int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_vocab, guild_err_t *err)
 {
     *out = NULL;
     mkmodel_plan_t *p = calloc(1, sizeof *p);
     if (!p)
         return guild_err_set(err, "tensor plan: out of memory");
-    const int64_t E = c->n_embd, q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
+    const model_arch_info_t *info = mkmodel_arch_info(c->arch);
+    const int64_t E = c->n_embd;
     const float norm_std = NORM_JITTER;
-    const bool qk_norm = c->arch == MKMODEL_ARCH_QWEN3MOE || c->arch == MKMODEL_ARCH_OLMOE;
-    const float qk_gain = qk_norm ? 1.0f : QK_GAIN; /* with Q/K norms the gain is in the norm weights */
     /* With tied embeddings token_embd is also the LM head, so it takes the head's scale. */
     float embd_std = c->tie_embeddings ? fan_in_std(LOGIT_STD, E) : EMBD_STD;
     if (add(p, c, MKMODEL_ROLE_TOKEN_EMBD, -1, 0, embd_std, 2, E, n_vocab, 1, err, "token_embd.weight"))
         goto fail;
-    for (int64_t l = 0; l < c->n_layer; l++) {
+    /* every layer: attn_norm, its attention's tensors, ffn_norm, its router's, its FFN's */
+    for (int64_t l = 0; l < c->n_layer; l++)
         if (add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.attn_norm.weight", (long long)l) ||
-            add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(qk_gain, E), 2, E, q_dim, 1, err, "blk.%lld.attn_q.weight",
-                (long long)l) ||
-            add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(qk_gain, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_k.weight",
-                (long long)l) ||
-            add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_v.weight",
-                (long long)l))
+            attn_plans[info->attn.kind](p, c, &info->attn, l, err) ||
+            add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.ffn_norm.weight", (long long)l) ||
+            router_plans[info->router.kind](p, c, &info->router, l, err) ||
+            ffn_plans[info->ffn.kind](p, c, &info->ffn, l, err))
             goto fail;
-        if (c->arch == MKMODEL_ARCH_QWEN2MOE &&
-            (add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, q_dim, 1, 1, err, "blk.%lld.attn_q.bias", (long long)l) ||
-             add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, kv_dim, 1, 1, err, "blk.%lld.attn_k.bias", (long long)l) ||
-             add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, kv_dim, 1, 1, err, "blk.%lld.attn_v.bias", (long long)l)))
-            goto fail;
-        if (add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, q_dim), 2, q_dim, E, 1, err,
-                "blk.%lld.attn_output.weight", (long long)l))
-            goto fail;
-        if (c->arch == MKMODEL_ARCH_QWEN3MOE &&
-            (add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, c->head_dim, 1, 1, err,
-                 "blk.%lld.attn_q_norm.weight", (long long)l) ||
-             add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, c->head_dim, 1, 1, err,
-                 "blk.%lld.attn_k_norm.weight", (long long)l)))
-            goto fail;
-        if (c->arch == MKMODEL_ARCH_OLMOE &&
-            (add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, q_dim, 1, 1, err,
-                 "blk.%lld.attn_q_norm.weight", (long long)l) ||
-             add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, kv_dim, 1, 1, err,
-                 "blk.%lld.attn_k_norm.weight", (long long)l)))
-            goto fail;
-        const int64_t F = c->n_ff_exp, X = c->n_expert;
-        if (add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.ffn_norm.weight", (long long)l) ||
-            add(p, c, MKMODEL_ROLE_ROUTER, l, 0, fan_in_std(ROUTER_GAIN, E), 2, E, X, 1, err,
-                "blk.%lld.ffn_gate_inp.weight", (long long)l) ||
-            add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_gate_exps.weight",
-                (long long)l) ||
-            add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 3, E, F, X, err, "blk.%lld.ffn_up_exps.weight",
-                (long long)l) ||
-            add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 3, F, E, X, err,
-                "blk.%lld.ffn_down_exps.weight", (long long)l))
-            goto fail;
-        if (c->arch == MKMODEL_ARCH_QWEN2MOE) {
-            const int64_t S = c->n_ff_shexp;
-            if (add(p, c, MKMODEL_ROLE_SHEXP_GATE, l, 0, fan_in_std(1, E), 1, E, 1, 1, err,
-                    "blk.%lld.ffn_gate_inp_shexp.weight", (long long)l) ||
-                add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 2, E, S, 1, err,
-                    "blk.%lld.ffn_gate_shexp.weight", (long long)l) ||
-                add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 2, E, S, 1, err, "blk.%lld.ffn_up_shexp.weight",
-                    (long long)l) ||
-                add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, S), 2, S, E, 1, err,
-                    "blk.%lld.ffn_down_shexp.weight", (long long)l))
-                goto fail;
-        }
-    }
     if (add(p, c, MKMODEL_ROLE_NORM, -1, 1, norm_std, 1, E, 1, 1, err, "output_norm.weight"))
         goto fail;
     if (!c->tie_embeddings &&

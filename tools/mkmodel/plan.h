@@ -1,9 +1,10 @@
 /* tools/mkmodel/plan.h — the tensors of a synthetic model: names, shapes, types and how their values are drawn.
  *
- * Names and shapes follow llama.cpp's GGUF conventions for each architecture (notes: model-conventions.md):
- * token_embd, per block attn_norm, attn_q/k/v (+ biases on qwen2moe), attn_output, attn_q_norm/attn_k_norm
- * (qwen3moe per head, olmoe whole vector), ffn_norm, ffn_gate_inp (router), ffn_{gate,up,down}_exps, the
- * qwen2moe shared expert, then output_norm and output (unless embeddings are tied). ne[0] is the innermost
+ * Names and shapes follow llama.cpp's GGUF conventions, per part of the architecture's row (core/model/arch.c;
+ * the core binds them in core/model/KIND.c): token_embd, per block attn_norm, the attention's tensors (gqa:
+ * attn_q/k/v, biases with option qkv bias, attn_output, attn_q_norm/attn_k_norm with a q/k norm option),
+ * ffn_norm, the router's (ffn_gate_inp), the FFN's (moe: ffn_{gate,up,down}_exps, the shared expert with its
+ * option), then output_norm and output (unless embeddings are tied). ne[0] is the innermost
  * (contiguous) dimension; a "row" is ne[0] elements; rows = ne[1] * ne[2].
  */
 #ifndef GUILD_MKMODEL_PLAN_H
@@ -11,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "core/model/parts.h"
 #include "core/quant/types.h"
 #include "core/util/err.h"
 #include "tools/mkmodel/config.h"
@@ -45,6 +47,10 @@ typedef struct mkmodel_tensor {
 } mkmodel_tensor_t;
 
 typedef struct mkmodel_plan mkmodel_plan_t;
+
+/* The part kinds and options whose tensors (here) and keys (model.c) guild-mkmodel writes; an architecture
+ * with another is refused by mkmodel_config_validate. */
+void mkmodel_plan_support(model_part_support_t *s);
 
 /* Lays out every tensor of the model described by cfg (which must have passed mkmodel_config_validate) and
  * chooses types. Fails with a message naming the tensor when a type cannot hold its rows (block size) and no
