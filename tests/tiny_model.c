@@ -102,6 +102,11 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     set_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
     set_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
 
+    /* the tensors of the row's parts (the GQA and MoE ones; any other arch name gets those of a plain one) */
+    const int arch = model_arch_from_name(s->arch, strlen(s->arch));
+    const model_arch_info_t *info = arch >= 0 ? model_arch_info((model_arch_t)arch) : NULL;
+    const uint32_t attn_opts = info && info->attn.kind == MODEL_ATTN_GQA ? info->attn.opts : 0;
+    const uint32_t ffn_opts = info && info->ffn.kind == MODEL_FFN_MOE ? info->ffn.opts : 0;
     builder_t b = {.s = s};
     const uint64_t E = (uint64_t)s->n_embd, Q = (uint64_t)s->n_head * (uint64_t)s->head_dim;
     const uint64_t KV = (uint64_t)s->n_head_kv * (uint64_t)s->head_dim, F = (uint64_t)s->n_ff_exp;
@@ -119,16 +124,16 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
         plan(&b, P("attn_k.weight"), 2, E, KV, 1, ws, true);
         plan(&b, P("attn_v.weight"), 2, E, KV, 1, ws, true);
         plan(&b, P("attn_output.weight"), 2, Q, E, 1, 1.0f / sqrtf((float)Q), true);
-        if (!strcmp(s->arch, "qwen2moe")) {
+        if (attn_opts & MODEL_GQA_QKV_BIAS) {
             plan(&b, P("attn_q.bias"), 1, Q, 1, 1, 0.1f, false);
             plan(&b, P("attn_k.bias"), 1, KV, 1, 1, 0.1f, false);
             plan(&b, P("attn_v.bias"), 1, KV, 1, 1, 0.1f, false);
         }
-        if (!strcmp(s->arch, "qwen3moe")) {
+        if (attn_opts & MODEL_GQA_QK_NORM_HEAD) {
             plan(&b, P("attn_q_norm.weight"), 1, (uint64_t)s->head_dim, 1, 1, 0, false);
             plan(&b, P("attn_k_norm.weight"), 1, (uint64_t)s->head_dim, 1, 1, 0, false);
         }
-        if (!strcmp(s->arch, "olmoe")) {
+        if (attn_opts & MODEL_GQA_QK_NORM_FULL) {
             plan(&b, P("attn_q_norm.weight"), 1, Q, 1, 1, 0, false);
             plan(&b, P("attn_k_norm.weight"), 1, KV, 1, 1, 0, false);
         }
@@ -137,7 +142,7 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
         plan(&b, P("ffn_gate_exps.weight"), 3, E, F, X, ws, true);
         plan(&b, P("ffn_up_exps.weight"), 3, E, F, X, ws, true);
         plan(&b, P("ffn_down_exps.weight"), 3, F, E, X, 1.0f / sqrtf((float)F), true);
-        if (!strcmp(s->arch, "qwen2moe")) {
+        if (ffn_opts & MODEL_FFN_SHEXP_GATED) {
             plan(&b, P("ffn_gate_inp_shexp.weight"), 1, E, 1, 1, ws, true);
             plan(&b, P("ffn_gate_shexp.weight"), 2, E, S, 1, ws, true);
             plan(&b, P("ffn_up_shexp.weight"), 2, E, S, 1, ws, true);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Float64 reference forward pass for the MoE architectures Guild runs: qwen3moe, qwen2moe, llama (Mixtral: llama
-with experts; dense llama too) and olmoe, as llama.cpp defines them (src/models/<arch>.cpp, build_moe_ffn in
-src/llama-graph.cpp, llama_model_rope_type). Independent of Guild's C code: own GGUF reader and dequantizers.
+with experts; dense llama too) and olmoe, each a row of parts (PARTS below), as llama.cpp defines them
+(src/models/<arch>.cpp, build_moe_ffn in src/llama-graph.cpp, llama_model_rope_type). Independent of Guild's C
+code: own GGUF reader and dequantizers.
 
 Everything is computed in float64, except that, by default, the input vector of every matrix product with a
 quantized weight is first quantized to the weight type's dot format (Q8_0 / Q8_1 / Q8_K) exactly as ggml's
@@ -26,7 +27,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dequant_ref import DOT_TYPE, block_mins, dequantize, quantize_activation  # noqa: E402
 from gguf_ref import GGUFError, GGUFFile  # noqa: E402
 
-ARCHS = ("qwen3moe", "qwen2moe", "llama", "olmoe")
+# Each architecture's parts as llama.cpp's graphs have them -- (kind, options) of its attention, router and FFN,
+# written down independently of core/model/arch.c, which names the same parts. A new architecture is a row here;
+# a new kind or option is code in Model below (attention, moe, ...).
+PARTS = {
+    "qwen3moe": {"attn": ("gqa", {"rope_neox", "qk_norm_head"}), "router": ("softmax_topk", {"renorm"}),
+                 "ffn": ("moe", set())},
+    "qwen2moe": {"attn": ("gqa", {"rope_neox", "qkv_bias"}), "router": ("softmax_topk", set()),
+                 "ffn": ("moe", {"shexp_gated"})},
+    "llama": {"attn": ("gqa", set()), "router": ("softmax_topk", {"renorm"}), "ffn": ("moe", set())},
+    "olmoe": {"attn": ("gqa", {"rope_neox", "qk_norm_full"}), "router": ("softmax_topk", set()),
+              "ffn": ("moe", set())},
+}
+ARCHS = tuple(PARTS)
 
 
 class Weight:
@@ -119,12 +132,16 @@ class Model:
             raise GGUFError("%s: rope scaling %s is not supported by the reference" % (path, stype))
         if key("rope.scale_linear") is not None:
             self.freq_scale = 1.0 / float(key("rope.scale_linear"))
-        # llama_model_rope_type: NORM (adjacent pairs) for llama, NEOX (halves) for qwen2moe/qwen3moe/olmoe.
-        self.rope_neox = arch != "llama"
-        # build_moe_ffn's norm_w argument in each architecture's graph.
-        self.norm_topk = arch in ("qwen3moe", "llama")
-        # Q/K RMS norms: qwen3moe per head after the reshape; olmoe over the whole projection before it.
-        self.qk_norm = {"qwen3moe": "head", "olmoe": "full"}.get(arch)
+        parts = PARTS[arch]
+        if (parts["attn"][0], parts["router"][0], parts["ffn"][0]) != ("gqa", "softmax_topk", "moe"):
+            raise GGUFError("%s: %s's parts %s are not implemented by the reference" % (path, arch, parts))
+        attn_opts, router_opts, ffn_opts = parts["attn"][1], parts["router"][1], parts["ffn"][1]
+        # llama_model_rope_type: NORM (adjacent pairs) or NEOX (halves).
+        self.rope_neox = "rope_neox" in attn_opts
+        # build_moe_ffn's norm_w argument in the architecture's graph.
+        self.norm_topk = "renorm" in router_opts
+        # Q/K RMS norms: per head after the reshape, or over the whole projection before it.
+        self.qk_norm = "head" if "qk_norm_head" in attn_opts else "full" if "qk_norm_full" in attn_opts else None
 
         def T(name, required=True):
             t = g.tensor(name)
@@ -163,7 +180,7 @@ class Model:
                 L["gate_exps"] = T(p + "ffn_gate_exps.weight")
                 L["up_exps"] = T(p + "ffn_up_exps.weight")
                 L["down_exps"] = T(p + "ffn_down_exps.weight")
-                if arch == "qwen2moe":
+                if "shexp_gated" in ffn_opts:
                     L["gate_inp_shexp"] = T(p + "ffn_gate_inp_shexp.weight")
                     L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
                     L["up_shexp"] = T(p + "ffn_up_shexp.weight")
