@@ -1,5 +1,5 @@
-/* The probe's read loops: the widest loads the CPU has (one core's DRAM throughput depends on it: on a
- * Sapphire Rapids VM 64-byte loads read ~15 GB/s, 32-byte ~13.5, 16-byte ~10.5), four independent chains. */
+/* The probe's read loops: the widest loads the CPU has (one core's DRAM throughput depends on the load width:
+ * bench/results/code-comment-measurements.md), four independent chains. */
 #include "config.h"
 
 #include "bench/bw.h"

@@ -2,8 +2,8 @@
  *
  * Staging slots are written once and then read by the GPU's DMA engine, never by this CPU: caching the
  * written lines only costs a read-for-ownership of each destination line and evicts useful data. Streaming
- * (non-temporal) stores skip both: 5.1 -> 9.0 GB/s for 1 MiB pieces, 5.7 -> 8.1 GB/s for 16 MiB ones, one
- * thread on the 2-vCPU CI VM (page cache to a shared-memory slot).
+ * (non-temporal) stores skip both, and copy faster at every piece size measured (numbers:
+ * bench/results/code-comment-measurements.md).
  */
 #ifndef GUILD_IPC_STAGE_COPY_H
 #define GUILD_IPC_STAGE_COPY_H

@@ -3,8 +3,8 @@
  * In a packed matrix one 64-byte load holds the same 4 quant bytes of 16 rows, so a one-token kernel sums
  * every row in its own int32 lane (vpdpbusd against 4 activation bytes broadcast): no per-row reductions or
  * shuffles, and about half the instructions per weight byte of the plain kernels. From DRAM on few cores
- * that is what lets a kernel keep pace with memory (#5: the plain q4_K kernel computes ~17 GB/s per core in
- * L2 on the 2-vCPU VM, the packed one ~50).
+ * that is what lets a kernel keep pace with memory: a plain kernel computes barely faster per core than the
+ * core's share of DRAM delivers (measurements: bench/results/code-comment-measurements.md).
  *
  * Layout. A packed matrix has the plain one's size. The group of rows 16 g .. 16 g + 15 occupies
  * 16 * w_stride bytes at w + 16 g * w_stride (w_stride: bytes per row, at least the plain row size), so a row
@@ -31,9 +31,9 @@
 
 #define KERN_PACK_ROWS 16
 /* Above this many tokens kern_matmul_packed unpacks and runs the plain multi-token kernels: the packed VNNI
- * kernels' work grows with the tokens (no weight reuse across tokens beyond the tiles of 4), and at 16 tokens on
- * one core they still run ~2x the plain VNNI kernel. On the amx level the packed AMX kernels take over from
- * KERN_AMX_MIN_TOKENS tokens instead, with no upper limit and no unpacking (core/kern/amx.h). */
+ * kernels' work grows with the tokens (no weight reuse across tokens beyond the tiles of 4), while at 16 tokens
+ * on one core they are still well ahead of the plain VNNI kernel. On the amx level the packed AMX kernels take
+ * over from KERN_AMX_MIN_TOKENS tokens instead, with no upper limit and no unpacking (core/kern/amx.h). */
 #define KERN_PACK_MAX_TOKENS 16
 
 /* True when `type` has a packed layout (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs). */

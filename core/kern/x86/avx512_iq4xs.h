@@ -76,8 +76,7 @@ static void KERN_NAME(matmul_iq4_xs)(int64_t n, int64_t nrows, int64_t ntok, con
             const int nr = (int)(nrows - r0 < KQ_ROWS ? nrows - r0 : KQ_ROWS);
             if (nr < KQ_ROWS)
                 KERN_NAME(kq_clear_tail)(st, tt * np, nr);
-            /* One token: a loop of its own, without the token loop and its indexing (in cache +5-10% on a
-             * Sapphire Rapids VM, bench/results/experts-vm-2026-11-29-kern5.md). */
+            /* One token: a loop of its own, without the token loop and its indexing (faster in cache). */
             for (int i = 0; i < nr && tt == 1; i++) {
                 const quant_block_iq4_xs *x =
                     (const quant_block_iq4_xs *)((const char *)w + (size_t)(r0 + i) * w_stride);

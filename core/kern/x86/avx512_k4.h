@@ -115,9 +115,9 @@ static inline __attribute__((always_inline)) __m256i KERN_NAME(k4_dot)(const KER
  * Float stage
  *   d = fp16(w.d) * a.d;  dmin = fp16(w.dmin) * a.d;  sumf = sumf + (d * (float)isum - dmin * (float)imin).
  * Per block this is 6 multiply instructions and 5 shuffles where the maddubs/vpermw form took 8 and 13: the
- * kernel runs ~1.3x faster in cache, which is what lets a core keep its memory stream busy. The scales are
- * decoded in vector lanes (k4_unpack), with no scalar work per block and row: one token in cache on the
- * 2-vCPU VM, 2 threads, 16 alternating rounds, median 24.9 -> 28.6 GB/s (DRAM unchanged). */
+ * kernel runs faster in cache, which is what lets a core keep its memory stream busy. The scales are decoded
+ * in vector lanes (k4_unpack), with no scalar work per block and row (faster in cache again; from DRAM the
+ * same). */
 static inline __attribute__((always_inline)) void KERN_NAME(matmul_k4)(int five_bits, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                                         size_t w_stride, const void *act, size_t act_stride, float *out,
                                         size_t ldo)
@@ -149,9 +149,8 @@ static inline __attribute__((always_inline)) void KERN_NAME(matmul_k4)(int five_
             if (nr < KQ_ROWS)
                 KERN_NAME(kq_clear_tail)(st, tt * np, nr);
             int i = 0;
-            /* One token: rows in pairs, so that two independent blocks are in flight per step (in cache
-             * 21 -> 24-26 GB/s on a Sapphire Rapids VM, bench/results/experts-vm-2026-11-29-kern5.md); the
-             * prefetch cursor follows the second row, which covers the first. */
+            /* One token: rows in pairs, so that two independent blocks are in flight per step (faster in
+             * cache); the prefetch cursor follows the second row, which covers the first. */
             if (tt == 1) {
                 for (; i + 1 < nr; i += 2) {
                     const char *row = (const char *)w + (size_t)(r0 + i) * w_stride;

@@ -32,7 +32,7 @@ typedef struct KERN_NAME(kq_prep) {
 #define KQ_TILE 8
 #define KQ_SCRATCH_BUDGET (96 * 1024)
 /* Software prefetch distance (bytes ahead in the weight stream): the hardware prefetchers alone leave a core
- * far below its share of DRAM bandwidth while it computes (measured, Q4_K: 6.8 -> 10.5 GB/s). */
+ * far below its share of DRAM bandwidth while it computes. */
 #ifndef KQ_PF
 #define KQ_PF 4096
 #endif
@@ -58,9 +58,8 @@ static void KERN_NAME(kq_clear_tail)(__m512i *st, int64_t n_vec, int nr)
 /* The weight stream's software prefetch: a cursor that issues one prefetch per 64-byte line, KQ_PF bytes ahead
  * of the block being read, and never past `end`, the end of the call's rows (lines beyond belong to another
  * task, likely another core's, and would only cost bandwidth here). Into L2 (T1): the line then costs a fill
- * buffer only until L2 has it, and the L1 gets it from L2 in time. Measured on a Sapphire Rapids VM, q4_K from
- * DRAM, one core (bench/results/experts-vm-2026-11-30.md): three T0 prefetches per block (several per line)
- * 11.8 GB/s, one T1 per line 12.5. Addresses are integers: with a pointer formed past the rows' object
+ * buffer only until L2 has it, and the L1 gets it from L2 in time; one T1 per line read DRAM faster than several
+ * T0 prefetches per line. Addresses are integers: with a pointer formed past the rows' object
  * (undefined behaviour), GCC 12 dropped every prefetch of the loop. */
 #ifndef KQ_PF_HINT
 #define KQ_PF_HINT _MM_HINT_T1

@@ -8,12 +8,11 @@
  * always_inline, so each kernel compiles to its own straight code, one copy per tile size.
  *
  * Prefetch, into L2, PKD_AHEAD records ahead of the record being read. The record function spreads a record's
- * prefetches over its steps (pkd_prefetch, one slice per step): issued all at once at the record's start, the
- * 21-53 prefetches took the core's miss buffers in a burst, with the record's own loads behind them. One core,
- * one token, from DRAM on the 2-vCPU VM, fraction of the xor read probe, q4_K: 0.82-0.85 in a burst, 0.88-0.95
- * spread (bench/results/experts-vm-2026-11-30-s12-spread.md). Without software prefetch the packed kernels read
- * DRAM slower than the plain ones (q4_K 0.55 against 0.74, 2 threads): their loads come too fast for the
- * hardware prefetchers alone. */
+ * prefetches over its steps (pkd_prefetch, one slice per step): issued all at once at the record's start, a
+ * record's 21-53 prefetches took the core's miss buffers in a burst, with the record's own loads queued behind
+ * them, and the kernel read DRAM measurably slower than spread. Without software prefetch the packed kernels
+ * read DRAM slower than the plain ones: their loads come too fast for the hardware prefetchers alone. (The
+ * measurements: bench/results/code-comment-measurements.md.) */
 #ifndef GUILD_KERN_X86_AVX512_PACK_DRIVE_H
 #define GUILD_KERN_X86_AVX512_PACK_DRIVE_H
 
@@ -24,8 +23,8 @@
 #include "core/quant/blocks.h"
 
 #define PKD_TILE 4 /* tokens per pass over a group: four tokens' accumulators fill the register file */
-/* records of prefetch distance; one core from DRAM, q4_K / iq4_xs: 1 record 0.85 / 0.76, 2 records 0.94 / 0.87,
- * 3-6 records 0.90-0.92 / 0.84-0.87 of the xor probe */
+/* records of prefetch distance: the fastest from DRAM on one core for q4_K and iq4_xs (one record is too late,
+ * three or more no better) */
 #define PKD_AHEAD 2
 
 /* One token's block a -> aux (aux_bytes of the kernel, 8-byte aligned). */
@@ -38,8 +37,7 @@ typedef void (*pkd_record_fn)(const char *o, int tt, const quant_block_q8_K *con
 
 /* acc + vpdpbusd(w, the int32 at p broadcast) with the broadcast embedded in the instruction ({1to16}): one
  * fused uop where GCC's vpbroadcastd + vpdpbusd for the intrinsics are two (it has no broadcast form of
- * vpdpbusd). Fewer uops in flight per weight byte let more loads run ahead: one core from DRAM, one token,
- * fraction of the xor probe q4_K 0.93 -> 0.95, iq4_xs 0.84 -> 0.87. */
+ * vpdpbusd). Fewer uops in flight per weight byte let more loads run ahead, which one core from DRAM shows. */
 static inline __attribute__((always_inline)) __m512i pkd_dpbusd_bcst(__m512i acc, __m512i w, const void *p)
 {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));

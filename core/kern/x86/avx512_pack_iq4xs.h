@@ -10,8 +10,8 @@
  * the sub-block, so P_s = sum kvalue * a exactly; then isum = sum_s (ls_s - 32) P_s, all in int32 lanes
  * (|P_s| <= 32 * 127 * 128, |isum| <= 8 * 32 * 520192 < 2^28). The float finish is the reference's per block:
  * d = fp16(w.d) * a.d;  sumf = sumf + d * (float)isum (quant_dot_iq4_xs_ref), lane-wise.
- * The bias rides in the accumulator's start value (a broadcast): no instruction per record. In L2 one core
- * computes ~28 GB/s of weights where the plain kernel computes ~14 (VNNI without VBMI: ~24). */
+ * The bias rides in the accumulator's start value (a broadcast): no instruction per record. In cache this
+ * computes weights about twice as fast as the plain kernel (a little less without VBMI). */
 
 #ifndef GUILD_KERN_X86_AVX512_PACK_IQ4XS_ONCE
 #define GUILD_KERN_X86_AVX512_PACK_IQ4XS_ONCE
@@ -73,7 +73,7 @@ static inline __attribute__((always_inline)) void KERN_NAME(piq_scales)(const ch
 /* The levels + 128 of a chunk's low (*lo) and high (*hi) nibbles; tbl: the 16 levels + 128 in every 128-bit
  * chunk. VBMI: vpermb reads 6 index bits, so with the table 4 times over the bits above the nibble pick a
  * copy; the high nibbles come down by vpmultishiftqb (byte k of a qword <- its bits 8 k + 4 ..), which runs
- * beside the vpermbs where a shift would compete with the vpdpbusds (in L2 one core +4-8% over vpsrlw). */
+ * beside the vpermbs where a shift would compete with the vpdpbusds (faster in L2 than vpsrlw). */
 static inline __attribute__((always_inline)) void KERN_NAME(piq_levels)(__m512i x, __m512i tbl, __m512i *lo,
                                                                        __m512i *hi)
 {
@@ -103,8 +103,8 @@ static inline __attribute__((always_inline)) void KERN_NAME(piq_record)(const ch
         isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int s = 0; s < 8; s++) {
-        /* two chains per token (low and high nibbles): half the dependent vpdpbusd latency of one (one chain:
-         * -5% in L2) */
+        /* two chains per token (low and high nibbles): half the dependent vpdpbusd latency of one (one chain
+         * was slower in L2) */
         __m512i lo[PKD_TILE], hi[PKD_TILE];
         pkd_prefetch(pf, PIQ_RECORD / 64, s, 8);
 #pragma GCC unroll 4

@@ -15,7 +15,7 @@
  * 32 * 16 * 128) < 2^20 and |isum| <= 16 * 128 * 16 * 32 * 128 = 2^27, 4 isum < 2^29. The float finish is the
  * reference's (core/quant/dot_k.c): d = fp16(d) * a.d, sumf = sumf + d * isum, block after block. About 15
  * vector instructions per 16 elements and row for one token (3 loads, 4 shifts, 2 ANDs, 4 selects, 4 vpdpbusd)
- * and one vpmulld per sub-block: in L2 ~1.65x the plain kernel's speed (bench/results/pack-q6k-vm-2026-11-30.md).
+ * and one vpmulld per sub-block, well ahead of the plain kernel in L2.
  */
 
 /* A record is 52.5 lines, so records start on 64- or 32-byte boundaries: PK6_LINES prefetches from the record's
@@ -95,7 +95,7 @@ static inline __attribute__((always_inline)) void pk6_record(const char *o, int 
                         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(hi[t], sc_hi));
                     /* the sums as they stand, here: otherwise GCC reassociates each token's chain of adds and
                      * sinks the vpmulld to the record's end, with every accumulator live (spilled) until then
-                     * (2-4 tokens ran at ~60% of this speed) */
+                     * (2-4 tokens ran far slower) */
                     __asm__("" : "+v"(isum[t]), "+v"(isum3[t]));
                 }
             }

@@ -17,8 +17,8 @@
 /* IQ4_XS with VNNI, exact for any activation: vpdpbusd of the levels biased to unsigned (kvalues + 128) with
  * the activations, one dword per 4 elements, times the scales; the bias, 128 * sum_s (scale_s - 32) * A_s with
  * A_s the sum of a over sub-block s, comes back out once per group of 16 rows (KERN_IQ4XS_GROUP_BIAS) rather
- * than per row and block: in cache 21.7 -> 23 GB/s on a Sapphire Rapids VM (the per-block path is bound by
- * its shuffles, bench/results/experts-vm-2026-11-29-kern5.md). All in int32. */
+ * than per row and block, which is faster in cache (the per-block path is bound by its shuffles). All in
+ * int32. */
 #include "core/quant/iq_tables.h"
 
 typedef struct iq4xs_w_avx512vnni {
@@ -124,8 +124,8 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
  * levels looked up by vpermb, which reads 6 index bits and needs no mask (the table is repeated 4 times, so
  * bits 4-5 of the index pick a copy), and the high nibbles brought down by vpmultishiftqb (byte k of a qword
  * <- its bits 8 k + 4 ..: the nibble in the low 4 bits, bits above it ignored the same way): 6 instructions
- * per block for the 4 level vectors instead of 10. Exact as the VNNI kernel (same levels, same sums). One
- * token in cache on the 2-vCPU VM, 2 threads, 16 alternating rounds: median 24.8 -> 28.7 GB/s. */
+ * per block for the 4 level vectors instead of 10, which is faster in cache. Exact as the VNNI kernel (same
+ * levels, same sums). */
 #pragma GCC push_options
 #pragma GCC target("avx512vbmi")
 typedef kq_prep_t_avx512vnni kq_prep_t_avx512vbmi;
@@ -178,8 +178,7 @@ static inline void iq4xs_unpack_avx512vbmi(const quant_block_iq4_xs *x, iq4xs_w_
 
 /* Q4_K and Q5_K where the CPU also has GFNI (Ice Lake, Sapphire Rapids, Zen 4): the same kernels with each
  * high nibble taken by one vgf2p8affineqb instead of a shift and a mask (19 vector instructions per block and
- * row instead of 21; on the 2-vCPU VM one core in L2 28.3 -> 30.1 GB/s, 2 threads in cache over 20
- * alternating rounds median 26.8 -> 28.5). Exact as the VNNI kernels. */
+ * row instead of 21, faster in cache). Exact as the VNNI kernels. */
 #pragma GCC push_options
 #pragma GCC target("gfni")
 typedef kq_prep_t_avx512vnni kq_prep_t_avx512gfni;
