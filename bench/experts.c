@@ -1,4 +1,4 @@
-/* guild bench experts: the routed-expert pipeline (cpu-expert-worker/expert_pipe) alone, on real expert shapes,
+/* guild bench experts: the routed-expert pipeline (cpu-expert-worker/experts/expert_pipe) alone, on real expert shapes,
  * against the machine's measured DRAM read bandwidth.
  *
  * Decode: one token per step, K experts per layer drawn from a per-layer random permutation that is used up

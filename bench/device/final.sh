@@ -3,8 +3,8 @@
 # check_cuda_kernels, a Qwen3-30B-A3B-shaped Q4_K_M model (48 layers, guild-mkmodel --fill pool), then
 # `guild bench run` at populated contexts 512, 4096, 16384 (gen 64, 3 runs): all on the GPU (one process), with
 # --gpu-mem 8G (experts in RAM on a CPU worker of 14 threads), the same with --stager pin, and, when the pack has
-# a baseline build in .carry/base (bench/device/repack.sh --base), all on the GPU with the baseline: an A/B of
-# the decode kernels in one call.
+# a baseline build in .carry/base (bench/device/repack.sh --final BUILD BASE), all on the GPU with the baseline:
+# an A/B of the decode kernels in one call.
 # Pack first (bash bench/device/repack.sh --final BUILD_DIR [BASE_BUILD_DIR]), then on the device from the repo
 # root:   bash bench/device/final.sh [SECONDS]
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/final.log + JSON.
