@@ -40,7 +40,8 @@ if [ -e pipeline ]; then
     fail=1
 fi
 
-big=$(find . -path ./build -prune -o -path './build-*' -prune -o -path ./.git -prune -o -path ./bench/results -prune \
+big=$(find . -path ./build -prune -o -path './build-*' -prune -o -path ./_build -prune -o -path ./.git -prune \
+    -o -path ./bench/results -prune \
     -o -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.sh' \
     -o -name '*.am' -o -name '*.proto' \) -print | while read -r f; do
     n=$(wc -l <"$f")
