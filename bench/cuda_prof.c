@@ -443,6 +443,10 @@ int main(int argc, char **argv)
     }
     backend_stats_t bs0 = {0}, bs1 = {0};
     const bool have_bs = backend_stats(be, &bs0) == 0;
+    const moe_exec_t *experts = backend_stack_experts(stack); /* single process: the CPU experts' executor */
+    moe_exec_stats_t es0 = {0}, es1 = {0};
+    if (experts)
+        moe_exec_stats(experts, &es0);
     if (now_ns(c.no_trace, &t0[0], &err) < 0)
         goto out;
     pthread_mutex_lock(&g_prof.mu);
@@ -491,12 +495,14 @@ int main(int argc, char **argv)
         printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
                g_prof.dropped);
     prof_summary_print(&sum, stdout);
+    if (experts)
+        moe_exec_stats(experts, &es1);
     if (have_bs && backend_stats(be, &bs1) == 0)
-        printf("\nbackend: %u graphs captured, %llu of %d traced steps replayed a graph; device wait for CPU "
-               "experts %.1f us per step over %llu exchanges; %d layers' experts on the GPU\n",
+        printf("\nbackend: %u graphs captured, %llu of %d traced steps replayed a graph; wait for CPU experts %.1f "
+               "us per step over %llu exchanges; %d layers' experts on the GPU\n",
                bs1.graphs, (unsigned long long)(bs1.graph_steps - bs0.graph_steps), c.steps,
-               (double)(bs1.wait_ns - bs0.wait_ns) / c.steps / 1e3,
-               (unsigned long long)(bs1.exchanges - bs0.exchanges), bs1.gpu_expert_layers);
+               (double)(es1.wait_ns - es0.wait_ns) / c.steps / 1e3,
+               (unsigned long long)(es1.exchanges - es0.exchanges), bs1.gpu_expert_layers);
     rc = 0;
 out:
     if (rc)

@@ -199,25 +199,27 @@ static int32_t argmax(const float *x, int32_t n)
     return best;
 }
 
-/* The CPU workers' share of the decode so far: (waiting, step) seconds, as the backend counts them. */
-static void wait_counters(backend_t *be, bool single, double *wait_s, double *step_s)
+/* The CPU workers' share of the decode so far: (waiting, step) seconds, as the GPU worker counts them, or in a
+ * single process as the routed-expert executor `experts` does. */
+static void wait_counters(backend_t *be, const moe_exec_t *experts, double *wait_s, double *step_s)
 {
-    if (!single) {
+    if (!experts) {
         remote_stats_t rs;
         remote_backend_stats(be, &rs);
         *wait_s = (double)rs.decode_moe_ns * 1e-9;
         *step_s = (double)rs.decode_wall_ns * 1e-9;
         return;
     }
-    backend_stats_t bs;
-    backend_stats(be, &bs);
-    *wait_s = (double)bs.wait_ns * 1e-9;
+    moe_exec_stats_t es;
+    moe_exec_stats(experts, &es);
+    *wait_s = (double)es.wait_ns * 1e-9;
     *step_s = -1; /* the caller's decode time */
 }
 
 /* One run: the cache emptied, `populate` prompt tokens in batches, then gen greedy tokens. */
-static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int32_t populate, int32_t gen,
-                   int32_t n_vocab, float *logits, int32_t *pos, run_result_t *r, guild_err_t *err)
+static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts, const int32_t *prompt,
+                   int32_t populate, int32_t gen, int32_t n_vocab, float *logits, int32_t *pos, run_result_t *r,
+                   guild_err_t *err)
 {
     backend_kv_clear(be);
     const double t0 = guild_clock_s();
@@ -231,7 +233,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
     }
     const double t1 = guild_clock_s();
     double w0, s0, w1, s1;
-    wait_counters(be, c->flags.single_process, &w0, &s0);
+    wait_counters(be, experts, &w0, &s0);
     int32_t tok = argmax(logits, n_vocab), row = 0;
     for (int32_t g = 0; g < gen; g++) {
         const int32_t p = populate + g;
@@ -240,7 +242,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const int32_t *prompt, int
         tok = argmax(logits, n_vocab);
     }
     const double t2 = guild_clock_s();
-    wait_counters(be, c->flags.single_process, &w1, &s1);
+    wait_counters(be, experts, &w1, &s1);
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
@@ -425,7 +427,8 @@ int bench_run_main(int argc, char **argv)
     }
     run_result_t warm;
     backend_stats_t bs0;
-    if (one_run(&c, be, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
+    const moe_exec_t *experts = backend_stack_experts(stack);
+    if (one_run(&c, be, experts, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
         goto out;
     if (c.flags.single_process && backend_stats(be, &bs0) == 0)
         fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
@@ -435,7 +438,7 @@ int bench_run_main(int argc, char **argv)
     for (int i = 0; i < c.n_populate; i++)
         for (int r = 0; r < c.runs; r++) {
             run_result_t *x = &res[i * c.runs + r];
-            if (one_run(&c, be, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
+            if (one_run(&c, be, experts, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
                 goto out;
             fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
                     c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,

@@ -10,7 +10,8 @@
 struct backend_stack {
     guild_pool_t *pool;    /* single process */
     moe_exec_t *moe;       /* single process */
-    expert_stats_t *stats; /* single process with config.stats: wraps moe */
+    const model_config_t *cfg;
+    bool stats;            /* single process with stack_options_t.stats: moe counts the routing */
     pipeline_t *pipe;      /* multi-process */
     backend_t *be;
     bool single_process;
@@ -30,11 +31,13 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
         const expert_pipe_tuning_t rows = {cpu->gate_up_rows, cpu->down_rows}; /* the tuning file's */
         if (guild_pool_new(&s->pool, o->n_threads, NULL, err) < 0 ||
             moe_local_new_tuned(&s->moe, m, s->pool, &rows, cpu->interleave_gate_up, cpu->expert_layout, err) < 0 ||
-            (o->stats && expert_stats_new(&s->stats, s->moe, model_config(m), err) < 0))
+            (o->stats && moe_local_count_routing(s->moe, err) < 0))
             goto fail;
+        s->cfg = model_config(m);
+        s->stats = o->stats;
         /* the statistics count every token's routing in every layer, so the last layer must not skip rows */
         const backend_options_t bo = {.n_ctx = o->n_ctx, .n_batch = o->n_batch, .pool = s->pool,
-                                      .moe = s->stats ? expert_stats_exec(s->stats) : s->moe, .all_rows = o->stats};
+                                      .moe = s->moe, .all_rows = o->stats};
         /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
          * guild-stager process: no supervisor here runs one) */
         GUILD_ASSERT(o->gpu.cuda.stager != CUDA_STAGER_PROCESS);
@@ -55,10 +58,15 @@ backend_t *backend_stack_backend(backend_stack_t *s)
     return s->be;
 }
 
+const moe_exec_t *backend_stack_experts(const backend_stack_t *s)
+{
+    return s->moe;
+}
+
 void backend_stack_print_stats(backend_stack_t *s, FILE *out)
 {
     if (s->stats)
-        expert_stats_print(s->stats, out);
+        expert_stats_print(s->moe, s->cfg, out);
     if (s->pipe)
         pipeline_print_stats(s->pipe, s->be, out);
     backend_stats_t bs; /* multi-process: the GPU worker's, carried by its Stats */
@@ -84,7 +92,6 @@ void backend_stack_close(backend_stack_t **sp)
         return;
     backend_destroy(&s->be); /* before the pipeline, as pipeline_new asks */
     pipeline_destroy(&s->pipe);
-    expert_stats_destroy(&s->stats);
     moe_exec_destroy(&s->moe);
     guild_pool_destroy(&s->pool);
     free(s);

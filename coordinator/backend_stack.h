@@ -27,6 +27,10 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
 /* The backend to drive (owned by the stack). */
 backend_t *backend_stack_backend(backend_stack_t *s);
 
+/* In a single process, the routed-expert executor under the backend (owned by the stack; its counters:
+ * moe_exec_stats); NULL for the pipeline, whose GPU worker holds its own. */
+const moe_exec_t *backend_stack_experts(const backend_stack_t *s);
+
 /* What the stack counted, on out: the routing per layer (stack_options_t.stats), or the pipeline's summary
  * (pipeline_print_stats); in a single process, the experts the backend streamed and split between the CPU and
  * the GPU, when it did. */

@@ -13,7 +13,6 @@
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/gpu_worker_options.h"
-#include "gpu-worker/moe_arena.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/actor.h"
@@ -34,7 +33,7 @@ typedef struct gpu_worker {
     guild_arena_t *arena;
     guild_exchange_t *x;
     guild_step_t step;
-    moe_exec_t *moe;
+    moe_exec_t *moe;     /* the routed experts: the CPU workers through the exchange (its one executor) */
     backend_t *be;
     int32_t *positions;  /* [max_tokens] */
     int32_t max_tokens, max_out;
@@ -136,17 +135,15 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         return guild_err_set(err, "out of memory");
     g->slice = (guild_wait_policy_t){.spin_ns = o.spin_ns, .timeout_ns = o.wait_slice_ns ? o.wait_slice_ns
                                                                                        : DEFAULT_SLICE_NS};
-    moe_arena_options_t mo = {.spin_ns = o.spin_ns, .slice_ns = g->slice.timeout_ns, .interrupted = interrupted,
-                              .ctx = g};
-    if (moe_arena_new(&g->moe, g->x, cfg, &mo, err) < 0)
+    /* the process's one executor over the exchange: driven from the device when the backend can (in-graph
+     * doorbells), from the host otherwise */
+    const moe_xchg_options_t xo = {.spin_ns = o.spin_ns, .slice_ns = g->slice.timeout_ns, .interrupted = interrupted,
+                                   .ctx = g, .map = guild_arena_base(g->arena),
+                                   .map_bytes = guild_arena_size(g->arena)};
+    if (backend_exchange_exec_new(&g->moe, o.backend, cfg, g->x, &xo, err) < 0)
         return -1;
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    const backend_options_t bo = {.n_ctx = o.n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe,
-                                  .interrupted = interrupted, .interrupted_ctx = g};
-    /* a backend on a GPU drives the exchange from the device (in-graph doorbells) */
-    o.cuda.host_mem = guild_arena_base(g->arena);
-    o.cuda.host_mem_bytes = guild_arena_size(g->arena);
-    o.cuda.exchange = g->x;
+    const backend_options_t bo = {.n_ctx = o.n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe};
     return backend_new(&g->be, o.backend, g->model, &bo, gpu_worker_options_backend_config(&o), err);
 }
 
@@ -158,10 +155,8 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     const guild_step_request_t req = sh->req;
     guild_err_t err = {{0}};
     int status = GUILD_STEP_FAILED;
-    moe_arena_stats_t m0, m1;
-    moe_arena_stats(g->moe, &m0);
-    backend_stats_t b0, b1; /* exchanges the backend drove from the device */
-    backend_stats(g->be, &b0);
+    moe_exec_stats_t m0, m1;
+    moe_exec_stats(g->moe, &m0);
     uint64_t t0 = guild_now_ns();
     g->cur_request = seq;
     g->aborted = false;
@@ -186,10 +181,9 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
             status = GUILD_STEP_ABORTED;
     }
     uint64_t t1 = guild_now_ns();
-    moe_arena_stats(g->moe, &m1);
+    moe_exec_stats(g->moe, &m1);
+    backend_stats_t b1;
     backend_stats(g->be, &b1);
-    m1.exchanges += b1.exchanges - b0.exchanges;
-    m1.wait_ns += b1.wait_ns - b0.wait_ns;
     resp->seq = seq;
     resp->status = status;
     resp->kv_len = backend_kv_len(g->be);

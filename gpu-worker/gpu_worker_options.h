@@ -25,7 +25,7 @@ typedef struct gpu_worker_options {
     uint64_t spin_ns;       /* doorbell spin before sleeping */
     uint64_t wait_slice_ns; /* doorbell wait slice (a peer silent this long is checked); 0: 100 ms */
     uint32_t silence_ms;    /* the worker exits when the coordinator is silent this long; 0: its default */
-    cuda_config_t cuda;     /* backend "cuda"'s own settings (its wiring fields are the worker's to fill) */
+    cuda_config_t cuda;     /* backend "cuda"'s own settings */
 } gpu_worker_options_t;
 
 /* The wire form's storage: the message and its nested one. */
@@ -35,8 +35,7 @@ typedef struct gpu_worker_options_msg {
 } gpu_worker_options_msg_t;
 
 /* Fills *msg (msg->m is the message to send) from o; its strings and arrays point into o, which must outlive
- * the message. Every field travels except cuda's wiring (host memory, exchange) and the in-process test hook
- * kv_f32. */
+ * the message. Every field travels except the in-process test hook kv_f32. */
 void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_options_msg_t *msg);
 
 /* The record of a received message (its strings and arrays point into m, which must outlive *o). -1 with err

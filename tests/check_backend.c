@@ -215,7 +215,9 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
     size_t ybytes = (size_t)N * K * E * sizeof(float);
     float *y1 = malloc(ybytes), *y2 = malloc(ybytes), *y3 = malloc(ybytes);
     guild_err_t err = {{0}};
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, y1, &err) == 0, "%s", err.msg);
+    const float *ye = NULL;
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, &ye, &err) == 0, "%s", err.msg);
+    memcpy(y1, ye, ybytes);
     naive_experts(r.model, 1, N, x, ids, y2);
     ck_assert(!memcmp(y1, y2, ybytes));
 
@@ -246,7 +248,7 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
 
     /* bad input is an error, not a crash */
     ids[7] = 8;
-    ck_assert_int_eq(moe_exec_run(r.moe, 1, N, x, ids, y1, &err), -1);
+    ck_assert_int_eq(moe_exec_run(r.moe, 1, N, x, ids, &ye, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "expert id 8 is out of range"));
     rig_close(&r);
     free(x);
@@ -256,8 +258,9 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
 }
 END_TEST
 
-/* Skip slots (moe_exec.h): a pair whose id is < 0 is not computed and its y row keeps the caller's bytes; the
- * other pairs are the full batch's bits, through the in-process executor and through shards. */
+/* Skip slots (moe_exec.h): a pair whose id is < 0 is not computed (the executor counts only the others; a
+ * shard leaves its row as the caller had it); the other pairs are the full batch's bits, through the in-process
+ * executor and through shards. */
 START_TEST(test_executor_skips_slots)
 {
     tiny_spec_t s = spec_of(_i);
@@ -290,15 +293,36 @@ START_TEST(test_executor_skips_slots)
     const size_t row = (size_t)E * sizeof(float), ybytes = (size_t)N * K * row;
     float *full = malloc(ybytes), *got = malloc(ybytes);
     guild_err_t err = {{0}};
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, full, &err) == 0, "%s", err.msg);
-    memset(got, 0x5a, ybytes); /* poison */
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, got, &err) == 0, "%s", err.msg);
+    const float *ye = NULL;
+    moe_exec_stats_t st0, st1;
+    moe_exec_stats(r.moe, &st0);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, ids, &ye, &err) == 0, "%s", err.msg);
+    memcpy(full, ye, ybytes);
+    moe_exec_stats(r.moe, &st1);
+    ck_assert_uint_eq(st1.pairs - st0.pairs, N * K);
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, &ye, &err) == 0, "%s", err.msg);
+    moe_exec_stats(r.moe, &st0);
+    ck_assert_uint_eq(st0.pairs - st1.pairs, N * K - n_skip); /* no work for a skipped pair */
+    for (int p = 0; p < N * K; p++)
+        ck_assert_msg(skip[p] < 0 || !memcmp((const char *)ye + p * row, (char *)full + p * row, row),
+                      "pair %d (id %d) differs", p, skip[p]);
     uint8_t poison[512];
     ck_assert_uint_le(row, sizeof poison);
     memset(poison, 0x5a, row);
+    /* the pipeline moe_local runs, on a poisoned buffer: the skipped rows stay the caller's */
+    expert_shard_t *all = NULL;
+    expert_pipe_t *pipe = NULL;
+    expert_pipe_src_t src;
+    ck_assert(expert_shard_new(&all, r.model, NULL, &err) == 0);
+    expert_pipe_src_from_shard(&src, all);
+    ck_assert(expert_pipe_new(&pipe, &src, r.pool, NULL, &err) == 0);
+    memset(got, 0x5a, ybytes);
+    ck_assert_int_eq(expert_pipe_run(pipe, 1, N, x, skip, got, &err), N * K - n_skip);
     for (int p = 0; p < N * K; p++)
         ck_assert_msg(!memcmp((char *)got + p * row, skip[p] < 0 ? (void *)poison : (char *)full + p * row, row),
-                      "pair %d (id %d): %s", p, skip[p], skip[p] < 0 ? "skipped row written" : "differs");
+                      "pipeline, pair %d (id %d): %s", p, skip[p], skip[p] < 0 ? "skipped row written" : "differs");
+    expert_pipe_destroy(&pipe);
+    expert_shard_destroy(&all);
 
     /* shards (even / odd experts) with the same skips: only their own computed pairs, counted */
     uint8_t own[2][2 * 8];
@@ -325,13 +349,12 @@ START_TEST(test_executor_skips_slots)
         ck_assert_msg(!memcmp((char *)got + p * row, skip[p] < 0 ? (void *)poison : (char *)full + p * row, row),
                       "shards, pair %d (id %d) wrong", p, skip[p]);
 
-    /* every slot skipped: nothing written, no error */
+    /* every slot skipped: nothing computed, no error */
     for (int p = 0; p < N * K; p++)
         skip[p] = -1;
-    memset(got, 0x5a, ybytes);
-    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, got, &err) == 0, "%s", err.msg);
-    for (int p = 0; p < N * K; p++)
-        ck_assert(!memcmp((char *)got + p * row, poison, row));
+    ck_assert_msg(moe_exec_run(r.moe, 1, N, x, skip, &ye, &err) == 0, "%s", err.msg);
+    moe_exec_stats(r.moe, &st1);
+    ck_assert_uint_eq(st1.pairs, st0.pairs);
     rig_close(&r);
     free(x);
     free(full);
@@ -345,8 +368,13 @@ typedef struct failing_exec {
     moe_exec_t base;
 } failing_exec_t;
 
-static int failing_run(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids, float *y,
-                       guild_err_t *err)
+static int failing_submit(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids, void *queue,
+                          guild_err_t *err)
+{
+    return 0;
+}
+
+static int failing_collect(moe_exec_t *e, const float **y, void *queue, guild_err_t *err)
 {
     return guild_err_set(err, "worker 3 did not answer");
 }
@@ -355,7 +383,11 @@ static void failing_destroy(moe_exec_t *e)
 {
 }
 
-static const moe_exec_ops_t failing_ops = {"failing", failing_run, failing_destroy};
+static const moe_exec_ops_t failing_ops = {
+    .name = "failing", .submit = failing_submit, .collect = failing_collect, .destroy = failing_destroy};
+static const moe_exec_ops_t device_ops = {
+    .name = "device", .mem = MOE_EXEC_DEVICE, .submit = failing_submit, .collect = failing_collect,
+    .destroy = failing_destroy};
 
 START_TEST(test_errors)
 {
@@ -407,6 +439,12 @@ START_TEST(test_errors)
     backend_destroy(&q.be);
 
     backend_t *none = NULL;
+    /* the CPU backend takes host executors only */
+    failing_exec_t de = {{&device_ops}};
+    o.moe = &de.base;
+    ck_assert_int_eq(backend_new(&none, "cpu", q.model, &o, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "\"device\" works on device memory"), "%s", err.msg);
+    o.moe = &fe.base;
     ck_assert_int_eq(backend_new(&none, "vulkan", q.model, &o, NULL, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "backend \"vulkan\" is not built in"));
     o.n_batch = 0;

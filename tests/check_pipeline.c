@@ -20,7 +20,7 @@
 #include "core/model/model.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
-#include "gpu-worker/moe_arena.h"
+#include "gpu-worker/dense/moe_xchg.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
@@ -546,7 +546,9 @@ START_TEST(test_cpu_worker_reports_and_survives)
     int32_t ids[4 * 2] = {2, 5, 3, 4, 5, 2, 4, 3}; /* all owned in layer 1 */
     for (int i = 0; i < 4 * 64; i++)
         xin[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
-    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, want, &err), 0);
+    const float *ye = NULL;
+    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, &ye, &err), 0);
+    memcpy(want, ye, sizeof want);
     guild_exchange_slot_t slot;
     guild_wait_policy_t pol = {.spin_ns = 0, .timeout_ns = 10000000000ull};
     ck_assert_int_eq(guild_exchange_begin(x, 1, &pol, &slot, NULL, &err), GUILD_WAIT_OK);
@@ -573,16 +575,21 @@ START_TEST(test_cpu_worker_reports_and_survives)
         ck_assert_msg(!memcmp(slot.y + p * 64, skip[p] < 0 ? (const void *)poison : (const void *)(want + p * 64),
                               sizeof poison), "pair %d (id %d): %s", p, skip[p],
                       skip[p] < 0 ? "a skipped row was written" : "differs from the full batch");
-    /* and through the dense side's executor (moe_arena): the caller's skipped rows stay untouched too */
+    /* and through the dense side's executor (moe_xchg, from the host): the computed pairs the same bits, handed on
+     * and counted as one exchange */
     moe_exec_t *ax = NULL;
-    moe_arena_options_t mo = {.spin_ns = 0, .slice_ns = 10000000000ull};
-    ck_assert_msg(moe_arena_new(&ax, x, model_config(m), &mo, &err) == 0, "%s", err.msg);
-    float got[4 * 2 * 64];
-    memset(got, 0x5a, sizeof got);
-    ck_assert_msg(moe_exec_run(ax, 1, 4, xin, skip, got, &err) == 0, "%s", err.msg);
+    moe_xchg_options_t mo = {.spin_ns = 0, .slice_ns = 10000000000ull};
+    ck_assert_msg(moe_xchg_new(&ax, x, &mo, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(moe_exec_collect(ax, &ye, NULL, &err), -1); /* nothing submitted */
+    ck_assert_msg(moe_exec_run(ax, 1, 4, xin, skip, &ye, &err) == 0, "%s", err.msg);
     for (int p = 0; p < 8; p++)
-        ck_assert_msg(!memcmp(got + p * 64, skip[p] < 0 ? (const void *)poison : (const void *)(want + p * 64),
-                              sizeof poison), "moe_arena: pair %d (id %d) wrong", p, skip[p]);
+        ck_assert_msg(skip[p] < 0 || !memcmp(ye + p * 64, want + p * 64, sizeof poison), "moe_xchg: pair %d (id %d) "
+                      "wrong", p, skip[p]);
+    moe_exec_stats_t xs_stats;
+    moe_exec_stats(ax, &xs_stats);
+    ck_assert_uint_eq(xs_stats.exchanges, 1);
+    ck_assert_uint_eq(xs_stats.pairs, 3);
+    ck_assert_uint_eq(guild_exchange_step(x), 3);
     moe_exec_destroy(&ax);
     moe_exec_destroy(&local);
     guild_pool_destroy(&pool);
@@ -665,7 +672,9 @@ START_TEST(test_cpu_worker_messages)
     static const int32_t owned[] = {0, 2, 4, 5, 7};
     for (int i = 0; i < 4 * 64; i++)
         xin[i] = (float)((i * 53) % 97) / 40.0f - 1.2f;
-    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, want, &err), 0);
+    const float *ye = NULL;
+    ck_assert_int_eq(moe_exec_run(local, 1, 4, xin, ids, &ye, &err), 0);
+    memcpy(want, ye, sizeof want);
     ck_assert_int_eq(data_send_request(data, &wpeer, 7, 1, 4, 2, 64, xin, ids, &err), 0);
     ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
     ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_RESULT);

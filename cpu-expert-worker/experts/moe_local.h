@@ -12,8 +12,9 @@
 #include "cpu-expert-worker/experts/expert_pipe.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 
-/* An executor over all experts of m using pool (both borrowed: they must outlive it), reading the experts in
- * the model's mapping (plain layout, no copy). Destroy it with moe_exec_destroy. -1 on out of memory. */
+/* A host executor (core/model/moe_exec.h) over all experts of m using pool (both borrowed: they must outlive it),
+ * reading the experts in the model's mapping (plain layout, no copy). The work runs in collect, on the caller's
+ * thread and the pool's. Destroy it with moe_exec_destroy. -1 on out of memory. */
 int moe_local_new(moe_exec_t **out, const model_t *m, guild_pool_t *pool, guild_err_t *err);
 
 /* The same with a tuning file's choices (expert_tuning.h): the pipeline's row blocks (NULL: automatic) and the
@@ -23,5 +24,12 @@ int moe_local_new(moe_exec_t **out, const model_t *m, guild_pool_t *pool, guild_
  * out of memory or blocks that are not multiples of 16. */
 int moe_local_new_tuned(moe_exec_t **out, const model_t *m, guild_pool_t *pool, const expert_pipe_tuning_t *tuning,
                         bool interleave_gate_up, expert_layout_t layout, guild_err_t *err);
+
+/* From now on e (a "local" executor) counts, per layer, how many routed slots went to each expert (`guild run
+ * --stats`). -1 on out of memory. */
+int moe_local_count_routing(moe_exec_t *e, guild_err_t *err);
+
+/* Slots routed to `expert` in `layer` since counting started (0 when it never did). */
+int64_t moe_local_routed(const moe_exec_t *e, int32_t layer, int32_t expert);
 
 #endif

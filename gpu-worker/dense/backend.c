@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gpu-worker/dense/cpu/cpu_backend.h"
+#include "ipc/exchange.h"
 #ifdef GUILD_HAVE_CUDA
 #include "gpu-worker/dense/cuda/cuda_backend.h"
 #endif
@@ -25,16 +26,37 @@ const char *backend_names(void)
 #endif
 }
 
+/* The backend called name, or NULL with err. */
+static const backend_ops_t *backend_find(const char *name, guild_err_t *err)
+{
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (!strcmp(backends[i]->name, name))
+            return backends[i];
+    guild_err_set(err, "backend \"%s\" is not built in (available: %s)", name, backend_names());
+    return NULL;
+}
+
+int backend_exchange_exec_new(moe_exec_t **out, const char *name, const model_config_t *cfg, guild_exchange_t *x,
+                              const moe_xchg_options_t *o, guild_err_t *err)
+{
+    *out = NULL;
+    const backend_ops_t *ops = backend_find(name, err);
+    if (!ops)
+        return -1;
+    const guild_exchange_shape_t *s = guild_exchange_shape(x);
+    if (s->n_embd != (uint32_t)cfg->n_embd || s->n_used != (uint32_t)cfg->n_expert_used)
+        return guild_err_set(err, "expert exchange: slots for width %u, top-%u; the model has %d, top-%d", s->n_embd,
+                             s->n_used, cfg->n_embd, cfg->n_expert_used);
+    return ops->exchange_exec ? ops->exchange_exec(out, x, o, err) : moe_xchg_new(out, x, o, err);
+}
+
 int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
                 const void *config, guild_err_t *err)
 {
     *out = NULL;
-    const backend_ops_t *ops = NULL;
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
-        if (!strcmp(backends[i]->name, name))
-            ops = backends[i];
+    const backend_ops_t *ops = backend_find(name, err);
     if (!ops)
-        return guild_err_set(err, "backend \"%s\" is not built in (available: %s)", name, backend_names());
+        return -1;
     return ops->create(out, m, opt, config, err);
 }
 

@@ -2,9 +2,9 @@
  * implementation per backend, chosen by name at run time among those built in).
  *
  * A backend holds the dense weights it needs, the KV cache and its scratch; it runs the whole forward pass of
- * a batch of tokens: embedding, every layer (attention, router, the routed experts through the moe_exec_t it
- * was given, shared expert, combine) and the LM head for the rows asked for. Backends: "cpu" (plain C,
- * gpu-worker/dense/cpu/, the numerical reference) and later "cuda".
+ * a batch of tokens: embedding, every layer (attention, router, the routed experts through the executor it was
+ * given, core/model/moe_exec.h, shared expert, combine) and the LM head for the rows asked for. Backends: "cpu"
+ * (plain C, gpu-worker/dense/cpu/, the numerical reference) and later "cuda".
  *
  * Numerical contract of the "cpu" backend (what another backend must reproduce, within a stated tolerance for
  * CUDA): every value of a token is computed from that token's own inputs and the KV cache in a fixed order,
@@ -21,6 +21,7 @@
 #include "core/model/moe_exec.h"
 #include "core/util/pool.h"
 #include "core/util/err.h"
+#include "gpu-worker/dense/moe_xchg.h"
 
 typedef struct backend backend_t;
 
@@ -30,18 +31,14 @@ typedef struct backend_options {
     int32_t n_ctx;    /* KV cache capacity in positions (1..n_ctx_train is typical; more is allowed) */
     int32_t n_batch;  /* most tokens one backend_forward call takes */
     guild_pool_t *pool; /* CPU threads (cpu backend; may be shared with the expert executor); borrowed */
-    moe_exec_t *moe;  /* routed-expert executor; borrowed, must outlive the backend */
+    moe_exec_t *moe;  /* routed-expert executor (the process's one); borrowed, must outlive the backend */
     bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
                          (routing statistics); otherwise a backend may skip them */
-    /* Polled while the host waits for the device; nonzero (with the reason in err) gives the step up. */
-    int (*interrupted)(void *ctx, guild_err_t *err);
-    void *interrupted_ctx;
 } backend_options_t;
 
-/* Counters since creation of what a backend did itself (backend_stats). */
+/* Counters since creation of what a backend did itself (backend_stats; the executor it was given counts its
+ * own, moe_exec_stats). */
 typedef struct backend_stats {
-    uint64_t exchanges;        /* MoE exchanges the backend drove from the device */
-    uint64_t wait_ns;          /* device time spent waiting for the CPU workers in them */
     int32_t gpu_expert_layers; /* layers whose experts it computes on the device */
     uint32_t graphs;           /* CUDA graphs captured */
     uint64_t graph_steps;      /* forward passes replayed from a graph */
@@ -65,6 +62,8 @@ typedef struct backend_ops {
     void (*kv_truncate)(backend_t *b, int32_t n_pos);
     void (*destroy)(backend_t *b);
     void (*stats)(const backend_t *b, backend_stats_t *out); /* optional */
+    /* Optional: the executor over an exchange that this backend drives itself (backend_exchange_exec_new). */
+    int (*exchange_exec)(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o, guild_err_t *err);
 } backend_ops_t;
 
 /* Implementations embed this as their first member. */
@@ -79,6 +78,14 @@ struct backend {
  * memory. */
 int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
                 const void *config, guild_err_t *err);
+
+/* The routed-expert executor of a GPU worker: the one over the MoE exchange x (borrowed: must outlive it) that
+ * backend `name` drives best, for a model of configuration cfg (whose width and top-k must be the exchange's):
+ * the "cuda" backend's drives it from the device (in-graph doorbells) when o->map can be registered for the
+ * device (else, with a warning, from the host), the others' from the host (moe_xchg.h). Destroy it with
+ * moe_exec_destroy, after the backend. -1 with err on an unknown backend, a shape mismatch or out of memory. */
+int backend_exchange_exec_new(moe_exec_t **out, const char *name, const model_config_t *cfg, struct guild_exchange *x,
+                              const moe_xchg_options_t *o, guild_err_t *err);
 
 /* Runs tokens[0..n_tokens) (1 <= n_tokens <= n_batch) at positions[i], which must be kv_len + i: the batch
  * appends to the cache. Writes logits[j][0..n_vocab) for the batch rows out_rows[0..n_out) (indices into the

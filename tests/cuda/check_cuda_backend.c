@@ -419,7 +419,7 @@ END_TEST
 
 /* ---- part 2 of the backend: device experts, the memory plan, graphs, the arena driven from the device ---- */
 
-/* A cuda backend on model m with these settings (other options as the rig's). */
+/* A cuda backend on model m with these settings (other options as the rig's; the rig's executor unless o.moe). */
 static backend_t *cuda_open(rig_t *r, int n_batch, int n_ctx, backend_options_t o, cuda_config_t cc)
 {
     guild_err_t err = {{0}};
@@ -427,7 +427,8 @@ static backend_t *cuda_open(rig_t *r, int n_batch, int n_ctx, backend_options_t 
     o.n_ctx = n_ctx;
     o.n_batch = n_batch;
     o.pool = r->pool;
-    o.moe = r->moe;
+    if (!o.moe)
+        o.moe = r->moe;
     ck_assert_msg(backend_new(&be, "cuda", r->model, &o, &cc, &err) == 0, "%s", err.msg);
     return be;
 }
@@ -550,7 +551,7 @@ static void *fake_worker_main(void *arg)
     ck_assert(guild_pool_new(&pool, 1, NULL, &err) == 0);
     ck_assert(moe_local_new(&moe, w->model, pool, &err) == 0);
     const size_t row = (size_t)w->n_embd;
-    float *y = malloc((size_t)w->max_tokens * (size_t)w->n_used * row * sizeof *y);
+    const float *y = NULL;
     guild_wait_policy_t pol = {.spin_ns = 20000, .timeout_ns = 20000000};
     uint64_t seq = guild_exchange_done(w->x, w->index) + 1;
     while (!atomic_load(&w->stop)) {
@@ -561,7 +562,7 @@ static void *fake_worker_main(void *arg)
         guild_exchange_slot_t slot;
         if (guild_exchange_wait_step(w->x, seq, &pol, &slot, NULL, &err) != GUILD_WAIT_OK)
             continue;
-        ck_assert_msg(moe_exec_run(moe, slot.layer, slot.n_tokens, slot.x, slot.ids, y, &err) == 0, "%s",
+        ck_assert_msg(moe_exec_run(moe, slot.layer, slot.n_tokens, slot.x, slot.ids, &y, &err) == 0, "%s",
                       err.msg);
         for (int p = 0; p < slot.n_tokens * w->n_used; p++)
             if (slot.ids[p] % w->n == w->index)
@@ -570,7 +571,6 @@ static void *fake_worker_main(void *arg)
         guild_exchange_complete(w->x, w->index, seq);
         seq++;
     }
-    free(y);
     moe_exec_destroy(&moe);
     guild_pool_destroy(&pool);
     return NULL;
@@ -582,7 +582,7 @@ static int stop_after_first(void *ctx, guild_err_t *err)
     return ++*calls >= 1 ? guild_err_set(err, "stopped by the test") : 0;
 }
 
-/* The arena driven from the device with 1-3 workers: the same bits as the host bridge over the same experts
+/* The exchange driven from the device with 1-3 workers: the same bits as the host executor over the same experts
  * (graphs and direct); a worker that stalls makes the step fail within the timeout, and the backend recovers;
  * interrupted() cancels a wait. */
 START_TEST(test_arena_from_device)
@@ -611,24 +611,34 @@ START_TEST(test_arena_from_device)
         ck_assert_int_eq(pthread_create(&w[k].th, NULL, fake_worker_main, &w[k]), 0);
     }
     int calls = 0;
-    backend_options_t ao = {0};
-    cuda_config_t ac = {.gpu_expert_layers = GPU_EXPERTS_NONE, .host_mem = mem, .host_mem_bytes = bytes,
-                        .exchange = x, .exchange_timeout_ns = 300000000};
+    /* the GPU worker's executor, as backend_exchange_exec_new makes it for "cuda": driven from the device */
+    moe_xchg_options_t xo = {.timeout_ns = 300000000, .map = mem, .map_bytes = bytes};
+    moe_exec_t *ex = NULL;
+    ck_assert_msg(backend_exchange_exec_new(&ex, "cuda", c, x, &xo, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(ex->ops->name, "xchg");
+    ck_assert_int_eq(ex->ops->mem, MOE_EXEC_DEVICE);
+    backend_options_t ao = {.moe = ex};
+    cuda_config_t ac = {.gpu_expert_layers = GPU_EXPERTS_NONE};
     backend_t *dev = cuda_open(&r, 16, 64, ao, ac);
     backend_t *host =
         cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){.gpu_expert_layers = GPU_EXPERTS_NONE});
-    int n = bits_equal_run(dev, host, r.n_vocab, 16, "arena (graphs) vs host bridge");
+    int n = bits_equal_run(dev, host, r.n_vocab, 16, "exchange (graphs) vs host executor");
     backend_stats_t bs;
+    moe_exec_stats_t es;
     ck_assert_int_eq(backend_stats(dev, &bs), 0);
-    ck_assert_msg(bs.exchanges == (uint64_t)n * (uint64_t)s.n_layer && bs.graph_steps >= 16,
-                  "%llu exchanges, %llu graph steps", (unsigned long long)bs.exchanges,
+    moe_exec_stats(ex, &es);
+    ck_assert_msg(es.exchanges == (uint64_t)n * (uint64_t)s.n_layer && bs.graph_steps >= 16,
+                  "%llu exchanges, %llu graph steps", (unsigned long long)es.exchanges,
                   (unsigned long long)bs.graph_steps);
     ck_assert_int_eq(atomic_load(&w[0].served), (uint64_t)n * (uint64_t)s.n_layer);
     backend_destroy(&dev);
+    moe_exec_destroy(&ex);
     backend_kv_clear(host);
+    ck_assert_msg(cuda_moe_xchg_new(&ex, x, &xo, &err) == 0, "%s", err.msg);
+    ao.moe = ex;
     ac.no_graph = true;
     dev = cuda_open(&r, 16, 64, ao, ac);
-    n += bits_equal_run(dev, host, r.n_vocab, 8, "arena (direct) vs host bridge");
+    n += bits_equal_run(dev, host, r.n_vocab, 8, "exchange (direct) vs host executor");
 
     /* a stalled worker: the device gives the wait up after the timeout; the step fails, the cache stays */
     const int32_t V = r.n_vocab, row = 0;
@@ -642,23 +652,27 @@ START_TEST(test_arena_from_device)
     atomic_store(&w[n_workers - 1].paused, 0);
     forward(dev, 1, &tok, 1, &row, la); /* the late exchange completes, then this step's */
     forward(host, 1, &tok, 1, &row, lb);
-    ck_assert_msg(!memcmp(la, lb, (size_t)V * sizeof *la), "after a timeout: logits differ from the host bridge's");
+    ck_assert_msg(!memcmp(la, lb, (size_t)V * sizeof *la), "after a timeout: logits differ from the host executor's");
     backend_destroy(&dev);
+    moe_exec_destroy(&ex);
 
     /* interrupted() cancels the device's wait */
     atomic_store(&w[0].paused, 1);
     usleep(30000);
+    xo.timeout_ns = 0;
+    xo.interrupted = stop_after_first;
+    xo.ctx = &calls;
+    ck_assert_msg(cuda_moe_xchg_new(&ex, x, &xo, &err) == 0, "%s", err.msg);
+    ao.moe = ex;
     ac.no_graph = false;
-    ac.exchange_timeout_ns = 0;
-    ao.interrupted = stop_after_first;
-    ao.interrupted_ctx = &calls;
     dev = cuda_open(&r, 16, 64, ao, ac);
     const int32_t p0 = 0;
     ck_assert_int_eq(backend_forward(dev, 1, &tok, &p0, 1, &row, la, &err), -1);
     ck_assert_msg(strstr(err.msg, "stopped by the test"), "%s", err.msg);
     atomic_store(&w[0].paused, 0);
     backend_destroy(&dev);
-    printf("arena from the device, %d worker%s: %d steps bit-identical to the host bridge; timeout and cancel "
+    moe_exec_destroy(&ex);
+    printf("exchange from the device, %d worker%s: %d steps bit-identical to the host executor; timeout and cancel "
            "reported\n", n_workers, n_workers > 1 ? "s" : "", n);
 
     for (int k = 0; k < n_workers; k++) {
@@ -749,14 +763,14 @@ START_TEST(test_streaming)
 }
 END_TEST
 
-/* y of one exchange of bridge m: submit, collect, copied to the host (out: [n][K][E]). */
-static void bridge_run(cuda_moe_t *m, int32_t layer, int32_t n, const float *dx, const int32_t *dids, size_t ybytes,
+/* y of one batch of device executor m: submit, collect, copied to the host (out: [n][K][E]). */
+static void bridge_run(moe_exec_t *m, int32_t layer, int32_t n, const float *dx, const int32_t *dids, size_t ybytes,
                        float *out, cudaStream_t st)
 {
     guild_err_t err = {{0}};
     const float *y = NULL;
-    ck_assert_msg(m->ops->submit(m, layer, n, dx, dids, st, &err) == 0, "%s", err.msg);
-    ck_assert_msg(m->ops->collect(m, &y, st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_submit(m, layer, n, dx, dids, st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_exec_collect(m, &y, st, &err) == 0, "%s", err.msg);
     ck_assert(cudaMemcpyAsync(out, y, ybytes, cudaMemcpyDeviceToHost, st) == cudaSuccess);
     ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
 }
@@ -786,12 +800,12 @@ START_TEST(test_split_bridge)
             .down_row = ml->down_exps.row_bytes, .down_mat = ml->down_exps.mat_bytes, .resident = true};
     }
     guild_err_t err = {{0}};
-    cuda_moe_t *res = NULL, *fb = NULL, *g = NULL;
+    moe_exec_t *res = NULL, *fb = NULL, *g = NULL;
     ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, false, NULL, NULL, NULL, &err) == 0, "%s",
                   err.msg);
     for (int32_t il = 0; il < NL; il++)
         gl[il].resident = false;
-    ck_assert_msg(cuda_moe_local_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_moe_host_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
     ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, true, NULL, fb, NULL, &err) == 0, "%s",
                   err.msg);
 
@@ -848,22 +862,24 @@ START_TEST(test_split_bridge)
     ck_assert_int_eq(expert_split_new(&sp, NE, &err), 0);
     static const double fracs[] = {0.3, 0.6, 0.0, 0.8, 1.0};
     int differ = 0;
-    cuda_moe_stats_t s0, s1;
+    moe_exec_stats_t s0, s1, f0, f1;
     for (size_t f = 0; f < sizeof fracs / sizeof fracs[0]; f++)
         for (int32_t il = 0; il < NL; il++) {
             cuda_moe_gpu_force_split(g, fracs[f]);
             expert_split_model_t em = {.copy_bpns = 1, .force_gpu_fraction = fracs[f]};
             expert_split_result_t pr;
             expert_split_plan(sp, count, eb, &em, on_gpu, &pr);
-            cuda_moe_stats(g, &s0);
+            moe_exec_stats(g, &s0);
+            moe_exec_stats(fb, &f0);
             memset(got, 0x5a, ybytes);
             bridge_run(g, il, T, dx, dids, ybytes, got, st);
-            cuda_moe_stats(g, &s1);
+            moe_exec_stats(g, &s1);
+            moe_exec_stats(fb, &f1);
             ck_assert_int_eq(s1.split_gpu_pairs - s0.split_gpu_pairs, pr.gpu_pairs);
             ck_assert_int_eq(s1.split_cpu_pairs - s0.split_cpu_pairs, pr.cpu_pairs);
             ck_assert_int_eq(s1.split_gpu_experts - s0.split_gpu_experts, pr.gpu_experts);
             ck_assert_int_eq(s1.streamed - s0.streamed, pr.gpu_pairs > 0);
-            ck_assert_int_eq(s1.exchanges - s0.exchanges, pr.cpu_pairs > 0);
+            ck_assert_int_eq(f1.exchanges - f0.exchanges, pr.cpu_pairs > 0);
             for (int32_t p = 0; p < P; p++) {
                 const float *want = (on_gpu[ids[p]] ? ydev[il] : ycpu[il]) + (size_t)p * E;
                 ck_assert_msg(!memcmp(got + (size_t)p * E, want, row), "fraction %.1f layer %d pair %d (expert %d, "
@@ -885,8 +901,9 @@ START_TEST(test_split_bridge)
     cudaFree(dx);
     cudaFree(dids);
     cudaStreamDestroy(st);
-    cuda_moe_destroy(&g);
-    cuda_moe_destroy(&res);
+    moe_exec_destroy(&g);
+    moe_exec_destroy(&fb);
+    moe_exec_destroy(&res);
     rig_close(&r);
 }
 END_TEST

@@ -27,7 +27,6 @@ static void cpu_destroy(backend_t *base)
     free(b->router_logits);
     free(b->ids);
     free(b->weights);
-    free(b->y);
     free(b->sh_gate);
     free(b->sh_up);
     free(b->sh_logit);
@@ -87,6 +86,9 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     cpu_parts_support(&parts);
     if (model_parts_check(c, &parts, "cpu backend", err) < 0)
         return -1;
+    if (opt->moe->ops->mem != MOE_EXEC_HOST)
+        return guild_err_set(err, "cpu backend: the routed-expert executor \"%s\" works on device memory",
+                             opt->moe->ops->name);
     cpu_backend_t *b = calloc(1, sizeof *b);
     if (!b)
         return guild_err_set(err, "cpu backend: out of memory");
@@ -118,7 +120,6 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->router_logits = alloc_array(NB, (size_t)c->n_expert * sizeof(float), &ok);
     b->ids = alloc_array(NB, K * sizeof(int32_t), &ok);
     b->weights = alloc_array(NB, K * sizeof(float), &ok);
-    b->y = alloc_array(NB * K, E * sizeof(float), &ok);
     b->sh_gate = alloc_array(NB, F * sizeof(float), &ok);
     b->sh_up = alloc_array(NB, F * sizeof(float), &ok);
     b->sh_logit = alloc_array(NB, sizeof(float), &ok);

@@ -41,7 +41,7 @@ typedef struct cpu_backend {
     float *router_logits;   /* [n_batch][n_expert] */
     int32_t *ids;           /* [n_batch][n_expert_used] routed experts, slot order */
     float *weights;         /* [n_batch][n_expert_used] their weights */
-    float *y;               /* [n_batch][n_expert_used][n_embd] unweighted routed-expert outputs */
+    const float *y;         /* [n][n_expert_used][n_embd] unweighted routed-expert outputs: the executor's */
     float *sh_gate;         /* [n_batch][n_ff_shexp] shared expert gate projection, then silu(gate) * up */
     float *sh_up;           /* [n_batch][n_ff_shexp] shared expert up projection */
     float *sh_logit;        /* [n_batch] shared expert sigmoid-gate logit */

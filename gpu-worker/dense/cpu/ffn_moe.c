@@ -59,7 +59,7 @@ static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t 
     guild_pool_t *pool = b->pool;
 
     cpu_router_parts[lp->router->kind]->route(b, lp->router, il, n);
-    if (moe_exec_run(b->moe, il, n, b->xn, b->ids, b->y, err) < 0)
+    if (moe_exec_run(b->moe, il, n, b->xn, b->ids, &b->y, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
     if (j.shared) {
         const int64_t F = c->n_ff_shexp;

@@ -2,11 +2,12 @@
  * and the KV cache bookkeeping; the layer program is in cuda_layer.c, its parts in the files cuda_parts.h names,
  * the kernels behind cuda_kernels.h.
  *
- * One stream carries the whole forward pass. The routed experts go through a cuda_moe_t bridge (cuda_moe.h):
- * resident on the device under the memory plan (gpu-worker/dense/gpu_plan.h), else to the CPU workers through the
- * arena from the device itself, else (in-process) to the moe_exec_t on the host. When the bridge only enqueues
- * device work, a step of up to CUDA_GRAPH_ROWS tokens is captured once as a CUDA graph per (tokens, logits rows,
- * logits destination) and replayed: one launch a step. Tokens and the cache length reach the device through one
+ * One stream carries the whole forward pass. The routed experts go through device executors (cuda_moe.h):
+ * resident on the device under the memory plan (gpu-worker/dense/gpu_plan.h), else to the executor the caller gave
+ * (a GPU worker's: the CPU workers through the arena, driven from the device itself; in one process: the host
+ * executor, through the "host" adapter). When the executor only enqueues device work, a step of up to
+ * CUDA_GRAPH_ROWS tokens is captured once as a CUDA graph per (tokens, logits rows, logits destination) and
+ * replayed: one launch a step. Tokens and the cache length reach the device through one
  * copy from pinned memory at the start of the step, so the same graph serves every position. The direct path
  * (cuda_config_t.no_graph) enqueues the same kernels, so both give the same bits.
  * The CPU backend is the numerical reference: matrix products, quantization, RoPE and the elementwise steps give
@@ -50,7 +51,8 @@ static void cuda_destroy(backend_t *base)
     if (b->stream)
         cudaStreamSynchronize(b->stream);
     graphs_clear(b);
-    cuda_moe_destroy(&b->moe);
+    moe_exec_destroy(&b->moe_gpu);
+    moe_exec_destroy(&b->moe_host);
     /* the stage borrows the ring, the server serves it: stage, server, ring */
     cuda_stage_destroy(&b->stage);
     stage_server_stop(&b->stage_server);
@@ -59,8 +61,6 @@ static void cuda_destroy(backend_t *base)
         cudaEventDestroy(b->done);
     if (b->h_logits)
         cudaFreeHost(b->h_logits);
-    if (b->host_reg)
-        cudaHostUnregister(b->host_reg);
     void **bufs[] = {&b->weight_mem, (void **)&b->rope_cs, (void **)&b->k_cache, (void **)&b->v_cache,
                      (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
@@ -140,33 +140,19 @@ static int check_shapes(const model_config_t *c, guild_err_t *err)
     return 0;
 }
 
-/* The bridge for the routed experts that are not on the device: the arena driven from the device when the
- * caller handed over the pipeline's exchange and its memory could be registered, else the host executor. */
-static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, const cuda_config_t *cc,
-                             cuda_moe_t **out, guild_err_t *err)
+/* The device executor for the routed experts that are not on the device: the caller's when it is a device one
+ * (a GPU worker's exchange driven from the device), else the "host" adapter to it. */
+static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, moe_exec_t **out, guild_err_t *err)
 {
-    const model_config_t *c = b->cfg;
-    if (cc->exchange && cc->host_mem && cc->host_mem_bytes) {
-        void *dev = NULL;
-        cudaError_t e = cudaHostRegister(cc->host_mem, cc->host_mem_bytes,
-                                         cudaHostRegisterMapped | cudaHostRegisterPortable);
-        if (e == cudaSuccess) {
-            b->host_reg = cc->host_mem;
-            e = cudaHostGetDevicePointer(&dev, cc->host_mem, 0);
-        }
-        if (e == cudaSuccess)
-            return cuda_moe_arena_new(out, cc->exchange, cc->host_mem, dev, b->n_batch, c->n_embd,
-                                      c->n_expert_used, cc->exchange_timeout_ns, opt->interrupted,
-                                      opt->interrupted_ctx, err);
-        (void)cudaGetLastError();
-        guild_log(GUILD_LOG_WARN, "cuda backend: the arena cannot be mapped for the device (%s): the exchanges go "
-                  "through the host, without CUDA graphs", cudaGetErrorString(e));
-        if (b->host_reg) {
-            cudaHostUnregister(b->host_reg);
-            b->host_reg = NULL;
-        }
+    if (opt->moe->ops->mem == MOE_EXEC_DEVICE) {
+        *out = opt->moe;
+        return 0;
     }
-    return cuda_moe_local_new(out, opt->moe, b->n_batch, c->n_embd, c->n_expert_used, err);
+    const model_config_t *c = b->cfg;
+    if (cuda_moe_host_new(&b->moe_host, opt->moe, b->n_batch, c->n_embd, c->n_expert_used, err) < 0)
+        return -1;
+    *out = b->moe_host;
+    return 0;
 }
 
 /* The staging ring's path for streamed experts when the plan streams and the settings ask for a stager
@@ -246,7 +232,7 @@ static int stage_renew(cuda_backend_t *b, guild_err_t *err)
         b->stage = NULL;
         return guild_err_set(err, "staging ring %s: %s", stage_ring_name(b->stage_ring), e.msg);
     }
-    cuda_moe_gpu_set_stage(b->moe, b->stage);
+    cuda_moe_gpu_set_stage(b->moe_gpu, b->stage);
     guild_log(GUILD_LOG_INFO, "cuda backend: staging ring %s in use again", stage_ring_name(b->stage_ring));
     return 0;
 }
@@ -298,19 +284,16 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
                                        "only, this worker's plan does not keep them resident", il);
         }
     }
-    cuda_moe_t *cpu = NULL;
+    moe_exec_t *cpu = NULL;
     int rc = 0;
     if (resident < c->n_layer)
-        rc = setup_cpu_experts(b, opt, cc, &cpu, err);
+        rc = setup_cpu_experts(b, opt, &cpu, err);
     if (rc == 0 && plan->staging)
         rc = setup_stage(b, m, cc, plan, gl, err);
     if (rc == 0 && (resident > 0 || plan->staging))
-        rc = cuda_moe_gpu_new(&b->moe, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
+        rc = cuda_moe_gpu_new(&b->moe_gpu, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
                               c->n_expert_used, plan->staging > 0, b->stage, cpu, &b->bytes_experts, err);
-    else if (rc == 0)
-        b->moe = cpu;
-    else
-        cuda_moe_destroy(&cpu);
+    b->moe = b->moe_gpu ? b->moe_gpu : cpu;
     b->gpu_expert_layers = rc == 0 ? resident : 0;
     free(gl);
     return rc;
@@ -403,8 +386,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
         setup_experts(b, m, opt, cc, &plan, err) < 0)
         goto fail;
-    if (cc->test.split_gpu_fraction > 0 && !strcmp(b->moe->ops->name, "gpu"))
-        cuda_moe_gpu_force_split(b->moe, cc->test.split_gpu_fraction);
+    if (cc->test.split_gpu_fraction > 0 && b->moe_gpu)
+        cuda_moe_gpu_force_split(b->moe_gpu, cc->test.split_gpu_fraction);
     b->graphs = !cc->no_graph && cuda_moe_capturable(b->moe);
 
     struct cudaDeviceProp prop;
@@ -415,7 +398,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         (void)cudaGetLastError();
     guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
               "positions), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device %.1f MiB; "
-              "bridge %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
+              "experts %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
               (double)b->bytes_kv / (1 << 20), b->kv_type == GUILD_TYPE_F32 ? "f32" : "f16", opt->n_ctx,
               (double)b->bytes_scratch / (1 << 20), b->gpu_expert_layers, c->n_layer,
               (double)b->bytes_experts / (1 << 20), (double)(dev_total - dev_free) / (1 << 20), b->moe->ops->name,
@@ -610,10 +593,9 @@ static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
 static void cuda_stats(const backend_t *base, backend_stats_t *out)
 {
     const cuda_backend_t *b = (const cuda_backend_t *)base;
-    cuda_moe_stats_t ms;
-    cuda_moe_stats(b->moe, &ms);
-    out->exchanges = ms.exchanges;
-    out->wait_ns = ms.wait_ns;
+    moe_exec_stats_t ms = {0};
+    if (b->moe_gpu)
+        moe_exec_stats(b->moe_gpu, &ms);
     out->streamed_layers = ms.streamed;
     out->streamed_bytes = ms.streamed_bytes;
     out->split_gpu_experts = ms.split_gpu_experts;
@@ -630,6 +612,20 @@ static void cuda_stats(const backend_t *base, backend_stats_t *out)
     out->stage_wait_ns = b->stage_wait_ns0 + wait;
 }
 
+/* The GPU worker's executor: the exchange driven from the device; from the host when the arena cannot be
+ * registered for the device (the exchanges then go through the host, without CUDA graphs). */
+static int cuda_exchange_exec(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o,
+                              guild_err_t *err)
+{
+    guild_err_t why = {{0}};
+    if (cuda_moe_xchg_new(out, x, o, &why) == 0)
+        return 0;
+    (void)cudaGetLastError();
+    guild_log(GUILD_LOG_WARN, "cuda backend: the exchange cannot be driven from the device (%s): the exchanges go "
+              "through the host, without CUDA graphs", why.msg);
+    return moe_xchg_new(out, x, o, err);
+}
+
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
     .create = cuda_create,
@@ -638,4 +634,5 @@ const backend_ops_t cuda_backend_ops = {
     .kv_truncate = cuda_kv_truncate,
     .destroy = cuda_destroy,
     .stats = cuda_stats,
+    .exchange_exec = cuda_exchange_exec,
 };

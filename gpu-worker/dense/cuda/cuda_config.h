@@ -4,15 +4,14 @@
  * wire: gpu-worker/gpu_worker_options.h) in builds without nvcc too.
  *
  * Zero-filled, it is the defaults: no memory budget, every layer's experts on the device as far as they fit,
- * CUDA graphs on, plain copies of streamed experts, no CPU workers' arena. */
+ * CUDA graphs on, plain copies of streamed experts. (The CPU workers' exchange is not a setting: the GPU worker's
+ * executor over it, backend_exchange_exec_new, comes as the dense contract's moe.) */
 #ifndef GUILD_GPU_WORKER_CUDA_CONFIG_H
 #define GUILD_GPU_WORKER_CUDA_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct guild_exchange;
 
 /* How the backend copies the experts it streams to the device (only when its memory plan streams). */
 typedef enum cuda_stager {
@@ -40,14 +39,6 @@ typedef struct cuda_config {
      * creation; NULL/0: none. */
     const uint32_t *resident_layers; /* [n_resident_layers] layer indices */
     size_t n_resident_layers;
-    /* The pipeline's shared memory, given by guild-gpu-worker (NULL otherwise): the backend registers
-     * [host_mem, host_mem + host_mem_bytes) for the device and drives `exchange` (the MoE exchange in it; the
-     * dense contract's moe must then be the arena executor on it) from the device itself, in-graph, for the
-     * layers whose experts the CPU workers hold. */
-    void *host_mem;
-    size_t host_mem_bytes;
-    struct guild_exchange *exchange;
-    uint64_t exchange_timeout_ns; /* a device wait for the CPU workers fails after this; 0: 120 s */
     /* Test hooks: set by tests and by the tests' --force-split flag only; no user setting lives here. */
     struct {
         bool kv_f32; /* KV cache in float32 instead of F16: twice the memory, the CPU backend's precision */

@@ -1,5 +1,5 @@
-/* The "gpu" cuda_moe_t: the routed experts of the layers it holds live in device memory and run there, the
- * others go through a fallback bridge (CPU workers or in-process), or are split per expert between that bridge
+/* The "gpu" device executor: the routed experts of the layers it holds live in device memory and run there, the
+ * others go through a fallback executor (CPU workers or in-process), or are split per expert between that one
  * and the device (gpu-worker/dense/expert_split.h): the device's experts are streamed into one of two staging buffers
  * and run here while the CPU side computes the others (the stager's job, done in the GPU worker; after an
  * all-device batch the next layer's copy, on a copy stream, overlaps this layer's products). See cuda_moe.h.
@@ -44,8 +44,8 @@ typedef struct gpu_layer {
 } gpu_layer_t;
 
 typedef struct moe_gpu {
-    cuda_moe_t base;
-    cuda_moe_t *fallback;      /* owned; layers not resident */
+    moe_exec_t base;
+    moe_exec_t *fallback;      /* borrowed; layers not resident */
     gpu_layer_t *layers;       /* [n_layer] */
     int32_t n_layer, n_expert, max_tokens, n_embd, n_ff, n_used;
     void *mem;                 /* the resident expert weights */
@@ -76,7 +76,7 @@ typedef struct moe_gpu {
     /* the CPU side's time per exchange, a + b * tokens ns, from its counters */
     double cpu_a, cpu_b;
     bool have_a, have_b;
-    cuda_moe_stats_t fb_last;  /* the fallback's counters at the start of this step */
+    moe_exec_stats_t fb_last;  /* the fallback's counters at the start of this step */
     int32_t fb_pairs;          /* pairs of the exchanges delegated whole in this step (0: none) */
     bool fb_split;             /* an exchange of this step was split: its wait is not the CPU side's time alone */
     uint64_t streamed, streamed_bytes;
@@ -257,13 +257,13 @@ static bool want_split(const moe_gpu_t *m, const gpu_layer_t *L, cudaStream_t s)
 
 /* Folds the CPU side's counters of the last step into the cost model: t = a + b * pairs, a from one-token
  * exchanges, b from larger ones. Only steps whose delegated exchanges went whole: a split one's wait (the
- * arena bridge's is device time after the device's own products) is not the CPU side's time. */
+ * device-driven exchange's is device time after the device's own products) is not the CPU side's time. */
 static void cost_update(moe_gpu_t *m)
 {
     if (!m->stream || !m->fallback)
         return;
-    cuda_moe_stats_t now;
-    cuda_moe_stats(m->fallback, &now);
+    moe_exec_stats_t now;
+    moe_exec_stats(m->fallback, &now);
     const uint64_t dx = now.exchanges - m->fb_last.exchanges, dw = now.wait_ns - m->fb_last.wait_ns;
     if (dx && m->fb_pairs > 0 && !m->fb_split) {
         const double per = (double)dw / (double)dx;
@@ -491,10 +491,11 @@ static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, 
     return rc;
 }
 
-static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                      cudaStream_t s, guild_err_t *err)
+static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
+                      void *queue, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
     if (layer < 0 || layer >= m->n_layer)
         return guild_err_set(err, "cuda moe: layer %d of %d", layer, m->n_layer);
     if (n < 1 || n > m->max_tokens)
@@ -516,9 +517,10 @@ static int gpu_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x
     return 0;
 }
 
-static int gpu_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_err_t *err)
+static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
     if (!m->on_device)
         return m->fallback->ops->collect(m->fallback, y, s, err);
     if (m->split_cpu) {
@@ -534,46 +536,47 @@ static int gpu_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_
     return 0;
 }
 
-static bool gpu_capturable(const cuda_moe_t *base)
+static bool gpu_capturable(const moe_exec_t *base)
 {
     const moe_gpu_t *m = (const moe_gpu_t *)base;
     return !m->fallback || cuda_moe_capturable(m->fallback);
 }
 
-static int gpu_step_begin(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
+static int gpu_step_begin(moe_exec_t *base, void *queue, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
     cost_update(m);
     if (m->stream)
         cost_fold(m);
     return m->fallback ? cuda_moe_step_begin(m->fallback, s, err) : 0;
 }
 
-static int gpu_step_end(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
+static int gpu_step_end(moe_exec_t *base, void *queue, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
     return m->fallback ? cuda_moe_step_end(m->fallback, s, err) : 0;
 }
 
-static int gpu_sync(cuda_moe_t *base, cudaEvent_t done, guild_err_t *err)
+static int gpu_sync(moe_exec_t *base, void *done_event, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaEvent_t done = done_event;
     if (m->fallback)
         return cuda_moe_sync(m->fallback, done, err);
     return cuda_check(cudaEventSynchronize(done), "forward pass", err);
 }
 
-static int gpu_result(cuda_moe_t *base, guild_err_t *err)
+static int gpu_result(moe_exec_t *base, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     return m->fallback ? cuda_moe_result(m->fallback, err) : 0;
 }
 
-static void gpu_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
+static void gpu_stats(const moe_exec_t *base, moe_exec_stats_t *out)
 {
     const moe_gpu_t *m = (const moe_gpu_t *)base;
-    if (m->fallback)
-        cuda_moe_stats(m->fallback, out);
     out->streamed = m->streamed;
     out->streamed_bytes = m->streamed_bytes;
     out->split_gpu_experts = m->split_gpu_experts;
@@ -583,7 +586,7 @@ static void gpu_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
 }
 
 
-static void gpu_destroy(cuda_moe_t *base)
+static void gpu_destroy(moe_exec_t *base)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     if (m->copy)
@@ -602,7 +605,6 @@ static void gpu_destroy(cuda_moe_t *base)
             cudaEventDestroy(m->tl[i]);
     if (m->tl_next)
         cudaEventDestroy(m->tl_next);
-    cuda_moe_destroy(&m->fallback);
     for (int b = 0; b < 2; b++) {
         if (m->copied[b])
             cudaEventDestroy(m->copied[b]);
@@ -636,26 +638,27 @@ static void gpu_destroy(cuda_moe_t *base)
     free(m);
 }
 
-static const cuda_moe_ops_t gpu_ops = {
+static const moe_exec_ops_t gpu_ops = {
     .name = "gpu",
+    .mem = MOE_EXEC_DEVICE,
     .submit = gpu_submit,
     .collect = gpu_collect,
     .destroy = gpu_destroy,
+    .stats = gpu_stats,
     .capturable = gpu_capturable,
     .step_begin = gpu_step_begin,
     .step_end = gpu_step_end,
     .sync = gpu_sync,
     .result = gpu_result,
-    .stats = gpu_stats,
 };
 
-void cuda_moe_gpu_force_split(cuda_moe_t *base, double gpu_fraction)
+void cuda_moe_gpu_force_split(moe_exec_t *base, double gpu_fraction)
 {
     GUILD_ASSERT(base->ops == &gpu_ops);
     ((moe_gpu_t *)base)->force_split = gpu_fraction < 0 ? -1.0 : gpu_fraction;
 }
 
-void cuda_moe_gpu_set_stage(cuda_moe_t *base, cuda_stage_t *stage)
+void cuda_moe_gpu_set_stage(moe_exec_t *base, cuda_stage_t *stage)
 {
     GUILD_ASSERT(base->ops == &gpu_ops && stage);
     ((moe_gpu_t *)base)->stager = stage;
@@ -766,16 +769,14 @@ out:
     return rc;
 }
 
-int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
+int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
                      int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
-                     cuda_stage_t *stage, cuda_moe_t *fallback, size_t *bytes, guild_err_t *err)
+                     cuda_stage_t *stage, moe_exec_t *fallback, size_t *bytes, guild_err_t *err)
 {
     *out = NULL;
     moe_gpu_t *m = calloc(1, sizeof *m);
-    if (!m) {
-        cuda_moe_destroy(&fallback);
+    if (!m)
         return guild_err_set(err, "cuda moe: out of memory");
-    }
     m->base.ops = &gpu_ops;
     m->fallback = fallback;
     m->n_layer = n_layer;
@@ -824,6 +825,11 @@ int cuda_moe_gpu_new(cuda_moe_t **out, const cuda_moe_gpu_layer_t *layers, int32
             largest = D->bytes > largest ? D->bytes : largest;
             streamable++;
         }
+    }
+    if (fallback && fallback->ops->mem != MOE_EXEC_DEVICE) {
+        guild_err_set(err, "cuda moe: the executor for the other layers (\"%s\") works on host memory",
+                      fallback->ops->name);
+        goto fail;
     }
     if (resident < n_layer && !fallback) {
         guild_err_set(err, "cuda moe: %d of %d layers' experts are not on the device and there is no other executor",

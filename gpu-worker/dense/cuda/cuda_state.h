@@ -48,7 +48,10 @@ typedef struct cuda_backend {
     const model_config_t *cfg;
     const model_weights_t *w;
     cudaStream_t stream;
-    cuda_moe_t *moe;            /* owned bridge to the options' moe_exec_t */
+    moe_exec_t *moe;            /* the routed experts' device executor the layers call: moe_gpu, moe_host or the
+                                   options' executor */
+    moe_exec_t *moe_gpu;        /* owned: the "gpu" executor (device experts) over the others; NULL: none */
+    moe_exec_t *moe_host;       /* owned: the "host" adapter to the options' executor when it is a host one */
     /* streaming through a staging ring (cuda_config_t.stager; all NULL: pageable copies or no streaming) */
     struct cuda_stage *stage;         /* owned; borrowed by moe; replaced after a failure (cuda_backend.c) */
     struct stage_server *stage_server; /* owned: CUDA_STAGER_THREAD's in-process server */
@@ -107,7 +110,6 @@ typedef struct cuda_backend {
     float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
                                    host-registered */
     cudaEvent_t done;           /* recorded after each step */
-    void *host_reg;             /* the caller's host memory registered for the device (cuda_config_t.host_mem) */
     int32_t gpu_expert_layers;  /* layers whose experts run on the device */
 
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */

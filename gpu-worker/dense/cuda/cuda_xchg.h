@@ -1,6 +1,7 @@
 /* gpu-worker/dense/cuda/cuda_xchg.h — the device side of the MoE exchange (ipc/exchange.h): kernels that publish a
  * layer's routed tokens into the arena's slot and wait for the CPU workers' done counters, so no host thread is
- * on the path and a whole decode step can be one CUDA graph. Callable from C (gpu-worker/dense/cuda/cuda_moe_arena.c).
+ * on the path and a whole decode step can be one CUDA graph. Callable from C (gpu-worker/dense/cuda/cuda_moe_xchg.c,
+ * the device-driven "xchg" executor).
  *
  * The arena is host memory registered with cudaHostRegister(Mapped | Portable); `view` holds the exchange
  * region's device address and its layout (ipc/exchange_layout.h: the offsets the host code uses too). Sequence

@@ -1,6 +1,6 @@
 /* The MoE FFN (MODEL_FFN_MOE) on the CUDA backend (gpu-worker/dense/cpu/ffn_moe.c step for step): the router
- * part's choice; the routed experts submitted to the cuda_moe_t bridge; the shared expert (option) meanwhile;
- * the experts' outputs collected; x += sum over slots in order of w * y [+ sigmoid(gate) * shared]. */
+ * part's choice; the routed experts submitted to the device executor (cuda_moe.h); the shared expert (option)
+ * meanwhile; the experts' outputs collected; x += sum over slots in order of w * y [+ sigmoid(gate) * shared]. */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 
@@ -13,7 +13,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const bool shared = lp->ffn->opts & MODEL_FFN_SHEXP_GATED;
     cudaStream_t s = b->stream;
     if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
-        b->moe->ops->submit(b->moe, il, n, b->xn, b->ids, s, err) < 0)
+        moe_exec_submit(b->moe, il, n, b->xn, b->ids, s, err) < 0)
         return -1;
     if (shared) {
         const int64_t F = c->n_ff_shexp;
@@ -25,7 +25,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
             return -1;
     }
     const float *y = NULL;
-    if (b->moe->ops->collect(b->moe, &y, s, err) < 0)
+    if (moe_exec_collect(b->moe, &y, s, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
     return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, b->sh_logit, n, K, E, s, err);
 }

@@ -1,11 +1,10 @@
-/* The "arena" cuda_moe_t: the routed experts of a layer go to the CPU workers through the arena's MoE exchange,
- * driven from the device (in-graph doorbells, gpu-worker/dense/cuda/cuda_xchg.h). See cuda_moe.h for the protocol.
+/* The device-driven "xchg" executor: the routed experts of a layer go to the CPU workers through the arena's MoE
+ * exchange, driven from the device (in-graph doorbells, gpu-worker/dense/cuda/cuda_xchg.h). See cuda_moe.h.
  *
  * The host's part is small: before a step it clears a previous failure and the cancel flag; while the device
  * runs it watches the step doorbell and wakes CPU workers that went to sleep on it (a kernel's store cannot make
  * the futex call), and asks interrupted() about once a millisecond, raising the cancel flag the device's waits
  * poll; after the step it reads the device counters (copied by step_end) and reports a failed exchange. */
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +17,9 @@
 
 #define INTERRUPT_CHECK_NS 1000000u
 
-typedef struct moe_arena_dev {
-    cuda_moe_t base;
+typedef struct moe_xchg_dev {
+    moe_exec_t base;
+    void *reg;                     /* the registered host memory (o->map), NULL before registration */
     guild_doorbell_t *step_db;     /* the arena's step doorbell (host address) */
     uint64_t woken;                /* its value when last woken: a change since (made by the device while the host
                                     * was busy elsewhere) is woken at the next sync's start, not missed */
@@ -33,12 +33,13 @@ typedef struct moe_arena_dev {
     int (*interrupted)(void *ctx, guild_err_t *err);
     void *ctx;
     char cancel_msg[GUILD_ERR_MAX]; /* why the host cancelled */
-} moe_arena_dev_t;
+} moe_xchg_dev_t;
 
-static int arena_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        cudaStream_t s, guild_err_t *err)
+static int xchg_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids, void *queue,
+                       guild_err_t *err)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    cudaStream_t s = queue;
     if (n < 1 || n > m->max_tokens)
         return guild_err_set(err, "cuda moe: %d tokens in an exchange (1..%d)", n, m->max_tokens);
     m->layer = layer;
@@ -46,9 +47,10 @@ static int arena_submit(cuda_moe_t *base, int32_t layer, int32_t n, const float 
     return cuda_xchg_publish(&m->view, m->d, layer, n, m->n_embd, m->n_used, x, ids, s, err);
 }
 
-static int arena_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guild_err_t *err)
+static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_err_t *err)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    cudaStream_t s = queue;
     const int64_t n = (int64_t)m->n * m->n_used * m->n_embd;
     if (cuda_xchg_wait(&m->view, m->d, m->layer, s, err) < 0 || cuda_xchg_take_y(&m->view, m->d, n, m->y, s, err) < 0)
         return -1;
@@ -56,15 +58,16 @@ static int arena_collect(cuda_moe_t *base, const float **y, cudaStream_t s, guil
     return 0;
 }
 
-static bool arena_capturable(const cuda_moe_t *base)
+static bool xchg_capturable(const moe_exec_t *base)
 {
     (void)base;
     return true;
 }
 
-static int arena_step_begin(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
+static int xchg_step_begin(moe_exec_t *base, void *queue, guild_err_t *err)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    cudaStream_t s = queue;
     *(volatile unsigned *)m->cancel = 0;
     m->cancel_msg[0] = '\0';
     if (m->mirror->failed) {
@@ -75,9 +78,10 @@ static int arena_step_begin(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
     return 0;
 }
 
-static int arena_step_end(cuda_moe_t *base, cudaStream_t s, guild_err_t *err)
+static int xchg_step_end(moe_exec_t *base, void *queue, guild_err_t *err)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    cudaStream_t s = queue;
     return cuda_check(cudaMemcpyAsync(m->mirror, m->d, sizeof *m->d, cudaMemcpyDeviceToHost, s),
                       "copy the exchange counters", err);
 }
@@ -89,9 +93,10 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static int arena_sync(cuda_moe_t *base, cudaEvent_t done, guild_err_t *err)
+static int xchg_sync(moe_exec_t *base, void *done_event, guild_err_t *err)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    cudaEvent_t done = done_event;
     uint64_t seen = m->woken;
     uint64_t next_check = guild_now_ns() + INTERRUPT_CHECK_NS;
     for (;;) {
@@ -121,9 +126,9 @@ static int arena_sync(cuda_moe_t *base, cudaEvent_t done, guild_err_t *err)
     }
 }
 
-static int arena_result(cuda_moe_t *base, guild_err_t *err)
+static int xchg_result(moe_exec_t *base, guild_err_t *err)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
     const cuda_xchg_dev_t *c = m->mirror;
     if (c->failed == CUDA_XCHG_OK)
         return 0;
@@ -134,66 +139,75 @@ static int arena_result(cuda_moe_t *base, guild_err_t *err)
                          c->fail_layer, (unsigned long long)c->fail_seq, (double)m->view.timeout_ns / 1e6);
 }
 
-static void arena_stats(const cuda_moe_t *base, cuda_moe_stats_t *out)
+static void xchg_stats(const moe_exec_t *base, moe_exec_stats_t *out)
 {
-    const moe_arena_dev_t *m = (const moe_arena_dev_t *)base;
+    const moe_xchg_dev_t *m = (const moe_xchg_dev_t *)base;
     out->exchanges = m->mirror->exchanges;
     out->wait_ns = m->mirror->wait_ns;
 }
 
-static void arena_destroy(cuda_moe_t *base)
+static void xchg_destroy(moe_exec_t *base)
 {
-    moe_arena_dev_t *m = (moe_arena_dev_t *)base;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
     cuda_free((void **)&m->d);
     cuda_free((void **)&m->y);
     if (m->mirror)
         cudaFreeHost(m->mirror);
     if (m->cancel)
         cudaFreeHost(m->cancel);
+    if (m->reg)
+        cudaHostUnregister(m->reg);
     free(m);
 }
 
-static const cuda_moe_ops_t arena_ops = {
-    .name = "arena",
-    .submit = arena_submit,
-    .collect = arena_collect,
-    .destroy = arena_destroy,
-    .capturable = arena_capturable,
-    .step_begin = arena_step_begin,
-    .step_end = arena_step_end,
-    .sync = arena_sync,
-    .result = arena_result,
-    .stats = arena_stats,
+static const moe_exec_ops_t xchg_ops = {
+    .name = "xchg",
+    .mem = MOE_EXEC_DEVICE,
+    .submit = xchg_submit,
+    .collect = xchg_collect,
+    .destroy = xchg_destroy,
+    .stats = xchg_stats,
+    .capturable = xchg_capturable,
+    .step_begin = xchg_step_begin,
+    .step_end = xchg_step_end,
+    .sync = xchg_sync,
+    .result = xchg_result,
 };
 
-int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_base, void *dev_base, int32_t max_tokens,
-                       int32_t n_embd, int32_t n_used, uint64_t timeout_ns,
-                       int (*interrupted)(void *ctx, guild_err_t *err), void *ctx, guild_err_t *err)
+int cuda_moe_xchg_new(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o, guild_err_t *err)
 {
     *out = NULL;
     const guild_exchange_shape_t *shape = guild_exchange_shape(x);
-    if (shape->n_embd != (uint32_t)n_embd || shape->n_used != (uint32_t)n_used || shape->max_tokens < (uint32_t)max_tokens)
-        return guild_err_set(err, "cuda moe: exchange slots for width %u, top-%u, %u tokens; the backend needs %d, "
-                             "top-%d, %d tokens", shape->n_embd, shape->n_used, shape->max_tokens, n_embd, n_used,
-                             max_tokens);
-    moe_arena_dev_t *m = calloc(1, sizeof *m);
+    const char *xbase = guild_exchange_base(x);
+    if (!o->map || xbase < (const char *)o->map ||
+        xbase + guild_exchange_layout(x)->total > (const char *)o->map + o->map_bytes)
+        return guild_err_set(err, "cuda moe: the exchange does not lie in the memory to register");
+    if (cuda_check(cudaSetDevice(0), "select device 0", err) < 0)
+        return -1;
+    moe_xchg_dev_t *m = calloc(1, sizeof *m);
     if (!m)
         return guild_err_set(err, "cuda moe: out of memory");
-    m->base.ops = &arena_ops;
-    m->max_tokens = max_tokens;
-    m->n_embd = n_embd;
-    m->n_used = n_used;
-    m->interrupted = interrupted;
-    m->ctx = ctx;
+    m->base.ops = &xchg_ops;
+    m->max_tokens = (int32_t)shape->max_tokens;
+    m->n_embd = (int32_t)shape->n_embd;
+    m->n_used = (int32_t)shape->n_used;
+    m->interrupted = o->interrupted;
+    m->ctx = o->ctx;
     m->step_db = guild_exchange_step_doorbell(x);
     m->woken = guild_doorbell_load(m->step_db);
+    void *dev = NULL, *dcancel = NULL;
+    if (cuda_check(cudaHostRegister(o->map, o->map_bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                   "register the arena for the device", err) < 0)
+        goto fail;
+    m->reg = o->map;
+    if (cuda_check(cudaHostGetDevicePointer(&dev, o->map, 0), "map the arena for the device", err) < 0)
+        goto fail;
     /* the region's device address; the kernels place everything from it by the layout the host uses */
-    m->view.base = (char *)dev_base + ((const char *)guild_exchange_base(x) - (const char *)host_base);
+    m->view.base = (char *)dev + (xbase - (const char *)o->map);
     m->view.layout = *guild_exchange_layout(x);
     m->view.n_workers = (int32_t)shape->n_workers;
     m->view.max_tokens = (int32_t)shape->max_tokens;
-    m->view.timeout_ns = timeout_ns ? timeout_ns : 120000000000ull;
-    void *dcancel = NULL;
+    m->view.timeout_ns = o->timeout_ns ? o->timeout_ns : 120000000000ull;
     if (cudaHostAlloc((void **)&m->cancel, 64, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
         m->cancel = NULL;
         (void)cudaGetLastError();
@@ -212,7 +226,7 @@ int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_ba
     }
     memset(m->mirror, 0, sizeof *m->mirror);
     m->mirror->seq = guild_exchange_step(x); /* the device continues after the last exchange published */
-    const size_t ybytes = (size_t)max_tokens * (size_t)n_used * (size_t)n_embd * sizeof(float);
+    const size_t ybytes = (size_t)m->max_tokens * (size_t)m->n_used * (size_t)m->n_embd * sizeof(float);
     if (cuda_alloc((void **)&m->d, sizeof *m->d, NULL, "exchange counters", err) < 0 ||
         cuda_alloc((void **)&m->y, ybytes, NULL, "routed expert outputs", err) < 0 ||
         cuda_check(cudaMemcpy(m->d, m->mirror, sizeof *m->d, cudaMemcpyHostToDevice), "set the exchange counters",
@@ -221,6 +235,6 @@ int cuda_moe_arena_new(cuda_moe_t **out, struct guild_exchange *x, void *host_ba
     *out = &m->base;
     return 0;
 fail:
-    arena_destroy(&m->base);
+    xchg_destroy(&m->base);
     return -1;
 }

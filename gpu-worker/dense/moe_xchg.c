@@ -1,0 +1,120 @@
+/* The host-driven "xchg" executor (contract in moe_xchg.h). */
+#include "gpu-worker/dense/moe_xchg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/doorbell.h"
+#include "ipc/exchange.h"
+
+#define DEFAULT_SLICE_NS 100000000u
+
+typedef struct moe_xchg {
+    moe_exec_t base;
+    guild_exchange_t *x;
+    moe_xchg_options_t o;
+    int32_t n_embd, n_used, max_tokens;
+    uint64_t next;      /* exchange seq of the next submit */
+    uint64_t pending;   /* the exchange published by the last submit, not collected yet (0: none) */
+    uint64_t published; /* when it was published (guild_now_ns) */
+    moe_exec_stats_t stats;
+} moe_xchg_t;
+
+/* One host wait for the exchange in slices, asking interrupted() between them: 0, or -1 with err. */
+static int wait_sliced(moe_xchg_t *m, uint64_t seq, bool done, guild_exchange_slot_t *slot, guild_err_t *err)
+{
+    const guild_wait_policy_t pol = {.spin_ns = m->o.spin_ns, .timeout_ns = m->o.slice_ns};
+    guild_wait_stats_t ws = {0};
+    for (;;) {
+        const guild_wait_result_t r = done ? guild_exchange_wait_done(m->x, seq, &pol, &ws, err)
+                                           : guild_exchange_begin(m->x, seq, &pol, slot, &ws, err);
+        if (r == GUILD_WAIT_OK)
+            break;
+        if (r == GUILD_WAIT_ERROR || (m->o.interrupted && m->o.interrupted(m->o.ctx, err))) {
+            m->stats.sleeps += ws.sleeps;
+            return -1;
+        }
+    }
+    m->stats.sleeps += ws.sleeps;
+    return 0;
+}
+
+static int xchg_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
+                       void *queue, guild_err_t *err)
+{
+    moe_xchg_t *m = (moe_xchg_t *)base;
+    if (n < 0 || n > m->max_tokens)
+        return guild_err_set(err, "expert exchange: %d tokens, the slots hold %d", n, m->max_tokens);
+    m->pending = 0;
+    const uint64_t seq = m->next;
+    guild_exchange_slot_t slot;
+    if (wait_sliced(m, seq, false, &slot, err) < 0)
+        return -1;
+    const size_t xe = (size_t)n * (size_t)m->n_embd, ku = (size_t)n * (size_t)m->n_used;
+    memcpy(slot.x, x, xe * sizeof *x);
+    memcpy(slot.ids, ids, ku * sizeof *ids);
+    if (guild_exchange_publish(m->x, seq, n, layer, err) < 0)
+        return -1;
+    /* published: the workers will complete it whatever happens here, so the next submit uses the next seq */
+    m->next = seq + 1;
+    m->pending = seq;
+    m->published = guild_now_ns();
+    for (size_t p = 0; p < ku; p++)
+        m->stats.pairs += ids[p] >= 0;
+    return 0;
+}
+
+static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_err_t *err)
+{
+    moe_xchg_t *m = (moe_xchg_t *)base;
+    if (!m->pending)
+        return guild_err_set(err, "expert exchange: nothing submitted to collect");
+    if (wait_sliced(m, m->pending, true, NULL, err) < 0)
+        return -1;
+    m->stats.exchanges++;
+    m->stats.wait_ns += guild_now_ns() - m->published;
+    guild_exchange_slot_t slot;
+    guild_exchange_view(m->x, m->pending, &slot);
+    m->pending = 0;
+    *y = slot.y; /* in place: the workers write this slot again only after a later publish */
+    return 0;
+}
+
+static void xchg_stats(const moe_exec_t *base, moe_exec_stats_t *out)
+{
+    *out = ((const moe_xchg_t *)base)->stats;
+}
+
+static void xchg_destroy(moe_exec_t *base)
+{
+    free(base);
+}
+
+static const moe_exec_ops_t xchg_ops = {
+    .name = "xchg",
+    .mem = MOE_EXEC_HOST,
+    .submit = xchg_submit,
+    .collect = xchg_collect,
+    .destroy = xchg_destroy,
+    .stats = xchg_stats,
+};
+
+int moe_xchg_new(moe_exec_t **out, guild_exchange_t *x, const moe_xchg_options_t *o, guild_err_t *err)
+{
+    *out = NULL;
+    moe_xchg_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return guild_err_set(err, "expert exchange: out of memory");
+    const guild_exchange_shape_t *s = guild_exchange_shape(x);
+    m->base.ops = &xchg_ops;
+    m->x = x;
+    m->o = *o;
+    if (!m->o.slice_ns)
+        m->o.slice_ns = DEFAULT_SLICE_NS;
+    m->n_embd = (int32_t)s->n_embd;
+    m->n_used = (int32_t)s->n_used;
+    m->max_tokens = (int32_t)s->max_tokens;
+    m->next = guild_exchange_step(x) + 1;
+    *out = &m->base;
+    return 0;
+}
