@@ -2,58 +2,29 @@
 
 #include "ipc/data.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
-static int set_int(void *s, int opt, int v, const char *name, guild_err_t *err)
-{
-    if (zmq_setsockopt(s, opt, &v, sizeof v) < 0)
-        return guild_err_set(err, "zmq_setsockopt %s: %s", name, zmq_strerror(zmq_errno()));
-    return 0;
-}
-
 void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
 {
-    void *s = zmq_socket(zctx, ZMQ_DEALER);
-    if (!s) {
-        guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
-        return NULL;
-    }
-    if (set_int(s, ZMQ_LINGER, 0, "ZMQ_LINGER", err) < 0)
-        goto fail;
-    if (zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, strlen(identity)) < 0 || zmq_connect(s, endpoint) < 0) {
-        guild_err_set(err, "data socket %s: %s", endpoint, zmq_strerror(zmq_errno()));
-        goto fail;
-    }
+    void *s = guild_msg_socket_new(zctx, false, endpoint, identity, 0, err);
+    if (!s)
+        guild_err_prefix(err, "data socket: ");
     return s;
-fail:
-    zmq_close(s);
-    return NULL;
 }
 
 void *data_router_new(void *zctx, const char *endpoint, guild_err_t *err)
 {
-    void *s = zmq_socket(zctx, ZMQ_ROUTER);
-    if (!s) {
-        guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
-        return NULL;
-    }
-    if (set_int(s, ZMQ_LINGER, 0, "ZMQ_LINGER", err) < 0 || set_int(s, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err) < 0 ||
-        set_int(s, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) < 0)
-        goto fail;
-    if (zmq_bind(s, endpoint) < 0) {
-        guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
-        goto fail;
-    }
+    void *s = guild_msg_socket_new(zctx, true, endpoint, NULL, 0, err);
+    if (!s)
+        guild_err_prefix(err, "data socket: ");
     return s;
-fail:
-    zmq_close(s);
-    return NULL;
 }
 
-/* Sends [to] hdr arrays...; every frame but the last with SNDMORE. */
+_Static_assert(DATA_MAX_FRAMES + 1 <= GUILD_MSG_MAX_FRAMES, "a data message's frames fit guild_msg_frames_t");
+
+/* Sends [to] hdr arrays... */
 static int send_frames(void *sock, const guild_msg_peer_t *to, Guild__Data *d, const void *const *arr,
                        const size_t *len, int n_arr, guild_err_t *err)
 {
@@ -63,20 +34,16 @@ static int send_frames(void *sock, const guild_msg_peer_t *to, Guild__Data *d, c
     if (!hb)
         return guild_err_set(err, "data socket: out of memory");
     guild__data__pack(d, hb);
-    int rc = 0;
-    if (to && zmq_send(sock, to->id, to->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        rc = -1;
-    if (!rc && zmq_send(sock, hb, hl, (n_arr ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
-        rc = -1;
-    for (int i = 0; !rc && i < n_arr; i++)
-        if (zmq_send(sock, arr[i], len[i], (i + 1 < n_arr ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
-            rc = -1;
-    free(hb);
-    if (rc) {
-        int e = zmq_errno();
-        return guild_err_set(err, "data socket: send: %s", e == EHOSTUNREACH ? "peer not connected" : zmq_strerror(e));
+    const void *frames[1 + DATA_MAX_FRAMES] = {hb};
+    size_t lens[1 + DATA_MAX_FRAMES] = {hl};
+    GUILD_ASSERT(n_arr < DATA_MAX_FRAMES);
+    for (int i = 0; i < n_arr; i++) {
+        frames[1 + i] = arr[i];
+        lens[1 + i] = len[i];
     }
-    return 0;
+    const int rc = guild_msg_send_frames(sock, to, frames, lens, 1 + n_arr, "data socket: send", err);
+    free(hb);
+    return rc;
 }
 
 int data_send_hello(void *dealer, uint64_t generation, uint32_t worker, guild_err_t *err)
@@ -125,18 +92,19 @@ void data_msg_close(data_msg_t *m)
 {
     if (m->hdr)
         guild__data__free_unpacked(m->hdr, NULL);
-    zmq_msg_t *f = m->frames_;
-    for (int i = 0; f && i < m->n_frames_; i++)
-        zmq_msg_close(&f[i]);
-    free(f);
+    if (m->frames_) {
+        guild_msg_frames_close(m->frames_);
+        free(m->frames_);
+    }
     free(m->copy_[0]);
     free(m->copy_[1]);
     memset(m, 0, sizeof *m);
 }
 
-/* Checks the arrays against the header. */
-static int check(data_msg_t *m, const zmq_msg_t *arr, int n_arr, guild_err_t *err)
+/* Checks the arrays (frames first.. of f) against the header. */
+static int check(data_msg_t *m, guild_msg_frames_t *f, int first, guild_err_t *err)
 {
+    const int n_arr = f->n_total - first;
     const Guild__Data *d = m->hdr;
     size_t want[2] = {0, 0};
     int n_want = 0;
@@ -159,7 +127,7 @@ static int check(data_msg_t *m, const zmq_msg_t *arr, int n_arr, guild_err_t *er
             return guild_err_set(err, "exchange result: implausible %u pairs", r->n_pairs);
         want[0] = (size_t)r->n_pairs * sizeof(int32_t);
         n_want = 2;
-        want[1] = n_arr == 2 && r->n_pairs ? zmq_msg_size((zmq_msg_t *)&arr[1]) : 0; /* width checked by the user */
+        want[1] = n_arr == 2 && r->n_pairs ? guild_msg_frame_size(f, first + 1) : 0; /* width checked by the user */
         if (r->n_pairs && want[1] % ((size_t)r->n_pairs * sizeof(float)))
             return guild_err_set(err, "exchange result: %zu bytes of y for %u pairs", want[1], r->n_pairs);
         break;
@@ -170,10 +138,10 @@ static int check(data_msg_t *m, const zmq_msg_t *arr, int n_arr, guild_err_t *er
     if (n_arr != n_want)
         return guild_err_set(err, "data message: %d arrays, expected %d", n_arr, n_want);
     for (int i = 0; i < n_arr; i++) {
-        if (zmq_msg_size((zmq_msg_t *)&arr[i]) != want[i])
+        if (guild_msg_frame_size(f, first + i) != want[i])
             return guild_err_set(err, "data message: array %d has %zu bytes, expected %zu", i,
-                                 zmq_msg_size((zmq_msg_t *)&arr[i]), want[i]);
-        m->array[i] = zmq_msg_data((zmq_msg_t *)&arr[i]);
+                                 guild_msg_frame_size(f, first + i), want[i]);
+        m->array[i] = guild_msg_frame_data(f, first + i);
         /* ZeroMQ keeps no alignment promise (small frames live inside the message object): floats and ints
          * read in place would be misaligned loads */
         if ((uintptr_t)m->array[i] % 64 && want[i]) {
@@ -192,59 +160,34 @@ guild_msg_result_t data_recv(void *sock, int timeout_ms, data_msg_t *m, guild_er
     int type;
     size_t tl = sizeof type;
     zmq_getsockopt(sock, ZMQ_TYPE, &type, &tl);
-    int router = type == ZMQ_ROUTER;
-    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(&item, 1, timeout_ms);
-    if (n < 0) {
-        if (zmq_errno() == EINTR)
-            return GUILD_MSG_TIMEOUT;
-        guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
-        return GUILD_MSG_ERROR;
-    }
-    if (n == 0)
-        return GUILD_MSG_TIMEOUT;
-    const int max = DATA_MAX_FRAMES + 1;
-    zmq_msg_t *f = calloc((size_t)max, sizeof *f);
+    const int first = type == ZMQ_ROUTER; /* the header's frame: after the sender's routing id on a ROUTER */
+    guild_msg_frames_t *f = malloc(sizeof *f);
     if (!f) {
         guild_err_set(err, "data socket: out of memory");
         return GUILD_MSG_ERROR;
     }
-    m->frames_ = f;
-    int total = 0, more = 1;
-    while (more) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            data_msg_close(m);
-            if (zmq_errno() == EAGAIN && total == 0)
-                return GUILD_MSG_TIMEOUT;
-            guild_err_set(err, "data socket: %s", zmq_strerror(zmq_errno()));
-            return GUILD_MSG_ERROR;
-        }
-        more = zmq_msg_more(&part);
-        if (m->n_frames_ < max)
-            f[m->n_frames_++] = part;
-        else
-            zmq_msg_close(&part);
-        total++;
+    const guild_msg_result_t r = guild_msg_recv_frames(sock, timeout_ms, f, err);
+    if (r != GUILD_MSG_OK) {
+        free(f);
+        if (r == GUILD_MSG_ERROR)
+            guild_err_prefix(err, "data socket: ");
+        return r;
     }
-    int first = 0;
-    if (router) {
-        size_t il = zmq_msg_size(&f[0]);
+    m->frames_ = f;
+    if (first) {
+        size_t il = guild_msg_frame_size(f, 0);
         if (il > 0 && il <= GUILD_MSG_MAX_IDENTITY) {
-            memcpy(m->from.id, zmq_msg_data(&f[0]), il);
+            memcpy(m->from.id, guild_msg_frame_data(f, 0), il);
             m->from.len = il;
         }
-        first = 1;
     }
     guild_msg_peer_t from = m->from;
-    if (total > max || total <= first) {
-        guild_err_set(err, "data message of %d frames", total - first);
+    if (f->n_total > DATA_MAX_FRAMES + 1 || f->n_total <= first) {
+        guild_err_set(err, "data message of %d frames", f->n_total - first);
         goto bad;
     }
-    size_t hl = zmq_msg_size(&f[first]);
-    if (hl > GUILD_MSG_MAX_BYTES || !(m->hdr = guild__data__unpack(NULL, hl, zmq_msg_data(&f[first])))) {
+    size_t hl = guild_msg_frame_size(f, first);
+    if (hl > GUILD_MSG_MAX_BYTES || !(m->hdr = guild__data__unpack(NULL, hl, guild_msg_frame_data(f, first)))) {
         guild_err_set(err, "malformed data message header (%zu bytes)", hl);
         goto bad;
     }
@@ -253,7 +196,7 @@ guild_msg_result_t data_recv(void *sock, int timeout_ms, data_msg_t *m, guild_er
                       GUILD_PROTOCOL_VERSION);
         goto bad;
     }
-    if (check(m, &f[first + 1], total - first - 1, err) < 0)
+    if (check(m, f, first + 1, err) < 0)
         goto bad;
     return GUILD_MSG_OK;
 bad:

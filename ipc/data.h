@@ -1,5 +1,5 @@
 /* ipc/data.h — the data socket: MoE exchanges as ZeroMQ messages, for a CPU worker that cannot map the
- * arena (on another host, or started with --no-shared-memory).
+ * arena (on another host, or started with --no-shared-memory). Its sockets and frames are ipc/msg.h's.
  *
  * The coordinator binds a ROUTER (coordinator/bridge.c), the worker connects a DEALER. A message is one
  * packed guild.Data (proto/guild.proto) in the first frame, then raw arrays (host byte order; both ends are
@@ -28,13 +28,12 @@ typedef struct data_msg {
     Guild__Data *hdr;
     guild_msg_peer_t from;  /* ROUTER side: the sender */
     const void *array[2];   /* request: x, ids; result: pairs, y (64-byte aligned when ZeroMQ's frame is not) */
-    void *frames_;          /* owned frames */
-    int n_frames_;
+    guild_msg_frames_t *frames_; /* owned frames */
     void *copy_[2];         /* aligned copies of misaligned frames */
 } data_msg_t;
 
-/* A DEALER for the data socket, connected to endpoint with routing id `identity`; a ROUTER bound to it. Both
- * without a message size cap (exchanges of a prefill chunk are megabytes), no linger. NULL with err. */
+/* A DEALER for the data socket, connected to endpoint with routing id `identity`; a ROUTER bound to it
+ * (guild_msg_socket_new without a message size cap: exchanges of a prefill chunk are megabytes). NULL with err. */
 void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err);
 void *data_router_new(void *zctx, const char *endpoint, guild_err_t *err);
 

@@ -4,12 +4,12 @@
 #include "ipc/msg.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
-/* Frames read from one multipart message before the rest is discarded unread. */
-#define MAX_FRAMES 2
+_Static_assert(sizeof(zmq_msg_t) <= sizeof(((guild_msg_frames_t *)0)->msgs_[0]), "guild_msg_frames_t holds zmq_msg_t");
 
 static int set_int(void *sock, int opt, int value, const char *name, guild_err_t *err)
 {
@@ -18,48 +18,35 @@ static int set_int(void *sock, int opt, int value, const char *name, guild_err_t
     return 0;
 }
 
-static int common_opts(void *sock, guild_err_t *err)
-{
-    int64_t maxmsg = (int64_t)(4 * GUILD_MSG_MAX_BYTES);
-    if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) < 0)
-        return guild_err_set(err, "zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror(zmq_errno()));
-    return set_int(sock, ZMQ_LINGER, 0, "ZMQ_LINGER", err);
-}
-
-void *guild_msg_router_new(void *zctx, const char *endpoint, guild_err_t *err)
-{
-    void *s = zmq_socket(zctx, ZMQ_ROUTER);
-    if (!s) {
-        guild_err_set(err, "zmq_socket ROUTER: %s", zmq_strerror(zmq_errno()));
-        return NULL;
-    }
-    if (common_opts(s, err) < 0 || set_int(s, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err) < 0 ||
-        set_int(s, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) < 0)
-        goto fail;
-    if (zmq_bind(s, endpoint) < 0) {
-        guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
-        goto fail;
-    }
-    return s;
-fail:
-    zmq_close(s);
-    return NULL;
-}
-
-void *guild_msg_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
+void *guild_msg_socket_new(void *zctx, bool router, const char *endpoint, const char *identity, int64_t max_bytes,
+                           guild_err_t *err)
 {
     size_t idlen = identity ? strlen(identity) : 0;
-    if (idlen == 0 || idlen > GUILD_MSG_MAX_IDENTITY) {
+    if (!router && (idlen == 0 || idlen > GUILD_MSG_MAX_IDENTITY)) {
         guild_err_set(err, "connect %s: routing id must be 1..%d bytes", endpoint, GUILD_MSG_MAX_IDENTITY);
         return NULL;
     }
-    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    void *s = zmq_socket(zctx, router ? ZMQ_ROUTER : ZMQ_DEALER);
     if (!s) {
-        guild_err_set(err, "zmq_socket DEALER: %s", zmq_strerror(zmq_errno()));
+        guild_err_set(err, "zmq_socket %s: %s", router ? "ROUTER" : "DEALER", zmq_strerror(zmq_errno()));
         return NULL;
     }
-    if (common_opts(s, err) < 0)
+    if (max_bytes > 0 && zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) < 0) {
+        guild_err_set(err, "zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror(zmq_errno()));
         goto fail;
+    }
+    if (set_int(s, ZMQ_LINGER, 0, "ZMQ_LINGER", err) < 0)
+        goto fail;
+    if (router) {
+        if (set_int(s, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err) < 0 ||
+            set_int(s, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) < 0)
+            goto fail;
+        if (zmq_bind(s, endpoint) < 0) {
+            guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+        return s;
+    }
     if (zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, idlen) < 0) {
         guild_err_set(err, "zmq_setsockopt ZMQ_ROUTING_ID: %s", zmq_strerror(zmq_errno()));
         goto fail;
@@ -74,12 +61,103 @@ fail:
     return NULL;
 }
 
+void *guild_msg_router_new(void *zctx, const char *endpoint, guild_err_t *err)
+{
+    return guild_msg_socket_new(zctx, true, endpoint, NULL, (int64_t)(4 * GUILD_MSG_MAX_BYTES), err);
+}
+
+void *guild_msg_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
+{
+    return guild_msg_socket_new(zctx, false, endpoint, identity, (int64_t)(4 * GUILD_MSG_MAX_BYTES), err);
+}
+
 void guild_msg_close(void **psock)
 {
     if (!psock || !*psock)
         return;
     zmq_close(*psock);
     *psock = NULL;
+}
+
+int guild_msg_send_frames(void *sock, const guild_msg_peer_t *to, const void *const *frames, const size_t *len,
+                          int n, const char *what, guild_err_t *err)
+{
+    GUILD_ASSERT(n >= 1);
+    if (to && (to->len == 0 || to->len > GUILD_MSG_MAX_IDENTITY))
+        return guild_err_set(err, "%s: no peer routing id", what);
+    if (to && zmq_send(sock, to->id, to->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        goto fail;
+    for (int i = 0; i < n; i++)
+        if (zmq_send(sock, frames[i], len[i], (i + 1 < n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+            goto fail;
+    return 0;
+fail:;
+    const int e = zmq_errno();
+    if (e == EHOSTUNREACH && to)
+        return guild_err_set(err, "%s: peer %.*s is not connected", what, (int)to->len, (const char *)to->id);
+    if (e == EAGAIN)
+        return guild_err_set(err, "%s: the peer's queue is full", what);
+    return guild_err_set(err, "%s: %s", what, zmq_strerror(e));
+}
+
+guild_msg_result_t guild_msg_recv_frames(void *sock, int timeout_ms, guild_msg_frames_t *f, guild_err_t *err)
+{
+    memset(f, 0, sizeof *f);
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&item, 1, timeout_ms);
+    if (n < 0) {
+        int e = zmq_errno();
+        if (e == EINTR)
+            return GUILD_MSG_TIMEOUT;
+        guild_err_set(err, "receive: %s", zmq_strerror(e));
+        return GUILD_MSG_ERROR;
+    }
+    if (n == 0)
+        return GUILD_MSG_TIMEOUT;
+    /* every frame of the message (ZeroMQ delivers multipart messages whole), the first GUILD_MSG_MAX_FRAMES kept */
+    int more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(&m);
+            const int total = f->n_total;
+            guild_msg_frames_close(f);
+            if (e == EAGAIN && total == 0)
+                return GUILD_MSG_TIMEOUT;
+            guild_err_set(err, "receive: %s", zmq_strerror(e));
+            return GUILD_MSG_ERROR;
+        }
+        more = zmq_msg_more(&m);
+        f->n_total++;
+        if (f->n_kept < GUILD_MSG_MAX_FRAMES) {
+            zmq_msg_t *slot = (zmq_msg_t *)(void *)f->msgs_[f->n_kept++];
+            zmq_msg_init(slot);
+            zmq_msg_move(slot, &m);
+        }
+        zmq_msg_close(&m);
+    }
+    return GUILD_MSG_OK;
+}
+
+const void *guild_msg_frame_data(guild_msg_frames_t *f, int i)
+{
+    GUILD_ASSERT(i >= 0 && i < f->n_kept);
+    return zmq_msg_data((zmq_msg_t *)(void *)f->msgs_[i]);
+}
+
+size_t guild_msg_frame_size(guild_msg_frames_t *f, int i)
+{
+    GUILD_ASSERT(i >= 0 && i < f->n_kept);
+    return zmq_msg_size((zmq_msg_t *)(void *)f->msgs_[i]);
+}
+
+void guild_msg_frames_close(guild_msg_frames_t *f)
+{
+    for (int i = 0; i < f->n_kept; i++)
+        zmq_msg_close((zmq_msg_t *)(void *)f->msgs_[i]);
+    memset(f, 0, sizeof *f);
 }
 
 static int socket_type(void *sock)
@@ -104,28 +182,10 @@ int guild_msg_send(void *sock, const guild_msg_peer_t *to, Guild__Envelope *env,
     if (!buf)
         return guild_err_set(err, "send %s: out of memory", guild_msg_body_name(env));
     guild__envelope__pack(env, buf);
-    int rc = 0;
-    if (router) {
-        if (to->len == 0 || to->len > GUILD_MSG_MAX_IDENTITY) {
-            rc = guild_err_set(err, "send %s: no peer routing id", guild_msg_body_name(env));
-            goto out;
-        }
-        if (zmq_send(sock, to->id, to->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-            goto fail;
-    }
-    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT) < 0)
-        goto fail;
-    goto out;
-fail:;
-    int e = zmq_errno();
-    if (e == EHOSTUNREACH)
-        rc = guild_err_set(err, "send %s: peer %.*s is not connected", guild_msg_body_name(env), (int)to->len,
-                           (const char *)to->id);
-    else if (e == EAGAIN)
-        rc = guild_err_set(err, "send %s: the peer's queue is full", guild_msg_body_name(env));
-    else
-        rc = guild_err_set(err, "send %s: %s", guild_msg_body_name(env), zmq_strerror(e));
-out:
+    char what[64];
+    snprintf(what, sizeof what, "send %s", guild_msg_body_name(env));
+    const void *frame = buf;
+    const int rc = guild_msg_send_frames(sock, to, &frame, &len, 1, what, err);
     free(buf);
     return rc;
 }
@@ -228,62 +288,29 @@ guild_msg_result_t guild_msg_recv(void *sock, int timeout_ms, guild_msg_peer_t *
     GUILD_ASSERT(router ? from != NULL : from == NULL);
     if (from)
         from->len = 0;
-    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(&item, 1, timeout_ms);
-    if (n < 0) {
-        int e = zmq_errno();
-        if (e == EINTR)
-            return GUILD_MSG_TIMEOUT;
-        guild_err_set(err, "receive: %s", zmq_strerror(e));
-        return GUILD_MSG_ERROR;
-    }
-    if (n == 0)
-        return GUILD_MSG_TIMEOUT;
-
-    /* Read every frame of the message (ZeroMQ delivers multipart messages whole), keeping the first
-     * MAX_FRAMES; a frame count other than the expected one makes the whole message bad. */
-    zmq_msg_t frames[MAX_FRAMES];
-    int kept = 0, total = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            int e = zmq_errno();
-            zmq_msg_close(&m);
-            for (int i = 0; i < kept; i++)
-                zmq_msg_close(&frames[i]);
-            if (e == EAGAIN && total == 0)
-                return GUILD_MSG_TIMEOUT;
-            guild_err_set(err, "receive: %s", zmq_strerror(e));
-            return GUILD_MSG_ERROR;
-        }
-        more = zmq_msg_more(&m);
-        total++;
-        if (kept < MAX_FRAMES)
-            frames[kept++] = m;
-        else
-            zmq_msg_close(&m);
-    }
-
+    guild_msg_frames_t f;
+    const guild_msg_result_t r = guild_msg_recv_frames(sock, timeout_ms, &f, err);
+    if (r != GUILD_MSG_OK)
+        return r;
+    /* a frame count other than the expected one makes the whole message bad */
     guild_msg_result_t rc = GUILD_MSG_BAD;
     int payload = 0;
     if (router) {
-        size_t idlen = zmq_msg_size(&frames[0]);
+        size_t idlen = guild_msg_frame_size(&f, 0);
         if (idlen > 0 && idlen <= GUILD_MSG_MAX_IDENTITY) {
-            memcpy(from->id, zmq_msg_data(&frames[0]), idlen);
+            memcpy(from->id, guild_msg_frame_data(&f, 0), idlen);
             from->len = idlen;
         }
         payload = 1;
     }
-    if (total != payload + 1) {
-        guild_err_set(err, "message of %d frames, expected %d", total - payload, 1);
+    if (f.n_total != payload + 1) {
+        guild_err_set(err, "message of %d frames, expected %d", f.n_total - payload, 1);
     } else {
-        *out = guild_msg_decode(zmq_msg_data(&frames[payload]), zmq_msg_size(&frames[payload]), err);
+        *out = guild_msg_decode(guild_msg_frame_data(&f, payload), guild_msg_frame_size(&f, payload), err);
         if (*out)
             rc = GUILD_MSG_OK;
     }
-    for (int i = 0; i < kept; i++)
-        zmq_msg_close(&frames[i]);
+    guild_msg_frames_close(&f);
     return rc;
 }
 
