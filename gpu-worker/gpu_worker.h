@@ -1,11 +1,11 @@
 /* gpu-worker/gpu_worker.h — the GPU worker process: the dense side of the pipeline.
  *
- * It registers with the coordinator (ipc/actor.h), and for each Assign: opens the model, creates the
- * dense backend named in Options.backend with the process's one routed-expert executor over the arena's
- * exchange (backend_exchange_exec_new, gpu-worker/dense/backend.h), attaches the arena's exchange and step
- * regions, reports Ready, then serves step requests
- * (ipc/step.h) until a Shutdown, a new Assign, or the coordinator's disappearance. A request that fails
- * is answered with its error; the worker stays up.
+ * It registers with the coordinator (ipc/actor.h), and for each Assign: checks its options
+ * (gpu-worker/gpu_worker_options.h), opens the model, creates the dense backend they name with that backend's
+ * settings and the process's one routed-expert executor over the arena's exchange (backend_exchange_exec_new,
+ * gpu-worker/dense/backend.h), attaches the arena's exchange and step regions, reports Ready, then serves step
+ * requests (ipc/step.h) until a Shutdown, a new Assign, or the coordinator's disappearance. A request that
+ * fails is answered with its error; the worker stays up.
  */
 #ifndef GUILD_GPU_WORKER_GPU_WORKER_H
 #define GUILD_GPU_WORKER_GPU_WORKER_H

@@ -76,7 +76,7 @@ void actor_ready(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t res
 void actor_error(actor_t *a, Guild__ErrorCode code, bool fatal, uint64_t generation, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* Replaces the silence limit (from Assign's Options; 0 keeps the current one). */
+/* Replaces the silence limit (from the Assign's options; 0 keeps the current one). */
 void actor_set_silence(actor_t *a, uint32_t silence_ms);
 
 actor_stats_t *actor_stats(actor_t *a);
