@@ -16,14 +16,21 @@ typedef struct fx {
     model_t *m;
 } fx_t;
 
-static void fx_open(fx_t *f, int n_layer)
+static void fx_open_experts(fx_t *f, int n_layer, int n_expert)
 {
     guild_err_t err = {{0}};
     size_t size;
     tiny_spec_t s = tiny_spec("qwen3moe");
     s.n_layer = n_layer;
+    if (n_expert)
+        s.n_expert = n_expert;
     tiny_model_image(&s, &f->image, &size);
     ck_assert_msg(tiny_model_open(f->image, size, &f->m, &err) == 0, "%s", err.msg);
+}
+
+static void fx_open(fx_t *f, int n_layer)
+{
+    fx_open_experts(f, n_layer, 0);
 }
 
 static void fx_close(fx_t *f)
@@ -47,11 +54,17 @@ START_TEST(test_no_budget_all_resident)
     /* KV: K and V, 3 layers, 64 positions, 2 KV heads of 16, F16 */
     ck_assert_uint_eq(p.kv, 2u * 3u * 64u * 32u * 2u);
     ck_assert_uint_eq(gpu_plan_total(&p), p.dense + p.kv + p.buffers + p.expert_buffers + p.experts);
+    ck_assert_int_eq(p.stage_slots, 0);
     gpu_plan_fini(&p);
+    /* --gpu-experts none: every expert on the CPU side, nothing resident or streamed */
     o.max_expert_layers = GPU_EXPERTS_NONE;
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     ck_assert_int_eq(p.n_resident, 0);
+    ck_assert_int_eq(p.n_resident_experts, 0);
+    ck_assert_int_eq(p.stage_slots, 0);
     ck_assert_uint_eq(p.expert_buffers, 0);
+    for (int il = 0; il < 3; il++)
+        ck_assert_int_eq(p.layer[il].mode, GPU_PLAN_CPU);
     gpu_plan_fini(&p);
     o.max_expert_layers = 2;
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
@@ -95,11 +108,12 @@ START_TEST(test_budget)
     ck_assert_uint_eq(p.staging, 2 * layer);
     ck_assert_uint_eq(p.expert_buffers, eb);
     gpu_plan_fini(&p);
-    /* an explicit limit of layers: no staging */
+    /* an explicit limit of layers caps the resident ones; streaming is planned all the same */
     o.max_expert_layers = 1;
+    o.budget = fixed + eb + 4 * layer + layer / 2;
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     ck_assert_int_eq(p.n_resident, 1);
-    ck_assert_uint_eq(p.staging, 0);
+    ck_assert_uint_eq(p.staging, 2 * layer);
     gpu_plan_fini(&p);
     o.max_expert_layers = 0;
     /* the dense part fits, no expert and no staging does */
@@ -153,6 +167,233 @@ START_TEST(test_types_the_device_takes)
 }
 END_TEST
 
+
+/* A synthetic routing profile: in every layer experts 3 and 7 (of 16) are hot (1000 + layer pairs), the others
+ * cold but distinct (e + 1). */
+static void hot_profile(uint64_t *counts, int n_layer, int n_expert)
+{
+    for (int il = 0; il < n_layer; il++)
+        for (int e = 0; e < n_expert; e++)
+            counts[il * n_expert + e] = (e == 3 || e == 7) ? 1000u + (uint64_t)il : (uint64_t)e + 1u;
+}
+
+/* Every budget from below the minimum to everything: the plan is refused only when the dense part does not fit
+ * at the smallest chunk; from the dense part plus two of the smallest slots on, every layer not wholly resident
+ * streams; the resident experts are the hottest of the profile, and the memory left cannot hold one more. */
+START_TEST(test_budget_sweep)
+{
+    enum { L = 6, N = 16 };
+    fx_t f;
+    fx_open_experts(&f, L, N);
+    uint64_t counts[L * N];
+    hot_profile(counts, L, N);
+    guild_err_t err = {{0}};
+    gpu_plan_t p;
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_elem = 2,
+                            .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, .routing = counts,
+                            .routing_name = "synthetic"};
+    /* the sizes: everything, and the dense part with one-token buffers */
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(p.n_batch, 64); /* auto: up to the context */
+    ck_assert_int_eq(p.n_resident, L);
+    ck_assert_int_eq(p.stage_slots, 0);
+    const uint64_t all = gpu_plan_total(&p) + GPU_PLAN_RESERVE, one = p.layer[0].expert_bytes;
+    gpu_plan_fini(&p);
+    o.n_batch = 1;
+    o.n_batch_min = 0;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    const uint64_t dense1 = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb1 = p.expert_buffers;
+    gpu_plan_fini(&p);
+    const uint64_t min_stream = dense1 + eb1 + 2 * gpu_plan_slot_bytes(f.m, N / GPU_PLAN_MIN_SLICE_DIV);
+    ck_assert(gpu_plan_slot_bytes(f.m, N) == 3 * N * one / 3);
+    o.n_batch = GPU_PLAN_BATCH_AUTO;
+    o.n_batch_min = 1;
+    int refused = 0, planned = 0, streamed_all = 0;
+    for (uint64_t budget = dense1 - 3 * one; budget <= all + 2 * one; budget += one / 3) {
+        o.budget = budget;
+        const int rc = gpu_plan_compute(&p, f.m, &o, &err);
+        if (budget < dense1) {
+            ck_assert_msg(rc == -1, "budget %llu under the dense part planned", (unsigned long long)budget);
+            ck_assert_msg(strstr(err.msg, "does not fit"), "%s", err.msg);
+            refused++;
+            continue;
+        }
+        ck_assert_msg(rc == 0, "budget %llu (dense part %llu): %s", (unsigned long long)budget,
+                      (unsigned long long)dense1, err.msg);
+        planned++;
+        ck_assert_msg(gpu_plan_total(&p) <= budget, "%llu planned over %llu",
+                      (unsigned long long)gpu_plan_total(&p), (unsigned long long)budget);
+        ck_assert(p.n_batch >= 1 && p.n_batch <= 64);
+        uint64_t min_hot = UINT64_MAX, max_cold = 0;
+        int64_t n_res = 0;
+        for (int il = 0; il < L; il++) {
+            int r = 0;
+            for (int e = 0; e < N; e++) {
+                const bool res = gpu_plan_expert_resident(&p, il, e);
+                r += res;
+                if (res && counts[il * N + e] < min_hot)
+                    min_hot = counts[il * N + e];
+                if (!res && counts[il * N + e] > max_cold)
+                    max_cold = counts[il * N + e];
+            }
+            n_res += r;
+            ck_assert_int_eq(p.layer[il].n_resident, r);
+            ck_assert_int_eq(p.resident[il], r == N);
+            if (r == N)
+                ck_assert_int_eq(p.layer[il].mode, GPU_PLAN_RESIDENT);
+            else if (budget >= min_stream)
+                ck_assert_msg(p.layer[il].mode == GPU_PLAN_STREAMED, "budget %llu >= %llu: layer %d not streamed",
+                              (unsigned long long)budget, (unsigned long long)min_stream, il);
+        }
+        ck_assert_int_eq(p.n_resident_experts, n_res);
+        /* the hottest first: no resident expert is colder than one left out */
+        if (n_res && n_res < L * N)
+            ck_assert_msg(min_hot >= max_cold, "budget %llu: resident %llu colder than %llu left out",
+                          (unsigned long long)budget, (unsigned long long)min_hot, (unsigned long long)max_cold);
+        /* the known hot set (12 experts) resident as soon as it is not the only thing that fits */
+        if (n_res >= 2 * L)
+            for (int il = 0; il < L; il++)
+                ck_assert(gpu_plan_expert_resident(&p, il, 3) && gpu_plan_expert_resident(&p, il, 7));
+        /* the memory left holds no further expert */
+        if (n_res < L * N && (p.stage_slots || n_res))
+            ck_assert_msg(budget - gpu_plan_total(&p) < one, "budget %llu: %llu left, an expert is %llu",
+                          (unsigned long long)budget, (unsigned long long)(budget - gpu_plan_total(&p)),
+                          (unsigned long long)one);
+        if (budget >= min_stream && n_res < L * N) {
+            ck_assert_int_eq(p.stage_slots, 2);
+            ck_assert(p.stage_slot_experts >= N / GPU_PLAN_MIN_SLICE_DIV && p.stage_slot_experts <= N);
+            ck_assert_uint_eq(p.stage_slot_bytes, gpu_plan_slot_bytes(f.m, p.stage_slot_experts));
+            ck_assert(p.expert_buffers > 0);
+            streamed_all++;
+        }
+        ck_assert(p.hit_rate >= 0 && p.hit_rate <= 1);
+        ck_assert(p.why_batch[0] && p.why_stage[0] && p.why_resident[0]);
+        gpu_plan_fini(&p);
+    }
+    ck_assert(refused > 0 && planned > 20 && streamed_all > 10);
+    fx_close(&f);
+}
+END_TEST
+
+/* A batch too large for the budget shrinks instead of being refused (n_batch_min); asked exactly, it is
+ * refused as before. */
+START_TEST(test_chunk_shrinks)
+{
+    fx_t f;
+    fx_open(&f, 4);
+    guild_err_t err = {{0}};
+    gpu_plan_t p;
+    gpu_plan_options_t o = {.n_ctx = 4096, .n_batch = 4096, .kv_elem = 2};
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    const uint64_t fixed4096 = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers;
+    gpu_plan_fini(&p);
+    o.budget = fixed4096 - 1;
+    ck_assert_int_eq(gpu_plan_compute(&p, f.m, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "batches of 4096"), "%s", err.msg);
+    o.n_batch_min = 1;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_lt(p.n_batch, 4096);
+    ck_assert_int_ge(p.n_batch, 1);
+    ck_assert(gpu_plan_total(&p) <= o.budget);
+    ck_assert_msg(strstr(p.why_batch, "over the budget"), "%s", p.why_batch);
+    gpu_plan_fini(&p);
+    /* auto with room: up to the context */
+    o.budget = 0;
+    o.n_batch = GPU_PLAN_BATCH_AUTO;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert_int_eq(p.n_batch, 4096);
+    ck_assert_int_eq(p.n_batch_asked, GPU_PLAN_BATCH_AUTO);
+    gpu_plan_fini(&p);
+    fx_close(&f);
+}
+END_TEST
+
+/* Without the per-expert capability (or without a profile) the resident set is whole layers in index order;
+ * without the slices capability a slot holds a whole layer. */
+START_TEST(test_caps)
+{
+    enum { L = 6, N = 16 };
+    fx_t f;
+    fx_open_experts(&f, L, N);
+    uint64_t counts[L * N];
+    hot_profile(counts, L, N);
+    guild_err_t err = {{0}};
+    gpu_plan_t p;
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2, .routing = counts};
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    const uint64_t fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
+    const uint64_t layer = p.layer[0].resident_bytes;
+    gpu_plan_fini(&p);
+    o.budget = fixed + eb + 3 * layer + layer / 2;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert_int_eq(p.stage_slot_experts, N);
+    ck_assert_int_eq(p.n_resident, 1);
+    ck_assert(p.resident[0] && p.n_resident_experts == N);
+    ck_assert_msg(strstr(p.why_resident, "whole layers"), "%s", p.why_resident);
+    gpu_plan_fini(&p);
+    /* the same budget with both capabilities: 24 hottest experts (slots of a layer each), then slices */
+    o.caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert(p.n_resident_experts >= N);
+    for (int il = 0; il < L; il++)
+        ck_assert(gpu_plan_expert_resident(&p, il, 3) && gpu_plan_expert_resident(&p, il, 7));
+    ck_assert_msg(strstr(p.why_resident, "hottest"), "%s", p.why_resident);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    gpu_plan_print(&p, out);
+    fclose(out);
+    ck_assert_msg(strstr(buf, "hit rate") && strstr(buf, "streamed:") && strstr(buf, "staging:"), "%s", buf);
+    free(buf);
+    gpu_plan_fini(&p);
+    /* --gpu-experts 1 with experts one by one: one layer's worth of the hottest */
+    o.max_expert_layers = 1;
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert_int_le(p.n_resident_experts, N);
+    gpu_plan_fini(&p);
+    fx_close(&f);
+}
+END_TEST
+
+/* A plan carried to another process (its decisions) gives the same sizes and modes; decisions that do not fit
+ * the model are refused. */
+START_TEST(test_import)
+{
+    enum { L = 6, N = 16 };
+    fx_t f;
+    fx_open_experts(&f, L, N);
+    uint64_t counts[L * N];
+    hot_profile(counts, L, N);
+    guild_err_t err = {{0}};
+    gpu_plan_t p, q;
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_elem = 2,
+                            .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, .routing = counts};
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + p.experts / 3;
+    gpu_plan_fini(&p);
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert(p.stage_slots == 2 && p.n_resident_experts > 0 && p.n_resident_experts < L * N);
+    ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, 64, 2, p.n_batch, p.stage_slots, p.stage_slot_experts,
+                                  p.expert_resident, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(gpu_plan_total(&q), gpu_plan_total(&p));
+    ck_assert_int_eq(q.n_resident_experts, p.n_resident_experts);
+    for (int il = 0; il < L; il++)
+        ck_assert_int_eq(q.layer[il].mode, p.layer[il].mode);
+    gpu_plan_fini(&q);
+    ck_assert(gpu_plan_copy(&q, &p, &err) == 0);
+    ck_assert(!memcmp(q.expert_resident, p.expert_resident, L * N) && q.expert_resident != p.expert_resident);
+    gpu_plan_fini(&q);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, o.budget / 2, 64, 2, p.n_batch, p.stage_slots, p.stage_slot_experts,
+                                     p.expert_resident, &err), -1);
+    ck_assert_msg(strstr(err.msg, "over the budget"), "%s", err.msg);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 2, p.n_batch, 1, 4, p.expert_resident, &err), -1);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 2, p.n_batch, 2, N + 1, p.expert_resident, &err), -1);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 2, 0, 2, 4, p.expert_resident, &err), -1);
+    gpu_plan_fini(&p);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_parse_size)
 {
     guild_err_t err = {{0}};
@@ -178,6 +419,10 @@ int main(void)
     tcase_add_test(tc, test_no_budget_all_resident);
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_types_the_device_takes);
+    tcase_add_test(tc, test_budget_sweep);
+    tcase_add_test(tc, test_chunk_shrinks);
+    tcase_add_test(tc, test_caps);
+    tcase_add_test(tc, test_import);
     tcase_add_test(tc, test_parse_size);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

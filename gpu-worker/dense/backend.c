@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gpu-worker/dense/cpu/cpu_backend.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #include "ipc/exchange.h"
 #ifdef GUILD_HAVE_CUDA
 #include "gpu-worker/dense/cuda/cuda_backend.h"
@@ -50,6 +51,29 @@ int backend_exchange_exec_new(moe_exec_t **out, const char *name, const model_co
     return ops->exchange_exec ? ops->exchange_exec(out, x, o, err) : moe_xchg_new(out, x, o, err);
 }
 
+int backend_plan_caps(const char *name)
+{
+    guild_err_t err;
+    const backend_ops_t *ops = backend_find(name, &err);
+    return ops ? (int)ops->plan_caps : -1;
+}
+
+/* Whether `ops` can follow plan p: individual resident experts and slices need their capabilities. */
+static int plan_check(const backend_ops_t *ops, const gpu_plan_t *p, int32_t n_batch, guild_err_t *err)
+{
+    if (p->n_batch != n_batch)
+        return guild_err_set(err, "backend %s: the GPU plan's chunk is %d tokens, the backend's batch %d", ops->name,
+                             p->n_batch, n_batch);
+    for (int32_t il = 0; il < p->n_layer && !(ops->plan_caps & GPU_PLAN_CAP_EXPERTS); il++)
+        if (p->layer[il].n_resident && p->layer[il].mode != GPU_PLAN_RESIDENT)
+            return guild_err_set(err, "backend %s: the GPU plan keeps %d of layer %d's experts resident; this "
+                                 "backend keeps whole layers only", ops->name, p->layer[il].n_resident, il);
+    if (p->stage_slots && p->stage_slot_experts < p->n_expert && !(ops->plan_caps & GPU_PLAN_CAP_SLICES))
+        return guild_err_set(err, "backend %s: the GPU plan stages slices of %d experts; this backend stages whole "
+                             "layers only", ops->name, p->stage_slot_experts);
+    return 0;
+}
+
 int backend_new(backend_t **out, const char *name, const model_t *m, const backend_options_t *opt,
                 const void *config, guild_err_t *err)
 {
@@ -57,7 +81,14 @@ int backend_new(backend_t **out, const char *name, const model_t *m, const backe
     const backend_ops_t *ops = backend_find(name, err);
     if (!ops)
         return -1;
+    if (opt->plan && plan_check(ops, opt->plan, opt->n_batch, err) < 0)
+        return -1;
     return ops->create(out, m, opt, config, err);
+}
+
+int backend_routing(const backend_t *b, uint64_t *counts)
+{
+    return b->ops->routing ? b->ops->routing(b, counts) : -1;
 }
 
 int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,

@@ -24,6 +24,7 @@
 #include "gpu-worker/dense/moe_xchg.h"
 
 typedef struct backend backend_t;
+struct gpu_plan;
 
 /* The dense contract: what every backend takes. A backend's own settings come in its own record (the
  * `config` of backend_new), declared beside it: gpu-worker/dense/cuda/cuda_config.h for "cuda". */
@@ -34,6 +35,14 @@ typedef struct backend_options {
     moe_exec_t *moe;  /* routed-expert executor (the process's one); borrowed, must outlive the backend */
     bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
                          (routing statistics); otherwise a backend may skip them */
+    bool count_routing; /* count the routed pairs per (layer, expert) (backend_routing) and in backend_stats */
+    const struct gpu_plan *plan; /* the GPU memory plan to follow (gpu-worker/dense/gpu_plan.h; read during creation
+                                  only), computed once by the caller for every process; its n_batch must be
+                                  n_batch. NULL: a backend that plans computes its own from its settings. A
+                                  resident expert of the plan is computed by the backend itself (no other process
+                                  holds it); creation fails when the plan asks for more than the backend's
+                                  plan_caps. The cpu backend, a stand-in for a device, computes the plan's resident
+                                  experts and never streams */
 } backend_options_t;
 
 /* Counters since creation of what a backend did itself (backend_stats; the executor it was given counts its
@@ -49,10 +58,15 @@ typedef struct backend_stats {
     uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side */
     uint64_t staged_bytes;     /* streamed bytes that went through a staging ring (0 with pageable copies) */
     uint64_t stage_wait_ns;    /* host time spent waiting for the stager to fill ring slots */
+    /* with backend_options_t.count_routing (or resident experts of a plan): the routed (token, slot) pairs, and
+     * those served by resident experts (the GPU's hit rate is their ratio) */
+    uint64_t routed_pairs, resident_pairs;
 } backend_stats_t;
 
 typedef struct backend_ops {
     const char *name;
+    unsigned plan_caps; /* what of a GPU memory plan it follows (GPU_PLAN_CAP_*, gpu_plan.h): 0 whole resident
+                           layers and whole-layer staging slots */
     /* config: the backend's own settings record, or NULL for its defaults (backend_new) */
     int (*create)(backend_t **out, const model_t *m, const backend_options_t *opt, const void *config,
                   guild_err_t *err);
@@ -64,12 +78,18 @@ typedef struct backend_ops {
     void (*stats)(const backend_t *b, backend_stats_t *out); /* optional */
     /* Optional: the executor over an exchange that this backend drives itself (backend_exchange_exec_new). */
     int (*exchange_exec)(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o, guild_err_t *err);
+    /* Optional: routed pairs per (layer, expert) since creation into counts[n_layer * n_expert]; -1 when not
+     * counted (backend_options_t.count_routing). */
+    int (*routing)(const backend_t *b, uint64_t *counts);
 } backend_ops_t;
 
 /* Implementations embed this as their first member. */
 struct backend {
     const backend_ops_t *ops;
 };
+
+/* The GPU_PLAN_CAP_* bits of backend `name` (what a plan for it may ask), or -1 for a name not built in. */
+int backend_plan_caps(const char *name);
 
 /* Creates backend `name` ("cpu", ...) for model m (borrowed: must outlive the backend). config is the named
  * backend's own settings record (read during creation only), or NULL for its defaults: "cuda" takes a
@@ -105,6 +125,10 @@ void backend_kv_clear(backend_t *b);
 
 /* The backend's own counters: 0 with *out filled, or -1 (*out zeroed) when it keeps none. */
 int backend_stats(const backend_t *b, backend_stats_t *out);
+
+/* The routed pairs per (layer, expert) since creation, into counts[n_layer * n_expert]: 0, or -1 when the
+ * backend does not count them (created without count_routing, or it cannot). */
+int backend_routing(const backend_t *b, uint64_t *counts);
 
 /* Frees the backend; sets *b to NULL. NULL-safe. */
 void backend_destroy(backend_t **b);

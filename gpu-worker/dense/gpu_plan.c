@@ -1,5 +1,15 @@
 /* The GPU memory plan (contract in gpu_plan.h). The sizes follow the CUDA backend's allocations
- * (gpu-worker/dense/cuda/cuda_backend.c, cuda_weights.c, cuda_moe_*.c); keep them in step. */
+ * (gpu-worker/dense/cuda/cuda_backend.c, cuda_weights.c, cuda_moe_*.c); keep them in step.
+ *
+ * How it decides: for each chunk from the largest allowed down (halving), and each staging slot size from a
+ * whole layer down to GPU_PLAN_MIN_SLICE_DIV's share (slices only with GPU_PLAN_CAP_SLICES), what fits the budget
+ * gets the rest filled with resident experts (the hottest of the routing profile, else whole layers in index
+ * order) and is scored by the predicted time of a reference request (a prompt, then generated tokens) under
+ * the cost model. A plan that streams every layer not wholly resident is taken whenever one fits (the rule of
+ * issue 14: streaming never loses at run time, the split falls back to the CPU side per batch); the best score
+ * wins, a tie (within TIE) going to the larger chunk, then the larger slot. */
+#include "config.h"
+
 #include "gpu-worker/dense/gpu_plan.h"
 
 #include <errno.h>
@@ -9,10 +19,16 @@
 
 #include "core/quant/quant.h"
 
-#define ALIGN 256u
+#define ALIGN GPU_PLAN_ALIGN
 #define LOGIT_ROWS 32     /* cuda_backend.c */
 #define ATTN_TOK 8        /* attn_decode.cu: rows the split-key scratch is sized for */
 #define ATTN_SPLITS 32
+#define TIE 0.005         /* scores within this fraction are equal */
+#define REF_GEN 256
+#define REF_PROMPT_MAX 16384
+#define MAX_CHUNKS 32
+#define GiB 1073741824.0
+#define GPU_PLAN_GRAPH_TOKENS 4 /* decode steps up to this many tokens replay CUDA graphs: never split */
 
 static uint64_t round_up(uint64_t n, uint64_t a)
 {
@@ -56,11 +72,6 @@ static uint64_t dense_bytes(const model_weights_t *w, uint64_t *widest_act)
     return sum;
 }
 
-static uint64_t layer_expert_bytes(const model_layer_t *L)
-{
-    return tensor_bytes(&L->gate_exps) + tensor_bytes(&L->up_exps) + tensor_bytes(&L->down_exps);
-}
-
 /* The types the kernels of gpu-worker/cuda take (matmul.cu, get_rows.cu, expert_mm.cu dispatch on them). */
 bool gpu_plan_type_supported(guild_type_t type)
 {
@@ -95,97 +106,753 @@ bool gpu_plan_layer_computable(const model_t *m, int32_t il)
            whole_dot_blocks(L->gate_exps.type, c->n_embd) && whole_dot_blocks(L->down_exps.type, c->n_ff_exp);
 }
 
-int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err)
+/* ---- what the plan needs of the model ---- */
+
+typedef struct facts {
+    const model_config_t *c;
+    int32_t L, N, K;
+    uint64_t dense, widest, ax, ah; /* dense weights; widest dense activation row; the experts' x and h rows */
+    bool *computable;               /* [L] */
+    uint64_t *gmat, *umat, *dmat;   /* [L] one expert's matrices (0: no experts) */
+    uint64_t gmax, umax, dmax;      /* the largest of the computable layers */
+    double flop;                    /* per (token, expert) pair */
+    int32_t n_computable;
+} facts_t;
+
+static void facts_fini(facts_t *f)
+{
+    free(f->computable);
+    free(f->gmat);
+    free(f->umat);
+    free(f->dmat);
+}
+
+static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
 {
     const model_config_t *c = model_config(m);
     const model_weights_t *w = model_weights(m);
-    memset(p, 0, sizeof *p);
-    p->budget = o->budget;
-    p->reserve = o->budget ? GPU_PLAN_RESERVE : 0;
-    p->n_layer = c->n_layer;
-    p->n_ctx = o->n_ctx;
-    p->n_batch = o->n_batch;
-    if (!(p->resident = calloc((size_t)(c->n_layer > 0 ? c->n_layer : 1), sizeof *p->resident)))
+    memset(f, 0, sizeof *f);
+    f->c = c;
+    f->L = c->n_layer;
+    f->N = c->n_expert;
+    f->K = c->n_expert_used;
+    const size_t n = (size_t)(c->n_layer > 0 ? c->n_layer : 1);
+    f->computable = calloc(n, sizeof *f->computable);
+    f->gmat = calloc(n, sizeof *f->gmat);
+    f->umat = calloc(n, sizeof *f->umat);
+    f->dmat = calloc(n, sizeof *f->dmat);
+    if (!f->computable || !f->gmat || !f->umat || !f->dmat) {
+        facts_fini(f);
         return guild_err_set(err, "gpu plan: out of memory");
-
-    const uint64_t NB = (uint64_t)o->n_batch, E = (uint64_t)c->n_embd, HD = (uint64_t)c->head_dim;
-    const uint64_t Q = (uint64_t)c->n_head * HD, KV = (uint64_t)c->n_head_kv * HD, K = (uint64_t)c->n_expert_used;
-    const uint64_t F = (uint64_t)c->n_ff_shexp, FE = (uint64_t)c->n_ff_exp, f = 4;
-    uint64_t widest = 0;
-    p->dense = dense_bytes(w, &widest);
-    p->kv = 2u * (uint64_t)c->n_layer * (uint64_t)o->n_ctx * KV * (o->kv_elem ? o->kv_elem : 2u);
-    const uint64_t logit_rows = NB < LOGIT_ROWS ? NB : LOGIT_ROWS, attn_rows = NB < ATTN_TOK ? NB : ATTN_TOK;
-    p->buffers = NB * E * f * 3 + NB * Q * f * 2 + NB * KV * f * 2 + NB * (uint64_t)c->n_expert * f + NB * K * 8 +
-                 NB * F * f * 2 + NB * f + logit_rows * (uint64_t)c->n_vocab * f + (2 * NB + 2) * 4 + NB * widest +
-                 attn_rows * (uint64_t)c->n_head * ATTN_SPLITS * (HD + 2) * f +
-                 (uint64_t)o->n_ctx * (uint64_t)c->n_rot * f + /* RoPE table */
-                 NB * K * E * f;                                /* y of the CPU experts' bridge */
-    const uint64_t fixed = p->reserve + p->dense + p->kv + p->buffers;
-    if (o->budget && fixed > o->budget) {
-        guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
-                      "for %d positions, buffers %.2f GiB for batches of %d, CUDA context ~%.2f GiB) and does not "
-                      "fit; lower --ctx or --batch, or raise --gpu-mem", (double)o->budget / 1073741824.0,
-                      (double)fixed / 1073741824.0, (double)p->dense / 1073741824.0, (double)p->kv / 1073741824.0,
-                      o->n_ctx, (double)p->buffers / 1073741824.0, o->n_batch, (double)p->reserve / 1073741824.0);
-        gpu_plan_fini(p);
-        return -1;
     }
-
-    /* the device experts' working buffers: quantized x, h = silu(g) * u and its quantization, routing, y */
-    uint64_t ax = 0, ah = 0;
+    f->dense = dense_bytes(w, &f->widest);
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
-        p->experts_all += layer_expert_bytes(L);
         if (L->gate_exps.data) {
+            f->gmat[il] = L->gate_exps.mat_bytes;
+            f->umat[il] = L->up_exps.data ? L->up_exps.mat_bytes : 0;
+            f->dmat[il] = L->down_exps.data ? L->down_exps.mat_bytes : 0;
             uint64_t a = act_row(L->gate_exps.type, c->n_embd), b = act_row(L->down_exps.type, c->n_ff_exp);
-            ax = a > ax ? a : ax;
-            ah = b > ah ? b : ah;
+            f->ax = a > f->ax ? a : f->ax;
+            f->ah = b > f->ah ? b : f->ah;
+        }
+        f->computable[il] = c->n_expert > 0 && gpu_plan_layer_computable(m, il);
+        if (f->computable[il]) {
+            f->n_computable++;
+            f->gmax = f->gmat[il] > f->gmax ? f->gmat[il] : f->gmax;
+            f->umax = f->umat[il] > f->umax ? f->umat[il] : f->umax;
+            f->dmax = f->dmat[il] > f->dmax ? f->dmat[il] : f->dmax;
         }
     }
-    const uint64_t pairs = NB * K;
-    const uint64_t ebuf = NB * ax + pairs * FE * f + pairs * ah + pairs * 4 +
-                          (pairs + (uint64_t)c->n_expert + 1) * 16 + 16 + pairs * E * f;
-    if (o->max_expert_layers == GPU_EXPERTS_NONE || c->n_expert == 0)
+    f->flop = gpu_cost_pair_flop(c->n_embd, c->n_ff_exp);
+    return 0;
+}
+
+static uint64_t expert_bytes(const facts_t *f, int32_t il)
+{
+    return f->gmat[il] + f->umat[il] + f->dmat[il];
+}
+
+/* Device bytes of r resident experts of layer il: each matrix region rounded to the alignment. */
+static uint64_t resident_bytes(const facts_t *f, int32_t il, int32_t r)
+{
+    if (r <= 0)
         return 0;
-    uint64_t used = fixed + ebuf, largest = 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        const uint64_t b = layer_expert_bytes(&w->layers[il]);
-        largest = b > largest ? b : largest;
+    const uint64_t R = (uint64_t)r;
+    return round_up(R * f->gmat[il], ALIGN) + round_up(R * f->umat[il], ALIGN) + round_up(R * f->dmat[il], ALIGN);
+}
+
+static uint64_t slot_bytes(const facts_t *f, int32_t k)
+{
+    const uint64_t K = (uint64_t)k;
+    return round_up(K * f->gmax, ALIGN) + round_up(K * f->umax, ALIGN) + round_up(K * f->dmax, ALIGN);
+}
+
+uint64_t gpu_plan_slot_bytes(const model_t *m, int32_t k)
+{
+    guild_err_t err;
+    facts_t f;
+    if (facts_init(&f, m, &err) < 0)
+        return 0;
+    const uint64_t b = slot_bytes(&f, k);
+    facts_fini(&f);
+    return b;
+}
+
+/* The activations, logits and exchange staging of chunks of NB tokens. */
+static uint64_t buffers_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx)
+{
+    const model_config_t *c = f->c;
+    const uint64_t E = (uint64_t)c->n_embd, HD = (uint64_t)c->head_dim;
+    const uint64_t Q = (uint64_t)c->n_head * HD, KV = (uint64_t)c->n_head_kv * HD, K = (uint64_t)c->n_expert_used;
+    const uint64_t F = (uint64_t)c->n_ff_shexp, fl = 4;
+    const uint64_t logit_rows = NB < LOGIT_ROWS ? NB : LOGIT_ROWS, attn_rows = NB < ATTN_TOK ? NB : ATTN_TOK;
+    return NB * E * fl * 3 + NB * Q * fl * 2 + NB * KV * fl * 2 + NB * (uint64_t)c->n_expert * fl + NB * K * 8 +
+           NB * F * fl * 2 + NB * fl + logit_rows * (uint64_t)c->n_vocab * fl + (2 * NB + 2) * 4 + NB * f->widest +
+           attn_rows * (uint64_t)c->n_head * ATTN_SPLITS * (HD + 2) * fl +
+           (uint64_t)n_ctx * (uint64_t)c->n_rot * fl + /* RoPE table */
+           NB * K * E * fl;                            /* y of the CPU experts' bridge */
+}
+
+/* The device experts' working buffers: quantized x, h = silu(g) * u and its quantization, routing, y. */
+static uint64_t expert_buffers_bytes(const facts_t *f, uint64_t NB)
+{
+    const model_config_t *c = f->c;
+    const uint64_t pairs = NB * (uint64_t)c->n_expert_used, E = (uint64_t)c->n_embd, FE = (uint64_t)c->n_ff_exp;
+    return NB * f->ax + pairs * FE * 4 + pairs * f->ah + pairs * 4 + (pairs + (uint64_t)c->n_expert + 1) * 16 + 16 +
+           pairs * E * 4;
+}
+
+/* ---- the resident fill and the predictions ---- */
+
+typedef struct cand {
+    int32_t chunk, slots, k;  /* k: slot experts (0 with no slots) */
+    uint8_t *res;             /* [L * N] */
+    int32_t *r;               /* [L] resident experts per layer */
+    uint64_t experts;         /* their bytes */
+    bool dev;                 /* some expert is computed on the device (expert buffers counted) */
+    bool streams_all;         /* every layer not wholly resident streams (or there is none) */
+    double prefill_ns, decode_ns, score;
+} cand_t;
+
+typedef struct planner {
+    const facts_t *f;
+    const gpu_plan_options_t *o;
+    gpu_cost_t cost;
+    int64_t *order;           /* [n_order] (layer * N + expert), hottest first (per-expert fill) */
+    int64_t n_order;
+    bool per_expert;          /* fill expert by expert from the profile */
+    int64_t cap;              /* most resident experts (per_expert) or layers; < 0: no limit */
+    int32_t ref_prompt, ref_gen;
+} planner_t;
+
+/* qsort_r's order of (layer * N + expert) indices: more routed pairs first. */
+static int hotter(const void *a, const void *b, void *ctx)
+{
+    const uint64_t *routing = ctx;
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    const uint64_t cx = routing[x], cy = routing[y];
+    if (cx != cy)
+        return cx > cy ? -1 : 1;
+    return (x > y) - (x < y); /* lower layer, then lower expert */
+}
+
+/* Fills c's resident set within R bytes (R < 0: none, UINT64_MAX-ish: no limit). */
+static void fill(const planner_t *pl, cand_t *c, int64_t R)
+{
+    const facts_t *f = pl->f;
+    memset(c->res, 0, (size_t)f->L * (size_t)f->N);
+    memset(c->r, 0, (size_t)f->L * sizeof *c->r);
+    c->experts = 0;
+    if (R <= 0 || pl->cap == 0)
+        return;
+    uint64_t left = (uint64_t)R;
+    if (pl->per_expert) {
+        int64_t taken = 0;
+        for (int64_t i = 0; i < pl->n_order && (pl->cap < 0 || taken < pl->cap); i++) {
+            const int32_t il = (int32_t)(pl->order[i] / f->N);
+            const uint64_t d = resident_bytes(f, il, c->r[il] + 1) - resident_bytes(f, il, c->r[il]);
+            if (d > left)
+                continue;
+            left -= d;
+            c->experts += d;
+            c->res[pl->order[i]] = 1;
+            c->r[il]++;
+            taken++;
+        }
+        return;
     }
-    const bool all_fit = !o->budget || fixed + ebuf + p->experts_all <= o->budget;
-    const bool capped = o->max_expert_layers > 0 && o->max_expert_layers < c->n_layer;
-    if (!all_fit && !capped && used + 2 * largest <= o->budget) {
-        p->staging = 2 * largest;
-        used += p->staging;
-    }
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        if (o->max_expert_layers > 0 && p->n_resident >= o->max_expert_layers)
-            break;
-        const uint64_t b = layer_expert_bytes(&w->layers[il]);
-        if (!b || !gpu_plan_layer_computable(m, il) || (o->budget && used + b > o->budget))
+    int64_t layers = 0;
+    for (int32_t il = 0; il < f->L && (pl->cap < 0 || layers < pl->cap); il++) {
+        const uint64_t b = resident_bytes(f, il, f->N);
+        if (!f->computable[il] || !b || b > left)
             continue;
-        used += b;
-        p->experts += b;
-        p->resident[il] = true;
-        p->n_resident++;
+        left -= b;
+        c->experts += b;
+        memset(c->res + (size_t)il * (size_t)f->N, 1, (size_t)f->N);
+        c->r[il] = f->N;
+        layers++;
     }
-    if (p->n_resident || p->staging)
-        p->expert_buffers = ebuf;
+}
+
+/* Share of layer il's routed pairs (profile) on c's resident experts; without a profile (or no pairs) the
+ * share of its experts. */
+static double hot_share(const planner_t *pl, const uint8_t *res, const int32_t *r, int32_t il)
+{
+    const facts_t *f = pl->f;
+    if (pl->o->routing) {
+        const uint64_t *cnt = pl->o->routing + (size_t)il * (size_t)f->N;
+        uint64_t all = 0, hit = 0;
+        for (int32_t e = 0; e < f->N; e++) {
+            all += cnt[e];
+            hit += res[(size_t)il * (size_t)f->N + (size_t)e] ? cnt[e] : 0;
+        }
+        if (all)
+            return (double)hit / (double)all;
+    }
+    return f->N ? (double)r[il] / (double)f->N : 0.0;
+}
+
+/* Predicted ns of layer il's routed experts for a batch of n tokens: r resident taking share h of the pairs,
+ * the others on the CPU side (its products or its reads of the experts touched, whichever is longer), or, for
+ * batches the host plans (more than GPU_PLAN_GRAPH_TOKENS: smaller steps replay graphs), split with the
+ * device through slots of k experts when streamed: two sides working at once on a divisible load. */
+static double layer_ns(const planner_t *pl, int32_t il, int32_t r, double h, bool streamed, int32_t k, double n)
+{
+    const facts_t *f = pl->f;
+    const gpu_cost_t *c = &pl->cost;
+    const double P = n * f->K, P_res = P * h, P_non = P - P_res;
+    const double t_res = P_res * f->flop / (c->gpu_tflops * 1e3);
+    if (r >= f->N || P_non <= 0)
+        return t_res;
+    const double nr = (double)(f->N - r), touched = nr * (1.0 - exp(-P_non / nr));
+    const double eb = (double)expert_bytes(f, il);
+    const double t_prod = P_non * f->flop / (c->cpu_tflops * 1e3), t_read = touched * eb / c->cpu_gbps;
+    const double t_cpu = c->exchange_us * 1e3 + (t_prod > t_read ? t_prod : t_read);
+    if (!streamed || n <= GPU_PLAN_GRAPH_TOKENS)
+        return t_res + t_cpu;
+    const double t_copy = touched * eb / c->h2d_gbps;
+    const double t_gpu = P_non * f->flop / (c->gpu_tflops * 1e3);
+    const double t_s = c->pass_us * 1e3 + (t_copy > t_gpu ? t_copy : t_gpu) +
+                       ceil(touched / (double)k) * c->slice_us * 1e3;
+    const double t_split = t_s * t_cpu / (t_s + t_cpu);
+    return t_res + (t_split < t_cpu ? t_split : t_cpu);
+}
+
+/* Predicted ns of layer il's CPU side for one generated token (resident experts cost the device ~nothing). */
+static double decode_ns(const planner_t *pl, int32_t il, int32_t r, double h)
+{
+    const facts_t *f = pl->f;
+    if (r >= f->N || !f->gmat[il])
+        return 0;
+    return pl->cost.exchange_us * 1e3 + (1.0 - h) * f->K * (double)expert_bytes(f, il) / pl->cost.cpu_gbps;
+}
+
+static void score(const planner_t *pl, cand_t *c)
+{
+    const facts_t *f = pl->f;
+    double pre = 0, dec = 0;
+    const int32_t full = pl->ref_prompt / c->chunk, rest = pl->ref_prompt % c->chunk;
+    c->streams_all = true;
+    for (int32_t il = 0; il < f->L; il++) {
+        if (!f->gmat[il])
+            continue;
+        const double h = hot_share(pl, c->res, c->r, il);
+        const bool streamed = c->slots > 0 && f->computable[il] && c->r[il] < f->N;
+        if (c->r[il] < f->N && f->computable[il] && !streamed)
+            c->streams_all = false;
+        pre += full * (layer_ns(pl, il, c->r[il], h, streamed, c->k, c->chunk) + pl->cost.pass_us * 1e3);
+        if (rest)
+            pre += layer_ns(pl, il, c->r[il], h, streamed, c->k, rest) + pl->cost.pass_us * 1e3;
+        dec += decode_ns(pl, il, c->r[il], h);
+    }
+    c->prefill_ns = pre;
+    c->decode_ns = dec;
+    c->score = pre + (double)pl->ref_gen * dec;
+}
+
+/* ---- the plan ---- */
+
+static int plan_alloc(gpu_plan_t *p, int32_t L, int32_t N, guild_err_t *err)
+{
+    const size_t nl = (size_t)(L > 0 ? L : 1);
+    p->n_layer = L;
+    p->n_expert = N;
+    p->resident = calloc(nl, sizeof *p->resident);
+    p->layer = calloc(nl, sizeof *p->layer);
+    p->expert_resident = calloc(nl * (size_t)(N > 0 ? N : 1), 1);
+    if (!p->resident || !p->layer || !p->expert_resident) {
+        gpu_plan_fini(p);
+        return guild_err_set(err, "gpu plan: out of memory");
+    }
+    return 0;
+}
+
+/* The per-layer fields from p's resident sets and staging (and h_of: the hot share, or NULL). */
+static void plan_layers(gpu_plan_t *p, const facts_t *f)
+{
+    p->n_resident = 0;
+    p->n_resident_experts = 0;
+    p->experts = 0;
+    for (int32_t il = 0; il < f->L; il++) {
+        gpu_plan_layer_t *ly = &p->layer[il];
+        int32_t r = 0;
+        for (int32_t e = 0; e < f->N; e++)
+            r += p->expert_resident[(size_t)il * (size_t)f->N + (size_t)e] != 0;
+        ly->n_resident = r;
+        ly->expert_bytes = expert_bytes(f, il);
+        ly->resident_bytes = resident_bytes(f, il, r);
+        ly->mode = f->gmat[il] && r == f->N ? GPU_PLAN_RESIDENT
+                   : f->computable[il] && p->stage_slots > 0 ? GPU_PLAN_STREAMED
+                                                            : GPU_PLAN_CPU;
+        p->resident[il] = ly->mode == GPU_PLAN_RESIDENT;
+        p->n_resident += p->resident[il];
+        p->n_resident_experts += r;
+        p->experts += ly->resident_bytes;
+    }
+}
+
+/* Sizes of the parts for chunk NB. */
+static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, uint32_t kv_elem, int32_t NB)
+{
+    const model_config_t *c = f->c;
+    p->budget = budget;
+    p->reserve = budget ? GPU_PLAN_RESERVE : 0;
+    p->dense = f->dense;
+    p->kv = 2u * (uint64_t)c->n_layer * (uint64_t)n_ctx * (uint64_t)c->n_head_kv * (uint64_t)c->head_dim *
+            (kv_elem ? kv_elem : 2u);
+    p->n_ctx = n_ctx;
+    p->n_batch = NB;
+    p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx);
+    p->experts_all = 0;
+    for (int32_t il = 0; il < f->L; il++)
+        p->experts_all += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
+}
+
+static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32_t NB)
+{
+    gpu_plan_t t;
+    memset(&t, 0, sizeof t);
+    plan_sizes(&t, f, o->budget, o->n_ctx, o->kv_elem, NB);
+    return t.reserve + t.dense + t.kv + t.buffers;
+}
+
+static void types_of(const model_t *m, int32_t il, char *buf, size_t n)
+{
+    const model_layer_t *L = &model_weights(m)->layers[il];
+    snprintf(buf, n, "%s/%s/%s", quant_type_info(L->gate_exps.type)->name, quant_type_info(L->up_exps.type)->name,
+             quant_type_info(L->down_exps.type)->name);
+}
+
+/* The per-layer reasons. */
+static void layer_whys(gpu_plan_t *p, const model_t *m, const facts_t *f)
+{
+    for (int32_t il = 0; il < f->L; il++) {
+        gpu_plan_layer_t *ly = &p->layer[il];
+        char share[48] = "";
+        if (ly->hot_share >= 0 && ly->n_resident && ly->n_resident < f->N)
+            snprintf(share, sizeof share, " (%.0f%% of its routed pairs)", 100 * ly->hot_share);
+        if (!f->gmat[il]) {
+            snprintf(ly->why, sizeof ly->why, "no routed experts");
+        } else if (ly->mode == GPU_PLAN_RESIDENT) {
+            snprintf(ly->why, sizeof ly->why, "resident: all %d experts on the GPU, no exchange", f->N);
+        } else if (!f->computable[il]) {
+            char t[40];
+            types_of(m, il, t, sizeof t);
+            snprintf(ly->why, sizeof ly->why, "cpu: expert types %s are not for the device kernels", t);
+        } else if (ly->mode == GPU_PLAN_STREAMED) {
+            if (ly->n_resident)
+                snprintf(ly->why, sizeof ly->why, "streamed: %d/%d experts resident%s, the others streamed",
+                         ly->n_resident, f->N, share);
+            else
+                snprintf(ly->why, sizeof ly->why, "streamed: its experts copied to the GPU per large batch");
+        } else if (ly->n_resident) {
+            snprintf(ly->why, sizeof ly->why, "cpu: %d/%d experts resident%s, the others on the CPU (no staging)",
+                     ly->n_resident, f->N, share);
+        } else {
+            snprintf(ly->why, sizeof ly->why, "cpu: no staging, its experts on the CPU side");
+        }
+    }
+}
+
+static void plan_hit_rate(gpu_plan_t *p, const facts_t *f, const uint64_t *routing)
+{
+    p->hit_rate = -1;
+    uint64_t all = 0, hit = 0;
+    for (int32_t il = 0; il < f->L; il++) {
+        p->layer[il].hot_share = -1;
+        if (!routing)
+            continue;
+        uint64_t la = 0, lh = 0;
+        for (int32_t e = 0; e < f->N; e++) {
+            const uint64_t n = routing[(size_t)il * (size_t)f->N + (size_t)e];
+            la += n;
+            lh += p->expert_resident[(size_t)il * (size_t)f->N + (size_t)e] ? n : 0;
+        }
+        p->layer[il].hot_share = la ? (double)lh / (double)la : 0.0;
+        all += la;
+        hit += lh;
+    }
+    if (routing)
+        p->hit_rate = all ? (double)hit / (double)all : 0.0;
+}
+
+static void layer_runs(const gpu_plan_t *p, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int32_t il = 0, run = -1; il <= p->n_layer && len + 16 < n; il++) {
+        const bool r = il < p->n_layer && p->resident[il];
+        if (r && run < 0)
+            run = il;
+        if (!r && run >= 0) {
+            if (il - 1 > run)
+                len += (size_t)snprintf(buf + len, n - len, "%s%d-%d", len ? "," : "", run, il - 1);
+            else
+                len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? "," : "", run);
+            run = -1;
+        }
+    }
+}
+
+/* The smallest chunk the options allow, and the chunks to try, largest first. */
+static int32_t chunk_list(const gpu_plan_options_t *o, int32_t *list, int32_t *top_out)
+{
+    int32_t top = o->n_batch > 0 ? o->n_batch : GPU_PLAN_BATCH_AUTO_MAX;
+    if (o->n_ctx > 0 && top > o->n_ctx)
+        top = o->n_ctx;
+    if (top < 1)
+        top = 1;
+    int32_t lo = o->n_batch > 0 && o->n_batch_min <= 0 ? top : o->n_batch_min > 0 ? o->n_batch_min : 1;
+    if (lo > top)
+        lo = top;
+    int32_t n = 0;
+    for (int32_t c = top;; c = c / 2 > lo ? c / 2 : lo) {
+        list[n++] = c;
+        if (c == lo || n == MAX_CHUNKS)
+            break;
+    }
+    *top_out = top;
+    return n;
+}
+
+int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err)
+{
+    memset(p, 0, sizeof *p);
+    facts_t f;
+    if (facts_init(&f, m, err) < 0)
+        return -1;
+    planner_t pl = {.f = &f, .o = o};
+    if (o->cost)
+        pl.cost = *o->cost;
+    else
+        gpu_cost_default(&pl.cost, o->copy_path);
+    pl.ref_prompt = o->ref_prompt > 0 ? o->ref_prompt : o->n_ctx < REF_PROMPT_MAX ? o->n_ctx : REF_PROMPT_MAX;
+    pl.ref_prompt = pl.ref_prompt > 0 ? pl.ref_prompt : 1;
+    pl.ref_gen = o->ref_gen > 0 ? o->ref_gen : REF_GEN;
+    pl.per_expert = o->routing && (o->caps & GPU_PLAN_CAP_EXPERTS);
+    pl.cap = o->max_expert_layers == GPU_EXPERTS_NONE ? 0
+             : o->max_expert_layers > 0 ? (int64_t)o->max_expert_layers * (pl.per_expert ? f.N : 1)
+                                        : -1;
+    cand_t best = {0}, cur = {0};
+    int rc = -1;
+    const size_t LN = (size_t)(f.L > 0 ? f.L : 1) * (size_t)(f.N > 0 ? f.N : 1);
+    best.res = calloc(LN, 1);
+    cur.res = calloc(LN, 1);
+    best.r = calloc((size_t)(f.L > 0 ? f.L : 1), sizeof *best.r);
+    cur.r = calloc((size_t)(f.L > 0 ? f.L : 1), sizeof *cur.r);
+    if (pl.per_expert && (pl.order = malloc(LN * sizeof *pl.order))) {
+        for (int32_t il = 0; il < f.L; il++)
+            for (int32_t e = 0; e < f.N && f.computable[il]; e++)
+                pl.order[pl.n_order++] = (int64_t)il * f.N + e;
+        qsort_r(pl.order, (size_t)pl.n_order, sizeof *pl.order, hotter, (void *)o->routing);
+    }
+    if (!best.res || !cur.res || !best.r || !cur.r || (pl.per_expert && !pl.order)) {
+        guild_err_set(err, "gpu plan: out of memory");
+        goto done;
+    }
+
+    int32_t chunks[MAX_CHUNKS], top;
+    const int32_t n_chunks = chunk_list(o, chunks, &top);
+    const bool any_dev = f.n_computable > 0 && o->max_expert_layers != GPU_EXPERTS_NONE;
+    /* no budget: nothing to save, no staging (every expert the device computes is resident, up to the cap);
+     * --gpu-experts none: every expert on the CPU side, neither resident nor streamed */
+    const bool can_stream = f.n_computable > 0 && o->budget && o->max_expert_layers != GPU_EXPERTS_NONE;
+    const int32_t kmin = f.N / GPU_PLAN_MIN_SLICE_DIV > 1 ? f.N / GPU_PLAN_MIN_SLICE_DIV : 1;
+    const int32_t kmin_ok = (o->caps & GPU_PLAN_CAP_SLICES) ? kmin : f.N; /* the smallest slot the backend takes */
+    bool have = false, fits_any = false;
+    double top_score = -1; /* the best at the largest chunk, for the why */
+    for (int ci = 0; ci < n_chunks; ci++) {
+        const int32_t NB = chunks[ci];
+        const uint64_t fx = fixed_bytes(&f, o, NB), eb = expert_buffers_bytes(&f, (uint64_t)NB);
+        if (o->budget && fx > o->budget)
+            continue;
+        fits_any = true;
+        /* streaming: slots of k experts, from a whole layer down */
+        for (int32_t k = f.N; can_stream && k >= kmin; k = k / 2 >= kmin && k > kmin ? k / 2 : 0) {
+            const uint64_t need = fx + eb + 2 * slot_bytes(&f, k);
+            if (!(o->caps & GPU_PLAN_CAP_SLICES) && k < f.N)
+                break;
+            if (o->budget && need > o->budget)
+                continue;
+            cur.chunk = NB;
+            cur.slots = 2;
+            cur.k = k;
+            cur.dev = true;
+            fill(&pl, &cur, o->budget ? (int64_t)(o->budget - need) : INT64_MAX);
+            bool left = false; /* a layer the slots would stream */
+            for (int32_t il = 0; il < f.L && !left; il++)
+                left = f.computable[il] && cur.r[il] < f.N;
+            if (!left)
+                continue;
+            score(&pl, &cur);
+            if (NB == top && (top_score < 0 || cur.score < top_score))
+                top_score = cur.score;
+            if (!have || (cur.streams_all && !best.streams_all) ||
+                (cur.streams_all == best.streams_all && cur.score < best.score * (1 - TIE))) {
+                cand_t t = best;
+                best = cur;
+                cur = t;
+                have = true;
+            }
+        }
+        /* no staging: the resident experts (if any fit beside their buffers) and the CPU side */
+        int64_t R = !any_dev ? -1 : !o->budget ? INT64_MAX : fx + eb <= o->budget ? (int64_t)(o->budget - fx - eb) : -1;
+        cur.chunk = NB;
+        cur.slots = 0;
+        cur.k = 0;
+        fill(&pl, &cur, R);
+        cur.dev = cur.experts > 0;
+        score(&pl, &cur);
+        if (NB == top && (top_score < 0 || cur.score < top_score))
+            top_score = cur.score;
+        if (!have || (cur.streams_all && !best.streams_all) ||
+            (cur.streams_all == best.streams_all && cur.score < best.score * (1 - TIE))) {
+            cand_t t = best;
+            best = cur;
+            cur = t;
+            have = true;
+        }
+    }
+    if (!fits_any) {
+        const int32_t lo = chunks[n_chunks - 1];
+        gpu_plan_t t;
+        memset(&t, 0, sizeof t);
+        plan_sizes(&t, &f, o->budget, o->n_ctx, o->kv_elem, lo);
+        const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers;
+        guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
+                      "for %d positions, buffers %.2f GiB for batches of %d, CUDA context ~%.2f GiB) and does not "
+                      "fit; lower --ctx%s, or raise --gpu-mem (%.2f GiB also streams the experts)",
+                      (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
+                      o->n_ctx, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
+                      lo > 1 ? " or --batch" : "",
+                      (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
+                               (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
+        goto done;
+    }
+
+    /* the plan from the best candidate */
+    if (plan_alloc(p, f.L, f.N, err) < 0)
+        goto done;
+    plan_sizes(p, &f, o->budget, o->n_ctx, o->kv_elem, best.chunk);
+    p->n_batch_asked = o->n_batch;
+    p->caps = o->caps;
+    p->cost = pl.cost;
+    p->have_routing = o->routing != NULL;
+    memcpy(p->expert_resident, best.res, LN);
+    p->stage_slots = best.slots;
+    p->stage_slot_experts = best.k;
+    p->stage_slot_bytes = best.slots ? slot_bytes(&f, best.k) : 0;
+    p->staging = (uint64_t)best.slots * p->stage_slot_bytes;
+    plan_layers(p, &f);
+    p->expert_buffers = best.slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)best.chunk) : 0;
+    plan_hit_rate(p, &f, o->routing);
+    p->pred_prefill_tps = best.prefill_ns > 0 ? (double)pl.ref_prompt / best.prefill_ns * 1e9 : 0;
+    p->pred_decode_ms = best.decode_ns / 1e6;
+    layer_whys(p, m, &f);
+
+    /* from how many tokens streaming beats the CPU side, on the first streamed layer */
+    for (int32_t il = 0; il < f.L && p->stage_slots && !p->stream_min_tokens; il++) {
+        if (p->layer[il].mode != GPU_PLAN_STREAMED)
+            continue;
+        const int32_t r = p->layer[il].n_resident;
+        const double h = hot_share(&pl, best.res, best.r, il);
+        for (int32_t n = 1; n <= p->n_batch && !p->stream_min_tokens; n *= 2)
+            if (layer_ns(&pl, il, r, h, true, best.k, n) < 0.95 * layer_ns(&pl, il, r, h, false, best.k, n))
+                p->stream_min_tokens = n;
+        if (!p->stream_min_tokens)
+            p->stream_min_tokens = -1;
+    }
+
+    /* why this chunk */
+    const double G = GiB;
+    char asked[64];
+    if (o->n_batch > 0)
+        snprintf(asked, sizeof asked, "--batch %d", o->n_batch);
+    else
+        snprintf(asked, sizeof asked, "--batch auto: up to %d", top);
+    if (best.chunk == top) {
+        snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): buffers %.2f GiB", best.chunk, asked,
+                 (double)(p->buffers + p->expert_buffers) / G);
+    } else if (o->budget && fixed_bytes(&f, o, top) > o->budget) {
+        snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): the dense part with buffers for %d needs "
+                 "%.2f GiB, over the budget", best.chunk, asked, top, (double)fixed_bytes(&f, o, top) / G);
+    } else {
+        snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): %d's buffers would take the room of staging "
+                 "or resident experts; predicted %.2f s for the reference request against %.2f s", best.chunk, asked,
+                 top, best.score / 1e9, top_score / 1e9);
+    }
+    /* why this staging */
+    const int32_t lo = chunks[n_chunks - 1];
+    const uint64_t min_stage = expert_buffers_bytes(&f, (uint64_t)lo) + 2 * slot_bytes(&f, kmin_ok);
+    if (best.slots) {
+        char slice[96] = "a whole layer";
+        if (best.k < f.N)
+            snprintf(slice, sizeof slice, "%d of a layer's %d experts", best.k, f.N);
+        char from[48] = "";
+        if (p->stream_min_tokens > 0)
+            snprintf(from, sizeof from, " from ~%d tokens a batch", p->stream_min_tokens);
+        snprintf(p->why_stage, sizeof p->why_stage, "%d slots of %s (%.2f GiB each): every layer not wholly "
+                 "resident streams its other experts at %.0f GB/s%s, split with the CPU side by measured times",
+                 best.slots, slice, (double)p->stage_slot_bytes / G, pl.cost.h2d_gbps, from);
+    } else if (o->max_expert_layers == GPU_EXPERTS_NONE) {
+        snprintf(p->why_stage, sizeof p->why_stage, "none (--gpu-experts none: every expert on the CPU side)");
+    } else if (!f.n_computable) {
+        snprintf(p->why_stage, sizeof p->why_stage, "none: no layer's experts are of types the device kernels "
+                 "take (%s)", gpu_plan_supported_types());
+    } else if (!o->budget) {
+        snprintf(p->why_stage, sizeof p->why_stage, "none: no budget%s", best.streams_all ? ", every expert "
+                 "the device computes is resident" : " (--gpu-experts caps the resident layers; the others on "
+                 "the CPU side)");
+    } else if (best.streams_all) {
+        snprintf(p->why_stage, sizeof p->why_stage, "none: every expert the device can compute is resident");
+    } else {
+        snprintf(p->why_stage, sizeof p->why_stage, "none: two slots of %d experts with their buffers need %.2f GiB "
+                 "more; the experts not resident run on the CPU side (--gpu-mem %.2f GiB would stream them)",
+                 kmin_ok, (double)min_stage / G, (double)(fixed_bytes(&f, o, lo) + min_stage) / G);
+    }
+    /* why these resident experts */
+    char runs[160];
+    layer_runs(p, runs, sizeof runs);
+    if (!p->n_resident_experts) {
+        snprintf(p->why_resident, sizeof p->why_resident, "%s",
+                 o->max_expert_layers == GPU_EXPERTS_NONE ? "none (--gpu-experts none)"
+                 : !f.n_computable                        ? "none"
+                                                          : "none: no room left for one");
+    } else if (pl.per_expert) {
+        snprintf(p->why_resident, sizeof p->why_resident, "the hottest experts of the routing profile%s%s: %lld "
+                 "(%.2f GiB), %d layers whole; %.1f%% of its routed pairs", o->routing_name ? " " : "",
+                 o->routing_name ? o->routing_name : "", (long long)p->n_resident_experts, (double)p->experts / G,
+                 p->n_resident, 100 * p->hit_rate);
+    } else {
+        snprintf(p->why_resident, sizeof p->why_resident, "whole layers in index order (%s): %s", runs,
+                 !o->routing ? "no routing profile" : "the backend keeps whole layers only");
+    }
+    rc = 0;
+done:
+    if (rc < 0)
+        gpu_plan_fini(p);
+    free(best.res);
+    free(cur.res);
+    free(best.r);
+    free(cur.r);
+    free(pl.order);
+    facts_fini(&f);
+    return rc;
+}
+
+int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, uint32_t kv_elem,
+                    int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
+                    guild_err_t *err)
+{
+    memset(p, 0, sizeof *p);
+    facts_t f;
+    if (facts_init(&f, m, err) < 0)
+        return -1;
+    int rc = -1;
+    if (n_batch < 1 || n_ctx < 1) {
+        guild_err_set(err, "gpu plan: chunk of %d tokens, %d positions", n_batch, n_ctx);
+        goto done;
+    }
+    if (stage_slots && (stage_slots < 2 || stage_slot_experts < 1 || stage_slot_experts > f.N || !f.n_computable)) {
+        guild_err_set(err, "gpu plan: %d staging slots of %d experts (expected 0, or >= 2 of 1..%d, and a layer "
+                      "the device computes)", stage_slots, stage_slot_experts, f.N);
+        goto done;
+    }
+    if (plan_alloc(p, f.L, f.N, err) < 0)
+        goto done;
+    plan_sizes(p, &f, budget, n_ctx, kv_elem, n_batch);
+    p->n_batch_asked = n_batch;
+    p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
+    gpu_cost_default(&p->cost, GPU_COPY_PINNED);
+    snprintf(p->cost.source, sizeof p->cost.source, "the coordinator's");
+    for (int32_t il = 0; il < f.L; il++)
+        for (int32_t e = 0; e < f.N; e++) {
+            const size_t i = (size_t)il * (size_t)f.N + (size_t)e;
+            if (!expert_resident || !expert_resident[i])
+                continue;
+            if (!f.computable[il]) {
+                guild_err_set(err, "gpu plan: layer %d expert %d resident, the device cannot compute that layer",
+                              il, e);
+                goto done;
+            }
+            p->expert_resident[i] = 1;
+        }
+    p->stage_slots = stage_slots;
+    p->stage_slot_experts = stage_slots ? stage_slot_experts : 0;
+    p->stage_slot_bytes = stage_slots ? slot_bytes(&f, stage_slot_experts) : 0;
+    p->staging = (uint64_t)stage_slots * p->stage_slot_bytes;
+    plan_layers(p, &f);
+    p->expert_buffers = stage_slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)n_batch) : 0;
+    plan_hit_rate(p, &f, NULL);
+    layer_whys(p, m, &f);
+    snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (the coordinator's plan)", n_batch);
+    snprintf(p->why_stage, sizeof p->why_stage, "the coordinator's plan");
+    snprintf(p->why_resident, sizeof p->why_resident, "the coordinator's plan");
+    if (budget && gpu_plan_total(p) > budget) {
+        guild_err_set(err, "gpu plan: %.2f GiB planned, over the budget of %.2f GiB", (double)gpu_plan_total(p) / GiB,
+                      (double)budget / GiB);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (rc < 0)
+        gpu_plan_fini(p);
+    facts_fini(&f);
+    return rc;
+}
+
+int gpu_plan_copy(gpu_plan_t *dst, const gpu_plan_t *src, guild_err_t *err)
+{
+    *dst = *src;
+    dst->resident = NULL;
+    dst->layer = NULL;
+    dst->expert_resident = NULL;
+    if (plan_alloc(dst, src->n_layer, src->n_expert, err) < 0)
+        return -1;
+    const size_t L = (size_t)(src->n_layer > 0 ? src->n_layer : 1);
+    memcpy(dst->resident, src->resident, L * sizeof *dst->resident);
+    memcpy(dst->layer, src->layer, L * sizeof *dst->layer);
+    memcpy(dst->expert_resident, src->expert_resident, L * (size_t)(src->n_expert > 0 ? src->n_expert : 1));
     return 0;
 }
 
 void gpu_plan_fini(gpu_plan_t *p)
 {
     free(p->resident);
+    free(p->layer);
+    free(p->expert_resident);
     p->resident = NULL;
+    p->layer = NULL;
+    p->expert_resident = NULL;
 }
 
 uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p)
 {
     if (!p->staging)
         return 0;
-    /* two slots in flight cover one layer, a third keeps the stager busy; more than 128 MiB a slot buys no
-     * PCIe rate */
+    /* two slots in flight cover one device slot, a third keeps the stager busy; more than 128 MiB a slot buys
+     * no PCIe rate */
     const uint64_t MiB = (uint64_t)1 << 20;
     uint64_t slot = (p->staging / 4 + MiB - 1) / MiB * MiB;
     return slot < MiB ? MiB : slot > 128 * MiB ? 128 * MiB : slot;
@@ -198,7 +865,7 @@ uint64_t gpu_plan_total(const gpu_plan_t *p)
 
 void gpu_plan_print(const gpu_plan_t *p, FILE *out)
 {
-    const double G = 1073741824.0;
+    const double G = GiB;
     if (p->budget)
         fprintf(out, "gpu plan: budget %.2f GiB, planned %.2f GiB\n", (double)p->budget / G,
                 (double)gpu_plan_total(p) / G);
@@ -208,30 +875,39 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
             (double)p->dense / G, (double)p->kv / G, p->n_ctx, (double)p->buffers / G, p->n_batch);
     if (p->reserve)
         fprintf(out, ", CUDA context ~%.2f GiB", (double)p->reserve / G);
-    fprintf(out, "\n  routed experts: %d of %d layers resident on the GPU (%.2f of %.2f GiB, buffers %.2f GiB)",
-            p->n_resident, p->n_layer, (double)p->experts / G, (double)p->experts_all / G,
-            (double)p->expert_buffers / G);
+    fprintf(out, "\n  routed experts: %d of %d layers resident on the GPU, %lld experts in all (%.2f of %.2f GiB, "
+            "buffers %.2f GiB)", p->n_resident, p->n_layer, (long long)p->n_resident_experts,
+            (double)p->experts / G, (double)p->experts_all / G, (double)p->expert_buffers / G);
     if (p->n_resident && p->n_resident < p->n_layer) {
-        fprintf(out, ": layers");
-        int32_t run = -1;
-        for (int32_t il = 0; il <= p->n_layer; il++) {
-            const bool r = il < p->n_layer && p->resident[il];
-            if (r && run < 0)
-                run = il;
-            if (!r && run >= 0) {
-                if (il - 1 > run)
-                    fprintf(out, " %d-%d", run, il - 1);
-                else
-                    fprintf(out, " %d", run);
-                run = -1;
-            }
-        }
+        char runs[160];
+        layer_runs(p, runs, sizeof runs);
+        fprintf(out, ": layers %s", runs);
     }
     if (p->n_resident < p->n_layer)
         fprintf(out, "; the others on the CPU%s", p->staging ? ", or streamed to the GPU for large batches" : "");
     if (p->staging)
         fprintf(out, " (staging %.2f GiB)", (double)p->staging / G);
     fprintf(out, "\n");
+    fprintf(out, "  chunk: %s\n  staging: %s\n  resident: %s\n", p->why_batch, p->why_stage, p->why_resident);
+    if (p->pred_prefill_tps > 0)
+        fprintf(out, "  predicted (routed experts only): prefill %.0f tok/s, decode %.2f ms a token on the CPU "
+                "side; costs: %s: PCIe %.1f GB/s, GPU %.0f TFLOP/s, CPU %.1f TFLOP/s and %.0f GB/s\n",
+                p->pred_prefill_tps, p->pred_decode_ms, p->cost.source,
+                p->cost.h2d_gbps, p->cost.gpu_tflops, p->cost.cpu_tflops, p->cost.cpu_gbps);
+    if (p->hit_rate >= 0)
+        fprintf(out, "  hit rate of the routing profile: %.1f%% of its routed pairs on resident experts\n",
+                100 * p->hit_rate);
+    /* one line per run of layers with the same reason */
+    for (int32_t il = 0; il < p->n_layer;) {
+        int32_t j = il;
+        while (j + 1 < p->n_layer && !strcmp(p->layer[j + 1].why, p->layer[il].why))
+            j++;
+        if (j > il)
+            fprintf(out, "    layers %d-%d: %s\n", il, j, p->layer[il].why);
+        else
+            fprintf(out, "    layer %d: %s\n", il, p->layer[il].why);
+        il = j + 1;
+    }
 }
 
 int gpu_plan_parse_size(const char *s, const char *what, uint64_t *out, guild_err_t *err)

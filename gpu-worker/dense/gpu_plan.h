@@ -1,18 +1,39 @@
-/* gpu-worker/dense/gpu_plan.h — what goes into the GPU's memory under a budget (--gpu-mem): the dense weights, the KV
- * cache and the working buffers always; then the routed experts of as many layers as still fit, which stay
- * resident and run on the GPU (the other layers' experts are computed by the CPU workers, or in-process).
+/* gpu-worker/dense/gpu_plan.h — what goes into the GPU's memory under a budget (--gpu-mem), decided from a cost
+ * model (gpu_cost.h): the chunk (tokens per forward pass, which sizes the buffers), the staging slots through
+ * which the experts that are not resident are streamed to the device, and which individual experts stay
+ * resident. This plan is the contract between the coordinator, the GPU worker's backend and the CPU workers:
  *
- * Pure arithmetic on the model's tensor sizes, so the coordinator prints the same plan the GPU worker follows
- * (the worker computes it again from the same inputs). The CUDA context, kernels and allocator rounding are not
- * visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands for them (an H200 with CUDA 13 measured 0.53 GiB).
- * When not every layer's experts can stay, two staging buffers of the largest layer's experts come next (if
- * they fit): large prefill batches stream the other layers' experts through them and compute them on the GPU
- * (gpu-worker/dense/cuda/cuda_moe_gpu.c). Then resident layers are taken in index order; one that does not fit, or
- * whose expert types the device kernels do not take (gpu_plan_layer_computable), is skipped and later ones may
- * fit.
+ *   - per layer a mode: RESIDENT (every expert on the device, computed there only: no exchange with the CPU
+ *     side), STREAMED (the experts not resident are copied to the device through the staging slots for batches
+ *     where that beats the CPU side, split per batch with it: expert_split.h), or CPU (the experts not resident
+ *     are computed by the CPU side only: types the device kernels do not take, or no staging fits);
+ *   - per layer the set of resident experts (expert_resident: one byte per (layer, expert), 1 = resident). A
+ *     resident expert is computed by the device only: the CPU workers are not given it (coordinator/placement.h,
+ *     their Assign leaves it out) and a batch's pairs routed to it are skip slots for the CPU side (ids < 0,
+ *     core/model/moe_exec.h). With a routing profile (core/model/routing_profile.h) the hottest (layer, expert)
+ *     pairs across all layers fill the memory left after the dense part, the buffers and the staging; without
+ *     one, whole layers in index order;
+ *   - the staging slots (stage_slots >= 2, or 0: nothing streams): each holds the gate, up and down matrices of
+ *     up to stage_slot_experts experts of one layer, laid out as
+ *         [gate of k experts][up of k experts][down of k experts],   k = stage_slot_experts,
+ *     each region starting at a multiple of GPU_PLAN_ALIGN bytes and sized for the largest streamed layer's
+ *     matrices (stage_slot_bytes = gpu_plan_slot_bytes(...)); the experts of a slot sit at consecutive
+ *     positions in ascending expert order. k == n_expert: a slot holds a whole layer (its experts at their own
+ *     index); fewer: a layer's streamed experts go through the slots in slices of k. Copies of one slot overlap
+ *     the products of the other;
+ *   - n_batch: the chunk, the most tokens one forward pass takes (the buffers' size): at most what was asked,
+ *     smaller when the budget is tight rather than a refusal (--batch auto: the plan's choice, up to
+ *     GPU_PLAN_BATCH_AUTO_MAX);
+ *   - a short "why" for each decision (printed by gpu_plan_print, `guild plan`).
  *
- * The resident layers' experts are computed on the GPU only: the multi-process pipeline gives them to no CPU
- * worker (coordinator/placement.h), so the GPU worker must keep exactly these resident (cuda_config_t.resident_layers).
+ * Pure arithmetic on the model's tensor sizes and the cost model, no CUDA: the coordinator prints the plan the
+ * GPU worker follows; the coordinator computes it once and hands it over (backend_options_t.plan; to a GPU
+ * worker process in its Assign), and a backend given none computes its own from its options. The CUDA
+ * context, kernels and allocator rounding are not visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands
+ * for them (an H200 with CUDA 13 measured 0.53 GiB).
+ *
+ * A backend states what it can follow (gpu_plan_options_t.caps): without GPU_PLAN_CAP_EXPERTS the resident set
+ * is whole layers; without GPU_PLAN_CAP_SLICES a staging slot holds a whole layer.
  */
 #ifndef GUILD_GPU_WORKER_GPU_PLAN_H
 #define GUILD_GPU_WORKER_GPU_PLAN_H
@@ -24,34 +45,93 @@
 #include "core/model/model.h"
 #include "core/quant/types.h"
 #include "core/util/err.h"
+#include "gpu-worker/dense/gpu_cost.h"
 
 #define GPU_PLAN_RESERVE ((uint64_t)576 << 20)
+#define GPU_PLAN_ALIGN 256u
 
 /* cuda_config_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
 #define GPU_EXPERTS_NONE (-1)
 
+/* gpu_plan_options_t.n_batch: the plan chooses the chunk (--batch auto), up to this many tokens (and n_ctx). */
+#define GPU_PLAN_BATCH_AUTO 0
+#define GPU_PLAN_BATCH_AUTO_MAX 8192
+
+/* The smallest staging slot worth planning holds this share of a layer's experts (1/16, at least one). */
+#define GPU_PLAN_MIN_SLICE_DIV 16
+
+/* gpu_plan_options_t.caps: what the backend that follows the plan can do. */
+enum {
+    GPU_PLAN_CAP_EXPERTS = 1u << 0, /* resident experts one by one (else whole layers) */
+    GPU_PLAN_CAP_SLICES = 1u << 1,  /* staging slots smaller than a layer */
+};
+
+/* gpu_plan_layer_t.mode */
+typedef enum gpu_plan_mode {
+    GPU_PLAN_CPU = 0,      /* the experts not resident: on the CPU side only */
+    GPU_PLAN_STREAMED = 1, /* the experts not resident: streamed to the device for batches where that pays */
+    GPU_PLAN_RESIDENT = 2, /* every expert resident, computed on the device only */
+} gpu_plan_mode_t;
+
 typedef struct gpu_plan_options {
     uint64_t budget;           /* bytes for everything on the device; 0: no budget */
     int32_t n_ctx;             /* KV cache positions */
-    int32_t n_batch;           /* tokens per forward pass (sizes the buffers) */
+    int32_t n_batch;           /* the most tokens per forward pass; GPU_PLAN_BATCH_AUTO: the plan chooses */
+    int32_t n_batch_min;       /* the fewest the chunk may shrink to under a tight budget; 0: n_batch exactly (a
+                                  backend computing its own plan for its caller's batch) */
     uint32_t kv_elem;          /* bytes per cache element: 2 (F16) or 4 (F32) */
-    int32_t max_expert_layers; /* 0: as many as fit; GPU_EXPERTS_NONE: none; k > 0: at most k */
+    int32_t max_expert_layers; /* 0: as many as fit; GPU_EXPERTS_NONE: no resident expert; k > 0: at most k
+                                  layers' worth of resident experts (streaming is planned either way) */
+    unsigned caps;             /* GPU_PLAN_CAP_* of the backend that follows the plan */
+    const gpu_cost_t *cost;    /* NULL: gpu_cost_default(copy_path) */
+    gpu_copy_path_t copy_path; /* how streamed experts are copied (for the default copy rate) */
+    const uint64_t *routing;   /* [n_layer][n_expert] routed pairs of a routing profile, or NULL */
+    const char *routing_name;  /* where it came from, for the why (may be NULL) */
+    int32_t ref_prompt;        /* the reference request the plan minimises the predicted time of: a prompt of */
+    int32_t ref_gen;           /* ref_prompt tokens, then ref_gen generated; 0: min(n_ctx, 16384) and 256 */
 } gpu_plan_options_t;
+
+typedef struct gpu_plan_layer {
+    uint8_t mode;              /* gpu_plan_mode_t */
+    int32_t n_resident;        /* its experts resident on the device */
+    uint64_t expert_bytes;     /* one expert's gate, up and down matrices */
+    uint64_t resident_bytes;   /* the resident experts' device bytes (each matrix region rounded to the align) */
+    double hot_share;          /* share of the layer's routed pairs (routing profile) its resident experts took;
+                                  < 0: no profile */
+    char why[112];
+} gpu_plan_layer_t;
 
 typedef struct gpu_plan {
     uint64_t budget;           /* as given (0: none) */
     uint64_t reserve;          /* GPU_PLAN_RESERVE */
     uint64_t dense;            /* dense weights (and the RoPE table) */
     uint64_t kv;               /* K and V caches */
-    uint64_t buffers;          /* activations, logits, exchange staging */
+    uint64_t buffers;          /* activations, logits, exchange staging (for n_batch tokens) */
     uint64_t expert_buffers;   /* working buffers of the device experts (0 when none runs there) */
-    uint64_t staging;          /* two buffers of the largest layer's experts, for streaming (0: no streaming) */
+    uint64_t staging;          /* stage_slots * stage_slot_bytes */
     uint64_t experts;          /* resident expert weights */
     uint64_t experts_all;      /* every layer's expert weights */
-    int32_t n_layer;
-    int32_t n_resident;        /* layers whose experts are resident */
-    bool *resident;            /* [n_layer] */
-    int32_t n_ctx, n_batch;
+    int32_t n_layer, n_expert;
+    int32_t n_resident;        /* layers whose experts are all resident (mode RESIDENT) */
+    int64_t n_resident_experts; /* resident experts in all */
+    bool *resident;            /* [n_layer]: mode == RESIDENT */
+    uint8_t *expert_resident;  /* [n_layer * n_expert]: 1 = the expert is resident */
+    gpu_plan_layer_t *layer;   /* [n_layer] */
+    int32_t n_ctx;
+    int32_t n_batch;           /* the chunk: tokens per forward pass the buffers hold */
+    int32_t n_batch_asked;     /* as asked (GPU_PLAN_BATCH_AUTO: auto) */
+    int32_t stage_slots;       /* 0 (nothing streams) or >= 2 */
+    int32_t stage_slot_experts; /* experts a slot holds (n_expert: a whole layer) */
+    uint64_t stage_slot_bytes; /* one slot (gpu_plan_slot_bytes) */
+    int32_t stream_min_tokens; /* predicted: from this many tokens a batch's streaming beats the CPU side (the
+                                  run-time split decides with measured times; printed) */
+    unsigned caps;             /* the options' caps */
+    gpu_cost_t cost;           /* the cost model used */
+    bool have_routing;         /* planned with a routing profile */
+    double hit_rate;           /* the profile's routed pairs on resident experts (-1: no profile) */
+    double pred_prefill_tps;   /* predicted, routed experts only: prefill tokens/s of the reference prompt */
+    double pred_decode_ms;     /* ... and the CPU side's time per generated token, ms */
+    char why_batch[320], why_stage[320], why_resident[320];
 } gpu_plan_t;
 
 /* True when the device kernels take weights of `type` (the one list: the CUDA backend's cuda_type_supported is
@@ -66,19 +146,45 @@ const char *gpu_plan_supported_types(void);
 bool gpu_plan_layer_computable(const model_t *m, int32_t il);
 
 /* Computes the plan for model m. -1 with a message giving the sizes when the dense part (reserve, dense weights,
- * KV cache, buffers) does not fit in the budget, or on out of memory. Free with gpu_plan_fini. */
+ * KV cache, buffers) does not fit in the budget even at the smallest chunk allowed (n_batch_min), when the
+ * routing profile's shape is not the model's, or on out of memory. Free with gpu_plan_fini. */
 int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err);
+
+/* A plan decided elsewhere (the coordinator's, carried to a GPU worker): n_batch, the staging slots, and the
+ * resident experts (expert_resident[n_layer * n_expert], 0/1) for model m; the sizes are computed again from
+ * m, the layers' modes from the resident sets and the staging. -1 with a message when the decisions do not
+ * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
+ * than the budget) or on out of memory. */
+int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, uint32_t kv_elem,
+                    int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
+                    guild_err_t *err);
+
+/* A deep copy of src into dst (which the caller frees with gpu_plan_fini). -1 on out of memory. */
+int gpu_plan_copy(gpu_plan_t *dst, const gpu_plan_t *src, guild_err_t *err);
+
 void gpu_plan_fini(gpu_plan_t *p);
+
+/* Whether expert e of layer il is resident. */
+static inline bool gpu_plan_expert_resident(const gpu_plan_t *p, int32_t il, int32_t e)
+{
+    return p->expert_resident && p->expert_resident[(int64_t)il * p->n_expert + e];
+}
 
 /* The device bytes the plan uses in total. */
 uint64_t gpu_plan_total(const gpu_plan_t *p);
 
-/* The slot size of a staging ring (ipc/stage_ring.h) for this plan's streaming: about half the largest
- * layer's experts (staging / 4), between 1 MiB and 128 MiB, a multiple of 1 MiB; 0 when the plan does not
- * stream. The coordinator (which creates a guild-stager's ring) and the cuda backend compute it alike. */
+/* Bytes of one staging slot of k experts of model m's streamable layers (the layout above: each of the three
+ * regions sized for the largest such layer's matrices and rounded to GPU_PLAN_ALIGN). */
+uint64_t gpu_plan_slot_bytes(const model_t *m, int32_t k);
+
+/* The slot size of a staging ring (ipc/stage_ring.h: the stager's pinned host slots, not the device's staging
+ * slots) for this plan's streaming: about half a device slot (staging / 4), between 1 MiB and 128 MiB, a multiple
+ * of 1 MiB; 0 when the plan does not stream. The coordinator (which creates a guild-stager's ring) and the cuda
+ * backend compute it alike. */
 uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p);
 
-/* A few lines: budget, each part's size, which layers' experts are resident. */
+/* The plan in lines: budget, each part's size, the chunk, the staging and the resident experts with their
+ * reasons, the predictions, then one line per layer (its mode, resident experts, why). */
 void gpu_plan_print(const gpu_plan_t *p, FILE *out);
 
 /* Parses a size: a number with an optional K, M, G or T suffix (powers of 1024; "8G", "512M", "1.5G"). -1

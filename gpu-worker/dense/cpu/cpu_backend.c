@@ -8,11 +8,14 @@
 #include "core/quant/quant.h"
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cpu/cpu_parts.h"
+#include "gpu-worker/dense/cpu/cpu_resident.h"
 #include "gpu-worker/dense/cpu/cpu_state.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 static void cpu_destroy(backend_t *base)
 {
     cpu_backend_t *b = (cpu_backend_t *)base;
+    moe_exec_destroy(&b->resident);
     cpu_rope_fini(&b->rope);
     free(b->k_cache);
     free(b->v_cache);
@@ -132,6 +135,17 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
         return guild_err_set(err, "cpu backend: out of memory for a context of %d and batches of %d",
                              opt->n_ctx, opt->n_batch);
     }
+    /* a GPU plan's resident experts (no other process holds them) are computed here, as a device would */
+    const bool plan_res = opt->plan && opt->plan->n_resident_experts > 0;
+    if (plan_res || opt->count_routing) {
+        if (cpu_resident_new(&b->resident, opt->moe, m, opt->pool, plan_res ? opt->plan->expert_resident : NULL,
+                             err) < 0) {
+            cpu_destroy(&b->base);
+            return guild_err_prefix(err, "cpu backend: ");
+        }
+        b->moe = b->resident;
+        b->plan_layers = plan_res ? opt->plan->n_resident : 0;
+    }
     *out = &b->base;
     return 0;
 }
@@ -222,8 +236,30 @@ static void cpu_kv_truncate(backend_t *base, int32_t n_pos)
         b->kv_len = n_pos;
 }
 
+static void cpu_stats(const backend_t *base, backend_stats_t *out)
+{
+    const cpu_backend_t *b = (const cpu_backend_t *)base;
+    out->gpu_expert_layers = b->plan_layers;
+    if (b->resident)
+        cpu_resident_counts(b->resident, NULL, &out->routed_pairs, &out->resident_pairs);
+}
+
+static int cpu_routing(const backend_t *base, uint64_t *counts)
+{
+    const cpu_backend_t *b = (const cpu_backend_t *)base;
+    if (!b->resident)
+        return -1;
+    uint64_t routed, resident;
+    cpu_resident_counts(b->resident, counts, &routed, &resident);
+    return 0;
+}
+
 const backend_ops_t cpu_backend_ops = {
     .name = "cpu",
+    /* a stand-in for a device (tests): it computes a plan's resident experts itself and never streams */
+    .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES,
+    .stats = cpu_stats,
+    .routing = cpu_routing,
     .create = cpu_create,
     .forward = cpu_forward,
     .kv_len = cpu_kv_len,

@@ -17,7 +17,10 @@ typedef struct cpu_backend {
     const model_config_t *cfg;
     const model_weights_t *w;
     guild_pool_t *pool;     /* borrowed */
-    moe_exec_t *moe;        /* borrowed */
+    moe_exec_t *moe;        /* the executor the layers call: resident, else the borrowed one */
+    moe_exec_t *resident;   /* owned, or NULL: the stand-in for a GPU plan's resident experts and the routing
+                               counts (cpu_resident.h), wrapping the borrowed executor */
+    int32_t plan_layers;    /* layers whose every expert the plan keeps resident (computed by resident) */
     int32_t n_ctx;          /* KV capacity (positions) */
     int32_t n_batch;        /* rows of every activation buffer */
     int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */

@@ -328,8 +328,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         .n_batch = opt->n_batch,
         .kv_elem = cc->test.kv_f32 ? 4u : 2u,
         .max_expert_layers = cc->gpu_expert_layers,
+        .caps = cuda_backend_ops.plan_caps,
     };
-    if (gpu_plan_compute(&plan, m, &po, err) < 0)
+    if ((opt->plan ? gpu_plan_copy(&plan, opt->plan, err) : gpu_plan_compute(&plan, m, &po, err)) < 0)
         return -1;
     cuda_backend_t *b = calloc(1, sizeof *b);
     if (!b) {
