@@ -27,6 +27,7 @@
 #include "bench/bench.h"
 #include "bench/bw.h"
 #include "coordinator/backend_stack.h"
+#include "coordinator/stack_plan.h"
 #include "coordinator/remote_backend.h"
 #include "coordinator/stack_flags.h"
 #include "core/util/cli.h"
@@ -79,7 +80,7 @@ enum {
     BENCH_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
                         STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
                         STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS | STACK_FLAG_SPIN_US | STACK_FLAG_MLOCK |
-                        STACK_FLAG_EXPERT_LAYOUT,
+                        STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_ROUTING,
 };
 
 #ifdef GUILD_HAVE_CUDA
@@ -96,7 +97,7 @@ static void usage(FILE *out)
             "      --populate LIST     context sizes filled by the prompt (default 512,4096,16384)\n"
             "      --gen N             tokens decoded after each prompt (default 64)\n"
             "      --runs N            measured runs per context, after one warm-up (default 3)\n"
-            "      --batch N           prompt tokens per forward pass (default 512)\n");
+            STACK_FLAGS_BATCH_HELP);
     stack_flags_usage(out, BENCH_STACK_FLAGS, DEFAULT_BACKEND);
     fprintf(out,
             "      --dram-gbs X        DRAM read bandwidth in GB/s for the limits (default: measured)\n"
@@ -124,7 +125,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     c->n_populate = 3;
     c->gen = 64;
     c->runs = 3;
-    c->batch = 512;
+    c->batch = 0; /* auto */
     c->argc = argc;
     c->argv = argv;
     long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
@@ -165,7 +166,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         }
         case O_GEN: if (cli_parse_long("--gen", optarg, 1, 1 << 20, &v, &e) < 0) goto bad; c->gen = (int32_t)v; break;
         case O_RUNS: if (cli_parse_long("--runs", optarg, 1, MAX_RUNS, &v, &e) < 0) goto bad; c->runs = (int32_t)v; break;
-        case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
+        case O_BATCH: if (stack_flags_parse_batch(optarg, &c->batch, &e) < 0) goto bad; break;
         case O_DRAM: c->dram_gbps = atof(optarg); break;
         case O_JSON: c->json = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
@@ -255,7 +256,9 @@ static double tensor_bytes(const model_tensor_t *t)
     return t->data ? (double)t->mat_bytes * (double)(t->ne[2] ? t->ne[2] : 1) : 0;
 }
 
-static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, bool gpu, token_bytes_t *b)
+/* plan (NULL: none): a resident expert's reads are the GPU's, in the share of the routing it takes (the profile's,
+ * else the share of the layer's experts). */
+static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, token_bytes_t *b)
 {
     const model_config_t *c = model_config(m);
     const model_weights_t *w = model_weights(m);
@@ -271,10 +274,11 @@ static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, bool gpu, 
             b->dense += tensor_bytes(all[i]);
         const double active = (double)c->n_expert_used *
                               (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
-        if (gpu && plan->resident[il])
-            b->experts_gpu += active;
-        else
-            b->experts_cpu += active;
+        const gpu_plan_layer_t *pl = plan ? &plan->layer[il] : NULL;
+        const double share = !pl ? 0.0 : pl->hot_share >= 0 ? pl->hot_share
+                                                            : (double)pl->n_resident / (double)(c->n_expert ? c->n_expert : 1);
+        b->experts_gpu += share * active;
+        b->experts_cpu += (1.0 - share) * active;
     }
     b->kv_per_pos = 2.0 * c->n_layer * (double)c->n_head_kv * c->head_dim * 2.0; /* F16 cache */
 }
@@ -365,7 +369,8 @@ int bench_run_main(int argc, char **argv)
     int32_t *prompt = NULL, *pos = NULL;
     run_result_t *res = NULL;
     json_t *root = NULL;
-    gpu_plan_t plan = {0};
+    stack_plan_t sp = {0};
+    uint64_t hit_routed = 0, hit_resident = 0;
     int rc = 1;
     int32_t max_pop = 0;
     for (int i = 0; i < c.n_populate; i++)
@@ -376,14 +381,15 @@ int bench_run_main(int argc, char **argv)
     const model_config_t *mc = model_config(m);
     const bool gpu = !strcmp(c.flags.gpu.backend, "cuda");
     c.flags.n_ctx = max_pop + c.gen;
-    c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx;
-    c.batch = c.flags.n_batch;
-    const gpu_plan_options_t po = {.budget = c.flags.gpu.cuda.gpu_mem, .n_ctx = c.flags.n_ctx, .n_batch = c.flags.n_batch,
-                                   .kv_elem = 2, .max_expert_layers = c.flags.gpu.cuda.gpu_expert_layers};
-    if (gpu_plan_compute(&plan, m, &po, &err) < 0)
+    c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx; /* 0: auto */
+    if (stack_flags_routing(&c.flags, c.model, &err) < 0) /* the model's routing profile, or --routing's */
         goto out;
+    /* the plan the stack will follow (backend_stack_open makes the same from the same options) */
+    if (stack_plan_make(&sp, &c.flags, m, &err) < 0)
+        goto out;
+    const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
     token_bytes_t tb;
-    bytes_per_token(m, &plan, gpu, &tb);
+    bytes_per_token(m, plan, &tb);
 
     /* DRAM read bandwidth first (the model's workers are not up yet to disturb it) */
     double dram = c.dram_gbps;
@@ -404,13 +410,14 @@ int bench_run_main(int argc, char **argv)
 
     fprintf(stderr, "guild bench run: %s, %s, populate up to %d, gen %d, %d runs; opening...\n", c.model,
             c.flags.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
-    if (gpu)
-        gpu_plan_print(&plan, stderr);
+    if (plan)
+        gpu_plan_print(plan, stderr);
     const double t_open = guild_clock_s();
     if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
     const double open_s = guild_clock_s() - t_open;
     backend_t *be = backend_stack_backend(stack);
+    c.batch = backend_stack_n_batch(stack);
     const int32_t V = mc->n_vocab;
     logits = malloc((size_t)V * sizeof *logits);
     prompt = malloc((size_t)max_pop * sizeof *prompt);
@@ -458,6 +465,11 @@ int bench_run_main(int argc, char **argv)
                 (double)bs.stage_wait_ns / 1e6, (unsigned long long)bs.split_gpu_experts,
                 (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_experts,
                 (unsigned long long)bs.split_cpu_pairs);
+    /* the GPU's hit rate: routed pairs its resident experts served (the plan's, counted by the backend) */
+    if (backend_stack_hit_rate(stack, &hit_routed, &hit_resident) == 0)
+        fprintf(stderr, "guild bench run: GPU hit rate %.2f%%: %llu of %llu routed pairs on the %lld resident experts\n",
+                100.0 * (double)hit_resident / (double)hit_routed, (unsigned long long)hit_resident,
+                (unsigned long long)hit_routed, (long long)(plan ? plan->n_resident_experts : 0));
     backend_stack_close(&stack);
 
     char gpu_name[256] = "none";
@@ -486,8 +498,16 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(cfg, "batch", json_integer(c.batch));
     json_object_set_new(cfg, "n_ctx", json_integer(c.flags.n_ctx));
     json_object_set_new(cfg, "gpu_mem_budget_bytes", json_integer((json_int_t)c.flags.gpu.cuda.gpu_mem));
-    json_object_set_new(cfg, "gpu_expert_layers_planned", json_integer(gpu ? plan.n_resident : 0));
-    json_object_set_new(cfg, "gpu_plan_bytes", json_integer((json_int_t)gpu_plan_total(&plan)));
+    json_object_set_new(cfg, "gpu_expert_layers_planned", json_integer(plan ? plan->n_resident : 0));
+    json_object_set_new(cfg, "gpu_resident_experts_planned", json_integer(plan ? plan->n_resident_experts : 0));
+    json_object_set_new(cfg, "gpu_plan_bytes", json_integer(plan ? (json_int_t)gpu_plan_total(plan) : 0));
+    json_object_set_new(cfg, "gpu_plan_chunk", json_integer(plan ? plan->n_batch : 0));
+    json_object_set_new(cfg, "gpu_plan_stage_slots", json_integer(plan ? plan->stage_slots : 0));
+    json_object_set_new(cfg, "gpu_plan_stage_slot_experts", json_integer(plan ? plan->stage_slot_experts : 0));
+    if (hit_routed) {
+        json_object_set_new(cfg, "gpu_hit_rate", json_real((double)hit_resident / (double)hit_routed));
+        json_object_set_new(cfg, "routed_pairs", json_integer((json_int_t)hit_routed));
+    }
     json_object_set_new(cfg, "cuda_graphs", json_boolean(!c.flags.gpu.cuda.no_graph));
     json_object_set_new(cfg, "gen", json_integer(c.gen));
     json_object_set_new(cfg, "runs", json_integer(c.runs));
@@ -525,7 +545,11 @@ int bench_run_main(int argc, char **argv)
 
     printf("# guild bench run: %s; %s, backend %s, batch %d, gpu-mem %s, %d of %d layers' experts on the GPU (plan)\n",
            c.model, c.flags.single_process ? "single process" : "multi-process", c.flags.gpu.backend, c.batch,
-           c.flags.gpu.cuda.gpu_mem ? "budget" : "none", gpu ? plan.n_resident : 0, mc->n_layer);
+           c.flags.gpu.cuda.gpu_mem ? "budget" : "none", plan ? plan->n_resident : 0, mc->n_layer);
+    if (hit_routed)
+        printf("# GPU hit rate %.2f%% of %llu routed pairs (%lld resident experts)\n",
+               100.0 * (double)hit_resident / (double)hit_routed, (unsigned long long)hit_routed,
+               (long long)(plan ? plan->n_resident_experts : 0));
     printf("# bandwidth: DRAM read %.1f GB/s, HBM copy %.1f GB/s, PCIe H2D %.1f GB/s, D2H %.1f GB/s\n", dram, hbm, h2d,
            d2h);
     printf("# decode bytes/token: dense %.3f GB, GPU experts %.3f GB, CPU experts %.3f GB, KV %.1f KB/position\n",
@@ -579,7 +603,7 @@ out:
         fprintf(stderr, "guild bench run: %s\n", err.msg);
     json_decref(root);
     backend_stack_close(&stack);
-    gpu_plan_fini(&plan);
+    stack_plan_fini(&sp);
     free(logits);
     free(prompt);
     free(pos);

@@ -4,6 +4,8 @@
 
 #include "coordinator/expert_stats.h"
 #include "coordinator/pipeline.h"
+#include "coordinator/stack_plan.h"
+#include "core/model/routing_profile.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 
@@ -11,10 +13,11 @@ struct backend_stack {
     guild_pool_t *pool;    /* single process */
     moe_exec_t *moe;       /* single process */
     const model_config_t *cfg;
-    bool stats;            /* single process with stack_options_t.stats: moe counts the routing */
+    bool stats;            /* stack_options_t.stats */
     pipeline_t *pipe;      /* multi-process */
     backend_t *be;
     bool single_process;
+    stack_plan_t plan;     /* the GPU memory plan every process follows (when plan.on) */
 };
 
 int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
@@ -24,8 +27,12 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
     backend_stack_t *s = calloc(1, sizeof *s);
     if (!s)
         return guild_err_set(err, "out of memory");
-    GUILD_ASSERT(!o->stats || o->single_process);
     s->single_process = o->single_process;
+    s->cfg = model_config(m);
+    s->stats = o->stats;
+    /* the plan first: it chooses the chunk every stage is sized for */
+    if (stack_plan_make(&s->plan, o, m, err) < 0)
+        goto fail;
     if (o->single_process) {
         const cpu_worker_options_t *cpu = &o->cpu; /* what a CPU worker would be given */
         const expert_pipe_tuning_t rows = {cpu->gate_up_rows, cpu->down_rows}; /* the tuning file's */
@@ -33,19 +40,23 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
             moe_local_new_tuned(&s->moe, m, s->pool, &rows, cpu->interleave_gate_up, cpu->expert_layout, err) < 0 ||
             (o->stats && moe_local_count_routing(s->moe, err) < 0))
             goto fail;
-        s->cfg = model_config(m);
-        s->stats = o->stats;
-        /* the statistics count every token's routing in every layer, so the last layer must not skip rows */
-        const backend_options_t bo = {.n_ctx = o->n_ctx, .n_batch = o->n_batch, .pool = s->pool,
-                                      .moe = s->moe, .all_rows = o->stats};
+        /* the statistics count every token's routing in every layer, so the last layer must not skip rows; the
+         * backend counts before it keeps a plan's resident experts to itself */
+        const backend_options_t bo = {.n_ctx = o->n_ctx, .n_batch = s->plan.n_batch, .pool = s->pool,
+                                      .moe = s->moe, .all_rows = o->stats || o->record_routing,
+                                      .count_routing = o->stats || o->record_routing ||
+                                                       (s->plan.on && s->plan.gpu.n_resident_experts > 0),
+                                      .plan = s->plan.on ? &s->plan.gpu : NULL};
         /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
          * guild-stager process: no supervisor here runs one) */
         GUILD_ASSERT(o->gpu.cuda.stager != CUDA_STAGER_PROCESS);
         if (backend_new(&s->be, o->gpu.backend, m, &bo, gpu_worker_options_backend_config(&o->gpu), err) < 0)
             goto fail;
-    } else if (pipeline_new(&s->pipe, o, m, model_path, &s->be, err) < 0) {
+    } else if (pipeline_new(&s->pipe, o, &s->plan, m, model_path, &s->be, err) < 0) {
         goto fail;
     }
+    if (guild_log_level() >= GUILD_LOG_INFO && s->plan.on && o->single_process)
+        gpu_plan_print(&s->plan.gpu, stderr);
     *out = s;
     return 0;
 fail:
@@ -63,10 +74,105 @@ const moe_exec_t *backend_stack_experts(const backend_stack_t *s)
     return s->moe;
 }
 
+int32_t backend_stack_n_batch(const backend_stack_t *s)
+{
+    return s->plan.n_batch;
+}
+
+const gpu_plan_t *backend_stack_plan(const backend_stack_t *s)
+{
+    return s->plan.on ? &s->plan.gpu : NULL;
+}
+
+/* The routing counts per (layer, expert) into counts[n_layer * n_expert]: the backend's (counted before a
+ * plan's resident experts leave the executor; multi-process: the GPU worker's), else a single process's local
+ * executor's. -1 when nobody counted. */
+static int stack_routing(const backend_stack_t *s, uint64_t *counts)
+{
+    if (backend_routing(s->be, counts) == 0)
+        return 0;
+    if (!s->moe || !s->stats)
+        return -1;
+    for (int32_t il = 0; il < s->cfg->n_layer; il++)
+        for (int32_t e = 0; e < s->cfg->n_expert; e++)
+            counts[(size_t)il * (size_t)s->cfg->n_expert + (size_t)e] = (uint64_t)moe_local_routed(s->moe, il, e);
+    return 0;
+}
+
+int backend_stack_hit_rate(const backend_stack_t *s, uint64_t *routed, uint64_t *resident)
+{
+    backend_stats_t bs;
+    *routed = *resident = 0;
+    if (!s->plan.on || backend_stats(s->be, &bs) < 0 || !bs.routed_pairs)
+        return -1;
+    *routed = bs.routed_pairs;
+    *resident = bs.resident_pairs;
+    return 0;
+}
+
+int backend_stack_record_routing(const backend_stack_t *s, const char *path, guild_err_t *err)
+{
+    const model_config_t *c = s->cfg;
+    const size_t n = (size_t)c->n_layer * (size_t)c->n_expert;
+    uint64_t *counts = calloc(n ? n : 1, sizeof *counts);
+    routing_profile_t *p = NULL;
+    int rc = -1;
+    if (!counts) {
+        guild_err_set(err, "%s: out of memory for the routing counts", path);
+        goto done;
+    }
+    if (stack_routing(s, counts) < 0) {
+        guild_err_set(err, "%s: the backend counted no routing", path);
+        goto done;
+    }
+    /* tokens: the most that went through a layer (the last one may have skipped rows nobody read) */
+    uint64_t tokens = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        uint64_t sum = 0;
+        for (int32_t e = 0; e < c->n_expert; e++)
+            sum += counts[(size_t)il * (size_t)c->n_expert + (size_t)e];
+        const uint64_t t = (sum + (uint64_t)c->n_expert_used - 1) / (uint64_t)c->n_expert_used;
+        tokens = t > tokens ? t : tokens;
+    }
+    FILE *f = fopen(path, "r");
+    if (f) {
+        fclose(f);
+        if (routing_profile_load(&p, path, err) < 0 || routing_profile_check(p, c, path, err) < 0)
+            goto done;
+    } else if (routing_profile_new(&p, c->n_layer, c->n_expert, c->n_expert_used, err) < 0) {
+        goto done;
+    }
+    rc = routing_profile_add(p, counts, tokens, err) < 0 || routing_profile_save(p, path, err) < 0 ? -1 : 0;
+done:
+    routing_profile_destroy(&p);
+    free(counts);
+    return rc;
+}
+
 void backend_stack_print_stats(backend_stack_t *s, FILE *out)
 {
-    if (s->stats)
-        expert_stats_print(s->moe, s->cfg, out);
+    if (s->stats) {
+        const size_t n = (size_t)s->cfg->n_layer * (size_t)s->cfg->n_expert;
+        uint64_t *counts = calloc(n ? n : 1, sizeof *counts);
+        if (counts && stack_routing(s, counts) == 0) {
+            expert_stats_print_counts(counts, s->cfg, out);
+            if (s->plan.on) {
+                uint64_t routed, resident;
+                if (backend_stack_hit_rate(s, &routed, &resident) == 0)
+                    fprintf(out, "stats: GPU hit rate %.2f%%: %llu of %llu routed pairs served by the %lld experts "
+                            "resident on the GPU\n", 100.0 * (double)resident / (double)routed,
+                            (unsigned long long)resident, (unsigned long long)routed,
+                            (long long)s->plan.gpu.n_resident_experts);
+                else if (stack_plan_hit_rate(&s->plan, counts) >= 0)
+                    fprintf(out, "stats: GPU hit rate %.2f%% of the routed pairs on the %lld experts resident on "
+                            "the GPU\n", 100.0 * stack_plan_hit_rate(&s->plan, counts),
+                            (long long)s->plan.gpu.n_resident_experts);
+            }
+        } else {
+            fputs("stats: the backend counted no routing\n", out);
+        }
+        free(counts);
+    }
     if (s->pipe)
         pipeline_print_stats(s->pipe, s->be, out);
     backend_stats_t bs; /* multi-process: the GPU worker's, carried by its Stats */
@@ -94,6 +200,7 @@ void backend_stack_close(backend_stack_t **sp)
     pipeline_destroy(&s->pipe);
     moe_exec_destroy(&s->moe);
     guild_pool_destroy(&s->pool);
+    stack_plan_fini(&s->plan);
     free(s);
     *sp = NULL;
 }

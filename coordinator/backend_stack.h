@@ -15,6 +15,7 @@
 #include "core/model/model.h"
 #include "core/util/err.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 typedef struct backend_stack backend_stack_t;
 
@@ -27,11 +28,27 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
 /* The backend to drive (owned by the stack). */
 backend_t *backend_stack_backend(backend_stack_t *s);
 
+/* The chunk the stack was sized for: the most tokens one forward call takes (the GPU plan's with a plan, else
+ * the batch asked; --batch auto resolved). Commands split prompts by it. */
+int32_t backend_stack_n_batch(const backend_stack_t *s);
+
+/* The GPU memory plan every process follows (coordinator/stack_plan.h), NULL without one. */
+const gpu_plan_t *backend_stack_plan(const backend_stack_t *s);
+
+/* The GPU's hit rate so far: *routed pairs, *resident of them served by the plan's resident experts; -1 (both
+ * 0) without a plan or when the backend counts none (stack_options_t.stats or record_routing make it count). */
+int backend_stack_hit_rate(const backend_stack_t *s, uint64_t *routed, uint64_t *resident);
+
+/* --record-routing: adds the routing the stack counted (per (layer, expert)) to the profile at `path`
+ * (core/model/routing_profile.h; created when absent, refused when it is another model's or malformed). -1 with
+ * err naming the file. */
+int backend_stack_record_routing(const backend_stack_t *s, const char *path, guild_err_t *err);
+
 /* In a single process, the routed-expert executor under the backend (owned by the stack; its counters:
  * moe_exec_stats); NULL for the pipeline, whose GPU worker holds its own. */
 const moe_exec_t *backend_stack_experts(const backend_stack_t *s);
 
-/* What the stack counted, on out: the routing per layer (stack_options_t.stats), or the pipeline's summary
+/* What the stack counted, on out: the routing per layer and the GPU's hit rate (stack_options_t.stats), the pipeline's summary
  * (pipeline_print_stats); in a single process, the experts the backend streamed and split between the CPU and
  * the GPU, when it did. */
 void backend_stack_print_stats(backend_stack_t *s, FILE *out);

@@ -2,15 +2,27 @@
  * speed choices (threads per worker, row blocks of its tasks, the layout of the experts' copies: packed, plain
  * or gate/up rows interleaved) and writes the tuning file the workers load (cpu-expert-worker/experts/expert_tuning.h). A choice replaces the portable default only when it beats it by more
  * than the measurement noise. Every choice gives bit-identical results; the command checks that on one layer
- * before writing the file. */
+ * before writing the file. It also measures the costs the GPU memory plan decides with (gpu-worker/dense/gpu_cost.h:
+ * the CPU side's prefill and decode rates, the pinned host-to-device rate when a CUDA device is there) into the
+ * tuning file, and runs a calibration text through the model to write its routing profile (MODEL.gguf.routing,
+ * core/model/routing_profile.h), which fills a GPU budget with the hottest experts. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "coordinator/backend_stack.h"
+#include "coordinator/cmd_model.h"
 #include "coordinator/commands.h"
+#include "core/model/routing_profile.h"
+#include "gpu-worker/dense/gpu_cost.h"
+#ifdef GUILD_HAVE_CUDA
+#include "gpu-worker/dense/cuda/cuda_probe.h"
+#endif
 #include "core/kern/cpu.h"
 #include "core/model/model.h"
 #include "core/topo/topo.h"
@@ -119,13 +131,134 @@ static unsigned packed_mask(expert_layout_t layout, const expert_mats_t *m, cons
            (expert_layout_packs(layout, m->down_type, src->n_embd) ? 4u : 0u);
 }
 
+/* The calibration text of the routing profile: prose, code, numbers and dialogue, repeated to the tokens asked. */
+static const char calibration_text[] =
+    "The committee met on a grey Tuesday morning to review the quarterly figures. Revenue had risen by 4.2 percent, "
+    "but costs in the northern region had grown faster than anyone expected, and the chair asked for a plan.\n"
+    "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n"
+    "        if a[i] <= b[j]:\n            out.append(a[i]); i += 1\n        else:\n            out.append(b[j]); j += 1\n"
+    "    return out + a[i:] + b[j:]\n"
+    "Q: What is the capital of Australia? A: Canberra, although many people guess Sydney or Melbourne.\n"
+    "In 1687 Newton published the Principia, in which he set out the laws of motion and universal gravitation; "
+    "the mathematics of orbits followed from three short statements.\n"
+    "SELECT name, COUNT(*) FROM orders WHERE created_at > '2024-01-01' GROUP BY name ORDER BY 2 DESC LIMIT 10;\n"
+    "\"Can you help me write a polite email declining the invitation?\" \"Of course. Dear Maria, thank you so much "
+    "for thinking of me; unfortunately I will be travelling that week...\"\n"
+    "Photosynthesis converts light, water and carbon dioxide into glucose and oxygen inside the chloroplasts.\n"
+    "1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144 -- each number is the sum of the two before it.\n"
+    "La reunion commence a neuf heures; der Zug kommt um zehn Uhr an; el mercado abre los domingos.\n";
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: guild optimize -m MODEL.gguf [-o FILE] [--node N] [--runs R] [--steps S]\n"
+                 "                      [--profile-tokens N] [--no-profile]\n"
                  "  measures the CPU expert pipeline's speed choices on this machine (threads, row blocks, the\n"
                  "  experts' layout: packed, plain, gate/up rows interleaved) and writes the tuning file guild run /\n"
                  "  serve and the CPU workers load (default: MODEL.gguf.tuning). Results are bit-identical whatever\n"
-                 "  it picks.\n");
+                 "  it picks. The file also gets the costs the GPU memory plan decides with (the CPU side's prefill\n"
+                 "  and decode rates; the host-to-device copy rate when a CUDA device is there). Then a calibration\n"
+                 "  text of --profile-tokens tokens (default 512) runs through the model in this process, and the\n"
+                 "  experts its router chose are written to MODEL.gguf.routing, the routing profile whose hottest\n"
+                 "  experts a GPU budget keeps resident (--no-profile: not done; guild run --record-routing adds the\n"
+                 "  routing of real requests).\n");
+}
+
+/* The CPU side's prefill rate: one layer of T tokens (K random experts each) through the pipeline, median of
+ * `runs`; TFLOP/s. */
+static int measure_prefill(ctx_t *c, int threads, expert_pipe_tuning_t rows, int32_t T, double *tflops,
+                           guild_err_t *err)
+{
+    guild_pool_t *pool = NULL;
+    expert_pipe_t *pipe = NULL;
+    const size_t E = (size_t)c->src.n_embd, K = (size_t)c->src.n_expert_used;
+    float *x = malloc((size_t)T * E * sizeof *x), *y = malloc((size_t)T * K * E * sizeof *y);
+    int32_t *ids = malloc((size_t)T * K * sizeof *ids);
+    double t[16];
+    const int runs = c->runs > 16 ? 16 : c->runs;
+    int rc = -1;
+    if (!x || !y || !ids) {
+        guild_err_set(err, "out of memory for a prefill batch of %d tokens", T);
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        x[i] = (float)((double)(next_rand(&c->rng) >> 11) / 9007199254740992.0 - 0.5);
+    for (int32_t i = 0; i < T; i++)
+        pick(c, ids + (size_t)i * K);
+    if (guild_pool_new(&pool, threads, c->cpus, err) || expert_pipe_new(&pipe, &c->src, pool, &rows, err))
+        goto done;
+    for (int r = -1; r < runs; r++) {
+        const double t0 = guild_clock_s();
+        if (expert_pipe_run(pipe, 0, T, x, ids, y, err) < 0)
+            goto done;
+        if (r >= 0)
+            t[r] = guild_clock_s() - t0;
+    }
+    const double med = guild_median(t, runs);
+    *tflops = (double)T * (double)K * gpu_cost_pair_flop(c->src.n_embd, c->src.n_ff) / med / 1e12;
+    rc = 0;
+done:
+    expert_pipe_destroy(&pipe);
+    guild_pool_destroy(&pool);
+    free(x);
+    free(y);
+    free(ids);
+    return rc;
+}
+
+/* The routing profile: the calibration text (tokens repeated up to n_tokens) through the model in this process,
+ * its router's choices counted and written to `path` (replaced). */
+static int write_profile(const char *model_path, int threads, int32_t n_tokens, const char *path, guild_err_t *err)
+{
+    cmd_model_t cm = {0};
+    backend_stack_t *stack = NULL;
+    tok_ids_t ids;
+    int32_t *tokens = NULL, *pos = NULL;
+    int rc = -1;
+    tok_ids_init(&ids);
+    if (cmd_model_init(&cm, model_path, err) < 0 ||
+        tok_encode(cm.tok, calibration_text, sizeof calibration_text - 1, TOK_ADD_SPECIAL, &ids, err) < 0)
+        goto done;
+    if (!ids.n) {
+        guild_err_set(err, "%s: the calibration text gives no tokens", model_path);
+        goto done;
+    }
+    if (!(tokens = malloc((size_t)n_tokens * sizeof *tokens)) || !(pos = malloc((size_t)n_tokens * sizeof *pos))) {
+        guild_err_set(err, "out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < n_tokens; i++)
+        tokens[i] = ids.v[(size_t)i % ids.n];
+    stack_options_t o;
+    stack_options_init(&o);
+    o.single_process = true;
+    o.n_threads = threads;
+    o.n_ctx = n_tokens;
+    o.n_batch = n_tokens < 256 ? n_tokens : 256;
+    o.record_routing = path; /* counts every token in every layer */
+    o.cpu.expert_layout = EXPERT_LAYOUT_PLAIN; /* the mapping as it is: no copy of the experts */
+    if (backend_stack_open(&stack, &o, cm.model, cm.path, err) < 0)
+        goto done;
+    backend_t *be = backend_stack_backend(stack);
+    const int32_t nb = backend_stack_n_batch(stack);
+    for (int32_t s = 0; s < n_tokens; s += nb) {
+        const int32_t n = n_tokens - s < nb ? n_tokens - s : nb;
+        for (int32_t i = 0; i < n; i++)
+            pos[i] = s + i;
+        if (backend_forward(be, n, tokens + s, pos, 0, NULL, NULL, err) < 0)
+            goto done;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        guild_err_errno(err, errno, "cannot replace %s", path);
+        goto done;
+    }
+    rc = backend_stack_record_routing(stack, path, err);
+done:
+    backend_stack_close(&stack);
+    tok_ids_fini(&ids);
+    cmd_model_fini(&cm);
+    free(tokens);
+    free(pos);
+    return rc;
 }
 
 int cmd_optimize(int argc, char **argv)
@@ -134,10 +267,12 @@ int cmd_optimize(int argc, char **argv)
         {"model", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
         {"node", required_argument, NULL, 'N'},  {"runs", required_argument, NULL, 'r'},
         {"steps", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+        {"profile-tokens", required_argument, NULL, 'P'}, {"no-profile", no_argument, NULL, 'p'},
         {0, 0, 0, 0},
     };
     const char *model_path = NULL, *out_path = NULL;
-    int node = 0, runs = 7, steps = 48, c;
+    int node = 0, runs = 7, steps = 48, c, profile_tokens = 512;
+    bool profile = true;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:", lopts, NULL)) != -1) {
         switch (c) {
@@ -146,11 +281,14 @@ int cmd_optimize(int argc, char **argv)
         case 'N': node = atoi(optarg); break;
         case 'r': runs = atoi(optarg); break;
         case 's': steps = atoi(optarg); break;
+        case 'P': profile_tokens = atoi(optarg); break;
+        case 'p': profile = false; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (!model_path || optind != argc || runs < 3 || steps < 1 || node < 0 || node >= topo_node_count()) {
+    if (!model_path || optind != argc || runs < 3 || steps < 1 || node < 0 || node >= topo_node_count() ||
+        profile_tokens < 1 || profile_tokens > 1 << 20) {
         usage(stderr);
         return 2;
     }
@@ -342,6 +480,33 @@ int cmd_optimize(int argc, char **argv)
             goto done;
         }
     }
+    /* the GPU plan's costs: the CPU side's rates on this node, times the nodes (one worker each) */
+    const int nodes = topo_node_count();
+    const expert_mats_t *ml = NULL;
+    for (int32_t e = 0; e < cx.src.n_expert && !ml; e++)
+        ml = expert_shard_get(shard, 0, e);
+    const double expert_bytes = (double)(ml->gate_row + ml->up_row) * (double)cx.src.n_ff +
+                                (double)ml->down_row * (double)cx.src.n_embd;
+    const double dec_us = rows_default ? def_med : best_med;
+    best.cost.cpu_gbps = (double)cx.src.n_expert_used * expert_bytes / (dec_us * 1e3) * nodes;
+    double pf = 0;
+    if (measure_prefill(&cand[pick_i].cx, th, best.pipe, 256, &pf, &err))
+        goto fail;
+    best.cost.cpu_tflops = pf * nodes;
+    printf("  GPU plan costs: CPU experts %.2f TFLOP/s at prefill (256 tokens), %.1f GB/s at decode (%d node%s)\n",
+           best.cost.cpu_tflops, best.cost.cpu_gbps, nodes, nodes == 1 ? "" : "s");
+#ifdef GUILD_HAVE_CUDA
+    {
+        cuda_probe_t pb;
+        guild_err_t perr = {{0}};
+        if (cuda_probe(&pb, &perr) == 0) {
+            best.cost.h2d_gbps = pb.h2d_gbps;
+            printf("  GPU plan costs: %s, pinned host to device %.1f GB/s\n", pb.name, pb.h2d_gbps);
+        } else {
+            printf("  GPU plan costs: no host to device rate (%s): the plan's default\n", perr.msg);
+        }
+    }
+#endif
     if (expert_tuning_save(out_path, &best, &err))
         goto fail;
     /* the threads and blocks against the default in one measurement set, the layout against auto in another */
@@ -350,6 +515,13 @@ int cmd_optimize(int argc, char **argv)
            out_path, best.threads, best.pipe.gate_up_rows, best.pipe.down_rows, best.interleave_gate_up ? 1 : 0,
            expert_layout_name(best.layout), rows_default ? def_med : best_med, def_med, cand[pick_i].name,
            cand[pick_i].med > 0 ? cand[pick_i].med : def_med, cand[0].med > 0 ? cand[0].med : def_med);
+    if (profile) {
+        char rp[4096];
+        if (routing_profile_path(model_path, rp, sizeof rp, &err) < 0 ||
+            write_profile(model_path, th, profile_tokens, rp, &err) < 0)
+            goto fail;
+        printf("wrote %s: the routing of %d calibration tokens\n", rp, profile_tokens);
+    }
     status = 0;
     goto done;
 fail:

@@ -15,22 +15,25 @@
 
 /* The backend stack's flags that change the plan (coordinator/stack_flags.h). */
 enum {
-    PLAN_STACK_FLAGS = STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND | STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS,
+    PLAN_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
+                       STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_STAGER | STACK_FLAG_ROUTING,
 };
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: guild plan -m FILE.gguf [--cpu-workers K] [--backend cuda [--gpu-mem SIZE] ...]\n"
+            "usage: guild plan -m FILE.gguf [--cpu-workers K] [--backend cuda [--gpu-mem SIZE] ...] [--batch N|auto]\n"
             "\n"
             "Prints which CPU expert worker would own which routed experts of every layer, on which NUMA node\n"
             "and CPUs, and how many bytes of weights each would hold (what `guild run` starts). With --backend\n"
-            "cuda, also the GPU's memory plan: the experts of the layers resident there are computed on the GPU\n"
-            "and given to no CPU worker.\n"
+            "cuda (or --gpu-mem with the cpu backend, which then stands in for a device), also the GPU's memory\n"
+            "plan and why: the chunk, the staging slots through which the other experts stream, and the experts\n"
+            "resident on the GPU (the hottest of the model's routing profile, MODEL.gguf.routing, else whole\n"
+            "layers), which no CPU worker is given.\n"
             "\n"
             "  -m, --model FILE        GGUF model\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
-            "      --batch N           prompt tokens per forward pass (default 256)\n");
+            STACK_FLAGS_BATCH_HELP);
     stack_flags_usage(out, PLAN_STACK_FLAGS, "cpu");
     fprintf(out, "  -h, --help              this help\n");
 }
@@ -50,7 +53,7 @@ int cmd_plan(int argc, char **argv)
     stack_options_t f;
     stack_options_init(&f);
     const char *path = NULL;
-    int32_t n_ctx = 0, n_batch = 256;
+    int32_t n_ctx = 0, n_batch = 0; /* auto */
     guild_err_t e = {{0}};
     long v;
     int o, sf;
@@ -70,9 +73,8 @@ int cmd_plan(int argc, char **argv)
             n_ctx = (int32_t)v;
             break;
         case OPT_BATCH:
-            if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0)
+            if (stack_flags_parse_batch(optarg, &n_batch, &e) < 0)
                 goto bad;
-            n_batch = (int32_t)v;
             break;
         case 'h': usage(stdout); return 0;
         default:
@@ -91,7 +93,7 @@ int cmd_plan(int argc, char **argv)
     guild_err_t err = {{0}};
     model_t *m = NULL;
     int rc = 1;
-    if (model_new(&m, path, &err) == 0) {
+    if (model_new(&m, path, &err) == 0 && stack_flags_tune(&f, path, "guild plan", &err) == 0) {
         f.n_ctx = cmd_model_n_ctx(m, n_ctx);
         f.n_batch = n_batch < f.n_ctx ? n_batch : f.n_ctx;
         if (pipeline_print_plan(m, &f, stdout, &err) == 0)

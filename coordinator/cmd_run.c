@@ -65,12 +65,13 @@ static void usage(FILE *out)
             "      --repeat-last-n N   how many recent tokens the penalty looks at (default 64)\n"
             "      --seed S            sampling seed (default 0); same seed, same text\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
-            "      --batch N           prompt tokens per forward pass (default 256)\n"
+            STACK_FLAGS_BATCH_HELP
             "      --parse-special     recognise control-token texts in the prompt (as guild tokenize does)\n"
             "      --logits-out FILE   write n_vocab float32 logits per generated token (row 0: the prompt's\n"
             "                          last position)\n"
             "      --ids-out FILE      write the generated token ids, space-separated, on one line\n"
-            "      --stats             per layer: experts touched by prompt + generation, busiest expert's share\n"
+            "      --stats             per layer: experts touched by prompt + generation, busiest expert's share;\n"
+            "                          with a GPU plan, the share of routed pairs its resident experts served\n"
             "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n");
     stack_flags_usage(out, STACK_FLAGS_ALL, "cpu");
     fprintf(out,
@@ -129,7 +130,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, STACK_FLAGS_ALL);
     *c = (run_config_t){
         .n_predict = 64,
-        .n_batch = 256,
+        .n_batch = 0, /* auto */
     };
     stack_options_init(&c->stack);
     sample_params_default(&c->sample);
@@ -189,9 +190,8 @@ static int parse_args(int argc, char **argv, run_config_t *c)
             c->n_ctx = (int32_t)v;
             break;
         case OPT_BATCH:
-            if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0)
+            if (stack_flags_parse_batch(optarg, &c->n_batch, &e) < 0)
                 goto bad;
-            c->n_batch = (int32_t)v;
             break;
         case OPT_LOGITS_OUT: c->logits_out = optarg; break;
         case OPT_IDS_OUT: c->ids_out = optarg; break;
@@ -214,10 +214,6 @@ static int parse_args(int argc, char **argv, run_config_t *c)
     }
     if (stack_flags_check(&c->stack, STACK_FLAGS_ALL, "--print-plan", c->print_plan, &e) < 0)
         goto bad;
-    if (c->stats && !c->stack.single_process) {
-        fprintf(stderr, "guild run: --stats counts the routing in-process: add --single-process\n");
-        return -1;
-    }
     if (c->prompt && c->prompt_file) {
         fprintf(stderr, "guild run: -p and -f are exclusive\n");
         return -1;
@@ -272,10 +268,13 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
 {
     fprintf(stderr, "guild run: model %s\n", model_path);
     model_config_print(mc, stderr);
+    char batch[24] = "auto";
+    if (c->n_batch)
+        snprintf(batch, sizeof batch, "%d", c->n_batch);
     fprintf(stderr,
-            "run: backend = %s, threads = %d, ctx = %d, batch = %d, n_predict = %d, %s\n"
+            "run: backend = %s, threads = %d, ctx = %d, batch = %s, n_predict = %d, %s\n"
             "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
-            c->stack.gpu.backend, c->stack.n_threads, n_ctx, c->n_batch, c->n_predict,
+            c->stack.gpu.backend, c->stack.n_threads, n_ctx, batch, c->n_predict,
             c->stack.single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
             c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
@@ -325,9 +324,8 @@ int cmd_run(int argc, char **argv)
     const int32_t n_ctx = cmd_model_n_ctx(model, c.n_ctx);
     if (stack_flags_tune(&c.stack, model_path, "guild run", &err) < 0)
         goto fail;
-    const int32_t n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx;
     st->n_ctx = n_ctx;
-    st->n_batch = n_batch;
+    st->n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx; /* 0: auto, the stack's plan chooses */
     if (c.print_plan) {
         if (pipeline_print_plan(model, st, stdout, &err) == 0)
             rc = 0;
@@ -374,7 +372,7 @@ int cmd_run(int argc, char **argv)
 
     gen_options_t go = {
         .n_predict = c.n_predict,
-        .n_batch = n_batch,
+        .n_batch = backend_stack_n_batch(stack),
         .n_ctx = n_ctx,
         .n_vocab = mc->n_vocab,
         .text_out = stdout,
@@ -405,6 +403,11 @@ int cmd_run(int argc, char **argv)
     fprintf(stderr, "guild run: decode:  %d tokens in %.3f s (%.2f tok/s)\n", res.n_decoded, res.decode_s,
             res.decode_s > 0 ? res.n_decoded / res.decode_s : 0.0);
     backend_stack_print_stats(stack, stderr);
+    if (st->record_routing) {
+        if (backend_stack_record_routing(stack, st->record_routing, &err) < 0)
+            goto fail;
+        fprintf(stderr, "guild run: routing counts added to %s\n", st->record_routing);
+    }
     rc = 0;
 fail:
     if (rc)

@@ -52,7 +52,8 @@ typedef struct serve_config {
 enum {
     SERVE_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS |
                         STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
-                        STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS | STACK_FLAG_EXPERT_LAYOUT,
+                        STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS | STACK_FLAG_EXPERT_LAYOUT |
+                        STACK_FLAG_RECORD_ROUTING | STACK_FLAG_ROUTING,
 };
 
 /* Prints words (space-separated) from column `indent` on, wrapped before column 110. */
@@ -87,7 +88,7 @@ static void usage(FILE *out)
             "      --host ADDR         address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
             "      --port N            port (default 8080; 0: any free one, printed at start-up)\n"
             "      --ctx N             context length of every request (default: the model's, at most 4096)\n"
-            "      --batch N           prompt tokens per forward pass (default 256)\n"
+            STACK_FLAGS_BATCH_HELP
             "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
             "      --api-key KEY       require \"Authorization: Bearer KEY\" on /v1/*\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
@@ -149,7 +150,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
     *c = (serve_config_t){
         .host = "127.0.0.1",
         .port = 8080,
-        .n_batch = 256,
+        .n_batch = 0, /* auto */
         .queue = 8,
         .max_body = 8u << 20,
         .prefix_cache = true,
@@ -180,9 +181,8 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
             c->n_ctx = (int32_t)v;
             break;
         case OPT_BATCH:
-            if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0)
+            if (stack_flags_parse_batch(optarg, &c->n_batch, &e) < 0)
                 goto bad;
-            c->n_batch = (int32_t)v;
             break;
         case OPT_QUEUE:
             if (cli_parse_long("--queue", optarg, 1, 1 << 16, &v, &e) < 0)
@@ -402,7 +402,7 @@ int cmd_serve(int argc, char **argv)
     guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, queue %d, prefix cache %s",
               c.stack.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.gpu.backend,
               c.stack.n_threads,
-              n_ctx, n_batch, c.queue, c.prefix_cache ? "on" : "off");
+              n_ctx, engine_n_batch(engine), c.queue, c.prefix_cache ? "on" : "off");
     if (tmpl == CHAT_TMPL_UNKNOWN)
         guild_log(GUILD_LOG_WARN, "%s", why);
     else

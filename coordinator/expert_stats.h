@@ -3,10 +3,14 @@
 #ifndef GUILD_COORDINATOR_EXPERT_STATS_H
 #define GUILD_COORDINATOR_EXPERT_STATS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/model/config.h"
 #include "core/model/moe_exec.h"
+
+/* One line per layer of cfg from counts[n_layer * n_expert] (routed slots per (layer, expert)), as below. */
+void expert_stats_print_counts(const uint64_t *counts, const model_config_t *cfg, FILE *out);
 
 /* One line per layer of cfg, from the routing counters of `local` (a "local" executor):
  *   "stats: layer L: experts touched T/N, largest share S (R x fair)"

@@ -10,8 +10,9 @@
 #include "coordinator/remote_backend.h"
 #include "coordinator/spawn.h"
 #include "coordinator/supervisor.h"
-#include "gpu-worker/dense/gpu_plan.h"
 #include "coordinator/placement.h"
+#include "coordinator/stack_plan.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 struct pipeline {
     placement_t *plan;
@@ -20,44 +21,29 @@ struct pipeline {
     char worker_dir[PATH_MAX];
 };
 
-/* The GPU worker's memory plan when its backend is cuda: gp->resident flags the layers whose experts it keeps
- * and computes, which no CPU worker is given. With another backend nothing stays on the GPU: *gp is zeroed
- * (resident NULL). */
-static int gpu_resident_plan(gpu_plan_t *gp, const stack_options_t *o, const model_t *m, guild_err_t *err)
-{
-    memset(gp, 0, sizeof *gp);
-    if (!gpu_worker_options_backend_config(&o->gpu)) /* not cuda */
-        return 0;
-    /* the GPU worker computes the same plan from the same options (its n_batch is our n_batch, F16 cache) */
-    const gpu_plan_options_t po = {.budget = o->gpu.cuda.gpu_mem, .n_ctx = o->n_ctx, .n_batch = o->n_batch,
-                                   .kv_elem = 2, .max_expert_layers = o->gpu.cuda.gpu_expert_layers};
-    return gpu_plan_compute(gp, m, &po, err);
-}
-
 int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, guild_err_t *err)
 {
-    gpu_plan_t gp;
+    stack_plan_t sp;
     placement_t *plan = NULL;
-    if (gpu_resident_plan(&gp, o, m, err) < 0)
+    if (stack_plan_make(&sp, o, m, err) < 0)
         return -1;
-    const int rc = placement_new_local(&plan, model_config(m), o->cpu_workers, gp.resident, err);
+    const int rc = placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(&sp), err);
     if (rc == 0) {
         placement_print(plan, m, out);
-        if (gp.resident)
-            gpu_plan_print(&gp, out);
+        if (sp.on)
+            gpu_plan_print(&sp.gpu, out);
     }
     placement_destroy(&plan);
-    gpu_plan_fini(&gp);
+    stack_plan_fini(&sp);
     return rc;
 }
 
-int pipeline_new(pipeline_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
-                 backend_t **be, guild_err_t *err)
+int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t *sp, const model_t *m,
+                 const char *model_path, backend_t **be, guild_err_t *err)
 {
     *out = NULL;
     *be = NULL;
     const model_config_t *mc = model_config(m);
-    gpu_plan_t gp = {0};
     pipeline_t *p = calloc(1, sizeof *p);
     if (!p)
         return guild_err_set(err, "pipeline: out of memory");
@@ -65,31 +51,34 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const model_t *m, c
         guild_err_errno(err, errno, "%s", model_path);
         goto fail;
     }
-    /* a budget the dense part does not fit fails here, before any process is started */
-    if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 || gpu_resident_plan(&gp, o, m, err) < 0 ||
-        placement_new_local(&p->plan, mc, o->cpu_workers, gp.resident, err) < 0)
+    /* every stage sized for the plan's chunk */
+    stack_options_t so = *o;
+    so.n_batch = sp->n_batch;
+    if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
+        placement_new_local(&p->plan, mc, o->cpu_workers, stack_plan_gpu_experts(sp), err) < 0)
         goto fail;
     if (guild_log_level() >= GUILD_LOG_INFO) {
         placement_print(p->plan, m, stderr);
-        if (gp.resident)
-            gpu_plan_print(&gp, stderr);
+        if (sp->on)
+            gpu_plan_print(&sp->gpu, stderr);
     }
-    /* the experts the GPU streams (cuda only: another backend's plan is empty) go through the staging slots */
+    /* the experts the GPU streams (a plan with staging) go through the staging slots */
     const sup_setup_t setup = {
         .model_path = p->model_path,
         .worker_dir = p->worker_dir,
         .plan = p->plan,
-        .stage_slot_bytes = gp.resident ? gpu_plan_stage_slot_bytes(&gp) : 0,
+        .stage_slot_bytes = sp->on ? gpu_plan_stage_slot_bytes(&sp->gpu) : 0,
+        .gpu_plan = sp->on ? &sp->gpu : NULL,
+        .count_routing = o->stats || o->record_routing,
     };
-    gpu_plan_fini(&gp);
-    if (sup_new(&p->sup, o, &setup, mc, err) < 0)
+    if (sup_new(&p->sup, &so, &setup, mc, err) < 0)
         goto fail;
     uint64_t epoch;
     if (sup_wait_ready(p->sup, o->start_ms, &epoch, err) < 0)
         goto fail;
     remote_options_t ro = {
         .n_ctx = o->n_ctx,
-        .n_batch = o->n_batch,
+        .n_batch = so.n_batch,
         .n_vocab = mc->n_vocab,
         .max_retries = 3,
         .ready_ms = o->start_ms,
@@ -100,7 +89,6 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const model_t *m, c
     *out = p;
     return 0;
 fail:
-    gpu_plan_fini(&gp);
     pipeline_destroy(&p);
     return -1;
 }

@@ -14,22 +14,23 @@
 #include "gpu-worker/dense/backend.h"
 
 typedef struct pipeline pipeline_t;
+struct stack_plan;
 
-/* Plans, starts the workers as the checked options o say (copied: o need not outlive the call), waits until
- * they are ready, and returns the backend to drive in *be (owned by the caller: destroy it before the
- * pipeline). m is the coordinator's own copy of the model (configuration and plan); the workers open
- * model_path themselves. -1 with err (naming the worker and its cause) on failure, with nothing left
+/* Places the experts, starts the workers as the checked options o say (copied: o need not outlive the call)
+ * and the stack's GPU memory plan sp (coordinator/stack_plan.h; borrowed: it must outlive the pipeline) decide,
+ * waits until they are ready, and returns the backend to drive in *be (owned by the caller: destroy it before
+ * the pipeline). The workers are sized for sp->n_batch tokens a step. m is the coordinator's own copy of the
+ * model (configuration and plan); the workers open model_path themselves. -1 with err (naming the worker and its cause) on failure, with nothing left
  * running. */
-int pipeline_new(pipeline_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
-                 backend_t **be, guild_err_t *err);
+int pipeline_new(pipeline_t **out, const stack_options_t *o, const struct stack_plan *sp, const model_t *m,
+                 const char *model_path, backend_t **be, guild_err_t *err);
 
 /* Stops the workers and frees everything; nulls *p. NULL-safe. */
 void pipeline_destroy(pipeline_t **p);
 
 /* Prints the plan pipeline_new would follow for model m: which CPU worker owns which experts (o->cpu_workers;
- * 0: one per node) and, with the cuda backend, the GPU's memory plan (o->gpu.cuda's gpu_mem and
- * gpu_expert_layers, for o->n_ctx positions and batches of o->n_batch), whose resident layers' experts no CPU
- * worker owns. -1 with err if no plan fits. */
+ * 0: one per node) and, with a GPU memory plan (coordinator/stack_plan.h: the cuda backend, or the cpu backend
+ * given --gpu-mem), that plan, whose resident experts no CPU worker owns. -1 with err if no plan fits. */
 int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, guild_err_t *err);
 
 /* The pipeline's summary after a run: restarts, replays, and time per decode step split into the GPU

@@ -18,7 +18,9 @@ struct plan {
     int n_layer;
     int n_expert;
     placement_worker_t *w; /* [n_workers] */
-    bool *gpu;        /* [n_layer]: the layer's experts stay on the GPU, no CPU worker owns them */
+    bool *gpu;        /* [n_layer]: every expert of the layer stays on the GPU, no CPU worker owns one */
+    uint8_t *gpu_e;   /* [n_layer * n_expert]: the expert stays on the GPU */
+    int64_t n_gpu_e;  /* experts on the GPU in layers not wholly there */
 };
 
 void placement_destroy(placement_t **pp)
@@ -30,12 +32,13 @@ void placement_destroy(placement_t **pp)
         free(p->w[k].cpus);
     free(p->w);
     free(p->gpu);
+    free(p->gpu_e);
     free(p);
     *pp = NULL;
 }
 
-int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers, const placement_topo_t *topo,
-             guild_err_t *err)
+int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
+                  const placement_topo_t *topo, guild_err_t *err)
 {
     *out = NULL;
     GUILD_ASSERT(topo->n_nodes >= 1);
@@ -44,19 +47,31 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
     if (n_workers < 0 || n_workers > cfg->n_expert || n_workers > GUILD_EXCHANGE_MAX_WORKERS)
         return guild_err_set(err, "%d CPU workers: expected 1 to %d (experts per layer, at most %d)", n_workers,
                              cfg->n_expert, GUILD_EXCHANGE_MAX_WORKERS);
+    const size_t LN = (size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1) * (size_t)(cfg->n_expert > 0 ? cfg->n_expert : 1);
     placement_t *p = calloc(1, sizeof *p);
     if (!p || !(p->w = calloc((size_t)n_workers, sizeof *p->w)) ||
-        !(p->gpu = calloc((size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1), sizeof *p->gpu))) {
-        if (p)
+        !(p->gpu = calloc((size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1), sizeof *p->gpu)) ||
+        !(p->gpu_e = calloc(LN, 1))) {
+        if (p) {
             free(p->w);
+            free(p->gpu);
+        }
         free(p);
         return guild_err_set(err, "plan: out of memory");
     }
     p->n_workers = n_workers;
     p->n_layer = cfg->n_layer;
     p->n_expert = cfg->n_expert;
-    if (gpu_layers)
-        memcpy(p->gpu, gpu_layers, (size_t)cfg->n_layer * sizeof *p->gpu);
+    for (int il = 0; gpu_experts && il < cfg->n_layer; il++) {
+        int on = 0;
+        for (int e = 0; e < cfg->n_expert; e++) {
+            const size_t i = (size_t)il * (size_t)cfg->n_expert + (size_t)e;
+            p->gpu_e[i] = gpu_experts[i] != 0;
+            on += p->gpu_e[i];
+        }
+        p->gpu[il] = cfg->n_expert > 0 && on == cfg->n_expert;
+        p->n_gpu_e += p->gpu[il] ? 0 : on;
+    }
     uint32_t E = (uint32_t)cfg->n_expert, K = (uint32_t)n_workers, next = 0;
     for (uint32_t k = 0; k < K; k++) {
         placement_worker_t *w = &p->w[k];
@@ -88,8 +103,8 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
     return 0;
 }
 
-int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers,
-                   guild_err_t *err)
+int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
+                        guild_err_t *err)
 {
     int n_nodes = topo_node_count();
     int **cpus = calloc((size_t)n_nodes, sizeof *cpus);
@@ -108,7 +123,7 @@ int placement_new_local(placement_t **out, const model_config_t *cfg, int n_work
         n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
     }
     placement_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus};
-    rc = placement_new(out, cfg, n_workers, gpu_layers, &topo, err);
+    rc = placement_new(out, cfg, n_workers, gpu_experts, &topo, err);
 done:
     for (int n = 0; cpus && n < n_nodes; n++)
         free(cpus[n]);
@@ -153,10 +168,39 @@ void placement_range(const placement_t *p, int worker, int layer, uint32_t *firs
     *count = p->gpu[layer] ? 0 : p->w[worker].count;
 }
 
+bool placement_expert_on_gpu(const placement_t *p, int layer, int expert)
+{
+    GUILD_ASSERT(layer >= 0 && layer < p->n_layer && expert >= 0 && expert < p->n_expert);
+    return p->gpu_e[(size_t)layer * (size_t)p->n_expert + (size_t)expert];
+}
+
+int placement_shard(const placement_t *p, int worker, int layer, uint32_t *first, uint32_t *count, int max)
+{
+    uint32_t f, c;
+    placement_range(p, worker, layer, &f, &c);
+    const uint8_t *g = p->gpu_e + (size_t)layer * (size_t)p->n_expert;
+    int n = 0;
+    for (uint32_t e = f; e < f + c;) {
+        if (g[e]) {
+            e++;
+            continue;
+        }
+        uint32_t e1 = e + 1;
+        while (e1 < f + c && !g[e1])
+            e1++;
+        GUILD_ASSERT(n < max);
+        first[n] = e;
+        count[n] = e1 - e;
+        n++;
+        e = e1;
+    }
+    return n;
+}
+
 int placement_owner(const placement_t *p, int layer, int expert)
 {
     GUILD_ASSERT(layer >= 0 && layer < p->n_layer && expert >= 0 && expert < p->n_expert);
-    if (p->gpu[layer])
+    if (p->gpu_e[(size_t)layer * (size_t)p->n_expert + (size_t)expert])
         return -1;
     for (int k = 0; k < p->n_workers; k++)
         if ((uint32_t)expert >= p->w[k].first && (uint32_t)expert < p->w[k].first + p->w[k].count)
@@ -224,13 +268,22 @@ void placement_print(const placement_t *p, const model_t *m, FILE *out)
         print_runs(out, gpu, n_gpu);
         fputs(" stay on the GPU", out);
     }
+    if (p->n_gpu_e)
+        fprintf(out, "; %lld experts of the other layers stay on the GPU too (the workers skip them)",
+                (long long)p->n_gpu_e);
     fputc('\n', out);
     for (int k = 0; k < p->n_workers; k++) {
         const placement_worker_t *w = &p->w[k];
         double bytes = 0;
+        uint32_t owned = 0;
         for (int i = 0; i < n_cpu; i++) {
             const model_layer_t *L = &wts->layers[cpu[i]];
-            bytes += (double)w->count * (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+            const uint8_t *g = p->gpu_e + (size_t)cpu[i] * (size_t)p->n_expert;
+            uint32_t mine = 0;
+            for (uint32_t e = w->first; e < w->first + w->count; e++)
+                mine += !g[e];
+            owned += mine;
+            bytes += (double)mine * (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
         }
         fprintf(out, "  cpu-worker %d: node %d, cpus ", k, w->node);
         print_runs(out, w->cpus, w->n_cpus);
@@ -248,7 +301,9 @@ void placement_print(const placement_t *p, const model_t *m, FILE *out)
             fprintf(out, " of layer%s ", n_cpu == 1 ? "" : "s");
             print_runs(out, cpu, n_cpu);
         }
-        fprintf(out, " (%u experts, ", w->count * (uint32_t)n_cpu);
+        if (owned < w->count * (uint32_t)n_cpu)
+            fputs(" but those on the GPU", out);
+        fprintf(out, " (%u experts, ", owned);
         print_bytes(out, bytes);
         fputs(")\n", out);
     }

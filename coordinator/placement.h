@@ -1,9 +1,11 @@
 /* coordinator/placement.h — the placement plan: which CPU expert worker computes which routed experts, on which NUMA
  * node and CPUs.
  *
- * Every expert of every layer has exactly one owner: a CPU worker, or for the layers the GPU keeps resident
- * (gpu-worker/dense/gpu_plan.h, with the cuda backend) the GPU worker alone, which computes them there; streamed
- * layers (copied to the GPU for large batches only) keep their CPU owners. Workers are spread over the nodes round-robin (worker k
+ * Every expert of every layer has exactly one owner: a CPU worker, or for the experts the GPU keeps resident
+ * (gpu-worker/dense/gpu_plan.h: whole layers, or individual hot experts) the GPU worker alone, which computes them
+ * there: the CPU workers skip them (their Assign leaves them out, and the GPU worker hands their pairs to the
+ * exchange as skip slots, core/model/moe_exec.h); streamed experts (copied to the GPU for large batches only) keep
+ * their CPU owners. Workers are spread over the nodes round-robin (worker k
  * on node k % n_nodes); each layer's experts are cut into n_workers contiguous ranges whose sizes differ by at
  * most one (the first n_expert % n_workers workers take one more). Routing is data-dependent, so no static
  * split balances better in expectation; contiguous ranges keep the Assign message one range per layer.
@@ -29,15 +31,16 @@ typedef struct placement_topo {
 
 typedef struct plan placement_t;
 
-/* A plan for model configuration cfg over n_workers CPU workers (0: one per node). gpu_layers[cfg->n_layer]
- * (copied; NULL: none) flags the layers whose experts stay on the GPU: no CPU worker owns them. Fails
- * (message) when n_workers exceeds the experts per layer or the exchange's worker limit, or on out of memory. */
-int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers, const placement_topo_t *topo,
-             guild_err_t *err);
+/* A plan for model configuration cfg over n_workers CPU workers (0: one per node). gpu_experts[cfg->n_layer *
+ * cfg->n_expert] (copied; NULL: none) flags the experts that stay on the GPU (gpu_plan_t.expert_resident): no
+ * CPU worker owns them. Fails (message) when n_workers exceeds the experts per layer or the exchange's worker
+ * limit, or on out of memory. */
+int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
+                  const placement_topo_t *topo, guild_err_t *err);
 
 /* The same with the machine's real topology (core/topo). */
-int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const bool *gpu_layers,
-                   guild_err_t *err);
+int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
+                        guild_err_t *err);
 
 /* Frees; nulls *p. NULL-safe. */
 void placement_destroy(placement_t **p);
@@ -49,18 +52,27 @@ int placement_node(const placement_t *p, int worker);
 /* The CPUs worker's threads are pinned to (count returned; 0: none known, do not pin). Owned by the plan. */
 int placement_cpus(const placement_t *p, int worker, const int **cpus);
 
-/* Whether the experts of `layer` stay on the GPU (no CPU worker owns them). */
+/* Whether every expert of `layer` stays on the GPU (no CPU worker owns any). */
 bool placement_on_gpu(const placement_t *p, int layer);
 
-/* The experts [*first, *first + *count) of `layer` that worker owns (count may be 0: always for a layer on the
- * GPU). */
+/* Whether expert `expert` of `layer` stays on the GPU. */
+bool placement_expert_on_gpu(const placement_t *p, int layer, int expert);
+
+/* The range of expert ids [*first, *first + *count) of `layer` that is worker's (count 0 for a layer wholly on
+ * the GPU); the experts in it that stay on the GPU are not the worker's (placement_shard lists those that are). */
 void placement_range(const placement_t *p, int worker, int layer, uint32_t *first, uint32_t *count);
 
-/* The CPU worker that owns (layer, expert); -1 for a layer on the GPU. */
+/* The experts of `layer` that worker owns, as runs [first[i], first[i] + count[i]) ascending (its range less the
+ * experts on the GPU), into first[max] and count[max]; returns the number of runs (0: none). max >= (the
+ * worker's range + 1) / 2 always suffices. */
+int placement_shard(const placement_t *p, int worker, int layer, uint32_t *first, uint32_t *count, int max);
+
+/* The CPU worker that owns (layer, expert); -1 for an expert on the GPU. */
 int placement_owner(const placement_t *p, int layer, int expert);
 
-/* Prints the plan: the layers on the GPU if any, then one line per worker with its node, CPUs, experts and
- * their bytes in model m (whose configuration the plan was made for). */
+/* Prints the plan: the layers on the GPU if any (and how many individual experts of the others), then one line
+ * per worker with its node, CPUs, experts and their bytes in model m (whose configuration the plan was made
+ * for). */
 void placement_print(const placement_t *p, const model_t *m, FILE *out);
 
 #endif

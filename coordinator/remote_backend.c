@@ -204,6 +204,12 @@ static void remote_stats(const backend_t *b, backend_stats_t *out)
     sup_gpu_stats(((const remote_t *)b)->sup, out);
 }
 
+/* The GPU worker's routing counts, as its Stats carry them. */
+static int remote_routing(const backend_t *b, uint64_t *counts)
+{
+    return sup_gpu_routing(((const remote_t *)b)->sup, counts);
+}
+
 static const backend_ops_t remote_ops = {
     .name = "remote",
     .create = NULL, /* made by remote_backend_new, not by name */
@@ -212,6 +218,7 @@ static const backend_ops_t remote_ops = {
     .kv_truncate = remote_kv_truncate,
     .destroy = remote_destroy,
     .stats = remote_stats,
+    .routing = remote_routing,
 };
 
 int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt, guild_err_t *err)

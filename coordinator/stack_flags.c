@@ -4,7 +4,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/model/routing_profile.h"
 #include "core/util/cli.h"
 #include "cpu-expert-worker/experts/expert_tuning.h"
 #include "gpu-worker/dense/backend.h"
@@ -67,9 +69,17 @@ static const flag_t flags[] = {
      "kernels; a single process then copies the experts out of the file), plain,\n"
      "or auto (packed where this CPU has packed kernels for the type); default:\n"
      "the tuning file's, else auto; same output either way", false},
+    {STACK_FLAG_RECORD_ROUTING, "record-routing", "FILE",
+     "count the experts the router chooses, per layer, and add the counts to the\n"
+     "routing profile FILE at the end (created when absent); a profile beside\n"
+     "the model (MODEL.gguf.routing) fills a GPU budget with the hottest experts", false},
+    {STACK_FLAG_ROUTING, "routing", "FILE",
+     "the routing profile whose hottest experts fill the GPU's budget (default:\n"
+     "MODEL.gguf.routing when there is one, unless --no-tuning; none: no\n"
+     "profile, whole layers); same output either way", false},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 16, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 16 flags");
+_Static_assert(N_FLAGS == 18, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 18 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -98,6 +108,8 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
     const unsigned bit = flags[opt - STACK_FLAGS_OPT_BASE].bit;
     switch (bit) {
     case STACK_FLAG_SINGLE: o->single_process = true; break;
+    case STACK_FLAG_RECORD_ROUTING: o->record_routing = arg; break;
+    case STACK_FLAG_ROUTING: o->routing = arg; break;
     case STACK_FLAG_THREADS:
         if (cli_parse_long("--threads", arg, 1, 1024, &v, err) < 0)
             return -1;
@@ -230,10 +242,58 @@ void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default)
     }
 }
 
-int stack_flags_tune(stack_options_t *o, const char *model_path, const char *who, guild_err_t *err)
+int stack_flags_parse_batch(const char *arg, int32_t *n_batch, guild_err_t *err)
 {
+    long v;
+    if (!strcmp(arg, "auto")) {
+        *n_batch = 0;
+        return 0;
+    }
+    if (cli_parse_long("--batch", arg, 1, 1 << 16, &v, err) < 0)
+        return guild_err_set(err, "--batch %s: expected auto or a number of tokens from 1 to 65536", arg);
+    *n_batch = (int32_t)v;
+    return 0;
+}
+
+int stack_flags_routing(stack_options_t *o, const char *model_path, guild_err_t *err)
+{
+    o->routing_path[0] = '\0';
+    if (o->routing) {
+        if (strcmp(o->routing, "none") &&
+            (size_t)snprintf(o->routing_path, sizeof o->routing_path, "%s", o->routing) >= sizeof o->routing_path)
+            return guild_err_set(err, "--routing %s: path too long", o->routing);
+        return 0;
+    }
     if (o->given & STACK_FLAG_NO_TUNING)
         return 0;
+    /* the routing profile beside the model: the GPU plan reads (and checks) it */
+    char rp[sizeof o->routing_path];
+    if (routing_profile_path(model_path, rp, sizeof rp, err) < 0)
+        return -1;
+    if (access(rp, F_OK) == 0)
+        snprintf(o->routing_path, sizeof o->routing_path, "%s", rp);
+    return 0;
+}
+
+int stack_flags_tune(stack_options_t *o, const char *model_path, const char *who, guild_err_t *err)
+{
+    if (stack_flags_routing(o, model_path, err) < 0)
+        return -1;
+    if (o->given & STACK_FLAG_NO_TUNING)
+        return 0;
+    /* the costs it measured, for the GPU plan */
+    expert_tuning_t t;
+    bool found = false;
+    if (expert_tuning_load_for_model(model_path, &t, &found, err) < 0)
+        return guild_err_prefix(err, "tuning file (--no-tuning ignores it): ");
+    if (found && (t.cost.cpu_tflops > 0 || t.cost.cpu_gbps > 0 || t.cost.h2d_gbps > 0 || t.cost.gpu_tflops > 0)) {
+        o->cost.h2d_gbps = t.cost.h2d_gbps;
+        o->cost.gpu_tflops = t.cost.gpu_tflops;
+        o->cost.cpu_tflops = t.cost.cpu_tflops;
+        o->cost.cpu_gbps = t.cost.cpu_gbps;
+        snprintf(o->cost.source, sizeof o->cost.source, "%s.tuning, measured on %s (defaults for the rest)",
+                 model_path, t.cpu[0] ? t.cpu : "this machine");
+    }
     cpu_worker_options_t *c = &o->cpu;
     int layout = o->given & STACK_FLAG_EXPERT_LAYOUT ? (int)c->expert_layout : -1; /* < 0: the file's applies */
     if (expert_tuning_apply(model_path, who, o->given & STACK_FLAG_THREADS, &o->n_threads, &c->gate_up_rows,

@@ -33,10 +33,12 @@ enum {
     STACK_FLAG_STAGER_THREADS = 1u << 13, /* --stager-threads K */
     STACK_FLAG_FORCE_SPLIT = 1u << 14, /* --force-split F (tests) */
     STACK_FLAG_EXPERT_LAYOUT = 1u << 15, /* --expert-layout auto|plain|packed */
-    STACK_FLAGS_ALL = (1u << 16) - 1,
+    STACK_FLAG_RECORD_ROUTING = 1u << 16, /* --record-routing FILE */
+    STACK_FLAG_ROUTING = 1u << 17,     /* --routing FILE|none */
+    STACK_FLAGS_ALL = (1u << 18) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 16); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 18); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 
@@ -60,12 +62,28 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
  * threads in a single process. */
 int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool also_given, guild_err_t *err);
 
+/* A command's --batch value: "auto" (0: the stack's GPU plan chooses, coordinator/stack_plan.h) or 1..65536
+ * tokens, into *n_batch. -1 with err otherwise. */
+int stack_flags_parse_batch(const char *arg, int32_t *n_batch, guild_err_t *err);
+
+/* The --help line of --batch, the same for every command that takes it. */
+#define STACK_FLAGS_BATCH_HELP                                                                                    \
+    "      --batch N|auto      prompt tokens per forward pass, at most (default auto: with a GPU memory plan\n"    \
+    "                          the plan's chunk, up to 8192 as the budget allows; else 256); same output\n"
+
+/* Names the routing profile the GPU plan fills its budget from (stack_options_t.routing_path): --routing FILE,
+ * nothing with --routing none, else the model's MODEL.gguf.routing when it exists (unless --no-tuning). The
+ * file is read and checked when the plan is made. -1 with err when the name does not fit. */
+int stack_flags_routing(stack_options_t *o, const char *model_path, guild_err_t *err);
+
 /* The --help lines of the flags in mask; backend_default is the default --backend the command shows. */
 void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default);
 
 /* Applies the model's tuning file (cpu-expert-worker/experts/expert_tuning.h) unless --no-tuning: threads (unless
- * --threads), the CPU experts' row blocks and layout; `who` prefixes its message ("guild run"). -1 with err
- * when the file exists but is unreadable or malformed. */
+ * --threads), the CPU experts' row blocks and layout, the costs it measured (the GPU plan's cost model); and
+ * names the model's routing profile (MODEL.gguf.routing, core/model/routing_profile.h) for the GPU plan when
+ * there is one. `who` prefixes its message ("guild run"). -1 with err when the tuning file exists but is
+ * unreadable or malformed. */
 int stack_flags_tune(stack_options_t *o, const char *model_path, const char *who, guild_err_t *err);
 
 #endif

@@ -20,9 +20,20 @@ typedef struct stack_options {
     bool single_process;     /* --single-process: everything in this process (the reference) */
     int n_threads;           /* --threads: CPU threads (the single process's pool; per worker in the pipeline) */
     int32_t n_ctx;           /* KV cache positions (the command sets it once the model is known) */
-    int32_t n_batch;         /* most tokens per forward pass (the command's --batch, at most n_ctx) */
-    bool stats;              /* single process only: count the routing per layer (coordinator/expert_stats.h),
-                                every token through the last layer too */
+    int32_t n_batch;         /* most tokens per forward pass (the command's --batch, at most n_ctx; 0: auto, the
+                                stack's plan chooses: coordinator/stack_plan.h) */
+    bool stats;              /* --stats: count the routing per (layer, expert) (coordinator/expert_stats.h), every
+                                token through the last layer too, and the GPU plan's hit rate */
+    const char *record_routing; /* --record-routing FILE: add the routing counts to this profile at the end
+                                (core/model/routing_profile.h); NULL: none */
+    const char *routing;     /* --routing FILE|none: the profile to plan with; NULL: the model's (stack_flags_routing) */
+    /* The GPU memory plan's inputs beyond the backends' settings (coordinator/stack_plan.h) */
+    char routing_path[4096]; /* the routing profile to plan with: the model's MODEL.gguf.routing when there is one
+                                (stack_flags_tune, unless --no-tuning); "": none */
+    struct {
+        double h2d_gbps, gpu_tflops, cpu_tflops, cpu_gbps; /* measured (the tuning file); 0: the default */
+        char source[160];    /* where from, for the plan's printout */
+    } cost;
     guild_log_level_t log_level; /* the workers' (their -v) */
     /* The multi-process pipeline and its supervision (coordinator/supervisor.h) */
     int cpu_workers;         /* --cpu-workers; 0: one per NUMA node */

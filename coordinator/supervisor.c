@@ -17,6 +17,7 @@
 #include "coordinator/spawn.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
@@ -61,6 +62,8 @@ typedef struct wslot {
     /* the worker's counters, from its last heartbeat */
     uint64_t exchanges, tokens, busy_ns, wait_ns, sleeps, resident, rtt_ns, load_ns;
     backend_stats_t streaming; /* GPU worker: its backend's streaming counters (the fields Stats carries) */
+    uint64_t *routing;   /* GPU worker counting the routing: its last answer's counts per (layer, expert) */
+    size_t n_routing;
     bool stats_pending;  /* a StatsRequest awaits its answer */
 } wslot_t;
 
@@ -202,6 +205,18 @@ static void gpu_assignment(const sup_t *s, gpu_worker_options_t *g, uint32_t *gp
         if (placement_on_gpu(s->setup.plan, il))
             gpu_layers[g->cuda.n_resident_layers++] = (uint32_t)il;
     g->cuda.resident_layers = gpu_layers;
+    /* the coordinator's plan, which the GPU worker's backend follows (the placement skipped its resident experts) */
+    const gpu_plan_t *gp = s->setup.gpu_plan;
+    g->count_routing = s->setup.count_routing;
+    g->plan.given = gp != NULL;
+    if (gp) {
+        g->plan.budget = gp->budget;
+        g->plan.n_batch = gp->n_batch;
+        g->plan.stage_slots = gp->stage_slots;
+        g->plan.stage_slot_experts = gp->stage_slot_experts;
+        g->plan.expert_resident = gp->expert_resident;
+        g->plan.n_expert_resident = (size_t)gp->n_layer * (size_t)gp->n_expert;
+    }
     /* the streamed experts' copies: through our guild-stager's ring, a ring of its own, pinned, or pageable (a
      * plan that does not stream copies nothing) */
     g->cuda.stage_ring = NULL;
@@ -248,7 +263,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     int n_layer = s->mc.n_layer;
     Guild__LayerShard *shards = NULL, **shard_ptrs = NULL;
     Guild__ExpertRange *ranges = NULL, **range_ptrs = NULL;
-    uint32_t *cpus = NULL, *gpu_layers = NULL;
+    uint32_t *cpus = NULL, *gpu_layers = NULL, *run_first = NULL, *run_count = NULL;
     int rc = -1;
 
     a.model_path = (char *)s->setup.model_path;
@@ -276,10 +291,14 @@ static int send_assign(sup_t *s, wslot_t *w)
         a.worker_index = (uint32_t)w->index;
         shards = calloc((size_t)n_layer, sizeof *shards);
         shard_ptrs = calloc((size_t)n_layer, sizeof *shard_ptrs);
-        ranges = calloc((size_t)n_layer, sizeof *ranges);
-        range_ptrs = calloc((size_t)n_layer, sizeof *range_ptrs);
+        /* a worker's experts of a layer, less those on the GPU: at most (n_expert + 1) / 2 runs */
+        const size_t max_runs = ((size_t)s->mc.n_expert + 1) / 2 + 1;
+        ranges = calloc((size_t)n_layer * max_runs, sizeof *ranges);
+        range_ptrs = calloc((size_t)n_layer * max_runs, sizeof *range_ptrs);
+        run_first = calloc(max_runs, sizeof *run_first);
+        run_count = calloc(max_runs, sizeof *run_count);
         cpus = calloc((size_t)placement_cpus(s->setup.plan, w->index, &(const int *){NULL}) + 1, sizeof *cpus);
-        if (!shards || !shard_ptrs || !ranges || !range_ptrs || !cpus) {
+        if (!shards || !shard_ptrs || !ranges || !range_ptrs || !cpus || !run_first || !run_count) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;
         }
@@ -287,21 +306,23 @@ static int send_assign(sup_t *s, wslot_t *w)
         cpu_worker_options_to_proto(&cpu, &cpu_msg);
         a.options_case = GUILD__ASSIGN__OPTIONS_CPU;
         a.cpu = &cpu_msg;
-        size_t ns = 0;
+        size_t ns = 0, nr = 0;
         for (int il = 0; il < n_layer; il++) {
-            uint32_t first, count;
-            placement_range(s->setup.plan, w->index, il, &first, &count);
-            if (!count)
+            const int runs = placement_shard(s->setup.plan, w->index, il, run_first, run_count, (int)max_runs);
+            if (!runs)
                 continue;
-            guild__expert_range__init(&ranges[ns]);
-            ranges[ns].first = first;
-            ranges[ns].count = count;
-            range_ptrs[ns] = &ranges[ns];
+            for (int i = 0; i < runs; i++) {
+                guild__expert_range__init(&ranges[nr + (size_t)i]);
+                ranges[nr + (size_t)i].first = run_first[i];
+                ranges[nr + (size_t)i].count = run_count[i];
+                range_ptrs[nr + (size_t)i] = &ranges[nr + (size_t)i];
+            }
             guild__layer_shard__init(&shards[ns]);
             shards[ns].layer = (uint32_t)il;
-            shards[ns].n_experts = 1;
-            shards[ns].experts = &range_ptrs[ns];
+            shards[ns].n_experts = (size_t)runs;
+            shards[ns].experts = &range_ptrs[nr];
             shard_ptrs[ns] = &shards[ns];
+            nr += (size_t)runs;
             ns++;
         }
         a.n_shard = ns;
@@ -321,6 +342,8 @@ done:
     free(ranges);
     free(range_ptrs);
     free(cpus);
+    free(run_first);
+    free(run_count);
     free(gpu_layers);
     return rc;
 }
@@ -467,6 +490,18 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
     w->streaming.split_cpu_pairs = st->split_cpu_pairs;
     w->streaming.staged_bytes = st->staged_bytes;
     w->streaming.stage_wait_ns = st->stage_wait_ns;
+    w->streaming.routed_pairs = st->routed_pairs;
+    w->streaming.resident_pairs = st->resident_pairs;
+    if (st->n_routing) {
+        if (st->n_routing != w->n_routing) {
+            uint64_t *r = realloc(w->routing, st->n_routing * sizeof *r);
+            if (!r)
+                return; /* the older counts stay */
+            w->routing = r;
+            w->n_routing = st->n_routing;
+        }
+        memcpy(w->routing, st->routing, st->n_routing * sizeof *w->routing);
+    }
 }
 
 static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *env)
@@ -910,6 +945,8 @@ void sup_destroy(sup_t **ps)
     guild_exchange_destroy(&s->x);
     guild_arena_destroy(&s->arena);
     stage_ring_destroy(&s->ring); /* after the workers: the stager and the GPU worker have let it go */
+    for (int i = 0; s->w && i < s->n_w; i++)
+        free(s->w[i].routing);
     free(s->w);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
@@ -1025,6 +1062,19 @@ void sup_gpu_stats(sup_t *s, backend_stats_t *out)
     refresh_stats(s);
     *out = gpu_slot(s)->streaming;
     pthread_mutex_unlock(&s->mu);
+}
+
+int sup_gpu_routing(sup_t *s, uint64_t *counts)
+{
+    pthread_mutex_lock(&s->mu);
+    refresh_stats(s);
+    const wslot_t *g = gpu_slot(s);
+    const size_t n = (size_t)s->mc.n_layer * (size_t)s->mc.n_expert;
+    const int rc = g->routing && g->n_routing == n ? 0 : -1;
+    if (rc == 0)
+        memcpy(counts, g->routing, n * sizeof *counts);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 void sup_print_stats(sup_t *s, FILE *out)

@@ -41,6 +41,10 @@ typedef struct sup_setup {
     const placement_t *plan;    /* borrowed; must outlive the supervisor */
     uint64_t stage_slot_bytes;  /* the GPU worker's memory plan streams experts through staging slots of this size
                                    (gpu_plan_stage_slot_bytes); 0: it streams none */
+    const struct gpu_plan *gpu_plan; /* the GPU memory plan the GPU worker's backend follows (its Assign carries
+                                   it: gpu_worker_options_t.plan); borrowed, must outlive the supervisor; NULL:
+                                   the backend plans its own (or none) */
+    bool count_routing;         /* the GPU worker counts the routing (--stats, --record-routing): sup_gpu_routing */
 } sup_setup_t;
 
 typedef struct sup sup_t;
@@ -78,6 +82,10 @@ void sup_restarts(sup_t *s, int *gpu, int *cpu);
 /* The GPU worker's streaming counters (backend_stats_t's streamed_*, split_* and stage fields; the others 0),
  * fresh from the worker (or its last heartbeat's if it does not answer within 300 ms). */
 void sup_gpu_stats(sup_t *s, backend_stats_t *out);
+
+/* The GPU worker's routing counts per (layer, expert) (setup.count_routing) into counts[n_layer * n_expert], fresh
+ * from the worker (or its last answer's if it does not answer within 300 ms): 0, or -1 when it has sent none. */
+int sup_gpu_routing(sup_t *s, uint64_t *counts);
 
 /* One line per worker: pid, restarts, exchanges served, time busy and waiting, heartbeat round trip. */
 void sup_print_stats(sup_t *s, FILE *out);

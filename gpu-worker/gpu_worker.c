@@ -12,6 +12,7 @@
 #include "core/model/model.h"
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/gpu_worker_options.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
@@ -34,6 +35,8 @@ typedef struct gpu_worker {
     guild_exchange_t *x;
     guild_step_t step;
     moe_exec_t *moe;     /* the routed experts: the CPU workers through the exchange (its one executor) */
+    bool count_routing;  /* the backend counts the routing: published to the actor after each request */
+    uint64_t *routing;   /* [n_layer * n_expert] scratch of those counts */
     backend_t *be;
     int32_t *positions;  /* [max_tokens] */
     int32_t max_tokens, max_out;
@@ -52,6 +55,9 @@ static void release(gpu_worker_t *g)
     guild_pool_destroy(&g->pool);
     free(g->positions);
     g->positions = NULL;
+    free(g->routing);
+    g->routing = NULL;
+    g->count_routing = false;
 }
 
 static int interrupted(void *ctx, guild_err_t *err)
@@ -143,8 +149,30 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
     if (backend_exchange_exec_new(&g->moe, o.backend, cfg, g->x, &xo, err) < 0)
         return -1;
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    const backend_options_t bo = {.n_ctx = o.n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe};
-    return backend_new(&g->be, o.backend, g->model, &bo, gpu_worker_options_backend_config(&o), err);
+    /* the coordinator's plan, when it sent one: its resident experts are those the CPU workers were not given */
+    gpu_plan_t plan;
+    const bool planned = o.plan.given;
+    if (planned) {
+        *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+        if (o.plan.n_expert_resident != (size_t)cfg->n_layer * (size_t)cfg->n_expert)
+            return guild_err_set(err, "assign: a GPU plan of %zu resident flags, the model has %d layers x %d experts",
+                                 o.plan.n_expert_resident, cfg->n_layer, cfg->n_expert);
+        if (gpu_plan_import(&plan, g->model, o.plan.budget, o.n_ctx, 2, o.plan.n_batch, o.plan.stage_slots,
+                            o.plan.stage_slot_experts, o.plan.expert_resident, err) < 0)
+            return guild_err_prefix(err, "assign: ");
+        *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    }
+    /* counting the routing runs every token through the last layer (the statistics want them all) */
+    const backend_options_t bo = {.n_ctx = o.n_ctx, .n_batch = g->max_tokens, .pool = g->pool, .moe = g->moe,
+                                  .all_rows = o.count_routing,
+                                  /* resident experts: their hit rate is counted too */
+                                  .count_routing = o.count_routing || (planned && plan.n_resident_experts > 0),
+                                  .plan = planned ? &plan : NULL};
+    const int rc = backend_new(&g->be, o.backend, g->model, &bo, gpu_worker_options_backend_config(&o), err);
+    if (planned)
+        gpu_plan_fini(&plan);
+    g->count_routing = o.count_routing;
+    return rc;
 }
 
 /* Runs the request in the step region and fills the response. */
@@ -211,6 +239,16 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     atomic_store(&st->split_cpu_pairs, b1.split_cpu_pairs);
     atomic_store(&st->staged_bytes, b1.staged_bytes);
     atomic_store(&st->stage_wait_ns, b1.stage_wait_ns);
+    atomic_store(&st->routed_pairs, b1.routed_pairs);
+    atomic_store(&st->resident_pairs, b1.resident_pairs);
+    if (g->count_routing) {
+        const model_config_t *cfg = model_config(g->model);
+        const size_t n = (size_t)cfg->n_layer * (size_t)cfg->n_expert;
+        if (!g->routing)
+            g->routing = malloc((n ? n : 1) * sizeof *g->routing);
+        if (g->routing && backend_routing(g->be, g->routing) == 0)
+            actor_set_routing(g->actor, g->routing, n);
+    }
 }
 
 /* Serves requests until the actor stops or another Assign arrives. */

@@ -43,6 +43,18 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     c->resident_layers = (uint32_t *)o->cuda.resident_layers;
     c->test_split_gpu_fraction = o->cuda.test.split_gpu_fraction;
     m->cuda = c;
+    m->count_routing = o->count_routing;
+    guild__gpu_plan__init(&msg->plan);
+    if (o->plan.given) {
+        Guild__GpuPlan *p = &msg->plan;
+        p->budget = o->plan.budget;
+        p->n_batch = (uint32_t)o->plan.n_batch;
+        p->stage_slots = (uint32_t)o->plan.stage_slots;
+        p->stage_slot_experts = (uint32_t)o->plan.stage_slot_experts;
+        p->expert_resident.data = (uint8_t *)o->plan.expert_resident;
+        p->expert_resident.len = o->plan.n_expert_resident;
+        m->plan = p;
+    }
 }
 
 /* A uint32 of the wire into an int32 of the record. */
@@ -51,6 +63,24 @@ static int to_i32(uint32_t v, const char *what, int32_t *out, guild_err_t *err)
     if (v > INT32_MAX)
         return guild_err_set(err, "GPU worker options: %s %u is out of range", what, v);
     *out = (int32_t)v;
+    return 0;
+}
+
+/* The plan's decisions and the routing counting. */
+static int plan_from_proto(gpu_worker_options_t *o, const Guild__GpuWorkerOptions *m, guild_err_t *err)
+{
+    o->count_routing = m->count_routing;
+    const Guild__GpuPlan *p = m->plan;
+    if (!p)
+        return 0;
+    o->plan.given = true;
+    o->plan.budget = p->budget;
+    if (to_i32(p->n_batch, "plan n_batch", &o->plan.n_batch, err) < 0 ||
+        to_i32(p->stage_slots, "plan stage_slots", &o->plan.stage_slots, err) < 0 ||
+        to_i32(p->stage_slot_experts, "plan stage_slot_experts", &o->plan.stage_slot_experts, err) < 0)
+        return -1;
+    o->plan.expert_resident = p->expert_resident.data;
+    o->plan.n_expert_resident = p->expert_resident.len;
     return 0;
 }
 
@@ -65,6 +95,8 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->spin_ns = m->spin_ns;
     o->wait_slice_ns = m->wait_slice_ns;
     o->silence_ms = m->silence_ms;
+    if (plan_from_proto(o, m, err) < 0)
+        return -1;
     const Guild__CudaOptions *c = m->cuda;
     if (!c)
         return 0;
@@ -83,6 +115,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->cuda.test.split_gpu_fraction = c->test_split_gpu_fraction;
     return 0;
 }
+
 
 int gpu_worker_options_check(const gpu_worker_options_t *o, guild_err_t *err)
 {
@@ -109,7 +142,11 @@ int gpu_worker_options_check(const gpu_worker_options_t *o, guild_err_t *err)
                              c->test.split_gpu_fraction);
     /* the plan gave these layers' experts to no CPU worker: only a backend that keeps experts on the device
      * computes them (the cuda backend checks each layer when it is created) */
-    if (c->n_resident_layers && strcmp(o->backend, "cuda") != 0)
+    if (o->plan.given && (o->plan.n_batch != o->n_batch || o->plan.stage_slots < 0 || o->plan.stage_slot_experts < 0))
+        return guild_err_set(err, "GPU worker options: the plan's chunk of %d tokens is not n_batch %d (or its "
+                             "staging is negative)", o->plan.n_batch, o->n_batch);
+    /* a backend given the plan computes its resident experts (the cpu backend as a stand-in) */
+    if (c->n_resident_layers && strcmp(o->backend, "cuda") != 0 && !o->plan.given)
         return guild_err_set(err, "GPU worker options: the plan leaves the experts of %zu layer%s to the GPU alone, "
                              "backend %s keeps none on the device", c->n_resident_layers,
                              c->n_resident_layers == 1 ? "" : "s", o->backend);

@@ -26,12 +26,24 @@ typedef struct gpu_worker_options {
     uint64_t wait_slice_ns; /* doorbell wait slice (a peer silent this long is checked); 0: 100 ms */
     uint32_t silence_ms;    /* the worker exits when the coordinator is silent this long; 0: its default */
     cuda_config_t cuda;     /* backend "cuda"'s own settings */
+    bool count_routing;     /* its backend counts the routing per (layer, expert) (backend_options_t.count_routing) */
+    /* The coordinator's GPU memory plan (gpu-worker/dense/gpu_plan.h), which the backend follows instead of planning
+     * again: its decisions (gpu_plan_import makes the plan of them and the model). */
+    struct {
+        bool given;
+        uint64_t budget;                 /* device bytes (0: none) */
+        int32_t n_batch;                 /* the chunk: n_batch */
+        int32_t stage_slots, stage_slot_experts;
+        const uint8_t *expert_resident;  /* [n_expert_resident] = [n_layer * n_expert], 1: resident */
+        size_t n_expert_resident;
+    } plan;
 } gpu_worker_options_t;
 
 /* The wire form's storage: the message and its nested one. */
 typedef struct gpu_worker_options_msg {
     Guild__GpuWorkerOptions m;
     Guild__CudaOptions cuda;
+    Guild__GpuPlan plan;
 } gpu_worker_options_msg_t;
 
 /* Fills *msg (msg->m is the message to send) from o; its strings and arrays point into o, which must outlive

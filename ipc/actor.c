@@ -39,6 +39,8 @@ struct actor {
     bool assigned;           /* control thread: an Assign has come */
     int coordinator_errors;  /* control thread: Errors received (the first is a warning, repeats are info) */
     char reason[256];        /* under mu: why stopping */
+    uint64_t *routing;       /* under mu: the latest routing counts (actor_set_routing), [n_routing] */
+    size_t n_routing;
     uint64_t msg_id;         /* worker thread's counter for forwarded messages */
 };
 
@@ -74,6 +76,8 @@ static void fill_stats(actor_t *a, Guild__Stats *s)
     s->split_cpu_pairs = atomic_load(&a->stats.split_cpu_pairs);
     s->staged_bytes = atomic_load(&a->stats.staged_bytes);
     s->stage_wait_ns = atomic_load(&a->stats.stage_wait_ns);
+    s->routed_pairs = atomic_load(&a->stats.routed_pairs);
+    s->resident_pairs = atomic_load(&a->stats.resident_pairs);
 }
 
 static void send_or_log(actor_t *a, Guild__Envelope *env)
@@ -128,9 +132,19 @@ static void handle(actor_t *a, Guild__Envelope *env)
         Guild__Envelope rep = GUILD__ENVELOPE__INIT;
         Guild__Stats st = GUILD__STATS__INIT;
         fill_stats(a, &st);
+        /* the routing counts, copied under the lock (the worker thread replaces them) */
+        uint64_t *routing = NULL;
+        pthread_mutex_lock(&a->mu);
+        if (a->n_routing && (routing = malloc(a->n_routing * sizeof *routing))) {
+            memcpy(routing, a->routing, a->n_routing * sizeof *routing);
+            st.n_routing = a->n_routing;
+            st.routing = routing;
+        }
+        pthread_mutex_unlock(&a->mu);
         rep.body_case = GUILD__ENVELOPE__BODY_STATS;
         rep.stats = &st;
         send_or_log(a, &rep);
+        free(routing);
         break;
     }
     case GUILD__ENVELOPE__BODY_ASSIGN:
@@ -278,6 +292,7 @@ void actor_destroy(actor_t **pa)
     guild_msg_free(&a->assign);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
+    free(a->routing);
     free(a);
     *pa = NULL;
 }
@@ -403,4 +418,20 @@ int actor_install_signals(volatile sig_atomic_t *flag, guild_err_t *err)
     if (sigaction(SIGPIPE, &sa, NULL) < 0)
         return guild_err_errno(err, errno, "sigaction");
     return 0;
+}
+
+void actor_set_routing(actor_t *a, const uint64_t *counts, size_t n)
+{
+    pthread_mutex_lock(&a->mu);
+    if (n != a->n_routing) {
+        uint64_t *r = realloc(a->routing, (n ? n : 1) * sizeof *r);
+        if (!r) { /* keep the old counts: a stats answer a little stale */
+            pthread_mutex_unlock(&a->mu);
+            return;
+        }
+        a->routing = r;
+        a->n_routing = n;
+    }
+    memcpy(a->routing, counts, n * sizeof *counts);
+    pthread_mutex_unlock(&a->mu);
 }

@@ -46,6 +46,8 @@ typedef struct actor_stats {
     _Atomic uint64_t streamed_layers, streamed_bytes;
     _Atomic uint64_t split_gpu_experts, split_cpu_experts, split_gpu_pairs, split_cpu_pairs;
     _Atomic uint64_t staged_bytes, stage_wait_ns;
+    /* GPU worker counting the routing: routed pairs and those its resident experts served */
+    _Atomic uint64_t routed_pairs, resident_pairs;
 } actor_stats_t;
 
 typedef struct actor actor_t;
@@ -80,6 +82,10 @@ void actor_error(actor_t *a, Guild__ErrorCode code, bool fatal, uint64_t generat
 void actor_set_silence(actor_t *a, uint32_t silence_ms);
 
 actor_stats_t *actor_stats(actor_t *a);
+
+/* The worker's latest routing counts per (layer, expert) (counts[n], copied): answers to a StatsRequest carry them
+ * (Stats.routing), heartbeats do not. Safe from any thread. */
+void actor_set_routing(actor_t *a, const uint64_t *counts, size_t n);
 
 /* Worker programs: SIGTERM/SIGINT set *flag; SIGPIPE ignored. Returns -1 with err on failure. */
 int actor_install_signals(volatile sig_atomic_t *flag, guild_err_t *err);

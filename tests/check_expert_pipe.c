@@ -578,6 +578,20 @@ START_TEST(test_tuning_file)
     write_file(path, "version = 1\nspeed = 11\n");
     ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
     ck_assert_msg(strstr(err.msg, "unknown key 'speed'"), "%s", err.msg);
+    /* version 2: the GPU plan's costs round-trip; a version 1 file does not know their keys */
+    t.cost.cpu_tflops = 2.125;
+    t.cost.cpu_gbps = 88.5;
+    t.cost.h2d_gbps = 54.25;
+    ck_assert_msg(expert_tuning_save(path, &t, &err) == 0, "%s", err.msg);
+    ck_assert_msg(expert_tuning_load(path, &r, &err) == 0, "%s", err.msg);
+    ck_assert(r.cost.cpu_tflops == 2.125 && r.cost.cpu_gbps == 88.5 && r.cost.h2d_gbps == 54.25 &&
+              r.cost.gpu_tflops == 0);
+    write_file(path, "version = 1\ncpu_gbps = 80\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, "unknown key 'cpu_gbps'"), "%s", err.msg);
+    write_file(path, "version = 2\nh2d_gbps = fast\n");
+    ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
+    ck_assert_msg(strstr(err.msg, ":2:") && strstr(err.msg, "h2d_gbps"), "%s", err.msg);
     write_file(path, "version = 7\n");
     ck_assert_int_eq(expert_tuning_load(path, &r, &err), -1);
     ck_assert_msg(strstr(err.msg, "version 7"), "%s", err.msg);

@@ -20,7 +20,7 @@
 
 /* A record field added without carrying it on the wire fails here: give it a field in the role's message and
  * its conversion (or a reason to stay local, like cuda_config_t's test.kv_f32), then update the size. */
-_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 112,
+_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 168,
                "gpu_worker_options_t changed: carry the new field in GpuWorkerOptions (or say why not)");
 _Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 64,
                "cuda_config_t changed: carry the new field in CudaOptions (or say why not)");
@@ -47,6 +47,7 @@ static void fill(ProtobufCMessage *m, unsigned *seed)
         case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
         case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64: case PROTOBUF_C_TYPE_DOUBLE: elem = 8; break;
         case PROTOBUF_C_TYPE_STRING: case PROTOBUF_C_TYPE_MESSAGE: elem = sizeof(void *); break;
+        case PROTOBUF_C_TYPE_BYTES: elem = sizeof(ProtobufCBinaryData); break;
         default: ck_abort_msg("%s.%s: a field type this test does not fill", d->name, f->name); return;
         }
         uint8_t *vals = rep ? calloc(n, elem) : (uint8_t *)m + f->offset;
@@ -68,6 +69,13 @@ static void fill(ProtobufCMessage *m, unsigned *seed)
                 ck_assert_ptr_nonnull(str);
                 snprintf(str, 24, "%s-%u", f->name, s);
                 *(char **)v = str;
+                break;
+            }
+            case PROTOBUF_C_TYPE_BYTES: {
+                ProtobufCBinaryData *b = v;
+                ck_assert_ptr_nonnull(b->data = malloc(3));
+                b->len = 3;
+                b->data[0] = (uint8_t)s, b->data[1] = (uint8_t)(s + 1), b->data[2] = (uint8_t)(s + 2);
                 break;
             }
             case PROTOBUF_C_TYPE_MESSAGE: {
@@ -122,6 +130,10 @@ static bool differs(const ProtobufCMessage *a, const ProtobufCMessage *b, char *
             if (f->type == PROTOBUF_C_TYPE_STRING) {
                 const char *sa = ((const char *const *)pa)[k], *sb = ((const char *const *)pb)[k];
                 diff = strcmp(sa ? sa : "", sb ? sb : "") != 0;
+            } else if (f->type == PROTOBUF_C_TYPE_BYTES) {
+                const ProtobufCBinaryData *ba = &((const ProtobufCBinaryData *)pa)[k];
+                const ProtobufCBinaryData *bb = &((const ProtobufCBinaryData *)pb)[k];
+                diff = ba->len != bb->len || (ba->len && memcmp(ba->data, bb->data, ba->len) != 0);
             } else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 const ProtobufCMessage *ma = ((const ProtobufCMessage *const *)pa)[k];
                 const ProtobufCMessage *mb = ((const ProtobufCMessage *const *)pb)[k];

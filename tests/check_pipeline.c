@@ -147,11 +147,14 @@ START_TEST(test_plan_gpu_layers)
         for (int K = 1; K <= 4; K++) {
             model_config_t c = cfg_experts(L, E);
             bool gpu[L];
-            for (int il = 0; il < L; il++)
+            uint8_t ge[L * E];
+            for (int il = 0; il < L; il++) {
                 gpu[il] = masks[im] >> il & 1;
+                memset(ge + il * E, gpu[il], E);
+            }
             placement_t *p = NULL, *ref = NULL;
             guild_err_t err = {{0}};
-            ck_assert_msg(placement_new(&p, &c, K, gpu, &topo, &err) == 0, "%s", err.msg);
+            ck_assert_msg(placement_new(&p, &c, K, ge, &topo, &err) == 0, "%s", err.msg);
             ck_assert_msg(placement_new(&ref, &c, K, NULL, &topo, &err) == 0, "%s", err.msg);
             for (int il = 0; il < L; il++) {
                 ck_assert(placement_on_gpu(p, il) == gpu[il] && !placement_on_gpu(ref, il));
@@ -187,6 +190,59 @@ START_TEST(test_plan_gpu_layers)
 }
 END_TEST
 
+/* Individual experts on the GPU (a plan's hot experts): every expert has exactly one owner, the GPU or a CPU
+ * worker; a worker's shard is its range less the GPU's experts, as ascending runs. */
+START_TEST(test_plan_gpu_experts)
+{
+    static const int cpus0[] = {0, 1};
+    const int *const cpus[] = {cpus0};
+    const int n_cpus[] = {2};
+    placement_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
+    enum { L = 4, E = 13 };
+    uint64_t rng = 7;
+    for (int round = 0; round < 20; round++)
+        for (int K = 1; K <= 5; K++) {
+            model_config_t c = cfg_experts(L, E);
+            uint8_t ge[L * E];
+            for (int i = 0; i < L * E; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                ge[i] = (rng >> 33) % 3 == 0; /* about a third */
+            }
+            memset(ge + 2 * E, 1, E); /* layer 2 wholly on the GPU */
+            placement_t *p = NULL;
+            guild_err_t err = {{0}};
+            ck_assert_msg(placement_new(&p, &c, K, ge, &topo, &err) == 0, "%s", err.msg);
+            for (int il = 0; il < L; il++) {
+                ck_assert(placement_on_gpu(p, il) == (il == 2));
+                int owners[E] = {0};
+                for (int k = 0; k < K; k++) {
+                    uint32_t first[E], count[E], rf, rc;
+                    const int n = placement_shard(p, k, il, first, count, E);
+                    placement_range(p, k, il, &rf, &rc);
+                    uint32_t last_end = 0;
+                    for (int r = 0; r < n; r++) {
+                        ck_assert(count[r] > 0 && first[r] >= rf && first[r] + count[r] <= rf + rc);
+                        ck_assert(r == 0 || first[r] > last_end); /* ascending, runs apart */
+                        last_end = first[r] + count[r];
+                        for (uint32_t e = first[r]; e < first[r] + count[r]; e++) {
+                            ck_assert(!ge[il * E + (int)e]);
+                            owners[e]++;
+                            ck_assert_int_eq(placement_owner(p, il, (int)e), k);
+                        }
+                    }
+                }
+                for (int e = 0; e < E; e++) {
+                    ck_assert_int_eq(owners[e] + ge[il * E + e], 1);
+                    ck_assert_int_eq(placement_expert_on_gpu(p, il, e), ge[il * E + e]);
+                    if (ge[il * E + e])
+                        ck_assert_int_eq(placement_owner(p, il, e), -1);
+                }
+            }
+            placement_destroy(&p);
+        }
+}
+END_TEST
+
 /* What guild plan prints for layers on the GPU: their list, and each worker's experts of the other layers. */
 START_TEST(test_plan_print_gpu_layers)
 {
@@ -214,10 +270,19 @@ START_TEST(test_plan_print_gpu_layers)
                                       "experts 4-7 of layers 2-3"}},
         {{true, true, true, true}, {"; the experts of every layer stay on the GPU\n", "cpus 0, no experts\n",
                                     "cpus 1, no experts\n"}},
+        /* two single experts of layer 1 (the first worker's 0 and the second's 5) on the GPU too */
+        {{true, false, false, false}, {"; 2 experts of the other layers stay on the GPU too",
+                                       "experts 0-3 of layers 1-3 but those on the GPU (11 experts, ",
+                                       "experts 4-7 of layers 1-3 but those on the GPU (11 experts, "}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         placement_t *p = NULL;
-        ck_assert(placement_new(&p, model_config(m), 2, cases[i].gpu, &topo, &err) == 0);
+        uint8_t ge[4 * 8];
+        for (int il = 0; il < 4; il++)
+            memset(ge + il * 8, cases[i].gpu[il], 8);
+        if (i == 4)
+            ge[1 * 8 + 0] = ge[1 * 8 + 5] = 1;
+        ck_assert(placement_new(&p, model_config(m), 2, ge, &topo, &err) == 0);
         char *buf = NULL;
         size_t len = 0;
         FILE *out = open_memstream(&buf, &len);
@@ -879,6 +944,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_plan_every_expert_once);
     tcase_add_test(tc, test_plan_nodes_and_cpus);
     tcase_add_test(tc, test_plan_gpu_layers);
+    tcase_add_test(tc, test_plan_gpu_experts);
     tcase_add_test(tc, test_plan_print_gpu_layers);
     suite_add_tcase(s, tc);
     tc = tcase_create("step");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coordinator/stack_flags.h"
 #include "gpu-worker/dense/gpu_plan.h"
@@ -159,6 +160,42 @@ START_TEST(test_flags_fill_their_records)
 }
 END_TEST
 
+/* The GPU plan's flags: --batch auto, --record-routing, and which routing profile the plan reads. */
+START_TEST(test_plan_flags)
+{
+    stack_options_t f;
+    guild_err_t err = {{0}};
+    int32_t nb = -1;
+    ck_assert(stack_flags_parse_batch("auto", &nb, &err) == 0 && nb == 0);
+    ck_assert(stack_flags_parse_batch("4096", &nb, &err) == 0 && nb == 4096);
+    ck_assert_int_eq(stack_flags_parse_batch("0", &nb, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--batch 0: expected auto or"), "%s", err.msg);
+    ck_assert_int_eq(stack_flags_parse_batch("65537", &nb, &err), -1);
+    char dir[] = "/tmp/guild-flags-XXXXXX", model[128], prof[160];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(model, sizeof model, "%s/m.gguf", dir);
+    snprintf(prof, sizeof prof, "%s/m.gguf.routing", dir);
+    char *a[] = {"x", "--record-routing", "/tmp/r.routing", NULL};
+    ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(f.record_routing, "/tmp/r.routing");
+    ck_assert(stack_flags_routing(&f, model, &err) == 0 && f.routing_path[0] == '\0'); /* none beside it */
+    FILE *fp = fopen(prof, "w");
+    ck_assert_ptr_nonnull(fp);
+    fclose(fp);
+    ck_assert(stack_flags_routing(&f, model, &err) == 0);
+    ck_assert_str_eq(f.routing_path, prof);
+    char *b[] = {"x", "--no-tuning", NULL};
+    ck_assert(parse(&f, b, &err) == 0 && stack_flags_routing(&f, model, &err) == 0 && f.routing_path[0] == '\0');
+    char *c[] = {"x", "--routing", "/elsewhere/p.routing", NULL};
+    ck_assert(parse(&f, c, &err) == 0 && stack_flags_routing(&f, model, &err) == 0);
+    ck_assert_str_eq(f.routing_path, "/elsewhere/p.routing");
+    char *d[] = {"x", "--routing", "none", NULL};
+    ck_assert(parse(&f, d, &err) == 0 && stack_flags_routing(&f, model, &err) == 0 && f.routing_path[0] == '\0');
+    remove(prof);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stack_flags");
@@ -167,6 +204,7 @@ int main(void)
     tcase_add_test(tc, test_flags_fill_their_records);
     tcase_add_test(tc, test_stager_refused);
     tcase_add_test(tc, test_help_lists_the_stager);
+    tcase_add_test(tc, test_plan_flags);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -94,7 +94,7 @@ static void run_job(engine_t *e, job_t *j)
     st.n_cached = n_past;
     gen_options_t go = {
         .n_predict = sp->max_tokens,
-        .n_batch = e->c.stack->n_batch,
+        .n_batch = backend_stack_n_batch(e->stack),
         .n_ctx = e->c.stack->n_ctx,
         .n_vocab = e->n_vocab,
         .ignore_eog = sp->ignore_eos,
@@ -195,8 +195,19 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(&e->mu);
         job_unref(&j);
     }
+    if (e->c.stack->record_routing) {
+        if (backend_stack_record_routing(e->stack, e->c.stack->record_routing, &err) < 0)
+            guild_log(GUILD_LOG_ERROR, "--record-routing: %s", err.msg);
+        else
+            guild_log(GUILD_LOG_INFO, "routing counts added to %s", e->c.stack->record_routing);
+    }
     backend_stack_close(&e->stack);
     return NULL;
+}
+
+int32_t engine_n_batch(const engine_t *e)
+{
+    return e->stack ? backend_stack_n_batch(e->stack) : e->c.stack->n_batch;
 }
 
 int engine_new(engine_t **out, const engine_config_t *c, guild_err_t *err)

@@ -53,4 +53,7 @@ void engine_shutdown(engine_t *e);
 /* Shuts down if needed and frees; nulls *e. NULL-safe. */
 void engine_destroy(engine_t **e);
 
+/* The prompt chunk the engine's stack works with (--batch auto resolved once the stack is open). */
+int32_t engine_n_batch(const engine_t *e);
+
 #endif

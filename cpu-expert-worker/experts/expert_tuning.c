@@ -61,8 +61,8 @@ int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err)
         char *key = trim(s), *val = trim(eq + 1);
         long x;
         if (!strcmp(key, "version")) {
-            if (parse_int(val, 0, 1000000, &version) || version != EXPERT_TUNING_VERSION)
-                rc = guild_err_set(err, "%s:%d: version %s is not one this build reads (%d)", path, lineno, val,
+            if (parse_int(val, 0, 1000000, &version) || version < 1 || version > EXPERT_TUNING_VERSION)
+                rc = guild_err_set(err, "%s:%d: version %s is not one this build reads (1..%d)", path, lineno, val,
                                    EXPERT_TUNING_VERSION);
         } else if (!strcmp(key, "cpu")) {
             snprintf(r.cpu, sizeof r.cpu, "%s", val);
@@ -85,6 +85,15 @@ int expert_tuning_load(const char *path, expert_tuning_t *t, guild_err_t *err)
         } else if (!strcmp(key, "layout")) {
             if (expert_layout_from_name(val, &r.layout) < 0)
                 rc = guild_err_set(err, "%s:%d: layout = %s: expected auto, plain or packed", path, lineno, val);
+        } else if (version >= 2 && (!strcmp(key, "cpu_tflops") || !strcmp(key, "cpu_gbps") ||
+                                    !strcmp(key, "h2d_gbps") || !strcmp(key, "gpu_tflops"))) {
+            char *end;
+            errno = 0;
+            const double d = strtod(val, &end);
+            if (errno || end == val || *end || !(d >= 0 && d < 1e6))
+                rc = guild_err_set(err, "%s:%d: %s = %s: expected a rate from 0 to 1e6", path, lineno, key, val);
+            *(!strcmp(key, "cpu_tflops") ? &r.cost.cpu_tflops : !strcmp(key, "cpu_gbps") ? &r.cost.cpu_gbps
+              : !strcmp(key, "h2d_gbps") ? &r.cost.h2d_gbps : &r.cost.gpu_tflops) = d;
         } else {
             rc = guild_err_set(err, "%s:%d: unknown key '%s'", path, lineno, key);
         }
@@ -111,9 +120,12 @@ int expert_tuning_save(const char *path, const expert_tuning_t *t, guild_err_t *
             "# Guild CPU expert worker tuning, written by `guild optimize`. Speed only: results are bit-identical\n"
             "# whatever these values are.\n"
             "version = %d\ncpu = %s\nthreads = %d\ngate_up_rows = %d\ndown_rows = %d\ninterleave_gate_up = %d\n"
-            "layout = %s\n",
+            "layout = %s\n"
+            "# the GPU memory plan's costs (gpu-worker/dense/gpu_cost.h); 0: its default\n"
+            "cpu_tflops = %.3f\ncpu_gbps = %.2f\nh2d_gbps = %.2f\ngpu_tflops = %.2f\n",
             EXPERT_TUNING_VERSION, t->cpu, t->threads, t->pipe.gate_up_rows, t->pipe.down_rows,
-            t->interleave_gate_up ? 1 : 0, expert_layout_name(t->layout));
+            t->interleave_gate_up ? 1 : 0, expert_layout_name(t->layout), t->cost.cpu_tflops, t->cost.cpu_gbps,
+            t->cost.h2d_gbps, t->cost.gpu_tflops);
     if (fclose(f) != 0) {
         int e = errno;
         remove(tmp);

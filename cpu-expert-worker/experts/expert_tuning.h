@@ -10,6 +10,13 @@
  *     interleave_gate_up = 0  (1: gate and up rows alternate in the workers' shard copies: one stream per task)
  *     layout = auto           (expert_layout_t of the shard copies: auto, plain or packed; packing wins over
  *                              interleave_gate_up where both apply)
+ *   version 2 adds the costs the GPU memory plan decides with (gpu-worker/dense/gpu_cost.h), each optional (0 or
+ *   absent: the plan's default), measured by `guild optimize` on this machine:
+ *     cpu_tflops = 2.1          (the CPU side's routed-expert products at prefill batches, every node)
+ *     cpu_gbps = 88             (the CPU side's expert reads at one token, every node)
+ *     h2d_gbps = 54.2           (pinned host to device copies; only with a CUDA device)
+ *     gpu_tflops = 50           (the device's expert products; not measured by optimize: written by hand)
+ *   A version 1 file still reads (without costs).
  * Every choice here changes speed only: the pipeline's results are bit-identical for any of them. */
 #ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_TUNING_H
 #define GUILD_CPU_EXPERT_WORKER_EXPERT_TUNING_H
@@ -21,7 +28,7 @@
 #include "core/util/err.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
 
-#define EXPERT_TUNING_VERSION 1
+#define EXPERT_TUNING_VERSION 2
 
 typedef struct expert_tuning {
     char cpu[64];              /* measured on; "" = portable defaults */
@@ -29,6 +36,9 @@ typedef struct expert_tuning {
     expert_pipe_tuning_t pipe; /* row blocks */
     bool interleave_gate_up;   /* expert_shard_new_copy's gate/up rows alternating */
     expert_layout_t layout;    /* expert_shard_new_copy's matrix layout (EXPERT_LAYOUT_AUTO by default) */
+    struct {
+        double cpu_tflops, cpu_gbps, h2d_gbps, gpu_tflops; /* version 2 costs; 0: not measured */
+    } cost;
 } expert_tuning_t;
 
 /* The portable defaults (what a worker uses without a file). */

@@ -1,0 +1,84 @@
+/* The stack's GPU memory plan (contract in stack_plan.h). */
+#include "coordinator/stack_plan.h"
+
+#include <string.h>
+
+#include "gpu-worker/dense/backend.h"
+
+int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m, guild_err_t *err)
+{
+    memset(sp, 0, sizeof *sp);
+    const model_config_t *c = model_config(m);
+    const char *backend = o->gpu.backend ? o->gpu.backend : "cpu";
+    const int caps = backend_plan_caps(backend);
+    const bool cuda = !strcmp(backend, "cuda");
+    /* cuda plans its device; the cpu backend stands in for a device only when given a budget */
+    sp->on = cuda || (caps > 0 && o->gpu.cuda.gpu_mem > 0);
+    if (!sp->on) {
+        sp->n_batch = o->n_batch > 0 ? o->n_batch : STACK_BATCH_DEFAULT;
+        if (o->n_ctx > 0 && sp->n_batch > o->n_ctx)
+            sp->n_batch = o->n_ctx;
+        return 0;
+    }
+    if (o->routing_path[0]) {
+        if (routing_profile_load(&sp->routing, o->routing_path, err) < 0 ||
+            routing_profile_check(sp->routing, c, o->routing_path, err) < 0) {
+            routing_profile_destroy(&sp->routing);
+            return guild_err_prefix(err, "routing profile (--no-tuning ignores it): ");
+        }
+    }
+    const cuda_stager_t st = o->gpu.cuda.stager;
+    const gpu_copy_path_t path = st == CUDA_STAGER_PIN ? GPU_COPY_PINNED
+                                 : st == CUDA_STAGER_NONE ? GPU_COPY_PAGEABLE
+                                                          : GPU_COPY_RING;
+    gpu_cost_t cost;
+    gpu_cost_default(&cost, path);
+    gpu_cost_measured(&cost, path, o->cost.h2d_gbps, o->cost.gpu_tflops, o->cost.cpu_tflops, o->cost.cpu_gbps,
+                      o->cost.source[0] ? o->cost.source : NULL);
+    const gpu_plan_options_t po = {
+        .budget = o->gpu.cuda.gpu_mem,
+        .n_ctx = o->n_ctx,
+        .n_batch = o->n_batch > 0 ? o->n_batch : GPU_PLAN_BATCH_AUTO,
+        .n_batch_min = 1,
+        .kv_elem = 2,
+        .max_expert_layers = o->gpu.cuda.gpu_expert_layers,
+        .caps = caps > 0 ? (unsigned)caps : 0,
+        .cost = &cost,
+        .copy_path = path,
+        .routing = sp->routing ? sp->routing->count : NULL,
+        .routing_name = sp->routing ? o->routing_path : NULL,
+    };
+    if (gpu_plan_compute(&sp->gpu, m, &po, err) < 0) {
+        routing_profile_destroy(&sp->routing);
+        sp->on = false;
+        return -1;
+    }
+    sp->n_batch = sp->gpu.n_batch;
+    return 0;
+}
+
+void stack_plan_fini(stack_plan_t *sp)
+{
+    if (sp->on)
+        gpu_plan_fini(&sp->gpu);
+    routing_profile_destroy(&sp->routing);
+    sp->on = false;
+}
+
+const uint8_t *stack_plan_gpu_experts(const stack_plan_t *sp)
+{
+    return sp->on && sp->gpu.n_resident_experts ? sp->gpu.expert_resident : NULL;
+}
+
+double stack_plan_hit_rate(const stack_plan_t *sp, const uint64_t *counts)
+{
+    if (!sp->on || !counts)
+        return -1;
+    const size_t n = (size_t)sp->gpu.n_layer * (size_t)sp->gpu.n_expert;
+    uint64_t all = 0, hit = 0;
+    for (size_t i = 0; i < n; i++) {
+        all += counts[i];
+        hit += sp->gpu.expert_resident[i] ? counts[i] : 0;
+    }
+    return all ? (double)hit / (double)all : -1;
+}

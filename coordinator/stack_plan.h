@@ -1,0 +1,51 @@
+/* coordinator/stack_plan.h — the GPU memory plan of a backend stack (gpu-worker/dense/gpu_plan.h), made once from
+ * the coordinator's options and the model, then followed by every process: the single process hands it to its
+ * backend; the pipeline to its placement (the CPU workers skip the resident experts), to the GPU worker (its
+ * Assign: the backend follows it instead of planning again) and to the staging ring's sizing.
+ *
+ * A plan applies to the cuda backend, and to the cpu backend when --gpu-mem is given: the cpu backend then stands
+ * in for a device of that size (it computes the plan's resident experts itself and never streams): the same
+ * skip sets, placement and bits without a GPU (tests). Its inputs beyond the backend's settings (--gpu-mem,
+ * --gpu-experts, --stager): the batch asked (--batch N: the most a chunk holds, smaller under a tight budget;
+ * auto: the plan's choice), the context, the routing profile (stack_options_t.routing_path: the model's
+ * MODEL.gguf.routing unless --no-tuning) and the costs the tuning file measured (gpu-worker/dense/gpu_cost.h).
+ */
+#ifndef GUILD_COORDINATOR_STACK_PLAN_H
+#define GUILD_COORDINATOR_STACK_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "coordinator/stack_options.h"
+#include "core/model/model.h"
+#include "core/model/routing_profile.h"
+#include "core/util/err.h"
+#include "gpu-worker/dense/gpu_plan.h"
+
+/* --batch auto without a plan (a backend that plans no device memory): today's prompt chunk. */
+#define STACK_BATCH_DEFAULT 256
+
+typedef struct stack_plan {
+    bool on;                    /* a plan applies (gpu below) */
+    gpu_plan_t gpu;
+    int32_t n_batch;            /* the chunk every stage works with: the plan's, else the batch asked (auto:
+                                   STACK_BATCH_DEFAULT), at most n_ctx */
+    routing_profile_t *routing; /* the profile planned with, NULL: none */
+} stack_plan_t;
+
+/* Makes the plan for model m under options o (o->n_ctx set; o->n_batch the batch asked, 0: auto). -1 with err
+ * (naming the file) for a routing profile that is unreadable, malformed or another model's, or a budget the dense
+ * part does not fit even at the smallest chunk. */
+int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m, guild_err_t *err);
+
+void stack_plan_fini(stack_plan_t *sp);
+
+/* The resident experts' flags ([n_layer * n_expert]) for the placement, NULL when nothing stays on the GPU. */
+const uint8_t *stack_plan_gpu_experts(const stack_plan_t *sp);
+
+/* The share of the routed pairs in counts[n_layer * n_expert] whose expert the plan keeps resident, as a
+ * fraction; -1 without a plan or without pairs. */
+double stack_plan_hit_rate(const stack_plan_t *sp, const uint64_t *counts);
+
+#endif
