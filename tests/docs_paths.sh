@@ -1,11 +1,11 @@
 #!/bin/sh
 # The documentation names files that exist (issue 13): every repository path mentioned in README.md, docs/*.md
 # and the READMEs under bench/ (things like `ipc/exchange.h`, `gpu-worker/dense/cuda/cuda_moe_gpu.c`,
-# `bench/device/final.sh`, `bench/results/cuda4-*`) is a file or folder of the source tree, so that the docs
-# cannot silently drift from the code when files move. A path is checked as written; one without an extension
-# (`ipc/exchange`, `tests/check_stager`: a module or a program) may name the files that start with it, and one
-# with a `*` is a pattern that must match something. Paths under build/ are built files and are not checked;
-# nor is CHANGELOG.md, whose history names files where they were at the time.
+# `bench/device/final.sh`, `bench/results/cuda4-*`), and every relative Markdown link, is a file or folder of
+# the source tree, so that the docs cannot silently drift from the code when files move. A path is checked as
+# written; one without an extension (`ipc/exchange`, `tests/check_stager`: a module or a program) may name the
+# files that start with it, and one with a `*` is a pattern that must match something. Paths under build/ are
+# built files and are not checked; nor is CHANGELOG.md, whose history names files where they were at the time.
 # Runs in a git checkout only: a release tarball does not carry bench/results/ (SKIP there).
 set -u
 top="${GUILD_SRCDIR:-$(dirname "$0")/..}"
@@ -53,6 +53,15 @@ for doc in $docs; do
             ;;
         esac
         echo "FAIL: $doc names $p, which is not in the tree"
+        fail=1
+    done
+    # Markdown links, relative to the document's folder (docs/ links to its neighbours by file name alone).
+    here=$(dirname "$doc")
+    links=$(grep -oE '\]\([^)#[:space:]]+' "$doc" | sed 's/^](//' | grep -vE '^[a-z]+:' | sort -u)
+    for l in $links; do
+        checked=$((checked + 1))
+        [ -e "$here/$l" ] && continue
+        echo "FAIL: $doc links to $l, which is not in the tree"
         fail=1
     done
 done
