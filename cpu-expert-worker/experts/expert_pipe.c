@@ -16,7 +16,7 @@
  * long stream each: a task's start costs a memory latency before its prefetches run ahead), the last ones are
  * small, so that the threads finish the layer together: on a shared or virtualised machine the threads' speeds
  * differ by tens of percent from moment to moment, and with fixed whole-matrix tasks the layer's end waited on
- * the slowest (measured on the 2-vCPU VM, q4_K decode: 0.68 -> see bench/results/experts-vm-2026-11-30.md). */
+ * the slowest (bench/results/experts-vm-2026-11-30.md, "Scheduling"). */
 #define GUIDE 2
 #define MIN_ROWS 16
 _Static_assert(MIN_ROWS % KERN_PACK_ROWS == 0, "claims start on a packed matrix's 16-row group");

@@ -240,9 +240,9 @@ static __device__ __forceinline__ void tile_load(const char *__restrict__ kb, co
  * KV head (WPB / group warps per head). The block reads each key and value of its split once from memory, in
  * tiles of 8 KiB (TK keys) staged through shared memory, the next tile's loads in flight while the warps work on
  * this one; each warp runs the 8-lanes-per-key online softmax of attn_decode_kernel on its head's share of the
- * tile's keys. attn_decode_kernel reads the cache once per query head (8 times for Qwen3's 32/4 heads). H200,
- * 32/4 heads of 128, F16, both kernels with their merge (tests/cuda/cuda_bench): 512 keys 17 us (per-head 14),
- * 4096 keys 20 (20-31), 16384 keys 41 (48-66), 32768 keys 68 (114-118). */
+ * tile's keys. attn_decode_kernel reads the cache once per query head (8 times for Qwen3's 32/4 heads), so this
+ * kernel is as fast from a few thousand keys on and pulls ahead as the context grows; at a few hundred keys the
+ * per-head kernel is slightly faster (timings: bench/results/code-comment-measurements.md). */
 template <int HD, typename KT, int WPB>
 static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
@@ -322,7 +322,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
 
 /* Block (query head, row) of HD threads: the splits' factors exp(m_s - M) are computed once, in parallel, into
  * shared memory; each thread then adds its dim of the partials in split order, the loads unrolled to be in
- * flight together (a split at a time, this kernel took 11 us at 64 splits on the H200). */
+ * flight together (a split at a time, the merge was latency-bound at many splits). */
 template <int HD>
 static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
                                                 int n_head, int kv0, const int32_t *kv0_dev, int split_cap)

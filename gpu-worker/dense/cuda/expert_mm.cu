@@ -21,8 +21,8 @@
 #define ER_MAX_EXPERTS 1024
 
 /* Exclusive prefix sums of a and b over the block's threads (thread i holds a[i], b[i]); the totals go to
- * *ta, *tb. A warp scan, then a scan of the warps' sums: a serial loop over the experts cost ~4 us of a
- * decode step's ~9 us route. */
+ * *ta, *tb. A warp scan, then a scan of the warps' sums: a serial loop over the experts was about half of a
+ * decode step's route. */
 static __device__ __forceinline__ void block_scan2(int &a, int &b, int *ta, int *tb)
 {
     __shared__ int wa[ER_THREADS / WARP_SIZE], wb[ER_THREADS / WARP_SIZE];

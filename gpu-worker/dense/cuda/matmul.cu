@@ -40,7 +40,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
     for (int t = 0; t < NC; t++)
         sumf[t] = 0.0f;
-#pragma unroll 2 /* measured on the H200: 2 beats 4 for Q4_K (2.35 against 2.12 TB/s) */
+#pragma unroll 2 /* 2 was faster than 4 for Q4_K on the H200 */
     for (int b0 = 0; b0 < nb; b0 += G) {
         const int b = b0 + g;
         const bool ok = b < nb;
@@ -189,10 +189,9 @@ static size_t weight_align(guild_type_t type)
 
 typedef enum { MM_AUTO, MM_DP4A, MM_MMA } mm_path_t;
 
-/* Blocks of 64 rows: on the H200 they were as fast or faster than blocks of 128 in every timed shape (q4_K 4096 x
- * 4096 at 16..2048 tokens, 2048 x 4096, 4096 x 2048; the q6_K output head 151936 x 2048: 17.4 vs 22.8 ms at 2048
- * tokens; tests/cuda/check_cuda_expert_mma, bench/results/cuda4-*): their ~115 registers let two blocks share an
- * SM where the 128-row blocks' ~210 do not. */
+/* Blocks of 64 rows: on the H200 they were as fast or faster than blocks of 128 in every timed shape
+ * (tests/cuda/check_cuda_expert_mma; bench/results/code-comment-measurements.md): their ~115 registers let two
+ * blocks share an SM where the 128-row blocks' ~210 do not. */
 static int mma_block_rows(int64_t nrows, int32_t ntok)
 {
     (void)nrows;

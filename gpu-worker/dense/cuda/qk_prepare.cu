@@ -1,6 +1,6 @@
 /* cuda_qk_prepare: the per-head Q/K norms, RoPE and the K/V cache store of a batch in one kernel, with the bits
  * of cuda_rmsnorm, cuda_rope_dyn and cuda_kv_store_dyn run one after the other (a decode step ran those as five
- * launches of 1-2 us each, every one bound by latency, not work).
+ * short launches, every one bound by latency, not work).
  *
  * Block (head, token) of head_dim threads, heads 0 .. n_head-1 of q then 0 .. n_head_kv-1 of k. Thread d holds
  * element d: the norm is rmsnorm_kernel's with one element per thread and the same block size (so the same
