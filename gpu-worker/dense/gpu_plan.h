@@ -30,7 +30,7 @@
  * GPU worker follows; the coordinator computes it once and hands it over (backend_options_t.plan; to a GPU
  * worker process in its Assign), and a backend given none computes its own from its options. The CUDA
  * context, kernels and allocator rounding are not visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands
- * for them (an H200 with CUDA 13 measured 0.53 GiB).
+ * for them, a little above what they took on the device machine (bench/results/code-comment-measurements.md).
  *
  * A backend states what it can follow (gpu_plan_options_t.caps): without GPU_PLAN_CAP_EXPERTS the resident set
  * is whole layers; without GPU_PLAN_CAP_SLICES a staging slot holds a whole layer.
