@@ -165,8 +165,8 @@ static void *bridge_main(void *arg)
     return NULL;
 }
 
-int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const placement_t *plan,
-               guild_err_t *err)
+int bridge_new(bridge_t **out, void *zctx, const char *endpoint, const guild_curve_t *curve, guild_exchange_t *x,
+               const placement_t *plan, guild_err_t *err)
 {
     *out = NULL;
     bridge_t *b = calloc(1, sizeof *b);
@@ -183,7 +183,7 @@ int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_
         guild_err_set(err, "bridge: out of memory");
         goto fail;
     }
-    if (!(b->router = data_router_new(zctx, endpoint, err)))
+    if (!(b->router = data_router_new(zctx, endpoint, curve, err)))
         goto fail;
     int e = pthread_create(&b->thread, NULL, bridge_main, b);
     if (e) {

@@ -14,15 +14,17 @@
 #include <stdint.h>
 
 #include "core/util/err.h"
+#include "ipc/curve.h"
 #include "ipc/exchange.h"
 #include "coordinator/placement.h"
 
 typedef struct bridge bridge_t;
 
-/* Binds the data ROUTER at endpoint in zctx and starts the bridge thread over exchange x (borrowed, as are
- * plan and zctx: they must outlive it). -1 with err on failure. */
-int bridge_new(bridge_t **out, void *zctx, const char *endpoint, guild_exchange_t *x, const placement_t *plan,
-               guild_err_t *err);
+/* Binds the data ROUTER at endpoint in zctx (a tcp one secured as curve says, like the control socket) and
+ * starts the bridge thread over exchange x (borrowed, as are curve, plan and zctx: they must outlive it). -1
+ * with err on failure. */
+int bridge_new(bridge_t **out, void *zctx, const char *endpoint, const guild_curve_t *curve, guild_exchange_t *x,
+               const placement_t *plan, guild_err_t *err);
 
 /* Stops the thread, closes the socket; nulls *pb. NULL-safe. */
 void bridge_destroy(bridge_t **pb);

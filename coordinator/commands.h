@@ -20,5 +20,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_optimize(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const guild_cmd_t commands[] = {
     {"tokenize", cmd_tokenize, "print the token ids of the text on stdin"},
     {"bench", cmd_bench, "benchmarks: guild bench experts|bw"},
     {"optimize", cmd_optimize, "tune the CPU expert workers for this machine and model (writes a tuning file)"},
+    {"keygen", cmd_keygen, "write a CURVE key pair for the pipeline's tcp endpoints"},
 };
 
 static void usage(FILE *out)

@@ -34,7 +34,8 @@ static const flag_t flags[] = {
     {STACK_FLAG_CPU_WORKERS, "cpu-workers", "K", "CPU expert workers (default: one per NUMA node)", true},
     {STACK_FLAG_LISTEN, "listen", "ENDPOINT",
      "do not start the CPU workers: wait for `guild-cpu-worker --connect\n"
-     "ENDPOINT` started by hand on this host (ipc://PATH or tcp://HOST:PORT)", true},
+     "ENDPOINT` started by hand (ipc://PATH on this host, or tcp://HOST:PORT\n"
+     "with --key and --allow, or --insecure)", true},
     {STACK_FLAG_ARENA_DIR, "arena-dir", "DIR",
      "shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
      "an anonymous memfd", true},
@@ -77,9 +78,18 @@ static const flag_t flags[] = {
      "the routing profile whose hottest experts fill the GPU's budget (default:\n"
      "MODEL.gguf.routing when there is one, unless --no-tuning; none: no\n"
      "profile, whole layers); same output either way", false},
+    {STACK_FLAG_KEY, "key", "FILE",
+     "a tcp --listen: this coordinator's CURVE key pair (`guild keygen`; its\n"
+     ".pub is the workers' --server-key)", true},
+    {STACK_FLAG_ALLOW, "allow", "FILE",
+     "a tcp --listen: the public keys of the workers it accepts (their .pub\n"
+     "lines); every other key is refused", true},
+    {STACK_FLAG_INSECURE, "insecure", NULL,
+     "a tcp --listen without CURVE: no authentication, no encryption (anyone\n"
+     "who reaches the port may join as a worker and read the activations)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 18, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 18 flags");
+_Static_assert(N_FLAGS == 21, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 21 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -122,6 +132,9 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         o->cpu_workers = (int)v;
         break;
     case STACK_FLAG_LISTEN: o->listen = arg; break;
+    case STACK_FLAG_KEY: o->curve.key = arg; break;
+    case STACK_FLAG_ALLOW: o->curve.allow = arg; break;
+    case STACK_FLAG_INSECURE: o->curve.insecure = true; break;
     case STACK_FLAG_ARENA_DIR: o->arena_dir = arg; break;
     case STACK_FLAG_MLOCK: o->cpu.mlock = true; break;
     case STACK_FLAG_SPIN_US:
@@ -184,6 +197,8 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
 {
     const cuda_config_t *cuda = &o->gpu.cuda;
     const bool stager_given = o->given & STACK_FLAG_STAGER;
+    if (!o->single_process && guild_curve_check(&o->curve, "--listen", o->listen, true, err) < 0)
+        return -1;
     if (stager_given && (cuda->stager == CUDA_STAGER_NONE || cuda->stager == CUDA_STAGER_PIN) &&
         (o->given & STACK_FLAG_STAGER_THREADS))
         return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager %s",

@@ -35,10 +35,13 @@ enum {
     STACK_FLAG_EXPERT_LAYOUT = 1u << 15, /* --expert-layout auto|plain|packed */
     STACK_FLAG_RECORD_ROUTING = 1u << 16, /* --record-routing FILE */
     STACK_FLAG_ROUTING = 1u << 17,     /* --routing FILE|none */
-    STACK_FLAGS_ALL = (1u << 18) - 1,
+    STACK_FLAG_KEY = 1u << 18,         /* --key FILE (multi-process; with a tcp --listen) */
+    STACK_FLAG_ALLOW = 1u << 19,       /* --allow FILE (multi-process; with a tcp --listen) */
+    STACK_FLAG_INSECURE = 1u << 20,    /* --insecure (multi-process; with a tcp --listen) */
+    STACK_FLAGS_ALL = (1u << 21) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 18); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 21); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 
@@ -53,7 +56,9 @@ size_t stack_flags_options(struct option *out, size_t cap, const struct option *
  * stack_options_init (a command may change a default, such as the backend, before parsing). */
 int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t *err);
 
-/* After parsing, the record's one check: -1 with err when --stager-threads comes with --stager none or pin, or
+/* After parsing, the record's one check: -1 with err when a tcp --listen comes without CURVE keys (--key and
+ * --allow) or --insecure, or keys without one (guild_curve_check); when --stager-threads comes with --stager none
+ * or pin, or
  * --stager process with --single-process; -1 with err ("--cpu-workers, --mlock and --print-plan are for the
  * multi-process mode, not --single-process") when --single-process comes with a multi-process flag of mask, or
  * with the command's own multi-process flags `also` (a name list such as "--print-plan"; NULL: none) when

@@ -13,6 +13,7 @@
 #include "core/util/log.h"
 #include "cpu-expert-worker/cpu_worker_options.h"
 #include "gpu-worker/gpu_worker_options.h"
+#include "ipc/curve.h"
 
 typedef struct stack_options {
     unsigned given;          /* STACK_FLAG_* bits of the flags given on the command line (coordinator/stack_flags.h) */
@@ -38,6 +39,7 @@ typedef struct stack_options {
     /* The multi-process pipeline and its supervision (coordinator/supervisor.h) */
     int cpu_workers;         /* --cpu-workers; 0: one per NUMA node */
     const char *listen;      /* --listen: NULL spawns the CPU workers; else they come by hand on this endpoint */
+    guild_curve_options_t curve; /* --key, --allow, --insecure: a tcp --listen's security (ipc/curve.h) */
     const char *arena_dir;   /* --arena-dir: NULL: an anonymous memfd arena */
     uint64_t spin_ns;        /* --spin-us: doorbell spin before sleeping, every process */
     uint64_t wait_slice_ns;  /* the workers' doorbell wait slice */

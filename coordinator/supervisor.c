@@ -19,11 +19,13 @@
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "ipc/arena.h"
+#include "ipc/curve.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
 #include "ipc/msg.h"
 #include "ipc/rundir.h"
 #include "ipc/stage_ring.h"
+#include "ipc/zap.h"
 #include "stager/stager_options.h"
 
 #define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
@@ -81,6 +83,8 @@ struct sup {
     guild_step_t step;
     void *zctx;
     void *router; /* supervisor thread only, once it runs */
+    guild_curve_t *curve; /* a tcp --listen's keys (or its --insecure); NULL: no tcp endpoint */
+    guild_zap_t *zap;     /* the judge of the CURVE clients of the tcp endpoints; NULL: none */
     bridge_t *bridge;                    /* listen mode: exchanges of workers without the arena */
     char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
     bool router_bound, bridge_bound;     /* opts.listen (and its data socket) bound: ours to remove */
@@ -470,8 +474,9 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
     w->pid = r->pid;
     w->remote = remote;
     w->last_heard_ns = guild_now_ns();
-    guild_log(GUILD_LOG_INFO, "%s: registered, pid %d%s%s%s", w->name, (int)r->pid, remote ? " on " : "",
-              remote ? (other_host ? r->hostname : s->host) : "", remote ? ", exchanges as messages" : "");
+    guild_log(GUILD_LOG_INFO, "%s: registered, pid %d%s%s%s%s%s", w->name, (int)r->pid, remote ? " on " : "",
+              remote ? (other_host ? r->hostname : s->host) : "", remote ? ", exchanges as messages" : "",
+              from->user[0] ? ", CURVE key " : "", from->user);
     send_assign(s, w);
 }
 
@@ -876,10 +881,12 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
     if (!(s->router = guild_msg_router_new(s->zctx, s->endpoint, err)))
         goto fail;
     if (o->listen) {
-        if (zmq_bind(s->router, o->listen) < 0) {
-            guild_err_set(err, "bind %s: %s", o->listen, zmq_strerror(zmq_errno()));
+        /* a tcp endpoint: its keys, and the judge of its clients before anyone can connect */
+        if (guild_curve_load(&s->curve, &o->curve, o->listen, true, err) < 0 ||
+            (s->curve && !s->curve->insecure && guild_zap_new(&s->zap, s->zctx, s->curve, err) < 0))
             goto fail;
-        }
+        if (guild_msg_bind(s->router, o->listen, s->curve, err) < 0)
+            goto fail;
         s->router_bound = true;
         /* the data socket beside it: tcp port + 1, or PATH.data */
         char bind[PATH_MAX + 32];
@@ -899,7 +906,7 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
         } else {
             bind[0] = '\0';
         }
-        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->x, setup->plan, err) < 0)
+        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->curve, s->x, setup->plan, err) < 0)
             goto fail;
         s->bridge_bound = bind[0] != '\0';
     }
@@ -930,8 +937,10 @@ void sup_destroy(sup_t **ps)
     }
     bridge_destroy(&s->bridge);
     guild_msg_close(&s->router);
+    guild_zap_destroy(&s->zap); /* after the sockets it judged */
     if (s->zctx)
         zmq_ctx_term(s->zctx);
+    guild_curve_destroy(&s->curve);
     /* ZeroMQ leaves the socket files of ipc endpoints it bound; these were ours */
     if (s->opts.listen && !strncmp(s->opts.listen, "ipc://", 6) && s->opts.listen[6] != '@' && s->router_bound) {
         char data[PATH_MAX + 32];

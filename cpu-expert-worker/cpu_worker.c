@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/model/model.h"
+#include "core/util/log.h"
 #include "core/topo/topo.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/cpu_worker_options.h"
@@ -43,6 +44,7 @@ typedef struct cpu_worker {
     guild_wait_policy_t slice;
     /* without the arena: exchanges as messages on the data socket */
     const char *endpoint;  /* the coordinator's control endpoint (resolves a "*" data host) */
+    const guild_curve_t *curve; /* a tcp endpoint's security (the data socket's too); NULL: none */
     void *zctx;
     void *data;            /* DEALER, NULL when the arena is used */
     float *y;              /* [cap_y] scratch of a request's outputs */
@@ -191,7 +193,7 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
             goto out;
         }
         snprintf(id, sizeof id, "cpu-worker-%d-data", (int)getpid());
-        if (!(w->data = data_dealer_new(w->zctx, ep, id, err)) ||
+        if (!(w->data = data_dealer_new(w->zctx, ep, id, w->curve, err)) ||
             data_send_hello(w->data, a->generation, a->worker_index, err) < 0)
             goto out;
         rc = 0;
@@ -342,18 +344,22 @@ static void serve(cpu_worker_t *w, uint64_t seq)
     }
 }
 
-int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool shared_memory)
+int cpu_worker_run(const cpu_worker_args_t *args)
 {
+    const int node = args->node;
+    const char *endpoint = args->endpoint;
     char tag[48];
     snprintf(tag, sizeof tag, "cpu-worker(node %d)", node);
-    guild_log_init(tag, level);
+    guild_log_init(tag, args->verbose >= 2 ? GUILD_LOG_DEBUG : args->verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
     int parent = (int)getppid(); /* the coordinator, when it spawned this worker */
     guild_err_t err = {{0}};
     cpu_worker_t w = {.node = node, .endpoint = endpoint};
-    if (actor_install_signals(&signalled, &err) < 0) {
+    guild_curve_t *curve = NULL;
+    if (actor_install_signals(&signalled, &err) < 0 || guild_curve_load(&curve, &args->curve, endpoint, false, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
         return 1;
     }
+    w.curve = curve;
     actor_config_t ac = {
         .role = GUILD__ROLE__ROLE_CPU_WORKER,
         .node = node,
@@ -361,10 +367,12 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool
         .name = "cpu-worker",
         .silence_ms = 3000,
         .signalled = &signalled,
-        .no_shared_memory = !shared_memory,
+        .no_shared_memory = !args->shared_memory,
+        .curve = curve,
     };
     if (actor_new(&w.actor, &ac, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        guild_curve_destroy(&curve);
         return 1;
     }
     for (;;) {
@@ -399,7 +407,8 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool
     }
     const char *why = "";
     actor_stopping(w.actor, &why);
-    guild_log(GUILD_LOG_INFO, "exiting: %s", why);
+    const bool failed = actor_failed(w.actor);
+    guild_log(failed ? GUILD_LOG_ERROR : GUILD_LOG_INFO, "exiting: %s", why);
     release(&w);
     if (w.zctx)
         zmq_ctx_term(w.zctx);
@@ -408,6 +417,7 @@ int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool
     model_destroy(&w.model);
     free(w.model_path);
     actor_destroy(&w.actor);
+    guild_curve_destroy(&curve);
     rundir_remove_orphaned(endpoint, parent);
-    return 0;
+    return failed ? 1 : 0;
 }

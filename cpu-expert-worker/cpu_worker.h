@@ -13,14 +13,13 @@
 #ifndef GUILD_CPU_EXPERT_WORKER_CPU_WORKER_H
 #define GUILD_CPU_EXPERT_WORKER_CPU_WORKER_H
 
-#include <stdbool.h>
+#include "cpu-expert-worker/cpu_worker_options.h"
 
-#include "core/util/log.h"
-
-/* Runs the worker for NUMA node `node` against the coordinator at endpoint; returns the process exit status
- * (0 after a Shutdown or when the coordinator is gone, 1 if it could not start). shared_memory false: tell the
- * coordinator this worker cannot map the arena, so that its exchanges travel as messages (ipc/data.h), as
- * they do for a worker on another host. */
-int cpu_worker_run(int node, const char *endpoint, guild_log_level_t level, bool shared_memory);
+/* Runs the worker its checked command line describes (cpu-expert-worker/cpu_worker_options.h: the node, the
+ * coordinator's endpoint and its keys, ...); returns the process exit status (0 after a Shutdown or when the
+ * coordinator is gone, 1 if it could not start or the coordinator refused it). Without shared memory it tells
+ * the coordinator that it cannot map the arena, so that its exchanges travel as messages (ipc/data.h), as they
+ * do for a worker on another host. */
+int cpu_worker_run(const cpu_worker_args_t *args);
 
 #endif

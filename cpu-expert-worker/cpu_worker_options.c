@@ -2,8 +2,11 @@
 
 #include "cpu-expert-worker/cpu_worker_options.h"
 
+#include <getopt.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "core/util/cli.h"
 
 /* Row blocks past this are no tuning anyone measured (expert_pipe_tuning_t takes int32) */
 #define MAX_ROWS (1 << 20)
@@ -71,4 +74,82 @@ int cpu_worker_options_check(const cpu_worker_options_t *o, guild_err_t *err)
         return guild_err_set(err, "CPU worker options: node %d%s", o->node,
                              o->n_cpus ? " (CPUs given without their node)" : "");
     return 0;
+}
+
+void cpu_worker_args_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: guild-cpu-worker --node N --connect ENDPOINT [--no-shared-memory]\n"
+            "                        [--key FILE --server-key FILE | --insecure] [-v]\n"
+            "\n"
+            "Computes the routed experts of its shard for Guild's multi-process pipeline, with its memory and\n"
+            "threads on NUMA node N. Started by `guild run`, or by hand (e.g. one systemd unit per socket) for\n"
+            "`guild run --listen ENDPOINT`; the shard, threads and arena come from the coordinator.\n"
+            "\n"
+            "  --node N             NUMA node to serve (default 0)\n"
+            "  --connect ENDPOINT   the coordinator's control socket (ipc://PATH or tcp://HOST:PORT)\n"
+            "  --no-shared-memory   do not map the coordinator's arena: exchanges travel as messages (what a\n"
+            "                       worker on another host does; the coordinator needs --listen)\n"
+            "  --key FILE           tcp: this worker's CURVE key pair (`guild keygen`)\n"
+            "  --server-key FILE    tcp: the coordinator's public key (its .pub file); no other is talked to\n"
+            "  --insecure           tcp without CURVE: no authentication, no encryption\n"
+            "  -v, --verbose        more messages on stderr (-vv: debug)\n"
+            "  -h, --help           this help\n");
+}
+
+int cpu_worker_args_parse(cpu_worker_args_t *a, int argc, char **argv, guild_err_t *err)
+{
+    static const struct option opts[] = {
+        {"node", required_argument, NULL, 'n'},
+        {"connect", required_argument, NULL, 'c'},
+        {"no-shared-memory", no_argument, NULL, 'S'},
+        {"key", required_argument, NULL, 'K'},
+        {"server-key", required_argument, NULL, 'P'},
+        {"insecure", no_argument, NULL, 'I'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->shared_memory = true;
+    optind = 1;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "n:c:vh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'n': {
+            long v;
+            if (cli_parse_long("--node", optarg, 0, 4095, &v, err) < 0)
+                return -1;
+            a->node = (int)v;
+            break;
+        }
+        case 'c': a->endpoint = optarg; break;
+        case 'S': a->shared_memory = false; break;
+        case 'K': a->curve.key = optarg; break;
+        case 'P': a->curve.server_key = optarg; break;
+        case 'I': a->curve.insecure = true; break;
+        case 'v': a->verbose++; break;
+        case 'h': cpu_worker_args_usage(stdout); return 1;
+        default:
+            guild_err_set(err, "unknown option or missing value: %s", argv[optind - 1]);
+            return -2;
+        }
+    }
+    if (optind < argc) {
+        guild_err_set(err, "unexpected argument: %s", argv[optind]);
+        return -2;
+    }
+    if (!a->endpoint) {
+        guild_err_set(err, "--connect ENDPOINT is required");
+        return -2;
+    }
+    return cpu_worker_args_check(a, err);
+}
+
+int cpu_worker_args_check(const cpu_worker_args_t *a, guild_err_t *err)
+{
+    if (!a->endpoint || !a->endpoint[0])
+        return guild_err_set(err, "--connect ENDPOINT is required");
+    return guild_curve_check(&a->curve, "--connect", a->endpoint, false, err);
 }

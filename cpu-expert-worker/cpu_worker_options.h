@@ -5,16 +5,19 @@
  * The coordinator fills the shard settings from its command line and the model's tuning file
  * (coordinator/stack_flags.h; a single process computes its experts with the same record's settings), the
  * supervisor adds what each assignment decides (threads, node and CPUs, the data endpoint) and sends it;
- * guild-cpu-worker reads it back and checks it. */
+ * guild-cpu-worker reads it back and checks it. Beside it, the worker's own command line (cpu_worker_args_t:
+ * where and how it connects, its node, its model), parsed and checked once, never sent. */
 #ifndef GUILD_CPU_EXPERT_WORKER_CPU_WORKER_OPTIONS_H
 #define GUILD_CPU_EXPERT_WORKER_CPU_WORKER_OPTIONS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/util/err.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
+#include "ipc/curve.h"
 #include "proto/guild.pb-c.h"
 
 typedef struct cpu_worker_options {
@@ -43,5 +46,25 @@ int cpu_worker_options_from_proto(cpu_worker_options_t *o, const Guild__CpuWorke
 /* The one check of a CPU worker's options (guild-cpu-worker runs it on every Assign): -1 with err naming the
  * field ("CPU worker options: ...") when one is out of range. */
 int cpu_worker_options_check(const cpu_worker_options_t *o, guild_err_t *err);
+
+/* guild-cpu-worker's command line. */
+typedef struct cpu_worker_args {
+    int node;                    /* --node N (default 0) */
+    const char *endpoint;        /* --connect ENDPOINT: the coordinator's control socket */
+    bool shared_memory;          /* false: --no-shared-memory (exchanges as messages, as on another host) */
+    guild_curve_options_t curve; /* --key, --server-key, --insecure (ipc/curve.h): a tcp ENDPOINT needs them */
+    int verbose;                 /* -v count */
+} cpu_worker_args_t;
+
+/* The --help text. */
+void cpu_worker_args_usage(FILE *out);
+
+/* Parses argv (getopt_long from optind 1) into *a and checks it (cpu_worker_args_check): 0, 1 when --help was
+ * asked (printed on stdout), -1 with err on a bad value or combination, -2 with err on an unknown flag or a
+ * stray argument (the caller adds the usage). */
+int cpu_worker_args_parse(cpu_worker_args_t *a, int argc, char **argv, guild_err_t *err);
+
+/* The one check of the command line: an endpoint, and the keys a tcp one needs (guild_curve_check). */
+int cpu_worker_args_check(const cpu_worker_args_t *a, guild_err_t *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/model/model.h"
+#include "core/util/log.h"
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
@@ -271,13 +272,15 @@ static void serve(gpu_worker_t *g, uint64_t next)
     }
 }
 
-int gpu_worker_run(const char *endpoint, guild_log_level_t level)
+int gpu_worker_run(const gpu_worker_args_t *args)
 {
-    guild_log_init("gpu-worker", level);
+    const char *endpoint = args->endpoint;
+    guild_log_init("gpu-worker", args->verbose >= 2 ? GUILD_LOG_DEBUG : args->verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
     int parent = (int)getppid(); /* the coordinator, when it spawned this worker */
     guild_err_t err = {{0}};
     gpu_worker_t g = {0};
-    if (actor_install_signals(&signalled, &err) < 0) {
+    guild_curve_t *curve = NULL;
+    if (actor_install_signals(&signalled, &err) < 0 || guild_curve_load(&curve, &args->curve, endpoint, false, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
         return 1;
     }
@@ -288,9 +291,11 @@ int gpu_worker_run(const char *endpoint, guild_log_level_t level)
         .name = "gpu-worker",
         .silence_ms = 3000,
         .signalled = &signalled,
+        .curve = curve,
     };
     if (actor_new(&g.actor, &ac, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        guild_curve_destroy(&curve);
         return 1;
     }
     for (;;) {
@@ -317,11 +322,13 @@ int gpu_worker_run(const char *endpoint, guild_log_level_t level)
     }
     const char *why = "";
     actor_stopping(g.actor, &why);
-    guild_log(GUILD_LOG_INFO, "exiting: %s", why);
+    const bool failed = actor_failed(g.actor);
+    guild_log(failed ? GUILD_LOG_ERROR : GUILD_LOG_INFO, "exiting: %s", why);
     release(&g);
     model_destroy(&g.model);
     free(g.model_path);
     actor_destroy(&g.actor);
+    guild_curve_destroy(&curve);
     rundir_remove_orphaned(endpoint, parent);
-    return 0;
+    return failed ? 1 : 0;
 }

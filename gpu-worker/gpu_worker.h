@@ -10,10 +10,11 @@
 #ifndef GUILD_GPU_WORKER_GPU_WORKER_H
 #define GUILD_GPU_WORKER_GPU_WORKER_H
 
-#include "core/util/log.h"
+#include "gpu-worker/gpu_worker_options.h"
 
-/* Runs the worker against the coordinator at endpoint; returns the process exit status (0 after a
- * Shutdown or when the coordinator is gone, 1 if it could not start). */
-int gpu_worker_run(const char *endpoint, guild_log_level_t level);
+/* Runs the worker its checked command line describes (the coordinator's endpoint and its keys) ; returns the
+ * process exit status (0 after a Shutdown or when the coordinator is gone, 1 if it could not start or the
+ * coordinator refused it). */
+int gpu_worker_run(const gpu_worker_args_t *args);
 
 #endif

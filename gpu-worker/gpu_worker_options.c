@@ -2,6 +2,7 @@
 
 #include "gpu-worker/gpu_worker_options.h"
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,4 +174,61 @@ void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_
              mem, c->gpu_expert_layers, c->no_graph ? "off" : "on",
              (unsigned)c->stager <= CUDA_STAGER_LAST ? stager[c->stager] : "?", c->n_resident_layers,
              c->test.split_gpu_fraction > 0 ? ", forced split" : "");
+}
+
+void gpu_worker_args_usage(FILE *out, const char *backends)
+{
+    fprintf(out,
+            "usage: guild-gpu-worker --connect ENDPOINT [--key FILE --server-key FILE | --insecure] [-v]\n"
+            "\n"
+            "The dense side of Guild's multi-process pipeline: attention, router, shared expert and LM head\n"
+            "(backends built in: %s), the routed experts through the CPU workers. Started by `guild run`;\n"
+            "everything else (model, backend, sizes) comes from the coordinator.\n"
+            "\n"
+            "  --connect ENDPOINT   the coordinator's control socket (ipc://PATH or tcp://HOST:PORT)\n"
+            "  --key FILE           tcp: this worker's CURVE key pair (`guild keygen`)\n"
+            "  --server-key FILE    tcp: the coordinator's public key (its .pub file)\n"
+            "  --insecure           tcp without CURVE: no authentication, no encryption\n"
+            "  -v, --verbose        more messages on stderr (-vv: debug)\n"
+            "  -h, --help           this help\n",
+            backends);
+}
+
+int gpu_worker_args_parse(gpu_worker_args_t *a, int argc, char **argv, guild_err_t *err)
+{
+    static const struct option opts[] = {
+        {"connect", required_argument, NULL, 'c'},
+        {"key", required_argument, NULL, 'K'},
+        {"server-key", required_argument, NULL, 'P'},
+        {"insecure", no_argument, NULL, 'I'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    optind = 1;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': a->endpoint = optarg; break;
+        case 'K': a->curve.key = optarg; break;
+        case 'P': a->curve.server_key = optarg; break;
+        case 'I': a->curve.insecure = true; break;
+        case 'v': a->verbose++; break;
+        case 'h': return 1;
+        default:
+            guild_err_set(err, "unknown option or missing value: %s", argv[optind - 1]);
+            return -2;
+        }
+    }
+    if (optind < argc) {
+        guild_err_set(err, "unexpected argument: %s", argv[optind]);
+        return -2;
+    }
+    if (!a->endpoint) {
+        guild_err_set(err, "--connect ENDPOINT is required");
+        return -2;
+    }
+    return guild_curve_check(&a->curve, "--connect", a->endpoint, false, err);
 }

@@ -5,15 +5,18 @@
  * The coordinator fills the settings from its command line (coordinator/stack_flags.h; a single process hands
  * the same record's backend settings to its own backend), the supervisor adds what each assignment decides
  * (sizes, the resident layers of its plan, the staging ring) and sends it; guild-gpu-worker reads it back,
- * checks it and creates its backend from it. */
+ * checks it and creates its backend from it. Beside it, the worker's own command line (gpu_worker_args_t: where
+ * and how it connects), parsed and checked once, never sent. */
 #ifndef GUILD_GPU_WORKER_GPU_WORKER_OPTIONS_H
 #define GUILD_GPU_WORKER_GPU_WORKER_OPTIONS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/util/err.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
+#include "ipc/curve.h"
 #include "proto/guild.pb-c.h"
 
 typedef struct gpu_worker_options {
@@ -63,5 +66,20 @@ const void *gpu_worker_options_backend_config(const gpu_worker_options_t *o);
 
 /* "backend cuda, ctx 4096, batch 256, 16 threads, gpu-mem 24.0 GiB, ..." into buf (n bytes), for logs. */
 void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_t n);
+
+/* guild-gpu-worker's command line. */
+typedef struct gpu_worker_args {
+    const char *endpoint;        /* --connect ENDPOINT: the coordinator's control socket */
+    guild_curve_options_t curve; /* --key, --server-key, --insecure (ipc/curve.h): a tcp ENDPOINT needs them */
+    int verbose;                 /* -v count */
+} gpu_worker_args_t;
+
+/* The --help text; backends: the names of the dense backends built in (backend_names()). */
+void gpu_worker_args_usage(FILE *out, const char *backends);
+
+/* Parses argv (getopt_long from optind 1) into *a and checks it: 0, 1 when --help was asked (the caller prints
+ * it), -1 with err on a bad value or combination, -2 with err on an unknown flag, a stray argument or no
+ * --connect (the caller adds the usage). */
+int gpu_worker_args_parse(gpu_worker_args_t *a, int argc, char **argv, guild_err_t *err);
 
 #endif

@@ -18,12 +18,17 @@
 
 #define POLL_MS 20 /* control loop tick: bounds how late a stop or a forwarded message is noticed */
 #define REGISTER_EVERY_NS 1000000000u /* until the first Assign: a refused worker (no place yet) tries again */
+#define HANDSHAKE_TRIES 3 /* failed handshakes in a row (none succeeded between) that stop the worker */
 
 struct actor {
     actor_config_t cfg;
     char identity[64];
     void *zctx;
     void *dealer;   /* control thread only */
+    void *monitor;  /* control thread only: the dealer's handshake events (tcp endpoints); NULL: none */
+    int hs_failed;  /* control thread: handshakes failed in a row */
+    bool hs_ok;     /* control thread: a handshake succeeded once */
+    _Atomic int failed; /* stopped by an error */
     void *pair_ctl; /* control thread's end of the inproc pair */
     void *pair_wrk; /* worker thread's end: Ready/Error to forward */
     pthread_t thread;
@@ -57,6 +62,64 @@ static void set_stop(actor_t *a, const char *fmt, ...)
     }
     pthread_cond_broadcast(&a->cond);
     pthread_mutex_unlock(&a->mu);
+}
+
+/* Stops on an error: the worker exits with a failure status. */
+static void set_failed(actor_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_failed(actor_t *a, const char *fmt, ...)
+{
+    char msg[sizeof a->reason];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!atomic_load(&a->stop))
+        atomic_store(&a->failed, 1);
+    set_stop(a, "%s", msg);
+}
+
+/* The dealer's handshake events: a refusal or an impossible handshake stops the worker with the reason and the
+ * fix (ZeroMQ alone would retry forever, silently). */
+static void handshakes(actor_t *a)
+{
+    const char *ep = a->cfg.endpoint;
+    const bool insecure = !a->cfg.curve || a->cfg.curve->insecure;
+    guild_msg_handshake_t h;
+    uint32_t v;
+    while ((h = guild_msg_monitor_read(a->monitor, &v)) != GUILD_MSG_HS_NONE) {
+        switch (h) {
+        case GUILD_MSG_HS_OK:
+            if (!a->hs_ok)
+                guild_log(GUILD_LOG_INFO, "connected to %s%s", ep, insecure ? " (plain tcp: --insecure)" : " (CURVE)");
+            a->hs_ok = true;
+            a->hs_failed = 0;
+            break;
+        case GUILD_MSG_HS_REFUSED:
+            set_failed(a, "the coordinator at %s refused this worker's key (status %u): the public key of %s must be "
+                       "in the coordinator's --allow file", ep, v, a->cfg.curve ? a->cfg.curve->key_path : "--key");
+            return;
+        case GUILD_MSG_HS_MISMATCH:
+            if (insecure)
+                set_failed(a, "the coordinator at %s requires CURVE: this worker runs with --insecure; give it --key "
+                           "(its key pair) and --server-key (the coordinator's public key)", ep);
+            else
+                set_failed(a, "the coordinator at %s does not use CURVE (was it started with --insecure?); this "
+                           "worker only talks CURVE with the key of --server-key", ep);
+            return;
+        case GUILD_MSG_HS_FAILED:
+            if (++a->hs_failed >= HANDSHAKE_TRIES) {
+                if (insecure)
+                    set_failed(a, "no handshake with the coordinator at %s after %d tries (error %u): does it "
+                               "require CURVE keys? This worker runs with --insecure", ep, HANDSHAKE_TRIES, v);
+                else
+                    set_failed(a, "no CURVE handshake with the coordinator at %s after %d tries (error %u): is "
+                               "--server-key the public key of the coordinator's --key?", ep, HANDSHAKE_TRIES, v);
+                return;
+            }
+            break;
+        default: break;
+        }
+    }
 }
 
 static void fill_stats(actor_t *a, Guild__Stats *s)
@@ -184,11 +247,17 @@ static void *control_main(void *arg)
     send_register(a);
     uint64_t last_register = guild_now_ns();
     while (!atomic_load(&a->stop)) {
-        zmq_pollitem_t items[2] = {{a->dealer, 0, ZMQ_POLLIN, 0}, {a->pair_ctl, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 2, POLL_MS);
+        zmq_pollitem_t items[3] = {{a->dealer, 0, ZMQ_POLLIN, 0}, {a->pair_ctl, 0, ZMQ_POLLIN, 0},
+                                   {a->monitor, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, a->monitor ? 3 : 2, POLL_MS);
         if (n < 0 && zmq_errno() != EINTR) {
-            set_stop(a, "control socket: %s", zmq_strerror(zmq_errno()));
+            set_failed(a, "control socket: %s", zmq_strerror(zmq_errno()));
             break;
+        }
+        if (a->monitor) {
+            handshakes(a);
+            if (atomic_load(&a->stop))
+                break;
         }
         guild_err_t err = {{0}};
         Guild__Envelope *env = NULL;
@@ -198,7 +267,7 @@ static void *control_main(void *arg)
             if (r == GUILD_MSG_TIMEOUT)
                 break;
             if (r == GUILD_MSG_ERROR) {
-                set_stop(a, "control socket: %s", err.msg);
+                set_failed(a, "control socket: %s", err.msg);
                 break;
             }
             last_heard = guild_now_ns();
@@ -250,7 +319,13 @@ int actor_new(actor_t **out, const actor_config_t *cfg, guild_err_t *err)
         guild_err_set(err, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
-    if (!(a->dealer = guild_msg_dealer_new(a->zctx, cfg->endpoint, a->identity, err)))
+    const bool tcp = guild_curve_endpoint_is_tcp(cfg->endpoint);
+    const guild_msg_socket_opts_t so = {
+        .max_bytes = GUILD_MSG_CONTROL_MAX_BYTES,
+        .curve = cfg->curve,
+        .monitor = tcp ? &a->monitor : NULL,
+    };
+    if (!(a->dealer = guild_msg_socket_new(a->zctx, false, cfg->endpoint, a->identity, &so, err)))
         goto fail;
     int linger = 0;
     if (!(a->pair_ctl = zmq_socket(a->zctx, ZMQ_PAIR)) || !(a->pair_wrk = zmq_socket(a->zctx, ZMQ_PAIR)) ||
@@ -287,6 +362,7 @@ void actor_destroy(actor_t **pa)
     if (a->pair_ctl)
         zmq_close(a->pair_ctl);
     guild_msg_close(&a->dealer);
+    guild_msg_close(&a->monitor);
     if (a->zctx)
         zmq_ctx_term(a->zctx);
     guild_msg_free(&a->assign);
@@ -337,6 +413,11 @@ bool actor_stopping(const actor_t *a, const char **reason)
     if (reason)
         *reason = s ? a->reason : ""; /* written once, before stop was set */
     return s;
+}
+
+bool actor_failed(const actor_t *a)
+{
+    return atomic_load(&a->failed) != 0;
 }
 
 void actor_stop(actor_t *a, const char *reason)

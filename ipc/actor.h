@@ -5,7 +5,8 @@
  * that thread, forwards its Ready and Error messages, answers a malformed message with an Error and carries
  * on, and decides when the worker must stop: a Shutdown, the coordinator silent for longer than its
  * silence limit (after the first contact; before it a worker started by hand waits as long as it takes),
- * a termination signal, or a dead socket. Why a thread: heartbeats then measure whether the process is
+ * a termination signal, a dead socket, or (over tcp) a handshake the coordinator refused or that cannot succeed
+ * (a key not in its allow list, a wrong server key, CURVE on one side only). Why a thread: heartbeats then measure whether the process is
  * alive, not how long one exchange or one shard load takes, so the coordinator can call a worker silent for
  * 600 ms hung without ever mistaking a long prefill for a hang (slow progress is judged from the arena).
  *
@@ -21,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/util/err.h"
+#include "ipc/curve.h"
 #include "ipc/msg.h"
 
 typedef struct actor_config {
@@ -31,6 +33,7 @@ typedef struct actor_config {
     uint32_t silence_ms; /* coordinator silence that stops the worker, until an Assign says otherwise */
     const volatile sig_atomic_t *signalled; /* set by the program's SIGTERM/SIGINT handler; may be NULL */
     bool no_shared_memory; /* say it cannot map the arena (Capabilities.shared_memory false) */
+    const guild_curve_t *curve; /* a tcp endpoint's security (ipc/curve.h; borrowed); NULL for others */
 } actor_config_t;
 
 /* Counters the worker thread updates and heartbeats report (Stats in proto/guild.proto). */
@@ -68,6 +71,10 @@ bool actor_assign_pending(const actor_t *a);
 
 /* The worker must stop; *reason (may be NULL) says why ("shutdown: ...", "coordinator silent for 3000 ms"). */
 bool actor_stopping(const actor_t *a, const char **reason);
+
+/* The actor stopped because of an error (a refused or impossible handshake, a dead socket), not because it was
+ * asked to: the worker should exit with a failure status. */
+bool actor_failed(const actor_t *a);
 
 /* Asks the control thread to stop (the worker thread decided to exit). */
 void actor_stop(actor_t *a, const char *reason);

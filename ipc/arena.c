@@ -3,6 +3,7 @@
 
 #include "ipc/arena.h"
 
+#include "core/util/fileperm.h"
 #include "core/util/log.h"
 
 #include <dirent.h>
@@ -445,6 +446,9 @@ guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *
         guild_err_errno(err, errno, "arena %s: fstat", name);
         goto fail;
     }
+    /* activations and weights pass through it: its creator made it 0600; anything wider is not its doing */
+    if (guild_file_check_private(fd, name, "arena", err) < 0)
+        goto fail;
     if (st.st_size < (off_t)sizeof(guild_arena_header_t)) {
         guild_err_set(err, "arena %s: %lld bytes, too small for a header", name, (long long)st.st_size);
         goto fail;

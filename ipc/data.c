@@ -6,17 +6,20 @@
 #include <string.h>
 #include <zmq.h>
 
-void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
+void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, const guild_curve_t *curve,
+                      guild_err_t *err)
 {
-    void *s = guild_msg_socket_new(zctx, false, endpoint, identity, 0, err);
+    const guild_msg_socket_opts_t o = {.curve = curve};
+    void *s = guild_msg_socket_new(zctx, false, endpoint, identity, &o, err);
     if (!s)
         guild_err_prefix(err, "data socket: ");
     return s;
 }
 
-void *data_router_new(void *zctx, const char *endpoint, guild_err_t *err)
+void *data_router_new(void *zctx, const char *endpoint, const guild_curve_t *curve, guild_err_t *err)
 {
-    void *s = guild_msg_socket_new(zctx, true, endpoint, NULL, 0, err);
+    const guild_msg_socket_opts_t o = {.curve = curve};
+    void *s = guild_msg_socket_new(zctx, true, endpoint, NULL, &o, err);
     if (!s)
         guild_err_prefix(err, "data socket: ");
     return s;
@@ -180,6 +183,8 @@ guild_msg_result_t data_recv(void *sock, int timeout_ms, data_msg_t *m, guild_er
             memcpy(m->from.id, guild_msg_frame_data(f, 0), il);
             m->from.len = il;
         }
+        if (f->n_kept > 1)
+            guild_msg_frame_user(f, 1, m->from.user, sizeof m->from.user);
     }
     guild_msg_peer_t from = m->from;
     if (f->n_total > DATA_MAX_FRAMES + 1 || f->n_total <= first) {

@@ -33,9 +33,11 @@ typedef struct data_msg {
 } data_msg_t;
 
 /* A DEALER for the data socket, connected to endpoint with routing id `identity`; a ROUTER bound to it
- * (guild_msg_socket_new without a message size cap: exchanges of a prefill chunk are megabytes). NULL with err. */
-void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err);
-void *data_router_new(void *zctx, const char *endpoint, guild_err_t *err);
+ * (guild_msg_socket_new without a message size cap: exchanges of a prefill chunk are megabytes; a tcp endpoint
+ * secured as curve says, like the control socket's). NULL with err. */
+void *data_dealer_new(void *zctx, const char *endpoint, const char *identity, const guild_curve_t *curve,
+                      guild_err_t *err);
+void *data_router_new(void *zctx, const char *endpoint, const guild_curve_t *curve, guild_err_t *err);
 
 int data_send_hello(void *dealer, uint64_t generation, uint32_t worker, guild_err_t *err);
 int data_send_request(void *router, const guild_msg_peer_t *to, uint64_t seq, int32_t layer, uint32_t n_tokens,

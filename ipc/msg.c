@@ -18,19 +18,96 @@ static int set_int(void *sock, int opt, int value, const char *name, guild_err_t
     return 0;
 }
 
-void *guild_msg_socket_new(void *zctx, bool router, const char *endpoint, const char *identity, int64_t max_bytes,
-                           guild_err_t *err)
+/* A tcp endpoint must come with its security decided (keys, or --insecure). */
+static int need_curve(const char *endpoint, const guild_curve_t *curve, guild_err_t *err)
+{
+    if (guild_curve_endpoint_is_tcp(endpoint) && !curve)
+        return guild_err_set(err, "%s: a tcp endpoint without CURVE keys (or --insecure)", endpoint);
+    return 0;
+}
+
+static int set_str(void *sock, int opt, const char *value, const char *name, guild_err_t *err)
+{
+    if (zmq_setsockopt(sock, opt, value, strlen(value)) < 0)
+        return guild_err_set(err, "zmq_setsockopt %s: %s", name, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+int guild_msg_bind(void *sock, const char *endpoint, const guild_curve_t *curve, guild_err_t *err)
+{
+    if (need_curve(endpoint, curve, err) < 0)
+        return -1;
+    const bool secure = guild_curve_endpoint_is_tcp(endpoint) && !curve->insecure;
+    if (secure) {
+        GUILD_ASSERT(curve->server);
+        /* options apply to the binds made after them: this endpoint only (put back below) */
+        if (set_int(sock, ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER", err) < 0 ||
+            set_str(sock, ZMQ_CURVE_SECRETKEY, curve->secret_key, "ZMQ_CURVE_SECRETKEY", err) < 0 ||
+            set_str(sock, ZMQ_ZAP_DOMAIN, "guild", "ZMQ_ZAP_DOMAIN", err) < 0)
+            return -1;
+    }
+    int rc = 0;
+    if (zmq_bind(sock, endpoint) < 0)
+        rc = guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    /* ZeroMQ cannot empty a ZAP domain once set: later plain binds keep it, and the ZAP handler accepts their
+     * NULL handshakes (ipc/zap.h) */
+    if (secure && set_int(sock, ZMQ_CURVE_SERVER, 0, "ZMQ_CURVE_SERVER", err) < 0)
+        rc = -1;
+    return rc;
+}
+
+/* A DEALER's CURVE client keys, before it connects. */
+static int curve_client(void *s, const guild_curve_t *curve, guild_err_t *err)
+{
+    GUILD_ASSERT(!curve->server);
+    if (set_str(s, ZMQ_CURVE_SERVERKEY, curve->server_key, "ZMQ_CURVE_SERVERKEY", err) < 0 ||
+        set_str(s, ZMQ_CURVE_PUBLICKEY, curve->public_key, "ZMQ_CURVE_PUBLICKEY", err) < 0 ||
+        set_str(s, ZMQ_CURVE_SECRETKEY, curve->secret_key, "ZMQ_CURVE_SECRETKEY", err) < 0)
+        return -1;
+    return 0;
+}
+
+#define MONITOR_EVENTS                                                                                            \
+    (ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |     \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+/* A PAIR reading s's handshake events (made before s connects, so that none is missed). */
+static void *monitor_new(void *zctx, void *s, guild_err_t *err)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://guild-msg-monitor-%p", s);
+    if (zmq_socket_monitor(s, ep, MONITOR_EVENTS) < 0) {
+        guild_err_set(err, "zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    void *m = zmq_socket(zctx, ZMQ_PAIR);
+    if (!m || set_int(m, ZMQ_LINGER, 0, "ZMQ_LINGER", err) < 0 || zmq_connect(m, ep) < 0) {
+        if (m)
+            zmq_close(m);
+        guild_err_set(err, "monitor %s: %s", ep, zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    return m;
+}
+
+void *guild_msg_socket_new(void *zctx, bool router, const char *endpoint, const char *identity,
+                           const guild_msg_socket_opts_t *opts, guild_err_t *err)
 {
     size_t idlen = identity ? strlen(identity) : 0;
+    if (opts->monitor)
+        *opts->monitor = NULL;
     if (!router && (idlen == 0 || idlen > GUILD_MSG_MAX_IDENTITY)) {
         guild_err_set(err, "connect %s: routing id must be 1..%d bytes", endpoint, GUILD_MSG_MAX_IDENTITY);
         return NULL;
     }
+    if (need_curve(endpoint, opts->curve, err) < 0)
+        return NULL;
     void *s = zmq_socket(zctx, router ? ZMQ_ROUTER : ZMQ_DEALER);
     if (!s) {
         guild_err_set(err, "zmq_socket %s: %s", router ? "ROUTER" : "DEALER", zmq_strerror(zmq_errno()));
         return NULL;
     }
+    const int64_t max_bytes = opts->max_bytes;
     if (max_bytes > 0 && zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) < 0) {
         guild_err_set(err, "zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror(zmq_errno()));
         goto fail;
@@ -41,34 +118,74 @@ void *guild_msg_socket_new(void *zctx, bool router, const char *endpoint, const 
         if (set_int(s, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err) < 0 ||
             set_int(s, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) < 0)
             goto fail;
-        if (zmq_bind(s, endpoint) < 0) {
-            guild_err_set(err, "bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        if (guild_msg_bind(s, endpoint, opts->curve, err) < 0)
             goto fail;
-        }
         return s;
     }
     if (zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, idlen) < 0) {
         guild_err_set(err, "zmq_setsockopt ZMQ_ROUTING_ID: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
+    if (guild_curve_endpoint_is_tcp(endpoint) && !opts->curve->insecure && curve_client(s, opts->curve, err) < 0)
+        goto fail;
+    if (opts->monitor && !(*opts->monitor = monitor_new(zctx, s, err)))
+        goto fail;
     if (zmq_connect(s, endpoint) < 0) {
         guild_err_set(err, "connect %s: %s", endpoint, zmq_strerror(zmq_errno()));
         goto fail;
     }
     return s;
 fail:
+    if (opts->monitor && *opts->monitor) {
+        zmq_close(*opts->monitor);
+        *opts->monitor = NULL;
+    }
     zmq_close(s);
     return NULL;
 }
 
 void *guild_msg_router_new(void *zctx, const char *endpoint, guild_err_t *err)
 {
-    return guild_msg_socket_new(zctx, true, endpoint, NULL, (int64_t)(4 * GUILD_MSG_MAX_BYTES), err);
+    const guild_msg_socket_opts_t o = {.max_bytes = GUILD_MSG_CONTROL_MAX_BYTES};
+    return guild_msg_socket_new(zctx, true, endpoint, NULL, &o, err);
 }
 
 void *guild_msg_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err)
 {
-    return guild_msg_socket_new(zctx, false, endpoint, identity, (int64_t)(4 * GUILD_MSG_MAX_BYTES), err);
+    const guild_msg_socket_opts_t o = {.max_bytes = GUILD_MSG_CONTROL_MAX_BYTES};
+    return guild_msg_socket_new(zctx, false, endpoint, identity, &o, err);
+}
+
+guild_msg_handshake_t guild_msg_monitor_read(void *monitor, uint32_t *value)
+{
+    *value = 0;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, monitor, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return GUILD_MSG_HS_NONE;
+    }
+    /* frame 1: event (u16) and value (u32); frame 2: the endpoint */
+    uint16_t event = 0;
+    if (zmq_msg_size(&m) >= 6) {
+        memcpy(&event, zmq_msg_data(&m), 2);
+        memcpy(value, (const char *)zmq_msg_data(&m) + 2, 4);
+    }
+    while (zmq_msg_more(&m)) {
+        zmq_msg_close(&m);
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, monitor, ZMQ_DONTWAIT) < 0)
+            break;
+    }
+    zmq_msg_close(&m);
+    switch (event) {
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: return GUILD_MSG_HS_OK;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: return GUILD_MSG_HS_REFUSED;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        return *value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? GUILD_MSG_HS_MISMATCH : GUILD_MSG_HS_FAILED;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL: return GUILD_MSG_HS_FAILED;
+    default: return GUILD_MSG_HS_OTHER;
+    }
 }
 
 void guild_msg_close(void **psock)
@@ -151,6 +268,13 @@ size_t guild_msg_frame_size(guild_msg_frames_t *f, int i)
 {
     GUILD_ASSERT(i >= 0 && i < f->n_kept);
     return zmq_msg_size((zmq_msg_t *)(void *)f->msgs_[i]);
+}
+
+void guild_msg_frame_user(guild_msg_frames_t *f, int i, char *user, size_t n)
+{
+    GUILD_ASSERT(i >= 0 && i < f->n_kept && n > 0);
+    const char *u = zmq_msg_gets((zmq_msg_t *)(void *)f->msgs_[i], "User-Id");
+    snprintf(user, n, "%s", u ? u : "");
 }
 
 void guild_msg_frames_close(guild_msg_frames_t *f)
@@ -286,8 +410,10 @@ guild_msg_result_t guild_msg_recv(void *sock, int timeout_ms, guild_msg_peer_t *
     *out = NULL;
     int router = socket_type(sock) == ZMQ_ROUTER;
     GUILD_ASSERT(router ? from != NULL : from == NULL);
-    if (from)
+    if (from) {
         from->len = 0;
+        from->user[0] = '\0';
+    }
     guild_msg_frames_t f;
     const guild_msg_result_t r = guild_msg_recv_frames(sock, timeout_ms, &f, err);
     if (r != GUILD_MSG_OK)
@@ -302,6 +428,8 @@ guild_msg_result_t guild_msg_recv(void *sock, int timeout_ms, guild_msg_peer_t *
             from->len = idlen;
         }
         payload = 1;
+        if (f.n_kept > 1)
+            guild_msg_frame_user(&f, 1, from->user, sizeof from->user);
     }
     if (f.n_total != payload + 1) {
         guild_err_set(err, "message of %d frames, expected %d", f.n_total - payload, 1);

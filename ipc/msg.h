@@ -8,12 +8,14 @@
  * peer that sends anything absurd before buffering it. Nothing received can crash the receiver: garbage,
  * truncation, a wrong protocol version, an envelope without a body all come back as GUILD_MSG_BAD with a
  * message, the bytes dropped, the socket still usable (the ROUTER side also learns who sent it, to answer
- * with an Error). Sends never block: a full queue or an unknown peer is an error.
+ * with an Error). Sends never block: a full queue or an unknown peer is an error. A tcp endpoint is secured with
+ * CURVE (ipc/curve.h) or was explicitly left insecure; ipc and inproc endpoints are plain.
  */
 #ifndef GUILD_IPC_MSG_H
 #define GUILD_IPC_MSG_H
 
 #include "core/util/err.h"
+#include "ipc/curve.h"
 #include "proto/guild.pb-c.h"
 
 #include <stdbool.h>
@@ -30,6 +32,8 @@
 typedef struct guild_msg_peer {
     uint8_t id[GUILD_MSG_MAX_IDENTITY];
     size_t len; /* 0: unknown */
+    char user[GUILD_CURVE_NAME_MAX]; /* received over CURVE: the name of its key in the allow list (ipc/zap.h);
+                                        "" otherwise */
 } guild_msg_peer_t;
 
 typedef enum guild_msg_result {
@@ -47,17 +51,48 @@ typedef struct guild_msg_frames {
     _Alignas(16) unsigned char msgs_[GUILD_MSG_MAX_FRAMES][64]; /* zmq_msg_t each */
 } guild_msg_frames_t;
 
+/* How guild_msg_socket_new makes a socket. */
+typedef struct guild_msg_socket_opts {
+    int64_t max_bytes;          /* ZMQ_MAXMSGSIZE when > 0: ZeroMQ drops the connection of a peer that sends more */
+    const guild_curve_t *curve; /* a tcp endpoint's security (ipc/curve.h: loaded keys, or an insecure one); must
+                                   be given for a tcp endpoint, is ignored for others */
+    void **monitor;             /* a DEALER's handshake events: a PAIR socket made before it connects, to read
+                                   with guild_msg_monitor_read (close it with guild_msg_close); NULL: none */
+} guild_msg_socket_opts_t;
+
 /* A ROUTER bound to endpoint (`router`), or a DEALER with routing id `identity` (1..255 bytes) connected to it, in
  * ZeroMQ context zctx: no linger; a ROUTER with mandatory routing and handover of a reconnecting routing id;
- * ZMQ_MAXMSGSIZE at max_bytes when > 0 (ZeroMQ drops the connection of a peer that sends more). Close with
- * guild_msg_close. NULL with err on failure. */
-void *guild_msg_socket_new(void *zctx, bool router, const char *endpoint, const char *identity, int64_t max_bytes,
-                           guild_err_t *err);
+ * a tcp endpoint secured as opts->curve says: a ROUTER as a CURVE server (guild_msg_bind), a DEALER as a CURVE
+ * client that talks only to the server key it was given. NULL with err on failure, and for a tcp endpoint
+ * without opts->curve. Close with guild_msg_close. */
+void *guild_msg_socket_new(void *zctx, bool router, const char *endpoint, const char *identity,
+                           const guild_msg_socket_opts_t *opts, guild_err_t *err);
 
-/* guild_msg_socket_new for control traffic (endpoint e.g. an ipc path or "tcp://0.0.0.0:5555"): max_bytes at 4x
- * GUILD_MSG_MAX_BYTES. */
+/* Binds one more endpoint to a ROUTER. A tcp endpoint needs curve: with keys it is bound as a CURVE server
+ * whose clients the context's ZAP handler judges (ipc/zap.h: make it first), then the socket is put back to
+ * plain for later binds (which the handler then also hears about, and accepts: their security was decided
+ * at their bind); an insecure curve binds plain tcp. -1 with err. */
+int guild_msg_bind(void *sock, const char *endpoint, const guild_curve_t *curve, guild_err_t *err);
+
+/* guild_msg_socket_new for control traffic over ipc (endpoint an ipc path): max_bytes at 4x
+ * GUILD_MSG_MAX_BYTES, no CURVE (so no tcp). */
+#define GUILD_MSG_CONTROL_MAX_BYTES ((int64_t)(4 * GUILD_MSG_MAX_BYTES))
 void *guild_msg_router_new(void *zctx, const char *endpoint, guild_err_t *err);
 void *guild_msg_dealer_new(void *zctx, const char *endpoint, const char *identity, guild_err_t *err);
+
+/* What a DEALER's monitor reported (guild_msg_monitor_read). */
+typedef enum guild_msg_handshake {
+    GUILD_MSG_HS_NONE = 0,    /* nothing (more) to read */
+    GUILD_MSG_HS_OK,          /* a handshake succeeded */
+    GUILD_MSG_HS_REFUSED,     /* the server refused our key (ZAP status in *value: 400) */
+    GUILD_MSG_HS_MISMATCH,    /* the two sides do not speak the same security (CURVE against plain tcp) */
+    GUILD_MSG_HS_FAILED,      /* a handshake failed otherwise (a wrong server key looks like this) */
+    GUILD_MSG_HS_OTHER,       /* an event that says nothing about security (connected, retried, ...) */
+} guild_msg_handshake_t;
+
+/* Reads one pending event of a monitor without blocking; *value: the event's value (a status code, a protocol
+ * error, an errno). */
+guild_msg_handshake_t guild_msg_monitor_read(void *monitor, uint32_t *value);
 
 /* Closes a socket made above and nulls *psock. NULL-safe. */
 void guild_msg_close(void **psock);
@@ -74,6 +109,8 @@ int guild_msg_send_frames(void *sock, const guild_msg_peer_t *to, const void *co
 guild_msg_result_t guild_msg_recv_frames(void *sock, int timeout_ms, guild_msg_frames_t *f, guild_err_t *err);
 const void *guild_msg_frame_data(guild_msg_frames_t *f, int i); /* frame i < n_kept */
 size_t guild_msg_frame_size(guild_msg_frames_t *f, int i);
+/* The name of the sender's key when frame i came over CURVE (ipc/zap.h), "" otherwise; into user[n]. */
+void guild_msg_frame_user(guild_msg_frames_t *f, int i, char *user, size_t n);
 void guild_msg_frames_close(guild_msg_frames_t *f);
 
 /* Sends env, stamped with GUILD_PROTOCOL_VERSION. On a ROUTER `to` names the peer; on a DEALER it must be

@@ -65,6 +65,7 @@ int main(int argc, char **argv)
     stage_ring_t *ring[STAGER_MAX_RINGS] = {0};
     stage_server_t *server[STAGER_MAX_RINGS] = {0};
     actor_t *actor = NULL;
+    guild_curve_t *curve = NULL;
     uint64_t t_start = guild_now_ns(), ring_bytes = 0;
 
     fd = open(model, O_RDONLY | O_CLOEXEC);
@@ -92,6 +93,8 @@ int main(int argc, char **argv)
                   map_bytes);
         ring_bytes += stage_ring_map_size(ring[i]);
     }
+    if (opt.endpoint && guild_curve_load(&curve, &opt.curve, opt.endpoint, false, &err) < 0)
+        goto out;
     if (opt.endpoint) {
         actor_config_t ac = {
             .role = GUILD__ROLE__ROLE_STAGER,
@@ -100,6 +103,7 @@ int main(int argc, char **argv)
             .name = "stager",
             .silence_ms = 3000,
             .signalled = &g_stop,
+            .curve = curve,
         };
         if (actor_new(&actor, &ac, &err) < 0)
             goto out;
@@ -120,6 +124,10 @@ int main(int argc, char **argv)
         if (actor) {
             const char *why = "";
             if (actor_stopping(actor, &why)) {
+                if (actor_failed(actor)) {
+                    guild_err_set(&err, "%s", why);
+                    goto out;
+                }
                 guild_log(GUILD_LOG_INFO, "stopping: %s", why);
                 break;
             }
@@ -153,6 +161,7 @@ out:
     if (rc)
         fprintf(stderr, "guild-stager: %s\n", err.msg);
     actor_destroy(&actor);
+    guild_curve_destroy(&curve);
     for (int i = 0; i < n_rings; i++) {
         if (server[i]) {
             stage_server_stats_t s;

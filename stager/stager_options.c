@@ -13,6 +13,7 @@ void stager_options_usage(FILE *out)
 {
     fprintf(out,
             "usage: guild-stager -m MODEL --ring NAME [--ring NAME ...] [--threads K] [--connect ENDPOINT] [-v]\n"
+            "                    [--key FILE --server-key FILE | --insecure]\n"
             "       guild-stager -m MODEL --bench [--threads K] [--runs N] [--slot-mib S]\n"
             "\n"
             "Copies pieces of the model file into pinned staging rings (shared memory created by the GPU worker\n"
@@ -25,6 +26,9 @@ void stager_options_usage(FILE *out)
             "  --threads K          copy threads per ring (default: the CPUs this process may run on)\n"
             "  --connect ENDPOINT   the coordinator's control socket (ipc://PATH or tcp://HOST:PORT): register as\n"
             "                       the stager, answer heartbeats (with the requests served), Ready to an Assign\n"
+            "  --key FILE           tcp: this stager's CURVE key pair (`guild keygen`)\n"
+            "  --server-key FILE    tcp: the coordinator's public key (its .pub file)\n"
+            "  --insecure           tcp without CURVE: no authentication, no encryption\n"
             "  --bench              measure the fill rate of the model's expert tensors instead of serving\n"
             "  --runs N             bench: runs per measurement (median reported; default 5)\n"
             "  --slot-mib S         bench: slot size in MiB (default 64)\n"
@@ -47,6 +51,9 @@ int stager_options_parse(stager_options_t *o, int argc, char **argv, guild_err_t
         {"ring", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 't'},
         {"connect", required_argument, NULL, 'c'},
+        {"key", required_argument, NULL, 'K'},
+        {"server-key", required_argument, NULL, 'P'},
+        {"insecure", no_argument, NULL, 'I'},
         {"bench", no_argument, NULL, 'B'},
         {"runs", required_argument, NULL, 'R'},
         {"slot-mib", required_argument, NULL, 'S'},
@@ -84,6 +91,9 @@ int stager_options_parse(stager_options_t *o, int argc, char **argv, guild_err_t
             o->threads = (int32_t)v;
             break;
         case 'c': o->endpoint = optarg; break;
+        case 'K': o->curve.key = optarg; break;
+        case 'P': o->curve.server_key = optarg; break;
+        case 'I': o->curve.insecure = true; break;
         case 'B': o->bench = true; break;
         case 'R':
             if (cli_parse_long("--runs", optarg, 1, 1000, &v, err) < 0)
@@ -143,7 +153,7 @@ int stager_options_check(const stager_options_t *o, guild_err_t *err)
         return guild_err_set(err, "at least one --ring NAME is required");
     if (o->threads < 1 || o->threads > 256)
         return guild_err_set(err, "--threads %d: expected 1..256", o->threads);
-    return 0;
+    return guild_curve_check(&o->curve, "--connect", o->endpoint, false, err);
 }
 
 int stager_options_match(const stager_options_t *o, const stager_options_t *a, guild_err_t *err)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "core/util/err.h"
+#include "ipc/curve.h"
 #include "proto/guild.pb-c.h"
 
 #define STAGER_MAX_RINGS 8
@@ -22,6 +23,7 @@ typedef struct stager_options {
     int32_t threads;      /* copy threads per ring (--threads; default: the CPUs this process may run on, <= 64) */
     const char *model;    /* -m: the model file to serve */
     const char *endpoint; /* --connect: the coordinator's control socket; NULL: none */
+    guild_curve_options_t curve; /* --key, --server-key, --insecure (ipc/curve.h): a tcp --connect needs them */
     bool bench;           /* --bench: measure the fill rate instead of serving */
     int32_t runs;         /* --runs: bench runs per measurement */
     int32_t slot_mib;     /* --slot-mib: bench slot size */
@@ -43,8 +45,8 @@ void stager_options_to_proto(const stager_options_t *o, Guild__StagerOptions *m,
  * are an error). */
 int stager_options_from_proto(stager_options_t *o, const Guild__StagerOptions *m, guild_err_t *err);
 
-/* The one check: a model, at least one ring unless benchmarking, threads 1..256. -1 with err (the caller adds
- * the usage). */
+/* The one check: a model, at least one ring unless benchmarking, threads 1..256, the keys a tcp --connect needs
+ * (guild_curve_check). -1 with err (the caller adds the usage). */
 int stager_options_check(const stager_options_t *o, guild_err_t *err);
 
 /* 0 when an Assign's options `a` ask for what `o` serves (the same rings and threads); -1 with err otherwise. */

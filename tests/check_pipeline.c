@@ -711,7 +711,7 @@ START_TEST(test_cpu_worker_messages)
     char data_ep[320];
     snprintf(data_ep, sizeof data_ep, "ipc://%s/data", dir);
     guild_err_t err = {{0}};
-    void *data = data_router_new(zctx, data_ep, &err);
+    void *data = data_router_new(zctx, data_ep, NULL, &err);
     ck_assert_msg(data, "%s", err.msg);
     start("guild-cpu-worker", 1);
     guild_msg_free(&(Guild__Envelope *){expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER)});

@@ -155,8 +155,39 @@ START_TEST(test_flags_fill_their_records)
     /* multi-process flags with --single-process: refused, naming every one the command has */
     char *b[] = {"x", "--single-process", "--mlock", NULL};
     ck_assert_int_eq(parse(&f, b, &err), -1);
-    ck_assert_msg(strstr(err.msg, "--cpu-workers, --listen, --arena-dir, --mlock and --spin-us are for the "
-                                  "multi-process mode, not --single-process"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "--cpu-workers, --listen, --arena-dir, --mlock, --spin-us, --key, --allow and "
+                                  "--insecure are for the multi-process mode, not --single-process"), "%s", err.msg);
+}
+END_TEST
+
+/* A tcp --listen's security: keys into the coordinator's record, or --insecure; neither is refused, as are keys
+ * without a tcp --listen (issue 19; the files are read later: tests/check_curve). */
+START_TEST(test_listen_keys)
+{
+    stack_options_t f;
+    guild_err_t err = {{0}};
+    char *a[] = {"x", "--listen", "tcp://0.0.0.0:5555", "--key", "c.key", "--allow", "allow", NULL};
+    ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(f.curve.key, "c.key");
+    ck_assert_str_eq(f.curve.allow, "allow");
+    ck_assert(!f.curve.insecure);
+    ck_assert_uint_eq(f.given, STACK_FLAG_LISTEN | STACK_FLAG_KEY | STACK_FLAG_ALLOW);
+    char *b[] = {"x", "--listen", "tcp://0.0.0.0:5555", "--insecure", NULL};
+    ck_assert_msg(parse(&f, b, &err) == 0, "%s", err.msg);
+    ck_assert(f.curve.insecure);
+    char *c[] = {"x", "--listen", "tcp://0.0.0.0:5555", NULL};
+    ck_assert_int_eq(parse(&f, c, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--listen tcp://0.0.0.0:5555: a tcp endpoint needs CURVE keys"), "%s", err.msg);
+    char *d[] = {"x", "--listen", "tcp://0.0.0.0:5555", "--key", "c.key", NULL};
+    ck_assert_int_eq(parse(&f, d, &err), -1);
+    char *e[] = {"x", "--listen", "ipc:///tmp/x", "--key", "c.key", "--allow", "a", NULL};
+    ck_assert_int_eq(parse(&f, e, &err), -1);
+    ck_assert_msg(strstr(err.msg, "are for a tcp --listen endpoint"), "%s", err.msg);
+    char *g[] = {"x", "--insecure", NULL};
+    ck_assert_int_eq(parse(&f, g, &err), -1);
+    char *h[] = {"x", "--single-process", "--insecure", NULL};
+    ck_assert_int_eq(parse(&f, h, &err), -1);
+    ck_assert_msg(strstr(err.msg, "not --single-process"), "%s", err.msg);
 }
 END_TEST
 
@@ -205,6 +236,7 @@ int main(void)
     tcase_add_test(tc, test_stager_refused);
     tcase_add_test(tc, test_help_lists_the_stager);
     tcase_add_test(tc, test_plan_flags);
+    tcase_add_test(tc, test_listen_keys);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

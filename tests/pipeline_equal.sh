@@ -99,19 +99,22 @@ for p in $HAND; do # told to shut down: they exit on their own
 done
 HAND=""
 
-# over tcp, one CPU worker through the arena and one without it (--no-shared-memory: its exchanges travel as
-# messages through the coordinator's bridge, as for a worker on another host)
+# over tcp (CURVE: tests/remote_auth.sh tests the keys), one CPU worker through the arena and one without it
+# (--no-shared-memory: its exchanges travel as messages through the coordinator's bridge, as for a worker on
+# another host)
+for n in coordinator w; do "$G" keygen -o "$T/keys" --name $n >/dev/null || fail "guild keygen"; done
 ok=""
 for try in 1 2 3; do
     PORT=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
     EP="tcp://127.0.0.1:$PORT"
     "$G" run -m "$T/mixed.gguf" -p "$PROMPT" -n 12 --temp 0.8 --seed 5 --threads 1 --batch 7 --spin-us 0 \
-        --cpu-workers 2 --listen "$EP" -v --ids-out "$T/tcp.ids" --logits-out "$T/tcp.logits" >"$T/tcp.txt" \
-        2>"$T/tcp.err" &
+        --cpu-workers 2 --listen "$EP" --key "$T/keys/coordinator.key" --allow "$T/keys/w.pub" -v \
+        --ids-out "$T/tcp.ids" --logits-out "$T/tcp.logits" >"$T/tcp.txt" 2>"$T/tcp.err" &
     GPID=$!
-    "$B/guild-cpu-worker" --connect "$EP" --no-shared-memory 2>"$T/tcp0.err" &
+    KEYS="--key $T/keys/w.key --server-key $T/keys/coordinator.pub"
+    "$B/guild-cpu-worker" --connect "$EP" --no-shared-memory $KEYS 2>"$T/tcp0.err" &
     HAND="$!"
-    "$B/guild-cpu-worker" --connect "$EP" 2>"$T/tcp1.err" &
+    "$B/guild-cpu-worker" --connect "$EP" $KEYS 2>"$T/tcp1.err" &
     HAND="$HAND $!"
     if wait $GPID; then
         ok=1
