@@ -8,6 +8,18 @@ static void key_name(char *buf, size_t size, const model_keys_t *k, const char *
     snprintf(buf, size, "%s.%s", k->arch, suffix);
 }
 
+/* Writes ARCH.suffix into key; 1 when the file has it, 0 when not and optional, -1 with an error naming the file
+ * and the key when not and required. */
+static int find(const model_keys_t *k, const char *suffix, char *key, size_t size, bool required)
+{
+    key_name(key, size, k, suffix);
+    if (gguf_find_key(k->g, key) >= 0)
+        return 1;
+    if (required)
+        return guild_err_set(k->err, "%s: metadata key %s is missing", gguf_path(k->g), key);
+    return 0;
+}
+
 bool model_key_present(const model_keys_t *k, const char *suffix)
 {
     char key[160];
@@ -19,12 +31,10 @@ int model_key_i32(const model_keys_t *k, const char *suffix, int32_t *out, bool 
                   int64_t hi)
 {
     char key[160];
-    key_name(key, sizeof key, k, suffix);
-    if (gguf_find_key(k->g, key) < 0) {
-        if (required)
-            return guild_err_set(k->err, "%s: metadata key %s is missing", gguf_path(k->g), key);
+    const int present = find(k, suffix, key, sizeof key, required);
+    if (present <= 0) {
         *out = def;
-        return 0;
+        return present;
     }
     int64_t v;
     if (gguf_get_int(k->g, key, &v, k->err) < 0)
@@ -39,12 +49,10 @@ int model_key_i32(const model_keys_t *k, const char *suffix, int32_t *out, bool 
 int model_key_f32(const model_keys_t *k, const char *suffix, float *out, bool required, float def)
 {
     char key[160];
-    key_name(key, sizeof key, k, suffix);
-    if (gguf_find_key(k->g, key) < 0) {
-        if (required)
-            return guild_err_set(k->err, "%s: metadata key %s is missing", gguf_path(k->g), key);
+    const int present = find(k, suffix, key, sizeof key, required);
+    if (present <= 0) {
         *out = def;
-        return 0;
+        return present;
     }
     double v;
     if (gguf_get_float(k->g, key, &v, k->err) < 0)
