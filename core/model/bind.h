@@ -11,11 +11,6 @@
 #include "core/model/weights.h"
 #include "core/util/err.h"
 
-typedef enum model_tensor_kind {
-    MODEL_TENSOR_F32,    /* norms and biases: read directly as float */
-    MODEL_TENSOR_MATRIX, /* used through dot products or row dequantization: any computable type */
-} model_tensor_kind_t;
-
 /* Where tensors are bound from: the file, its configuration, and the layer (names "blk.LAYER.<name>"; -1 for
  * the model's own tensors, named as given). */
 typedef struct model_binder {

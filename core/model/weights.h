@@ -16,6 +16,13 @@
 #include "core/quant/types.h"
 #include "core/util/err.h"
 
+/* What a tensor is used as: read directly as floats (norms, biases: F32 only), or through dot products or row
+ * dequantization (matrices: any type Guild computes with). */
+typedef enum model_tensor_kind {
+    MODEL_TENSOR_F32,
+    MODEL_TENSOR_MATRIX,
+} model_tensor_kind_t;
+
 typedef struct model_tensor {
     const char *name;  /* GGUF name (lives as long as the gguf_t); NULL when the tensor is absent */
     const void *data;  /* first byte in the mapping; NULL when absent */
@@ -50,6 +57,19 @@ typedef struct model_layer {
     model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], option shared expert */
     model_tensor_t shexp_down;     /* [n_ff_shexp, n_embd], option shared expert */
 } model_layer_t;
+
+/* The dense tensors of model_layer_t (all but the routed experts), in order, with their kind: X(field, kind) for
+ * each. The backends' device copies (gpu-worker/dense/cuda/cuda_state.h: cuda_layer_t), their uploads and their
+ * activation-buffer sizes are built from this list, so a part's new dense tensor is a field above, an entry here
+ * and its binding in the part's file (core/model/KIND.c). */
+#define MODEL_LAYER_DENSE_TENSORS(X)                                                                             \
+    X(attn_norm, MODEL_TENSOR_F32)                                                                               \
+    X(wq, MODEL_TENSOR_MATRIX) X(wk, MODEL_TENSOR_MATRIX) X(wv, MODEL_TENSOR_MATRIX)                             \
+    X(bq, MODEL_TENSOR_F32) X(bk, MODEL_TENSOR_F32) X(bv, MODEL_TENSOR_F32)                                      \
+    X(q_norm, MODEL_TENSOR_F32) X(k_norm, MODEL_TENSOR_F32) X(wo, MODEL_TENSOR_MATRIX)                           \
+    X(ffn_norm, MODEL_TENSOR_F32) X(router, MODEL_TENSOR_MATRIX)                                                 \
+    X(shexp_gate_inp, MODEL_TENSOR_MATRIX) X(shexp_gate, MODEL_TENSOR_MATRIX) X(shexp_up, MODEL_TENSOR_MATRIX)   \
+    X(shexp_down, MODEL_TENSOR_MATRIX)
 
 typedef struct model_weights {
     model_tensor_t token_embd;  /* [n_embd, n_vocab] */

@@ -60,10 +60,11 @@ static size_t max_act_row(const model_config_t *c, const model_weights_t *w)
     size_t m = cpu_act_row_bytes(w->output.type, c->n_embd);
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
-        const model_tensor_t *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router, &L->shexp_gate_inp,
-                                       &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+#define MATRIX(name, kind) (kind) == MODEL_TENSOR_MATRIX ? &L->name : NULL,
+        const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(MATRIX)};
+#undef MATRIX
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-            if (!all[i]->data)
+            if (!all[i] || !all[i]->data)
                 continue;
             size_t r = cpu_act_row_bytes(all[i]->type, all[i]->ne[0]);
             if (r > m)

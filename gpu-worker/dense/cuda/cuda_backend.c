@@ -80,7 +80,7 @@ static void cuda_destroy(backend_t *base)
 static size_t act_row_bytes(const cuda_tensor_t *t)
 {
     uint64_t bytes = 0;
-    if (!t->d || quant_row_bytes(quant_type_info(t->type)->dot_type, (uint64_t)t->n_in, &bytes, NULL) < 0)
+    if (!t || !t->d || quant_row_bytes(quant_type_info(t->type)->dot_type, (uint64_t)t->n_in, &bytes, NULL) < 0)
         return 0;
     return (size_t)bytes;
 }
@@ -90,8 +90,9 @@ static size_t max_act_row(const cuda_backend_t *b)
     size_t m = act_row_bytes(&b->output);
     for (int32_t il = 0; il < b->cfg->n_layer; il++) {
         const cuda_layer_t *L = &b->layers[il];
-        const cuda_tensor_t *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router, &L->shexp_gate_inp,
-                                      &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+#define MATRIX(name, kind) (kind) == MODEL_TENSOR_MATRIX ? &L->name : NULL,
+        const cuda_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(MATRIX)};
+#undef MATRIX
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
             size_t r = act_row_bytes(all[i]);
             if (r > m)

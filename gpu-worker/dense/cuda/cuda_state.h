@@ -28,9 +28,12 @@ typedef struct cuda_tensor {
     size_t row_bytes;
 } cuda_tensor_t;
 
+/* The device copy of a layer's dense tensors: one cuda_tensor_t per entry of MODEL_LAYER_DENSE_TENSORS
+ * (core/model/weights.h), named as the model_layer_t field (attn_norm, wq, ..., shexp_down). */
 typedef struct cuda_layer {
-    cuda_tensor_t attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo;
-    cuda_tensor_t ffn_norm, router, shexp_gate_inp, shexp_gate, shexp_up, shexp_down;
+#define CUDA_LAYER_FIELD(name, kind) cuda_tensor_t name;
+    MODEL_LAYER_DENSE_TENSORS(CUDA_LAYER_FIELD)
+#undef CUDA_LAYER_FIELD
 } cuda_layer_t;
 
 #define CUDA_GRAPHS 16   /* graphs kept */

@@ -79,19 +79,11 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
     for (int32_t il = 0; il < w->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
         cuda_layer_t *D = &b->layers[il];
-        if (plan_add(&p, &L->attn_norm, &D->attn_norm, false, err) < 0 ||
-            plan_add(&p, &L->wq, &D->wq, true, err) < 0 || plan_add(&p, &L->wk, &D->wk, true, err) < 0 ||
-            plan_add(&p, &L->wv, &D->wv, true, err) < 0 || plan_add(&p, &L->bq, &D->bq, false, err) < 0 ||
-            plan_add(&p, &L->bk, &D->bk, false, err) < 0 || plan_add(&p, &L->bv, &D->bv, false, err) < 0 ||
-            plan_add(&p, &L->q_norm, &D->q_norm, false, err) < 0 ||
-            plan_add(&p, &L->k_norm, &D->k_norm, false, err) < 0 || plan_add(&p, &L->wo, &D->wo, true, err) < 0 ||
-            plan_add(&p, &L->ffn_norm, &D->ffn_norm, false, err) < 0 ||
-            plan_add(&p, &L->router, &D->router, true, err) < 0 ||
-            plan_add(&p, &L->shexp_gate_inp, &D->shexp_gate_inp, true, err) < 0 ||
-            plan_add(&p, &L->shexp_gate, &D->shexp_gate, true, err) < 0 ||
-            plan_add(&p, &L->shexp_up, &D->shexp_up, true, err) < 0 ||
-            plan_add(&p, &L->shexp_down, &D->shexp_down, true, err) < 0)
-            goto out;
+#define UPLOAD(name, kind)                                                                                       \
+    if (plan_add(&p, &L->name, &D->name, (kind) == MODEL_TENSOR_MATRIX, err) < 0)                                \
+        goto out;
+        MODEL_LAYER_DENSE_TENSORS(UPLOAD)
+#undef UPLOAD
     }
     if (cuda_alloc(&b->weight_mem, p.total, &b->bytes_weights, "the dense weights", err) < 0)
         goto out;
