@@ -57,9 +57,9 @@ static uint64_t dense_bytes(const model_weights_t *w, uint64_t *widest_act)
     uint64_t a = act_row(w->output.type, w->output.ne[0]);
     for (int32_t il = 0; il < w->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
-        const model_tensor_t *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv, &L->q_norm,
-                                       &L->k_norm, &L->wo, &L->ffn_norm, &L->router, &L->shexp_gate_inp,
-                                       &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+#define DENSE(name, kind) &L->name,
+        const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(DENSE)};
+#undef DENSE
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
             sum += tensor_bytes(all[i]);
             if (all[i]->data && all[i]->ne[1] > 1) {
