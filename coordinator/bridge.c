@@ -2,13 +2,18 @@
 
 #include "coordinator/bridge.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include "core/gguf/gguf.h"
 #include "core/util/log.h"
 #include "ipc/doorbell.h"
 #include "ipc/data.h"
@@ -16,7 +21,9 @@
 #define SLICE_MS 10 /* how late a DataHello (or a stop) may be noticed */
 
 typedef struct bworker {
+    uint64_t assigned;     /* under mu: the generation assigned (may read the model file); 0: none */
     uint64_t generation;   /* under mu: 0 = not bridged */
+    char user[GUILD_CURVE_NAME_MAX]; /* under mu: the CURVE key its control connection came with ("": none) */
     /* bridge thread only: */
     uint64_t peer_generation; /* the generation whose DataHello gave `peer` */
     guild_msg_peer_t peer;
@@ -34,14 +41,83 @@ struct bridge {
     bool started;
     _Atomic int stop;
     int32_t *pairs; /* scratch [max_tokens * n_used] */
+    /* the model file ShardRead reads (bridge thread; opened at the first read) */
+    const char *model_path;
+    int fd;
+    uint64_t file_size, data_offset;
+    uint8_t *buf; /* [DATA_MAX_SHARD_BYTES] */
 };
 
-void bridge_set_worker(bridge_t *b, int worker, uint64_t generation)
+void bridge_set_worker(bridge_t *b, int worker, uint64_t generation, const char *user, bool serving)
 {
     GUILD_ASSERT(worker >= 0 && worker < b->n_workers);
     pthread_mutex_lock(&b->mu);
-    b->w[worker].generation = generation;
+    b->w[worker].assigned = generation;
+    b->w[worker].generation = serving ? generation : 0;
+    snprintf(b->w[worker].user, sizeof b->w[worker].user, "%s", user ? user : "");
     pthread_mutex_unlock(&b->mu);
+}
+
+/* Opens the model file for ShardRead: its size and where its tensor data starts (a validated GGUF). */
+static int open_model(bridge_t *b, guild_err_t *err)
+{
+    if (b->fd >= 0)
+        return 0;
+    gguf_t *g = NULL;
+    if (gguf_new(&g, b->model_path, err) < 0)
+        return -1;
+    b->file_size = gguf_file_size(g);
+    b->data_offset = gguf_data_offset(g);
+    gguf_destroy(&g);
+    if (!b->buf && !(b->buf = malloc(DATA_MAX_SHARD_BYTES)))
+        return guild_err_set(err, "out of memory");
+    if ((b->fd = open(b->model_path, O_RDONLY | O_CLOEXEC)) < 0)
+        return guild_err_errno(err, errno, "%s", b->model_path);
+    return 0;
+}
+
+/* A worker's read of the model file: answered with the bytes, or with why not. */
+static void on_shard_read(bridge_t *b, const data_msg_t *m)
+{
+    const Guild__ShardRead *r = m->hdr->shard_read;
+    char why[GUILD_ERR_MAX + 64] = "";
+    guild_err_t err = {{0}};
+    if (r->worker >= (uint32_t)b->n_workers) {
+        snprintf(why, sizeof why, "no worker %u in the plan", r->worker);
+    } else {
+        pthread_mutex_lock(&b->mu);
+        const bworker_t *w = &b->w[r->worker];
+        const bool assigned = w->assigned && w->assigned == r->generation;
+        const bool same_key = !strcmp(w->user, m->from.user);
+        pthread_mutex_unlock(&b->mu);
+        if (!assigned)
+            snprintf(why, sizeof why, "cpu-worker[%u] is not assigned generation %llu", r->worker,
+                     (unsigned long long)r->generation);
+        else if (!same_key)
+            snprintf(why, sizeof why, "cpu-worker[%u]'s control connection came with another key", r->worker);
+        else if (open_model(b, &err) < 0)
+            snprintf(why, sizeof why, "%s", err.msg);
+        else if (r->length > DATA_MAX_SHARD_BYTES || r->offset > b->file_size || r->length > b->file_size - r->offset)
+            snprintf(why, sizeof why, "bytes %llu+%llu: outside the model file (%llu bytes) or too many at once",
+                     (unsigned long long)r->offset, (unsigned long long)r->length, (unsigned long long)b->file_size);
+    }
+    size_t done = 0;
+    while (!why[0] && done < r->length) {
+        ssize_t n = pread(b->fd, b->buf + done, (size_t)r->length - done, (off_t)(r->offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            snprintf(why, sizeof why, "%s: read at %llu: %s", b->model_path, (unsigned long long)(r->offset + done),
+                     n < 0 ? strerror(errno) : "end of file");
+        else
+            done += (size_t)n;
+    }
+    if (why[0])
+        guild_log(GUILD_LOG_WARN, "bridge: shard read from %s refused: %s", m->from.user[0] ? m->from.user : "a worker",
+                  why);
+    if (data_send_shard_data(b->router, &m->from, r->offset, r->length, b->file_size, b->data_offset, b->buf,
+                             why[0] ? why : NULL, &err) < 0)
+        guild_log(GUILD_LOG_INFO, "bridge: %s", err.msg);
 }
 
 static void on_hello(bridge_t *b, const data_msg_t *m)
@@ -53,13 +129,15 @@ static void on_hello(bridge_t *b, const data_msg_t *m)
     }
     bworker_t *w = &b->w[h->worker];
     pthread_mutex_lock(&b->mu);
-    uint64_t gen = w->generation;
+    const uint64_t gen = w->assigned;
+    const bool same_key = !strcmp(w->user, m->from.user);
     pthread_mutex_unlock(&b->mu);
-    if (!gen || h->generation != gen) {
-        guild_log(GUILD_LOG_INFO, "bridge: stale hello for cpu-worker[%u] (generation %llu)", h->worker,
-                  (unsigned long long)h->generation);
+    if (!gen || h->generation != gen || !same_key) {
+        guild_log(GUILD_LOG_INFO, "bridge: %s hello for cpu-worker[%u] (generation %llu)",
+                  same_key ? "stale" : "another key's", h->worker, (unsigned long long)h->generation);
         return;
     }
+    /* kept: its exchanges come once the supervisor says it serves (bridge_set_worker) */
     w->peer = m->from;
     w->peer_generation = gen;
     w->pending = 0; /* (re)send the exchange it has to do */
@@ -156,6 +234,8 @@ static void *bridge_main(void *arg)
             continue;
         if (m.hdr->body_case == GUILD__DATA__BODY_HELLO)
             on_hello(b, &m);
+        else if (m.hdr->body_case == GUILD__DATA__BODY_SHARD_READ)
+            on_shard_read(b, &m);
         else if (m.hdr->body_case == GUILD__DATA__BODY_RESULT)
             on_result(b, &m);
         else
@@ -165,13 +245,15 @@ static void *bridge_main(void *arg)
     return NULL;
 }
 
-int bridge_new(bridge_t **out, void *zctx, const char *endpoint, const guild_curve_t *curve, guild_exchange_t *x,
-               const placement_t *plan, guild_err_t *err)
+int bridge_new(bridge_t **out, void *zctx, const char *endpoint, const char *model_path, const guild_curve_t *curve,
+               guild_exchange_t *x, const placement_t *plan, guild_err_t *err)
 {
     *out = NULL;
     bridge_t *b = calloc(1, sizeof *b);
     if (!b)
         return guild_err_set(err, "bridge: out of memory");
+    b->model_path = model_path;
+    b->fd = -1;
     pthread_mutex_init(&b->mu, NULL);
     b->x = x;
     b->plan = plan;
@@ -209,6 +291,9 @@ void bridge_destroy(bridge_t **pb)
     }
     if (b->router)
         zmq_close(b->router);
+    if (b->fd >= 0)
+        close(b->fd);
+    free(b->buf);
     free(b->w);
     free(b->pairs);
     pthread_mutex_destroy(&b->mu);

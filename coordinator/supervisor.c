@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "coordinator/bridge.h"
+#include "coordinator/shard_verify.h"
 #include "coordinator/spawn.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
@@ -67,6 +68,14 @@ typedef struct wslot {
     uint64_t *routing;   /* GPU worker counting the routing: its last answer's counts per (layer, expert) */
     size_t n_routing;
     bool stats_pending;  /* a StatsRequest awaits its answer */
+    /* a CPU worker whose shard is not read from our file (its own copy, or bytes it received): its Ready waits
+       for the comparison of its digests with ours (coordinator/shard_verify.h) */
+    bool verifying;
+    expert_digest_t *digests; /* [n_digests], its Ready's */
+    size_t n_digests;
+    char source[256];    /* where its shard came from ("received", or its --model path) */
+    char hostname[64];   /* its host, for messages */
+    uint64_t ready_first_seq;
 } wslot_t;
 
 struct sup {
@@ -86,6 +95,7 @@ struct sup {
     guild_curve_t *curve; /* a tcp --listen's keys (or its --insecure); NULL: no tcp endpoint */
     guild_zap_t *zap;     /* the judge of the CURVE clients of the tcp endpoints; NULL: none */
     bridge_t *bridge;                    /* listen mode: exchanges of workers without the arena */
+    shard_verify_t *verify;              /* listen mode: our digests of each worker's shard */
     char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
     bool router_bound, bridge_bound;     /* opts.listen (and its data socket) bound: ours to remove */
     int n_cpu;
@@ -336,7 +346,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     env.assign = &a;
     send_to(s, w, &env);
     if (s->bridge && w->role == GUILD__ROLE__ROLE_CPU_WORKER)
-        bridge_set_worker(s->bridge, w->index, w->remote ? a.generation : 0);
+        bridge_set_worker(s->bridge, w->index, w->remote ? a.generation : 0, w->peer.user, false);
     w->state = W_LOADING;
     w->since_ns = guild_now_ns();
     rc = 0;
@@ -362,8 +372,9 @@ static void record_death(sup_t *s, wslot_t *w, const char *why)
             recent++;
     int was_pid = (int)w->pid;
     if (s->bridge && w->role == GUILD__ROLE__ROLE_CPU_WORKER)
-        bridge_set_worker(s->bridge, w->index, 0);
+        bridge_set_worker(s->bridge, w->index, 0, "", false);
     w->remote = false;
+    w->verifying = false;
     w->pid = 0;
     w->peer.len = 0;
     w->state = W_EMPTY;
@@ -473,6 +484,7 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
     w->peer = *from;
     w->pid = r->pid;
     w->remote = remote;
+    snprintf(w->hostname, sizeof w->hostname, "%s", r->hostname ? r->hostname : "");
     w->last_heard_ns = guild_now_ns();
     guild_log(GUILD_LOG_INFO, "%s: registered, pid %d%s%s%s%s%s", w->name, (int)r->pid, remote ? " on " : "",
               remote ? (other_host ? r->hostname : s->host) : "", remote ? ", exchanges as messages" : "",
@@ -509,6 +521,78 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
     }
 }
 
+/* Under mu: a worker that reported Ready (and whose shard, when not read from our file, proved the same) serves. */
+static void set_ready(sup_t *s, wslot_t *w)
+{
+    w->state = W_READY;
+    w->verifying = false;
+    w->since_ns = guild_now_ns();
+    w->stall_since_ns = 0;
+    if (s->bridge && w->role == GUILD__ROLE__ROLE_CPU_WORKER && w->remote)
+        bridge_set_worker(s->bridge, w->index, w->generation, w->peer.user, true);
+    guild_log(GUILD_LOG_INFO, "%s: ready (pid %d, loaded in %.1f ms, %.1f MiB, first seq %llu)", w->name,
+              (int)w->pid, (double)w->load_ns / 1e6, (double)w->resident / 1048576.0,
+              (unsigned long long)w->ready_first_seq);
+    pthread_cond_broadcast(&s->cond);
+}
+
+/* Under mu: compares a verifying worker's digests with ours once they are computed (the watch loop asks again
+ * until then). A shard that differs fails the pipeline, as a load error does: another try reads the same file. */
+static void verify(sup_t *s, wslot_t *w)
+{
+    guild_err_t err = {{0}};
+    int rc = s->verify ? shard_verify_check(s->verify, w->index, w->digests, w->n_digests, &err)
+                       : guild_err_set(&err, "no shard verification without --listen");
+    if (rc == 0)
+        return;
+    if (rc < 0) {
+        char msg[2 * GUILD_ERR_MAX + 512];
+        snprintf(msg, sizeof msg, "%s (pid %d on %s, model %s) does not hold the experts of the coordinator's %s: %s",
+                 w->name, (int)w->pid, w->hostname[0] ? w->hostname : s->host,
+                 w->source[0] ? w->source : s->setup.model_path, s->setup.model_path, err.msg);
+        reply_error(s, &w->peer, GUILD__ERROR_CODE__ERROR_MODEL, msg); /* the worker's log says it too */
+        fail(s, "%s", msg);
+        w->verifying = false;
+        return;
+    }
+    guild_log(GUILD_LOG_INFO, "%s: its shard (%zu tensors, model %s) is the coordinator's", w->name,
+              w->n_digests ? w->n_digests - 1 : 0, w->source[0] ? w->source : s->setup.model_path);
+    set_ready(s, w);
+}
+
+/* Under mu: a Ready whose shard must be proved: its digests kept, then compared (verify). */
+static void take_digests(sup_t *s, wslot_t *w, const Guild__Ready *r)
+{
+    free(w->digests);
+    w->digests = NULL;
+    w->n_digests = 0;
+    snprintf(w->source, sizeof w->source, "%s", r->model_source && r->model_source[0] ? r->model_source : "");
+    if (r->n_digests == 0) {
+        fail(s, "%s (pid %d on %s) reports no digests of its shard, which a worker %s must (a build of another "
+             "version?)", w->name, (int)w->pid, w->hostname[0] ? w->hostname : s->host,
+             w->remote ? "without the shared memory" : "with its own model file");
+        return;
+    }
+    if (!(w->digests = calloc(r->n_digests, sizeof *w->digests))) {
+        fail(s, "%s: out of memory for its digests", w->name);
+        return;
+    }
+    for (size_t i = 0; i < r->n_digests; i++) {
+        const Guild__TensorDigest *t = r->digests[i];
+        expert_digest_t *d = &w->digests[i];
+        snprintf(d->tensor, sizeof d->tensor, "%s", t->tensor ? t->tensor : "");
+        d->type = t->type;
+        for (size_t k = 0; k < 4 && k < t->n_ne; k++)
+            d->ne[k] = t->ne[k];
+        d->first = t->first;
+        d->last = t->last;
+        d->hash = t->hash;
+    }
+    w->n_digests = r->n_digests;
+    w->verifying = true;
+    verify(s, w);
+}
+
 static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *env)
 {
     wslot_t *w = slot_by_peer(s, from);
@@ -520,17 +604,15 @@ static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *
         return;
     case GUILD__ENVELOPE__BODY_READY: {
         const Guild__Ready *r = env->ready;
-        if (!w || w->state != W_LOADING || r->generation != w->generation)
+        if (!w || w->state != W_LOADING || r->generation != w->generation || w->verifying)
             return; /* stale: from before a re-assignment */
-        w->state = W_READY;
-        w->since_ns = guild_now_ns();
         w->load_ns = r->load_ns;
         w->resident = r->resident_bytes;
-        w->stall_since_ns = 0;
-        guild_log(GUILD_LOG_INFO, "%s: ready (pid %d, loaded in %.1f ms, %.1f MiB, first seq %llu)", w->name,
-                  (int)w->pid, (double)r->load_ns / 1e6, (double)r->resident_bytes / 1048576.0,
-                  (unsigned long long)r->first_seq);
-        pthread_cond_broadcast(&s->cond);
+        w->ready_first_seq = r->first_seq;
+        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER && (w->remote || (r->model_source && r->model_source[0])))
+            take_digests(s, w, r);
+        else
+            set_ready(s, w);
         return;
     }
     case GUILD__ENVELOPE__BODY_HEARTBEAT: {
@@ -661,6 +743,10 @@ static void watch(sup_t *s, uint64_t now)
                 continue;
             }
         }
+        if (w->verifying && w->state == W_LOADING)
+            verify(s, w);
+        if (s->failed)
+            break;
         if ((w->state == W_SPAWNED || w->state == W_LOADING) && now - w->since_ns > start) {
             hung(s, w, "was not ready %u ms after it started", c->start_ms);
             continue;
@@ -906,7 +992,9 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
         } else {
             bind[0] = '\0';
         }
-        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, s->curve, s->x, setup->plan, err) < 0)
+        if (bind[0] && bridge_new(&s->bridge, s->zctx, bind, setup->model_path, s->curve, s->x, setup->plan, err) < 0)
+            goto fail;
+        if (shard_verify_new(&s->verify, setup->model_path, setup->plan, err) < 0)
             goto fail;
         s->bridge_bound = bind[0] != '\0';
     }
@@ -936,6 +1024,7 @@ void sup_destroy(sup_t **ps)
         pthread_join(s->thread, NULL);
     }
     bridge_destroy(&s->bridge);
+    shard_verify_destroy(&s->verify);
     guild_msg_close(&s->router);
     guild_zap_destroy(&s->zap); /* after the sockets it judged */
     if (s->zctx)
@@ -956,6 +1045,8 @@ void sup_destroy(sup_t **ps)
     stage_ring_destroy(&s->ring); /* after the workers: the stager and the GPU worker have let it go */
     for (int i = 0; s->w && i < s->n_w; i++)
         free(s->w[i].routing);
+    for (int i = 0; s->w && i < s->n_w; i++)
+        free(s->w[i].digests);
     free(s->w);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);

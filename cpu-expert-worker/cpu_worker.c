@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/model/expert_digest.h"
 #include "core/model/model.h"
 #include "core/util/log.h"
 #include "core/topo/topo.h"
@@ -16,6 +17,7 @@
 #include "cpu-expert-worker/cpu_worker_options.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
+#include "cpu-expert-worker/shard_fetch.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include <zmq.h>
@@ -24,6 +26,7 @@
 #include "ipc/rundir.h"
 
 #define DEFAULT_SLICE_NS 100000000u
+#define FETCH_TIMEOUT_MS 30000u /* the coordinator's longest silence while it sends a shard */
 #define MAX_CPUS 4096
 
 static volatile sig_atomic_t signalled;
@@ -34,8 +37,13 @@ typedef struct cpu_worker {
     int node;
     uint64_t generation;
     int index;            /* this worker's done counter */
-    char *model_path;
+    char *model_path;     /* the file w->model maps (NULL for a shard received) */
     model_t *model;
+    const char *own_model; /* --model: this host's copy of the model; NULL: none */
+    shard_fetch_t fetch;  /* a shard received from the coordinator (fetch.fd >= 0) */
+    const char *source;   /* where the current shard's bytes came from (Ready.model_source; "": model_path) */
+    expert_digest_t *digests; /* [n_digests] of the current shard, when its source is not the coordinator's file */
+    size_t n_digests;
     expert_shard_t *shard;
     guild_pool_t *pool;
     expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
@@ -54,6 +62,9 @@ typedef struct cpu_worker {
 
 static void release(cpu_worker_t *w)
 {
+    free(w->digests);
+    w->digests = NULL;
+    w->n_digests = 0;
     expert_pipe_destroy(&w->pipe);
     guild_pool_destroy(&w->pool);
     expert_shard_destroy(&w->shard);
@@ -98,6 +109,70 @@ static int owned_flags(const Guild__Assign *a, const model_config_t *c, uint8_t 
     return 0;
 }
 
+/* The data socket of a worker without the arena (its hello comes once it is loaded). */
+static int connect_data(cpu_worker_t *w, const cpu_worker_options_t *o, guild_err_t *err)
+{
+    char ep[1024], id[64];
+    if (data_endpoint_resolve(o->data_endpoint, w->endpoint, ep, sizeof ep, err) < 0)
+        return -1;
+    if (!w->zctx && !(w->zctx = zmq_ctx_new()))
+        return guild_err_set(err, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    snprintf(id, sizeof id, "cpu-worker-%d-data", (int)getpid());
+    if (!(w->data = data_dealer_new(w->zctx, ep, id, w->curve, err)))
+        return -1;
+    return 0;
+}
+
+static bool fetch_stop(void *actor)
+{
+    return actor_stopping(actor, NULL) || actor_assign_pending(actor);
+}
+
+/* The model the shard is read from, and the shard's flags: this host's copy (--model), the coordinator's file
+ * (a worker that maps the arena, on its host), or else the bytes the coordinator sends (shard_fetch.h). */
+static int open_model(cpu_worker_t *w, const Guild__Assign *a, uint8_t **owned, guild_err_t *err)
+{
+    *owned = NULL;
+    const char *path = w->own_model ? w->own_model : a->arena ? a->model_path : NULL;
+    w->source = w->own_model ? w->own_model : "";
+    if (w->fetch.fd >= 0 || !path) { /* a received model is received again for another assignment */
+        model_destroy(&w->model);
+        free(w->model_path);
+        w->model_path = NULL;
+        if (w->fetch.fd >= 0)
+            close(w->fetch.fd);
+        w->fetch.fd = -1;
+    }
+    if (path) {
+        if (!w->model_path || strcmp(w->model_path, path) != 0) {
+            model_destroy(&w->model);
+            free(w->model_path);
+            w->model_path = NULL;
+            if (model_new(&w->model, path, err) < 0)
+                return -1;
+            if (!(w->model_path = strdup(path)))
+                return guild_err_set(err, "out of memory");
+        }
+        return owned_flags(a, model_config(w->model), owned, err);
+    }
+    uint64_t t0 = guild_now_ns();
+    w->source = "received";
+    w->fetch = (shard_fetch_t){.data = w->data, .generation = a->generation, .worker = a->worker_index,
+                               .stop = fetch_stop, .stop_ctx = w->actor, .timeout_ms = FETCH_TIMEOUT_MS, .fd = -1};
+    if (shard_fetch_header(&w->fetch, err) < 0)
+        return -1;
+    /* the header tells where the experts are; after them, a fresh mapping shows the bytes written */
+    if (model_new(&w->model, w->fetch.path, err) < 0 || owned_flags(a, model_config(w->model), owned, err) < 0 ||
+        shard_fetch_experts(&w->fetch, w->model, *owned, err) < 0)
+        return guild_err_prefix(err, "the model received from the coordinator: ");
+    model_destroy(&w->model);
+    if (model_new(&w->model, w->fetch.path, err) < 0)
+        return guild_err_prefix(err, "the model received from the coordinator: ");
+    guild_log(GUILD_LOG_INFO, "received its shard from the coordinator: %.1f MiB in %.1f ms",
+              (double)w->fetch.bytes / 1048576.0, (double)(guild_now_ns() - t0) / 1e6);
+    return 0;
+}
+
 /* Loads what Assign asks for. -1 with err and the error code to report. */
 static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code, uint64_t *resident,
                 guild_err_t *err)
@@ -120,20 +195,16 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         return -1;
     w->index = (int)a->worker_index;
 
-    *code = GUILD__ERROR_CODE__ERROR_MODEL;
-    if (!w->model_path || strcmp(w->model_path, a->model_path) != 0) {
-        model_destroy(&w->model);
-        free(w->model_path);
-        w->model_path = NULL;
-        if (model_new(&w->model, a->model_path, err) < 0)
+    if (!a->arena) { /* exchanges as messages; a shard received the same way */
+        *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+        if (connect_data(w, o, err) < 0)
             return -1;
-        if (!(w->model_path = strdup(a->model_path)))
-            return guild_err_set(err, "out of memory");
     }
-    const model_config_t *cfg = model_config(w->model);
+    *code = GUILD__ERROR_CODE__ERROR_MODEL;
     uint8_t *owned = NULL;
-    if (owned_flags(a, cfg, &owned, err) < 0)
+    if (open_model(w, a, &owned, err) < 0)
         return -1;
+    const model_config_t *cfg = model_config(w->model);
 
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     int *cpus = malloc(MAX_CPUS * sizeof *cpus);
@@ -168,10 +239,17 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     if (prc < 0)
         goto out;
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    /* the proof that a shard not read from the coordinator's file holds its experts (compared there) */
+    if ((w->source[0] || !a->arena) &&
+        expert_digest_compute(w->model, owned, w->pool, &w->digests, &w->n_digests, err) < 0)
+        goto out;
     if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up,
                               o->expert_layout, err) < 0)
         goto out;
     *resident = expert_shard_resident_bytes(w->shard);
+    guild_err_t rerr = {{0}};
+    if (shard_fetch_release(&w->fetch, &rerr) < 0) /* the copy holds the received bytes now */
+        guild_log(GUILD_LOG_WARN, "%s", rerr.msg);
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     expert_pipe_src_t src;
     expert_pipe_src_from_shard(&src, w->shard);
@@ -183,18 +261,11 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     if (expert_pipe_new(&w->pipe, &src, w->pool, &tuning, err) < 0)
         goto out;
 
-    if (!a->arena) { /* exchanges as messages */
+    w->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns,
+                                     .timeout_ns = o->wait_slice_ns ? o->wait_slice_ns : DEFAULT_SLICE_NS};
+    if (!a->arena) { /* exchanges as messages, once the coordinator has compared the digests */
         *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
-        char ep[1024], id[64];
-        if (data_endpoint_resolve(o->data_endpoint, w->endpoint, ep, sizeof ep, err) < 0)
-            goto out;
-        if (!w->zctx && !(w->zctx = zmq_ctx_new())) {
-            guild_err_set(err, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-            goto out;
-        }
-        snprintf(id, sizeof id, "cpu-worker-%d-data", (int)getpid());
-        if (!(w->data = data_dealer_new(w->zctx, ep, id, w->curve, err)) ||
-            data_send_hello(w->data, a->generation, a->worker_index, err) < 0)
+        if (data_send_hello(w->data, a->generation, a->worker_index, err) < 0)
             goto out;
         rc = 0;
         goto out;
@@ -222,8 +293,6 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         guild_err_set(err, "assign: worker index %u, the exchange has %u workers", a->worker_index, xs->n_workers);
         goto out;
     }
-    w->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns,
-                                     .timeout_ns = o->wait_slice_ns ? o->wait_slice_ns : DEFAULT_SLICE_NS};
     rc = 0;
 out:
     free(cpus);
@@ -353,7 +422,7 @@ int cpu_worker_run(const cpu_worker_args_t *args)
     guild_log_init(tag, args->verbose >= 2 ? GUILD_LOG_DEBUG : args->verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
     int parent = (int)getppid(); /* the coordinator, when it spawned this worker */
     guild_err_t err = {{0}};
-    cpu_worker_t w = {.node = node, .endpoint = endpoint};
+    cpu_worker_t w = {.node = node, .endpoint = endpoint, .own_model = args->model, .fetch = {.fd = -1}, .source = ""};
     guild_curve_t *curve = NULL;
     if (actor_install_signals(&signalled, &err) < 0 || guild_curve_load(&curve, &args->curve, endpoint, false, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
@@ -393,7 +462,8 @@ int cpu_worker_run(const cpu_worker_args_t *args)
         /* resume after the last exchange this worker index completed (a predecessor's, after a restart); the
          * bridge knows that for a worker without the arena */
         uint64_t seq = w.x ? guild_exchange_done(w.x, w.index) + 1 : 0;
-        actor_ready(w.actor, a->generation, guild_now_ns() - t0, resident, seq);
+        actor_ready_shard(w.actor, a->generation, guild_now_ns() - t0, resident, seq, w.source, w.digests,
+                          w.n_digests);
         guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, layout %s (%lld matrices packed), "
                   "%d threads, %s", w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
                   expert_layout_name((expert_layout_t)a->cpu->expert_layout),
@@ -416,6 +486,8 @@ int cpu_worker_run(const cpu_worker_args_t *args)
     free(w.pairs);
     model_destroy(&w.model);
     free(w.model_path);
+    if (w.fetch.fd >= 0)
+        close(w.fetch.fd);
     actor_destroy(&w.actor);
     guild_curve_destroy(&curve);
     rundir_remove_orphaned(endpoint, parent);

@@ -79,7 +79,7 @@ int cpu_worker_options_check(const cpu_worker_options_t *o, guild_err_t *err)
 void cpu_worker_args_usage(FILE *out)
 {
     fprintf(out,
-            "usage: guild-cpu-worker --node N --connect ENDPOINT [--no-shared-memory]\n"
+            "usage: guild-cpu-worker --node N --connect ENDPOINT [--no-shared-memory] [--model PATH]\n"
             "                        [--key FILE --server-key FILE | --insecure] [-v]\n"
             "\n"
             "Computes the routed experts of its shard for Guild's multi-process pipeline, with its memory and\n"
@@ -90,6 +90,9 @@ void cpu_worker_args_usage(FILE *out)
             "  --connect ENDPOINT   the coordinator's control socket (ipc://PATH or tcp://HOST:PORT)\n"
             "  --no-shared-memory   do not map the coordinator's arena: exchanges travel as messages (what a\n"
             "                       worker on another host does; the coordinator needs --listen)\n"
+            "  --model PATH         this host's copy of the model (the coordinator checks that the tensors of\n"
+            "                       the shard are the same as in its own); without it, a worker that does not\n"
+            "                       map the arena receives its shard from the coordinator\n"
             "  --key FILE           tcp: this worker's CURVE key pair (`guild keygen`)\n"
             "  --server-key FILE    tcp: the coordinator's public key (its .pub file); no other is talked to\n"
             "  --insecure           tcp without CURVE: no authentication, no encryption\n"
@@ -103,6 +106,7 @@ int cpu_worker_args_parse(cpu_worker_args_t *a, int argc, char **argv, guild_err
         {"node", required_argument, NULL, 'n'},
         {"connect", required_argument, NULL, 'c'},
         {"no-shared-memory", no_argument, NULL, 'S'},
+        {"model", required_argument, NULL, 'm'},
         {"key", required_argument, NULL, 'K'},
         {"server-key", required_argument, NULL, 'P'},
         {"insecure", no_argument, NULL, 'I'},
@@ -115,7 +119,7 @@ int cpu_worker_args_parse(cpu_worker_args_t *a, int argc, char **argv, guild_err
     optind = 1;
     opterr = 0;
     int o;
-    while ((o = getopt_long(argc, argv, "n:c:vh", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "n:c:m:vh", opts, NULL)) != -1) {
         switch (o) {
         case 'n': {
             long v;
@@ -126,6 +130,7 @@ int cpu_worker_args_parse(cpu_worker_args_t *a, int argc, char **argv, guild_err
         }
         case 'c': a->endpoint = optarg; break;
         case 'S': a->shared_memory = false; break;
+        case 'm': a->model = optarg; break;
         case 'K': a->curve.key = optarg; break;
         case 'P': a->curve.server_key = optarg; break;
         case 'I': a->curve.insecure = true; break;
@@ -151,5 +156,7 @@ int cpu_worker_args_check(const cpu_worker_args_t *a, guild_err_t *err)
 {
     if (!a->endpoint || !a->endpoint[0])
         return guild_err_set(err, "--connect ENDPOINT is required");
+    if (a->model && !a->model[0])
+        return guild_err_set(err, "--model: an empty path");
     return guild_curve_check(&a->curve, "--connect", a->endpoint, false, err);
 }

@@ -52,6 +52,10 @@ typedef struct cpu_worker_args {
     int node;                    /* --node N (default 0) */
     const char *endpoint;        /* --connect ENDPOINT: the coordinator's control socket */
     bool shared_memory;          /* false: --no-shared-memory (exchanges as messages, as on another host) */
+    const char *model;           /* --model PATH: this host's copy of the model, proved the same as the
+                                    coordinator's by the digests of the shard's tensors; NULL: the coordinator's
+                                    path when the worker maps its arena, else the shard received over the data
+                                    socket */
     guild_curve_options_t curve; /* --key, --server-key, --insecure (ipc/curve.h): a tcp ENDPOINT needs them */
     int verbose;                 /* -v count */
 } cpu_worker_args_t;

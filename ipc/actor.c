@@ -433,7 +433,8 @@ static void forward(actor_t *a, Guild__Envelope *env)
         guild_log(GUILD_LOG_WARN, "cannot queue %s for the coordinator: %s", guild_msg_body_name(env), err.msg);
 }
 
-void actor_ready(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t resident_bytes, uint64_t first_seq)
+void actor_ready_shard(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t resident_bytes, uint64_t first_seq,
+                       const char *source, const expert_digest_t *d, size_t n)
 {
     Guild__Envelope env = GUILD__ENVELOPE__INIT;
     Guild__Ready r = GUILD__READY__INIT;
@@ -441,10 +442,40 @@ void actor_ready(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t res
     r.load_ns = load_ns;
     r.resident_bytes = resident_bytes;
     r.first_seq = first_seq;
+    r.model_source = (char *)(source ? source : "");
+    Guild__TensorDigest *td = n ? calloc(n, sizeof *td) : NULL;
+    Guild__TensorDigest **tp = n ? calloc(n, sizeof *tp) : NULL;
+    if (n && (!td || !tp)) {
+        free(td);
+        free(tp);
+        actor_error(a, GUILD__ERROR_CODE__ERROR_RESOURCE, false, generation, "ready: out of memory for %zu digests",
+                    n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        guild__tensor_digest__init(&td[i]);
+        td[i].tensor = (char *)d[i].tensor;
+        td[i].type = d[i].type;
+        td[i].n_ne = 4;
+        td[i].ne = (int64_t *)d[i].ne;
+        td[i].first = d[i].first;
+        td[i].last = d[i].last;
+        td[i].hash = d[i].hash;
+        tp[i] = &td[i];
+    }
+    r.n_digests = n;
+    r.digests = tp;
     env.body_case = GUILD__ENVELOPE__BODY_READY;
     env.ready = &r;
     atomic_store(&a->stats.resident_bytes, resident_bytes);
     forward(a, &env);
+    free(td);
+    free(tp);
+}
+
+void actor_ready(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t resident_bytes, uint64_t first_seq)
+{
+    actor_ready_shard(a, generation, load_ns, resident_bytes, first_seq, NULL, NULL, 0);
 }
 
 void actor_error(actor_t *a, Guild__ErrorCode code, bool fatal, uint64_t generation, const char *fmt, ...)

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/model/expert_digest.h"
 #include "core/util/err.h"
 #include "ipc/curve.h"
 #include "ipc/msg.h"
@@ -82,6 +83,10 @@ void actor_stop(actor_t *a, const char *reason);
 /* Sends Ready / Error (the message is printf-style; it is also logged). Failures are logged, not returned:
  * the coordinator notices a worker that never reports. */
 void actor_ready(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t resident_bytes, uint64_t first_seq);
+/* A CPU worker's Ready with the digests of its shard (d[n]) and where its bytes came from (source: its own
+ * model file's path, or "received"; see Ready in proto/guild.proto). */
+void actor_ready_shard(actor_t *a, uint64_t generation, uint64_t load_ns, uint64_t resident_bytes, uint64_t first_seq,
+                       const char *source, const expert_digest_t *d, size_t n);
 void actor_error(actor_t *a, Guild__ErrorCode code, bool fatal, uint64_t generation, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 

@@ -91,6 +91,38 @@ int data_send_result(void *dealer, uint64_t seq, uint32_t n_pairs, const int32_t
     return send_frames(dealer, NULL, &d, arr, len, 2, err);
 }
 
+int data_send_shard_read(void *dealer, uint64_t generation, uint32_t worker, uint64_t offset, uint64_t length,
+                         guild_err_t *err)
+{
+    Guild__Data d = GUILD__DATA__INIT;
+    Guild__ShardRead r = GUILD__SHARD_READ__INIT;
+    r.generation = generation;
+    r.worker = worker;
+    r.offset = offset;
+    r.length = length;
+    d.body_case = GUILD__DATA__BODY_SHARD_READ;
+    d.shard_read = &r;
+    return send_frames(dealer, NULL, &d, NULL, NULL, 0, err);
+}
+
+int data_send_shard_data(void *router, const guild_msg_peer_t *to, uint64_t offset, uint64_t length,
+                         uint64_t file_size, uint64_t data_offset, const void *bytes, const char *error,
+                         guild_err_t *err)
+{
+    Guild__Data d = GUILD__DATA__INIT;
+    Guild__ShardData r = GUILD__SHARD_DATA__INIT;
+    r.offset = offset;
+    r.length = error ? 0 : length;
+    r.file_size = file_size;
+    r.data_offset = data_offset;
+    r.error = (char *)(error ? error : "");
+    d.body_case = GUILD__DATA__BODY_SHARD_DATA;
+    d.shard_data = &r;
+    const void *arr[1] = {bytes};
+    size_t len[1] = {(size_t)r.length};
+    return send_frames(router, to, &d, arr, len, r.length ? 1 : 0, err);
+}
+
 void data_msg_close(data_msg_t *m)
 {
     if (m->hdr)
@@ -135,6 +167,19 @@ static int check(data_msg_t *m, guild_msg_frames_t *f, int first, guild_err_t *e
             return guild_err_set(err, "exchange result: %zu bytes of y for %u pairs", want[1], r->n_pairs);
         break;
     }
+    case GUILD__DATA__BODY_SHARD_READ:
+        break;
+    case GUILD__DATA__BODY_SHARD_DATA:
+        if (d->shard_data->length > DATA_MAX_SHARD_BYTES)
+            return guild_err_set(err, "shard data: %llu bytes in one message",
+                                 (unsigned long long)d->shard_data->length);
+        want[0] = (size_t)d->shard_data->length;
+        n_want = want[0] ? 1 : 0;
+        if (n_arr == 1 && n_want == 1 && guild_msg_frame_size(f, first) == want[0]) {
+            m->array[0] = guild_msg_frame_data(f, first); /* bytes: no alignment needed */
+            return 0;
+        }
+        break;
     default:
         return guild_err_set(err, "data message without a known body (field %d)", (int)d->body_case);
     }

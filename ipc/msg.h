@@ -22,8 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GUILD_PROTOCOL_VERSION 5u /* 2: Options gained the pipeline's fields; 3: gpu_resident_layers; 4: one options
-                                    message per role in Assign; 5: the GPU plan (proto/guild.proto) */
+#define GUILD_PROTOCOL_VERSION 6u /* 2: Options gained the pipeline's fields; 3: gpu_resident_layers; 4: one options
+                                    message per role in Assign; 5: the GPU plan; 6: shard digests in Ready,
+                                    ShardRead/ShardData (proto/guild.proto) */
 #define GUILD_MSG_MAX_BYTES ((size_t)1 << 20) /* control messages are small: a shard is a list of ranges */
 #define GUILD_MSG_MAX_IDENTITY 255             /* ZeroMQ routing ids are 1..255 bytes */
 #define GUILD_MSG_MAX_FRAMES 4                 /* frames of a received message kept (guild_msg_recv_frames) */

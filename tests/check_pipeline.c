@@ -9,6 +9,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "core/model/expert_digest.h"
 #include "core/model/model.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
@@ -704,8 +706,55 @@ START_TEST(test_cpu_worker_without_experts)
 }
 END_TEST
 
-/* Without the arena: the worker says hello on the data socket and answers an exchange request with exactly
- * its pairs, bit for bit the in-process executor's; garbage there is reported, the worker staying up. */
+/* Plays the coordinator's bridge for a worker without the arena that receives its shard: answers its reads of
+ * the model file at `path` on the data socket until its Ready comes on the control socket (returned); its
+ * hello, when it comes first, into *hello (hello->hdr NULL otherwise). */
+static Guild__Envelope *serve_shard_until_ready(void *data, const char *path, data_msg_t *hello)
+{
+    memset(hello, 0, sizeof *hello);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    gguf_t *g = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    const uint64_t data_offset = gguf_data_offset(g);
+    gguf_destroy(&g);
+    static uint8_t buf[DATA_MAX_SHARD_BYTES / 16];
+    for (int i = 0; i < 2000; i++) {
+        data_msg_t m;
+        if (data_recv(data, 5, &m, &err) == GUILD_MSG_OK) {
+            if (m.hdr->body_case == GUILD__DATA__BODY_HELLO && !hello->hdr) {
+                *hello = m;
+                continue;
+            }
+            ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_SHARD_READ);
+            const Guild__ShardRead *r = m.hdr->shard_read;
+            ck_assert_uint_le(r->length, sizeof buf);
+            ck_assert_uint_le(r->offset + r->length, (uint64_t)size);
+            ck_assert_int_eq(pread(fd, buf, (size_t)r->length, (off_t)r->offset), (ssize_t)r->length);
+            ck_assert_int_eq(data_send_shard_data(data, &m.from, r->offset, r->length, (uint64_t)size, data_offset,
+                                                  buf, NULL, &err), 0);
+            data_msg_close(&m);
+        }
+        Guild__Envelope *env = NULL;
+        guild_msg_peer_t from;
+        if (guild_msg_recv(router, 0, &from, &env, &err) == GUILD_MSG_OK) {
+            peer = from;
+            if (env->body_case == GUILD__ENVELOPE__BODY_READY) {
+                close(fd);
+                return env;
+            }
+            guild_msg_free(&env);
+        }
+    }
+    ck_abort_msg("no Ready from the worker within 10 s");
+    return NULL;
+}
+
+/* Without the arena: the worker receives its shard over the data socket and proves it (digests), says hello on
+ * the data socket and answers an exchange request with exactly its pairs, bit for bit the in-process
+ * executor's; garbage there is reported, the worker staying up. */
 START_TEST(test_cpu_worker_messages)
 {
     char data_ep[320];
@@ -716,11 +765,36 @@ START_TEST(test_cpu_worker_messages)
     start("guild-cpu-worker", 1);
     guild_msg_free(&(Guild__Envelope *){expect(GUILD__ENVELOPE__BODY_REGISTER_WORKER)});
     send_assign_data(9, model_path, 1, 2, 4, NULL, NULL, 0, data_ep);
-    Guild__Envelope *rd = expect(GUILD__ENVELOPE__BODY_READY);
-    ck_assert_uint_eq(rd->ready->generation, 9);
-    guild_msg_free(&rd);
     data_msg_t m;
-    ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
+    Guild__Envelope *rd = serve_shard_until_ready(data, model_path, &m);
+    ck_assert_uint_eq(rd->ready->generation, 9);
+    /* what it received is what we hold: the digests of layer 0's experts and layer 1's 2-5 */
+    ck_assert_str_eq(rd->ready->model_source, "received");
+    {
+        model_t *own = NULL;
+        ck_assert_int_eq(model_new(&own, model_path, &err), 0);
+        const model_config_t *c = model_config(own);
+        uint8_t *flags = calloc((size_t)c->n_layer * (size_t)c->n_expert, 1);
+        for (int e = 0; e < c->n_expert; e++)
+            flags[e] = 1;
+        for (int e = 2; e < 6; e++)
+            flags[(size_t)c->n_expert + (size_t)e] = 1;
+        expert_digest_t *d = NULL;
+        size_t nd = 0;
+        ck_assert_int_eq(expert_digest_compute(own, flags, NULL, &d, &nd, &err), 0);
+        ck_assert_uint_eq(rd->ready->n_digests, nd);
+        ck_assert_uint_eq(nd, 7);
+        for (size_t i = 0; i < nd; i++) {
+            ck_assert_str_eq(rd->ready->digests[i]->tensor, d[i].tensor);
+            ck_assert_uint_eq(rd->ready->digests[i]->hash, d[i].hash);
+        }
+        free(d);
+        free(flags);
+        model_destroy(&own);
+    }
+    guild_msg_free(&rd);
+    if (!m.hdr)
+        ck_assert_int_eq(data_recv(data, 10000, &m, &err), GUILD_MSG_OK);
     ck_assert_int_eq(m.hdr->body_case, GUILD__DATA__BODY_HELLO);
     ck_assert_uint_eq(m.hdr->hello->generation, 9);
     guild_msg_peer_t wpeer = m.from;

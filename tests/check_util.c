@@ -1,5 +1,7 @@
-/* Tests for core/util: error messages. */
+/* Tests for core/util: error messages; hash64 (XXH64) against the specification's published values, and the
+ * streaming form against the one-shot one for every split. */
 #include "core/util/err.h"
+#include "core/util/hash64.h"
 
 #include <check.h>
 #include <errno.h>
@@ -38,6 +40,42 @@ START_TEST(test_err_truncates_long_messages)
 }
 END_TEST
 
+START_TEST(test_hash64_known_values)
+{
+    /* xxHash's own and python-xxhash's published XXH64 values */
+    ck_assert_uint_eq(hash64("", 0, 0), 0xEF46DB3751D8E999ull);
+    ck_assert_uint_eq(hash64("a", 1, 0), 0xD24EC4F1A98C6E5Bull);
+    ck_assert_uint_eq(hash64("abc", 3, 0), 0x44BC2CF5AD770999ull);
+    ck_assert_uint_eq(hash64("Nobody inspects the spammish repetition", 39, 0), 0xFBCEA83C8A378BF1ull);
+    ck_assert_uint_eq(hash64("xxhash", 6, 20141025), 0xB559B98D844E0635ull);
+    ck_assert_uint_ne(hash64("abc", 3, 1), hash64("abc", 3, 0));
+}
+END_TEST
+
+START_TEST(test_hash64_streaming_equals_one_shot)
+{
+    unsigned char buf[300];
+    for (int i = 0; i < 300; i++)
+        buf[i] = (unsigned char)(i * 131 + 7);
+    for (size_t n = 0; n <= sizeof buf; n += 7) {
+        const uint64_t want = hash64(buf, n, 42);
+        for (size_t step = 1; step <= 40; step += 3) {
+            hash64_t h;
+            hash64_init(&h, 42);
+            for (size_t k = 0; k < n; k += step)
+                hash64_update(&h, buf + k, k + step <= n ? step : n - k);
+            ck_assert_uint_eq(hash64_final(&h), want);
+        }
+        /* a different byte, a different hash */
+        if (n) {
+            buf[n / 2] ^= 1;
+            ck_assert_uint_ne(hash64(buf, n, 42), want);
+            buf[n / 2] ^= 1;
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -45,6 +83,8 @@ int main(void)
     tcase_add_test(tc, test_err_set_returns_minus_one_and_formats);
     tcase_add_test(tc, test_err_prefix_and_errno);
     tcase_add_test(tc, test_err_truncates_long_messages);
+    tcase_add_test(tc, test_hash64_known_values);
+    tcase_add_test(tc, test_hash64_streaming_equals_one_shot);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

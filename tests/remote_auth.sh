@@ -78,7 +78,7 @@ for try in 1 2 3; do
         --allow "$T/allow" --ids-out "$T/tcp.ids" --logits-out "$T/tcp.logits" >"$T/tcp.txt" 2>"$T/tcp.err" &
     GPID=$!
     i=0
-    while ! grep -q "pipeline: arena" "$T/tcp.err" && kill -0 "$GPID" 2>/dev/null && [ $i -lt 100 ]; do
+    while ! grep -q "pipeline: arena" "$T/tcp.err" 2>/dev/null && kill -0 "$GPID" 2>/dev/null && [ $i -lt 100 ]; do
         sleep 0.1
         i=$((i + 1))
     done
@@ -120,5 +120,8 @@ grep -q "cpu-worker\[0\]: registered, pid [0-9]* on .*exchanges as messages, CUR
 for f in ids logits txt; do
     cmp -s "$T/ref.$f" "$T/tcp.$f" || fail "CURVE worker: $f differ from --single-process"
 done
+# it had no copy of the model: its shard came over the CURVE data socket, and was verified
+grep -q "its shard (6 tensors, model received) is the coordinator's" "$T/tcp.err" ||
+    { cat "$T/tcp.err"; fail "the received shard was not verified"; }
 
 echo "PASS: tcp endpoints need keys or --insecure; plain, unknown-key and wrong-server-key workers refused (exit 1, reason given); key file modes checked; the allowed worker gives --single-process's tokens and logits over CURVE"
