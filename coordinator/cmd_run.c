@@ -378,6 +378,7 @@ int cmd_run(int argc, char **argv)
         .text_out = stdout,
         .logits_out = logits_f,
         .ignore_eog = c.ignore_eos,
+        .check_finite = c.stack.gpu.check_finite,
     };
     int grc = gen_run(backend_stack_backend(stack), smp, cm.tok, prompt_ids.v, (int32_t)prompt_ids.n, &go, &res, &err);
     if (isatty(STDOUT_FILENO))

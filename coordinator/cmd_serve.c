@@ -53,7 +53,7 @@ enum {
     SERVE_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS |
                         STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
                         STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS | STACK_FLAG_EXPERT_LAYOUT |
-                        STACK_FLAG_RECORD_ROUTING | STACK_FLAG_ROUTING,
+                        STACK_FLAG_RECORD_ROUTING | STACK_FLAG_ROUTING | STACK_FLAG_CHECK_FINITE,
 };
 
 /* Prints words (space-separated) from column `indent` on, wrapped before column 110. */

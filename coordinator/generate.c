@@ -109,6 +109,13 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
             goto done;
         }
         int32_t id = sampler_sample(smp, logits);
+        if (opt->check_finite && sampler_nonfinite(smp) >= 0) {
+            const int32_t bad = sampler_nonfinite(smp);
+            guild_err_set(err, "non-finite value: the logits of position %d are not finite (token id %d: %g): the "
+                          "LM head (output.weight) makes them so (--check-finite off skips this check)",
+                          backend_kv_len(be) - 1, bad, (double)logits[bad]);
+            goto done;
+        }
         if (append_id(res, &ids_cap, id, err) < 0)
             goto done;
         if (!opt->ignore_eog && tok_is_eog(tok, id)) {

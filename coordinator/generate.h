@@ -32,6 +32,7 @@ typedef struct gen_options {
     FILE *text_out;    /* generated text, streamed (NULL: none) */
     FILE *logits_out;  /* one row of n_vocab float32 per sampled token (NULL: none) */
     bool ignore_eog;   /* keep going after end-of-generation tokens (benchmarks) */
+    bool check_finite; /* a NaN or infinite logit fails the loop (the sampler notes them: sampler_nonfinite) */
     int32_t n_past;    /* prompt[0..n_past) is already in the backend's KV cache (prefix reuse); < n_prompt */
     /* Called after each sampled token (the end-of-generation one excepted) with the text it completes, which
      * may be empty (a token can end inside a UTF-8 sequence), with "" between prompt batches, and once more
@@ -52,8 +53,9 @@ typedef struct gen_result {
 } gen_result_t;
 
 /* Runs the loop on a backend whose cache holds exactly prompt[0..opt->n_past) (empty when n_past is 0). The
- * prompt (n_prompt >= 1, fitting the context) is given to the sampler's history too. -1 with a message on a backend failure or a write error; *res holds what was done
- * until then. */
+ * prompt (n_prompt >= 1, fitting the context) is given to the sampler's history too. -1 with a message on a
+ * backend failure, a write error or (check_finite) a logit that is not finite; *res holds what was done until
+ * then. */
 int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
             const gen_options_t *opt, gen_result_t *res, guild_err_t *err);
 

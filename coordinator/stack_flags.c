@@ -87,9 +87,13 @@ static const flag_t flags[] = {
     {STACK_FLAG_INSECURE, "insecure", NULL,
      "a tcp --listen without CURVE: no authentication, no encryption (anyone\n"
      "who reaches the port may join as a worker and read the activations)", true},
+    {STACK_FLAG_CHECK_FINITE, "check-finite", "on|off",
+     "check every layer's residual stream and norm outputs, and the logits, for\n"
+     "NaN and infinity: a request that meets one fails with a message naming\n"
+     "the layer, the tensor and the position (default on; the output is the same)", false},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 21, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 21 flags");
+_Static_assert(N_FLAGS == 22, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 22 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -135,6 +139,11 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
     case STACK_FLAG_KEY: o->curve.key = arg; break;
     case STACK_FLAG_ALLOW: o->curve.allow = arg; break;
     case STACK_FLAG_INSECURE: o->curve.insecure = true; break;
+    case STACK_FLAG_CHECK_FINITE:
+        if (strcmp(arg, "on") && strcmp(arg, "off"))
+            return guild_err_set(err, "--check-finite %s: expected on or off", arg);
+        o->gpu.check_finite = !strcmp(arg, "on");
+        break;
     case STACK_FLAG_ARENA_DIR: o->arena_dir = arg; break;
     case STACK_FLAG_MLOCK: o->cpu.mlock = true; break;
     case STACK_FLAG_SPIN_US:

@@ -38,10 +38,11 @@ enum {
     STACK_FLAG_KEY = 1u << 18,         /* --key FILE (multi-process; with a tcp --listen) */
     STACK_FLAG_ALLOW = 1u << 19,       /* --allow FILE (multi-process; with a tcp --listen) */
     STACK_FLAG_INSECURE = 1u << 20,    /* --insecure (multi-process; with a tcp --listen) */
-    STACK_FLAGS_ALL = (1u << 21) - 1,
+    STACK_FLAG_CHECK_FINITE = 1u << 21, /* --check-finite on|off */
+    STACK_FLAGS_ALL = (1u << 22) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 21); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 22); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 

@@ -21,5 +21,6 @@ void stack_options_init(stack_options_t *o)
     o->max_restarts = 3;
     o->gpu.backend = "cpu";
     o->gpu.max_out = 8;
+    o->gpu.check_finite = true;
     o->cpu.node = -1;
 }

@@ -51,15 +51,15 @@ typedef struct stack_options {
     int max_restarts;        /* deaths of one worker within a minute that are tolerated */
     /* Each role's own settings: the flags fill these fields, the supervisor the others per assignment */
     gpu_worker_options_t gpu; /* backend (--backend) and its settings (cuda: --gpu-mem, --gpu-experts,
-                                 --no-cuda-graph, --stager, --stager-threads, --force-split), max_out; also the
-                                 single process's dense backend */
+                                 --no-cuda-graph, --stager, --stager-threads, --force-split), max_out,
+                                 check_finite (--check-finite); also the single process's dense backend */
     cpu_worker_options_t cpu; /* mlock (--mlock), expert_layout (--expert-layout) and the tuning file's row blocks
                                  and interleaving; also the single process's experts */
 } stack_options_t;
 
-/* The defaults: backend "cpu", every online CPU (at most 1024), 8 logits rows per request, doorbell spin 50 us,
- * wait slice 100 ms, heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start 120 s, 3 restarts a minute,
- * log level warn; the rest zero (n_ctx and n_batch are the command's to set). */
+/* The defaults: backend "cpu", every online CPU (at most 1024), 8 logits rows per request, the non-finite check
+ * on, doorbell spin 50 us, wait slice 100 ms, heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start
+ * 120 s, 3 restarts a minute, log level warn; the rest zero (n_ctx and n_batch are the command's to set). */
 void stack_options_init(stack_options_t *o);
 
 #endif

@@ -168,6 +168,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   .all_rows = o.count_routing,
                                   /* resident experts: their hit rate is counted too */
                                   .count_routing = o.count_routing || (planned && plan.n_resident_experts > 0),
+                                  .check_finite = o.check_finite,
                                   .plan = planned ? &plan : NULL};
     const int rc = backend_new(&g->be, o.backend, g->model, &bo, gpu_worker_options_backend_config(&o), err);
     if (planned)

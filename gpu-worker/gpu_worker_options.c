@@ -45,6 +45,7 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     c->test_split_gpu_fraction = o->cuda.test.split_gpu_fraction;
     m->cuda = c;
     m->count_routing = o->count_routing;
+    m->no_check_finite = !o->check_finite;
     guild__gpu_plan__init(&msg->plan);
     if (o->plan.given) {
         Guild__GpuPlan *p = &msg->plan;
@@ -96,6 +97,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->spin_ns = m->spin_ns;
     o->wait_slice_ns = m->wait_slice_ns;
     o->silence_ms = m->silence_ms;
+    o->check_finite = !m->no_check_finite;
     if (plan_from_proto(o, m, err) < 0)
         return -1;
     const Guild__CudaOptions *c = m->cuda;
@@ -162,8 +164,9 @@ const void *gpu_worker_options_backend_config(const gpu_worker_options_t *o)
 void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_t n)
 {
     static const char *stager[] = {"none", "thread", "process", "pin"};
-    int k = snprintf(buf, n, "backend %s, ctx %d, batch %d, %d logits rows, %d threads", o->backend ? o->backend : "?",
-                     o->n_ctx, o->n_batch, o->max_out, o->n_threads);
+    int k = snprintf(buf, n, "backend %s, ctx %d, batch %d, %d logits rows, %d threads, non-finite check %s",
+                     o->backend ? o->backend : "?", o->n_ctx, o->n_batch, o->max_out, o->n_threads,
+                     o->check_finite ? "on" : "off");
     if (k < 0 || (size_t)k >= n || !gpu_worker_options_backend_config(o))
         return;
     const cuda_config_t *c = &o->cuda;

@@ -30,6 +30,7 @@ typedef struct gpu_worker_options {
     uint32_t silence_ms;    /* the worker exits when the coordinator is silent this long; 0: its default */
     cuda_config_t cuda;     /* backend "cuda"'s own settings */
     bool count_routing;     /* its backend counts the routing per (layer, expert) (backend_options_t.count_routing) */
+    bool check_finite;      /* its backend checks for NaN and infinity (backend_options_t.check_finite; --check-finite) */
     /* The coordinator's GPU memory plan (gpu-worker/dense/gpu_plan.h), which the backend follows instead of planning
      * again: its decisions (gpu_plan_import makes the plan of them and the model). */
     struct {

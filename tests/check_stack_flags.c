@@ -129,14 +129,16 @@ START_TEST(test_flags_fill_their_records)
     ck_assert_uint_eq(d.spin_ns, 50000);
     ck_assert_int_eq(d.gpu.max_out, 8);
     ck_assert_int_eq(d.cpu.expert_layout, EXPERT_LAYOUT_AUTO);
+    ck_assert(d.gpu.check_finite);
     char *a[] = {"x", "--threads", "3", "--no-tuning", "--cpu-workers", "2", "--listen", "ipc:///tmp/l",
                  "--arena-dir", "/dev/shm", "--mlock", "--spin-us", "7", "--backend", "cuda", "--gpu-mem", "2G",
-                 "--gpu-experts", "none", "--no-cuda-graph", "--expert-layout", "packed", NULL};
+                 "--gpu-experts", "none", "--no-cuda-graph", "--expert-layout", "packed", "--check-finite", "off",
+                 NULL};
     ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(f.given, STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_LISTEN |
                                    STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
                                    STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
-                                   STACK_FLAG_EXPERT_LAYOUT);
+                                   STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_CHECK_FINITE);
     ck_assert_int_eq(f.n_threads, 3);
     ck_assert_int_eq(f.cpu_workers, 2);
     ck_assert_str_eq(f.listen, "ipc:///tmp/l");
@@ -148,6 +150,10 @@ START_TEST(test_flags_fill_their_records)
     ck_assert_int_eq(f.gpu.cuda.gpu_expert_layers, GPU_EXPERTS_NONE);
     ck_assert(f.gpu.cuda.no_graph);
     ck_assert_int_eq(f.cpu.expert_layout, EXPERT_LAYOUT_PACKED);
+    ck_assert(!f.gpu.check_finite);
+    char *c[] = {"x", "--check-finite", "yes", NULL};
+    ck_assert_int_eq(parse(&f, c, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--check-finite yes: expected on or off"), "%s", err.msg);
     /* nothing else moved: the supervision's timings stay the defaults */
     ck_assert_uint_eq(f.hang_ms, d.hang_ms);
     ck_assert_uint_eq(f.start_ms, d.start_ms);

@@ -3,21 +3,41 @@
  *   gguf_edit IN.gguf OUT.gguf --drop-tensor NAME     leave tensor NAME out
  *   gguf_edit IN.gguf OUT.gguf --set-arch NAME        general.architecture = NAME (the ARCH.* keys are kept)
  *   gguf_edit IN.gguf OUT.gguf --drop-key KEY         leave metadata key KEY out
+ *   gguf_edit IN.gguf OUT.gguf --set-nan NAME[:I]     element I (default 0) of F32 tensor NAME = NaN
+ *   gguf_edit IN.gguf OUT.gguf --set-inf NAME[:I]     the same with +infinity
  * Exit status 0, or 1 with a message. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/gguf/gguf.h"
 #include "core/gguf/gguf_writer.h"
+#include "core/quant/types.h"
 
 int main(int argc, char **argv)
 {
     if (argc != 5 || (strcmp(argv[3], "--drop-tensor") && strcmp(argv[3], "--set-arch") &&
-                      strcmp(argv[3], "--drop-key"))) {
-        fprintf(stderr, "usage: gguf_edit IN OUT --drop-tensor NAME | --set-arch NAME | --drop-key KEY\n");
+                      strcmp(argv[3], "--drop-key") && strcmp(argv[3], "--set-nan") && strcmp(argv[3], "--set-inf"))) {
+        fprintf(stderr, "usage: gguf_edit IN OUT --drop-tensor NAME | --set-arch NAME | --drop-key KEY | "
+                        "--set-nan NAME[:I] | --set-inf NAME[:I]\n");
         return 1;
     }
     const char *what = argv[3], *arg = argv[4];
+    /* --set-nan / --set-inf: the tensor's name and the element */
+    const bool poke = !strcmp(what, "--set-nan") || !strcmp(what, "--set-inf");
+    char poke_name[256] = "";
+    uint64_t poke_at = 0;
+    if (poke) {
+        snprintf(poke_name, sizeof poke_name, "%s", arg);
+        char *colon = strrchr(poke_name, ':');
+        if (colon) {
+            *colon = '\0';
+            poke_at = strtoull(colon + 1, NULL, 10);
+        }
+    }
+    bool poked = false;
     guild_err_t err = {{0}};
     gguf_t *g = NULL;
     gguf_writer_t *w = NULL;
@@ -46,8 +66,32 @@ int main(int argc, char **argv)
         const gguf_tensor_t *t = gguf_tensor(g, i);
         if (!strcmp(what, "--drop-tensor") && !strcmp(t->name, arg))
             continue;
+        if (poke && !strcmp(t->name, poke_name)) {
+            if (t->type != (uint32_t)GUILD_TYPE_F32 || poke_at >= t->size / sizeof(float)) {
+                guild_err_set(&err, "%s: not an F32 tensor with an element %llu", poke_name,
+                              (unsigned long long)poke_at);
+                goto done;
+            }
+            float *copy = malloc(t->size);
+            if (!copy) {
+                guild_err_set(&err, "out of memory");
+                goto done;
+            }
+            memcpy(copy, t->data, t->size);
+            copy[poke_at] = !strcmp(what, "--set-nan") ? NAN : INFINITY;
+            const int wr = gguf_writer_write_tensor(w, k++, copy, t->size, &err);
+            free(copy);
+            if (wr < 0)
+                goto done;
+            poked = true;
+            continue;
+        }
         if (gguf_writer_write_tensor(w, k++, t->data, t->size, &err) < 0)
             goto done;
+    }
+    if (poke && !poked) {
+        guild_err_set(&err, "no tensor %s", poke_name);
+        goto done;
     }
     if (gguf_writer_finish(w, &err) < 0)
         goto done;

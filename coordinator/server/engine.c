@@ -98,6 +98,7 @@ static void run_job(engine_t *e, job_t *j)
         .n_ctx = e->c.stack->n_ctx,
         .n_vocab = e->n_vocab,
         .ignore_eog = sp->ignore_eos,
+        .check_finite = e->c.stack->gpu.check_finite,
         .n_past = n_past,
         .on_text = on_text,
         .on_text_ctx = &r,

@@ -20,6 +20,7 @@ struct sampler {
     uint8_t *penalised;  /* [n_vocab] marks, all zero between calls */
     int32_t *history;    /* [repeat_last_n] ring of accepted tokens */
     int64_t n_accepted;  /* tokens accepted since the last reset */
+    int32_t nonfinite;   /* the first id whose logit was NaN or infinite in the last sampler_sample; -1: none */
 };
 
 void sample_params_default(sample_params_t *p)
@@ -55,6 +56,7 @@ int sampler_new(sampler_t **out, const sample_params_t *p, int32_t n_vocab, guil
         return guild_err_set(err, "sampler: out of memory");
     s->p = *p;
     s->n_vocab = n_vocab;
+    s->nonfinite = -1;
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
     s->penalised = calloc((size_t)n_vocab, 1);
@@ -144,13 +146,24 @@ static void select_sorted(candidate_t *cand, int32_t n, int32_t k)
     qsort(cand, (size_t)k, sizeof *cand, cmp_candidate);
 }
 
+int32_t sampler_nonfinite(const sampler_t *s)
+{
+    return s->nonfinite;
+}
+
 int32_t sampler_sample(sampler_t *s, const float *logits)
 {
     const sample_params_t *p = &s->p;
     int32_t n = s->n_vocab;
     candidate_t *cand = s->cand;
-    for (int32_t i = 0; i < n; i++)
-        cand[i] = (candidate_t){isnan(logits[i]) ? -INFINITY : logits[i], i};
+    int32_t nonfinite = -1;
+    for (int32_t i = 0; i < n; i++) {
+        const float l = logits[i];
+        if (!isfinite(l) && nonfinite < 0)
+            nonfinite = i;
+        cand[i] = (candidate_t){isnan(l) ? -INFINITY : l, i};
+    }
+    s->nonfinite = nonfinite;
 
     if (p->repeat_penalty != 1.0f && p->repeat_last_n > 0) {
         int64_t have = s->n_accepted < p->repeat_last_n ? s->n_accepted : p->repeat_last_n;

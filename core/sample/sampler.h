@@ -47,6 +47,10 @@ void sampler_accept(sampler_t *s, int32_t token);
 /* Chooses a token from logits[n_vocab] (not modified). Advances the PRNG only when it draws (temp > 0). */
 int32_t sampler_sample(sampler_t *s, const float *logits);
 
+/* The lowest token id whose logit was NaN or infinite in the last sampler_sample call (noted in the pass that
+ * reads them anyway), or -1 when all were finite. */
+int32_t sampler_nonfinite(const sampler_t *s);
+
 /* Forgets the history and reseeds the PRNG with the parameters' seed. */
 void sampler_reset(sampler_t *s);
 

@@ -36,6 +36,9 @@ typedef struct backend_options {
     bool all_rows;    /* run every token through the last layer, even those whose logits nobody asked for
                          (routing statistics); otherwise a backend may skip them */
     bool count_routing; /* count the routed pairs per (layer, expert) (backend_routing) and in backend_stats */
+    bool check_finite; /* check the residual stream and the norms' outputs for NaN and infinity
+                          (gpu-worker/dense/finite_check.h): a find fails the forward call with a message naming
+                          the layer, the tensor and the position; the values are the same bits either way */
     const struct gpu_plan *plan; /* the GPU memory plan to follow (gpu-worker/dense/gpu_plan.h; read during creation
                                   only), computed once by the caller for every process; its n_batch must be
                                   n_batch. NULL: a backend that plans computes its own from its settings. A

@@ -90,6 +90,8 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     cpu_parts_support(&parts);
     if (model_parts_check(c, &parts, "cpu backend", err) < 0)
         return -1;
+    if (opt->check_finite && finite_check_fits(c, opt->n_batch, err) < 0)
+        return guild_err_prefix(err, "cpu backend: ");
     if (opt->moe->ops->mem != MOE_EXEC_HOST)
         return guild_err_set(err, "cpu backend: the routed-expert executor \"%s\" works on device memory",
                              opt->moe->ops->name);
@@ -104,6 +106,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
     b->all_rows = opt->all_rows;
+    b->check_finite = opt->check_finite;
     b->n_threads = guild_pool_threads(opt->pool);
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
@@ -167,14 +170,6 @@ static void embed_task(void *ctx, int64_t t, int thread)
     cpu_rope_table(&b->rope, b->kv_len + (int32_t)t, b->rope_cs + t * b->cfg->n_rot);
 }
 
-static void output_norm_task(void *ctx, int64_t j, int thread)
-{
-    cpu_backend_t *b = ctx;
-    const int64_t E = b->cfg->n_embd;
-    (void)thread;
-    cpu_rmsnorm(b->xn + j * E, b->x + j * E, b->w->output_norm.data, E, b->cfg->norm_eps);
-}
-
 static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
                        const int32_t *out_rows, float *logits, guild_err_t *err)
 {
@@ -216,7 +211,8 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
         memcpy(b->x, scratch, (size_t)n_out * (size_t)c->n_embd * sizeof(float));
     }
     if (n_out > 0) {
-        guild_pool_run(b->pool, n_out, output_norm_task, b);
+        if (cpu_norm_rows(b, &b->w->output_norm, n_out, 2 * (uint32_t)c->n_layer, out_rows, err) < 0)
+            return -1;
         cpu_linear(b->pool, &b->w->output, 0, c->n_vocab, n_out, b->xn, c->n_embd, logits, c->n_vocab, b->act);
     }
     b->kv_len += n;

@@ -11,11 +11,17 @@
 #include <stdint.h>
 
 #include "core/model/config.h"
+#include "gpu-worker/dense/finite_check.h"
 
 /* RMSNorm as ggml computes it: sum of x[i]*x[i] (float products) accumulated in double over ascending i;
  * mean = (float)(sum / n); scale = 1 / sqrtf(mean + eps); out[i] = (x[i] * scale) * w[i].
  * out may alias x. */
 void cpu_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+
+/* cpu_rmsnorm (the same bits) with the non-finite check of gpu-worker/dense/finite_check.h: FINITE_NONE when the
+ * row x and the output are finite, else the find's key with site and row 0 (the caller adds them). out must not
+ * alias x. */
+uint64_t cpu_rmsnorm_checked(float *out, const float *x, const float *w, int64_t n, float eps);
 
 /* RoPE tables: cos/sin for one position, for each of the n_rot/2 rotation pairs. */
 typedef struct cpu_rope {

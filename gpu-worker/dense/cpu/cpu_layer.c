@@ -5,7 +5,10 @@
  *   x  += attention part (xn)        writes every row's K/V; only the kept rows go on
  *   xn  = rmsnorm(x, ffn_norm)
  *   x  += FFN part (xn)              a MoE FFN asks the router part for its experts
+ *
+ * The norms are where the stream is checked for NaN and infinity (gpu-worker/dense/finite_check.h).
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "gpu-worker/dense/cpu/cpu_parts.h"
@@ -13,6 +16,9 @@
 typedef struct norm_job {
     cpu_backend_t *b;
     const model_tensor_t *w;
+    uint32_t site;           /* of the non-finite check (finite_check.h) */
+    const int32_t *rows;     /* the batch row of each row (a narrowed batch); NULL: the same */
+    _Atomic uint64_t found;  /* FINITE_NONE, or the smallest find's key */
 } norm_job_t;
 
 static void norm_task(void *ctx, int64_t t, int thread)
@@ -20,7 +26,28 @@ static void norm_task(void *ctx, int64_t t, int thread)
     norm_job_t *j = ctx;
     const int64_t E = j->b->cfg->n_embd;
     (void)thread;
-    cpu_rmsnorm(j->b->xn + t * E, j->b->x + t * E, j->w->data, E, j->b->cfg->norm_eps);
+    float *out = j->b->xn + t * E;
+    const float *x = j->b->x + t * E;
+    if (!j->b->check_finite) {
+        cpu_rmsnorm(out, x, j->w->data, E, j->b->cfg->norm_eps);
+        return;
+    }
+    uint64_t key = cpu_rmsnorm_checked(out, x, j->w->data, E, j->b->cfg->norm_eps);
+    if (key == FINITE_NONE)
+        return;
+    key |= FINITE_KEY(j->site, 0, j->rows ? j->rows[t] : t, 0);
+    uint64_t cur = atomic_load(&j->found);
+    while (key < cur && !atomic_compare_exchange_weak(&j->found, &cur, key))
+        ;
+}
+
+int cpu_norm_rows(cpu_backend_t *b, const model_tensor_t *w, int32_t n, uint32_t site, const int32_t *rows,
+                  guild_err_t *err)
+{
+    norm_job_t j = {.b = b, .w = w, .site = site, .rows = rows, .found = FINITE_NONE};
+    guild_pool_run(b->pool, n, norm_task, &j);
+    const uint64_t found = atomic_load(&j.found);
+    return found == FINITE_NONE ? 0 : finite_report(found, b->cfg, b->kv_len, err);
 }
 
 void cpu_gather_rows(float *buf, int64_t width, const int32_t *keep, int32_t n_keep, float *scratch)
@@ -37,8 +64,8 @@ int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *ke
     const model_layer_t *L = &b->w->layers[il];
     const model_layer_parts_t lp = model_layer_parts(c, il);
 
-    norm_job_t j = {b, &L->attn_norm};
-    guild_pool_run(b->pool, n, norm_task, &j);
+    if (cpu_norm_rows(b, &L->attn_norm, n, 2 * (uint32_t)il, NULL, err) < 0)
+        return -1;
     if (keep) /* x is read again only by the residual of the kept rows; proj is free until the part writes it */
         cpu_gather_rows(b->x, c->n_embd, keep, n_keep, b->proj);
     if (cpu_attn_parts[lp.attn->kind]->forward(b, lp.attn, il, n, keep, n_keep, err) < 0)
@@ -48,8 +75,8 @@ int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *ke
     if (n == 0)
         return 0;
 
-    j.w = &L->ffn_norm;
-    guild_pool_run(b->pool, n, norm_task, &j);
+    if (cpu_norm_rows(b, &L->ffn_norm, n, 2 * (uint32_t)il + 1, keep, err) < 0)
+        return -1;
     if (cpu_ffn_parts[lp.ffn->kind]->forward(b, &lp, il, n, err) < 0)
         return guild_err_prefix(err, "layer %d: ", il);
     return 0;

@@ -25,6 +25,7 @@ typedef struct cpu_backend {
     int32_t n_batch;        /* rows of every activation buffer */
     int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */
     bool all_rows;          /* no narrowing in the last layer (backend_options_t.all_rows) */
+    bool check_finite;      /* the norms check for NaN and infinity (gpu-worker/dense/finite_check.h) */
     int n_threads;
     cpu_rope_t rope;
 
@@ -57,7 +58,14 @@ typedef struct cpu_backend {
 /* Runs layer il on the n tokens of the batch held in b->x (their positions are kv_len + t), writing their K/V
  * into the cache. With keep != NULL (the last layer), only rows keep[0..n_keep) go on past the K/V write, moved
  * to rows 0..n_keep-1 of b->x: the other rows' outputs would never be read. Each kept row's values are the same
- * bits as without narrowing. -1 with a message when the expert executor fails. */
+ * bits as without narrowing. -1 with a message when the expert executor fails, or when the non-finite check
+ * finds a NaN or an infinity in the residual stream or the output of a norm. */
+/* b->xn rows 0..n-1 = rmsnorm(b->x rows, w), with the non-finite check at `site` when b->check_finite: rows[t]
+ * (NULL: t) is the batch row of row t, for the message. -1 with the message of the first find
+ * (finite_report), 0 otherwise; the rows are normed either way. */
+int cpu_norm_rows(cpu_backend_t *b, const model_tensor_t *w, int32_t n, uint32_t site, const int32_t *rows,
+                  guild_err_t *err);
+
 int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *keep, int32_t n_keep,
                       guild_err_t *err);
 

@@ -23,6 +23,7 @@
 #include "core/quant/quant.h"
 #include "core/util/log.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
+#include "gpu-worker/dense/finite_check.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -61,11 +62,14 @@ static void cuda_destroy(backend_t *base)
         cudaEventDestroy(b->done);
     if (b->h_logits)
         cudaFreeHost(b->h_logits);
+    if (b->h_finite)
+        cudaFreeHost(b->h_finite);
     void **bufs[] = {&b->weight_mem, (void **)&b->rope_cs, (void **)&b->k_cache, (void **)&b->v_cache,
                      (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
                      (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
-                     (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch};
+                     (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch,
+                     (void **)&b->d_finite};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (b->h_tokens)
@@ -316,6 +320,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     cuda_parts_support(&parts);
     if (model_parts_check(c, &parts, "cuda backend", err) < 0 || check_shapes(c, err) < 0)
         return -1;
+    if (opt->check_finite && finite_check_fits(c, opt->n_batch, err) < 0)
+        return guild_err_prefix(err, "cuda backend: ");
     char why[256];
     if (cuda_device_count(why, sizeof why) < 1)
         return guild_err_set(err, "cuda backend: no CUDA device (%s)", why);
@@ -385,6 +391,11 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         goto fail;
     }
     memset(b->h_tokens, 0, (2 * NB + 2) * sizeof(int32_t));
+    if (opt->check_finite &&
+        (cuda_alloc((void **)&b->d_finite, sizeof *b->d_finite, sc, "the non-finite check", err) < 0 ||
+         cuda_check(cudaMallocHost((void **)&b->h_finite, sizeof *b->h_finite), "pinned memory of the non-finite "
+                    "check", err) < 0))
+        goto fail;
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
         setup_experts(b, m, opt, cc, &plan, err) < 0)
         goto fail;
@@ -432,13 +443,17 @@ static int enqueue_layers(cuda_backend_t *b, int32_t n, guild_err_t *err)
         cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
                       err) < 0)
         return -1;
+    if (b->d_finite && /* FINITE_NONE: every byte 0xff */
+        cuda_check(cudaMemsetAsync(b->d_finite, 0xff, sizeof *b->d_finite, s), "reset the non-finite check", err) < 0)
+        return -1;
     for (int32_t il = 0; il < b->cfg->n_layer; il++)
         if (cuda_layer_forward(b, il, n, err) < 0)
             return -1;
     return 0;
 }
 
-/* Output norm and LM head of the n_out rows staged after the tokens, logits copied to dst (host memory). */
+/* Output norm and LM head of the n_out rows staged after the tokens, logits copied to dst (host memory); then
+ * the non-finite check's word to the host. */
 static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -446,13 +461,16 @@ static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_
     cudaStream_t s = b->stream;
     for (int32_t j0 = 0; j0 < n_out; j0 += b->logit_rows) {
         const int32_t nr = n_out - j0 < b->logit_rows ? n_out - j0 : b->logit_rows;
-        if (cuda_rmsnorm(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr, c->norm_eps, s,
-                         err) < 0 ||
+        if (cuda_rmsnorm_checked(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr,
+                                 c->norm_eps, b->d_finite, 2 * (uint32_t)c->n_layer, s, err) < 0 ||
             cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
             cuda_check(cudaMemcpyAsync(dst + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
                                        cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
             return -1;
     }
+    if (b->d_finite && cuda_check(cudaMemcpyAsync(b->h_finite, b->d_finite, sizeof *b->h_finite,
+                                                  cudaMemcpyDeviceToHost, s), "copy the non-finite check", err) < 0)
+        return -1;
     return 0;
 }
 
@@ -568,6 +586,11 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     if (cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 || cuda_moe_sync(b->moe, b->done, err) < 0 ||
         cuda_moe_result(b->moe, err) < 0)
         goto fail;
+    /* the check's finds, read where the step synchronises anyway */
+    if (b->h_finite && *b->h_finite != FINITE_NONE) {
+        finite_report(*b->h_finite, c, b->kv_len, err);
+        goto fail;
+    }
     if (staged)
         memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
     b->kv_len += n;

@@ -85,6 +85,14 @@ int cuda_get_rows(guild_type_t type, const void *w, size_t row_bytes, int64_t n,
 int cuda_rmsnorm(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,
                  int64_t n, int32_t n_rows, float eps, cudaStream_t s, guild_err_t *err);
 
+/* cuda_rmsnorm (the same bits) with the non-finite check of gpu-worker/dense/finite_check.h at `site` (<
+ * FINITE_MAX_SITES): a find's key, with the row x is read from (rows[i] or i), is atomically min'ed into the
+ * device word *found, which the caller sets to FINITE_NONE before and reads after the stream has run it.
+ * found NULL: cuda_rmsnorm. out may alias x as there. */
+int cuda_rmsnorm_checked(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,
+                         int64_t n, int32_t n_rows, float eps, uint64_t *found, uint32_t site, cudaStream_t s,
+                         guild_err_t *err);
+
 /* cpu_rope_apply on n_heads heads of head_dim floats of each of n_tok rows (ldx floats apart); token t uses
  * table row pos0 + t of cs (n_rot floats per position: cos, sin pairs, as cpu_rope_table writes them). */
 int cuda_rope(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,

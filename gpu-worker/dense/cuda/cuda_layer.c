@@ -3,7 +3,8 @@
  *
  *   xn = rmsnorm(x, attn_norm);  x += attention part (xn);  xn = rmsnorm(x, ffn_norm);  x += FFN part (xn)
  *
- * and cuda_linear, the matrix product every part and the LM head use.
+ * and cuda_linear, the matrix product every part and the LM head use. The norms check the stream for NaN and
+ * infinity on the device (gpu-worker/dense/finite_check.h).
  */
 #include "core/quant/quant.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -36,9 +37,12 @@ int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *er
     const int64_t E = c->n_embd;
     const model_layer_parts_t lp = model_layer_parts(c, il);
     cudaStream_t s = b->stream;
-    if (cuda_rmsnorm(b->xn, E, b->x, E, NULL, L->attn_norm.d, E, n, c->norm_eps, s, err) < 0 ||
+    const uint32_t site = 2 * (uint32_t)il; /* the non-finite check's (finite_check.h): NULL d_finite, none */
+    if (cuda_rmsnorm_checked(b->xn, E, b->x, E, NULL, L->attn_norm.d, E, n, c->norm_eps, b->d_finite, site, s,
+                             err) < 0 ||
         cuda_attn_parts[lp.attn->kind]->forward(b, lp.attn, il, n, err) < 0 ||
-        cuda_rmsnorm(b->xn, E, b->x, E, NULL, L->ffn_norm.d, E, n, c->norm_eps, s, err) < 0 ||
+        cuda_rmsnorm_checked(b->xn, E, b->x, E, NULL, L->ffn_norm.d, E, n, c->norm_eps, b->d_finite, site + 1, s,
+                             err) < 0 ||
         cuda_ffn_parts[lp.ffn->kind]->forward(b, &lp, il, n, err) < 0)
         return guild_err_prefix(err, "layer %d: ", il);
     return 0;

@@ -113,6 +113,11 @@ typedef struct cuda_backend {
     float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
                                    host-registered */
     cudaEvent_t done;           /* recorded after each step */
+    /* The non-finite check (backend_options_t.check_finite; gpu-worker/dense/finite_check.h): the norms min their
+     * finds into d_finite, set to FINITE_NONE at the start of a step and copied to h_finite at its end, which the
+     * host reads after the step's one synchronisation. NULL: no check. */
+    uint64_t *d_finite;         /* device word */
+    uint64_t *h_finite;         /* pinned */
     int32_t gpu_expert_layers;  /* layers whose experts run on the device */
 
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */

@@ -31,17 +31,21 @@ static __global__ void router_kernel(const float *__restrict__ logits, int n_tok
         p[e] = p[e] * inv;
     __syncwarp();
 
-    /* Slot s ends in lane s. Probabilities are >= 0, so -1 marks an expert already taken. */
+    /* Slot s ends in lane s. Probabilities are >= 0, so -1 marks an expert already taken. A NaN (non-finite
+     * logits, which the non-finite check reports after the step) counts as -0.5: below every probability, above
+     * a taken expert, so that every slot still names a valid expert and the step runs to its end. */
     float my_w = 0.0f;
     int my_id = 0;
     for (int s = 0; s < k; s++) {
         float bv = -1.0f;
         int bi = 0x7fffffff;
-        for (int e = lane; e < n_expert; e += WARP_SIZE)
-            if (p[e] > bv) {
-                bv = p[e];
+        for (int e = lane; e < n_expert; e += WARP_SIZE) {
+            const float pe = isnan(p[e]) ? -0.5f : p[e];
+            if (pe > bv) {
+                bv = pe;
                 bi = e;
             }
+        }
 #pragma unroll
         for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
             const float ov = __shfl_xor_sync(FULL_MASK, bv, o);
