@@ -187,6 +187,14 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
                 (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
 }
 
+int backend_stack_health(backend_stack_t *s, char *why, size_t n)
+{
+    if (s->pipe)
+        return pipeline_health(s->pipe, why, n);
+    snprintf(why, n, "%s", "");
+    return 0;
+}
+
 const char *backend_stack_describe(const backend_stack_t *s)
 {
     return s->single_process ? "single process" : "GPU worker + CPU expert workers";

@@ -53,6 +53,11 @@ const moe_exec_t *backend_stack_experts(const backend_stack_t *s);
  * the GPU, when it did. */
 void backend_stack_print_stats(backend_stack_t *s, FILE *out);
 
+/* Whether a request can succeed now: 0 (why ""), 1 degraded (the pipeline backs off from a worker that died
+ * too often: requests fail until it is ready again) or -1 failed for good, with the reason in why[n]. The one
+ * call that may come from another thread than the stack's. */
+int backend_stack_health(backend_stack_t *s, char *why, size_t n);
+
 /* "single process" or "GPU worker + N CPU expert workers"-style description, for start-up messages. */
 const char *backend_stack_describe(const backend_stack_t *s);
 

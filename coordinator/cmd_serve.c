@@ -341,6 +341,18 @@ int cmd_serve(int argc, char **argv)
     char why[1024] = "";
     chat_tmpl_t tmpl;
 
+    /* the port first: a port in use is said at once, not after the model loads; until the model is ready every
+     * request gets 503 (api_server_t.ready) */
+    api_server_t api = {.ready = 0};
+    http_options_t ho = {
+        .host = c.host,
+        .port = c.port,
+        .max_body = c.max_body,
+        .max_connections = 64,
+        .idle_timeout_s = 60,
+    };
+    if (http_server_start(&http, &ho, api_handle, &api, &err) < 0)
+        goto fail;
     if (cmd_model_init(&cm, c.model, &err) < 0)
         goto fail;
     const char *model_path = cm.path;
@@ -378,27 +390,17 @@ int cmd_serve(int argc, char **argv)
         goto fail;
 
     size_t eos_len = 0;
-    api_server_t api = {
-        .tok = tok,
-        .engine = engine,
-        .chat = tmpl,
-        .chat_error = why,
-        .eos_text = tok_eos(tok) >= 0 ? tok_text(tok, tok_eos(tok), &eos_len) : NULL,
-        .model_id = id,
-        .n_ctx = n_ctx,
-        .n_vocab = mc->n_vocab,
-        .api_key = c.api_key,
-        .created = (int64_t)time(NULL),
-    };
-    http_options_t ho = {
-        .host = c.host,
-        .port = c.port,
-        .max_body = c.max_body,
-        .max_connections = 64,
-        .idle_timeout_s = 60,
-    };
-    if (http_server_start(&http, &ho, api_handle, &api, &err) < 0)
-        goto fail;
+    api.tok = tok;
+    api.engine = engine;
+    api.chat = tmpl;
+    api.chat_error = why;
+    api.eos_text = tok_eos(tok) >= 0 ? tok_text(tok, tok_eos(tok), &eos_len) : NULL;
+    api.model_id = id;
+    api.n_ctx = n_ctx;
+    api.n_vocab = mc->n_vocab;
+    api.api_key = c.api_key;
+    api.created = (int64_t)time(NULL);
+    __atomic_store_n(&api.ready, 1, __ATOMIC_RELEASE);
     guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, queue %d, prefix cache %s",
               c.stack.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.gpu.backend,
               c.stack.n_threads,
@@ -411,9 +413,23 @@ int cmd_serve(int argc, char **argv)
     fprintf(stderr, "guild serve: listening on http://%s%s%s:%d/ (model %s)\n", strchr(c.host, ':') ? "[" : "",
             c.host, strchr(c.host, ':') ? "]" : "", http_server_port(http), id);
 
+    /* until SIGINT or SIGTERM; a pipeline that failed for good (a worker that cannot load its part) ends the
+     * server with status 1, for a service manager to start it again (a worker that died too often is backed
+     * off from and started again within: /health says 503 meanwhile) */
     int sig = 0;
-    while (sigwait(&stop_sigs, &sig) != 0)
-        ;
+    for (;;) {
+        const struct timespec tick = {1, 0};
+        sig = sigtimedwait(&stop_sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+        char health[1024];
+        if (engine_health(engine, health, sizeof health) < 0) {
+            guild_err_set(&err, "the pipeline failed: %s; exiting (status 1)", health);
+            http_server_quiesce(http);
+            engine_shutdown(engine);
+            goto fail;
+        }
+    }
     fprintf(stderr, "guild serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_quiesce(http); /* no new connections; the engine ends the jobs in flight */
     engine_shutdown(engine);

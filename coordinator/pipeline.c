@@ -93,6 +93,11 @@ fail:
     return -1;
 }
 
+int pipeline_health(pipeline_t *p, char *why, size_t n)
+{
+    return sup_health(p->sup, why, n);
+}
+
 void pipeline_destroy(pipeline_t **pp)
 {
     pipeline_t *p = *pp;

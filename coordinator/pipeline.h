@@ -25,6 +25,10 @@ struct stack_plan;
 int pipeline_new(pipeline_t **out, const stack_options_t *o, const struct stack_plan *sp, const model_t *m,
                  const char *model_path, backend_t **be, guild_err_t *err);
 
+/* Whether a request can succeed now (sup_health): 0, 1 degraded or -1 failed, with the reason in why[n]. Any
+ * thread. */
+int pipeline_health(pipeline_t *p, char *why, size_t n);
+
 /* Stops the workers and frees everything; nulls *p. NULL-safe. */
 void pipeline_destroy(pipeline_t **p);
 

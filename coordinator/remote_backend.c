@@ -67,6 +67,9 @@ static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, in
     }
     if (resp->status != GUILD_STEP_OK) {
         r->gpu_len = keep; /* the GPU worker's cache is back to keep */
+        /* aborted by the supervisor: its reason says more than the GPU worker's "aborted" */
+        if (resp->status == GUILD_STEP_ABORTED && sup_check(r->sup, r->epoch, err) < 0)
+            return -1;
         char msg[GUILD_STEP_MESSAGE_MAX];
         memcpy(msg, resp->message, sizeof msg);
         msg[sizeof msg - 1] = '\0';

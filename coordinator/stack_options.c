@@ -19,6 +19,7 @@ void stack_options_init(stack_options_t *o)
     o->silence_ms = 3000;
     o->start_ms = 120000;
     o->max_restarts = 3;
+    o->backoff_ms = 2000;
     o->gpu.backend = "cpu";
     o->gpu.max_out = 8;
     o->gpu.check_finite = true;

@@ -49,6 +49,7 @@ typedef struct stack_options {
     uint32_t silence_ms;     /* workers exit when the coordinator is silent this long */
     uint32_t start_ms;       /* a (re)started worker must be ready within this */
     int max_restarts;        /* deaths of one worker within a minute that are tolerated */
+    uint32_t backoff_ms;     /* after more: the worker is started again this long after (doubling, up to 60 s) */
     /* Each role's own settings: the flags fill these fields, the supervisor the others per assignment */
     gpu_worker_options_t gpu; /* backend (--backend) and its settings (cuda: --gpu-mem, --gpu-experts,
                                  --no-cuda-graph, --stager, --stager-threads, --force-split), max_out,
@@ -59,7 +60,8 @@ typedef struct stack_options {
 
 /* The defaults: backend "cpu", every online CPU (at most 1024), 8 logits rows per request, the non-finite check
  * on, doorbell spin 50 us, wait slice 100 ms, heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start
- * 120 s, 3 restarts a minute, log level warn; the rest zero (n_ctx and n_batch are the command's to set). */
+ * 120 s, 3 restarts a minute then a back-off of 2 s, log level warn; the rest zero (n_ctx and n_batch are the
+ * command's to set). */
 void stack_options_init(stack_options_t *o);
 
 #endif

@@ -33,6 +33,8 @@
 #define RESTART_WINDOW_NS (60ull * 1000000000ull)
 #define MAX_DEATHS 16         /* remembered per worker */
 #define SHUTDOWN_GRACE_NS (2ull * 1000000000ull)
+#define BACKOFF_MAX_MS 60000u /* a worker given up on waits at most this long before it is started again */
+#define BACKOFF_RESET_NS (5ull * RESTART_WINDOW_NS) /* a give-up this long after the last starts the back-off over */
 
 typedef enum wstate {
     W_EMPTY,   /* no process (a worker started by hand has not registered yet) */
@@ -60,6 +62,14 @@ typedef struct wslot {
     uint64_t deaths[MAX_DEATHS];
     int n_deaths;
     int restarts;
+    /* Given up on after more than max_restarts deaths within a minute (our own children): started again after a
+     * back-off that doubles with each give-up (opts.backoff_ms .. BACKOFF_MAX_MS); the pipeline is degraded, and
+     * requests fail at once, until it is ready again. */
+    uint64_t backoff_until_ns; /* when it is started again; 0: not waiting */
+    uint32_t backoff_ms;       /* the last back-off */
+    uint64_t gave_up_ns;       /* the last give-up */
+    bool down;                 /* given up on and not ready since */
+    char down_why[512];        /* why, for sup_health and the requests that fail */
     char why[256];       /* what the kill was for */
     uint64_t stall_mark, stall_since_ns;
     /* the worker's counters, from its last heartbeat */
@@ -119,6 +129,8 @@ static wslot_t *gpu_slot(sup_t *s)
 {
     return &s->w[s->n_cpu];
 }
+
+static const wslot_t *down_slot(const sup_t *s);
 
 /* Under mu. The first failure wins; the GPU worker is told to give up the request it is waiting on. */
 static void fail(sup_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -362,6 +374,25 @@ done:
     return rc;
 }
 
+/* Under mu: w, our child, died too often: it is started again by watch() after a back-off. The request in flight
+ * cannot complete without it: the GPU worker is told to give it up, and later ones fail at once (sup_check). */
+static void back_off(sup_t *s, wslot_t *w, int recent, int was_pid, const char *why)
+{
+    const uint64_t now = guild_now_ns();
+    if (!w->backoff_ms || now - w->gave_up_ns > BACKOFF_RESET_NS)
+        w->backoff_ms = s->opts.backoff_ms ? s->opts.backoff_ms : 1;
+    else
+        w->backoff_ms = w->backoff_ms > BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : 2 * w->backoff_ms;
+    w->gave_up_ns = now;
+    w->backoff_until_ns = now + (uint64_t)w->backoff_ms * 1000000u;
+    w->down = true;
+    snprintf(w->down_why, sizeof w->down_why, "%s died %d times within a minute (last: pid %d %s); backing off: "
+             "started again after %.1f s", w->name, recent, was_pid, why, w->backoff_ms / 1000.0);
+    guild_log(GUILD_LOG_ERROR, "%s; until it is ready, requests fail", w->down_why);
+    guild_doorbell_ring(&s->step.sh->abort, guild_doorbell_load(&s->step.sh->request));
+    pthread_cond_broadcast(&s->cond);
+}
+
 static void record_death(sup_t *s, wslot_t *w, const char *why)
 {
     uint64_t now = guild_now_ns();
@@ -382,8 +413,12 @@ static void record_death(sup_t *s, wslot_t *w, const char *why)
     w->stall_since_ns = 0;
     if (s->failed || atomic_load(&s->stop))
         return;
-    if (recent > s->opts.max_restarts) {
+    if (recent > s->opts.max_restarts && w->by_hand) {
         fail(s, "%s died %d times within a minute; giving up (last: pid %d %s)", w->name, recent, was_pid, why);
+        return;
+    }
+    if (recent > s->opts.max_restarts) {
+        back_off(s, w, recent, was_pid, why);
         return;
     }
     if (w->by_hand) {
@@ -524,6 +559,9 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
 /* Under mu: a worker that reported Ready (and whose shard, when not read from our file, proved the same) serves. */
 static void set_ready(sup_t *s, wslot_t *w)
 {
+    if (w->down)
+        guild_log(GUILD_LOG_WARN, "%s is ready again after its back-off; serving", w->name);
+    w->down = false;
     w->state = W_READY;
     w->verifying = false;
     w->since_ns = guild_now_ns();
@@ -728,6 +766,14 @@ static void watch(sup_t *s, uint64_t now)
     s->stats_wanted = false;
     for (int i = 0; i < s->n_w && !s->failed; i++) {
         wslot_t *w = &s->w[i];
+        if (w->state == W_EMPTY && w->backoff_until_ns && now >= w->backoff_until_ns && !atomic_load(&s->stop)) {
+            w->backoff_until_ns = 0;
+            w->restarts++;
+            guild_log(GUILD_LOG_WARN, "%s: its back-off of %.1f s is over; starting it again", w->name,
+                      w->backoff_ms / 1000.0);
+            start_worker(s, w);
+            continue;
+        }
         if (w->state == W_LOADING || w->state == W_READY) {
             if (send_hb) {
                 Guild__Envelope env = GUILD__ENVELOPE__INIT;
@@ -1074,11 +1120,13 @@ int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *
     }
     int rc = 0;
     pthread_mutex_lock(&s->mu);
-    while (!s->failed && !all_ready(s))
+    while (!s->failed && !down_slot(s) && !all_ready(s))
         if (pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT)
             break;
     if (s->failed) {
         rc = guild_err_set(err, "%s", s->fail_msg);
+    } else if (down_slot(s)) {
+        rc = guild_err_set(err, "the pipeline is degraded: %s", down_slot(s)->down_why);
     } else if (!all_ready(s)) {
         char what[512] = "";
         size_t n = 0;
@@ -1094,15 +1142,44 @@ int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *
     return rc;
 }
 
+/* Under mu: the first worker given up on and not ready since, or NULL. */
+static const wslot_t *down_slot(const sup_t *s)
+{
+    for (int i = 0; i < s->n_w; i++)
+        if (s->w[i].down)
+            return &s->w[i];
+    return NULL;
+}
+
 int sup_check(sup_t *s, uint64_t epoch, guild_err_t *err)
 {
     int rc;
     pthread_mutex_lock(&s->mu);
-    const wslot_t *g = gpu_slot(s);
+    const wslot_t *g = gpu_slot(s), *d = down_slot(s);
     if (s->failed)
         rc = guild_err_set(err, "%s", s->fail_msg);
+    else if (d)
+        rc = guild_err_set(err, "the pipeline is degraded: %s", d->down_why);
     else
         rc = g->state == W_READY && g->generation == epoch ? 0 : 1;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int sup_health(sup_t *s, char *why, size_t n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    const wslot_t *d = down_slot(s);
+    if (s->failed) {
+        snprintf(why, n, "%s", s->fail_msg);
+        rc = -1;
+    } else if (d) {
+        snprintf(why, n, "%s%s", d->down_why, d->backoff_until_ns ? "" : "; it is loading");
+        rc = 1;
+    } else {
+        snprintf(why, n, "%s", "");
+    }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

@@ -14,10 +14,15 @@
  *   - kills a hung worker (SIGKILL), and respawns any dead one with the same part; a CPU worker resumes at
  *     the exchange it died in (the slot's inputs are intact), so the GPU worker's wait simply completes; a
  *     GPU worker comes back with an empty cache, which the remote backend refills (remote_backend.h);
- *   - gives up when a worker dies more than max_restarts times within a minute, when a worker cannot load
- *     its part (its Error, with the cause, becomes the pipeline's error), or when a worker does not report
- *     Ready within start_ms: then the pipeline has failed, the GPU worker's pending wait is aborted through
- *     the step region, and sup_check / sup_wait_ready return the reason.
+ *   - backs off when a worker of its own dies more than max_restarts times within a minute: the pipeline is
+ *     degraded, the GPU worker's pending wait is aborted through the step region, requests fail at once with
+ *     the reason (sup_check, sup_wait_ready, sup_health), and the worker is started again after a back-off
+ *     (backoff_ms, doubling with each give-up up to a minute; from the start again after five quiet minutes);
+ *     once it is ready the pipeline serves again;
+ *   - gives up for good when a worker cannot load its part (its Error, with the cause, becomes the pipeline's
+ *     error), when a worker does not report Ready within start_ms, or when a worker started by hand dies more
+ *     than max_restarts times within a minute: then the pipeline has failed, the GPU worker's pending wait is
+ *     aborted, and sup_check / sup_wait_ready / sup_health return the reason.
  * The coordinator never exits because a worker did; workers exit on their own when it disappears.
  */
 #ifndef GUILD_COORDINATOR_SUPERVISOR_H
@@ -67,8 +72,13 @@ void sup_destroy(sup_t **ps);
 int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *err);
 
 /* 0: the GPU worker of `epoch` is alive and ready; 1: it is gone (wait and replay); -1 with err: the
- * pipeline failed. Cheap: call it between doorbell wait slices. */
+ * pipeline failed, or is degraded (a worker backing off). Cheap: call it between doorbell wait slices. */
 int sup_check(sup_t *s, uint64_t epoch, guild_err_t *err);
+
+/* Whether a request can succeed now, from any thread: 0 (why ""), 1 degraded (a worker given up on after
+ * repeated deaths waits for its back-off or loads again; requests fail until it is ready) or -1 failed for
+ * good, with the reason in why[n]. */
+int sup_health(sup_t *s, char *why, size_t n);
 
 /* The coordinator's view of the step region (owned by the supervisor). */
 guild_step_t *sup_step(sup_t *s);

@@ -12,6 +12,7 @@
 #include "coordinator/server/api_request.h"
 #include "coordinator/server/job.h"
 #include "coordinator/server/strbuf.h"
+#include "coordinator/server/textfilt.h"
 
 #define WAIT_SLICE_MS 100 /* how often a waiting connection looks at its client */
 
@@ -146,10 +147,11 @@ static void sse_end(sse_t *s, const job_status_t *st)
             sse_event(s, apijson_usage_chunk(&s->id, apijson_usage(st->n_prompt, st->n_generated, st->n_cached)));
         strbuf_puts(&s->out, "data: [DONE]\n\n");
         break;
-    case JOB_FAILED:
+    case JOB_FAILED: /* the error, then the stream's end: the request is over, the server goes on */
         sse_event(s, apijson_error("server_error", NULL, st->error));
+        strbuf_puts(&s->out, "data: [DONE]\n\n");
         break;
-    default: /* JOB_SHUTDOWN (a cancelled job has no reader left) */
+    default: /* JOB_SHUTDOWN (a cancelled job has no reader left): cut, not complete */
         sse_event(s, apijson_error("unavailable_error", NULL, "the server is shutting down"));
         break;
     }
@@ -262,6 +264,11 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
         goto done;
     }
     int running, waiting;
+    char why[1024];
+    if (engine_health(s->engine, why, sizeof why) != 0) {
+        http_reply_error(req, 503, "unavailable_error", NULL, "the server cannot serve now: %s", why);
+        goto done;
+    }
     switch (engine_submit(s->engine, j)) {
     case ENGINE_QUEUED:
         break;
@@ -303,16 +310,35 @@ void api_handle(void *ctx, http_req_t *req)
     const char *path = http_req_path(req), *method = http_req_method(req);
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
 
+    const bool ready = __atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != 0;
     if (!strcmp(path, "/health")) {
         if (!get) {
             http_reply_method_not_allowed(req, "GET, HEAD");
             return;
         }
+        if (!ready) {
+            json_t *j = json_pack("{s:s}", "status", "loading");
+            http_reply_json(req, 503, j);
+            json_decref(j);
+            return;
+        }
         int running, waiting;
+        char why[1024];
+        const int h = engine_health(s->engine, why, sizeof why);
         engine_load(s->engine, &running, &waiting);
-        json_t *j = json_pack("{s:s, s:i, s:i}", "status", "ok", "running", running, "waiting", waiting);
-        http_reply_json(req, 200, j);
+        strbuf_t reason = STRBUF_INIT; /* paths in it need not be UTF-8 */
+        textfilt_sanitize(why, strlen(why), &reason);
+        json_t *j = h == 0 ? json_pack("{s:s, s:i, s:i}", "status", "ok", "running", running, "waiting", waiting)
+                           : json_pack("{s:s, s:s, s:i, s:i}", "status", h > 0 ? "degraded" : "failed", "reason",
+                                       strbuf_str(&reason), "running", running, "waiting", waiting);
+        strbuf_fini(&reason);
+        http_reply_json(req, h == 0 ? 200 : 503, j);
         json_decref(j);
+        return;
+    }
+    if (!ready) {
+        http_reply_error(req, 503, "unavailable_error", NULL, "the model is loading: guild serve answers once it "
+                         "is ready (GET /health says 200 then)");
         return;
     }
     if (!strncmp(path, "/v1/", 4) && !authorized(s, req)) {

@@ -3,6 +3,7 @@
 #include "coordinator/server/engine.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ struct engine {
     int q_head, q_len;
     job_t *running;      /* under mu */
     int stopping;        /* atomic; written under mu */
-    int state;           /* under mu: 0 opening, 1 up, -1 failed */
+    int state;           /* under mu: 0 opening, 1 up, -1 failed, 2 closing */
     guild_err_t open_err;
 
     /* the generation thread's own */
@@ -202,6 +203,9 @@ static void *engine_main(void *arg)
         else
             guild_log(GUILD_LOG_INFO, "routing counts added to %s", e->c.stack->record_routing);
     }
+    pthread_mutex_lock(&e->mu);
+    e->state = 2; /* engine_health no longer looks at the stack */
+    pthread_mutex_unlock(&e->mu);
     backend_stack_close(&e->stack);
     return NULL;
 }
@@ -275,6 +279,20 @@ void engine_load(engine_t *e, int *running, int *waiting)
     *running = e->running != NULL;
     *waiting = e->q_len;
     pthread_mutex_unlock(&e->mu);
+}
+
+int engine_health(engine_t *e, char *why, size_t n)
+{
+    int rc;
+    pthread_mutex_lock(&e->mu);
+    if (e->state == 1 && !e->stopping) {
+        rc = backend_stack_health(e->stack, why, n);
+    } else {
+        snprintf(why, n, "the server is shutting down");
+        rc = -1;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
 }
 
 void engine_shutdown(engine_t *e)

@@ -46,6 +46,10 @@ engine_submit_t engine_submit(engine_t *e, job_t *j);
 /* Requests running (0 or 1) and waiting, now. */
 void engine_load(engine_t *e, int *running, int *waiting);
 
+/* Whether a request can succeed now (backend_stack_health): 0, 1 degraded (a worker backing off) or -1 failed
+ * for good or shutting down, with the reason in why[n]. From any thread. */
+int engine_health(engine_t *e, char *why, size_t n);
+
 /* Refuses new jobs, ends the queued ones and the running one with JOB_SHUTDOWN, stops the thread (which
  * closes the stack). Idempotent. */
 void engine_shutdown(engine_t *e);

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""guild serve under faults (tests/serve_faults.sh runs it), in the multi-process mode:
+
+  - a NaN planted in one token's embedding row: a request whose prompt has that token gets a 500 error object
+    naming the layer, the tensor and the position (a stream: its error event, then data: [DONE]); /health stays
+    200 and the next requests are served, with the same text as before;
+  - a CPU worker killed more often than the supervisor tolerates (4 deaths within a minute): while it backs off,
+    /health answers 503 "degraded" with the reason and requests get 503 at once; after the back-off the worker is
+    started again, /health is 200 and requests are served with the same text;
+  - the port is bound before the model loads: a second server on the same port fails at once.
+
+usage: serve_faults.py BUILDDIR WORKDIR MODEL POISONED_MODEL
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+B, T, MODEL, POISONED = sys.argv[1:5]
+GUILD = os.path.join(B, "guild")
+checks = 0
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    global checks
+    checks += 1
+    if not cond:
+        fail(msg)
+
+
+class Server:
+    def __init__(self, name, model, *args):
+        self.log_path = os.path.join(T, name + ".log")
+        self.log = open(self.log_path, "w")
+        self.p = subprocess.Popen([GUILD, "serve", "-m", model, "--port", "0", "--threads", "1", "--cpu-workers", "1",
+                                   *args], stdout=subprocess.DEVNULL, stderr=self.log)
+        self.port = None
+        deadline = time.time() + 60
+        while time.time() < deadline and self.port is None:
+            if self.p.poll() is not None:
+                fail("guild serve exited with %d:\n%s" % (self.p.returncode, self.text()))
+            m = re.search(r"listening on http://[^ ]*:(\d+)/", self.text())
+            if m:
+                self.port = int(m.group(1))
+            time.sleep(0.05)
+        if self.port is None:
+            fail("guild serve did not start:\n" + self.text())
+
+    def text(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def request(self, method, path, body=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data
+
+    def complete(self, prompt, stream=False):
+        return self.request("POST", "/v1/completions",
+                            {"prompt": prompt, "max_tokens": 6, "temperature": 0, "stream": stream})
+
+    def health(self):
+        st, data = self.request("GET", "/health")
+        return st, json.loads(data)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            return -1
+
+
+def text_of(data):
+    return json.loads(data)["choices"][0]["text"]
+
+
+def error_of(data):
+    e = json.loads(data)["error"]
+    check(set(e) == {"message", "type", "param", "code"}, "not an OpenAI error object: %r" % e)
+    return e
+
+
+GOOD, BAD = [5, 6, 7, 8], [5, 100, 7, 8]
+
+# ---- a planted NaN --------------------------------------------------------------------------------------------
+srv = Server("nan", POISONED)
+st, data = srv.complete(GOOD)
+check(st == 200, "a finite prompt: status %d %r" % (st, data))
+good_text = text_of(data)
+st, data = srv.complete(BAD)
+check(st == 500, "the poisoned token: status %d, expected 500: %r" % (st, data))
+e = error_of(data)
+check(e["type"] == "server_error", "error type %r" % e["type"])
+check("non-finite value: layer 0: its input, the token embedding (token_embd.weight), is not finite at position 1"
+      in e["message"] and "element 3" in e["message"], "the message does not name layer, tensor, position: %r" % e)
+st, h = srv.health()
+check(st == 200 and h["status"] == "ok", "/health after a failed request: %d %r" % (st, h))
+# a stream: its error event, then [DONE]
+st, data = srv.complete(BAD, stream=True)
+check(st == 200, "stream: status %d" % st)
+events = [l[6:] for l in data.decode().split("\n") if l.startswith("data: ")]
+check(events and events[-1] == "[DONE]", "a failed stream does not end with data: [DONE]: %r" % events[-3:])
+check(len(events) >= 2 and "error" in json.loads(events[-2]) and
+      "token_embd.weight" in json.loads(events[-2])["error"]["message"], "no error event before [DONE]: %r" % events)
+for _ in range(2):
+    st, data = srv.complete(GOOD)
+    check(st == 200 and text_of(data) == good_text, "served after the NaN: %d %r" % (st, data))
+check(srv.stop() == 0, "exit status after SIGTERM")
+
+# ---- the port before the model ----------------------------------------------------------------------------------
+srv = Server("port", MODEL)
+t0 = time.time()
+r = subprocess.run([GUILD, "serve", "-m", MODEL, "--port", str(srv.port), "--cpu-workers", "1"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+err = r.stderr.decode(errors="replace")
+check(r.returncode == 1 and "Address already in use" in err, "a port in use: %d %r" % (r.returncode, err))
+check("started, pid" not in err and time.time() - t0 < 5, "the second server started workers first: %r" % err)
+
+# ---- a worker past the give-up limit: back-off, 503, then served again -------------------------------------------
+st, data = srv.complete(GOOD)
+check(st == 200, "before the kills: %d" % st)
+base_text = text_of(data)
+
+
+def cpu_pids():
+    return [int(p) for p in re.findall(r"cpu-worker\[0\]: started, pid (\d+)", srv.text())]
+
+
+killed = 0
+deadline = time.time() + 30
+while killed < 4 and time.time() < deadline:
+    pids = cpu_pids()
+    if len(pids) == killed + 1:
+        try:
+            os.kill(pids[-1], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        killed += 1
+    time.sleep(0.05)
+check(killed == 4, "could not kill the CPU worker 4 times: %d" % killed)
+deadline = time.time() + 10
+while time.time() < deadline and "requests fail" not in srv.text():
+    time.sleep(0.05)
+st, h = srv.health()
+check(st == 503 and h["status"] == "degraded" and "cpu-worker[0] died 4 times within a minute" in h["reason"],
+      "/health while backing off: %d %r" % (st, h))
+st, data = srv.complete(GOOD)
+check(st == 503, "a request while backing off: %d %r" % (st, data))
+e = error_of(data)
+check(e["type"] == "unavailable_error" and "died 4 times" in e["message"], "its error: %r" % e)
+deadline = time.time() + 30
+while time.time() < deadline:
+    st, h = srv.health()
+    if st == 200:
+        break
+    time.sleep(0.1)
+check(st == 200 and h["status"] == "ok", "/health did not come back after the back-off: %d %r" % (st, h))
+check("back-off of 2.0 s is over" in srv.text(), "no restart after the back-off in the log")
+st, data = srv.complete(GOOD)
+check(st == 200 and text_of(data) == base_text, "after the back-off: %d %r" % (st, data))
+check(srv.p.poll() is None, "the server exited")
+check(srv.stop() == 0, "exit status after SIGTERM")
+print("PASS: %d checks: a planted NaN fails its request (500, stream error + [DONE]) and the server goes on; a "
+      "worker past the give-up limit: /health 503 degraded, 503 at once, served again after the back-off; the "
+      "port is bound before the model loads" % checks)
