@@ -28,6 +28,7 @@
 #include "core/topo/topo.h"
 #include "core/util/clock.h"
 #include "core/util/pool.h"
+#include "core/util/progress.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 #include "cpu-expert-worker/experts/expert_tuning.h"
@@ -79,11 +80,16 @@ static int measure(ctx_t *c, int threads, expert_pipe_tuning_t rows, double *med
         return -1;
     }
     int32_t layer = 0;
+    char what[128]; /* a line on the terminal while it measures (core/util/progress.h) */
+    snprintf(what, sizeof what, "guild optimize: measuring %d threads, row blocks %d/%d", threads, rows.gate_up_rows,
+             rows.down_rows);
+    guild_progress_t *pg = guild_progress_begin(what, (uint64_t)runs + 1, GUILD_PROGRESS_COUNT);
     for (int r = -1; r < runs; r++) {
         double t0 = guild_clock_s();
         for (int s = 0; s < c->steps; s++) {
             pick(c, c->ids);
             if (expert_pipe_run(pipe, layer, 1, c->x, c->ids, c->y, err) < 0) {
+                guild_progress_end(&pg);
                 expert_pipe_destroy(&pipe);
                 guild_pool_destroy(&pool);
                 return -1;
@@ -92,7 +98,9 @@ static int measure(ctx_t *c, int threads, expert_pipe_tuning_t rows, double *med
         }
         if (r >= 0)
             t[r] = (guild_clock_s() - t0) / c->steps * 1e6;
+        guild_progress_add(pg, 1);
     }
+    guild_progress_end(&pg);
     expert_pipe_destroy(&pipe);
     guild_pool_destroy(&pool);
     *median = guild_median(t, runs); /* sorts t */

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util/progress.h"
+
 static int cmd_version(int argc, char **argv)
 {
     (void)argc;
@@ -46,6 +48,8 @@ int main(int argc, char **argv)
         printf("%s\n", PACKAGE_STRING);
         return 0;
     }
+    /* long operations show a line of progress on a terminal (never the workers: they share it) */
+    guild_progress_enable(true);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);

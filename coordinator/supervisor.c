@@ -16,6 +16,7 @@
 #include "coordinator/bridge.h"
 #include "coordinator/shard_verify.h"
 #include "coordinator/spawn.h"
+#include "core/util/progress.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/gpu_plan.h"
@@ -1119,10 +1120,39 @@ int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *
         dl.tv_nsec -= 1000000000L;
     }
     int rc = 0;
+    /* on a terminal, which workers are still loading (a large model takes a while) */
+    guild_progress_t *pg = guild_progress_begin("waiting for the workers", 0, GUILD_PROGRESS_COUNT);
     pthread_mutex_lock(&s->mu);
-    while (!s->failed && !down_slot(s) && !all_ready(s))
-        if (pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT)
+    while (!s->failed && !down_slot(s) && !all_ready(s)) {
+        struct timespec tick = dl;
+        if (pg) {
+            clock_gettime(CLOCK_REALTIME, &tick);
+            tick.tv_nsec += 250000000L;
+            if (tick.tv_nsec >= 1000000000L) {
+                tick.tv_sec++;
+                tick.tv_nsec -= 1000000000L;
+            }
+            if (tick.tv_sec > dl.tv_sec || (tick.tv_sec == dl.tv_sec && tick.tv_nsec > dl.tv_nsec))
+                tick = dl;
+        }
+        if (pthread_cond_timedwait(&s->cond, &s->mu, &tick) == ETIMEDOUT &&
+            tick.tv_sec == dl.tv_sec && tick.tv_nsec == dl.tv_nsec)
             break;
+        if (pg) {
+            char note[256];
+            int ready = 0;
+            size_t k = 0;
+            for (int i = 0; i < s->n_w; i++)
+                ready += s->w[i].state == W_READY;
+            k += (size_t)snprintf(note, sizeof note, "%d of %d ready", ready, s->n_w);
+            for (int i = 0; i < s->n_w && k < sizeof note - 48; i++)
+                if (s->w[i].state != W_READY)
+                    k += (size_t)snprintf(note + k, sizeof note - k, ", %s %s", s->w[i].name,
+                                          state_name[s->w[i].state]);
+            guild_progress_note(pg, note);
+        }
+    }
+    guild_progress_end(&pg);
     if (s->failed) {
         rc = guild_err_set(err, "%s", s->fail_msg);
     } else if (down_slot(s)) {

@@ -273,15 +273,12 @@ fail:
     return -1;
 }
 
-static void log_fallback(guild_arena_pages_t from, const char *reason)
+/* The pages an arena got when they are not the ones asked for, once per process at info level: the fallbacks
+ * are normal on a stock machine (no hugetlb pages reserved, THP for shared memory off), work as well for the
+ * doorbells, and each reason names its fix. */
+static void log_fallback(guild_arena_pages_t got, const char *reasons)
 {
-    /* one call site per level, so each fallback is logged once per process */
-    if (from == GUILD_ARENA_PAGES_HUGETLB)
-        guild_log_once(GUILD_LOG_WARN, "arena: no hugetlb pages (%s); falling back to transparent hugepages",
-                       reason);
-    else
-        guild_log_once(GUILD_LOG_WARN, "arena: no transparent hugepages (%s); falling back to 4 KiB pages",
-                       reason);
+    guild_log_once(GUILD_LOG_INFO, "arena: %s pages (%s)", guild_arena_pages_name(got), reasons);
 }
 
 guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n_regions,
@@ -338,6 +335,7 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
     void *base = NULL;
     size_t size = 0;
     guild_arena_pages_t pages = opts->pages;
+    char reasons[1600] = ""; /* of the fallbacks taken */
     for (;;) {
         char reason[768];
         if (try_backing(pages, opts->dir, a->path, memname, layout, &a->fd, &base, &size, reason,
@@ -347,9 +345,13 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
             guild_err_set(err, "arena: %s pages: %s", guild_arena_pages_name(pages), reason);
             goto fail;
         }
-        log_fallback(pages, reason);
+        const size_t n = strlen(reasons);
+        snprintf(reasons + n, sizeof reasons - n, "%sno %s pages: %s", n ? "; " : "", guild_arena_pages_name(pages),
+                 reason);
         pages = (guild_arena_pages_t)(pages + 1);
     }
+    if (reasons[0])
+        log_fallback(pages, reasons);
     a->hdr = base;
     a->size = size;
     a->pages = pages;

@@ -1,11 +1,14 @@
 /* Tests for core/util: error messages; hash64 (XXH64) against the specification's published values, and the
- * streaming form against the one-shot one for every split. */
+ * streaming form against the one-shot one for every split; progress lines only on a terminal. */
 #include "core/util/err.h"
 #include "core/util/hash64.h"
+#include "core/util/progress.h"
 
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 START_TEST(test_err_set_returns_minus_one_and_formats)
 {
@@ -76,6 +79,31 @@ START_TEST(test_hash64_streaming_equals_one_shot)
 }
 END_TEST
 
+/* Progress lines: never without a terminal (logs, tests), never in a process that did not ask for them; the
+ * calls take the NULL they get then. */
+START_TEST(test_progress_only_on_a_terminal)
+{
+    guild_progress_enable(false);
+    ck_assert_ptr_null(guild_progress_begin("x", 10, GUILD_PROGRESS_COUNT));
+    guild_progress_enable(true);
+    const int saved = dup(STDERR_FILENO);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_ge(dup2(fileno(f), STDERR_FILENO), 0);
+    guild_progress_t *p = guild_progress_begin("x", 10, GUILD_PROGRESS_BYTES);
+    guild_progress_add(p, 5);
+    guild_progress_note(p, "note");
+    guild_progress_end(&p);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(ftell(f), 0);
+    fclose(f);
+    guild_progress_enable(false);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -85,6 +113,7 @@ int main(void)
     tcase_add_test(tc, test_err_truncates_long_messages);
     tcase_add_test(tc, test_hash64_known_values);
     tcase_add_test(tc, test_hash64_streaming_equals_one_shot);
+    tcase_add_test(tc, test_progress_only_on_a_terminal);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -7,6 +7,7 @@
 
 #include "core/kern/pack.h"
 #include "core/topo/topo.h"
+#include "core/util/progress.h"
 
 struct expert_shard {
     const model_config_t *cfg;
@@ -120,6 +121,7 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
     expert_shard_t *s = *out;
     const model_config_t *c = s->cfg;
     const model_weights_t *w = model_weights(m);
+    guild_progress_t *pg = NULL; /* a line on the terminal (core/util/progress.h) */
     size_t total = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
@@ -145,12 +147,17 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
         s->locked = true;
     }
     char *dst = s->mem;
+    pg = guild_progress_begin(layout == EXPERT_LAYOUT_PLAIN && !interleave_gate_up
+                                  ? "copying the experts" : "copying and repacking the experts",
+                              total, GUILD_PROGRESS_BYTES);
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
         for (int32_t e = 0; e < c->n_expert; e++) {
             expert_mats_t *x = &s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e];
             if (!x->gate)
                 continue;
+            guild_progress_add(pg, align_up(L->gate_exps.mat_bytes) + align_up(L->up_exps.mat_bytes) +
+                                       align_up(L->down_exps.mat_bytes));
             /* packing wins over interleaving: a packed pair keeps its two matrices apart */
             if (interleave_gate_up && x->gate_type == x->up_type && x->gate_row == x->up_row &&
                 L->gate_exps.mat_bytes == L->up_exps.mat_bytes &&
@@ -180,8 +187,10 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
             s->packed += x->gate_packed + x->up_packed + x->down_packed;
         }
     }
+    guild_progress_end(&pg);
     return 0;
 fail:
+    guild_progress_end(&pg);
     expert_shard_destroy(out);
     return -1;
 }

@@ -6,6 +6,7 @@
 
 #include "core/quant/quant.h"
 #include "core/util/log.h"
+#include "core/util/progress.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_state.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
@@ -68,6 +69,7 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
 {
     const model_weights_t *w = b->w;
     plan_t p = {0};
+    guild_progress_t *pg = NULL; /* a line on the terminal (core/util/progress.h) */
     int rc = -1;
     b->layers = calloc((size_t)w->n_layer, sizeof *b->layers);
     if (!b->layers)
@@ -87,6 +89,7 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
     }
     if (cuda_alloc(&b->weight_mem, p.total, &b->bytes_weights, "the dense weights", err) < 0)
         goto out;
+    pg = guild_progress_begin("uploading the dense weights to the GPU", p.total, GUILD_PROGRESS_BYTES);
     for (int i = 0; i < p.n; i++) {
         char *d = (char *)b->weight_mem + p.u[i].offset;
         p.u[i].dst->d = d;
@@ -94,9 +97,11 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
             cuda_check(cudaMemcpy(d, p.u[i].src->data, p.u[i].bytes, cudaMemcpyHostToDevice), p.u[i].src->name,
                        err) < 0)
             goto out;
+        guild_progress_add(pg, p.u[i].bytes);
     }
     rc = 0;
 out:
+    guild_progress_end(&pg);
     free(p.u);
     return rc;
 }
