@@ -220,13 +220,13 @@ while True:
     i += 1
 stop.set()
 kt.join()
-log = srv.text()
-stats["restarts"] = len(re.findall(r"\(pid \d+\) [^\n]*; restarting it", log))
-stats["backoffs"] = len(re.findall(r"backing off", log))
 if srv.p.poll() is not None and not stats["coordinator_crashes"]:
     stats["coordinator_crashes"] += 1
     problems.append("the server exited with %d" % srv.p.returncode)
 rc_stop = srv.stop()
+log = srv.text()  # complete once it has exited
+stats["restarts"] = len(re.findall(r"\(pid \d+\) [^\n]*; restarting it", log))
+stats["backoffs"] = len(re.findall(r"backing off", log))
 stats["seconds"] = round(time.time() - t0, 1)
 stats["server_exit"] = rc_stop
 stats["distinct_requests"] = len(jobs)
