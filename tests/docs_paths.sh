@@ -21,7 +21,7 @@ for f in docs/*.md bench/README.md bench/device/README.md bench/harness/README.m
 done
 
 # The top-level folders a repository path starts with.
-dirs='core|ipc|coordinator|gpu-worker|cpu-expert-worker|stager|tools|tests|bench|proto|docs|m4|\.ci'
+dirs='core|ipc|coordinator|gpu-worker|cpu-expert-worker|stager|tools|tests|bench|proto|docs|deploy|m4|\.ci'
 
 fail=0
 checked=0
