@@ -184,7 +184,7 @@ static int bank_new(bank_t *b, const opts_t *o, guild_type_t type, guild_err_t *
     int32_t n_layer = (int32_t)(o->gb * 1e9 / layer_bytes + 0.999);
     if (n_layer < 2)
         n_layer = 2;
-    b->src = (expert_pipe_src_t){n_layer, s->n_expert, s->n_used, s->n_embd, s->n_ff, bank_get, b};
+    b->src = (expert_pipe_src_t){n_layer, s->n_expert, s->n_used, s->n_embd, s->n_ff, bank_get, b, {false, 0.0f, 0.0f}};
     const size_t n = (size_t)n_layer * (size_t)s->n_expert;
     b->mem_bytes = n * b->expert_bytes;
     b->mats = calloc(n, sizeof *b->mats);
@@ -213,7 +213,7 @@ static int bank_new(bank_t *b, const opts_t *o, guild_type_t type, guild_err_t *
         char *m = b->mem + i * b->expert_bytes;
         b->mats[i] = (expert_mats_t){m, m + gu_row * (size_t)s->n_ff, m + 2 * gu_row * (size_t)s->n_ff,
                                      type, type, dtype, gu_row, gu_row, d_row, b->gu_packed, b->gu_packed,
-                                     b->down_packed};
+                                     b->down_packed, NULL, NULL, NULL};
         if (o->interleave && !b->gu_packed) { /* the same 2 n_ff rows, read as gate row r = 2 r, up row 2 r + 1 */
             b->mats[i].up = m + gu_row;
             b->mats[i].gate_row = b->mats[i].up_row = 2 * gu_row;

@@ -109,11 +109,6 @@ fail:
     return -1;
 }
 
-static const model_tensor_t *kind_tensor(const model_layer_t *L, int k)
-{
-    return k == 0 ? &L->gate_exps : k == 1 ? &L->up_exps : &L->down_exps;
-}
-
 int shard_fetch_experts(shard_fetch_t *f, const model_t *m, const uint8_t *owned, guild_err_t *err)
 {
     const model_config_t *c = model_config(m);
@@ -126,8 +121,10 @@ int shard_fetch_experts(shard_fetch_t *f, const model_t *m, const uint8_t *owned
         return guild_err_set(err, "shard: out of memory");
     int rc = -1;
     for (int32_t il = 0; il < c->n_layer; il++)
-        for (int k = 0; k < 3; k++) {
-            const model_tensor_t *t = kind_tensor(&w->layers[il], k);
+        for (int k = 0; k < MODEL_EXPERT_TENSORS; k++) {
+            const model_tensor_t *t = model_expert_tensor(&w->layers[il], k);
+            if (k >= 3 && !t->data) /* the biases, where the model has them */
+                continue;
             const gguf_tensor_t *gt = t->name ? gguf_find_tensor(g, t->name) : NULL;
             for (int32_t e = 0; e < c->n_expert;) {
                 if (!owned[(size_t)il * (size_t)c->n_expert + (size_t)e]) {

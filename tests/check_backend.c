@@ -76,12 +76,13 @@ static void run_all(rig_t *r, int chunk, float *out)
     }
 }
 
-static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe"};
+static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss"};
+#define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
 
 static tiny_spec_t spec_of(int i)
 {
-    tiny_spec_t s = tiny_spec(archs[i % 4]);
-    if (i >= 4) { /* quantized variants */
+    tiny_spec_t s = tiny_spec(archs[i % N_ARCHS]);
+    if (i >= N_ARCHS) { /* quantized variants */
         s.wtype = i % 2 ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_1;
         s.n_ff_shexp = 64;
     }
@@ -111,8 +112,8 @@ START_TEST(test_threads_and_batches_give_the_same_bits)
         rig_all_rows = false;
         run_all(&r, chunks[k], b);
         rig_close(&r);
-        ck_assert_msg(!memcmp(a, b, rows * V * sizeof *a), "%s: %d threads, chunks of %d differ", archs[_i % 4],
-                      threads[k], chunks[k]);
+        ck_assert_msg(!memcmp(a, b, rows * V * sizeof *a), "%s: %d threads, chunks of %d differ",
+                      archs[_i % N_ARCHS], threads[k], chunks[k]);
     }
     free(a);
     free(b);
@@ -163,11 +164,13 @@ END_TEST
 
 /* ---- the expert executor ------------------------------------------------------------------------------ */
 
-/* y[t][k] computed the obvious way, one dot product at a time with the quant references. */
+/* y[t][k] computed the obvious way, one dot product at a time with the quant references (and the biases and the
+ * clamped SwiGLU of gpt-oss where the model has them). */
 static void naive_experts(const model_t *m, int layer, int n, const float *x, const int32_t *ids, float *y)
 {
     const model_config_t *c = model_config(m);
     const model_layer_t *L = &model_weights(m)->layers[layer];
+    const bool oai = c->ffn.opts & MODEL_FFN_SWIGLU_OAI;
     const int E = c->n_embd, F = c->n_ff_exp, K = c->n_expert_used;
     guild_type_t ga = quant_type_info(L->gate_exps.type)->dot_type;
     guild_type_t da = quant_type_info(L->down_exps.type)->dot_type;
@@ -180,12 +183,17 @@ static void naive_experts(const model_t *m, int layer, int n, const float *x, co
             for (int r = 0; r < F; r++) {
                 float g = quant_vec_dot_ref(L->gate_exps.type, E, model_tensor_row(&L->gate_exps, e, r), xq);
                 float u = quant_vec_dot_ref(L->up_exps.type, E, model_tensor_row(&L->up_exps, e, r), xq);
-                h[r] = model_silu(g) * u;
+                if (oai) {
+                    g += ((const float *)L->gate_exps_b.data)[e * F + r];
+                    u += ((const float *)L->up_exps_b.data)[e * F + r];
+                }
+                h[r] = oai ? model_swiglu_oai(g, u, 1.702f, 7.0f) : model_silu(g) * u;
             }
             ck_assert(quant_quantize_row_ref(da, h, hq, F, NULL) == 0);
-            for (int r = 0; r < E; r++)
-                y[((size_t)t * K + k) * E + r] =
-                    quant_vec_dot_ref(L->down_exps.type, F, model_tensor_row(&L->down_exps, e, r), hq);
+            for (int r = 0; r < E; r++) {
+                float d = quant_vec_dot_ref(L->down_exps.type, F, model_tensor_row(&L->down_exps, e, r), hq);
+                y[((size_t)t * K + k) * E + r] = oai ? d + ((const float *)L->down_exps_b.data)[e * E + r] : d;
+            }
         }
     }
     free(xq);
@@ -469,12 +477,12 @@ int main(void)
     Suite *su = suite_create("backend");
     TCase *tc = tcase_create("determinism");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_threads_and_batches_give_the_same_bits, 0, 8);
+    tcase_add_loop_test(tc, test_threads_and_batches_give_the_same_bits, 0, 2 * N_ARCHS);
     tcase_add_loop_test(tc, test_truncate_and_replay, 0, 2);
     suite_add_tcase(su, tc);
     tc = tcase_create("experts");
-    tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 8);
-    tcase_add_loop_test(tc, test_executor_skips_slots, 0, 8);
+    tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 2 * N_ARCHS);
+    tcase_add_loop_test(tc, test_executor_skips_slots, 0, 2 * N_ARCHS);
     suite_add_tcase(su, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

@@ -81,7 +81,7 @@ static void experts_new(experts_t *x, guild_type_t gt, guild_type_t ut, guild_ty
                         int32_t n_expert, int32_t K, int32_t n_layer, int own_mod)
 {
     memset(x, 0, sizeof *x);
-    x->src = (expert_pipe_src_t){n_layer, n_expert, K, E, F, experts_get, x};
+    x->src = (expert_pipe_src_t){n_layer, n_expert, K, E, F, experts_get, x, {false, 0.0f, 0.0f}};
     size_t n = (size_t)n_layer * (size_t)n_expert;
     size_t gb = row_bytes(gt, E) * (size_t)F, ub = row_bytes(ut, E) * (size_t)F, db = row_bytes(dt, F) * (size_t)E;
     x->mats = calloc(n, sizeof *x->mats);

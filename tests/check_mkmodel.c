@@ -5,6 +5,7 @@
  * --threads); --fill pool: its tensors are made of their pools' blocks, small ones are exact. Shapes are small:
  * the suite runs in seconds. */
 #include "core/gguf/gguf.h"
+#include "core/model/model.h"
 #include "core/quant/quant.h"
 #include "core/quant/types.h"
 #include "core/tokenizer/tok.h"
@@ -291,6 +292,80 @@ START_TEST(test_recipe_q4_k_m)
 }
 END_TEST
 
+static void check_file(const char *path, const char *const *flags);
+
+/* gpt-oss: the arch's own defaults (window 128, yarn 32 over 4096, as its converter writes), the presets with
+ * llama.cpp's MXFP4_MOE mix, the flags' errors, and a file that loads as gpt-oss with its parts. */
+START_TEST(test_gpt_oss)
+{
+    mkmodel_config_t c;
+    guild_err_t err;
+    ck_assert_msg(parse(&c, &err, "--arch", "gpt-oss", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.arch, MKMODEL_ARCH_GPT_OSS);
+    ck_assert_int_eq(c.n_swa, 128);
+    ck_assert(c.yarn_factor == 32.0 && c.yarn_orig_ctx == 4096);
+    ck_assert_int_eq(c.n_ff, c.n_ff_exp);
+    ck_assert_msg(parse(&c, &err, "--arch", "gpt-oss", "--sliding-window", "16", "--yarn-factor", "0", "-o", "x.gguf",
+                        NULL) == 0, "%s", err.msg);
+    ck_assert(c.n_swa == 16 && c.yarn_factor == 0);
+    ck_assert_msg(parse(&c, &err, "--arch", "qwen3moe", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert(c.n_swa == 0 && c.yarn_factor == 0);
+    EXPECT_ERROR("--sliding-window 0: must be between 1", "--arch", "gpt-oss", "--sliding-window", "0", "-o", "x");
+    EXPECT_ERROR("--sliding-window 8: qwen3moe has no sliding-window attention", "--sliding-window", "8", "-o", "x");
+    EXPECT_ERROR("--yarn-factor 0.5: must be 0 (no scaling) or in [1, 1024]", "--yarn-factor", "0.5", "-o", "x");
+    EXPECT_ERROR("--recipe Q3: unknown recipe (known: Q4_K_M, MXFP4_MOE)", "--recipe", "Q3", "-o", "x");
+
+    /* the presets: gpt-oss-120b's numbers, its experts MXFP4 and every other matrix Q8_0 (2880 = 90 blocks of 32) */
+    ck_assert_msg(parse(&c, &err, "--shape", "gpt-oss-120b", "--layers", "2", "-o", "x.gguf", NULL) == 0, "%s",
+                  err.msg);
+    ck_assert(c.n_embd == 2880 && c.n_head == 64 && c.n_head_kv == 8 && c.head_dim == 64 && c.n_expert == 128 &&
+              c.n_expert_used == 4 && c.n_ff_exp == 2880 && c.n_vocab == 201088 && c.n_swa == 128);
+    ck_assert_int_eq(c.recipe, MKMODEL_RECIPE_MXFP4_MOE);
+    mkmodel_plan_t *p = plan_of(&c, c.n_vocab);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_exps.weight", 1), GUILD_TYPE_MXFP4);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_down_exps.weight", 1), GUILD_TYPE_MXFP4);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_q.weight", 1), GUILD_TYPE_Q8_0);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_inp.weight", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ffn_gate_exps.bias", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_sinks.weight", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(type_of(p, "blk.%lld.post_attention_norm.weight", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(find(p, "output.weight")->type, GUILD_TYPE_Q8_0);
+    ck_assert_int_eq(mkmodel_plan_n_fallbacks(p), 0);
+    ck_assert_uint_eq(mkmodel_recipe_file_type(&c), 38);
+    mkmodel_plan_destroy(&p);
+    ck_assert_int_eq(mkmodel_preset_apply(&c, "gpt-oss-20b", &err), 0);
+    ck_assert(c.n_layer == 24 && c.n_expert == 32 && c.n_swa == 128 && c.yarn_factor == 32.0);
+    c.threads = 1;
+    strcpy(c.out_path, "x");
+    p = plan_of(&c, c.n_vocab);
+    /* gpt-oss-20b's MXFP4 file is ~12-13 GB (llama.cpp's: 12.1 GB) */
+    uint64_t bytes = mkmodel_plan_data_bytes(p);
+    ck_assert_msg(bytes > 11500000000ull && bytes < 13500000000ull, "%llu", (unsigned long long)bytes);
+    mkmodel_plan_destroy(&p);
+
+    /* a small file loads as gpt-oss, its keys read back */
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/oss.gguf", tmpdir);
+    const char *flags[] = {"--arch", "gpt-oss", "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2",
+                           "--head-dim", "16", "--experts", "8", "--experts-used", "2", "--expert-ff", "32", "--vocab",
+                           "300", "--ctx", "128", "--sliding-window", "16", "--type", "Q8_0", "--threads", "2", NULL};
+    write_model(path, flags);
+    check_file(path, flags);
+    model_t *m = NULL;
+    ck_assert_msg(model_new(&m, path, &err) == 0, "%s", err.msg);
+    const model_config_t *mc = model_config(m);
+    ck_assert_int_eq(mc->arch, MODEL_ARCH_GPT_OSS);
+    ck_assert_int_eq(mc->n_swa, 16);
+    ck_assert_int_eq(mc->rope_scaling, MODEL_ROPE_SCALING_YARN);
+    ck_assert(mc->rope_freq_scale == 1.0f / 32 && mc->rope_n_ctx_orig == 4096);
+    ck_assert_int_eq(model_layer_window(mc, 0), 16);
+    ck_assert_int_eq(model_layer_window(mc, 1), 0);
+    model_destroy(&m);
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_recipe_fallbacks)
 {
     mkmodel_config_t c;
@@ -517,6 +592,8 @@ static void check_file(const char *path, const char *const *flags)
     check_u32(g, KEY("feed_forward_length"), ff_is_expert ? c.n_ff_exp : c.n_ff);
     if (!ff_is_expert)
         check_u32(g, KEY("expert_feed_forward_length"), c.n_ff_exp);
+    if (c.arch == MKMODEL_ARCH_GPT_OSS)
+        check_u32(g, KEY("attention.sliding_window"), c.n_swa);
     if (c.arch == MKMODEL_ARCH_QWEN2MOE)
         check_u32(g, KEY("expert_shared_feed_forward_length"), c.n_ff_shexp);
     double f;
@@ -893,6 +970,7 @@ int main(void)
     tc = tcase_create("recipe");
     tcase_add_test(tc, test_recipe_q4_k_m);
     tcase_add_test(tc, test_recipe_fallbacks);
+    tcase_add_test(tc, test_gpt_oss);
     suite_add_tcase(s, tc);
     tc = tcase_create("stats");
     tcase_set_timeout(tc, 60);

@@ -175,11 +175,83 @@ START_TEST(test_unimplemented_parts)
         {"qwen35moe", "architecture \"qwen35moe\": attention part \"gdn\" is not implemented"},
         {"deepseek2", "architecture \"deepseek2\": attention part \"mla\" is not implemented"},
         {"glm4moe", "architecture \"glm4moe\": FFN part \"moe\": option \"shared expert\" is not implemented"},
-        {"gpt-oss", "architecture \"gpt-oss\": attention part \"gqa\": option \"attention sinks\" is not "
-                    "implemented"},
     };
     tiny_spec_t s = tiny_spec(cases[_i].arch);
     open_fails(&s, cases[_i].frag, NULL);
+}
+END_TEST
+
+/* gpt-oss (llama.cpp's openai-moe): its parts, keys and tensors; which layers slide. */
+START_TEST(test_gpt_oss)
+{
+    tiny_spec_t s = tiny_spec("gpt-oss");
+    s.n_layer = 4;
+    open_ok(&s);
+    const model_config_t *c = model_config(model);
+    ck_assert_int_eq(c->arch, MODEL_ARCH_GPT_OSS);
+    ck_assert_uint_eq(c->attn.opts, MODEL_GQA_ROPE_NEOX | MODEL_GQA_QKV_BIAS | MODEL_GQA_OUT_BIAS |
+                                        MODEL_GQA_SINKS | MODEL_GQA_SLIDING);
+    ck_assert_int_eq(c->router.kind, MODEL_ROUTER_TOPK_SOFTMAX);
+    ck_assert_uint_eq(c->router.opts, MODEL_ROUTER_LOGIT_BIAS);
+    ck_assert_uint_eq(c->ffn.opts, MODEL_FFN_SWIGLU_OAI);
+    ck_assert(c->swiglu_alpha == 1.702f && c->swiglu_limit == 7.0f);
+    ck_assert_int_eq(c->n_swa, 5);
+    ck_assert_int_eq(c->swa_period, 2);
+    ck_assert_int_eq(c->n_ff_exp, 32); /* expert_feed_forward_length */
+    static const int32_t window[] = {5, 0, 5, 0}; /* set_swa_pattern(2): the even layers slide */
+    for (int32_t il = 0; il < 4; il++)
+        ck_assert_int_eq(model_layer_window(c, il), window[il]);
+    const model_layer_t *L = &model_weights(model)->layers[3];
+    ck_assert_int_eq(L->sinks.ne[0], 4);
+    ck_assert_int_eq(L->bo.ne[0], 64);
+    ck_assert_int_eq(L->bq.ne[0], 64);
+    ck_assert_int_eq(L->router_bias.ne[0], 8);
+    ck_assert_str_eq(L->ffn_norm.name, "blk.3.post_attention_norm.weight");
+    /* an expert's bias is its "matrix": one row of the [n, n_expert] tensor */
+    ck_assert_uint_eq(L->gate_exps_b.mat_bytes, 32 * 4);
+    ck_assert_uint_eq(L->down_exps_b.mat_bytes, 64 * 4);
+    ck_assert_ptr_eq(model_tensor_row(&L->up_exps_b, 3, 0), (const char *)L->up_exps_b.data + 3 * 32 * 4);
+    ck_assert_ptr_eq(model_expert_tensor(L, 5), &L->down_exps_b);
+
+    /* the period from the file; 0 makes every layer slide */
+    static const struct {
+        int32_t period;
+        int32_t window[4];
+    } periods[] = {{3, {5, 5, 0, 5}}, {0, {5, 5, 5, 5}}, {1, {0, 0, 0, 0}}};
+    for (size_t i = 0; i < sizeof periods / sizeof periods[0]; i++) {
+        void *data;
+        size_t size;
+        s = tiny_spec("gpt-oss");
+        s.n_layer = 4;
+        tiny_model_image(&s, &data, &size);
+        gguf_t *g = NULL;
+        guild_err_t err = {{0}};
+        ck_assert(gguf_new_from_memory(&g, data, size, "tiny.gguf", &err) == 0);
+        model_config_t cfg;
+        ck_assert_msg(model_config_load(&cfg, g, &err) == 0, "%s", err.msg);
+        for (int32_t il = 0; il < 4; il++) {
+            cfg.swa_period = periods[i].period;
+            ck_assert_int_eq(model_layer_window(&cfg, il), periods[i].window[il]);
+        }
+        gguf_destroy(&g);
+        free(data);
+    }
+
+    /* what it needs */
+    s = tiny_spec("gpt-oss");
+    s.omit_key = "gpt-oss.attention.sliding_window";
+    open_fails(&s, "metadata key gpt-oss.attention.sliding_window is missing", NULL);
+    static const char *const needed[] = {"blk.1.attn_sinks.weight", "blk.0.attn_output.bias",
+                                         "blk.1.ffn_gate_inp.bias", "blk.0.ffn_down_exps.bias",
+                                         "blk.1.post_attention_norm.weight"};
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        s = tiny_spec("gpt-oss");
+        s.omit_tensor = needed[i];
+        open_fails(&s, needed[i], "is missing");
+    }
+    s = tiny_spec("gpt-oss");
+    s.reshape_tensor = "blk.0.ffn_up_exps.bias";
+    open_fails(&s, "blk.0.ffn_up_exps.bias has shape [64, 8], expected [32, 8]", NULL);
 }
 END_TEST
 
@@ -364,7 +436,8 @@ int main(void)
     tc = tcase_create("config_errors");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_unsupported_architecture);
-    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 5);
+    tcase_add_test(tc, test_gpt_oss);
+    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 4);
     tcase_add_test(tc, test_missing_or_bad_keys);
     tcase_add_test(tc, test_missing_file);
     suite_add_tcase(su, tc);

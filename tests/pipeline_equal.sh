@@ -44,9 +44,12 @@ same() { # reference, name
 }
 
 n=0
-for arch in qwen3moe qwen2moe mixtral olmoe; do
+for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss; do
+    extra="" # gpt-oss: a window shorter than the prompt, so that its sliding layers slide
+    [ "$arch" = gpt-oss ] && extra="--sliding-window 8"
+    # shellcheck disable=SC2086
     "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
-        --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
+        --expert-ff 128 --ctx 256 --type Q4_K --seed 11 $extra -q -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
         { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
     run "$arch-single" "$T/$arch.gguf" --single-process
     [ -s "$T/$arch-single.logits" ] || fail "$arch: no logits written"
@@ -144,4 +147,4 @@ cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 4 architectures x 1-3 CPU workers ($n runs), mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 5 architectures x 1-3 CPU workers ($n runs), mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"

@@ -111,4 +111,16 @@ run truncated 1 --model "$T/truncated.gguf"
 grep -q "pipeline failed: cpu-worker\[0\]: $T/truncated.gguf: tensor 'blk.1.ffn_up_exps.weight': data .* goes past the end of the file" \
     "$T/truncated.err" || { cat "$T/truncated.err"; fail "truncated: no clear message"; }
 
-echo "PASS: a worker's own copy and a shard received from the coordinator == --single-process (tokens, logits); tampered, other and truncated copies refused, naming the worker, its file and the tensor"
+# gpt-oss: the experts' biases are part of the shard (received, verified, computed with)
+"$MK" --arch gpt-oss --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
+    --expert-ff 128 --ctx 256 --type Q8_0 --sliding-window 8 -q --seed 11 -o "$T/m.gguf" >"$T/mk.log" 2>&1 ||
+    { cat "$T/mk.log"; fail "guild-mkmodel --arch gpt-oss"; }
+"$G" run $ARGS --single-process --ids-out "$T/ref.ids" --logits-out "$T/ref.logits" >"$T/ref.txt" 2>"$T/ref.err" ||
+    { cat "$T/ref.err"; fail "gpt-oss: guild run --single-process"; }
+run oss 2
+[ $rc -eq 0 ] || { cat "$T/oss.err"; fail "gpt-oss received: guild run exited $rc"; }
+same oss
+[ "$(grep -c "its shard (12 tensors, model received) is the coordinator's" "$T/oss.err")" -eq 2 ] ||
+    { cat "$T/oss.err"; fail "gpt-oss received: the shards (weights and biases) were not verified"; }
+
+echo "PASS: a worker's own copy and a shard received from the coordinator == --single-process (tokens, logits); tampered, other and truncated copies refused, naming the worker, its file and the tensor; a gpt-oss shard with its biases"

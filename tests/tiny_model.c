@@ -107,6 +107,9 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     const model_arch_info_t *info = arch >= 0 ? model_arch_info((model_arch_t)arch) : NULL;
     const uint32_t attn_opts = info && info->attn.kind == MODEL_ATTN_GQA ? info->attn.opts : 0;
     const uint32_t ffn_opts = info && info->ffn.kind == MODEL_FFN_MOE ? info->ffn.opts : 0;
+    const uint32_t router_opts = info ? info->router.opts : 0;
+    if (attn_opts & MODEL_GQA_SLIDING) /* a window shorter than the tests' sequences, on the even layers */
+        set_u32(w, s, "attention.sliding_window", 5);
     builder_t b = {.s = s};
     const uint64_t E = (uint64_t)s->n_embd, Q = (uint64_t)s->n_head * (uint64_t)s->head_dim;
     const uint64_t KV = (uint64_t)s->n_head_kv * (uint64_t)s->head_dim, F = (uint64_t)s->n_ff_exp;
@@ -137,11 +140,23 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
             plan(&b, P("attn_q_norm.weight"), 1, Q, 1, 1, 0, false);
             plan(&b, P("attn_k_norm.weight"), 1, KV, 1, 1, 0, false);
         }
-        plan(&b, P("ffn_norm.weight"), 1, E, 1, 1, 0, false);
+        if (attn_opts & MODEL_GQA_SINKS)
+            plan(&b, P("attn_sinks.weight"), 1, (uint64_t)s->n_head, 1, 1, 2.0f, false);
+        if (attn_opts & MODEL_GQA_OUT_BIAS)
+            plan(&b, P("attn_output.bias"), 1, E, 1, 1, 0.1f, false);
+        snprintf(n, sizeof n, "blk.%d.%s.weight", il, info && info->ffn_norm ? info->ffn_norm : "ffn_norm");
+        plan(&b, n, 1, E, 1, 1, 0, false);
         plan(&b, P("ffn_gate_inp.weight"), 2, E, X, 1, 4 * ws, true);
+        if (router_opts & MODEL_ROUTER_LOGIT_BIAS)
+            plan(&b, P("ffn_gate_inp.bias"), 1, X, 1, 1, 0.5f, false);
         plan(&b, P("ffn_gate_exps.weight"), 3, E, F, X, ws, true);
         plan(&b, P("ffn_up_exps.weight"), 3, E, F, X, ws, true);
         plan(&b, P("ffn_down_exps.weight"), 3, F, E, X, 1.0f / sqrtf((float)F), true);
+        if (ffn_opts & MODEL_FFN_SWIGLU_OAI) {
+            plan(&b, P("ffn_gate_exps.bias"), 2, F, X, 1, 0.1f, false);
+            plan(&b, P("ffn_up_exps.bias"), 2, F, X, 1, 0.1f, false);
+            plan(&b, P("ffn_down_exps.bias"), 2, E, X, 1, 0.1f, false);
+        }
         if (ffn_opts & MODEL_FFN_SHEXP_GATED) {
             plan(&b, P("ffn_gate_inp_shexp.weight"), 1, E, 1, 1, ws, true);
             plan(&b, P("ffn_gate_shexp.weight"), 2, E, S, 1, ws, true);

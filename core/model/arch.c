@@ -74,6 +74,8 @@ static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
         .ffn_lead = DENSE(0),
         .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
     },
+    /* llama.cpp's openai-moe: every layer has sinks and the sliding-window option, which slides the layers that
+     * ARCH.attention.sliding_window_pattern says (the even ones); the FFN's norm is post_attention_norm */
     [MODEL_ARCH_GPT_OSS] = {
         .name = "gpt-oss",
         .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_QKV_BIAS | MODEL_GQA_OUT_BIAS | MODEL_GQA_SINKS |
@@ -81,6 +83,7 @@ static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
         .router = TOPK_SOFTMAX(MODEL_ROUTER_LOGIT_BIAS),
         .ffn = MOE(MODEL_FFN_SWIGLU_OAI),
         .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+        .ffn_norm = "post_attention_norm",
     },
 };
 
@@ -100,5 +103,5 @@ const model_arch_info_t *model_arch_info(model_arch_t arch)
 
 const char *model_arch_list(void)
 {
-    return "qwen3moe, qwen2moe, llama (Mixtral), olmoe";
+    return "qwen3moe, qwen2moe, llama (Mixtral), olmoe, gpt-oss";
 }

@@ -7,6 +7,8 @@
  *   qwen2moe   gqa: rope neox, qkv bias                     softmax top-k           moe + sigmoid-gated shared expert
  *   llama      gqa: rope norm, partial rope                 softmax top-k, renorm   moe  (Mixtral: expert_count > 0)
  *   olmoe      gqa: rope neox, q/k norm of the whole vector softmax top-k           moe
+ *   gpt-oss    gqa: rope neox, qkv and output biases,       top-k then softmax,     moe: experts with biases,
+ *              sinks, sliding window on alternate layers    logit bias              clamped swiglu
  *
  * The rows after them are the next architectures (issues 15 and 16): their parts are named, and loading one
  * fails with the first part or option that is not implemented yet ("architecture "deepseek2": attention part
@@ -57,6 +59,8 @@ typedef struct model_arch_info {
     model_part_t ffn;           /* FFN of every layer (dense-first: of the layers after the leading ones) */
     model_part_t ffn_lead;      /* dense-first: FFN of the leading layers */
     model_expert_ff_default_t expert_ff_default;
+    const char *ffn_norm;       /* the FFN block's pre-norm tensor, blk.L.<this>.weight: NULL for "ffn_norm"
+                                   (gpt-oss: "post_attention_norm") */
 } model_arch_info_t;
 
 /* The architecture called `name` (general.architecture); -1 when Guild does not know it. */

@@ -2,9 +2,13 @@
  *
  * Keys: ARCH.attention.head_count, .attention.head_count_kv (default head_count), .attention.key_length and
  * .value_length (default n_embd / head_count; Guild needs them equal), .rope.dimension_count (default the head
- * size; below it only with MODEL_GQA_ROPE_PARTIAL).
+ * size; below it only with MODEL_GQA_ROPE_PARTIAL); with MODEL_GQA_SLIDING .attention.sliding_window (required)
+ * and .attention.sliding_window_pattern (default 2: as llama.cpp's gpt-oss reads them; layer il slides when
+ * il % pattern < pattern - 1, so with 2 the even layers slide, and 0 makes every layer slide), and
+ * .rope.freq_base_swa, which Guild takes only equal to rope.freq_base (sliding layers would rotate otherwise).
  * Tensors of layer L: blk.L.attn_q/k/v.weight, attn_output.weight; attn_q/k/v.bias (MODEL_GQA_QKV_BIAS);
- * attn_q_norm/attn_k_norm.weight (MODEL_GQA_QK_NORM_HEAD: [head_dim]; MODEL_GQA_QK_NORM_FULL: the whole width).
+ * attn_q_norm/attn_k_norm.weight (MODEL_GQA_QK_NORM_HEAD: [head_dim]; MODEL_GQA_QK_NORM_FULL: the whole width);
+ * attn_sinks.weight [n_head] (MODEL_GQA_SINKS); attn_output.bias [n_embd] (MODEL_GQA_OUT_BIAS).
  */
 #include "core/model/part_core.h"
 
@@ -37,7 +41,25 @@ static int gqa_read_config(model_config_t *c, const model_keys_t *k, const model
         return guild_err_set(err, "%s: %s needs rope.dimension_count (%d) == the head size (%d)", path, k->arch,
                              c->n_rot, c->head_dim);
     c->rope_neox = p->opts & MODEL_GQA_ROPE_NEOX;
+    if (p->opts & MODEL_GQA_SLIDING) {
+        if (model_key_i32(k, "attention.sliding_window", &c->n_swa, true, 0, 1, MODEL_MAX_CTX) < 0 ||
+            model_key_i32(k, "attention.sliding_window_pattern", &c->swa_period, false, 2, 0, MODEL_MAX_LAYERS) < 0)
+            return -1;
+        float base_swa;
+        if (model_key_f32(k, "rope.freq_base_swa", &base_swa, false, c->rope_freq_base) < 0)
+            return -1;
+        if (base_swa != c->rope_freq_base)
+            return guild_err_set(err, "%s: %s.rope.freq_base_swa = %g differs from rope.freq_base = %g: not "
+                                 "supported", path, k->arch, (double)base_swa, (double)c->rope_freq_base);
+    }
     return 0;
+}
+
+int32_t model_layer_window(const model_config_t *c, int32_t il)
+{
+    if (!(model_layer_parts(c, il).attn->opts & MODEL_GQA_SLIDING) || c->n_swa < 1)
+        return 0;
+    return c->swa_period == 0 || il % c->swa_period < c->swa_period - 1 ? c->n_swa : 0;
 }
 
 static int gqa_bind(model_layer_t *L, const model_binder_t *b, const model_part_t *p)
@@ -60,12 +82,18 @@ static int gqa_bind(model_layer_t *L, const model_binder_t *b, const model_part_
             model_bind(&L->k_norm, b, "attn_k_norm.weight", MODEL_TENSOR_F32, true, 1, head ? HD : KV, 1, 1))
             return -1;
     }
+    if ((p->opts & MODEL_GQA_SINKS) &&
+        model_bind(&L->sinks, b, "attn_sinks.weight", MODEL_TENSOR_F32, true, 1, c->n_head, 1, 1))
+        return -1;
+    if ((p->opts & MODEL_GQA_OUT_BIAS) &&
+        model_bind(&L->bo, b, "attn_output.bias", MODEL_TENSOR_F32, true, 1, E, 1, 1))
+        return -1;
     return 0;
 }
 
 const model_part_core_t model_attn_gqa_core = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
-            MODEL_GQA_QK_NORM_FULL,
+            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
     .read_config = gqa_read_config,
     .bind = gqa_bind,
 };

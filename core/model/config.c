@@ -200,6 +200,9 @@ void model_config_print(const model_config_t *c, FILE *out)
         fprintf(out, ", expert_weights_scale = %g", (double)c->expert_weights_scale);
     model_part_describe(part, sizeof part, MODEL_PART_ATTN, &c->attn);
     fprintf(out, "\n  attention = %s\n", part);
+    if (c->n_swa > 0)
+        fprintf(out, "  sliding window = %d positions, on layers il with il %% %d < %d\n", c->n_swa, c->swa_period,
+                c->swa_period - 1);
     if (c->layout == MODEL_LAYOUT_HYBRID) {
         model_part_describe(part, sizeof part, MODEL_PART_ATTN, &c->attn_linear);
         fprintf(out, "  hybrid: every %d-th layer has it, the others attention = %s\n", c->full_attn_interval, part);

@@ -64,6 +64,13 @@ typedef struct model_config {
     float yarn_beta_fast;      /* yarn: 32 */
     float yarn_beta_slow;      /* yarn: 1 */
 
+    /* attention option sliding window (core/model/attn_gqa.c): which layers slide, model_layer_window() */
+    int32_t n_swa;             /* a sliding layer's query at position p sees keys p - n_swa + 1 .. p */
+    int32_t swa_period;        /* layer il slides when il % swa_period < swa_period - 1 (0: every layer) */
+    /* FFN option clamped swiglu (core/model/ffn_moe.c): h = swiglu_oai(gate, up) with these */
+    float swiglu_alpha;        /* sigmoid sharpness: gate * sigmoid(alpha * gate) */
+    float swiglu_limit;        /* gate clamped above, up clamped to [-limit, limit] */
+
     int32_t n_expert;          /* routed experts per layer */
     int32_t n_expert_used;     /* experts per token (top-k) */
     int32_t n_ff_exp;          /* hidden width of one routed expert */
@@ -75,6 +82,10 @@ typedef struct model_config {
  * a part Guild does not implement (naming the architecture and the part), a missing or malformed key, or
  * values that are inconsistent or out of Guild's limits. */
 int model_config_load(model_config_t *cfg, const gguf_t *g, guild_err_t *err);
+
+/* How many positions up to its own a query of layer il attends to: c->n_swa for a sliding layer, 0 for full
+ * attention (every earlier position). As llama.cpp's set_swa_pattern (core/model/attn_gqa.c). */
+int32_t model_layer_window(const model_config_t *c, int32_t il);
 
 /* Prints the configuration, one "  key = value" per line, after a header line. */
 void model_config_print(const model_config_t *cfg, FILE *out);

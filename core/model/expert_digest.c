@@ -28,9 +28,13 @@ static void hash_job(void *ctx, int64_t task, int thread)
     j->hash = hash64(j->data, j->bytes, 0);
 }
 
-static const model_tensor_t *kind_tensor(const model_layer_t *L, int k)
+/* The layer's expert tensors present (the weights, and their biases where the model has them). */
+static int present_kinds(const model_layer_t *L)
 {
-    return k == 0 ? &L->gate_exps : k == 1 ? &L->up_exps : &L->down_exps;
+    int n = 0;
+    for (int k = 0; k < MODEL_EXPERT_TENSORS; k++)
+        n += model_expert_tensor(L, k)->data != NULL;
+    return n;
 }
 
 static void put_u32(hash64_t *h, uint32_t v)
@@ -64,8 +68,8 @@ int expert_digest_compute(const model_t *m, const uint8_t *owned, guild_pool_t *
                 continue;
             return guild_err_set(err, "expert digest: layer %d has no routed experts", il);
         }
-        n_ent += 3;
-        n_job += 3 * k;
+        n_ent += (size_t)present_kinds(&w->layers[il]);
+        n_job += (size_t)present_kinds(&w->layers[il]) * k;
     }
     expert_digest_t *d = calloc(n_ent, sizeof *d);
     jobs_t jobs = {calloc(n_job ? n_job : 1, sizeof *jobs.j)};
@@ -79,10 +83,10 @@ int expert_digest_compute(const model_t *m, const uint8_t *owned, guild_pool_t *
         const model_layer_t *L = &w->layers[il];
         if (!L->gate_exps.data || !L->up_exps.data || !L->down_exps.data)
             continue;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < MODEL_EXPERT_TENSORS; k++)
             for (size_t e = 0; e < ne; e++)
-                if (!owned || owned[(size_t)il * ne + e]) {
-                    const model_tensor_t *t = kind_tensor(L, k);
+                if (model_expert_tensor(L, k)->data && (!owned || owned[(size_t)il * ne + e])) {
+                    const model_tensor_t *t = model_expert_tensor(L, k);
                     jobs.j[nj++] = (job_t){model_tensor_row(t, (int64_t)e, 0), t->mat_bytes, 0};
                 }
     }
@@ -115,8 +119,10 @@ int expert_digest_compute(const model_t *m, const uint8_t *owned, guild_pool_t *
             k_owned += !owned || owned[(size_t)il * ne + e];
         if (!k_owned)
             continue;
-        for (int k = 0; k < 3; k++) {
-            const model_tensor_t *t = kind_tensor(L, k);
+        for (int k = 0; k < MODEL_EXPERT_TENSORS; k++) {
+            const model_tensor_t *t = model_expert_tensor(L, k);
+            if (!t->data)
+                continue;
             expert_digest_t *x = &d[ni++];
             snprintf(x->tensor, sizeof x->tensor, "%s", t->name ? t->name : "?");
             x->type = (uint32_t)t->type;

@@ -3,7 +3,7 @@
  * it received) holds the same experts as its own, and say which tensor differs when it does not.
  *
  * One entry for the settings the expert computation reads (counts and widths, the FFN part), then one per
- * (layer with an owned expert, gate/up/down tensor) in that order: a hash64 (core/util/hash64.h) of the
+ * (layer with an owned expert, gate/up/down tensor, then their biases where the model has them) in that order: a hash64 (core/util/hash64.h) of the
  * tensor's name, type and shape, then of each owned expert's index and the hash64 of its matrix's bytes in the
  * file. Only owned experts count: the rest of the file may differ (another host's copy need not hold them). */
 #ifndef GUILD_MODEL_EXPERT_DIGEST_H

@@ -5,8 +5,11 @@
  * MODEL_FFN_SHEXP_GATED .expert_shared_feed_forward_length (default feed_forward_length).
  * Tensors of layer L: blk.L.ffn_gate_exps/ffn_up_exps.weight [n_embd, n_ff_exp, n_expert],
  * ffn_down_exps.weight [n_ff_exp, n_embd, n_expert]; with MODEL_FFN_SHEXP_GATED ffn_gate_inp_shexp.weight
- * [n_embd], ffn_gate_shexp/ffn_up_shexp.weight [n_embd, n_ff_shexp], ffn_down_shexp.weight [n_ff_shexp, n_embd].
- * The router's tensor is the router part's (router_softmax.c).
+ * [n_embd], ffn_gate_shexp/ffn_up_shexp.weight [n_embd, n_ff_shexp], ffn_down_shexp.weight [n_ff_shexp, n_embd];
+ * with MODEL_FFN_SWIGLU_OAI the experts' biases ffn_gate_exps/ffn_up_exps.bias [n_ff_exp, n_expert] and
+ * ffn_down_exps.bias [n_embd, n_expert], and the activation's alpha 1.702 and limit 7, which llama.cpp's
+ * build_moe_ffn fixes for gpt-oss (no metadata key carries them).
+ * The router's tensor is the router part's (router_softmax.c, router_topk_softmax.c).
  */
 #include "core/model/arch.h"
 #include "core/model/part_core.h"
@@ -40,6 +43,19 @@ static int moe_read_config(model_config_t *c, const model_keys_t *k, const model
             return guild_err_set(err, "%s: metadata key %s.expert_shared_feed_forward_length (or "
                                  "feed_forward_length) is missing", path, k->arch);
     }
+    if (p->opts & MODEL_FFN_SWIGLU_OAI) {
+        c->swiglu_alpha = 1.702f;
+        c->swiglu_limit = 7.0f;
+    }
+    return 0;
+}
+
+/* An expert bias tensor [n, n_expert]: expert e's bias is "matrix" e (weights.h). */
+static int bind_expert_bias(model_tensor_t *t, const model_binder_t *b, const char *name, int64_t n)
+{
+    if (model_bind(t, b, name, MODEL_TENSOR_F32, true, 2, n, b->c->n_expert, 1))
+        return -1;
+    t->mat_bytes = t->row_bytes;
     return 0;
 }
 
@@ -60,11 +76,15 @@ static int moe_bind(model_layer_t *L, const model_binder_t *b, const model_part_
             model_bind(&L->shexp_down, b, "ffn_down_shexp.weight", MODEL_TENSOR_MATRIX, true, 2, S, E, 1))
             return -1;
     }
+    if ((p->opts & MODEL_FFN_SWIGLU_OAI) && (bind_expert_bias(&L->gate_exps_b, b, "ffn_gate_exps.bias", F) ||
+                                             bind_expert_bias(&L->up_exps_b, b, "ffn_up_exps.bias", F) ||
+                                             bind_expert_bias(&L->down_exps_b, b, "ffn_down_exps.bias", E)))
+        return -1;
     return 0;
 }
 
 const model_part_core_t model_ffn_moe_core = {
-    .opts = MODEL_FFN_SHEXP_GATED,
+    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI,
     .read_config = moe_read_config,
     .bind = moe_bind,
 };

@@ -22,6 +22,7 @@ typedef struct model_part_core {
 extern const model_part_core_t model_attn_gqa_core;       /* attn_gqa.c */
 extern const model_part_core_t model_router_softmax_core; /* router_softmax.c */
 extern const model_part_core_t model_ffn_moe_core;        /* ffn_moe.c */
+extern const model_part_core_t model_router_topk_softmax_core; /* router_topk_softmax.c */
 
 /* The core's implementation of a kind; NULL when there is none. */
 const model_part_core_t *model_part_core(model_part_family_t family, int32_t kind);

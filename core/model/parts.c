@@ -130,6 +130,7 @@ static const model_part_core_t *const core_attn[MODEL_ATTN_KINDS] = {
 };
 static const model_part_core_t *const core_router[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &model_router_softmax_core,
+    [MODEL_ROUTER_TOPK_SOFTMAX] = &model_router_topk_softmax_core,
 };
 static const model_part_core_t *const core_ffn[MODEL_FFN_KINDS] = {
     [MODEL_FFN_MOE] = &model_ffn_moe_core,

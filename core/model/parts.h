@@ -62,8 +62,7 @@ typedef enum model_router_kind {
     MODEL_ROUTER_SOFTMAX_TOPK,    /* p = softmax(logits) over every expert; the top k by p, weighted by p */
     MODEL_ROUTER_SIGMOID_GROUPED, /* s = sigmoid(logits); top k by s + score bias within the best expert groups,
                                      weighted by s (deepseek2 v3, glm4moe): not implemented */
-    MODEL_ROUTER_TOPK_SOFTMAX,    /* the top k logits, weighted by the softmax of those k (gpt-oss): not
-                                     implemented */
+    MODEL_ROUTER_TOPK_SOFTMAX,    /* the top k logits, weighted by the softmax of those k (gpt-oss) */
     MODEL_ROUTER_KINDS
 } model_router_kind_t;
 

@@ -1,6 +1,7 @@
 /* The weights: the model's own tensors, then each layer's through its parts. */
 #include "core/model/weights.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,8 +13,11 @@ static int bind_layer(model_layer_t *L, int32_t il, const gguf_t *g, const model
 {
     const model_binder_t b = {g, c, il, err};
     const model_layer_parts_t lp = model_layer_parts(c, il);
+    const char *ffn_norm = model_arch_info(c->arch)->ffn_norm;
+    char ffn_norm_name[64];
+    snprintf(ffn_norm_name, sizeof ffn_norm_name, "%s.weight", ffn_norm ? ffn_norm : "ffn_norm");
     if (model_bind(&L->attn_norm, &b, "attn_norm.weight", MODEL_TENSOR_F32, true, 1, c->n_embd, 1, 1) ||
-        model_bind(&L->ffn_norm, &b, "ffn_norm.weight", MODEL_TENSOR_F32, true, 1, c->n_embd, 1, 1) ||
+        model_bind(&L->ffn_norm, &b, ffn_norm_name, MODEL_TENSOR_F32, true, 1, c->n_embd, 1, 1) ||
         model_part_core(MODEL_PART_ATTN, lp.attn->kind)->bind(L, &b, lp.attn) < 0 ||
         model_part_core(MODEL_PART_FFN, lp.ffn->kind)->bind(L, &b, lp.ffn) < 0 ||
         (lp.router && model_part_core(MODEL_PART_ROUTER, lp.router->kind)->bind(L, &b, lp.router) < 0))

@@ -46,12 +46,19 @@ typedef struct model_layer {
     model_tensor_t q_norm;         /* f32, option q/k norm: per head [head_dim]; whole vector [n_head*head_dim] */
     model_tensor_t k_norm;         /* f32, option q/k norm: per head [head_dim]; whole vector [n_head_kv*head_dim] */
     model_tensor_t wo;             /* [n_head*head_dim, n_embd] */
-    /* router softmax-topk (core/model/router_softmax.c) */
+    model_tensor_t bo;             /* attn_output.bias [n_embd] f32, option output bias */
+    model_tensor_t sinks;          /* attn_sinks [n_head] f32: each head's sink logit, option attention sinks */
+    /* router softmax-topk (core/model/router_softmax.c), topk-softmax (router_topk_softmax.c) */
     model_tensor_t router;         /* ffn_gate_inp [n_embd, n_expert] */
+    model_tensor_t router_bias;    /* ffn_gate_inp.bias [n_expert] f32, option logit bias */
     /* FFN moe (core/model/ffn_moe.c) */
     model_tensor_t gate_exps;      /* [n_embd, n_ff_exp, n_expert] */
     model_tensor_t up_exps;        /* [n_embd, n_ff_exp, n_expert] */
     model_tensor_t down_exps;      /* [n_ff_exp, n_embd, n_expert] */
+    /* option clamped swiglu with biases: [n_ff_exp, n_expert], [n_ff_exp, n_expert], [n_embd, n_expert] f32;
+     * bound with mat_bytes = row_bytes, so that model_tensor_row(t, expert, 0) is one expert's bias, as it is
+     * that expert's matrix of the weights (model_expert_tensor) */
+    model_tensor_t gate_exps_b, up_exps_b, down_exps_b;
     model_tensor_t shexp_gate_inp; /* [n_embd] (one output: the shared expert's gate logit), option shared expert */
     model_tensor_t shexp_gate;     /* [n_embd, n_ff_shexp], option shared expert */
     model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], option shared expert */
@@ -67,9 +74,21 @@ typedef struct model_layer {
     X(wq, MODEL_TENSOR_MATRIX) X(wk, MODEL_TENSOR_MATRIX) X(wv, MODEL_TENSOR_MATRIX)                             \
     X(bq, MODEL_TENSOR_F32) X(bk, MODEL_TENSOR_F32) X(bv, MODEL_TENSOR_F32)                                      \
     X(q_norm, MODEL_TENSOR_F32) X(k_norm, MODEL_TENSOR_F32) X(wo, MODEL_TENSOR_MATRIX)                           \
-    X(ffn_norm, MODEL_TENSOR_F32) X(router, MODEL_TENSOR_MATRIX)                                                 \
+    X(bo, MODEL_TENSOR_F32) X(sinks, MODEL_TENSOR_F32)                                                          \
+    X(ffn_norm, MODEL_TENSOR_F32) X(router, MODEL_TENSOR_MATRIX) X(router_bias, MODEL_TENSOR_F32)               \
     X(shexp_gate_inp, MODEL_TENSOR_MATRIX) X(shexp_gate, MODEL_TENSOR_MATRIX) X(shexp_up, MODEL_TENSOR_MATRIX)   \
     X(shexp_down, MODEL_TENSOR_MATRIX)
+
+/* The routed-expert tensors of a layer: k = 0, 1, 2 the gate, up and down weights, 3, 4, 5 their biases (option
+ * clamped swiglu; data NULL without it). Expert e's slice of each is model_tensor_row(t, e, 0), mat_bytes long:
+ * what a shard copies, sends and fingerprints per expert. */
+#define MODEL_EXPERT_TENSORS 6
+static inline const model_tensor_t *model_expert_tensor(const model_layer_t *L, int k)
+{
+    const model_tensor_t *const all[MODEL_EXPERT_TENSORS] = {&L->gate_exps,   &L->up_exps,   &L->down_exps,
+                                                             &L->gate_exps_b, &L->up_exps_b, &L->down_exps_b};
+    return all[k];
+}
 
 typedef struct model_weights {
     model_tensor_t token_embd;  /* [n_embd, n_vocab] */

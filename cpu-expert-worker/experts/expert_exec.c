@@ -18,6 +18,7 @@ struct expert_exec {
     const expert_shard_t *shard;
     guild_pool_t *pool;
     const model_config_t *cfg;
+    model_expert_act_t act;
 
     /* scratch, grown to the largest batch seen; p = a pair's index in expert order */
     int64_t cap_pairs;
@@ -39,6 +40,7 @@ typedef struct run_job {
     int32_t layer;
     int32_t n_used_experts;
     const float *x;
+    const int32_t *ids;
     float *y;
     guild_type_t gate_act, up_act, down_act;
     size_t xg_row, xu_row, hq_row; /* bytes */
@@ -55,6 +57,7 @@ int expert_exec_new(expert_exec_t **out, const expert_shard_t *shard, guild_pool
     e->shard = shard;
     e->pool = pool;
     e->cfg = c;
+    e->act = model_expert_act_of(c);
     e->count = calloc((size_t)c->n_expert, sizeof *e->count);
     e->used = calloc((size_t)c->n_expert, sizeof *e->used);
     e->start = calloc((size_t)c->n_expert + 1, sizeof *e->start);
@@ -162,8 +165,12 @@ static void gate_up_task(void *ctx, int64_t task, int thread)
     for (int32_t p = p0; p < p0 + np; p++) {
         float *g = e->g + (size_t)p * (size_t)F;
         const float *u = e->u + (size_t)p * (size_t)F;
-        for (int64_t r = r0; r < r0 + nr; r++)
-            g[r] = model_silu(g[r]) * u[r];
+        if (m->gate_b)
+            for (int64_t r = r0; r < r0 + nr; r++)
+                g[r] = model_expert_act(&e->act, g[r] + m->gate_b[r], u[r] + m->up_b[r]);
+        else
+            for (int64_t r = r0; r < r0 + nr; r++)
+                g[r] = model_expert_act(&e->act, g[r], u[r]);
     }
 }
 
@@ -199,7 +206,12 @@ static void scatter_task(void *ctx, int64_t p, int thread)
     expert_exec_t *e = j->e;
     const size_t E = (size_t)e->cfg->n_embd;
     (void)thread;
-    memcpy(j->y + (size_t)e->pair[p] * E, e->out + (size_t)p * E, E * sizeof(float));
+    float *y = j->y + (size_t)e->pair[p] * E;
+    memcpy(y, e->out + (size_t)p * E, E * sizeof(float));
+    const expert_mats_t *m = expert_shard_get(e->shard, j->layer, j->ids[e->pair[p]]);
+    if (m->down_b)
+        for (size_t r = 0; r < E; r++)
+            y[r] += m->down_b[r];
 }
 
 int64_t expert_exec_run(expert_exec_t *e, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
@@ -248,6 +260,7 @@ int64_t expert_exec_run(expert_exec_t *e, int32_t layer, int32_t n_tokens, const
         .layer = layer,
         .n_used_experts = n_used,
         .x = x,
+        .ids = ids,
         .y = y,
         .gate_act = quant_type_info(any->gate_type)->dot_type,
         .up_act = quant_type_info(any->up_type)->dot_type,

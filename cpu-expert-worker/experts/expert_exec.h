@@ -1,6 +1,7 @@
 /* cpu-expert-worker/experts/expert_exec.h — the expert side of one MoE exchange: for the (token, slot) pairs whose
  * expert a shard owns, the unweighted expert output
  *     y[t][k] = down( silu(gate x[t]) * up x[t] )     with the expert ids[t][k] of layer `layer`
+ * (or the model's other activation, with the experts' biases: expert_mats_t, core/model/activation.h)
  * x is quantized to each matrix's activation type (quant_type_info(type)->dot_type), the hidden vector
  * silu(g) * u (float32) to down's; every dot product goes through expert_matmul. Each y[t][k] depends only on
  * (layer, expert, x[t]): the same bits whichever shard, thread count or batch computed it.

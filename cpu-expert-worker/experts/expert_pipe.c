@@ -86,6 +86,7 @@ void expert_pipe_src_from_shard(expert_pipe_src_t *src, const expert_shard_t *sh
         .n_ff = c->n_ff_exp,
         .get = shard_get,
         .ctx = shard,
+        .act = model_expert_act_of(c),
     };
 }
 
@@ -230,8 +231,30 @@ static void quantize_x(run_job_t *j, int32_t t)
     atomic_fetch_add_explicit(&p->x_done, 1, memory_order_release);
 }
 
-/* Gate and up rows [r0, r0 + nr) of expert used[i] for all its pairs, then silu(gate) * up; the task that
- * finishes the expert's last rows quantizes its hidden vectors and publishes them. */
+/* h[r] = act(g[r] + gate_b[r], u[r] + up_b[r]) for r in [r0, r0 + nr): g and u at stride gs and us floats (the
+ * interleaved layout's 2 and 2), without biases when the expert has none. */
+static void activate(const model_expert_act_t *a, const expert_mats_t *m, float *h, const float *g, const float *u,
+                     size_t gs, size_t us, int64_t r0, int64_t nr)
+{
+    if (m->gate_b) {
+        for (int64_t r = 0; r < nr; r++)
+            h[r] = model_expert_act(a, g[(size_t)r * gs] + m->gate_b[r0 + r], u[(size_t)r * us] + m->up_b[r0 + r]);
+        return;
+    }
+    for (int64_t r = 0; r < nr; r++)
+        h[r] = model_expert_act(a, g[(size_t)r * gs], u[(size_t)r * us]);
+}
+
+/* y[r] += down_b[r0 + r] for r < nr, when the expert has the bias. */
+static void add_down_bias(const expert_mats_t *m, float *y, int64_t r0, int64_t nr)
+{
+    if (m->down_b)
+        for (int64_t r = 0; r < nr; r++)
+            y[r] += m->down_b[r0 + r];
+}
+
+/* Gate and up rows [r0, r0 + nr) of expert used[i] for all its pairs, then silu(gate) * up (the model's
+ * activation); the task that finishes the expert's last rows quantizes its hidden vectors and publishes them. */
 static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
 {
     expert_pipe_t *p = j->p;
@@ -249,10 +272,8 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
         expert_matmul(m->gate_type, false, E, 2 * nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, rb,
                       p->xg + (size_t)p0 * j->xg_row, j->xg_row, tmp, (size_t)(2 * nr));
         for (int32_t q = 0; q < np; q++) {
-            float *h = p->h + (size_t)(p0 + q) * (size_t)F + (size_t)r0;
             const float *gu = tmp + (size_t)q * (size_t)(2 * nr);
-            for (int64_t r = 0; r < nr; r++)
-                h[r] = model_silu(gu[2 * r]) * gu[2 * r + 1];
+            activate(&p->src.act, m, p->h + (size_t)(p0 + q) * (size_t)F + (size_t)r0, gu, gu + 1, 2, 2, r0, nr);
         }
     } else {
         /* claims start on 16-row groups (MIN_ROWS and the tuning's blocks are multiples of 16; a packed matrix
@@ -264,10 +285,8 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
         expert_matmul(m->up_type, m->up_packed, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
                       xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
         for (int32_t q = p0; q < p0 + np; q++) {
-            float *h = p->h + (size_t)q * (size_t)F;
-            const float *u = p->u + (size_t)q * (size_t)F;
-            for (int64_t r = r0; r < r0 + nr; r++)
-                h[r] = model_silu(h[r]) * u[r];
+            float *h = p->h + (size_t)q * (size_t)F + (size_t)r0;
+            activate(&p->src.act, m, h, h, p->u + (size_t)q * (size_t)F + (size_t)r0, 1, 1, r0, nr);
         }
     }
     expert_state_t *s = &p->state[i];
@@ -289,17 +308,21 @@ static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
     const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
     GUILD_ASSERT(!m->down_packed || r0 % KERN_PACK_ROWS == 0);
     if (np == 1) {
+        float *y = j->y + (size_t)p->pair[p0] * (size_t)E + (size_t)r0;
         expert_matmul(m->down_type, m->down_packed, F, nr, 1, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row,
-                      j->y + (size_t)p->pair[p0] * (size_t)E + (size_t)r0, (size_t)nr);
+                      y, (size_t)nr);
+        add_down_bias(m, y, r0, nr);
         return;
     }
     /* several tokens: one kernel call reads each row once for all of them, then the rows go to their pairs */
     float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
     expert_matmul(m->down_type, m->down_packed, F, nr, np, w, m->down_row, p->hq + (size_t)p0 * j->hq_row, j->hq_row, tmp,
                   (size_t)nr);
-    for (int32_t q = 0; q < np; q++)
-        memcpy(j->y + (size_t)p->pair[p0 + q] * (size_t)E + (size_t)r0, tmp + (size_t)q * (size_t)nr,
-               (size_t)nr * sizeof(float));
+    for (int32_t q = 0; q < np; q++) {
+        float *y = j->y + (size_t)p->pair[p0 + q] * (size_t)E + (size_t)r0;
+        memcpy(y, tmp + (size_t)q * (size_t)nr, (size_t)nr * sizeof(float));
+        add_down_bias(m, y, r0, nr);
+    }
 }
 
 static int64_t seg_rows(const run_job_t *j, int64_t seg)

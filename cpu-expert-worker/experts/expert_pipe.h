@@ -1,6 +1,7 @@
 /* cpu-expert-worker/experts/expert_pipe.h — the fused routed-expert pipeline: for one MoE layer, every (token, slot)
  * pair whose expert the source owns, the unweighted expert output
  *     y[t][k] = down( silu(gate x[t]) * up x[t] )
+ * (or the model's other activation, with the experts' biases: expert_mats_t, core/model/activation.h),
  * bit-identical to expert_exec (same kernels, same activation quantization, same silu), in ONE pass of the
  * thread pool per layer:
  *   - x[t] is quantized once per token (gate's and up's activation types) and copied to its pairs;
@@ -17,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "core/model/activation.h"
 #include "core/util/err.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
@@ -29,6 +31,7 @@ typedef struct expert_pipe_src {
      * has the same three types. */
     const expert_mats_t *(*get)(const void *ctx, int32_t layer, int32_t expert);
     const void *ctx;
+    model_expert_act_t act; /* the hidden vector from gate and up (zero: silu(gate) * up) */
 } expert_pipe_src_t;
 
 /* Row blocks of the tasks (multiples of 16, the kernels' row group). 0 and 0: automatic (guided: each thread

@@ -82,6 +82,9 @@ int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owne
                 .gate_row = L->gate_exps.row_bytes,
                 .up_row = L->up_exps.row_bytes,
                 .down_row = L->down_exps.row_bytes,
+                .gate_b = L->gate_exps_b.data ? model_tensor_row(&L->gate_exps_b, e, 0) : NULL,
+                .up_b = L->up_exps_b.data ? model_tensor_row(&L->up_exps_b, e, 0) : NULL,
+                .down_b = L->down_exps_b.data ? model_tensor_row(&L->down_exps_b, e, 0) : NULL,
             };
             s->count++;
         }
@@ -126,6 +129,8 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
         size_t per = align_up(L->gate_exps.mat_bytes) + align_up(L->up_exps.mat_bytes) + align_up(L->down_exps.mat_bytes);
+        for (int k = 3; k < MODEL_EXPERT_TENSORS; k++) /* the biases, where the model has them */
+            per += model_expert_tensor(L, k)->data ? align_up(model_expert_tensor(L, k)->mat_bytes) : 0;
         for (int32_t e = 0; e < c->n_expert; e++)
             if (s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e].gate)
                 total += per;
@@ -184,6 +189,15 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
             if (copy_matrix(&L->down_exps, &x->down, &x->down_packed, layout, dst, err) < 0)
                 goto fail;
             dst += align_up(L->down_exps.mat_bytes);
+            /* the biases too: the mapping may be given back (a received shard, shard_fetch.h) */
+            const float **bias[3] = {&x->gate_b, &x->up_b, &x->down_b};
+            for (int k = 0; k < 3; k++)
+                if (*bias[k]) {
+                    const size_t bytes = model_expert_tensor(L, 3 + k)->mat_bytes;
+                    memcpy(dst, *bias[k], bytes);
+                    *bias[k] = (const float *)dst;
+                    dst += align_up(bytes);
+                }
             s->packed += x->gate_packed + x->up_packed + x->down_packed;
         }
     }

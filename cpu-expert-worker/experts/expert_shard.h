@@ -12,9 +12,10 @@
 #include "core/quant/types.h"
 #include "core/util/err.h"
 
-/* One expert's matrices: y = down(silu(gate x) * up x). A packed matrix (core/kern/pack.h: rows re-laid 16 at
- * a time) is read only through kern_matmul_packed, in row ranges that start on a multiple of KERN_PACK_ROWS;
- * its pointer and row size address a 16-row group as in the plain layout. */
+/* One expert's matrices: y = down(silu(gate x) * up x), or with biases (FFN option clamped swiglu)
+ * y = down(swiglu_oai(gate x + gate_b, up x + up_b)) + down_b (core/model/activation.h). A packed matrix
+ * (core/kern/pack.h: rows re-laid 16 at a time) is read only through kern_matmul_packed, in row ranges that start
+ * on a multiple of KERN_PACK_ROWS; its pointer and row size address a 16-row group as in the plain layout. */
 typedef struct expert_mats {
     const void *gate;       /* [n_ff_exp rows][n_embd], gate_type */
     const void *up;         /* [n_ff_exp rows][n_embd], up_type */
@@ -22,6 +23,8 @@ typedef struct expert_mats {
     guild_type_t gate_type, up_type, down_type;
     size_t gate_row, up_row, down_row; /* bytes per row */
     bool gate_packed, up_packed, down_packed; /* laid out by kern_pack */
+    const float *gate_b, *up_b; /* [n_ff_exp] biases, NULL when the model has none */
+    const float *down_b;        /* [n_embd], likewise */
 } expert_mats_t;
 
 /* How expert_shard_new_copy lays out the matrices it copies. Speed only: every layout gives the same bits. */

@@ -641,7 +641,7 @@ START_TEST(test_attention)
     for (int32_t t = 0; t < c.n_tok; t++)
         for (int32_t h = 0; h < c.n_head; h++) {
             cpu_attention_head(ref, q + (int64_t)t * Q + h * HD, kf + (h / group) * HD, vf + (h / group) * HD, KV,
-                               c.kv0 + t + 1, HD, scale, scores);
+                               c.kv0 + t + 1, HD, scale, NULL, scores);
             for (int32_t d = 0; d < HD; d++) {
                 const float g = got[(int64_t)t * Q + h * HD + d];
                 const double e = fabs((double)g - ref[d]);

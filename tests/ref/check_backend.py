@@ -30,7 +30,9 @@ STEPS = 16
 K_SHAPE = ["--embd", "256", "--expert-ff", "256", "--heads", "4", "--head-dim", "64", "--experts", "16",
            "--experts-used", "4", "--shared-ff", "256"]
 
-CASES = [(a + "-f32", a, [], "f32") for a in ("qwen3moe", "qwen2moe", "mixtral", "olmoe")]
+CASES = [(a + "-f32", a, [], "f32") for a in ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "gpt-oss")]
+CASES.append(("gpt-oss-mxfp4", "gpt-oss", ["--type", "Q8_0", "--expert-type", "MXFP4", "--output-type", "F32"],
+              "quant"))
 CASES.append(("qwen3moe-tied-f32", "qwen3moe", ["--tied"], "f32"))
 CASES += [(a + "-" + t.lower(), a, ["--type", t, "--output-type", "F32"] + K_SHAPE, "quant") for a, t in [
     ("qwen3moe", "Q4_K"), ("qwen2moe", "Q6_K"), ("mixtral", "Q5_K"), ("olmoe", "Q3_K"), ("qwen3moe", "Q2_K"),

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Float64 reference forward pass for the MoE architectures Guild runs: qwen3moe, qwen2moe, llama (Mixtral: llama
-with experts; dense llama too) and olmoe, each a row of parts (PARTS below), as llama.cpp defines them
-(src/models/<arch>.cpp, build_moe_ffn in src/llama-graph.cpp, llama_model_rope_type). Independent of Guild's C
-code: own GGUF reader and dequantizers.
+with experts; dense llama too), olmoe and gpt-oss, each a row of parts (PARTS below), as llama.cpp defines them
+(src/models/<arch>.cpp, build_moe_ffn and build_attn in src/llama-graph.cpp, llama_model_rope_type, ggml's
+rope_yarn, soft_max with sinks and swiglu_oai). Independent of Guild's C code: own GGUF reader and dequantizers.
 
 Everything is computed in float64, except that, by default, the input vector of every matrix product with a
 quantized weight is first quantized to the weight type's dot format (Q8_0 / Q8_1 / Q8_K) exactly as ggml's
@@ -38,6 +38,13 @@ PARTS = {
     "llama": {"attn": ("gqa", set()), "router": ("softmax_topk", {"renorm"}), "ffn": ("moe", set())},
     "olmoe": {"attn": ("gqa", {"rope_neox", "qk_norm_full"}), "router": ("softmax_topk", set()),
               "ffn": ("moe", set())},
+    # llama.cpp's openai-moe (llm_build_openai_moe_iswa): q/k/v and output biases, a sink logit per head in every
+    # softmax, sliding-window attention on the layers set_swa_pattern(sliding_window_pattern, default 2) marks;
+    # the router's logits plus ffn_gate_inp.bias, top k of them weighted by their softmax (gating SOFTMAX_WEIGHT);
+    # experts with biases and swiglu_oai (alpha 1.702, limit 7); the FFN's norm is attn_post_norm.
+    "gpt-oss": {"attn": ("gqa", {"rope_neox", "qkv_bias", "out_bias", "sinks", "sliding"}),
+                "router": ("topk_softmax", {"logit_bias"}), "ffn": ("moe", {"swiglu_oai"}),
+                "ffn_norm": "post_attention_norm"},
 }
 ARCHS = tuple(PARTS)
 
@@ -94,6 +101,13 @@ def softmax(x):
     return e / e.sum()
 
 
+def swiglu_oai(g, u, alpha=1.702, limit=7.0):
+    """ggml_swiglu_oai: min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1)."""
+    x = np.minimum(g, limit)
+    y = np.clip(u, -limit, limit)
+    return x / (1.0 + np.exp(-alpha * x)) * (y + 1.0)
+
+
 class Model:
     def __init__(self, path, emulate=True):
         g = GGUFFile(path)
@@ -124,16 +138,29 @@ class Model:
         # build_moe_ffn scales the (renormalised) weights by this when it is neither 0 nor 1.
         self.expert_weights_scale = float(key("expert_weights_scale", 0.0) or 0.0)
         self.freq_scale = 1.0
+        self.yarn = None
         stype = key("rope.scaling.type", "none")
         factor = float(key("rope.scaling.factor", 0.0) or 0.0)
         if stype == "linear" and factor > 0:
             self.freq_scale = 1.0 / factor
+        elif stype == "yarn" and factor > 0:
+            # ggml's rope_yarn with llama.cpp's defaults: ext_factor 1, attn_factor 1, beta_fast 32, beta_slow 1
+            self.freq_scale = 1.0 / factor
+            n_orig = int(key("rope.scaling.original_context_length", key("context_length", required=True)))
+
+            def corr_dim(n_turns):
+                return self.n_rot * np.log(n_orig / (n_turns * 2 * np.pi)) / (2 * np.log(self.freq_base))
+            lo = max(0.0, np.floor(corr_dim(float(key("rope.scaling.yarn_beta_fast", 32.0)))))
+            hi = min(self.n_rot - 1.0, np.ceil(corr_dim(float(key("rope.scaling.yarn_beta_slow", 1.0)))))
+            self.yarn = (lo, hi, float(key("rope.scaling.yarn_ext_factor", 1.0)),
+                         float(key("rope.scaling.yarn_attn_factor", 1.0)))
         elif stype not in ("none", "linear") and factor not in (0.0, 1.0):
             raise GGUFError("%s: rope scaling %s is not supported by the reference" % (path, stype))
         if key("rope.scale_linear") is not None:
             self.freq_scale = 1.0 / float(key("rope.scale_linear"))
         parts = PARTS[arch]
-        if (parts["attn"][0], parts["router"][0], parts["ffn"][0]) != ("gqa", "softmax_topk", "moe"):
+        if (parts["attn"][0], parts["ffn"][0]) != ("gqa", "moe") or \
+                parts["router"][0] not in ("softmax_topk", "topk_softmax"):
             raise GGUFError("%s: %s's parts %s are not implemented by the reference" % (path, arch, parts))
         attn_opts, router_opts, ffn_opts = parts["attn"][1], parts["router"][1], parts["ffn"][1]
         # llama_model_rope_type: NORM (adjacent pairs) or NEOX (halves).
@@ -142,6 +169,17 @@ class Model:
         self.norm_topk = "renorm" in router_opts
         # Q/K RMS norms: per head after the reshape, or over the whole projection before it.
         self.qk_norm = "head" if "qk_norm_head" in attn_opts else "full" if "qk_norm_full" in attn_opts else None
+        self.router_kind = parts["router"][0]
+        self.swiglu_oai = "swiglu_oai" in ffn_opts
+        self.sinks = "sinks" in attn_opts
+        # llama_hparams::set_swa_pattern(n): layer il slides when n == 0 or il % n < n - 1; a sliding layer's
+        # query at position p sees keys p0 with p - p0 < n_swa (is_masked_swa, LLAMA_SWA_TYPE_STANDARD).
+        self.n_swa = 0
+        self.swa_layers = set()
+        if "sliding" in attn_opts:
+            self.n_swa = int(key("attention.sliding_window", required=True))
+            period = int(key("attention.sliding_window_pattern", 2))
+            self.swa_layers = {il for il in range(self.n_layer) if period == 0 or il % period < period - 1}
 
         def T(name, required=True):
             t = g.tensor(name)
@@ -170,8 +208,10 @@ class Model:
                 "wo": T(p + "attn_output.weight"),
                 "bq": V(p + "attn_q.bias", False), "bk": V(p + "attn_k.bias", False),
                 "bv": V(p + "attn_v.bias", False), "bo": V(p + "attn_output.bias", False),
-                "ffn_norm": V(p + "ffn_norm.weight"),
+                "ffn_norm": V(p + parts.get("ffn_norm", "ffn_norm") + ".weight"),
             }
+            if self.sinks:
+                L["sinks"] = V(p + "attn_sinks.weight")
             if self.qk_norm:
                 L["q_norm"] = V(p + "attn_q_norm.weight")
                 L["k_norm"] = V(p + "attn_k_norm.weight")
@@ -180,6 +220,12 @@ class Model:
                 L["gate_exps"] = T(p + "ffn_gate_exps.weight")
                 L["up_exps"] = T(p + "ffn_up_exps.weight")
                 L["down_exps"] = T(p + "ffn_down_exps.weight")
+                if "logit_bias" in router_opts:
+                    L["gate_inp_b"] = V(p + "ffn_gate_inp.bias")
+                if self.swiglu_oai:
+                    L["gate_exps_b"] = T(p + "ffn_gate_exps.bias").W
+                    L["up_exps_b"] = T(p + "ffn_up_exps.bias").W
+                    L["down_exps_b"] = T(p + "ffn_down_exps.bias").W
                 if "shexp_gated" in ffn_opts:
                     L["gate_inp_shexp"] = T(p + "ffn_gate_inp_shexp.weight")
                     L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
@@ -209,10 +255,17 @@ class Model:
         """x: (heads, head_dim), rotated in place of its first n_rot dims."""
         half = self.n_rot // 2
         i = np.arange(half)
-        theta = pos * self.freq_scale * self.freq_base ** (-2.0 * i / self.n_rot)
+        theta_extrap = pos * self.freq_base ** (-2.0 * i / self.n_rot)
         if self.rope_freqs is not None:
-            theta = theta / self.rope_freqs[:half]
-        c, s = np.cos(theta), np.sin(theta)
+            theta_extrap = theta_extrap / self.rope_freqs[:half]
+        theta = self.freq_scale * theta_extrap
+        mscale = 1.0
+        if self.yarn is not None:
+            lo, hi, ext, attn = self.yarn
+            ramp = (1.0 - np.minimum(1.0, np.maximum(0.0, (i - lo) / max(0.001, hi - lo)))) * ext
+            theta = theta * (1.0 - ramp) + theta_extrap * ramp
+            mscale = attn * (1.0 + 0.1 * np.log(1.0 / self.freq_scale)) if ext != 0.0 else attn
+        c, s = np.cos(theta) * mscale, np.sin(theta) * mscale
         y = x.copy()
         if self.rope_neox:
             x0, x1 = x[:, i], x[:, i + half]
@@ -249,11 +302,21 @@ class Model:
         Vc = np.stack(self.vcache[il])  # (n_pos, n_head_kv, hd_v)
         group = self.n_head // self.n_head_kv
         scale = 1.0 / np.sqrt(self.hd_k)
+        first = 0
+        if il in self.swa_layers:  # keys at positions pos - n_swa + 1 .. pos
+            first = max(0, self.pos - self.n_swa + 1)
         out = np.empty((self.n_head, self.hd_v))
         for hh in range(self.n_head):
             kv = hh // group
-            p = softmax(K[:, kv, :] @ q[hh] * scale)
-            out[hh] = p @ Vc[:, kv, :]
+            s = K[first:, kv, :] @ q[hh] * scale
+            if self.sinks:
+                # soft_max with sinks: the sink's logit joins the normalisation and weighs no value
+                m = max(np.max(s), L["sinks"][hh])
+                e = np.exp(s - m)
+                p = e / (e.sum() + np.exp(L["sinks"][hh] - m))
+            else:
+                p = softmax(s)
+            out[hh] = p @ Vc[first:, kv, :]
         o = L["wo"].mv(out.reshape(-1))
         if L["bo"] is not None:
             o = o + L["bo"]
@@ -261,13 +324,21 @@ class Model:
 
     def moe(self, L, h, routing):
         logits = L["gate_inp"].mv(h)
-        probs = softmax(logits)
+        if "gate_inp_b" in L:
+            logits = logits + L["gate_inp_b"]
+        # softmax_topk: p = softmax(logits), top k of p weighted by p; topk_softmax (SOFTMAX_WEIGHT): top k of the
+        # logits, weighted by the softmax of those k
+        probs = softmax(logits) if self.router_kind == "softmax_topk" else logits
         order = np.argsort(-probs, kind="stable")
         sel = order[:self.n_expert_used]
         if self.n_expert_used < self.n_expert:
             gap = probs[order[self.n_expert_used - 1]] - probs[order[self.n_expert_used]]
+            if self.router_kind == "topk_softmax":  # a logit gap, as a probability-like margin
+                gap = gap / max(1.0, float(np.max(np.abs(probs))))
             self.min_router_margin = min(self.min_router_margin, float(gap))
         w = probs[sel]
+        if self.router_kind == "topk_softmax":
+            w = softmax(w)
         if self.norm_topk:
             w = w / max(w.sum(), 6.103515625e-5)
         if self.expert_weights_scale not in (0.0, 1.0):
@@ -275,6 +346,10 @@ class Model:
         routing.append([int(e) for e in sel])
         out = np.zeros(self.n_embd)
         for wk, e in zip(w, sel):
+            if self.swiglu_oai:
+                a = swiglu_oai(L["gate_exps"].mv(h, e) + L["gate_exps_b"][e], L["up_exps"].mv(h, e) + L["up_exps_b"][e])
+                out += wk * (L["down_exps"].mv(a, e) + L["down_exps_b"][e])
+                continue
             a = silu(L["gate_exps"].mv(h, e)) * L["up_exps"].mv(h, e)
             out += wk * L["down_exps"].mv(a, e)
         if "gate_inp_shexp" in L:

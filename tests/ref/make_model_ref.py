@@ -34,6 +34,10 @@ def build(a):
     def norm(name, n):
         tensors.append((name, TYPE_BY_NAME["F32"], (n,), (1.0 + 0.1 * rng.standard_normal(n)).astype("<f4").tobytes()))
 
+    def f32(name, ne, std):
+        n = int(np.prod(ne))
+        tensors.append((name, TYPE_BY_NAME["F32"], tuple(ne), (std * rng.standard_normal(n)).astype("<f4").tobytes()))
+
     E, H, KV, D = a.embd, a.heads, a.kv_heads, a.head_dim
     ws = 1.0 / np.sqrt(E)
     xt = a.expert_type or a.type
@@ -48,20 +52,28 @@ def build(a):
         add(p + "attn_k.weight", (E, KV * D), a.type, ws)
         add(p + "attn_v.weight", (E, KV * D), a.type, ws)
         add(p + "attn_output.weight", (H * D, E), a.type, 1.0 / np.sqrt(H * D))
-        if arch == "qwen2moe":
+        if arch in ("qwen2moe", "gpt-oss"):
             for nm, n in (("attn_q.bias", H * D), ("attn_k.bias", KV * D), ("attn_v.bias", KV * D)):
                 tensors.append((p + nm, TYPE_BY_NAME["F32"], (n,), (0.1 * rng.standard_normal(n)).astype("<f4").tobytes()))
+        if arch == "gpt-oss":  # llama.cpp's openai-moe tensors
+            f32(p + "attn_output.bias", (E,), 0.1)
+            f32(p + "attn_sinks.weight", (H,), 1.0)
         if arch == "qwen3moe":
             norm(p + "attn_q_norm.weight", D)
             norm(p + "attn_k_norm.weight", D)
         if arch == "olmoe":
             norm(p + "attn_q_norm.weight", H * D)
             norm(p + "attn_k_norm.weight", KV * D)
-        norm(p + "ffn_norm.weight", E)
+        norm(p + ("post_attention_norm.weight" if arch == "gpt-oss" else "ffn_norm.weight"), E)
         add(p + "ffn_gate_inp.weight", (E, a.experts), "F32", ws * 4)
         add(p + "ffn_gate_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
         add(p + "ffn_up_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
         add(p + "ffn_down_exps.weight", (a.expert_ff, E, a.experts), xt, 1.0 / np.sqrt(a.expert_ff))
+        if arch == "gpt-oss":
+            f32(p + "ffn_gate_inp.bias", (a.experts,), 0.5)
+            f32(p + "ffn_gate_exps.bias", (a.expert_ff, a.experts), 0.1)
+            f32(p + "ffn_up_exps.bias", (a.expert_ff, a.experts), 0.1)
+            f32(p + "ffn_down_exps.bias", (E, a.experts), 0.1)
         if arch == "qwen2moe":
             add(p + "ffn_gate_inp_shexp.weight", (E,), "F32", ws)
             add(p + "ffn_gate_shexp.weight", (E, a.shared_ff), a.type, ws)
@@ -90,12 +102,17 @@ def build(a):
     ]
     if arch == "qwen2moe":
         kv.append((arch + ".expert_shared_feed_forward_length", UINT32, a.shared_ff))
+    if arch == "gpt-oss":  # a window the prompt and the steps cross; yarn as gpt-oss's converter writes it
+        kv += [(arch + ".attention.sliding_window", UINT32, 6), (arch + ".rope.scaling.type", STRING, "yarn"),
+               (arch + ".rope.scaling.factor", FLOAT32, 32.0),
+               (arch + ".rope.scaling.original_context_length", UINT32, 4096)]
     write_gguf(a.o, kv, tensors)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe"])
+    ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe",
+                                                           "gpt-oss"])
     ap.add_argument("--type", default="F32", help="type of every matrix (see --expert-type, --output-type)")
     ap.add_argument("--expert-type", help="type of the routed experts (default: --type)")
     ap.add_argument("--output-type", help="type of token_embd and output (default: --type)")

@@ -63,6 +63,18 @@ for _arch in ("qwen3moe", "qwen2moe", "mixtral", "olmoe"):
     CASES.append((_arch + "-f16", _arch, SMALL, ["--type", "F16"], "f32"))
     CASES.append((_arch + "-q4km", _arch, QSHAPE, ["--recipe", "Q4_K_M"], "quant"))
     CASES.append((_arch + "-q8_0", _arch, SMALL, ["--type", "Q8_0"], "quant"))
+# gpt-oss: no shared expert; a window of 8 on the even layers, so that the prompt (~15 tokens) and the 32 steps
+# cross it; yarn 32 over 4096 positions (the arch's default); MXFP4 experts as published (MXFP4_MOE)
+def _no_shared(args):
+    i = args.index("--shared-ff")
+    return args[:i] + args[i + 2:] + ["--sliding-window", "8"]
+
+
+_GPT_OSS, _GPT_OSS_Q = _no_shared(SMALL), _no_shared(QSHAPE)
+CASES.append(("gpt-oss-f32", "gpt-oss", _GPT_OSS, ["--type", "F32"], "f32"))
+CASES.append(("gpt-oss-f16", "gpt-oss", _GPT_OSS, ["--type", "F16"], "f32"))
+CASES.append(("gpt-oss-mxfp4", "gpt-oss", _GPT_OSS_Q, ["--recipe", "MXFP4_MOE"], "quant"))
+CASES.append(("gpt-oss-q8_0", "gpt-oss", _GPT_OSS, ["--type", "Q8_0"], "quant"))
 
 
 def find_binary(builddir, names):

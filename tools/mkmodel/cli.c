@@ -26,7 +26,7 @@ void mkmodel_cli_help(FILE *out)
     for (int i = 0; i < mkmodel_preset_count(); i++)
         fprintf(out, "    %-18s %s\n", mkmodel_preset_name(i), mkmodel_preset_description(i));
     fprintf(out,
-            "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe\n"
+            "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe | gpt-oss\n"
             "  --layers N          blocks\n"
             "  --embd N            hidden size\n"
             "  --heads N           query heads\n"
@@ -41,6 +41,10 @@ void mkmodel_cli_help(FILE *out)
             "                      --expert-ff, the default, as llama.cpp reads their expert size from it)\n"
             "  --ctx N             context_length\n"
             "  --rope-base F       rope.freq_base\n"
+            "  --yarn-factor F     rope.scaling.type yarn with this factor (0: none; gpt-oss default 32, as its\n"
+            "                      converter always writes)\n"
+            "  --yarn-orig-ctx N   rope.scaling.original_context_length (default 4096)\n"
+            "  --sliding-window N  attention.sliding_window (gpt-oss: default 128; llama.cpp slides the even layers)\n"
             "  --rms-eps F         attention.layer_norm_rms_epsilon\n"
             "  --name S            general.name\n"
             "  --tie-embeddings    no output.weight (the LM head is token_embd)\n"
@@ -55,6 +59,8 @@ void mkmodel_cli_help(FILE *out)
             "  --type T            one type for every matrix: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K\n"
             "                      Q5_K Q6_K IQ4_NL IQ4_XS MXFP4, and IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M\n"
             "                      (no quantizer: valid random blocks of the intended mean and std)\n"
+            "  --recipe MXFP4_MOE  llama.cpp's MXFP4_MOE: the routed experts MXFP4, every other matrix Q8_0 (the\n"
+            "                      gpt-oss presets' default, as gpt-oss is published)\n"
             "  --recipe Q4_K_M     llama.cpp's Q4_K_M choices (the default): Q4_K everywhere (token_embd too)\n"
             "                      except output Q6_K, and attn_v and ffn_down (_exps, _shexp) Q6_K on the layers\n"
             "                      where llama.cpp's use_more_bits(i, n) holds (i < n/8, i >= 7n/8, or\n"
@@ -145,12 +151,13 @@ static const int_flag_t int_flags[] = {
     INT_FLAG("--kv-heads", n_head_kv),   INT_FLAG("--head-dim", head_dim),   INT_FLAG("--experts", n_expert),
     INT_FLAG("--experts-used", n_expert_used), INT_FLAG("--expert-ff", n_ff_exp),
     INT_FLAG("--shared-ff", n_ff_shexp), INT_FLAG("--ff", n_ff),             INT_FLAG("--vocab", n_vocab),
-    INT_FLAG("--ctx", n_ctx),
+    INT_FLAG("--ctx", n_ctx),            INT_FLAG("--yarn-orig-ctx", yarn_orig_ctx),
+    INT_FLAG("--sliding-window", n_swa),
 };
 
 static const char *const value_flags[] = {
     "--shape", "--arch", "--vocab-from", "--seed", "--type", "--recipe", "--router-type", "--rope-base",
-    "--rms-eps", "--name", "--threads", "--fill", "-o", "--output",
+    "--yarn-factor", "--rms-eps", "--name", "--threads", "--fill", "-o", "--output",
 };
 
 static bool takes_value(const char *flag)
@@ -211,6 +218,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
     cfg->threads = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
 
     bool ff_given = false, shared_given = false, vocab_given = false, type_given = false, recipe_given = false;
+    bool swa_given = false, yarn_given = false, yarn_ctx_given = false;
     for (int i = 1; i < argc; i++) {
         next_flag(argc, argv, &i, flag, sizeof flag, &value, err);
         bool done = false;
@@ -221,6 +229,8 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
                 ff_given |= !strcmp(flag, "--ff");
                 shared_given |= !strcmp(flag, "--shared-ff");
                 vocab_given |= !strcmp(flag, "--vocab");
+                swa_given |= !strcmp(flag, "--sliding-window");
+                yarn_ctx_given |= !strcmp(flag, "--yarn-orig-ctx");
                 done = true;
             }
         if (done || !strcmp(flag, "--shape"))
@@ -229,8 +239,8 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         if (!strcmp(flag, "--arch")) {
             int a = mkmodel_arch_from_name(value);
             if (a < 0)
-                return guild_err_set(err, "--arch %s: unknown architecture (qwen3moe, qwen2moe, mixtral, olmoe)",
-                                     value);
+                return guild_err_set(err, "--arch %s: unknown architecture (qwen3moe, qwen2moe, mixtral, olmoe, "
+                                     "gpt-oss)", value);
             cfg->arch = (mkmodel_arch_t)a;
         } else if (!strcmp(flag, "--vocab-from")) {
             rc = copy_str(flag, value, cfg->vocab_from, sizeof cfg->vocab_from, err);
@@ -241,14 +251,20 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
             cfg->recipe = MKMODEL_RECIPE_NONE;
             type_given = true;
         } else if (!strcmp(flag, "--recipe")) {
-            if (strcasecmp(value, "Q4_K_M"))
-                return guild_err_set(err, "--recipe %s: unknown recipe (known: Q4_K_M)", value);
-            cfg->recipe = MKMODEL_RECIPE_Q4_K_M;
+            if (!strcasecmp(value, "Q4_K_M"))
+                cfg->recipe = MKMODEL_RECIPE_Q4_K_M;
+            else if (!strcasecmp(value, "MXFP4_MOE"))
+                cfg->recipe = MKMODEL_RECIPE_MXFP4_MOE;
+            else
+                return guild_err_set(err, "--recipe %s: unknown recipe (known: Q4_K_M, MXFP4_MOE)", value);
             recipe_given = true;
         } else if (!strcmp(flag, "--router-type")) {
             rc = parse_type(flag, value, &cfg->router_type, err);
         } else if (!strcmp(flag, "--rope-base")) {
             rc = parse_f64(flag, value, &cfg->rope_freq_base, err);
+        } else if (!strcmp(flag, "--yarn-factor")) {
+            rc = parse_f64(flag, value, &cfg->yarn_factor, err);
+            yarn_given = true;
         } else if (!strcmp(flag, "--rms-eps")) {
             rc = parse_f64(flag, value, &cfg->rms_eps, err);
         } else if (!strcmp(flag, "--name")) {
@@ -280,6 +296,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         return guild_err_set(err, "give either --type or --recipe, not both");
     if (vocab_given && cfg->vocab_from[0])
         return guild_err_set(err, "give either --vocab or --vocab-from, not both (--vocab-from sets the size)");
+    mkmodel_arch_defaults(cfg, swa_given, yarn_given, yarn_ctx_given);
     if (mkmodel_arch_info(cfg->arch)->expert_ff_default == MODEL_EXPERT_FF_IS_FF && !ff_given)
         cfg->n_ff = cfg->n_ff_exp;
     if (mkmodel_arch_has_shexp(cfg->arch) && !shared_given && cfg->n_ff_shexp == 0)

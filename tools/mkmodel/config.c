@@ -16,43 +16,71 @@ typedef struct preset_row {
     int64_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_exp, n_ff_shexp, n_ff,
         n_vocab, n_ctx;
     double rope_freq_base, rms_eps;
+    mkmodel_recipe_t recipe;
 } preset_row_t;
 
 static const preset_row_t preset_rows[] = {
     {"demo", "qwen3moe, 4 layers, 256 wide, 4/2 heads of 64, 128 experts of 256, top-8, vocab 4096",
      MKMODEL_ARCH_QWEN3MOE, "Guild demo (random weights)", 4, 256, 4, 2, 64, 128, 8, 256, 0, 768, 4096, 4096, 1e6,
-     1e-6},
+     1e-6, MKMODEL_RECIPE_Q4_K_M},
     {"qwen3-30b-a3b", "qwen3moe, 48 layers, 2048 wide, 32/4 heads of 128, 128 experts of 768, top-8",
      MKMODEL_ARCH_QWEN3MOE, "Qwen3-30B-A3B (random weights)", 48, 2048, 32, 4, 128, 128, 8, 768, 0, 6144, 151936,
-     40960, 1e6, 1e-6},
+     40960, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M},
     {"qwen3-235b-a22b", "qwen3moe, 94 layers, 4096 wide, 64/4 heads of 128, 128 experts of 1536, top-8",
      MKMODEL_ARCH_QWEN3MOE, "Qwen3-235B-A22B (random weights)", 94, 4096, 64, 4, 128, 128, 8, 1536, 0, 12288,
-     151936, 40960, 1e6, 1e-6},
+     151936, 40960, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M},
     {"qwen1.5-moe-a2.7b", "qwen2moe, 24 layers, 2048 wide, 16 heads of 128, 60 experts of 1408, top-4, shared 5632",
      MKMODEL_ARCH_QWEN2MOE, "Qwen1.5-MoE-A2.7B (random weights)", 24, 2048, 16, 16, 128, 60, 4, 1408, 5632, 5632,
-     151936, 8192, 1e6, 1e-6},
+     151936, 8192, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M},
     {"mixtral-8x7b", "llama, 32 layers, 4096 wide, 32/8 heads of 128, 8 experts of 14336, top-2",
      MKMODEL_ARCH_MIXTRAL, "Mixtral-8x7B (random weights)", 32, 4096, 32, 8, 128, 8, 2, 14336, 0, 14336, 32000,
-     32768, 1e6, 1e-5},
+     32768, 1e6, 1e-5, MKMODEL_RECIPE_Q4_K_M},
     {"olmoe-1b-7b", "olmoe, 16 layers, 2048 wide, 16 heads of 128, 64 experts of 1024, top-8",
      MKMODEL_ARCH_OLMOE, "OLMoE-1B-7B (random weights)", 16, 2048, 16, 16, 128, 64, 8, 1024, 0, 1024, 50304, 4096,
-     1e4, 1e-5},
+     1e4, 1e-5, MKMODEL_RECIPE_Q4_K_M},
+    /* gpt-oss: yarn 32 over 4096 positions, a window of 128 on the even layers (the arch's defaults), experts in
+     * MXFP4 as OpenAI publishes them */
+    {"gpt-oss-20b", "gpt-oss, 24 layers, 2880 wide, 64/8 heads of 64, 32 experts of 2880, top-4, MXFP4 experts",
+     MKMODEL_ARCH_GPT_OSS, "gpt-oss-20b (random weights)", 24, 2880, 64, 8, 64, 32, 4, 2880, 0, 2880, 201088,
+     131072, 150000, 1e-5, MKMODEL_RECIPE_MXFP4_MOE},
+    {"gpt-oss-120b", "gpt-oss, 36 layers, 2880 wide, 64/8 heads of 64, 128 experts of 2880, top-4, MXFP4 experts",
+     MKMODEL_ARCH_GPT_OSS, "gpt-oss-120b (random weights)", 36, 2880, 64, 8, 64, 128, 4, 2880, 0, 2880, 201088,
+     131072, 150000, 1e-5, MKMODEL_RECIPE_MXFP4_MOE},
 };
 
 #define N_PRESETS (sizeof preset_rows / sizeof *preset_rows)
 
-/* The CLI spelling of each architecture and the core's row of it. */
+/* The CLI spelling of each architecture, the core's row of it, and what its converter writes beyond the row's
+ * parts: expert_feed_forward_length, the sliding window and yarn scaling when the flags do not say. */
 static const struct {
     const char *cli;
     model_arch_t arch;
+    bool expert_ff_key;
+    int64_t n_swa;
+    double yarn_factor;
+    int64_t yarn_orig_ctx;
 } arch_rows[MKMODEL_ARCH_COUNT] = {
-    [MKMODEL_ARCH_QWEN3MOE] = {"qwen3moe", MODEL_ARCH_QWEN3MOE},
-    [MKMODEL_ARCH_QWEN2MOE] = {"qwen2moe", MODEL_ARCH_QWEN2MOE},
-    [MKMODEL_ARCH_MIXTRAL] = {"mixtral", MODEL_ARCH_LLAMA},
-    [MKMODEL_ARCH_OLMOE] = {"olmoe", MODEL_ARCH_OLMOE},
+    [MKMODEL_ARCH_QWEN3MOE] = {"qwen3moe", MODEL_ARCH_QWEN3MOE, true, 0, 0, 0},
+    [MKMODEL_ARCH_QWEN2MOE] = {"qwen2moe", MODEL_ARCH_QWEN2MOE, true, 0, 0, 0},
+    [MKMODEL_ARCH_MIXTRAL] = {"mixtral", MODEL_ARCH_LLAMA, false, 0, 0, 0},
+    [MKMODEL_ARCH_OLMOE] = {"olmoe", MODEL_ARCH_OLMOE, false, 0, 0, 0},
+    /* convert_hf_to_gguf's GptOssModel: always yarn (gpt-oss's config: factor 32 over 4096 positions) */
+    [MKMODEL_ARCH_GPT_OSS] = {"gpt-oss", MODEL_ARCH_GPT_OSS, true, 128, 32.0, 4096},
 };
 
 const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch) { return model_arch_info(arch_rows[arch].arch); }
+bool mkmodel_arch_expert_ff_key(mkmodel_arch_t arch) { return arch_rows[arch].expert_ff_key; }
+
+void mkmodel_arch_defaults(mkmodel_config_t *cfg, bool swa_given, bool yarn_factor_given, bool yarn_ctx_given)
+{
+    const bool sliding = mkmodel_arch_info(cfg->arch)->attn.opts & MODEL_GQA_SLIDING;
+    if (!swa_given)
+        cfg->n_swa = sliding ? arch_rows[cfg->arch].n_swa : 0;
+    if (!yarn_factor_given)
+        cfg->yarn_factor = arch_rows[cfg->arch].yarn_factor;
+    if (!yarn_ctx_given)
+        cfg->yarn_orig_ctx = arch_rows[cfg->arch].yarn_orig_ctx ? arch_rows[cfg->arch].yarn_orig_ctx : 4096;
+}
 const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch) { return mkmodel_arch_info(arch)->name; }
 const char *mkmodel_arch_cli_name(mkmodel_arch_t arch) { return arch_rows[arch].cli; }
 
@@ -106,7 +134,8 @@ int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *e
     cfg->rms_eps = p->rms_eps;
     cfg->seed = 0;
     cfg->type = GUILD_TYPE_Q4_K;
-    cfg->recipe = MKMODEL_RECIPE_Q4_K_M;
+    cfg->recipe = p->recipe;
+    mkmodel_arch_defaults(cfg, false, false, false);
     cfg->router_type = GUILD_TYPE_F32;
     cfg->tie_embeddings = false;
     return 0;
@@ -183,6 +212,16 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
                              arch, (long long)c->n_ff, (long long)c->n_ff_exp, info->name, info->name);
     if (!(c->rope_freq_base > 0))
         return guild_err_set(err, "--rope-base %g: must be positive", c->rope_freq_base);
+    if (c->yarn_factor != 0 && !(c->yarn_factor >= 1 && c->yarn_factor <= 1024))
+        return guild_err_set(err, "--yarn-factor %g: must be 0 (no scaling) or in [1, 1024]", c->yarn_factor);
+    if (c->yarn_factor != 0 && check_dim("--yarn-orig-ctx", c->yarn_orig_ctx, 1, err))
+        return -1;
+    const bool sliding = info->attn.opts & MODEL_GQA_SLIDING;
+    if (sliding && check_dim("--sliding-window", c->n_swa, 1, err))
+        return -1;
+    if (!sliding && c->n_swa != 0)
+        return guild_err_set(err, "--sliding-window %lld: %s has no sliding-window attention", (long long)c->n_swa,
+                             arch);
     if (!(c->rms_eps > 0 && c->rms_eps < 1))
         return guild_err_set(err, "--rms-eps %g: must be in (0, 1)", c->rms_eps);
     if (c->threads < 1 || c->threads > 1024)

@@ -19,13 +19,15 @@ typedef enum mkmodel_arch {
     MKMODEL_ARCH_QWEN2MOE,
     MKMODEL_ARCH_MIXTRAL, /* GGUF architecture "llama" with experts */
     MKMODEL_ARCH_OLMOE,
+    MKMODEL_ARCH_GPT_OSS,
     MKMODEL_ARCH_COUNT
 } mkmodel_arch_t;
 
-/* How tensor types are chosen: one type for every matrix, or llama.cpp's Q4_K_M mix (tools/mkmodel/recipe.h). */
+/* How tensor types are chosen: one type for every matrix, or one of llama.cpp's mixes (tools/mkmodel/recipe.h). */
 typedef enum mkmodel_recipe {
     MKMODEL_RECIPE_NONE, /* --type */
     MKMODEL_RECIPE_Q4_K_M,
+    MKMODEL_RECIPE_MXFP4_MOE, /* routed experts MXFP4, other matrices Q8_0 (gpt-oss as published) */
 } mkmodel_recipe_t;
 
 /* How the rows of large quantized tensors are made (tools/mkmodel/pool.h). The zero value is the default. */
@@ -51,6 +53,9 @@ typedef struct mkmodel_config {
     char vocab_from[4096];   /* GGUF whose tokenizer.* keys are copied; empty = built-in vocabulary */
     int64_t n_ctx;           /* context_length */
     double rope_freq_base;
+    double yarn_factor;      /* rope.scaling.type yarn with this factor; 0: no scaling */
+    int64_t yarn_orig_ctx;   /* rope.scaling.original_context_length with yarn */
+    int64_t n_swa;           /* attention.sliding_window of an architecture with the option (0 elsewhere) */
     double rms_eps;
     uint64_t seed;
     int type;                /* guild_type_t of all matrices with MKMODEL_RECIPE_NONE */
@@ -77,7 +82,15 @@ const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch);
 /* Whether the architecture has a shared expert (its MoE FFN's option), so that --shared-ff applies. */
 bool mkmodel_arch_has_shexp(mkmodel_arch_t arch);
 
-/* GGUF architecture name ("qwen3moe", "qwen2moe", "llama", "olmoe") and the CLI spelling ("mixtral" for llama). */
+/* Whether the architecture's converter writes ARCH.expert_feed_forward_length (qwen, gpt-oss). */
+bool mkmodel_arch_expert_ff_key(mkmodel_arch_t arch);
+
+/* The architecture's own defaults where the flags did not set them: the sliding window (0 without the option),
+ * yarn scaling where its converter always writes it (gpt-oss: factor 32), its original context (4096). */
+void mkmodel_arch_defaults(mkmodel_config_t *cfg, bool swa_given, bool yarn_factor_given, bool yarn_ctx_given);
+
+/* GGUF architecture name ("qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss") and the CLI spelling ("mixtral" for
+ * llama). */
 const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch);
 const char *mkmodel_arch_cli_name(mkmodel_arch_t arch);
 /* Parses a CLI spelling; -1 if unknown. */

@@ -64,7 +64,9 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!quiet) {
-        const char *types = cfg.recipe == MKMODEL_RECIPE_Q4_K_M ? "Q4_K_M" : quant_type_info((uint32_t)cfg.type)->name;
+        const char *types = cfg.recipe == MKMODEL_RECIPE_Q4_K_M      ? "Q4_K_M"
+                            : cfg.recipe == MKMODEL_RECIPE_MXFP4_MOE ? "MXFP4_MOE"
+                                                                     : quant_type_info((uint32_t)cfg.type)->name;
         printf("%s: %s, %lld layers, %lld experts (top %lld), %s, vocab %lld, %lld tensors (%lld with a block-size "
                "fallback), %.3f B params, %.3f GB data, written in %.2f s (%.3f GB/s, %d threads%s)\n",
                cfg.out_path, mkmodel_arch_gguf_name(cfg.arch), (long long)cfg.n_layer, (long long)cfg.n_expert,

@@ -84,13 +84,15 @@ typedef void (*part_keys_fn)(gguf_writer_t *w, const mkmodel_config_t *c, const 
 static void gqa_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
 {
     char k[128];
-    (void)p;
 #define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
     gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
     gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
     gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
     gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+    /* the window only: llama.cpp's gpt-oss slides every other layer by default, as its converter leaves it */
+    if (p->opts & MODEL_GQA_SLIDING)
+        gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)c->n_swa);
 }
 
 static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
@@ -100,8 +102,8 @@ static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
     gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)c->n_expert_used);
     /* llama (Mixtral) and olmoe take their experts' size from feed_forward_length (as their converters write
      * it, and mkmodel_config_validate keeps the two equal); the Qwen MoE archs have a separate key and keep the
-     * dense size in feed_forward_length. */
-    if (mkmodel_arch_info(c->arch)->expert_ff_default != MODEL_EXPERT_FF_IS_FF)
+     * dense size in feed_forward_length; gpt-oss's converter writes both, equal. */
+    if (mkmodel_arch_expert_ff_key(c->arch))
         gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->n_ff_exp);
     if (p->opts & MODEL_FFN_SHEXP_GATED)
         gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp);
@@ -128,6 +130,11 @@ static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_v
     gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
     gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_eps);
     gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)c->rope_freq_base);
+    if (c->yarn_factor > 0) {
+        gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)c->yarn_factor);
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->yarn_orig_ctx);
+    }
 #undef KEY
     /* the router part of these architectures has no keys of its own */
     attn_keys[info->attn.kind](w, c, &info->attn, arch);

@@ -32,7 +32,8 @@ struct mkmodel_plan {
 #define FFN_DOWN_GAIN 3.0f
 #define LOGIT_STD 4.0f
 #define NORM_JITTER 0.05f  /* std of RMSNorm weights around 1 */
-#define BIAS_STD 0.1f      /* qwen2moe q/k/v biases */
+#define BIAS_STD 0.1f      /* q/k/v, attention output and expert biases */
+#define SINK_STD 1.0f      /* gpt-oss attention sinks: logits of the order of the scores */
 
 static float fan_in_std(float gain, int64_t fan_in) { return gain / sqrtf((float)fan_in); }
 
@@ -107,6 +108,12 @@ static int plan_attn_gqa(mkmodel_plan_t *p, const mkmodel_config_t *c, const mod
     if (add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, q_dim), 2, q_dim, E, 1, err,
             "blk.%lld.attn_output.weight", (long long)l))
         return -1;
+    if ((part->opts & MODEL_GQA_SINKS) && add(p, c, MKMODEL_ROLE_BIAS, l, 0, SINK_STD, 1, c->n_head, 1, 1, err,
+                                              "blk.%lld.attn_sinks.weight", (long long)l))
+        return -1;
+    if ((part->opts & MODEL_GQA_OUT_BIAS) &&
+        add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, E, 1, 1, err, "blk.%lld.attn_output.bias", (long long)l))
+        return -1;
     if ((norm_head || norm_full) &&
         (add(p, c, MKMODEL_ROLE_NORM, l, QK_GAIN, norm_std, 1, norm_head ? c->head_dim : q_dim, 1, 1, err,
              "blk.%lld.attn_q_norm.weight", (long long)l) ||
@@ -122,6 +129,19 @@ static int plan_router_softmax(mkmodel_plan_t *p, const mkmodel_config_t *c, con
     (void)part;
     return add(p, c, MKMODEL_ROLE_ROUTER, l, 0, fan_in_std(ROUTER_GAIN, c->n_embd), 2, c->n_embd, c->n_expert, 1,
                err, "blk.%lld.ffn_gate_inp.weight", (long long)l);
+}
+
+/* gpt-oss's router: the logits plus a bias (llama.cpp's ffn_gate_inp.bias), the top k of them weighted by their
+ * softmax. The bias is small beside the logits, so the choice stays spread over the experts. */
+static int plan_router_topk_softmax(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part,
+                                    int64_t l, guild_err_t *err)
+{
+    if (plan_router_softmax(p, c, part, l, err))
+        return -1;
+    if ((part->opts & MODEL_ROUTER_LOGIT_BIAS) && add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 1, c->n_expert, 1, 1,
+                                                      err, "blk.%lld.ffn_gate_inp.bias", (long long)l))
+        return -1;
+    return 0;
 }
 
 static int plan_ffn_moe(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
@@ -147,22 +167,34 @@ static int plan_ffn_moe(mkmodel_plan_t *p, const mkmodel_config_t *c, const mode
                 "blk.%lld.ffn_down_shexp.weight", (long long)l))
             return -1;
     }
+    /* gpt-oss: each expert's biases, [width, n_expert] */
+    if ((part->opts & MODEL_FFN_SWIGLU_OAI) &&
+        (add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 2, F, X, 1, err, "blk.%lld.ffn_gate_exps.bias", (long long)l) ||
+         add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 2, F, X, 1, err, "blk.%lld.ffn_up_exps.bias", (long long)l) ||
+         add(p, c, MKMODEL_ROLE_BIAS, l, 0, BIAS_STD, 2, E, X, 1, err, "blk.%lld.ffn_down_exps.bias", (long long)l)))
+        return -1;
     return 0;
 }
 
 void mkmodel_plan_support(model_part_support_t *s)
 {
     static const uint32_t gqa = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS |
-                                MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL,
-                          softmax = MODEL_ROUTER_RENORM, moe = MODEL_FFN_SHEXP_GATED;
+                                MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS |
+                                MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
+                          softmax = MODEL_ROUTER_RENORM, topk_softmax = MODEL_ROUTER_LOGIT_BIAS,
+                          moe = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI;
     memset(s, 0, sizeof *s);
     model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_GQA, &gqa);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SOFTMAX_TOPK, &softmax);
+    model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_TOPK_SOFTMAX, &topk_softmax);
     model_part_support_set(s, MODEL_PART_FFN, MODEL_FFN_MOE, &moe);
 }
 
 static const part_plan_fn attn_plans[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = plan_attn_gqa};
-static const part_plan_fn router_plans[MODEL_ROUTER_KINDS] = {[MODEL_ROUTER_SOFTMAX_TOPK] = plan_router_softmax};
+static const part_plan_fn router_plans[MODEL_ROUTER_KINDS] = {
+    [MODEL_ROUTER_SOFTMAX_TOPK] = plan_router_softmax,
+    [MODEL_ROUTER_TOPK_SOFTMAX] = plan_router_topk_softmax,
+};
 static const part_plan_fn ffn_plans[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = plan_ffn_moe};
 
 int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_vocab, guild_err_t *err)
@@ -182,7 +214,8 @@ int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_
     for (int64_t l = 0; l < c->n_layer; l++)
         if (add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.attn_norm.weight", (long long)l) ||
             attn_plans[info->attn.kind](p, c, &info->attn, l, err) ||
-            add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.ffn_norm.weight", (long long)l) ||
+            add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.%s.weight", (long long)l,
+                info->ffn_norm ? info->ffn_norm : "ffn_norm") ||
             router_plans[info->router.kind](p, c, &info->router, l, err) ||
             ffn_plans[info->ffn.kind](p, c, &info->ffn, l, err))
             goto fail;

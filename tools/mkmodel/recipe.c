@@ -76,6 +76,8 @@ int mkmodel_recipe_choose(const mkmodel_config_t *cfg, mkmodel_tensor_t *t, guil
         want = GUILD_TYPE_F32;
     else if (cfg->recipe == MKMODEL_RECIPE_Q4_K_M)
         want = q4_k_m_type(cfg, t);
+    else if (cfg->recipe == MKMODEL_RECIPE_MXFP4_MOE) /* llama.cpp: 3-D (expert) tensors MXFP4, the rest Q8_0 */
+        want = t->n_dims == 3 ? GUILD_TYPE_MXFP4 : GUILD_TYPE_Q8_0;
     else
         want = (guild_type_t)cfg->type;
     t->wanted = want;
@@ -100,6 +102,8 @@ uint32_t mkmodel_recipe_file_type(const mkmodel_config_t *cfg)
 {
     if (cfg->recipe == MKMODEL_RECIPE_Q4_K_M)
         return 15; /* LLAMA_FTYPE_MOSTLY_Q4_K_M */
+    if (cfg->recipe == MKMODEL_RECIPE_MXFP4_MOE)
+        return 38; /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
     switch (cfg->type) {
     case GUILD_TYPE_F32: return 0;
     case GUILD_TYPE_F16: return 1;

@@ -11,7 +11,10 @@
  *     i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2, else Q4_K;
  *   with exactly 8 experts (Mixtral) attn_v and attn_k Q8_0 and attn_output Q5_K, as llama.cpp does.
  *
- * Block-size fallback (both modes), as llama.cpp: when ne[0] is not a multiple of the type's block, Q4_K -> Q5_0,
+ * --recipe MXFP4_MOE is llama.cpp's LLAMA_FTYPE_MOSTLY_MXFP4_MOE: the routed experts (3-D tensors) MXFP4, every
+ * other matrix Q8_0 (gpt-oss as OpenAI publishes it: its experts are MXFP4 in the checkpoint).
+ *
+ * Block-size fallback (all modes), as llama.cpp: when ne[0] is not a multiple of the type's block, Q4_K -> Q5_0,
  * Q5_K -> Q5_1, Q6_K -> Q8_0, and Q2_K, Q3_K, IQ4_XS and the IQ1/IQ2/IQ3 types -> IQ4_NL; then F16 if still
  * incompatible. A 32-element type (Q4_0 ... Q8_0, IQ4_NL, MXFP4) on rows that are not whole blocks is an error
  * (llama.cpp refuses it too).

@@ -18,7 +18,7 @@ static inline float dot8(const float *restrict a, const float *restrict b, int32
 }
 
 void cpu_attention_head(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
-                        int32_t n_kv, int32_t head_dim, float scale, float *scores)
+                        int32_t n_kv, int32_t head_dim, float scale, const float *sink, float *scores)
 {
     float max = -INFINITY;
     for (int32_t j = 0; j < n_kv; j++) {
@@ -27,11 +27,15 @@ void cpu_attention_head(float *out, const float *q, const float *k, const float 
         if (s > max)
             max = s;
     }
+    if (sink && *sink > max)
+        max = *sink;
     double sum = 0;
     for (int32_t j = 0; j < n_kv; j++) {
         scores[j] = expf(scores[j] - max);
         sum += scores[j];
     }
+    if (sink) /* the sink's share of the softmax goes to no value */
+        sum += expf(*sink - max);
     const float inv = (float)(1.0 / sum);
     /* out[d] accumulates over j ascending; blocks of 8 d's keep 8 sums in registers */
     int32_t d = 0;

@@ -4,8 +4,10 @@
  *   q,k   = RMSNorm per head or of the whole vector              (options q/k norm), then RoPE
  *   k,v   -> the KV cache at the row's position
  *   att   = softmax(q k^T / sqrt(head_dim)) v over positions 0..pos (query head h uses KV head
- *           h / (n_head / n_head_kv)), for the kept rows only
- *   x    += wo att
+ *           h / (n_head / n_head_kv)), for the kept rows only; a sliding layer (option sliding window) over the
+ *           last window positions up to pos only; with option attention sinks head h's sink logit joins the
+ *           softmax
+ *   x    += wo att (+ bo)                                        (option output bias)
  */
 #include <math.h>
 #include <string.h>
@@ -18,6 +20,7 @@ typedef struct gqa_job {
     const model_layer_t *L;
     uint32_t opts;
     int32_t il;
+    int32_t window; /* model_layer_window: 0 for every position */
 } gqa_job_t;
 
 static void add_bias(float *x, const model_tensor_t *bias, int64_t n)
@@ -70,12 +73,16 @@ static void attention_task(void *ctx, int64_t task, int thread)
     const int32_t h = (int32_t)(task % c->n_head);
     const int32_t hkv = h / (c->n_head / c->n_head_kv);
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
-    const size_t layer0 = (size_t)j->il * (size_t)b->n_ctx * (size_t)KV;
-    cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_cache + layer0 + hkv * HD,
-                       b->v_cache + layer0 + hkv * HD, KV, b->row_pos[t] + 1, c->head_dim,
-                       1.0f / sqrtf((float)c->head_dim), b->scores + (size_t)thread * (size_t)b->n_ctx);
+    const int32_t pos = b->row_pos[t];
+    const int32_t first = j->window && pos + 1 > j->window ? pos + 1 - j->window : 0;
+    const size_t at = ((size_t)j->il * (size_t)b->n_ctx + (size_t)first) * (size_t)KV + (size_t)(hkv * HD);
+    const float *sink = (j->opts & MODEL_GQA_SINKS) ? (const float *)j->L->sinks.data + h : NULL;
+    cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_cache + at, b->v_cache + at, KV,
+                       pos + 1 - first, c->head_dim, 1.0f / sqrtf((float)c->head_dim), sink,
+                       b->scores + (size_t)thread * (size_t)b->n_ctx);
 }
 
+/* x += proj, or x += (proj + bo) with option output bias */
 static void residual_task(void *ctx, int64_t t, int thread)
 {
     gqa_job_t *j = ctx;
@@ -83,6 +90,12 @@ static void residual_task(void *ctx, int64_t t, int thread)
     float *x = j->b->x + t * E;
     const float *p = j->b->proj + t * E;
     (void)thread;
+    if (j->opts & MODEL_GQA_OUT_BIAS) {
+        const float *bo = j->L->bo.data;
+        for (int64_t i = 0; i < E; i++)
+            x[i] = (p[i] + bo[i]) + x[i];
+        return;
+    }
     for (int64_t i = 0; i < E; i++)
         x[i] = p[i] + x[i];
 }
@@ -93,7 +106,7 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     const model_config_t *c = b->cfg;
     const model_layer_t *L = &b->w->layers[il];
     const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
-    gqa_job_t j = {b, L, p->opts, il};
+    gqa_job_t j = {b, L, p->opts, il, model_layer_window(c, il)};
     guild_pool_t *pool = b->pool;
     (void)err;
 
@@ -120,6 +133,6 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
 
 const cpu_attn_part_t cpu_attn_gqa = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
-            MODEL_GQA_QK_NORM_FULL,
+            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
     .forward = gqa_forward,
 };

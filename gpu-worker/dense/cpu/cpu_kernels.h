@@ -47,14 +47,17 @@ void cpu_rope_table(const cpu_rope_t *r, int32_t pos, float *cs);
 /* Rotates n_heads consecutive heads of head_dim floats in place with the table of one position. */
 void cpu_rope_apply(const cpu_rope_t *r, float *x, int32_t n_heads, int32_t head_dim, const float *cs);
 
-/* One query head against positions 0..n_kv-1 of its KV head:
+/* One query head against positions 0..n_kv-1 of its KV head (a sliding window passes k and v from its first
+ * position):
  *   s[j] = dot8(q, k_j) * scale, dot8 summing in 8 lanes (lane l: d = l, l+8, ... ascending), the lanes added
  *          as ((0+1)+(2+3))+((4+5)+(6+7)), then the head_dim % 8 last products in order  (float)
- *   p[j] = expf(s[j] - max s) / sum (the sum in double over ascending j, then 1/sum as float)
+ *   M    = max s, and the sink logit when sink != NULL
+ *   p[j] = expf(s[j] - M) * (float)(1 / sum), sum in double over ascending j, then + expf(sink - M) with a sink
+ *          (the sink joins the softmax as ggml's soft_max with sinks, and adds no value)
  *   out[d] = sum over j ascending of p[j] * v_j[d]                                   (float)
  * k_j = k + j * kv_stride (floats), likewise v. scores: scratch of n_kv floats. */
 void cpu_attention_head(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
-                        int32_t n_kv, int32_t head_dim, float scale, float *scores);
+                        int32_t n_kv, int32_t head_dim, float scale, const float *sink, float *scores);
 
 /* The router of one token: probabilities = softmax(logits[n_expert]) (expf of logit - max, sum in double,
  * multiplied by (float)(1/sum)); the k largest (lowest id first on ties) in descending order go to ids[0..k)
@@ -63,5 +66,12 @@ void cpu_attention_head(float *out, const float *q, const float *k, const float 
  * of n_expert floats. */
 void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool renorm, float scale, int32_t *ids,
                      float *w, float *probs);
+
+/* The top-k-then-softmax router of one token (gpt-oss): l[e] = logits[e] + bias[e] (float; bias NULL: none); the
+ * k largest l (lowest id first on ties) in descending order go to ids[0..k); w[s] = expf(l[ids[s]] - M) *
+ * (float)(1 / sum), M the largest of the k, the sum in double over s ascending (ggml's soft_max of the k chosen
+ * logits); then multiplied by scale when scale is neither 0 nor 1. biased: scratch of n_expert floats. */
+void cpu_router_topk_logits(const float *logits, const float *bias, int32_t n_expert, int32_t k, float scale,
+                            int32_t *ids, float *w, float *biased);
 
 #endif

@@ -1,8 +1,9 @@
 /* The cpu backend's resident experts and routing counts (contract in cpu_resident.h). A pair is computed as the
  * experts library computes it (cpu-expert-worker/experts/expert_exec.c): x quantized to each matrix's dot type,
- * gate and up products, h = silu(gate) * up, h quantized to down's dot type, the down product; every output
- * element is the kernels' fixed-order sum, whatever the rows or tokens a call takes, so the bits are the CPU
- * workers'. One task per pair: the stand-in is for tests and small resident sets, not for speed. */
+ * gate and up products (+ their biases), h = silu(gate) * up (or the model's activation), h quantized to down's
+ * dot type, the down product (+ its bias); every output element is the kernels' fixed-order sum, whatever the
+ * rows or tokens a call takes, so the bits are the CPU workers'. One task per pair: the stand-in is for tests
+ * and small resident sets, not for speed. */
 #include "gpu-worker/dense/cpu/cpu_resident.h"
 
 #include <stdlib.h>
@@ -72,11 +73,24 @@ static void pair_task(void *ctx, int64_t i, int thread)
                 r->xrow, g, (size_t)F);
     kern_matmul(L->up_exps.type, E, F, 1, model_tensor_row(&L->up_exps, e, 0), L->up_exps.row_bytes, xu, r->xrow,
                 u, (size_t)F);
-    for (int64_t k = 0; k < F; k++)
-        g[k] = model_silu(g[k]) * u[k];
+    const model_expert_act_t act = model_expert_act_of(r->c);
+    if (L->gate_exps_b.data) {
+        const float *gb = model_tensor_row(&L->gate_exps_b, e, 0), *ub = model_tensor_row(&L->up_exps_b, e, 0);
+        for (int64_t k = 0; k < F; k++)
+            g[k] = model_expert_act(&act, g[k] + gb[k], u[k] + ub[k]);
+    } else {
+        for (int64_t k = 0; k < F; k++)
+            g[k] = model_expert_act(&act, g[k], u[k]);
+    }
     kern_quantize(da, g, hq, F);
+    float *y = j->y + (size_t)p * (size_t)E;
     kern_matmul(L->down_exps.type, F, E, 1, model_tensor_row(&L->down_exps, e, 0), L->down_exps.row_bytes, hq,
-                r->hrow, j->y + (size_t)p * (size_t)E, (size_t)E);
+                r->hrow, y, (size_t)E);
+    if (L->down_exps_b.data) {
+        const float *db = model_tensor_row(&L->down_exps_b, e, 0);
+        for (int64_t k = 0; k < E; k++)
+            y[k] += db[k];
+    }
 }
 
 /* A host executor's submit: counts, then hands the executor the batch with this side's pairs as skip slots and

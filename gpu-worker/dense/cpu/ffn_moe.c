@@ -73,7 +73,9 @@ static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t 
     return 0;
 }
 
+/* Option clamped swiglu changes only the experts, which the executor computes (it learns the activation and the
+ * biases from the model: model_expert_act in core/model/activation.h); the combine is the same. */
 const cpu_ffn_part_t cpu_ffn_moe = {
-    .opts = MODEL_FFN_SHEXP_GATED,
+    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI,
     .forward = moe_forward,
 };
