@@ -54,6 +54,8 @@ static void cuda_destroy(backend_t *base)
     graphs_clear(b);
     moe_exec_destroy(&b->moe_gpu);
     moe_exec_destroy(&b->moe_host);
+    cuda_free((void **)&b->route_counts);
+    free(b->count_resident);
     /* the stage borrows the ring, the server serves it: stage, server, ring */
     cuda_stage_destroy(&b->stage);
     stage_server_stop(&b->stage_server);
@@ -399,6 +401,19 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
         setup_experts(b, m, opt, cc, &plan, err) < 0)
         goto fail;
+    /* the routing counters (route_count.cu) and the plan's resident experts, whose share of them is the hit rate */
+    if (opt->count_routing) {
+        const size_t LN = (size_t)c->n_layer * (size_t)c->n_expert;
+        if (cuda_alloc((void **)&b->route_counts, LN * sizeof *b->route_counts, &b->bytes_scratch, "routing counters",
+                       err) < 0 ||
+            cuda_check(cudaMemset(b->route_counts, 0, LN * sizeof *b->route_counts), "routing counters", err) < 0)
+            goto fail;
+        if (!(b->count_resident = malloc(LN ? LN : 1))) {
+            guild_err_set(err, "cuda backend: out of memory");
+            goto fail;
+        }
+        memcpy(b->count_resident, plan.expert_resident, LN);
+    }
     if (cc->test.split_gpu_fraction > 0 && b->moe_gpu)
         cuda_moe_gpu_force_split(b->moe_gpu, cc->test.split_gpu_fraction);
     b->graphs = !cc->no_graph && cuda_moe_capturable(b->moe);
@@ -615,6 +630,20 @@ static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
         b->kv_len = n_pos;
 }
 
+/* The routing counters, between forward passes (their stream is idle then). */
+static int cuda_routing(const backend_t *base, uint64_t *counts)
+{
+    const cuda_backend_t *b = (const cuda_backend_t *)base;
+    _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "the counters are read as uint64_t");
+    if (!b->route_counts || cudaMemcpy(counts, b->route_counts,
+                                       (size_t)b->cfg->n_layer * (size_t)b->cfg->n_expert * sizeof *counts,
+                                       cudaMemcpyDeviceToHost) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
 static void cuda_stats(const backend_t *base, backend_stats_t *out)
 {
     const cuda_backend_t *b = (const cuda_backend_t *)base;
@@ -635,6 +664,14 @@ static void cuda_stats(const backend_t *base, backend_stats_t *out)
         cuda_stage_stats(b->stage, &bytes, &wait);
     out->staged_bytes = b->staged_bytes0 + bytes;
     out->stage_wait_ns = b->stage_wait_ns0 + wait;
+    const size_t LN = (size_t)b->cfg->n_layer * (size_t)b->cfg->n_expert;
+    uint64_t *counts = b->route_counts ? malloc((LN ? LN : 1) * sizeof *counts) : NULL;
+    if (counts && cuda_routing(base, counts) == 0)
+        for (size_t i = 0; i < LN; i++) {
+            out->routed_pairs += counts[i];
+            out->resident_pairs += b->count_resident[i] ? counts[i] : 0;
+        }
+    free(counts);
 }
 
 /* The GPU worker's executor: the exchange driven from the device; from the host when the arena cannot be
@@ -660,4 +697,5 @@ const backend_ops_t cuda_backend_ops = {
     .destroy = cuda_destroy,
     .stats = cuda_stats,
     .exchange_exec = cuda_exchange_exec,
+    .routing = cuda_routing,
 };

@@ -134,6 +134,11 @@ int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n
 int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm, float scale,
                      int32_t *ids, float *w, cudaStream_t s, guild_err_t *err);
 
+/* counts[ids[i]] += 1 for the n_pairs routed pairs ids[0..n_pairs) of one layer (ids < 0 or >= n_expert are not
+ * counted); counts: that layer's [n_expert] device counters (route_count.cu). */
+int cuda_route_count(const int32_t *ids, int32_t n_pairs, int32_t n_expert, unsigned long long *counts,
+                     cudaStream_t s, guild_err_t *err);
+
 /* The MoE combine of the CPU backend, per token t and element i < n_embd:
  *   acc = w[t][0] * y[t][0][i];  acc = acc + w[t][k] * y[t][k][i] for k = 1 .. n_used-1;
  *   with sh: acc = acc + sh[t][i] * sigmoid(sh_logit[t]);   x[t][i] = acc + x[t][i]. */

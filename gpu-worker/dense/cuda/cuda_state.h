@@ -88,6 +88,9 @@ typedef struct cuda_backend {
     float *proj;                /* [n_batch][n_embd] attn_output / shared expert output */
     float *router_logits;       /* [n_batch][n_expert] */
     int32_t *ids;               /* [n_batch][n_expert_used] */
+    unsigned long long *route_counts; /* [n_layer][n_expert] routed pairs (backend_options_t.count_routing); NULL:
+                                   not counted */
+    uint8_t *count_resident;    /* host [n_layer * n_expert]: the plan's resident experts, for the hit rate */
     float *route_w;             /* [n_batch][n_expert_used] */
     float *sh_gate;             /* [n_batch][n_ff_shexp] */
     float *sh_up;               /* [n_batch][n_ff_shexp] */

@@ -13,6 +13,8 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const bool shared = lp->ffn->opts & MODEL_FFN_SHEXP_GATED;
     cudaStream_t s = b->stream;
     if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
+        (b->route_counts && cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert,
+                                             s, err) < 0) ||
         moe_exec_submit(b->moe, il, n, b->xn, b->ids, s, err) < 0)
         return -1;
     if (shared) {
