@@ -39,6 +39,8 @@ typedef struct attn_shape {
     float q_scale, k_scale; /* of fill(); q_scale 1e5 puts rows past f16 range (with keys small enough that the
                                scores stay O(1)) */
     int32_t row_step;       /* reference rows checked: every row_step-th and the last (host time) */
+    int32_t window;         /* sliding window (0: none) */
+    bool sinks;             /* a sink logit per head (gpt-oss) */
 } attn_shape_t;
 
 /* A problem on the device: an F16 cache of kv0 + n_tok + 3 positions, q, and the output. */
@@ -46,8 +48,11 @@ typedef struct attn_problem {
     attn_shape_t c;
     int32_t n_ctx;
     float *q, *kf, *vf;   /* host: q [n_tok][n_head][hd]; K, V as the cache holds them [n_ctx][n_head_kv][hd] */
+    float *sinks;         /* host [n_head] */
     void *dk, *dv;        /* device caches, F16 */
     float *dq, *dout;     /* device q and output */
+    float *dsinks;        /* device [n_head] */
+    cuda_attn_ext_t ext;  /* the shape's window and sinks */
 } attn_problem_t;
 
 static void problem_new(attn_problem_t *p, const attn_shape_t *c, uint64_t seed)
@@ -75,6 +80,11 @@ static void problem_new(attn_problem_t *p, const attn_shape_t *c, uint64_t seed)
     p->dv = dev_upload(vh, (size_t)nkv * 2);
     p->dq = dev_upload(p->q, (size_t)nq * sizeof *p->q);
     p->dout = dev_new((size_t)nq * sizeof(float));
+    p->sinks = malloc((size_t)c->n_head * sizeof *p->sinks);
+    for (int32_t h = 0; h < c->n_head; h++) /* sink logits of the order of the scores, some dominant */
+        p->sinks[h] = (float)(6 * rng_uniform(&r) - 2);
+    p->dsinks = dev_upload(p->sinks, (size_t)c->n_head * sizeof *p->sinks);
+    p->ext = (cuda_attn_ext_t){c->window, c->sinks ? p->dsinks : NULL};
     free(kh);
     free(vh);
 }
@@ -85,13 +95,15 @@ static void problem_destroy(attn_problem_t *p)
     dev_free(p->dv);
     dev_free(p->dq);
     dev_free(p->dout);
+    dev_free(p->dsinks);
+    free(p->sinks);
     free(p->q);
     free(p->kf);
     free(p->vf);
 }
 
 typedef int (*prefill_fn)(float *, const float *, guild_type_t, const void *, const void *, int32_t, int32_t, int32_t,
-                          int32_t, int32_t, float, cudaStream_t, guild_err_t *);
+                          int32_t, int32_t, float, const cuda_attn_ext_t *, cudaStream_t, guild_err_t *);
 
 static float scale_of(int32_t hd)
 {
@@ -106,20 +118,22 @@ static void problem_run(attn_problem_t *p, prefill_fn fn, float *got)
     CK_CUDA(cudaMemset(p->dout, 0xff, bytes));
     guild_err_t err;
     const int rc = fn(p->dout, p->dq, GUILD_TYPE_F16, p->dk, p->dv, c->n_tok, c->kv0, c->n_head, c->n_head_kv,
-                      c->head_dim, scale_of(c->head_dim), stream, &err);
+                      c->head_dim, scale_of(c->head_dim), &p->ext, stream, &err);
     ck_assert_msg(rc == 0, "%s", err.msg);
     dev_download(got, p->dout, bytes, stream);
 }
 
-/* Row t of head h in float64: query position kv0 + t sees keys 0 .. kv0 + t. */
+/* Row t of head h in float64: query position kv0 + t sees keys 0 .. kv0 + t (with a window, the last `window` of
+ * them); a sink logit joins the softmax without a value. */
 static void attn_ref_f64(const attn_problem_t *p, int32_t t, int32_t h, double *out, double *s)
 {
     const attn_shape_t *c = &p->c;
     const int32_t HD = c->head_dim, KV = c->n_head_kv * HD, n = c->kv0 + t + 1;
+    const int32_t first = c->window > 0 && n > c->window ? n - c->window : 0;
     const int32_t hkv = h / (c->n_head / c->n_head_kv);
     const float *q = p->q + ((int64_t)t * c->n_head + h) * HD;
-    double mx = -INFINITY, sum = 0;
-    for (int32_t j = 0; j < n; j++) {
+    double mx = c->sinks ? p->sinks[h] : -INFINITY, sum = 0;
+    for (int32_t j = first; j < n; j++) {
         const float *k = p->kf + (int64_t)j * KV + hkv * HD;
         double d = 0;
         for (int32_t i = 0; i < HD; i++)
@@ -129,7 +143,9 @@ static void attn_ref_f64(const attn_problem_t *p, int32_t t, int32_t h, double *
     }
     for (int32_t i = 0; i < HD; i++)
         out[i] = 0;
-    for (int32_t j = 0; j < n; j++) {
+    if (c->sinks)
+        sum = exp(p->sinks[h] - mx);
+    for (int32_t j = first; j < n; j++) {
         const double e = exp(s[j] - mx);
         const float *v = p->vf + (int64_t)j * KV + hkv * HD;
         sum += e;
@@ -174,13 +190,18 @@ static double ref_compare(const attn_problem_t *p, const float *got, const char 
 
 static const attn_shape_t shapes[] = {
     /* n_tok kv0 heads hd   q    k   rows */
-    {1, 0, 8, 8, 128, 1.5f, 1.0f, 1},         {17, 37, 8, 2, 128, 1.5f, 1.0f, 1},
-    {100, 500, 8, 1, 128, 1.5f, 1.0f, 1},     {300, 0, 8, 1, 128, 1.5f, 1.0f, 3},
-    {300, 4096, 8, 1, 128, 1.5f, 1.0f, 13},   {64, 37, 32, 4, 128, 1.5f, 1.0f, 5},
-    {17, 4096, 32, 4, 128, 1.5f, 1.0f, 4},    {1, 4096, 4, 4, 64, 1.5f, 1.0f, 1},
-    {17, 0, 4, 4, 64, 1.5f, 1.0f, 1},         {100, 37, 8, 2, 64, 1.5f, 1.0f, 1},
-    {300, 500, 16, 2, 64, 1.5f, 1.0f, 7},     {129, 4096, 8, 1, 64, 1.5f, 1.0f, 9},
-    {100, 500, 8, 2, 128, 1.0e5f, 1.0e-6f, 1}, {70, 37, 4, 4, 64, 1.0e5f, 1.0e-6f, 1},
+    {1, 0, 8, 8, 128, 1.5f, 1.0f, 1, 0, false},         {17, 37, 8, 2, 128, 1.5f, 1.0f, 1, 0, false},
+    {100, 500, 8, 1, 128, 1.5f, 1.0f, 1, 0, false},     {300, 0, 8, 1, 128, 1.5f, 1.0f, 3, 0, false},
+    {300, 4096, 8, 1, 128, 1.5f, 1.0f, 13, 0, false},   {64, 37, 32, 4, 128, 1.5f, 1.0f, 5, 0, false},
+    {17, 4096, 32, 4, 128, 1.5f, 1.0f, 4, 0, false},    {1, 4096, 4, 4, 64, 1.5f, 1.0f, 1, 0, false},
+    {17, 0, 4, 4, 64, 1.5f, 1.0f, 1, 0, false},         {100, 37, 8, 2, 64, 1.5f, 1.0f, 1, 0, false},
+    {300, 500, 16, 2, 64, 1.5f, 1.0f, 7, 0, false},     {129, 4096, 8, 1, 64, 1.5f, 1.0f, 9, 0, false},
+    {100, 500, 8, 2, 128, 1.0e5f, 1.0e-6f, 1, 0, false}, {70, 37, 4, 4, 64, 1.0e5f, 1.0e-6f, 1, 0, false},
+    /* gpt-oss: 64/8 heads of 64, a window of 128 and sinks; windows not a multiple of the key tile, rows whose
+     * window begins inside a tile, a window longer than the context */
+    {300, 500, 64, 8, 64, 1.5f, 1.0f, 7, 128, true}, {129, 4096, 64, 8, 64, 1.5f, 1.0f, 9, 128, true},
+    {17, 0, 64, 8, 64, 1.5f, 1.0f, 1, 128, true},    {200, 37, 8, 2, 128, 1.5f, 1.0f, 3, 100, false},
+    {90, 10, 8, 1, 64, 1.5f, 1.0f, 1, 0, true},      {100, 300, 4, 4, 64, 1.5f, 1.0f, 1, 7, true},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -194,9 +215,9 @@ START_TEST(test_accuracy)
     const double e_mma = ref_compare(&p, got, "mma");
     problem_run(&p, cuda_attention_prefill_fp32, got);
     const double e_fp32 = ref_compare(&p, got, "fp32");
-    printf("PASS attention mma %3d rows after %4d keys, %2d/%d heads of %3d, |q| ~%-6g: max abs err %.3g (fp32 kernel "
-           "%.3g; tolerance 2e-5 + 1e-4 |ref|)\n", c->n_tok, c->kv0, c->n_head, c->n_head_kv, c->head_dim,
-           (double)c->q_scale, e_mma, e_fp32);
+    printf("PASS attention mma %3d rows after %4d keys, %2d/%d heads of %3d, |q| ~%-6g, window %3d%s: max abs err "
+           "%.3g (fp32 kernel %.3g; tolerance 2e-5 + 1e-4 |ref|)\n", c->n_tok, c->kv0, c->n_head, c->n_head_kv,
+           c->head_dim, (double)c->q_scale, c->window, c->sinks ? ", sinks" : "", e_mma, e_fp32);
     free(got);
     problem_destroy(&p);
 }
@@ -208,10 +229,11 @@ END_TEST
 START_TEST(test_dispatch)
 {
     static const attn_shape_t cases[] = {
-        {CUDA_ATTN_MMA_MIN_ROWS, 20, 4, 2, 128, 1.5f, 1.0f, 1},
-        {CUDA_ATTN_MMA_MIN_ROWS - 1, 20, 4, 2, 128, 1.5f, 1.0f, 1},
-        {40, 20, 4, 2, 64, 1.5f, 1.0f, 1},
-        {40, 20, 4, 2, 32, 1.5f, 1.0f, 1}, /* head dimension 32: the FP32 kernel */
+        {CUDA_ATTN_MMA_MIN_ROWS, 20, 4, 2, 128, 1.5f, 1.0f, 1, 0, false},
+        {CUDA_ATTN_MMA_MIN_ROWS - 1, 20, 4, 2, 128, 1.5f, 1.0f, 1, 0, false},
+        {40, 20, 4, 2, 64, 1.5f, 1.0f, 1, 0, false},
+        {40, 20, 4, 2, 32, 1.5f, 1.0f, 1, 0, false}, /* head dimension 32: the FP32 kernel */
+        {40, 200, 8, 2, 64, 1.5f, 1.0f, 1, 64, true}, /* gpt-oss's options pass through */
     };
     const attn_shape_t *c = &cases[_i];
     attn_problem_t p;
@@ -237,15 +259,15 @@ START_TEST(test_refusals)
 {
     guild_err_t err;
     float *buf = dev_new(1 << 16);
-    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F32, buf, buf, 20, 0, 4, 4, 128, 1.0f, stream,
-                                                &err), -1);
-    ck_assert_ptr_nonnull(strstr(err.msg, "f16 cache"));
-    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F16, buf, buf, 20, 0, 4, 4, 256, 1.0f, stream,
-                                                &err), -1);
-    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F16, (char *)buf + 8, buf, 20, 0, 4, 4, 128, 1.0f,
+    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F32, buf, buf, 20, 0, 4, 4, 128, 1.0f, NULL,
                                                 stream, &err), -1);
-    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F16, buf, buf, 20, 0, 6, 4, 128, 1.0f, stream,
-                                                &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "f16 cache"));
+    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F16, buf, buf, 20, 0, 4, 4, 256, 1.0f, NULL,
+                                                stream, &err), -1);
+    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F16, (char *)buf + 8, buf, 20, 0, 4, 4, 128, 1.0f,
+                                                NULL, stream, &err), -1);
+    ck_assert_int_eq(cuda_attention_prefill_mma(buf, buf, GUILD_TYPE_F16, buf, buf, 20, 0, 6, 4, 128, 1.0f, NULL,
+                                                stream, &err), -1);
     ck_assert(!cuda_attention_prefill_mma_takes(GUILD_TYPE_F16, 128, buf, buf + 1, buf, buf));
     ck_assert(cuda_attention_prefill_mma_takes(GUILD_TYPE_F16, 64, buf, buf, buf, buf));
     printf("PASS refusals\n");
@@ -273,7 +295,7 @@ static float time_median(attn_problem_t *p, prefill_fn fn)
     for (int i = -1; i < 5; i++) {
         CK_CUDA(cudaEventRecord(a, stream));
         ck_assert_msg(fn(p->dout, p->dq, GUILD_TYPE_F16, p->dk, p->dv, c->n_tok, c->kv0, c->n_head, c->n_head_kv,
-                         c->head_dim, scale_of(c->head_dim), stream, &err) == 0, "%s", err.msg);
+                         c->head_dim, scale_of(c->head_dim), &p->ext, stream, &err) == 0, "%s", err.msg);
         CK_CUDA(cudaEventRecord(b, stream));
         CK_CUDA(cudaEventSynchronize(b));
         if (i >= 0)
@@ -290,8 +312,8 @@ static float time_median(attn_problem_t *p, prefill_fn fn)
 START_TEST(test_timing)
 {
     static const attn_shape_t cases[] = {
-        {2048, 4096, 32, 4, 128, 1.5f, 1.0f, 1023},
-        {2048, 16384, 32, 4, 128, 1.5f, 1.0f, 2047},
+        {2048, 4096, 32, 4, 128, 1.5f, 1.0f, 1023, 0, false},
+        {2048, 16384, 32, 4, 128, 1.5f, 1.0f, 2047, 0, false},
     };
     const attn_shape_t *c = &cases[_i];
     attn_problem_t p;
@@ -339,7 +361,7 @@ static Suite *attn_suite(void)
     tcase_add_loop_test(tc, fn, lo, hi); \
     suite_add_tcase(s, tc)
     ADD("accuracy", test_accuracy, 0, N_SHAPES);
-    ADD("dispatch", test_dispatch, 0, 4);
+    ADD("dispatch", test_dispatch, 0, 5);
     ADD("refusals", test_refusals, 0, 1);
     ADD("timing", test_timing, 0, 2);
 #undef ADD

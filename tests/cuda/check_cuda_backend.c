@@ -258,6 +258,9 @@ static const model_case_t cases[] = {
     {"olmoe", GUILD_TYPE_Q6_K},     {"qwen3moe", GUILD_TYPE_F16},   {"qwen2moe", GUILD_TYPE_BF16},
     {"llama", GUILD_TYPE_Q4_0},     {"olmoe", GUILD_TYPE_Q5_1},     {"qwen3moe", GUILD_TYPE_IQ4_NL},
     {"qwen2moe", GUILD_TYPE_Q5_0},  {"llama", GUILD_TYPE_Q4_1},
+    /* gpt-oss (tiny_model: a window of 5 on the even layers, sinks, biases, its router; experts with biases and
+     * swiglu_oai on the device) */
+    {"gpt-oss", GUILD_TYPE_F32},    {"gpt-oss", GUILD_TYPE_Q8_0},   {"gpt-oss", GUILD_TYPE_Q4_K},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -463,7 +466,8 @@ static int bits_equal_run(backend_t *a, backend_t *b, int32_t V, int steps, cons
 START_TEST(test_graph_equals_direct)
 {
     static const model_case_t gc[] = {{"qwen3moe", GUILD_TYPE_Q4_K}, {"qwen2moe", GUILD_TYPE_Q8_0},
-                                      {"llama", GUILD_TYPE_F32}, {"olmoe", GUILD_TYPE_Q6_K}};
+                                      {"llama", GUILD_TYPE_F32}, {"olmoe", GUILD_TYPE_Q6_K},
+                                      {"gpt-oss", GUILD_TYPE_Q8_0}};
     const model_case_t mc = gc[_i];
     tiny_spec_t s = cuda_spec(mc.arch, mc.type, 11 + (uint64_t)_i);
     rig_t r;
@@ -490,7 +494,8 @@ END_TEST
 START_TEST(test_device_experts_and_budget)
 {
     static const model_case_t ec[] = {{"qwen3moe", GUILD_TYPE_Q4_K}, {"mixtral", GUILD_TYPE_Q5_K},
-                                      {"qwen2moe", GUILD_TYPE_IQ4_XS}, {"olmoe", GUILD_TYPE_F16}};
+                                      {"qwen2moe", GUILD_TYPE_IQ4_XS}, {"olmoe", GUILD_TYPE_F16},
+                                      {"gpt-oss", GUILD_TYPE_Q4_K}};
     const model_case_t mc = ec[_i];
     tiny_spec_t s = cuda_spec(strcmp(mc.arch, "mixtral") ? mc.arch : "llama", mc.type, 21 + (uint64_t)_i);
     rig_t r;
@@ -914,7 +919,8 @@ END_TEST
  * half the pairs, prefill and decode): greedy tokens and logits within the CPU backend's tolerances. */
 START_TEST(test_split_greedy)
 {
-    tiny_spec_t s = cuda_spec(_i ? "olmoe" : "qwen3moe", _i ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_K, 71 + (uint64_t)_i);
+    static const char *const archs[] = {"qwen3moe", "olmoe", "gpt-oss"};
+    tiny_spec_t s = cuda_spec(archs[_i], _i == 1 ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_K, 71 + (uint64_t)_i);
     s.n_layer = 3;
     rig_t r;
     rig_open(&r, &s, 16, 64, true);
@@ -956,12 +962,12 @@ static Suite *backend_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("graphs_experts_arena");
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_graph_equals_direct, 0, 4);
-    tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 4);
+    tcase_add_loop_test(tc, test_graph_equals_direct, 0, 5);
+    tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 5);
     tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
     tcase_add_loop_test(tc, test_streaming, 0, 2);
     tcase_add_loop_test(tc, test_split_bridge, 0, 2);
-    tcase_add_loop_test(tc, test_split_greedy, 0, 2);
+    tcase_add_loop_test(tc, test_split_greedy, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

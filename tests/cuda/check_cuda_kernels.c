@@ -516,6 +516,130 @@ START_TEST(test_router)
 }
 END_TEST
 
+/* gpt-oss's router: top k of logits + bias, weighted by the softmax of those k; the same experts as
+ * cpu_router_topk_logits, the weights within expf's rounding. */
+START_TEST(test_router_topk_logits)
+{
+    static const struct { int32_t n_expert, k; bool bias; float scale; } cases[] = {
+        {32, 4, true, 0.0f}, {128, 4, true, 1.0f}, {8, 2, false, 2.5f}, {1024, 32, true, 1.0f}};
+    const int32_t ne = cases[_i].n_expert, k = cases[_i].k, n_tok = 37;
+    rng_t r;
+    rng_seed(&r, 29 + (uint64_t)_i);
+    float *logits = malloc((size_t)(n_tok * ne) * sizeof *logits), *bias = malloc((size_t)ne * sizeof *bias);
+    fill(&r, logits, n_tok * ne, 3.0f);
+    fill(&r, bias, ne, 1.0f);
+    float *dl = dev_upload(logits, (size_t)(n_tok * ne) * sizeof *logits);
+    float *db = dev_upload(bias, (size_t)ne * sizeof *bias);
+    int32_t *dids = dev_new((size_t)(n_tok * k) * sizeof(int32_t));
+    float *dw = dev_new((size_t)(n_tok * k) * sizeof(float));
+    guild_err_t err;
+    ck_assert_msg(cuda_router_topk_logits(dl, cases[_i].bias ? db : NULL, n_tok, ne, k, cases[_i].scale, dids, dw,
+                                          stream, &err) == 0, "%s", err.msg);
+    int32_t *ids = malloc((size_t)(n_tok * k) * sizeof *ids), rids[32];
+    float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32], *scratch = malloc((size_t)ne * sizeof *scratch);
+    dev_download(ids, dids, (size_t)(n_tok * k) * sizeof *ids, stream);
+    dev_download(w, dw, (size_t)(n_tok * k) * sizeof *w, stream);
+    double worst = 0;
+    for (int32_t t = 0; t < n_tok; t++) {
+        cpu_router_topk_logits(logits + t * ne, cases[_i].bias ? bias : NULL, ne, k, cases[_i].scale, rids, rw,
+                               scratch);
+        for (int32_t s = 0; s < k; s++) {
+            ck_assert_msg(ids[t * k + s] == rids[s], "token %d slot %d: expert %d, reference %d", t, s, ids[t * k + s],
+                          rids[s]);
+            const double d = fabs((double)w[t * k + s] - rw[s]);
+            ck_assert_msg(d <= 2e-6 * fabs(rw[s]) + 1e-7, "token %d slot %d: weight %.9g vs %.9g", t, s,
+                          (double)w[t * k + s], (double)rw[s]);
+            worst = d / fabs(rw[s]) > worst ? d / fabs(rw[s]) : worst;
+        }
+    }
+    printf("router top-%d of %d logits%s, then softmax: same experts, max rel weight err %.3g (tolerance 2e-6)\n", k,
+           ne, cases[_i].bias ? " + bias" : "", worst);
+    dev_free(dl);
+    dev_free(db);
+    dev_free(dids);
+    dev_free(dw);
+    free(logits);
+    free(bias);
+    free(ids);
+    free(w);
+    free(scratch);
+}
+END_TEST
+
+/* gpt-oss's expert epilogues: swiglu_oai with the experts' gate/up biases, and the down bias, per pair (skip slots
+ * untouched), against model_swiglu_oai and float adds. */
+START_TEST(test_expert_oai)
+{
+    const int32_t n_pairs = 13, n_expert = 6;
+    const int64_t F = 300, E = 200;
+    rng_t r;
+    rng_seed(&r, 31);
+    int32_t ids[13];
+    for (int32_t p = 0; p < n_pairs; p++)
+        ids[p] = p % 5 == 3 ? -1 : (int32_t)(rng_next(&r) % (uint64_t)n_expert);
+    float *h = malloc((size_t)(n_pairs * F) * sizeof *h), *u = malloc((size_t)(n_pairs * F) * sizeof *u);
+    float *gb = malloc((size_t)(n_expert * F) * sizeof *gb), *ub = malloc((size_t)(n_expert * F) * sizeof *ub);
+    float *y = malloc((size_t)(n_pairs * E) * sizeof *y), *db = malloc((size_t)(n_expert * E) * sizeof *db);
+    float *got = malloc((size_t)(n_pairs * (F > E ? F : E)) * sizeof *got);
+    fill(&r, h, n_pairs * (int32_t)F, 9.0f); /* past the limit 7 both ways */
+    fill(&r, u, n_pairs * (int32_t)F, 9.0f);
+    fill(&r, gb, n_expert * (int32_t)F, 0.5f);
+    fill(&r, ub, n_expert * (int32_t)F, 0.5f);
+    fill(&r, y, n_pairs * (int32_t)E, 2.0f);
+    fill(&r, db, n_expert * (int32_t)E, 0.5f);
+    int32_t *dids = dev_upload(ids, sizeof ids);
+    float *dh = dev_upload(h, (size_t)(n_pairs * F) * sizeof *h);
+    float *du = dev_upload(u, (size_t)(n_pairs * F) * sizeof *u);
+    float *dgb = dev_upload(gb, (size_t)(n_expert * F) * sizeof *gb);
+    float *dub = dev_upload(ub, (size_t)(n_expert * F) * sizeof *ub);
+    float *dy = dev_upload(y, (size_t)(n_pairs * E) * sizeof *y);
+    float *ddb = dev_upload(db, (size_t)(n_expert * E) * sizeof *db);
+    guild_err_t err;
+    ck_assert_msg(cuda_expert_swiglu_oai(dh, du, dids, n_pairs, F, dgb, dub, 1.702f, 7.0f, stream, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_msg(cuda_expert_add_bias(dy, dids, n_pairs, E, ddb, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dh, (size_t)(n_pairs * F) * sizeof *got, stream);
+    double worst = 0;
+    for (int32_t p = 0; p < n_pairs; p++)
+        for (int64_t i = 0; i < F; i++) {
+            const float in = h[p * F + i], g = got[p * F + i];
+            if (ids[p] < 0) {
+                ck_assert_msg(g == in, "skipped pair %d written", p);
+                continue;
+            }
+            const float ref =
+                model_swiglu_oai(in + gb[ids[p] * F + i], u[p * F + i] + ub[ids[p] * F + i], 1.702f, 7.0f);
+            const double d = fabs((double)g - ref);
+            ck_assert_msg(d <= 2e-6 * fabs(ref) + 1e-6, "pair %d elem %lld: %.9g vs %.9g", p, (long long)i, (double)g,
+                          (double)ref);
+            worst = d > worst ? d : worst;
+        }
+    dev_download(got, dy, (size_t)(n_pairs * E) * sizeof *got, stream);
+    for (int32_t p = 0; p < n_pairs; p++)
+        for (int64_t i = 0; i < E; i++) {
+            const float want = ids[p] < 0 ? y[p * E + i] : y[p * E + i] + db[ids[p] * E + i];
+            ck_assert_msg(got[p * E + i] == want, "down bias, pair %d elem %lld: %.9g vs %.9g", p, (long long)i,
+                          (double)got[p * E + i], (double)want);
+        }
+    printf("expert swiglu_oai with biases: max abs err %.3g (tolerance 2e-6 |ref| + 1e-6); down bias bit-exact\n",
+           worst);
+    dev_free(dids);
+    dev_free(dh);
+    dev_free(du);
+    dev_free(dgb);
+    dev_free(dub);
+    dev_free(dy);
+    dev_free(ddb);
+    free(h);
+    free(u);
+    free(gb);
+    free(ub);
+    free(y);
+    free(db);
+    free(got);
+}
+END_TEST
+
 /* ---- combine --------------------------------------------------------------------------------------------- */
 
 START_TEST(test_combine)
@@ -584,16 +708,26 @@ END_TEST
 typedef struct attn_case {
     int32_t n_tok, kv0, n_head, n_head_kv, head_dim;
     bool prefill;
+    int32_t window; /* sliding window (0: none) */
+    bool sinks;     /* a sink logit per head */
 } attn_case_t;
 
 static const attn_case_t attn_cases[] = {
-    {1, 0, 8, 2, 128, false},   {1, 300, 8, 2, 128, false},  {3, 5000, 32, 4, 128, false},
-    {4, 40, 4, 4, 64, false},   {2, 9000, 16, 2, 256, false}, {1, 77, 2, 1, 32, false},
-    {7, 0, 8, 2, 128, true},    {33, 50, 8, 2, 128, true},   {100, 1000, 4, 1, 64, true},
-    {40, 3, 4, 2, 256, true},   {65, 0, 2, 2, 32, true},     {1, 500, 8, 2, 128, true},
+    {1, 0, 8, 2, 128, false, 0, false},   {1, 300, 8, 2, 128, false, 0, false},  {3, 5000, 32, 4, 128, false, 0, false},
+    {4, 40, 4, 4, 64, false, 0, false},   {2, 9000, 16, 2, 256, false, 0, false}, {1, 77, 2, 1, 32, false, 0, false},
+    {7, 0, 8, 2, 128, true, 0, false},    {33, 50, 8, 2, 128, true, 0, false},   {100, 1000, 4, 1, 64, true, 0, false},
+    {40, 3, 4, 2, 256, true, 0, false},   {65, 0, 2, 2, 32, true, 0, false},     {1, 500, 8, 2, 128, true, 0, false},
     /* groups of 3 (the per-head kernel) and of 16 (the GQA kernel's 16-warp blocks) */
-    {1, 700, 6, 2, 128, false}, {2, 3000, 32, 2, 128, false}, {1, 1200, 12, 4, 64, true},
-    {1, 2000, 16, 1, 128, true},
+    {1, 700, 6, 2, 128, false, 0, false}, {2, 3000, 32, 2, 128, false, 0, false}, {1, 1200, 12, 4, 64, true, 0, false},
+    {1, 2000, 16, 1, 128, true, 0, false},
+    /* gpt-oss's options: windows (shorter and longer than the context), sinks, both; decode (GQA and per-head
+     * kernels, one and several splits), prefill (tensor-core: f16 and head dim 64/128; FP32 otherwise) */
+    {1, 300, 8, 2, 128, false, 128, true},  {3, 5000, 64, 8, 64, false, 128, true},
+    {4, 40, 4, 4, 64, false, 8, false},     {1, 700, 6, 2, 128, false, 100, true},
+    {2, 50, 8, 2, 64, false, 0, true},      {1, 3, 8, 1, 64, false, 128, true},
+    {33, 50, 8, 2, 128, true, 16, true},    {100, 1000, 64, 8, 64, true, 128, true},
+    {40, 3, 4, 2, 256, true, 5, true},      {65, 0, 2, 2, 32, true, 7, false},
+    {130, 200, 8, 2, 64, true, 0, true},    {70, 20, 4, 1, 128, true, 64, false},
 };
 
 #define N_ATTN_CASES (int)(sizeof attn_cases / sizeof attn_cases[0])
@@ -629,19 +763,26 @@ START_TEST(test_attention)
     const size_t sb = cuda_attention_decode_scratch(c.n_tok, c.n_head, HD, n_ctx);
     void *dscratch = dev_new(sb);
     const float scale = 1.0f / sqrtf((float)HD);
+    float *sinks = malloc((size_t)c.n_head * sizeof *sinks);
+    fill(&r, sinks, c.n_head, 3.0f);
+    float *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
+    const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
     guild_err_t err;
     const int rc = c.prefill ? cuda_attention_prefill(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
-                                                      HD, scale, stream, &err)
+                                                      HD, scale, &ext, stream, &err)
                              : cuda_attention_decode(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
-                                                     HD, scale, dscratch, sb, stream, &err);
+                                                     HD, scale, &ext, dscratch, sb, stream, &err);
     ck_assert_msg(rc == 0, "%s", err.msg);
     dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
     double worst = 0;
     const int32_t group = c.n_head / c.n_head_kv;
     for (int32_t t = 0; t < c.n_tok; t++)
         for (int32_t h = 0; h < c.n_head; h++) {
-            cpu_attention_head(ref, q + (int64_t)t * Q + h * HD, kf + (h / group) * HD, vf + (h / group) * HD, KV,
-                               c.kv0 + t + 1, HD, scale, NULL, scores);
+            /* the CPU backend's window: keys from first, given to the kernel from there */
+            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
+            cpu_attention_head(ref, q + (int64_t)t * Q + h * HD, kf + (int64_t)first * KV + (h / group) * HD,
+                               vf + (int64_t)first * KV + (h / group) * HD, KV, n - first, HD, scale,
+                               c.sinks ? &sinks[h] : NULL, scores);
             for (int32_t d = 0; d < HD; d++) {
                 const float g = got[(int64_t)t * Q + h * HD + d];
                 const double e = fabs((double)g - ref[d]);
@@ -650,9 +791,11 @@ START_TEST(test_attention)
                 worst = e > worst ? e : worst;
             }
         }
-    printf("attention %s %s %3d rows after %5d keys, %2d/%d heads of %3d: max abs err %.3g (tolerance 2e-5 + 1e-4 "
-           "|ref|)\n", c.prefill ? "prefill" : "decode ", f32 ? "f32" : "f16", c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
-           worst);
+    printf("attention %s %s %3d rows after %5d keys, %2d/%d heads of %3d, window %3d%s: max abs err %.3g (tolerance "
+           "2e-5 + 1e-4 |ref|)\n", c.prefill ? "prefill" : "decode ", f32 ? "f32" : "f16", c.n_tok, c.kv0, c.n_head,
+           c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", worst);
+    dev_free(dsinks);
+    free(sinks);
     dev_free(dk);
     dev_free(dv);
     dev_free(dq);
@@ -678,8 +821,8 @@ START_TEST(test_errors)
     ck_assert_ptr_nonnull(strstr(err.msg, "not supported"));
     ck_assert_int_eq(cuda_matmul(GUILD_TYPE_Q4_K, 300, 4, 1, NULL, 144, NULL, 292, NULL, 4, stream, &err), -1);
     ck_assert_int_eq(cuda_quantize(GUILD_TYPE_Q8_K, NULL, 100, NULL, 292, 100, 1, stream, &err), -1);
-    ck_assert_int_eq(cuda_attention_prefill(NULL, NULL, GUILD_TYPE_F16, NULL, NULL, 3, 0, 4, 4, 80, 1.0f, stream, &err),
-                     -1);
+    ck_assert_int_eq(cuda_attention_prefill(NULL, NULL, GUILD_TYPE_F16, NULL, NULL, 3, 0, 4, 4, 80, 1.0f, NULL, stream,
+                                            &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "head dimension 80"));
     ck_assert_int_eq(cuda_router_topk(NULL, 1, 2000, 8, true, 1.0f, NULL, NULL, stream, &err), -1);
 }
@@ -702,6 +845,8 @@ static Suite *kernels_suite(void)
     ADD("qk_prepare", test_qk_prepare, 0, 16);
     ADD("elementwise", test_elementwise, 0, 1);
     ADD("router", test_router, 0, 5);
+    ADD("router_topk_logits", test_router_topk_logits, 0, 4);
+    ADD("expert_oai", test_expert_oai, 0, 1);
     ADD("combine", test_combine, 0, 2);
     ADD("attention", test_attention, 0, 2 * N_ATTN_CASES);
     ADD("errors", test_errors, 0, 1);

@@ -167,13 +167,13 @@ static void attn_run(void *ctx, int i)
     const float scale = 1.0f / sqrtf((float)a->hd);
     if (a->prefill)
         CHECK(cuda_attention_prefill(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head, a->n_kv_head, a->hd,
-                                     scale, st, &err));
+                                     scale, NULL, st, &err));
     else if (a->per_head)
         CHECK(cuda_attention_decode_per_head(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head,
-                                             a->n_kv_head, a->hd, scale, a->scratch, a->scratch_bytes, st, &err));
+                                             a->n_kv_head, a->hd, scale, NULL, a->scratch, a->scratch_bytes, st, &err));
     else
         CHECK(cuda_attention_decode(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, a->n_tok, a->kv0, a->n_head, a->n_kv_head, a->hd,
-                                    scale, a->scratch, a->scratch_bytes, st, &err));
+                                    scale, NULL, a->scratch, a->scratch_bytes, st, &err));
 }
 
 typedef struct small_job {

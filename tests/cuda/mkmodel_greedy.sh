@@ -12,10 +12,11 @@ set -u
 B=${GUILD_BUILDDIR:-.}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
-archs="qwen3moe qwen2moe mixtral olmoe"
+archs="qwen3moe qwen2moe mixtral olmoe gpt-oss"
 for a in $archs; do
     extra=""
     [ "$a" = qwen2moe ] && extra="--shared-ff 512"
+    [ "$a" = gpt-oss ] && extra="--sliding-window 16" # slides within the prompt and the 32 steps
     # shellcheck disable=SC2086
     if ! "$B/tools/guild-mkmodel" --arch "$a" --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 \
         --experts 16 --experts-used 4 --expert-ff 256 $extra --vocab 600 --ctx 512 --seed 3 -q \

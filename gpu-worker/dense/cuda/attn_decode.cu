@@ -122,12 +122,24 @@ static __device__ __forceinline__ void warp_state_store(float *sh_acc, float *sh
     }
 }
 
+/* A finished softmax state (M, L) with the sink logit s joined (it weighs no value): M and L become those of the
+ * softmax with it; the return value scales the accumulated output. */
+static __device__ __forceinline__ float sink_join(float s, float &M, float &L)
+{
+    const float M2 = fmaxf(M, s);
+    const float f = rescale(M, M2);
+    L = L * f + expf(s - M2);
+    M = M2;
+    return f;
+}
+
 /* The states of warps [w0, w0 + nw) of one query head merged and written by threads tid of nthreads: output
- * row `row` (= t * n_head + h) with one split, else the split's partial (m, l, acc[HD]) for the merge kernel. */
+ * row `row` (= t * n_head + h) with one split (joined by the head's sink when sink != NULL), else the split's
+ * partial (m, l, acc[HD]) for the merge kernel. */
 template <int HD>
 static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], const float *sh_m, const float *sh_l,
                                                   int w0, int nw, int tid, int nthreads, int n_split, int split,
-                                                  int64_t row, float *out, float *partials)
+                                                  int64_t row, const float *sink, float *out, float *partials)
 {
     float M = -INFINITY;
     for (int w = w0; w < w0 + nw; w++)
@@ -135,12 +147,14 @@ static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], con
     float L = 0.0f;
     for (int w = w0; w < w0 + nw; w++)
         L += sh_l[w] * rescale(sh_m[w], M);
+    float Ms = M;
+    const float f = n_split == 1 && sink ? sink_join(*sink, Ms, L) : 1.0f;
     for (int d = tid; d < HD; d += nthreads) {
         float a = 0.0f;
         for (int w = w0; w < w0 + nw; w++)
             a += sh_acc[w][d] * rescale(sh_m[w], M);
         if (n_split == 1) {
-            out[row * HD + d] = a / L;
+            out[row * HD + d] = sink ? a * f / L : a / L;
         } else {
             float *pt = partials + (row * n_split + split) * (HD + 2);
             pt[2 + d] = a;
@@ -152,9 +166,28 @@ static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], con
     }
 }
 
+/* The keys some row of the batch sees: [*base, *base + *span). Row t (position kv0 + t) sees keys up to its own
+ * position, and with a sliding window (window > 0) only the last `window` of them; the span grows with kv0, so a
+ * grid sized for the longest cache has blocks for every split of a shorter one. */
+static __host__ __device__ __forceinline__ void key_span(int kv0, int n_rows, int window, int *base, int *span)
+{
+    *base = window > 0 && kv0 + 1 > window ? kv0 + 1 - window : 0;
+    *span = kv0 + n_rows - *base;
+}
+
+/* The keys [j0, j1) of split `split` (split_len keys from base each) that row t sees. Empty (j0 >= j1) when the
+ * row's window begins after the split. */
+static __device__ __forceinline__ void split_keys(int base, int split, int split_len, int n_kv, int window, int *j0,
+                                                  int *j1)
+{
+    const int s0 = base + split * split_len, first = window > 0 && n_kv > window ? n_kv - window : 0;
+    *j1 = min(n_kv, s0 + split_len);
+    *j0 = max(s0, first);
+}
+
 /* Splits of at least AD_SPLIT_MIN keys, at most split_cap of them (<= AD_MAX_SPLITS: what the scratch holds),
- * for the n_kv keys of the batch's last row; computed on the device from the cache length, so a captured graph
- * (whose grid is sized for the longest cache) splits exactly as a direct launch does. */
+ * for the n_kv keys the batch's rows see (key_span); computed on the device from the cache length, so a captured
+ * graph (whose grid is sized for the longest cache) splits exactly as a direct launch does. */
 static __host__ __device__ __forceinline__ void split_plan(int n_kv, int split_cap, int *n_split, int *split_len)
 {
     int ns = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
@@ -170,13 +203,15 @@ template <int HD, typename KT>
 static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                        const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
-                       int split_cap, float scale, float *__restrict__ partials)
+                       int split_cap, float scale, int window, const float *__restrict__ sinks,
+                       float *__restrict__ partials)
 {
     constexpr int DPL = HD / 8; /* dims per lane */
     if (kv0_dev)
         kv0 = *kv0_dev;
-    int n_split, split_len;
-    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    int base, span, n_split, split_len;
+    key_span(kv0, (int)gridDim.y, window, &base, &span);
+    split_plan(span, split_cap, &n_split, &split_len);
     const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     if (split >= n_split)
         return; /* a grid sized for the longest cache (captured graphs) */
@@ -185,7 +220,8 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     const int n_kv = kv0 + t + 1;
     const int kvd = (n_head / group) * HD; /* floats per cache row */
     const int hkv = h / group;
-    const int j0 = split * split_len, j1 = min(n_kv, j0 + split_len);
+    int j0, j1;
+    split_keys(base, split, split_len, n_kv, window, &j0, &j1);
 
     float qv[DPL], acc[DPL];
     const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
@@ -218,7 +254,7 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
     __syncthreads();
     head_write<HD>(sh_acc, sh_m, sh_l, 0, AD_WARPS, threadIdx.x, AD_WARPS * WARP_SIZE, n_split, split,
-                   (int64_t)t * n_head + h, out, partials);
+                   (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
 }
 
 /* A thread's CH 16-byte chunks of the K and V tile starting at key jt: chunk c = threadIdx.x + i THREADS is
@@ -247,7 +283,8 @@ template <int HD, typename KT, int WPB>
 static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                            const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
-                           int split_cap, float scale, float *__restrict__ partials)
+                           int split_cap, float scale, int window, const float *__restrict__ sinks,
+                           float *__restrict__ partials)
 {
     constexpr int DPL = HD / 8;
     constexpr int ROWC = HD * (int)sizeof(KT) / 16; /* 16-byte chunks per cache row */
@@ -264,8 +301,9 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
 
     if (kv0_dev)
         kv0 = *kv0_dev;
-    int n_split, split_len;
-    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    int base, span, n_split, split_len;
+    key_span(kv0, (int)gridDim.y, window, &base, &span);
+    split_plan(span, split_cap, &n_split, &split_len);
     const int hkv = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     if (split >= n_split)
         return; /* a grid sized for the longest cache (captured graphs) */
@@ -275,7 +313,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     const int h = hkv * group + warp / P, pw = warp % P;
     const int n_kv = kv0 + t + 1;
     const int kvd = (n_head / group) * HD; /* elements per cache row */
-    const int j0 = split * split_len, j1 = min(n_kv, j0 + split_len);
+    int j0, j1;
+    split_keys(base, split, split_len, n_kv, window, &j0, &j1);
 
     float qv[DPL], acc[DPL];
     const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
@@ -317,7 +356,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
     __syncthreads();
     head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
-                   (int64_t)t * n_head + h, out, partials);
+                   (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
 }
 
 /* Block (query head, row) of HD threads: the splits' factors exp(m_s - M) are computed once, in parallel, into
@@ -325,15 +364,17 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
  * flight together (a split at a time, the merge was latency-bound at many splits). */
 template <int HD>
 static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
-                                                int n_head, int kv0, const int32_t *kv0_dev, int split_cap)
+                                                int n_head, int kv0, const int32_t *kv0_dev, int split_cap, int window,
+                                                const float *__restrict__ sinks)
 {
     __shared__ float f_sh[AD_MAX_SPLITS], l_sh[AD_MAX_SPLITS];
     __shared__ float red[HD / WARP_SIZE > 0 ? HD / WARP_SIZE : 1];
     __shared__ float L_sh;
     if (kv0_dev)
         kv0 = *kv0_dev;
-    int n_split, split_len;
-    split_plan(kv0 + (int)gridDim.y, split_cap, &n_split, &split_len);
+    int base, span, n_split, split_len;
+    key_span(kv0, (int)gridDim.y, window, &base, &span);
+    split_plan(span, split_cap, &n_split, &split_len);
     if (n_split == 1)
         return; /* the attention kernel wrote the output */
     const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
@@ -366,6 +407,12 @@ static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const f
     for (int sp = 0; sp < n_split; sp++)
         a += p0[sp * (HD + 2) + 2 + d] * f_sh[sp];
     __syncthreads();
+    if (sinks) { /* every thread joins the head's sink to the same (M, L) */
+        float Ms = M, L = L_sh;
+        const float f = sink_join(sinks[h], Ms, L);
+        out[((int64_t)t * n_head + h) * HD + d] = a * f / L;
+        return;
+    }
     out[((int64_t)t * n_head + h) * HD + d] = a / L_sh;
 }
 
@@ -379,37 +426,41 @@ extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, i
 
 template <int HD, typename KT>
 static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
-                               const int32_t *kv0_dev, int n_head, int group, float scale, float *scratch,
-                               int grid_split, int split_cap, bool per_head, cudaStream_t s)
+                               const int32_t *kv0_dev, int n_head, int group, float scale, int window,
+                               const float *sinks, float *scratch, int grid_split, int split_cap, bool per_head,
+                               cudaStream_t s)
 {
     const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
     if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
         const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
         if (group <= 8)
             attn_decode_gqa_kernel<HD, KT, 8><<<grid, 8 * WARP_SIZE, 0, s>>>(
-                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, scratch);
+                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
+                scratch);
         else
             attn_decode_gqa_kernel<HD, KT, 16><<<grid, 16 * WARP_SIZE, 0, s>>>(
-                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, scratch);
+                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
+                scratch);
     } else {
         const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)grid_split);
         attn_decode_kernel<HD, KT><<<grid, AD_WARPS * WARP_SIZE, 0, s>>>(out, q, (const KT *)kc, (const KT *)vc,
                                                                           kv0, kv0_dev, n_head, group, split_cap,
-                                                                          scale, scratch);
+                                                                          scale, window, sinks, scratch);
     }
     if (grid_split > 1)
-        attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(out, scratch, n_head, kv0,
-                                                                                          kv0_dev, split_cap);
+        attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(
+            out, scratch, n_head, kv0, kv0_dev, split_cap, window, sinks);
 }
 
 template <typename KT>
 static void attn_decode_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc, int n_tok,
-                                 int kv0, const int32_t *kv0_dev, int n_head, int group, float scale, float *sc,
-                                 int grid_split, int split_cap, bool per_head, cudaStream_t s)
+                                 int kv0, const int32_t *kv0_dev, int n_head, int group, float scale, int window,
+                                 const float *sinks, float *sc, int grid_split, int split_cap, bool per_head,
+                                 cudaStream_t s)
 {
 #define AD_CASE(HD)                                                                                                \
-    attn_decode_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, sc, grid_split, split_cap, \
-                               per_head, s)
+    attn_decode_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, sc,     \
+                               grid_split, split_cap, per_head, s)
     switch (head_dim) {
     case 32: AD_CASE(32); break;
     case 64: AD_CASE(64); break;
@@ -423,9 +474,11 @@ static void attn_decode_dispatch(int head_dim, float *out, const float *q, const
  * may hold then (the grid is sized for it). */
 static int attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                             int32_t n_tok, int32_t kv0, const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv,
-                            int32_t head_dim, float scale, void *scratch, size_t scratch_bytes, bool per_head,
-                            cudaStream_t s, guild_err_t *err)
+                            int32_t head_dim, float scale, const cuda_attn_ext_t *ext, void *scratch,
+                            size_t scratch_bytes, bool per_head, cudaStream_t s, guild_err_t *err)
 {
+    const int window = ext && ext->window > 0 ? ext->window : 0;
+    const float *sinks = ext ? ext->sinks : NULL;
     if (n_tok <= 0)
         return 0;
     if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535 || n_tok > 65535)
@@ -441,41 +494,44 @@ static int attention_decode(float *out, const float *q, guild_type_t kv_type, co
                                                                            ? scratch_bytes / per_split
                                                                            : AD_MAX_SPLITS)
                                                              : 1;
-    int grid_split, split_len;
-    split_plan(kv0 + n_tok, split_cap, &grid_split, &split_len);
+    int base, span, grid_split, split_len;
+    key_span(kv0, n_tok, window, &base, &span);
+    split_plan(span, split_cap, &grid_split, &split_len);
     const int group = n_head / n_head_kv;
     if (kv_type == GUILD_TYPE_F16)
         attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
-                                     (float *)scratch, grid_split, split_cap, per_head, s);
+                                     window, sinks, (float *)scratch, grid_split, split_cap, per_head, s);
     else
         attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
-                                    (float *)scratch, grid_split, split_cap, per_head, s);
+                                    window, sinks, (float *)scratch, grid_split, split_cap, per_head, s);
     return cuda_launch_check("attention_decode", err);
 }
 
 extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                      const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
-                                     int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
-                                     size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+                                     int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
+                                     void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
-                            scratch, scratch_bytes, false, s, err);
+                            ext, scratch, scratch_bytes, false, s, err);
 }
 
 extern "C" int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                               const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
-                                              int32_t n_head_kv, int32_t head_dim, float scale, void *scratch,
-                                              size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+                                              int32_t n_head_kv, int32_t head_dim, float scale,
+                                              const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes,
+                                              cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
-                            scratch, scratch_bytes, true, s, err);
+                            ext, scratch, scratch_bytes, true, s, err);
 }
 
 extern "C" int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                          const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max,
                                          int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
-                                         void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
+                                         const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes,
+                                         cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0_max, kv0, n_head, n_head_kv, head_dim, scale,
-                            scratch, scratch_bytes, false, s, err);
+                            ext, scratch, scratch_bytes, false, s, err);
 }

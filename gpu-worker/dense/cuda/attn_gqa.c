@@ -2,8 +2,9 @@
  * one kernel on the backend's stream.
  *
  *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16 or F32)
- *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch)
- *   x += wo att
+ *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch), over the layer's
+ *         window of keys when it slides, with the heads' sinks (options sliding window, attention sinks)
+ *   x += wo att (+ bo, option output bias)
  */
 #include <math.h>
 
@@ -66,20 +67,23 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
         return -1;
     const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
     const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
+    const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
     const int rc = n <= DECODE_ROWS
                        ? cuda_attention_decode_dyn(b->att, b->q, b->kv_type, kc, vc, n, b->d_pos, b->n_ctx - n,
-                                                   c->n_head, c->n_head_kv, c->head_dim, scale, b->attn_scratch,
+                                                   c->n_head, c->n_head_kv, c->head_dim, scale, &ext, b->attn_scratch,
                                                    b->attn_scratch_bytes, s, err)
                        : cuda_attention_prefill(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
-                                                c->n_head_kv, c->head_dim, scale, s, err);
-    if (rc < 0 || cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0 ||
-        cuda_add(b->x, b->proj, (int64_t)n * E, s, err) < 0)
+                                                c->n_head_kv, c->head_dim, scale, &ext, s, err);
+    if (rc < 0 || cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0)
         return -1;
-    return 0;
+    /* x = (proj + bo) + x, the CPU backend's order */
+    if ((p->opts & MODEL_GQA_OUT_BIAS) && cuda_add_bias(b->proj, E, L->bo.d, E, n, s, err) < 0)
+        return -1;
+    return cuda_add(b->x, b->proj, (int64_t)n * E, s, err);
 }
 
 const cuda_attn_part_t cuda_attn_gqa = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
-            MODEL_GQA_QK_NORM_FULL,
+            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
     .forward = gqa_forward,
 };

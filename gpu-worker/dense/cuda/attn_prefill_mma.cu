@@ -19,7 +19,10 @@
  *
  * Keys after a query's position are masked (-inf, probability 0); key tiles past the block's last query are
  * not visited, and a warp skips the tiles past its own last query. Cache rows past the last query are
- * zero-filled, never read: the cache may end there.
+ * zero-filled, never read: the cache may end there. With a sliding window, keys before a query's window are
+ * masked too, key tiles before the block's first window are not visited and a warp skips those before its
+ * first row's window; a row may then meet a tile with no key it sees (its maximum stays -inf and its terms
+ * are zeros). Sinks join each row's softmax at the end.
  */
 #include <cuda_fp16.h>
 
@@ -78,7 +81,8 @@ static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], 
 template <int HD>
 static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
-                            const __half *__restrict__ vc, int n_tok, int kv0, int n_head, int group, float scale)
+                            const __half *__restrict__ vc, int n_tok, int kv0, int n_head, int group, float scale,
+                            int window, const float *__restrict__ sinks)
 {
     constexpr int KS = HD / 16;   /* k-steps of the score mma (head dims) */
     constexpr int NO = HD / 8;    /* n-tiles of the output (head dims) */
@@ -101,6 +105,12 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     const int wfirst = kv0 + t0 + warp * 16;      /* the warp's first query position */
     const int wlast = min(wfirst + 15, last_pos); /* and its last valid one */
     const bool active = warp * 16 < nq;           /* warp-uniform */
+    /* sliding window: the first key each fragment row sees, the warp's first (its first row's) and the block's */
+    const int lo0 = window > 0 && pos0 + 1 > window ? pos0 + 1 - window : 0;
+    const int lo1 = window > 0 && pos1 + 1 > window ? pos1 + 1 - window : 0;
+    const int wlo = window > 0 && wfirst + 1 > window ? wfirst + 1 - window : 0;
+    const int blo = window > 0 && kv0 + t0 + 1 > window ? kv0 + t0 + 1 - window : 0;
+    const int kt_first = blo / AM_BK;
 
     /* Q fragments, split, each row scaled into f16's normal range (rows past the batch are zeros) */
     uint32_t qh[KS][4], ql[KS][4];
@@ -149,8 +159,8 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         cp_async_commit();
     };
 
-    load_tile(0);
-    for (int kt = 0; kt < n_kt; kt++) {
+    load_tile(kt_first);
+    for (int kt = kt_first; kt < n_kt; kt++) {
         if (kt + 1 < n_kt) {
             load_tile(kt + 1);
             cp_async_wait<1>();
@@ -159,7 +169,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         }
         __syncthreads(); /* tile kt is in shared memory for every warp */
         const int k0 = kt * AM_BK;
-        if (active && k0 <= wlast) {
+        if (active && k0 <= wlast && k0 + AM_BK > wlo) {
             const __half *ks = sm + (kt & 1) * 2 * AM_BK * LD, *vs = ks + AM_BK * LD;
 
             /* S = Q K^T: B fragment of keys 8nt .. (n) and dims 16kk .. (k) is K rows read untransposed */
@@ -179,16 +189,18 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
                     mma_f16(s[2 * np + 1], ql[kk], b[2], b[3]);
                 }
 
-            /* scale, mask (only where the tile reaches past the warp's first query), row maxima */
+            /* scale, mask (only where the tile reaches past the warp's first query, or, sliding, begins before
+             * its last query's window), row maxima */
             const bool diag = k0 + AM_BK - 1 > wfirst;
+            const bool early = window > 0 && k0 < (wlast + 1 > window ? wlast + 1 - window : 0);
             float mx0 = m0, mx1 = m1;
 #pragma unroll
             for (int nt = 0; nt < NS; nt++)
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
                     const int j = k0 + 8 * nt + 2 * t4 + c;
-                    s[nt][c] = diag && j > pos0 ? -INFINITY : s[nt][c] * rs0;
-                    s[nt][2 + c] = diag && j > pos1 ? -INFINITY : s[nt][2 + c] * rs1;
+                    s[nt][c] = (diag && j > pos0) || (early && j < lo0) ? -INFINITY : s[nt][c] * rs0;
+                    s[nt][2 + c] = (diag && j > pos1) || (early && j < lo1) ? -INFINITY : s[nt][2 + c] * rs1;
                     mx0 = fmaxf(mx0, s[nt][c]);
                     mx1 = fmaxf(mx1, s[nt][2 + c]);
                 }
@@ -196,10 +208,14 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
             mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
             mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
             mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
-            /* key 0 is in the first tile every warp visits, so the maxima are finite from then on */
-            const float c0 = expf(m0 - mx0), c1 = expf(m1 - mx1);
+            /* Without a window key 0 is in the first tile every warp visits, so the maxima are finite from then
+             * on. With one, a row may have seen no key yet (its maximum still -inf): its exponentials then take
+             * 0 as the maximum (its scores are -inf, its terms 0; -inf - -inf would be NaN) and its state stays
+             * as it is. Finite maxima take the same path as before. */
+            const float c0 = mx0 == -INFINITY ? 1.0f : expf(m0 - mx0), c1 = mx1 == -INFINITY ? 1.0f : expf(m1 - mx1);
             m0 = mx0;
             m1 = mx1;
+            const float e0 = mx0 == -INFINITY ? 0.0f : mx0, e1 = mx1 == -INFINITY ? 0.0f : mx1;
 
             /* P, split: the score tiles 2kk, 2kk+1 are the A fragment of keys 16kk .. 16kk+15. The row sums
              * add the tile's sum, not 64 single terms: an f32 sum of thousands of terms to a growing total
@@ -208,7 +224,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
             float lt0 = 0.0f, lt1 = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < AM_BK / 16; kk++)
-                am_p_frags(s[2 * kk], s[2 * kk + 1], m0, m1, ph[kk], pl[kk], &lt0, &lt1);
+                am_p_frags(s[2 * kk], s[2 * kk + 1], e0, e1, ph[kk], pl[kk], &lt0, &lt1);
             l0 = l0 * c0 + lt0;
             l1 = l1 * c1 + lt1;
 
@@ -246,23 +262,34 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 2);
     l0 = l0 * AM_PSCALE; /* exact: the scale of the P operand */
     l1 = l1 * AM_PSCALE;
+    float f0 = 1.0f, f1 = 1.0f; /* the sink's rescaling of the output */
+    if (sinks) { /* the sink joins each row's softmax (in P's scale) and weighs no value */
+        const float sk = sinks[h], ms0 = fmaxf(m0, sk), ms1 = fmaxf(m1, sk);
+        f0 = expf(m0 - ms0);
+        f1 = expf(m1 - ms1);
+        l0 = l0 * f0 + AM_PSCALE * expf(sk - ms0);
+        l1 = l1 * f1 + AM_PSCALE * expf(sk - ms1);
+    }
     if (r0 < nq) {
         float *o0 = out + ((int64_t)(t0 + r0) * n_head + h) * HD + 2 * t4;
 #pragma unroll
         for (int nt = 0; nt < NO; nt++)
-            *(float2 *)(o0 + 8 * nt) = make_float2(o[nt][0] / l0, o[nt][1] / l0);
+            *(float2 *)(o0 + 8 * nt) = sinks ? make_float2(o[nt][0] * f0 / l0, o[nt][1] * f0 / l0)
+                                             : make_float2(o[nt][0] / l0, o[nt][1] / l0);
     }
     if (r1 < nq) {
         float *o1 = out + ((int64_t)(t0 + r1) * n_head + h) * HD + 2 * t4;
 #pragma unroll
         for (int nt = 0; nt < NO; nt++)
-            *(float2 *)(o1 + 8 * nt) = make_float2(o[nt][2] / l1, o[nt][3] / l1);
+            *(float2 *)(o1 + 8 * nt) = sinks ? make_float2(o[nt][2] * f1 / l1, o[nt][3] * f1 / l1)
+                                             : make_float2(o[nt][2] / l1, o[nt][3] / l1);
     }
 }
 
 template <int HD>
 static cudaError_t attn_prefill_mma_launch(float *out, const float *q, const __half *kc, const __half *vc, int n_tok,
-                                           int kv0, int n_head, int group, float scale, cudaStream_t s)
+                                           int kv0, int n_head, int group, float scale, int window, const float *sinks,
+                                           cudaStream_t s)
 {
     const size_t smem = (size_t)2 * 2 * AM_BK * (HD + 8) * sizeof(__half);
     cudaError_t e = cudaFuncSetAttribute(attn_prefill_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -271,7 +298,7 @@ static cudaError_t attn_prefill_mma_launch(float *out, const float *q, const __h
         return e;
     const dim3 grid((unsigned)((n_tok + AM_BQ - 1) / AM_BQ), (unsigned)n_head);
     attn_prefill_mma_kernel<HD><<<grid, AM_WARPS * WARP_SIZE, smem, s>>>(out, q, kc, vc, n_tok, kv0, n_head, group,
-                                                                         scale);
+                                                                         scale, window, sinks);
     return cudaSuccess;
 }
 
@@ -285,9 +312,11 @@ extern "C" bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t h
 
 extern "C" int cuda_attention_prefill_mma(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                           const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
-                                          int32_t n_head_kv, int32_t head_dim, float scale, cudaStream_t s,
-                                          guild_err_t *err)
+                                          int32_t n_head_kv, int32_t head_dim, float scale,
+                                          const cuda_attn_ext_t *ext, cudaStream_t s, guild_err_t *err)
 {
+    const int window = ext && ext->window > 0 ? ext->window : 0;
+    const float *sinks = ext ? ext->sinks : NULL;
     if (n_tok <= 0)
         return 0;
     if (n_head_kv <= 0 || n_head % n_head_kv || n_head > 65535)
@@ -300,8 +329,9 @@ extern "C" int cuda_attention_prefill_mma(float *out, const float *q, guild_type
     const int group = n_head / n_head_kv;
     const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
     const cudaError_t e =
-        head_dim == 64 ? attn_prefill_mma_launch<64>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s)
-                       : attn_prefill_mma_launch<128>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, s);
+        head_dim == 64 ? attn_prefill_mma_launch<64>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, window, sinks, s)
+                       : attn_prefill_mma_launch<128>(out, q, kc, vc, n_tok, kv0, n_head, group, scale, window, sinks,
+                                                      s);
     if (e != cudaSuccess)
         return guild_err_set(err, "cuda: attention_prefill (mma): %s", cudaGetErrorString(e));
     return cuda_launch_check("attention_prefill (mma)", err);

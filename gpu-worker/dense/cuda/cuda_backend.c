@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/model/activation.h"
 #include "core/quant/quant.h"
 #include "core/util/log.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
@@ -254,6 +255,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     cuda_moe_gpu_layer_t *gl = calloc((size_t)c->n_layer, sizeof *gl);
     if (!gl)
         return guild_err_set(err, "cuda backend: out of memory");
+    const model_expert_act_t act = model_expert_act_of(c); /* gpt-oss's: with the experts' biases */
     int32_t resident = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
@@ -276,6 +278,12 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
             .down_row = L->down_exps.row_bytes,
             .down_mat = L->down_exps.mat_bytes,
             .resident = plan->resident[il],
+            .oai = act.oai,
+            .alpha = act.alpha,
+            .limit = act.limit,
+            .gate_b = L->gate_exps_b.data,
+            .up_b = L->up_exps_b.data,
+            .down_b = L->down_exps_b.data,
         };
         resident += plan->resident[il];
     }

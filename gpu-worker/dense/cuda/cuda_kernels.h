@@ -139,6 +139,11 @@ int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32
 int cuda_route_count(const int32_t *ids, int32_t n_pairs, int32_t n_expert, unsigned long long *counts,
                      cudaStream_t s, guild_err_t *err);
 
+/* cpu_router_topk_logits (gpt-oss) for n_tok tokens: logits [n_tok][n_expert] (+ bias [n_expert], NULL: none) ->
+ * ids/w [n_tok][k], the same experts, the weights within float rounding of expf. n_expert <= 1024, k <= 32. */
+int cuda_router_topk_logits(const float *logits, const float *bias, int32_t n_tok, int32_t n_expert, int32_t k,
+                            float scale, int32_t *ids, float *w, cudaStream_t s, guild_err_t *err);
+
 /* The MoE combine of the CPU backend, per token t and element i < n_embd:
  *   acc = w[t][0] * y[t][0][i];  acc = acc + w[t][k] * y[t][k][i] for k = 1 .. n_used-1;
  *   with sh: acc = acc + sh[t][i] * sigmoid(sh_logit[t]);   x[t][i] = acc + x[t][i]. */
@@ -171,12 +176,28 @@ int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *
                        const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,
                        int32_t tile, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 
+/* gpt-oss's experts (gpu-worker/dense/cuda/expert_oai.cu), for the pairs p < n_pairs whose ids[p] >= 0 (the
+ * others untouched): h[p][r] = swiglu_oai(h[p][r] + gate_b[e][r], u[p][r] + up_b[e][r]) with e = ids[p]
+ * (model_swiglu_oai: alpha, limit; biases [n_expert][n_ff]); y[p][r] += bias[e][r] (bias [n_expert][n]). */
+int cuda_expert_swiglu_oai(float *h, const float *u, const int32_t *ids, int32_t n_pairs, int64_t n_ff,
+                           const float *gate_b, const float *up_b, float alpha, float limit, cudaStream_t s,
+                           guild_err_t *err);
+int cuda_expert_add_bias(float *y, const int32_t *ids, int32_t n_pairs, int64_t n, const float *bias, cudaStream_t s,
+                         guild_err_t *err);
+
 /* y[p][0..n_embd) = src[p][..] for the pairs p < n_pairs whose ids[p] >= 0 (rows of y [n_pairs][n_embd] the other
  * side of a split layer computed); the other rows of y untouched. */
 int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_pairs, int64_t n_embd,
                       cudaStream_t s, guild_err_t *err);
 
 /* ---- attention ------------------------------------------------------------------------------------------ */
+
+/* What attention adds to the causal softmax (gpt-oss's GQA options); NULL or zeros: nothing. */
+typedef struct cuda_attn_ext {
+    int32_t window;      /* > 0: the query at position p sees keys p - window + 1 .. p only (sliding window) */
+    const float *sinks;  /* device [n_head] or NULL: query head h's sink logit joins its softmax (it weighs no
+                            value), as gpu-worker/dense/cpu/attention.c */
+} cuda_attn_ext_t;
 
 /* Causal attention of n_tok query rows (q: [n_tok][n_head * head_dim]) at positions kv0 .. kv0 + n_tok - 1
  * over cache rows 0 .. kv0 + t of one layer (kv_type F16 or F32, [n_ctx][n_head_kv * head_dim] each for K and V;
@@ -186,30 +207,33 @@ int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_
  * decode: 8 lanes per key, keys split over blocks (flash-decoding); for few query rows. When the query heads per
  * KV head are a power of two <= 16 (and the caches 16-byte aligned), a block serves all the query heads of a KV
  * head and reads its keys once (through shared memory); otherwise (or with _per_head, for tests and timing) a
- * block serves one query head. The two differ in summation order only.
+ * block serves one query head. The two differ in summation order only. ext (NULL: none): a sliding window
+ * (splits cover only the keys some row sees) and sinks (joined where the output is written or merged).
  * scratch: cuda_attention_decode_scratch(...) bytes of device memory (may be 0: then no split). */
 size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx);
 int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
-                          void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+                          const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes, cudaStream_t s,
+                          guild_err_t *err);
 int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                    const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
-                                   int32_t head_dim, float scale, void *scratch, size_t scratch_bytes, cudaStream_t s,
-                                   guild_err_t *err);
+                                   int32_t head_dim, float scale, const cuda_attn_ext_t *ext, void *scratch,
+                                   size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
 /* The same with kv0 read from the device int *kv0, which may hold at most kv0_max (the grid is sized for it;
  * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call. */
 int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                               const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max, int32_t n_head,
-                              int32_t n_head_kv, int32_t head_dim, float scale, void *scratch, size_t scratch_bytes,
-                              cudaStream_t s, guild_err_t *err);
+                              int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
+                              void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
 /* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention).
  * Runs the tensor-core kernel (below) when it takes the arguments and n_tok >= CUDA_ATTN_MMA_MIN_ROWS, the
- * FP32 one otherwise (always for an F32 cache: the reference-precision path). */
+ * FP32 one otherwise (always for an F32 cache: the reference-precision path). ext: as for decode. */
 int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                            const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
-                           int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+                           int32_t head_dim, float scale, const cuda_attn_ext_t *ext, cudaStream_t s,
+                           guild_err_t *err);
 
 #define CUDA_ATTN_MMA_MIN_ROWS 16
 
@@ -220,10 +244,12 @@ int cuda_attention_prefill(float *out, const float *q, guild_type_t kv_type, con
  * aligned q and out). Q rows and P are scaled by powers of two to stay within f16's normal range. */
 int cuda_attention_prefill_fp32(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                 const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
-                                int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+                                int32_t head_dim, float scale, const cuda_attn_ext_t *ext, cudaStream_t s,
+                                guild_err_t *err);
 int cuda_attention_prefill_mma(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv,
-                               int32_t head_dim, float scale, cudaStream_t s, guild_err_t *err);
+                               int32_t head_dim, float scale, const cuda_attn_ext_t *ext, cudaStream_t s,
+                               guild_err_t *err);
 bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t head_dim, const float *out, const float *q,
                                       const void *k_cache, const void *v_cache);
 

@@ -63,6 +63,12 @@ typedef struct cuda_moe_gpu_layer {
     guild_type_t gate_type, down_type;      /* up has gate_type */
     size_t gate_row, gate_mat, down_row, down_mat; /* bytes of a row and of one expert's matrix */
     bool resident;                          /* uploaded once and computed on the device */
+    /* gpt-oss (FFN option clamped swiglu): h = swiglu_oai(gate x + gate_b, up x + up_b), y = down h + down_b;
+     * the biases (host, [n_expert][n_ff], [n_expert][n_embd] f32) stay on the device for resident and streamed
+     * layers alike. oai false: h = silu(gate x) * up x, no biases. */
+    bool oai;
+    float alpha, limit;
+    const float *gate_b, *up_b, *down_b;
 } cuda_moe_gpu_layer_t;
 
 /* The "gpu" executor: resident layers computed on the device, the others through `fallback` (a device executor,

@@ -15,6 +15,8 @@
  * Per resident layer and step: x quantized to the gate's dot type; pairs grouped by expert
  * (cuda_expert_route); h[p] = silu(gate_e x_t) * up_e x_t for every pair p = (t, k) in one kernel; h quantized to
  * the down matrix's dot type; y[p] = down_e h[p]. y is [n][n_used][n_embd] in pair order: what collect returns.
+ * gpt-oss's layers (oai) take the gate and up products apart, add the experts' biases and apply swiglu_oai
+ * (cuda_expert_swiglu_oai), and add the down bias to y (cuda_expert_add_bias).
  * Each product is cuda_matmul's arithmetic, so y differs from the CPU workers' only through expf in SiLU. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +43,9 @@ typedef struct gpu_layer {
     guild_type_t gate_type, down_type;
     size_t gate_row, gate_mat, down_row, down_mat;
     size_t bytes;                 /* gate, up, down of every expert, each rounded to ALIGN: the staged layout */
+    bool oai;                     /* gpt-oss: biases and swiglu_oai (cuda_moe_gpu_layer_t) */
+    float alpha, limit;
+    const float *gate_b, *up_b, *down_b; /* device, in bias_mem (oai) */
 } gpu_layer_t;
 
 typedef struct moe_gpu {
@@ -52,6 +57,8 @@ typedef struct moe_gpu {
     void *act_x;               /* [max_tokens] rows of ax_row bytes: x in the gate's dot type */
     size_t ax_row;
     float *h;                  /* [max_tokens * n_used][n_ff] */
+    float *u;                  /* [max_tokens * n_used][n_ff]: the up products of oai layers; NULL without */
+    void *bias_mem;            /* the oai layers' expert biases */
     void *act_h;               /* [max_tokens * n_used] rows of ah_row bytes: h in the down matrix's dot type */
     size_t ah_row;
     int32_t *order;            /* [max_tokens * n_used] */
@@ -300,6 +307,24 @@ static int run_experts(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, con
         tile = CUDA_EXPERT_MMA_TILE;
     const int32_t mt = cuda_expert_max_tiles(pairs, m->n_expert, tile);
     const guild_type_t at = quant_type_info(L->gate_type)->dot_type, ht = quant_type_info(L->down_type)->dot_type;
+    if (L->oai) /* gate and up apart, then their biases and swiglu_oai; the down bias after the down products */
+        return cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
+                       cuda_expert_route(ids, pairs, m->n_expert, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
+                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, NULL, L->gate_mat, L->gate_row,
+                                          m->act_x, m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile,
+                                          m->h, m->n_ff, s, err) < 0 ||
+                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, up, NULL, L->gate_mat, L->gate_row,
+                                          m->act_x, m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile,
+                                          m->u, m->n_ff, s, err) < 0 ||
+                       cuda_expert_swiglu_oai(m->h, m->u, ids, pairs, m->n_ff, L->gate_b, L->up_b, L->alpha,
+                                              L->limit, s, err) < 0 ||
+                       cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
+                       cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, L->down_mat, L->down_row,
+                                          m->act_h, m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y,
+                                          m->n_embd, s, err) < 0 ||
+                       cuda_expert_add_bias(m->y, ids, pairs, m->n_embd, L->down_b, s, err) < 0
+                   ? -1
+                   : 0;
     if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
         cuda_expert_route(ids, pairs, m->n_expert, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
         cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, L->gate_mat, L->gate_row, m->act_x, m->ax_row,
@@ -622,7 +647,8 @@ static void gpu_destroy(moe_exec_t *base)
     if (m->copy)
         cudaStreamDestroy(m->copy);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
-                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0], (void **)&m->d_ids};
+                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0], (void **)&m->d_ids,
+                     (void **)&m->u, &m->bias_mem};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (m->h_ids)
@@ -792,7 +818,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         guild_err_set(err, "cuda moe: out of memory");
         goto fail;
     }
-    size_t total = 0, largest = 0;
+    size_t total = 0, largest = 0, bias_total = 0;
     int32_t resident = 0, streamable = 0;
     for (int32_t il = 0; il < n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];
@@ -818,6 +844,12 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         D->down_row = L->down_row;
         D->down_mat = L->down_mat;
         D->bytes = 2 * round_up(L->gate_mat * (size_t)n_expert, ALIGN) + round_up(L->down_mat * (size_t)n_expert, ALIGN);
+        if (L->oai) {
+            D->oai = true;
+            D->alpha = L->alpha;
+            D->limit = L->limit;
+            bias_total += round_up((size_t)n_expert * (size_t)(2 * n_ff + n_embd) * sizeof(float), ALIGN);
+        }
         if (L->resident) {
             total += D->bytes;
             resident++;
@@ -846,8 +878,33 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         cuda_alloc((void **)&m->order, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->tiles, (size_t)mt * 4 * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->n_tiles, sizeof(int32_t), &counted, "expert routing", err) < 0 ||
-        cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0)
+        cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0 ||
+        (bias_total && (cuda_alloc(&m->bias_mem, bias_total, &counted, "the experts' biases", err) < 0 ||
+                        cuda_alloc((void **)&m->u, P * (size_t)n_ff * sizeof(float), &counted, "expert activations",
+                                   err) < 0)))
         goto fail;
+    /* the oai layers' biases: on the device for resident and streamed layers alike (small beside the weights) */
+    size_t boff = 0;
+    for (int32_t il = 0; il < n_layer; il++) {
+        const cuda_moe_gpu_layer_t *L = &layers[il];
+        gpu_layer_t *D = &m->layers[il];
+        if (!D->oai)
+            continue;
+        const size_t fb = (size_t)n_expert * (size_t)n_ff * sizeof(float), eb = (size_t)n_expert * (size_t)n_embd *
+                                                                                  sizeof(float);
+        float *base = (float *)((char *)m->bias_mem + boff);
+        D->gate_b = base;
+        D->up_b = base + (size_t)n_expert * (size_t)n_ff;
+        D->down_b = base + 2 * (size_t)n_expert * (size_t)n_ff;
+        boff += round_up(2 * fb + eb, ALIGN);
+        if (cuda_check(cudaMemcpy((void *)D->gate_b, L->gate_b, fb, cudaMemcpyHostToDevice), "upload expert biases",
+                       err) < 0 ||
+            cuda_check(cudaMemcpy((void *)D->up_b, L->up_b, fb, cudaMemcpyHostToDevice), "upload expert biases",
+                       err) < 0 ||
+            cuda_check(cudaMemcpy((void *)D->down_b, L->down_b, eb, cudaMemcpyHostToDevice), "upload expert biases",
+                       err) < 0)
+            goto fail;
+    }
     size_t off = 0;
     for (int32_t il = 0; il < n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];

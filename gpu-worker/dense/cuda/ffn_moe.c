@@ -32,7 +32,9 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, b->sh_logit, n, K, E, s, err);
 }
 
+/* Option clamped swiglu changes only the experts: the device executor (cuda_moe_gpu.c) and the CPU workers apply
+ * it with the experts' biases; the combine is the same. */
 const cuda_ffn_part_t cuda_ffn_moe = {
-    .opts = MODEL_FFN_SHEXP_GATED,
+    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI,
     .forward = moe_forward,
 };
