@@ -91,9 +91,17 @@ static const flag_t flags[] = {
      "check every layer's residual stream and norm outputs, and the logits, for\n"
      "NaN and infinity: a request that meets one fails with a message naming\n"
      "the layer, the tensor and the position (default on; the output is the same)", false},
+    {STACK_FLAG_FALLBACK_LOCAL, "fallback-local", NULL,
+     "with --listen: a worker started by hand that is lost (dead, silent, its\n"
+     "link down) gives its shard to a worker this coordinator starts on this\n"
+     "host, which resumes where it stopped", true},
+    {STACK_FLAG_REJOIN_MS, "rejoin-ms", "MS",
+     "with --listen and without --fallback-local: how long a lost worker\n"
+     "started by hand has to register again before the run fails naming it\n"
+     "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 22, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 22 flags");
+_Static_assert(N_FLAGS == 24, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 24 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -143,6 +151,12 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         if (strcmp(arg, "on") && strcmp(arg, "off"))
             return guild_err_set(err, "--check-finite %s: expected on or off", arg);
         o->gpu.check_finite = !strcmp(arg, "on");
+        break;
+    case STACK_FLAG_FALLBACK_LOCAL: o->fallback_local = true; break;
+    case STACK_FLAG_REJOIN_MS:
+        if (cli_parse_long("--rejoin-ms", arg, 100, 3600000, &v, err) < 0)
+            return -1;
+        o->rejoin_ms = (uint32_t)v;
         break;
     case STACK_FLAG_ARENA_DIR: o->arena_dir = arg; break;
     case STACK_FLAG_MLOCK: o->cpu.mlock = true; break;
@@ -208,6 +222,11 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
     const bool stager_given = o->given & STACK_FLAG_STAGER;
     if (!o->single_process && guild_curve_check(&o->curve, "--listen", o->listen, true, err) < 0)
         return -1;
+    if (!o->single_process && !o->listen && (o->given & (STACK_FLAG_FALLBACK_LOCAL | STACK_FLAG_REJOIN_MS)))
+        return guild_err_set(err, "--fallback-local and --rejoin-ms are for workers started by hand (--listen)");
+    if (o->fallback_local && (o->given & STACK_FLAG_REJOIN_MS))
+        return guild_err_set(err, "--rejoin-ms is for a lost worker's return; with --fallback-local none is waited "
+                             "for");
     if (stager_given && (cuda->stager == CUDA_STAGER_NONE || cuda->stager == CUDA_STAGER_PIN) &&
         (o->given & STACK_FLAG_STAGER_THREADS))
         return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager %s",

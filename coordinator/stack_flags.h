@@ -39,10 +39,12 @@ enum {
     STACK_FLAG_ALLOW = 1u << 19,       /* --allow FILE (multi-process; with a tcp --listen) */
     STACK_FLAG_INSECURE = 1u << 20,    /* --insecure (multi-process; with a tcp --listen) */
     STACK_FLAG_CHECK_FINITE = 1u << 21, /* --check-finite on|off */
-    STACK_FLAGS_ALL = (1u << 22) - 1,
+    STACK_FLAG_FALLBACK_LOCAL = 1u << 22, /* --fallback-local (multi-process; with --listen) */
+    STACK_FLAG_REJOIN_MS = 1u << 23,   /* --rejoin-ms MS (multi-process; with --listen) */
+    STACK_FLAGS_ALL = (1u << 24) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 22); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 24); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 

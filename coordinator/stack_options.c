@@ -18,6 +18,7 @@ void stack_options_init(stack_options_t *o)
     o->stall_ms = 30000;
     o->silence_ms = 3000;
     o->start_ms = 120000;
+    o->rejoin_ms = 10000;
     o->max_restarts = 3;
     o->backoff_ms = 2000;
     o->gpu.backend = "cpu";

@@ -40,6 +40,8 @@ typedef struct stack_options {
     int cpu_workers;         /* --cpu-workers; 0: one per NUMA node */
     const char *listen;      /* --listen: NULL spawns the CPU workers; else they come by hand on this endpoint */
     guild_curve_options_t curve; /* --key, --allow, --insecure: a tcp --listen's security (ipc/curve.h) */
+    bool fallback_local;     /* --fallback-local: a lost worker started by hand gives its shard to one of ours */
+    uint32_t rejoin_ms;      /* --rejoin-ms: else how long a lost worker started by hand has to register again */
     const char *arena_dir;   /* --arena-dir: NULL: an anonymous memfd arena */
     uint64_t spin_ns;        /* --spin-us: doorbell spin before sleeping, every process */
     uint64_t wait_slice_ns;  /* the workers' doorbell wait slice */
@@ -60,8 +62,8 @@ typedef struct stack_options {
 
 /* The defaults: backend "cpu", every online CPU (at most 1024), 8 logits rows per request, the non-finite check
  * on, doorbell spin 50 us, wait slice 100 ms, heartbeat 100 ms, hang 600 ms, stall 30 s, silence 3 s, start
- * 120 s, 3 restarts a minute then a back-off of 2 s, log level warn; the rest zero (n_ctx and n_batch are the
- * command's to set). */
+ * 120 s, rejoin 10 s, 3 restarts a minute then a back-off of 2 s, log level warn; the rest zero (n_ctx and
+ * n_batch are the command's to set). */
 void stack_options_init(stack_options_t *o);
 
 #endif

@@ -86,6 +86,8 @@ typedef struct wslot {
     size_t n_digests;
     char source[256];    /* where its shard came from ("received", or its --model path) */
     char hostname[64];   /* its host, for messages */
+    int lost_pid;        /* started by hand and lost (dead, silent, its link down): its pid; 0: not lost */
+    char lost_why[300];
     uint64_t ready_first_seq;
 } wslot_t;
 
@@ -422,8 +424,21 @@ static void record_death(sup_t *s, wslot_t *w, const char *why)
         back_off(s, w, recent, was_pid, why);
         return;
     }
+    if (w->by_hand && s->opts.fallback_local) {
+        /* its shard to a worker of ours on this host, which resumes the exchange it left (from the arena) */
+        guild_log(GUILD_LOG_WARN, "%s (pid %d%s%s) %s; its shard goes to a worker on this host (--fallback-local)",
+                  w->name, was_pid, w->hostname[0] ? " on " : "", w->hostname, why);
+        w->by_hand = false;
+        w->restarts++;
+        start_worker(s, w);
+        pthread_cond_broadcast(&s->cond);
+        return;
+    }
     if (w->by_hand) {
-        guild_log(GUILD_LOG_WARN, "%s (pid %d) %s; waiting for it to register again", w->name, was_pid, why);
+        w->lost_pid = was_pid;
+        snprintf(w->lost_why, sizeof w->lost_why, "%s", why);
+        guild_log(GUILD_LOG_WARN, "%s (pid %d%s%s) %s; waiting up to %u ms for it to register again", w->name, was_pid,
+                  w->hostname[0] ? " on " : "", w->hostname, why, s->opts.rejoin_ms);
         return;
     }
     w->restarts++;
@@ -520,6 +535,7 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
     w->peer = *from;
     w->pid = r->pid;
     w->remote = remote;
+    w->lost_pid = 0;
     snprintf(w->hostname, sizeof w->hostname, "%s", r->hostname ? r->hostname : "");
     w->last_heard_ns = guild_now_ns();
     guild_log(GUILD_LOG_INFO, "%s: registered, pid %d%s%s%s%s%s", w->name, (int)r->pid, remote ? " on " : "",
@@ -798,7 +814,14 @@ static void watch(sup_t *s, uint64_t now)
             hung(s, w, "was not ready %u ms after it started", c->start_ms);
             continue;
         }
-        if (w->state == W_EMPTY && w->by_hand && now - w->since_ns > start) {
+        if (w->state == W_EMPTY && w->by_hand && w->lost_pid &&
+            now - w->since_ns > (uint64_t)c->rejoin_ms * 1000000u) {
+            fail(s, "%s (pid %d%s%s) was lost (%s) and has not registered again within %u ms: its exchanges cannot "
+                 "complete (start it again, or give --fallback-local for a worker on this host to take its shard)",
+                 w->name, w->lost_pid, w->hostname[0] ? " on " : "", w->hostname, w->lost_why, c->rejoin_ms);
+            continue;
+        }
+        if (w->state == W_EMPTY && w->by_hand && !w->lost_pid && now - w->since_ns > start) {
             fail(s, "%s (node %d) has not registered within %u ms (start `guild-cpu-worker --node %d --connect "
                  "ENDPOINT` on this host)", w->name, w->node, c->start_ms, w->node);
             continue;
@@ -955,7 +978,7 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
                                      : i == 1 ? GUILD__ROLE__ROLE_GPU_WORKER : GUILD__ROLE__ROLE_STAGER);
         char path[PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/%s", setup->worker_dir, bin);
-        if ((i == 1 || (i == 0 && !o->listen) || (i == 2 && stager)) && access(path, X_OK) != 0) {
+        if ((i == 1 || (i == 0 && (!o->listen || o->fallback_local)) || (i == 2 && stager)) && access(path, X_OK) != 0) {
             guild_err_errno(err, errno, "%s (the multi-process mode needs it; --single-process does not)", path);
             goto fail;
         }

@@ -161,8 +161,9 @@ START_TEST(test_flags_fill_their_records)
     /* multi-process flags with --single-process: refused, naming every one the command has */
     char *b[] = {"x", "--single-process", "--mlock", NULL};
     ck_assert_int_eq(parse(&f, b, &err), -1);
-    ck_assert_msg(strstr(err.msg, "--cpu-workers, --listen, --arena-dir, --mlock, --spin-us, --key, --allow and "
-                                  "--insecure are for the multi-process mode, not --single-process"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "--cpu-workers, --listen, --arena-dir, --mlock, --spin-us, --key, --allow, "
+                                  "--insecure, --fallback-local and --rejoin-ms are for the multi-process mode, not "
+                                  "--single-process"), "%s", err.msg);
 }
 END_TEST
 
@@ -194,6 +195,21 @@ START_TEST(test_listen_keys)
     char *h[] = {"x", "--single-process", "--insecure", NULL};
     ck_assert_int_eq(parse(&f, h, &err), -1);
     ck_assert_msg(strstr(err.msg, "not --single-process"), "%s", err.msg);
+    /* a lost worker started by hand: its shard to a local one, or a bounded wait for its return */
+    ck_assert_uint_eq(f.rejoin_ms, 10000);
+    char *i[] = {"x", "--listen", "ipc:///tmp/x", "--fallback-local", NULL};
+    ck_assert_msg(parse(&f, i, &err) == 0, "%s", err.msg);
+    ck_assert(f.fallback_local);
+    char *j[] = {"x", "--listen", "ipc:///tmp/x", "--rejoin-ms", "1500", NULL};
+    ck_assert_msg(parse(&f, j, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(f.rejoin_ms, 1500);
+    char *k[] = {"x", "--fallback-local", NULL};
+    ck_assert_int_eq(parse(&f, k, &err), -1);
+    ck_assert_msg(strstr(err.msg, "are for workers started by hand (--listen)"), "%s", err.msg);
+    char *l[] = {"x", "--listen", "ipc:///tmp/x", "--fallback-local", "--rejoin-ms", "1500", NULL};
+    ck_assert_int_eq(parse(&f, l, &err), -1);
+    char *m[] = {"x", "--listen", "ipc:///tmp/x", "--rejoin-ms", "5", NULL};
+    ck_assert_int_eq(parse(&f, m, &err), -1);
 }
 END_TEST
 

@@ -21,7 +21,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 packages=(autoconf automake libtool pkg-config make gcc python3 python3-numpy
     libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev numactl check libsubunit-dev
-    libpcre2-dev libjansson-dev libmicrohttpd-dev clang)
+    libpcre2-dev libjansson-dev libmicrohttpd-dev clang iproute2)
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
