@@ -36,6 +36,7 @@
 #define SHUTDOWN_GRACE_NS (2ull * 1000000000ull)
 #define BACKOFF_MAX_MS 60000u /* a worker given up on waits at most this long before it is started again */
 #define BACKOFF_RESET_NS (5ull * RESTART_WINDOW_NS) /* a give-up this long after the last starts the back-off over */
+#define LOADING_SILENCE 10 /* a remote worker's silence limit while it loads, in hang_ms */
 
 typedef enum wstate {
     W_EMPTY,   /* no process (a worker started by hand has not registered yet) */
@@ -359,9 +360,10 @@ static int send_assign(sup_t *s, wslot_t *w)
     }
     env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
-    send_to(s, w, &env);
+    /* the bridge first: the worker may read its shard as soon as it has the Assign */
     if (s->bridge && w->role == GUILD__ROLE__ROLE_CPU_WORKER)
         bridge_set_worker(s->bridge, w->index, w->remote ? a.generation : 0, w->peer.user, false);
+    send_to(s, w, &env);
     w->state = W_LOADING;
     w->since_ns = guild_now_ns();
     rc = 0;
@@ -758,7 +760,7 @@ static void reap(sup_t *s)
 static void watch(sup_t *s, uint64_t now)
 {
     const stack_options_t *c = &s->opts;
-    uint64_t hang = (uint64_t)c->hang_ms * 1000000u, stall = (uint64_t)c->stall_ms * 1000000u;
+    uint64_t stall = (uint64_t)c->stall_ms * 1000000u;
     uint64_t start = (uint64_t)c->start_ms * 1000000u;
     bool send_hb = now - s->last_hb_ns >= (uint64_t)c->heartbeat_ms * 1000000u;
     if (send_hb) {
@@ -801,8 +803,11 @@ static void watch(sup_t *s, uint64_t now)
                 env.heartbeat = &hb;
                 send_to(s, w, &env);
             }
-            if (now - w->last_heard_ns > hang) {
-                hung(s, w, "has been silent for %u ms", c->hang_ms);
+            /* a remote worker receiving its shard shares its link with that transfer: its heartbeats may wait
+             * behind the data, so it is given longer while it loads */
+            const uint32_t silent_ms = w->remote && w->state == W_LOADING ? LOADING_SILENCE * c->hang_ms : c->hang_ms;
+            if (now - w->last_heard_ns > (uint64_t)silent_ms * 1000000u) {
+                hung(s, w, "has been silent for %u ms", silent_ms);
                 continue;
             }
         }

@@ -7,7 +7,8 @@
  * hand), and `guild-stager --ring` on a staging ring of its own when the GPU's plan streams experts
  * (setup->stage_slot_bytes) and the cuda backend's stager is a process,
  * assigns each its part (Assign), and from then on:
- *   - sends a Heartbeat to every worker each heartbeat_ms; a worker not heard from for hang_ms is hung;
+ *   - sends a Heartbeat to every worker each heartbeat_ms; a worker not heard from for hang_ms is hung (a
+ *     remote worker that is loading, perhaps receiving its shard over the same link, gets 10 x hang_ms);
  *   - reaps its children at once (a death is seen within one 10 ms tick);
  *   - watches the arena: an exchange a CPU worker has not completed, or a step request the GPU worker has not
  *     answered while the CPU workers are idle, for stall_ms without progress, is a hang too;
