@@ -1,9 +1,11 @@
 /* Tests for core/chat: each template's exact text on llama.cpp's test conversation (the expected strings of
- * the templates llama.cpp formats are those of its tests/test-chat-template.cpp), and detection from Jinja
- * sources. */
+ * the templates llama.cpp formats are those of its tests/test-chat-template.cpp; gpt-oss's are its Jinja
+ * template's), detection from Jinja sources, and the harmony parser of gpt-oss's replies. */
 #include "core/chat/chat.h"
+#include "core/chat/harmony.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,12 +19,16 @@ static const chat_msg_t conv[] = {
 };
 #define N_CONV (sizeof conv / sizeof conv[0])
 
+/* gpt-oss's template writes the date: the tests fix it */
+static const chat_opts_t fixed_date = {"2025-06-28", NULL};
+
 static void expect_format(chat_tmpl_t t, const chat_msg_t *m, size_t n, bool gen, const char *eos, const char *want)
 {
     char *out = NULL;
     size_t len = 0;
     guild_err_t err = {{0}};
-    ck_assert_msg(chat_format(t, m, n, gen, eos, &out, &len, &err) == 0, "%s: %s", chat_tmpl_name(t), err.msg);
+    ck_assert_msg(chat_format_opts(t, m, n, gen, eos, &fixed_date, &out, &len, &err) == 0, "%s: %s",
+                  chat_tmpl_name(t), err.msg);
     ck_assert_uint_eq(len, strlen(out));
     ck_assert_msg(!strcmp(out, want), "%s:\n got: [%s]\nwant: [%s]", chat_tmpl_name(t), out, want);
     free(out);
@@ -106,10 +112,13 @@ static const struct {
     {CHAT_TMPL_TULU,
      "<|system|>\nYou are a helpful assistant\n<|user|>\nHello\n<|assistant|>\nHi there<|endoftext|>\n<|user|>\nWho "
      "are you\n<|assistant|>\n   I am an assistant   <|endoftext|>\n<|user|>\nAnother question\n<|assistant|>\n"},
-    {CHAT_TMPL_GPT_OSS,
-     "<|start|>system<|message|>You are a helpful assistant<|end|><|start|>user<|message|>Hello<|end|><|start|>"
-     "assistant<|message|>Hi there<|return|><|start|>user<|message|>Who are you<|end|><|start|>assistant<|message|>"
-     "   I am an assistant   <|return|><|start|>user<|message|>Another question<|end|><|start|>assistant"},
+    {CHAT_TMPL_GPT_OSS, /* openai/gpt-oss's chat_template.jinja: the system header, the developer's instructions */
+     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+     "2024-06\nCurrent date: 2025-06-28\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+     "Channel must be included for every message.<|end|><|start|>developer<|message|># Instructions\n\nYou are a "
+     "helpful assistant\n\n<|end|><|start|>user<|message|>Hello<|end|><|start|>assistant<|channel|>final"
+     "<|message|>Hi there<|end|><|start|>user<|message|>Who are you<|end|><|start|>assistant<|channel|>final"
+     "<|message|>   I am an assistant   <|end|><|start|>user<|message|>Another question<|end|><|start|>assistant"},
 };
 
 START_TEST(test_format_each_template)
@@ -163,6 +172,155 @@ START_TEST(test_format_edge_cases)
     ck_assert_int_eq(chat_format(CHAT_TMPL_UNKNOWN, conv, N_CONV, true, NULL, &out, &len, &err), -1);
     ck_assert_ptr_null(out);
     ck_assert_msg(strstr(err.msg, "chatml") != NULL, "%s", err.msg);
+}
+END_TEST
+
+/* ---- harmony (gpt-oss) ------------------------------------------------------------------------------- */
+
+#define OSS_SYSTEM(effort)                                                                                      \
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: " \
+    "2024-06\nCurrent date: 2025-06-28\n\nReasoning: " effort "\n\n# Valid channels: analysis, commentary, "   \
+    "final. Channel must be included for every message.<|end|>"
+
+START_TEST(test_harmony_format)
+{
+    /* no system message: no developer message; the last assistant turn without a generation prompt returns */
+    static const chat_msg_t two[] = {{"user", "2+2?"}, {"assistant", "4"}};
+    expect_format(CHAT_TMPL_GPT_OSS, two, 2, false, NULL,
+                  OSS_SYSTEM("medium") "<|start|>user<|message|>2+2?<|end|><|start|>assistant<|channel|>final"
+                                      "<|message|>4<|return|>");
+    /* the effort; a developer message as the system one; an empty one writes none */
+    static const chat_msg_t dev[] = {{"developer", "Be brief."}, {"user", "Hi"}};
+    const chat_opts_t high = {"2025-06-28", "high"};
+    char *out = NULL;
+    size_t len = 0;
+    guild_err_t err = {{0}};
+    ck_assert(chat_format_opts(CHAT_TMPL_GPT_OSS, dev, 2, true, NULL, &high, &out, &len, &err) == 0);
+    ck_assert_str_eq(out, OSS_SYSTEM("high") "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
+                          "<|start|>user<|message|>Hi<|end|><|start|>assistant");
+    free(out);
+    static const chat_msg_t empty_sys[] = {{"system", ""}, {"user", "Hi"}};
+    expect_format(CHAT_TMPL_GPT_OSS, empty_sys, 2, true, NULL,
+                  OSS_SYSTEM("medium") "<|start|>user<|message|>Hi<|end|><|start|>assistant");
+    /* a bad effort is refused; no date: today's, as the template's strftime_now */
+    const chat_opts_t bad = {NULL, "max"};
+    ck_assert_int_eq(chat_format_opts(CHAT_TMPL_GPT_OSS, dev, 2, true, NULL, &bad, &out, &len, &err), -1);
+    ck_assert_msg(strstr(err.msg, "low, medium or high") != NULL, "%s", err.msg);
+    ck_assert(chat_format(CHAT_TMPL_GPT_OSS, dev, 2, true, NULL, &out, &len, &err) == 0);
+    const char *d = strstr(out, "Current date: ");
+    ck_assert_ptr_nonnull(d);
+    d += 14;
+    for (int i = 0; i < 10; i++)
+        ck_assert_msg(i == 4 || i == 7 ? d[i] == '-' : d[i] >= '0' && d[i] <= '9', "date %.10s", d);
+    ck_assert(d[10] == '\n');
+    free(out);
+}
+END_TEST
+
+typedef struct parts {
+    char content[512], reasoning[512];
+    size_t nc, nr;
+    int calls;
+} parts_t;
+
+static void collect(void *ctx, chat_part_t part, const char *text, size_t len)
+{
+    parts_t *p = ctx;
+    ck_assert_uint_gt(len, 0);
+    char *dst = part == CHAT_PART_REASONING ? p->reasoning : p->content;
+    size_t *n = part == CHAT_PART_REASONING ? &p->nr : &p->nc;
+    ck_assert_uint_lt(*n + len, sizeof p->content);
+    memcpy(dst + *n, text, len);
+    *n += len;
+    dst[*n] = '\0';
+    p->calls++;
+}
+
+/* Parses reply in pieces of `step` bytes (0: whole), then the end. */
+static parts_t parse_reply(const char *reply, size_t step)
+{
+    parts_t p;
+    memset(&p, 0, sizeof p);
+    chat_harmony_parser_t h;
+    chat_harmony_parser_init(&h);
+    const size_t n = strlen(reply);
+    if (!step)
+        step = n ? n : 1;
+    for (size_t i = 0; i < n; i += step)
+        chat_harmony_parse(&h, reply + i, n - i < step ? n - i : step, false, collect, &p);
+    chat_harmony_parse(&h, "", 0, true, collect, &p);
+    return p;
+}
+
+START_TEST(test_harmony_parse)
+{
+    static const struct {
+        const char *reply, *content, *reasoning;
+    } cases[] = {
+        /* the usual reply: analysis, then the final answer (generation stopped at <|return|>) */
+        {"<|channel|>analysis<|message|>User asks 2+2. Easy.<|end|><|start|>assistant<|channel|>final<|message|>"
+         "2 + 2 = 4.", "2 + 2 = 4.", "User asks 2+2. Easy."},
+        /* the end tokens when they come through; a final answer only */
+        {"<|channel|>final<|message|>Hi!<|return|>", "Hi!", ""},
+        {"<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok<|call|>", "ok",
+         "think"},
+        /* commentary (a preamble) is content; a recipient and <|constrain|> stay in the header */
+        {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>", "{\"a\": 1}", ""},
+        /* a model that does not write harmony: everything is content */
+        {"Just text, no format.", "Just text, no format.", ""},
+        /* '<' that begins no marker is text, also at the very end */
+        {"<|channel|>final<|message|>a < b, x <|y|> z <|", "a < b, x <|y|> z <|", ""},
+        {"<|channel|>analysis<|message|>1 <| 2", "", "1 <| 2"},
+        /* a reply cut after a message's header: the empty message shows nothing */
+        {"<|channel|>analysis<|message|>x<|end|><|start|>assistant", "", "x"},
+        {"<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final", "", "x"},
+        /* several analysis messages */
+        {"<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b<|end|>"
+         "<|start|>assistant<|channel|>final<|message|>c", "c", "ab"},
+        /* a message's header right after its text (no <|end|><|start|>): still a header, never text */
+        {"<|channel|>analysis<|message|>a<|channel|>final<|message|>b", "b", "a"},
+        {"<|channel|>final<|message|>x<|message|>y<|constrain|>", "xy", ""},
+        /* plain text with '<' in it, shorter than a header may be, then the end: all content */
+        {"a < b", "a < b", ""},
+        {"x <|end", "x <|end", ""},
+        /* a reply cut inside its first header: nothing to show, not the channel's name */
+        {"<|channel|>analysis", "", ""},
+        {"<|channel|>anal", "", ""},
+        /* UTF-8 passes through untouched */
+        {"<|channel|>final<|message|>caf\xc3\xa9 \xf0\x9f\x98\x80", "caf\xc3\xa9 \xf0\x9f\x98\x80", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t step = 0; step <= 7; step++) { /* whole, then pieces of 1..7 bytes: markers split anywhere */
+            const parts_t p = parse_reply(cases[i].reply, step);
+            ck_assert_msg(!strcmp(p.content, cases[i].content) && !strcmp(p.reasoning, cases[i].reasoning),
+                          "case %zu, pieces of %zu: content [%s] reasoning [%s], want [%s] [%s]", i, step, p.content,
+                          p.reasoning, cases[i].content, cases[i].reasoning);
+        }
+    /* a header too long to be one is content, given out before the reply ends */
+    char longtext[400];
+    memset(longtext, 'x', sizeof longtext - 1);
+    longtext[sizeof longtext - 1] = '\0';
+    chat_harmony_parser_t h;
+    chat_harmony_parser_init(&h);
+    parts_t p;
+    memset(&p, 0, sizeof p);
+    chat_harmony_parse(&h, longtext, strlen(longtext), false, collect, &p);
+    ck_assert_uint_eq(p.nc, strlen(longtext));
+    /* ... also one with a marker in it, without the marker */
+    char marked[400];
+    snprintf(marked, sizeof marked, "<|channel|>%s", longtext + 100);
+    chat_harmony_parser_init(&h);
+    memset(&p, 0, sizeof p);
+    chat_harmony_parse(&h, marked, strlen(marked), false, collect, &p);
+    ck_assert_uint_eq(p.nc, strlen(longtext + 100));
+    ck_assert_ptr_null(strstr(p.content, "<|"));
+    /* streaming: the reasoning is given out before the answer begins */
+    chat_harmony_parser_init(&h);
+    memset(&p, 0, sizeof p);
+    static const char part[] = "<|channel|>analysis<|message|>Hmm";
+    chat_harmony_parse(&h, part, sizeof part - 1, false, collect, &p);
+    ck_assert_str_eq(p.reasoning, "Hmm");
+    ck_assert_uint_eq(p.nc, 0);
 }
 END_TEST
 
@@ -274,6 +432,8 @@ static Suite *chat_suite(void)
     tcase_add_test(tc, test_format_every_template_is_tested);
     tcase_add_test(tc, test_format_without_generation_prompt);
     tcase_add_test(tc, test_format_edge_cases);
+    tcase_add_test(tc, test_harmony_format);
+    tcase_add_test(tc, test_harmony_parse);
     suite_add_tcase(s, tc);
     tc = tcase_create("detect");
     tcase_add_loop_test(tc, test_detect, 0, (int)(sizeof detections / sizeof detections[0]));

@@ -198,11 +198,19 @@ START_TEST(test_request_fields)
     api_request_fini(&req);
     parse_ok(API_CHAT, "{\"messages\": [{\"role\": \"developer\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
                        " {\"type\": \"text\", \"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null}],"
-                       " \"max_completion_tokens\": 9}");
+                       " \"max_completion_tokens\": 9, \"reasoning_effort\": \"high\"}");
     ck_assert_str_eq(req.messages[0].role, "system");
     ck_assert_str_eq(req.messages[0].content, "ab");
     ck_assert_str_eq(req.messages[1].content, "");
     ck_assert_int_eq(req.max_tokens, 9);
+    ck_assert_str_eq(req.reasoning_effort, "high");
+    api_request_fini(&req);
+    parse_ok(API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
+                       "{\"reasoning_effort\": \"low\"}}");
+    ck_assert_str_eq(req.reasoning_effort, "low");
+    api_request_fini(&req);
+    parse_ok(API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}");
+    ck_assert_ptr_null(req.reasoning_effort);
     api_request_fini(&req);
 }
 END_TEST
@@ -260,6 +268,12 @@ START_TEST(test_request_errors_name_the_field)
                   "\"json_object\"}}", "response_format", "text");
     parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -5}",
               "max_completion_tokens", "integer");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": \"max\"}",
+              "reasoning_effort", "\"low\", \"medium\" or \"high\"");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
+                  "{\"reasoning_effort\": 2}}", "chat_template_kwargs.reasoning_effort", "\"low\"");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": 1}",
+              "chat_template_kwargs", "object");
 }
 END_TEST
 
@@ -268,7 +282,7 @@ END_TEST
 START_TEST(test_json_shapes)
 {
     api_reply_id_t id = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m"};
-    json_t *j = apijson_reply(&id, "hi", 2, "stop", apijson_usage(3, 2, 1));
+    json_t *j = apijson_reply(&id, "hi", 2, NULL, 0, "stop", apijson_usage(3, 2, 1));
     char *s = apijson_dump(j);
     ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":7,\"model\":\"m\","
                         "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},"
@@ -276,22 +290,34 @@ START_TEST(test_json_shapes)
                         "\"completion_tokens\":2,\"total_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":1}}}");
     free(s);
     json_decref(j);
-    j = apijson_chunk(&id, "x", 1, true, NULL);
+    j = apijson_chunk(&id, "x", 1, NULL, 0, true, NULL);
     s = apijson_dump(j);
     ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":7,\"model\":\"m\","
                         "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"x\"},"
                         "\"logprobs\":null,\"finish_reason\":null}]}");
     free(s);
     json_decref(j);
+    /* a reasoning model's (gpt-oss): the analysis channel as reasoning_content, as llama.cpp's server */
+    j = apijson_reply(&id, "4", 1, "2+2", 3, "stop", NULL);
+    s = apijson_dump(j);
+    ck_assert_ptr_nonnull(strstr(s, "\"message\":{\"role\":\"assistant\",\"content\":\"4\",\"reasoning_content\":"
+                                    "\"2+2\"}"));
+    free(s);
+    json_decref(j);
+    j = apijson_chunk(&id, NULL, 0, "hm", 2, false, NULL);
+    s = apijson_dump(j);
+    ck_assert_ptr_nonnull(strstr(s, "\"delta\":{\"reasoning_content\":\"hm\"}"));
+    free(s);
+    json_decref(j);
     id.kind = API_COMPLETIONS;
-    j = apijson_chunk(&id, NULL, 0, false, "length");
+    j = apijson_chunk(&id, NULL, 0, NULL, 0, false, "length");
     s = apijson_dump(j);
     ck_assert_str_eq(s, "{\"id\":\"chatcmpl-1\",\"object\":\"text_completion\",\"created\":7,\"model\":\"m\","
                         "\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"length\"}]}");
     free(s);
     json_decref(j);
     /* a model may produce byte 0: it is a character like any other */
-    j = apijson_chunk(&id, "a\0b", 3, false, NULL);
+    j = apijson_chunk(&id, "a\0b", 3, NULL, 0, false, NULL);
     s = apijson_dump(j);
     ck_assert_ptr_nonnull(strstr(s, "\"text\":\"a\\u0000b\""));
     free(s);

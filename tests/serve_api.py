@@ -447,6 +447,24 @@ srv = Server("named", "--single-process", "--chat-template", "chatml", model=NOC
 r = srv.json(CC, {"messages": CHAT, "temperature": 0, "max_tokens": 40})
 check(text_of(r) == guild_run(CHAT_TEXT, 40, "--temp", "0", "--parse-special")[0], "--chat-template chatml")
 check(srv.stop() == 0, "exit status (--chat-template)")
+# gpt-oss's harmony: the template's system header (date, reasoning effort) and developer instructions; a reply is
+# split into its channels (content / reasoning_content). This model writes no channel markers (its vocabulary has
+# none), so all of its reply is content, whole and streamed, and no reasoning_content appears.
+srv = Server("harmony", "--single-process", "--chat-template", "gpt-oss", model=NOCHAT)
+OSS_TEXT = ("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+            "2024-06\nCurrent date: %s\n\nReasoning: high\n\n# Valid channels: analysis, commentary, final. Channel "
+            "must be included for every message.<|end|><|start|>developer<|message|># Instructions\n\nYou are terse."
+            "\n\n<|end|><|start|>user<|message|>Hi there<|end|><|start|>assistant" % time.strftime("%Y-%m-%d"))
+body = {"messages": CHAT, "temperature": 0, "max_tokens": 40, "reasoning_effort": "high"}
+r = srv.json(CC, body)
+want = guild_run(OSS_TEXT, 40, "--temp", "0", "--parse-special")[0]
+check(text_of(r) == want, "--chat-template gpt-oss: %r vs %r" % (text_of(r), want))
+check("reasoning_content" not in r["choices"][0]["message"], "no reasoning without an analysis channel")
+events, done = srv.stream(CC, body)
+check(done and streamed_text(events, True) == want, "gpt-oss streamed: %r" % streamed_text(events, True))
+check(all("reasoning_content" not in c["delta"] for e in events for c in e["choices"]), "streamed reasoning")
+expect_error(srv, "POST", CC, dict(body, reasoning_effort="max"), 400, "reasoning_effort", "reasoning_effort")
+check(srv.stop() == 0, "exit status (gpt-oss)")
 bad = os.path.join(T, "bad.jinja")
 with open(bad, "w") as f:
     f.write("{% for m in messages %}{{ m.content }}{% endfor %}")

@@ -5,7 +5,9 @@
  * per text). test-tokenizer-0 tokenizes each text exactly as split (the newline before a separator belongs
  * to the separator), with add_special = false and parse_special = false; so do we. Every text must match,
  * and decode(encode(text)) must give the text back. Also prints load and encode timings.
- * Exits 77 (skip) when the fixtures are absent.
+ * Exits 77 (skip) when the fixtures are absent. Vocabularies llama.cpp does not ship but a fixture directory may
+ * hold (gpt-oss's o200k_harmony, converted from the model) are checked the same way when present, and skipped by
+ * name when not; gpt-oss's also has its harmony markers checked (one id each, given back as text, the end tokens).
  */
 #include "config.h"
 
@@ -18,6 +20,7 @@
 #include <time.h>
 
 static const char *const k_vocabs[] = {"gpt-2", "llama-spm", "falcon", "starcoder", "deepseek-llm", "deepseek-coder"};
+static const char *const k_optional[] = {"gpt-oss"};
 
 static double now_ms(void)
 {
@@ -181,6 +184,72 @@ static int run_vocab(const char *dir, const char *vocab)
     return failures;
 }
 
+/* gpt-oss: the harmony markers of a prompt are one id each; the reply's markers come back as text without
+ * TOK_DECODE_SPECIAL (the server splits the channels on them); <|return|> and <|call|> end the generation,
+ * <|end|> does not. Returns the number of failures. */
+static int harmony_markers(const char *dir)
+{
+    static const char *const markers[] = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>",
+                                          "<|return|>", "<|call|>"};
+    char path[8192];
+    snprintf(path, sizeof path, "%s/ggml-vocab-gpt-oss.gguf", dir);
+    guild_err_t err = {{0}};
+    gguf_t *g = NULL;
+    tok_t *t = NULL;
+    if (gguf_new(&g, path, &err) < 0 || tok_new_from_gguf(&t, g, &err) < 0) {
+        fprintf(stderr, "gpt-oss: %s\n", err.msg);
+        gguf_destroy(&g);
+        return 1;
+    }
+    gguf_destroy(&g);
+    int failures = 0;
+    int32_t id[7];
+    for (int k = 0; k < 7; k++) {
+        id[k] = tok_find(t, markers[k], strlen(markers[k]));
+        if (id[k] < 0) {
+            fprintf(stderr, "gpt-oss: no token %s\n", markers[k]);
+            failures++;
+        }
+    }
+    if (failures) {
+        tok_destroy(&t);
+        return failures;
+    }
+    if (!tok_is_eog(t, id[5]) || !tok_is_eog(t, id[6]) || tok_is_eog(t, id[3])) {
+        fprintf(stderr, "gpt-oss: <|return|> and <|call|> must end the generation, <|end|> not\n");
+        failures++;
+    }
+    static const char reply[] = "<|start|>assistant<|channel|>analysis<|message|>Think.<|end|><|start|>assistant"
+                                "<|channel|>commentary<|constrain|>json<|message|>{}<|end|>";
+    tok_ids_t ids = {0};
+    if (tok_encode(t, reply, sizeof reply - 1, TOK_PARSE_SPECIAL, &ids, &err) < 0) {
+        fprintf(stderr, "gpt-oss: %s\n", err.msg);
+        failures++;
+    } else {
+        size_t seen[5] = {0};
+        for (size_t i = 0; i < ids.n; i++)
+            for (int k = 0; k < 5; k++)
+                seen[k] += ids.v[i] == id[k];
+        if (seen[0] != 2 || seen[1] != 2 || seen[2] != 2 || seen[3] != 2 || seen[4] != 1) {
+            fprintf(stderr, "gpt-oss: the markers are not one id each in '%s'\n", reply);
+            print_ids("got", ids.v, ids.n);
+            failures++;
+        }
+        char *back = NULL;
+        size_t back_len = 0;
+        if (tok_decode(t, ids.v, ids.n, 0, &back, &back_len, &err) < 0 || back_len != sizeof reply - 1 ||
+            memcmp(back, reply, back_len)) {
+            fprintf(stderr, "gpt-oss: the reply decodes to '%s'\n", back ? back : err.msg);
+            failures++;
+        }
+        free(back);
+    }
+    printf("gpt-oss: harmony markers %s\n", failures ? "FAIL" : "ok");
+    tok_ids_fini(&ids);
+    tok_destroy(&t);
+    return failures;
+}
+
 int main(void)
 {
     const char *env = getenv("GUILD_FIXTURES");
@@ -197,5 +266,20 @@ int main(void)
     int failures = 0;
     for (size_t i = 0; i < sizeof k_vocabs / sizeof k_vocabs[0]; i++)
         failures += run_vocab(dir, k_vocabs[i]);
+    for (size_t i = 0; i < sizeof k_optional / sizeof k_optional[0]; i++) {
+        snprintf(probe, sizeof probe, "%s/ggml-vocab-%s.gguf", dir, k_optional[i]);
+        if (!(f = fopen(probe, "rb"))) {
+            printf("%s: skipped (no %s)\n", k_optional[i], probe);
+            continue;
+        }
+        fclose(f);
+        snprintf(probe, sizeof probe, "%s/ggml-vocab-%s.gguf.inp", dir, k_optional[i]);
+        if ((f = fopen(probe, "rb"))) { /* the texts and ids, when someone made them with test-tokenizer-0 */
+            fclose(f);
+            failures += run_vocab(dir, k_optional[i]);
+        }
+        if (!strcmp(k_optional[i], "gpt-oss"))
+            failures += harmony_markers(dir);
+    }
     return failures ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "coordinator/server/job.h"
 #include "coordinator/server/strbuf.h"
 #include "coordinator/server/textfilt.h"
+#include "core/chat/harmony.h"
 
 #define WAIT_SLICE_MS 100 /* how often a waiting connection looks at its client */
 
@@ -76,7 +77,9 @@ static bool prompt_ids(const api_server_t *s, http_req_t *req, api_request_t *r,
                 http_reply_error(req, 500, "server_error", NULL, "%s", s->chat_error);
                 return false;
             }
-            if (chat_format(s->chat, r->messages, r->n_messages, true, s->eos_text, &chat, &len, &err) < 0) {
+            const chat_opts_t co = {.reasoning_effort = r->reasoning_effort};
+            if (chat_format_opts(s->chat, r->messages, r->n_messages, true, s->eos_text, &co, &chat, &len, &err) <
+                0) {
                 http_reply_error(req, 500, "server_error", NULL, "%s", err.msg);
                 return false;
             }
@@ -110,6 +113,25 @@ static bool prompt_ids(const api_server_t *s, http_req_t *req, api_request_t *r,
     return true;
 }
 
+/* ---- channels ----------------------------------------------------------------------------------------- */
+
+/* A chat reply whose template has channels (gpt-oss's harmony) is split into content and reasoning, as
+ * llama.cpp's server returns them ("content", "reasoning_content"); other replies are content as they are. */
+static bool has_channels(const api_server_t *s, api_kind_t kind)
+{
+    return kind == API_CHAT && s->chat == CHAT_TMPL_GPT_OSS;
+}
+
+typedef struct split {
+    strbuf_t content, reasoning;
+} split_t;
+
+static void split_part(void *ctx, chat_part_t part, const char *text, size_t len)
+{
+    split_t *sp = ctx;
+    strbuf_put(part == CHAT_PART_REASONING ? &sp->reasoning : &sp->content, text, len);
+}
+
 /* ---- streaming ---------------------------------------------------------------------------------------- */
 
 typedef struct sse {
@@ -120,7 +142,51 @@ typedef struct sse {
     strbuf_t out;    /* events not yet given to the connection */
     strbuf_t text;
     bool done;       /* the last event is in out */
+    bool channels;   /* split the text into content and reasoning (has_channels) */
+    chat_harmony_parser_t harmony;
+    chat_part_t part; /* of the text in pending */
+    strbuf_t pending; /* text of one part not yet in a chunk */
 } sse_t;
+
+static void sse_event(sse_t *s, json_t *j);
+
+/* pending as one chunk: its part's field of the delta. */
+static void sse_flush_part(sse_t *s)
+{
+    if (!s->pending.len)
+        return;
+    if (s->part == CHAT_PART_REASONING)
+        sse_event(s, apijson_chunk(&s->id, NULL, 0, s->pending.p, s->pending.len, false, NULL));
+    else
+        sse_event(s, apijson_chunk(&s->id, s->pending.p, s->pending.len, NULL, 0, false, NULL));
+    strbuf_clear(&s->pending);
+}
+
+static void sse_part(void *ctx, chat_part_t part, const char *text, size_t len)
+{
+    sse_t *s = ctx;
+    if (part != s->part)
+        sse_flush_part(s);
+    s->part = part;
+    strbuf_put(&s->pending, text, len);
+}
+
+/* The chunks of new text: as it is, or split by channel, a chunk for each run of one part in the order the text
+ * has them (end: the reply is complete; what the parser held goes out). */
+static void sse_text(sse_t *s, const char *text, size_t len, bool end)
+{
+    if (!s->channels) {
+        if (len)
+            sse_event(s, apijson_chunk(&s->id, text, len, NULL, 0, false, NULL));
+        return;
+    }
+    chat_harmony_parse(&s->harmony, text, len, end, sse_part, s);
+    if (!strbuf_ok(&s->pending)) {
+        s->out.oom = true;
+        return;
+    }
+    sse_flush_part(s);
+}
 
 static void sse_event(sse_t *s, json_t *j)
 {
@@ -142,7 +208,8 @@ static void sse_end(sse_t *s, const job_status_t *st)
     switch (st->end) {
     case JOB_STOP:
     case JOB_LENGTH:
-        sse_event(s, apijson_chunk(&s->id, NULL, 0, false, finish_reason(st->end)));
+        sse_text(s, "", 0, true); /* what the channel parser held */
+        sse_event(s, apijson_chunk(&s->id, NULL, 0, NULL, 0, false, finish_reason(st->end)));
         if (s->include_usage)
             sse_event(s, apijson_usage_chunk(&s->id, apijson_usage(st->n_prompt, st->n_generated, st->n_cached)));
         strbuf_puts(&s->out, "data: [DONE]\n\n");
@@ -173,8 +240,7 @@ static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
         job_status_t st;
         strbuf_clear(&s->text);
         s->seen = job_read(s->job, s->seen, &s->text, &st);
-        if (s->text.len)
-            sse_event(s, apijson_chunk(&s->id, s->text.p, s->text.len, false, NULL));
+        sse_text(s, s->text.p, s->text.len, false);
         if (st.end != JOB_RUNNING) /* job_read's text and status are of one moment: nothing is left */
             sse_end(s, &st);
         if (!strbuf_ok(&s->out) || !strbuf_ok(&s->text)) {
@@ -195,6 +261,7 @@ static void sse_free(void *ctx)
     job_unref(&s->job);
     strbuf_fini(&s->out);
     strbuf_fini(&s->text);
+    strbuf_fini(&s->pending);
     free(s);
 }
 
@@ -210,14 +277,24 @@ static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind,
         }
     }
     strbuf_t text = STRBUF_INIT;
+    split_t sp = {STRBUF_INIT, STRBUF_INIT};
     job_status_t st;
     job_read(j, 0, &text, &st);
-    if (!strbuf_ok(&text)) {
+    if (strbuf_ok(&text) && has_channels(s, kind)) {
+        chat_harmony_parser_t h;
+        chat_harmony_parser_init(&h);
+        chat_harmony_parse(&h, text.p, text.len, true, split_part, &sp);
+    }
+    if (!strbuf_ok(&text) || !strbuf_ok(&sp.content) || !strbuf_ok(&sp.reasoning)) {
         http_reply_error(req, 500, "server_error", NULL, "out of memory for the reply");
     } else if (st.end == JOB_STOP || st.end == JOB_LENGTH) {
         api_reply_id_t id;
         reply_id(&id, kind, s, j);
-        json_t *body = apijson_reply(&id, strbuf_str(&text), text.len, finish_reason(st.end),
+        const bool ch = has_channels(s, kind);
+        json_t *body = apijson_reply(&id, ch ? strbuf_str(&sp.content) : strbuf_str(&text), ch ? sp.content.len
+                                                                                                : text.len,
+                                     ch && sp.reasoning.len ? strbuf_str(&sp.reasoning) : NULL, sp.reasoning.len,
+                                     finish_reason(st.end),
                                      apijson_usage(st.n_prompt, st.n_generated, st.n_cached));
         if (body)
             http_reply_json(req, 200, body);
@@ -232,6 +309,8 @@ static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind,
         http_reply_none(req);
     }
     strbuf_fini(&text);
+    strbuf_fini(&sp.content);
+    strbuf_fini(&sp.reasoning);
 }
 
 static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_t kind)
@@ -293,9 +372,11 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
     }
     sse->job = job_ref(j);
     sse->include_usage = r.include_usage;
+    sse->channels = has_channels(s, kind);
+    chat_harmony_parser_init(&sse->harmony);
     reply_id(&sse->id, kind, s, j);
     if (kind == API_CHAT) /* as OpenAI: the role first, in a chunk of its own */
-        sse_event(sse, apijson_chunk(&sse->id, "", 0, true, NULL));
+        sse_event(sse, apijson_chunk(&sse->id, "", 0, NULL, 0, true, NULL));
     http_reply_stream(req, "text/event-stream", sse_produce, sse, sse_free);
 done:
     job_unref(&j);

@@ -15,13 +15,16 @@ static json_t *envelope(const api_reply_id_t *id, const char *object, json_t *ch
                      "model", id->model, "choices", choices);
 }
 
-json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, const char *finish, json_t *usage)
+json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, const char *reasoning, size_t rlen,
+                      const char *finish, json_t *usage)
 {
     json_t *choice = id->kind == API_CHAT
                          ? json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role", "assistant",
                                      "content", text, len, "logprobs", "finish_reason", finish)
                          : json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, len, "logprobs",
                                      "finish_reason", finish);
+    if (choice && id->kind == API_CHAT && reasoning)
+        json_object_set_new(json_object_get(choice, "message"), "reasoning_content", json_stringn(reasoning, rlen));
     json_t *r = envelope(id, id->kind == API_CHAT ? "chat.completion" : "text_completion", json_pack("[o]", choice));
     if (r && usage)
         json_object_set(r, "usage", usage);
@@ -29,7 +32,8 @@ json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, co
     return r;
 }
 
-json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, bool role_first, const char *finish)
+json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, const char *reasoning, size_t rlen,
+                      bool role_first, const char *finish)
 {
     json_t *choice;
     if (id->kind == API_CHAT) {
@@ -38,6 +42,8 @@ json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, bo
             json_object_set_new(delta, "role", json_string("assistant"));
         if (delta && text)
             json_object_set_new(delta, "content", json_stringn(text, len));
+        if (delta && reasoning)
+            json_object_set_new(delta, "reasoning_content", json_stringn(reasoning, rlen));
         choice = json_pack("{s:i, s:o, s:n, s:s?}", "index", 0, "delta", delta, "logprobs", "finish_reason", finish);
     } else {
         choice = json_pack("{s:i, s:s%, s:n, s:s?}", "index", 0, "text", text ? text : "", text ? len : 0,

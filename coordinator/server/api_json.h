@@ -24,12 +24,16 @@ typedef struct api_reply_id {
 json_t *apijson_usage(int32_t n_prompt, int32_t n_completion, int32_t n_cached);
 
 /* The whole reply: text_completion or chat.completion with one choice. text[0..len) may hold NUL characters
- * (a model can produce byte 0). finish: "stop" or "length". Takes usage. */
-json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, const char *finish, json_t *usage);
+ * (a model can produce byte 0). finish: "stop" or "length". reasoning[0..rlen): the message's
+ * "reasoning_content" (chat; NULL: none, as llama.cpp's server for a model that reasons). Takes usage. */
+json_t *apijson_reply(const api_reply_id_t *id, const char *text, size_t len, const char *reasoning, size_t rlen,
+                      const char *finish, json_t *usage);
 
-/* A streamed chunk with one choice: text[0..len) (text NULL: no content), finish (NULL while generating). For
- * chat, role_first adds "role": "assistant" to the delta (the first chunk). */
-json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, bool role_first, const char *finish);
+/* A streamed chunk with one choice: text[0..len) (text NULL: no content), reasoning[0..rlen) as the delta's
+ * "reasoning_content" (chat; NULL: none), finish (NULL while generating). For chat, role_first adds "role":
+ * "assistant" to the delta (the first chunk). */
+json_t *apijson_chunk(const api_reply_id_t *id, const char *text, size_t len, const char *reasoning, size_t rlen,
+                      bool role_first, const char *finish);
 
 /* The final usage chunk of a stream (stream_options.include_usage): no choices. */
 json_t *apijson_usage_chunk(const api_reply_id_t *id, json_t *usage);

@@ -360,6 +360,24 @@ int api_request_parse(api_request_t *r, api_kind_t kind, const char *body, size_
             goto done;
         if (present)
             r->max_tokens = (int32_t)x;
+        /* OpenAI's reasoning_effort, or llama.cpp's server's chat_template_kwargs.reasoning_effort: the chat
+         * template's variable (gpt-oss) */
+        const char *re_name = "reasoning_effort";
+        json_t *re = field(o, "reasoning_effort"), *kw = field(o, "chat_template_kwargs");
+        if (kw && !json_is_object(kw)) {
+            fail(e, "chat_template_kwargs", "must be an object");
+            goto done;
+        }
+        if (!re && kw && (re = field(kw, "reasoning_effort")))
+            re_name = "chat_template_kwargs.reasoning_effort";
+        static const char *const efforts[] = {"low", "medium", "high"};
+        for (int k = 0; re && json_is_string(re) && k < 3; k++)
+            if (!strcmp(json_string_value(re), efforts[k]))
+                r->reasoning_effort = efforts[k];
+        if (re && !r->reasoning_effort) {
+            fail(e, re_name, "must be \"low\", \"medium\" or \"high\"");
+            goto done;
+        }
     }
     if (parse_sampling(r, o, e) < 0 || parse_stop(r, o, e) < 0 || get_bool(o, "stream", &r->stream, e) < 0 ||
         get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0)

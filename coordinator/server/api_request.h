@@ -33,6 +33,7 @@ typedef struct api_request {
     /* chat */
     chat_msg_t *messages;   /* [n_messages]; contents malloc'ed, roles static */
     size_t n_messages;
+    const char *reasoning_effort; /* "low", "medium", "high" (static) or NULL: the template's default (gpt-oss) */
 
     int32_t max_tokens;     /* < 0: no limit but the context */
     sample_params_t sample;

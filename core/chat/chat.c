@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/chat/harmony.h"
+
 static const char *const names[CHAT_TMPL_COUNT_] = {
     [CHAT_TMPL_UNKNOWN] = "unknown",
     [CHAT_TMPL_CHATML] = "chatml",
@@ -261,8 +263,16 @@ static void fmt_gemma(sbuf_t *b, const chat_msg_t *m, size_t n, bool gen)
 int chat_format(chat_tmpl_t t, const chat_msg_t *m, size_t n, bool gen, const char *eos_text, char **out,
                 size_t *out_len, guild_err_t *err)
 {
+    return chat_format_opts(t, m, n, gen, eos_text, NULL, out, out_len, err);
+}
+
+int chat_format_opts(chat_tmpl_t t, const chat_msg_t *m, size_t n, bool gen, const char *eos_text,
+                     const chat_opts_t *o, char **out, size_t *out_len, guild_err_t *err)
+{
     *out = NULL;
     *out_len = 0;
+    if (t == CHAT_TMPL_GPT_OSS)
+        return chat_harmony_format(m, n, gen, o, out, out_len, err);
     sbuf_t b = {0};
     const char *eos = eos_text ? eos_text : "</s>";
     put(&b, ""); /* an empty conversation still gives a string */
@@ -420,17 +430,6 @@ int chat_format(chat_tmpl_t t, const chat_msg_t *m, size_t n, bool gen, const ch
         }
         if (gen)
             put(&b, "<|assistant|>\n");
-        break;
-    case CHAT_TMPL_GPT_OSS:
-        for (size_t i = 0; i < n; i++) {
-            put(&b, "<|start|>");
-            put(&b, m[i].role);
-            put(&b, "<|message|>");
-            put(&b, m[i].content);
-            put(&b, is(&m[i], "assistant") ? "<|return|>" : "<|end|>");
-        }
-        if (gen)
-            put(&b, "<|start|>assistant");
         break;
     default:
         free(b.p);

@@ -6,6 +6,10 @@
  * it (tests/check_chat.c pins it on llama.cpp's test conversation), except "tulu" (OLMoE, OLMo-2, Tulu), which
  * llama.cpp does not recognise and which follows the Jinja source of those models.
  *
+ * "gpt-oss" follows the model's Jinja template (OpenAI's harmony format, core/chat/harmony.h), not llama.cpp's
+ * built-in formatter, which writes a plain subset without the system header and channels the model was trained
+ * with.
+ *
  * The text does not start with BOS: the tokenizer adds it (TOK_ADD_SPECIAL), as llama.cpp does. Special-token
  * texts in it (<|im_start|>, [INST], ...) must be tokenized with TOK_PARSE_SPECIAL.
  */
@@ -38,7 +42,7 @@ typedef enum chat_tmpl {
     CHAT_TMPL_LLAMA3,
     CHAT_TMPL_LLAMA4,
     CHAT_TMPL_TULU,             /* OLMoE-Instruct, OLMo-2, Tulu */
-    CHAT_TMPL_GPT_OSS,          /* GPT-OSS (Harmony, the plain-message subset) */
+    CHAT_TMPL_GPT_OSS,          /* GPT-OSS (harmony: core/chat/harmony.h) */
     CHAT_TMPL_COUNT_
 } chat_tmpl_t;
 
@@ -60,11 +64,21 @@ typedef struct chat_msg {
     const char *content; /* NUL-terminated UTF-8 */
 } chat_msg_t;
 
+/* What some templates take beyond the messages (their Jinja sources' variables). */
+typedef struct chat_opts {
+    const char *date;             /* "gpt-oss": the system message's "Current date" (YYYY-MM-DD); NULL: today's */
+    const char *reasoning_effort; /* "gpt-oss": "low", "medium" or "high"; NULL: "medium" */
+} chat_opts_t;
+
 /* Formats msgs[0..n) with template t into a malloc'ed NUL-terminated string (*out, caller frees; *out_len its
  * length). add_generation_prompt: end with the opening of the assistant's turn (templates whose format has
  * none ignore it). eos_text: the model's EOS token text, written where the Jinja source writes eos_token
  * ("tulu"); NULL: "</s>". -1 with a message for CHAT_TMPL_UNKNOWN or out of memory. */
 int chat_format(chat_tmpl_t t, const chat_msg_t *msgs, size_t n, bool add_generation_prompt, const char *eos_text,
                 char **out, size_t *out_len, guild_err_t *err);
+
+/* chat_format with the template's options (o NULL: the defaults); -1 also for an option the template refuses. */
+int chat_format_opts(chat_tmpl_t t, const chat_msg_t *msgs, size_t n, bool add_generation_prompt,
+                     const char *eos_text, const chat_opts_t *o, char **out, size_t *out_len, guild_err_t *err);
 
 #endif
