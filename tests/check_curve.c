@@ -1,8 +1,8 @@
 /* Tests for ipc/curve (key files, allow lists, the options' check), ipc/zap and the CURVE sockets of ipc/msg: a
- * client whose key is allowed gets through and is named; one with another key, one that pins another server
- * key and a plain one are refused, each with the handshake event the worker explains; tcp without a decision
- * is refused; a plain ipc endpoint on the same socket stays plain. Also the permission checks of key files,
- * allow lists and arena files (core/util/fileperm). */
+ * client whose key is allowed gets through and is named; one with another key, one that claims an allowed public
+ * key without its secret, one that pins another server key and a plain one are refused, each with the handshake
+ * event the worker explains; tcp without a decision is refused; a plain ipc endpoint on the same socket stays
+ * plain. Also the permission checks of key files, allow lists and arena files (core/util/fileperm). */
 #include "config.h"
 
 #include <check.h>
@@ -341,6 +341,38 @@ START_TEST(test_other_key_refused)
 }
 END_TEST
 
+START_TEST(test_allowed_public_key_without_its_secret_refused)
+{
+    /* an impostor that copied an allowed worker's public key (w1.pub is not a secret) but holds another secret key:
+     * the allow list admits a key only to whoever proves it holds the matching secret, so no session and no ZAP
+     * acceptance; the file check (load_pair) is bypassed here by editing the loaded keys, as a hostile client
+     * with its own ZeroMQ code would */
+    guild_curve_t *keys = NULL, *stranger = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(load(&stranger, false, "stranger.key", "coordinator.pub", &err) == 0, "%s", err.msg);
+    ck_assert_msg(load(&keys, false, "w1.key", "coordinator.pub", &err) == 0, "%s", err.msg);
+    ck_assert_str_ne(keys->secret_key, stranger->secret_key);
+    memcpy(keys->secret_key, stranger->secret_key, sizeof keys->secret_key);
+    void *mon = NULL;
+    guild_msg_socket_opts_t so = {.max_bytes = GUILD_MSG_CONTROL_MAX_BYTES, .curve = keys, .monitor = &mon};
+    void *d = guild_msg_socket_new(zc, false, tcp_ep, "cpu-worker-1", &so, &err);
+    ck_assert_msg(d, "%s", err.msg);
+    guild_msg_handshake_t h = verdict(mon);
+    ck_assert_msg(h == GUILD_MSG_HS_FAILED || h == GUILD_MSG_HS_REFUSED, "verdict %d", (int)h);
+    send_stats(d, false);
+    guild_msg_peer_t from;
+    Guild__Envelope *got = NULL;
+    ck_assert_int_eq(guild_msg_recv(router, 300, &from, &got, &err), GUILD_MSG_TIMEOUT);
+    uint64_t acc, ref;
+    guild_zap_counts(zap, &acc, &ref);
+    ck_assert_uint_eq(acc, 0);
+    guild_msg_close(&mon);
+    guild_msg_close(&d);
+    guild_curve_destroy(&keys);
+    guild_curve_destroy(&stranger);
+}
+END_TEST
+
 START_TEST(test_wrong_server_key_fails)
 {
     /* an allowed worker that pins another server key never gets a session (nor does an impostor server) */
@@ -495,6 +527,7 @@ int main(void)
     tcase_add_test(tc, test_allowed_key_gets_through_named);
     tcase_add_test(tc, test_other_key_refused);
     tcase_add_test(tc, test_wrong_server_key_fails);
+    tcase_add_test(tc, test_allowed_public_key_without_its_secret_refused);
     tcase_add_test(tc, test_plain_client_refused);
     tcase_add_test(tc, test_ipc_stays_plain);
     tcase_add_test(tc, test_tcp_needs_a_decision);

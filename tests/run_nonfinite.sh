@@ -1,8 +1,9 @@
 #!/bin/sh
 # The non-finite check (--check-finite, gpu-worker/dense/finite_check.h) end to end with `guild run`, in one
-# process and in the multi-process pipeline: a NaN or infinity planted in a model (tests/gguf_edit) stops the run
-# with exit status 1 and a message naming the layer, the tensor and the position; --check-finite off runs it to
-# the end; a finite model gives the same tokens and logits bit for bit with the check on and off.
+# process and in the multi-process pipeline: a NaN or infinity planted in a model (tests/gguf_edit; a norm, a
+# shared expert, the routed experts a CPU expert worker computes, the LM head) stops the run with exit status 1
+# and a message naming the layer, the tensor and the position; --check-finite off runs it to the end; a finite
+# model gives the same tokens and logits bit for bit with the check on and off.
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -43,6 +44,14 @@ shape="--arch qwen2moe --layers 2 --embd 256 --heads 4 --kv-heads 2 --head-dim 6
 "$EDIT" "$T/q.gguf" "$T/norm.gguf" --set-nan blk.1.attn_norm.weight:17 || fail "gguf_edit norm"
 # an infinity in a product of the FFN: the residual stream after layer 0
 "$EDIT" "$T/f.gguf" "$T/ffn.gguf" --set-inf blk.0.ffn_down_shexp.weight:5 || fail "gguf_edit ffn"
+# the routed experts (in the multi-process mode a CPU expert worker computes them, and the GPU worker adds their
+# sum into the stream): a NaN in the down projection of each of layer 0's experts (256 x 256 each), so that every
+# row's chosen experts have one
+cp "$T/f.gguf" "$T/exps.gguf"
+for e in 0 1 2 3 4 5 6 7; do
+    "$EDIT" "$T/exps.gguf" "$T/exps1.gguf" --set-nan blk.0.ffn_down_exps.weight:$((e * 65536 + 5)) &&
+        mv "$T/exps1.gguf" "$T/exps.gguf" || fail "gguf_edit experts"
+done
 # the LM head: the logits
 "$EDIT" "$T/f.gguf" "$T/head.gguf" --set-nan output.weight:300 || fail "gguf_edit head"
 
@@ -51,6 +60,8 @@ for mode in --single-process --cpu-workers=1; do
         $mode -m "$T/norm.gguf" -p "hello world" -n 4 --temp 0
     expect 1 "layer 0: its output, the residual stream after its FFN part (blk.0.ffn_*), is not finite at position 0" \
         $mode -m "$T/ffn.gguf" -p "hello world" -n 4 --temp 0
+    expect 1 "layer 0: its output, the residual stream after its FFN part (blk.0.ffn_*), is not finite at position 0 (row 0 of the batch)" \
+        $mode -m "$T/exps.gguf" -p "hello world" -n 4 --temp 0
     expect 1 "the logits of position 3 are not finite (token id 1: nan): the LM head (output.weight)" \
         $mode -m "$T/head.gguf" -p "hello world" -n 4 --temp 0
     expect 0 "stopped:" $mode -m "$T/norm.gguf" -p "hello world" -n 4 --temp 0 --check-finite off
