@@ -1209,6 +1209,15 @@ static const wslot_t *down_slot(const sup_t *s)
     return NULL;
 }
 
+/* Under mu: a worker started by hand that was lost and has not registered again, or NULL. */
+static const wslot_t *lost_slot(const sup_t *s)
+{
+    for (int i = 0; i < s->n_w; i++)
+        if (s->w[i].by_hand && s->w[i].lost_pid && s->w[i].state == W_EMPTY)
+            return &s->w[i];
+    return NULL;
+}
+
 int sup_check(sup_t *s, uint64_t epoch, guild_err_t *err)
 {
     int rc;
@@ -1234,6 +1243,11 @@ int sup_health(sup_t *s, char *why, size_t n)
         rc = -1;
     } else if (d) {
         snprintf(why, n, "%s%s", d->down_why, d->backoff_until_ns ? "" : "; it is loading");
+        rc = 1;
+    } else if ((d = lost_slot(s))) {
+        /* its exchanges wait for it to register again (rejoin_ms), or fail the pipeline after */
+        snprintf(why, n, "%s (pid %d%s%s) was lost (%s); waiting up to %u ms for it to register again", d->name,
+                 d->lost_pid, d->hostname[0] ? " on " : "", d->hostname, d->lost_why, s->opts.rejoin_ms);
         rc = 1;
     } else {
         snprintf(why, n, "%s", "");

@@ -77,8 +77,9 @@ int sup_wait_ready(sup_t *s, uint32_t timeout_ms, uint64_t *epoch, guild_err_t *
 int sup_check(sup_t *s, uint64_t epoch, guild_err_t *err);
 
 /* Whether a request can succeed now, from any thread: 0 (why ""), 1 degraded (a worker given up on after
- * repeated deaths waits for its back-off or loads again; requests fail until it is ready) or -1 failed for
- * good, with the reason in why[n]. */
+ * repeated deaths waits for its back-off or loads again; requests fail until it is ready; or a worker started by
+ * hand was lost and has not registered again: the exchanges wait for it up to rejoin_ms) or -1 failed for good,
+ * with the reason in why[n]. */
 int sup_health(sup_t *s, char *why, size_t n);
 
 /* The coordinator's view of the step region (owned by the supervisor). */

@@ -7,7 +7,10 @@
   - a CPU worker, then the GPU worker, killed more often than the supervisor tolerates (4 deaths within a
     minute): while it backs off, /health answers 503 "degraded" with the reason and requests get 503 at once;
     after the back-off the worker is started again, /health is 200 and requests are served with the same text;
-  - the port is bound before the model loads: a second server on the same port fails at once.
+  - the port is bound before the model loads: a second server on the same port fails at once;
+  - a worker started by hand (--listen) that is lost: /health 503 "degraded" naming it and requests 503 until
+    it registers again (then served, the same text); lost for good, the server exits 1 after --rejoin-ms naming
+    it; with --fallback-local the requests go on with the same text.
 
 usage: serve_faults.py BUILDDIR WORKDIR MODEL POISONED_MODEL
 """
@@ -185,6 +188,70 @@ give_up("cpu-worker[0]", "2.0")
 give_up("gpu-worker", "2.0")
 check(srv.p.poll() is None, "the server exited")
 check(srv.stop() == 0, "exit status after SIGTERM")
+
+# ---- a worker started by hand (--listen) that is lost ------------------------------------------------------------
+WORKER = os.path.join(B, "guild-cpu-worker")
+
+
+def hand_worker(ep, name):
+    return subprocess.Popen([WORKER, "--connect", ep], stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(T, name + ".log"), "w"))
+
+
+def wait_health(srv, want, seconds):
+    deadline = time.time() + seconds
+    while True:
+        st, h = srv.health()
+        if st == want or time.time() > deadline:
+            return st, h
+        time.sleep(0.05)
+
+
+ep = "ipc://" + os.path.join(T, "hand.sock")
+w = hand_worker(ep, "hand-w1")  # (it waits for the endpoint; the server says where it listens once it is ready)
+srv = Server("hand", MODEL, "--listen", ep, "--rejoin-ms", "3000")
+st, h = wait_health(srv, 200, 30)
+check(st == 200 and h["status"] == "ok", "/health once the worker registered: %d %r" % (st, h))
+st, data = srv.complete(GOOD)
+check(st == 200 and text_of(data) == base_text, "served by the worker started by hand: %d %r" % (st, data))
+# lost (here: killed; its host gone would read the same): 503 with the reason while it may come back
+w.kill()
+w.wait()
+st, h = wait_health(srv, 503, 10)
+check(st == 503 and h["status"] == "degraded" and "cpu-worker[0] (pid %d" % w.pid in h["reason"] and
+      "was lost" in h["reason"] and "waiting up to 3000 ms" in h["reason"], "/health with the worker lost: %d %r" % (st, h))
+st, data = srv.complete(GOOD)
+check(st == 503 and "was lost" in error_of(data)["message"], "a request with the worker lost: %d %r" % (st, data))
+# it comes back within --rejoin-ms: served again, the same text
+w = hand_worker(ep, "hand-w2")
+st, h = wait_health(srv, 200, 30)
+check(st == 200, "/health after the worker registered again: %d %r" % (st, h))
+st, data = srv.complete(GOOD)
+check(st == 200 and text_of(data) == base_text, "served after the worker came back: %d %r" % (st, data))
+# lost for good: the server exits 1 after --rejoin-ms, naming it (for a service manager to start it again)
+w.kill()
+w.wait()
+try:
+    rc = srv.p.wait(timeout=30)
+except subprocess.TimeoutExpired:
+    rc = None
+check(rc == 1, "guild serve with its worker lost for good: exit status %r, expected 1" % rc)
+check(re.search(r"cpu-worker\[0\] \(pid %d[^)]*\) was lost .* and has not registered again within 3000 ms.*"
+                r"exiting \(status 1\)" % w.pid, srv.text()), "no exit message naming the worker:\n" + srv.text())
+# --fallback-local: its shard goes to a worker the server starts, and the requests go on with the same text
+ep = "ipc://" + os.path.join(T, "fallback.sock")
+w = hand_worker(ep, "fallback-w1")
+srv = Server("fallback", MODEL, "--listen", ep, "--fallback-local")
+st, h = wait_health(srv, 200, 30)
+check(st == 200, "/health once the worker registered (--fallback-local): %d %r" % (st, h))
+w.kill()
+w.wait()
+for _ in range(3):
+    st, data = srv.complete(GOOD)
+    check(st == 200 and text_of(data) == base_text, "--fallback-local after the loss: %d %r" % (st, data))
+check("its shard goes to a worker on this host (--fallback-local)" in srv.text(), "no fallback in the log")
+check(srv.stop() == 0, "exit status after SIGTERM (--fallback-local)")
 print("PASS: %d checks: a planted NaN fails its request (500, stream error + [DONE]) and the server goes on; a "
       "CPU worker and the GPU worker past the give-up limit: /health 503 degraded, 503 at once, served again "
-      "after the back-off; the port is bound before the model loads" % checks)
+      "after the back-off; the port is bound before the model loads; a lost worker started by hand: 503 "
+      "naming it, served when it is back, exit 1 after --rejoin-ms, or --fallback-local" % checks)
