@@ -174,7 +174,7 @@ START_TEST(test_unimplemented_parts)
         {"qwen3next", "architecture \"qwen3next\": attention part \"gdn\" is not implemented"},
         {"qwen35moe", "architecture \"qwen35moe\": attention part \"gdn\" is not implemented"},
         {"deepseek2", "architecture \"deepseek2\": attention part \"mla\" is not implemented"},
-        {"glm4moe", "architecture \"glm4moe\": FFN part \"moe\": option \"shared expert\" is not implemented"},
+
     };
     tiny_spec_t s = tiny_spec(cases[_i].arch);
     open_fails(&s, cases[_i].frag, NULL);
@@ -255,17 +255,145 @@ START_TEST(test_gpt_oss)
 }
 END_TEST
 
+/* glm4moe as llama.cpp's converter writes it: a dense first layer, the grouped sigmoid router with its score
+ * bias and the keys' renorm and scale, the ungated shared expert one routed expert wide, the FFN norm called
+ * post_attention_norm, q/k norms where the file has them, the MTP layer after the others loaded and checked. */
+START_TEST(test_glm4moe)
+{
+    tiny_spec_t s = tiny_spec("glm4moe");
+    s.n_layer = 3;
+    s.n_mtp = 1;
+    open_ok(&s);
+    const model_config_t *c = model_config(model);
+    ck_assert_int_eq(c->arch, MODEL_ARCH_GLM4MOE);
+    ck_assert_int_eq(c->n_layer, 3);
+    ck_assert_int_eq(c->n_layer_mtp, 1);
+    ck_assert_int_eq(c->layout, MODEL_LAYOUT_DENSE_FIRST);
+    ck_assert_int_eq(c->n_layer_dense_lead, 1);
+    ck_assert_int_eq(c->n_ff, 80);
+    ck_assert_int_eq(c->n_ff_exp, 32);
+    ck_assert_int_eq(c->n_expert_shared, 1);
+    ck_assert_int_eq(c->n_ff_shexp, 32);
+    ck_assert(c->expert_weights_scale == 2.5f);
+    ck_assert_int_eq(c->n_expert_groups, 0);
+    ck_assert_uint_eq(c->attn.opts, MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS |
+                                        MODEL_GQA_QK_NORM_HEAD);
+    ck_assert_int_eq(c->router.kind, MODEL_ROUTER_SIGMOID_GROUPED);
+    ck_assert_uint_eq(c->router.opts, MODEL_ROUTER_SCORE_BIAS | MODEL_ROUTER_RENORM);
+    ck_assert_uint_eq(c->ffn.opts, MODEL_FFN_SHEXP);
+    ck_assert_int_eq(c->ffn_lead.kind, MODEL_FFN_DENSE);
+    ck_assert_uint_eq(c->attn.maybe | c->router.maybe | c->ffn.maybe, 0);
+    const model_weights_t *w = model_weights(model);
+    ck_assert(!model_layer_has_experts(&w->layers[0]));
+    ck_assert_ptr_null(w->layers[0].router.data);
+    ck_assert_int_eq(w->layers[0].ffn_down.ne[0], 80);
+    ck_assert_ptr_nonnull(w->layers[0].ffn_norm.data);
+    ck_assert_str_eq(w->layers[0].ffn_norm.name, "blk.0.post_attention_norm.weight");
+    for (int il = 1; il < 3; il++) {
+        const model_layer_t *L = &w->layers[il];
+        ck_assert(model_layer_has_experts(L));
+        ck_assert_ptr_null(L->ffn_gate.data);
+        ck_assert_int_eq(L->score_bias.ne[0], 8);
+        ck_assert_int_eq(L->shexp_down.ne[0], 32);
+        ck_assert_ptr_null(L->shexp_gate_inp.data);
+        ck_assert_int_eq(L->q_norm.ne[0], 16);
+    }
+    ck_assert_int_eq(w->n_layer, 3);
+    ck_assert_int_eq(w->n_mtp, 1);
+    ck_assert_str_eq(w->mtp[0].eh_proj.name, "blk.3.nextn.eh_proj.weight");
+    ck_assert_int_eq(w->mtp[0].eh_proj.ne[0], 128);
+    ck_assert_ptr_nonnull(w->mtp[0].block.gate_exps.data);
+    ck_assert_ptr_nonnull(w->mtp[0].head_norm.data);
+    ck_assert_ptr_null(w->mtp[0].head.data);
+
+    /* GLM-4.5-Air: no q/k norms; expert_weights_norm absent: no renorm */
+    s = tiny_spec("glm4moe");
+    s.no_maybe = true;
+    s.omit_key = "glm4moe.expert_weights_norm";
+    open_ok(&s);
+    c = model_config(model);
+    ck_assert_uint_eq(c->attn.opts, MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS);
+    ck_assert_uint_eq(c->router.opts, MODEL_ROUTER_SCORE_BIAS); /* llama.cpp requires exp_probs_b */
+    ck_assert_int_eq(c->n_layer_mtp, 0);
+    ck_assert_ptr_null(model_weights(model)->layers[1].q_norm.data);
+    ck_assert_ptr_null(model_weights(model)->mtp);
+    /* groups of 2, the best 2 of 4 */
+    s = tiny_spec("glm4moe");
+    s.n_groups = 4;
+    s.n_group_used = 2;
+    open_ok(&s);
+    ck_assert_int_eq(model_config(model)->n_expert_groups, 4);
+    ck_assert_int_eq(model_config(model)->n_group_used, 2);
+    /* all layers dense but the MTP one: no router anywhere the model runs */
+    s = tiny_spec("glm4moe");
+    s.n_dense_lead = 2;
+    s.n_mtp = 1;
+    open_ok(&s);
+    ck_assert(!model_layer_has_experts(&model_weights(model)->layers[1]));
+    ck_assert(model_layer_has_experts(&model_weights(model)->mtp[0].block));
+}
+END_TEST
+
+START_TEST(test_glm4moe_errors)
+{
+    tiny_spec_t s = tiny_spec("glm4moe");
+    s.gating = 1;
+    open_fails(&s, "glm4moe.expert_gating_func = 1", "sigmoid");
+    s = tiny_spec("glm4moe");
+    s.n_groups = 3;
+    s.n_group_used = 1;
+    open_fails(&s, "expert_group_count = 3 does not split 8 experts", NULL);
+    s.n_groups = 4;
+    s.n_group_used = 0;
+    open_fails(&s, "expert_group_used_count = 0", NULL);
+    s.n_groups = 8; /* groups of 1 */
+    s.n_group_used = 4;
+    open_fails(&s, "groups of at least 2", NULL);
+    s = tiny_spec("glm4moe");
+    s.omit_key = "glm4moe.expert_shared_count";
+    open_fails(&s, "glm4moe.expert_shared_count is missing", NULL);
+    s = tiny_spec("glm4moe");
+    s.n_shared = 0;
+    open_fails(&s, "expert_shared_count = 0", NULL);
+    s = tiny_spec("glm4moe");
+    s.omit_tensor = "blk.0.ffn_up.weight";
+    open_fails(&s, "tensor blk.0.ffn_up.weight is missing", NULL);
+    s.omit_tensor = "blk.1.post_attention_norm.weight";
+    open_fails(&s, "tensor blk.1.post_attention_norm.weight is missing", NULL);
+    s.omit_tensor = "blk.1.ffn_down_shexp.weight";
+    open_fails(&s, "tensor blk.1.ffn_down_shexp.weight is missing", NULL);
+    s.omit_tensor = "blk.1.attn_k_norm.weight"; /* the file has q norms: it needs k norms in every layer */
+    open_fails(&s, "tensor blk.1.attn_k_norm.weight is missing", NULL);
+    s.omit_tensor = NULL;
+    s.reshape_tensor = "blk.1.exp_probs_b.bias";
+    open_fails(&s, "blk.1.exp_probs_b.bias has shape [40], expected [8]", NULL);
+    s = tiny_spec("glm4moe");
+    s.n_mtp = 1;
+    s.omit_tensor = "blk.2.nextn.eh_proj.weight";
+    open_fails(&s, "tensor blk.2.nextn.eh_proj.weight is missing", NULL);
+    s.omit_tensor = "blk.2.ffn_gate_exps.weight";
+    open_fails(&s, "tensor blk.2.ffn_gate_exps.weight is missing", NULL);
+    s.omit_tensor = NULL;
+    s.n_mtp = 2; /* nextn_predict_layers must leave a layer to run */
+    s.n_layer = 0;
+    open_fails(&s, "nextn_predict_layers = 2 is out of range", NULL);
+    s = tiny_spec("glm4moe");
+    s.n_dense_lead = 3;
+    open_fails(&s, "leading_dense_block_count = 3 is out of range", NULL);
+}
+END_TEST
+
 /* The layout: which parts each layer uses, for hybrid and dense-first models. */
 START_TEST(test_layer_parts_by_layout)
 {
     model_config_t c;
     memset(&c, 0, sizeof c);
     c.n_layer = 8;
-    c.attn = (model_part_t){MODEL_ATTN_GQA, MODEL_GQA_OUT_GATE};
-    c.attn_linear = (model_part_t){MODEL_ATTN_GDN, 0};
-    c.ffn = (model_part_t){MODEL_FFN_MOE, MODEL_FFN_SHEXP};
-    c.ffn_lead = (model_part_t){MODEL_FFN_DENSE, 0};
-    c.router = (model_part_t){MODEL_ROUTER_SIGMOID_GROUPED, 0};
+    c.attn = (model_part_t){.kind = MODEL_ATTN_GQA, .opts = MODEL_GQA_OUT_GATE};
+    c.attn_linear = (model_part_t){.kind = MODEL_ATTN_GDN, .opts = 0};
+    c.ffn = (model_part_t){.kind = MODEL_FFN_MOE, .opts = MODEL_FFN_SHEXP};
+    c.ffn_lead = (model_part_t){.kind = MODEL_FFN_DENSE, .opts = 0};
+    c.router = (model_part_t){.kind = MODEL_ROUTER_SIGMOID_GROUPED, .opts = 0};
     c.layout = MODEL_LAYOUT_HYBRID;
     c.full_attn_interval = 4;
     for (int32_t il = 0; il < c.n_layer; il++) {
@@ -294,10 +422,10 @@ START_TEST(test_parts_check)
     c.n_layer = 4;
     c.layout = MODEL_LAYOUT_HYBRID;
     c.full_attn_interval = 4;
-    c.attn = (model_part_t){MODEL_ATTN_GQA, MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_OUT_GATE};
-    c.attn_linear = (model_part_t){MODEL_ATTN_GDN, 0};
-    c.ffn = (model_part_t){MODEL_FFN_MOE, MODEL_FFN_SHEXP_GATED};
-    c.router = (model_part_t){MODEL_ROUTER_SOFTMAX_TOPK, MODEL_ROUTER_RENORM};
+    c.attn = (model_part_t){.kind = MODEL_ATTN_GQA, .opts = MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_OUT_GATE};
+    c.attn_linear = (model_part_t){.kind = MODEL_ATTN_GDN, .opts = 0};
+    c.ffn = (model_part_t){.kind = MODEL_FFN_MOE, .opts = MODEL_FFN_SHEXP_GATED};
+    c.router = (model_part_t){.kind = MODEL_ROUTER_SOFTMAX_TOPK, .opts = MODEL_ROUTER_RENORM};
     model_part_support_t s;
     memset(&s, 0, sizeof s);
     s.has[MODEL_PART_ATTN][MODEL_ATTN_GQA] = true;
@@ -432,13 +560,15 @@ int main(void)
     tcase_add_test(tc, test_config_print);
     tcase_add_test(tc, test_layer_parts_by_layout);
     tcase_add_test(tc, test_parts_check);
+    tcase_add_test(tc, test_glm4moe);
     suite_add_tcase(su, tc);
     tc = tcase_create("config_errors");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_unsupported_architecture);
     tcase_add_test(tc, test_gpt_oss);
-    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 4);
+    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 3);
     tcase_add_test(tc, test_missing_or_bad_keys);
+    tcase_add_test(tc, test_glm4moe_errors);
     tcase_add_test(tc, test_missing_file);
     suite_add_tcase(su, tc);
     tc = tcase_create("weights");

@@ -25,6 +25,9 @@ tiny_spec_t tiny_spec(const char *arch)
         .n_ff_shexp = 48,
         .n_vocab = 96,
         .n_ctx = 64,
+        .n_ff = 80,
+        .n_dense_lead = 1,
+        .n_shared = 1,
         .wtype = GUILD_TYPE_F32,
         .seed = 1,
     };
@@ -70,6 +73,14 @@ static void set_u32(gguf_writer_t *w, const tiny_spec_t *s, const char *suffix, 
         gguf_writer_set_u32(w, key, v);
 }
 
+static void set_bool(gguf_writer_t *w, const tiny_spec_t *s, const char *suffix, bool v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    if (!s->omit_key || strcmp(s->omit_key, key))
+        gguf_writer_set_bool(w, key, v);
+}
+
 static void set_f32(gguf_writer_t *w, const tiny_spec_t *s, const char *suffix, float v)
 {
     char key[128];
@@ -86,10 +97,18 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     if (!s->omit_key || strcmp(s->omit_key, "general.architecture"))
         gguf_writer_set_str(w, "general.architecture", s->arch);
     gguf_writer_set_str(w, "general.name", "tiny test model");
-    set_u32(w, s, "block_count", (uint32_t)s->n_layer);
+    const int arch = model_arch_from_name(s->arch, strlen(s->arch));
+    const model_arch_info_t *info = arch >= 0 ? model_arch_info((model_arch_t)arch) : NULL;
+    const bool dense_first = info && info->layout == MODEL_LAYOUT_DENSE_FIRST;
+    const int n_mtp = info && info->nextn ? s->n_mtp : 0;
+    set_u32(w, s, "block_count", (uint32_t)(s->n_layer + n_mtp));
+    if (n_mtp)
+        set_u32(w, s, "nextn_predict_layers", (uint32_t)n_mtp);
     set_u32(w, s, "context_length", (uint32_t)s->n_ctx);
     set_u32(w, s, "embedding_length", (uint32_t)s->n_embd);
-    set_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff_exp);
+    set_u32(w, s, "feed_forward_length", (uint32_t)(dense_first && s->n_ff ? s->n_ff : s->n_ff_exp));
+    if (dense_first)
+        set_u32(w, s, "leading_dense_block_count", (uint32_t)s->n_dense_lead);
     set_u32(w, s, "attention.head_count", (uint32_t)s->n_head);
     set_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
     set_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
@@ -99,27 +118,43 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     set_u32(w, s, "expert_count", (uint32_t)s->n_expert);
     set_u32(w, s, "expert_used_count", (uint32_t)s->n_used);
     set_u32(w, s, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
-    set_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
     set_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
-
-    /* the tensors of the row's parts (the GQA and MoE ones; any other arch name gets those of a plain one) */
-    const int arch = model_arch_from_name(s->arch, strlen(s->arch));
-    const model_arch_info_t *info = arch >= 0 ? model_arch_info((model_arch_t)arch) : NULL;
-    const uint32_t attn_opts = info && info->attn.kind == MODEL_ATTN_GQA ? info->attn.opts : 0;
     const uint32_t ffn_opts = info && info->ffn.kind == MODEL_FFN_MOE ? info->ffn.opts : 0;
-    const uint32_t router_opts = info ? info->router.opts : 0;
+    set_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
+    if (ffn_opts & MODEL_FFN_SHEXP)
+        set_u32(w, s, "expert_shared_count", (uint32_t)s->n_shared);
+    const bool sigmoid = info && info->router.kind == MODEL_ROUTER_SIGMOID_GROUPED;
+    if (sigmoid) { /* as llama.cpp's converter writes glm4moe's */
+        set_u32(w, s, "expert_gating_func", (uint32_t)(s->gating ? s->gating : 2));
+        set_bool(w, s, "expert_weights_norm", true);
+        set_f32(w, s, "expert_weights_scale", 2.5f);
+        if (s->n_groups) {
+            set_u32(w, s, "expert_group_count", (uint32_t)s->n_groups);
+            set_u32(w, s, "expert_group_used_count", (uint32_t)s->n_group_used);
+        }
+    }
+
+    /* the tensors of the row's parts (the GQA and MoE ones; any other arch name gets those of a plain one); the
+     * options a file may have (maybe) are written */
+    const uint32_t attn_opts =
+        info && info->attn.kind == MODEL_ATTN_GQA ? info->attn.opts | (s->no_maybe ? 0 : info->attn.maybe) : 0;
+    const uint32_t router_opts = info ? info->router.opts | (s->no_maybe ? 0 : info->router.maybe) : 0;
+    char ffn_norm[40];
+    snprintf(ffn_norm, sizeof ffn_norm, "%s.weight", info && info->ffn_norm ? info->ffn_norm : "ffn_norm");
     if (attn_opts & MODEL_GQA_SLIDING) /* a window shorter than the tests' sequences, on the even layers */
         set_u32(w, s, "attention.sliding_window", 5);
     builder_t b = {.s = s};
     const uint64_t E = (uint64_t)s->n_embd, Q = (uint64_t)s->n_head * (uint64_t)s->head_dim;
     const uint64_t KV = (uint64_t)s->n_head_kv * (uint64_t)s->head_dim, F = (uint64_t)s->n_ff_exp;
-    const uint64_t S = (uint64_t)s->n_ff_shexp, X = (uint64_t)s->n_expert;
+    const uint64_t S = (uint64_t)((ffn_opts & MODEL_FFN_SHEXP) ? (s->n_shared ? s->n_shared : 1) * s->n_ff_exp
+                                                                : s->n_ff_shexp);
+    const uint64_t X = (uint64_t)s->n_expert, FD = (uint64_t)(dense_first && s->n_ff ? s->n_ff : s->n_ff_exp);
     const float ws = 1.0f / sqrtf((float)E);
     plan(&b, "token_embd.weight", 2, E, (uint64_t)s->n_vocab, 1, 1.0f, true);
     plan(&b, "output_norm.weight", 1, E, 1, 1, 0, false);
     if (!s->tied)
         plan(&b, "output.weight", 2, E, (uint64_t)s->n_vocab, 1, ws, true);
-    for (int il = 0; il < s->n_layer; il++) {
+    for (int il = 0; il < s->n_layer + n_mtp; il++) {
         char n[64];
 #define P(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, il), n)
         plan(&b, P("attn_norm.weight"), 1, E, 1, 1, 0, false);
@@ -144,11 +179,19 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
             plan(&b, P("attn_sinks.weight"), 1, (uint64_t)s->n_head, 1, 1, 2.0f, false);
         if (attn_opts & MODEL_GQA_OUT_BIAS)
             plan(&b, P("attn_output.bias"), 1, E, 1, 1, 0.1f, false);
-        snprintf(n, sizeof n, "blk.%d.%s.weight", il, info && info->ffn_norm ? info->ffn_norm : "ffn_norm");
+        snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
         plan(&b, n, 1, E, 1, 1, 0, false);
+        if (dense_first && il < s->n_dense_lead) {
+            plan(&b, P("ffn_gate.weight"), 2, E, FD, 1, ws, true);
+            plan(&b, P("ffn_up.weight"), 2, E, FD, 1, ws, true);
+            plan(&b, P("ffn_down.weight"), 2, FD, E, 1, 1.0f / sqrtf((float)FD), true);
+            continue;
+        }
         plan(&b, P("ffn_gate_inp.weight"), 2, E, X, 1, 4 * ws, true);
         if (router_opts & MODEL_ROUTER_LOGIT_BIAS)
             plan(&b, P("ffn_gate_inp.bias"), 1, X, 1, 1, 0.5f, false);
+        if (sigmoid && (router_opts & MODEL_ROUTER_SCORE_BIAS))
+            plan(&b, P("exp_probs_b.bias"), 1, X, 1, 1, 0.05f, false);
         plan(&b, P("ffn_gate_exps.weight"), 3, E, F, X, ws, true);
         plan(&b, P("ffn_up_exps.weight"), 3, E, F, X, ws, true);
         plan(&b, P("ffn_down_exps.weight"), 3, F, E, X, 1.0f / sqrtf((float)F), true);
@@ -157,11 +200,18 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
             plan(&b, P("ffn_up_exps.bias"), 2, F, X, 1, 0.1f, false);
             plan(&b, P("ffn_down_exps.bias"), 2, E, X, 1, 0.1f, false);
         }
-        if (ffn_opts & MODEL_FFN_SHEXP_GATED) {
+        if (ffn_opts & MODEL_FFN_SHEXP_GATED)
             plan(&b, P("ffn_gate_inp_shexp.weight"), 1, E, 1, 1, ws, true);
+        if (ffn_opts & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP)) {
             plan(&b, P("ffn_gate_shexp.weight"), 2, E, S, 1, ws, true);
             plan(&b, P("ffn_up_shexp.weight"), 2, E, S, 1, ws, true);
             plan(&b, P("ffn_down_shexp.weight"), 2, S, E, 1, 1.0f / sqrtf((float)S), true);
+        }
+        if (il >= s->n_layer) { /* an MTP layer's own tensors */
+            plan(&b, P("nextn.eh_proj.weight"), 2, 2 * E, E, 1, ws, true);
+            plan(&b, P("nextn.enorm.weight"), 1, E, 1, 1, 0, false);
+            plan(&b, P("nextn.hnorm.weight"), 1, E, 1, 1, 0, false);
+            plan(&b, P("nextn.shared_head_norm.weight"), 1, E, 1, 1, 0, false);
         }
 #undef P
     }

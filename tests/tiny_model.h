@@ -14,6 +14,13 @@ typedef struct tiny_spec {
     const char *arch;      /* general.architecture: qwen3moe, qwen2moe, llama, olmoe (or anything, for errors) */
     int n_layer, n_embd, n_head, n_head_kv, head_dim;
     int n_expert, n_used, n_ff_exp, n_ff_shexp, n_vocab, n_ctx;
+    int n_ff;              /* feed_forward_length: the dense FFN layers' width (0: n_ff_exp) */
+    int n_dense_lead;      /* dense-first architectures: leading dense layers */
+    int n_mtp;             /* architectures with MTP layers: blocks after n_layer (nextn_predict_layers) */
+    int n_shared;          /* ungated shared expert: expert_shared_count (its width n_shared * n_ff_exp) */
+    int n_groups, n_group_used; /* grouped router: expert_group_count, expert_group_used_count (0: not written) */
+    int gating;            /* grouped router: expert_gating_func (0: 2, sigmoid) */
+    bool no_maybe;         /* leave out the tensors of the options the row says a file may have (maybe) */
     guild_type_t wtype;    /* type of every matrix (norms and biases stay F32) */
     bool tied;             /* no output.weight */
     uint64_t seed;
@@ -24,7 +31,8 @@ typedef struct tiny_spec {
 } tiny_spec_t;
 
 /* A small qwen3moe-like spec of `arch` with F32 weights: 2 layers, n_embd 64, 4 heads / 2 KV heads of 16, 8
- * experts top-2 of width 32, shared expert 48, vocabulary 96, context 64. */
+ * experts top-2 of width 32, shared expert 48 (ungated: one expert wide), vocabulary 96, context 64; dense-first
+ * architectures: 1 dense layer of width 80 first; no MTP layer. */
 tiny_spec_t tiny_spec(const char *arch);
 
 /* The GGUF image of spec (malloc'ed, caller frees). Aborts the test on a writer failure. */

@@ -65,14 +65,19 @@ static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
         .ffn_lead = DENSE(0),
         .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
     },
+    /* llama.cpp's glm4moe: q/k norms only where the file has them (GLM-4.5, not -Air), the weights renormalised
+     * when ARCH.expert_weights_norm says so, the shared expert's width expert_shared_count routed experts' */
     [MODEL_ARCH_GLM4MOE] = {
         .name = "glm4moe",
         .layout = MODEL_LAYOUT_DENSE_FIRST,
-        .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS),
-        .router = SIGMOID_GROUPED(MODEL_ROUTER_RENORM),
+        .attn = {MODEL_ATTN_GQA, MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS,
+                 MODEL_GQA_QK_NORM_HEAD},
+        .router = {MODEL_ROUTER_SIGMOID_GROUPED, MODEL_ROUTER_SCORE_BIAS, MODEL_ROUTER_RENORM},
         .ffn = MOE(MODEL_FFN_SHEXP),
         .ffn_lead = DENSE(0),
-        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+        .expert_ff_default = MODEL_EXPERT_FF_PER_USED,
+        .ffn_norm = "post_attention_norm",
+        .nextn = true,
     },
     /* llama.cpp's openai-moe: every layer has sinks and the sliding-window option, which slides the layers that
      * ARCH.attention.sliding_window_pattern says (the even ones); the FFN's norm is post_attention_norm */
@@ -103,5 +108,5 @@ const model_arch_info_t *model_arch_info(model_arch_t arch)
 
 const char *model_arch_list(void)
 {
-    return "qwen3moe, qwen2moe, llama (Mixtral), olmoe, gpt-oss";
+    return "qwen3moe, qwen2moe, llama (Mixtral), olmoe, glm4moe, gpt-oss";
 }

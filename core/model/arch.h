@@ -9,6 +9,8 @@
  *   olmoe      gqa: rope neox, q/k norm of the whole vector softmax top-k           moe
  *   gpt-oss    gqa: rope neox, qkv and output biases,       top-k then softmax,     moe: experts with biases,
  *              sinks, sliding window on alternate layers    logit bias              clamped swiglu
+ *   glm4moe    gqa: rope neox, partial rope, qkv bias,      sigmoid grouped, score  dense first, then moe + shared
+ *              q/k norm per head where the file has them    bias, renorm by key     expert (ungated)
  *
  * The rows after them are the next architectures (issues 15 and 16): their parts are named, and loading one
  * fails with the first part or option that is not implemented yet ("architecture "deepseek2": attention part
@@ -18,6 +20,7 @@
 #ifndef GUILD_MODEL_ARCH_H
 #define GUILD_MODEL_ARCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/model/parts.h"
@@ -60,7 +63,9 @@ typedef struct model_arch_info {
     model_part_t ffn_lead;      /* dense-first: FFN of the leading layers */
     model_expert_ff_default_t expert_ff_default;
     const char *ffn_norm;       /* the FFN block's pre-norm tensor, blk.L.<this>.weight: NULL for "ffn_norm"
-                                   (gpt-oss: "post_attention_norm") */
+                                   (glm4moe, gpt-oss: "post_attention_norm") */
+    bool nextn;                 /* the last ARCH.nextn_predict_layers of ARCH.block_count blocks are
+                                   multi-token-prediction layers: loaded and checked, never run (as llama.cpp) */
 } model_arch_info_t;
 
 /* The architecture called `name` (general.architecture); -1 when Guild does not know it. */

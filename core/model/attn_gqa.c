@@ -6,13 +6,15 @@
  * and .attention.sliding_window_pattern (default 2: as llama.cpp's gpt-oss reads them; layer il slides when
  * il % pattern < pattern - 1, so with 2 the even layers slide, and 0 makes every layer slide), and
  * .rope.freq_base_swa, which Guild takes only equal to rope.freq_base (sliding layers would rotate otherwise).
+ * A q/k norm option in the row's maybe is on when the file has attn_q_norm.weight (glm4moe: GLM-4.5 has them,
+ * GLM-4.5-Air not).
  * Tensors of layer L: blk.L.attn_q/k/v.weight, attn_output.weight; attn_q/k/v.bias (MODEL_GQA_QKV_BIAS);
  * attn_q_norm/attn_k_norm.weight (MODEL_GQA_QK_NORM_HEAD: [head_dim]; MODEL_GQA_QK_NORM_FULL: the whole width);
  * attn_sinks.weight [n_head] (MODEL_GQA_SINKS); attn_output.bias [n_embd] (MODEL_GQA_OUT_BIAS).
  */
 #include "core/model/part_core.h"
 
-static int gqa_read_config(model_config_t *c, const model_keys_t *k, const model_part_t *p)
+static int gqa_read_config(model_config_t *c, const model_keys_t *k, model_part_t *p)
 {
     const char *path = gguf_path(k->g);
     guild_err_t *err = k->err;
@@ -40,6 +42,9 @@ static int gqa_read_config(model_config_t *c, const model_keys_t *k, const model
     if (!(p->opts & MODEL_GQA_ROPE_PARTIAL) && c->n_rot != c->head_dim)
         return guild_err_set(err, "%s: %s needs rope.dimension_count (%d) == the head size (%d)", path, k->arch,
                              c->n_rot, c->head_dim);
+    const uint32_t qk_norm = p->maybe & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL);
+    if (qk_norm && model_part_has_tensor(c, k, p, "attn_q_norm.weight"))
+        p->opts |= qk_norm;
     c->rope_neox = p->opts & MODEL_GQA_ROPE_NEOX;
     if (p->opts & MODEL_GQA_SLIDING) {
         if (model_key_i32(k, "attention.sliding_window", &c->n_swa, true, 0, 1, MODEL_MAX_CTX) < 0 ||

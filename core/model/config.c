@@ -97,11 +97,11 @@ static int read_layout(model_config_t *c, const model_keys_t *k)
 }
 
 /* Each part kind some layer uses reads its keys once: attention, then FFN, then router (which reads the expert
- * count the FFN read). */
+ * count the FFN read). A part decides the options of its `maybe` from the file; then no part has any left. */
 static int read_parts(model_config_t *c, const model_keys_t *k)
 {
     const model_part_t *used[MODEL_PART_FAMILIES][MODEL_PART_KINDS_MAX] = {{0}};
-    for (int32_t il = 0; il < c->n_layer; il++) {
+    for (int32_t il = 0; il < c->n_layer + c->n_layer_mtp; il++) {
         const model_layer_parts_t lp = model_layer_parts(c, il);
         used[MODEL_PART_ATTN][lp.attn->kind] = lp.attn;
         used[MODEL_PART_FFN][lp.ffn->kind] = lp.ffn;
@@ -111,11 +111,29 @@ static int read_parts(model_config_t *c, const model_keys_t *k)
     static const model_part_family_t order[] = {MODEL_PART_ATTN, MODEL_PART_FFN, MODEL_PART_ROUTER};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         for (int32_t kind = 0; kind < MODEL_PART_KINDS_MAX; kind++) {
-            const model_part_t *p = used[order[i]][kind];
+            /* p is one of c's parts (model_layer_parts): its read_config may set options of its maybe */
+            model_part_t *p = (model_part_t *)used[order[i]][kind];
             if (p && model_part_core(order[i], kind)->read_config(c, k, p) < 0)
                 return -1;
         }
+    model_part_t *all[] = {&c->attn, &c->attn_linear, &c->router, &c->ffn, &c->ffn_lead};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        all[i]->maybe = 0;
     return 0;
+}
+
+bool model_part_has_tensor(const model_config_t *c, const model_keys_t *k, const model_part_t *p,
+                           const char *suffix)
+{
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_parts_t lp = model_layer_parts(c, il);
+        if (lp.attn == p || lp.ffn == p || lp.router == p) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", il, suffix);
+            return gguf_find_tensor(k->g, name) != NULL;
+        }
+    }
+    return false;
 }
 
 int model_config_load(model_config_t *c, const gguf_t *g, guild_err_t *err)
@@ -160,7 +178,11 @@ int model_config_load(model_config_t *c, const gguf_t *g, guild_err_t *err)
     c->file_type = (ft >= 0 && ft < 1000) ? (int32_t)ft : -1;
 
     if (model_key_i32(&k, "block_count", &c->n_layer, true, 0, 1, MODEL_MAX_LAYERS) < 0 ||
-        model_key_i32(&k, "context_length", &c->n_ctx_train, true, 0, 1, MODEL_MAX_CTX) < 0 ||
+        (info->nextn &&
+         model_key_i32(&k, "nextn_predict_layers", &c->n_layer_mtp, false, 0, 0, c->n_layer - 1) < 0))
+        return -1;
+    c->n_layer -= c->n_layer_mtp;
+    if (model_key_i32(&k, "context_length", &c->n_ctx_train, true, 0, 1, MODEL_MAX_CTX) < 0 ||
         model_key_i32(&k, "embedding_length", &c->n_embd, true, 0, 1, MODEL_MAX_WIDTH) < 0 ||
         model_key_i32(&k, "feed_forward_length", &c->n_ff, false, 0, 0, MODEL_MAX_WIDTH) < 0 ||
         model_key_f32(&k, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, 0) < 0 ||
@@ -213,6 +235,12 @@ void model_config_print(const model_config_t *c, FILE *out)
     fprintf(out, ", router = %s\n", part);
     if (c->layout == MODEL_LAYOUT_DENSE_FIRST && c->n_layer_dense_lead > 0) {
         model_part_describe(part, sizeof part, MODEL_PART_FFN, &c->ffn_lead);
-        fprintf(out, "  dense-first: the first %d layers have ffn = %s\n", c->n_layer_dense_lead, part);
+        fprintf(out, "  dense-first: the first %d layers have ffn = %s (n_ff = %d)\n", c->n_layer_dense_lead, part,
+                c->n_ff);
     }
+    if (c->n_expert_groups > 1)
+        fprintf(out, "  expert groups: %d, the best %d compete\n", c->n_expert_groups, c->n_group_used);
+    if (c->n_layer_mtp)
+        fprintf(out, "  %d multi-token-prediction layer%s after them: loaded, not run\n", c->n_layer_mtp,
+                c->n_layer_mtp == 1 ? "" : "s");
 }

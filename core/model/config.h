@@ -5,9 +5,12 @@
  * architecture: ARCH.block_count, .context_length, .embedding_length, .feed_forward_length,
  * .attention.layer_norm_rms_epsilon, .rope.freq_base (default 10000), .rope.scaling.* (none, linear, yarn),
  * .vocab_size (default: the length of tokenizer.ggml.tokens, else token_embd's rows); by layout:
- * .leading_dense_block_count (dense-first), .full_attention_interval (hybrid, default 4). Then each part reads
- * its own keys, listed in its file: core/model/attn_gqa.c (head counts and sizes, rope.dimension_count),
- * core/model/ffn_moe.c (expert counts and widths), core/model/router_softmax.c (expert_weights_scale).
+ * .leading_dense_block_count (dense-first), .full_attention_interval (hybrid, default 4); where the row says so
+ * .nextn_predict_layers (default 0: the last blocks of block_count that are multi-token-prediction layers). Then
+ * each part reads its own keys, listed in its file: core/model/attn_gqa.c (head counts and sizes,
+ * rope.dimension_count), core/model/ffn_moe.c (expert counts and widths), core/model/ffn_dense.c
+ * (feed_forward_length), core/model/router_softmax.c and router_sigmoid_grouped.c (weight scale and norm,
+ * groups).
  */
 #ifndef GUILD_MODEL_CONFIG_H
 #define GUILD_MODEL_CONFIG_H
@@ -41,7 +44,9 @@ typedef struct model_config {
     char name[96];             /* general.name, "" when absent (truncated) */
     int32_t file_type;         /* general.file_type, -1 when absent */
 
-    int32_t n_layer;           /* transformer blocks */
+    int32_t n_layer;           /* transformer blocks that run (block_count less the MTP layers) */
+    int32_t n_layer_mtp;       /* multi-token-prediction blocks after them (nextn_predict_layers): bound and
+                                  checked (model_weights_t.mtp), never run */
     int32_t n_ctx_train;       /* context length the model was trained for */
     int32_t n_embd;            /* residual stream width */
     int32_t n_vocab;           /* rows of token_embd / logits per position */
@@ -75,7 +80,10 @@ typedef struct model_config {
     int32_t n_expert_used;     /* experts per token (top-k) */
     int32_t n_ff_exp;          /* hidden width of one routed expert */
     int32_t n_ff_shexp;        /* hidden width of the shared expert (0 when the architecture has none) */
+    int32_t n_expert_shared;   /* option shared expert (ungated): expert_shared_count, n_ff_shexp / n_ff_exp */
     float expert_weights_scale; /* multiplies the router weights when not 0 or 1 */
+    int32_t n_expert_groups;   /* sigmoid-grouped router: experts in this many equal groups (0 or 1: no groups) */
+    int32_t n_group_used;      /* sigmoid-grouped router with groups: the experts of this many best groups compete */
 } model_config_t;
 
 /* Reads the configuration from g. Fails with a message naming the file and the key for an unknown architecture,

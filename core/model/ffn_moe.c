@@ -2,19 +2,22 @@
  *
  * Keys: ARCH.expert_count, .expert_used_count (both >= 1), .expert_feed_forward_length (default by the
  * architecture's row: feed_forward_length, or feed_forward_length / expert_used_count), with
- * MODEL_FFN_SHEXP_GATED .expert_shared_feed_forward_length (default feed_forward_length).
+ * MODEL_FFN_SHEXP_GATED .expert_shared_feed_forward_length (default feed_forward_length); with MODEL_FFN_SHEXP
+ * .expert_shared_count (>= 1: the shared expert is that many routed experts wide, n_ff_shexp = count * n_ff_exp,
+ * as llama.cpp's glm4moe and deepseek2 size it).
  * Tensors of layer L: blk.L.ffn_gate_exps/ffn_up_exps.weight [n_embd, n_ff_exp, n_expert],
- * ffn_down_exps.weight [n_ff_exp, n_embd, n_expert]; with MODEL_FFN_SHEXP_GATED ffn_gate_inp_shexp.weight
- * [n_embd], ffn_gate_shexp/ffn_up_shexp.weight [n_embd, n_ff_shexp], ffn_down_shexp.weight [n_ff_shexp, n_embd];
- * with MODEL_FFN_SWIGLU_OAI the experts' biases ffn_gate_exps/ffn_up_exps.bias [n_ff_exp, n_expert] and
- * ffn_down_exps.bias [n_embd, n_expert], and the activation's alpha 1.702 and limit 7, which llama.cpp's
- * build_moe_ffn fixes for gpt-oss (no metadata key carries them).
- * The router's tensor is the router part's (router_softmax.c, router_topk_softmax.c).
+ * ffn_down_exps.weight [n_ff_exp, n_embd, n_expert]; with either shared-expert option ffn_gate_shexp/ffn_up_shexp
+ * .weight [n_embd, n_ff_shexp], ffn_down_shexp.weight [n_ff_shexp, n_embd], and with MODEL_FFN_SHEXP_GATED its
+ * gate ffn_gate_inp_shexp.weight [n_embd]; with MODEL_FFN_SWIGLU_OAI the experts' biases
+ * ffn_gate_exps/ffn_up_exps.bias [n_ff_exp, n_expert] and ffn_down_exps.bias [n_embd, n_expert], and the
+ * activation's alpha 1.702 and limit 7, which llama.cpp's build_moe_ffn fixes for gpt-oss (no metadata key
+ * carries them).
+ * The router's tensors are the router part's (router_softmax.c, router_topk_softmax.c, ...).
  */
 #include "core/model/arch.h"
 #include "core/model/part_core.h"
 
-static int moe_read_config(model_config_t *c, const model_keys_t *k, const model_part_t *p)
+static int moe_read_config(model_config_t *c, const model_keys_t *k, model_part_t *p)
 {
     const char *path = gguf_path(k->g);
     guild_err_t *err = k->err;
@@ -43,6 +46,17 @@ static int moe_read_config(model_config_t *c, const model_keys_t *k, const model
             return guild_err_set(err, "%s: metadata key %s.expert_shared_feed_forward_length (or "
                                  "feed_forward_length) is missing", path, k->arch);
     }
+    if (p->opts & MODEL_FFN_SHEXP) {
+        if (model_key_i32(k, "expert_shared_count", &c->n_expert_shared, true, 0, 0, MODEL_MAX_EXPERTS) < 0)
+            return -1;
+        if (c->n_expert_shared < 1)
+            return guild_err_set(err, "%s: %s.expert_shared_count = 0: %s's MoE layers have a shared expert", path,
+                                 k->arch, k->arch);
+        if ((int64_t)c->n_expert_shared * c->n_ff_exp > MODEL_MAX_WIDTH)
+            return guild_err_set(err, "%s: the shared expert (%d x %d) is too wide", path, c->n_expert_shared,
+                                 c->n_ff_exp);
+        c->n_ff_shexp = c->n_expert_shared * c->n_ff_exp;
+    }
     if (p->opts & MODEL_FFN_SWIGLU_OAI) {
         c->swiglu_alpha = 1.702f;
         c->swiglu_limit = 7.0f;
@@ -67,11 +81,12 @@ static int moe_bind(model_layer_t *L, const model_binder_t *b, const model_part_
         model_bind(&L->up_exps, b, "ffn_up_exps.weight", MODEL_TENSOR_MATRIX, true, 3, E, F, X) ||
         model_bind(&L->down_exps, b, "ffn_down_exps.weight", MODEL_TENSOR_MATRIX, true, 3, F, E, X))
         return -1;
-    if (p->opts & MODEL_FFN_SHEXP_GATED) {
+    if ((p->opts & MODEL_FFN_SHEXP_GATED) &&
+        model_bind(&L->shexp_gate_inp, b, "ffn_gate_inp_shexp.weight", MODEL_TENSOR_MATRIX, true, 1, E, 1, 1))
+        return -1;
+    if (p->opts & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP)) {
         const int64_t S = c->n_ff_shexp;
-        if (model_bind(&L->shexp_gate_inp, b, "ffn_gate_inp_shexp.weight", MODEL_TENSOR_MATRIX, true, 1, E, 1,
-                       1) ||
-            model_bind(&L->shexp_gate, b, "ffn_gate_shexp.weight", MODEL_TENSOR_MATRIX, true, 2, E, S, 1) ||
+        if (model_bind(&L->shexp_gate, b, "ffn_gate_shexp.weight", MODEL_TENSOR_MATRIX, true, 2, E, S, 1) ||
             model_bind(&L->shexp_up, b, "ffn_up_shexp.weight", MODEL_TENSOR_MATRIX, true, 2, E, S, 1) ||
             model_bind(&L->shexp_down, b, "ffn_down_shexp.weight", MODEL_TENSOR_MATRIX, true, 2, S, E, 1))
             return -1;
@@ -84,7 +99,7 @@ static int moe_bind(model_layer_t *L, const model_binder_t *b, const model_part_
 }
 
 const model_part_core_t model_ffn_moe_core = {
-    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI,
+    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP | MODEL_FFN_SWIGLU_OAI,
     .read_config = moe_read_config,
     .bind = moe_bind,
 };

@@ -13,8 +13,9 @@
 typedef struct model_part_core {
     uint32_t opts; /* the options whose keys and tensors it reads */
     /* Reads the part's keys into c (p: the part, one of c's). Called once per model for each part some layer
-     * uses, after the keys every part shares (core/model/config.c) and in the order attention, FFN, router. */
-    int (*read_config)(model_config_t *c, const model_keys_t *k, const model_part_t *p);
+     * uses, after the keys every part shares (core/model/config.c) and in the order attention, FFN, router. It
+     * moves the options of p->maybe the file has into p->opts (its file says what decides each). */
+    int (*read_config)(model_config_t *c, const model_keys_t *k, model_part_t *p);
     /* Binds the part's tensors of layer b->layer into L. */
     int (*bind)(model_layer_t *L, const model_binder_t *b, const model_part_t *p);
 } model_part_core_t;
@@ -23,6 +24,13 @@ extern const model_part_core_t model_attn_gqa_core;       /* attn_gqa.c */
 extern const model_part_core_t model_router_softmax_core; /* router_softmax.c */
 extern const model_part_core_t model_ffn_moe_core;        /* ffn_moe.c */
 extern const model_part_core_t model_router_topk_softmax_core; /* router_topk_softmax.c */
+extern const model_part_core_t model_router_sigmoid_grouped_core; /* router_sigmoid_grouped.c */
+extern const model_part_core_t model_ffn_dense_core;      /* ffn_dense.c */
+
+/* Whether the file has tensor blk.L.<suffix> in the first layer L that uses part p (one of c's): for a
+ * read_config deciding an option of p->maybe by its tensors (binding then requires them in every layer). */
+bool model_part_has_tensor(const model_config_t *c, const model_keys_t *k, const model_part_t *p,
+                           const char *suffix);
 
 /* The core's implementation of a kind; NULL when there is none. */
 const model_part_core_t *model_part_core(model_part_family_t family, int32_t kind);

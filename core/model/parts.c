@@ -18,7 +18,7 @@ static const char *const ffn_names[MODEL_FFN_KINDS] = {"dense", "moe"};
 static const char *const gqa_opt_names[] = {"rope neox",     "partial rope",  "qkv bias",
                                             "q/k norm per head", "q/k norm of the whole vector", "output gate",
                                             "attention sinks", "sliding window", "output bias"};
-static const char *const router_opt_names[] = {"renorm", "logit bias"};
+static const char *const router_opt_names[] = {"renorm", "logit bias", "score bias"};
 static const char *const moe_opt_names[] = {"shared expert with sigmoid gate", "shared expert",
                                             "clamped swiglu with biases"};
 
@@ -101,7 +101,7 @@ static int check_part(const model_config_t *c, const model_part_support_t *s, co
     if (p->kind < 0 || p->kind >= MODEL_PART_KINDS_MAX || !s->has[f][p->kind])
         return guild_err_set(err, "%s: architecture \"%s\": %s part \"%s\" is not implemented", who, arch,
                              model_part_family_name(f), model_part_kind_name(f, p->kind));
-    const uint32_t missing = p->opts & ~s->opts[f][p->kind];
+    const uint32_t missing = (p->opts | p->maybe) & ~s->opts[f][p->kind];
     if (missing) {
         const uint32_t bit = missing & -missing;
         return guild_err_set(err, "%s: architecture \"%s\": %s part \"%s\": option \"%s\" is not implemented", who,
@@ -131,8 +131,10 @@ static const model_part_core_t *const core_attn[MODEL_ATTN_KINDS] = {
 static const model_part_core_t *const core_router[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &model_router_softmax_core,
     [MODEL_ROUTER_TOPK_SOFTMAX] = &model_router_topk_softmax_core,
+    [MODEL_ROUTER_SIGMOID_GROUPED] = &model_router_sigmoid_grouped_core,
 };
 static const model_part_core_t *const core_ffn[MODEL_FFN_KINDS] = {
+    [MODEL_FFN_DENSE] = &model_ffn_dense_core,
     [MODEL_FFN_MOE] = &model_ffn_moe_core,
 };
 

@@ -16,7 +16,8 @@
  *     core/model/KIND.c               its metadata keys and tensors (config and weight binding)
  *     gpu-worker/dense/cpu/KIND.c     the CPU backend's implementation (the numerical reference)
  *     gpu-worker/dense/cuda/KIND.c    the CUDA backend's
- * (attn_gqa.c, router_softmax.c, ffn_moe.c). Each place keeps a table of its implementations indexed by kind,
+ * (attn_gqa.c, router_softmax.c, router_sigmoid_grouped.c, ffn_moe.c, ffn_dense.c). Each place keeps a table of its
+ * implementations indexed by kind,
  * with the options each implements; model_parts_check() refuses a model using a kind or an option that a place
  * lacks, naming the architecture and the part. Kinds and options named here without implementations are the
  * ones the next architectures need (docs/adding-an-architecture.md).
@@ -61,7 +62,7 @@ enum {
 typedef enum model_router_kind {
     MODEL_ROUTER_SOFTMAX_TOPK,    /* p = softmax(logits) over every expert; the top k by p, weighted by p */
     MODEL_ROUTER_SIGMOID_GROUPED, /* s = sigmoid(logits); top k by s + score bias within the best expert groups,
-                                     weighted by s (deepseek2 v3, glm4moe): not implemented */
+                                     weighted by s (deepseek2 v3, glm4moe) */
     MODEL_ROUTER_TOPK_SOFTMAX,    /* the top k logits, weighted by the softmax of those k (gpt-oss) */
     MODEL_ROUTER_KINDS
 } model_router_kind_t;
@@ -70,10 +71,12 @@ typedef enum model_router_kind {
 enum {
     MODEL_ROUTER_RENORM = 1u << 0,     /* the k weights divided by their sum */
     MODEL_ROUTER_LOGIT_BIAS = 1u << 1, /* ffn_gate_inp.bias added to the logits (gpt-oss) */
+    MODEL_ROUTER_SCORE_BIAS = 1u << 2, /* exp_probs_b.bias added to the scores for the selection only, not to the
+                                          weights (sigmoid-grouped: deepseek2 v3, glm4moe) */
 };
 
 typedef enum model_ffn_kind {
-    MODEL_FFN_DENSE, /* down(silu(gate x) * up x) over ffn_gate/up/down (dense-first layers): not implemented */
+    MODEL_FFN_DENSE, /* down(silu(gate x) * up x) over ffn_gate/up/down (dense-first layers) */
     MODEL_FFN_MOE,   /* routed experts (moe_exec_t), combined by the router's weights */
     MODEL_FFN_KINDS
 } model_ffn_kind_t;
@@ -87,8 +90,11 @@ enum {
 
 /* One part as a model uses it. */
 typedef struct model_part {
-    int32_t kind;  /* model_attn_kind_t, model_router_kind_t or model_ffn_kind_t, by family */
-    uint32_t opts; /* option bits of that kind */
+    int32_t kind;   /* model_attn_kind_t, model_router_kind_t or model_ffn_kind_t, by family */
+    uint32_t opts;  /* option bits of that kind */
+    uint32_t maybe; /* options the file decides (a key, or whether the option's tensors are there: the part's file
+                       says which): in an architecture's row; the part's read_config moves those the file has into
+                       opts, and model_config_load clears this (0 in a loaded configuration) */
 } model_part_t;
 
 /* What one place (the core's configuration and binding, a backend) implements of each family: has[f][k] for
@@ -128,7 +134,8 @@ struct model_config;
 /* The parts layer il of the model uses (core/model/config.h: layout and parts). */
 model_layer_parts_t model_layer_parts(const struct model_config *c, int32_t il);
 
-/* 0 when `who` implements every part (kind and options) some layer of c uses; else -1 and
+/* 0 when `who` implements every part (kind and options, and the options a file may have: maybe) some layer of c
+ * uses; else -1 and
  * "WHO: architecture "ARCH": FAMILY part "KIND" is not implemented" or "...: FAMILY part "KIND": option "OPT" is
  * not implemented" in err. */
 int model_parts_check(const struct model_config *c, const model_part_support_t *s, const char *who,

@@ -5,7 +5,7 @@
  */
 #include "core/model/part_core.h"
 
-static int router_read_config(model_config_t *c, const model_keys_t *k, const model_part_t *p)
+static int router_read_config(model_config_t *c, const model_keys_t *k, model_part_t *p)
 {
     (void)p;
     return model_key_f32(k, "expert_weights_scale", &c->expert_weights_scale, false, 0.0f);

@@ -25,6 +25,23 @@ static int bind_layer(model_layer_t *L, int32_t il, const gguf_t *g, const model
     return 0;
 }
 
+/* A multi-token-prediction layer: its block as any layer of its index, and the nextn tensors (llama.cpp's
+ * shapes; the three last optional). */
+static int bind_mtp(model_mtp_layer_t *M, int32_t il, const gguf_t *g, const model_config_t *c, guild_err_t *err)
+{
+    const model_binder_t b = {g, c, il, err};
+    const int64_t E = c->n_embd, V = c->n_vocab;
+    if (bind_layer(&M->block, il, g, c, err) < 0 ||
+        model_bind(&M->eh_proj, &b, "nextn.eh_proj.weight", MODEL_TENSOR_MATRIX, true, 2, 2 * E, E, 1) ||
+        model_bind(&M->enorm, &b, "nextn.enorm.weight", MODEL_TENSOR_F32, true, 1, E, 1, 1) ||
+        model_bind(&M->hnorm, &b, "nextn.hnorm.weight", MODEL_TENSOR_F32, true, 1, E, 1, 1) ||
+        model_bind(&M->embed_tokens, &b, "nextn.embed_tokens.weight", MODEL_TENSOR_MATRIX, false, 2, E, V, 1) ||
+        model_bind(&M->head, &b, "nextn.shared_head_head.weight", MODEL_TENSOR_MATRIX, false, 2, E, V, 1) ||
+        model_bind(&M->head_norm, &b, "nextn.shared_head_norm.weight", MODEL_TENSOR_F32, false, 1, E, 1, 1))
+        return -1;
+    return 0;
+}
+
 int model_weights_bind(model_weights_t *w, const gguf_t *g, const model_config_t *c, guild_err_t *err)
 {
     memset(w, 0, sizeof *w);
@@ -49,11 +66,26 @@ int model_weights_bind(model_weights_t *w, const gguf_t *g, const model_config_t
             return -1;
         }
     }
+    if (c->n_layer_mtp > 0) {
+        if (!(w->mtp = calloc((size_t)c->n_layer_mtp, sizeof *w->mtp))) {
+            model_weights_fini(w);
+            return guild_err_set(err, "%s: out of memory for %d MTP layers", gguf_path(g), c->n_layer_mtp);
+        }
+        w->n_mtp = c->n_layer_mtp;
+        for (int32_t j = 0; j < c->n_layer_mtp; j++)
+            if (bind_mtp(&w->mtp[j], c->n_layer + j, g, c, err) < 0) {
+                model_weights_fini(w);
+                return -1;
+            }
+    }
     return 0;
 }
 
 void model_weights_fini(model_weights_t *w)
 {
+    free(w->mtp);
+    w->mtp = NULL;
+    w->n_mtp = 0;
     free(w->layers);
     w->layers = NULL;
     w->n_layer = 0;

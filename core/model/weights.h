@@ -48,9 +48,11 @@ typedef struct model_layer {
     model_tensor_t wo;             /* [n_head*head_dim, n_embd] */
     model_tensor_t bo;             /* attn_output.bias [n_embd] f32, option output bias */
     model_tensor_t sinks;          /* attn_sinks [n_head] f32: each head's sink logit, option attention sinks */
-    /* router softmax-topk (core/model/router_softmax.c), topk-softmax (router_topk_softmax.c) */
+    /* router softmax-topk (core/model/router_softmax.c), topk-softmax (router_topk_softmax.c), sigmoid-grouped
+     * (router_sigmoid_grouped.c) */
     model_tensor_t router;         /* ffn_gate_inp [n_embd, n_expert] */
     model_tensor_t router_bias;    /* ffn_gate_inp.bias [n_expert] f32, option logit bias */
+    model_tensor_t score_bias;     /* exp_probs_b.bias [n_expert] f32, sigmoid-grouped option score bias */
     /* FFN moe (core/model/ffn_moe.c) */
     model_tensor_t gate_exps;      /* [n_embd, n_ff_exp, n_expert] */
     model_tensor_t up_exps;        /* [n_embd, n_ff_exp, n_expert] */
@@ -59,11 +61,22 @@ typedef struct model_layer {
      * bound with mat_bytes = row_bytes, so that model_tensor_row(t, expert, 0) is one expert's bias, as it is
      * that expert's matrix of the weights (model_expert_tensor) */
     model_tensor_t gate_exps_b, up_exps_b, down_exps_b;
-    model_tensor_t shexp_gate_inp; /* [n_embd] (one output: the shared expert's gate logit), option shared expert */
-    model_tensor_t shexp_gate;     /* [n_embd, n_ff_shexp], option shared expert */
-    model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], option shared expert */
-    model_tensor_t shexp_down;     /* [n_ff_shexp, n_embd], option shared expert */
+    model_tensor_t shexp_gate_inp; /* [n_embd] (one output: the shared expert's gate logit), option shared expert
+                                      with sigmoid gate */
+    model_tensor_t shexp_gate;     /* [n_embd, n_ff_shexp], options shared expert (gated or not) */
+    model_tensor_t shexp_up;       /* [n_embd, n_ff_shexp], options shared expert */
+    model_tensor_t shexp_down;     /* [n_ff_shexp, n_embd], options shared expert */
+    /* FFN dense (core/model/ffn_dense.c) */
+    model_tensor_t ffn_gate;       /* [n_embd, n_ff] */
+    model_tensor_t ffn_up;         /* [n_embd, n_ff] */
+    model_tensor_t ffn_down;       /* [n_ff, n_embd] */
 } model_layer_t;
+
+/* True when layer L has routed experts (a MoE FFN; a dense-first model's leading layers have none). */
+static inline bool model_layer_has_experts(const model_layer_t *L)
+{
+    return L->gate_exps.data != NULL;
+}
 
 /* The dense tensors of model_layer_t (all but the routed experts), in order, with their kind: X(field, kind) for
  * each. The backends' device copies (gpu-worker/dense/cuda/cuda_state.h: cuda_layer_t), their uploads and their
@@ -77,7 +90,21 @@ typedef struct model_layer {
     X(bo, MODEL_TENSOR_F32) X(sinks, MODEL_TENSOR_F32)                                                          \
     X(ffn_norm, MODEL_TENSOR_F32) X(router, MODEL_TENSOR_MATRIX) X(router_bias, MODEL_TENSOR_F32)               \
     X(shexp_gate_inp, MODEL_TENSOR_MATRIX) X(shexp_gate, MODEL_TENSOR_MATRIX) X(shexp_up, MODEL_TENSOR_MATRIX)   \
-    X(shexp_down, MODEL_TENSOR_MATRIX)
+    X(shexp_down, MODEL_TENSOR_MATRIX)                                                                           \
+    X(score_bias, MODEL_TENSOR_F32) X(ffn_gate, MODEL_TENSOR_MATRIX) X(ffn_up, MODEL_TENSOR_MATRIX)              \
+    X(ffn_down, MODEL_TENSOR_MATRIX)
+
+/* A multi-token-prediction layer (ARCH.nextn_predict_layers, after the model's own layers): its block, bound like
+ * a layer's, and the tensors that feed it. Loaded and checked, never run (llama.cpp skips them too). */
+typedef struct model_mtp_layer {
+    model_layer_t block;           /* blk.L.* of its attention, router and FFN */
+    model_tensor_t eh_proj;        /* nextn.eh_proj [2*n_embd, n_embd] */
+    model_tensor_t enorm;          /* nextn.enorm [n_embd] f32 */
+    model_tensor_t hnorm;          /* nextn.hnorm [n_embd] f32 */
+    model_tensor_t embed_tokens;   /* nextn.embed_tokens [n_embd, n_vocab], optional */
+    model_tensor_t head;           /* nextn.shared_head_head [n_embd, n_vocab], optional */
+    model_tensor_t head_norm;      /* nextn.shared_head_norm [n_embd] f32, optional */
+} model_mtp_layer_t;
 
 /* The routed-expert tensors of a layer: k = 0, 1, 2 the gate, up and down weights, 3, 4, 5 their biases (option
  * clamped swiglu; data NULL without it). Expert e's slice of each is model_tensor_row(t, e, 0), mat_bytes long:
@@ -98,6 +125,8 @@ typedef struct model_weights {
     model_tensor_t rope_freqs;  /* [n_rot/2] f32 per-pair frequency divisors (llama 3 style); usually absent */
     model_layer_t *layers;      /* [n_layer] */
     int32_t n_layer;
+    model_mtp_layer_t *mtp;     /* [n_layer_mtp] (blocks n_layer ..), NULL when none */
+    int32_t n_mtp;
 } model_weights_t;
 
 /* Binds every tensor the configuration needs: the model's own, and in each layer its norms and the tensors of
