@@ -19,6 +19,7 @@ struct plan {
     int n_expert;
     placement_worker_t *w; /* [n_workers] */
     bool *gpu;        /* [n_layer]: every expert of the layer stays on the GPU, no CPU worker owns one */
+    bool *dense;      /* [n_layer]: the layer has no routed experts (a dense FFN): no one owns any */
     uint8_t *gpu_e;   /* [n_layer * n_expert]: the expert stays on the GPU */
     int64_t n_gpu_e;  /* experts on the GPU in layers not wholly there */
 };
@@ -32,6 +33,7 @@ void placement_destroy(placement_t **pp)
         free(p->w[k].cpus);
     free(p->w);
     free(p->gpu);
+    free(p->dense);
     free(p->gpu_e);
     free(p);
     *pp = NULL;
@@ -51,10 +53,12 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
     placement_t *p = calloc(1, sizeof *p);
     if (!p || !(p->w = calloc((size_t)n_workers, sizeof *p->w)) ||
         !(p->gpu = calloc((size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1), sizeof *p->gpu)) ||
+        !(p->dense = calloc((size_t)(cfg->n_layer > 0 ? cfg->n_layer : 1), sizeof *p->dense)) ||
         !(p->gpu_e = calloc(LN, 1))) {
         if (p) {
             free(p->w);
             free(p->gpu);
+            free(p->dense);
         }
         free(p);
         return guild_err_set(err, "plan: out of memory");
@@ -62,7 +66,11 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
     p->n_workers = n_workers;
     p->n_layer = cfg->n_layer;
     p->n_expert = cfg->n_expert;
+    for (int il = 0; il < cfg->n_layer; il++)
+        p->dense[il] = model_layer_parts(cfg, il).ffn->kind != MODEL_FFN_MOE;
     for (int il = 0; gpu_experts && il < cfg->n_layer; il++) {
+        if (p->dense[il])
+            continue;
         int on = 0;
         for (int e = 0; e < cfg->n_expert; e++) {
             const size_t i = (size_t)il * (size_t)cfg->n_expert + (size_t)e;
@@ -165,7 +173,7 @@ void placement_range(const placement_t *p, int worker, int layer, uint32_t *firs
 {
     GUILD_ASSERT(worker >= 0 && worker < p->n_workers && layer >= 0 && layer < p->n_layer);
     *first = p->w[worker].first;
-    *count = p->gpu[layer] ? 0 : p->w[worker].count;
+    *count = p->gpu[layer] || p->dense[layer] ? 0 : p->w[worker].count;
 }
 
 bool placement_expert_on_gpu(const placement_t *p, int layer, int expert)
@@ -200,7 +208,7 @@ int placement_shard(const placement_t *p, int worker, int layer, uint32_t *first
 int placement_owner(const placement_t *p, int layer, int expert)
 {
     GUILD_ASSERT(layer >= 0 && layer < p->n_layer && expert >= 0 && expert < p->n_expert);
-    if (p->gpu_e[(size_t)layer * (size_t)p->n_expert + (size_t)expert])
+    if (p->dense[layer] || p->gpu_e[(size_t)layer * (size_t)p->n_expert + (size_t)expert])
         return -1;
     for (int k = 0; k < p->n_workers; k++)
         if ((uint32_t)expert >= p->w[k].first && (uint32_t)expert < p->w[k].first + p->w[k].count)
@@ -227,12 +235,12 @@ static void print_runs(FILE *out, const int *v, int n)
     }
 }
 
-/* The layers whose gpu flag is `on_gpu`, ascending, into v[n_layer]; their count. */
+/* The layers with routed experts whose gpu flag is `on_gpu`, ascending, into v[n_layer]; their count. */
 static int layers_where(const placement_t *p, bool on_gpu, int *v)
 {
     int n = 0;
     for (int il = 0; il < p->n_layer; il++)
-        if (p->gpu[il] == on_gpu)
+        if (!p->dense[il] && p->gpu[il] == on_gpu)
             v[n++] = il;
     return n;
 }
@@ -259,9 +267,12 @@ void placement_print(const placement_t *p, const model_t *m, FILE *out)
         goto done;
     }
     const int n_gpu = layers_where(p, true, gpu), n_cpu = layers_where(p, false, cpu);
+    const int n_moe = n_gpu + n_cpu;
     fprintf(out, "plan: %d CPU worker%s for %d layers x %d experts (top-%d)", p->n_workers,
-            p->n_workers == 1 ? "" : "s", c->n_layer, c->n_expert, c->n_expert_used);
-    if (n_gpu && n_gpu == p->n_layer) {
+            p->n_workers == 1 ? "" : "s", n_moe, c->n_expert, c->n_expert_used);
+    if (n_moe < p->n_layer)
+        fprintf(out, " (%d dense layer%s without experts)", p->n_layer - n_moe, p->n_layer - n_moe == 1 ? "" : "s");
+    if (n_gpu && n_gpu == n_moe) {
         fputs("; the experts of every layer stay on the GPU", out);
     } else if (n_gpu) {
         fprintf(out, "; the experts of layer%s ", n_gpu == 1 ? "" : "s");
@@ -295,7 +306,7 @@ void placement_print(const placement_t *p, const model_t *m, FILE *out)
             fprintf(out, ", expert %u", w->first);
         else
             fprintf(out, ", experts %u-%u", w->first, w->first + w->count - 1);
-        if (n_gpu == 0) {
+        if (n_cpu == p->n_layer) {
             fputs(" of every layer", out);
         } else {
             fprintf(out, " of layer%s ", n_cpu == 1 ? "" : "s");

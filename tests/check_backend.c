@@ -76,16 +76,21 @@ static void run_all(rig_t *r, int chunk, float *out)
     }
 }
 
-static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss"};
+static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss", "glm4moe"};
 #define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
 
 static tiny_spec_t spec_of(int i)
 {
     tiny_spec_t s = tiny_spec(archs[i % N_ARCHS]);
-    if (i >= N_ARCHS) { /* quantized variants */
+    if (i >= N_ARCHS) { /* quantized variants; glm4moe with expert groups, a dense layer of 64, no q/k norms */
         s.wtype = i % 2 ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_1;
         s.n_ff_shexp = 64;
+        s.n_ff = 64;
+        s.n_groups = 4;
+        s.n_group_used = 2;
+        s.no_maybe = true;
     }
+    s.n_mtp = 1; /* where the architecture has them: loaded, never run */
     s.seed = 10 + (uint64_t)i;
     return s;
 }
@@ -229,20 +234,25 @@ START_TEST(test_executor_matches_naive_and_shards_split_exactly)
     naive_experts(r.model, 1, N, x, ids, y2);
     ck_assert(!memcmp(y1, y2, ybytes));
 
-    /* two shards (even / odd experts), each writes only its own pairs; together they give the same bits */
+    /* two shards (even / odd experts of the layers with experts), each writes only its own pairs; together they
+     * give the same bits */
     uint8_t own[2][2 * 8];
-    for (int l = 0; l < 2; l++)
+    int per_shard = 0;
+    for (int l = 0; l < 2; l++) {
+        const bool moe = model_layer_has_experts(&model_weights(r.model)->layers[l]);
+        per_shard += moe ? 4 : 0;
         for (int e = 0; e < 8; e++) {
-            own[0][l * 8 + e] = e % 2 == 0;
-            own[1][l * 8 + e] = e % 2 == 1;
+            own[0][l * 8 + e] = moe && e % 2 == 0;
+            own[1][l * 8 + e] = moe && e % 2 == 1;
         }
+    }
     memset(y3, 0xff, ybytes); /* NaN sentinel */
     int64_t done = 0;
     for (int sh = 0; sh < 2; sh++) {
         expert_shard_t *shard = NULL;
         expert_exec_t *ex = NULL;
         ck_assert(expert_shard_new(&shard, r.model, own[sh], &err) == 0);
-        ck_assert_int_eq(expert_shard_count(shard), 8);
+        ck_assert_int_eq(expert_shard_count(shard), per_shard);
         ck_assert_ptr_null(expert_shard_get(shard, 1, 1 - sh));
         ck_assert(expert_exec_new(&ex, shard, r.pool, &err) == 0);
         int64_t n = expert_exec_run(ex, 1, N, x, ids, y3, &err);
@@ -334,11 +344,13 @@ START_TEST(test_executor_skips_slots)
 
     /* shards (even / odd experts) with the same skips: only their own computed pairs, counted */
     uint8_t own[2][2 * 8];
-    for (int l = 0; l < 2; l++)
+    for (int l = 0; l < 2; l++) {
+        const bool moe = model_layer_has_experts(&model_weights(r.model)->layers[l]);
         for (int e = 0; e < 8; e++) {
-            own[0][l * 8 + e] = e % 2 == 0;
-            own[1][l * 8 + e] = e % 2 == 1;
+            own[0][l * 8 + e] = moe && e % 2 == 0;
+            own[1][l * 8 + e] = moe && e % 2 == 1;
         }
+    }
     memset(got, 0x5a, ybytes);
     int64_t done = 0;
     for (int sh = 0; sh < 2; sh++) {

@@ -40,8 +40,36 @@ static model_config_t cfg_experts(int n_layer, int n_expert)
     c.n_layer = n_layer;
     c.n_expert = n_expert;
     c.n_expert_used = 2;
+    c.ffn.kind = MODEL_FFN_MOE; /* every layer has routed experts */
     return c;
 }
+
+/* A dense-first model's leading layers have no experts: no worker owns any, no shard lists them. */
+START_TEST(test_plan_dense_layers)
+{
+    static const int cpus0[] = {0, 1};
+    const int *const cpus[] = {cpus0};
+    const int n_cpus[] = {2};
+    placement_topo_t topo = {.n_nodes = 1, .cpus = cpus, .n_cpus = n_cpus};
+    model_config_t c = cfg_experts(4, 8);
+    c.layout = MODEL_LAYOUT_DENSE_FIRST;
+    c.n_layer_dense_lead = 2;
+    c.ffn_lead.kind = MODEL_FFN_DENSE;
+    placement_t *p = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(placement_new(&p, &c, 2, NULL, &topo, &err) == 0, "%s", err.msg);
+    for (int il = 0; il < 4; il++)
+        for (int k = 0; k < 2; k++) {
+            uint32_t first[8], count[8], f, n;
+            placement_range(p, k, il, &f, &n);
+            ck_assert_uint_eq(n, il < 2 ? 0 : 4);
+            ck_assert_int_eq(placement_shard(p, k, il, first, count, 8), il < 2 ? 0 : 1);
+            for (int e = 0; e < 8; e++)
+                ck_assert_int_eq(placement_owner(p, il, e), il < 2 ? -1 : e / 4);
+        }
+    placement_destroy(&p);
+}
+END_TEST
 
 START_TEST(test_plan_every_expert_once)
 {
@@ -1016,6 +1044,7 @@ static Suite *pipeline_suite(void)
     Suite *s = suite_create("pipeline");
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_plan_every_expert_once);
+    tcase_add_test(tc, test_plan_dense_layers);
     tcase_add_test(tc, test_plan_nodes_and_cpus);
     tcase_add_test(tc, test_plan_gpu_layers);
     tcase_add_test(tc, test_plan_gpu_experts);

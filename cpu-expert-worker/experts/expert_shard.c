@@ -72,6 +72,13 @@ int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owne
             size_t i = (size_t)il * (size_t)c->n_expert + (size_t)e;
             if (owned && !owned[i])
                 continue;
+            if (!model_layer_has_experts(L)) { /* a dense layer: nothing to hold */
+                if (owned) {
+                    expert_shard_destroy(&s);
+                    return guild_err_set(err, "expert shard: layer %d has no routed experts", il);
+                }
+                break;
+            }
             s->mats[i] = (expert_mats_t){
                 .gate = model_tensor_row(&L->gate_exps, e, 0),
                 .up = model_tensor_row(&L->up_exps, e, 0),

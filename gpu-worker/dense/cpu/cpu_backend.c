@@ -111,7 +111,12 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
-    const size_t F = (size_t)c->n_ff_shexp, NT = (size_t)b->n_threads;
+    b->ff_hidden = c->n_ff_shexp;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        if (model_layer_parts(c, il).ffn->kind == MODEL_FFN_DENSE && c->n_ff > b->ff_hidden)
+            b->ff_hidden = c->n_ff;
+    b->probs_stride = cpu_router_sigmoid_scratch(c->n_expert, c->n_expert_groups);
+    const size_t F = (size_t)b->ff_hidden, NT = (size_t)b->n_threads;
     bool ok = true;
     size_t kv_cells = (size_t)c->n_layer * (size_t)opt->n_ctx;
     b->k_cache = alloc_array(kv_cells, KV * sizeof(float), &ok);
@@ -130,7 +135,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->sh_gate = alloc_array(NB, F * sizeof(float), &ok);
     b->sh_up = alloc_array(NB, F * sizeof(float), &ok);
     b->sh_logit = alloc_array(NB, sizeof(float), &ok);
-    b->probs = alloc_array(NT, (size_t)c->n_expert * sizeof(float), &ok);
+    b->probs = alloc_array(NT, (size_t)b->probs_stride * sizeof(float), &ok);
     b->scores = alloc_array(NT, (size_t)opt->n_ctx * sizeof(float), &ok);
     b->row_pos = alloc_array(NB, sizeof(int32_t), &ok);
     b->act = alloc_array(NB, max_act_row(c, b->w), &ok);

@@ -73,5 +73,25 @@ void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool reno
  * logits); then multiplied by scale when scale is neither 0 nor 1. biased: scratch of n_expert floats. */
 void cpu_router_topk_logits(const float *logits, const float *bias, int32_t n_expert, int32_t k, float scale,
                             int32_t *ids, float *w, float *biased);
+/* The grouped sigmoid router of one token (llama.cpp's build_moe_ffn with sigmoid gating):
+ *   s[e]   = 1 / (1 + expf(-logits[e]))                           the gates (float)
+ *   sel[e] = s[e] + bias[e] (bias NULL: s[e])                      the selection scores (float)
+ *   groups (n_groups > 1, n_expert / n_groups experts each, ascending ids): a group's score is its largest sel
+ *          plus its second largest (float); the n_group_used best groups (lowest group first on ties) keep their
+ *          experts, the others' sel become -INFINITY
+ *   ids    = the k largest sel (lowest id first on ties), descending; w[j] = s[ids[j]] (the gate, without bias)
+ * then, with renorm, w divided by their float sum over ascending j (clamped below at 6.103515625e-5), then
+ * multiplied by scale when it is neither 0 nor 1. A NaN never yields an invalid or repeated id (comparisons with
+ * it fail: the first expert not taken yet stands). scratch: cpu_router_sigmoid_scratch(n_expert, n_groups)
+ * floats. */
+void cpu_router_sigmoid_grouped(const float *logits, const float *bias, int32_t n_expert, int32_t k,
+                                int32_t n_groups, int32_t n_group_used, bool renorm, float scale, int32_t *ids,
+                                float *w, float *scratch);
+
+/* Floats of scratch cpu_router_sigmoid_grouped needs. */
+static inline int64_t cpu_router_sigmoid_scratch(int32_t n_expert, int32_t n_groups)
+{
+    return 2 * (int64_t)n_expert + (n_groups > 1 ? 2 * (int64_t)n_groups : 0);
+}
 
 #endif

@@ -10,8 +10,10 @@ const cpu_attn_part_t *const cpu_attn_parts[MODEL_ATTN_KINDS] = {
 const cpu_router_part_t *const cpu_router_parts[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &cpu_router_softmax,
     [MODEL_ROUTER_TOPK_SOFTMAX] = &cpu_router_topk_softmax,
+    [MODEL_ROUTER_SIGMOID_GROUPED] = &cpu_router_sigmoid_grouped_part,
 };
 const cpu_ffn_part_t *const cpu_ffn_parts[MODEL_FFN_KINDS] = {
+    [MODEL_FFN_DENSE] = &cpu_ffn_dense,
     [MODEL_FFN_MOE] = &cpu_ffn_moe,
 };
 

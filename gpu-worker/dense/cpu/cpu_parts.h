@@ -39,6 +39,8 @@ extern const cpu_attn_part_t cpu_attn_gqa;         /* attn_gqa.c */
 extern const cpu_router_part_t cpu_router_softmax; /* router_softmax.c */
 extern const cpu_router_part_t cpu_router_topk_softmax; /* router_topk_softmax.c */
 extern const cpu_ffn_part_t cpu_ffn_moe;           /* ffn_moe.c */
+extern const cpu_router_part_t cpu_router_sigmoid_grouped_part; /* router_sigmoid_grouped.c */
+extern const cpu_ffn_part_t cpu_ffn_dense;         /* ffn_dense.c */
 
 /* The implementations by kind (NULL: none). cpu_parts_support lets the backend refuse at create a model one of
  * whose parts has none, so the layer program indexes them without a check. */

@@ -23,6 +23,7 @@ typedef struct cpu_backend {
     int32_t plan_layers;    /* layers whose every expert the plan keeps resident (computed by resident) */
     int32_t n_ctx;          /* KV capacity (positions) */
     int32_t n_batch;        /* rows of every activation buffer */
+    int64_t ff_hidden;      /* widest hidden FFN row: the shared expert's (n_ff_shexp), a dense FFN's (n_ff) */
     int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */
     bool all_rows;          /* no narrowing in the last layer (backend_options_t.all_rows) */
     bool check_finite;      /* the norms check for NaN and infinity (gpu-worker/dense/finite_check.h) */
@@ -46,10 +47,12 @@ typedef struct cpu_backend {
     int32_t *ids;           /* [n_batch][n_expert_used] routed experts, slot order */
     float *weights;         /* [n_batch][n_expert_used] their weights */
     const float *y;         /* [n][n_expert_used][n_embd] unweighted routed-expert outputs: the executor's */
-    float *sh_gate;         /* [n_batch][n_ff_shexp] shared expert gate projection, then silu(gate) * up */
-    float *sh_up;           /* [n_batch][n_ff_shexp] shared expert up projection */
+    float *sh_gate;         /* [n_batch][ff_hidden] shared expert's or dense FFN's gate projection, then
+                               silu(gate) * up */
+    float *sh_up;           /* [n_batch][ff_hidden] their up projection */
     float *sh_logit;        /* [n_batch] shared expert sigmoid-gate logit */
-    float *probs;           /* [n_threads][n_expert] router scratch */
+    float *probs;           /* [n_threads][probs_stride] router scratch */
+    int64_t probs_stride;   /* >= n_expert: what every router kernel of the model needs */
     float *scores;          /* [n_threads][n_ctx] attention scratch */
     int32_t *row_pos;       /* [n_batch] position of each row after the last layer's rows are narrowed */
     void *act;              /* quantized activations: n_batch rows of the widest input */

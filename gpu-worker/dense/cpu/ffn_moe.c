@@ -3,8 +3,10 @@
  *   ids, w = the router part's choice from xn
  *   y      = the routed experts (moe_exec_t: unweighted, per slot)
  *   x     += (sum over slots k ascending of w[k] * y[k]) [+ sigmoid(shexp_gate_inp xn) * shexp(xn)]
+ *                                                           [+ shexp(xn)]
  *
- * (option shared expert with sigmoid gate: shexp(xn) = shexp_down(silu(shexp_gate xn) * shexp_up xn)).
+ * (option shared expert with sigmoid gate: the first bracket; option shared expert, ungated: the second;
+ * shexp(xn) = shexp_down(silu(shexp_gate xn) * shexp_up xn)).
  */
 #include "core/model/activation.h"
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
@@ -12,7 +14,8 @@
 
 typedef struct moe_job {
     cpu_backend_t *b;
-    bool shared;
+    bool shared; /* a shared expert */
+    bool gated;  /* ... scaled by its sigmoid gate */
 } moe_job_t;
 
 static void swiglu_task(void *ctx, int64_t t, int thread)
@@ -26,15 +29,15 @@ static void swiglu_task(void *ctx, int64_t t, int thread)
         g[i] = model_silu(g[i]) * u[i];
 }
 
-/* x[t] = (sum_k w[t][k] * y[t][k] [+ sigmoid(logit) * shexp]) + x[t] */
+/* x[t] = (sum_k w[t][k] * y[t][k] [+ sigmoid(logit) * shexp | + shexp]) + x[t] */
 static void combine_task(void *ctx, int64_t t, int thread)
 {
     moe_job_t *j = ctx;
     cpu_backend_t *b = j->b;
     const model_config_t *c = b->cfg;
     const int64_t E = c->n_embd, K = c->n_expert_used;
-    const bool shared = j->shared;
-    const float gate = shared ? model_sigmoid(b->sh_logit[t]) : 0.0f;
+    const bool shared = j->shared, gated = j->gated;
+    const float gate = gated ? model_sigmoid(b->sh_logit[t]) : 0.0f;
     const float *w = b->weights + t * K;
     const float *y = b->y + t * K * E;
     const float *sh = b->proj + t * E;
@@ -44,8 +47,10 @@ static void combine_task(void *ctx, int64_t t, int thread)
         float acc = w[0] * y[i];
         for (int64_t k = 1; k < K; k++)
             acc += w[k] * y[k * E + i];
-        if (shared)
+        if (gated)
             acc += sh[i] * gate;
+        else if (shared)
+            acc += sh[i];
         x[i] = acc + x[i];
     }
 }
@@ -55,7 +60,8 @@ static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t 
     const model_config_t *c = b->cfg;
     const model_layer_t *L = &b->w->layers[il];
     const int64_t E = c->n_embd;
-    moe_job_t j = {b, lp->ffn->opts & MODEL_FFN_SHEXP_GATED};
+    const uint32_t o = lp->ffn->opts;
+    moe_job_t j = {b, o & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP), o & MODEL_FFN_SHEXP_GATED};
     guild_pool_t *pool = b->pool;
 
     cpu_router_parts[lp->router->kind]->route(b, lp->router, il, n);
@@ -63,7 +69,8 @@ static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t 
         return guild_err_prefix(err, "routed experts: ");
     if (j.shared) {
         const int64_t F = c->n_ff_shexp;
-        cpu_linear(pool, &L->shexp_gate_inp, 0, 1, n, b->xn, E, b->sh_logit, 1, b->act);
+        if (j.gated)
+            cpu_linear(pool, &L->shexp_gate_inp, 0, 1, n, b->xn, E, b->sh_logit, 1, b->act);
         cpu_linear(pool, &L->shexp_gate, 0, F, n, b->xn, E, b->sh_gate, F, b->act);
         cpu_linear(pool, &L->shexp_up, 0, F, n, b->xn, E, b->sh_up, F, b->act);
         guild_pool_run(pool, n, swiglu_task, &j);
@@ -76,6 +83,6 @@ static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t 
 /* Option clamped swiglu changes only the experts, which the executor computes (it learns the activation and the
  * biases from the model: model_expert_act in core/model/activation.h); the combine is the same. */
 const cpu_ffn_part_t cpu_ffn_moe = {
-    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI,
+    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP | MODEL_FFN_SWIGLU_OAI,
     .forward = moe_forward,
 };

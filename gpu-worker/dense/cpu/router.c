@@ -78,3 +78,71 @@ void cpu_router_topk_logits(const float *logits, const float *bias, int32_t n_ex
         for (int32_t s = 0; s < k; s++)
             w[s] *= scale;
 }
+
+/* The k best of v[0..n) (lowest index first on ties), descending, into ids: k passes, each taking the best not
+ * taken yet; a NaN loses every comparison, so the first index not taken stands. */
+static void top_k(const float *v, int32_t n, int32_t k, int32_t *ids)
+{
+    for (int32_t s = 0; s < k; s++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (int32_t q = 0; q < s && !taken; q++)
+                taken = ids[q] == e;
+            if (!taken && (best < 0 || v[e] > v[best]))
+                best = e;
+        }
+        ids[s] = best;
+    }
+}
+
+void cpu_router_sigmoid_grouped(const float *logits, const float *bias, int32_t n_expert, int32_t k,
+                                int32_t n_groups, int32_t n_group_used, bool renorm, float scale, int32_t *ids,
+                                float *w, float *scratch)
+{
+    float *s = scratch, *sel = scratch + n_expert;
+    for (int32_t e = 0; e < n_expert; e++) {
+        s[e] = 1.0f / (1.0f + expf(-logits[e]));
+        sel[e] = bias ? s[e] + bias[e] : s[e];
+    }
+    if (n_groups > 1) {
+        const int32_t per = n_expert / n_groups;
+        float *gscore = scratch + 2 * n_expert;
+        for (int32_t g = 0; g < n_groups; g++) {
+            int32_t two[2];
+            top_k(sel + (int64_t)g * per, per, 2, two);
+            gscore[g] = sel[g * per + two[0]] + sel[g * per + two[1]];
+        }
+        /* the best groups, chosen as the experts are (lowest first on ties, a NaN never chosen over a number);
+         * the others' experts cannot be chosen */
+        float *kept = gscore + n_groups;
+        for (int32_t g = 0; g < n_groups; g++)
+            kept[g] = 0;
+        for (int32_t j = 0; j < n_group_used; j++) {
+            int32_t best = -1;
+            for (int32_t g = 0; g < n_groups; g++)
+                if (!kept[g] && (best < 0 || gscore[g] > gscore[best]))
+                    best = g;
+            kept[best] = 1;
+        }
+        for (int32_t g = 0; g < n_groups; g++)
+            if (!kept[g])
+                for (int32_t e = g * per; e < (g + 1) * per; e++)
+                    sel[e] = -INFINITY;
+    }
+    top_k(sel, n_expert, k, ids);
+    for (int32_t j = 0; j < k; j++)
+        w[j] = s[ids[j]];
+    if (renorm) {
+        float wsum = 0;
+        for (int32_t j = 0; j < k; j++)
+            wsum += w[j];
+        if (wsum < 6.103515625e-5f)
+            wsum = 6.103515625e-5f;
+        for (int32_t j = 0; j < k; j++)
+            w[j] /= wsum;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (int32_t j = 0; j < k; j++)
+            w[j] *= scale;
+}
