@@ -1,5 +1,5 @@
-/* cuda_moe_combine: the weighted sum of the routed experts' outputs in slot order, the sigmoid-gated shared
- * expert, and the residual, with the CPU backend's operations in its order (combine_task in cpu_layer.c). */
+/* cuda_moe_combine: the weighted sum of the routed experts' outputs in slot order, the shared expert (sigmoid-gated
+ * or not), and the residual, with the CPU backend's operations in its order (combine_task in cpu_layer.c). */
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
 
 #define COMBINE_THREADS 256
@@ -17,9 +17,11 @@ static __global__ void combine_kernel(float *x, const float *__restrict__ y, con
     float acc = wt[0] * yt[0];
     for (int s = 1; s < n_used; s++)
         acc = acc + wt[s] * yt[s * n_embd];
-    if (sh) {
+    if (sh && sh_logit) {
         const float gate = 1.0f / (1.0f + expf(-sh_logit[t]));
         acc = acc + sh[k] * gate;
+    } else if (sh) {
+        acc = acc + sh[k];
     }
     x[k] = acc + x[k];
 }

@@ -144,9 +144,17 @@ int cuda_route_count(const int32_t *ids, int32_t n_pairs, int32_t n_expert, unsi
 int cuda_router_topk_logits(const float *logits, const float *bias, int32_t n_tok, int32_t n_expert, int32_t k,
                             float scale, int32_t *ids, float *w, cudaStream_t s, guild_err_t *err);
 
+/* cpu_router_sigmoid_grouped for n_tok tokens: logits [n_tok][n_expert], bias [n_expert] or NULL -> ids/w
+ * [n_tok][k]. n_expert <= 1024, k <= 32; groups (n_groups > 1) equal, of at least 2, the n_group_used best
+ * holding at least k experts. */
+int cuda_router_sigmoid_grouped(const float *logits, const float *bias, int32_t n_tok, int32_t n_expert, int32_t k,
+                                int32_t n_groups, int32_t n_group_used, bool renorm, float scale, int32_t *ids,
+                                float *w, cudaStream_t s, guild_err_t *err);
+
 /* The MoE combine of the CPU backend, per token t and element i < n_embd:
  *   acc = w[t][0] * y[t][0][i];  acc = acc + w[t][k] * y[t][k][i] for k = 1 .. n_used-1;
- *   with sh: acc = acc + sh[t][i] * sigmoid(sh_logit[t]);   x[t][i] = acc + x[t][i]. */
+ *   with sh and sh_logit: acc = acc + sh[t][i] * sigmoid(sh_logit[t]); with sh alone (an ungated shared
+ *   expert): acc = acc + sh[t][i];   x[t][i] = acc + x[t][i]. */
 int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
                      int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
 

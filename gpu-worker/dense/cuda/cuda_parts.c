@@ -10,8 +10,10 @@ const cuda_attn_part_t *const cuda_attn_parts[MODEL_ATTN_KINDS] = {
 const cuda_router_part_t *const cuda_router_parts[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &cuda_router_softmax,
     [MODEL_ROUTER_TOPK_SOFTMAX] = &cuda_router_topk_softmax,
+    [MODEL_ROUTER_SIGMOID_GROUPED] = &cuda_router_sigmoid_grouped_part,
 };
 const cuda_ffn_part_t *const cuda_ffn_parts[MODEL_FFN_KINDS] = {
+    [MODEL_FFN_DENSE] = &cuda_ffn_dense,
     [MODEL_FFN_MOE] = &cuda_ffn_moe,
 };
 

@@ -35,6 +35,8 @@ extern const cuda_attn_part_t cuda_attn_gqa;         /* attn_gqa.c */
 extern const cuda_router_part_t cuda_router_softmax; /* router_softmax.c */
 extern const cuda_router_part_t cuda_router_topk_softmax; /* router_topk_softmax.c */
 extern const cuda_ffn_part_t cuda_ffn_moe;           /* ffn_moe.c */
+extern const cuda_router_part_t cuda_router_sigmoid_grouped_part; /* router_sigmoid_grouped.c */
+extern const cuda_ffn_part_t cuda_ffn_dense;         /* ffn_dense.c */
 
 /* The implementations by kind (NULL: none). cuda_parts_support lets the backend refuse at create a model one of
  * whose parts has none, so the layer program indexes them without a check. */

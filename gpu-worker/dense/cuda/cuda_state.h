@@ -92,8 +92,8 @@ typedef struct cuda_backend {
                                    not counted */
     uint8_t *count_resident;    /* host [n_layer * n_expert]: the plan's resident experts, for the hit rate */
     float *route_w;             /* [n_batch][n_expert_used] */
-    float *sh_gate;             /* [n_batch][n_ff_shexp] */
-    float *sh_up;               /* [n_batch][n_ff_shexp] */
+    float *sh_gate;             /* [n_batch][max(n_ff_shexp, dense layers' n_ff)] */
+    float *sh_up;               /* [n_batch][max(n_ff_shexp, dense layers' n_ff)] */
     float *sh_logit;            /* [n_batch] */
     float *logits;              /* [logit_rows][n_vocab] */
     int32_t *tokens;            /* [n_batch] token ids, then [n_batch] output rows */

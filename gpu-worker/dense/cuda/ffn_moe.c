@@ -1,6 +1,6 @@
 /* The MoE FFN (MODEL_FFN_MOE) on the CUDA backend (gpu-worker/dense/cpu/ffn_moe.c step for step): the router
  * part's choice; the routed experts submitted to the device executor (cuda_moe.h); the shared expert (option)
- * meanwhile; the experts' outputs collected; x += sum over slots in order of w * y [+ sigmoid(gate) * shared]. */
+ * meanwhile; the experts' outputs collected; x += sum over slots in order of w * y [+ sigmoid(gate) * shared | + shared]. */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 
@@ -10,7 +10,8 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const cuda_layer_t *L = &b->layers[il];
     const int64_t E = c->n_embd;
     const int32_t K = c->n_expert_used;
-    const bool shared = lp->ffn->opts & MODEL_FFN_SHEXP_GATED;
+    const bool shared = lp->ffn->opts & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP);
+    const bool gated = lp->ffn->opts & MODEL_FFN_SHEXP_GATED;
     cudaStream_t s = b->stream;
     if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
         (b->route_counts && cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert,
@@ -19,7 +20,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
         return -1;
     if (shared) {
         const int64_t F = c->n_ff_shexp;
-        if (cuda_linear(b, &L->shexp_gate_inp, b->xn, E, n, b->sh_logit, 1, true, err) < 0 ||
+        if ((gated && cuda_linear(b, &L->shexp_gate_inp, b->xn, E, n, b->sh_logit, 1, true, err) < 0) ||
             cuda_linear(b, &L->shexp_gate, b->xn, E, n, b->sh_gate, F, true, err) < 0 ||
             cuda_linear(b, &L->shexp_up, b->xn, E, n, b->sh_up, F, true, err) < 0 ||
             cuda_swiglu(b->sh_gate, b->sh_up, (int64_t)n * F, s, err) < 0 ||
@@ -29,12 +30,13 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const float *y = NULL;
     if (moe_exec_collect(b->moe, &y, s, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
-    return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, b->sh_logit, n, K, E, s, err);
+    return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K, E, s,
+                            err);
 }
 
 /* Option clamped swiglu changes only the experts: the device executor (cuda_moe_gpu.c) and the CPU workers apply
  * it with the experts' biases; the combine is the same. */
 const cuda_ffn_part_t cuda_ffn_moe = {
-    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI,
+    .opts = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP | MODEL_FFN_SWIGLU_OAI,
     .forward = moe_forward,
 };
