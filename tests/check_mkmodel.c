@@ -148,6 +148,25 @@ START_TEST(test_cli_preset_and_overrides)
     ck_assert_int_eq(c.n_ff_shexp, 0);
     ck_assert_msg(parse(&c, &err, "--arch", "qwen2moe", "--ff", "96", "-o", "o.gguf", NULL) == 0, "%s", err.msg);
     ck_assert_int_eq(c.n_ff_shexp, 96);
+    /* glm4moe from another preset: its own defaults (a dense layer, one expert-wide shared expert, half rotary,
+     * scale 1, no MTP layer, no q/k norms) */
+    ck_assert_msg(parse(&c, &err, "--arch", "glm4moe", "--head-dim", "64", "-o", "g.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.n_dense_lead, 1);
+    ck_assert_int_eq(c.n_ff_shexp, c.n_ff_exp);
+    ck_assert_int_eq(mkmodel_arch_default_rot(c.arch, c.head_dim), 32);
+    ck_assert(c.weights_scale == 1.0 && !c.qk_norm && c.n_nextn == 0);
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    /* the GLM presets, and cut down by --layers */
+    ck_assert_msg(parse(&c, &err, "--shape", "glm-4.5", "-o", "g.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.arch, MKMODEL_ARCH_GLM4MOE);
+    ck_assert(c.n_layer == 92 && c.n_dense_lead == 3 && c.n_nextn == 1 && c.qk_norm && c.weights_scale == 2.5);
+    ck_assert(c.n_expert == 160 && c.n_ff_exp == 1536 && c.n_ff_shexp == 1536 && c.n_ff == 12288);
+    ck_assert_msg(parse(&c, &err, "--shape", "glm-4.5", "--layers", "2", "-o", "g.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.n_dense_lead, 1);
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    ck_assert_msg(parse(&c, &err, "--shape", "glm-4.5-air", "--nextn", "0", "--dense-layers", "0", "-o", "g.gguf",
+                        NULL) == 0, "%s", err.msg);
+    ck_assert(c.n_layer == 46 && c.n_dense_lead == 0 && c.n_nextn == 0 && !c.qk_norm && c.weights_scale == 1.0);
     for (int i = 0; i < mkmodel_preset_count(); i++)
         ck_assert_msg(parse(&c, &err, "--shape", mkmodel_preset_name(i), "-o", "p.gguf", NULL) == 0, "%s: %s",
                       mkmodel_preset_name(i), err.msg);
@@ -180,6 +199,21 @@ START_TEST(test_cli_errors)
                  "100", "-o", "x.gguf");
     EXPECT_ERROR("olmoe: --ff 100 must equal --expert-ff 64 (olmoe's experts take their size from "
                  "olmoe.feed_forward_length)", "--arch", "olmoe", "--expert-ff", "64", "--ff", "100", "-o", "x.gguf");
+    EXPECT_ERROR("--dense-layers 1: qwen3moe has no dense layers", "--dense-layers", "1", "-o", "x.gguf");
+    EXPECT_ERROR("--nextn 1: qwen3moe has no MTP layers", "--nextn", "1", "-o", "x.gguf");
+    EXPECT_ERROR("--qk-norm: qwen3moe's q/k norms are always there", "--qk-norm", "-o", "x.gguf");
+    EXPECT_ERROR("--rope-dim 32: qwen3moe rotates whole heads", "--rope-dim", "32", "-o", "x.gguf");
+    EXPECT_ERROR("--expert-groups/--groups-used: qwen3moe's router has no expert groups", "--expert-groups", "4",
+                 "-o", "x.gguf");
+    EXPECT_ERROR("--dense-layers 4: must be between 0 and --layers - 1 (3)", "--arch", "glm4moe", "--dense-layers",
+                 "4", "-o", "x.gguf");
+    EXPECT_ERROR("--shared-ff 300: glm4moe's shared expert is a whole number of routed experts wide", "--arch",
+                 "glm4moe", "--shared-ff", "300", "-o", "x.gguf");
+    EXPECT_ERROR("--expert-groups 3 --groups-used 1", "--arch", "glm4moe", "--expert-groups", "3", "--groups-used",
+                 "1", "-o", "x.gguf");
+    EXPECT_ERROR("--expert-groups 64 --groups-used 1", "--arch", "glm4moe", "--expert-groups", "64", "--groups-used",
+                 "1", "-o", "x.gguf"); /* top-8 from one group of 2 */
+    EXPECT_ERROR("--rope-dim 33: must be even", "--arch", "glm4moe", "--rope-dim", "33", "-o", "x.gguf");
     EXPECT_ERROR("--threads 0", "--threads", "0", "-o", "x.gguf");
     EXPECT_ERROR("--seed -1: must not be negative", "--seed", "-1", "-o", "x.gguf");
     EXPECT_ERROR("--tie-embeddings takes no value", "--tie-embeddings=1", "-o", "x.gguf");
@@ -577,14 +611,14 @@ static void check_file(const char *path, const char *const *flags)
     check_u32(g, "general.file_type", mkmodel_recipe_file_type(&c));
     char k[128];
 #define KEY(x) (snprintf(k, sizeof k, "%s." x, arch), k)
-    check_u32(g, KEY("block_count"), c.n_layer);
+    check_u32(g, KEY("block_count"), c.n_layer + c.n_nextn);
     check_u32(g, KEY("embedding_length"), c.n_embd);
     check_u32(g, KEY("context_length"), c.n_ctx);
     check_u32(g, KEY("attention.head_count"), c.n_head);
     check_u32(g, KEY("attention.head_count_kv"), c.n_head_kv);
     check_u32(g, KEY("attention.key_length"), c.head_dim);
     check_u32(g, KEY("attention.value_length"), c.head_dim);
-    check_u32(g, KEY("rope.dimension_count"), c.head_dim);
+    check_u32(g, KEY("rope.dimension_count"), c.n_rot ? c.n_rot : mkmodel_arch_default_rot(c.arch, c.head_dim));
     check_u32(g, KEY("expert_count"), c.n_expert);
     check_u32(g, KEY("expert_used_count"), c.n_expert_used);
     check_u32(g, KEY("vocab_size"), c.n_vocab);
@@ -596,6 +630,32 @@ static void check_file(const char *path, const char *const *flags)
         check_u32(g, KEY("attention.sliding_window"), c.n_swa);
     if (c.arch == MKMODEL_ARCH_QWEN2MOE)
         check_u32(g, KEY("expert_shared_feed_forward_length"), c.n_ff_shexp);
+    if (c.arch == MKMODEL_ARCH_GLM4MOE) { /* the keys glm4moe's converter writes */
+        check_u32(g, KEY("leading_dense_block_count"), c.n_dense_lead);
+        check_u32(g, KEY("nextn_predict_layers"), c.n_nextn);
+        check_u32(g, KEY("expert_shared_count"), c.n_ff_shexp / c.n_ff_exp);
+        check_u32(g, KEY("expert_gating_func"), 2);
+        bool b;
+        ck_assert_int_eq(gguf_get_bool(g, KEY("expert_weights_norm"), &b, &err), 0);
+        ck_assert(b);
+        double ws;
+        ck_assert_int_eq(gguf_get_float(g, KEY("expert_weights_scale"), &ws, &err), 0);
+        ck_assert(ws == c.weights_scale);
+        if (c.n_expert_groups > 1) {
+            check_u32(g, KEY("expert_group_count"), c.n_expert_groups);
+            check_u32(g, KEY("expert_group_used_count"), c.n_group_used);
+        }
+        /* the tensors llama.cpp's glm4moe loads (the plan's are compared above) */
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.0.ffn_up.weight"));
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.post_attention_norm.weight"));
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.exp_probs_b.bias"));
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.ffn_down_shexp.weight"));
+        ck_assert_ptr_null(gguf_find_tensor(g, "blk.1.ffn_gate_inp_shexp.weight"));
+        ck_assert_int_eq(gguf_find_tensor(g, "blk.1.attn_q_norm.weight") != NULL, c.qk_norm);
+        ck_assert_ptr_null(gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight"));
+        snprintf(k, sizeof k, "blk.%lld.nextn.eh_proj.weight", (long long)c.n_layer);
+        ck_assert_int_eq(gguf_find_tensor(g, k) != NULL, c.n_nextn > 0);
+    }
     double f;
     ck_assert_int_eq(gguf_get_float(g, KEY("attention.layer_norm_rms_epsilon"), &f, &err), 0);
     ck_assert(fabs(f - c.rms_eps) < 1e-9);
@@ -643,6 +703,14 @@ START_TEST(test_file_every_arch)
                         "256", "--vocab", "300", "--type", "IQ2_XS", "--threads", "2", NULL};
     write_model(path, iq);
     check_file(path, iq);
+    /* glm4moe with an MTP layer, q/k norms and expert groups (Guild loading it: tests/check_model, tests/ref) */
+    const char *glm[] = {"--arch", "glm4moe", "--layers", "3", "--embd", "64", "--heads", "4", "--kv-heads", "2",
+                         "--head-dim", "16", "--experts", "8", "--experts-used", "2", "--expert-ff", "32",
+                         "--shared-ff", "64", "--ff", "96", "--nextn", "1", "--qk-norm", "--expert-groups", "4",
+                         "--groups-used", "2", "--weights-scale", "2.5", "--vocab", "300", "--type", "Q8_0",
+                         "--threads", "2", NULL};
+    write_model(path, glm);
+    check_file(path, glm);
     remove_tmpdir();
 }
 END_TEST

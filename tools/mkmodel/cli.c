@@ -26,7 +26,8 @@ void mkmodel_cli_help(FILE *out)
     for (int i = 0; i < mkmodel_preset_count(); i++)
         fprintf(out, "    %-18s %s\n", mkmodel_preset_name(i), mkmodel_preset_description(i));
     fprintf(out,
-            "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe | gpt-oss\n"
+            "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe | gpt-oss |\n"
+            "                      glm4moe\n"
             "  --layers N          blocks\n"
             "  --embd N            hidden size\n"
             "  --heads N           query heads\n"
@@ -35,11 +36,18 @@ void mkmodel_cli_help(FILE *out)
             "  --experts N         routed experts per layer\n"
             "  --experts-used N    experts per token (top-k)\n"
             "  --expert-ff N       hidden size of a routed expert\n"
-            "  --shared-ff N       hidden size of the shared expert (qwen2moe only; ignored with a warning\n"
-            "                      elsewhere; default --ff)\n"
+            "  --shared-ff N       hidden size of the shared expert (qwen2moe: default --ff; glm4moe: a multiple\n"
+            "                      of --expert-ff, default --expert-ff; ignored with a warning elsewhere)\n"
             "  --ff N              feed_forward_length (dense FFN size, metadata; mixtral and olmoe: must equal\n"
             "                      --expert-ff, the default, as llama.cpp reads their expert size from it)\n"
             "  --ctx N             context_length\n"
+            "  --rope-dim N        rope.dimension_count (default --head-dim; glm4moe half of it)\n"
+            "  --dense-layers N    glm4moe: leading dense FFN layers of --ff (default 1)\n"
+            "  --nextn N           glm4moe: MTP layers after --layers (nextn_predict_layers; default 0, the presets 1)\n"
+            "  --expert-groups N   glm4moe: expert_group_count (default none)\n"
+            "  --groups-used N     glm4moe: expert_group_used_count\n"
+            "  --weights-scale F   glm4moe: expert_weights_scale (default 1)\n"
+            "  --qk-norm           glm4moe: per-head q/k norms (GLM-4.5 has them, GLM-4.5-Air not)\n"
             "  --rope-base F       rope.freq_base\n"
             "  --yarn-factor F     rope.scaling.type yarn with this factor (0: none; gpt-oss default 32, as its\n"
             "                      converter always writes)\n"
@@ -152,12 +160,14 @@ static const int_flag_t int_flags[] = {
     INT_FLAG("--experts-used", n_expert_used), INT_FLAG("--expert-ff", n_ff_exp),
     INT_FLAG("--shared-ff", n_ff_shexp), INT_FLAG("--ff", n_ff),             INT_FLAG("--vocab", n_vocab),
     INT_FLAG("--ctx", n_ctx),            INT_FLAG("--yarn-orig-ctx", yarn_orig_ctx),
-    INT_FLAG("--sliding-window", n_swa),
+    INT_FLAG("--sliding-window", n_swa), INT_FLAG("--rope-dim", n_rot),      INT_FLAG("--dense-layers", n_dense_lead),
+    INT_FLAG("--nextn", n_nextn),        INT_FLAG("--expert-groups", n_expert_groups),
+    INT_FLAG("--groups-used", n_group_used),
 };
 
 static const char *const value_flags[] = {
     "--shape", "--arch", "--vocab-from", "--seed", "--type", "--recipe", "--router-type", "--rope-base",
-    "--yarn-factor", "--rms-eps", "--name", "--threads", "--fill", "-o", "--output",
+    "--yarn-factor", "--rms-eps", "--name", "--threads", "--fill", "-o", "--output", "--weights-scale",
 };
 
 static bool takes_value(const char *flag)
@@ -219,6 +229,8 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
 
     bool ff_given = false, shared_given = false, vocab_given = false, type_given = false, recipe_given = false;
     bool swa_given = false, yarn_given = false, yarn_ctx_given = false;
+    bool dense_given = false, nextn_given = false, scale_given = false, qk_given = false;
+    const mkmodel_arch_t preset_arch = cfg->arch;
     for (int i = 1; i < argc; i++) {
         next_flag(argc, argv, &i, flag, sizeof flag, &value, err);
         bool done = false;
@@ -231,6 +243,8 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
                 vocab_given |= !strcmp(flag, "--vocab");
                 swa_given |= !strcmp(flag, "--sliding-window");
                 yarn_ctx_given |= !strcmp(flag, "--yarn-orig-ctx");
+                dense_given |= !strcmp(flag, "--dense-layers");
+                nextn_given |= !strcmp(flag, "--nextn");
                 done = true;
             }
         if (done || !strcmp(flag, "--shape"))
@@ -240,7 +254,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
             int a = mkmodel_arch_from_name(value);
             if (a < 0)
                 return guild_err_set(err, "--arch %s: unknown architecture (qwen3moe, qwen2moe, mixtral, olmoe, "
-                                     "gpt-oss)", value);
+                                     "gpt-oss, glm4moe)", value);
             cfg->arch = (mkmodel_arch_t)a;
         } else if (!strcmp(flag, "--vocab-from")) {
             rc = copy_str(flag, value, cfg->vocab_from, sizeof cfg->vocab_from, err);
@@ -265,6 +279,12 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         } else if (!strcmp(flag, "--yarn-factor")) {
             rc = parse_f64(flag, value, &cfg->yarn_factor, err);
             yarn_given = true;
+        } else if (!strcmp(flag, "--weights-scale")) {
+            rc = parse_f64(flag, value, &cfg->weights_scale, err);
+            scale_given = true;
+        } else if (!strcmp(flag, "--qk-norm")) {
+            cfg->qk_norm = true;
+            qk_given = true;
         } else if (!strcmp(flag, "--rms-eps")) {
             rc = parse_f64(flag, value, &cfg->rms_eps, err);
         } else if (!strcmp(flag, "--name")) {
@@ -297,10 +317,23 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
     if (vocab_given && cfg->vocab_from[0])
         return guild_err_set(err, "give either --vocab or --vocab-from, not both (--vocab-from sets the size)");
     mkmodel_arch_defaults(cfg, swa_given, yarn_given, yarn_ctx_given);
-    if (mkmodel_arch_info(cfg->arch)->expert_ff_default == MODEL_EXPERT_FF_IS_FF && !ff_given)
+    const model_arch_info_t *info = mkmodel_arch_info(cfg->arch);
+    if (cfg->arch != preset_arch) { /* the architecture's own defaults, not the preset's */
+        if (!dense_given)
+            cfg->n_dense_lead = info->layout == MODEL_LAYOUT_DENSE_FIRST ? 1 : 0;
+        if (!nextn_given)
+            cfg->n_nextn = 0;
+        if (!scale_given)
+            cfg->weights_scale = info->router.kind == MODEL_ROUTER_SIGMOID_GROUPED ? 1.0 : 0.0;
+        if (!qk_given)
+            cfg->qk_norm = false;
+    }
+    if (!dense_given && cfg->n_dense_lead >= cfg->n_layer) /* a preset cut down by --layers */
+        cfg->n_dense_lead = cfg->n_layer > 1 ? cfg->n_layer - 1 : 0;
+    if (info->expert_ff_default == MODEL_EXPERT_FF_IS_FF && !ff_given)
         cfg->n_ff = cfg->n_ff_exp;
-    if (mkmodel_arch_has_shexp(cfg->arch) && !shared_given && cfg->n_ff_shexp == 0)
-        cfg->n_ff_shexp = cfg->n_ff;
+    if (mkmodel_arch_has_shexp(cfg->arch) && !shared_given && (cfg->n_ff_shexp == 0 || cfg->arch != preset_arch))
+        cfg->n_ff_shexp = (info->ffn.opts & MODEL_FFN_SHEXP) ? cfg->n_ff_exp : cfg->n_ff;
     if (!mkmodel_arch_has_shexp(cfg->arch) && cfg->n_ff_shexp != 0) {
         if (shared_given)
             guild_log(GUILD_LOG_WARN, "--shared-ff ignored: %s has no shared expert", mkmodel_arch_cli_name(cfg->arch));

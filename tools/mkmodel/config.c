@@ -17,41 +17,55 @@ typedef struct preset_row {
         n_vocab, n_ctx;
     double rope_freq_base, rms_eps;
     mkmodel_recipe_t recipe;
+    /* dense-first and grouped-router architectures (0 elsewhere) */
+    int64_t n_dense_lead, n_nextn;
+    double weights_scale;
+    bool qk_norm;
 } preset_row_t;
 
 static const preset_row_t preset_rows[] = {
     {"demo", "qwen3moe, 4 layers, 256 wide, 4/2 heads of 64, 128 experts of 256, top-8, vocab 4096",
      MKMODEL_ARCH_QWEN3MOE, "Guild demo (random weights)", 4, 256, 4, 2, 64, 128, 8, 256, 0, 768, 4096, 4096, 1e6,
-     1e-6, MKMODEL_RECIPE_Q4_K_M},
+     1e-6, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
     {"qwen3-30b-a3b", "qwen3moe, 48 layers, 2048 wide, 32/4 heads of 128, 128 experts of 768, top-8",
      MKMODEL_ARCH_QWEN3MOE, "Qwen3-30B-A3B (random weights)", 48, 2048, 32, 4, 128, 128, 8, 768, 0, 6144, 151936,
-     40960, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M},
+     40960, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
     {"qwen3-235b-a22b", "qwen3moe, 94 layers, 4096 wide, 64/4 heads of 128, 128 experts of 1536, top-8",
      MKMODEL_ARCH_QWEN3MOE, "Qwen3-235B-A22B (random weights)", 94, 4096, 64, 4, 128, 128, 8, 1536, 0, 12288,
-     151936, 40960, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M},
+     151936, 40960, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
     {"qwen1.5-moe-a2.7b", "qwen2moe, 24 layers, 2048 wide, 16 heads of 128, 60 experts of 1408, top-4, shared 5632",
      MKMODEL_ARCH_QWEN2MOE, "Qwen1.5-MoE-A2.7B (random weights)", 24, 2048, 16, 16, 128, 60, 4, 1408, 5632, 5632,
-     151936, 8192, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M},
+     151936, 8192, 1e6, 1e-6, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
     {"mixtral-8x7b", "llama, 32 layers, 4096 wide, 32/8 heads of 128, 8 experts of 14336, top-2",
      MKMODEL_ARCH_MIXTRAL, "Mixtral-8x7B (random weights)", 32, 4096, 32, 8, 128, 8, 2, 14336, 0, 14336, 32000,
-     32768, 1e6, 1e-5, MKMODEL_RECIPE_Q4_K_M},
+     32768, 1e6, 1e-5, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
     {"olmoe-1b-7b", "olmoe, 16 layers, 2048 wide, 16 heads of 128, 64 experts of 1024, top-8",
      MKMODEL_ARCH_OLMOE, "OLMoE-1B-7B (random weights)", 16, 2048, 16, 16, 128, 64, 8, 1024, 0, 1024, 50304, 4096,
-     1e4, 1e-5, MKMODEL_RECIPE_Q4_K_M},
+     1e4, 1e-5, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
     /* gpt-oss: yarn 32 over 4096 positions, a window of 128 on the even layers (the arch's defaults), experts in
      * MXFP4 as OpenAI publishes them */
     {"gpt-oss-20b", "gpt-oss, 24 layers, 2880 wide, 64/8 heads of 64, 32 experts of 2880, top-4, MXFP4 experts",
      MKMODEL_ARCH_GPT_OSS, "gpt-oss-20b (random weights)", 24, 2880, 64, 8, 64, 32, 4, 2880, 0, 2880, 201088,
-     131072, 150000, 1e-5, MKMODEL_RECIPE_MXFP4_MOE},
+     131072, 150000, 1e-5, MKMODEL_RECIPE_MXFP4_MOE, 0, 0, 0, false},
     {"gpt-oss-120b", "gpt-oss, 36 layers, 2880 wide, 64/8 heads of 64, 128 experts of 2880, top-4, MXFP4 experts",
      MKMODEL_ARCH_GPT_OSS, "gpt-oss-120b (random weights)", 36, 2880, 64, 8, 64, 128, 4, 2880, 0, 2880, 201088,
-     131072, 150000, 1e-5, MKMODEL_RECIPE_MXFP4_MOE},
+     131072, 150000, 1e-5, MKMODEL_RECIPE_MXFP4_MOE, 0, 0, 0, false},
+    /* GLM-4.5-Air and GLM-4.5: half-rotary GQA with q/k/v biases, 1 (3) dense layers of 10944 (12288) first,
+     * sigmoid routing with the score bias, one shared expert, weights renormalised and scaled by 1 (2.5), q/k
+     * norms in GLM-4.5 only, one MTP layer after the 46 (92) */
+    {"glm-4.5-air", "glm4moe, 46+1 MTP layers, 4096 wide, 96/8 heads of 128, 128 experts of 1408, top-8, shared 1408",
+     MKMODEL_ARCH_GLM4MOE, "GLM-4.5-Air (random weights)", 46, 4096, 96, 8, 128, 128, 8, 1408, 1408, 10944, 151552,
+     131072, 1e6, 1e-5, MKMODEL_RECIPE_Q4_K_M, 1, 1, 1.0, false},
+    {"glm-4.5", "glm4moe, 92+1 MTP layers, 5120 wide, 96/8 heads of 128, 160 experts of 1536, top-8, shared 1536",
+     MKMODEL_ARCH_GLM4MOE, "GLM-4.5 (random weights)", 92, 5120, 96, 8, 128, 160, 8, 1536, 1536, 12288, 151552,
+     131072, 1e6, 1e-5, MKMODEL_RECIPE_Q4_K_M, 3, 1, 2.5, true},
 };
 
 #define N_PRESETS (sizeof preset_rows / sizeof *preset_rows)
 
 /* The CLI spelling of each architecture, the core's row of it, and what its converter writes beyond the row's
- * parts: expert_feed_forward_length, the sliding window and yarn scaling when the flags do not say. */
+ * parts: expert_feed_forward_length, the sliding window and yarn scaling when the flags do not say, the share of
+ * each head it rotates (rope.dimension_count = head_dim / rot_div). */
 static const struct {
     const char *cli;
     model_arch_t arch;
@@ -59,13 +73,16 @@ static const struct {
     int64_t n_swa;
     double yarn_factor;
     int64_t yarn_orig_ctx;
+    int rot_div;
 } arch_rows[MKMODEL_ARCH_COUNT] = {
-    [MKMODEL_ARCH_QWEN3MOE] = {"qwen3moe", MODEL_ARCH_QWEN3MOE, true, 0, 0, 0},
-    [MKMODEL_ARCH_QWEN2MOE] = {"qwen2moe", MODEL_ARCH_QWEN2MOE, true, 0, 0, 0},
-    [MKMODEL_ARCH_MIXTRAL] = {"mixtral", MODEL_ARCH_LLAMA, false, 0, 0, 0},
-    [MKMODEL_ARCH_OLMOE] = {"olmoe", MODEL_ARCH_OLMOE, false, 0, 0, 0},
+    [MKMODEL_ARCH_QWEN3MOE] = {"qwen3moe", MODEL_ARCH_QWEN3MOE, true, 0, 0, 0, 1},
+    [MKMODEL_ARCH_QWEN2MOE] = {"qwen2moe", MODEL_ARCH_QWEN2MOE, true, 0, 0, 0, 1},
+    [MKMODEL_ARCH_MIXTRAL] = {"mixtral", MODEL_ARCH_LLAMA, false, 0, 0, 0, 1},
+    [MKMODEL_ARCH_OLMOE] = {"olmoe", MODEL_ARCH_OLMOE, false, 0, 0, 0, 1},
     /* convert_hf_to_gguf's GptOssModel: always yarn (gpt-oss's config: factor 32 over 4096 positions) */
-    [MKMODEL_ARCH_GPT_OSS] = {"gpt-oss", MODEL_ARCH_GPT_OSS, true, 128, 32.0, 4096},
+    [MKMODEL_ARCH_GPT_OSS] = {"gpt-oss", MODEL_ARCH_GPT_OSS, true, 128, 32.0, 4096, 1},
+    /* Glm4MoeModel: partial_rotary_factor 0.5 */
+    [MKMODEL_ARCH_GLM4MOE] = {"glm4moe", MODEL_ARCH_GLM4MOE, true, 0, 0, 0, 2},
 };
 
 const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch) { return model_arch_info(arch_rows[arch].arch); }
@@ -86,7 +103,12 @@ const char *mkmodel_arch_cli_name(mkmodel_arch_t arch) { return arch_rows[arch].
 
 bool mkmodel_arch_has_shexp(mkmodel_arch_t arch)
 {
-    return mkmodel_arch_info(arch)->ffn.opts & MODEL_FFN_SHEXP_GATED;
+    return mkmodel_arch_info(arch)->ffn.opts & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP);
+}
+
+int64_t mkmodel_arch_default_rot(mkmodel_arch_t arch, int64_t head_dim)
+{
+    return head_dim / arch_rows[arch].rot_div;
 }
 
 int mkmodel_arch_from_name(const char *name)
@@ -138,6 +160,13 @@ int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *e
     mkmodel_arch_defaults(cfg, false, false, false);
     cfg->router_type = GUILD_TYPE_F32;
     cfg->tie_embeddings = false;
+    cfg->n_dense_lead = p->n_dense_lead;
+    cfg->n_nextn = p->n_nextn;
+    cfg->n_rot = 0;
+    cfg->n_expert_groups = 0;
+    cfg->n_group_used = 0;
+    cfg->weights_scale = p->weights_scale;
+    cfg->qk_norm = p->qk_norm;
     return 0;
 }
 
@@ -192,18 +221,61 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
     model_config_t parts; /* the row's parts, as the core would load them, checked against what mkmodel writes */
     memset(&parts, 0, sizeof parts);
     parts.arch = arch_rows[c->arch].arch;
-    parts.n_layer = 1;
+    parts.n_layer = 2;
+    parts.layout = info->layout;
     parts.attn = info->attn;
+    parts.attn_linear = info->attn_linear;
     parts.router = info->router;
     parts.ffn = info->ffn;
+    parts.ffn_lead = info->ffn_lead;
+    parts.n_layer_dense_lead = 1; /* layer 0 of each kind, layer 1 of the other */
+    parts.full_attn_interval = 2;
     model_part_support_t support;
     mkmodel_plan_support(&support);
-    if (info->layout != MODEL_LAYOUT_UNIFORM)
-        return guild_err_set(err, "guild-mkmodel: architecture %s: layers of several kinds are not written yet", arch);
     if (model_parts_check(&parts, &support, "guild-mkmodel", err) < 0)
         return -1;
+    const bool dense_first = info->layout == MODEL_LAYOUT_DENSE_FIRST;
+    if (!dense_first && c->n_dense_lead)
+        return guild_err_set(err, "--dense-layers %lld: %s has no dense layers", (long long)c->n_dense_lead, arch);
+    if (c->n_dense_lead < 0 || c->n_dense_lead >= c->n_layer)
+        return guild_err_set(err, "--dense-layers %lld: must be between 0 and --layers - 1 (%lld)",
+                             (long long)c->n_dense_lead, (long long)c->n_layer - 1);
+    if (!info->nextn && c->n_nextn)
+        return guild_err_set(err, "--nextn %lld: %s has no MTP layers", (long long)c->n_nextn, arch);
+    if (c->n_nextn < 0 || c->n_nextn > 16)
+        return guild_err_set(err, "--nextn %lld: must be between 0 and 16", (long long)c->n_nextn);
+    const uint32_t attn_opts = info->attn.opts | info->attn.maybe;
+    if (c->n_rot && (c->n_rot < 2 || c->n_rot % 2 || c->n_rot > c->head_dim))
+        return guild_err_set(err, "--rope-dim %lld: must be even, between 2 and --head-dim %lld", (long long)c->n_rot,
+                             (long long)c->head_dim);
+    if (c->n_rot && c->n_rot != c->head_dim && !(attn_opts & MODEL_GQA_ROPE_PARTIAL))
+        return guild_err_set(err, "--rope-dim %lld: %s rotates whole heads (--head-dim %lld)", (long long)c->n_rot,
+                             arch, (long long)c->head_dim);
+    if (c->qk_norm && !(info->attn.maybe & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL)))
+        return guild_err_set(err, "--qk-norm: %s's q/k norms are %s", arch,
+                             info->attn.opts & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL) ? "always there"
+                                                                                               : "not a thing");
+    const bool sigmoid = info->router.kind == MODEL_ROUTER_SIGMOID_GROUPED;
+    if (!sigmoid && (c->n_expert_groups || c->n_group_used))
+        return guild_err_set(err, "--expert-groups/--groups-used: %s's router has no expert groups", arch);
+    if (c->n_expert_groups < 0 || c->n_expert_groups > c->n_expert || c->n_group_used < 0 ||
+        (c->n_expert_groups > 1 &&
+         (c->n_expert % c->n_expert_groups || c->n_expert / c->n_expert_groups < 2 || c->n_group_used < 1 ||
+          c->n_group_used > c->n_expert_groups ||
+          c->n_group_used * (c->n_expert / c->n_expert_groups) < c->n_expert_used)))
+        return guild_err_set(err, "--expert-groups %lld --groups-used %lld: the groups must split --experts %lld "
+                                  "equally into groups of at least 2, and the groups used (1..groups) hold at least "
+                                  "--experts-used %lld",
+                             (long long)c->n_expert_groups, (long long)c->n_group_used, (long long)c->n_expert,
+                             (long long)c->n_expert_used);
+    if (!(c->weights_scale >= 0 && c->weights_scale <= 1e6))
+        return guild_err_set(err, "--weights-scale %g: must be in [0, 1e6]", c->weights_scale);
     if (mkmodel_arch_has_shexp(c->arch) && c->n_ff_shexp < 1)
         return guild_err_set(err, "%s needs a shared expert: --shared-ff must be at least 1", arch);
+    if ((info->ffn.opts & MODEL_FFN_SHEXP) && c->n_ff_shexp % c->n_ff_exp)
+        return guild_err_set(err, "--shared-ff %lld: %s's shared expert is a whole number of routed experts wide "
+                                  "(a multiple of --expert-ff %lld)",
+                             (long long)c->n_ff_shexp, arch, (long long)c->n_ff_exp);
     if (!mkmodel_arch_has_shexp(c->arch) && c->n_ff_shexp != 0)
         return guild_err_set(err, "--shared-ff %lld: %s has no shared expert", (long long)c->n_ff_shexp, arch);
     if (info->expert_ff_default == MODEL_EXPERT_FF_IS_FF && c->n_ff != c->n_ff_exp)

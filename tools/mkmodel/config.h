@@ -20,6 +20,7 @@ typedef enum mkmodel_arch {
     MKMODEL_ARCH_MIXTRAL, /* GGUF architecture "llama" with experts */
     MKMODEL_ARCH_OLMOE,
     MKMODEL_ARCH_GPT_OSS,
+    MKMODEL_ARCH_GLM4MOE,
     MKMODEL_ARCH_COUNT
 } mkmodel_arch_t;
 
@@ -47,8 +48,17 @@ typedef struct mkmodel_config {
     int64_t n_expert;        /* routed experts per layer */
     int64_t n_expert_used;   /* experts per token (top-k) */
     int64_t n_ff_exp;        /* hidden size of one routed expert */
-    int64_t n_ff_shexp;      /* hidden size of the shared expert (qwen2moe; 0 = none) */
-    int64_t n_ff;            /* feed_forward_length (the dense FFN size; metadata only for these MoE archs) */
+    int64_t n_ff_shexp;      /* hidden size of the shared expert (qwen2moe, glm4moe: a multiple of n_ff_exp,
+                                expert_shared_count of them; 0 = none) */
+    int64_t n_ff;            /* feed_forward_length (the dense FFN size: the dense-first layers' width, else
+                                metadata only) */
+    int64_t n_dense_lead;    /* dense-first architectures: leading dense FFN layers (leading_dense_block_count) */
+    int64_t n_nextn;         /* MTP layers after the n_layer (nextn_predict_layers; architectures with them) */
+    int64_t n_rot;           /* rope.dimension_count (0: the architecture's default, head_dim or a share of it) */
+    int64_t n_expert_groups; /* grouped router: expert_group_count (0: none written) */
+    int64_t n_group_used;    /* grouped router: expert_group_used_count */
+    double weights_scale;    /* grouped router: expert_weights_scale */
+    bool qk_norm;            /* architectures whose q/k norms are optional (glm4moe): write them */
     int64_t n_vocab;         /* tokens (built-in vocabulary padded to this size) */
     char vocab_from[4096];   /* GGUF whose tokenizer.* keys are copied; empty = built-in vocabulary */
     int64_t n_ctx;           /* context_length */
@@ -82,7 +92,11 @@ const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch);
 /* Whether the architecture has a shared expert (its MoE FFN's option), so that --shared-ff applies. */
 bool mkmodel_arch_has_shexp(mkmodel_arch_t arch);
 
-/* Whether the architecture's converter writes ARCH.expert_feed_forward_length (qwen, gpt-oss). */
+/* rope.dimension_count when --rope-dim is not given: head_dim times the architecture's rotary share (glm4moe's
+ * converter writes half, partial_rotary_factor 0.5). */
+int64_t mkmodel_arch_default_rot(mkmodel_arch_t arch, int64_t head_dim);
+
+/* Whether the architecture's converter writes ARCH.expert_feed_forward_length (qwen, gpt-oss, glm4moe). */
 bool mkmodel_arch_expert_ff_key(mkmodel_arch_t arch);
 
 /* The architecture's own defaults where the flags did not set them: the sliding window (0 without the option),

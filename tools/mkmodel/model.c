@@ -89,7 +89,8 @@ static void gqa_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
     gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
     gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
-    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"),
+                        (uint32_t)(c->n_rot ? c->n_rot : mkmodel_arch_default_rot(c->arch, c->head_dim)));
     /* the window only: llama.cpp's gpt-oss slides every other layer by default, as its converter leaves it */
     if (p->opts & MODEL_GQA_SLIDING)
         gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)c->n_swa);
@@ -107,11 +108,30 @@ static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
         gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->n_ff_exp);
     if (p->opts & MODEL_FFN_SHEXP_GATED)
         gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp);
+    /* llama.cpp's glm4moe and deepseek2 size the shared expert as this many routed experts */
+    if (p->opts & MODEL_FFN_SHEXP)
+        gguf_writer_set_u32(w, KEY("expert_shared_count"), (uint32_t)(c->n_ff_shexp / c->n_ff_exp));
+}
+
+/* The grouped sigmoid router's keys as glm4moe's converter writes them (gating sigmoid, weights renormalised and
+ * scaled); the group counts only where there are groups. */
+static void sigmoid_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
+{
+    char k[128];
+    (void)p;
+    gguf_writer_set_u32(w, KEY("expert_gating_func"), 2);
+    gguf_writer_set_bool(w, KEY("expert_weights_norm"), true);
+    gguf_writer_set_f32(w, KEY("expert_weights_scale"), (float)c->weights_scale);
+    if (c->n_expert_groups > 1) {
+        gguf_writer_set_u32(w, KEY("expert_group_count"), (uint32_t)c->n_expert_groups);
+        gguf_writer_set_u32(w, KEY("expert_group_used_count"), (uint32_t)c->n_group_used);
+    }
 #undef KEY
 }
 
 static const part_keys_fn attn_keys[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = gqa_keys};
 static const part_keys_fn ffn_keys[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = moe_keys};
+static const part_keys_fn router_keys[MODEL_ROUTER_KINDS] = {[MODEL_ROUTER_SIGMOID_GROUPED] = sigmoid_keys};
 
 static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_vocab)
 {
@@ -124,7 +144,11 @@ static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_v
     gguf_writer_set_u32(w, "general.file_type", mkmodel_recipe_file_type(c));
     gguf_writer_set_u32(w, "general.quantization_version", 2);
     gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
-    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)c->n_layer);
+    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)(c->n_layer + c->n_nextn));
+    if (info->layout == MODEL_LAYOUT_DENSE_FIRST)
+        gguf_writer_set_u32(w, KEY("leading_dense_block_count"), (uint32_t)c->n_dense_lead);
+    if (info->nextn)
+        gguf_writer_set_u32(w, KEY("nextn_predict_layers"), (uint32_t)c->n_nextn);
     gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)c->n_ctx);
     gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
     gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
@@ -136,9 +160,10 @@ static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_v
         gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->yarn_orig_ctx);
     }
 #undef KEY
-    /* the router part of these architectures has no keys of its own */
     attn_keys[info->attn.kind](w, c, &info->attn, arch);
     ffn_keys[info->ffn.kind](w, c, &info->ffn, arch);
+    if (router_keys[info->router.kind]) /* the softmax routers have no keys of their own */
+        router_keys[info->router.kind](w, c, &info->router, arch);
 }
 
 static double now(void)

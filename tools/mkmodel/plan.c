@@ -33,6 +33,8 @@ struct mkmodel_plan {
 #define LOGIT_STD 4.0f
 #define NORM_JITTER 0.05f  /* std of RMSNorm weights around 1 */
 #define BIAS_STD 0.1f      /* q/k/v, attention output and expert biases */
+#define SCORE_BIAS_STD 0.05f /* the sigmoid router's score bias, small beside the spread of its gates (a trained one
+                                balances the experts' load; it does not decide most choices) */
 #define SINK_STD 1.0f      /* gpt-oss attention sinks: logits of the order of the scores */
 
 static float fan_in_std(float gain, int64_t fan_in) { return gain / sqrtf((float)fan_in); }
@@ -91,7 +93,8 @@ static int plan_attn_gqa(mkmodel_plan_t *p, const mkmodel_config_t *c, const mod
 {
     const int64_t E = c->n_embd, q_dim = c->n_head * c->head_dim, kv_dim = c->n_head_kv * c->head_dim;
     const float norm_std = NORM_JITTER;
-    const bool norm_head = part->opts & MODEL_GQA_QK_NORM_HEAD, norm_full = part->opts & MODEL_GQA_QK_NORM_FULL;
+    const uint32_t opts = part->opts | (c->qk_norm ? part->maybe : 0); /* --qk-norm: the optional norms too */
+    const bool norm_head = opts & MODEL_GQA_QK_NORM_HEAD, norm_full = opts & MODEL_GQA_QK_NORM_FULL;
     const float qk_gain = norm_head || norm_full ? 1.0f : QK_GAIN; /* with Q/K norms the gain is in their weights */
     if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(qk_gain, E), 2, E, q_dim, 1, err, "blk.%lld.attn_q.weight",
             (long long)l) ||
@@ -144,6 +147,34 @@ static int plan_router_topk_softmax(mkmodel_plan_t *p, const mkmodel_config_t *c
     return 0;
 }
 
+/* The grouped sigmoid router: the logits' matrix as the softmax router's, and the score bias. */
+static int plan_router_sigmoid(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                               guild_err_t *err)
+{
+    if (plan_router_softmax(p, c, part, l, err))
+        return -1;
+    if ((part->opts | part->maybe) & MODEL_ROUTER_SCORE_BIAS)
+        return add(p, c, MKMODEL_ROLE_BIAS, l, 0, SCORE_BIAS_STD, 1, c->n_expert, 1, 1, err,
+                   "blk.%lld.exp_probs_b.bias", (long long)l);
+    return 0;
+}
+
+/* A dense FFN layer's matrices, scaled as an expert's. */
+static int plan_ffn_dense(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                          guild_err_t *err)
+{
+    const int64_t E = c->n_embd, F = c->n_ff;
+    (void)part;
+    if (add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 2, E, F, 1, err, "blk.%lld.ffn_gate.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 2, E, F, 1, err, "blk.%lld.ffn_up.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 2, F, E, 1, err,
+            "blk.%lld.ffn_down.weight", (long long)l))
+        return -1;
+    return 0;
+}
+
 static int plan_ffn_moe(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
                         guild_err_t *err)
 {
@@ -155,11 +186,13 @@ static int plan_ffn_moe(mkmodel_plan_t *p, const mkmodel_config_t *c, const mode
         add(p, c, MKMODEL_ROLE_FFN_DOWN, l, 0, fan_in_std(FFN_DOWN_GAIN, F), 3, F, E, X, err,
             "blk.%lld.ffn_down_exps.weight", (long long)l))
         return -1;
-    if (part->opts & MODEL_FFN_SHEXP_GATED) {
+    if ((part->opts & MODEL_FFN_SHEXP_GATED) &&
+        add(p, c, MKMODEL_ROLE_SHEXP_GATE, l, 0, fan_in_std(1, E), 1, E, 1, 1, err,
+            "blk.%lld.ffn_gate_inp_shexp.weight", (long long)l))
+        return -1;
+    if (part->opts & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP)) {
         const int64_t S = c->n_ff_shexp;
-        if (add(p, c, MKMODEL_ROLE_SHEXP_GATE, l, 0, fan_in_std(1, E), 1, E, 1, 1, err,
-                "blk.%lld.ffn_gate_inp_shexp.weight", (long long)l) ||
-            add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 2, E, S, 1, err,
+        if (add(p, c, MKMODEL_ROLE_FFN_GATE, l, 0, fan_in_std(1, E), 2, E, S, 1, err,
                 "blk.%lld.ffn_gate_shexp.weight", (long long)l) ||
             add(p, c, MKMODEL_ROLE_FFN_UP, l, 0, fan_in_std(1, E), 2, E, S, 1, err, "blk.%lld.ffn_up_shexp.weight",
                 (long long)l) ||
@@ -182,20 +215,56 @@ void mkmodel_plan_support(model_part_support_t *s)
                                 MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS |
                                 MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
                           softmax = MODEL_ROUTER_RENORM, topk_softmax = MODEL_ROUTER_LOGIT_BIAS,
-                          moe = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SWIGLU_OAI;
+                          sigmoid = MODEL_ROUTER_RENORM | MODEL_ROUTER_SCORE_BIAS,
+                          moe = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP | MODEL_FFN_SWIGLU_OAI, dense = 0;
     memset(s, 0, sizeof *s);
     model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_GQA, &gqa);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SOFTMAX_TOPK, &softmax);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_TOPK_SOFTMAX, &topk_softmax);
+    model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SIGMOID_GROUPED, &sigmoid);
     model_part_support_set(s, MODEL_PART_FFN, MODEL_FFN_MOE, &moe);
+    model_part_support_set(s, MODEL_PART_FFN, MODEL_FFN_DENSE, &dense);
 }
 
 static const part_plan_fn attn_plans[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = plan_attn_gqa};
 static const part_plan_fn router_plans[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = plan_router_softmax,
     [MODEL_ROUTER_TOPK_SOFTMAX] = plan_router_topk_softmax,
+    [MODEL_ROUTER_SIGMOID_GROUPED] = plan_router_sigmoid,
 };
-static const part_plan_fn ffn_plans[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = plan_ffn_moe};
+static const part_plan_fn ffn_plans[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = plan_ffn_moe,
+                                                       [MODEL_FFN_DENSE] = plan_ffn_dense};
+
+/* The tensors of block l: attn_norm, its attention's, the FFN norm, its router's, its FFN's (a dense-first
+ * model's leading blocks use the row's ffn_lead), and an MTP block's own after them. */
+static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, guild_err_t *err)
+{
+    const model_arch_info_t *info = mkmodel_arch_info(c->arch);
+    const int64_t E = c->n_embd;
+    const bool lead = info->layout == MODEL_LAYOUT_DENSE_FIRST && l < c->n_dense_lead;
+    const model_part_t *ffn = lead ? &info->ffn_lead : &info->ffn;
+    if (add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.attn_norm.weight", (long long)l) ||
+        attn_plans[info->attn.kind](p, c, &info->attn, l, err) ||
+        add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.%s.weight", (long long)l,
+            info->ffn_norm ? info->ffn_norm : "ffn_norm") ||
+        (ffn->kind == MODEL_FFN_MOE && router_plans[info->router.kind](p, c, &info->router, l, err)) ||
+        ffn_plans[ffn->kind](p, c, ffn, l, err))
+        return -1;
+    if (l < c->n_layer)
+        return 0;
+    /* an MTP layer: the projection of [normed embedding, normed hidden state] and its norms (llama.cpp's
+     * nextn.*; the optional embed_tokens and shared_head_head, which GLM's checkpoints share with the model,
+     * are not written) */
+    if (add(p, c, MKMODEL_ROLE_MATRIX, l, 0, fan_in_std(1, 2 * E), 2, 2 * E, E, 1, err,
+            "blk.%lld.nextn.eh_proj.weight", (long long)l) ||
+        add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.nextn.enorm.weight", (long long)l) ||
+        add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.nextn.hnorm.weight", (long long)l) ||
+        add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.nextn.shared_head_norm.weight",
+            (long long)l))
+        return -1;
+    return 0;
+}
+
 
 int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_vocab, guild_err_t *err)
 {
@@ -203,21 +272,14 @@ int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_
     mkmodel_plan_t *p = calloc(1, sizeof *p);
     if (!p)
         return guild_err_set(err, "tensor plan: out of memory");
-    const model_arch_info_t *info = mkmodel_arch_info(c->arch);
     const int64_t E = c->n_embd;
     const float norm_std = NORM_JITTER;
     /* With tied embeddings token_embd is also the LM head, so it takes the head's scale. */
     float embd_std = c->tie_embeddings ? fan_in_std(LOGIT_STD, E) : EMBD_STD;
     if (add(p, c, MKMODEL_ROLE_TOKEN_EMBD, -1, 0, embd_std, 2, E, n_vocab, 1, err, "token_embd.weight"))
         goto fail;
-    /* every layer: attn_norm, its attention's tensors, ffn_norm, its router's, its FFN's */
-    for (int64_t l = 0; l < c->n_layer; l++)
-        if (add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.attn_norm.weight", (long long)l) ||
-            attn_plans[info->attn.kind](p, c, &info->attn, l, err) ||
-            add(p, c, MKMODEL_ROLE_NORM, l, 1, norm_std, 1, E, 1, 1, err, "blk.%lld.%s.weight", (long long)l,
-                info->ffn_norm ? info->ffn_norm : "ffn_norm") ||
-            router_plans[info->router.kind](p, c, &info->router, l, err) ||
-            ffn_plans[info->ffn.kind](p, c, &info->ffn, l, err))
+    for (int64_t l = 0; l < c->n_layer + c->n_nextn; l++)
+        if (plan_block(p, c, l, err))
             goto fail;
     if (add(p, c, MKMODEL_ROLE_NORM, -1, 1, norm_std, 1, E, 1, 1, err, "output_norm.weight"))
         goto fail;

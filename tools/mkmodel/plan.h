@@ -3,8 +3,9 @@
  * Names and shapes follow llama.cpp's GGUF conventions, per part of the architecture's row (core/model/arch.c;
  * the core binds them in core/model/KIND.c): token_embd, per block attn_norm, the attention's tensors (gqa:
  * attn_q/k/v, biases with option qkv bias, attn_output, attn_q_norm/attn_k_norm with a q/k norm option),
- * ffn_norm, the router's (ffn_gate_inp), the FFN's (moe: ffn_{gate,up,down}_exps, the shared expert with its
- * option), then output_norm and output (unless embeddings are tied). ne[0] is the innermost
+ * ffn_norm (or the row's name for it), the router's (ffn_gate_inp, exp_probs_b with the score bias), the FFN's
+ * (moe: ffn_{gate,up,down}_exps, the shared expert with its option; dense: ffn_{gate,up,down}), then the MTP
+ * layers' (a MoE layer's and nextn.*), output_norm and output (unless embeddings are tied). ne[0] is the innermost
  * (contiguous) dimension; a "row" is ne[0] elements; rows = ne[1] * ne[2].
  */
 #ifndef GUILD_MKMODEL_PLAN_H
@@ -21,16 +22,17 @@ typedef enum mkmodel_role {
     MKMODEL_ROLE_TOKEN_EMBD,
     MKMODEL_ROLE_OUTPUT,
     MKMODEL_ROLE_NORM,        /* RMSNorm weights (attn, ffn, output, q/k norms) */
-    MKMODEL_ROLE_BIAS,        /* qwen2moe q/k/v biases */
+    MKMODEL_ROLE_BIAS,        /* q/k/v biases, the router's score bias (exp_probs_b) */
     MKMODEL_ROLE_ATTN_Q,
     MKMODEL_ROLE_ATTN_K,
     MKMODEL_ROLE_ATTN_V,
     MKMODEL_ROLE_ATTN_OUTPUT,
     MKMODEL_ROLE_ROUTER,      /* ffn_gate_inp */
-    MKMODEL_ROLE_FFN_GATE,    /* ffn_gate_exps, ffn_gate_shexp */
-    MKMODEL_ROLE_FFN_UP,      /* ffn_up_exps, ffn_up_shexp */
-    MKMODEL_ROLE_FFN_DOWN,    /* ffn_down_exps, ffn_down_shexp */
+    MKMODEL_ROLE_FFN_GATE,    /* ffn_gate_exps, ffn_gate_shexp, ffn_gate (dense layers) */
+    MKMODEL_ROLE_FFN_UP,      /* ffn_up_exps, ffn_up_shexp, ffn_up */
+    MKMODEL_ROLE_FFN_DOWN,    /* ffn_down_exps, ffn_down_shexp, ffn_down */
     MKMODEL_ROLE_SHEXP_GATE,  /* ffn_gate_inp_shexp: one sigmoid gate per token */
+    MKMODEL_ROLE_MATRIX,      /* any other matrix (an MTP layer's nextn.eh_proj): the recipe's default type */
 } mkmodel_role_t;
 
 typedef struct mkmodel_tensor {
