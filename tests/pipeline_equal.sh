@@ -44,12 +44,15 @@ same() { # reference, name
 }
 
 n=0
-for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss; do
-    extra="" # gpt-oss: a window shorter than the prompt, so that its sliding layers slide
+for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe; do
+    # gpt-oss: a window shorter than the prompt, so that its sliding layers slide; glm4moe: a dense layer first
+    # (no worker holds experts of it), expert groups, an MTP layer never run
+    extra=""
     [ "$arch" = gpt-oss ] && extra="--sliding-window 8"
+    [ "$arch" = glm4moe ] && extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2"
     # shellcheck disable=SC2086
     "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
-        --expert-ff 128 --ctx 256 --type Q4_K --seed 11 $extra -q -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
+        --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
         { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
     run "$arch-single" "$T/$arch.gguf" --single-process
     [ -s "$T/$arch-single.logits" ] || fail "$arch: no logits written"
@@ -105,7 +108,7 @@ HAND=""
 # over tcp (CURVE: tests/remote_auth.sh tests the keys), one CPU worker through the arena and one without it
 # (--no-shared-memory: its exchanges travel as messages through the coordinator's bridge, as for a worker on
 # another host)
-for n in coordinator w; do "$G" keygen -o "$T/keys" --name $n >/dev/null || fail "guild keygen"; done
+for who in coordinator w; do "$G" keygen -o "$T/keys" --name $who >/dev/null || fail "guild keygen"; done
 ok=""
 for try in 1 2 3; do
     PORT=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Float64 reference forward pass for the MoE architectures Guild runs: qwen3moe, qwen2moe, llama (Mixtral: llama
-with experts; dense llama too), olmoe and gpt-oss, each a row of parts (PARTS below), as llama.cpp defines them
-(src/models/<arch>.cpp, build_moe_ffn and build_attn in src/llama-graph.cpp, llama_model_rope_type, ggml's
-rope_yarn, soft_max with sinks and swiglu_oai). Independent of Guild's C code: own GGUF reader and dequantizers.
+with experts; dense llama too), olmoe, gpt-oss and glm4moe, each a row of parts (PARTS below), as llama.cpp
+defines them (src/models/<arch>.cpp, build_moe_ffn, build_ffn and build_attn in src/llama-graph.cpp,
+llama_model_rope_type, ggml's rope_yarn, soft_max with sinks and swiglu_oai). Independent of Guild's C code: own
+GGUF reader and dequantizers.
 
 Everything is computed in float64, except that, by default, the input vector of every matrix product with a
 quantized weight is first quantized to the weight type's dot format (Q8_0 / Q8_1 / Q8_K) exactly as ggml's
@@ -45,6 +46,14 @@ PARTS = {
     "gpt-oss": {"attn": ("gqa", {"rope_neox", "qkv_bias", "out_bias", "sinks", "sliding"}),
                 "router": ("topk_softmax", {"logit_bias"}), "ffn": ("moe", {"swiglu_oai"}),
                 "ffn_norm": "post_attention_norm"},
+    # src/models/glm4-moe.cpp: the FFN norm is attn_post_norm (blk.N.post_attention_norm); q/k norms per head
+    # only where the file has them; leading_dense_block_count dense layers (build_ffn, silu, parallel gate);
+    # build_moe_ffn with sigmoid gating (expert_gating_func), exp_probs_b added for the choice only,
+    # expert_weights_norm and expert_weights_scale from the file; the shared expert added unscaled; the last
+    # nextn_predict_layers blocks are skipped.
+    "glm4moe": {"attn": ("gqa", {"rope_neox", "qkv_bias", "qk_norm_head_if_present"}),
+                "router": ("sigmoid", {"probs_bias", "norm_from_key"}), "ffn": ("moe", {"shexp"}),
+                "dense_lead": True, "ffn_norm": "post_attention_norm", "nextn": True},
 }
 ARCHS = tuple(PARTS)
 
@@ -125,6 +134,9 @@ class Model:
             return g.get(full, default)
 
         self.n_layer = int(key("block_count", required=True))
+        if PARTS[arch].get("nextn"):
+            self.n_layer -= int(key("nextn_predict_layers", 0))
+        self.n_dense_lead = int(key("leading_dense_block_count", 0)) if PARTS[arch].get("dense_lead") else 0
         self.n_embd = int(key("embedding_length", required=True))
         self.n_head = int(key("attention.head_count", required=True))
         self.n_head_kv = int(key("attention.head_count_kv", self.n_head))
@@ -160,15 +172,25 @@ class Model:
             self.freq_scale = 1.0 / float(key("rope.scale_linear"))
         parts = PARTS[arch]
         if (parts["attn"][0], parts["ffn"][0]) != ("gqa", "moe") or \
-                parts["router"][0] not in ("softmax_topk", "topk_softmax"):
+                parts["router"][0] not in ("softmax_topk", "topk_softmax", "sigmoid"):
             raise GGUFError("%s: %s's parts %s are not implemented by the reference" % (path, arch, parts))
         attn_opts, router_opts, ffn_opts = parts["attn"][1], parts["router"][1], parts["ffn"][1]
         # llama_model_rope_type: NORM (adjacent pairs) or NEOX (halves).
         self.rope_neox = "rope_neox" in attn_opts
-        # build_moe_ffn's norm_w argument in the architecture's graph.
+        # build_moe_ffn's norm_w argument in the architecture's graph (or the file's expert_weights_norm).
         self.norm_topk = "renorm" in router_opts
+        if "norm_from_key" in router_opts:
+            self.norm_topk = bool(key("expert_weights_norm", False))
+        if parts["router"][0] == "sigmoid":
+            gating = int(key("expert_gating_func", 0))
+            if gating not in (0, 2):
+                raise GGUFError("%s: expert_gating_func %d is not sigmoid" % (path, gating))
+            self.n_groups = int(key("expert_group_count", 0))
+            self.n_group_used = int(key("expert_group_used_count", 0))
         # Q/K RMS norms: per head after the reshape, or over the whole projection before it.
         self.qk_norm = "head" if "qk_norm_head" in attn_opts else "full" if "qk_norm_full" in attn_opts else None
+        if "qk_norm_head_if_present" in attn_opts and g.tensor("blk.0.attn_q_norm.weight") is not None:
+            self.qk_norm = "head"
         self.router_kind = parts["router"][0]
         self.swiglu_oai = "swiglu_oai" in ffn_opts
         self.sinks = "sinks" in attn_opts
@@ -215,8 +237,10 @@ class Model:
             if self.qk_norm:
                 L["q_norm"] = V(p + "attn_q_norm.weight")
                 L["k_norm"] = V(p + "attn_k_norm.weight")
-            if self.n_expert > 0:
+            if self.n_expert > 0 and i >= self.n_dense_lead:
                 L["gate_inp"] = T(p + "ffn_gate_inp.weight")
+                if "probs_bias" in router_opts:
+                    L["probs_b"] = V(p + "exp_probs_b.bias", False)
                 L["gate_exps"] = T(p + "ffn_gate_exps.weight")
                 L["up_exps"] = T(p + "ffn_up_exps.weight")
                 L["down_exps"] = T(p + "ffn_down_exps.weight")
@@ -231,8 +255,12 @@ class Model:
                     L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
                     L["up_shexp"] = T(p + "ffn_up_shexp.weight")
                     L["down_shexp"] = T(p + "ffn_down_shexp.weight")
+                if "shexp" in ffn_opts:
+                    L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
+                    L["up_shexp"] = T(p + "ffn_up_shexp.weight")
+                    L["down_shexp"] = T(p + "ffn_down_shexp.weight")
             else:
-                if arch != "llama":
+                if arch != "llama" and i >= self.n_dense_lead:
                     raise GGUFError("%s: %s needs %s.expert_count > 0" % (path, arch, arch))
                 L["ffn_gate"] = T(p + "ffn_gate.weight")
                 L["ffn_up"] = T(p + "ffn_up.weight")
@@ -322,17 +350,38 @@ class Model:
             o = o + L["bo"]
         return o
 
+    def route_sigmoid(self, L, logits):
+        """build_moe_ffn with sigmoid gating: (selection scores, gates); groups mask the selection scores."""
+        probs = 1.0 / (1.0 + np.exp(-logits))
+        choice = probs + L["probs_b"] if L.get("probs_b") is not None else probs.copy()
+        if self.n_groups > 1:
+            per = self.n_expert // self.n_groups
+            groups = choice.reshape(self.n_groups, per)
+            top2 = -np.sort(-groups, axis=1)[:, :2].sum(axis=1)
+            keep = np.argsort(-top2, kind="stable")[:self.n_group_used]
+            mask = np.full(self.n_groups, True)
+            mask[keep] = False
+            choice = groups.copy()
+            choice[mask] = -np.inf
+            choice = choice.reshape(-1)
+        return choice, probs
+
     def moe(self, L, h, routing):
         logits = L["gate_inp"].mv(h)
         if "gate_inp_b" in L:
             logits = logits + L["gate_inp_b"]
         # softmax_topk: p = softmax(logits), top k of p weighted by p; topk_softmax (SOFTMAX_WEIGHT): top k of the
-        # logits, weighted by the softmax of those k
-        probs = softmax(logits) if self.router_kind == "softmax_topk" else logits
-        order = np.argsort(-probs, kind="stable")
+        # logits, weighted by the softmax of those k; sigmoid: top k of sigmoid(logits) + exp_probs_b in the best
+        # groups, weighted by the sigmoids
+        if self.router_kind == "sigmoid":
+            choice, probs = self.route_sigmoid(L, logits)
+        else:
+            probs = softmax(logits) if self.router_kind == "softmax_topk" else logits
+            choice = probs
+        order = np.argsort(-choice, kind="stable")
         sel = order[:self.n_expert_used]
         if self.n_expert_used < self.n_expert:
-            gap = probs[order[self.n_expert_used - 1]] - probs[order[self.n_expert_used]]
+            gap = choice[order[self.n_expert_used - 1]] - choice[order[self.n_expert_used]]
             if self.router_kind == "topk_softmax":  # a logit gap, as a probability-like margin
                 gap = gap / max(1.0, float(np.max(np.abs(probs))))
             self.min_router_margin = min(self.min_router_margin, float(gap))
@@ -356,6 +405,8 @@ class Model:
             g = 1.0 / (1.0 + np.exp(-L["gate_inp_shexp"].mv(h)[0]))
             a = silu(L["gate_shexp"].mv(h)) * L["up_shexp"].mv(h)
             out += L["down_shexp"].mv(a) * g
+        elif "gate_shexp" in L:
+            out += L["down_shexp"].mv(silu(L["gate_shexp"].mv(h)) * L["up_shexp"].mv(h))
         return out
 
     def dense_ffn(self, L, h):
@@ -371,7 +422,7 @@ class Model:
         for il, L in enumerate(self.layers):
             x = x + self.attention(il, L, rms_norm(x, L["attn_norm"], self.eps))
             h = rms_norm(x, L["ffn_norm"], self.eps)
-            x = x + (self.moe(L, h, routing) if self.n_expert > 0 else self.dense_ffn(L, h))
+            x = x + (self.moe(L, h, routing) if "gate_inp" in L else self.dense_ffn(L, h))
         self.pos += 1
         self.routing.append(routing)
         return self.output.mv(rms_norm(x, self.output_norm, self.eps))

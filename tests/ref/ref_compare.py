@@ -58,7 +58,7 @@ QSHAPE = ["--layers", "2", "--embd", "256", "--heads", "4", "--kv-heads", "2", "
 
 # name, --arch, shape args, type args, tolerance class
 CASES = []
-for _arch in ("qwen3moe", "qwen2moe", "mixtral", "olmoe"):
+for _arch in ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "glm4moe"):
     CASES.append((_arch + "-f32", _arch, SMALL, ["--type", "F32"], "f32"))
     CASES.append((_arch + "-f16", _arch, SMALL, ["--type", "F16"], "f32"))
     CASES.append((_arch + "-q4km", _arch, QSHAPE, ["--recipe", "Q4_K_M"], "quant"))
@@ -75,6 +75,11 @@ CASES.append(("gpt-oss-f32", "gpt-oss", _GPT_OSS, ["--type", "F32"], "f32"))
 CASES.append(("gpt-oss-f16", "gpt-oss", _GPT_OSS, ["--type", "F16"], "f32"))
 CASES.append(("gpt-oss-mxfp4", "gpt-oss", _GPT_OSS_Q, ["--recipe", "MXFP4_MOE"], "quant"))
 CASES.append(("gpt-oss-q8_0", "gpt-oss", _GPT_OSS, ["--type", "Q8_0"], "quant"))
+# glm4moe's other shapes: three layers (one dense), q/k norms, expert groups, an MTP layer, GLM-4.5's scale
+GLM = ["--layers", "3", "--qk-norm", "--expert-groups", "4", "--groups-used", "2", "--nextn", "1",
+       "--weights-scale", "2.5", "--shared-ff", "128", "--ff", "96"]
+CASES.append(("glm4moe-groups-f32", "glm4moe", SMALL + GLM, ["--type", "F32"], "f32"))
+CASES.append(("glm4moe-groups-q8_0", "glm4moe", SMALL + GLM, ["--type", "Q8_0"], "quant"))
 
 
 def find_binary(builddir, names):
