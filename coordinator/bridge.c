@@ -66,9 +66,14 @@ static int open_model(bridge_t *b, guild_err_t *err)
     gguf_t *g = NULL;
     if (gguf_new(&g, b->model_path, err) < 0)
         return -1;
+    /* a worker rebuilds its shard as one file from the header and the bytes it reads (shard_fetch.h) */
+    const int parts = gguf_n_parts(g);
     b->file_size = gguf_file_size(g);
     b->data_offset = gguf_data_offset(g);
     gguf_destroy(&g);
+    if (parts > 1)
+        return guild_err_set(err, "%s is split into %d files: a worker cannot receive its shard of it; give the "
+                             "worker its own copy (guild-cpu-worker --model)", b->model_path, parts);
     if (!b->buf && !(b->buf = malloc(DATA_MAX_SHARD_BYTES)))
         return guild_err_set(err, "out of memory");
     if ((b->fd = open(b->model_path, O_RDONLY | O_CLOEXEC)) < 0)

@@ -224,6 +224,12 @@ int cmd_inspect(int argc, char **argv)
     printf("%s: GGUF version %u, alignment %u, %" PRId64 " metadata keys, %" PRId64 " tensors\n", gguf_path(g),
            gguf_version(g), gguf_alignment(g), gguf_n_kv(g), gguf_n_tensors(g));
     char human[32];
+    if (gguf_n_parts(g) > 1) { /* offsets are of the parts laid one after the other (core/gguf/gguf.h) */
+        printf("split into %d files (offsets in the parts laid one after the other, each at a page boundary):\n",
+               gguf_n_parts(g));
+        for (int i = 0; i < gguf_n_parts(g); i++)
+            printf("  %s\n", gguf_part_path(g, i));
+    }
     printf("file %" PRIu64 " bytes; tensor data from offset %" PRIu64 ": %" PRIu64 " bytes (%s)\n",
            gguf_file_size(g), gguf_data_offset(g), data_bytes, human_size(human, sizeof human, data_bytes));
     print_metadata(g, &o);

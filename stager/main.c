@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/gguf/gguf.h"
 #include "core/util/log.h"
 #include "ipc/actor.h"
 #include "stager/stage_bench.h"
@@ -61,32 +62,43 @@ int main(int argc, char **argv)
 
     int rc = 1, fd = -1;
     void *map = MAP_FAILED;
+    const void *src = NULL;
     size_t map_bytes = 0;
+    gguf_t *g = NULL;
     stage_ring_t *ring[STAGER_MAX_RINGS] = {0};
     stage_server_t *server[STAGER_MAX_RINGS] = {0};
     actor_t *actor = NULL;
     guild_curve_t *curve = NULL;
     uint64_t t_start = guild_now_ns(), ring_bytes = 0;
 
-    fd = open(model, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        guild_err_errno(&err, errno, "%s: open", model);
-        goto out;
-    }
-    map_bytes = (size_t)st.st_size;
-    if (map_bytes == 0) {
-        guild_err_set(&err, "%s: empty file", model);
-        goto out;
-    }
-    map = mmap(NULL, map_bytes, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        guild_err_errno(&err, errno, "%s: mmap of %zu bytes", model, map_bytes);
-        goto out;
+    /* a GGUF model as the GPU worker maps it, whose offsets the copies name (core/gguf: a split model's parts
+     * one after the other); any other file as its bytes */
+    guild_err_t gerr = {{0}};
+    if (gguf_new(&g, model, &gerr) == 0) {
+        src = gguf_mapping(g);
+        map_bytes = (size_t)gguf_file_size(g);
+    } else {
+        fd = open(model, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            guild_err_errno(&err, errno, "%s: open", model);
+            goto out;
+        }
+        map_bytes = (size_t)st.st_size;
+        if (map_bytes == 0) {
+            guild_err_set(&err, "%s: empty file", model);
+            goto out;
+        }
+        map = mmap(NULL, map_bytes, PROT_READ, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+            guild_err_errno(&err, errno, "%s: mmap of %zu bytes", model, map_bytes);
+            goto out;
+        }
+        src = map;
     }
     for (int i = 0; i < n_rings; i++) {
         if (stage_ring_attach(&ring[i], opt.rings[i], &err) < 0 ||
-            stage_server_start(&server[i], ring[i], map, map_bytes, threads, &err) < 0)
+            stage_server_start(&server[i], ring[i], src, map_bytes, threads, &err) < 0)
             goto out;
         guild_log(GUILD_LOG_INFO, "serving ring %s: %u slots of %zu bytes, %d threads, model %s (%zu bytes)",
                   opt.rings[i], stage_ring_n_slots(ring[i]), stage_ring_slot_bytes(ring[i]), threads, model,
@@ -174,6 +186,7 @@ out:
     }
     if (map != MAP_FAILED)
         munmap(map, map_bytes);
+    gguf_destroy(&g);
     if (fd >= 0)
         close(fd);
     return rc;

@@ -919,6 +919,134 @@ START_TEST(test_file_errors_name_the_file)
 }
 END_TEST
 
+/* --- split models ------------------------------------------------------------------------------------------- */
+
+/* Writes part `no` of `count` of a split model at PREFIX-0000n-of-0000N.gguf: the split keys (split.no as
+ * `no_key`, split.count as `count_key`, split.tensors.count `total`, -1: none), general.name in the first part,
+ * tensors "t<first>" .. "t<first + n - 1>" (their bytes tensor_bytes(their number)). */
+static void write_part(const char *prefix, int no, int count, int no_key, int count_key, int total, int first,
+                       int n)
+{
+    char path[512], name[32];
+    guild_err_t err;
+    ck_assert_int_eq(gguf_split_path(path, sizeof path, prefix, no, count), 0);
+    gguf_writer_t *w = new_writer();
+    gguf_writer_set_u16(w, "split.no", (uint16_t)no_key);
+    gguf_writer_set_u16(w, "split.count", (uint16_t)count_key);
+    if (total >= 0)
+        gguf_writer_set_i32(w, "split.tensors.count", total);
+    if (no == 0)
+        gguf_writer_set_str(w, "general.name", "split");
+    for (int i = first; i < first + n; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        add_tensor(w, name, GUILD_TYPE_F32, 2, 64, (uint64_t)(3 + i), 1, 1);
+    }
+    ck_assert_msg(gguf_writer_begin(w, path, &err) == 0, "%s", err.msg);
+    for (int64_t k = 0; k < n; k++) {
+        const uint64_t size = gguf_writer_tensor_size(w, k);
+        uint8_t *d = tensor_bytes(first + k, size);
+        ck_assert_msg(gguf_writer_write_tensor(w, k, d, size, &err) == 0, "%s", err.msg);
+        free(d);
+    }
+    ck_assert_msg(gguf_writer_finish(w, &err) == 0, "%s", err.msg);
+    gguf_writer_destroy(&w);
+}
+
+/* Opening part `no` of the split model PREFIX fails with a message containing both fragments. */
+static void split_fails(const char *prefix, int no, int count, const char *frag1, const char *frag2)
+{
+    char path[512];
+    gguf_t *g = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(gguf_split_path(path, sizeof path, prefix, no, count), 0);
+    ck_assert_int_eq(gguf_new(&g, path, &err), -1);
+    ck_assert_ptr_null(g);
+    ck_assert_msg(strstr(err.msg, frag1), "message \"%s\" lacks \"%s\"", err.msg, frag1);
+    if (frag2)
+        ck_assert_msg(strstr(err.msg, frag2), "message \"%s\" lacks \"%s\"", err.msg, frag2);
+}
+
+START_TEST(test_split_model)
+{
+    char dir[] = "/tmp/check_gguf_split_XXXXXX", prefix[256], path[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(prefix, sizeof prefix, "%s/m", dir);
+    ck_assert_int_eq(gguf_split_path(path, sizeof path, prefix, 0, 3), 0);
+    ck_assert_int_eq(strcmp(path + strlen(prefix), "-00001-of-00003.gguf"), 0);
+    char back[256];
+    ck_assert_int_eq(gguf_split_prefix(back, sizeof back, path, 0, 3), 0);
+    ck_assert_str_eq(back, prefix);
+    ck_assert_int_eq(gguf_split_prefix(back, sizeof back, path, 1, 3), -1);
+    write_part(prefix, 0, 3, 0, 3, 6, 0, 2);
+    write_part(prefix, 1, 3, 1, 3, 6, 2, 3);
+    write_part(prefix, 2, 3, 2, 3, 6, 5, 1);
+
+    /* one model from the first part: every tensor, its bytes, offsets from the one mapping */
+    gguf_t *g = NULL;
+    guild_err_t err;
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(gguf_n_parts(g), 3);
+    ck_assert_str_eq(gguf_part_path(g, 0), path);
+    ck_assert_str_eq(gguf_path(g), path);
+    ck_assert_int_eq(gguf_n_tensors(g), 6);
+    uint64_t sum = 0; /* the parts one after the other, each at a page boundary */
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        ck_assert_int_eq(stat(gguf_part_path(g, i), &st), 0);
+        sum += ((uint64_t)st.st_size + page - 1) / page * page;
+    }
+    ck_assert_uint_eq(gguf_file_size(g), sum);
+    for (int i = 0; i < 6; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", i);
+        const gguf_tensor_t *t = gguf_find_tensor(g, name);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->ne[1], 3 + i);
+        ck_assert_ptr_eq((const uint8_t *)gguf_mapping(g) + t->offset, t->data);
+        ck_assert_uint_le(t->offset + t->size, gguf_file_size(g));
+        uint8_t *d = tensor_bytes(i, t->size);
+        ck_assert_msg(!memcmp(t->data, d, t->size), "tensor %s", name);
+        free(d);
+    }
+    const char *str;
+    size_t len;
+    ck_assert_int_eq(gguf_get_str(g, "general.name", &str, &len, &err), 0);
+    ck_assert(len == 5 && !memcmp(str, "split", 5));
+    gguf_destroy(&g);
+
+    /* another part: the first is named */
+    split_fails(prefix, 1, 3, "part 2 of 3 of a split model: open its first part", "-00001-of-00003.gguf");
+    /* a part that says it is another */
+    write_part(prefix, 1, 3, 2, 3, 6, 2, 3);
+    split_fails(prefix, 0, 3, "-00002-of-00003.gguf: split.no 2 of split.count 3: expected part 2 of 3", NULL);
+    write_part(prefix, 1, 3, 1, 4, 6, 2, 3);
+    split_fails(prefix, 0, 3, "split.no 1 of split.count 4: expected part 2 of 3", NULL);
+    /* a tensor in two parts; a wrong total */
+    write_part(prefix, 1, 3, 1, 3, 6, 1, 3);
+    split_fails(prefix, 0, 3, "tensor t1 is in part 1", "and in part 2");
+    write_part(prefix, 1, 3, 1, 3, 7, 2, 3);
+    write_part(prefix, 0, 3, 0, 3, 7, 0, 2);
+    write_part(prefix, 2, 3, 2, 3, 7, 5, 1);
+    split_fails(prefix, 0, 3, "split.tensors.count = 7, but its 3 parts hold 6 tensors", NULL);
+    /* a missing part */
+    ck_assert_int_eq(gguf_split_path(path, sizeof path, prefix, 2, 3), 0);
+    ck_assert_int_eq(unlink(path), 0);
+    split_fails(prefix, 0, 3, "-00003-of-00003.gguf: part 3 of 3 of the split model", "is missing");
+    /* a first part whose name does not follow the pattern */
+    ck_assert_int_eq(gguf_split_path(path, sizeof path, prefix, 0, 3), 0);
+    char other[600];
+    snprintf(other, sizeof other, "%s/renamed.gguf", dir);
+    ck_assert_int_eq(rename(path, other), 0);
+    ck_assert_int_eq(gguf_new(&g, other, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "its name does not end in -00001-of-00003.gguf"));
+    unlink(other);
+    ck_assert_int_eq(gguf_split_path(path, sizeof path, prefix, 1, 3), 0);
+    unlink(path);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* --- performance --------------------------------------------------------------------------------------------- */
 
 static double now_ms(void)
@@ -1150,6 +1278,9 @@ int main(void)
     tcase_add_test(tc, test_tensor_order_and_overlap);
     tcase_add_test(tc, test_nesting_limit);
     tcase_add_test(tc, test_file_errors_name_the_file);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("split");
+    tcase_add_test(tc, test_split_model);
     suite_add_tcase(s, tc);
     tc = tcase_create("performance");
     tcase_add_test(tc, test_large_file_opens_fast);

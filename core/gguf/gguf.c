@@ -534,8 +534,8 @@ static int parse(gguf_t *g, guild_err_t *err)
     return place_tensor_data(&r);
 }
 
-static int open_image(gguf_t **out, const void *data, uint64_t size, bool mapped, const char *name,
-                      guild_err_t *err)
+int gguf_open_image(gguf_t **out, const void *data, uint64_t size, bool mapped, const char *name,
+                    guild_err_t *err)
 {
     *out = NULL;
     gguf_t *g = calloc(1, sizeof *g);
@@ -558,7 +558,7 @@ static int open_image(gguf_t **out, const void *data, uint64_t size, bool mapped
 
 int gguf_new_from_memory(gguf_t **out, const void *data, size_t size, const char *name, guild_err_t *err)
 {
-    return open_image(out, data, size, false, name ? name : "<memory>", err);
+    return gguf_open_image(out, data, size, false, name ? name : "<memory>", err);
 }
 
 int gguf_new(gguf_t **out, const char *path, guild_err_t *err)
@@ -586,7 +586,25 @@ int gguf_new(gguf_t **out, const char *path, guild_err_t *err)
     close(fd); /* the mapping keeps the file */
     if (p == MAP_FAILED)
         return guild_err_errno(err, e, "%s: cannot map %lld bytes", path, (long long)st.st_size);
-    return open_image(out, p, (uint64_t)st.st_size, true, path, err);
+    if (gguf_open_image(out, p, (uint64_t)st.st_size, true, path, err) < 0)
+        return -1;
+    int count, no;
+    if (gguf_split_count(*out, &count, &no, err) < 0) {
+        gguf_destroy(out);
+        return -1;
+    }
+    if (count == 1)
+        return 0;
+    gguf_destroy(out);
+    if (no != 0) {
+        char prefix[4096], first[4096 + 32];
+        if (gguf_split_prefix(prefix, sizeof prefix, path, no, count) == 0 &&
+            gguf_split_path(first, sizeof first, prefix, 0, count) == 0)
+            return guild_err_set(err, "%s: part %d of %d of a split model: open its first part, %s", path, no + 1,
+                                 count, first);
+        return guild_err_set(err, "%s: part %d of %d of a split model: open its first part", path, no + 1, count);
+    }
+    return gguf_split_open(out, path, count, err);
 }
 
 void gguf_destroy(gguf_t **pg)
@@ -594,6 +612,12 @@ void gguf_destroy(gguf_t **pg)
     gguf_t *g = *pg;
     if (!g)
         return;
+    for (int i = 1; i < g->n_parts; i++)
+        gguf_destroy(&g->parts[i]);
+    for (int i = 0; i < g->n_parts; i++)
+        free(g->part_paths[i]);
+    free(g->parts);
+    free(g->part_paths);
     if (g->mapped)
         munmap((void *)g->base, (size_t)g->size);
     while (g->blocks) {
@@ -634,6 +658,22 @@ uint64_t gguf_data_offset(const gguf_t *g)
 uint64_t gguf_file_size(const gguf_t *g)
 {
     return g->size;
+}
+
+const void *gguf_mapping(const gguf_t *g)
+{
+    return g->base;
+}
+
+int gguf_n_parts(const gguf_t *g)
+{
+    return g->n_parts ? g->n_parts : 1;
+}
+
+const char *gguf_part_path(const gguf_t *g, int i)
+{
+    GUILD_ASSERT(i >= 0 && i < gguf_n_parts(g));
+    return g->n_parts ? g->part_paths[i] : g->name;
 }
 
 int64_t gguf_n_tensors(const gguf_t *g)

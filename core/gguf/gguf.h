@@ -66,8 +66,22 @@ typedef struct gguf_tensor {
     const void *data;         /* the data in the mapping */
 } gguf_tensor_t;
 
-/* Maps and validates `path`. On failure returns -1, *out = NULL, message in err. */
+/* Maps and validates `path`. On failure returns -1, *out = NULL, message in err. A split model (llama.cpp's
+ * NAME-00001-of-0000N.gguf, split.count > 1) opens from its first part as one: every part mapped and validated,
+ * the tensors of all in one table; offsets and gguf_file_size are then of the parts laid one after the other,
+ * each at a page boundary (core/gguf/split.c). Another part, or a missing or mismatched one, is refused naming
+ * the file. */
 int gguf_new(gguf_t **out, const char *path, guild_err_t *err);
+
+/* The parts of a split model: their count (1 for a single file) and part i's path (gguf_path for i = 0). */
+int gguf_n_parts(const gguf_t *g);
+const char *gguf_part_path(const gguf_t *g, int i);
+
+/* The name of part `no` (from 0) of `count` of a split model: "PREFIX-%05d-of-%05d.gguf" of no + 1, as
+ * llama.cpp's llama_split_path. -1 when it does not fit in buf. */
+int gguf_split_path(char *buf, size_t size, const char *prefix, int no, int count);
+/* The PREFIX of a part's path for (no, count); -1 when path does not end so or the prefix does not fit. */
+int gguf_split_prefix(char *buf, size_t size, const char *path, int no, int count);
 
 /* Validates a GGUF image already in memory (not copied: `data` must outlive the gguf_t). `name` is used in
  * messages. Used by the fuzz target and by tests. */
@@ -134,7 +148,10 @@ int64_t gguf_n_tensors(const gguf_t *g);
 const gguf_tensor_t *gguf_tensor(const gguf_t *g, int64_t i);
 /* The tensor called `name`, or NULL. */
 const gguf_tensor_t *gguf_find_tensor(const gguf_t *g, const char *name);
-/* Size of the mapped file (or memory image) in bytes. */
+/* Size of the mapped file (or memory image) in bytes; of a split model, the range its parts are mapped into. */
 uint64_t gguf_file_size(const gguf_t *g);
+
+/* The first byte of the mapping (offsets count from it): for those who serve the model's bytes by offset. */
+const void *gguf_mapping(const gguf_t *g);
 
 #endif

@@ -34,7 +34,22 @@ struct gguf {
     gguf_name_index_t keys;  /* key (in the mapping) -> kv index */
     gguf_name_index_t names; /* tensor name (in the mapping) -> tensor index */
     gguf_block_t *blocks;
+    /* a split model (core/gguf/split.c): base/size the range all parts are mapped into; this gguf_t is part 0,
+     * parts[1..n_parts) the others (their tables hold the names of their tensors in tensors[]) */
+    struct gguf **parts;     /* [n_parts], parts[0] NULL; NULL for a single file */
+    char **part_paths;       /* [n_parts] */
+    int n_parts;             /* 0 for a single file */
 };
+
+/* Validates the image data[size] into a new gguf_t (mapped: it owns the mapping and unmaps it). */
+int gguf_open_image(gguf_t **out, const void *data, uint64_t size, bool mapped, const char *name,
+                    guild_err_t *err);
+
+/* split.count and split.no of g (1 and 0 when absent), checked. -1 with a message. */
+int gguf_split_count(const gguf_t *g, int *count, int *no, guild_err_t *err);
+
+/* Opens the split model whose first part is path (of count parts) as one gguf_t (core/gguf/split.c). */
+int gguf_split_open(gguf_t **out, const char *path, int count, guild_err_t *err);
 
 /* Little-endian loads from possibly unaligned bytes (GGUF v2/v3 is little-endian whatever the host). */
 static inline uint16_t gguf_rd_u16(const uint8_t *p)
