@@ -214,6 +214,8 @@ START_TEST(test_cli_errors)
     EXPECT_ERROR("--expert-groups 64 --groups-used 1", "--arch", "glm4moe", "--expert-groups", "64", "--groups-used",
                  "1", "-o", "x.gguf"); /* top-8 from one group of 2 */
     EXPECT_ERROR("--rope-dim 33: must be even", "--arch", "glm4moe", "--rope-dim", "33", "-o", "x.gguf");
+    EXPECT_ERROR("--split-max-size 0: not a size", "--split-max-size", "0", "-o", "x.gguf");
+    EXPECT_ERROR("--split-max-size 4T: not a size", "--split-max-size", "4T", "-o", "x.gguf");
     EXPECT_ERROR("--threads 0", "--threads", "0", "-o", "x.gguf");
     EXPECT_ERROR("--seed -1: must not be negative", "--seed", "-1", "-o", "x.gguf");
     EXPECT_ERROR("--tie-embeddings takes no value", "--tie-embeddings=1", "-o", "x.gguf");
@@ -964,6 +966,76 @@ START_TEST(test_pool_file)
 }
 END_TEST
 
+/* --split-max-size: the parts llama.cpp's gguf-split would write (names, split keys, the metadata in the first,
+ * no tensor over two parts), which open as one model with the bytes of the unsplit file. */
+START_TEST(test_file_split)
+{
+    make_tmpdir();
+    char one[512], split[512], part[600];
+    snprintf(one, sizeof one, "%s/one.gguf", tmpdir);
+    snprintf(split, sizeof split, "%s/m.gguf", tmpdir);
+    const char *base[] = {"--arch", "glm4moe", "--layers", "3", "--embd", "64", "--heads", "4", "--kv-heads", "2",
+                          "--head-dim", "16", "--experts", "8", "--experts-used", "2", "--expert-ff", "32",
+                          "--ff", "96", "--nextn", "1", "--vocab", "300", "--type", "Q8_0", "--threads", "2", NULL};
+    write_model(one, base);
+    const char *flags[64];
+    int n = 0;
+    for (; base[n]; n++)
+        flags[n] = base[n];
+    flags[n++] = "--split-max-size", flags[n++] = "20K", flags[n] = NULL;
+    write_model(split, flags);
+    gguf_t *a, *b, *p1;
+    guild_err_t err;
+    ck_assert_msg(gguf_new(&a, one, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(access(split, F_OK), -1); /* no file of that name: parts */
+    int parts = 0;
+    for (int k = 2; k < 100 && !parts; k++) {
+        char p[600];
+        ck_assert_int_eq(mkmodel_part_path(p, sizeof p, split, 0, k, &err), 0);
+        if (access(p, R_OK) == 0)
+            parts = k;
+    }
+    ck_assert_int_gt(parts, 3);
+    ck_assert_int_eq(mkmodel_part_path(part, sizeof part, split, 0, parts, &err), 0);
+    ck_assert_msg(gguf_new(&b, part, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(gguf_n_parts(b), parts);
+    ck_assert_int_eq(gguf_n_tensors(b), gguf_n_tensors(a));
+    for (int64_t i = 0; i < gguf_n_tensors(a); i++) {
+        const gguf_tensor_t *t = gguf_tensor(a, i), *u = gguf_find_tensor(b, t->name);
+        ck_assert_msg(u != NULL, "%s missing", t->name);
+        ck_assert(u->type == t->type && u->n_dims == t->n_dims && u->size == t->size);
+        ck_assert_msg(!memcmp(u->data, t->data, t->size), "%s: other bytes", t->name);
+    }
+    /* the model's metadata in the first part only, the split keys in every part */
+    for (int64_t i = 0; i < gguf_n_kv(a); i++)
+        ck_assert_msg(gguf_find_key(b, gguf_kv_key(a, i)) >= 0, "%s missing", gguf_kv_key(a, i));
+    int64_t v;
+    ck_assert_int_eq(gguf_get_int(b, "split.count", &v, &err), 0);
+    ck_assert_int_eq(v, parts);
+    ck_assert_int_eq(gguf_get_int(b, "split.tensors.count", &v, &err), 0);
+    ck_assert_int_eq(v, gguf_n_tensors(a));
+    ck_assert_int_eq(mkmodel_part_path(part, sizeof part, split, 1, parts, &err), 0);
+    size_t size;
+    uint8_t *bytes = read_file(part, &size);
+    ck_assert_msg(gguf_new_from_memory(&p1, bytes, size, part, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(gguf_get_int(p1, "split.no", &v, &err), 0);
+    ck_assert_int_eq(v, 1);
+    ck_assert_int_lt(gguf_find_key(p1, "general.architecture"), 0);
+    ck_assert_int_gt(gguf_n_tensors(p1), 0);
+    gguf_destroy(&p1);
+    free(bytes);
+    /* Guild's model from the split file */
+    model_t *m = NULL;
+    ck_assert_int_eq(mkmodel_part_path(part, sizeof part, split, 0, parts, &err), 0);
+    ck_assert_msg(model_new(&m, part, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(model_config(m)->n_layer, 3);
+    model_destroy(&m);
+    gguf_destroy(&a);
+    gguf_destroy(&b);
+    remove_tmpdir();
+}
+END_TEST
+
 /* --vocab-from copies a real tokenizer (shared fixtures; skipped without them). */
 START_TEST(test_file_vocab_from)
 {
@@ -1051,6 +1123,7 @@ int main(void)
     tc = tcase_create("file");
     tcase_set_timeout(tc, 120); /* a loaded 2-core machine; each case takes about a second */
     tcase_add_test(tc, test_file_every_arch);
+    tcase_add_test(tc, test_file_split);
     tcase_add_test(tc, test_file_deterministic);
     tcase_add_test(tc, test_file_tokenizes_english);
     tcase_add_test(tc, test_file_vocab_from);

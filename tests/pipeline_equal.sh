@@ -73,6 +73,20 @@ for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe; do
     done
 done
 
+# a split model (--split-max-size: llama.cpp's NAME-00001-of-0000N.gguf parts) runs as the one file it was cut
+# from: the same tokens and logits, single and multi-process
+"$MK" --arch glm4moe --layers 3 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
+    --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q --nextn 1 --expert-groups 4 --groups-used 2 \
+    --split-max-size 300K -o "$T/split.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "mkmodel --split-max-size"; }
+first=$(ls "$T"/split-00001-of-*.gguf 2>/dev/null)
+[ -n "$first" ] && [ "$(ls "$T"/split-*-of-*.gguf | wc -l)" -gt 2 ] || fail "--split-max-size: no parts written"
+run split-single "$first" --single-process
+same glm4moe-single split-single
+run split-2 "$first" --cpu-workers 2 --spin-us 0
+same glm4moe-single split-2
+"$G" run -m "$T/split-00002-of-${first##*-of-}" -p hi -n 1 >"$T/part2.txt" 2>&1 && fail "a second part opened alone"
+grep -q "open its first part, .*split-00001-of-" "$T/part2.txt" || { cat "$T/part2.txt"; fail "second part's message"; }
+
 # mixed types (llama.cpp's Q4_K_M recipe: Q6_K, Q8_0 ... beside Q4_K), more experts, several threads
 "$MK" --arch qwen3moe --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 16 --experts-used 4 \
     --expert-ff 128 --ctx 256 --seed 3 -q -o "$T/mixed.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "mkmodel"; }
@@ -150,4 +164,4 @@ cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 5 architectures x 1-3 CPU workers ($n runs), mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 5 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"

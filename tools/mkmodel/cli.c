@@ -88,6 +88,10 @@ void mkmodel_cli_help(FILE *out)
             "                      first %d blocks (quantized as in exact mode; then each block of a later row\n"
             "                      is a seeded random pick among them), written at memory/disk speed; weights\n"
             "                      are not independent per row. Smaller and float tensors stay exact\n"
+            "  --split-max-size S  a split model: OUT-00001-of-0000N.gguf ... (OUT: FILE less .gguf), each part\n"
+            "                      holding at most S bytes of tensor data (a larger tensor gets a part of its own),\n"
+            "                      llama.cpp's split.no/split.count/split.tensors.count keys; S in bytes or with\n"
+            "                      K, M, G (powers of 1024)\n"
             "  -o, --output FILE   where to write (required)\n"
             "  -q, --quiet         no progress or summary\n"
             "  -h, --help          this text\n",
@@ -130,6 +134,29 @@ static int parse_f64(const char *flag, const char *s, double *out, guild_err_t *
     return 0;
 }
 
+/* A size in bytes, with an optional K, M or G (powers of 1024); > 0. */
+static int parse_size(const char *flag, const char *s, uint64_t *out, guild_err_t *err)
+{
+    char *end;
+    errno = 0;
+    if (s[0] == '-')
+        return guild_err_set(err, "%s %s: must not be negative", flag, s);
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (errno || end == s || *end || v == 0 || v > (UINT64_MAX >> shift))
+        return guild_err_set(err, "%s %s: not a size (bytes, or a number with K, M or G)", flag, s);
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
 static int parse_type(const char *flag, const char *s, int *out, guild_err_t *err)
 {
     int t = quant_type_from_name(s);
@@ -168,6 +195,7 @@ static const int_flag_t int_flags[] = {
 static const char *const value_flags[] = {
     "--shape", "--arch", "--vocab-from", "--seed", "--type", "--recipe", "--router-type", "--rope-base",
     "--yarn-factor", "--rms-eps", "--name", "--threads", "--fill", "-o", "--output", "--weights-scale",
+    "--split-max-size",
 };
 
 static bool takes_value(const char *flag)
@@ -282,6 +310,8 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         } else if (!strcmp(flag, "--weights-scale")) {
             rc = parse_f64(flag, value, &cfg->weights_scale, err);
             scale_given = true;
+        } else if (!strcmp(flag, "--split-max-size")) {
+            rc = parse_size(flag, value, &cfg->split_max_bytes, err);
         } else if (!strcmp(flag, "--qk-norm")) {
             cfg->qk_norm = true;
             qk_given = true;

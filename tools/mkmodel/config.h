@@ -74,6 +74,7 @@ typedef struct mkmodel_config {
     bool tie_embeddings;     /* omit output.weight (the LM head is token_embd) */
     mkmodel_fill_t fill;     /* --fill (not set by presets; zero = exact) */
     int threads;             /* worker threads (>= 1) */
+    uint64_t split_max_bytes; /* --split-max-size: tensor data per file of a split model (0: one file) */
     char out_path[4096];
 } mkmodel_config_t;
 

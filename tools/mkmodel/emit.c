@@ -198,8 +198,8 @@ static int make_pools(emitter_t *e, guild_err_t *err)
     return 0;
 }
 
-int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, mkmodel_fill_t fill, int threads,
-                 mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err)
+int mkmodel_emit(gguf_writer_t *const *w, const int64_t *first, int n_w, const mkmodel_plan_t *plan, uint64_t seed,
+                 mkmodel_fill_t fill, int threads, mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err)
 {
     emitter_t e;
     memset(&e, 0, sizeof e);
@@ -237,7 +237,10 @@ int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, mk
         }
 
     uint64_t total = mkmodel_plan_data_bytes(plan), done = 0;
+    int part = 0; /* the writer of job j's tensor */
     for (int64_t j = 0; j < e.n_jobs && n_started > 0; j++) {
+        while (part + 1 < n_w && e.jobs[j].tensor >= first[part + 1])
+            part++;
         pthread_mutex_lock(&e.mu);
         while (!e.failed && e.slot_done[j % e.n_slots] != j)
             pthread_cond_wait(&e.cv, &e.mu);
@@ -246,7 +249,7 @@ int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, mk
         if (failed)
             break;
         guild_err_t werr;
-        if (gguf_writer_write(w, e.slot[j % e.n_slots], e.jobs[j].bytes, &werr) < 0) {
+        if (gguf_writer_write(w[part], e.slot[j % e.n_slots], e.jobs[j].bytes, &werr) < 0) {
             fail(&e, &werr);
             break;
         }

@@ -20,10 +20,11 @@
 /* Called by the writing thread after each job with the data bytes written so far and the total. */
 typedef void (*mkmodel_progress_fn)(uint64_t done, uint64_t total, void *arg);
 
-/* Writes the data of every tensor of plan, in plan order, to w (which must have begun, with the plan's tensors
- * declared in the same order). -1 with a message on a write error, a fill error or out of memory; the threads
- * are joined in every case. */
-int mkmodel_emit(gguf_writer_t *w, const mkmodel_plan_t *plan, uint64_t seed, mkmodel_fill_t fill, int threads,
-                 mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err);
+/* Writes the data of every tensor of plan, in plan order, to the writers w[0..n_w): writer k takes the tensors
+ * from first[k] (first[0] == 0) up to first[k + 1], which it must have declared in the same order before it
+ * began (one writer: the whole model; several: the parts of a split one). -1 with a message on a write error, a
+ * fill error or out of memory; the threads are joined in every case. */
+int mkmodel_emit(gguf_writer_t *const *w, const int64_t *first, int n_w, const mkmodel_plan_t *plan, uint64_t seed,
+                 mkmodel_fill_t fill, int threads, mkmodel_progress_fn progress, void *progress_arg, guild_err_t *err);
 
 #endif

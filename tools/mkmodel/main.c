@@ -74,6 +74,9 @@ int main(int argc, char **argv)
                (long long)s.n_fallbacks, s.n_params / 1e9, s.data_bytes / 1e9, s.seconds,
                s.seconds > 0 ? s.data_bytes / 1e9 / s.seconds : 0.0, cfg.threads,
                cfg.fill == MKMODEL_FILL_POOL ? ", --fill pool" : "");
+        char first[4096 + 32];
+        if (s.n_parts > 1 && mkmodel_part_path(first, sizeof first, cfg.out_path, 0, s.n_parts, &err) == 0)
+            printf("split into %d files: %s (open this one) ...\n", s.n_parts, first);
     }
     return 0;
 }

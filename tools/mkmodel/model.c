@@ -173,10 +173,51 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The parts of the model (--split-max-size): part k takes the plan's tensors from first[k], starting a new part
+ * when the next tensor's data would take the current one past max bytes (a tensor larger than max gets a part of
+ * its own); one part without a limit. first has room for every tensor; returns the parts' count. */
+static int split_parts(const mkmodel_plan_t *plan, uint64_t max, int64_t *first)
+{
+    int n = 1;
+    uint64_t bytes = 0;
+    first[0] = 0;
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(plan); i++) {
+        const mkmodel_tensor_t *t = mkmodel_plan_tensor(plan, i);
+        const uint64_t b = (t->row_bytes * t->n_rows + GGUF_DEFAULT_ALIGNMENT - 1) & ~(uint64_t)(GGUF_DEFAULT_ALIGNMENT - 1);
+        if (max && bytes > 0 && bytes + b > max) {
+            first[n++] = i;
+            bytes = 0;
+        }
+        bytes += b;
+    }
+    return n;
+}
+
+int mkmodel_part_path(char *buf, size_t size, const char *out, int k, int n, guild_err_t *err)
+{
+    if (n == 1) {
+        snprintf(buf, size, "%s", out);
+        return 0;
+    }
+    char prefix[4096];
+    size_t len = strlen(out);
+    if (len > 5 && !strcmp(out + len - 5, ".gguf"))
+        len -= 5;
+    if (len >= sizeof prefix)
+        return guild_err_set(err, "%s: name too long for a split model", out);
+    memcpy(prefix, out, len);
+    prefix[len] = '\0';
+    if (gguf_split_path(buf, size, prefix, k, n) < 0)
+        return guild_err_set(err, "%s: name too long for a split model", out);
+    return 0;
+}
+
 int mkmodel_write(const mkmodel_config_t *cfg, mkmodel_progress_fn progress, void *progress_arg,
                   mkmodel_summary_t *summary, guild_err_t *err)
 {
-    gguf_writer_t *w = NULL;
+    gguf_writer_t **w = NULL;
+    int64_t *first = NULL;
+    int n_parts = 0;
     gguf_t *vocab_file = NULL;
     mkmodel_vocab_t *vocab = NULL;
     mkmodel_plan_t *plan = NULL;
@@ -185,43 +226,81 @@ int mkmodel_write(const mkmodel_config_t *cfg, mkmodel_progress_fn progress, voi
     if (cfg->vocab_from[0] ? open_vocab(&vocab_file, cfg->vocab_from, &n_vocab, err) < 0
                            : mkmodel_vocab_new(&vocab, n_vocab, err) < 0)
         return -1;
-    if (gguf_writer_new(&w, err) < 0)
-        goto out;
-    set_hparams(w, cfg, n_vocab);
-    if (vocab_file && copy_vocab(w, vocab_file, err) < 0)
-        goto out;
-    if (vocab && set_builtin_vocab(w, vocab) < 0) {
-        guild_err_set(err, "built-in vocabulary: out of memory");
-        goto out;
-    }
     if (mkmodel_plan_new(&plan, cfg, n_vocab, err) < 0)
         goto out;
-    uint64_t n_params = 0;
-    for (int64_t i = 0; i < mkmodel_plan_n_tensors(plan); i++) {
-        const mkmodel_tensor_t *t = mkmodel_plan_tensor(plan, i);
-        GUILD_ASSERT(mkmodel_fill_supported(t->type));
-        uint64_t ne[4] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2], (uint64_t)t->ne[3]};
-        if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, err) < 0)
-            goto out;
-        n_params += ne[0] * ne[1] * ne[2];
+    const int64_t n_tensors = mkmodel_plan_n_tensors(plan);
+    if (!(first = malloc((size_t)(n_tensors + 1) * sizeof *first))) {
+        guild_err_set(err, "out of memory");
+        goto out;
     }
-    if (gguf_writer_begin(w, cfg->out_path, err) < 0)
+    const int n = split_parts(plan, cfg->split_max_bytes, first);
+    first[n] = n_tensors;
+    if (n > 65535) {
+        guild_err_set(err, "--split-max-size %llu: %d parts, more than a split model may have (65535)",
+                      (unsigned long long)cfg->split_max_bytes, n);
         goto out;
+    }
+    if (!(w = calloc((size_t)n, sizeof *w))) {
+        guild_err_set(err, "out of memory");
+        goto out;
+    }
+    n_parts = n;
+    /* the first part has the model's metadata; every part of a split model its place in it (llama.cpp's keys) */
+    for (int k = 0; k < n; k++) {
+        if (gguf_writer_new(&w[k], err) < 0)
+            goto out;
+        if (k == 0) {
+            set_hparams(w[0], cfg, n_vocab);
+            if (vocab_file && copy_vocab(w[0], vocab_file, err) < 0)
+                goto out;
+            if (vocab && set_builtin_vocab(w[0], vocab) < 0) {
+                guild_err_set(err, "built-in vocabulary: out of memory");
+                goto out;
+            }
+        }
+        if (n > 1) {
+            gguf_writer_set_u16(w[k], "split.no", (uint16_t)k);
+            gguf_writer_set_u16(w[k], "split.count", (uint16_t)n);
+            gguf_writer_set_i32(w[k], "split.tensors.count", (int32_t)n_tensors);
+        }
+    }
+    uint64_t n_params = 0;
+    for (int k = 0; k < n; k++)
+        for (int64_t i = first[k]; i < first[k + 1]; i++) {
+            const mkmodel_tensor_t *t = mkmodel_plan_tensor(plan, i);
+            GUILD_ASSERT(mkmodel_fill_supported(t->type));
+            uint64_t ne[4] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2], (uint64_t)t->ne[3]};
+            if (gguf_writer_add_tensor(w[k], t->name, t->type, t->n_dims, ne, err) < 0)
+                goto out;
+            n_params += ne[0] * ne[1] * ne[2];
+        }
+    for (int k = 0; k < n; k++) {
+        char path[4096 + 32];
+        if (mkmodel_part_path(path, sizeof path, cfg->out_path, k, n, err) < 0 ||
+            gguf_writer_begin(w[k], path, err) < 0)
+            goto out;
+    }
     double t0 = now();
-    if (mkmodel_emit(w, plan, cfg->seed, cfg->fill, cfg->threads, progress, progress_arg, err) < 0 ||
-        gguf_writer_finish(w, err) < 0)
+    if (mkmodel_emit(w, first, n, plan, cfg->seed, cfg->fill, cfg->threads, progress, progress_arg, err) < 0)
         goto out;
+    for (int k = 0; k < n; k++)
+        if (gguf_writer_finish(w[k], err) < 0)
+            goto out;
     if (summary) {
-        summary->n_tensors = mkmodel_plan_n_tensors(plan);
+        summary->n_tensors = n_tensors;
         summary->n_vocab = n_vocab;
         summary->n_fallbacks = mkmodel_plan_n_fallbacks(plan);
         summary->data_bytes = mkmodel_plan_data_bytes(plan);
         summary->n_params = n_params;
         summary->seconds = now() - t0;
+        summary->n_parts = n;
     }
     rc = 0;
 out:
-    gguf_writer_destroy(&w); /* removes a begun but unfinished file */
+    for (int k = 0; k < n_parts; k++)
+        gguf_writer_destroy(&w[k]); /* removes a begun but unfinished file: no part of a failed model is left */
+    free(w);
+    free(first);
     gguf_destroy(&vocab_file);
     mkmodel_plan_destroy(&plan);
     mkmodel_vocab_destroy(&vocab);
