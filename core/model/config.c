@@ -201,6 +201,15 @@ int model_config_load(model_config_t *c, const gguf_t *g, guild_err_t *err)
     return read_vocab_size(c, &k);
 }
 
+int32_t model_config_ff_hidden(const model_config_t *c)
+{
+    int32_t f = c->n_ff_shexp;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        if (model_layer_parts(c, il).ffn->kind == MODEL_FFN_DENSE && c->n_ff > f)
+            f = c->n_ff;
+    return f;
+}
+
 void model_config_print(const model_config_t *c, FILE *out)
 {
     static const char *scaling[] = {"none", "linear", "yarn"};

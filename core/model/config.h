@@ -95,6 +95,10 @@ int model_config_load(model_config_t *cfg, const gguf_t *g, guild_err_t *err);
  * attention (every earlier position). As llama.cpp's set_swa_pattern (core/model/attn_gqa.c). */
 int32_t model_layer_window(const model_config_t *c, int32_t il);
 
+/* The widest hidden FFN row a layer computes on the dense side: the shared expert's (n_ff_shexp) or a dense FFN
+ * layer's (n_ff); 0 when neither. What the backends size their FFN buffers by. */
+int32_t model_config_ff_hidden(const model_config_t *cfg);
+
 /* Prints the configuration, one "  key = value" per line, after a header line. */
 void model_config_print(const model_config_t *cfg, FILE *out);
 

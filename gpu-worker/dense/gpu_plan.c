@@ -205,7 +205,7 @@ static uint64_t buffers_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx)
     const model_config_t *c = f->c;
     const uint64_t E = (uint64_t)c->n_embd, HD = (uint64_t)c->head_dim;
     const uint64_t Q = (uint64_t)c->n_head * HD, KV = (uint64_t)c->n_head_kv * HD, K = (uint64_t)c->n_expert_used;
-    const uint64_t F = (uint64_t)c->n_ff_shexp, fl = 4;
+    const uint64_t F = (uint64_t)model_config_ff_hidden(c), fl = 4; /* the shared expert's or a dense layer's */
     const uint64_t logit_rows = NB < LOGIT_ROWS ? NB : LOGIT_ROWS, attn_rows = NB < ATTN_TOK ? NB : ATTN_TOK;
     return NB * E * fl * 3 + NB * Q * fl * 2 + NB * KV * fl * 2 + NB * (uint64_t)c->n_expert * fl + NB * K * 8 +
            NB * F * fl * 2 + NB * fl + logit_rows * (uint64_t)c->n_vocab * fl + (2 * NB + 2) * 4 + NB * f->widest +

@@ -111,10 +111,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
-    b->ff_hidden = c->n_ff_shexp;
-    for (int32_t il = 0; il < c->n_layer; il++)
-        if (model_layer_parts(c, il).ffn->kind == MODEL_FFN_DENSE && c->n_ff > b->ff_hidden)
-            b->ff_hidden = c->n_ff;
+    b->ff_hidden = model_config_ff_hidden(c);
     b->probs_stride = cpu_router_sigmoid_scratch(c->n_expert, c->n_expert_groups);
     const size_t F = (size_t)b->ff_hidden, NT = (size_t)b->n_threads;
     bool ok = true;

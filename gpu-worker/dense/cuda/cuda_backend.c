@@ -369,11 +369,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
     /* sh_gate/sh_up hold the widest hidden FFN row: the shared expert's or a dense FFN layer's */
-    size_t F = (size_t)c->n_ff_shexp;
-    for (int32_t il = 0; il < c->n_layer; il++)
-        if (model_layer_parts(c, il).ffn->kind == MODEL_FFN_DENSE && (size_t)c->n_ff > F)
-            F = (size_t)c->n_ff;
-    const size_t f = sizeof(float);
+    const size_t F = (size_t)model_config_ff_hidden(c), f = sizeof(float);
     const size_t kv_bytes = (size_t)c->n_layer * (size_t)opt->n_ctx * KV * b->kv_elem;
     b->act_row = max_act_row(b);
     b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
