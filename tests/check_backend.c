@@ -91,6 +91,8 @@ static tiny_spec_t spec_of(int i)
         s.no_maybe = true;
     }
     s.n_mtp = 1; /* where the architecture has them: loaded, never run */
+    if (!strcmp(s.arch, "glm4moe"))
+        s.n_rot = 8; /* half of each head, as GLM's converter writes it */
     s.seed = 10 + (uint64_t)i;
     return s;
 }

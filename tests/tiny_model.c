@@ -114,6 +114,8 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     set_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
     set_u32(w, s, "attention.value_length", (uint32_t)s->head_dim);
     set_f32(w, s, "rope.freq_base", 10000.0f);
+    if (s->n_rot)
+        set_u32(w, s, "rope.dimension_count", (uint32_t)s->n_rot);
     set_f32(w, s, "attention.layer_norm_rms_epsilon", 1e-6f);
     set_u32(w, s, "expert_count", (uint32_t)s->n_expert);
     set_u32(w, s, "expert_used_count", (uint32_t)s->n_used);

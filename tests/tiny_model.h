@@ -20,6 +20,7 @@ typedef struct tiny_spec {
     int n_shared;          /* ungated shared expert: expert_shared_count (its width n_shared * n_ff_exp) */
     int n_groups, n_group_used; /* grouped router: expert_group_count, expert_group_used_count (0: not written) */
     int gating;            /* grouped router: expert_gating_func (0: 2, sigmoid) */
+    int n_rot;             /* rope.dimension_count (0: not written, the head size) */
     bool no_maybe;         /* leave out the tensors of the options the row says a file may have (maybe) */
     guild_type_t wtype;    /* type of every matrix (norms and biases stay F32) */
     bool tied;             /* no output.weight */

@@ -105,6 +105,9 @@ static tiny_spec_t cuda_spec(const char *arch, guild_type_t type, uint64_t seed)
     s.n_ff_exp = 256;
     s.n_ff_shexp = 256;
     s.n_vocab = 256;
+    s.n_ff = 512;   /* glm4moe's dense first layer */
+    s.n_rot = !strcmp(arch, "glm4moe") ? 32 : 0; /* its half-rotary heads */
+    s.n_mtp = 1;    /* its MTP layer: loaded, never run */
     s.wtype = type;
     s.seed = seed;
     return s;
@@ -261,6 +264,10 @@ static const model_case_t cases[] = {
     /* gpt-oss (tiny_model: a window of 5 on the even layers, sinks, biases, its router; experts with biases and
      * swiglu_oai on the device) */
     {"gpt-oss", GUILD_TYPE_F32},    {"gpt-oss", GUILD_TYPE_Q8_0},   {"gpt-oss", GUILD_TYPE_Q4_K},
+    /* glm4moe (tiny_model: a dense first layer, half-rotary heads, the grouped sigmoid router with its score bias,
+     * an ungated shared expert, an MTP layer loaded and never run) */
+    {"glm4moe", GUILD_TYPE_F32},    {"glm4moe", GUILD_TYPE_Q8_0},   {"glm4moe", GUILD_TYPE_Q4_K},
+    {"glm4moe", GUILD_TYPE_Q6_K},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 

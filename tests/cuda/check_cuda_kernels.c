@@ -640,11 +640,70 @@ START_TEST(test_expert_oai)
 }
 END_TEST
 
+/* The grouped sigmoid router against the CPU's: the same experts in the same slots, weights within expf's
+ * difference. */
+START_TEST(test_router_sigmoid)
+{
+    static const struct {
+        int32_t n_expert, k, groups, used;
+        bool bias, renorm;
+        float scale;
+    } cases[] = {{128, 8, 0, 0, true, true, 1.0f},   {160, 8, 0, 0, true, true, 2.5f},  {256, 8, 8, 4, true, true, 2.5f},
+                 {64, 6, 8, 3, false, false, 16.0f}, {1024, 32, 16, 8, true, true, 0.0f}, {8, 2, 4, 2, true, true, 1.0f}};
+    const int32_t ne = cases[_i].n_expert, k = cases[_i].k, n_tok = 37;
+    rng_t r;
+    rng_seed(&r, 29 + (uint64_t)_i);
+    float *logits = malloc((size_t)(n_tok * ne) * sizeof *logits), *bias = malloc((size_t)ne * sizeof *bias);
+    fill(&r, logits, n_tok * ne, 3.0f);
+    fill(&r, bias, ne, 0.1f);
+    float *dl = dev_upload(logits, (size_t)(n_tok * ne) * sizeof *logits);
+    float *db = dev_upload(bias, (size_t)ne * sizeof *bias);
+    int32_t *dids = dev_new((size_t)(n_tok * k) * sizeof(int32_t));
+    float *dw = dev_new((size_t)(n_tok * k) * sizeof(float));
+    guild_err_t err;
+    const float *b = cases[_i].bias ? bias : NULL;
+    ck_assert_msg(cuda_router_sigmoid_grouped(dl, cases[_i].bias ? db : NULL, n_tok, ne, k, cases[_i].groups,
+                                              cases[_i].used, cases[_i].renorm, cases[_i].scale, dids, dw, stream,
+                                              &err) == 0, "%s", err.msg);
+    int32_t *ids = malloc((size_t)(n_tok * k) * sizeof *ids), rids[32];
+    float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32];
+    float *scratch = malloc((size_t)cpu_router_sigmoid_scratch(ne, cases[_i].groups) * sizeof *scratch);
+    dev_download(ids, dids, (size_t)(n_tok * k) * sizeof *ids, stream);
+    dev_download(w, dw, (size_t)(n_tok * k) * sizeof *w, stream);
+    double worst = 0;
+    for (int32_t t = 0; t < n_tok; t++) {
+        cpu_router_sigmoid_grouped(logits + t * ne, b, ne, k, cases[_i].groups, cases[_i].used, cases[_i].renorm,
+                                   cases[_i].scale, rids, rw, scratch);
+        for (int32_t s = 0; s < k; s++) {
+            ck_assert_msg(ids[t * k + s] == rids[s], "token %d slot %d: expert %d, reference %d", t, s, ids[t * k + s],
+                          rids[s]);
+            const double d = fabs((double)w[t * k + s] - rw[s]);
+            ck_assert_msg(d <= 2e-6 * fabs(rw[s]) + 1e-7, "token %d slot %d: weight %.9g vs %.9g", t, s,
+                          (double)w[t * k + s], (double)rw[s]);
+            worst = d / fabs(rw[s]) > worst ? d / fabs(rw[s]) : worst;
+        }
+    }
+    /* a configuration the kernel does not take is refused */
+    ck_assert_int_eq(cuda_router_sigmoid_grouped(dl, NULL, n_tok, ne, k, 3, 1, false, 0, dids, dw, stream, &err), -1);
+    printf("router sigmoid top-%d of %d, %d groups (%d used)%s: same experts, max rel weight err %.3g (tolerance "
+           "2e-6)\n", k, ne, cases[_i].groups, cases[_i].used, cases[_i].bias ? ", score bias" : "", worst);
+    dev_free(dl);
+    dev_free(db);
+    dev_free(dids);
+    dev_free(dw);
+    free(logits);
+    free(bias);
+    free(ids);
+    free(w);
+    free(scratch);
+}
+END_TEST
+
 /* ---- combine --------------------------------------------------------------------------------------------- */
 
 START_TEST(test_combine)
 {
-    const bool shared = _i == 1;
+    const bool shared = _i >= 1, gated = _i == 1; /* 2: an ungated shared expert (glm4moe) */
     const int32_t n_tok = 5, K = 8;
     const int64_t E = 640;
     rng_t r;
@@ -661,8 +720,8 @@ START_TEST(test_combine)
     float *dw = dev_upload(w, (size_t)(n_tok * K) * sizeof *w), *dsh = dev_upload(sh, (size_t)(n_tok * E) * sizeof *sh);
     float *dlg = dev_upload(lg, (size_t)n_tok * sizeof *lg);
     guild_err_t err;
-    ck_assert_msg(cuda_moe_combine(dx, dy, dw, shared ? dsh : NULL, dlg, n_tok, K, E, stream, &err) == 0, "%s",
-                  err.msg);
+    ck_assert_msg(cuda_moe_combine(dx, dy, dw, shared ? dsh : NULL, gated ? dlg : NULL, n_tok, K, E, stream, &err) == 0,
+                  "%s", err.msg);
     dev_download(got, dx, (size_t)(n_tok * E) * sizeof *got, stream);
     double worst = 0;
     for (int32_t t = 0; t < n_tok; t++) {
@@ -671,10 +730,12 @@ START_TEST(test_combine)
             float acc = w[t * K] * y[(t * K) * E + i];
             for (int32_t k = 1; k < K; k++)
                 acc += w[t * K + k] * y[(t * K + k) * E + i];
-            if (shared)
+            if (gated)
                 acc += sh[t * E + i] * gate;
+            else if (shared)
+                acc += sh[t * E + i];
             const float ref = acc + x[t * E + i], g = got[t * E + i];
-            if (!shared) {
+            if (!gated) {
                 ck_assert_msg(!memcmp(&g, &ref, sizeof g), "combine [%d][%lld]: %.9g vs %.9g", t, (long long)i,
                               (double)g, (double)ref);
             } else {
@@ -685,10 +746,10 @@ START_TEST(test_combine)
             }
         }
     }
-    if (shared)
+    if (gated)
         printf("combine with shared expert: max abs err %.3g (tolerance 2e-6 |ref| + 1e-6)\n", worst);
     else
-        printf("combine: bit-exact\n");
+        printf("combine%s: bit-exact\n", shared ? " with an ungated shared expert" : "");
     dev_free(dx);
     dev_free(dy);
     dev_free(dw);
@@ -847,7 +908,8 @@ static Suite *kernels_suite(void)
     ADD("router", test_router, 0, 5);
     ADD("router_topk_logits", test_router_topk_logits, 0, 4);
     ADD("expert_oai", test_expert_oai, 0, 1);
-    ADD("combine", test_combine, 0, 2);
+    ADD("router_sigmoid", test_router_sigmoid, 0, 6);
+    ADD("combine", test_combine, 0, 3);
     ADD("attention", test_attention, 0, 2 * N_ATTN_CASES);
     ADD("errors", test_errors, 0, 1);
 #undef ADD

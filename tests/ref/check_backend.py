@@ -30,9 +30,13 @@ STEPS = 16
 K_SHAPE = ["--embd", "256", "--expert-ff", "256", "--heads", "4", "--head-dim", "64", "--experts", "16",
            "--experts-used", "4", "--shared-ff", "256"]
 
-CASES = [(a + "-f32", a, [], "f32") for a in ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "gpt-oss")]
+CASES = [(a + "-f32", a, [], "f32") for a in ("qwen3moe", "qwen2moe", "mixtral", "olmoe", "gpt-oss", "glm4moe")]
 CASES.append(("gpt-oss-mxfp4", "gpt-oss", ["--type", "Q8_0", "--expert-type", "MXFP4", "--output-type", "F32"],
               "quant"))
+CASES.append(("glm4moe-groups-f32", "glm4moe", ["--layers", "3", "--qk-norm", "--groups", "4", "--groups-used", "2"],
+              "f32"))
+CASES.append(("glm4moe-q4_k", "glm4moe", ["--type", "Q4_K", "--output-type", "F32", "--ff", "256", "--groups", "4",
+                                          "--groups-used", "2"] + K_SHAPE, "quant"))
 CASES.append(("qwen3moe-tied-f32", "qwen3moe", ["--tied"], "f32"))
 CASES += [(a + "-" + t.lower(), a, ["--type", t, "--output-type", "F32"] + K_SHAPE, "quant") for a, t in [
     ("qwen3moe", "Q4_K"), ("qwen2moe", "Q6_K"), ("mixtral", "Q5_K"), ("olmoe", "Q3_K"), ("qwen3moe", "Q2_K"),

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gguf_ref import ARRAY, FLOAT32, INT32, STRING, TYPE_BY_NAME, TYPES, UINT32  # noqa: E402
+from gguf_ref import ARRAY, BOOL, FLOAT32, INT32, STRING, TYPE_BY_NAME, TYPES, UINT32  # noqa: E402
 from gguf_write_ref import random_blocks, write_gguf  # noqa: E402
 
 
@@ -45,27 +45,39 @@ def build(a):
     norm("output_norm.weight", E)
     if not a.tied:
         add("output.weight", (E, a.vocab), a.output_type or a.type, ws)
-    for i in range(a.layers):
+    glm = arch == "glm4moe"
+    # glm4moe as llama.cpp's converter writes it: the dense first layers, an MTP block after the others
+    n_dense = a.dense_layers if glm else 0
+    n_blocks = a.layers + (a.nextn if glm else 0)
+    for i in range(n_blocks):
         p = "blk.%d." % i
         norm(p + "attn_norm.weight", E)
         add(p + "attn_q.weight", (E, H * D), a.type, ws)
         add(p + "attn_k.weight", (E, KV * D), a.type, ws)
         add(p + "attn_v.weight", (E, KV * D), a.type, ws)
         add(p + "attn_output.weight", (H * D, E), a.type, 1.0 / np.sqrt(H * D))
-        if arch in ("qwen2moe", "gpt-oss"):
+        if arch in ("qwen2moe", "gpt-oss", "glm4moe"):
             for nm, n in (("attn_q.bias", H * D), ("attn_k.bias", KV * D), ("attn_v.bias", KV * D)):
                 tensors.append((p + nm, TYPE_BY_NAME["F32"], (n,), (0.1 * rng.standard_normal(n)).astype("<f4").tobytes()))
         if arch == "gpt-oss":  # llama.cpp's openai-moe tensors
             f32(p + "attn_output.bias", (E,), 0.1)
             f32(p + "attn_sinks.weight", (H,), 1.0)
-        if arch == "qwen3moe":
+        if arch == "qwen3moe" or (glm and a.qk_norm):
             norm(p + "attn_q_norm.weight", D)
             norm(p + "attn_k_norm.weight", D)
         if arch == "olmoe":
             norm(p + "attn_q_norm.weight", H * D)
             norm(p + "attn_k_norm.weight", KV * D)
-        norm(p + ("post_attention_norm.weight" if arch == "gpt-oss" else "ffn_norm.weight"), E)
+        norm(p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") else "ffn_norm.weight"), E)
+        if i < n_dense:
+            add(p + "ffn_gate.weight", (E, a.ff), a.type, ws)
+            add(p + "ffn_up.weight", (E, a.ff), a.type, ws)
+            add(p + "ffn_down.weight", (a.ff, E), a.type, 1.0 / np.sqrt(a.ff))
+            continue
         add(p + "ffn_gate_inp.weight", (E, a.experts), "F32", ws * 4)
+        if glm:
+            tensors.append((p + "exp_probs_b.bias", TYPE_BY_NAME["F32"], (a.experts,),
+                            (0.05 * rng.standard_normal(a.experts)).astype("<f4").tobytes()))
         add(p + "ffn_gate_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
         add(p + "ffn_up_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
         add(p + "ffn_down_exps.weight", (a.expert_ff, E, a.experts), xt, 1.0 / np.sqrt(a.expert_ff))
@@ -79,14 +91,24 @@ def build(a):
             add(p + "ffn_gate_shexp.weight", (E, a.shared_ff), a.type, ws)
             add(p + "ffn_up_shexp.weight", (E, a.shared_ff), a.type, ws)
             add(p + "ffn_down_shexp.weight", (a.shared_ff, E), a.type, 1.0 / np.sqrt(a.shared_ff))
+        if glm:  # ungated, expert_shared_count routed experts wide
+            S = a.expert_ff * a.shared_count
+            add(p + "ffn_gate_shexp.weight", (E, S), a.type, ws)
+            add(p + "ffn_up_shexp.weight", (E, S), a.type, ws)
+            add(p + "ffn_down_shexp.weight", (S, E), a.type, 1.0 / np.sqrt(S))
+        if i >= a.layers:  # an MTP block's own
+            add(p + "nextn.eh_proj.weight", (2 * E, E), a.type, ws)
+            norm(p + "nextn.enorm.weight", E)
+            norm(p + "nextn.hnorm.weight", E)
+            norm(p + "nextn.shared_head_norm.weight", E)
 
     kv = [
         ("general.architecture", STRING, arch),
         ("general.name", STRING, "reference test model"),
-        (arch + ".block_count", UINT32, a.layers),
+        (arch + ".block_count", UINT32, n_blocks),
         (arch + ".context_length", UINT32, 256),
         (arch + ".embedding_length", UINT32, E),
-        (arch + ".feed_forward_length", UINT32, a.expert_ff),
+        (arch + ".feed_forward_length", UINT32, a.ff if glm else a.expert_ff),
         (arch + ".attention.head_count", UINT32, H),
         (arch + ".attention.head_count_kv", UINT32, KV),
         (arch + ".attention.key_length", UINT32, D),
@@ -106,13 +128,24 @@ def build(a):
         kv += [(arch + ".attention.sliding_window", UINT32, 6), (arch + ".rope.scaling.type", STRING, "yarn"),
                (arch + ".rope.scaling.factor", FLOAT32, 32.0),
                (arch + ".rope.scaling.original_context_length", UINT32, 4096)]
+    if glm:
+        kv += [(arch + ".rope.dimension_count", UINT32, a.rope_dim or D // 2),
+               (arch + ".leading_dense_block_count", UINT32, n_dense),
+               (arch + ".nextn_predict_layers", UINT32, a.nextn),
+               (arch + ".expert_shared_count", UINT32, a.shared_count),
+               (arch + ".expert_gating_func", UINT32, 2),
+               (arch + ".expert_weights_norm", BOOL, True),
+               (arch + ".expert_weights_scale", FLOAT32, a.weights_scale)]
+        if a.groups > 1:
+            kv += [(arch + ".expert_group_count", UINT32, a.groups),
+                   (arch + ".expert_group_used_count", UINT32, a.groups_used)]
     write_gguf(a.o, kv, tensors)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe",
-                                                           "gpt-oss"])
+                                                           "gpt-oss", "glm4moe"])
     ap.add_argument("--type", default="F32", help="type of every matrix (see --expert-type, --output-type)")
     ap.add_argument("--expert-type", help="type of the routed experts (default: --type)")
     ap.add_argument("--output-type", help="type of token_embd and output (default: --type)")
@@ -128,6 +161,16 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tied", action="store_true")
+    # glm4moe
+    ap.add_argument("--ff", type=int, default=96, help="glm4moe: the dense layers' width")
+    ap.add_argument("--dense-layers", type=int, default=1)
+    ap.add_argument("--nextn", type=int, default=1)
+    ap.add_argument("--qk-norm", action="store_true")
+    ap.add_argument("--rope-dim", type=int, default=0, help="default: half the head")
+    ap.add_argument("--shared-count", type=int, default=1)
+    ap.add_argument("--groups", type=int, default=0)
+    ap.add_argument("--groups-used", type=int, default=0)
+    ap.add_argument("--weights-scale", type=float, default=2.5)
     ap.add_argument("-o", required=True)
     build(ap.parse_args(argv))
 
