@@ -3,6 +3,7 @@
  * KV truncation, and errors. Correctness against the float64 reference is tests/ref's job. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@ typedef struct rig {
 } rig_t;
 
 static bool rig_all_rows; /* backend_options_t.all_rows of the rigs opened next */
+static int32_t rig_mla_form; /* backend_options_t.mla_form of the rigs opened next */
 
 static void rig_open(rig_t *r, const tiny_spec_t *s, int threads, int n_batch, int n_ctx)
 {
@@ -34,7 +36,7 @@ static void rig_open(rig_t *r, const tiny_spec_t *s, int threads, int n_batch, i
     ck_assert_msg(guild_pool_new(&r->pool, threads, NULL, &err) == 0, "%s", err.msg);
     ck_assert_msg(moe_local_new(&r->moe, r->model, r->pool, &err) == 0, "%s", err.msg);
     backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe,
-                           .all_rows = rig_all_rows};
+                           .all_rows = rig_all_rows, .mla_form = rig_mla_form};
     ck_assert_msg(backend_new(&r->be, "cpu", r->model, &o, NULL, &err) == 0, "%s", err.msg);
 }
 
@@ -76,7 +78,7 @@ static void run_all(rig_t *r, int chunk, float *out)
     }
 }
 
-static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss", "glm4moe"};
+static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss", "glm4moe", "deepseek2"};
 #define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
 
 static tiny_spec_t spec_of(int i)
@@ -166,6 +168,115 @@ START_TEST(test_truncate_and_replay)
     rig_close(&r);
     free(a);
     free(b);
+}
+END_TEST
+
+/* ---- multi-head latent attention's two forms ----------------------------------------------------------- */
+
+enum { N_LONG = 150 }; /* positions: the expanded form's blocks of 64 and a partial one */
+
+/* The long prompt in chunks of `chunk`, every row's logits. out: [N_LONG][n_vocab]. */
+static void run_long(rig_t *r, int chunk, float *out)
+{
+    guild_err_t err = {{0}};
+    const int32_t V = model_config(r->model)->n_vocab;
+    int32_t tok[N_LONG], rows[N_LONG], pos[N_LONG];
+    uint32_t x = 12345;
+    for (int i = 0; i < N_LONG; i++) {
+        x = x * 1103515245u + 12345u;
+        tok[i] = (int32_t)((x >> 16) % (uint32_t)V);
+    }
+    for (int s = 0; s < N_LONG; s += chunk) {
+        int n = N_LONG - s < chunk ? N_LONG - s : chunk;
+        for (int i = 0; i < n; i++) {
+            rows[i] = i;
+            pos[i] = s + i;
+        }
+        ck_assert_msg(backend_forward(r->be, n, tok + s, pos, n, rows, out + (size_t)s * V, &err) == 0, "%s",
+                      err.msg);
+    }
+}
+
+/* The absorbed form (queries into the latent space) and the expanded one (keys and values up-projected from the
+ * cached latents) agree within float rounding; each gives the same bits for every batch split; auto takes the
+ * expanded form for a batch of 150 rows and the absorbed one for few rows. Variants: attn_k_b/attn_v_b with a q
+ * LoRA, attn_kv_b without, Q8_0 weights, YaRN. */
+START_TEST(test_mla_absorbed_and_expanded_agree)
+{
+    tiny_spec_t s = tiny_spec("deepseek2");
+    s.seed = 40 + (uint64_t)_i;
+    if (_i == 1) {
+        s.mla_kv_b = true;
+        s.n_lora_q = 0;
+        s.gating = 1;
+    } else if (_i == 2) {
+        s.wtype = GUILD_TYPE_Q8_0;
+        s.n_ff = 64;
+    } else if (_i == 3) {
+        s.yarn_factor = 4.0f;
+    }
+    const size_t V = 96, n = (size_t)N_LONG * V;
+    float *ab = malloc(n * sizeof *ab), *ex = malloc(n * sizeof *ex), *o = malloc(n * sizeof *o);
+    rig_t r;
+    static const int32_t forms[] = {BACKEND_MLA_ABSORBED, BACKEND_MLA_EXPANDED};
+    float *outs[] = {ab, ex};
+    for (int f = 0; f < 2; f++) {
+        rig_mla_form = forms[f];
+        rig_open(&r, &s, 2, N_LONG, N_LONG);
+        run_long(&r, N_LONG, outs[f]);
+        rig_close(&r);
+        rig_open(&r, &s, 3, 32, N_LONG);
+        run_long(&r, f ? 7 : 13, o);
+        rig_close(&r);
+        ck_assert_msg(!memcmp(o, outs[f], n * sizeof *o), "form %d: batch splits differ", forms[f]);
+    }
+    rig_mla_form = BACKEND_MLA_AUTO;
+    rig_open(&r, &s, 2, N_LONG, N_LONG);
+    run_long(&r, N_LONG, o);
+    rig_close(&r);
+    ck_assert_msg(!memcmp(o, ex, n * sizeof *o), "auto: a batch of %d rows is not the expanded form", N_LONG);
+    rig_open(&r, &s, 2, 8, N_LONG);
+    run_long(&r, 5, o);
+    rig_close(&r);
+    ck_assert_msg(!memcmp(o, ab, n * sizeof *o), "auto: batches of 5 rows are not the absorbed form");
+    double max_diff = 0, max_abs = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(isfinite(ab[i]) && isfinite(ex[i]));
+        max_diff = fmax(max_diff, fabs((double)ab[i] - ex[i]));
+        max_abs = fmax(max_abs, fabs((double)ab[i]));
+    }
+    ck_assert(memcmp(ab, ab + V, V * sizeof *ab) != 0);
+    int same_top = 0, close_rows = 0;
+    for (int t = 0; t < N_LONG; t++) {
+        const float *x = ab + (size_t)t * V, *y = ex + (size_t)t * V;
+        int ax = 0, ay = 0;
+        double d = 0;
+        for (size_t v = 1; v < V; v++) {
+            ax = x[v] > x[ax] ? (int)v : ax;
+            ay = y[v] > y[ay] ? (int)v : ay;
+        }
+        for (size_t v = 0; v < V; v++)
+            d = fmax(d, fabs((double)x[v] - y[v]));
+        same_top += ax == ay;
+        close_rows += d <= 0.05 * max_abs;
+    }
+    printf("mla variant %d: absorbed - expanded max |diff| %.3g, max |logit| %.3g, same top token %d/%d, rows "
+           "within 5%% %d\n", _i, max_diff, max_abs, same_top, N_LONG, close_rows);
+    fflush(stdout);
+    if (s.wtype == GUILD_TYPE_F32) {
+        ck_assert_msg(max_diff <= 2e-5 * max_abs, "variant %d: absorbed and expanded differ by %g (max |logit| %g)",
+                      _i, max_diff, max_abs);
+    } else {
+        /* the forms quantize different activations (the queries and the latent outputs, or the cached latents)
+         * to the weights' dot type, and a router choice flipped by that changes a row's logits much: most rows
+         * agree closely */
+        ck_assert_msg(same_top >= N_LONG * 95 / 100 && close_rows >= N_LONG * 9 / 10,
+                      "variant %d: absorbed and expanded agree on %d top tokens, %d rows of %d", _i, same_top,
+                      close_rows, N_LONG);
+    }
+    free(ab);
+    free(ex);
+    free(o);
 }
 END_TEST
 
@@ -493,6 +604,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_threads_and_batches_give_the_same_bits, 0, 2 * N_ARCHS);
     tcase_add_loop_test(tc, test_truncate_and_replay, 0, 2);
+    tcase_add_loop_test(tc, test_mla_absorbed_and_expanded_agree, 0, 4);
     suite_add_tcase(su, tc);
     tc = tcase_create("experts");
     tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 2 * N_ARCHS);

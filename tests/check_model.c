@@ -2,6 +2,7 @@
 #include "core/model/model.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,8 +174,6 @@ START_TEST(test_unimplemented_parts)
     } cases[] = {
         {"qwen3next", "architecture \"qwen3next\": attention part \"gdn\" is not implemented"},
         {"qwen35moe", "architecture \"qwen35moe\": attention part \"gdn\" is not implemented"},
-        {"deepseek2", "architecture \"deepseek2\": attention part \"mla\" is not implemented"},
-
     };
     tiny_spec_t s = tiny_spec(cases[_i].arch);
     open_fails(&s, cases[_i].frag, NULL);
@@ -384,6 +383,117 @@ START_TEST(test_glm4moe_errors)
 END_TEST
 
 /* The layout: which parts each layer uses, for hybrid and dense-first models. */
+/* deepseek2 (llama.cpp's reading): MLA with the compressed cache's row, q LoRA where present, the split or joined
+ * up-projections, YaRN's scale, dense first, the ungated shared expert, the router by expert_gating_func, an MTP
+ * layer. */
+START_TEST(test_deepseek2)
+{
+    tiny_spec_t s = tiny_spec("deepseek2");
+    s.n_layer = 3;
+    s.n_mtp = 1;
+    open_ok(&s);
+    const model_config_t *c = model_config(model);
+    ck_assert_int_eq(c->arch, MODEL_ARCH_DEEPSEEK2);
+    ck_assert_int_eq(c->n_layer, 3);
+    ck_assert_int_eq(c->n_layer_mtp, 1);
+    ck_assert_int_eq(c->attn.kind, MODEL_ATTN_MLA);
+    ck_assert_int_eq(c->n_head, 4);
+    ck_assert_int_eq(c->n_head_kv, 4);
+    ck_assert_int_eq(c->head_dim, 40);
+    ck_assert_int_eq(c->head_dim_v, 32);
+    ck_assert_int_eq(c->n_rot, 8);
+    ck_assert_int_eq(c->n_lora_kv, 64);
+    ck_assert_int_eq(c->n_lora_q, 32);
+    ck_assert(c->mla_kv_split);
+    ck_assert(!c->rope_neox);
+    ck_assert(c->mla_kq_scale == 1.0f / sqrtf(40.0f));
+    const model_cache_row_t row = model_layer_cache_row(c, 1);
+    ck_assert_int_eq(row.k, 64 + 8);
+    ck_assert_int_eq(row.v, 0);
+    ck_assert_int_eq(c->layout, MODEL_LAYOUT_DENSE_FIRST);
+    ck_assert_int_eq(c->ffn_lead.kind, MODEL_FFN_DENSE);
+    ck_assert_uint_eq(c->ffn.opts, MODEL_FFN_SHEXP);
+    ck_assert_int_eq(c->router.kind, MODEL_ROUTER_SIGMOID_GROUPED);
+    ck_assert_uint_eq(c->router.opts, MODEL_ROUTER_SCORE_BIAS | MODEL_ROUTER_RENORM);
+    const model_weights_t *w = model_weights(model);
+    for (int il = 0; il < 3; il++) {
+        const model_layer_t *L = &w->layers[il];
+        ck_assert_ptr_null(L->wq.data);
+        ck_assert_int_eq(L->wq_b.ne[1], 4 * 40);
+        ck_assert_int_eq(L->wkv_a.ne[1], 64 + 8);
+        ck_assert_int_eq(L->wk_b.ne[0], 32);
+        ck_assert_int_eq(L->wk_b.ne[2], 4);
+        ck_assert_int_eq(L->wv_b.ne[1], 32);
+        ck_assert_ptr_null(L->wkv_b.data);
+        ck_assert_int_eq(L->wo.ne[0], 4 * 32);
+        ck_assert(model_layer_has_experts(L) == (il > 0));
+    }
+    ck_assert_int_eq(w->n_mtp, 1);
+    ck_assert_ptr_nonnull(w->mtp[0].block.wk_b.data);
+
+    /* DeepSeek-V2-Lite's shape: no q LoRA, softmax gating; an older file's attn_kv_b */
+    s = tiny_spec("deepseek2");
+    s.n_lora_q = 0;
+    s.gating = 1;
+    s.mla_kv_b = true;
+    open_ok(&s);
+    c = model_config(model);
+    ck_assert_int_eq(c->router.kind, MODEL_ROUTER_SOFTMAX_TOPK);
+    ck_assert_uint_eq(c->router.opts, 0);
+    ck_assert(c->expert_weights_scale == 2.5f);
+    ck_assert_int_eq(c->n_lora_q, 0);
+    ck_assert(!c->mla_kv_split);
+    ck_assert_int_eq(c->head_dim, 40);
+    ck_assert_int_eq(c->head_dim_v, 32);
+    w = model_weights(model);
+    ck_assert_int_eq(w->layers[1].wq.ne[1], 4 * 40);
+    ck_assert_int_eq(w->layers[1].wkv_b.ne[1], 4 * (32 + 32));
+    ck_assert_ptr_null(w->layers[1].wk_b.data);
+
+    /* YaRN as llama.cpp takes it for deepseek2 (yarn_log_multiplier = 0.1 mscale_all_dim): the rope's magnitude
+     * 1 after ggml's own factor, the logits scaled by (1 + 0.1 mscale_all_dim ln s)^2 / sqrt(key) */
+    s = tiny_spec("deepseek2");
+    s.yarn_factor = 4.0f;
+    open_ok(&s);
+    c = model_config(model);
+    ck_assert_int_eq(c->rope_scaling, MODEL_ROPE_SCALING_YARN);
+    ck_assert(fabsf(c->yarn_attn_factor * (1.0f + 0.1f * logf(4.0f)) - 1.0f) < 1e-6f);
+    const float m = 1.0f + 0.1f * 0.707f * logf(4.0f);
+    ck_assert_msg(fabsf(c->mla_kq_scale - m * m / sqrtf(40.0f)) < 1e-6f, "%g", (double)c->mla_kq_scale);
+}
+END_TEST
+
+START_TEST(test_deepseek2_errors)
+{
+    tiny_spec_t s = tiny_spec("deepseek2");
+    s.omit_key = "deepseek2.attention.kv_lora_rank";
+    open_fails(&s, "deepseek2.attention.kv_lora_rank", NULL);
+    s = tiny_spec("deepseek2");
+    s.omit_key = "deepseek2.attention.value_length_mla";
+    open_fails(&s, "value_length_mla", NULL);
+    s = tiny_spec("deepseek2");
+    s.omit_tensor = "blk.1.attn_k_b.weight";
+    open_fails(&s, "blk.1.attn_k_b.weight", NULL);
+    s = tiny_spec("deepseek2");
+    s.omit_tensor = "blk.0.attn_q_a_norm.weight";
+    open_fails(&s, "blk.0.attn_q_a_norm.weight", NULL);
+    s = tiny_spec("deepseek2");
+    s.reshape_tensor = "blk.1.attn_kv_a_mqa.weight";
+    open_fails(&s, "blk.1.attn_kv_a_mqa.weight", NULL);
+    s = tiny_spec("deepseek2");
+    s.n_rot = 7;
+    open_fails(&s, "rope.dimension_count = 7 must be even", NULL);
+    s = tiny_spec("deepseek2");
+    s.gating = 3;
+    open_fails(&s, "expert_gating_func = 3", NULL);
+    s = tiny_spec("deepseek2"); /* softmax gating with groups: llama.cpp's group-limited softmax is not here */
+    s.gating = 1;
+    s.n_groups = 4;
+    s.n_group_used = 2;
+    open_fails(&s, "expert groups with softmax gating are not implemented", NULL);
+}
+END_TEST
+
 START_TEST(test_layer_parts_by_layout)
 {
     model_config_t c;
@@ -561,14 +671,16 @@ int main(void)
     tcase_add_test(tc, test_layer_parts_by_layout);
     tcase_add_test(tc, test_parts_check);
     tcase_add_test(tc, test_glm4moe);
+    tcase_add_test(tc, test_deepseek2);
     suite_add_tcase(su, tc);
     tc = tcase_create("config_errors");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_unsupported_architecture);
     tcase_add_test(tc, test_gpt_oss);
-    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 3);
+    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 2);
     tcase_add_test(tc, test_missing_or_bad_keys);
     tcase_add_test(tc, test_glm4moe_errors);
+    tcase_add_test(tc, test_deepseek2_errors);
     tcase_add_test(tc, test_missing_file);
     suite_add_tcase(su, tc);
     tc = tcase_create("weights");

@@ -12,6 +12,18 @@
 
 tiny_spec_t tiny_spec(const char *arch)
 {
+    const int a = model_arch_from_name(arch, strlen(arch));
+    if (a >= 0 && model_arch_info((model_arch_t)a)->attn.kind == MODEL_ATTN_MLA) {
+        tiny_spec_t s = tiny_spec("");
+        s.arch = arch;
+        s.head_dim = 40;
+        s.n_rot = 8;
+        s.head_dim_v = 32;
+        s.n_lora_kv = 64;
+        s.n_lora_q = 32;
+        s.n_head_kv = s.n_head;
+        return s;
+    }
     return (tiny_spec_t){
         .arch = arch,
         .n_layer = 2,
@@ -109,10 +121,35 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     set_u32(w, s, "feed_forward_length", (uint32_t)(dense_first && s->n_ff ? s->n_ff : s->n_ff_exp));
     if (dense_first)
         set_u32(w, s, "leading_dense_block_count", (uint32_t)s->n_dense_lead);
+    const bool mla = info && info->attn.kind == MODEL_ATTN_MLA;
     set_u32(w, s, "attention.head_count", (uint32_t)s->n_head);
-    set_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
-    set_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
-    set_u32(w, s, "attention.value_length", (uint32_t)s->head_dim);
+    if (mla) { /* as llama.cpp's converter writes deepseek2's */
+        set_u32(w, s, "attention.head_count_kv", s->mla_kv_b ? (uint32_t)s->n_head : 1);
+        set_u32(w, s, "attention.kv_lora_rank", (uint32_t)s->n_lora_kv);
+        if (s->n_lora_q)
+            set_u32(w, s, "attention.q_lora_rank", (uint32_t)s->n_lora_q);
+        if (s->mla_kv_b) {
+            set_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
+            set_u32(w, s, "attention.value_length", (uint32_t)s->head_dim_v);
+        } else {
+            set_u32(w, s, "attention.key_length", (uint32_t)(s->n_lora_kv + s->n_rot));
+            set_u32(w, s, "attention.value_length", (uint32_t)s->n_lora_kv);
+            set_u32(w, s, "attention.key_length_mla", (uint32_t)s->head_dim);
+            set_u32(w, s, "attention.value_length_mla", (uint32_t)s->head_dim_v);
+        }
+        if (s->yarn_factor) {
+            char key[96];
+            snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
+            gguf_writer_set_str(w, key, "yarn");
+            set_f32(w, s, "rope.scaling.factor", s->yarn_factor);
+            set_u32(w, s, "rope.scaling.original_context_length", (uint32_t)s->n_ctx / 4);
+            set_f32(w, s, "rope.scaling.yarn_log_multiplier", 0.0707f);
+        }
+    } else {
+        set_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
+        set_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
+        set_u32(w, s, "attention.value_length", (uint32_t)s->head_dim);
+    }
     set_f32(w, s, "rope.freq_base", 10000.0f);
     if (s->n_rot)
         set_u32(w, s, "rope.dimension_count", (uint32_t)s->n_rot);
@@ -125,15 +162,21 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     set_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
     if (ffn_opts & MODEL_FFN_SHEXP)
         set_u32(w, s, "expert_shared_count", (uint32_t)s->n_shared);
-    const bool sigmoid = info && info->router.kind == MODEL_ROUTER_SIGMOID_GROUPED;
-    if (sigmoid) { /* as llama.cpp's converter writes glm4moe's */
+    /* a row that picks its router by expert_gating_func: sigmoid unless gating says softmax (1) */
+    const bool sigmoid = info && info->router.kind == MODEL_ROUTER_SIGMOID_GROUPED &&
+                         !(info->gating_picks_router && s->gating == 1);
+    if (info && info->gating_picks_router && !sigmoid) {
+        set_u32(w, s, "expert_gating_func", 1);
+        set_f32(w, s, "expert_weights_scale", 2.5f);
+    }
+    if (sigmoid) { /* as llama.cpp's converter writes glm4moe's and deepseek2's */
         set_u32(w, s, "expert_gating_func", (uint32_t)(s->gating ? s->gating : 2));
         set_bool(w, s, "expert_weights_norm", true);
         set_f32(w, s, "expert_weights_scale", 2.5f);
-        if (s->n_groups) {
-            set_u32(w, s, "expert_group_count", (uint32_t)s->n_groups);
-            set_u32(w, s, "expert_group_used_count", (uint32_t)s->n_group_used);
-        }
+    }
+    if (s->n_groups && (sigmoid || info->gating_picks_router)) {
+        set_u32(w, s, "expert_group_count", (uint32_t)s->n_groups);
+        set_u32(w, s, "expert_group_used_count", (uint32_t)s->n_group_used);
     }
 
     /* the tensors of the row's parts (the GQA and MoE ones; any other arch name gets those of a plain one); the
@@ -160,10 +203,31 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
         char n[64];
 #define P(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, il), n)
         plan(&b, P("attn_norm.weight"), 1, E, 1, 1, 0, false);
-        plan(&b, P("attn_q.weight"), 2, E, Q, 1, ws, true);
-        plan(&b, P("attn_k.weight"), 2, E, KV, 1, ws, true);
-        plan(&b, P("attn_v.weight"), 2, E, KV, 1, ws, true);
-        plan(&b, P("attn_output.weight"), 2, Q, E, 1, 1.0f / sqrtf((float)Q), true);
+        if (mla) {
+            const uint64_t H = (uint64_t)s->n_head, K = (uint64_t)s->head_dim, V = (uint64_t)s->head_dim_v;
+            const uint64_t R = (uint64_t)s->n_lora_kv, r = (uint64_t)s->n_rot, RQ = (uint64_t)s->n_lora_q;
+            if (RQ) {
+                plan(&b, P("attn_q_a.weight"), 2, E, RQ, 1, ws, true);
+                plan(&b, P("attn_q_a_norm.weight"), 1, RQ, 1, 1, 0, false);
+                plan(&b, P("attn_q_b.weight"), 2, RQ, H * K, 1, 1.0f / sqrtf((float)RQ), true);
+            } else {
+                plan(&b, P("attn_q.weight"), 2, E, H * K, 1, ws, true);
+            }
+            plan(&b, P("attn_kv_a_mqa.weight"), 2, E, R + r, 1, ws, true);
+            plan(&b, P("attn_kv_a_norm.weight"), 1, R, 1, 1, 0, false);
+            if (s->mla_kv_b) {
+                plan(&b, P("attn_kv_b.weight"), 2, R, H * (K - r + V), 1, 1.0f / sqrtf((float)R), true);
+            } else {
+                plan(&b, P("attn_k_b.weight"), 3, K - r, R, H, 1.0f / sqrtf((float)R), true);
+                plan(&b, P("attn_v_b.weight"), 3, R, V, H, 1.0f / sqrtf((float)R), true);
+            }
+            plan(&b, P("attn_output.weight"), 2, H * V, E, 1, 1.0f / sqrtf((float)(H * V)), true);
+        } else {
+            plan(&b, P("attn_q.weight"), 2, E, Q, 1, ws, true);
+            plan(&b, P("attn_k.weight"), 2, E, KV, 1, ws, true);
+            plan(&b, P("attn_v.weight"), 2, E, KV, 1, ws, true);
+            plan(&b, P("attn_output.weight"), 2, Q, E, 1, 1.0f / sqrtf((float)Q), true);
+        }
         if (attn_opts & MODEL_GQA_QKV_BIAS) {
             plan(&b, P("attn_q.bias"), 1, Q, 1, 1, 0.1f, false);
             plan(&b, P("attn_k.bias"), 1, KV, 1, 1, 0.1f, false);

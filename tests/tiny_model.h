@@ -21,6 +21,13 @@ typedef struct tiny_spec {
     int n_groups, n_group_used; /* grouped router: expert_group_count, expert_group_used_count (0: not written) */
     int gating;            /* grouped router: expert_gating_func (0: 2, sigmoid) */
     int n_rot;             /* rope.dimension_count (0: not written, the head size) */
+    /* multi-head latent attention (deepseek2): the key head_dim is nope + n_rot */
+    int n_lora_q;          /* attention.q_lora_rank (0: attn_q, no q LoRA) */
+    int n_lora_kv;         /* attention.kv_lora_rank */
+    int head_dim_v;        /* a head's value */
+    bool mla_kv_b;         /* one attn_kv_b and key_length/value_length the heads' (older files), else attn_k_b,
+                              attn_v_b and key_length_mla/value_length_mla as converters write them now */
+    float yarn_factor;     /* rope.scaling.type yarn with this factor and yarn_log_multiplier 0.0707 (0: none) */
     bool no_maybe;         /* leave out the tensors of the options the row says a file may have (maybe) */
     guild_type_t wtype;    /* type of every matrix (norms and biases stay F32) */
     bool tied;             /* no output.weight */
@@ -33,7 +40,8 @@ typedef struct tiny_spec {
 
 /* A small qwen3moe-like spec of `arch` with F32 weights: 2 layers, n_embd 64, 4 heads / 2 KV heads of 16, 8
  * experts top-2 of width 32, shared expert 48 (ungated: one expert wide), vocabulary 96, context 64; dense-first
- * architectures: 1 dense layer of width 80 first; no MTP layer. */
+ * architectures: 1 dense layer of width 80 first; no MTP layer; MLA (deepseek2): keys of 32 + 8 rotated, values
+ * of 32, a latent of 64, a q LoRA of 32, attn_k_b/attn_v_b. */
 tiny_spec_t tiny_spec(const char *arch);
 
 /* The GGUF image of spec (malloc'ed, caller frees). Aborts the test on a writer failure. */

@@ -55,15 +55,22 @@ static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
     /* issue 15 */
     [MODEL_ARCH_QWEN3NEXT] = QWEN3NEXT_ROW("qwen3next"),
     [MODEL_ARCH_QWEN35MOE] = QWEN3NEXT_ROW("qwen35moe"),
-    /* issue 16: the router is softmax (V2) or grouped sigmoid (V3, Kimi-K2) by ARCH.expert_gating_func */
+    /* llama.cpp's deepseek2 (DeepSeek-V2, -V2-Lite, -V3, -R1, Kimi-K2): multi-head latent attention, dense first
+     * layers, an ungated shared expert; the router by ARCH.expert_gating_func: softmax (V2) or sigmoid with the
+     * score bias exp_probs_b and expert groups (V3, Kimi-K2), renormalised where ARCH.expert_weights_norm says */
     [MODEL_ARCH_DEEPSEEK2] = {
         .name = "deepseek2",
         .layout = MODEL_LAYOUT_DENSE_FIRST,
         .attn = MLA(0),
-        .router = SOFTMAX_TOPK(0),
+        .router = {MODEL_ROUTER_SIGMOID_GROUPED, MODEL_ROUTER_SCORE_BIAS, MODEL_ROUTER_RENORM},
         .ffn = MOE(MODEL_FFN_SHEXP),
         .ffn_lead = DENSE(0),
-        .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
+        /* its files always have expert_feed_forward_length (llama.cpp requires it); feed_forward_length is the
+         * dense layers' */
+        .expert_ff_default = MODEL_EXPERT_FF_PER_USED,
+        .nextn = true,
+        .gating_picks_router = true,
+        .router_softmax = {MODEL_ROUTER_SOFTMAX_TOPK, 0, MODEL_ROUTER_RENORM},
     },
     /* llama.cpp's glm4moe: q/k norms only where the file has them (GLM-4.5, not -Air), the weights renormalised
      * when ARCH.expert_weights_norm says so, the shared expert's width expert_shared_count routed experts' */
@@ -108,5 +115,5 @@ const model_arch_info_t *model_arch_info(model_arch_t arch)
 
 const char *model_arch_list(void)
 {
-    return "qwen3moe, qwen2moe, llama (Mixtral), olmoe, glm4moe, gpt-oss";
+    return "qwen3moe, qwen2moe, llama (Mixtral), olmoe, deepseek2, glm4moe, gpt-oss";
 }

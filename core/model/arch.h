@@ -11,10 +11,13 @@
  *              sinks, sliding window on alternate layers    logit bias              clamped swiglu
  *   glm4moe    gqa: rope neox, partial rope, qkv bias,      sigmoid grouped, score  dense first, then moe + shared
  *              q/k norm per head where the file has them    bias, renorm by key     expert (ungated)
+ *   deepseek2  mla: q LoRA where the file has one,          by expert_gating_func:  dense first, then moe + shared
+ *              rope norm on the decoupled part, yarn        softmax top-k, or as    expert (ungated)
+ *                                                           glm4moe's
  *
- * The rows after them are the next architectures (issues 15 and 16): their parts are named, and loading one
- * fails with the first part or option that is not implemented yet ("architecture "deepseek2": attention part
- * "mla" is not implemented"). Their rows are what llama.cpp does as far as the parts go; whoever implements
+ * The rows after them are the next architectures (issue 15): their parts are named, and loading one fails with
+ * the first part or option that is not implemented yet ("architecture "qwen3next": attention part "gdn" is not
+ * implemented"). Their rows are what llama.cpp does as far as the parts go; whoever implements
  * them checks each option against llama.cpp's graph and metadata.
  */
 #ifndef GUILD_MODEL_ARCH_H
@@ -66,6 +69,9 @@ typedef struct model_arch_info {
                                    (glm4moe, gpt-oss: "post_attention_norm") */
     bool nextn;                 /* the last ARCH.nextn_predict_layers of ARCH.block_count blocks are
                                    multi-token-prediction layers: loaded and checked, never run (as llama.cpp) */
+    bool gating_picks_router;   /* ARCH.expert_gating_func picks the router: softmax (1, or absent, as llama.cpp
+                                   reads older files) router_softmax, sigmoid (2) router */
+    model_part_t router_softmax; /* with gating_picks_router: the router of softmax-gated files */
 } model_arch_info_t;
 
 /* The architecture called `name` (general.architecture); -1 when Guild does not know it. */

@@ -28,6 +28,7 @@ static int gqa_read_config(model_config_t *c, const model_keys_t *k, model_part_
     if (head_dim_v != c->head_dim)
         return guild_err_set(err, "%s: key_length %d != value_length %d is not supported", path, c->head_dim,
                              head_dim_v);
+    c->head_dim_v = head_dim_v;
     if (c->n_head % c->n_head_kv)
         return guild_err_set(err, "%s: head_count %d is not a multiple of head_count_kv %d", path, c->n_head,
                              c->n_head_kv);
@@ -96,9 +97,17 @@ static int gqa_bind(model_layer_t *L, const model_binder_t *b, const model_part_
     return 0;
 }
 
+/* Each position keeps its K/V heads' keys and values. */
+static void gqa_cache_row(const model_config_t *c, const model_part_t *p, int64_t *k, int64_t *v)
+{
+    (void)p;
+    *k = *v = (int64_t)c->n_head_kv * c->head_dim;
+}
+
 const model_part_core_t model_attn_gqa_core = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
             MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
     .read_config = gqa_read_config,
     .bind = gqa_bind,
+    .cache_row = gqa_cache_row,
 };

@@ -122,6 +122,21 @@ static int read_parts(model_config_t *c, const model_keys_t *k)
     return 0;
 }
 
+/* llama_expert_gating_func_type: 0 absent (llama.cpp reads it as softmax in the files of rows that pick their
+ * router by it), 1 softmax, 2 sigmoid */
+static int pick_router(model_config_t *c, const model_keys_t *k, const model_arch_info_t *info)
+{
+    int32_t gating;
+    if (model_key_i32(k, "expert_gating_func", &gating, false, 0, 0, 255) < 0)
+        return -1;
+    if (gating == 0 || gating == 1)
+        c->router = info->router_softmax;
+    else if (gating != 2)
+        return guild_err_set(k->err, "%s: %s.expert_gating_func = %d is not supported (1 softmax, 2 sigmoid)",
+                             gguf_path(k->g), k->arch, gating);
+    return 0;
+}
+
 bool model_part_has_tensor(const model_config_t *c, const model_keys_t *k, const model_part_t *p,
                            const char *suffix)
 {
@@ -194,9 +209,12 @@ int model_config_load(model_config_t *c, const gguf_t *g, guild_err_t *err)
     if (!(c->rope_freq_base > 0))
         return guild_err_set(err, "%s: %s.rope.freq_base = %g must be > 0", path, info->name,
                              (double)c->rope_freq_base);
+    if (info->gating_picks_router && pick_router(c, &k, info) < 0)
+        return -1;
     model_part_support_t core;
     model_part_core_support(&core);
-    if (model_parts_check(c, &core, path, err) < 0 || read_parts(c, &k) < 0 || read_rope_scaling(c, &k) < 0)
+    /* the rope scaling first: an attention part's scale may depend on it (attn_mla.c) */
+    if (model_parts_check(c, &core, path, err) < 0 || read_rope_scaling(c, &k) < 0 || read_parts(c, &k) < 0)
         return -1;
     return read_vocab_size(c, &k);
 }
@@ -231,6 +249,10 @@ void model_config_print(const model_config_t *c, FILE *out)
         fprintf(out, ", expert_weights_scale = %g", (double)c->expert_weights_scale);
     model_part_describe(part, sizeof part, MODEL_PART_ATTN, &c->attn);
     fprintf(out, "\n  attention = %s\n", part);
+    if (c->attn.kind == MODEL_ATTN_MLA)
+        fprintf(out, "  mla: latent %d, q lora %d, value %d per head, up-projections %s, kq scale %g\n",
+                c->n_lora_kv, c->n_lora_q, c->head_dim_v, c->mla_kv_split ? "attn_k_b/attn_v_b" : "attn_kv_b",
+                (double)c->mla_kq_scale);
     if (c->n_swa > 0)
         fprintf(out, "  sliding window = %d positions, on layers il with il %% %d < %d\n", c->n_swa, c->swa_period,
                 c->swa_period - 1);

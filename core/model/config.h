@@ -53,9 +53,11 @@ typedef struct model_config {
     int32_t n_ff;              /* feed_forward_length (0 when absent and not needed) */
 
     int32_t n_head;            /* query heads */
-    int32_t n_head_kv;         /* key/value heads (grouped-query attention: n_head % n_head_kv == 0) */
-    int32_t head_dim;          /* per head, keys and values alike */
-    int32_t n_rot;             /* leading dimensions of each head that RoPE rotates (even, <= head_dim) */
+    int32_t n_head_kv;         /* key/value heads (grouped-query attention: n_head % n_head_kv == 0; MLA: n_head) */
+    int32_t head_dim;          /* per head, keys and values alike (MLA: a key, nope + rope) */
+    int32_t head_dim_v;        /* per head, values (GQA: head_dim) */
+    int32_t n_rot;             /* leading dimensions of each head that RoPE rotates (even, <= head_dim; MLA: the
+                                  last n_rot of a key, the rotated part shared by the heads) */
     bool rope_neox;            /* RoPE rotates pairs (x[i], x[i + n_rot/2]), else (x[2i], x[2i+1]); set by the
                                   attention part that rotates (attn_gqa.c: option rope neox) */
     float norm_eps;            /* RMSNorm epsilon */
@@ -68,6 +70,14 @@ typedef struct model_config {
     float yarn_attn_factor;    /* yarn: 1 unless the file says otherwise */
     float yarn_beta_fast;      /* yarn: 32 */
     float yarn_beta_slow;      /* yarn: 1 */
+
+    /* attention mla (core/model/attn_mla.c) */
+    int32_t n_lora_q;          /* q LoRA rank: attn_q_a, its norm, attn_q_b (0: attn_q) */
+    int32_t n_lora_kv;         /* the latent's width: what the cache holds per position, with the n_rot rope part */
+    bool mla_kv_split;         /* the up-projections as attn_k_b and attn_v_b (files with key_length_mla), else
+                                  attn_kv_b */
+    float yarn_log_mul;        /* yarn: mscale_all_dim (rope.scaling.yarn_log_multiplier / 0.1), 0 when absent */
+    float mla_kq_scale;        /* what the attention logits are multiplied by (mscale^2 / sqrt(head_dim)) */
 
     /* attention option sliding window (core/model/attn_gqa.c): which layers slide, model_layer_window() */
     int32_t n_swa;             /* a sliding layer's query at position p sees keys p - n_swa + 1 .. p */

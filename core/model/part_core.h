@@ -18,9 +18,13 @@ typedef struct model_part_core {
     int (*read_config)(model_config_t *c, const model_keys_t *k, model_part_t *p);
     /* Binds the part's tensors of layer b->layer into L. */
     int (*bind)(model_layer_t *L, const model_binder_t *b, const model_part_t *p);
+    /* Attention parts: the floats one position of a layer keeps in the KV cache, a key row *k and a value row *v
+     * (model_layer_cache_row). NULL for routers and FFNs. */
+    void (*cache_row)(const model_config_t *c, const model_part_t *p, int64_t *k, int64_t *v);
 } model_part_core_t;
 
 extern const model_part_core_t model_attn_gqa_core;       /* attn_gqa.c */
+extern const model_part_core_t model_attn_mla_core;       /* attn_mla.c */
 extern const model_part_core_t model_router_softmax_core; /* router_softmax.c */
 extern const model_part_core_t model_ffn_moe_core;        /* ffn_moe.c */
 extern const model_part_core_t model_router_topk_softmax_core; /* router_topk_softmax.c */

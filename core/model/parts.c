@@ -84,6 +84,16 @@ model_layer_parts_t model_layer_parts(const model_config_t *c, int32_t il)
     return lp;
 }
 
+model_cache_row_t model_layer_cache_row(const model_config_t *c, int32_t il)
+{
+    const model_part_t *p = model_layer_parts(c, il).attn;
+    const model_part_core_t *core = model_part_core(MODEL_PART_ATTN, p->kind);
+    model_cache_row_t r = {0, 0};
+    GUILD_ASSERT(core && core->cache_row);
+    core->cache_row(c, p, &r.k, &r.v);
+    return r;
+}
+
 void model_part_support_set(model_part_support_t *s, model_part_family_t family, int32_t kind,
                             const uint32_t *opts)
 {
@@ -127,6 +137,7 @@ int model_parts_check(const model_config_t *c, const model_part_support_t *s, co
 
 static const model_part_core_t *const core_attn[MODEL_ATTN_KINDS] = {
     [MODEL_ATTN_GQA] = &model_attn_gqa_core,
+    [MODEL_ATTN_MLA] = &model_attn_mla_core,
 };
 static const model_part_core_t *const core_router[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &model_router_softmax_core,

@@ -40,7 +40,9 @@ typedef enum model_part_family {
 
 typedef enum model_attn_kind {
     MODEL_ATTN_GQA, /* grouped-query attention over a K/V cache (multi-head and multi-query attention included) */
-    MODEL_ATTN_MLA, /* multi-head latent attention over a compressed latent cache (deepseek2): not implemented */
+    MODEL_ATTN_MLA, /* multi-head latent attention over a compressed latent cache (deepseek2): q (through a q LoRA
+                       where the file has one), a latent and a decoupled rotated key part shared by the heads, the
+                       heads' keys and values up-projected from the latent (core/model/attn_mla.c) */
     MODEL_ATTN_GDN, /* gated delta net, linear attention with a recurrent state (qwen3next): not implemented */
     MODEL_ATTN_KINDS
 } model_attn_kind_t;
@@ -133,6 +135,14 @@ struct model_config;
 
 /* The parts layer il of the model uses (core/model/config.h: layout and parts). */
 model_layer_parts_t model_layer_parts(const struct model_config *c, int32_t il);
+
+/* What one position of layer il keeps in the KV cache, in floats, as its attention part decides: a key row of k
+ * floats and a value row of v (0: the part reads its values from the key row). GQA: n_head_kv * head_dim each;
+ * MLA: the latent and the rotated key part, n_lora_kv + n_rot, and 0. */
+typedef struct model_cache_row {
+    int64_t k, v;
+} model_cache_row_t;
+model_cache_row_t model_layer_cache_row(const struct model_config *c, int32_t il);
 
 /* 0 when `who` implements every part (kind and options, and the options a file may have: maybe) some layer of c
  * uses; else -1 and

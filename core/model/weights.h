@@ -48,6 +48,17 @@ typedef struct model_layer {
     model_tensor_t wo;             /* [n_head*head_dim, n_embd] */
     model_tensor_t bo;             /* attn_output.bias [n_embd] f32, option output bias */
     model_tensor_t sinks;          /* attn_sinks [n_head] f32: each head's sink logit, option attention sinks */
+    /* attention mla (core/model/attn_mla.c): wq (without q LoRA) and wo above, and (key = head_dim, nope = key -
+     * n_rot, value = head_dim_v, latent = n_lora_kv) */
+    model_tensor_t wq_a;           /* attn_q_a [n_embd, n_lora_q], with q LoRA */
+    model_tensor_t q_a_norm;       /* attn_q_a_norm [n_lora_q] f32, with q LoRA */
+    model_tensor_t wq_b;           /* attn_q_b [n_lora_q, n_head*key], with q LoRA */
+    model_tensor_t wkv_a;          /* attn_kv_a_mqa [n_embd, latent + n_rot] */
+    model_tensor_t kv_a_norm;      /* attn_kv_a_norm [latent] f32 */
+    model_tensor_t wkv_b;          /* attn_kv_b [latent, n_head*(nope + value)]: per head nope key rows, then value
+                                      rows (files without key_length_mla) */
+    model_tensor_t wk_b;           /* attn_k_b [nope, latent, n_head]: per head latent rows of nope (files with it) */
+    model_tensor_t wv_b;           /* attn_v_b [latent, value, n_head]: per head value rows of latent */
     /* router softmax-topk (core/model/router_softmax.c), topk-softmax (router_topk_softmax.c), sigmoid-grouped
      * (router_sigmoid_grouped.c) */
     model_tensor_t router;         /* ffn_gate_inp [n_embd, n_expert] */
@@ -88,6 +99,9 @@ static inline bool model_layer_has_experts(const model_layer_t *L)
     X(bq, MODEL_TENSOR_F32) X(bk, MODEL_TENSOR_F32) X(bv, MODEL_TENSOR_F32)                                      \
     X(q_norm, MODEL_TENSOR_F32) X(k_norm, MODEL_TENSOR_F32) X(wo, MODEL_TENSOR_MATRIX)                           \
     X(bo, MODEL_TENSOR_F32) X(sinks, MODEL_TENSOR_F32)                                                          \
+    X(wq_a, MODEL_TENSOR_MATRIX) X(q_a_norm, MODEL_TENSOR_F32) X(wq_b, MODEL_TENSOR_MATRIX)                       \
+    X(wkv_a, MODEL_TENSOR_MATRIX) X(kv_a_norm, MODEL_TENSOR_F32) X(wkv_b, MODEL_TENSOR_MATRIX)                  \
+    X(wk_b, MODEL_TENSOR_MATRIX) X(wv_b, MODEL_TENSOR_MATRIX)                                                   \
     X(ffn_norm, MODEL_TENSOR_F32) X(router, MODEL_TENSOR_MATRIX) X(router_bias, MODEL_TENSOR_F32)               \
     X(shexp_gate_inp, MODEL_TENSOR_MATRIX) X(shexp_gate, MODEL_TENSOR_MATRIX) X(shexp_up, MODEL_TENSOR_MATRIX)   \
     X(shexp_down, MODEL_TENSOR_MATRIX)                                                                           \

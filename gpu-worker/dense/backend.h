@@ -9,7 +9,12 @@
  * Numerical contract of the "cpu" backend (what another backend must reproduce, within a stated tolerance for
  * CUDA): every value of a token is computed from that token's own inputs and the KV cache in a fixed order,
  * so the logits of a position are the same bits whatever the batch split (prefill in chunks of any size, or
- * one token at a time), the thread count, and the routed-expert executor.
+ * one token at a time), the thread count, and the routed-expert executor. One exception, by choice: multi-head
+ * latent attention (deepseek2) has two forms that agree within float rounding, not bit for bit (absorbed: the
+ * queries taken into the latent space, the cheap one for few rows; expanded: keys and values up-projected from
+ * the cached latent, the cheap one for large batches); with backend_options_t.mla_form auto a batch's size picks
+ * one, so a position's logits are the same bits for batch splits whose batches pick the same form, and for
+ * every split with a fixed form.
  */
 #ifndef GUILD_GPU_WORKER_BACKEND_H
 #define GUILD_GPU_WORKER_BACKEND_H
@@ -28,6 +33,14 @@ struct gpu_plan;
 
 /* The dense contract: what every backend takes. A backend's own settings come in its own record (the
  * `config` of backend_new), declared beside it: gpu-worker/dense/cuda/cuda_config.h for "cuda". */
+/* backend_options_t.mla_form */
+enum {
+    BACKEND_MLA_AUTO = 0, /* absorbed below the batch size where up-projecting the cached latent pays, expanded
+                             from it (the "cpu" backend: by multiply-adds, gpu-worker/dense/cpu/attn_mla.c) */
+    BACKEND_MLA_ABSORBED, /* always absorbed (llama.cpp's form) */
+    BACKEND_MLA_EXPANDED, /* always expanded */
+};
+
 typedef struct backend_options {
     int32_t n_ctx;    /* KV cache capacity in positions (1..n_ctx_train is typical; more is allowed) */
     int32_t n_batch;  /* most tokens one backend_forward call takes */
@@ -39,6 +52,7 @@ typedef struct backend_options {
     bool check_finite; /* check the residual stream and the norms' outputs for NaN and infinity
                           (gpu-worker/dense/finite_check.h): a find fails the forward call with a message naming
                           the layer, the tensor and the position; the values are the same bits either way */
+    int32_t mla_form; /* multi-head latent attention's form (BACKEND_MLA_*; the contract above) */
     const struct gpu_plan *plan; /* the GPU memory plan to follow (gpu-worker/dense/gpu_plan.h; read during creation
                                   only), computed once by the caller for every process; its n_batch must be
                                   n_batch. NULL: a backend that plans computes its own from its settings. A

@@ -20,9 +20,16 @@ static inline float dot8(const float *restrict a, const float *restrict b, int32
 void cpu_attention_head(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
                         int32_t n_kv, int32_t head_dim, float scale, const float *sink, float *scores)
 {
+    cpu_attention_head_kv(out, q, k, v, kv_stride, n_kv, head_dim, head_dim, scale, sink, scores);
+}
+
+void cpu_attention_head_kv(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
+                           int32_t n_kv, int32_t dk, int32_t dv, float scale, const float *sink, float *scores)
+{
+    const int32_t head_dim = dv;
     float max = -INFINITY;
     for (int32_t j = 0; j < n_kv; j++) {
-        float s = dot8(q, k + j * kv_stride, head_dim) * scale;
+        float s = dot8(q, k + j * kv_stride, dk) * scale;
         scores[j] = s;
         if (s > max)
             max = s;

@@ -57,10 +57,9 @@ static void qk_prepare_task(void *ctx, int64_t t, int thread)
     const float *cs = b->rope_cs + t * c->n_rot;
     cpu_rope_apply(&b->rope, q, c->n_head, c->head_dim, cs);
     cpu_rope_apply(&b->rope, k, c->n_head_kv, c->head_dim, cs);
-    const int64_t pos = b->kv_len + t;
-    const size_t cell = ((size_t)j->il * (size_t)b->n_ctx + (size_t)pos) * (size_t)KV;
-    memcpy(b->k_cache + cell, k, (size_t)KV * sizeof *k);
-    memcpy(b->v_cache + cell, v, (size_t)KV * sizeof *v);
+    const size_t cell = (size_t)(b->kv_len + t) * (size_t)KV;
+    memcpy(b->k_layer[j->il] + cell, k, (size_t)KV * sizeof *k);
+    memcpy(b->v_layer[j->il] + cell, v, (size_t)KV * sizeof *v);
 }
 
 /* task = t * n_head + h */
@@ -75,11 +74,11 @@ static void attention_task(void *ctx, int64_t task, int thread)
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     const int32_t pos = b->row_pos[t];
     const int32_t first = j->window && pos + 1 > j->window ? pos + 1 - j->window : 0;
-    const size_t at = ((size_t)j->il * (size_t)b->n_ctx + (size_t)first) * (size_t)KV + (size_t)(hkv * HD);
+    const size_t at = (size_t)first * (size_t)KV + (size_t)(hkv * HD);
     const float *sink = (j->opts & MODEL_GQA_SINKS) ? (const float *)j->L->sinks.data + h : NULL;
-    cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_cache + at, b->v_cache + at, KV,
-                       pos + 1 - first, c->head_dim, 1.0f / sqrtf((float)c->head_dim), sink,
-                       b->scores + (size_t)thread * (size_t)b->n_ctx);
+    cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_layer[j->il] + at,
+                       b->v_layer[j->il] + at, KV, pos + 1 - first, c->head_dim, 1.0f / sqrtf((float)c->head_dim),
+                       sink, b->scores + (size_t)thread * (size_t)b->n_ctx);
 }
 
 /* x += proj, or x += (proj + bo) with option output bias */

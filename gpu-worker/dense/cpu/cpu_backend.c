@@ -17,8 +17,14 @@ static void cpu_destroy(backend_t *base)
     cpu_backend_t *b = (cpu_backend_t *)base;
     moe_exec_destroy(&b->resident);
     cpu_rope_fini(&b->rope);
-    free(b->k_cache);
-    free(b->v_cache);
+    free(b->kv_cache);
+    free(b->k_layer);
+    free(b->v_layer);
+    free(b->mla_qa);
+    free(b->mla_kv);
+    free(b->mla_qk);
+    free(b->mla_lat);
+    free(b->mla_scratch);
     free(b->x);
     free(b->xn);
     free(b->q);
@@ -52,6 +58,53 @@ static void *alloc_array(size_t n, size_t size, bool *ok)
     if (!p)
         *ok = false;
     return p;
+}
+
+/* The KV cache: layer il's n_ctx key rows, then its value rows, of the widths its attention part says. false
+ * when out of memory or too large. */
+static bool alloc_kv(cpu_backend_t *b, const model_config_t *c, bool *ok)
+{
+    const size_t L = (size_t)c->n_layer, N = (size_t)b->n_ctx;
+    b->k_layer = alloc_array(L, sizeof *b->k_layer, ok);
+    b->v_layer = alloc_array(L, sizeof *b->v_layer, ok);
+    size_t total = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        const size_t row = (size_t)r.k + (size_t)r.v;
+        if (row && N > (SIZE_MAX / sizeof(float) - total) / row)
+            return *ok = false;
+        total += N * row;
+    }
+    b->kv_cache = alloc_array(total, sizeof(float), ok);
+    if (!*ok)
+        return false;
+    float *at = b->kv_cache;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        b->k_layer[il] = at;
+        at += N * (size_t)r.k;
+        b->v_layer[il] = r.v ? at : NULL;
+        at += N * (size_t)r.v;
+    }
+    return true;
+}
+
+/* The buffers of the MLA part (cpu_state.h), when some layer has it. */
+static void alloc_mla(cpu_backend_t *b, const model_config_t *c, bool *ok)
+{
+    bool mla = false;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        mla |= model_layer_parts(c, il).attn->kind == MODEL_ATTN_MLA;
+    if (!mla)
+        return;
+    const size_t NB = (size_t)b->n_batch, H = (size_t)c->n_head, R = (size_t)c->n_lora_kv;
+    const size_t RR = R + (size_t)c->n_rot;
+    b->mla_qa = alloc_array(NB, (size_t)c->n_lora_q * sizeof(float), ok);
+    b->mla_kv = alloc_array(NB, RR * sizeof(float), ok);
+    b->mla_qk = alloc_array(NB * H, RR * sizeof(float), ok);
+    b->mla_lat = alloc_array(NB * H, R * sizeof(float), ok);
+    b->mla_scratch_bytes = cpu_attn_mla_scratch_bytes(c, b->w, b->n_batch);
+    b->mla_scratch = alloc_array((size_t)b->n_threads, b->mla_scratch_bytes, ok);
 }
 
 /* The widest quantized activation row any dense matrix of the model needs. */
@@ -107,6 +160,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->n_batch = opt->n_batch;
     b->all_rows = opt->all_rows;
     b->check_finite = opt->check_finite;
+    b->mla_form = opt->mla_form;
     b->n_threads = guild_pool_threads(opt->pool);
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
@@ -114,16 +168,17 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->ff_hidden = model_config_ff_hidden(c);
     b->probs_stride = cpu_router_sigmoid_scratch(c->n_expert, c->n_expert_groups);
     const size_t F = (size_t)b->ff_hidden, NT = (size_t)b->n_threads;
+    /* the attention output: a value per head (wider than a key with MLA where so) */
+    const size_t ATT = (size_t)c->n_head * (size_t)(c->head_dim_v > c->head_dim ? c->head_dim_v : c->head_dim);
     bool ok = true;
-    size_t kv_cells = (size_t)c->n_layer * (size_t)opt->n_ctx;
-    b->k_cache = alloc_array(kv_cells, KV * sizeof(float), &ok);
-    b->v_cache = alloc_array(kv_cells, KV * sizeof(float), &ok);
+    alloc_kv(b, c, &ok);
+    alloc_mla(b, c, &ok);
     b->x = alloc_array(NB, E * sizeof(float), &ok);
     b->xn = alloc_array(NB, E * sizeof(float), &ok);
     b->q = alloc_array(NB, Q * sizeof(float), &ok);
     b->k = alloc_array(NB, KV * sizeof(float), &ok);
     b->v = alloc_array(NB, KV * sizeof(float), &ok);
-    b->att = alloc_array(NB, Q * sizeof(float), &ok);
+    b->att = alloc_array(NB, ATT * sizeof(float), &ok);
     b->proj = alloc_array(NB, E * sizeof(float), &ok);
     b->rope_cs = alloc_array(NB, (size_t)c->n_rot * sizeof(float), &ok);
     b->router_logits = alloc_array(NB, (size_t)c->n_expert * sizeof(float), &ok);

@@ -59,6 +59,12 @@ void cpu_rope_apply(const cpu_rope_t *r, float *x, int32_t n_heads, int32_t head
 void cpu_attention_head(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
                         int32_t n_kv, int32_t head_dim, float scale, const float *sink, float *scores);
 
+/* cpu_attention_head with keys of dk floats and values of dv (the same order of every operation): s[j] over the
+ * dk floats of q and k_j, out over the dv floats of v_j; cpu_attention_head is this with dk = dv = head_dim.
+ * Multi-head latent attention's absorbed form passes the cache row as both, its first dv floats the values. */
+void cpu_attention_head_kv(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
+                           int32_t n_kv, int32_t dk, int32_t dv, float scale, const float *sink, float *scores);
+
 /* The router of one token: probabilities = softmax(logits[n_expert]) (expf of logit - max, sum in double,
  * multiplied by (float)(1/sum)); the k largest (lowest id first on ties) in descending order go to ids[0..k)
  * and their probabilities to w[0..k); with renorm they are divided by their float sum (clamped below at

@@ -36,6 +36,7 @@ typedef struct cpu_ffn_part {
 } cpu_ffn_part_t;
 
 extern const cpu_attn_part_t cpu_attn_gqa;         /* attn_gqa.c */
+extern const cpu_attn_part_t cpu_attn_mla;         /* attn_mla.c */
 extern const cpu_router_part_t cpu_router_softmax; /* router_softmax.c */
 extern const cpu_router_part_t cpu_router_topk_softmax; /* router_topk_softmax.c */
 extern const cpu_ffn_part_t cpu_ffn_moe;           /* ffn_moe.c */
@@ -47,6 +48,10 @@ extern const cpu_ffn_part_t cpu_ffn_dense;         /* ffn_dense.c */
 extern const cpu_attn_part_t *const cpu_attn_parts[MODEL_ATTN_KINDS];
 extern const cpu_router_part_t *const cpu_router_parts[MODEL_ROUTER_KINDS];
 extern const cpu_ffn_part_t *const cpu_ffn_parts[MODEL_FFN_KINDS];
+
+/* The bytes of per-thread scratch the MLA part needs for batches of n_batch rows (attn_mla.c; cpu_state.h:
+ * mla_scratch). */
+size_t cpu_attn_mla_scratch_bytes(const model_config_t *c, const model_weights_t *w, int32_t n_batch);
 
 /* What the CPU backend implements, for model_parts_check. */
 void cpu_parts_support(model_part_support_t *s);

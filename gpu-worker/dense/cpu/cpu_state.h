@@ -30,9 +30,11 @@ typedef struct cpu_backend {
     int n_threads;
     cpu_rope_t rope;
 
-    /* KV cache, float32 */
-    float *k_cache;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
-    float *v_cache;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    /* KV cache, float32: layer il keeps n_ctx rows of the shape its attention part says (model_layer_cache_row) */
+    float *kv_cache;        /* every layer's rows, one allocation */
+    float **k_layer;        /* [n_layer]: layer il's key rows, [n_ctx][row.k] (GQA: n_head_kv * head_dim) */
+    float **v_layer;        /* [n_layer]: its value rows, [n_ctx][row.v]; NULL when row.v is 0 (MLA) */
+    int32_t mla_form;       /* backend_options_t.mla_form */
 
     /* activations of the current batch (t = row in the batch) */
     float *x;               /* [n_batch][n_embd] residual stream */
@@ -55,6 +57,14 @@ typedef struct cpu_backend {
     int64_t probs_stride;   /* >= n_expert: what every router kernel of the model needs */
     float *scores;          /* [n_threads][n_ctx] attention scratch */
     int32_t *row_pos;       /* [n_batch] position of each row after the last layer's rows are narrowed */
+    /* attention mla (attn_mla.c; NULL without an MLA layer); R = n_lora_kv, r = n_rot */
+    float *mla_qa;          /* [n_batch][n_lora_q] the q LoRA's compressed queries */
+    float *mla_kv;          /* [n_batch][R + r] each row's latent and rotated key part, as cached */
+    float *mla_qk;          /* [n_batch][n_head][R + r] absorbed queries: latent-space query, then its rope part */
+    float *mla_lat;         /* [n_batch][n_head][R] attention outputs in the latent space */
+    char *mla_scratch;      /* [n_threads][mla_scratch_bytes] a head's transposed up-projection, keys and values
+                               of a block of positions, the rows' running softmax, quantized activations */
+    size_t mla_scratch_bytes;
     void *act;              /* quantized activations: n_batch rows of the widest input */
 } cpu_backend_t;
 
