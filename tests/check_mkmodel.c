@@ -167,6 +167,35 @@ START_TEST(test_cli_preset_and_overrides)
     ck_assert_msg(parse(&c, &err, "--shape", "glm-4.5-air", "--nextn", "0", "--dense-layers", "0", "-o", "g.gguf",
                         NULL) == 0, "%s", err.msg);
     ck_assert(c.n_layer == 46 && c.n_dense_lead == 0 && c.n_nextn == 0 && !c.qk_norm && c.weights_scale == 1.0);
+    /* deepseek2 from another preset: small MLA defaults (a third of the key rotated in blocks of 32, a q LoRA of
+     * half the width, a latent of two keys, values of the unrotated part), sigmoid gating, a dense layer */
+    ck_assert_msg(parse(&c, &err, "--arch", "deepseek2", "--head-dim", "96", "-o", "d.gguf", NULL) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(mkmodel_arch_default_rot(c.arch, c.head_dim), 32);
+    ck_assert(c.n_lora_q == c.n_embd / 2 && c.n_lora_kv == 192 && c.head_dim_v == 64 && !c.gating_softmax);
+    ck_assert(c.n_dense_lead == 1 && c.n_ff_shexp == c.n_ff_exp && c.yarn_factor == 0);
+    ck_assert_int_eq(mkmodel_router_part(&c)->kind, MODEL_ROUTER_SIGMOID_GROUPED);
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    ck_assert_msg(parse(&c, &err, "--arch", "deepseek2", "--gating", "softmax", "--q-lora", "0", "-o", "d.gguf",
+                        NULL) == 0, "%s", err.msg);
+    ck_assert(c.gating_softmax && c.n_lora_q == 0);
+    ck_assert_int_eq(mkmodel_router_part(&c)->kind, MODEL_ROUTER_SOFTMAX_TOPK);
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    /* the deepseek2 presets as their config.json files say, cut down by --layers */
+    ck_assert_msg(parse(&c, &err, "--shape", "deepseek-v3", "--layers", "4", "-o", "d.gguf", NULL) == 0, "%s",
+                  err.msg);
+    ck_assert(c.arch == MKMODEL_ARCH_DEEPSEEK2 && c.n_layer == 4 && c.n_dense_lead == 3 && c.n_nextn == 0);
+    ck_assert(c.n_head == 128 && c.head_dim == 192 && c.n_rot == 64 && c.head_dim_v == 128);
+    ck_assert(c.n_lora_q == 1536 && c.n_lora_kv == 512 && !c.gating_softmax && c.weights_scale == 2.5);
+    ck_assert(c.n_expert == 256 && c.n_expert_groups == 8 && c.n_group_used == 4 && c.n_ff_shexp == 2048);
+    ck_assert(c.yarn_factor == 40 && c.yarn_orig_ctx == 4096 && c.yarn_mscale_all == 1.0);
+    ck_assert_int_eq(mkmodel_config_validate(&c, &err), 0);
+    ck_assert_msg(parse(&c, &err, "--shape", "deepseek-v2-lite", "-o", "d.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert(c.n_layer == 27 && c.n_lora_q == 0 && c.gating_softmax && c.n_ff_shexp == 2 * 1408);
+    ck_assert(c.yarn_mscale_all == 0.707 && c.n_expert_groups == 0);
+    ck_assert_msg(parse(&c, &err, "--shape", "kimi-k2", "--layers", "2", "-o", "d.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert(c.n_head == 64 && c.n_expert == 384 && c.n_dense_lead == 1 && c.rope_freq_base == 5e4);
+    ck_assert(c.yarn_factor == 32 && c.weights_scale == 2.827);
     for (int i = 0; i < mkmodel_preset_count(); i++)
         ck_assert_msg(parse(&c, &err, "--shape", mkmodel_preset_name(i), "-o", "p.gguf", NULL) == 0, "%s: %s",
                       mkmodel_preset_name(i), err.msg);
@@ -214,6 +243,16 @@ START_TEST(test_cli_errors)
     EXPECT_ERROR("--expert-groups 64 --groups-used 1", "--arch", "glm4moe", "--expert-groups", "64", "--groups-used",
                  "1", "-o", "x.gguf"); /* top-8 from one group of 2 */
     EXPECT_ERROR("--rope-dim 33: must be even", "--arch", "glm4moe", "--rope-dim", "33", "-o", "x.gguf");
+    EXPECT_ERROR("--rope-dim 64: deepseek2 rotates an even part of each key", "--arch", "deepseek2", "--head-dim",
+                 "64", "--rope-dim", "64", "-o", "x.gguf");
+    EXPECT_ERROR("--kv-lora 0: must be between", "--arch", "deepseek2", "--kv-lora", "0", "-o", "x.gguf");
+    EXPECT_ERROR("--q-lora/--kv-lora/--v-head-dim: qwen3moe has no latent attention", "--kv-lora", "64", "-o",
+                 "x.gguf");
+    EXPECT_ERROR("--gating softmax: qwen3moe's router is fixed", "--gating", "softmax", "-o", "x.gguf");
+    EXPECT_ERROR("--gating max: softmax or sigmoid", "--arch", "deepseek2", "--gating", "max", "-o", "x.gguf");
+    EXPECT_ERROR("--expert-groups/--groups-used: deepseek2's router has no expert groups with softmax gating",
+                 "--arch", "deepseek2", "--gating", "softmax", "--expert-groups", "4", "--groups-used", "2", "-o",
+                 "x.gguf");
     EXPECT_ERROR("--split-max-size 0: not a size", "--split-max-size", "0", "-o", "x.gguf");
     EXPECT_ERROR("--split-max-size 4T: not a size", "--split-max-size", "4T", "-o", "x.gguf");
     EXPECT_ERROR("--threads 0", "--threads", "0", "-o", "x.gguf");
@@ -617,10 +656,38 @@ static void check_file(const char *path, const char *const *flags)
     check_u32(g, KEY("embedding_length"), c.n_embd);
     check_u32(g, KEY("context_length"), c.n_ctx);
     check_u32(g, KEY("attention.head_count"), c.n_head);
-    check_u32(g, KEY("attention.head_count_kv"), c.n_head_kv);
-    check_u32(g, KEY("attention.key_length"), c.head_dim);
-    check_u32(g, KEY("attention.value_length"), c.head_dim);
-    check_u32(g, KEY("rope.dimension_count"), c.n_rot ? c.n_rot : mkmodel_arch_default_rot(c.arch, c.head_dim));
+    const int64_t rot = c.n_rot ? c.n_rot : mkmodel_arch_default_rot(c.arch, c.head_dim);
+    if (c.arch == MKMODEL_ARCH_DEEPSEEK2) { /* DeepseekV2Model's MLA keys: the absorbed form's MQA view */
+        check_u32(g, KEY("attention.head_count_kv"), 1);
+        check_u32(g, KEY("attention.key_length"), c.n_lora_kv + rot);
+        check_u32(g, KEY("attention.value_length"), c.n_lora_kv);
+        check_u32(g, KEY("attention.key_length_mla"), c.head_dim);
+        check_u32(g, KEY("attention.value_length_mla"), c.head_dim_v);
+        check_u32(g, KEY("attention.kv_lora_rank"), c.n_lora_kv);
+        check_u32(g, KEY("attention.q_lora_rank"), c.n_lora_q);
+        check_u32(g, KEY("leading_dense_block_count"), c.n_dense_lead);
+        check_u32(g, KEY("expert_shared_count"), c.n_ff_shexp / c.n_ff_exp);
+        check_u32(g, KEY("expert_gating_func"), c.gating_softmax ? 1 : 2);
+        ck_assert_int_eq(gguf_find_tensor(g, "blk.1.attn_q_a.weight") != NULL, c.n_lora_q > 0);
+        ck_assert_int_eq(gguf_find_tensor(g, "blk.1.attn_q.weight") != NULL, c.n_lora_q == 0);
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.attn_kv_a_mqa.weight"));
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.attn_k_b.weight"));
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.attn_v_b.weight"));
+        ck_assert_ptr_null(gguf_find_tensor(g, "blk.1.attn_kv_b.weight"));
+        ck_assert_int_eq(gguf_find_tensor(g, "blk.1.exp_probs_b.bias") != NULL, !c.gating_softmax);
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.0.ffn_up.weight"));
+        ck_assert_ptr_nonnull(gguf_find_tensor(g, "blk.1.ffn_down_shexp.weight"));
+        if (c.yarn_factor > 0) {
+            double lm;
+            ck_assert_int_eq(gguf_get_float(g, KEY("rope.scaling.yarn_log_multiplier"), &lm, &err), 0);
+            ck_assert(fabs(lm - 0.1 * c.yarn_mscale_all) < 1e-6);
+        }
+    } else {
+        check_u32(g, KEY("attention.head_count_kv"), c.n_head_kv);
+        check_u32(g, KEY("attention.key_length"), c.head_dim);
+        check_u32(g, KEY("attention.value_length"), c.head_dim);
+    }
+    check_u32(g, KEY("rope.dimension_count"), rot);
     check_u32(g, KEY("expert_count"), c.n_expert);
     check_u32(g, KEY("expert_used_count"), c.n_expert_used);
     check_u32(g, KEY("vocab_size"), c.n_vocab);
@@ -713,6 +780,18 @@ START_TEST(test_file_every_arch)
                          "--threads", "2", NULL};
     write_model(path, glm);
     check_file(path, glm);
+    /* deepseek2 with a q LoRA, groups, yarn and an MTP layer; as V2-Lite (no q LoRA, softmax gating) */
+    const char *ds[] = {"--arch", "deepseek2", "--layers", "3", "--embd", "64", "--heads", "4", "--head-dim", "64",
+                        "--experts", "8", "--experts-used", "2", "--expert-ff", "32", "--ff", "96", "--nextn", "1",
+                        "--expert-groups", "4", "--groups-used", "2", "--yarn-factor", "4", "--vocab", "300",
+                        "--type", "Q8_0", "--threads", "2", NULL};
+    write_model(path, ds);
+    check_file(path, ds);
+    const char *lite[] = {"--arch", "deepseek2", "--layers", "2", "--embd", "64", "--heads", "4", "--head-dim", "64",
+                          "--experts", "8", "--experts-used", "2", "--expert-ff", "32", "--q-lora", "0", "--gating",
+                          "softmax", "--vocab", "300", "--type", "F16", "--threads", "2", NULL};
+    write_model(path, lite);
+    check_file(path, lite);
     remove_tmpdir();
 }
 END_TEST

@@ -44,12 +44,15 @@ same() { # reference, name
 }
 
 n=0
-for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe; do
+for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe deepseek2; do
     # gpt-oss: a window shorter than the prompt, so that its sliding layers slide; glm4moe: a dense layer first
-    # (no worker holds experts of it), expert groups, an MTP layer never run
+    # (no worker holds experts of it), expert groups, an MTP layer never run; deepseek2: the same, with latent
+    # attention through a q LoRA, yarn
     extra=""
     [ "$arch" = gpt-oss ] && extra="--sliding-window 8"
     [ "$arch" = glm4moe ] && extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2"
+    [ "$arch" = deepseek2 ] &&
+        extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2 --q-lora 64 --kv-lora 64 --yarn-factor 4"
     # shellcheck disable=SC2086
     "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
         --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
@@ -72,6 +75,14 @@ for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe; do
         n=$((n + 1))
     done
 done
+
+# deepseek2 as V2-Lite is: no q LoRA, softmax gating
+"$MK" --arch deepseek2 --layers 3 --embd 128 --heads 4 --head-dim 64 --experts 8 --experts-used 2 --expert-ff 128 \
+    --ctx 256 --type Q8_0 --seed 12 -q --q-lora 0 --gating softmax -o "$T/ds-lite.gguf" >"$T/mk.log" 2>&1 ||
+    { cat "$T/mk.log"; fail "guild-mkmodel deepseek2 --gating softmax"; }
+run ds-lite-single "$T/ds-lite.gguf" --single-process
+run ds-lite-2 "$T/ds-lite.gguf" --cpu-workers 2 --spin-us 0
+same ds-lite-single ds-lite-2
 
 # a split model (--split-max-size: llama.cpp's NAME-00001-of-0000N.gguf parts) runs as the one file it was cut
 # from: the same tokens and logits, single and multi-process
@@ -164,4 +175,4 @@ cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 6 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 7 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"

@@ -27,12 +27,12 @@ void mkmodel_cli_help(FILE *out)
         fprintf(out, "    %-18s %s\n", mkmodel_preset_name(i), mkmodel_preset_description(i));
     fprintf(out,
             "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe | gpt-oss |\n"
-            "                      glm4moe\n"
+            "                      glm4moe | deepseek2\n"
             "  --layers N          blocks\n"
             "  --embd N            hidden size\n"
             "  --heads N           query heads\n"
             "  --kv-heads N        key/value heads (must divide --heads)\n"
-            "  --head-dim N        elements per head (even)\n"
+            "  --head-dim N        elements per head (even; deepseek2: a key, its unrotated part and --rope-dim)\n"
             "  --experts N         routed experts per layer\n"
             "  --experts-used N    experts per token (top-k)\n"
             "  --expert-ff N       hidden size of a routed expert\n"
@@ -41,13 +41,20 @@ void mkmodel_cli_help(FILE *out)
             "  --ff N              feed_forward_length (dense FFN size, metadata; mixtral and olmoe: must equal\n"
             "                      --expert-ff, the default, as llama.cpp reads their expert size from it)\n"
             "  --ctx N             context_length\n"
-            "  --rope-dim N        rope.dimension_count (default --head-dim; glm4moe half of it)\n"
-            "  --dense-layers N    glm4moe: leading dense FFN layers of --ff (default 1)\n"
-            "  --nextn N           glm4moe: MTP layers after --layers (nextn_predict_layers; default 0, the presets 1)\n"
-            "  --expert-groups N   glm4moe: expert_group_count (default none)\n"
-            "  --groups-used N     glm4moe: expert_group_used_count\n"
-            "  --weights-scale F   glm4moe: expert_weights_scale (default 1)\n"
+            "  --rope-dim N        rope.dimension_count (default --head-dim; glm4moe half of it, deepseek2 a third)\n"
+            "  --dense-layers N    glm4moe, deepseek2: leading dense FFN layers of --ff (default 1)\n"
+            "  --nextn N           glm4moe, deepseek2: MTP layers after --layers (nextn_predict_layers; default 0,\n"
+            "                      the glm presets 1; deepseek2's converter leaves them out)\n"
+            "  --expert-groups N   glm4moe, deepseek2: expert_group_count (default none)\n"
+            "  --groups-used N     glm4moe, deepseek2: expert_group_used_count\n"
+            "  --weights-scale F   glm4moe, deepseek2: expert_weights_scale (default 1)\n"
             "  --qk-norm           glm4moe: per-head q/k norms (GLM-4.5 has them, GLM-4.5-Air not)\n"
+            "  --q-lora N          deepseek2: q_lora_rank, attn_q_a/attn_q_b (0: attn_q; default --embd / 2)\n"
+            "  --kv-lora N         deepseek2: kv_lora_rank, the latent each position caches (default 2 x --head-dim)\n"
+            "  --v-head-dim N      deepseek2: a head's value (default --head-dim less --rope-dim)\n"
+            "  --gating G          deepseek2: sigmoid (V3, Kimi-K2: score bias, groups, renormalised) | softmax\n"
+            "                      (V2)\n"
+            "  --yarn-mscale F     deepseek2 with yarn: mscale_all_dim (yarn_log_multiplier 0.1 F; default 1)\n"
             "  --rope-base F       rope.freq_base\n"
             "  --yarn-factor F     rope.scaling.type yarn with this factor (0: none; gpt-oss default 32, as its\n"
             "                      converter always writes)\n"
@@ -189,13 +196,14 @@ static const int_flag_t int_flags[] = {
     INT_FLAG("--ctx", n_ctx),            INT_FLAG("--yarn-orig-ctx", yarn_orig_ctx),
     INT_FLAG("--sliding-window", n_swa), INT_FLAG("--rope-dim", n_rot),      INT_FLAG("--dense-layers", n_dense_lead),
     INT_FLAG("--nextn", n_nextn),        INT_FLAG("--expert-groups", n_expert_groups),
-    INT_FLAG("--groups-used", n_group_used),
+    INT_FLAG("--groups-used", n_group_used), INT_FLAG("--q-lora", n_lora_q), INT_FLAG("--kv-lora", n_lora_kv),
+    INT_FLAG("--v-head-dim", head_dim_v),
 };
 
 static const char *const value_flags[] = {
     "--shape", "--arch", "--vocab-from", "--seed", "--type", "--recipe", "--router-type", "--rope-base",
     "--yarn-factor", "--rms-eps", "--name", "--threads", "--fill", "-o", "--output", "--weights-scale",
-    "--split-max-size",
+    "--split-max-size", "--gating", "--yarn-mscale",
 };
 
 static bool takes_value(const char *flag)
@@ -258,6 +266,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
     bool ff_given = false, shared_given = false, vocab_given = false, type_given = false, recipe_given = false;
     bool swa_given = false, yarn_given = false, yarn_ctx_given = false;
     bool dense_given = false, nextn_given = false, scale_given = false, qk_given = false;
+    bool mla_given[3] = {false, false, false}, gating_given = false, mscale_given = false;
     const mkmodel_arch_t preset_arch = cfg->arch;
     for (int i = 1; i < argc; i++) {
         next_flag(argc, argv, &i, flag, sizeof flag, &value, err);
@@ -273,6 +282,9 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
                 yarn_ctx_given |= !strcmp(flag, "--yarn-orig-ctx");
                 dense_given |= !strcmp(flag, "--dense-layers");
                 nextn_given |= !strcmp(flag, "--nextn");
+                mla_given[0] |= !strcmp(flag, "--q-lora");
+                mla_given[1] |= !strcmp(flag, "--kv-lora");
+                mla_given[2] |= !strcmp(flag, "--v-head-dim");
                 done = true;
             }
         if (done || !strcmp(flag, "--shape"))
@@ -282,7 +294,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
             int a = mkmodel_arch_from_name(value);
             if (a < 0)
                 return guild_err_set(err, "--arch %s: unknown architecture (qwen3moe, qwen2moe, mixtral, olmoe, "
-                                     "gpt-oss, glm4moe)", value);
+                                     "gpt-oss, glm4moe, deepseek2)", value);
             cfg->arch = (mkmodel_arch_t)a;
         } else if (!strcmp(flag, "--vocab-from")) {
             rc = copy_str(flag, value, cfg->vocab_from, sizeof cfg->vocab_from, err);
@@ -310,6 +322,14 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         } else if (!strcmp(flag, "--weights-scale")) {
             rc = parse_f64(flag, value, &cfg->weights_scale, err);
             scale_given = true;
+        } else if (!strcmp(flag, "--gating")) {
+            if (strcasecmp(value, "softmax") && strcasecmp(value, "sigmoid"))
+                return guild_err_set(err, "--gating %s: softmax or sigmoid", value);
+            cfg->gating_softmax = !strcasecmp(value, "softmax");
+            gating_given = true;
+        } else if (!strcmp(flag, "--yarn-mscale")) {
+            rc = parse_f64(flag, value, &cfg->yarn_mscale_all, err);
+            mscale_given = true;
         } else if (!strcmp(flag, "--split-max-size")) {
             rc = parse_size(flag, value, &cfg->split_max_bytes, err);
         } else if (!strcmp(flag, "--qk-norm")) {
@@ -346,9 +366,15 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         return guild_err_set(err, "give either --type or --recipe, not both");
     if (vocab_given && cfg->vocab_from[0])
         return guild_err_set(err, "give either --vocab or --vocab-from, not both (--vocab-from sets the size)");
-    mkmodel_arch_defaults(cfg, swa_given, yarn_given, yarn_ctx_given);
     const model_arch_info_t *info = mkmodel_arch_info(cfg->arch);
+    /* the preset applied its architecture's defaults (its own yarn where it has one) */
     if (cfg->arch != preset_arch) { /* the architecture's own defaults, not the preset's */
+        mkmodel_arch_defaults(cfg, swa_given, yarn_given, yarn_ctx_given);
+        if (!gating_given)
+            cfg->gating_softmax = false;
+        if (!mscale_given)
+            cfg->yarn_mscale_all = info->attn.kind == MODEL_ATTN_MLA ? 1.0 : 0.0;
+        mkmodel_mla_defaults(cfg, mla_given);
         if (!dense_given)
             cfg->n_dense_lead = info->layout == MODEL_LAYOUT_DENSE_FIRST ? 1 : 0;
         if (!nextn_given)

@@ -23,6 +23,15 @@ typedef struct preset_row {
     bool qk_norm;
 } preset_row_t;
 
+/* What the deepseek2 presets have beyond preset_row_t: MLA sizes, rope dims, gating, yarn, groups. */
+typedef struct mla_preset_row {
+    const char *name;
+    int64_t n_lora_q, n_lora_kv, head_dim_v, n_rot;
+    bool gating_softmax;
+    double yarn_factor, yarn_mscale_all;
+    int64_t yarn_orig_ctx, n_expert_groups, n_group_used;
+} mla_preset_row_t;
+
 static const preset_row_t preset_rows[] = {
     {"demo", "qwen3moe, 4 layers, 256 wide, 4/2 heads of 64, 128 experts of 256, top-8, vocab 4096",
      MKMODEL_ARCH_QWEN3MOE, "Guild demo (random weights)", 4, 256, 4, 2, 64, 128, 8, 256, 0, 768, 4096, 4096, 1e6,
@@ -59,6 +68,26 @@ static const preset_row_t preset_rows[] = {
     {"glm-4.5", "glm4moe, 92+1 MTP layers, 5120 wide, 96/8 heads of 128, 160 experts of 1536, top-8, shared 1536",
      MKMODEL_ARCH_GLM4MOE, "GLM-4.5 (random weights)", 92, 5120, 96, 8, 128, 160, 8, 1536, 1536, 12288, 151552,
      131072, 1e6, 1e-5, MKMODEL_RECIPE_Q4_K_M, 3, 1, 2.5, true},
+    /* deepseek2 as convert_hf_to_gguf writes it (attn_k_b/attn_v_b, no MTP layer: the converter skips it; head
+     * counts of the latent's MQA view are 1): keys of 128 + 64 rotated, values of 128, a latent of 512, yarn over
+     * 4096 positions. V2-Lite: no q LoRA, softmax gating, 2 shared experts; V3: q LoRA 1536, sigmoid gating with
+     * the score bias, 8 groups of which 4 compete, weights renormalised and scaled by 2.5; Kimi-K2: V3's shape
+     * with 64 heads, 384 experts, one group, scale 2.827, rope base 50000 */
+    {"deepseek-v2-lite", "deepseek2, 27 layers, 2048 wide, 16 MLA heads, 64 experts of 1408, top-6, shared 2816",
+     MKMODEL_ARCH_DEEPSEEK2, "DeepSeek-V2-Lite (random weights)", 27, 2048, 16, 1, 192, 64, 6, 1408, 2816, 10944,
+     102400, 163840, 1e4, 1e-6, MKMODEL_RECIPE_Q4_K_M, 1, 0, 1.0, false},
+    {"deepseek-v3", "deepseek2, 61 layers, 7168 wide, 128 MLA heads, 256 experts of 2048, top-8, shared 2048",
+     MKMODEL_ARCH_DEEPSEEK2, "DeepSeek-V3 (random weights)", 61, 7168, 128, 1, 192, 256, 8, 2048, 2048, 18432,
+     129280, 163840, 1e4, 1e-6, MKMODEL_RECIPE_Q4_K_M, 3, 0, 2.5, false},
+    {"kimi-k2", "deepseek2, 61 layers, 7168 wide, 64 MLA heads, 384 experts of 2048, top-8, shared 2048",
+     MKMODEL_ARCH_DEEPSEEK2, "Kimi-K2 (random weights)", 61, 7168, 64, 1, 192, 384, 8, 2048, 2048, 18432, 163840,
+     131072, 5e4, 1e-6, MKMODEL_RECIPE_Q4_K_M, 1, 0, 2.827, false},
+};
+
+static const mla_preset_row_t mla_preset_rows[] = {
+    {"deepseek-v2-lite", 0, 512, 128, 64, true, 40, 0.707, 4096, 0, 0},
+    {"deepseek-v3", 1536, 512, 128, 64, false, 40, 1.0, 4096, 8, 4},
+    {"kimi-k2", 1536, 512, 128, 64, false, 32, 1.0, 4096, 0, 0},
 };
 
 #define N_PRESETS (sizeof preset_rows / sizeof *preset_rows)
@@ -83,6 +112,8 @@ static const struct {
     [MKMODEL_ARCH_GPT_OSS] = {"gpt-oss", MODEL_ARCH_GPT_OSS, true, 128, 32.0, 4096, 1},
     /* Glm4MoeModel: partial_rotary_factor 0.5 */
     [MKMODEL_ARCH_GLM4MOE] = {"glm4moe", MODEL_ARCH_GLM4MOE, true, 0, 0, 0, 2},
+    /* DeepseekV2Model: qk_rope_head_dim of qk_nope + qk_rope (64 of 192) */
+    [MKMODEL_ARCH_DEEPSEEK2] = {"deepseek2", MODEL_ARCH_DEEPSEEK2, true, 0, 0, 0, 3},
 };
 
 const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch) { return model_arch_info(arch_rows[arch].arch); }
@@ -108,7 +139,31 @@ bool mkmodel_arch_has_shexp(mkmodel_arch_t arch)
 
 int64_t mkmodel_arch_default_rot(mkmodel_arch_t arch, int64_t head_dim)
 {
-    return head_dim / arch_rows[arch].rot_div;
+    if (mkmodel_arch_info(arch)->attn.kind == MODEL_ATTN_MLA) {
+        /* the share rounded up to whole blocks of 32, so that the unrotated part (attn_k_b's rows) stays whole
+         * blocks of the 32-element types where the key is (192: 64) */
+        const int64_t rot = (head_dim / arch_rows[arch].rot_div + 31) / 32 * 32;
+        return rot < head_dim ? rot : head_dim / 2 / 2 * 2;
+    }
+    return head_dim / arch_rows[arch].rot_div / 2 * 2;
+}
+
+const model_part_t *mkmodel_router_part(const mkmodel_config_t *cfg)
+{
+    const model_arch_info_t *info = mkmodel_arch_info(cfg->arch);
+    return info->gating_picks_router && cfg->gating_softmax ? &info->router_softmax : &info->router;
+}
+
+void mkmodel_mla_defaults(mkmodel_config_t *cfg, const bool given[3])
+{
+    const bool mla = mkmodel_arch_info(cfg->arch)->attn.kind == MODEL_ATTN_MLA;
+    const int64_t rot = cfg->n_rot ? cfg->n_rot : mkmodel_arch_default_rot(cfg->arch, cfg->head_dim);
+    if (!given[0])
+        cfg->n_lora_q = mla ? cfg->n_embd / 2 : 0;
+    if (!given[1])
+        cfg->n_lora_kv = mla ? 2 * cfg->head_dim : 0;
+    if (!given[2])
+        cfg->head_dim_v = mla ? cfg->head_dim - rot : 0;
 }
 
 int mkmodel_arch_from_name(const char *name)
@@ -167,6 +222,24 @@ int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *e
     cfg->n_group_used = 0;
     cfg->weights_scale = p->weights_scale;
     cfg->qk_norm = p->qk_norm;
+    cfg->n_lora_q = cfg->n_lora_kv = cfg->head_dim_v = 0;
+    cfg->gating_softmax = false;
+    cfg->yarn_mscale_all = 0;
+    for (size_t i = 0; i < sizeof mla_preset_rows / sizeof *mla_preset_rows; i++) {
+        const mla_preset_row_t *m = &mla_preset_rows[i];
+        if (strcasecmp(m->name, p->name))
+            continue;
+        cfg->n_lora_q = m->n_lora_q;
+        cfg->n_lora_kv = m->n_lora_kv;
+        cfg->head_dim_v = m->head_dim_v;
+        cfg->n_rot = m->n_rot;
+        cfg->gating_softmax = m->gating_softmax;
+        cfg->yarn_factor = m->yarn_factor;
+        cfg->yarn_mscale_all = m->yarn_mscale_all;
+        cfg->yarn_orig_ctx = m->yarn_orig_ctx;
+        cfg->n_expert_groups = m->n_expert_groups;
+        cfg->n_group_used = m->n_group_used;
+    }
     return 0;
 }
 
@@ -206,7 +279,8 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
         return guild_err_set(err, "--experts %lld: at most 65536", (long long)c->n_expert);
     if (c->n_vocab < 1 || c->n_vocab > INT32_MAX)
         return guild_err_set(err, "--vocab %lld: must be between 1 and %d", (long long)c->n_vocab, INT32_MAX);
-    if (c->n_head % c->n_head_kv)
+    const bool mla = mkmodel_arch_info(c->arch)->attn.kind == MODEL_ATTN_MLA;
+    if (!mla && c->n_head % c->n_head_kv)
         return guild_err_set(err, "--heads %lld is not a multiple of --kv-heads %lld (grouped-query attention "
                                   "shares each key/value head among a whole number of query heads)",
                              (long long)c->n_head, (long long)c->n_head_kv);
@@ -225,7 +299,7 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
     parts.layout = info->layout;
     parts.attn = info->attn;
     parts.attn_linear = info->attn_linear;
-    parts.router = info->router;
+    parts.router = *mkmodel_router_part(c);
     parts.ffn = info->ffn;
     parts.ffn_lead = info->ffn_lead;
     parts.n_layer_dense_lead = 1; /* layer 0 of each kind, layer 1 of the other */
@@ -245,19 +319,35 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
     if (c->n_nextn < 0 || c->n_nextn > 16)
         return guild_err_set(err, "--nextn %lld: must be between 0 and 16", (long long)c->n_nextn);
     const uint32_t attn_opts = info->attn.opts | info->attn.maybe;
-    if (c->n_rot && (c->n_rot < 2 || c->n_rot % 2 || c->n_rot > c->head_dim))
+    if (mla) {
+        const int64_t rot = c->n_rot ? c->n_rot : mkmodel_arch_default_rot(c->arch, c->head_dim);
+        if (rot < 2 || rot % 2 || rot >= c->head_dim)
+            return guild_err_set(err, "--rope-dim %lld: %s rotates an even part of each key, 2 .. --head-dim %lld "
+                                      "less at least 1", (long long)rot, arch, (long long)c->head_dim);
+        if (check_dim("--kv-lora", c->n_lora_kv, 1, err) || check_dim("--q-lora", c->n_lora_q, 0, err) ||
+            check_dim("--v-head-dim", c->head_dim_v, 1, err))
+            return -1;
+        if (!(c->yarn_mscale_all >= 0 && c->yarn_mscale_all <= 100))
+            return guild_err_set(err, "--yarn-mscale %g: must be in [0, 100]", c->yarn_mscale_all);
+    } else if (c->n_lora_q || c->n_lora_kv || c->head_dim_v) {
+        return guild_err_set(err, "--q-lora/--kv-lora/--v-head-dim: %s has no latent attention", arch);
+    }
+    if (c->gating_softmax && !info->gating_picks_router)
+        return guild_err_set(err, "--gating softmax: %s's router is fixed", arch);
+    if (!mla && c->n_rot && (c->n_rot < 2 || c->n_rot % 2 || c->n_rot > c->head_dim))
         return guild_err_set(err, "--rope-dim %lld: must be even, between 2 and --head-dim %lld", (long long)c->n_rot,
                              (long long)c->head_dim);
-    if (c->n_rot && c->n_rot != c->head_dim && !(attn_opts & MODEL_GQA_ROPE_PARTIAL))
+    if (!mla && c->n_rot && c->n_rot != c->head_dim && !(attn_opts & MODEL_GQA_ROPE_PARTIAL))
         return guild_err_set(err, "--rope-dim %lld: %s rotates whole heads (--head-dim %lld)", (long long)c->n_rot,
                              arch, (long long)c->head_dim);
     if (c->qk_norm && !(info->attn.maybe & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL)))
         return guild_err_set(err, "--qk-norm: %s's q/k norms are %s", arch,
                              info->attn.opts & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL) ? "always there"
                                                                                                : "not a thing");
-    const bool sigmoid = info->router.kind == MODEL_ROUTER_SIGMOID_GROUPED;
+    const bool sigmoid = mkmodel_router_part(c)->kind == MODEL_ROUTER_SIGMOID_GROUPED;
     if (!sigmoid && (c->n_expert_groups || c->n_group_used))
-        return guild_err_set(err, "--expert-groups/--groups-used: %s's router has no expert groups", arch);
+        return guild_err_set(err, "--expert-groups/--groups-used: %s's router has no expert groups%s", arch,
+                             info->gating_picks_router ? " with softmax gating" : "");
     if (c->n_expert_groups < 0 || c->n_expert_groups > c->n_expert || c->n_group_used < 0 ||
         (c->n_expert_groups > 1 &&
          (c->n_expert % c->n_expert_groups || c->n_expert / c->n_expert_groups < 2 || c->n_group_used < 1 ||

@@ -21,6 +21,7 @@ typedef enum mkmodel_arch {
     MKMODEL_ARCH_OLMOE,
     MKMODEL_ARCH_GPT_OSS,
     MKMODEL_ARCH_GLM4MOE,
+    MKMODEL_ARCH_DEEPSEEK2,
     MKMODEL_ARCH_COUNT
 } mkmodel_arch_t;
 
@@ -44,7 +45,7 @@ typedef struct mkmodel_config {
     int64_t n_embd;          /* hidden size */
     int64_t n_head;          /* query heads */
     int64_t n_head_kv;       /* key/value heads (GQA) */
-    int64_t head_dim;        /* elements per head (key_length = value_length) */
+    int64_t head_dim;        /* elements per head (key_length = value_length; MLA: a head's key, nope + rope) */
     int64_t n_expert;        /* routed experts per layer */
     int64_t n_expert_used;   /* experts per token (top-k) */
     int64_t n_ff_exp;        /* hidden size of one routed expert */
@@ -59,6 +60,12 @@ typedef struct mkmodel_config {
     int64_t n_group_used;    /* grouped router: expert_group_used_count */
     double weights_scale;    /* grouped router: expert_weights_scale */
     bool qk_norm;            /* architectures whose q/k norms are optional (glm4moe): write them */
+    /* multi-head latent attention (deepseek2) */
+    int64_t n_lora_q;        /* attention.q_lora_rank (0: attn_q, no q LoRA) */
+    int64_t n_lora_kv;       /* attention.kv_lora_rank: the cached latent */
+    int64_t head_dim_v;      /* a head's value (value_length_mla) */
+    bool gating_softmax;     /* architectures whose gating function the file says (deepseek2): softmax, not sigmoid */
+    double yarn_mscale_all;  /* deepseek2 with yarn: mscale_all_dim (rope.scaling.yarn_log_multiplier = 0.1 x) */
     int64_t n_vocab;         /* tokens (built-in vocabulary padded to this size) */
     char vocab_from[4096];   /* GGUF whose tokenizer.* keys are copied; empty = built-in vocabulary */
     int64_t n_ctx;           /* context_length */
@@ -90,11 +97,16 @@ int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *e
 /* The core's row of the architecture: its GGUF name and its parts. */
 const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch);
 
+/* The router the file's MoE layers use: the row's, or its softmax one where the row picks by the gating function
+ * and --gating softmax says so. */
+const model_part_t *mkmodel_router_part(const mkmodel_config_t *cfg);
+
 /* Whether the architecture has a shared expert (its MoE FFN's option), so that --shared-ff applies. */
 bool mkmodel_arch_has_shexp(mkmodel_arch_t arch);
 
 /* rope.dimension_count when --rope-dim is not given: head_dim times the architecture's rotary share (glm4moe's
- * converter writes half, partial_rotary_factor 0.5). */
+ * converter writes half, partial_rotary_factor 0.5; deepseek2 a third, 64 of a 192 key, in whole blocks of 32),
+ * even. */
 int64_t mkmodel_arch_default_rot(mkmodel_arch_t arch, int64_t head_dim);
 
 /* Whether the architecture's converter writes ARCH.expert_feed_forward_length (qwen, gpt-oss, glm4moe). */
@@ -103,6 +115,10 @@ bool mkmodel_arch_expert_ff_key(mkmodel_arch_t arch);
 /* The architecture's own defaults where the flags did not set them: the sliding window (0 without the option),
  * yarn scaling where its converter always writes it (gpt-oss: factor 32), its original context (4096). */
 void mkmodel_arch_defaults(mkmodel_config_t *cfg, bool swa_given, bool yarn_factor_given, bool yarn_ctx_given);
+
+/* Multi-head latent attention's sizes where the flags did not set them (given[i]: --q-lora, --kv-lora,
+ * --v-head-dim): a q LoRA of half the hidden size, a latent of twice a key, a value the key's unrotated part. */
+void mkmodel_mla_defaults(mkmodel_config_t *cfg, const bool given[3]);
 
 /* GGUF architecture name ("qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss") and the CLI spelling ("mixtral" for
  * llama). */

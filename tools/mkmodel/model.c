@@ -96,6 +96,28 @@ static void gqa_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
         gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)c->n_swa);
 }
 
+/* Multi-head latent attention's keys as DeepseekV2Model writes them since the k/v split: the MQA view of the
+ * absorbed form (one key/value head of the latent and the rotated part) in head_count_kv, key_length and
+ * value_length, the heads' own sizes in key_length_mla and value_length_mla; q_lora_rank always (llama.cpp
+ * requires it but for 26 or 27 layers; 0 means attn_q); with yarn the log multiplier 0.1 mscale_all_dim. */
+static void mla_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
+{
+    char k[128];
+    const int64_t rot = c->n_rot ? c->n_rot : mkmodel_arch_default_rot(c->arch, c->head_dim);
+    (void)p;
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), 1);
+    gguf_writer_set_u32(w, KEY("attention.q_lora_rank"), (uint32_t)c->n_lora_q);
+    gguf_writer_set_u32(w, KEY("attention.kv_lora_rank"), (uint32_t)c->n_lora_kv);
+    gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)(c->n_lora_kv + rot));
+    gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->n_lora_kv);
+    gguf_writer_set_u32(w, KEY("attention.key_length_mla"), (uint32_t)c->head_dim);
+    gguf_writer_set_u32(w, KEY("attention.value_length_mla"), (uint32_t)c->head_dim_v);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)rot);
+    if (c->yarn_factor > 0 && c->yarn_mscale_all > 0)
+        gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), (float)(0.1 * c->yarn_mscale_all));
+}
+
 static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
 {
     char k[128];
@@ -113,8 +135,20 @@ static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
         gguf_writer_set_u32(w, KEY("expert_shared_count"), (uint32_t)(c->n_ff_shexp / c->n_ff_exp));
 }
 
-/* The grouped sigmoid router's keys as glm4moe's converter writes them (gating sigmoid, weights renormalised and
- * scaled); the group counts only where there are groups. */
+/* The softmax router's keys where the row picks the router by the gating function (deepseek2 V2): softmax, the
+ * weights scaled (routed_scaling_factor), not renormalised. */
+static void softmax_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
+{
+    char k[128];
+    (void)p;
+    if (!mkmodel_arch_info(c->arch)->gating_picks_router)
+        return; /* the other softmax routers have no keys of their own */
+    gguf_writer_set_u32(w, KEY("expert_gating_func"), 1);
+    gguf_writer_set_f32(w, KEY("expert_weights_scale"), (float)c->weights_scale);
+}
+
+/* The grouped sigmoid router's keys as glm4moe's and deepseek2's converters write them (gating sigmoid, weights
+ * renormalised and scaled); the group counts only where there are groups. */
 static void sigmoid_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
 {
     char k[128];
@@ -129,9 +163,10 @@ static void sigmoid_keys(gguf_writer_t *w, const mkmodel_config_t *c, const mode
 #undef KEY
 }
 
-static const part_keys_fn attn_keys[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = gqa_keys};
+static const part_keys_fn attn_keys[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = gqa_keys, [MODEL_ATTN_MLA] = mla_keys};
 static const part_keys_fn ffn_keys[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = moe_keys};
-static const part_keys_fn router_keys[MODEL_ROUTER_KINDS] = {[MODEL_ROUTER_SIGMOID_GROUPED] = sigmoid_keys};
+static const part_keys_fn router_keys[MODEL_ROUTER_KINDS] = {[MODEL_ROUTER_SOFTMAX_TOPK] = softmax_keys,
+                                                             [MODEL_ROUTER_SIGMOID_GROUPED] = sigmoid_keys};
 
 static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_vocab)
 {
@@ -162,8 +197,9 @@ static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_v
 #undef KEY
     attn_keys[info->attn.kind](w, c, &info->attn, arch);
     ffn_keys[info->ffn.kind](w, c, &info->ffn, arch);
-    if (router_keys[info->router.kind]) /* the softmax routers have no keys of their own */
-        router_keys[info->router.kind](w, c, &info->router, arch);
+    const model_part_t *router = mkmodel_router_part(c);
+    if (router_keys[router->kind]) /* gpt-oss's router has no keys of its own */
+        router_keys[router->kind](w, c, router, arch);
 }
 
 static double now(void)

@@ -126,6 +126,43 @@ static int plan_attn_gqa(mkmodel_plan_t *p, const mkmodel_config_t *c, const mod
     return 0;
 }
 
+/* Multi-head latent attention as DeepseekV2Model writes it: the q LoRA (attn_q_a, its norm, attn_q_b) or attn_q,
+ * the latent and rotated key part (attn_kv_a_mqa, the latent's norm), the up-projections split per head
+ * (attn_k_b [nope, latent, heads], attn_v_b [latent, value, heads]) and attn_output. There are no q/k norms, so
+ * the queries and keys carry QK_GAIN: the q LoRA's output and the latent are normed (unit RMS) before attn_q_b and
+ * attn_k_b, the rotated key part comes from the normed input through attn_kv_a_mqa. */
+static int plan_attn_mla(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                         guild_err_t *err)
+{
+    const int64_t E = c->n_embd, H = c->n_head, K = c->head_dim, V = c->head_dim_v, R = c->n_lora_kv;
+    const int64_t RQ = c->n_lora_q, r = c->n_rot ? c->n_rot : mkmodel_arch_default_rot(c->arch, K);
+    (void)part;
+    if (RQ > 0) {
+        if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(1, E), 2, E, RQ, 1, err, "blk.%lld.attn_q_a.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, RQ, 1, 1, err, "blk.%lld.attn_q_a_norm.weight",
+                (long long)l) ||
+            add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(QK_GAIN, RQ), 2, RQ, H * K, 1, err,
+                "blk.%lld.attn_q_b.weight", (long long)l))
+            return -1;
+    } else if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(QK_GAIN, E), 2, E, H * K, 1, err,
+                   "blk.%lld.attn_q.weight", (long long)l)) {
+        return -1;
+    }
+    if (add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(QK_GAIN, E), 2, E, R + r, 1, err,
+            "blk.%lld.attn_kv_a_mqa.weight", (long long)l) ||
+        add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, R, 1, 1, err, "blk.%lld.attn_kv_a_norm.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(QK_GAIN, R), 3, K - r, R, H, err, "blk.%lld.attn_k_b.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, R), 3, R, V, H, err, "blk.%lld.attn_v_b.weight",
+            (long long)l) ||
+        add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, H * V), 2, H * V, E, 1, err,
+            "blk.%lld.attn_output.weight", (long long)l))
+        return -1;
+    return 0;
+}
+
 static int plan_router_softmax(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
                                guild_err_t *err)
 {
@@ -218,7 +255,9 @@ void mkmodel_plan_support(model_part_support_t *s)
                           sigmoid = MODEL_ROUTER_RENORM | MODEL_ROUTER_SCORE_BIAS,
                           moe = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP | MODEL_FFN_SWIGLU_OAI, dense = 0;
     memset(s, 0, sizeof *s);
+    static const uint32_t mla = 0;
     model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_GQA, &gqa);
+    model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_MLA, &mla);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SOFTMAX_TOPK, &softmax);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_TOPK_SOFTMAX, &topk_softmax);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SIGMOID_GROUPED, &sigmoid);
@@ -226,7 +265,8 @@ void mkmodel_plan_support(model_part_support_t *s)
     model_part_support_set(s, MODEL_PART_FFN, MODEL_FFN_DENSE, &dense);
 }
 
-static const part_plan_fn attn_plans[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = plan_attn_gqa};
+static const part_plan_fn attn_plans[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = plan_attn_gqa,
+                                                         [MODEL_ATTN_MLA] = plan_attn_mla};
 static const part_plan_fn router_plans[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = plan_router_softmax,
     [MODEL_ROUTER_TOPK_SOFTMAX] = plan_router_topk_softmax,
@@ -247,7 +287,8 @@ static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, g
         attn_plans[info->attn.kind](p, c, &info->attn, l, err) ||
         add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.%s.weight", (long long)l,
             info->ffn_norm ? info->ffn_norm : "ffn_norm") ||
-        (ffn->kind == MODEL_FFN_MOE && router_plans[info->router.kind](p, c, &info->router, l, err)) ||
+        (ffn->kind == MODEL_FFN_MOE &&
+         router_plans[mkmodel_router_part(c)->kind](p, c, mkmodel_router_part(c), l, err)) ||
         ffn_plans[ffn->kind](p, c, ffn, l, err))
         return -1;
     if (l < c->n_layer)
