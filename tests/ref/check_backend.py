@@ -37,6 +37,16 @@ CASES.append(("glm4moe-groups-f32", "glm4moe", ["--layers", "3", "--qk-norm", "-
               "f32"))
 CASES.append(("glm4moe-q4_k", "glm4moe", ["--type", "Q4_K", "--output-type", "F32", "--ff", "256", "--groups", "4",
                                           "--groups-used", "2"] + K_SHAPE, "quant"))
+# deepseek2: latent attention with a q LoRA (absorbed: attn_k_b/attn_v_b), groups, YaRN; V2-Lite's form (attn_q,
+# softmax gating, one attn_kv_b as older files have it); K-quant and Q8_0 weights
+CASES.append(("deepseek2-f32", "deepseek2", ["--layers", "3", "--yarn", "4", "--groups", "4", "--groups-used", "2"],
+              "f32"))
+CASES.append(("deepseek2-lite-kvb-f32", "deepseek2", ["--q-lora", "0", "--gating", "softmax", "--kv-b"], "f32"))
+CASES.append(("deepseek2-q4_k", "deepseek2", ["--type", "Q4_K", "--output-type", "F32", "--ff", "256", "--kv-lora",
+                                              "256", "--q-lora", "256", "--groups", "4", "--groups-used", "2"] +
+              K_SHAPE, "quant"))
+CASES.append(("deepseek2-q8_0", "deepseek2", ["--type", "Q8_0", "--output-type", "F32", "--ff", "256", "--kv-lora",
+                                              "64", "--q-lora", "64"] + K_SHAPE, "quant"))
 CASES.append(("qwen3moe-tied-f32", "qwen3moe", ["--tied"], "f32"))
 CASES += [(a + "-" + t.lower(), a, ["--type", t, "--output-type", "F32"] + K_SHAPE, "quant") for a, t in [
     ("qwen3moe", "Q4_K"), ("qwen2moe", "Q6_K"), ("mixtral", "Q5_K"), ("olmoe", "Q3_K"), ("qwen3moe", "Q2_K"),

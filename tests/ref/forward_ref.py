@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Float64 reference forward pass for the MoE architectures Guild runs: qwen3moe, qwen2moe, llama (Mixtral: llama
-with experts; dense llama too), olmoe, gpt-oss and glm4moe, each a row of parts (PARTS below), as llama.cpp
+with experts; dense llama too), olmoe, gpt-oss, glm4moe and deepseek2, each a row of parts (PARTS below), as llama.cpp
 defines them (src/models/<arch>.cpp, build_moe_ffn, build_ffn and build_attn in src/llama-graph.cpp,
 llama_model_rope_type, ggml's rope_yarn, soft_max with sinks and swiglu_oai). Independent of Guild's C code: own
 GGUF reader and dequantizers.
@@ -54,6 +54,14 @@ PARTS = {
     "glm4moe": {"attn": ("gqa", {"rope_neox", "qkv_bias", "qk_norm_head_if_present"}),
                 "router": ("sigmoid", {"probs_bias", "norm_from_key"}), "ffn": ("moe", {"shexp"}),
                 "dense_lead": True, "ffn_norm": "post_attention_norm", "nextn": True},
+    # src/models/deepseek2.cpp: multi-head latent attention (q through attn_q_a, its RMS norm and attn_q_b where the
+    # file has a q LoRA, else attn_q; attn_kv_a_mqa gives the latent, RMS-normed by attn_kv_a_norm, and a rotated
+    # key part shared by the heads; rope on adjacent pairs (LLAMA_ROPE_TYPE_NORM); with attn_k_b/attn_v_b the
+    # absorbed form, else attn_kv_b's up-projection per position; kq_scale from YaRN's mscale); dense first
+    # layers; build_moe_ffn gated by expert_gating_func (absent or 1 softmax, 2 sigmoid with exp_probs_b where
+    # present and the file's groups), expert_weights_norm and _scale from the file; the shared expert unscaled.
+    "deepseek2": {"attn": ("mla", set()), "router": ("by_gating", {"probs_bias", "norm_from_key"}),
+                  "ffn": ("moe", {"shexp"}), "dense_lead": True, "nextn": True},
 }
 ARCHS = tuple(PARTS)
 
@@ -143,6 +151,17 @@ class Model:
         self.hd_k = int(key("attention.key_length", self.n_embd // self.n_head))
         self.hd_v = int(key("attention.value_length", self.hd_k))
         self.n_rot = int(key("rope.dimension_count", self.hd_k))
+        self.mla = PARTS[arch]["attn"][0] == "mla"
+        if self.mla:
+            # the heads' key and value sizes: key_length_mla/value_length_mla where the converter wrote them
+            # (key_length and value_length then describe the latent's MQA view), else key_length/value_length
+            self.n_lora_kv = int(key("attention.kv_lora_rank", required=True))
+            self.n_lora_q = int(key("attention.q_lora_rank", 0))
+            self.mla_split = key("attention.key_length_mla") is not None
+            if self.mla_split:
+                self.hd_k = int(key("attention.key_length_mla"))
+                self.hd_v = int(key("attention.value_length_mla"))
+            self.n_head_kv = self.n_head
         self.freq_base = float(key("rope.freq_base", 10000.0))
         self.eps = float(key("attention.layer_norm_rms_epsilon", required=True))
         self.n_expert = int(key("expert_count", 0))
@@ -164,24 +183,48 @@ class Model:
                 return self.n_rot * np.log(n_orig / (n_turns * 2 * np.pi)) / (2 * np.log(self.freq_base))
             lo = max(0.0, np.floor(corr_dim(float(key("rope.scaling.yarn_beta_fast", 32.0)))))
             hi = min(self.n_rot - 1.0, np.ceil(corr_dim(float(key("rope.scaling.yarn_beta_slow", 1.0)))))
-            self.yarn = (lo, hi, float(key("rope.scaling.yarn_ext_factor", 1.0)),
-                         float(key("rope.scaling.yarn_attn_factor", 1.0)))
+            ext = float(key("rope.scaling.yarn_ext_factor", 1.0))
+            attn = float(key("rope.scaling.yarn_attn_factor", 1.0))
+            log_mul = key("rope.scaling.yarn_log_multiplier")
+            if self.mla and log_mul is not None:
+                # llama_context for deepseek2 (the converter wrote 0.1 * mscale_all_dim; llama.cpp divides it back):
+                # attn_factor = get_mscale(s, m) / get_mscale(s, m) (m = mscale_all_dim), then over 1 + 0.1 ln s,
+                # which ggml's rope_yarn multiplies back: the rotated part keeps its magnitude
+                attn = 1.0 / (1.0 + 0.1 * np.log(factor))
+            self.yarn = (lo, hi, ext, attn)
         elif stype not in ("none", "linear") and factor not in (0.0, 1.0):
             raise GGUFError("%s: rope scaling %s is not supported by the reference" % (path, stype))
         if key("rope.scale_linear") is not None:
             self.freq_scale = 1.0 / float(key("rope.scale_linear"))
+        # deepseek2's logit scale (its graph): mscale^2 / sqrt(key), mscale = attn_factor * (1 + 0.1 ln s) *
+        # (1 + 0.1 mscale_all_dim ln s)
+        self.kq_scale = 1.0 / np.sqrt(self.hd_k)
+        if self.mla:
+            ln_s = np.log(1.0 / self.freq_scale)
+            m_all = float(key("rope.scaling.yarn_log_multiplier", 0.0) or 0.0) / 0.1
+            attn = self.yarn[3] if self.yarn is not None else 1.0
+            mscale = attn * (1.0 + 0.1 * ln_s) * (1.0 + 0.1 * m_all * ln_s)
+            self.kq_scale = mscale * mscale / np.sqrt(self.hd_k)
         parts = PARTS[arch]
-        if (parts["attn"][0], parts["ffn"][0]) != ("gqa", "moe") or \
-                parts["router"][0] not in ("softmax_topk", "topk_softmax", "sigmoid"):
+        if parts["attn"][0] not in ("gqa", "mla") or parts["ffn"][0] != "moe" or \
+                parts["router"][0] not in ("softmax_topk", "topk_softmax", "sigmoid", "by_gating"):
             raise GGUFError("%s: %s's parts %s are not implemented by the reference" % (path, arch, parts))
         attn_opts, router_opts, ffn_opts = parts["attn"][1], parts["router"][1], parts["ffn"][1]
+        router_kind = parts["router"][0]
+        if router_kind == "by_gating":  # LLAMA_EXPERT_GATING_FUNC_TYPE: absent as softmax (older deepseek2 files)
+            gating = int(key("expert_gating_func", 0))
+            if gating not in (0, 1, 2):
+                raise GGUFError("%s: expert_gating_func %d is not softmax or sigmoid" % (path, gating))
+            router_kind = "sigmoid" if gating == 2 else "softmax_topk"
+            if router_kind == "softmax_topk" and int(key("expert_group_count", 0)) > 1:
+                raise GGUFError("%s: expert groups with softmax gating are not in the reference" % path)
         # llama_model_rope_type: NORM (adjacent pairs) or NEOX (halves).
         self.rope_neox = "rope_neox" in attn_opts
         # build_moe_ffn's norm_w argument in the architecture's graph (or the file's expert_weights_norm).
         self.norm_topk = "renorm" in router_opts
         if "norm_from_key" in router_opts:
             self.norm_topk = bool(key("expert_weights_norm", False))
-        if parts["router"][0] == "sigmoid":
+        if router_kind == "sigmoid":
             gating = int(key("expert_gating_func", 0))
             if gating not in (0, 2):
                 raise GGUFError("%s: expert_gating_func %d is not sigmoid" % (path, gating))
@@ -191,7 +234,7 @@ class Model:
         self.qk_norm = "head" if "qk_norm_head" in attn_opts else "full" if "qk_norm_full" in attn_opts else None
         if "qk_norm_head_if_present" in attn_opts and g.tensor("blk.0.attn_q_norm.weight") is not None:
             self.qk_norm = "head"
-        self.router_kind = parts["router"][0]
+        self.router_kind = router_kind
         self.swiglu_oai = "swiglu_oai" in ffn_opts
         self.sinks = "sinks" in attn_opts
         # llama_hparams::set_swa_pattern(n): layer il slides when n == 0 or il % n < n - 1; a sliding layer's
@@ -224,14 +267,30 @@ class Model:
         self.layers = []
         for i in range(self.n_layer):
             p = "blk.%d." % i
-            L = {
-                "attn_norm": V(p + "attn_norm.weight"),
-                "wq": T(p + "attn_q.weight"), "wk": T(p + "attn_k.weight"), "wv": T(p + "attn_v.weight"),
-                "wo": T(p + "attn_output.weight"),
-                "bq": V(p + "attn_q.bias", False), "bk": V(p + "attn_k.bias", False),
-                "bv": V(p + "attn_v.bias", False), "bo": V(p + "attn_output.bias", False),
-                "ffn_norm": V(p + parts.get("ffn_norm", "ffn_norm") + ".weight"),
-            }
+            if self.mla:
+                L = {"attn_norm": V(p + "attn_norm.weight"), "wo": T(p + "attn_output.weight"),
+                     "wkv_a": T(p + "attn_kv_a_mqa.weight"), "kv_a_norm": V(p + "attn_kv_a_norm.weight"),
+                     "ffn_norm": V(p + "ffn_norm.weight")}
+                if self.n_lora_q > 0:
+                    L["wq_a"] = T(p + "attn_q_a.weight")
+                    L["q_a_norm"] = V(p + "attn_q_a_norm.weight")
+                    L["wq_b"] = T(p + "attn_q_b.weight")
+                else:
+                    L["wq"] = T(p + "attn_q.weight")
+                if self.mla_split:
+                    L["wk_b"] = T(p + "attn_k_b.weight")
+                    L["wv_b"] = T(p + "attn_v_b.weight")
+                else:
+                    L["wkv_b"] = T(p + "attn_kv_b.weight")
+            else:
+                L = {
+                    "attn_norm": V(p + "attn_norm.weight"),
+                    "wq": T(p + "attn_q.weight"), "wk": T(p + "attn_k.weight"), "wv": T(p + "attn_v.weight"),
+                    "wo": T(p + "attn_output.weight"),
+                    "bq": V(p + "attn_q.bias", False), "bk": V(p + "attn_k.bias", False),
+                    "bv": V(p + "attn_v.bias", False), "bo": V(p + "attn_output.bias", False),
+                    "ffn_norm": V(p + parts.get("ffn_norm", "ffn_norm") + ".weight"),
+                }
             if self.sinks:
                 L["sinks"] = V(p + "attn_sinks.weight")
             if self.qk_norm:
@@ -350,6 +409,37 @@ class Model:
             o = o + L["bo"]
         return o
 
+    def attention_mla(self, il, L, h):
+        """deepseek2's graph for one position: the cache keeps [latent | rotated key part] per position."""
+        H, K, Vd, R, r = self.n_head, self.hd_k, self.hd_v, self.n_lora_kv, self.n_rot
+        nope = K - r
+        if "wq_a" in L:
+            q = L["wq_b"].mv(rms_norm(L["wq_a"].mv(h), L["q_a_norm"], self.eps))
+        else:
+            q = L["wq"].mv(h)
+        q = q.reshape(H, K)
+        q_nope, q_pe = q[:, :nope], self.rope(q[:, nope:], self.pos)
+        kv = L["wkv_a"].mv(h)
+        c = rms_norm(kv[:R], L["kv_a_norm"], self.eps)
+        k_pe = self.rope(kv[R:].reshape(1, r), self.pos)[0]
+        self.kcache[il].append(np.concatenate([c, k_pe]))
+        C = np.stack(self.kcache[il])  # (n_pos, R + r)
+        out = np.empty((H, Vd))
+        if "wk_b" in L:
+            # absorbed (MQA over the latents): q_nope through attn_k_b into the latent space, the weighted latents
+            # through attn_v_b, both per head (ggml_mul_mat over the heads' matrices of the 3-D tensors)
+            for hh in range(H):
+                qc = L["wk_b"].mv(q_nope[hh], hh)  # (R,)
+                s = (C[:, :R] @ qc + C[:, R:] @ q_pe[hh]) * self.kq_scale
+                out[hh] = L["wv_b"].mv(softmax(s) @ C[:, :R], hh)
+        else:
+            # files with attn_kv_b: each position's keys and values up-projected from its latent (MHA)
+            KVb = np.stack([L["wkv_b"].mv(C[j, :R]).reshape(H, nope + Vd) for j in range(C.shape[0])])
+            for hh in range(H):
+                s = (KVb[:, hh, :nope] @ q_nope[hh] + C[:, R:] @ q_pe[hh]) * self.kq_scale
+                out[hh] = softmax(s) @ KVb[:, hh, nope:]
+        return L["wo"].mv(out.reshape(-1))
+
     def route_sigmoid(self, L, logits):
         """build_moe_ffn with sigmoid gating: (selection scores, gates); groups mask the selection scores."""
         probs = 1.0 / (1.0 + np.exp(-logits))
@@ -420,7 +510,8 @@ class Model:
         x = self.tok_embd.W[token].astype(np.float64)
         routing = []
         for il, L in enumerate(self.layers):
-            x = x + self.attention(il, L, rms_norm(x, L["attn_norm"], self.eps))
+            attn = self.attention_mla if self.mla else self.attention
+            x = x + attn(il, L, rms_norm(x, L["attn_norm"], self.eps))
             h = rms_norm(x, L["ffn_norm"], self.eps)
             x = x + (self.moe(L, h, routing) if "gate_inp" in L else self.dense_ffn(L, h))
         self.pos += 1

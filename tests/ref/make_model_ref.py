@@ -45,17 +45,40 @@ def build(a):
     norm("output_norm.weight", E)
     if not a.tied:
         add("output.weight", (E, a.vocab), a.output_type or a.type, ws)
-    glm = arch == "glm4moe"
-    # glm4moe as llama.cpp's converter writes it: the dense first layers, an MTP block after the others
+    ds = arch == "deepseek2"
+    glm = arch == "glm4moe" or ds
+    sigmoid = glm and not (ds and a.gating == "softmax")
+    # glm4moe and deepseek2 as llama.cpp's converters write them: the dense first layers, an MTP block after the
+    # others (deepseek2's converter leaves it out; files with one load)
     n_dense = a.dense_layers if glm else 0
     n_blocks = a.layers + (a.nextn if glm else 0)
+    # deepseek2's latent attention: a key of D = nope + rope, values of VD, the latent R, the q LoRA RQ
+    R, RQ = a.kv_lora, a.q_lora
+    ROT = a.rope_dim or D // 2
+    NOPE, VD = D - ROT, a.v_head_dim or D - ROT
     for i in range(n_blocks):
         p = "blk.%d." % i
         norm(p + "attn_norm.weight", E)
-        add(p + "attn_q.weight", (E, H * D), a.type, ws)
-        add(p + "attn_k.weight", (E, KV * D), a.type, ws)
-        add(p + "attn_v.weight", (E, KV * D), a.type, ws)
-        add(p + "attn_output.weight", (H * D, E), a.type, 1.0 / np.sqrt(H * D))
+        if ds:
+            if RQ:
+                add(p + "attn_q_a.weight", (E, RQ), a.type, ws)
+                norm(p + "attn_q_a_norm.weight", RQ)
+                add(p + "attn_q_b.weight", (RQ, H * D), a.type, 1.0 / np.sqrt(RQ))
+            else:
+                add(p + "attn_q.weight", (E, H * D), a.type, ws)
+            add(p + "attn_kv_a_mqa.weight", (E, R + ROT), a.type, ws)
+            norm(p + "attn_kv_a_norm.weight", R)
+            if a.kv_b:  # files converted before the k/v split
+                add(p + "attn_kv_b.weight", (R, H * (NOPE + VD)), a.type, 1.0 / np.sqrt(R))
+            else:
+                add(p + "attn_k_b.weight", (NOPE, R, H), a.type, 1.0 / np.sqrt(R))
+                add(p + "attn_v_b.weight", (R, VD, H), a.type, 1.0 / np.sqrt(R))
+            add(p + "attn_output.weight", (H * VD, E), a.type, 1.0 / np.sqrt(H * VD))
+        else:
+            add(p + "attn_q.weight", (E, H * D), a.type, ws)
+            add(p + "attn_k.weight", (E, KV * D), a.type, ws)
+            add(p + "attn_v.weight", (E, KV * D), a.type, ws)
+            add(p + "attn_output.weight", (H * D, E), a.type, 1.0 / np.sqrt(H * D))
         if arch in ("qwen2moe", "gpt-oss", "glm4moe"):
             for nm, n in (("attn_q.bias", H * D), ("attn_k.bias", KV * D), ("attn_v.bias", KV * D)):
                 tensors.append((p + nm, TYPE_BY_NAME["F32"], (n,), (0.1 * rng.standard_normal(n)).astype("<f4").tobytes()))
@@ -75,7 +98,7 @@ def build(a):
             add(p + "ffn_down.weight", (a.ff, E), a.type, 1.0 / np.sqrt(a.ff))
             continue
         add(p + "ffn_gate_inp.weight", (E, a.experts), "F32", ws * 4)
-        if glm:
+        if sigmoid:
             tensors.append((p + "exp_probs_b.bias", TYPE_BY_NAME["F32"], (a.experts,),
                             (0.05 * rng.standard_normal(a.experts)).astype("<f4").tobytes()))
         add(p + "ffn_gate_exps.weight", (E, a.expert_ff, a.experts), xt, ws)
@@ -102,6 +125,10 @@ def build(a):
             norm(p + "nextn.hnorm.weight", E)
             norm(p + "nextn.shared_head_norm.weight", E)
 
+    if ds:  # the converter's MQA view of the latent (head_count_kv 1, key_length R + rope, value_length R)
+        KV, key_len, value_len = (H, D, VD) if a.kv_b else (1, R + ROT, R)
+    else:
+        key_len = value_len = D
     kv = [
         ("general.architecture", STRING, arch),
         ("general.name", STRING, "reference test model"),
@@ -111,8 +138,8 @@ def build(a):
         (arch + ".feed_forward_length", UINT32, a.ff if glm else a.expert_ff),
         (arch + ".attention.head_count", UINT32, H),
         (arch + ".attention.head_count_kv", UINT32, KV),
-        (arch + ".attention.key_length", UINT32, D),
-        (arch + ".attention.value_length", UINT32, D),
+        (arch + ".attention.key_length", UINT32, key_len),
+        (arch + ".attention.value_length", UINT32, value_len),
         (arch + ".rope.freq_base", FLOAT32, 10000.0),
         (arch + ".attention.layer_norm_rms_epsilon", FLOAT32, 1e-6),
         (arch + ".expert_count", UINT32, a.experts),
@@ -133,9 +160,19 @@ def build(a):
                (arch + ".leading_dense_block_count", UINT32, n_dense),
                (arch + ".nextn_predict_layers", UINT32, a.nextn),
                (arch + ".expert_shared_count", UINT32, a.shared_count),
-               (arch + ".expert_gating_func", UINT32, 2),
-               (arch + ".expert_weights_norm", BOOL, True),
+               (arch + ".expert_gating_func", UINT32, 2 if sigmoid else 1),
                (arch + ".expert_weights_scale", FLOAT32, a.weights_scale)]
+        if sigmoid:
+            kv.append((arch + ".expert_weights_norm", BOOL, True))
+    if ds:
+        kv += [(arch + ".attention.kv_lora_rank", UINT32, R), (arch + ".attention.q_lora_rank", UINT32, RQ)]
+        if not a.kv_b:
+            kv += [(arch + ".attention.key_length_mla", UINT32, D),
+                   (arch + ".attention.value_length_mla", UINT32, VD)]
+        if a.yarn:  # as DeepseekV2Model writes it: yarn_log_multiplier = 0.1 mscale_all_dim
+            kv += [(arch + ".rope.scaling.type", STRING, "yarn"), (arch + ".rope.scaling.factor", FLOAT32, a.yarn),
+                   (arch + ".rope.scaling.original_context_length", UINT32, 64),
+                   (arch + ".rope.scaling.yarn_log_multiplier", FLOAT32, 0.1 * a.mscale_all_dim)]
         if a.groups > 1:
             kv += [(arch + ".expert_group_count", UINT32, a.groups),
                    (arch + ".expert_group_used_count", UINT32, a.groups_used)]
@@ -145,7 +182,7 @@ def build(a):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe",
-                                                           "gpt-oss", "glm4moe"])
+                                                           "gpt-oss", "glm4moe", "deepseek2"])
     ap.add_argument("--type", default="F32", help="type of every matrix (see --expert-type, --output-type)")
     ap.add_argument("--expert-type", help="type of the routed experts (default: --type)")
     ap.add_argument("--output-type", help="type of token_embd and output (default: --type)")
@@ -171,6 +208,15 @@ def main(argv=None):
     ap.add_argument("--groups", type=int, default=0)
     ap.add_argument("--groups-used", type=int, default=0)
     ap.add_argument("--weights-scale", type=float, default=2.5)
+    # deepseek2 (also --ff, --dense-layers, --nextn, --rope-dim (default half of --head-dim, the key), --shared-count,
+    # --groups, --groups-used, --weights-scale)
+    ap.add_argument("--kv-lora", type=int, default=64)
+    ap.add_argument("--q-lora", type=int, default=32, help="0: attn_q")
+    ap.add_argument("--v-head-dim", type=int, default=0, help="default: the key's unrotated part")
+    ap.add_argument("--kv-b", action="store_true", help="one attn_kv_b, as files converted before the k/v split")
+    ap.add_argument("--gating", default="sigmoid", choices=["sigmoid", "softmax"])
+    ap.add_argument("--yarn", type=float, default=0.0, help="rope.scaling.factor of yarn (0: none)")
+    ap.add_argument("--mscale-all-dim", type=float, default=1.0)
     ap.add_argument("-o", required=True)
     build(ap.parse_args(argv))
 

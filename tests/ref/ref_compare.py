@@ -80,6 +80,16 @@ GLM = ["--layers", "3", "--qk-norm", "--expert-groups", "4", "--groups-used", "2
        "--weights-scale", "2.5", "--shared-ff", "128", "--ff", "96"]
 CASES.append(("glm4moe-groups-f32", "glm4moe", SMALL + GLM, ["--type", "F32"], "f32"))
 CASES.append(("glm4moe-groups-q8_0", "glm4moe", SMALL + GLM, ["--type", "Q8_0"], "quant"))
+# deepseek2: keys of 64 (32 rotated), a latent of 64, a q LoRA, groups, yarn, an MTP layer; V2-Lite's form (attn_q,
+# softmax gating)
+DS = ["--head-dim", "64", "--layers", "3", "--q-lora", "32", "--kv-lora", "64", "--expert-groups", "4",
+      "--groups-used", "2", "--yarn-factor", "4", "--yarn-orig-ctx", "64", "--nextn", "1", "--ff", "96"]
+CASES.append(("deepseek2-f32", "deepseek2", SMALL + DS, ["--type", "F32"], "f32"))
+CASES.append(("deepseek2-q8_0", "deepseek2", SMALL + DS, ["--type", "Q8_0"], "quant"))
+CASES.append(("deepseek2-lite-f16", "deepseek2", SMALL + ["--head-dim", "64", "--q-lora", "0", "--gating", "softmax",
+                                                          "--weights-scale", "2"], ["--type", "F16"], "f32"))
+CASES.append(("deepseek2-q4km", "deepseek2", QSHAPE + ["--kv-lora", "64", "--q-lora", "64"], ["--recipe", "Q4_K_M"],
+              "quant"))
 
 
 def find_binary(builddir, names):
