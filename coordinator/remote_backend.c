@@ -66,7 +66,7 @@ static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, in
         r->stats.decode_wall_ns += wall;
     }
     if (resp->status != GUILD_STEP_OK) {
-        r->gpu_len = keep; /* the GPU worker's cache is back to keep */
+        r->gpu_len = r->o.recurrent ? 0 : keep; /* the GPU worker's cache is back to keep (a recurrent one's empty) */
         /* aborted by the supervisor: its reason says more than the GPU worker's "aborted" */
         if (resp->status == GUILD_STEP_ABORTED && sup_check(r->sup, r->epoch, err) < 0)
             return -1;
@@ -186,6 +186,8 @@ static void remote_kv_truncate(backend_t *b, int32_t n_pos)
 {
     remote_t *r = (remote_t *)b;
     if (n_pos < 0)
+        n_pos = 0;
+    if (n_pos < r->kv_len && r->o.recurrent)
         n_pos = 0;
     if (n_pos < r->kv_len)
         r->kv_len = n_pos; /* the next request's `keep` tells the GPU worker */

@@ -14,6 +14,7 @@
 #ifndef GUILD_COORDINATOR_REMOTE_BACKEND_H
 #define GUILD_COORDINATOR_REMOTE_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "coordinator/supervisor.h"
@@ -26,6 +27,8 @@ typedef struct remote_options {
     int max_retries;    /* GPU worker losses one forward call survives */
     uint32_t ready_ms;  /* how long to wait for the workers to be (back) up */
     uint64_t spin_ns;   /* doorbell spin before sleeping */
+    bool recurrent;     /* the model has recurrent layers (model_recurrent): its cache keeps no shorter prefix, so
+                           a truncation below the length empties it, as the GPU worker's backend does */
 } remote_options_t;
 
 /* Counters since creation. */

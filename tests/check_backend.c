@@ -78,7 +78,8 @@ static void run_all(rig_t *r, int chunk, float *out)
     }
 }
 
-static const char *archs[] = {"qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss", "glm4moe", "deepseek2"};
+static const char *archs[] = {"qwen3moe", "qwen2moe",  "llama",     "olmoe",    "gpt-oss",
+                              "glm4moe",  "deepseek2", "qwen3next", "qwen35moe"};
 #define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
 
 static tiny_spec_t spec_of(int i)
@@ -102,6 +103,8 @@ static tiny_spec_t spec_of(int i)
 START_TEST(test_threads_and_batches_give_the_same_bits)
 {
     tiny_spec_t s = spec_of(_i);
+    if (!strcmp(s.arch, "qwen3next") || !strcmp(s.arch, "qwen35moe"))
+        s.n_layer = 3; /* gdn, attention, gdn: the last layer narrows a recurrent one's rows */
     const size_t V = 96, rows = N_PROMPT + N_STEPS;
     float *a = malloc(rows * V * sizeof *a), *b = malloc(rows * V * sizeof *b);
     rig_t r;
@@ -277,6 +280,31 @@ START_TEST(test_mla_absorbed_and_expanded_agree)
     free(ab);
     free(ex);
     free(o);
+}
+END_TEST
+
+/* A recurrent state holds no earlier position: a truncation below the length empties the cache (the caller sees
+ * backend_kv_len 0 and recomputes), and the sequence run again from 0 gives the same bits. */
+START_TEST(test_recurrent_truncate_empties)
+{
+    tiny_spec_t s = spec_of(7);
+    ck_assert_str_eq(s.arch, "qwen3next");
+    const size_t V = 96, rows = N_PROMPT + N_STEPS;
+    float *a = malloc(rows * V * sizeof *a), *b = malloc(rows * V * sizeof *b);
+    rig_t r;
+    rig_open(&r, &s, 2, 16, 32);
+    run_all(&r, N_PROMPT, a);
+    backend_kv_truncate(r.be, 100); /* beyond the end: nothing */
+    ck_assert_int_eq(backend_kv_len(r.be), rows);
+    backend_kv_truncate(r.be, (int32_t)rows); /* the length itself: nothing */
+    ck_assert_int_eq(backend_kv_len(r.be), rows);
+    backend_kv_truncate(r.be, 5);
+    ck_assert_int_eq(backend_kv_len(r.be), 0);
+    run_all(&r, 3, b);
+    ck_assert(!memcmp(a, b, rows * V * sizeof *a));
+    rig_close(&r);
+    free(a);
+    free(b);
 }
 END_TEST
 
@@ -603,6 +631,7 @@ int main(void)
     TCase *tc = tcase_create("determinism");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_threads_and_batches_give_the_same_bits, 0, 2 * N_ARCHS);
+    tcase_add_test(tc, test_recurrent_truncate_empties);
     tcase_add_loop_test(tc, test_truncate_and_replay, 0, 2);
     tcase_add_loop_test(tc, test_mla_absorbed_and_expanded_agree, 0, 4);
     suite_add_tcase(su, tc);

@@ -165,18 +165,62 @@ START_TEST(test_unsupported_architecture)
 }
 END_TEST
 
-/* The next architectures' rows are known and refused at load time, naming the first part or option that is
- * not implemented. */
-START_TEST(test_unimplemented_parts)
+/* qwen3next and qwen35moe: the hybrid layout (gated delta net on the even layers of the tiny model, gated full
+ * attention on the odd ones), the ssm keys, each layer's tensors, and the refusals. */
+START_TEST(test_qwen3next)
 {
-    static const struct {
-        const char *arch, *frag;
-    } cases[] = {
-        {"qwen3next", "architecture \"qwen3next\": attention part \"gdn\" is not implemented"},
-        {"qwen35moe", "architecture \"qwen35moe\": attention part \"gdn\" is not implemented"},
-    };
-    tiny_spec_t s = tiny_spec(cases[_i].arch);
-    open_fails(&s, cases[_i].frag, NULL);
+    const char *arch = _i ? "qwen35moe" : "qwen3next";
+    tiny_spec_t s = tiny_spec(arch);
+    s.n_layer = 4;
+    open_ok(&s);
+    const model_config_t *c = model_config(model);
+    ck_assert_int_eq(c->arch, _i ? MODEL_ARCH_QWEN35MOE : MODEL_ARCH_QWEN3NEXT);
+    ck_assert_int_eq(c->layout, MODEL_LAYOUT_HYBRID);
+    ck_assert_int_eq(c->full_attn_interval, 2);
+    ck_assert_uint_eq(c->attn.opts, MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QK_NORM_HEAD |
+                                        MODEL_GQA_OUT_GATE);
+    ck_assert_int_eq(c->attn_linear.kind, MODEL_ATTN_GDN);
+    ck_assert_uint_eq(c->attn_linear.opts, _i ? MODEL_GDN_BA_SPLIT | MODEL_GDN_KV_TILED : 0);
+    ck_assert_uint_eq(c->router.opts, MODEL_ROUTER_RENORM);
+    ck_assert_uint_eq(c->ffn.opts, MODEL_FFN_SHEXP_GATED);
+    ck_assert_int_eq(c->n_rot, 8);
+    ck_assert_int_eq(c->ssm_d_conv, 4);
+    ck_assert_int_eq(c->ssm_d_state, 16);
+    ck_assert_int_eq(c->ssm_n_group, 2);
+    ck_assert_int_eq(c->ssm_dt_rank, 4);
+    ck_assert_int_eq(c->ssm_d_inner, 64);
+    ck_assert_int_eq(c->n_layer_attn, 2);
+    ck_assert(model_recurrent(c));
+    ck_assert_int_eq(model_gdn_conv_channels(c), 2 * 2 * 16 + 64);
+    ck_assert_int_eq(model_gdn_conv_state(c), 3 * 128);
+    ck_assert_int_eq(model_gdn_ssm_state(c), 4 * 16 * 16);
+    const model_weights_t *w = model_weights(model);
+    for (int il = 0; il < 4; il++) {
+        const model_layer_t *L = &w->layers[il];
+        ck_assert_int_eq(model_layer_recurrent(c, il), il % 2 == 0);
+        ck_assert_int_eq(L->ssm_qkv.data != NULL, il % 2 == 0);
+        ck_assert_int_eq(L->wq.data != NULL, il % 2 == 1);
+        ck_assert_int_eq(L->ssm_ba.data != NULL, il % 2 == 0 && !_i);
+        ck_assert_int_eq(L->ssm_beta.data != NULL, il % 2 == 0 && _i);
+        ck_assert_ptr_nonnull(L->ffn_norm.data); /* post_attention_norm */
+        ck_assert_ptr_nonnull(L->shexp_gate_inp.data);
+    }
+    ck_assert_int_eq(w->layers[1].wq.ne[1], 2 * 4 * 16); /* query and gate */
+    ck_assert_int_eq(w->layers[0].ssm_conv1d.ne[0], 4);
+    ck_assert_int_eq(w->layers[0].ssm_conv1d.ne[1], 128);
+
+    char key[96];
+    snprintf(key, sizeof key, "%s.ssm.state_size", arch);
+    s.omit_key = key;
+    open_fails(&s, "ssm.state_size is missing", NULL);
+    s.omit_key = NULL;
+    s.omit_tensor = _i ? "blk.2.ssm_alpha.weight" : "blk.2.ssm_ba.weight";
+    open_fails(&s, s.omit_tensor, "is missing");
+    s.omit_tensor = "blk.0.ssm_a";
+    open_fails(&s, "tensor blk.0.ssm_a is missing", NULL);
+    s.omit_tensor = NULL;
+    s.reshape_tensor = "blk.1.attn_q.weight"; /* without room for the gate */
+    open_fails(&s, "tensor blk.1.attn_q.weight has shape", NULL);
 }
 END_TEST
 
@@ -677,7 +721,7 @@ int main(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_unsupported_architecture);
     tcase_add_test(tc, test_gpt_oss);
-    tcase_add_loop_test(tc, test_unimplemented_parts, 0, 2);
+    tcase_add_loop_test(tc, test_qwen3next, 0, 2);
     tcase_add_test(tc, test_missing_or_bad_keys);
     tcase_add_test(tc, test_glm4moe_errors);
     tcase_add_test(tc, test_deepseek2_errors);

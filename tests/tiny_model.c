@@ -188,6 +188,20 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
     snprintf(ffn_norm, sizeof ffn_norm, "%s.weight", info && info->ffn_norm ? info->ffn_norm : "ffn_norm");
     if (attn_opts & MODEL_GQA_SLIDING) /* a window shorter than the tests' sequences, on the even layers */
         set_u32(w, s, "attention.sliding_window", 5);
+    /* a hybrid: full attention on the odd layers, a gated delta net (4 taps, 2 key heads and 4 value heads of
+     * 16) on the even ones; partial RoPE over half the head */
+    const bool hybrid = info && info->layout == MODEL_LAYOUT_HYBRID;
+    const uint32_t gdn_opts = hybrid ? info->attn_linear.opts : 0;
+    const uint64_t DK = 16, NK = 2, NV = 4, CONV = 4, IN = NV * DK, CH = 2 * NK * DK + IN;
+    if (hybrid) {
+        set_u32(w, s, "full_attention_interval", 2);
+        set_u32(w, s, "rope.dimension_count", (uint32_t)s->head_dim / 2);
+        set_u32(w, s, "ssm.conv_kernel", (uint32_t)CONV);
+        set_u32(w, s, "ssm.state_size", (uint32_t)DK);
+        set_u32(w, s, "ssm.group_count", (uint32_t)NK);
+        set_u32(w, s, "ssm.time_step_rank", (uint32_t)NV);
+        set_u32(w, s, "ssm.inner_size", (uint32_t)IN);
+    }
     builder_t b = {.s = s};
     const uint64_t E = (uint64_t)s->n_embd, Q = (uint64_t)s->n_head * (uint64_t)s->head_dim;
     const uint64_t KV = (uint64_t)s->n_head_kv * (uint64_t)s->head_dim, F = (uint64_t)s->n_ff_exp;
@@ -222,8 +236,23 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
                 plan(&b, P("attn_v_b.weight"), 3, R, V, H, 1.0f / sqrtf((float)R), true);
             }
             plan(&b, P("attn_output.weight"), 2, H * V, E, 1, 1.0f / sqrtf((float)(H * V)), true);
+        } else if (hybrid && il < s->n_layer && il % 2 == 0) {
+            plan(&b, P("attn_qkv.weight"), 2, E, CH, 1, ws, true);
+            plan(&b, P("attn_gate.weight"), 2, E, IN, 1, ws, true);
+            plan(&b, P("ssm_conv1d.weight"), 2, CONV, CH, 1, 0.5f, false);
+            plan(&b, P("ssm_dt.bias"), 1, NV, 1, 1, 1.0f, false);
+            plan(&b, P("ssm_a"), 1, NV, 1, 1, 0.5f, false);
+            if (gdn_opts & MODEL_GDN_BA_SPLIT) {
+                plan(&b, P("ssm_beta.weight"), 2, E, NV, 1, ws, true);
+                plan(&b, P("ssm_alpha.weight"), 2, E, NV, 1, ws, true);
+            } else {
+                plan(&b, P("ssm_ba.weight"), 2, E, 2 * NV, 1, ws, true);
+            }
+            plan(&b, P("ssm_norm.weight"), 1, DK, 1, 1, 0, false);
+            plan(&b, P("ssm_out.weight"), 2, IN, E, 1, 1.0f / sqrtf((float)IN), true);
+            goto ffn;
         } else {
-            plan(&b, P("attn_q.weight"), 2, E, Q, 1, ws, true);
+            plan(&b, P("attn_q.weight"), 2, E, (attn_opts & MODEL_GQA_OUT_GATE) ? 2 * Q : Q, 1, ws, true);
             plan(&b, P("attn_k.weight"), 2, E, KV, 1, ws, true);
             plan(&b, P("attn_v.weight"), 2, E, KV, 1, ws, true);
             plan(&b, P("attn_output.weight"), 2, Q, E, 1, 1.0f / sqrtf((float)Q), true);
@@ -245,6 +274,7 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
             plan(&b, P("attn_sinks.weight"), 1, (uint64_t)s->n_head, 1, 1, 2.0f, false);
         if (attn_opts & MODEL_GQA_OUT_BIAS)
             plan(&b, P("attn_output.bias"), 1, E, 1, 1, 0.1f, false);
+    ffn:
         snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
         plan(&b, n, 1, E, 1, 1, 0, false);
         if (dense_first && il < s->n_dense_lead) {
@@ -295,9 +325,13 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
         uint64_t bytes = row_bytes * t->ne[1] * t->ne[2];
         void *q = malloc(bytes);
         ck_assert(f && q);
+        const size_t len = strlen(t->name);
+        const bool decay = len >= 6 && !strcmp(t->name + len - 6, ".ssm_a"); /* -exp(A_log) < 0 */
         for (uint64_t k = 0; k < n; k++) {
             double u = 2 * rng_uniform(&r) - 1;
             f[k] = t->scale == 0 ? (float)(1 + 0.1 * u) : (float)(t->scale * u);
+            if (decay)
+                f[k] = -0.1f - fabsf(f[k]);
         }
         for (uint64_t row = 0; row < t->ne[1] * t->ne[2]; row++)
             ck_assert_msg(quant_quantize_row_ref(t->type, f + row * t->ne[0], (char *)q + row * row_bytes,

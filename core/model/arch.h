@@ -14,11 +14,10 @@
  *   deepseek2  mla: q LoRA where the file has one,          by expert_gating_func:  dense first, then moe + shared
  *              rope norm on the decoupled part, yarn        softmax top-k, or as    expert (ungated)
  *                                                           glm4moe's
+ *   qwen3next  hybrid: gdn; every 4th layer gqa: rope neox, softmax top-k, renorm   moe + sigmoid-gated shared expert
+ *   qwen35moe  partial rope, q/k norm per head, output gate
  *
- * The rows after them are the next architectures (issue 15): their parts are named, and loading one fails with
- * the first part or option that is not implemented yet ("architecture "qwen3next": attention part "gdn" is not
- * implemented"). Their rows are what llama.cpp does as far as the parts go; whoever implements
- * them checks each option against llama.cpp's graph and metadata.
+ * Each row is checked against llama.cpp's graph and metadata by whoever implements its parts.
  */
 #ifndef GUILD_MODEL_ARCH_H
 #define GUILD_MODEL_ARCH_H

@@ -10,7 +10,9 @@
  * GLM-4.5-Air not).
  * Tensors of layer L: blk.L.attn_q/k/v.weight, attn_output.weight; attn_q/k/v.bias (MODEL_GQA_QKV_BIAS);
  * attn_q_norm/attn_k_norm.weight (MODEL_GQA_QK_NORM_HEAD: [head_dim]; MODEL_GQA_QK_NORM_FULL: the whole width);
- * attn_sinks.weight [n_head] (MODEL_GQA_SINKS); attn_output.bias [n_embd] (MODEL_GQA_OUT_BIAS).
+ * attn_sinks.weight [n_head] (MODEL_GQA_SINKS); attn_output.bias [n_embd] (MODEL_GQA_OUT_BIAS); with
+ * MODEL_GQA_OUT_GATE attn_q.weight is [n_embd, 2 * n_head*head_dim], each head's query rows then its gate rows
+ * (qwen3next's attention; llama.cpp splits Qcur_full per head the same way).
  */
 #include "core/model/part_core.h"
 
@@ -72,7 +74,8 @@ static int gqa_bind(model_layer_t *L, const model_binder_t *b, const model_part_
 {
     const model_config_t *c = b->c;
     const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
-    if (model_bind(&L->wq, b, "attn_q.weight", MODEL_TENSOR_MATRIX, true, 2, E, Q, 1) ||
+    const int64_t QG = (p->opts & MODEL_GQA_OUT_GATE) ? 2 * Q : Q;
+    if (model_bind(&L->wq, b, "attn_q.weight", MODEL_TENSOR_MATRIX, true, 2, E, QG, 1) ||
         model_bind(&L->wk, b, "attn_k.weight", MODEL_TENSOR_MATRIX, true, 2, E, KV, 1) ||
         model_bind(&L->wv, b, "attn_v.weight", MODEL_TENSOR_MATRIX, true, 2, E, KV, 1) ||
         model_bind(&L->wo, b, "attn_output.weight", MODEL_TENSOR_MATRIX, true, 2, Q, E, 1))
@@ -106,7 +109,7 @@ static void gqa_cache_row(const model_config_t *c, const model_part_t *p, int64_
 
 const model_part_core_t model_attn_gqa_core = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
-            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
+            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS | MODEL_GQA_OUT_GATE,
     .read_config = gqa_read_config,
     .bind = gqa_bind,
     .cache_row = gqa_cache_row,

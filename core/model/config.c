@@ -216,6 +216,8 @@ int model_config_load(model_config_t *c, const gguf_t *g, guild_err_t *err)
     /* the rope scaling first: an attention part's scale may depend on it (attn_mla.c) */
     if (model_parts_check(c, &core, path, err) < 0 || read_rope_scaling(c, &k) < 0 || read_parts(c, &k) < 0)
         return -1;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        c->n_layer_attn += !model_layer_recurrent(c, il);
     return read_vocab_size(c, &k);
 }
 
@@ -259,6 +261,9 @@ void model_config_print(const model_config_t *c, FILE *out)
     if (c->layout == MODEL_LAYOUT_HYBRID) {
         model_part_describe(part, sizeof part, MODEL_PART_ATTN, &c->attn_linear);
         fprintf(out, "  hybrid: every %d-th layer has it, the others attention = %s\n", c->full_attn_interval, part);
+        if (c->attn_linear.kind == MODEL_ATTN_GDN)
+            fprintf(out, "  gated delta net: conv kernel %d, %d key heads and %d value heads of %d\n", c->ssm_d_conv,
+                    c->ssm_n_group, c->ssm_dt_rank, c->ssm_d_state);
     }
     model_part_describe(part, sizeof part, MODEL_PART_FFN, &c->ffn);
     fprintf(out, "  ffn = %s", part);

@@ -8,7 +8,8 @@
  * .leading_dense_block_count (dense-first), .full_attention_interval (hybrid, default 4); where the row says so
  * .nextn_predict_layers (default 0: the last blocks of block_count that are multi-token-prediction layers). Then
  * each part reads its own keys, listed in its file: core/model/attn_gqa.c (head counts and sizes,
- * rope.dimension_count), core/model/ffn_moe.c (expert counts and widths), core/model/ffn_dense.c
+ * rope.dimension_count), core/model/attn_gdn.c (ssm.*), core/model/ffn_moe.c (expert counts and widths),
+ * core/model/ffn_dense.c
  * (feed_forward_length), core/model/router_softmax.c and router_sigmoid_grouped.c (weight scale and norm,
  * groups).
  */
@@ -86,6 +87,14 @@ typedef struct model_config {
     float swiglu_alpha;        /* sigmoid sharpness: gate * sigmoid(alpha * gate) */
     float swiglu_limit;        /* gate clamped above, up clamped to [-limit, limit] */
 
+    /* attention gdn (core/model/attn_gdn.c): the gated delta net's shape, llama.cpp's ssm.* keys */
+    int32_t ssm_d_conv;        /* ssm.conv_kernel: taps of the causal convolution */
+    int32_t ssm_d_state;       /* ssm.state_size: size of a key head (and of a value head) */
+    int32_t ssm_n_group;       /* ssm.group_count: key heads */
+    int32_t ssm_dt_rank;       /* ssm.time_step_rank: value heads */
+    int32_t ssm_d_inner;       /* ssm.inner_size: value heads * their size */
+    int32_t n_layer_attn;      /* layers whose attention keeps a K/V cache (all but the gdn ones) */
+
     int32_t n_expert;          /* routed experts per layer */
     int32_t n_expert_used;     /* experts per token (top-k) */
     int32_t n_ff_exp;          /* hidden width of one routed expert */
@@ -108,6 +117,19 @@ int32_t model_layer_window(const model_config_t *c, int32_t il);
 /* The widest hidden FFN row a layer computes on the dense side: the shared expert's (n_ff_shexp) or a dense FFN
  * layer's (n_ff); 0 when neither. What the backends size their FFN buffers by. */
 int32_t model_config_ff_hidden(const model_config_t *cfg);
+
+/* Whether layer il's attention keeps a recurrent state (a gdn layer) instead of K/V. */
+bool model_layer_recurrent(const model_config_t *c, int32_t il);
+
+/* Whether some layer keeps a recurrent state: the model's cache cannot be cut back to a shorter prefix
+ * (backend_kv_truncate below the length empties it). */
+bool model_recurrent(const model_config_t *c);
+
+/* The gdn layer's recurrent state sizes in floats: the convolution's last ssm_d_conv - 1 inputs of each channel,
+ * and the delta rule's state, one ssm_d_state x (d_inner / dt_rank) matrix per value head. */
+int64_t model_gdn_conv_channels(const model_config_t *c);
+int64_t model_gdn_conv_state(const model_config_t *c);
+int64_t model_gdn_ssm_state(const model_config_t *c);
 
 /* Prints the configuration, one "  key = value" per line, after a header line. */
 void model_config_print(const model_config_t *cfg, FILE *out);

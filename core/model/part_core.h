@@ -25,6 +25,7 @@ typedef struct model_part_core {
 
 extern const model_part_core_t model_attn_gqa_core;       /* attn_gqa.c */
 extern const model_part_core_t model_attn_mla_core;       /* attn_mla.c */
+extern const model_part_core_t model_attn_gdn_core;       /* attn_gdn.c */
 extern const model_part_core_t model_router_softmax_core; /* router_softmax.c */
 extern const model_part_core_t model_ffn_moe_core;        /* ffn_moe.c */
 extern const model_part_core_t model_router_topk_softmax_core; /* router_topk_softmax.c */

@@ -18,6 +18,7 @@ static const char *const ffn_names[MODEL_FFN_KINDS] = {"dense", "moe"};
 static const char *const gqa_opt_names[] = {"rope neox",     "partial rope",  "qkv bias",
                                             "q/k norm per head", "q/k norm of the whole vector", "output gate",
                                             "attention sinks", "sliding window", "output bias"};
+static const char *const gdn_opt_names[] = {"separate beta and alpha", "key heads tiled"};
 static const char *const router_opt_names[] = {"renorm", "logit bias", "score bias"};
 static const char *const moe_opt_names[] = {"shared expert with sigmoid gate", "shared expert",
                                             "clamped swiglu with biases"};
@@ -53,6 +54,8 @@ const char *model_part_opt_name(model_part_family_t family, int32_t kind, uint32
         i++;
     if (family == MODEL_PART_ATTN && kind == MODEL_ATTN_GQA && i < COUNT(gqa_opt_names))
         return gqa_opt_names[i];
+    if (family == MODEL_PART_ATTN && kind == MODEL_ATTN_GDN && i < COUNT(gdn_opt_names))
+        return gdn_opt_names[i];
     if (family == MODEL_PART_ROUTER && i < COUNT(router_opt_names))
         return router_opt_names[i];
     if (family == MODEL_PART_FFN && kind == MODEL_FFN_MOE && i < COUNT(moe_opt_names))
@@ -138,6 +141,7 @@ int model_parts_check(const model_config_t *c, const model_part_support_t *s, co
 static const model_part_core_t *const core_attn[MODEL_ATTN_KINDS] = {
     [MODEL_ATTN_GQA] = &model_attn_gqa_core,
     [MODEL_ATTN_MLA] = &model_attn_mla_core,
+    [MODEL_ATTN_GDN] = &model_attn_gdn_core,
 };
 static const model_part_core_t *const core_router[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &model_router_softmax_core,

@@ -43,7 +43,7 @@ typedef enum model_attn_kind {
     MODEL_ATTN_MLA, /* multi-head latent attention over a compressed latent cache (deepseek2): q (through a q LoRA
                        where the file has one), a latent and a decoupled rotated key part shared by the heads, the
                        heads' keys and values up-projected from the latent (core/model/attn_mla.c) */
-    MODEL_ATTN_GDN, /* gated delta net, linear attention with a recurrent state (qwen3next): not implemented */
+    MODEL_ATTN_GDN, /* gated delta net, linear attention with a recurrent state (qwen3next, qwen35moe) */
     MODEL_ATTN_KINDS
 } model_attn_kind_t;
 
@@ -59,6 +59,14 @@ enum {
     MODEL_GQA_SINKS = 1u << 6,        /* a learned logit per head joins each softmax (gpt-oss) */
     MODEL_GQA_SLIDING = 1u << 7,      /* some layers attend only to the last attention.sliding_window positions */
     MODEL_GQA_OUT_BIAS = 1u << 8,     /* attn_output.bias (gpt-oss) */
+};
+
+/* Options of MODEL_ATTN_GDN (the layouts of llama.cpp's two converters). */
+enum {
+    MODEL_GDN_BA_SPLIT = 1u << 0, /* beta and alpha from ssm_beta and ssm_alpha (qwen35moe); without it from one
+                                     ssm_ba, per key head its value heads' betas then their alphas (qwen3next) */
+    MODEL_GDN_KV_TILED = 1u << 1, /* value head h reads key head h % n_group (qwen35moe); without it key head
+                                     h / (n_v_heads / n_group) (qwen3next) */
 };
 
 typedef enum model_router_kind {

@@ -59,6 +59,18 @@ typedef struct model_layer {
                                       rows (files without key_length_mla) */
     model_tensor_t wk_b;           /* attn_k_b [nope, latent, n_head]: per head latent rows of nope (files with it) */
     model_tensor_t wv_b;           /* attn_v_b [latent, value, n_head]: per head value rows of latent */
+    /* option output gate: wq is [n_embd, 2 * n_head*head_dim], each head's query then its gate */
+    /* attention gdn (core/model/attn_gdn.c; CH = 2 * ssm_n_group * ssm_d_state + ssm_d_inner, NV = ssm_dt_rank) */
+    model_tensor_t ssm_qkv;        /* attn_qkv [n_embd, CH] */
+    model_tensor_t ssm_gate;       /* attn_gate [n_embd, ssm_d_inner] */
+    model_tensor_t ssm_conv1d;     /* [ssm_d_conv, CH] f32 */
+    model_tensor_t ssm_dt;         /* ssm_dt.bias [NV] f32 */
+    model_tensor_t ssm_a;          /* ssm_a [NV] f32 */
+    model_tensor_t ssm_ba;         /* [n_embd, 2 * NV], without option separate beta and alpha */
+    model_tensor_t ssm_beta;       /* [n_embd, NV], option separate beta and alpha */
+    model_tensor_t ssm_alpha;      /* [n_embd, NV], option separate beta and alpha */
+    model_tensor_t ssm_norm;       /* [ssm_d_state] f32 */
+    model_tensor_t ssm_out;        /* [ssm_d_inner, n_embd] */
     /* router softmax-topk (core/model/router_softmax.c), topk-softmax (router_topk_softmax.c), sigmoid-grouped
      * (router_sigmoid_grouped.c) */
     model_tensor_t router;         /* ffn_gate_inp [n_embd, n_expert] */
@@ -102,6 +114,10 @@ static inline bool model_layer_has_experts(const model_layer_t *L)
     X(wq_a, MODEL_TENSOR_MATRIX) X(q_a_norm, MODEL_TENSOR_F32) X(wq_b, MODEL_TENSOR_MATRIX)                       \
     X(wkv_a, MODEL_TENSOR_MATRIX) X(kv_a_norm, MODEL_TENSOR_F32) X(wkv_b, MODEL_TENSOR_MATRIX)                  \
     X(wk_b, MODEL_TENSOR_MATRIX) X(wv_b, MODEL_TENSOR_MATRIX)                                                   \
+    X(ssm_qkv, MODEL_TENSOR_MATRIX) X(ssm_gate, MODEL_TENSOR_MATRIX) X(ssm_conv1d, MODEL_TENSOR_F32)             \
+    X(ssm_dt, MODEL_TENSOR_F32) X(ssm_a, MODEL_TENSOR_F32) X(ssm_ba, MODEL_TENSOR_MATRIX)                        \
+    X(ssm_beta, MODEL_TENSOR_MATRIX) X(ssm_alpha, MODEL_TENSOR_MATRIX) X(ssm_norm, MODEL_TENSOR_F32)             \
+    X(ssm_out, MODEL_TENSOR_MATRIX)                                                                              \
     X(ffn_norm, MODEL_TENSOR_F32) X(router, MODEL_TENSOR_MATRIX) X(router_bias, MODEL_TENSOR_F32)               \
     X(shexp_gate_inp, MODEL_TENSOR_MATRIX) X(shexp_gate, MODEL_TENSOR_MATRIX) X(shexp_up, MODEL_TENSOR_MATRIX)   \
     X(shexp_down, MODEL_TENSOR_MATRIX)                                                                           \

@@ -127,14 +127,17 @@ int backend_exchange_exec_new(moe_exec_t **out, const char *name, const model_co
 /* Runs tokens[0..n_tokens) (1 <= n_tokens <= n_batch) at positions[i], which must be kv_len + i: the batch
  * appends to the cache. Writes logits[j][0..n_vocab) for the batch rows out_rows[0..n_out) (indices into the
  * batch, any order). Fails (-1, message) on a token id out of range, a bad position, a full cache, or an
- * executor failure; then the cache length is back where it was. */
+ * executor failure; then the cache length is back where it was, or 0 for a model with recurrent layers whose
+ * state the failed call had moved on. */
 int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
                     int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
 
 /* Positions held in the KV cache. */
 int32_t backend_kv_len(const backend_t *b);
 
-/* Keeps positions [0, n_pos) of the cache (n_pos >= kv_len does nothing); 0 clears it. */
+/* Keeps positions [0, n_pos) of the cache (n_pos >= kv_len does nothing); 0 clears it. A model with recurrent
+ * layers (model_recurrent) keeps no earlier position: any n_pos < kv_len empties the cache, so a caller checks
+ * backend_kv_len afterwards (and recomputes the prefix). */
 void backend_kv_truncate(backend_t *b, int32_t n_pos);
 
 /* Empties the cache: backend_kv_truncate(b, 0). */

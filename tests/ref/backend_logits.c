@@ -1,13 +1,15 @@
 /* tests/ref/backend_logits.c — runs Guild's CPU backend (gpu-worker/dense/backend.h, in-process experts) on a token
  * sequence and writes the logits the reference comparison needs (tests/ref/check_backend.py).
  *
- *   backend_logits MODEL.gguf OUT.f32 N_PROMPT ID0 ID1 ...
+ *   backend_logits MODEL.gguf OUT.f32 N_PROMPT[:CHUNK] ID0 ID1 ...
  *
- * The first N_PROMPT ids are the prompt, run as one prefill batch; the rest are fed one at a time (teacher
+ * The first N_PROMPT ids are the prompt, run as one prefill batch (or in batches of CHUNK, the last one
+ * shorter: a chunk boundary inside the prompt); the rest are fed one at a time (teacher
  * forcing). OUT gets one row of n_vocab float32 logits for the prompt's last position, then one per fed id.
  * Exit status 0 on success, 1 with a message on stderr otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/model/model.h"
 #include "core/util/pool.h"
@@ -21,6 +23,12 @@ int main(int argc, char **argv)
         return 1;
     }
     const int n_ids = argc - 4, n_prompt = atoi(argv[3]);
+    const char *colon = strchr(argv[3], ':');
+    const int chunk = colon ? atoi(colon + 1) : n_prompt;
+    if (chunk < 1) {
+        fprintf(stderr, "backend_logits: bad chunk in %s\n", argv[3]);
+        return 1;
+    }
     if (n_prompt < 1 || n_prompt > n_ids) {
         fprintf(stderr, "backend_logits: N_PROMPT %d is not in 1..%d\n", n_prompt, n_ids);
         return 1;
@@ -42,7 +50,8 @@ int main(int argc, char **argv)
     }
     if (model_new(&m, argv[1], &err) || guild_pool_new(&pool, 1, NULL, &err) || moe_local_new(&moe, m, pool, &err))
         goto fail;
-    backend_options_t opt = {.n_ctx = n_ids + 1, .n_batch = n_prompt, .pool = pool, .moe = moe};
+    backend_options_t opt = {.n_ctx = n_ids + 1, .n_batch = chunk < n_prompt ? chunk : n_prompt, .pool = pool,
+                             .moe = moe};
     if (backend_new(&b, "cpu", m, &opt, NULL, &err))
         goto fail;
     const int64_t n_vocab = model_config(m)->n_vocab;
@@ -52,9 +61,13 @@ int main(int argc, char **argv)
         guild_err_set(&err, "%s: cannot open for writing", argv[2]);
         goto fail;
     }
-    int32_t last = n_prompt - 1, zero = 0;
-    if (backend_forward(b, n_prompt, ids, pos, 1, &last, logits, &err))
-        goto fail;
+    int32_t zero = 0;
+    for (int s = 0; s < n_prompt; s += opt.n_batch) {
+        const int m = n_prompt - s < opt.n_batch ? n_prompt - s : opt.n_batch;
+        int32_t last = m - 1;
+        if (backend_forward(b, m, ids + s, pos + s, s + m == n_prompt, &last, logits, &err))
+            goto fail;
+    }
     for (int i = n_prompt;; i++) {
         if (fwrite(logits, sizeof *logits, (size_t)n_vocab, out) != (size_t)n_vocab) {
             guild_err_set(&err, "%s: write failed", argv[2]);

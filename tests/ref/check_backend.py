@@ -52,6 +52,13 @@ CASES += [(a + "-" + t.lower(), a, ["--type", t, "--output-type", "F32"] + K_SHA
     ("qwen3moe", "Q4_K"), ("qwen2moe", "Q6_K"), ("mixtral", "Q5_K"), ("olmoe", "Q3_K"), ("qwen3moe", "Q2_K"),
     ("qwen2moe", "IQ4_XS"), ("mixtral", "IQ2_XXS"), ("olmoe", "IQ2_XS"), ("qwen3moe", "IQ2_S"),
     ("qwen2moe", "IQ3_XXS"), ("mixtral", "IQ3_S"), ("olmoe", "IQ1_S"), ("qwen3moe", "IQ1_M")]]
+# The hybrids (gated delta net + gated attention, 4 layers: gdn, gdn, attention, gdn) over 64 positions: a prompt of
+# 40 prefilled in chunks of 16 (the recurrent state crosses two chunk boundaries), then 24 decoded one by one.
+LONG = {}
+for _a in ("qwen3next", "qwen35moe"):
+    CASES.append((_a + "-f32", _a, ["--layers", "4"], "f32"))
+    CASES.append((_a + "-q8_0", _a, ["--layers", "4", "--type", "Q8_0", "--output-type", "F32"], "quant"))
+    LONG[_a + "-f32"] = LONG[_a + "-q8_0"] = ([(7 * i * i + 3 * i + 1) % 300 for i in range(40)], 16, 25)
 CASES += [(a + "-" + t.lower(), a, ["--type", t, "--output-type", "F32"], "f32" if t in ("F16", "BF16") else "quant") for a, t in [
     ("qwen3moe", "Q8_0"), ("qwen2moe", "Q4_0"), ("mixtral", "Q4_1"), ("olmoe", "Q5_0"), ("qwen3moe", "Q5_1"),
     ("qwen2moe", "IQ4_NL"), ("mixtral", "MXFP4"), ("olmoe", "F16"), ("qwen2moe", "BF16")]]
@@ -70,9 +77,10 @@ def main(argv):
             out = os.path.join(tmp, name + ".f32")
             make_model_ref.main(["--arch", arch, "--vocab", "300", "--seed", "11", "-o", path] + args)
             m = forward_ref.Model(path)
-            ref, greedy, _ = forward_ref.generate(m, PROMPT, STEPS)
-            seq = PROMPT + greedy[:-1]
-            r = subprocess.run([binary, path, out, str(len(PROMPT))] + [str(t) for t in seq],
+            prompt, chunk, steps = LONG.get(name, (PROMPT, len(PROMPT), STEPS))
+            ref, greedy, _ = forward_ref.generate(m, prompt, steps)
+            seq = prompt + greedy[:-1]
+            r = subprocess.run([binary, path, out, "%d:%d" % (len(prompt), chunk)] + [str(t) for t in seq],
                                capture_output=True, text=True)
             if r.returncode:
                 print("FAIL %-20s backend_logits exited %d: %s" % (name, r.returncode, r.stderr.strip()))
@@ -81,8 +89,8 @@ def main(argv):
             g = np.fromfile(out, dtype="<f4").reshape(-1, m.n_vocab)
             g_tokens = [int(np.argmax(row)) for row in g]
             # Every row is teacher-forced alike here: check the logits of all of them.
-            ok, s = compare_case(tclass, ref, g, g_tokens, STEPS)
-            ok = ok and len(g) == STEPS
+            ok, s = compare_case(tclass, ref, g, g_tokens, steps)
+            ok = ok and len(g) == steps
             tol, note = s["tol"], s["note"]
             print("%s %-20s max|d| %.3g  max rel %.3g over %d steps (tol %.0e%s; |logit| <= %.3g), %d near-ties, "
                   "router margin >= %.2g" % ("ok  " if ok else "FAIL", name, s["max_abs"], s["max_rel"], len(g), tol,

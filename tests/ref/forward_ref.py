@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Float64 reference forward pass for the MoE architectures Guild runs: qwen3moe, qwen2moe, llama (Mixtral: llama
-with experts; dense llama too), olmoe, gpt-oss, glm4moe and deepseek2, each a row of parts (PARTS below), as llama.cpp
-defines them (src/models/<arch>.cpp, build_moe_ffn, build_ffn and build_attn in src/llama-graph.cpp,
-llama_model_rope_type, ggml's rope_yarn, soft_max with sinks and swiglu_oai). Independent of Guild's C code: own
-GGUF reader and dequantizers.
+with experts; dense llama too), olmoe, gpt-oss, glm4moe, deepseek2, qwen3next and qwen35moe, each a row of parts
+(PARTS below), as llama.cpp defines them (src/models/<arch>.cpp, build_moe_ffn, build_ffn and build_attn in
+src/llama-graph.cpp, llama_model_rope_type, ggml's rope_yarn, soft_max with sinks and swiglu_oai). Independent of
+Guild's C code: own GGUF reader and dequantizers.
 
 Everything is computed in float64, except that, by default, the input vector of every matrix product with a
 quantized weight is first quantized to the weight type's dot format (Q8_0 / Q8_1 / Q8_K) exactly as ggml's
@@ -62,6 +62,17 @@ PARTS = {
     # present and the file's groups), expert_weights_norm and _scale from the file; the shared expert unscaled.
     "deepseek2": {"attn": ("mla", set()), "router": ("by_gating", {"probs_bias", "norm_from_key"}),
                   "ffn": ("moe", {"shexp"}), "dense_lead": True, "nextn": True},
+    # llama.cpp's qwen3next.cpp: layer il is a gated delta net unless (il + 1) % full_attention_interval == 0;
+    # the full-attention layers' attn_q yields per head its query then a gate, the output is multiplied by
+    # sigmoid(gate) before attn_output; partial NEOX rope; the delta net's linear layers (see Model.gdn).
+    # qwen35moe.cpp: separate ssm_beta / ssm_alpha, key heads repeated by tiling (ggml_repeat_4d) instead of
+    # interleaving; its IMRoPE is NEOX for text positions.
+    "qwen3next": {"attn": ("gqa", {"rope_neox", "qk_norm_head", "out_gate"}), "linear": ("gdn", set()),
+                  "router": ("softmax_topk", {"renorm"}), "ffn": ("moe", {"shexp_gated"}),
+                  "ffn_norm": "post_attention_norm"},
+    "qwen35moe": {"attn": ("gqa", {"rope_neox", "qk_norm_head", "out_gate"}), "linear": ("gdn", {"ba_split", "tiled"}),
+                  "router": ("softmax_topk", {"renorm"}), "ffn": ("moe", {"shexp_gated"}),
+                  "ffn_norm": "post_attention_norm"},
 }
 ARCHS = tuple(PARTS)
 
@@ -116,6 +127,15 @@ def silu(x):
 def softmax(x):
     e = np.exp(x - np.max(x))
     return e / e.sum()
+
+
+def softplus(x):
+    return np.log1p(np.exp(x)) if x <= 20.0 else x
+
+
+def l2_norm(x, eps):
+    """ggml_l2_norm over the last axis: x / max(||x||, eps)."""
+    return x / np.maximum(np.sqrt(np.sum(x * x, axis=-1, keepdims=True)), eps)
 
 
 def swiglu_oai(g, u, alpha=1.702, limit=7.0):
@@ -237,6 +257,21 @@ class Model:
         self.router_kind = router_kind
         self.swiglu_oai = "swiglu_oai" in ffn_opts
         self.sinks = "sinks" in attn_opts
+        self.out_gate = "out_gate" in attn_opts
+        # hybrid: which layers are gated delta nets (llama.cpp: is_recr), and their shape (the ssm.* keys)
+        self.recurrent = set()
+        self.gdn_opts = set()
+        if "linear" in parts:
+            interval = int(key("full_attention_interval", 4))
+            self.recurrent = {il for il in range(self.n_layer) if (il + 1) % interval != 0}
+            self.gdn_opts = parts["linear"][1]
+            self.d_conv = int(key("ssm.conv_kernel", required=True))
+            self.dk = int(key("ssm.state_size", required=True))
+            self.nk = int(key("ssm.group_count", required=True))
+            self.nv = int(key("ssm.time_step_rank", required=True))
+            self.d_inner = int(key("ssm.inner_size", required=True))
+            if self.d_inner != self.nv * self.dk or self.nv % self.nk:
+                raise GGUFError("%s: ssm shape not supported by the reference" % path)
         # llama_hparams::set_swa_pattern(n): layer il slides when n == 0 or il % n < n - 1; a sliding layer's
         # query at position p sees keys p0 with p - p0 < n_swa (is_masked_swa, LLAMA_SWA_TYPE_STANDARD).
         self.n_swa = 0
@@ -283,56 +318,80 @@ class Model:
                 else:
                     L["wkv_b"] = T(p + "attn_kv_b.weight")
             else:
-                L = {
-                    "attn_norm": V(p + "attn_norm.weight"),
+                L = {"attn_norm": V(p + "attn_norm.weight"),
+                     "ffn_norm": V(p + parts.get("ffn_norm", "ffn_norm") + ".weight")}
+                if i in self.recurrent:
+                    L["qkv"] = T(p + "attn_qkv.weight")
+                    L["z"] = T(p + "attn_gate.weight")
+                    L["conv"] = T(p + "ssm_conv1d.weight").W  # (channels, taps), oldest tap first
+                    L["dt"] = V(p + "ssm_dt.bias")
+                    L["A"] = V(p + "ssm_a")
+                    if "ba_split" in self.gdn_opts:
+                        L["beta"] = T(p + "ssm_beta.weight")
+                        L["alpha"] = T(p + "ssm_alpha.weight")
+                    else:
+                        L["ba"] = T(p + "ssm_ba.weight")
+                    L["ssm_norm"] = V(p + "ssm_norm.weight")
+                    L["ssm_out"] = T(p + "ssm_out.weight")
+                    self._ffn_tensors(L, i, p, router_opts, ffn_opts, arch, path, T, V)
+                    self.layers.append(L)
+                    continue
+                L.update({
                     "wq": T(p + "attn_q.weight"), "wk": T(p + "attn_k.weight"), "wv": T(p + "attn_v.weight"),
                     "wo": T(p + "attn_output.weight"),
                     "bq": V(p + "attn_q.bias", False), "bk": V(p + "attn_k.bias", False),
                     "bv": V(p + "attn_v.bias", False), "bo": V(p + "attn_output.bias", False),
-                    "ffn_norm": V(p + parts.get("ffn_norm", "ffn_norm") + ".weight"),
-                }
+                })
             if self.sinks:
                 L["sinks"] = V(p + "attn_sinks.weight")
             if self.qk_norm:
                 L["q_norm"] = V(p + "attn_q_norm.weight")
                 L["k_norm"] = V(p + "attn_k_norm.weight")
-            if self.n_expert > 0 and i >= self.n_dense_lead:
-                L["gate_inp"] = T(p + "ffn_gate_inp.weight")
-                if "probs_bias" in router_opts:
-                    L["probs_b"] = V(p + "exp_probs_b.bias", False)
-                L["gate_exps"] = T(p + "ffn_gate_exps.weight")
-                L["up_exps"] = T(p + "ffn_up_exps.weight")
-                L["down_exps"] = T(p + "ffn_down_exps.weight")
-                if "logit_bias" in router_opts:
-                    L["gate_inp_b"] = V(p + "ffn_gate_inp.bias")
-                if self.swiglu_oai:
-                    L["gate_exps_b"] = T(p + "ffn_gate_exps.bias").W
-                    L["up_exps_b"] = T(p + "ffn_up_exps.bias").W
-                    L["down_exps_b"] = T(p + "ffn_down_exps.bias").W
-                if "shexp_gated" in ffn_opts:
-                    L["gate_inp_shexp"] = T(p + "ffn_gate_inp_shexp.weight")
-                    L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
-                    L["up_shexp"] = T(p + "ffn_up_shexp.weight")
-                    L["down_shexp"] = T(p + "ffn_down_shexp.weight")
-                if "shexp" in ffn_opts:
-                    L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
-                    L["up_shexp"] = T(p + "ffn_up_shexp.weight")
-                    L["down_shexp"] = T(p + "ffn_down_shexp.weight")
-            else:
-                if arch != "llama" and i >= self.n_dense_lead:
-                    raise GGUFError("%s: %s needs %s.expert_count > 0" % (path, arch, arch))
-                L["ffn_gate"] = T(p + "ffn_gate.weight")
-                L["ffn_up"] = T(p + "ffn_up.weight")
-                L["ffn_down"] = T(p + "ffn_down.weight")
+            self._ffn_tensors(L, i, p, router_opts, ffn_opts, arch, path, T, V)
             self.layers.append(L)
         if self.n_expert > 0 and not 0 < self.n_expert_used <= self.n_expert:
             raise GGUFError("%s: expert_used_count %d is not in 1..%d" % (path, self.n_expert_used, self.n_expert))
         self.reset()
 
+
+    def _ffn_tensors(self, L, i, p, router_opts, ffn_opts, arch, path, T, V):
+        """The FFN's tensors of layer i into L."""
+        if self.n_expert > 0 and i >= self.n_dense_lead:
+            L["gate_inp"] = T(p + "ffn_gate_inp.weight")
+            if "probs_bias" in router_opts:
+                L["probs_b"] = V(p + "exp_probs_b.bias", False)
+            L["gate_exps"] = T(p + "ffn_gate_exps.weight")
+            L["up_exps"] = T(p + "ffn_up_exps.weight")
+            L["down_exps"] = T(p + "ffn_down_exps.weight")
+            if "logit_bias" in router_opts:
+                L["gate_inp_b"] = V(p + "ffn_gate_inp.bias")
+            if self.swiglu_oai:
+                L["gate_exps_b"] = T(p + "ffn_gate_exps.bias").W
+                L["up_exps_b"] = T(p + "ffn_up_exps.bias").W
+                L["down_exps_b"] = T(p + "ffn_down_exps.bias").W
+            if "shexp_gated" in ffn_opts:
+                L["gate_inp_shexp"] = T(p + "ffn_gate_inp_shexp.weight")
+                L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
+                L["up_shexp"] = T(p + "ffn_up_shexp.weight")
+                L["down_shexp"] = T(p + "ffn_down_shexp.weight")
+            if "shexp" in ffn_opts:
+                L["gate_shexp"] = T(p + "ffn_gate_shexp.weight")
+                L["up_shexp"] = T(p + "ffn_up_shexp.weight")
+                L["down_shexp"] = T(p + "ffn_down_shexp.weight")
+        else:
+            if arch != "llama" and i >= self.n_dense_lead:
+                raise GGUFError("%s: %s needs %s.expert_count > 0" % (path, arch, arch))
+            L["ffn_gate"] = T(p + "ffn_gate.weight")
+            L["ffn_up"] = T(p + "ffn_up.weight")
+            L["ffn_down"] = T(p + "ffn_down.weight")
+
     def reset(self):
         self.pos = 0
         self.kcache = [[] for _ in range(self.n_layer)]
         self.vcache = [[] for _ in range(self.n_layer)]
+        self.conv_state = {il: np.zeros((self.d_conv - 1, 2 * self.nk * self.dk + self.d_inner))
+                           for il in self.recurrent}
+        self.ssm_state = {il: np.zeros((self.nv, self.dk, self.dk)) for il in self.recurrent}
         self.routing = []   # per token: per layer the selected experts (for diagnostics)
         # Smallest gap between the k-th and (k+1)-th router probability met so far: a tiny gap means float32
         # rounding can pick a different expert set than float64 (a legitimate divergence, not a bug).
@@ -362,7 +421,38 @@ class Model:
             y[:, 2 * i], y[:, 2 * i + 1] = x0 * c - x1 * s, x0 * s + x1 * c
         return y
 
+    def gdn(self, il, L, h):
+        """The gated delta net, one step of its recurrence (llama.cpp's build_layer_attn_linear with the
+        autoregressive delta rule of delta-net-base.cpp), state S (value row, key column) per value head."""
+        nk, nv, dk = self.nk, self.nv, self.dk
+        qkv = L["qkv"].mv(h)
+        z = L["z"].mv(h).reshape(nv, dk)
+        if "ba_split" in self.gdn_opts:
+            b, a = L["beta"].mv(h), L["alpha"].mv(h)
+        else:  # per key head: the betas of its nv/nk value heads, then their alphas
+            ba = L["ba"].mv(h).reshape(nk, 2, nv // nk)
+            b, a = ba[:, 0, :].reshape(-1), ba[:, 1, :].reshape(-1)
+        window = np.vstack([self.conv_state[il], qkv])
+        self.conv_state[il] = window[1:]
+        c = silu(np.sum(window.T * L["conv"], axis=1))
+        q = l2_norm(c[:nk * dk].reshape(nk, dk), self.eps) / np.sqrt(dk)
+        k = l2_norm(c[nk * dk:2 * nk * dk].reshape(nk, dk), self.eps)
+        v = c[2 * nk * dk:].reshape(nv, dk)
+        beta = 1.0 / (1.0 + np.exp(-b))
+        g = np.array([softplus(a[hh] + L["dt"][hh]) for hh in range(nv)]) * L["A"]
+        o = np.empty((nv, dk))
+        for hh in range(nv):
+            kh = hh % nk if "tiled" in self.gdn_opts else hh // (nv // nk)
+            S = self.ssm_state[il][hh] * np.exp(g[hh])
+            S = S + beta[hh] * np.outer(v[hh] - S @ k[kh], k[kh])
+            self.ssm_state[il][hh] = S
+            o[hh] = S @ q[kh]
+        o = rms_norm(o, L["ssm_norm"], self.eps) * silu(z)
+        return L["ssm_out"].mv(o.reshape(-1))
+
     def attention(self, il, L, h):
+        if il in self.recurrent:
+            return self.gdn(il, L, h)
         q = L["wq"].mv(h)
         k = L["wk"].mv(h)
         v = L["wv"].mv(h)
@@ -375,6 +465,10 @@ class Model:
         if self.qk_norm == "full":
             q = rms_norm(q, L["q_norm"], self.eps)
             k = rms_norm(k, L["k_norm"], self.eps)
+        gate = None
+        if self.out_gate:  # per head: its query, then its gate
+            qg = q.reshape(self.n_head, 2 * self.hd_k)
+            q, gate = qg[:, :self.hd_k].reshape(-1), qg[:, self.hd_k:]
         q = q.reshape(self.n_head, self.hd_k)
         k = k.reshape(self.n_head_kv, self.hd_k)
         v = v.reshape(self.n_head_kv, self.hd_v)
@@ -404,6 +498,8 @@ class Model:
             else:
                 p = softmax(s)
             out[hh] = p @ Vc[first:, kv, :]
+        if gate is not None:
+            out = out / (1.0 + np.exp(-gate))
         o = L["wo"].mv(out.reshape(-1))
         if L["bo"] is not None:
             o = o + L["bo"]

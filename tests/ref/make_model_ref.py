@@ -52,6 +52,10 @@ def build(a):
     # others (deepseek2's converter leaves it out; files with one load)
     n_dense = a.dense_layers if glm else 0
     n_blocks = a.layers + (a.nextn if glm else 0)
+    hybrid = arch in ("qwen3next", "qwen35moe")
+    # the gated delta net: 4 taps, 2 key heads and 4 value heads of 16 (a third of the layers: interval 3)
+    DK, NK, NV, CONV = 16, 2, 4, 4
+    IN, CH = NV * DK, 2 * NK * DK + NV * DK
     # deepseek2's latent attention: a key of D = nope + rope, values of VD, the latent R, the q LoRA RQ
     R, RQ = a.kv_lora, a.q_lora
     ROT = a.rope_dim or D // 2
@@ -74,8 +78,22 @@ def build(a):
                 add(p + "attn_k_b.weight", (NOPE, R, H), a.type, 1.0 / np.sqrt(R))
                 add(p + "attn_v_b.weight", (R, VD, H), a.type, 1.0 / np.sqrt(R))
             add(p + "attn_output.weight", (H * VD, E), a.type, 1.0 / np.sqrt(H * VD))
+        elif hybrid and (i + 1) % 3 != 0:
+            add(p + "attn_qkv.weight", (E, CH), a.type, ws)
+            add(p + "attn_gate.weight", (E, IN), a.type, ws)
+            f32(p + "ssm_conv1d.weight", (CONV, CH), 0.3)
+            f32(p + "ssm_dt.bias", (NV,), 1.0)
+            tensors.append((p + "ssm_a", TYPE_BY_NAME["F32"], (NV,),
+                            (-np.exp(0.5 * rng.standard_normal(NV))).astype("<f4").tobytes()))
+            if arch == "qwen35moe":
+                add(p + "ssm_beta.weight", (E, NV), a.type, ws)
+                add(p + "ssm_alpha.weight", (E, NV), a.type, ws)
+            else:
+                add(p + "ssm_ba.weight", (E, 2 * NV), a.type, ws)
+            norm(p + "ssm_norm.weight", DK)
+            add(p + "ssm_out.weight", (IN, E), a.type, 1.0 / np.sqrt(IN))
         else:
-            add(p + "attn_q.weight", (E, H * D), a.type, ws)
+            add(p + "attn_q.weight", (E, H * D * (2 if hybrid else 1)), a.type, ws)
             add(p + "attn_k.weight", (E, KV * D), a.type, ws)
             add(p + "attn_v.weight", (E, KV * D), a.type, ws)
             add(p + "attn_output.weight", (H * D, E), a.type, 1.0 / np.sqrt(H * D))
@@ -85,13 +103,13 @@ def build(a):
         if arch == "gpt-oss":  # llama.cpp's openai-moe tensors
             f32(p + "attn_output.bias", (E,), 0.1)
             f32(p + "attn_sinks.weight", (H,), 1.0)
-        if arch == "qwen3moe" or (glm and a.qk_norm):
+        if arch == "qwen3moe" or (glm and a.qk_norm) or (hybrid and (i + 1) % 3 == 0):
             norm(p + "attn_q_norm.weight", D)
             norm(p + "attn_k_norm.weight", D)
         if arch == "olmoe":
             norm(p + "attn_q_norm.weight", H * D)
             norm(p + "attn_k_norm.weight", KV * D)
-        norm(p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") else "ffn_norm.weight"), E)
+        norm(p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") or hybrid else "ffn_norm.weight"), E)
         if i < n_dense:
             add(p + "ffn_gate.weight", (E, a.ff), a.type, ws)
             add(p + "ffn_up.weight", (E, a.ff), a.type, ws)
@@ -109,7 +127,7 @@ def build(a):
             f32(p + "ffn_gate_exps.bias", (a.expert_ff, a.experts), 0.1)
             f32(p + "ffn_up_exps.bias", (a.expert_ff, a.experts), 0.1)
             f32(p + "ffn_down_exps.bias", (E, a.experts), 0.1)
-        if arch == "qwen2moe":
+        if arch == "qwen2moe" or hybrid:
             add(p + "ffn_gate_inp_shexp.weight", (E,), "F32", ws)
             add(p + "ffn_gate_shexp.weight", (E, a.shared_ff), a.type, ws)
             add(p + "ffn_up_shexp.weight", (E, a.shared_ff), a.type, ws)
@@ -149,8 +167,13 @@ def build(a):
         ("tokenizer.ggml.tokens", ARRAY, (STRING, ["t%d" % i for i in range(a.vocab)])),
         ("tokenizer.ggml.token_type", ARRAY, (INT32, [1] * a.vocab)),
     ]
-    if arch == "qwen2moe":
+    if arch == "qwen2moe" or hybrid:
         kv.append((arch + ".expert_shared_feed_forward_length", UINT32, a.shared_ff))
+    if hybrid:  # a quarter of each head rotated, as the published models (64 of 256)
+        kv += [(arch + ".full_attention_interval", UINT32, 3), (arch + ".rope.dimension_count", UINT32, D // 4),
+               (arch + ".ssm.conv_kernel", UINT32, CONV), (arch + ".ssm.state_size", UINT32, DK),
+               (arch + ".ssm.group_count", UINT32, NK), (arch + ".ssm.time_step_rank", UINT32, NV),
+               (arch + ".ssm.inner_size", UINT32, IN)]
     if arch == "gpt-oss":  # a window the prompt and the steps cross; yarn as gpt-oss's converter writes it
         kv += [(arch + ".attention.sliding_window", UINT32, 6), (arch + ".rope.scaling.type", STRING, "yarn"),
                (arch + ".rope.scaling.factor", FLOAT32, 32.0),
@@ -182,7 +205,7 @@ def build(a):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", required=True, choices=["qwen3moe", "qwen2moe", "mixtral", "llama", "olmoe",
-                                                           "gpt-oss", "glm4moe", "deepseek2"])
+                                                           "gpt-oss", "glm4moe", "deepseek2", "qwen3next", "qwen35moe"])
     ap.add_argument("--type", default="F32", help="type of every matrix (see --expert-type, --output-type)")
     ap.add_argument("--expert-type", help="type of the routed experts (default: --type)")
     ap.add_argument("--output-type", help="type of token_embd and output (default: --type)")

@@ -1,17 +1,20 @@
 /* GQA attention (MODEL_ATTN_GQA) on the CPU backend, for the n rows of a batch:
  *
- *   q,k,v = wq xn (+ bq), wk xn (+ bk), wv xn (+ bv)            (option qkv bias)
+ *   q,k,v = wq xn (+ bq), wk xn (+ bk), wv xn (+ bv)            (option qkv bias; option output gate: wq
+ *                                                                  gives each head's query, then its gate)
  *   q,k   = RMSNorm per head or of the whole vector              (options q/k norm), then RoPE
  *   k,v   -> the KV cache at the row's position
  *   att   = softmax(q k^T / sqrt(head_dim)) v over positions 0..pos (query head h uses KV head
  *           h / (n_head / n_head_kv)), for the kept rows only; a sliding layer (option sliding window) over the
  *           last window positions up to pos only; with option attention sinks head h's sink logit joins the
  *           softmax
+ *   att  *= sigmoid(gate)                                        (option output gate)
  *   x    += wo att (+ bo)                                        (option output bias)
  */
 #include <math.h>
 #include <string.h>
 
+#include "core/model/activation.h"
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cpu/cpu_parts.h"
 
@@ -40,6 +43,13 @@ static void qk_prepare_task(void *ctx, int64_t t, int thread)
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     float *q = b->q + t * Q, *k = b->k + t * KV, *v = b->v + t * KV;
     (void)thread;
+    if (j->opts & MODEL_GQA_OUT_GATE) {
+        const float *qg = b->qg + t * 2 * Q;
+        for (int32_t h = 0; h < c->n_head; h++) {
+            memcpy(q + h * HD, qg + 2 * h * HD, (size_t)HD * sizeof *q);
+            memcpy(b->gate + t * Q + h * HD, qg + (2 * h + 1) * HD, (size_t)HD * sizeof *q);
+        }
+    }
     if (j->opts & MODEL_GQA_QKV_BIAS) {
         add_bias(q, &L->bq, Q);
         add_bias(k, &L->bk, KV);
@@ -76,9 +86,15 @@ static void attention_task(void *ctx, int64_t task, int thread)
     const int32_t first = j->window && pos + 1 > j->window ? pos + 1 - j->window : 0;
     const size_t at = (size_t)first * (size_t)KV + (size_t)(hkv * HD);
     const float *sink = (j->opts & MODEL_GQA_SINKS) ? (const float *)j->L->sinks.data + h : NULL;
-    cpu_attention_head(b->att + t * Q + h * HD, b->q + t * Q + h * HD, b->k_layer[j->il] + at,
-                       b->v_layer[j->il] + at, KV, pos + 1 - first, c->head_dim, 1.0f / sqrtf((float)c->head_dim),
-                       sink, b->scores + (size_t)thread * (size_t)b->n_ctx);
+    float *out = b->att + t * Q + h * HD;
+    cpu_attention_head(out, b->q + t * Q + h * HD, b->k_layer[j->il] + at, b->v_layer[j->il] + at, KV,
+                       pos + 1 - first, c->head_dim, 1.0f / sqrtf((float)c->head_dim), sink,
+                       b->scores + (size_t)thread * (size_t)b->n_ctx);
+    if (j->opts & MODEL_GQA_OUT_GATE) {
+        const float *g = b->gate + t * Q + h * HD;
+        for (int64_t d = 0; d < HD; d++)
+            out[d] *= model_sigmoid(g[d]);
+    }
 }
 
 /* x += proj, or x += (proj + bo) with option output bias */
@@ -109,7 +125,10 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     guild_pool_t *pool = b->pool;
     (void)err;
 
-    cpu_linear(pool, &L->wq, 0, Q, n, b->xn, E, b->q, Q, b->act);
+    if (p->opts & MODEL_GQA_OUT_GATE)
+        cpu_linear(pool, &L->wq, 0, 2 * Q, n, b->xn, E, b->qg, 2 * Q, b->act);
+    else
+        cpu_linear(pool, &L->wq, 0, Q, n, b->xn, E, b->q, Q, b->act);
     cpu_linear(pool, &L->wk, 0, KV, n, b->xn, E, b->k, KV, b->act);
     cpu_linear(pool, &L->wv, 0, KV, n, b->xn, E, b->v, KV, b->act);
     guild_pool_run(pool, n, qk_prepare_task, &j);
@@ -118,6 +137,8 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     if (keep) {
         /* att is free until the attention below writes it */
         cpu_gather_rows(b->q, Q, keep, n_keep, b->att);
+        if (p->opts & MODEL_GQA_OUT_GATE) /* qg is free: split into q and gate */
+            cpu_gather_rows(b->gate, Q, keep, n_keep, b->qg);
         for (int32_t t = 0; t < n_keep; t++)
             b->row_pos[t] = b->kv_len + keep[t];
         n = n_keep;
@@ -132,6 +153,6 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
 
 const cpu_attn_part_t cpu_attn_gqa = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
-            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
+            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS | MODEL_GQA_OUT_GATE,
     .forward = gqa_forward,
 };

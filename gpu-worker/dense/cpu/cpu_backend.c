@@ -25,6 +25,17 @@ static void cpu_destroy(backend_t *base)
     free(b->mla_qk);
     free(b->mla_lat);
     free(b->mla_scratch);
+    free(b->rec_slot);
+    free(b->conv_state);
+    free(b->ssm_state);
+    free(b->qg);
+    free(b->gate);
+    free(b->gdn_qkv);
+    free(b->gdn_z);
+    free(b->gdn_ba);
+    free(b->gdn_beta);
+    free(b->gdn_g);
+    free(b->gdn_o);
     free(b->x);
     free(b->xn);
     free(b->q);
@@ -173,6 +184,30 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     bool ok = true;
     alloc_kv(b, c, &ok);
     alloc_mla(b, c, &ok);
+    /* a recurrent state for the gdn layers (they keep no K/V: their cache rows are empty) */
+    b->rec_slot = alloc_array((size_t)c->n_layer, sizeof(int32_t), &ok);
+    bool gate = false;
+    for (int32_t il = 0; ok && il < c->n_layer; il++) {
+        const model_part_t *a = model_layer_parts(c, il).attn;
+        b->rec_slot[il] = model_layer_recurrent(c, il) ? b->n_recurrent++ : -1;
+        gate |= a->kind == MODEL_ATTN_GQA && (a->opts & MODEL_GQA_OUT_GATE);
+    }
+    if (gate) {
+        b->qg = alloc_array(NB, 2 * Q * sizeof(float), &ok);
+        b->gate = alloc_array(NB, Q * sizeof(float), &ok);
+    }
+    if (b->n_recurrent) {
+        const size_t CH = (size_t)model_gdn_conv_channels(c), IN = (size_t)c->ssm_d_inner;
+        const size_t NV = (size_t)c->ssm_dt_rank;
+        b->conv_state = alloc_array((size_t)b->n_recurrent, (size_t)model_gdn_conv_state(c) * sizeof(float), &ok);
+        b->ssm_state = alloc_array((size_t)b->n_recurrent, (size_t)model_gdn_ssm_state(c) * sizeof(float), &ok);
+        b->gdn_qkv = alloc_array(NB, CH * sizeof(float), &ok);
+        b->gdn_z = alloc_array(NB, IN * sizeof(float), &ok);
+        b->gdn_ba = alloc_array(NB, 2 * NV * sizeof(float), &ok);
+        b->gdn_beta = alloc_array(NB, NV * sizeof(float), &ok);
+        b->gdn_g = alloc_array(NB, NV * sizeof(float), &ok);
+        b->gdn_o = alloc_array(NB, IN * sizeof(float), &ok);
+    }
     b->x = alloc_array(NB, E * sizeof(float), &ok);
     b->xn = alloc_array(NB, E * sizeof(float), &ok);
     b->q = alloc_array(NB, Q * sizeof(float), &ok);
@@ -251,14 +286,22 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
         if (out_rows[j] < 0 || out_rows[j] >= n)
             return guild_err_set(err, "forward: output row %d is not in the batch of %d", out_rows[j], n);
 
+    if (b->kv_len == 0 && b->n_recurrent) { /* a new sequence: the recurrence starts from zero */
+        const model_config_t *cc = b->cfg;
+        memset(b->conv_state, 0, (size_t)b->n_recurrent * (size_t)model_gdn_conv_state(cc) * sizeof(float));
+        memset(b->ssm_state, 0, (size_t)b->n_recurrent * (size_t)model_gdn_ssm_state(cc) * sizeof(float));
+    }
     embed_job_t ej = {b, tokens};
     guild_pool_run(b->pool, n, embed_task, &ej);
     /* the last layer narrows the batch to the rows whose logits are wanted: they are rows 0..n_out-1 after it
      * (with all_rows, every row goes through, narrowed right after) */
     for (int32_t il = 0; il < c->n_layer; il++) {
         bool last = il == c->n_layer - 1 && !b->all_rows;
-        if (cpu_layer_forward(b, il, n, last ? out_rows : NULL, last ? n_out : n, err) < 0)
+        if (cpu_layer_forward(b, il, n, last ? out_rows : NULL, last ? n_out : n, err) < 0) {
+            if (b->n_recurrent) /* the recurrent state has moved on by part of the batch: start afresh */
+                b->kv_len = 0;
             return -1;
+        }
     }
     if (b->all_rows && n_out > 0) {
         float *scratch = b->proj;
@@ -268,8 +311,11 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
         memcpy(b->x, scratch, (size_t)n_out * (size_t)c->n_embd * sizeof(float));
     }
     if (n_out > 0) {
-        if (cpu_norm_rows(b, &b->w->output_norm, n_out, 2 * (uint32_t)c->n_layer, out_rows, err) < 0)
+        if (cpu_norm_rows(b, &b->w->output_norm, n_out, 2 * (uint32_t)c->n_layer, out_rows, err) < 0) {
+            if (b->n_recurrent)
+                b->kv_len = 0;
             return -1;
+        }
         cpu_linear(b->pool, &b->w->output, 0, c->n_vocab, n_out, b->xn, c->n_embd, logits, c->n_vocab, b->act);
     }
     b->kv_len += n;
@@ -286,8 +332,8 @@ static void cpu_kv_truncate(backend_t *base, int32_t n_pos)
     cpu_backend_t *b = (cpu_backend_t *)base;
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < b->kv_len)
-        b->kv_len = n_pos;
+    if (n_pos < b->kv_len) /* a recurrent state holds no earlier position: the cache empties */
+        b->kv_len = b->n_recurrent ? 0 : n_pos;
 }
 
 static void cpu_stats(const backend_t *base, backend_stats_t *out)

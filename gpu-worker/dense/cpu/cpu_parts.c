@@ -7,6 +7,7 @@
 const cpu_attn_part_t *const cpu_attn_parts[MODEL_ATTN_KINDS] = {
     [MODEL_ATTN_GQA] = &cpu_attn_gqa,
     [MODEL_ATTN_MLA] = &cpu_attn_mla,
+    [MODEL_ATTN_GDN] = &cpu_attn_gdn,
 };
 const cpu_router_part_t *const cpu_router_parts[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &cpu_router_softmax,

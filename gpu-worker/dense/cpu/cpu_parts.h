@@ -37,6 +37,7 @@ typedef struct cpu_ffn_part {
 
 extern const cpu_attn_part_t cpu_attn_gqa;         /* attn_gqa.c */
 extern const cpu_attn_part_t cpu_attn_mla;         /* attn_mla.c */
+extern const cpu_attn_part_t cpu_attn_gdn;         /* attn_gdn.c */
 extern const cpu_router_part_t cpu_router_softmax; /* router_softmax.c */
 extern const cpu_router_part_t cpu_router_topk_softmax; /* router_topk_softmax.c */
 extern const cpu_ffn_part_t cpu_ffn_moe;           /* ffn_moe.c */

@@ -35,11 +35,18 @@ typedef struct cpu_backend {
     float **k_layer;        /* [n_layer]: layer il's key rows, [n_ctx][row.k] (GQA: n_head_kv * head_dim) */
     float **v_layer;        /* [n_layer]: its value rows, [n_ctx][row.v]; NULL when row.v is 0 (MLA) */
     int32_t mla_form;       /* backend_options_t.mla_form */
+    /* recurrent state of the gdn layers (attn_gdn.c), zeroed when a forward call starts at position 0 */
+    int32_t *rec_slot;      /* [n_layer] layer il's recurrent state, -1: none */
+    float *conv_state;      /* [recurrent layers][conv channels][ssm_d_conv - 1] each channel's last inputs */
+    float *ssm_state;       /* [recurrent layers][value heads][ssm_d_state rows][ssm_d_state] */
+    int32_t n_recurrent;    /* layers with a recurrent state */
 
     /* activations of the current batch (t = row in the batch) */
     float *x;               /* [n_batch][n_embd] residual stream */
     float *xn;              /* [n_batch][n_embd] normed input of the current block */
     float *q;               /* [n_batch][n_head * head_dim] */
+    float *qg;              /* [n_batch][2 * n_head * head_dim] query and gate (option output gate), else NULL */
+    float *gate;            /* [n_batch][n_head * head_dim] the output gate's logits (option output gate) */
     float *k;               /* [n_batch][n_head_kv * head_dim] */
     float *v;               /* [n_batch][n_head_kv * head_dim] */
     float *att;             /* [n_batch][n_head * head_dim] attention output, heads side by side */
@@ -65,6 +72,13 @@ typedef struct cpu_backend {
     char *mla_scratch;      /* [n_threads][mla_scratch_bytes] a head's transposed up-projection, keys and values
                                of a block of positions, the rows' running softmax, quantized activations */
     size_t mla_scratch_bytes;
+    /* the gdn layers' activations (NULL without them) */
+    float *gdn_qkv;         /* [n_batch][conv channels] projection, then the convolution's output */
+    float *gdn_z;           /* [n_batch][ssm_d_inner] the output norm's gate */
+    float *gdn_ba;          /* [n_batch][2 * value heads] beta and alpha logits as projected */
+    float *gdn_beta;        /* [n_batch][value heads] sigmoid(beta logit) */
+    float *gdn_g;           /* [n_batch][value heads] the decay's log */
+    float *gdn_o;           /* [n_batch][ssm_d_inner] the delta rule's output, then normed and gated */
     void *act;              /* quantized activations: n_batch rows of the widest input */
 } cpu_backend_t;
 
