@@ -369,6 +369,76 @@ END_TEST
 
 static void check_file(const char *path, const char *const *flags);
 
+/* qwen3next and qwen35moe: the derived defaults (Qwen3-Next's proportions), the preset cut by --layers, the
+ * flags' errors, and small files that load with their parts. */
+START_TEST(test_qwen3next)
+{
+    mkmodel_config_t c;
+    guild_err_t err;
+    ck_assert_msg(parse(&c, &err, "--arch", "qwen3next", "--heads", "8", "--head-dim", "32", "-o", "x.gguf", NULL) == 0,
+                  "%s", err.msg);
+    ck_assert_int_eq(c.arch, MKMODEL_ARCH_QWEN3NEXT);
+    ck_assert_int_eq(mkmodel_arch_default_rot(c.arch, c.head_dim), 8);
+    ck_assert(c.n_rot == 0 && c.full_attn_interval == 4 && c.ssm_conv == 4 && c.ssm_state == 16 &&
+              c.ssm_groups == 8 && c.ssm_heads == 16);
+    ck_assert_int_eq(c.n_ff_shexp, c.n_ff); /* a shared expert: --ff by default */
+    ck_assert_msg(parse(&c, &err, "--arch", "qwen35moe", "--ssm-groups", "2", "--ssm-heads", "6", "--ssm-state", "8",
+                        "--rope-dim", "4", "--full-attn-interval", "3", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert(c.n_rot == 4 && c.full_attn_interval == 3 && c.ssm_state == 8 && c.ssm_groups == 2 && c.ssm_heads == 6);
+    ck_assert_msg(parse(&c, &err, "--arch", "qwen3moe", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert_int_eq(mkmodel_arch_default_rot(c.arch, c.head_dim), c.head_dim);
+    EXPECT_ERROR("--ssm-heads 6 is not a multiple of --ssm-groups 4", "--arch", "qwen3next", "--ssm-groups", "4",
+                 "--ssm-heads", "6", "-o", "x");
+    EXPECT_ERROR("--rope-dim 7: must be even", "--arch", "qwen3next", "--rope-dim", "7", "-o", "x");
+
+    /* the preset: Qwen3-Next-80B-A3B's numbers; the attention every 4th layer, the delta net on the others */
+    ck_assert_msg(parse(&c, &err, "--shape", "qwen3-next-80b-a3b", "--layers", "4", "-o", "x.gguf", NULL) == 0, "%s",
+                  err.msg);
+    ck_assert(c.n_embd == 2048 && c.n_head == 16 && c.n_head_kv == 2 && c.head_dim == 256 && c.n_expert == 512 &&
+              c.n_expert_used == 10 && c.n_ff_exp == 512 && c.n_ff_shexp == 512 && c.n_vocab == 151936 &&
+              mkmodel_arch_default_rot(c.arch, c.head_dim) == 64 && c.ssm_state == 128 && c.ssm_groups == 16 && c.ssm_heads == 32);
+    mkmodel_plan_t *p = plan_of(&c, c.n_vocab);
+    ck_assert_int_eq(find(p, "blk.3.attn_q.weight")->ne[1], 2 * 16 * 256); /* query and gate */
+    ck_assert_int_eq(find(p, "blk.0.attn_qkv.weight")->ne[1], 2 * 16 * 128 + 32 * 128);
+    ck_assert_int_eq(find(p, "blk.0.ssm_ba.weight")->ne[1], 64);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ssm_conv1d.weight", 1), GUILD_TYPE_F32);
+    ck_assert_int_eq(type_of(p, "blk.%lld.ssm_a", 2), GUILD_TYPE_F32);
+    ck_assert_int_eq(type_of(p, "blk.%lld.attn_qkv.weight", 2), GUILD_TYPE_Q4_K);
+    ck_assert_int_eq(type_of(p, "blk.%lld.post_attention_norm.weight", 1), GUILD_TYPE_F32);
+    mkmodel_plan_destroy(&p);
+    ck_assert_int_eq(mkmodel_preset_apply(&c, "qwen3-next-80b-a3b", &err), 0);
+    c.threads = 1;
+    strcpy(c.out_path, "x");
+    p = plan_of(&c, c.n_vocab);
+    /* 80B parameters at ~4.9 bits: llama.cpp's Q4_K_M file is ~48 GB */
+    uint64_t bytes = mkmodel_plan_data_bytes(p);
+    ck_assert_msg(bytes > 42000000000ull && bytes < 52000000000ull, "%llu", (unsigned long long)bytes);
+    mkmodel_plan_destroy(&p);
+
+    make_tmpdir();
+    for (int a = 0; a < 2; a++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/hybrid%d.gguf", tmpdir, a);
+        const char *flags[] = {"--arch", a ? "qwen35moe" : "qwen3next", "--layers", "4", "--embd", "64", "--heads",
+                               "4", "--kv-heads", "2", "--head-dim", "16", "--experts", "8", "--experts-used", "2",
+                               "--expert-ff", "32", "--vocab", "300", "--ctx", "128", "--full-attn-interval", "2",
+                               "--type", "Q8_0", "--threads", "2", NULL};
+        write_model(path, flags);
+        check_file(path, flags);
+        model_t *m = NULL;
+        ck_assert_msg(model_new(&m, path, &err) == 0, "%s", err.msg);
+        const model_config_t *mc = model_config(m);
+        ck_assert_int_eq(mc->arch, a ? MODEL_ARCH_QWEN35MOE : MODEL_ARCH_QWEN3NEXT);
+        ck_assert(mc->n_rot == 4 && mc->ssm_d_state == 8 && mc->ssm_n_group == 4 && mc->ssm_dt_rank == 8 &&
+                  mc->n_layer_attn == 2);
+        ck_assert(model_layer_recurrent(mc, 0) && !model_layer_recurrent(mc, 1));
+        ck_assert_int_eq(model_weights(m)->layers[2].ssm_beta.data != NULL, a);
+        model_destroy(&m);
+    }
+    remove_tmpdir();
+}
+END_TEST
+
 /* gpt-oss: the arch's own defaults (window 128, yarn 32 over 4096, as its converter writes), the presets with
  * llama.cpp's MXFP4_MOE mix, the flags' errors, and a file that loads as gpt-oss with its parts. */
 START_TEST(test_gpt_oss)
@@ -688,6 +758,15 @@ static void check_file(const char *path, const char *const *flags)
         check_u32(g, KEY("attention.value_length"), c.head_dim);
     }
     check_u32(g, KEY("rope.dimension_count"), rot);
+    if (c.arch == MKMODEL_ARCH_QWEN3NEXT || c.arch == MKMODEL_ARCH_QWEN35MOE) {
+        check_u32(g, KEY("full_attention_interval"), c.full_attn_interval);
+        check_u32(g, KEY("ssm.conv_kernel"), c.ssm_conv);
+        check_u32(g, KEY("ssm.state_size"), c.ssm_state);
+        check_u32(g, KEY("ssm.group_count"), c.ssm_groups);
+        check_u32(g, KEY("ssm.time_step_rank"), c.ssm_heads);
+        check_u32(g, KEY("ssm.inner_size"), c.ssm_heads * c.ssm_state);
+        check_u32(g, KEY("expert_shared_feed_forward_length"), c.n_ff_shexp);
+    }
     check_u32(g, KEY("expert_count"), c.n_expert);
     check_u32(g, KEY("expert_used_count"), c.n_expert_used);
     check_u32(g, KEY("vocab_size"), c.n_vocab);
@@ -1190,6 +1269,7 @@ int main(void)
     tcase_add_test(tc, test_recipe_q4_k_m);
     tcase_add_test(tc, test_recipe_fallbacks);
     tcase_add_test(tc, test_gpt_oss);
+    tcase_add_test(tc, test_qwen3next);
     suite_add_tcase(s, tc);
     tc = tcase_create("stats");
     tcase_set_timeout(tc, 60);

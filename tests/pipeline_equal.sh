@@ -1,6 +1,6 @@
 #!/bin/sh
 # The multi-process pipeline gives what the single-process reference gives: the same token ids and the same
-# logits, byte for byte (--logits-out), for every architecture, with 1, 2 and 3 CPU worker processes, a
+# logits, byte for byte (--logits-out), for every architecture (the hybrids' recurrent state too), with 1, 2 and 3 CPU worker processes, a
 # prompt prefilled in several batches and sampled decoding. Also: CPU workers started by hand
 # (--listen / guild-cpu-worker --connect), over tcp with one of them exchanging through messages instead of
 # the arena, a named arena file (--arena-dir), `guild plan` / --print-plan, and a clear refusal when the
@@ -44,15 +44,17 @@ same() { # reference, name
 }
 
 n=0
-for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe deepseek2; do
+for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe deepseek2 qwen3next qwen35moe; do
     # gpt-oss: a window shorter than the prompt, so that its sliding layers slide; glm4moe: a dense layer first
     # (no worker holds experts of it), expert groups, an MTP layer never run; deepseek2: the same, with latent
-    # attention through a q LoRA, yarn
+    # attention through a q LoRA, yarn; the hybrids: gated delta net, full attention, gated delta net, full
+    # attention
     extra=""
     [ "$arch" = gpt-oss ] && extra="--sliding-window 8"
     [ "$arch" = glm4moe ] && extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2"
     [ "$arch" = deepseek2 ] &&
         extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2 --q-lora 64 --kv-lora 64 --yarn-factor 4"
+    case $arch in qwen3next | qwen35moe) extra="--layers 4 --full-attn-interval 2" ;; esac
     # shellcheck disable=SC2086
     "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
         --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
@@ -175,4 +177,4 @@ cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 7 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 9 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"

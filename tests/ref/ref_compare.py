@@ -90,6 +90,11 @@ CASES.append(("deepseek2-lite-f16", "deepseek2", SMALL + ["--head-dim", "64", "-
                                                           "--weights-scale", "2"], ["--type", "F16"], "f32"))
 CASES.append(("deepseek2-q4km", "deepseek2", QSHAPE + ["--kv-lora", "64", "--q-lora", "64"], ["--recipe", "Q4_K_M"],
               "quant"))
+# the hybrids: gated delta net, full attention, gated delta net, full attention (mkmodel's derived linear heads)
+_HYBRID = SMALL + ["--layers", "4", "--full-attn-interval", "2"]
+for _arch in ("qwen3next", "qwen35moe"):
+    CASES.append((_arch + "-f32", _arch, _HYBRID, ["--type", "F32"], "f32"))
+    CASES.append((_arch + "-q8_0", _arch, _HYBRID, ["--type", "Q8_0"], "quant"))
 
 
 def find_binary(builddir, names):

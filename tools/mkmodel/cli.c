@@ -27,7 +27,8 @@ void mkmodel_cli_help(FILE *out)
         fprintf(out, "    %-18s %s\n", mkmodel_preset_name(i), mkmodel_preset_description(i));
     fprintf(out,
             "  --arch A            qwen3moe | qwen2moe | mixtral (GGUF arch llama with experts) | olmoe | gpt-oss |\n"
-            "                      glm4moe | deepseek2\n"
+            "                      glm4moe | deepseek2 |\n"
+            "                      qwen3next | qwen35moe (hybrids: gated delta net layers, gated full attention)\n"
             "  --layers N          blocks\n"
             "  --embd N            hidden size\n"
             "  --heads N           query heads\n"
@@ -61,8 +62,16 @@ void mkmodel_cli_help(FILE *out)
             "  --yarn-orig-ctx N   rope.scaling.original_context_length (default 4096)\n"
             "  --sliding-window N  attention.sliding_window (gpt-oss: default 128; llama.cpp slides the even layers)\n"
             "  --rms-eps F         attention.layer_norm_rms_epsilon\n"
+            "  --rope-dim N        rope.dimension_count (default the head; qwen3next/qwen35moe a quarter of it)\n"
             "  --name S            general.name\n"
             "  --tie-embeddings    no output.weight (the LM head is token_embd)\n"
+            "\n"
+            "hybrids (qwen3next, qwen35moe; defaults in Qwen3-Next's proportions):\n"
+            "  --full-attn-interval N  full attention on every N-th layer, gated delta net on the others (4)\n"
+            "  --ssm-conv N        taps of the causal convolution (4)\n"
+            "  --ssm-state N       size of a linear-attention head (--head-dim / 2)\n"
+            "  --ssm-groups N      linear-attention key heads (--heads)\n"
+            "  --ssm-heads N       linear-attention value heads, a multiple of --ssm-groups (2 x --ssm-groups)\n"
             "\n"
             "vocabulary:\n"
             "  --vocab N           built-in byte-level BPE vocabulary (tokenizer.ggml.model gpt2, pre qwen2): 256\n"
@@ -198,6 +207,8 @@ static const int_flag_t int_flags[] = {
     INT_FLAG("--nextn", n_nextn),        INT_FLAG("--expert-groups", n_expert_groups),
     INT_FLAG("--groups-used", n_group_used), INT_FLAG("--q-lora", n_lora_q), INT_FLAG("--kv-lora", n_lora_kv),
     INT_FLAG("--v-head-dim", head_dim_v),
+    INT_FLAG("--full-attn-interval", full_attn_interval), INT_FLAG("--ssm-conv", ssm_conv),
+    INT_FLAG("--ssm-state", ssm_state), INT_FLAG("--ssm-groups", ssm_groups), INT_FLAG("--ssm-heads", ssm_heads),
 };
 
 static const char *const value_flags[] = {
@@ -294,7 +305,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
             int a = mkmodel_arch_from_name(value);
             if (a < 0)
                 return guild_err_set(err, "--arch %s: unknown architecture (qwen3moe, qwen2moe, mixtral, olmoe, "
-                                     "gpt-oss, glm4moe, deepseek2)", value);
+                                     "gpt-oss, glm4moe, deepseek2, qwen3next, qwen35moe)", value);
             cfg->arch = (mkmodel_arch_t)a;
         } else if (!strcmp(flag, "--vocab-from")) {
             rc = copy_str(flag, value, cfg->vocab_from, sizeof cfg->vocab_from, err);
@@ -386,6 +397,7 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
     }
     if (!dense_given && cfg->n_dense_lead >= cfg->n_layer) /* a preset cut down by --layers */
         cfg->n_dense_lead = cfg->n_layer > 1 ? cfg->n_layer - 1 : 0;
+    mkmodel_arch_derive(cfg);
     if (info->expert_ff_default == MODEL_EXPERT_FF_IS_FF && !ff_given)
         cfg->n_ff = cfg->n_ff_exp;
     if (mkmodel_arch_has_shexp(cfg->arch) && !shared_given && (cfg->n_ff_shexp == 0 || cfg->arch != preset_arch))

@@ -82,6 +82,12 @@ static const preset_row_t preset_rows[] = {
     {"kimi-k2", "deepseek2, 61 layers, 7168 wide, 64 MLA heads, 384 experts of 2048, top-8, shared 2048",
      MKMODEL_ARCH_DEEPSEEK2, "Kimi-K2 (random weights)", 61, 7168, 64, 1, 192, 384, 8, 2048, 2048, 18432, 163840,
      131072, 5e4, 1e-6, MKMODEL_RECIPE_Q4_K_M, 1, 0, 2.827, false},
+    /* Qwen3-Next: 3 gated delta net layers (16 key heads and 32 value heads of 128) to 1 gated full-attention
+     * layer (16/2 heads of 256, a quarter of each rotated), 512 experts top-10 with a gated shared expert */
+    {"qwen3-next-80b-a3b", "qwen3next, 48 layers, 2048 wide, 16/2 heads of 256 every 4th layer, gated delta net "
+     "16/32 heads of 128, 512 experts of 512, top-10, shared 512", MKMODEL_ARCH_QWEN3NEXT,
+     "Qwen3-Next-80B-A3B (random weights)", 48, 2048, 16, 2, 256, 512, 10, 512, 512, 5120, 151936, 262144, 1e7,
+     1e-6, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false}, /* its linear attention: the derived defaults */
 };
 
 static const mla_preset_row_t mla_preset_rows[] = {
@@ -114,6 +120,9 @@ static const struct {
     [MKMODEL_ARCH_GLM4MOE] = {"glm4moe", MODEL_ARCH_GLM4MOE, true, 0, 0, 0, 2},
     /* DeepseekV2Model: qk_rope_head_dim of qk_nope + qk_rope (64 of 192) */
     [MKMODEL_ARCH_DEEPSEEK2] = {"deepseek2", MODEL_ARCH_DEEPSEEK2, true, 0, 0, 0, 3},
+    /* Qwen3NextModel, Qwen3_5MoeModel: partial_rotary_factor 0.25 */
+    [MKMODEL_ARCH_QWEN3NEXT] = {"qwen3next", MODEL_ARCH_QWEN3NEXT, true, 0, 0, 0, 4},
+    [MKMODEL_ARCH_QWEN35MOE] = {"qwen35moe", MODEL_ARCH_QWEN35MOE, true, 0, 0, 0, 4},
 };
 
 const model_arch_info_t *mkmodel_arch_info(mkmodel_arch_t arch) { return model_arch_info(arch_rows[arch].arch); }
@@ -129,6 +138,24 @@ void mkmodel_arch_defaults(mkmodel_config_t *cfg, bool swa_given, bool yarn_fact
     if (!yarn_ctx_given)
         cfg->yarn_orig_ctx = arch_rows[cfg->arch].yarn_orig_ctx ? arch_rows[cfg->arch].yarn_orig_ctx : 4096;
 }
+
+void mkmodel_arch_derive(mkmodel_config_t *cfg)
+{
+    const bool hybrid = mkmodel_arch_info(cfg->arch)->layout == MODEL_LAYOUT_HYBRID;
+    if (!hybrid)
+        return;
+    if (cfg->full_attn_interval == 0)
+        cfg->full_attn_interval = 4;
+    if (cfg->ssm_conv == 0)
+        cfg->ssm_conv = 4;
+    if (cfg->ssm_state == 0)
+        cfg->ssm_state = cfg->head_dim / 2 > 0 ? cfg->head_dim / 2 : 1;
+    if (cfg->ssm_groups == 0)
+        cfg->ssm_groups = cfg->n_head;
+    if (cfg->ssm_heads == 0)
+        cfg->ssm_heads = 2 * cfg->ssm_groups;
+}
+
 const char *mkmodel_arch_gguf_name(mkmodel_arch_t arch) { return mkmodel_arch_info(arch)->name; }
 const char *mkmodel_arch_cli_name(mkmodel_arch_t arch) { return arch_rows[arch].cli; }
 
@@ -212,6 +239,7 @@ int mkmodel_preset_apply(mkmodel_config_t *cfg, const char *name, guild_err_t *e
     cfg->seed = 0;
     cfg->type = GUILD_TYPE_Q4_K;
     cfg->recipe = p->recipe;
+    cfg->full_attn_interval = cfg->ssm_conv = cfg->ssm_state = cfg->ssm_groups = cfg->ssm_heads = 0;
     mkmodel_arch_defaults(cfg, false, false, false);
     cfg->router_type = GUILD_TYPE_F32;
     cfg->tie_embeddings = false;
@@ -264,8 +292,11 @@ static int check_weight_type(const char *flag, int type, guild_err_t *err)
     return 0;
 }
 
-int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
+int mkmodel_config_validate(const mkmodel_config_t *cfg, guild_err_t *err)
 {
+    mkmodel_config_t derived = *cfg;
+    mkmodel_arch_derive(&derived);
+    const mkmodel_config_t *c = &derived;
     if (check_dim("--layers", c->n_layer, 1, err) || check_dim("--embd", c->n_embd, 1, err) ||
         check_dim("--heads", c->n_head, 1, err) || check_dim("--kv-heads", c->n_head_kv, 1, err) ||
         check_dim("--head-dim", c->head_dim, 2, err) || check_dim("--experts", c->n_expert, 1, err) ||
@@ -297,6 +328,7 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
     parts.arch = arch_rows[c->arch].arch;
     parts.n_layer = 2;
     parts.layout = info->layout;
+    parts.full_attn_interval = 2; /* a hybrid's two attention kinds */
     parts.attn = info->attn;
     parts.attn_linear = info->attn_linear;
     parts.router = *mkmodel_router_part(c);
@@ -360,6 +392,20 @@ int mkmodel_config_validate(const mkmodel_config_t *c, guild_err_t *err)
                              (long long)c->n_expert_used);
     if (!(c->weights_scale >= 0 && c->weights_scale <= 1e6))
         return guild_err_set(err, "--weights-scale %g: must be in [0, 1e6]", c->weights_scale);
+    if (info->layout == MODEL_LAYOUT_HYBRID) {
+        if (check_dim("--full-attn-interval", c->full_attn_interval, 1, err) ||
+            check_dim("--ssm-conv", c->ssm_conv, 1, err) || check_dim("--ssm-state", c->ssm_state, 1, err) ||
+            check_dim("--ssm-groups", c->ssm_groups, 1, err) || check_dim("--ssm-heads", c->ssm_heads, 1, err))
+            return -1;
+        if (c->ssm_conv > 64)
+            return guild_err_set(err, "--ssm-conv %lld: at most 64", (long long)c->ssm_conv);
+        if (c->ssm_heads % c->ssm_groups)
+            return guild_err_set(err, "--ssm-heads %lld is not a multiple of --ssm-groups %lld (each key head of "
+                                      "the gated delta net serves a whole number of value heads)",
+                                 (long long)c->ssm_heads, (long long)c->ssm_groups);
+        if (check_dim("--ssm-heads x --ssm-state", c->ssm_heads * c->ssm_state, 1, err))
+            return -1;
+    }
     if (mkmodel_arch_has_shexp(c->arch) && c->n_ff_shexp < 1)
         return guild_err_set(err, "%s needs a shared expert: --shared-ff must be at least 1", arch);
     if ((info->ffn.opts & MODEL_FFN_SHEXP) && c->n_ff_shexp % c->n_ff_exp)

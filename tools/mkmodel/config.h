@@ -22,6 +22,8 @@ typedef enum mkmodel_arch {
     MKMODEL_ARCH_GPT_OSS,
     MKMODEL_ARCH_GLM4MOE,
     MKMODEL_ARCH_DEEPSEEK2,
+    MKMODEL_ARCH_QWEN3NEXT,
+    MKMODEL_ARCH_QWEN35MOE,
     MKMODEL_ARCH_COUNT
 } mkmodel_arch_t;
 
@@ -73,6 +75,12 @@ typedef struct mkmodel_config {
     double yarn_factor;      /* rope.scaling.type yarn with this factor; 0: no scaling */
     int64_t yarn_orig_ctx;   /* rope.scaling.original_context_length with yarn */
     int64_t n_swa;           /* attention.sliding_window of an architecture with the option (0 elsewhere) */
+    /* hybrids (qwen3next, qwen35moe): 0 = the default mkmodel_arch_defaults derives from the attention's shape */
+    int64_t full_attn_interval; /* full attention on layers il with (il + 1) % this == 0 (default 4) */
+    int64_t ssm_conv;        /* ssm.conv_kernel (default 4) */
+    int64_t ssm_state;       /* ssm.state_size: size of a linear-attention head (default head_dim / 2) */
+    int64_t ssm_groups;      /* ssm.group_count: linear-attention key heads (default --heads) */
+    int64_t ssm_heads;       /* ssm.time_step_rank: linear-attention value heads (default 2 * key heads) */
     double rms_eps;
     uint64_t seed;
     int type;                /* guild_type_t of all matrices with MKMODEL_RECIPE_NONE */
@@ -119,6 +127,11 @@ void mkmodel_arch_defaults(mkmodel_config_t *cfg, bool swa_given, bool yarn_fact
 /* Multi-head latent attention's sizes where the flags did not set them (given[i]: --q-lora, --kv-lora,
  * --v-head-dim): a q LoRA of half the hidden size, a latent of twice a key, a value the key's unrotated part. */
 void mkmodel_mla_defaults(mkmodel_config_t *cfg, const bool given[3]);
+
+/* The fields whose 0 means "derived from the shape", derived: a hybrid's linear attention (Qwen3-Next's
+ * proportions: key heads of half the head size, as many as the query heads, twice as many value heads, 4 taps,
+ * full attention every 4th layer). The writer and the validation work on the derived values. */
+void mkmodel_arch_derive(mkmodel_config_t *cfg);
 
 /* GGUF architecture name ("qwen3moe", "qwen2moe", "llama", "olmoe", "gpt-oss") and the CLI spelling ("mixtral" for
  * llama). */

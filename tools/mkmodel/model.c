@@ -118,6 +118,19 @@ static void mla_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
         gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), (float)(0.1 * c->yarn_mscale_all));
 }
 
+/* the gated delta net's shape, as llama.cpp's converter writes Qwen3-Next's linear_* settings */
+static void gdn_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
+{
+    char k[128];
+    (void)p;
+    gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)c->ssm_conv);
+    gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)c->ssm_state);
+    gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)c->ssm_groups);
+    gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)c->ssm_heads);
+    gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)(c->ssm_heads * c->ssm_state));
+    gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)c->full_attn_interval);
+}
+
 static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
 {
     char k[128];
@@ -163,7 +176,8 @@ static void sigmoid_keys(gguf_writer_t *w, const mkmodel_config_t *c, const mode
 #undef KEY
 }
 
-static const part_keys_fn attn_keys[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = gqa_keys, [MODEL_ATTN_MLA] = mla_keys};
+static const part_keys_fn attn_keys[MODEL_ATTN_KINDS] = {
+    [MODEL_ATTN_GQA] = gqa_keys, [MODEL_ATTN_MLA] = mla_keys, [MODEL_ATTN_GDN] = gdn_keys};
 static const part_keys_fn ffn_keys[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = moe_keys};
 static const part_keys_fn router_keys[MODEL_ROUTER_KINDS] = {[MODEL_ROUTER_SOFTMAX_TOPK] = softmax_keys,
                                                              [MODEL_ROUTER_SIGMOID_GROUPED] = sigmoid_keys};
@@ -196,6 +210,8 @@ static void set_hparams(gguf_writer_t *w, const mkmodel_config_t *c, int64_t n_v
     }
 #undef KEY
     attn_keys[info->attn.kind](w, c, &info->attn, arch);
+    if (info->layout == MODEL_LAYOUT_HYBRID)
+        attn_keys[info->attn_linear.kind](w, c, &info->attn_linear, arch);
     ffn_keys[info->ffn.kind](w, c, &info->ffn, arch);
     const model_part_t *router = mkmodel_router_part(c);
     if (router_keys[router->kind]) /* gpt-oss's router has no keys of its own */
@@ -248,9 +264,12 @@ int mkmodel_part_path(char *buf, size_t size, const char *out, int k, int n, gui
     return 0;
 }
 
-int mkmodel_write(const mkmodel_config_t *cfg, mkmodel_progress_fn progress, void *progress_arg,
+int mkmodel_write(const mkmodel_config_t *given, mkmodel_progress_fn progress, void *progress_arg,
                   mkmodel_summary_t *summary, guild_err_t *err)
 {
+    mkmodel_config_t derived = *given;
+    mkmodel_arch_derive(&derived);
+    const mkmodel_config_t *cfg = &derived;
     gguf_writer_t **w = NULL;
     int64_t *first = NULL;
     int n_parts = 0;

@@ -96,7 +96,9 @@ static int plan_attn_gqa(mkmodel_plan_t *p, const mkmodel_config_t *c, const mod
     const uint32_t opts = part->opts | (c->qk_norm ? part->maybe : 0); /* --qk-norm: the optional norms too */
     const bool norm_head = opts & MODEL_GQA_QK_NORM_HEAD, norm_full = opts & MODEL_GQA_QK_NORM_FULL;
     const float qk_gain = norm_head || norm_full ? 1.0f : QK_GAIN; /* with Q/K norms the gain is in their weights */
-    if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(qk_gain, E), 2, E, q_dim, 1, err, "blk.%lld.attn_q.weight",
+    /* option output gate: each head's query rows, then its gate rows */
+    const int64_t qg_dim = (part->opts & MODEL_GQA_OUT_GATE) ? 2 * q_dim : q_dim;
+    if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(qk_gain, E), 2, E, qg_dim, 1, err, "blk.%lld.attn_q.weight",
             (long long)l) ||
         add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(qk_gain, E), 2, E, kv_dim, 1, err, "blk.%lld.attn_k.weight",
             (long long)l) ||
@@ -159,6 +161,36 @@ static int plan_attn_mla(mkmodel_plan_t *p, const mkmodel_config_t *c, const mod
             (long long)l) ||
         add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, H * V), 2, H * V, E, 1, err,
             "blk.%lld.attn_output.weight", (long long)l))
+        return -1;
+    return 0;
+}
+
+/* The gated delta net (core/model/attn_gdn.c), llama.cpp's names: attn_qkv, attn_gate, ssm_conv1d, ssm_dt.bias,
+ * ssm_a, ssm_ba (or ssm_beta and ssm_alpha), ssm_norm, ssm_out. The decay's rate ssm_a = -exp(A_log) is
+ * negative (around -1, a memory of a few tokens at the drawn alphas); the convolution's taps and dt bias are
+ * F32 as llama.cpp keeps them. */
+static int plan_attn_gdn(mkmodel_plan_t *p, const mkmodel_config_t *c, const model_part_t *part, int64_t l,
+                         guild_err_t *err)
+{
+    const int64_t E = c->n_embd, DK = c->ssm_state, NV = c->ssm_heads, IN = NV * DK;
+    const int64_t CH = 2 * c->ssm_groups * DK + IN;
+    const long long L = (long long)l;
+    if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(1, E), 2, E, CH, 1, err, "blk.%lld.attn_qkv.weight", L) ||
+        add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, E), 2, E, IN, 1, err, "blk.%lld.attn_gate.weight", L) ||
+        add(p, c, MKMODEL_ROLE_BIAS, l, 0, 0.5f, 2, c->ssm_conv, CH, 1, err, "blk.%lld.ssm_conv1d.weight", L) ||
+        add(p, c, MKMODEL_ROLE_BIAS, l, 0, 1.0f, 1, NV, 1, 1, err, "blk.%lld.ssm_dt.bias", L) ||
+        add(p, c, MKMODEL_ROLE_BIAS, l, -1.0f, 0.2f, 1, NV, 1, 1, err, "blk.%lld.ssm_a", L))
+        return -1;
+    if (part->opts & MODEL_GDN_BA_SPLIT) {
+        if (add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(1, E), 2, E, NV, 1, err, "blk.%lld.ssm_beta.weight", L) ||
+            add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(1, E), 2, E, NV, 1, err, "blk.%lld.ssm_alpha.weight", L))
+            return -1;
+    } else if (add(p, c, MKMODEL_ROLE_ATTN_K, l, 0, fan_in_std(1, E), 2, E, 2 * NV, 1, err, "blk.%lld.ssm_ba.weight",
+                   L)) {
+        return -1;
+    }
+    if (add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, DK, 1, 1, err, "blk.%lld.ssm_norm.weight", L) ||
+        add(p, c, MKMODEL_ROLE_ATTN_OUTPUT, l, 0, fan_in_std(1, IN), 2, IN, E, 1, err, "blk.%lld.ssm_out.weight", L))
         return -1;
     return 0;
 }
@@ -250,7 +282,8 @@ void mkmodel_plan_support(model_part_support_t *s)
 {
     static const uint32_t gqa = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS |
                                 MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS |
-                                MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
+                                MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS | MODEL_GQA_OUT_GATE,
+                          gdn = MODEL_GDN_BA_SPLIT | MODEL_GDN_KV_TILED,
                           softmax = MODEL_ROUTER_RENORM, topk_softmax = MODEL_ROUTER_LOGIT_BIAS,
                           sigmoid = MODEL_ROUTER_RENORM | MODEL_ROUTER_SCORE_BIAS,
                           moe = MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP | MODEL_FFN_SWIGLU_OAI, dense = 0;
@@ -258,6 +291,7 @@ void mkmodel_plan_support(model_part_support_t *s)
     static const uint32_t mla = 0;
     model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_GQA, &gqa);
     model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_MLA, &mla);
+    model_part_support_set(s, MODEL_PART_ATTN, MODEL_ATTN_GDN, &gdn);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SOFTMAX_TOPK, &softmax);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_TOPK_SOFTMAX, &topk_softmax);
     model_part_support_set(s, MODEL_PART_ROUTER, MODEL_ROUTER_SIGMOID_GROUPED, &sigmoid);
@@ -266,7 +300,8 @@ void mkmodel_plan_support(model_part_support_t *s)
 }
 
 static const part_plan_fn attn_plans[MODEL_ATTN_KINDS] = {[MODEL_ATTN_GQA] = plan_attn_gqa,
-                                                         [MODEL_ATTN_MLA] = plan_attn_mla};
+                                                         [MODEL_ATTN_MLA] = plan_attn_mla,
+                                                         [MODEL_ATTN_GDN] = plan_attn_gdn};
 static const part_plan_fn router_plans[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = plan_router_softmax,
     [MODEL_ROUTER_TOPK_SOFTMAX] = plan_router_topk_softmax,
@@ -283,8 +318,11 @@ static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, g
     const int64_t E = c->n_embd;
     const bool lead = info->layout == MODEL_LAYOUT_DENSE_FIRST && l < c->n_dense_lead;
     const model_part_t *ffn = lead ? &info->ffn_lead : &info->ffn;
+    /* a hybrid's attention as model_layer_parts picks it (its MTP layers have full attention) */
+    const bool linear = info->layout == MODEL_LAYOUT_HYBRID && l < c->n_layer && (l + 1) % c->full_attn_interval;
+    const model_part_t *attn = linear ? &info->attn_linear : &info->attn;
     if (add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.attn_norm.weight", (long long)l) ||
-        attn_plans[info->attn.kind](p, c, &info->attn, l, err) ||
+        attn_plans[attn->kind](p, c, attn, l, err) ||
         add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.%s.weight", (long long)l,
             info->ffn_norm ? info->ffn_norm : "ffn_norm") ||
         (ffn->kind == MODEL_FFN_MOE &&
@@ -307,8 +345,11 @@ static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, g
 }
 
 
-int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *c, int64_t n_vocab, guild_err_t *err)
+int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *given, int64_t n_vocab, guild_err_t *err)
 {
+    mkmodel_config_t derived = *given;
+    mkmodel_arch_derive(&derived);
+    const mkmodel_config_t *c = &derived;
     *out = NULL;
     mkmodel_plan_t *p = calloc(1, sizeof *p);
     if (!p)

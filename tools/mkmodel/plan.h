@@ -2,7 +2,9 @@
  *
  * Names and shapes follow llama.cpp's GGUF conventions, per part of the architecture's row (core/model/arch.c;
  * the core binds them in core/model/KIND.c): token_embd, per block attn_norm, the attention's tensors (gqa:
- * attn_q/k/v, biases with option qkv bias, attn_output, attn_q_norm/attn_k_norm with a q/k norm option),
+ * attn_q/k/v, biases with option qkv bias, attn_output, attn_q_norm/attn_k_norm with a q/k norm option, attn_q
+ * with each head's gate rows with the output gate; gdn, on a hybrid's linear layers: attn_qkv, attn_gate,
+ * ssm_conv1d, ssm_dt, ssm_a, ssm_ba or ssm_beta/ssm_alpha, ssm_norm, ssm_out),
  * ffn_norm (or the row's name for it), the router's (ffn_gate_inp, exp_probs_b with the score bias), the FFN's
  * (moe: ffn_{gate,up,down}_exps, the shared expert with its option; dense: ffn_{gate,up,down}), then the MTP
  * layers' (a MoE layer's and nextn.*), output_norm and output (unless embeddings are tied). ne[0] is the innermost
