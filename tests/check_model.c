@@ -209,6 +209,20 @@ START_TEST(test_qwen3next)
     ck_assert_int_eq(w->layers[0].ssm_conv1d.ne[0], 4);
     ck_assert_int_eq(w->layers[0].ssm_conv1d.ne[1], 128);
 
+    ck_assert_int_eq(c->n_layer_mtp, 0);
+    if (_i) { /* qwen35moe: an MTP block after the 4, with full attention (blk.4.attn_q with the gate rows) */
+        s.n_mtp = 1;
+        open_ok(&s);
+        c = model_config(model);
+        ck_assert_int_eq(c->n_layer, 4);
+        ck_assert_int_eq(c->n_layer_mtp, 1);
+        w = model_weights(model);
+        ck_assert_int_eq(w->n_mtp, 1);
+        ck_assert_int_eq(w->mtp[0].block.wq.ne[1], 2 * 4 * 16);
+        ck_assert_ptr_null(w->mtp[0].block.ssm_qkv.data);
+        ck_assert_ptr_nonnull(w->mtp[0].eh_proj.data);
+        s.n_mtp = 0;
+    }
     char key[96];
     snprintf(key, sizeof key, "%s.ssm.state_size", arch);
     s.omit_key = key;

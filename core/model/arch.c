@@ -16,13 +16,13 @@
 /* Gated delta net layers between gated full-attention ones (llama.cpp's qwen3next.cpp, qwen35moe.cpp); the FFN's
  * norm is post_attention_norm. qwen35moe differs in the GDN's tensor layout and head mapping (its options) and
  * rotates with IMRoPE, which for text positions is NEOX RoPE (attn_gqa.c reads rope.dimension_sections). */
-#define QWEN3NEXT_ROW(arch_name, gdn_opts)                                                                        \
+#define QWEN3NEXT_ROW(arch_name, gdn_opts, mtp)                                                                   \
     {                                                                                                             \
         .name = arch_name, .layout = MODEL_LAYOUT_HYBRID,                                                         \
         .attn = GQA(MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_OUT_GATE), \
         .attn_linear = GDN(gdn_opts), .router = SOFTMAX_TOPK(MODEL_ROUTER_RENORM),                                \
         .ffn = MOE(MODEL_FFN_SHEXP_GATED), .expert_ff_default = MODEL_EXPERT_FF_PER_USED,                         \
-        .ffn_norm = "post_attention_norm",                                                                        \
+        .ffn_norm = "post_attention_norm", .nextn = mtp,                                                          \
     }
 
 static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
@@ -55,8 +55,9 @@ static const model_arch_info_t arch_table[MODEL_ARCH_COUNT] = {
         .expert_ff_default = MODEL_EXPERT_FF_IS_FF,
     },
     /* issue 15 */
-    [MODEL_ARCH_QWEN3NEXT] = QWEN3NEXT_ROW("qwen3next", 0),
-    [MODEL_ARCH_QWEN35MOE] = QWEN3NEXT_ROW("qwen35moe", MODEL_GDN_BA_SPLIT | MODEL_GDN_KV_TILED),
+    [MODEL_ARCH_QWEN3NEXT] = QWEN3NEXT_ROW("qwen3next", 0, false),
+    /* llama.cpp reads qwen35moe's nextn_predict_layers: an MTP block (full attention) after the others */
+    [MODEL_ARCH_QWEN35MOE] = QWEN3NEXT_ROW("qwen35moe", MODEL_GDN_BA_SPLIT | MODEL_GDN_KV_TILED, true),
     /* llama.cpp's deepseek2 (DeepSeek-V2, -V2-Lite, -V3, -R1, Kimi-K2): multi-head latent attention, dense first
      * layers, an ungated shared expert; the router by ARCH.expert_gating_func: softmax (V2) or sigmoid with the
      * score bias exp_probs_b and expert groups (V3, Kimi-K2), renormalised where ARCH.expert_weights_norm says */

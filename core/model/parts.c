@@ -78,7 +78,8 @@ void model_part_describe(char *buf, size_t size, model_part_family_t family, con
 model_layer_parts_t model_layer_parts(const model_config_t *c, int32_t il)
 {
     model_layer_parts_t lp = {&c->attn, &c->ffn, NULL};
-    if (c->layout == MODEL_LAYOUT_HYBRID && (il + 1) % c->full_attn_interval != 0)
+    /* a hybrid's MTP layers (il >= n_layer) have full attention, as llama.cpp's is_recr */
+    if (c->layout == MODEL_LAYOUT_HYBRID && il < c->n_layer && (il + 1) % c->full_attn_interval != 0)
         lp.attn = &c->attn_linear;
     if (c->layout == MODEL_LAYOUT_DENSE_FIRST && il < c->n_layer_dense_lead)
         lp.ffn = &c->ffn_lead;

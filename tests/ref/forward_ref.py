@@ -72,7 +72,7 @@ PARTS = {
                   "ffn_norm": "post_attention_norm"},
     "qwen35moe": {"attn": ("gqa", {"rope_neox", "qk_norm_head", "out_gate"}), "linear": ("gdn", {"ba_split", "tiled"}),
                   "router": ("softmax_topk", {"renorm"}), "ffn": ("moe", {"shexp_gated"}),
-                  "ffn_norm": "post_attention_norm"},
+                  "ffn_norm": "post_attention_norm", "nextn": True},
 }
 ARCHS = tuple(PARTS)
 
