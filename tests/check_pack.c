@@ -1,6 +1,7 @@
 /* Tests for core/kern/pack: packing restores byte for byte, and kern_matmul_packed gives the same bytes as the
  * scalar reference on the plain rows at every level this CPU has (the native packed kernels and the unpack
  * fallback), for token counts 1..8, the fallback's 9 and a large batch, row counts of one and several groups,
+ * the 32-element types also at gpt-oss's width (2880: no multiple of 256) and rows of one and three blocks,
  * random quant bytes with finite scales, random activations and activations at the domain's edge (every
  * quant +-127: the largest integer sums the kernels can meet); on AMX CPUs the amx level's prefill path (the
  * packed AMX kernels from KERN_AMX_MIN_TOKENS tokens: past a 256-token group, 512 tokens); and the kernels the
@@ -42,17 +43,26 @@ static uint16_t rng_scale_f16(void)
     return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
 }
 
-static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K,
-                                              GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
+static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K,  GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K,
+                                              GUILD_TYPE_Q5_K,  GUILD_TYPE_Q2_K,   GUILD_TYPE_Q3_K,
+                                              GUILD_TYPE_Q4_0,  GUILD_TYPE_IQ4_NL, GUILD_TYPE_MXFP4,
+                                              GUILD_TYPE_Q8_0};
 #define N_TYPES (int)(sizeof packed_types / sizeof packed_types[0])
 
 static size_t row_bytes(guild_type_t type, int64_t n)
 {
-    return (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
+    const quant_type_info_t *info = quant_type_info((uint32_t)type);
+    return (size_t)(n / info->block_elems) * info->block_bytes;
+}
+
+/* The activation type of `type` (q8_K for the 256-element types, q8_0 for the 32-element ones). */
+static guild_type_t act_type(guild_type_t type)
+{
+    return (guild_type_t)quant_type_info((uint32_t)type)->dot_type;
 }
 
 /* nrows random plain rows: random bytes, then finite fp16 scales (d, and dmin for q4_K and q5_K; q6_K's d is
- * last) */
+ * last; mxfp4's E8M0 exponent of 2^-10 .. 2^9) */
 static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
 {
     const size_t rb = row_bytes(type, n), bb = quant_type_info((uint32_t)type)->block_bytes;
@@ -71,25 +81,37 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
             memcpy(w + b + offsetof(quant_block_q2_K, d), &d, 2);
             memcpy(w + b + offsetof(quant_block_q2_K, dmin), &m, 2);
         }
+        if (type == GUILD_TYPE_MXFP4)
+            w[b] = (uint8_t)(118 + rng_next() % 20);
     }
     return w;
 }
 
-/* ntok q8_K activation rows: quantized random floats, or (edge) every quant +-127 at random */
-static quant_block_q8_K *random_acts(int64_t n, int64_t ntok, bool edge)
+/* ntok activation rows of `type`'s activation type (q8_K or q8_0): quantized random floats, or (edge) every
+ * quant +-127 at random */
+static void *random_acts(guild_type_t type, int64_t n, int64_t ntok, bool edge)
 {
-    const int64_t nb = n / QUANT_QK_K;
-    quant_block_q8_K *a = malloc(sizeof *a * (size_t)(nb * ntok));
+    const guild_type_t at = act_type(type);
+    const size_t as = row_bytes(at, n);
+    uint8_t *a = malloc(as * (size_t)ntok);
     float *x = malloc(sizeof *x * (size_t)n);
     ck_assert(a && x);
     for (int64_t t = 0; t < ntok; t++) {
         for (int64_t i = 0; i < n; i++)
             x[i] = rng_float() * 3.0f;
-        kern_quantize_at(KERN_LEVEL_SCALAR, GUILD_TYPE_Q8_K, x, a + t * nb, n);
+        kern_quantize_at(KERN_LEVEL_SCALAR, at, x, a + (size_t)t * as, n);
         if (!edge)
             continue;
-        for (int64_t b = 0; b < nb; b++) {
-            quant_block_q8_K *q = &a[t * nb + b];
+        if (at == GUILD_TYPE_Q8_0) {
+            quant_block_q8_0 *q = (quant_block_q8_0 *)(a + (size_t)t * as);
+            for (int64_t b = 0; b < n / QUANT_QK8_0; b++)
+                for (int i = 0; i < QUANT_QK8_0; i++)
+                    q[b].qs[i] = (rng_next() & 1) ? 127 : -127;
+            continue;
+        }
+        quant_block_q8_K *qk = (quant_block_q8_K *)(a + (size_t)t * as);
+        for (int64_t b = 0; b < n / QUANT_QK_K; b++) {
+            quant_block_q8_K *q = &qk[b];
             for (int i = 0; i < QUANT_QK_K; i++)
                 q->qs[i] = (rng_next() & 1) ? 127 : -127;
             for (int s = 0; s < QUANT_QK_K / 16; s++) {
@@ -109,7 +131,7 @@ START_TEST(test_roundtrip)
     rng_state = 11;
     for (int ti = 0; ti < N_TYPES; ti++) {
         const guild_type_t type = packed_types[ti];
-        const int64_t n = 3 * QUANT_QK_K, nrows = 48;
+        const int64_t n = quant_type_info((uint32_t)type)->block_elems == 32 ? 2880 : 3 * QUANT_QK_K, nrows = 48;
         const size_t rb = row_bytes(type, n);
         uint8_t *w = random_rows(type, n, nrows), *p = malloc(rb * nrows), *back = malloc(rb * nrows);
         guild_err_t err;
@@ -128,14 +150,18 @@ END_TEST
 START_TEST(test_refusals)
 {
     guild_err_t err;
-    uint8_t buf[16 * 144 * 2];
-    ck_assert(!kern_pack_has(GUILD_TYPE_Q8_0));
-    ck_assert(!kern_pack_native(GUILD_TYPE_Q8_0));
-    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q8_0, QUANT_QK_K, 16, buf, 272, buf + 16 * 272, &err), -1);
-    ck_assert(strstr(err.msg, "q8_0") != NULL);
+    uint8_t buf[16 * 272 * 2];
+    ck_assert(!kern_pack_has(GUILD_TYPE_Q5_0));
+    ck_assert(!kern_pack_native(GUILD_TYPE_Q5_0));
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q5_0, QUANT_QK_K, 16, buf, 176, buf + 16 * 176, &err), -1);
+    ck_assert(strstr(err.msg, "q5_0") != NULL);
     ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, QUANT_QK_K, 15, buf, 144, buf + 16 * 144, &err), -1);
     ck_assert(strstr(err.msg, "multiple of 16") != NULL);
     ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, 100, 16, buf, 144, buf + 16 * 144, &err), -1);
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_Q4_K, 2880, 16, buf, 144, buf + 16 * 144, &err), -1);
+    ck_assert(strstr(err.msg, "256-element") != NULL);
+    ck_assert_int_eq(kern_pack(GUILD_TYPE_MXFP4, 48, 16, buf, 17, buf + 16 * 17, &err), -1);
+    ck_assert(strstr(err.msg, "32-element") != NULL);
 }
 END_TEST
 
@@ -147,7 +173,7 @@ static void check_with(kern_level_t level, const kern_variant_t *v, guild_type_t
 {
     const size_t rb = row_bytes(type, n), ldo = (size_t)nrows + 5;
     uint8_t *w = random_rows(type, n, nrows), *p = malloc(rb * (size_t)nrows);
-    quant_block_q8_K *a = random_acts(n, ntok, edge);
+    void *a = random_acts(type, n, ntok, edge);
     float *want = malloc(sizeof(float) * ldo * (size_t)ntok), *got = malloc(sizeof(float) * ldo * (size_t)ntok);
     guild_err_t err;
     ck_assert(p && want && got);
@@ -155,7 +181,7 @@ static void check_with(kern_level_t level, const kern_variant_t *v, guild_type_t
         ck_assert_int_eq(kern_pack(type, n, nrows, w, rb, p, &err), 0);
     memset(want, 0x7f, sizeof(float) * ldo * (size_t)ntok);
     memset(got, 0x7f, sizeof(float) * ldo * (size_t)ntok);
-    const size_t as = (size_t)(n / QUANT_QK_K) * sizeof(quant_block_q8_K);
+    const size_t as = row_bytes(act_type(type), n);
     kern_matmul_at(KERN_LEVEL_SCALAR, type, n, nrows, ntok, w, rb, a, as, want, ldo);
     if (!v)
         kern_matmul_packed_at(level, type, n, nrows, ntok, p, rb, a, as, got, ldo);
@@ -236,6 +262,17 @@ START_TEST(test_matmul_shapes_edge)
         check_level(best, packed_types[ti], 4 * QUANT_QK_K, 32, KERN_AMX_MIN_TOKENS, true);
         check_level(best, packed_types[ti], 4 * QUANT_QK_K, 32, 33, true);
         check_level(KERN_LEVEL_SCALAR, packed_types[ti], 4 * QUANT_QK_K, 32, 2, true);
+        if (quant_type_info((uint32_t)packed_types[ti])->block_elems != 32)
+            continue;
+        /* gpt-oss's experts (2880 x 2880: 90 blocks a row) and rows of one and three blocks */
+        check_level(best, packed_types[ti], 2880, 48, 1, false);
+        check_level(best, packed_types[ti], 2880, 32, 4, true);
+        check_level(best, packed_types[ti], 2880, 16, 7, false);
+        for (int64_t t = 1; t <= 5; t++) {
+            check_level(best, packed_types[ti], 32, 16, t, t % 2 == 0);
+            check_level(best, packed_types[ti], 96, 32, t, t % 2 == 1);
+        }
+        check_level(best, packed_types[ti], 96, 32, 40, false);
     }
 }
 END_TEST

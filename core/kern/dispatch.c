@@ -212,7 +212,8 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
     ensure_tables();
     GUILD_ASSERT((unsigned)level <= (unsigned)best_level);
     GUILD_ASSERT(kern_pack_has(type));
-    GUILD_ASSERT(nrows % KERN_PACK_ROWS == 0 && n % QUANT_QK_K == 0);
+    const quant_type_info_t *info = quant_type_info((uint32_t)type);
+    GUILD_ASSERT(nrows % KERN_PACK_ROWS == 0 && n % info->block_elems == 0);
     if (nrows <= 0 || ntok <= 0)
         return;
     /* where AMX tiles take over, they read the records themselves (no unpacking), at every token count */
@@ -232,7 +233,7 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
     }
     /* Fallback (levels or types without a native kernel, and above KERN_PACK_MAX_TOKENS below the amx level):
      * the rows back in plain layout, in this thread's scratch (unpack_scratch). */
-    const size_t rb = (size_t)(n / QUANT_QK_K) * quant_type_info((uint32_t)type)->block_bytes;
+    const size_t rb = (size_t)(n / info->block_elems) * info->block_bytes;
     int64_t step = (int64_t)(UNPACK_BYTES / rb) / KERN_PACK_ROWS * KERN_PACK_ROWS;
     step = step < KERN_PACK_ROWS ? KERN_PACK_ROWS : step;
     char *scratch = unpack_scratch((size_t)step * rb);

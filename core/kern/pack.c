@@ -1,4 +1,5 @@
-/* The packed layouts (core/kern/pack.h): one record per 256-element block column of a group of 16 rows.
+/* The packed layouts (core/kern/pack.h): one record per block column of a group of 16 rows (256 elements for
+ * the K quants and iq4_xs, 32 for the 32-element types).
  *
  * q4_K record (2304 bytes = 16 blocks):
  *   [0, 64)      scales[0..3] of rows 0..15, 4 bytes per row     (the 6-bit scales 0-3 and the top bits of 4-7)
@@ -37,6 +38,16 @@
  *   [192, 224)   d of rows 0..15 (fp16)
  *   [224, 736)   8 chunks of 64 bytes, chunk g: row r's hmask[4 g .. + 3] at 4 r
  *   [736, 1760)  16 chunks of 64 bytes, chunk c: row r's qs[4 c .. + 3] at 4 r (as q2_K's)
+ * q4_0, iq4_nl record (288 bytes = 16 blocks of 32 elements):
+ *   [0, 32)      d of rows 0..15 (fp16)
+ *   [32, 288)    4 chunks of 64 bytes, chunk g: row r's qs[4 g .. + 3] at 4 r (low nibbles: elements 4 g .. + 3;
+ *                high: 16 + 4 g .. + 3)
+ * mxfp4 record (272 bytes):
+ *   [0, 16)      e of rows 0..15
+ *   [16, 272)    the chunks of qs, as q4_0's
+ * q8_0 record (544 bytes):
+ *   [0, 32)      d of rows 0..15 (fp16)
+ *   [32, 544)    8 chunks of 64 bytes, chunk g: row r's qs[4 g .. + 3] at 4 r (elements 4 g .. + 3)
  * The header comes first so that a record is read front to back, which the hardware prefetchers follow. */
 #include "core/kern/pack.h"
 
@@ -99,6 +110,14 @@ static const pack_layout_t layouts[] = {
       {192, offsetof(quant_block_q3_K, d), 2, 1},
       {224, offsetof(quant_block_q3_K, hmask), 4, QUANT_QK_K / 8 / 4},
       {736, offsetof(quant_block_q3_K, qs), 4, QUANT_QK_K / 4 / 4}}},
+    {GUILD_TYPE_Q4_0, sizeof(quant_block_q4_0), 2,
+     {{0, offsetof(quant_block_q4_0, d), 2, 1}, {32, offsetof(quant_block_q4_0, qs), 4, QUANT_QK4_0 / 2 / 4}}},
+    {GUILD_TYPE_IQ4_NL, sizeof(quant_block_iq4_nl), 2,
+     {{0, offsetof(quant_block_iq4_nl, d), 2, 1}, {32, offsetof(quant_block_iq4_nl, qs), 4, QUANT_QK4_NL / 2 / 4}}},
+    {GUILD_TYPE_MXFP4, sizeof(quant_block_mxfp4), 2,
+     {{0, offsetof(quant_block_mxfp4, e), 1, 1}, {16, offsetof(quant_block_mxfp4, qs), 4, QUANT_QK_MXFP4 / 2 / 4}}},
+    {GUILD_TYPE_Q8_0, sizeof(quant_block_q8_0), 2,
+     {{0, offsetof(quant_block_q8_0, d), 2, 1}, {32, offsetof(quant_block_q8_0, qs), 4, QUANT_QK8_0 / 4}}},
 };
 
 static const pack_layout_t *layout_of(guild_type_t type)
@@ -129,8 +148,9 @@ bool kern_pack_has(guild_type_t type)
 
 #if defined(__x86_64__)
 /* The regions of 4-byte chunks (the quants: all but a few header bytes) 16 chunks at a time by AVX-512 gathers:
- * one 64-byte load or store per 16 dwords instead of 16 scalar copies. The unpack fallback of
- * kern_matmul_packed needs it: scalar, it cost as much as the products it feeds, or more. */
+ * one 64-byte load or store per 16 dwords instead of 16 scalar copies (masked where a region has fewer than 16
+ * chunks per row: the 32-element types' 4 or 8). The unpack fallback of kern_matmul_packed needs it: scalar, it
+ * cost as much as the products it feeds, or more. */
 __attribute__((target("avx512f"))) static void region4_avx512(const pack_region_t *g, char *plain, size_t pstride,
                                                              char *rec, bool to_packed)
 {
@@ -143,9 +163,12 @@ __attribute__((target("avx512f"))) static void region4_avx512(const pack_region_
     }
     const __m512i chunks = _mm512_slli_epi32(lane, 6); /* 64 c */
     for (int r = 0; r < KERN_PACK_ROWS; r++)
-        for (int c = 0; c < g->count; c += 16)
-            _mm512_storeu_si512(plain + (size_t)r * pstride + g->from + 4 * c,
-                                _mm512_i32gather_epi32(chunks, rec + g->at + 64 * c + 4 * r, 1));
+        for (int c = 0; c < g->count; c += 16) {
+            const __mmask16 m = g->count - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (g->count - c)) - 1);
+            _mm512_mask_storeu_epi32(plain + (size_t)r * pstride + g->from + 4 * c, m,
+                                     _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, chunks,
+                                                                 rec + g->at + 64 * c + 4 * r, 1));
+        }
 }
 #endif
 
@@ -158,7 +181,7 @@ static void record_copy(const pack_layout_t *l, char *plain, size_t pstride, cha
     for (int f = 0; f < l->nregion; f++) {
         const pack_region_t *g = &l->region[f];
 #if defined(__x86_64__)
-        if (gather && g->size == 4 && g->count % 16 == 0) {
+        if (gather && g->size == 4 && (g->count % 16 == 0 || g->count < 16)) {
             region4_avx512(g, plain, pstride, rec, to_packed);
             continue;
         }
@@ -178,16 +201,19 @@ int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t
     const pack_layout_t *l = layout_of(type);
     if (!l) {
         const quant_type_info_t *info = quant_type_info((uint32_t)type);
-        return guild_err_set(err, "type %s has no packed layout (q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs have)",
+        return guild_err_set(err,
+                             "type %s has no packed layout (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, q4_0, iq4_nl, "
+                             "mxfp4 and q8_0 have)",
                              info ? info->name : "?");
     }
     if (nrows < 0 || nrows % KERN_PACK_ROWS)
         return guild_err_set(err, "packing %lld rows: a packed matrix has a multiple of %d rows", (long long)nrows,
                              KERN_PACK_ROWS);
-    if (n < 0 || n % QUANT_QK_K)
-        return guild_err_set(err, "packing rows of %lld elements: not a whole number of %d-element blocks",
-                             (long long)n, QUANT_QK_K);
-    const int64_t nb = n / QUANT_QK_K;
+    const int64_t be = quant_type_info((uint32_t)type)->block_elems;
+    if (n < 0 || n % be)
+        return guild_err_set(err, "packing rows of %lld elements: not a whole number of %lld-element blocks",
+                             (long long)n, (long long)be);
+    const int64_t nb = n / be;
     const size_t rb = (size_t)nb * l->block_bytes;
     for (int64_t g = 0; g < nrows; g += KERN_PACK_ROWS) {
         char *out = (char *)dst + (size_t)g * rb;
@@ -202,8 +228,10 @@ void kern_unpack(guild_type_t type, int64_t n, int64_t nrows, const void *src, s
                  size_t stride)
 {
     const pack_layout_t *l = layout_of(type);
-    GUILD_ASSERT(l && nrows % KERN_PACK_ROWS == 0 && n % QUANT_QK_K == 0);
-    const int64_t nb = n / QUANT_QK_K;
+    GUILD_ASSERT(l);
+    const int64_t be = quant_type_info((uint32_t)type)->block_elems;
+    GUILD_ASSERT(nrows % KERN_PACK_ROWS == 0 && n % be == 0);
+    const int64_t nb = n / be;
     for (int64_t g = 0; g < nrows; g += KERN_PACK_ROWS) {
         const char *in = (const char *)src + (size_t)g * w_stride;
         for (int64_t b = 0; b < nb; b++)

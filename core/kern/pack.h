@@ -9,8 +9,9 @@
  * Layout. A packed matrix has the plain one's size. The group of rows 16 g .. 16 g + 15 occupies
  * 16 * w_stride bytes at w + 16 g * w_stride (w_stride: bytes per row, at least the plain row size), so a row
  * range that starts on a multiple of 16 is addressed exactly as in the plain layout. A group is nb records,
- * one per 256-element block column, each the 16 rows' blocks of that column re-laid (pack.c describes the
- * record of each type); a record is 16 plain blocks long.
+ * one per block column (256 elements for the K quants and iq4_xs, 32 for q4_0, iq4_nl, mxfp4 and q8_0), each
+ * the 16 rows' blocks of that column re-laid (pack.c describes the record of each type); a record is 16 plain
+ * blocks long. The 32-element types' records let rows whose width is no multiple of 256 (gpt-oss's 2880) pack.
  *
  * Packing is a layout, not a quantization: kern_matmul_packed gives, bit for bit, what kern_matmul gives on
  * the plain rows, at every level (kern_unpack restores the plain bytes exactly). On the amx level the AMX
@@ -36,7 +37,7 @@
  * over from KERN_AMX_MIN_TOKENS tokens instead, with no upper limit and no unpacking (core/kern/amx.h). */
 #define KERN_PACK_MAX_TOKENS 16
 
-/* True when `type` has a packed layout (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs). */
+/* True when `type` has a packed layout (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs; q4_0, iq4_nl, mxfp4, q8_0). */
 bool kern_pack_has(guild_type_t type);
 
 /* True when the active level (kern_level()) has a packed kernel for `type`: packing then speeds up one-token
@@ -45,7 +46,7 @@ bool kern_pack_native(guild_type_t type);
 
 /* Packs nrows plain rows of n elements (w, w_stride bytes apart) into dst (rows of exactly the plain row
  * size: nrows * row bytes in all; dst must not overlap w). Fails (message in err) when `type` has no packed
- * layout, nrows is not a multiple of KERN_PACK_ROWS or n not a whole number of blocks. */
+ * layout, nrows is not a multiple of KERN_PACK_ROWS or n not a whole number of the type's blocks. */
 int kern_pack(guild_type_t type, int64_t n, int64_t nrows, const void *w, size_t w_stride, void *dst,
               guild_err_t *err);
 

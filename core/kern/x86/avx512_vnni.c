@@ -7,6 +7,7 @@
 
 #include "core/kern/x86/avx512_util.h"
 #include "core/quant/blocks.h"
+#include "core/quant/fp16.h"
 
 
 #define KERN_NAME(x) x##_avx512vnni
@@ -119,6 +120,7 @@ static inline __m512i iq4xs_bias16_avx512vnni(const uint64_t *raw, const iq4xs_a
 #include "core/kern/x86/avx512_pack_q2k.h"
 #include "core/kern/x86/avx512_pack_q3k.h"
 #include "core/kern/x86/avx512_pack_iq4xs.h"
+#include "core/kern/x86/avx512_pack_b32.h"
 
 /* IQ4_XS where the CPU also has AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4): the same kernel with the
  * levels looked up by vpermb, which reads 6 index bits and needs no mask (the table is repeated 4 times, so
@@ -223,6 +225,10 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     t->matmul_packed[GUILD_TYPE_Q3_K] = matmul_q3_K_packed_avx512vnni;
     t->matmul_packed[GUILD_TYPE_IQ4_XS] = __builtin_cpu_supports("avx512vbmi") ? matmul_iq4_xs_packed_avx512vbmi
                                                                               : matmul_iq4_xs_packed_avx512vnni;
+    t->matmul_packed[GUILD_TYPE_Q4_0] = matmul_q4_0_packed_avx512vnni;
+    t->matmul_packed[GUILD_TYPE_IQ4_NL] = matmul_iq4_nl_packed_avx512vnni;
+    t->matmul_packed[GUILD_TYPE_MXFP4] = matmul_mxfp4_packed_avx512vnni;
+    t->matmul_packed[GUILD_TYPE_Q8_0] = matmul_q8_0_packed_avx512vnni;
 }
 
 int kern_avx512_vnni_variants(kern_variant_t *out, int max)
