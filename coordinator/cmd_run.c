@@ -18,6 +18,7 @@
 #include "coordinator/demo_model.h"
 #include "coordinator/generate.h"
 #include "coordinator/pipeline.h"
+#include "coordinator/spec.h"
 #include "coordinator/stack_flags.h"
 #include "core/model/model.h"
 #include "core/sample/sampler.h"
@@ -42,6 +43,7 @@ typedef struct run_config {
     bool ignore_eos;          /* --ignore-eos */
     bool verbose;             /* -v */
     bool print_plan;          /* --print-plan */
+    spec_options_t spec;      /* --spec, --spec-max, --spec-min-p, --draft-model */
     stack_options_t stack;    /* --single-process, --threads, --no-tuning, --backend, the pipeline's and GPU flags */
 } run_config_t;
 
@@ -72,7 +74,8 @@ static void usage(FILE *out)
             "      --ids-out FILE      write the generated token ids, space-separated, on one line\n"
             "      --stats             per layer: experts touched by prompt + generation, busiest expert's share;\n"
             "                          with a GPU plan, the share of routed pairs its resident experts served\n"
-            "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n");
+            "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n"
+            SPEC_FLAGS_HELP);
     stack_flags_usage(out, STACK_FLAGS_ALL, "cpu");
     fprintf(out,
             "      --print-plan        print which worker owns which experts (with --backend cuda, also the GPU\n"
@@ -97,6 +100,7 @@ enum {
     OPT_PARSE_SPECIAL,
     OPT_IGNORE_EOS,
     OPT_PRINT_PLAN,
+    OPT_SPEC,
 };
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */
@@ -122,24 +126,30 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"parse-special", no_argument, NULL, OPT_PARSE_SPECIAL},
         {"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
         {"print-plan", no_argument, NULL, OPT_PRINT_PLAN},
+        {"spec", required_argument, NULL, OPT_SPEC},
+        {"spec-max", required_argument, NULL, OPT_SPEC},
+        {"spec-min-p", required_argument, NULL, OPT_SPEC},
+        {"draft-model", required_argument, NULL, OPT_SPEC},
+        {"draft-threads", required_argument, NULL, OPT_SPEC},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[48];
+    struct option opts[56];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, STACK_FLAGS_ALL);
     *c = (run_config_t){
         .n_predict = 64,
         .n_batch = 0, /* auto */
     };
     stack_options_init(&c->stack);
+    spec_options_init(&c->spec);
     sample_params_default(&c->sample);
     guild_err_t e = {{0}};
     long v;
-    int o, sf;
+    int o, sf, li;
     optind = 1;
     opterr = 0; /* messages below name the command */
-    while ((o = getopt_long(argc, argv, "m:p:f:n:vh", opts, NULL)) != -1) {
+    while ((li = -1, o = getopt_long(argc, argv, "m:p:f:n:vh", opts, &li)) != -1) {
         if ((sf = stack_flags_parse(&c->stack, o, optarg, &e)) != 0) {
             if (sf < 0)
                 goto bad;
@@ -197,6 +207,10 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         case OPT_IDS_OUT: c->ids_out = optarg; break;
         case OPT_STATS: c->stats = true; break;
         case OPT_PRINT_PLAN: c->print_plan = true; break;
+        case OPT_SPEC:
+            if (spec_flag(&c->spec, opts[li].name, optarg, &e) < 0)
+                goto bad;
+            break;
         case OPT_PARSE_SPECIAL: c->parse_special = true; break;
         case OPT_IGNORE_EOS: c->ignore_eos = true; break;
         case 'v': c->verbose = true; break;
@@ -279,6 +293,10 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
             c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
             c->sample.repeat_last_n, (unsigned long long)c->sample.seed);
+    if (c->spec.kind != SPEC_NONE)
+        fprintf(stderr, "speculative: %s, up to %d drafts per verify step%s%s\n", spec_kind_name(c->spec.kind),
+                c->spec.max, c->spec.draft_model ? ", draft model " : "",
+                c->spec.draft_model ? c->spec.draft_model : "");
 }
 
 static int write_ids(const char *path, const int32_t *ids, int32_t n, guild_err_t *err)
@@ -314,6 +332,7 @@ int cmd_run(int argc, char **argv)
     FILE *logits_f = NULL;
     tok_ids_t prompt_ids;
     gen_result_t res = {0};
+    spec_setup_t spec = {0};
     tok_ids_init(&prompt_ids);
 
     if (cmd_model_init(&cm, c.model, &err) < 0)
@@ -326,6 +345,9 @@ int cmd_run(int argc, char **argv)
         goto fail;
     st->n_ctx = n_ctx;
     st->n_batch = c.n_batch < n_ctx ? c.n_batch : n_ctx; /* 0: auto, the stack's plan chooses */
+    if (spec_options_check(&c.spec, model, &err) < 0)
+        goto fail;
+    spec_stack_options(&c.spec, st);
     if (c.print_plan) {
         if (pipeline_print_plan(model, st, stdout, &err) == 0)
             rc = 0;
@@ -361,7 +383,8 @@ int cmd_run(int argc, char **argv)
         fputc('\n', stderr);
     }
 
-    if (backend_stack_open(&stack, st, model, model_path, &err) < 0)
+    if (backend_stack_open(&stack, st, model, model_path, &err) < 0 ||
+        spec_setup_open(&spec, &c.spec, cm.model, cm.tok, n_ctx, st->n_threads, &err) < 0)
         goto fail;
     if (sampler_new(&smp, &c.sample, mc->n_vocab, &err) < 0)
         goto fail;
@@ -379,6 +402,8 @@ int cmd_run(int argc, char **argv)
         .logits_out = logits_f,
         .ignore_eog = c.ignore_eos,
         .check_finite = c.stack.gpu.check_finite,
+        .drafter = spec.drafter,
+        .spec_max = c.spec.max,
     };
     int grc = gen_run(backend_stack_backend(stack), smp, cm.tok, prompt_ids.v, (int32_t)prompt_ids.n, &go, &res, &err);
     if (isatty(STDOUT_FILENO))
@@ -403,6 +428,8 @@ int cmd_run(int argc, char **argv)
             res.prefill_s > 0 ? res.n_prompt / res.prefill_s : 0.0);
     fprintf(stderr, "guild run: decode:  %d tokens in %.3f s (%.2f tok/s)\n", res.n_decoded, res.decode_s,
             res.decode_s > 0 ? res.n_decoded / res.decode_s : 0.0);
+    if (spec.drafter)
+        spec_stats_print(&res.spec, "guild run", stderr);
     backend_stack_print_stats(stack, stderr);
     if (st->record_routing) {
         if (backend_stack_record_routing(stack, st->record_routing, &err) < 0)
@@ -417,6 +444,7 @@ fail:
         fclose(logits_f);
     free(res.ids);
     sampler_destroy(&smp);
+    spec_setup_close(&spec);
     backend_stack_close(&stack);
     tok_ids_fini(&prompt_ids);
     cmd_model_fini(&cm);

@@ -60,18 +60,231 @@ static int append_id(gen_result_t *res, int32_t *cap, int32_t id, guild_err_t *e
     return 0;
 }
 
+/* The loop's state shared by the plain and the speculative decode. */
+typedef struct gen {
+    backend_t *be;
+    sampler_t *smp;
+    const tok_t *tok;
+    const gen_options_t *opt;
+    gen_result_t *res;
+    int32_t ids_cap;
+    utf8_stream_t text;
+    char *piece;
+} gen_t;
+
+/* Writes a row of logits when asked (before its token is chosen, as the plain loop always did). */
+static int put_logits(gen_t *g, const float *row, guild_err_t *err)
+{
+    const gen_options_t *opt = g->opt;
+    if (opt->logits_out && fwrite(row, sizeof *row, (size_t)opt->n_vocab, opt->logits_out) != (size_t)opt->n_vocab)
+        return guild_err_set(err, "cannot write the logits file");
+    return 0;
+}
+
+/* After sampler_sample or sampler_dist on row: fails on a non-finite logit when asked. */
+static int check_row(gen_t *g, const float *row, int32_t pos, guild_err_t *err)
+{
+    const int32_t bad = sampler_nonfinite(g->smp);
+    if (g->opt->check_finite && bad >= 0)
+        return guild_err_set(err, "non-finite value: the logits of position %d are not finite (token id %d: %g): "
+                             "the LM head (output.weight) makes them so (--check-finite off skips this check)",
+                             pos, bad, (double)row[bad]);
+    return 0;
+}
+
+/* Takes a chosen token: records it, stops at end of generation, gives it to the sampler's history, streams its
+ * text, stops at n_predict. 0: go on; 1: stop (res->stop set); -1: error. */
+static int take(gen_t *g, int32_t id, guild_err_t *err)
+{
+    gen_result_t *res = g->res;
+    const gen_options_t *opt = g->opt;
+    if (append_id(res, &g->ids_cap, id, err) < 0)
+        return -1;
+    if (!opt->ignore_eog && tok_is_eog(g->tok, id)) {
+        res->stop = GEN_STOP_EOG;
+        return 1;
+    }
+    sampler_accept(g->smp, id);
+    size_t n = tok_piece(g->tok, id, 0, g->piece, tok_max_piece_len(g->tok));
+    int sp = stream_put(&g->text, opt, g->piece, n, false, err);
+    if (sp < 0)
+        return -1;
+    if (sp > 0) {
+        res->stop = GEN_STOP_CALLER;
+        return 1;
+    }
+    if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
+        res->stop = GEN_STOP_LENGTH;
+        return 1;
+    }
+    return 0;
+}
+
+/* One token per forward call, from the prefill's logits on. */
+static int decode_plain(gen_t *g, float *logits, guild_err_t *err)
+{
+    const gen_options_t *opt = g->opt;
+    gen_result_t *res = g->res;
+    for (;;) {
+        if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
+            res->stop = GEN_STOP_LENGTH;
+            return 0;
+        }
+        if (put_logits(g, logits, err) < 0)
+            return -1;
+        int32_t id = sampler_sample(g->smp, logits);
+        if (check_row(g, logits, backend_kv_len(g->be) - 1, err) < 0)
+            return -1;
+        int t = take(g, id, err);
+        if (t)
+            return t < 0 ? -1 : 0;
+        int32_t p = backend_kv_len(g->be);
+        if (p >= opt->n_ctx) {
+            res->stop = GEN_STOP_CONTEXT;
+            return 0;
+        }
+        int32_t row = 0;
+        if (backend_forward(g->be, 1, &id, &p, 1, &row, logits, err) < 0)
+            return -1;
+        res->n_decoded++;
+    }
+}
+
+/* Verify steps: the pending token (sampled, not yet in the cache) and up to spec_max drafts in one forward call;
+ * row i is sampled as the plain loop would sample it after batch[0..i], and the step ends at the first draft that
+ * is not the token chosen there (greedy), or that speculative sampling rejects (temperature > 0: kept with
+ * probability min(1, p/q), else a token drawn from max(0, p - q)). The cache is truncated back to the tokens
+ * kept. */
+static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float *logits, guild_err_t *err)
+{
+    const gen_options_t *opt = g->opt;
+    gen_result_t *res = g->res;
+    spec_drafter_t *dr = opt->drafter;
+    const int32_t V = opt->n_vocab;
+    int32_t K = opt->spec_max < SPEC_MAX_DRAFT ? opt->spec_max : SPEC_MAX_DRAFT;
+    if (K > opt->n_batch - 1)
+        K = opt->n_batch - 1;
+    if (K < 0)
+        K = 0;
+    const bool sampled = sampler_params(g->smp)->temp > 0;
+    if (dr->ops->begin && dr->ops->begin(dr, sampler_params(g->smp), err) < 0)
+        return -1;
+    int rc = -1;
+    float *rows = malloc((size_t)(K + 1) * (size_t)V * sizeof *rows);
+    float *q = dr->has_q && sampled ? malloc((size_t)(K ? K : 1) * (size_t)V * sizeof *q) : NULL;
+    double *p = sampled ? malloc((size_t)V * sizeof *p) : NULL;
+    int32_t *ctx = malloc((size_t)(opt->n_ctx + 1) * sizeof *ctx); /* the last token sampled is not fed */
+    int32_t batch[SPEC_MAX_DRAFT + 1], pos[SPEC_MAX_DRAFT + 1], outr[SPEC_MAX_DRAFT + 1];
+    if (!rows || !ctx || (dr->has_q && sampled && !q) || (sampled && !p)) {
+        guild_err_set(err, "out of memory for %d rows of logits", K + 1);
+        goto done;
+    }
+    memcpy(ctx, prompt, (size_t)n_prompt * sizeof *ctx);
+    int32_t n_ctx_tok = n_prompt;
+
+    /* the first token, from the prompt's last row */
+    if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
+        res->stop = GEN_STOP_LENGTH;
+        rc = 0;
+        goto done;
+    }
+    if (put_logits(g, logits, err) < 0)
+        goto done;
+    int32_t id = sampler_sample(g->smp, logits);
+    if (check_row(g, logits, backend_kv_len(g->be) - 1, err) < 0)
+        goto done;
+    int t = take(g, id, err);
+    if (t) {
+        rc = t < 0 ? -1 : 0;
+        goto done;
+    }
+    ctx[n_ctx_tok++] = id;
+
+    for (;;) {
+        const int32_t kv = backend_kv_len(g->be);
+        if (kv >= opt->n_ctx) {
+            res->stop = GEN_STOP_CONTEXT;
+            break;
+        }
+        int32_t k = K;
+        if (k > opt->n_ctx - kv - 1)
+            k = opt->n_ctx - kv - 1;
+        if (opt->n_predict >= 0 && k > opt->n_predict - res->n_sampled - 1)
+            k = opt->n_predict - res->n_sampled - 1;
+        int32_t nd = 0;
+        if (k > 0) {
+            double t0 = now_s();
+            nd = dr->ops->draft(dr, ctx, n_ctx_tok, k, batch + 1, q, err);
+            res->spec.draft_s += now_s() - t0;
+            if (nd < 0)
+                goto done;
+        }
+        batch[0] = id;
+        for (int32_t i = 0; i <= nd; i++) {
+            pos[i] = kv + i;
+            outr[i] = i;
+        }
+        double t0 = now_s();
+        if (backend_forward(g->be, nd + 1, batch, pos, nd + 1, outr, rows, err) < 0)
+            goto done;
+        res->spec.verify_s += now_s() - t0;
+        res->spec.steps++;
+        res->spec.drafted += (uint64_t)nd;
+        int32_t i = 0;
+        for (;; i++) {
+            const float *row = rows + (size_t)i * (size_t)V;
+            if (put_logits(g, row, err) < 0)
+                goto done;
+            bool kept = false;
+            int32_t tok;
+            if (i == nd || !sampled) {
+                tok = sampler_sample(g->smp, row);
+                kept = i < nd && tok == batch[i + 1];
+            } else {
+                kept = spec_accept_sampled(g->smp, row, batch[i + 1], q ? q + (size_t)i * (size_t)V : NULL, p, &tok);
+            }
+            if (check_row(g, row, kv + i, err) < 0)
+                goto done;
+            res->spec.tokens++;
+            if (kept)
+                res->spec.accepted++;
+            t = take(g, tok, err);
+            if (t) {
+                backend_kv_truncate(g->be, kv + 1 + i);
+                res->n_decoded += 1 + i;
+                rc = t < 0 ? -1 : 0;
+                goto done;
+            }
+            ctx[n_ctx_tok++] = tok;
+            if (!kept) {
+                id = tok;
+                break;
+            }
+        }
+        /* kept: batch[0..i]; row i's token is the next pending one */
+        backend_kv_truncate(g->be, kv + 1 + i);
+        res->n_decoded += 1 + i;
+    }
+    rc = 0;
+done:
+    free(rows);
+    free(q);
+    free(p);
+    free(ctx);
+    return rc;
+}
+
 int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
             const gen_options_t *opt, gen_result_t *res, guild_err_t *err)
 {
     memset(res, 0, sizeof *res);
     int rc = -1;
-    int32_t ids_cap = 0;
-    utf8_stream_t text = {0};
+    gen_t g = {.be = be, .smp = smp, .tok = tok, .opt = opt, .res = res};
     double t_decode = 0;
     float *logits = malloc((size_t)opt->n_vocab * sizeof *logits);
     int32_t *pos = malloc((size_t)opt->n_batch * sizeof *pos);
-    char *piece = malloc(tok_max_piece_len(tok) + 1);
-    if (!logits || !pos || !piece) {
+    g.piece = malloc(tok_max_piece_len(tok) + 1);
+    if (!logits || !pos || !g.piece) {
         guild_err_set(err, "out of memory for %d logits", opt->n_vocab);
         goto done;
     }
@@ -98,62 +311,15 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
     res->prefill_s = now_s() - t0;
 
     t_decode = now_s();
-    for (;;) {
-        if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
-            res->stop = GEN_STOP_LENGTH;
-            break;
-        }
-        if (opt->logits_out &&
-            fwrite(logits, sizeof *logits, (size_t)opt->n_vocab, opt->logits_out) != (size_t)opt->n_vocab) {
-            guild_err_set(err, "cannot write the logits file");
-            goto done;
-        }
-        int32_t id = sampler_sample(smp, logits);
-        if (opt->check_finite && sampler_nonfinite(smp) >= 0) {
-            const int32_t bad = sampler_nonfinite(smp);
-            guild_err_set(err, "non-finite value: the logits of position %d are not finite (token id %d: %g): the "
-                          "LM head (output.weight) makes them so (--check-finite off skips this check)",
-                          backend_kv_len(be) - 1, bad, (double)logits[bad]);
-            goto done;
-        }
-        if (append_id(res, &ids_cap, id, err) < 0)
-            goto done;
-        if (!opt->ignore_eog && tok_is_eog(tok, id)) {
-            res->stop = GEN_STOP_EOG;
-            break;
-        }
-        sampler_accept(smp, id);
-        size_t n = tok_piece(tok, id, 0, piece, tok_max_piece_len(tok));
-        int sp = stream_put(&text, opt, piece, n, false, err);
-        if (sp < 0)
-            goto done;
-        if (sp > 0) {
-            res->stop = GEN_STOP_CALLER;
-            break;
-        }
-        if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
-            res->stop = GEN_STOP_LENGTH;
-            break;
-        }
-        int32_t p = backend_kv_len(be);
-        if (p >= opt->n_ctx) {
-            res->stop = GEN_STOP_CONTEXT;
-            break;
-        }
-        int32_t row = 0;
-        if (backend_forward(be, 1, &id, &p, 1, &row, logits, err) < 0)
-            goto done;
-        res->n_decoded++;
-    }
-    rc = 0;
+    rc = opt->drafter ? decode_spec(&g, prompt, n_prompt, logits, err) : decode_plain(&g, logits, err);
 done:
     if (t_decode > 0)
         res->decode_s = now_s() - t_decode;
-    if (text.len && stream_put(&text, opt, "", 0, true, rc < 0 ? NULL : err) < 0)
+    if (g.text.len && stream_put(&g.text, opt, "", 0, true, rc < 0 ? NULL : err) < 0)
         rc = -1;
-    free(text.buf);
+    free(g.text.buf);
     free(logits);
     free(pos);
-    free(piece);
+    free(g.piece);
     return rc;
 }

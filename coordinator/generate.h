@@ -4,7 +4,11 @@
  * Stops after n_predict tokens, at an end-of-generation token (EOS/EOT..., not printed), when the context is
  * full, or when the caller's on_text callback says so (the server: a stop string, a client gone). The logits
  * of every sampled token's row can be written out (row 0: the prompt's last position), and the sampled ids
- * collected, for tests and the reference comparison. */
+ * collected, for tests and the reference comparison.
+ *
+ * With a drafter (coordinator/spec.h) the decode steps are verify steps: the last sampled token and the drafts
+ * in one forward call; greedy ids, the logits rows written and the KV cache's contents at the end are those of
+ * the plain loop. */
 #ifndef GUILD_COORDINATOR_GENERATE_H
 #define GUILD_COORDINATOR_GENERATE_H
 
@@ -12,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "coordinator/spec.h"
 #include "core/sample/sampler.h"
 #include "core/tokenizer/tok.h"
 #include "core/util/err.h"
@@ -40,16 +45,21 @@ typedef struct gen_options {
      * NULL: none. */
     int (*on_text)(void *ctx, const char *text, size_t len);
     void *on_text_ctx;
+    spec_drafter_t *drafter; /* speculative decoding (borrowed); NULL: one token per decode step */
+    int32_t spec_max;        /* most drafts per verify step (>= 1 with a drafter; also bounded by n_batch - 1,
+                                the context and n_predict) */
 } gen_options_t;
 
 typedef struct gen_result {
     int32_t n_prompt;     /* prompt tokens processed */
     int32_t n_sampled;    /* tokens sampled (the EOG one included) */
     int32_t *ids;         /* [n_sampled] the sampled ids (malloc'ed; caller frees) */
-    int32_t n_decoded;    /* single-token forward calls made after the prompt */
+    int32_t n_decoded;    /* sampled tokens fed back after the prompt (plain decode: its single-token forward
+                             calls); the cache holds the prompt and ids[0..n_decoded) at the end */
     double prefill_s;     /* wall time of the prompt's forward calls */
     double decode_s;      /* wall time of the decode steps (forward + sampling + output) */
     gen_stop_t stop;
+    spec_stats_t spec;    /* with a drafter */
 } gen_result_t;
 
 /* Runs the loop on a backend whose cache holds exactly prompt[0..opt->n_past) (empty when n_past is 0). The

@@ -151,7 +151,10 @@ int32_t sampler_nonfinite(const sampler_t *s)
     return s->nonfinite;
 }
 
-int32_t sampler_sample(sampler_t *s, const float *logits)
+/* Steps 1-6 of the chain on logits: the token when it is decided without a draw (greedy, or nothing possible),
+ * else -1 with s->cand[0..*keep) the survivors and s->prob[0..*keep) their weights at the temperature (not
+ * normalised; their sum in *total). */
+static int32_t chain(sampler_t *s, const float *logits, int32_t *keep_out, double *total_out)
 {
     const sample_params_t *p = &s->p;
     int32_t n = s->n_vocab;
@@ -224,6 +227,20 @@ int32_t sampler_sample(sampler_t *s, const float *logits)
         prob[i] = exp(((double)cand[i].logit - (double)cand[0].logit) / (double)p->temp);
         total += prob[i];
     }
+    *keep_out = keep;
+    *total_out = total;
+    return -1;
+}
+
+int32_t sampler_sample(sampler_t *s, const float *logits)
+{
+    int32_t keep;
+    double total;
+    const int32_t id = chain(s, logits, &keep, &total);
+    if (id >= 0)
+        return id;
+    const candidate_t *cand = s->cand;
+    const double *prob = s->prob;
     double u = rng_uniform(&s->rng) * total, cum = 0;
     for (int32_t i = 0; i < keep; i++) {
         cum += prob[i];
@@ -231,4 +248,53 @@ int32_t sampler_sample(sampler_t *s, const float *logits)
             return cand[i].id;
     }
     return cand[keep - 1].id;
+}
+
+void sampler_dist(sampler_t *s, const float *logits, double *dist)
+{
+    int32_t keep;
+    double total;
+    memset(dist, 0, (size_t)s->n_vocab * sizeof *dist);
+    const int32_t id = chain(s, logits, &keep, &total);
+    if (id >= 0) {
+        dist[id] = 1.0;
+        return;
+    }
+    for (int32_t i = 0; i < keep; i++)
+        dist[s->cand[i].id] = s->prob[i] / total;
+}
+
+int32_t sampler_n_vocab(const sampler_t *s)
+{
+    return s->n_vocab;
+}
+
+const sample_params_t *sampler_params(const sampler_t *s)
+{
+    return &s->p;
+}
+
+double sampler_uniform(sampler_t *s)
+{
+    return rng_uniform(&s->rng);
+}
+
+int32_t sampler_draw(sampler_t *s, const double *w)
+{
+    double total = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (w[i] > 0) {
+            total += w[i];
+            last = i;
+        }
+    if (last < 0)
+        return -1;
+    double u = rng_uniform(&s->rng) * total, cum = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        cum += w[i] > 0 ? w[i] : 0;
+        if (w[i] > 0 && u < cum)
+            return i;
+    }
+    return last;
 }

@@ -47,6 +47,24 @@ void sampler_accept(sampler_t *s, int32_t token);
 /* Chooses a token from logits[n_vocab] (not modified). Advances the PRNG only when it draws (temp > 0). */
 int32_t sampler_sample(sampler_t *s, const float *logits);
 
+/* The distribution sampler_sample draws from for logits (after the penalty, top-k, top-p, min-p and the
+ * temperature), into dist[n_vocab], summing to 1; greedy: 1 at the token it would choose. Draws nothing (the
+ * distributions of speculative sampling, coordinator/spec.h). */
+void sampler_dist(sampler_t *s, const float *logits, double *dist);
+
+/* The vocabulary size it was made for. */
+int32_t sampler_n_vocab(const sampler_t *s);
+
+/* The parameters it was made with. */
+const sample_params_t *sampler_params(const sampler_t *s);
+
+/* The next number in [0, 1) of the sampler's PRNG (speculative sampling's acceptance test). */
+double sampler_uniform(sampler_t *s);
+
+/* One draw, with the sampler's PRNG, from the weights w[n_vocab] (not normalised; <= 0 is never drawn): the
+ * token id, or -1 when no weight is positive. */
+int32_t sampler_draw(sampler_t *s, const double *w);
+
 /* The lowest token id whose logit was NaN or infinite in the last sampler_sample call (noted in the pass that
  * reads them anyway), or -1 when all were finite. */
 int32_t sampler_nonfinite(const sampler_t *s);

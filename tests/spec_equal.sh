@@ -1,0 +1,101 @@
+#!/bin/sh
+# guild run --spec: greedy ids and logits rows equal --spec none's (ngram at K = 1, 2, 4, 8; the target as its own
+# draft model, which accepts every draft; a draft model with other weights), in one process and with two CPU
+# worker processes; sampling with a seed gives the same ids run after run and in both modes; the refusals
+# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model without --spec draft).
+set -u
+B=${GUILD_BUILDDIR:-.}
+MK=$B/tools/guild-mkmodel
+G=$B/guild
+for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
+    if [ ! -x "$f" ]; then
+        echo "SKIP: $f is not built"
+        exit 77
+    fi
+done
+T=$(mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+mk() { # file, seed, vocab, type
+    "$MK" --arch qwen3moe --layers 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --experts-used 2 \
+        --expert-ff 32 --ctx 256 --type "$4" --seed "$2" --vocab "$3" -q -o "$1" >"$T/mk.log" 2>&1 ||
+        { cat "$T/mk.log"; fail "guild-mkmodel $1"; }
+}
+mk "$T/t.gguf" 11 400 Q8_0
+mk "$T/o.gguf" 12 400 Q8_0
+mk "$T/v.gguf" 11 401 Q8_0
+mk "$T/q.gguf" 11 400 Q4_K # the target's weights quantized coarser: a draft that is right now and then
+
+PROMPT="one two three four, one two three four, one two three four, one two three"
+run() { # name, extra args...
+    name=$1
+    shift
+    "$G" run -m "$T/t.gguf" -p "$PROMPT" -n 64 --ignore-eos --threads 1 --batch 16 \
+        --ids-out "$T/$name.ids" --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" ||
+        { cat "$T/$name.err"; fail "guild run $name $*"; }
+}
+same() { # reference, name
+    for f in ids logits txt; do
+        cmp -s "$T/$1.$f" "$T/$2.$f" || fail "$2: $f differ from $1"
+    done
+}
+stat_line() { # name: the speculative counters line
+    grep "speculative: .* drafted" "$T/$1.err" || fail "$1: no speculative counters"
+}
+
+run none --temp 0 --single-process
+for k in 1 2 4 8; do
+    run "ngram$k" --temp 0 --single-process --spec ngram --spec-max $k
+    same none "ngram$k"
+    stat_line "ngram$k" | grep -q " 0 drafted" && fail "ngram, K = $k: nothing drafted"
+done
+run ngram-mp --temp 0 --cpu-workers 2 --spin-us 0 --spec ngram --spec-max 4
+same none ngram-mp
+same ngram4 ngram-mp
+[ "$(stat_line ngram4 | sed 's/;.*//')" = "$(stat_line ngram-mp | sed 's/;.*//')" ] ||
+    fail "ngram: the counters differ between one process and two CPU workers"
+
+run self --temp 0 --single-process --spec draft --draft-model "$T/t.gguf" --spec-max 8
+same none self
+stat_line self | grep -q "(100.0%)" || { stat_line self; fail "the target as its own draft model: not 100% accepted"; }
+run other --temp 0 --cpu-workers 2 --spin-us 0 --spec draft --draft-model "$T/o.gguf" --spec-max 2
+same none other
+# steps that keep some drafts and truncate the rest, in one process and with two CPU workers
+run near --temp 0 --single-process --spec draft --draft-model "$T/q.gguf" --spec-max 4
+run near-mp --temp 0 --cpu-workers 2 --spin-us 0 --spec draft --draft-model "$T/q.gguf" --spec-max 4 --draft-threads 2
+same none near
+same none near-mp
+stat_line near | grep -Eq " 0 accepted|\(100.0%\)" && { stat_line near; fail "the Q4_K draft: no partial acceptance"; }
+[ "$(stat_line near | sed 's/;.*//')" = "$(stat_line near-mp | sed 's/;.*//')" ] ||
+    fail "draft: the counters differ between one process and two CPU workers"
+
+# sampling: the same seed, the same ids, in one process or two CPU workers, with either drafter
+run s1 --temp 0.9 --seed 5 --single-process --spec ngram
+run s2 --temp 0.9 --seed 5 --cpu-workers 2 --spin-us 0 --spec ngram
+same s1 s2
+run d1 --temp 0.9 --seed 5 --single-process --spec draft --draft-model "$T/o.gguf"
+run d2 --temp 0.9 --seed 5 --single-process --spec draft --draft-model "$T/o.gguf"
+same d1 d2
+
+refused() { # expected message, args...
+    want=$1
+    shift
+    if "$G" run -m "$T/t.gguf" -p "$PROMPT" -n 4 --single-process "$@" >"$T/r.txt" 2>"$T/r.err"; then
+        fail "guild run $* was not refused"
+    fi
+    grep -q -- "$want" "$T/r.err" || { cat "$T/r.err"; fail "guild run $*: no '$want'"; }
+}
+refused "--spec mtp: no architecture" --spec mtp
+refused "--spec-min-p gates a drafter" --spec ngram --spec-min-p 0.5
+refused "vocabularies must be the same" --spec draft --draft-model "$T/v.gguf"
+refused "--draft-model needs --spec draft" --draft-model "$T/o.gguf"
+refused "--spec draft needs --draft-model" --spec draft
+refused "--draft-threads needs --spec draft" --spec ngram --draft-threads 2
+refused "unknown drafter 'medusa'" --spec medusa
+refused "--spec-max" --spec ngram --spec-max 17
+echo "PASS: spec_equal"
