@@ -18,6 +18,7 @@
 
 #include "coordinator/backend_stack.h"
 #include "coordinator/cmd_model.h"
+#include "coordinator/spec.h"
 #include "coordinator/commands.h"
 #include "coordinator/server/api.h"
 #include "coordinator/server/engine.h"
@@ -44,6 +45,7 @@ typedef struct serve_config {
     const char *alias;         /* --alias: the model's name in the API */
     size_t max_body;           /* --max-body */
     bool prefix_cache;         /* --no-prefix-cache clears it */
+    spec_options_t spec;       /* --spec, --spec-max, --spec-min-p, --draft-model */
     stack_options_t stack;     /* --single-process, --threads, --no-tuning, --backend, the pipeline's flags */
     int verbosity;             /* -q: -1, default 0, -v: 1 */
 } serve_config_t;
@@ -97,7 +99,8 @@ static void usage(FILE *out)
             "                          recognise (default: the model's tokenizer.chat_template); see below\n"
             "      --alias NAME        the model's name in /v1/models and replies (default: the file name)\n"
             "      --max-body BYTES    largest request body (default 8 MiB); larger ones get 413\n"
-            "      --no-prefix-cache   start every request from an empty KV cache\n");
+            "      --no-prefix-cache   start every request from an empty KV cache\n"
+            SPEC_FLAGS_HELP);
     stack_flags_usage(out, SERVE_STACK_FLAGS, "cpu");
     fprintf(out,
             "  -q, --quiet             only warnings and errors on stderr (default: one line per request)\n"
@@ -125,6 +128,7 @@ enum {
     OPT_ALIAS,
     OPT_MAX_BODY,
     OPT_NO_PREFIX_CACHE,
+    OPT_SPEC,
 };
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */
@@ -142,12 +146,17 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
+        {"spec", required_argument, NULL, OPT_SPEC},
+        {"spec-max", required_argument, NULL, OPT_SPEC},
+        {"spec-min-p", required_argument, NULL, OPT_SPEC},
+        {"draft-model", required_argument, NULL, OPT_SPEC},
+        {"draft-threads", required_argument, NULL, OPT_SPEC},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[40];
+    struct option opts[56];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, SERVE_STACK_FLAGS);
     *c = (serve_config_t){
         .host = "127.0.0.1",
@@ -158,12 +167,13 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         .prefix_cache = true,
     };
     stack_options_init(&c->stack);
+    spec_options_init(&c->spec);
     guild_err_t e = {{0}};
     long v;
-    int o, sf;
+    int o, sf, li;
     optind = 1;
     opterr = 0; /* messages below name the command */
-    while ((o = getopt_long(argc, argv, "m:qvh", opts, NULL)) != -1) {
+    while ((li = -1, o = getopt_long(argc, argv, "m:qvh", opts, &li)) != -1) {
         if ((sf = stack_flags_parse(&c->stack, o, optarg, &e)) != 0) {
             if (sf < 0)
                 goto bad;
@@ -206,6 +216,10 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
             c->max_body = (size_t)v;
             break;
         case OPT_NO_PREFIX_CACHE: c->prefix_cache = false; break;
+        case OPT_SPEC:
+            if (spec_flag(&c->spec, opts[li].name, optarg, &e) < 0)
+                goto bad;
+            break;
         case 'q': c->verbosity = -1; break;
         case 'v': c->verbosity = 1; break;
         case 'h': usage(stdout); return 1;
@@ -379,6 +393,9 @@ int cmd_serve(int argc, char **argv)
         model_config_print(mc, stderr);
     c.stack.n_ctx = n_ctx;
     c.stack.n_batch = n_batch;
+    if (spec_options_check(&c.spec, model, &err) < 0)
+        goto fail;
+    spec_stack_options(&c.spec, &c.stack);
     c.stack.log_level = c.verbosity > 0 ? GUILD_LOG_INFO : GUILD_LOG_WARN;
     engine_config_t ec = {
         .stack = &c.stack,
@@ -387,6 +404,7 @@ int cmd_serve(int argc, char **argv)
         .tok = tok,
         .queue_max = c.queue,
         .prefix_cache = c.prefix_cache,
+        .spec = c.spec.kind != SPEC_NONE ? &c.spec : NULL,
     };
     if (engine_new(&engine, &ec, &err) < 0)
         goto fail;

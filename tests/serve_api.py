@@ -436,6 +436,23 @@ except (http.client.IncompleteRead, ConnectionError) as e:
 a.close()
 check(b"[DONE]" not in rest, "a stream cut by shutdown ended as if complete")
 
+# ---- speculative decoding ---------------------------------------------------------------------------------
+# the model as its own draft model: greedy replies are --spec none's text, also on a reused prefix; a sampled reply
+# is guild run --spec draft's with the same seed (the same draws); the per-request counters are logged
+srv = Server("spec", "--single-process", "--spec", "draft", "--draft-model", MODEL, "--spec-max", "3")
+r = srv.json(C, {"prompt": PROMPT, "temperature": 0, "max_tokens": 48})
+check(text_of(r) == greedy, "--spec draft, greedy: %r vs %r" % (text_of(r), greedy))
+r = srv.json(C, {"prompt": PROMPT, "temperature": 0, "max_tokens": 48})
+check(text_of(r) == greedy, "--spec draft, greedy, the prompt cached: %r" % text_of(r))
+events, done = srv.stream(C, {"prompt": PROMPT, "temperature": 0, "max_tokens": 48})
+check(done and streamed_text(events, False) == greedy, "--spec draft streamed: %r" % streamed_text(events, False))
+r = srv.json(C, dict(SAMPLED, prompt=PROMPT, max_tokens=40))
+want = guild_run(PROMPT, 40, "--spec", "draft", "--draft-model", MODEL, "--spec-max", "3", *SAMPLED_ARGS)[0]
+check(text_of(r) == want, "--spec draft, sampled: %r vs guild run's %r" % (text_of(r), want))
+check(re.search(r"speculative: [1-9]\d* drafted, [1-9]\d* accepted", srv.text()) is not None,
+      "no speculative counters in the log:\n" + srv.text()[-2000:])
+check(srv.stop() == 0, "exit status (--spec)")
+
 # ---- chat templates ---------------------------------------------------------------------------------------
 srv = Server("nochat", "--single-process", model=NOCHAT)
 check("no chat template" in srv.text(), "no warning at start-up for a model without a chat template")

@@ -28,6 +28,7 @@ struct engine {
 
     /* the generation thread's own */
     backend_stack_t *stack;
+    spec_setup_t spec;   /* the drafter (engine_config_t.spec) */
     int32_t *cached;     /* [n_ctx] the tokens in the KV cache */
     int32_t n_cached;
 };
@@ -103,6 +104,8 @@ static void run_job(engine_t *e, job_t *j)
         .n_past = n_past,
         .on_text = on_text,
         .on_text_ctx = &r,
+        .drafter = e->spec.drafter,
+        .spec_max = e->c.spec ? e->c.spec->max : 0,
     };
     int grc = gen_run(be, smp, e->c.tok, sp->prompt, sp->n_prompt, &go, &res, &err);
     st.prefill_s = res.prefill_s;
@@ -157,6 +160,13 @@ done:
               "tok/s",
               (unsigned long long)job_id(j), st.n_prompt, st.n_cached, st.n_generated, ends[st.end],
               st.end == JOB_FAILED ? ": " : "", st.end == JOB_FAILED ? st.error : "", pf, dc);
+    if (e->spec.drafter)
+        guild_log(GUILD_LOG_INFO,
+                  "request %llu: speculative: %llu drafted, %llu accepted, %llu verify steps; draft %.3f s, verify "
+                  "%.3f s",
+                  (unsigned long long)job_id(j), (unsigned long long)res.spec.drafted,
+                  (unsigned long long)res.spec.accepted, (unsigned long long)res.spec.steps, res.spec.draft_s,
+                  res.spec.verify_s);
     job_finish(j, &st);
     free(res.ids);
     strbuf_fini(&r.out);
@@ -169,6 +179,13 @@ static void *engine_main(void *arg)
     engine_t *e = arg;
     guild_err_t err = {{0}};
     int rc = backend_stack_open(&e->stack, e->c.stack, e->c.model, e->c.model_path, &err);
+    if (rc == 0 && e->c.spec &&
+        spec_setup_open(&e->spec, e->c.spec, e->c.model, e->c.tok, e->c.stack->n_ctx, e->c.stack->n_threads, &err) <
+            0) {
+        spec_setup_close(&e->spec);
+        backend_stack_close(&e->stack);
+        rc = -1;
+    }
     pthread_mutex_lock(&e->mu);
     e->state = rc < 0 ? -1 : 1;
     e->open_err = err;
@@ -206,6 +223,7 @@ static void *engine_main(void *arg)
     pthread_mutex_lock(&e->mu);
     e->state = 2; /* engine_health no longer looks at the stack */
     pthread_mutex_unlock(&e->mu);
+    spec_setup_close(&e->spec);
     backend_stack_close(&e->stack);
     return NULL;
 }

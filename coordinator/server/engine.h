@@ -16,6 +16,7 @@
 
 #include "coordinator/backend_stack.h"
 #include "coordinator/server/job.h"
+#include "coordinator/spec.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tok.h"
 #include "core/util/err.h"
@@ -28,6 +29,8 @@ typedef struct engine_config {
     const tok_t *tok;
     int queue_max;                /* requests that may wait behind the running one */
     bool prefix_cache;            /* reuse the KV cache of the previous request */
+    const spec_options_t *spec;   /* speculative decoding (checked; borrowed): the drafter is opened on the thread;
+                                     NULL: none */
 } engine_config_t;
 
 typedef enum engine_submit {
