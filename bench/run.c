@@ -9,7 +9,9 @@
  *
  * The model runs as `guild run` runs it (coordinator/backend_stack.h): the multi-process pipeline by default,
  * or everything in this process with --single-process. The prompt's ids are drawn by a fixed LCG over the
- * vocabulary, so every run and every configuration sees the same tokens. */
+ * vocabulary, so every run and every configuration sees the same tokens (--prompt-period N: the first N of them
+ * repeated, a prompt the ngram drafter finds matches in). With --spec the decode is guild run's loop
+ * (coordinator/generate.h) with verify steps, greedy, and the speculative counters join the results. */
 #include "config.h"
 
 #include <errno.h>
@@ -27,6 +29,8 @@
 #include "bench/bench.h"
 #include "bench/bw.h"
 #include "coordinator/backend_stack.h"
+#include "coordinator/generate.h"
+#include "coordinator/spec.h"
 #include "coordinator/stack_plan.h"
 #include "coordinator/remote_backend.h"
 #include "coordinator/stack_flags.h"
@@ -52,6 +56,8 @@ typedef struct run_cfg {
     int32_t populate[MAX_POP];
     int n_populate;
     int32_t gen, runs, batch;
+    int32_t period;            /* --prompt-period: the prompt repeats its first `period` tokens; 0: no */
+    spec_options_t spec;       /* --spec, --spec-max, --spec-min-p, --draft-model */
     double dram_gbps;          /* 0: measure */
     bool verbose;              /* -v: the backend's and the workers' messages */
     stack_options_t flags;       /* the stack: --backend, --single-process, --cpu-workers, --threads, GPU flags */
@@ -64,6 +70,7 @@ typedef struct run_result {
     double prefill_s, decode_s;
     double wait_s;             /* decode time waiting for the CPU workers */
     double step_s;             /* decode time as the wait's denominator sees it */
+    spec_stats_t spec;         /* with --spec */
 } run_result_t;
 
 /* Bytes a decode token reads, from the model and the GPU plan. */
@@ -97,6 +104,8 @@ static void usage(FILE *out)
             "      --populate LIST     context sizes filled by the prompt (default 512,4096,16384)\n"
             "      --gen N             tokens decoded after each prompt (default 64)\n"
             "      --runs N            measured runs per context, after one warm-up (default 3)\n"
+            "      --prompt-period N   the prompt repeats its first N tokens (default 0: no repetition)\n"
+            SPEC_FLAGS_HELP
             STACK_FLAGS_BATCH_HELP);
     stack_flags_usage(out, BENCH_STACK_FLAGS, DEFAULT_BACKEND);
     fprintf(out,
@@ -109,16 +118,20 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, run_cfg_t *c)
 {
-    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_COMMIT };
+    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_COMMIT, O_PERIOD, O_SPEC };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},       {"populate", required_argument, NULL, O_POP},
         {"gen", required_argument, NULL, O_GEN},       {"runs", required_argument, NULL, O_RUNS},
         {"batch", required_argument, NULL, O_BATCH},   {"dram-gbs", required_argument, NULL, O_DRAM},
         {"json", required_argument, NULL, O_JSON},     {"commit", required_argument, NULL, O_COMMIT},
+        {"prompt-period", required_argument, NULL, O_PERIOD},
+        {"spec", required_argument, NULL, O_SPEC},     {"spec-max", required_argument, NULL, O_SPEC},
+        {"spec-min-p", required_argument, NULL, O_SPEC}, {"draft-model", required_argument, NULL, O_SPEC},
+        {"draft-threads", required_argument, NULL, O_SPEC},
         {"verbose", no_argument, NULL, 'v'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[32];
+    struct option opts[48];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, BENCH_STACK_FLAGS);
     memset(c, 0, sizeof *c);
     c->populate[0] = 512, c->populate[1] = 4096, c->populate[2] = 16384;
@@ -130,14 +143,15 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     c->argv = argv;
     long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
     stack_options_init(&c->flags);
+    spec_options_init(&c->spec);
     c->flags.gpu.backend = DEFAULT_BACKEND;
     c->flags.n_threads = cpus > 0 ? (int)cpus : 1;
     guild_err_t e = {{0}};
-    int o, sf;
+    int o, sf, li;
     long v;
     optind = 1;
     opterr = 0;
-    while ((o = getopt_long(argc, argv, "m:vh", opts, NULL)) != -1) {
+    while ((li = -1, o = getopt_long(argc, argv, "m:vh", opts, &li)) != -1) {
         if ((sf = stack_flags_parse(&c->flags, o, optarg, &e)) != 0) {
             if (sf < 0)
                 goto bad;
@@ -170,6 +184,15 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         case O_DRAM: c->dram_gbps = atof(optarg); break;
         case O_JSON: c->json = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
+        case O_PERIOD:
+            if (cli_parse_long("--prompt-period", optarg, 0, 1 << 22, &v, &e) < 0)
+                goto bad;
+            c->period = (int32_t)v;
+            break;
+        case O_SPEC:
+            if (spec_flag(&c->spec, opts[li].name, optarg, &e) < 0)
+                goto bad;
+            break;
         case 'v': c->verbose = true; break;
         case 'h': usage(stdout); return 1;
         default:
@@ -202,13 +225,14 @@ static int32_t argmax(const float *x, int32_t n)
 
 /* The CPU workers' share of the decode so far: (waiting, step) seconds, as the GPU worker counts them, or in a
  * single process as the routed-expert executor `experts` does. */
-static void wait_counters(backend_t *be, const moe_exec_t *experts, double *wait_s, double *step_s)
+static void wait_counters(backend_t *be, const moe_exec_t *experts, bool spec, double *wait_s, double *step_s)
 {
     if (!experts) {
         remote_stats_t rs;
         remote_backend_stats(be, &rs);
-        *wait_s = (double)rs.decode_moe_ns * 1e-9;
-        *step_s = (double)rs.decode_wall_ns * 1e-9;
+        /* verify steps run several tokens a request: the decode counters take single tokens only */
+        *wait_s = (double)(spec ? rs.moe_ns : rs.decode_moe_ns) * 1e-9;
+        *step_s = (double)(spec ? rs.wall_ns : rs.decode_wall_ns) * 1e-9;
         return;
     }
     moe_exec_stats_t es;
@@ -217,16 +241,52 @@ static void wait_counters(backend_t *be, const moe_exec_t *experts, double *wait
     *step_s = -1; /* the caller's decode time */
 }
 
+/* The drafter and the tokenizer (gen_run's) of a --spec run. */
+typedef struct spec_run {
+    spec_drafter_t *drafter;
+    const tok_t *tok;
+    int32_t n_ctx;
+} spec_run_t;
+
+/* With --spec: the prompt's last token and gen more through gen_run's loop (greedy, end of text ignored) on a
+ * cache that holds the rest of the prompt; its first step is the prefill's last. */
+static int spec_decode(const run_cfg_t *c, backend_t *be, const spec_run_t *sr, const int32_t *prompt,
+                       int32_t populate, int32_t gen, int32_t n_vocab, run_result_t *r, guild_err_t *err)
+{
+    sample_params_t spp;
+    sample_params_default(&spp);
+    spp.temp = 0;
+    sampler_t *smp = NULL;
+    if (sampler_new(&smp, &spp, n_vocab, err) < 0)
+        return -1;
+    const gen_options_t go = {.n_predict = gen + 1, .n_batch = c->batch, .n_ctx = sr->n_ctx, .n_vocab = n_vocab,
+                              .ignore_eog = true, .check_finite = c->flags.gpu.check_finite,
+                              .n_past = populate - 1, .drafter = sr->drafter, .spec_max = c->spec.max};
+    gen_result_t res;
+    const int grc = gen_run(be, smp, sr->tok, prompt, populate, &go, &res, err);
+    sampler_destroy(&smp);
+    free(res.ids);
+    if (grc < 0)
+        return guild_err_prefix(err, "decode: ");
+    r->prefill_s += res.prefill_s;
+    r->decode_s = res.decode_s;
+    r->spec = res.spec;
+    return 0;
+}
+
 /* One run: the cache emptied, `populate` prompt tokens in batches, then gen greedy tokens. */
-static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts, const int32_t *prompt,
-                   int32_t populate, int32_t gen, int32_t n_vocab, float *logits, int32_t *pos, run_result_t *r,
-                   guild_err_t *err)
+static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts, const spec_run_t *sr,
+                   const int32_t *prompt, int32_t populate, int32_t gen, int32_t n_vocab, float *logits, int32_t *pos,
+                   run_result_t *r, guild_err_t *err)
 {
     backend_kv_clear(be);
+    memset(r, 0, sizeof *r);
+    const bool spec = sr->drafter != NULL;
+    const int32_t fill = spec ? populate - 1 : populate; /* spec: gen_run runs the last prompt token */
     const double t0 = guild_clock_s();
-    for (int32_t p = 0; p < populate; p += c->batch) {
-        const int32_t n = populate - p < c->batch ? populate - p : c->batch, last = n - 1;
-        const bool final = p + n == populate;
+    for (int32_t p = 0; p < fill; p += c->batch) {
+        const int32_t n = fill - p < c->batch ? fill - p : c->batch, last = n - 1;
+        const bool final = !spec && p + n == populate;
         for (int32_t i = 0; i < n; i++)
             pos[i] = p + i;
         if (backend_forward(be, n, prompt + p, pos, final ? 1 : 0, &last, logits, err) < 0)
@@ -234,7 +294,16 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
     }
     const double t1 = guild_clock_s();
     double w0, s0, w1, s1;
-    wait_counters(be, experts, &w0, &s0);
+    wait_counters(be, experts, spec, &w0, &s0);
+    if (spec) {
+        r->prefill_s = t1 - t0;
+        if (spec_decode(c, be, sr, prompt, populate, gen, n_vocab, r, err) < 0)
+            return -1;
+        wait_counters(be, experts, spec, &w1, &s1);
+        r->wait_s = w1 - w0;
+        r->step_s = s0 >= 0 ? s1 - s0 : r->prefill_s - (t1 - t0) + r->decode_s;
+        return 0;
+    }
     int32_t tok = argmax(logits, n_vocab), row = 0;
     for (int32_t g = 0; g < gen; g++) {
         const int32_t p = populate + g;
@@ -243,12 +312,26 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
         tok = argmax(logits, n_vocab);
     }
     const double t2 = guild_clock_s();
-    wait_counters(be, experts, &w1, &s1);
+    wait_counters(be, experts, spec, &w1, &s1);
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
     r->step_s = s0 >= 0 ? s1 - s0 : r->decode_s;
     return 0;
+}
+
+/* The speculative counters with their ratios. */
+static json_t *spec_json(const spec_stats_t *s)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "verify_steps", json_integer((json_int_t)s->steps));
+    json_object_set_new(j, "drafted", json_integer((json_int_t)s->drafted));
+    json_object_set_new(j, "accepted", json_integer((json_int_t)s->accepted));
+    json_object_set_new(j, "acceptance_rate", json_real(s->drafted ? (double)s->accepted / (double)s->drafted : 0));
+    json_object_set_new(j, "tokens_per_step", json_real(s->steps ? (double)s->tokens / (double)s->steps : 0));
+    json_object_set_new(j, "draft_s", json_real(s->draft_s));
+    json_object_set_new(j, "verify_s", json_real(s->verify_s));
+    return j;
 }
 
 static double tensor_bytes(const model_tensor_t *t)
@@ -370,6 +453,10 @@ int bench_run_main(int argc, char **argv)
     run_result_t *res = NULL;
     json_t *root = NULL;
     stack_plan_t sp = {0};
+    tok_t *tok = NULL;
+    spec_setup_t spec = {0};
+    spec_run_t sr = {0};
+    spec_stats_t spec_all = {0};
     uint64_t hit_routed = 0, hit_resident = 0;
     int rc = 1;
     int32_t max_pop = 0;
@@ -382,6 +469,9 @@ int bench_run_main(int argc, char **argv)
     const bool gpu = !strcmp(c.flags.gpu.backend, "cuda");
     c.flags.n_ctx = max_pop + c.gen;
     c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx; /* 0: auto */
+    if (spec_options_check(&c.spec, m, &err) < 0)
+        goto out;
+    spec_stack_options(&c.spec, &c.flags);
     if (stack_flags_routing(&c.flags, c.model, &err) < 0) /* the model's routing profile, or --routing's */
         goto out;
     /* the plan the stack will follow (backend_stack_open makes the same from the same options) */
@@ -418,6 +508,12 @@ int bench_run_main(int argc, char **argv)
     const double open_s = guild_clock_s() - t_open;
     backend_t *be = backend_stack_backend(stack);
     c.batch = backend_stack_n_batch(stack);
+    if (c.spec.kind != SPEC_NONE) {
+        if (tok_new_from_gguf(&tok, model_gguf(m), &err) < 0 ||
+            spec_setup_open(&spec, &c.spec, m, tok, c.flags.n_ctx, c.flags.n_threads, &err) < 0)
+            goto out;
+        sr = (spec_run_t){.drafter = spec.drafter, .tok = tok, .n_ctx = c.flags.n_ctx};
+    }
     const int32_t V = mc->n_vocab;
     logits = malloc((size_t)V * sizeof *logits);
     prompt = malloc((size_t)max_pop * sizeof *prompt);
@@ -430,12 +526,12 @@ int bench_run_main(int argc, char **argv)
     uint64_t lcg = 0x9e3779b97f4a7c15ull;
     for (int32_t i = 0; i < max_pop; i++) {
         lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-        prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
+        prompt[i] = c.period > 0 && i >= c.period ? prompt[i % c.period] : (int32_t)((lcg >> 33) % (uint64_t)V);
     }
     run_result_t warm;
     backend_stats_t bs0;
     const moe_exec_t *experts = backend_stack_experts(stack);
-    if (one_run(&c, be, experts, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
+    if (one_run(&c, be, experts, &sr, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
         goto out;
     if (c.flags.single_process && backend_stats(be, &bs0) == 0)
         fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
@@ -445,8 +541,9 @@ int bench_run_main(int argc, char **argv)
     for (int i = 0; i < c.n_populate; i++)
         for (int r = 0; r < c.runs; r++) {
             run_result_t *x = &res[i * c.runs + r];
-            if (one_run(&c, be, experts, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
+            if (one_run(&c, be, experts, &sr, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
                 goto out;
+            spec_stats_add(&spec_all, &x->spec);
             fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
                     c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
                     x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
@@ -470,6 +567,9 @@ int bench_run_main(int argc, char **argv)
         fprintf(stderr, "guild bench run: GPU hit rate %.2f%%: %llu of %llu routed pairs on the %lld resident experts\n",
                 100.0 * (double)hit_resident / (double)hit_routed, (unsigned long long)hit_resident,
                 (unsigned long long)hit_routed, (long long)(plan ? plan->n_resident_experts : 0));
+    if (sr.drafter)
+        spec_stats_print(&spec_all, "guild bench run (measured runs)", stderr);
+    spec_setup_close(&spec);
     backend_stack_close(&stack);
 
     char gpu_name[256] = "none";
@@ -512,6 +612,16 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(cfg, "gen", json_integer(c.gen));
     json_object_set_new(cfg, "runs", json_integer(c.runs));
     json_object_set_new(cfg, "open_s", json_real(open_s));
+    json_object_set_new(cfg, "prompt_period", json_integer(c.period));
+    json_t *specj = json_object();
+    json_object_set_new(specj, "kind", json_string(spec_kind_name(c.spec.kind)));
+    if (c.spec.kind != SPEC_NONE) {
+        json_object_set_new(specj, "max", json_integer(c.spec.max));
+        json_object_set_new(specj, "min_p", json_real(c.spec.min_p));
+        if (c.spec.draft_model)
+            json_object_set_new(specj, "draft_model", json_string(c.spec.draft_model));
+    }
+    json_object_set_new(cfg, "spec", specj);
     if (have_bs && single) {
         json_object_set_new(cfg, "gpu_expert_layers", json_integer(bs.gpu_expert_layers));
         json_object_set_new(cfg, "graphs_captured", json_integer(bs.graphs));
@@ -571,6 +681,8 @@ int bench_run_main(int argc, char **argv)
             json_object_set_new(rj, "prefill_tok_s", json_real(pf[r]));
             json_object_set_new(rj, "decode_tok_s", json_real(dc[r]));
             json_object_set_new(rj, "wait_share", json_real(ws[r]));
+            if (sr.drafter)
+                json_object_set_new(rj, "spec", spec_json(&x->spec));
             json_array_append_new(runs, rj);
         }
         const double pfm = guild_median(pf, c.runs), dcm = guild_median(dc, c.runs), wsm = guild_median(ws, c.runs);
@@ -589,6 +701,12 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(pj, "decode_wait_share", json_real(wsm));
         json_object_set_new(pj, "decode_limit_tok_s", json_real(limit));
         json_object_set_new(pj, "decode_fraction_of_limit", json_real(limit > 0 ? dcm / limit : 0));
+        if (sr.drafter) {
+            spec_stats_t sum = {0};
+            for (int r = 0; r < c.runs; r++)
+                spec_stats_add(&sum, &res[i * c.runs + r].spec);
+            json_object_set_new(pj, "spec", spec_json(&sum));
+        }
         json_object_set_new(pj, "runs", runs);
         json_array_append_new(arr, pj);
     }
@@ -604,6 +722,8 @@ out:
     json_decref(root);
     backend_stack_close(&stack);
     stack_plan_fini(&sp);
+    spec_setup_close(&spec);
+    tok_destroy(&tok);
     free(logits);
     free(prompt);
     free(pos);

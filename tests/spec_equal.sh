@@ -2,7 +2,8 @@
 # guild run --spec: greedy ids and logits rows equal --spec none's (ngram at K = 1, 2, 4, 8; the target as its own
 # draft model, which accepts every draft; a draft model with other weights), in one process and with two CPU
 # worker processes; sampling with a seed gives the same ids run after run and in both modes; the refusals
-# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model without --spec draft).
+# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model without --spec draft);
+# guild bench run --spec writes the counters in its JSON.
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -81,6 +82,14 @@ same s1 s2
 run d1 --temp 0.9 --seed 5 --single-process --spec draft --draft-model "$T/o.gguf"
 run d2 --temp 0.9 --seed 5 --single-process --spec draft --draft-model "$T/o.gguf"
 same d1 d2
+
+# guild bench run --spec: the counters in its JSON (the target as its own draft model: every draft accepted)
+"$G" bench run -m "$T/t.gguf" --populate 32,48 --gen 16 --runs 1 --single-process --backend cpu --threads 1 \
+    --dram-gbs 10 --prompt-period 8 --spec draft --draft-model "$T/t.gguf" --spec-max 3 --json "$T/b.json" \
+    >"$T/b.txt" 2>"$T/b.err" || { cat "$T/b.err"; fail "guild bench run --spec draft"; }
+for f in '"kind": "draft"' '"acceptance_rate": 1.0' '"tokens_per_step": 4.0' '"verify_steps": 4' '"prompt_period": 8'; do
+    grep -q "$f" "$T/b.json" || { cat "$T/b.json"; fail "guild bench run --spec: no $f in its JSON"; }
+done
 
 refused() { # expected message, args...
     want=$1
