@@ -2,7 +2,8 @@
 # guild run --spec: greedy ids and logits rows equal --spec none's (ngram at K = 1, 2, 4, 8; the target as its own
 # draft model, which accepts every draft; a draft model with other weights), in one process and with two CPU
 # worker processes; sampling with a seed gives the same ids run after run and in both modes; the refusals
-# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model without --spec draft);
+# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model without --spec draft, a
+# qwen3next model);
 # guild bench run --spec writes the counters in its JSON.
 set -u
 B=${GUILD_BUILDDIR:-.}
@@ -107,4 +108,11 @@ refused "--spec draft needs --draft-model" --spec draft
 refused "--draft-threads needs --spec draft" --spec ngram --draft-threads 2
 refused "unknown drafter 'medusa'" --spec medusa
 refused "--spec-max" --spec ngram --spec-max 17
+# a hybrid with gated delta net layers: its recurrent state cannot be truncated back after a rejected draft
+"$MK" --arch qwen3next --layers 2 --full-attn-interval 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 \
+    --experts-used 2 --expert-ff 32 --ctx 256 --type Q8_0 --seed 11 -q -o "$T/n.gguf" >"$T/mk.log" 2>&1 ||
+    { cat "$T/mk.log"; fail "guild-mkmodel --arch qwen3next"; }
+"$G" run -m "$T/n.gguf" -p "$PROMPT" -n 4 --single-process --spec ngram >"$T/r.txt" 2>"$T/r.err" &&
+    fail "--spec ngram on a qwen3next model was not refused"
+grep -q "layer 0 of this qwen3next model keeps a recurrent state" "$T/r.err" || { cat "$T/r.err"; fail "qwen3next"; }
 echo "PASS: spec_equal"
