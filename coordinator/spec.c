@@ -44,12 +44,18 @@ int spec_options_check(const spec_options_t *o, const model_t *m, guild_err_t *e
     if (o->min_p > 0 && o->kind != SPEC_DRAFT)
         return guild_err_set(err, "--spec-min-p gates a drafter by its probabilities: --spec %s has none (use it "
                              "with --spec draft)", spec_kind_name(o->kind));
+    const model_config_t *c = m ? model_config(m) : NULL;
+    if (o->kind == SPEC_MTP && c && c->n_layer_mtp > 0)
+        return guild_err_set(err, "--spec mtp: this %s model's %d multi-token-prediction layer%s loaded but no "
+                             "backend runs it yet (the drafter needs the target's last hidden state from the "
+                             "backend); use --spec ngram or --spec draft", model_arch_info(c->arch)->name,
+                             c->n_layer_mtp, c->n_layer_mtp == 1 ? " is" : "s are");
     if (o->kind == SPEC_MTP)
-        return guild_err_set(err, "--spec mtp: no architecture Guild loads has its multi-token-prediction layer "
-                             "loaded yet (use --spec ngram or --spec draft)");
+        return guild_err_set(err, "--spec mtp: %s%s%shas no multi-token-prediction layer; use --spec ngram or --spec "
+                             "draft", c ? "this " : "the model ", c ? model_arch_info(c->arch)->name : "",
+                             c ? " model " : "");
     if (o->kind == SPEC_NONE || !m)
         return 0;
-    const model_config_t *c = model_config(m);
     for (int32_t il = 0; il < c->n_layer; il++) {
         model_layer_parts_t lp = model_layer_parts(c, il);
         if (lp.attn->kind == MODEL_ATTN_GDN)

@@ -14,8 +14,8 @@
  *   draft  a second, smaller model with the same vocabulary, run by the CPU backend in this process with its
  *          own KV cache, kept in step with the context at each call (its cache is truncated to the longest
  *          prefix it shares with the context, the rest fed in).
- *   mtp    the multi-token-prediction layer of architectures that ship one: refused until such an architecture
- *          loads it. */
+ *   mtp    the multi-token-prediction layers of architectures that ship them (deepseek2, glm4moe, qwen35moe):
+ *          the core binds them but no backend runs them, so it is refused, naming them. */
 #ifndef GUILD_COORDINATOR_SPEC_H
 #define GUILD_COORDINATOR_SPEC_H
 

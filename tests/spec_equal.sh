@@ -84,6 +84,35 @@ run d1 --temp 0.9 --seed 5 --single-process --spec draft --draft-model "$T/o.ggu
 run d2 --temp 0.9 --seed 5 --single-process --spec draft --draft-model "$T/o.gguf"
 same d1 d2
 
+# the other attention kinds' caches are truncated back as well: latent attention (deepseek2), a dense first layer and
+# partial RoPE (glm4moe), sliding windows and sinks (gpt-oss); the target's weights in F16 as the draft model (right
+# now and then); glm4moe's MTP layer is named by the mtp refusal
+for arch in deepseek2 glm4moe gpt-oss; do
+    case $arch in
+    deepseek2) extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2 --q-lora 64 --kv-lora 64" ;;
+    glm4moe) extra="--layers 3 --nextn 1 --expert-groups 4 --groups-used 2" ;;
+    gpt-oss) extra="--sliding-window 8" ;;
+    esac
+    for ty in Q4_K F16; do
+        # shellcheck disable=SC2086
+        "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
+            --expert-ff 64 --ctx 256 --type $ty --seed 11 --vocab 400 -q $extra -o "$T/$arch-$ty.gguf" \
+            >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch --type $ty"; }
+    done
+    for x in none draft; do
+        "$G" run -m "$T/$arch-Q4_K.gguf" -p "$PROMPT" -n 48 --ignore-eos --temp 0 --threads 1 --single-process \
+            --spec $x $([ $x = draft ] && echo --draft-model "$T/$arch-F16.gguf") --ids-out "$T/$arch-$x.ids" \
+            --logits-out "$T/$arch-$x.logits" >"$T/$arch-$x.txt" 2>"$T/$arch-$x.err" ||
+            { cat "$T/$arch-$x.err"; fail "guild run $arch --spec $x"; }
+    done
+    same "$arch-none" "$arch-draft"
+    stat_line "$arch-draft" | grep -q " 0 accepted" && { stat_line "$arch-draft"; fail "$arch: no draft accepted"; }
+done
+"$G" run -m "$T/glm4moe-Q4_K.gguf" -p "$PROMPT" -n 4 --single-process --spec mtp >"$T/r.txt" 2>"$T/r.err" &&
+    fail "--spec mtp on glm4moe was not refused"
+grep -q "glm4moe model's 1 multi-token-prediction layer is loaded but no backend runs it" "$T/r.err" ||
+    { cat "$T/r.err"; fail "--spec mtp on glm4moe: not the message naming its MTP layer"; }
+
 # guild bench run --spec: the counters in its JSON (the target as its own draft model: every draft accepted)
 "$G" bench run -m "$T/t.gguf" --populate 32,48 --gen 16 --runs 1 --single-process --backend cpu --threads 1 \
     --dram-gbs 10 --prompt-period 8 --spec draft --draft-model "$T/t.gguf" --spec-max 3 --json "$T/b.json" \
@@ -100,7 +129,7 @@ refused() { # expected message, args...
     fi
     grep -q -- "$want" "$T/r.err" || { cat "$T/r.err"; fail "guild run $*: no '$want'"; }
 }
-refused "--spec mtp: no architecture" --spec mtp
+refused "--spec mtp: this qwen3moe model has no multi-token-prediction layer" --spec mtp
 refused "--spec-min-p gates a drafter" --spec ngram --spec-min-p 0.5
 refused "vocabularies must be the same" --spec draft --draft-model "$T/v.gguf"
 refused "--draft-model needs --spec draft" --draft-model "$T/o.gguf"
