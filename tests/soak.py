@@ -14,12 +14,13 @@ Kills: every KILL_EVERY seconds on average (uniform in [0.5, 1.5] x), a worker d
 and were killed fewer than --per-minute times in the last 61 s (the supervisor tolerates 3 deaths of a worker a
 minute; past that it backs off, and requests fail by design: tests/serve_faults.sh checks that). A pid is
 checked to be the server's child running the worker's program before the kill. The run ends when N requests
-are answered and at least --kills workers were killed (bounded by --max-seconds). Restarts are the server's
-"restarting it" lines; a coordinator crash is the server process ending before we stop it.
+are answered and at least --kills workers were killed (bounded by --max-seconds); the server is stopped once
+it has logged the death of every pid killed (a kill whose death it never logs is a problem). Restarts are the
+server's "restarting it" lines; a coordinator crash is the server process ending before we stop it.
 
 usage: soak.py --guild BIN/guild --model M.gguf --workdir DIR [--requests N] [--kills K] [--kill-every S]
                [--per-minute P] [--max-seconds S] [--json FILE] [-- extra guild serve flags]
-Exit status 0 when lost, wrong and crashes are all 0 and the kills reached --kills; 1 otherwise.
+Exit status 0 when lost, wrong, crashes and unseen kills are all 0 and the kills reached --kills; 1 otherwise.
 """
 import argparse
 import http.client
@@ -165,6 +166,7 @@ t0 = time.time()
 stats = {"requests": 0, "completed": 0, "lost": 0, "wrong": 0, "kills": 0, "kills_by_worker": {},
          "coordinator_crashes": 0}
 problems = []
+killed = []  # (name, pid) of each kill
 stop = threading.Event()
 lock = threading.Lock()
 
@@ -190,6 +192,7 @@ def killer():
             continue
         recent.setdefault(name, []).append(now)
         with lock:
+            killed.append((name, pid))
             stats["kills"] += 1
             stats["kills_by_worker"][name] = stats["kills_by_worker"].get(name, 0) + 1
 
@@ -220,6 +223,23 @@ while True:
     i += 1
 stop.set()
 kt.join()
+
+
+def deaths():
+    """The pids whose death the server logged (restarted, or the last one before a back-off)."""
+    t = srv.text()
+    return {int(p) for p in re.findall(r"\(pid (\d+)\) killed by signal", t) + re.findall(r"\(last: pid (\d+) ", t)}
+
+
+# a kill just before the end is seen on the supervisor's next tick: wait for it before stopping the server (a
+# stop first would end the server without its restart, and the counts would not match)
+deadline = time.time() + 10
+while srv.p.poll() is None and time.time() < deadline and any(p not in deaths() for _, p in killed):
+    time.sleep(0.05)
+seen = deaths()
+unseen = [(n, p) for n, p in killed if p not in seen]
+for n, p in unseen:
+    problems.append("%s (pid %d) was killed but the server logged no death of it" % (n, p))
 if srv.p.poll() is not None and not stats["coordinator_crashes"]:
     stats["coordinator_crashes"] += 1
     problems.append("the server exited with %d" % srv.p.returncode)
@@ -227,6 +247,7 @@ rc_stop = srv.stop()
 log = srv.text()  # complete once it has exited
 stats["restarts"] = len(re.findall(r"\(pid \d+\) [^\n]*; restarting it", log))
 stats["backoffs"] = len(re.findall(r"backing off", log))
+stats["kills_unseen"] = len(unseen)
 stats["seconds"] = round(time.time() - t0, 1)
 stats["server_exit"] = rc_stop
 stats["distinct_requests"] = len(jobs)
@@ -242,5 +263,5 @@ if a.json:
     with open(a.json, "w") as f:
         json.dump(dict(stats, problems=problems[:100]), f, indent=1)
 good = (not stats["lost"] and not stats["wrong"] and not stats["coordinator_crashes"] and stats["kills"] >= a.kills
-        and stats["requests"] >= a.requests and rc_stop == 0)
+        and not unseen and stats["requests"] >= a.requests and rc_stop == 0)
 sys.exit(0 if good else 1)
