@@ -11,8 +11,9 @@ reference text. A request is
   wrong      200 and another text,
   lost       anything else: an error status or event, a cut stream, a timeout.
 Kills: every KILL_EVERY seconds on average (uniform in [0.5, 1.5] x), a worker drawn among those that are ready
-and were killed fewer than --per-minute times in the last 61 s (the supervisor tolerates 3 deaths of a worker a
-minute; past that it backs off, and requests fail by design: tests/serve_faults.sh checks that). A pid is
+and died fewer than --per-minute times in the last 61 s, by our kills or as the server's log says (it kills a
+worker silent for too long itself: on a starved machine that happens too) (the supervisor tolerates 3 deaths of
+a worker a minute; past that it backs off, and requests fail by design: tests/serve_faults.sh checks that). A pid is
 checked to be the server's child running the worker's program before the kill. The run ends when N requests
 are answered and at least --kills workers were killed (bounded by --max-seconds); the server is stopped once
 it has logged the death of every pid killed (a kill whose death it never logs is a problem). Restarts are the
@@ -171,15 +172,21 @@ stop = threading.Event()
 lock = threading.Lock()
 
 
+DEATH = re.compile(r": ((?:cpu|gpu)-worker(?:\[\d+\])?|stager) (?:\(pid (\d+)\)[^\n]*; restarting it|died \d+ times "
+                   r"within a minute \(last: pid (\d+) )")
+
+
 def killer():
-    recent = {}
+    died = {}  # pid: (name, when): our kills, and the deaths the server logged (its own kills of hung workers too)
     while not stop.is_set():
         if stop.wait(a.kill_every * rng.uniform(0.5, 1.5)):
             return
         now = time.time()
+        for m in DEATH.finditer(srv.text()):
+            died.setdefault(int(m.group(2) or m.group(3)), (m.group(1), now))
         ready = workers(srv)
         ok = [n for n in sorted(ready)
-              if len([t for t in recent.get(n, []) if now - t < 61]) < a.per_minute]
+              if len([1 for w, t in died.values() if w == n and now - t < 61]) < a.per_minute]
         if not ok:
             continue
         name = rng.choice(ok)
@@ -190,7 +197,7 @@ def killer():
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             continue
-        recent.setdefault(name, []).append(now)
+        died[pid] = (name, now)
         with lock:
             killed.append((name, pid))
             stats["kills"] += 1
@@ -246,7 +253,7 @@ if srv.p.poll() is not None and not stats["coordinator_crashes"]:
 rc_stop = srv.stop()
 log = srv.text()  # complete once it has exited
 stats["restarts"] = len(re.findall(r"\(pid \d+\) [^\n]*; restarting it", log))
-stats["backoffs"] = len(re.findall(r"backing off", log))
+stats["backoffs"] = len(re.findall(r"; until it is ready, requests fail", log))
 stats["kills_unseen"] = len(unseen)
 stats["seconds"] = round(time.time() - t0, 1)
 stats["server_exit"] = rc_stop
