@@ -439,6 +439,46 @@ START_TEST(test_qwen3next)
 }
 END_TEST
 
+static const mkmodel_tensor_t *plan_find(const mkmodel_plan_t *p, const char *name)
+{
+    for (int64_t i = 0; i < mkmodel_plan_n_tensors(p); i++)
+        if (!strcmp(mkmodel_plan_tensor(p, i)->name, name))
+            return mkmodel_plan_tensor(p, i);
+    return NULL;
+}
+
+/* An MTP layer's nextn tensors as converted files hold them: GLM-4.5's (and DeepSeek-V3's) with the layer's own
+ * embedding and LM head [n_embd, n_vocab], Qwen3.5's without (it shares the model's). */
+START_TEST(test_mtp_tensors)
+{
+    static const struct { const char *arch; bool own_head; } cases[] = {
+        {"glm4moe", true}, {"deepseek2", true}, {"qwen35moe", false}};
+    for (size_t a = 0; a < sizeof cases / sizeof *cases; a++) {
+        mkmodel_config_t c;
+        guild_err_t err;
+        ck_assert_msg(parse(&c, &err, "--arch", cases[a].arch, "--layers", "2", "--nextn", "1", "-o", "x.gguf",
+                            NULL) == 0, "%s: %s", cases[a].arch, err.msg);
+        ck_assert_msg(mkmodel_config_validate(&c, &err) == 0, "%s: %s", cases[a].arch, err.msg);
+        mkmodel_plan_t *p = plan_of(&c, 600);
+        static const char *always[] = {"eh_proj", "enorm", "hnorm", "shared_head_norm"};
+        static const char *own[] = {"embed_tokens", "shared_head_head"};
+        char name[64];
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "blk.2.nextn.%s.weight", always[i]);
+            ck_assert_msg(plan_find(p, name) != NULL, "%s: %s", cases[a].arch, name);
+        }
+        for (int i = 0; i < 2; i++) {
+            snprintf(name, sizeof name, "blk.2.nextn.%s.weight", own[i]);
+            const mkmodel_tensor_t *t = plan_find(p, name);
+            ck_assert_msg((t != NULL) == cases[a].own_head, "%s: %s", cases[a].arch, name);
+            if (t)
+                ck_assert(t->n_dims == 2 && t->ne[0] == c.n_embd && t->ne[1] == 600);
+        }
+        mkmodel_plan_destroy(&p);
+    }
+}
+END_TEST
+
 /* gpt-oss: the arch's own defaults (window 128, yarn 32 over 4096, as its converter writes), the presets with
  * llama.cpp's MXFP4_MOE mix, the flags' errors, and a file that loads as gpt-oss with its parts. */
 START_TEST(test_gpt_oss)
@@ -801,7 +841,27 @@ static void check_file(const char *path, const char *const *flags)
         ck_assert_ptr_null(gguf_find_tensor(g, "blk.1.ffn_gate_inp_shexp.weight"));
         ck_assert_int_eq(gguf_find_tensor(g, "blk.1.attn_q_norm.weight") != NULL, c.qk_norm);
         ck_assert_ptr_null(gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight"));
-        snprintf(k, sizeof k, "blk.%lld.nextn.eh_proj.weight", (long long)c.n_layer);
+        if (c.qk_norm) { /* per head, as llama.cpp's loader asks */
+            const gguf_tensor_t *qn = gguf_find_tensor(g, "blk.1.attn_q_norm.weight");
+            ck_assert(qn->n_dims == 1 && qn->ne[0] == (uint64_t)c.head_dim);
+        }
+        /* an MTP layer holds what converted GLM-4.5 files do: a whole block plus nextn.* with its own
+         * embedding and LM head [n_embd, n_vocab] */
+        static const struct { const char *name; uint32_t n_dims; int ne1; } nextn[] = {
+            {"eh_proj", 2, 0}, {"embed_tokens", 2, 1}, {"enorm", 1, 0}, {"hnorm", 1, 0},
+            {"shared_head_head", 2, 1}, {"shared_head_norm", 1, 0}};
+        for (size_t i = 0; i < sizeof nextn / sizeof *nextn; i++) {
+            snprintf(k, sizeof k, "blk.%lld.nextn.%s.weight", (long long)c.n_layer, nextn[i].name);
+            const gguf_tensor_t *nt = gguf_find_tensor(g, k);
+            ck_assert_msg((nt != NULL) == (c.n_nextn > 0), "%s", k);
+            if (!nt)
+                continue;
+            ck_assert_uint_eq(nt->n_dims, nextn[i].n_dims);
+            ck_assert_uint_eq(nt->ne[0], (uint64_t)(i == 0 ? 2 * c.n_embd : c.n_embd));
+            if (nt->n_dims == 2)
+                ck_assert_uint_eq(nt->ne[1], (uint64_t)(nextn[i].ne1 ? c.n_vocab : c.n_embd));
+        }
+        snprintf(k, sizeof k, "blk.%lld.ffn_gate_exps.weight", (long long)c.n_layer);
         ck_assert_int_eq(gguf_find_tensor(g, k) != NULL, c.n_nextn > 0);
     }
     double f;
@@ -1269,6 +1329,7 @@ int main(void)
     tcase_add_test(tc, test_recipe_q4_k_m);
     tcase_add_test(tc, test_recipe_fallbacks);
     tcase_add_test(tc, test_gpt_oss);
+    tcase_add_test(tc, test_mtp_tensors);
     tcase_add_test(tc, test_qwen3next);
     suite_add_tcase(s, tc);
     tc = tcase_create("stats");

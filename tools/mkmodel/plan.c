@@ -312,7 +312,7 @@ static const part_plan_fn ffn_plans[MODEL_FFN_KINDS] = {[MODEL_FFN_MOE] = plan_f
 
 /* The tensors of block l: attn_norm, its attention's, the FFN norm, its router's, its FFN's (a dense-first
  * model's leading blocks use the row's ffn_lead), and an MTP block's own after them. */
-static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, guild_err_t *err)
+static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, int64_t n_vocab, guild_err_t *err)
 {
     const model_arch_info_t *info = mkmodel_arch_info(c->arch);
     const int64_t E = c->n_embd;
@@ -332,12 +332,19 @@ static int plan_block(mkmodel_plan_t *p, const mkmodel_config_t *c, int64_t l, g
     if (l < c->n_layer)
         return 0;
     /* an MTP layer: the projection of [normed embedding, normed hidden state] and its norms (llama.cpp's
-     * nextn.*; the optional embed_tokens and shared_head_head, which GLM's checkpoints share with the model,
-     * are not written) */
+     * nextn.*); GLM-4.5's checkpoints, like DeepSeek-V3's, also carry the layer's own embed_tokens and
+     * shared_head.head, so files converted from them hold nextn.embed_tokens and nextn.shared_head_head (the
+     * recipe's default type, as llama.cpp's quantizer gives tensors named neither token_embd nor output);
+     * Qwen3.5's MTP block shares the model's */
+    const bool own_head = c->arch == MKMODEL_ARCH_GLM4MOE || c->arch == MKMODEL_ARCH_DEEPSEEK2;
     if (add(p, c, MKMODEL_ROLE_MATRIX, l, 0, fan_in_std(1, 2 * E), 2, 2 * E, E, 1, err,
             "blk.%lld.nextn.eh_proj.weight", (long long)l) ||
+        (own_head && add(p, c, MKMODEL_ROLE_MATRIX, l, 0, EMBD_STD, 2, E, n_vocab, 1, err,
+                         "blk.%lld.nextn.embed_tokens.weight", (long long)l)) ||
         add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.nextn.enorm.weight", (long long)l) ||
         add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.nextn.hnorm.weight", (long long)l) ||
+        (own_head && add(p, c, MKMODEL_ROLE_MATRIX, l, 0, fan_in_std(LOGIT_STD, E), 2, E, n_vocab, 1, err,
+                         "blk.%lld.nextn.shared_head_head.weight", (long long)l)) ||
         add(p, c, MKMODEL_ROLE_NORM, l, 1, NORM_JITTER, 1, E, 1, 1, err, "blk.%lld.nextn.shared_head_norm.weight",
             (long long)l))
         return -1;
@@ -361,7 +368,7 @@ int mkmodel_plan_new(mkmodel_plan_t **out, const mkmodel_config_t *given, int64_
     if (add(p, c, MKMODEL_ROLE_TOKEN_EMBD, -1, 0, embd_std, 2, E, n_vocab, 1, err, "token_embd.weight"))
         goto fail;
     for (int64_t l = 0; l < c->n_layer + c->n_nextn; l++)
-        if (plan_block(p, c, l, err))
+        if (plan_block(p, c, l, n_vocab, err))
             goto fail;
     if (add(p, c, MKMODEL_ROLE_NORM, -1, 1, norm_std, 1, E, 1, 1, err, "output_norm.weight"))
         goto fail;

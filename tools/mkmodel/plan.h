@@ -34,7 +34,7 @@ typedef enum mkmodel_role {
     MKMODEL_ROLE_FFN_UP,      /* ffn_up_exps, ffn_up_shexp, ffn_up */
     MKMODEL_ROLE_FFN_DOWN,    /* ffn_down_exps, ffn_down_shexp, ffn_down */
     MKMODEL_ROLE_SHEXP_GATE,  /* ffn_gate_inp_shexp: one sigmoid gate per token */
-    MKMODEL_ROLE_MATRIX,      /* any other matrix (an MTP layer's nextn.eh_proj): the recipe's default type */
+    MKMODEL_ROLE_MATRIX,      /* any other matrix (an MTP layer's nextn.*): the recipe's default type */
 } mkmodel_role_t;
 
 typedef struct mkmodel_tensor {
