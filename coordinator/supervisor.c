@@ -1287,22 +1287,35 @@ static void refresh_stats(sup_t *s)
         w->stats_pending = true;
         s->stats_wanted = true; /* the supervisor thread sends the requests: it owns the socket */
     }
+    /* as long as a live worker may be silent (twice hang_ms): a starved machine answers late, and an answer
+     * given up on leaves a heartbeat's older counts (--stats would print them as the run's) */
+    const uint64_t wait_ns = 2ull * (s->opts.hang_ms ? s->opts.hang_ms : 300) * 1000000ull;
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_nsec += 300000000L;
+    dl.tv_sec += (time_t)(wait_ns / 1000000000ull);
+    dl.tv_nsec += (long)(wait_ns % 1000000000ull);
     if (dl.tv_nsec >= 1000000000L) {
         dl.tv_sec++;
         dl.tv_nsec -= 1000000000L;
     }
+    bool timed_out = false;
     for (;;) {
         bool pending = false;
         for (int i = 0; i < s->n_w; i++)
             pending |= s->w[i].stats_pending && s->w[i].state == W_READY;
-        if (!pending || pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT)
+        if (!pending)
             break;
+        if (pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT) {
+            timed_out = true;
+            break;
+        }
     }
-    for (int i = 0; i < s->n_w; i++)
+    for (int i = 0; i < s->n_w; i++) {
+        if (timed_out && s->w[i].stats_pending && s->w[i].state == W_READY)
+            guild_log(GUILD_LOG_WARN, "%s did not answer a stats request within %llu ms: its counters are from its "
+                      "last heartbeat", s->w[i].name, (unsigned long long)(wait_ns / 1000000ull));
         s->w[i].stats_pending = false;
+    }
 }
 
 void sup_gpu_stats(sup_t *s, backend_stats_t *out)
