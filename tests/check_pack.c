@@ -16,6 +16,7 @@
 #include "core/kern/amx.h"
 #include "core/kern/kern.h"
 #include "core/kern/pack.h"
+#include "core/kern/pack_layout.h"
 #include "core/kern/table.h"
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
@@ -144,6 +145,38 @@ START_TEST(test_roundtrip)
         free(p);
         free(back);
     }
+}
+END_TEST
+
+/* The layout as data (core/kern/pack_layout.h, what the device's unpack reads): for every byte of a group's plain
+ * rows, kern_pack_packed_offset names the packed byte holding it, and the map is a permutation of the group. */
+START_TEST(test_layout_map)
+{
+    rng_state = 12;
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const guild_type_t type = packed_types[ti];
+        const kern_pack_layout_t *l = kern_pack_layout(type);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_eq(l->type, (uint32_t)type);
+        const int64_t n = 2 * QUANT_QK_K, nrows = 32;
+        const size_t rb = row_bytes(type, n), group = KERN_PACK_ROWS * rb;
+        uint8_t *w = random_rows(type, n, nrows), *p = malloc(rb * nrows), *seen = calloc(group, 1);
+        guild_err_t err;
+        ck_assert_int_eq(kern_pack(type, n, nrows, w, rb, p, &err), 0);
+        for (int64_t g = 0; g < nrows / KERN_PACK_ROWS; g++)
+            for (size_t off = 0; off < group; off++) {
+                const size_t at = kern_pack_packed_offset(l, rb, off);
+                ck_assert_uint_lt(at, group);
+                ck_assert_uint_eq(p[g * group + at], w[g * group + off]);
+                seen[at] = 1;
+            }
+        for (size_t i = 0; i < group; i++)
+            ck_assert(seen[i]);
+        free(w);
+        free(p);
+        free(seen);
+    }
+    ck_assert_ptr_null(kern_pack_layout(GUILD_TYPE_Q8_0));
 }
 END_TEST
 
@@ -299,6 +332,7 @@ int main(void)
     Suite *s = suite_create("pack");
     TCase *tc = tcase_create("layout");
     tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_layout_map);
     tcase_add_test(tc, test_refusals);
     suite_add_tcase(s, tc);
     tc = tcase_create("matmul");

@@ -50,6 +50,7 @@
  *   [32, 544)    8 chunks of 64 bytes, chunk g: row r's qs[4 g .. + 3] at 4 r (elements 4 g .. + 3)
  * The header comes first so that a record is read front to back, which the hardware prefetchers follow. */
 #include "core/kern/pack.h"
+#include "core/kern/pack_layout.h"
 
 #include <string.h>
 
@@ -60,19 +61,10 @@
 #include <immintrin.h>
 #endif
 
-/* A region of a record: `count` chunks of `size` bytes of each of the 16 rows' blocks, chunk c from block
- * offset from + size * c, stored at record offset at + 16 * size * c + size * r for row r (pack), or back
- * (unpack). A header field is a region of one chunk. */
-typedef struct pack_region {
-    uint16_t at, from, size, count;
-} pack_region_t;
-
-/* The layout of a type: regions that cover each block's bytes once (the record is 16 blocks long). */
-typedef struct pack_layout {
-    guild_type_t type;
-    uint16_t block_bytes, nregion;
-    pack_region_t region[7];
-} pack_layout_t;
+/* The regions of each type (core/kern/pack_layout.h): they cover each block's bytes once; a header field is a
+ * region of one chunk. */
+typedef kern_pack_region_t pack_region_t;
+typedef kern_pack_layout_t pack_layout_t;
 
 static const pack_layout_t layouts[] = {
     {GUILD_TYPE_Q4_K, sizeof(quant_block_q4_K), 6,
@@ -123,9 +115,14 @@ static const pack_layout_t layouts[] = {
 static const pack_layout_t *layout_of(guild_type_t type)
 {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
-        if (layouts[i].type == type)
+        if (layouts[i].type == (uint32_t)type)
             return &layouts[i];
     return NULL;
+}
+
+const kern_pack_layout_t *kern_pack_layout(guild_type_t type)
+{
+    return layout_of(type);
 }
 
 bool kern_pack_has(guild_type_t type)

@@ -37,6 +37,11 @@
  * over from KERN_AMX_MIN_TOKENS tokens instead, with no upper limit and no unpacking (core/kern/amx.h). */
 #define KERN_PACK_MAX_TOKENS 16
 
+struct kern_pack_layout; /* core/kern/pack_layout.h */
+
+/* The packed layout of `type` as data (core/kern/pack_layout.h), or NULL when it has none. */
+const struct kern_pack_layout *kern_pack_layout(guild_type_t type);
+
 /* True when `type` has a packed layout (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs; q4_0, iq4_nl, mxfp4, q8_0). */
 bool kern_pack_has(guild_type_t type);
 

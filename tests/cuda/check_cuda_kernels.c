@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/kern/pack.h"
 #include "core/model/activation.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
@@ -873,6 +874,90 @@ START_TEST(test_attention)
 }
 END_TEST
 
+/* ---- streamed experts: device unpack of packed copies, the parts' id maps ------------------------------------ */
+
+/* Packed matrices (kern_pack, the CPU workers' layout) unpacked in place on the device: the plain bytes exactly,
+ * the gaps between matrices untouched; rows of 256 elements and of 20 blocks (16 q6_K rows: 67 KB of shared
+ * memory, past the default 48 KB). The bytes are random: a layout is a byte permutation. */
+START_TEST(test_expert_unpack)
+{
+    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS,
+                                         GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
+    rng_t r;
+    rng_seed(&r, 500 + (uint64_t)_i);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const guild_type_t type = types[ti];
+        const int64_t n = _i ? 20 * 256 : 256, rows = 48;
+        const int32_t ne = 3;
+        const size_t rb = (size_t)(n / 256) * quant_type_info(type)->block_bytes, mat = rb * (size_t)rows;
+        const size_t stride = (mat + 64 + 63) / 64 * 64, total = stride * (size_t)ne;
+        uint8_t *plain = malloc(total), *packed = malloc(total), *got = malloc(total);
+        for (size_t i = 0; i < total; i++)
+            plain[i] = (uint8_t)rng_next(&r);
+        memcpy(packed, plain, total);
+        guild_err_t err;
+        for (int32_t e = 0; e < ne; e++)
+            ck_assert_msg(kern_pack(type, n, rows, plain + e * stride, rb, packed + e * stride, &err) == 0, "%s",
+                          err.msg);
+        void *d = NULL;
+        ck_assert(cudaMalloc(&d, total) == cudaSuccess);
+        ck_assert(cudaMemcpy(d, packed, total, cudaMemcpyHostToDevice) == cudaSuccess);
+        ck_assert_msg(cuda_expert_unpack(kern_pack_layout(type), d, stride, ne, rows, rb, stream, &err) == 0, "%s",
+                      err.msg);
+        ck_assert(cudaStreamSynchronize(stream) == cudaSuccess);
+        ck_assert(cudaMemcpy(got, d, total, cudaMemcpyDeviceToHost) == cudaSuccess);
+        ck_assert_msg(!memcmp(got, plain, total), "%s, %lld elements: unpacked bytes differ",
+                      quant_type_info(type)->name, (long long)n);
+        cudaFree(d);
+        free(plain);
+        free(packed);
+        free(got);
+    }
+    guild_err_t err;
+    ck_assert_int_eq(cuda_expert_unpack(kern_pack_layout(GUILD_TYPE_Q4_K), NULL, 0, 1, 15, 144, stream, &err), -1);
+    printf("expert unpack: 6 packed types, rows of %d blocks, bit for bit\n", _i ? 20 : 1);
+}
+END_TEST
+
+/* The ids of a device part (ranks [lo, hi) as local ids) and of the CPU side (its experts' ids), skip slots
+ * kept, against a host loop. */
+START_TEST(test_expert_ids_map)
+{
+    rng_t r;
+    rng_seed(&r, 600);
+    enum { NE = 128, P = 4099 };
+    static cuda_rank_table_t t;
+    int32_t ids[P], got[P], *d_ids = NULL, *d_out = NULL;
+    for (int e = 0; e < CUDA_RANK_TABLE_MAX; e++)
+        t.rank[e] = -1;
+    int16_t next = 0;
+    for (int e = 0; e < NE; e++)
+        if (rng_next(&r) % 3)
+            t.rank[e] = next++;
+    for (int p = 0; p < P; p++)
+        ids[p] = p % 17 == 5 ? -1 : (int32_t)(rng_next(&r) % NE);
+    ck_assert(cudaMalloc((void **)&d_ids, sizeof ids) == cudaSuccess);
+    ck_assert(cudaMalloc((void **)&d_out, sizeof ids) == cudaSuccess);
+    ck_assert(cudaMemcpy(d_ids, ids, sizeof ids, cudaMemcpyHostToDevice) == cudaSuccess);
+    const int32_t ranges[][2] = {{-1, -1}, {0, next}, {3, 17}, {next - 1, next}, {5, 5}};
+    guild_err_t err;
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        const int32_t lo = ranges[k][0], hi = ranges[k][1];
+        ck_assert_msg(cuda_expert_ids_map(d_ids, P, &t, NE, lo, hi, d_out, stream, &err) == 0, "%s", err.msg);
+        ck_assert(cudaStreamSynchronize(stream) == cudaSuccess);
+        ck_assert(cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (int p = 0; p < P; p++) {
+            const int32_t e = ids[p], rk = e >= 0 ? t.rank[e] : -1;
+            const int32_t want = e < 0 ? -1 : lo < 0 ? (rk < 0 ? e : -1) : (rk >= lo && rk < hi ? rk - lo : -1);
+            ck_assert_msg(got[p] == want, "range [%d, %d) pair %d (expert %d, rank %d): %d, expected %d", lo, hi, p,
+                          e, rk, got[p], want);
+        }
+    }
+    cudaFree(d_ids);
+    cudaFree(d_out);
+}
+END_TEST
+
 /* ---- argument errors ------------------------------------------------------------------------------------- */
 
 START_TEST(test_errors)
@@ -911,6 +996,8 @@ static Suite *kernels_suite(void)
     ADD("router_sigmoid", test_router_sigmoid, 0, 6);
     ADD("combine", test_combine, 0, 3);
     ADD("attention", test_attention, 0, 2 * N_ATTN_CASES);
+    ADD("expert_unpack", test_expert_unpack, 0, 2);
+    ADD("expert_ids_map", test_expert_ids_map, 0, 1);
     ADD("errors", test_errors, 0, 1);
 #undef ADD
     return s;

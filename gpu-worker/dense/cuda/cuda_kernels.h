@@ -27,6 +27,7 @@
 #define _Noreturn [[noreturn]]
 extern "C" {
 #endif
+#include "core/kern/pack_layout.h"
 #include "core/quant/blocks.h"
 #include "core/quant/types.h"
 #include "core/util/err.h"
@@ -197,6 +198,25 @@ int cuda_expert_add_bias(float *y, const int32_t *ids, int32_t n_pairs, int64_t 
  * side of a split layer computed); the other rows of y untouched. */
 int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_pairs, int64_t n_embd,
                       cudaStream_t s, guild_err_t *err);
+
+/* Restores plain rows in place in n_experts matrices of nrows rows of row_bytes (a whole number of blocks) that
+ * are packed in `layout` (core/kern/pack_layout.h), matrix i at base + i * expert_stride (16-byte aligned): the
+ * bytes kern_unpack gives. nrows a multiple of 16; 16 rows must fit in a block's shared memory. */
+int cuda_expert_unpack(const kern_pack_layout_t *layout, void *base, size_t expert_stride, int32_t n_experts,
+                       int64_t nrows, size_t row_bytes, cudaStream_t s, guild_err_t *err);
+
+/* Which part computes each expert of a layer: rank[e] >= 0 its place among the device's experts (parts hold
+ * consecutive ranks), < 0 the CPU side's. Passed by value to the kernel (no copy to keep alive). */
+#define CUDA_RANK_TABLE_MAX 1024
+typedef struct cuda_rank_table {
+    int16_t rank[CUDA_RANK_TABLE_MAX];
+} cuda_rank_table_t;
+
+/* out[p] for the n_pairs ids (ids < 0 stay skip slots, -1): lo >= 0: rank(ids[p]) - lo when that rank is in
+ * [lo, hi) (a part's local expert ids), else -1; lo < 0: ids[p] when its rank is < 0 (the CPU side's), else -1.
+ * n_expert <= CUDA_RANK_TABLE_MAX. */
+int cuda_expert_ids_map(const int32_t *ids, int32_t n_pairs, const cuda_rank_table_t *table, int32_t n_expert,
+                        int32_t lo, int32_t hi, int32_t *out, cudaStream_t s, guild_err_t *err);
 
 /* ---- attention ------------------------------------------------------------------------------------------ */
 

@@ -1,0 +1,97 @@
+/* cuda_expert_unpack, cuda_expert_ids_map: what streaming the CPU side's own expert copies needs on the device.
+ *
+ * unpack: the copies may be packed (core/kern/pack.h: 16 rows re-laid per 256-element block column), the kernels
+ *         read GGUF's plain rows. One block per 16-row group of one expert's matrix, in place: the group is read
+ *         whole into shared memory, then every plain 4-byte word is gathered byte by byte from its packed place
+ *         (kern_pack_packed_offset, the table and arithmetic the host's kern_unpack inverts) and stored. A
+ *         byte permutation: the plain bytes come back exactly.
+ * ids:    a layer's experts are split among the device's parts (resident experts, staged chunks) and the CPU
+ *         side by a rank table (cuda_rank_table_t: rank[e] >= 0 the expert's place among the device's experts,
+ *         < 0 the CPU side's); each part computes ranks [lo, hi) with part-local ids, the CPU side its own
+ *         experts, every other pair a skip slot (moe_exec.h).
+ */
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+
+#define UNPACK_THREADS 256
+
+static __global__ void __launch_bounds__(UNPACK_THREADS)
+    expert_unpack_kernel(kern_pack_layout_t l, char *__restrict__ base, size_t expert_stride, size_t row_bytes)
+{
+    extern __shared__ int4 grp4[];
+    const unsigned char *grp = (const unsigned char *)grp4;
+    const size_t gbytes = KERN_PACK_GROUP_ROWS * row_bytes; /* a multiple of 16 */
+    char *g = base + (size_t)blockIdx.y * expert_stride + (size_t)blockIdx.x * gbytes;
+    const int4 *src = (const int4 *)g;
+    for (size_t i = threadIdx.x; i < gbytes / 16; i += blockDim.x)
+        grp4[i] = src[i];
+    __syncthreads();
+    uint32_t *dst = (uint32_t *)g;
+    for (size_t w = threadIdx.x; w < gbytes / 4; w += blockDim.x) {
+        uint32_t v = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            v |= (uint32_t)grp[kern_pack_packed_offset(&l, row_bytes, 4 * w + (size_t)k)] << (8 * k);
+        dst[w] = v;
+    }
+}
+
+extern "C" int cuda_expert_unpack(const kern_pack_layout_t *layout, void *base, size_t expert_stride,
+                                  int32_t n_experts, int64_t nrows, size_t row_bytes, cudaStream_t s,
+                                  guild_err_t *err)
+{
+    if (!layout || n_experts < 0 || nrows < 0 || nrows % KERN_PACK_GROUP_ROWS || !row_bytes ||
+        row_bytes % layout->block_bytes || nrows / KERN_PACK_GROUP_ROWS > 65535 * 1024 || n_experts > 65535)
+        return guild_err_set(err, "cuda: expert unpack: %d experts of %lld rows of %zu bytes", n_experts,
+                             (long long)nrows, row_bytes);
+    if (((uintptr_t)base | expert_stride) % 16)
+        return guild_err_set(err, "cuda: expert unpack: matrices must be 16-byte aligned");
+    if (n_experts == 0 || nrows == 0)
+        return 0;
+    const size_t smem = KERN_PACK_GROUP_ROWS * row_bytes;
+    int dev = 0, max_smem = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return cuda_launch_check("expert unpack", err);
+    if (smem > (size_t)max_smem)
+        return guild_err_set(err, "cuda: expert unpack: a group of 16 rows of %zu bytes is over the %d bytes of "
+                             "shared memory a block may have", row_bytes, max_smem);
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(expert_unpack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+            cudaSuccess)
+        return cuda_launch_check("expert unpack", err);
+    const dim3 grid((unsigned)(nrows / KERN_PACK_GROUP_ROWS), (unsigned)n_experts);
+    expert_unpack_kernel<<<grid, UNPACK_THREADS, smem, s>>>(*layout, (char *)base, expert_stride, row_bytes);
+    return cuda_launch_check("expert unpack", err);
+}
+
+static __global__ void expert_ids_map_kernel(const int32_t *__restrict__ ids, int32_t n, cuda_rank_table_t t,
+                                             int32_t n_expert, int32_t lo, int32_t hi, int32_t *__restrict__ out)
+{
+    const int32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n)
+        return;
+    const int32_t e = ids[p];
+    int32_t v = -1;
+    if (e >= 0 && e < n_expert) {
+        const int32_t r = t.rank[e];
+        if (lo < 0)
+            v = r < 0 ? e : -1; /* the CPU side keeps its experts' ids */
+        else if (r >= lo && r < hi)
+            v = r - lo;
+    }
+    out[p] = v;
+}
+
+extern "C" int cuda_expert_ids_map(const int32_t *ids, int32_t n_pairs, const cuda_rank_table_t *table,
+                                   int32_t n_expert, int32_t lo, int32_t hi, int32_t *out, cudaStream_t s,
+                                   guild_err_t *err)
+{
+    if (n_pairs < 0 || n_expert < 1 || n_expert > CUDA_RANK_TABLE_MAX || (lo >= 0 && hi < lo))
+        return guild_err_set(err, "cuda: expert ids map: %d pairs, %d experts, ranks [%d, %d)", n_pairs, n_expert,
+                             lo, hi);
+    if (n_pairs == 0)
+        return 0;
+    expert_ids_map_kernel<<<(unsigned)((n_pairs + 255) / 256), 256, 0, s>>>(ids, n_pairs, *table, n_expert,
+                                                                            lo < 0 ? -1 : lo, hi, out);
+    return cuda_launch_check("expert ids map", err);
+}
