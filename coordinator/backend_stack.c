@@ -1,6 +1,8 @@
 #include "coordinator/backend_stack.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "coordinator/expert_stats.h"
 #include "coordinator/pipeline.h"
@@ -8,17 +10,40 @@
 #include "core/model/routing_profile.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
+#include "gpu-worker/dense/expert_host.h"
 
 struct backend_stack {
     guild_pool_t *pool;    /* single process */
     moe_exec_t *moe;       /* single process */
     const model_config_t *cfg;
     bool stats;            /* stack_options_t.stats */
+    expert_host_mats_t *host_mats; /* single process: where moe's experts are, for a GPU that streams them */
+    expert_host_t host;
     pipeline_t *pipe;      /* multi-process */
     backend_t *be;
     bool single_process;
     stack_plan_t plan;     /* the GPU memory plan every process follows (when plan.on) */
 };
+
+/* The in-process executor's experts as a GPU backend sees them (gpu-worker/dense/expert_host.h). */
+static int host_from_shard(backend_stack_t *s, const model_t *m, guild_err_t *err)
+{
+    const model_config_t *c = model_config(m);
+    const expert_shard_t *sh = moe_local_shard(s->moe);
+    const size_t n = (size_t)c->n_layer * (size_t)c->n_expert;
+    if (!(s->host_mats = calloc(n ? n : 1, sizeof *s->host_mats)))
+        return guild_err_set(err, "out of memory");
+    for (int32_t il = 0; il < c->n_layer; il++)
+        for (int32_t e = 0; e < c->n_expert; e++) {
+            const expert_mats_t *x = expert_shard_get(sh, il, e);
+            if (x)
+                s->host_mats[(size_t)il * (size_t)c->n_expert + (size_t)e] = (expert_host_mats_t){
+                    x->gate, x->up, x->down, x->gate_row, x->up_row, x->down_row, x->gate_packed, x->up_packed,
+                    x->down_packed};
+        }
+    s->host = (expert_host_t){c->n_layer, c->n_expert, s->host_mats};
+    return 0;
+}
 
 int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const model_t *m, const char *model_path,
                        guild_err_t *err)
@@ -40,6 +65,8 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
             moe_local_new_tuned(&s->moe, m, s->pool, &rows, cpu->interleave_gate_up, cpu->expert_layout, err) < 0 ||
             (o->stats && moe_local_count_routing(s->moe, err) < 0))
             goto fail;
+        if (host_from_shard(s, m, err) < 0)
+            goto fail;
         /* the statistics count every token's routing in every layer, so the last layer must not skip rows; the
          * backend counts before it keeps a plan's resident experts to itself */
         const backend_options_t bo = {.n_ctx = o->n_ctx, .n_batch = s->plan.n_batch, .pool = s->pool,
@@ -51,7 +78,15 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
         /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
          * guild-stager process: no supervisor here runs one) */
         GUILD_ASSERT(o->gpu.cuda.stager != CUDA_STAGER_PROCESS);
-        if (backend_new(&s->be, o->gpu.backend, m, &bo, gpu_worker_options_backend_config(&o->gpu), err) < 0)
+        /* ... streaming, when it streams, from the in-process executor's own copies */
+        const void *config = gpu_worker_options_backend_config(&o->gpu);
+        cuda_config_t cuda;
+        if (config) {
+            cuda = *(const cuda_config_t *)config;
+            cuda.expert_host = &s->host;
+            config = &cuda;
+        }
+        if (backend_new(&s->be, o->gpu.backend, m, &bo, config, err) < 0)
             goto fail;
     } else if (pipeline_new(&s->pipe, o, &s->plan, m, model_path, &s->be, err) < 0) {
         goto fail;
@@ -185,6 +220,23 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
                 (double)bs.staged_bytes / 1e6, (double)bs.stage_wait_ns / 1e6,
                 (unsigned long long)bs.split_gpu_experts, (unsigned long long)bs.split_gpu_pairs,
                 (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
+    if (backend_stats(s->be, &bs) == 0 && bs.stream_passes && bs.stream_span_ns) {
+        const double span = (double)bs.stream_span_ns, busy = span - (double)bs.copy_wait_ns - (double)bs.cpu_wait_ns;
+        fprintf(out, "guild run: streamed forward passes: %llu, %.3f s on the device: copy engine busy %.3f s (%.0f%%), "
+                "GPU busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
+                (unsigned long long)bs.stream_passes, span / 1e9, (double)bs.copy_busy_ns / 1e9,
+                100.0 * (double)bs.copy_busy_ns / span, busy / 1e9, 100.0 * busy / span,
+                (double)bs.copy_wait_ns / 1e9, (double)bs.cpu_wait_ns / 1e9);
+    }
+}
+
+int backend_stack_pids(backend_stack_t *s, int *pids, char (*names)[32], int max)
+{
+    if (max < 1)
+        return 0;
+    pids[0] = (int)getpid();
+    snprintf(names[0], 32, "%s", s->single_process ? "guild" : "coordinator");
+    return 1 + (s->pipe ? pipeline_pids(s->pipe, pids + 1, names + 1, max - 1) : 0);
 }
 
 int backend_stack_health(backend_stack_t *s, char *why, size_t n)
@@ -210,6 +262,7 @@ void backend_stack_close(backend_stack_t **sp)
     moe_exec_destroy(&s->moe);
     guild_pool_destroy(&s->pool);
     stack_plan_fini(&s->plan);
+    free(s->host_mats);
     free(s);
     *sp = NULL;
 }

@@ -58,6 +58,9 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out);
  * call that may come from another thread than the stack's. */
 int backend_stack_health(backend_stack_t *s, char *why, size_t n);
 
+/* The processes the stack runs: this one, then the workers (pipeline_pids); at most max; returns the count. */
+int backend_stack_pids(backend_stack_t *s, int *pids, char (*names)[32], int max);
+
 /* "single process" or "GPU worker + N CPU expert workers"-style description, for start-up messages. */
 const char *backend_stack_describe(const backend_stack_t *s);
 

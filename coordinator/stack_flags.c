@@ -52,13 +52,13 @@ static const flag_t flags[] = {
      "enqueue every kernel of every step (debugging; default: decode steps are\n"
      "replayed CUDA graphs)", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
-     "how the cuda backend copies the experts it streams under --gpu-mem: process\n"
-     "(a guild-stager process fills pinned slots; the multi-process default),\n"
-     "thread (copy threads in the GPU's process; the --single-process default),\n"
-     "pin (the streamed experts copied once into page-locked RAM: copies at the\n"
-     "bus's speed, no CPU copy per batch; needs RAM for those experts)\n"
-     "or none (plain copies from the model's pageable mapping); same output\n"
-     "either way; other backends never stream and ignore it", false},
+     "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
+     "(the default: straight from the CPU side's own copies of the experts,\n"
+     "registered for DMA in place: the bus's speed, no second copy in RAM),\n"
+     "process (a guild-stager process fills pinned slots), thread (copy threads\n"
+     "in the GPU's process), pin (the streamed experts copied once more into\n"
+     "page-locked RAM) or none (plain copies from the model's pageable mapping);\n"
+     "same output either way; other backends never stream and ignore it", false},
     {STACK_FLAG_STAGER_THREADS, "stager-threads", "K",
      "the stager's copy threads (default: half the online CPUs)", false},
     {STACK_FLAG_FORCE_SPLIT, "force-split", "F",
@@ -190,8 +190,10 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
             cuda->stager = CUDA_STAGER_PROCESS;
         else if (!strcmp(arg, "pin"))
             cuda->stager = CUDA_STAGER_PIN;
+        else if (!strcmp(arg, "shared"))
+            cuda->stager = CUDA_STAGER_SHARED;
         else
-            return guild_err_set(err, "--stager %s: expected none, thread, process or pin", arg);
+            return guild_err_set(err, "--stager %s: expected shared, none, thread, process or pin", arg);
         break;
     case STACK_FLAG_STAGER_THREADS:
         if (cli_parse_long("--stager-threads", arg, 1, 256, &v, err) < 0)
@@ -227,15 +229,17 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
     if (o->fallback_local && (o->given & STACK_FLAG_REJOIN_MS))
         return guild_err_set(err, "--rejoin-ms is for a lost worker's return; with --fallback-local none is waited "
                              "for");
-    if (stager_given && (cuda->stager == CUDA_STAGER_NONE || cuda->stager == CUDA_STAGER_PIN) &&
-        (o->given & STACK_FLAG_STAGER_THREADS))
+    const bool ring = stager_given && (cuda->stager == CUDA_STAGER_THREAD || cuda->stager == CUDA_STAGER_PROCESS);
+    if (!ring && (o->given & STACK_FLAG_STAGER_THREADS))
         return guild_err_set(err, "--stager-threads is for --stager thread or process, not --stager %s",
-                             cuda->stager == CUDA_STAGER_PIN ? "pin" : "none");
+                             !stager_given || cuda->stager == CUDA_STAGER_SHARED ? "shared"
+                             : cuda->stager == CUDA_STAGER_PIN                  ? "pin"
+                                                                                : "none");
     if (o->single_process && stager_given && cuda->stager == CUDA_STAGER_PROCESS)
         return guild_err_set(err, "--stager process is for the multi-process mode (its supervisor runs "
-                             "guild-stager); --single-process takes --stager thread or none");
-    if (!stager_given) /* the mode's default */
-        o->gpu.cuda.stager = o->single_process ? CUDA_STAGER_THREAD : CUDA_STAGER_PROCESS;
+                             "guild-stager); --single-process takes --stager shared, thread, pin or none");
+    if (!stager_given) /* the default, in both modes: no second copy of the experts */
+        o->gpu.cuda.stager = CUDA_STAGER_SHARED;
     if (!o->single_process)
         return 0;
     const char *names[N_FLAGS + 1];

@@ -108,7 +108,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->cuda.no_graph = c->no_graph;
     if (c->stager > CUDA_STAGER_LAST)
         return guild_err_set(err, "GPU worker options: stager %u is not one this worker knows (0 none, 1 thread, "
-                             "2 process, 3 pin)", c->stager);
+                             "2 process, 3 pin, 4 shared)", c->stager);
     o->cuda.stager = (cuda_stager_t)c->stager;
     if (to_i32(c->stage_threads, "stage_threads", &o->cuda.stage_threads, err) < 0)
         return -1;
@@ -163,7 +163,7 @@ const void *gpu_worker_options_backend_config(const gpu_worker_options_t *o)
 
 void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_t n)
 {
-    static const char *stager[] = {"none", "thread", "process", "pin"};
+    static const char *stager[] = {"none", "thread", "process", "pin", "shared"};
     int k = snprintf(buf, n, "backend %s, ctx %d, batch %d, %d logits rows, %d threads, non-finite check %s",
                      o->backend ? o->backend : "?", o->n_ctx, o->n_batch, o->max_out, o->n_threads,
                      o->check_finite ? "on" : "off");

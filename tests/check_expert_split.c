@@ -190,6 +190,37 @@ START_TEST(test_balanced_in_between)
 }
 END_TEST
 
+/* Pipelined layers (copies run ahead of the products): the GPU side costs the slower of its copies and its
+ * products, so with products as slow as the copies the GPU takes more than with their sum, and the predicted
+ * time is the max. With expected (uniform) counts before the routing, the GPU takes the lowest ids. */
+START_TEST(test_pipelined)
+{
+    expert_split_t *s = NULL;
+    guild_err_t err;
+    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
+    int32_t count[NE];
+    uint64_t bytes[NE];
+    uint8_t on_gpu[NE];
+    expert_split_result_t r, rs;
+    fill_bytes(bytes, 2600000);
+    for (int e = 0; e < NE; e++)
+        count[e] = 64;
+    expert_split_model_t m = model_of(25.0, 4000); /* 104 us a copy, 1.6 us of products a pair (100 us) */
+    m.gpu_ns_per_pair = 1600;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &rs);
+    m.pipelined = true;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
+    check_consistent(count, bytes, on_gpu, &r, &m);
+    ck_assert_int_gt(r.gpu_experts, rs.gpu_experts);
+    ck_assert(r.cpu_experts > 0 && r.gpu_experts > 0);
+    const double copy = (double)r.gpu_bytes / m.copy_bpns, run = m.gpu_ns_per_pair * (double)r.gpu_pairs;
+    ck_assert(fabs(r.t_gpu_ns - fmax(copy, run)) <= 1e-6 * r.t_gpu_ns);
+    for (int e = 0; e < NE; e++)
+        ck_assert_int_eq(on_gpu[e], e < r.gpu_experts);
+    expert_split_destroy(&s);
+}
+END_TEST
+
 /* Experts already on the device cost no copy: they go first. The same inputs give the same plan. */
 START_TEST(test_staged_first_and_deterministic)
 {
@@ -396,6 +427,7 @@ static Suite *split_suite(void)
     tc = tcase_create("balance");
     tcase_add_loop_test(tc, test_balanced_in_between, 0, 6);
     tcase_add_test(tc, test_staged_first_and_deterministic);
+    tcase_add_test(tc, test_pipelined);
     tcase_add_test(tc, test_forced_fraction);
     suite_add_tcase(s, tc);
     tc = tcase_create("cost");

@@ -19,10 +19,11 @@
 #include "stager/stager_options.h"
 
 /* A record field added without carrying it on the wire fails here: give it a field in the role's message and
- * its conversion (or a reason to stay local, like cuda_config_t's test.kv_f32), then update the size. */
-_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 168,
+ * its conversion (or a reason to stay local, like cuda_config_t's expert_host, wiring the GPU worker builds from
+ * the expert stores, and test.kv_f32), then update the size. */
+_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 176,
                "gpu_worker_options_t changed: carry the new field in GpuWorkerOptions (or say why not)");
-_Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 64,
+_Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 72,
                "cuda_config_t changed: carry the new field in CudaOptions (or say why not)");
 _Static_assert(sizeof(void *) != 8 || sizeof(cpu_worker_options_t) == 80,
                "cpu_worker_options_t changed: carry the new field in CpuWorkerOptions (or say why not)");
@@ -206,11 +207,9 @@ START_TEST(test_gpu_worker_options_round_trip)
     gpu_worker_options_msg_t back;
     gpu_worker_options_to_proto(&o, &back);
     assert_same(&m->base, &back.m.base, "GpuWorkerOptions");
-    /* without CudaOptions: the cuda backend's defaults */
-    Guild__CudaOptions *cuda = got->cuda;
+    /* without CudaOptions: the defaults, and a message without them again */
     got->cuda = NULL;
     ck_assert_msg(gpu_worker_options_from_proto(&o, got, &err) == 0, "%s", err.msg);
-    got->cuda = cuda;
     cuda_config_t zero;
     memset(&zero, 0, sizeof zero);
     ck_assert(!memcmp(&o.cuda, &zero, sizeof zero));
@@ -222,7 +221,7 @@ START_TEST(test_gpu_worker_options_round_trip)
     got = guild__gpu_worker_options__unpack(NULL, len, bytes);
     got->cuda->stager = CUDA_STAGER_LAST + 1;
     ck_assert_int_eq(gpu_worker_options_from_proto(&o, got, &err), -1);
-    ck_assert_msg(strstr(err.msg, "stager 4 is not one this worker knows"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "stager 5 is not one this worker knows"), "%s", err.msg);
     protobuf_c_message_free_unpacked(&got->base, NULL);
     free(bytes);
     protobuf_c_message_free_unpacked(&m->base, NULL);

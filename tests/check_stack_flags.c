@@ -41,15 +41,16 @@ START_TEST(test_stager_default_and_kinds)
     guild_err_t err = {{0}};
     char *a0[] = {"x", NULL};
     ck_assert_int_eq(parse(&f, a0, &err), 0);
-    /* the mode's default: a guild-stager process in the pipeline, copy threads in a single process */
-    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_PROCESS);
+    /* the default in both modes: the CPU side's own copies registered in place */
+    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_SHARED);
     ck_assert_int_eq(f.gpu.cuda.stage_threads, 0);
     char *a0s[] = {"x", "--single-process", NULL};
     ck_assert_msg(parse(&f, a0s, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_THREAD);
-    const char *kinds[] = {"none", "thread", "process", "pin"};
-    const int want[] = {CUDA_STAGER_NONE, CUDA_STAGER_THREAD, CUDA_STAGER_PROCESS, CUDA_STAGER_PIN};
-    for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(f.gpu.cuda.stager, CUDA_STAGER_SHARED);
+    const char *kinds[] = {"none", "thread", "process", "pin", "shared"};
+    const int want[] = {CUDA_STAGER_NONE, CUDA_STAGER_THREAD, CUDA_STAGER_PROCESS, CUDA_STAGER_PIN,
+                        CUDA_STAGER_SHARED};
+    for (int i = 0; i < 5; i++) {
         char *a[] = {"x", "--stager", (char *)kinds[i], NULL};
         ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
         ck_assert_int_eq(f.gpu.cuda.stager, want[i]);
@@ -75,8 +76,9 @@ START_TEST(test_stager_refused)
         char *argv[8];
         const char *msg;
     } bad[] = {
-        {{"x", "--stager", "dma", NULL}, "--stager dma: expected none, thread, process or pin"},
-        {{"x", "--stager", "", NULL}, "expected none, thread, process or pin"},
+        {{"x", "--stager", "dma", NULL}, "--stager dma: expected shared, none, thread, process or pin"},
+        {{"x", "--stager", "", NULL}, "expected shared, none, thread, process or pin"},
+        {{"x", "--stager-threads", "2", NULL}, "not --stager shared"},
         {{"x", "--stager-threads", "0", NULL}, "--stager-threads"},
         {{"x", "--stager-threads", "many", NULL}, "--stager-threads"},
         {{"x", "--stager", "none", "--stager-threads", "2", NULL}, "not --stager none"},

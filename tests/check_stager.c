@@ -27,7 +27,7 @@
 
 #define MS 1000000ull
 
-static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL};
+static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0};
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -1123,6 +1123,60 @@ START_TEST(test_cuda_stage_pinned)
 }
 END_TEST
 
+/* The registered kind (streaming from the CPU side's own copies): the ranges registered in place, page-aligned
+ * and merged, read-only; pieces inside them copied by DMA asynchronously, pieces outside as pageable copies;
+ * a refused registration leaves pageable copies, never an error. */
+START_TEST(test_cuda_stage_registered)
+{
+    mock_cuda_reset();
+    test_file_t f;
+    test_file_make(&f, (size_t)1 << 20, 29);
+    guild_err_t err = {{0}};
+    cuda_stage_t *st = NULL;
+    /* two allocations' worth: one range, and two that share a page (merged) */
+    const cuda_stage_range_t r[] = {{f.map + 600000, 300000, NULL}, {f.map + 5000, 100000, NULL},
+                                    {f.map + 105000, 50000, NULL}};
+    ck_assert_msg(cuda_stage_new_registered(&st, r, 3, &err) == 0, "%s", err.msg);
+    mock_cuda_stats_t ms;
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.registered, 2);
+    ck_assert_uint_eq(mock_cuda_last_register_flags(), cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    ck_assert_uint_ge(cuda_stage_registered_bytes(st), 450000);
+    ck_assert_uint_eq(cuda_stage_registered_bytes(st) % 4096, 0);
+    cuda_stage_piece_t p[4] = {{f.map + 600000, 300000, 0},
+                               {f.map + 5000, 150000, 300000},
+                               {f.map + 700000, 1000, 450000},
+                               {f.map + 400000, 2000, 451000}}; /* the last outside every range */
+    uint8_t *d = calloc(1, 453000);
+    ck_assert_msg(cuda_stage_copy(st, (char *)d, p, 4, NULL, &err) == 0, "%s", err.msg);
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.copies, 4);
+    ck_assert_uint_eq(ms.pinned_copies, 3);
+    ck_assert_uint_gt(ms.pending, 0); /* asynchronous */
+    cudaStreamSynchronize(NULL);
+    expect_copied(&f, p, 4, d);
+    cuda_stage_destroy(&st);
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.registered, 0);
+    ck_assert_uint_eq(ms.pending, 0);
+
+    mock_cuda_reset();
+    mock_cuda_fail_register(1);
+    ck_assert_int_eq(cuda_stage_new_registered(&st, r, 3, &err), 0);
+    mock_cuda_fail_register(0);
+    ck_assert_uint_eq(cuda_stage_registered_bytes(st), 0);
+    memset(d, 0, 453000);
+    ck_assert_msg(cuda_stage_copy(st, (char *)d, p, 4, NULL, &err) == 0, "%s", err.msg);
+    cudaStreamSynchronize(NULL);
+    expect_copied(&f, p, 4, d);
+    mock_cuda_stats(&ms);
+    ck_assert_uint_eq(ms.pinned_copies, 0);
+    cuda_stage_destroy(&st);
+    free(d);
+    test_file_free(&f);
+}
+END_TEST
+
 static Suite *stager_suite(void)
 {
     Suite *s = suite_create("stager");
@@ -1170,6 +1224,7 @@ static Suite *stager_suite(void)
     tcase_add_test(tc, test_cuda_stage_ring);
     tcase_add_test(tc, test_cuda_stage_errors);
     tcase_add_test(tc, test_cuda_stage_pinned);
+    tcase_add_test(tc, test_cuda_stage_registered);
     suite_add_tcase(s, tc);
     return s;
 }

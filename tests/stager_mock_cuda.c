@@ -117,6 +117,12 @@ cudaError_t cudaDeviceSynchronize(void)
     return cudaSuccess;
 }
 
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetLastError(void)
 {
     return cudaSuccess;

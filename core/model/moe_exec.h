@@ -64,7 +64,11 @@ typedef struct moe_exec_stats {
      * split), the bytes copied for them, and the split of those batches (gpu-worker/dense/expert_split.h) */
     uint64_t streamed, streamed_bytes;
     uint64_t split_gpu_experts, split_cpu_experts; /* experts with pairs computed on each side */
-    uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side */
+    uint64_t split_gpu_pairs, split_cpu_pairs;     /* (token, slot) pairs computed on each side (expected, as
+                                                      planned before the routing) */
+    /* "gpu": forward passes that streamed experts, and in them (device time) their span, the copy engine busy
+     * with their copies, the dense side waiting for copies and for the CPU side (busy the rest of the span) */
+    uint64_t stream_passes, stream_span_ns, copy_busy_ns, copy_wait_ns, cpu_wait_ns;
 } moe_exec_stats_t;
 
 typedef struct moe_exec_ops {
@@ -87,6 +91,11 @@ typedef struct moe_exec_ops {
     int (*sync)(moe_exec_t *e, void *done, guild_err_t *err); /* waits for the event `done` (a cudaEvent_t) */
     int (*result)(moe_exec_t *e, guild_err_t *err); /* after sync: -1 with the reason when an exchange of the step
                                                        failed (its results are garbage then) */
+    /* collect for the pairs p with ids[p] >= 0 only (ids: device memory, the batch's or a mask of it): their
+     * rows written into y (device [n_tokens][n_used][n_embd], the others untouched), read where the executor
+     * left them (the arena's slot, pinned host memory) rather than all copied across: a split layer's few CPU
+     * rows. */
+    int (*collect_rows)(moe_exec_t *e, float *y, const int32_t *ids, void *queue, guild_err_t *err);
 } moe_exec_ops_t;
 
 struct moe_exec {

@@ -93,6 +93,12 @@ static const moe_exec_ops_t local_ops = {
     .stats = local_stats,
 };
 
+const expert_shard_t *moe_local_shard(const moe_exec_t *e)
+{
+    GUILD_ASSERT(e->ops == &local_ops);
+    return ((const moe_local_t *)e)->shard;
+}
+
 int moe_local_new(moe_exec_t **out, const model_t *model, guild_pool_t *pool, guild_err_t *err)
 {
     return moe_local_new_tuned(out, model, pool, NULL, false, EXPERT_LAYOUT_PLAIN, err);

@@ -32,4 +32,7 @@ int moe_local_count_routing(moe_exec_t *e, guild_err_t *err);
 /* Slots routed to `expert` in `layer` since counting started (0 when it never did). */
 int64_t moe_local_routed(const moe_exec_t *e, int32_t layer, int32_t expert);
 
+/* The experts e (a moe_local executor) computes from: their memory, for a GPU that streams the same bytes. */
+const expert_shard_t *moe_local_shard(const moe_exec_t *e);
+
 #endif

@@ -78,6 +78,9 @@ typedef struct backend_stats {
     /* with backend_options_t.count_routing (or resident experts of a plan): the routed (token, slot) pairs, and
      * those served by resident experts (the GPU's hit rate is their ratio) */
     uint64_t routed_pairs, resident_pairs;
+    /* forward passes that streamed experts: their device time, the copy engine busy, the device waiting for
+     * copies and for the CPU side (the device is busy the rest of the span) */
+    uint64_t stream_passes, stream_span_ns, copy_busy_ns, copy_wait_ns, cpu_wait_ns;
 } backend_stats_t;
 
 typedef struct backend_ops {

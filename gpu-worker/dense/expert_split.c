@@ -53,7 +53,8 @@ static double gpu_time(const expert_split_model_t *m, uint64_t bytes, int64_t pa
     if (pairs == 0)
         return 0.0;
     const double copy = bytes == 0 ? 0.0 : m->copy_bpns > 0 ? (double)bytes / m->copy_bpns : INFINITY;
-    return copy + m->gpu_ns_per_pair * (double)pairs;
+    const double run = m->gpu_ns_per_pair * (double)pairs;
+    return m->pipelined ? (copy > run ? copy : run) : copy + run;
 }
 
 static double cpu_time(const expert_split_model_t *m, int64_t pairs)

@@ -5,6 +5,10 @@
  * finishes, so the plan minimises max(t_gpu, t_cpu), predicted from
  *     t_gpu = (bytes copied) / copy_bpns + gpu_ns_per_pair * (GPU pairs)        (0 with no GPU pair)
  *     t_cpu = cpu_a_ns + cpu_b_ns * (CPU pairs)                                   (0 with no CPU pair)
+ * or, for layers whose copies run ahead of the products (pipelined: the next layers' experts copy while this
+ * one computes, so in the steady state a layer costs the slower of its copies and its products),
+ *     t_gpu = max((bytes copied) / copy_bpns, gpu_ns_per_pair * (GPU pairs)).
+ * Before the routing is known, `count` may be the pairs expected per expert (a profile, or the fair share).
  * An expert goes wholly to one side (its pairs are never split: it would cost its copy and the CPU's pass over
  * its weights both). The GPU takes a prefix of the experts ordered by pairs per byte to copy, descending (the
  * most tokens first when every expert costs the same bytes; an expert already on the device costs none),
@@ -14,6 +18,7 @@
 #ifndef GUILD_GPU_WORKER_EXPERT_SPLIT_H
 #define GUILD_GPU_WORKER_EXPERT_SPLIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/util/err.h"
@@ -24,6 +29,7 @@ typedef struct expert_split_model {
     double cpu_a_ns, cpu_b_ns; /* the CPU side's time for an exchange of p > 0 pairs: a + b * p ns (measured) */
     double force_gpu_fraction; /* tests only; < 0: plan by the times. Else the GPU takes the shortest prefix of
                                   the order holding at least this fraction of the pairs (0: none, 1: all) */
+    bool pipelined;            /* t_gpu the slower of copies and products, not their sum */
 } expert_split_model_t;
 
 typedef struct expert_split_result {

@@ -719,11 +719,11 @@ static uint64_t streaming_budget(const rig_t *r, uint32_t kv_elem, uint64_t *lay
     return budget;
 }
 
-/* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt goes to the
- * CPU side (nothing measured yet: no batch planned); once measured, every layer's batch is planned (split
- * between the CPU side and the device by the measured times: how is the machine's business). With the split
- * forced all-device, the prompt streams every layer's experts and computes them on the device: the logits of a
- * backend holding every layer resident, bit for bit. */
+/* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt measures the
+ * CPU side: its first layer goes there whole, the other two stream to the device whole; from then on every
+ * layer's batch is planned (split between the CPU side and the device by the measured times: how is the
+ * machine's business). With the split forced all-device, the prompt streams every layer's experts and computes
+ * them on the device: the logits of a backend holding every layer resident, bit for bit. */
 START_TEST(test_streaming)
 {
     tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 41 + (uint64_t)_i);
@@ -748,12 +748,16 @@ START_TEST(test_streaming)
     forward(st, N_PROMPT, toks, 1, &last, a);
     ck_assert_int_eq(backend_stats(st, &bs), 0);
     ck_assert_int_eq(bs.gpu_expert_layers, 0);
-    ck_assert_int_eq(bs.streamed_layers, 0); /* nothing measured on the CPU side yet */
-    ck_assert_int_eq(bs.split_gpu_pairs + bs.split_cpu_pairs, 0);
+    ck_assert_int_eq(bs.streamed_layers, 2); /* the first layer measures the CPU side */
+    ck_assert_int_eq(bs.split_gpu_pairs, (uint64_t)(2 * N_PROMPT * K));
+    ck_assert_int_eq(bs.split_cpu_pairs, 0);
+    ck_assert_int_eq(bs.stream_passes, 1);
+    ck_assert_int_gt(bs.stream_span_ns, 0);
+    ck_assert_int_gt(bs.copy_busy_ns, 0);
     backend_kv_clear(st);
     forward(st, N_PROMPT, toks, 1, &last, a);
     ck_assert_int_eq(backend_stats(st, &bs), 0);
-    ck_assert_msg(bs.split_gpu_pairs + bs.split_cpu_pairs == (uint64_t)(3 * N_PROMPT * K),
+    ck_assert_msg(bs.split_gpu_pairs + bs.split_cpu_pairs == (uint64_t)(5 * N_PROMPT * K),
                   "%llu + %llu pairs planned", (unsigned long long)bs.split_gpu_pairs,
                   (unsigned long long)bs.split_cpu_pairs);
     printf("%-10s streaming, planned: %llu layer batches on the device; GPU %llu experts / %llu pairs, CPU %llu / "
@@ -792,10 +796,10 @@ static void bridge_run(moe_exec_t *m, int32_t layer, int32_t n, const float *dx,
     ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
 }
 
-/* The split at the bridge ("gpu" over "local", two streamed layers): for device fractions 0 .. 1 (in an order
- * that copies some experts, then more into the same buffer, then the rest with the next layer's prefetch),
- * y[t][k] is bit for bit the resident device bridge's for the pairs the plan gives the device and the host
- * executor's for the others; the counters add up. */
+/* The split at the bridge ("gpu" over "local", two streamed layers, staging slots of whole layers and of a
+ * few experts): for device fractions 0 .. 1, planned before the routing on the fair share of each expert (the
+ * device takes the lowest ids), y[t][k] is bit for bit the resident device bridge's for the pairs of the
+ * device's experts and the host executor's for the others; the counters add up. */
 START_TEST(test_split_bridge)
 {
     tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 61 + (uint64_t)_i);
@@ -818,12 +822,15 @@ START_TEST(test_split_bridge)
     }
     guild_err_t err = {{0}};
     moe_exec_t *res = NULL, *fb = NULL, *g = NULL;
-    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, false, NULL, NULL, NULL, &err) == 0, "%s",
+    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, 0, NULL, NULL, NULL, &err) == 0, "%s",
                   err.msg);
     for (int32_t il = 0; il < NL; il++)
         gl[il].resident = false;
+    /* _i = 0: two slots of a whole layer; 1: slots of 3 experts (each layer in several chunks) */
+    const size_t per = (2 * gl[0].gate_mat + gl[0].down_mat + 63) / 64 * 64;
+    const size_t staging = _i ? 3 * 2 * 3 * per + 4096 : 2 * ((size_t)NE * per + 4096);
     ck_assert_msg(cuda_moe_host_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
-    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, true, NULL, fb, NULL, &err) == 0, "%s",
+    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, staging, NULL, fb, NULL, &err) == 0, "%s",
                   err.msg);
 
     /* inputs: K distinct experts a token, a few hot ones */
@@ -868,15 +875,14 @@ START_TEST(test_split_bridge)
         memcpy(ycpu[il], yh, ybytes);
         bridge_run(res, il, T, dx, dids, ybytes, ydev[il], st);
     }
-    /* the plan the bridge makes: every expert costs the same bytes (the staged ones, 0, are always the hottest
-     * by then: the same prefix) */
+    /* the plan the bridge makes before the routing: the fair share of pairs for every expert, the same bytes */
     int32_t count[64] = {0};
     uint64_t eb[64];
     uint8_t on_gpu[64];
-    for (int32_t p = 0; p < P; p++)
-        count[ids[p]]++;
-    for (int32_t e = 0; e < NE; e++)
+    for (int32_t e = 0; e < NE; e++) {
+        count[e] = 1;
         eb[e] = 1;
+    }
     expert_split_t *sp = NULL;
     ck_assert_int_eq(expert_split_new(&sp, NE, &err), 0);
     static const double fracs[] = {0.3, 0.6, 0.0, 0.8, 1.0};
@@ -894,11 +900,10 @@ START_TEST(test_split_bridge)
             bridge_run(g, il, T, dx, dids, ybytes, got, st);
             moe_exec_stats(g, &s1);
             moe_exec_stats(fb, &f1);
-            ck_assert_int_eq(s1.split_gpu_pairs - s0.split_gpu_pairs, pr.gpu_pairs);
-            ck_assert_int_eq(s1.split_cpu_pairs - s0.split_cpu_pairs, pr.cpu_pairs);
             ck_assert_int_eq(s1.split_gpu_experts - s0.split_gpu_experts, pr.gpu_experts);
-            ck_assert_int_eq(s1.streamed - s0.streamed, pr.gpu_pairs > 0);
-            ck_assert_int_eq(f1.exchanges - f0.exchanges, pr.cpu_pairs > 0);
+            ck_assert_int_eq(s1.split_cpu_experts - s0.split_cpu_experts, pr.cpu_experts);
+            ck_assert_int_eq(s1.streamed - s0.streamed, pr.gpu_experts > 0);
+            ck_assert_int_eq(f1.exchanges - f0.exchanges, pr.cpu_experts > 0);
             for (int32_t p = 0; p < P; p++) {
                 const float *want = (on_gpu[ids[p]] ? ydev[il] : ycpu[il]) + (size_t)p * E;
                 ck_assert_msg(!memcmp(got + (size_t)p * E, want, row), "fraction %.1f layer %d pair %d (expert %d, "

@@ -29,6 +29,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 

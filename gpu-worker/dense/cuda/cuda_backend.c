@@ -15,6 +15,7 @@
  */
 #include "gpu-worker/dense/cuda/cuda_backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,10 +164,61 @@ static int setup_cpu_experts(cuda_backend_t *b, const backend_options_t *opt, mo
     return 0;
 }
 
-/* The staging ring's path for streamed experts when the plan streams and the settings ask for a stager
- * (cuda_config_t.stager), or page-locked copies of the streamed layers' experts (gl: the bridge's layers)
- * for CUDA_STAGER_PIN; b->stage stays NULL otherwise (the bridge's own pageable copies). The stager reads
- * the pieces from the model file's whole mapping, so the bridge's host pointers must lie in it. */
+static int range_by_address(const void *a, const void *b)
+{
+    const uintptr_t x = (uintptr_t)((const cuda_stage_range_t *)a)->host, y = (uintptr_t)((const cuda_stage_range_t *)b)->host;
+    return x < y ? -1 : x > y;
+}
+
+/* The memory the streamed experts are copied from: each non-resident expert's three matrices (its source), sorted
+ * and merged where they touch or nearly (gaps of a page at most); *out (free it). -1 on out of memory. */
+static int source_ranges(const cuda_backend_t *b, const cuda_moe_gpu_layer_t *gl, cuda_stage_range_t **out,
+                         int32_t *n_out, guild_err_t *err)
+{
+    const int32_t E = b->cfg->n_expert;
+    size_t cap = 3 * (size_t)b->cfg->n_layer * (size_t)E + 1, n = 0;
+    cuda_stage_range_t *r = calloc(cap, sizeof *r);
+    if (!r)
+        return guild_err_set(err, "cuda backend: out of memory");
+    for (int32_t il = 0; il < b->cfg->n_layer; il++) {
+        const cuda_moe_gpu_layer_t *L = &gl[il];
+        if (!L->gate)
+            continue;
+        for (int32_t e = 0; e < E; e++) {
+            if (L->resident_experts ? L->resident_experts[e] : L->resident)
+                continue;
+            if (L->src) {
+                const expert_host_mats_t *x = &L->src[e];
+                r[n++] = (cuda_stage_range_t){x->gate, L->gate_mat * (x->gate_row / L->gate_row), NULL};
+                r[n++] = (cuda_stage_range_t){x->up, L->gate_mat, NULL};
+                r[n++] = (cuda_stage_range_t){x->down, L->down_mat, NULL};
+            } else {
+                r[n++] = (cuda_stage_range_t){(const char *)L->gate + (size_t)e * L->gate_mat, L->gate_mat, NULL};
+                r[n++] = (cuda_stage_range_t){(const char *)L->up + (size_t)e * L->gate_mat, L->gate_mat, NULL};
+                r[n++] = (cuda_stage_range_t){(const char *)L->down + (size_t)e * L->down_mat, L->down_mat, NULL};
+            }
+        }
+    }
+    qsort(r, n, sizeof *r, range_by_address);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *h = r[i].host, *end = h + r[i].bytes;
+        if (k && h <= (const char *)r[k - 1].host + r[k - 1].bytes + 4096) {
+            if (end > (const char *)r[k - 1].host + r[k - 1].bytes)
+                r[k - 1].bytes = (size_t)(end - (const char *)r[k - 1].host);
+        } else {
+            r[k++] = r[i];
+        }
+    }
+    *out = r;
+    *n_out = (int32_t)k;
+    return 0;
+}
+
+/* The copies' path for streamed experts when the plan streams: the stager's ring (THREAD, PROCESS: the bridge's
+ * host pointers must lie in the model mapping the stager serves), page-locked copies of the streamed experts'
+ * sources (PIN), or those sources registered in place (SHARED); b->stage stays NULL for NONE (the bridge's own
+ * pageable copies). */
 static int setup_stage(cuda_backend_t *b, const model_t *m, const cuda_config_t *cc, const gpu_plan_t *plan,
                        const cuda_moe_gpu_layer_t *gl, guild_err_t *err)
 {
@@ -179,21 +231,13 @@ static int setup_stage(cuda_backend_t *b, const model_t *m, const cuda_config_t 
         return guild_err_set(err, "cuda backend: the model has no tensors to stage");
     b->map_base = (const char *)t->data - t->offset;
     b->map_bytes = (size_t)gguf_file_size(g);
-    if (cc->stager == CUDA_STAGER_PIN) {
-        /* the experts of the layers the plan streams: each layer's three tensors */
-        cuda_stage_range_t *r = calloc(3 * (size_t)b->cfg->n_layer + 1, sizeof *r);
-        if (!r)
-            return guild_err_set(err, "cuda backend: out of memory");
+    if (cc->stager == CUDA_STAGER_PIN || cc->stager == CUDA_STAGER_SHARED) {
+        cuda_stage_range_t *r = NULL;
         int32_t n = 0;
-        for (int32_t il = 0; il < b->cfg->n_layer; il++) {
-            const cuda_moe_gpu_layer_t *L = &gl[il];
-            if (!L->gate || L->resident)
-                continue;
-            r[n++] = (cuda_stage_range_t){L->gate, L->gate_mat * (size_t)b->cfg->n_expert, NULL};
-            r[n++] = (cuda_stage_range_t){L->up, L->gate_mat * (size_t)b->cfg->n_expert, NULL};
-            r[n++] = (cuda_stage_range_t){L->down, L->down_mat * (size_t)b->cfg->n_expert, NULL};
-        }
-        const int rc = cuda_stage_new_pinned(&b->stage, r, n, err);
+        if (source_ranges(b, gl, &r, &n, err) < 0)
+            return -1;
+        const int rc = cc->stager == CUDA_STAGER_PIN ? cuda_stage_new_pinned(&b->stage, r, n, err)
+                                                      : cuda_stage_new_registered(&b->stage, r, n, err);
         free(r);
         return rc;
     }
@@ -286,6 +330,17 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
             .down_b = L->down_exps_b.data,
         };
         resident += plan->resident[il];
+        /* the CPU side's own copies as the sources when it holds every expert that is not resident; a stager's
+         * ring serves the model file, so its copies come from the mapping */
+        const bool ring = cc->stager == CUDA_STAGER_THREAD || cc->stager == CUDA_STAGER_PROCESS;
+        if (cc->expert_host && !ring && cc->expert_host->n_layer == c->n_layer &&
+            cc->expert_host->n_expert == c->n_expert) {
+            const expert_host_mats_t *src = cc->expert_host->mats + (size_t)il * (size_t)c->n_expert;
+            bool all = true;
+            for (int32_t e = 0; e < c->n_expert && !plan->resident[il]; e++)
+                all = all && src[e].gate;
+            gl[il].src = all ? src : NULL;
+        }
     }
     /* the coordinator gave these layers' experts to no CPU worker: its plan and this one must agree */
     for (size_t i = 0; i < cc->n_resident_layers; i++) {
@@ -307,7 +362,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
         rc = setup_stage(b, m, cc, plan, gl, err);
     if (rc == 0 && (resident > 0 || plan->staging))
         rc = cuda_moe_gpu_new(&b->moe_gpu, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
-                              c->n_expert_used, plan->staging > 0, b->stage, cpu, &b->bytes_experts, err);
+                              c->n_expert_used, (size_t)plan->staging, b->stage, cpu, &b->bytes_experts, err);
     b->moe = b->moe_gpu ? b->moe_gpu : cpu;
     b->gpu_expert_layers = rc == 0 ? resident : 0;
     free(gl);
@@ -673,6 +728,11 @@ static void cuda_stats(const backend_t *base, backend_stats_t *out)
         cuda_stage_stats(b->stage, &bytes, &wait);
     out->staged_bytes = b->staged_bytes0 + bytes;
     out->stage_wait_ns = b->stage_wait_ns0 + wait;
+    out->stream_passes = ms.stream_passes;
+    out->stream_span_ns = ms.stream_span_ns;
+    out->copy_busy_ns = ms.copy_busy_ns;
+    out->copy_wait_ns = ms.copy_wait_ns;
+    out->cpu_wait_ns = ms.cpu_wait_ns;
     const size_t LN = (size_t)b->cfg->n_layer * (size_t)b->cfg->n_expert;
     uint64_t *counts = b->route_counts ? malloc((LN ? LN : 1) * sizeof *counts) : NULL;
     if (counts && cuda_routing(base, counts) == 0)

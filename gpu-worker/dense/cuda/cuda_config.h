@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct expert_host;
+
 /* How the backend copies the experts it streams to the device (only when its memory plan streams). */
 typedef enum cuda_stager {
     CUDA_STAGER_NONE = 0, /* pageable copies from the model mapping */
@@ -21,9 +23,12 @@ typedef enum cuda_stager {
     CUDA_STAGER_PIN,      /* the streamed layers' experts copied once into page-locked memory at load: the
                              device copies them by DMA, at the bus's speed and with no CPU copy per batch, for
                              the price of RAM for them while the backend lives */
+    CUDA_STAGER_SHARED,   /* the memory the CPU side computes the streamed experts from (expert_host: its own
+                             copies; else the model mapping) registered for the device in place: DMA at the
+                             bus's speed, no second copy in RAM */
 } cuda_stager_t;
 
-#define CUDA_STAGER_LAST CUDA_STAGER_PIN
+#define CUDA_STAGER_LAST CUDA_STAGER_SHARED
 
 typedef struct cuda_config {
     /* Settings (guild run's --gpu-mem, --gpu-experts, --no-cuda-graph, --stager, --stager-threads). */
@@ -34,6 +39,11 @@ typedef struct cuda_config {
     cuda_stager_t stager;      /* the streamed experts' copies */
     int32_t stage_threads;     /* THREAD: copy threads (0: half the online CPUs, at most 256) */
     const char *stage_ring;    /* PROCESS: the ring's arena name (ipc/stage_ring.h); borrowed during creation */
+    const struct expert_host *expert_host; /* wiring, not a setting: where the CPU side's copies of the experts
+                                  are in this process (gpu-worker/dense/expert_host.h; the GPU worker builds it from
+                                  the CPU workers' expert stores, a single process from its executor; read during
+                                  creation, the memory must outlive the backend); NULL: the model mapping. Streamed
+                                  experts are copied from there (NONE, PIN, SHARED) */
     /* The multi-process plan (coordinator/placement.h): layers whose routed experts no other process holds;
      * creation fails unless the backend keeps each of them resident and computes it itself. Borrowed during
      * creation; NULL/0: none. */

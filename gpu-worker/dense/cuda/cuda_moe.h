@@ -34,6 +34,7 @@
 #include "core/quant/types.h"
 #include "core/util/err.h"
 #include "gpu-worker/dense/moe_xchg.h"
+#include "gpu-worker/dense/expert_host.h"
 
 /* The step hooks of moe_exec_ops_t, with their defaults when absent: not capturable (the executor waits on the
  * host), nothing to do around a step, a plain event wait, no failure. */
@@ -58,11 +59,16 @@ int cuda_moe_xchg_new(moe_exec_t **out, struct guild_exchange *x, const moe_xchg
 
 /* A layer's experts for the "gpu" executor. */
 typedef struct cuda_moe_gpu_layer {
-    const void *gate, *up, *down;           /* host bytes of the 3-D tensors; gate NULL: never on the device
-                                               (types the kernels do not take) */
+    const void *gate, *up, *down;           /* the model mapping's 3-D tensors (plain rows); gate NULL: never on
+                                               the device (types the kernels do not take) */
     guild_type_t gate_type, down_type;      /* up has gate_type */
     size_t gate_row, gate_mat, down_row, down_mat; /* bytes of a row and of one expert's matrix */
-    bool resident;                          /* uploaded once and computed on the device */
+    bool resident;                          /* every expert uploaded once and computed on the device */
+    const uint8_t *resident_experts;        /* [n_expert] or NULL: the experts uploaded (the hottest, with a
+                                               routing profile); overrides `resident` when not NULL */
+    const expert_host_mats_t *src;          /* [n_expert] or NULL: where streaming copies each expert from (the
+                                               CPU side's own copies, gpu-worker/dense/expert_host.h); NULL: from
+                                               the tensors above */
     /* gpt-oss (FFN option clamped swiglu): h = swiglu_oai(gate x + gate_b, up x + up_b), y = down h + down_b;
      * the biases (host, [n_expert][n_ff], [n_expert][n_embd] f32) stay on the device for resident and streamed
      * layers alike. oai false: h = silu(gate x) * up x, no biases. */
@@ -71,27 +77,31 @@ typedef struct cuda_moe_gpu_layer {
     const float *gate_b, *up_b, *down_b;
 } cuda_moe_gpu_layer_t;
 
-/* The "gpu" executor: resident layers computed on the device, the others through `fallback` (a device executor,
- * borrowed: must outlive it; may be NULL when every layer is resident). With `stream`, a host-side (uncaptured)
- * batch of the other layers is split per expert between the CPU side and the device
- * (gpu-worker/dense/expert_split.h): the device copies only its experts' weights over PCIe into a staging buffer
- * and computes them while the CPU side computes the rest (its batch submitted first, with the device's pairs as
- * skip slots), and collect merges both; predicted from the copy bandwidth measured at creation and the CPU side's
- * time per exchange measured as it runs (a + b * pairs, from the fallback's counters; everything stays on the CPU
- * side before an exchange of more than one token was measured there). All-CPU and all-device are the split's
- * ends; after an all-device batch the next streamed layer's whole copy overlaps this layer's products
- * (double-buffered). max_tokens tokens per submit. Device bytes it took are added to *bytes. The copies go through
- * `stage` (gpu-worker/dense/cuda/cuda_stage.h, borrowed: a stager's pinned ring; NULL: pageable copies from the
- * weights' host memory). -1 with a message naming the layer for a type the kernels do not handle or when device
- * memory is short. */
+/* The "gpu" executor: resident experts computed on the device, the others through `fallback` (a device executor,
+ * borrowed: must outlive it; may be NULL when every expert is resident), or streamed. A layer's experts are
+ * ranked: the resident ones first, then those a forward pass streams; each device part (the resident experts,
+ * each staged chunk) computes its ranks with part-local ids, the CPU side's batch carries its own experts' pairs
+ * only (the others as skip slots), and collect merges (a layer with no expert on the CPU side has none).
+ *
+ * With staging bytes (> 0), the first host-side (uncaptured) batch of more than a few tokens of a forward pass
+ * plans the pass: for each layer with experts the CPU side holds, which of them the device computes, from the
+ * pairs expected per expert (the fair share before the routing is known) and the measured costs
+ * (gpu-worker/dense/expert_split.h, pipelined: copy bandwidth, device products per pair, the CPU side's a + b *
+ * pairs), and queues their copies through the staging slots (cuda_expert_stream.h: the slots are the staging
+ * bytes cut into whole layers where two fit, else into slices). The copies run ahead of the products; the CPU
+ * side and the device then compute at once. Before the CPU side's time per pair is known the pass's first
+ * streamable layer goes to it whole (measured), the others to the device. max_tokens tokens per submit. Device
+ * bytes it took are added to *bytes. The copies go through `stage` (gpu-worker/dense/cuda/cuda_stage.h,
+ * borrowed; NULL: pageable copies). -1 with a message naming the layer for a type the kernels do not handle
+ * or when device memory is short. */
 struct cuda_stage;
 int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
-                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, size_t staging,
                      struct cuda_stage *stage, moe_exec_t *fallback, size_t *bytes, guild_err_t *err);
 
-/* Tests only: m ("gpu") splits every host-side batch of a streamed layer with the device taking the hottest
- * experts holding at least gpu_fraction of its pairs (0: all on the CPU side, 1: all on the device), whatever
- * the measured times; < 0: plan by the times again. */
+/* Tests only: m ("gpu") plans every pass that streams with the device taking, in each streamed layer, the first
+ * experts (by expected pairs, then id) holding at least gpu_fraction of its expected pairs (0: all on the CPU
+ * side, 1: all on the device), whatever the measured times; < 0: plan by the times again. */
 void cuda_moe_gpu_force_split(moe_exec_t *m, double gpu_fraction);
 
 /* m ("gpu", created with a stage) copies through `stage` (borrowed, not NULL) from now on: the backend's

@@ -1,278 +1,135 @@
-/* The "gpu" device executor: the routed experts of the layers it holds live in device memory and run there, the
- * others go through a fallback executor (CPU workers or in-process), or are split per expert between that one
- * and the device (gpu-worker/dense/expert_split.h): the device's experts are streamed into one of two staging buffers
- * and run here while the CPU side computes the others (the stager's job, done in the GPU worker; after an
- * all-device batch the next layer's copy, on a copy stream, overlaps this layer's products). See cuda_moe.h.
+/* The "gpu" device executor: the routed experts resident in device memory run there, the others go through a
+ * fallback executor (CPU workers or in-process) or, in forward passes large enough to pay for PCIe, are streamed
+ * to the device through staging slots (cuda_expert_stream.h) and run there while the CPU side computes the
+ * rest. See cuda_moe.h.
  *
- * A split batch: the ids come to the host (the plan needs the routing); the CPU side's exchange is submitted
- * first with the device's pairs as skip slots (ids < 0, moe_exec.h), then the copies of the device's experts
- * (each to its own place in the staging buffer: the kernels index experts as in resident memory) and the
- * device's products with the complementary ids, writing their rows of y; collect copies the CPU side's rows
- * into y (cuda_expert_merge). Every row comes from one side, the bits that side gives for the pair alone.
- * The device part's copies (end to end) and products (events) are timed, and the plans use those costs
- * (gpu-worker/dense/expert_cost.h) once measured: timing moves pairs between the sides, never changes a pair's bits.
+ * A layer's experts are ranked for the pass: resident experts 0 .. n_res - 1 (in id order), then the streamed
+ * ones, in id order; the CPU side's have no rank. The rank table travels with each kernel launch
+ * (cuda_expert_ids_map), so nothing here waits for the routing on the host: a pass's copies, products and
+ * exchanges are all enqueued ahead, and a decode step stays one CUDA graph. Each device part (the resident
+ * experts, each staged chunk) maps the batch's ids to its local ids (other pairs skipped), groups its pairs by
+ * expert and computes them:
+ *   x quantized to the gate's dot type (once a layer); h[p] = silu(gate_e x_t) * up_e x_t for every pair p =
+ *   (t, k) of the part in one kernel; h quantized to the down matrix's dot type; y[p] = down_e h[p].
+ * y is [n][n_used][n_embd] in pair order: what collect returns, the CPU side's rows merged in. Every row comes
+ * from one side, the bits that side gives for the pair alone (cuda_matmul's arithmetic here, so y differs from
+ * the CPU workers' only through expf in SiLU). Which side computes which expert moves with the measured costs,
+ * never a pair's bits.
  *
- * Per resident layer and step: x quantized to the gate's dot type; pairs grouped by expert
- * (cuda_expert_route); h[p] = silu(gate_e x_t) * up_e x_t for every pair p = (t, k) in one kernel; h quantized to
- * the down matrix's dot type; y[p] = down_e h[p]. y is [n][n_used][n_embd] in pair order: what collect returns.
- * gpt-oss's layers (oai) take the gate and up products apart, add the experts' biases and apply swiglu_oai
- * (cuda_expert_swiglu_oai), and add the down bias to y (cuda_expert_add_bias).
- * Each product is cuda_matmul's arithmetic, so y differs from the CPU workers' only through expf in SiLU. */
+ * Costs: the copy rate from the chunks' copy events, the device's products per pair from each streamed layer's
+ * events, the CPU side's a + b * pairs from whole exchanges (a: one-token ones) and from the split layers'
+ * exchanges that the device waited for (their time from the exchange's post to its results). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/quant/quant.h"
 #include "core/util/log.h"
+#include "gpu-worker/dense/cuda/cuda_expert_stream.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 #include "gpu-worker/dense/cuda/cuda_stage.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/expert_cost.h"
 #include "gpu-worker/dense/expert_split.h"
-#include "ipc/doorbell.h" /* guild_now_ns */
 
 #define ALIGN 256u
-#define TL_N 6 /* split timeline events */
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
 #define MMA_PAIRS_PER_EXPERT 4 /* from this many pairs per expert on average: the int8 tensor-core tiles */
+#define PAIR_UNITS 16 /* expected pairs per expert are planned in sixteenths (expert_split takes integers) */
+#define MAX_SLOTS 4
 
 typedef struct gpu_layer {
-    const char *gate, *up, *down; /* device; gate NULL: not resident */
-    const char *h_gate, *h_up, *h_down; /* host: what streaming copies; NULL: the kernels cannot take the types */
+    const char *gate, *up, *down; /* device: the resident experts, rank r's matrices at + r * gate_mat / down_mat */
+    int32_t n_res;                /* resident experts (n_expert: the whole layer, ranks = ids) */
+    bool computable;              /* the kernels take its types */
     guild_type_t gate_type, down_type;
-    size_t gate_row, gate_mat, down_row, down_mat;
-    size_t bytes;                 /* gate, up, down of every expert, each rounded to ALIGN: the staged layout */
-    bool oai;                     /* gpt-oss: biases and swiglu_oai (cuda_moe_gpu_layer_t) */
-    float alpha, limit;
-    const float *gate_b, *up_b, *down_b; /* device, in bias_mem (oai) */
+    size_t gate_row, gate_mat, down_row, down_mat; /* the file's */
+    cuda_rank_table_t base;       /* ranks of the resident experts, -1 elsewhere */
+    cuda_rank_table_t pass;       /* this pass's: the resident ones, then the streamed ones */
+    int32_t n_streamed;           /* experts streamed this pass */
+    int32_t n_cpu;                /* experts this pass leaves to the CPU side */
+    /* this pass's timing of the layer (a streamed pass): CPU part posted, products started / done, collected */
+    cudaEvent_t ev[4];
+    bool timed, cpu_timed;
+    double exp_gpu_pairs, exp_cpu_pairs; /* expected */
 } gpu_layer_t;
+
+enum { EV_POSTED, EV_RUN0, EV_RUN1, EV_COLLECTED };
 
 typedef struct moe_gpu {
     moe_exec_t base;
-    moe_exec_t *fallback;      /* borrowed; layers not resident */
+    moe_exec_t *fallback;      /* borrowed; experts not resident */
     gpu_layer_t *layers;       /* [n_layer] */
     int32_t n_layer, n_expert, max_tokens, n_embd, n_ff, n_used;
     void *mem;                 /* the resident expert weights */
     void *act_x;               /* [max_tokens] rows of ax_row bytes: x in the gate's dot type */
     size_t ax_row;
     float *h;                  /* [max_tokens * n_used][n_ff] */
-    float *u;                  /* [max_tokens * n_used][n_ff]: the up products of oai layers; NULL without */
-    void *bias_mem;            /* the oai layers' expert biases */
     void *act_h;               /* [max_tokens * n_used] rows of ah_row bytes: h in the down matrix's dot type */
     size_t ah_row;
     int32_t *order;            /* [max_tokens * n_used] */
     int32_t *tiles;            /* [max tiles][4], 16-byte aligned */
     int32_t *n_tiles;          /* device int */
+    int32_t *d_loc, *d_cpu;    /* [max_tokens * n_used]: a part's local ids; the CPU side's ids */
     float *y;                  /* [max_tokens][n_used][n_embd] */
-    bool on_device;            /* the exchange in flight is computed here (wholly, or its device part) */
-    bool split_cpu;            /* ... and it has a CPU part to collect and merge */
-    int32_t n_pairs;           /* pairs of the exchange in flight */
+    /* the exchange in flight */
+    int32_t layer, n;
+    bool dev, cpu;             /* computed (partly) here; has a CPU part to collect and merge */
 
-    /* streaming of the other layers (stream: set up) */
-    bool stream;
-    char *stage[2];            /* device, each the largest layer's bytes, laid out as the resident layers */
-    int32_t stage_layer[2];    /* the layer each holds (or is being filled with); -1: none */
-    uint8_t *staged[2];        /* [n_expert] each: the experts of stage_layer[b] copied (or being copied) there */
-    int next_stage;
-    int32_t last_streamed;     /* the layer whose staged experts the device used last (-1: none) */
-    uint64_t prefetched;       /* planned batches whose whole layer was copied before its routing was known */
-    cudaStream_t copy;
-    cudaEvent_t copied[2], consumed[2];
-    double pcie_bpns;          /* measured copy bandwidth, bytes per ns */
-    /* the CPU side's time per exchange, a + b * tokens ns, from its counters */
-    double cpu_a, cpu_b;
-    bool have_a, have_b;
-    moe_exec_stats_t fb_last;  /* the fallback's counters at the start of this step */
-    int32_t fb_pairs;          /* pairs of the exchanges delegated whole in this step (0: none) */
-    bool fb_split;             /* an exchange of this step was split: its wait is not the CPU side's time alone */
-    uint64_t streamed, streamed_bytes;
-    uint64_t split_gpu_experts, split_cpu_experts, split_gpu_pairs, split_cpu_pairs;
-    size_t stage_bytes;        /* the largest streamable layer's */
+    /* the pass (step_begin to step_end): planned at its first batch of more than FEW_TOKENS tokens */
+    bool pass_open, pass_planned, pass_stream;
+    int32_t last_layer;        /* submitted last in this pass (a lower one starts a new pass without step_begin) */
+    cudaEvent_t pass_ev[2];    /* a streamed pass's start and end on the compute stream */
+    bool pass_timed;
+    int32_t *ids_buf;          /* [n_expert] scratch */
+    int32_t *count;            /* [n_expert] expected pairs (PAIR_UNITS) of the plan */
+    uint64_t *ebytes;          /* [n_expert] */
+    uint8_t *on_gpu;           /* [n_expert] */
 
-    /* the split (stream: set up) */
+    /* streaming */
+    xs_t *xs;                  /* NULL: no streaming */
     expert_split_t *split;
-    double force_split;        /* tests: < 0 none, else the device's fraction of the pairs */
-    int32_t *h_ids;            /* pinned [3][max_tokens * n_used]: the batch's ids, the CPU side's, the device's */
-    int32_t *d_ids;            /* device [2][max_tokens * n_used]: the CPU side's ids, the device's */
-    cudaEvent_t ids_ready;     /* the batch's ids on the host */
-    int32_t *count;            /* [n_expert] pairs of each expert in the batch */
-    uint64_t *ebytes;          /* [n_expert] bytes to copy for each */
-    uint8_t *on_gpu;           /* [n_expert] the plan */
-    cuda_stage_piece_t *pieces; /* [3 * n_expert] */
-    cuda_stage_t *stager;      /* the copies' path: borrowed, or own_stager (pageable) */
-    cuda_stage_t *own_stager;
-
-    /* the device part's measured costs (stream: set up): one timing pair of each kind in flight at most, read
-     * without waiting before the next plan (or at the next step) and folded into the estimates the plan uses */
-    expert_cost_t gpu_cost;    /* ns per device pair of the products */
-    expert_cost_t copy_cost;   /* ns per byte of a planned batch's copies, end to end */
-    cudaEvent_t run_t[2];      /* timing: before, after the products (compute stream) */
-    cudaEvent_t copy_t[2];     /* timing: before, after the copies (copy stream) */
-    bool run_timed, copy_timed; /* the pair recorded, not read yet */
-    int64_t run_pairs;         /* the timed products' device pairs */
-    uint64_t copy_bytes, copy_host_ns; /* the timed copies' bytes; the host's time in cuda_stage_copy for them */
-    bool gpu_cost_logged, copy_cost_logged;
-
-    /* where a split batch's time goes (logged at the end): events on the compute stream at the ids on the
-     * host, the CPU side's exchange posted, the device's products started (its copies waited for) and done, the
-     * CPU side's rows collected, merged; summed over the batches whose events were all read */
-    cudaEvent_t tl[TL_N], tl_next; /* tl_next: the next batch's ids, swapped into tl[0] once read */
-    bool tl_on, tl_pending;    /* recording this batch's; a recorded batch not read yet */
-    double tl_sum[TL_N];       /* ms: [i] from event i-1 to i; [0] from the last batch's merge to these ids */
-    double tl_host_plan, tl_host_stage; /* ms on the host: ids to the exchange posted; in stage_load */
-    int64_t tl_count;
+    double force_split;        /* tests: < 0 none, else the device's fraction of the expected pairs */
+    double pcie_bpns;          /* probed copy bandwidth, bytes per ns */
+    expert_cost_t gpu_cost;    /* ns per device pair of a streamed layer's products */
+    expert_cost_t copy_cost;   /* ns per byte of the chunks' copies (copy engine time) */
+    double cpu_a, cpu_b;       /* the CPU side's time per exchange, a + b * pairs ns */
+    bool have_a, have_b, cost_logged;
+    moe_exec_stats_t fb_last;  /* the fallback's counters at the start of this step */
+    int32_t fb_pairs;          /* pairs of an exchange delegated whole in this step (0: none) */
+    bool fb_mixed;             /* an exchange of this step was split */
+    expert_host_mats_t *own_src; /* [n_layer * n_expert]: the file's tensors as sources, for layers without copies */
+    cuda_stage_t *own_stage;   /* pageable, when none was given */
+    uint64_t streamed, split_gpu_experts, split_cpu_experts, split_gpu_pairs, split_cpu_pairs;
+    uint64_t stream_passes, stream_span_ns, copy_wait_ns, cpu_wait_ns, copy_busy_ns;
 } moe_gpu_t;
 
-/* The experts `want` ([n_expert]; NULL: all) of layer `layer` in a staging buffer, each at its place in the
- * resident layout: the buffer already holding the layer gets the missing ones, else the other buffer (never
- * the one holding `keep`) is refilled after its last use. Copies go on the copy stream; copied[*buf] follows
- * them. timed: a planned batch's own copies, timed (copy_t) unless a timing is still unread. */
-static int stage_load(moe_gpu_t *m, int32_t layer, int32_t keep, const uint8_t *want, bool timed, int *buf,
-                      guild_err_t *err)
+static int ev_create(cudaEvent_t *e, guild_err_t *err)
 {
-    int b = -1;
-    for (int i = 0; i < 2; i++)
-        if (m->stage_layer[i] == layer)
-            b = i;
-    if (b < 0) {
-        b = keep >= 0 && m->stage_layer[0] == keep ? 1 : keep >= 0 && m->stage_layer[1] == keep ? 0 : m->next_stage;
-        m->next_stage = b ^ 1;
-        m->stage_layer[b] = -1;
-        memset(m->staged[b], 0, (size_t)m->n_expert);
-    }
-    *buf = b;
-    const gpu_layer_t *L = &m->layers[layer];
-    const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
-    /* runs of consecutive missing experts: one piece per matrix each */
-    int32_t np = 0;
-    size_t bytes = 0;
-    for (int32_t e = 0; e < m->n_expert;) {
-        if ((want && !want[e]) || m->staged[b][e]) {
-            e++;
-            continue;
-        }
-        int32_t e1 = e + 1;
-        while (e1 < m->n_expert && (!want || want[e1]) && !m->staged[b][e1])
-            e1++;
-        const size_t ne = (size_t)(e1 - e);
-        m->pieces[np++] = (cuda_stage_piece_t){L->h_gate + (size_t)e * L->gate_mat, ne * L->gate_mat,
-                                               (size_t)e * L->gate_mat};
-        m->pieces[np++] = (cuda_stage_piece_t){L->h_up + (size_t)e * L->gate_mat, ne * L->gate_mat,
-                                               gr + (size_t)e * L->gate_mat};
-        m->pieces[np++] = (cuda_stage_piece_t){L->h_down + (size_t)e * L->down_mat, ne * L->down_mat,
-                                               2 * gr + (size_t)e * L->down_mat};
-        bytes += ne * (2 * L->gate_mat + L->down_mat);
-        memset(m->staged[b] + e, 1, ne);
-        e = e1;
-    }
-    m->stage_layer[b] = layer;
-    if (np == 0)
-        return 0; /* all there: copied[b] already follows their copies */
-    timed = timed && !m->copy_timed;
-    uint64_t host_ns = 0;
-    if (cuda_check(cudaStreamWaitEvent(m->copy, m->consumed[b], 0), "stage wait", err) < 0 ||
-        (timed && cuda_check(cudaEventRecord(m->copy_t[0], m->copy), "timing event", err) < 0))
-        goto fail;
-    host_ns = guild_now_ns();
-    if (cuda_stage_copy(m->stager, m->stage[b], m->pieces, np, m->copy, err) < 0)
-        goto fail;
-    host_ns = guild_now_ns() - host_ns;
-    if (cuda_check(cudaEventRecord(m->copied[b], m->copy), "stage event", err) < 0 ||
-        (timed && cuda_check(cudaEventRecord(m->copy_t[1], m->copy), "timing event", err) < 0))
-        goto fail;
-    if (timed) {
-        m->copy_timed = true;
-        m->copy_bytes = bytes;
-        m->copy_host_ns = host_ns;
-    }
-    m->streamed_bytes += bytes;
-    return 0;
-fail:
-    m->stage_layer[b] = -1; /* its contents are unknown now */
-    return -1;
+    return cuda_check(cudaEventCreate(e), "create event", err);
 }
 
-/* A timing pair a -> b (recorded in that order on one stream): 1 with its device time in *ns once b has
- * completed, 0 while it has not (never waits), -1 when the time is lost to an error (cleared when not sticky,
- * as cuda_util does: a sticky one is reported by the next checked call). */
-static int timing_read(cudaEvent_t a, cudaEvent_t b, double *ns)
+static double ev_ns(cudaEvent_t a, cudaEvent_t b)
 {
-    cudaError_t e = cudaEventQuery(b);
-    if (e == cudaErrorNotReady)
-        return 0;
     float ms = 0;
-    if (e == cudaSuccess)
-        e = cudaEventElapsedTime(&ms, a, b);
-    if (e != cudaSuccess) {
+    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
     }
-    *ns = (double)ms * 1e6;
-    return 1;
+    return (double)ms * 1e6;
 }
 
-/* Folds the last planned batch's timings into the device's costs. Called before each plan, after the ids' sync
- * (the previous batch's products, and the copies they waited for, are done by then: the reads find them
- * complete), and at each step's start (the previous step ended with the stream idle). */
-static void cost_fold(moe_gpu_t *m)
-{
-    double ns = 0;
-    int rc;
-    if (m->run_timed && (rc = timing_read(m->run_t[0], m->run_t[1], &ns)) != 0) {
-        m->run_timed = false;
-        if (rc > 0 && expert_cost_add(&m->gpu_cost, (double)m->run_pairs, ns) && !m->gpu_cost_logged) {
-            m->gpu_cost_logged = true;
-            guild_log(GUILD_LOG_INFO, "cuda moe: device experts %.2f us per (token, expert) pair (measured: %lld "
-                      "pairs in %.2f ms); the split plans with it", expert_cost_ns_per_unit(&m->gpu_cost) / 1e3,
-                      (long long)m->run_pairs, ns / 1e6);
-        }
-    }
-    if (m->copy_timed && (rc = timing_read(m->copy_t[0], m->copy_t[1], &ns)) != 0) {
-        m->copy_timed = false;
-        /* End to end, as the plan counts it (the copies, then the products). The ring path blocks the host in
-         * cuda_stage_copy while the stager fills slots, and the copy stream idles between its copies meanwhile:
-         * when the stream reached copy_t[0] at once (the buffer's last reader long done: the usual case), the
-         * device time spans the fills and the last copies; when copy_t[0] waited behind that reader, the fills
-         * made meanwhile are missing from it and the host's time in the call bounds them from below. The
-         * pageable path's host time holds its copies (the host waits for each). Hence the larger of the two. */
-        const double e2e = ns > (double)m->copy_host_ns ? ns : (double)m->copy_host_ns;
-        if (rc > 0 && expert_cost_add(&m->copy_cost, (double)m->copy_bytes, e2e) && !m->copy_cost_logged) {
-            m->copy_cost_logged = true;
-            guild_log(GUILD_LOG_INFO, "cuda moe: staged expert copies %.1f GB/s end to end (measured: %.1f MiB in "
-                      "%.2f ms, the host %.2f ms of it; the probe's %.1f GB/s until now); the split plans with it",
-                      1.0 / expert_cost_ns_per_unit(&m->copy_cost), (double)m->copy_bytes / (1 << 20), e2e / 1e6,
-                      (double)m->copy_host_ns / 1e6, m->pcie_bpns);
-        }
-    }
-}
-
-/* Whether this batch of a non-resident layer is planned (split or not) rather than sent whole to the CPU side:
- * streaming set up, the CPU side measured (or a forced split), and the host free to choose (a graph must not
- * hold the host-side choice). */
-static bool want_split(const moe_gpu_t *m, const gpu_layer_t *L, cudaStream_t s)
-{
-    if (!m->stream || !L->h_gate || m->pcie_bpns <= 0 || (!m->have_b && m->force_split < 0))
-        return false;
-    enum cudaStreamCaptureStatus cs;
-    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return true;
-}
-
-/* Folds the CPU side's counters of the last step into the cost model: t = a + b * pairs, a from one-token
- * exchanges, b from larger ones. Only steps whose delegated exchanges went whole: a split one's wait (the
- * device-driven exchange's is device time after the device's own products) is not the CPU side's time. */
+/* Folds the CPU side's counters of the last step into a (one-token exchanges) and b (larger ones), from steps
+ * whose exchanges all went whole to it (a split one's wait is not the CPU side's time). */
 static void cost_update(moe_gpu_t *m)
 {
-    if (!m->stream || !m->fallback)
+    if (!m->fallback)
         return;
     moe_exec_stats_t now;
     moe_exec_stats(m->fallback, &now);
     const uint64_t dx = now.exchanges - m->fb_last.exchanges, dw = now.wait_ns - m->fb_last.wait_ns;
-    if (dx && m->fb_pairs > 0 && !m->fb_split) {
+    if (dx && m->fb_pairs > 0 && !m->fb_mixed) {
         const double per = (double)dw / (double)dx;
         if (m->fb_pairs <= m->n_used) {
             m->cpu_a = m->have_a ? 0.8 * m->cpu_a + 0.2 * per : per;
@@ -280,244 +137,243 @@ static void cost_update(moe_gpu_t *m)
         } else {
             const double b = (per - (m->have_a ? m->cpu_a : 0.0)) / (double)m->fb_pairs;
             if (b > 0) {
-                const bool first = !m->have_b;
                 m->cpu_b = m->have_b ? 0.5 * m->cpu_b + 0.5 * b : b;
                 m->have_b = true;
-                if (first)
-                    guild_log(GUILD_LOG_INFO, "cuda moe: CPU experts %.1f us per (token, expert) pair (+ %.1f us "
-                              "per exchange); a whole layer streams in %.2f ms at %.1f GB/s: large batches split "
-                              "their experts between the CPU side and the device", m->cpu_b / 1e3, m->cpu_a / 1e3,
-                              (double)m->stage_bytes / m->pcie_bpns / 1e6, m->pcie_bpns);
             }
         }
     }
     m->fb_last = now;
     m->fb_pairs = 0;
-    m->fb_split = false;
+    m->fb_mixed = false;
 }
 
-/* The products of one layer's experts whose weights are at gate/up/down (device). */
-static int run_experts(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
-                       int32_t n, const float *x, const int32_t *ids, cudaStream_t s, guild_err_t *err)
+/* A sample of the CPU side's time for `pairs` expected pairs: exact when the device waited for it, an upper
+ * bound otherwise. */
+static void cpu_sample(moe_gpu_t *m, double pairs, double ns, bool exact)
+{
+    if (pairs <= 0 || ns <= 0)
+        return;
+    const double b = (ns - (m->have_a ? m->cpu_a : 0.0)) / pairs;
+    if (b <= 0)
+        return;
+    if (exact)
+        m->cpu_b = m->have_b ? 0.5 * m->cpu_b + 0.5 * b : b;
+    else if (m->have_b && m->cpu_b > b)
+        m->cpu_b = 0.5 * (m->cpu_b + b); /* faster than predicted: the device did not wait */
+    else if (!m->have_b)
+        return;
+    m->have_b = true;
+}
+
+/* After a streamed pass (its stream complete): the copy, product and CPU costs it measured, and its counters. */
+static void pass_fold(moe_gpu_t *m)
+{
+    if (!m->pass_timed)
+        return;
+    m->pass_timed = false;
+    uint64_t copy_ns = 0, bytes = 0;
+    xs_stats_t before, after;
+    xs_stats(m->xs, &before);
+    xs_pass_end(m->xs, &copy_ns, &bytes);
+    xs_stats(m->xs, &after);
+    if (bytes && copy_ns)
+        expert_cost_add(&m->copy_cost, (double)bytes, (double)copy_ns);
+    const double span = ev_ns(m->pass_ev[0], m->pass_ev[1]);
+    double cpu_wait = 0;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        gpu_layer_t *L = &m->layers[il];
+        if (!L->timed)
+            continue;
+        L->timed = false;
+        const bool whole_cpu = !L->n_streamed;
+        if (!whole_cpu) {
+            const double run = ev_ns(L->ev[EV_RUN0], L->ev[EV_RUN1]);
+            if (run > 0 && L->exp_gpu_pairs > 0)
+                expert_cost_add(&m->gpu_cost, L->exp_gpu_pairs, run);
+        }
+        if (!L->cpu_timed)
+            continue;
+        L->cpu_timed = false;
+        const double total = ev_ns(L->ev[EV_POSTED], L->ev[EV_COLLECTED]);
+        /* split: the products end before the collect, and waiting past them means the CPU side was the slower;
+         * whole: the device waits for all of it */
+        const double waited = whole_cpu ? total : ev_ns(L->ev[EV_RUN1], L->ev[EV_COLLECTED]);
+        if (waited > 0)
+            cpu_wait += waited;
+        if (total > 0 && waited >= 0)
+            cpu_sample(m, L->exp_cpu_pairs, total, whole_cpu || waited > 0.05 * total);
+    }
+    m->stream_passes++;
+    m->copy_busy_ns += after.copy_ns - before.copy_ns;
+    m->copy_wait_ns += after.wait_ns - before.wait_ns;
+    m->cpu_wait_ns += (uint64_t)cpu_wait;
+    m->stream_span_ns += span > 0 ? (uint64_t)span : 0;
+    if (!m->cost_logged && m->have_b && expert_cost_known(&m->copy_cost)) {
+        m->cost_logged = true;
+        guild_log(GUILD_LOG_INFO, "cuda moe: streamed pass measured: copies %.1f GB/s, device experts %.2f us per "
+                  "pair, CPU experts %.2f us per pair (+ %.1f us per exchange)",
+                  1.0 / expert_cost_ns_per_unit(&m->copy_cost), expert_cost_ns_per_unit(&m->gpu_cost) / 1e3,
+                  m->cpu_b / 1e3, m->cpu_a / 1e3);
+    }
+}
+
+static bool capturing(cudaStream_t s)
+{
+    enum cudaStreamCaptureStatus cs;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* Plans the pass at its first batch: per layer, the experts the device streams (pass ranks), queued. */
+static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
+{
+    m->pass_planned = true;
+    m->pass_stream = false;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        gpu_layer_t *L = &m->layers[il];
+        L->n_streamed = 0;
+        L->n_cpu = m->n_expert - L->n_res;
+        L->timed = L->cpu_timed = false; /* a failed pass left them */
+    }
+    if (!m->xs || !m->fallback || n <= FEW_TOKENS || capturing(s))
+        return 0;
+    const double copy_bpns = expert_cost_known(&m->copy_cost) ? 1.0 / expert_cost_ns_per_unit(&m->copy_cost)
+                                                               : m->pcie_bpns;
+    if (copy_bpns <= 0)
+        return 0;
+    const double fair = (double)n * (double)m->n_used / (double)m->n_expert; /* expected pairs per expert */
+    /* before the CPU side's time per pair is measured, the first streamable layer goes to it whole */
+    const bool bootstrap = !m->have_b && m->force_split < 0;
+    const expert_split_model_t em = {.copy_bpns = copy_bpns,
+                                     .gpu_ns_per_pair = expert_cost_ns_per_unit(&m->gpu_cost) / PAIR_UNITS,
+                                     .cpu_a_ns = m->have_a ? m->cpu_a : 0.0, .cpu_b_ns = m->cpu_b / PAIR_UNITS,
+                                     .force_gpu_fraction = m->force_split, .pipelined = true};
+    xs_pass_begin(m->xs);
+    bool first = true;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        gpu_layer_t *L = &m->layers[il];
+        if (!xs_layer_streams(m->xs, il) || L->n_res == m->n_expert)
+            continue;
+        if (bootstrap && first) {
+            first = false;
+            continue;
+        }
+        first = false;
+        const uint64_t eb = xs_expert_bytes(m->xs, il);
+        for (int32_t e = 0; e < m->n_expert; e++) {
+            const bool cand = L->base.rank[e] < 0;
+            m->count[e] = cand ? (int32_t)(fair * PAIR_UNITS + 0.5) > 0 ? (int32_t)(fair * PAIR_UNITS + 0.5) : 1 : 0;
+            m->ebytes[e] = eb;
+        }
+        expert_split_result_t r;
+        if (bootstrap) { /* everything streamable on the device */
+            memset(&r, 0, sizeof r);
+            for (int32_t e = 0; e < m->n_expert; e++)
+                m->on_gpu[e] = m->count[e] > 0;
+        } else {
+            expert_split_plan(m->split, m->count, m->ebytes, &em, m->on_gpu, &r);
+        }
+        int32_t k = 0;
+        L->pass = L->base;
+        for (int32_t e = 0; e < m->n_expert; e++)
+            if (m->on_gpu[e]) {
+                L->pass.rank[e] = (int16_t)(L->n_res + k);
+                m->ids_buf[k++] = e;
+            }
+        /* the plan's counters: expected pairs, exact in sum (the layer's non-resident pairs) */
+        const uint64_t all_pairs = (uint64_t)(fair * (m->n_expert - L->n_res) + 0.5),
+                       gpu_pairs = (uint64_t)(fair * k + 0.5);
+        m->split_gpu_experts += (uint64_t)k;
+        m->split_cpu_experts += (uint64_t)(m->n_expert - L->n_res - k);
+        m->split_gpu_pairs += gpu_pairs;
+        m->split_cpu_pairs += all_pairs - gpu_pairs;
+        if (!k)
+            continue;
+        if (xs_add_layer(m->xs, il, m->ids_buf, k, L->n_res, err) < 0)
+            return -1;
+        L->n_streamed = k;
+        L->n_cpu = m->n_expert - L->n_res - k;
+        L->exp_gpu_pairs = fair * k;
+        L->exp_cpu_pairs = fair * L->n_cpu;
+        m->pass_stream = true;
+    }
+    if (!m->pass_stream)
+        return 0;
+    if (xs_pump(m->xs, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* The products of one device part: its experts' matrices at gate/up/down (local id j at + j * stride), the pairs
+ * of local ids lids (others < 0), n_local experts; x already quantized (act_x). */
+static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
+                    size_t gu_stride, size_t d_stride, size_t gate_row, size_t down_row, int32_t n_local, int32_t n,
+                    const int32_t *lids, cudaStream_t s, guild_err_t *err)
 {
     const int32_t pairs = n * m->n_used;
     int32_t tile = n <= FEW_TOKENS ? 1 : 8;
     if (pairs >= MMA_PAIRS_PER_EXPERT * m->n_expert && cuda_expert_mma_supported(L->gate_type) &&
         cuda_expert_mma_supported(L->down_type))
         tile = CUDA_EXPERT_MMA_TILE;
-    const int32_t mt = cuda_expert_max_tiles(pairs, m->n_expert, tile);
-    const guild_type_t at = quant_type_info(L->gate_type)->dot_type, ht = quant_type_info(L->down_type)->dot_type;
-    if (L->oai) /* gate and up apart, then their biases and swiglu_oai; the down bias after the down products */
-        return cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
-                       cuda_expert_route(ids, pairs, m->n_expert, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
-                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, NULL, L->gate_mat, L->gate_row,
-                                          m->act_x, m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile,
-                                          m->h, m->n_ff, s, err) < 0 ||
-                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, up, NULL, L->gate_mat, L->gate_row,
-                                          m->act_x, m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile,
-                                          m->u, m->n_ff, s, err) < 0 ||
-                       cuda_expert_swiglu_oai(m->h, m->u, ids, pairs, m->n_ff, L->gate_b, L->up_b, L->alpha,
-                                              L->limit, s, err) < 0 ||
-                       cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
-                       cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, L->down_mat, L->down_row,
-                                          m->act_h, m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y,
-                                          m->n_embd, s, err) < 0 ||
-                       cuda_expert_add_bias(m->y, ids, pairs, m->n_embd, L->down_b, s, err) < 0
-                   ? -1
-                   : 0;
-    if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0 ||
-        cuda_expert_route(ids, pairs, m->n_expert, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
-        cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, L->gate_mat, L->gate_row, m->act_x, m->ax_row,
+    const int32_t mt = cuda_expert_max_tiles(pairs, n_local, tile);
+    const guild_type_t ht = quant_type_info(L->down_type)->dot_type;
+    if (cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
+        cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, gu_stride, gate_row, m->act_x, m->ax_row,
                            m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
         cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
-        cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, L->down_mat, L->down_row, m->act_h,
-                           m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y, m->n_embd, s, err) < 0)
+        cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row, m->act_h, m->ah_row,
+                           1, m->order, m->tiles, m->n_tiles, mt, tile, m->y, m->n_embd, s, err) < 0)
         return -1;
     return 0;
 }
 
-/* The device part of a planned batch: its experts staged, their products on the stream with ids (the
- * device's pairs: `pairs` of them; the others skipped), y rows of those pairs written. The copies and the
- * products are timed (unless a timing is still unread). */
-static int run_streamed(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        const uint8_t *want, int64_t pairs, cudaStream_t s, guild_err_t *err)
+/* Every device part of layer `layer`: the resident experts, then this pass's staged chunks. */
+static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids, bool streamed,
+                      cudaStream_t s, guild_err_t *err)
 {
-    const gpu_layer_t *L = &m->layers[layer];
-    const bool timed = !m->run_timed;
-    int b;
-    const uint64_t t0 = guild_now_ns();
-    if (stage_load(m, layer, -1, want, true, &b, err) < 0)
+    gpu_layer_t *L = &m->layers[layer];
+    const cuda_rank_table_t *rt = streamed ? &L->pass : &L->base;
+    const int32_t P = n * m->n_used;
+    const guild_type_t at = quant_type_info(L->gate_type)->dot_type;
+    if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0)
         return -1;
-    if (m->tl_on)
-        m->tl_host_stage += (double)(guild_now_ns() - t0) / 1e6;
-    if (cuda_check(cudaStreamWaitEvent(s, m->copied[b], 0), "wait for the staged experts", err) < 0 ||
-        (m->tl_on && cuda_check(cudaEventRecord(m->tl[2], s), "timeline event", err) < 0) ||
-        (timed && cuda_check(cudaEventRecord(m->run_t[0], s), "timing event", err) < 0))
+    if (L->n_res == m->n_expert) /* the whole layer: ranks are ids */
+        return run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
+                        m->n_expert, n, ids, s, err);
+    if (L->n_res && (cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, L->n_res, m->d_loc, s, err) < 0 ||
+                     run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
+                              L->n_res, n, m->d_loc, s, err) < 0))
         return -1;
-    const size_t gr = (L->gate_mat * (size_t)m->n_expert + ALIGN - 1) / ALIGN * ALIGN;
-    const char *st = m->stage[b];
-    if (run_experts(m, L, st, st + gr, st + 2 * gr, n, x, ids, s, err) < 0 ||
-        (m->tl_on && cuda_check(cudaEventRecord(m->tl[3], s), "timeline event", err) < 0) ||
-        cuda_check(cudaEventRecord(m->consumed[b], s), "stage event", err) < 0 ||
-        (timed && cuda_check(cudaEventRecord(m->run_t[1], s), "timing event", err) < 0))
-        return guild_err_prefix(err, "streamed experts: ");
-    if (timed) {
-        m->run_timed = true;
-        m->run_pairs = pairs;
-    }
-    m->streamed++;
-    m->last_streamed = layer;
-    return 0;
-}
-
-/* Folds the last split batch's timeline into the sums once the next batch's ids are on the host (every event
- * of that batch precedes them on the stream); tl_next becomes this batch's tl[0]. */
-static void timeline_read(moe_gpu_t *m)
-{
-    if (m->tl_pending) {
-        double ms[TL_N];
-        bool ok = true;
-        for (int i = 1; i < TL_N && ok; i++) {
-            float f = 0;
-            ok = cudaEventElapsedTime(&f, m->tl[i - 1], m->tl[i]) == cudaSuccess;
-            ms[i] = f;
-        }
-        float g = 0;
-        ok = ok && cudaEventElapsedTime(&g, m->tl[TL_N - 1], m->tl_next) == cudaSuccess;
-        ms[0] = g;
-        if (ok) {
-            for (int i = 0; i < TL_N; i++)
-                m->tl_sum[i] += ms[i];
-            m->tl_count++;
-        } else {
-            (void)cudaGetLastError();
-        }
-        m->tl_pending = false;
-    }
-    cudaEvent_t t = m->tl[0];
-    m->tl[0] = m->tl_next;
-    m->tl_next = t;
-}
-
-/* Whether a planned batch of `pairs` pairs should have its layer's experts copied in full before its routing is
- * known, while the device still computes the layer's attention: when the whole layer copies in less than half
- * the time the CPU side would take for all the pairs, most of it goes to the device anyway, and copies made
- * during the dense part cost nothing; the plan then counts the staged experts as free. Not with a forced split
- * (tests): its expert choice must not depend on timings. */
-static bool prefetch_pays(const moe_gpu_t *m, const gpu_layer_t *L, int64_t pairs)
-{
-    if (!m->have_b || m->force_split >= 0)
-        return false;
-    const double copy_bpns = expert_cost_known(&m->copy_cost) ? 1.0 / expert_cost_ns_per_unit(&m->copy_cost)
-                                                               : m->pcie_bpns;
-    const double cpu_ns = (m->have_a ? m->cpu_a : 0.0) + m->cpu_b * (double)pairs;
-    return copy_bpns > 0 && (double)L->bytes / copy_bpns < 0.5 * cpu_ns;
-}
-
-/* A batch of a streamable layer, planned: the ids to the host, the split, the CPU side's exchange (its pairs
- * only) submitted first, then the device's copies and products. */
-static int split_submit(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                        cudaStream_t s, guild_err_t *err)
-{
-    const gpu_layer_t *L = &m->layers[layer];
-    const int32_t P = n * m->n_used, E = m->n_expert;
-    int32_t *h_all = m->h_ids, *h_cpu = m->h_ids + (size_t)m->max_tokens * m->n_used,
-            *h_gpu = m->h_ids + 2 * (size_t)m->max_tokens * m->n_used;
-    int32_t *d_cpu = m->d_ids, *d_gpu = m->d_ids + (size_t)m->max_tokens * m->n_used;
-    /* before waiting for the routing: the whole layer's copies, overlapping the dense part still on the stream
-     * (the host may block meanwhile in a ring's fills; the device is busy) */
-    if (prefetch_pays(m, L, P)) {
-        const uint64_t before = m->streamed_bytes;
-        int pb;
-        if (stage_load(m, layer, m->last_streamed, NULL, false, &pb, err) < 0)
-            return -1;
-        m->prefetched += m->streamed_bytes > before; /* not when an earlier batch's copy had staged it all */
-    }
-    /* the router's output (and the last batch's id copies from h_cpu/h_gpu) complete here; waited for through
-     * the fallback's sync, which keeps waking CPU workers asleep on an earlier exchange of the step (the arena's
-     * device waits would otherwise spin on them while the host waits here) */
-    if (cuda_check(cudaMemcpyAsync(h_all, ids, (size_t)P * sizeof *ids, cudaMemcpyDeviceToHost, s), "copy expert ids",
-                   err) < 0 ||
-        cuda_check(cudaEventRecord(m->ids_ready, s), "record expert ids", err) < 0 ||
-        cuda_check(cudaEventRecord(m->tl_next, s), "timeline event", err) < 0 ||
-        cuda_moe_sync(m->fallback, m->ids_ready, err) < 0)
-        return -1;
-    const uint64_t t_ids = guild_now_ns();
-    timeline_read(m);
-    cost_fold(m);
-    memset(m->count, 0, (size_t)E * sizeof *m->count);
-    for (int32_t p = 0; p < P; p++) {
-        if (h_all[p] < 0 || h_all[p] >= E)
-            return guild_err_set(err, "cuda moe: pair %d: expert id %d of %d", p, h_all[p], E);
-        m->count[h_all[p]]++;
-    }
-    int sb = -1; /* experts already staged (or on their way) cost no copy */
-    for (int i = 0; i < 2; i++)
-        if (m->stage_layer[i] == layer)
-            sb = i;
-    const uint64_t eb = 2 * (uint64_t)L->gate_mat + L->down_mat;
-    for (int32_t e = 0; e < E; e++)
-        m->ebytes[e] = sb >= 0 && m->staged[sb][e] ? 0 : eb;
-    /* the measured costs once known; until then the probe's copy rate and free products, as before */
-    const double copy_bpns = expert_cost_known(&m->copy_cost) ? 1.0 / expert_cost_ns_per_unit(&m->copy_cost)
-                                                               : m->pcie_bpns;
-    const expert_split_model_t em = {.copy_bpns = copy_bpns,
-                                     .gpu_ns_per_pair = expert_cost_ns_per_unit(&m->gpu_cost),
-                                     .cpu_a_ns = m->have_a ? m->cpu_a : 0.0, .cpu_b_ns = m->cpu_b,
-                                     .force_gpu_fraction = m->force_split};
-    expert_split_result_t r;
-    expert_split_plan(m->split, m->count, m->ebytes, &em, m->on_gpu, &r);
-    m->split_gpu_experts += (uint64_t)r.gpu_experts;
-    m->split_cpu_experts += (uint64_t)r.cpu_experts;
-    m->split_gpu_pairs += (uint64_t)r.gpu_pairs;
-    m->split_cpu_pairs += (uint64_t)r.cpu_pairs;
-    m->n_pairs = P;
-    if (r.gpu_pairs == 0) { /* all on the CPU side: no copy */
-        m->on_device = false;
-        m->fb_pairs = P;
-        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err);
-    }
-    m->on_device = true;
-    if (r.cpu_pairs == 0) { /* all on the device: no exchange; the next streamed layer's copy behind this one */
-        if (run_streamed(m, layer, n, x, ids, m->on_gpu, r.gpu_pairs, s, err) < 0)
-            return -1;
-        for (int32_t l2 = layer + 1; l2 < m->n_layer; l2++)
-            if (!m->layers[l2].gate && m->layers[l2].h_gate) {
-                int b2;
-                if (stage_load(m, l2, layer, NULL, false, &b2, err) < 0)
-                    return guild_err_prefix(err, "layer %d: ", l2);
-                break;
-            }
+    if (!streamed)
         return 0;
+    xs_chunk_t c;
+    int rc;
+    bool first = true;
+    int32_t covered = 0;
+    while ((rc = xs_next(m->xs, layer, s, &c, err)) == 0) {
+        covered += c.hi - c.lo;
+        if (first && L->timed && cuda_check(cudaEventRecord(L->ev[EV_RUN0], s), "timing event", err) < 0)
+            return -1;
+        first = false;
+        if (cuda_expert_ids_map(ids, P, rt, m->n_expert, c.lo, c.hi, m->d_loc, s, err) < 0 ||
+            run_part(m, L, c.gate, c.up, c.down, c.gu_stride, c.d_stride, c.gate_row, c.down_row, c.hi - c.lo, n,
+                     m->d_loc, s, err) < 0 ||
+            xs_done(m->xs, &c, s, err) < 0)
+            return guild_err_prefix(err, "streamed experts: ");
     }
-    for (int32_t p = 0; p < P; p++) {
-        const bool g = m->on_gpu[h_all[p]];
-        h_cpu[p] = g ? -1 : h_all[p];
-        h_gpu[p] = g ? h_all[p] : -1;
-    }
-    m->split_cpu = true;
-    m->fb_split = true;
-    if (cuda_check(cudaMemcpyAsync(d_cpu, h_cpu, (size_t)P * sizeof *ids, cudaMemcpyHostToDevice, s),
-                   "copy expert ids", err) < 0 ||
-        cuda_check(cudaMemcpyAsync(d_gpu, h_gpu, (size_t)P * sizeof *ids, cudaMemcpyHostToDevice, s),
-                   "copy expert ids", err) < 0 ||
-        m->fallback->ops->submit(m->fallback, layer, n, x, d_cpu, s, err) < 0 ||
-        cuda_check(cudaEventRecord(m->tl[1], s), "timeline event", err) < 0)
+    if (rc < 0 || (L->timed && cuda_check(cudaEventRecord(L->ev[EV_RUN1], s), "timing event", err) < 0))
         return -1;
-    /* The exchange is posted by the device in microseconds (the stream idles since the ids), but CPU workers asleep
-     * on the step doorbell wake only through a host sync, and the host is about to spend the copies' time in
-     * stage_load: without this wait they would sleep through the batch (until their wait slice ends). */
-    if (cuda_moe_sync(m->fallback, m->tl[1], err) < 0)
-        return -1;
-    m->tl_host_plan += (double)(guild_now_ns() - t_ids) / 1e6;
-    m->tl_on = true;
-    const int rc = run_streamed(m, layer, n, x, d_gpu, m->on_gpu, r.gpu_pairs, s, err);
-    m->tl_on = false;
-    return rc;
+    if (covered != L->n_streamed) /* the pass's queue is out of step with the layers */
+        return guild_err_set(err, "%d of the %d streamed experts staged", covered, L->n_streamed);
+    m->streamed++;
+    return 0;
 }
 
-static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids,
-                      void *queue, guild_err_t *err)
+static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids, void *queue,
+                      guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     cudaStream_t s = queue;
@@ -525,20 +381,44 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
         return guild_err_set(err, "cuda moe: layer %d of %d", layer, m->n_layer);
     if (n < 1 || n > m->max_tokens)
         return guild_err_set(err, "cuda moe: %d tokens in an exchange (1..%d)", n, m->max_tokens);
-    const gpu_layer_t *L = &m->layers[layer];
-    m->on_device = L->gate != NULL;
-    m->split_cpu = false;
-    if (m->on_device) {
-        if (run_experts(m, L, L->gate, L->up, L->down, n, x, ids, s, err) < 0)
-            return guild_err_prefix(err, "layer %d: device experts: ", layer);
+    if (m->pass_planned && layer <= m->last_layer) { /* a new pass without step_begin (tests) */
+        pass_fold(m);
+        m->pass_planned = false;
+    }
+    m->last_layer = layer;
+    if (!m->pass_planned && pass_plan(m, n, s, err) < 0)
+        return guild_err_prefix(err, "layer %d: ", layer);
+    gpu_layer_t *L = &m->layers[layer];
+    const bool streamed = m->pass_stream && L->n_streamed > 0;
+    const int32_t n_dev = L->n_res + (streamed ? L->n_streamed : 0);
+    m->layer = layer;
+    m->n = n;
+    m->dev = n_dev > 0;
+    m->cpu = m->dev && n_dev < m->n_expert;
+    if (!m->dev) { /* all on the CPU side */
+        m->fb_pairs = n * m->n_used;
+        if (m->pass_stream && m->pass_open && !capturing(s)) {
+            L->timed = L->cpu_timed = true;
+            L->exp_cpu_pairs = (double)n * m->n_used;
+            L->n_streamed = 0;
+        }
+        if (m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err) < 0 ||
+            (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_POSTED], s), "timing event", err) < 0))
+            return -1;
         return 0;
     }
-    if (!want_split(m, L, s)) {
-        m->fb_pairs = n * m->n_used;
-        return m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err);
+    L->timed = streamed && m->pass_open;
+    L->cpu_timed = L->timed && m->cpu;
+    if (m->cpu) {
+        m->fb_mixed = true;
+        const cuda_rank_table_t *rt = streamed ? &L->pass : &L->base;
+        if (cuda_expert_ids_map(ids, n * m->n_used, rt, m->n_expert, -1, -1, m->d_cpu, s, err) < 0 ||
+            m->fallback->ops->submit(m->fallback, layer, n, x, m->d_cpu, s, err) < 0 ||
+            (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_POSTED], s), "timing event", err) < 0))
+            return -1;
     }
-    if (split_submit(m, layer, n, x, ids, s, err) < 0)
-        return guild_err_prefix(err, "layer %d: ", layer);
+    if (run_device(m, layer, n, x, ids, streamed, s, err) < 0)
+        return guild_err_prefix(err, "layer %d: device experts: ", layer);
     return 0;
 }
 
@@ -546,16 +426,23 @@ static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     cudaStream_t s = queue;
-    if (!m->on_device)
-        return m->fallback->ops->collect(m->fallback, y, s, err);
-    if (m->split_cpu) {
+    gpu_layer_t *L = &m->layers[m->layer];
+    if (!m->dev) {
+        return m->fallback->ops->collect(m->fallback, y, s, err) < 0 ||
+                       (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_COLLECTED], s), "timing event", err) < 0)
+                   ? -1
+                   : 0;
+    }
+    if (m->cpu) {
+        /* the CPU side's rows only, where they lie when the bridge can, else all of its y and a merge */
         const float *yc = NULL;
-        if (m->fallback->ops->collect(m->fallback, &yc, s, err) < 0 ||
-            cuda_check(cudaEventRecord(m->tl[4], s), "timeline event", err) < 0 ||
-            cuda_expert_merge(m->y, yc, m->d_ids, m->n_pairs, m->n_embd, s, err) < 0 ||
-            cuda_check(cudaEventRecord(m->tl[5], s), "timeline event", err) < 0)
+        if ((m->fallback->ops->collect_rows
+                 ? m->fallback->ops->collect_rows(m->fallback, m->y, m->d_cpu, s, err)
+                 : m->fallback->ops->collect(m->fallback, &yc, s, err) < 0
+                       ? -1
+                       : cuda_expert_merge(m->y, yc, m->d_cpu, m->n * m->n_used, m->n_embd, s, err)) < 0 ||
+            (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_COLLECTED], s), "timing event", err) < 0))
             return -1;
-        m->tl_pending = true;
     }
     *y = m->y;
     return 0;
@@ -571,9 +458,15 @@ static int gpu_step_begin(moe_exec_t *base, void *queue, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     cudaStream_t s = queue;
+    pass_fold(m); /* the last step ended with the stream idle */
     cost_update(m);
-    if (m->stream)
-        cost_fold(m);
+    m->pass_planned = false;
+    m->pass_open = true;
+    m->last_layer = -1;
+    if (m->xs && !capturing(s)) {
+        if (cuda_check(cudaEventRecord(m->pass_ev[0], s), "timing event", err) < 0)
+            return -1;
+    }
     return m->fallback ? cuda_moe_step_begin(m->fallback, s, err) : 0;
 }
 
@@ -581,6 +474,12 @@ static int gpu_step_end(moe_exec_t *base, void *queue, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     cudaStream_t s = queue;
+    if (m->pass_open && m->pass_stream) {
+        if (cuda_check(cudaEventRecord(m->pass_ev[1], s), "timing event", err) < 0)
+            return -1;
+        m->pass_timed = true;
+    }
+    m->pass_open = false;
     return m->fallback ? cuda_moe_step_end(m->fallback, s, err) : 0;
 }
 
@@ -596,70 +495,51 @@ static int gpu_sync(moe_exec_t *base, void *done_event, guild_err_t *err)
 static int gpu_result(moe_exec_t *base, guild_err_t *err)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
+    pass_fold(m); /* the step is complete: its costs and counters now, not at the next step */
     return m->fallback ? cuda_moe_result(m->fallback, err) : 0;
 }
 
 static void gpu_stats(const moe_exec_t *base, moe_exec_stats_t *out)
 {
     const moe_gpu_t *m = (const moe_gpu_t *)base;
+    xs_stats_t xst = {0};
+    if (m->xs)
+        xs_stats(m->xs, &xst);
     out->streamed = m->streamed;
-    out->streamed_bytes = m->streamed_bytes;
+    out->streamed_bytes = xst.bytes;
     out->split_gpu_experts = m->split_gpu_experts;
     out->split_cpu_experts = m->split_cpu_experts;
     out->split_gpu_pairs = m->split_gpu_pairs;
     out->split_cpu_pairs = m->split_cpu_pairs;
+    out->stream_passes = m->stream_passes;
+    out->stream_span_ns = m->stream_span_ns;
+    out->copy_busy_ns = m->copy_busy_ns;
+    out->copy_wait_ns = m->copy_wait_ns;
+    out->cpu_wait_ns = m->cpu_wait_ns;
 }
-
 
 static void gpu_destroy(moe_exec_t *base)
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
-    if (m->copy)
-        cudaStreamSynchronize(m->copy);
-    if (m->tl_count > 0) {
-        const double c = (double)m->tl_count;
-        guild_log(GUILD_LOG_INFO, "cuda moe: split batches' time, mean of %lld (ms): before the ids (dense) %.2f, "
-                  "exchange posted %.2f, waiting for copies %.2f, device products %.2f, then waiting for the CPU "
-                  "side %.2f, merge %.2f; host: plan %.2f, in the copies %.2f; %llu batches' layers copied "
-                  "before their routing", (long long)m->tl_count, m->tl_sum[0] / c, m->tl_sum[1] / c,
-                  m->tl_sum[2] / c, m->tl_sum[3] / c, m->tl_sum[4] / c, m->tl_sum[5] / c, m->tl_host_plan / c,
-                  m->tl_host_stage / c, (unsigned long long)m->prefetched);
-    }
-    for (int i = 0; i < TL_N; i++)
-        if (m->tl[i])
-            cudaEventDestroy(m->tl[i]);
-    if (m->tl_next)
-        cudaEventDestroy(m->tl_next);
-    for (int b = 0; b < 2; b++) {
-        if (m->copied[b])
-            cudaEventDestroy(m->copied[b]);
-        if (m->consumed[b])
-            cudaEventDestroy(m->consumed[b]);
-    }
-    if (m->ids_ready)
-        cudaEventDestroy(m->ids_ready);
-    for (int i = 0; i < 2; i++) {
-        if (m->run_t[i])
-            cudaEventDestroy(m->run_t[i]);
-        if (m->copy_t[i])
-            cudaEventDestroy(m->copy_t[i]);
-    }
-    if (m->copy)
-        cudaStreamDestroy(m->copy);
+    xs_destroy(&m->xs);
+    for (int32_t il = 0; m->layers && il < m->n_layer; il++)
+        for (int i = 0; i < 4; i++)
+            if (m->layers[il].ev[i])
+                cudaEventDestroy(m->layers[il].ev[i]);
+    for (int i = 0; i < 2; i++)
+        if (m->pass_ev[i])
+            cudaEventDestroy(m->pass_ev[i]);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
-                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->stage[0], (void **)&m->d_ids,
-                     (void **)&m->u, &m->bias_mem};
+                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->d_loc, (void **)&m->d_cpu};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
-    if (m->h_ids)
-        cudaFreeHost(m->h_ids);
     expert_split_destroy(&m->split);
-    cuda_stage_destroy(&m->own_stager);
-    free(m->staged[0]);
+    cuda_stage_destroy(&m->own_stage);
+    free(m->own_src);
+    free(m->ids_buf);
     free(m->count);
     free(m->ebytes);
     free(m->on_gpu);
-    free(m->pieces);
     free(m->layers);
     free(m);
 }
@@ -687,7 +567,9 @@ void cuda_moe_gpu_force_split(moe_exec_t *base, double gpu_fraction)
 void cuda_moe_gpu_set_stage(moe_exec_t *base, cuda_stage_t *stage)
 {
     GUILD_ASSERT(base->ops == &gpu_ops && stage);
-    ((moe_gpu_t *)base)->stager = stage;
+    moe_gpu_t *m = (moe_gpu_t *)base;
+    if (m->xs)
+        xs_set_stage(m->xs, stage);
 }
 
 static size_t round_up(size_t n, size_t a)
@@ -704,102 +586,85 @@ static size_t dot_row(guild_type_t type, int64_t n)
     return round_up((size_t)b, 16);
 }
 
-/* Sets up the staging buffers and times one layer's copy. The copies read the model's mapping as it is
- * (pageable: the driver stages them through its pinned buffers, and the host thread waits for each): registering
- * a file mapping of many GiB for DMA took minutes on the device machine (a gpu-worker not ready after 120 s with
- * a 2.7 GiB range), where the arena's 0.3 GiB of shared memory registers in milliseconds. */
-static int stream_setup(moe_gpu_t *m, size_t largest, guild_err_t *err)
+/* The staging bytes cut into slots: whole layers (of `layer` bytes) when two or more fit, at most MAX_SLOTS;
+ * else three slices (two when a third would hold less than `expert` bytes). */
+static void slots_of(size_t staging, size_t layer, size_t expert, size_t *slot, int32_t *n)
 {
+    layer = round_up(layer, ALIGN);
+    if (staging >= 2 * layer) {
+        *n = (int32_t)(staging / layer < MAX_SLOTS ? staging / layer : MAX_SLOTS);
+        *slot = layer;
+        return;
+    }
+    *n = staging / 3 >= expert ? 3 : 2;
+    *slot = staging / (size_t)*n / ALIGN * ALIGN;
+}
+
+/* The streamer over the non-resident experts of the computable layers, its copy rate probed. */
+static int stream_setup(moe_gpu_t *m, const cuda_moe_gpu_layer_t *layers, size_t staging, cuda_stage_t *stage,
+                        expert_host_mats_t *own_src, size_t *bytes, guild_err_t *err)
+{
+    xs_layer_desc_t *d = calloc((size_t)m->n_layer, sizeof *d);
+    if (!d)
+        return guild_err_set(err, "cuda moe: out of memory");
+    size_t largest = 0, expert = 0;
     int32_t probe = -1;
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const gpu_layer_t *L = &m->layers[il];
-        if (L->gate || !L->h_gate)
+        const cuda_moe_gpu_layer_t *L = &layers[il];
+        const gpu_layer_t *G = &m->layers[il];
+        if (!G->computable || G->n_res == m->n_expert)
             continue;
-        if (probe < 0 || L->bytes > m->layers[probe].bytes)
+        /* the CPU side's copies when every non-resident expert has one, else the file's tensors (kept here: the
+         * streamer reads them as long as it lives) */
+        const expert_host_mats_t *src = L->src;
+        for (int32_t e = 0; src && e < m->n_expert; e++)
+            if (G->base.rank[e] < 0 && !src[e].gate)
+                src = NULL;
+        expert_host_mats_t *o = own_src + (size_t)il * (size_t)m->n_expert;
+        for (int32_t e = 0; e < m->n_expert; e++)
+            o[e] = src ? src[e]
+                       : (expert_host_mats_t){(const char *)L->gate + (size_t)e * L->gate_mat,
+                                              (const char *)L->up + (size_t)e * L->gate_mat,
+                                              (const char *)L->down + (size_t)e * L->down_mat, L->gate_row,
+                                              L->gate_row, L->down_row, false, false, false};
+        d[il] = (xs_layer_desc_t){L->gate_type, L->down_type, m->n_embd, m->n_ff, L->gate_row, L->down_row, o};
+        const size_t e = 2 * round_up(L->gate_mat, 64) + round_up(L->down_mat, 64); /* a record of the copies */
+        if (e * (size_t)m->n_expert > largest) {
+            largest = e * (size_t)m->n_expert;
             probe = il;
+        }
+        expert = e > expert ? e : expert;
     }
-    if (probe < 0)
-        return 0; /* nothing to stream */
-    size_t counted = 0;
-    if (cuda_alloc((void **)&m->stage[0], 2 * largest, &counted, "the expert staging buffers", err) < 0 ||
-        cuda_check(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking), "create the copy stream", err) < 0)
-        return -1;
-    if (!m->stager) {
-        if (cuda_stage_new_pageable(&m->own_stager, err) < 0)
-            return -1;
-        m->stager = m->own_stager;
+    int rc = 0;
+    if (probe >= 0) {
+        size_t slot = 0;
+        int32_t n_slots = 0;
+        slots_of(staging, largest, expert, &slot, &n_slots);
+        if (!stage) {
+            rc = cuda_stage_new_pageable(&m->own_stage, err);
+            stage = m->own_stage;
+        }
+        if (rc == 0)
+            rc = xs_new(&m->xs, d, m->n_layer, m->n_expert, slot, n_slots, stage, bytes, err);
+        if (rc == 0)
+            rc = xs_probe(m->xs, probe, &m->pcie_bpns, err);
+        if (rc == 0)
+            guild_log(GUILD_LOG_INFO, "cuda moe: streaming the experts the CPU side holds for large batches: %d "
+                      "slots of %.1f MiB, copies at %.1f GB/s (probed)", n_slots, (double)slot / (1 << 20),
+                      m->pcie_bpns);
     }
-    m->stage[1] = m->stage[0] + largest;
-    m->stage_bytes = largest;
-    m->stage_layer[0] = m->stage_layer[1] = -1;
-    /* the split's host side: the plan's scratch, the ids to the host and back */
-    const size_t E = (size_t)m->n_expert, P = (size_t)m->max_tokens * (size_t)m->n_used;
-    if (!(m->staged[0] = calloc(2 * E, 1)) || !(m->count = calloc(E, sizeof *m->count)) ||
-        !(m->ebytes = calloc(E, sizeof *m->ebytes)) || !(m->on_gpu = calloc(E, 1)) ||
-        !(m->pieces = calloc(3 * E, sizeof *m->pieces)))
-        return guild_err_set(err, "cuda moe: out of memory");
-    m->staged[1] = m->staged[0] + E;
-    if (cuda_check(cudaEventCreateWithFlags(&m->ids_ready, cudaEventDisableTiming), "create event", err) < 0 ||
-        expert_split_new(&m->split, m->n_expert, err) < 0 ||
-        cuda_alloc((void **)&m->d_ids, 2 * P * sizeof(int32_t), &counted, "expert routing", err) < 0)
-        return -1;
-    if (cudaMallocHost((void **)&m->h_ids, 3 * P * sizeof(int32_t)) != cudaSuccess) {
-        m->h_ids = NULL;
-        (void)cudaGetLastError();
-        return guild_err_set(err, "cuda moe: cannot allocate %.1f KiB of pinned host memory for expert ids",
-                             (double)(3 * P * sizeof(int32_t)) / 1024);
-    }
-    for (int b = 0; b < 2; b++)
-        if (cuda_check(cudaEventCreateWithFlags(&m->copied[b], cudaEventDisableTiming), "create event", err) < 0 ||
-            cuda_check(cudaEventCreateWithFlags(&m->consumed[b], cudaEventDisableTiming), "create event", err) < 0 ||
-            cuda_check(cudaEventCreate(&m->run_t[b]), "create event", err) < 0 ||
-            cuda_check(cudaEventCreate(&m->copy_t[b]), "create event", err) < 0)
-            return -1;
-    for (int i = 0; i <= TL_N; i++)
-        if (cuda_check(cudaEventCreate(i < TL_N ? &m->tl[i] : &m->tl_next), "create event", err) < 0)
-            return -1;
-    /* plausible ranges: 0.01 ns .. 0.1 s a pair; 1000 .. 0.01 GB/s */
-    expert_cost_init(&m->gpu_cost, 0.01, 1e8);
-    expert_cost_init(&m->copy_cost, 1e-3, 100);
-    /* the copy bandwidth: the largest layer, twice (the first pays for first touches) */
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    float ms = 0;
-    int rc = -1;
-    if (cuda_check(cudaEventCreate(&e0), "create event", err) < 0 || cuda_check(cudaEventCreate(&e1), "create event", err) < 0)
-        goto out;
-    for (int rep = 0; rep < 2; rep++) {
-        int b;
-        m->stage_layer[0] = m->stage_layer[1] = -1;
-        const uint64_t t0 = guild_now_ns();
-        if (cuda_check(cudaEventRecord(e0, m->copy), "probe event", err) < 0 ||
-            stage_load(m, probe, -1, NULL, false, &b, err) < 0 ||
-            cuda_check(cudaEventRecord(e1, m->copy), "probe event", err) < 0 ||
-            cuda_check(cudaEventSynchronize(e1), "probe copy", err) < 0 ||
-            cuda_check(cudaEventElapsedTime(&ms, e0, e1), "probe event", err) < 0)
-            goto out;
-        const float wall = (float)((double)(guild_now_ns() - t0) / 1e6); /* the host's staging counts too */
-        ms = wall > ms ? wall : ms;
-    }
-    m->stage_layer[0] = m->stage_layer[1] = -1;
-    m->streamed_bytes = 0;
-    m->pcie_bpns = ms > 0 ? (double)m->layers[probe].bytes / ((double)ms * 1e6) : 0;
-    m->stream = true;
-    guild_log(GUILD_LOG_INFO, "cuda moe: streaming the other layers' experts for large batches: %.1f MiB a layer "
-              "in %.2f ms (%.1f GB/s)", (double)m->layers[probe].bytes / (1 << 20), (double)ms, m->pcie_bpns);
-    rc = 0;
-out:
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
+    free(d);
     return rc;
 }
 
 int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
-                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, bool stream,
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, size_t staging,
                      cuda_stage_t *stage, moe_exec_t *fallback, size_t *bytes, guild_err_t *err)
 {
     *out = NULL;
+    if (fallback && fallback->ops->mem != MOE_EXEC_DEVICE)
+        return guild_err_set(err, "cuda moe: the executor for the other experts (\"%s\") works on host memory",
+                             fallback->ops->name);
     moe_gpu_t *m = calloc(1, sizeof *m);
     if (!m)
         return guild_err_set(err, "cuda moe: out of memory");
@@ -812,18 +677,36 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
     m->n_ff = n_ff;
     m->n_used = n_used;
     m->force_split = -1.0;
-    m->last_streamed = -1;
-    m->stager = stage;
-    if (!(m->layers = calloc((size_t)n_layer, sizeof *m->layers))) {
+    m->last_layer = -1;
+    expert_cost_init(&m->gpu_cost, 0.01, 1e8); /* plausible: 0.01 ns .. 0.1 s a pair; 1000 .. 0.01 GB/s */
+    expert_cost_init(&m->copy_cost, 1e-3, 100);
+    if (n_expert < 1 || n_expert > CUDA_RANK_TABLE_MAX) {
+        guild_err_set(err, "cuda moe: %d experts (1..%d)", n_expert, CUDA_RANK_TABLE_MAX);
+        goto fail;
+    }
+    if (!(m->layers = calloc((size_t)n_layer, sizeof *m->layers)) ||
+        !(m->ids_buf = calloc((size_t)n_expert, sizeof *m->ids_buf)) ||
+        !(m->count = calloc((size_t)n_expert, sizeof *m->count)) ||
+        !(m->ebytes = calloc((size_t)n_expert, sizeof *m->ebytes)) || !(m->on_gpu = calloc((size_t)n_expert, 1)) ||
+        !(m->own_src = calloc((size_t)n_layer * (size_t)n_expert, sizeof *m->own_src))) {
         guild_err_set(err, "cuda moe: out of memory");
         goto fail;
     }
-    size_t total = 0, largest = 0, bias_total = 0;
-    int32_t resident = 0, streamable = 0;
+    size_t total = 0;
+    int32_t resident = 0, n_res_experts = 0;
+    bool any_stream = false;
     for (int32_t il = 0; il < n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];
         gpu_layer_t *D = &m->layers[il];
-        if (!L->gate || (!L->resident && !stream))
+        for (int32_t e = 0; e < CUDA_RANK_TABLE_MAX; e++)
+            D->base.rank[e] = -1;
+        if (!L->gate)
+            continue;
+        int32_t nr = 0;
+        for (int32_t e = 0; e < n_expert; e++)
+            if (L->resident_experts ? L->resident_experts[e] != 0 : L->resident)
+                D->base.rank[e] = (int16_t)nr++;
+        if (!nr && !staging)
             continue;
         const size_t ax = dot_row(L->gate_type, n_embd), ah = dot_row(L->down_type, n_ff);
         if (!cuda_type_supported(L->gate_type) || !cuda_type_supported(L->down_type) || !ax || !ah) {
@@ -834,38 +717,25 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         }
         m->ax_row = ax > m->ax_row ? ax : m->ax_row;
         m->ah_row = ah > m->ah_row ? ah : m->ah_row;
-        D->h_gate = L->gate;
-        D->h_up = L->up;
-        D->h_down = L->down;
+        D->computable = true;
+        D->n_res = nr;
         D->gate_type = L->gate_type;
         D->down_type = L->down_type;
         D->gate_row = L->gate_row;
         D->gate_mat = L->gate_mat;
         D->down_row = L->down_row;
         D->down_mat = L->down_mat;
-        D->bytes = 2 * round_up(L->gate_mat * (size_t)n_expert, ALIGN) + round_up(L->down_mat * (size_t)n_expert, ALIGN);
-        if (L->oai) {
-            D->oai = true;
-            D->alpha = L->alpha;
-            D->limit = L->limit;
-            bias_total += round_up((size_t)n_expert * (size_t)(2 * n_ff + n_embd) * sizeof(float), ALIGN);
-        }
-        if (L->resident) {
-            total += D->bytes;
-            resident++;
-        } else {
-            largest = D->bytes > largest ? D->bytes : largest;
-            streamable++;
-        }
+        total += 2 * round_up(L->gate_mat * (size_t)nr, ALIGN) + round_up(L->down_mat * (size_t)nr, ALIGN);
+        resident += nr == n_expert;
+        n_res_experts += nr;
+        any_stream = any_stream || nr < n_expert;
     }
-    if (fallback && fallback->ops->mem != MOE_EXEC_DEVICE) {
-        guild_err_set(err, "cuda moe: the executor for the other layers (\"%s\") works on host memory",
-                      fallback->ops->name);
-        goto fail;
-    }
-    if (resident < n_layer && !fallback) {
-        guild_err_set(err, "cuda moe: %d of %d layers' experts are not on the device and there is no other executor",
-                      n_layer - resident, n_layer);
+    bool all_resident = true;
+    for (int32_t il = 0; il < n_layer; il++)
+        all_resident = all_resident && m->layers[il].n_res == n_expert;
+    if (!all_resident && !fallback) {
+        guild_err_set(err, "cuda moe: experts of %d layers are not on the device and there is no other executor",
+                      n_layer - resident);
         goto fail;
     }
     size_t counted = 0;
@@ -878,59 +748,59 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         cuda_alloc((void **)&m->order, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->tiles, (size_t)mt * 4 * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->n_tiles, sizeof(int32_t), &counted, "expert routing", err) < 0 ||
-        cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0 ||
-        (bias_total && (cuda_alloc(&m->bias_mem, bias_total, &counted, "the experts' biases", err) < 0 ||
-                        cuda_alloc((void **)&m->u, P * (size_t)n_ff * sizeof(float), &counted, "expert activations",
-                                   err) < 0)))
+        cuda_alloc((void **)&m->d_loc, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
+        cuda_alloc((void **)&m->d_cpu, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
+        cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0)
         goto fail;
-    /* the oai layers' biases: on the device for resident and streamed layers alike (small beside the weights) */
-    size_t boff = 0;
-    for (int32_t il = 0; il < n_layer; il++) {
-        const cuda_moe_gpu_layer_t *L = &layers[il];
-        gpu_layer_t *D = &m->layers[il];
-        if (!D->oai)
-            continue;
-        const size_t fb = (size_t)n_expert * (size_t)n_ff * sizeof(float), eb = (size_t)n_expert * (size_t)n_embd *
-                                                                                  sizeof(float);
-        float *base = (float *)((char *)m->bias_mem + boff);
-        D->gate_b = base;
-        D->up_b = base + (size_t)n_expert * (size_t)n_ff;
-        D->down_b = base + 2 * (size_t)n_expert * (size_t)n_ff;
-        boff += round_up(2 * fb + eb, ALIGN);
-        if (cuda_check(cudaMemcpy((void *)D->gate_b, L->gate_b, fb, cudaMemcpyHostToDevice), "upload expert biases",
-                       err) < 0 ||
-            cuda_check(cudaMemcpy((void *)D->up_b, L->up_b, fb, cudaMemcpyHostToDevice), "upload expert biases",
-                       err) < 0 ||
-            cuda_check(cudaMemcpy((void *)D->down_b, L->down_b, eb, cudaMemcpyHostToDevice), "upload expert biases",
-                       err) < 0)
-            goto fail;
-    }
+    /* the resident experts, rank by rank: gate, up, down regions of each layer */
     size_t off = 0;
     for (int32_t il = 0; il < n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];
         gpu_layer_t *D = &m->layers[il];
-        if (!D->h_gate || !L->resident)
+        if (!D->computable || !D->n_res)
             continue;
-        const size_t gb = L->gate_mat * (size_t)n_expert, db = L->down_mat * (size_t)n_expert;
-        char *base = (char *)m->mem + off;
-        D->gate = base;
-        D->up = base + round_up(gb, ALIGN);
-        D->down = base + 2 * round_up(gb, ALIGN);
-        off += D->bytes;
-        if (cuda_check(cudaMemcpy((void *)D->gate, L->gate, gb, cudaMemcpyHostToDevice), "upload expert weights", err) < 0 ||
-            cuda_check(cudaMemcpy((void *)D->up, L->up, gb, cudaMemcpyHostToDevice), "upload expert weights", err) < 0 ||
-            cuda_check(cudaMemcpy((void *)D->down, L->down, db, cudaMemcpyHostToDevice), "upload expert weights", err) < 0)
+        const size_t gb = round_up(L->gate_mat * (size_t)D->n_res, ALIGN);
+        char *b = (char *)m->mem + off;
+        D->gate = b;
+        D->up = b + gb;
+        D->down = b + 2 * gb;
+        off += 2 * gb + round_up(L->down_mat * (size_t)D->n_res, ALIGN);
+        for (int32_t e = 0; e < n_expert;) {
+            if (D->base.rank[e] < 0) {
+                e++;
+                continue;
+            }
+            int32_t e1 = e + 1; /* a run of resident experts: one upload per matrix */
+            while (e1 < n_expert && D->base.rank[e1] >= 0)
+                e1++;
+            const size_t r = (size_t)D->base.rank[e], k = (size_t)(e1 - e);
+            if (cuda_check(cudaMemcpy((void *)(D->gate + r * L->gate_mat), (const char *)L->gate + e * L->gate_mat,
+                                      k * L->gate_mat, cudaMemcpyHostToDevice), "upload expert weights", err) < 0 ||
+                cuda_check(cudaMemcpy((void *)(D->up + r * L->gate_mat), (const char *)L->up + e * L->gate_mat,
+                                      k * L->gate_mat, cudaMemcpyHostToDevice), "upload expert weights", err) < 0 ||
+                cuda_check(cudaMemcpy((void *)(D->down + r * L->down_mat), (const char *)L->down + e * L->down_mat,
+                                      k * L->down_mat, cudaMemcpyHostToDevice), "upload expert weights", err) < 0)
+                goto fail;
+            e = e1;
+        }
+    }
+    for (int32_t il = 0; il < n_layer; il++)
+        for (int i = 0; i < 4; i++)
+            if (ev_create(&m->layers[il].ev[i], err) < 0)
+                goto fail;
+    if (ev_create(&m->pass_ev[0], err) < 0 || ev_create(&m->pass_ev[1], err) < 0)
+        goto fail;
+    const size_t before = counted;
+    if (staging && any_stream && fallback) {
+        if (expert_split_new(&m->split, n_expert, err) < 0 ||
+            stream_setup(m, layers, staging, stage, m->own_src, &counted, err) < 0)
             goto fail;
     }
-    const size_t before = counted;
-    if (streamable && stream_setup(m, largest, err) < 0)
-        goto fail;
-    counted += streamable ? 2 * largest + 2 * P * sizeof(int32_t) : 0; /* stream_setup's */
     if (bytes)
         *bytes += counted;
-    guild_log(GUILD_LOG_INFO, "cuda moe: experts of %d of %d layers on the device (%.1f MiB, buffers %.1f MiB)%s",
-              resident, n_layer, (double)total / (1 << 20), (double)(before - total) / (1 << 20),
-              m->stream ? ", the others streamed for large batches" : "");
+    guild_log(GUILD_LOG_INFO, "cuda moe: %d experts of %d layers on the device (%d layers whole; %.1f MiB, buffers "
+              "%.1f MiB)%s", n_res_experts, n_layer, resident, (double)total / (1 << 20),
+              (double)(before - total) / (1 << 20), m->xs ? ", the others streamed for large batches" : "");
     *out = &m->base;
     return 0;
 fail:

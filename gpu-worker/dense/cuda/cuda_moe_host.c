@@ -1,7 +1,9 @@
 /* The "host" device executor: a host executor seen from the device, run on the host thread that drives the
  * backend. See cuda_moe.h. */
 #include <stdlib.h>
+#include <string.h>
 
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "ipc/doorbell.h" /* guild_now_ns */
@@ -14,6 +16,7 @@ typedef struct moe_host {
     float *h_x;          /* pinned [max_tokens][n_embd] */
     int32_t *h_ids;      /* pinned [max_tokens][n_used] */
     float *d_y;          /* device [max_tokens][n_used][n_embd] */
+    float *h_y;          /* pinned [max_tokens][n_used][n_embd], allocated at the first collect_rows: the CPU rows */
     cudaEvent_t inputs_ready;
     moe_exec_stats_t stats;
 } moe_host_t;
@@ -59,6 +62,35 @@ static int host_collect(moe_exec_t *base, const float **y, void *queue, guild_er
     return 0;
 }
 
+/* The CPU rows only (ids: the batch's, with the device's pairs as skip slots): copied into pinned memory at their
+ * places and merged from there by the device, rather than all of y over PCIe: a split layer's few rows. */
+static int host_collect_rows(moe_exec_t *base, float *y, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    moe_host_t *m = (moe_host_t *)base;
+    cudaStream_t s = queue;
+    if (cuda_check(cudaEventSynchronize(m->inputs_ready), "wait for routed inputs", err) < 0)
+        return -1;
+    const uint64_t t0 = guild_now_ns();
+    const float *hy = NULL;
+    if (moe_exec_run(m->host, m->layer, m->n, m->h_x, m->h_ids, &hy, err) < 0)
+        return -1;
+    m->stats.exchanges++;
+    m->stats.wait_ns += guild_now_ns() - t0;
+    const size_t row = (size_t)m->n_embd;
+    if (!m->h_y && cudaMallocHost((void **)&m->h_y, (size_t)m->max_tokens * (size_t)m->n_used * row * sizeof(float)) !=
+                       cudaSuccess) {
+        m->h_y = NULL;
+        (void)cudaGetLastError();
+        return guild_err_set(err, "cuda moe: cannot allocate pinned host memory for expert outputs");
+    }
+    /* h_y is rewritten by the next collect only after that batch's inputs are ready, i.e. after this merge */
+    const int32_t P = m->n * m->n_used;
+    for (int32_t p = 0; p < P; p++)
+        if (m->h_ids[p] >= 0)
+            memcpy(m->h_y + (size_t)p * row, hy + (size_t)p * row, row * sizeof(float));
+    return cuda_expert_merge(y, m->h_y, ids, P, m->n_embd, s, err);
+}
+
 static void host_destroy(moe_exec_t *base)
 {
     moe_host_t *m = (moe_host_t *)base;
@@ -66,6 +98,8 @@ static void host_destroy(moe_exec_t *base)
         cudaEventDestroy(m->inputs_ready);
     cudaFreeHost(m->h_x);
     cudaFreeHost(m->h_ids);
+    if (m->h_y)
+        cudaFreeHost(m->h_y);
     cuda_free((void **)&m->d_y);
     free(m);
 }
@@ -82,6 +116,7 @@ static const moe_exec_ops_t host_ops = {
     .collect = host_collect,
     .destroy = host_destroy,
     .stats = host_stats,
+    .collect_rows = host_collect_rows,
 };
 
 static int pinned(void **p, size_t bytes, guild_err_t *err)

@@ -58,6 +58,16 @@ static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_er
     return 0;
 }
 
+static int xchg_collect_rows(moe_exec_t *base, float *y, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    cudaStream_t s = queue;
+    if (cuda_xchg_wait(&m->view, m->d, m->layer, s, err) < 0 ||
+        cuda_xchg_take_y_rows(&m->view, m->d, ids, m->n * m->n_used, m->n_embd, y, s, err) < 0)
+        return -1;
+    return 0;
+}
+
 static bool xchg_capturable(const moe_exec_t *base)
 {
     (void)base;
@@ -172,6 +182,7 @@ static const moe_exec_ops_t xchg_ops = {
     .step_end = xchg_step_end,
     .sync = xchg_sync,
     .result = xchg_result,
+    .collect_rows = xchg_collect_rows,
 };
 
 int cuda_moe_xchg_new(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o, guild_err_t *err)

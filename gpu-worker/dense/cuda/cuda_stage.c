@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { STAGE_KIND_PAGEABLE, STAGE_KIND_RING, STAGE_KIND_PINNED } stage_kind_t;
+typedef enum { STAGE_KIND_PAGEABLE, STAGE_KIND_RING, STAGE_KIND_PINNED, STAGE_KIND_REGISTERED } stage_kind_t;
 
 struct cuda_stage {
     stage_kind_t kind;
@@ -26,6 +26,10 @@ struct cuda_stage {
     cuda_stage_range_t *pin;
     int32_t n_pin;
     char *pin_mem;
+
+    /* registered kind: the page-aligned ranges registered in place (sorted, disjoint; pin[i].copy = host) */
+    int32_t n_reg;        /* of pin[] that are registered (all or none) */
+    uint64_t reg_bytes;
 
     /* ring kind */
     stage_ring_t *ring;  /* not owned */
@@ -129,6 +133,79 @@ static const char *pinned_at(const cuda_stage_t *st, const char *h, size_t bytes
     return NULL;
 }
 
+int cuda_stage_new_registered(cuda_stage_t **out, const cuda_stage_range_t *ranges, int32_t n, guild_err_t *err)
+{
+    *out = NULL;
+    cuda_stage_t *st = calloc(1, sizeof *st);
+    if (!st || !(st->pin = calloc(n > 0 ? (size_t)n : 1, sizeof *st->pin))) {
+        free(st);
+        return guild_err_set(err, "cuda stage: out of memory");
+    }
+    st->kind = STAGE_KIND_REGISTERED;
+    const uintptr_t page = 4096;
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!ranges[i].bytes)
+            continue;
+        const uintptr_t a = (uintptr_t)ranges[i].host & ~(page - 1);
+        const uintptr_t b = ((uintptr_t)ranges[i].host + ranges[i].bytes + page - 1) & ~(page - 1);
+        st->pin[m++] = (cuda_stage_range_t){(const void *)a, (size_t)(b - a), NULL};
+    }
+    qsort(st->pin, (size_t)m, sizeof *st->pin, range_cmp);
+    int32_t k = 0; /* merged: a page registered twice is refused */
+    for (int32_t i = 0; i < m; i++) {
+        const char *h = st->pin[i].host, *end = h + st->pin[i].bytes;
+        if (k > 0 && h <= (const char *)st->pin[k - 1].host + st->pin[k - 1].bytes) {
+            const char *pend = (const char *)st->pin[k - 1].host + st->pin[k - 1].bytes;
+            if (end > pend)
+                st->pin[k - 1].bytes = (size_t)(end - (const char *)st->pin[k - 1].host);
+        } else {
+            st->pin[k++] = st->pin[i];
+        }
+    }
+    st->n_pin = k;
+    int dev = 0, ro = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ro = 0;
+    }
+    /* read-only: the memory may be a read-only mapping (the model file, another process's shared copies), and
+     * the device never writes it */
+    const unsigned flags = cudaHostRegisterPortable | (ro ? cudaHostRegisterReadOnly : 0u);
+    const uint64_t t0 = guild_now_ns();
+    cudaError_t e = cudaSuccess;
+    for (int32_t i = 0; i < k && e == cudaSuccess; i++) {
+        e = cudaHostRegister((void *)st->pin[i].host, st->pin[i].bytes, flags);
+        if (e == cudaSuccess) {
+            st->pin[i].copy = (char *)st->pin[i].host;
+            st->n_reg = i + 1;
+            st->reg_bytes += st->pin[i].bytes;
+        }
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        guild_log(GUILD_LOG_WARN, "cuda stage: the experts' memory cannot be registered for the device (%s, after "
+                  "%.2f of %d ranges' GiB): they are copied as pageable memory", cudaGetErrorString(e),
+                  (double)st->reg_bytes / (1u << 30), (int)k);
+        for (int32_t i = 0; i < st->n_reg; i++)
+            cudaHostUnregister((void *)st->pin[i].host);
+        st->n_reg = 0;
+        st->reg_bytes = 0;
+    } else {
+        guild_log(GUILD_LOG_INFO, "cuda stage: %.2f GiB of the CPU side's experts (%d ranges) registered for the "
+                  "device%s in %.2f s: streamed by DMA from them, no second copy", (double)st->reg_bytes / (1u << 30),
+                  (int)k, ro ? " read-only" : "", (double)(guild_now_ns() - t0) / 1e9);
+    }
+    *out = st;
+    return 0;
+}
+
+uint64_t cuda_stage_registered_bytes(const cuda_stage_t *st)
+{
+    return st->kind == STAGE_KIND_REGISTERED ? st->reg_bytes : 0;
+}
+
 int cuda_stage_new_ring(cuda_stage_t **out, struct stage_ring *ring, const void *map_base, size_t map_bytes,
                         const struct stage_wait *wait, guild_err_t *err)
 {
@@ -178,7 +255,7 @@ static int direct_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p,
                        guild_err_t *err)
 {
     for (int32_t i = 0; i < n; i++) {
-        const char *src = p[i].host;
+        const char *src = p[i].host; /* registered kind: the memory itself (a pageable copy outside its ranges) */
         if (st->kind == STAGE_KIND_PINNED && !(src = pinned_at(st, p[i].host, p[i].bytes)))
             return guild_err_set(err, "cuda stage: piece %d (%zu bytes at %p) is not inside the pinned ranges",
                                  (int)i, p[i].bytes, p[i].host);
@@ -282,7 +359,7 @@ int cuda_stage_copy(cuda_stage_t *st, char *dst, const cuda_stage_piece_t *p, in
 {
     if (st->failed)
         return guild_err_set(err, "cuda stage: unusable after an earlier error");
-    if (st->kind == STAGE_KIND_PAGEABLE || st->kind == STAGE_KIND_PINNED)
+    if (st->kind != STAGE_KIND_RING)
         return direct_copy(st, dst, p, n, copy, err);
     if (ring_copy(st, dst, p, n, copy, err) < 0) {
         st->failed = 1;
@@ -320,6 +397,11 @@ void cuda_stage_destroy(cuda_stage_t **pst)
                     cudaEventDestroy(st->events[i]);
         if (st->registered)
             cudaHostUnregister(stage_ring_map_base(st->ring));
+    }
+    if (st->kind == STAGE_KIND_REGISTERED && st->n_reg) {
+        cudaDeviceSynchronize(); /* copies out of it may still be in flight */
+        for (int32_t i = 0; i < st->n_reg; i++)
+            cudaHostUnregister((void *)st->pin[i].host);
     }
     if (st->pin_mem) {
         /* copies out of it may still be in flight on any stream */

@@ -52,6 +52,16 @@ typedef struct cuda_stage_range {
  * err naming the size and the alternatives when the memory cannot be had. */
 int cuda_stage_new_pinned(cuda_stage_t **out, const cuda_stage_range_t *ranges, int32_t n, guild_err_t *err);
 
+/* The shared path: registers ranges[0..n-1] in place (page-aligned and merged; cudaHostRegister, read-only where
+ * the device supports it): the memory the CPU side computes the experts from (its node-bound copies, or the
+ * model mapping), so that the device copies them by DMA with no second copy in RAM. A piece inside a registered
+ * range is one cudaMemcpyAsync from the memory itself; one outside (or every piece, when the registration is
+ * refused: logged, the stage then copies as the pageable kind) a pageable copy. -1 with err (out of memory). */
+int cuda_stage_new_registered(cuda_stage_t **out, const cuda_stage_range_t *ranges, int32_t n, guild_err_t *err);
+
+/* Bytes the shared kind registered (0 for the others). */
+uint64_t cuda_stage_registered_bytes(const cuda_stage_t *st);
+
 /* The ring path: registers ring's whole mapping with cudaHostRegister (portable), and serves copies of pieces of
  * map_base[0..map_bytes) (the model file's mapping: pieces become file offsets, so the stager must serve the same
  * file). wait: how to wait for fills (NULL: stage_wait_default()). The ring is not owned: it must outlive the

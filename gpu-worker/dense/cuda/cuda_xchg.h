@@ -70,6 +70,10 @@ int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t lay
 int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, cudaStream_t s, guild_err_t *err);
 int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y, cudaStream_t s,
                      guild_err_t *err);
+/* take_y of the rows of the pairs p < n_pairs whose ids[p] (device) is >= 0 only: y[p][0..n_embd); the other
+ * rows of y untouched. */
+int cuda_xchg_take_y_rows(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, const int32_t *ids, int32_t n_pairs,
+                          int64_t n_embd, float *y, cudaStream_t s, guild_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -168,6 +168,24 @@ static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_de
     }
 }
 
+/* take_y for the pairs p with ids[p] >= 0 only (a block per pair): a split layer's CPU rows, without moving the
+ * device's rows over PCIe. */
+static __global__ void xchg_take_y_rows_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, const int32_t *ids,
+                                               int64_t n_embd, float *y)
+{
+    const int64_t p = blockIdx.x;
+    if (d->failed || ids[p] < 0)
+        return;
+    const float *src = (const float *)(slot_at(v, d->seq) + v.layout.y_off) + p * n_embd;
+    float *dst = y + p * n_embd;
+    if (n_embd % 4 == 0)
+        for (int64_t i = threadIdx.x; i < n_embd / 4; i += blockDim.x)
+            ((float4 *)dst)[i] = __ldcv((const float4 *)src + i);
+    else
+        for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x)
+            dst[i] = __ldcv(src + i);
+}
+
 static int check_view(const cuda_xchg_view_t *v, guild_err_t *err)
 {
     const guild_exchange_layout_t *l = &v->layout;
@@ -203,6 +221,17 @@ extern "C" int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int
         return -1;
     xchg_wait_kernel<<<1, WARP_SIZE, 0, s>>>(*v, d, layer);
     return cuda_launch_check("exchange wait", err);
+}
+
+extern "C" int cuda_xchg_take_y_rows(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, const int32_t *ids,
+                                     int32_t n_pairs, int64_t n_embd, float *y, cudaStream_t s, guild_err_t *err)
+{
+    if (check_view(v, err) < 0)
+        return -1;
+    if (n_pairs <= 0)
+        return 0;
+    xchg_take_y_rows_kernel<<<(unsigned)n_pairs, 256, 0, s>>>(*v, d, ids, n_embd, y);
+    return cuda_launch_check("exchange take y rows", err);
 }
 
 extern "C" int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y,
