@@ -13,6 +13,7 @@
 #include "coordinator/placement.h"
 #include "coordinator/stack_plan.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "cpu-expert-worker/experts/expert_shard.h"
 
 struct pipeline {
     placement_t *plan;
@@ -38,12 +39,38 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
     return rc;
 }
 
+/* The bytes of each CPU worker's expert copies (cpu-expert-worker/experts/expert_shard.h) for its expert store
+ * (ipc/expert_store.h); *out: [workers], free it. */
+static int store_sizes(const placement_t *plan, const model_t *m, uint64_t **out, guild_err_t *err)
+{
+    const model_config_t *c = model_config(m);
+    const int nw = placement_workers(plan);
+    uint64_t *b = calloc((size_t)nw + 1, sizeof *b);
+    uint8_t *owned = calloc((size_t)c->n_layer * (size_t)c->n_expert + 1, 1);
+    if (!b || !owned) {
+        free(b);
+        free(owned);
+        return guild_err_set(err, "pipeline: out of memory");
+    }
+    for (int w = 0; w < nw; w++) {
+        memset(owned, 0, (size_t)c->n_layer * (size_t)c->n_expert);
+        for (int32_t il = 0; il < c->n_layer; il++)
+            for (int32_t e = 0; e < c->n_expert; e++)
+                owned[(size_t)il * (size_t)c->n_expert + (size_t)e] = placement_owner(plan, il, e) == w;
+        b[w] = expert_shard_copy_bytes(m, owned);
+    }
+    free(owned);
+    *out = b;
+    return 0;
+}
+
 int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t *sp, const model_t *m,
                  const char *model_path, backend_t **be, guild_err_t *err)
 {
     *out = NULL;
     *be = NULL;
     const model_config_t *mc = model_config(m);
+    uint64_t *store_bytes = NULL;
     pipeline_t *p = calloc(1, sizeof *p);
     if (!p)
         return guild_err_set(err, "pipeline: out of memory");
@@ -63,7 +90,7 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
             gpu_plan_print(&sp->gpu, stderr);
     }
     /* the experts the GPU streams (a plan with staging) go through the staging slots */
-    const sup_setup_t setup = {
+    sup_setup_t setup = {
         .model_path = p->model_path,
         .worker_dir = p->worker_dir,
         .plan = p->plan,
@@ -71,7 +98,16 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
         .gpu_plan = sp->on ? &sp->gpu : NULL,
         .count_routing = o->stats || o->record_routing,
     };
-    if (sup_new(&p->sup, &so, &setup, mc, err) < 0)
+    /* one copy of each expert: the CPU workers copy theirs into stores the GPU worker maps (not with workers
+     * started by hand, which may be on another host) */
+    if (setup.stage_slot_bytes && o->gpu.cuda.stager == CUDA_STAGER_SHARED && !o->listen &&
+        store_sizes(p->plan, m, &store_bytes, err) < 0)
+        goto fail;
+    setup.expert_store_bytes = store_bytes;
+    const int sup_rc = sup_new(&p->sup, &so, &setup, mc, err);
+    free(store_bytes); /* sup_new took the sizes */
+    store_bytes = NULL;
+    if (sup_rc < 0)
         goto fail;
     uint64_t epoch;
     if (sup_wait_ready(p->sup, o->start_ms, &epoch, err) < 0)
@@ -90,6 +126,7 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
     *out = p;
     return 0;
 fail:
+    free(store_bytes);
     pipeline_destroy(&p);
     return -1;
 }
@@ -108,6 +145,11 @@ void pipeline_destroy(pipeline_t **pp)
     placement_destroy(&p->plan);
     free(p);
     *pp = NULL;
+}
+
+int pipeline_pids(pipeline_t *p, int *pids, char (*names)[32], int max)
+{
+    return sup_pids(p->sup, pids, names, max);
 }
 
 void pipeline_print_stats(pipeline_t *p, const backend_t *be, FILE *out)

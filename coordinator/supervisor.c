@@ -24,6 +24,7 @@
 #include "ipc/curve.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
+#include "ipc/expert_store.h"
 #include "ipc/msg.h"
 #include "ipc/rundir.h"
 #include "ipc/stage_ring.h"
@@ -116,6 +117,7 @@ struct sup {
     int n_w;      /* slots: n_cpu + 1, and + 1 with a stager */
     wslot_t *w;   /* [n_w]: the CPU workers, then the GPU worker, then guild-stager (with a ring) */
     stage_ring_t *ring; /* the staging ring guild-stager serves to the GPU worker; NULL: none */
+    guild_arena_t **stores; /* [n_cpu] each CPU worker's expert store (ipc/expert_store.h); NULL: none */
     pthread_t thread;
     bool started;
     _Atomic int stop;
@@ -279,6 +281,39 @@ static void cpu_assignment(const sup_t *s, const wslot_t *w, cpu_worker_options_
     c->data_endpoint = w->remote ? s->data_public : NULL;
 }
 
+/* An expert store per CPU worker, its pages allocated as the worker fills it (bound to its node). */
+static int stores_create(sup_t *s, const uint64_t *bytes, guild_err_t *err)
+{
+    if (!(s->stores = calloc((size_t)s->n_cpu, sizeof *s->stores)))
+        return guild_err_set(err, "pipeline: out of memory");
+    uint64_t total = 0;
+    for (int i = 0; i < s->n_cpu; i++) {
+        const guild_arena_request_t req = {EXPERT_STORE_ARENA_KIND, 0,
+                                           expert_store_memsize(s->mc.n_layer, s->mc.n_expert, bytes[i])};
+        const guild_arena_opts_t ao = {.pages = GUILD_ARENA_PAGES_THP, .dir = s->opts.arena_dir, .lazy = 1};
+        size_t rs = 0;
+        void *r = NULL;
+        if (!(s->stores[i] = guild_arena_create(&req, 1, &ao, err)) ||
+            !(r = guild_arena_region(s->stores[i], EXPERT_STORE_ARENA_KIND, 0, &rs)) ||
+            expert_store_init(r, rs, s->mc.n_layer, s->mc.n_expert, bytes[i], err) < 0)
+            return guild_err_prefix(err, "cpu-worker[%d]'s expert store: ", i);
+        guild_arena_publish(s->stores[i]);
+        total += bytes[i];
+    }
+    guild_log(GUILD_LOG_INFO, "pipeline: %d expert stores (%.2f GiB of copies): the GPU worker streams from the CPU "
+              "workers' own copies", s->n_cpu, (double)total / 1073741824.0);
+    return 0;
+}
+
+static void arena_ref(Guild__ArenaRef *r, const guild_arena_t *a)
+{
+    guild__arena_ref__init(r);
+    r->name = (char *)guild_arena_name(a);
+    r->layout_version = GUILD_ARENA_LAYOUT_VERSION;
+    r->size = guild_arena_size(a);
+    r->tag = guild_arena_tag(a);
+}
+
 static int send_assign(sup_t *s, wslot_t *w)
 {
     Guild__Envelope env = GUILD__ENVELOPE__INIT;
@@ -292,6 +327,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     char *ring_names[STAGER_MAX_RINGS];
     int n_layer = s->mc.n_layer;
     Guild__LayerShard *shards = NULL, **shard_ptrs = NULL;
+    Guild__ArenaRef *store_refs = NULL, **store_ptrs = NULL;
     Guild__ExpertRange *ranges = NULL, **range_ptrs = NULL;
     uint32_t *cpus = NULL, *gpu_layers = NULL, *run_first = NULL, *run_count = NULL;
     int rc = -1;
@@ -313,6 +349,7 @@ static int send_assign(sup_t *s, wslot_t *w)
         gpu_worker_options_to_proto(&gpu, &gpu_msg);
         a.options_case = GUILD__ASSIGN__OPTIONS_GPU;
         a.gpu = &gpu_msg.m;
+        a.n_expert_stores = s->stores ? (size_t)s->n_cpu : 0; /* every CPU worker's */
     } else if (w->role == GUILD__ROLE__ROLE_STAGER) {
         stager_options_to_proto(&s->stager, &stager_msg, ring_names);
         a.options_case = GUILD__ASSIGN__OPTIONS_STAGER;
@@ -357,6 +394,20 @@ static int send_assign(sup_t *s, wslot_t *w)
         }
         a.n_shard = ns;
         a.shard = shard_ptrs;
+        a.n_expert_stores = s->stores && !w->remote ? 1 : 0; /* its own */
+    }
+    if (a.n_expert_stores) {
+        const int first = w->role == GUILD__ROLE__ROLE_CPU_WORKER ? w->index : 0;
+        if (!(store_refs = calloc(a.n_expert_stores, sizeof *store_refs)) ||
+            !(store_ptrs = calloc(a.n_expert_stores, sizeof *store_ptrs))) {
+            fail(s, "%s: out of memory for its assignment", w->name);
+            goto done;
+        }
+        for (size_t i = 0; i < a.n_expert_stores; i++) {
+            arena_ref(&store_refs[i], s->stores[first + (int)i]);
+            store_ptrs[i] = &store_refs[i];
+        }
+        a.expert_stores = store_ptrs;
     }
     env.body_case = GUILD__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
@@ -368,6 +419,8 @@ static int send_assign(sup_t *s, wslot_t *w)
     w->since_ns = guild_now_ns();
     rc = 0;
 done:
+    free(store_refs);
+    free(store_ptrs);
     free(shards);
     free(shard_ptrs);
     free(ranges);
@@ -573,6 +626,11 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
         }
         memcpy(w->routing, st->routing, st->n_routing * sizeof *w->routing);
     }
+    w->streaming.stream_passes = st->stream_passes;
+    w->streaming.stream_span_ns = st->stream_span_ns;
+    w->streaming.copy_busy_ns = st->copy_busy_ns;
+    w->streaming.copy_wait_ns = st->copy_wait_ns;
+    w->streaming.cpu_wait_ns = st->cpu_wait_ns;
 }
 
 /* Under mu: a worker that reported Ready (and whose shard, when not read from our file, proved the same) serves. */
@@ -1016,6 +1074,8 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
     if (guild_step_init(sr, rsize, &ss, err) < 0 || guild_step_attach(&s->step, sr, rsize, err) < 0)
         goto fail;
     guild_arena_publish(s->arena);
+    if (setup->expert_store_bytes && stores_create(s, setup->expert_store_bytes, err) < 0)
+        goto fail;
     /* three slots: two in flight to the device, one being filled */
     if (stager) {
         if (stage_ring_create(&s->ring, 3, (size_t)setup->stage_slot_bytes, &ao, err) < 0)
@@ -1122,6 +1182,9 @@ void sup_destroy(sup_t **ps)
         free(s->w[i].routing);
     for (int i = 0; s->w && i < s->n_w; i++)
         free(s->w[i].digests);
+    for (int i = 0; s->stores && i < s->n_cpu; i++)
+        guild_arena_destroy(&s->stores[i]);
+    free(s->stores);
     free(s->w);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
@@ -1337,6 +1400,20 @@ int sup_gpu_routing(sup_t *s, uint64_t *counts)
         memcpy(counts, g->routing, n * sizeof *counts);
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+int sup_pids(sup_t *s, int *pids, char (*names)[32], int max)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (int i = 0; i < s->n_w && n < max; i++)
+        if (s->w[i].pid > 0) {
+            pids[n] = (int)s->w[i].pid;
+            snprintf(names[n], 32, "%s", s->w[i].name);
+            n++;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void sup_print_stats(sup_t *s, FILE *out)

@@ -51,6 +51,11 @@ typedef struct sup_setup {
                                    it: gpu_worker_options_t.plan); borrowed, must outlive the supervisor; NULL:
                                    the backend plans its own (or none) */
     bool count_routing;         /* the GPU worker counts the routing (--stats, --record-routing): sup_gpu_routing */
+    /* One copy of each expert in RAM (stager CUDA_STAGER_SHARED, ipc/expert_store.h): NULL, or the bytes of each
+     * CPU worker's copies ([placement workers], read during sup_new): an expert store is created for each (pages
+     * allocated as the worker fills it, on its node), named in its Assign and, all of them, in the GPU
+     * worker's. */
+    const uint64_t *expert_store_bytes;
 } sup_setup_t;
 
 typedef struct sup sup_t;
@@ -98,6 +103,10 @@ void sup_gpu_stats(sup_t *s, backend_stats_t *out);
 /* The GPU worker's routing counts per (layer, expert) (setup.count_routing) into counts[n_layer * n_expert], fresh
  * from the worker (or its last answer's if it does not answer within 300 ms): 0, or -1 when it has sent none. */
 int sup_gpu_routing(sup_t *s, uint64_t *counts);
+
+/* The workers' processes now (those with a pid; by-hand ones too): pids[i] and names[i] ("cpu-worker[1]"), at
+ * most max of them; returns the count. */
+int sup_pids(sup_t *s, int *pids, char (*names)[32], int max);
 
 /* One line per worker: pid, restarts, exchanges served, time busy and waiting, heartbeat round trip. */
 void sup_print_stats(sup_t *s, FILE *out);

@@ -2,11 +2,13 @@
 
 #include "cpu-expert-worker/cpu_worker.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/model/expert_digest.h"
@@ -19,6 +21,7 @@
 #include "cpu-expert-worker/experts/expert_shard.h"
 #include "cpu-expert-worker/shard_fetch.h"
 #include "ipc/arena.h"
+#include "ipc/expert_store.h"
 #include "ipc/exchange.h"
 #include <zmq.h>
 #include "ipc/actor.h"
@@ -45,6 +48,7 @@ typedef struct cpu_worker {
     expert_digest_t *digests; /* [n_digests] of the current shard, when its source is not the coordinator's file */
     size_t n_digests;
     expert_shard_t *shard;
+    guild_arena_t *store_arena; /* the expert store its shard is copied into (ipc/expert_store.h); NULL: none */
     guild_pool_t *pool;
     expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
     guild_arena_t *arena;
@@ -68,12 +72,70 @@ static void release(cpu_worker_t *w)
     expert_pipe_destroy(&w->pipe);
     guild_pool_destroy(&w->pool);
     expert_shard_destroy(&w->shard);
+    if (w->store_arena) { /* the store stays (the coordinator's): only this process's lock and mapping go */
+        size_t rs = 0;
+        void *r = guild_arena_region(w->store_arena, EXPERT_STORE_ARENA_KIND, 0, &rs);
+        if (r)
+            munlock(r, rs);
+    }
+    guild_arena_destroy(&w->store_arena);
     guild_exchange_destroy(&w->x);
     guild_arena_destroy(&w->arena);
     if (w->data) {
         zmq_close(w->data);
         w->data = NULL;
     }
+}
+
+/* The shard copied into the expert store the coordinator named (its pages bound to the node, locked if asked),
+ * its table written and published for the GPU worker, which streams the same bytes. */
+static int shard_into_store(cpu_worker_t *w, const Guild__ArenaRef *ref, const cpu_worker_options_t *o,
+                            const uint8_t *owned, guild_err_t *err)
+{
+    const model_config_t *c = model_config(w->model);
+    guild_arena_expect_t ex = {.tag = ref->tag, .size = ref->size};
+    size_t rs = 0;
+    void *r;
+    expert_store_t st;
+    if (!(w->store_arena = guild_arena_attach(ref->name, &ex, err)))
+        return -1;
+    if (!(r = guild_arena_region(w->store_arena, EXPERT_STORE_ARENA_KIND, 0, &rs)))
+        return guild_err_set(err, "arena %s: no expert store region", ref->name);
+    if (expert_store_attach(&st, r, rs, c->n_layer, c->n_expert, err) < 0)
+        return guild_err_prefix(err, "arena %s: ", ref->name);
+    char *data = expert_store_data(&st);
+    const size_t need = expert_shard_copy_bytes(w->model, owned), have = (size_t)st.h->data_bytes;
+    if (need > have)
+        return guild_err_set(err, "expert store %s: %zu bytes for %zu bytes of copies", ref->name, have, need);
+    if (topo_bind(data, have, w->node, err) < 0)
+        return -1;
+    if (o->mlock && mlock(r, rs) != 0)
+        return guild_err_errno(err, errno, "expert store: cannot lock %zu bytes in memory (RLIMIT_MEMLOCK, ulimit -l)",
+                               rs);
+    if (expert_shard_new_copy_at(&w->shard, w->model, owned, data, have, o->interleave_gate_up, o->expert_layout,
+                                 err) < 0)
+        return -1;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        for (int32_t e = 0; e < c->n_expert; e++) {
+            const expert_mats_t *x = expert_shard_get(w->shard, il, e);
+            expert_store_entry_t *en = expert_store_entry(&st, il, e);
+            if (!x) {
+                memset(en, 0, sizeof *en);
+                continue;
+            }
+            *en = (expert_store_entry_t){
+                .gate = (uint64_t)((const char *)x->gate - st.base),
+                .up = (uint64_t)((const char *)x->up - st.base),
+                .down = (uint64_t)((const char *)x->down - st.base),
+                .gate_row = (uint32_t)x->gate_row,
+                .up_row = (uint32_t)x->up_row,
+                .down_row = (uint32_t)x->down_row,
+                .flags = (x->gate_packed ? EXPERT_STORE_GATE_PACKED : 0u) | (x->up_packed ? EXPERT_STORE_UP_PACKED : 0u) |
+                         (x->down_packed ? EXPERT_STORE_DOWN_PACKED : 0u),
+            };
+        }
+    expert_store_publish(&st);
+    return 0;
 }
 
 /* owned[layer * n_expert + e] from the Assign's shard list, every range checked against the model. */
@@ -243,9 +305,13 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     if ((w->source[0] || !a->arena) &&
         expert_digest_compute(w->model, owned, w->pool, &w->digests, &w->n_digests, err) < 0)
         goto out;
-    if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up,
-                              o->expert_layout, err) < 0)
+    if (a->n_expert_stores && a->arena) {
+        if (shard_into_store(w, a->expert_stores[0], o, owned, err) < 0)
+            goto out;
+    } else if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up,
+                                     o->expert_layout, err) < 0) {
         goto out;
+    }
     *resident = expert_shard_resident_bytes(w->shard);
     guild_err_t rerr = {{0}};
     if (shard_fetch_release(&w->fetch, &rerr) < 0) /* the copy holds the received bytes now */

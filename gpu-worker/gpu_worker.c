@@ -14,9 +14,11 @@
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/expert_host.h"
 #include "gpu-worker/gpu_worker_options.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
+#include "ipc/expert_store.h"
 #include "ipc/actor.h"
 #include "ipc/rundir.h"
 #include "ipc/step.h"
@@ -39,6 +41,12 @@ typedef struct gpu_worker {
     bool count_routing;  /* the backend counts the routing: published to the actor after each request */
     uint64_t *routing;   /* [n_layer * n_expert] scratch of those counts */
     backend_t *be;
+    /* the CPU workers' expert stores, mapped read-only (ipc/expert_store.h), and their experts as the backend
+     * streams them */
+    guild_arena_t **stores;
+    size_t n_stores;
+    expert_host_mats_t *host_mats;
+    expert_host_t host;
     int32_t *positions;  /* [max_tokens] */
     int32_t max_tokens, max_out;
     guild_wait_policy_t slice;
@@ -49,6 +57,13 @@ typedef struct gpu_worker {
 static void release(gpu_worker_t *g)
 {
     backend_destroy(&g->be);
+    for (size_t i = 0; i < g->n_stores; i++) /* after the backend: it registered their memory */
+        guild_arena_destroy(&g->stores[i]);
+    free(g->stores);
+    g->stores = NULL;
+    g->n_stores = 0;
+    free(g->host_mats);
+    g->host_mats = NULL;
     moe_exec_destroy(&g->moe);
     guild_exchange_destroy(&g->x);
     guild_arena_destroy(&g->arena);
@@ -71,6 +86,66 @@ static int interrupted(void *ctx, guild_err_t *err)
         g->aborted = true;
         return guild_err_set(err, "request %llu aborted by the coordinator", (unsigned long long)g->cur_request);
     }
+    return 0;
+}
+
+/* While loading: only a stop of the worker interrupts. */
+static int load_interrupted(void *ctx, guild_err_t *err)
+{
+    gpu_worker_t *g = ctx;
+    const char *why;
+    if (actor_stopping(g->actor, &why))
+        return guild_err_set(err, "the GPU worker is stopping (%s)", why);
+    return 0;
+}
+
+/* Maps the CPU workers' expert stores read-only, waits until each is filled, and describes their experts for the
+ * backend (g->host). A store that is not filled in time is an error naming it. */
+static int map_stores(gpu_worker_t *g, const Guild__Assign *a, guild_err_t *err)
+{
+    const model_config_t *c = model_config(g->model);
+    const model_weights_t *mw = model_weights(g->model);
+    const size_t n = (size_t)c->n_layer * (size_t)c->n_expert;
+    if (!(g->stores = calloc(a->n_expert_stores, sizeof *g->stores)) ||
+        !(g->host_mats = calloc(n ? n : 1, sizeof *g->host_mats)))
+        return guild_err_set(err, "out of memory");
+    const uint64_t t0 = guild_now_ns();
+    for (size_t i = 0; i < a->n_expert_stores; i++) {
+        const Guild__ArenaRef *ref = a->expert_stores[i];
+        guild_arena_expect_t ex = {.tag = ref->tag, .size = ref->size};
+        size_t rs = 0;
+        void *r;
+        expert_store_t st;
+        if (!(g->stores[i] = guild_arena_attach_readonly(ref->name, &ex, err)))
+            return -1;
+        g->n_stores = i + 1;
+        if (!(r = guild_arena_region(g->stores[i], EXPERT_STORE_ARENA_KIND, 0, &rs)))
+            return guild_err_set(err, "arena %s: no expert store region", ref->name);
+        if (expert_store_attach(&st, r, rs, c->n_layer, c->n_expert, err) < 0 ||
+            expert_store_wait(&st, 600000000000ull, load_interrupted, g, err) < 0)
+            return guild_err_prefix(err, "expert store %s: ", ref->name);
+        for (int32_t il = 0; il < c->n_layer; il++) {
+            const model_layer_t *L = &mw->layers[il];
+            for (int32_t e = 0; e < c->n_expert; e++) {
+                const expert_store_entry_t *en = expert_store_entry(&st, il, e);
+                if (!en->gate)
+                    continue;
+                const uint64_t rows_g = (uint64_t)L->gate_exps.ne[1], rows_d = (uint64_t)L->down_exps.ne[1];
+                const uint64_t len[3] = {(rows_g - 1) * en->gate_row + L->gate_exps.row_bytes,
+                                         (rows_g - 1) * en->up_row + L->up_exps.row_bytes,
+                                         (rows_d - 1) * en->down_row + L->down_exps.row_bytes};
+                if (expert_store_check_entry(&st, en, len, err) < 0)
+                    return guild_err_prefix(err, "expert store %s: layer %d expert %d: ", ref->name, il, e);
+                g->host_mats[(size_t)il * (size_t)c->n_expert + (size_t)e] = (expert_host_mats_t){
+                    st.base + en->gate, st.base + en->up, st.base + en->down, en->gate_row, en->up_row, en->down_row,
+                    (en->flags & EXPERT_STORE_GATE_PACKED) != 0, (en->flags & EXPERT_STORE_UP_PACKED) != 0,
+                    (en->flags & EXPERT_STORE_DOWN_PACKED) != 0};
+            }
+        }
+    }
+    g->host = (expert_host_t){c->n_layer, c->n_expert, g->host_mats};
+    guild_log(GUILD_LOG_INFO, "%zu expert stores of the CPU workers mapped (filled after %.1f s)", a->n_expert_stores,
+              (double)(guild_now_ns() - t0) / 1e9);
     return 0;
 }
 
@@ -170,6 +245,17 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   .count_routing = o.count_routing || (planned && plan.n_resident_experts > 0),
                                   .check_finite = o.check_finite,
                                   .plan = planned ? &plan : NULL};
+    /* the streamed experts' sources: the CPU workers' own copies */
+    if (a->n_expert_stores && o.cuda.stager == CUDA_STAGER_SHARED && gpu_worker_options_backend_config(&o)) {
+        *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+        if (map_stores(g, a, err) < 0) {
+            if (planned)
+                gpu_plan_fini(&plan);
+            return -1;
+        }
+        o.cuda.expert_host = &g->host;
+        *code = GUILD__ERROR_CODE__ERROR_MODEL;
+    }
     const int rc = backend_new(&g->be, o.backend, g->model, &bo, gpu_worker_options_backend_config(&o), err);
     if (planned)
         gpu_plan_fini(&plan);

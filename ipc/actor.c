@@ -141,6 +141,11 @@ static void fill_stats(actor_t *a, Guild__Stats *s)
     s->stage_wait_ns = atomic_load(&a->stats.stage_wait_ns);
     s->routed_pairs = atomic_load(&a->stats.routed_pairs);
     s->resident_pairs = atomic_load(&a->stats.resident_pairs);
+    s->stream_passes = atomic_load(&a->stats.stream_passes);
+    s->stream_span_ns = atomic_load(&a->stats.stream_span_ns);
+    s->copy_busy_ns = atomic_load(&a->stats.copy_busy_ns);
+    s->copy_wait_ns = atomic_load(&a->stats.copy_wait_ns);
+    s->cpu_wait_ns = atomic_load(&a->stats.cpu_wait_ns);
 }
 
 static void send_or_log(actor_t *a, Guild__Envelope *env)

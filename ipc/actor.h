@@ -52,6 +52,7 @@ typedef struct actor_stats {
     _Atomic uint64_t staged_bytes, stage_wait_ns;
     /* GPU worker counting the routing: routed pairs and those its resident experts served */
     _Atomic uint64_t routed_pairs, resident_pairs;
+    _Atomic uint64_t stream_passes, stream_span_ns, copy_busy_ns, copy_wait_ns, cpu_wait_ns;
 } actor_stats_t;
 
 typedef struct actor actor_t;
@@ -90,7 +91,7 @@ void actor_ready_shard(actor_t *a, uint64_t generation, uint64_t load_ns, uint64
 void actor_error(actor_t *a, Guild__ErrorCode code, bool fatal, uint64_t generation, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* Replaces the silence limit (from the Assign's options; 0 keeps the current one). */
+/* Replaces the silence limit (from Assign's Options; 0 keeps the current one). */
 void actor_set_silence(actor_t *a, uint32_t silence_ms);
 
 actor_stats_t *actor_stats(actor_t *a);

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +178,7 @@ static const char *thp_unavailable(const char *dir, char *buf, size_t n)
 /* One attempt at a backing. On success fills *fd, *base, *size; on failure closes what it opened (and unlinks
  * path in dir mode) and explains in reason. */
 static int try_backing(guild_arena_pages_t pages, const char *dir, const char *path, const char *memname,
-                       size_t layout_size, int *pfd, void **pbase, size_t *psize, char *reason, size_t rn)
+                       size_t layout_size, int lazy, int *pfd, void **pbase, size_t *psize, char *reason, size_t rn)
 {
     int fd = -1;
     void *base = MAP_FAILED;
@@ -230,7 +231,7 @@ static int try_backing(guild_arena_pages_t pages, const char *dir, const char *p
     what = "ftruncate";
     if (ftruncate(fd, (off_t)size) < 0)
         goto fail_errno;
-    if (pages == GUILD_ARENA_PAGES_SMALL) {
+    if (pages == GUILD_ARENA_PAGES_SMALL && !lazy) {
         /* allocate now: running out of tmpfs space is an error here rather than a SIGBUS in some worker */
         what = "fallocate";
         if (fallocate(fd, 0, 0, (off_t)size) < 0 && errno != EOPNOTSUPP)
@@ -253,7 +254,7 @@ static int try_backing(guild_arena_pages_t pages, const char *dir, const char *p
         /* populate after the advice so the pages are allocated huge; older kernels lack the call (EINVAL)
          * and fault lazily */
         what = "madvise(MADV_POPULATE_WRITE)";
-        if (madvise(base, size, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+        if (!lazy && madvise(base, size, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
             goto fail_errno;
     }
     *pfd = fd;
@@ -284,7 +285,7 @@ static void log_fallback(guild_arena_pages_t got, const char *reasons)
 guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n_regions,
                                   const guild_arena_opts_t *opts, guild_err_t *err)
 {
-    static const guild_arena_opts_t defaults = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL};
+    static const guild_arena_opts_t defaults = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL, 0};
     if (!opts)
         opts = &defaults;
     if (n_regions > GUILD_ARENA_MAX_REGIONS) {
@@ -338,7 +339,7 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
     char reasons[1600] = ""; /* of the fallbacks taken */
     for (;;) {
         char reason[768];
-        if (try_backing(pages, opts->dir, a->path, memname, layout, &a->fd, &base, &size, reason,
+        if (try_backing(pages, opts->dir, a->path, memname, layout, opts->lazy, &a->fd, &base, &size, reason,
                         sizeof reason) == 0)
             break;
         if (opts->no_fallback || pages == GUILD_ARENA_PAGES_SMALL) {
@@ -428,7 +429,7 @@ static int validate(const guild_arena_header_t *h, size_t file_size, const guild
     return 0;
 }
 
-guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *expect, guild_err_t *err)
+static guild_arena_t *attach(const char *name, const guild_arena_expect_t *expect, bool writable, guild_err_t *err)
 {
     guild_arena_t *a = calloc(1, sizeof *a);
     if (!a) {
@@ -438,7 +439,7 @@ guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *
     a->fd = -1;
     void *base = MAP_FAILED;
     size_t size = 0;
-    int fd = open(name, O_RDWR | O_CLOEXEC);
+    int fd = open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0) {
         guild_err_errno(err, errno, "arena %s: open", name);
         goto fail;
@@ -456,7 +457,7 @@ guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *
         goto fail;
     }
     size = (size_t)st.st_size;
-    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         guild_err_errno(err, errno, "arena %s: mmap of %zu bytes", name, size);
         goto fail;
@@ -479,6 +480,16 @@ fail:
         close(fd);
     free(a);
     return NULL;
+}
+
+guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *expect, guild_err_t *err)
+{
+    return attach(name, expect, true, err);
+}
+
+guild_arena_t *guild_arena_attach_readonly(const char *name, const guild_arena_expect_t *expect, guild_err_t *err)
+{
+    return attach(name, expect, false, err);
 }
 
 int guild_arena_unlink(guild_arena_t *arena, guild_err_t *err)

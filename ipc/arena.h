@@ -101,6 +101,9 @@ typedef struct guild_arena_opts {
     guild_arena_pages_t pages; /* first backing tried (0 = HUGETLB); tests force a fallback level with it */
     int no_fallback;           /* nonzero: fail with the reason instead of trying the next backing */
     const char *dir;           /* NULL: anonymous memfd; else the directory of a named file (see above) */
+    int lazy;                  /* nonzero: no page allocated up front (transparent hugepages and 4 KiB pages):
+                                  each is allocated when first touched, under the toucher's memory policy (a
+                                  region a worker binds to its NUMA node before filling it) */
 } guild_arena_opts_t;
 
 /* What the attacher was told in Assign.arena; zero fields are not checked. */
@@ -125,6 +128,9 @@ void guild_arena_publish(guild_arena_t *arena);
  * version, sizes, the region table, and `expect` (may be NULL). Returns NULL with a message naming what is
  * wrong ("arena /proc/12/fd/5: layout version 2, this build reads 1"). */
 guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *expect, guild_err_t *err);
+
+/* guild_arena_attach, mapped read-only (the file opened read-only): writes through it fault. */
+guild_arena_t *guild_arena_attach_readonly(const char *name, const guild_arena_expect_t *expect, guild_err_t *err);
 
 /* Unmaps and frees the handle, nulls *parena. In the creating process it also closes the fd and removes a
  * named file. NULL-safe. */

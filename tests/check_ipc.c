@@ -8,6 +8,7 @@
 #include "ipc/arena.h"
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
+#include "ipc/expert_store.h"
 #include "tests/ipc_testutil.h"
 
 #include <check.h>
@@ -18,7 +19,7 @@
 
 #define MS 1000000ull
 
-static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL};
+static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0};
 
 static guild_arena_t *make_arena(size_t bytes, const guild_arena_opts_t *opts)
 {
@@ -182,7 +183,7 @@ END_TEST
  * the test checks the outcome against /proc and /sys rather than assuming either. */
 START_TEST(test_arena_level_small)
 {
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 1, NULL};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 1, NULL, 0};
     guild_arena_t *a = make_arena(3 << 20, &o);
     ck_assert_int_eq(guild_arena_pages(a), GUILD_ARENA_PAGES_SMALL);
     ck_assert_uint_eq(guild_arena_size(a) % 4096, 0);
@@ -199,7 +200,7 @@ START_TEST(test_arena_level_thp)
                  !strcmp(mode, "force");
     guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
     guild_err_t err = {{0}};
-    guild_arena_opts_t strict = {GUILD_ARENA_PAGES_THP, 1, NULL};
+    guild_arena_opts_t strict = {GUILD_ARENA_PAGES_THP, 1, NULL, 0};
     guild_arena_t *a = guild_arena_create(&req, 1, &strict, &err);
     if (thp_ok) {
         ck_assert_msg(a, "shmem_enabled=%s but THP failed: %s", mode, err.msg);
@@ -211,7 +212,7 @@ START_TEST(test_arena_level_thp)
     }
     guild_arena_destroy(&a);
     /* with fallback: THP where possible, else 4 KiB; never an error */
-    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_THP, 0, NULL};
+    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_THP, 0, NULL, 0};
     a = guild_arena_create(&req, 1, &lenient, &err);
     ck_assert_msg(a, "%s", err.msg);
     ck_assert_int_eq(guild_arena_pages(a), thp_ok ? GUILD_ARENA_PAGES_THP : GUILD_ARENA_PAGES_SMALL);
@@ -231,14 +232,14 @@ START_TEST(test_arena_level_hugetlb_or_fallback)
         fclose(f);
     guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
     guild_err_t err = {{0}};
-    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL};
+    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL, 0};
     guild_arena_t *a = guild_arena_create(&req, 1, &lenient, &err);
     ck_assert_msg(a, "the default options must always succeed: %s", err.msg);
     if (guild_arena_pages(a) == GUILD_ARENA_PAGES_HUGETLB) {
         ck_assert_int_eq(ipc_test_page_kb(guild_arena_base(a)), 2048);
     } else if (free_pages == 0 && overcommit == 0) {
         /* no pool at all: the strict request must fail and say why */
-        guild_arena_opts_t strict = {GUILD_ARENA_PAGES_HUGETLB, 1, NULL};
+        guild_arena_opts_t strict = {GUILD_ARENA_PAGES_HUGETLB, 1, NULL, 0};
         guild_arena_t *b = guild_arena_create(&req, 1, &strict, &err);
         ck_assert_ptr_null(b);
         ck_assert_msg(strstr(err.msg, "hugetlb") && strstr(err.msg, "nr_hugepages"), "reason: %s", err.msg);
@@ -284,7 +285,7 @@ static int count_entries(const char *dir)
 
 START_TEST(test_arena_named_file_lifecycle)
 {
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 0, shm_dir}; /* tmpfs: falls back past hugetlb */
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 0, shm_dir, 0}; /* tmpfs: falls back past hugetlb */
     guild_arena_t *a = make_arena(5000, &o);
     ck_assert_int_ne(guild_arena_pages(a), GUILD_ARENA_PAGES_HUGETLB);
     char expect_prefix[128];
@@ -370,7 +371,7 @@ START_TEST(test_arena_stale_cleanup)
     ck_assert_int_eq(pipe(pfd), 0);
     pid_t dead = fork();
     if (dead == 0) {
-        guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir};
+        guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir, 0};
         guild_err_t err;
         guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 4096};
         guild_arena_t *a = guild_arena_create(&req, 1, &o, &err);
@@ -407,7 +408,7 @@ START_TEST(test_arena_stale_cleanup)
     fclose(fopen(other_path, "w"));
 
     /* a restarted coordinator: creating its arena in the same directory sweeps the stale ones */
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir, 0};
     guild_arena_t *a = make_arena(4096, &o);
     ck_assert_msg(stat(dead_path, &st) != 0, "stale arena of a dead owner survived");
     ck_assert_msg(stat(reused_path, &st) != 0, "stale arena of a reused pid survived");
@@ -664,6 +665,80 @@ START_TEST(test_doorbell_wait_all)
 END_TEST
 
 /* ---------------------------------------------------------------- exchange */
+
+/* An expert store (ipc/expert_store.h) in a lazily allocated arena: the creator lays it out, a child process
+ * (the CPU worker) fills entries and publishes, a read-only attacher (the GPU worker) waits for the publication
+ * and reads the entries; shapes and entries outside the copies are refused; an unpublished store times out. */
+START_TEST(test_expert_store)
+{
+    enum { NL = 3, NE = 4 };
+    const uint64_t data = 1 << 20;
+    guild_err_t err = {{0}};
+    const guild_arena_request_t req = {EXPERT_STORE_ARENA_KIND, 0, expert_store_memsize(NL, NE, data)};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_THP, 0, NULL, 1};
+    guild_arena_t *a = guild_arena_create(&req, 1, &o, &err);
+    ck_assert_msg(a != NULL, "%s", err.msg);
+    size_t rs = 0;
+    void *r = guild_arena_region(a, EXPERT_STORE_ARENA_KIND, 0, &rs);
+    ck_assert_int_eq(expert_store_init(r, rs, NL, NE, data, &err), 0);
+    ck_assert_int_eq(expert_store_init(r, 100, NL, NE, data, &err), -1);
+    guild_arena_publish(a);
+    guild_arena_expect_t ex = {guild_arena_tag(a), guild_arena_size(a)};
+    char name[GUILD_ARENA_NAME_MAX];
+    snprintf(name, sizeof name, "%s", guild_arena_name(a));
+
+    guild_arena_t *ro = guild_arena_attach_readonly(name, &ex, &err);
+    ck_assert_msg(ro != NULL, "%s", err.msg);
+    expert_store_t v;
+    ck_assert_int_eq(expert_store_attach(&v, guild_arena_region(ro, EXPERT_STORE_ARENA_KIND, 0, NULL), rs, NL, NE,
+                                         &err), 0);
+    ck_assert(!expert_store_published(&v));
+    ck_assert_int_eq(expert_store_wait(&v, 5000000, NULL, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "not filled"), "%s", err.msg);
+    ck_assert_int_eq(expert_store_attach(&v, guild_arena_region(ro, EXPERT_STORE_ARENA_KIND, 0, NULL), rs, NL + 1,
+                                         NE, &err), -1);
+    ck_assert_msg(strstr(err.msg, "the model has 4 x 4"), "%s", err.msg);
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        guild_err_t e2 = {{0}};
+        guild_arena_t *b = guild_arena_attach(name, &ex, &e2);
+        expert_store_t w;
+        if (!b || expert_store_attach(&w, guild_arena_region(b, EXPERT_STORE_ARENA_KIND, 0, NULL), rs, NL, NE,
+                                      &e2) < 0)
+            _exit(10);
+        char *d = expert_store_data(&w);
+        const uint64_t d0 = (uint64_t)(d - w.base);
+        for (int l = 0; l < NL; l++)
+            for (int x = 0; x < NE; x++) {
+                expert_store_entry_t *en = expert_store_entry(&w, l, x);
+                const uint64_t at = d0 + (uint64_t)(l * NE + x) * 3000;
+                *en = (expert_store_entry_t){at, at + 1000, at + 2000, 10, 10, 10, (uint32_t)(x & 7)};
+                memset(d + (at - d0), l * NE + x + 1, 3000);
+            }
+        expert_store_publish(&w);
+        guild_arena_destroy(&b);
+        _exit(0);
+    }
+    ck_assert_int_eq(ipc_test_wait(pid), 0);
+    ck_assert_int_eq(expert_store_attach(&v, guild_arena_region(ro, EXPERT_STORE_ARENA_KIND, 0, NULL), rs, NL, NE,
+                                         &err), 0);
+    ck_assert_int_eq(expert_store_wait(&v, 1000000000, NULL, NULL, &err), 0);
+    const uint64_t len[3] = {1000, 1000, 1000}, big[3] = {1000, 1000, data};
+    for (int l = 0; l < NL; l++)
+        for (int x = 0; x < NE; x++) {
+            const expert_store_entry_t *en = expert_store_entry(&v, l, x);
+            ck_assert_int_eq(expert_store_check_entry(&v, en, len, &err), 0);
+            ck_assert_uint_eq(en->flags, (uint32_t)(x & 7));
+            ck_assert_uint_eq((uint8_t)v.base[en->down + 999], (uint8_t)(l * NE + x + 1));
+        }
+    ck_assert_int_eq(expert_store_check_entry(&v, expert_store_entry(&v, 2, 3), big, &err), -1);
+    ck_assert_msg(strstr(err.msg, "outside the copies"), "%s", err.msg);
+    guild_arena_destroy(&ro);
+    guild_arena_destroy(&a);
+}
+END_TEST
 
 START_TEST(test_exchange_shape_and_validation)
 {
@@ -954,6 +1029,10 @@ int main(void)
     tcase_add_test(tc, test_doorbell_dead_peer_is_a_timeout);
     tcase_add_test(tc, test_doorbell_ping_pong_no_lost_steps);
     tcase_add_test(tc, test_doorbell_wait_all);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("expert_store");
+    tcase_add_test(tc, test_expert_store);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("exchange");

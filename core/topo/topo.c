@@ -79,26 +79,26 @@ void *topo_alloc(size_t size, int node, guild_err_t *err)
     }
     /* big streamed buffers: 2 MiB pages spare the TLB; refusal (THP off) only costs speed */
     (void)madvise(p, size, MADV_HUGEPAGE);
-    if (node >= 0 && numa_ok() && topo_node_count() > 1) {
-        if (node >= topo_node_count()) {
-            guild_err_set(err, "NUMA node %d does not exist (%d nodes)", node, topo_node_count());
-            munmap(p, size);
-            return NULL;
-        }
-        unsigned long mask[16] = {0};
-        if ((size_t)node >= sizeof mask * 8) {
-            guild_err_set(err, "NUMA node %d is beyond what Guild supports", node);
-            munmap(p, size);
-            return NULL;
-        }
-        mask[node / 64] |= 1ul << (node % 64);
-        if (mbind(p, size, MPOL_BIND, mask, sizeof mask * 8, 0) != 0) {
-            guild_err_errno(err, errno, "cannot bind %zu bytes to NUMA node %d", size, node);
-            munmap(p, size);
-            return NULL;
-        }
+    if (topo_bind(p, size, node, err) < 0) {
+        munmap(p, size);
+        return NULL;
     }
     return p;
+}
+
+int topo_bind(void *p, size_t size, int node, guild_err_t *err)
+{
+    if (node < 0 || !numa_ok() || topo_node_count() <= 1)
+        return 0;
+    if (node >= topo_node_count())
+        return guild_err_set(err, "NUMA node %d does not exist (%d nodes)", node, topo_node_count());
+    unsigned long mask[16] = {0};
+    if ((size_t)node >= sizeof mask * 8)
+        return guild_err_set(err, "NUMA node %d is beyond what Guild supports", node);
+    mask[node / 64] |= 1ul << (node % 64);
+    if (mbind(p, size, MPOL_BIND, mask, sizeof mask * 8, 0) != 0)
+        return guild_err_errno(err, errno, "cannot bind %zu bytes to NUMA node %d", size, node);
+    return 0;
 }
 
 void topo_free(void *p, size_t size)

@@ -25,6 +25,11 @@ int topo_all_cpus(int *cpus, int max);
  * Free with topo_free(p, size). */
 void *topo_alloc(size_t size, int node, guild_err_t *err);
 
+/* Binds the pages of [p, p + size) (page-aligned; anonymous or shared memory: for a shared mapping the policy is
+ * the shared object's) to `node` (node < 0, or one node: nothing); pages not yet touched are allocated there.
+ * -1 with a message when refused. */
+int topo_bind(void *p, size_t size, int node, guild_err_t *err);
+
 /* Frees what topo_alloc returned (size as given to it). NULL-safe. */
 void topo_free(void *p, size_t size);
 

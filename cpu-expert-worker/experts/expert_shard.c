@@ -14,8 +14,9 @@ struct expert_shard {
     expert_mats_t *mats; /* [n_layer][n_expert]; gate == NULL when not owned */
     int64_t count;
     int64_t packed;      /* matrices laid out packed */
-    void *mem;           /* copy mode: the owned experts' matrices (topo_alloc), else NULL */
+    void *mem;           /* copy mode: the owned experts' matrices (topo_alloc, or the caller's), else NULL */
     size_t mem_size;
+    bool own_mem;        /* mem is topo_alloc's */
     bool locked;
 };
 
@@ -123,15 +124,10 @@ static int copy_matrix(const model_tensor_t *t, const void **mat, bool *packed, 
     return 0;
 }
 
-int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
-                          bool interleave_gate_up, expert_layout_t layout, guild_err_t *err)
+/* The copies' bytes for the experts s owns (each matrix on its own cache line). */
+static size_t copy_bytes(const expert_shard_t *s, const model_weights_t *w)
 {
-    if (expert_shard_new(out, m, owned, err) < 0)
-        return -1;
-    expert_shard_t *s = *out;
     const model_config_t *c = s->cfg;
-    const model_weights_t *w = model_weights(m);
-    guild_progress_t *pg = NULL; /* a line on the terminal (core/util/progress.h) */
     size_t total = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
@@ -142,26 +138,36 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
             if (s->mats[(size_t)il * (size_t)c->n_expert + (size_t)e].gate)
                 total += per;
     }
-    if (total == 0)
-        return 0;
-    guild_err_t aerr = {{0}};
-    if (!(s->mem = topo_alloc(total, node, &aerr))) {
-        guild_err_set(err, "expert shard: %zu bytes on NUMA node %d: %s", total, node, aerr.msg);
-        goto fail;
+    return total;
+}
+
+size_t expert_shard_copy_bytes(const model_t *m, const uint8_t *owned)
+{
+    const model_config_t *c = model_config(m);
+    const model_weights_t *w = model_weights(m);
+    size_t total = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+        size_t per = align_up(L->gate_exps.mat_bytes) + align_up(L->up_exps.mat_bytes) + align_up(L->down_exps.mat_bytes);
+        for (int k = 3; k < MODEL_EXPERT_TENSORS; k++) /* the biases, where the model has them */
+            per += model_expert_tensor(L, k)->data ? align_up(model_expert_tensor(L, k)->mat_bytes) : 0;
+        for (int32_t e = 0; e < c->n_expert; e++)
+            if ((!owned || owned[(size_t)il * (size_t)c->n_expert + (size_t)e]) && L->gate_exps.data)
+                total += per;
     }
-    s->mem_size = total;
-    if (lock) {
-        if (mlock(s->mem, total) != 0) {
-            guild_err_errno(err, errno, "expert shard: cannot lock %zu bytes in memory (RLIMIT_MEMLOCK, ulimit -l)",
-                            total);
-            goto fail;
-        }
-        s->locked = true;
-    }
+    return total;
+}
+
+/* Copies every owned expert into s->mem (laid out in order, as expert_shard_new_copy says). */
+static int copy_experts(expert_shard_t *s, const model_weights_t *w, bool interleave_gate_up, expert_layout_t layout,
+                        guild_err_t *err)
+{
+    const model_config_t *c = s->cfg;
     char *dst = s->mem;
-    pg = guild_progress_begin(layout == EXPERT_LAYOUT_PLAIN && !interleave_gate_up
-                                  ? "copying the experts" : "copying and repacking the experts",
-                              total, GUILD_PROGRESS_BYTES);
+    /* a line on the terminal (core/util/progress.h) */
+    guild_progress_t *pg = guild_progress_begin(layout == EXPERT_LAYOUT_PLAIN && !interleave_gate_up
+                                                     ? "copying the experts" : "copying and repacking the experts",
+                                                 s->mem_size, GUILD_PROGRESS_BYTES);
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
         for (int32_t e = 0; e < c->n_expert; e++) {
@@ -212,6 +218,59 @@ int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t 
     return 0;
 fail:
     guild_progress_end(&pg);
+    return -1;
+}
+
+int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
+                          bool interleave_gate_up, expert_layout_t layout, guild_err_t *err)
+{
+    if (expert_shard_new(out, m, owned, err) < 0)
+        return -1;
+    expert_shard_t *s = *out;
+    const model_weights_t *w = model_weights(m);
+    const size_t total = copy_bytes(s, w);
+    if (total == 0)
+        return 0;
+    guild_err_t aerr = {{0}};
+    if (!(s->mem = topo_alloc(total, node, &aerr))) {
+        guild_err_set(err, "expert shard: %zu bytes on NUMA node %d: %s", total, node, aerr.msg);
+        goto fail;
+    }
+    s->mem_size = total;
+    s->own_mem = true;
+    if (lock) {
+        if (mlock(s->mem, total) != 0) {
+            guild_err_errno(err, errno, "expert shard: cannot lock %zu bytes in memory (RLIMIT_MEMLOCK, ulimit -l)",
+                            total);
+            goto fail;
+        }
+        s->locked = true;
+    }
+    if (copy_experts(s, w, interleave_gate_up, layout, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    expert_shard_destroy(out);
+    return -1;
+}
+
+int expert_shard_new_copy_at(expert_shard_t **out, const model_t *m, const uint8_t *owned, void *mem, size_t size,
+                             bool interleave_gate_up, expert_layout_t layout, guild_err_t *err)
+{
+    if (expert_shard_new(out, m, owned, err) < 0)
+        return -1;
+    expert_shard_t *s = *out;
+    const size_t total = copy_bytes(s, model_weights(m));
+    if (total > size) {
+        guild_err_set(err, "expert shard: %zu bytes of copies do not fit in the %zu given", total, size);
+        goto fail;
+    }
+    s->mem = total ? mem : NULL;
+    s->mem_size = total;
+    if (total && copy_experts(s, model_weights(m), interleave_gate_up, layout, err) < 0)
+        goto fail;
+    return 0;
+fail:
     expert_shard_destroy(out);
     return -1;
 }
@@ -228,7 +287,8 @@ void expert_shard_destroy(expert_shard_t **sp)
         return;
     if (s->locked)
         munlock(s->mem, s->mem_size);
-    topo_free(s->mem, s->mem_size);
+    if (s->own_mem)
+        topo_free(s->mem, s->mem_size);
     free(s->mats);
     free(s);
     *sp = NULL;

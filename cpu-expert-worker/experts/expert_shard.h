@@ -65,6 +65,15 @@ int expert_shard_new(expert_shard_t **out, const model_t *m, const uint8_t *owne
 int expert_shard_new_copy(expert_shard_t **out, const model_t *m, const uint8_t *owned, int node, bool lock,
                           bool interleave_gate_up, expert_layout_t layout, guild_err_t *err);
 
+/* The bytes expert_shard_new_copy takes for the experts `owned` flags (NULL: all) of model m. */
+size_t expert_shard_copy_bytes(const model_t *m, const uint8_t *owned);
+
+/* expert_shard_new_copy into the caller's memory mem[0..size) (at least expert_shard_copy_bytes; bound and
+ * locked by the caller, owned by it: it must outlive the shard): the same layout at the same offsets. -1 with
+ * a message when it does not fit. */
+int expert_shard_new_copy_at(expert_shard_t **out, const model_t *m, const uint8_t *owned, void *mem, size_t size,
+                             bool interleave_gate_up, expert_layout_t layout, guild_err_t *err);
+
 /* Matrices of the shard laid out packed (0 for a shard that reads the mapping). */
 int64_t expert_shard_packed_count(const expert_shard_t *s);
 
