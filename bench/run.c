@@ -28,6 +28,7 @@
 
 #include "bench/bench.h"
 #include "bench/bw.h"
+#include "bench/procmem.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/generate.h"
 #include "coordinator/spec.h"
@@ -71,6 +72,9 @@ typedef struct run_result {
     double wait_s;             /* decode time waiting for the CPU workers */
     double step_s;             /* decode time as the wait's denominator sees it */
     spec_stats_t spec;         /* with --spec */
+    /* the prefill's forward passes that streamed experts (device time, s): their span, the copy engine busy, the
+     * device waiting for copies and for the CPU side (busy the rest of the span) */
+    double stream_span_s, copy_busy_s, copy_wait_s, cpu_wait_s;
 } run_result_t;
 
 /* Bytes a decode token reads, from the model and the GPU plan. */
@@ -283,6 +287,8 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
     memset(r, 0, sizeof *r);
     const bool spec = sr->drafter != NULL;
     const int32_t fill = spec ? populate - 1 : populate; /* spec: gen_run runs the last prompt token */
+    backend_stats_t b0, b1;
+    const bool streams = backend_stats(be, &b0) == 0;
     const double t0 = guild_clock_s();
     for (int32_t p = 0; p < fill; p += c->batch) {
         const int32_t n = fill - p < c->batch ? fill - p : c->batch, last = n - 1;
@@ -292,16 +298,23 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
         if (backend_forward(be, n, prompt + p, pos, final ? 1 : 0, &last, logits, err) < 0)
             return guild_err_prefix(err, "prefill at %d: ", p);
     }
-    const double t1 = guild_clock_s();
+    r->prefill_s = guild_clock_s() - t0;
+    if (streams && backend_stats(be, &b1) == 0) {
+        r->stream_span_s = (double)(b1.stream_span_ns - b0.stream_span_ns) / 1e9;
+        r->copy_busy_s = (double)(b1.copy_busy_ns - b0.copy_busy_ns) / 1e9;
+        r->copy_wait_s = (double)(b1.copy_wait_ns - b0.copy_wait_ns) / 1e9;
+        r->cpu_wait_s = (double)(b1.cpu_wait_ns - b0.cpu_wait_ns) / 1e9;
+    }
     double w0, s0, w1, s1;
     wait_counters(be, experts, spec, &w0, &s0);
+    const double t1 = guild_clock_s();
     if (spec) {
-        r->prefill_s = t1 - t0;
+        const double filled_s = r->prefill_s;
         if (spec_decode(c, be, sr, prompt, populate, gen, n_vocab, r, err) < 0)
             return -1;
         wait_counters(be, experts, spec, &w1, &s1);
         r->wait_s = w1 - w0;
-        r->step_s = s0 >= 0 ? s1 - s0 : r->prefill_s - (t1 - t0) + r->decode_s;
+        r->step_s = s0 >= 0 ? s1 - s0 : r->prefill_s - filled_s + r->decode_s;
         return 0;
     }
     int32_t tok = argmax(logits, n_vocab), row = 0;
@@ -313,7 +326,6 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
     }
     const double t2 = guild_clock_s();
     wait_counters(be, experts, spec, &w1, &s1);
-    r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
     r->step_s = s0 >= 0 ? s1 - s0 : r->decode_s;
@@ -437,6 +449,71 @@ static json_t *model_json(const run_cfg_t *c, const model_t *m)
     return j;
 }
 
+/* Memory over a benchmark: the machine's anonymous and shared memory above its level before the stack opened,
+ * sampled after each run (its peak), and each process of the stack at the end. */
+#define MAX_PROCS 64
+typedef struct mem {
+    uint64_t base, peak;
+    int n;
+    int pids[MAX_PROCS];
+    char names[MAX_PROCS][32];
+    procmem_t pm[MAX_PROCS];
+} mem_t;
+
+static void mem_sample(mem_t *m)
+{
+    const uint64_t now = procmem_system_anon();
+    if (now > m->base && now - m->base > m->peak)
+        m->peak = now - m->base;
+}
+
+static void mem_processes(mem_t *m, backend_stack_t *stack)
+{
+    mem_sample(m);
+    m->n = stack ? backend_stack_pids(stack, m->pids, m->names, MAX_PROCS) : 0;
+    for (int i = 0; i < m->n; i++)
+        if (procmem_read(m->pids[i], &m->pm[i]) < 0)
+            memset(&m->pm[i], 0, sizeof m->pm[i]);
+}
+
+static void mem_print(const mem_t *m, double file_bytes)
+{
+    uint64_t peak = 0, anon = 0, shmem = 0;
+    for (int i = 0; i < m->n; i++) {
+        fprintf(stderr, "guild bench run: memory: %-14s pid %-7d peak resident %.2f GB (anonymous %.2f GB, shared "
+                "%.2f GB, file %.2f GB at the end)\n", m->names[i], m->pids[i], (double)m->pm[i].peak / 1e9,
+                (double)m->pm[i].anon / 1e9, (double)m->pm[i].shmem / 1e9, (double)m->pm[i].file / 1e9);
+        peak += m->pm[i].peak;
+        anon += m->pm[i].anon;
+        shmem += m->pm[i].shmem;
+    }
+    fprintf(stderr, "guild bench run: memory: processes' peak resident sets %.2f GB in all; the machine's anonymous + "
+            "shared memory rose by %.2f GB at most (each page once: %.2fx the model file's %.2f GB)\n",
+            (double)peak / 1e9, (double)m->peak / 1e9, file_bytes > 0 ? (double)m->peak / file_bytes : 0.0,
+            file_bytes / 1e9);
+    (void)anon;
+    (void)shmem;
+}
+
+static json_t *mem_json(const mem_t *m, double file_bytes)
+{
+    json_t *j = json_object(), *arr = json_array();
+    for (int i = 0; i < m->n; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "name", json_string(m->names[i]));
+        json_object_set_new(p, "peak_resident_bytes", json_integer((json_int_t)m->pm[i].peak));
+        json_object_set_new(p, "anon_bytes", json_integer((json_int_t)m->pm[i].anon));
+        json_object_set_new(p, "shmem_bytes", json_integer((json_int_t)m->pm[i].shmem));
+        json_object_set_new(p, "file_bytes", json_integer((json_int_t)m->pm[i].file));
+        json_array_append_new(arr, p);
+    }
+    json_object_set_new(j, "processes", arr);
+    json_object_set_new(j, "system_anon_shmem_peak_bytes", json_integer((json_int_t)m->peak));
+    json_object_set_new(j, "model_file_bytes", json_real(file_bytes));
+    json_object_set_new(j, "anon_shmem_over_file", json_real(file_bytes > 0 ? (double)m->peak / file_bytes : 0));
+    return j;
+}
+
 int bench_run_main(int argc, char **argv)
 {
     run_cfg_t c;
@@ -502,6 +579,7 @@ int bench_run_main(int argc, char **argv)
             c.flags.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
     if (plan)
         gpu_plan_print(plan, stderr);
+    mem_t mem = {.base = procmem_system_anon()};
     const double t_open = guild_clock_s();
     if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
@@ -533,6 +611,7 @@ int bench_run_main(int argc, char **argv)
     const moe_exec_t *experts = backend_stack_experts(stack);
     if (one_run(&c, be, experts, &sr, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
         goto out;
+    mem_sample(&mem);
     if (c.flags.single_process && backend_stats(be, &bs0) == 0)
         fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
                 bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
@@ -547,6 +626,14 @@ int bench_run_main(int argc, char **argv)
             fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
                     c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
                     x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
+            if (x->stream_span_s > 0)
+                fprintf(stderr, "    streamed prefill: %.3f s on the device, copy engine busy %.3f s (%.0f%%), GPU "
+                        "busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
+                        x->stream_span_s, x->copy_busy_s, 100 * x->copy_busy_s / x->stream_span_s,
+                        x->stream_span_s - x->copy_wait_s - x->cpu_wait_s,
+                        100 * (x->stream_span_s - x->copy_wait_s - x->cpu_wait_s) / x->stream_span_s,
+                        x->copy_wait_s, x->cpu_wait_s);
+            mem_sample(&mem);
         }
     /* multi-process: the GPU worker's streaming counters, carried by its Stats (graphs and layers stay local) */
     backend_stats_t bs;
@@ -570,7 +657,11 @@ int bench_run_main(int argc, char **argv)
     if (sr.drafter)
         spec_stats_print(&spec_all, "guild bench run (measured runs)", stderr);
     spec_setup_close(&spec);
+    mem_processes(&mem, stack);
     backend_stack_close(&stack);
+    struct stat mst;
+    const double file_bytes = stat(c.model, &mst) == 0 ? (double)mst.st_size : 0;
+    mem_print(&mem, file_bytes);
 
     char gpu_name[256] = "none";
     double gpu_mem = 0, h2d = 0, d2h = 0, hbm = 0;
@@ -636,10 +727,11 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(cfg, "split_cpu_pairs", json_integer((json_int_t)bs.split_cpu_pairs));
         json_object_set_new(cfg, "staged_bytes", json_integer((json_int_t)bs.staged_bytes));
         json_object_set_new(cfg, "stage_wait_ms", json_real((double)bs.stage_wait_ns / 1e6));
-        static const char *stager_name[] = {"none", "thread", "process", "pin"}; /* cuda_stager_t */
+        static const char *stager_name[] = {"none", "thread", "process", "pin", "shared"}; /* cuda_stager_t */
         json_object_set_new(cfg, "stager", json_string(stager_name[c.flags.gpu.cuda.stager]));
     }
     json_object_set_new(root, "config", cfg);
+    json_object_set_new(root, "memory", mem_json(&mem, file_bytes));
     json_t *bwj = json_object();
     json_object_set_new(bwj, "dram_read_gbps", json_real(dram));
     json_object_set_new(bwj, "pcie_h2d_gbps", json_real(h2d));
@@ -683,6 +775,13 @@ int bench_run_main(int argc, char **argv)
             json_object_set_new(rj, "wait_share", json_real(ws[r]));
             if (sr.drafter)
                 json_object_set_new(rj, "spec", spec_json(&x->spec));
+            if (x->stream_span_s > 0) {
+                json_object_set_new(rj, "stream_span_s", json_real(x->stream_span_s));
+                json_object_set_new(rj, "copy_busy_s", json_real(x->copy_busy_s));
+                json_object_set_new(rj, "gpu_busy_s", json_real(x->stream_span_s - x->copy_wait_s - x->cpu_wait_s));
+                json_object_set_new(rj, "gpu_wait_copy_s", json_real(x->copy_wait_s));
+                json_object_set_new(rj, "gpu_wait_cpu_s", json_real(x->cpu_wait_s));
+            }
             json_array_append_new(runs, rj);
         }
         const double pfm = guild_median(pf, c.runs), dcm = guild_median(dc, c.runs), wsm = guild_median(ws, c.runs);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 14's device session (streamed experts, one copy in RAM) in one call within a device-time budget. Run from
+# the repo root with the pack in $C (default .carry-stream: bin/, lib/, base/ with the baseline's guild and
+# workers, COMMIT, BASE_COMMIT, this script and lib.sh):
+#   bash $C/stream.sh check [SECONDS]   the CUDA tests (kernels, backend, mkmodel_greedy.sh), then a first look:
+#                                       the Qwen3-30B-A3B shape at --gpu-mem 8G, one run of each mode
+#   bash $C/stream.sh final [SECONDS]   baseline vs this build, medians of 3: the Qwen3-30B-A3B shape at a tight
+#                                       budget and at 8G, then the Qwen3-235B-A22B shape (30 layers) at 24G
+# Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
+set -u
+mode=${1:-check}
+budget=${2:-400}
+C=${C:-$PWD/.carry-stream}
+export LD_LIBRARY_PATH=$C/lib
+B=$C/bin
+BASE=$C/base
+O=${OUT:-/tmp/guild-out}
+mkdir -p "$O"
+commit=$(cat "$C/COMMIT" 2> /dev/null || echo unknown)
+base_commit=$(cat "$C/BASE_COMMIT" 2> /dev/null || echo unknown)
+exec > >(tee -a "$O/$mode.log") 2>&1
+t0=$(date +%s)
+. "$C/lib.sh" # say, step
+say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
+    "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit; baseline $base_commit"
+say "cpu flags: $(grep -o -w 'avx512_vnni\|amx_int8\|avx512_vbmi\|gfni' /proc/cpuinfo | sort -u | tr '\n' ' ');" \
+    "shmem THP: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled); memlock: $(ulimit -l); /tmp: $(df -h /tmp | tail -1)"
+
+m30=/tmp/q30b.gguf
+m235=/tmp/q235b-30l.gguf
+bench() { # LIMIT NAME BIN COMMIT MODEL POPULATE RUNS FLAGS...
+    lim=$1 name=$2 bin=$3 c=$4 mdl=$5 pop=$6 runs=$7
+    shift 7
+    step "$lim" "bench run $name: $*" sh -c '"$0" "$@" 2>&1 | grep -v "^guild: info: \(cpu\|gpu\)-worker\|^gpu-worker: info: \(ready\|request\)\|^cpu-worker"' \
+        "$bin/guild" bench run -m "$mdl" --populate "$pop" --gen 64 --runs "$runs" --threads 14 --batch 4096 -v \
+        --commit "$c" --json "$O/$name.json" "$@"
+}
+plan() { # NAME MODEL FLAGS...
+    name=$1 mdl=$2
+    shift 2
+    step 20 "guild plan $name: $*" sh -c '"$0" "$@" > "'"$O"'/plan-'"$name"'.txt" 2>&1; st=$?; cat "'"$O"'/plan-'"$name"'.txt"; exit $st' \
+        "$B/guild" plan -m "$mdl" --backend cuda --batch 4096 --ctx 4160 "$@"
+}
+
+if [ "$mode" = check ]; then
+    step 60 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels"
+    step 120 check_cuda_backend "$B/tests/cuda/check_cuda_backend"
+    step 150 mkmodel_greedy.sh env GUILD_BUILDDIR="$B" sh "$C/mkmodel_greedy.sh"
+    step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
+        --threads "$(nproc)" -q -o $m30
+    if [ -f $m30 ]; then
+        plan 8g $m30 --gpu-mem 8G
+        bench 100 q30-8g-single "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G --single-process
+        bench 100 q30-8g-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G
+    fi
+fi
+say done
