@@ -217,6 +217,17 @@ START_TEST(test_pipelined)
     ck_assert(fabs(r.t_gpu_ns - fmax(copy, run)) <= 1e-6 * r.t_gpu_ns);
     for (int e = 0; e < NE; e++)
         ck_assert_int_eq(on_gpu[e], e < r.gpu_experts);
+    /* copy-bound (fast products), copies partly hidden behind the dense part: only the exposed part counts, so
+     * the GPU takes more */
+    expert_split_result_t rc, rh;
+    m.gpu_ns_per_pair = 100;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &rc);
+    m.copy_hidden_ns = 300000;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &rh);
+    check_consistent(count, bytes, on_gpu, &rh, &m);
+    ck_assert_int_gt(rh.gpu_experts, rc.gpu_experts);
+    const double ch = (double)rh.gpu_bytes / m.copy_bpns - m.copy_hidden_ns, rn = m.gpu_ns_per_pair * (double)rh.gpu_pairs;
+    ck_assert(fabs(rh.t_gpu_ns - fmax(ch, rn)) <= 1e-6 * rh.t_gpu_ns);
     expert_split_destroy(&s);
 }
 END_TEST

@@ -54,7 +54,10 @@ static double gpu_time(const expert_split_model_t *m, uint64_t bytes, int64_t pa
         return 0.0;
     const double copy = bytes == 0 ? 0.0 : m->copy_bpns > 0 ? (double)bytes / m->copy_bpns : INFINITY;
     const double run = m->gpu_ns_per_pair * (double)pairs;
-    return m->pipelined ? (copy > run ? copy : run) : copy + run;
+    if (!m->pipelined)
+        return copy + run;
+    const double exposed = copy - m->copy_hidden_ns;
+    return exposed > run ? exposed : run;
 }
 
 static double cpu_time(const expert_split_model_t *m, int64_t pairs)

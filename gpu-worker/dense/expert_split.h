@@ -6,8 +6,10 @@
  *     t_gpu = (bytes copied) / copy_bpns + gpu_ns_per_pair * (GPU pairs)        (0 with no GPU pair)
  *     t_cpu = cpu_a_ns + cpu_b_ns * (CPU pairs)                                   (0 with no CPU pair)
  * or, for layers whose copies run ahead of the products (pipelined: the next layers' experts copy while this
- * one computes, so in the steady state a layer costs the slower of its copies and its products),
- *     t_gpu = max((bytes copied) / copy_bpns, gpu_ns_per_pair * (GPU pairs)).
+ * one computes, so in the steady state a layer costs the slower of its copies and the dense side's work, which
+ * is its dense part, copy_hidden_ns, then the slower of its products and the CPU side),
+ *     t_gpu = max((bytes copied) / copy_bpns - copy_hidden_ns, gpu_ns_per_pair * (GPU pairs)),
+ * so that copy_hidden_ns + max(t_gpu, t_cpu) is the layer's time.
  * Before the routing is known, `count` may be the pairs expected per expert (a profile, or the fair share).
  * An expert goes wholly to one side (its pairs are never split: it would cost its copy and the CPU's pass over
  * its weights both). The GPU takes a prefix of the experts ordered by pairs per byte to copy, descending (the
@@ -30,6 +32,7 @@ typedef struct expert_split_model {
     double force_gpu_fraction; /* tests only; < 0: plan by the times. Else the GPU takes the shortest prefix of
                                   the order holding at least this fraction of the pairs (0: none, 1: all) */
     bool pipelined;            /* t_gpu the slower of copies and products, not their sum */
+    double copy_hidden_ns;     /* pipelined: copy time hidden behind the layer's dense part */
 } expert_split_model_t;
 
 typedef struct expert_split_result {

@@ -49,13 +49,14 @@ typedef struct gpu_layer {
     cuda_rank_table_t pass;       /* this pass's: the resident ones, then the streamed ones */
     int32_t n_streamed;           /* experts streamed this pass */
     int32_t n_cpu;                /* experts this pass leaves to the CPU side */
-    /* this pass's timing of the layer (a streamed pass): CPU part posted, products started / done, collected */
-    cudaEvent_t ev[4];
+    /* this pass's timing of the layer (a streamed pass): submitted (the dense part done), CPU part posted,
+     * products started / done, collected */
+    cudaEvent_t ev[5];
     bool timed, cpu_timed;
     double exp_gpu_pairs, exp_cpu_pairs; /* expected */
 } gpu_layer_t;
 
-enum { EV_POSTED, EV_RUN0, EV_RUN1, EV_COLLECTED };
+enum { EV_POSTED, EV_RUN0, EV_RUN1, EV_COLLECTED, EV_IN, N_EV };
 
 typedef struct moe_gpu {
     moe_exec_t base;
@@ -94,6 +95,9 @@ typedef struct moe_gpu {
     double pcie_bpns;          /* probed copy bandwidth, bytes per ns */
     expert_cost_t gpu_cost;    /* ns per device pair of a streamed layer's products */
     expert_cost_t copy_cost;   /* ns per byte of the chunks' copies (copy engine time) */
+    expert_cost_t dense_cost;  /* ns per token of a layer's dense part (from one layer's collect to the next
+                                  one's submit): the copy time it hides */
+    int32_t pass_n;            /* tokens of the pass */
     double cpu_a, cpu_b;       /* the CPU side's time per exchange, a + b * pairs ns */
     bool have_a, have_b, cost_logged;
     moe_exec_stats_t fb_last;  /* the fallback's counters at the start of this step */
@@ -180,11 +184,18 @@ static void pass_fold(moe_gpu_t *m)
         expert_cost_add(&m->copy_cost, (double)bytes, (double)copy_ns);
     const double span = ev_ns(m->pass_ev[0], m->pass_ev[1]);
     double cpu_wait = 0;
+    int32_t prev = -2;
     for (int32_t il = 0; il < m->n_layer; il++) {
         gpu_layer_t *L = &m->layers[il];
         if (!L->timed)
             continue;
         L->timed = false;
+        if (prev == il - 1) { /* the dense part between two timed layers */
+            const double d = ev_ns(m->layers[prev].ev[EV_COLLECTED], L->ev[EV_IN]);
+            if (d > 0 && m->pass_n > 0)
+                expert_cost_add(&m->dense_cost, (double)m->pass_n, d);
+        }
+        prev = il;
         const bool whole_cpu = !L->n_streamed;
         if (!whole_cpu) {
             const double run = ev_ns(L->ev[EV_RUN0], L->ev[EV_RUN1]);
@@ -250,7 +261,9 @@ static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
     const expert_split_model_t em = {.copy_bpns = copy_bpns,
                                      .gpu_ns_per_pair = expert_cost_ns_per_unit(&m->gpu_cost) / PAIR_UNITS,
                                      .cpu_a_ns = m->have_a ? m->cpu_a : 0.0, .cpu_b_ns = m->cpu_b / PAIR_UNITS,
-                                     .force_gpu_fraction = m->force_split, .pipelined = true};
+                                     .force_gpu_fraction = m->force_split, .pipelined = true,
+                                     .copy_hidden_ns = expert_cost_ns_per_unit(&m->dense_cost) * (double)n};
+    m->pass_n = n;
     xs_pass_begin(m->xs);
     bool first = true;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -402,13 +415,16 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
             L->exp_cpu_pairs = (double)n * m->n_used;
             L->n_streamed = 0;
         }
-        if (m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err) < 0 ||
+        if ((L->timed && cuda_check(cudaEventRecord(L->ev[EV_IN], s), "timing event", err) < 0) ||
+            m->fallback->ops->submit(m->fallback, layer, n, x, ids, s, err) < 0 ||
             (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_POSTED], s), "timing event", err) < 0))
             return -1;
         return 0;
     }
     L->timed = streamed && m->pass_open;
     L->cpu_timed = L->timed && m->cpu;
+    if (L->timed && cuda_check(cudaEventRecord(L->ev[EV_IN], s), "timing event", err) < 0)
+        return -1;
     if (m->cpu) {
         m->fb_mixed = true;
         const cuda_rank_table_t *rt = streamed ? &L->pass : &L->base;
@@ -434,16 +450,17 @@ static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err
                    : 0;
     }
     if (m->cpu) {
-        /* the CPU side's rows only, where they lie when the bridge can, else all of its y and a merge */
+        /* the CPU side's rows only, where they lie when the executor can, else all of its y and a merge */
         const float *yc = NULL;
         if ((m->fallback->ops->collect_rows
                  ? m->fallback->ops->collect_rows(m->fallback, m->y, m->d_cpu, s, err)
                  : m->fallback->ops->collect(m->fallback, &yc, s, err) < 0
                        ? -1
-                       : cuda_expert_merge(m->y, yc, m->d_cpu, m->n * m->n_used, m->n_embd, s, err)) < 0 ||
-            (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_COLLECTED], s), "timing event", err) < 0))
+                       : cuda_expert_merge(m->y, yc, m->d_cpu, m->n * m->n_used, m->n_embd, s, err)) < 0)
             return -1;
     }
+    if (L->timed && cuda_check(cudaEventRecord(L->ev[EV_COLLECTED], s), "timing event", err) < 0)
+        return -1;
     *y = m->y;
     return 0;
 }
@@ -523,7 +540,7 @@ static void gpu_destroy(moe_exec_t *base)
     moe_gpu_t *m = (moe_gpu_t *)base;
     xs_destroy(&m->xs);
     for (int32_t il = 0; m->layers && il < m->n_layer; il++)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < N_EV; i++)
             if (m->layers[il].ev[i])
                 cudaEventDestroy(m->layers[il].ev[i]);
     for (int i = 0; i < 2; i++)
@@ -680,6 +697,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
     m->last_layer = -1;
     expert_cost_init(&m->gpu_cost, 0.01, 1e8); /* plausible: 0.01 ns .. 0.1 s a pair; 1000 .. 0.01 GB/s */
     expert_cost_init(&m->copy_cost, 1e-3, 100);
+    expert_cost_init(&m->dense_cost, 1, 1e8); /* 1 ns .. 0.1 s a token */
     if (n_expert < 1 || n_expert > CUDA_RANK_TABLE_MAX) {
         guild_err_set(err, "cuda moe: %d experts (1..%d)", n_expert, CUDA_RANK_TABLE_MAX);
         goto fail;
@@ -785,7 +803,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         }
     }
     for (int32_t il = 0; il < n_layer; il++)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < N_EV; i++)
             if (ev_create(&m->layers[il].ev[i], err) < 0)
                 goto fail;
     if (ev_create(&m->pass_ev[0], err) < 0 || ev_create(&m->pass_ev[1], err) < 0)
