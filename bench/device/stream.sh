@@ -13,7 +13,10 @@ budget=${2:-400}
 C=${C:-$PWD/.carry-stream}
 export LD_LIBRARY_PATH=$C/lib
 B=$C/bin
-BASE=$C/base
+BASE=/tmp/guild-base
+if [ -f "$C/base.tgz" ]; then # the baseline's guild and workers, packed small
+    mkdir -p $BASE && tar -C $BASE -xzf "$C/base.tgz"
+fi
 O=${OUT:-/tmp/guild-out}
 mkdir -p "$O"
 commit=$(cat "$C/COMMIT" 2> /dev/null || echo unknown)
@@ -52,6 +55,7 @@ if [ "$mode" = check ]; then
         plan 8g $m30 --gpu-mem 8G
         bench 100 q30-8g-single "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G --single-process
         bench 100 q30-8g-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && bench 100 q30-8g-multi-base "$BASE" "$base_commit" $m30 512,4096 1 --gpu-mem 8G
     fi
 fi
 say done
