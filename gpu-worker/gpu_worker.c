@@ -327,6 +327,11 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     atomic_store(&st->split_cpu_pairs, b1.split_cpu_pairs);
     atomic_store(&st->staged_bytes, b1.staged_bytes);
     atomic_store(&st->stage_wait_ns, b1.stage_wait_ns);
+    atomic_store(&st->stream_passes, b1.stream_passes);
+    atomic_store(&st->stream_span_ns, b1.stream_span_ns);
+    atomic_store(&st->copy_busy_ns, b1.copy_busy_ns);
+    atomic_store(&st->copy_wait_ns, b1.copy_wait_ns);
+    atomic_store(&st->cpu_wait_ns, b1.cpu_wait_ns);
     atomic_store(&st->routed_pairs, b1.routed_pairs);
     atomic_store(&st->resident_pairs, b1.resident_pairs);
     if (g->count_routing) {

@@ -107,7 +107,8 @@ done
 # long prompt in one batch, the split forced so that the same experts go to each side run after run. The logits
 # through guild-stager's pinned ring (multi-process, --stager process) must be the pageable copies' (--stager
 # none) bit for bit, and the single process's with its in-process ring (--stager thread), and the copies
-# straight from the registered model mapping (--stager pin); the multi-process
+# from page-locked copies (--stager pin), and straight from the CPU side's own copies (--stager shared: the CPU
+# worker's expert store, the single process's packed or plain copies); the multi-process
 # runs' streaming counters reach the coordinator (guild run's "streamed experts" line).
 a=qwen3moe
 stream_mem=""
@@ -145,7 +146,13 @@ else
     stage_run stage.thread --single-process --stager thread &&
         same_logits stage.none stage.thread "$a: --gpu-mem $stream_mem, single process's stager thread = pageable copies"
     stage_run stage.pin --cpu-workers 1 --stager pin &&
-        same_logits stage.none stage.pin "$a: --gpu-mem $stream_mem, copies from the registered mapping = pageable copies"
+        same_logits stage.none stage.pin "$a: --gpu-mem $stream_mem, copies from page-locked copies = pageable copies"
+    stage_run stage.shared --cpu-workers 1 --stager shared &&
+        same_logits stage.none stage.shared "$a: --gpu-mem $stream_mem, from the CPU worker's expert store = pageable copies"
+    stage_run stage.shared1 --single-process --stager shared &&
+        same_logits stage.none stage.shared1 "$a: --gpu-mem $stream_mem, single process, from its executor's copies (packed where this CPU packs) = pageable copies"
+    stage_run stage.sharedp --single-process --stager shared --expert-layout packed &&
+        same_logits stage.none stage.sharedp "$a: --gpu-mem $stream_mem, single process, packed copies unpacked on the device = pageable copies"
     for name in stage.process stage.thread; do
         [ -f "$tmp/$name.err" ] || continue
         if ! grep -Eq "streamed experts: [1-9][0-9]* layer batches .* copied, ([1-9][0-9]*\.[0-9]|0\.[1-9]) MB through" \

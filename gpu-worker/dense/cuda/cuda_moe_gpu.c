@@ -38,7 +38,17 @@
 #define MMA_PAIRS_PER_EXPERT 4 /* from this many pairs per expert on average: the int8 tensor-core tiles */
 #define PAIR_UNITS 16 /* expected pairs per expert are planned in sixteenths (expert_split takes integers) */
 #define MAX_SLOTS 4
+#define CPU_BUCKETS 6 /* batches of <= 64, 256, 1024, 4096, 16384 tokens, more */
+#define CPU_MARGIN 1.2 /* the split plans with the CPU side's time per pair this much slower than measured: a late
+                          CPU side stalls the device, an early one only leaves it a little more */
 
+static int cpu_bucket(int32_t n)
+{
+    int b = 0;
+    for (int32_t lim = 64; b < CPU_BUCKETS - 1 && n > lim; lim *= 4)
+        b++;
+    return b;
+}
 typedef struct gpu_layer {
     const char *gate, *up, *down; /* device: the resident experts, rank r's matrices at + r * gate_mat / down_mat */
     int32_t n_res;                /* resident experts (n_expert: the whole layer, ranks = ids) */
@@ -98,8 +108,10 @@ typedef struct moe_gpu {
     expert_cost_t dense_cost;  /* ns per token of a layer's dense part (from one layer's collect to the next
                                   one's submit): the copy time it hides */
     int32_t pass_n;            /* tokens of the pass */
-    double cpu_a, cpu_b;       /* the CPU side's time per exchange, a + b * pairs ns */
-    bool have_a, have_b, cost_logged;
+    /* the CPU side's time per exchange, a + b * pairs ns; b per size of batch (cpu_bucket): a pair costs the
+     * CPU less in a large batch, where each expert's weights serve more tokens */
+    double cpu_a, cpu_b[CPU_BUCKETS];
+    bool have_a, have_b[CPU_BUCKETS], cost_logged;
     moe_exec_stats_t fb_last;  /* the fallback's counters at the start of this step */
     int32_t fb_pairs;          /* pairs of an exchange delegated whole in this step (0: none) */
     bool fb_mixed;             /* an exchange of this step was split */
@@ -140,9 +152,10 @@ static void cost_update(moe_gpu_t *m)
             m->have_a = true;
         } else {
             const double b = (per - (m->have_a ? m->cpu_a : 0.0)) / (double)m->fb_pairs;
+            const int k = cpu_bucket(m->fb_pairs / m->n_used);
             if (b > 0) {
-                m->cpu_b = m->have_b ? 0.5 * m->cpu_b + 0.5 * b : b;
-                m->have_b = true;
+                m->cpu_b[k] = m->have_b[k] ? 0.5 * m->cpu_b[k] + 0.5 * b : b;
+                m->have_b[k] = true;
             }
         }
     }
@@ -158,15 +171,32 @@ static void cpu_sample(moe_gpu_t *m, double pairs, double ns, bool exact)
     if (pairs <= 0 || ns <= 0)
         return;
     const double b = (ns - (m->have_a ? m->cpu_a : 0.0)) / pairs;
+    const int k = cpu_bucket(m->pass_n);
     if (b <= 0)
         return;
     if (exact)
-        m->cpu_b = m->have_b ? 0.5 * m->cpu_b + 0.5 * b : b;
-    else if (m->have_b && m->cpu_b > b)
-        m->cpu_b = 0.5 * (m->cpu_b + b); /* faster than predicted: the device did not wait */
-    else if (!m->have_b)
+        m->cpu_b[k] = m->have_b[k] ? 0.5 * m->cpu_b[k] + 0.5 * b : b;
+    else if (m->have_b[k] && m->cpu_b[k] > b)
+        m->cpu_b[k] = 0.5 * (m->cpu_b[k] + b); /* faster than predicted: the device did not wait */
+    else if (!m->have_b[k])
         return;
-    m->have_b = true;
+    m->have_b[k] = true;
+}
+
+/* The CPU side's time per pair for batches of n tokens: its own size's measure, else a smaller size's (an
+ * upper bound), else a larger size's doubled; < 0 when nothing was measured. */
+static double cpu_b_for(const moe_gpu_t *m, int32_t n)
+{
+    const int k = cpu_bucket(n);
+    if (m->have_b[k])
+        return m->cpu_b[k];
+    for (int j = k - 1; j >= 0; j--)
+        if (m->have_b[j])
+            return m->cpu_b[j];
+    for (int j = k + 1; j < CPU_BUCKETS; j++)
+        if (m->have_b[j])
+            return 2 * m->cpu_b[j];
+    return -1;
 }
 
 /* After a streamed pass (its stream complete): the copy, product and CPU costs it measured, and its counters. */
@@ -219,12 +249,13 @@ static void pass_fold(moe_gpu_t *m)
     m->copy_wait_ns += after.wait_ns - before.wait_ns;
     m->cpu_wait_ns += (uint64_t)cpu_wait;
     m->stream_span_ns += span > 0 ? (uint64_t)span : 0;
-    if (!m->cost_logged && m->have_b && expert_cost_known(&m->copy_cost)) {
+    if (!m->cost_logged && cpu_b_for(m, m->pass_n) > 0 && expert_cost_known(&m->copy_cost)) {
         m->cost_logged = true;
         guild_log(GUILD_LOG_INFO, "cuda moe: streamed pass measured: copies %.1f GB/s, device experts %.2f us per "
-                  "pair, CPU experts %.2f us per pair (+ %.1f us per exchange)",
-                  1.0 / expert_cost_ns_per_unit(&m->copy_cost), expert_cost_ns_per_unit(&m->gpu_cost) / 1e3,
-                  m->cpu_b / 1e3, m->cpu_a / 1e3);
+                  "pair, dense part %.2f us per token a layer, CPU experts %.2f us per pair in batches of %d (+ %.1f "
+                  "us per exchange)", 1.0 / expert_cost_ns_per_unit(&m->copy_cost),
+                  expert_cost_ns_per_unit(&m->gpu_cost) / 1e3, expert_cost_ns_per_unit(&m->dense_cost) / 1e3,
+                  cpu_b_for(m, m->pass_n) / 1e3, m->pass_n, m->cpu_a / 1e3);
     }
 }
 
@@ -257,10 +288,12 @@ static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
         return 0;
     const double fair = (double)n * (double)m->n_used / (double)m->n_expert; /* expected pairs per expert */
     /* before the CPU side's time per pair is measured, the first streamable layer goes to it whole */
-    const bool bootstrap = !m->have_b && m->force_split < 0;
+    const double cpu_b = cpu_b_for(m, n);
+    const bool bootstrap = cpu_b < 0 && m->force_split < 0;
     const expert_split_model_t em = {.copy_bpns = copy_bpns,
                                      .gpu_ns_per_pair = expert_cost_ns_per_unit(&m->gpu_cost) / PAIR_UNITS,
-                                     .cpu_a_ns = m->have_a ? m->cpu_a : 0.0, .cpu_b_ns = m->cpu_b / PAIR_UNITS,
+                                     .cpu_a_ns = m->have_a ? m->cpu_a : 0.0,
+                                     .cpu_b_ns = (cpu_b > 0 ? cpu_b : 0.0) * CPU_MARGIN / PAIR_UNITS,
                                      .force_gpu_fraction = m->force_split, .pipelined = true,
                                      .copy_hidden_ns = expert_cost_ns_per_unit(&m->dense_cost) * (double)n};
     m->pass_n = n;
