@@ -796,13 +796,15 @@ static void bridge_run(moe_exec_t *m, int32_t layer, int32_t n, const float *dx,
     ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
 }
 
-/* The split at the bridge ("gpu" over "local", two streamed layers, staging slots of whole layers and of a
- * few experts): for device fractions 0 .. 1, planned before the routing on the fair share of each expert (the
- * device takes the lowest ids), y[t][k] is bit for bit the resident device bridge's for the pairs of the
- * device's experts and the host executor's for the others; the counters add up. */
+/* The split at the bridge ("gpu" over "host", two streamed layers; staging slots of whole layers, or slots of
+ * three experts with every fourth expert resident, the hot ones of a plan): for device fractions 0 .. 1, planned
+ * before the routing on the fair share of each expert (the device takes the lowest ids of those not resident),
+ * y[t][k] is bit for bit the all-resident device executor's for the pairs of the device's experts (resident or
+ * streamed) and the host executor's for the others; the counters add up. */
 START_TEST(test_split_bridge)
 {
-    tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 61 + (uint64_t)_i);
+    const int arch = _i % 2, hot = _i / 2;
+    tiny_spec_t s = cuda_spec(arch ? "llama" : "qwen3moe", arch ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 61 + (uint64_t)_i);
     s.n_layer = 2;
     rig_t r;
     rig_open(&r, &s, 16, 64, false);
@@ -822,16 +824,22 @@ START_TEST(test_split_bridge)
     }
     guild_err_t err = {{0}};
     moe_exec_t *res = NULL, *fb = NULL, *g = NULL;
-    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, 0, NULL, NULL, NULL, &err) == 0, "%s",
+    ck_assert_msg(cuda_moe_gpu_new(&res, gl, NL, NE, T, E, c->n_ff_exp, K, 0, 0, NULL, NULL, NULL, &err) == 0, "%s",
                   err.msg);
-    for (int32_t il = 0; il < NL; il++)
+    uint8_t res_experts[64] = {0};
+    for (int32_t e = 0; e < NE; e++)
+        res_experts[e] = hot && e % 4 == 1;
+    for (int32_t il = 0; il < NL; il++) {
         gl[il].resident = false;
-    /* _i = 0: two slots of a whole layer; 1: slots of 3 experts (each layer in several chunks) */
+        gl[il].resident_experts = hot ? res_experts : NULL;
+        gl[il].stream = true;
+    }
+    /* two slots of a whole layer, or three slots of 3 experts (each layer in several slices) */
     const size_t per = (2 * gl[0].gate_mat + gl[0].down_mat + 63) / 64 * 64;
-    const size_t staging = _i ? 3 * 2 * 3 * per + 4096 : 2 * ((size_t)NE * per + 4096);
+    const size_t slot = hot ? 3 * per + 1024 : (size_t)NE * per + 4096;
     ck_assert_msg(cuda_moe_host_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
-    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, staging, NULL, fb, NULL, &err) == 0, "%s",
-                  err.msg);
+    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, hot ? 3 : 2, slot, NULL, fb, NULL, &err) == 0,
+                  "%s", err.msg);
 
     /* inputs: K distinct experts a token, a few hot ones */
     float *x = malloc((size_t)T * E * sizeof *x);
@@ -880,7 +888,7 @@ START_TEST(test_split_bridge)
     uint64_t eb[64];
     uint8_t on_gpu[64];
     for (int32_t e = 0; e < NE; e++) {
-        count[e] = 1;
+        count[e] = !res_experts[e];
         eb[e] = 1;
     }
     expert_split_t *sp = NULL;
@@ -906,16 +914,17 @@ START_TEST(test_split_bridge)
             ck_assert_int_eq(s1.streamed - s0.streamed, pr.gpu_experts > 0);
             ck_assert_int_eq(f1.exchanges - f0.exchanges, pr.cpu_experts > 0);
             for (int32_t p = 0; p < P; p++) {
-                const float *want = (on_gpu[ids[p]] ? ydev[il] : ycpu[il]) + (size_t)p * E;
+                const bool dev = on_gpu[ids[p]] || res_experts[ids[p]];
+                const float *want = (dev ? ydev[il] : ycpu[il]) + (size_t)p * E;
                 ck_assert_msg(!memcmp(got + (size_t)p * E, want, row), "fraction %.1f layer %d pair %d (expert %d, "
-                              "%s): not that side's bits", fracs[f], il, p, ids[p], on_gpu[ids[p]] ? "device" : "CPU");
+                              "%s): not that side's bits", fracs[f], il, p, ids[p], dev ? "device" : "CPU");
             }
         }
     for (int32_t il = 0; il < NL; il++)
         for (int32_t p = 0; p < P; p++)
             differ += memcmp(ydev[il] + (size_t)p * E, ycpu[il] + (size_t)p * E, row) != 0;
-    printf("%-10s split bridge: fractions 0..1 over 2 layers, each pair the bits of its side (%d of %d pairs differ "
-           "between the sides)\n", s.arch, differ, NL * P);
+    printf("%-10s split bridge%s: fractions 0..1 over 2 layers, each pair the bits of its side (%d of %d pairs differ "
+           "between the sides)\n", s.arch, hot ? " (hot experts resident, slices of 3)" : "", differ, NL * P);
     expert_split_destroy(&sp);
     for (int32_t il = 0; il < NL; il++) {
         free(ycpu[il]);
@@ -984,7 +993,7 @@ static Suite *backend_suite(void)
     tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 5);
     tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
     tcase_add_loop_test(tc, test_streaming, 0, 2);
-    tcase_add_loop_test(tc, test_split_bridge, 0, 2);
+    tcase_add_loop_test(tc, test_split_bridge, 0, 4);
     tcase_add_loop_test(tc, test_split_greedy, 0, 3);
     suite_add_tcase(s, tc);
     return s;

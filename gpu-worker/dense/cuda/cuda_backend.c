@@ -182,7 +182,7 @@ static int source_ranges(const cuda_backend_t *b, const cuda_moe_gpu_layer_t *gl
         return guild_err_set(err, "cuda backend: out of memory");
     for (int32_t il = 0; il < b->cfg->n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &gl[il];
-        if (!L->gate)
+        if (!L->gate || !L->stream)
             continue;
         for (int32_t e = 0; e < E; e++) {
             if (L->resident_experts ? L->resident_experts[e] : L->resident)
@@ -300,7 +300,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     if (!gl)
         return guild_err_set(err, "cuda backend: out of memory");
     const model_expert_act_t act = model_expert_act_of(c); /* gpt-oss's: with the experts' biases */
-    int32_t resident = 0;
+    int32_t resident = 0, n_res_experts = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
         if (!L->gate_exps.data)
@@ -328,8 +328,14 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
             .gate_b = L->gate_exps_b.data,
             .up_b = L->up_exps_b.data,
             .down_b = L->down_exps_b.data,
+            /* the plan's resident experts one by one (its hottest, with a routing profile) */
+            .resident_experts = plan->expert_resident && plan->layer[il].n_resident > 0 && !plan->resident[il]
+                                    ? plan->expert_resident + (size_t)il * (size_t)c->n_expert
+                                    : NULL,
+            .stream = plan->layer[il].mode == GPU_PLAN_STREAMED,
         };
         resident += plan->resident[il];
+        n_res_experts += plan->layer[il].n_resident;
         /* the CPU side's own copies as the sources when it holds every expert that is not resident; a stager's
          * ring serves the model file, so its copies come from the mapping */
         const bool ring = cc->stager == CUDA_STAGER_THREAD || cc->stager == CUDA_STAGER_PROCESS;
@@ -338,7 +344,7 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
             const expert_host_mats_t *src = cc->expert_host->mats + (size_t)il * (size_t)c->n_expert;
             bool all = true;
             for (int32_t e = 0; e < c->n_expert && !plan->resident[il]; e++)
-                all = all && src[e].gate;
+                all = all && (src[e].gate || gpu_plan_expert_resident(plan, il, e));
             gl[il].src = all ? src : NULL;
         }
     }
@@ -358,11 +364,12 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     int rc = 0;
     if (resident < c->n_layer)
         rc = setup_cpu_experts(b, opt, &cpu, err);
-    if (rc == 0 && plan->staging)
+    if (rc == 0 && plan->stage_slots)
         rc = setup_stage(b, m, cc, plan, gl, err);
-    if (rc == 0 && (resident > 0 || plan->staging))
+    if (rc == 0 && (n_res_experts > 0 || plan->stage_slots))
         rc = cuda_moe_gpu_new(&b->moe_gpu, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
-                              c->n_expert_used, (size_t)plan->staging, b->stage, cpu, &b->bytes_experts, err);
+                              c->n_expert_used, plan->stage_slots, (size_t)plan->stage_slot_bytes, b->stage, cpu,
+                              &b->bytes_experts, err);
     b->moe = b->moe_gpu ? b->moe_gpu : cpu;
     b->gpu_expert_layers = rc == 0 ? resident : 0;
     free(gl);
@@ -759,6 +766,7 @@ static int cuda_exchange_exec(moe_exec_t **out, struct guild_exchange *x, const 
 
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
+    .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, /* ranked device parts, staged slices */
     .create = cuda_create,
     .forward = cuda_forward,
     .kv_len = cuda_kv_len,

@@ -66,6 +66,7 @@ typedef struct cuda_moe_gpu_layer {
     bool resident;                          /* every expert uploaded once and computed on the device */
     const uint8_t *resident_experts;        /* [n_expert] or NULL: the experts uploaded (the hottest, with a
                                                routing profile); overrides `resident` when not NULL */
+    bool stream;                            /* the others may stream (the plan's mode STREAMED) */
     const expert_host_mats_t *src;          /* [n_expert] or NULL: where streaming copies each expert from (the
                                                CPU side's own copies, gpu-worker/dense/expert_host.h); NULL: from
                                                the tensors above */
@@ -83,12 +84,13 @@ typedef struct cuda_moe_gpu_layer {
  * each staged chunk) computes its ranks with part-local ids, the CPU side's batch carries its own experts' pairs
  * only (the others as skip slots), and collect merges (a layer with no expert on the CPU side has none).
  *
- * With staging bytes (> 0), the first host-side (uncaptured) batch of more than a few tokens of a forward pass
- * plans the pass: for each layer with experts the CPU side holds, which of them the device computes, from the
+ * With staging slots (n_slots >= 2 of slot_bytes: the plan's, gpu-worker/dense/gpu_plan.h), the first
+ * host-side (uncaptured) batch of more than a few tokens of a forward pass plans the pass: for each layer
+ * marked `stream` with experts the CPU side holds, which of them the device computes, from the
  * pairs expected per expert (the fair share before the routing is known) and the measured costs
  * (gpu-worker/dense/expert_split.h, pipelined: copy bandwidth, device products per pair, the CPU side's a + b *
- * pairs), and queues their copies through the staging slots (cuda_expert_stream.h: the slots are the staging
- * bytes cut into whole layers where two fit, else into slices). The copies run ahead of the products; the CPU
+ * pairs), and queues their copies through the staging slots (cuda_expert_stream.h: whole layers where a slot
+ * holds one, else slices). The copies run ahead of the products; the CPU
  * side and the device then compute at once. Before the CPU side's time per pair is known the pass's first
  * streamable layer goes to it whole (measured), the others to the device. max_tokens tokens per submit. Device
  * bytes it took are added to *bytes. The copies go through `stage` (gpu-worker/dense/cuda/cuda_stage.h,
@@ -96,8 +98,9 @@ typedef struct cuda_moe_gpu_layer {
  * or when device memory is short. */
 struct cuda_stage;
 int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
-                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, size_t staging,
-                     struct cuda_stage *stage, moe_exec_t *fallback, size_t *bytes, guild_err_t *err);
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, int32_t n_slots,
+                     size_t slot_bytes, struct cuda_stage *stage, moe_exec_t *fallback, size_t *bytes,
+                     guild_err_t *err);
 
 /* Tests only: m ("gpu") plans every pass that streams with the device taking, in each streamed layer, the first
  * experts (by expected pairs, then id) holding at least gpu_fraction of its expected pairs (0: all on the CPU

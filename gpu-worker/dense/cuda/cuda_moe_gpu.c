@@ -37,7 +37,6 @@
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
 #define MMA_PAIRS_PER_EXPERT 4 /* from this many pairs per expert on average: the int8 tensor-core tiles */
 #define PAIR_UNITS 16 /* expected pairs per expert are planned in sixteenths (expert_split takes integers) */
-#define MAX_SLOTS 4
 #define CPU_BUCKETS 6 /* batches of <= 64, 256, 1024, 4096, 16384 tokens, more */
 #define CPU_MARGIN 1.2 /* the split plans with the CPU side's time per pair this much slower than measured: a late
                           CPU side stalls the device, an early one only leaves it a little more */
@@ -636,33 +635,19 @@ static size_t dot_row(guild_type_t type, int64_t n)
     return round_up((size_t)b, 16);
 }
 
-/* The staging bytes cut into slots: whole layers (of `layer` bytes) when two or more fit, at most MAX_SLOTS;
- * else three slices (two when a third would hold less than `expert` bytes). */
-static void slots_of(size_t staging, size_t layer, size_t expert, size_t *slot, int32_t *n)
-{
-    layer = round_up(layer, ALIGN);
-    if (staging >= 2 * layer) {
-        *n = (int32_t)(staging / layer < MAX_SLOTS ? staging / layer : MAX_SLOTS);
-        *slot = layer;
-        return;
-    }
-    *n = staging / 3 >= expert ? 3 : 2;
-    *slot = staging / (size_t)*n / ALIGN * ALIGN;
-}
-
 /* The streamer over the non-resident experts of the computable layers, its copy rate probed. */
-static int stream_setup(moe_gpu_t *m, const cuda_moe_gpu_layer_t *layers, size_t staging, cuda_stage_t *stage,
-                        expert_host_mats_t *own_src, size_t *bytes, guild_err_t *err)
+static int stream_setup(moe_gpu_t *m, const cuda_moe_gpu_layer_t *layers, int32_t n_slots, size_t slot,
+                        cuda_stage_t *stage, expert_host_mats_t *own_src, size_t *bytes, guild_err_t *err)
 {
     xs_layer_desc_t *d = calloc((size_t)m->n_layer, sizeof *d);
     if (!d)
         return guild_err_set(err, "cuda moe: out of memory");
-    size_t largest = 0, expert = 0;
+    size_t largest = 0;
     int32_t probe = -1;
     for (int32_t il = 0; il < m->n_layer; il++) {
         const cuda_moe_gpu_layer_t *L = &layers[il];
         const gpu_layer_t *G = &m->layers[il];
-        if (!G->computable || G->n_res == m->n_expert)
+        if (!G->computable || G->n_res == m->n_expert || !L->stream)
             continue;
         /* the CPU side's copies when every non-resident expert has one, else the file's tensors (kept here: the
          * streamer reads them as long as it lives) */
@@ -683,13 +668,10 @@ static int stream_setup(moe_gpu_t *m, const cuda_moe_gpu_layer_t *layers, size_t
             largest = e * (size_t)m->n_expert;
             probe = il;
         }
-        expert = e > expert ? e : expert;
     }
     int rc = 0;
+    slot = slot / ALIGN * ALIGN;
     if (probe >= 0) {
-        size_t slot = 0;
-        int32_t n_slots = 0;
-        slots_of(staging, largest, expert, &slot, &n_slots);
         if (!stage) {
             rc = cuda_stage_new_pageable(&m->own_stage, err);
             stage = m->own_stage;
@@ -708,8 +690,9 @@ static int stream_setup(moe_gpu_t *m, const cuda_moe_gpu_layer_t *layers, size_t
 }
 
 int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32_t n_layer, int32_t n_expert,
-                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, size_t staging,
-                     cuda_stage_t *stage, moe_exec_t *fallback, size_t *bytes, guild_err_t *err)
+                     int32_t max_tokens, int32_t n_embd, int32_t n_ff, int32_t n_used, int32_t n_slots,
+                     size_t slot_bytes, cuda_stage_t *stage, moe_exec_t *fallback, size_t *bytes,
+                     guild_err_t *err)
 {
     *out = NULL;
     if (fallback && fallback->ops->mem != MOE_EXEC_DEVICE)
@@ -757,7 +740,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         for (int32_t e = 0; e < n_expert; e++)
             if (L->resident_experts ? L->resident_experts[e] != 0 : L->resident)
                 D->base.rank[e] = (int16_t)nr++;
-        if (!nr && !staging)
+        if (!nr && (n_slots < 2 || !L->stream))
             continue;
         const size_t ax = dot_row(L->gate_type, n_embd), ah = dot_row(L->down_type, n_ff);
         if (!cuda_type_supported(L->gate_type) || !cuda_type_supported(L->down_type) || !ax || !ah) {
@@ -779,7 +762,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         total += 2 * round_up(L->gate_mat * (size_t)nr, ALIGN) + round_up(L->down_mat * (size_t)nr, ALIGN);
         resident += nr == n_expert;
         n_res_experts += nr;
-        any_stream = any_stream || nr < n_expert;
+        any_stream = any_stream || (nr < n_expert && L->stream);
     }
     bool all_resident = true;
     for (int32_t il = 0; il < n_layer; il++)
@@ -842,9 +825,9 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
     if (ev_create(&m->pass_ev[0], err) < 0 || ev_create(&m->pass_ev[1], err) < 0)
         goto fail;
     const size_t before = counted;
-    if (staging && any_stream && fallback) {
+    if (n_slots >= 2 && slot_bytes && any_stream && fallback) {
         if (expert_split_new(&m->split, n_expert, err) < 0 ||
-            stream_setup(m, layers, staging, stage, m->own_src, &counted, err) < 0)
+            stream_setup(m, layers, n_slots, slot_bytes, stage, m->own_src, &counted, err) < 0)
             goto fail;
     }
     if (bytes)
