@@ -28,9 +28,10 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
         }
     }
     const cuda_stager_t st = o->gpu.cuda.stager;
-    const gpu_copy_path_t path = st == CUDA_STAGER_PIN ? GPU_COPY_PINNED
-                                 : st == CUDA_STAGER_NONE ? GPU_COPY_PAGEABLE
-                                                          : GPU_COPY_RING;
+    /* shared: DMA from the CPU side's own copies, registered: the pinned rate */
+    const gpu_copy_path_t path = st == CUDA_STAGER_PIN || st == CUDA_STAGER_SHARED ? GPU_COPY_PINNED
+                                 : st == CUDA_STAGER_NONE                         ? GPU_COPY_PAGEABLE
+                                                                                  : GPU_COPY_RING;
     gpu_cost_t cost;
     gpu_cost_default(&cost, path);
     gpu_cost_measured(&cost, path, o->cost.h2d_gbps, o->cost.gpu_tflops, o->cost.cpu_tflops, o->cost.cpu_gbps,

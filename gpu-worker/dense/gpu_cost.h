@@ -20,7 +20,8 @@
 
 /* How streamed experts reach the device (backend_options_t.stager): their copy rates differ. */
 typedef enum gpu_copy_path {
-    GPU_COPY_PINNED = 0, /* page-locked copies (--stager pin): DMA at the bus's speed */
+    GPU_COPY_PINNED = 0, /* page-locked memory (--stager pin, or the CPU side's own copies registered in place:
+                            --stager shared): DMA at the bus's speed */
     GPU_COPY_RING,       /* a stager's pinned ring (--stager thread|process): a host copy, then DMA */
     GPU_COPY_PAGEABLE,   /* straight from the model's pageable mapping (--stager none) */
 } gpu_copy_path_t;
