@@ -45,17 +45,48 @@ plan() { # NAME MODEL FLAGS...
         "$B/guild" plan -m "$mdl" --backend cuda --batch 4096 --ctx 4160 "$@"
 }
 
+mk30() { step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
+    --threads "$(nproc)" -q -o $m30; }
+# a text prompt of ~3000 tokens for the routing profile
+prompt() { for i in $(seq 1 120); do printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' $i $i; done > /tmp/prompt.txt; }
+
 if [ "$mode" = check ]; then
     step 60 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels"
     step 120 check_cuda_backend "$B/tests/cuda/check_cuda_backend"
     step 150 mkmodel_greedy.sh env GUILD_BUILDDIR="$B" sh "$C/mkmodel_greedy.sh"
-    step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
-        --threads "$(nproc)" -q -o $m30
+    mk30
     if [ -f $m30 ]; then
+        plan tight $m30 --gpu-mem 3.9G
         plan 8g $m30 --gpu-mem 8G
-        bench 100 q30-8g-single "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G --single-process
-        bench 100 q30-8g-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G
-        [ -x "$BASE/guild" ] && bench 100 q30-8g-multi-base "$BASE" "$base_commit" $m30 512,4096 1 --gpu-mem 8G
+        bench 90 q30-tight-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 3.9G
+        bench 90 q30-tight-single "$B" "$commit" $m30 512,4096 1 --gpu-mem 3.9G --single-process
+        bench 90 q30-8g-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G
+    fi
+fi
+if [ "$mode" = final ]; then
+    mk30
+    if [ -f $m30 ]; then
+        plan tight $m30 --gpu-mem 3.9G
+        plan 8g $m30 --gpu-mem 8G
+        bench 100 q30-tight "$B" "$commit" $m30 512,4096 3 --gpu-mem 3.9G
+        [ -x "$BASE/guild" ] && bench 110 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
+        bench 80 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && bench 80 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
+        prompt
+        step 60 "routing profile of the 30B shape" sh -c '"$0" run -m "$1" -f /tmp/prompt.txt -n 32 --temp 0 \
+            --threads 14 --gpu-mem 8G --record-routing "$1.routing" > /dev/null' "$B/guild" $m30
+        plan 8g-profile $m30 --gpu-mem 8G
+        bench 80 q30-8g-profile "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
+        rm -f $m30 $m30.routing
+    fi
+    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
+    if [ -f $m235 ]; then
+        plan 24g $m235 --gpu-mem 24G
+        bench 120 q235-24g "$B" "$commit" $m235 512,4096 3 --gpu-mem 24G
+        [ -x "$BASE/guild" ] && bench 120 q235-24g-base "$BASE" "$base_commit" $m235 512,4096 3 --gpu-mem 24G
+        plan tight $m235 --gpu-mem 6G
+        bench 120 q235-tight "$B" "$commit" $m235 512,4096 3 --gpu-mem 6G
     fi
 fi
 say done
