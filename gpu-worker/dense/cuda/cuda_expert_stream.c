@@ -57,6 +57,7 @@ struct xs {
     cudaEvent_t *c0, *c1, *w0, *w1;
     int32_t n_ev;
 
+    double *layer_wait;            /* [n_layer] ns: the last folded pass's waits per layer */
     xs_stats_t stats;
 };
 
@@ -214,6 +215,7 @@ int xs_new(xs_t **out, const xs_layer_desc_t *layers, int32_t n_layer, int32_t n
     }
     xs->max_q = n_layer * ((n_expert + min_cap - 1) / min_cap);
     if (!(xs->ids = calloc((size_t)n_layer * (size_t)n_expert, sizeof *xs->ids)) ||
+        !(xs->layer_wait = calloc((size_t)n_layer, sizeof *xs->layer_wait)) ||
         !(xs->q = calloc((size_t)xs->max_q + 1, sizeof *xs->q)) ||
         !(xs->pieces = calloc(3 * (size_t)(xs->max_cap + 1), sizeof *xs->pieces)) ||
         !(xs->ready = calloc((size_t)n_slots, sizeof *xs->ready)) ||
@@ -275,6 +277,7 @@ void xs_destroy(xs_t **pxs)
     free(xs->pieces);
     free(xs->q);
     free(xs->ids);
+    free(xs->layer_wait);
     free(xs->lay);
     free(xs);
     *pxs = NULL;
@@ -488,8 +491,12 @@ void xs_pass_end(xs_t *xs, uint64_t *copy_ns, uint64_t *bytes)
     double c = 0, w = 0;
     for (int32_t i = 0; i < xs->copied; i++)
         c += elapsed_ns(xs->c0[i], xs->c1[i]);
-    for (int32_t i = 0; i < xs->used; i++)
-        w += elapsed_ns(xs->w0[i], xs->w1[i]);
+    memset(xs->layer_wait, 0, (size_t)xs->n_layer * sizeof *xs->layer_wait);
+    for (int32_t i = 0; i < xs->used; i++) {
+        const double wi = elapsed_ns(xs->w0[i], xs->w1[i]);
+        w += wi;
+        xs->layer_wait[xs->q[i].layer] += wi;
+    }
     if (xs->copied)
         xs->stats.passes++;
     xs->stats.copy_ns += (uint64_t)c;
@@ -504,6 +511,11 @@ void xs_pass_end(xs_t *xs, uint64_t *copy_ns, uint64_t *bytes)
 void xs_stats(const xs_t *xs, xs_stats_t *out)
 {
     *out = xs->stats;
+}
+
+double xs_layer_wait_ns(const xs_t *xs, int32_t il)
+{
+    return il >= 0 && il < xs->n_layer ? xs->layer_wait[il] : 0;
 }
 
 int xs_probe(xs_t *xs, int32_t il, double *bpns, guild_err_t *err)

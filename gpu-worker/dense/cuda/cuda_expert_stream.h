@@ -99,6 +99,9 @@ void xs_pass_end(xs_t *xs, uint64_t *copy_ns, uint64_t *bytes);
 
 void xs_stats(const xs_t *xs, xs_stats_t *out);
 
+/* The compute stream's wait for layer il's copies in the pass xs_pass_end folded last, ns. */
+double xs_layer_wait_ns(const xs_t *xs, int32_t il);
+
 /* Copies one slot's worth of layer il's experts twice and returns the bytes per ns of the second (0 when the
  * layer does not stream); the slot's contents are garbage afterwards. -1 with err. */
 int xs_probe(xs_t *xs, int32_t il, double *bpns, guild_err_t *err);

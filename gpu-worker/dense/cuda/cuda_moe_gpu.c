@@ -37,6 +37,8 @@
 #define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
 #define MMA_PAIRS_PER_EXPERT 4 /* from this many pairs per expert on average: the int8 tensor-core tiles */
 #define PAIR_UNITS 16 /* expected pairs per expert are planned in sixteenths (expert_split takes integers) */
+#define LAG 2
+#define LAG_N 4
 #define CPU_BUCKETS 6 /* batches of <= 64, 256, 1024, 4096, 16384 tokens, more */
 #define CPU_MARGIN 1.2 /* the split plans with the CPU side's time per pair this much slower than measured: a late
                           CPU side stalls the device, an early one only leaves it a little more */
@@ -91,6 +93,11 @@ typedef struct moe_gpu {
     bool pass_open, pass_planned, pass_stream;
     int32_t last_layer;        /* submitted last in this pass (a lower one starts a new pass without step_begin) */
     cudaEvent_t pass_ev[2];    /* a streamed pass's start and end on the compute stream */
+    /* a streamed pass runs the host at most LAG layers ahead of the device: it waits, through the fallback's sync
+     * (which wakes CPU workers asleep on the exchange the device posted), for the collect LAG layers back, so
+     * the device's queue never fills and blocks the host where it could not wake them */
+    cudaEvent_t lag[LAG_N];
+    int32_t n_collected;       /* layers collected in this pass */
     bool pass_timed;
     int32_t *ids_buf;          /* [n_expert] scratch */
     int32_t *count;            /* [n_expert] expected pairs (PAIR_UNITS) of the plan */
@@ -227,7 +234,7 @@ static void pass_fold(moe_gpu_t *m)
         prev = il;
         const bool whole_cpu = !L->n_streamed;
         if (!whole_cpu) {
-            const double run = ev_ns(L->ev[EV_RUN0], L->ev[EV_RUN1]);
+            const double run = ev_ns(L->ev[EV_RUN0], L->ev[EV_RUN1]) - xs_layer_wait_ns(m->xs, il);
             if (run > 0 && L->exp_gpu_pairs > 0)
                 expert_cost_add(&m->gpu_cost, L->exp_gpu_pairs, run);
         }
@@ -396,13 +403,12 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
         return 0;
     xs_chunk_t c;
     int rc;
-    bool first = true;
     int32_t covered = 0;
+    /* the products' time: from here to the last chunk's end, less the waits for the chunks' copies */
+    if (L->timed && cuda_check(cudaEventRecord(L->ev[EV_RUN0], s), "timing event", err) < 0)
+        return -1;
     while ((rc = xs_next(m->xs, layer, s, &c, err)) == 0) {
         covered += c.hi - c.lo;
-        if (first && L->timed && cuda_check(cudaEventRecord(L->ev[EV_RUN0], s), "timing event", err) < 0)
-            return -1;
-        first = false;
         if (cuda_expert_ids_map(ids, P, rt, m->n_expert, c.lo, c.hi, m->d_loc, s, err) < 0 ||
             run_part(m, L, c.gate, c.up, c.down, c.gu_stride, c.d_stride, c.gate_row, c.down_row, c.hi - c.lo, n,
                      m->d_loc, s, err) < 0 ||
@@ -432,6 +438,9 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
     }
     m->last_layer = layer;
     if (!m->pass_planned && pass_plan(m, n, s, err) < 0)
+        return guild_err_prefix(err, "layer %d: ", layer);
+    if (m->pass_stream && m->pass_open && m->n_collected >= LAG &&
+        cuda_moe_sync(m->fallback, m->lag[(m->n_collected - LAG) % LAG_N], err) < 0)
         return guild_err_prefix(err, "layer %d: ", layer);
     gpu_layer_t *L = &m->layers[layer];
     const bool streamed = m->pass_stream && L->n_streamed > 0;
@@ -470,10 +479,15 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
     return 0;
 }
 
-static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err_t *err)
+static int lag_mark(moe_gpu_t *m, cudaStream_t s, guild_err_t *err)
 {
-    moe_gpu_t *m = (moe_gpu_t *)base;
-    cudaStream_t s = queue;
+    if (!m->pass_stream || !m->pass_open)
+        return 0;
+    return cuda_check(cudaEventRecord(m->lag[m->n_collected++ % LAG_N], s), "lag event", err);
+}
+
+static int gpu_collect_layer(moe_gpu_t *m, const float **y, cudaStream_t s, guild_err_t *err)
+{
     gpu_layer_t *L = &m->layers[m->layer];
     if (!m->dev) {
         return m->fallback->ops->collect(m->fallback, y, s, err) < 0 ||
@@ -497,6 +511,14 @@ static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err
     return 0;
 }
 
+static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err_t *err)
+{
+    moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
+    const int rc = gpu_collect_layer(m, y, s, err);
+    return rc < 0 ? rc : lag_mark(m, s, err);
+}
+
 static bool gpu_capturable(const moe_exec_t *base)
 {
     const moe_gpu_t *m = (const moe_gpu_t *)base;
@@ -512,6 +534,7 @@ static int gpu_step_begin(moe_exec_t *base, void *queue, guild_err_t *err)
     m->pass_planned = false;
     m->pass_open = true;
     m->last_layer = -1;
+    m->n_collected = 0;
     if (m->xs && !capturing(s)) {
         if (cuda_check(cudaEventRecord(m->pass_ev[0], s), "timing event", err) < 0)
             return -1;
@@ -578,6 +601,9 @@ static void gpu_destroy(moe_exec_t *base)
     for (int i = 0; i < 2; i++)
         if (m->pass_ev[i])
             cudaEventDestroy(m->pass_ev[i]);
+    for (int i = 0; i < LAG_N; i++)
+        if (m->lag[i])
+            cudaEventDestroy(m->lag[i]);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
                      (void **)&m->n_tiles, (void **)&m->y, (void **)&m->d_loc, (void **)&m->d_cpu};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -824,6 +850,9 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
                 goto fail;
     if (ev_create(&m->pass_ev[0], err) < 0 || ev_create(&m->pass_ev[1], err) < 0)
         goto fail;
+    for (int i = 0; i < LAG_N; i++)
+        if (cuda_check(cudaEventCreateWithFlags(&m->lag[i], cudaEventDisableTiming), "create event", err) < 0)
+            goto fail;
     const size_t before = counted;
     if (n_slots >= 2 && slot_bytes && any_stream && fallback) {
         if (expert_split_new(&m->split, n_expert, err) < 0 ||
