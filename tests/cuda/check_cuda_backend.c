@@ -719,6 +719,16 @@ static uint64_t streaming_budget(const rig_t *r, uint32_t kv_elem, uint64_t *lay
     return budget;
 }
 
+/* The plan of the streaming tests under that budget: two staging slots of whole layers, no resident expert (the
+ * plan computed for the budget would rather keep a layer or two resident). Free with gpu_plan_fini. */
+static void streaming_plan(const rig_t *r, uint64_t budget, uint32_t kv_elem, gpu_plan_t *p)
+{
+    guild_err_t err = {{0}};
+    const int32_t N = model_config(r->model)->n_expert;
+    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, kv_elem, 16, 2, N, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(p->n_resident_experts, 0);
+}
+
 /* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt measures the
  * CPU side: its first layer goes there whole, the other two stream to the device whole; from then on every
  * layer's batch is planned (split between the CPU side and the device by the measured times: how is the
@@ -732,11 +742,13 @@ START_TEST(test_streaming)
     rig_open(&r, &s, 16, 64, false);
     uint64_t layer;
     const uint64_t budget = streaming_budget(&r, 2, &layer);
-    backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){.gpu_mem = budget});
+    gpu_plan_t plan;
+    streaming_plan(&r, budget, 2, &plan);
+    backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){.plan = &plan}, (cuda_config_t){.gpu_mem = budget});
     backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){0});
     backend_t *forced = NULL;
     guild_err_t err = {{0}};
-    backend_options_t fo = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe};
+    backend_options_t fo = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .plan = &plan};
     const cuda_config_t fcc = {.gpu_mem = budget, .test.split_gpu_fraction = 1.0};
     ck_assert_msg(backend_new(&forced, "cuda", r.model, &fo, &fcc, &err) == 0, "%s", err.msg);
     const int32_t V = r.n_vocab, last = N_PROMPT - 1, K = model_config(r.model)->n_expert_used;
@@ -780,6 +792,7 @@ START_TEST(test_streaming)
     backend_destroy(&st);
     backend_destroy(&all);
     backend_destroy(&forced);
+    gpu_plan_fini(&plan);
     rig_close(&r);
 }
 END_TEST
@@ -955,7 +968,9 @@ START_TEST(test_split_greedy)
     const uint64_t budget = streaming_budget(&r, 4, &layer);
     backend_destroy(&r.gpu);
     guild_err_t err = {{0}};
-    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe};
+    gpu_plan_t plan;
+    streaming_plan(&r, budget, 4, &plan);
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .plan = &plan};
     const cuda_config_t cc = {.gpu_mem = budget, .test = {.kv_f32 = true, .split_gpu_fraction = 0.5}};
     ck_assert_msg(backend_new(&r.gpu, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     greedy_result_t gr;
@@ -968,6 +983,7 @@ START_TEST(test_split_greedy)
     ck_assert_msg(bs.split_gpu_pairs > 0 && bs.split_cpu_pairs > 0, "GPU %llu pairs, CPU %llu",
                   (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_pairs);
     print_result(name, &r, &gr);
+    gpu_plan_fini(&plan);
     rig_close(&r);
 }
 END_TEST

@@ -103,26 +103,20 @@ for a in qwen3moe mixtral glm4moe; do # glm4moe: the plan around a layer without
         same_logits "$a.budget1" "$a.budget2" "$a: --gpu-mem 4G, multi-process = single process"
 done
 
-# The stager: the smallest whole-MiB budget whose plan streams (staging buffers, not every layer resident), a
-# long prompt in one batch, the split forced so that the same experts go to each side run after run. The logits
-# through guild-stager's pinned ring (multi-process, --stager process) must be the pageable copies' (--stager
-# none) bit for bit, and the single process's with its in-process ring (--stager thread), and the copies
-# from page-locked copies (--stager pin), and straight from the CPU side's own copies (--stager shared: the CPU
-# worker's expert store, the single process's packed or plain copies); the multi-process
-# runs' streaming counters reach the coordinator (guild run's "streamed experts" line).
+# The stager: a plan that streams whole layers at batches of 512 (this model's experts are so small that any
+# budget leaving room for the chunk's buffers keeps them all resident: --gpu-experts 1 keeps layer 0 resident and
+# streams the other two), a long prompt in one batch, the split forced so that the same experts go to each side
+# run after run. The logits through guild-stager's pinned ring (multi-process, --stager process) must be the
+# pageable copies' (--stager none) bit for bit, and the single process's with its in-process ring (--stager
+# thread), and the copies from page-locked copies (--stager pin), and straight from the CPU side's own copies
+# (--stager shared: the CPU worker's expert store, the single process's packed or plain copies); the
+# multi-process runs' streaming counters reach the coordinator (guild run's "streamed experts" line).
 a=qwen3moe
-stream_mem=""
-mib=577
-while [ $mib -le 800 ]; do
-    if "$B/guild" run -m "$tmp/$a.gguf" --backend cuda --print-plan --batch 512 --gpu-mem "${mib}M" 2>/dev/null |
-        grep -q "streamed to the GPU"; then
-        stream_mem="${mib}M"
-        break
-    fi
-    mib=$((mib + 1))
-done
-if [ -z "$stream_mem" ]; then
-    echo "FAIL: $a: no budget of 577..800 MiB makes the plan stream"
+stream_mem="4G --gpu-experts 1"
+# shellcheck disable=SC2086
+if ! "$B/guild" run -m "$tmp/$a.gguf" --backend cuda --print-plan --batch 512 --gpu-mem $stream_mem 2>/dev/null |
+    grep -q "streamed to the GPU"; then
+    echo "FAIL: $a: --gpu-mem $stream_mem --batch 512: the plan does not stream"
     fails=$((fails + 1))
 else
     : > "$tmp/long.txt"
@@ -130,15 +124,20 @@ else
     stage_run() { # NAME ARGS...
         name=$1
         shift
+        # shellcheck disable=SC2086
         if ! "$B/guild" run -m "$tmp/$a.gguf" -f "$tmp/long.txt" -n 8 --temp 0 --ignore-eos --backend cuda \
-            --threads 2 --batch 512 --gpu-mem "$stream_mem" --force-split 0.5 --logits-out "$tmp/$name.bin" "$@" \
+            --threads 2 --batch 512 --gpu-mem $stream_mem --force-split 0.5 --logits-out "$tmp/$name.bin" "$@" \
             > /dev/null 2> "$tmp/$name.err"; then
             echo "FAIL: guild run --gpu-mem $stream_mem --force-split 0.5 $*:"
             cat "$tmp/$name.err"
             fails=$((fails + 1))
             return 1
         fi
-        grep "streamed experts" "$tmp/$name.err"
+        if ! grep "streamed experts" "$tmp/$name.err"; then
+            echo "FAIL: $name: guild run reports no streamed experts"
+            fails=$((fails + 1))
+            return 1
+        fi
     }
     stage_run stage.none --cpu-workers 1 --stager none &&
         stage_run stage.process --cpu-workers 1 --stager process &&
