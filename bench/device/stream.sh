@@ -51,7 +51,7 @@ mk30() { step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmod
 prompt() { for i in $(seq 1 120); do printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' $i $i; done > /tmp/prompt.txt; }
 
 if [ "$mode" = check ]; then
-    step 60 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels"
+    [ "${KERNELS:-0}" = 1 ] && step 60 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels"
     step 120 check_cuda_backend "$B/tests/cuda/check_cuda_backend"
     step 150 mkmodel_greedy.sh env GUILD_BUILDDIR="$B" sh "$C/mkmodel_greedy.sh"
     mk30
@@ -59,7 +59,6 @@ if [ "$mode" = check ]; then
         plan tight $m30 --gpu-mem 3.9G
         plan 8g $m30 --gpu-mem 8G
         bench 90 q30-tight-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 3.9G
-        bench 90 q30-tight-single "$B" "$commit" $m30 512,4096 1 --gpu-mem 3.9G --single-process
         bench 90 q30-8g-multi "$B" "$commit" $m30 512,4096 1 --gpu-mem 8G
     fi
 fi
