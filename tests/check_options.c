@@ -207,9 +207,11 @@ START_TEST(test_gpu_worker_options_round_trip)
     gpu_worker_options_msg_t back;
     gpu_worker_options_to_proto(&o, &back);
     assert_same(&m->base, &back.m.base, "GpuWorkerOptions");
-    /* without CudaOptions: the defaults, and a message without them again */
+    /* without CudaOptions: the cuda backend's defaults */
+    Guild__CudaOptions *cuda = got->cuda;
     got->cuda = NULL;
     ck_assert_msg(gpu_worker_options_from_proto(&o, got, &err) == 0, "%s", err.msg);
+    got->cuda = cuda;
     cuda_config_t zero;
     memset(&zero, 0, sizeof zero);
     ck_assert(!memcmp(&o.cuda, &zero, sizeof zero));

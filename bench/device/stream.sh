@@ -5,7 +5,8 @@
 #   bash $C/stream.sh check [SECONDS]   the CUDA tests (kernels, backend, mkmodel_greedy.sh), then a first look:
 #                                       the Qwen3-30B-A3B shape at --gpu-mem 8G, one run of each mode
 #   bash $C/stream.sh final [SECONDS]   baseline vs this build, medians of 3: the Qwen3-30B-A3B shape at a tight
-#                                       budget and at 8G, then the Qwen3-235B-A22B shape (30 layers) at 24G
+#                                       budget and at 8G (and with a routing profile; the tight budget with
+#                                       whole-layer slots), then the Qwen3-235B-A22B shape (30 layers) at 24G
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -67,25 +68,28 @@ if [ "$mode" = final ]; then
     if [ -f $m30 ]; then
         plan tight $m30 --gpu-mem 3.9G
         plan 8g $m30 --gpu-mem 8G
-        bench 100 q30-tight "$B" "$commit" $m30 512,4096 3 --gpu-mem 3.9G
-        [ -x "$BASE/guild" ] && bench 110 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
-        bench 80 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
-        [ -x "$BASE/guild" ] && bench 80 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
+        plan tight-ge1 $m30 --gpu-mem 3.9G --gpu-experts 1
+        bench 50 q30-tight "$B" "$commit" $m30 512,4096 3 --gpu-mem 3.9G
+        [ -x "$BASE/guild" ] && bench 75 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
+        bench 50 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && bench 60 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
+        # the plan's tight choice against whole-layer staging slots (one resident layer): the copy engine's idle time
+        bench 35 q30-tight-ge1 "$B" "$commit" $m30 512,4096 1 --gpu-mem 3.9G --gpu-experts 1
         prompt
-        step 60 "routing profile of the 30B shape" sh -c '"$0" run -m "$1" -f /tmp/prompt.txt -n 32 --temp 0 \
-            --threads 14 --gpu-mem 8G --record-routing "$1.routing" > /dev/null' "$B/guild" $m30
-        plan 8g-profile $m30 --gpu-mem 8G
-        bench 80 q30-8g-profile "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
+        # the profile from the CPU backend in one process (its executor sees every layer's routing); later runs
+        # find it beside the model (MODEL.gguf.routing)
+        step 45 "routing profile of the 30B shape" sh -c '"$0" run -m "$1" -f /tmp/prompt.txt -n 16 --temp 0 \
+            --threads 14 --ctx 8192 --backend cpu --single-process --record-routing "$1.routing" > /dev/null' "$B/guild" $m30
+        plan 8g-profile $m30 --gpu-mem 8G --routing $m30.routing
+        [ -f $m30.routing ] && bench 50 q30-8g-profile "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G --routing $m30.routing
         rm -f $m30 $m30.routing
     fi
-    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+    step 60 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
         --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
     if [ -f $m235 ]; then
         plan 24g $m235 --gpu-mem 24G
-        bench 120 q235-24g "$B" "$commit" $m235 512,4096 3 --gpu-mem 24G
-        [ -x "$BASE/guild" ] && bench 120 q235-24g-base "$BASE" "$base_commit" $m235 512,4096 3 --gpu-mem 24G
-        plan tight $m235 --gpu-mem 6G
-        bench 120 q235-tight "$B" "$commit" $m235 512,4096 3 --gpu-mem 6G
+        bench 80 q235-24g "$B" "$commit" $m235 4096 3 --gpu-mem 24G
+        [ -x "$BASE/guild" ] && bench 80 q235-24g-base "$BASE" "$base_commit" $m235 4096 1 --gpu-mem 24G
     fi
 fi
 say done
