@@ -218,6 +218,11 @@ typedef struct cuda_rank_table {
 int cuda_expert_ids_map(const int32_t *ids, int32_t n_pairs, const cuda_rank_table_t *table, int32_t n_expert,
                         int32_t lo, int32_t hi, int32_t *out, cudaStream_t s, guild_err_t *err);
 
+/* out[p] = ids[p] where lids[p] >= 0 (the pairs of one device part, cuda_expert_ids_map), else -1: the part's
+ * pairs with their experts' own ids (gpt-oss's biases are indexed by them). */
+int cuda_expert_ids_keep(const int32_t *ids, const int32_t *lids, int32_t n_pairs, int32_t *out, cudaStream_t s,
+                         guild_err_t *err);
+
 /* ---- attention ------------------------------------------------------------------------------------------ */
 
 /* What attention adds to the causal softmax (gpt-oss's GQA options); NULL or zeros: nothing. */

@@ -11,6 +11,9 @@
  * expert and computes them:
  *   x quantized to the gate's dot type (once a layer); h[p] = silu(gate_e x_t) * up_e x_t for every pair p =
  *   (t, k) of the part in one kernel; h quantized to the down matrix's dot type; y[p] = down_e h[p].
+ *   gpt-oss's layers (oai) take the gate and up products apart, add the experts' biases and apply swiglu_oai
+ *   (cuda_expert_swiglu_oai), and add the down bias to y (cuda_expert_add_bias); the biases are indexed by the
+ *   experts' own ids (the part's pairs kept with them: cuda_expert_ids_keep).
  * y is [n][n_used][n_embd] in pair order: what collect returns, the CPU side's rows merged in. Every row comes
  * from one side, the bits that side gives for the pair alone (cuda_matmul's arithmetic here, so y differs from
  * the CPU workers' only through expf in SiLU). Which side computes which expert moves with the measured costs,
@@ -65,6 +68,9 @@ typedef struct gpu_layer {
     cudaEvent_t ev[5];
     bool timed, cpu_timed;
     double exp_gpu_pairs, exp_cpu_pairs; /* expected */
+    bool oai;                     /* gpt-oss: biases and swiglu_oai (cuda_moe_gpu_layer_t) */
+    float alpha, limit;
+    const float *gate_b, *up_b, *down_b; /* device, in bias_mem (oai) */
 } gpu_layer_t;
 
 enum { EV_POSTED, EV_RUN0, EV_RUN1, EV_COLLECTED, EV_IN, N_EV };
@@ -78,6 +84,9 @@ typedef struct moe_gpu {
     void *act_x;               /* [max_tokens] rows of ax_row bytes: x in the gate's dot type */
     size_t ax_row;
     float *h;                  /* [max_tokens * n_used][n_ff] */
+    float *u;                  /* [max_tokens * n_used][n_ff]: the up products of oai layers; NULL without */
+    void *bias_mem;            /* the oai layers' expert biases */
+    int32_t *d_gid;            /* [max_tokens * n_used]: a part's pairs with their experts' ids (oai layers) */
     void *act_h;               /* [max_tokens * n_used] rows of ah_row bytes: h in the down matrix's dot type */
     size_t ah_row;
     int32_t *order;            /* [max_tokens * n_used] */
@@ -363,7 +372,7 @@ static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
  * of local ids lids (others < 0), n_local experts; x already quantized (act_x). */
 static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
                     size_t gu_stride, size_t d_stride, size_t gate_row, size_t down_row, int32_t n_local, int32_t n,
-                    const int32_t *lids, cudaStream_t s, guild_err_t *err)
+                    const int32_t *lids, const int32_t *ids, cudaStream_t s, guild_err_t *err)
 {
     const int32_t pairs = n * m->n_used;
     int32_t tile = n <= FEW_TOKENS ? 1 : 8;
@@ -372,6 +381,30 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
         tile = CUDA_EXPERT_MMA_TILE;
     const int32_t mt = cuda_expert_max_tiles(pairs, n_local, tile);
     const guild_type_t ht = quant_type_info(L->down_type)->dot_type;
+    if (L->oai) { /* gate and up apart, then their biases and swiglu_oai; the down bias after the down products */
+        const int32_t *gid = ids;
+        if (lids != ids) {
+            if (cuda_expert_ids_keep(ids, lids, pairs, m->d_gid, s, err) < 0)
+                return -1;
+            gid = m->d_gid;
+        }
+        return cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
+                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, NULL, gu_stride, gate_row,
+                                          m->act_x, m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile,
+                                          m->h, m->n_ff, s, err) < 0 ||
+                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, up, NULL, gu_stride, gate_row, m->act_x,
+                                          m->ax_row, m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->u,
+                                          m->n_ff, s, err) < 0 ||
+                       cuda_expert_swiglu_oai(m->h, m->u, gid, pairs, m->n_ff, L->gate_b, L->up_b, L->alpha,
+                                              L->limit, s, err) < 0 ||
+                       cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
+                       cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row,
+                                          m->act_h, m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y,
+                                          m->n_embd, s, err) < 0 ||
+                       cuda_expert_add_bias(m->y, gid, pairs, m->n_embd, L->down_b, s, err) < 0
+                   ? -1
+                   : 0;
+    }
     if (cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
         cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, gu_stride, gate_row, m->act_x, m->ax_row,
                            m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
@@ -394,10 +427,10 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
         return -1;
     if (L->n_res == m->n_expert) /* the whole layer: ranks are ids */
         return run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
-                        m->n_expert, n, ids, s, err);
+                        m->n_expert, n, ids, ids, s, err);
     if (L->n_res && (cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, L->n_res, m->d_loc, s, err) < 0 ||
                      run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
-                              L->n_res, n, m->d_loc, s, err) < 0))
+                              L->n_res, n, m->d_loc, ids, s, err) < 0))
         return -1;
     if (!streamed)
         return 0;
@@ -411,7 +444,7 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
         covered += c.hi - c.lo;
         if (cuda_expert_ids_map(ids, P, rt, m->n_expert, c.lo, c.hi, m->d_loc, s, err) < 0 ||
             run_part(m, L, c.gate, c.up, c.down, c.gu_stride, c.d_stride, c.gate_row, c.down_row, c.hi - c.lo, n,
-                     m->d_loc, s, err) < 0 ||
+                     m->d_loc, ids, s, err) < 0 ||
             xs_done(m->xs, &c, s, err) < 0)
             return guild_err_prefix(err, "streamed experts: ");
     }
@@ -605,7 +638,8 @@ static void gpu_destroy(moe_exec_t *base)
         if (m->lag[i])
             cudaEventDestroy(m->lag[i]);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
-                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->d_loc, (void **)&m->d_cpu};
+                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->d_loc, (void **)&m->d_cpu,
+                     (void **)&m->u, &m->bias_mem, (void **)&m->d_gid};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     expert_split_destroy(&m->split);
@@ -752,7 +786,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         guild_err_set(err, "cuda moe: out of memory");
         goto fail;
     }
-    size_t total = 0;
+    size_t total = 0, bias_total = 0;
     int32_t resident = 0, n_res_experts = 0;
     bool any_stream = false;
     for (int32_t il = 0; il < n_layer; il++) {
@@ -785,6 +819,12 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         D->gate_mat = L->gate_mat;
         D->down_row = L->down_row;
         D->down_mat = L->down_mat;
+        if (L->oai) {
+            D->oai = true;
+            D->alpha = L->alpha;
+            D->limit = L->limit;
+            bias_total += round_up((size_t)n_expert * (size_t)(2 * n_ff + n_embd) * sizeof(float), ALIGN);
+        }
         total += 2 * round_up(L->gate_mat * (size_t)nr, ALIGN) + round_up(L->down_mat * (size_t)nr, ALIGN);
         resident += nr == n_expert;
         n_res_experts += nr;
@@ -810,8 +850,34 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         cuda_alloc((void **)&m->n_tiles, sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->d_loc, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->d_cpu, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
-        cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0)
+        cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0 ||
+        (bias_total && (cuda_alloc(&m->bias_mem, bias_total, &counted, "the experts' biases", err) < 0 ||
+                        cuda_alloc((void **)&m->u, P * (size_t)n_ff * sizeof(float), &counted, "expert activations",
+                                   err) < 0 ||
+                        cuda_alloc((void **)&m->d_gid, P * sizeof(int32_t), &counted, "expert routing", err) < 0)))
         goto fail;
+    /* the oai layers' biases: on the device for resident and streamed layers alike (small beside the weights) */
+    size_t boff = 0;
+    for (int32_t il = 0; il < n_layer; il++) {
+        const cuda_moe_gpu_layer_t *L = &layers[il];
+        gpu_layer_t *D = &m->layers[il];
+        if (!D->oai)
+            continue;
+        const size_t fb = (size_t)n_expert * (size_t)n_ff * sizeof(float),
+                     eb = (size_t)n_expert * (size_t)n_embd * sizeof(float);
+        float *base = (float *)((char *)m->bias_mem + boff);
+        D->gate_b = base;
+        D->up_b = base + (size_t)n_expert * (size_t)n_ff;
+        D->down_b = base + 2 * (size_t)n_expert * (size_t)n_ff;
+        boff += round_up(2 * fb + eb, ALIGN);
+        if (cuda_check(cudaMemcpy((void *)D->gate_b, L->gate_b, fb, cudaMemcpyHostToDevice), "upload expert biases",
+                       err) < 0 ||
+            cuda_check(cudaMemcpy((void *)D->up_b, L->up_b, fb, cudaMemcpyHostToDevice), "upload expert biases",
+                       err) < 0 ||
+            cuda_check(cudaMemcpy((void *)D->down_b, L->down_b, eb, cudaMemcpyHostToDevice), "upload expert biases",
+                       err) < 0)
+            goto fail;
+    }
     /* the resident experts, rank by rank: gate, up, down regions of each layer */
     size_t off = 0;
     for (int32_t il = 0; il < n_layer; il++) {

@@ -95,3 +95,22 @@ extern "C" int cuda_expert_ids_map(const int32_t *ids, int32_t n_pairs, const cu
                                                                             lo < 0 ? -1 : lo, hi, out);
     return cuda_launch_check("expert ids map", err);
 }
+
+static __global__ void expert_ids_keep_kernel(const int32_t *__restrict__ ids, const int32_t *__restrict__ lids,
+                                              int32_t n, int32_t *__restrict__ out)
+{
+    const int32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < n)
+        out[p] = lids[p] >= 0 ? ids[p] : -1;
+}
+
+extern "C" int cuda_expert_ids_keep(const int32_t *ids, const int32_t *lids, int32_t n_pairs, int32_t *out,
+                                    cudaStream_t s, guild_err_t *err)
+{
+    if (n_pairs < 0)
+        return guild_err_set(err, "cuda: expert ids keep: %d pairs", n_pairs);
+    if (n_pairs == 0)
+        return 0;
+    expert_ids_keep_kernel<<<(unsigned)((n_pairs + 255) / 256), 256, 0, s>>>(ids, lids, n_pairs, out);
+    return cuda_launch_check("expert ids keep", err);
+}
