@@ -5,8 +5,8 @@
 #   bash $C/stream.sh check [SECONDS]   the CUDA tests (kernels, backend, mkmodel_greedy.sh), then a first look:
 #                                       the Qwen3-30B-A3B shape at --gpu-mem 8G, one run of each mode
 #   bash $C/stream.sh final [SECONDS]   baseline vs this build, medians of 3: the Qwen3-30B-A3B shape at a tight
-#                                       budget and at 8G (and with a routing profile; the tight budget with
-#                                       whole-layer slots), then the Qwen3-235B-A22B shape (30 layers) at 24G
+#                                       budget and at 8G (and with a routing profile), then the Qwen3-235B-A22B
+#                                       shape (30 layers) at a tight budget (its dense part + 1.5 GiB) and 24G
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -73,8 +73,6 @@ if [ "$mode" = final ]; then
         [ -x "$BASE/guild" ] && bench 75 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
         bench 50 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
         [ -x "$BASE/guild" ] && bench 60 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
-        # the plan's tight choice against whole-layer staging slots (one resident layer): the copy engine's idle time
-        bench 35 q30-tight-ge1 "$B" "$commit" $m30 512,4096 1 --gpu-mem 3.9G --gpu-experts 1
         prompt
         # the profile from the CPU backend in one process (its executor sees every layer's routing); later runs
         # find it beside the model (MODEL.gguf.routing)
@@ -84,9 +82,16 @@ if [ "$mode" = final ]; then
         [ -f $m30.routing ] && bench 50 q30-8g-profile "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G --routing $m30.routing
         rm -f $m30 $m30.routing
     fi
-    step 60 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
         --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
     if [ -f $m235 ]; then
+        # the tight budget: the dense part at batches of 4096 (what the plan's refusal of 1G names) + 1.5 GiB
+        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
+            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
+        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+        plan 235-tight $m235 --gpu-mem "$tight235"
+        bench 60 q235-tight "$B" "$commit" $m235 4096 3 --gpu-mem "$tight235"
         plan 24g $m235 --gpu-mem 24G
         bench 80 q235-24g "$B" "$commit" $m235 4096 3 --gpu-mem 24G
         [ -x "$BASE/guild" ] && bench 80 q235-24g-base "$BASE" "$base_commit" $m235 4096 1 --gpu-mem 24G
