@@ -877,19 +877,21 @@ END_TEST
 /* ---- streamed experts: device unpack of packed copies, the parts' id maps ------------------------------------ */
 
 /* Packed matrices (kern_pack, the CPU workers' layout) unpacked in place on the device: the plain bytes exactly,
- * the gaps between matrices untouched; rows of 256 elements and of 20 blocks (16 q6_K rows: 67 KB of shared
- * memory, past the default 48 KB). The bytes are random: a layout is a byte permutation. */
+ * the gaps between matrices untouched; rows of 256 elements and of 5120 (16 q6_K rows: 67 KB of shared memory,
+ * past the default 48 KB; q8_0's 87 KB). The bytes are random: a layout is a byte permutation. */
 START_TEST(test_expert_unpack)
 {
-    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS,
-                                         GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
+    static const guild_type_t types[] = {GUILD_TYPE_Q4_K,   GUILD_TYPE_Q5_K,  GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS,
+                                         GUILD_TYPE_Q2_K,   GUILD_TYPE_Q3_K,  GUILD_TYPE_Q4_0, GUILD_TYPE_IQ4_NL,
+                                         GUILD_TYPE_MXFP4, GUILD_TYPE_Q8_0};
     rng_t r;
     rng_seed(&r, 500 + (uint64_t)_i);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const guild_type_t type = types[ti];
         const int64_t n = _i ? 20 * 256 : 256, rows = 48;
         const int32_t ne = 3;
-        const size_t rb = (size_t)(n / 256) * quant_type_info(type)->block_bytes, mat = rb * (size_t)rows;
+        const quant_type_info_t *qi = quant_type_info(type);
+        const size_t rb = (size_t)(n / qi->block_elems) * qi->block_bytes, mat = rb * (size_t)rows;
         const size_t stride = (mat + 64 + 63) / 64 * 64, total = stride * (size_t)ne;
         uint8_t *plain = malloc(total), *packed = malloc(total), *got = malloc(total);
         for (size_t i = 0; i < total; i++)
@@ -915,7 +917,8 @@ START_TEST(test_expert_unpack)
     }
     guild_err_t err;
     ck_assert_int_eq(cuda_expert_unpack(kern_pack_layout(GUILD_TYPE_Q4_K), NULL, 0, 1, 15, 144, stream, &err), -1);
-    printf("expert unpack: 6 packed types, rows of %d blocks, bit for bit\n", _i ? 20 : 1);
+    printf("expert unpack: %d packed types, rows of %d elements, bit for bit\n", (int)(sizeof types / sizeof types[0]),
+           _i ? 20 * 256 : 256);
 }
 END_TEST
 
