@@ -268,6 +268,10 @@ static const model_case_t cases[] = {
      * an ungated shared expert, an MTP layer loaded and never run) */
     {"glm4moe", GUILD_TYPE_F32},    {"glm4moe", GUILD_TYPE_Q8_0},   {"glm4moe", GUILD_TYPE_Q4_K},
     {"glm4moe", GUILD_TYPE_Q6_K},
+    /* the hybrids (tiny_model: a gated delta net layer, then gated attention with half-rotary heads; the delta
+     * net's state carried from the prefill into the steps; qwen35moe's MTP layer loaded, never run) */
+    {"qwen3next", GUILD_TYPE_F32},  {"qwen3next", GUILD_TYPE_Q8_0}, {"qwen35moe", GUILD_TYPE_F32},
+    {"qwen35moe", GUILD_TYPE_Q8_0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 

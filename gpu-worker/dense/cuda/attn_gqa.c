@@ -4,6 +4,7 @@
  *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16 or F32)
  *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch), over the layer's
  *         window of keys when it slides, with the heads' sinks (options sliding window, attention sinks)
+ *   att *= sigmoid(gate)        (option output gate: wq gives each head's query, then its gate)
  *   x += wo att (+ bo, option output bias)
  */
 #include <math.h>
@@ -61,8 +62,12 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     cudaStream_t s = b->stream;
 
-    if (cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0 ||
-        cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
+    const bool gated = p->opts & MODEL_GQA_OUT_GATE;
+    if (gated ? cuda_linear(b, &L->wq, b->xn, E, n, b->qg, 2 * Q, false, err) < 0 ||
+                    cuda_qg_split(b->qg, b->q, b->gate, n, c->n_head, c->head_dim, s, err) < 0
+              : cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0)
+        return -1;
+    if (cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
         cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0 || qk_prepare(b, L, p->opts, il, n, err) < 0)
         return -1;
     const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
@@ -74,7 +79,8 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
                                                    b->attn_scratch_bytes, s, err)
                        : cuda_attention_prefill(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
                                                 c->n_head_kv, c->head_dim, scale, &ext, s, err);
-    if (rc < 0 || cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0)
+    if (rc < 0 || (gated && cuda_sigmoid_mul(b->att, b->gate, (int64_t)n * Q, s, err) < 0) ||
+        cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0)
         return -1;
     /* x = (proj + bo) + x, the CPU backend's order */
     if ((p->opts & MODEL_GQA_OUT_BIAS) && cuda_add_bias(b->proj, E, L->bo.d, E, n, s, err) < 0)
@@ -84,6 +90,6 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
 
 const cuda_attn_part_t cuda_attn_gqa = {
     .opts = MODEL_GQA_ROPE_NEOX | MODEL_GQA_ROPE_PARTIAL | MODEL_GQA_QKV_BIAS | MODEL_GQA_QK_NORM_HEAD |
-            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS,
+            MODEL_GQA_QK_NORM_FULL | MODEL_GQA_SINKS | MODEL_GQA_SLIDING | MODEL_GQA_OUT_BIAS | MODEL_GQA_OUT_GATE,
     .forward = gqa_forward,
 };

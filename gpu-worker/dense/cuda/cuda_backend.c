@@ -73,7 +73,9 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
                      (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
                      (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch,
-                     (void **)&b->d_finite};
+                     (void **)&b->d_finite, (void **)&b->conv_state, (void **)&b->ssm_state, (void **)&b->qg,
+                     (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
+                     (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (b->h_tokens)
@@ -81,6 +83,7 @@ static void cuda_destroy(backend_t *base)
     if (b->stream)
         cudaStreamDestroy(b->stream);
     free(b->layers);
+    free(b->rec_slot);
     free(b);
 }
 
@@ -376,6 +379,58 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     return rc;
 }
 
+/* The output gate's buffers and the gdn layers' states and activations (attn_gqa.c, attn_gdn.c), when the
+ * model has them. */
+static int alloc_hybrid(cuda_backend_t *b, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const size_t NB = (size_t)b->n_batch, f = sizeof(float), Q = (size_t)c->n_head * (size_t)c->head_dim;
+    size_t *sc = &b->bytes_scratch;
+    bool gate = false;
+    if (!(b->rec_slot = malloc((size_t)c->n_layer * sizeof *b->rec_slot)))
+        return guild_err_set(err, "cuda backend: out of memory");
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_part_t *a = model_layer_parts(c, il).attn;
+        b->rec_slot[il] = model_layer_recurrent(c, il) ? b->n_recurrent++ : -1;
+        gate |= a->kind == MODEL_ATTN_GQA && (a->opts & MODEL_GQA_OUT_GATE);
+    }
+    if (gate && (cuda_alloc((void **)&b->qg, NB * 2 * Q * f, sc, "the output gate", err) < 0 ||
+                 cuda_alloc((void **)&b->gate, NB * Q * f, sc, "the output gate", err) < 0))
+        return -1;
+    if (!b->n_recurrent)
+        return 0;
+    const size_t R = (size_t)b->n_recurrent, CH = (size_t)model_gdn_conv_channels(c);
+    const size_t IN = (size_t)c->ssm_d_inner, NV = (size_t)c->ssm_dt_rank;
+    if (cuda_alloc((void **)&b->conv_state, R * (size_t)model_gdn_conv_state(c) * f, &b->bytes_kv,
+                   "the convolution state", err) < 0 ||
+        cuda_alloc((void **)&b->ssm_state, R * (size_t)model_gdn_ssm_state(c) * f, &b->bytes_kv,
+                   "the delta-rule state", err) < 0 ||
+        cuda_alloc((void **)&b->gdn_qkv, NB * CH * f, sc, "gated delta net", err) < 0 ||
+        cuda_alloc((void **)&b->gdn_z, NB * IN * f, sc, "gated delta net", err) < 0 ||
+        cuda_alloc((void **)&b->gdn_ba, NB * 2 * NV * f, sc, "gated delta net", err) < 0 ||
+        cuda_alloc((void **)&b->gdn_beta, NB * NV * f, sc, "gated delta net", err) < 0 ||
+        cuda_alloc((void **)&b->gdn_g, NB * NV * f, sc, "gated delta net", err) < 0 ||
+        cuda_alloc((void **)&b->gdn_o, NB * IN * f, sc, "gated delta net", err) < 0)
+        return -1;
+    return 0;
+}
+
+/* A new sequence: the recurrent states from zero, on the stream before the step (a captured graph holds only
+ * the layers, so this stays outside it). */
+static int reset_recurrent(cuda_backend_t *b, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const size_t R = (size_t)b->n_recurrent, f = sizeof(float);
+    if (!R || b->kv_len != 0)
+        return 0;
+    return cuda_check(cudaMemsetAsync(b->conv_state, 0, R * (size_t)model_gdn_conv_state(c) * f, b->stream),
+                      "reset the convolution state", err) < 0 ||
+                   cuda_check(cudaMemsetAsync(b->ssm_state, 0, R * (size_t)model_gdn_ssm_state(c) * f, b->stream),
+                              "reset the delta-rule state", err) < 0
+               ? -1
+               : 0;
+}
+
 static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, const void *config,
                        guild_err_t *err)
 {
@@ -455,6 +510,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_alloc((void **)&b->tokens, (2 * NB + 2) * sizeof(int32_t), sc, "token ids", err) < 0 ||
         cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
         cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
+        goto fail;
+    if (alloc_hybrid(b, err) < 0)
         goto fail;
     b->d_pos = b->tokens + 2 * NB;
     if (cudaMallocHost((void **)&b->h_tokens, (2 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
@@ -645,7 +702,7 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     memcpy(b->h_tokens, tokens, (size_t)n * sizeof *tokens);
     memcpy(b->h_tokens + b->n_batch, out_rows, (size_t)n_out * sizeof *out_rows);
     b->h_tokens[2 * b->n_batch] = b->kv_len;
-    if (stage_renew(b, err) < 0 || cuda_moe_step_begin(b->moe, s, err) < 0)
+    if (reset_recurrent(b, err) < 0 || stage_renew(b, err) < 0 || cuda_moe_step_begin(b->moe, s, err) < 0)
         goto fail;
     bool staged = false;
     cudaGraphExec_t exec = NULL;
@@ -682,8 +739,11 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     b->kv_len += n;
     return 0;
 fail:
-    /* Leave the stream idle (the cache length was not advanced); a sticky device error stays reported. */
+    /* Leave the stream idle (the cache length was not advanced, or, for recurrent layers whose state may have moved
+     * on, the cache emptied); a sticky device error stays reported. */
     cudaStreamSynchronize(s);
+    if (b->n_recurrent)
+        b->kv_len = 0;
     return -1;
 }
 
@@ -697,8 +757,8 @@ static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
     cuda_backend_t *b = (cuda_backend_t *)base;
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < b->kv_len)
-        b->kv_len = n_pos;
+    if (n_pos < b->kv_len) /* a recurrent state holds no earlier position: the cache empties */
+        b->kv_len = b->n_recurrent ? 0 : n_pos;
 }
 
 /* The routing counters, between forward passes (their stream is idle then). */

@@ -286,6 +286,35 @@ int cuda_attention_prefill_mma(float *out, const float *q, guild_type_t kv_type,
 bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t head_dim, const float *out, const float *q,
                                       const void *k_cache, const void *v_cache);
 
+/* ---- the gated delta net and the attention output gate (gdn.cu; gpu-worker/dense/cpu/attn_gdn.c's steps) --- */
+
+/* qkv[t][0..CH) (n rows) through the causal convolution, one row after the other, each channel's last K-1 inputs
+ * in state[ch][0..K-1) (updated), taps w[ch][0..K) oldest first; then silu. The CPU's float order. */
+int cuda_gdn_conv(float *qkv, int64_t CH, int32_t n, const float *w, float *state, int32_t K, cudaStream_t s,
+                  guild_err_t *err);
+
+/* Row t of qkv: its 2*NK key heads of DK L2-normalised (x / max(|x|, eps), the squares summed in double), the NK
+ * query heads also times 1/sqrt(DK); beta[t][h] = sigmoid(beta logit), g[t][h] = softplus(alpha + dt[h]) * A[h]
+ * from ba[t] (split: the NV betas then the NV alphas; else per key head its value heads' betas then alphas). */
+int cuda_gdn_prep(float *qkv, int64_t CH, const float *ba, float *beta, float *g, const float *dt, const float *A,
+                  int32_t n, int32_t DK, int32_t NK, int32_t NV, bool split, float eps, cudaStream_t s,
+                  guild_err_t *err);
+
+/* The delta rule over the n rows in order, per value head h (its key head h % NK when tiled, else h / (NV/NK)),
+ * state[h] a DK x DK matrix (row r: value element r) updated in place; o[t][h*DK + r] = the head's output
+ * RMS-normed by norm_w (cpu_rmsnorm's order) times silu(z[t][h*DK + r]). DK <= 1024. */
+int cuda_gdn_delta(const float *qkv, int64_t CH, const float *beta, const float *g, float *state, const float *z,
+                   const float *norm_w, float *o, int64_t IN, int32_t n, int32_t DK, int32_t NK, int32_t NV,
+                   bool tiled, float eps, cudaStream_t s, guild_err_t *err);
+
+/* Gated attention: each head's query and gate out of the projection's rows qg[t] (2 * n_head * head_dim: per
+ * head the query, then the gate) into q[t] and gate[t] (n_head * head_dim). Copies: the same bits. */
+int cuda_qg_split(const float *qg, float *q, float *gate, int32_t n, int32_t n_head, int32_t head_dim,
+                  cudaStream_t s, guild_err_t *err);
+
+/* x[i] *= sigmoid(gate[i]) for i < total (sigmoid = 1 / (1 + expf(-g))). */
+int cuda_sigmoid_mul(float *x, const float *gate, int64_t total, cudaStream_t s, guild_err_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 
 const cuda_attn_part_t *const cuda_attn_parts[MODEL_ATTN_KINDS] = {
     [MODEL_ATTN_GQA] = &cuda_attn_gqa,
+    [MODEL_ATTN_GDN] = &cuda_attn_gdn,
 };
 const cuda_router_part_t *const cuda_router_parts[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &cuda_router_softmax,

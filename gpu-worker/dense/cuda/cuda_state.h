@@ -78,6 +78,12 @@ typedef struct cuda_backend {
     void *k_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
     void *v_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
 
+    /* the gdn layers' recurrent state (attn_gdn.c), zeroed before a step that starts at position 0 */
+    int32_t *rec_slot;          /* host [n_layer]: layer il's state, -1: none */
+    int32_t n_recurrent;
+    float *conv_state;          /* [n_recurrent][conv channels][ssm_d_conv - 1] */
+    float *ssm_state;           /* [n_recurrent][value heads][ssm_d_state][ssm_d_state] */
+
     /* activations of the current batch (t = row in the batch), device */
     float *x;                   /* [n_batch][n_embd] residual stream */
     float *xn;                  /* [n_batch][n_embd] normed input of the current block / of the LM head */
@@ -85,6 +91,14 @@ typedef struct cuda_backend {
     float *k;                   /* [n_batch][n_head_kv * head_dim] */
     float *v;                   /* [n_batch][n_head_kv * head_dim] */
     float *att;                 /* [n_batch][n_head * head_dim] */
+    float *qg;                  /* [n_batch][2 * n_head * head_dim] query and gate (option output gate), else NULL */
+    float *gate;                /* [n_batch][n_head * head_dim] the output gate's logits (option output gate) */
+    float *gdn_qkv;             /* [n_batch][conv channels] (NULL without gdn layers, like the 5 below) */
+    float *gdn_z;               /* [n_batch][ssm_d_inner] */
+    float *gdn_ba;              /* [n_batch][2 * value heads] */
+    float *gdn_beta;            /* [n_batch][value heads] */
+    float *gdn_g;               /* [n_batch][value heads] */
+    float *gdn_o;               /* [n_batch][ssm_d_inner] */
     float *proj;                /* [n_batch][n_embd] attn_output / shared expert output */
     float *router_logits;       /* [n_batch][n_expert] */
     int32_t *ids;               /* [n_batch][n_expert_used] */
