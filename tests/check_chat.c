@@ -341,6 +341,22 @@ static const struct {
      "enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
      "{%- endif %}",
      CHAT_TMPL_CHATML},
+    /* Qwen3-Next-80B-A3B-Instruct (abridged): tools in <tools>, tool responses as user turns */
+    {"{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"# Tools\\n\\n<tools>\" }}{%- for tool in tools %}{{- tool "
+     "| tojson }}{%- endfor %}{{- \"\\n</tools><|im_end|>\\n\" }}{%- endif %}{%- for message in messages %}{%- if "
+     "message.role == \"tool\" %}{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + "
+     "'\\n</tool_response><|im_end|>\\n' }}{%- else %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+     "'<|im_end|>' + '\\n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' "
+     "}}{%- endif %}",
+     CHAT_TMPL_CHATML},
+    /* Qwen3.5 (abridged): vision placeholders and the thinking switch beside ChatML turns */
+    {"{%- set image_count = namespace(value=0) %}{%- for message in messages %}{%- if message.content is string %}"
+     "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- else %}{%- for item in "
+     "message.content %}{%- if item.type == 'image' %}{{- '<|vision_start|><|image_pad|><|vision_end|>' }}{%- endif "
+     "%}{%- endfor %}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if "
+     "enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- else %}"
+     "{{- '<think>\\n' }}{%- endif %}{%- endif %}",
+     CHAT_TMPL_CHATML},
     /* Mixtral-8x7B-Instruct */
     {"{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
      "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"

@@ -233,6 +233,15 @@ START_TEST(test_qwen3next)
     s.omit_tensor = "blk.0.ssm_a";
     open_fails(&s, "tensor blk.0.ssm_a is missing", NULL);
     s.omit_tensor = NULL;
+    /* qwen35moe's IMRoPE sections: text positions rotate every pair of the 8 rotated dims as NEOX does, or the
+     * file is refused */
+    static const int32_t imrope[4] = {2, 1, 1, 0}, other[4] = {1, 1, 1, 1};
+    s.rope_sections = imrope;
+    open_ok(&s);
+    s.rope_sections = other;
+    open_fails(&s, "rope.dimension_sections = [1, 1, 1, 1]: rotation pair 3 would not rotate by a text position",
+               NULL);
+    s.rope_sections = NULL;
     s.reshape_tensor = "blk.1.attn_q.weight"; /* without room for the gate */
     open_fails(&s, "tensor blk.1.attn_q.weight has shape", NULL);
 }

@@ -202,6 +202,11 @@ void tiny_model_image(const tiny_spec_t *s, void **data, size_t *size)
         set_u32(w, s, "ssm.time_step_rank", (uint32_t)NV);
         set_u32(w, s, "ssm.inner_size", (uint32_t)IN);
     }
+    if (s->rope_sections) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", s->arch);
+        gguf_writer_set_arr(w, key, GGUF_VALUE_INT32, s->rope_sections, 4);
+    }
     builder_t b = {.s = s};
     const uint64_t E = (uint64_t)s->n_embd, Q = (uint64_t)s->n_head * (uint64_t)s->head_dim;
     const uint64_t KV = (uint64_t)s->n_head_kv * (uint64_t)s->head_dim, F = (uint64_t)s->n_ff_exp;

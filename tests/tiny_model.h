@@ -16,6 +16,7 @@ typedef struct tiny_spec {
     int n_expert, n_used, n_ff_exp, n_ff_shexp, n_vocab, n_ctx;
     int n_ff;              /* feed_forward_length: the dense FFN layers' width (0: n_ff_exp) */
     int n_dense_lead;      /* dense-first architectures: leading dense layers */
+    const int32_t *rope_sections; /* 4 values: ARCH.rope.dimension_sections (qwen35moe's IMRoPE), NULL: none */
     int n_mtp;             /* architectures with MTP layers: blocks after n_layer (nextn_predict_layers) */
     int n_shared;          /* ungated shared expert: expert_shared_count (its width n_shared * n_ff_exp) */
     int n_groups, n_group_used; /* grouped router: expert_group_count, expert_group_used_count (0: not written) */

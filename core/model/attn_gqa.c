@@ -16,6 +16,36 @@
  */
 #include "core/model/part_core.h"
 
+/* ARCH.rope.dimension_sections (qwen35moe's IMRoPE, llama.cpp's rope_multi): with a text position p in the
+ * time, height and width slots and 0 in the fourth, rotation pair i rotates by p when its sector (i modulo the
+ * sections' sum) falls in one of the first three interleaved sections, else by 0. Guild rotates text as NEOX
+ * RoPE by p, which is the same exactly when every pair of the rotated width falls in them; other sections are
+ * refused. */
+static int check_rope_sections(const model_config_t *c, const model_keys_t *k)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", k->arch);
+    if (gguf_find_key(k->g, key) < 0)
+        return 0;
+    gguf_value_type_t et;
+    uint64_t n;
+    int64_t sec[4] = {0};
+    if (gguf_get_arr(k->g, key, &et, &n, k->err) < 0 || n < 3 || n > 4 ||
+        gguf_arr_copy_i64(k->g, key, sec, n, k->err) < 0)
+        return guild_err_set(k->err, "%s: %s: an array of 3 or 4 integers expected", gguf_path(k->g), key);
+    const int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int64_t i = 0; i < c->n_rot / 2; i++) {
+        const int64_t sector = sum > 0 ? i % sum : 0;
+        const bool text = (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
+                          (sector % 3 == 2 && sector < 3 * sec[2]);
+        if (sum <= 0 || sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || !text)
+            return guild_err_set(k->err, "%s: %s = [%lld, %lld, %lld, %lld]: rotation pair %lld would not rotate "
+                                 "by a text position: not supported", gguf_path(k->g), key, (long long)sec[0],
+                                 (long long)sec[1], (long long)sec[2], (long long)sec[3], (long long)i);
+    }
+    return 0;
+}
+
 static int gqa_read_config(model_config_t *c, const model_keys_t *k, model_part_t *p)
 {
     const char *path = gguf_path(k->g);
@@ -49,6 +79,8 @@ static int gqa_read_config(model_config_t *c, const model_keys_t *k, model_part_
     if (qk_norm && model_part_has_tensor(c, k, p, "attn_q_norm.weight"))
         p->opts |= qk_norm;
     c->rope_neox = p->opts & MODEL_GQA_ROPE_NEOX;
+    if (c->rope_neox && check_rope_sections(c, k) < 0)
+        return -1;
     if (p->opts & MODEL_GQA_SLIDING) {
         if (model_key_i32(k, "attention.sliding_window", &c->n_swa, true, 0, 1, MODEL_MAX_CTX) < 0 ||
             model_key_i32(k, "attention.sliding_window_pattern", &c->swa_period, false, 2, 0, MODEL_MAX_LAYERS) < 0)
