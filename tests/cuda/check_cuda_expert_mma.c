@@ -54,6 +54,14 @@ static void fill_weights(rng_t *r, guild_type_t type, char *w, size_t bytes)
         w[i] = (char)rng_next(r);
     size_t bsz, doff[2];
     int nd;
+    if (type == GUILD_TYPE_MXFP4) {
+        /* E8M0 exponents of scales 2^-10 .. 2^5 (the extremes would overflow to infinities whose NaN sums have
+         * other payloads on the CPU) */
+        ck_assert(bytes % sizeof(quant_block_mxfp4) == 0);
+        for (size_t b = 0; b < bytes; b += sizeof(quant_block_mxfp4))
+            w[b] = (char)(118 + rng_next(r) % 16);
+        return;
+    }
     switch (type) {
     case GUILD_TYPE_Q4_K: bsz = sizeof(quant_block_q4_K), doff[0] = 0, doff[1] = 2, nd = 2; break;
     case GUILD_TYPE_Q5_K: bsz = sizeof(quant_block_q5_K), doff[0] = 0, doff[1] = 2, nd = 2; break;
@@ -273,6 +281,8 @@ static const bits_case_t bits_cases[] = {
     {GUILD_TYPE_Q6_K, 512, 77, false},   {GUILD_TYPE_Q6_K, 256, 40, true},    {GUILD_TYPE_Q5_K, 2048, 768, true},
     {GUILD_TYPE_Q5_K, 768, 200, false},  {GUILD_TYPE_IQ4_XS, 2048, 768, true}, {GUILD_TYPE_IQ4_XS, 768, 200, false},
     {GUILD_TYPE_Q8_0, 2048, 768, true},  {GUILD_TYPE_Q8_0, 96, 200, false},
+    {GUILD_TYPE_MXFP4, 2880, 2880, true}, /* gpt-oss's expert shape */
+    {GUILD_TYPE_MXFP4, 2880, 2880, false}, {GUILD_TYPE_MXFP4, 96, 200, false},
 };
 #define N_BITS_CASES (int)(sizeof bits_cases / sizeof bits_cases[0])
 
@@ -306,6 +316,7 @@ START_TEST(test_mma_rejects)
     /* a type without an mma kernel asked for mma tiles: an error naming it, nothing launched */
     ck_assert(!cuda_expert_mma_supported(GUILD_TYPE_F32));
     ck_assert(cuda_expert_mma_supported(GUILD_TYPE_Q4_K) && cuda_expert_mma_supported(GUILD_TYPE_Q6_K));
+    ck_assert(cuda_expert_mma_supported(GUILD_TYPE_MXFP4) && !cuda_expert_mma_supported(GUILD_TYPE_Q2_K));
     ck_assert(!cuda_expert_mma_supported(GUILD_TYPE_Q4_0) && !cuda_expert_mma_supported(GUILD_TYPE_BF16));
     ck_assert_int_eq(cuda_expert_matmul(GUILD_TYPE_F32, 256, 16, d, NULL, 0, 1024, d, 1024, 1, d, d, d, 1,
                                         CUDA_EXPERT_MMA_TILE, (float *)d, 16, stream, &err), -1);
@@ -543,7 +554,8 @@ typedef struct {
 
 static const dense_case_t dense_cases[] = {
     DENSE_TYPE_CASES(GUILD_TYPE_Q4_K), DENSE_TYPE_CASES(GUILD_TYPE_Q5_K), DENSE_TYPE_CASES(GUILD_TYPE_Q6_K),
-    DENSE_TYPE_CASES(GUILD_TYPE_IQ4_XS), DENSE_TYPE_CASES(GUILD_TYPE_Q8_0),
+    DENSE_TYPE_CASES(GUILD_TYPE_IQ4_XS), DENSE_TYPE_CASES(GUILD_TYPE_Q8_0), DENSE_TYPE_CASES(GUILD_TYPE_MXFP4),
+    {GUILD_TYPE_MXFP4, 2880, 201088, 100}, /* gpt-oss's width and vocabulary */
     {GUILD_TYPE_Q6_K, 2048, 151936, 512}, /* the output head of Qwen3-30B-A3B */
     {GUILD_TYPE_Q4_K, 256, 1, 65},        /* one row, a token past a whole tile */
 };

@@ -65,6 +65,9 @@ static float emulate(guild_type_t type, const void *w, const void *a, int64_t n)
     case GUILD_TYPE_Q5_K: return emulate_row<dot_q5_K>(w, a, (int)(n / 256));
     case GUILD_TYPE_Q6_K: return emulate_row<dot_q6_K>(w, a, (int)(n / 256));
     case GUILD_TYPE_IQ4_XS: return emulate_row<dot_iq4_xs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_MXFP4: return emulate_row<dot_mxfp4>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q2_K: return emulate_row<dot_q2_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q3_K: return emulate_row<dot_q3_K>(w, a, (int)(n / 256));
     default: ck_abort_msg("no emulation for type %d", (int)type);
     }
     return 0.0f;
@@ -72,7 +75,8 @@ static float emulate(guild_type_t type, const void *w, const void *a, int64_t n)
 
 static const guild_type_t quant_types[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0,
                                            GUILD_TYPE_Q5_1, GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K,
-                                           GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS};
+                                           GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K,
+                                           GUILD_TYPE_Q3_K};
 #define N_QUANT_TYPES (int)(sizeof quant_types / sizeof quant_types[0])
 
 static size_t row_bytes(guild_type_t t, int64_t n)
@@ -121,7 +125,7 @@ START_TEST(test_dequant_matches_reference)
     static const guild_type_t types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
                                          GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
                                          GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
-                                         GUILD_TYPE_IQ4_XS};
+                                         GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
     const int64_t n = 1024;
     rng_t r;
     rng_seed(&r, 7);
@@ -171,6 +175,11 @@ START_TEST(test_intrinsic_emulations)
         const uint32_t lv = (uint32_t)iq4nl_lookup4(nib);
         for (int i = 0; i < 4; i++)
             ck_assert_int_eq((int8_t)(lv >> 8 * i), iq4nl_value((int)(nib >> 8 * i) & 15));
+        /* and through the packed mxfp4 table */
+        const uint32_t mv = (uint32_t)mxfp4_lookup4(nib);
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq((int8_t)(mv >> 8 * i), quant_kvalues_mxfp4[(nib >> 8 * i) & 15]);
+        ck_assert_int_eq(qd_load_a1(bytes + (a & 3)), (int)u32_le(bytes + (a & 3)));
     }
     for (int i = 0; i < 16; i++)
         ck_assert_int_eq(iq4nl_value(i), quant_kvalues_iq4nl[i]);
@@ -221,6 +230,7 @@ static int block_scale_offsets(guild_type_t type, size_t *bs, size_t off[2])
     case GUILD_TYPE_Q6_K: *bs = sizeof(quant_block_q6_K), off[0] = 208; return 1;
     case GUILD_TYPE_IQ4_XS: *bs = sizeof(quant_block_iq4_xs), off[0] = 0; return 1;
     case GUILD_TYPE_Q8_0: *bs = sizeof(quant_block_q8_0), off[0] = 0; return 1;
+    case GUILD_TYPE_MXFP4: *bs = sizeof(quant_block_mxfp4); return 0; /* every E8M0 byte is a finite scale */
     default: ck_abort_msg("no block scales for type %d", (int)type);
     }
     return 0;
@@ -234,6 +244,7 @@ static float emulate_mma(guild_type_t type, const void *w, const void *a, int64_
     case GUILD_TYPE_Q6_K: return emulate_mma_row<mma_q6_K>(w, a, (int)(n / 256));
     case GUILD_TYPE_IQ4_XS: return emulate_mma_row<mma_iq4_xs>(w, a, (int)(n / 256));
     case GUILD_TYPE_Q8_0: return emulate_mma_row<mma_q8_0>(w, a, (int)(n / 32));
+    case GUILD_TYPE_MXFP4: return emulate_mma_row<mma_mxfp4>(w, a, (int)(n / 32));
     default: ck_abort_msg("no mma emulation for type %d", (int)type);
     }
     return 0.0f;
@@ -245,7 +256,7 @@ static float emulate_mma(guild_type_t type, const void *w, const void *a, int64_
 START_TEST(test_mma_fragments_match_reference)
 {
     static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K, GUILD_TYPE_IQ4_XS,
-                                         GUILD_TYPE_Q8_0};
+                                         GUILD_TYPE_Q8_0, GUILD_TYPE_MXFP4};
     const guild_type_t type = types[_i], at = quant_type_info(type)->dot_type;
     const int64_t n = 1024;
     const int rows = 24;
@@ -299,7 +310,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, test_dequant_matches_reference);
     suite_add_tcase(s, tc);
     tc = tcase_create("mma_fragments");
-    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 5);
+    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 6);
     suite_add_tcase(s, tc);
     tc = tcase_create("intrinsics");
     tcase_add_test(tc, test_intrinsic_emulations);

@@ -97,7 +97,7 @@ END_TEST
 static const guild_type_t mm_types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
                                         GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
                                         GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
-                                        GUILD_TYPE_IQ4_XS};
+                                        GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
 #define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
 
 static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, uint64_t seed)

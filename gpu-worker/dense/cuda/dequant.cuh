@@ -65,6 +65,28 @@ QD_FN float dequant_elem(guild_type_t type, const void *row, int64_t e)
         const quant_block_iq4_nl *b = (const quant_block_iq4_nl *)row + e / 32;
         return quant_f16_to_f32(b->d) * iq4nl_value(nib32(b->qs, (int)(e % 32)));
     }
+    case GUILD_TYPE_MXFP4: {
+        const quant_block_mxfp4 *b = (const quant_block_mxfp4 *)row + e / 32;
+        const int c = nib32(b->qs, (int)(e % 32));
+        return (int)(int8_t)((c < 8 ? (c < 4 ? MXFP4_W0 : MXFP4_W1) : (c < 12 ? MXFP4_W2 : MXFP4_W3)) >> 8 * (c % 4)) *
+               quant_e8m0_to_f32_half(b->e);
+    }
+    case GUILD_TYPE_Q2_K: {
+        /* sub-block s = i / 16 (scale and min nibbles), 2-bit field (i % 128) / 32 of qs[32 (i / 128) + i % 32] */
+        const quant_block_q2_K *b = (const quant_block_q2_K *)row + e / QUANT_QK_K;
+        const int i = (int)(e % QUANT_QK_K), sc = b->scales[i / 16];
+        const int q = (b->qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+        const float dl = quant_f16_to_f32(b->d) * (sc & 0xF), ml = quant_f16_to_f32(b->dmin) * (sc >> 4);
+        return dl * q - ml;
+    }
+    case GUILD_TYPE_Q3_K: {
+        const quant_block_q3_K *b = (const quant_block_q3_K *)row + e / QUANT_QK_K;
+        const int i = (int)(e % QUANT_QK_K);
+        const int q = (b->qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+        const int hbit = (b->hmask[i % 32] >> (i / 32)) & 1;
+        const float dl = quant_f16_to_f32(b->d) * q3k_scale(b->scales, i / 16);
+        return dl * (q - (hbit ? 0 : 4));
+    }
     case GUILD_TYPE_Q4_K:
     case GUILD_TYPE_Q5_K: {
         /* 64-element chunk c: sub-block 2c from the low nibbles, 2c + 1 from the high ones */

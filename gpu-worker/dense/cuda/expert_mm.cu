@@ -259,8 +259,10 @@ static size_t weight_align(guild_type_t type)
     switch (type) {
     case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K:
         return 16;
-    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_IQ4_XS:
+    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_IQ4_XS: case GUILD_TYPE_Q2_K:
         return 4;
+    case GUILD_TYPE_MXFP4:
+        return 1;
     default:
         return 2;
     }
@@ -307,10 +309,13 @@ static void expert_launch(guild_type_t type, int64_t n, dim3 grid, const char *w
     case GUILD_TYPE_Q5_0: EM_Q(dot_q5_0, 32); break;
     case GUILD_TYPE_Q5_1: EM_Q(dot_q5_1, 32); break;
     case GUILD_TYPE_IQ4_NL: EM_Q(dot_iq4_nl, 32); break;
+    case GUILD_TYPE_MXFP4: EM_Q(dot_mxfp4, 32); break;
     case GUILD_TYPE_Q4_K: EM_Q(dot_q4_K, QUANT_QK_K); break;
     case GUILD_TYPE_Q5_K: EM_Q(dot_q5_K, QUANT_QK_K); break;
     case GUILD_TYPE_Q6_K: EM_Q(dot_q6_K, QUANT_QK_K); break;
     case GUILD_TYPE_IQ4_XS: EM_Q(dot_iq4_xs, QUANT_QK_K); break;
+    case GUILD_TYPE_Q2_K: EM_Q(dot_q2_K, QUANT_QK_K); break;
+    case GUILD_TYPE_Q3_K: EM_Q(dot_q3_K, QUANT_QK_K); break;
     default: break; /* rejected by the entry point */
     }
 #undef EM_Q

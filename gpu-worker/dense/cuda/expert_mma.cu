@@ -269,7 +269,7 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
 extern "C" bool cuda_expert_mma_supported(guild_type_t type)
 {
     return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
-           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0;
+           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0 || type == GUILD_TYPE_MXFP4;
 }
 
 static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
@@ -297,6 +297,10 @@ static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char
     case GUILD_TYPE_Q8_0:
         expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
                                 n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    case GUILD_TYPE_MXFP4:
+        expert_mma_go<mma_mxfp4>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
+                                 tiles, n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
     default:
         return false;

@@ -304,4 +304,53 @@ struct mma_q8_0 {
     }
 };
 
+/* MXFP4 against Q8_0: one sub-block of 32 a block (scale 1); thread t takes qs[4t .. 4t+3], whose low nibbles are
+ * elements 4t .. 4t+3 and high nibbles 16 + 4t .. 16 + 4t + 3 (the two K halves of the fragment), through the
+ * mxfp4 levels. Blocks of 17 bytes: byte loads. */
+struct mma_mxfp4 {
+    typedef quant_block_mxfp4 wblock;
+    typedef quant_block_q8_0 ablock;
+    static constexpr int QK = 32, NCH = 1, SPC = 1, KR = 2;
+    static constexpr bool HAS_MIN = false;
+    struct whead {
+        uint32_t e; /* the E8M0 exponent */
+    };
+    QD_FN int sub(int c, int i)
+    {
+        return 0;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.e = w->e;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+        const uint32_t v = (uint32_t)qd_load_a1(w->qs + 4 * t);
+        q[0][0] = mxfp4_lookup4(v & 0x0f0f0f0fu);
+        q[0][1] = mxfp4_lookup4((v >> 4) & 0x0f0f0f0fu);
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        b[0][0] = qd_load_a2(a->qs + 4 * t);
+        b[0][1] = qd_load_a2(a->qs + 16 + 4 * t);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return qd_f16(a->d); /* exact: the product below is dot_mxfp4::finish's */
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return 1;
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        const float d = quant_e8m0_to_f32_half((uint8_t)r.e) * ad;
+        return d * (float)isum;
+    }
+};
+
 #endif

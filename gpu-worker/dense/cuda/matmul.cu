@@ -151,10 +151,13 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
     case GUILD_TYPE_Q5_0: MM_Q(dot_q5_0, 32); break;
     case GUILD_TYPE_Q5_1: MM_Q(dot_q5_1, 32); break;
     case GUILD_TYPE_IQ4_NL: MM_Q(dot_iq4_nl, 32); break;
+    case GUILD_TYPE_MXFP4: MM_Q(dot_mxfp4, 32); break;
     case GUILD_TYPE_Q4_K: MM_Q(dot_q4_K, QUANT_QK_K); break;
     case GUILD_TYPE_Q5_K: MM_Q(dot_q5_K, QUANT_QK_K); break;
     case GUILD_TYPE_Q6_K: MM_Q(dot_q6_K, QUANT_QK_K); break;
     case GUILD_TYPE_IQ4_XS: MM_Q(dot_iq4_xs, QUANT_QK_K); break;
+    case GUILD_TYPE_Q2_K: MM_Q(dot_q2_K, QUANT_QK_K); break;
+    case GUILD_TYPE_Q3_K: MM_Q(dot_q3_K, QUANT_QK_K); break;
     default: break; /* rejected by the entry point */
     }
 #undef MM_Q
@@ -180,8 +183,10 @@ static size_t weight_align(guild_type_t type)
     switch (type) {
     case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K:
         return 16;
-    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_IQ4_XS:
+    case GUILD_TYPE_F32: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_1: case GUILD_TYPE_IQ4_XS: case GUILD_TYPE_Q2_K:
         return 4;
+    case GUILD_TYPE_MXFP4:
+        return 1;
     default:
         return 2;
     }
@@ -212,11 +217,7 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
         return guild_err_set(err, "cuda: matmul: mma blocks of %d rows (0, 64 or 128)", block_rows);
     if (nrows <= 0 || ntok <= 0)
         return 0;
-    const int64_t qk = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
-                               type == GUILD_TYPE_IQ4_XS
-                           ? QUANT_QK_K
-                       : type == GUILD_TYPE_F32 || type == GUILD_TYPE_F16 || type == GUILD_TYPE_BF16 ? 1
-                                                                                                    : 32;
+    const int64_t qk = quant_type_info(type)->block_elems;
     if (n <= 0 || n % qk || n > INT32_MAX || nrows > INT32_MAX || (ntok + 7) / 8 > 65535)
         return guild_err_set(err, "cuda: matmul: shape %lld x %lld, %d tokens is outside what the kernel handles",
                              (long long)n, (long long)nrows, ntok);

@@ -110,6 +110,28 @@ QD_FN int iq4nl_lookup4(uint32_t v)
     return (int)((lo & ~mask) | (hi & mask));
 }
 
+/* kvalues_mxfp4 of core/quant/iq_tables.c (E2M1 values doubled), packed 4 per uint32, little-endian. */
+#define MXFP4_W0 0x03020100u /* 0 1 2 3 */
+#define MXFP4_W1 0x0c080604u /* 4 6 8 12 */
+#define MXFP4_W2 0xfdfeff00u /* 0 -1 -2 -3 */
+#define MXFP4_W3 0xf4f8fafcu /* -4 -6 -8 -12 */
+
+/* As iq4nl_lookup4, through the mxfp4 levels. */
+QD_FN int mxfp4_lookup4(uint32_t v)
+{
+    const uint32_t sel = (v & 0x07u) | (v >> 4 & 0x70u) | (v >> 8 & 0x700u) | (v >> 12 & 0x7000u);
+    const uint32_t lo = qd_byte_perm(MXFP4_W0, MXFP4_W1, sel);
+    const uint32_t hi = qd_byte_perm(MXFP4_W2, MXFP4_W3, sel);
+    const uint32_t mask = ((v & 0x08080808u) >> 3) * 0xffu;
+    return (int)((lo & ~mask) | (hi & mask));
+}
+
+/* Four bytes at any address (the 17-byte MXFP4 blocks align nothing), little-endian. */
+QD_FN int qd_load_a1(const uint8_t *p)
+{
+    return (int)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
 /* ---- 32-element blocks --------------------------------------------------------------------------------- */
 
 struct dot_q8_0 {
@@ -196,6 +218,27 @@ struct dot_q5_0 {
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
         const float d = qd_f16(w->d) * qd_f16(a->d);
+        return d * (float)isum;
+    }
+};
+
+/* As Q4_0 through the mxfp4 levels; the block scale is the E8M0 half of core/quant/fp16.h (exact on both sides:
+ * integer bit arithmetic). Byte loads: blocks of 17 bytes. */
+struct dot_mxfp4 {
+    typedef quant_block_mxfp4 wblock;
+    typedef quant_block_q8_0 ablock;
+    static constexpr int TPB = 4;
+    static constexpr bool HAS_MIN = false; /* imin is used */
+    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
+    {
+        const uint32_t v = (uint32_t)qd_load_a1(w->qs + 4 * j);
+        isum = qd_dp4a(mxfp4_lookup4(v & 0x0f0f0f0fu), qd_load_a2(a->qs + 4 * j), 0);
+        isum = qd_dp4a(mxfp4_lookup4((v >> 4) & 0x0f0f0f0fu), qd_load_a2(a->qs + 16 + 4 * j), isum);
+        imin = 0;
+    }
+    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+    {
+        const float d = quant_e8m0_to_f32_half(w->e) * qd_f16(a->d);
         return d * (float)isum;
     }
 };
@@ -390,6 +433,71 @@ struct dot_iq4_xs {
         }
         const int ls = ((w->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((w->scales_h >> 2 * ib) & 3) << 4);
         isum = (ls - 32) * s;
+        imin = 0;
+    }
+    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+    {
+        const float d = qd_f16(w->d) * a->d;
+        return d * (float)isum;
+    }
+};
+
+/* Q2_K: thread j takes sub-block s = j (16 elements, 128 hf + 32 k + 16 p + l with hf = j / 8, k = (j % 8) / 2,
+ * p = j % 2): the 2-bit fields at shift 2k of qs[32 hf + 16 p .. +15]. Blocks of 84 bytes, qs at 16: 4-byte
+ * loads. */
+struct dot_q2_K {
+    typedef quant_block_q2_K wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int TPB = 16;
+    static constexpr bool HAS_MIN = true; /* imin is used */
+    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
+    {
+        const int hf = j / 8, k = (j % 8) / 2, p = j % 2;
+        const uint8_t *q = w->qs + 32 * hf + 16 * p;
+        const int *av = (const int *)(a->qs + 16 * j);
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s = qd_dp4a((qd_load_a4(q + 4 * i) >> (2 * k)) & 0x03030303, av[i], s);
+        const int sc = w->scales[j];
+        isum = (sc & 15) * s;
+        imin = (sc >> 4) * a->bsums[j];
+    }
+    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+    {
+        return k4_finish(w->d, w->dmin, a->d, isum, imin);
+    }
+};
+
+/* The 6-bit scale of Q3_K sub-block j (0..15) minus 32 (quant_q3_K_scales). */
+QD_FN int q3k_scale(const uint8_t *packed, int j)
+{
+    const int lo = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+    const int hi = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* Q3_K: thread j takes sub-block j as Q2_K does; the level is the 2-bit field minus 4 where bit 4 hf + k of
+ * hmask[16 p + l] is clear. Blocks of 110 bytes: 2-byte loads. */
+struct dot_q3_K {
+    typedef quant_block_q3_K wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int TPB = 16;
+    static constexpr bool HAS_MIN = false; /* imin is used */
+    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
+    {
+        const int hf = j / 8, k = (j % 8) / 2, p = j % 2, hb = 4 * hf + k;
+        const uint8_t *q = w->qs + 32 * hf + 16 * p;
+        const uint8_t *hm = w->hmask + 16 * p;
+        const int *av = (const int *)(a->qs + 16 * j);
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int lo = (qd_load_a2(q + 4 * i) >> (2 * k)) & 0x03030303;
+            const int hi = ((qd_load_a2(hm + 4 * i) >> hb) & 0x01010101) << 2;
+            s = qd_dp4a(qd_vsub4(lo | hi, 0x04040404), av[i], s);
+        }
+        isum = q3k_scale(w->scales, j) * s;
         imin = 0;
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
