@@ -164,7 +164,8 @@ START_TEST(test_types_the_device_takes)
     ck_assert(gpu_plan_type_supported(GUILD_TYPE_Q4_K) && gpu_plan_type_supported(GUILD_TYPE_F16));
     ck_assert(gpu_plan_type_supported(GUILD_TYPE_MXFP4) && gpu_plan_type_supported(GUILD_TYPE_Q2_K) &&
               gpu_plan_type_supported(GUILD_TYPE_Q3_K));
-    ck_assert(!gpu_plan_type_supported(GUILD_TYPE_IQ2_XXS) && !gpu_plan_type_supported(GUILD_TYPE_Q8_K));
+    ck_assert(gpu_plan_type_supported(GUILD_TYPE_IQ2_XXS) && gpu_plan_type_supported(GUILD_TYPE_IQ1_M));
+    ck_assert(!gpu_plan_type_supported(GUILD_TYPE_Q8_K) && !gpu_plan_type_supported(GUILD_TYPE_Q8_1));
     ck_assert(strstr(gpu_plan_supported_types(), "q4_K"));
 }
 END_TEST

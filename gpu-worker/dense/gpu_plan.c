@@ -80,6 +80,8 @@ bool gpu_plan_type_supported(guild_type_t type)
     case GUILD_TYPE_Q8_0: case GUILD_TYPE_Q4_0: case GUILD_TYPE_Q4_1: case GUILD_TYPE_Q5_0: case GUILD_TYPE_Q5_1:
     case GUILD_TYPE_IQ4_NL: case GUILD_TYPE_Q4_K: case GUILD_TYPE_Q5_K: case GUILD_TYPE_Q6_K: case GUILD_TYPE_IQ4_XS:
     case GUILD_TYPE_MXFP4: case GUILD_TYPE_Q2_K: case GUILD_TYPE_Q3_K:
+    case GUILD_TYPE_IQ2_XXS: case GUILD_TYPE_IQ2_XS: case GUILD_TYPE_IQ2_S: case GUILD_TYPE_IQ3_XXS: case GUILD_TYPE_IQ3_S:
+    case GUILD_TYPE_IQ1_S: case GUILD_TYPE_IQ1_M:
         return true;
     default:
         return false;
@@ -88,7 +90,7 @@ bool gpu_plan_type_supported(guild_type_t type)
 
 const char *gpu_plan_supported_types(void)
 {
-    return "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K iq4_xs";
+    return "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K iq4_xs iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m";
 }
 
 /* Whether n elements are whole blocks of the dot type of `type` weights (the device experts quantize to it). */

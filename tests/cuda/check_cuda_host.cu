@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu-worker/dense/cuda/dequant.cuh"
+#include "gpu-worker/dense/cuda/iq_grids.cuh"
 #include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
 
 #define _Noreturn [[noreturn]]
@@ -27,6 +28,37 @@ static void fill(rng_t *r, float *x, int64_t n)
         const double scale = (i / 32) % 3 == 0 ? 0.05 : (i / 32) % 3 == 1 ? 1.0 : 7.0;
         x[i] = (float)(scale * (2 * rng_uniform(r) - 1) + 0.01 * scale);
     }
+}
+
+/* Rows of the IQ types, which have no quantizer: random bytes (every grid index, sign and scale pattern is a valid
+ * block) with each block's fp16 scale set to a finite value of varied magnitude (IQ1_M's spread over the top
+ * nibbles of its four uint16 scales). */
+static void random_iq_row(rng_t *r, guild_type_t type, char *w, int64_t n)
+{
+    uint64_t bytes = 0, bs = 0;
+    ck_assert(quant_row_bytes(type, (uint64_t)n, &bytes, NULL) == 0);
+    bs = bytes / (uint64_t)(n / 256);
+    for (uint64_t i = 0; i < bytes; i++)
+        w[i] = (char)rng_next(r);
+    for (uint64_t b = 0; b < bytes; b += bs) {
+        const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + 3 * rng_uniform(r))));
+        if (type == GUILD_TYPE_IQ1_M) {
+            uint8_t *sc = (uint8_t *)w + b + 48; /* qs[32], qh[16], then scales[8] */
+            for (int k = 0; k < 4; k++)
+                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((d >> 4 * k) & 0xf) << 4);
+        } else {
+            memcpy(w + b, &d, 2); /* d leads the other IQ blocks */
+        }
+    }
+}
+
+static void make_row(rng_t *r, guild_type_t type, const float *x, char *w, int64_t n)
+{
+    guild_err_t err;
+    if (quant_can_quantize(type))
+        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+    else
+        random_iq_row(r, type, w, n);
 }
 
 /* The kernel's computation of one row, serialised: per block the TPB shares, their exact integer sums, the
@@ -49,7 +81,7 @@ static float emulate_row(const void *w, const void *a, int nb)
             imin = 0;
         sumf = sumf + TR::finish(wb + b, ab + b, isum, imin);
     }
-    return sumf;
+    return qd_row<TR>(sumf);
 }
 
 static float emulate(guild_type_t type, const void *w, const void *a, int64_t n)
@@ -68,6 +100,13 @@ static float emulate(guild_type_t type, const void *w, const void *a, int64_t n)
     case GUILD_TYPE_MXFP4: return emulate_row<dot_mxfp4>(w, a, (int)(n / 32));
     case GUILD_TYPE_Q2_K: return emulate_row<dot_q2_K>(w, a, (int)(n / 256));
     case GUILD_TYPE_Q3_K: return emulate_row<dot_q3_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ2_XXS: return emulate_row<dot_iq2_xxs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ2_XS: return emulate_row<dot_iq2_xs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ2_S: return emulate_row<dot_iq2_s>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ3_XXS: return emulate_row<dot_iq3_xxs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ3_S: return emulate_row<dot_iq3_s>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ1_S: return emulate_row<dot_iq1_s>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ1_M: return emulate_row<dot_iq1_m>(w, a, (int)(n / 256));
     default: ck_abort_msg("no emulation for type %d", (int)type);
     }
     return 0.0f;
@@ -76,7 +115,8 @@ static float emulate(guild_type_t type, const void *w, const void *a, int64_t n)
 static const guild_type_t quant_types[] = {GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0,
                                            GUILD_TYPE_Q5_1, GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K,
                                            GUILD_TYPE_Q6_K, GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K,
-                                           GUILD_TYPE_Q3_K};
+                                           GUILD_TYPE_Q3_K, GUILD_TYPE_IQ2_XXS, GUILD_TYPE_IQ2_XS, GUILD_TYPE_IQ2_S,
+                                           GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ3_S, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ1_M};
 #define N_QUANT_TYPES (int)(sizeof quant_types / sizeof quant_types[0])
 
 static size_t row_bytes(guild_type_t t, int64_t n)
@@ -102,7 +142,7 @@ START_TEST(test_block_dot_matches_reference)
     int mismatches = 0;
     for (int row = 0; row < rows; row++) {
         fill(&r, x, n);
-        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+        make_row(&r, type, x, w, n);
         fill(&r, x, n);
         ck_assert(quant_quantize_row_ref(at, x, a, n, &err) == 0);
         const float ref = quant_vec_dot_ref(type, n, w, a), got = emulate(type, w, a, n);
@@ -125,19 +165,19 @@ START_TEST(test_dequant_matches_reference)
     static const guild_type_t types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
                                          GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
                                          GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
-                                         GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
+                                         GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K,
+                                         GUILD_TYPE_IQ2_XXS, GUILD_TYPE_IQ2_XS, GUILD_TYPE_IQ2_S, GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ3_S, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ1_M};
     const int64_t n = 1024;
     rng_t r;
     rng_seed(&r, 7);
     float *x = (float *)malloc((size_t)n * sizeof(float)), *ref = (float *)malloc((size_t)n * sizeof(float));
     char *w = (char *)malloc((size_t)n * 4);
     ck_assert(x && ref && w);
-    guild_err_t err;
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         const guild_type_t type = types[k];
         ck_assert(cuda_type_supported(type));
         fill(&r, x, n);
-        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+        make_row(&r, type, x, w, n);
         quant_dequantize_row_ref(type, w, ref, n);
         for (int64_t e = 0; e < n; e++) {
             const float got = dequant_elem(type, w, e);
@@ -300,6 +340,23 @@ START_TEST(test_mma_fragments_match_reference)
 }
 END_TEST
 
+/* iq_grids.cuh's initializers (the device copies) are core/quant/iq_tables.c's tables. */
+START_TEST(test_iq_grids_match_core)
+{
+    static const uint8_t ks[] = IQD_KSIGNS_IQ2XS;
+    static const uint64_t g2xxs[] = IQD_IQ2XXS_GRID, g2xs[] = IQD_IQ2XS_GRID, g2s[] = IQD_IQ2S_GRID,
+                          g1s[] = IQD_IQ1S_GRID;
+    static const uint32_t g3xxs[] = IQD_IQ3XXS_GRID, g3s[] = IQD_IQ3S_GRID;
+    ck_assert(sizeof ks == sizeof quant_ksigns_iq2xs && !memcmp(ks, quant_ksigns_iq2xs, sizeof ks));
+    ck_assert(sizeof g2xxs == sizeof quant_iq2xxs_grid && !memcmp(g2xxs, quant_iq2xxs_grid, sizeof g2xxs));
+    ck_assert(sizeof g2xs == sizeof quant_iq2xs_grid && !memcmp(g2xs, quant_iq2xs_grid, sizeof g2xs));
+    ck_assert(sizeof g2s == sizeof quant_iq2s_grid && !memcmp(g2s, quant_iq2s_grid, sizeof g2s));
+    ck_assert(sizeof g1s == sizeof quant_iq1s_grid && !memcmp(g1s, quant_iq1s_grid, sizeof g1s));
+    ck_assert(sizeof g3xxs == sizeof quant_iq3xxs_grid && !memcmp(g3xxs, quant_iq3xxs_grid, sizeof g3xxs));
+    ck_assert(sizeof g3s == sizeof quant_iq3s_grid && !memcmp(g3s, quant_iq3s_grid, sizeof g3s));
+}
+END_TEST
+
 static Suite *host_suite(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -311,6 +368,9 @@ static Suite *host_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("mma_fragments");
     tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 6);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("iq_grids");
+    tcase_add_test(tc, test_iq_grids_match_core);
     suite_add_tcase(s, tc);
     tc = tcase_create("intrinsics");
     tcase_add_test(tc, test_intrinsic_emulations);

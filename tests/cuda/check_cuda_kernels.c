@@ -94,10 +94,42 @@ END_TEST
 
 /* ---- matmul ---------------------------------------------------------------------------------------------- */
 
+/* Rows of the IQ types, which have no quantizer: random bytes (every grid index, sign and scale pattern is a valid
+ * block) with each block's fp16 scale set to a finite value of varied magnitude (IQ1_M's spread over the top
+ * nibbles of its four uint16 scales). */
+static void random_iq_row(rng_t *r, guild_type_t type, char *w, int64_t n)
+{
+    uint64_t bytes = 0, bs = 0;
+    ck_assert(quant_row_bytes(type, (uint64_t)n, &bytes, NULL) == 0);
+    bs = bytes / (uint64_t)(n / 256);
+    for (uint64_t i = 0; i < bytes; i++)
+        w[i] = (char)rng_next(r);
+    for (uint64_t b = 0; b < bytes; b += bs) {
+        const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + 3 * rng_uniform(r))));
+        if (type == GUILD_TYPE_IQ1_M) {
+            uint8_t *sc = (uint8_t *)w + b + 48; /* qs[32], qh[16], then scales[8] */
+            for (int k = 0; k < 4; k++)
+                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((d >> 4 * k) & 0xf) << 4);
+        } else {
+            memcpy(w + b, &d, 2); /* d leads the other IQ blocks */
+        }
+    }
+}
+
+static void make_row(rng_t *r, guild_type_t type, const float *x, char *w, int64_t n)
+{
+    guild_err_t err;
+    if (quant_can_quantize(type))
+        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
+    else
+        random_iq_row(r, type, w, n);
+}
+
 static const guild_type_t mm_types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
                                         GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
                                         GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
-                                        GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K};
+                                        GUILD_TYPE_IQ4_XS, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K,
+                                        GUILD_TYPE_IQ2_XXS, GUILD_TYPE_IQ2_XS, GUILD_TYPE_IQ2_S, GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ3_S, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ1_M};
 #define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
 
 static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, uint64_t seed)
@@ -112,7 +144,7 @@ static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t nt
     guild_err_t err;
     for (int64_t row = 0; row < nrows; row++) {
         fill(&r, f, n, 1.0f);
-        ck_assert(quant_quantize_row_ref(type, f, w + (size_t)row * wrb, n, &err) == 0);
+        make_row(&r, type, f, w + (size_t)row * wrb, n);
     }
     for (int32_t t = 0; t < ntok; t++) {
         fill(&r, f, n, 1.0f);
@@ -179,7 +211,7 @@ START_TEST(test_get_rows)
     guild_err_t err;
     for (int64_t row = 0; row < nrows; row++) {
         fill(&r, f, n, 2.0f);
-        ck_assert(quant_quantize_row_ref(type, f, w + (size_t)row * rb, n, &err) == 0);
+        make_row(&r, type, f, w + (size_t)row * rb, n);
     }
     float *got = malloc((size_t)(n_ids * ldo) * sizeof *got), *ref = malloc((size_t)n * sizeof *ref);
     void *dw = dev_upload(w, rb * (size_t)nrows);
@@ -966,7 +998,7 @@ END_TEST
 START_TEST(test_errors)
 {
     guild_err_t err;
-    ck_assert_int_eq(cuda_matmul(GUILD_TYPE_IQ2_XXS, 256, 4, 1, NULL, 66, NULL, 292, NULL, 4, stream, &err), -1);
+    ck_assert_int_eq(cuda_matmul(GUILD_TYPE_Q8_K, 256, 4, 1, NULL, 292, NULL, 292, NULL, 4, stream, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "not supported"));
     ck_assert_int_eq(cuda_matmul(GUILD_TYPE_Q4_K, 300, 4, 1, NULL, 144, NULL, 292, NULL, 4, stream, &err), -1);
     ck_assert_int_eq(cuda_quantize(GUILD_TYPE_Q8_K, NULL, 100, NULL, 292, 100, 1, stream, &err), -1);

@@ -4,7 +4,7 @@
 #ifndef GUILD_GPU_WORKER_CUDA_DEQUANT_CUH
 #define GUILD_GPU_WORKER_CUDA_DEQUANT_CUH
 
-#include "gpu-worker/dense/cuda/quant_dot.cuh"
+#include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 
 /* kvalues_iq4nl[i] from the packed words of quant_dot.cuh. */
 QD_FN int iq4nl_value(int i)
@@ -122,6 +122,9 @@ QD_FN float dequant_elem(guild_type_t type, const void *row, int64_t e)
         const float dl = quant_f16_to_f32(b->d) * (ls - 32);
         return dl * iq4nl_value(nib32(b->qs + 16 * ib, i % 32));
     }
+    case GUILD_TYPE_IQ2_XXS: case GUILD_TYPE_IQ2_XS: case GUILD_TYPE_IQ2_S: case GUILD_TYPE_IQ3_XXS:
+    case GUILD_TYPE_IQ3_S: case GUILD_TYPE_IQ1_S: case GUILD_TYPE_IQ1_M:
+        return iq_dequant_elem(type, row, e);
     default:
         return 0.0f; /* rejected before */
     }

@@ -14,7 +14,7 @@
 #include <cuda_fp16.h>
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
-#include "gpu-worker/dense/cuda/quant_dot.cuh"
+#include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 
 #define EM_THREADS 128 /* 4 rows per block */
 #define ER_THREADS 1024
@@ -177,7 +177,8 @@ static __global__ void __launch_bounds__(EM_THREADS)
 #pragma unroll
         for (int t = 0; t < NC; t++)
             if (t < nt)
-                out[(int64_t)pair[t] * ldo + row] = GU ? silu_mul(sg[t], su[t]) : sg[t];
+                out[(int64_t)pair[t] * ldo + row] =
+                    GU ? silu_mul(qd_row<TR>(sg[t]), qd_row<TR>(su[t])) : qd_row<TR>(sg[t]); /* final factor */
     }
 }
 
@@ -316,6 +317,13 @@ static void expert_launch(guild_type_t type, int64_t n, dim3 grid, const char *w
     case GUILD_TYPE_IQ4_XS: EM_Q(dot_iq4_xs, QUANT_QK_K); break;
     case GUILD_TYPE_Q2_K: EM_Q(dot_q2_K, QUANT_QK_K); break;
     case GUILD_TYPE_Q3_K: EM_Q(dot_q3_K, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ2_XXS: EM_Q(dot_iq2_xxs, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ2_XS: EM_Q(dot_iq2_xs, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ2_S: EM_Q(dot_iq2_s, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ3_XXS: EM_Q(dot_iq3_xxs, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ3_S: EM_Q(dot_iq3_s, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ1_S: EM_Q(dot_iq1_s, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ1_M: EM_Q(dot_iq1_m, QUANT_QK_K); break;
     default: break; /* rejected by the entry point */
     }
 #undef EM_Q

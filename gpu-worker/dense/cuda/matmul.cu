@@ -14,7 +14,7 @@
 #include <cuda_fp16.h>
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
-#include "gpu-worker/dense/cuda/quant_dot.cuh"
+#include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 
 #define MM_THREADS 128 /* 4 rows per thread block */
 
@@ -71,7 +71,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
 #pragma unroll
         for (int t = 0; t < NC; t++)
             if (t < nt)
-                out[(int64_t)(t0 + t) * ldo + row] = sumf[t];
+                out[(int64_t)(t0 + t) * ldo + row] = qd_row<TR>(sumf[t]); /* the contract's final factor */
     }
 }
 
@@ -158,6 +158,13 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
     case GUILD_TYPE_IQ4_XS: MM_Q(dot_iq4_xs, QUANT_QK_K); break;
     case GUILD_TYPE_Q2_K: MM_Q(dot_q2_K, QUANT_QK_K); break;
     case GUILD_TYPE_Q3_K: MM_Q(dot_q3_K, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ2_XXS: MM_Q(dot_iq2_xxs, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ2_XS: MM_Q(dot_iq2_xs, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ2_S: MM_Q(dot_iq2_s, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ3_XXS: MM_Q(dot_iq3_xxs, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ3_S: MM_Q(dot_iq3_s, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ1_S: MM_Q(dot_iq1_s, QUANT_QK_K); break;
+    case GUILD_TYPE_IQ1_M: MM_Q(dot_iq1_m, QUANT_QK_K); break;
     default: break; /* rejected by the entry point */
     }
 #undef MM_Q
