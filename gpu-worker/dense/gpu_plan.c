@@ -422,8 +422,15 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
     p->budget = budget;
     p->reserve = budget ? GPU_PLAN_RESERVE : 0;
     p->dense = f->dense;
-    p->kv = 2u * (uint64_t)c->n_layer * (uint64_t)n_ctx * (uint64_t)c->n_head_kv * (uint64_t)c->head_dim *
-            (kv_elem ? kv_elem : 2u);
+    /* the cache as the backends allocate it: each layer the widest key and value rows of the layers' attention
+     * parts (GQA: n_head_kv * head_dim each; MLA: the latent and its rotated part, no value row) */
+    uint64_t k_row = 0, v_row = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        k_row = (uint64_t)r.k > k_row ? (uint64_t)r.k : k_row;
+        v_row = (uint64_t)r.v > v_row ? (uint64_t)r.v : v_row;
+    }
+    p->kv = (k_row + v_row) * (uint64_t)c->n_layer * (uint64_t)n_ctx * (kv_elem ? kv_elem : 2u);
     p->n_ctx = n_ctx;
     p->n_batch = NB;
     p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx);

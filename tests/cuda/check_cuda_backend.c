@@ -108,6 +108,10 @@ static tiny_spec_t cuda_spec(const char *arch, guild_type_t type, uint64_t seed)
     s.n_ff = 512;   /* glm4moe's dense first layer */
     s.n_rot = !strcmp(arch, "glm4moe") ? 32 : 0; /* its half-rotary heads */
     s.n_mtp = 1;    /* its MTP layer: loaded, never run */
+    if (!strcmp(arch, "deepseek2")) { /* keys of 32 + 32 rotated, values of 32, a latent of 64, a q LoRA of 32 */
+        s.n_rot = 32;
+        s.head_dim_v = 32;
+    }
     s.wtype = type;
     s.seed = seed;
     return s;
@@ -272,6 +276,9 @@ static const model_case_t cases[] = {
      * net's state carried from the prefill into the steps; qwen35moe's MTP layer loaded, never run) */
     {"qwen3next", GUILD_TYPE_F32},  {"qwen3next", GUILD_TYPE_Q8_0}, {"qwen35moe", GUILD_TYPE_F32},
     {"qwen35moe", GUILD_TYPE_Q8_0},
+    /* deepseek2 (tiny_model: latent attention through a q LoRA with attn_k_b/attn_v_b, a dense first layer, the
+     * grouped sigmoid router, an ungated shared expert, an MTP layer); rows of 32 and 64: no K-quants */
+    {"deepseek2", GUILD_TYPE_F32},  {"deepseek2", GUILD_TYPE_Q8_0}, {"deepseek2", GUILD_TYPE_F16},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 

@@ -12,7 +12,7 @@ set -u
 B=${GUILD_BUILDDIR:-.}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
-archs="qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe qwen3next qwen35moe"
+archs="qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe qwen3next qwen35moe deepseek2"
 for a in $archs; do
     extra=""
     [ "$a" = qwen2moe ] && extra="--shared-ff 512"
@@ -21,6 +21,8 @@ for a in $archs; do
     [ "$a" = glm4moe ] && extra="--ff 512 --nextn 1 --expert-groups 4 --groups-used 2 --qk-norm"
     # the hybrids: gated delta net, gated attention, gated delta net, gated attention (the later --layers wins)
     case $a in qwen3next | qwen35moe) extra="--shared-ff 512 --layers 4 --full-attn-interval 2" ;; esac
+    # deepseek2: latent attention (keys of 32 + 32 rotated, a latent of 256, a q LoRA of 128), the same FFN side
+    [ "$a" = deepseek2 ] && extra="--ff 512 --nextn 1 --expert-groups 4 --groups-used 2 --q-lora 128 --kv-lora 256"
     # shellcheck disable=SC2086
     if ! "$B/tools/guild-mkmodel" --arch "$a" --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 \
         --experts 16 --experts-used 4 --expert-ff 256 $extra --vocab 600 --ctx 512 --seed 3 -q \

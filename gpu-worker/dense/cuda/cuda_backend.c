@@ -75,7 +75,9 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch,
                      (void **)&b->d_finite, (void **)&b->conv_state, (void **)&b->ssm_state, (void **)&b->qg,
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
-                     (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o};
+                     (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o,
+                     (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
+                     (void **)&b->mla_lat};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (b->h_tokens)
@@ -143,9 +145,15 @@ out:
 
 static int check_shapes(const model_config_t *c, guild_err_t *err)
 {
-    if (c->head_dim != 32 && c->head_dim != 64 && c->head_dim != 128 && c->head_dim != 256)
+    if (c->attn.kind == MODEL_ATTN_GQA && c->head_dim != 32 && c->head_dim != 64 && c->head_dim != 128 &&
+        c->head_dim != 256)
         return guild_err_set(err, "cuda backend: head dimension %d is not supported (32, 64, 128 or 256)",
                              c->head_dim);
+    if (c->attn.kind == MODEL_ATTN_MLA && !c->mla_kv_split)
+        return guild_err_set(err, "cuda backend: %s: one attn_kv_b (a file converted before the k/v split) is not "
+                             "supported: attn_k_b and attn_v_b are (convert it again)", model_arch_info(c->arch)->name);
+    if (c->attn.kind == MODEL_ATTN_MLA && c->n_lora_kv > 1024)
+        return guild_err_set(err, "cuda backend: a latent of %d is not supported (at most 1024)", c->n_lora_kv);
     if (c->n_expert > 1024 || c->n_expert_used > 32)
         return guild_err_set(err, "cuda backend: top-%d of %d experts is not supported (at most 32 of 1024)",
                              c->n_expert_used, c->n_expert);
@@ -487,18 +495,35 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
     /* sh_gate/sh_up hold the widest hidden FFN row: the shared expert's or a dense FFN layer's */
     const size_t F = (size_t)model_config_ff_hidden(c), f = sizeof(float);
-    const size_t kv_bytes = (size_t)c->n_layer * (size_t)opt->n_ctx * KV * b->kv_elem;
+    /* each layer's cache rows as its attention part says (GQA: KV each; MLA: the latent and rotated part) */
+    bool mla = false;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        b->kv_row = r.k > b->kv_row ? r.k : b->kv_row;
+        b->v_row = r.v > b->v_row ? r.v : b->v_row;
+        mla |= model_layer_parts(c, il).attn->kind == MODEL_ATTN_MLA;
+    }
+    const size_t kv_cells = (size_t)c->n_layer * (size_t)opt->n_ctx * b->kv_elem;
+    /* the attention output: a value per head, wider than a key with MLA where so */
+    const size_t ATT = (size_t)c->n_head * (size_t)(c->head_dim_v > c->head_dim ? c->head_dim_v : c->head_dim);
+    const size_t R = (size_t)c->n_lora_kv, RR = R + (size_t)c->n_rot, H = (size_t)c->n_head;
     b->act_row = max_act_row(b);
     b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
     size_t *sc = &b->bytes_scratch;
-    if (cuda_alloc((void **)&b->k_cache, kv_bytes, &b->bytes_kv, "the K cache", err) < 0 ||
-        cuda_alloc((void **)&b->v_cache, kv_bytes, &b->bytes_kv, "the V cache", err) < 0 ||
+    if (cuda_alloc((void **)&b->k_cache, kv_cells * (size_t)b->kv_row, &b->bytes_kv, "the K cache", err) < 0 ||
+        (b->v_row && cuda_alloc((void **)&b->v_cache, kv_cells * (size_t)b->v_row, &b->bytes_kv, "the V cache",
+                                err) < 0) ||
+        (mla && (cuda_alloc((void **)&b->mla_qa, NB * (size_t)(c->n_lora_q ? c->n_lora_q : 1) * f, sc,
+                            "activations", err) < 0 ||
+                 cuda_alloc((void **)&b->mla_kv, NB * RR * f, sc, "activations", err) < 0 ||
+                 cuda_alloc((void **)&b->mla_qk, NB * H * RR * f, sc, "activations", err) < 0 ||
+                 cuda_alloc((void **)&b->mla_lat, NB * H * R * f, sc, "activations", err) < 0)) ||
         cuda_alloc((void **)&b->x, NB * E * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->xn, NB * E * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->q, NB * Q * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->k, NB * KV * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->v, NB * KV * f, sc, "activations", err) < 0 ||
-        cuda_alloc((void **)&b->att, NB * Q * f, sc, "activations", err) < 0 ||
+        cuda_alloc((void **)&b->att, NB * ATT * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->proj, NB * E * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->router_logits, NB * (size_t)c->n_expert * f, sc, "router logits", err) < 0 ||
         cuda_alloc((void **)&b->ids, NB * K * sizeof(int32_t), sc, "expert ids", err) < 0 ||

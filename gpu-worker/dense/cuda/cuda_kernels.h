@@ -260,6 +260,15 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
                               int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
                               void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
+/* Multi-head latent attention's absorbed form (deepseek2): for each row t < n_tok and head h, the softmax over
+ * positions j <= *kv0 + t of (qk[t][h] . cache[j]) * scale, weighting cache[j][0, R): lat[t][h][0, R). qk:
+ * [n_tok][n_head][RR] floats (the latent-space query, then the rotated part); cache: one layer's [n_ctx][RR] of
+ * kv_type (the latent, then the rotated key part); R <= 1024. The CPU's cpu_attention_head_kv within float
+ * rounding (online softmax over chunks of positions). */
+int cuda_mla_attention(float *lat, const float *qk, guild_type_t kv_type, const void *cache, int32_t n_tok,
+                       const int32_t *kv0, int32_t n_head, int32_t R, int32_t RR, float scale, cudaStream_t s,
+                       guild_err_t *err);
+
 /* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention).
  * Runs the tensor-core kernel (below) when it takes the arguments and n_tok >= CUDA_ATTN_MMA_MIN_ROWS, the
  * FP32 one otherwise (always for an F32 cache: the reference-precision path). ext: as for decode. */

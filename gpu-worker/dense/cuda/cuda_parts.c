@@ -7,6 +7,7 @@
 const cuda_attn_part_t *const cuda_attn_parts[MODEL_ATTN_KINDS] = {
     [MODEL_ATTN_GQA] = &cuda_attn_gqa,
     [MODEL_ATTN_GDN] = &cuda_attn_gdn,
+    [MODEL_ATTN_MLA] = &cuda_attn_mla,
 };
 const cuda_router_part_t *const cuda_router_parts[MODEL_ROUTER_KINDS] = {
     [MODEL_ROUTER_SOFTMAX_TOPK] = &cuda_router_softmax,

@@ -33,6 +33,7 @@ typedef struct cuda_ffn_part {
 
 extern const cuda_attn_part_t cuda_attn_gqa;         /* attn_gqa.c */
 extern const cuda_attn_part_t cuda_attn_gdn;         /* attn_gdn.c */
+extern const cuda_attn_part_t cuda_attn_mla;         /* attn_mla.c */
 extern const cuda_router_part_t cuda_router_softmax; /* router_softmax.c */
 extern const cuda_router_part_t cuda_router_topk_softmax; /* router_topk_softmax.c */
 extern const cuda_ffn_part_t cuda_ffn_moe;           /* ffn_moe.c */

@@ -75,8 +75,11 @@ typedef struct cuda_backend {
     float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
     guild_type_t kv_type;       /* F16 (default) or F32 (cuda_config_t.test.kv_f32) */
     size_t kv_elem;             /* bytes of one cache element */
-    void *k_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
-    void *v_cache;              /* [n_layer][n_ctx][n_head_kv * head_dim] of kv_type */
+    void *k_cache;              /* [n_layer][n_ctx][kv_row] of kv_type */
+    void *v_cache;              /* [n_layer][n_ctx][v_row] of kv_type; NULL when v_row is 0 */
+    int64_t kv_row, v_row;      /* the widest key and value rows a layer's attention part keeps per position
+                                   (model_layer_cache_row; GQA: n_head_kv * head_dim each; MLA: the latent and the
+                                   rotated key part, no value row) */
 
     /* the gdn layers' recurrent state (attn_gdn.c), zeroed before a step that starts at position 0 */
     int32_t *rec_slot;          /* host [n_layer]: layer il's state, -1: none */
@@ -90,7 +93,6 @@ typedef struct cuda_backend {
     float *q;                   /* [n_batch][n_head * head_dim] */
     float *k;                   /* [n_batch][n_head_kv * head_dim] */
     float *v;                   /* [n_batch][n_head_kv * head_dim] */
-    float *att;                 /* [n_batch][n_head * head_dim] */
     float *qg;                  /* [n_batch][2 * n_head * head_dim] query and gate (option output gate), else NULL */
     float *gate;                /* [n_batch][n_head * head_dim] the output gate's logits (option output gate) */
     float *gdn_qkv;             /* [n_batch][conv channels] (NULL without gdn layers, like the 5 below) */
@@ -99,6 +101,12 @@ typedef struct cuda_backend {
     float *gdn_beta;            /* [n_batch][value heads] */
     float *gdn_g;               /* [n_batch][value heads] */
     float *gdn_o;               /* [n_batch][ssm_d_inner] */
+    float *att;                 /* [n_batch][n_head * max(head_dim, head_dim_v)] */
+    /* attention mla (attn_mla.c; NULL without an MLA layer); R = n_lora_kv, RR = R + n_rot */
+    float *mla_qa;              /* [n_batch][n_lora_q] the q LoRA's compressed queries */
+    float *mla_kv;              /* [n_batch][RR] the rows' latents and rotated key parts, as cached */
+    float *mla_qk;              /* [n_batch][n_head][RR] the queries in the latent space and their rotated parts */
+    float *mla_lat;             /* [n_batch][n_head][R] the attention outputs in the latent space */
     float *proj;                /* [n_batch][n_embd] attn_output / shared expert output */
     float *router_logits;       /* [n_batch][n_expert] */
     int32_t *ids;               /* [n_batch][n_expert_used] */

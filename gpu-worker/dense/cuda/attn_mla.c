@@ -1,0 +1,82 @@
+/* Multi-head latent attention (MODEL_ATTN_MLA, deepseek2) on the CUDA backend: the CPU backend's absorbed form
+ * (gpu-worker/dense/cpu/attn_mla.c) step for step, each step kernels on the backend's stream, for every batch
+ * size (the expanded form is the CPU backend's only):
+ *
+ *   q = wq xn, or wq_b rmsnorm(wq_a xn)              kv = wkv_a xn; the latent rmsnorm'ed in place
+ *   RoPE of each head's rotated part and of the key's; [latent | rotated key] -> the cache at the row's position
+ *   qk_h = [attn_k_b_h q_nope_h | q_pe_h]             (per head, cuda_linear over head h's matrix)
+ *   lat_h = softmax(qk_h . cache_j * scale) cache_j[0, R) over positions j <= pos  (cuda_mla_attention)
+ *   att_h = attn_v_b_h lat_h;  x += wo att
+ *
+ * Positions come from b->d_pos, so steps can be captured as graphs. Files with one attn_kv_b (before the k/v
+ * split) are refused at create (cuda_backend.c): their keys' up-projection is a product over columns.
+ */
+#include <cuda_runtime_api.h>
+
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_parts.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+
+/* Head h's matrix of a 3-D tensor [n_in, n_rows, n_head] (attn_k_b, attn_v_b) as a 2-D one. */
+static cuda_tensor_t head_matrix(const cuda_tensor_t *W, int64_t h)
+{
+    cuda_tensor_t t = *W;
+    t.d = (const char *)W->d + (size_t)h * (size_t)W->n_rows * W->row_bytes;
+    return t;
+}
+
+static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const cuda_layer_t *L = &b->layers[il];
+    const int64_t E = c->n_embd, H = c->n_head, K = c->head_dim, V = c->head_dim_v, R = c->n_lora_kv;
+    const int64_t r = c->n_rot, nope = K - r, RR = R + r, Q = H * K;
+    cudaStream_t s = b->stream;
+    (void)p;
+
+    if (c->n_lora_q > 0) {
+        const int64_t RQ = c->n_lora_q;
+        if (cuda_linear(b, &L->wq_a, b->xn, E, n, b->mla_qa, RQ, false, err) < 0 ||
+            cuda_rmsnorm(b->mla_qa, RQ, b->mla_qa, RQ, NULL, L->q_a_norm.d, RQ, n, c->norm_eps, s, err) < 0 ||
+            cuda_linear(b, &L->wq_b, b->mla_qa, RQ, n, b->q, Q, false, err) < 0)
+            return -1;
+    } else if (cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0) {
+        return -1;
+    }
+    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)b->kv_row * b->kv_elem; /* bytes */
+    void *cache = (char *)b->k_cache + layer0;
+    /* the latent normed in place, then the rotated parts; the cache row stored twice over itself by
+     * cuda_kv_store_dyn's K and V (the same bytes: MLA has no value rows) */
+    if (cuda_linear(b, &L->wkv_a, b->xn, E, n, b->mla_kv, RR, true, err) < 0 ||
+        cuda_rmsnorm(b->mla_kv, RR, b->mla_kv, RR, NULL, L->kv_a_norm.d, R, n, c->norm_eps, s, err) < 0 ||
+        cuda_rope_dyn(b->q + nope, Q, n, (int32_t)H, (int32_t)K, (int32_t)r, false, b->rope_cs, b->d_pos, s,
+                      err) < 0 ||
+        cuda_rope_dyn(b->mla_kv + R, RR, n, 1, (int32_t)r, (int32_t)r, false, b->rope_cs, b->d_pos, s, err) < 0 ||
+        cuda_kv_store_dyn(b->kv_type, cache, cache, b->mla_kv, b->mla_kv, RR, n, b->d_pos, s, err) < 0)
+        return -1;
+    /* the queries in the latent space, their rotated parts beside them */
+    for (int64_t h = 0; h < H; h++) {
+        const cuda_tensor_t kb = head_matrix(&L->wk_b, h);
+        if (cuda_linear(b, &kb, b->q + h * K, Q, n, b->mla_qk + h * RR, H * RR, false, err) < 0)
+            return -1;
+    }
+    if (cuda_check(cudaMemcpy2DAsync(b->mla_qk + R, (size_t)RR * sizeof(float), b->q + nope, (size_t)K * sizeof(float),
+                                     (size_t)r * sizeof(float), (size_t)(n * H), cudaMemcpyDeviceToDevice, s),
+                   "mla: copy the rotated queries", err) < 0 ||
+        cuda_mla_attention(b->mla_lat, b->mla_qk, b->kv_type, cache, n, b->d_pos, (int32_t)H, (int32_t)R,
+                           (int32_t)RR, c->mla_kq_scale, s, err) < 0)
+        return -1;
+    for (int64_t h = 0; h < H; h++) {
+        const cuda_tensor_t vb = head_matrix(&L->wv_b, h);
+        if (cuda_linear(b, &vb, b->mla_lat + h * R, H * R, n, b->att + h * V, H * V, false, err) < 0)
+            return -1;
+    }
+    if (cuda_linear(b, &L->wo, b->att, H * V, n, b->proj, E, false, err) < 0)
+        return -1;
+    return cuda_add(b->x, b->proj, (int64_t)n * E, s, err);
+}
+
+const cuda_attn_part_t cuda_attn_mla = {
+    .opts = 0,
+    .forward = mla_forward,
+};
