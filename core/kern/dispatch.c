@@ -227,7 +227,7 @@ void kern_matmul_packed_at(kern_level_t level, guild_type_t type, int64_t n, int
     const int64_t native_max = level >= KERN_LEVEL_AMX && KERN_AMX_MIN_TOKENS - 1 < KERN_PACK_MAX_TOKENS
                                    ? KERN_AMX_MIN_TOKENS - 1
                                    : KERN_PACK_MAX_TOKENS;
-    if (fn && ntok <= native_max) {
+    if (fn && (ntok <= native_max || (level < KERN_LEVEL_AMX && tables[level].packed_any_tokens[type]))) {
         fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
         return;
     }

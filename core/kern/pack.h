@@ -17,7 +17,8 @@
  * the plain rows, at every level (kern_unpack restores the plain bytes exactly). On the amx level the AMX
  * kernels read the records directly from KERN_AMX_MIN_TOKENS tokens on, at any count (core/kern/amx.h). Other
  * levels without a packed kernel for a type, and token counts above KERN_PACK_MAX_TOKENS there, unpack the rows
- * into scratch and run the plain kernel; kern_pack_native says whether packing pays on this CPU.
+ * into scratch and run the plain kernel (below the amx level the 32-element types' packed kernels take any
+ * count instead, KERN_PACK_MAX_TOKENS tokens per pass); kern_pack_native says whether packing pays on this CPU.
  */
 #ifndef GUILD_KERN_PACK_H
 #define GUILD_KERN_PACK_H

@@ -25,6 +25,9 @@ typedef struct kern_table {
     /* by weight type, on packed rows (core/kern/pack.h), for 1 .. KERN_PACK_MAX_TOKENS tokens; NULL: unpack and
      * run matmul[] */
     kern_matmul_fn matmul_packed[GUILD_TYPE_COUNT];
+    /* matmul_packed[type] takes any token count (it passes over the rows once per KERN_PACK_MAX_TOKENS tokens):
+     * below the amx level it then runs where the others unpack for the plain kernel */
+    bool packed_any_tokens[GUILD_TYPE_COUNT];
 } kern_table_t;
 
 /* The references (scalar.c): what a NULL table entry means. */

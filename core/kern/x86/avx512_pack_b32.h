@@ -1,5 +1,5 @@
 /* core/kern/x86/avx512_pack_b32.h — the packed kernels of the 32-element types Q4_0, IQ4_NL, MXFP4 and Q8_0
- * (core/kern/pack.h; record layouts in pack.c) against Q8_0 activations, for 1 .. KERN_PACK_MAX_TOKENS tokens.
+ * (core/kern/pack.h; record layouts in pack.c) against Q8_0 activations, for any token count.
  * Included once by avx512_vnni.c (KERN_NAME x_avx512vnni) after avx512_pack_drive.h (pkd_dpbusd_bcst,
  * PKD_TILE) and avx512_b32.h (e8m0_half).
  *
@@ -176,26 +176,40 @@ static inline __attribute__((always_inline)) void KERN_NAME(pkb_matmul)(int kind
     }
 }
 
+/* Any token count, KERN_PACK_MAX_TOKENS at a time (table.h's packed_any_tokens): each pass reads the rows again,
+ * and still computes several times faster than unpacking them for the plain 32-element kernel, whose tiles of
+ * tokens are small at these widths. */
+static inline __attribute__((always_inline)) void KERN_NAME(pkb_tokens)(int kind, int64_t n, int64_t nrows,
+                                                                       int64_t ntok, const void *w, size_t w_stride,
+                                                                       const void *act, size_t act_stride,
+                                                                       float *out, size_t ldo)
+{
+    for (int64_t t0 = 0; t0 < ntok; t0 += KERN_PACK_MAX_TOKENS)
+        KERN_NAME(pkb_matmul)(kind, n, nrows, ntok - t0 < KERN_PACK_MAX_TOKENS ? ntok - t0 : KERN_PACK_MAX_TOKENS, w,
+                              w_stride, (const char *)act + (size_t)t0 * act_stride, act_stride,
+                              out + (size_t)t0 * ldo, ldo);
+}
+
 static void KERN_NAME(matmul_q4_0_packed)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                           const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    KERN_NAME(pkb_matmul)(PKB_Q4_0, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    KERN_NAME(pkb_tokens)(PKB_Q4_0, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }
 
 static void KERN_NAME(matmul_iq4_nl_packed)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                             const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    KERN_NAME(pkb_matmul)(PKB_IQ4_NL, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    KERN_NAME(pkb_tokens)(PKB_IQ4_NL, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }
 
 static void KERN_NAME(matmul_mxfp4_packed)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                            const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    KERN_NAME(pkb_matmul)(PKB_MXFP4, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    KERN_NAME(pkb_tokens)(PKB_MXFP4, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }
 
 static void KERN_NAME(matmul_q8_0_packed)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                                           const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    KERN_NAME(pkb_matmul)(PKB_Q8_0, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    KERN_NAME(pkb_tokens)(PKB_Q8_0, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }

@@ -229,6 +229,8 @@ void kern_fill_avx512_vnni(kern_table_t *t)
     t->matmul_packed[GUILD_TYPE_IQ4_NL] = matmul_iq4_nl_packed_avx512vnni;
     t->matmul_packed[GUILD_TYPE_MXFP4] = matmul_mxfp4_packed_avx512vnni;
     t->matmul_packed[GUILD_TYPE_Q8_0] = matmul_q8_0_packed_avx512vnni;
+    t->packed_any_tokens[GUILD_TYPE_Q4_0] = t->packed_any_tokens[GUILD_TYPE_IQ4_NL] = true;
+    t->packed_any_tokens[GUILD_TYPE_MXFP4] = t->packed_any_tokens[GUILD_TYPE_Q8_0] = true;
 }
 
 int kern_avx512_vnni_variants(kern_variant_t *out, int max)
