@@ -416,7 +416,8 @@ START_TEST(test_errors)
     free(logits);
     rig_close(&r);
 
-    /* a weight type the kernels do not handle: creation fails naming the tensor */
+    /* Q2_K, refused until the device kernels took every weight type the CPU reads (55169d6): created now; a type
+     * the kernels do not handle is refused naming it (check_cuda_kernels' test_errors, with Q8_K) */
     tiny_spec_t u = cuda_spec("qwen3moe", GUILD_TYPE_Q2_K, 4);
     void *image;
     size_t size;
@@ -429,10 +430,9 @@ START_TEST(test_errors)
     ck_assert(guild_pool_new(&pool, 1, NULL, &err) == 0);
     ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
     backend_options_t o = {.n_ctx = 16, .n_batch = 4, .pool = pool, .moe = moe};
-    ck_assert_int_eq(backend_new(&be, "cuda", m, &o, NULL, &err), -1);
+    ck_assert_msg(backend_new(&be, "cuda", m, &o, NULL, &err) == 0, "%s", err.msg);
+    backend_destroy(&be);
     ck_assert_ptr_null(be);
-    ck_assert_msg(strstr(err.msg, "token_embd.weight") && strstr(err.msg, "not supported by the CUDA kernels"), "%s",
-                  err.msg);
     o.n_ctx = 0;
     ck_assert_int_eq(backend_new(&be, "cuda", m, &o, NULL, &err), -1);
     moe_exec_destroy(&moe);
