@@ -2,6 +2,24 @@
 
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
 
+/* The chosen experts' weights, in slot order: divided by their sum (floored as llama.cpp clamps it) when the
+ * file asks for renormalisation, then scaled (expert_weights_scale; 0 and 1 leave them). Both routers end so. */
+static void weights_finish(float *w, int32_t k, bool renorm, float scale)
+{
+    if (renorm) {
+        float wsum = 0;
+        for (int32_t j = 0; j < k; j++)
+            wsum += w[j];
+        if (wsum < 6.103515625e-5f)
+            wsum = 6.103515625e-5f;
+        for (int32_t j = 0; j < k; j++)
+            w[j] /= wsum;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (int32_t j = 0; j < k; j++)
+            w[j] *= scale;
+}
+
 void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool renorm, float scale, int32_t *ids,
                      float *w, float *probs)
 {
@@ -31,18 +49,7 @@ void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool reno
         ids[s] = best;
         w[s] = probs[best];
     }
-    if (renorm) {
-        float wsum = 0;
-        for (int32_t s = 0; s < k; s++)
-            wsum += w[s];
-        if (wsum < 6.103515625e-5f)
-            wsum = 6.103515625e-5f;
-        for (int32_t s = 0; s < k; s++)
-            w[s] /= wsum;
-    }
-    if (scale != 0.0f && scale != 1.0f)
-        for (int32_t s = 0; s < k; s++)
-            w[s] *= scale;
+    weights_finish(w, k, renorm, scale);
 }
 
 void cpu_router_topk_logits(const float *logits, const float *bias, int32_t n_expert, int32_t k, float scale,
@@ -133,16 +140,5 @@ void cpu_router_sigmoid_grouped(const float *logits, const float *bias, int32_t 
     top_k(sel, n_expert, k, ids);
     for (int32_t j = 0; j < k; j++)
         w[j] = s[ids[j]];
-    if (renorm) {
-        float wsum = 0;
-        for (int32_t j = 0; j < k; j++)
-            wsum += w[j];
-        if (wsum < 6.103515625e-5f)
-            wsum = 6.103515625e-5f;
-        for (int32_t j = 0; j < k; j++)
-            w[j] /= wsum;
-    }
-    if (scale != 0.0f && scale != 1.0f)
-        for (int32_t j = 0; j < k; j++)
-            w[j] *= scale;
+    weights_finish(w, k, renorm, scale);
 }
