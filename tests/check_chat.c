@@ -119,6 +119,11 @@ static const struct {
      "helpful assistant\n\n<|end|><|start|>user<|message|>Hello<|end|><|start|>assistant<|channel|>final"
      "<|message|>Hi there<|end|><|start|>user<|message|>Who are you<|end|><|start|>assistant<|channel|>final"
      "<|message|>   I am an assistant   <|end|><|start|>user<|message|>Another question<|end|><|start|>assistant"},
+    {CHAT_TMPL_KIMI_K2, /* llama.cpp's test-chat-template.cpp, moonshotai/Kimi-K2-Instruct */
+     "<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|><|im_user|>user<|im_middle|>Hello"
+     "<|im_end|><|im_assistant|>assistant<|im_middle|>Hi there<|im_end|><|im_user|>user<|im_middle|>Who are you"
+     "<|im_end|><|im_assistant|>assistant<|im_middle|>   I am an assistant   <|im_end|><|im_user|>user<|im_middle|>"
+     "Another question<|im_end|><|im_assistant|>assistant<|im_middle|>"},
 };
 
 START_TEST(test_format_each_template)
@@ -410,6 +415,10 @@ static const struct {
     {"<|start|>system<|message|>{{ model_identity }}<|end|>{%- if add_generation_prompt -%}<|start|>assistant"
      "{%- endif -%}<|channel|>analysis",
      CHAT_TMPL_GPT_OSS},
+    {"{%- if message['role'] == 'user' -%}<|im_user|>user<|im_middle|>{%- elif message['role'] == 'assistant' -%}"
+     "<|im_assistant|>assistant<|im_middle|>{%- endif -%}{%- if add_generation_prompt -%}"
+     "<|im_assistant|>assistant<|im_middle|>{%- endif -%}",
+     CHAT_TMPL_KIMI_K2},
     /* recognised by llama.cpp but not formatted here, and nonsense */
     {"{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}", CHAT_TMPL_UNKNOWN},
     {"[gMASK]<sop>{% for item in messages %}<|{{ item['role'] }}|>{% endfor %}", CHAT_TMPL_UNKNOWN},

@@ -396,12 +396,27 @@ START_TEST(test_pretok_unknown_name)
     /* Every name the table knows compiles. */
     static const char *const names[] = {"default", "gpt-2", "llama3", "dbrx", "deepseek-llm", "deepseek-coder",
                                         "deepseek-v3", "falcon", "starcoder", "qwen2", "qwen35", "poro-chat",
-                                        "chatglm-bpe", "gpt-4o", "tekken", "seed-coder", "bailingmoe", "olmo"};
+                                        "chatglm-bpe", "gpt-4o", "tekken", "seed-coder", "bailingmoe", "olmo",
+                                        "kimi-k2"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         ck_assert_msg(tok_pretok_new(&p, names[i], &info, &err) == 0, "%s: %s", names[i], err.msg);
         tok_pretok_destroy(&p);
     }
     expect_split("gpt-4o", "HelloWorld's 1234", "Hello|World's| |123|4");
+}
+END_TEST
+
+/* kimi-k2, as llama.cpp's hand-written splitter cuts (the cases follow its branches): Han runs apart from other
+ * letters (a Han character never starts or continues a word, nor takes the leading character), camel case kept
+ * whole, contractions in either case, digits by three, a non-Han letter after a Han run starting a new word, the
+ * leading punctuation of a word, U+3005 (Han script, not in the splitter's Han ranges) a letter of the word. */
+START_TEST(test_pretok_kimi_k2)
+{
+    expect_split("kimi-k2", "Hello\xe4\xb8\x96\xe7\x95\x8cworld's 12345 getUserName",
+                 "Hello|\xe4\xb8\x96\xe7\x95\x8c|world's| |123|45| getUserName");
+    expect_split("kimi-k2", "IT'S \xe4\xb8\xad,\xe4\xb8\xad .x\xe3\x80\x85y",
+                 "IT'S| |\xe4\xb8\xad|,|\xe4\xb8\xad| .|x\xe3\x80\x85y");
+    expect_split("kimi-k2", "a\n\n  b  ", "a|\n\n| | b|  ");
 }
 END_TEST
 
@@ -982,6 +997,7 @@ int main(void)
     tcase_add_test(tc, test_pretok_llama3_and_qwen2);
     tcase_add_test(tc, test_pretok_translation);
     tcase_add_test(tc, test_pretok_unknown_name);
+    tcase_add_test(tc, test_pretok_kimi_k2);
     tcase_add_test(tc, test_pretok_long_runs);
     suite_add_tcase(s, tc);
 

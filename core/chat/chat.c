@@ -27,6 +27,7 @@ static const char *const names[CHAT_TMPL_COUNT_] = {
     [CHAT_TMPL_LLAMA4] = "llama4",
     [CHAT_TMPL_TULU] = "tulu",
     [CHAT_TMPL_GPT_OSS] = "gpt-oss",
+    [CHAT_TMPL_KIMI_K2] = "kimi-k2",
 };
 
 const char *chat_tmpl_name(chat_tmpl_t t)
@@ -119,6 +120,8 @@ chat_tmpl_t chat_tmpl_detect(const char *j)
         return CHAT_TMPL_LLAMA4;
     if (HAS("<|start|>") && HAS("<|channel|>"))
         return CHAT_TMPL_GPT_OSS;
+    if (HAS("<|im_assistant|>assistant<|im_middle|>"))
+        return CHAT_TMPL_KIMI_K2;
     return CHAT_TMPL_UNKNOWN;
 #undef HAS
 }
@@ -287,6 +290,23 @@ int chat_format_opts(chat_tmpl_t t, const chat_msg_t *m, size_t n, bool gen, con
         }
         if (gen)
             put(&b, "<|im_start|>assistant\n");
+        break;
+    case CHAT_TMPL_KIMI_K2:
+        /* a role other than these four gets no header, as llama.cpp formats it */
+        for (size_t i = 0; i < n; i++) {
+            if (is(&m[i], "system"))
+                put(&b, "<|im_system|>system<|im_middle|>");
+            else if (is(&m[i], "user"))
+                put(&b, "<|im_user|>user<|im_middle|>");
+            else if (is(&m[i], "assistant"))
+                put(&b, "<|im_assistant|>assistant<|im_middle|>");
+            else if (is(&m[i], "tool"))
+                put(&b, "<|im_system|>tool<|im_middle|>");
+            put(&b, m[i].content);
+            put(&b, "<|im_end|>");
+        }
+        if (gen)
+            put(&b, "<|im_assistant|>assistant<|im_middle|>");
         break;
     case CHAT_TMPL_LLAMA2:
     case CHAT_TMPL_LLAMA2_SYS:

@@ -43,6 +43,7 @@ typedef enum chat_tmpl {
     CHAT_TMPL_LLAMA4,
     CHAT_TMPL_TULU,             /* OLMoE-Instruct, OLMo-2, Tulu */
     CHAT_TMPL_GPT_OSS,          /* GPT-OSS (harmony: core/chat/harmony.h) */
+    CHAT_TMPL_KIMI_K2,          /* Kimi-K2-Instruct (<|im_user|>user<|im_middle|>...<|im_end|>) */
     CHAT_TMPL_COUNT_
 } chat_tmpl_t;
 

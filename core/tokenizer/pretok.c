@@ -147,6 +147,22 @@ static const char *const re_bailingmoe[] = {
     NULL,
 };
 
+/* kimi-k2. llama.cpp matches this one with a hand-written splitter (unicode.cpp's kimi_k2 handler, chosen by
+ * the trigger pattern "\\p{Han}+"), which is what a GGUF of the model is tokenized with there, so that splitter's
+ * behaviour is the spec, written back as one pattern: runs of Han (its unicode_cpt_is_han ranges, not PCRE2's Han
+ * script, which also holds radicals and U+3005/U+3007), words of non-Han letters with one optional leading
+ * non-letter, non-digit, non-newline character and an optional contraction (case-insensitive there through its
+ * own lowercasing, hence the explicit [sS] forms: PCRE2's caseless mode would also fold U+017F to s), then
+ * llama3's rest. Moonshot's own pattern splits camel case ("getUserName"); llama.cpp's splitter does not, and
+ * neither does this. */
+#define HAN_ITEMS "\\x{4e00}-\\x{9fff}\\x{3400}-\\x{4dbf}\\x{20000}-\\x{2a6df}\\x{2a700}-\\x{2b73f}\\x{2b740}-\\x{2b81f}" \
+                  "\\x{2b820}-\\x{2ceaf}\\x{2ceb0}-\\x{2ebef}\\x{f900}-\\x{faff}\\x{2f800}-\\x{2fa1f}"
+static const char *const re_kimi_k2[] = {
+    "[" HAN_ITEMS "]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}" HAN_ITEMS "]+" CONTRACTIONS
+    "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL,
+};
+
 typedef struct pre_kind {
     const char *name;
     const char *const *re;
@@ -171,6 +187,7 @@ static const pre_kind_t k_gpt4o = {"gpt-4o", re_gpt4o, false, false};
 static const pre_kind_t k_tekken = {"tekken", re_tekken, true, true};
 static const pre_kind_t k_seed_coder = {"seed-coder", re_seed_coder, false, false};
 static const pre_kind_t k_bailingmoe = {"bailingmoe", re_bailingmoe, false, false};
+static const pre_kind_t k_kimi_k2 = {"kimi-k2", re_kimi_k2, false, false};
 
 /* tokenizer.ggml.pre values -> regex set, as llama.cpp's llama_vocab::impl::load maps them. */
 static const struct {
@@ -205,6 +222,7 @@ static const struct {
     {"talkie", &k_gpt4o},         {"minimax-m2", &k_gpt4o},
     {"tekken", &k_tekken},
     {"seed-coder", &k_seed_coder},
+    {"kimi-k2", &k_kimi_k2},
     {"bailingmoe", &k_bailingmoe}, {"bailingmoe2", &k_bailingmoe}, {"llada-moe", &k_bailingmoe},
 };
 
