@@ -250,9 +250,10 @@ START_TEST(test_cli_errors)
                  "x.gguf");
     EXPECT_ERROR("--gating softmax: qwen3moe's router is fixed", "--gating", "softmax", "-o", "x.gguf");
     EXPECT_ERROR("--gating max: softmax or sigmoid", "--arch", "deepseek2", "--gating", "max", "-o", "x.gguf");
-    EXPECT_ERROR("--expert-groups/--groups-used: deepseek2's router has no expert groups with softmax gating",
-                 "--arch", "deepseek2", "--gating", "softmax", "--expert-groups", "4", "--groups-used", "2", "-o",
-                 "x.gguf");
+    EXPECT_ERROR("--expert-groups/--groups-used: qwen3moe's router has no expert groups", "--expert-groups", "4",
+                 "--groups-used", "2", "-o", "x.gguf");
+    EXPECT_ERROR("--expert-groups 4 --groups-used 5: the groups must split", "--arch", "deepseek2", "--gating",
+                 "softmax", "--expert-groups", "4", "--groups-used", "5", "-o", "x.gguf");
     EXPECT_ERROR("--split-max-size 0: not a size", "--split-max-size", "0", "-o", "x.gguf");
     EXPECT_ERROR("--split-max-size 4T: not a size", "--split-max-size", "4T", "-o", "x.gguf");
     EXPECT_ERROR("--threads 0", "--threads", "0", "-o", "x.gguf");

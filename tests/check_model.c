@@ -553,11 +553,19 @@ START_TEST(test_deepseek2_errors)
     s = tiny_spec("deepseek2");
     s.gating = 3;
     open_fails(&s, "expert_gating_func = 3", NULL);
-    s = tiny_spec("deepseek2"); /* softmax gating with groups: llama.cpp's group-limited softmax is not here */
+    s = tiny_spec("deepseek2"); /* softmax gating with groups (DeepSeek-V2): the softmax router takes them */
     s.gating = 1;
     s.n_groups = 4;
     s.n_group_used = 2;
-    open_fails(&s, "expert groups with softmax gating are not implemented", NULL);
+    open_ok(&s);
+    ck_assert_int_eq(model_config(model)->router.kind, MODEL_ROUTER_SOFTMAX_TOPK);
+    ck_assert_int_eq(model_config(model)->n_expert_groups, 4);
+    ck_assert_int_eq(model_config(model)->n_group_used, 2);
+    s.n_group_used = 5;
+    open_fails(&s, "expert_group_used_count = 5", NULL);
+    s.n_groups = 3;
+    s.n_group_used = 1;
+    open_fails(&s, "expert_group_count = 3 does not split 8 experts", NULL);
 }
 END_TEST
 

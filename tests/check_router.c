@@ -98,6 +98,79 @@ START_TEST(test_sigmoid_grouped_against_naive)
 }
 END_TEST
 
+/* The softmax router with expert groups (DeepSeek-V2): the probabilities as cpu_router_topk leaves them in its
+ * scratch, then the groups and the choice by sorting, as naive does with the sigmoid gates; without groups the
+ * same bits as cpu_router_topk. */
+START_TEST(test_softmax_grouped_against_naive)
+{
+    static const struct {
+        int n, k, groups, used;
+        bool renorm;
+        float scale;
+    } cases[] = {
+        {160, 6, 8, 3, false, 16.f}, {64, 6, 8, 3, true, 1.0f}, {16, 4, 4, 2, false, 0.0f},
+        {32, 8, 4, 4, true, 2.5f},   {64, 4, 0, 0, false, 1.0f}, {64, 4, 1, 1, true, 0.0f},
+    };
+    rng_t r;
+    rng_seed(&r, 99);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int n = cases[c].n, k = cases[c].k, G = cases[c].groups;
+        float logits[256], scratch[3 * 256 + 128], probs[256], w[16], wr[16], all_w[256];
+        int32_t ids[16], idr[16], all_ids[256];
+        int idx[256], gidx[64];
+        for (int rep = 0; rep < 50; rep++) {
+            for (int e = 0; e < n; e++)
+                logits[e] = (float)(6 * rng_uniform(&r) - 3);
+            if (rep % 5 == 0) /* exact ties: the lower id first */
+                logits[3] = logits[1];
+            ck_assert_int_le(cpu_router_sigmoid_scratch(n, G), (int64_t)(sizeof scratch / 4));
+            cpu_router_softmax_grouped(logits, n, k, G, cases[c].used, cases[c].renorm, cases[c].scale, ids, w,
+                                       scratch);
+            cpu_router_topk(logits, n, n, false, 0.0f, all_ids, all_w, probs);
+            if (G <= 1) {
+                cpu_router_topk(logits, n, k, cases[c].renorm, cases[c].scale, idr, wr, probs);
+            } else {
+                float sel[256], gs[64];
+                const int per = n / G;
+                memcpy(sel, probs, (size_t)n * sizeof *sel);
+                for (int g = 0; g < G; g++) {
+                    order_desc(sel + g * per, per, idx);
+                    gs[g] = sel[g * per + idx[0]] + sel[g * per + idx[1]];
+                }
+                order_desc(gs, G, gidx);
+                for (int q = cases[c].used; q < G; q++)
+                    for (int e = 0; e < per; e++)
+                        sel[gidx[q] * per + e] = -INFINITY;
+                order_desc(sel, n, idx);
+                float sum = 0;
+                for (int j = 0; j < k; j++) {
+                    idr[j] = idx[j];
+                    wr[j] = probs[idx[j]];
+                    sum += wr[j];
+                }
+                for (int j = 0; cases[c].renorm && j < k; j++)
+                    wr[j] /= sum < 6.103515625e-5f ? 6.103515625e-5f : sum;
+                for (int j = 0; cases[c].scale != 0 && cases[c].scale != 1 && j < k; j++)
+                    wr[j] *= cases[c].scale;
+            }
+            for (int j = 0; j < k; j++) {
+                ck_assert_msg(ids[j] == idr[j], "case %zu rep %d slot %d: id %d, expected %d", c, rep, j, ids[j],
+                              idr[j]);
+                ck_assert_msg(w[j] == wr[j], "case %zu rep %d slot %d: weight %g, expected %g", c, rep, j,
+                              (double)w[j], (double)wr[j]);
+            }
+            if (G > 1) { /* the chosen lie in at most `used` groups */
+                int in_group[64] = {0}, groups_hit = 0;
+                for (int j = 0; j < k; j++)
+                    if (!in_group[ids[j] / (n / G)]++)
+                        groups_hit++;
+                ck_assert_int_le(groups_hit, cases[c].used);
+            }
+        }
+    }
+}
+END_TEST
+
 /* 8 experts in 4 groups of 2, the best 2 groups compete: worked out by hand. */
 START_TEST(test_sigmoid_grouped_by_hand)
 {
@@ -161,6 +234,7 @@ int main(void)
     tcase_add_test(tc, test_sigmoid_grouped_against_naive);
     tcase_add_test(tc, test_sigmoid_grouped_by_hand);
     tcase_add_test(tc, test_sigmoid_grouped_nan);
+    tcase_add_test(tc, test_softmax_grouped_against_naive);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

@@ -137,6 +137,26 @@ static int pick_router(model_config_t *c, const model_keys_t *k, const model_arc
     return 0;
 }
 
+int model_router_read_groups(model_config_t *c, const model_keys_t *k)
+{
+    const char *path = gguf_path(k->g);
+    if (model_key_i32(k, "expert_group_count", &c->n_expert_groups, false, 0, 0, MODEL_MAX_EXPERTS) < 0 ||
+        model_key_i32(k, "expert_group_used_count", &c->n_group_used, false, 0, 0, MODEL_MAX_EXPERTS) < 0)
+        return -1;
+    if (c->n_expert_groups > 1) {
+        const int32_t per = c->n_expert / c->n_expert_groups;
+        if (c->n_expert % c->n_expert_groups || per < 2)
+            return guild_err_set(k->err, "%s: %s.expert_group_count = %d does not split %d experts into equal "
+                                 "groups of at least 2", path, k->arch, c->n_expert_groups, c->n_expert);
+        if (c->n_group_used < 1 || c->n_group_used > c->n_expert_groups ||
+            (int64_t)c->n_group_used * per < c->n_expert_used)
+            return guild_err_set(k->err, "%s: %s.expert_group_used_count = %d: must be 1..%d and hold the %d "
+                                 "experts used (groups of %d)", path, k->arch, c->n_group_used,
+                                 c->n_expert_groups, c->n_expert_used, per);
+    }
+    return 0;
+}
+
 bool model_part_has_tensor(const model_config_t *c, const model_keys_t *k, const model_part_t *p,
                            const char *suffix)
 {

@@ -37,6 +37,12 @@ extern const model_part_core_t model_ffn_dense_core;      /* ffn_dense.c */
 bool model_part_has_tensor(const model_config_t *c, const model_keys_t *k, const model_part_t *p,
                            const char *suffix);
 
+/* A router's expert groups (llama.cpp's keys and defaults): ARCH.expert_group_count (default 0; above 1 the
+ * experts form that many equal groups of at least 2) and .expert_group_used_count (1..groups: the experts of
+ * that many best groups compete, and they hold at least expert_used_count experts), into c; -1 with a message
+ * naming the key. */
+int model_router_read_groups(model_config_t *c, const model_keys_t *k);
+
 /* The core's implementation of a kind; NULL when there is none. */
 const model_part_core_t *model_part_core(model_part_family_t family, int32_t kind);
 

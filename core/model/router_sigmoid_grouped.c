@@ -3,9 +3,7 @@
  * Keys (llama.cpp's names and defaults): ARCH.expert_gating_func (absent, 0 or 2 = sigmoid: this router computes
  * sigmoid gates; softmax (1) and the others are refused), .expert_weights_norm (bool, default false: decides the
  * option renorm where it is in the row's maybe), .expert_weights_scale (default 0: the weights are multiplied by
- * it when it is neither 0 nor 1), .expert_group_count (default 0; above 1 the experts form that many equal groups
- * of at least 2) and .expert_group_used_count (1..groups: the experts of that many best groups compete, and they
- * hold at least expert_used_count experts).
+ * it when it is neither 0 nor 1), the expert groups (model_router_read_groups).
  * Tensors of layer L: blk.L.ffn_gate_inp.weight [n_embd, n_expert] (the logits); with option score bias
  * exp_probs_b.bias [n_expert] f32 (where it is in the row's maybe: on when the file has it).
  */
@@ -15,33 +13,19 @@ enum { GATING_NONE = 0, GATING_SIGMOID = 2 }; /* llama_expert_gating_func_type *
 
 static int sigmoid_read_config(model_config_t *c, const model_keys_t *k, model_part_t *p)
 {
-    const char *path = gguf_path(k->g);
-    guild_err_t *err = k->err;
     int32_t gating, norm;
     if (model_key_i32(k, "expert_gating_func", &gating, false, GATING_NONE, 0, 255) < 0 ||
         model_key_i32(k, "expert_weights_norm", &norm, false, 0, 0, 1) < 0 ||
         model_key_f32(k, "expert_weights_scale", &c->expert_weights_scale, false, 0.0f) < 0 ||
-        model_key_i32(k, "expert_group_count", &c->n_expert_groups, false, 0, 0, MODEL_MAX_EXPERTS) < 0 ||
-        model_key_i32(k, "expert_group_used_count", &c->n_group_used, false, 0, 0, MODEL_MAX_EXPERTS) < 0)
+        model_router_read_groups(c, k) < 0)
         return -1;
     if (gating != GATING_NONE && gating != GATING_SIGMOID)
-        return guild_err_set(err, "%s: %s.expert_gating_func = %d: %s's router gates by sigmoid (2)", path, k->arch,
-                             gating, k->arch);
+        return guild_err_set(k->err, "%s: %s.expert_gating_func = %d: %s's router gates by sigmoid (2)",
+                             gguf_path(k->g), k->arch, gating, k->arch);
     if (norm && (p->maybe & MODEL_ROUTER_RENORM))
         p->opts |= MODEL_ROUTER_RENORM;
     if ((p->maybe & MODEL_ROUTER_SCORE_BIAS) && model_part_has_tensor(c, k, p, "exp_probs_b.bias"))
         p->opts |= MODEL_ROUTER_SCORE_BIAS;
-    if (c->n_expert_groups > 1) {
-        const int32_t per = c->n_expert / c->n_expert_groups;
-        if (c->n_expert % c->n_expert_groups || per < 2)
-            return guild_err_set(err, "%s: %s.expert_group_count = %d does not split %d experts into equal groups "
-                                 "of at least 2", path, k->arch, c->n_expert_groups, c->n_expert);
-        if (c->n_group_used < 1 || c->n_group_used > c->n_expert_groups ||
-            (int64_t)c->n_group_used * per < c->n_expert_used)
-            return guild_err_set(err, "%s: %s.expert_group_used_count = %d: must be 1..%d and hold the %d experts "
-                                 "used (groups of %d)", path, k->arch, c->n_group_used, c->n_expert_groups,
-                                 c->n_expert_used, per);
-    }
     return 0;
 }
 

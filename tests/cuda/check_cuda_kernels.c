@@ -508,8 +508,10 @@ END_TEST
 
 START_TEST(test_router)
 {
-    static const struct { int32_t n_expert, k; bool renorm; float scale; } cases[] = {
-        {128, 8, true, 1.0f}, {60, 4, false, 0.0f}, {8, 2, true, 2.5f}, {256, 8, false, 1.0f}, {1024, 32, true, 1.0f}};
+    static const struct { int32_t n_expert, k, groups, used; bool renorm; float scale; } cases[] = {
+        {128, 8, 0, 0, true, 1.0f},   {60, 4, 0, 0, false, 0.0f},  {8, 2, 0, 0, true, 2.5f},
+        {256, 8, 0, 0, false, 1.0f},  {1024, 32, 0, 0, true, 1.0f},
+        {160, 6, 8, 3, false, 16.0f}, {64, 6, 8, 3, true, 1.0f}, {16, 4, 4, 2, false, 0.0f}}; /* V2's groups */
     const int32_t ne = cases[_i].n_expert, k = cases[_i].k, n_tok = 37;
     rng_t r;
     rng_seed(&r, 13 + (uint64_t)_i);
@@ -519,15 +521,18 @@ START_TEST(test_router)
     int32_t *dids = dev_new((size_t)(n_tok * k) * sizeof(int32_t));
     float *dw = dev_new((size_t)(n_tok * k) * sizeof(float));
     guild_err_t err;
-    ck_assert_msg(cuda_router_topk(dl, n_tok, ne, k, cases[_i].renorm, cases[_i].scale, dids, dw, stream, &err) == 0,
+    ck_assert_msg(cuda_router_topk(dl, n_tok, ne, k, cases[_i].groups, cases[_i].used, cases[_i].renorm,
+                                   cases[_i].scale, dids, dw, stream, &err) == 0,
                   "%s", err.msg);
     int32_t *ids = malloc((size_t)(n_tok * k) * sizeof *ids), rids[32];
-    float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32], *probs = malloc((size_t)ne * sizeof *probs);
+    float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32],
+          *probs = malloc((size_t)cpu_router_sigmoid_scratch(ne, cases[_i].groups) * sizeof *probs);
     dev_download(ids, dids, (size_t)(n_tok * k) * sizeof *ids, stream);
     dev_download(w, dw, (size_t)(n_tok * k) * sizeof *w, stream);
     double worst = 0;
     for (int32_t t = 0; t < n_tok; t++) {
-        cpu_router_topk(logits + t * ne, ne, k, cases[_i].renorm, cases[_i].scale, rids, rw, probs);
+        cpu_router_softmax_grouped(logits + t * ne, ne, k, cases[_i].groups, cases[_i].used, cases[_i].renorm,
+                                   cases[_i].scale, rids, rw, probs);
         for (int32_t s = 0; s < k; s++) {
             ck_assert_msg(ids[t * k + s] == rids[s], "token %d slot %d: expert %d, reference %d", t, s, ids[t * k + s],
                           rids[s]);
@@ -1005,7 +1010,9 @@ START_TEST(test_errors)
     ck_assert_int_eq(cuda_attention_prefill(NULL, NULL, GUILD_TYPE_F16, NULL, NULL, 3, 0, 4, 4, 80, 1.0f, NULL, stream,
                                             &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "head dimension 80"));
-    ck_assert_int_eq(cuda_router_topk(NULL, 1, 2000, 8, true, 1.0f, NULL, NULL, stream, &err), -1);
+    ck_assert_int_eq(cuda_router_topk(NULL, 1, 2000, 8, 0, 0, true, 1.0f, NULL, NULL, stream, &err), -1);
+    ck_assert_int_eq(cuda_router_topk(NULL, 1, 64, 8, 8, 1, true, 1.0f, NULL, NULL, stream, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "groups"));
 }
 END_TEST
 
@@ -1025,7 +1032,7 @@ static Suite *kernels_suite(void)
     ADD("rope", test_rope, 0, 4);
     ADD("qk_prepare", test_qk_prepare, 0, 16);
     ADD("elementwise", test_elementwise, 0, 1);
-    ADD("router", test_router, 0, 5);
+    ADD("router", test_router, 0, 8);
     ADD("router_topk_logits", test_router_topk_logits, 0, 4);
     ADD("expert_oai", test_expert_oai, 0, 1);
     ADD("router_sigmoid", test_router_sigmoid, 0, 6);

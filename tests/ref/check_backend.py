@@ -42,6 +42,8 @@ CASES.append(("glm4moe-q4_k", "glm4moe", ["--type", "Q4_K", "--output-type", "F3
 CASES.append(("deepseek2-f32", "deepseek2", ["--layers", "3", "--yarn", "4", "--groups", "4", "--groups-used", "2"],
               "f32"))
 CASES.append(("deepseek2-lite-kvb-f32", "deepseek2", ["--q-lora", "0", "--gating", "softmax", "--kv-b"], "f32"))
+CASES.append(("deepseek2-v2-groups-f32", "deepseek2", ["--q-lora", "0", "--gating", "softmax", "--groups", "4",
+                                                       "--groups-used", "2"], "f32"))
 CASES.append(("deepseek2-q4_k", "deepseek2", ["--type", "Q4_K", "--output-type", "F32", "--ff", "256", "--kv-lora",
                                               "256", "--q-lora", "256", "--groups", "4", "--groups-used", "2"] +
               K_SHAPE, "quant"))

@@ -236,8 +236,6 @@ class Model:
             if gating not in (0, 1, 2):
                 raise GGUFError("%s: expert_gating_func %d is not softmax or sigmoid" % (path, gating))
             router_kind = "sigmoid" if gating == 2 else "softmax_topk"
-            if router_kind == "softmax_topk" and int(key("expert_group_count", 0)) > 1:
-                raise GGUFError("%s: expert groups with softmax gating are not in the reference" % path)
         # llama_model_rope_type: NORM (adjacent pairs) or NEOX (halves).
         self.rope_neox = "rope_neox" in attn_opts
         # build_moe_ffn's norm_w argument in the architecture's graph (or the file's expert_weights_norm).
@@ -248,8 +246,9 @@ class Model:
             gating = int(key("expert_gating_func", 0))
             if gating not in (0, 2):
                 raise GGUFError("%s: expert_gating_func %d is not sigmoid" % (path, gating))
-            self.n_groups = int(key("expert_group_count", 0))
-            self.n_group_used = int(key("expert_group_used_count", 0))
+        # build_moe_ffn limits the choice to the best expert groups whatever the gating (softmax: DeepSeek-V2)
+        self.n_groups = int(key("expert_group_count", 0)) if router_kind in ("sigmoid", "softmax_topk") else 0
+        self.n_group_used = int(key("expert_group_used_count", 0))
         # Q/K RMS norms: per head after the reshape, or over the whole projection before it.
         self.qk_norm = "head" if "qk_norm_head" in attn_opts else "full" if "qk_norm_full" in attn_opts else None
         if "qk_norm_head_if_present" in attn_opts and g.tensor("blk.0.attn_q_norm.weight") is not None:
@@ -540,6 +539,10 @@ class Model:
         """build_moe_ffn with sigmoid gating: (selection scores, gates); groups mask the selection scores."""
         probs = 1.0 / (1.0 + np.exp(-logits))
         choice = probs + L["probs_b"] if L.get("probs_b") is not None else probs.copy()
+        return self.mask_groups(choice), probs
+
+    def mask_groups(self, choice):
+        """The experts of all but the n_group_used best groups (a group's score: its two best summed) unchosen."""
         if self.n_groups > 1:
             per = self.n_expert // self.n_groups
             groups = choice.reshape(self.n_groups, per)
@@ -550,7 +553,7 @@ class Model:
             choice = groups.copy()
             choice[mask] = -np.inf
             choice = choice.reshape(-1)
-        return choice, probs
+        return choice
 
     def moe(self, L, h, routing):
         logits = L["gate_inp"].mv(h)
@@ -563,7 +566,7 @@ class Model:
             choice, probs = self.route_sigmoid(L, logits)
         else:
             probs = softmax(logits) if self.router_kind == "softmax_topk" else logits
-            choice = probs
+            choice = self.mask_groups(probs.copy()) if self.router_kind == "softmax_topk" else probs
         order = np.argsort(-choice, kind="stable")
         sel = order[:self.n_expert_used]
         if self.n_expert_used < self.n_expert:

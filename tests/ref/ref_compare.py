@@ -88,6 +88,11 @@ CASES.append(("deepseek2-f32", "deepseek2", SMALL + DS, ["--type", "F32"], "f32"
 CASES.append(("deepseek2-q8_0", "deepseek2", SMALL + DS, ["--type", "Q8_0"], "quant"))
 CASES.append(("deepseek2-lite-f16", "deepseek2", SMALL + ["--head-dim", "64", "--q-lora", "0", "--gating", "softmax",
                                                           "--weights-scale", "2"], ["--type", "F16"], "f32"))
+# DeepSeek-V2's router: softmax gating limited to the best expert groups (llama.cpp applies the groups whatever
+# the gating)
+CASES.append(("deepseek2-v2-groups-f32", "deepseek2", SMALL + ["--head-dim", "64", "--q-lora", "0", "--gating",
+                                                               "softmax", "--expert-groups", "4", "--groups-used", "2",
+                                                               "--weights-scale", "16"], ["--type", "F32"], "f32"))
 CASES.append(("deepseek2-q4km", "deepseek2", QSHAPE + ["--kv-lora", "64", "--q-lora", "64"], ["--recipe", "Q4_K_M"],
               "quant"))
 # the hybrids: gated delta net, full attention, gated delta net, full attention (mkmodel's derived linear heads)

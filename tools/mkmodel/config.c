@@ -376,10 +376,11 @@ int mkmodel_config_validate(const mkmodel_config_t *cfg, guild_err_t *err)
         return guild_err_set(err, "--qk-norm: %s's q/k norms are %s", arch,
                              info->attn.opts & (MODEL_GQA_QK_NORM_HEAD | MODEL_GQA_QK_NORM_FULL) ? "always there"
                                                                                                : "not a thing");
-    const bool sigmoid = mkmodel_router_part(c)->kind == MODEL_ROUTER_SIGMOID_GROUPED;
-    if (!sigmoid && (c->n_expert_groups || c->n_group_used))
-        return guild_err_set(err, "--expert-groups/--groups-used: %s's router has no expert groups%s", arch,
-                             info->gating_picks_router ? " with softmax gating" : "");
+    /* groups where the file can say so: the sigmoid router, and the softmax one of the rows that pick their router
+     * by the gating function (DeepSeek-V2's group-limited softmax) */
+    const bool grouped = mkmodel_router_part(c)->kind == MODEL_ROUTER_SIGMOID_GROUPED || info->gating_picks_router;
+    if (!grouped && (c->n_expert_groups || c->n_group_used))
+        return guild_err_set(err, "--expert-groups/--groups-used: %s's router has no expert groups", arch);
     if (c->n_expert_groups < 0 || c->n_expert_groups > c->n_expert || c->n_group_used < 0 ||
         (c->n_expert_groups > 1 &&
          (c->n_expert % c->n_expert_groups || c->n_expert / c->n_expert_groups < 2 || c->n_group_used < 1 ||

@@ -149,7 +149,7 @@ static void moe_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
 }
 
 /* The softmax router's keys where the row picks the router by the gating function (deepseek2 V2): softmax, the
- * weights scaled (routed_scaling_factor), not renormalised. */
+ * weights scaled (routed_scaling_factor), not renormalised; the group counts only where there are groups. */
 static void softmax_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_part_t *p, const char *arch)
 {
     char k[128];
@@ -158,6 +158,10 @@ static void softmax_keys(gguf_writer_t *w, const mkmodel_config_t *c, const mode
         return; /* the other softmax routers have no keys of their own */
     gguf_writer_set_u32(w, KEY("expert_gating_func"), 1);
     gguf_writer_set_f32(w, KEY("expert_weights_scale"), (float)c->weights_scale);
+    if (c->n_expert_groups > 1) { /* DeepSeek-V2's n_group / topk_group, as its converter writes them */
+        gguf_writer_set_u32(w, KEY("expert_group_count"), (uint32_t)c->n_expert_groups);
+        gguf_writer_set_u32(w, KEY("expert_group_used_count"), (uint32_t)c->n_group_used);
+    }
 }
 
 /* The grouped sigmoid router's keys as glm4moe's and deepseek2's converters write them (gating sigmoid, weights

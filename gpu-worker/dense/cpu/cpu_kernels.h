@@ -94,7 +94,15 @@ void cpu_router_sigmoid_grouped(const float *logits, const float *bias, int32_t 
                                 int32_t n_groups, int32_t n_group_used, bool renorm, float scale, int32_t *ids,
                                 float *w, float *scratch);
 
-/* Floats of scratch cpu_router_sigmoid_grouped needs. */
+/* The softmax router with llama.cpp's expert groups (DeepSeek-V2 files that carry expert_group_count): the
+ * probabilities as cpu_router_topk computes them; the groups as cpu_router_sigmoid_grouped's, scored on the
+ * probabilities; ids = the k largest probabilities of the kept groups (lowest id first on ties), descending;
+ * w[j] = probs[ids[j]], renormalised and scaled as cpu_router_topk's. n_groups <= 1: cpu_router_topk itself.
+ * scratch: cpu_router_sigmoid_scratch(n_expert, n_groups) floats. */
+void cpu_router_softmax_grouped(const float *logits, int32_t n_expert, int32_t k, int32_t n_groups,
+                                int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w, float *scratch);
+
+/* Floats of scratch cpu_router_sigmoid_grouped and cpu_router_softmax_grouped need. */
 static inline int64_t cpu_router_sigmoid_scratch(int32_t n_expert, int32_t n_groups)
 {
     return 2 * (int64_t)n_expert + (n_groups > 1 ? 2 * (int64_t)n_groups : 0);

@@ -20,8 +20,8 @@ static void weights_finish(float *w, int32_t k, bool renorm, float scale)
             w[j] *= scale;
 }
 
-void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool renorm, float scale, int32_t *ids,
-                     float *w, float *probs)
+/* ggml's soft_max of one row: expf(l - max), summed in double in expert order, times (float)(1 / sum). */
+static void softmax_probs(const float *logits, int32_t n_expert, float *probs)
 {
     float max = -INFINITY;
     for (int32_t e = 0; e < n_expert; e++)
@@ -35,6 +35,12 @@ void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool reno
     const float inv = (float)(1.0 / sum);
     for (int32_t e = 0; e < n_expert; e++)
         probs[e] *= inv;
+}
+
+void cpu_router_topk(const float *logits, int32_t n_expert, int32_t k, bool renorm, float scale, int32_t *ids,
+                     float *w, float *probs)
+{
+    softmax_probs(logits, n_expert, probs);
 
     /* selection: k passes, each taking the best expert not taken yet (k is small: 2..16) */
     for (int32_t s = 0; s < k; s++) {
@@ -103,6 +109,33 @@ static void top_k(const float *v, int32_t n, int32_t k, int32_t *ids)
     }
 }
 
+/* llama.cpp's group-limited selection on sel[0..n_expert): a group's score is its two best sel summed, the
+ * n_group_used best groups (chosen as the experts are: lowest first on ties, a NaN never chosen over a number)
+ * keep their experts, the others' sel become -INFINITY. gscore: 2 * n_groups floats. */
+static void mask_groups(float *sel, int32_t n_expert, int32_t n_groups, int32_t n_group_used, float *gscore)
+{
+    const int32_t per = n_expert / n_groups;
+    for (int32_t g = 0; g < n_groups; g++) {
+        int32_t two[2];
+        top_k(sel + (int64_t)g * per, per, 2, two);
+        gscore[g] = sel[g * per + two[0]] + sel[g * per + two[1]];
+    }
+    float *kept = gscore + n_groups;
+    for (int32_t g = 0; g < n_groups; g++)
+        kept[g] = 0;
+    for (int32_t j = 0; j < n_group_used; j++) {
+        int32_t best = -1;
+        for (int32_t g = 0; g < n_groups; g++)
+            if (!kept[g] && (best < 0 || gscore[g] > gscore[best]))
+                best = g;
+        kept[best] = 1;
+    }
+    for (int32_t g = 0; g < n_groups; g++)
+        if (!kept[g])
+            for (int32_t e = g * per; e < (g + 1) * per; e++)
+                sel[e] = -INFINITY;
+}
+
 void cpu_router_sigmoid_grouped(const float *logits, const float *bias, int32_t n_expert, int32_t k,
                                 int32_t n_groups, int32_t n_group_used, bool renorm, float scale, int32_t *ids,
                                 float *w, float *scratch)
@@ -112,33 +145,28 @@ void cpu_router_sigmoid_grouped(const float *logits, const float *bias, int32_t 
         s[e] = 1.0f / (1.0f + expf(-logits[e]));
         sel[e] = bias ? s[e] + bias[e] : s[e];
     }
-    if (n_groups > 1) {
-        const int32_t per = n_expert / n_groups;
-        float *gscore = scratch + 2 * n_expert;
-        for (int32_t g = 0; g < n_groups; g++) {
-            int32_t two[2];
-            top_k(sel + (int64_t)g * per, per, 2, two);
-            gscore[g] = sel[g * per + two[0]] + sel[g * per + two[1]];
-        }
-        /* the best groups, chosen as the experts are (lowest first on ties, a NaN never chosen over a number);
-         * the others' experts cannot be chosen */
-        float *kept = gscore + n_groups;
-        for (int32_t g = 0; g < n_groups; g++)
-            kept[g] = 0;
-        for (int32_t j = 0; j < n_group_used; j++) {
-            int32_t best = -1;
-            for (int32_t g = 0; g < n_groups; g++)
-                if (!kept[g] && (best < 0 || gscore[g] > gscore[best]))
-                    best = g;
-            kept[best] = 1;
-        }
-        for (int32_t g = 0; g < n_groups; g++)
-            if (!kept[g])
-                for (int32_t e = g * per; e < (g + 1) * per; e++)
-                    sel[e] = -INFINITY;
-    }
+    if (n_groups > 1)
+        mask_groups(sel, n_expert, n_groups, n_group_used, scratch + 2 * n_expert);
     top_k(sel, n_expert, k, ids);
     for (int32_t j = 0; j < k; j++)
         w[j] = s[ids[j]];
+    weights_finish(w, k, renorm, scale);
+}
+
+void cpu_router_softmax_grouped(const float *logits, int32_t n_expert, int32_t k, int32_t n_groups,
+                                int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w, float *scratch)
+{
+    if (n_groups <= 1) {
+        cpu_router_topk(logits, n_expert, k, renorm, scale, ids, w, scratch);
+        return;
+    }
+    float *probs = scratch, *sel = scratch + n_expert;
+    softmax_probs(logits, n_expert, probs);
+    for (int32_t e = 0; e < n_expert; e++)
+        sel[e] = probs[e];
+    mask_groups(sel, n_expert, n_groups, n_group_used, scratch + 2 * n_expert);
+    top_k(sel, n_expert, k, ids);
+    for (int32_t j = 0; j < k; j++)
+        w[j] = probs[ids[j]];
     weights_finish(w, k, renorm, scale);
 }

@@ -130,10 +130,12 @@ int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n
                     const float *cs, const int32_t *pos, guild_type_t kv_type, void *k_cache, void *v_cache,
                     cudaStream_t s, guild_err_t *err);
 
-/* cpu_router_topk for n_tok tokens: logits [n_tok][n_expert] -> ids/w [n_tok][k]. n_expert <= 1024,
- * k <= 32. */
-int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm, float scale,
-                     int32_t *ids, float *w, cudaStream_t s, guild_err_t *err);
+/* cpu_router_softmax_grouped for n_tok tokens (n_groups <= 1: cpu_router_topk): logits [n_tok][n_expert] ->
+ * ids/w [n_tok][k], the same experts, the weights within float rounding (the softmax's sum). n_expert <= 1024,
+ * k <= 32, groups as the CPU's. */
+int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
+                     int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w, cudaStream_t s,
+                     guild_err_t *err);
 
 /* counts[ids[i]] += 1 for the n_pairs routed pairs ids[0..n_pairs) of one layer (ids < 0 or >= n_expert are not
  * counted); counts: that layer's [n_expert] device counters (route_count.cu). */

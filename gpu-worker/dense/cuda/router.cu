@@ -1,18 +1,20 @@
-/* cuda_router_topk: cpu_router_topk, one warp per token: softmax (sum in double), k passes of a warp argmax
- * (ties to the lowest expert id, as the CPU's scan), optional renormalisation summed in slot order, scale. */
+/* cuda_router_topk: cpu_router_softmax_grouped, one warp per token: softmax (sum in double), with expert groups
+ * the experts of all but the best groups masked (router_groups.cuh), k passes of a warp argmax (ties to the lowest
+ * expert id, as the CPU's scan), optional renormalisation summed in slot order, scale. */
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/router_groups.cuh"
 
 #define ROUTER_WARPS 4
 
-static __global__ void router_kernel(const float *__restrict__ logits, int n_tok, int n_expert, int k, bool renorm,
-                                     float scale, int32_t *ids, float *w)
+static __global__ void router_kernel(const float *__restrict__ logits, int n_tok, int n_expert, int k, int G,
+                                     int n_group_used, bool renorm, float scale, int32_t *ids, float *w)
 {
     extern __shared__ float probs_sh[];
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int t = blockIdx.x * ROUTER_WARPS + warp;
     if (t >= n_tok)
         return;
-    float *p = probs_sh + warp * n_expert;
+    float *p = probs_sh + (size_t)warp * (n_expert + G);
     const float *l = logits + (int64_t)t * n_expert;
 
     float mx = -INFINITY;
@@ -30,6 +32,8 @@ static __global__ void router_kernel(const float *__restrict__ logits, int n_tok
     for (int e = lane; e < n_expert; e += WARP_SIZE)
         p[e] = p[e] * inv;
     __syncwarp();
+    if (G) /* masked experts are -INFINITY: below a taken one (-1), never chosen */
+        warp_mask_groups(p, n_expert, G, n_group_used, p + n_expert, lane);
 
     /* Slot s ends in lane s. Probabilities are >= 0, so -1 marks an expert already taken. A NaN (non-finite
      * logits, which the non-finite check reports after the step) counts as -0.5: below every probability, above
@@ -79,16 +83,21 @@ static __global__ void router_kernel(const float *__restrict__ logits, int n_tok
     }
 }
 
-extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, bool renorm,
-                                float scale, int32_t *ids, float *w, cudaStream_t s, guild_err_t *err)
+extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
+                                int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w, cudaStream_t s,
+                                guild_err_t *err)
 {
     if (n_tok <= 0)
         return 0;
-    if (n_expert < 1 || n_expert > 1024 || k < 1 || k > WARP_SIZE || k > n_expert)
-        return guild_err_set(err, "cuda: router: top-%d of %d experts is outside what the kernel handles (<= 1024 "
-                             "experts, k <= 32)", k, n_expert);
-    const size_t smem = (size_t)ROUTER_WARPS * (size_t)n_expert * sizeof(float);
+    const int32_t G = n_groups > 1 ? n_groups : 0;
+    if (n_expert < 1 || n_expert > 1024 || k < 1 || k > WARP_SIZE || k > n_expert ||
+        (G && (n_expert % G || n_expert / G < 2 || n_group_used < 1 || n_group_used > G ||
+               (int64_t)n_group_used * (n_expert / G) < k)))
+        return guild_err_set(err, "cuda: router: top-%d of %d experts in %d groups (%d used) is outside what the "
+                             "kernel handles (<= 1024 experts, k <= 32, equal groups of >= 2 holding k)", k, n_expert,
+                             n_groups, n_group_used);
+    const size_t smem = (size_t)ROUTER_WARPS * (size_t)(n_expert + G) * sizeof(float);
     router_kernel<<<(unsigned)((n_tok + ROUTER_WARPS - 1) / ROUTER_WARPS), ROUTER_WARPS * WARP_SIZE, smem, s>>>(
-        logits, n_tok, n_expert, k, renorm, scale, ids, w);
+        logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w);
     return cuda_launch_check("router", err);
 }

@@ -3,31 +3,9 @@
  * of the others masked to -INFINITY, k passes of a warp argmax over the scores (ties to the lowest id, as the
  * CPU's scans), the gates of the chosen as weights, optional renormalisation summed in slot order, scale. */
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/router_groups.cuh"
 
 #define SIGMOID_WARPS 4
-
-/* The best of v[0..n) whose value is not NaN (NaN marks what was taken), lowest index first on ties; every lane
- * gets it. n >= 1 with at least one candidate left. */
-static __device__ int warp_argmax(const float *v, int n, int lane)
-{
-    float bv = -INFINITY;
-    int bi = 0x7fffffff;
-    for (int e = lane; e < n; e += WARP_SIZE)
-        if (!isnan(v[e]) && (v[e] > bv || bi == 0x7fffffff)) {
-            bv = v[e];
-            bi = e;
-        }
-#pragma unroll
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-        const int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-        if (oi != 0x7fffffff && (bi == 0x7fffffff || ov > bv || (ov == bv && oi < bi))) {
-            bv = ov;
-            bi = oi;
-        }
-    }
-    return bi;
-}
 
 static __global__ void sigmoid_kernel(const float *__restrict__ logits, const float *__restrict__ bias, int n_tok,
                                       int n_expert, int k, int n_groups, int n_group_used, bool renorm, float scale,
@@ -49,33 +27,8 @@ static __global__ void sigmoid_kernel(const float *__restrict__ logits, const fl
         sel[e] = isnan(v) ? -INFINITY : v;
     }
     __syncwarp();
-    if (G) {
-        const int per = n_expert / G;
-        for (int g = lane; g < G; g += WARP_SIZE) {
-            const float *v = sel + g * per;
-            int b1 = 0;
-            for (int e = 1; e < per; e++)
-                if (v[e] > v[b1])
-                    b1 = e;
-            int b2 = b1 == 0 ? 1 : 0;
-            for (int e = 0; e < per; e++)
-                if (e != b1 && v[e] > v[b2])
-                    b2 = e;
-            gscore[g] = v[b1] + v[b2];
-        }
-        __syncwarp();
-        for (int j = 0; j < n_group_used; j++) {
-            const int best = warp_argmax(gscore, G, lane);
-            __syncwarp();
-            if (lane == 0)
-                gscore[best] = NAN; /* kept */
-            __syncwarp();
-        }
-        for (int e = lane; e < n_expert; e += WARP_SIZE)
-            if (!isnan(gscore[e / per]))
-                sel[e] = -INFINITY;
-        __syncwarp();
-    }
+    if (G)
+        warp_mask_groups(sel, n_expert, G, n_group_used, gscore, lane);
     float my_w = 0.0f;
     int my_id = 0;
     for (int s = 0; s < k; s++) {
