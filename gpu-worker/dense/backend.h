@@ -36,7 +36,8 @@ struct gpu_plan;
 /* backend_options_t.mla_form */
 enum {
     BACKEND_MLA_AUTO = 0, /* absorbed below the batch size where up-projecting the cached latent pays, expanded
-                             from it (the "cpu" backend: by multiply-adds, gpu-worker/dense/cpu/attn_mla.c) */
+                             from it (the "cpu" backend: by multiply-adds, gpu-worker/dense/cpu/attn_mla.c) when
+                             the up-projections are plain floats; absorbed for block-quantized ones */
     BACKEND_MLA_ABSORBED, /* always absorbed (llama.cpp's form) */
     BACKEND_MLA_EXPANDED, /* always expanded */
 };

@@ -18,7 +18,7 @@
  * dequantizes head h's block transposed and sums float products in dot8's order. scale is c->mla_kq_scale.
  *
  * The form is backend_options_t.mla_form; auto takes the expanded one for batches of at least expand_rows()
- * rows, where it needs fewer multiply-adds. Work is split by rows (the projections and the cache), by (row,
+ * rows, where it needs fewer multiply-adds, when the up-projections are plain floats (up_projections_plain). Work is split by rows (the projections and the cache), by (row,
  * head) (absorbed attention) and by head (the rest), never inside a sum.
  */
 #include <math.h>
@@ -104,6 +104,21 @@ static int32_t expand_rows(const mla_dims_t *d)
         return INT32_MAX;
     const int64_t rows = (d->R * (d->nope + d->V) + gain - 1) / gain;
     return rows > INT32_MAX ? INT32_MAX : (int32_t)rows;
+}
+
+/* Whether the up-projections (attn_k_b and attn_v_b, or attn_kv_b) are plain floats. Auto picks the expanded
+ * form only then: with block types each form quantizes different activations to the weights' dot type (the
+ * absorbed one the queries and the attended latent, the expanded one every cached latent), so the two differ by
+ * that quantization, not float rounding; the absorbed form is llama.cpp's for files with attn_k_b/attn_v_b. */
+static bool up_projections_plain(const model_layer_t *L, bool kv_split)
+{
+    const model_tensor_t *w[2] = {kv_split ? &L->wk_b : &L->wkv_b, kv_split ? &L->wv_b : &L->wkv_b};
+    for (int i = 0; i < 2; i++) {
+        const quant_type_info_t *t = quant_type_info(w[i]->type);
+        if (!t || t->block_elems != 1)
+            return false;
+    }
+    return true;
 }
 
 /* dot of n floats in 8 lanes, cpu_attention_head's order (cpu_kernels.h). */
@@ -372,7 +387,8 @@ static int mla_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     cpu_linear(pool, &L->wkv_a, 0, d->RR, n, b->xn, E, b->mla_kv, d->RR, b->act);
     guild_pool_run(pool, n, prepare_task, &j);
     const bool expanded = b->mla_form == BACKEND_MLA_EXPANDED ||
-                          (b->mla_form == BACKEND_MLA_AUTO && n >= expand_rows(d));
+                          (b->mla_form == BACKEND_MLA_AUTO && n >= expand_rows(d) &&
+                           up_projections_plain(L, c->mla_kv_split));
     for (int32_t t = 0; t < n; t++)
         b->row_pos[t] = b->kv_len + t;
     if (keep) {
