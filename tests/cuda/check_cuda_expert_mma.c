@@ -68,6 +68,31 @@ static void fill_weights(rng_t *r, guild_type_t type, char *w, size_t bytes)
     case GUILD_TYPE_Q6_K: bsz = sizeof(quant_block_q6_K), doff[0] = 208, doff[1] = 0, nd = 1; break;
     case GUILD_TYPE_IQ4_XS: bsz = sizeof(quant_block_iq4_xs), doff[0] = 0, doff[1] = 0, nd = 1; break;
     case GUILD_TYPE_Q8_0: bsz = sizeof(quant_block_q8_0), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_Q2_K: bsz = sizeof(quant_block_q2_K), doff[0] = 80, doff[1] = 82, nd = 2; break;
+    case GUILD_TYPE_Q3_K: bsz = sizeof(quant_block_q3_K), doff[0] = 108, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_Q4_0: bsz = sizeof(quant_block_q4_0), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_Q5_0: bsz = sizeof(quant_block_q5_0), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ4_NL: bsz = sizeof(quant_block_iq4_nl), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ2_XXS: bsz = sizeof(quant_block_iq2_xxs), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ2_XS: bsz = sizeof(quant_block_iq2_xs), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ2_S: bsz = sizeof(quant_block_iq2_s), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ3_XXS: bsz = sizeof(quant_block_iq3_xxs), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ3_S: bsz = sizeof(quant_block_iq3_s), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ1_S: bsz = sizeof(quant_block_iq1_s), doff[0] = 0, doff[1] = 0, nd = 1; break;
+    case GUILD_TYPE_IQ1_M:
+        /* the fp16 scale is the top nibbles of the four uint16 of scales (little-endian, at offset 48) */
+        ck_assert(bytes % sizeof(quant_block_iq1_m) == 0);
+        for (size_t b = 0; b < bytes; b += sizeof(quant_block_iq1_m)) {
+            const float v = (float)(1e-4 + 3e-3 * rng_uniform(r)) * ((rng_next(r) & 3) ? 1.0f : 10.0f);
+            const quant_half_t h = quant_f32_to_f16(v);
+            uint16_t hb, sc[4];
+            memcpy(&hb, &h, 2);
+            memcpy(sc, w + b + 48, 8);
+            for (int k = 0; k < 4; k++)
+                sc[k] = (uint16_t)((sc[k] & 0x0fff) | (((hb >> (4 * k)) & 0xf) << 12));
+            memcpy(w + b + 48, sc, 8);
+        }
+        return;
     default: ck_abort_msg("no weight filler for type %d", (int)type); return;
     }
     ck_assert(bytes % bsz == 0);
@@ -133,7 +158,8 @@ static void problem_init(problem_t *P, rng_t *r, guild_type_t type, int64_t n, i
     P->n_expert = n_expert, P->n_pairs = n_pairs, P->act_div = act_div;
     P->n_act = (n_pairs + act_div - 1) / act_div;
     /* rows padded where the type's alignment allows (16 bytes for Q4_K/Q5_K, 4 for IQ4_XS, 2 for the others) */
-    const size_t pad = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ? 0 : type == GUILD_TYPE_IQ4_XS ? 4 : 2;
+    const bool mma = cuda_expert_mma_supported(type);
+    const size_t pad = !mma || type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ? 0 : type == GUILD_TYPE_IQ4_XS ? 4 : 2;
     P->rs = row_bytes(type, n) + pad;
     P->es = P->rs * (size_t)nrows + 16;
     const guild_type_t at = quant_type_info(type)->dot_type;
@@ -210,7 +236,10 @@ static void problem_run(problem_t *P, int k)
 static long problem_compare(problem_t *P, const int32_t *h_ids, const char *what)
 {
     float *got[2];
-    for (int k = 0; k < 2; k++) {
+    /* a type without the mma kernel: the dp4a path alone, against the sampled anchor below */
+    const int paths = cuda_expert_mma_supported(P->type) ? 2 : 1;
+    got[1] = NULL;
+    for (int k = 0; k < paths; k++) {
         got[k] = malloc(P->out_bytes);
         CK_CUDA(cudaMemsetAsync(P->out, 0xff, P->out_bytes, stream));
         problem_run(P, k);
@@ -225,7 +254,7 @@ static long problem_compare(problem_t *P, const int32_t *h_ids, const char *what
             const bool routed = r < P->nrows && h_ids[p] >= 0;
             uint32_t b0, b1;
             memcpy(&b0, &got[0][i], 4);
-            memcpy(&b1, &got[1][i], 4);
+            memcpy(&b1, &got[paths - 1][i], 4);
             if (!routed) {
                 ck_assert_msg(b0 == poison && b1 == poison, "%s: pair %d row %lld (not routed / padding) was "
                               "written (dp4a %08x, mma %08x)", what, p, (long long)r, b0, b1);
@@ -268,6 +297,37 @@ static long problem_compare(problem_t *P, const int32_t *h_ids, const char *what
 }
 
 /* ---- bits ------------------------------------------------------------------------------------------------ */
+
+/* The types without the mma kernel (the low-bit K and IQ types of the big downloads, the 32-element ones): the
+ * dp4a path's routed products, sampled outputs bit for bit against quant_vec_dot_ref (silu(g) * u within libm's
+ * tolerance with w_up), skipped pairs and padding untouched. */
+static const guild_type_t dp4a_types[] = {GUILD_TYPE_Q2_K,    GUILD_TYPE_Q3_K,   GUILD_TYPE_Q4_0,    GUILD_TYPE_Q5_0,
+                                          GUILD_TYPE_IQ4_NL,  GUILD_TYPE_IQ2_XXS, GUILD_TYPE_IQ2_XS, GUILD_TYPE_IQ2_S,
+                                          GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ3_S,  GUILD_TYPE_IQ1_S,   GUILD_TYPE_IQ1_M};
+#define N_DP4A_TYPES (int)(sizeof dp4a_types / sizeof dp4a_types[0])
+
+START_TEST(test_dp4a_types)
+{
+    const guild_type_t type = dp4a_types[_i / 2];
+    const bool gu = _i % 2 == 0;
+    ck_assert(!cuda_expert_mma_supported(type));
+    rng_t r;
+    rng_seed(&r, 900 + (uint64_t)_i);
+    static const int32_t counts[] = {1, 7, 8, 9, 40, 0, 33, 2};
+    const int32_t n_expert = 8, n_used = 8, n_tok = 16, n_pairs = n_tok * n_used; /* 100 routed, 28 skip */
+    int32_t *ids = make_ids(&r, counts, n_expert, n_pairs);
+    problem_t P;
+    const int64_t n = gu ? 2048 : 512, nrows = gu ? 384 : 100;
+    problem_init(&P, &r, type, n, nrows, gu, ids, n_expert, n_pairs, gu ? n_used : 1);
+    char what[128];
+    snprintf(what, sizeof what, "%s %s n=%lld rows=%lld", quant_type_info(type)->name, gu ? "gate+up" : "plain",
+             (long long)n, (long long)nrows);
+    ck_assert_int_eq(problem_compare(&P, ids, what), 0);
+    printf("PASS: %s routed products (dp4a) = quant_vec_dot_ref on sampled outputs\n", what);
+    problem_fini(&P);
+    free(ids);
+}
+END_TEST
 
 typedef struct {
     guild_type_t type;
@@ -673,6 +733,7 @@ static Suite *mma_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_mma_bits, 0, N_BITS_CASES);
     tcase_add_test(tc, test_mma_rejects);
+    tcase_add_loop_test(tc, test_dp4a_types, 0, 2 * N_DP4A_TYPES);
     suite_add_tcase(s, tc);
     tc = tcase_create("timing");
     tcase_set_timeout(tc, 300);
