@@ -904,7 +904,9 @@ static void watch(sup_t *s, uint64_t now)
         } else {
             pending = guild_doorbell_load(&s->step.sh->request) > guild_doorbell_load(&s->step.sh->response) &&
                       !cpu_pending;
-            mark = xstep;
+            /* exchanges, and layers finished within a pass (a long prefill chunk without exchanges: resident or
+             * streamed experts) */
+            mark = xstep + __atomic_load_n(&s->step.sh->progress, __ATOMIC_RELAXED);
         }
         if (!pending) {
             w->stall_since_ns = 0;

@@ -11,7 +11,8 @@
  *     remote worker that is loading, perhaps receiving its shard over the same link, gets 10 x hang_ms);
  *   - reaps its children at once (a death is seen within one 10 ms tick);
  *   - watches the arena: an exchange a CPU worker has not completed, or a step request the GPU worker has not
- *     answered while the CPU workers are idle, for stall_ms without progress, is a hang too;
+ *     answered while the CPU workers are idle, for stall_ms without progress (an exchange, or a layer of the
+ *     pass finished: the step region's progress word), is a hang too;
  *   - kills a hung worker (SIGKILL), and respawns any dead one with the same part; a CPU worker resumes at
  *     the exchange it died in (the slot's inputs are intact), so the GPU worker's wait simply completes; a
  *     GPU worker comes back with an empty cache, which the remote backend refills (remote_backend.h);

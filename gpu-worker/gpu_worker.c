@@ -244,6 +244,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   /* resident experts: their hit rate is counted too */
                                   .count_routing = o.count_routing || (planned && plan.n_resident_experts > 0),
                                   .check_finite = o.check_finite,
+                                  .progress = &g->step.sh->progress,
                                   .plan = planned ? &plan : NULL};
     /* the streamed experts' sources: the CPU workers' own copies */
     if (a->n_expert_stores && o.cuda.stager == CUDA_STAGER_SHARED && gpu_worker_options_backend_config(&o)) {

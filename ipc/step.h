@@ -78,7 +78,9 @@ typedef struct guild_step_shared {
     uint64_t tokens_offset;   /* bytes from the region start: int32 tokens[max_tokens] */
     uint64_t out_rows_offset; /* int32 out_rows[max_out]: batch rows (0..n_tokens-1) wanting logits */
     uint64_t logits_offset;   /* float logits[max_out][n_vocab]: GPU worker, row j for out_rows[j] */
-    uint64_t reserved[3];
+    uint64_t progress;        /* GPU worker: bumped as layers of a forward pass complete (backend_options_t.progress):
+                                 the coordinator's stall watchdog sees a long pass move */
+    uint64_t reserved[2];
     guild_doorbell_t request;  /* rung by the coordinator */
     guild_doorbell_t response; /* rung by the GPU worker */
     guild_doorbell_t abort;    /* rung by the coordinator */

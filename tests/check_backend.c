@@ -25,6 +25,7 @@ typedef struct rig {
 
 static bool rig_all_rows; /* backend_options_t.all_rows of the rigs opened next */
 static int32_t rig_mla_form; /* backend_options_t.mla_form of the rigs opened next */
+static uint64_t *rig_progress; /* backend_options_t.progress of the rigs opened next */
 
 static void rig_open(rig_t *r, const tiny_spec_t *s, int threads, int n_batch, int n_ctx)
 {
@@ -36,7 +37,7 @@ static void rig_open(rig_t *r, const tiny_spec_t *s, int threads, int n_batch, i
     ck_assert_msg(guild_pool_new(&r->pool, threads, NULL, &err) == 0, "%s", err.msg);
     ck_assert_msg(moe_local_new(&r->moe, r->model, r->pool, &err) == 0, "%s", err.msg);
     backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe,
-                           .all_rows = rig_all_rows, .mla_form = rig_mla_form};
+                           .all_rows = rig_all_rows, .mla_form = rig_mla_form, .progress = rig_progress};
     ck_assert_msg(backend_new(&r->be, "cpu", r->model, &o, NULL, &err) == 0, "%s", err.msg);
 }
 
@@ -199,6 +200,26 @@ static void run_long(rig_t *r, int chunk, float *out)
                       err.msg);
     }
 }
+
+/* backend_options_t.progress: one more per layer of every forward call (the prompt in chunks of 4: 3 calls, then
+ * 4 single steps), whatever the architecture's layer kinds. */
+START_TEST(test_progress_counts_layers)
+{
+    static const char *archs[] = {"qwen3moe", "deepseek2", "qwen3next"};
+    tiny_spec_t s = tiny_spec(archs[_i]);
+    uint64_t progress = 5;
+    rig_progress = &progress;
+    rig_t r;
+    rig_open(&r, &s, 2, 4, 32);
+    rig_progress = NULL;
+    const int32_t V = model_config(r.model)->n_vocab;
+    float *out = malloc((size_t)(N_PROMPT + N_STEPS) * (size_t)V * sizeof *out);
+    run_all(&r, 4, out);
+    ck_assert_uint_eq(progress, 5 + 7 * (uint64_t)model_config(r.model)->n_layer);
+    free(out);
+    rig_close(&r);
+}
+END_TEST
 
 /* The absorbed form (queries into the latent space) and the expanded one (keys and values up-projected from the
  * cached latents) agree within float rounding; each gives the same bits for every batch split; auto takes the
@@ -637,6 +658,7 @@ int main(void)
     tcase_add_test(tc, test_recurrent_truncate_empties);
     tcase_add_loop_test(tc, test_truncate_and_replay, 0, 2);
     tcase_add_loop_test(tc, test_mla_absorbed_and_expanded_agree, 0, 4);
+    tcase_add_loop_test(tc, test_progress_counts_layers, 0, 3);
     suite_add_tcase(su, tc);
     tc = tcase_create("experts");
     tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 2 * N_ARCHS);

@@ -61,6 +61,10 @@ typedef struct backend_options {
                                   holds it); creation fails when the plan asks for more than the backend's
                                   plan_caps. The cpu backend, a stand-in for a device, computes the plan's resident
                                   experts and never streams */
+    uint64_t *progress; /* optional: incremented (atomically, relaxed) as each layer of a forward pass completes,
+                           so that a watcher in another process can tell a long pass from a hung one; the cuda
+                           backend counts layers the device has finished, in passes of more than its graph's rows
+                           (a captured step is short); NULL: none */
 } backend_options_t;
 
 /* Counters since creation of what a backend did itself (backend_stats; the executor it was given counts its

@@ -512,6 +512,34 @@ START_TEST(test_graph_equals_direct)
 }
 END_TEST
 
+/* backend_options_t.progress: a batch of 24 tokens (more than any captured step takes) marks every layer as the
+ * device finishes it, with graphs and without; a one-token step marks none (a graph, or too short to matter). */
+START_TEST(test_progress_marks)
+{
+    tiny_spec_t s = cuda_spec("qwen3moe", GUILD_TYPE_Q8_0, 31);
+    rig_t r;
+    rig_open(&r, &s, 32, 64, false);
+    for (int graphs = 0; graphs < 2; graphs++) {
+        uint64_t p = 0;
+        backend_t *be = cuda_open(&r, 32, 64, (backend_options_t){.progress = &p},
+                                  (cuda_config_t){.no_graph = !graphs});
+        int32_t toks[24], last = 23, row = 0;
+        for (int i = 0; i < 24; i++)
+            toks[i] = prompt[i % N_PROMPT] % r.n_vocab;
+        float *l = malloc((size_t)r.n_vocab * sizeof *l);
+        forward(be, 24, toks, 1, &last, l);
+        ck_assert_msg(p == (uint64_t)s.n_layer, "graphs %d: %llu progress marks after a batch of 24, expected %d",
+                      graphs, (unsigned long long)p, s.n_layer);
+        forward(be, 1, toks, 1, &row, l);
+        ck_assert_msg(p == (uint64_t)s.n_layer, "graphs %d: a one-token step marked progress (%llu)", graphs,
+                      (unsigned long long)p);
+        free(l);
+        backend_destroy(&be);
+    }
+    rig_close(&r);
+}
+END_TEST
+
 /* The device experts against the CPU's (the reference backend), strict greedy comparison, F32 cache; and a
  * budget that holds the experts of exactly one layer: that layer on the device, the other through the host. */
 START_TEST(test_device_experts_and_budget)
@@ -1017,6 +1045,7 @@ static Suite *backend_suite(void)
     tc = tcase_create("graphs_experts_arena");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_graph_equals_direct, 0, 5);
+    tcase_add_test(tc, test_progress_marks);
     tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 5);
     tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
     tcase_add_loop_test(tc, test_streaming, 0, 2);

@@ -171,6 +171,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->n_batch = opt->n_batch;
     b->all_rows = opt->all_rows;
     b->check_finite = opt->check_finite;
+    b->progress = opt->progress;
     b->mla_form = opt->mla_form;
     b->n_threads = guild_pool_threads(opt->pool);
 
@@ -302,6 +303,8 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
                 b->kv_len = 0;
             return -1;
         }
+        if (b->progress)
+            __atomic_add_fetch(b->progress, 1, __ATOMIC_RELAXED);
     }
     if (b->all_rows && n_out > 0) {
         float *scratch = b->proj;

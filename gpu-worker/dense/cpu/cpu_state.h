@@ -27,6 +27,7 @@ typedef struct cpu_backend {
     int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */
     bool all_rows;          /* no narrowing in the last layer (backend_options_t.all_rows) */
     bool check_finite;      /* the norms check for NaN and infinity (gpu-worker/dense/finite_check.h) */
+    uint64_t *progress;     /* backend_options_t.progress: bumped after each layer */
     int n_threads;
     cpu_rope_t rope;
 

@@ -546,6 +546,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         goto fail;
     }
     memset(b->h_tokens, 0, (2 * NB + 2) * sizeof(int32_t));
+    b->progress = opt->progress;
     if (opt->check_finite &&
         (cuda_alloc((void **)&b->d_finite, sizeof *b->d_finite, sc, "the non-finite check", err) < 0 ||
          cuda_check(cudaMallocHost((void **)&b->h_finite, sizeof *b->h_finite), "pinned memory of the non-finite "
@@ -600,8 +601,15 @@ fail:
 }
 
 
-/* Embedding and every layer of the n tokens staged in h_tokens. */
-static int enqueue_layers(cuda_backend_t *b, int32_t n, guild_err_t *err)
+/* A host function the stream runs when the layers before it are done: one more layer finished. */
+static void CUDART_CB progress_bump(void *p)
+{
+    __atomic_add_fetch((uint64_t *)p, 1, __ATOMIC_RELAXED);
+}
+
+/* Embedding and every layer of the n tokens staged in h_tokens; with progress (never while capturing a graph),
+ * a host function after each layer bumps b->progress. */
+static int enqueue_layers(cuda_backend_t *b, int32_t n, bool progress, guild_err_t *err)
 {
     const int64_t E = b->cfg->n_embd;
     cudaStream_t s = b->stream;
@@ -614,9 +622,13 @@ static int enqueue_layers(cuda_backend_t *b, int32_t n, guild_err_t *err)
     if (b->d_finite && /* FINITE_NONE: every byte 0xff */
         cuda_check(cudaMemsetAsync(b->d_finite, 0xff, sizeof *b->d_finite, s), "reset the non-finite check", err) < 0)
         return -1;
-    for (int32_t il = 0; il < b->cfg->n_layer; il++)
+    for (int32_t il = 0; il < b->cfg->n_layer; il++) {
         if (cuda_layer_forward(b, il, n, err) < 0)
             return -1;
+        if (progress && b->progress &&
+            cuda_check(cudaLaunchHostFunc(s, progress_bump, b->progress), "enqueue the progress mark", err) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -674,7 +686,7 @@ static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cu
     cudaGraph_t graph = NULL;
     if (cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "begin graph capture", err) < 0)
         return -1;
-    int rc = enqueue_layers(b, n, err) < 0 || enqueue_head(b, n_out, dst, err) < 0 ||
+    int rc = enqueue_layers(b, n, false, err) < 0 || enqueue_head(b, n_out, dst, err) < 0 ||
                      cuda_moe_step_end(b->moe, s, err) < 0
                  ? -1
                  : 0;
@@ -746,7 +758,8 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     } else {
         /* The logits go straight to the caller's memory, which may be pageable: a copy there may block the host
          * thread, so the layers (and whatever the bridge needs the host for meanwhile) are waited for first. */
-        if (enqueue_layers(b, n, err) < 0 || cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 ||
+        if (enqueue_layers(b, n, n > CUDA_GRAPH_ROWS, err) < 0 ||
+            cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 ||
             cuda_moe_sync(b->moe, b->done, err) < 0 || enqueue_head(b, n_out, logits, err) < 0 ||
             cuda_moe_step_end(b->moe, s, err) < 0)
             goto fail;

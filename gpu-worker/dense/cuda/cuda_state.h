@@ -144,6 +144,8 @@ typedef struct cuda_backend {
     uint64_t *d_finite;         /* device word */
     uint64_t *h_finite;         /* pinned */
     int32_t gpu_expert_layers;  /* layers whose experts run on the device */
+    uint64_t *progress;         /* backend_options_t.progress: bumped by a host function after each layer of a
+                                   direct (not captured) step */
 
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */
 } cuda_backend_t;
