@@ -51,6 +51,9 @@ if [ -f $mds ]; then
     bench 200 ds-24g $mds --gpu-mem 24G
     rm -f $mds
 fi
+# a killed run's workers exit on their parent's death (SIGTERM): wait for them, or the removed file's blocks stay
+for i in $(seq 1 30); do pgrep -f 'guild-(gpu|cpu)-worker' > /dev/null || break; sleep 1; done
+say "processes left: $(pgrep -fa 'guild' | head -5 | tr '\n' ';'); /tmp: $(df -h /tmp | tail -1)"
 moss=/tmp/gpt-oss-120b-cut.gguf
 step 90 "model: GPT-OSS-120B shape, $oss_layers layers, --fill pool" "$B/tools/guild-mkmodel" --shape gpt-oss-120b \
     --layers "$oss_layers" --fill pool --threads "$(nproc)" -q -o $moss
