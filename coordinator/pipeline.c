@@ -11,7 +11,9 @@
 #include "coordinator/spawn.h"
 #include "coordinator/supervisor.h"
 #include "coordinator/placement.h"
+#include "coordinator/stack_flags.h"
 #include "coordinator/stack_plan.h"
+#include "core/util/log.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 
@@ -30,7 +32,7 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
         return -1;
     const int rc = placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(&sp), err);
     if (rc == 0) {
-        placement_print(plan, m, out);
+        placement_print(plan, m, o->n_threads, o->given & STACK_FLAG_THREADS, out);
         if (sp.on)
             gpu_plan_print(&sp.gpu, out);
     }
@@ -84,8 +86,21 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
     if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
         placement_new_local(&p->plan, mc, o->cpu_workers, stack_plan_gpu_experts(sp), err) < 0)
         goto fail;
+    /* --threads above a worker's share of its node: cut, said once (the plan line names it too) */
+    const bool threads_given = o->given & STACK_FLAG_THREADS;
+    for (int k = 0; threads_given && k < placement_workers(p->plan); k++) {
+        const int nt = placement_threads(p->plan, k, o->n_threads, true);
+        if (nt < o->n_threads) {
+            guild_log(GUILD_LOG_WARN, "--threads %d: cpu-worker %d has %d CPUs of node %d (%d workers): it runs %d "
+                      "threads, as more would spin against each other on shared cores (--threads is per process; "
+                      "give --threads %d or fewer to silence this)", o->n_threads, k,
+                      placement_cpus(p->plan, k, &(const int *){NULL}), placement_node(p->plan, k),
+                      placement_workers(p->plan), nt, nt);
+            break;
+        }
+    }
     if (guild_log_level() >= GUILD_LOG_INFO) {
-        placement_print(p->plan, m, stderr);
+        placement_print(p->plan, m, o->n_threads, threads_given, stderr);
         if (sp->on)
             gpu_plan_print(&sp->gpu, stderr);
     }

@@ -256,7 +256,21 @@ static void print_bytes(FILE *out, double b)
     fprintf(out, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
 }
 
-void placement_print(const placement_t *p, const model_t *m, FILE *out)
+int placement_threads(const placement_t *p, int worker, int requested, bool given)
+{
+    const placement_worker_t *w = &p->w[worker];
+    if (w->n_cpus <= 0)
+        return requested;
+    int share = 0;
+    for (int k = 0; k < p->n_workers; k++)
+        share += p->w[k].node == w->node && p->w[k].n_cpus == w->n_cpus && p->w[k].cpus[0] == w->cpus[0];
+    int fit = w->n_cpus / (share > 0 ? share : 1);
+    if (fit < 1)
+        fit = 1;
+    return given && requested < fit ? requested : fit;
+}
+
+void placement_print(const placement_t *p, const model_t *m, int threads, bool given, FILE *out)
 {
     const model_config_t *c = model_config(m);
     const model_weights_t *wts = model_weights(m);
@@ -298,6 +312,10 @@ void placement_print(const placement_t *p, const model_t *m, FILE *out)
         }
         fprintf(out, "  cpu-worker %d: node %d, cpus ", k, w->node);
         print_runs(out, w->cpus, w->n_cpus);
+        const int nt = placement_threads(p, k, threads, given);
+        fprintf(out, ", %d thread%s", nt, nt == 1 ? "" : "s");
+        if (given && nt < threads)
+            fprintf(out, " (--threads %d cut to its CPUs)", threads);
         if (n_cpu == 0) {
             fputs(", no experts\n", out);
             continue;

@@ -52,6 +52,12 @@ int placement_node(const placement_t *p, int worker);
 /* The CPUs worker's threads are pinned to (count returned; 0: none known, do not pin). Owned by the plan. */
 int placement_cpus(const placement_t *p, int worker, const int **cpus);
 
+/* The threads worker runs: as many as its CPUs (divided among the workers pinned to the same CPUs, when a node has
+ * more workers than CPUs; at least 1), or `requested` when the user gave fewer (given: --threads). More threads
+ * than CPUs would only spin against each other: workers on one node split it, never share a core. A worker
+ * whose CPUs are not known runs `requested`. */
+int placement_threads(const placement_t *p, int worker, int requested, bool given);
+
 /* Whether every expert of `layer` stays on the GPU (no CPU worker owns any). */
 bool placement_on_gpu(const placement_t *p, int layer);
 
@@ -71,8 +77,8 @@ int placement_shard(const placement_t *p, int worker, int layer, uint32_t *first
 int placement_owner(const placement_t *p, int layer, int expert);
 
 /* Prints the plan: the layers on the GPU if any (and how many individual experts of the others), then one line
- * per worker with its node, CPUs, experts and their bytes in model m (whose configuration the plan was made
- * for). */
-void placement_print(const placement_t *p, const model_t *m, FILE *out);
+ * per worker with its node, CPUs, threads (placement_threads of threads, given), experts and their bytes in
+ * model m (whose configuration the plan was made for); a --threads above a worker's CPUs is named. */
+void placement_print(const placement_t *p, const model_t *m, int threads, bool given, FILE *out);
 
 #endif

@@ -16,6 +16,7 @@
 #include "coordinator/bridge.h"
 #include "coordinator/shard_verify.h"
 #include "coordinator/spawn.h"
+#include "coordinator/stack_flags.h"
 #include "core/util/progress.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
@@ -267,7 +268,8 @@ static void cpu_assignment(const sup_t *s, const wslot_t *w, cpu_worker_options_
 {
     const stack_options_t *o = &s->opts;
     *c = o->cpu;
-    c->n_threads = o->n_threads;
+    /* its share of its node's cores (placement_threads): workers on one node never oversubscribe it */
+    c->n_threads = placement_threads(s->setup.plan, w->index, o->n_threads, o->given & STACK_FLAG_THREADS);
     c->spin_ns = o->spin_ns;
     c->wait_slice_ns = o->wait_slice_ns;
     c->silence_ms = o->silence_ms;

@@ -156,6 +156,23 @@ START_TEST(test_plan_nodes_and_cpus)
     }
     placement_destroy(&p);
 
+    /* threads: a worker's CPUs, divided among the workers pinned to the same ones, at least 1; fewer when asked */
+    ck_assert_int_eq(placement_new(&p, &c, 3, NULL, &small, &err), 0);
+    ck_assert_int_eq(placement_threads(p, 0, 16, false), 1);
+    ck_assert_int_eq(placement_threads(p, 2, 16, true), 1);
+    placement_destroy(&p);
+    ck_assert_int_eq(placement_new(&p, &c, 4, NULL, &topo, &err), 0);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(placement_threads(p, k, 8, false), 2); /* not given: its 2 CPUs */
+        ck_assert_int_eq(placement_threads(p, k, 14, true), 2); /* too many: cut */
+        ck_assert_int_eq(placement_threads(p, k, 1, true), 1);  /* fewer: as asked */
+    }
+    placement_destroy(&p);
+    ck_assert_int_eq(placement_new(&p, &c, 0, NULL, &topo, &err), 0);
+    ck_assert_int_eq(placement_threads(p, 1, 3, true), 3);
+    ck_assert_int_eq(placement_threads(p, 1, 64, false), 4);
+    placement_destroy(&p);
+
     /* more workers than experts */
     ck_assert_int_eq(placement_new(&p, &c, 17, NULL, &topo, &err), -1);
     ck_assert_ptr_null(p);
@@ -298,8 +315,8 @@ START_TEST(test_plan_print_gpu_layers)
                                      "experts 0-3 of layer 1 (4 experts, ", "experts 4-7 of layer 1 ("}},
         {{true, true, false, false}, {"; the experts of layers 0-1 stay on the GPU\n", "of layers 2-3 (8 experts, ",
                                       "experts 4-7 of layers 2-3"}},
-        {{true, true, true, true}, {"; the experts of every layer stay on the GPU\n", "cpus 0, no experts\n",
-                                    "cpus 1, no experts\n"}},
+        {{true, true, true, true}, {"; the experts of every layer stay on the GPU\n", "cpus 0, 1 thread, no experts\n",
+                                    "cpus 1, 1 thread, no experts\n"}},
         /* two single experts of layer 1 (the first worker's 0 and the second's 5) on the GPU too */
         {{true, false, false, false}, {"; 2 experts of the other layers stay on the GPU too",
                                        "experts 0-3 of layers 1-3 but those on the GPU (11 experts, ",
@@ -316,7 +333,7 @@ START_TEST(test_plan_print_gpu_layers)
         char *buf = NULL;
         size_t len = 0;
         FILE *out = open_memstream(&buf, &len);
-        placement_print(p, m, out);
+        placement_print(p, m, 1, false, out);
         fclose(out);
         for (int j = 0; j < 3; j++)
             ck_assert_msg(strstr(buf, cases[i].want[j]), "case %zu: no '%s' in:\n%s", i, cases[i].want[j], buf);

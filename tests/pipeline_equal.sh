@@ -85,6 +85,16 @@ done
 run ds-lite-single "$T/ds-lite.gguf" --single-process
 run ds-lite-2 "$T/ds-lite.gguf" --cpu-workers 2 --spin-us 0
 same ds-lite-single ds-lite-2
+# --threads above each worker's share of the node (two workers split it): cut to its CPUs, said once, the same output
+many=$(($(nproc) * 2))
+run threads-cut "$T/ds-lite.gguf" --cpu-workers 2 --spin-us 0 --threads "$many"
+same ds-lite-2 threads-cut
+[ "$(grep -c -- "--threads $many: cpu-worker 0 has" "$T/threads-cut.err")" = 1 ] ||
+    { cat "$T/threads-cut.err"; fail "--threads $many with 2 workers: not one warning"; }
+"$G" plan -m "$T/ds-lite.gguf" --cpu-workers 2 >"$T/plan2.txt" 2>&1 || fail "guild plan --cpu-workers 2"
+nt=$(sed -n 's/.*cpu-worker 1: node [0-9]*, cpus [0-9,-]*, \([0-9]*\) thread.*/\1/p' "$T/plan2.txt")
+[ -n "$nt" ] && [ "$nt" -ge 1 ] && [ "$nt" -le $((($(nproc) + 1) / 2)) ] ||
+    { cat "$T/plan2.txt"; fail "guild plan: the workers' threads ($nt) are not their share of the node"; }
 
 # a split model (--split-max-size: llama.cpp's NAME-00001-of-0000N.gguf parts) runs as the one file it was cut
 # from: the same tokens and logits, single and multi-process
