@@ -6,6 +6,7 @@
 
 #include "coordinator/expert_stats.h"
 #include "coordinator/pipeline.h"
+#include "coordinator/remote_backend.h"
 #include "coordinator/stack_plan.h"
 #include "core/model/routing_profile.h"
 #include "core/util/pool.h"
@@ -237,6 +238,26 @@ int backend_stack_pids(backend_stack_t *s, int *pids, char (*names)[32], int max
     pids[0] = (int)getpid();
     snprintf(names[0], 32, "%s", s->single_process ? "guild" : "coordinator");
     return 1 + (s->pipe ? pipeline_pids(s->pipe, pids + 1, names + 1, max - 1) : 0);
+}
+
+uint64_t backend_stack_expert_wait_ns(backend_stack_t *s)
+{
+    if (s->pipe) {
+        remote_stats_t rs;
+        remote_backend_stats(s->be, &rs);
+        return rs.moe_ns;
+    }
+    moe_exec_stats_t es = {0};
+    if (s->moe)
+        moe_exec_stats(s->moe, &es);
+    return es.wait_ns;
+}
+
+void backend_stack_restarts(backend_stack_t *s, int *gpu, int *cpu)
+{
+    *gpu = *cpu = 0;
+    if (s->pipe)
+        pipeline_restarts(s->pipe, gpu, cpu);
 }
 
 int backend_stack_health(backend_stack_t *s, char *why, size_t n)

@@ -58,6 +58,14 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out);
  * call that may come from another thread than the stack's. */
 int backend_stack_health(backend_stack_t *s, char *why, size_t n);
 
+/* Time the forward passes so far waited for the routed experts computed on the CPU, in ns: the GPU worker's wait
+ * for the CPU expert workers (the pipeline), or the in-process executor's wait (moe_exec_stats). On the stack's
+ * thread. */
+uint64_t backend_stack_expert_wait_ns(backend_stack_t *s);
+
+/* Worker restarts so far, per role (the pipeline's supervisor; 0 in a single process). Any thread. */
+void backend_stack_restarts(backend_stack_t *s, int *gpu, int *cpu);
+
 /* The processes the stack runs: this one, then the workers (pipeline_pids); at most max; returns the count. */
 int backend_stack_pids(backend_stack_t *s, int *pids, char (*names)[32], int max);
 

@@ -83,7 +83,8 @@ static void usage(FILE *out)
             "usage: guild serve [-m FILE.gguf] [options]\n"
             "\n"
             "Serves one model over HTTP with OpenAI's API: GET /health, GET /v1/models, POST /v1/completions,\n"
-            "POST /v1/chat/completions (\"stream\": true for Server-Sent Events). Requests are served one at a\n"
+            "POST /v1/chat/completions (\"stream\": true for Server-Sent Events), POST /tokenize, POST /detokenize,\n"
+            "GET /metrics (Prometheus). Requests are served one at a\n"
             "time in arrival order (a queue); serving several at once by batching them is not done yet. The KV\n"
             "cache of one request is reused by the next when its prompt starts the same way. Stop with SIGINT or\n"
             "SIGTERM. Without -m, serves the built-in demo model (random weights: gibberish).\n"
@@ -94,7 +95,7 @@ static void usage(FILE *out)
             "      --ctx N             context length of every request (default: the model's, at most 4096)\n"
             STACK_FLAGS_BATCH_HELP
             "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
-            "      --api-key KEY       require \"Authorization: Bearer KEY\" on /v1/*\n"
+            "      --api-key KEY       require \"Authorization: Bearer KEY\" on every endpoint but /health\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
             "                          recognise (default: the model's tokenizer.chat_template); see below\n"
             "      --alias NAME        the model's name in /v1/models and replies (default: the file name)\n"
@@ -360,6 +361,12 @@ int cmd_serve(int argc, char **argv)
     /* the port first: a port in use is said at once, not after the model loads; until the model is ready every
      * request gets 503 (api_server_t.ready) */
     api_server_t api = {.ready = 0};
+    metrics_t *metrics = NULL;
+    if (metrics_new(&metrics) < 0) {
+        guild_err_set(&err, "out of memory");
+        goto fail;
+    }
+    api.metrics = metrics;
     http_options_t ho = {
         .host = c.host,
         .port = c.port,
@@ -459,6 +466,7 @@ fail:
         fprintf(stderr, "guild serve: %s\n", err.msg);
     http_server_stop(&http);
     engine_destroy(&engine);
+    metrics_destroy(&metrics);
     cmd_model_fini(&cm);
     free(id);
     return rc;

@@ -92,12 +92,14 @@ static int check_row(gen_t *g, const float *row, int32_t pos, guild_err_t *err)
     return 0;
 }
 
-/* Takes a chosen token: records it, stops at end of generation, gives it to the sampler's history, streams its
- * text, stops at n_predict. 0: go on; 1: stop (res->stop set); -1: error. */
-static int take(gen_t *g, int32_t id, guild_err_t *err)
+/* Takes a token chosen from row: tells on_token, records it, stops at end of generation, gives it to the
+ * sampler's history, streams its text, stops at n_predict. 0: go on; 1: stop (res->stop set); -1: error. */
+static int take(gen_t *g, const float *row, int32_t id, guild_err_t *err)
 {
     gen_result_t *res = g->res;
     const gen_options_t *opt = g->opt;
+    if (opt->on_token)
+        opt->on_token(opt->on_token_ctx, row, id);
     if (append_id(res, &g->ids_cap, id, err) < 0)
         return -1;
     if (!opt->ignore_eog && tok_is_eog(g->tok, id)) {
@@ -135,7 +137,7 @@ static int decode_plain(gen_t *g, float *logits, guild_err_t *err)
         int32_t id = sampler_sample(g->smp, logits);
         if (check_row(g, logits, backend_kv_len(g->be) - 1, err) < 0)
             return -1;
-        int t = take(g, id, err);
+        int t = take(g, logits, id, err);
         if (t)
             return t < 0 ? -1 : 0;
         int32_t p = backend_kv_len(g->be);
@@ -193,7 +195,7 @@ static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float 
     int32_t id = sampler_sample(g->smp, logits);
     if (check_row(g, logits, backend_kv_len(g->be) - 1, err) < 0)
         goto done;
-    int t = take(g, id, err);
+    int t = take(g, logits, id, err);
     if (t) {
         rc = t < 0 ? -1 : 0;
         goto done;
@@ -248,7 +250,7 @@ static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float 
             res->spec.tokens++;
             if (kept)
                 res->spec.accepted++;
-            t = take(g, tok, err);
+            t = take(g, row, tok, err);
             if (t) {
                 backend_kv_truncate(g->be, kv + 1 + i);
                 res->n_decoded += 1 + i;

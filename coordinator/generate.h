@@ -45,6 +45,10 @@ typedef struct gen_options {
      * NULL: none. */
     int (*on_text)(void *ctx, const char *text, size_t len);
     void *on_text_ctx;
+    /* Called with each sampled token and the row of n_vocab logits it was chosen from, before on_text gets the
+     * token's text (an end-of-generation token that ends the loop gets no on_text call). NULL: none. */
+    void (*on_token)(void *ctx, const float *logits, int32_t id);
+    void *on_token_ctx;
     spec_drafter_t *drafter; /* speculative decoding (borrowed); NULL: one token per decode step */
     int32_t spec_max;        /* most drafts per verify step (>= 1 with a drafter; also bounded by n_batch - 1,
                                 the context and n_predict) */

@@ -162,6 +162,11 @@ void pipeline_destroy(pipeline_t **pp)
     *pp = NULL;
 }
 
+void pipeline_restarts(pipeline_t *p, int *gpu, int *cpu)
+{
+    sup_restarts(p->sup, gpu, cpu);
+}
+
 int pipeline_pids(pipeline_t *p, int *pids, char (*names)[32], int max)
 {
     return sup_pids(p->sup, pids, names, max);

@@ -42,6 +42,9 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
  * pipeline_new returned. */
 void pipeline_print_stats(pipeline_t *p, const backend_t *be, FILE *out);
 
+/* Worker restarts so far, per role (sup_restarts). Any thread. */
+void pipeline_restarts(pipeline_t *p, int *gpu, int *cpu);
+
 /* The worker processes (supervisor.h sup_pids). */
 int pipeline_pids(pipeline_t *p, int *pids, char (*names)[32], int max);
 

@@ -1,12 +1,16 @@
 /* Tests for the server's pieces that need no socket: textfilt (UTF-8 repair, stop strings, whatever the
- * split), api_request (every field check names its field) and api_json (the shapes OpenAI clients parse). */
+ * split), api_request (every field check names its field), api_json (the shapes OpenAI clients parse), logprobs
+ * (log-softmax against a direct computation) and metrics (what a request adds to the page). */
 #include "config.h"
 
 #include "coordinator/server/api_json.h"
 #include "coordinator/server/api_request.h"
+#include "coordinator/server/logprobs.h"
+#include "coordinator/server/metrics.h"
 #include "coordinator/server/textfilt.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,6 +340,145 @@ START_TEST(test_json_shapes)
 }
 END_TEST
 
+START_TEST(test_request_logprobs)
+{
+    api_kind_t C = API_COMPLETIONS, CH = API_CHAT;
+    parse_ok(C, "{\"prompt\": \"x\", \"logprobs\": 5}");
+    ck_assert(req.logprobs && req.top_logprobs == 5);
+    api_request_fini(&req);
+    parse_ok(C, "{\"prompt\": \"x\", \"logprobs\": 0}"); /* as llama.cpp's server: none */
+    ck_assert(!req.logprobs && req.top_logprobs == 0);
+    api_request_fini(&req);
+    parse_ok(C, "{\"prompt\": \"x\", \"logprobs\": null, \"top_logprobs\": 0}");
+    ck_assert(!req.logprobs);
+    api_request_fini(&req);
+    parse_ok(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true}");
+    ck_assert(req.logprobs && req.top_logprobs == 0);
+    api_request_fini(&req);
+    parse_ok(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, "
+                 "\"top_logprobs\": 20}");
+    ck_assert(req.logprobs && req.top_logprobs == 20);
+    api_request_fini(&req);
+    parse_bad(C, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", "integer in [0, 20]");
+    parse_bad(C, "{\"prompt\": \"x\", \"logprobs\": -1}", "logprobs", "integer in [0, 20]");
+    parse_bad(C, "{\"prompt\": \"x\", \"logprobs\": true}", "logprobs", "integer");
+    parse_bad(C, "{\"prompt\": \"x\", \"top_logprobs\": 3}", "top_logprobs", "not a completions field");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": 1}", "logprobs",
+              "true or false");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 2}",
+              "top_logprobs", "needs \"logprobs\": true");
+    parse_bad(CH, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, "
+                  "\"top_logprobs\": 21}", "top_logprobs", "integer in [0, 20]");
+}
+END_TEST
+
+/* ---- logprobs ----------------------------------------------------------------------------------------- */
+
+START_TEST(test_logprobs_against_direct)
+{
+    enum { V = 1000 };
+    static float x[V];
+    uint64_t s = 12345;
+    for (int i = 0; i < V; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 40) / (double)(1 << 24) * 30.0 - 15.0);
+    }
+    x[17] = x[3]; /* a tie: the smaller id first */
+    double m = -INFINITY, sum = 0;
+    for (int i = 0; i < V; i++)
+        m = fmax(m, x[i]);
+    for (int i = 0; i < V; i++)
+        sum += exp(x[i] - m);
+    double total = 0;
+    logprob_entry_t e;
+    for (int i = 0; i < V; i++) {
+        logprobs_compute(x, V, i, 0, &e);
+        ck_assert_int_eq(e.id, i);
+        ck_assert_int_eq(e.n_top, 0);
+        ck_assert(e.logprob <= 0);
+        ck_assert_msg(fabs(e.logprob - (x[i] - m - log(sum))) < 1e-5, "id %d: %g", i, (double)e.logprob);
+        total += exp(e.logprob);
+    }
+    ck_assert_msg(fabs(total - 1) < 1e-4, "the probabilities sum to %.8f", total);
+    logprobs_compute(x, V, 5, LOGPROBS_MAX_TOP, &e);
+    ck_assert_int_eq(e.n_top, LOGPROBS_MAX_TOP);
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (x[i] > x[best])
+            best = i;
+    ck_assert_int_eq(e.top[0].id, best);
+    for (int k = 0; k < LOGPROBS_MAX_TOP; k++) {
+        ck_assert(e.top[k].logprob <= 0);
+        if (k) {
+            ck_assert(e.top[k].logprob <= e.top[k - 1].logprob);
+            ck_assert(x[e.top[k].id] < x[e.top[k - 1].id] ||
+                      (x[e.top[k].id] == x[e.top[k - 1].id] && e.top[k].id > e.top[k - 1].id));
+        }
+        int above = 0; /* exactly k tokens come before the k-th in the total order */
+        for (int i = 0; i < V; i++)
+            above += x[i] > x[e.top[k].id] || (x[i] == x[e.top[k].id] && i < e.top[k].id);
+        ck_assert_int_eq(above, k);
+    }
+    /* NaN counts as -infinity: floored, and never in the top list ahead of a number */
+    float y[4] = {NAN, 1.0f, -INFINITY, 1.0f};
+    logprobs_compute(y, 4, 0, 4, &e);
+    ck_assert(e.logprob == LOGPROB_FLOOR);
+    ck_assert_int_eq(e.n_top, 4);
+    ck_assert_int_eq(e.top[0].id, 1);
+    ck_assert_int_eq(e.top[1].id, 3);
+    ck_assert(fabs(e.top[0].logprob - log(0.5)) < 1e-6);
+    ck_assert(e.top[2].logprob == LOGPROB_FLOOR && e.top[2].id == 0);
+    /* n_top above the vocabulary: all of it */
+    logprobs_compute(y, 2, 1, 20, &e);
+    ck_assert_int_eq(e.n_top, 2);
+    ck_assert(e.top[0].logprob == 0.0f);
+}
+END_TEST
+
+/* ---- metrics ------------------------------------------------------------------------------------------ */
+
+START_TEST(test_metrics_counts)
+{
+    metrics_t *m = NULL;
+    ck_assert_int_eq(metrics_new(&m), 0);
+    job_status_t st = {.end = JOB_LENGTH, .n_prompt = 7, .n_cached = 2, .n_generated = 5, .prefill_s = 0.25,
+                       .decode_s = 0.5};
+    metrics_request(m, API_CHAT, metrics_outcome_of(st.end), &st);
+    metrics_request(m, API_COMPLETIONS, METRICS_INVALID, NULL);
+    st.end = JOB_RUNNING; /* its client left before it ended: counted, without tokens */
+    metrics_request(m, API_COMPLETIONS, metrics_outcome_of(st.end), &st);
+    const engine_stats_t es = {.running = 1, .waiting = 3, .kv_used = 64, .kv_capacity = 256, .busy_s = 2,
+                               .expert_wait_s = 0.5, .gpu_restarts = 1, .cpu_restarts = 2};
+    strbuf_t o = STRBUF_INIT;
+    metrics_render(m, &es, &o);
+    const char *page = strbuf_str(&o);
+    const char *want[] = {
+        "# TYPE guild_requests_total counter\n",
+        "guild_requests_total{endpoint=\"chat_completions\",outcome=\"length\"} 1\n",
+        "guild_requests_total{endpoint=\"completions\",outcome=\"invalid\"} 1\n",
+        "guild_requests_total{endpoint=\"completions\",outcome=\"cancelled\"} 1\n",
+        "guild_prompt_tokens_total 7\n",
+        "guild_prompt_tokens_cached_total 2\n",
+        "guild_generated_tokens_total 5\n",
+        "guild_prefill_seconds_total 0.25\n",
+        "guild_request_duration_seconds_bucket{le=\"0.5\"} 0\n",
+        "guild_request_duration_seconds_bucket{le=\"1\"} 1\n",
+        "guild_request_duration_seconds_bucket{le=\"+Inf\"} 1\n",
+        "guild_request_duration_seconds_count 1\n",
+        "guild_requests_waiting 3\n",
+        "guild_kv_cache_usage_ratio 0.25\n",
+        "guild_cpu_expert_wait_ratio 0.25\n",
+        "guild_worker_restarts_total{role=\"cpu\"} 2\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(page, want[i]) != NULL, "the page lacks %s", want[i]);
+    ck_assert(page[o.len - 1] == '\n');
+    strbuf_fini(&o);
+    metrics_destroy(&m);
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
 static Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -348,6 +491,13 @@ static Suite *serve_suite(void)
     tcase_add_test(tc, test_request_defaults);
     tcase_add_test(tc, test_request_fields);
     tcase_add_test(tc, test_request_errors_name_the_field);
+    tcase_add_test(tc, test_request_logprobs);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("logprobs");
+    tcase_add_test(tc, test_logprobs_against_direct);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("metrics");
+    tcase_add_test(tc, test_metrics_counts);
     suite_add_tcase(s, tc);
     tc = tcase_create("api_json");
     tcase_add_test(tc, test_json_shapes);

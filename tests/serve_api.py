@@ -298,7 +298,8 @@ expect_error(srv, "POST", C, {"prompt": "x", "n": 2}, 400, "n: only 1 is support
 expect_error(srv, "POST", C, {"prompt": "x", "presence_penalty": 0.5}, 400, "presence_penalty: only 0",
              "presence_penalty")
 expect_error(srv, "POST", C, {"prompt": "x", "frequency_penalty": 3}, 400, "frequency_penalty", "frequency_penalty")
-expect_error(srv, "POST", C, {"prompt": "x", "logprobs": 2}, 400, "logprobs", "logprobs")
+expect_error(srv, "POST", C, {"prompt": "x", "logprobs": 21}, 400, "logprobs: must be an integer in [0, 20]",
+             "logprobs")  # logprobs themselves: tests/serve_endpoints.py
 expect_error(srv, "POST", C, {"prompt": "x", "model": 3}, 400, "model: must be a string", "model")
 expect_error(srv, "POST", C, {"prompt": "x " * 600}, 400, "more than the context of 512 tokens", "prompt")
 expect_error(srv, "POST", CC, {"prompt": "x"}, 400, "messages: is required", "messages")

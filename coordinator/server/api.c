@@ -9,7 +9,9 @@
 #include <time.h>
 
 #include "coordinator/server/api_json.h"
+#include "coordinator/server/api_logprobs.h"
 #include "coordinator/server/api_request.h"
+#include "coordinator/server/api_tokenize.h"
 #include "coordinator/server/job.h"
 #include "coordinator/server/strbuf.h"
 #include "coordinator/server/textfilt.h"
@@ -18,7 +20,8 @@
 #define WAIT_SLICE_MS 100 /* how often a waiting connection looks at its client */
 
 static const char *const endpoints =
-    "GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions";
+    "GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions, POST /tokenize, "
+    "POST /detokenize, GET /metrics";
 
 static void reply_id(api_reply_id_t *id, api_kind_t kind, const api_server_t *s, const job_t *j)
 {
@@ -132,9 +135,24 @@ static void split_part(void *ctx, chat_part_t part, const char *text, size_t len
     strbuf_put(part == CHAT_PART_REASONING ? &sp->reasoning : &sp->content, text, len);
 }
 
+/* ---- log probabilities -------------------------------------------------------------------------------- */
+
+/* Sets choices[0].logprobs of a reply or chunk j to the entries v[0..n) in the endpoint's shape (*offset: the
+ * completion's text offset, advanced). false when out of memory. */
+static bool attach_logprobs(const api_server_t *s, api_kind_t kind, json_t *j, const logprob_entry_t *v, size_t n,
+                            size_t *offset)
+{
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    if (!c0)
+        return true;
+    json_t *lp = kind == API_CHAT ? apilp_chat(s->tok, v, n) : apilp_completion(s->tok, v, n, offset);
+    return lp && json_object_set_new(c0, "logprobs", lp) == 0;
+}
+
 /* ---- streaming ---------------------------------------------------------------------------------------- */
 
 typedef struct sse {
+    const api_server_t *srv;
     job_t *job;
     api_reply_id_t id;
     bool include_usage;
@@ -146,6 +164,11 @@ typedef struct sse {
     chat_harmony_parser_t harmony;
     chat_part_t part; /* of the text in pending */
     strbuf_t pending; /* text of one part not yet in a chunk */
+    bool logprobs;    /* the request asked for them */
+    size_t lp_read;   /* entries read from the job */
+    logprob_entry_t *lp; /* [n_lp] read, not yet in a chunk: they go in the next chunk with a choice */
+    size_t n_lp;
+    size_t lp_offset; /* the completion's text offset of lp[0] */
 } sse_t;
 
 static void sse_event(sse_t *s, json_t *j);
@@ -190,6 +213,13 @@ static void sse_text(sse_t *s, const char *text, size_t len, bool end)
 
 static void sse_event(sse_t *s, json_t *j)
 {
+    if (s->n_lp && json_array_size(json_object_get(j, "choices"))) {
+        if (!attach_logprobs(s->srv, s->id.kind, j, s->lp, s->n_lp, &s->lp_offset))
+            s->out.oom = true;
+        free(s->lp);
+        s->lp = NULL;
+        s->n_lp = 0;
+    }
     char *d = apijson_dump(j);
     json_decref(j);
     if (!d) {
@@ -224,6 +254,28 @@ static void sse_end(sse_t *s, const job_status_t *st)
     }
 }
 
+/* The job's new entries (after job_read: they cover its text), added to those waiting for a chunk. */
+static int sse_read_logprobs(sse_t *s)
+{
+    logprob_entry_t *v;
+    size_t n;
+    if (job_read_logprobs(s->job, s->lp_read, &v, &n) < 0)
+        return -1;
+    if (!n)
+        return 0;
+    logprob_entry_t *all = realloc(s->lp, (s->n_lp + n) * sizeof *all);
+    if (!all) {
+        free(v);
+        return -1;
+    }
+    memcpy(all + s->n_lp, v, n * sizeof *v);
+    free(v);
+    s->lp = all;
+    s->n_lp += n;
+    s->lp_read += n;
+    return 0;
+}
+
 static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
 {
     sse_t *s = ctx;
@@ -240,6 +292,8 @@ static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
         job_status_t st;
         strbuf_clear(&s->text);
         s->seen = job_read(s->job, s->seen, &s->text, &st);
+        if (s->logprobs && sse_read_logprobs(s) < 0)
+            s->out.oom = true;
         sse_text(s, s->text.p, s->text.len, false);
         if (st.end != JOB_RUNNING) /* job_read's text and status are of one moment: nothing is left */
             sse_end(s, &st);
@@ -257,11 +311,15 @@ static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
 static void sse_free(void *ctx)
 {
     sse_t *s = ctx;
+    job_status_t st;
+    job_read(s->job, SIZE_MAX, &s->text, &st); /* the status only: from SIZE_MAX there is no text */
+    metrics_request(s->srv->metrics, s->id.kind, metrics_outcome_of(st.end), &st);
     job_cancel(s->job); /* no-op when it has ended; stops it when the client went away mid-stream */
     job_unref(&s->job);
     strbuf_fini(&s->out);
     strbuf_fini(&s->text);
     strbuf_fini(&s->pending);
+    free(s->lp);
     free(s);
 }
 
@@ -273,6 +331,7 @@ static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind,
         if (http_req_client_gone(req)) {
             job_cancel(j);
             http_reply_none(req);
+            metrics_request(s->metrics, kind, METRICS_CANCELLED, NULL);
             return;
         }
     }
@@ -280,6 +339,7 @@ static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind,
     split_t sp = {STRBUF_INIT, STRBUF_INIT};
     job_status_t st;
     job_read(j, 0, &text, &st);
+    metrics_request(s->metrics, kind, metrics_outcome_of(st.end), &st);
     if (strbuf_ok(&text) && has_channels(s, kind)) {
         chat_harmony_parser_t h;
         chat_harmony_parser_init(&h);
@@ -296,7 +356,13 @@ static void reply_whole(const api_server_t *s, http_req_t *req, api_kind_t kind,
                                      ch && sp.reasoning.len ? strbuf_str(&sp.reasoning) : NULL, sp.reasoning.len,
                                      finish_reason(st.end),
                                      apijson_usage(st.n_prompt, st.n_generated, st.n_cached));
-        if (body)
+        logprob_entry_t *lp = NULL;
+        size_t n_lp = 0, offset = 0;
+        bool ok = body != NULL;
+        if (ok && job_spec(j)->logprobs)
+            ok = job_read_logprobs(j, 0, &lp, &n_lp) == 0 && attach_logprobs(s, kind, body, lp, n_lp, &offset);
+        free(lp);
+        if (ok)
             http_reply_json(req, 200, body);
         else
             http_reply_error(req, 500, "server_error", NULL, "out of memory for the reply");
@@ -320,6 +386,8 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
     api_request_t r;
     api_error_t e;
     job_t *j = NULL;
+    /* how a request refused before it reaches the engine is counted (metrics.h); once queued, its reply counts */
+    metrics_outcome_t refused = METRICS_INVALID;
     if (api_request_parse(&r, kind, body, len, s->n_vocab, &e) < 0) {
         bool oom = !e.param[0] && !strcmp(e.message, "out of memory");
         http_reply_error(req, oom ? 500 : 400, oom ? "server_error" : "invalid_request_error", e.param, "%s",
@@ -332,6 +400,8 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
         .stops = r.stops,
         .n_stops = r.n_stops,
         .ignore_eos = r.ignore_eos,
+        .logprobs = r.logprobs,
+        .top_logprobs = r.top_logprobs,
     };
     if (!prompt_ids(s, req, &r, &spec.prompt, &spec.n_prompt))
         goto done;
@@ -339,17 +409,20 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
     r.n_stops = 0;
     guild_err_t err = {{0}};
     if (job_new(&j, &spec, &err) < 0) {
+        refused = METRICS_FAILED;
         http_reply_error(req, 500, "server_error", NULL, "%s", err.msg);
         goto done;
     }
     int running, waiting;
     char why[1024];
+    refused = METRICS_UNAVAILABLE;
     if (engine_health(s->engine, why, sizeof why) != 0) {
         http_reply_error(req, 503, "unavailable_error", NULL, "the server cannot serve now: %s", why);
         goto done;
     }
     switch (engine_submit(s->engine, j)) {
     case ENGINE_QUEUED:
+        refused = METRICS_N_OUTCOMES;
         break;
     case ENGINE_BUSY:
         engine_load(s->engine, &running, &waiting);
@@ -368,10 +441,13 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
     if (!sse) {
         job_cancel(j);
         http_reply_error(req, 500, "server_error", NULL, "out of memory");
+        refused = METRICS_FAILED;
         goto done;
     }
+    sse->srv = s;
     sse->job = job_ref(j);
     sse->include_usage = r.include_usage;
+    sse->logprobs = r.logprobs;
     sse->channels = has_channels(s, kind);
     chat_harmony_parser_init(&sse->harmony);
     reply_id(&sse->id, kind, s, j);
@@ -379,8 +455,29 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
         sse_event(sse, apijson_chunk(&sse->id, "", 0, NULL, 0, true, NULL));
     http_reply_stream(req, "text/event-stream", sse_produce, sse, sse_free);
 done:
+    if (refused != METRICS_N_OUTCOMES)
+        metrics_request(s->metrics, kind, refused, NULL);
     job_unref(&j);
     api_request_fini(&r);
+}
+
+/* ---- metrics ------------------------------------------------------------------------------------------ */
+
+static void reply_metrics(const api_server_t *s, http_req_t *req)
+{
+    if (!s->metrics) {
+        http_reply_error(req, 500, "server_error", NULL, "no metrics are kept");
+        return;
+    }
+    engine_stats_t es;
+    engine_stats(s->engine, &es);
+    strbuf_t page = STRBUF_INIT;
+    metrics_render(s->metrics, &es, &page);
+    if (strbuf_ok(&page))
+        http_reply(req, 200, METRICS_CONTENT_TYPE, strbuf_str(&page), page.len, NULL);
+    else
+        http_reply_error(req, 500, "server_error", NULL, "out of memory");
+    strbuf_fini(&page);
 }
 
 /* ---- routing ------------------------------------------------------------------------------------------ */
@@ -422,7 +519,9 @@ void api_handle(void *ctx, http_req_t *req)
                          "is ready (GET /health says 200 then)");
         return;
     }
-    if (!strncmp(path, "/v1/", 4) && !authorized(s, req)) {
+    const bool keyed = !strncmp(path, "/v1/", 4) || !strcmp(path, "/tokenize") || !strcmp(path, "/detokenize") ||
+                       !strcmp(path, "/metrics"); /* every endpoint but /health */
+    if (keyed && !authorized(s, req)) {
         http_reply_error(req, 401, "authentication_error", NULL,
                          "missing or wrong API key: send the header \"Authorization: Bearer KEY\" with the key "
                          "given to guild serve --api-key");
@@ -431,7 +530,8 @@ void api_handle(void *ctx, http_req_t *req)
     static const struct {
         const char *path;
         bool post;
-    } routes[] = {{"/v1/models", false}, {"/v1/completions", true}, {"/v1/chat/completions", true}};
+    } routes[] = {{"/v1/models", false},  {"/v1/completions", true}, {"/v1/chat/completions", true},
+                  {"/tokenize", true},    {"/detokenize", true},     {"/metrics", false}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(path, routes[i].path) != 0)
             continue;
@@ -439,12 +539,18 @@ void api_handle(void *ctx, http_req_t *req)
             http_reply_method_not_allowed(req, routes[i].post ? "POST" : "GET, HEAD");
             return;
         }
-        if (i == 0) {
+        switch (i) {
+        case 0: {
             json_t *j = apijson_models(s->model_id, s->created);
             http_reply_json(req, 200, j);
             json_decref(j);
-        } else {
-            handle_completions(s, req, i == 1 ? API_COMPLETIONS : API_CHAT);
+            break;
+        }
+        case 1:
+        case 2: handle_completions(s, req, i == 1 ? API_COMPLETIONS : API_CHAT); break;
+        case 3: api_tokenize(s->tok, req); break;
+        case 4: api_detokenize(s->tok, s->n_vocab, req); break;
+        default: reply_metrics(s, req); break;
         }
         return;
     }

@@ -6,6 +6,8 @@
  *   GET  /v1/models            the one model
  *   POST /v1/completions       prompt (text, or token ids) -> text
  *   POST /v1/chat/completions  messages -> the assistant's reply, through the chat template
+ *   POST /tokenize, /detokenize  text <-> token ids (llama.cpp's server's shapes: api_tokenize.h)
+ *   GET  /metrics              Prometheus's text format (metrics.h)
  *
  * A request is checked (api_request.h), tokenized here on its connection's thread (the tokenizer is
  * thread-safe), then queued on the engine; its connection waits for the reply, or streams it as Server-Sent
@@ -18,6 +20,7 @@
 
 #include "coordinator/server/engine.h"
 #include "coordinator/server/http.h"
+#include "coordinator/server/metrics.h"
 #include "core/chat/chat.h"
 #include "core/tokenizer/tok.h"
 
@@ -34,6 +37,7 @@ typedef struct api_server {
     int32_t n_vocab;
     const char *api_key;       /* NULL: none required */
     int64_t created;           /* start-up time, unix seconds */
+    metrics_t *metrics;        /* what GET /metrics shows (set before the server starts; NULL: none counted) */
 } api_server_t;
 
 /* The http_handler_fn of the server; ctx is an api_server_t. */

@@ -148,6 +148,34 @@ static bool text_format(json_t *v)
     return json_is_object(v) && json_is_string(t) && !strcmp(json_string_value(t), "text");
 }
 
+/* Completions: OpenAI's legacy "logprobs": N, the N most likely tokens at each position (0: none, as llama.cpp's
+ * server); "top_logprobs" is not a field there. Chat: "logprobs": true, "top_logprobs": N. */
+static int parse_logprobs(api_request_t *r, json_t *o, api_error_t *e)
+{
+    long long x;
+    bool present;
+    if (r->kind == API_COMPLETIONS) {
+        if (refuse_unless(o, "top_logprobs", zero_or_false,
+                          "not a completions field: give \"logprobs\": N (the chat field is top_logprobs)", e) < 0)
+            return -1;
+        json_t *v = field(o, "logprobs");
+        if (json_is_false(v))
+            return 0;
+        if (get_int(o, "logprobs", 0, API_MAX_TOP_LOGPROBS, &x, &present, e) < 0)
+            return -1;
+        r->logprobs = present && x > 0;
+        r->top_logprobs = present ? (int32_t)x : 0;
+        return 0;
+    }
+    if (get_bool(o, "logprobs", &r->logprobs, e) < 0 ||
+        get_int(o, "top_logprobs", 0, API_MAX_TOP_LOGPROBS, &x, &present, e) < 0)
+        return -1;
+    if (present && x > 0 && !r->logprobs)
+        return fail(e, "top_logprobs", "needs \"logprobs\": true");
+    r->top_logprobs = present ? (int32_t)x : 0;
+    return 0;
+}
+
 static int parse_sampling(api_request_t *r, json_t *o, api_error_t *e)
 {
     double d;
@@ -342,8 +370,6 @@ int api_request_parse(api_request_t *r, api_kind_t kind, const char *body, size_
         goto done;
     if (refuse_unless(o, "n", one, "only 1 is supported (one choice per request)", e) < 0 ||
         refuse_unless(o, "best_of", one, "only 1 is supported", e) < 0 ||
-        refuse_unless(o, "logprobs", zero_or_false, "log probabilities are not supported", e) < 0 ||
-        refuse_unless(o, "top_logprobs", zero_or_false, "log probabilities are not supported", e) < 0 ||
         refuse_unless(o, "echo", zero_or_false, "echoing the prompt is not supported", e) < 0 ||
         refuse_unless(o, "suffix", empty, "insertion (suffix) is not supported", e) < 0 ||
         refuse_unless(o, "logit_bias", empty, "logit bias is not supported", e) < 0 ||
@@ -379,6 +405,8 @@ int api_request_parse(api_request_t *r, api_kind_t kind, const char *body, size_
             goto done;
         }
     }
+    if (parse_logprobs(r, o, e) < 0)
+        goto done;
     if (parse_sampling(r, o, e) < 0 || parse_stop(r, o, e) < 0 || get_bool(o, "stream", &r->stream, e) < 0 ||
         get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0)
         goto done;

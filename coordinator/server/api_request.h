@@ -2,7 +2,7 @@
  *
  * Every problem is reported with the name of the field ("temperature: must be a number >= 0") so that the
  * server can answer 400 with OpenAI's error object (param = the field). Fields Guild does not implement are
- * refused when they ask for something (n > 1, logprobs, echo, tools, a non-zero presence or frequency
+ * refused when they ask for something (n > 1, echo, tools, a non-zero presence or frequency
  * penalty...) and accepted when they ask for the default; unknown fields are ignored, as most OpenAI-compatible
  * servers do. Absent sampling fields take `guild run`'s defaults (sample_params_default), so that the server
  * and the CLI give the same text for the same request. */
@@ -22,6 +22,7 @@ typedef enum api_kind {
 } api_kind_t;
 
 #define API_MAX_STOPS 16
+#define API_MAX_TOP_LOGPROBS 20 /* top_logprobs (chat) and logprobs (completions) */
 
 typedef struct api_request {
     api_kind_t kind;
@@ -42,6 +43,9 @@ typedef struct api_request {
     bool stream;
     bool include_usage;     /* stream_options.include_usage */
     bool ignore_eos;        /* extension */
+    bool logprobs;          /* report each generated token's log probability (chat "logprobs": true; completions
+                               "logprobs": N > 0) */
+    int32_t top_logprobs;   /* and the most likely tokens at each position, 0..API_MAX_TOP_LOGPROBS */
 } api_request_t;
 
 /* What is wrong with a request. */

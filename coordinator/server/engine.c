@@ -9,6 +9,7 @@
 
 #include "coordinator/generate.h"
 #include "coordinator/server/textfilt.h"
+#include "core/util/clock.h"
 #include "core/util/log.h"
 
 struct engine {
@@ -25,6 +26,9 @@ struct engine {
     int stopping;        /* atomic; written under mu */
     int state;           /* under mu: 0 opening, 1 up, -1 failed, 2 closing */
     guild_err_t open_err;
+    double busy_s;       /* under mu: engine_stats' counters, published after each request */
+    uint64_t expert_wait_ns;
+    int64_t kv_used;     /* atomic: published after each token */
 
     /* the generation thread's own */
     backend_stack_t *stack;
@@ -40,6 +44,8 @@ typedef struct run_ctx {
     strbuf_t out;
     bool stopped;  /* a stop string was seen */
     bool oom;
+    logprob_entry_t lp; /* the last token's log probabilities (job_spec_t.logprobs), given to the job with its text */
+    bool lp_pending;
 } run_ctx_t;
 
 static bool is_stopping(engine_t *e)
@@ -50,8 +56,14 @@ static bool is_stopping(engine_t *e)
 static int on_text(void *ctx, const char *s, size_t n)
 {
     run_ctx_t *r = ctx;
+    __atomic_store_n(&r->e->kv_used, (int64_t)backend_kv_len(backend_stack_backend(r->e->stack)), __ATOMIC_RELAXED);
     if (job_cancelled(r->job) || is_stopping(r->e))
         return 1;
+    if (r->lp_pending && job_add_logprob(r->job, &r->lp) < 0) {
+        r->oom = true;
+        return 1;
+    }
+    r->lp_pending = false;
     strbuf_clear(&r->out);
     if (textfilt_push(r->filt, s, n, &r->out))
         r->stopped = true;
@@ -60,6 +72,15 @@ static int on_text(void *ctx, const char *s, size_t n)
         return 1;
     }
     return r->stopped;
+}
+
+/* An end-of-generation token that ends the request gets no on_text: its entry is never given to the job. */
+static void on_token(void *ctx, const float *logits, int32_t id)
+{
+    run_ctx_t *r = ctx;
+    const job_spec_t *sp = job_spec(r->job);
+    logprobs_compute(logits, r->e->n_vocab, id, sp->top_logprobs, &r->lp);
+    r->lp_pending = true;
 }
 
 static void run_job(engine_t *e, job_t *j)
@@ -104,6 +125,8 @@ static void run_job(engine_t *e, job_t *j)
         .n_past = n_past,
         .on_text = on_text,
         .on_text_ctx = &r,
+        .on_token = sp->logprobs ? on_token : NULL,
+        .on_token_ctx = &r,
         .drafter = e->spec.drafter,
         .spec_max = e->c.spec ? e->c.spec->max : 0,
     };
@@ -207,9 +230,14 @@ static void *engine_main(void *arg)
         e->running = j;
         pthread_mutex_unlock(&e->mu);
 
+        const double t0 = guild_clock_s();
         run_job(e, j);
+        const uint64_t wait_ns = backend_stack_expert_wait_ns(e->stack);
+        __atomic_store_n(&e->kv_used, (int64_t)backend_kv_len(backend_stack_backend(e->stack)), __ATOMIC_RELAXED);
 
         pthread_mutex_lock(&e->mu);
+        e->busy_s += guild_clock_s() - t0;
+        e->expert_wait_ns = wait_ns;
         e->running = NULL;
         pthread_mutex_unlock(&e->mu);
         job_unref(&j);
@@ -297,6 +325,21 @@ void engine_load(engine_t *e, int *running, int *waiting)
     *running = e->running != NULL;
     *waiting = e->q_len;
     pthread_mutex_unlock(&e->mu);
+}
+
+void engine_stats(engine_t *e, engine_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&e->mu);
+    out->running = e->running != NULL;
+    out->waiting = e->q_len;
+    out->busy_s = e->busy_s;
+    out->expert_wait_s = (double)e->expert_wait_ns * 1e-9;
+    if (e->state == 1) /* the stack is up (closing waits for mu) */
+        backend_stack_restarts(e->stack, &out->gpu_restarts, &out->cpu_restarts);
+    pthread_mutex_unlock(&e->mu);
+    out->kv_used = __atomic_load_n(&e->kv_used, __ATOMIC_RELAXED);
+    out->kv_capacity = e->c.stack->n_ctx;
 }
 
 int engine_health(engine_t *e, char *why, size_t n)

@@ -49,6 +49,21 @@ engine_submit_t engine_submit(engine_t *e, job_t *j);
 /* Requests running (0 or 1) and waiting, now. */
 void engine_load(engine_t *e, int *running, int *waiting);
 
+/* What GET /metrics shows of the engine (coordinator/server/metrics.h). */
+typedef struct engine_stats {
+    int running, waiting;        /* as engine_load */
+    int64_t kv_used;             /* KV cache positions holding tokens (as of the last token generated or the last
+                                    request's end) */
+    int64_t kv_capacity;         /* the cache's positions (the context) */
+    double busy_s;               /* time spent running requests */
+    double expert_wait_s;        /* of the forward passes, time waiting for experts computed on the CPU
+                                    (backend_stack_expert_wait_ns, as of the last request's end) */
+    int gpu_restarts, cpu_restarts; /* worker restarts (backend_stack_restarts) */
+} engine_stats_t;
+
+/* The engine's counters and gauges now. From any thread. */
+void engine_stats(engine_t *e, engine_stats_t *out);
+
 /* Whether a request can succeed now (backend_stack_health): 0, 1 degraded (a worker backing off) or -1 failed
  * for good or shutting down, with the reason in why[n]. From any thread. */
 int engine_health(engine_t *e, char *why, size_t n);

@@ -17,6 +17,8 @@ struct job {
     pthread_cond_t cv;  /* text appended or the job ended */
     strbuf_t text;      /* under mu */
     job_status_t st;    /* under mu */
+    logprob_entry_t *lp; /* [n_lp] under mu: job_add_logprob's entries */
+    size_t n_lp, cap_lp;
 };
 
 static uint64_t next_id; /* atomic */
@@ -69,6 +71,7 @@ void job_unref(job_t **jp)
         return;
     spec_free(&j->spec);
     strbuf_fini(&j->text);
+    free(j->lp);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -143,4 +146,43 @@ void job_finish(job_t *j, const job_status_t *st)
     j->st = *st;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+}
+
+int job_add_logprob(job_t *j, const logprob_entry_t *e)
+{
+    int rc = 0;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lp == j->cap_lp) {
+        size_t cap = j->cap_lp ? j->cap_lp * 2 : 64;
+        logprob_entry_t *v = realloc(j->lp, cap * sizeof *v);
+        if (v) {
+            j->lp = v;
+            j->cap_lp = cap;
+        }
+    }
+    if (j->n_lp < j->cap_lp)
+        j->lp[j->n_lp++] = *e;
+    else
+        rc = -1;
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int job_read_logprobs(job_t *j, size_t from, logprob_entry_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_mutex_lock(&j->mu);
+    if (from < j->n_lp) {
+        *out = malloc((j->n_lp - from) * sizeof **out);
+        if (*out) {
+            memcpy(*out, j->lp + from, (j->n_lp - from) * sizeof **out);
+            *n = j->n_lp - from;
+        } else {
+            rc = -1;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coordinator/server/logprobs.h"
 #include "coordinator/server/strbuf.h"
 #include "core/sample/sampler.h"
 #include "core/util/err.h"
@@ -34,6 +35,8 @@ typedef struct job_spec {
     char **stops;       /* [n_stops] non-empty strings */
     size_t n_stops;
     bool ignore_eos;
+    bool logprobs;      /* record each generated token's log probabilities (job_add_logprob) */
+    int32_t top_logprobs; /* with the most likely tokens', 0..LOGPROBS_MAX_TOP */
 } job_spec_t;
 
 /* How a job ended (or stands). */
@@ -71,7 +74,15 @@ bool job_wait(job_t *j, size_t seen, int timeout_ms);
  * as of the same moment. */
 size_t job_read(job_t *j, size_t from, strbuf_t *out, job_status_t *st);
 
+/* The log probabilities of the generated tokens from entry `from` on (job_spec_t.logprobs): *out (malloc'ed,
+ * caller frees; NULL when none) gets *n of them. Read after job_read, they cover at least the tokens of the text
+ * it returned (the engine adds a token's entry before its text). -1 on out of memory. */
+int job_read_logprobs(job_t *j, size_t from, logprob_entry_t **out, size_t *n);
+
 /* --- the engine's side --- */
+
+/* Appends a generated token's log probabilities, before its text. -1 on out of memory. */
+int job_add_logprob(job_t *j, const logprob_entry_t *e);
 
 bool job_cancelled(const job_t *j);
 /* Appends released text (valid UTF-8). -1 on out of memory. */
