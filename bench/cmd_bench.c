@@ -1,12 +1,14 @@
 /* guild bench — benchmarks. `guild bench experts` (bench/experts.c): DRAM read bandwidth, then the routed-expert
  * pipeline on real expert shapes, one summary line per weight type. `guild bench bw`: the bandwidth probe
- * alone. `guild bench run` (bench/run.c): a whole model at populated contexts. */
+ * alone. `guild bench run` (bench/run.c): a whole model at populated contexts. `guild bench plot` (bench/plot.c): runs'
+ * results drawn as an SVG. */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/plot.h"
 #include "coordinator/commands.h"
 
 static const struct {
@@ -17,6 +19,7 @@ static const struct {
     {"experts", bench_experts_main, "routed-expert pipeline vs DRAM read bandwidth (decode and prefill)"},
     {"bw", bench_bw_main, "STREAM-like read bandwidth per NUMA node and of all nodes"},
     {"run", bench_run_main, "a model end to end: prefill and decode tok/s at populated contexts (JSON)"},
+    {"plot", bench_plot_main, "guild bench run results as an SVG: tok/s against populated context"},
 };
 
 static void usage(FILE *out)

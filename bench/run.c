@@ -28,6 +28,7 @@
 
 #include "bench/bench.h"
 #include "bench/bw.h"
+#include "bench/plot.h"
 #include "bench/procmem.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/generate.h"
@@ -53,6 +54,7 @@
 typedef struct run_cfg {
     const char *model;
     const char *json;
+    const char *svg;           /* --svg: the results drawn (bench/plot.h) */
     const char *commit;        /* --commit: provenance where the binary runs away from its git checkout */
     int32_t populate[MAX_POP];
     int n_populate;
@@ -115,6 +117,7 @@ static void usage(FILE *out)
     fprintf(out,
             "      --dram-gbs X        DRAM read bandwidth in GB/s for the limits (default: measured)\n"
             "      --json FILE         write the results with provenance\n"
+            "      --svg FILE          draw the results: tok/s against populated context (as guild bench plot)\n"
             "      --commit ID         the source commit, when the binary runs away from its git checkout\n"
             "  -v, --verbose           the backend's and the workers' messages (plan, streaming) on stderr\n"
             "  -h, --help              this help\n");
@@ -122,12 +125,13 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, run_cfg_t *c)
 {
-    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_COMMIT, O_PERIOD, O_SPEC };
+    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_SVG, O_COMMIT, O_PERIOD, O_SPEC };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},       {"populate", required_argument, NULL, O_POP},
         {"gen", required_argument, NULL, O_GEN},       {"runs", required_argument, NULL, O_RUNS},
         {"batch", required_argument, NULL, O_BATCH},   {"dram-gbs", required_argument, NULL, O_DRAM},
         {"json", required_argument, NULL, O_JSON},     {"commit", required_argument, NULL, O_COMMIT},
+        {"svg", required_argument, NULL, O_SVG},
         {"prompt-period", required_argument, NULL, O_PERIOD},
         {"spec", required_argument, NULL, O_SPEC},     {"spec-max", required_argument, NULL, O_SPEC},
         {"spec-min-p", required_argument, NULL, O_SPEC}, {"draft-model", required_argument, NULL, O_SPEC},
@@ -187,6 +191,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         case O_BATCH: if (stack_flags_parse_batch(optarg, &c->batch, &e) < 0) goto bad; break;
         case O_DRAM: c->dram_gbps = atof(optarg); break;
         case O_JSON: c->json = optarg; break;
+        case O_SVG: c->svg = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
         case O_PERIOD:
             if (cli_parse_long("--prompt-period", optarg, 0, 1 << 22, &v, &e) < 0)
@@ -813,6 +818,22 @@ int bench_run_main(int argc, char **argv)
     if (c.json && json_dump_file(root, c.json, JSON_INDENT(2) | JSON_SORT_KEYS) < 0) {
         guild_err_set(&err, "cannot write %s", c.json);
         goto out;
+    }
+    if (c.svg) {
+        const char *base = strrchr(c.model, '/') ? strrchr(c.model, '/') + 1 : c.model;
+        const plot_run_t drawn = {.doc = root, .label = base};
+        FILE *f = fopen(c.svg, "w");
+        if (!f) {
+            guild_err_errno(&err, errno, "cannot create %s", c.svg);
+            goto out;
+        }
+        const int prc = plot_write_svg(&drawn, 1, NULL, f, &err);
+        if (fclose(f) != 0 && prc == 0) {
+            guild_err_errno(&err, errno, "cannot write %s", c.svg);
+            goto out;
+        }
+        if (prc < 0)
+            goto out;
     }
     rc = 0;
 out:

@@ -2,7 +2,7 @@
 # docs/cli.md names only flags that exist (issue 13): each `## ` section of docs/cli.md is about one program (its
 # heading names it in backticks: `guild run`, `guild-stager`, `guild-mkmodel`, ...), and every --flag written in
 # the section must appear in that program's --help. A renamed or removed flag then fails here until the page
-# follows. (`guild bench` covers its three benchmarks: a flag must be in one of their --help.)
+# follows. (`guild bench` covers its benchmarks and plot: a flag must be in one of their --help.)
 set -u
 B=${GUILD_BUILDDIR:-.}
 top="${GUILD_SRCDIR:-$(dirname "$0")/..}"
@@ -24,7 +24,7 @@ trap 'rm -rf "$T"' EXIT INT TERM
 help() {
     case "$1" in
     "guild bench")
-        for b in experts bw run; do "$B/guild" bench "$b" --help; done
+        for b in experts bw run plot; do "$B/guild" bench "$b" --help; done
         ;;
     guild | "guild "*) "$B/guild" ${1#guild} --help ;;
     guild-mkmodel) "$B/tools/guild-mkmodel" --help ;;

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""guild bench plot and guild bench run --svg (tests/bench_plot.sh runs it): the SVG is well-formed XML
+(xml.etree), a self-contained SVG document (no scripts, nothing fetched), and holds every series: a prefill and a
+decode line per run at the right contexts (in order, left to right, higher rates higher), the decode limit dashed,
+a legend row per run; a context without a rate is named in a note, not drawn as zero; bad input fails with a
+message.
+
+usage: bench_plot.py BUILDDIR WORKDIR
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+B, T = sys.argv[1], sys.argv[2]
+GUILD = os.path.join(B, "guild")
+SVG = "{http://www.w3.org/2000/svg}"
+checks = 0
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    global checks
+    checks += 1
+    if not cond:
+        fail(msg)
+
+
+def run_doc(contexts, prefill, decode, limit, arch="qwen3moe", gpu="NVIDIA H200"):
+    return {"provenance": {"gpu": gpu, "commit": "abc"}, "model": {"arch": arch},
+            "results": [{"context": c, "prefill_tok_s": p, "decode_tok_s": d, "decode_limit_tok_s": lim}
+                        for c, p, d, lim in zip(contexts, prefill, decode, limit)]}
+
+
+def write(name, doc):
+    path = os.path.join(T, name)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def plot(*args):
+    return subprocess.run([GUILD, "bench", "plot", *args], capture_output=True, text=True, timeout=60)
+
+
+def parse_svg(path):
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        fail("%s is not well-formed XML: %s" % (path, e))
+    check(root.tag == SVG + "svg", "%s: the root is %s, not an SVG element" % (path, root.tag))
+    for el in root.iter():
+        check(el.tag.startswith(SVG), "%s: an element from another namespace: %s" % (path, el.tag))
+        check(el.tag not in (SVG + "script", SVG + "image", SVG + "foreignObject", SVG + "style"),
+              "%s: %s is not self-contained" % (path, el.tag))
+        for k, v in el.attrib.items():
+            check("href" not in k and "url(" not in v, "%s: a reference outside the document: %s=%s" % (path, k, v))
+    return root
+
+
+def polylines(root):
+    """[(stroke colour, dashed, [(x, y)...])] in document order."""
+    out = []
+    for el in root.iter(SVG + "polyline"):
+        pts = [tuple(map(float, p.split(","))) for p in el.get("points").split()]
+        out.append((el.get("stroke"), el.get("stroke-dasharray") is not None, pts))
+    return out
+
+
+# ---- two runs, one with a context it could not run -------------------------------------------------------
+ctx = [512, 4096, 16384, 65536]
+a = write("allgpu.json", run_doc(ctx, [6533, 8614, 6774, 5000], [223.4, 209.3, 172.7, 120.0],
+                                 [2134.2, 1810.8, 1191.8, 500.0]))
+b = write("gpumem8g.json", run_doc(ctx, [885, 3037, 2958, 0], [67.0, 60.6, 60.5, 0], [114.5, 113.4, 109.8, 0]))
+out = os.path.join(T, "two.svg")
+r = plot(a, b, "-o", out, "--label", "all on the GPU <&>")
+check(r.returncode == 0, "guild bench plot: %d: %s" % (r.returncode, r.stderr))
+root = parse_svg(out)
+check(root.get("viewBox") is not None and root.get("width") and root.get("height"), "no size or viewBox")
+lines = polylines(root)
+# per run: prefill (panel 1), then the decode limit (dashed) and decode (panel 2)
+solid = [l for l in lines if not l[1]]
+dashed = [l for l in lines if l[1]]
+check(len(solid) == 4, "%d solid series, expected 4 (prefill and decode of two runs)" % len(solid))
+check(len(dashed) == 2, "%d dashed limit lines, expected 2" % len(dashed))
+colours = {l[0] for l in solid}
+check(len(colours) == 2, "the two runs do not have two colours: %r" % colours)
+for l in lines:
+    xs = [p[0] for p in l[2]]
+    check(xs == sorted(xs) and len(set(xs)) == len(xs), "a series is not drawn left to right: %r" % xs)
+n_points = sorted(len(l[2]) for l in solid)
+check(n_points == [3, 3, 4, 4], "points per series %r, expected the unsupported context left out" % n_points)
+# equal spacing in log2(context): 512 -> 4096 is 3 doublings, 4096 -> 16384 is 2
+xs = [p[0] for p in solid[0][2]]
+check(abs((xs[1] - xs[0]) / (xs[2] - xs[1]) - 1.5) < 0.02, "the context axis is not log-2: %r" % xs)
+# decode of run 1 is below its limit everywhere: a larger y in SVG coordinates
+dec = [l for l in solid if l[0] == dashed[0][0]][1]
+check(all(d[1] > lim[1] for d, lim in zip(dec[2], dashed[0][2])), "a decode point is above its limit line")
+texts = ["".join(t.itertext()) for t in root.iter(SVG + "text")]
+check("all on the GPU <&>" in texts, "the legend lacks the label given (escaped): %r" % texts[-4:])
+check("gpumem8g" in texts, "the legend lacks the default label (the file name without .json)")
+check(any("not drawn" in t and "gpumem8g at 65536" in t for t in texts), "no note for the unsupported context")
+check(any(t == "4K" for t in texts) and any(t == "64K" for t in texts), "the context ticks 4K and 64K are missing")
+check(any("qwen3moe on NVIDIA H200" in t for t in texts), "the default title names the model and the GPU")
+titles = ["".join(t.itertext()) for t in root.iter(SVG + "title")]
+check(any("context 16384, decode 172.7 tok/s" in t for t in titles), "the points' titles lack their values")
+
+# ---- errors ----------------------------------------------------------------------------------------------
+r = plot(a)
+check(r.returncode == 2 and "no output" in r.stderr, "no -o: %d %s" % (r.returncode, r.stderr))
+r = plot("-o", out)
+check(r.returncode == 2 and "no results" in r.stderr, "no file: %d %s" % (r.returncode, r.stderr))
+bad = write("bad.json", {"results": [{"prefill_tok_s": 1}]})
+r = plot(bad, "-o", out)
+check(r.returncode == 1 and "results[0]" in r.stderr and "context" in r.stderr, "no context: %s" % r.stderr)
+notrun = write("other.json", {"hello": 1})
+r = plot(notrun, "-o", out)
+check(r.returncode == 1 and "no \"results\" array" in r.stderr, "not a bench run document: %s" % r.stderr)
+with open(os.path.join(T, "broken.json"), "w") as f:
+    f.write("{")
+r = plot(os.path.join(T, "broken.json"), "-o", out)
+check(r.returncode == 1 and "not JSON" in r.stderr, "broken JSON: %s" % r.stderr)
+r = plot(a, "-o", os.path.join(T, "no", "such", "dir.svg"))
+check(r.returncode == 1 and "cannot create" in r.stderr, "unwritable output: %s" % r.stderr)
+r = plot(a, "-o", "-")
+check(r.returncode == 0 and r.stdout.startswith("<?xml"), "-o - writes to stdout")
+
+# ---- guild bench run --svg on a tiny model ------------------------------------------------------------
+model = os.path.join(T, "m.gguf")
+mk = subprocess.run([os.path.join(B, "tools", "guild-mkmodel"), "--arch", "qwen3moe", "--layers", "2", "--embd",
+                     "64", "--heads", "2", "--kv-heads", "1", "--head-dim", "32", "--experts", "4",
+                     "--experts-used", "2", "--expert-ff", "64", "--ctx", "256", "--vocab", "300", "--type",
+                     "F32", "--seed", "3", "-q", "-o", model], capture_output=True)
+check(mk.returncode == 0, "guild-mkmodel: " + mk.stderr.decode(errors="replace"))
+js, svg = os.path.join(T, "run.json"), os.path.join(T, "run.svg")
+r = subprocess.run([GUILD, "bench", "run", "-m", model, "--single-process", "--backend", "cpu", "--threads", "1",
+                    "--populate", "16,64", "--gen", "4", "--runs", "1", "--dram-gbs", "10", "--json", js, "--svg",
+                    svg], capture_output=True, text=True, timeout=120)
+check(r.returncode == 0, "guild bench run --svg: %d: %s" % (r.returncode, r.stderr[-2000:]))
+root = parse_svg(svg)
+lines = polylines(root)
+check(len([l for l in lines if not l[1]]) == 2 and len([l for l in lines if l[1]]) == 1,
+      "bench run --svg: %d series, expected prefill, decode and the limit" % len(lines))
+check(all(len(l[2]) == 2 for l in lines), "bench run --svg: not two contexts per series")
+texts = ["".join(t.itertext()) for t in root.iter(SVG + "text")]
+check("m.gguf" in texts, "bench run --svg: the legend names the model file")
+# the same document through guild bench plot: the same drawing
+out2 = os.path.join(T, "run2.svg")
+r = plot(js, "-o", out2, "-l", "m.gguf")
+check(r.returncode == 0, "guild bench plot of bench run's JSON: %s" % r.stderr)
+check(open(out2).read() == open(svg).read(), "bench run --svg and bench plot of its JSON differ")
+
+print("bench_plot: %d checks passed" % checks)
