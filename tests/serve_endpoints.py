@@ -409,6 +409,32 @@ expect_error(srv, "/tokenize", None, 405, "", method="GET")
 expect_error(srv, "/metrics", None, 405, "", method="POST")
 check(srv.stop() == 0, "guild serve did not exit with 0")
 
+# ---- the multi-process pipeline: the CPU workers' wait and a restart are counted --------------------------
+srv = Server("multi", "--cpu-workers", "1")
+srv.json(C, {"prompt": PROMPT, "max_tokens": 4, "temperature": 0})
+m0, _ = metrics(srv)
+check(val(m0, "guild_cpu_expert_wait_seconds_total") > 0, "no CPU expert wait counted in the pipeline")
+check(0 < val(m0, "guild_cpu_expert_wait_ratio") <= 1, "wait ratio %r" % val(m0, "guild_cpu_expert_wait_ratio"))
+check(val(m0, "guild_worker_restarts_total", role="cpu") == 0, "restarts before any death")
+
+
+def worker_pids():
+    return [int(p) for p in re.findall(r"cpu-worker\[0\]: started, pid (\d+)", srv.text())]
+
+
+check(len(worker_pids()) == 1, "the log does not name the CPU worker's pid:\n" + srv.text()[-2000:])
+os.kill(worker_pids()[0], signal.SIGKILL)
+deadline = time.time() + 30
+while time.time() < deadline and len(worker_pids()) < 2:
+    time.sleep(0.05)
+check(len(worker_pids()) == 2, "the CPU worker was not restarted")
+srv.json(C, {"prompt": PROMPT, "max_tokens": 4, "temperature": 0})
+m1, _ = metrics(srv)
+check(val(m1, "guild_worker_restarts_total", role="cpu") == 1, "restarts{cpu} %r after one kill" %
+      val(m1, "guild_worker_restarts_total", role="cpu"))
+check(val(m1, "guild_worker_restarts_total", role="gpu") == 0, "restarts{gpu} after a CPU worker's death")
+check(srv.stop() == 0, "guild serve did not exit with 0")
+
 # ---- the API key covers the new endpoints --------------------------------------------------------------
 srv = Server("key", "--single-process", "--api-key", "sekret")
 expect_error(srv, "/tokenize", {"content": "x"}, 401, "API key")

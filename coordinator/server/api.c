@@ -403,8 +403,11 @@ static void handle_completions(const api_server_t *s, http_req_t *req, api_kind_
         .logprobs = r.logprobs,
         .top_logprobs = r.top_logprobs,
     };
-    if (!prompt_ids(s, req, &r, &spec.prompt, &spec.n_prompt))
+    if (!prompt_ids(s, req, &r, &spec.prompt, &spec.n_prompt)) {
+        if (kind == API_CHAT && s->chat == CHAT_TMPL_UNKNOWN)
+            refused = METRICS_FAILED; /* 500: the server cannot format chats */
         goto done;
+    }
     r.stops = NULL; /* the job owns them now */
     r.n_stops = 0;
     guild_err_t err = {{0}};
