@@ -75,6 +75,41 @@ START_TEST(test_no_budget_all_resident)
 }
 END_TEST
 
+/* A qwen3next shape (tests/tiny_model.c: 4 layers, a gated delta net on the even ones, gated full attention on
+ * the odd ones; 2 KV heads of 16; the delta net 4 taps, 2 key heads and 4 value heads of 16): the cache holds K and
+ * V rows for the 2 attention layers only and each gdn layer's F32 state, whatever the context
+ * (gpu_plan_cache_bytes, which the CUDA backend's allocation follows). */
+START_TEST(test_hybrid_cache)
+{
+    guild_err_t err = {{0}};
+    size_t size;
+    fx_t f, g;
+    tiny_spec_t s = tiny_spec("qwen3next");
+    s.n_layer = 4;
+    tiny_model_image(&s, &f.image, &size);
+    ck_assert_msg(tiny_model_open(f.image, size, &f.m, &err) == 0, "%s", err.msg);
+    s.arch = "qwen2moe"; /* the same shape, every layer with K and V */
+    tiny_model_image(&s, &g.image, &size);
+    ck_assert_msg(tiny_model_open(g.image, size, &g.m, &err) == 0, "%s", err.msg);
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
+    gpu_plan_t p, q;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gpu_plan_compute(&q, g.m, &o, &err) == 0, "%s", err.msg);
+    const uint64_t KV = 2 * 16, DK = 16, NK = 2, NV = 4, CONV = 4, CH = 2 * NK * DK + NV * DK;
+    const uint64_t state = ((CONV - 1) * CH + NV * DK * DK) * 4; /* one gdn layer's, bytes */
+    ck_assert_uint_eq(p.kv, 2 * 64 * (KV + KV) * 2 + 2 * state);
+    ck_assert_uint_eq(q.kv, 4 * 64 * (KV + KV) * 2);
+    ck_assert_uint_eq(p.kv, gpu_plan_cache_bytes(model_config(f.m), 64, 2));
+    /* a longer context grows only the attention layers' rows */
+    ck_assert_uint_eq(gpu_plan_cache_bytes(model_config(f.m), 4096, 4), 2 * 4096 * (KV + KV) * 4 + 2 * state);
+    ck_assert_uint_eq(gpu_plan_total(&p), p.dense + p.kv + p.buffers + p.expert_buffers + p.experts);
+    gpu_plan_fini(&p);
+    gpu_plan_fini(&q);
+    fx_close(&f);
+    fx_close(&g);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     fx_t f;
@@ -421,6 +456,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_no_budget_all_resident);
     tcase_add_test(tc, test_budget);
+    tcase_add_test(tc, test_hybrid_cache);
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);

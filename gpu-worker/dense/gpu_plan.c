@@ -415,6 +415,44 @@ static void plan_layers(gpu_plan_t *p, const facts_t *f)
     }
 }
 
+/* The cache of one sequence as the backends allocate it: each layer with a key or value row (model_layer_cache_row)
+ * the widest key and value rows of the layers' attention parts (GQA: n_head_kv * head_dim each; MLA: the latent
+ * and its rotated part, no value row) at every position, and each gated delta net layer its recurrent state
+ * instead (the convolution's last inputs and the delta rule's matrices, F32, whatever the context). */
+uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, uint32_t kv_elem)
+{
+    uint64_t k_row = 0, v_row = 0, kv_layers = 0, recurrent = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        k_row = (uint64_t)r.k > k_row ? (uint64_t)r.k : k_row;
+        v_row = (uint64_t)r.v > v_row ? (uint64_t)r.v : v_row;
+        kv_layers += r.k || r.v;
+        recurrent += model_layer_recurrent(c, il);
+    }
+    const uint64_t state = recurrent ? (uint64_t)(model_gdn_conv_state(c) + model_gdn_ssm_state(c)) * 4u : 0;
+    return (k_row + v_row) * kv_layers * (uint64_t)n_ctx * (kv_elem ? kv_elem : 2u) + recurrent * state;
+}
+
+/* The gated delta net's and the output gate's activations for chunks of NB tokens (the CUDA backend's
+ * alloc_hybrid). */
+static uint64_t hybrid_buffers_bytes(const model_config_t *c, uint64_t NB)
+{
+    const uint64_t Q = (uint64_t)c->n_head * (uint64_t)c->head_dim, fl = 4;
+    bool gate = false, gdn = false;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_part_t *a = model_layer_parts(c, il).attn;
+        gate |= a->kind == MODEL_ATTN_GQA && (a->opts & MODEL_GQA_OUT_GATE);
+        gdn |= a->kind == MODEL_ATTN_GDN;
+    }
+    uint64_t bytes = gate ? NB * 3 * Q * fl : 0;
+    if (gdn) {
+        const uint64_t CH = (uint64_t)model_gdn_conv_channels(c), IN = (uint64_t)c->ssm_d_inner;
+        const uint64_t NV = (uint64_t)c->ssm_dt_rank;
+        bytes += NB * (CH + 2 * IN + 4 * NV) * fl;
+    }
+    return bytes;
+}
+
 /* Sizes of the parts for chunk NB. */
 static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, uint32_t kv_elem, int32_t NB)
 {
@@ -422,18 +460,10 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
     p->budget = budget;
     p->reserve = budget ? GPU_PLAN_RESERVE : 0;
     p->dense = f->dense;
-    /* the cache as the backends allocate it: each layer the widest key and value rows of the layers' attention
-     * parts (GQA: n_head_kv * head_dim each; MLA: the latent and its rotated part, no value row) */
-    uint64_t k_row = 0, v_row = 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        const model_cache_row_t r = model_layer_cache_row(c, il);
-        k_row = (uint64_t)r.k > k_row ? (uint64_t)r.k : k_row;
-        v_row = (uint64_t)r.v > v_row ? (uint64_t)r.v : v_row;
-    }
-    p->kv = (k_row + v_row) * (uint64_t)c->n_layer * (uint64_t)n_ctx * (kv_elem ? kv_elem : 2u);
+    p->kv = gpu_plan_cache_bytes(c, n_ctx, kv_elem);
     p->n_ctx = n_ctx;
     p->n_batch = NB;
-    p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx);
+    p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB);
     p->experts_all = 0;
     for (int32_t il = 0; il < f->L; il++)
         p->experts_all += resident_bytes(f, il, f->gmat[il] ? f->N : 0);

@@ -105,7 +105,8 @@ typedef struct gpu_plan {
     uint64_t budget;           /* as given (0: none) */
     uint64_t reserve;          /* GPU_PLAN_RESERVE */
     uint64_t dense;            /* dense weights (and the RoPE table) */
-    uint64_t kv;               /* K and V caches */
+    uint64_t kv;               /* K and V caches of the attention layers, the recurrent layers' states
+                                  (gpu_plan_cache_bytes) */
     uint64_t buffers;          /* activations, logits, exchange staging (for n_batch tokens) */
     uint64_t expert_buffers;   /* working buffers of the device experts (0 when none runs there) */
     uint64_t staging;          /* stage_slots * stage_slot_bytes */
@@ -172,6 +173,10 @@ static inline bool gpu_plan_expert_resident(const gpu_plan_t *p, int32_t il, int
 
 /* The device bytes the plan uses in total. */
 uint64_t gpu_plan_total(const gpu_plan_t *p);
+
+/* The device bytes of one sequence's cache: the K and V rows of the layers that keep them (the widest rows of any
+ * layer, kv_elem bytes an element, n_ctx positions) and the F32 recurrent state of each gated delta net layer. */
+uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, uint32_t kv_elem);
 
 /* Bytes of one staging slot of k experts of model m's streamable layers (the layout above: each of the three
  * regions sized for the largest such layer's matrices and rounded to GPU_PLAN_ALIGN). */

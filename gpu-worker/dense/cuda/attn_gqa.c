@@ -30,7 +30,8 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
         return -1;
     const bool neox = c->rope_neox;
     const bool norm_head = opts & MODEL_GQA_QK_NORM_HEAD, norm_full = opts & MODEL_GQA_QK_NORM_FULL;
-    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
+    /* bytes: the layer's slot in the caches */
+    const size_t layer0 = (size_t)b->kv_slot[il] * (size_t)b->n_ctx * (size_t)KV * b->kv_elem;
     if (!norm_full && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
         return cuda_qk_prepare(b->q, b->k, b->v, n, c->n_head, c->n_head_kv, c->head_dim,
                                norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL, c->norm_eps, c->n_rot,
@@ -70,7 +71,8 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     if (cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
         cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0 || qk_prepare(b, L, p->opts, il, n, err) < 0)
         return -1;
-    const size_t layer0 = (size_t)il * (size_t)b->n_ctx * (size_t)KV * b->kv_elem; /* bytes */
+    /* bytes: the layer's slot in the caches */
+    const size_t layer0 = (size_t)b->kv_slot[il] * (size_t)b->n_ctx * (size_t)KV * b->kv_elem;
     const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
     const int rc = n <= DECODE_ROWS

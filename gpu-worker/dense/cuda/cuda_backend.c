@@ -86,6 +86,7 @@ static void cuda_destroy(backend_t *base)
         cudaStreamDestroy(b->stream);
     free(b->layers);
     free(b->rec_slot);
+    free(b->kv_slot);
     free(b);
 }
 
@@ -495,15 +496,21 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
     /* sh_gate/sh_up hold the widest hidden FFN row: the shared expert's or a dense FFN layer's */
     const size_t F = (size_t)model_config_ff_hidden(c), f = sizeof(float);
-    /* each layer's cache rows as its attention part says (GQA: KV each; MLA: the latent and rotated part) */
+    /* each layer's cache rows as its attention part says (GQA: KV each; MLA: the latent and rotated part; a gated
+     * delta net none: only the layers with rows get a slot in the caches) */
     bool mla = false;
+    if (!(b->kv_slot = malloc((size_t)c->n_layer * sizeof *b->kv_slot))) {
+        guild_err_set(err, "cuda backend: out of memory");
+        goto fail;
+    }
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_cache_row_t r = model_layer_cache_row(c, il);
         b->kv_row = r.k > b->kv_row ? r.k : b->kv_row;
         b->v_row = r.v > b->v_row ? r.v : b->v_row;
+        b->kv_slot[il] = r.k || r.v ? b->n_kv_layers++ : -1;
         mla |= model_layer_parts(c, il).attn->kind == MODEL_ATTN_MLA;
     }
-    const size_t kv_cells = (size_t)c->n_layer * (size_t)opt->n_ctx * b->kv_elem;
+    const size_t kv_cells = (size_t)b->n_kv_layers * (size_t)opt->n_ctx * b->kv_elem;
     /* the attention output: a value per head, wider than a key with MLA where so */
     const size_t ATT = (size_t)c->n_head * (size_t)(c->head_dim_v > c->head_dim ? c->head_dim_v : c->head_dim);
     const size_t R = (size_t)c->n_lora_kv, RR = R + (size_t)c->n_rot, H = (size_t)c->n_head;

@@ -75,8 +75,11 @@ typedef struct cuda_backend {
     float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
     guild_type_t kv_type;       /* F16 (default) or F32 (cuda_config_t.test.kv_f32) */
     size_t kv_elem;             /* bytes of one cache element */
-    void *k_cache;              /* [n_layer][n_ctx][kv_row] of kv_type */
-    void *v_cache;              /* [n_layer][n_ctx][v_row] of kv_type; NULL when v_row is 0 */
+    void *k_cache;              /* [n_kv_layers][n_ctx][kv_row] of kv_type */
+    void *v_cache;              /* [n_kv_layers][n_ctx][v_row] of kv_type; NULL when v_row is 0 */
+    int32_t *kv_slot;           /* host [n_layer]: layer il's rows in the caches, -1: none (a gdn layer keeps
+                                   its recurrent state instead) */
+    int32_t n_kv_layers;        /* layers with a key or value row (model_layer_cache_row) */
     int64_t kv_row, v_row;      /* the widest key and value rows a layer's attention part keeps per position
                                    (model_layer_cache_row; GQA: n_head_kv * head_dim each; MLA: the latent and the
                                    rotated key part, no value row) */
