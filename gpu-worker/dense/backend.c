@@ -83,7 +83,15 @@ int backend_new(backend_t **out, const char *name, const model_t *m, const backe
         return -1;
     if (opt->plan && plan_check(ops, opt->plan, opt->n_batch, err) < 0)
         return -1;
-    return ops->create(out, m, opt, config, err);
+    if (opt->n_seq < 0)
+        return guild_err_set(err, "backend %s: %d sequences", ops->name, opt->n_seq);
+    if (opt->n_seq > 1 && !ops->forward_seq)
+        return guild_err_set(err, "backend %s: runs one sequence only (%d asked: several sessions in one batch "
+                             "need a backend that keeps a cache per sequence, such as cpu)", ops->name, opt->n_seq);
+    if (ops->create(out, m, opt, config, err) < 0)
+        return -1;
+    (*out)->n_seq = opt->n_seq > 1 ? opt->n_seq : 1;
+    return 0;
 }
 
 int backend_routing(const backend_t *b, uint64_t *counts)
@@ -97,9 +105,42 @@ int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const
     return b->ops->forward(b, n_tokens, tokens, positions, n_out, out_rows, logits, err);
 }
 
+int backend_forward_seq(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
+                        const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                        guild_err_t *err)
+{
+    if (b->ops->forward_seq)
+        return b->ops->forward_seq(b, n_tokens, tokens, seq, positions, n_out, out_rows, logits, err);
+    for (int32_t i = 0; seq && i < n_tokens; i++)
+        if (seq[i] != 0)
+            return guild_err_set(err, "forward: row %d is of sequence %d; backend %s holds one", i, seq[i],
+                                 b->ops->name);
+    return b->ops->forward(b, n_tokens, tokens, positions, n_out, out_rows, logits, err);
+}
+
+int32_t backend_n_seq(const backend_t *b)
+{
+    return b->n_seq > 1 ? b->n_seq : 1;
+}
+
 int32_t backend_kv_len(const backend_t *b)
 {
     return b->ops->kv_len(b);
+}
+
+int32_t backend_seq_kv_len(const backend_t *b, int32_t seq)
+{
+    GUILD_ASSERT(seq >= 0 && seq < backend_n_seq(b));
+    return b->ops->seq_kv_len ? b->ops->seq_kv_len(b, seq) : b->ops->kv_len(b);
+}
+
+void backend_seq_kv_truncate(backend_t *b, int32_t seq, int32_t n_pos)
+{
+    GUILD_ASSERT(seq >= 0 && seq < backend_n_seq(b));
+    if (b->ops->seq_kv_truncate)
+        b->ops->seq_kv_truncate(b, seq, n_pos);
+    else
+        b->ops->kv_truncate(b, n_pos);
 }
 
 void backend_kv_truncate(backend_t *b, int32_t n_pos)

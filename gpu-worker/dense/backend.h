@@ -15,6 +15,12 @@
  * the cached latent, the cheap one for large batches); with backend_options_t.mla_form auto a batch's size picks
  * one, so a position's logits are the same bits for batch splits whose batches pick the same form, and for
  * every split with a fixed form.
+ *
+ * Sequences: a backend created with backend_options_t.n_seq > 1 holds that many independent caches (each of n_ctx
+ * positions, and each its own recurrent state) and runs rows of several sequences in one batch
+ * (backend_forward_seq): a row's attention reads its own sequence's cache only, every other value is computed per
+ * row as above, so a row's logits are the same bits whatever else shares its batch (with mla_form auto, the form
+ * of a sequence's rows is picked by how many rows of that sequence the batch holds, as if they ran alone).
  */
 #ifndef GUILD_GPU_WORKER_BACKEND_H
 #define GUILD_GPU_WORKER_BACKEND_H
@@ -54,6 +60,8 @@ typedef struct backend_options {
                           (gpu-worker/dense/finite_check.h): a find fails the forward call with a message naming
                           the layer, the tensor and the position; the values are the same bits either way */
     int32_t mla_form; /* multi-head latent attention's form (BACKEND_MLA_*; the contract above) */
+    int32_t n_seq;    /* independent sequences (caches of n_ctx positions each, backend_forward_seq); 0 or 1: one.
+                         A backend without forward_seq refuses more than one at create */
     const struct gpu_plan *plan; /* the GPU memory plan to follow (gpu-worker/dense/gpu_plan.h; read during creation
                                   only), computed once by the caller for every process; its n_batch must be
                                   n_batch. NULL: a backend that plans computes its own from its settings. A
@@ -99,6 +107,13 @@ typedef struct backend_ops {
                    int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
     int32_t (*kv_len)(const backend_t *b);
     void (*kv_truncate)(backend_t *b, int32_t n_pos);
+    /* Optional, all three or none: several sequences (backend_forward_seq; seq NULL: every row sequence 0). A
+     * backend without them runs sequence 0 only and refuses n_seq > 1 at create. */
+    int (*forward_seq)(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
+                       const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                       guild_err_t *err);
+    int32_t (*seq_kv_len)(const backend_t *b, int32_t seq);
+    void (*seq_kv_truncate)(backend_t *b, int32_t seq, int32_t n_pos);
     void (*destroy)(backend_t *b);
     void (*stats)(const backend_t *b, backend_stats_t *out); /* optional */
     /* Optional: the executor over an exchange that this backend drives itself (backend_exchange_exec_new). */
@@ -111,6 +126,7 @@ typedef struct backend_ops {
 /* Implementations embed this as their first member. */
 struct backend {
     const backend_ops_t *ops;
+    int32_t n_seq; /* sequences it holds (>= 1); set by backend_new (or the maker of a backend not made by name) */
 };
 
 /* The GPU_PLAN_CAP_* bits of backend `name` (what a plan for it may ask), or -1 for a name not built in. */
@@ -140,10 +156,29 @@ int backend_exchange_exec_new(moe_exec_t **out, const char *name, const model_co
 int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *positions,
                     int32_t n_out, const int32_t *out_rows, float *logits, guild_err_t *err);
 
-/* Positions held in the KV cache. */
+/* Runs a batch of rows of several sequences: row i is token tokens[i] of sequence seq[i] (0 <= seq[i] < n_seq; seq
+ * NULL: every row is sequence 0, backend_forward) at positions[i], which must be that sequence's kv_len plus the
+ * number of rows of the same sequence before row i: each sequence's rows append to its own cache, in batch order
+ * (they need not be adjacent). Outputs and failures as backend_forward; a failure leaves every sequence's cache
+ * where it was (a recurrent model: the sequences of the batch emptied). Each row's logits are the same bits as
+ * its sequence's rows alone would give (the contract above). */
+int backend_forward_seq(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
+                        const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                        guild_err_t *err);
+
+/* The sequences the backend holds (backend_options_t.n_seq, at least 1). */
+int32_t backend_n_seq(const backend_t *b);
+
+/* Positions held in the KV cache (of sequence 0). */
 int32_t backend_kv_len(const backend_t *b);
 
-/* Keeps positions [0, n_pos) of the cache (n_pos >= kv_len does nothing); 0 clears it. A model with recurrent
+/* Positions held in sequence seq's cache (0 <= seq < n_seq). */
+int32_t backend_seq_kv_len(const backend_t *b, int32_t seq);
+
+/* backend_kv_truncate for sequence seq's cache only; the others are untouched. */
+void backend_seq_kv_truncate(backend_t *b, int32_t seq, int32_t n_pos);
+
+/* Keeps positions [0, n_pos) of the cache (of sequence 0; n_pos >= kv_len does nothing); 0 clears it. A model with recurrent
  * layers (model_recurrent) keeps no earlier position: any n_pos < kv_len empties the cache, so a caller checks
  * backend_kv_len afterwards (and recomputes the prefix). */
 void backend_kv_truncate(backend_t *b, int32_t n_pos);

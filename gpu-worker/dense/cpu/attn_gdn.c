@@ -13,7 +13,9 @@
  *
  * Float orders: the convolution sums its taps oldest first from 0; every dot product (S_h k, S_h q) sums over
  * ascending index in float; L2 norm: sum of squares in double, scale 1 / max(sqrt, eps) (ggml_l2_norm); the
- * output norm is cpu_rmsnorm. The state is written for every row; only the kept rows' outputs go on.
+ * output norm is cpu_rmsnorm. The state is written for every row; only the kept rows' outputs go on. Each
+ * sequence has its own state: a row steps its sequence's, rows in batch order (a sequence's rows are in position
+ * order there).
  */
 #include <math.h>
 #include <string.h>
@@ -29,8 +31,9 @@ typedef struct gdn_job {
     const model_layer_t *L;
     uint32_t opts;
     int32_t n;
-    float *conv_state; /* this layer's */
-    float *ssm_state;  /* this layer's */
+    float *conv_state; /* this layer's, of sequence 0 */
+    float *ssm_state;  /* this layer's, of sequence 0 */
+    size_t conv_seq, ssm_seq; /* floats from a sequence's state to the next's */
 } gdn_job_t;
 
 /* ggml_softplus */
@@ -51,8 +54,8 @@ static void conv_task(void *ctx, int64_t task, int thread)
     (void)thread;
     for (int64_t ch = task * CONV_BLOCK; ch < c1; ch++) {
         const float *w = (const float *)j->L->ssm_conv1d.data + ch * K;
-        float *s = j->conv_state + ch * (K - 1);
         for (int32_t t = 0; t < j->n; t++) {
+            float *s = j->conv_state + (size_t)j->b->tok_seq[t] * j->conv_seq + ch * (K - 1);
             float *x = j->b->gdn_qkv + t * CH + ch;
             float sum = 0.0f;
             for (int64_t k = 0; k < K - 1; k++)
@@ -119,9 +122,9 @@ static void delta_task(void *ctx, int64_t h, int thread)
     const int64_t CH = model_gdn_conv_channels(c), DK = c->ssm_d_state, NK = c->ssm_n_group, NV = c->ssm_dt_rank;
     const int64_t IN = c->ssm_d_inner;
     const int64_t kh = (j->opts & MODEL_GDN_KV_TILED) ? h % NK : h / (NV / NK);
-    float *S = j->ssm_state + h * DK * DK;
     (void)thread;
     for (int32_t t = 0; t < j->n; t++) {
+        float *S = j->ssm_state + (size_t)b->tok_seq[t] * j->ssm_seq + h * DK * DK;
         const float *row = b->gdn_qkv + t * CH;
         const float *q = row + kh * DK, *k = row + NK * DK + kh * DK, *v = row + 2 * NK * DK + h * DK;
         const float decay = expf(b->gdn_g[t * NV + h]), beta = b->gdn_beta[t * NV + h];
@@ -166,8 +169,15 @@ static int gdn_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     const model_layer_t *L = &b->w->layers[il];
     const int64_t E = c->n_embd, CH = model_gdn_conv_channels(c), IN = c->ssm_d_inner, NV = c->ssm_dt_rank;
     const int32_t slot = b->rec_slot[il];
-    gdn_job_t j = {b, L, p->opts, n, b->conv_state + (size_t)slot * (size_t)model_gdn_conv_state(c),
-                   b->ssm_state + (size_t)slot * (size_t)model_gdn_ssm_state(c)};
+    const size_t conv = (size_t)model_gdn_conv_state(c), ssm = (size_t)model_gdn_ssm_state(c);
+    gdn_job_t j = {b,
+                   L,
+                   p->opts,
+                   n,
+                   b->conv_state + (size_t)slot * conv,
+                   b->ssm_state + (size_t)slot * ssm,
+                   (size_t)b->n_recurrent * conv,
+                   (size_t)b->n_recurrent * ssm};
     guild_pool_t *pool = b->pool;
     (void)err;
 

@@ -67,7 +67,7 @@ static void qk_prepare_task(void *ctx, int64_t t, int thread)
     const float *cs = b->rope_cs + t * c->n_rot;
     cpu_rope_apply(&b->rope, q, c->n_head, c->head_dim, cs);
     cpu_rope_apply(&b->rope, k, c->n_head_kv, c->head_dim, cs);
-    const size_t cell = (size_t)(b->kv_len + t) * (size_t)KV;
+    const size_t cell = cpu_cell(b, b->tok_seq[t], b->tok_pos[t]) * (size_t)KV;
     memcpy(b->k_layer[j->il] + cell, k, (size_t)KV * sizeof *k);
     memcpy(b->v_layer[j->il] + cell, v, (size_t)KV * sizeof *v);
 }
@@ -84,7 +84,7 @@ static void attention_task(void *ctx, int64_t task, int thread)
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     const int32_t pos = b->row_pos[t];
     const int32_t first = j->window && pos + 1 > j->window ? pos + 1 - j->window : 0;
-    const size_t at = (size_t)first * (size_t)KV + (size_t)(hkv * HD);
+    const size_t at = cpu_cell(b, b->row_seq[t], first) * (size_t)KV + (size_t)(hkv * HD);
     const float *sink = (j->opts & MODEL_GQA_SINKS) ? (const float *)j->L->sinks.data + h : NULL;
     float *out = b->att + t * Q + h * HD;
     cpu_attention_head(out, b->q + t * Q + h * HD, b->k_layer[j->il] + at, b->v_layer[j->il] + at, KV,
@@ -132,15 +132,12 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     cpu_linear(pool, &L->wk, 0, KV, n, b->xn, E, b->k, KV, b->act);
     cpu_linear(pool, &L->wv, 0, KV, n, b->xn, E, b->v, KV, b->act);
     guild_pool_run(pool, n, qk_prepare_task, &j);
-    for (int32_t t = 0; t < n; t++)
-        b->row_pos[t] = b->kv_len + t;
+    cpu_rows_where(b, n, keep, n_keep);
     if (keep) {
         /* att is free until the attention below writes it */
         cpu_gather_rows(b->q, Q, keep, n_keep, b->att);
         if (p->opts & MODEL_GQA_OUT_GATE) /* qg is free: split into q and gate */
             cpu_gather_rows(b->gate, Q, keep, n_keep, b->qg);
-        for (int32_t t = 0; t < n_keep; t++)
-            b->row_pos[t] = b->kv_len + keep[t];
         n = n_keep;
         if (n == 0)
             return 0;

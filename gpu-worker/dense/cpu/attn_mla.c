@@ -18,7 +18,9 @@
  * dequantizes head h's block transposed and sums float products in dot8's order. scale is c->mla_kq_scale.
  *
  * The form is backend_options_t.mla_form; auto takes the expanded one for batches of at least expand_rows()
- * rows, where it needs fewer multiply-adds, when the up-projections are plain floats (up_projections_plain). Work is split by rows (the projections and the cache), by (row,
+ * rows, where it needs fewer multiply-adds, when the up-projections are plain floats (up_projections_plain); in
+ * a batch of several sequences, for the rows of a sequence with at least that many rows in it, the others
+ * absorbed. Work is split by rows (the projections and the cache), by (row,
  * head) (absorbed attention) and by head (the rest), never inside a sum.
  */
 #include <math.h>
@@ -141,7 +143,9 @@ typedef struct mla_job {
     mla_dims_t d;
     scratch_layout_t sl;
     int32_t il;
-    int32_t n; /* the kept rows after the cache write */
+    int32_t n;  /* the kept rows after the cache write, or (expanded) those of the expanded form */
+    int32_t r0; /* the expanded form's first row: the kept rows [r0, r0 + n) */
+    const int32_t *inv; /* the rows ordered by form: kept row t's attention output is row inv[t]; NULL: t */
 } mla_job_t;
 
 static char *scratch(const mla_job_t *j, int thread)
@@ -207,7 +211,16 @@ static void prepare_task(void *ctx, int64_t t, int thread)
     cpu_rope_apply(&b->rope, kv + d->R, 1, (int32_t)d->r, cs);
     /* each head's rope part starts nope floats into its K */
     cpu_rope_apply(&b->rope, b->q + t * d->H * d->K + d->nope, (int32_t)d->H, (int32_t)d->K, cs);
-    memcpy(b->k_layer[j->il] + (size_t)(b->kv_len + t) * (size_t)d->RR, kv, (size_t)d->RR * sizeof *kv);
+    memcpy(b->k_layer[j->il] + cpu_cell(b, b->tok_seq[t], b->tok_pos[t]) * (size_t)d->RR, kv,
+           (size_t)d->RR * sizeof *kv);
+}
+
+/* Whether kept row t takes the expanded form: backend_options_t.mla_form, auto by its sequence's rows in the
+ * batch (for one sequence, the batch's size). */
+static bool row_expanded(const cpu_backend_t *b, const mla_dims_t *d, bool plain, int32_t t)
+{
+    return b->mla_form == BACKEND_MLA_EXPANDED ||
+           (b->mla_form == BACKEND_MLA_AUTO && b->seq_rows[b->row_seq[t]] >= expand_rows(d) && plain);
 }
 
 /* ---- absorbed ---- */
@@ -245,7 +258,7 @@ static void latent_attention_task(void *ctx, int64_t task, int thread)
     cpu_backend_t *b = j->b;
     const mla_dims_t *d = &j->d;
     const int64_t t = task / d->H, h = task % d->H;
-    const float *cache = b->k_layer[j->il];
+    const float *cache = b->k_layer[j->il] + cpu_cell(b, b->row_seq[t], 0) * (size_t)d->RR;
     cpu_attention_head_kv(b->mla_lat + (t * d->H + h) * d->R, b->mla_qk + (t * d->H + h) * d->RR, cache, cache,
                           d->RR, b->row_pos[t] + 1, (int32_t)d->RR, (int32_t)d->R, b->cfg->mla_kq_scale, NULL,
                           b->scores + (size_t)thread * (size_t)b->n_ctx);
@@ -264,12 +277,14 @@ static void value_task(void *ctx, int64_t h, int thread)
 
 /* ---- expanded ---- */
 
-/* Keys and values of head h at positions p0 .. p0 + nb - 1 into blk (per position [k_nope | k_pe | v]). */
-static void expand_block(const mla_job_t *j, int64_t h, int32_t p0, int32_t nb, char *s, const float *wt)
+/* Keys and values of head h at positions p0 .. p0 + nb - 1 of sequence seq into blk (per position
+ * [k_nope | k_pe | v]). */
+static void expand_block(const mla_job_t *j, int64_t h, int32_t seq, int32_t p0, int32_t nb, char *s,
+                         const float *wt)
 {
     const mla_dims_t *d = &j->d;
     const int64_t ld = d->K + d->V;
-    const float *cache = j->b->k_layer[j->il] + (size_t)p0 * (size_t)d->RR;
+    const float *cache = j->b->k_layer[j->il] + cpu_cell(j->b, seq, p0) * (size_t)d->RR;
     float *blk = (float *)(s + j->sl.blk);
     const model_tensor_t *W;
     const void *vfirst = value_rows(j, h, &W);
@@ -288,9 +303,10 @@ static void expand_block(const mla_job_t *j, int64_t h, int32_t p0, int32_t nb, 
         memcpy(blk + p * ld + d->nope, cache + p * d->RR + d->R, (size_t)d->r * sizeof *blk);
 }
 
-/* task = head: every kept row's head h over the up-projected keys and values, block by block, with the softmax
- * kept online: per row the running maximum m, the sum l (double) of expf(s - m), and acc = sum expf(s - m) v,
- * rescaled by expf(m_old - m_new) when a block raises the maximum. */
+/* task = head: every row's head h over the up-projected keys and values of its sequence, block by block, with
+ * the softmax kept online: per row the running maximum m, the sum l (double) of expf(s - m), and acc =
+ * sum expf(s - m) v, rescaled by expf(m_old - m_new) when a block raises the maximum. The rows are those of
+ * [r0, r0 + n), a sequence at a time (the blocks are of positions of one cache). */
 static void expanded_task(void *ctx, int64_t h, int thread)
 {
     mla_job_t *j = ctx;
@@ -302,50 +318,62 @@ static void expanded_task(void *ctx, int64_t h, int thread)
     float *m = (float *)(s + j->sl.m), *acc = (float *)(s + j->sl.acc);
     double *l = (double *)(s + j->sl.l);
     const float scale = b->cfg->mla_kq_scale;
-    int32_t n_pos = 0;
-    for (int32_t t = 0; t < j->n; t++) {
+    const int32_t t0 = j->r0, t1 = j->r0 + j->n;
+    for (int32_t t = t0; t < t1; t++) {
         m[t] = -INFINITY;
         l[t] = 0;
         memset(acc + t * d->V, 0, (size_t)d->V * sizeof *acc);
-        if (b->row_pos[t] + 1 > n_pos)
-            n_pos = b->row_pos[t] + 1;
     }
     if (b->cfg->mla_kv_split) {
         const model_tensor_t *W = &j->L->wk_b;
         dequant_transposed(W, model_tensor_row(W, h, 0), d->R, d->nope, wt, (float *)(s + j->sl.row));
     }
-    for (int32_t p0 = 0; p0 < n_pos; p0 += BLOCK) {
-        const int32_t nb = n_pos - p0 < BLOCK ? n_pos - p0 : BLOCK;
-        expand_block(j, h, p0, nb, s, wt);
-        for (int32_t t = 0; t < j->n; t++) {
-            const int32_t upto = b->row_pos[t] + 1 - p0 < nb ? b->row_pos[t] + 1 - p0 : nb;
-            if (upto <= 0)
-                continue;
-            const float *q = b->q + t * d->H * d->K + h * d->K;
-            float bmax = -INFINITY;
-            for (int32_t p = 0; p < upto; p++) {
-                sc[p] = dot8(q, blk + p * ld, d->K) * scale;
-                if (sc[p] > bmax)
-                    bmax = sc[p];
-            }
-            float *a = acc + t * d->V;
-            if (bmax > m[t]) {
-                const float corr = m[t] == -INFINITY ? 0.0f : expf(m[t] - bmax);
-                l[t] *= corr;
-                for (int64_t i = 0; i < d->V; i++)
-                    a[i] *= corr;
-                m[t] = bmax;
-            }
-            for (int32_t p = 0; p < upto; p++) {
-                const float e = expf(sc[p] - m[t]);
-                const float *v = blk + p * ld + d->K;
-                l[t] += e;
-                for (int64_t i = 0; i < d->V; i++)
-                    a[i] += e * v[i];
+    for (int32_t first = t0; first < t1; first++) {
+        const int32_t seq = b->row_seq[first];
+        bool seen = false; /* the sequence's rows were done with an earlier row's */
+        for (int32_t t = t0; t < first && !seen; t++)
+            seen = b->row_seq[t] == seq;
+        if (seen)
+            continue;
+        int32_t n_pos = 0;
+        for (int32_t t = first; t < t1; t++)
+            if (b->row_seq[t] == seq && b->row_pos[t] + 1 > n_pos)
+                n_pos = b->row_pos[t] + 1;
+        for (int32_t p0 = 0; p0 < n_pos; p0 += BLOCK) {
+            const int32_t nb = n_pos - p0 < BLOCK ? n_pos - p0 : BLOCK;
+            expand_block(j, h, seq, p0, nb, s, wt);
+            for (int32_t t = first; t < t1; t++) {
+                if (b->row_seq[t] != seq)
+                    continue;
+                const int32_t upto = b->row_pos[t] + 1 - p0 < nb ? b->row_pos[t] + 1 - p0 : nb;
+                if (upto <= 0)
+                    continue;
+                const float *q = b->q + t * d->H * d->K + h * d->K;
+                float bmax = -INFINITY;
+                for (int32_t p = 0; p < upto; p++) {
+                    sc[p] = dot8(q, blk + p * ld, d->K) * scale;
+                    if (sc[p] > bmax)
+                        bmax = sc[p];
+                }
+                float *a = acc + t * d->V;
+                if (bmax > m[t]) {
+                    const float corr = m[t] == -INFINITY ? 0.0f : expf(m[t] - bmax);
+                    l[t] *= corr;
+                    for (int64_t i = 0; i < d->V; i++)
+                        a[i] *= corr;
+                    m[t] = bmax;
+                }
+                for (int32_t p = 0; p < upto; p++) {
+                    const float e = expf(sc[p] - m[t]);
+                    const float *v = blk + p * ld + d->K;
+                    l[t] += e;
+                    for (int64_t i = 0; i < d->V; i++)
+                        a[i] += e * v[i];
+                }
             }
         }
     }
-    for (int32_t t = 0; t < j->n; t++) {
+    for (int32_t t = t0; t < t1; t++) {
         const float inv = (float)(1.0 / l[t]);
         float *out = b->att + t * d->H * d->V + h * d->V;
         for (int64_t i = 0; i < d->V; i++)
@@ -353,13 +381,13 @@ static void expanded_task(void *ctx, int64_t h, int thread)
     }
 }
 
-/* x += proj */
+/* x += proj (row inv[t] of it when the rows were ordered by form) */
 static void residual_task(void *ctx, int64_t t, int thread)
 {
     mla_job_t *j = ctx;
     const int64_t E = j->b->cfg->n_embd;
     float *x = j->b->x + t * E;
-    const float *p = j->b->proj + t * E;
+    const float *p = j->b->proj + (j->inv ? j->inv[t] : t) * E;
     (void)thread;
     for (int64_t i = 0; i < E; i++)
         x[i] = p[i] + x[i];
@@ -370,7 +398,7 @@ static int mla_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
 {
     const model_config_t *c = b->cfg;
     const model_layer_t *L = &b->w->layers[il];
-    mla_job_t j = {b, L, dims_of(c), layout_of(c, b->w, b->n_batch), il, n};
+    mla_job_t j = {b, L, dims_of(c), layout_of(c, b->w, b->n_batch), il, n, 0, NULL};
     const mla_dims_t *d = &j.d;
     const int64_t E = c->n_embd, Q = d->H * d->K;
     guild_pool_t *pool = b->pool;
@@ -386,26 +414,48 @@ static int mla_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
     }
     cpu_linear(pool, &L->wkv_a, 0, d->RR, n, b->xn, E, b->mla_kv, d->RR, b->act);
     guild_pool_run(pool, n, prepare_task, &j);
-    const bool expanded = b->mla_form == BACKEND_MLA_EXPANDED ||
-                          (b->mla_form == BACKEND_MLA_AUTO && n >= expand_rows(d) &&
-                           up_projections_plain(L, c->mla_kv_split));
-    for (int32_t t = 0; t < n; t++)
-        b->row_pos[t] = b->kv_len + t;
+    cpu_rows_where(b, n, keep, n_keep);
     if (keep) {
         /* att is free until the attention below writes it */
         cpu_gather_rows(b->q, Q, keep, n_keep, b->att);
-        for (int32_t t = 0; t < n_keep; t++)
-            b->row_pos[t] = b->kv_len + keep[t];
         n = j.n = n_keep;
         if (n == 0)
             return 0;
     }
-    if (expanded) {
-        guild_pool_run(pool, d->H, expanded_task, &j);
-    } else {
+    /* the form of each row: by its sequence's rows in the batch (as if they ran alone); the absorbed rows are
+     * put first, [0, na), the expanded ones after them */
+    const bool plain = up_projections_plain(L, c->mla_kv_split);
+    int32_t na = 0;
+    for (int32_t t = 0; t < n; t++)
+        na += !row_expanded(b, d, plain, t);
+    const bool mixed = na > 0 && na < n;
+    if (mixed) {
+        int32_t *perm = b->mla_perm, *idx = b->mla_perm + b->n_batch;
+        for (int32_t t = 0, a = 0, e = na; t < n; t++)
+            perm[row_expanded(b, d, plain, t) ? e++ : a++] = t;
+        for (int32_t t = 0; t < n; t++)
+            idx[t] = keep ? keep[perm[t]] : perm[t];
+        cpu_rows_where(b, n, idx, n);
+        cpu_gather_rows(b->q, Q, perm, n, b->att);
+    }
+    if (na > 0) {
+        j.n = na;
         guild_pool_run(pool, d->H, absorb_task, &j);
-        guild_pool_run(pool, (int64_t)n * d->H, latent_attention_task, &j);
+        guild_pool_run(pool, (int64_t)na * d->H, latent_attention_task, &j);
         guild_pool_run(pool, d->H, value_task, &j);
+    }
+    if (na < n) {
+        j.r0 = na;
+        j.n = n - na;
+        guild_pool_run(pool, d->H, expanded_task, &j);
+    }
+    j.r0 = 0;
+    j.n = n;
+    if (mixed) { /* the residual takes kept row perm[t]'s output from row t */
+        int32_t *perm = b->mla_perm, *inv = b->mla_perm + b->n_batch;
+        for (int32_t t = 0; t < n; t++)
+            inv[perm[t]] = t;
+        j.inv = inv;
     }
     cpu_linear(pool, &L->wo, 0, E, n, b->att, d->H * d->V, b->proj, E, b->act);
     guild_pool_run(pool, n, residual_task, &j);

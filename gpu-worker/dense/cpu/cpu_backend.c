@@ -25,6 +25,7 @@ static void cpu_destroy(backend_t *base)
     free(b->mla_qk);
     free(b->mla_lat);
     free(b->mla_scratch);
+    free(b->mla_perm);
     free(b->rec_slot);
     free(b->conv_state);
     free(b->ssm_state);
@@ -53,6 +54,11 @@ static void cpu_destroy(backend_t *base)
     free(b->probs);
     free(b->scores);
     free(b->row_pos);
+    free(b->row_seq);
+    free(b->tok_seq);
+    free(b->tok_pos);
+    free(b->seq_rows);
+    free(b->seq_len);
     free(b->act);
     free(b);
 }
@@ -71,11 +77,11 @@ static void *alloc_array(size_t n, size_t size, bool *ok)
     return p;
 }
 
-/* The KV cache: layer il's n_ctx key rows, then its value rows, of the widths its attention part says. false
- * when out of memory or too large. */
+/* The KV cache: layer il's n_seq * n_ctx key rows, then its value rows, of the widths its attention part says.
+ * false when out of memory or too large. */
 static bool alloc_kv(cpu_backend_t *b, const model_config_t *c, bool *ok)
 {
-    const size_t L = (size_t)c->n_layer, N = (size_t)b->n_ctx;
+    const size_t L = (size_t)c->n_layer, N = (size_t)b->n_ctx * (size_t)b->n_seq;
     b->k_layer = alloc_array(L, sizeof *b->k_layer, ok);
     b->v_layer = alloc_array(L, sizeof *b->v_layer, ok);
     size_t total = 0;
@@ -116,6 +122,7 @@ static void alloc_mla(cpu_backend_t *b, const model_config_t *c, bool *ok)
     b->mla_lat = alloc_array(NB * H, R * sizeof(float), ok);
     b->mla_scratch_bytes = cpu_attn_mla_scratch_bytes(c, b->w, b->n_batch);
     b->mla_scratch = alloc_array((size_t)b->n_threads, b->mla_scratch_bytes, ok);
+    b->mla_perm = alloc_array(2 * NB, sizeof(int32_t), ok);
 }
 
 /* The widest quantized activation row any dense matrix of the model needs. */
@@ -168,6 +175,7 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->pool = opt->pool;
     b->moe = opt->moe;
     b->n_ctx = opt->n_ctx;
+    b->n_seq = opt->n_seq > 1 ? opt->n_seq : 1;
     b->n_batch = opt->n_batch;
     b->all_rows = opt->all_rows;
     b->check_finite = opt->check_finite;
@@ -200,8 +208,9 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     if (b->n_recurrent) {
         const size_t CH = (size_t)model_gdn_conv_channels(c), IN = (size_t)c->ssm_d_inner;
         const size_t NV = (size_t)c->ssm_dt_rank;
-        b->conv_state = alloc_array((size_t)b->n_recurrent, (size_t)model_gdn_conv_state(c) * sizeof(float), &ok);
-        b->ssm_state = alloc_array((size_t)b->n_recurrent, (size_t)model_gdn_ssm_state(c) * sizeof(float), &ok);
+        const size_t SR = (size_t)b->n_seq * (size_t)b->n_recurrent;
+        b->conv_state = alloc_array(SR, (size_t)model_gdn_conv_state(c) * sizeof(float), &ok);
+        b->ssm_state = alloc_array(SR, (size_t)model_gdn_ssm_state(c) * sizeof(float), &ok);
         b->gdn_qkv = alloc_array(NB, CH * sizeof(float), &ok);
         b->gdn_z = alloc_array(NB, IN * sizeof(float), &ok);
         b->gdn_ba = alloc_array(NB, 2 * NV * sizeof(float), &ok);
@@ -226,11 +235,17 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->probs = alloc_array(NT, (size_t)b->probs_stride * sizeof(float), &ok);
     b->scores = alloc_array(NT, (size_t)opt->n_ctx * sizeof(float), &ok);
     b->row_pos = alloc_array(NB, sizeof(int32_t), &ok);
+    b->row_seq = alloc_array(NB, sizeof(int32_t), &ok);
+    b->tok_seq = alloc_array(NB, sizeof(int32_t), &ok);
+    b->tok_pos = alloc_array(NB, sizeof(int32_t), &ok);
+    b->seq_rows = alloc_array((size_t)b->n_seq, sizeof(int32_t), &ok);
+    b->seq_len = calloc((size_t)b->n_seq, sizeof(int32_t));
+    ok = ok && b->seq_len;
     b->act = alloc_array(NB, max_act_row(c, b->w), &ok);
     if (!ok || cpu_rope_init(&b->rope, c, b->w->rope_freqs.data) < 0) {
         cpu_destroy(&b->base);
-        return guild_err_set(err, "cpu backend: out of memory for a context of %d and batches of %d",
-                             opt->n_ctx, opt->n_batch);
+        return guild_err_set(err, "cpu backend: out of memory for a context of %d (%d sequences) and batches of %d",
+                             opt->n_ctx, opt->n_seq > 1 ? opt->n_seq : 1, opt->n_batch);
     }
     /* a GPU plan's resident experts (no other process holds them) are computed here, as a device would */
     const bool plan_res = opt->plan && opt->plan->n_resident_experts > 0;
@@ -260,11 +275,21 @@ static void embed_task(void *ctx, int64_t t, int thread)
     const int64_t E = b->cfg->n_embd;
     (void)thread;
     quant_dequantize_row_ref(te->type, model_tensor_row(te, 0, j->tokens[t]), b->x + t * E, E);
-    cpu_rope_table(&b->rope, b->kv_len + (int32_t)t, b->rope_cs + t * b->cfg->n_rot);
+    cpu_rope_table(&b->rope, b->tok_pos[t], b->rope_cs + t * b->cfg->n_rot);
 }
 
-static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
-                       const int32_t *out_rows, float *logits, guild_err_t *err)
+/* A failed call: the recurrent state of the batch's sequences has moved on by part of it, so they start afresh;
+ * the others' caches are untouched (their lengths were not advanced yet). */
+static void forward_failed(cpu_backend_t *b)
+{
+    for (int32_t s = 0; b->n_recurrent && s < b->n_seq; s++)
+        if (b->seq_rows[s])
+            b->seq_len[s] = 0;
+}
+
+static int cpu_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
+                           const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                           guild_err_t *err)
 {
     cpu_backend_t *b = (cpu_backend_t *)base;
     const model_config_t *c = b->cfg;
@@ -272,25 +297,44 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
         return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, b->n_batch);
     if (n_out < 0 || n_out > n)
         return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
-    if ((int64_t)b->kv_len + n > b->n_ctx)
-        return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)", b->kv_len, n,
-                             b->n_ctx);
+    memset(b->seq_rows, 0, (size_t)b->n_seq * sizeof *b->seq_rows);
     for (int32_t t = 0; t < n; t++) {
+        const int32_t s = seq ? seq[t] : 0;
+        if (s < 0 || s >= b->n_seq)
+            return guild_err_set(err, "forward: token %d is of sequence %d (the backend holds %d)", t, s, b->n_seq);
         if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
             return guild_err_set(err, "forward: token id %d is out of range (vocabulary of %d)", tokens[t],
                                  c->n_vocab);
-        if (positions[t] != b->kv_len + t)
+        const int32_t want = b->seq_len[s] + b->seq_rows[s];
+        if (want >= b->n_ctx) {
+            int32_t rows = 0;
+            for (int32_t u = 0; u < n; u++)
+                rows += (seq ? seq[u] : 0) == s;
+            if (b->n_seq == 1)
+                return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)",
+                                     b->seq_len[s], rows, b->n_ctx);
+            return guild_err_set(err, "forward: the context is full (sequence %d: %d positions held + %d new > %d)",
+                                 s, b->seq_len[s], rows, b->n_ctx);
+        }
+        if (positions[t] != want)
             return guild_err_set(err, "forward: token %d has position %d, expected %d (batches append to the "
-                                 "cache)", t, positions[t], b->kv_len + t);
+                                 "cache)", t, positions[t], want);
+        b->tok_seq[t] = s;
+        b->tok_pos[t] = want;
+        b->seq_rows[s]++;
     }
     for (int32_t j = 0; j < n_out; j++)
         if (out_rows[j] < 0 || out_rows[j] >= n)
             return guild_err_set(err, "forward: output row %d is not in the batch of %d", out_rows[j], n);
 
-    if (b->kv_len == 0 && b->n_recurrent) { /* a new sequence: the recurrence starts from zero */
-        const model_config_t *cc = b->cfg;
-        memset(b->conv_state, 0, (size_t)b->n_recurrent * (size_t)model_gdn_conv_state(cc) * sizeof(float));
-        memset(b->ssm_state, 0, (size_t)b->n_recurrent * (size_t)model_gdn_ssm_state(cc) * sizeof(float));
+    for (int32_t s = 0; b->n_recurrent && s < b->n_seq; s++) {
+        if (!b->seq_rows[s] || b->seq_len[s])
+            continue;
+        /* a new sequence: its recurrence starts from zero */
+        const size_t conv = (size_t)model_gdn_conv_state(c), ssm = (size_t)model_gdn_ssm_state(c);
+        const size_t R = (size_t)b->n_recurrent;
+        memset(b->conv_state + (size_t)s * R * conv, 0, R * conv * sizeof(float));
+        memset(b->ssm_state + (size_t)s * R * ssm, 0, R * ssm * sizeof(float));
     }
     embed_job_t ej = {b, tokens};
     guild_pool_run(b->pool, n, embed_task, &ej);
@@ -299,8 +343,7 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
     for (int32_t il = 0; il < c->n_layer; il++) {
         bool last = il == c->n_layer - 1 && !b->all_rows;
         if (cpu_layer_forward(b, il, n, last ? out_rows : NULL, last ? n_out : n, err) < 0) {
-            if (b->n_recurrent) /* the recurrent state has moved on by part of the batch: start afresh */
-                b->kv_len = 0;
+            forward_failed(b);
             return -1;
         }
         if (b->progress)
@@ -315,28 +358,44 @@ static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const 
     }
     if (n_out > 0) {
         if (cpu_norm_rows(b, &b->w->output_norm, n_out, 2 * (uint32_t)c->n_layer, out_rows, err) < 0) {
-            if (b->n_recurrent)
-                b->kv_len = 0;
+            forward_failed(b);
             return -1;
         }
         cpu_linear(b->pool, &b->w->output, 0, c->n_vocab, n_out, b->xn, c->n_embd, logits, c->n_vocab, b->act);
     }
-    b->kv_len += n;
+    for (int32_t s = 0; s < b->n_seq; s++)
+        b->seq_len[s] += b->seq_rows[s];
     return 0;
 }
 
-static int32_t cpu_kv_len(const backend_t *base)
+static int cpu_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                       const int32_t *out_rows, float *logits, guild_err_t *err)
 {
-    return ((const cpu_backend_t *)base)->kv_len;
+    return cpu_forward_seq(base, n, tokens, NULL, positions, n_out, out_rows, logits, err);
 }
 
-static void cpu_kv_truncate(backend_t *base, int32_t n_pos)
+static int32_t cpu_seq_kv_len(const backend_t *base, int32_t seq)
+{
+    return ((const cpu_backend_t *)base)->seq_len[seq];
+}
+
+static void cpu_seq_kv_truncate(backend_t *base, int32_t seq, int32_t n_pos)
 {
     cpu_backend_t *b = (cpu_backend_t *)base;
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < b->kv_len) /* a recurrent state holds no earlier position: the cache empties */
-        b->kv_len = b->n_recurrent ? 0 : n_pos;
+    if (n_pos < b->seq_len[seq]) /* a recurrent state holds no earlier position: the cache empties */
+        b->seq_len[seq] = b->n_recurrent ? 0 : n_pos;
+}
+
+static int32_t cpu_kv_len(const backend_t *base)
+{
+    return cpu_seq_kv_len(base, 0);
+}
+
+static void cpu_kv_truncate(backend_t *base, int32_t n_pos)
+{
+    cpu_seq_kv_truncate(base, 0, n_pos);
 }
 
 static void cpu_stats(const backend_t *base, backend_stats_t *out)
@@ -367,5 +426,8 @@ const backend_ops_t cpu_backend_ops = {
     .forward = cpu_forward,
     .kv_len = cpu_kv_len,
     .kv_truncate = cpu_kv_truncate,
+    .forward_seq = cpu_forward_seq,
+    .seq_kv_len = cpu_seq_kv_len,
+    .seq_kv_truncate = cpu_seq_kv_truncate,
     .destroy = cpu_destroy,
 };

@@ -47,7 +47,11 @@ int cpu_norm_rows(cpu_backend_t *b, const model_tensor_t *w, int32_t n, uint32_t
     norm_job_t j = {.b = b, .w = w, .site = site, .rows = rows, .found = FINITE_NONE};
     guild_pool_run(b->pool, n, norm_task, &j);
     const uint64_t found = atomic_load(&j.found);
-    return found == FINITE_NONE ? 0 : finite_report(found, b->cfg, b->kv_len, err);
+    if (found == FINITE_NONE)
+        return 0;
+    /* the message counts positions from row 0's: the found row's position less its row */
+    const int32_t row = (int32_t)((found >> 25) & (FINITE_MAX_ROWS - 1));
+    return finite_report(found, b->cfg, b->tok_pos[row] - row, err);
 }
 
 void cpu_gather_rows(float *buf, int64_t width, const int32_t *keep, int32_t n_keep, float *scratch)
@@ -55,6 +59,17 @@ void cpu_gather_rows(float *buf, int64_t width, const int32_t *keep, int32_t n_k
     for (int32_t j = 0; j < n_keep; j++)
         memcpy(scratch + j * width, buf + (int64_t)keep[j] * width, (size_t)width * sizeof *buf);
     memcpy(buf, scratch, (size_t)n_keep * (size_t)width * sizeof *buf);
+}
+
+void cpu_rows_where(cpu_backend_t *b, int32_t n, const int32_t *keep, int32_t n_keep)
+{
+    if (!keep)
+        n_keep = n;
+    for (int32_t t = 0; t < n_keep; t++) {
+        const int32_t r = keep ? keep[t] : t;
+        b->row_pos[t] = b->tok_pos[r];
+        b->row_seq[t] = b->tok_seq[r];
+    }
 }
 
 int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *keep, int32_t n_keep,

@@ -14,7 +14,8 @@
 
 typedef struct cpu_attn_part {
     uint32_t opts; /* the options of its kind it implements */
-    /* Layer il, the n rows of the batch: reads xn, writes each row's K/V (or state) at position kv_len + t;
+    /* Layer il, the n rows of the batch: reads xn, writes each row's K/V (or state) at its position tok_pos[t] of
+     * its sequence tok_seq[t];
      * then for the kept rows keep[0..n_keep) (keep NULL: all n rows, n_keep == n), x[j] += the attention output
      * of row keep[j] (the layer program has already moved x's kept rows to 0..n_keep-1). -1 with a message (the
      * layer program puts "layer IL: " before it). */
@@ -56,6 +57,9 @@ size_t cpu_attn_mla_scratch_bytes(const model_config_t *c, const model_weights_t
 
 /* What the CPU backend implements, for model_parts_check. */
 void cpu_parts_support(model_part_support_t *s);
+
+/* row_pos and row_seq of the rows that go on: keep[0..n_keep) of the batch's, or (keep NULL) its n rows. */
+void cpu_rows_where(cpu_backend_t *b, int32_t n, const int32_t *keep, int32_t n_keep);
 
 /* Moves rows keep[j] of buf (width floats each) to rows j, through scratch (n_keep * width floats). */
 void cpu_gather_rows(float *buf, int64_t width, const int32_t *keep, int32_t n_keep, float *scratch);

@@ -24,25 +24,32 @@ typedef struct cpu_backend {
     int32_t n_ctx;          /* KV capacity (positions) */
     int32_t n_batch;        /* rows of every activation buffer */
     int64_t ff_hidden;      /* widest hidden FFN row: the shared expert's (n_ff_shexp), a dense FFN's (n_ff) */
-    int32_t kv_len;         /* positions [0, kv_len) hold valid K/V */
+    int32_t n_seq;          /* sequences, each with its own cache and recurrent state (backend_options_t.n_seq) */
+    int32_t *seq_len;       /* [n_seq] positions [0, seq_len[s]) of sequence s hold valid K/V */
     bool all_rows;          /* no narrowing in the last layer (backend_options_t.all_rows) */
     bool check_finite;      /* the norms check for NaN and infinity (gpu-worker/dense/finite_check.h) */
     uint64_t *progress;     /* backend_options_t.progress: bumped after each layer */
     int n_threads;
     cpu_rope_t rope;
 
-    /* KV cache, float32: layer il keeps n_ctx rows of the shape its attention part says (model_layer_cache_row) */
+    /* KV cache, float32: layer il keeps n_ctx rows per sequence of the shape its attention part says
+     * (model_layer_cache_row); sequence s's position p is row s * n_ctx + p (cpu_cell) */
     float *kv_cache;        /* every layer's rows, one allocation */
-    float **k_layer;        /* [n_layer]: layer il's key rows, [n_ctx][row.k] (GQA: n_head_kv * head_dim) */
-    float **v_layer;        /* [n_layer]: its value rows, [n_ctx][row.v]; NULL when row.v is 0 (MLA) */
+    float **k_layer;        /* [n_layer]: layer il's key rows, [n_seq][n_ctx][row.k] (GQA: n_head_kv * head_dim) */
+    float **v_layer;        /* [n_layer]: its value rows, [n_seq][n_ctx][row.v]; NULL when row.v is 0 (MLA) */
     int32_t mla_form;       /* backend_options_t.mla_form */
-    /* recurrent state of the gdn layers (attn_gdn.c), zeroed when a forward call starts at position 0 */
+    /* recurrent state of the gdn layers (attn_gdn.c), a sequence's zeroed when a forward call starts it at
+     * position 0 */
     int32_t *rec_slot;      /* [n_layer] layer il's recurrent state, -1: none */
-    float *conv_state;      /* [recurrent layers][conv channels][ssm_d_conv - 1] each channel's last inputs */
-    float *ssm_state;       /* [recurrent layers][value heads][ssm_d_state rows][ssm_d_state] */
+    float *conv_state;      /* [n_seq][recurrent layers][conv channels][ssm_d_conv - 1] each channel's last inputs */
+    float *ssm_state;       /* [n_seq][recurrent layers][value heads][ssm_d_state rows][ssm_d_state] */
     int32_t n_recurrent;    /* layers with a recurrent state */
 
-    /* activations of the current batch (t = row in the batch) */
+    /* the current batch's rows (t = row in the batch) */
+    int32_t *tok_seq;       /* [n_batch] each row's sequence */
+    int32_t *tok_pos;       /* [n_batch] each row's position in its sequence */
+    int32_t *seq_rows;      /* [n_seq] rows of each sequence in the batch */
+    /* activations of the current batch */
     float *x;               /* [n_batch][n_embd] residual stream */
     float *xn;              /* [n_batch][n_embd] normed input of the current block */
     float *q;               /* [n_batch][n_head * head_dim] */
@@ -65,11 +72,13 @@ typedef struct cpu_backend {
     int64_t probs_stride;   /* >= n_expert: what every router kernel of the model needs */
     float *scores;          /* [n_threads][n_ctx] attention scratch */
     int32_t *row_pos;       /* [n_batch] position of each row after the last layer's rows are narrowed */
+    int32_t *row_seq;       /* [n_batch] sequence of each row after the last layer's rows are narrowed */
     /* attention mla (attn_mla.c; NULL without an MLA layer); R = n_lora_kv, r = n_rot */
     float *mla_qa;          /* [n_batch][n_lora_q] the q LoRA's compressed queries */
     float *mla_kv;          /* [n_batch][R + r] each row's latent and rotated key part, as cached */
     float *mla_qk;          /* [n_batch][n_head][R + r] absorbed queries: latent-space query, then its rope part */
     float *mla_lat;         /* [n_batch][n_head][R] attention outputs in the latent space */
+    int32_t *mla_perm;      /* [2][n_batch] a batch's rows ordered by form, and their batch rows or inverse */
     char *mla_scratch;      /* [n_threads][mla_scratch_bytes] a head's transposed up-projection, keys and values
                                of a block of positions, the rows' running softmax, quantized activations */
     size_t mla_scratch_bytes;
@@ -83,7 +92,14 @@ typedef struct cpu_backend {
     void *act;              /* quantized activations: n_batch rows of the widest input */
 } cpu_backend_t;
 
-/* Runs layer il on the n tokens of the batch held in b->x (their positions are kv_len + t), writing their K/V
+/* The cache row of sequence seq's position pos (in k_layer[il] / v_layer[il], of the layer's row width). */
+static inline size_t cpu_cell(const cpu_backend_t *b, int32_t seq, int32_t pos)
+{
+    return (size_t)seq * (size_t)b->n_ctx + (size_t)pos;
+}
+
+/* Runs layer il on the n tokens of the batch held in b->x (row t at position tok_pos[t] of sequence tok_seq[t]),
+ * writing their K/V
  * into the cache. With keep != NULL (the last layer), only rows keep[0..n_keep) go on past the K/V write, moved
  * to rows 0..n_keep-1 of b->x: the other rows' outputs would never be read. Each kept row's values are the same
  * bits as without narrowing. -1 with a message when the expert executor fails, or when the non-finite check
