@@ -22,29 +22,38 @@ static void order_desc(const float *v, int n, int *idx)
     }
 }
 
+/* The expert groups ordered by their score (the two best of each summed), the experts of all but the `used` first
+ * set to -INFINITY in sel[0..n). */
+static void naive_groups(float *sel, int n, int groups, int used)
+{
+    float gs[64];
+    int idx[256], gidx[64];
+    ck_assert(n <= 256 && groups <= 64);
+    const int per = n / groups;
+    for (int g = 0; g < groups; g++) {
+        order_desc(sel + g * per, per, idx);
+        gs[g] = sel[g * per + idx[0]] + sel[g * per + idx[1]];
+    }
+    order_desc(gs, groups, gidx);
+    for (int r = used; r < groups; r++)
+        for (int e = 0; e < per; e++)
+            sel[gidx[r] * per + e] = -INFINITY;
+}
+
 /* llama.cpp's build_moe_ffn with sigmoid gating, another way round: the expert groups ordered by their score,
  * the candidates' scores sorted. */
 static void naive(const float *logits, const float *bias, int n, int k, int groups, int used, bool renorm,
                   float scale, int32_t *ids, float *w)
 {
-    float s[256], sel[256], gs[64];
-    int idx[256], gidx[64];
-    ck_assert(n <= 256 && groups <= 64);
+    float s[256], sel[256];
+    int idx[256];
+    ck_assert(n <= 256);
     for (int e = 0; e < n; e++) {
         s[e] = 1.0f / (1.0f + expf(-logits[e]));
         sel[e] = bias ? s[e] + bias[e] : s[e];
     }
-    if (groups > 1) {
-        const int per = n / groups;
-        for (int g = 0; g < groups; g++) {
-            order_desc(sel + g * per, per, idx);
-            gs[g] = sel[g * per + idx[0]] + sel[g * per + idx[1]];
-        }
-        order_desc(gs, groups, gidx);
-        for (int r = used; r < groups; r++)
-            for (int e = 0; e < per; e++)
-                sel[gidx[r] * per + e] = -INFINITY;
-    }
+    if (groups > 1)
+        naive_groups(sel, n, groups, used);
     order_desc(sel, n, idx);
     float sum = 0;
     for (int j = 0; j < k; j++) {
@@ -117,7 +126,7 @@ START_TEST(test_softmax_grouped_against_naive)
         const int n = cases[c].n, k = cases[c].k, G = cases[c].groups;
         float logits[256], scratch[3 * 256 + 128], probs[256], w[16], wr[16], all_w[256];
         int32_t ids[16], idr[16], all_ids[256];
-        int idx[256], gidx[64];
+        int idx[256];
         for (int rep = 0; rep < 50; rep++) {
             for (int e = 0; e < n; e++)
                 logits[e] = (float)(6 * rng_uniform(&r) - 3);
@@ -130,17 +139,9 @@ START_TEST(test_softmax_grouped_against_naive)
             if (G <= 1) {
                 cpu_router_topk(logits, n, k, cases[c].renorm, cases[c].scale, idr, wr, probs);
             } else {
-                float sel[256], gs[64];
-                const int per = n / G;
+                float sel[256];
                 memcpy(sel, probs, (size_t)n * sizeof *sel);
-                for (int g = 0; g < G; g++) {
-                    order_desc(sel + g * per, per, idx);
-                    gs[g] = sel[g * per + idx[0]] + sel[g * per + idx[1]];
-                }
-                order_desc(gs, G, gidx);
-                for (int q = cases[c].used; q < G; q++)
-                    for (int e = 0; e < per; e++)
-                        sel[gidx[q] * per + e] = -INFINITY;
+                naive_groups(sel, n, G, cases[c].used);
                 order_desc(sel, n, idx);
                 float sum = 0;
                 for (int j = 0; j < k; j++) {

@@ -90,12 +90,8 @@ extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_ex
     if (n_tok <= 0)
         return 0;
     const int32_t G = n_groups > 1 ? n_groups : 0;
-    if (n_expert < 1 || n_expert > 1024 || k < 1 || k > WARP_SIZE || k > n_expert ||
-        (G && (n_expert % G || n_expert / G < 2 || n_group_used < 1 || n_group_used > G ||
-               (int64_t)n_group_used * (n_expert / G) < k)))
-        return guild_err_set(err, "cuda: router: top-%d of %d experts in %d groups (%d used) is outside what the "
-                             "kernel handles (<= 1024 experts, k <= 32, equal groups of >= 2 holding k)", k, n_expert,
-                             n_groups, n_group_used);
+    if (router_shape_check(n_expert, k, G, n_group_used, err) < 0)
+        return -1;
     const size_t smem = (size_t)ROUTER_WARPS * (size_t)(n_expert + G) * sizeof(float);
     router_kernel<<<(unsigned)((n_tok + ROUTER_WARPS - 1) / ROUTER_WARPS), ROUTER_WARPS * WARP_SIZE, smem, s>>>(
         logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w);

@@ -61,4 +61,17 @@ static __device__ void warp_mask_groups(float *sel, int n_expert, int G, int n_g
     __syncwarp();
 }
 
+/* Whether the routers' warps handle top-k of n_expert in G groups (0: none) of which n_group_used compete: 0, or
+ * -1 with a message. */
+static inline int router_shape_check(int32_t n_expert, int32_t k, int32_t G, int32_t n_group_used, guild_err_t *err)
+{
+    if (n_expert < 1 || n_expert > 1024 || k < 1 || k > WARP_SIZE || k > n_expert ||
+        (G && (n_expert % G || n_expert / G < 2 || n_group_used < 1 || n_group_used > G ||
+               (int64_t)n_group_used * (n_expert / G) < k)))
+        return guild_err_set(err, "cuda: router: top-%d of %d experts in %d groups (%d used) is outside what the "
+                             "kernel handles (<= 1024 experts, k <= 32, equal groups of >= 2 holding k)", k, n_expert,
+                             G, n_group_used);
+    return 0;
+}
+
 #endif
