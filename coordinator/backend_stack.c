@@ -75,6 +75,7 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
                                       .count_routing = o->stats || o->record_routing ||
                                                        (s->plan.on && s->plan.gpu.n_resident_experts > 0),
                                       .check_finite = o->gpu.check_finite,
+                                      .n_seq = o->n_seq,
                                       .plan = s->plan.on ? &s->plan.gpu : NULL};
         /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
          * guild-stager process: no supervisor here runs one) */
@@ -89,6 +90,10 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
         }
         if (backend_new(&s->be, o->gpu.backend, m, &bo, config, err) < 0)
             goto fail;
+    } else if (o->n_seq > 1) {
+        guild_err_set(err, "%d sequences in one batch (--parallel) run in a single process only for now "
+                      "(--single-process)", o->n_seq);
+        goto fail;
     } else if (pipeline_new(&s->pipe, o, &s->plan, m, model_path, &s->be, err) < 0) {
         goto fail;
     }

@@ -1,6 +1,7 @@
 /* guild serve — an OpenAI-compatible HTTP server for one model (coordinator/server/api.h lists the endpoints).
- * Requests are served one at a time from a bounded queue, on the multi-process pipeline or, with
- * --single-process, in this process (coordinator/backend_stack.h). */
+ * Requests are served from a bounded queue, one at a time or (--parallel N) N decoded together in batched steps
+ * (coordinator/server/engine.h), on the multi-process pipeline or, with --single-process, in this process
+ * (coordinator/backend_stack.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -40,6 +41,7 @@ typedef struct serve_config {
     int32_t n_ctx;             /* --ctx; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;           /* --batch */
     int queue;                 /* --queue: requests that may wait */
+    int parallel;              /* --parallel: requests decoded together */
     const char *api_key;       /* --api-key */
     const char *chat_template; /* --chat-template NAME|FILE */
     const char *alias;         /* --alias: the model's name in the API */
@@ -84,17 +86,20 @@ static void usage(FILE *out)
             "\n"
             "Serves one model over HTTP with OpenAI's API: GET /health, GET /v1/models, POST /v1/completions,\n"
             "POST /v1/chat/completions (\"stream\": true for Server-Sent Events), POST /tokenize, POST /detokenize,\n"
-            "GET /metrics (Prometheus). Requests are served one at a\n"
-            "time in arrival order (a queue); serving several at once by batching them is not done yet. The KV\n"
-            "cache of one request is reused by the next when its prompt starts the same way. Stop with SIGINT or\n"
-            "SIGTERM. Without -m, serves the built-in demo model (random weights: gibberish).\n"
+            "GET /metrics (Prometheus). Requests are served in arrival order, one at a time or, with --parallel N,\n"
+            "up to N decoded together in one forward pass per step (each reply the same as the request alone would\n"
+            "get); the others wait in a queue. The KV cache of one request is reused by the next when its prompt\n"
+            "starts the same way. Stop with SIGINT or SIGTERM. Without -m, serves the built-in demo model (random\n"
+            "weights: gibberish).\n"
             "\n"
             "  -m, --model FILE        GGUF model (qwen3moe, qwen2moe, llama/Mixtral, olmoe)\n"
             "      --host ADDR         address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
             "      --port N            port (default 8080; 0: any free one, printed at start-up)\n"
             "      --ctx N             context length of every request (default: the model's, at most 4096)\n"
             STACK_FLAGS_BATCH_HELP
-            "      --queue N           requests that may wait while one runs; more get 503 (default 8)\n"
+            "      --queue N           requests that may wait while others run; more get 503 (default 8)\n"
+            "      --parallel N        requests decoded together in batched steps, each with its own KV cache of\n"
+            "                          --ctx positions (default 1; more: --single-process, no --spec)\n"
             "      --api-key KEY       require \"Authorization: Bearer KEY\" on every endpoint but /health\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
             "                          recognise (default: the model's tokenizer.chat_template); see below\n"
@@ -124,6 +129,7 @@ enum {
     OPT_CTX,
     OPT_BATCH,
     OPT_QUEUE,
+    OPT_PARALLEL,
     OPT_API_KEY,
     OPT_CHAT_TEMPLATE,
     OPT_ALIAS,
@@ -142,6 +148,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         {"ctx", required_argument, NULL, OPT_CTX},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"queue", required_argument, NULL, OPT_QUEUE},
+        {"parallel", required_argument, NULL, OPT_PARALLEL},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"alias", required_argument, NULL, OPT_ALIAS},
@@ -164,6 +171,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         .port = 8080,
         .n_batch = 0, /* auto */
         .queue = 8,
+        .parallel = 1,
         .max_body = 8u << 20,
         .prefix_cache = true,
     };
@@ -201,6 +209,11 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
             if (cli_parse_long("--queue", optarg, 1, 1 << 16, &v, &e) < 0)
                 goto bad;
             c->queue = (int)v;
+            break;
+        case OPT_PARALLEL:
+            if (cli_parse_long("--parallel", optarg, 1, 256, &v, &e) < 0)
+                goto bad;
+            c->parallel = (int)v;
             break;
         case OPT_API_KEY:
             if (!optarg[0]) {
@@ -400,6 +413,7 @@ int cmd_serve(int argc, char **argv)
         model_config_print(mc, stderr);
     c.stack.n_ctx = n_ctx;
     c.stack.n_batch = n_batch;
+    c.stack.n_seq = c.parallel;
     if (spec_options_check(&c.spec, model, &err) < 0)
         goto fail;
     spec_stack_options(&c.spec, &c.stack);
@@ -410,6 +424,7 @@ int cmd_serve(int argc, char **argv)
         .model_path = model_path,
         .tok = tok,
         .queue_max = c.queue,
+        .parallel = c.parallel,
         .prefix_cache = c.prefix_cache,
         .spec = c.spec.kind != SPEC_NONE ? &c.spec : NULL,
     };
@@ -428,10 +443,10 @@ int cmd_serve(int argc, char **argv)
     api.api_key = c.api_key;
     api.created = (int64_t)time(NULL);
     __atomic_store_n(&api.ready, 1, __ATOMIC_RELEASE);
-    guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, queue %d, prefix cache %s",
+    guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, parallel %d, queue %d, prefix cache %s",
               c.stack.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.gpu.backend,
               c.stack.n_threads,
-              n_ctx, engine_n_batch(engine), c.queue, c.prefix_cache ? "on" : "off");
+              n_ctx, engine_n_batch(engine), c.parallel, c.queue, c.prefix_cache ? "on" : "off");
     if (tmpl == CHAT_TMPL_UNKNOWN)
         guild_log(GUILD_LOG_WARN, "%s", why);
     else

@@ -60,8 +60,8 @@ static int append_id(gen_result_t *res, int32_t *cap, int32_t id, guild_err_t *e
     return 0;
 }
 
-/* The loop's state shared by the plain and the speculative decode. */
-typedef struct gen {
+/* The loop's state shared by the plain and the speculative decode (gen_seq_t outside). */
+struct gen_seq {
     backend_t *be;
     sampler_t *smp;
     const tok_t *tok;
@@ -70,7 +70,8 @@ typedef struct gen {
     int32_t ids_cap;
     utf8_stream_t text;
     char *piece;
-} gen_t;
+};
+typedef struct gen_seq gen_t;
 
 /* Writes a row of logits when asked (before its token is chosen, as the plain loop always did). */
 static int put_logits(gen_t *g, const float *row, guild_err_t *err)
@@ -122,34 +123,82 @@ static int take(gen_t *g, const float *row, int32_t id, guild_err_t *err)
     return 0;
 }
 
-/* One token per forward call, from the prefill's logits on. */
-static int decode_plain(gen_t *g, float *logits, guild_err_t *err)
+/* One plain decode step on the logits of the cache's last position (kv positions held): samples and takes the
+ * token. 0: *next is to be fed at position kv; 1: stopped (res->stop set); -1: error. */
+static int plain_step(gen_t *g, const float *logits, int32_t kv, int32_t *next, guild_err_t *err)
 {
     const gen_options_t *opt = g->opt;
     gen_result_t *res = g->res;
+    if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
+        res->stop = GEN_STOP_LENGTH;
+        return 1;
+    }
+    if (put_logits(g, logits, err) < 0)
+        return -1;
+    int32_t id = sampler_sample(g->smp, logits);
+    if (check_row(g, logits, kv - 1, err) < 0)
+        return -1;
+    int t = take(g, logits, id, err);
+    if (t)
+        return t;
+    if (kv >= opt->n_ctx) {
+        res->stop = GEN_STOP_CONTEXT;
+        return 1;
+    }
+    *next = id;
+    return 0;
+}
+
+/* One token per forward call, from the prefill's logits on. */
+static int decode_plain(gen_t *g, float *logits, guild_err_t *err)
+{
     for (;;) {
-        if (opt->n_predict >= 0 && res->n_sampled >= opt->n_predict) {
-            res->stop = GEN_STOP_LENGTH;
-            return 0;
-        }
-        if (put_logits(g, logits, err) < 0)
-            return -1;
-        int32_t id = sampler_sample(g->smp, logits);
-        if (check_row(g, logits, backend_kv_len(g->be) - 1, err) < 0)
-            return -1;
-        int t = take(g, logits, id, err);
-        if (t)
-            return t < 0 ? -1 : 0;
-        int32_t p = backend_kv_len(g->be);
-        if (p >= opt->n_ctx) {
-            res->stop = GEN_STOP_CONTEXT;
-            return 0;
-        }
-        int32_t row = 0;
+        int32_t id;
+        int s = plain_step(g, logits, backend_kv_len(g->be), &id, err);
+        if (s)
+            return s < 0 ? -1 : 0;
+        int32_t p = backend_kv_len(g->be), row = 0;
         if (backend_forward(g->be, 1, &id, &p, 1, &row, logits, err) < 0)
             return -1;
-        res->n_decoded++;
+        g->res->n_decoded++;
     }
+}
+
+int gen_seq_new(gen_seq_t **out, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
+                const gen_options_t *opt, gen_result_t *res, guild_err_t *err)
+{
+    *out = NULL;
+    gen_t *g = calloc(1, sizeof *g);
+    char *piece = malloc(tok_max_piece_len(tok) + 1);
+    if (!g || !piece) {
+        free(g);
+        free(piece);
+        return guild_err_set(err, "out of memory");
+    }
+    *g = (gen_t){.smp = smp, .tok = tok, .opt = opt, .res = res, .piece = piece};
+    for (int32_t i = 0; i < n_prompt; i++)
+        sampler_accept(smp, prompt[i]);
+    *out = g;
+    return 0;
+}
+
+int gen_seq_step(gen_seq_t *g, const float *logits, int32_t kv_len, int32_t *next, guild_err_t *err)
+{
+    return plain_step(g, logits, kv_len, next, err);
+}
+
+int gen_seq_end(gen_seq_t **gp, int rc, guild_err_t *err)
+{
+    gen_t *g = *gp;
+    if (!g)
+        return rc;
+    if (g->text.len && stream_put(&g->text, g->opt, "", 0, true, rc < 0 ? NULL : err) < 0)
+        rc = -1;
+    free(g->text.buf);
+    free(g->piece);
+    free(g);
+    *gp = NULL;
+    return rc;
 }
 
 /* Verify steps: the pending token (sampled, not yet in the cache) and up to spec_max drafts in one forward call;

@@ -73,4 +73,24 @@ typedef struct gen_result {
 int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
             const gen_options_t *opt, gen_result_t *res, guild_err_t *err);
 
+/* One sequence's plain decode, a step at a time, for a caller that makes the forward calls itself (the server's
+ * batched steps: several sequences in one call): the sampling, stops and streaming of gen_run's plain loop, step
+ * for step, so a sequence gives the same tokens and text as gen_run would. opt's n_predict, n_ctx, n_vocab,
+ * text_out, logits_out, ignore_eog, check_finite and on_text are used (borrowed, as smp, tok and res: they must
+ * outlive it); res is the caller's, zeroed by it (the caller counts n_prompt, n_decoded and the times). */
+typedef struct gen_seq gen_seq_t;
+
+/* Begins after the prompt's forward calls: gives the prompt to the sampler's history. -1 on out of memory. */
+int gen_seq_new(gen_seq_t **out, sampler_t *smp, const tok_t *tok, const int32_t *prompt, int32_t n_prompt,
+                const gen_options_t *opt, gen_result_t *res, guild_err_t *err);
+
+/* The logits of the cache's last position (kv_len positions held): samples and takes a token. 0: *next is to be
+ * fed at position kv_len (the caller counts res->n_decoded when it is); 1: stopped (res->stop says why); -1 with
+ * err (a write error, a non-finite logit with check_finite). */
+int gen_seq_step(gen_seq_t *g, const float *logits, int32_t kv_len, int32_t *next, guild_err_t *err);
+
+/* The end: passes on the text held back for an incomplete UTF-8 sequence and frees; nulls *g (NULL-safe).
+ * Returns rc (the sequence's result so far), or -1 when rc was 0 and that text could not be written. */
+int gen_seq_end(gen_seq_t **g, int rc, guild_err_t *err);
+
 #endif

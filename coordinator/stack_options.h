@@ -23,6 +23,7 @@ typedef struct stack_options {
     int32_t n_ctx;           /* KV cache positions (the command sets it once the model is known) */
     int32_t n_batch;         /* most tokens per forward pass (the command's --batch, at most n_ctx; 0: auto, the
                                 stack's plan chooses: coordinator/stack_plan.h) */
+    int32_t n_seq;           /* sequences the backend holds, n_ctx positions each (guild serve --parallel); 0: 1 */
     bool stats;              /* --stats: count the routing per (layer, expert) (coordinator/expert_stats.h), every
                                 token through the last layer too, and the GPU plan's hit rate */
     const char *record_routing; /* --record-routing FILE: add the routing counts to this profile at the end

@@ -22,6 +22,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 packages=(autoconf automake libtool pkg-config make gcc python3 python3-numpy
     libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev numactl check libsubunit-dev
     libpcre2-dev libjansson-dev libmicrohttpd-dev clang iproute2)
+# the test suite's client of guild serve --parallel (tests/serve_parallel.sh: the openai npm package)
+if [ "$mode" = test ]; then
+    packages+=(nodejs npm)
+fi
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -12,6 +12,38 @@
 #include "core/util/clock.h"
 #include "core/util/log.h"
 
+typedef struct run_ctx {
+    struct engine *e;
+    job_t *job;
+    textfilt_t *filt;
+    strbuf_t out;
+    bool stopped;  /* a stop string was seen */
+    bool oom;
+    logprob_entry_t lp; /* the last token's log probabilities (job_spec_t.logprobs), given to the job with its text */
+    bool lp_pending;
+} run_ctx_t;
+
+/* One sequence of the backend (--parallel N: N of them) and the request it runs. */
+typedef struct slot {
+    int32_t *cached;     /* [n_ctx] the tokens in this sequence's KV cache */
+    int32_t n_cached;
+    uint64_t last_used;  /* the serial of the last request it ran (least recently used first) */
+    job_t *job;          /* the request it runs; NULL: free (written under mu: engine_load counts them) */
+    /* the running request's (batched loop) */
+    uint64_t serial;     /* admission order: prompts are prefilled oldest first */
+    sampler_t *smp;
+    run_ctx_t r;
+    gen_options_t go;
+    gen_result_t res;
+    gen_seq_t *gen;      /* NULL while its prompt is prefilled */
+    job_status_t st;
+    int32_t n_done;      /* prompt tokens in the cache */
+    int32_t next;        /* decoding: the token to feed at the next step */
+    int32_t row;         /* its logits row in the current step, -1: none */
+    int32_t shared;      /* most other sessions in one step with it */
+    double t0, t_decode;
+} slot_t;
+
 struct engine {
     engine_config_t c;
     int32_t n_vocab;
@@ -22,7 +54,8 @@ struct engine {
     pthread_cond_t cv;   /* queue, state or stopping changed */
     job_t **queue;       /* [queue_max] ring, under mu */
     int q_head, q_len;
-    job_t *running;      /* under mu */
+    job_t *running;      /* under mu (one at a time) */
+    int active;          /* under mu: slots running a request (batched loop) */
     int stopping;        /* atomic; written under mu */
     int state;           /* under mu: 0 opening, 1 up, -1 failed, 2 closing */
     guild_err_t open_err;
@@ -33,20 +66,11 @@ struct engine {
     /* the generation thread's own */
     backend_stack_t *stack;
     spec_setup_t spec;   /* the drafter (engine_config_t.spec) */
-    int32_t *cached;     /* [n_ctx] the tokens in the KV cache */
-    int32_t n_cached;
+    slot_t *slots;       /* [parallel] */
+    uint64_t serial;     /* requests admitted */
+    float *logits;       /* [parallel][n_vocab] a batched step's rows */
+    int32_t *b_tok, *b_seq, *b_pos, *b_out; /* [n_batch] a batched step's rows and its logits rows */
 };
-
-typedef struct run_ctx {
-    engine_t *e;
-    job_t *job;
-    textfilt_t *filt;
-    strbuf_t out;
-    bool stopped;  /* a stop string was seen */
-    bool oom;
-    logprob_entry_t lp; /* the last token's log probabilities (job_spec_t.logprobs), given to the job with its text */
-    bool lp_pending;
-} run_ctx_t;
 
 static bool is_stopping(engine_t *e)
 {
@@ -56,7 +80,9 @@ static bool is_stopping(engine_t *e)
 static int on_text(void *ctx, const char *s, size_t n)
 {
     run_ctx_t *r = ctx;
-    __atomic_store_n(&r->e->kv_used, (int64_t)backend_kv_len(backend_stack_backend(r->e->stack)), __ATOMIC_RELAXED);
+    if (r->e->c.parallel == 1) /* the batched loop publishes its sequences' sum after each step */
+        __atomic_store_n(&r->e->kv_used, (int64_t)backend_kv_len(backend_stack_backend(r->e->stack)),
+                         __ATOMIC_RELAXED);
     if (job_cancelled(r->job) || is_stopping(r->e))
         return 1;
     if (r->lp_pending && job_add_logprob(r->job, &r->lp) < 0) {
@@ -83,10 +109,101 @@ static void on_token(void *ctx, const float *logits, int32_t id)
     r->lp_pending = true;
 }
 
+/* The prompt tokens slot s's cache holds already (prefix reuse), at most n_prompt - 1: the last prompt
+ * position is run again for its logits. */
+static int32_t slot_prefix(const engine_t *e, const slot_t *s, const job_spec_t *sp)
+{
+    int32_t n = 0;
+    if (!e->c.prefix_cache)
+        return 0;
+    while (n < s->n_cached && n < sp->n_prompt && s->cached[n] == sp->prompt[n])
+        n++;
+    return n == sp->n_prompt ? n - 1 : n;
+}
+
+/* The end of a request on sequence `seq` (slot s): records what its cache holds now (the prompt, then the sampled
+ * tokens fed back; emptied after a failure), releases the filter's last text, and finishes the job with its end,
+ * counts and log line. grc: the generation's result (-1: failed with err). */
+static void end_request(engine_t *e, slot_t *s, int32_t seq, job_t *j, run_ctx_t *r, const gen_result_t *res,
+                        int grc, job_status_t *st, guild_err_t *err)
+{
+    backend_t *be = backend_stack_backend(e->stack);
+    const job_spec_t *sp = job_spec(j);
+    st->prefill_s = res->prefill_s;
+    st->decode_s = res->decode_s;
+    st->n_generated = res->n_sampled - (res->stop == GEN_STOP_EOG ? 1 : 0);
+    if (st->n_generated < 0)
+        st->n_generated = 0;
+
+    int32_t kv = grc < 0 ? 0 : backend_seq_kv_len(be, seq);
+    if (grc < 0)
+        backend_seq_kv_truncate(be, seq, 0);
+    s->n_cached = 0;
+    for (int32_t i = 0; i < kv && i < sp->n_prompt; i++)
+        s->cached[s->n_cached++] = sp->prompt[i];
+    for (int32_t i = 0; s->n_cached < kv && i < res->n_decoded; i++)
+        s->cached[s->n_cached++] = res->ids[i];
+    if (s->n_cached != kv) { /* cannot happen with gen_run's contract; never trust a cache we cannot name */
+        backend_seq_kv_truncate(be, seq, 0);
+        s->n_cached = 0;
+    }
+
+    if (grc < 0) {
+        st->end = JOB_FAILED;
+    } else {
+        if (!r->stopped && !r->oom && res->stop != GEN_STOP_CALLER) {
+            strbuf_clear(&r->out);
+            if (textfilt_finish(r->filt, &r->out))
+                r->stopped = true;
+            if (!strbuf_ok(&r->out) || job_append(j, r->out.p, r->out.len) < 0)
+                r->oom = true;
+        }
+        if (r->oom) {
+            st->end = JOB_FAILED;
+            guild_err_set(err, "out of memory for the generated text");
+        } else if (r->stopped || res->stop == GEN_STOP_EOG) {
+            st->end = JOB_STOP;
+        } else if (res->stop == GEN_STOP_LENGTH || res->stop == GEN_STOP_CONTEXT) {
+            st->end = JOB_LENGTH;
+        } else {
+            st->end = job_cancelled(j) ? JOB_CANCELLED : JOB_SHUTDOWN;
+        }
+    }
+}
+
+/* The request's log line and its end, for the waiting connection. */
+static void log_and_finish(engine_t *e, job_t *j, job_status_t *st, const gen_result_t *res, const guild_err_t *err,
+                           int32_t shared)
+{
+    if (st->end == JOB_FAILED)
+        snprintf(st->error, sizeof st->error, "%s", err->msg);
+    static const char *ends[] = {"running", "stop", "length", "cancelled", "failed", "shutdown"};
+    double pf = st->prefill_s > 0 ? (st->n_prompt - st->n_cached) / st->prefill_s : 0;
+    double dc = st->decode_s > 0 ? res->n_decoded / st->decode_s : 0;
+    char beside[64] = "";
+    if (shared >= 0)
+        snprintf(beside, sizeof beside, "; steps shared with up to %d other sessions", shared);
+    guild_log(st->end == JOB_FAILED ? GUILD_LOG_WARN : GUILD_LOG_INFO,
+              "request %llu: %d prompt tokens (%d cached), %d generated, %s%s%s; prefill %.1f tok/s, decode %.1f "
+              "tok/s%s",
+              (unsigned long long)job_id(j), st->n_prompt, st->n_cached, st->n_generated, ends[st->end],
+              st->end == JOB_FAILED ? ": " : "", st->end == JOB_FAILED ? st->error : "", pf, dc, beside);
+    if (e->spec.drafter)
+        guild_log(GUILD_LOG_INFO,
+                  "request %llu: speculative: %llu drafted, %llu accepted, %llu verify steps; draft %.3f s, verify "
+                  "%.3f s",
+                  (unsigned long long)job_id(j), (unsigned long long)res->spec.drafted,
+                  (unsigned long long)res->spec.accepted, (unsigned long long)res->spec.steps, res->spec.draft_s,
+                  res->spec.verify_s);
+    job_finish(j, st);
+}
+
+/* One request at a time on sequence 0 (--parallel 1): gen_run's loop, speculative decoding included. */
 static void run_job(engine_t *e, job_t *j)
 {
     const job_spec_t *sp = job_spec(j);
     backend_t *be = backend_stack_backend(e->stack);
+    slot_t *s = &e->slots[0];
     job_status_t st = {.end = JOB_RUNNING, .n_prompt = sp->n_prompt};
     guild_err_t err = {{0}};
     sampler_t *smp = NULL;
@@ -102,13 +219,7 @@ static void run_job(engine_t *e, job_t *j)
         st.end = JOB_FAILED;
         goto done;
     }
-    int32_t n_past = 0;
-    if (e->c.prefix_cache) {
-        while (n_past < e->n_cached && n_past < sp->n_prompt && e->cached[n_past] == sp->prompt[n_past])
-            n_past++;
-        if (n_past == sp->n_prompt)
-            n_past--; /* the last prompt position is run again for its logits */
-    }
+    int32_t n_past = slot_prefix(e, s, sp);
     backend_kv_truncate(be, n_past);
     if (backend_kv_len(be) != n_past) { /* the cache was not what we thought: start afresh */
         backend_kv_truncate(be, 0);
@@ -131,91 +242,277 @@ static void run_job(engine_t *e, job_t *j)
         .spec_max = e->c.spec ? e->c.spec->max : 0,
     };
     int grc = gen_run(be, smp, e->c.tok, sp->prompt, sp->n_prompt, &go, &res, &err);
-    st.prefill_s = res.prefill_s;
-    st.decode_s = res.decode_s;
-    st.n_generated = res.n_sampled - (res.stop == GEN_STOP_EOG ? 1 : 0);
-    if (st.n_generated < 0)
-        st.n_generated = 0;
-
-    /* what the KV cache holds now: the prompt, then the sampled tokens that were fed back */
-    int32_t kv = grc < 0 ? 0 : backend_kv_len(be);
-    if (grc < 0)
-        backend_kv_truncate(be, 0);
-    e->n_cached = 0;
-    for (int32_t i = 0; i < kv && i < sp->n_prompt; i++)
-        e->cached[e->n_cached++] = sp->prompt[i];
-    for (int32_t i = 0; e->n_cached < kv && i < res.n_decoded; i++)
-        e->cached[e->n_cached++] = res.ids[i];
-    if (e->n_cached != kv) { /* cannot happen with gen_run's contract; never trust a cache we cannot name */
-        backend_kv_truncate(be, 0);
-        e->n_cached = 0;
-    }
-
-    if (grc < 0) {
-        st.end = JOB_FAILED;
-        goto done;
-    }
-    if (!r.stopped && !r.oom && res.stop != GEN_STOP_CALLER) {
-        strbuf_clear(&r.out);
-        if (textfilt_finish(r.filt, &r.out))
-            r.stopped = true;
-        if (!strbuf_ok(&r.out) || job_append(j, r.out.p, r.out.len) < 0)
-            r.oom = true;
-    }
-    if (r.oom) {
-        st.end = JOB_FAILED;
-        guild_err_set(&err, "out of memory for the generated text");
-    } else if (r.stopped || res.stop == GEN_STOP_EOG) {
-        st.end = JOB_STOP;
-    } else if (res.stop == GEN_STOP_LENGTH || res.stop == GEN_STOP_CONTEXT) {
-        st.end = JOB_LENGTH;
-    } else {
-        st.end = job_cancelled(j) ? JOB_CANCELLED : JOB_SHUTDOWN;
-    }
+    end_request(e, s, 0, j, &r, &res, grc, &st, &err);
 done:
-    if (st.end == JOB_FAILED)
-        snprintf(st.error, sizeof st.error, "%s", err.msg);
-    static const char *ends[] = {"running", "stop", "length", "cancelled", "failed", "shutdown"};
-    double pf = st.prefill_s > 0 ? (st.n_prompt - st.n_cached) / st.prefill_s : 0;
-    double dc = st.decode_s > 0 ? res.n_decoded / st.decode_s : 0;
-    guild_log(st.end == JOB_FAILED ? GUILD_LOG_WARN : GUILD_LOG_INFO,
-              "request %llu: %d prompt tokens (%d cached), %d generated, %s%s%s; prefill %.1f tok/s, decode %.1f "
-              "tok/s",
-              (unsigned long long)job_id(j), st.n_prompt, st.n_cached, st.n_generated, ends[st.end],
-              st.end == JOB_FAILED ? ": " : "", st.end == JOB_FAILED ? st.error : "", pf, dc);
-    if (e->spec.drafter)
-        guild_log(GUILD_LOG_INFO,
-                  "request %llu: speculative: %llu drafted, %llu accepted, %llu verify steps; draft %.3f s, verify "
-                  "%.3f s",
-                  (unsigned long long)job_id(j), (unsigned long long)res.spec.drafted,
-                  (unsigned long long)res.spec.accepted, (unsigned long long)res.spec.steps, res.spec.draft_s,
-                  res.spec.verify_s);
-    job_finish(j, &st);
+    log_and_finish(e, j, &st, &res, &err, -1);
     free(res.ids);
     strbuf_fini(&r.out);
     textfilt_destroy(&r.filt);
     sampler_destroy(&smp);
 }
 
-static void *engine_main(void *arg)
+/* ---- the batched loop (--parallel N > 1): every running request's next tokens in one forward call ---- */
+
+static int32_t slot_seq(const engine_t *e, const slot_t *s)
 {
-    engine_t *e = arg;
-    guild_err_t err = {{0}};
-    int rc = backend_stack_open(&e->stack, e->c.stack, e->c.model, e->c.model_path, &err);
-    if (rc == 0 && e->c.spec &&
-        spec_setup_open(&e->spec, e->c.spec, e->c.model, e->c.tok, e->c.stack->n_ctx, e->c.stack->n_threads, &err) <
-            0) {
-        spec_setup_close(&e->spec);
-        backend_stack_close(&e->stack);
-        rc = -1;
+    return (int32_t)(s - e->slots);
+}
+
+/* Ends slot s's request (grc: its result, -1 with err) and frees the slot. */
+static void slot_end(engine_t *e, slot_t *s, int grc, guild_err_t *err)
+{
+    job_t *j = s->job;
+    if (s->gen) {
+        grc = gen_seq_end(&s->gen, grc, err);
+        s->res.decode_s = guild_clock_s() - s->t_decode;
     }
+    if (s->st.end == JOB_RUNNING)
+        end_request(e, s, slot_seq(e, s), j, &s->r, &s->res, grc, &s->st, err);
+    log_and_finish(e, j, &s->st, &s->res, err, s->shared);
+    free(s->res.ids);
+    strbuf_fini(&s->r.out);
+    textfilt_destroy(&s->r.filt);
+    sampler_destroy(&s->smp);
+    s->last_used = s->serial;
     pthread_mutex_lock(&e->mu);
-    e->state = rc < 0 ? -1 : 1;
-    e->open_err = err;
-    pthread_cond_broadcast(&e->cv);
+    s->job = NULL;
+    e->active--;
     pthread_mutex_unlock(&e->mu);
-    if (rc < 0)
-        return NULL;
+    job_unref(&j);
+}
+
+/* Starts request j on free slot s: its sampler and filter, the prefix its cache keeps. */
+static void slot_start(engine_t *e, slot_t *s, job_t *j)
+{
+    const job_spec_t *sp = job_spec(j);
+    backend_t *be = backend_stack_backend(e->stack);
+    const int32_t seq = slot_seq(e, s);
+    guild_err_t err = {{0}};
+    s->serial = ++e->serial;
+    s->smp = NULL;
+    s->r = (run_ctx_t){.e = e, .job = j, .out = STRBUF_INIT};
+    s->res = (gen_result_t){0};
+    s->gen = NULL;
+    s->st = (job_status_t){.end = JOB_RUNNING, .n_prompt = sp->n_prompt};
+    s->shared = 0;
+    s->t0 = guild_clock_s();
+    if (job_cancelled(j)) {
+        s->st.end = JOB_CANCELLED;
+        slot_end(e, s, 0, &err);
+        return;
+    }
+    if (sampler_new(&s->smp, &sp->sample, e->n_vocab, &err) < 0 ||
+        textfilt_new(&s->r.filt, (const char *const *)sp->stops, sp->n_stops, &err) < 0) {
+        s->st.end = JOB_FAILED;
+        slot_end(e, s, -1, &err);
+        return;
+    }
+    int32_t n_past = slot_prefix(e, s, sp);
+    backend_seq_kv_truncate(be, seq, n_past);
+    if (backend_seq_kv_len(be, seq) != n_past) { /* the cache was not what we thought: start afresh */
+        backend_seq_kv_truncate(be, seq, 0);
+        n_past = 0;
+    }
+    s->st.n_cached = n_past;
+    s->n_done = n_past;
+    s->go = (gen_options_t){
+        .n_predict = sp->max_tokens,
+        .n_batch = backend_stack_n_batch(e->stack),
+        .n_ctx = e->c.stack->n_ctx,
+        .n_vocab = e->n_vocab,
+        .ignore_eog = sp->ignore_eos,
+        .check_finite = e->c.stack->gpu.check_finite,
+        .n_past = n_past,
+        .on_text = on_text,
+        .on_text_ctx = &s->r,
+        .on_token = sp->logprobs ? on_token : NULL,
+        .on_token_ctx = &s->r,
+    };
+}
+
+/* Slot s's row of logits (kv_len positions held): the first after its prompt begins its decode. */
+static void slot_take(engine_t *e, slot_t *s, const float *row, int32_t kv_len)
+{
+    guild_err_t err = {{0}};
+    const job_spec_t *sp = job_spec(s->job);
+    if (!s->gen) {
+        s->res.prefill_s = guild_clock_s() - s->t0;
+        if (gen_seq_new(&s->gen, s->smp, e->c.tok, sp->prompt, sp->n_prompt, &s->go, &s->res, &err) < 0) {
+            slot_end(e, s, -1, &err);
+            return;
+        }
+        s->t_decode = guild_clock_s();
+    }
+    int rc = gen_seq_step(s->gen, row, kv_len, &s->next, &err);
+    if (rc != 0)
+        slot_end(e, s, rc < 0 ? -1 : 0, &err);
+}
+
+/* The running slots in admission order (prompts are prefilled oldest first). */
+static int slots_by_age(const engine_t *e, slot_t **order)
+{
+    int n = 0;
+    for (int i = 0; i < e->c.parallel; i++) {
+        slot_t *s = &e->slots[i];
+        if (!s->job)
+            continue;
+        int k = n++;
+        while (k > 0 && order[k - 1]->serial > s->serial) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = s;
+    }
+    return n;
+}
+
+/* One step: a row for each decoding request's token, then prompt tokens of the requests still prefilling, oldest
+ * first, as far as the batch goes; the logits of the rows that need them go to their requests. */
+static void batch_step(engine_t *e)
+{
+    backend_t *be = backend_stack_backend(e->stack);
+    const int32_t n_batch = backend_stack_n_batch(e->stack);
+    slot_t *order[e->c.parallel];
+    int32_t take_n[e->c.parallel];
+    int n_run = slots_by_age(e, order);
+    int32_t n = 0, n_out = 0;
+    for (int i = 0; i < n_run; i++) {
+        slot_t *s = order[i];
+        take_n[i] = 0;
+        s->row = -1;
+        if (job_cancelled(s->job) || is_stopping(e)) {
+            guild_err_t err = {{0}};
+            s->res.stop = GEN_STOP_CALLER;
+            slot_end(e, s, 0, &err);
+            order[i] = NULL;
+        }
+    }
+    for (int i = 0; i < n_run; i++) { /* decoding: one row each (n_batch >= parallel) */
+        slot_t *s = order[i];
+        if (!s || !s->gen)
+            continue;
+        const int32_t seq = slot_seq(e, s);
+        e->b_tok[n] = s->next;
+        e->b_seq[n] = seq;
+        e->b_pos[n] = backend_seq_kv_len(be, seq);
+        s->row = n_out;
+        e->b_out[n_out++] = n++;
+        take_n[i] = 1;
+    }
+    for (int i = 0; i < n_run && n < n_batch; i++) { /* prefilling */
+        slot_t *s = order[i];
+        if (!s || s->gen)
+            continue;
+        const job_spec_t *sp = job_spec(s->job);
+        const int32_t seq = slot_seq(e, s);
+        int32_t m = sp->n_prompt - s->n_done;
+        if (m > n_batch - n)
+            m = n_batch - n;
+        for (int32_t k = 0; k < m; k++) {
+            e->b_tok[n + k] = sp->prompt[s->n_done + k];
+            e->b_seq[n + k] = seq;
+            e->b_pos[n + k] = s->n_done + k;
+        }
+        n += m;
+        take_n[i] = m;
+        if (s->n_done + m == sp->n_prompt) {
+            s->row = n_out;
+            e->b_out[n_out++] = n - 1;
+        }
+    }
+    if (n == 0)
+        return;
+    const double t0 = guild_clock_s();
+    int in_step = 0;
+    for (int i = 0; i < n_run; i++)
+        in_step += order[i] && take_n[i] > 0;
+    guild_err_t err = {{0}};
+    const int frc = backend_forward_seq(be, n, e->b_tok, e->b_seq, e->b_pos, n_out, e->b_out, e->logits, &err);
+    int64_t kv = 0;
+    for (int32_t q = 0; q < e->c.parallel; q++)
+        kv += backend_seq_kv_len(be, q);
+    __atomic_store_n(&e->kv_used, kv, __ATOMIC_RELAXED);
+    const uint64_t wait_ns = backend_stack_expert_wait_ns(e->stack);
+    pthread_mutex_lock(&e->mu);
+    e->busy_s += guild_clock_s() - t0;
+    e->expert_wait_ns = wait_ns;
+    pthread_mutex_unlock(&e->mu);
+    if (frc < 0) {
+        for (int i = 0; i < n_run; i++)
+            if (order[i] && take_n[i] > 0) {
+                guild_err_t mine = err;
+                slot_end(e, order[i], -1, &mine);
+            }
+        return;
+    }
+    for (int i = 0; i < n_run; i++) {
+        slot_t *s = order[i];
+        if (!s || take_n[i] == 0)
+            continue;
+        if (in_step - 1 > s->shared)
+            s->shared = in_step - 1;
+        if (s->gen) {
+            s->res.n_decoded++;
+        } else {
+            s->n_done += take_n[i];
+            s->res.n_prompt = s->n_done;
+        }
+        if (s->row >= 0)
+            slot_take(e, s, e->logits + (size_t)s->row * (size_t)e->n_vocab, backend_seq_kv_len(be, slot_seq(e, s)));
+    }
+}
+
+/* The free slot for a prompt: the one whose cache keeps the longest prefix of it, else the least recently
+ * used. */
+static slot_t *slot_for(engine_t *e, const job_spec_t *sp)
+{
+    slot_t *best = NULL;
+    int32_t best_n = -1;
+    for (int i = 0; i < e->c.parallel; i++) {
+        slot_t *s = &e->slots[i];
+        if (s->job)
+            continue;
+        const int32_t n = slot_prefix(e, s, sp);
+        if (n > best_n || (n == best_n && s->last_used < best->last_used)) {
+            best = s;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* Until stopped: requests join free slots between steps, and every running one advances at each step. */
+static void batch_loop(engine_t *e)
+{
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping && e->q_len == 0 && e->active == 0)
+            pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stopping && e->active == 0) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        slot_t *joined[e->c.parallel];
+        int n_joined = 0;
+        while (!e->stopping && e->q_len > 0 && e->active < e->c.parallel) {
+            job_t *j = e->queue[e->q_head];
+            slot_t *s = slot_for(e, job_spec(j));
+            e->q_head = (e->q_head + 1) % e->c.queue_max;
+            e->q_len--;
+            s->job = j; /* the queue's reference, now the slot's */
+            e->active++;
+            joined[n_joined++] = s;
+        }
+        pthread_mutex_unlock(&e->mu);
+        for (int i = 0; i < n_joined; i++)
+            slot_start(e, joined[i], joined[i]->job);
+        batch_step(e); /* when stopping, it ends the running requests */
+    }
+}
+
+/* Until stopped: one request at a time, in arrival order (--parallel 1). */
+static void serial_loop(engine_t *e)
+{
     for (;;) {
         pthread_mutex_lock(&e->mu);
         while (!e->stopping && e->q_len == 0)
@@ -242,6 +539,50 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(&e->mu);
         job_unref(&j);
     }
+}
+
+static void *engine_main(void *arg)
+{
+    engine_t *e = arg;
+    guild_err_t err = {{0}};
+    int rc = backend_stack_open(&e->stack, e->c.stack, e->c.model, e->c.model_path, &err);
+    if (rc == 0 && backend_stack_n_batch(e->stack) < e->c.parallel) {
+        guild_err_set(&err, "--parallel %d: a step decodes a token of every session, so the batch must be at least "
+                      "%d tokens (it is %d: --batch)", e->c.parallel, e->c.parallel, backend_stack_n_batch(e->stack));
+        backend_stack_close(&e->stack);
+        rc = -1;
+    }
+    if (rc == 0 && e->c.parallel > 1) {
+        const size_t NB = (size_t)backend_stack_n_batch(e->stack);
+        e->logits = malloc((size_t)e->c.parallel * (size_t)e->n_vocab * sizeof *e->logits);
+        e->b_tok = malloc(NB * sizeof *e->b_tok);
+        e->b_seq = malloc(NB * sizeof *e->b_seq);
+        e->b_pos = malloc(NB * sizeof *e->b_pos);
+        e->b_out = malloc(NB * sizeof *e->b_out);
+        if (!e->logits || !e->b_tok || !e->b_seq || !e->b_pos || !e->b_out) {
+            guild_err_set(&err, "out of memory for steps of %zu tokens", NB);
+            backend_stack_close(&e->stack);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && e->c.spec &&
+        spec_setup_open(&e->spec, e->c.spec, e->c.model, e->c.tok, e->c.stack->n_ctx, e->c.stack->n_threads, &err) <
+            0) {
+        spec_setup_close(&e->spec);
+        backend_stack_close(&e->stack);
+        rc = -1;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->state = rc < 0 ? -1 : 1;
+    e->open_err = err;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (rc < 0)
+        return NULL;
+    if (e->c.parallel > 1)
+        batch_loop(e);
+    else
+        serial_loop(e);
     if (e->c.stack->record_routing) {
         if (backend_stack_record_routing(e->stack, e->c.stack->record_routing, &err) < 0)
             guild_log(GUILD_LOG_ERROR, "--record-routing: %s", err.msg);
@@ -273,12 +614,28 @@ int engine_new(engine_t **out, const engine_config_t *c, guild_err_t *err)
     e->n_vocab = model_config(c->model)->n_vocab;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    if (e->c.parallel < 1)
+        e->c.parallel = 1;
+    if (e->c.parallel > 1 && e->c.spec) {
+        guild_err_set(err, "speculative decoding (--spec) runs one session at a time: it cannot be combined with "
+                      "--parallel %d (use --parallel 1, or leave --spec out)", e->c.parallel);
+        goto fail;
+    }
+    if (e->c.parallel != (c->stack->n_seq > 1 ? c->stack->n_seq : 1)) {
+        guild_err_set(err, "--parallel %d: the backend stack holds %d sequences", e->c.parallel, c->stack->n_seq);
+        goto fail;
+    }
     e->queue = calloc((size_t)e->c.queue_max, sizeof *e->queue);
-    e->cached = malloc((size_t)c->stack->n_ctx * sizeof *e->cached);
-    if (!e->queue || !e->cached) {
+    e->slots = calloc((size_t)e->c.parallel, sizeof *e->slots);
+    if (!e->queue || !e->slots) {
         guild_err_set(err, "out of memory");
         goto fail;
     }
+    for (int i = 0; i < e->c.parallel; i++)
+        if (!(e->slots[i].cached = malloc((size_t)c->stack->n_ctx * sizeof *e->slots[i].cached))) {
+            guild_err_set(err, "out of memory");
+            goto fail;
+        }
     int pe = pthread_create(&e->thread, NULL, engine_main, e);
     if (pe) {
         guild_err_errno(err, pe, "cannot start the generation thread");
@@ -322,7 +679,7 @@ engine_submit_t engine_submit(engine_t *e, job_t *j)
 void engine_load(engine_t *e, int *running, int *waiting)
 {
     pthread_mutex_lock(&e->mu);
-    *running = e->running != NULL;
+    *running = e->c.parallel > 1 ? e->active : e->running != NULL;
     *waiting = e->q_len;
     pthread_mutex_unlock(&e->mu);
 }
@@ -331,7 +688,7 @@ void engine_stats(engine_t *e, engine_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
-    out->running = e->running != NULL;
+    out->running = e->c.parallel > 1 ? e->active : e->running != NULL;
     out->waiting = e->q_len;
     out->busy_s = e->busy_s;
     out->expert_wait_s = (double)e->expert_wait_ns * 1e-9;
@@ -339,7 +696,7 @@ void engine_stats(engine_t *e, engine_stats_t *out)
         backend_stack_restarts(e->stack, &out->gpu_restarts, &out->cpu_restarts);
     pthread_mutex_unlock(&e->mu);
     out->kv_used = __atomic_load_n(&e->kv_used, __ATOMIC_RELAXED);
-    out->kv_capacity = e->c.stack->n_ctx;
+    out->kv_capacity = (int64_t)e->c.stack->n_ctx * e->c.parallel;
 }
 
 int engine_health(engine_t *e, char *why, size_t n)
@@ -383,7 +740,14 @@ void engine_destroy(engine_t **ep)
         return;
     engine_shutdown(e);
     free(e->queue);
-    free(e->cached);
+    for (int i = 0; e->slots && i < e->c.parallel; i++)
+        free(e->slots[i].cached);
+    free(e->slots);
+    free(e->logits);
+    free(e->b_tok);
+    free(e->b_seq);
+    free(e->b_pos);
+    free(e->b_out);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
     free(e);

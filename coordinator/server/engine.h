@@ -1,11 +1,15 @@
 /* coordinator/server/engine.h — the one model's generation thread and its bounded queue.
  *
- * Requests are served one at a time, in arrival order, on one backend (the in-process stack or the
- * multi-process pipeline, coordinator/backend_stack.h): a request waits in the queue while another runs, and
- * is refused (ENGINE_BUSY, HTTP 503) when queue_max are already waiting. Between requests the KV cache keeps
- * the previous prompt and reply: a new prompt that starts with the same tokens reuses them (the backend's
- * logits do not depend on how the positions were batched, so the reply is the same bits as from an empty
- * cache). Serving several requests at once needs batched decoding in the backend: later.
+ * Requests run on one backend (the in-process stack or the multi-process pipeline, coordinator/backend_stack.h)
+ * holding `parallel` sequences, in arrival order: a request waits in the queue while every sequence is busy, and
+ * is refused (ENGINE_BUSY, HTTP 503) when queue_max are already waiting. With one sequence, requests run one at
+ * a time (speculative decoding too); with more, continuous batching: each step is one forward call over the next
+ * token of every decoding request and, as far as the batch goes, prompt tokens of those still prefilling (oldest
+ * first), and new requests take free sequences between steps. A row's logits do not depend on what else is in its
+ * batch (gpu-worker/dense/backend.h) and each request samples with its own sampler, so a reply is the same bits as
+ * the request alone would get. Between requests a sequence's KV cache keeps the previous prompt and reply: a new
+ * request goes to the free sequence whose cache starts with the longest part of its prompt and reuses it (the
+ * logits do not depend on how the positions were batched either).
  *
  * The thread opens the backend stack, drives it and closes it (the stack's one-thread rule). */
 #ifndef GUILD_SERVER_ENGINE_H
@@ -27,7 +31,9 @@ typedef struct engine_config {
     const model_t *model;         /* borrowed, as the tokenizer */
     const char *model_path;
     const tok_t *tok;
-    int queue_max;                /* requests that may wait behind the running one */
+    int queue_max;                /* requests that may wait behind the running ones */
+    int parallel;                 /* requests decoded together (--parallel); the stack's n_seq must be this; <= 1:
+                                     one at a time */
     bool prefix_cache;            /* reuse the KV cache of the previous request */
     const spec_options_t *spec;   /* speculative decoding (checked; borrowed): the drafter is opened on the thread;
                                      NULL: none */
@@ -46,7 +52,7 @@ int engine_new(engine_t **out, const engine_config_t *c, guild_err_t *err);
 
 engine_submit_t engine_submit(engine_t *e, job_t *j);
 
-/* Requests running (0 or 1) and waiting, now. */
+/* Requests running (at most parallel) and waiting, now. */
 void engine_load(engine_t *e, int *running, int *waiting);
 
 /* What GET /metrics shows of the engine (coordinator/server/metrics.h). */
@@ -54,7 +60,7 @@ typedef struct engine_stats {
     int running, waiting;        /* as engine_load */
     int64_t kv_used;             /* KV cache positions holding tokens (as of the last token generated or the last
                                     request's end) */
-    int64_t kv_capacity;         /* the cache's positions (the context) */
+    int64_t kv_capacity;         /* the cache's positions (the context, times --parallel) */
     double busy_s;               /* time spent running requests */
     double expert_wait_s;        /* of the forward passes, time waiting for experts computed on the CPU
                                     (backend_stack_expert_wait_ns, as of the last request's end) */
