@@ -15,6 +15,7 @@ void gpu_cost_default(gpu_cost_t *c, gpu_copy_path_t path)
     c->cpu_gbps = GPU_COST_CPU_GBPS;
     c->exchange_us = GPU_COST_EXCHANGE_US;
     c->slice_us = GPU_COST_SLICE_US;
+    c->refill_us = GPU_COST_REFILL_US;
     c->pass_us = GPU_COST_PASS_US;
     snprintf(c->source, sizeof c->source, "defaults (the H200 device machine)");
 }

@@ -34,7 +34,11 @@ typedef enum gpu_copy_path {
 #define GPU_COST_CPU_TFLOPS 2.0         /* the CPU workers' expert products at prefill batches (AMX, 14 threads) */
 #define GPU_COST_CPU_GBPS 90.0          /* the CPU workers' expert weight reads at one token */
 #define GPU_COST_EXCHANGE_US 30.0       /* one exchange with the CPU workers, beyond its reads */
-#define GPU_COST_SLICE_US 20.0          /* one more staging slot's pass over a layer (its copy wait, its kernels) */
+#define GPU_COST_SLICE_US 150.0         /* one more staged chunk's products in a layer: its routing and kernels
+                                           over the batch's pairs, a device part-filled by few experts' tiles
+                                           (bench/results/stream-h200-2026-12-01.md) */
+#define GPU_COST_REFILL_US 350.0        /* from a staging slot's release on the device to its next copy's start:
+                                           the host enqueues that copy after the products it waits for */
 #define GPU_COST_PASS_US 40.0           /* one forward pass's fixed cost per layer (launches, routing to the host) */
 
 typedef struct gpu_cost {
@@ -43,7 +47,8 @@ typedef struct gpu_cost {
     double cpu_tflops;      /* the CPU side's routed-expert products at prefill batches, all workers together */
     double cpu_gbps;        /* the CPU side's expert reads at one token, all workers together, 1e9 bytes/s */
     double exchange_us;     /* fixed time of one exchange with the CPU side */
-    double slice_us;        /* fixed time of one staging slot's pass */
+    double slice_us;        /* fixed time of one staged chunk's products */
+    double refill_us;       /* from a staging slot's release to the start of its next copy */
     double pass_us;         /* fixed time of one forward pass per layer */
     char source[160];       /* where the numbers come from ("defaults (H200 device machine)", "tuning FILE") */
 } gpu_cost_t;

@@ -1,13 +1,17 @@
 /* The GPU memory plan (contract in gpu_plan.h). The sizes follow the CUDA backend's allocations
  * (gpu-worker/dense/cuda/cuda_backend.c, cuda_weights.c, cuda_moe_*.c); keep them in step.
  *
- * How it decides: for each chunk from the largest allowed down (halving), and each staging slot size from a
- * whole layer down to GPU_PLAN_MIN_SLICE_DIV's share (slices only with GPU_PLAN_CAP_SLICES), what fits the budget
- * gets the rest filled with resident experts (the hottest of the routing profile, else whole layers in index
- * order) and is scored by the predicted time of a reference request (a prompt, then generated tokens) under
- * the cost model. A plan that streams every layer not wholly resident is taken whenever one fits (the rule of
+ * How it decides: for each chunk from the largest allowed down (halving), and each staging ring (a slot size from
+ * a whole layer down to GPU_PLAN_MIN_SLICE_DIV's share, slices only with GPU_PLAN_CAP_SLICES; 2 to 16 slots, at
+ * most two layers in all; slices in three slots or more where three fit), what fits the budget gets the rest
+ * filled with resident experts (the hottest of the routing profile, else whole layers in index order) and is
+ * scored by the predicted time of a reference request (a prompt, then generated tokens) under the cost model.
+ * A streamed layer's time comes from a simulation of the ring (gpu_plan_ring_ns): the copy engine can only run
+ * ahead of the products into released slots, and the dense part between two layers' experts releases none, so
+ * a ring too small for the copies to run ahead through it leaves the copy engine idle there and the products
+ * waiting after it. A plan that streams every layer not wholly resident is taken whenever one fits (the rule of
  * issue 14: streaming never loses at run time, the split falls back to the CPU side per batch); the best score
- * wins, a tie (within TIE) going to the larger chunk, then the larger slot. */
+ * wins, a tie (within TIE) going to the larger chunk, then the larger slot, then the fewer slots. */
 #include "config.h"
 
 #include "gpu-worker/dense/gpu_plan.h"
@@ -27,6 +31,8 @@
 #define REF_GEN 256
 #define REF_PROMPT_MAX 16384
 #define MAX_CHUNKS 32
+/* The staging rings planned: slot counts tried for each slot size. */
+static const int32_t stage_slot_counts[] = {2, 3, 4, 6, 8, 12, 16};
 #define GiB 1073741824.0
 #define GPU_PLAN_GRAPH_TOKENS 4 /* decode steps up to this many tokens replay CUDA graphs: never split */
 
@@ -119,6 +125,8 @@ typedef struct facts {
     uint64_t *gmat, *umat, *dmat;   /* [L] one expert's matrices (0: no experts) */
     uint64_t gmax, umax, dmax;      /* the largest of the computable layers */
     double flop;                    /* per (token, expert) pair */
+    double *dflop;                  /* [L] the dense part's matrix products per token */
+    double attn_flop;               /* attention per token and position attended (scores and values) */
     int32_t n_computable;
 } facts_t;
 
@@ -128,6 +136,7 @@ static void facts_fini(facts_t *f)
     free(f->gmat);
     free(f->umat);
     free(f->dmat);
+    free(f->dflop);
 }
 
 static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
@@ -144,7 +153,8 @@ static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
     f->gmat = calloc(n, sizeof *f->gmat);
     f->umat = calloc(n, sizeof *f->umat);
     f->dmat = calloc(n, sizeof *f->dmat);
-    if (!f->computable || !f->gmat || !f->umat || !f->dmat) {
+    f->dflop = calloc(n, sizeof *f->dflop);
+    if (!f->computable || !f->gmat || !f->umat || !f->dmat || !f->dflop) {
         facts_fini(f);
         return guild_err_set(err, "gpu plan: out of memory");
     }
@@ -159,6 +169,13 @@ static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
             f->ax = a > f->ax ? a : f->ax;
             f->ah = b > f->ah ? b : f->ah;
         }
+#define DENSE(name, kind) &L->name,
+        const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(DENSE)};
+#undef DENSE
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i]->data && all[i]->ne[1] > 1)
+                f->dflop[il] += 2.0 * (double)all[i]->ne[0] * (double)all[i]->ne[1] *
+                                (double)(all[i]->ne[2] ? all[i]->ne[2] : 1);
         f->computable[il] = c->n_expert > 0 && gpu_plan_layer_computable(m, il);
         if (f->computable[il]) {
             f->n_computable++;
@@ -168,6 +185,7 @@ static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
         }
     }
     f->flop = gpu_cost_pair_flop(c->n_embd, c->n_ff_exp);
+    f->attn_flop = 4.0 * (double)c->n_head * (double)(c->head_dim > 0 ? c->head_dim : 0);
     return 0;
 }
 
@@ -316,11 +334,52 @@ static double hot_share(const planner_t *pl, const uint8_t *res, const int32_t *
     return f->N ? (double)r[il] / (double)f->N : 0.0;
 }
 
+/* Device ns of a layer's dense part (its matrix products and the attention of a chunk of n tokens from the
+ * prompt's start) at the device's rate: while it runs no staging slot is released, so it is when the copies
+ * of the next layer's experts need room to run ahead. */
+static double dense_ns(const planner_t *pl, int32_t il, double n)
+{
+    const facts_t *f = pl->f;
+    return n * (f->dflop[il] + f->attn_flop * n / 2) / (pl->cost.gpu_tflops * 1e3);
+}
+
+/* Contract in gpu_plan.h. */
+double gpu_plan_ring_ns(double d, int32_t m, double cc, double gc, double refill, int32_t slots)
+{
+    enum { LAYERS = 6, MAX_M = 64 };
+    if (m < 1)
+        return 0;
+    if (m > MAX_M) { /* the same bytes and products in fewer, larger chunks (slots scaled alike) */
+        const double f = (double)m / MAX_M;
+        cc *= f;
+        gc *= f;
+        slots = (int32_t)(slots / f) > 1 ? (int32_t)(slots / f) : 1;
+        m = MAX_M;
+    }
+    double rel[LAYERS * MAX_M], t = 0, engine = 0, end_prev = 0, end_last = 0;
+    for (int32_t l = 0; l < LAYERS; l++) {
+        t += d;
+        for (int32_t j = 0; j < m; j++) {
+            const int32_t i = l * m + j;
+            const double room = i >= slots ? rel[i - slots] + refill : 0;
+            engine = (engine > room ? engine : room) + cc;
+            t = (t > engine ? t : engine) + gc;
+            rel[i] = t;
+        }
+        end_prev = end_last;
+        end_last = t;
+    }
+    const double period = end_last - end_prev;
+    return period > d ? period - d : 0;
+}
+
 /* Predicted ns of layer il's routed experts for a batch of n tokens: r resident taking share h of the pairs,
  * the others on the CPU side (its products or its reads of the experts touched, whichever is longer), or, for
  * batches the host plans (more than GPU_PLAN_GRAPH_TOKENS: smaller steps replay graphs), split with the
- * device through slots of k experts when streamed: two sides working at once on a divisible load. */
-static double layer_ns(const planner_t *pl, int32_t il, int32_t r, double h, bool streamed, int32_t k, double n)
+ * device through `slots` slots of k experts when streamed (gpu_plan_ring_ns): two sides working at once on a divisible
+ * load. */
+static double layer_ns(const planner_t *pl, int32_t il, int32_t r, double h, bool streamed, int32_t k,
+                       int32_t slots, double n)
 {
     const facts_t *f = pl->f;
     const gpu_cost_t *c = &pl->cost;
@@ -334,10 +393,12 @@ static double layer_ns(const planner_t *pl, int32_t il, int32_t r, double h, boo
     const double t_cpu = c->exchange_us * 1e3 + (t_prod > t_read ? t_prod : t_read);
     if (!streamed || n <= GPU_PLAN_GRAPH_TOKENS)
         return t_res + t_cpu;
+    const int32_t m = (int32_t)ceil(touched / (double)k);
     const double t_copy = touched * eb / c->h2d_gbps;
     const double t_gpu = P_non * f->flop / (c->gpu_tflops * 1e3);
-    const double t_s = c->pass_us * 1e3 + (t_copy > t_gpu ? t_copy : t_gpu) +
-                       ceil(touched / (double)k) * c->slice_us * 1e3;
+    const double t_s = c->pass_us * 1e3 + gpu_plan_ring_ns(dense_ns(pl, il, n) + t_res, m, t_copy / m,
+                                                           t_gpu / m + c->slice_us * 1e3, c->refill_us * 1e3,
+                                                           slots);
     const double t_split = t_s * t_cpu / (t_s + t_cpu);
     return t_res + (t_split < t_cpu ? t_split : t_cpu);
 }
@@ -364,9 +425,9 @@ static void score(const planner_t *pl, cand_t *c)
         const bool streamed = c->slots > 0 && f->computable[il] && c->r[il] < f->N;
         if (c->r[il] < f->N && f->computable[il] && !streamed)
             c->streams_all = false;
-        pre += full * (layer_ns(pl, il, c->r[il], h, streamed, c->k, c->chunk) + pl->cost.pass_us * 1e3);
+        pre += full * (layer_ns(pl, il, c->r[il], h, streamed, c->k, c->slots, c->chunk) + pl->cost.pass_us * 1e3);
         if (rest)
-            pre += layer_ns(pl, il, c->r[il], h, streamed, c->k, rest) + pl->cost.pass_us * 1e3;
+            pre += layer_ns(pl, il, c->r[il], h, streamed, c->k, c->slots, rest) + pl->cost.pass_us * 1e3;
         dec += decode_ns(pl, il, c->r[il], h);
     }
     c->prefill_ns = pre;
@@ -628,34 +689,41 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         if (o->budget && fx > o->budget)
             continue;
         fits_any = true;
-        /* streaming: slots of k experts, from a whole layer down */
-        for (int32_t k = f.N; can_stream && k >= kmin; k = k / 2 >= kmin && k > kmin ? k / 2 : 0) {
-            const uint64_t need = fx + eb + 2 * slot_bytes(&f, k);
-            if (!(o->caps & GPU_PLAN_CAP_SLICES) && k < f.N)
-                break;
-            if (o->budget && need > o->budget)
-                continue;
-            cur.chunk = NB;
-            cur.slots = 2;
-            cur.k = k;
-            cur.dev = true;
-            fill(&pl, &cur, o->budget ? (int64_t)(o->budget - need) : INT64_MAX);
-            bool left = false; /* a layer the slots would stream */
-            for (int32_t il = 0; il < f.L && !left; il++)
-                left = f.computable[il] && cur.r[il] < f.N;
-            if (!left)
-                continue;
-            score(&pl, &cur);
-            if (NB == top && (top_score < 0 || cur.score < top_score))
-                top_score = cur.score;
-            if (!have || (cur.streams_all && !best.streams_all) ||
-                (cur.streams_all == best.streams_all && cur.score < best.score * (1 - TIE))) {
-                cand_t t = best;
-                best = cur;
-                cur = t;
-                have = true;
+        /* streaming: rings of slots of k experts, from a whole layer down, at most two layers in all; rings of
+         * slices have three slots or more whenever three of the smallest fit, so that a chunk copies while two
+         * compute (two slices only at the budgets where three do not fit) */
+        const int32_t min_slots = !o->budget || fx + eb + 3 * slot_bytes(&f, kmin_ok) <= o->budget ? 3 : 2;
+        for (int32_t k = f.N; can_stream && k >= kmin; k = k / 2 >= kmin && k > kmin ? k / 2 : 0)
+            for (size_t si = 0; si < sizeof stage_slot_counts / sizeof *stage_slot_counts; si++) {
+                const int32_t ns = stage_slot_counts[si], kk = k;
+                if ((ns < min_slots && kk < f.N) || (int64_t)ns * kk > 2 * (int64_t)f.N)
+                    continue;
+                const uint64_t need = fx + eb + (uint64_t)ns * slot_bytes(&f, kk);
+                if (!(o->caps & GPU_PLAN_CAP_SLICES) && kk < f.N)
+                    continue;
+                if (o->budget && need > o->budget)
+                    continue;
+                cur.chunk = NB;
+                cur.slots = ns;
+                cur.k = kk;
+                cur.dev = true;
+                fill(&pl, &cur, o->budget ? (int64_t)(o->budget - need) : INT64_MAX);
+                bool left = false; /* a layer the slots would stream */
+                for (int32_t il = 0; il < f.L && !left; il++)
+                    left = f.computable[il] && cur.r[il] < f.N;
+                if (!left)
+                    continue;
+                score(&pl, &cur);
+                if (NB == top && (top_score < 0 || cur.score < top_score))
+                    top_score = cur.score;
+                if (!have || (cur.streams_all && !best.streams_all) ||
+                    (cur.streams_all == best.streams_all && cur.score < best.score * (1 - TIE))) {
+                    cand_t t = best;
+                    best = cur;
+                    cur = t;
+                    have = true;
+                }
             }
-        }
         /* no staging: the resident experts (if any fit beside their buffers) and the CPU side */
         int64_t R = !any_dev ? -1 : !o->budget ? INT64_MAX : fx + eb <= o->budget ? (int64_t)(o->budget - fx - eb) : -1;
         cur.chunk = NB;
@@ -718,7 +786,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         const int32_t r = p->layer[il].n_resident;
         const double h = hot_share(&pl, best.res, best.r, il);
         for (int32_t n = 1; n <= p->n_batch && !p->stream_min_tokens; n *= 2)
-            if (layer_ns(&pl, il, r, h, true, best.k, n) < 0.95 * layer_ns(&pl, il, r, h, false, best.k, n))
+            if (layer_ns(&pl, il, r, h, true, best.k, best.slots, n) <
+                0.95 * layer_ns(&pl, il, r, h, false, best.k, best.slots, n))
                 p->stream_min_tokens = n;
         if (!p->stream_min_tokens)
             p->stream_min_tokens = -1;
@@ -752,9 +821,11 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         char from[48] = "";
         if (p->stream_min_tokens > 0)
             snprintf(from, sizeof from, " from ~%d tokens a batch", p->stream_min_tokens);
-        snprintf(p->why_stage, sizeof p->why_stage, "%d slots of %s (%.2f GiB each): every layer not wholly "
-                 "resident streams its other experts at %.0f GB/s%s, split with the CPU side by measured times",
-                 best.slots, slice, (double)p->stage_slot_bytes / G, pl.cost.h2d_gbps, from);
+        snprintf(p->why_stage, sizeof p->why_stage, "a ring of %d slots of %s (%.2f GiB each, %.2f GiB): every "
+                 "layer not wholly resident streams its other experts at %.0f GB/s%s, a layer's chunks computed as "
+                 "they land while the next ones copy, split with the CPU side by measured times",
+                 best.slots, slice, (double)p->stage_slot_bytes / G, (double)p->staging / G, pl.cost.h2d_gbps,
+                 from);
     } else if (o->max_expert_layers == GPU_EXPERTS_NONE) {
         snprintf(p->why_stage, sizeof p->why_stage, "none (--gpu-experts none: every expert on the CPU side)");
     } else if (!f.n_computable) {

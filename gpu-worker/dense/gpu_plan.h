@@ -19,8 +19,10 @@
  *     each region starting at a multiple of GPU_PLAN_ALIGN bytes and sized for the largest streamed layer's
  *     matrices (stage_slot_bytes = gpu_plan_slot_bytes(...)); the experts of a slot sit at consecutive
  *     positions in ascending expert order. k == n_expert: a slot holds a whole layer (its experts at their own
- *     index); fewer: a layer's streamed experts go through the slots in slices of k. Copies of one slot overlap
- *     the products of the other;
+ *     index); fewer: a layer's streamed experts go through the slots in slices of k. The slots are a ring:
+ *     slice i goes to slot i mod stage_slots, its copies start as soon as the products of the slice before it
+ *     in that slot are done, and its products as soon as its copies have landed, so with more slots the copies
+ *     run further ahead (through the dense part between two layers, where no slot is released);
  *   - n_batch: the chunk, the most tokens one forward pass takes (the buffers' size): at most what was asked,
  *     smaller when the budget is tight rather than a refusal (--batch auto: the plan's choice, up to
  *     GPU_PLAN_BATCH_AUTO_MAX);
@@ -121,7 +123,7 @@ typedef struct gpu_plan {
     int32_t n_ctx;
     int32_t n_batch;           /* the chunk: tokens per forward pass the buffers hold */
     int32_t n_batch_asked;     /* as asked (GPU_PLAN_BATCH_AUTO: auto) */
-    int32_t stage_slots;       /* 0 (nothing streams) or >= 2 */
+    int32_t stage_slots;       /* 0 (nothing streams) or >= 2: the ring's slots */
     int32_t stage_slot_experts; /* experts a slot holds (n_expert: a whole layer) */
     uint64_t stage_slot_bytes; /* one slot (gpu_plan_slot_bytes) */
     int32_t stream_min_tokens; /* predicted: from this many tokens a batch's streaming beats the CPU side (the
@@ -177,6 +179,17 @@ uint64_t gpu_plan_total(const gpu_plan_t *p);
 /* The device bytes of one sequence's cache: the K and V rows of the layers that keep them (the widest rows of any
  * layer, kv_elem bytes an element, n_ctx positions) and the F32 recurrent state of each gated delta net layer. */
 uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, uint32_t kv_elem);
+
+/* The ns a streamed layer's staged chunks add to a steady run of like layers through a ring of `slots` staging
+ * slots: each layer's other device work takes dense_ns (its dense part, its resident experts), then its m
+ * chunks (copy_ns, products_ns each) compute in order, each once its copy has landed; the copies go through the
+ * copy engine one after another, each starting refill_ns after the products of the chunk `slots` places back
+ * released its slot. The layer's period less dense_ns: m * products_ns when the copies keep up, more where the
+ * copy engine waits for room (a ring too small to run ahead through the dense part, or to cover the refill)
+ * or the products wait for copies; never less than m * copy_ns - dense_ns. (The plan's model of
+ * cuda_expert_stream.h's ring.) */
+double gpu_plan_ring_ns(double dense_ns, int32_t m, double copy_ns, double products_ns, double refill_ns,
+                        int32_t slots);
 
 /* Bytes of one staging slot of k experts of model m's streamable layers (the layout above: each of the three
  * regions sized for the largest such layer's matrices and rounded to GPU_PLAN_ALIGN). */

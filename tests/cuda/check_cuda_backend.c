@@ -758,31 +758,42 @@ static uint64_t streaming_budget(const rig_t *r, uint32_t kv_elem, uint64_t *lay
     return budget;
 }
 
-/* The plan of the streaming tests under that budget: two staging slots of whole layers, no resident expert (the
- * plan computed for the budget would rather keep a layer or two resident). Free with gpu_plan_fini. */
-static void streaming_plan(const rig_t *r, uint64_t budget, uint32_t kv_elem, gpu_plan_t *p)
+/* The plan of the streaming tests under that budget: a ring of `slots` staging slots of k experts (k 0: two
+ * slots of whole layers), no resident expert (the plan computed for the budget would rather keep a layer or two
+ * resident). Free with gpu_plan_fini. */
+static void streaming_ring(const rig_t *r, uint64_t budget, uint32_t kv_elem, int32_t slots, int32_t k, gpu_plan_t *p)
 {
     guild_err_t err = {{0}};
     const int32_t N = model_config(r->model)->n_expert;
-    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, kv_elem, 16, 2, N, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, kv_elem, 16, k ? slots : 2, k ? k : N, NULL, &err) == 0,
+                  "%s", err.msg);
     ck_assert_int_eq(p->n_resident_experts, 0);
+}
+
+static void streaming_plan(const rig_t *r, uint64_t budget, uint32_t kv_elem, gpu_plan_t *p)
+{
+    streaming_ring(r, budget, kv_elem, 2, 0, p);
 }
 
 /* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt measures the
  * CPU side: its first layer goes there whole, the other two stream to the device whole; from then on every
  * layer's batch is planned (split between the CPU side and the device by the measured times: how is the
  * machine's business). With the split forced all-device, the prompt streams every layer's experts and computes
- * them on the device: the logits of a backend holding every layer resident, bit for bit. */
+ * them on the device: the logits of a backend holding every layer resident, bit for bit. Cases 0, 1: two slots
+ * of whole layers; 2: a ring of 5 slots of an eighth of a layer (chunks computed as they land, the ring's
+ * copies running ahead into the next layers'). */
 START_TEST(test_streaming)
 {
-    tiny_spec_t s = cuda_spec(_i ? "llama" : "qwen3moe", _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 41 + (uint64_t)_i);
+    const int arch = _i == 1;
+    tiny_spec_t s = cuda_spec(arch ? "llama" : "qwen3moe", arch ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 41 + (uint64_t)_i);
     s.n_layer = 3;
     rig_t r;
     rig_open(&r, &s, 16, 64, false);
     uint64_t layer;
     const uint64_t budget = streaming_budget(&r, 2, &layer);
+    const int32_t N = model_config(r.model)->n_expert;
     gpu_plan_t plan;
-    streaming_plan(&r, budget, 2, &plan);
+    streaming_ring(&r, budget, 2, 5, _i == 2 ? (N / 8 > 1 ? N / 8 : 1) : 0, &plan);
     backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){.plan = &plan}, (cuda_config_t){.gpu_mem = budget});
     backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){0});
     backend_t *forced = NULL;
@@ -824,8 +835,9 @@ START_TEST(test_streaming)
     ck_assert_int_eq(bs.split_cpu_pairs, 0);
     ck_assert_int_eq(bs.split_gpu_pairs, 3 * N_PROMPT * K);
     ck_assert_msg(!memcmp(a, b, (size_t)V * sizeof *a), "streamed experts: logits differ from resident ones");
-    printf("%-10s streaming: %llu layer batches, %.1f KiB, logits = resident experts' bit for bit\n", s.arch,
-           (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1024);
+    printf("%-10s streaming (%d slots of %d experts): %llu layer batches, %.1f KiB, logits = resident experts' bit "
+           "for bit\n", s.arch, plan.stage_slots, plan.stage_slot_experts, (unsigned long long)bs.streamed_layers,
+           (double)bs.streamed_bytes / 1024);
     free(a);
     free(b);
     backend_destroy(&st);
@@ -1048,7 +1060,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, test_progress_marks);
     tcase_add_loop_test(tc, test_device_experts_and_budget, 0, 5);
     tcase_add_loop_test(tc, test_arena_from_device, 0, 3);
-    tcase_add_loop_test(tc, test_streaming, 0, 2);
+    tcase_add_loop_test(tc, test_streaming, 0, 3);
     tcase_add_loop_test(tc, test_split_bridge, 0, 4);
     tcase_add_loop_test(tc, test_split_greedy, 0, 3);
     suite_add_tcase(s, tc);
