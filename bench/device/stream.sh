@@ -7,6 +7,9 @@
 #   bash $C/stream.sh final [SECONDS]   baseline vs this build, medians of 3: the Qwen3-30B-A3B shape at a tight
 #                                       budget and at 8G (and with a routing profile), then the Qwen3-235B-A22B
 #                                       shape (30 layers) at a tight budget (its dense part + 1.5 GiB) and 24G
+#   bash $C/stream.sh ring [SECONDS]    the staging ring (session 22): this build vs the baseline, medians of 3, the
+#                                       Qwen3-30B-A3B shape at 3.9G and 8G, then 8G with at most 12 resident
+#                                       layers (room for a deeper ring); check_cuda_backend first
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -95,6 +98,19 @@ if [ "$mode" = final ]; then
         plan 24g $m235 --gpu-mem 24G
         bench 80 q235-24g "$B" "$commit" $m235 4096 3 --gpu-mem 24G
         [ -x "$BASE/guild" ] && bench 80 q235-24g-base "$BASE" "$base_commit" $m235 4096 1 --gpu-mem 24G
+    fi
+fi
+if [ "$mode" = ring ]; then
+    step 45 check_cuda_backend "$B/tests/cuda/check_cuda_backend"
+    mk30
+    if [ -f $m30 ]; then
+        plan tight $m30 --gpu-mem 3.9G
+        plan 8g $m30 --gpu-mem 8G
+        bench 40 q30-tight "$B" "$commit" $m30 512,4096 3 --gpu-mem 3.9G
+        [ -x "$BASE/guild" ] && bench 40 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
+        bench 40 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && bench 40 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
+        bench 35 q30-8g-ge12 "$B" "$commit" $m30 4096 3 --gpu-mem 8G --gpu-experts 12
     fi
 fi
 say done
