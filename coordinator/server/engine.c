@@ -198,8 +198,10 @@ static void log_and_finish(engine_t *e, job_t *j, job_status_t *st, const gen_re
     job_finish(j, st);
 }
 
-/* One request at a time on sequence 0 (--parallel 1): gen_run's loop, speculative decoding included. */
-static void run_job(engine_t *e, job_t *j)
+/* One request at a time on sequence 0 (--parallel 1): gen_run's loop, speculative decoding included. The engine's
+ * counters (busy time since t0, the CPU experts' wait, KV use) are brought up to date before the request ends, so
+ * that a client reading /metrics after its reply sees them. */
+static void run_job(engine_t *e, job_t *j, double t0)
 {
     const job_spec_t *sp = job_spec(j);
     backend_t *be = backend_stack_backend(e->stack);
@@ -243,7 +245,13 @@ static void run_job(engine_t *e, job_t *j)
     };
     int grc = gen_run(be, smp, e->c.tok, sp->prompt, sp->n_prompt, &go, &res, &err);
     end_request(e, s, 0, j, &r, &res, grc, &st, &err);
-done:
+done:;
+    const uint64_t wait_ns = backend_stack_expert_wait_ns(e->stack);
+    __atomic_store_n(&e->kv_used, (int64_t)backend_kv_len(be), __ATOMIC_RELAXED);
+    pthread_mutex_lock(&e->mu);
+    e->busy_s += guild_clock_s() - t0;
+    e->expert_wait_ns = wait_ns;
+    pthread_mutex_unlock(&e->mu);
     log_and_finish(e, j, &st, &res, &err, -1);
     free(res.ids);
     strbuf_fini(&r.out);
@@ -527,14 +535,8 @@ static void serial_loop(engine_t *e)
         e->running = j;
         pthread_mutex_unlock(&e->mu);
 
-        const double t0 = guild_clock_s();
-        run_job(e, j);
-        const uint64_t wait_ns = backend_stack_expert_wait_ns(e->stack);
-        __atomic_store_n(&e->kv_used, (int64_t)backend_kv_len(backend_stack_backend(e->stack)), __ATOMIC_RELAXED);
-
+        run_job(e, j, guild_clock_s());
         pthread_mutex_lock(&e->mu);
-        e->busy_s += guild_clock_s() - t0;
-        e->expert_wait_ns = wait_ns;
         e->running = NULL;
         pthread_mutex_unlock(&e->mu);
         job_unref(&j);
