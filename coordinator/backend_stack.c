@@ -90,10 +90,6 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
         }
         if (backend_new(&s->be, o->gpu.backend, m, &bo, config, err) < 0)
             goto fail;
-    } else if (o->n_seq > 1) {
-        guild_err_set(err, "%d sequences in one batch (--parallel) run in a single process only for now "
-                      "(--single-process)", o->n_seq);
-        goto fail;
     } else if (pipeline_new(&s->pipe, o, &s->plan, m, model_path, &s->be, err) < 0) {
         goto fail;
     }

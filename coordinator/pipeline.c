@@ -129,6 +129,7 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
         goto fail;
     remote_options_t ro = {
         .n_ctx = o->n_ctx,
+        .n_seq = o->n_seq,
         .n_batch = so.n_batch,
         .n_vocab = mc->n_vocab,
         .max_retries = 3,

@@ -9,24 +9,35 @@
 
 #define WAIT_SLICE_NS 20000000u /* between slices: is the GPU worker still the one we asked? */
 
+/* What the coordinator keeps of one sequence of the GPU worker's backend. */
+typedef struct rseq {
+    int32_t *history; /* [n_ctx] the tokens of the cache, position order */
+    int32_t kv_len;   /* positions in the cache (the caller's view) */
+    int32_t gpu_len;  /* leading positions the current GPU worker holds that match history */
+    int32_t start;    /* kv_len when the current forward call began */
+    int32_t rows;     /* rows of this sequence in the current chunk */
+} rseq_t;
+
 typedef struct remote {
     backend_t base;
     sup_t *sup;
     guild_step_t *st;
     remote_options_t o;
-    int32_t *history; /* [n_ctx] the tokens of the cache, position order */
-    int32_t kv_len;   /* positions in the cache (the caller's view) */
-    int32_t gpu_len;  /* leading positions the current GPU worker holds that match history */
+    rseq_t *sq;       /* [n_seq] */
     uint64_t epoch;   /* the GPU worker gpu_len is about; 0: none yet */
     uint64_t seq;     /* last request rung */
-    int32_t *rows;    /* [max_out] scratch: positions of a chunk wanting logits */
+    int32_t *rows;    /* [max_out] scratch: rows of a chunk wanting logits */
+    int32_t *c_seq, *c_pos; /* [n_batch] scratch: a chunk's sequences and positions */
+    int32_t *r_seq, *r_pos; /* [n_batch] scratch: a replayed chunk's */
     remote_stats_t stats;
 } remote_t;
 
-/* Rings one request and waits for its answer. 0: answered OK (logits in the step region); 1: the GPU
- * worker was lost before answering; -1 with err: it failed the request, or the pipeline failed. */
-static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, int32_t n_out, const int32_t *rows,
-                 guild_err_t *err)
+/* Rings one request and waits for its answer: tokens[0..n) of sequences seqs[] (NULL: sequence 0 only) at
+ * positions pos[] (each sequence's rows from its first row's position on, which is where its cache is cut first).
+ * 0: answered OK (logits in the step region); 1: the GPU worker was lost before answering; -1 with err: it failed
+ * the request, or the pipeline failed. */
+static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int32_t n,
+                 int32_t n_out, const int32_t *rows, guild_err_t *err)
 {
     guild_step_t *st = r->st;
     guild_step_shared_t *sh = st->sh;
@@ -34,7 +45,14 @@ static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, in
     if (n_out)
         memcpy(st->out_rows, rows, (size_t)n_out * sizeof *rows);
     uint64_t seq = ++r->seq;
-    sh->req = (guild_step_request_t){.seq = seq, .keep = keep, .n_tokens = n, .n_out = n_out};
+    if (r->o.n_seq > 1) { /* the one-sequence request stays the old one */
+        for (int32_t i = 0; i < n; i++)
+            st->seq_ids[i] = seqs ? seqs[i] : 0;
+        memcpy(st->positions, pos, (size_t)n * sizeof *pos);
+        sh->req = (guild_step_request_t){.seq = seq, .n_tokens = n, .n_out = n_out, .flags = GUILD_STEP_SEQS};
+    } else {
+        sh->req = (guild_step_request_t){.seq = seq, .keep = pos[0], .n_tokens = n, .n_out = n_out};
+    }
     uint64_t t0 = guild_now_ns();
     guild_doorbell_ring(&sh->request, seq);
     guild_wait_policy_t pol = {.spin_ns = r->o.spin_ns, .timeout_ns = WAIT_SLICE_NS};
@@ -66,7 +84,12 @@ static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, in
         r->stats.decode_wall_ns += wall;
     }
     if (resp->status != GUILD_STEP_OK) {
-        r->gpu_len = r->o.recurrent ? 0 : keep; /* the GPU worker's cache is back to keep (a recurrent one's empty) */
+        /* the GPU worker's caches of the request's sequences are back to where their rows began (a recurrent
+         * one's empty) */
+        for (int32_t i = n - 1; i >= 0; i--) {
+            rseq_t *q = &r->sq[seqs ? seqs[i] : 0];
+            q->gpu_len = r->o.recurrent ? 0 : pos[i];
+        }
         /* aborted by the supervisor: its reason says more than the GPU worker's "aborted" */
         if (resp->status == GUILD_STEP_ABORTED && sup_check(r->sup, r->epoch, err) < 0)
             return -1;
@@ -75,13 +98,38 @@ static int issue(remote_t *r, int32_t keep, const int32_t *tokens, int32_t n, in
         msg[sizeof msg - 1] = '\0';
         return guild_err_set(err, "%s", msg);
     }
-    r->gpu_len = keep + n;
+    for (int32_t i = 0; i < n; i++)
+        r->sq[seqs ? seqs[i] : 0].gpu_len = pos[i] + 1;
     return 0;
 }
 
-/* Runs tokens[0..n) after the cache (n_out rows wanted), refilling a new GPU worker's cache first. */
-static int run_chunk(remote_t *r, const int32_t *tokens, int32_t n, int32_t n_out, const int32_t *rows,
-                     guild_err_t *err)
+/* Refills the current GPU worker's cache of sequence q from its history. 0, 1 (lost), -1. */
+static int replay(remote_t *r, int32_t q, guild_err_t *err)
+{
+    rseq_t *sq = &r->sq[q];
+    int rc = 0;
+    if (sq->gpu_len < sq->kv_len) {
+        r->stats.replays++;
+        guild_log(GUILD_LOG_INFO, "replaying %d tokens into the GPU worker's cache", sq->kv_len - sq->gpu_len);
+    }
+    while (rc == 0 && sq->gpu_len < sq->kv_len) {
+        int32_t m = sq->kv_len - sq->gpu_len < r->o.n_batch ? sq->kv_len - sq->gpu_len : r->o.n_batch;
+        int32_t from = sq->gpu_len;
+        for (int32_t i = 0; i < m; i++) {
+            r->r_seq[i] = q;
+            r->r_pos[i] = from + i;
+        }
+        rc = issue(r, sq->history + from, r->r_seq, r->r_pos, m, 0, NULL, err);
+        if (rc == 0)
+            r->stats.replayed += (uint64_t)m;
+    }
+    return rc;
+}
+
+/* Runs the chunk tokens[0..n) of sequences seqs[] at positions pos[] (n_out rows wanted), refilling a new GPU
+ * worker's caches of the chunk's sequences first. */
+static int run_chunk(remote_t *r, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int32_t n,
+                     int32_t n_out, const int32_t *rows, guild_err_t *err)
 {
     int losses = 0;
     for (;;) {
@@ -94,23 +142,16 @@ static int run_chunk(remote_t *r, const int32_t *tokens, int32_t n, int32_t n_ou
                 return -1;
             if (ep != r->epoch) {
                 r->epoch = ep;
-                r->gpu_len = 0;
+                for (int32_t q = 0; q < r->o.n_seq; q++)
+                    r->sq[q].gpu_len = 0;
             }
         }
         int rc = 0;
-        if (r->gpu_len < r->kv_len) {
-            r->stats.replays++;
-            guild_log(GUILD_LOG_INFO, "replaying %d tokens into the GPU worker's cache", r->kv_len - r->gpu_len);
-        }
-        while (rc == 0 && r->gpu_len < r->kv_len) {
-            int32_t m = r->kv_len - r->gpu_len < r->o.n_batch ? r->kv_len - r->gpu_len : r->o.n_batch;
-            int32_t from = r->gpu_len;
-            rc = issue(r, from, r->history + from, m, 0, NULL, err);
-            if (rc == 0)
-                r->stats.replayed += (uint64_t)m;
-        }
+        for (int32_t q = 0; rc == 0 && q < r->o.n_seq; q++)
+            if (r->sq[q].rows)
+                rc = replay(r, q, err);
         if (rc == 0)
-            rc = issue(r, r->kv_len, tokens, n, n_out, rows, err);
+            rc = issue(r, tokens, seqs, pos, n, n_out, rows, err);
         if (rc <= 0)
             return rc;
         if (++losses > r->o.max_retries)
@@ -121,22 +162,30 @@ static int run_chunk(remote_t *r, const int32_t *tokens, int32_t n, int32_t n_ou
     }
 }
 
-static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
-                          const int32_t *out_rows, float *logits, guild_err_t *err)
+static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *seqs,
+                              const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                              guild_err_t *err)
 {
     remote_t *r = (remote_t *)b;
     if (n < 1 || n > r->o.n_batch)
         return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, r->o.n_batch);
-    if (r->kv_len + n > r->o.n_ctx)
-        return guild_err_set(err, "forward: the KV cache is full (%d + %d positions > %d)", r->kv_len, n,
-                             r->o.n_ctx);
+    for (int32_t q = 0; q < r->o.n_seq; q++)
+        r->sq[q].rows = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (positions[i] != r->kv_len + i)
+        const int32_t q = seqs ? seqs[i] : 0;
+        if (q < 0 || q >= r->o.n_seq)
+            return guild_err_set(err, "forward: token %d is of sequence %d (the backend holds %d)", i, q, r->o.n_seq);
+        rseq_t *sq = &r->sq[q];
+        if (sq->kv_len + sq->rows >= r->o.n_ctx)
+            return guild_err_set(err, "forward: the KV cache is full (%d + %d positions > %d)", sq->kv_len,
+                                 sq->rows + 1, r->o.n_ctx);
+        if (positions[i] != sq->kv_len + sq->rows)
             return guild_err_set(err, "forward: token %d has position %d, expected %d", i, positions[i],
-                                 r->kv_len + i);
+                                 sq->kv_len + sq->rows);
         if (tokens[i] < 0 || tokens[i] >= r->o.n_vocab)
             return guild_err_set(err, "forward: token id %d out of range (vocabulary of %d)", tokens[i],
                                  r->o.n_vocab);
+        sq->rows++;
     }
     if (n_out < 0 || n_out > n)
         return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
@@ -144,10 +193,12 @@ static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const 
         if (out_rows[j] < 0 || out_rows[j] >= n)
             return guild_err_set(err, "forward: output row %d out of range (0..%d)", out_rows[j], n - 1);
 
-    const int32_t start = r->kv_len, max_out = (int32_t)r->st->shape.max_out, V = r->o.n_vocab;
+    for (int32_t q = 0; q < r->o.n_seq; q++)
+        r->sq[q].start = r->sq[q].kv_len;
+    const int32_t max_out = (int32_t)r->st->shape.max_out, V = r->o.n_vocab;
     int32_t s = 0;
     while (s < n) {
-        /* the chunk [s, e): as long as its distinct positions wanting logits fit one request */
+        /* the chunk [s, e): as long as its distinct rows wanting logits fit one request */
         int32_t e = s, nr = 0;
         while (e < n) {
             bool wanted = false;
@@ -159,47 +210,83 @@ static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const 
                 r->rows[nr++] = e - s;
             e++;
         }
-        if (run_chunk(r, tokens + s, e - s, nr, r->rows, err) < 0) {
-            r->kv_len = start;
-            if (r->gpu_len > start)
-                r->gpu_len = start;
+        for (int32_t q = 0; q < r->o.n_seq; q++)
+            r->sq[q].rows = 0;
+        for (int32_t i = s; i < e; i++) {
+            const int32_t q = seqs ? seqs[i] : 0;
+            r->c_seq[i - s] = q;
+            r->c_pos[i - s] = positions[i];
+            r->sq[q].rows++;
+        }
+        if (run_chunk(r, tokens + s, r->c_seq, r->c_pos, e - s, nr, r->rows, err) < 0) {
+            for (int32_t q = 0; q < r->o.n_seq; q++) {
+                rseq_t *sq = &r->sq[q];
+                sq->kv_len = sq->start;
+                if (sq->gpu_len > sq->start)
+                    sq->gpu_len = sq->start;
+            }
             return -1;
         }
         for (int32_t j = 0; j < n_out; j++)
-            for (int32_t q = 0; q < nr; q++)
-                if (out_rows[j] == s + r->rows[q])
-                    memcpy(logits + (size_t)j * (size_t)V, r->st->logits + (size_t)q * (size_t)V,
+            for (int32_t k = 0; k < nr; k++)
+                if (out_rows[j] == s + r->rows[k])
+                    memcpy(logits + (size_t)j * (size_t)V, r->st->logits + (size_t)k * (size_t)V,
                            (size_t)V * sizeof *logits);
-        memcpy(r->history + r->kv_len, tokens + s, (size_t)(e - s) * sizeof *tokens);
-        r->kv_len += e - s;
+        for (int32_t i = s; i < e; i++) {
+            rseq_t *sq = &r->sq[seqs ? seqs[i] : 0];
+            sq->history[sq->kv_len++] = tokens[i];
+        }
         s = e;
     }
     return 0;
 }
 
+static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                          const int32_t *out_rows, float *logits, guild_err_t *err)
+{
+    return remote_forward_seq(b, n, tokens, NULL, positions, n_out, out_rows, logits, err);
+}
+
+static int32_t remote_seq_kv_len(const backend_t *b, int32_t q)
+{
+    return ((const remote_t *)b)->sq[q].kv_len;
+}
+
+static void remote_seq_kv_truncate(backend_t *b, int32_t q, int32_t n_pos)
+{
+    remote_t *r = (remote_t *)b;
+    rseq_t *sq = &r->sq[q];
+    if (n_pos < 0)
+        n_pos = 0;
+    if (n_pos < sq->kv_len && r->o.recurrent)
+        n_pos = 0;
+    if (n_pos < sq->kv_len)
+        sq->kv_len = n_pos; /* the next request's `keep` (its first position) tells the GPU worker */
+    if (sq->gpu_len > sq->kv_len)
+        sq->gpu_len = sq->kv_len;
+}
+
 static int32_t remote_kv_len(const backend_t *b)
 {
-    return ((const remote_t *)b)->kv_len;
+    return remote_seq_kv_len(b, 0);
 }
 
 static void remote_kv_truncate(backend_t *b, int32_t n_pos)
 {
-    remote_t *r = (remote_t *)b;
-    if (n_pos < 0)
-        n_pos = 0;
-    if (n_pos < r->kv_len && r->o.recurrent)
-        n_pos = 0;
-    if (n_pos < r->kv_len)
-        r->kv_len = n_pos; /* the next request's `keep` tells the GPU worker */
-    if (r->gpu_len > r->kv_len)
-        r->gpu_len = r->kv_len;
+    remote_seq_kv_truncate(b, 0, n_pos);
 }
 
 static void remote_destroy(backend_t *b)
 {
     remote_t *r = (remote_t *)b;
-    free(r->history);
+    for (int32_t q = 0; r->sq && q < r->o.n_seq; q++)
+        free(r->sq[q].history);
+    free(r->sq);
     free(r->rows);
+    free(r->c_seq);
+    free(r->c_pos);
+    free(r->r_seq);
+    free(r->r_pos);
     free(r);
 }
 
@@ -221,6 +308,9 @@ static const backend_ops_t remote_ops = {
     .forward = remote_forward,
     .kv_len = remote_kv_len,
     .kv_truncate = remote_kv_truncate,
+    .forward_seq = remote_forward_seq,
+    .seq_kv_len = remote_seq_kv_len,
+    .seq_kv_truncate = remote_seq_kv_truncate,
     .destroy = remote_destroy,
     .stats = remote_stats,
     .routing = remote_routing,
@@ -236,13 +326,23 @@ int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt,
     r->sup = sup;
     r->st = sup_step(sup);
     r->o = *opt;
+    if (r->o.n_seq < 1)
+        r->o.n_seq = 1;
+    r->base.n_seq = r->o.n_seq;
     GUILD_ASSERT((uint32_t)opt->n_batch <= r->st->shape.max_tokens && (uint32_t)opt->n_vocab == r->st->shape.n_vocab);
     r->seq = guild_doorbell_load(&r->st->sh->request);
-    r->history = malloc((size_t)opt->n_ctx * sizeof *r->history);
+    r->sq = calloc((size_t)r->o.n_seq, sizeof *r->sq);
     r->rows = malloc((size_t)r->st->shape.max_out * sizeof *r->rows);
-    if (!r->history || !r->rows) {
+    r->c_seq = malloc((size_t)opt->n_batch * sizeof *r->c_seq);
+    r->c_pos = malloc((size_t)opt->n_batch * sizeof *r->c_pos);
+    r->r_seq = malloc((size_t)opt->n_batch * sizeof *r->r_seq);
+    r->r_pos = malloc((size_t)opt->n_batch * sizeof *r->r_pos);
+    bool ok = r->sq && r->rows && r->c_seq && r->c_pos && r->r_seq && r->r_pos;
+    for (int32_t q = 0; ok && q < r->o.n_seq; q++)
+        ok = (r->sq[q].history = malloc((size_t)opt->n_ctx * sizeof *r->sq[q].history)) != NULL;
+    if (!ok) {
         remote_destroy(&r->base);
-        return guild_err_set(err, "remote backend: out of memory for a context of %d", opt->n_ctx);
+        return guild_err_set(err, "remote backend: out of memory for %d contexts of %d", r->o.n_seq, opt->n_ctx);
     }
     *out = &r->base;
     return 0;

@@ -8,6 +8,9 @@
  * max_retries GPU worker losses; a CPU worker's loss does not reach it at all (the supervisor restarts the
  * worker, which redoes the pending exchange).
  *
+ * With several sequences (n_seq), each has its own tokens and replay; a request carries the rows of each sequence
+ * from where the coordinator's view of its cache ends.
+ *
  * A forward with more than max_out logits rows is split into consecutive requests that each need at most
  * max_out rows (same bits, again by the batch-split contract).
  */
@@ -22,6 +25,8 @@
 
 typedef struct remote_options {
     int32_t n_ctx;      /* as given to the supervisor */
+    int32_t n_seq;      /* sequences of the GPU worker's backend (backend_forward_seq; step requests of several
+                           sequences carry each row's sequence and position); 0: 1 */
     int32_t n_batch;
     int32_t n_vocab;
     int max_retries;    /* GPU worker losses one forward call survives */

@@ -229,6 +229,7 @@ static void gpu_assignment(const sup_t *s, gpu_worker_options_t *g, uint32_t *gp
     g->n_ctx = o->n_ctx;
     g->n_batch = o->n_batch;
     g->max_out = s->max_out;
+    g->n_seq = o->n_seq;
     g->n_threads = o->n_threads;
     g->spin_ns = o->spin_ns;
     g->wait_slice_ns = o->wait_slice_ns;

@@ -244,6 +244,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   /* resident experts: their hit rate is counted too */
                                   .count_routing = o.count_routing || (planned && plan.n_resident_experts > 0),
                                   .check_finite = o.check_finite,
+                                  .n_seq = o.n_seq,
                                   .progress = &g->step.sh->progress,
                                   .plan = planned ? &plan : NULL};
     /* the streamed experts' sources: the CPU workers' own copies */
@@ -262,6 +263,30 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         gpu_plan_fini(&plan);
     g->count_routing = o.count_routing;
     return rc;
+}
+
+/* A request of several sequences (GUILD_STEP_SEQS): each sequence of the batch truncated to its first row's
+ * position, then the rows appended. -1 with err. */
+static int forward_seqs(gpu_worker_t *g, uint64_t seq, const guild_step_request_t *req, guild_err_t *err)
+{
+    const int32_t n_seq = backend_n_seq(g->be);
+    for (int32_t i = 0; i < req->n_tokens; i++) {
+        const int32_t s = g->step.seq_ids[i], p = g->step.positions[i];
+        if (s < 0 || s >= n_seq)
+            return guild_err_set(err, "step request %llu: row %d is of sequence %d (the backend holds %d)",
+                                 (unsigned long long)seq, i, s, n_seq);
+        bool first = true;
+        for (int32_t k = 0; k < i && first; k++)
+            first = g->step.seq_ids[k] != s;
+        if (!first)
+            continue;
+        if (p < 0 || p > backend_seq_kv_len(g->be, s))
+            return guild_err_set(err, "step request %llu: sequence %d from position %d, its cache holds %d",
+                                 (unsigned long long)seq, s, p, backend_seq_kv_len(g->be, s));
+        backend_seq_kv_truncate(g->be, s, p);
+    }
+    return backend_forward_seq(g->be, req->n_tokens, g->step.tokens, g->step.seq_ids, g->step.positions, req->n_out,
+                               g->step.out_rows, g->step.logits, err);
 }
 
 /* Runs the request in the step region and fills the response. */
@@ -284,6 +309,11 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
                req.n_out > req.n_tokens) {
         guild_err_set(&err, "step request %llu: %d tokens, %d logits rows (limits %d, %d)",
                       (unsigned long long)seq, req.n_tokens, req.n_out, g->max_tokens, g->max_out);
+    } else if (req.flags & GUILD_STEP_SEQS) {
+        if (forward_seqs(g, seq, &req, &err) == 0)
+            status = GUILD_STEP_OK;
+        else if (g->aborted)
+            status = GUILD_STEP_ABORTED;
     } else if (req.keep < 0 || req.keep > backend_kv_len(g->be)) {
         guild_err_set(&err, "step request %llu: keep %d positions, the cache holds %d", (unsigned long long)seq,
                       req.keep, backend_kv_len(g->be));

@@ -30,6 +30,7 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     m->n_ctx = (uint32_t)o->n_ctx;
     m->n_batch = (uint32_t)o->n_batch;
     m->max_out = (uint32_t)o->max_out;
+    m->n_seq = (uint32_t)o->n_seq;
     m->n_threads = (uint32_t)o->n_threads;
     m->spin_ns = o->spin_ns;
     m->wait_slice_ns = o->wait_slice_ns;
@@ -91,7 +92,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     memset(o, 0, sizeof *o);
     o->backend = record_str(m->backend);
     if (to_i32(m->n_ctx, "n_ctx", &o->n_ctx, err) < 0 || to_i32(m->n_batch, "n_batch", &o->n_batch, err) < 0 ||
-        to_i32(m->max_out, "max_out", &o->max_out, err) < 0 ||
+        to_i32(m->max_out, "max_out", &o->max_out, err) < 0 || to_i32(m->n_seq, "n_seq", &o->n_seq, err) < 0 ||
         to_i32(m->n_threads, "n_threads", &o->n_threads, err) < 0)
         return -1;
     o->spin_ns = m->spin_ns;

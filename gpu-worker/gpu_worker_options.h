@@ -24,6 +24,7 @@ typedef struct gpu_worker_options {
     int32_t n_ctx;          /* KV cache capacity in positions */
     int32_t n_batch;        /* most tokens per step request (and per MoE exchange) */
     int32_t max_out;        /* most logits rows per step request */
+    int32_t n_seq;          /* sequences the backend holds (backend_options_t.n_seq); 0: 1 */
     int32_t n_threads;      /* CPU threads of the worker's pool; 0: every online CPU */
     uint64_t spin_ns;       /* doorbell spin before sleeping */
     uint64_t wait_slice_ns; /* doorbell wait slice (a peer silent this long is checked); 0: 100 ms */

@@ -6,13 +6,20 @@
 #define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
 
 /* Offsets of the arrays for a valid shape. */
-static void layout(const guild_step_shape_t *s, uint64_t *tokens, uint64_t *out_rows, uint64_t *logits,
-                   uint64_t *end)
+typedef struct offsets {
+    uint64_t tokens, out_rows, logits, seq_ids, positions, end;
+} offsets_t;
+
+static offsets_t layout(const guild_step_shape_t *s)
 {
-    *tokens = ALIGN64(sizeof(guild_step_shared_t));
-    *out_rows = ALIGN64(*tokens + (uint64_t)s->max_tokens * sizeof(int32_t));
-    *logits = ALIGN64(*out_rows + (uint64_t)s->max_out * sizeof(int32_t));
-    *end = ALIGN64(*logits + (uint64_t)s->max_out * s->n_vocab * sizeof(float));
+    offsets_t o;
+    o.tokens = ALIGN64(sizeof(guild_step_shared_t));
+    o.out_rows = ALIGN64(o.tokens + (uint64_t)s->max_tokens * sizeof(int32_t));
+    o.logits = ALIGN64(o.out_rows + (uint64_t)s->max_out * sizeof(int32_t));
+    o.seq_ids = ALIGN64(o.logits + (uint64_t)s->max_out * s->n_vocab * sizeof(float));
+    o.positions = ALIGN64(o.seq_ids + (uint64_t)s->max_tokens * sizeof(int32_t));
+    o.end = ALIGN64(o.positions + (uint64_t)s->max_tokens * sizeof(int32_t));
+    return o;
 }
 
 static int shape_ok(const guild_step_shape_t *s)
@@ -25,9 +32,7 @@ size_t guild_step_memsize(const guild_step_shape_t *shape)
 {
     if (!shape_ok(shape))
         return 0;
-    uint64_t t, o, l, end;
-    layout(shape, &t, &o, &l, &end);
-    return (size_t)end;
+    return (size_t)layout(shape).end;
 }
 
 int guild_step_init(void *addr, size_t size, const guild_step_shape_t *shape, guild_err_t *err)
@@ -45,8 +50,12 @@ int guild_step_init(void *addr, size_t size, const guild_step_shape_t *shape, gu
     sh->max_tokens = shape->max_tokens;
     sh->max_out = shape->max_out;
     sh->n_vocab = shape->n_vocab;
-    uint64_t end;
-    layout(shape, &sh->tokens_offset, &sh->out_rows_offset, &sh->logits_offset, &end);
+    const offsets_t o = layout(shape);
+    sh->tokens_offset = o.tokens;
+    sh->out_rows_offset = o.out_rows;
+    sh->logits_offset = o.logits;
+    sh->seq_ids_offset = o.seq_ids;
+    sh->positions_offset = o.positions;
     guild_doorbell_init(&sh->request);
     guild_doorbell_init(&sh->response);
     guild_doorbell_init(&sh->abort);
@@ -68,14 +77,16 @@ int guild_step_attach(guild_step_t *st, void *addr, size_t size, guild_err_t *er
     if (!need || need > size)
         return guild_err_set(err, "step region: shape (max_tokens %u, max_out %u, n_vocab %u) does not fit %zu bytes",
                              shape.max_tokens, shape.max_out, shape.n_vocab, size);
-    uint64_t t, o, l, end;
-    layout(&shape, &t, &o, &l, &end);
-    if (sh->tokens_offset != t || sh->out_rows_offset != o || sh->logits_offset != l)
+    const offsets_t o = layout(&shape);
+    if (sh->tokens_offset != o.tokens || sh->out_rows_offset != o.out_rows || sh->logits_offset != o.logits ||
+        sh->seq_ids_offset != o.seq_ids || sh->positions_offset != o.positions)
         return guild_err_set(err, "step region: array offsets differ from this build's layout");
     st->sh = sh;
     st->shape = shape;
-    st->tokens = (int32_t *)((char *)addr + t);
-    st->out_rows = (int32_t *)((char *)addr + o);
-    st->logits = (float *)((char *)addr + l);
+    st->tokens = (int32_t *)((char *)addr + o.tokens);
+    st->out_rows = (int32_t *)((char *)addr + o.out_rows);
+    st->logits = (float *)((char *)addr + o.logits);
+    st->seq_ids = (int32_t *)((char *)addr + o.seq_ids);
+    st->positions = (int32_t *)((char *)addr + o.positions);
     return 0;
 }

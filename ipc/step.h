@@ -11,6 +11,10 @@
  * of the cache (remote_backend.c) is the truth, and a GPU worker that has just replaced a dead one needs
  * the same instruction anyway — one request kind covers both.
  *
+ * A request of several sequences (GUILD_STEP_SEQS, a GPU worker whose backend holds more than one) gives each row
+ * its sequence and position instead of one `keep`: each sequence of the batch is truncated to its first row's
+ * position first, then its rows append to its cache (backend_forward_seq).
+ *
  * `abort` is rung by the coordinator to make the GPU worker give up the request of that number (or lower)
  * while it waits on the expert workers (a CPU worker that cannot be brought back); the response then says
  * why.
@@ -28,7 +32,7 @@
 #include "core/util/err.h"
 #include "ipc/doorbell.h"
 
-#define GUILD_STEP_MAGIC UINT64_C(0x31504554534C4447) /* "GDLSTEP1" in memory order */
+#define GUILD_STEP_MAGIC UINT64_C(0x32504554534C4447) /* "GDLSTEP2" in memory order */
 #define GUILD_STEP_MESSAGE_MAX 1024                   /* bytes of a response's error message, NUL included */
 
 /* Geometry, fixed for the life of the arena. */
@@ -44,13 +48,16 @@ typedef enum guild_step_status {
     GUILD_STEP_ABORTED = 2, /* given up on the coordinator's abort; the cache is back to `keep` */
 } guild_step_status_t;
 
+#define GUILD_STEP_SEQS 1 /* guild_step_request_t.flags */
+
 /* Request fields; the coordinator writes them before ringing request. */
 typedef struct guild_step_request {
     uint64_t seq;     /* the request number rung with it */
     int32_t keep;     /* truncate the cache to this many positions first */
     int32_t n_tokens; /* 1..max_tokens tokens at positions keep, keep+1, ... */
     int32_t n_out;    /* 0..max_out rows of logits wanted */
-    int32_t reserved0;
+    int32_t flags;    /* GUILD_STEP_SEQS: the rows' sequences and positions are in seq_ids[] and positions[]; keep
+                         is unused */
     uint64_t reserved[5]; /* 0 */
 } guild_step_request_t;
 _Static_assert(sizeof(guild_step_request_t) == 64, "guild_step_request_t is a shared layout");
@@ -80,7 +87,8 @@ typedef struct guild_step_shared {
     uint64_t logits_offset;   /* float logits[max_out][n_vocab]: GPU worker, row j for out_rows[j] */
     uint64_t progress;        /* GPU worker: bumped as layers of a forward pass complete (backend_options_t.progress):
                                  the coordinator's stall watchdog sees a long pass move */
-    uint64_t reserved[2];
+    uint64_t seq_ids_offset;   /* int32 seq_ids[max_tokens]: each row's sequence (GUILD_STEP_SEQS) */
+    uint64_t positions_offset; /* int32 positions[max_tokens]: each row's position in its sequence (GUILD_STEP_SEQS) */
     guild_doorbell_t request;  /* rung by the coordinator */
     guild_doorbell_t response; /* rung by the GPU worker */
     guild_doorbell_t abort;    /* rung by the coordinator */
@@ -94,6 +102,8 @@ typedef struct guild_step {
     guild_step_shared_t *sh;
     int32_t *tokens;   /* [max_tokens] */
     int32_t *out_rows; /* [max_out] */
+    int32_t *seq_ids;  /* [max_tokens] */
+    int32_t *positions; /* [max_tokens] */
     float *logits;     /* [max_out][n_vocab] */
     guild_step_shape_t shape;
 } guild_step_t;

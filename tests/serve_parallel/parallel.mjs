@@ -1,9 +1,11 @@
 // guild serve --parallel through the official openai client (tests/serve_parallel.sh runs it).
 //
-// Starts `guild serve --parallel 4` and a `--parallel 1` server on the same tiny model, sends 8 requests at once
-// to the first (completions and chat, streamed and not, greedy and sampled with a seed, short and long prompts:
-// the long ones prefill in several chunks beside the others' decode steps), then the same 8 one at a time to the
-// second, and checks that every reply (text, finish reason, usage) is the same; that the requests overlapped in
+// Starts `guild serve --parallel 4` in one process and a `--parallel 1` server on the same tiny model, sends 8
+// requests at once to the first (completions and chat, streamed and not, greedy and sampled with a seed, short and
+// long prompts: the long ones prefill in several chunks beside the others' decode steps), then the same 8 one at a
+// time to the second, and checks that every reply (text, finish reason, usage) is the same; the same 8 at once
+// again against `--parallel 4` on the multi-process pipeline (a GPU worker and a CPU expert worker); that the
+// requests overlapped in
 // time (the server's per-request line says how many other sessions shared its steps, and /health's running
 // count, sampled meanwhile, went above 1); that a streaming client that goes away frees its slot; and that
 // --parallel refuses --spec and a batch smaller than itself.
@@ -31,7 +33,7 @@ class Server {
     constructor(name, args) {
         this.logPath = path.join(WORK, name + ".log");
         this.log = fs.openSync(this.logPath, "w");
-        this.p = spawn(GUILD, ["serve", "-m", MODEL, "--port", "0", "--single-process", "--threads", "2", ...args],
+        this.p = spawn(GUILD, ["serve", "-m", MODEL, "--port", "0", "--threads", "2", ...args],
                        { stdio: ["ignore", "ignore", this.log] });
         this.exited = null;
         this.p.on("exit", (code) => { this.exited = code; });
@@ -123,10 +125,12 @@ function same(a, b) {
            a.usage.completion_tokens === b.usage.completion_tokens;
 }
 
-const par = new Server("parallel", ["--parallel", "4", "--batch", "16", "--queue", "8"]);
-const one = new Server("one", ["--batch", "16"]);
+const par = new Server("parallel", ["--single-process", "--parallel", "4", "--batch", "16", "--queue", "8"]);
+const one = new Server("one", ["--single-process", "--batch", "16"]);
+const pipe = new Server("pipeline", ["--cpu-workers", "1", "--parallel", "4", "--batch", "16", "--queue", "8"]);
 await par.ready();
 await one.ready();
+await pipe.ready();
 
 // ---- 8 at once against --parallel 4, /health sampled meanwhile ----
 let maxRunning = 0, maxWaiting = 0, polling = true;
@@ -154,6 +158,31 @@ for (let i = 0; i < REQUESTS.length; i++) {
           `request ${i} (${kind}${stream ? ", streamed" : ""}) differs from the request alone:\n` +
           ` together ${JSON.stringify(together[i])}\n alone    ${JSON.stringify(alone[i])}`);
 }
+// ... at once against --parallel 4 on the pipeline (rows of several sequences in each step request)
+const piped = await Promise.all(REQUESTS.map((q) => ask(pipe.client, q)));
+for (let i = 0; i < REQUESTS.length; i++)
+    check(same(piped[i], alone[i]), `request ${i} on the pipeline with --parallel 4 differs from the request alone:\n` +
+          ` pipeline ${JSON.stringify(piped[i])}\n alone    ${JSON.stringify(alone[i])}`);
+const pipeShared = [...pipe.text().matchAll(/steps shared with up to (\d+) other sessions/g)].map((m) => Number(m[1]));
+check(pipeShared.length === 8 && Math.max(...pipeShared) >= 1, "the pipeline's requests shared no step: " +
+      pipeShared.join(","));
+// ... and once more with the GPU worker killed while they run: it is started again and each sequence's tokens are
+// replayed into it, and the replies do not change
+const gpuPid = () => Number([...pipe.text().matchAll(/gpu-worker: started, pid (\d+)/g)].pop()[1]);
+const firstPid = gpuPid();
+const inFlight = Promise.all(REQUESTS.map((q) => ask(pipe.client, q)));
+for (let i = 0; i < 2000; i++) {
+    const h = await pipe.health();
+    if ((h.running ?? 0) >= 2) break;
+    await new Promise((r) => setTimeout(r, 1));
+}
+process.kill(firstPid, "SIGKILL");
+const survived = await inFlight;
+for (let i = 0; i < REQUESTS.length; i++)
+    check(same(survived[i], alone[i]), `request ${i} with the GPU worker killed differs from the request alone:\n` +
+          ` pipeline ${JSON.stringify(survived[i])}\n alone    ${JSON.stringify(alone[i])}`);
+check(gpuPid() !== firstPid, "the killed GPU worker was not started again:\n" + pipe.text());
+check(await pipe.stop() === 0, "guild serve --parallel 4 (pipeline) did not exit cleanly on SIGTERM:\n" + pipe.text());
 // ... and again one at a time against --parallel 4 itself (slots reused, prefixes kept per slot)
 for (let i = 0; i < REQUESTS.length; i++) {
     const again = await ask(par.client, REQUESTS[i]);
