@@ -21,6 +21,14 @@
  * (backend_forward_seq): a row's attention reads its own sequence's cache only, every other value is computed per
  * row as above, so a row's logits are the same bits whatever else shares its batch (with mla_form auto, the form
  * of a sequence's rows is picked by how many rows of that sequence the batch holds, as if they ran alone).
+ *
+ * The "cuda" backend's batch invariance (what speculative decoding's verify steps rely on): a batch of at most
+ * CUDA_DECODE_ROWS (32) rows computes each row as that row alone would, after the same cache rows: its logits
+ * and the cache rows it writes are the same bits for every batch split into such batches, graph or direct
+ * launch (matrix products, quantization, norms and experts are per row; the decode attention plans each row's
+ * key splits from that row's own position). Larger batches (prompt prefill) take the flash-attention kernel,
+ * whose tiles follow the batch: their rows are within float rounding of those, not the same bits, so a prompt's
+ * cache (and what follows from it) is the same bits for the same prefill split only.
  */
 #ifndef GUILD_GPU_WORKER_BACKEND_H
 #define GUILD_GPU_WORKER_BACKEND_H

@@ -25,8 +25,8 @@
 
 #define ALIGN GPU_PLAN_ALIGN
 #define LOGIT_ROWS 32     /* cuda_backend.c */
-#define ATTN_TOK 8        /* attn_decode.cu: rows the split-key scratch is sized for */
-#define ATTN_SPLITS 32
+#define ATTN_TOK 32       /* attn_decode.cu: rows the split-key scratch is sized for (CUDA_DECODE_ROWS) */
+#define ATTN_SPLITS 64    /* attn_decode.cu: AD_MAX_SPLITS */
 #define TIE 0.005         /* scores within this fraction are equal */
 #define REF_GEN 256
 #define REF_PROMPT_MAX 16384

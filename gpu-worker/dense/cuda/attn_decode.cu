@@ -1,7 +1,9 @@
 /* cuda_attention_decode: attention of a few query rows over the whole KV cache (flash-decoding).
  *
- * The keys are cut into splits (split_plan). A warp works on 4 keys at once, 8 lanes per key: lane r of a group
- * holds dims [r * HD/8, (r+1) * HD/8) of q, of the key and of its running output, so each key costs a 3-step
+ * The keys a row sees are cut into splits (split_plan) planned from that row's own span of keys, so a row's
+ * output is the same bits in a batch of any size as when it runs alone at its position (a verify step of
+ * speculative decoding gives plain decode's bits). A warp works on 4 keys at once, 8 lanes per key: lane r of a
+ * group holds dims [r * HD/8, (r+1) * HD/8) of q, of the key and of its running output, so each key costs a 3-step
  * reduction and 8-byte (F16) or 16-byte (F32) loads. Each group keeps its own online softmax (max m, sum l,
  * output acc); groups, then warps, then splits are merged with the usual rescaling by exp(m_i - M). With one
  * split the block writes the output; otherwise partials (m, l, acc[HD]) go to scratch and a second kernel
@@ -18,7 +20,8 @@
 #define AD_SPLIT_MIN 64 /* keys per split, at least: a decode step's attention is latency-bound, so many short \
                            splits (H200: 512 keys in 8 splits instead of 2) */
 #define AD_MAX_SPLITS 64
-#define AD_MAX_TOK 8     /* query rows the scratch is sized for */
+#define AD_MAX_TOK CUDA_DECODE_ROWS /* query rows the scratch is sized for: up to it, every row gets the full
+                                       split cap whatever the batch's size */
 
 /* Four consecutive cache elements as floats (8-byte loads of F16, 16-byte loads of F32). */
 static __device__ __forceinline__ void load4(const __half *p, float *f)
@@ -139,7 +142,8 @@ static __device__ __forceinline__ float sink_join(float s, float &M, float &L)
 template <int HD>
 static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], const float *sh_m, const float *sh_l,
                                                   int w0, int nw, int tid, int nthreads, int n_split, int split,
-                                                  int64_t row, const float *sink, float *out, float *partials)
+                                                  int split_cap, int64_t row, const float *sink, float *out,
+                                                  float *partials)
 {
     float M = -INFINITY;
     for (int w = w0; w < w0 + nw; w++)
@@ -156,7 +160,7 @@ static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], con
         if (n_split == 1) {
             out[row * HD + d] = sink ? a * f / L : a / L;
         } else {
-            float *pt = partials + (row * n_split + split) * (HD + 2);
+            float *pt = partials + (row * split_cap + split) * (HD + 2);
             pt[2 + d] = a;
             if (d == 0) {
                 pt[0] = M;
@@ -166,28 +170,19 @@ static __device__ __forceinline__ void head_write(const float (*sh_acc)[HD], con
     }
 }
 
-/* The keys some row of the batch sees: [*base, *base + *span). Row t (position kv0 + t) sees keys up to its own
- * position, and with a sliding window (window > 0) only the last `window` of them; the span grows with kv0, so a
- * grid sized for the longest cache has blocks for every split of a shorter one. */
-static __host__ __device__ __forceinline__ void key_span(int kv0, int n_rows, int window, int *base, int *span)
+/* The keys a row with n_kv keys in the cache (itself the last) sees: [*base, *base + *span), the last `window`
+ * of them with a sliding window (window > 0). The span grows with n_kv, so the batch's last row has the most
+ * splits and a grid sized for the longest cache has blocks for every split of a shorter one. */
+static __host__ __device__ __forceinline__ void key_span(int n_kv, int window, int *base, int *span)
 {
-    *base = window > 0 && kv0 + 1 > window ? kv0 + 1 - window : 0;
-    *span = kv0 + n_rows - *base;
-}
-
-/* The keys [j0, j1) of split `split` (split_len keys from base each) that row t sees. Empty (j0 >= j1) when the
- * row's window begins after the split. */
-static __device__ __forceinline__ void split_keys(int base, int split, int split_len, int n_kv, int window, int *j0,
-                                                  int *j1)
-{
-    const int s0 = base + split * split_len, first = window > 0 && n_kv > window ? n_kv - window : 0;
-    *j1 = min(n_kv, s0 + split_len);
-    *j0 = max(s0, first);
+    *base = window > 0 && n_kv > window ? n_kv - window : 0;
+    *span = n_kv - *base;
 }
 
 /* Splits of at least AD_SPLIT_MIN keys, at most split_cap of them (<= AD_MAX_SPLITS: what the scratch holds),
- * for the n_kv keys the batch's rows see (key_span); computed on the device from the cache length, so a captured
- * graph (whose grid is sized for the longest cache) splits exactly as a direct launch does. */
+ * for the n_kv keys one row sees (key_span); computed on the device from the cache length, so a captured graph
+ * (whose grid is sized for the longest cache) splits exactly as a direct launch does. split_cap is AD_MAX_SPLITS
+ * for batches up to AD_MAX_TOK rows (the scratch is sized so): a row's splits depend on its position only. */
 static __host__ __device__ __forceinline__ void split_plan(int n_kv, int split_cap, int *n_split, int *split_len)
 {
     int ns = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
@@ -197,6 +192,18 @@ static __host__ __device__ __forceinline__ void split_plan(int n_kv, int split_c
         ns = 1;
     *n_split = ns;
     *split_len = (n_kv + ns - 1) / ns;
+}
+
+/* Row t's plan (position kv0 + t): its splits, and the keys [j0, j1) of split `split` (empty past its count). */
+static __device__ __forceinline__ void row_plan(int kv0, int t, int window, int split_cap, int split, int *n_split,
+                                                int *j0, int *j1)
+{
+    const int n_kv = kv0 + t + 1;
+    int base, span, split_len;
+    key_span(n_kv, window, &base, &span);
+    split_plan(span, split_cap, n_split, &split_len);
+    *j0 = base + split * split_len;
+    *j1 = min(n_kv, *j0 + split_len);
 }
 
 template <int HD, typename KT>
@@ -209,19 +216,15 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     constexpr int DPL = HD / 8; /* dims per lane */
     if (kv0_dev)
         kv0 = *kv0_dev;
-    int base, span, n_split, split_len;
-    key_span(kv0, (int)gridDim.y, window, &base, &span);
-    split_plan(span, split_cap, &n_split, &split_len);
     const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    int n_split, j0, j1;
+    row_plan(kv0, t, window, split_cap, split, &n_split, &j0, &j1);
     if (split >= n_split)
-        return; /* a grid sized for the longest cache (captured graphs) */
+        return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 8, r = lane % 8;
-    const int n_kv = kv0 + t + 1;
     const int kvd = (n_head / group) * HD; /* floats per cache row */
     const int hkv = h / group;
-    int j0, j1;
-    split_keys(base, split, split_len, n_kv, window, &j0, &j1);
 
     float qv[DPL], acc[DPL];
     const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
@@ -253,7 +256,7 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     __shared__ float sh_m[AD_WARPS], sh_l[AD_WARPS];
     warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
     __syncthreads();
-    head_write<HD>(sh_acc, sh_m, sh_l, 0, AD_WARPS, threadIdx.x, AD_WARPS * WARP_SIZE, n_split, split,
+    head_write<HD>(sh_acc, sh_m, sh_l, 0, AD_WARPS, threadIdx.x, AD_WARPS * WARP_SIZE, n_split, split, split_cap,
                    (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
 }
 
@@ -301,20 +304,16 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
 
     if (kv0_dev)
         kv0 = *kv0_dev;
-    int base, span, n_split, split_len;
-    key_span(kv0, (int)gridDim.y, window, &base, &span);
-    split_plan(span, split_cap, &n_split, &split_len);
     const int hkv = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    int n_split, j0, j1;
+    row_plan(kv0, t, window, split_cap, split, &n_split, &j0, &j1);
     if (split >= n_split)
-        return; /* a grid sized for the longest cache (captured graphs) */
+        return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 8, r = lane % 8;
     const int P = WPB / group;             /* warps per query head */
     const int h = hkv * group + warp / P, pw = warp % P;
-    const int n_kv = kv0 + t + 1;
     const int kvd = (n_head / group) * HD; /* elements per cache row */
-    int j0, j1;
-    split_keys(base, split, split_len, n_kv, window, &j0, &j1);
 
     float qv[DPL], acc[DPL];
     const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
@@ -356,7 +355,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
     __syncthreads();
     head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
-                   (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
+                   split_cap, (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
 }
 
 /* Block (query head, row) of HD threads: the splits' factors exp(m_s - M) are computed once, in parallel, into
@@ -372,14 +371,13 @@ static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const f
     __shared__ float L_sh;
     if (kv0_dev)
         kv0 = *kv0_dev;
-    int base, span, n_split, split_len;
-    key_span(kv0, (int)gridDim.y, window, &base, &span);
-    split_plan(span, split_cap, &n_split, &split_len);
+    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+    int n_split, j0, j1;
+    row_plan(kv0, t, window, split_cap, 0, &n_split, &j0, &j1);
     if (n_split == 1)
         return; /* the attention kernel wrote the output */
-    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
     const int warp = d / WARP_SIZE, lane = d % WARP_SIZE;
-    const float *p0 = partials + ((int64_t)t * n_head + h) * n_split * (HD + 2);
+    const float *p0 = partials + ((int64_t)t * n_head + h) * split_cap * (HD + 2);
     /* the largest of the splits' m */
     float mv = -INFINITY;
     for (int sp = d; sp < n_split; sp += HD)
@@ -494,8 +492,8 @@ static int attention_decode(float *out, const float *q, guild_type_t kv_type, co
                                                                            ? scratch_bytes / per_split
                                                                            : AD_MAX_SPLITS)
                                                              : 1;
-    int base, span, grid_split, split_len;
-    key_span(kv0, n_tok, window, &base, &span);
+    int base, span, grid_split, split_len; /* the batch's last row has the most splits */
+    key_span(kv0 + n_tok, window, &base, &span);
     split_plan(span, split_cap, &grid_split, &split_len);
     const int group = n_head / n_head_kv;
     if (kv_type == GUILD_TYPE_F16)

@@ -12,10 +12,11 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 
-/* Batches up to this many rows use the decode attention kernel (keys split across blocks); captured graphs
- * (CUDA_GRAPH_ROWS) rely on it reading the cache length from the device. */
-#define DECODE_ROWS 4
-_Static_assert(CUDA_GRAPH_ROWS <= DECODE_ROWS, "graphs capture only the decode attention kernel");
+/* Batches up to CUDA_DECODE_ROWS rows use the decode attention kernel (keys split across blocks per row): a
+ * row's attention is the same bits in any such batch (speculative verify steps equal plain decode); captured
+ * graphs (CUDA_GRAPH_ROWS) rely on it reading the cache length from the device. Larger batches (prefill) take
+ * the flash-attention kernel, whose tiles follow the batch. */
+_Static_assert(CUDA_GRAPH_ROWS <= CUDA_DECODE_ROWS, "graphs capture only the decode attention kernel");
 
 /* Biases, Q/K norms, RoPE, and the K/V rows into the cache (qk_prepare_task of the CPU backend). */
 static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, int32_t il, int32_t n,
@@ -75,7 +76,7 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     const size_t layer0 = (size_t)b->kv_slot[il] * (size_t)b->n_ctx * (size_t)KV * b->kv_elem;
     const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
-    const int rc = n <= DECODE_ROWS
+    const int rc = n <= CUDA_DECODE_ROWS
                        ? cuda_attention_decode_dyn(b->att, b->q, b->kv_type, kc, vc, n, b->d_pos, b->n_ctx - n,
                                                    c->n_head, c->n_head_kv, c->head_dim, scale, &ext, b->attn_scratch,
                                                    b->attn_scratch_bytes, s, err)

@@ -12,6 +12,8 @@
  * (cuda_config_t.no_graph) enqueues the same kernels, so both give the same bits.
  * The CPU backend is the numerical reference: matrix products, quantization, RoPE and the elementwise steps give
  * its bits; norms, softmaxes and attention differ in reduction order, and the KV cache is F16 here (F32 there).
+ * Batches up to CUDA_DECODE_ROWS rows are batch-invariant (backend.h): a speculative verify step of K rows gives
+ * the bits of K decode steps.
  */
 #include "gpu-worker/dense/cuda/cuda_backend.h"
 

@@ -246,6 +246,13 @@ typedef struct cuda_attn_ext {
  * (splits cover only the keys some row sees) and sinks (joined where the output is written or merged).
  * scratch: cuda_attention_decode_scratch(...) bytes of device memory (may be 0: then no split). */
 size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx);
+
+/* Batch invariance: the decode kernels plan each row's key splits from that row's own position, and with
+ * cuda_attention_decode_scratch(n, ...) bytes of scratch a batch of up to min(n, CUDA_DECODE_ROWS) rows gets
+ * the full split cap, so each of its rows is the same bits as when it runs alone (after the same cache rows).
+ * The CUDA backend takes this kernel for batches up to CUDA_DECODE_ROWS rows (a speculative verify step of
+ * up to 16 drafts and its pending token, 17 rows, is one of them). */
+#define CUDA_DECODE_ROWS 32
 int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                           int32_t n_tok, int32_t kv0, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                           const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes, cudaStream_t s,

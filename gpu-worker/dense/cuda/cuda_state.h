@@ -36,8 +36,9 @@ typedef struct cuda_layer {
 #undef CUDA_LAYER_FIELD
 } cuda_layer_t;
 
-#define CUDA_GRAPHS 16   /* graphs kept */
-#define CUDA_GRAPH_ROWS 4 /* steps of up to this many tokens are captured (the decode attention kernel's) */
+#define CUDA_GRAPHS 40    /* graphs kept: decode and the verify steps' sizes, each with its logits rows */
+#define CUDA_GRAPH_ROWS 16 /* steps of up to this many tokens are captured (decode, and speculative verify steps
+                              of up to 15 drafts; the decode attention kernel's, so the same bits at any size) */
 
 typedef struct cuda_graph {
     int32_t n, n_out;           /* 0 tokens: an empty entry */
