@@ -136,6 +136,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         {"spec", required_argument, NULL, O_SPEC},     {"spec-max", required_argument, NULL, O_SPEC},
         {"spec-min-p", required_argument, NULL, O_SPEC}, {"draft-model", required_argument, NULL, O_SPEC},
         {"draft-threads", required_argument, NULL, O_SPEC},
+        {"draft-backend", required_argument, NULL, O_SPEC},
         {"verbose", no_argument, NULL, 'v'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

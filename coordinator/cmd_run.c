@@ -131,6 +131,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"spec-min-p", required_argument, NULL, OPT_SPEC},
         {"draft-model", required_argument, NULL, OPT_SPEC},
         {"draft-threads", required_argument, NULL, OPT_SPEC},
+        {"draft-backend", required_argument, NULL, OPT_SPEC},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},

@@ -159,6 +159,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         {"spec-min-p", required_argument, NULL, OPT_SPEC},
         {"draft-model", required_argument, NULL, OPT_SPEC},
         {"draft-threads", required_argument, NULL, OPT_SPEC},
+        {"draft-backend", required_argument, NULL, OPT_SPEC},
         {"quiet", no_argument, NULL, 'q'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},

@@ -36,9 +36,10 @@ int spec_options_check(const spec_options_t *o, const model_t *m, guild_err_t *e
         return guild_err_set(err, "--spec-max: %d is outside 1..%d", o->max, SPEC_MAX_DRAFT);
     if (!(o->min_p >= 0 && o->min_p <= 1))
         return guild_err_set(err, "--spec-min-p: %g is outside [0, 1]", (double)o->min_p);
-    if ((o->draft_model || o->draft_threads) && o->kind != SPEC_DRAFT)
+    if ((o->draft_model || o->draft_threads || o->draft_backend) && o->kind != SPEC_DRAFT)
         return guild_err_set(err, "--%s needs --spec draft (--spec is %s)",
-                             o->draft_model ? "draft-model" : "draft-threads", spec_kind_name(o->kind));
+                             o->draft_model ? "draft-model" : o->draft_threads ? "draft-threads" : "draft-backend",
+                             spec_kind_name(o->kind));
     if (o->kind == SPEC_DRAFT && !o->draft_model)
         return guild_err_set(err, "--spec draft needs --draft-model FILE");
     if (o->min_p > 0 && o->kind != SPEC_DRAFT)
@@ -210,20 +211,22 @@ int spec_flag(spec_options_t *o, const char *name, const char *arg, guild_err_t 
         o->draft_model = arg;
         return 1;
     }
+    if (!strcmp(name, "draft-backend")) {
+        if (strcmp(arg, "cpu") && strcmp(arg, "cuda"))
+            return guild_err_set(err, "--draft-backend: '%s' is not cpu or cuda", arg);
+        o->draft_backend = arg;
+        return 1;
+    }
     return 0;
 }
 
-void spec_stack_options(const spec_options_t *o, stack_options_t *st)
+void spec_stack_options(spec_options_t *o, stack_options_t *st)
 {
+    o->stack = st;
     if (o->kind == SPEC_NONE)
         return;
     if (st->gpu.max_out < o->max + 1)
         st->gpu.max_out = o->max + 1;
-    if (!strcmp(st->gpu.backend, "cuda"))
-        guild_log(GUILD_LOG_WARN, "--spec %s with the cuda backend: a verified position's attention is summed in "
-                  "another order than in plain decode (the decode kernel splits keys by the batch's span; batches "
-                  "over 4 rows take the prefill kernel), so greedy ids may differ from --spec none's at near-ties; "
-                  "the cpu backend gives the same ids", spec_kind_name(o->kind));
 }
 
 int spec_setup_open(spec_setup_t *s, const spec_options_t *o, const model_t *target, const tok_t *target_tok,
@@ -238,6 +241,13 @@ int spec_setup_open(spec_setup_t *s, const spec_options_t *o, const model_t *tar
             return guild_err_prefix(err, "--draft-model: ");
         if (spec_vocab_check(target, target_tok, s->draft.model, s->draft.tok, o->draft_model, err) < 0)
             return -1;
+        if (o->stack) /* a command's: the draft's own stack with the target's settings */
+            return spec_draft_new_stack(&s->drafter, s->draft.model, o->draft_model, o->stack,
+                                        o->draft_backend ? o->draft_backend : "cpu", o->min_p, n_ctx,
+                                        o->draft_threads > 0 ? o->draft_threads : n_threads, err);
+        if (o->draft_backend && strcmp(o->draft_backend, "cpu"))
+            return guild_err_set(err, "--draft-backend %s: no target stack options to run it with",
+                                 o->draft_backend);
         return spec_draft_new(&s->drafter, s->draft.model, o->min_p, n_ctx,
                               o->draft_threads > 0 ? o->draft_threads : n_threads, err);
     case SPEC_MTP: break;

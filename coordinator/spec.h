@@ -11,9 +11,12 @@
  * Drafters:
  *   ngram  prompt lookup: the last n tokens (n = SPEC_NGRAM_MAX down to SPEC_NGRAM_MIN) are searched for
  *          earlier in the context, newest match first; the tokens that followed it are proposed.
- *   draft  a second, smaller model with the same vocabulary, run by the CPU backend in this process with its
- *          own KV cache, kept in step with the context at each call (its cache is truncated to the longest
- *          prefix it shares with the context, the rest fed in).
+ *   draft  a second, smaller model with the same vocabulary, run in this process with its own KV cache, kept in
+ *          step with the context at each call (its cache is truncated to the longest prefix it shares with the
+ *          context, the rest fed in: up to its batch size at a time, the last token alone after a longer run,
+ *          so a prompt is cut as the target cuts it). By the CPU backend, or (--draft-backend cuda) by the CUDA
+ *          backend with the target's GPU settings (--gpu-mem, --gpu-experts, graphs): the target as its own
+ *          draft model then drafts the target's own tokens (the backend is batch-invariant, backend.h).
  *   mtp    the multi-token-prediction layers of architectures that ship them (deepseek2, glm4moe, qwen35moe):
  *          the core binds them but no backend runs them, so it is refused, naming them. */
 #ifndef GUILD_COORDINATOR_SPEC_H
@@ -46,6 +49,9 @@ typedef struct spec_options {
     int32_t max;             /* most drafted tokens per verify step, 1..SPEC_MAX_DRAFT (default 4) */
     float min_p;             /* draft: stop drafting when the draft's probability of its token is below it; 0 off */
     const char *draft_model; /* --draft-model FILE (kind draft) */
+    const char *draft_backend; /* --draft-backend: "cpu" (NULL: the default) or "cuda" */
+    const struct stack_options *stack; /* the target's stack options (spec_stack_options records them): a cuda
+                                          draft runs with their GPU settings; borrowed */
     int draft_threads;       /* --draft-threads: the draft model's CPU threads; 0: --threads */
 } spec_options_t;
 
@@ -113,6 +119,14 @@ int spec_ngram_new(spec_drafter_t **out, guild_err_t *err);
 int spec_draft_new(spec_drafter_t **out, const model_t *draft, float min_p, int32_t n_ctx, int n_threads,
                    guild_err_t *err);
 
+/* The same drafter on a backend stack of its own in this process (coordinator/backend_stack.h), opened from the
+ * target's stack options st (read during the call) with backend `backend` and n_threads threads, one process
+ * and no statistics: the draft model at draft_path (its model `draft` borrowed) computes as the target's stack
+ * would, and takes the prompt in the target's batches. */
+int spec_draft_new_stack(spec_drafter_t **out, const model_t *draft, const char *draft_path,
+                         const struct stack_options *st, const char *backend, float min_p, int32_t n_ctx,
+                         int n_threads, guild_err_t *err);
+
 /* Whether the draft model can draft for the target: the same number of logits rows, and the same tokens (text
  * and id) in their tokenizers' vocabularies. -1 with err naming the first difference. */
 struct tok;
@@ -130,20 +144,20 @@ void spec_drafter_destroy(spec_drafter_t **d);
     "      --spec-min-p P      draft: stop drafting when the draft model's probability of its token is\n"      \
     "                          below P (default 0: off)\n"                                                     \
     "      --draft-model FILE  the draft model of --spec draft: a GGUF model with the target's vocabulary,\n"  \
-    "                          run on the CPU in this process\n"                                               \
+    "                          run in this process\n"                                                          \
+    "      --draft-backend B   the draft model's backend: cpu (default) or cuda (with the target's --gpu-mem,\n" \
+    "                          --gpu-experts and graph settings; the target as draft drafts its own tokens)\n" \
     "      --draft-threads N   the draft model's CPU threads (default: --threads)\n"
 
-/* Parses one of the flags by its long name ("spec", "spec-max", "spec-min-p", "draft-model", "draft-threads"): 1
- * when it was
- * one of them, 0 when not, -1 with err on a bad value. */
+/* Parses one of the flags by its long name ("spec", "spec-max", "spec-min-p", "draft-model", "draft-threads",
+ * "draft-backend"): 1 when it was one of them, 0 when not, -1 with err on a bad value. */
 int spec_flag(spec_options_t *o, const char *name, const char *arg, guild_err_t *err);
 
 /* What speculative decoding needs of the stack: logits rows for a whole verify step in one GPU-worker request
- * (gpu.max_out >= max + 1). With the cuda backend, warns that its verify rows are not bit-identical to plain
- * decode: its decode attention kernel splits the keys by the span of the whole batch (key_span, split_plan in
- * gpu-worker/dense/cuda/attn_decode.cu) and batches over 4 rows take the prefill kernel, so the attention of a
- * verified position is summed in another order than when it is decoded alone. */
-void spec_stack_options(const spec_options_t *o, stack_options_t *st);
+ * (gpu.max_out >= max + 1). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
+ * backends give a verify step's rows the bits of plain decode (the cuda backend is batch-invariant up to
+ * CUDA_DECODE_ROWS rows, gpu-worker/dense/backend.h), so greedy ids are --spec none's. */
+void spec_stack_options(spec_options_t *o, stack_options_t *st);
 
 /* The drafter the options ask for, with the draft model it runs (if any). */
 typedef struct spec_setup {
@@ -152,8 +166,10 @@ typedef struct spec_setup {
 } spec_setup_t;
 
 /* Opens the drafter of o (spec_options_check passed) for the target model and its tokenizer: the draft model is
- * opened and its vocabulary checked; n_threads: its threads unless o->draft_threads says. -1 with err;
- * spec_setup_close is still to be called then. */
+ * opened and its vocabulary checked; n_threads: its threads unless o->draft_threads says. With o->stack (a
+ * command's, spec_stack_options) the draft runs on a stack of its own (spec_draft_new_stack, backend
+ * o->draft_backend or cpu), else on the CPU backend (spec_draft_new; --draft-backend cuda refused). -1 with
+ * err; spec_setup_close is still to be called then. */
 int spec_setup_open(spec_setup_t *s, const spec_options_t *o, const model_t *target, const struct tok *target_tok,
                     int32_t n_ctx, int n_threads, guild_err_t *err);
 void spec_setup_close(spec_setup_t *s);

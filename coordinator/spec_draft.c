@@ -1,20 +1,26 @@
-/* The draft-model drafter (coordinator/spec.h): a second model on the CPU backend in this process, with its own
- * thread pool, expert executor and KV cache. */
+/* The draft-model drafter (coordinator/spec.h): a second model in this process with its own KV cache: on the CPU
+ * backend with its own thread pool and expert executor, or on a backend stack of its own (the target's settings,
+ * one process). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/backend_stack.h"
 #include "coordinator/spec.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
 
-#define DRAFT_BATCH 64 /* tokens per forward call when the draft catches up with the context */
+#define DRAFT_BATCH 64 /* tokens per forward call when the draft catches up with the context (CPU backend) */
+#define DRAFT_ALONE 16 /* a catch-up of more tokens runs its last one alone: the prompt and its first token are cut
+                          as the target cuts them (its prefill, then a verify step), so a batch-invariant backend
+                          leaves the target's bits in the draft's cache */
 
 typedef struct draft {
     spec_drafter_t base;
     guild_pool_t *pool;
     moe_exec_t *moe;
+    backend_stack_t *stack; /* the backend's stack, or NULL: the CPU backend over pool and moe */
     backend_t *be;
     sampler_t *smp;    /* temperature > 0: draws the drafts; NULL: argmax */
     float min_p;
@@ -34,8 +40,10 @@ static int catch_up(draft_t *d, const int32_t *ctx, int32_t n, guild_err_t *err)
     if (c == n)
         c = n - 1; /* the last position runs again for its logits */
     backend_kv_truncate(d->be, c);
-    for (int32_t s = c; s < n; s += d->n_batch) {
-        const int32_t m = n - s < d->n_batch ? n - s : d->n_batch, last = m - 1;
+    const int32_t head = n - c > DRAFT_ALONE ? n - 1 : n; /* a long run: its last token alone */
+    for (int32_t s = c; s < n;) {
+        const int32_t end = s < head ? head : n;
+        const int32_t m = end - s < d->n_batch ? end - s : d->n_batch, last = m - 1;
         for (int32_t i = 0; i < m; i++)
             d->pos[i] = s + i;
         if (backend_forward(d->be, m, ctx + s, d->pos, s + m == n ? 1 : 0, &last, d->logits, err) < 0) {
@@ -43,6 +51,7 @@ static int catch_up(draft_t *d, const int32_t *ctx, int32_t n, guild_err_t *err)
             return guild_err_prefix(err, "draft model: ");
         }
         memcpy(d->hist + s, ctx + s, (size_t)m * sizeof *ctx);
+        s += m;
     }
     return 0;
 }
@@ -123,6 +132,10 @@ static int draft_begin(spec_drafter_t *base, const sample_params_t *sp, guild_er
 static void draft_destroy(spec_drafter_t *base)
 {
     draft_t *d = (draft_t *)base;
+    if (d->stack) {
+        backend_stack_close(&d->stack);
+        d->be = NULL;
+    }
     backend_destroy(&d->be);
     moe_exec_destroy(&d->moe);
     guild_pool_destroy(&d->pool);
@@ -164,6 +177,45 @@ int spec_draft_new(spec_drafter_t **out, const model_t *m, float min_p, int32_t 
     if (backend_new(&d->be, "cpu", m, &bo, NULL, err) < 0) {
         draft_destroy(&d->base);
         return guild_err_prefix(err, "draft model: ");
+    }
+    *out = &d->base;
+    return 0;
+}
+
+int spec_draft_new_stack(spec_drafter_t **out, const model_t *m, const char *draft_path, const stack_options_t *st,
+                         const char *backend, float min_p, int32_t n_ctx, int n_threads, guild_err_t *err)
+{
+    *out = NULL;
+    stack_options_t so = *st; /* the target's settings, in this process, counting nothing */
+    so.single_process = true;
+    so.stats = false;
+    so.record_routing = NULL;
+    so.gpu.backend = backend;
+    if (strcmp(backend, "cuda")) /* no device budget to stand in for: the plain CPU backend */
+        memset(&so.gpu.cuda, 0, sizeof so.gpu.cuda);
+    so.gpu.count_routing = false;
+    so.n_ctx = n_ctx;
+    so.n_threads = n_threads;
+    draft_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return guild_err_set(err, "out of memory");
+    d->base.ops = &draft_ops;
+    d->min_p = min_p;
+    d->n_vocab = model_config(m)->n_vocab;
+    d->n_ctx = n_ctx;
+    if (backend_stack_open(&d->stack, &so, m, draft_path, err) < 0) {
+        draft_destroy(&d->base);
+        return guild_err_prefix(err, "draft model (%s backend): ", backend);
+    }
+    d->be = backend_stack_backend(d->stack);
+    d->n_batch = backend_stack_n_batch(d->stack);
+    d->hist = malloc((size_t)n_ctx * sizeof *d->hist);
+    d->logits = malloc((size_t)d->n_vocab * sizeof *d->logits);
+    d->dist = malloc((size_t)d->n_vocab * sizeof *d->dist);
+    d->pos = malloc((size_t)d->n_batch * sizeof *d->pos);
+    if (!d->hist || !d->logits || !d->dist || !d->pos) {
+        draft_destroy(&d->base);
+        return guild_err_set(err, "draft model: out of memory for a context of %d", n_ctx);
     }
     *out = &d->base;
     return 0;

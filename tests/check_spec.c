@@ -172,6 +172,8 @@ START_TEST(test_ngram_greedy_is_plain_decode)
 }
 END_TEST
 
+/* _i 0: the draft on the CPU backend in the test's process (spec_draft_new); 1: on a backend stack of its own
+ * with a command's stack options (spec_draft_new_stack, as guild run opens it) */
 START_TEST(test_self_draft_accepts_everything)
 {
     rig_t r;
@@ -183,6 +185,16 @@ START_TEST(test_self_draft_accepts_everything)
     spec_options_init(&so);
     so.kind = SPEC_DRAFT;
     so.draft_model = path_target;
+    stack_options_t st;
+    stack_options_init(&st);
+    st.single_process = true;
+    st.n_threads = 1;
+    st.n_batch = 16;
+    if (_i == 1) {
+        so.draft_backend = "cpu";
+        spec_stack_options(&so, &st);
+        ck_assert_ptr_eq(so.stack, &st);
+    }
     guild_err_t err = {{0}};
     ck_assert_msg(spec_options_check(&so, r.cm.model, &err) == 0, "%s", err.msg);
     ck_assert_msg(spec_setup_open(&s, &so, r.cm.model, r.cm.tok, N_CTX, 1, &err) == 0, "%s", err.msg);
@@ -455,7 +467,7 @@ int main(void)
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_ngram_lookup);
     tcase_add_test(tc, test_ngram_greedy_is_plain_decode);
-    tcase_add_test(tc, test_self_draft_accepts_everything);
+    tcase_add_loop_test(tc, test_self_draft_accepts_everything, 0, 2);
     tcase_add_loop_test(tc, test_other_draft_model_changes_nothing, 0, 2);
     tcase_add_test(tc, test_wrong_drafts_change_nothing);
     tcase_add_loop_test(tc, test_sampling_is_reproducible, 0, 2);

@@ -2,8 +2,8 @@
 # guild run --spec: greedy ids and logits rows equal --spec none's (ngram at K = 1, 2, 4, 8; the target as its own
 # draft model, which accepts every draft; a draft model with other weights), in one process and with two CPU
 # worker processes; sampling with a seed gives the same ids run after run and in both modes; the refusals
-# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model without --spec draft, a
-# qwen3next model);
+# (mtp, --spec-min-p with ngram, a draft model with another vocabulary, --draft-model or --draft-backend without
+# --spec draft, a bad --draft-backend, a qwen3next model);
 # guild bench run --spec writes the counters in its JSON.
 set -u
 B=${GUILD_BUILDDIR:-.}
@@ -65,6 +65,10 @@ same ngram4 ngram-mp
 run self --temp 0 --single-process --spec draft --draft-model "$T/t.gguf" --spec-max 8
 same none self
 stat_line self | grep -q "(100.0%)" || { stat_line self; fail "the target as its own draft model: not 100% accepted"; }
+# --draft-backend cpu said (the default), with the target in a GPU worker and two CPU workers (cuda: tests/cuda)
+run self-mp --temp 0 --cpu-workers 2 --spin-us 0 --spec draft --draft-model "$T/t.gguf" --draft-backend cpu --spec-max 8
+same none self-mp
+stat_line self-mp | grep -q "(100.0%)" || { stat_line self-mp; fail "--draft-backend cpu, the target: not 100% accepted"; }
 run other --temp 0 --cpu-workers 2 --spin-us 0 --spec draft --draft-model "$T/o.gguf" --spec-max 2
 same none other
 # steps that keep some drafts and truncate the rest, in one process and with two CPU workers
@@ -135,6 +139,8 @@ refused "vocabularies must be the same" --spec draft --draft-model "$T/v.gguf"
 refused "--draft-model needs --spec draft" --draft-model "$T/o.gguf"
 refused "--spec draft needs --draft-model" --spec draft
 refused "--draft-threads needs --spec draft" --spec ngram --draft-threads 2
+refused "--draft-backend needs --spec draft" --spec ngram --draft-backend cpu
+refused "--draft-backend: 'tpu' is not cpu or cuda" --spec draft --draft-model "$T/t.gguf" --draft-backend tpu
 refused "unknown drafter 'medusa'" --spec medusa
 refused "--spec-max" --spec ngram --spec-max 17
 # a hybrid with gated delta net layers: its recurrent state cannot be truncated back after a rejected draft
