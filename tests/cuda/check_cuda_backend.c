@@ -390,6 +390,63 @@ START_TEST(test_long_context)
 }
 END_TEST
 
+/* deepseek2's latent attention over a long context: 600 prompt tokens in batches of 256 (unsplit tensor-core
+ * blocks with an F16 cache, the CUDA-core kernel with F32), 8 steps (decode splits), against the CPU backend;
+ * then the prompt again on the device in chunks of 7 (split verify-size batches) against the batches of 256.
+ * _i 0: F32 cache, tolerance 1e-3 max(1, |cpu|); 1: F16 cache, 1e-2 (the F16 rounding of 600 latents, as
+ * test_long_context). */
+START_TEST(test_mla_long_context)
+{
+    const bool kv_f32 = _i == 0;
+    const double tol = kv_f32 ? 1e-3 : 1e-2;
+    tiny_spec_t s = cuda_spec("deepseek2", GUILD_TYPE_F32, 13);
+    rig_t r;
+    rig_open(&r, &s, 256, 1024, kv_f32);
+    const int32_t V = r.n_vocab, n_prompt = 600;
+    int32_t *toks = malloc((size_t)n_prompt * sizeof *toks);
+    for (int32_t i = 0; i < n_prompt; i++)
+        toks[i] = (int32_t)((i * 53 + 7) % V);
+    float *lc = calloc((size_t)V, sizeof *lc), *lg = calloc((size_t)V, sizeof *lg), *l0 = calloc((size_t)V, sizeof *l0);
+    double worst = 0;
+    for (int step = 0; step < 3 + 8; step++) {
+        const int32_t p = step < 3 ? 256 * step : 0, n = step < 3 ? (n_prompt - p < 256 ? n_prompt - p : 256) : 1;
+        const int32_t last = n - 1;
+        int32_t t = argmax(lc, V);
+        forward(r.cpu, n, step < 3 ? toks + p : &t, 1, &last, lc);
+        forward(r.gpu, n, step < 3 ? toks + p : &t, 1, &last, lg);
+        if (step == 2)
+            memcpy(l0, lg, (size_t)V * sizeof *l0);
+        for (int32_t i = 0; i < V; i++) {
+            const double d = fabs((double)lg[i] - lc[i]);
+            ck_assert_msg(d <= tol * fmax(1.0, fabs(lc[i])), "mla long context %s KV step %d logit %d: cuda %.6g, cpu %.6g",
+                          kv_f32 ? "f32" : "f16", step, i, (double)lg[i], (double)lc[i]);
+            worst = d > worst ? d : worst;
+        }
+        if (step >= 3)
+            ck_assert_int_eq(argmax(lg, V), argmax(lc, V));
+    }
+    backend_kv_clear(r.gpu);
+    for (int32_t p = 0; p < n_prompt; p += 7) {
+        const int32_t n = n_prompt - p < 7 ? n_prompt - p : 7, last = n - 1;
+        forward(r.gpu, n, toks + p, 1, &last, lg);
+    }
+    double chunks = 0;
+    for (int32_t i = 0; i < V; i++) {
+        const double d = fabs((double)lg[i] - l0[i]);
+        ck_assert_msg(d <= tol * fmax(1.0, fabs(l0[i])), "mla %s KV: chunks of 7 logit %d: %.6g vs batches of 256 %.6g",
+                      kv_f32 ? "f32" : "f16", i, (double)lg[i], (double)l0[i]);
+        chunks = d > chunks ? d : chunks;
+    }
+    printf("deepseek2 long context (600 + 8 positions, %s KV, f32 weights): max |dlogit| vs cpu %.3g; prompt in "
+           "chunks of 7 vs batches of 256 %.3g\n", kv_f32 ? "f32" : "f16", worst, chunks);
+    free(toks);
+    free(lc);
+    free(lg);
+    free(l0);
+    rig_close(&r);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     tiny_spec_t s = cuda_spec("olmoe", GUILD_TYPE_Q8_0, 3);
@@ -1050,6 +1107,7 @@ static Suite *backend_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_chunks_and_reruns);
     tcase_add_test(tc, test_long_context);
+    tcase_add_loop_test(tc, test_mla_long_context, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

@@ -8,6 +8,8 @@
  *   |d| <= 4 ulp:       rmsnorm (double sum in another order)
  *   |d| <= 2e-6 |ref| + 1e-7:  swiglu, combine with the sigmoid gate, router weights (CUDA expf vs libm expf)
  *   |d| <= 2e-5 + 1e-4 |ref|:  attention (parallel sums; the same K/V values on both sides, F16 or F32 cache)
+ *   |d| <= (3e-5 smax + 1e-5) sum p|v|: mla attention against a float64 softmax (smax: the largest score's
+ *                       magnitude sum; tensor cores' split operands with an F16 cache, CUDA cores with F32)
  * Each test prints its largest measured error. Check runs without fork here: a CUDA context does not survive
  * fork(). */
 #include <check.h>
@@ -911,6 +913,130 @@ START_TEST(test_attention)
 }
 END_TEST
 
+/* ---- multi-head latent attention (deepseek2's absorbed form) -------------------------------------------------- */
+
+typedef struct {
+    int32_t R, RR, n_head, n_tok, kv0;
+    bool scratch; /* give the split scratch (batches of <= CUDA_MLA_SPLIT_ROWS rows split) */
+} mla_case_t;
+
+static const mla_case_t mla_cases[] = {
+    {512, 576, 128, 1, 700, true},   /* decode: 3 splits of 256 (n_ctx 705), 8 blocks of 16 heads */
+    {512, 576, 128, 5, 1000, true},  /* a verify batch: rows over 4 splits */
+    {512, 576, 16, 40, 300, false},  /* prefill, unsplit: one block per row */
+    {512, 576, 128, 36, 0, true},    /* past CUDA_MLA_SPLIT_ROWS: unsplit from position 0 */
+    {64, 96, 4, 37, 90, false},      /* the test models' shape: blocks of 4 rows of 4 heads, each masked */
+    {64, 96, 4, 3, 600, true},       /* decode of that shape, split */
+};
+#define N_MLA_CASES (int)(sizeof mla_cases / sizeof mla_cases[0])
+
+/* _i < N_MLA_CASES: the F16 cache (tensor cores), then the F32 cache (CUDA cores). Against a float64 softmax over
+ * the cache's values: |d| <= (3e-5 smax + 1e-5) sum_j p_j |v_jd| + 1e-7, smax = max_j scale sum_e |q_e k_je| (a
+ * score's error is f32 rounding of a 576-term dot product, ~2^-24 sqrt(n) of its magnitude sum, and moves the
+ * output by as much relative to sum p|v|; the hi/lo operands add 2^-22). Cache rows past the last position are
+ * NaN: never read. With splits, the batch's last row run alone gives the same bits (the split plan is the row's
+ * own). */
+START_TEST(test_mla_attention)
+{
+    const mla_case_t c = mla_cases[_i % N_MLA_CASES];
+    const bool f32 = _i >= N_MLA_CASES;
+    const size_t es = f32 ? 4 : 2;
+    const int32_t R = c.R, RR = c.RR, H = c.n_head, n_kv = c.kv0 + c.n_tok, n_ctx = n_kv + 4;
+    const int64_t n_rows = (int64_t)c.n_tok * H;
+    rng_t r;
+    rng_seed(&r, 77 + (uint64_t)_i);
+    float *cf = malloc((size_t)n_ctx * (size_t)RR * sizeof *cf);
+    quant_half_t *ch = malloc((size_t)n_ctx * (size_t)RR * 2);
+    fill(&r, cf, (int64_t)n_ctx * RR, 1.0f);
+    for (int64_t i = 0; i < (int64_t)n_ctx * RR; i++) {
+        if (i >= (int64_t)n_kv * RR)
+            cf[i] = NAN;
+        ch[i] = quant_f32_to_f16(cf[i]);
+        if (!f32)
+            cf[i] = quant_f16_to_f32(ch[i]); /* the reference sees the cache's values */
+    }
+    float *q = malloc((size_t)n_rows * (size_t)RR * sizeof *q), *got = malloc((size_t)n_rows * (size_t)R * sizeof *got);
+    fill(&r, q, n_rows * RR, 0.25f);
+    const float scale = 0.1f;
+    const guild_type_t kvt = f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
+    void *dc = dev_upload(f32 ? (void *)cf : (void *)ch, (size_t)n_ctx * (size_t)RR * es);
+    float *dq = dev_upload(q, (size_t)n_rows * (size_t)RR * sizeof *q);
+    float *dout = dev_new((size_t)n_rows * (size_t)R * sizeof *got);
+    int32_t *dkv0 = dev_upload(&c.kv0, sizeof c.kv0);
+    const size_t sb = c.scratch ? cuda_mla_attention_scratch(H, R, n_ctx) : 0;
+    void *dscratch = sb ? dev_new(sb) : NULL;
+    guild_err_t err;
+    ck_assert_msg(cuda_mla_attention(dout, dq, kvt, dc, c.n_tok, dkv0, n_ctx, H, R, RR, scale, dscratch, sb, stream,
+                                     &err) == 0,
+                  "%s", err.msg);
+    dev_download(got, dout, (size_t)n_rows * (size_t)R * sizeof *got, stream);
+    double *p = malloc((size_t)n_kv * sizeof *p), worst = 0;
+    for (int64_t row = 0; row < n_rows; row++) {
+        const int32_t n = c.kv0 + (int32_t)(row / H) + 1;
+        double mx = -INFINITY, sum = 0, smax = 0;
+        for (int32_t j = 0; j < n; j++) {
+            double d = 0, a = 0;
+            for (int32_t e = 0; e < RR; e++) {
+                d += (double)q[row * RR + e] * cf[(int64_t)j * RR + e];
+                a += fabs((double)q[row * RR + e] * cf[(int64_t)j * RR + e]);
+            }
+            p[j] = d * scale;
+            mx = fmax(mx, p[j]);
+            smax = fmax(smax, a * scale);
+        }
+        for (int32_t j = 0; j < n; j++)
+            sum += p[j] = exp(p[j] - mx);
+        for (int32_t d = 0; d < R; d++) {
+            double ref = 0, mag = 0;
+            for (int32_t j = 0; j < n; j++) {
+                ref += p[j] * cf[(int64_t)j * RR + d];
+                mag += p[j] * fabs(cf[(int64_t)j * RR + d]);
+            }
+            ref /= sum;
+            mag /= sum;
+            const float g = got[row * R + d];
+            const double e = fabs((double)g - ref);
+            const double tol = (3e-5 * smax + 1e-5) * mag + 1e-7;
+            ck_assert_msg(e <= tol, "mla case %d row %lld (tok %lld head %lld) dim %d: %.9g vs %.9g (tolerance %.3g)",
+                          _i, (long long)row, (long long)(row / H), (long long)(row % H), d, (double)g, ref, tol);
+            worst = fmax(worst, e / tol);
+        }
+    }
+    bool alone = false;
+    if (c.scratch && c.n_tok > 1 && c.n_tok <= CUDA_MLA_SPLIT_ROWS) {
+        /* the last row alone, at its position: the same bits as in the batch */
+        const int32_t kv_last = n_kv - 1;
+        float *one = malloc((size_t)H * (size_t)R * sizeof *one);
+        float *done = dev_new((size_t)H * (size_t)R * sizeof *one);
+        int32_t *dkl = dev_upload(&kv_last, sizeof kv_last);
+        ck_assert_msg(cuda_mla_attention(done, dq + (n_rows - H) * RR, kvt, dc, 1, dkl, n_ctx, H, R, RR, scale,
+                                         dscratch, sb, stream, &err) == 0,
+                      "%s", err.msg);
+        dev_download(one, done, (size_t)H * (size_t)R * sizeof *one, stream);
+        ck_assert_msg(!memcmp(one, got + (n_rows - H) * R, (size_t)H * (size_t)R * sizeof *one),
+                      "mla case %d: the last row alone differs from its batch", _i);
+        alone = true;
+        dev_free(dkl);
+        dev_free(done);
+        free(one);
+    }
+    printf("mla attention %s %2d rows after %4d positions, %3d heads, latent %d + %d%s: largest error %.3g "
+           "of the tolerance%s\n", f32 ? "f32" : "f16", c.n_tok, c.kv0, H, R, RR - R, sb ? ", split scratch" : "",
+           worst, alone ? "; last row alone bit-identical" : "");
+    free(p);
+    dev_free(dkv0);
+    dev_free(dc);
+    dev_free(dq);
+    dev_free(dout);
+    if (dscratch)
+        dev_free(dscratch);
+    free(cf);
+    free(ch);
+    free(q);
+    free(got);
+}
+END_TEST
+
 /* ---- streamed experts: device unpack of packed copies, the parts' id maps ------------------------------------ */
 
 /* Packed matrices (kern_pack, the CPU workers' layout) unpacked in place on the device: the plain bytes exactly,
@@ -1038,6 +1164,7 @@ static Suite *kernels_suite(void)
     ADD("router_sigmoid", test_router_sigmoid, 0, 6);
     ADD("combine", test_combine, 0, 3);
     ADD("attention", test_attention, 0, 2 * N_ATTN_CASES);
+    ADD("mla_attention", test_mla_attention, 0, 2 * N_MLA_CASES);
     ADD("expert_unpack", test_expert_unpack, 0, 2);
     ADD("expert_ids_map", test_expert_ids_map, 0, 1);
     ADD("errors", test_errors, 0, 1);

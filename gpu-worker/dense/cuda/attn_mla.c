@@ -5,7 +5,8 @@
  *   q = wq xn, or wq_b rmsnorm(wq_a xn)              kv = wkv_a xn; the latent rmsnorm'ed in place
  *   RoPE of each head's rotated part and of the key's; [latent | rotated key] -> the cache at the row's position
  *   qk_h = [attn_k_b_h q_nope_h | q_pe_h]             (per head, cuda_linear over head h's matrix)
- *   lat_h = softmax(qk_h . cache_j * scale) cache_j[0, R) over positions j <= pos  (cuda_mla_attention)
+ *   lat_h = softmax(qk_h . cache_j * scale) cache_j[0, R) over positions j <= pos  (cuda_mla_attention: on tensor
+ *           cores with an F16 cache, mla_attention_mma.cu; decode batches split over positions in b->mla_split)
  *   att_h = attn_v_b_h lat_h;  x += wo att
  *
  * Positions come from b->d_pos, so steps can be captured as graphs. Files with one attn_kv_b (before the k/v
@@ -64,8 +65,8 @@ static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     if (cuda_check(cudaMemcpy2DAsync(b->mla_qk + R, (size_t)RR * sizeof(float), b->q + nope, (size_t)K * sizeof(float),
                                      (size_t)r * sizeof(float), (size_t)(n * H), cudaMemcpyDeviceToDevice, s),
                    "mla: copy the rotated queries", err) < 0 ||
-        cuda_mla_attention(b->mla_lat, b->mla_qk, b->kv_type, cache, n, b->d_pos, (int32_t)H, (int32_t)R,
-                           (int32_t)RR, c->mla_kq_scale, s, err) < 0)
+        cuda_mla_attention(b->mla_lat, b->mla_qk, b->kv_type, cache, n, b->d_pos, b->n_ctx, (int32_t)H,
+                           (int32_t)R, (int32_t)RR, c->mla_kq_scale, b->mla_split, b->mla_split_bytes, s, err) < 0)
         return -1;
     for (int64_t h = 0; h < H; h++) {
         const cuda_tensor_t vb = head_matrix(&L->wv_b, h);

@@ -79,7 +79,7 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
                      (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o,
                      (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
-                     (void **)&b->mla_lat};
+                     (void **)&b->mla_lat, &b->mla_split};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (b->h_tokens)
@@ -518,6 +518,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     const size_t R = (size_t)c->n_lora_kv, RR = R + (size_t)c->n_rot, H = (size_t)c->n_head;
     b->act_row = max_act_row(b);
     b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
+    b->mla_split_bytes = mla ? cuda_mla_attention_scratch((int32_t)H, (int32_t)R, opt->n_ctx) : 0;
     size_t *sc = &b->bytes_scratch;
     if (cuda_alloc((void **)&b->k_cache, kv_cells * (size_t)b->kv_row, &b->bytes_kv, "the K cache", err) < 0 ||
         (b->v_row && cuda_alloc((void **)&b->v_cache, kv_cells * (size_t)b->v_row, &b->bytes_kv, "the V cache",
@@ -526,7 +527,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
                             "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_kv, NB * RR * f, sc, "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_qk, NB * H * RR * f, sc, "activations", err) < 0 ||
-                 cuda_alloc((void **)&b->mla_lat, NB * H * R * f, sc, "activations", err) < 0)) ||
+                 cuda_alloc((void **)&b->mla_lat, NB * H * R * f, sc, "activations", err) < 0 ||
+                 cuda_alloc(&b->mla_split, b->mla_split_bytes, sc, "attention scratch", err) < 0)) ||
         cuda_alloc((void **)&b->x, NB * E * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->xn, NB * E * f, sc, "activations", err) < 0 ||
         cuda_alloc((void **)&b->q, NB * Q * f, sc, "activations", err) < 0 ||

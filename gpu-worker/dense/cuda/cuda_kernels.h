@@ -272,11 +272,21 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
 /* Multi-head latent attention's absorbed form (deepseek2): for each row t < n_tok and head h, the softmax over
  * positions j <= *kv0 + t of (qk[t][h] . cache[j]) * scale, weighting cache[j][0, R): lat[t][h][0, R). qk:
  * [n_tok][n_head][RR] floats (the latent-space query, then the rotated part); cache: one layer's [n_ctx][RR] of
- * kv_type (the latent, then the rotated key part); R <= 1024. The CPU's cpu_attention_head_kv within float
- * rounding (online softmax over chunks of positions). */
+ * kv_type (the latent, then the rotated key part); *kv0 + n_tok <= n_ctx; R <= 1024. The CPU's
+ * cpu_attention_head_kv within float rounding. An F16 cache with R = 512, RR = 576 (DeepSeek-V2/V3, Kimi-K2) or
+ * 64, 96 runs on tensor cores (cuda_mla_attention_mma), batches of at most CUDA_MLA_SPLIT_ROWS rows with their
+ * positions split by a plan fixed by n_ctx, in scratch (cuda_mla_attention_scratch bytes; NULL: unsplit); others
+ * (an F32 cache: the reference-precision path) on CUDA cores, online softmax over chunks of positions. */
+#define CUDA_MLA_SPLIT_ROWS CUDA_DECODE_ROWS /* the batches backend.h keeps batch-invariant */
+size_t cuda_mla_attention_scratch(int32_t n_head, int32_t R, int32_t n_ctx);
 int cuda_mla_attention(float *lat, const float *qk, guild_type_t kv_type, const void *cache, int32_t n_tok,
-                       const int32_t *kv0, int32_t n_head, int32_t R, int32_t RR, float scale, cudaStream_t s,
-                       guild_err_t *err);
+                       const int32_t *kv0, int32_t n_ctx, int32_t n_head, int32_t R, int32_t RR, float scale,
+                       void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+bool cuda_mla_attention_mma_takes(guild_type_t kv_type, int32_t R, int32_t RR, const float *lat, const float *qk,
+                                  const void *cache);
+int cuda_mla_attention_mma(float *lat, const float *qk, const void *cache, int32_t n_tok, const int32_t *kv0,
+                           int32_t n_ctx, int32_t n_head, int32_t R, int32_t RR, float scale, void *scratch,
+                           size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
 /* prefill: tiles of query rows against tiles of keys in shared memory, online softmax (flash attention).
  * Runs the tensor-core kernel (below) when it takes the arguments and n_tok >= CUDA_ATTN_MMA_MIN_ROWS, the

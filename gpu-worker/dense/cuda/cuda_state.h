@@ -111,6 +111,8 @@ typedef struct cuda_backend {
     float *mla_kv;              /* [n_batch][RR] the rows' latents and rotated key parts, as cached */
     float *mla_qk;              /* [n_batch][n_head][RR] the queries in the latent space and their rotated parts */
     float *mla_lat;             /* [n_batch][n_head][R] the attention outputs in the latent space */
+    void *mla_split;            /* cuda_mla_attention's split scratch (decode batches) */
+    size_t mla_split_bytes;
     float *proj;                /* [n_batch][n_embd] attn_output / shared expert output */
     float *router_logits;       /* [n_batch][n_expert] */
     int32_t *ids;               /* [n_batch][n_expert_used] */

@@ -1,5 +1,6 @@
 /* cuda_mla_attention: multi-head latent attention's absorbed form over the latent cache (the CPU backend's
- * latent_attention_task: gpu-worker/dense/cpu/attn_mla.c). One block per (query head, row); the positions in
+ * latent_attention_task: gpu-worker/dense/cpu/attn_mla.c). The shapes and cache type the tensor-core kernel
+ * takes go there (mla_attention_mma.cu); here, on CUDA cores: one block per (query head, row); the positions in
  * chunks of MLA_CHUNK: the warps score a chunk (a lane per 32nd element of the cache row, reduced in the warp),
  * then every thread folds the chunk into its share of the latent output with the running maximum and sum
  * (online softmax). Summation order differs from the CPU's: within a stated tolerance, not bit for bit. */
@@ -86,9 +87,13 @@ static __global__ void mla_attention_kernel(float *__restrict__ lat, const float
 }
 
 extern "C" int cuda_mla_attention(float *lat, const float *qk, guild_type_t kv_type, const void *cache,
-                                  int32_t n_tok, const int32_t *kv0, int32_t n_head, int32_t R, int32_t RR,
-                                  float scale, cudaStream_t s, guild_err_t *err)
+                                  int32_t n_tok, const int32_t *kv0, int32_t n_ctx, int32_t n_head, int32_t R,
+                                  int32_t RR, float scale, void *scratch, size_t scratch_bytes, cudaStream_t s,
+                                  guild_err_t *err)
 {
+    if (cuda_mla_attention_mma_takes(kv_type, R, RR, lat, qk, cache))
+        return cuda_mla_attention_mma(lat, qk, cache, n_tok, kv0, n_ctx, n_head, R, RR, scale, scratch,
+                                      scratch_bytes, s, err);
     if (n_tok <= 0)
         return 0;
     if (R < 1 || R > MLA_THREADS * MLA_DIMS || RR < R)
