@@ -258,7 +258,7 @@ static float emulate_mma_row(const void *w, const void *a, int nb)
             }
         sumf = sumf + TR::finish(h, TR::act_d(ab + b), isum, imin);
     }
-    return sumf;
+    return qd_row<TR>(sumf);
 }
 
 /* Where a type's float16 block scales are (random bytes there would be NaN or infinite). */
@@ -271,6 +271,18 @@ static int block_scale_offsets(guild_type_t type, size_t *bs, size_t off[2])
     case GUILD_TYPE_IQ4_XS: *bs = sizeof(quant_block_iq4_xs), off[0] = 0; return 1;
     case GUILD_TYPE_Q8_0: *bs = sizeof(quant_block_q8_0), off[0] = 0; return 1;
     case GUILD_TYPE_MXFP4: *bs = sizeof(quant_block_mxfp4); return 0; /* every E8M0 byte is a finite scale */
+    case GUILD_TYPE_Q2_K: *bs = sizeof(quant_block_q2_K), off[0] = 80, off[1] = 82; return 2;
+    case GUILD_TYPE_Q3_K: *bs = sizeof(quant_block_q3_K), off[0] = 108; return 1;
+    case GUILD_TYPE_IQ2_XXS: *bs = sizeof(quant_block_iq2_xxs), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ2_XS: *bs = sizeof(quant_block_iq2_xs), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ2_S: *bs = sizeof(quant_block_iq2_s), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ3_XXS: *bs = sizeof(quant_block_iq3_xxs), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ3_S: *bs = sizeof(quant_block_iq3_s), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ1_S: *bs = sizeof(quant_block_iq1_s), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ1_M: *bs = sizeof(quant_block_iq1_m); return -1; /* spread over the scales' top nibbles */
+    case GUILD_TYPE_Q4_0: *bs = sizeof(quant_block_q4_0), off[0] = 0; return 1;
+    case GUILD_TYPE_Q5_0: *bs = sizeof(quant_block_q5_0), off[0] = 0; return 1;
+    case GUILD_TYPE_IQ4_NL: *bs = sizeof(quant_block_iq4_nl), off[0] = 0; return 1;
     default: ck_abort_msg("no block scales for type %d", (int)type);
     }
     return 0;
@@ -285,19 +297,47 @@ static float emulate_mma(guild_type_t type, const void *w, const void *a, int64_
     case GUILD_TYPE_IQ4_XS: return emulate_mma_row<mma_iq4_xs>(w, a, (int)(n / 256));
     case GUILD_TYPE_Q8_0: return emulate_mma_row<mma_q8_0>(w, a, (int)(n / 32));
     case GUILD_TYPE_MXFP4: return emulate_mma_row<mma_mxfp4>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q2_K: return emulate_mma_row<mma_q2_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q3_K: return emulate_mma_row<mma_q3_K>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ2_XXS: return emulate_mma_row<mma_iq2_xxs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ2_XS: return emulate_mma_row<mma_iq2_xs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ2_S: return emulate_mma_row<mma_iq2_s>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ3_XXS: return emulate_mma_row<mma_iq3_xxs>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ3_S: return emulate_mma_row<mma_iq3_s>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ1_S: return emulate_mma_row<mma_iq1_s>(w, a, (int)(n / 256));
+    case GUILD_TYPE_IQ1_M: return emulate_mma_row<mma_iq1_m>(w, a, (int)(n / 256));
+    case GUILD_TYPE_Q4_0: return emulate_mma_row<mma_q4_0>(w, a, (int)(n / 32));
+    case GUILD_TYPE_Q5_0: return emulate_mma_row<mma_q5_0>(w, a, (int)(n / 32));
+    case GUILD_TYPE_IQ4_NL: return emulate_mma_row<mma_iq4_nl>(w, a, (int)(n / 32));
     default: ck_abort_msg("no mma emulation for type %d", (int)type);
     }
     return 0.0f;
 }
 
+/* The types of the mma kernel (cuda_expert_mma_supported). */
+static const guild_type_t mma_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K, GUILD_TYPE_IQ4_XS,
+                                         GUILD_TYPE_Q8_0, GUILD_TYPE_MXFP4, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K,
+                                         GUILD_TYPE_IQ2_XXS, GUILD_TYPE_IQ2_XS, GUILD_TYPE_IQ2_S, GUILD_TYPE_IQ3_XXS,
+                                         GUILD_TYPE_IQ3_S, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ1_M, GUILD_TYPE_Q4_0,
+                                         GUILD_TYPE_Q5_0, GUILD_TYPE_IQ4_NL};
+#define N_MMA_TYPES (int)(sizeof mma_types / sizeof mma_types[0])
+
+/* fp16 block scales at the ends of the range: the smallest subnormal, the smallest normal, 1, the largest
+ * finite, and their negatives. */
+static quant_half_t extreme_half(rng_t *r)
+{
+    static const uint16_t v[] = {0x0001, 0x0400, 0x3c00, 0x7bff};
+    return (quant_half_t)(v[rng_next(r) % 4] | (rng_next(r) & 1 ? 0x8000 : 0));
+}
+
 /* The mma kernel's fragments cover each sub-block once (every element, every sub-block index), decode the scales
- * and mins, and finish as the dp4a kernel: quant_vec_dot_ref's bits on quantized rows, and the dp4a split's
- * bits on rows of random bytes (every scale and quant pattern; block scales made finite). */
+ * and mins, and finish as the dp4a kernel: quant_vec_dot_ref's bits and the dp4a split's on quantized rows (for
+ * the types with a quantizer), on rows of random bytes (every scale and quant pattern; block scales made finite)
+ * and on random bytes with extreme block scales. */
 START_TEST(test_mma_fragments_match_reference)
 {
-    static const guild_type_t types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K, GUILD_TYPE_IQ4_XS,
-                                         GUILD_TYPE_Q8_0, GUILD_TYPE_MXFP4};
-    const guild_type_t type = types[_i], at = quant_type_info(type)->dot_type;
+    const guild_type_t type = mma_types[_i], at = quant_type_info(type)->dot_type;
+    ck_assert(cuda_expert_mma_supported(type));
     const int64_t n = 1024;
     const int rows = 24;
     rng_t r;
@@ -307,18 +347,28 @@ START_TEST(test_mma_fragments_match_reference)
     char *w = (char *)aligned_alloc(16, (wrb + 15) / 16 * 16), *a = (char *)malloc(row_bytes(at, n));
     ck_assert(x && w && a);
     guild_err_t err;
-    int mismatches = 0;
-    for (int row = 0; row < 2 * rows; row++) {
-        const bool random_bytes = row >= rows;
-        if (random_bytes) {
+    int mismatches = 0, checked = 0;
+    for (int row = 0; row < 3 * rows; row++) {
+        const int kind = row / rows; /* 0 quantized, 1 random bytes, 2 random bytes with extreme scales */
+        if (kind == 0 && !quant_can_quantize(type))
+            continue; /* the IQ types without a quantizer */
+        checked++;
+        if (kind > 0) {
             for (size_t i = 0; i < wrb; i++)
                 w[i] = (char)rng_next(&r);
             size_t bs, off[2];
             const int nd = block_scale_offsets(type, &bs, off);
             for (size_t b = 0; b < wrb / bs; b++)
-                for (int k = 0; k < nd; k++) {
-                    const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
-                    memcpy(w + b * bs + off[k], &d, 2);
+                for (int k = 0; k < (nd < 0 ? 1 : nd); k++) {
+                    const quant_half_t d =
+                        kind == 2 ? extreme_half(&r) : quant_f32_to_f16((float)(1e-3 * (1 + rng_uniform(&r))));
+                    if (nd < 0) { /* IQ1_M: the top nibbles of the four uint16 scales at 48 */
+                        uint8_t *sc = (uint8_t *)w + b * bs + 48;
+                        for (int q = 0; q < 4; q++)
+                            sc[2 * q + 1] = (uint8_t)((sc[2 * q + 1] & 0x0f) | ((d >> 4 * q) & 0xf) << 4);
+                    } else {
+                        memcpy(w + b * bs + off[k], &d, 2);
+                    }
                 }
         } else {
             fill(&r, x, n);
@@ -326,14 +376,15 @@ START_TEST(test_mma_fragments_match_reference)
         }
         fill(&r, x, n);
         ck_assert(quant_quantize_row_ref(at, x, a, n, &err) == 0);
-        const float ref = random_bytes ? emulate(type, w, a, n) : quant_vec_dot_ref(type, n, w, a);
+        const float ref = quant_vec_dot_ref(type, n, w, a), split = emulate(type, w, a, n);
         const float got = emulate_mma(type, w, a, n);
-        if (memcmp(&ref, &got, sizeof ref) && mismatches++ < 3)
-            fprintf(stderr, "%s row %d (%s): mma fragments %.9g, reference %.9g\n", quant_type_info(type)->name, row,
-                    random_bytes ? "random bytes" : "quantized", (double)got, (double)ref);
+        static const char *kinds[] = {"quantized", "random bytes", "extreme scales"};
+        if ((memcmp(&ref, &got, sizeof ref) || memcmp(&split, &got, sizeof ref)) && mismatches++ < 3)
+            fprintf(stderr, "%s row %d (%s): mma fragments %.9g, reference %.9g, dp4a split %.9g\n",
+                    quant_type_info(type)->name, row, kinds[kind], (double)got, (double)ref, (double)split);
     }
     ck_assert_msg(mismatches == 0, "%s: %d of %d rows of the mma fragments differ", quant_type_info(type)->name,
-                  mismatches, 2 * rows);
+                  mismatches, checked);
     free(x);
     free(w);
     free(a);
@@ -367,7 +418,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, test_dequant_matches_reference);
     suite_add_tcase(s, tc);
     tc = tcase_create("mma_fragments");
-    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, 6);
+    tcase_add_loop_test(tc, test_mma_fragments_match_reference, 0, N_MMA_TYPES);
     suite_add_tcase(s, tc);
     tc = tcase_create("iq_grids");
     tcase_add_test(tc, test_iq_grids_match_core);

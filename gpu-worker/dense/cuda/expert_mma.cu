@@ -3,11 +3,12 @@
  *
  * Bits: expert_q_kernel's, exactly. For a (row, pair) it adds, block after block in order, finish(isum, imin)
  * of quant_dot.cuh where isum/imin are exact integers. Here one mma gives the exact int8 dot of one sub-block
- * (the span of one scale: 32 elements for Q4_K/Q5_K/IQ4_XS/Q8_0, 16 for Q6_K) for 16 rows x 8 pairs; times its
- * scale and summed in int32 that is the same isum (integer sums do not depend on order), and the same finish
- * (same operations, --fmad=false) is added in the same block order, so the floats are the same bits.
- * Q4_K/Q5_K's imin (sum of mins times the activation's sub-block sums) is accumulated by a second mma whose A
- * operand holds each sub-block's min in all 32 columns: sum_s m_s * sum_k a_k, the integer the reference
+ * (the span of one scale: 32 elements for Q4_K/Q5_K/IQ4_XS/Q8_0, 16 for Q6_K/Q2_K/Q3_K) for 16 rows x 8 pairs;
+ * times its scale and summed in int32 that is the same isum (integer sums do not depend on order), and the same
+ * finish (same operations, --fmad=false) is added in the same block order, so the floats are the same bits; the
+ * row's factor of the IQ types (qd_row) last, as the dp4a kernel does.
+ * Q4_K/Q5_K/Q2_K's imin (sum of mins times the activation's sub-block sums) is accumulated by a second mma whose
+ * A operand holds each sub-block's min in all 32 (16) columns: sum_s m_s * sum_k a_k, the integer the reference
  * gets from the bsums.
  *
  * K order: the dot of a sub-block does not depend on the order of its elements, so a thread's A and B
@@ -99,7 +100,6 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     constexpr int SPC = TR::SPC, KR = TR::KR;
     constexpr int WROWS = GU ? 16 : 16 * NQ; /* rows of a warp: NQ groups of 16 (gate and up: one of each) */
     static_assert(NQ == 2 || (NQ == 1 && !GU), "gate and up take a group each");
-    static_assert(!TR::HAS_MIN || KR == 2, "the mins' mma is an m16n8k32 over both B registers");
     if (!DENSE && (int)blockIdx.y >= *n_tiles)
         return;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
@@ -196,7 +196,10 @@ static __global__ void __launch_bounds__(MMA_THREADS)
                         isum[q][j][3] += s8 * d[3];
                         if (TR::HAS_MIN) {
                             const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
-                            mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                            if (KR == 2)
+                                mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                            else
+                                mma_k16(imin[q][j], m0, m8, B[i][0]);
                         }
                     }
             }
@@ -227,13 +230,14 @@ static __global__ void __launch_bounds__(MMA_THREADS)
             if constexpr (GU) {
                 const int r = rows[0][i / 2];
                 if (r < nrows)
-                    out[(int64_t)p * ldo + r] = mma_silu_mul(acc[0][j][i], acc[NQ - 1][j][i]);
+                    out[(int64_t)p * ldo + r] =
+                        mma_silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[NQ - 1][j][i]));
             } else {
 #pragma unroll
                 for (int q = 0; q < NQ; q++) {
                     const int r = rows[q][i / 2];
                     if (r < nrows)
-                        out[(int64_t)p * ldo + r] = acc[q][j][i];
+                        out[(int64_t)p * ldo + r] = qd_row<TR>(acc[q][j][i]); /* the row's factor (IQ types) */
                 }
             }
         }
@@ -269,7 +273,11 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
 extern "C" bool cuda_expert_mma_supported(guild_type_t type)
 {
     return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
-           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0 || type == GUILD_TYPE_MXFP4;
+           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0 || type == GUILD_TYPE_MXFP4 ||
+           type == GUILD_TYPE_Q2_K || type == GUILD_TYPE_Q3_K || type == GUILD_TYPE_IQ2_XXS ||
+           type == GUILD_TYPE_IQ2_XS || type == GUILD_TYPE_IQ2_S || type == GUILD_TYPE_IQ3_XXS ||
+           type == GUILD_TYPE_IQ3_S || type == GUILD_TYPE_IQ1_S || type == GUILD_TYPE_IQ1_M ||
+           type == GUILD_TYPE_Q4_0 || type == GUILD_TYPE_Q5_0 || type == GUILD_TYPE_IQ4_NL;
 }
 
 static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
@@ -302,6 +310,30 @@ static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char
         expert_mma_go<mma_mxfp4>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
                                  tiles, n_tiles, max_tiles, npairs, narrow, out, ldo, s);
         return true;
+    case GUILD_TYPE_Q2_K:
+        expert_mma_go<mma_q2_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+    case GUILD_TYPE_Q3_K:
+        expert_mma_go<mma_q3_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
+                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
+        return true;
+#define MMA_CASE(T, TR)                                                                                           \
+    case T:                                                                                                    \
+        expert_mma_go<TR>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,  \
+                          n_tiles, max_tiles, npairs, narrow, out, ldo, s);                                    \
+        return true
+    MMA_CASE(GUILD_TYPE_IQ2_XXS, mma_iq2_xxs);
+    MMA_CASE(GUILD_TYPE_IQ2_XS, mma_iq2_xs);
+    MMA_CASE(GUILD_TYPE_IQ2_S, mma_iq2_s);
+    MMA_CASE(GUILD_TYPE_IQ3_XXS, mma_iq3_xxs);
+    MMA_CASE(GUILD_TYPE_IQ3_S, mma_iq3_s);
+    MMA_CASE(GUILD_TYPE_IQ1_S, mma_iq1_s);
+    MMA_CASE(GUILD_TYPE_IQ1_M, mma_iq1_m);
+    MMA_CASE(GUILD_TYPE_Q4_0, mma_q4_0);
+    MMA_CASE(GUILD_TYPE_Q5_0, mma_q5_0);
+    MMA_CASE(GUILD_TYPE_IQ4_NL, mma_iq4_nl);
+#undef MMA_CASE
     default:
         return false;
     }

@@ -6,7 +6,7 @@
 #ifndef GUILD_GPU_WORKER_CUDA_EXPERT_MMA_TRAITS_CUH
 #define GUILD_GPU_WORKER_CUDA_EXPERT_MMA_TRAITS_CUH
 
-#include "gpu-worker/dense/cuda/quant_dot.cuh"
+#include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 
 /* ---- per-type traits ----------------------------------------------------------------------------------------
  * A weight block (QK elements) is NCH chunks of SPC sub-blocks (one mma each; KR = 2: m16n8k32, KR = 1: m16n8k16); sub(c, i)
@@ -350,6 +350,596 @@ struct mma_mxfp4 {
     {
         const float d = quant_e8m0_to_f32_half((uint8_t)r.e) * ad;
         return d * (float)isum;
+    }
+};
+
+/* The activation fragments of 16-element sub-blocks (KR = 1): thread t takes elements 16 s + 4t .. +3 of
+ * sub-block s = TR::sub(c, i) (4-byte aligned: Q8_K's qs at 4). */
+template <typename TR>
+QD_FN void bchunk16(const quant_block_q8_K *a, int t, int c, int (&b)[TR::SPC][1])
+{
+    const int *q = (const int *)a->qs;
+#pragma unroll
+    for (int i = 0; i < TR::SPC; i++)
+        b[i][0] = q[4 * TR::sub(c, i) + t];
+}
+
+/* Q2_K: sub-block s = 8 hf + 2 k + p (16 elements, 4-bit scale and 4-bit min in scales[s]) holds elements
+ * 128 hf + 32 k + 16 p + l, the 2-bit field at shift 2k of qs[32 hf + 16 p + l]; chunk c = 2 hf + p holds
+ * k = 0..3 (Q6_K's order), thread t takes l = 4t .. 4t+3: one 4-byte load (blocks of 84 bytes, qs at 16). The
+ * mins' integer: each sub-block's min against its activation elements (the bsums of dot_q2_K). */
+struct mma_q2_K {
+    typedef quant_block_q2_K wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 4, KR = 1;
+    static constexpr bool HAS_MIN = true;
+    struct whead {
+        uint32_t sc[4]; /* scales[16]: scale | min << 4 of sub-blocks 4i .. 4i+3 */
+        uint32_t dd;    /* d | dmin << 16 */
+    };
+    QD_FN int sub(int c, int i)
+    {
+        return 8 * (c / 2) + 2 * i + c % 2;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            r.sc[i] = (uint32_t)qd_load_a4(w->scales + 4 * i);
+        r.dd = (uint32_t)qd_load_a4(&w->d); /* d at 80, dmin at 82 */
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+        const int v = qd_load_a4(w->qs + 32 * (c / 2) + 16 * (c % 2) + 4 * t);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            q[k][0] = (v >> (2 * k)) & 0x03030303;
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        bchunk16<mma_q2_K>(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return (int)((r.sc[s / 4] >> 8 * (s % 4)) & 0xfu);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return (int)qd_byte_perm((r.sc[s / 4] >> 4) & 0x0f0f0f0fu, 0, (s % 4) * 0x1111u);
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return k4_finish((quant_half_t)(r.dd & 0xffffu), (quant_half_t)(r.dd >> 16), ad, isum, imin); /* dot_q2_K */
+    }
+};
+
+/* Q3_K: Q2_K's sub-blocks and fragments; the level is the 2-bit field minus 4 where bit 4 hf + k of
+ * hmask[16 p + l] is clear (dot_q3_K), the scales q3k_scale's 6-bit values minus 32, decoded four at a time:
+ * sub-blocks 4i .. 4i+3 take the low (i = 0, 1) or high (i = 2, 3) nibbles of scales[4 (i % 2) ..] and bits
+ * 2i, 2i+1 of scales[8 ..]. Blocks of 110 bytes: 2-byte loads. */
+struct mma_q3_K {
+    typedef quant_block_q3_K wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 4, KR = 1;
+    static constexpr bool HAS_MIN = false;
+    struct whead {
+        uint32_t sc[4]; /* scale - 32 of sub-blocks 4i .. 4i+3, one signed byte each */
+        uint32_t dd;    /* d */
+    };
+    QD_FN int sub(int c, int i)
+    {
+        return mma_q2_K::sub(c, i);
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        const uint32_t a0 = (uint32_t)qd_load_a2(w->scales), a1 = (uint32_t)qd_load_a2(w->scales + 4);
+        const uint32_t a2 = (uint32_t)qd_load_a2(w->scales + 8);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t lo = ((i % 2 ? a1 : a0) >> (4 * (i / 2))) & 0x0f0f0f0fu;
+            const uint32_t hi = (a2 >> (2 * i)) & 0x03030303u;
+            r.sc[i] = (uint32_t)qd_vsub4((int)(lo | hi << 4), 0x20202020);
+        }
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+        const int hf = c / 2, p = c % 2;
+        const int v = qd_load_a2(w->qs + 32 * hf + 16 * p + 4 * t);
+        const int h = qd_load_a2(w->hmask + 16 * p + 4 * t);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int lo = (v >> (2 * k)) & 0x03030303;
+            const int hi = ((h >> (4 * hf + k)) & 0x01010101) << 2;
+            q[k][0] = qd_vsub4(lo | hi, 0x04040404);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        bchunk16<mma_q3_K>(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return (int)(int8_t)(uint8_t)(r.sc[s / 4] >> 8 * (s % 4));
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        const float d = qd_f16((quant_half_t)r.dd) * ad; /* dot_q3_K::finish */
+        return d * (float)isum;
+    }
+};
+
+/* ---- the lattice IQ types (quant_dot_iq.cuh's contract) ------------------------------------------------------
+ * A sub-block is the span of one odd scale: a group of 32 (IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S: KR = 2, thread t
+ * takes grid entry t, elements 8t .. 8t+7, as Q4_K's fragments) or half a group (IQ2_XS, IQ2_S, IQ1_M: KR = 1,
+ * thread t takes half t % 2 of entry 2 (s % 2) + t / 2 of group s / 2, elements 16 s + 4t .. +3). The signs are
+ * applied in the word (iq_signed4). IQ1's delta is folded into the element: 8 g + dsign (-9 .. 9), whose dot is
+ * iq1_dot8's 8 sum g a + dsign sum a. ROW_K is the row's factor (qd_row, applied by the kernel last). */
+
+/* The odd scale 2 v + 1 of the 4-bit field v at nibble s of sc. */
+QD_FN int iq_odd_nibble(uint32_t sc, int s)
+{
+    return 2 * (int)((sc >> 4 * s) & 0xfu) + 1;
+}
+
+/* 8 g + dsign of the four int8 grid bytes -1 / 0 / 1 in v (dsign -1 when neg). */
+QD_FN int iq1_level4(uint32_t v, bool neg)
+{
+    return qd_vsub4((int)((v << 3) & 0xf8f8f8f8u), neg ? 0x01010101 : (int)0xffffffffu);
+}
+
+/* Group s: four grid-index bytes, then four 7-bit sign indices and the scale in the uint16 pair at qs + 4s
+ * (blocks of 66 bytes: 2-byte loads). */
+struct mma_iq2_xxs {
+    typedef quant_block_iq2_xxs wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 2, KR = 2;
+    static constexpr bool HAS_MIN = false;
+    static constexpr float ROW_K = 0.125f;
+    struct whead {
+        uint32_t sc; /* the 4-bit scale of group s at nibble s */
+        uint32_t dd; /* d */
+    };
+    QD_FN int sub(int c, int i)
+    {
+        return 2 * c + i;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc = 0;
+#pragma unroll
+        for (int s = 0; s < 8; s++)
+            r.sc |= ((uint32_t)qd_load_a2(w->qs + 4 * s + 2) >> 28) << 4 * s;
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 2 * c + i;
+            const uint32_t idx = (uint32_t)qd_load_a2(w->qs + 4 * s), aux = (uint32_t)qd_load_a2(w->qs + 4 * s + 2);
+            const uint64_t g = IQ_TAB(iq2xxs_grid)[(idx >> 8 * t) & 0xff];
+            const uint32_t sg = IQ_TAB(ksigns_iq2xs)[(aux >> 7 * t) & 127];
+            q[i][0] = iq_signed4((uint32_t)g, sg & 15u);
+            q[i][1] = iq_signed4((uint32_t)(g >> 32), sg >> 4);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        mma_q4_K::bchunk(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return iq_odd_nibble(r.sc, s);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* Group s: grid indices qs[8s .. 8s+7] (4 elements each), the signs and scale in the uint32 at qs[64 + 4s]
+ * (blocks of 98 bytes: 2-byte loads). */
+struct mma_iq3_xxs {
+    typedef quant_block_iq3_xxs wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 2, KR = 2;
+    static constexpr bool HAS_MIN = false;
+    static constexpr float ROW_K = 0.25f;
+    typedef mma_iq2_xxs::whead whead;
+    QD_FN int sub(int c, int i)
+    {
+        return 2 * c + i;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc = 0;
+#pragma unroll
+        for (int s = 0; s < 8; s++)
+            r.sc |= ((uint32_t)qd_load_a2(w->qs + QUANT_QK_K / 4 + 4 * s) >> 28) << 4 * s;
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 2 * c + i;
+            const uint32_t aux = (uint32_t)qd_load_a2(w->qs + QUANT_QK_K / 4 + 4 * s);
+            const uint32_t sg = IQ_TAB(ksigns_iq2xs)[(aux >> 7 * t) & 127];
+            q[i][0] = iq_signed4(IQ_TAB(iq3xxs_grid)[w->qs[8 * s + 2 * t]], sg & 15u);
+            q[i][1] = iq_signed4(IQ_TAB(iq3xxs_grid)[w->qs[8 * s + 2 * t + 1]], sg >> 4);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        mma_q4_K::bchunk(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return iq_odd_nibble(r.sc, s);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* Group s: qs[8s ..] with 9th bits in qh[s], sign bytes signs[4s ..], the scale nibble s of scales[4]
+ * (blocks of 110 bytes: 2-byte loads); no row factor. */
+struct mma_iq3_s {
+    typedef quant_block_iq3_s wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 2, KR = 2;
+    static constexpr bool HAS_MIN = false;
+    typedef mma_iq2_xxs::whead whead;
+    QD_FN int sub(int c, int i)
+    {
+        return 2 * c + i;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc = (uint32_t)qd_load_a2(w->scales);
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 2 * c + i, qh = w->qh[s];
+            const uint32_t sg = w->signs[4 * s + t];
+            q[i][0] = iq_signed4(IQ_TAB(iq3s_grid)[w->qs[8 * s + 2 * t] | ((qh << (8 - 2 * t)) & 256)], sg & 15u);
+            q[i][1] = iq_signed4(IQ_TAB(iq3s_grid)[w->qs[8 * s + 2 * t + 1] | ((qh << (7 - 2 * t)) & 256)], sg >> 4);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        mma_q4_K::bchunk(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return iq_odd_nibble(r.sc, s);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* Group s: qs[4s ..] with 3 index bits each, the scale (bits 12-14) and the delta sign (bit 15) in qh[s]
+ * (blocks of 50 bytes: 2-byte loads). */
+struct mma_iq1_s {
+    typedef quant_block_iq1_s wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 2, KR = 2;
+    static constexpr bool HAS_MIN = false;
+    static constexpr float ROW_K = 0.125f;
+    typedef mma_iq2_xxs::whead whead;
+    QD_FN int sub(int c, int i)
+    {
+        return 2 * c + i;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc = 0;
+#pragma unroll
+        for (int s = 0; s < 8; s++)
+            r.sc |= (uint32_t)((w->qh[s] >> 12) & 7) << 4 * s;
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 2 * c + i, qh = w->qh[s];
+            const uint64_t g = IQ_TAB(iq1s_grid)[w->qs[4 * s + t] | (((qh >> (3 * t)) & 7) << 8)];
+            q[i][0] = iq1_level4((uint32_t)g, qh & 0x8000);
+            q[i][1] = iq1_level4((uint32_t)(g >> 32), qh & 0x8000);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        mma_q4_K::bchunk(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return iq_odd_nibble(r.sc, s);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* The 16-element sub-blocks s = 4c + i of the half-group types (KR = 1). */
+struct mma_iq_half_subs {
+    QD_FN int sub(int c, int i)
+    {
+        return 4 * c + i;
+    }
+};
+
+/* Sub-block s: half s % 2 of group s / 2, entries qs[4 (s / 2) + 2 (s % 2) + 0, 1] (a 9-bit grid index and a
+ * 7-bit sign index each), the scale nibble s of scales[8] (blocks of 74 bytes: 2-byte loads). */
+struct mma_iq2_xs : mma_iq_half_subs {
+    typedef quant_block_iq2_xs wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 4, KR = 1;
+    static constexpr bool HAS_MIN = false;
+    static constexpr float ROW_K = 0.125f;
+    struct whead {
+        uint32_t sc[2]; /* the 4-bit scales of sub-blocks 8k .. 8k+7, one a nibble */
+        uint32_t dd;    /* d */
+    };
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc[0] = (uint32_t)qd_load_a2(w->scales);
+        r.sc[1] = (uint32_t)qd_load_a2(w->scales + 4);
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 4 * c + i;
+            const uint32_t e = w->qs[4 * (s / 2) + 2 * (s % 2) + t / 2];
+            const uint64_t g = IQ_TAB(iq2xs_grid)[e & 511];
+            const uint32_t sg = IQ_TAB(ksigns_iq2xs)[e >> 9];
+            q[i][0] = iq_signed4((uint32_t)(g >> 32 * (t % 2)), (sg >> 4 * (t % 2)) & 15u);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        bchunk16<mma_iq2_xs>(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return iq_odd_nibble(r.sc[s / 8], s % 8);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* As IQ2_XS: entry l of group j has the 10-bit index qs[4j + l] | bits 2l, 2l+1 of qh[j] << 8 and the sign byte
+ * qs[32 + 4j + l] (blocks of 82 bytes). */
+struct mma_iq2_s : mma_iq_half_subs {
+    typedef quant_block_iq2_s wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 4, KR = 1;
+    static constexpr bool HAS_MIN = false;
+    static constexpr float ROW_K = 0.125f;
+    typedef mma_iq2_xs::whead whead;
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc[0] = (uint32_t)qd_load_a2(w->scales);
+        r.sc[1] = (uint32_t)qd_load_a2(w->scales + 4);
+        r.dd = w->d;
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 4 * c + i, j = s / 2, l = 2 * (s % 2) + t / 2;
+            const uint64_t g = IQ_TAB(iq2s_grid)[w->qs[4 * j + l] | ((w->qh[j] << (8 - 2 * l)) & 0x300)];
+            const uint32_t sg = w->qs[QUANT_QK_K / 8 + 4 * j + l];
+            q[i][0] = iq_signed4((uint32_t)(g >> 32 * (t % 2)), (sg >> 4 * (t % 2)) & 15u);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        bchunk16<mma_iq2_s>(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return iq_odd_nibble(r.sc[s / 8], s % 8);
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* Sub-block s: half s % 2 of group s / 2; entry l = 2 (s % 2) + t / 2 has index qs[4 (s / 2) + l] | 3 bits of
+ * nibble t / 2 of qh[s] << 8 and that nibble's bit 3 as its delta sign; the 3-bit scale of sub-block s is bits
+ * 3 (s % 4) .. of the uint16 s / 4 of scales, whose top nibbles are d (iq1m_d). Blocks of 56 bytes. */
+struct mma_iq1_m : mma_iq_half_subs {
+    typedef quant_block_iq1_m wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int QK = QUANT_QK_K, NCH = 4, SPC = 4, KR = 1;
+    static constexpr bool HAS_MIN = false;
+    static constexpr float ROW_K = 0.125f;
+    struct whead {
+        uint32_t sc[2]; /* scales as two little-endian uint32: uint16s 0, 1 and 2, 3 */
+        uint32_t dd;    /* d */
+    };
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.sc[0] = (uint32_t)qd_load_a2(w->scales);
+        r.sc[1] = (uint32_t)qd_load_a2(w->scales + 4);
+        r.dd = iq1m_d(w);
+    }
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+#pragma unroll
+        for (int i = 0; i < SPC; i++) {
+            const int s = 4 * c + i, l = 2 * (s % 2) + t / 2;
+            const int nib = (w->qh[s] >> (4 * (t / 2))) & 0xf;
+            const uint64_t g = IQ_TAB(iq1s_grid)[w->qs[4 * (s / 2) + l] | (nib & 7) << 8];
+            q[i][0] = iq1_level4((uint32_t)(g >> 32 * (t % 2)), nib & 8);
+        }
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        bchunk16<mma_iq1_m>(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return a->d;
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return 2 * (int)((r.sc[s / 8] >> (16 * ((s / 4) % 2) + 3 * (s % 4))) & 7u) + 1;
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        return iq_finish((quant_half_t)r.dd, ad, isum);
+    }
+};
+
+/* ---- the 32-element types against Q8_0 (as MXFP4: one sub-block of scale 1; thread t takes qs[4t .. 4t+3],
+ * low nibbles elements 4t .., high nibbles 16 + 4t ..; blocks of 18 and 22 bytes: 2-byte loads) ---------------- */
+
+/* The fragments, scales and finish shared by Q4_0, Q5_0 and IQ4_NL (quant_dot.cuh's d(w) * d(a) * isum). */
+template <typename WB>
+struct mma_b32 {
+    typedef WB wblock;
+    typedef quant_block_q8_0 ablock;
+    static constexpr int QK = 32, NCH = 1, SPC = 1, KR = 2;
+    static constexpr bool HAS_MIN = false;
+    struct whead {
+        uint32_t dd; /* d */
+    };
+    QD_FN int sub(int c, int i)
+    {
+        return 0;
+    }
+    QD_FN void head(const wblock *w, whead &r)
+    {
+        r.dd = w->d;
+    }
+    QD_FN void bchunk(const ablock *a, int t, int c, int (&b)[SPC][KR])
+    {
+        mma_mxfp4::bchunk(a, t, c, b);
+    }
+    QD_FN float act_d(const ablock *a)
+    {
+        return qd_f16(a->d);
+    }
+    QD_FN int scale(const whead &r, int s)
+    {
+        return 1;
+    }
+    QD_FN int minb(const whead &r, int s)
+    {
+        return 0;
+    }
+    QD_FN float finish(const whead &r, float ad, int isum, int imin)
+    {
+        const float d = qd_f16((quant_half_t)r.dd) * ad;
+        return d * (float)isum;
+    }
+};
+
+struct mma_q4_0 : mma_b32<quant_block_q4_0> {
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+        const int v = qd_load_a2(w->qs + 4 * t);
+        q[0][0] = qd_vsub4(v & 0x0f0f0f0f, 0x08080808);
+        q[0][1] = qd_vsub4((v >> 4) & 0x0f0f0f0f, 0x08080808);
+    }
+};
+
+struct mma_q5_0 : mma_b32<quant_block_q5_0> {
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+        const uint32_t qh = (uint32_t)qd_load_a2(w->qh);
+        const int v = qd_load_a2(w->qs + 4 * t);
+        q[0][0] = qd_vsub4((v & 0x0f0f0f0f) | q5_high4(qh, 4 * t), 0x10101010);
+        q[0][1] = qd_vsub4(((v >> 4) & 0x0f0f0f0f) | q5_high4(qh, 16 + 4 * t), 0x10101010);
+    }
+};
+
+struct mma_iq4_nl : mma_b32<quant_block_iq4_nl> {
+    QD_FN void chunk(const wblock *w, int t, int c, int (&q)[SPC][KR])
+    {
+        const uint32_t v = (uint32_t)qd_load_a2(w->qs + 4 * t);
+        q[0][0] = iq4nl_lookup4(v & 0x0f0f0f0fu);
+        q[0][1] = iq4nl_lookup4((v >> 4) & 0x0f0f0f0fu);
     }
 };
 
