@@ -169,6 +169,7 @@ typedef struct sse {
     logprob_entry_t *lp; /* [n_lp] read, not yet in a chunk: they go in the next chunk with a choice */
     size_t n_lp;
     size_t lp_offset; /* the completion's text offset of lp[0] */
+    bool counted;     /* metrics_request done: when the last events are made (before the client can see them) */
 } sse_t;
 
 static void sse_event(sse_t *s, json_t *j);
@@ -235,6 +236,8 @@ static void sse_event(sse_t *s, json_t *j)
 static void sse_end(sse_t *s, const job_status_t *st)
 {
     s->done = true;
+    metrics_request(s->srv->metrics, s->id.kind, metrics_outcome_of(st->end), st);
+    s->counted = true;
     switch (st->end) {
     case JOB_STOP:
     case JOB_LENGTH:
@@ -311,9 +314,11 @@ static ssize_t sse_produce(void *ctx, http_stream_t *hs, char *buf, size_t max)
 static void sse_free(void *ctx)
 {
     sse_t *s = ctx;
-    job_status_t st;
-    job_read(s->job, SIZE_MAX, &s->text, &st); /* the status only: from SIZE_MAX there is no text */
-    metrics_request(s->srv->metrics, s->id.kind, metrics_outcome_of(st.end), &st);
+    if (!s->counted) { /* the client went away first */
+        job_status_t st;
+        job_read(s->job, SIZE_MAX, &s->text, &st); /* the status only: from SIZE_MAX there is no text */
+        metrics_request(s->srv->metrics, s->id.kind, metrics_outcome_of(st.end), &st);
+    }
     job_cancel(s->job); /* no-op when it has ended; stops it when the client went away mid-stream */
     job_unref(&s->job);
     strbuf_fini(&s->out);

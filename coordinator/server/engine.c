@@ -251,6 +251,7 @@ done:;
     pthread_mutex_lock(&e->mu);
     e->busy_s += guild_clock_s() - t0;
     e->expert_wait_ns = wait_ns;
+    e->running = NULL; /* as the counters: a client that has its reply sees no request running */
     pthread_mutex_unlock(&e->mu);
     log_and_finish(e, j, &st, &res, &err, -1);
     free(res.ids);
