@@ -35,7 +35,7 @@ run() { # NAME FLAGS...
     shift
     step 30 "guild run $name: $*" sh -c '"$0" "$@" > /dev/null 2> "'"$O/$name.log"'"; st=$?;
         grep "decode:\|speculative:\|prefill:" "'"$O/$name.log"'"; exit $st' \
-        "$B/guild" run -m $m -f /tmp/rep.txt -n 96 --temp 0 --ignore-eos --threads 14 --ctx 1024 \
+        "$B/guild" run -m $m -f /tmp/rep.txt -n 96 --temp 0 --ignore-eos --threads 14 --ctx 1024 --backend cuda \
         --ids-out "$O/$name.ids" "$@"
 }
 if [ -f $m ]; then
