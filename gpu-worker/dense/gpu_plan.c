@@ -27,6 +27,9 @@
 #define LOGIT_ROWS 32     /* cuda_backend.c */
 #define ATTN_TOK 32       /* attn_decode.cu: rows the split-key scratch is sized for (CUDA_DECODE_ROWS) */
 #define ATTN_SPLITS 64    /* attn_decode.cu: AD_MAX_SPLITS */
+#define GDN_CHUNK 64          /* cuda_kernels.h CUDA_GDN_CHUNK: rows of a chunk of the gated delta net's chunked */
+#define GDN_CHUNK_MIN_ROWS 33 /* form, the fewest rows of a batch that take it (CUDA_GDN_CHUNK_MIN_ROWS) and the */
+#define GDN_CHUNK_MAX_DK 128  /* widest heads (cuda_gdn_chunk_fits) */
 #define TIE 0.005         /* scores within this fraction are equal */
 #define REF_GEN 256
 #define REF_PROMPT_MAX 16384
@@ -495,7 +498,8 @@ uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, uint32_t k
 }
 
 /* The gated delta net's and the output gate's activations for chunks of NB tokens (the CUDA backend's
- * alloc_hybrid). */
+ * alloc_hybrid), with the chunked form's scratch (cuda_gdn_chunk_scratch): per value head, the rows padded to whole
+ * chunks, two rows of a head's width, a chunk's row of decayed query-key products and a cumulative decay. */
 static uint64_t hybrid_buffers_bytes(const model_config_t *c, uint64_t NB)
 {
     const uint64_t Q = (uint64_t)c->n_head * (uint64_t)c->head_dim, fl = 4;
@@ -510,6 +514,9 @@ static uint64_t hybrid_buffers_bytes(const model_config_t *c, uint64_t NB)
         const uint64_t CH = (uint64_t)model_gdn_conv_channels(c), IN = (uint64_t)c->ssm_d_inner;
         const uint64_t NV = (uint64_t)c->ssm_dt_rank;
         bytes += NB * (CH + 2 * IN + 4 * NV) * fl;
+        const uint64_t DK = (uint64_t)c->ssm_d_state, rows = (NB + GDN_CHUNK - 1) / GDN_CHUNK * GDN_CHUNK;
+        if (NB >= GDN_CHUNK_MIN_ROWS && DK <= GDN_CHUNK_MAX_DK && DK % (DK < 16 ? DK : 16) == 0)
+            bytes += NV * rows * (2 * DK + GDN_CHUNK + 1) * fl;
     }
     return bytes;
 }

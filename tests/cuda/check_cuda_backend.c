@@ -447,6 +447,72 @@ START_TEST(test_mla_long_context)
 }
 END_TEST
 
+/* The hybrids' prefill through the gated delta net's chunked form (batches of CUDA_GDN_CHUNK_MIN_ROWS rows or
+ * more; gdn_chunk.cu), F32 weights and cache: 150 prompt rows in one batch (three chunks, the last a part) against
+ * the CPU backend's sequential form within its floor (1e-3 max(1, |cpu|)); the same rows in batches of 70, 1, 3
+ * and 76 (the chunked form, the one-row form twice, the chunked form again, the states carried between them)
+ * against the one batch within 1e-4 max(1, |one batch|), as test_chunks_and_reruns allows the attention kernels;
+ * then 8 decode steps after both, each within the floor of the CPU's. _i: qwen3next, qwen35moe. */
+START_TEST(test_gdn_chunked_prefill)
+{
+    tiny_spec_t s = cuda_spec(_i ? "qwen35moe" : "qwen3next", GUILD_TYPE_F32, 21);
+    rig_t r;
+    rig_open(&r, &s, 160, 256, true);
+    const int32_t V = r.n_vocab, n = 150, parts[] = {70, 1, 3, 76};
+    int32_t toks[150], rows[150];
+    for (int32_t i = 0; i < n; i++) {
+        toks[i] = (int32_t)((i * 37 + 11) % V);
+        rows[i] = i;
+    }
+    const size_t bytes = (size_t)n * (size_t)V * sizeof(float);
+    float *lc = malloc(bytes), *la = malloc(bytes), *lb = malloc(bytes);
+    forward(r.cpu, n, toks, n, rows, lc);
+    forward(r.gpu, n, toks, n, rows, la);
+    double e_cpu = 0, e_parts = 0, e_decode = 0;
+    for (size_t i = 0; i < (size_t)n * (size_t)V; i++) {
+        const double d = fabs((double)la[i] - lc[i]) / fmax(1.0, fabs(lc[i]));
+        ck_assert_msg(d <= 1e-3, "%s: one batch, logit %zu: cuda %.7g, cpu %.7g", s.arch, i, (double)la[i],
+                      (double)lc[i]);
+        e_cpu = d > e_cpu ? d : e_cpu;
+    }
+    /* the same rows in parts, on a second device backend so that both states go on to the decode steps */
+    backend_t *g2 = NULL;
+    guild_err_t err = {{0}};
+    backend_options_t o = {.n_ctx = 256, .n_batch = 160, .pool = r.pool, .moe = r.moe};
+    const cuda_config_t cc = {.test.kv_f32 = true};
+    ck_assert_msg(backend_new(&g2, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
+    for (int32_t k = 0, p = 0; k < 4; p += parts[k++])
+        forward(g2, parts[k], toks + p, parts[k], rows, lb + (size_t)p * (size_t)V);
+    for (size_t i = 0; i < (size_t)n * (size_t)V; i++) {
+        const double d = fabs((double)lb[i] - la[i]) / fmax(1.0, fabs(la[i]));
+        ck_assert_msg(d <= 1e-4, "%s: batches of 70, 1, 3, 76, logit %zu: %.7g, one batch %.7g", s.arch, i,
+                      (double)lb[i], (double)la[i]);
+        e_parts = d > e_parts ? d : e_parts;
+    }
+    int32_t tok = argmax(lc + (size_t)(n - 1) * (size_t)V, V);
+    for (int step = 0; step < 8; step++) {
+        const int32_t row = 0;
+        forward(r.cpu, 1, &tok, 1, &row, lc);
+        forward(r.gpu, 1, &tok, 1, &row, la);
+        forward(g2, 1, &tok, 1, &row, lb);
+        for (int32_t i = 0; i < V; i++) {
+            const double d = fmax(fabs((double)la[i] - lc[i]), fabs((double)lb[i] - lc[i])) / fmax(1.0, fabs(lc[i]));
+            ck_assert_msg(d <= 1e-3, "%s: decode step %d, logit %d: cuda %.7g and %.7g, cpu %.7g", s.arch, step, i,
+                          (double)la[i], (double)lb[i], (double)lc[i]);
+            e_decode = d > e_decode ? d : e_decode;
+        }
+        tok = argmax(lc, V);
+    }
+    printf("%s gdn chunked prefill (150 rows, f32): vs cpu %.3g, vs 70+1+3+76 %.3g, 8 decode steps after %.3g\n",
+           s.arch, e_cpu, e_parts, e_decode);
+    backend_destroy(&g2);
+    free(lc);
+    free(la);
+    free(lb);
+    rig_close(&r);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     tiny_spec_t s = cuda_spec("olmoe", GUILD_TYPE_Q8_0, 3);
@@ -1108,6 +1174,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, test_chunks_and_reruns);
     tcase_add_test(tc, test_long_context);
     tcase_add_loop_test(tc, test_mla_long_context, 0, 2);
+    tcase_add_loop_test(tc, test_gdn_chunked_prefill, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

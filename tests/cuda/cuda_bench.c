@@ -2,7 +2,9 @@
  *   device-to-device copy bandwidth (the ceiling), matmul for decode (1 token) per weight type on weights far
  *   larger than L2 (GB/s of weight bytes), matmul at 8..512 tokens (prefill), attention decode and prefill,
  *   and the small per-layer ops. Times are CUDA-event medians of several launches after a warm-up.
- * usage: cuda_bench [--quick] */
+ *   --gdn: only the gated delta net's recurrence at Qwen3-Next-80B-A3B's shape (16 key and 32 value heads of
+ *   128), the one-row form (cuda_gdn_delta) against the chunked form (cuda_gdn_chunk) at 1 to 4096 rows.
+ * usage: cuda_bench [--quick | --gdn] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,9 +198,67 @@ static void small_run(void *ctx, int i)
     }
 }
 
+typedef struct gdn_job {
+    int chunked;
+    int32_t n, DK, NK, NV;
+    float *qkv, *beta, *g, *state, *z, *norm_w, *o, *scratch;
+} gdn_job_t;
+
+static void gdn_run(void *ctx, int i)
+{
+    gdn_job_t *j = ctx;
+    const int64_t CH = 2 * (int64_t)j->NK * j->DK + (int64_t)j->NV * j->DK, IN = (int64_t)j->NV * j->DK;
+    (void)i;
+    if (j->chunked)
+        CHECK(cuda_gdn_chunk(j->qkv, CH, j->beta, j->g, j->state, j->z, j->norm_w, j->o, IN, j->n, j->DK, j->NK,
+                             j->NV, false, 1e-6f, j->scratch, st, &err));
+    else
+        CHECK(cuda_gdn_delta(j->qkv, CH, j->beta, j->g, j->state, j->z, j->norm_w, j->o, IN, j->n, j->DK, j->NK,
+                             j->NV, false, 1e-6f, st, &err));
+}
+
+/* Contents do not change these kernels' speed (no data-dependent branch): small constant values. */
+static float *dev_const(size_t n, float v)
+{
+    float *h = malloc(n * sizeof *h), *d = dev(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        h[i] = v;
+    cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice);
+    free(h);
+    return d;
+}
+
+static void bench_gdn(void)
+{
+    const int32_t DK = 128, NK = 16, NV = 32, N = 4096;
+    const size_t CH = 2 * (size_t)NK * DK + (size_t)NV * DK, IN = (size_t)NV * DK;
+    gdn_job_t j = {.DK = DK, .NK = NK, .NV = NV};
+    j.qkv = dev_const((size_t)N * CH, 0.05f);
+    j.beta = dev_const((size_t)N * NV, 0.5f);
+    j.g = dev_const((size_t)N * NV, -0.1f);
+    j.state = dev_const((size_t)NV * DK * DK, 0.0f);
+    j.z = dev_const((size_t)N * IN, 0.5f);
+    j.norm_w = dev_const((size_t)DK, 1.0f);
+    j.o = dev((size_t)N * IN * sizeof(float));
+    j.scratch = dev(cuda_gdn_chunk_scratch(N, DK, NV));
+    static const int32_t rows[] = {1, 8, 64, 512, 4096};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        j.n = rows[k];
+        float ms[2];
+        for (j.chunked = 0; j.chunked < 2; j.chunked++)
+            ms[j.chunked] = time_ms(gdn_run, &j, rows[k] >= 4096 ? 3 : 8);
+        printf("gated delta net, 32 heads of 128, %4d rows: one row at a time %9.3f ms, chunked %8.3f ms "
+               "(%.1fx), chunked %8.0f rows/ms\n", rows[k], ms[0], ms[1], ms[0] / ms[1], rows[k] / ms[1]);
+    }
+    float *bufs[] = {j.qkv, j.beta, j.g, j.state, j.z, j.norm_w, j.o, j.scratch};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        cudaFree(bufs[k]);
+}
+
 int main(int argc, char **argv)
 {
     const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    const int gdn_only = argc > 1 && !strcmp(argv[1], "--gdn");
     char why[256];
     if (cuda_device_count(why, sizeof why) < 1) {
         printf("SKIP: no CUDA device (%s)\n", why);
@@ -208,6 +268,11 @@ int main(int argc, char **argv)
     cudaGetDeviceProperties(&prop, 0);
     printf("device: %s, %d SMs, L2 %.0f MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0);
     cudaStreamCreate(&st);
+    if (gdn_only) {
+        bench_gdn();
+        cudaStreamDestroy(st);
+        return 0;
+    }
 
     /* ceiling: device-to-device copy, bytes read + written */
     {

@@ -1,18 +1,27 @@
 /* The gated delta net (MODEL_ATTN_GDN) on the CUDA backend: gpu-worker/dense/cpu/attn_gdn.c step for step, each
- * step one kernel on the backend's stream (gdn.cu), in the sequential form (one recurrence step per row, rows in
- * order):
+ * step one kernel on the backend's stream (gdn.cu):
  *
  *   qkv = attn_qkv xn; z = attn_gate xn; beta, alpha logits = ssm_ba xn (or ssm_beta xn, ssm_alpha xn)
  *   qkv = silu(causal conv1d with the layer's conv state)             cuda_gdn_conv, one thread per channel
  *   key heads L2-normalised, beta, the decay's log                    cuda_gdn_prep
- *   the delta rule per value head, its output normed and gated        cuda_gdn_delta, a block per value head
+ *   the delta rule per value head, its output normed and gated        cuda_gdn_delta, a block per value head, one
+ *                                                                     row after the other (the CPU's sequential
+ *                                                                     form); a batch of CUDA_GDN_CHUNK_MIN_ROWS or
+ *                                                                     more: cuda_gdn_chunk, the chunkwise parallel
+ *                                                                     form (gdn_chunk.cu), equal within rounding
  *   x  += ssm_out o
+ *
+ * Decode steps, speculative verify steps and captured graphs (up to CUDA_DECODE_ROWS rows, below
+ * CUDA_GDN_CHUNK_MIN_ROWS) stay on the sequential form, which is batch-invariant.
  *
  * The states are device buffers at fixed addresses, so captured decode graphs replay with them; the backend
  * zeroes them before a step that starts at position 0 (cuda_backend.c).
  */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
+
+_Static_assert(CUDA_GRAPH_ROWS < CUDA_GDN_CHUNK_MIN_ROWS && CUDA_DECODE_ROWS < CUDA_GDN_CHUNK_MIN_ROWS,
+               "captured and batch-invariant steps take the sequential form");
 
 static int gdn_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
 {
@@ -23,7 +32,7 @@ static int gdn_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     float *conv = b->conv_state + (size_t)slot * (size_t)model_gdn_conv_state(c);
     float *ssm = b->ssm_state + (size_t)slot * (size_t)model_gdn_ssm_state(c);
     cudaStream_t s = b->stream;
-    const bool split = p->opts & MODEL_GDN_BA_SPLIT;
+    const bool split = p->opts & MODEL_GDN_BA_SPLIT, tiled = p->opts & MODEL_GDN_KV_TILED;
 
     if (cuda_linear(b, &L->ssm_qkv, b->xn, E, n, b->gdn_qkv, CH, false, err) < 0 ||
         cuda_linear(b, &L->ssm_gate, b->xn, E, n, b->gdn_z, IN, true, err) < 0)
@@ -35,9 +44,12 @@ static int gdn_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     if (cuda_gdn_conv(b->gdn_qkv, CH, n, L->ssm_conv1d.d, conv, c->ssm_d_conv, s, err) < 0 ||
         cuda_gdn_prep(b->gdn_qkv, CH, b->gdn_ba, b->gdn_beta, b->gdn_g, L->ssm_dt.d, L->ssm_a.d, n, c->ssm_d_state,
                       c->ssm_n_group, c->ssm_dt_rank, split, c->norm_eps, s, err) < 0 ||
-        cuda_gdn_delta(b->gdn_qkv, CH, b->gdn_beta, b->gdn_g, ssm, b->gdn_z, L->ssm_norm.d, b->gdn_o, IN, n,
-                       c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, p->opts & MODEL_GDN_KV_TILED, c->norm_eps, s,
-                       err) < 0 ||
+        (n >= CUDA_GDN_CHUNK_MIN_ROWS && b->gdn_chunk
+             ? cuda_gdn_chunk(b->gdn_qkv, CH, b->gdn_beta, b->gdn_g, ssm, b->gdn_z, L->ssm_norm.d, b->gdn_o, IN, n,
+                              c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, b->gdn_chunk, s,
+                              err)
+             : cuda_gdn_delta(b->gdn_qkv, CH, b->gdn_beta, b->gdn_g, ssm, b->gdn_z, L->ssm_norm.d, b->gdn_o, IN, n,
+                              c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, s, err)) < 0 ||
         cuda_linear(b, &L->ssm_out, b->gdn_o, IN, n, b->proj, E, false, err) < 0)
         return -1;
     return cuda_add(b->x, b->proj, (int64_t)n * E, s, err);

@@ -77,7 +77,7 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch,
                      (void **)&b->d_finite, (void **)&b->conv_state, (void **)&b->ssm_state, (void **)&b->qg,
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
-                     (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o,
+                     (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o, (void **)&b->gdn_chunk,
                      (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
                      (void **)&b->mla_lat, &b->mla_split};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -422,6 +422,11 @@ static int alloc_hybrid(cuda_backend_t *b, guild_err_t *err)
         cuda_alloc((void **)&b->gdn_beta, NB * NV * f, sc, "gated delta net", err) < 0 ||
         cuda_alloc((void **)&b->gdn_g, NB * NV * f, sc, "gated delta net", err) < 0 ||
         cuda_alloc((void **)&b->gdn_o, NB * IN * f, sc, "gated delta net", err) < 0)
+        return -1;
+    /* the chunked form's scratch, where prefill batches can take it */
+    if (b->n_batch >= CUDA_GDN_CHUNK_MIN_ROWS && cuda_gdn_chunk_fits(c->ssm_d_state) &&
+        cuda_alloc((void **)&b->gdn_chunk, cuda_gdn_chunk_scratch(b->n_batch, c->ssm_d_state, c->ssm_dt_rank), sc,
+                   "gated delta net", err) < 0)
         return -1;
     return 0;
 }

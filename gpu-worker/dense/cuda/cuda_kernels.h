@@ -335,6 +335,27 @@ int cuda_gdn_delta(const float *qkv, int64_t CH, const float *beta, const float 
                    const float *norm_w, float *o, int64_t IN, int32_t n, int32_t DK, int32_t NK, int32_t NV,
                    bool tiled, float eps, cudaStream_t s, guild_err_t *err);
 
+/* ---- the gated delta net's chunkwise parallel form for prefill (gdn_chunk.cu) ---- */
+
+/* Rows per chunk of the parallel form, and the fewest rows of a batch for which the backend takes it over
+ * cuda_gdn_delta's one row at a time: above CUDA_DECODE_ROWS, so that batches up to it stay batch-invariant (each
+ * row the bits of that row alone: the one-row form is). */
+#define CUDA_GDN_CHUNK 64
+#define CUDA_GDN_CHUNK_MIN_ROWS (CUDA_DECODE_ROWS + 1)
+
+/* True when heads of DK take the chunked form (DK <= 128 and whole groups of its state rows). */
+bool cuda_gdn_chunk_fits(int32_t DK);
+
+/* Bytes of the scratch cuda_gdn_chunk needs for batches of up to n rows. */
+size_t cuda_gdn_chunk_scratch(int32_t n, int32_t DK, int32_t NV);
+
+/* cuda_gdn_delta's result by the chunkwise (WY) form of the gated delta rule: the same state and outputs within
+ * float rounding (other sums in another order), the outputs RMS-normed and gated alike (the norm's squares
+ * summed in float). scratch: cuda_gdn_chunk_scratch(n, DK, NV) bytes. -1 when !cuda_gdn_chunk_fits(DK). */
+int cuda_gdn_chunk(const float *qkv, int64_t CH, const float *beta, const float *g, float *state, const float *z,
+                   const float *norm_w, float *o, int64_t IN, int32_t n, int32_t DK, int32_t NK, int32_t NV,
+                   bool tiled, float eps, float *scratch, cudaStream_t s, guild_err_t *err);
+
 /* Gated attention: each head's query and gate out of the projection's rows qg[t] (2 * n_head * head_dim: per
  * head the query, then the gate) into q[t] and gate[t] (n_head * head_dim). Copies: the same bits. */
 int cuda_qg_split(const float *qg, float *q, float *gate, int32_t n, int32_t n_head, int32_t head_dim,

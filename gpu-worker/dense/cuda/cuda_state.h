@@ -105,6 +105,7 @@ typedef struct cuda_backend {
     float *gdn_beta;            /* [n_batch][value heads] */
     float *gdn_g;               /* [n_batch][value heads] */
     float *gdn_o;               /* [n_batch][ssm_d_inner] */
+    float *gdn_chunk;           /* cuda_gdn_chunk's scratch for n_batch rows (NULL: batches stay sequential) */
     float *att;                 /* [n_batch][n_head * max(head_dim, head_dim_v)] */
     /* attention mla (attn_mla.c; NULL without an MLA layer); R = n_lora_kv, RR = R + n_rot */
     float *mla_qa;              /* [n_batch][n_lora_q] the q LoRA's compressed queries */
