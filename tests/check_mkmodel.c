@@ -416,6 +416,23 @@ START_TEST(test_qwen3next)
     ck_assert_msg(bytes > 42000000000ull && bytes < 52000000000ull, "%llu", (unsigned long long)bytes);
     mkmodel_plan_destroy(&p);
 
+    /* Qwen3.5-35B-A3B: the same linear attention, 256 experts top-8, its vocabulary; 35B parameters at ~4.9 bits
+     * (llama.cpp's Q4_K_M file is ~21 GB) */
+    ck_assert_msg(parse(&c, &err, "--shape", "qwen3.5-35b-a3b", "-o", "x.gguf", NULL) == 0, "%s", err.msg);
+    ck_assert(c.arch == MKMODEL_ARCH_QWEN35MOE && c.n_layer == 40 && c.n_embd == 2048 && c.n_head == 16 &&
+              c.n_head_kv == 2 && c.head_dim == 256 && c.n_expert == 256 && c.n_expert_used == 8 && c.n_ff_exp == 512 &&
+              c.n_ff_shexp == 512 && c.n_vocab == 248320 && c.ssm_state == 128 && c.ssm_groups == 16 &&
+              c.ssm_heads == 32 && c.full_attn_interval == 4 && c.n_nextn == 0 &&
+              mkmodel_arch_default_rot(c.arch, c.head_dim) == 64);
+    c.threads = 1;
+    p = plan_of(&c, c.n_vocab);
+    ck_assert_int_eq(find(p, "blk.0.attn_qkv.weight")->ne[1], 2 * 16 * 128 + 32 * 128);
+    ck_assert_int_eq(find(p, "blk.3.attn_q.weight")->ne[1], 2 * 16 * 256);
+    ck_assert_ptr_nonnull(find(p, "blk.0.ssm_beta.weight"));
+    bytes = mkmodel_plan_data_bytes(p);
+    ck_assert_msg(bytes > 18000000000ull && bytes < 24000000000ull, "%llu", (unsigned long long)bytes);
+    mkmodel_plan_destroy(&p);
+
     make_tmpdir();
     for (int a = 0; a < 2; a++) {
         char path[512];
@@ -799,6 +816,11 @@ static void check_file(const char *path, const char *const *flags)
         check_u32(g, KEY("attention.value_length"), c.head_dim);
     }
     check_u32(g, KEY("rope.dimension_count"), rot);
+    if (c.arch == MKMODEL_ARCH_QWEN35MOE) { /* the M-RoPE sections, every rotated pair in the first three */
+        int64_t sec[4];
+        ck_assert_int_eq(gguf_arr_copy_i64(g, KEY("rope.dimension_sections"), sec, 4, &err), 0);
+        ck_assert(sec[0] == (rot / 2 + 2) / 3 && sec[1] == (rot / 2 + 1) / 3 && sec[2] == rot / 2 / 3 && sec[3] == 0);
+    }
     if (c.arch == MKMODEL_ARCH_QWEN3NEXT || c.arch == MKMODEL_ARCH_QWEN35MOE) {
         check_u32(g, KEY("full_attention_interval"), c.full_attn_interval);
         check_u32(g, KEY("ssm.conv_kernel"), c.ssm_conv);

@@ -88,6 +88,13 @@ static const preset_row_t preset_rows[] = {
      "16/32 heads of 128, 512 experts of 512, top-10, shared 512", MKMODEL_ARCH_QWEN3NEXT,
      "Qwen3-Next-80B-A3B (random weights)", 48, 2048, 16, 2, 256, 512, 10, 512, 512, 5120, 151936, 262144, 1e7,
      1e-6, MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false}, /* its linear attention: the derived defaults */
+    /* Qwen3.5-35B-A3B (Qwen3_5MoeTextModel's text tower): Qwen3-Next's layer pattern and linear attention (the
+     * derived defaults: 16 key and 32 value heads of 128), 256 experts top-8 with a gated shared expert, the
+     * 248320-token vocabulary, the M-RoPE sections; no MTP layer (--nextn 1 adds one) */
+    {"qwen3.5-35b-a3b", "qwen35moe, 40 layers, 2048 wide, 16/2 heads of 256 every 4th layer, gated delta net "
+     "16/32 heads of 128, 256 experts of 512, top-8, shared 512", MKMODEL_ARCH_QWEN35MOE,
+     "Qwen3.5-35B-A3B (random weights)", 40, 2048, 16, 2, 256, 256, 8, 512, 512, 512, 248320, 262144, 1e7, 1e-6,
+     MKMODEL_RECIPE_Q4_K_M, 0, 0, 0, false},
 };
 
 static const mla_preset_row_t mla_preset_rows[] = {

@@ -89,8 +89,16 @@ static void gqa_keys(gguf_writer_t *w, const mkmodel_config_t *c, const model_pa
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
     gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
     gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
-    gguf_writer_set_u32(w, KEY("rope.dimension_count"),
-                        (uint32_t)(c->n_rot ? c->n_rot : mkmodel_arch_default_rot(c->arch, c->head_dim)));
+    const int64_t rot = c->n_rot ? c->n_rot : mkmodel_arch_default_rot(c->arch, c->head_dim);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)rot);
+    /* Qwen3_5MoeTextModel writes the interleaved M-RoPE sections (mrope_section [11, 11, 10] for the 32 rotated
+     * pairs, padded to 4), which llama.cpp requires: here the pairs shared out the same way for any width, the
+     * time, height and width slots holding every pair, none for the fourth (text rotates by its position) */
+    if (c->arch == MKMODEL_ARCH_QWEN35MOE) {
+        const int64_t pairs = rot / 2;
+        const int32_t sec[4] = {(int32_t)((pairs + 2) / 3), (int32_t)((pairs + 1) / 3), (int32_t)(pairs / 3), 0};
+        gguf_writer_set_arr(w, KEY("rope.dimension_sections"), GGUF_VALUE_INT32, sec, 4);
+    }
     /* the window only: llama.cpp's gpt-oss slides every other layer by default, as its converter leaves it */
     if (p->opts & MODEL_GQA_SLIDING)
         gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)c->n_swa);
