@@ -16,7 +16,8 @@
 /* The backend stack's flags that change the plan (coordinator/stack_flags.h). */
 enum {
     PLAN_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
-                       STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_STAGER | STACK_FLAG_ROUTING,
+                       STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_STAGER | STACK_FLAG_ROUTING |
+                       STACK_FLAG_KV_TYPE,
 };
 
 static void usage(FILE *out)

@@ -12,6 +12,7 @@
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 
 /* One flag: its bit (and getopt value STACK_FLAGS_OPT_BASE + its index), name, argument, help ('\n' starts a
  * continuation line). The help lines print in this order. */
@@ -91,6 +92,11 @@ static const flag_t flags[] = {
      "check every layer's residual stream and norm outputs, and the logits, for\n"
      "NaN and infinity: a request that meets one fails with a message naming\n"
      "the layer, the tensor and the position (default on; the output is the same)", false},
+    {STACK_FLAG_KV_TYPE, "kv-type", "F",
+     "the KV cache's format: f32, f16, q8_0 or q4_0 (GGUF's 32-element blocks\n"
+     "with an f16 scale, keys and values), k8v4 (keys q8_0, values q4_0 after a\n"
+     "Walsh-Hadamard rotation of each head); default: the backend's own (cpu f32,\n"
+     "cuda f16). Bytes per position and accuracy: bench/results/kv-types-*.md", false},
     {STACK_FLAG_FALLBACK_LOCAL, "fallback-local", NULL,
      "with --listen: a worker started by hand that is lost (dead, silent, its\n"
      "link down) gives its shard to a worker this coordinator starts on this\n"
@@ -101,7 +107,7 @@ static const flag_t flags[] = {
      "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 24, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 24 flags");
+_Static_assert(N_FLAGS == 25, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 25 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -151,6 +157,10 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         if (strcmp(arg, "on") && strcmp(arg, "off"))
             return guild_err_set(err, "--check-finite %s: expected on or off", arg);
         o->gpu.check_finite = !strcmp(arg, "on");
+        break;
+    case STACK_FLAG_KV_TYPE:
+        if (kv_type_parse(arg, &o->gpu.kv_type, err) < 0)
+            return -1;
         break;
     case STACK_FLAG_FALLBACK_LOCAL: o->fallback_local = true; break;
     case STACK_FLAG_REJOIN_MS:

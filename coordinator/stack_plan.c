@@ -41,7 +41,7 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
         .n_ctx = o->n_ctx,
         .n_batch = o->n_batch > 0 ? o->n_batch : GPU_PLAN_BATCH_AUTO,
         .n_batch_min = 1,
-        .kv_elem = 2,
+        .kv_type = o->gpu.kv_type,
         .max_expert_layers = o->gpu.cuda.gpu_expert_layers,
         .caps = caps > 0 ? (unsigned)caps : 0,
         .cost = &cost,

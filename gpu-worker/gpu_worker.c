@@ -233,7 +233,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         if (o.plan.n_expert_resident != (size_t)cfg->n_layer * (size_t)cfg->n_expert)
             return guild_err_set(err, "assign: a GPU plan of %zu resident flags, the model has %d layers x %d experts",
                                  o.plan.n_expert_resident, cfg->n_layer, cfg->n_expert);
-        if (gpu_plan_import(&plan, g->model, o.plan.budget, o.n_ctx, 2, o.plan.n_batch, o.plan.stage_slots,
+        if (gpu_plan_import(&plan, g->model, o.plan.budget, o.n_ctx, o.kv_type, o.plan.n_batch, o.plan.stage_slots,
                             o.plan.stage_slot_experts, o.plan.expert_resident, err) < 0)
             return guild_err_prefix(err, "assign: ");
         *code = GUILD__ERROR_CODE__ERROR_MODEL;
@@ -246,6 +246,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   .check_finite = o.check_finite,
                                   .n_seq = o.n_seq,
                                   .progress = &g->step.sh->progress,
+                                  .kv_type = o.kv_type,
                                   .plan = planned ? &plan : NULL};
     /* the streamed experts' sources: the CPU workers' own copies */
     if (a->n_expert_stores && o.cuda.stager == CUDA_STAGER_SHARED && gpu_worker_options_backend_config(&o)) {

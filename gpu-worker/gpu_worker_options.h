@@ -32,6 +32,7 @@ typedef struct gpu_worker_options {
     cuda_config_t cuda;     /* backend "cuda"'s own settings */
     bool count_routing;     /* its backend counts the routing per (layer, expert) (backend_options_t.count_routing) */
     bool check_finite;      /* its backend checks for NaN and infinity (backend_options_t.check_finite; --check-finite) */
+    int32_t kv_type;        /* its backend's KV cache format (backend_options_t.kv_type, KV_TYPE_*; --kv-type) */
     /* The coordinator's GPU memory plan (gpu-worker/dense/gpu_plan.h), which the backend follows instead of planning
      * again: its decisions (gpu_plan_import makes the plan of them and the model). */
     struct {
@@ -52,7 +53,7 @@ typedef struct gpu_worker_options_msg {
 } gpu_worker_options_msg_t;
 
 /* Fills *msg (msg->m is the message to send) from o; its strings and arrays point into o, which must outlive
- * the message. Every field travels except the in-process test hook kv_f32. */
+ * the message. Every field travels. */
 void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_options_msg_t *msg);
 
 /* The record of a received message (its strings and arrays point into m, which must outlive *o). -1 with err

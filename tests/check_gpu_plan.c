@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "tests/tiny_model.h"
 
 typedef struct fx {
@@ -45,7 +46,7 @@ START_TEST(test_no_budget_all_resident)
     fx_open(&f, 3);
     gpu_plan_t p;
     guild_err_t err = {{0}};
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(p.n_resident, 3);
     ck_assert(p.resident[0] && p.resident[1] && p.resident[2]);
@@ -91,7 +92,7 @@ START_TEST(test_hybrid_cache)
     s.arch = "qwen2moe"; /* the same shape, every layer with K and V */
     tiny_model_image(&s, &g.image, &size);
     ck_assert_msg(tiny_model_open(g.image, size, &g.m, &err) == 0, "%s", err.msg);
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     gpu_plan_t p, q;
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
     ck_assert_msg(gpu_plan_compute(&q, g.m, &o, &err) == 0, "%s", err.msg);
@@ -99,9 +100,9 @@ START_TEST(test_hybrid_cache)
     const uint64_t state = ((CONV - 1) * CH + NV * DK * DK) * 4; /* one gdn layer's, bytes */
     ck_assert_uint_eq(p.kv, 2 * 64 * (KV + KV) * 2 + 2 * state);
     ck_assert_uint_eq(q.kv, 4 * 64 * (KV + KV) * 2);
-    ck_assert_uint_eq(p.kv, gpu_plan_cache_bytes(model_config(f.m), 64, 2));
+    ck_assert_uint_eq(p.kv, gpu_plan_cache_bytes(model_config(f.m), 64, KV_TYPE_F16));
     /* a longer context grows only the attention layers' rows */
-    ck_assert_uint_eq(gpu_plan_cache_bytes(model_config(f.m), 4096, 4), 2 * 4096 * (KV + KV) * 4 + 2 * state);
+    ck_assert_uint_eq(gpu_plan_cache_bytes(model_config(f.m), 4096, KV_TYPE_F32), 2 * 4096 * (KV + KV) * 4 + 2 * state);
     ck_assert_uint_eq(gpu_plan_total(&p), p.dense + p.kv + p.buffers + p.expert_buffers + p.experts);
     gpu_plan_fini(&p);
     gpu_plan_fini(&q);
@@ -116,7 +117,7 @@ START_TEST(test_budget)
     fx_open(&f, 6);
     gpu_plan_t p;
     guild_err_t err = {{0}};
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     const uint64_t layer = p.experts / 6, fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
     gpu_plan_fini(&p);
@@ -182,7 +183,7 @@ START_TEST(test_types_the_device_takes)
     ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
     ck_assert(gpu_plan_layer_computable(m, 0) && !gpu_plan_layer_computable(m, 1) && gpu_plan_layer_computable(m, 2));
     gpu_plan_t p;
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2};
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     ck_assert_msg(gpu_plan_compute(&p, m, &o, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(p.n_resident, 2);
     ck_assert(p.resident[0] && !p.resident[1] && p.resident[2]);
@@ -227,7 +228,7 @@ START_TEST(test_budget_sweep)
     hot_profile(counts, L, N);
     guild_err_t err = {{0}};
     gpu_plan_t p;
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_elem = 2,
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_type = KV_TYPE_F16,
                             .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, .routing = counts,
                             .routing_name = "synthetic"};
     /* the sizes: everything, and the dense part with one-token buffers */
@@ -329,7 +330,7 @@ START_TEST(test_chunk_shrinks)
     fx_open(&f, 4);
     guild_err_t err = {{0}};
     gpu_plan_t p;
-    gpu_plan_options_t o = {.n_ctx = 4096, .n_batch = 4096, .kv_elem = 2};
+    gpu_plan_options_t o = {.n_ctx = 4096, .n_batch = 4096, .kv_type = KV_TYPE_F16};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     const uint64_t fixed4096 = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers;
     gpu_plan_fini(&p);
@@ -365,7 +366,7 @@ START_TEST(test_caps)
     hot_profile(counts, L, N);
     guild_err_t err = {{0}};
     gpu_plan_t p;
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_elem = 2, .routing = counts};
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16, .routing = counts};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     const uint64_t fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
     const uint64_t layer = p.layer[0].resident_bytes;
@@ -412,7 +413,7 @@ START_TEST(test_import)
     hot_profile(counts, L, N);
     guild_err_t err = {{0}};
     gpu_plan_t p, q;
-    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_elem = 2,
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_type = KV_TYPE_F16,
                             .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, .routing = counts};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
     o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + p.experts / 3;

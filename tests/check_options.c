@@ -15,15 +15,16 @@
 #include "coordinator/stack_options.h"
 #include "cpu-expert-worker/cpu_worker_options.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "gpu-worker/gpu_worker_options.h"
 #include "stager/stager_options.h"
 
 /* A record field added without carrying it on the wire fails here: give it a field in the role's message and
  * its conversion (or a reason to stay local, like cuda_config_t's expert_host, wiring the GPU worker builds from
- * the expert stores, and test.kv_f32), then update the size. */
-_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 184,
+ * the expert stores), then update the size. */
+_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 176,
                "gpu_worker_options_t changed: carry the new field in GpuWorkerOptions (or say why not)");
-_Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 72,
+_Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 64,
                "cuda_config_t changed: carry the new field in CudaOptions (or say why not)");
 _Static_assert(sizeof(void *) != 8 || sizeof(cpu_worker_options_t) == 80,
                "cpu_worker_options_t changed: carry the new field in CpuWorkerOptions (or say why not)");
@@ -197,6 +198,7 @@ START_TEST(test_gpu_worker_options_round_trip)
     fill(&m->base, &seed);
     ck_assert_ptr_nonnull(m->cuda);
     set_u32(&m->cuda->base, "stager", CUDA_STAGER_PIN); /* the record holds a cuda_stager_t */
+    set_u32(&m->base, "kv_type", KV_TYPE_K8V4);          /* and a KV_TYPE_* */
     size_t len;
     uint8_t *bytes = packed(&m->base, &len);
     Guild__GpuWorkerOptions *got = guild__gpu_worker_options__unpack(NULL, len, bytes); /* as a worker reads it */
@@ -224,6 +226,11 @@ START_TEST(test_gpu_worker_options_round_trip)
     got->cuda->stager = CUDA_STAGER_LAST + 1;
     ck_assert_int_eq(gpu_worker_options_from_proto(&o, got, &err), -1);
     ck_assert_msg(strstr(err.msg, "stager 5 is not one this worker knows"), "%s", err.msg);
+    protobuf_c_message_free_unpacked(&got->base, NULL);
+    got = guild__gpu_worker_options__unpack(NULL, len, bytes);
+    got->kv_type = KV_TYPE_LAST + 1;
+    ck_assert_int_eq(gpu_worker_options_from_proto(&o, got, &err), -1);
+    ck_assert_msg(strstr(err.msg, "KV cache format 6 is not one this worker knows"), "%s", err.msg);
     protobuf_c_message_free_unpacked(&got->base, NULL);
     free(bytes);
     protobuf_c_message_free_unpacked(&m->base, NULL);

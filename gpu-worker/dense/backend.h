@@ -70,6 +70,10 @@ typedef struct backend_options {
     int32_t mla_form; /* multi-head latent attention's form (BACKEND_MLA_*; the contract above) */
     int32_t n_seq;    /* independent sequences (caches of n_ctx positions each, backend_forward_seq); 0 or 1: one.
                          A backend without forward_seq refuses more than one at create */
+    int32_t kv_type;  /* the KV cache's format (KV_TYPE_*, gpu-worker/dense/kv_format.h; 0: the backend's own,
+                         f32 on "cpu", f16 on "cuda"); creation fails for a format the model cannot take. A
+                         position's cache bytes come from its own K/V only, so the contract above holds for
+                         every format */
     const struct gpu_plan *plan; /* the GPU memory plan to follow (gpu-worker/dense/gpu_plan.h; read during creation
                                   only), computed once by the caller for every process; its n_batch must be
                                   n_batch. NULL: a backend that plans computes its own from its settings. A

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/quant/quant.h"
+#include "gpu-worker/dense/kv_format.h"
 
 #define ALIGN GPU_PLAN_ALIGN
 #define LOGIT_ROWS 32     /* cuda_backend.c */
@@ -481,20 +482,16 @@ static void plan_layers(gpu_plan_t *p, const facts_t *f)
 
 /* The cache of one sequence as the backends allocate it: each layer with a key or value row (model_layer_cache_row)
  * the widest key and value rows of the layers' attention parts (GQA: n_head_kv * head_dim each; MLA: the latent
- * and its rotated part, no value row) at every position, and each gated delta net layer its recurrent state
- * instead (the convolution's last inputs and the delta rule's matrices, F32, whatever the context). */
-uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, uint32_t kv_elem)
+ * and its rotated part, no value row) at every position, in the bytes of the cache's format
+ * (kv_type_position_bytes), and each gated delta net layer its recurrent state instead (the convolution's last
+ * inputs and the delta rule's matrices, F32, whatever the context and the format). */
+uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type)
 {
-    uint64_t k_row = 0, v_row = 0, kv_layers = 0, recurrent = 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        const model_cache_row_t r = model_layer_cache_row(c, il);
-        k_row = (uint64_t)r.k > k_row ? (uint64_t)r.k : k_row;
-        v_row = (uint64_t)r.v > v_row ? (uint64_t)r.v : v_row;
-        kv_layers += r.k || r.v;
+    uint64_t recurrent = 0;
+    for (int32_t il = 0; il < c->n_layer; il++)
         recurrent += model_layer_recurrent(c, il);
-    }
     const uint64_t state = recurrent ? (uint64_t)(model_gdn_conv_state(c) + model_gdn_ssm_state(c)) * 4u : 0;
-    return (k_row + v_row) * kv_layers * (uint64_t)n_ctx * (kv_elem ? kv_elem : 2u) + recurrent * state;
+    return kv_type_position_bytes(kv_type, c) * (uint64_t)n_ctx + recurrent * state;
 }
 
 /* The gated delta net's and the output gate's activations for chunks of NB tokens (the CUDA backend's
@@ -522,13 +519,13 @@ static uint64_t hybrid_buffers_bytes(const model_config_t *c, uint64_t NB)
 }
 
 /* Sizes of the parts for chunk NB. */
-static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, uint32_t kv_elem, int32_t NB)
+static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t kv_type, int32_t NB)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
     p->reserve = budget ? GPU_PLAN_RESERVE : 0;
     p->dense = f->dense;
-    p->kv = gpu_plan_cache_bytes(c, n_ctx, kv_elem);
+    p->kv = gpu_plan_cache_bytes(c, n_ctx, kv_type);
     p->n_ctx = n_ctx;
     p->n_batch = NB;
     p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB);
@@ -541,7 +538,7 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->n_ctx, o->kv_elem, NB);
+    plan_sizes(&t, f, o->budget, o->n_ctx, o->kv_type, NB);
     return t.reserve + t.dense + t.kv + t.buffers;
 }
 
@@ -753,7 +750,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         const int32_t lo = chunks[n_chunks - 1];
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->n_ctx, o->kv_elem, lo);
+        plan_sizes(&t, &f, o->budget, o->n_ctx, o->kv_type, lo);
         const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers;
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
                       "for %d positions, buffers %.2f GiB for batches of %d, CUDA context ~%.2f GiB) and does not "
@@ -769,7 +766,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->n_ctx, o->kv_elem, best.chunk);
+    plan_sizes(p, &f, o->budget, o->n_ctx, o->kv_type, best.chunk);
     p->n_batch_asked = o->n_batch;
     p->caps = o->caps;
     p->cost = pl.cost;
@@ -879,7 +876,7 @@ done:
     return rc;
 }
 
-int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, uint32_t kv_elem,
+int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t kv_type,
                     int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
                     guild_err_t *err)
 {
@@ -899,7 +896,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, n_ctx, kv_elem, n_batch);
+    plan_sizes(p, &f, budget, n_ctx, kv_type, n_batch);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);

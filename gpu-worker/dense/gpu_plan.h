@@ -81,7 +81,7 @@ typedef struct gpu_plan_options {
     int32_t n_batch;           /* the most tokens per forward pass; GPU_PLAN_BATCH_AUTO: the plan chooses */
     int32_t n_batch_min;       /* the fewest the chunk may shrink to under a tight budget; 0: n_batch exactly (a
                                   backend computing its own plan for its caller's batch) */
-    uint32_t kv_elem;          /* bytes per cache element: 2 (F16) or 4 (F32) */
+    int32_t kv_type;           /* the cache's format (KV_TYPE_*, gpu-worker/dense/kv_format.h; 0: f16) */
     int32_t max_expert_layers; /* 0: as many as fit; GPU_EXPERTS_NONE: no resident expert; k > 0: at most k
                                   layers' worth of resident experts (streaming is planned either way) */
     unsigned caps;             /* GPU_PLAN_CAP_* of the backend that follows the plan */
@@ -158,7 +158,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
  * m, the layers' modes from the resident sets and the staging. -1 with a message when the decisions do not
  * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
  * than the budget) or on out of memory. */
-int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, uint32_t kv_elem,
+int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t kv_type,
                     int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
                     guild_err_t *err);
 
@@ -177,8 +177,9 @@ static inline bool gpu_plan_expert_resident(const gpu_plan_t *p, int32_t il, int
 uint64_t gpu_plan_total(const gpu_plan_t *p);
 
 /* The device bytes of one sequence's cache: the K and V rows of the layers that keep them (the widest rows of any
- * layer, kv_elem bytes an element, n_ctx positions) and the F32 recurrent state of each gated delta net layer. */
-uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, uint32_t kv_elem);
+ * layer in the format kv_type, KV_TYPE_* of kv_format.h, 0: f16; n_ctx positions) and the F32 recurrent state of
+ * each gated delta net layer. */
+uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type);
 
 /* The ns a streamed layer's staged chunks add to a steady run of like layers through a ring of `slots` staging
  * slots: each layer's other device work takes dense_ns (its dense part, its resident experts), then its m

@@ -13,7 +13,7 @@
  *   - CUDA's argmax must be the CPU's, unless the CPU's gap between the two is within the step's tolerance
  *     (FLOOR, or FLIP_MAX on a flipped step) times max(1, |top logit|): a near-tie, counted.
  * Two cache precisions:
- *   f32 KV (cuda_config_t.test.kv_f32): the CPU's precision; what remains is reduction order (norms,
+ *   f32 KV (backend_options_t.kv_type f32): the CPU's precision; what remains is reduction order (norms,
  *          attention, softmaxes) and expf's last bits. FLOOR 1e-3.
  *   f16 KV (the default): K and V rounded to F16 (5e-4 relative) feed every layer's Q8 roundings, so most
  *          steps of quantized models move by ~1e-2. FLOOR 0.05.
@@ -41,6 +41,7 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/expert_split.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "ipc/exchange.h"
 #include "tests/tiny_model.h"
 
@@ -55,32 +56,35 @@ typedef struct rig {
     moe_exec_t *moe;
     backend_t *cpu, *gpu;
     int32_t n_vocab;
-    bool kv_f32;
+    int32_t kv_type; /* the cuda backend's KV format (KV_TYPE_*); the cpu backend's is the same, but f32 beside
+                        cuda's f16 (the reference precision; FLOOR covers the difference) */
 } rig_t;
 
 /* Opens both backends on r->model (set by the caller). 0, or -1 with err. */
-static int rig_backends(rig_t *r, int n_batch, int n_ctx, bool kv_f32, guild_err_t *err)
+static int rig_backends(rig_t *r, int n_batch, int n_ctx, int32_t kv_type, guild_err_t *err)
 {
     if (guild_pool_new(&r->pool, 2, NULL, err) < 0 || moe_local_new(&r->moe, r->model, r->pool, err) < 0)
         return -1;
-    backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe};
-    const cuda_config_t cc = {.test.kv_f32 = kv_f32};
-    if (backend_new(&r->cpu, "cpu", r->model, &o, NULL, err) < 0 ||
-        backend_new(&r->gpu, "cuda", r->model, &o, &cc, err) < 0)
+    backend_options_t o = {.n_ctx = n_ctx, .n_batch = n_batch, .pool = r->pool, .moe = r->moe,
+                           .kv_type = kv_type == KV_TYPE_F16 ? KV_TYPE_F32 : kv_type};
+    if (backend_new(&r->cpu, "cpu", r->model, &o, NULL, err) < 0)
+        return -1;
+    o.kv_type = kv_type;
+    if (backend_new(&r->gpu, "cuda", r->model, &o, NULL, err) < 0)
         return -1;
     r->n_vocab = model_config(r->model)->n_vocab;
-    r->kv_f32 = kv_f32;
+    r->kv_type = kv_type;
     return 0;
 }
 
-static void rig_open(rig_t *r, const tiny_spec_t *s, int n_batch, int n_ctx, bool kv_f32)
+static void rig_open(rig_t *r, const tiny_spec_t *s, int n_batch, int n_ctx, int32_t kv_type)
 {
     guild_err_t err = {{0}};
     size_t size;
     memset(r, 0, sizeof *r);
     tiny_model_image(s, &r->image, &size);
     ck_assert_msg(tiny_model_open(r->image, size, &r->model, &err) == 0, "%s", err.msg);
-    ck_assert_msg(rig_backends(r, n_batch, n_ctx, kv_f32, &err) == 0, "%s", err.msg);
+    ck_assert_msg(rig_backends(r, n_batch, n_ctx, kv_type, &err) == 0, "%s", err.msg);
 }
 
 static void rig_close(rig_t *r)
@@ -209,7 +213,7 @@ static int greedy_compare(rig_t *r, bool strict, greedy_result_t *res, char *why
     }
     memset(res, 0, sizeof *res);
     res->strict = strict;
-    res->floor = r->kv_f32 ? 1e-3 : 0.05;
+    res->floor = r->kv_type == KV_TYPE_F32 ? 1e-3 : 0.05;
     if (backend_forward(r->cpu, N_PROMPT, toks, pos, N_PROMPT, rows, lc, &err) < 0 ||
         backend_forward(r->gpu, N_PROMPT, toks, pos, N_PROMPT, rows, lg, &err) < 0) {
         snprintf(why, why_len, "prompt: %s", err.msg);
@@ -243,7 +247,7 @@ out:
 
 static void print_result(const char *name, const rig_t *r, const greedy_result_t *g)
 {
-    printf("%-22s %s KV: %2d/%d steps same token, %d near-tie%s", name, r->kv_f32 ? "f32" : "f16", g->agree, g->steps,
+    printf("%-22s %s KV: %2d/%d steps same token, %d near-tie%s", name, kv_type_name(r->kv_type), g->agree, g->steps,
            g->near_ties, g->near_ties == 1 ? "" : "s");
     if (!g->strict)
         printf(", %d different", g->differ);
@@ -288,7 +292,7 @@ START_TEST(test_greedy_matches_cpu)
     const model_case_t mc = cases[_i % N_CASES];
     tiny_spec_t s = cuda_spec(mc.arch, mc.type, 1 + (uint64_t)(_i % N_CASES));
     rig_t r;
-    rig_open(&r, &s, 16, 64, _i < N_CASES);
+    rig_open(&r, &s, 16, 64, _i < N_CASES ? KV_TYPE_F32 : KV_TYPE_F16);
     greedy_result_t g;
     char why[GUILD_ERR_MAX + 128], name[64];
     snprintf(name, sizeof name, "%s %s", mc.arch, quant_type_info(mc.type)->name);
@@ -296,9 +300,34 @@ START_TEST(test_greedy_matches_cpu)
      * device) meet a near-tie of two groups' scores, every expert of both groups changes at once, a jump no
      * tolerance for one Q8 flip covers (the H200 run of 2026-12-01: the q4_K case, step 29, 0.41). Its F32-cache
      * cases stay strict and show the backends agree (3.7e-7); with the F16 cache it is reported. */
-    const bool strict = r.kv_f32 || strcmp(mc.arch, "glm4moe") != 0;
+    const bool strict = r.kv_type == KV_TYPE_F32 || strcmp(mc.arch, "glm4moe") != 0;
     const int rc = greedy_compare(&r, strict, &g, why, sizeof why);
-    ck_assert_msg(rc == 0, "%s, %s KV: %s", name, r.kv_f32 ? "f32" : "f16", why);
+    ck_assert_msg(rc == 0, "%s, %s KV: %s", name, kv_type_name(r.kv_type), why);
+    print_result(name, &r, &g);
+    rig_close(&r);
+}
+END_TEST
+
+/* The KV cache's block formats (gpu-worker/dense/kv_format.h) against the CPU backend with the same format:
+ * _i = case * 3 + format (q8_0, q4_0, k8v4). Both quantize their own K and V rows the same way (the same bytes
+ * from the same floats); the device's rows differ in reduction order, so a value within rounding of a block's
+ * level may take the next one: FLOOR 0.05 as for f16, strict. Prompt through the kernel that reads the blocks as
+ * one batch, the steps one row at a time (graphs). */
+START_TEST(test_kv_types_match_cpu)
+{
+    static const model_case_t kc[] = {{"qwen3moe", GUILD_TYPE_F32}, {"llama", GUILD_TYPE_Q8_0},
+                                      {"gpt-oss", GUILD_TYPE_Q8_0}, {"qwen3next", GUILD_TYPE_F32},
+                                      {"qwen2moe", GUILD_TYPE_Q4_K}};
+    const model_case_t mc = kc[_i / 3];
+    const int32_t fmt = KV_TYPE_Q8_0 + _i % 3;
+    tiny_spec_t s = cuda_spec(mc.arch, mc.type, 60 + (uint64_t)_i);
+    rig_t r;
+    rig_open(&r, &s, 16, 64, fmt);
+    greedy_result_t g;
+    char why[GUILD_ERR_MAX + 128], name[64];
+    snprintf(name, sizeof name, "%s %s", mc.arch, quant_type_info(mc.type)->name);
+    const int rc = greedy_compare(&r, true, &g, why, sizeof why);
+    ck_assert_msg(rc == 0, "%s, %s KV: %s", name, kv_type_name(fmt), why);
     print_result(name, &r, &g);
     rig_close(&r);
 }
@@ -311,7 +340,7 @@ START_TEST(test_chunks_and_reruns)
 {
     tiny_spec_t s = cuda_spec("qwen3moe", GUILD_TYPE_F32, 42);
     rig_t r;
-    rig_open(&r, &s, 16, 64, false);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F16);
     const int32_t V = r.n_vocab;
     const size_t bytes = (size_t)N_PROMPT * (size_t)V * sizeof(float);
     float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
@@ -359,7 +388,7 @@ START_TEST(test_long_context)
 {
     tiny_spec_t s = cuda_spec("llama", GUILD_TYPE_F32, 7);
     rig_t r;
-    rig_open(&r, &s, 256, 1024, false);
+    rig_open(&r, &s, 256, 1024, KV_TYPE_F16);
     const int32_t V = r.n_vocab, n_prompt = 600;
     int32_t *toks = malloc((size_t)n_prompt * sizeof *toks);
     for (int32_t i = 0; i < n_prompt; i++)
@@ -517,7 +546,7 @@ START_TEST(test_errors)
 {
     tiny_spec_t s = cuda_spec("olmoe", GUILD_TYPE_Q8_0, 3);
     rig_t r;
-    rig_open(&r, &s, 8, 12, false);
+    rig_open(&r, &s, 8, 12, KV_TYPE_F16);
     guild_err_t err = {{0}};
     float *logits = malloc((size_t)8 * (size_t)r.n_vocab * sizeof *logits);
     const int32_t bad_tok[] = {1, 9999}, pos[] = {0, 1}, row = 0;
@@ -558,6 +587,19 @@ START_TEST(test_errors)
     ck_assert_ptr_null(be);
     o.n_ctx = 0;
     ck_assert_int_eq(backend_new(&be, "cuda", m, &o, NULL, &err), -1);
+    moe_exec_destroy(&moe);
+    model_destroy(&m);
+    free(image);
+
+    /* latent attention keeps its cache in f16 or f32: a block format is refused naming it */
+    u = cuda_spec("deepseek2", GUILD_TYPE_F32, 5);
+    tiny_model_image(&u, &image, &size);
+    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
+    ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
+    o = (backend_options_t){.n_ctx = 16, .n_batch = 4, .pool = pool, .moe = moe, .kv_type = KV_TYPE_Q8_0};
+    ck_assert_int_eq(backend_new(&be, "cuda", m, &o, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "multi-head latent attention (layer 0) keeps its latent cache in f16 or f32 only"),
+                  "%s", err.msg);
     moe_exec_destroy(&moe);
     guild_pool_destroy(&pool);
     model_destroy(&m);
@@ -617,7 +659,7 @@ START_TEST(test_graph_equals_direct)
     const model_case_t mc = gc[_i];
     tiny_spec_t s = cuda_spec(mc.arch, mc.type, 11 + (uint64_t)_i);
     rig_t r;
-    rig_open(&r, &s, 16, 64, false);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F16);
     backend_t *g = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){0});
     backend_t *d = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){.no_graph = true});
     const int n = bits_equal_run(g, d, r.n_vocab, 24, mc.arch);
@@ -641,7 +683,7 @@ START_TEST(test_progress_marks)
 {
     tiny_spec_t s = cuda_spec("qwen3moe", GUILD_TYPE_Q8_0, 31);
     rig_t r;
-    rig_open(&r, &s, 32, 64, false);
+    rig_open(&r, &s, 32, 64, KV_TYPE_F16);
     for (int graphs = 0; graphs < 2; graphs++) {
         uint64_t p = 0;
         backend_t *be = cuda_open(&r, 32, 64, (backend_options_t){.progress = &p},
@@ -673,7 +715,7 @@ START_TEST(test_device_experts_and_budget)
     const model_case_t mc = ec[_i];
     tiny_spec_t s = cuda_spec(strcmp(mc.arch, "mixtral") ? mc.arch : "llama", mc.type, 21 + (uint64_t)_i);
     rig_t r;
-    rig_open(&r, &s, 16, 64, true);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F32);
     greedy_result_t g;
     char why[GUILD_ERR_MAX + 128], name[64];
     snprintf(name, sizeof name, "%s %s dev", mc.arch, quant_type_info(mc.type)->name);
@@ -683,14 +725,14 @@ START_TEST(test_device_experts_and_budget)
     /* the plan's sizes with no budget, then a budget for one layer's experts and no more */
     gpu_plan_t p;
     guild_err_t err = {{0}};
-    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_elem = 4};
+    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_type = KV_TYPE_F32};
     ck_assert_msg(gpu_plan_compute(&p, r.model, &po, &err) == 0, "%s", err.msg);
     const uint64_t one = (p.experts / (uint64_t)p.n_layer);
     po.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + one + one / 2;
     gpu_plan_fini(&p);
     backend_destroy(&r.gpu);
-    cuda_config_t cc = {.gpu_mem = po.budget, .test.kv_f32 = true};
-    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe};
+    cuda_config_t cc = {.gpu_mem = po.budget};
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .kv_type = KV_TYPE_F32};
     ck_assert_msg(backend_new(&r.gpu, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     backend_stats_t bs;
     ck_assert_int_eq(backend_stats(r.gpu, &bs), 0);
@@ -769,7 +811,7 @@ START_TEST(test_arena_from_device)
     const int n_workers = 1 + _i;
     tiny_spec_t s = cuda_spec(_i == 1 ? "qwen2moe" : "qwen3moe", GUILD_TYPE_Q4_K, 31 + (uint64_t)_i);
     rig_t r;
-    rig_open(&r, &s, 16, 64, false);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F16);
     const model_config_t *c = model_config(r.model);
     guild_err_t err = {{0}};
     guild_exchange_shape_t shape = {.max_tokens = 16, .n_embd = (uint32_t)c->n_embd,
@@ -868,12 +910,12 @@ START_TEST(test_arena_from_device)
 END_TEST
 
 /* A memory budget with the staging buffers and no resident layer (n_ctx 64, n_batch 16, KV elements of
- * kv_elem bytes); *layer: one layer's expert bytes. */
-static uint64_t streaming_budget(const rig_t *r, uint32_t kv_elem, uint64_t *layer)
+ * format kv_type); *layer: one layer's expert bytes. */
+static uint64_t streaming_budget(const rig_t *r, int32_t kv_type, uint64_t *layer)
 {
     gpu_plan_t p;
     guild_err_t err = {{0}};
-    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_elem = kv_elem};
+    gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_type = kv_type};
     ck_assert_msg(gpu_plan_compute(&p, r->model, &po, &err) == 0, "%s", err.msg);
     *layer = p.experts / (uint64_t)model_config(r->model)->n_layer;
     const uint64_t budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + 2 * *layer + *layer / 2;
@@ -884,18 +926,18 @@ static uint64_t streaming_budget(const rig_t *r, uint32_t kv_elem, uint64_t *lay
 /* The plan of the streaming tests under that budget: a ring of `slots` staging slots of k experts (k 0: two
  * slots of whole layers), no resident expert (the plan computed for the budget would rather keep a layer or two
  * resident). Free with gpu_plan_fini. */
-static void streaming_ring(const rig_t *r, uint64_t budget, uint32_t kv_elem, int32_t slots, int32_t k, gpu_plan_t *p)
+static void streaming_ring(const rig_t *r, uint64_t budget, int32_t kv_type, int32_t slots, int32_t k, gpu_plan_t *p)
 {
     guild_err_t err = {{0}};
     const int32_t N = model_config(r->model)->n_expert;
-    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, kv_elem, 16, k ? slots : 2, k ? k : N, NULL, &err) == 0,
+    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, kv_type, 16, k ? slots : 2, k ? k : N, NULL, &err) == 0,
                   "%s", err.msg);
     ck_assert_int_eq(p->n_resident_experts, 0);
 }
 
-static void streaming_plan(const rig_t *r, uint64_t budget, uint32_t kv_elem, gpu_plan_t *p)
+static void streaming_plan(const rig_t *r, uint64_t budget, int32_t kv_type, gpu_plan_t *p)
 {
-    streaming_ring(r, budget, kv_elem, 2, 0, p);
+    streaming_ring(r, budget, kv_type, 2, 0, p);
 }
 
 /* Streaming: a budget with the staging buffers and no resident layer (3 layers). The first prompt measures the
@@ -911,12 +953,12 @@ START_TEST(test_streaming)
     tiny_spec_t s = cuda_spec(arch ? "llama" : "qwen3moe", arch ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 41 + (uint64_t)_i);
     s.n_layer = 3;
     rig_t r;
-    rig_open(&r, &s, 16, 64, false);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F16);
     uint64_t layer;
-    const uint64_t budget = streaming_budget(&r, 2, &layer);
+    const uint64_t budget = streaming_budget(&r, KV_TYPE_F16, &layer);
     const int32_t N = model_config(r.model)->n_expert;
     gpu_plan_t plan;
-    streaming_ring(&r, budget, 2, 5, _i == 2 ? (N / 8 > 1 ? N / 8 : 1) : 0, &plan);
+    streaming_ring(&r, budget, KV_TYPE_F16, 5, _i == 2 ? (N / 8 > 1 ? N / 8 : 1) : 0, &plan);
     backend_t *st = cuda_open(&r, 16, 64, (backend_options_t){.plan = &plan}, (cuda_config_t){.gpu_mem = budget});
     backend_t *all = cuda_open(&r, 16, 64, (backend_options_t){0}, (cuda_config_t){0});
     backend_t *forced = NULL;
@@ -994,7 +1036,7 @@ START_TEST(test_split_bridge)
     tiny_spec_t s = cuda_spec(arch ? "llama" : "qwen3moe", arch ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, 61 + (uint64_t)_i);
     s.n_layer = 2;
     rig_t r;
-    rig_open(&r, &s, 16, 64, false);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F16);
     const model_config_t *c = model_config(r.model);
     const model_weights_t *mw = model_weights(r.model);
     enum { T = 12, NL = 2 };
@@ -1137,15 +1179,16 @@ START_TEST(test_split_greedy)
     tiny_spec_t s = cuda_spec(archs[_i], _i == 1 ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q4_K, 71 + (uint64_t)_i);
     s.n_layer = 3;
     rig_t r;
-    rig_open(&r, &s, 16, 64, true);
+    rig_open(&r, &s, 16, 64, KV_TYPE_F32);
     uint64_t layer;
-    const uint64_t budget = streaming_budget(&r, 4, &layer);
+    const uint64_t budget = streaming_budget(&r, KV_TYPE_F32, &layer);
     backend_destroy(&r.gpu);
     guild_err_t err = {{0}};
     gpu_plan_t plan;
-    streaming_plan(&r, budget, 4, &plan);
-    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .plan = &plan};
-    const cuda_config_t cc = {.gpu_mem = budget, .test = {.kv_f32 = true, .split_gpu_fraction = 0.5}};
+    streaming_plan(&r, budget, KV_TYPE_F32, &plan);
+    backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .plan = &plan,
+                           .kv_type = KV_TYPE_F32};
+    const cuda_config_t cc = {.gpu_mem = budget, .test = {.split_gpu_fraction = 0.5}};
     ck_assert_msg(backend_new(&r.gpu, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     greedy_result_t gr;
     char why[GUILD_ERR_MAX + 128], name[64];
@@ -1168,6 +1211,7 @@ static Suite *backend_suite(void)
     TCase *tc = tcase_create("greedy");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_greedy_matches_cpu, 0, 2 * N_CASES);
+    tcase_add_loop_test(tc, test_kv_types_match_cpu, 0, 5 * 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("reruns");
     tcase_set_timeout(tc, 120);
@@ -1208,7 +1252,7 @@ static int run_files(int n, char **paths)
             memset(&r, 0, sizeof r);
             greedy_result_t g;
             char why[GUILD_ERR_MAX + 128];
-            if (model_new(&r.model, paths[i], &err) < 0 || rig_backends(&r, 32, 128, f32, &err) < 0) {
+            if (model_new(&r.model, paths[i], &err) < 0 || rig_backends(&r, 32, 128, f32 ? KV_TYPE_F32 : KV_TYPE_F16, &err) < 0) {
                 printf("FAIL %s: %s\n", paths[i], err.msg);
                 fails++;
             } else if (greedy_compare(&r, f32, &g, why, sizeof why) < 0) {

@@ -23,6 +23,7 @@
 #include "gpu-worker/dense/cuda/cuda_state.h" /* CUDA_GRAPH_ROWS */
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "tests/tiny_model.h"
 
 #define N_PROMPT 100 /* prompt rows: the steps sit at positions 100 .. 100 + STEPS - 1 */
@@ -82,12 +83,13 @@ static int32_t argmax(const float *x, int32_t n)
     return best;
 }
 
-static backend_t *open_cuda(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda_config_t *cc)
+static backend_t *open_cuda(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda_config_t *cc,
+                            int32_t kv_type)
 {
     guild_err_t err = {{0}};
     backend_t *be = NULL;
     const backend_options_t o = {.n_ctx = N_CTX, .n_batch = CUDA_DECODE_ROWS > N_PROMPT ? CUDA_DECODE_ROWS : N_PROMPT,
-                                 .pool = pool, .moe = moe};
+                                 .pool = pool, .moe = moe, .kv_type = kv_type};
     ck_assert_msg(backend_new(&be, "cuda", m, &o, cc, &err) == 0, "%s", err.msg);
     return be;
 }
@@ -137,8 +139,9 @@ START_TEST(test_batch_invariant)
     ck_assert_msg(guild_pool_new(&pool, 2, NULL, &err) == 0 && moe_local_new(&moe, m, pool, &err) == 0, "%s",
                   err.msg);
     const int32_t V = model_config(m)->n_vocab;
-    cuda_config_t cc = {.test.kv_f32 = kv_f32, .gpu_expert_layers = bc->host_experts ? GPU_EXPERTS_NONE : 0};
-    backend_t *ref = open_cuda(m, moe, pool, &cc);
+    cuda_config_t cc = {.gpu_expert_layers = bc->host_experts ? GPU_EXPERTS_NONE : 0};
+    const int32_t kv_type = kv_f32 ? KV_TYPE_F32 : KV_TYPE_F16;
+    backend_t *ref = open_cuda(m, moe, pool, &cc, kv_type);
 
     /* the reference: the prompt in one batch, then STEPS greedy tokens one at a time */
     int32_t prompt[N_PROMPT], toks[STEPS];
@@ -159,7 +162,7 @@ START_TEST(test_batch_invariant)
     for (int graphs = 1; graphs >= 0; graphs--) {
         cuda_config_t c2 = cc;
         c2.no_graph = !graphs;
-        backend_t *be = open_cuda(m, moe, pool, &c2);
+        backend_t *be = open_cuda(m, moe, pool, &c2, kv_type);
         float *lp = malloc((size_t)V * sizeof *lp);
         run(be, N_PROMPT, prompt, 1, &last, lp);
         snprintf(what, sizeof what, "%s %s, %s cache%s, graphs %s", bc->arch, quant_type_info(bc->type)->name,

@@ -7,7 +7,8 @@
  *                       combine without the shared expert
  *   |d| <= 4 ulp:       rmsnorm (double sum in another order)
  *   |d| <= 2e-6 |ref| + 1e-7:  swiglu, combine with the sigmoid gate, router weights (CUDA expf vs libm expf)
- *   |d| <= 2e-5 + 1e-4 |ref|:  attention (parallel sums; the same K/V values on both sides, F16 or F32 cache)
+ *   |d| <= 2e-5 + 1e-4 |ref|:  attention (parallel sums; the same K/V values on both sides, F16 or F32 cache;
+ *                              the block formats' bytes, which the device's store makes bit-exact)
  *   |d| <= (3e-5 smax + 1e-5) sum p|v|: mla attention against a float64 softmax (smax: the largest score's
  *                       magnitude sum; tensor cores' split operands with an F16 cache, CUDA cores with F32)
  * Each test prints its largest measured error. Check runs without fork here: a CUDA context does not survive
@@ -29,6 +30,7 @@
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;
@@ -1037,6 +1039,102 @@ START_TEST(test_mla_attention)
 }
 END_TEST
 
+/* The block formats of the KV cache (gpu-worker/dense/kv_format.h): cuda_kv_store_blocks writes the CPU's
+ * kv_store_row bytes (bit-exact: the same quantizers, k8v4's rotation in the same order), and cuda_attention_blocks
+ * reading them is cpu_attention_head_cache on the same bytes within the attention tolerance. _i: case _i / 3 of
+ * attn_cases (head dims 32 to 256, windows, sinks, groups, decode and prefill shapes), format q8_0, q4_0, k8v4. */
+START_TEST(test_kv_blocks)
+{
+    const attn_case_t c = attn_cases[_i / 3];
+    const int32_t fmt = KV_TYPE_Q8_0 + _i % 3;
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    const bool rot = kv_type_rotates_v(fmt);
+    const int32_t HD = c.head_dim, Q = c.n_head * HD, KV = c.n_head_kv * HD, n_kv = c.kv0 + c.n_tok;
+    const size_t krow = kv_elem_bytes(kt, KV), vrow = kv_elem_bytes(vt, KV);
+    rng_t r;
+    rng_seed(&r, 23 + (uint64_t)_i);
+    float *kf = malloc((size_t)n_kv * (size_t)KV * sizeof *kf), *vf = malloc((size_t)n_kv * (size_t)KV * sizeof *vf);
+    fill(&r, kf, (int64_t)n_kv * KV, 1.0f);
+    fill(&r, vf, (int64_t)n_kv * KV, 1.0f);
+    uint8_t *kc = malloc((size_t)n_kv * krow), *vc = malloc((size_t)n_kv * vrow);
+    uint8_t *kg = malloc((size_t)n_kv * krow), *vg = malloc((size_t)n_kv * vrow);
+    float *rows = malloc(2 * (size_t)HD * sizeof *rows);
+    for (int32_t p = 0; p < n_kv; p++) {
+        kv_store_row(kt, false, kf + (int64_t)p * KV, kc + (size_t)p * krow, KV, HD, rows);
+        kv_store_row(vt, rot, vf + (int64_t)p * KV, vc + (size_t)p * vrow, KV, HD, rows);
+    }
+    /* the device stores the rows in two calls: [0, kv0) at pos0 0 from the host, the batch's at *pos_dev */
+    float *dkf = dev_upload(kf, (size_t)n_kv * (size_t)KV * sizeof *kf);
+    float *dvf = dev_upload(vf, (size_t)n_kv * (size_t)KV * sizeof *vf);
+    void *dk = dev_new((size_t)n_kv * krow), *dv = dev_new((size_t)n_kv * vrow);
+    int32_t *dpos = dev_upload(&c.kv0, sizeof c.kv0);
+    guild_err_t err;
+    ck_assert_msg(cuda_kv_store_blocks(kt, vt, rot, dk, dv, dkf, dvf, KV, HD, c.kv0, 0, NULL, stream, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_msg(cuda_kv_store_blocks(kt, vt, rot, dk, dv, dkf + (int64_t)c.kv0 * KV, dvf + (int64_t)c.kv0 * KV, KV,
+                                       HD, c.n_tok, 0, dpos, stream, &err) == 0, "%s", err.msg);
+    dev_download(kg, dk, (size_t)n_kv * krow, stream);
+    dev_download(vg, dv, (size_t)n_kv * vrow, stream);
+    ck_assert_msg(!memcmp(kg, kc, (size_t)n_kv * krow), "%s keys: the device's bytes are not the CPU's",
+                  kv_type_name(fmt));
+    ck_assert_msg(!memcmp(vg, vc, (size_t)n_kv * vrow), "%s values: the device's bytes are not the CPU's",
+                  kv_type_name(fmt));
+
+    float *q = malloc((size_t)c.n_tok * (size_t)Q * sizeof *q), *got = malloc((size_t)c.n_tok * (size_t)Q * sizeof *got);
+    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_kv * sizeof *scores);
+    fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
+    float *sinks = malloc((size_t)c.n_head * sizeof *sinks);
+    fill(&r, sinks, c.n_head, 3.0f);
+    float *dq = dev_upload(q, (size_t)c.n_tok * (size_t)Q * sizeof *q), *dout = dev_new((size_t)c.n_tok * (size_t)Q * 4);
+    float *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
+    const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
+    const float scale = 1.0f / sqrtf((float)HD);
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, 0, dpos, c.n_head, c.n_head_kv, HD,
+                                        scale, &ext, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
+    double worst = 0;
+    const int32_t group = c.n_head / c.n_head_kv;
+    for (int32_t t = 0; t < c.n_tok; t++)
+        for (int32_t h = 0; h < c.n_head; h++) {
+            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
+            const cpu_kv_head_t kv = {kt, vt, kc + (size_t)first * krow + kv_elem_bytes(kt, (h / group) * HD),
+                                      vc + (size_t)first * vrow + kv_elem_bytes(vt, (h / group) * HD), krow, vrow, rot};
+            cpu_attention_head_cache(ref, q + (int64_t)t * Q + h * HD, &kv, n - first, HD, scale,
+                                     c.sinks ? &sinks[h] : NULL, scores, rows);
+            for (int32_t d = 0; d < HD; d++) {
+                const float g = got[(int64_t)t * Q + h * HD + d];
+                const double e = fabs((double)g - ref[d]);
+                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "%s case %d tok %d head %d dim %d: %.9g vs %.9g",
+                              kv_type_name(fmt), _i / 3, t, h, d, (double)g, (double)ref[d]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    printf("kv %-4s store bit-exact; attention %3d rows after %5d keys, %2d/%d heads of %3d, window %3d%s: max abs "
+           "err %.3g (tolerance 2e-5 + 1e-4 |ref|)\n", kv_type_name(fmt), c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
+           c.window, c.sinks ? ", sinks" : "", worst);
+    dev_free(dkf);
+    dev_free(dvf);
+    dev_free(dk);
+    dev_free(dv);
+    dev_free(dpos);
+    dev_free(dq);
+    dev_free(dout);
+    dev_free(dsinks);
+    free(kf);
+    free(vf);
+    free(kc);
+    free(vc);
+    free(kg);
+    free(vg);
+    free(rows);
+    free(q);
+    free(got);
+    free(ref);
+    free(scores);
+    free(sinks);
+}
+END_TEST
+
 /* ---- streamed experts: device unpack of packed copies, the parts' id maps ------------------------------------ */
 
 /* Packed matrices (kern_pack, the CPU workers' layout) unpacked in place on the device: the plain bytes exactly,
@@ -1165,6 +1263,7 @@ static Suite *kernels_suite(void)
     ADD("combine", test_combine, 0, 3);
     ADD("attention", test_attention, 0, 2 * N_ATTN_CASES);
     ADD("mla_attention", test_mla_attention, 0, 2 * N_MLA_CASES);
+    ADD("kv_blocks", test_kv_blocks, 0, 3 * N_ATTN_CASES);
     ADD("expert_unpack", test_expert_unpack, 0, 2);
     ADD("expert_ids_map", test_expert_ids_map, 0, 1);
     ADD("errors", test_errors, 0, 1);

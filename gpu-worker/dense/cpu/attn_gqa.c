@@ -3,11 +3,13 @@
  *   q,k,v = wq xn (+ bq), wk xn (+ bk), wv xn (+ bv)            (option qkv bias; option output gate: wq
  *                                                                  gives each head's query, then its gate)
  *   q,k   = RMSNorm per head or of the whole vector              (options q/k norm), then RoPE
- *   k,v   -> the KV cache at the row's position
+ *   k,v   -> the KV cache at the row's position, in its format (kv_format.h: quantized from the row's own K/V;
+ *           k8v4's values rotated head by head)
  *   att   = softmax(q k^T / sqrt(head_dim)) v over positions 0..pos (query head h uses KV head
  *           h / (n_head / n_head_kv)), for the kept rows only; a sliding layer (option sliding window) over the
  *           last window positions up to pos only; with option attention sinks head h's sink logit joins the
  *           softmax
+ *           reading the cache's format directly (cpu_attention_head_cache), the rotation undone per head
  *   att  *= sigmoid(gate)                                        (option output gate)
  *   x    += wo att (+ bo)                                        (option output bias)
  */
@@ -42,7 +44,6 @@ static void qk_prepare_task(void *ctx, int64_t t, int thread)
     const model_layer_t *L = j->L;
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     float *q = b->q + t * Q, *k = b->k + t * KV, *v = b->v + t * KV;
-    (void)thread;
     if (j->opts & MODEL_GQA_OUT_GATE) {
         const float *qg = b->qg + t * 2 * Q;
         for (int32_t h = 0; h < c->n_head; h++) {
@@ -67,9 +68,13 @@ static void qk_prepare_task(void *ctx, int64_t t, int thread)
     const float *cs = b->rope_cs + t * c->n_rot;
     cpu_rope_apply(&b->rope, q, c->n_head, c->head_dim, cs);
     cpu_rope_apply(&b->rope, k, c->n_head_kv, c->head_dim, cs);
-    const size_t cell = cpu_cell(b, b->tok_seq[t], b->tok_pos[t]) * (size_t)KV;
-    memcpy(b->k_layer[j->il] + cell, k, (size_t)KV * sizeof *k);
-    memcpy(b->v_layer[j->il] + cell, v, (size_t)KV * sizeof *v);
+    /* the cache row of this position, from its own K/V only (kv_format.h) */
+    const size_t cell = cpu_cell(b, b->tok_seq[t], b->tok_pos[t]);
+    float *scratch = b->kv_rows + (size_t)thread * 2 * (size_t)HD;
+    kv_store_row(b->kt, false, k, (char *)b->k_layer[j->il] + cell * kv_elem_bytes(b->kt, KV), KV, c->head_dim,
+                 scratch);
+    kv_store_row(b->vt, b->v_rot, v, (char *)b->v_layer[j->il] + cell * kv_elem_bytes(b->vt, KV), KV, c->head_dim,
+                 scratch);
 }
 
 /* task = t * n_head + h */
@@ -84,12 +89,22 @@ static void attention_task(void *ctx, int64_t task, int thread)
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     const int32_t pos = b->row_pos[t];
     const int32_t first = j->window && pos + 1 > j->window ? pos + 1 - j->window : 0;
-    const size_t at = cpu_cell(b, b->row_seq[t], first) * (size_t)KV + (size_t)(hkv * HD);
+    const size_t at = cpu_cell(b, b->row_seq[t], first); /* the row of the first key */
     const float *sink = (j->opts & MODEL_GQA_SINKS) ? (const float *)j->L->sinks.data + h : NULL;
     float *out = b->att + t * Q + h * HD;
-    cpu_attention_head(out, b->q + t * Q + h * HD, b->k_layer[j->il] + at, b->v_layer[j->il] + at, KV,
-                       pos + 1 - first, c->head_dim, 1.0f / sqrtf((float)c->head_dim), sink,
-                       b->scores + (size_t)thread * (size_t)b->n_ctx);
+    const size_t krow = kv_elem_bytes(b->kt, KV), vrow = kv_elem_bytes(b->vt, KV);
+    const cpu_kv_head_t kv = {
+        .kt = b->kt,
+        .vt = b->vt,
+        .k = (const char *)b->k_layer[j->il] + at * krow + kv_elem_bytes(b->kt, hkv * HD),
+        .v = (const char *)b->v_layer[j->il] + at * vrow + kv_elem_bytes(b->vt, hkv * HD),
+        .k_stride = krow,
+        .v_stride = vrow,
+        .v_rot = b->v_rot,
+    };
+    cpu_attention_head_cache(out, b->q + t * Q + h * HD, &kv, pos + 1 - first, c->head_dim,
+                             1.0f / sqrtf((float)c->head_dim), sink, b->scores + (size_t)thread * (size_t)b->n_ctx,
+                             b->kv_rows + (size_t)thread * 2 * (size_t)HD);
     if (j->opts & MODEL_GQA_OUT_GATE) {
         const float *g = b->gate + t * Q + h * HD;
         for (int64_t d = 0; d < HD; d++)

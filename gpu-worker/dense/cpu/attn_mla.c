@@ -211,7 +211,7 @@ static void prepare_task(void *ctx, int64_t t, int thread)
     cpu_rope_apply(&b->rope, kv + d->R, 1, (int32_t)d->r, cs);
     /* each head's rope part starts nope floats into its K */
     cpu_rope_apply(&b->rope, b->q + t * d->H * d->K + d->nope, (int32_t)d->H, (int32_t)d->K, cs);
-    memcpy(b->k_layer[j->il] + cpu_cell(b, b->tok_seq[t], b->tok_pos[t]) * (size_t)d->RR, kv,
+    memcpy((float *)b->k_layer[j->il] + cpu_cell(b, b->tok_seq[t], b->tok_pos[t]) * (size_t)d->RR, kv,
            (size_t)d->RR * sizeof *kv);
 }
 
@@ -258,7 +258,7 @@ static void latent_attention_task(void *ctx, int64_t task, int thread)
     cpu_backend_t *b = j->b;
     const mla_dims_t *d = &j->d;
     const int64_t t = task / d->H, h = task % d->H;
-    const float *cache = b->k_layer[j->il] + cpu_cell(b, b->row_seq[t], 0) * (size_t)d->RR;
+    const float *cache = (const float *)b->k_layer[j->il] + cpu_cell(b, b->row_seq[t], 0) * (size_t)d->RR;
     cpu_attention_head_kv(b->mla_lat + (t * d->H + h) * d->R, b->mla_qk + (t * d->H + h) * d->RR, cache, cache,
                           d->RR, b->row_pos[t] + 1, (int32_t)d->RR, (int32_t)d->R, b->cfg->mla_kq_scale, NULL,
                           b->scores + (size_t)thread * (size_t)b->n_ctx);
@@ -284,7 +284,7 @@ static void expand_block(const mla_job_t *j, int64_t h, int32_t seq, int32_t p0,
 {
     const mla_dims_t *d = &j->d;
     const int64_t ld = d->K + d->V;
-    const float *cache = j->b->k_layer[j->il] + cpu_cell(j->b, seq, p0) * (size_t)d->RR;
+    const float *cache = (const float *)j->b->k_layer[j->il] + cpu_cell(j->b, seq, p0) * (size_t)d->RR;
     float *blk = (float *)(s + j->sl.blk);
     const model_tensor_t *W;
     const void *vfirst = value_rows(j, h, &W);

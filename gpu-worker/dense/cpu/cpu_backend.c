@@ -20,6 +20,7 @@ static void cpu_destroy(backend_t *base)
     free(b->kv_cache);
     free(b->k_layer);
     free(b->v_layer);
+    free(b->kv_rows);
     free(b->mla_qa);
     free(b->mla_kv);
     free(b->mla_qk);
@@ -77,31 +78,32 @@ static void *alloc_array(size_t n, size_t size, bool *ok)
     return p;
 }
 
-/* The KV cache: layer il's n_seq * n_ctx key rows, then its value rows, of the widths its attention part says.
- * false when out of memory or too large. */
+/* The KV cache: layer il's n_seq * n_ctx key rows, then its value rows, of the widths its attention part says, in
+ * the cache's element types. false when out of memory or too large. */
 static bool alloc_kv(cpu_backend_t *b, const model_config_t *c, bool *ok)
 {
     const size_t L = (size_t)c->n_layer, N = (size_t)b->n_ctx * (size_t)b->n_seq;
     b->k_layer = alloc_array(L, sizeof *b->k_layer, ok);
     b->v_layer = alloc_array(L, sizeof *b->v_layer, ok);
+    b->kv_rows = alloc_array((size_t)b->n_threads, 2 * (size_t)c->head_dim * sizeof(float), ok);
     size_t total = 0;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_cache_row_t r = model_layer_cache_row(c, il);
-        const size_t row = (size_t)r.k + (size_t)r.v;
-        if (row && N > (SIZE_MAX / sizeof(float) - total) / row)
+        const size_t row = (size_t)kv_elem_bytes(b->kt, r.k) + (size_t)kv_elem_bytes(b->vt, r.v);
+        if (row && N > (SIZE_MAX - total) / row)
             return *ok = false;
         total += N * row;
     }
-    b->kv_cache = alloc_array(total, sizeof(float), ok);
+    b->kv_cache = alloc_array(total, 1, ok);
     if (!*ok)
         return false;
-    float *at = b->kv_cache;
+    char *at = b->kv_cache;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_cache_row_t r = model_layer_cache_row(c, il);
         b->k_layer[il] = at;
-        at += N * (size_t)r.k;
+        at += N * (size_t)kv_elem_bytes(b->kt, r.k);
         b->v_layer[il] = r.v ? at : NULL;
-        at += N * (size_t)r.v;
+        at += N * (size_t)kv_elem_bytes(b->vt, r.v);
     }
     return true;
 }
@@ -163,6 +165,9 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
         return -1;
     if (opt->check_finite && finite_check_fits(c, opt->n_batch, err) < 0)
         return guild_err_prefix(err, "cpu backend: ");
+    const int32_t kv_type = kv_type_resolve(opt->kv_type, KV_TYPE_F32);
+    if (kv_type_check(kv_type, c, 1u << KV_TYPE_F32, "cpu backend", err) < 0)
+        return -1;
     if (opt->moe->ops->mem != MOE_EXEC_HOST)
         return guild_err_set(err, "cpu backend: the routed-expert executor \"%s\" works on device memory",
                              opt->moe->ops->name);
@@ -181,6 +186,10 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->check_finite = opt->check_finite;
     b->progress = opt->progress;
     b->mla_form = opt->mla_form;
+    b->kv_type = kv_type;
+    b->kt = kv_type_k(kv_type);
+    b->vt = kv_type_v(kv_type);
+    b->v_rot = kv_type_rotates_v(kv_type);
     b->n_threads = guild_pool_threads(opt->pool);
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;

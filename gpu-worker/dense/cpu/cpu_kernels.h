@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/model/config.h"
+#include "core/quant/types.h"
 #include "gpu-worker/dense/finite_check.h"
 
 /* RMSNorm as ggml computes it: sum of x[i]*x[i] (float products) accumulated in double over ascending i;
@@ -64,6 +65,23 @@ void cpu_attention_head(float *out, const float *q, const float *k, const float 
  * Multi-head latent attention's absorbed form passes the cache row as both, its first dv floats the values. */
 void cpu_attention_head_kv(float *out, const float *q, const float *k, const float *v, int64_t kv_stride,
                            int32_t n_kv, int32_t dk, int32_t dv, float scale, const float *sink, float *scores);
+
+/* One KV head's rows in the cache's format (gpu-worker/dense/kv_format.h): position j's key head at k + j *
+ * k_stride bytes in element type kt, its value head at v + j * v_stride in vt, the values rotated by kv_hadamard
+ * when v_rot. */
+typedef struct cpu_kv_head {
+    guild_type_t kt, vt;
+    const void *k, *v;
+    size_t k_stride, v_stride;
+    bool v_rot;
+} cpu_kv_head_t;
+
+/* cpu_attention_head over a cache in any format: each key and value head is dequantized as it is read (kv_load,
+ * into rows: 2 * head_dim floats of scratch), then every operation is cpu_attention_head's, in its order, on
+ * those floats (out[d] summed over j ascending from 0.0f); with v_rot, out then goes through kv_hadamard once
+ * (the rotation undone on the weighted sum). An f32 cache without rotation takes cpu_attention_head itself. */
+void cpu_attention_head_cache(float *out, const float *q, const cpu_kv_head_t *kv, int32_t n_kv, int32_t head_dim,
+                              float scale, const float *sink, float *scores, float *rows);
 
 /* The router of one token: probabilities = softmax(logits[n_expert]) (expf of logit - max, sum in double,
  * multiplied by (float)(1/sum)); the k largest (lowest id first on ties) in descending order go to ids[0..k)

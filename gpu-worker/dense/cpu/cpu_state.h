@@ -11,6 +11,7 @@
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
+#include "gpu-worker/dense/kv_format.h"
 
 typedef struct cpu_backend {
     backend_t base;
@@ -32,11 +33,17 @@ typedef struct cpu_backend {
     int n_threads;
     cpu_rope_t rope;
 
-    /* KV cache, float32: layer il keeps n_ctx rows per sequence of the shape its attention part says
-     * (model_layer_cache_row); sequence s's position p is row s * n_ctx + p (cpu_cell) */
-    float *kv_cache;        /* every layer's rows, one allocation */
-    float **k_layer;        /* [n_layer]: layer il's key rows, [n_seq][n_ctx][row.k] (GQA: n_head_kv * head_dim) */
-    float **v_layer;        /* [n_layer]: its value rows, [n_seq][n_ctx][row.v]; NULL when row.v is 0 (MLA) */
+    /* KV cache in the format kv_type (gpu-worker/dense/kv_format.h): layer il keeps n_ctx rows per sequence of the
+     * shape its attention part says (model_layer_cache_row), keys in kt, values in vt (MLA: f32 only); sequence s's
+     * position p is row s * n_ctx + p (cpu_cell) */
+    int32_t kv_type;        /* backend_options_t.kv_type resolved (KV_TYPE_DEFAULT is f32 here) */
+    guild_type_t kt, vt;    /* element types of the key and value rows */
+    bool v_rot;             /* value rows rotated head by head (kv_hadamard: k8v4) */
+    char *kv_cache;         /* every layer's rows, one allocation */
+    void **k_layer;         /* [n_layer]: layer il's key rows, [n_seq][n_ctx][row.k] (GQA: n_head_kv * head_dim) */
+    void **v_layer;         /* [n_layer]: its value rows, [n_seq][n_ctx][row.v]; NULL when row.v is 0 (MLA) */
+    float *kv_rows;         /* [n_threads][2 * head_dim] a key and a value head as floats (dequantized on read,
+                               rotated before a store) */
     int32_t mla_form;       /* backend_options_t.mla_form */
     /* recurrent state of the gdn layers (attn_gdn.c), a sequence's zeroed when a forward call starts it at
      * position 0 */

@@ -1,14 +1,17 @@
 /* GQA attention (MODEL_ATTN_GQA) on the CUDA backend: gpu-worker/dense/cpu/attn_gqa.c step for step, each step
  * one kernel on the backend's stream.
  *
- *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16 or F32)
- *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch), over the layer's
- *         window of keys when it slides, with the heads' sinks (options sliding window, attention sinks)
+ *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16, F32, or the block formats of kv_format.h,
+ *           quantized as the CPU backend does)
+ *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch; over a block
+ *         cache the kernel that reads the blocks, any batch), over the layer's window of keys when it slides, with
+ *         the heads' sinks (options sliding window, attention sinks)
  *   att *= sigmoid(gate)        (option output gate: wq gives each head's query, then its gate)
  *   x += wo att (+ bo, option output bias)
  */
 #include <math.h>
 
+#include "gpu-worker/dense/kv_format.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 
@@ -31,13 +34,13 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
         return -1;
     const bool neox = c->rope_neox;
     const bool norm_head = opts & MODEL_GQA_QK_NORM_HEAD, norm_full = opts & MODEL_GQA_QK_NORM_FULL;
-    /* bytes: the layer's slot in the caches */
-    const size_t layer0 = (size_t)b->kv_slot[il] * (size_t)b->n_ctx * (size_t)KV * b->kv_elem;
-    if (!norm_full && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
+    char *kc = (char *)b->k_cache + (size_t)b->kv_slot[il] * b->k_layer_bytes;
+    char *vc = (char *)b->v_cache + (size_t)b->kv_slot[il] * b->v_layer_bytes;
+    const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
+    if (!blocks && !norm_full && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
         return cuda_qk_prepare(b->q, b->k, b->v, n, c->n_head, c->n_head_kv, c->head_dim,
                                norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL, c->norm_eps, c->n_rot,
-                               neox, b->rope_cs, b->d_pos, b->kv_type, (char *)b->k_cache + layer0,
-                               (char *)b->v_cache + layer0, s, err);
+                               neox, b->rope_cs, b->d_pos, b->kv_type, kc, vc, s, err);
     if (norm_head) {
         if (cuda_rmsnorm(b->q, HD, b->q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
             cuda_rmsnorm(b->k, HD, b->k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)
@@ -50,8 +53,9 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
     /* positions from the device (b->d_pos): a captured graph replays at any cache length */
     if (cuda_rope_dyn(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
         cuda_rope_dyn(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
-        cuda_kv_store_dyn(b->kv_type, (char *)b->k_cache + layer0, (char *)b->v_cache + layer0, b->k, b->v, KV, n,
-                          b->d_pos, s, err) < 0)
+        (blocks ? cuda_kv_store_blocks(b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, b->k, b->v,
+                                       KV, c->head_dim, n, 0, b->d_pos, s, err)
+                : cuda_kv_store_dyn(b->kv_type, kc, vc, b->k, b->v, KV, n, b->d_pos, s, err)) < 0)
         return -1;
     return 0;
 }
@@ -72,11 +76,14 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     if (cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
         cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0 || qk_prepare(b, L, p->opts, il, n, err) < 0)
         return -1;
-    /* bytes: the layer's slot in the caches */
-    const size_t layer0 = (size_t)b->kv_slot[il] * (size_t)b->n_ctx * (size_t)KV * b->kv_elem;
-    const void *kc = (const char *)b->k_cache + layer0, *vc = (const char *)b->v_cache + layer0;
+    const void *kc = (const char *)b->k_cache + (size_t)b->kv_slot[il] * b->k_layer_bytes;
+    const void *vc = (const char *)b->v_cache + (size_t)b->kv_slot[il] * b->v_layer_bytes;
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
-    const int rc = n <= CUDA_DECODE_ROWS
+    const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
+    const int rc = blocks ? cuda_attention_blocks(b->att, b->q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format),
+                                                  kc, vc, n, 0, b->d_pos, c->n_head, c->n_head_kv, c->head_dim, scale,
+                                                  &ext, s, err)
+                   : n <= CUDA_DECODE_ROWS
                        ? cuda_attention_decode_dyn(b->att, b->q, b->kv_type, kc, vc, n, b->d_pos, b->n_ctx - n,
                                                    c->n_head, c->n_head_kv, c->head_dim, scale, &ext, b->attn_scratch,
                                                    b->attn_scratch_bytes, s, err)

@@ -44,9 +44,7 @@ static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     } else if (cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0) {
         return -1;
     }
-    /* bytes: the layer's slot in the cache */
-    const size_t layer0 = (size_t)b->kv_slot[il] * (size_t)b->n_ctx * (size_t)b->kv_row * b->kv_elem;
-    void *cache = (char *)b->k_cache + layer0;
+    void *cache = (char *)b->k_cache + (size_t)b->kv_slot[il] * b->k_layer_bytes; /* the layer's slot */
     /* the latent normed in place, then the rotated parts; the cache row stored twice over itself by
      * cuda_kv_store_dyn's K and V (the same bytes: MLA has no value rows) */
     if (cuda_linear(b, &L->wkv_a, b->xn, E, n, b->mla_kv, RR, true, err) < 0 ||

@@ -29,6 +29,7 @@
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/finite_check.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
@@ -471,12 +472,15 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cuda_check(cudaSetDevice(0), "select device 0", err) < 0)
         return -1;
 
+    const int32_t kv_format = kv_type_resolve(opt->kv_type, KV_TYPE_F16);
+    if (kv_type_check(kv_format, c, 1u << KV_TYPE_F32 | 1u << KV_TYPE_F16, "cuda backend", err) < 0)
+        return -1;
     gpu_plan_t plan;
     const gpu_plan_options_t po = {
         .budget = cc->gpu_mem,
         .n_ctx = opt->n_ctx,
         .n_batch = opt->n_batch,
-        .kv_elem = cc->test.kv_f32 ? 4u : 2u,
+        .kv_type = kv_format,
         .max_expert_layers = cc->gpu_expert_layers,
         .caps = cuda_backend_ops.plan_caps,
     };
@@ -493,8 +497,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
     b->logit_rows = opt->n_batch < LOGIT_ROWS ? opt->n_batch : LOGIT_ROWS;
-    b->kv_type = cc->test.kv_f32 ? GUILD_TYPE_F32 : GUILD_TYPE_F16;
-    b->kv_elem = b->kv_type == GUILD_TYPE_F32 ? sizeof(float) : sizeof(quant_half_t);
+    b->kv_format = kv_format;
+    b->kv_type = kv_type_k(kv_format);
+    b->v_type = kv_type_v(kv_format);
     if (cuda_check(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "create stream", err) < 0 ||
         cuda_weights_upload(b, err) < 0 || upload_rope_table(b, err) < 0)
         goto fail;
@@ -517,7 +522,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         b->kv_slot[il] = r.k || r.v ? b->n_kv_layers++ : -1;
         mla |= model_layer_parts(c, il).attn->kind == MODEL_ATTN_MLA;
     }
-    const size_t kv_cells = (size_t)b->n_kv_layers * (size_t)opt->n_ctx * b->kv_elem;
+    b->k_layer_bytes = (size_t)opt->n_ctx * (size_t)kv_elem_bytes(b->kv_type, b->kv_row);
+    b->v_layer_bytes = (size_t)opt->n_ctx * (size_t)kv_elem_bytes(b->v_type, b->v_row);
     /* the attention output: a value per head, wider than a key with MLA where so */
     const size_t ATT = (size_t)c->n_head * (size_t)(c->head_dim_v > c->head_dim ? c->head_dim_v : c->head_dim);
     const size_t R = (size_t)c->n_lora_kv, RR = R + (size_t)c->n_rot, H = (size_t)c->n_head;
@@ -525,9 +531,10 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
     b->mla_split_bytes = mla ? cuda_mla_attention_scratch((int32_t)H, (int32_t)R, opt->n_ctx) : 0;
     size_t *sc = &b->bytes_scratch;
-    if (cuda_alloc((void **)&b->k_cache, kv_cells * (size_t)b->kv_row, &b->bytes_kv, "the K cache", err) < 0 ||
-        (b->v_row && cuda_alloc((void **)&b->v_cache, kv_cells * (size_t)b->v_row, &b->bytes_kv, "the V cache",
-                                err) < 0) ||
+    if (cuda_alloc((void **)&b->k_cache, (size_t)b->n_kv_layers * b->k_layer_bytes, &b->bytes_kv, "the K cache",
+                   err) < 0 ||
+        (b->v_row && cuda_alloc((void **)&b->v_cache, (size_t)b->n_kv_layers * b->v_layer_bytes, &b->bytes_kv,
+                                "the V cache", err) < 0) ||
         (mla && (cuda_alloc((void **)&b->mla_qa, NB * (size_t)(c->n_lora_q ? c->n_lora_q : 1) * f, sc,
                             "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_kv, NB * RR * f, sc, "activations", err) < 0 ||
@@ -597,7 +604,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
               "positions), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device %.1f MiB; "
               "experts %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
-              (double)b->bytes_kv / (1 << 20), b->kv_type == GUILD_TYPE_F32 ? "f32" : "f16", opt->n_ctx,
+              (double)b->bytes_kv / (1 << 20), kv_type_name(b->kv_format), opt->n_ctx,
               (double)b->bytes_scratch / (1 << 20), b->gpu_expert_layers, c->n_layer,
               (double)b->bytes_experts / (1 << 20), (double)(dev_total - dev_free) / (1 << 20), b->moe->ops->name,
               b->graphs ? "on" : "off");

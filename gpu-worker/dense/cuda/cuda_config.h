@@ -51,7 +51,6 @@ typedef struct cuda_config {
     size_t n_resident_layers;
     /* Test hooks: set by tests and by the tests' --force-split flag only; no user setting lives here. */
     struct {
-        bool kv_f32; /* KV cache in float32 instead of F16: twice the memory, the CPU backend's precision */
         double split_gpu_fraction; /* > 0: every planned batch of a streamed layer splits with the device taking
                                       at least this fraction of its pairs, whatever the measured times
                                       (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */

@@ -122,6 +122,15 @@ int cuda_kv_store(guild_type_t kv_type, void *k_cache, void *v_cache, const floa
 int cuda_kv_store_dyn(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v,
                       int64_t kv_dim, int32_t n_tok, const int32_t *pos0, cudaStream_t s, guild_err_t *err);
 
+/* cuda_kv_store into caches of the block formats (gpu-worker/dense/kv_format.h): keys in kt, values in vt (Q8_0 or
+ * Q4_0), each head's values through the Walsh-Hadamard rotation first with v_rot (k8v4); quantized as
+ * kv_store_row does on the CPU, operation for operation (the same bytes from the same floats). Rows start at
+ * pos0, or at *pos_dev when it is not NULL. head_dim: a multiple of 32 (a power of two with v_rot), kv_dim a
+ * multiple of it. */
+int cuda_kv_store_blocks(guild_type_t kt, guild_type_t vt, bool v_rot, void *k_cache, void *v_cache, const float *k,
+                         const float *v, int64_t kv_dim, int32_t head_dim, int32_t n_tok, int32_t pos0,
+                         const int32_t *pos_dev, cudaStream_t s, guild_err_t *err);
+
 /* cuda_rmsnorm of each head of q (n_tok rows of n_head heads) with q_norm and of k with k_norm (both NULL: no
  * norm), then cuda_rope_dyn of both, then cuda_kv_store_dyn of k and v, in one kernel with the same bits.
  * head_dim: a multiple of 32 up to 256. */
@@ -268,6 +277,16 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
                               const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max, int32_t n_head,
                               int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
                               void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+
+/* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys
+ * in kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks.
+ * One block per (query head, row), keys in a fixed order: a row's output is the same bits in any batch split.
+ * kv0_dev NULL: kv0 is the cache length; else it is read from the device. ext: as for decode. head_dim: a multiple
+ * of 32 up to 256 (a power of two with v_rot). The CPU's cpu_attention_head_cache within float rounding. */
+int cuda_attention_blocks(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
+                          const void *k_cache, const void *v_cache, int32_t n_tok, int32_t kv0, const int32_t *kv0_dev,
+                          int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
+                          cudaStream_t s, guild_err_t *err);
 
 /* Multi-head latent attention's absorbed form (deepseek2): for each row t < n_tok and head h, the softmax over
  * positions j <= *kv0 + t of (qk[t][h] . cache[j]) * scale, weighting cache[j][0, R): lat[t][h][0, R). qk:

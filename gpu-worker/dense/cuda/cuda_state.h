@@ -74,10 +74,12 @@ typedef struct cuda_backend {
     cuda_layer_t *layers;       /* [n_layer] */
 
     float *rope_cs;             /* [n_ctx][n_rot] cos/sin pairs of every position (cpu_rope_table) */
-    guild_type_t kv_type;       /* F16 (default) or F32 (cuda_config_t.test.kv_f32) */
-    size_t kv_elem;             /* bytes of one cache element */
+    int32_t kv_format;          /* backend_options_t.kv_type resolved (KV_TYPE_DEFAULT is f16 here) */
+    guild_type_t kv_type;       /* element type of the key rows (kv_type_k: F16, F32, Q8_0 or Q4_0) */
+    guild_type_t v_type;        /* of the value rows (kv_type_v; k8v4: Q4_0, rotated head by head) */
+    size_t k_layer_bytes, v_layer_bytes; /* one layer slot's n_ctx key rows, value rows */
     void *k_cache;              /* [n_kv_layers][n_ctx][kv_row] of kv_type */
-    void *v_cache;              /* [n_kv_layers][n_ctx][v_row] of kv_type; NULL when v_row is 0 */
+    void *v_cache;              /* [n_kv_layers][n_ctx][v_row] of v_type; NULL when v_row is 0 */
     int32_t *kv_slot;           /* host [n_layer]: layer il's rows in the caches, -1: none (a gdn layer keeps
                                    its recurrent state instead) */
     int32_t n_kv_layers;        /* layers with a key or value row (model_layer_cache_row) */
