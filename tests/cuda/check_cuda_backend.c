@@ -1211,6 +1211,9 @@ static Suite *backend_suite(void)
     TCase *tc = tcase_create("greedy");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_greedy_matches_cpu, 0, 2 * N_CASES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("kv_types");
+    tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_kv_types_match_cpu, 0, 5 * 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("reruns");
