@@ -57,6 +57,20 @@ START_TEST(test_no_budget_all_resident)
     ck_assert_uint_eq(gpu_plan_total(&p), p.dense + p.kv + p.buffers + p.expert_buffers + p.experts);
     ck_assert_int_eq(p.stage_slots, 0);
     gpu_plan_fini(&p);
+    /* the cache's format sets the bytes of a position (--kv-type): rows of 32 elements are one block each;
+     * KV_TYPE_DEFAULT counts f16 */
+    static const struct {
+        int32_t type;
+        uint64_t k, v; /* bytes of a 32-element key row, value row */
+    } fmts[] = {{KV_TYPE_DEFAULT, 64, 64}, {KV_TYPE_F32, 128, 128}, {KV_TYPE_Q8_0, 34, 34}, {KV_TYPE_Q4_0, 18, 18},
+                {KV_TYPE_K8V4, 34, 18}};
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        o.kv_type = fmts[i].type;
+        ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+        ck_assert_uint_eq(p.kv, (fmts[i].k + fmts[i].v) * 3u * 64u);
+        gpu_plan_fini(&p);
+    }
+    o.kv_type = KV_TYPE_F16;
     /* --gpu-experts none: every expert on the CPU side, nothing resident or streamed */
     o.max_expert_layers = GPU_EXPERTS_NONE;
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
