@@ -414,6 +414,71 @@ START_TEST(test_model_formats)
 }
 END_TEST
 
+/* Sequences (backend_options_t.n_seq): two sequences' rows interleaved in shared batches give each row the bits
+ * of its sequence alone, in every format (each sequence's cache rows come from its own K/V). _i = arch * 4 +
+ * format (f16, q8_0, q4_0, k8v4). */
+START_TEST(test_sequences_per_format)
+{
+    const int a = _i / 4;
+    const int32_t fmt = KV_TYPE_F16 + _i % 4;
+    tiny_spec_t s = spec_of(a, GUILD_TYPE_F32);
+    guild_err_t err = {{0}};
+    enum { N = 10 };
+    int32_t tok[2][N];
+    for (int q = 0; q < 2; q++)
+        for (int i = 0; i < N; i++)
+            tok[q][i] = (int32_t)((i * 37 + q * 11 + 5) % V);
+    float *alone = malloc(2 * N * V * sizeof *alone), *out = malloc(2 * N * V * sizeof *out);
+    rig_t r;
+    for (int q = 0; q < 2; q++) { /* alone: prefill 4, then one at a time */
+        ck_assert_msg(rig_open(&r, &s, 1, fmt, &err) == 0, "%s", err.msg);
+        for (int p0 = 0; p0 < N;) {
+            const int n = p0 == 0 ? 4 : 1;
+            int32_t pos[4], rows[4];
+            for (int i = 0; i < n; i++)
+                pos[i] = p0 + i, rows[i] = i;
+            ck_assert_msg(backend_forward(r.be, n, tok[q] + p0, pos, n, rows, alone + ((size_t)q * N + (size_t)p0) * V,
+                                          &err) == 0, "%s", err.msg);
+            p0 += n;
+        }
+        rig_close(&r);
+    }
+    /* together: the two sequences' rows interleaved, sequence 1 two positions behind */
+    size_t size;
+    memset(&r, 0, sizeof r);
+    tiny_model_image(&s, &r.image, &size);
+    ck_assert_msg(tiny_model_open(r.image, size, &r.model, &err) == 0, "%s", err.msg);
+    ck_assert_msg(guild_pool_new(&r.pool, 2, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(moe_local_new(&r.moe, r.model, r.pool, &err) == 0, "%s", err.msg);
+    const backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = r.pool, .moe = r.moe, .kv_type = fmt, .n_seq = 2};
+    ck_assert_msg(backend_new(&r.be, "cpu", r.model, &o, NULL, &err) == 0, "%s", err.msg);
+    int done[2] = {0, 0};
+    for (int step = 0; done[0] < N || done[1] < N; step++) {
+        int32_t bt[8], bs[8], bp[8], rows[8];
+        int n = 0;
+        for (int k = 0; k < 3; k++)
+            for (int q = 0; q < 2; q++)
+                if ((q == 0 || step >= 1) && k < (step == 0 ? 3 : 1) && done[q] + k < N) {
+                    bt[n] = tok[q][done[q] + k], bs[n] = q, bp[n] = done[q] + k;
+                    n++;
+                }
+        for (int i = 0; i < n; i++)
+            rows[i] = i;
+        ck_assert_msg(backend_forward_seq(r.be, n, bt, bs, bp, n, rows, out, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < n; i++) {
+            ck_assert_msg(!memcmp(out + (size_t)i * V, alone + ((size_t)bs[i] * N + (size_t)bp[i]) * V,
+                                  V * sizeof *out),
+                          "%s %s: sequence %d position %d differs from the sequence alone", archs[a],
+                          kv_type_name(fmt), bs[i], bp[i]);
+            done[bs[i]] = bp[i] + 1 > done[bs[i]] ? bp[i] + 1 : done[bs[i]];
+        }
+    }
+    rig_close(&r);
+    free(alone);
+    free(out);
+}
+END_TEST
+
 /* What a format costs per position, and the models and formats that do not go together. */
 START_TEST(test_sizes_and_refusals)
 {
@@ -480,6 +545,7 @@ static Suite *suite(void)
     tc = tcase_create("models");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_model_formats, 0, N_ARCHS * 8);
+    tcase_add_loop_test(tc, test_sequences_per_format, 0, N_ARCHS * 4);
     tcase_add_test(tc, test_sizes_and_refusals);
     suite_add_tcase(s, tc);
     return s;
