@@ -430,7 +430,7 @@ START_TEST(test_mla_long_context)
     const double tol = kv_f32 ? 1e-3 : 1e-2;
     tiny_spec_t s = cuda_spec("deepseek2", GUILD_TYPE_F32, 13);
     rig_t r;
-    rig_open(&r, &s, 256, 1024, kv_f32);
+    rig_open(&r, &s, 256, 1024, kv_f32 ? KV_TYPE_F32 : KV_TYPE_F16);
     const int32_t V = r.n_vocab, n_prompt = 600;
     int32_t *toks = malloc((size_t)n_prompt * sizeof *toks);
     for (int32_t i = 0; i < n_prompt; i++)
