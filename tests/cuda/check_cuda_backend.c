@@ -486,7 +486,7 @@ START_TEST(test_gdn_chunked_prefill)
 {
     tiny_spec_t s = cuda_spec(_i ? "qwen35moe" : "qwen3next", GUILD_TYPE_F32, 21);
     rig_t r;
-    rig_open(&r, &s, 160, 256, true);
+    rig_open(&r, &s, 160, 256, KV_TYPE_F32);
     const int32_t V = r.n_vocab, n = 150, parts[] = {70, 1, 3, 76};
     int32_t toks[150], rows[150];
     for (int32_t i = 0; i < n; i++) {
@@ -507,8 +507,8 @@ START_TEST(test_gdn_chunked_prefill)
     /* the same rows in parts, on a second device backend so that both states go on to the decode steps */
     backend_t *g2 = NULL;
     guild_err_t err = {{0}};
-    backend_options_t o = {.n_ctx = 256, .n_batch = 160, .pool = r.pool, .moe = r.moe};
-    const cuda_config_t cc = {.test.kv_f32 = true};
+    backend_options_t o = {.n_ctx = 256, .n_batch = 160, .pool = r.pool, .moe = r.moe, .kv_type = KV_TYPE_F32};
+    const cuda_config_t cc = {0};
     ck_assert_msg(backend_new(&g2, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     for (int32_t k = 0, p = 0; k < 4; p += parts[k++])
         forward(g2, parts[k], toks + p, parts[k], rows, lb + (size_t)p * (size_t)V);
