@@ -22,9 +22,12 @@ jobs=$(nproc 2>/dev/null || echo 2)
 packages=(autoconf automake libtool pkg-config make gcc python3 python3-numpy
     libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev numactl check libsubunit-dev
     libpcre2-dev libjansson-dev libmicrohttpd-dev clang iproute2)
-# the test suite's client of guild serve --parallel (tests/serve_parallel.sh: the openai npm package)
+# the test suite's client of guild serve --parallel (tests/serve_parallel.sh: the openai npm package); by command,
+# not by package: a node from elsewhere (nodesource's nodejs bundles npm and conflicts with Debian's npm package)
+# serves as well
 if [ "$mode" = test ]; then
-    packages+=(nodejs npm)
+    command -v node >/dev/null 2>&1 || packages+=(nodejs)
+    command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
 
 as_root() {
