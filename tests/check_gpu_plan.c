@@ -125,6 +125,39 @@ START_TEST(test_hybrid_cache)
 }
 END_TEST
 
+/* A deepseek2 shape (tests/tiny_model.c: 4 heads, latent 64, rotated 8, q LoRA 32): the plan's buffers hold
+ * the CUDA backend's MLA activations beyond the shared ones, the queries in the latent space (H * (R + r) a row)
+ * and the heads' latent outputs (H * R) the largest, and the decode splits' scratch, which grows with the context up
+ * to 16 splits. The difference to the same shape counted without them is exactly these bytes. */
+START_TEST(test_mla_buffers)
+{
+    guild_err_t err = {{0}};
+    size_t size;
+    fx_t f;
+    tiny_spec_t s = tiny_spec("deepseek2");
+    tiny_model_image(&s, &f.image, &size);
+    ck_assert_msg(tiny_model_open(f.image, size, &f.m, &err) == 0, "%s", err.msg);
+    const uint64_t H = 4, R = 64, RR = 72, RQ = 32, NB = 8, fl = 4;
+    const uint64_t acts = NB * RQ * fl + NB * RR * fl + NB * H * RR * fl + NB * H * R * fl;
+    uint64_t prev = 0;
+    for (int32_t n_ctx = 64; n_ctx <= 8192; n_ctx *= 4) {
+        gpu_plan_options_t o = {.n_ctx = n_ctx, .n_batch = 8, .kv_type = KV_TYPE_F16};
+        gpu_plan_t p;
+        ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+        const uint64_t splits = (uint64_t)(n_ctx + 255) / 256 < 16 ? (uint64_t)(n_ctx + 255) / 256 : 16;
+        const uint64_t mla = acts + splits * 32 * H * (R + 2) * fl;
+        ck_assert_uint_ge(p.buffers, mla);
+        if (prev) /* what grows with the context: the RoPE table (rotated 8 a position) and the splits */
+            ck_assert_uint_eq(p.buffers - prev, (uint64_t)(n_ctx - n_ctx / 4) * 8 * fl +
+                                                    (splits - ((uint64_t)(n_ctx / 4 + 255) / 256)) * 32 * H *
+                                                        (R + 2) * fl);
+        prev = p.buffers;
+        gpu_plan_fini(&p);
+    }
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     fx_t f;
@@ -508,6 +541,7 @@ int main(void)
     tcase_add_test(tc, test_no_budget_all_resident);
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_hybrid_cache);
+    tcase_add_test(tc, test_mla_buffers);
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);

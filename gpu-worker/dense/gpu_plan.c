@@ -28,6 +28,8 @@
 #define LOGIT_ROWS 32     /* cuda_backend.c */
 #define ATTN_TOK 32       /* attn_decode.cu: rows the split-key scratch is sized for (CUDA_DECODE_ROWS) */
 #define ATTN_SPLITS 64    /* attn_decode.cu: AD_MAX_SPLITS */
+#define MLA_SPLITS 16     /* mla_attention_mma.cu: ML_SPLITS */
+#define MLA_SPLIT_MIN 256 /* mla_attention_mma.cu: ML_SPLIT_MIN */
 #define GDN_CHUNK 64          /* cuda_kernels.h CUDA_GDN_CHUNK: rows of a chunk of the gated delta net's chunked */
 #define GDN_CHUNK_MIN_ROWS 33 /* form, the fewest rows of a batch that take it (CUDA_GDN_CHUNK_MIN_ROWS) and the */
 #define GDN_CHUNK_MAX_DK 128  /* widest heads (cuda_gdn_chunk_fits) */
@@ -518,6 +520,24 @@ static uint64_t hybrid_buffers_bytes(const model_config_t *c, uint64_t NB)
     return bytes;
 }
 
+/* Multi-head latent attention's activations for chunks of NB tokens (the CUDA backend's mla_* buffers): the q LoRA's
+ * inner rows, the latent with its rotated key, the queries in the latent space with their rotated parts, the heads'
+ * latent outputs, and the decode splits' scratch (cuda_mla_attention_scratch: at most ML_SPLITS splits of at least
+ * ML_SPLIT_MIN positions, each CUDA_MLA_SPLIT_ROWS rows of a head's latent row, maximum and sum). */
+static uint64_t mla_buffers_bytes(const model_config_t *c, uint64_t NB, int32_t n_ctx)
+{
+    bool mla = false;
+    for (int32_t il = 0; il < c->n_layer; il++)
+        mla |= model_layer_parts(c, il).attn->kind == MODEL_ATTN_MLA;
+    if (!mla)
+        return 0;
+    const uint64_t H = (uint64_t)c->n_head, R = (uint64_t)c->n_lora_kv, RR = R + (uint64_t)c->n_rot, fl = 4;
+    const uint64_t RQ = c->n_lora_q > 0 ? (uint64_t)c->n_lora_q : 1;
+    uint64_t splits = ((uint64_t)(n_ctx > 0 ? n_ctx : 1) + MLA_SPLIT_MIN - 1) / MLA_SPLIT_MIN;
+    splits = splits < MLA_SPLITS ? splits : MLA_SPLITS;
+    return NB * RQ * fl + NB * RR * fl + NB * H * RR * fl + NB * H * R * fl + splits * ATTN_TOK * H * (R + 2) * fl;
+}
+
 /* Sizes of the parts for chunk NB. */
 static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t kv_type, int32_t NB)
 {
@@ -528,7 +548,8 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
     p->kv = gpu_plan_cache_bytes(c, n_ctx, kv_type);
     p->n_ctx = n_ctx;
     p->n_batch = NB;
-    p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB);
+    p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB) +
+                 mla_buffers_bytes(c, (uint64_t)NB, n_ctx);
     p->experts_all = 0;
     for (int32_t il = 0; il < f->L; il++)
         p->experts_all += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
