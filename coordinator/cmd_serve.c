@@ -99,7 +99,7 @@ static void usage(FILE *out)
             STACK_FLAGS_BATCH_HELP
             "      --queue N           requests that may wait while others run; more get 503 (default 8)\n"
             "      --parallel N        requests decoded together in batched steps, each with its own KV cache of\n"
-            "                          --ctx positions (default 1; more: backend cpu for now, no --spec)\n"
+            "                          --ctx positions (default 1; more: no --spec)\n"
             "      --api-key KEY       require \"Authorization: Bearer KEY\" on every endpoint but /health\n"
             "      --chat-template T   a built-in template name, or a file holding a Jinja template to\n"
             "                          recognise (default: the model's tokenizer.chat_template); see below\n"

@@ -39,6 +39,7 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
     const gpu_plan_options_t po = {
         .budget = o->gpu.cuda.gpu_mem,
         .n_ctx = o->n_ctx,
+        .n_seq = o->n_seq,
         .n_batch = o->n_batch > 0 ? o->n_batch : GPU_PLAN_BATCH_AUTO,
         .n_batch_min = 1,
         .kv_type = o->gpu.kv_type,

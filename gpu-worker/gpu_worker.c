@@ -233,8 +233,8 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
         if (o.plan.n_expert_resident != (size_t)cfg->n_layer * (size_t)cfg->n_expert)
             return guild_err_set(err, "assign: a GPU plan of %zu resident flags, the model has %d layers x %d experts",
                                  o.plan.n_expert_resident, cfg->n_layer, cfg->n_expert);
-        if (gpu_plan_import(&plan, g->model, o.plan.budget, o.n_ctx, o.kv_type, o.plan.n_batch, o.plan.stage_slots,
-                            o.plan.stage_slot_experts, o.plan.expert_resident, err) < 0)
+        if (gpu_plan_import(&plan, g->model, o.plan.budget, o.n_ctx, o.n_seq, o.kv_type, o.plan.n_batch,
+                            o.plan.stage_slots, o.plan.stage_slot_experts, o.plan.expert_resident, err) < 0)
             return guild_err_prefix(err, "assign: ");
         *code = GUILD__ERROR_CODE__ERROR_MODEL;
     }

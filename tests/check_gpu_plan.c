@@ -118,6 +118,16 @@ START_TEST(test_hybrid_cache)
     /* a longer context grows only the attention layers' rows */
     ck_assert_uint_eq(gpu_plan_cache_bytes(model_config(f.m), 4096, KV_TYPE_F32), 2 * 4096 * (KV + KV) * 4 + 2 * state);
     ck_assert_uint_eq(gpu_plan_total(&p), p.dense + p.kv + p.buffers + p.expert_buffers + p.experts);
+    /* several sequences (guild serve --parallel): a cache and the states each */
+    gpu_plan_t r;
+    o.n_seq = 5;
+    ck_assert_msg(gpu_plan_compute(&r, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.kv, 5 * p.kv);
+    ck_assert_int_eq(r.n_seq, 5);
+    gpu_plan_fini(&r);
+    ck_assert_msg(gpu_plan_import(&r, f.m, 0, 64, 3, KV_TYPE_F16, 8, 0, 0, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.kv, 3 * p.kv);
+    gpu_plan_fini(&r);
     gpu_plan_fini(&p);
     gpu_plan_fini(&q);
     fx_close(&f);
@@ -467,7 +477,7 @@ START_TEST(test_import)
     gpu_plan_fini(&p);
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
     ck_assert(p.stage_slots >= 2 && p.n_resident_experts > 0 && p.n_resident_experts < L * N);
-    ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, 64, 2, p.n_batch, p.stage_slots, p.stage_slot_experts,
+    ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, 64, 1, 2, p.n_batch, p.stage_slots, p.stage_slot_experts,
                                   p.expert_resident, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(gpu_plan_total(&q), gpu_plan_total(&p));
     ck_assert_int_eq(q.n_resident_experts, p.n_resident_experts);
@@ -477,12 +487,13 @@ START_TEST(test_import)
     ck_assert(gpu_plan_copy(&q, &p, &err) == 0);
     ck_assert(!memcmp(q.expert_resident, p.expert_resident, L * N) && q.expert_resident != p.expert_resident);
     gpu_plan_fini(&q);
-    ck_assert_int_eq(gpu_plan_import(&q, f.m, o.budget / 2, 64, 2, p.n_batch, p.stage_slots, p.stage_slot_experts,
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, o.budget / 2, 64, 1, 2, p.n_batch, p.stage_slots,
+                                     p.stage_slot_experts,
                                      p.expert_resident, &err), -1);
     ck_assert_msg(strstr(err.msg, "over the budget"), "%s", err.msg);
-    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 2, p.n_batch, 1, 4, p.expert_resident, &err), -1);
-    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 2, p.n_batch, 2, N + 1, p.expert_resident, &err), -1);
-    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 2, 0, 2, 4, p.expert_resident, &err), -1);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 1, 2, p.n_batch, 1, 4, p.expert_resident, &err), -1);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 1, 2, p.n_batch, 2, N + 1, p.expert_resident, &err), -1);
+    ck_assert_int_eq(gpu_plan_import(&q, f.m, 0, 64, 1, 2, 0, 2, 4, p.expert_resident, &err), -1);
     gpu_plan_fini(&p);
     fx_close(&f);
 }

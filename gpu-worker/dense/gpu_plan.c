@@ -539,13 +539,15 @@ static uint64_t mla_buffers_bytes(const model_config_t *c, uint64_t NB, int32_t 
 }
 
 /* Sizes of the parts for chunk NB. */
-static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t kv_type, int32_t NB)
+static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
+                       int32_t NB)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
     p->reserve = budget ? GPU_PLAN_RESERVE : 0;
     p->dense = f->dense;
-    p->kv = gpu_plan_cache_bytes(c, n_ctx, kv_type);
+    p->n_seq = n_seq > 1 ? n_seq : 1;
+    p->kv = (uint64_t)p->n_seq * gpu_plan_cache_bytes(c, n_ctx, kv_type); /* a cache and states per sequence */
     p->n_ctx = n_ctx;
     p->n_batch = NB;
     p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB) +
@@ -559,7 +561,7 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->n_ctx, o->kv_type, NB);
+    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB);
     return t.reserve + t.dense + t.kv + t.buffers;
 }
 
@@ -771,13 +773,13 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         const int32_t lo = chunks[n_chunks - 1];
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->n_ctx, o->kv_type, lo);
+        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo);
         const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers;
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
-                      "for %d positions, buffers %.2f GiB for batches of %d, CUDA context ~%.2f GiB) and does not "
-                      "fit; lower --ctx%s, or raise --gpu-mem (%.2f GiB also streams the experts)",
+                      "for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context ~%.2f GiB) "
+                      "and does not fit; lower --ctx%s, or raise --gpu-mem (%.2f GiB also streams the experts)",
                       (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
-                      o->n_ctx, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
+                      o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
                       lo > 1 ? " or --batch" : "",
                       (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
                                (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
@@ -787,7 +789,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->n_ctx, o->kv_type, best.chunk);
+    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk);
     p->n_batch_asked = o->n_batch;
     p->caps = o->caps;
     p->cost = pl.cost;
@@ -897,7 +899,7 @@ done:
     return rc;
 }
 
-int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t kv_type,
+int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
                     int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
                     guild_err_t *err)
 {
@@ -917,7 +919,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, n_ctx, kv_type, n_batch);
+    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);
@@ -1007,8 +1009,11 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
                 (double)gpu_plan_total(p) / G);
     else
         fprintf(out, "gpu plan: no budget, planned %.2f GiB\n", (double)gpu_plan_total(p) / G);
-    fprintf(out, "  dense weights %.2f GiB, KV cache %.2f GiB (%d positions), buffers %.2f GiB (batches of %d)",
-            (double)p->dense / G, (double)p->kv / G, p->n_ctx, (double)p->buffers / G, p->n_batch);
+    fprintf(out, "  dense weights %.2f GiB, KV cache %.2f GiB (%d positions", (double)p->dense / G, (double)p->kv / G,
+            p->n_ctx);
+    if (p->n_seq > 1)
+        fprintf(out, " x %d sequences", p->n_seq);
+    fprintf(out, "), buffers %.2f GiB (batches of %d)", (double)p->buffers / G, p->n_batch);
     if (p->reserve)
         fprintf(out, ", CUDA context ~%.2f GiB", (double)p->reserve / G);
     fprintf(out, "\n  routed experts: %d of %d layers resident on the GPU, %lld experts in all (%.2f of %.2f GiB, "

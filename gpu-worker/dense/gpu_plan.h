@@ -77,7 +77,8 @@ typedef enum gpu_plan_mode {
 
 typedef struct gpu_plan_options {
     uint64_t budget;           /* bytes for everything on the device; 0: no budget */
-    int32_t n_ctx;             /* KV cache positions */
+    int32_t n_ctx;             /* KV cache positions (of each sequence) */
+    int32_t n_seq;             /* sequences, each a cache of n_ctx positions and its recurrent state; 0 or 1: one */
     int32_t n_batch;           /* the most tokens per forward pass; GPU_PLAN_BATCH_AUTO: the plan chooses */
     int32_t n_batch_min;       /* the fewest the chunk may shrink to under a tight budget; 0: n_batch exactly (a
                                   backend computing its own plan for its caller's batch) */
@@ -121,6 +122,7 @@ typedef struct gpu_plan {
     uint8_t *expert_resident;  /* [n_layer * n_expert]: 1 = the expert is resident */
     gpu_plan_layer_t *layer;   /* [n_layer] */
     int32_t n_ctx;
+    int32_t n_seq;             /* sequences the KV bytes count (>= 1) */
     int32_t n_batch;           /* the chunk: tokens per forward pass the buffers hold */
     int32_t n_batch_asked;     /* as asked (GPU_PLAN_BATCH_AUTO: auto) */
     int32_t stage_slots;       /* 0 (nothing streams) or >= 2: the ring's slots */
@@ -158,7 +160,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
  * m, the layers' modes from the resident sets and the staging. -1 with a message when the decisions do not
  * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
  * than the budget) or on out of memory. */
-int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t kv_type,
+int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
                     int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
                     guild_err_t *err);
 

@@ -930,7 +930,8 @@ static void streaming_ring(const rig_t *r, uint64_t budget, int32_t kv_type, int
 {
     guild_err_t err = {{0}};
     const int32_t N = model_config(r->model)->n_expert;
-    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, kv_type, 16, k ? slots : 2, k ? k : N, NULL, &err) == 0,
+    ck_assert_msg(gpu_plan_import(p, r->model, budget, 64, 1, kv_type, 16, k ? slots : 2, k ? k : N, NULL,
+                                  &err) == 0,
                   "%s", err.msg);
     ck_assert_int_eq(p->n_resident_experts, 0);
 }

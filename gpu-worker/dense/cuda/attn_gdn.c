@@ -14,8 +14,8 @@
  * Decode steps, speculative verify steps and captured graphs (up to CUDA_DECODE_ROWS rows, below
  * CUDA_GDN_CHUNK_MIN_ROWS) stay on the sequential form, which is batch-invariant.
  *
- * The states are device buffers at fixed addresses, so captured decode graphs replay with them; the backend
- * zeroes them before a step that starts at position 0 (cuda_backend.c).
+ * The states are device buffers at fixed addresses, one set per sequence, so captured decode graphs replay with
+ * them; the backend zeroes a sequence's before a step that starts it at position 0 (cuda_backend.c).
  */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
@@ -29,8 +29,8 @@ static int gdn_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     const cuda_layer_t *L = &b->layers[il];
     const int64_t E = c->n_embd, CH = model_gdn_conv_channels(c), IN = c->ssm_d_inner, NV = c->ssm_dt_rank;
     const int32_t slot = b->rec_slot[il];
-    float *conv = b->conv_state + (size_t)slot * (size_t)model_gdn_conv_state(c);
-    float *ssm = b->ssm_state + (size_t)slot * (size_t)model_gdn_ssm_state(c);
+    const size_t conv_n = (size_t)model_gdn_conv_state(c), ssm_n = (size_t)model_gdn_ssm_state(c);
+    const size_t R = (size_t)b->n_recurrent;
     cudaStream_t s = b->stream;
     const bool split = p->opts & MODEL_GDN_BA_SPLIT, tiled = p->opts & MODEL_GDN_KV_TILED;
 
@@ -41,16 +41,24 @@ static int gdn_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
                     cuda_linear(b, &L->ssm_alpha, b->xn, E, n, b->gdn_ba + NV, 2 * NV, true, err) < 0
               : cuda_linear(b, &L->ssm_ba, b->xn, E, n, b->gdn_ba, 2 * NV, true, err) < 0)
         return -1;
-    if (cuda_gdn_conv(b->gdn_qkv, CH, n, L->ssm_conv1d.d, conv, c->ssm_d_conv, s, err) < 0 ||
-        cuda_gdn_prep(b->gdn_qkv, CH, b->gdn_ba, b->gdn_beta, b->gdn_g, L->ssm_dt.d, L->ssm_a.d, n, c->ssm_d_state,
-                      c->ssm_n_group, c->ssm_dt_rank, split, c->norm_eps, s, err) < 0 ||
-        (n >= CUDA_GDN_CHUNK_MIN_ROWS && b->gdn_chunk
-             ? cuda_gdn_chunk(b->gdn_qkv, CH, b->gdn_beta, b->gdn_g, ssm, b->gdn_z, L->ssm_norm.d, b->gdn_o, IN, n,
-                              c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, b->gdn_chunk, s,
-                              err)
-             : cuda_gdn_delta(b->gdn_qkv, CH, b->gdn_beta, b->gdn_g, ssm, b->gdn_z, L->ssm_norm.d, b->gdn_o, IN, n,
-                              c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, s, err)) < 0 ||
-        cuda_linear(b, &L->ssm_out, b->gdn_o, IN, n, b->proj, E, false, err) < 0)
+    /* the recurrence per sequence group (cuda_state.h), over that sequence's states, as its rows alone */
+    for (int32_t g = 0; g < b->n_grp; g++) {
+        const size_t r0 = (size_t)b->grp_row0[g], st = (size_t)b->grp_seq[g] * R + (size_t)slot;
+        const int32_t ng = b->grp_rows[g];
+        float *conv = b->conv_state + st * conv_n, *ssm = b->ssm_state + st * ssm_n;
+        float *qkv = b->gdn_qkv + r0 * (size_t)CH, *beta = b->gdn_beta + r0 * (size_t)NV;
+        float *gd = b->gdn_g + r0 * (size_t)NV, *z = b->gdn_z + r0 * (size_t)IN, *o = b->gdn_o + r0 * (size_t)IN;
+        if (cuda_gdn_conv(qkv, CH, ng, L->ssm_conv1d.d, conv, c->ssm_d_conv, s, err) < 0 ||
+            cuda_gdn_prep(qkv, CH, b->gdn_ba + r0 * (size_t)(2 * NV), beta, gd, L->ssm_dt.d, L->ssm_a.d, ng,
+                          c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, split, c->norm_eps, s, err) < 0 ||
+            (ng >= CUDA_GDN_CHUNK_MIN_ROWS && b->gdn_chunk
+                 ? cuda_gdn_chunk(qkv, CH, beta, gd, ssm, z, L->ssm_norm.d, o, IN, ng, c->ssm_d_state, c->ssm_n_group,
+                                  c->ssm_dt_rank, tiled, c->norm_eps, b->gdn_chunk, s, err)
+                 : cuda_gdn_delta(qkv, CH, beta, gd, ssm, z, L->ssm_norm.d, o, IN, ng, c->ssm_d_state,
+                                  c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, s, err)) < 0)
+            return -1;
+    }
+    if (cuda_linear(b, &L->ssm_out, b->gdn_o, IN, n, b->proj, E, false, err) < 0)
         return -1;
     return cuda_add(b->x, b->proj, (int64_t)n * E, s, err);
 }

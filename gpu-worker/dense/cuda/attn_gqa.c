@@ -21,43 +21,72 @@
  * the flash-attention kernel, whose tiles follow the batch. */
 _Static_assert(CUDA_GRAPH_ROWS <= CUDA_DECODE_ROWS, "graphs capture only the decode attention kernel");
 
-/* Biases, Q/K norms, RoPE, and the K/V rows into the cache (qk_prepare_task of the CPU backend). */
-static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, int32_t il, int32_t n,
-                      guild_err_t *err)
+/* Biases, Q/K norms, RoPE, and the K/V rows into the cache (qk_prepare_task of the CPU backend) of the n rows
+ * from row r0 of the batch, all of sequence seq, their positions from *pos. */
+static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, int32_t il, int32_t r0, int32_t n,
+                      int32_t seq, const int32_t *pos, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    float *q = b->q + (size_t)r0 * (size_t)Q, *k = b->k + (size_t)r0 * (size_t)KV, *v = b->v + (size_t)r0 * (size_t)KV;
     cudaStream_t s = b->stream;
-    if ((opts & MODEL_GQA_QKV_BIAS) && (cuda_add_bias(b->q, Q, L->bq.d, Q, n, s, err) < 0 ||
-                                        cuda_add_bias(b->k, KV, L->bk.d, KV, n, s, err) < 0 ||
-                                        cuda_add_bias(b->v, KV, L->bv.d, KV, n, s, err) < 0))
+    if ((opts & MODEL_GQA_QKV_BIAS) && (cuda_add_bias(q, Q, L->bq.d, Q, n, s, err) < 0 ||
+                                        cuda_add_bias(k, KV, L->bk.d, KV, n, s, err) < 0 ||
+                                        cuda_add_bias(v, KV, L->bv.d, KV, n, s, err) < 0))
         return -1;
     const bool neox = c->rope_neox;
     const bool norm_head = opts & MODEL_GQA_QK_NORM_HEAD, norm_full = opts & MODEL_GQA_QK_NORM_FULL;
-    char *kc = (char *)b->k_cache + (size_t)b->kv_slot[il] * b->k_layer_bytes;
-    char *vc = (char *)b->v_cache + (size_t)b->kv_slot[il] * b->v_layer_bytes;
+    char *kc = cuda_kv_k(b, il, seq);
+    char *vc = cuda_kv_v(b, il, seq);
     const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
     if (!blocks && !norm_full && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
-        return cuda_qk_prepare(b->q, b->k, b->v, n, c->n_head, c->n_head_kv, c->head_dim,
-                               norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL, c->norm_eps, c->n_rot,
-                               neox, b->rope_cs, b->d_pos, b->kv_type, kc, vc, s, err);
+        return cuda_qk_prepare(q, k, v, n, c->n_head, c->n_head_kv, c->head_dim, norm_head ? L->q_norm.d : NULL,
+                               norm_head ? L->k_norm.d : NULL, c->norm_eps, c->n_rot, neox, b->rope_cs, pos,
+                               b->kv_type, kc, vc, s, err);
     if (norm_head) {
-        if (cuda_rmsnorm(b->q, HD, b->q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
-            cuda_rmsnorm(b->k, HD, b->k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)
+        if (cuda_rmsnorm(q, HD, q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
+            cuda_rmsnorm(k, HD, k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)
             return -1;
     } else if (norm_full) {
-        if (cuda_rmsnorm(b->q, Q, b->q, Q, NULL, L->q_norm.d, Q, n, c->norm_eps, s, err) < 0 ||
-            cuda_rmsnorm(b->k, KV, b->k, KV, NULL, L->k_norm.d, KV, n, c->norm_eps, s, err) < 0)
+        if (cuda_rmsnorm(q, Q, q, Q, NULL, L->q_norm.d, Q, n, c->norm_eps, s, err) < 0 ||
+            cuda_rmsnorm(k, KV, k, KV, NULL, L->k_norm.d, KV, n, c->norm_eps, s, err) < 0)
             return -1;
     }
     /* positions from the device (b->d_pos): a captured graph replays at any cache length */
-    if (cuda_rope_dyn(b->q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
-        cuda_rope_dyn(b->k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, b->d_pos, s, err) < 0 ||
-        (blocks ? cuda_kv_store_blocks(b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, b->k, b->v,
-                                       KV, c->head_dim, n, 0, b->d_pos, s, err)
-                : cuda_kv_store_dyn(b->kv_type, kc, vc, b->k, b->v, KV, n, b->d_pos, s, err)) < 0)
+    if (cuda_rope_dyn(q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, pos, s, err) < 0 ||
+        cuda_rope_dyn(k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, pos, s, err) < 0 ||
+        (blocks ? cuda_kv_store_blocks(b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, k, v, KV,
+                                       c->head_dim, n, 0, pos, s, err)
+                : cuda_kv_store_dyn(b->kv_type, kc, vc, k, v, KV, n, pos, s, err)) < 0)
         return -1;
     return 0;
+}
+
+/* Group g of the batch (cuda_state.h): its rows' K/V into its sequence's cache, then their attention over it. */
+static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_layer_t *L, int32_t il, int32_t g,
+                           guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const int64_t Q = (int64_t)c->n_head * c->head_dim;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    const int32_t r0 = b->grp_row0[g], n = b->grp_rows[g], seq = b->grp_seq[g];
+    const int32_t *pos = b->d_pos + g;
+    if (qk_prepare(b, L, p->opts, il, r0, n, seq, pos, err) < 0)
+        return -1;
+    float *att = b->att + (size_t)r0 * (size_t)Q;
+    const float *q = b->q + (size_t)r0 * (size_t)Q;
+    const void *kc = cuda_kv_k(b, il, seq);
+    const void *vc = cuda_kv_v(b, il, seq);
+    const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
+    const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
+    cudaStream_t s = b->stream;
+    return blocks ? cuda_attention_blocks(att, q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, n,
+                                          0, pos, c->n_head, c->n_head_kv, c->head_dim, scale, &ext, s, err)
+           : n <= CUDA_DECODE_ROWS
+               ? cuda_attention_decode_dyn(att, q, b->kv_type, kc, vc, n, pos, b->n_ctx - n, c->n_head, c->n_head_kv,
+                                           c->head_dim, scale, &ext, b->attn_scratch, b->attn_scratch_bytes, s, err)
+               : cuda_attention_prefill(att, q, b->kv_type, kc, vc, n, b->grp_len[g], c->n_head, c->n_head_kv,
+                                        c->head_dim, scale, &ext, s, err);
 }
 
 static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
@@ -65,7 +94,6 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     const model_config_t *c = b->cfg;
     const cuda_layer_t *L = &b->layers[il];
     const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
-    const float scale = 1.0f / sqrtf((float)c->head_dim);
     cudaStream_t s = b->stream;
 
     const bool gated = p->opts & MODEL_GQA_OUT_GATE;
@@ -74,22 +102,12 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
               : cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0)
         return -1;
     if (cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
-        cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0 || qk_prepare(b, L, p->opts, il, n, err) < 0)
+        cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0)
         return -1;
-    const void *kc = (const char *)b->k_cache + (size_t)b->kv_slot[il] * b->k_layer_bytes;
-    const void *vc = (const char *)b->v_cache + (size_t)b->kv_slot[il] * b->v_layer_bytes;
-    const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
-    const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
-    const int rc = blocks ? cuda_attention_blocks(b->att, b->q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format),
-                                                  kc, vc, n, 0, b->d_pos, c->n_head, c->n_head_kv, c->head_dim, scale,
-                                                  &ext, s, err)
-                   : n <= CUDA_DECODE_ROWS
-                       ? cuda_attention_decode_dyn(b->att, b->q, b->kv_type, kc, vc, n, b->d_pos, b->n_ctx - n,
-                                                   c->n_head, c->n_head_kv, c->head_dim, scale, &ext, b->attn_scratch,
-                                                   b->attn_scratch_bytes, s, err)
-                       : cuda_attention_prefill(b->att, b->q, b->kv_type, kc, vc, n, b->kv_len, c->n_head,
-                                                c->n_head_kv, c->head_dim, scale, &ext, s, err);
-    if (rc < 0 || (gated && cuda_sigmoid_mul(b->att, b->gate, (int64_t)n * Q, s, err) < 0) ||
+    for (int32_t g = 0; g < b->n_grp; g++)
+        if (group_attention(b, p, L, il, g, err) < 0)
+            return -1;
+    if ((gated && cuda_sigmoid_mul(b->att, b->gate, (int64_t)n * Q, s, err) < 0) ||
         cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0)
         return -1;
     /* x = (proj + bo) + x, the CPU backend's order */

@@ -9,8 +9,9 @@
  *           cores with an F16 cache, mla_attention_mma.cu; decode batches split over positions in b->mla_split)
  *   att_h = attn_v_b_h lat_h;  x += wo att
  *
- * Positions come from b->d_pos, so steps can be captured as graphs. Files with one attn_kv_b (before the k/v
- * split) are refused at create (cuda_backend.c): their keys' up-projection is a product over columns.
+ * Positions come from b->d_pos (per sequence group, cuda_state.h), so steps can be captured as graphs. Files
+ * with one attn_kv_b (before the k/v split) are refused at create (cuda_backend.c): their keys' up-projection is
+ * a product over columns.
  */
 #include <cuda_runtime_api.h>
 
@@ -44,16 +45,23 @@ static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     } else if (cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0) {
         return -1;
     }
-    void *cache = (char *)b->k_cache + (size_t)b->kv_slot[il] * b->k_layer_bytes; /* the layer's slot */
-    /* the latent normed in place, then the rotated parts; the cache row stored twice over itself by
-     * cuda_kv_store_dyn's K and V (the same bytes: MLA has no value rows) */
+    /* the latent normed in place, then per sequence group (cuda_state.h) the rotated parts at its rows' positions
+     * and the cache rows, stored twice over themselves by cuda_kv_store_dyn's K and V (the same bytes: MLA has no
+     * value rows) */
     if (cuda_linear(b, &L->wkv_a, b->xn, E, n, b->mla_kv, RR, true, err) < 0 ||
-        cuda_rmsnorm(b->mla_kv, RR, b->mla_kv, RR, NULL, L->kv_a_norm.d, R, n, c->norm_eps, s, err) < 0 ||
-        cuda_rope_dyn(b->q + nope, Q, n, (int32_t)H, (int32_t)K, (int32_t)r, false, b->rope_cs, b->d_pos, s,
-                      err) < 0 ||
-        cuda_rope_dyn(b->mla_kv + R, RR, n, 1, (int32_t)r, (int32_t)r, false, b->rope_cs, b->d_pos, s, err) < 0 ||
-        cuda_kv_store_dyn(b->kv_type, cache, cache, b->mla_kv, b->mla_kv, RR, n, b->d_pos, s, err) < 0)
+        cuda_rmsnorm(b->mla_kv, RR, b->mla_kv, RR, NULL, L->kv_a_norm.d, R, n, c->norm_eps, s, err) < 0)
         return -1;
+    for (int32_t g = 0; g < b->n_grp; g++) {
+        const int32_t r0 = b->grp_row0[g], ng = b->grp_rows[g];
+        const int32_t *pos = b->d_pos + g;
+        float *kv = b->mla_kv + (size_t)r0 * (size_t)RR;
+        void *cache = cuda_kv_k(b, il, b->grp_seq[g]);
+        if (cuda_rope_dyn(b->q + (size_t)r0 * (size_t)Q + nope, Q, ng, (int32_t)H, (int32_t)K, (int32_t)r, false,
+                          b->rope_cs, pos, s, err) < 0 ||
+            cuda_rope_dyn(kv + R, RR, ng, 1, (int32_t)r, (int32_t)r, false, b->rope_cs, pos, s, err) < 0 ||
+            cuda_kv_store_dyn(b->kv_type, cache, cache, kv, kv, RR, ng, pos, s, err) < 0)
+            return -1;
+    }
     /* the queries in the latent space, their rotated parts beside them */
     for (int64_t h = 0; h < H; h++) {
         const cuda_tensor_t kb = head_matrix(&L->wk_b, h);
@@ -62,10 +70,16 @@ static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     }
     if (cuda_check(cudaMemcpy2DAsync(b->mla_qk + R, (size_t)RR * sizeof(float), b->q + nope, (size_t)K * sizeof(float),
                                      (size_t)r * sizeof(float), (size_t)(n * H), cudaMemcpyDeviceToDevice, s),
-                   "mla: copy the rotated queries", err) < 0 ||
-        cuda_mla_attention(b->mla_lat, b->mla_qk, b->kv_type, cache, n, b->d_pos, b->n_ctx, (int32_t)H,
-                           (int32_t)R, (int32_t)RR, c->mla_kq_scale, b->mla_split, b->mla_split_bytes, s, err) < 0)
+                   "mla: copy the rotated queries", err) < 0)
         return -1;
+    for (int32_t g = 0; g < b->n_grp; g++) {
+        const size_t r0 = (size_t)b->grp_row0[g];
+        if (cuda_mla_attention(b->mla_lat + r0 * (size_t)(H * R), b->mla_qk + r0 * (size_t)(H * RR), b->kv_type,
+                               cuda_kv_k(b, il, b->grp_seq[g]), b->grp_rows[g], b->d_pos + g, b->n_ctx, (int32_t)H,
+                               (int32_t)R, (int32_t)RR, c->mla_kq_scale, b->mla_split, b->mla_split_bytes, s,
+                               err) < 0)
+            return -1;
+    }
     for (int64_t h = 0; h < H; h++) {
         const cuda_tensor_t vb = head_matrix(&L->wv_b, h);
         if (cuda_linear(b, &vb, b->mla_lat + h * R, H * R, n, b->att + h * V, H * V, false, err) < 0)

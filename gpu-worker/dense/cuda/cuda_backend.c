@@ -14,6 +14,9 @@
  * its bits; norms, softmaxes and attention differ in reduction order, and the KV cache is F16 here (F32 there).
  * Batches up to CUDA_DECODE_ROWS rows are batch-invariant (backend.h): a speculative verify step of K rows gives
  * the bits of K decode steps.
+ * Sequences (backend_forward_seq): each has its own region of the caches and its own recurrent states; a batch's
+ * rows are reordered by sequence, and the attention parts run each sequence's rows as a group over its own cache
+ * (cuda_state.h), so a row's bits are those of its sequence's rows alone; a graph is kept per groups' layout.
  */
 #include "gpu-worker/dense/cuda/cuda_backend.h"
 
@@ -90,6 +93,14 @@ static void cuda_destroy(backend_t *base)
     free(b->layers);
     free(b->rec_slot);
     free(b->kv_slot);
+    free(b->seq_len);
+    free(b->grp_seq);
+    free(b->grp_row0);
+    free(b->grp_rows);
+    free(b->grp_len);
+    free(b->row_from);
+    free(b->row_to);
+    free(b->row_pos);
     free(b);
 }
 
@@ -411,7 +422,7 @@ static int alloc_hybrid(cuda_backend_t *b, guild_err_t *err)
         return -1;
     if (!b->n_recurrent)
         return 0;
-    const size_t R = (size_t)b->n_recurrent, CH = (size_t)model_gdn_conv_channels(c);
+    const size_t R = (size_t)b->n_seq * (size_t)b->n_recurrent, CH = (size_t)model_gdn_conv_channels(c);
     const size_t IN = (size_t)c->ssm_d_inner, NV = (size_t)c->ssm_dt_rank;
     if (cuda_alloc((void **)&b->conv_state, R * (size_t)model_gdn_conv_state(c) * f, &b->bytes_kv,
                    "the convolution state", err) < 0 ||
@@ -432,20 +443,24 @@ static int alloc_hybrid(cuda_backend_t *b, guild_err_t *err)
     return 0;
 }
 
-/* A new sequence: the recurrent states from zero, on the stream before the step (a captured graph holds only
+/* A new sequence: its recurrent states from zero, on the stream before the step (a captured graph holds only
  * the layers, so this stays outside it). */
 static int reset_recurrent(cuda_backend_t *b, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const size_t R = (size_t)b->n_recurrent, f = sizeof(float);
-    if (!R || b->kv_len != 0)
-        return 0;
-    return cuda_check(cudaMemsetAsync(b->conv_state, 0, R * (size_t)model_gdn_conv_state(c) * f, b->stream),
-                      "reset the convolution state", err) < 0 ||
-                   cuda_check(cudaMemsetAsync(b->ssm_state, 0, R * (size_t)model_gdn_ssm_state(c) * f, b->stream),
-                              "reset the delta-rule state", err) < 0
-               ? -1
-               : 0;
+    const size_t conv = R * (size_t)model_gdn_conv_state(c), ssm = R * (size_t)model_gdn_ssm_state(c);
+    for (int32_t g = 0; R && g < b->n_grp; g++) {
+        if (b->grp_len[g] != 0)
+            continue;
+        const size_t q = (size_t)b->grp_seq[g];
+        if (cuda_check(cudaMemsetAsync(b->conv_state + q * conv, 0, conv * f, b->stream), "reset the convolution "
+                       "state", err) < 0 ||
+            cuda_check(cudaMemsetAsync(b->ssm_state + q * ssm, 0, ssm * f, b->stream), "reset the delta-rule state",
+                       err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int cuda_create(backend_t **out, const model_t *m, const backend_options_t *opt, const void *config,
@@ -479,6 +494,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     const gpu_plan_options_t po = {
         .budget = cc->gpu_mem,
         .n_ctx = opt->n_ctx,
+        .n_seq = opt->n_seq,
         .n_batch = opt->n_batch,
         .kv_type = kv_format,
         .max_expert_layers = cc->gpu_expert_layers,
@@ -496,6 +512,23 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->w = model_weights(m);
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
+    b->n_seq = opt->n_seq > 1 ? opt->n_seq : 1;
+    {
+        const size_t NB = (size_t)opt->n_batch;
+        b->seq_len = calloc((size_t)b->n_seq, sizeof *b->seq_len);
+        b->grp_seq = malloc(NB * sizeof(int32_t));
+        b->grp_row0 = malloc(NB * sizeof(int32_t));
+        b->grp_rows = malloc(NB * sizeof(int32_t));
+        b->grp_len = malloc(NB * sizeof(int32_t));
+        b->row_from = malloc(NB * sizeof(int32_t));
+        b->row_to = malloc(NB * sizeof(int32_t));
+        b->row_pos = malloc(NB * sizeof(int32_t));
+        if (!b->seq_len || !b->grp_seq || !b->grp_row0 || !b->grp_rows || !b->grp_len || !b->row_from ||
+            !b->row_to || !b->row_pos) {
+            guild_err_set(err, "cuda backend: out of memory");
+            goto fail;
+        }
+    }
     b->logit_rows = opt->n_batch < LOGIT_ROWS ? opt->n_batch : LOGIT_ROWS;
     b->kv_format = kv_format;
     b->kv_type = kv_type_k(kv_format);
@@ -531,10 +564,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->attn_scratch_bytes = cuda_attention_decode_scratch(opt->n_batch, c->n_head, c->head_dim, opt->n_ctx);
     b->mla_split_bytes = mla ? cuda_mla_attention_scratch((int32_t)H, (int32_t)R, opt->n_ctx) : 0;
     size_t *sc = &b->bytes_scratch;
-    if (cuda_alloc((void **)&b->k_cache, (size_t)b->n_kv_layers * b->k_layer_bytes, &b->bytes_kv, "the K cache",
-                   err) < 0 ||
-        (b->v_row && cuda_alloc((void **)&b->v_cache, (size_t)b->n_kv_layers * b->v_layer_bytes, &b->bytes_kv,
-                                "the V cache", err) < 0) ||
+    const size_t SL = (size_t)b->n_seq * (size_t)b->n_kv_layers; /* layer slots of every sequence */
+    if (cuda_alloc((void **)&b->k_cache, SL * b->k_layer_bytes, &b->bytes_kv, "the K cache", err) < 0 ||
+        (b->v_row && cuda_alloc((void **)&b->v_cache, SL * b->v_layer_bytes, &b->bytes_kv, "the V cache", err) < 0) ||
         (mla && (cuda_alloc((void **)&b->mla_qa, NB * (size_t)(c->n_lora_q ? c->n_lora_q : 1) * f, sc,
                             "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_kv, NB * RR * f, sc, "activations", err) < 0 ||
@@ -555,20 +587,20 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_alloc((void **)&b->sh_up, NB * F * f, sc, "shared expert", err) < 0 ||
         cuda_alloc((void **)&b->sh_logit, NB * f, sc, "shared expert", err) < 0 ||
         cuda_alloc((void **)&b->logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f, sc, "logits", err) < 0 ||
-        cuda_alloc((void **)&b->tokens, (2 * NB + 2) * sizeof(int32_t), sc, "token ids", err) < 0 ||
+        cuda_alloc((void **)&b->tokens, (3 * NB + 2) * sizeof(int32_t), sc, "token ids", err) < 0 ||
         cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
         cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
         goto fail;
     if (alloc_hybrid(b, err) < 0)
         goto fail;
     b->d_pos = b->tokens + 2 * NB;
-    if (cudaMallocHost((void **)&b->h_tokens, (2 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
+    if (cudaMallocHost((void **)&b->h_tokens, (3 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
         cudaMallocHost((void **)&b->h_logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f) != cudaSuccess) {
         (void)cudaGetLastError();
         guild_err_set(err, "cuda backend: cannot allocate pinned host memory");
         goto fail;
     }
-    memset(b->h_tokens, 0, (2 * NB + 2) * sizeof(int32_t));
+    memset(b->h_tokens, 0, (3 * NB + 2) * sizeof(int32_t));
     b->progress = opt->progress;
     if (opt->check_finite &&
         (cuda_alloc((void **)&b->d_finite, sizeof *b->d_finite, sc, "the non-finite check", err) < 0 ||
@@ -602,9 +634,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cudaMemGetInfo(&dev_free, &dev_total) != cudaSuccess)
         (void)cudaGetLastError();
     guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
-              "positions), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device %.1f MiB; "
-              "experts %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
-              (double)b->bytes_kv / (1 << 20), kv_type_name(b->kv_format), opt->n_ctx,
+              "positions, %d sequences), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device "
+              "%.1f MiB; experts %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
+              (double)b->bytes_kv / (1 << 20), kv_type_name(b->kv_format), opt->n_ctx, b->n_seq,
               (double)b->bytes_scratch / (1 << 20), b->gpu_expert_layers, c->n_layer,
               (double)b->bytes_experts / (1 << 20), (double)(dev_total - dev_free) / (1 << 20), b->moe->ops->name,
               b->graphs ? "on" : "off");
@@ -637,7 +669,7 @@ static int enqueue_layers(cuda_backend_t *b, int32_t n, bool progress, guild_err
     const int64_t E = b->cfg->n_embd;
     cudaStream_t s = b->stream;
     b->act_src = NULL;
-    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, (2 * (size_t)b->n_batch + 1) * sizeof(int32_t),
+    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, (3 * (size_t)b->n_batch + 1) * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, s), "copy token ids", err) < 0 ||
         cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
                       err) < 0)
@@ -688,8 +720,19 @@ static bool host_visible(const void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
-/* The graph of a step of n tokens and n_out logits rows copied to dst, captured now if it is not kept. -1 with
- * err when capture or instantiation fails (the stream is usable again then). */
+/* Whether graph g was captured for the current batch's sequence groups (their caches' addresses are in it). */
+static bool graph_groups_match(const cuda_backend_t *b, const cuda_graph_t *g)
+{
+    if (g->n_grp != b->n_grp)
+        return false;
+    for (int32_t i = 0; i < b->n_grp; i++)
+        if (g->grp_seq[i] != b->grp_seq[i] || g->grp_rows[i] != b->grp_rows[i])
+            return false;
+    return true;
+}
+
+/* The graph of a step of n tokens in the current sequence groups and n_out logits rows copied to dst, captured now
+ * if it is not kept. -1 with err when capture or instantiation fails (the stream is usable again then). */
 static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cudaGraphExec_t *exec,
                      guild_err_t *err)
 {
@@ -697,7 +740,7 @@ static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cu
     b->graph_clock++;
     for (int i = 0; i < CUDA_GRAPHS; i++) {
         cuda_graph_t *g = &b->graph[i];
-        if (g->exec && g->n == n && g->n_out == n_out && g->dst == dst) {
+        if (g->exec && g->n == n && g->n_out == n_out && g->dst == dst && graph_groups_match(b, g)) {
             g->used = b->graph_clock;
             *exec = g->exec;
             return 0;
@@ -727,43 +770,119 @@ static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cu
     }
     if (slot->exec)
         cudaGraphExecDestroy(slot->exec);
-    *slot = (cuda_graph_t){.n = n, .n_out = n_out, .dst = dst, .exec = ge, .used = b->graph_clock};
+    *slot = (cuda_graph_t){.n = n, .n_out = n_out, .dst = dst, .exec = ge, .used = b->graph_clock, .n_grp = b->n_grp};
+    memcpy(slot->grp_seq, b->grp_seq, (size_t)b->n_grp * sizeof *b->grp_seq);
+    memcpy(slot->grp_rows, b->grp_rows, (size_t)b->n_grp * sizeof *b->grp_rows);
     b->graphs_captured++;
     *exec = ge;
     return 0;
 }
 
-static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
-                        const int32_t *out_rows, float *logits, guild_err_t *err)
+/* A failed step: the stream left idle; the caches' lengths were not advanced, but a recurrent state of the batch's
+ * sequences may have moved on, so those sequences empty (a sticky device error stays reported). */
+static int forward_failed(cuda_backend_t *b)
+{
+    cudaStreamSynchronize(b->stream);
+    for (int32_t g = 0; b->n_recurrent && g < b->n_grp; g++)
+        b->seq_len[b->grp_seq[g]] = 0;
+    return -1;
+}
+
+/* The batch's rows grouped by sequence (cuda_state.h): b->grp_*, b->row_from and b->row_pos; -1 with err on a
+ * sequence out of range, a position that does not append to its sequence's cache, or a full cache. */
+static int group_rows(cuda_backend_t *b, int32_t n, const int32_t *seq, const int32_t *positions, guild_err_t *err)
+{
+    b->n_grp = 0;
+    for (int32_t t = 0; t < n; t++) {
+        const int32_t q = seq ? seq[t] : 0;
+        if (q < 0 || q >= b->n_seq)
+            return guild_err_set(err, "forward: token %d is of sequence %d (the backend holds %d)", t, q, b->n_seq);
+        int32_t g = 0;
+        while (g < b->n_grp && b->grp_seq[g] != q)
+            g++;
+        if (g == b->n_grp) {
+            b->grp_seq[g] = q;
+            b->grp_rows[g] = 0;
+            b->grp_len[g] = b->seq_len[q];
+            b->n_grp++;
+        }
+        const int32_t want = b->seq_len[q] + b->grp_rows[g];
+        if (want >= b->n_ctx) {
+            int32_t rows = 0;
+            for (int32_t u = 0; u < n; u++)
+                rows += (seq ? seq[u] : 0) == q;
+            if (b->n_seq == 1)
+                return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)",
+                                     b->seq_len[q], rows, b->n_ctx);
+            return guild_err_set(err, "forward: the context is full (sequence %d: %d positions held + %d new > %d)",
+                                 q, b->seq_len[q], rows, b->n_ctx);
+        }
+        if (positions[t] != want)
+            return guild_err_set(err, "forward: token %d has position %d, expected %d (batches append to the "
+                                 "cache)", t, positions[t], want);
+        b->grp_rows[g]++;
+    }
+    /* groups in the order of their sequences, so that a batch of the same sequences and sizes is the same graph */
+    for (int32_t i = 1; i < b->n_grp; i++)
+        for (int32_t j = i; j > 0 && b->grp_seq[j - 1] > b->grp_seq[j]; j--) {
+            int32_t *arr[] = {b->grp_seq, b->grp_rows, b->grp_len};
+            for (int k = 0; k < 3; k++) {
+                const int32_t x = arr[k][j];
+                arr[k][j] = arr[k][j - 1];
+                arr[k][j - 1] = x;
+            }
+        }
+    int32_t r = 0;
+    for (int32_t g = 0; g < b->n_grp; g++) {
+        b->grp_row0[g] = r;
+        int32_t k = 0;
+        for (int32_t t = 0; t < n; t++)
+            if ((seq ? seq[t] : 0) == b->grp_seq[g]) {
+                b->row_from[r + k] = t;
+                b->row_to[t] = r + k;
+                b->row_pos[r + k] = positions[t];
+                k++;
+            }
+        r += k;
+    }
+    return 0;
+}
+
+static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
+                            const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                            guild_err_t *err)
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
     const model_config_t *c = b->cfg;
     cudaStream_t s = b->stream;
+    b->n_grp = 0;
     if (n < 1 || n > b->n_batch)
         return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, b->n_batch);
     if (n_out < 0 || n_out > n)
         return guild_err_set(err, "forward: %d output rows for %d tokens", n_out, n);
-    if ((int64_t)b->kv_len + n > b->n_ctx)
-        return guild_err_set(err, "forward: the context is full (%d positions held + %d new > %d)", b->kv_len, n,
-                             b->n_ctx);
-    for (int32_t t = 0; t < n; t++) {
+    for (int32_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
             return guild_err_set(err, "forward: token id %d is out of range (vocabulary of %d)", tokens[t],
                                  c->n_vocab);
-        if (positions[t] != b->kv_len + t)
-            return guild_err_set(err, "forward: token %d has position %d, expected %d (batches append to the "
-                                 "cache)", t, positions[t], b->kv_len + t);
-    }
     for (int32_t j = 0; j < n_out; j++)
         if (out_rows[j] < 0 || out_rows[j] >= n)
             return guild_err_set(err, "forward: output row %d is not in the batch of %d", out_rows[j], n);
+    if (group_rows(b, n, seq, positions, err) < 0) {
+        b->n_grp = 0;
+        return -1;
+    }
 
-    /* h_tokens is free: the previous forward ended with the stream idle. */
-    memcpy(b->h_tokens, tokens, (size_t)n * sizeof *tokens);
-    memcpy(b->h_tokens + b->n_batch, out_rows, (size_t)n_out * sizeof *out_rows);
-    b->h_tokens[2 * b->n_batch] = b->kv_len;
+    /* h_tokens is free: the previous forward ended with the stream idle. The rows go in group order; an output
+     * row is found by its place there. */
+    int32_t *h_rows = b->h_tokens + b->n_batch;
+    for (int32_t r = 0; r < n; r++)
+        b->h_tokens[r] = tokens[b->row_from[r]];
+    for (int32_t j = 0; j < n_out; j++)
+        h_rows[j] = b->row_to[out_rows[j]];
+    for (int32_t g = 0; g < b->n_grp; g++)
+        b->h_tokens[2 * b->n_batch + g] = b->grp_len[g];
     if (reset_recurrent(b, err) < 0 || stage_renew(b, err) < 0 || cuda_moe_step_begin(b->moe, s, err) < 0)
-        goto fail;
+        return forward_failed(b);
     bool staged = false;
     cudaGraphExec_t exec = NULL;
     if (b->graphs && n <= CUDA_GRAPH_ROWS) {
@@ -777,7 +896,7 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
     if (exec) {
         b->graph_steps++;
         if (cuda_check(cudaGraphLaunch(exec, s), "launch the step's graph", err) < 0)
-            goto fail;
+            return forward_failed(b);
     } else {
         /* The logits go straight to the caller's memory, which may be pageable: a copy there may block the host
          * thread, so the layers (and whatever the bridge needs the host for meanwhile) are waited for first. */
@@ -785,41 +904,52 @@ static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const
             cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 ||
             cuda_moe_sync(b->moe, b->done, err) < 0 || enqueue_head(b, n_out, logits, err) < 0 ||
             cuda_moe_step_end(b->moe, s, err) < 0)
-            goto fail;
+            return forward_failed(b);
     }
     if (cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 || cuda_moe_sync(b->moe, b->done, err) < 0 ||
         cuda_moe_result(b->moe, err) < 0)
-        goto fail;
-    /* the check's finds, read where the step synchronises anyway */
+        return forward_failed(b);
+    /* the check's finds, read where the step synchronises anyway (the row of a find is a reordered row) */
     if (b->h_finite && *b->h_finite != FINITE_NONE) {
-        finite_report(*b->h_finite, c, b->kv_len, err);
-        goto fail;
+        const int32_t row = (int32_t)((*b->h_finite >> 25) & (FINITE_MAX_ROWS - 1));
+        finite_report(*b->h_finite, c, row < n ? b->row_pos[row] - row : b->grp_len[0], err);
+        return forward_failed(b);
     }
     if (staged)
         memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
-    b->kv_len += n;
+    for (int32_t g = 0; g < b->n_grp; g++)
+        b->seq_len[b->grp_seq[g]] += b->grp_rows[g];
     return 0;
-fail:
-    /* Leave the stream idle (the cache length was not advanced, or, for recurrent layers whose state may have moved
-     * on, the cache emptied); a sticky device error stays reported. */
-    cudaStreamSynchronize(s);
-    if (b->n_recurrent)
-        b->kv_len = 0;
-    return -1;
 }
 
-static int32_t cuda_kv_len(const backend_t *base)
+static int cuda_forward(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
+                        const int32_t *out_rows, float *logits, guild_err_t *err)
 {
-    return ((const cuda_backend_t *)base)->kv_len;
+    return cuda_forward_seq(base, n, tokens, NULL, positions, n_out, out_rows, logits, err);
 }
 
-static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
+static int32_t cuda_seq_kv_len(const backend_t *base, int32_t seq)
+{
+    return ((const cuda_backend_t *)base)->seq_len[seq];
+}
+
+static void cuda_seq_kv_truncate(backend_t *base, int32_t seq, int32_t n_pos)
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < b->kv_len) /* a recurrent state holds no earlier position: the cache empties */
-        b->kv_len = b->n_recurrent ? 0 : n_pos;
+    if (n_pos < b->seq_len[seq]) /* a recurrent state holds no earlier position: the cache empties */
+        b->seq_len[seq] = b->n_recurrent ? 0 : n_pos;
+}
+
+static int32_t cuda_kv_len(const backend_t *base)
+{
+    return cuda_seq_kv_len(base, 0);
+}
+
+static void cuda_kv_truncate(backend_t *base, int32_t n_pos)
+{
+    cuda_seq_kv_truncate(base, 0, n_pos);
 }
 
 /* The routing counters, between forward passes (their stream is idle then). */
@@ -892,6 +1022,9 @@ const backend_ops_t cuda_backend_ops = {
     .forward = cuda_forward,
     .kv_len = cuda_kv_len,
     .kv_truncate = cuda_kv_truncate,
+    .forward_seq = cuda_forward_seq,
+    .seq_kv_len = cuda_seq_kv_len,
+    .seq_kv_truncate = cuda_seq_kv_truncate,
     .destroy = cuda_destroy,
     .stats = cuda_stats,
     .exchange_exec = cuda_exchange_exec,

@@ -42,6 +42,9 @@ typedef struct cuda_layer {
 
 typedef struct cuda_graph {
     int32_t n, n_out;           /* 0 tokens: an empty entry */
+    int32_t n_grp;              /* the batch's sequence groups (cuda_backend_t.grp_*), each's sequence and rows: a
+                                   group's cache addresses are in the graph */
+    int32_t grp_seq[CUDA_GRAPH_ROWS], grp_rows[CUDA_GRAPH_ROWS];
     const float *dst;           /* where the graph copies the logits */
     cudaGraphExec_t exec;
     uint64_t used;              /* graph_clock at the last launch */
@@ -65,7 +68,18 @@ typedef struct cuda_backend {
     uint64_t staged_bytes0, stage_wait_ns0; /* counters of the stages replaced so far */
     int32_t n_ctx;              /* KV capacity (positions) */
     int32_t n_batch;            /* rows of every activation buffer */
-    int32_t kv_len;             /* positions [0, kv_len) hold valid K/V */
+    int32_t n_seq;              /* sequences (backend_options_t.n_seq, >= 1): each its own caches and states */
+    int32_t *seq_len;           /* host [n_seq]: positions [0, seq_len[s]) of sequence s hold valid K/V */
+    /* The batch of the current step by sequence: its rows are reordered (stably) so that each sequence's rows
+     * are adjacent, group g the rows [grp_row0[g], grp_row0[g] + grp_rows[g]) of sequence grp_seq[g], whose cache
+     * held grp_len[g] positions at the step's start (on the device at d_pos + g). The position-dependent steps
+     * (the attention parts' RoPE, cache writes, attention, recurrent states) run group by group as that
+     * sequence's rows alone would; every other step is per row over the whole batch. */
+    int32_t n_grp;
+    int32_t *grp_seq, *grp_row0, *grp_rows, *grp_len; /* host [n_batch] each */
+    int32_t *row_from;          /* host [n_batch]: the caller's row of each reordered row */
+    int32_t *row_to;            /* host [n_batch]: the reordered row of each of the caller's */
+    int32_t *row_pos;           /* host [n_batch]: the position of each reordered row */
     int32_t logit_rows;         /* rows of `logits`: the LM head runs in chunks of this many */
 
     /* weights: one device allocation, tensors at 256-byte offsets */
@@ -78,8 +92,8 @@ typedef struct cuda_backend {
     guild_type_t kv_type;       /* element type of the key rows (kv_type_k: F16, F32, Q8_0 or Q4_0) */
     guild_type_t v_type;        /* of the value rows (kv_type_v; k8v4: Q4_0, rotated head by head) */
     size_t k_layer_bytes, v_layer_bytes; /* one layer slot's n_ctx key rows, value rows */
-    void *k_cache;              /* [n_kv_layers][n_ctx][kv_row] of kv_type */
-    void *v_cache;              /* [n_kv_layers][n_ctx][v_row] of v_type; NULL when v_row is 0 */
+    void *k_cache;              /* [n_seq][n_kv_layers][n_ctx][kv_row] of kv_type (cuda_kv_k) */
+    void *v_cache;              /* [n_seq][n_kv_layers][n_ctx][v_row] of v_type; NULL when v_row is 0 */
     int32_t *kv_slot;           /* host [n_layer]: layer il's rows in the caches, -1: none (a gdn layer keeps
                                    its recurrent state instead) */
     int32_t n_kv_layers;        /* layers with a key or value row (model_layer_cache_row) */
@@ -87,11 +101,11 @@ typedef struct cuda_backend {
                                    (model_layer_cache_row; GQA: n_head_kv * head_dim each; MLA: the latent and the
                                    rotated key part, no value row) */
 
-    /* the gdn layers' recurrent state (attn_gdn.c), zeroed before a step that starts at position 0 */
+    /* the gdn layers' recurrent state (attn_gdn.c), a sequence's zeroed before a step that starts it at position 0 */
     int32_t *rec_slot;          /* host [n_layer]: layer il's state, -1: none */
     int32_t n_recurrent;
-    float *conv_state;          /* [n_recurrent][conv channels][ssm_d_conv - 1] */
-    float *ssm_state;           /* [n_recurrent][value heads][ssm_d_state][ssm_d_state] */
+    float *conv_state;          /* [n_seq][n_recurrent][conv channels][ssm_d_conv - 1] */
+    float *ssm_state;           /* [n_seq][n_recurrent][value heads][ssm_d_state][ssm_d_state] */
 
     /* activations of the current batch (t = row in the batch), device */
     float *x;                   /* [n_batch][n_embd] residual stream */
@@ -134,9 +148,11 @@ typedef struct cuda_backend {
     const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
     void *attn_scratch;         /* split-key partials of the decode attention */
     size_t attn_scratch_bytes;
-    int32_t *h_tokens;          /* pinned [2 * n_batch + 1]: staging of tokens, output rows, then the cache length */
-    int32_t *d_pos;             /* device: the cache length the step starts at (tokens + 2 * n_batch); the
-                                   position-dependent kernels read it, so captured graphs replay anywhere */
+    int32_t *h_tokens;          /* pinned [3 * n_batch + 1]: staging of tokens, output rows, then the groups' cache
+                                   lengths */
+    int32_t *d_pos;             /* device [n_batch]: the cache length each group's sequence starts the step at
+                                   (tokens + 2 * n_batch); the position-dependent kernels read it, so captured
+                                   graphs replay anywhere */
 
     /* Decode steps as CUDA graphs: one per (tokens, logits rows, logits destination), captured on first use. */
     bool graphs;                /* allowed (options and the bridge permit) */
@@ -159,12 +175,23 @@ typedef struct cuda_backend {
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */
 } cuda_backend_t;
 
+/* Layer il's key rows and value rows (kv_slot[il] >= 0) of sequence seq. */
+static inline void *cuda_kv_k(const cuda_backend_t *b, int32_t il, int32_t seq)
+{
+    return (char *)b->k_cache + ((size_t)seq * (size_t)b->n_kv_layers + (size_t)b->kv_slot[il]) * b->k_layer_bytes;
+}
+
+static inline void *cuda_kv_v(const cuda_backend_t *b, int32_t il, int32_t seq)
+{
+    return (char *)b->v_cache + ((size_t)seq * (size_t)b->n_kv_layers + (size_t)b->kv_slot[il]) * b->v_layer_bytes;
+}
+
 /* Uploads every dense tensor of the model (cuda_weights.c). -1 with a message naming the tensor for a type
  * the kernels do not handle, or when the device is out of memory. */
 int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err);
 
-/* Runs layer il on the n tokens of the batch in b->x (positions kv_len + t), writing their K/V into the
- * cache. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
+/* Runs layer il on the n tokens of the batch in b->x (the groups' positions), writing their K/V into their
+ * sequences' caches. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
 int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
 
 /* y[t][0..W->n_rows) = W x[t] for t < n (x rows ldx floats apart, y rows ldy): quantizes x to W's activation
