@@ -1,0 +1,514 @@
+/* guild bench sessions — aggregate decode throughput of N concurrent sessions decoded together (backend_forward_seq:
+ * one forward pass a step over every session's next token, each session its own KV cache), for each N of a list
+ * (default 1,2,4,8,16), beside the limit of such a step.
+ *
+ * A batched step reads each distinct routed expert once, whatever the number of its sessions' rows routed to it:
+ * the step's cost is the dense part plus the distinct experts' bytes, read from DRAM for the experts the CPU side
+ * holds. So per N this prints the distinct experts per layer and step (counted from the backend's routing counters
+ * over a few extra steps after the timed ones, split into the GPU-resident ones and the CPU side's), and the step
+ * limit they imply: the dense part of the measured step (the step's time less its wait for the routed experts)
+ * plus the CPU side's distinct expert bytes over the DRAM read probe (`guild bench bw`'s); aggregate tok/s is
+ * N / step time, its limit N / limit step. A second, bytes-only limit (every read at its memory's bandwidth: dense
+ * weights, KV and resident experts at the device's copy rate) is printed beside it.
+ *
+ * Every session's prompt is `prompt` tokens of its own fixed LCG draw, prefilled alone, then all decode greedily:
+ * one warm-up step, `gen` timed steps, and the counting steps. The model runs as `guild run` runs it
+ * (coordinator/backend_stack.h), with n_seq = the largest N. A table on stdout; with --json, the same with
+ * provenance. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "bench/bw.h"
+#include "coordinator/backend_stack.h"
+#include "coordinator/remote_backend.h"
+#include "coordinator/stack_flags.h"
+#include "coordinator/stack_plan.h"
+#include "core/model/model.h"
+#include "core/topo/topo.h"
+#include "core/util/cli.h"
+#include "core/util/clock.h"
+#include "core/util/log.h"
+#include "gpu-worker/dense/gpu_plan.h"
+#ifdef GUILD_HAVE_CUDA
+#include "gpu-worker/dense/cuda/cuda_probe.h"
+#endif
+
+#define MAX_SIZES 16
+#define MAX_SESSIONS 256
+#define MAX_CPUS 1024
+#define COUNT_STEPS 8 /* steps after the timed ones whose routing is counted */
+
+enum {
+    SESSIONS_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
+                           STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH | STACK_FLAG_STAGER |
+                           STACK_FLAG_STAGER_THREADS | STACK_FLAG_SPIN_US | STACK_FLAG_MLOCK |
+                           STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_ROUTING | STACK_FLAG_KV_TYPE,
+};
+
+#ifdef GUILD_HAVE_CUDA
+#define DEFAULT_BACKEND "cuda"
+#else
+#define DEFAULT_BACKEND "cpu"
+#endif
+
+typedef struct sess_cfg {
+    const char *model, *json, *commit;
+    int32_t sizes[MAX_SIZES];
+    int n_sizes;
+    int32_t prompt, gen, batch;
+    double dram_gbps;
+    bool verbose;
+    stack_options_t flags;
+    int argc;
+    char **argv;
+} sess_cfg_t;
+
+/* One size's results. */
+typedef struct sess_result {
+    int32_t n;
+    double prefill_s, step_s, wait_s;   /* a decode step's mean time and its wait for the routed experts */
+    double distinct_cpu, distinct_gpu;  /* distinct experts a step, per layer (mean), on each side */
+    double cpu_bytes, gpu_bytes;        /* a step's reads: the CPU side's distinct experts; dense, KV, resident */
+    double limit_step_s, bytes_step_s;  /* the limits' step times */
+} sess_result_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: guild bench sessions -m FILE [options]\n"
+            "  -m, --model FILE        GGUF model\n"
+            "      --sessions LIST     concurrent sessions decoded together (default 1,2,4,8,16)\n"
+            "      --prompt N          tokens of each session's prompt (default 128)\n"
+            "      --gen N             timed decode steps (default 32)\n"
+            STACK_FLAGS_BATCH_HELP);
+    stack_flags_usage(out, SESSIONS_STACK_FLAGS, DEFAULT_BACKEND);
+    fprintf(out,
+            "      --dram-gbs X        DRAM read bandwidth in GB/s for the limits (default: measured)\n"
+            "      --json FILE         write the results with provenance\n"
+            "      --commit ID         the source commit, when the binary runs away from its git checkout\n"
+            "  -v, --verbose           the backend's and the workers' messages on stderr\n"
+            "  -h, --help              this help\n");
+}
+
+static int parse_list(const char *arg, int32_t *out, int max, int *n)
+{
+    *n = 0;
+    for (const char *s = arg;;) {
+        char *end;
+        errno = 0;
+        const long v = strtol(s, &end, 10);
+        if (errno || end == s || v < 1 || v > MAX_SESSIONS || *n == max || (*end && *end != ','))
+            return -1;
+        out[(*n)++] = (int32_t)v;
+        if (!*end)
+            return 0;
+        s = end + 1;
+    }
+}
+
+static int parse_args(int argc, char **argv, sess_cfg_t *c)
+{
+    enum { O_SESS = 256, O_PROMPT, O_GEN, O_BATCH, O_DRAM, O_JSON, O_COMMIT };
+    static const struct option own[] = {
+        {"model", required_argument, NULL, 'm'},     {"sessions", required_argument, NULL, O_SESS},
+        {"prompt", required_argument, NULL, O_PROMPT}, {"gen", required_argument, NULL, O_GEN},
+        {"batch", required_argument, NULL, O_BATCH}, {"dram-gbs", required_argument, NULL, O_DRAM},
+        {"json", required_argument, NULL, O_JSON},   {"commit", required_argument, NULL, O_COMMIT},
+        {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct option opts[48];
+    stack_flags_options(opts, sizeof opts / sizeof opts[0], own, SESSIONS_STACK_FLAGS);
+    memset(c, 0, sizeof *c);
+    static const int32_t sizes[] = {1, 2, 4, 8, 16};
+    memcpy(c->sizes, sizes, sizeof sizes);
+    c->n_sizes = 5;
+    c->prompt = 128;
+    c->gen = 32;
+    c->argc = argc;
+    c->argv = argv;
+    long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
+    stack_options_init(&c->flags);
+    c->flags.gpu.backend = DEFAULT_BACKEND;
+    c->flags.n_threads = cpus > 0 ? (int)cpus : 1;
+    guild_err_t e = {{0}};
+    int o, sf;
+    long v;
+    optind = 1;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "m:vh", opts, NULL)) != -1) {
+        if ((sf = stack_flags_parse(&c->flags, o, optarg, &e)) != 0) {
+            if (sf < 0)
+                goto bad;
+            continue;
+        }
+        switch (o) {
+        case 'm': c->model = optarg; break;
+        case O_SESS:
+            if (parse_list(optarg, c->sizes, MAX_SIZES, &c->n_sizes) < 0) {
+                guild_err_set(&e, "--sessions %s: expected up to %d counts of 1..%d such as 1,2,4,8,16", optarg,
+                              MAX_SIZES, MAX_SESSIONS);
+                goto bad;
+            }
+            break;
+        case O_PROMPT:
+            if (cli_parse_long("--prompt", optarg, 1, 1 << 20, &v, &e) < 0)
+                goto bad;
+            c->prompt = (int32_t)v;
+            break;
+        case O_GEN:
+            if (cli_parse_long("--gen", optarg, 1, 1 << 20, &v, &e) < 0)
+                goto bad;
+            c->gen = (int32_t)v;
+            break;
+        case O_BATCH: if (stack_flags_parse_batch(optarg, &c->batch, &e) < 0) goto bad; break;
+        case O_DRAM: c->dram_gbps = atof(optarg); break;
+        case O_JSON: c->json = optarg; break;
+        case O_COMMIT: c->commit = optarg; break;
+        case 'v': c->verbose = true; break;
+        case 'h': usage(stdout); return 1;
+        default:
+            fprintf(stderr, "guild bench sessions: unknown option or missing value: %s\n", argv[optind - 1]);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (!c->model || optind < argc) {
+        fprintf(stderr, "guild bench sessions: %s\n", c->model ? "unexpected argument" : "no model: give -m FILE.gguf");
+        usage(stderr);
+        return -1;
+    }
+    if (stack_flags_check(&c->flags, SESSIONS_STACK_FLAGS, NULL, false, &e) < 0)
+        goto bad;
+    return 0;
+bad:
+    fprintf(stderr, "guild bench sessions: %s\n", e.msg);
+    return -1;
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+static double tensor_bytes(const model_tensor_t *t)
+{
+    return t->data ? (double)t->mat_bytes * (double)(t->ne[2] ? t->ne[2] : 1) : 0;
+}
+
+/* The dense weights a step reads (once, whatever its rows): one embedding row a row aside, every matrix but the
+ * routed experts'. */
+static double dense_bytes(const model_t *m)
+{
+    const model_config_t *c = model_config(m);
+    const model_weights_t *w = model_weights(m);
+    double b = tensor_bytes(&w->output_norm) +
+               (w->output.data != w->token_embd.data ? tensor_bytes(&w->output) : tensor_bytes(&w->token_embd));
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &w->layers[il];
+#define DENSE(name, kind) tensor_bytes(&L->name) +
+        b += MODEL_LAYER_DENSE_TENSORS(DENSE) 0.0;
+#undef DENSE
+    }
+    return b;
+}
+
+/* The routing counters (per layer and expert) of the stack's backend; -1 when it keeps none. */
+static int routing(backend_t *be, uint64_t *counts)
+{
+    return backend_routing(be, counts);
+}
+
+/* The wait for the routed experts and the step time so far, as bench run counts them: the GPU worker's (multi-process,
+ * every request) or the local executor's wait (a single process; step time the caller's). */
+static void wait_counters(backend_t *be, const moe_exec_t *experts, double *wait_s, double *wall_s)
+{
+    if (!experts) {
+        remote_stats_t rs;
+        remote_backend_stats(be, &rs);
+        *wait_s = (double)rs.moe_ns * 1e-9;
+        *wall_s = (double)rs.wall_ns * 1e-9;
+        return;
+    }
+    moe_exec_stats_t es;
+    moe_exec_stats(experts, &es);
+    *wait_s = (double)es.wait_ns * 1e-9;
+    *wall_s = -1;
+}
+
+/* One step of the n sessions (rows in session order), their next tokens from the logits. */
+static int step(backend_t *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows, float *logits,
+                int32_t V, guild_err_t *err)
+{
+    for (int32_t s = 0; s < n; s++) {
+        seq[s] = s;
+        pos[s] = backend_seq_kv_len(be, s);
+        rows[s] = s;
+    }
+    if (backend_forward_seq(be, n, tok, seq, pos, n, rows, logits, err) < 0)
+        return -1;
+    for (int32_t s = 0; s < n; s++)
+        tok[s] = argmax(logits + (size_t)s * (size_t)V, V);
+    return 0;
+}
+
+static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const moe_exec_t *experts,
+                    const gpu_plan_t *plan, int32_t n, double dram, double hbm, sess_result_t *r, guild_err_t *err)
+{
+    const model_config_t *mc = model_config(m);
+    const model_weights_t *w = model_weights(m);
+    const int32_t V = mc->n_vocab, NB = c->batch;
+    const size_t LN = (size_t)mc->n_layer * (size_t)mc->n_expert;
+    float *logits = malloc((size_t)(n > NB ? n : NB) * (size_t)V * sizeof *logits);
+    int32_t *buf = malloc((size_t)(5 * (n > NB ? n : NB) + c->prompt) * sizeof *buf);
+    uint64_t *c0 = calloc(LN ? LN : 1, sizeof *c0), *c1 = calloc(LN ? LN : 1, sizeof *c1);
+    int rc = -1;
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    if (!logits || !buf || !c0 || !c1) {
+        guild_err_set(err, "out of memory");
+        goto out;
+    }
+    int32_t *tok = buf, *seq = tok + (n > NB ? n : NB), *pos = seq + (n > NB ? n : NB);
+    int32_t *rows = pos + (n > NB ? n : NB), *prompt = rows + (n > NB ? n : NB);
+    /* each session's prompt, alone */
+    const double t0 = guild_clock_s();
+    for (int32_t s = 0; s < n; s++) {
+        backend_seq_kv_truncate(be, s, 0);
+        uint64_t lcg = 0x9e3779b97f4a7c15ull ^ ((uint64_t)s * 0x632be59bd9b4e019ull);
+        for (int32_t i = 0; i < c->prompt; i++) {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
+        }
+        for (int32_t p = 0; p < c->prompt; p += NB) {
+            const int32_t k = c->prompt - p < NB ? c->prompt - p : NB, last = k - 1;
+            for (int32_t i = 0; i < k; i++) {
+                seq[i] = s;
+                pos[i] = p + i;
+            }
+            const bool final = p + k == c->prompt;
+            if (backend_forward_seq(be, k, prompt + p, seq, pos, final ? 1 : 0, &last, logits, err) < 0) {
+                guild_err_prefix(err, "session %d prefill at %d: ", s, p);
+                goto out;
+            }
+        }
+        tok[s] = argmax(logits, V);
+    }
+    r->prefill_s = guild_clock_s() - t0;
+    if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
+        goto out;
+    double w0, s0, w1, s1;
+    wait_counters(be, experts, &w0, &s0);
+    const double t1 = guild_clock_s();
+    for (int32_t g = 0; g < c->gen; g++)
+        if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+            goto out;
+    const double dt = guild_clock_s() - t1;
+    wait_counters(be, experts, &w1, &s1);
+    r->step_s = dt / c->gen;
+    r->wait_s = (w1 - w0) / c->gen;
+    /* the distinct experts of a few more steps, each step's counters against the previous ones */
+    int counted = 0;
+    double cpu_bytes = 0, gpu_experts_bytes = 0, d_cpu = 0, d_gpu = 0;
+    for (int k = 0; k < COUNT_STEPS; k++) {
+        if (routing(be, c0) < 0)
+            break;
+        if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+            goto out;
+        if (routing(be, c1) < 0)
+            break;
+        counted++;
+        for (int32_t il = 0; il < mc->n_layer; il++) {
+            const model_layer_t *L = &w->layers[il];
+            const double eb = (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+            for (int32_t e = 0; e < mc->n_expert; e++) {
+                const size_t i = (size_t)il * (size_t)mc->n_expert + (size_t)e;
+                if (c1[i] == c0[i])
+                    continue;
+                if (plan && gpu_plan_expert_resident(plan, il, e)) {
+                    d_gpu += 1;
+                    gpu_experts_bytes += eb;
+                } else {
+                    d_cpu += 1;
+                    cpu_bytes += eb;
+                }
+            }
+        }
+    }
+    /* the KV a step reads: each session's cache at the steps' mean position */
+    const double kv = (double)n * (double)(c->prompt + c->gen / 2) * 2.0 * mc->n_layer * (double)mc->n_head_kv *
+                      (double)mc->head_dim * 2.0;
+    if (counted) {
+        r->distinct_cpu = d_cpu / counted / mc->n_layer;
+        r->distinct_gpu = d_gpu / counted / mc->n_layer;
+        r->cpu_bytes = cpu_bytes / counted;
+        r->gpu_bytes = dense_bytes(m) + kv + gpu_experts_bytes / counted;
+        const double dense_step = r->step_s - r->wait_s > 0 ? r->step_s - r->wait_s : 0;
+        r->limit_step_s = dense_step + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
+        r->bytes_step_s = (hbm > 0 ? r->gpu_bytes / (hbm * 1e9) : 0) + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
+    }
+    rc = 0;
+out:
+    free(logits);
+    free(buf);
+    free(c0);
+    free(c1);
+    return rc;
+}
+
+int bench_sessions_main(int argc, char **argv)
+{
+    sess_cfg_t c;
+    const int pr = parse_args(argc, argv, &c);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    guild_log_init("guild", c.verbose ? GUILD_LOG_INFO : GUILD_LOG_WARN);
+    c.flags.log_level = guild_log_level();
+    guild_err_t err = {{0}};
+    model_t *m = NULL;
+    backend_stack_t *stack = NULL;
+    stack_plan_t sp = {0};
+    sess_result_t res[MAX_SIZES];
+    json_t *root = NULL;
+    int rc = 1;
+    int32_t max_n = 0;
+    for (int i = 0; i < c.n_sizes; i++)
+        max_n = c.sizes[i] > max_n ? c.sizes[i] : max_n;
+    if (model_new(&m, c.model, &err) < 0)
+        goto out;
+    const model_config_t *mc = model_config(m);
+    c.flags.n_seq = max_n;
+    c.flags.n_ctx = c.prompt + c.gen + COUNT_STEPS + 2;
+    c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx; /* 0: auto */
+    c.flags.stats = true; /* the routing counters every step's distinct experts are read from */
+    if (stack_flags_routing(&c.flags, c.model, &err) < 0 || stack_plan_make(&sp, &c.flags, m, &err) < 0)
+        goto out;
+    const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
+    double dram = c.dram_gbps, hbm = 0;
+    if (dram <= 0) { /* before the workers are up to disturb it */
+        static int cpus[MAX_CPUS], nodes[MAX_CPUS];
+        int n = 0;
+        for (int nd = 0; nd < topo_node_count() && n < MAX_CPUS; nd++) {
+            const int k = topo_node_cpus(nd, cpus + n, MAX_CPUS - n);
+            for (int i = 0; i < k; i++)
+                nodes[n + i] = nd;
+            n += k;
+        }
+        bench_bw_t bw;
+        if (n < 1 || bench_read_bw(cpus, nodes, n, (size_t)4e9, 5, &bw, &err) < 0)
+            goto out;
+        dram = bw.median_gbps;
+    }
+    char gpu_name[256] = "none";
+#ifdef GUILD_HAVE_CUDA
+    if (!strcmp(c.flags.gpu.backend, "cuda")) {
+        cuda_probe_t pb;
+        if (cuda_probe(&pb, &err) < 0)
+            goto out;
+        snprintf(gpu_name, sizeof gpu_name, "%s", pb.name);
+        hbm = pb.d2d_gbps;
+    }
+#endif
+    fprintf(stderr, "guild bench sessions: %s, %s, %d sessions at most, prompt %d, gen %d; opening...\n", c.model,
+            c.flags.single_process ? "single process" : "multi-process", max_n, c.prompt, c.gen);
+    if (plan)
+        gpu_plan_print(plan, stderr);
+    if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
+        goto out;
+    backend_t *be = backend_stack_backend(stack);
+    c.batch = backend_stack_n_batch(stack);
+    if (c.batch < max_n) {
+        guild_err_set(&err, "batches of %d tokens hold fewer rows than %d sessions (--batch)", c.batch, max_n);
+        goto out;
+    }
+    const moe_exec_t *experts = backend_stack_experts(stack);
+    bench_print_provenance(stdout, argc, argv);
+    printf("# model: %s (%s, %d layers, %d experts top-%d)\n# bandwidth: DRAM read %.1f GB/s, device copy %.1f GB/s\n",
+           c.model, model_arch_info(mc->arch)->name, mc->n_layer, mc->n_expert, mc->n_expert_used, dram, hbm);
+    printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); limit: the measured step less its "
+           "wait for the experts, plus the CPU side's distinct expert bytes at the DRAM rate; bytes: every read at "
+           "its memory's rate\n");
+    printf("%8s %12s %10s %9s %17s %12s %12s %9s %12s\n", "sessions", "decode tok/s", "step ms", "wait ms",
+           "distinct cpu+gpu", "expert GB", "limit tok/s", "fraction", "bytes tok/s");
+    for (int i = 0; i < c.n_sizes; i++) {
+        sess_result_t *r = &res[i];
+        if (run_size(&c, m, be, experts, plan, c.sizes[i], dram, hbm, r, &err) < 0)
+            goto out;
+        const double tps = r->n / r->step_s, lim = r->limit_step_s > 0 ? r->n / r->limit_step_s : 0;
+        printf("%8d %12.2f %10.2f %9.2f %8.1f+%-8.1f %12.3f %12.2f %8.1f%% %12.2f\n", r->n, tps, r->step_s * 1e3,
+               r->wait_s * 1e3, r->distinct_cpu, r->distinct_gpu, r->cpu_bytes / 1e9, lim,
+               lim > 0 ? 100 * tps / lim : 0, r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0);
+        fflush(stdout);
+    }
+    if (c.json) {
+        char date[64];
+        const time_t t = time(NULL);
+        struct tm tm;
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        root = json_object();
+        json_t *pv = json_object(), *arr = json_array();
+        char cmd[4096] = "guild bench";
+        for (int i = 0; i < argc; i++) {
+            const size_t l = strlen(cmd);
+            snprintf(cmd + l, sizeof cmd - l, " %s", argv[i]);
+        }
+        json_object_set_new(pv, "commit", json_string(c.commit ? c.commit : "unknown"));
+        json_object_set_new(pv, "date", json_string(date));
+        json_object_set_new(pv, "gpu", json_string(gpu_name));
+        json_object_set_new(pv, "command", json_string(cmd));
+        json_object_set_new(root, "provenance", pv);
+        json_object_set_new(root, "model", json_string(c.model));
+        json_object_set_new(root, "mode", json_string(c.flags.single_process ? "single process" : "multi-process"));
+        json_object_set_new(root, "gpu_mem_budget_bytes", json_integer((json_int_t)c.flags.gpu.cuda.gpu_mem));
+        json_object_set_new(root, "gpu_resident_experts_planned", json_integer(plan ? plan->n_resident_experts : 0));
+        json_object_set_new(root, "prompt", json_integer(c.prompt));
+        json_object_set_new(root, "gen", json_integer(c.gen));
+        json_object_set_new(root, "dram_read_gbps", json_real(dram));
+        json_object_set_new(root, "device_copy_gbps", json_real(hbm));
+        for (int i = 0; i < c.n_sizes; i++) {
+            const sess_result_t *r = &res[i];
+            json_t *j = json_object();
+            json_object_set_new(j, "sessions", json_integer(r->n));
+            json_object_set_new(j, "decode_tok_s", json_real(r->n / r->step_s));
+            json_object_set_new(j, "step_s", json_real(r->step_s));
+            json_object_set_new(j, "expert_wait_s", json_real(r->wait_s));
+            json_object_set_new(j, "prefill_s", json_real(r->prefill_s));
+            json_object_set_new(j, "distinct_cpu_experts_per_layer", json_real(r->distinct_cpu));
+            json_object_set_new(j, "distinct_gpu_experts_per_layer", json_real(r->distinct_gpu));
+            json_object_set_new(j, "cpu_expert_bytes_per_step", json_real(r->cpu_bytes));
+            json_object_set_new(j, "limit_tok_s", json_real(r->limit_step_s > 0 ? r->n / r->limit_step_s : 0));
+            json_object_set_new(j, "fraction_of_limit",
+                                json_real(r->limit_step_s > 0 ? r->limit_step_s / r->step_s : 0));
+            json_object_set_new(j, "bytes_limit_tok_s", json_real(r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0));
+            json_array_append_new(arr, j);
+        }
+        json_object_set_new(root, "sizes", arr);
+        if (json_dump_file(root, c.json, JSON_INDENT(2)) < 0) {
+            guild_err_set(&err, "%s: cannot write", c.json);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "guild bench sessions: %s\n", err.msg);
+    json_decref(root);
+    backend_stack_close(&stack);
+    stack_plan_fini(&sp);
+    model_destroy(&m);
+    return rc;
+}
