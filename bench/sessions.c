@@ -6,10 +6,12 @@
  * the step's cost is the dense part plus the distinct experts' bytes, read from DRAM for the experts the CPU side
  * holds. So per N this prints the distinct experts per layer and step (counted from the backend's routing counters
  * over a few extra steps after the timed ones, split into the GPU-resident ones and the CPU side's), and the step
- * limit they imply: the dense part of the measured step (the step's time less its wait for the routed experts)
- * plus the CPU side's distinct expert bytes over the DRAM read probe (`guild bench bw`'s); aggregate tok/s is
- * N / step time, its limit N / limit step. A second, bytes-only limit (every read at its memory's bandwidth: dense
- * weights, KV and resident experts at the device's copy rate) is printed beside it.
+ * limit they imply: the dense step plus the CPU side's distinct expert bytes over the DRAM read probe (`guild
+ * bench bw`'s), whoever reads them (the CPU workers, or the copies of experts streamed to the device for a batch);
+ * the dense step is the smallest N's step less its wait for the routed experts (the device's own work: larger
+ * batches only add to it, so the limit is an upper bound). Aggregate tok/s is N / step time, its limit N / limit
+ * step. A second, bytes-only limit (every read at its memory's bandwidth: dense weights, KV and resident experts at
+ * the device's copy rate) is printed beside it.
  *
  * Every session's prompt is `prompt` tokens of its own fixed LCG draw, prefilled alone, then all decode greedily:
  * one warm-up step, `gen` timed steps, and the counting steps. The model runs as `guild run` runs it
@@ -79,6 +81,7 @@ typedef struct sess_result {
     double prefill_s, step_s, wait_s;   /* a decode step's mean time and its wait for the routed experts */
     double distinct_cpu, distinct_gpu;  /* distinct experts a step, per layer (mean), on each side */
     double cpu_bytes, gpu_bytes;        /* a step's reads: the CPU side's distinct experts; dense, KV, resident */
+    double dense_step_s;                /* the smallest N's step less its wait (the limit's dense part) */
     double limit_step_s, bytes_step_s;  /* the limits' step times */
 } sess_result_t;
 
@@ -183,6 +186,12 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
             return -1;
         }
     }
+    for (int i = 1; i < c->n_sizes; i++) /* ascending: the smallest gives the limit's dense step */
+        for (int j = i; j > 0 && c->sizes[j - 1] > c->sizes[j]; j--) {
+            const int32_t x = c->sizes[j];
+            c->sizes[j] = c->sizes[j - 1];
+            c->sizes[j - 1] = x;
+        }
     if (!c->model || optind < argc) {
         fprintf(stderr, "guild bench sessions: %s\n", c->model ? "unexpected argument" : "no model: give -m FILE.gguf");
         usage(stderr);
@@ -266,8 +275,10 @@ static int step(backend_t *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *p
     return 0;
 }
 
+/* dense_step: the limit's dense step, or < 0 for this run's own (the smallest N's, run first). */
 static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const moe_exec_t *experts,
-                    const gpu_plan_t *plan, int32_t n, double dram, double hbm, sess_result_t *r, guild_err_t *err)
+                    const gpu_plan_t *plan, int32_t n, double dram, double hbm, double dense_step, sess_result_t *r,
+                    guild_err_t *err)
 {
     const model_config_t *mc = model_config(m);
     const model_weights_t *w = model_weights(m);
@@ -357,7 +368,9 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         r->distinct_gpu = d_gpu / counted / mc->n_layer;
         r->cpu_bytes = cpu_bytes / counted;
         r->gpu_bytes = dense_bytes(m) + kv + gpu_experts_bytes / counted;
-        const double dense_step = r->step_s - r->wait_s > 0 ? r->step_s - r->wait_s : 0;
+        if (dense_step < 0)
+            dense_step = r->step_s - r->wait_s > 0 ? r->step_s - r->wait_s : 0;
+        r->dense_step_s = dense_step;
         r->limit_step_s = dense_step + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
         r->bytes_step_s = (hbm > 0 ? r->gpu_bytes / (hbm * 1e9) : 0) + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
     }
@@ -439,14 +452,14 @@ int bench_sessions_main(int argc, char **argv)
     bench_print_provenance(stdout, argc, argv);
     printf("# model: %s (%s, %d layers, %d experts top-%d)\n# bandwidth: DRAM read %.1f GB/s, device copy %.1f GB/s\n",
            c.model, model_arch_info(mc->arch)->name, mc->n_layer, mc->n_expert, mc->n_expert_used, dram, hbm);
-    printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); limit: the measured step less its "
-           "wait for the experts, plus the CPU side's distinct expert bytes at the DRAM rate; bytes: every read at "
-           "its memory's rate\n");
+    printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); limit: the dense step (the smallest "
+           "count's step less its wait for the experts) plus the CPU side's distinct expert bytes at the DRAM rate; "
+           "bytes: every read at its memory's rate\n");
     printf("%8s %12s %10s %9s %17s %12s %12s %9s %12s\n", "sessions", "decode tok/s", "step ms", "wait ms",
            "distinct cpu+gpu", "expert GB", "limit tok/s", "fraction", "bytes tok/s");
     for (int i = 0; i < c.n_sizes; i++) {
         sess_result_t *r = &res[i];
-        if (run_size(&c, m, be, experts, plan, c.sizes[i], dram, hbm, r, &err) < 0)
+        if (run_size(&c, m, be, experts, plan, c.sizes[i], dram, hbm, i ? res[0].dense_step_s : -1, r, &err) < 0)
             goto out;
         const double tps = r->n / r->step_s, lim = r->limit_step_s > 0 ? r->n / r->limit_step_s : 0;
         printf("%8d %12.2f %10.2f %9.2f %8.1f+%-8.1f %12.3f %12.2f %8.1f%% %12.2f\n", r->n, tps, r->step_s * 1e3,
@@ -490,6 +503,7 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "distinct_cpu_experts_per_layer", json_real(r->distinct_cpu));
             json_object_set_new(j, "distinct_gpu_experts_per_layer", json_real(r->distinct_gpu));
             json_object_set_new(j, "cpu_expert_bytes_per_step", json_real(r->cpu_bytes));
+            json_object_set_new(j, "dense_step_s", json_real(r->dense_step_s));
             json_object_set_new(j, "limit_tok_s", json_real(r->limit_step_s > 0 ? r->n / r->limit_step_s : 0));
             json_object_set_new(j, "fraction_of_limit",
                                 json_real(r->limit_step_s > 0 ? r->limit_step_s / r->step_s : 0));

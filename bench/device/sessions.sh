@@ -54,7 +54,9 @@ serve_test() {
     grep -h "sessions\|error\|refus" "$O/serve-par.log" | tail -n 12
     return $st
 }
-step 40 "guild serve --parallel 4 --backend cuda (pipeline) vs --parallel 1" serve_test
+export B O t
+export -f serve serve_test
+step 40 "guild serve --parallel 4 --backend cuda (pipeline) vs --parallel 1" bash -c serve_test
 
 wait $mk
 cat "$O/mkmodel.log"
