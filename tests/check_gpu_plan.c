@@ -168,6 +168,36 @@ START_TEST(test_mla_buffers)
 }
 END_TEST
 
+/* Biased experts (gpt-oss): the device keeps every expert's gate, up and down biases (F32) and, for the clamped
+ * SwiGLU, u apart from g and the pairs' global ids; the expert buffers are those bytes more than the same shape's
+ * without biases (a GPT-OSS-120B cut used 0.24 GiB more than its plan before they were counted). */
+START_TEST(test_bias_buffers)
+{
+    guild_err_t err = {{0}};
+    size_t size;
+    fx_t f, g;
+    tiny_spec_t s = tiny_spec("gpt-oss");
+    tiny_model_image(&s, &f.image, &size);
+    ck_assert_msg(tiny_model_open(f.image, size, &f.m, &err) == 0, "%s", err.msg);
+    s.arch = "qwen3moe";
+    tiny_model_image(&s, &g.image, &size);
+    ck_assert_msg(tiny_model_open(g.image, size, &g.m, &err) == 0, "%s", err.msg);
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
+    gpu_plan_t p, q;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gpu_plan_compute(&q, g.m, &o, &err) == 0, "%s", err.msg);
+    const uint64_t L = (uint64_t)s.n_layer, X = (uint64_t)s.n_expert, F = (uint64_t)s.n_ff_exp;
+    const uint64_t E = (uint64_t)s.n_embd, pairs = 8 * (uint64_t)s.n_used, A = GPU_PLAN_ALIGN;
+    const uint64_t bias = L * ((X * (2 * F + E) * 4 + A - 1) / A * A);
+    ck_assert(p.expert_buffers > 0 && q.expert_buffers > 0);
+    ck_assert_uint_eq(p.expert_buffers - q.expert_buffers, bias + pairs * F * 4 + pairs * 4);
+    gpu_plan_fini(&p);
+    gpu_plan_fini(&q);
+    fx_close(&f);
+    fx_close(&g);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     fx_t f;
@@ -553,6 +583,7 @@ int main(void)
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_hybrid_cache);
     tcase_add_test(tc, test_mla_buffers);
+    tcase_add_test(tc, test_bias_buffers);
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);

@@ -127,6 +127,7 @@ typedef struct facts {
     const model_config_t *c;
     int32_t L, N, K;
     uint64_t dense, widest, ax, ah; /* dense weights; widest dense activation row; the experts' x and h rows */
+    uint64_t bias;                  /* the experts' biases (gpt-oss) of every layer, as the device keeps them */
     bool *computable;               /* [L] */
     uint64_t *gmat, *umat, *dmat;   /* [L] one expert's matrices (0: no experts) */
     uint64_t gmax, umax, dmax;      /* the largest of the computable layers */
@@ -174,6 +175,8 @@ static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
             uint64_t a = act_row(L->gate_exps.type, c->n_embd), b = act_row(L->down_exps.type, c->n_ff_exp);
             f->ax = a > f->ax ? a : f->ax;
             f->ah = b > f->ah ? b : f->ah;
+            if (L->gate_exps_b.data) /* cuda_moe_gpu.c: every expert's gate, up and down biases, F32 */
+                f->bias += round_up((uint64_t)c->n_expert * (uint64_t)(2 * c->n_ff_exp + c->n_embd) * 4, ALIGN);
         }
 #define DENSE(name, kind) &L->name,
         const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(DENSE)};
@@ -241,13 +244,14 @@ static uint64_t buffers_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx)
            NB * K * E * fl;                            /* y of the CPU experts' bridge */
 }
 
-/* The device experts' working buffers: quantized x, h = silu(g) * u and its quantization, routing, y. */
+/* The device experts' working buffers: quantized x, h = silu(g) * u and its quantization, routing, y; with
+ * biased experts (gpt-oss) the biases, u apart from g (the clamped SwiGLU) and the pairs' global ids. */
 static uint64_t expert_buffers_bytes(const facts_t *f, uint64_t NB)
 {
     const model_config_t *c = f->c;
     const uint64_t pairs = NB * (uint64_t)c->n_expert_used, E = (uint64_t)c->n_embd, FE = (uint64_t)c->n_ff_exp;
     return NB * f->ax + pairs * FE * 4 + pairs * f->ah + pairs * 4 + (pairs + (uint64_t)c->n_expert + 1) * 16 + 16 +
-           pairs * E * 4;
+           pairs * E * 4 + (f->bias ? f->bias + pairs * FE * 4 + pairs * 4 : 0);
 }
 
 /* ---- the resident fill and the predictions ---- */
