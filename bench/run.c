@@ -43,6 +43,7 @@
 #include "core/topo/topo.h"
 #include "core/util/clock.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #ifdef GUILD_HAVE_CUDA
 #include "gpu-worker/dense/cuda/cuda_probe.h"
 #endif
@@ -359,7 +360,7 @@ static double tensor_bytes(const model_tensor_t *t)
 
 /* plan (NULL: none): a resident expert's reads are the GPU's, in the share of the routing it takes (the profile's,
  * else the share of the layer's experts). */
-static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, token_bytes_t *b)
+static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, int32_t kv_type, token_bytes_t *b)
 {
     const model_config_t *c = model_config(m);
     const model_weights_t *w = model_weights(m);
@@ -368,20 +369,22 @@ static void bytes_per_token(const model_t *m, const gpu_plan_t *plan, token_byte
                (w->output.data != w->token_embd.data ? tensor_bytes(&w->output) : tensor_bytes(&w->token_embd));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
-        const model_tensor_t *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv, &L->q_norm,
-                                       &L->k_norm, &L->wo, &L->ffn_norm, &L->router, &L->shexp_gate_inp,
-                                       &L->shexp_gate, &L->shexp_up, &L->shexp_down};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            b->dense += tensor_bytes(all[i]);
+#define DENSE(name, kind) &L->name,
+        const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(DENSE)};
+#undef DENSE
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) /* MLA decodes absorbed: wk_b, wv_b, not wkv_b */
+            if (all[i] != &L->wkv_b || !L->wk_b.data)
+                b->dense += tensor_bytes(all[i]);
+        const double bias = L->gate_exps_b.data ? (double)(2 * c->n_ff_exp + c->n_embd) * 4.0 : 0.0;
         const double active = (double)c->n_expert_used *
-                              (double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+                              ((double)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes) + bias);
         const gpu_plan_layer_t *pl = plan ? &plan->layer[il] : NULL;
         const double share = !pl ? 0.0 : pl->hot_share >= 0 ? pl->hot_share
                                                             : (double)pl->n_resident / (double)(c->n_expert ? c->n_expert : 1);
         b->experts_gpu += share * active;
         b->experts_cpu += (1.0 - share) * active;
     }
-    b->kv_per_pos = 2.0 * c->n_layer * (double)c->n_head_kv * c->head_dim * 2.0; /* F16 cache */
+    b->kv_per_pos = (double)kv_type_position_bytes(kv_type, c); /* the format asked for, MLA's latent rows */
 }
 
 static json_t *provenance(const run_cfg_t *c, const char *gpu_name, double gpu_mem)
@@ -562,7 +565,7 @@ int bench_run_main(int argc, char **argv)
         goto out;
     const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
     token_bytes_t tb;
-    bytes_per_token(m, plan, &tb);
+    bytes_per_token(m, plan, c.flags.gpu.kv_type, &tb);
 
     /* DRAM read bandwidth first (the model's workers are not up yet to disturb it) */
     double dram = c.dram_gbps;
