@@ -199,6 +199,81 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/* cuda_matmul_heads: H products in one launch (multi-head latent attention's per-head up-projections), each head's
+ * weights one matrix after another, token t's head h activation row at t * H + h, head h's outputs at h * ldh of
+ * rows H * ldh apart: every head bit for bit cpu_matmul's, the padding between heads untouched; the batches that
+ * take the mma kernel run head by head. */
+static void check_matmul_heads(guild_type_t type, int64_t n, int32_t ntok, int32_t H, uint64_t seed)
+{
+    const guild_type_t at = quant_type_info(type)->dot_type;
+    const int64_t nrows = 37, ldh = nrows + 3, ldo = (int64_t)H * ldh;
+    const size_t wrb = row_bytes(type, n), arb = row_bytes(at, n) + 4, wh = wrb * (size_t)nrows;
+    rng_t r;
+    rng_seed(&r, seed);
+    float *f = malloc((size_t)n * sizeof *f);
+    char *w = malloc(wh * (size_t)H), *a = malloc(arb * (size_t)ntok * (size_t)H);
+    for (int64_t row = 0; row < nrows * H; row++) {
+        fill(&r, f, n, 1.0f);
+        make_row(&r, type, f, w + (size_t)row * wrb, n);
+    }
+    for (int32_t i = 0; i < ntok * H; i++) {
+        fill(&r, f, n, 1.0f);
+        cpu_quantize(at, f, a + (size_t)i * arb, n);
+    }
+    const size_t out_bytes = (size_t)ntok * (size_t)ldo * sizeof(float);
+    float *ref = malloc(out_bytes), *got = malloc(out_bytes);
+    memset(ref, 0xff, out_bytes);
+    for (int32_t h = 0; h < H; h++)
+        cpu_matmul(type, n, nrows, ntok, w + (size_t)h * wh, wrb, a + (size_t)h * arb, arb * (size_t)H,
+                   ref + h * ldh, (size_t)ldo);
+    void *dw = dev_upload(w, wh * (size_t)H), *da = dev_upload(a, arb * (size_t)ntok * (size_t)H);
+    float *dout = dev_new(out_bytes);
+    guild_err_t err;
+    ck_assert_msg(cuda_matmul_heads(type, n, nrows, ntok, H, dw, wrb, wh, da, arb * (size_t)H, arb, dout, ldo, ldh,
+                                    stream, &err) == 0,
+                  "%s", err.msg);
+    dev_download(got, dout, out_bytes, stream);
+    int bad = 0;
+    for (int64_t k = 0; k < ntok * ldo; k++) {
+        if (k % ldh >= nrows) {
+            ck_assert_msg(isnan(got[k]), "matmul heads wrote between heads (the padding of ldh)");
+            continue;
+        }
+        if (memcmp(&got[k], &ref[k], sizeof(float)) && bad++ < 3)
+            fprintf(stderr, "  %s heads n=%lld tok %lld head %lld row %lld: %.9g, reference %.9g\n",
+                    quant_type_info(type)->name, (long long)n, (long long)(k / ldo), (long long)(k % ldo / ldh),
+                    (long long)(k % ldh), (double)got[k], (double)ref[k]);
+    }
+    ck_assert_msg(bad == 0, "%s heads n=%lld tokens=%d heads=%d: %d outputs differ", quant_type_info(type)->name,
+                  (long long)n, ntok, H, bad);
+    dev_free(dw);
+    dev_free(da);
+    dev_free(dout);
+    free(f);
+    free(w);
+    free(a);
+    free(ref);
+    free(got);
+}
+
+START_TEST(test_matmul_heads)
+{
+    static const guild_type_t types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
+                                         GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K};
+    static const int32_t toks[] = {1, 2, 5, 8, 13, 31, 40};
+    int cases = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++, cases++)
+            check_matmul_heads(types[i], quant_type_info(types[i])->block_elems == 256 ? 256 : 128, toks[t],
+                               t % 2 ? 7 : 128, 7000 + (uint64_t)cases);
+    guild_err_t err;
+    /* heads whose offsets would misalign a head's rows */
+    ck_assert_int_eq(cuda_matmul_heads(GUILD_TYPE_Q4_K, 256, 4, 1, 2, NULL, 144, 146, NULL, 292, 292, NULL, 4, 4,
+                                       stream, &err), -1);
+    printf("matmul heads: bit-exact in %d shapes (7 types, 7 or 128 heads, 1..40 tokens)\n", cases);
+}
+END_TEST
+
 /* ---- get_rows -------------------------------------------------------------------------------------------- */
 
 START_TEST(test_get_rows)
@@ -1251,6 +1326,7 @@ static Suite *kernels_suite(void)
     suite_add_tcase(s, tc)
     ADD("quantize", test_quantize, 0, 4);
     ADD("matmul", test_matmul, 0, N_MM_TYPES);
+    ADD("matmul_heads", test_matmul_heads, 0, 1);
     ADD("get_rows", test_get_rows, 0, N_MM_TYPES);
     ADD("rmsnorm", test_rmsnorm, 0, 4);
     ADD("rope", test_rope, 0, 4);

@@ -19,12 +19,38 @@
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 
-/* Head h's matrix of a 3-D tensor [n_in, n_rows, n_head] (attn_k_b, attn_v_b) as a 2-D one. */
-static cuda_tensor_t head_matrix(const cuda_tensor_t *W, int64_t h)
+/* y_h = W_h x_h for every head h of a 3-D tensor W [n_in, n_rows, H] (attn_k_b, attn_v_b), x_h the first n_in of
+ * the xh floats at x + h * xh in rows of H * xh floats (token t's heads side by side), y_h at y + h * ldh in rows of
+ * ldy: the same bits as one cuda_linear per head. Small batches quantize every head's row at once and run the heads
+ * in one launch (cuda_matmul_heads): 2 x 128 launches a layer were most of a DeepSeek decode step's dense part. */
+static int heads_linear(cuda_backend_t *b, const cuda_tensor_t *W, int64_t H, const float *x, int64_t xh, int32_t n,
+                        float *y, int64_t ldh, int64_t ldy, guild_err_t *err)
 {
-    cuda_tensor_t t = *W;
-    t.d = (const char *)W->d + (size_t)h * (size_t)W->n_rows * W->row_bytes;
-    return t;
+    const guild_type_t at = quant_type_info(W->type)->dot_type;
+    const size_t head = (size_t)W->n_rows * W->row_bytes;
+    uint64_t row = 0;
+    if (at == GUILD_TYPE_F32)
+        return cuda_matmul_heads(W->type, W->n_in, W->n_rows, n, (int32_t)H, W->d, W->row_bytes, head, x,
+                                 (size_t)(H * xh) * sizeof(float), (size_t)xh * sizeof(float), y, ldy, ldh, b->stream,
+                                 err);
+    if (quant_row_bytes(at, (uint64_t)W->n_in, &row, err) < 0)
+        return -1;
+    row = (row + 3) / 4 * 4; /* the activation rows' alignment */
+    if (n >= CUDA_MATMUL_MMA_MIN_TOK || (uint64_t)n * (uint64_t)H * row > (uint64_t)b->n_batch * b->act_row) {
+        for (int64_t h = 0; h < H; h++) { /* large batches: each head's product fills the GPU alone */
+            cuda_tensor_t t = *W;
+            t.d = (const char *)W->d + (size_t)h * head;
+            if (cuda_linear(b, &t, x + h * xh, H * xh, n, y + h * ldh, ldy, false, err) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    /* token t's head h is row t * H + h of n * H rows xh floats apart */
+    if (cuda_quantize(at, x, xh, b->act, (size_t)row, W->n_in, n * (int32_t)H, b->stream, err) < 0)
+        return -1;
+    b->act_src = NULL; /* `act` no longer holds one buffer's rows */
+    return cuda_matmul_heads(W->type, W->n_in, W->n_rows, n, (int32_t)H, W->d, W->row_bytes, head, b->act,
+                             (size_t)H * (size_t)row, (size_t)row, y, ldy, ldh, b->stream, err);
 }
 
 static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
@@ -63,11 +89,8 @@ static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
             return -1;
     }
     /* the queries in the latent space, their rotated parts beside them */
-    for (int64_t h = 0; h < H; h++) {
-        const cuda_tensor_t kb = head_matrix(&L->wk_b, h);
-        if (cuda_linear(b, &kb, b->q + h * K, Q, n, b->mla_qk + h * RR, H * RR, false, err) < 0)
-            return -1;
-    }
+    if (heads_linear(b, &L->wk_b, H, b->q, K, n, b->mla_qk, RR, H * RR, err) < 0)
+        return -1;
     if (cuda_check(cudaMemcpy2DAsync(b->mla_qk + R, (size_t)RR * sizeof(float), b->q + nope, (size_t)K * sizeof(float),
                                      (size_t)r * sizeof(float), (size_t)(n * H), cudaMemcpyDeviceToDevice, s),
                    "mla: copy the rotated queries", err) < 0)
@@ -80,11 +103,8 @@ static int mla_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
                                err) < 0)
             return -1;
     }
-    for (int64_t h = 0; h < H; h++) {
-        const cuda_tensor_t vb = head_matrix(&L->wv_b, h);
-        if (cuda_linear(b, &vb, b->mla_lat + h * R, H * R, n, b->att + h * V, H * V, false, err) < 0)
-            return -1;
-    }
+    if (heads_linear(b, &L->wv_b, H, b->mla_lat, R, n, b->att, V, H * V, err) < 0)
+        return -1;
     if (cuda_linear(b, &L->wo, b->att, H * V, n, b->proj, E, false, err) < 0)
         return -1;
     return cuda_add(b->x, b->proj, (int64_t)n * E, s, err);

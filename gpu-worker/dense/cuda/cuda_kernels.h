@@ -58,6 +58,14 @@ const char *cuda_supported_types(void);
 int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                 const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 
+/* n_heads independent products in one launch (multi-head latent attention's per-head up-projections): product h
+ * is cuda_matmul's with weights w + h * w_head bytes, activations act + h * act_head bytes and output
+ * out + h * out_head floats, the same bits as n_heads cuda_matmul calls; batches that would take the mma kernel
+ * run head by head (cuda_matmul's choice). The heads' offsets must keep the rows' alignment. */
+int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t n_heads, const void *w,
+                      size_t w_stride, size_t w_head, const void *act, size_t act_stride, size_t act_head, float *out,
+                      int64_t ldo, int64_t out_head, cudaStream_t s, guild_err_t *err);
+
 /* Batches of at least this many tokens of a cuda_expert_mma_supported type take the mma kernel: below it its
  * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU, while the
  * dp4a kernel reads the weights only ceil(ntok / 8) times. tests/cuda/check_cuda_expert_mma's dense timing

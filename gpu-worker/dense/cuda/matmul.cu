@@ -18,11 +18,21 @@
 
 #define MM_THREADS 128 /* 4 rows per thread block */
 
+/* Independent products launched as one grid (gridDim.z of them, cuda_matmul_heads): the bytes between
+ * consecutive ones' weights and activations and the floats between their outputs; zeros for one product. */
+typedef struct mm_heads {
+    size_t w, act;
+    int64_t out;
+} mm_heads_t;
+
 template <typename TR, int NC>
 static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
-                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok)
+                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok, mm_heads_t hz)
 {
+    w += blockIdx.z * hz.w;
+    act += blockIdx.z * hz.act;
+    out += blockIdx.z * hz.out;
     constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB;
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
@@ -93,8 +103,11 @@ static __device__ __forceinline__ float plain_to_f32(__nv_bfloat16 v)
 template <typename WT, int NC>
 static __global__ void __launch_bounds__(MM_THREADS)
     matmul_plain_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
-                        float *__restrict__ out, int64_t ldo, int n, int nrows, int ntok)
+                        float *__restrict__ out, int64_t ldo, int n, int nrows, int ntok, mm_heads_t hz)
 {
+    w += blockIdx.z * hz.w;
+    act += blockIdx.z * hz.act;
+    out += blockIdx.z * hz.out;
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= nrows)
@@ -130,17 +143,17 @@ static __global__ void __launch_bounds__(MM_THREADS)
 template <int NC>
 static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                              size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
-                             cudaStream_t s)
+                             int n_heads, mm_heads_t hz, cudaStream_t s)
 {
     const dim3 grid((unsigned)((nrows + MM_THREADS / WARP_SIZE - 1) / (MM_THREADS / WARP_SIZE)),
-                    (unsigned)((ntok + NC - 1) / NC));
+                    (unsigned)((ntok + NC - 1) / NC), (unsigned)n_heads);
     const char *wc = (const char *)w, *ac = (const char *)act;
     const int nr = (int)nrows;
 #define MM_Q(TR, QK)                                                                                         \
     matmul_q_kernel<TR, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, (int)(n / (QK)), \
-                                                        nr, ntok)
+                                                        nr, ntok, hz)
 #define MM_P(WT) matmul_plain_kernel<WT, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, \
-                                                                        (int)n, nr, ntok)
+                                                                        (int)n, nr, ntok, hz)
     switch (type) {
     case GUILD_TYPE_F32: MM_P(float); break;
     case GUILD_TYPE_F16: MM_P(__half); break;
@@ -172,16 +185,17 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
 }
 
 static void matmul_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
-                          const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s)
+                          const void *act, size_t act_stride, float *out, int64_t ldo, int n_heads, mm_heads_t hz,
+                          cudaStream_t s)
 {
     if (ntok == 1)
-        matmul_launch_nc<1>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+        matmul_launch_nc<1>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
     else if (ntok == 2)
-        matmul_launch_nc<2>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+        matmul_launch_nc<2>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
     else if (ntok <= 4)
-        matmul_launch_nc<4>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+        matmul_launch_nc<4>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
     else
-        matmul_launch_nc<8>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+        matmul_launch_nc<8>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
 }
 
 /* Byte alignment the type's kernel loads need of weight rows. */
@@ -211,9 +225,10 @@ static int mma_block_rows(int64_t nrows, int32_t ntok)
     return 64;
 }
 
+/* n_heads > 1: that many products of one launch (mm_heads_t), on the CUDA cores. */
 static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                       const void *act, size_t act_stride, float *out, int64_t ldo, mm_path_t path, int block_rows,
-                      cudaStream_t s, guild_err_t *err)
+                      int n_heads, mm_heads_t hz, cudaStream_t s, guild_err_t *err)
 {
     if (!cuda_type_supported(type))
         return guild_err_set(err, "cuda: matmul: weight type %d is not supported (supported: %s)", (int)type,
@@ -230,16 +245,16 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
                              (long long)n, (long long)nrows, ntok);
     const size_t wa = weight_align(type);
     const size_t aa = quant_type_info(type)->dot_type == GUILD_TYPE_Q8_0 ? 2 : 4;
-    if (((uintptr_t)w | w_stride) % wa || ((uintptr_t)act | act_stride) % aa)
+    if (((uintptr_t)w | w_stride | hz.w) % wa || ((uintptr_t)act | act_stride | hz.act) % aa)
         return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned, activation rows %zu-byte",
                              wa, aa);
     /* The mma kernel's loads need what was just checked (the alignments are cuda_expert_matmul's), its grid.y
      * ceil(ntok / 64) <= 65535 follows from the check on ceil(ntok / 8). */
-    if ((path == MM_MMA || (path == MM_AUTO && ntok >= CUDA_MATMUL_MMA_MIN_TOK)) &&
+    if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && ntok >= CUDA_MATMUL_MMA_MIN_TOK)) &&
         expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
                                 ldo, block_rows ? block_rows : mma_block_rows(nrows, ntok), s))
         return cuda_launch_check("matmul (mma)", err);
-    matmul_launch(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, s);
+    matmul_launch(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
     return cuda_launch_check("matmul", err);
 }
 
@@ -247,19 +262,41 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
                            const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
                            guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, 1, mm_heads_t{0, 0, 0},
+                      s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                 size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                 cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, 1, mm_heads_t{0, 0, 0},
+                      s, err);
 }
 
 extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                int32_t block_rows, cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows, 1,
+                      mm_heads_t{0, 0, 0}, s, err);
+}
+
+extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t n_heads,
+                                 const void *w, size_t w_stride, size_t w_head, const void *act, size_t act_stride,
+                                 size_t act_head, float *out, int64_t ldo, int64_t out_head, cudaStream_t s,
+                                 guild_err_t *err)
+{
+    if (n_heads <= 0 || n_heads > 65535)
+        return guild_err_set(err, "cuda: matmul: %d heads (1..65535)", n_heads);
+    if (ntok >= CUDA_MATMUL_MMA_MIN_TOK && cuda_expert_mma_supported(type)) { /* each fills the GPU alone */
+        for (int32_t h = 0; h < n_heads; h++)
+            if (matmul_run(type, n, nrows, ntok, (const char *)w + (size_t)h * w_head, w_stride,
+                           (const char *)act + (size_t)h * act_head, act_stride, out + (int64_t)h * out_head, ldo,
+                           MM_AUTO, 0, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
+                return -1;
+        return 0;
+    }
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, n_heads,
+                      mm_heads_t{w_head, act_head, out_head}, s, err);
 }
