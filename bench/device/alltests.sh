@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The consolidated GPU test run of a session in one call within a device-time budget (SECONDS, default 250):
+# every CUDA test program the pack holds (tests/cuda/check_cuda_*: the kernels' bit tests, the backend against the
+# CPU backend, the batch and sequence invariance, the tensor-core paths), then the scripts that drive the whole
+# stack on the GPU (tests/cuda/mkmodel_greedy.sh: greedy tokens of every architecture's tiny file, CUDA = CPU;
+# tests/cuda/spec_cuda.sh: speculative decoding on the GPU, token-identical). With a model shape and a baseline
+# build in $C/base (guild and the workers), a decode A/B on that shape afterwards (DS_LAYERS > 0: a DeepSeek-V3
+# cut of that many layers at --gpu-mem 24G, decode at 512 and 4096 positions, 2 runs each, base then new).
+# Pack: bash bench/device/repack.sh BUILD_DIR (and copy another build's guild, guild-cpu-worker,
+# guild-gpu-worker into .carry/base for the A/B); then on the device from the repo root:
+#   C=DIR bash bench/device/alltests.sh [SECONDS] [DS_LAYERS]
+# Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/alltests.log.
+set -u
+budget=${1:-250}
+ds_layers=${2:-0}
+C=${C:-$PWD/.carry}
+export LD_LIBRARY_PATH=$C/lib CK_DEFAULT_TIMEOUT=300
+B=$C/bin
+O=${OUT:-/tmp/guild-out}
+mkdir -p "$O"
+commit=$(cat "$C/COMMIT" 2> /dev/null || echo unknown)
+exec > >(tee -a "$O/alltests.log") 2>&1
+t0=$(date +%s)
+. "$(dirname "$0")/lib.sh" # say, step
+say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
+    "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit"
+for t in "$B"/tests/cuda/check_cuda_*; do
+    [ -x "$t" ] || continue
+    step 120 "$(basename "$t")" "$t"
+done
+step 90 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
+step 90 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
+say "tests done"
+[ "$ds_layers" -gt 0 ] && [ -x "$C/base/guild" ] || exit 0
+m=/tmp/deepseek-v3-cut.gguf
+step 100 "model: DeepSeek-V3 shape, $ds_layers layers, --fill pool" "$B/tools/guild-mkmodel" --shape deepseek-v3 \
+    --layers "$ds_layers" --fill pool --threads "$(nproc)" -q -o $m
+[ -f $m ] || exit 0
+for who in base new; do
+    bin=$B
+    [ $who = base ] && bin=$C/base
+    step 120 "decode $who" sh -c '"$0" "$@" 2>&1 | grep -E "^ +[0-9]+ |bytes/token|run [01]:"' \
+        "$bin/guild" bench run -m $m --populate 512,4096 --gen 32 --runs 2 --threads 14 --batch 4096 --gpu-mem 24G \
+        --json "$O/ds-$who.json"
+done
+rm -f $m
+say done
