@@ -17,16 +17,21 @@ typedef struct fx {
     model_t *m;
 } fx_t;
 
-static void fx_open_experts(fx_t *f, int n_layer, int n_expert)
+static void fx_open_spec(fx_t *f, const tiny_spec_t *s)
 {
     guild_err_t err = {{0}};
     size_t size;
+    tiny_model_image(s, &f->image, &size);
+    ck_assert_msg(tiny_model_open(f->image, size, &f->m, &err) == 0, "%s", err.msg);
+}
+
+static void fx_open_experts(fx_t *f, int n_layer, int n_expert)
+{
     tiny_spec_t s = tiny_spec("qwen3moe");
     s.n_layer = n_layer;
     if (n_expert)
         s.n_expert = n_expert;
-    tiny_model_image(&s, &f->image, &size);
-    ck_assert_msg(tiny_model_open(f->image, size, &f->m, &err) == 0, "%s", err.msg);
+    fx_open_spec(f, &s);
 }
 
 static void fx_open(fx_t *f, int n_layer)
@@ -97,15 +102,12 @@ END_TEST
 START_TEST(test_hybrid_cache)
 {
     guild_err_t err = {{0}};
-    size_t size;
     fx_t f, g;
     tiny_spec_t s = tiny_spec("qwen3next");
     s.n_layer = 4;
-    tiny_model_image(&s, &f.image, &size);
-    ck_assert_msg(tiny_model_open(f.image, size, &f.m, &err) == 0, "%s", err.msg);
+    fx_open_spec(&f, &s);
     s.arch = "qwen2moe"; /* the same shape, every layer with K and V */
-    tiny_model_image(&s, &g.image, &size);
-    ck_assert_msg(tiny_model_open(g.image, size, &g.m, &err) == 0, "%s", err.msg);
+    fx_open_spec(&g, &s);
     gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     gpu_plan_t p, q;
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
@@ -142,11 +144,9 @@ END_TEST
 START_TEST(test_mla_buffers)
 {
     guild_err_t err = {{0}};
-    size_t size;
     fx_t f;
     tiny_spec_t s = tiny_spec("deepseek2");
-    tiny_model_image(&s, &f.image, &size);
-    ck_assert_msg(tiny_model_open(f.image, size, &f.m, &err) == 0, "%s", err.msg);
+    fx_open_spec(&f, &s);
     const uint64_t H = 4, R = 64, RR = 72, RQ = 32, NB = 8, fl = 4;
     const uint64_t acts = NB * RQ * fl + NB * RR * fl + NB * H * RR * fl + NB * H * R * fl;
     uint64_t prev = 0;
@@ -174,14 +174,11 @@ END_TEST
 START_TEST(test_bias_buffers)
 {
     guild_err_t err = {{0}};
-    size_t size;
     fx_t f, g;
     tiny_spec_t s = tiny_spec("gpt-oss");
-    tiny_model_image(&s, &f.image, &size);
-    ck_assert_msg(tiny_model_open(f.image, size, &f.m, &err) == 0, "%s", err.msg);
+    fx_open_spec(&f, &s);
     s.arch = "qwen3moe";
-    tiny_model_image(&s, &g.image, &size);
-    ck_assert_msg(tiny_model_open(g.image, size, &g.m, &err) == 0, "%s", err.msg);
+    fx_open_spec(&g, &s);
     gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     gpu_plan_t p, q;
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);

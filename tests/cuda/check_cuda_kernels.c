@@ -136,77 +136,15 @@ static const guild_type_t mm_types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TY
                                         GUILD_TYPE_IQ2_XXS, GUILD_TYPE_IQ2_XS, GUILD_TYPE_IQ2_S, GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ3_S, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ1_M};
 #define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
 
-static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, uint64_t seed)
+/* H products of nrows x n weights with ntok tokens each, the weights one matrix after another, token t's head h
+ * activation row at t * H + h, head h's outputs at h * ldh of rows H * ldh apart (ldh = nrows + 3): each bit for bit
+ * cpu_matmul's (quant_vec_dot_ref), the padding after each head's rows untouched. H = 0: one product by cuda_matmul;
+ * else cuda_matmul_heads (multi-head latent attention's per-head up-projections in one launch). */
+static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t heads, uint64_t seed)
 {
     const guild_type_t at = quant_type_info(type)->dot_type;
-    const size_t wrb = row_bytes(type, n), arb = row_bytes(at, n) + 4;
-    const int64_t ldo = nrows + 3;
-    rng_t r;
-    rng_seed(&r, seed);
-    float *f = malloc((size_t)n * sizeof *f);
-    char *w = malloc(wrb * (size_t)nrows), *a = malloc(arb * (size_t)ntok);
-    guild_err_t err;
-    for (int64_t row = 0; row < nrows; row++) {
-        fill(&r, f, n, 1.0f);
-        make_row(&r, type, f, w + (size_t)row * wrb, n);
-    }
-    for (int32_t t = 0; t < ntok; t++) {
-        fill(&r, f, n, 1.0f);
-        cpu_quantize(at, f, a + (size_t)t * arb, n);
-    }
-    const size_t out_bytes = (size_t)ntok * (size_t)ldo * sizeof(float);
-    float *ref = malloc(out_bytes), *got = malloc(out_bytes);
-    memset(ref, 0xff, out_bytes);
-    cpu_matmul(type, n, nrows, ntok, w, wrb, a, arb, ref, (size_t)ldo);
-    void *dw = dev_upload(w, wrb * (size_t)nrows), *da = dev_upload(a, arb * (size_t)ntok);
-    float *dout = dev_new(out_bytes);
-    ck_assert_msg(cuda_matmul(type, n, nrows, ntok, dw, wrb, da, arb, dout, ldo, stream, &err) == 0, "%s", err.msg);
-    dev_download(got, dout, out_bytes, stream);
-    int bad = 0;
-    for (int32_t t = 0; t < ntok; t++)
-        for (int64_t row = 0; row < ldo; row++) {
-            const size_t k = (size_t)t * (size_t)ldo + (size_t)row;
-            if (row < nrows && memcmp(&got[k], &ref[k], sizeof(float)) && bad++ < 3)
-                fprintf(stderr, "  %s n=%lld tok %d row %lld: %.9g, reference %.9g\n", quant_type_info(type)->name,
-                        (long long)n, t, (long long)row, (double)got[k], (double)ref[k]);
-            if (row >= nrows)
-                ck_assert_msg(isnan(got[k]), "matmul wrote past the last row (padding of ldo)");
-        }
-    ck_assert_msg(bad == 0, "%s n=%lld rows=%lld tokens=%d: %d outputs differ from quant_vec_dot_ref",
-                  quant_type_info(type)->name, (long long)n, (long long)nrows, ntok, bad);
-    dev_free(dw);
-    dev_free(da);
-    dev_free(dout);
-    free(f);
-    free(w);
-    free(a);
-    free(ref);
-    free(got);
-}
-
-START_TEST(test_matmul)
-{
-    const guild_type_t type = mm_types[_i];
-    const int plain = type == GUILD_TYPE_F32 || type == GUILD_TYPE_F16 || type == GUILD_TYPE_BF16;
-    static const int32_t toks[] = {1, 2, 3, 4, 5, 8, 13, 64};
-    const int64_t sizes[] = {768, 4096, plain ? 1000 : 256};
-    int cases = 0;
-    for (size_t si = 0; si < 3; si++)
-        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++, cases++)
-            check_matmul(type, sizes[si], 37, toks[ti], 1000 * (uint64_t)_i + cases);
-    printf("matmul %-6s: bit-exact in %d shapes (n 256..4096, 37 rows, 1..64 tokens)\n",
-           quant_type_info(type)->name, cases);
-}
-END_TEST
-
-/* cuda_matmul_heads: H products in one launch (multi-head latent attention's per-head up-projections), each head's
- * weights one matrix after another, token t's head h activation row at t * H + h, head h's outputs at h * ldh of
- * rows H * ldh apart: every head bit for bit cpu_matmul's, the padding between heads untouched; the batches that
- * take the mma kernel run head by head. */
-static void check_matmul_heads(guild_type_t type, int64_t n, int32_t ntok, int32_t H, uint64_t seed)
-{
-    const guild_type_t at = quant_type_info(type)->dot_type;
-    const int64_t nrows = 37, ldh = nrows + 3, ldo = (int64_t)H * ldh;
+    const int32_t H = heads ? heads : 1;
+    const int64_t ldh = nrows + 3, ldo = (int64_t)H * ldh;
     const size_t wrb = row_bytes(type, n), arb = row_bytes(at, n) + 4, wh = wrb * (size_t)nrows;
     rng_t r;
     rng_seed(&r, seed);
@@ -229,23 +167,24 @@ static void check_matmul_heads(guild_type_t type, int64_t n, int32_t ntok, int32
     void *dw = dev_upload(w, wh * (size_t)H), *da = dev_upload(a, arb * (size_t)ntok * (size_t)H);
     float *dout = dev_new(out_bytes);
     guild_err_t err;
-    ck_assert_msg(cuda_matmul_heads(type, n, nrows, ntok, H, dw, wrb, wh, da, arb * (size_t)H, arb, dout, ldo, ldh,
-                                    stream, &err) == 0,
-                  "%s", err.msg);
+    const int rc = heads ? cuda_matmul_heads(type, n, nrows, ntok, H, dw, wrb, wh, da, arb * (size_t)H, arb, dout,
+                                             ldo, ldh, stream, &err)
+                         : cuda_matmul(type, n, nrows, ntok, dw, wrb, da, arb, dout, ldo, stream, &err);
+    ck_assert_msg(rc == 0, "%s", err.msg);
     dev_download(got, dout, out_bytes, stream);
     int bad = 0;
     for (int64_t k = 0; k < ntok * ldo; k++) {
         if (k % ldh >= nrows) {
-            ck_assert_msg(isnan(got[k]), "matmul heads wrote between heads (the padding of ldh)");
+            ck_assert_msg(isnan(got[k]), "matmul wrote past a head's last row (padding of ldh)");
             continue;
         }
         if (memcmp(&got[k], &ref[k], sizeof(float)) && bad++ < 3)
-            fprintf(stderr, "  %s heads n=%lld tok %lld head %lld row %lld: %.9g, reference %.9g\n",
+            fprintf(stderr, "  %s n=%lld tok %lld head %lld row %lld: %.9g, reference %.9g\n",
                     quant_type_info(type)->name, (long long)n, (long long)(k / ldo), (long long)(k % ldo / ldh),
                     (long long)(k % ldh), (double)got[k], (double)ref[k]);
     }
-    ck_assert_msg(bad == 0, "%s heads n=%lld tokens=%d heads=%d: %d outputs differ", quant_type_info(type)->name,
-                  (long long)n, ntok, H, bad);
+    ck_assert_msg(bad == 0, "%s n=%lld rows=%lld tokens=%d heads=%d: %d outputs differ from quant_vec_dot_ref",
+                  quant_type_info(type)->name, (long long)n, (long long)nrows, ntok, heads, bad);
     dev_free(dw);
     dev_free(da);
     dev_free(dout);
@@ -256,6 +195,21 @@ static void check_matmul_heads(guild_type_t type, int64_t n, int32_t ntok, int32
     free(got);
 }
 
+START_TEST(test_matmul)
+{
+    const guild_type_t type = mm_types[_i];
+    const int plain = type == GUILD_TYPE_F32 || type == GUILD_TYPE_F16 || type == GUILD_TYPE_BF16;
+    static const int32_t toks[] = {1, 2, 3, 4, 5, 8, 13, 64};
+    const int64_t sizes[] = {768, 4096, plain ? 1000 : 256};
+    int cases = 0;
+    for (size_t si = 0; si < 3; si++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++, cases++)
+            check_matmul(type, sizes[si], 37, toks[ti], 0, 1000 * (uint64_t)_i + cases);
+    printf("matmul %-6s: bit-exact in %d shapes (n 256..4096, 37 rows, 1..64 tokens)\n",
+           quant_type_info(type)->name, cases);
+}
+END_TEST
+
 START_TEST(test_matmul_heads)
 {
     static const guild_type_t types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
@@ -264,8 +218,8 @@ START_TEST(test_matmul_heads)
     int cases = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++, cases++)
-            check_matmul_heads(types[i], quant_type_info(types[i])->block_elems == 256 ? 256 : 128, toks[t],
-                               t % 2 ? 7 : 128, 7000 + (uint64_t)cases);
+            check_matmul(types[i], quant_type_info(types[i])->block_elems == 256 ? 256 : 128, 37, toks[t],
+                         t % 2 ? 7 : 128, 7000 + (uint64_t)cases);
     guild_err_t err;
     /* heads whose offsets would misalign a head's rows */
     ck_assert_int_eq(cuda_matmul_heads(GUILD_TYPE_Q4_K, 256, 4, 1, 2, NULL, 144, 146, NULL, 292, 292, NULL, 4, 4,
