@@ -67,7 +67,8 @@ typedef struct model_arch_info {
     const char *ffn_norm;       /* the FFN block's pre-norm tensor, blk.L.<this>.weight: NULL for "ffn_norm"
                                    (glm4moe, gpt-oss: "post_attention_norm") */
     bool nextn;                 /* the last ARCH.nextn_predict_layers of ARCH.block_count blocks are
-                                   multi-token-prediction layers: loaded and checked, never run (as llama.cpp) */
+                                   multi-token-prediction layers: loaded and checked, not run by the model's
+                                   forward pass (as llama.cpp); backend_mtp_step runs the first (--spec mtp) */
     bool gating_picks_router;   /* ARCH.expert_gating_func picks the router: softmax (1, or absent, as llama.cpp
                                    reads older files) router_softmax, sigmoid (2) router */
     model_part_t router_softmax; /* with gating_picks_router: the router of softmax-gated files */

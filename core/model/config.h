@@ -47,7 +47,7 @@ typedef struct model_config {
 
     int32_t n_layer;           /* transformer blocks that run (block_count less the MTP layers) */
     int32_t n_layer_mtp;       /* multi-token-prediction blocks after them (nextn_predict_layers): bound and
-                                  checked (model_weights_t.mtp), never run */
+                                  checked (model_weights_t.mtp), run by backend_mtp_step only */
     int32_t n_ctx_train;       /* context length the model was trained for */
     int32_t n_embd;            /* residual stream width */
     int32_t n_vocab;           /* rows of token_embd / logits per position */

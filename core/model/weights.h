@@ -125,7 +125,17 @@ static inline bool model_layer_has_experts(const model_layer_t *L)
     X(ffn_down, MODEL_TENSOR_MATRIX)
 
 /* A multi-token-prediction layer (ARCH.nextn_predict_layers, after the model's own layers): its block, bound like
- * a layer's, and the tensors that feed it. Loaded and checked, never run (llama.cpp skips them too). */
+ * a layer's, and the tensors that feed it. The model's forward pass never runs it; the backends run the first one
+ * for speculative decoding (backend_options_t.mtp, backend_mtp_step):
+ *
+ *     x      = eh_proj [rmsnorm(embed(t), enorm) ; rmsnorm(h, hnorm)]   (the embedding first, then the state)
+ *     x      = the block (x) at the position of h, with a K/V cache of its own
+ *     logits = head (rmsnorm(x, head_norm))
+ *
+ * h is the hidden state (the last layer's output, before output_norm) of position p, t the token at p + 1; the
+ * logits predict the token at p + 2. Chained, x (before the norm) is the next step's h (DeepSeek-V3's MTP module
+ * as its reference code and llama.cpp's MTP graphs run it). embed_tokens, head and head_norm default to the
+ * model's token_embd, output and output_norm. */
 typedef struct model_mtp_layer {
     model_layer_t block;           /* blk.L.* of its attention, router and FFN */
     model_tensor_t eh_proj;        /* nextn.eh_proj [2*n_embd, n_embd] */
@@ -158,6 +168,12 @@ typedef struct model_weights {
     model_mtp_layer_t *mtp;     /* [n_layer_mtp] (blocks n_layer ..), NULL when none */
     int32_t n_mtp;
 } model_weights_t;
+
+/* Block il of the model: layer il (il < n_layer) or MTP layer il - n_layer's block. */
+static inline const model_layer_t *model_block(const model_weights_t *w, int32_t il)
+{
+    return il < w->n_layer ? &w->layers[il] : &w->mtp[il - w->n_layer].block;
+}
 
 /* Binds every tensor the configuration needs: the model's own, and in each layer its norms and the tensors of
  * its parts (each part binds its own: core/model/part_core.h). Fails with "FILE: tensor NAME: problem" for a

@@ -88,6 +88,17 @@ int backend_new(backend_t **out, const char *name, const model_t *m, const backe
     if (opt->n_seq > 1 && !ops->forward_seq)
         return guild_err_set(err, "backend %s: runs one sequence only (%d asked: several sessions in one batch "
                              "need a backend that keeps a cache per sequence, such as cpu)", ops->name, opt->n_seq);
+    if (opt->mtp) {
+        const model_config_t *c = model_config(m);
+        if (c->n_layer_mtp < 1)
+            return guild_err_set(err, "backend %s: this %s model has no multi-token-prediction layer", ops->name,
+                                 model_arch_info(c->arch)->name);
+        if (!ops->mtp_step)
+            return guild_err_set(err, "backend %s: does not run the multi-token-prediction layer", ops->name);
+        if (opt->n_seq > 1)
+            return guild_err_set(err, "backend %s: the multi-token-prediction layer runs with one sequence (%d "
+                                 "asked)", ops->name, opt->n_seq);
+    }
     if (ops->create(out, m, opt, config, err) < 0)
         return -1;
     (*out)->n_seq = opt->n_seq > 1 ? opt->n_seq : 1;
@@ -151,6 +162,13 @@ void backend_kv_truncate(backend_t *b, int32_t n_pos)
 void backend_kv_clear(backend_t *b)
 {
     b->ops->kv_truncate(b, 0);
+}
+
+int backend_mtp_step(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err)
+{
+    if (!b->ops->mtp_step)
+        return guild_err_set(err, "%s backend: the multi-token-prediction layer is not run by it", b->ops->name);
+    return b->ops->mtp_step(b, step, token, logits, err);
 }
 
 int backend_stats(const backend_t *b, backend_stats_t *out)

@@ -81,6 +81,10 @@ typedef struct backend_options {
                                   holds it); creation fails when the plan asks for more than the backend's
                                   plan_caps. The cpu backend, a stand-in for a device, computes the plan's resident
                                   experts and never streams */
+    bool mtp;         /* run the model's first multi-token-prediction layer (backend_mtp_step; model_mtp_layer_t in
+                         core/model/weights.h): the backend keeps every position's hidden state and a K/V cache
+                         for that layer; one sequence only. Creation fails for a model without one, or a backend
+                         that cannot */
     uint64_t *progress; /* optional: incremented (atomically, relaxed) as each layer of a forward pass completes,
                            so that a watcher in another process can tell a long pass from a hung one; the cuda
                            backend counts layers the device has finished, in passes of more than its graph's rows
@@ -133,6 +137,8 @@ typedef struct backend_ops {
     /* Optional: routed pairs per (layer, expert) since creation into counts[n_layer * n_expert]; -1 when not
      * counted (backend_options_t.count_routing). */
     int (*routing)(const backend_t *b, uint64_t *counts);
+    /* Optional: backend_mtp_step (a backend without it refuses backend_options_t.mtp at create). */
+    int (*mtp_step)(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err);
 } backend_ops_t;
 
 /* Implementations embed this as their first member. */
@@ -177,6 +183,21 @@ int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const
 int backend_forward_seq(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
                         const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
                         guild_err_t *err);
+
+/* One step of the model's multi-token-prediction layer (a backend created with backend_options_t.mtp): the
+ * logits, n_vocab floats, of the token two positions after the one the step's hidden state is of.
+ *   step 0:  token is the one that follows the cache's last position kv - 1 (sampled from its logits, not fed
+ *            yet); the layer first takes in every position before kv - 1 it has not seen (their hidden states
+ *            and the tokens after them, in batches), then runs at kv - 1 with that position's hidden state and
+ *            token: the logits are a guess at the token at kv + 1.
+ *   step j:  token is a guess at the token at kv - 1 + j (from step j - 1's logits); runs at kv - 1 + j with
+ *            step j - 1's output as the hidden state (chained drafts).
+ * Steps follow each other without a forward call or a truncation between them (else -1); their cache rows are
+ * scratch that later steps rewrite. The layer's cache holds a position once the token after it is in the main
+ * cache, so a truncation costs it nothing but those positions. Each position's values come from its own
+ * inputs and the cache, as the forward pass's (the contract above). -1 with err on a bad step or token, a full
+ * context, or a backend created without mtp. */
+int backend_mtp_step(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err);
 
 /* The sequences the backend holds (backend_options_t.n_seq, at least 1). */
 int32_t backend_n_seq(const backend_t *b);

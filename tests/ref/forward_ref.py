@@ -162,8 +162,10 @@ class Model:
             return g.get(full, default)
 
         self.n_layer = int(key("block_count", required=True))
+        self.n_mtp = 0
         if PARTS[arch].get("nextn"):
-            self.n_layer -= int(key("nextn_predict_layers", 0))
+            self.n_mtp = int(key("nextn_predict_layers", 0))
+            self.n_layer -= self.n_mtp
         self.n_dense_lead = int(key("leading_dense_block_count", 0)) if PARTS[arch].get("dense_lead") else 0
         self.n_embd = int(key("embedding_length", required=True))
         self.n_head = int(key("attention.head_count", required=True))
@@ -299,7 +301,8 @@ class Model:
         rf = V("rope_freqs.weight", False)
         self.rope_freqs = rf
         self.layers = []
-        for i in range(self.n_layer):
+        # the blocks of the model, then its first MTP layer's (full attention in a hybrid, as llama.cpp's is_recr)
+        for i in range(self.n_layer + min(self.n_mtp, 1)):
             p = "blk.%d." % i
             if self.mla:
                 L = {"attn_norm": V(p + "attn_norm.weight"), "wo": T(p + "attn_output.weight"),
@@ -348,6 +351,13 @@ class Model:
                 L["k_norm"] = V(p + "attn_k_norm.weight")
             self._ffn_tensors(L, i, p, router_opts, ffn_opts, arch, path, T, V)
             self.layers.append(L)
+        self.mtp = None
+        if self.n_mtp:
+            p = "blk.%d.nextn." % self.n_layer
+            self.mtp = {"block": self.layers.pop(), "eh_proj": T(p + "eh_proj.weight"), "enorm": V(p + "enorm.weight"),
+                        "hnorm": V(p + "hnorm.weight"), "embed": T(p + "embed_tokens.weight", False),
+                        "head": T(p + "shared_head_head.weight", False),
+                        "head_norm": V(p + "shared_head_norm.weight", False)}
         if self.n_expert > 0 and not 0 < self.n_expert_used <= self.n_expert:
             raise GGUFError("%s: expert_used_count %d is not in 1..%d" % (path, self.n_expert_used, self.n_expert))
         self.reset()
@@ -386,8 +396,9 @@ class Model:
 
     def reset(self):
         self.pos = 0
-        self.kcache = [[] for _ in range(self.n_layer)]
-        self.vcache = [[] for _ in range(self.n_layer)]
+        self.kcache = [[] for _ in range(self.n_layer + 1)]  # the last: the MTP layer's
+        self.vcache = [[] for _ in range(self.n_layer + 1)]
+        self.hidden = []  # each position's hidden state: the last layer's output before output_norm
         self.conv_state = {il: np.zeros((self.d_conv - 1, 2 * self.nk * self.dk + self.d_inner))
                            for il in self.recurrent}
         self.ssm_state = {il: np.zeros((self.nv, self.dk, self.dk)) for il in self.recurrent}
@@ -615,7 +626,40 @@ class Model:
             x = x + (self.moe(L, h, routing) if "gate_inp" in L else self.dense_ffn(L, h))
         self.pos += 1
         self.routing.append(routing)
+        self.hidden.append(x)
         return self.output.mv(rms_norm(x, self.output_norm, self.eps))
+
+    def mtp_step(self, pos, h, token):
+        """The first MTP layer at position pos (DeepSeek-V3's MTP module, llama.cpp's MTP graphs): h the hidden
+        state of position pos (or the previous step's output), token the one at pos + 1; its cache is cut to the
+        positions before pos first. Returns (float64 logits of the token at pos + 2, the output hidden state)."""
+        M, il = self.mtp, self.n_layer
+        L = M["block"]
+        emb = (M["embed"] or self.tok_embd).W[token].astype(np.float64)
+        x = M["eh_proj"].mv(np.concatenate([rms_norm(emb, M["enorm"], self.eps), rms_norm(h, M["hnorm"], self.eps)]))
+        del self.kcache[il][pos:]
+        del self.vcache[il][pos:]
+        saved, self.pos = self.pos, pos
+        attn = self.attention_mla if self.mla else self.attention
+        x = x + attn(il, L, rms_norm(x, L["attn_norm"], self.eps))
+        hn = rms_norm(x, L["ffn_norm"], self.eps)
+        x = x + (self.moe(L, hn, []) if "gate_inp" in L else self.dense_ffn(L, hn))
+        self.pos = saved
+        norm = M["head_norm"] if M["head_norm"] is not None else self.output_norm
+        return (M["head"] or self.output).mv(rms_norm(x, norm, self.eps)), x
+
+    def mtp_draft(self, seq, tokens):
+        """After seq (all fed: self.hidden holds its positions), the MTP steps of a draft: step 0 at the last
+        position with tokens[0] (the token after seq), step j at the next position with tokens[j] and step j-1's
+        output. The layer's cache is filled from scratch over seq's positions first. Returns the rows (float64)."""
+        n = len(seq)
+        for p in range(n - 1):
+            self.mtp_step(p, self.hidden[p], seq[p + 1])
+        rows, h = [], self.hidden[n - 1]
+        for j, t in enumerate(tokens):
+            row, h = self.mtp_step(n - 1 + j, h, t)
+            rows.append(row)
+        return np.array(rows)
 
 
 def generate(model, prompt_ids, steps, force_ids=None):

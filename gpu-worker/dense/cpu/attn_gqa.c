@@ -134,7 +134,7 @@ static int gqa_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
                        int32_t n_keep, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     const int64_t E = c->n_embd, HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
     gqa_job_t j = {b, L, p->opts, il, model_layer_window(c, il)};
     guild_pool_t *pool = b->pool;

@@ -56,15 +56,15 @@ static size_t up(size_t x)
     return (x + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-/* The widest quantized input of the up-projections of any MLA layer. */
+/* The widest quantized input of the up-projections of any MLA layer (the MTP layers' too). */
 static size_t up_act_row(const model_config_t *c, const model_weights_t *w)
 {
     const mla_dims_t d = dims_of(c);
     size_t m = 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
+    for (int32_t il = 0; il < c->n_layer + w->n_mtp; il++) {
         if (model_layer_parts(c, il).attn->kind != MODEL_ATTN_MLA)
             continue;
-        const model_layer_t *L = &w->layers[il];
+        const model_layer_t *L = model_block(w, il);
         size_t a = c->mla_kv_split ? cpu_act_row_bytes(L->wk_b.type, d.nope) : 0;
         size_t v = cpu_act_row_bytes(c->mla_kv_split ? L->wv_b.type : L->wkv_b.type, d.R);
         m = a > m ? a : m;
@@ -397,7 +397,7 @@ static int mla_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
                        int32_t n_keep, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     mla_job_t j = {b, L, dims_of(c), layout_of(c, b->w, b->n_batch), il, n, 0, NULL};
     const mla_dims_t *d = &j.d;
     const int64_t E = c->n_embd, Q = d->H * d->K;

@@ -61,6 +61,15 @@ static void cpu_destroy(backend_t *base)
     free(b->seq_rows);
     free(b->seq_len);
     free(b->act);
+    free(b->mtp_h);
+    free(b->mtp_tok);
+    free(b->mtp_hc);
+    free(b->mtp_cat);
+    free(b->mtp_y);
+    free(b->mtp_g);
+    free(b->mtp_u);
+    free(b->mtp_rows_h);
+    free(b->mtp_rows_tok);
     free(b);
 }
 
@@ -82,12 +91,12 @@ static void *alloc_array(size_t n, size_t size, bool *ok)
  * the cache's element types. false when out of memory or too large. */
 static bool alloc_kv(cpu_backend_t *b, const model_config_t *c, bool *ok)
 {
-    const size_t L = (size_t)c->n_layer, N = (size_t)b->n_ctx * (size_t)b->n_seq;
+    const size_t L = (size_t)b->n_block, N = (size_t)b->n_ctx * (size_t)b->n_seq;
     b->k_layer = alloc_array(L, sizeof *b->k_layer, ok);
     b->v_layer = alloc_array(L, sizeof *b->v_layer, ok);
     b->kv_rows = alloc_array((size_t)b->n_threads, 2 * (size_t)c->head_dim * sizeof(float), ok);
     size_t total = 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
+    for (int32_t il = 0; il < b->n_block; il++) {
         const model_cache_row_t r = model_layer_cache_row(c, il);
         const size_t row = (size_t)kv_elem_bytes(b->kt, r.k) + (size_t)kv_elem_bytes(b->vt, r.v);
         if (row && N > (SIZE_MAX - total) / row)
@@ -98,7 +107,7 @@ static bool alloc_kv(cpu_backend_t *b, const model_config_t *c, bool *ok)
     if (!*ok)
         return false;
     char *at = b->kv_cache;
-    for (int32_t il = 0; il < c->n_layer; il++) {
+    for (int32_t il = 0; il < b->n_block; il++) {
         const model_cache_row_t r = model_layer_cache_row(c, il);
         b->k_layer[il] = at;
         at += N * (size_t)kv_elem_bytes(b->kt, r.k);
@@ -112,7 +121,7 @@ static bool alloc_kv(cpu_backend_t *b, const model_config_t *c, bool *ok)
 static void alloc_mla(cpu_backend_t *b, const model_config_t *c, bool *ok)
 {
     bool mla = false;
-    for (int32_t il = 0; il < c->n_layer; il++)
+    for (int32_t il = 0; il < b->n_block; il++)
         mla |= model_layer_parts(c, il).attn->kind == MODEL_ATTN_MLA;
     if (!mla)
         return;
@@ -127,12 +136,27 @@ static void alloc_mla(cpu_backend_t *b, const model_config_t *c, bool *ok)
     b->mla_perm = alloc_array(2 * NB, sizeof(int32_t), ok);
 }
 
-/* The widest quantized activation row any dense matrix of the model needs. */
-static size_t max_act_row(const model_config_t *c, const model_weights_t *w)
+static size_t act_row_max(size_t m, const model_tensor_t *t)
+{
+    const size_t r = t->data ? cpu_act_row_bytes(t->type, t->ne[0]) : 0;
+    return r > m ? r : m;
+}
+
+/* The widest quantized activation row any dense matrix of the model needs (n_block blocks: with the MTP layer's,
+ * its input projection, head and routed experts). */
+static size_t max_act_row(const model_config_t *c, const model_weights_t *w, int32_t n_block)
 {
     size_t m = cpu_act_row_bytes(w->output.type, c->n_embd);
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        const model_layer_t *L = &w->layers[il];
+    if (n_block > c->n_layer) {
+        const model_mtp_layer_t *M = &w->mtp[0];
+        m = act_row_max(m, &M->eh_proj);
+        m = act_row_max(m, &M->head);
+        m = act_row_max(m, &M->block.gate_exps);
+        m = act_row_max(m, &M->block.up_exps);
+        m = act_row_max(m, &M->block.down_exps);
+    }
+    for (int32_t il = 0; il < n_block; il++) {
+        const model_layer_t *L = model_block(w, il);
 #define MATRIX(name, kind) (kind) == MODEL_TENSOR_MATRIX ? &L->name : NULL,
         const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(MATRIX)};
 #undef MATRIX
@@ -182,7 +206,9 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->n_ctx = opt->n_ctx;
     b->n_seq = opt->n_seq > 1 ? opt->n_seq : 1;
     b->n_batch = opt->n_batch;
-    b->all_rows = opt->all_rows;
+    b->all_rows = opt->all_rows || opt->mtp; /* the MTP layer takes every position's hidden state */
+    b->mtp = opt->mtp;
+    b->n_block = c->n_layer + (opt->mtp ? 1 : 0);
     b->check_finite = opt->check_finite;
     b->progress = opt->progress;
     b->mla_form = opt->mla_form;
@@ -250,7 +276,19 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
     b->seq_rows = alloc_array((size_t)b->n_seq, sizeof(int32_t), &ok);
     b->seq_len = calloc((size_t)b->n_seq, sizeof(int32_t));
     ok = ok && b->seq_len;
-    b->act = alloc_array(NB, max_act_row(c, b->w), &ok);
+    b->act = alloc_array(NB, max_act_row(c, b->w, b->n_block), &ok);
+    if (b->mtp) {
+        const size_t C = (size_t)opt->n_ctx, FE = (size_t)(c->n_ff_exp > 0 ? c->n_ff_exp : 1);
+        b->mtp_h = alloc_array(C, E * sizeof(float), &ok);
+        b->mtp_tok = alloc_array(C, sizeof(int32_t), &ok);
+        b->mtp_hc = alloc_array(E, sizeof(float), &ok);
+        b->mtp_cat = alloc_array(NB, 2 * E * sizeof(float), &ok);
+        b->mtp_y = alloc_array(NB * (K ? K : 1), E * sizeof(float), &ok);
+        b->mtp_g = alloc_array(FE, sizeof(float), &ok);
+        b->mtp_u = alloc_array(FE, sizeof(float), &ok);
+        b->mtp_rows_h = alloc_array(NB, sizeof *b->mtp_rows_h, &ok);
+        b->mtp_rows_tok = alloc_array(NB, sizeof(int32_t), &ok);
+    }
     if (!ok || cpu_rope_init(&b->rope, c, b->w->rope_freqs.data) < 0) {
         cpu_destroy(&b->base);
         return guild_err_set(err, "cpu backend: out of memory for a context of %d (%d sequences) and batches of %d",
@@ -358,6 +396,15 @@ static int cpu_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, co
         if (b->progress)
             __atomic_add_fetch(b->progress, 1, __ATOMIC_RELAXED);
     }
+    if (b->mtp) { /* sequence 0's hidden states and tokens, for the MTP layer (cpu_mtp.c) */
+        for (int32_t t = 0; t < n; t++)
+            if (b->tok_seq[t] == 0) {
+                memcpy(b->mtp_h + (int64_t)b->tok_pos[t] * c->n_embd, b->x + (int64_t)t * c->n_embd,
+                       (size_t)c->n_embd * sizeof(float));
+                b->mtp_tok[b->tok_pos[t]] = tokens[t];
+            }
+        b->mtp_next = 0;
+    }
     if (b->all_rows && n_out > 0) {
         float *scratch = b->proj;
         for (int32_t j = 0; j < n_out; j++)
@@ -395,6 +442,12 @@ static void cpu_seq_kv_truncate(backend_t *base, int32_t seq, int32_t n_pos)
         n_pos = 0;
     if (n_pos < b->seq_len[seq]) /* a recurrent state holds no earlier position: the cache empties */
         b->seq_len[seq] = b->n_recurrent ? 0 : n_pos;
+    if (b->mtp && seq == 0) { /* the MTP layer's position p needs the token at p + 1 */
+        const int32_t keep = b->seq_len[0] > 0 ? b->seq_len[0] - 1 : 0;
+        if (b->mtp_len > keep)
+            b->mtp_len = keep;
+        b->mtp_next = 0;
+    }
 }
 
 static int32_t cpu_kv_len(const backend_t *base)
@@ -431,6 +484,7 @@ const backend_ops_t cpu_backend_ops = {
     .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES,
     .stats = cpu_stats,
     .routing = cpu_routing,
+    .mtp_step = cpu_mtp_step,
     .create = cpu_create,
     .forward = cpu_forward,
     .kv_len = cpu_kv_len,

@@ -76,7 +76,7 @@ int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *ke
                       guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     const model_layer_parts_t lp = model_layer_parts(c, il);
 
     if (cpu_norm_rows(b, &L->attn_norm, n, 2 * (uint32_t)il, NULL, err) < 0)

@@ -97,6 +97,20 @@ typedef struct cpu_backend {
     float *gdn_g;           /* [n_batch][value heads] the decay's log */
     float *gdn_o;           /* [n_batch][ssm_d_inner] the delta rule's output, then normed and gated */
     void *act;              /* quantized activations: n_batch rows of the widest input */
+    /* the multi-token-prediction layer (backend_options_t.mtp, cpu_mtp.c): block n_layer, with its own K/V
+     * (k_layer[n_layer]); NULL and 0 without it */
+    bool mtp;
+    int32_t n_block;        /* blocks with a cache: n_layer, + 1 with the MTP layer */
+    float *mtp_h;           /* [n_ctx][n_embd] each position's hidden state (the last layer's output) */
+    int32_t *mtp_tok;       /* [n_ctx] each position's token */
+    int32_t mtp_len;        /* the MTP layer's cache holds positions [0, mtp_len) */
+    int32_t mtp_next;       /* the step backend_mtp_step takes next (0 after a forward call or a truncation) */
+    float *mtp_hc;          /* [n_embd] the last step's output: the next step's hidden state */
+    float *mtp_cat;         /* [n_batch][2 * n_embd] the rows' normed embeddings and hidden states */
+    float *mtp_y;           /* [n_batch][n_expert_used][n_embd] the MTP block's routed experts' outputs */
+    float *mtp_g, *mtp_u;   /* [n_ff_exp] an expert's gate and up projections */
+    const float **mtp_rows_h; /* [n_batch] a batch's rows' hidden states */
+    int32_t *mtp_rows_tok;  /* [n_batch] the token after each row's position */
 } cpu_backend_t;
 
 /* The cache row of sequence seq's position pos (in k_layer[il] / v_layer[il], of the layer's row width). */
@@ -119,5 +133,13 @@ int cpu_norm_rows(cpu_backend_t *b, const model_tensor_t *w, int32_t n, uint32_t
 
 int cpu_layer_forward(cpu_backend_t *b, int32_t il, int32_t n, const int32_t *keep, int32_t n_keep,
                       guild_err_t *err);
+
+/* The MTP block's routed experts (its executor holds the model's layers only), into b->mtp_y, which b->y then
+ * points at: for the n rows of b->xn and the slots of b->ids, y = down(silu(gate x) * up x) of each slot's
+ * expert. */
+void cpu_mtp_experts(cpu_backend_t *b, const model_layer_t *L, int32_t n);
+
+/* backend_mtp_step of the CPU backend (cpu_mtp.c). */
+int cpu_mtp_step(backend_t *base, int32_t step, int32_t token, float *logits, guild_err_t *err);
 
 #endif

@@ -32,7 +32,7 @@ static void residual_task(void *ctx, int64_t t, int thread)
 static int dense_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     const int64_t E = c->n_embd, F = c->n_ff;
     guild_pool_t *pool = b->pool;
     (void)lp;

@@ -58,14 +58,16 @@ static void combine_task(void *ctx, int64_t t, int thread)
 static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     const int64_t E = c->n_embd;
     const uint32_t o = lp->ffn->opts;
     moe_job_t j = {b, o & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP), o & MODEL_FFN_SHEXP_GATED};
     guild_pool_t *pool = b->pool;
 
     cpu_router_parts[lp->router->kind]->route(b, lp->router, il, n);
-    if (moe_exec_run(b->moe, il, n, b->xn, b->ids, &b->y, err) < 0)
+    if (il >= c->n_layer) /* the MTP layer's: the executor holds the model's layers only */
+        cpu_mtp_experts(b, L, n);
+    else if (moe_exec_run(b->moe, il, n, b->xn, b->ids, &b->y, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
     if (j.shared) {
         const int64_t F = c->n_ff_shexp;

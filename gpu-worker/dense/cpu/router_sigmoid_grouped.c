@@ -24,7 +24,7 @@ static void sigmoid_task(void *ctx, int64_t t, int thread)
 static void sigmoid_route(cpu_backend_t *b, const model_part_t *p, int32_t il, int32_t n)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     sigmoid_job_t j = {b, (p->opts & MODEL_ROUTER_SCORE_BIAS) ? L->score_bias.data : NULL,
                        p->opts & MODEL_ROUTER_RENORM};
     cpu_linear(b->pool, &L->router, 0, c->n_expert, n, b->xn, c->n_embd, b->router_logits, c->n_expert, b->act);

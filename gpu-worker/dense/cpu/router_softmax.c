@@ -24,7 +24,7 @@ static void softmax_route(cpu_backend_t *b, const model_part_t *p, int32_t il, i
 {
     const model_config_t *c = b->cfg;
     router_job_t j = {b, p->opts & MODEL_ROUTER_RENORM};
-    cpu_linear(b->pool, &b->w->layers[il].router, 0, c->n_expert, n, b->xn, c->n_embd, b->router_logits,
+    cpu_linear(b->pool, &model_block(b->w, il)->router, 0, c->n_expert, n, b->xn, c->n_embd, b->router_logits,
                c->n_expert, b->act);
     guild_pool_run(b->pool, n, topk_task, &j);
 }

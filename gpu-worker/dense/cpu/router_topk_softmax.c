@@ -23,7 +23,7 @@ static void topk_task(void *ctx, int64_t t, int thread)
 static void topk_softmax_route(cpu_backend_t *b, const model_part_t *p, int32_t il, int32_t n)
 {
     const model_config_t *c = b->cfg;
-    const model_layer_t *L = &b->w->layers[il];
+    const model_layer_t *L = model_block(b->w, il);
     router_job_t j = {b, (p->opts & MODEL_ROUTER_LOGIT_BIAS) ? L->router_bias.data : NULL};
     cpu_linear(b->pool, &L->router, 0, c->n_expert, n, b->xn, c->n_embd, b->router_logits, c->n_expert, b->act);
     guild_pool_run(b->pool, n, topk_task, &j);
