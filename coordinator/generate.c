@@ -218,7 +218,8 @@ static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float 
     if (K < 0)
         K = 0;
     const bool sampled = sampler_params(g->smp)->temp > 0;
-    if (dr->ops->begin && dr->ops->begin(dr, sampler_params(g->smp), err) < 0)
+    if ((dr->ops->begin && dr->ops->begin(dr, sampler_params(g->smp), err) < 0) ||
+        (dr->ops->target && dr->ops->target(dr, g->be, err) < 0))
         return -1;
     int rc = -1;
     float *rows = malloc((size_t)(K + 1) * (size_t)V * sizeof *rows);

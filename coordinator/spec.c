@@ -42,16 +42,11 @@ int spec_options_check(const spec_options_t *o, const model_t *m, guild_err_t *e
                              spec_kind_name(o->kind));
     if (o->kind == SPEC_DRAFT && !o->draft_model)
         return guild_err_set(err, "--spec draft needs --draft-model FILE");
-    if (o->min_p > 0 && o->kind != SPEC_DRAFT)
+    if (o->min_p > 0 && o->kind != SPEC_DRAFT && o->kind != SPEC_MTP)
         return guild_err_set(err, "--spec-min-p gates a drafter by its probabilities: --spec %s has none (use it "
-                             "with --spec draft)", spec_kind_name(o->kind));
+                             "with --spec draft or mtp)", spec_kind_name(o->kind));
     const model_config_t *c = m ? model_config(m) : NULL;
-    if (o->kind == SPEC_MTP && c && c->n_layer_mtp > 0)
-        return guild_err_set(err, "--spec mtp: this %s model's %d multi-token-prediction layer%s loaded but no "
-                             "backend runs it yet (the drafter needs the target's last hidden state from the "
-                             "backend); use --spec ngram or --spec draft", model_arch_info(c->arch)->name,
-                             c->n_layer_mtp, c->n_layer_mtp == 1 ? " is" : "s are");
-    if (o->kind == SPEC_MTP)
+    if (o->kind == SPEC_MTP && (!c || c->n_layer_mtp < 1))
         return guild_err_set(err, "--spec mtp: %s%s%shas no multi-token-prediction layer; use --spec ngram or --spec "
                              "draft", c ? "this " : "the model ", c ? model_arch_info(c->arch)->name : "",
                              c ? " model " : "");
@@ -225,6 +220,8 @@ void spec_stack_options(spec_options_t *o, stack_options_t *st)
     o->stack = st;
     if (o->kind == SPEC_NONE)
         return;
+    if (o->kind == SPEC_MTP)
+        st->mtp = true;
     if (st->gpu.max_out < o->max + 1)
         st->gpu.max_out = o->max + 1;
 }
@@ -250,7 +247,7 @@ int spec_setup_open(spec_setup_t *s, const spec_options_t *o, const model_t *tar
                                  o->draft_backend);
         return spec_draft_new(&s->drafter, s->draft.model, o->min_p, n_ctx,
                               o->draft_threads > 0 ? o->draft_threads : n_threads, err);
-    case SPEC_MTP: break;
+    case SPEC_MTP: return spec_mtp_new(&s->drafter, model_config(target)->n_vocab, o->min_p, err);
     }
     return guild_err_set(err, "--spec %s is not available", spec_kind_name(o->kind));
 }

@@ -17,8 +17,11 @@
  *          so a prompt is cut as the target cuts it). By the CPU backend, or (--draft-backend cuda) by the CUDA
  *          backend with the target's GPU settings (--gpu-mem, --gpu-experts, graphs): the target as its own
  *          draft model then drafts the target's own tokens (the backend is batch-invariant, backend.h).
- *   mtp    the multi-token-prediction layers of architectures that ship them (deepseek2, glm4moe, qwen35moe):
- *          the core binds them but no backend runs them, so it is refused, naming them. */
+ *   mtp    the first multi-token-prediction layer of architectures that ship one (deepseek2, glm4moe; qwen35moe's
+ *          gated delta net state cannot be truncated back, so spec is refused there), run by the target's own
+ *          backend (backend_mtp_step, created with backend_options_t.mtp: --single-process): step 0 from the
+ *          hidden state of the cache's last position and the pending token, each next step chained on the
+ *          previous one's output and draft; greedy drafts (the argmax), stopped below --spec-min-p. */
 #ifndef GUILD_COORDINATOR_SPEC_H
 #define GUILD_COORDINATOR_SPEC_H
 
@@ -47,7 +50,8 @@ typedef enum spec_kind {
 typedef struct spec_options {
     spec_kind_t kind;
     int32_t max;             /* most drafted tokens per verify step, 1..SPEC_MAX_DRAFT (default 4) */
-    float min_p;             /* draft: stop drafting when the draft's probability of its token is below it; 0 off */
+    float min_p;             /* draft, mtp: stop drafting when the draft's probability of its token is below it;
+                                0 off */
     const char *draft_model; /* --draft-model FILE (kind draft) */
     const char *draft_backend; /* --draft-backend: "cpu" (NULL: the default) or "cuda" */
     const struct stack_options *stack; /* the target's stack options (spec_stack_options records them): a cuda
@@ -83,12 +87,16 @@ void spec_stats_add(spec_stats_t *to, const spec_stats_t *s);
 void spec_stats_print(const spec_stats_t *s, const char *who, FILE *out);
 
 typedef struct spec_drafter spec_drafter_t;
+struct backend;
 
 typedef struct spec_drafter_ops {
     const char *name;
     /* Optional: called before a generation's first draft with the target's sampling parameters (a drafter that
      * draws sets has_q here). */
     int (*begin)(spec_drafter_t *d, const sample_params_t *sp, guild_err_t *err);
+    /* Optional: called before a generation's first draft with the target's backend (the mtp drafter runs its
+     * multi-token-prediction layer; borrowed for the generation). */
+    int (*target)(spec_drafter_t *d, struct backend *be, guild_err_t *err);
     /* Proposes up to k_max (>= 1) tokens that follow ctx[0..n) (n >= 1) into out[]; returns how many (0..k_max),
      * or -1 with err. With has_q, q[j * n_vocab ...] is the distribution draft j was drawn from. */
     int32_t (*draft)(spec_drafter_t *d, const int32_t *ctx, int32_t n, int32_t k_max, int32_t *out, float *q,
@@ -110,6 +118,12 @@ bool spec_accept_sampled(sampler_t *smp, const float *row, int32_t d, const floa
 
 /* The prompt-lookup drafter. */
 int spec_ngram_new(spec_drafter_t **out, guild_err_t *err);
+
+/* The multi-token-prediction drafter of a target model with n_vocab logits, whose backend (given by the target
+ * op) was created with backend_options_t.mtp. A draft call's context is the backend's cache and the pending token
+ * (ctx[n - 1]); drafts are the argmax of each step's logits, until one's softmax probability is below min_p
+ * (0: off) or k_max are drafted. */
+int spec_mtp_new(spec_drafter_t **out, int32_t n_vocab, float min_p, guild_err_t *err);
 
 /* The draft-model drafter for `draft` (borrowed: must outlive it), whose vocabulary has been checked against the
  * target's (spec_vocab_check). With the target's temperature <= 0 a draft is the draft model's argmax;
@@ -139,9 +153,10 @@ void spec_drafter_destroy(spec_drafter_t **d);
 /* The --help lines of the flags. */
 #define SPEC_FLAGS_HELP                                                                                         \
     "      --spec KIND         speculative decoding: none (default), ngram (prompt lookup), draft (a draft\n"    \
-    "                          model, --draft-model), mtp (not available yet)\n"                                \
+    "                          model, --draft-model), mtp (the model's multi-token-prediction layer;\n"      \
+    "                          --single-process)\n"                                                           \
     "      --spec-max K        most drafted tokens per verify step (default 4, at most 16)\n"                  \
-    "      --spec-min-p P      draft: stop drafting when the draft model's probability of its token is\n"      \
+    "      --spec-min-p P      draft, mtp: stop drafting when the drafter's probability of its token is\n"    \
     "                          below P (default 0: off)\n"                                                     \
     "      --draft-model FILE  the draft model of --spec draft: a GGUF model with the target's vocabulary,\n"  \
     "                          run in this process\n"                                                          \
@@ -154,7 +169,7 @@ void spec_drafter_destroy(spec_drafter_t **d);
 int spec_flag(spec_options_t *o, const char *name, const char *arg, guild_err_t *err);
 
 /* What speculative decoding needs of the stack: logits rows for a whole verify step in one GPU-worker request
- * (gpu.max_out >= max + 1). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
+ * (gpu.max_out >= max + 1), and with mtp the backend's multi-token-prediction layer (stack_options_t.mtp). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
  * backends give a verify step's rows the bits of plain decode (the cuda backend is batch-invariant up to
  * CUDA_DECODE_ROWS rows, gpu-worker/dense/backend.h), so greedy ids are --spec none's. */
 void spec_stack_options(spec_options_t *o, stack_options_t *st);

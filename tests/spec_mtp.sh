@@ -1,0 +1,86 @@
+#!/bin/sh
+# guild run --spec mtp (the model's multi-token-prediction layer drafts, coordinator/spec_mtp.c): greedy ids, text
+# and logits rows equal --spec none's over 64 tokens at K = 1, 2, 4, 8 and with --spec-min-p, on deepseek2 and
+# glm4moe files with an MTP layer (Q8_0 and F32), with the counters printed; guild bench run --spec mtp writes them
+# in its JSON; refused with the reason: a model without an MTP layer, the multi-process pipeline, a qwen35moe (its
+# gated delta net state cannot be truncated back).
+set -u
+B=${GUILD_BUILDDIR:-.}
+MK=$B/tools/guild-mkmodel
+G=$B/guild
+for f in "$MK" "$G"; do
+    if [ ! -x "$f" ]; then
+        echo "SKIP: $f is not built"
+        exit 77
+    fi
+done
+T=$(mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+PROMPT="one two three four, one two three four, one two three four, one two three"
+stat_line() { # name: the speculative counters line
+    grep "speculative: .* drafted" "$T/$1.err" || fail "$1: no speculative counters"
+}
+for arch in deepseek2 glm4moe; do
+    case $arch in
+    deepseek2) extra="--layers 3 --expert-groups 4 --groups-used 2 --q-lora 64 --kv-lora 64 --head-dim 64" ;;
+    glm4moe) extra="--layers 3 --expert-groups 4 --groups-used 2 --qk-norm" ;;
+    esac
+    for ty in Q8_0 F32; do
+        m="$T/$arch-$ty.gguf"
+        # shellcheck disable=SC2086
+        "$MK" --arch "$arch" --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
+            --expert-ff 64 --ctx 256 --type $ty --seed 11 --vocab 400 --nextn 1 -q $extra -o "$m" \
+            >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch --type $ty"; }
+        run() { # name, extra args...
+            name=$1
+            shift
+            "$G" run -m "$m" -p "$PROMPT" -n 64 --ignore-eos --temp 0 --threads 1 --batch 16 --single-process \
+                --ids-out "$T/$name.ids" --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" ||
+                { cat "$T/$name.err"; fail "guild run $arch $ty $*"; }
+            [ "$name" = none ] && return
+            for f in ids logits txt; do
+                cmp -s "$T/none.$f" "$T/$name.$f" || fail "$arch $ty, $name: $f differ from --spec none's"
+            done
+            stat_line "$name" | grep -q " 0 drafted" && fail "$arch $ty, $name: nothing drafted"
+            echo "$arch $ty $name: $(stat_line "$name" | sed 's/.*speculative: //')"
+        }
+        run none
+        for k in 1 2 4 8; do
+            run "mtp$k" --spec mtp --spec-max $k
+        done
+        run mtp-p --spec mtp --spec-max 8 --spec-min-p 0.5
+    done
+done
+"$G" bench run -m "$T/glm4moe-Q8_0.gguf" --populate 32,48 --gen 16 --runs 1 --single-process --backend cpu \
+    --threads 1 --dram-gbs 10 --spec mtp --spec-max 3 --json "$T/b.json" >"$T/b.txt" 2>"$T/b.err" ||
+    { cat "$T/b.err"; fail "guild bench run --spec mtp"; }
+for f in '"kind": "mtp"' '"acceptance_rate"' '"verify_steps"'; do
+    grep -q "$f" "$T/b.json" || { cat "$T/b.json"; fail "guild bench run --spec mtp: no $f in its JSON"; }
+done
+
+refused() { # model, expected message, args...
+    m=$1
+    want=$2
+    shift 2
+    if "$G" run -m "$m" -p "$PROMPT" -n 4 "$@" >"$T/r.txt" 2>"$T/r.err"; then
+        fail "guild run $* was not refused"
+    fi
+    grep -q -- "$want" "$T/r.err" || { cat "$T/r.err"; fail "guild run $*: no '$want'"; }
+}
+"$MK" --arch glm4moe --layers 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --experts-used 2 \
+    --expert-ff 32 --ctx 256 --type Q8_0 --seed 11 -q -o "$T/none.gguf" >"$T/mk.log" 2>&1 ||
+    { cat "$T/mk.log"; fail "guild-mkmodel glm4moe without --nextn"; }
+refused "$T/none.gguf" "--spec mtp: this glm4moe model has no multi-token-prediction layer" --single-process \
+    --spec mtp
+refused "$T/glm4moe-Q8_0.gguf" "add --single-process" --spec mtp --cpu-workers 1
+"$MK" --arch qwen35moe --layers 2 --full-attn-interval 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 \
+    --experts 4 --experts-used 2 --expert-ff 32 --ctx 256 --type Q8_0 --seed 11 --nextn 1 -q -o "$T/q35.gguf" \
+    >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel --arch qwen35moe --nextn 1"; }
+refused "$T/q35.gguf" "keeps a recurrent state (gated delta net)" --single-process --spec mtp
+echo "PASS: spec_mtp"
