@@ -13,6 +13,7 @@
 #include "coordinator/cmd_model.h"
 #include "coordinator/generate.h"
 #include "coordinator/spec.h"
+#include "core/gguf/gguf.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
@@ -69,15 +70,21 @@ typedef struct rig {
     backend_t *be;
 } rig_t;
 
-static void rig_open(rig_t *r, const char *path)
+/* mtp: the backend runs the model's MTP layer (--spec mtp) */
+static void rig_open_mtp(rig_t *r, const char *path, bool mtp)
 {
     guild_err_t err = {{0}};
     memset(r, 0, sizeof *r);
     ck_assert_msg(cmd_model_init(&r->cm, path, &err) == 0, "%s", err.msg);
     ck_assert_msg(guild_pool_new(&r->pool, 2, NULL, &err) == 0, "%s", err.msg);
     ck_assert_msg(moe_local_new(&r->moe, r->cm.model, r->pool, &err) == 0, "%s", err.msg);
-    backend_options_t o = {.n_ctx = N_CTX, .n_batch = 16, .pool = r->pool, .moe = r->moe};
+    backend_options_t o = {.n_ctx = N_CTX, .n_batch = 16, .pool = r->pool, .moe = r->moe, .mtp = mtp};
     ck_assert_msg(backend_new(&r->be, "cpu", r->cm.model, &o, NULL, &err) == 0, "%s", err.msg);
+}
+
+static void rig_open(rig_t *r, const char *path)
+{
+    rig_open_mtp(r, path, false);
 }
 
 static void rig_close(rig_t *r)
@@ -433,6 +440,131 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- --spec mtp ------------------------------------------------------------------------------------------ */
+
+/* A glm4moe file of 2 layers (a dense one, a MoE one) with an MTP layer, written by guild-mkmodel's library. */
+static void write_glm_mtp(const char *path, const char *type)
+{
+    const char *argv[] = {"guild-mkmodel", "-q", "-o", path, "--arch", "glm4moe", "--layers", "2", "--embd", "64",
+                          "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--experts", "4", "--experts-used",
+                          "2", "--expert-ff", "32", "--ff", "64", "--ctx", "256", "--type", type, "--seed", "11",
+                          "--vocab", "400", "--nextn", "1"};
+    mkmodel_config_t cfg;
+    guild_err_t err = {{0}};
+    bool quiet;
+    ck_assert_msg(mkmodel_cli_parse((int)(sizeof argv / sizeof argv[0]), (char **)argv, &cfg, &quiet, &err) == 0,
+                  "%s", err.msg);
+    ck_assert_msg(mkmodel_config_validate(&cfg, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mkmodel_write(&cfg, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+}
+
+/* Overwrites F32 tensor `name` of the file at path (opened as g) with its n elements from src (NULL: zeros). */
+static void poke(const char *path, const gguf_t *g, const char *name, const float *src)
+{
+    const gguf_tensor_t *t = gguf_find_tensor(g, name);
+    ck_assert_msg(t && t->type == GUILD_TYPE_F32, "%s: no F32 tensor %s", path, name);
+    float *buf = calloc((size_t)t->size, 1);
+    ck_assert_ptr_nonnull(buf);
+    if (src)
+        memcpy(buf, src, (size_t)t->size);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseeko(f, (off_t)t->offset, SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(buf, 1, (size_t)t->size, f), (size_t)t->size);
+    ck_assert_int_eq(fclose(f), 0);
+    free(buf);
+}
+
+/* A copy of F32 tensor `name`'s data. */
+static float *copy_of(const gguf_t *g, const char *name)
+{
+    const gguf_tensor_t *t = gguf_find_tensor(g, name);
+    ck_assert_msg(t && t->type == GUILD_TYPE_F32, "no F32 tensor %s", name);
+    float *c = malloc((size_t)t->size);
+    ck_assert_ptr_nonnull(c);
+    memcpy(c, t->data, (size_t)t->size);
+    return c;
+}
+
+/* Makes the F32 file of write_glm_mtp an MTP layer's oracle, right for most tokens: every block's outputs
+ * (attention, experts, shared expert, dense FFN) zeroed, so that the model's next token is a function of its
+ * current one, argmax output(rmsnorm(embed(t), output_norm)); the MTP layer's eh_proj = [I 0] (its normed
+ * embedding), its embedding, head and head norm the model's, so that its step from (h, t) is that function of t;
+ * but its head's row of token 0 zeroed: where the model's next token is 0, the draft is another (in this seed's
+ * greedy cycle of 14 tokens, one is 0: steps that keep some drafts and not the rest). */
+static void make_oracle(const char *path)
+{
+    enum { E = 64 };
+    guild_err_t err = {{0}};
+    gguf_t *g = NULL;
+    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
+    char name[96];
+    const char *zero[] = {"attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight", "ffn_down.weight"};
+    for (int32_t il = 0; il <= 2; il++)
+        for (size_t z = 0; z < sizeof zero / sizeof zero[0]; z++) {
+            snprintf(name, sizeof name, "blk.%d.%s", il, zero[z]);
+            if (gguf_find_tensor(g, name))
+                poke(path, g, name, NULL);
+        }
+    float *embd = copy_of(g, "token_embd.weight"), *head = copy_of(g, "output.weight");
+    float *norm = copy_of(g, "output_norm.weight");
+    static float eye[2 * E * E], ones[E];
+    for (int r = 0; r < E; r++) {
+        eye[r * 2 * E + r] = 1; /* row r of [2E, E]: x[r] = the normed embedding's element r */
+        ones[r] = 1;
+    }
+    memset(head, 0, E * sizeof *head); /* token 0's row */
+    poke(path, g, "blk.2.nextn.eh_proj.weight", eye);
+    poke(path, g, "blk.2.nextn.enorm.weight", ones);
+    poke(path, g, "blk.2.nextn.embed_tokens.weight", embd);
+    poke(path, g, "blk.2.nextn.shared_head_head.weight", head);
+    poke(path, g, "blk.2.nextn.shared_head_norm.weight", norm);
+    free(embd);
+    free(head);
+    free(norm);
+    gguf_destroy(&g);
+}
+
+/* _i 0: the MTP layer of a mkmodel file (drafts nearly never right), 1: the oracle (drafts right for most tokens:
+ * steps that keep every draft, some or none, so that the layer's cache is cut back after accepted drafts) */
+START_TEST(test_mtp_greedy_is_plain_decode)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/mtp%d.gguf", tmpdir, _i);
+    write_glm_mtp(path, _i ? "F32" : "Q8_0");
+    if (_i)
+        make_oracle(path);
+    rig_t r;
+    rig_open_mtp(&r, path, true);
+    out_t ref, o;
+    generate(&r, NULL, 0, 0, 0, &ref);
+    spec_options_t so;
+    spec_options_init(&so);
+    so.kind = SPEC_MTP;
+    guild_err_t err = {{0}};
+    ck_assert_msg(spec_options_check(&so, r.cm.model, &err) == 0, "%s", err.msg);
+    spec_setup_t s;
+    ck_assert_msg(spec_setup_open(&s, &so, r.cm.model, r.cm.tok, N_CTX, 1, &err) == 0, "%s", err.msg);
+    uint64_t partial = 0;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        generate(&r, s.drafter, ks[i], 0, 0, &o);
+        same(&ref, &o, "mtp", ks[i]);
+        ck_assert(o.spec.drafted > 0);
+        ck_assert(o.spec.accepted <= o.spec.drafted);
+        if (_i)
+            ck_assert_msg(o.spec.accepted * 2 > o.spec.drafted, "K = %d: the oracle: %llu of %llu drafts accepted",
+                          ks[i], (unsigned long long)o.spec.accepted, (unsigned long long)o.spec.drafted);
+        partial += o.spec.accepted > 0 && o.spec.accepted < o.spec.drafted;
+        free(o.logits);
+    }
+    if (_i)
+        ck_assert_msg(partial > 0, "the oracle: no K with some drafts accepted and some not");
+    spec_setup_close(&s);
+    free(ref.logits);
+    rig_close(&r);
+}
+END_TEST
+
 /* The ngram drafter: the newest match of the longest suffix. */
 START_TEST(test_ngram_lookup)
 {
@@ -473,6 +605,7 @@ int main(void)
     tcase_add_loop_test(tc, test_sampling_is_reproducible, 0, 2);
     tcase_add_test(tc, test_speculative_sampling_keeps_the_distribution);
     tcase_add_test(tc, test_errors);
+    tcase_add_loop_test(tc, test_mtp_greedy_is_plain_decode, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
