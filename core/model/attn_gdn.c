@@ -16,7 +16,15 @@
  *   ssm_beta.weight, ssm_alpha.weight [n_embd, nv] (with MODEL_GDN_BA_SPLIT)
  *   ssm_norm.weight [dk] f32              the gated RMSNorm of each value head's output
  *   ssm_out.weight [inner, n_embd]
+ * Older qwen3next files (llama.cpp's first converter, PR 16095; HF's in_proj_qkvz as it is) have instead of
+ * attn_qkv and attn_gate one
+ *   ssm_in.weight [n_embd, conv + inner]  per key head g: its q (dk), k (dk), v and z (dk * nv/nk each) rows
+ * which is bound as the split form: its rows copied once into that order (memory the layer owns), so that both
+ * forms compute the same bits.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/model/part_core.h"
 
 static int gdn_read_config(model_config_t *c, const model_keys_t *k, model_part_t *p)
@@ -70,12 +78,55 @@ bool model_recurrent(const model_config_t *c)
     return false;
 }
 
+/* Whether layer b->layer's file has tensor blk.L.<suffix>. */
+static bool has_tensor(const model_binder_t *b, const char *suffix)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", b->layer, suffix);
+    return gguf_find_tensor(b->g, name) != NULL;
+}
+
+/* The fused ssm_in as attn_qkv and attn_gate (the file's comment above): each key head's rows to their places. */
+static int bind_fused(model_layer_t *L, const model_binder_t *b)
+{
+    const model_config_t *c = b->c;
+    const int64_t E = c->n_embd, CH = model_gdn_conv_channels(c), IN = c->ssm_d_inner;
+    const int64_t NK = c->ssm_n_group, DK = c->ssm_d_state, VR = IN / NK;
+    model_tensor_t f;
+    if (model_bind(&f, b, "ssm_in.weight", MODEL_TENSOR_MATRIX, true, 2, E, CH + IN, 1))
+        return -1;
+    const size_t row = f.row_bytes;
+    char *buf = malloc((size_t)(CH + IN) * row);
+    if (!buf)
+        return guild_err_set(b->err, "%s: out of memory for %s in the split form", gguf_path(b->g), f.name);
+    for (int64_t g = 0; g < NK; g++) {
+        const char *src = model_tensor_row(&f, 0, g * (2 * DK + 2 * VR));
+        memcpy(buf + (size_t)(g * DK) * row, src, (size_t)DK * row);                       /* q */
+        memcpy(buf + (size_t)(NK * DK + g * DK) * row, src + DK * row, (size_t)DK * row);   /* k */
+        memcpy(buf + (size_t)(2 * NK * DK + g * VR) * row, src + 2 * DK * row, (size_t)VR * row); /* v */
+        memcpy(buf + (size_t)(CH + g * VR) * row, src + (2 * DK + VR) * row, (size_t)VR * row); /* z */
+    }
+    L->owned = buf;
+    L->ssm_qkv = f;
+    L->ssm_qkv.data = buf;
+    L->ssm_qkv.ne[1] = CH;
+    L->ssm_qkv.mat_bytes = (size_t)CH * row;
+    L->ssm_gate = f;
+    L->ssm_gate.data = buf + (size_t)CH * row;
+    L->ssm_gate.ne[1] = IN;
+    L->ssm_gate.mat_bytes = (size_t)IN * row;
+    return 0;
+}
+
 static int gdn_bind(model_layer_t *L, const model_binder_t *b, const model_part_t *p)
 {
     const model_config_t *c = b->c;
     const int64_t E = c->n_embd, CH = model_gdn_conv_channels(c), IN = c->ssm_d_inner, NV = c->ssm_dt_rank;
-    if (model_bind(&L->ssm_qkv, b, "attn_qkv.weight", MODEL_TENSOR_MATRIX, true, 2, E, CH, 1) ||
-        model_bind(&L->ssm_gate, b, "attn_gate.weight", MODEL_TENSOR_MATRIX, true, 2, E, IN, 1) ||
+    const bool fused = !(p->opts & MODEL_GDN_BA_SPLIT) && !has_tensor(b, "attn_qkv.weight") &&
+                       has_tensor(b, "ssm_in.weight");
+    if ((fused ? bind_fused(L, b) < 0
+               : model_bind(&L->ssm_qkv, b, "attn_qkv.weight", MODEL_TENSOR_MATRIX, true, 2, E, CH, 1) ||
+                     model_bind(&L->ssm_gate, b, "attn_gate.weight", MODEL_TENSOR_MATRIX, true, 2, E, IN, 1)) ||
         model_bind(&L->ssm_conv1d, b, "ssm_conv1d.weight", MODEL_TENSOR_F32, true, 2, c->ssm_d_conv, CH, 1) ||
         model_bind(&L->ssm_dt, b, "ssm_dt.bias", MODEL_TENSOR_F32, true, 1, NV, 1, 1) ||
         model_bind(&L->ssm_a, b, "ssm_a", MODEL_TENSOR_F32, true, 1, NV, 1, 1) ||

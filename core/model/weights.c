@@ -83,6 +83,10 @@ int model_weights_bind(model_weights_t *w, const gguf_t *g, const model_config_t
 
 void model_weights_fini(model_weights_t *w)
 {
+    for (int32_t il = 0; w->layers && il < w->n_layer; il++)
+        free(w->layers[il].owned);
+    for (int32_t j = 0; w->mtp && j < w->n_mtp; j++)
+        free(w->mtp[j].block.owned);
     free(w->mtp);
     w->mtp = NULL;
     w->n_mtp = 0;

@@ -93,6 +93,8 @@ typedef struct model_layer {
     model_tensor_t ffn_gate;       /* [n_embd, n_ff] */
     model_tensor_t ffn_up;         /* [n_embd, n_ff] */
     model_tensor_t ffn_down;       /* [n_ff, n_embd] */
+    void *owned;                   /* memory some tensors above point into instead of the file (a fused ssm_in's rows
+                                      in the split form: core/model/attn_gdn.c), freed by model_weights_fini; NULL */
 } model_layer_t;
 
 /* True when layer L has routed experts (a MoE FFN; a dense-first model's leading layers have none). */

@@ -50,6 +50,8 @@ void mkmodel_cli_help(FILE *out)
             "  --groups-used N     glm4moe, deepseek2: expert_group_used_count\n"
             "  --weights-scale F   glm4moe, deepseek2: expert_weights_scale (default 1)\n"
             "  --qk-norm           glm4moe: per-head q/k norms (GLM-4.5 has them, GLM-4.5-Air not)\n"
+            "  --gdn-fused         qwen3next: the older files' single ssm_in (per key head its q, k, v and z rows)\n"
+            "                      instead of attn_qkv and attn_gate, holding the same model as without it\n"
             "  --q-lora N          deepseek2: q_lora_rank, attn_q_a/attn_q_b (0: attn_q; default --embd / 2)\n"
             "  --kv-lora N         deepseek2: kv_lora_rank, the latent each position caches (default 2 x --head-dim)\n"
             "  --v-head-dim N      deepseek2: a head's value (default --head-dim less --rope-dim)\n"
@@ -346,6 +348,8 @@ int mkmodel_cli_parse(int argc, char **argv, mkmodel_config_t *cfg, bool *quiet,
         } else if (!strcmp(flag, "--qk-norm")) {
             cfg->qk_norm = true;
             qk_given = true;
+        } else if (!strcmp(flag, "--gdn-fused")) {
+            cfg->gdn_fused = true;
         } else if (!strcmp(flag, "--rms-eps")) {
             rc = parse_f64(flag, value, &cfg->rms_eps, err);
         } else if (!strcmp(flag, "--name")) {

@@ -353,6 +353,8 @@ int mkmodel_config_validate(const mkmodel_config_t *cfg, guild_err_t *err)
     if (c->n_dense_lead < 0 || c->n_dense_lead >= c->n_layer)
         return guild_err_set(err, "--dense-layers %lld: must be between 0 and --layers - 1 (%lld)",
                              (long long)c->n_dense_lead, (long long)c->n_layer - 1);
+    if (c->gdn_fused && c->arch != MKMODEL_ARCH_QWEN3NEXT)
+        return guild_err_set(err, "--gdn-fused: only qwen3next files had the fused ssm_in (%s given)", arch);
     if (!info->nextn && c->n_nextn)
         return guild_err_set(err, "--nextn %lld: %s has no MTP layers", (long long)c->n_nextn, arch);
     if (c->n_nextn < 0 || c->n_nextn > 16)

@@ -62,6 +62,8 @@ typedef struct mkmodel_config {
     int64_t n_group_used;    /* grouped router: expert_group_used_count */
     double weights_scale;    /* grouped router: expert_weights_scale */
     bool qk_norm;            /* architectures whose q/k norms are optional (glm4moe): write them */
+    bool gdn_fused;          /* qwen3next: the gated delta net's q, k, v and z in one ssm_in tensor (llama.cpp's first
+                                Qwen3-Next converter, PR 16095) rather than attn_qkv and attn_gate */
     /* multi-head latent attention (deepseek2) */
     int64_t n_lora_q;        /* attention.q_lora_rank (0: attn_q, no q LoRA) */
     int64_t n_lora_kv;       /* attention.kv_lora_rank: the cached latent */

@@ -175,9 +175,21 @@ static int plan_attn_gdn(mkmodel_plan_t *p, const mkmodel_config_t *c, const mod
     const int64_t E = c->n_embd, DK = c->ssm_state, NV = c->ssm_heads, IN = NV * DK;
     const int64_t CH = 2 * c->ssm_groups * DK + IN;
     const long long L = (long long)l;
-    if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(1, E), 2, E, CH, 1, err, "blk.%lld.attn_qkv.weight", L) ||
-        add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, E), 2, E, IN, 1, err, "blk.%lld.attn_gate.weight", L) ||
-        add(p, c, MKMODEL_ROLE_BIAS, l, 0, 0.5f, 2, c->ssm_conv, CH, 1, err, "blk.%lld.ssm_conv1d.weight", L) ||
+    if (c->gdn_fused) { /* llama.cpp's first converter: one ssm_in of the split form's rows (fill.c) */
+        if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(1, E), 2, E, CH + IN, 1, err, "blk.%lld.ssm_in.weight",
+                L))
+            return -1;
+        mkmodel_tensor_t *t = &p->t[p->n - 1];
+        t->fuse_nk = c->ssm_groups;
+        t->fuse_dk = DK;
+        t->fuse_vr = IN / c->ssm_groups;
+    } else if (add(p, c, MKMODEL_ROLE_ATTN_Q, l, 0, fan_in_std(1, E), 2, E, CH, 1, err, "blk.%lld.attn_qkv.weight",
+                   L) ||
+               add(p, c, MKMODEL_ROLE_ATTN_V, l, 0, fan_in_std(1, E), 2, E, IN, 1, err, "blk.%lld.attn_gate.weight",
+                   L)) {
+        return -1;
+    }
+    if (add(p, c, MKMODEL_ROLE_BIAS, l, 0, 0.5f, 2, c->ssm_conv, CH, 1, err, "blk.%lld.ssm_conv1d.weight", L) ||
         add(p, c, MKMODEL_ROLE_BIAS, l, 0, 1.0f, 1, NV, 1, 1, err, "blk.%lld.ssm_dt.bias", L) ||
         add(p, c, MKMODEL_ROLE_BIAS, l, -1.0f, 0.2f, 1, NV, 1, 1, err, "blk.%lld.ssm_a", L))
         return -1;

@@ -48,6 +48,10 @@ typedef struct mkmodel_tensor {
     float mean, std;    /* every element is mean + std * N(0,1) (quantized to `type`) */
     uint64_t row_bytes; /* bytes of one row of ne[0] elements in `type` */
     uint64_t n_rows;    /* ne[1] * ne[2] * ne[3] */
+    /* a fused ssm_in (--gdn-fused; fuse_nk 0 otherwise): row r is drawn as the row of attn_qkv or attn_gate that
+     * the split form of layer `layer` has in its place (per key head g of fuse_nk, rows [q (fuse_dk), k (fuse_dk),
+     * v (fuse_vr), z (fuse_vr)]), so that both forms hold the same model */
+    int64_t fuse_nk, fuse_dk, fuse_vr;
 } mkmodel_tensor_t;
 
 typedef struct mkmodel_plan mkmodel_plan_t;
