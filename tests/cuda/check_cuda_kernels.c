@@ -1118,8 +1118,8 @@ START_TEST(test_kv_blocks)
     float *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
     const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
     const float scale = 1.0f / sqrtf((float)HD);
-    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, 0, dpos, c.n_head, c.n_head_kv, HD,
-                                        scale, &ext, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, dpos, c.n_head, c.n_head_kv,
+                                        HD, scale, &ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
     dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
     double worst = 0;
     const int32_t group = c.n_head / c.n_head_kv;

@@ -4,7 +4,8 @@
  *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16, F32, or the block formats of kv_format.h,
  *           quantized as the CPU backend does)
  *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch; over a block
- *         cache the kernel that reads the blocks, any batch), over the layer's window of keys when it slides, with
+ *         cache the kernel that reads the blocks, any batch, its splits in parallel up to the scratch's rows),
+ *         over the layer's window of keys when it slides, with
  *         the heads' sinks (options sliding window, attention sinks)
  *   att *= sigmoid(gate)        (option output gate: wq gives each head's query, then its gate)
  *   x += wo att (+ bo, option output bias)
@@ -81,7 +82,8 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
     const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
     cudaStream_t s = b->stream;
     return blocks ? cuda_attention_blocks(att, q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, n,
-                                          0, pos, c->n_head, c->n_head_kv, c->head_dim, scale, &ext, s, err)
+                                          b->n_ctx - n, pos, c->n_head, c->n_head_kv, c->head_dim, scale, &ext,
+                                          b->attn_scratch, b->attn_scratch_bytes, s, err)
            : n <= CUDA_DECODE_ROWS
                ? cuda_attention_decode_dyn(att, q, b->kv_type, kc, vc, n, pos, b->n_ctx - n, c->n_head, c->n_head_kv,
                                            c->head_dim, scale, &ext, b->attn_scratch, b->attn_scratch_bytes, s, err)

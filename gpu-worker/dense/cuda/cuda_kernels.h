@@ -288,13 +288,17 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
 
 /* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys
  * in kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks.
- * One block per (query head, row), keys in a fixed order: a row's output is the same bits in any batch split.
- * kv0_dev NULL: kv0 is the cache length; else it is read from the device. ext: as for decode. head_dim: a multiple
- * of 32 up to 256 (a power of two with v_rot). The CPU's cpu_attention_head_cache within float rounding. */
+ * A row's keys are cut into splits by its own position and the splits' partial softmax states merged in split
+ * order: a row's output is the same bits in any batch split, with or without scratch. scratch (may be NULL):
+ * with at least cuda_attention_decode_scratch(n_tok, n_head, head_dim, ...) bytes the splits run in parallel
+ * blocks and a second kernel merges them (flash-decoding); else one block per (query head, row) walks them.
+ * kv0_dev NULL: kv0 is the cache length; else it is read from the device and kv0 is the largest value it may hold
+ * (the grid is sized for it). ext: as for decode. head_dim: a multiple of 32 up to 256 (a power of two with
+ * v_rot). The CPU's cpu_attention_head_cache within float rounding. */
 int cuda_attention_blocks(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
                           const void *k_cache, const void *v_cache, int32_t n_tok, int32_t kv0, const int32_t *kv0_dev,
                           int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
-                          cudaStream_t s, guild_err_t *err);
+                          void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
 /* Multi-head latent attention's absorbed form (deepseek2): for each row t < n_tok and head h, the softmax over
  * positions j <= *kv0 + t of (qk[t][h] . cache[j]) * scale, weighting cache[j][0, R): lat[t][h][0, R). qk:

@@ -1,0 +1,324 @@
+/* Long contexts over the block-format KV caches (q8_0, q4_0, k8v4; gpu-worker/dense/kv_format.h) on the device:
+ * cuda_attention_blocks' splits run in parallel (scratch) give the bits of the one block that walks them in order
+ * (no scratch), of a grid sized for a longer cache (the captured graphs' launch), of the batch's last row alone,
+ * and of the same cache read from mapped host memory (the GPU plan's KV in host RAM); the CPU's
+ * cpu_attention_head_cache within the attention tolerance (2e-5 + 1e-4 |ref|) up to 40,000 keys. Then, printed,
+ * the decode attention's time per layer on Qwen3-30B-A3B's heads (32 over 4 KV heads of 128) at 4,096 to 131,072
+ * positions for f16 (cuda_attention_decode_dyn) and each block format, one block per head against the splits, the
+ * cache in device memory and in mapped host memory (read over PCIe). Needs a CUDA device: without one the program
+ * prints why and exits 77 (SKIP). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/sample/rng.h"
+#include "core/util/clock.h"
+#include "gpu-worker/dense/cpu/cpu_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/dev_guard.h"
+
+static cudaStream_t stream;
+
+static void fill(rng_t *r, float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float s = (i / 32) % 3 == 0 ? 0.05f : (i / 32) % 3 == 1 ? 1.0f : 4.0f;
+        x[i] = (float)(scale * s * (2 * rng_uniform(r) - 1)) + 0.001f * scale;
+    }
+}
+
+typedef struct long_case {
+    int32_t n_tok, kv0, n_head, n_head_kv, head_dim, window;
+    bool sinks;
+} long_case_t;
+
+/* Around the split boundaries (255/256/257 keys: one split, two), many splits, the cap of 64 (16,384+ keys), a
+ * window over a long cache, the largest batch the scratch is sized for, head dims 32 to 256. */
+static const long_case_t long_cases[] = {
+    {1, 254, 8, 2, 128, 0, false},   {1, 255, 8, 2, 128, 0, false},    {2, 255, 8, 2, 128, 0, true},
+    {1, 3000, 8, 2, 128, 0, false},  {3, 20000, 32, 4, 128, 0, false}, {32, 5000, 8, 1, 64, 0, true},
+    {2, 9000, 16, 2, 256, 0, false}, {1, 40000, 8, 2, 128, 4096, true}, {5, 300, 4, 4, 32, 0, false},
+    {17, 16383, 8, 2, 128, 0, false},
+};
+#define N_LONG_CASES (int)(sizeof long_cases / sizeof long_cases[0])
+
+/* n cache rows of format fmt written by cuda_kv_store_blocks from floats (KV a row). */
+static void store_rows(int32_t fmt, void *dk, void *dv, const float *kf, const float *vf, int64_t KV, int32_t HD,
+                       int32_t n)
+{
+    guild_err_t err;
+    float *dkf = dev_upload(kf, (size_t)n * (size_t)KV * sizeof *kf);
+    float *dvf = dev_upload(vf, (size_t)n * (size_t)KV * sizeof *vf);
+    ck_assert_msg(cuda_kv_store_blocks(kv_type_k(fmt), kv_type_v(fmt), kv_type_rotates_v(fmt), dk, dv, dkf, dvf, KV,
+                                       HD, n, 0, NULL, stream, &err) == 0, "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    dev_free(dkf);
+    dev_free(dvf);
+}
+
+/* _i: case _i / 3 of long_cases, format q8_0, q4_0, k8v4. */
+START_TEST(test_split_bits)
+{
+    const long_case_t c = long_cases[_i / 3];
+    const int32_t fmt = KV_TYPE_Q8_0 + _i % 3;
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    const bool rot = kv_type_rotates_v(fmt);
+    const int32_t HD = c.head_dim, Q = c.n_head * HD, KV = c.n_head_kv * HD, n_kv = c.kv0 + c.n_tok;
+    const size_t krow = kv_elem_bytes(kt, KV), vrow = kv_elem_bytes(vt, KV);
+    const size_t kbytes = (size_t)n_kv * krow, vbytes = (size_t)n_kv * vrow, obytes = (size_t)c.n_tok * Q * 4;
+    rng_t r;
+    rng_seed(&r, 41 + (uint64_t)_i);
+    float *kf = malloc((size_t)n_kv * (size_t)KV * sizeof *kf), *vf = malloc((size_t)n_kv * (size_t)KV * sizeof *vf);
+    fill(&r, kf, (int64_t)n_kv * KV, 1.0f);
+    fill(&r, vf, (int64_t)n_kv * KV, 1.0f);
+    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
+    store_rows(fmt, dk, dv, kf, vf, KV, HD, n_kv);
+    free(kf);
+    free(vf);
+    float *q = malloc(obytes), *sinks = malloc((size_t)c.n_head * sizeof *sinks);
+    fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
+    fill(&r, sinks, c.n_head, 3.0f);
+    float *dq = dev_upload(q, obytes), *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
+    const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
+    const float scale = 1.0f / sqrtf((float)HD);
+    const size_t sb = cuda_attention_decode_scratch(c.n_tok, c.n_head, HD, n_kv);
+    void *dsc = dev_new(sb);
+    float *dout = dev_new(obytes);
+    float *walk = malloc(obytes), *split = malloc(obytes), *got = malloc(obytes);
+    guild_err_t err;
+    /* the reference order: one block per (head, row) walking the splits */
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
+                                        HD, scale, &ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
+    dev_download(walk, dout, obytes, stream);
+    /* the splits in parallel, then merged */
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
+                                        HD, scale, &ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
+    dev_download(split, dout, obytes, stream);
+    ck_assert_msg(!memcmp(walk, split, obytes), "%s case %d: the parallel splits are not the walking block's bits",
+                  kv_type_name(fmt), _i / 3);
+    /* kv0 from the device, the grid sized for 5,000 more positions (a captured graph's launch) */
+    int32_t *dkv0 = dev_upload(&c.kv0, sizeof c.kv0);
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0 + 5000, dkv0, c.n_head,
+                                        c.n_head_kv, HD, scale, &ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, obytes, stream);
+    ck_assert_msg(!memcmp(walk, got, obytes), "%s case %d: a grid for a longer cache changes the bits",
+                  kv_type_name(fmt), _i / 3);
+    /* the last row alone at its position */
+    const size_t row = (size_t)Q * 4;
+    ck_assert_msg(cuda_attention_blocks(dout, dq + (int64_t)(c.n_tok - 1) * Q, kt, vt, rot, dk, dv, 1,
+                                        c.kv0 + c.n_tok - 1, NULL, c.n_head, c.n_head_kv, HD, scale, &ext, dsc, sb,
+                                        stream, &err) == 0, "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    CK_CUDA(cudaMemcpy(got, dout, row, cudaMemcpyDeviceToHost));
+    ck_assert_msg(!memcmp(walk + (size_t)(c.n_tok - 1) * Q, got, row), "%s case %d: the last row alone differs",
+                  kv_type_name(fmt), _i / 3);
+    /* the same cache in mapped host memory */
+    uint8_t *kc = NULL, *vc = NULL;
+    CK_CUDA(cudaHostAlloc((void **)&kc, kbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaHostAlloc((void **)&vc, vbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaMemcpy(kc, dk, kbytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(vc, dv, vbytes, cudaMemcpyDeviceToHost));
+    void *hk = NULL, *hv = NULL;
+    CK_CUDA(cudaHostGetDevicePointer(&hk, kc, 0));
+    CK_CUDA(cudaHostGetDevicePointer(&hv, vc, 0));
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, hk, hv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
+                                        HD, scale, &ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, obytes, stream);
+    ck_assert_msg(!memcmp(walk, got, obytes), "%s case %d: the cache in host memory gives other bits",
+                  kv_type_name(fmt), _i / 3);
+    /* the CPU on the same bytes, the first and the last row */
+    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_kv * sizeof *scores);
+    float *rows = malloc(2 * (size_t)HD * sizeof *rows);
+    double worst = 0;
+    const int32_t group = c.n_head / c.n_head_kv;
+    for (int32_t t = 0; t < c.n_tok; t += c.n_tok > 1 ? c.n_tok - 1 : 1)
+        for (int32_t h = 0; h < c.n_head; h++) {
+            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
+            const cpu_kv_head_t kv = {kt, vt, kc + (size_t)first * krow + kv_elem_bytes(kt, (h / group) * HD),
+                                      vc + (size_t)first * vrow + kv_elem_bytes(vt, (h / group) * HD), krow, vrow, rot};
+            cpu_attention_head_cache(ref, q + (int64_t)t * Q + h * HD, &kv, n - first, HD, scale,
+                                     c.sinks ? &sinks[h] : NULL, scores, rows);
+            for (int32_t d = 0; d < HD; d++) {
+                const float g = walk[(int64_t)t * Q + h * HD + d];
+                const double e = fabs((double)g - ref[d]);
+                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "%s case %d tok %d head %d dim %d: %.9g vs %.9g",
+                              kv_type_name(fmt), _i / 3, t, h, d, (double)g, (double)ref[d]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    printf("kv %-4s %2d rows after %5d keys, %2d/%d heads of %3d, window %4d%s: splits in parallel = walked = "
+           "longer grid = last row alone = host memory, bit for bit; CPU max abs err %.3g\n", kv_type_name(fmt),
+           c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", worst);
+    CK_CUDA(cudaFreeHost(kc));
+    CK_CUDA(cudaFreeHost(vc));
+    dev_free(dk);
+    dev_free(dv);
+    dev_free(dq);
+    dev_free(dsinks);
+    dev_free(dsc);
+    dev_free(dout);
+    dev_free(dkv0);
+    free(q);
+    free(sinks);
+    free(walk);
+    free(split);
+    free(got);
+    free(ref);
+    free(scores);
+    free(rows);
+}
+END_TEST
+
+/* The median of 5 timed calls of one attention launch (ms), after one untimed. */
+typedef struct attn_call {
+    int32_t fmt, n_kv;
+    const void *k, *v;
+    const float *q;
+    float *out;
+    void *scratch;
+    size_t scratch_bytes;
+} attn_call_t;
+
+static int attn_once(const attn_call_t *a, guild_err_t *err)
+{
+    const int32_t H = 32, HKV = 4, HD = 128;
+    const float scale = 1.0f / sqrtf((float)HD);
+    if (a->fmt == KV_TYPE_F16)
+        return cuda_attention_decode(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, 1, a->n_kv - 1, H, HKV, HD, scale,
+                                     NULL, a->scratch, a->scratch_bytes, stream, err);
+    return cuda_attention_blocks(a->out, a->q, kv_type_k(a->fmt), kv_type_v(a->fmt), kv_type_rotates_v(a->fmt),
+                                 a->k, a->v, 1, a->n_kv - 1, NULL, H, HKV, HD, scale, NULL, a->scratch,
+                                 a->scratch_bytes, stream, err);
+}
+
+static double attn_ms(const attn_call_t *a)
+{
+    guild_err_t err;
+    cudaEvent_t e0, e1;
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    ck_assert_msg(attn_once(a, &err) == 0, "%s", err.msg);
+    double t[5];
+    for (int i = 0; i < 5; i++) {
+        CK_CUDA(cudaEventRecord(e0, stream));
+        ck_assert_msg(attn_once(a, &err) == 0, "%s", err.msg);
+        CK_CUDA(cudaEventRecord(e1, stream));
+        CK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        t[i] = ms;
+    }
+    CK_CUDA(cudaEventDestroy(e0));
+    CK_CUDA(cudaEventDestroy(e1));
+    return guild_median(t, 5);
+}
+
+/* Printed, not asserted: one decode row's attention over one layer of Qwen3-30B-A3B's heads (x48 layers for a
+ * token), f16 and each block format, in device memory and in mapped host memory. _i: the format (f16, q8_0,
+ * q4_0, k8v4). */
+START_TEST(test_decode_timing)
+{
+    static const int32_t fmts[] = {KV_TYPE_F16, KV_TYPE_Q8_0, KV_TYPE_Q4_0, KV_TYPE_K8V4};
+    static const int32_t ctxs[] = {4096, 16384, 65536, 131072};
+    const int32_t fmt = fmts[_i], N = 131072, H = 32, HD = 128, KV = 4 * HD, piece = 4096;
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    const size_t kbytes = (size_t)N * kv_elem_bytes(kt, KV), vbytes = (size_t)N * kv_elem_bytes(vt, KV);
+    rng_t r;
+    rng_seed(&r, 7);
+    float *kf = malloc((size_t)piece * KV * sizeof *kf), *vf = malloc((size_t)piece * KV * sizeof *vf);
+    fill(&r, kf, (int64_t)piece * KV, 1.0f);
+    fill(&r, vf, (int64_t)piece * KV, 1.0f);
+    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf), *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
+    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
+    guild_err_t err;
+    for (int32_t p = 0; p < N; p += piece) /* the same 4,096 rows over and over: the timing needs no more */
+        ck_assert_msg((fmt == KV_TYPE_F16 ? cuda_kv_store(kt, dk, dv, dkf, dvf, KV, piece, p, stream, &err)
+                                          : cuda_kv_store_blocks(kt, vt, kv_type_rotates_v(fmt), dk, dv, dkf, dvf, KV,
+                                                                 HD, piece, p, NULL, stream, &err)) == 0,
+                      "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    void *hk = NULL, *hv = NULL, *mk = NULL, *mv = NULL;
+    CK_CUDA(cudaHostAlloc(&hk, kbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaHostAlloc(&hv, vbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaMemcpy(hk, dk, kbytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(hv, dv, vbytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaHostGetDevicePointer(&mk, hk, 0));
+    CK_CUDA(cudaHostGetDevicePointer(&mv, hv, 0));
+    float *q = malloc((size_t)H * HD * sizeof *q);
+    fill(&r, q, (int64_t)H * HD, 1.5f);
+    float *dq = dev_upload(q, (size_t)H * HD * sizeof *q), *dout = dev_new((size_t)H * HD * sizeof *q);
+    const size_t sb = cuda_attention_decode_scratch(1, H, HD, N);
+    void *dsc = dev_new(sb);
+    for (size_t i = 0; i < sizeof ctxs / sizeof *ctxs; i++) {
+        attn_call_t a = {fmt, ctxs[i], dk, dv, dq, dout, NULL, 0};
+        const double one = fmt == KV_TYPE_F16 ? 0 : attn_ms(&a);
+        a.scratch = dsc;
+        a.scratch_bytes = sb;
+        const double split = attn_ms(&a);
+        a.k = mk;
+        a.v = mv;
+        const double host = attn_ms(&a);
+        const double bytes = (double)ctxs[i] * (double)(kbytes + vbytes) / N;
+        char one_s[48] = "";
+        if (fmt != KV_TYPE_F16)
+            snprintf(one_s, sizeof one_s, "one block a head %8.3f ms, ", one);
+        printf("timing %-4s %6d positions (%6.1f MB a layer): %ssplit %7.3f ms (%6.0f GB/s), from host RAM %8.3f ms "
+               "(%5.1f GB/s); x48 layers: %7.2f / %8.2f ms a token\n", kv_type_name(fmt), ctxs[i], bytes / 1e6, one_s,
+               split, bytes / split / 1e6, host, bytes / host / 1e6, 48 * split, 48 * host);
+    }
+    CK_CUDA(cudaFreeHost(hk));
+    CK_CUDA(cudaFreeHost(hv));
+    dev_free(dkf);
+    dev_free(dvf);
+    dev_free(dk);
+    dev_free(dv);
+    dev_free(dq);
+    dev_free(dout);
+    dev_free(dsc);
+    free(kf);
+    free(vf);
+    free(q);
+}
+END_TEST
+
+static Suite *kv_long_suite(void)
+{
+    Suite *s = suite_create("cuda_kv_long");
+    TCase *tc = tcase_create("split_bits");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_split_bits, 0, 3 * N_LONG_CASES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("decode_timing");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_decode_timing, 0, 4);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("SKIP: no CUDA device (%s)\n", why);
+        return 77;
+    }
+    (void)cudaSetDeviceFlags(cudaDeviceMapHost); /* the default under unified addressing; refused once a context is up */
+    (void)cudaGetLastError();
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+        printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    SRunner *sr = srunner_create(kv_long_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    cudaStreamDestroy(stream);
+    return failed ? 1 : 0;
+}
