@@ -538,7 +538,6 @@ int bench_run_main(int argc, char **argv)
     int32_t *prompt = NULL, *pos = NULL;
     run_result_t *res = NULL;
     json_t *root = NULL;
-    stack_plan_t sp = {0};
     tok_t *tok = NULL;
     spec_setup_t spec = {0};
     spec_run_t sr = {0};
@@ -548,24 +547,50 @@ int bench_run_main(int argc, char **argv)
     int32_t max_pop = 0;
     for (int i = 0; i < c.n_populate; i++)
         max_pop = c.populate[i] > max_pop ? c.populate[i] : max_pop;
+    stack_plan_t sps[2] = {{0}};
+    const gpu_plan_t *plan = NULL;   /* the first placement's plan that ran (the JSON's config) */
+    token_bytes_t tbs[2];
+    int place[MAX_POP];              /* per context: 0 its cache in GPU memory (or no plan), 1 in host RAM,
+                                        -1 unsupported (unsup[i] says why) */
+    static guild_err_t unsup[MAX_POP];
+    int n_place[2] = {0, 0};
+    int32_t top[2] = {0, 0};
+    backend_stats_t bs;
+    bool have_bs = false;
+    double open_s = 0;
+    mem_t mem = {0};
+    const int32_t batch_asked = c.batch;
 
     if (model_new(&m, c.model, &err) < 0)
         goto out;
     const model_config_t *mc = model_config(m);
     const bool gpu = !strcmp(c.flags.gpu.backend, "cuda");
-    c.flags.n_ctx = max_pop + c.gen;
-    c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx; /* 0: auto */
     if (spec_options_check(&c.spec, m, &err) < 0)
         goto out;
     spec_stack_options(&c.spec, &c.flags);
     if (stack_flags_routing(&c.flags, c.model, &err) < 0) /* the model's routing profile, or --routing's */
         goto out;
-    /* the plan the stack will follow (backend_stack_open makes the same from the same options) */
-    if (stack_plan_make(&sp, &c.flags, m, &err) < 0)
+    /* each context's plan at its own size (the stack will make the same from the same options) says whether it
+     * runs and where its cache lives; the contexts of a placement run in one stack sized for the largest */
+    for (int i = 0; i < c.n_populate; i++) {
+        stack_options_t fo = c.flags;
+        fo.n_ctx = c.populate[i] + c.gen;
+        fo.n_batch = batch_asked < fo.n_ctx ? batch_asked : fo.n_ctx; /* 0: auto */
+        stack_plan_t pi;
+        if (stack_plan_make(&pi, &fo, m, &unsup[i]) < 0) {
+            place[i] = -1;
+            fprintf(stderr, "guild bench run: context %d is unsupported: %s\n", c.populate[i], unsup[i].msg);
+            continue;
+        }
+        place[i] = pi.on && pi.gpu.kv_host ? 1 : 0;
+        n_place[place[i]]++;
+        top[place[i]] = c.populate[i] > top[place[i]] ? c.populate[i] : top[place[i]];
+        stack_plan_fini(&pi);
+    }
+    if (!n_place[0] && !n_place[1]) {
+        guild_err_set(&err, "no context runs: %s", unsup[0].msg);
         goto out;
-    const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
-    token_bytes_t tb;
-    bytes_per_token(m, plan, c.flags.gpu.kv_type, &tb);
+    }
 
     /* DRAM read bandwidth first (the model's workers are not up yet to disturb it) */
     double dram = c.dram_gbps;
@@ -584,27 +609,10 @@ int bench_run_main(int argc, char **argv)
         dram = bw.median_gbps;
     }
 
-    fprintf(stderr, "guild bench run: %s, %s, populate up to %d, gen %d, %d runs; opening...\n", c.model,
-            c.flags.single_process ? "single process" : "multi-process", max_pop, c.gen, c.runs);
-    if (plan)
-        gpu_plan_print(plan, stderr);
-    mem_t mem = {.base = procmem_system_anon()};
-    const double t_open = guild_clock_s();
-    if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
-        goto out;
-    const double open_s = guild_clock_s() - t_open;
-    backend_t *be = backend_stack_backend(stack);
-    c.batch = backend_stack_n_batch(stack);
-    if (c.spec.kind != SPEC_NONE) {
-        if (tok_new_from_gguf(&tok, model_gguf(m), &err) < 0 ||
-            spec_setup_open(&spec, &c.spec, m, tok, c.flags.n_ctx, c.flags.n_threads, &err) < 0)
-            goto out;
-        sr = (spec_run_t){.drafter = spec.drafter, .tok = tok, .n_ctx = c.flags.n_ctx};
-    }
     const int32_t V = mc->n_vocab;
     logits = malloc((size_t)V * sizeof *logits);
     prompt = malloc((size_t)max_pop * sizeof *prompt);
-    pos = malloc((size_t)c.batch * sizeof *pos);
+    pos = malloc((size_t)(max_pop + c.gen) * sizeof *pos);
     res = calloc((size_t)c.n_populate * (size_t)c.runs, sizeof *res);
     if (!logits || !prompt || !pos || !res) {
         guild_err_set(&err, "out of memory");
@@ -615,62 +623,103 @@ int bench_run_main(int argc, char **argv)
         lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
         prompt[i] = c.period > 0 && i >= c.period ? prompt[i % c.period] : (int32_t)((lcg >> 33) % (uint64_t)V);
     }
-    run_result_t warm;
-    backend_stats_t bs0;
-    const moe_exec_t *experts = backend_stack_experts(stack);
-    if (one_run(&c, be, experts, &sr, prompt, c.populate[0], c.gen, V, logits, pos, &warm, &err) < 0)
-        goto out;
-    mem_sample(&mem);
-    if (c.flags.single_process && backend_stats(be, &bs0) == 0)
-        fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
-                bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
-    fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", c.populate[0],
-            c.populate[0] / warm.prefill_s, c.gen / warm.decode_s);
-    for (int i = 0; i < c.n_populate; i++)
-        for (int r = 0; r < c.runs; r++) {
-            run_result_t *x = &res[i * c.runs + r];
-            if (one_run(&c, be, experts, &sr, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
+    mem.base = procmem_system_anon();
+    for (int g = 0; g < 2; g++) {
+        if (!n_place[g])
+            continue;
+        c.flags.n_ctx = top[g] + c.gen;
+        c.flags.n_batch = batch_asked < c.flags.n_ctx ? batch_asked : c.flags.n_ctx; /* 0: auto */
+        if (stack_plan_make(&sps[g], &c.flags, m, &err) < 0)
+            goto out;
+        const gpu_plan_t *gp = sps[g].on ? &sps[g].gpu : NULL;
+        if (!plan)
+            plan = gp;
+        bytes_per_token(m, gp, kv_type_resolve(c.flags.gpu.kv_type, gpu ? KV_TYPE_F16 : KV_TYPE_F32), &tbs[g]);
+        int32_t first = 0;
+        for (int i = 0; i < c.n_populate; i++)
+            if (place[i] == g && (!first || c.populate[i] < first))
+                first = c.populate[i];
+        fprintf(stderr, "guild bench run: %s, %s, populate up to %d (the KV cache in %s), gen %d, %d runs; "
+                "opening...\n", c.model, c.flags.single_process ? "single process" : "multi-process", top[g],
+                g ? "host RAM" : "GPU memory", c.gen, c.runs);
+        if (gp)
+            gpu_plan_print(gp, stderr);
+        const double t_open = guild_clock_s();
+        if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
+            goto out;
+        open_s += guild_clock_s() - t_open;
+        backend_t *be = backend_stack_backend(stack);
+        c.batch = backend_stack_n_batch(stack);
+        if (c.spec.kind != SPEC_NONE) {
+            if ((!tok && tok_new_from_gguf(&tok, model_gguf(m), &err) < 0) ||
+                spec_setup_open(&spec, &c.spec, m, tok, c.flags.n_ctx, c.flags.n_threads, &err) < 0)
                 goto out;
-            spec_stats_add(&spec_all, &x->spec);
-            fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
-                    c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
-                    x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
-            if (x->stream_span_s > 0)
-                fprintf(stderr, "    streamed prefill: %.3f s on the device, copy engine busy %.3f s (%.0f%%), GPU "
-                        "busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
-                        x->stream_span_s, x->copy_busy_s, 100 * x->copy_busy_s / x->stream_span_s,
-                        x->stream_span_s - x->copy_wait_s - x->cpu_wait_s,
-                        100 * (x->stream_span_s - x->copy_wait_s - x->cpu_wait_s) / x->stream_span_s,
-                        x->copy_wait_s, x->cpu_wait_s);
-            mem_sample(&mem);
+            sr = (spec_run_t){.drafter = spec.drafter, .tok = tok, .n_ctx = c.flags.n_ctx};
         }
-    /* multi-process: the GPU worker's streaming counters, carried by its Stats (graphs and layers stay local) */
-    backend_stats_t bs;
-    const bool have_bs = backend_stats(be, &bs) == 0, single = c.flags.single_process;
-    if (have_bs && single)
-        fprintf(stderr, "guild bench run: %u graphs, %llu graph steps\n", bs.graphs,
-                (unsigned long long)bs.graph_steps);
-    if (have_bs)
-        fprintf(stderr, "guild bench run: %llu layer batches streamed (%.1f GB, %.1f GB through the stager's ring, "
-                "%.1f ms waiting for its fills); split of streamable layers: GPU %llu experts / %llu pairs, CPU %llu "
-                "experts / %llu pairs\n",
-                (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1e9, (double)bs.staged_bytes / 1e9,
-                (double)bs.stage_wait_ns / 1e6, (unsigned long long)bs.split_gpu_experts,
-                (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_experts,
-                (unsigned long long)bs.split_cpu_pairs);
-    /* the GPU's hit rate: routed pairs its resident experts served (the plan's, counted by the backend) */
-    if (backend_stack_hit_rate(stack, &hit_routed, &hit_resident) == 0)
-        fprintf(stderr, "guild bench run: GPU hit rate %.2f%%: %llu of %llu routed pairs on the %lld resident experts\n",
-                100.0 * (double)hit_resident / (double)hit_routed, (unsigned long long)hit_resident,
-                (unsigned long long)hit_routed, (long long)(plan ? plan->n_resident_experts : 0));
-    if (sr.drafter)
+        run_result_t warm;
+        backend_stats_t bs0;
+        const moe_exec_t *experts = backend_stack_experts(stack);
+        if (one_run(&c, be, experts, &sr, prompt, first, c.gen, V, logits, pos, &warm, &err) < 0)
+            goto out;
+        mem_sample(&mem);
+        if (c.flags.single_process && backend_stats(be, &bs0) == 0)
+            fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
+                    bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
+        fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", first,
+                first / warm.prefill_s, c.gen / warm.decode_s);
+        for (int i = 0; i < c.n_populate; i++)
+            for (int r = 0; r < c.runs && place[i] == g; r++) {
+                run_result_t *x = &res[i * c.runs + r];
+                if (one_run(&c, be, experts, &sr, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
+                    goto out;
+                spec_stats_add(&spec_all, &x->spec);
+                fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
+                        c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
+                        x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
+                if (x->stream_span_s > 0)
+                    fprintf(stderr, "    streamed prefill: %.3f s on the device, copy engine busy %.3f s (%.0f%%), "
+                            "GPU busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
+                            x->stream_span_s, x->copy_busy_s, 100 * x->copy_busy_s / x->stream_span_s,
+                            x->stream_span_s - x->copy_wait_s - x->cpu_wait_s,
+                            100 * (x->stream_span_s - x->copy_wait_s - x->cpu_wait_s) / x->stream_span_s,
+                            x->copy_wait_s, x->cpu_wait_s);
+                mem_sample(&mem);
+            }
+        /* multi-process: the GPU worker's streaming counters, carried by its Stats (graphs and layers stay local) */
+        have_bs = backend_stats(be, &bs) == 0;
+        if (have_bs && c.flags.single_process)
+            fprintf(stderr, "guild bench run: %u graphs, %llu graph steps\n", bs.graphs,
+                    (unsigned long long)bs.graph_steps);
+        if (have_bs)
+            fprintf(stderr, "guild bench run: %llu layer batches streamed (%.1f GB, %.1f GB through the stager's "
+                    "ring, %.1f ms waiting for its fills); split of streamable layers: GPU %llu experts / %llu pairs, "
+                    "CPU %llu experts / %llu pairs\n",
+                    (unsigned long long)bs.streamed_layers, (double)bs.streamed_bytes / 1e9,
+                    (double)bs.staged_bytes / 1e9, (double)bs.stage_wait_ns / 1e6,
+                    (unsigned long long)bs.split_gpu_experts, (unsigned long long)bs.split_gpu_pairs,
+                    (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
+        /* the GPU's hit rate: routed pairs its resident experts served (the plan's, counted by the backend) */
+        uint64_t hr = 0, hres = 0;
+        if (backend_stack_hit_rate(stack, &hr, &hres) == 0 && hr) {
+            fprintf(stderr, "guild bench run: GPU hit rate %.2f%%: %llu of %llu routed pairs on the %lld resident "
+                    "experts\n", 100.0 * (double)hres / (double)hr, (unsigned long long)hres, (unsigned long long)hr,
+                    (long long)(gp ? gp->n_resident_experts : 0));
+            hit_routed += hr;
+            hit_resident += hres;
+        }
+        spec_setup_close(&spec);
+        sr.drafter = NULL;
+        mem_processes(&mem, stack);
+        backend_stack_close(&stack);
+    }
+    if (c.spec.kind != SPEC_NONE)
         spec_stats_print(&spec_all, "guild bench run (measured runs)", stderr);
-    spec_setup_close(&spec);
-    mem_processes(&mem, stack);
-    backend_stack_close(&stack);
+    const bool single = c.flags.single_process;
+    c.flags.n_ctx = max_pop + c.gen;
     struct stat mst;
     const double file_bytes = stat(c.model, &mst) == 0 ? (double)mst.st_size : 0;
     mem_print(&mem, file_bytes);
+    const token_bytes_t tb = tbs[n_place[0] ? 0 : 1];
 
     char gpu_name[256] = "none";
     double gpu_mem = 0, h2d = 0, d2h = 0, hbm = 0;
@@ -763,13 +812,23 @@ int bench_run_main(int argc, char **argv)
                (long long)(plan ? plan->n_resident_experts : 0));
     printf("# bandwidth: DRAM read %.1f GB/s, HBM copy %.1f GB/s, PCIe H2D %.1f GB/s, D2H %.1f GB/s\n", dram, hbm, h2d,
            d2h);
-    printf("# decode bytes/token: dense %.3f GB, GPU experts %.3f GB, CPU experts %.3f GB, KV %.1f KB/position\n",
-           tb.dense / 1e9, tb.experts_gpu / 1e9, tb.experts_cpu / 1e9, tb.kv_per_pos / 1e3);
+    printf("# decode bytes/token: dense %.3f GB, GPU experts %.3f GB, CPU experts %.3f GB, KV %.1f KB/position (%s)\n",
+           tb.dense / 1e9, tb.experts_gpu / 1e9, tb.experts_cpu / 1e9, tb.kv_per_pos / 1e3,
+           kv_type_name(kv_type_resolve(c.flags.gpu.kv_type, gpu ? KV_TYPE_F16 : KV_TYPE_F32)));
     printf("%8s %14s %13s %10s %14s %10s\n", "context", "prefill tok/s", "decode tok/s", "wait share",
            "limit tok/s", "fraction");
     json_t *arr = json_array();
     for (int i = 0; i < c.n_populate; i++) {
         double pf[MAX_RUNS], dc[MAX_RUNS], ws[MAX_RUNS];
+        if (place[i] < 0) { /* reported with the plan's reason, never as a zero */
+            printf("%8d unsupported: %s\n", c.populate[i], unsup[i].msg);
+            json_t *pj = json_object();
+            json_object_set_new(pj, "context", json_integer(c.populate[i]));
+            json_object_set_new(pj, "unsupported", json_string(unsup[i].msg));
+            json_array_append_new(arr, pj);
+            continue;
+        }
+        const token_bytes_t *tp = &tbs[place[i]];
         json_t *runs = json_array();
         for (int r = 0; r < c.runs; r++) {
             const run_result_t *x = &res[i * c.runs + r];
@@ -782,7 +841,7 @@ int bench_run_main(int argc, char **argv)
             json_object_set_new(rj, "prefill_tok_s", json_real(pf[r]));
             json_object_set_new(rj, "decode_tok_s", json_real(dc[r]));
             json_object_set_new(rj, "wait_share", json_real(ws[r]));
-            if (sr.drafter)
+            if (c.spec.kind != SPEC_NONE)
                 json_object_set_new(rj, "spec", spec_json(&x->spec));
             if (x->stream_span_s > 0) {
                 json_object_set_new(rj, "stream_span_s", json_real(x->stream_span_s));
@@ -794,14 +853,17 @@ int bench_run_main(int argc, char **argv)
             json_array_append_new(runs, rj);
         }
         const double pfm = guild_median(pf, c.runs), dcm = guild_median(dc, c.runs), wsm = guild_median(ws, c.runs);
-        /* the bytes of a decode token at the middle of the generated stretch, each over its memory's bandwidth */
-        const double ctx = c.populate[i] + c.gen / 2.0;
-        const double gpu_bytes = tb.dense + tb.experts_gpu + tb.kv_per_pos * ctx;
+        /* the bytes of a decode token at the middle of the generated stretch, each over its memory's bandwidth (a
+         * cache in host RAM over PCIe) */
+        const double ctx = c.populate[i] + c.gen / 2.0, kv_bytes = tp->kv_per_pos * ctx;
+        const bool kv_host = place[i] == 1;
+        const double gpu_bytes = tp->dense + tp->experts_gpu + (kv_host ? 0 : kv_bytes);
         const double t_min = (gpu && hbm > 0 ? gpu_bytes / (hbm * 1e9) : 0) +
-                             (dram > 0 ? (tb.experts_cpu + (gpu ? 0 : gpu_bytes)) / (dram * 1e9) : 0);
+                             (kv_host && h2d > 0 ? kv_bytes / (h2d * 1e9) : 0) +
+                             (dram > 0 ? (tp->experts_cpu + (gpu ? 0 : gpu_bytes)) / (dram * 1e9) : 0);
         const double limit = t_min > 0 ? 1.0 / t_min : 0;
-        printf("%8d %14.1f %13.2f %9.1f%% %14.1f %9.1f%%\n", c.populate[i], pfm, dcm, 100 * wsm, limit,
-               limit > 0 ? 100 * dcm / limit : 0);
+        printf("%8d %14.1f %13.2f %9.1f%% %14.1f %9.1f%%%s\n", c.populate[i], pfm, dcm, 100 * wsm, limit,
+               limit > 0 ? 100 * dcm / limit : 0, kv_host ? "  (KV cache in host RAM)" : "");
         json_t *pj = json_object();
         json_object_set_new(pj, "context", json_integer(c.populate[i]));
         json_object_set_new(pj, "prefill_tok_s", json_real(pfm));
@@ -809,7 +871,8 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(pj, "decode_wait_share", json_real(wsm));
         json_object_set_new(pj, "decode_limit_tok_s", json_real(limit));
         json_object_set_new(pj, "decode_fraction_of_limit", json_real(limit > 0 ? dcm / limit : 0));
-        if (sr.drafter) {
+        json_object_set_new(pj, "kv_cache", json_string(kv_host ? "host" : "gpu"));
+        if (c.spec.kind != SPEC_NONE) {
             spec_stats_t sum = {0};
             for (int r = 0; r < c.runs; r++)
                 spec_stats_add(&sum, &res[i * c.runs + r].spec);
@@ -845,7 +908,8 @@ out:
         fprintf(stderr, "guild bench run: %s\n", err.msg);
     json_decref(root);
     backend_stack_close(&stack);
-    stack_plan_fini(&sp);
+    stack_plan_fini(&sps[0]);
+    stack_plan_fini(&sps[1]);
     spec_setup_close(&spec);
     tok_destroy(&tok);
     free(logits);

@@ -156,4 +156,22 @@ r = plot(js, "-o", out2, "-l", "m.gguf")
 check(r.returncode == 0, "guild bench plot of bench run's JSON: %s" % r.stderr)
 check(open(out2).read() == open(svg).read(), "bench run --svg and bench plot of its JSON differ")
 
+# a context the GPU plan cannot hold is reported with the plan's reason, never as a zero, and the others run (the
+# cpu backend standing in for a device keeps its cache in GPU memory only)
+js3, svg3 = os.path.join(T, "unsup.json"), os.path.join(T, "unsup.svg")
+r = subprocess.run([GUILD, "bench", "run", "-m", model, "--single-process", "--backend", "cpu", "--threads", "1",
+                    "--populate", "16,2000000,64", "--gen", "4", "--runs", "1", "--dram-gbs", "10", "--gpu-mem",
+                    "700M", "--json", js3, "--svg", svg3], capture_output=True, text=True, timeout=120)
+check(r.returncode == 0, "guild bench run with an unsupported context: %d: %s" % (r.returncode, r.stderr[-2000:]))
+check(any(l.split()[:2] == ["2000000", "unsupported:"] and "does not fit" in l and "GPU memory only" in l
+          for l in r.stdout.splitlines()), "no unsupported row with the reason: %s" % r.stdout)
+doc = json.load(open(js3))
+res = {x["context"]: x for x in doc["results"]}
+check("does not fit" in res[2000000].get("unsupported", "") and "decode_tok_s" not in res[2000000],
+      "the unsupported context's result: %r" % res[2000000])
+check(all(res[c]["decode_tok_s"] > 0 and res[c]["kv_cache"] == "gpu" for c in (16, 64)),
+      "the supported contexts did not run: %r" % doc["results"])
+texts = ["".join(t.itertext()) for t in parse_svg(svg3).iter(SVG + "text")]
+check(any("not drawn" in t and "2000000" in t for t in texts), "no note for the unsupported context: %r" % texts)
+
 print("bench_plot: %d checks passed" % checks)

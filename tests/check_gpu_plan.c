@@ -439,6 +439,74 @@ START_TEST(test_chunk_shrinks)
 }
 END_TEST
 
+/* Where the KV cache lives (--ctx long against --gpu-mem): in GPU memory when it fits, in every format; its rows in
+ * host RAM (GPU_PLAN_CAP_KV_HOST) when they do not, the GPU keeping one layer's rows for prefill and the why
+ * naming the compact formats that would fit; refused with the reason without the capability or when even the
+ * staging does not fit; a carried plan (gpu_plan_import) puts the rows where gpu_plan_compute did. */
+START_TEST(test_kv_placement)
+{
+    fx_t f;
+    fx_open(&f, 4);
+    guild_err_t err = {{0}};
+    gpu_plan_t p;
+    const int32_t N = 65536;
+    gpu_plan_options_t o = {.n_ctx = N, .n_batch = 64, .kv_type = KV_TYPE_F16, .max_expert_layers = GPU_EXPERTS_NONE,
+                            .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES | GPU_PLAN_CAP_KV_HOST};
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    const uint64_t kv16 = p.kv, base = GPU_PLAN_RESERVE + p.dense + p.buffers;
+    ck_assert_uint_eq(kv16, 2u * 4u * 32u * 2u * (uint64_t)N); /* K and V, 4 layers, 2 heads of 16, f16 */
+    ck_assert(!p.kv_host && p.kv_host_bytes == 0 && p.kv_stage == 0); /* no budget: in GPU memory */
+    gpu_plan_fini(&p);
+    /* room for the f16 cache: in GPU memory in every format, the host placement compared and slower */
+    o.budget = base + kv16 + kv16 / 8;
+    for (int32_t t = KV_TYPE_F16; t <= KV_TYPE_LAST; t++) {
+        o.kv_type = t;
+        ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+        ck_assert_msg(!p.kv_host && p.kv_stage == 0 && gpu_plan_total(&p) <= o.budget, "%s", kv_type_name(t));
+        ck_assert_msg(strstr(p.why_kv, "in GPU memory") && strstr(p.why_kv, "from host RAM over PCIe") &&
+                      strstr(p.why_kv, kv_type_name(t)), "%s", p.why_kv);
+        ck_assert(p.pred_kv_ms > 0);
+        gpu_plan_fini(&p);
+    }
+    /* half the f16 cache's room: f16's and q8_0's rows go to host RAM, k8v4 and q4_0 fit */
+    o.budget = base + kv16 / 2;
+    o.kv_type = KV_TYPE_F16;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert(p.kv_host);
+    ck_assert_uint_eq(p.kv_host_bytes, kv16);
+    ck_assert_uint_eq(p.kv_stage, kv16 / 4);
+    ck_assert_uint_eq(p.kv, 0);
+    ck_assert(gpu_plan_total(&p) <= o.budget);
+    ck_assert_msg(strstr(p.why_kv, "in host RAM") && strstr(p.why_kv, "over the budget") &&
+                  strstr(p.why_kv, "--kv-type k8v4") && strstr(p.why_kv, "q4_0") && !strstr(p.why_kv, "q8_0 ("),
+                  "%s", p.why_kv);
+    /* the carried plan puts the rows in host RAM too */
+    gpu_plan_t q;
+    ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, N, 1, KV_TYPE_F16, p.n_batch, p.stage_slots, p.stage_slot_experts,
+                                  p.expert_resident, &err) == 0, "%s", err.msg);
+    ck_assert(q.kv_host && q.kv_stage == p.kv_stage && gpu_plan_total(&q) == gpu_plan_total(&p));
+    gpu_plan_fini(&q);
+    gpu_plan_fini(&p);
+    o.kv_type = KV_TYPE_Q4_0;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert(!p.kv_host);
+    gpu_plan_fini(&p);
+    /* a backend that keeps its cache in GPU memory only: unsupported, with the reason and the formats that fit */
+    o.kv_type = KV_TYPE_F16;
+    o.caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
+    ck_assert_int_eq(gpu_plan_compute(&p, f.m, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "GPU memory only") &&
+                  strstr(err.msg, "--kv-type k8v4") && strstr(err.msg, "65536 positions"), "%s", err.msg);
+    /* not even a layer's staging fits: unsupported, saying what the GPU still needs */
+    o.caps |= GPU_PLAN_CAP_KV_HOST;
+    o.budget = base + kv16 / 4 - 1;
+    ck_assert_int_eq(gpu_plan_compute(&p, f.m, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "with its rows in host RAM the GPU still needs"),
+                  "%s", err.msg);
+    fx_close(&f);
+}
+END_TEST
+
 /* Without the per-expert capability (or without a profile) the resident set is whole layers in index order;
  * without the slices capability a slot holds a whole layer. */
 START_TEST(test_caps)
@@ -584,6 +652,7 @@ int main(void)
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);
+    tcase_add_test(tc, test_kv_placement);
     tcase_add_test(tc, test_caps);
     tcase_add_test(tc, test_import);
     tcase_add_test(tc, test_ring);

@@ -263,6 +263,7 @@ typedef struct cand {
     uint64_t experts;         /* their bytes */
     bool dev;                 /* some expert is computed on the device (expert buffers counted) */
     bool streams_all;         /* every layer not wholly resident streams (or there is none) */
+    bool kv_host;             /* the KV cache's rows in host RAM */
     double prefill_ns, decode_ns, score;
 } cand_t;
 
@@ -542,9 +543,35 @@ static uint64_t mla_buffers_bytes(const model_config_t *c, uint64_t NB, int32_t 
     return NB * RQ * fl + NB * RR * fl + NB * H * RR * fl + NB * H * R * fl + splits * ATTN_TOK * H * (R + 2) * fl;
 }
 
-/* Sizes of the parts for chunk NB. */
+bool gpu_plan_kv_host_possible(const model_config_t *c)
+{
+    bool rows = false;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        if ((r.k || r.v) && model_layer_parts(c, il).attn->kind != MODEL_ATTN_GQA)
+            return false;
+        rows |= r.k || r.v;
+    }
+    return rows;
+}
+
+/* The attention layers' K and V rows of n_ctx positions (the cache less the recurrent states), and one layer's. */
+static uint64_t kv_rows_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type, uint64_t *layer)
+{
+    int32_t n = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        n += r.k || r.v;
+    }
+    const uint64_t all = kv_type_position_bytes(kv_type, c) * (uint64_t)n_ctx;
+    if (layer)
+        *layer = n ? round_up(all / (uint64_t)n, ALIGN) : 0;
+    return all;
+}
+
+/* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not. */
 static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
-                       int32_t NB)
+                       int32_t NB, bool kv_host)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
@@ -552,6 +579,14 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
     p->dense = f->dense;
     p->n_seq = n_seq > 1 ? n_seq : 1;
     p->kv = (uint64_t)p->n_seq * gpu_plan_cache_bytes(c, n_ctx, kv_type); /* a cache and states per sequence */
+    p->kv_type = kv_type_resolve(kv_type, KV_TYPE_F16);
+    p->kv_host = kv_host;
+    p->kv_host_bytes = 0;
+    p->kv_stage = 0;
+    if (kv_host) { /* every sequence's rows there, one layer of one sequence's staged at a time */
+        p->kv_host_bytes = (uint64_t)p->n_seq * kv_rows_bytes(c, n_ctx, kv_type, &p->kv_stage);
+        p->kv -= p->kv_host_bytes;
+    }
     p->n_ctx = n_ctx;
     p->n_batch = NB;
     p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB) +
@@ -561,12 +596,29 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
         p->experts_all += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
 }
 
-static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32_t NB)
+static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32_t NB, bool kv_host)
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB);
-    return t.reserve + t.dense + t.kv + t.buffers;
+    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host);
+    return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers;
+}
+
+/* Predicted ns the attention spends reading the cache over the reference request: each prefill chunk reads the
+ * rows before it and its own (from host RAM: its layer's rows copied to the staging), each generated token the
+ * rows before it; at GPU_PLAN_KV_HBM_GBPS in GPU memory, at the PCIe rate from host RAM. *per_token: the
+ * generated tokens' share, per token. */
+static double kv_read_ns(const planner_t *pl, int32_t chunk, bool host, double *per_token)
+{
+    const double bpp = (double)kv_type_position_bytes(pl->o->kv_type, pl->f->c);
+    const double rate = host ? pl->cost.h2d_gbps : GPU_PLAN_KV_HBM_GBPS;
+    double pre = 0;
+    for (int32_t p = 0; p < pl->ref_prompt; p += chunk)
+        pre += (double)(p + chunk < pl->ref_prompt ? p + chunk : pl->ref_prompt);
+    const double G = pl->ref_gen, tok = ((double)pl->ref_prompt + G / 2) * bpp / rate;
+    if (per_token)
+        *per_token = tok;
+    return pre * bpp / rate + G * tok;
 }
 
 static void types_of(const model_t *m, int32_t il, char *buf, size_t n)
@@ -668,6 +720,55 @@ static int32_t chunk_list(const gpu_plan_options_t *o, int32_t *list, int32_t *t
     return n;
 }
 
+/* The compact formats (of the cache's format's size or smaller) whose cache would fit in GPU memory at chunk lo,
+ * as "; --kv-type q8_0 (3.19 GiB) or k8v4 (2.44 GiB) fits in GPU memory" (empty: none, or no budget). */
+static void kv_compact_fits(const facts_t *f, const gpu_plan_options_t *o, int32_t lo, char *buf, size_t n)
+{
+    static const int32_t compact[] = {KV_TYPE_Q8_0, KV_TYPE_K8V4, KV_TYPE_Q4_0};
+    const int32_t asked = kv_type_resolve(o->kv_type, KV_TYPE_F16);
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof compact / sizeof *compact && o->budget; i++) {
+        gpu_plan_options_t t = *o;
+        t.kv_type = compact[i];
+        if (compact[i] == asked || kv_type_position_bytes(compact[i], f->c) >= kv_type_position_bytes(asked, f->c) ||
+            fixed_bytes(f, &t, lo, false) > o->budget)
+            continue;
+        const double gib = (double)kv_rows_bytes(f->c, o->n_ctx, compact[i], NULL) / GiB;
+        len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s (%.2f GiB)", len ? " or " : "; --kv-type ",
+                                kv_type_name(compact[i]), gib);
+    }
+    if (len && len < n)
+        snprintf(buf + len, n - len, " fits in GPU memory");
+}
+
+/* Why the KV cache is where the plan put it. */
+static void kv_why(gpu_plan_t *p, const planner_t *pl, int32_t chunk, bool compared, int32_t lo, const char *compact)
+{
+    const facts_t *f = pl->f;
+    const double G = GiB;
+    double other = 0;
+    kv_read_ns(pl, chunk, !p->kv_host, &other);
+    const double bpp = (double)kv_type_position_bytes(p->kv_type, f->c);
+    if (!p->kv_host) {
+        char alt[128] = "";
+        if (compared)
+            snprintf(alt, sizeof alt, " (from host RAM over PCIe: %.2f ms)", other / 1e6);
+        snprintf(p->why_kv, sizeof p->why_kv, "in GPU memory: %s, %.2f GiB for %d positions (%.0f bytes a "
+                 "position); the attention reads %.2f ms of it a generated token%s", kv_type_name(p->kv_type),
+                 (double)p->n_seq * (double)kv_rows_bytes(f->c, p->n_ctx, p->kv_type, NULL) / G, p->n_ctx, bpp,
+                 p->pred_kv_ms, alt);
+        return;
+    }
+    const uint64_t on_dev = fixed_bytes(f, pl->o, lo, false);
+    snprintf(p->why_kv, sizeof p->why_kv, "in host RAM (mapped): %s, %.2f GiB for %d positions; in GPU memory the "
+             "dense part would need %.2f GiB (%s GPU memory's %.2f ms a token against %.2f ms over PCIe at %.0f "
+             "GB/s); a layer's rows staged on the GPU for prefill (%.2f GiB)%s", kv_type_name(p->kv_type),
+             (double)p->kv_host_bytes / G, p->n_ctx, (double)on_dev / G,
+             on_dev > p->budget ? "over the budget;" : "slower overall;", other / 1e6, p->pred_kv_ms,
+             pl->cost.h2d_gbps, (double)p->kv_stage / G, compact);
+}
+
 int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err)
 {
     memset(p, 0, sizeof *p);
@@ -686,20 +787,22 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     pl.cap = o->max_expert_layers == GPU_EXPERTS_NONE ? 0
              : o->max_expert_layers > 0 ? (int64_t)o->max_expert_layers * (pl.per_expert ? f.N : 1)
                                         : -1;
-    cand_t best = {0}, cur = {0};
+    cand_t best = {0}, cur = {0}, dev = {0};
     int rc = -1;
     const size_t LN = (size_t)(f.L > 0 ? f.L : 1) * (size_t)(f.N > 0 ? f.N : 1);
     best.res = calloc(LN, 1);
     cur.res = calloc(LN, 1);
     best.r = calloc((size_t)(f.L > 0 ? f.L : 1), sizeof *best.r);
     cur.r = calloc((size_t)(f.L > 0 ? f.L : 1), sizeof *cur.r);
+    dev.res = calloc(LN, 1);
+    dev.r = calloc((size_t)(f.L > 0 ? f.L : 1), sizeof *dev.r);
     if (pl.per_expert && (pl.order = malloc(LN * sizeof *pl.order))) {
         for (int32_t il = 0; il < f.L; il++)
             for (int32_t e = 0; e < f.N && f.computable[il]; e++)
                 pl.order[pl.n_order++] = (int64_t)il * f.N + e;
         qsort_r(pl.order, (size_t)pl.n_order, sizeof *pl.order, hotter, (void *)o->routing);
     }
-    if (!best.res || !cur.res || !best.r || !cur.r || (pl.per_expert && !pl.order)) {
+    if (!best.res || !cur.res || !best.r || !cur.r || !dev.res || !dev.r || (pl.per_expert && !pl.order)) {
         guild_err_set(err, "gpu plan: out of memory");
         goto done;
     }
@@ -712,11 +815,25 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     const bool can_stream = f.n_computable > 0 && o->budget && o->max_expert_layers != GPU_EXPERTS_NONE;
     const int32_t kmin = f.N / GPU_PLAN_MIN_SLICE_DIV > 1 ? f.N / GPU_PLAN_MIN_SLICE_DIV : 1;
     const int32_t kmin_ok = (o->caps & GPU_PLAN_CAP_SLICES) ? kmin : f.N; /* the smallest slot the backend takes */
-    bool have = false, fits_any = false;
-    double top_score = -1; /* the best at the largest chunk, for the why */
+    bool have = false, fits_any = false, have_dev = false;
+    double top_score = -1, top_dev = -1; /* the best at the largest chunk, for the why */
+    /* the KV cache in GPU memory (kh 0), then in host RAM (kh 1) where the backend can keep it there: the best
+     * candidate of each placement, the one with the shorter reference request (with the cache's reads) taken */
+    const int n_place = o->budget && (o->caps & GPU_PLAN_CAP_KV_HOST) && gpu_plan_kv_host_possible(f.c) ? 2 : 1;
+    for (int kh = 0; kh < n_place; kh++) {
+    if (kh == 1) { /* the device's best aside in dev */
+        cand_t t = dev;
+        dev = best;
+        best = t;
+        have_dev = have;
+        have = false;
+        top_dev = top_score;
+        top_score = -1;
+    }
     for (int ci = 0; ci < n_chunks; ci++) {
         const int32_t NB = chunks[ci];
-        const uint64_t fx = fixed_bytes(&f, o, NB), eb = expert_buffers_bytes(&f, (uint64_t)NB);
+        const uint64_t fx = fixed_bytes(&f, o, NB, kh), eb = expert_buffers_bytes(&f, (uint64_t)NB);
+        const double kv_ns = kv_read_ns(&pl, NB, kh, NULL);
         if (o->budget && fx > o->budget)
             continue;
         fits_any = true;
@@ -745,6 +862,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
                 if (!left)
                     continue;
                 score(&pl, &cur);
+                cur.score += kv_ns;
+                cur.kv_host = kh;
                 if (NB == top && (top_score < 0 || cur.score < top_score))
                     top_score = cur.score;
                 if (!have || (cur.streams_all && !best.streams_all) ||
@@ -763,6 +882,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         fill(&pl, &cur, R);
         cur.dev = cur.experts > 0;
         score(&pl, &cur);
+        cur.score += kv_ns;
+        cur.kv_host = kh;
         if (NB == top && (top_score < 0 || cur.score < top_score))
             top_score = cur.score;
         if (!have || (cur.streams_all && !best.streams_all) ||
@@ -773,18 +894,35 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
             have = true;
         }
     }
+    }
+    if (n_place == 2 && have_dev && (!have || dev.score <= best.score)) {
+        cand_t t = dev;
+        dev = best;
+        best = t;
+        top_score = top_dev;
+        have = true;
+    }
+    const int32_t lo = chunks[n_chunks - 1];
+    char compact[160];
+    kv_compact_fits(&f, o, lo, compact, sizeof compact);
     if (!fits_any) {
-        const int32_t lo = chunks[n_chunks - 1];
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo);
+        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo, false);
         const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers;
+        char host[160] = "";
+        if (n_place == 2)
+            snprintf(host, sizeof host, "; with its rows in host RAM the GPU still needs %.2f GiB",
+                     (double)fixed_bytes(&f, o, lo, true) / GiB);
+        else if (o->budget && !(o->caps & GPU_PLAN_CAP_KV_HOST))
+            snprintf(host, sizeof host, "; this backend keeps the cache in GPU memory only");
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
-                      "for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context ~%.2f GiB) "
-                      "and does not fit; lower --ctx%s, or raise --gpu-mem (%.2f GiB also streams the experts)",
+                      "(%s) for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context ~%.2f "
+                      "GiB) and does not fit%s; lower --ctx%s%s, or raise --gpu-mem (%.2f GiB also streams the "
+                      "experts)",
                       (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
-                      o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
-                      lo > 1 ? " or --batch" : "",
+                      kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
+                      host, lo > 1 ? " or --batch" : "", compact,
                       (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
                                (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
         goto done;
@@ -793,7 +931,10 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk);
+    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host);
+    kv_read_ns(&pl, best.chunk, best.kv_host, &p->pred_kv_ms);
+    p->pred_kv_ms /= 1e6;
+    kv_why(p, &pl, best.chunk, n_place == 2, lo, compact);
     p->n_batch_asked = o->n_batch;
     p->caps = o->caps;
     p->cost = pl.cost;
@@ -834,16 +975,16 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     if (best.chunk == top) {
         snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): buffers %.2f GiB", best.chunk, asked,
                  (double)(p->buffers + p->expert_buffers) / G);
-    } else if (o->budget && fixed_bytes(&f, o, top) > o->budget) {
+    } else if (o->budget && fixed_bytes(&f, o, top, best.kv_host) > o->budget) {
         snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): the dense part with buffers for %d needs "
-                 "%.2f GiB, over the budget", best.chunk, asked, top, (double)fixed_bytes(&f, o, top) / G);
+                 "%.2f GiB, over the budget", best.chunk, asked, top,
+                 (double)fixed_bytes(&f, o, top, best.kv_host) / G);
     } else {
         snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): %d's buffers would take the room of staging "
                  "or resident experts; predicted %.2f s for the reference request against %.2f s", best.chunk, asked,
                  top, best.score / 1e9, top_score / 1e9);
     }
     /* why this staging */
-    const int32_t lo = chunks[n_chunks - 1];
     const uint64_t min_stage = expert_buffers_bytes(&f, (uint64_t)lo) + 2 * slot_bytes(&f, kmin_ok);
     if (best.slots) {
         char slice[96] = "a whole layer";
@@ -871,7 +1012,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     } else {
         snprintf(p->why_stage, sizeof p->why_stage, "none: two slots of %d experts with their buffers need %.2f GiB "
                  "more; the experts not resident run on the CPU side (--gpu-mem %.2f GiB would stream them)",
-                 kmin_ok, (double)min_stage / G, (double)(fixed_bytes(&f, o, lo) + min_stage) / G);
+                 kmin_ok, (double)min_stage / G, (double)(fixed_bytes(&f, o, lo, best.kv_host) + min_stage) / G);
     }
     /* why these resident experts */
     char runs[160];
@@ -898,6 +1039,8 @@ done:
     free(cur.res);
     free(best.r);
     free(cur.r);
+    free(dev.res);
+    free(dev.r);
     free(pl.order);
     facts_fini(&f);
     return rc;
@@ -923,7 +1066,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch);
+    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, false);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);
@@ -946,8 +1089,11 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     p->staging = (uint64_t)stage_slots * p->stage_slot_bytes;
     plan_layers(p, &f);
     p->expert_buffers = stage_slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)n_batch) : 0;
+    if (budget && gpu_plan_total(p) > budget && gpu_plan_kv_host_possible(f.c)) /* gpu_plan_compute's choice */
+        plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, true);
     plan_hit_rate(p, &f, NULL);
     layer_whys(p, m, &f);
+    snprintf(p->why_kv, sizeof p->why_kv, "%s (the coordinator's plan)", p->kv_host ? "in host RAM" : "in GPU memory");
     snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (the coordinator's plan)", n_batch);
     snprintf(p->why_stage, sizeof p->why_stage, "the coordinator's plan");
     snprintf(p->why_resident, sizeof p->why_resident, "the coordinator's plan");
@@ -1002,7 +1148,7 @@ uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p)
 
 uint64_t gpu_plan_total(const gpu_plan_t *p)
 {
-    return p->reserve + p->dense + p->kv + p->buffers + p->expert_buffers + p->staging + p->experts;
+    return p->reserve + p->dense + p->kv + p->kv_stage + p->buffers + p->expert_buffers + p->staging + p->experts;
 }
 
 void gpu_plan_print(const gpu_plan_t *p, FILE *out)
@@ -1013,11 +1159,12 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
                 (double)gpu_plan_total(p) / G);
     else
         fprintf(out, "gpu plan: no budget, planned %.2f GiB\n", (double)gpu_plan_total(p) / G);
-    fprintf(out, "  dense weights %.2f GiB, KV cache %.2f GiB (%d positions", (double)p->dense / G, (double)p->kv / G,
-            p->n_ctx);
+    fprintf(out, "  dense weights %.2f GiB, KV cache %.2f GiB (%d positions", (double)p->dense / G,
+            (double)(p->kv + p->kv_stage) / G, p->n_ctx);
     if (p->n_seq > 1)
         fprintf(out, " x %d sequences", p->n_seq);
-    fprintf(out, "), buffers %.2f GiB (batches of %d)", (double)p->buffers / G, p->n_batch);
+    fprintf(out, "%s), buffers %.2f GiB (batches of %d)", p->kv_host ? ", its rows in host RAM: a layer's staging" : "",
+            (double)p->buffers / G, p->n_batch);
     if (p->reserve)
         fprintf(out, ", CUDA context ~%.2f GiB", (double)p->reserve / G);
     fprintf(out, "\n  routed experts: %d of %d layers resident on the GPU, %lld experts in all (%.2f of %.2f GiB, "
@@ -1033,7 +1180,8 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
     if (p->staging)
         fprintf(out, " (staging %.2f GiB)", (double)p->staging / G);
     fprintf(out, "\n");
-    fprintf(out, "  chunk: %s\n  staging: %s\n  resident: %s\n", p->why_batch, p->why_stage, p->why_resident);
+    fprintf(out, "  chunk: %s\n  staging: %s\n  resident: %s\n  KV cache: %s\n", p->why_batch, p->why_stage,
+            p->why_resident, p->why_kv);
     if (p->pred_prefill_tps > 0)
         fprintf(out, "  predicted (routed experts only): prefill %.0f tok/s, decode %.2f ms a token on the CPU "
                 "side; costs: %s: PCIe %.1f GB/s, GPU %.0f TFLOP/s, CPU %.1f TFLOP/s and %.0f GB/s\n",

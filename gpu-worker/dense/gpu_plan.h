@@ -26,6 +26,12 @@
  *   - n_batch: the chunk, the most tokens one forward pass takes (the buffers' size): at most what was asked,
  *     smaller when the budget is tight rather than a refusal (--batch auto: the plan's choice, up to
  *     GPU_PLAN_BATCH_AUTO_MAX);
+ *   - where the KV cache lives (kv_host): in GPU memory, or, with a backend that can (GPU_PLAN_CAP_KV_HOST), the
+ *     attention layers' K and V rows in mapped host RAM, decode attention reading them over PCIe and a prefill
+ *     batch's attention reading a copy of its layer's rows staged on the device (kv_stage). Both placements are
+ *     planned and the one with the shorter predicted reference request is taken (the cache's reads counted at
+ *     GPU_PLAN_KV_HBM_GBPS on the device, the PCIe rate from host RAM); a context neither fits is refused with
+ *     the sizes and the compact formats (--kv-type) that would fit;
  *   - a short "why" for each decision (printed by gpu_plan_print, `guild plan`).
  *
  * Pure arithmetic on the model's tensor sizes and the cost model, no CUDA: the coordinator prints the plan the
@@ -62,10 +68,15 @@
 /* The smallest staging slot worth planning holds this share of a layer's experts (1/16, at least one). */
 #define GPU_PLAN_MIN_SLICE_DIV 16
 
+/* The rate the plan counts the attention's reads of a cache in GPU memory at, GB/s (below the HBM's peak: the
+ * decode kernels are latency-bound at short spans). */
+#define GPU_PLAN_KV_HBM_GBPS 2000.0
+
 /* gpu_plan_options_t.caps: what the backend that follows the plan can do. */
 enum {
     GPU_PLAN_CAP_EXPERTS = 1u << 0, /* resident experts one by one (else whole layers) */
     GPU_PLAN_CAP_SLICES = 1u << 1,  /* staging slots smaller than a layer */
+    GPU_PLAN_CAP_KV_HOST = 1u << 2, /* the GQA layers' KV cache in mapped host RAM (kv_host) */
 };
 
 /* gpu_plan_layer_t.mode */
@@ -108,8 +119,14 @@ typedef struct gpu_plan {
     uint64_t budget;           /* as given (0: none) */
     uint64_t reserve;          /* GPU_PLAN_RESERVE */
     uint64_t dense;            /* dense weights (and the RoPE table) */
-    uint64_t kv;               /* K and V caches of the attention layers, the recurrent layers' states
-                                  (gpu_plan_cache_bytes) */
+    uint64_t kv;               /* on the device: the K and V caches of the attention layers (unless kv_host), the
+                                  recurrent layers' states (gpu_plan_cache_bytes) */
+    bool kv_host;              /* the attention layers' K and V rows in mapped host RAM */
+    uint64_t kv_host_bytes;    /* their bytes there (0: none) */
+    uint64_t kv_stage;         /* with kv_host: one layer's K and V rows on the device, for prefill batches */
+    int32_t kv_type;           /* the cache's format (KV_TYPE_*, resolved: f16 for the default) */
+    double pred_kv_ms;         /* predicted: the attention's reads of the cache per generated token of the
+                                  reference request, ms */
     uint64_t buffers;          /* activations, logits, exchange staging (for n_batch tokens) */
     uint64_t expert_buffers;   /* working buffers of the device experts (0 when none runs there) */
     uint64_t staging;          /* stage_slots * stage_slot_bytes */
@@ -136,7 +153,7 @@ typedef struct gpu_plan {
     double hit_rate;           /* the profile's routed pairs on resident experts (-1: no profile) */
     double pred_prefill_tps;   /* predicted, routed experts only: prefill tokens/s of the reference prompt */
     double pred_decode_ms;     /* ... and the CPU side's time per generated token, ms */
-    char why_batch[320], why_stage[320], why_resident[320];
+    char why_batch[320], why_stage[320], why_resident[320], why_kv[400];
 } gpu_plan_t;
 
 /* True when the device kernels take weights of `type` (the one list: the CUDA backend's cuda_type_supported is
@@ -157,7 +174,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
 
 /* A plan decided elsewhere (the coordinator's, carried to a GPU worker): n_batch, the staging slots, and the
  * resident experts (expert_resident[n_layer * n_expert], 0/1) for model m; the sizes are computed again from
- * m, the layers' modes from the resident sets and the staging. -1 with a message when the decisions do not
+ * m, the layers' modes from the resident sets and the staging, the KV cache in host RAM when it does not fit
+ * beside them (as gpu_plan_compute decides). -1 with a message when the decisions do not
  * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
  * than the budget) or on out of memory. */
 int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
@@ -182,6 +200,9 @@ uint64_t gpu_plan_total(const gpu_plan_t *p);
  * layer in the format kv_type, KV_TYPE_* of kv_format.h, 0: f16; n_ctx positions) and the F32 recurrent state of
  * each gated delta net layer. */
 uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type);
+
+/* Whether model c's cache can live in host RAM (GPU_PLAN_CAP_KV_HOST): every layer with cache rows is GQA. */
+bool gpu_plan_kv_host_possible(const model_config_t *c);
 
 /* The ns a streamed layer's staged chunks add to a steady run of like layers through a ring of `slots` staging
  * slots: each layer's other device work takes dense_ns (its dense part, its resident experts), then its m

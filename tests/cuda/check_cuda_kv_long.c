@@ -234,7 +234,8 @@ START_TEST(test_decode_timing)
     float *kf = malloc((size_t)piece * KV * sizeof *kf), *vf = malloc((size_t)piece * KV * sizeof *vf);
     fill(&r, kf, (int64_t)piece * KV, 1.0f);
     fill(&r, vf, (int64_t)piece * KV, 1.0f);
-    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf), *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
+    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf);
+    float *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
     void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
     guild_err_t err;
     for (int32_t p = 0; p < N; p += piece) /* the same 4,096 rows over and over: the timing needs no more */
@@ -308,7 +309,7 @@ int main(void)
         printf("SKIP: no CUDA device (%s)\n", why);
         return 77;
     }
-    (void)cudaSetDeviceFlags(cudaDeviceMapHost); /* the default under unified addressing; refused once a context is up */
+    (void)cudaSetDeviceFlags(cudaDeviceMapHost); /* the default with unified addressing; refused once a context is up */
     (void)cudaGetLastError();
     if (cudaStreamCreate(&stream) != cudaSuccess) {
         printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));

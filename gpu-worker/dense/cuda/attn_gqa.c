@@ -15,6 +15,7 @@
 #include "gpu-worker/dense/kv_format.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
 
 /* Batches up to CUDA_DECODE_ROWS rows use the decode attention kernel (keys split across blocks per row): a
  * row's attention is the same bits in any such batch (speculative verify steps equal plain decode); captured
@@ -78,9 +79,21 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
     const float *q = b->q + (size_t)r0 * (size_t)Q;
     const void *kc = cuda_kv_k(b, il, seq);
     const void *vc = cuda_kv_v(b, il, seq);
+    cudaStream_t s = b->stream;
+    if (b->kv_host_k && n > CUDA_DECODE_ROWS) {
+        /* the cache in host RAM (the plan's kv_host): a prefill batch's attention reads its layer's rows from a
+         * device copy, over PCIe once rather than once per tile of queries; decode reads them in place */
+        const size_t rows = (size_t)b->grp_len[g] + (size_t)n;
+        if (cuda_check(cudaMemcpyAsync(b->kv_stage_k, kc, rows * (b->k_layer_bytes / (size_t)b->n_ctx),
+                                       cudaMemcpyDefault, s), "stage the K cache", err) < 0 ||
+            cuda_check(cudaMemcpyAsync(b->kv_stage_v, vc, rows * (b->v_layer_bytes / (size_t)b->n_ctx),
+                                       cudaMemcpyDefault, s), "stage the V cache", err) < 0)
+            return -1;
+        kc = b->kv_stage_k;
+        vc = b->kv_stage_v;
+    }
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
     const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
-    cudaStream_t s = b->stream;
     return blocks ? cuda_attention_blocks(att, q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, n,
                                           b->n_ctx - n, pos, c->n_head, c->n_head_kv, c->head_dim, scale, &ext,
                                           b->attn_scratch, b->attn_scratch_bytes, s, err)

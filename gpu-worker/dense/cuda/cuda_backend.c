@@ -74,7 +74,16 @@ static void cuda_destroy(backend_t *base)
         cudaFreeHost(b->h_logits);
     if (b->h_finite)
         cudaFreeHost(b->h_finite);
+    if (b->kv_host_k) { /* mapped host memory: k_cache and v_cache are its device addresses */
+        cudaFreeHost(b->kv_host_k);
+        b->k_cache = NULL;
+    }
+    if (b->kv_host_v) {
+        cudaFreeHost(b->kv_host_v);
+        b->v_cache = NULL;
+    }
     void **bufs[] = {&b->weight_mem, (void **)&b->rope_cs, (void **)&b->k_cache, (void **)&b->v_cache,
+                     &b->kv_stage_k, &b->kv_stage_v,
                      (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
                      (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
@@ -102,6 +111,20 @@ static void cuda_destroy(backend_t *base)
     free(b->row_to);
     free(b->row_pos);
     free(b);
+}
+
+/* bytes of mapped host memory in *host, its device address in *dev (the plan's kv_host: the attention reads the
+ * cache over PCIe). */
+static int kv_host_alloc(void **host, void **dev, size_t bytes, const char *what, guild_err_t *err)
+{
+    if (cudaHostAlloc(host, bytes ? bytes : 1, cudaHostAllocMapped) != cudaSuccess) {
+        *host = NULL;
+        (void)cudaGetLastError();
+        return guild_err_set(err, "cuda backend: cannot allocate %.2f GiB of mapped host memory for %s",
+                             (double)bytes / 1073741824.0, what);
+    }
+    memset(*host, 0, bytes);
+    return cuda_check(cudaHostGetDevicePointer(dev, *host, 0), "the mapped KV cache's device address", err);
 }
 
 /* The widest quantized activation row any dense matrix needs (as the CPU backend's max_act_row). */
@@ -565,8 +588,19 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->mla_split_bytes = mla ? cuda_mla_attention_scratch((int32_t)H, (int32_t)R, opt->n_ctx) : 0;
     size_t *sc = &b->bytes_scratch;
     const size_t SL = (size_t)b->n_seq * (size_t)b->n_kv_layers; /* layer slots of every sequence */
-    if (cuda_alloc((void **)&b->k_cache, SL * b->k_layer_bytes, &b->bytes_kv, "the K cache", err) < 0 ||
-        (b->v_row && cuda_alloc((void **)&b->v_cache, SL * b->v_layer_bytes, &b->bytes_kv, "the V cache", err) < 0) ||
+    if (plan.kv_host &&
+        (mla || kv_host_alloc(&b->kv_host_k, &b->k_cache, SL * b->k_layer_bytes, "the K cache", err) < 0 ||
+         (b->v_row && kv_host_alloc(&b->kv_host_v, &b->v_cache, SL * b->v_layer_bytes, "the V cache", err) < 0) ||
+         cuda_alloc(&b->kv_stage_k, b->k_layer_bytes, &b->bytes_kv, "the K cache's staging", err) < 0 ||
+         (b->v_row && cuda_alloc(&b->kv_stage_v, b->v_layer_bytes, &b->bytes_kv, "the V cache's staging", err) < 0))) {
+        if (mla)
+            guild_err_set(err, "cuda backend: the plan keeps the KV cache in host RAM, which only GQA layers read");
+        goto fail;
+    }
+    if ((!plan.kv_host &&
+         cuda_alloc((void **)&b->k_cache, SL * b->k_layer_bytes, &b->bytes_kv, "the K cache", err) < 0) ||
+        (!plan.kv_host && b->v_row &&
+         cuda_alloc((void **)&b->v_cache, SL * b->v_layer_bytes, &b->bytes_kv, "the V cache", err) < 0) ||
         (mla && (cuda_alloc((void **)&b->mla_qa, NB * (size_t)(c->n_lora_q ? c->n_lora_q : 1) * f, sc,
                             "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_kv, NB * RR * f, sc, "activations", err) < 0 ||
@@ -1017,7 +1051,8 @@ static int cuda_exchange_exec(moe_exec_t **out, struct guild_exchange *x, const 
 
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
-    .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, /* ranked device parts, staged slices */
+    .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES | /* ranked device parts, staged slices, */
+                 GPU_PLAN_CAP_KV_HOST,                         /* the cache in host RAM */
     .create = cuda_create,
     .forward = cuda_forward,
     .kv_len = cuda_kv_len,

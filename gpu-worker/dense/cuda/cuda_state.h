@@ -94,6 +94,10 @@ typedef struct cuda_backend {
     size_t k_layer_bytes, v_layer_bytes; /* one layer slot's n_ctx key rows, value rows */
     void *k_cache;              /* [n_seq][n_kv_layers][n_ctx][kv_row] of kv_type (cuda_kv_k) */
     void *v_cache;              /* [n_seq][n_kv_layers][n_ctx][v_row] of v_type; NULL when v_row is 0 */
+    void *kv_host_k, *kv_host_v; /* the plan's kv_host: the caches in mapped host RAM (k_cache and v_cache are
+                                    their device addresses), else NULL */
+    void *kv_stage_k, *kv_stage_v; /* with kv_host: a layer's rows of one sequence copied to the device for a
+                                      prefill batch */
     int32_t *kv_slot;           /* host [n_layer]: layer il's rows in the caches, -1: none (a gdn layer keeps
                                    its recurrent state instead) */
     int32_t n_kv_layers;        /* layers with a key or value row (model_layer_cache_row) */
