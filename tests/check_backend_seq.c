@@ -9,6 +9,7 @@
 
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {
@@ -291,6 +292,92 @@ START_TEST(test_errors_name_the_sequence)
 }
 END_TEST
 
+
+/* Snapshots (backend_seq_save / backend_seq_load): positions restored into another sequence, or into another
+ * backend of the same model, then continued, give the same logits bit for bit as the whole run in one cold
+ * sequence; a prefix of a snapshot restores as well (not for a recurrent model, whose state is at the end); a
+ * blob of another format or a damaged one is refused and changes nothing. */
+START_TEST(test_snapshots_restore_bit_for_bit)
+{
+    const tiny_spec_t spec = spec_of(_i);
+    enum { N = 20, CUT = 12 };
+    int32_t tok[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (int32_t)((i * 37 + 11 + _i) % V);
+    int32_t rows[N], pos[N], seq1[N];
+    for (int i = 0; i < N; i++)
+        rows[i] = i;
+    float *ref = malloc((size_t)N * V * sizeof *ref), *got = malloc((size_t)N * V * sizeof *got);
+    guild_err_t err = {{0}};
+    rig_t a, b;
+    rig_open(&a, &spec, 2, 32, 64, 2, BACKEND_MLA_ABSORBED);
+    rig_open(&b, &spec, 1, 32, 64, 1, BACKEND_MLA_ABSORBED);
+    const bool rec = model_recurrent(model_config(a.model));
+    for (int i = 0; i < N; i++)
+        pos[i] = i;
+    ck_assert_msg(backend_forward(a.be, N, tok, pos, N, rows, ref, &err) == 0, "%s", err.msg); /* cold, seq 0 */
+    void *blob;
+    size_t size;
+    if (rec) {
+        ck_assert_int_ne(backend_seq_save(a.be, 0, CUT, &blob, &size, &err), 0); /* not at the end */
+        ck_assert_msg(strstr(err.msg, "end"), "%s", err.msg);
+        backend_kv_truncate(a.be, 0);
+        ck_assert_msg(backend_forward(a.be, CUT, tok, pos, 0, rows, NULL, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_msg(backend_seq_save(a.be, 0, CUT, &blob, &size, &err) == 0, "%s", err.msg);
+    /* into sequence 1 of the same backend, and into another backend */
+    for (int k = 0; k < 2; k++) {
+        backend_t *be = k ? b.be : a.be;
+        const int32_t q = k ? 0 : 1;
+        ck_assert_msg(backend_seq_load(be, q, tok, CUT, blob, size, &err) == 0, "%s", err.msg);
+        ck_assert_int_eq(backend_seq_kv_len(be, q), CUT);
+        for (int i = 0; i < N - CUT; i++) {
+            seq1[i] = q;
+            pos[i] = CUT + i;
+        }
+        ck_assert_msg(backend_forward_seq(be, N - CUT, tok + CUT, seq1, pos, N - CUT, rows, got, &err) == 0, "%s",
+                      err.msg);
+        ck_assert_msg(!memcmp(got, ref + (size_t)CUT * V, (size_t)(N - CUT) * V * sizeof *got),
+                      "%s: restored into %s: logits differ from the cold run", spec.arch,
+                      k ? "another backend" : "sequence 1");
+    }
+    /* a prefix of the snapshot (attention only) */
+    if (!rec) {
+        const int P = CUT - 5;
+        ck_assert_msg(backend_seq_load(b.be, 0, tok, P, blob, size, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < N - P; i++)
+            pos[i] = P + i;
+        ck_assert_msg(backend_forward(b.be, N - P, tok + P, pos, N - P, rows, got, &err) == 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(got, ref + (size_t)P * V, (size_t)(N - P) * V * sizeof *got), "%s: a prefix",
+                      spec.arch);
+    } else {
+        ck_assert_int_ne(backend_seq_load(b.be, 0, tok, CUT - 1, blob, size, &err), 0);
+    }
+    /* refusals leave the sequence as it was */
+    const int32_t held = backend_seq_kv_len(a.be, 1);
+    backend_state_header_t *h = blob;
+    h->kv_type = KV_TYPE_Q8_0;
+    ck_assert_int_ne(backend_seq_load(a.be, 1, tok, CUT, blob, size, &err), 0);
+    ck_assert_msg(strstr(err.msg, "format"), "%s", err.msg);
+    h->kv_type = KV_TYPE_F32;
+    h->model_hash ^= 1;
+    ck_assert_int_ne(backend_seq_load(a.be, 1, tok, CUT, blob, size, &err), 0);
+    ck_assert_msg(strstr(err.msg, "another shape"), "%s", err.msg);
+    h->model_hash ^= 1;
+    ck_assert_int_ne(backend_seq_load(a.be, 1, tok, CUT, blob, size - 4, &err), 0);
+    ck_assert_int_ne(backend_seq_load(a.be, 1, tok, CUT + 1, blob, size, &err), 0);
+    h->magic ^= 0xff;
+    ck_assert_int_ne(backend_seq_load(a.be, 1, tok, CUT, blob, size, &err), 0);
+    ck_assert_int_eq(backend_seq_kv_len(a.be, 1), held);
+    ck_assert_int_ne(backend_seq_save(a.be, 1, held + 1, &blob, &size, &err), 0);
+    free(h);
+    rig_close(&a);
+    rig_close(&b);
+    free(ref);
+    free(got);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("backend_seq");
@@ -299,6 +386,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_mixed_batches_give_each_row_its_bits_alone, 0, N_ARCHS + 2);
     tcase_add_test(tc, test_mla_forms_mixed_in_one_batch);
     tcase_add_test(tc, test_errors_name_the_sequence);
+    tcase_add_loop_test(tc, test_snapshots_restore_bit_for_bit, 0, N_ARCHS);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@
 
 #include "gpu-worker/dense/cpu/cpu_backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "core/util/hash64.h"
 #include "ipc/exchange.h"
 #ifdef GUILD_HAVE_CUDA
 #include "gpu-worker/dense/cuda/cuda_backend.h"
@@ -169,6 +170,63 @@ int backend_mtp_step(backend_t *b, int32_t step, int32_t token, float *logits, g
     if (!b->ops->mtp_step)
         return guild_err_set(err, "%s backend: the multi-token-prediction layer is not run by it", b->ops->name);
     return b->ops->mtp_step(b, step, token, logits, err);
+}
+
+bool backend_has_snapshots(const backend_t *b)
+{
+    return b->ops->seq_save && b->ops->seq_load;
+}
+
+int backend_seq_save(backend_t *b, int32_t seq, int32_t n_pos, void **out, size_t *size, guild_err_t *err)
+{
+    *out = NULL;
+    *size = 0;
+    if (!backend_has_snapshots(b))
+        return guild_err_set(err, "backend %s keeps no snapshots of its cache", b->ops->name);
+    if (seq < 0 || seq >= backend_n_seq(b))
+        return guild_err_set(err, "snapshot: sequence %d (the backend holds %d)", seq, backend_n_seq(b));
+    if (n_pos < 0 || n_pos > backend_seq_kv_len(b, seq))
+        return guild_err_set(err, "snapshot: %d positions of sequence %d, which holds %d", n_pos, seq,
+                             backend_seq_kv_len(b, seq));
+    return b->ops->seq_save(b, seq, n_pos, out, size, err);
+}
+
+int backend_seq_load(backend_t *b, int32_t seq, const int32_t *tokens, int32_t n_pos, const void *blob, size_t size,
+                     guild_err_t *err)
+{
+    if (!backend_has_snapshots(b))
+        return guild_err_set(err, "backend %s keeps no snapshots of its cache", b->ops->name);
+    if (seq < 0 || seq >= backend_n_seq(b))
+        return guild_err_set(err, "snapshot: sequence %d (the backend holds %d)", seq, backend_n_seq(b));
+    backend_state_header_t h;
+    if (size < sizeof h)
+        return guild_err_set(err, "snapshot: %zu bytes, shorter than its header", size);
+    memcpy(&h, blob, sizeof h);
+    if (h.magic != BACKEND_STATE_MAGIC || h.version != BACKEND_STATE_VERSION)
+        return guild_err_set(err, "snapshot: not a cache state (magic %#x, version %u)", h.magic, h.version);
+    if (h.rows_bytes > size - sizeof h || h.state_bytes != size - sizeof h - h.rows_bytes)
+        return guild_err_set(err, "snapshot: %zu bytes, its header says %llu + %llu + %zu", size,
+                             (unsigned long long)h.rows_bytes, (unsigned long long)h.state_bytes, sizeof h);
+    if (n_pos < 0 || n_pos > h.n_pos || (h.n_recurrent && n_pos != h.n_pos))
+        return guild_err_set(err, "snapshot: %d positions asked of one holding %d%s", n_pos, h.n_pos,
+                             h.n_recurrent ? " (a recurrent state is restored whole)" : "");
+    return b->ops->seq_load(b, seq, tokens, n_pos, blob, size, err);
+}
+
+uint64_t backend_state_model_hash(const model_config_t *c)
+{
+    hash64_t h;
+    hash64_init(&h, 0x6775696c64ull);
+    const int64_t head[] = {c->n_layer, c->n_embd, c->n_vocab, c->n_head, c->n_head_kv, c->head_dim, c->head_dim_v,
+                            model_recurrent(c) ? model_gdn_conv_state(c) : 0,
+                            model_recurrent(c) ? model_gdn_ssm_state(c) : 0};
+    hash64_update(&h, head, sizeof head);
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_cache_row_t r = model_layer_cache_row(c, il);
+        const int64_t row[] = {r.k, r.v, model_layer_recurrent(c, il)};
+        hash64_update(&h, row, sizeof row);
+    }
+    return hash64_final(&h);
 }
 
 int backend_stats(const backend_t *b, backend_stats_t *out)

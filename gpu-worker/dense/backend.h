@@ -131,6 +131,11 @@ typedef struct backend_ops {
     int32_t (*seq_kv_len)(const backend_t *b, int32_t seq);
     void (*seq_kv_truncate)(backend_t *b, int32_t seq, int32_t n_pos);
     void (*destroy)(backend_t *b);
+    /* Optional, both or none: one sequence's cache state as bytes (backend_seq_save, backend_seq_load). save
+     * returns a malloc'd blob (the caller frees it). */
+    int (*seq_save)(backend_t *b, int32_t seq, int32_t n_pos, void **out, size_t *size, guild_err_t *err);
+    int (*seq_load)(backend_t *b, int32_t seq, const int32_t *tokens, int32_t n_pos, const void *blob, size_t size,
+                    guild_err_t *err);
     void (*stats)(const backend_t *b, backend_stats_t *out); /* optional */
     /* Optional: the executor over an exchange that this backend drives itself (backend_exchange_exec_new). */
     int (*exchange_exec)(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o, guild_err_t *err);
@@ -218,6 +223,46 @@ void backend_kv_truncate(backend_t *b, int32_t n_pos);
 
 /* Empties the cache: backend_kv_truncate(b, 0). */
 void backend_kv_clear(backend_t *b);
+
+/* Snapshots (a prefix cache's, coordinator/server/prefix_cache.h). The state of sequence seq's cache for positions
+ * [0, n_pos) as one blob (malloc'd into *out, *size bytes; the caller frees it): every layer's cache rows of those
+ * positions in the cache's format, and a model with recurrent layers (model_recurrent) their state, which exists
+ * at the cache's end only: there n_pos must be the sequence's length. The blob begins with a
+ * backend_state_header_t naming its shape; it is the same bits on every backend that keeps the same format
+ * (restoring it gives the logits the positions' tokens would, bit for bit). -1 with err: a backend without
+ * snapshots, n_pos out of range, out of memory, a worker lost in the multi-process pipeline. */
+int backend_seq_save(backend_t *b, int32_t seq, int32_t n_pos, void **out, size_t *size, guild_err_t *err);
+
+/* Replaces sequence seq's cache by the first n_pos positions of a blob of backend_seq_save (its length, for a
+ * recurrent model), whose positions hold tokens[0 .. n_pos) (kept by a backend that replays its cache into a
+ * restarted worker, the multi-process pipeline's; the others ignore them). The blob is checked against the
+ * backend's model and format before anything is changed: -1 with a message naming the mismatch (then the cache
+ * is as it was), or on a transfer failure (then the sequence's cache is empty). */
+int backend_seq_load(backend_t *b, int32_t seq, const int32_t *tokens, int32_t n_pos, const void *blob, size_t size,
+                     guild_err_t *err);
+
+/* Whether the backend takes snapshots (backend_seq_save). */
+bool backend_has_snapshots(const backend_t *b);
+
+/* The head of every snapshot blob: the shape a backend checks before restoring one. */
+#define BACKEND_STATE_MAGIC UINT32_C(0x54534B47) /* "GKST" */
+#define BACKEND_STATE_VERSION 1
+typedef struct backend_state_header {
+    uint32_t magic;       /* BACKEND_STATE_MAGIC */
+    uint32_t version;     /* BACKEND_STATE_VERSION */
+    int32_t n_pos;        /* positions held */
+    int32_t kv_type;      /* the cache format (KV_TYPE_*, resolved) */
+    int32_t n_layer;      /* layers; each: n_pos key rows then n_pos value rows (model_layer_cache_row's widths) */
+    int32_t n_recurrent;  /* recurrent layers; their conv states, then their SSM states follow the rows (f32) */
+    uint64_t rows_bytes;  /* bytes of the cache rows (after this header) */
+    uint64_t state_bytes; /* bytes of the recurrent states (after the rows) */
+    uint64_t model_hash;  /* backend_state_model_hash of the model's shape */
+} backend_state_header_t;
+_Static_assert(sizeof(backend_state_header_t) == 48, "backend_state_header_t is a file layout");
+
+/* A hash of what a snapshot's layout depends on in the model's configuration (layers, widths, heads, recurrent
+ * shape), so that a blob of another model is refused even when its sizes agree. */
+uint64_t backend_state_model_hash(const model_config_t *c);
 
 /* The backend's own counters: 0 with *out filled, or -1 (*out zeroed) when it keeps none. */
 int backend_stats(const backend_t *b, backend_stats_t *out);

@@ -9,6 +9,7 @@
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cpu/cpu_parts.h"
 #include "gpu-worker/dense/cpu/cpu_resident.h"
+#include "gpu-worker/dense/cpu/cpu_snapshot.h"
 #include "gpu-worker/dense/cpu/cpu_state.h"
 #include "gpu-worker/dense/gpu_plan.h"
 
@@ -492,5 +493,7 @@ const backend_ops_t cpu_backend_ops = {
     .forward_seq = cpu_forward_seq,
     .seq_kv_len = cpu_seq_kv_len,
     .seq_kv_truncate = cpu_seq_kv_truncate,
+    .seq_save = cpu_seq_save,
+    .seq_load = cpu_seq_load,
     .destroy = cpu_destroy,
 };
