@@ -32,28 +32,14 @@ typedef struct remote {
     remote_stats_t stats;
 } remote_t;
 
-/* Rings one request and waits for its answer: tokens[0..n) of sequences seqs[] (NULL: sequence 0 only) at
- * positions pos[] (each sequence's rows from its first row's position on, which is where its cache is cut first).
- * 0: answered OK (logits in the step region); 1: the GPU worker was lost before answering; -1 with err: it failed
- * the request, or the pipeline failed. */
-static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int32_t n,
-                 int32_t n_out, const int32_t *rows, guild_err_t *err)
+/* Rings request *req (numbered here) and waits for its answer. 0: answered (the response's status says how); 1:
+ * the GPU worker was lost before answering; -1 with err: the pipeline failed. */
+static int ring(remote_t *r, guild_step_request_t *req, guild_err_t *err)
 {
-    guild_step_t *st = r->st;
-    guild_step_shared_t *sh = st->sh;
-    memcpy(st->tokens, tokens, (size_t)n * sizeof *tokens);
-    if (n_out)
-        memcpy(st->out_rows, rows, (size_t)n_out * sizeof *rows);
-    uint64_t seq = ++r->seq;
-    if (r->o.n_seq > 1) { /* the one-sequence request stays the old one */
-        for (int32_t i = 0; i < n; i++)
-            st->seq_ids[i] = seqs ? seqs[i] : 0;
-        memcpy(st->positions, pos, (size_t)n * sizeof *pos);
-        sh->req = (guild_step_request_t){.seq = seq, .n_tokens = n, .n_out = n_out, .flags = GUILD_STEP_SEQS};
-    } else {
-        sh->req = (guild_step_request_t){.seq = seq, .keep = pos[0], .n_tokens = n, .n_out = n_out};
-    }
-    uint64_t t0 = guild_now_ns();
+    guild_step_shared_t *sh = r->st->sh;
+    const uint64_t seq = ++r->seq;
+    req->seq = seq;
+    sh->req = *req;
     guild_doorbell_ring(&sh->request, seq);
     guild_wait_policy_t pol = {.spin_ns = r->o.spin_ns, .timeout_ns = WAIT_SLICE_NS};
     for (;;) {
@@ -66,10 +52,38 @@ static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const 
         if (c)
             return c;
     }
-    const guild_step_response_t *resp = &sh->resp;
-    if (resp->seq != seq)
+    if (sh->resp.seq != seq)
         return guild_err_set(err, "step region: response to request %llu, expected %llu",
-                             (unsigned long long)resp->seq, (unsigned long long)seq);
+                             (unsigned long long)sh->resp.seq, (unsigned long long)seq);
+    return 0;
+}
+
+/* Rings one request and waits for its answer: tokens[0..n) of sequences seqs[] (NULL: sequence 0 only) at
+ * positions pos[] (each sequence's rows from its first row's position on, which is where its cache is cut first).
+ * 0: answered OK (logits in the step region); 1: the GPU worker was lost before answering; -1 with err: it failed
+ * the request, or the pipeline failed. */
+static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int32_t n,
+                 int32_t n_out, const int32_t *rows, guild_err_t *err)
+{
+    guild_step_t *st = r->st;
+    guild_step_shared_t *sh = st->sh;
+    memcpy(st->tokens, tokens, (size_t)n * sizeof *tokens);
+    if (n_out)
+        memcpy(st->out_rows, rows, (size_t)n_out * sizeof *rows);
+    guild_step_request_t req;
+    if (r->o.n_seq > 1) { /* the one-sequence request stays the old one */
+        for (int32_t i = 0; i < n; i++)
+            st->seq_ids[i] = seqs ? seqs[i] : 0;
+        memcpy(st->positions, pos, (size_t)n * sizeof *pos);
+        req = (guild_step_request_t){.n_tokens = n, .n_out = n_out, .flags = GUILD_STEP_SEQS};
+    } else {
+        req = (guild_step_request_t){.keep = pos[0], .n_tokens = n, .n_out = n_out};
+    }
+    uint64_t t0 = guild_now_ns();
+    int rc = ring(r, &req, err);
+    if (rc)
+        return rc;
+    const guild_step_response_t *resp = &sh->resp;
     uint64_t wall = guild_now_ns() - t0;
     r->stats.requests++;
     r->stats.exchanges += resp->exchanges;
@@ -126,6 +140,25 @@ static int replay(remote_t *r, int32_t q, guild_err_t *err)
     return rc;
 }
 
+/* Makes sure of a GPU worker that is up, waiting for one if needed (a new one holds no cache). -1 with err. */
+static int current_worker(remote_t *r, guild_err_t *err)
+{
+    int c = r->epoch ? sup_check(r->sup, r->epoch, err) : 1;
+    if (c < 0)
+        return -1;
+    if (c > 0) {
+        uint64_t ep;
+        if (sup_wait_ready(r->sup, r->o.ready_ms, &ep, err) < 0)
+            return -1;
+        if (ep != r->epoch) {
+            r->epoch = ep;
+            for (int32_t q = 0; q < r->o.n_seq; q++)
+                r->sq[q].gpu_len = 0;
+        }
+    }
+    return 0;
+}
+
 /* Runs the chunk tokens[0..n) of sequences seqs[] at positions pos[] (n_out rows wanted), refilling a new GPU
  * worker's caches of the chunk's sequences first. */
 static int run_chunk(remote_t *r, const int32_t *tokens, const int32_t *seqs, const int32_t *pos, int32_t n,
@@ -133,19 +166,8 @@ static int run_chunk(remote_t *r, const int32_t *tokens, const int32_t *seqs, co
 {
     int losses = 0;
     for (;;) {
-        int c = r->epoch ? sup_check(r->sup, r->epoch, err) : 1;
-        if (c < 0)
+        if (current_worker(r, err) < 0)
             return -1;
-        if (c > 0) {
-            uint64_t ep;
-            if (sup_wait_ready(r->sup, r->o.ready_ms, &ep, err) < 0)
-                return -1;
-            if (ep != r->epoch) {
-                r->epoch = ep;
-                for (int32_t q = 0; q < r->o.n_seq; q++)
-                    r->sq[q].gpu_len = 0;
-            }
-        }
         int rc = 0;
         for (int32_t q = 0; rc == 0 && q < r->o.n_seq; q++)
             if (r->sq[q].rows)
@@ -247,6 +269,93 @@ static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const 
     return remote_forward_seq(b, n, tokens, NULL, positions, n_out, out_rows, logits, err);
 }
 
+/* The failure of a snapshot request: the worker's message, or a loss (then a new worker is waited for next). */
+static int state_failed(remote_t *r, int rc, guild_err_t *err)
+{
+    if (rc < 0)
+        return -1;
+    if (rc > 0) {
+        r->epoch = 0;
+        return guild_err_set(err, "the GPU worker was lost during a snapshot transfer");
+    }
+    char msg[GUILD_STEP_MESSAGE_MAX];
+    memcpy(msg, r->st->sh->resp.message, sizeof msg);
+    msg[sizeof msg - 1] = '\0';
+    return guild_err_set(err, "%s", msg);
+}
+
+/* The snapshot comes from the GPU worker in chunks through the logits area (ipc/step.h), after its cache of
+ * the positions is refilled if it was lost. */
+static int remote_seq_save(backend_t *b, int32_t q, int32_t n_pos, void **out, size_t *size, guild_err_t *err)
+{
+    remote_t *r = (remote_t *)b;
+    rseq_t *sq = &r->sq[q];
+    if (current_worker(r, err) < 0)
+        return -1;
+    int rc = sq->gpu_len < n_pos ? replay(r, q, err) : 0;
+    if (rc)
+        return state_failed(r, rc, err);
+    if (sq->gpu_len < n_pos)
+        return guild_err_set(err, "snapshot: the GPU worker holds %d positions of sequence %d, %d asked",
+                             sq->gpu_len, q, n_pos);
+    char *blob = NULL;
+    uint64_t total = 1, have = 0;
+    while (have < total) {
+        guild_step_request_t req = {.flags = GUILD_STEP_SAVE, .state_seq = q, .state_n = n_pos, .state_offset = have};
+        rc = ring(r, &req, err);
+        const guild_step_response_t *resp = &r->st->sh->resp;
+        if (rc || resp->status != GUILD_STEP_OK) {
+            free(blob);
+            return state_failed(r, rc, err);
+        }
+        if (!blob) {
+            total = resp->state_total;
+            if (total == 0 || !(blob = malloc((size_t)total)))
+                return guild_err_set(err, "snapshot: no room for %llu bytes", (unsigned long long)total);
+        }
+        if (resp->state_total != total || resp->chunk_bytes == 0 || resp->chunk_bytes > total - have) {
+            free(blob);
+            return guild_err_set(err, "snapshot: a chunk of %llu bytes at %llu of %llu", 
+                                 (unsigned long long)resp->chunk_bytes, (unsigned long long)have,
+                                 (unsigned long long)resp->state_total);
+        }
+        memcpy(blob + have, r->st->logits, (size_t)resp->chunk_bytes);
+        have += resp->chunk_bytes;
+    }
+    *out = blob;
+    *size = (size_t)total;
+    return 0;
+}
+
+/* The snapshot goes to the GPU worker in chunks; the sequence's history becomes its tokens, for a replay. */
+static int remote_seq_load(backend_t *b, int32_t q, const int32_t *tokens, int32_t n_pos, const void *blob,
+                           size_t size, guild_err_t *err)
+{
+    remote_t *r = (remote_t *)b;
+    rseq_t *sq = &r->sq[q];
+    if (!tokens)
+        return guild_err_set(err, "snapshot: the multi-process pipeline needs the restored positions' tokens");
+    if (n_pos > r->o.n_ctx)
+        return guild_err_set(err, "snapshot: %d positions, the context holds %d", n_pos, r->o.n_ctx);
+    if (current_worker(r, err) < 0)
+        return -1;
+    const size_t window = (size_t)r->st->shape.max_out * r->st->shape.n_vocab * sizeof(float);
+    for (size_t have = 0; have < size;) {
+        const size_t n = size - have < window ? size - have : window;
+        memcpy(r->st->logits, (const char *)blob + have, n);
+        guild_step_request_t req = {.flags = GUILD_STEP_LOAD, .state_seq = q, .state_n = n_pos,
+                                    .state_offset = have, .state_total = size, .chunk_bytes = n};
+        int rc = ring(r, &req, err);
+        if (rc || r->st->sh->resp.status != GUILD_STEP_OK)
+            return state_failed(r, rc, err); /* the worker's cache is as it was */
+        have += n;
+    }
+    memcpy(sq->history, tokens, (size_t)n_pos * sizeof *tokens);
+    sq->kv_len = n_pos;
+    sq->gpu_len = n_pos;
+    return 0;
+}
+
 static int32_t remote_seq_kv_len(const backend_t *b, int32_t q)
 {
     return ((const remote_t *)b)->sq[q].kv_len;
@@ -311,6 +420,8 @@ static const backend_ops_t remote_ops = {
     .forward_seq = remote_forward_seq,
     .seq_kv_len = remote_seq_kv_len,
     .seq_kv_truncate = remote_seq_kv_truncate,
+    .seq_save = remote_seq_save,
+    .seq_load = remote_seq_load,
     .destroy = remote_destroy,
     .stats = remote_stats,
     .routing = remote_routing,

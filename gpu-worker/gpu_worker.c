@@ -52,6 +52,10 @@ typedef struct gpu_worker {
     guild_wait_policy_t slice;
     uint64_t cur_request; /* the request being served: what an abort compares to */
     bool aborted;
+    /* the snapshot in transit (GUILD_STEP_SAVE, GUILD_STEP_LOAD: ipc/step.h) */
+    char *snap;          /* [snap_size] */
+    size_t snap_size, snap_have; /* its bytes; LOAD: those received */
+    int32_t snap_seq, snap_n;
 } gpu_worker_t;
 
 static void release(gpu_worker_t *g)
@@ -74,6 +78,8 @@ static void release(gpu_worker_t *g)
     free(g->routing);
     g->routing = NULL;
     g->count_routing = false;
+    free(g->snap);
+    g->snap = NULL;
 }
 
 static int interrupted(void *ctx, guild_err_t *err)
@@ -290,6 +296,69 @@ static int forward_seqs(gpu_worker_t *g, uint64_t seq, const guild_step_request_
                                g->step.out_rows, g->step.logits, err);
 }
 
+/* A snapshot chunk (GUILD_STEP_SAVE or GUILD_STEP_LOAD, ipc/step.h) through the logits area. -1 with err. */
+static int state_chunk(gpu_worker_t *g, uint64_t seq, const guild_step_request_t *req, guild_step_response_t *resp,
+                       guild_err_t *err)
+{
+    const size_t window = (size_t)g->step.shape.max_out * g->step.shape.n_vocab * sizeof(float);
+    char *win = (char *)g->step.logits;
+    const unsigned long long id = (unsigned long long)seq;
+    if (req->n_tokens != 0 || req->state_seq < 0 || req->state_seq >= backend_n_seq(g->be))
+        return guild_err_set(err, "step request %llu: a snapshot chunk of sequence %d with %d tokens", id,
+                             req->state_seq, req->n_tokens);
+    const bool same = g->snap && g->snap_seq == req->state_seq && g->snap_n == req->state_n;
+    if (req->flags & GUILD_STEP_SAVE) {
+        if (req->state_offset == 0) {
+            free(g->snap);
+            g->snap = NULL;
+            void *blob;
+            if (backend_seq_save(g->be, req->state_seq, req->state_n, &blob, &g->snap_size, err) < 0)
+                return -1;
+            g->snap = blob;
+            g->snap_seq = req->state_seq;
+            g->snap_n = req->state_n;
+        } else if (!same || req->state_offset >= g->snap_size) {
+            return guild_err_set(err, "step request %llu: snapshot bytes from %llu of none taken", id,
+                                 (unsigned long long)req->state_offset);
+        }
+        const size_t n = g->snap_size - req->state_offset < window ? g->snap_size - req->state_offset : window;
+        memcpy(win, g->snap + req->state_offset, n);
+        resp->state_total = g->snap_size;
+        resp->chunk_bytes = n;
+        if (req->state_offset + n == g->snap_size) {
+            free(g->snap);
+            g->snap = NULL;
+        }
+        return 0;
+    }
+    if (req->state_offset == 0) {
+        free(g->snap);
+        g->snap = NULL;
+        if (req->state_total < sizeof(backend_state_header_t) || req->state_total > ((uint64_t)1 << 42) ||
+            !(g->snap = malloc((size_t)req->state_total)))
+            return guild_err_set(err, "step request %llu: no room for a snapshot of %llu bytes", id,
+                                 (unsigned long long)req->state_total);
+        g->snap_size = (size_t)req->state_total;
+        g->snap_have = 0;
+        g->snap_seq = req->state_seq;
+        g->snap_n = req->state_n;
+    } else if (!same || req->state_offset != g->snap_have || req->state_total != g->snap_size) {
+        return guild_err_set(err, "step request %llu: snapshot bytes from %llu, expected %zu", id,
+                             (unsigned long long)req->state_offset, g->snap ? g->snap_have : (size_t)0);
+    }
+    if (req->chunk_bytes > window || req->chunk_bytes > g->snap_size - g->snap_have)
+        return guild_err_set(err, "step request %llu: a snapshot chunk of %llu bytes (window %zu, %zu left)", id,
+                             (unsigned long long)req->chunk_bytes, window, g->snap_size - g->snap_have);
+    memcpy(g->snap + g->snap_have, win, (size_t)req->chunk_bytes);
+    g->snap_have += (size_t)req->chunk_bytes;
+    if (g->snap_have < g->snap_size)
+        return 0;
+    const int rc = backend_seq_load(g->be, g->snap_seq, NULL, g->snap_n, g->snap, g->snap_size, err);
+    free(g->snap);
+    g->snap = NULL;
+    return rc;
+}
+
 /* Runs the request in the step region and fills the response. */
 static void serve_one(gpu_worker_t *g, uint64_t seq)
 {
@@ -303,9 +372,13 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     uint64_t t0 = guild_now_ns();
     g->cur_request = seq;
     g->aborted = false;
+    resp->state_total = resp->chunk_bytes = 0;
     if (req.seq != seq) {
         guild_err_set(&err, "step region: request fields of %llu under doorbell %llu",
                       (unsigned long long)req.seq, (unsigned long long)seq);
+    } else if (req.flags & (GUILD_STEP_SAVE | GUILD_STEP_LOAD)) {
+        if (state_chunk(g, seq, &req, resp, &err) == 0)
+            status = GUILD_STEP_OK;
     } else if (req.n_tokens < 1 || req.n_tokens > g->max_tokens || req.n_out < 0 || req.n_out > g->max_out ||
                req.n_out > req.n_tokens) {
         guild_err_set(&err, "step request %llu: %d tokens, %d logits rows (limits %d, %d)",

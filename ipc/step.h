@@ -15,6 +15,12 @@
  * its sequence and position instead of one `keep`: each sequence of the batch is truncated to its first row's
  * position first, then its rows append to its cache (backend_forward_seq).
  *
+ * Snapshots (GUILD_STEP_SAVE, GUILD_STEP_LOAD: backend_seq_save and backend_seq_load of one sequence, for the
+ * server's prefix cache) travel in chunks through the logits area, used as a byte window of max_out * n_vocab *
+ * 4 bytes: a SAVE request at offset 0 makes the GPU worker take the snapshot, and each answer carries the next
+ * chunk with the snapshot's size, until the coordinator has it all; LOAD requests bring the chunks in order, and
+ * the one that completes the snapshot restores it. Such requests carry no tokens.
+ *
  * `abort` is rung by the coordinator to make the GPU worker give up the request of that number (or lower)
  * while it waits on the expert workers (a CPU worker that cannot be brought back); the response then says
  * why.
@@ -32,7 +38,7 @@
 #include "core/util/err.h"
 #include "ipc/doorbell.h"
 
-#define GUILD_STEP_MAGIC UINT64_C(0x32504554534C4447) /* "GDLSTEP2" in memory order */
+#define GUILD_STEP_MAGIC UINT64_C(0x33504554534C4447) /* "GDLSTEP3" in memory order */
 #define GUILD_STEP_MESSAGE_MAX 1024                   /* bytes of a response's error message, NUL included */
 
 /* Geometry, fixed for the life of the arena. */
@@ -48,7 +54,10 @@ typedef enum guild_step_status {
     GUILD_STEP_ABORTED = 2, /* given up on the coordinator's abort; the cache is back to `keep` */
 } guild_step_status_t;
 
-#define GUILD_STEP_SEQS 1 /* guild_step_request_t.flags */
+/* guild_step_request_t.flags */
+#define GUILD_STEP_SEQS 1 /* rows of several sequences */
+#define GUILD_STEP_SAVE 2 /* a chunk of a snapshot of sequence state_seq's first state_n positions, from offset */
+#define GUILD_STEP_LOAD 4 /* a chunk of a snapshot to restore into sequence state_seq (state_n positions) */
 
 /* Request fields; the coordinator writes them before ringing request. */
 typedef struct guild_step_request {
@@ -57,8 +66,13 @@ typedef struct guild_step_request {
     int32_t n_tokens; /* 1..max_tokens tokens at positions keep, keep+1, ... */
     int32_t n_out;    /* 0..max_out rows of logits wanted */
     int32_t flags;    /* GUILD_STEP_SEQS: the rows' sequences and positions are in seq_ids[] and positions[]; keep
-                         is unused */
-    uint64_t reserved[5]; /* 0 */
+                         is unused; GUILD_STEP_SAVE, GUILD_STEP_LOAD: a snapshot chunk (n_tokens 0) */
+    int32_t state_seq;     /* SAVE, LOAD: the sequence */
+    int32_t state_n;       /* SAVE, LOAD: its positions in the snapshot */
+    uint64_t state_offset; /* SAVE, LOAD: the chunk's first byte in the snapshot */
+    uint64_t state_total;  /* LOAD: the snapshot's bytes */
+    uint64_t chunk_bytes;  /* LOAD: the chunk's bytes, at the start of the logits area */
+    uint64_t reserved[1];  /* 0 */
 } guild_step_request_t;
 _Static_assert(sizeof(guild_step_request_t) == 64, "guild_step_request_t is a shared layout");
 
@@ -70,7 +84,9 @@ typedef struct guild_step_response {
     uint64_t exchanges;  /* MoE exchanges made for this request */
     uint64_t forward_ns; /* time in the backend's forward pass */
     uint64_t moe_ns;     /* of which waiting for the expert workers (publish -> every done) */
-    uint64_t reserved[3];
+    uint64_t state_total; /* SAVE: the snapshot's bytes */
+    uint64_t chunk_bytes; /* SAVE: the chunk's bytes, at the start of the logits area */
+    uint64_t reserved[1];
     char message[GUILD_STEP_MESSAGE_MAX]; /* NUL-terminated; "" on success */
 } guild_step_response_t;
 _Static_assert(sizeof(guild_step_response_t) == 64 + GUILD_STEP_MESSAGE_MAX, "guild_step_response_t is shared");
