@@ -27,6 +27,7 @@
 #include "coordinator/server/strbuf.h"
 #include "coordinator/server/textfilt.h"
 #include "coordinator/stack_flags.h"
+#include "gpu-worker/dense/gpu_plan.h"
 #include "core/util/cli.h"
 #include "core/chat/chat.h"
 #include "core/model/model.h"
@@ -47,6 +48,9 @@ typedef struct serve_config {
     const char *alias;         /* --alias: the model's name in the API */
     size_t max_body;           /* --max-body */
     bool prefix_cache;         /* --no-prefix-cache clears it */
+    uint64_t cache_ram;        /* --cache-ram: bytes of prefix snapshots in RAM */
+    const char *cache_dir;     /* --cache-dir */
+    uint64_t cache_disk;       /* --cache-disk: bytes of snapshot files */
     spec_options_t spec;       /* --spec, --spec-max, --spec-min-p, --draft-model */
     stack_options_t stack;     /* --single-process, --threads, --no-tuning, --backend, the pipeline's flags */
     int verbosity;             /* -q: -1, default 0, -v: 1 */
@@ -106,6 +110,10 @@ static void usage(FILE *out)
             "      --alias NAME        the model's name in /v1/models and replies (default: the file name)\n"
             "      --max-body BYTES    largest request body (default 8 MiB); larger ones get 413\n"
             "      --no-prefix-cache   start every request from an empty KV cache\n"
+            "      --cache-ram SIZE    prefix snapshots kept in RAM, least recently used out first (default 2G;\n"
+            "                          0: each sequence's own cache only)\n"
+            "      --cache-dir DIR     keep prefix snapshots as files in DIR too, read again at start-up\n"
+            "      --cache-disk SIZE   bytes of snapshot files kept in --cache-dir (default 16G)\n"
             SPEC_FLAGS_HELP);
     stack_flags_usage(out, SERVE_STACK_FLAGS, "cpu");
     fprintf(out,
@@ -135,6 +143,9 @@ enum {
     OPT_ALIAS,
     OPT_MAX_BODY,
     OPT_NO_PREFIX_CACHE,
+    OPT_CACHE_RAM,
+    OPT_CACHE_DIR,
+    OPT_CACHE_DISK,
     OPT_SPEC,
 };
 
@@ -154,6 +165,9 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
+        {"cache-ram", required_argument, NULL, OPT_CACHE_RAM},
+        {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+        {"cache-disk", required_argument, NULL, OPT_CACHE_DISK},
         {"spec", required_argument, NULL, OPT_SPEC},
         {"spec-max", required_argument, NULL, OPT_SPEC},
         {"spec-min-p", required_argument, NULL, OPT_SPEC},
@@ -165,7 +179,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[56];
+    struct option opts[64];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, SERVE_STACK_FLAGS);
     *c = (serve_config_t){
         .host = "127.0.0.1",
@@ -175,6 +189,8 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         .parallel = 1,
         .max_body = 8u << 20,
         .prefix_cache = true,
+        .cache_ram = 2ull << 30,
+        .cache_disk = 16ull << 30,
     };
     stack_options_init(&c->stack);
     spec_options_init(&c->spec);
@@ -231,6 +247,23 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
             c->max_body = (size_t)v;
             break;
         case OPT_NO_PREFIX_CACHE: c->prefix_cache = false; break;
+        case OPT_CACHE_RAM:
+            if (!strcmp(optarg, "0"))
+                c->cache_ram = 0;
+            else if (gpu_plan_parse_size(optarg, "--cache-ram", &c->cache_ram, &e) < 0)
+                goto bad;
+            break;
+        case OPT_CACHE_DISK:
+            if (gpu_plan_parse_size(optarg, "--cache-disk", &c->cache_disk, &e) < 0)
+                goto bad;
+            break;
+        case OPT_CACHE_DIR:
+            if (!optarg[0]) {
+                fprintf(stderr, "guild serve: --cache-dir: the directory name is empty\n");
+                return -1;
+            }
+            c->cache_dir = optarg;
+            break;
         case OPT_SPEC:
             if (spec_flag(&c->spec, opts[li].name, optarg, &e) < 0)
                 goto bad;
@@ -427,6 +460,9 @@ int cmd_serve(int argc, char **argv)
         .queue_max = c.queue,
         .parallel = c.parallel,
         .prefix_cache = c.prefix_cache,
+        .cache_ram = (size_t)c.cache_ram,
+        .cache_dir = c.cache_dir,
+        .cache_disk = (size_t)c.cache_disk,
         .spec = c.spec.kind != SPEC_NONE ? &c.spec : NULL,
     };
     if (engine_new(&engine, &ec, &err) < 0)

@@ -7,6 +7,7 @@
 #include "coordinator/server/api_request.h"
 #include "coordinator/server/logprobs.h"
 #include "coordinator/server/metrics.h"
+#include "coordinator/server/prefix_cache.h"
 #include "coordinator/server/textfilt.h"
 
 #include <check.h>
@@ -479,6 +480,100 @@ START_TEST(test_metrics_counts)
 }
 END_TEST
 
+
+/* ---- the prefix cache's store (prefix_cache.h) ---- */
+
+static void *blob_of(size_t n, int fill)
+{
+    char *b = malloc(n);
+    memset(b, fill, n);
+    return b;
+}
+
+START_TEST(test_pcache_match_lru_and_files)
+{
+    guild_err_t err = {{0}};
+    char dir[] = "/tmp/guild-pcache-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    pcache_options_t o = {.ram_max = 250, .dir = NULL, .disk_max = 1 << 20,
+                          .id = {.model_size = 7, .model_hash = 9, .backend = "cpu", .kv_type = 0}};
+    pcache_t *c;
+    ck_assert_msg(pcache_new(&c, &o, &err) == 0, "%s", err.msg);
+    const int32_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {1, 2, 9, 9}, q[] = {1, 2, 3, 4, 7, 7, 7};
+    uint64_t key;
+    ck_assert_int_eq(pcache_match(c, q, 6, &key), 0);
+    ck_assert_int_eq(pcache_put(c, a, 4, blob_of(100, 1), 100, &err), 0);
+    ck_assert(pcache_covers(c, a, 3));
+    ck_assert(!pcache_covers(c, a, 5));
+    ck_assert_int_eq(pcache_put(c, a, 6, blob_of(100, 2), 100, &err), 0); /* replaces the one it extends */
+    pcache_stats_t st;
+    pcache_stats(c, &st);
+    ck_assert_int_eq(st.entries, 1);
+    ck_assert_int_eq(pcache_match(c, q, 6, &key), 4);
+    ck_assert_int_eq(pcache_match(c, q, 3, &key), 3); /* at most n_max */
+    const void *p;
+    size_t n;
+    ck_assert_int_eq(pcache_get(c, key, &p, &n, &err), 0);
+    ck_assert_int_eq(n, 100);
+    ck_assert_int_eq(((const char *)p)[0], 2);
+    ck_assert_int_eq(pcache_put(c, b, 4, blob_of(100, 3), 100, &err), 0);
+    ck_assert_int_eq(pcache_put(c, q, 7, blob_of(100, 4), 100, &err), 0); /* 300 > 250: the LRU (a) goes */
+    pcache_stats(c, &st);
+    ck_assert_int_eq(st.entries, 2);
+    ck_assert_int_eq(st.ram_bytes, 200);
+    ck_assert_uint_eq(st.evictions, 1);
+    ck_assert_int_eq(pcache_match(c, a, 6, &key), 4); /* q's first four */
+    pcache_destroy(&c);
+
+    /* files: written, read back by a new store, refused when foreign or damaged */
+    o.dir = dir;
+    o.ram_max = 0; /* files only */
+    ck_assert_msg(pcache_new(&c, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(pcache_put(c, a, 6, blob_of(64, 5), 64, &err), 0);
+    pcache_stats(c, &st);
+    ck_assert_int_eq(st.ram_bytes, 0);
+    ck_assert_int_eq(st.disk_bytes, 80 + 6 * 4 + 64);
+    pcache_destroy(&c);
+    ck_assert_msg(pcache_new(&c, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(pcache_match(c, q, 7, &key), 4);
+    ck_assert_int_eq(pcache_get(c, key, &p, &n, &err), 0);
+    ck_assert_int_eq(n, 64);
+    ck_assert_int_eq(((const char *)p)[63], 5);
+    pcache_destroy(&c);
+    pcache_options_t other = o;
+    other.id.model_hash = 10;
+    ck_assert_msg(pcache_new(&c, &other, &err) == 0, "%s", err.msg);
+    pcache_stats(c, &st);
+    ck_assert_int_eq(st.entries, 0);
+    ck_assert_uint_eq(st.refused, 1);
+    pcache_destroy(&c);
+    /* a flipped byte of the blob: found when it is read */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "f=$(ls %s/pfx-*.snap) && printf '\\377' | dd of=\"$f\" bs=1 seek=120 conv=notrunc "
+             "2>/dev/null", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_msg(pcache_new(&c, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(pcache_match(c, q, 7, &key), 4);
+    ck_assert_int_ne(pcache_get(c, key, &p, &n, &err), 0);
+    ck_assert_msg(strstr(err.msg, "corrupt"), "%s", err.msg);
+    ck_assert_int_eq(pcache_match(c, q, 7, &key), 0); /* never used again */
+    pcache_destroy(&c);
+    /* a recurrent model's snapshots are whole or nothing */
+    o.dir = NULL;
+    o.ram_max = 1000;
+    o.recurrent = true;
+    ck_assert_msg(pcache_new(&c, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(pcache_put(c, a, 4, blob_of(10, 1), 10, &err), 0);
+    ck_assert_int_eq(pcache_put(c, a, 6, blob_of(10, 1), 10, &err), 0);
+    ck_assert_int_eq(pcache_match(c, q, 7, &key), 4);
+    ck_assert_int_eq(pcache_match(c, a, 5, &key), 4);
+    ck_assert(!pcache_covers(c, a, 5));
+    pcache_destroy(&c);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -498,6 +593,9 @@ static Suite *serve_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("metrics");
     tcase_add_test(tc, test_metrics_counts);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("prefix_cache");
+    tcase_add_test(tc, test_pcache_match_lru_and_files);
     suite_add_tcase(s, tc);
     tc = tcase_create("api_json");
     tcase_add_test(tc, test_json_shapes);

@@ -12,7 +12,6 @@ streamed and whole replies carry the same values, the limits are enforced.
 
 usage: serve_endpoints.py BUILDDIR WORKDIR
 """
-import http.client
 import json
 import math
 import os
@@ -24,94 +23,26 @@ import sys
 import time
 
 B, T = sys.argv[1], sys.argv[2]
-GUILD = os.path.join(B, "guild")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_lib  # noqa: E402
+from serve_lib import check, fail  # noqa: E402,F401
+
+GUILD = serve_lib.GUILD = os.path.join(B, "guild")
+serve_lib.T = T
 MODEL = os.path.join(T, "m.gguf")
-checks = 0
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    global checks
-    checks += 1
-    if not cond:
-        fail(msg)
-
-
-class Server:
-    """A `guild serve` process on a free port; its stderr goes to a file."""
+class Server(serve_lib.Server):
+    """A `guild serve` of MODEL (tests/serve_lib.py) whose streams must end with [DONE]."""
 
     def __init__(self, name, *args):
-        self.log_path = os.path.join(T, name + ".log")
-        self.log = open(self.log_path, "w")
-        self.p = subprocess.Popen([GUILD, "serve", "-m", MODEL, "--port", "0", "--threads", "1", *args],
-                                  stdout=subprocess.DEVNULL, stderr=self.log)
-        self.port = None
-        deadline = time.time() + 60
-        while time.time() < deadline and self.port is None:
-            if self.p.poll() is not None:
-                fail("guild serve %s exited with %d:\n%s" % (" ".join(args), self.p.returncode, self.text()))
-            m = re.search(r"listening on http://[^ ]*:(\d+)/", self.text())
-            if m:
-                self.port = int(m.group(1))
-            time.sleep(0.05)
-        if self.port is None:
-            fail("guild serve did not start:\n" + self.text())
-
-    def text(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def request(self, method, path, body=None, headers=None):
-        """(status, headers dict (lower-case names), body bytes); a dict body is sent as JSON."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        data = r.read()
-        hdrs = {k.lower(): v for k, v in r.getheaders()}
-        c.close()
-        return r.status, hdrs, data
-
-    def json(self, path, body, status=200, headers=None):
-        st, _, data = self.request("POST", path, body, headers)
-        text = data.decode("utf-8")
-        check(st == status, "%s %s: status %d, expected %d: %s" % (path, json.dumps(body)[:200], st, status, text))
-        return json.loads(text)
+        super().__init__(name, MODEL, *args)
 
     def stream(self, path, body):
         """The parsed data events of a streamed reply (before [DONE], which must come)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("POST", path, body=json.dumps(dict(body, stream=True)).encode())
-        r = c.getresponse()
-        check(r.status == 200, "%s stream: status %d" % (path, r.status))
-        raw = r.read().decode("utf-8")
-        c.close()
-        events, done = [], False
-        for block in raw.split("\n\n"):
-            if not block:
-                continue
-            check(block.startswith("data: "), "SSE event without 'data: ': %r" % block[:100])
-            if block == "data: [DONE]":
-                done = True
-                continue
-            events.append(json.loads(block[len("data: "):]))
+        events, done = super().stream(path, body)
         check(done, "%s stream: no [DONE]" % path)
         return events
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            fail("guild serve did not exit within 30 s of SIGTERM:\n" + self.text())
-        self.log.close()
-        return rc
 
 
 def expect_error(srv, path, body, status, fragment, param=None, method="POST", headers=None):
@@ -445,4 +376,4 @@ check(srv.json("/tokenize", {"content": "x"}, headers={"Authorization": "Bearer 
       "/tokenize with the key")
 check(srv.stop() == 0, "guild serve did not exit with 0")
 
-print("serve_endpoints: %d checks passed" % checks)
+print("serve_endpoints: %d checks passed" % serve_lib.checks)

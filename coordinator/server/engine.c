@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "coordinator/generate.h"
+#include "coordinator/server/prefix_cache.h"
 #include "coordinator/server/textfilt.h"
 #include "core/util/clock.h"
 #include "core/util/log.h"
@@ -41,6 +42,8 @@ typedef struct slot {
     int32_t next;        /* decoding: the token to feed at the next step */
     int32_t row;         /* its logits row in the current step, -1: none */
     int32_t shared;      /* most other sessions in one step with it */
+    int32_t snap_at;     /* a recurrent model's prompt is prefilled up to here first and snapshotted (the state at
+                            the reusable point of a repeated prompt), -1: not */
     double t0, t_decode;
 } slot_t;
 
@@ -62,9 +65,13 @@ struct engine {
     double busy_s;       /* under mu: engine_stats' counters, published after each request */
     uint64_t expert_wait_ns;
     int64_t kv_used;     /* atomic: published after each token */
+    uint64_t hits[3];    /* under mu: requests that reused a prefix, by source (prefix_source_t) */
+    uint64_t misses;     /* under mu: requests that reused none (prefix reuse on) */
 
     /* the generation thread's own */
     backend_stack_t *stack;
+    pcache_t *pc;        /* the snapshots (engine_config_t.cache_*), or NULL */
+    bool recurrent;      /* the model's cache keeps no shorter prefix (model_recurrent) */
     spec_setup_t spec;   /* the drafter (engine_config_t.spec) */
     slot_t *slots;       /* [parallel] */
     uint64_t serial;     /* requests admitted */
@@ -109,8 +116,14 @@ static void on_token(void *ctx, const float *logits, int32_t id)
     r->lp_pending = true;
 }
 
+/* Slot s's sequence of the backend. */
+static int32_t slot_seq(const engine_t *e, const slot_t *s)
+{
+    return (int32_t)(s - e->slots);
+}
+
 /* The prompt tokens slot s's cache holds already (prefix reuse), at most n_prompt - 1: the last prompt
- * position is run again for its logits. */
+ * position is run again for its logits. A recurrent model's cache is reusable whole or not at all. */
 static int32_t slot_prefix(const engine_t *e, const slot_t *s, const job_spec_t *sp)
 {
     int32_t n = 0;
@@ -118,7 +131,131 @@ static int32_t slot_prefix(const engine_t *e, const slot_t *s, const job_spec_t 
         return 0;
     while (n < s->n_cached && n < sp->n_prompt && s->cached[n] == sp->prompt[n])
         n++;
-    return n == sp->n_prompt ? n - 1 : n;
+    n = n == sp->n_prompt ? n - 1 : n;
+    return e->recurrent && n < s->n_cached ? 0 : n;
+}
+
+/* Where a request's reused prefix came from (engine_stats_t.prefix_hits). */
+enum { PREFIX_SLOT, PREFIX_SNAPSHOT, PREFIX_SESSION };
+
+/* Saves positions [0, n) of sequence seq, which hold tokens[0 .. n), as a snapshot, unless one gives them
+ * already. A failure costs the reuse only: it is logged. */
+static void take_snapshot(engine_t *e, const int32_t *tokens, int32_t n, int32_t seq)
+{
+    if (!e->pc || n < 1 || pcache_covers(e->pc, tokens, n))
+        return;
+    void *blob;
+    size_t size;
+    guild_err_t err = {{0}};
+    if (backend_seq_save(backend_stack_backend(e->stack), seq, n, &blob, &size, &err) < 0 ||
+        pcache_put(e->pc, tokens, n, blob, size, &err) < 0)
+        guild_log(GUILD_LOG_WARN, "prefix cache: a snapshot of %d positions: %s", n, err.msg);
+}
+
+/* Copies a prefix of n_pos positions into sequence seq: from snapshot key, or (from != NULL) from the cache of
+ * the running session on slot from. -1 with err. */
+static int prefix_copy(engine_t *e, int32_t seq, const job_spec_t *sp, int32_t n_pos, uint64_t key,
+                       const slot_t *from, guild_err_t *err)
+{
+    backend_t *be = backend_stack_backend(e->stack);
+    if (from) {
+        void *blob;
+        size_t size;
+        if (backend_seq_save(be, slot_seq(e, from), n_pos, &blob, &size, err) < 0)
+            return -1;
+        int rc = backend_seq_load(be, seq, sp->prompt, n_pos, blob, size, err);
+        free(blob);
+        return rc;
+    }
+    const void *blob;
+    size_t size;
+    if (pcache_get(e->pc, key, &blob, &size, err) < 0)
+        return -1;
+    return backend_seq_load(be, seq, sp->prompt, n_pos, blob, size, err);
+}
+
+/* Places in sequence seq of slot s the longest prefix of request sp's prompt (at most n_prompt - 1 tokens) that
+ * the slot's cache, a snapshot or (not for a recurrent model) a running session's cache holds; the slot's
+ * previous contents are saved as a snapshot first when the request would cut them. Counts the hit or miss and
+ * returns the positions reused. */
+static int32_t prefix_start(engine_t *e, slot_t *s, int32_t seq, const job_spec_t *sp)
+{
+    backend_t *be = backend_stack_backend(e->stack);
+    int32_t n_past = slot_prefix(e, s, sp);
+    int src = PREFIX_SLOT;
+    if (e->pc && e->c.prefix_cache) {
+        const int32_t n_max = sp->n_prompt - 1;
+        uint64_t key = 0;
+        const int32_t m = pcache_match(e->pc, sp->prompt, n_max, &key);
+        const slot_t *from = NULL;
+        int32_t mf = 0;
+        for (int i = 0; !e->recurrent && i < e->c.parallel; i++) {
+            const slot_t *t = &e->slots[i];
+            if (t == s || !t->job)
+                continue;
+            const job_spec_t *tp = job_spec(t->job);
+            const int32_t held = t->n_done < tp->n_prompt ? t->n_done : tp->n_prompt; /* its prompt's, cached */
+            int32_t k = 0;
+            while (k < held && k < n_max && tp->prompt[k] == sp->prompt[k])
+                k++;
+            if (k > mf) {
+                mf = k;
+                from = t;
+            }
+        }
+        if (s->n_cached > n_past) /* the request cuts it */
+            take_snapshot(e, s->cached, s->n_cached, seq);
+        const bool session = mf > n_past && mf >= m;
+        if (session || m > n_past) {
+            guild_err_t err = {{0}};
+            const int32_t n = session ? mf : m;
+            if (prefix_copy(e, seq, sp, n, key, session ? from : NULL, &err) == 0) {
+                n_past = n;
+                src = session ? PREFIX_SESSION : PREFIX_SNAPSHOT;
+                memcpy(s->cached, sp->prompt, (size_t)n * sizeof *s->cached);
+                s->n_cached = n;
+            } else {
+                guild_log(GUILD_LOG_WARN, "prefix cache: %s", err.msg);
+            }
+        }
+    }
+    backend_seq_kv_truncate(be, seq, n_past);
+    if (backend_seq_kv_len(be, seq) != n_past) { /* the cache was not what we thought: start afresh */
+        backend_seq_kv_truncate(be, seq, 0);
+        s->n_cached = 0;
+        n_past = 0;
+    }
+    s->snap_at = -1;
+    if (e->pc && e->recurrent && n_past < sp->n_prompt - 1 && !pcache_covers(e->pc, sp->prompt, sp->n_prompt - 1))
+        s->snap_at = sp->n_prompt - 1;
+    if (e->c.prefix_cache) {
+        pthread_mutex_lock(&e->mu);
+        if (n_past > 0)
+            e->hits[src]++;
+        else
+            e->misses++;
+        pthread_mutex_unlock(&e->mu);
+    }
+    return n_past;
+}
+
+/* Runs prompt[from .. to) into sequence seq with no logits, in batches (a recurrent model's prompt up to the
+ * point its snapshot is taken). -1 with err. */
+static int prefill_to(engine_t *e, int32_t seq, const int32_t *prompt, int32_t from, int32_t to, guild_err_t *err)
+{
+    backend_t *be = backend_stack_backend(e->stack);
+    const int32_t nb = backend_stack_n_batch(e->stack);
+    for (int32_t p = from; p < to;) {
+        const int32_t m = to - p < nb ? to - p : nb;
+        for (int32_t k = 0; k < m; k++) {
+            e->b_seq[k] = seq;
+            e->b_pos[k] = p + k;
+        }
+        if (backend_forward_seq(be, m, prompt + p, e->b_seq, e->b_pos, 0, NULL, NULL, err) < 0)
+            return -1;
+        p += m;
+    }
+    return 0;
 }
 
 /* The end of a request on sequence `seq` (slot s): records what its cache holds now (the prompt, then the sampled
@@ -221,13 +358,19 @@ static void run_job(engine_t *e, job_t *j, double t0)
         st.end = JOB_FAILED;
         goto done;
     }
-    int32_t n_past = slot_prefix(e, s, sp);
-    backend_kv_truncate(be, n_past);
-    if (backend_kv_len(be) != n_past) { /* the cache was not what we thought: start afresh */
-        backend_kv_truncate(be, 0);
-        n_past = 0;
-    }
+    int32_t n_past = prefix_start(e, s, 0, sp);
     st.n_cached = n_past;
+    int grc = 0;
+    double t_snap = 0;
+    if (s->snap_at > n_past) { /* a recurrent model: the prompt up to its snapshot point first */
+        const double t1 = guild_clock_s();
+        grc = prefill_to(e, 0, sp->prompt, n_past, s->snap_at, &err);
+        if (grc == 0) {
+            take_snapshot(e, sp->prompt, s->snap_at, 0);
+            n_past = s->snap_at;
+        }
+        t_snap = guild_clock_s() - t1;
+    }
     gen_options_t go = {
         .n_predict = sp->max_tokens,
         .n_batch = backend_stack_n_batch(e->stack),
@@ -243,7 +386,9 @@ static void run_job(engine_t *e, job_t *j, double t0)
         .drafter = e->spec.drafter,
         .spec_max = e->c.spec ? e->c.spec->max : 0,
     };
-    int grc = gen_run(be, smp, e->c.tok, sp->prompt, sp->n_prompt, &go, &res, &err);
+    if (grc == 0)
+        grc = gen_run(be, smp, e->c.tok, sp->prompt, sp->n_prompt, &go, &res, &err);
+    res.prefill_s += t_snap;
     end_request(e, s, 0, j, &r, &res, grc, &st, &err);
 done:;
     const uint64_t wait_ns = backend_stack_expert_wait_ns(e->stack);
@@ -261,11 +406,6 @@ done:;
 }
 
 /* ---- the batched loop (--parallel N > 1): every running request's next tokens in one forward call ---- */
-
-static int32_t slot_seq(const engine_t *e, const slot_t *s)
-{
-    return (int32_t)(s - e->slots);
-}
 
 /* Ends slot s's request (grc: its result, -1 with err) and frees the slot. */
 static void slot_end(engine_t *e, slot_t *s, int grc, guild_err_t *err)
@@ -294,7 +434,6 @@ static void slot_end(engine_t *e, slot_t *s, int grc, guild_err_t *err)
 static void slot_start(engine_t *e, slot_t *s, job_t *j)
 {
     const job_spec_t *sp = job_spec(j);
-    backend_t *be = backend_stack_backend(e->stack);
     const int32_t seq = slot_seq(e, s);
     guild_err_t err = {{0}};
     s->serial = ++e->serial;
@@ -316,12 +455,7 @@ static void slot_start(engine_t *e, slot_t *s, job_t *j)
         slot_end(e, s, -1, &err);
         return;
     }
-    int32_t n_past = slot_prefix(e, s, sp);
-    backend_seq_kv_truncate(be, seq, n_past);
-    if (backend_seq_kv_len(be, seq) != n_past) { /* the cache was not what we thought: start afresh */
-        backend_seq_kv_truncate(be, seq, 0);
-        n_past = 0;
-    }
+    const int32_t n_past = prefix_start(e, s, seq, sp);
     s->st.n_cached = n_past;
     s->n_done = n_past;
     s->go = (gen_options_t){
@@ -415,6 +549,8 @@ static void batch_step(engine_t *e)
         const job_spec_t *sp = job_spec(s->job);
         const int32_t seq = slot_seq(e, s);
         int32_t m = sp->n_prompt - s->n_done;
+        if (s->snap_at > s->n_done && m > s->snap_at - s->n_done) /* stops at the snapshot point */
+            m = s->snap_at - s->n_done;
         if (m > n_batch - n)
             m = n_batch - n;
         for (int32_t k = 0; k < m; k++) {
@@ -465,6 +601,10 @@ static void batch_step(engine_t *e)
         } else {
             s->n_done += take_n[i];
             s->res.n_prompt = s->n_done;
+            if (s->n_done == s->snap_at) {
+                take_snapshot(e, job_spec(s->job)->prompt, s->snap_at, slot_seq(e, s));
+                s->snap_at = -1;
+            }
         }
         if (s->row >= 0)
             slot_take(e, s, e->logits + (size_t)s->row * (size_t)e->n_vocab, backend_seq_kv_len(be, slot_seq(e, s)));
@@ -544,6 +684,31 @@ static void serial_loop(engine_t *e)
     }
 }
 
+/* The snapshot store (engine_config_t.cache_*), when prefix reuse is on and the backend takes snapshots. -1 with
+ * err: the model file or --cache-dir cannot be read. */
+static int prefix_open(engine_t *e, guild_err_t *err)
+{
+    backend_t *be = backend_stack_backend(e->stack);
+    if (!e->c.prefix_cache || (e->c.cache_ram == 0 && !e->c.cache_dir))
+        return 0;
+    if (!backend_has_snapshots(be)) {
+        guild_log(GUILD_LOG_WARN, "prefix cache: backend %s keeps no snapshots: only each sequence's own cache is "
+                  "reused", e->c.stack->gpu.backend);
+        return 0;
+    }
+    pcache_options_t o = {
+        .ram_max = e->c.cache_ram,
+        .dir = e->c.cache_dir,
+        .disk_max = e->c.cache_disk,
+        .recurrent = e->recurrent,
+        .id.kv_type = e->c.stack->gpu.kv_type,
+    };
+    snprintf(o.id.backend, sizeof o.id.backend, "%s", e->c.stack->gpu.backend);
+    if (pcache_model_identity(e->c.model_path, &o.id.model_size, &o.id.model_hash, err) < 0)
+        return guild_err_prefix(err, "prefix cache: ");
+    return pcache_new(&e->pc, &o, err);
+}
+
 static void *engine_main(void *arg)
 {
     engine_t *e = arg;
@@ -555,7 +720,7 @@ static void *engine_main(void *arg)
         backend_stack_close(&e->stack);
         rc = -1;
     }
-    if (rc == 0 && e->c.parallel > 1) {
+    if (rc == 0) {
         const size_t NB = (size_t)backend_stack_n_batch(e->stack);
         e->logits = malloc((size_t)e->c.parallel * (size_t)e->n_vocab * sizeof *e->logits);
         e->b_tok = malloc(NB * sizeof *e->b_tok);
@@ -567,6 +732,10 @@ static void *engine_main(void *arg)
             backend_stack_close(&e->stack);
             rc = -1;
         }
+    }
+    if (rc == 0 && prefix_open(e, &err) < 0) {
+        backend_stack_close(&e->stack);
+        rc = -1;
     }
     if (rc == 0 && e->c.spec &&
         spec_setup_open(&e->spec, e->c.spec, e->c.model, e->c.tok, e->c.stack->n_ctx, e->c.stack->n_threads, &err) <
@@ -586,6 +755,13 @@ static void *engine_main(void *arg)
         batch_loop(e);
     else
         serial_loop(e);
+    for (int i = 0; e->pc && e->c.cache_dir && i < e->c.parallel; i++) /* what the next start can reuse */
+        take_snapshot(e, e->slots[i].cached, e->slots[i].n_cached, i);
+    pthread_mutex_lock(&e->mu);
+    pcache_t *pc = e->pc; /* engine_stats reads it under mu */
+    e->pc = NULL;
+    pthread_mutex_unlock(&e->mu);
+    pcache_destroy(&pc);
     if (e->c.stack->record_routing) {
         if (backend_stack_record_routing(e->stack, e->c.stack->record_routing, &err) < 0)
             guild_log(GUILD_LOG_ERROR, "--record-routing: %s", err.msg);
@@ -615,6 +791,7 @@ int engine_new(engine_t **out, const engine_config_t *c, guild_err_t *err)
     if (e->c.queue_max < 1)
         e->c.queue_max = 1;
     e->n_vocab = model_config(c->model)->n_vocab;
+    e->recurrent = model_recurrent(model_config(c->model));
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (e->c.parallel < 1)
@@ -697,6 +874,11 @@ void engine_stats(engine_t *e, engine_stats_t *out)
     out->expert_wait_s = (double)e->expert_wait_ns * 1e-9;
     if (e->state == 1) /* the stack is up (closing waits for mu) */
         backend_stack_restarts(e->stack, &out->gpu_restarts, &out->cpu_restarts);
+    for (int i = 0; i < 3; i++)
+        out->prefix_hits[i] = e->hits[i];
+    out->prefix_misses = e->misses;
+    if (e->pc) /* freed under mu */
+        pcache_stats(e->pc, &out->cache);
     pthread_mutex_unlock(&e->mu);
     out->kv_used = __atomic_load_n(&e->kv_used, __ATOMIC_RELAXED);
     out->kv_capacity = (int64_t)e->c.stack->n_ctx * e->c.parallel;

@@ -11,6 +11,13 @@
  * request goes to the free sequence whose cache starts with the longest part of its prompt and reuses it (the
  * logits do not depend on how the positions were batched either).
  *
+ * Prefix snapshots (coordinator/server/prefix_cache.h): before a sequence's cache is cut by a request that reuses
+ * less than it holds, it is saved as a snapshot (backend_seq_save), and a request whose prompt shares more with a
+ * snapshot, or with the prompt a running session has prefilled, than with its sequence's own cache gets that
+ * prefix copied into its sequence (backend_seq_load). A recurrent model's state exists at the cache's end only:
+ * its prompt is prefilled up to the last token, snapshotted there, then finished, so that the same prompt again
+ * reuses all but its last token. With a cache directory, the sequences' caches are saved at shutdown too.
+ *
  * The thread opens the backend stack, drives it and closes it (the stack's one-thread rule). */
 #ifndef GUILD_SERVER_ENGINE_H
 #define GUILD_SERVER_ENGINE_H
@@ -20,6 +27,7 @@
 
 #include "coordinator/backend_stack.h"
 #include "coordinator/server/job.h"
+#include "coordinator/server/prefix_cache.h"
 #include "coordinator/spec.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tok.h"
@@ -35,6 +43,10 @@ typedef struct engine_config {
     int parallel;                 /* requests decoded together (--parallel); the stack's n_seq must be this; <= 1:
                                      one at a time */
     bool prefix_cache;            /* reuse the KV cache of the previous request */
+    size_t cache_ram;             /* bytes of prefix snapshots kept in RAM (--cache-ram; coordinator/server/
+                                     prefix_cache.h); 0 with no cache_dir: none, each sequence's own cache only */
+    const char *cache_dir;        /* --cache-dir: snapshots kept as files there too, read again at start; NULL: none */
+    size_t cache_disk;            /* bytes of snapshot files kept there (--cache-disk) */
     const spec_options_t *spec;   /* speculative decoding (checked; borrowed): the drafter is opened on the thread;
                                      NULL: none */
 } engine_config_t;
@@ -65,6 +77,10 @@ typedef struct engine_stats {
     double expert_wait_s;        /* of the forward passes, time waiting for experts computed on the CPU
                                     (backend_stack_expert_wait_ns, as of the last request's end) */
     int gpu_restarts, cpu_restarts; /* worker restarts (backend_stack_restarts) */
+    uint64_t prefix_hits[3];     /* requests that reused a prefix, from: their sequence's own cache, a snapshot, a
+                                    running session's cache (copied) */
+    uint64_t prefix_misses;      /* requests that reused none (prefix reuse on) */
+    pcache_stats_t cache;        /* the snapshot store's (zero without one) */
 } engine_stats_t;
 
 /* The engine's counters and gauges now. From any thread. */

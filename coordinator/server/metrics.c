@@ -163,4 +163,26 @@ void metrics_render(metrics_t *m, const engine_stats_t *g, strbuf_t *o)
            "Worker processes restarted by the supervisor, by role (multi-process mode; 0 in a single process).");
     sample(o, "guild_worker_restarts_total", "role=\"gpu\"", (double)g->gpu_restarts);
     sample(o, "guild_worker_restarts_total", "role=\"cpu\"", (double)g->cpu_restarts);
+    family(o, "guild_prefix_cache_hits_total", "counter",
+           "Requests that reused a prefix of their prompt, by where it was: their sequence's own cache (slot), a "
+           "snapshot (snapshot), a running session's cache (session).");
+    static const char *const src[3] = {"slot", "snapshot", "session"};
+    for (int i = 0; i < 3; i++) {
+        char lab[32];
+        snprintf(lab, sizeof lab, "source=\"%s\"", src[i]);
+        sample(o, "guild_prefix_cache_hits_total", lab, (double)g->prefix_hits[i]);
+    }
+    family(o, "guild_prefix_cache_misses_total", "counter", "Requests that reused no prefix (prefix reuse on).");
+    sample(o, "guild_prefix_cache_misses_total", NULL, (double)g->prefix_misses);
+    family(o, "guild_prefix_cache_evictions_total", "counter",
+           "Prefix snapshots dropped from RAM (--cache-ram) or disk (--cache-disk), least recently used first.");
+    sample(o, "guild_prefix_cache_evictions_total", NULL, (double)g->cache.evictions);
+    family(o, "guild_prefix_cache_refused_total", "counter",
+           "Snapshot files refused: of another model, backend or KV format, corrupt or unreadable.");
+    sample(o, "guild_prefix_cache_refused_total", NULL, (double)g->cache.refused);
+    family(o, "guild_prefix_cache_snapshots", "gauge", "Prefix snapshots held (in RAM, on disk or both).");
+    sample(o, "guild_prefix_cache_snapshots", NULL, (double)g->cache.entries);
+    family(o, "guild_prefix_cache_bytes", "gauge", "Bytes of prefix snapshots, in RAM and in --cache-dir.");
+    sample(o, "guild_prefix_cache_bytes", "where=\"ram\"", (double)g->cache.ram_bytes);
+    sample(o, "guild_prefix_cache_bytes", "where=\"disk\"", (double)g->cache.disk_bytes);
 }
