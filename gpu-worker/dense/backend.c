@@ -6,6 +6,7 @@
 
 #include "gpu-worker/dense/cpu/cpu_backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/kv_format.h"
 #include "core/util/hash64.h"
 #include "ipc/exchange.h"
 #ifdef GUILD_HAVE_CUDA
@@ -213,7 +214,7 @@ int backend_seq_load(backend_t *b, int32_t seq, const int32_t *tokens, int32_t n
     return b->ops->seq_load(b, seq, tokens, n_pos, blob, size, err);
 }
 
-uint64_t backend_state_model_hash(const model_config_t *c)
+static uint64_t state_model_hash(const model_config_t *c)
 {
     hash64_t h;
     hash64_init(&h, 0x6775696c64ull);
@@ -227,6 +228,55 @@ uint64_t backend_state_model_hash(const model_config_t *c)
         hash64_update(&h, row, sizeof row);
     }
     return hash64_final(&h);
+}
+
+void backend_state_rows(const model_config_t *c, int32_t kv_type, int32_t il, int32_t n_pos, size_t *k, size_t *v)
+{
+    const model_cache_row_t r = model_layer_cache_row(c, il);
+    *k = (size_t)n_pos * (size_t)kv_elem_bytes(kv_type_k(kv_type), r.k);
+    *v = (size_t)n_pos * (size_t)kv_elem_bytes(kv_type_v(kv_type), r.v);
+}
+
+backend_state_header_t backend_state_header(const model_config_t *c, int32_t kv_type, int32_t n_pos)
+{
+    backend_state_header_t h = {
+        .magic = BACKEND_STATE_MAGIC,
+        .version = BACKEND_STATE_VERSION,
+        .n_pos = n_pos,
+        .kv_type = kv_type,
+        .n_layer = c->n_layer,
+        .model_hash = state_model_hash(c),
+    };
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        size_t k, v;
+        backend_state_rows(c, kv_type, il, n_pos, &k, &v);
+        h.rows_bytes += k + v;
+        h.n_recurrent += model_layer_recurrent(c, il);
+    }
+    if (h.n_recurrent)
+        h.state_bytes = (size_t)h.n_recurrent * (size_t)(model_gdn_conv_state(c) + model_gdn_ssm_state(c)) *
+                        sizeof(float);
+    return h;
+}
+
+int backend_state_check(const model_config_t *c, int32_t kv_type, int32_t n_ctx, const void *blob, size_t size,
+                        guild_err_t *err)
+{
+    backend_state_header_t h;
+    memcpy(&h, blob, sizeof h);
+    if (h.n_pos > n_ctx)
+        return guild_err_set(err, "snapshot: %d positions, the context holds %d", h.n_pos, n_ctx);
+    const backend_state_header_t mine = backend_state_header(c, kv_type, h.n_pos);
+    if (h.model_hash != mine.model_hash || h.n_layer != mine.n_layer || h.n_recurrent != mine.n_recurrent)
+        return guild_err_set(err, "snapshot: made for a model of another shape");
+    if (h.kv_type != mine.kv_type)
+        return guild_err_set(err, "snapshot: its cache format is %s, this backend's %s", kv_type_name(h.kv_type),
+                             kv_type_name(mine.kv_type));
+    if (h.rows_bytes != mine.rows_bytes || h.state_bytes != mine.state_bytes ||
+        size != sizeof h + h.rows_bytes + h.state_bytes)
+        return guild_err_set(err, "snapshot: %zu bytes, a snapshot of %d positions here has %llu", size, h.n_pos,
+                             (unsigned long long)(sizeof h + mine.rows_bytes + mine.state_bytes));
+    return 0;
 }
 
 int backend_stats(const backend_t *b, backend_stats_t *out)

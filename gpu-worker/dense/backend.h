@@ -256,13 +256,23 @@ typedef struct backend_state_header {
     int32_t n_recurrent;  /* recurrent layers; their conv states, then their SSM states follow the rows (f32) */
     uint64_t rows_bytes;  /* bytes of the cache rows (after this header) */
     uint64_t state_bytes; /* bytes of the recurrent states (after the rows) */
-    uint64_t model_hash;  /* backend_state_model_hash of the model's shape */
+    uint64_t model_hash;  /* a hash of what the layout depends on in the model's configuration (layers, widths,
+                             heads, recurrent shape): a blob of another model is refused even when sizes agree */
 } backend_state_header_t;
 _Static_assert(sizeof(backend_state_header_t) == 48, "backend_state_header_t is a file layout");
 
-/* A hash of what a snapshot's layout depends on in the model's configuration (layers, widths, heads, recurrent
- * shape), so that a blob of another model is refused even when its sizes agree. */
-uint64_t backend_state_model_hash(const model_config_t *c);
+/* For backends: the header of a snapshot of n_pos positions of model c in KV format kv_type (resolved), and the
+ * byte counts of its parts: layer il's key rows and value rows (n_pos rows each, of model_layer_cache_row's widths
+ * in the format's element types, backend_state_rows), then every recurrent layer's conv state and SSM state
+ * (floats). */
+backend_state_header_t backend_state_header(const model_config_t *c, int32_t kv_type, int32_t n_pos);
+void backend_state_rows(const model_config_t *c, int32_t kv_type, int32_t il, int32_t n_pos, size_t *k, size_t *v);
+
+/* For backends: 0 when blob (size bytes, whose header backend_seq_load has checked for magic, version and sizes)
+ * can be restored by a backend of model c in format kv_type holding n_ctx positions; -1 with a message naming the
+ * mismatch (the model's shape, the format, the length). */
+int backend_state_check(const model_config_t *c, int32_t kv_type, int32_t n_ctx, const void *blob, size_t size,
+                        guild_err_t *err);
 
 /* The backend's own counters: 0 with *out filled, or -1 (*out zeroed) when it keeps none. */
 int backend_stats(const backend_t *b, backend_stats_t *out);

@@ -1206,6 +1206,53 @@ START_TEST(test_split_greedy)
 }
 END_TEST
 
+
+/* Snapshots (backend_seq_save / backend_seq_load, gpu-worker/dense/cuda/cuda_snapshot.c): the prompt's first CUT
+ * positions saved, other tokens run over them, the snapshot restored and the rest of the prompt run one row at a
+ * time gives the cold run's logits bit for bit (the same split: batches of at most CUDA_DECODE_ROWS rows compute
+ * each row alone). The blob is the CPU backend's layout: the CPU backend takes it when it keeps the same format
+ * (q8_0) and refuses another (f16 beside its f32). _i: qwen3moe f16, deepseek2 f16 (MLA), qwen3next f16 (the
+ * recurrent state), qwen3moe q8_0. */
+START_TEST(test_snapshots)
+{
+    static const char *arch[] = {"qwen3moe", "deepseek2", "qwen3next", "qwen3moe"};
+    const int32_t fmt = _i == 3 ? KV_TYPE_Q8_0 : KV_TYPE_F16;
+    tiny_spec_t s = cuda_spec(arch[_i], GUILD_TYPE_F32, 90 + (uint64_t)_i);
+    rig_t r;
+    rig_open(&r, &s, 16, 64, fmt);
+    enum { N = (int)(sizeof prompt / sizeof prompt[0]), CUT = 6 };
+    const int32_t V = r.n_vocab, row0 = 0, junk[3] = {9, 10, 11};
+    float *ref = malloc((size_t)N * V * sizeof *ref), *got = malloc((size_t)N * V * sizeof *got);
+    guild_err_t err = {{0}};
+    forward(r.gpu, CUT, prompt, 0, NULL, NULL);
+    for (int i = CUT; i < N; i++)
+        forward(r.gpu, 1, prompt + i, 1, &row0, ref + (size_t)(i - CUT) * V);
+    backend_kv_truncate(r.gpu, 0);
+    forward(r.gpu, CUT, prompt, 0, NULL, NULL);
+    void *blob;
+    size_t size;
+    ck_assert_msg(backend_seq_save(r.gpu, 0, CUT, &blob, &size, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 3; i++)
+        forward(r.gpu, 1, junk + i, 0, NULL, NULL);
+    ck_assert_msg(backend_seq_load(r.gpu, 0, prompt, CUT, blob, size, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(backend_kv_len(r.gpu), CUT);
+    for (int i = CUT; i < N; i++)
+        forward(r.gpu, 1, prompt + i, 1, &row0, got + (size_t)(i - CUT) * V);
+    ck_assert_msg(!memcmp(got, ref, (size_t)(N - CUT) * V * sizeof *got), "%s %s: restored logits differ",
+                  arch[_i], kv_type_name(fmt));
+    const int crc = backend_seq_load(r.cpu, 0, prompt, CUT, blob, size, &err);
+    if (fmt == KV_TYPE_F16)
+        ck_assert_msg(crc != 0 && strstr(err.msg, "format"), "the cpu backend (f32) took an f16 snapshot: %s",
+                      err.msg);
+    else
+        ck_assert_msg(crc == 0, "the cpu backend refused the device's q8_0 snapshot: %s", err.msg);
+    free(blob);
+    free(ref);
+    free(got);
+    rig_close(&r);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
     Suite *s = suite_create("cuda_backend");
@@ -1223,6 +1270,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, test_long_context);
     tcase_add_loop_test(tc, test_mla_long_context, 0, 2);
     tcase_add_loop_test(tc, test_gdn_chunked_prefill, 0, 2);
+    tcase_add_loop_test(tc, test_snapshots, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

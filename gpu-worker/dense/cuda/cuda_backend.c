@@ -19,6 +19,7 @@
  * (cuda_state.h), so a row's bits are those of its sequence's rows alone; a graph is kept per groups' layout.
  */
 #include "gpu-worker/dense/cuda/cuda_backend.h"
+#include "gpu-worker/dense/cuda/cuda_snapshot.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -1060,6 +1061,8 @@ const backend_ops_t cuda_backend_ops = {
     .forward_seq = cuda_forward_seq,
     .seq_kv_len = cuda_seq_kv_len,
     .seq_kv_truncate = cuda_seq_kv_truncate,
+    .seq_save = cuda_seq_save,
+    .seq_load = cuda_seq_load,
     .destroy = cuda_destroy,
     .stats = cuda_stats,
     .exchange_exec = cuda_exchange_exec,
