@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -21,99 +20,20 @@ import threading
 import time
 
 B, T = sys.argv[1], sys.argv[2]
-GUILD = os.path.join(B, "guild")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_lib  # noqa: E402
+from serve_lib import check, fail  # noqa: E402
+
+GUILD = serve_lib.GUILD = os.path.join(B, "guild")
+serve_lib.T = T
 MODEL = os.path.join(T, "m.gguf")
-checks = 0
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    global checks
-    checks += 1
-    if not cond:
-        fail(msg)
-
-
-class Server:
-    """A `guild serve` process on a free port; its stderr goes to a file."""
+class Server(serve_lib.Server):
+    """A `guild serve` of model (default MODEL; tests/serve_lib.py)."""
 
     def __init__(self, name, *args, model=MODEL):
-        self.log_path = os.path.join(T, name + ".log")
-        self.log = open(self.log_path, "w")
-        self.p = subprocess.Popen([GUILD, "serve", "-m", model, "--port", "0", "--threads", "1", *args],
-                                  stdout=subprocess.DEVNULL, stderr=self.log)
-        self.port = None
-        deadline = time.time() + 60
-        while time.time() < deadline and self.port is None:
-            if self.p.poll() is not None:
-                fail("guild serve %s exited with %d:\n%s" % (" ".join(args), self.p.returncode, self.text()))
-            m = re.search(r"listening on http://[^ ]*:(\d+)/", self.text())
-            if m:
-                self.port = int(m.group(1))
-            time.sleep(0.05)
-        if self.port is None:
-            fail("guild serve did not start:\n" + self.text())
-
-    def text(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def conn(self, timeout=60):
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-
-    def request(self, method, path, body=None, headers=None):
-        """(status, headers dict (lower-case names), body bytes); a dict body is sent as JSON."""
-        c = self.conn()
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        data = r.read()
-        hdrs = {k.lower(): v for k, v in r.getheaders()}
-        c.close()
-        return r.status, hdrs, data
-
-    def json(self, path, body, headers=None, status=200):
-        st, _, data = self.request("POST", path, body, headers)
-        text = data.decode("utf-8")  # strict: every reply is valid UTF-8
-        check(st == status, "%s %s: status %d, expected %d: %s" % (path, json.dumps(body)[:200], st, status, text))
-        return json.loads(text)
-
-    def stream(self, path, body):
-        """The events of a streamed reply: (list of parsed JSON events, saw [DONE])."""
-        c = self.conn()
-        c.request("POST", path, body=json.dumps(dict(body, stream=True)).encode())
-        r = c.getresponse()
-        check(r.status == 200, "%s stream: status %d" % (path, r.status))
-        check(r.getheader("Content-Type", "").startswith("text/event-stream"), "stream content type")
-        events, done = [], False
-        raw = r.read().decode("utf-8")
-        c.close()
-        for block in raw.split("\n\n"):
-            if not block:
-                continue
-            check(block.startswith("data: "), "SSE event without 'data: ': %r" % block[:100])
-            payload = block[len("data: "):]
-            if payload == "[DONE]":
-                done = True
-                continue
-            check(not done, "an event after [DONE]")
-            events.append(json.loads(payload))
-        return events, done
-
-    def stop(self, timeout=30):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            fail("guild serve did not exit within %d s of SIGTERM:\n%s" % (timeout, self.text()))
-        self.log.close()
-        return rc
+        super().__init__(name, model, *args)
 
 
 def guild_run(prompt, n, *args):
@@ -496,4 +416,4 @@ check(r.returncode == 0 and b"one at a" in r.stdout and b"/v1/chat/completions" 
 r = subprocess.run([GUILD, "serve", "--port", "70000"], capture_output=True, timeout=60)
 check(r.returncode == 2 and b"--port 70000" in r.stderr, "--port 70000: %r" % r.stderr)
 
-print("PASS: guild serve: %d checks" % checks)
+print("PASS: guild serve: %d checks" % serve_lib.checks)

@@ -14,7 +14,6 @@
 
 usage: serve_faults.py BUILDDIR WORKDIR MODEL POISONED_MODEL
 """
-import http.client
 import json
 import os
 import re
@@ -24,62 +23,34 @@ import sys
 import time
 
 B, T, MODEL, POISONED = sys.argv[1:5]
-GUILD = os.path.join(B, "guild")
-checks = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_lib  # noqa: E402
+from serve_lib import check  # noqa: E402
+
+GUILD = serve_lib.GUILD = os.path.join(B, "guild")
+serve_lib.T = T
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
+class Server(serve_lib.Server):
+    """A `guild serve` of the pipeline with one CPU worker (tests/serve_lib.py); replies as (status, body)."""
 
-
-def check(cond, msg):
-    global checks
-    checks += 1
-    if not cond:
-        fail(msg)
-
-
-class Server:
     def __init__(self, name, model, *args):
-        self.log_path = os.path.join(T, name + ".log")
-        self.log = open(self.log_path, "w")
-        self.p = subprocess.Popen([GUILD, "serve", "-m", model, "--port", "0", "--threads", "1", "--cpu-workers", "1",
-                                   *args], stdout=subprocess.DEVNULL, stderr=self.log)
-        self.port = None
-        deadline = time.time() + 60
-        while time.time() < deadline and self.port is None:
-            if self.p.poll() is not None:
-                fail("guild serve exited with %d:\n%s" % (self.p.returncode, self.text()))
-            m = re.search(r"listening on http://[^ ]*:(\d+)/", self.text())
-            if m:
-                self.port = int(m.group(1))
-            time.sleep(0.05)
-        if self.port is None:
-            fail("guild serve did not start:\n" + self.text())
+        super().__init__(name, model, "--cpu-workers", "1", *args)
 
-    def text(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def request(self, method, path, body=None, timeout=60):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, data
+    def call(self, method, path, body=None, timeout=60):
+        st, _, data = self.request(method, path, body, {"Content-Type": "application/json"}, timeout)
+        return st, data
 
     def complete(self, prompt, stream=False):
-        return self.request("POST", "/v1/completions",
-                            {"prompt": prompt, "max_tokens": 6, "temperature": 0, "stream": stream})
+        return self.call("POST", "/v1/completions",
+                         {"prompt": prompt, "max_tokens": 6, "temperature": 0, "stream": stream})
 
     def health(self):
-        st, data = self.request("GET", "/health")
+        st, data = self.call("GET", "/health")
         return st, json.loads(data)
 
     def stop(self):
+        """SIGTERM; the exit status, or -1 (killed) when it does not exit within 20 s."""
         self.p.send_signal(signal.SIGTERM)
         try:
             return self.p.wait(timeout=20)
@@ -254,4 +225,4 @@ check(srv.stop() == 0, "exit status after SIGTERM (--fallback-local)")
 print("PASS: %d checks: a planted NaN fails its request (500, stream error + [DONE]) and the server goes on; a "
       "CPU worker and the GPU worker past the give-up limit: /health 503 degraded, 503 at once, served again "
       "after the back-off; the port is bound before the model loads; a lost worker started by hand: 503 "
-      "naming it, served when it is back, exit 1 after --rejoin-ms, or --fallback-local" % checks)
+      "naming it, served when it is back, exit 1 after --rejoin-ms, or --fallback-local" % serve_lib.checks)

@@ -113,8 +113,9 @@ class Server:
             events.append(json.loads(payload))
         return events, done
 
-    def stream_and_drop(self, path, body, events=1):
-        """Starts a streamed request and closes the connection after `events` data events have arrived."""
+    def stream_start(self, path, body, events=1):
+        """Starts a streamed request; returns its socket once `events` data events have arrived (the caller
+        closes it: the client going away)."""
         s = socket.create_connection(("127.0.0.1", self.port), timeout=60)
         data = json.dumps(dict(body, stream=True)).encode()
         s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
@@ -125,8 +126,11 @@ class Server:
             if not chunk:
                 break
             got += chunk
-        s.close()
-        return got
+        return s
+
+    def stream_and_drop(self, path, body, events=1):
+        """Starts a streamed request and closes the connection after `events` data events have arrived."""
+        self.stream_start(path, body, events).close()
 
     def metrics(self):
         """GET /metrics as {(name, frozenset of label pairs): value}."""

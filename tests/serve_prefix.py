@@ -17,13 +17,14 @@ import glob
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_lib  # noqa: E402
-from serve_lib import Server, check, fail, metric, mkmodel  # noqa: E402
+from serve_lib import Server, check, metric, mkmodel  # noqa: E402
 
 B, T = sys.argv[1], sys.argv[2]
 serve_lib.GUILD = os.path.join(B, "guild")
@@ -113,6 +114,20 @@ for rnd in range(2):
 check(any(results[(1, i)][2] > 0 for i in range(5)), "--parallel 2: nothing reused in the second round")
 srv.stop()
 
+# --- --parallel 2: a request shares the prompt a running session has prefilled: copied from its sequence ---
+# (a context of 4096: the running request has thousands of tokens to go when the second one comes)
+sref = cold(MODEL, [A2], "--ctx", "4096")
+same(sref[A2], ref[A2], "--ctx 4096 against 512")
+srv = Server("session", MODEL, "--parallel", "2", "--single-process", "--ctx", "4096")
+sock = srv.stream_start("/v1/completions", {"prompt": A, "max_tokens": 4000, "temperature": 0, "ignore_eos": True})
+got = ask(srv, A2)
+same(got, ref[A2], "session: A2 beside a running A")
+check(got[2] > 0, "session: A2 reused nothing of the running A (cached_tokens %d)" % got[2])
+check(metric(srv.metrics(), "guild_prefix_cache_hits_total", source="session") == 1,
+      "session: the copy from a running session was not counted")
+sock.close()
+srv.stop()
+
 # --- a tiny RAM bound: snapshots are evicted (counted), replies stay right ---
 srv = Server("tiny-ram", MODEL, "--cache-ram", "1K", "--single-process")
 for p in (A, B_, C, A2):
@@ -122,7 +137,11 @@ check(metric(m, "guild_prefix_cache_evictions_total") >= 1, "--cache-ram 1K: no 
 check(metric(m, "guild_prefix_cache_hits_total", source="snapshot") == 0, "--cache-ram 1K: a snapshot hit")
 srv.stop()
 
-# --- on disk: snapshots survive a restart ---
+# --- on disk: snapshots survive a restart; a directory that is not there is an error at start-up ---
+r = subprocess.run([serve_lib.GUILD, "serve", "-m", MODEL, "--port", "0", "--single-process", "--cache-dir",
+                    os.path.join(T, "missing")], capture_output=True, timeout=60)
+check(r.returncode != 0 and b"--cache-dir" in r.stderr and b"missing: No such file" in r.stderr,
+      "--cache-dir of a missing directory: status %d, %r" % (r.returncode, r.stderr[-300:]))
 DIR = os.path.join(T, "snaps")
 os.mkdir(DIR)
 srv = Server("disk1", MODEL, "--cache-dir", DIR)

@@ -649,6 +649,7 @@ static void batch_loop(engine_t *e)
             e->q_head = (e->q_head + 1) % e->c.queue_max;
             e->q_len--;
             s->job = j; /* the queue's reference, now the slot's */
+            s->n_done = 0; /* nothing of its prompt is cached yet (prefix_start of another joining slot looks) */
             e->active++;
             joined[n_joined++] = s;
         }
@@ -706,7 +707,23 @@ static int prefix_open(engine_t *e, guild_err_t *err)
     snprintf(o.id.backend, sizeof o.id.backend, "%s", e->c.stack->gpu.backend);
     if (pcache_model_identity(e->c.model_path, &o.id.model_size, &o.id.model_hash, err) < 0)
         return guild_err_prefix(err, "prefix cache: ");
-    return pcache_new(&e->pc, &o, err);
+    pcache_t *pc;
+    if (pcache_new(&pc, &o, err) < 0)
+        return -1;
+    pthread_mutex_lock(&e->mu);
+    e->pc = pc; /* engine_stats reads it under mu */
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+/* Frees the snapshot store (engine_stats reads it under mu). */
+static void prefix_close(engine_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    pcache_t *pc = e->pc;
+    e->pc = NULL;
+    pthread_mutex_unlock(&e->mu);
+    pcache_destroy(&pc);
 }
 
 static void *engine_main(void *arg)
@@ -741,6 +758,7 @@ static void *engine_main(void *arg)
         spec_setup_open(&e->spec, e->c.spec, e->c.model, e->c.tok, e->c.stack->n_ctx, e->c.stack->n_threads, &err) <
             0) {
         spec_setup_close(&e->spec);
+        prefix_close(e);
         backend_stack_close(&e->stack);
         rc = -1;
     }
@@ -757,11 +775,7 @@ static void *engine_main(void *arg)
         serial_loop(e);
     for (int i = 0; e->pc && e->c.cache_dir && i < e->c.parallel; i++) /* what the next start can reuse */
         take_snapshot(e, e->slots[i].cached, e->slots[i].n_cached, i);
-    pthread_mutex_lock(&e->mu);
-    pcache_t *pc = e->pc; /* engine_stats reads it under mu */
-    e->pc = NULL;
-    pthread_mutex_unlock(&e->mu);
-    pcache_destroy(&pc);
+    prefix_close(e);
     if (e->c.stack->record_routing) {
         if (backend_stack_record_routing(e->stack, e->c.stack->record_routing, &err) < 0)
             guild_log(GUILD_LOG_ERROR, "--record-routing: %s", err.msg);
