@@ -450,8 +450,16 @@ static int write_file(pcache_t *c, entry_t *x, guild_err_t *err)
     h.tokens_hash = hash64(x->tokens, (size_t)x->n * sizeof(int32_t), HASH_SEED);
     h.blob_hash = hash64(x->blob, x->size, HASH_SEED);
     char path[4096], tmp[4200];
-    if (snprintf(path, sizeof path, "%s/pfx-%016llx-%d%s", c->dir, (unsigned long long)h.tokens_hash, x->n,
-                 PFX_SUFFIX) >= (int)sizeof path)
+    /* named by the identity too: servers of several models may share a directory without overwriting each other */
+    hash64_t hw;
+    hash64_init(&hw, HASH_SEED);
+    hash64_update(&hw, &h.model_size, sizeof h.model_size);
+    hash64_update(&hw, &h.model_hash, sizeof h.model_hash);
+    hash64_update(&hw, h.backend, sizeof h.backend);
+    hash64_update(&hw, &h.kv_type, sizeof h.kv_type);
+    const uint64_t who = hash64_final(&hw);
+    if (snprintf(path, sizeof path, "%s/pfx-%016llx-%016llx-%d%s", c->dir, (unsigned long long)who,
+                 (unsigned long long)h.tokens_hash, x->n, PFX_SUFFIX) >= (int)sizeof path)
         return guild_err_set(err, "--cache-dir %s: path too long", c->dir);
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");

@@ -6,7 +6,7 @@
  * (a recurrent model's snapshot, whose state exists at its end only, is usable whole or not at all). The engine
  * restores the match into the sequence the request runs on (backend_seq_load): sessions share a prefix by copy.
  *
- * Files (DIR/pfx-HASH-N.snap): a header naming the model file (its size and a hash of its first and last MiB),
+ * Files (DIR/pfx-IDENTITY-TOKENS-N.snap: hashes of the identity and of the N token ids): a header naming the model file (its size and a hash of its first and last MiB),
  * the backend and the KV format, then the token ids and the blob, each with its XXH64. At start the directory is
  * read: a file of another model, backend or format, of another layout version, truncated, or whose token ids do
  * not match their hash is refused with a warning naming the file and the reason, and never used; a blob is read
