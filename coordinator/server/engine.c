@@ -692,6 +692,11 @@ static int prefix_open(engine_t *e, guild_err_t *err)
     backend_t *be = backend_stack_backend(e->stack);
     if (!e->c.prefix_cache || (e->c.cache_ram == 0 && !e->c.cache_dir))
         return 0;
+    if (e->c.spec && e->c.spec->kind == SPEC_MTP) { /* the MTP layer's hidden states are not in a snapshot */
+        guild_log(GUILD_LOG_INFO, "prefix cache: no snapshots with --spec mtp: only the sequence's own cache is "
+                  "reused");
+        return 0;
+    }
     if (!backend_has_snapshots(be)) {
         guild_log(GUILD_LOG_WARN, "prefix cache: backend %s keeps no snapshots: only each sequence's own cache is "
                   "reused", e->c.stack->gpu.backend);

@@ -26,6 +26,9 @@ static void state_floats(const cpu_backend_t *b, size_t *conv, size_t *ssm)
 int cpu_seq_save(backend_t *base, int32_t seq, int32_t n_pos, void **out, size_t *size, guild_err_t *err)
 {
     cpu_backend_t *b = (cpu_backend_t *)base;
+    if (b->mtp)
+        return guild_err_set(err, "snapshot: the multi-token-prediction layer's hidden states are not part of one "
+                             "(a backend created with mtp takes none)");
     if (b->n_recurrent && n_pos != b->seq_len[seq])
         return guild_err_set(err, "snapshot: a recurrent state exists at the cache's end only (%d positions), not "
                              "at %d", b->seq_len[seq], n_pos);
@@ -64,6 +67,9 @@ int cpu_seq_load(backend_t *base, int32_t seq, const int32_t *tokens, int32_t n_
 {
     cpu_backend_t *b = (cpu_backend_t *)base;
     (void)tokens;
+    if (b->mtp)
+        return guild_err_set(err, "snapshot: the multi-token-prediction layer's hidden states are not part of one "
+                             "(a backend created with mtp takes none)");
     if (backend_state_check(b->cfg, b->kv_type, b->n_ctx, blob, size, err) < 0)
         return -1;
     backend_state_header_t h;
