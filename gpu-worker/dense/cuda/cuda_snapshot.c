@@ -14,8 +14,9 @@
  * load). */
 static int copy(cuda_backend_t *b, char *blob, size_t *at, void *dev, size_t n, bool load, guild_err_t *err)
 {
-    if (n && cuda_check(load ? cudaMemcpyAsync(dev, blob + *at, n, cudaMemcpyHostToDevice, b->stream)
-                             : cudaMemcpyAsync(blob + *at, dev, n, cudaMemcpyDeviceToHost, b->stream),
+    /* cudaMemcpyDefault: the caches may be mapped host RAM (the plan's kv_host) seen at a device address */
+    if (n && cuda_check(load ? cudaMemcpyAsync(dev, blob + *at, n, cudaMemcpyDefault, b->stream)
+                             : cudaMemcpyAsync(blob + *at, dev, n, cudaMemcpyDefault, b->stream),
                         load ? "restore a snapshot" : "take a snapshot", err) < 0)
         return -1;
     *at += n;
