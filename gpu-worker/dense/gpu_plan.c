@@ -604,10 +604,11 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
     return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers;
 }
 
-/* Predicted ns the attention spends reading the cache over the reference request: each prefill chunk reads the
- * rows before it and its own (from host RAM: its layer's rows copied to the staging), each generated token the
- * rows before it; at GPU_PLAN_KV_HBM_GBPS in GPU memory, at the PCIe rate from host RAM. *per_token: the
- * generated tokens' share, per token. */
+/* Predicted ns the attention spends reading the cache over the reference request: each prefill chunk of its prompt
+ * reads the rows before it and its own (from host RAM: its layer's rows copied to the staging), each generated
+ * token a full cache (the context planned for is the one to be used: a reference prompt of at most REF_PROMPT_MAX
+ * would hide a long context's cost); at GPU_PLAN_KV_HBM_GBPS in GPU memory, at the PCIe rate from host RAM.
+ * *per_token: a generated token's share. */
 static double kv_read_ns(const planner_t *pl, int32_t chunk, bool host, double *per_token)
 {
     const double bpp = (double)kv_type_position_bytes(pl->o->kv_type, pl->f->c);
@@ -615,7 +616,7 @@ static double kv_read_ns(const planner_t *pl, int32_t chunk, bool host, double *
     double pre = 0;
     for (int32_t p = 0; p < pl->ref_prompt; p += chunk)
         pre += (double)(p + chunk < pl->ref_prompt ? p + chunk : pl->ref_prompt);
-    const double G = pl->ref_gen, tok = ((double)pl->ref_prompt + G / 2) * bpp / rate;
+    const double G = pl->ref_gen, tok = (double)pl->o->n_ctx * bpp / rate;
     if (per_token)
         *per_token = tok;
     return pre * bpp / rate + G * tok;
@@ -755,7 +756,8 @@ static void kv_why(gpu_plan_t *p, const planner_t *pl, int32_t chunk, bool compa
         if (compared)
             snprintf(alt, sizeof alt, " (from host RAM over PCIe: %.2f ms)", other / 1e6);
         snprintf(p->why_kv, sizeof p->why_kv, "in GPU memory: %s, %.2f GiB for %d positions (%.0f bytes a "
-                 "position); the attention reads %.2f ms of it a generated token%s", kv_type_name(p->kv_type),
+                 "position); the attention reads %.2f ms of it a generated token at a full cache%s",
+                 kv_type_name(p->kv_type),
                  (double)p->n_seq * (double)kv_rows_bytes(f->c, p->n_ctx, p->kv_type, NULL) / G, p->n_ctx, bpp,
                  p->pred_kv_ms, alt);
         return;
