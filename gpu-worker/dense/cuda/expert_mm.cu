@@ -300,32 +300,16 @@ static void expert_launch(guild_type_t type, int64_t n, dim3 grid, const char *w
 #define EM_P(WT)                                                                                                   \
     expert_plain_kernel<WT, NC, GU><<<grid, EM_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order, tiles,     \
                                                                n_tiles, out, ldo, (int)n, nrows)
+#define EM_CASE(T, TR, QK) \
+    case T: EM_Q(TR, QK); break;
     switch (type) {
     case GUILD_TYPE_F32: EM_P(float); break;
     case GUILD_TYPE_F16: EM_P(__half); break;
     case GUILD_TYPE_BF16: EM_P(__nv_bfloat16); break;
-    case GUILD_TYPE_Q8_0: EM_Q(dot_q8_0, 32); break;
-    case GUILD_TYPE_Q4_0: EM_Q(dot_q4_0, 32); break;
-    case GUILD_TYPE_Q4_1: EM_Q(dot_q4_1, 32); break;
-    case GUILD_TYPE_Q5_0: EM_Q(dot_q5_0, 32); break;
-    case GUILD_TYPE_Q5_1: EM_Q(dot_q5_1, 32); break;
-    case GUILD_TYPE_IQ4_NL: EM_Q(dot_iq4_nl, 32); break;
-    case GUILD_TYPE_MXFP4: EM_Q(dot_mxfp4, 32); break;
-    case GUILD_TYPE_Q4_K: EM_Q(dot_q4_K, QUANT_QK_K); break;
-    case GUILD_TYPE_Q5_K: EM_Q(dot_q5_K, QUANT_QK_K); break;
-    case GUILD_TYPE_Q6_K: EM_Q(dot_q6_K, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ4_XS: EM_Q(dot_iq4_xs, QUANT_QK_K); break;
-    case GUILD_TYPE_Q2_K: EM_Q(dot_q2_K, QUANT_QK_K); break;
-    case GUILD_TYPE_Q3_K: EM_Q(dot_q3_K, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ2_XXS: EM_Q(dot_iq2_xxs, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ2_XS: EM_Q(dot_iq2_xs, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ2_S: EM_Q(dot_iq2_s, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ3_XXS: EM_Q(dot_iq3_xxs, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ3_S: EM_Q(dot_iq3_s, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ1_S: EM_Q(dot_iq1_s, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ1_M: EM_Q(dot_iq1_m, QUANT_QK_K); break;
+    QD_DOT_TYPES(EM_CASE)
     default: break; /* rejected by the entry point */
     }
+#undef EM_CASE
 #undef EM_Q
 #undef EM_P
 }

@@ -154,32 +154,16 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
                                                         nr, ntok, hz)
 #define MM_P(WT) matmul_plain_kernel<WT, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, \
                                                                         (int)n, nr, ntok, hz)
+#define MM_CASE(T, TR, QK) \
+    case T: MM_Q(TR, QK); break;
     switch (type) {
     case GUILD_TYPE_F32: MM_P(float); break;
     case GUILD_TYPE_F16: MM_P(__half); break;
     case GUILD_TYPE_BF16: MM_P(__nv_bfloat16); break;
-    case GUILD_TYPE_Q8_0: MM_Q(dot_q8_0, 32); break;
-    case GUILD_TYPE_Q4_0: MM_Q(dot_q4_0, 32); break;
-    case GUILD_TYPE_Q4_1: MM_Q(dot_q4_1, 32); break;
-    case GUILD_TYPE_Q5_0: MM_Q(dot_q5_0, 32); break;
-    case GUILD_TYPE_Q5_1: MM_Q(dot_q5_1, 32); break;
-    case GUILD_TYPE_IQ4_NL: MM_Q(dot_iq4_nl, 32); break;
-    case GUILD_TYPE_MXFP4: MM_Q(dot_mxfp4, 32); break;
-    case GUILD_TYPE_Q4_K: MM_Q(dot_q4_K, QUANT_QK_K); break;
-    case GUILD_TYPE_Q5_K: MM_Q(dot_q5_K, QUANT_QK_K); break;
-    case GUILD_TYPE_Q6_K: MM_Q(dot_q6_K, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ4_XS: MM_Q(dot_iq4_xs, QUANT_QK_K); break;
-    case GUILD_TYPE_Q2_K: MM_Q(dot_q2_K, QUANT_QK_K); break;
-    case GUILD_TYPE_Q3_K: MM_Q(dot_q3_K, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ2_XXS: MM_Q(dot_iq2_xxs, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ2_XS: MM_Q(dot_iq2_xs, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ2_S: MM_Q(dot_iq2_s, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ3_XXS: MM_Q(dot_iq3_xxs, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ3_S: MM_Q(dot_iq3_s, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ1_S: MM_Q(dot_iq1_s, QUANT_QK_K); break;
-    case GUILD_TYPE_IQ1_M: MM_Q(dot_iq1_m, QUANT_QK_K); break;
+    QD_DOT_TYPES(MM_CASE)
     default: break; /* rejected by the entry point */
     }
+#undef MM_CASE
 #undef MM_Q
 #undef MM_P
 }

@@ -132,64 +132,64 @@ QD_FN int qd_load_a1(const uint8_t *p)
     return (int)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
+/* The finish d(w) * d(a) * isum of the types without mins: wd the weight block's fp16 scale, ad the activation's
+ * as a float. */
+QD_FN float qd_finish(quant_half_t wd, float ad, int isum)
+{
+    const float d = qd_f16(wd) * ad;
+    return d * (float)isum;
+}
+
 /* ---- 32-element blocks --------------------------------------------------------------------------------- */
 
-struct dot_q8_0 {
-    typedef quant_block_q8_0 wblock;
-    typedef quant_block_q8_0 ablock;
-    static constexpr int TPB = 4; /* 8 elements per thread */
-    static constexpr bool HAS_MIN = false; /* imin is used */
-    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
-    {
-        isum = qd_dp4a(qd_load_a2(w->qs + 8 * j), qd_load_a2(a->qs + 8 * j), 0);
-        isum = qd_dp4a(qd_load_a2(w->qs + 8 * j + 4), qd_load_a2(a->qs + 8 * j + 4), isum);
-        imin = 0;
-    }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        const float d = qd_f16(w->d) * qd_f16(a->d);
-        return d * (float)isum;
-    }
-};
-
-/* Thread j: bytes 4j .. 4j+3 of qs, i.e. elements 4j.. (low nibbles) and 16 + 4j.. (high nibbles). */
-struct dot_q4_0 {
-    typedef quant_block_q4_0 wblock;
+/* The types against Q8_0 (TR: the traits themselves): thread j of TPB = 4 takes qs bytes 4j .. 4j+3, whose low
+ * nibbles are elements 4j .. 4j+3 and high nibbles 16 + 4j .. 16 + 4j + 3; TR::levels(w, j, lo, hi) gives their
+ * int8 levels, four to a word (the mma kernel's fragments too: expert_mma_traits.cuh). */
+template <typename TR, typename WB>
+struct dot_b32 {
+    typedef WB wblock;
     typedef quant_block_q8_0 ablock;
     static constexpr int TPB = 4;
     static constexpr bool HAS_MIN = false; /* imin is used */
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
-        const int v = qd_load_a2(w->qs + 4 * j);
-        const int lo = qd_vsub4(v & 0x0f0f0f0f, 0x08080808);
-        const int hi = qd_vsub4((v >> 4) & 0x0f0f0f0f, 0x08080808);
+        int lo, hi;
+        TR::levels(w, j, lo, hi);
         isum = qd_dp4a(lo, qd_load_a2(a->qs + 4 * j), 0);
         isum = qd_dp4a(hi, qd_load_a2(a->qs + 16 + 4 * j), isum);
         imin = 0;
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
-        const float d = qd_f16(w->d) * qd_f16(a->d);
-        return d * (float)isum;
+        return qd_finish(w->d, qd_f16(a->d), isum);
     }
 };
 
-struct dot_iq4_nl {
-    typedef quant_block_iq4_nl wblock;
-    typedef quant_block_q8_0 ablock;
-    static constexpr int TPB = 4;
-    static constexpr bool HAS_MIN = false; /* imin is used */
+/* Thread j: elements 8j .. 8j+7 of both blocks (8 elements per thread). */
+struct dot_q8_0 : dot_b32<dot_q8_0, quant_block_q8_0> {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
-        const uint32_t v = (uint32_t)qd_load_a2(w->qs + 4 * j);
-        isum = qd_dp4a(iq4nl_lookup4(v & 0x0f0f0f0fu), qd_load_a2(a->qs + 4 * j), 0);
-        isum = qd_dp4a(iq4nl_lookup4((v >> 4) & 0x0f0f0f0fu), qd_load_a2(a->qs + 16 + 4 * j), isum);
+        isum = qd_dp4a(qd_load_a2(w->qs + 8 * j), qd_load_a2(a->qs + 8 * j), 0);
+        isum = qd_dp4a(qd_load_a2(w->qs + 8 * j + 4), qd_load_a2(a->qs + 8 * j + 4), isum);
         imin = 0;
     }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+};
+
+struct dot_q4_0 : dot_b32<dot_q4_0, quant_block_q4_0> {
+    QD_FN void levels(const wblock *w, int j, int &lo, int &hi)
     {
-        const float d = qd_f16(w->d) * qd_f16(a->d);
-        return d * (float)isum;
+        const int v = qd_load_a2(w->qs + 4 * j);
+        lo = qd_vsub4(v & 0x0f0f0f0f, 0x08080808);
+        hi = qd_vsub4((v >> 4) & 0x0f0f0f0f, 0x08080808);
+    }
+};
+
+struct dot_iq4_nl : dot_b32<dot_iq4_nl, quant_block_iq4_nl> {
+    QD_FN void levels(const wblock *w, int j, int &lo, int &hi)
+    {
+        const uint32_t v = (uint32_t)qd_load_a2(w->qs + 4 * j);
+        lo = iq4nl_lookup4(v & 0x0f0f0f0fu);
+        hi = iq4nl_lookup4((v >> 4) & 0x0f0f0f0fu);
     }
 };
 
@@ -200,41 +200,24 @@ QD_FN int q5_high4(uint32_t qh, int e0)
     return (int)(((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25));
 }
 
-struct dot_q5_0 {
-    typedef quant_block_q5_0 wblock;
-    typedef quant_block_q8_0 ablock;
-    static constexpr int TPB = 4;
-    static constexpr bool HAS_MIN = false; /* imin is used */
-    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
+struct dot_q5_0 : dot_b32<dot_q5_0, quant_block_q5_0> {
+    QD_FN void levels(const wblock *w, int j, int &lo, int &hi)
     {
         const uint32_t qh = (uint32_t)qd_load_a2(w->qh);
         const int v = qd_load_a2(w->qs + 4 * j);
-        const int lo = qd_vsub4((v & 0x0f0f0f0f) | q5_high4(qh, 4 * j), 0x10101010);
-        const int hi = qd_vsub4(((v >> 4) & 0x0f0f0f0f) | q5_high4(qh, 16 + 4 * j), 0x10101010);
-        isum = qd_dp4a(lo, qd_load_a2(a->qs + 4 * j), 0);
-        isum = qd_dp4a(hi, qd_load_a2(a->qs + 16 + 4 * j), isum);
-        imin = 0;
-    }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        const float d = qd_f16(w->d) * qd_f16(a->d);
-        return d * (float)isum;
+        lo = qd_vsub4((v & 0x0f0f0f0f) | q5_high4(qh, 4 * j), 0x10101010);
+        hi = qd_vsub4(((v >> 4) & 0x0f0f0f0f) | q5_high4(qh, 16 + 4 * j), 0x10101010);
     }
 };
 
 /* As Q4_0 through the mxfp4 levels; the block scale is the E8M0 half of core/quant/fp16.h (exact on both sides:
  * integer bit arithmetic). Byte loads: blocks of 17 bytes. */
-struct dot_mxfp4 {
-    typedef quant_block_mxfp4 wblock;
-    typedef quant_block_q8_0 ablock;
-    static constexpr int TPB = 4;
-    static constexpr bool HAS_MIN = false; /* imin is used */
-    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
+struct dot_mxfp4 : dot_b32<dot_mxfp4, quant_block_mxfp4> {
+    QD_FN void levels(const wblock *w, int j, int &lo, int &hi)
     {
         const uint32_t v = (uint32_t)qd_load_a1(w->qs + 4 * j);
-        isum = qd_dp4a(mxfp4_lookup4(v & 0x0f0f0f0fu), qd_load_a2(a->qs + 4 * j), 0);
-        isum = qd_dp4a(mxfp4_lookup4((v >> 4) & 0x0f0f0f0fu), qd_load_a2(a->qs + 16 + 4 * j), isum);
-        imin = 0;
+        lo = mxfp4_lookup4(v & 0x0f0f0f0fu);
+        hi = mxfp4_lookup4((v >> 4) & 0x0f0f0f0fu);
     }
     QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
     {
@@ -243,38 +226,18 @@ struct dot_mxfp4 {
     }
 };
 
-struct dot_q4_1 {
-    typedef quant_block_q4_1 wblock;
+/* The types with a min against Q8_1 (blocks of 20 and 24 bytes: 4-byte loads): thread j as in dot_b32, the
+ * levels unsigned; the finish adds m(w) * s(a). */
+template <typename TR, typename WB>
+struct dot_b32_min {
+    typedef WB wblock;
     typedef quant_block_q8_1 ablock;
     static constexpr int TPB = 4;
     static constexpr bool HAS_MIN = false; /* imin is used */
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
-        const int v = qd_load_a4(w->qs + 4 * j);
-        isum = qd_dp4a(v & 0x0f0f0f0f, qd_load_a4(a->qs + 4 * j), 0);
-        isum = qd_dp4a((v >> 4) & 0x0f0f0f0f, qd_load_a4(a->qs + 16 + 4 * j), isum);
-        imin = 0;
-    }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        const float d = qd_f16(w->d) * qd_f16(a->d);
-        const float m = qd_f16(w->m) * qd_f16(a->s);
-        const float t = d * (float)isum;
-        return t + m;
-    }
-};
-
-struct dot_q5_1 {
-    typedef quant_block_q5_1 wblock;
-    typedef quant_block_q8_1 ablock;
-    static constexpr int TPB = 4;
-    static constexpr bool HAS_MIN = false; /* imin is used */
-    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
-    {
-        const uint32_t qh = (uint32_t)qd_load_a4(w->qh);
-        const int v = qd_load_a4(w->qs + 4 * j);
-        const int lo = (v & 0x0f0f0f0f) | q5_high4(qh, 4 * j);
-        const int hi = ((v >> 4) & 0x0f0f0f0f) | q5_high4(qh, 16 + 4 * j);
+        int lo, hi;
+        TR::levels(w, j, lo, hi);
         isum = qd_dp4a(lo, qd_load_a4(a->qs + 4 * j), 0);
         isum = qd_dp4a(hi, qd_load_a4(a->qs + 16 + 4 * j), isum);
         imin = 0;
@@ -288,7 +251,40 @@ struct dot_q5_1 {
     }
 };
 
+struct dot_q4_1 : dot_b32_min<dot_q4_1, quant_block_q4_1> {
+    QD_FN void levels(const wblock *w, int j, int &lo, int &hi)
+    {
+        const int v = qd_load_a4(w->qs + 4 * j);
+        lo = v & 0x0f0f0f0f;
+        hi = (v >> 4) & 0x0f0f0f0f;
+    }
+};
+
+struct dot_q5_1 : dot_b32_min<dot_q5_1, quant_block_q5_1> {
+    QD_FN void levels(const wblock *w, int j, int &lo, int &hi)
+    {
+        const uint32_t qh = (uint32_t)qd_load_a4(w->qh);
+        const int v = qd_load_a4(w->qs + 4 * j);
+        lo = (v & 0x0f0f0f0f) | q5_high4(qh, 4 * j);
+        hi = ((v >> 4) & 0x0f0f0f0f) | q5_high4(qh, 16 + 4 * j);
+    }
+};
+
 /* ---- K quants against Q8_K ------------------------------------------------------------------------------ */
+
+/* What the types against Q8_K share: TPB threads a block; no mins and the finish d(w) * d(a) * isum unless the
+ * type has mins (dot_qk_min). */
+template <typename WB, int TPB_>
+struct dot_qk {
+    typedef WB wblock;
+    typedef quant_block_q8_K ablock;
+    static constexpr int TPB = TPB_;
+    static constexpr bool HAS_MIN = false; /* imin is used */
+    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+    {
+        return qd_finish(w->d, a->d, isum);
+    }
+};
 
 /* The 6-bit scale and min j (0..7) of a Q4_K/Q5_K block (quant_k4_scale_min). */
 QD_FN void k4_scale_min(int j, const uint8_t *q, int &sc, int &m)
@@ -311,60 +307,33 @@ QD_FN float k4_finish(quant_half_t wd, quant_half_t wdmin, float ad, int isum, i
     return t1 - t2;
 }
 
-/* Thread j: 64-element chunk c = j / 2, half h = j % 2: qs bytes 32c + 16h .. +15, whose low nibbles are
- * elements 64c + 16h + i (sub-block 2c) and high nibbles 64c + 32 + 16h + i (sub-block 2c + 1). (8 threads
- * a block were faster than 4 on the H200.) */
-struct dot_q4_K {
-    typedef quant_block_q4_K wblock;
-    typedef quant_block_q8_K ablock;
-    static constexpr int TPB = 8;
+/* The types with mins (Q4_K, Q5_K, Q2_K): d * isum - dmin * imin. */
+template <typename WB, int TPB_>
+struct dot_qk_min : dot_qk<WB, TPB_> {
     static constexpr bool HAS_MIN = true; /* imin is used */
-    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
-    {
-        const int c = j / 2, h = j % 2;
-        int q[4];
-        qd_load16(w->qs + 32 * c + 16 * h, q); /* blocks of 144 bytes: 16-byte aligned rows keep qs aligned */
-        const int *alo = (const int *)(a->qs + 64 * c + 16 * h);
-        const int *ahi = (const int *)(a->qs + 64 * c + 32 + 16 * h);
-        int dlo = 0, dhi = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            dlo = qd_dp4a(q[i] & 0x0f0f0f0f, alo[i], dlo);
-            dhi = qd_dp4a((q[i] >> 4) & 0x0f0f0f0f, ahi[i], dhi);
-        }
-        int sc0, m0, sc1, m1;
-        k4_scale_min(2 * c, w->scales, sc0, m0);
-        k4_scale_min(2 * c + 1, w->scales, sc1, m1);
-        isum = sc0 * dlo + sc1 * dhi;
-        imin = m0 * a->bsums[4 * c + h] + m1 * a->bsums[4 * c + 2 + h];
-    }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+    QD_FN float finish(const WB *w, const quant_block_q8_K *a, int isum, int imin)
     {
         return k4_finish(w->d, w->dmin, a->d, isum, imin);
     }
 };
 
-/* As Q4_K; the 5th bit of element e is bit e / 32 of qh[e % 32]. */
-struct dot_q5_K {
-    typedef quant_block_q5_K wblock;
-    typedef quant_block_q8_K ablock;
-    static constexpr int TPB = 8;
-    static constexpr bool HAS_MIN = true; /* imin is used */
-    QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
+/* Thread j of Q4_K and Q5_K: 64-element chunk c = j / 2, half h = j % 2: TR::levels(w, c, h, lo, hi) gives the
+ * elements 64c + 16h + 4i .. +3 (sub-block 2c) and 64c + 32 + 16h + 4i .. +3 (sub-block 2c + 1) of i = 0..3,
+ * four to a word. (8 threads a block were faster than 4 on the H200.) */
+template <typename TR, typename WB>
+struct dot_k4 : dot_qk_min<WB, 8> {
+    QD_FN void partial(const WB *w, const quant_block_q8_K *a, int j, int &isum, int &imin)
     {
         const int c = j / 2, h = j % 2;
-        int q[4], qh[4];
-        qd_load16(w->qs + 32 * c + 16 * h, q); /* blocks of 176 bytes: qs at 48, qh at 16, both aligned */
-        qd_load16(w->qh + 16 * h, qh);
+        int lo[4], hi[4];
+        TR::levels(w, c, h, lo, hi);
         const int *alo = (const int *)(a->qs + 64 * c + 16 * h);
         const int *ahi = (const int *)(a->qs + 64 * c + 32 + 16 * h);
         int dlo = 0, dhi = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int lo = (q[i] & 0x0f0f0f0f) | (((qh[i] >> (2 * c)) & 0x01010101) << 4);
-            const int hi = ((q[i] >> 4) & 0x0f0f0f0f) | (((qh[i] >> (2 * c + 1)) & 0x01010101) << 4);
-            dlo = qd_dp4a(lo, alo[i], dlo);
-            dhi = qd_dp4a(hi, ahi[i], dhi);
+            dlo = qd_dp4a(lo[i], alo[i], dlo);
+            dhi = qd_dp4a(hi[i], ahi[i], dhi);
         }
         int sc0, m0, sc1, m1;
         k4_scale_min(2 * c, w->scales, sc0, m0);
@@ -372,20 +341,41 @@ struct dot_q5_K {
         isum = sc0 * dlo + sc1 * dhi;
         imin = m0 * a->bsums[4 * c + h] + m1 * a->bsums[4 * c + 2 + h];
     }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
+};
+
+/* Q4_K: qs bytes 32c + 16h .. +15, low nibbles sub-block 2c, high nibbles 2c + 1. */
+struct dot_q4_K : dot_k4<dot_q4_K, quant_block_q4_K> {
+    QD_FN void levels(const wblock *w, int c, int h, int (&lo)[4], int (&hi)[4])
     {
-        return k4_finish(w->d, w->dmin, a->d, isum, imin);
+        int q[4];
+        qd_load16(w->qs + 32 * c + 16 * h, q); /* blocks of 144 bytes: 16-byte aligned rows keep qs aligned */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = q[i] & 0x0f0f0f0f;
+            hi[i] = (q[i] >> 4) & 0x0f0f0f0f;
+        }
+    }
+};
+
+/* As Q4_K; the 5th bit of element e is bit e / 32 of qh[e % 32]. */
+struct dot_q5_K : dot_k4<dot_q5_K, quant_block_q5_K> {
+    QD_FN void levels(const wblock *w, int c, int h, int (&lo)[4], int (&hi)[4])
+    {
+        int q[4], qh[4];
+        qd_load16(w->qs + 32 * c + 16 * h, q); /* blocks of 176 bytes: qs at 48, qh at 16, both aligned */
+        qd_load16(w->qh + 16 * h, qh);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (q[i] & 0x0f0f0f0f) | (((qh[i] >> (2 * c)) & 0x01010101) << 4);
+            hi[i] = ((q[i] >> 4) & 0x0f0f0f0f) | (((qh[i] >> (2 * c + 1)) & 0x01010101) << 4);
+        }
     }
 };
 
 /* Thread j: half hf = j / 8, l0 = 4 (j % 8); for each quarter k the four elements 128 hf + 32 k + l0 + i,
  * low bits from ql[64 hf + 32 (k % 2) + l0 + i] (nibble k / 2), high bits 2k of qh[32 hf + l0 + i]; all four
  * in sub-block 8 hf + 2 k + (j % 8) / 4. */
-struct dot_q6_K {
-    typedef quant_block_q6_K wblock;
-    typedef quant_block_q8_K ablock;
-    static constexpr int TPB = 16;
-    static constexpr bool HAS_MIN = false; /* imin is used */
+struct dot_q6_K : dot_qk<quant_block_q6_K, 16> {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
         const int hf = j / 8, r = j % 8, l0 = 4 * r;
@@ -405,20 +395,11 @@ struct dot_q6_K {
         isum = s;
         imin = 0;
     }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        const float d = qd_f16(w->d) * a->d;
-        return d * (float)isum;
-    }
 };
 
 /* Thread j: sub-block ib = j / 2, part p = j % 2: qs bytes 16 ib + 8p .. +7, low nibbles elements
  * 32 ib + 8p + i, high nibbles 32 ib + 16 + 8p + i. */
-struct dot_iq4_xs {
-    typedef quant_block_iq4_xs wblock;
-    typedef quant_block_q8_K ablock;
-    static constexpr int TPB = 16;
-    static constexpr bool HAS_MIN = false; /* imin is used */
+struct dot_iq4_xs : dot_qk<quant_block_iq4_xs, 16> {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
         const int ib = j / 2, p = j % 2;
@@ -435,21 +416,12 @@ struct dot_iq4_xs {
         isum = (ls - 32) * s;
         imin = 0;
     }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        const float d = qd_f16(w->d) * a->d;
-        return d * (float)isum;
-    }
 };
 
 /* Q2_K: thread j takes sub-block s = j (16 elements, 128 hf + 32 k + 16 p + l with hf = j / 8, k = (j % 8) / 2,
  * p = j % 2): the 2-bit fields at shift 2k of qs[32 hf + 16 p .. +15]. Blocks of 84 bytes, qs at 16: 4-byte
  * loads. */
-struct dot_q2_K {
-    typedef quant_block_q2_K wblock;
-    typedef quant_block_q8_K ablock;
-    static constexpr int TPB = 16;
-    static constexpr bool HAS_MIN = true; /* imin is used */
+struct dot_q2_K : dot_qk_min<quant_block_q2_K, 16> {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
         const int hf = j / 8, k = (j % 8) / 2, p = j % 2;
@@ -463,10 +435,6 @@ struct dot_q2_K {
         isum = (sc & 15) * s;
         imin = (sc >> 4) * a->bsums[j];
     }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        return k4_finish(w->d, w->dmin, a->d, isum, imin);
-    }
 };
 
 /* The 6-bit scale of Q3_K sub-block j (0..15) minus 32 (quant_q3_K_scales). */
@@ -479,11 +447,7 @@ QD_FN int q3k_scale(const uint8_t *packed, int j)
 
 /* Q3_K: thread j takes sub-block j as Q2_K does; the level is the 2-bit field minus 4 where bit 4 hf + k of
  * hmask[16 p + l] is clear. Blocks of 110 bytes: 2-byte loads. */
-struct dot_q3_K {
-    typedef quant_block_q3_K wblock;
-    typedef quant_block_q8_K ablock;
-    static constexpr int TPB = 16;
-    static constexpr bool HAS_MIN = false; /* imin is used */
+struct dot_q3_K : dot_qk<quant_block_q3_K, 16> {
     QD_FN void partial(const wblock *w, const ablock *a, int j, int &isum, int &imin)
     {
         const int hf = j / 8, k = (j % 8) / 2, p = j % 2, hb = 4 * hf + k;
@@ -499,11 +463,6 @@ struct dot_q3_K {
         }
         isum = q3k_scale(w->scales, j) * s;
         imin = 0;
-    }
-    QD_FN float finish(const wblock *w, const ablock *a, int isum, int imin)
-    {
-        const float d = qd_f16(w->d) * a->d;
-        return d * (float)isum;
     }
 };
 
