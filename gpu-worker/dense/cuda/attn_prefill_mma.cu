@@ -26,57 +26,7 @@
  */
 #include <cuda_fp16.h>
 
-#include "gpu-worker/dense/cuda/attn_prefill_mma.cuh"
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
-
-static __device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, asynchronous; zero-filled when !in (src is then not read). */
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool in)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(in ? 16 : 0));
-}
-
-static __device__ __forceinline__ void cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-static __device__ __forceinline__ void cp_async_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/* Four 8x8 b16 matrices; lanes 8i .. 8i+7 give the row addresses of matrix i, register i receives lane's
- * (row lane/4, columns 2(lane%4), +1) of matrix i; with .trans, (rows 2(lane%4), +1, column lane/4). */
-static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const __half *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const __half *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-/* d += a b: A 16x16 row-major fragment, B 16x8 column fragment, D 16x8 f32 (PTX ISA fragment layouts). */
-static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
+#include "gpu-worker/dense/cuda/attn_mma_tiles.cuh"
 
 template <int HD>
 static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
@@ -121,10 +71,8 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         const float *q1 = q + ((int64_t)(t0 + (ok1 ? r1 : 0)) * n_head + h) * HD + 2 * t4;
         float mx0, mx1;
         am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
-        mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
+        mx0 = am_quad_max(mx0);
+        mx1 = am_quad_max(mx1);
         const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
         rs0 = scalbnf(scale, e0);
         rs1 = scalbnf(scale, e1);
@@ -133,9 +81,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
     }
 
     float o[NO][4]; /* output fragments: (row g, dims 8nt + 2t4, +1), (row g+8, same) */
-#pragma unroll
-    for (int nt = 0; nt < NO; nt++)
-        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    am_zero(o);
     float m0 = -INFINITY, m1 = -INFINITY; /* running row maxima */
     float l0 = 0.0f, l1 = 0.0f;           /* this lane's part of the running row sums */
 
@@ -174,20 +120,10 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
 
             /* S = Q K^T: B fragment of keys 8nt .. (n) and dims 16kk .. (k) is K rows read untransposed */
             float s[NS][4];
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            am_zero(s);
 #pragma unroll
             for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-                for (int np = 0; np < NS / 2; np++) {
-                    uint32_t b[4];
-                    ldmatrix_x4(b, ks + am_k_ldsm_offset(lane, np, kk, LD));
-                    mma_f16(s[2 * np], qh[kk], b[0], b[1]);
-                    mma_f16(s[2 * np], ql[kk], b[0], b[1]);
-                    mma_f16(s[2 * np + 1], qh[kk], b[2], b[3]);
-                    mma_f16(s[2 * np + 1], ql[kk], b[2], b[3]);
-                }
+                am_scores_kstep(s, qh[kk], ql[kk], ks, lane, kk, LD);
 
             /* scale, mask (only where the tile reaches past the warp's first query, or, sliding, begins before
              * its last query's window), row maxima */
@@ -204,64 +140,23 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
                     mx0 = fmaxf(mx0, s[nt][c]);
                     mx1 = fmaxf(mx1, s[nt][2 + c]);
                 }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
             /* Without a window key 0 is in the first tile every warp visits, so the maxima are finite from then
-             * on. With one, a row may have seen no key yet (its maximum still -inf): its exponentials then take
-             * 0 as the maximum (its scores are -inf, its terms 0; -inf - -inf would be NaN) and its state stays
-             * as it is. Finite maxima take the same path as before. */
-            const float c0 = mx0 == -INFINITY ? 1.0f : expf(m0 - mx0), c1 = mx1 == -INFINITY ? 1.0f : expf(m1 - mx1);
-            m0 = mx0;
-            m1 = mx1;
-            const float e0 = mx0 == -INFINITY ? 0.0f : mx0, e1 = mx1 == -INFINITY ? 0.0f : mx1;
-
-            /* P, split: the score tiles 2kk, 2kk+1 are the A fragment of keys 16kk .. 16kk+15. The row sums
-             * add the tile's sum, not 64 single terms: an f32 sum of thousands of terms to a growing total
-             * would drift past the tolerance at long contexts. */
+             * on; with one, a row may have seen no key yet (am_softmax_tile). P, split: the score tiles 2kk,
+             * 2kk+1 are the A fragment of keys 16kk .. 16kk+15. */
             uint32_t ph[AM_BK / 16][4], pl[AM_BK / 16][4];
-            float lt0 = 0.0f, lt1 = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < AM_BK / 16; kk++)
-                am_p_frags(s[2 * kk], s[2 * kk + 1], e0, e1, ph[kk], pl[kk], &lt0, &lt1);
-            l0 = l0 * c0 + lt0;
-            l1 = l1 * c1 + lt1;
+            float c0, c1;
+            am_softmax_tile(s, mx0, mx1, m0, m1, l0, l1, c0, c1, ph, pl);
 
-            /* O = O c + P V, V rows read transposed. The tile's products go to a fresh accumulator (8 mma
-             * steps) added to O in f32: the tensor cores round their f32 sums toward zero, and hundreds of
-             * steps on the running O would bias it past the tolerance at long contexts. */
+            /* O = O c + P V, V rows read transposed */
 #pragma unroll
-            for (int dp = 0; dp < NO / 2; dp++) {
-                float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-                for (int kk = 0; kk < AM_BK / 16; kk++) {
-                    uint32_t b[4];
-                    ldmatrix_x4_trans(b, vs + am_v_ldsm_offset(lane, kk, dp, LD));
-                    mma_f16(t[0], ph[kk], b[0], b[1]);
-                    mma_f16(t[0], pl[kk], b[0], b[1]);
-                    mma_f16(t[1], ph[kk], b[2], b[3]);
-                    mma_f16(t[1], pl[kk], b[2], b[3]);
-                }
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    float *ou = o[2 * dp + u];
-                    ou[0] = ou[0] * c0 + t[u][0];
-                    ou[1] = ou[1] * c0 + t[u][1];
-                    ou[2] = ou[2] * c1 + t[u][2];
-                    ou[3] = ou[3] * c1 + t[u][3];
-                }
-            }
+            for (int dp = 0; dp < NO / 2; dp++)
+                am_pv_tile(o, dp, ph, pl, vs, lane, dp, LD, c0, c1);
         }
         __syncthreads(); /* every warp is done with tile kt's stage before tile kt+2 loads into it */
     }
 
-    l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 1);
-    l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 2);
-    l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 1);
-    l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 2);
-    l0 = l0 * AM_PSCALE; /* exact: the scale of the P operand */
-    l1 = l1 * AM_PSCALE;
+    l0 = am_row_sum(l0);
+    l1 = am_row_sum(l1);
     float f0 = 1.0f, f1 = 1.0f; /* the sink's rescaling of the output */
     if (sinks) { /* the sink joins each row's softmax (in P's scale) and weighs no value */
         const float sk = sinks[h], ms0 = fmaxf(m0, sk), ms1 = fmaxf(m1, sk);

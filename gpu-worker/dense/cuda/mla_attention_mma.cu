@@ -10,7 +10,7 @@
  *   scores: the 4 warps split the RR dims (k-steps), each computes a 16 x 64 partial S = Q K^T with
  *           mma.sync m16n8k16 and writes it to shared memory; every warp then sums the four partials (in warp
  *           order, so every warp holds the same bits), scales, masks (key j > the row's position) and runs the
- *           online softmax on its fragments (the same code as attn_prefill_mma.cu: attn_prefill_mma.cuh);
+ *           online softmax on its fragments (the same code as attn_prefill_mma.cu: attn_mma_tiles.cuh);
  *   values: each warp adds P V for its quarter of the R latent columns (V is the cache tile read transposed).
  * Precision as attn_prefill_mma.cu: Q and P split hi + lo into f16 pairs (Q rows scaled by powers of two into
  * f16's range first), the cache F16 exact, f32 accumulation, each tile's P V summed apart and added to the
@@ -25,8 +25,7 @@
  */
 #include <cuda_fp16.h>
 
-#include "gpu-worker/dense/cuda/attn_prefill_mma.cuh"
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/attn_mma_tiles.cuh"
 
 #define ML_WARPS 4
 #define ML_THREADS (ML_WARPS * WARP_SIZE)
@@ -35,52 +34,6 @@
 #define ML_LDS (ML_BK + 8)  /* row stride of a score partial in floats: float2 stores conflict-free */
 #define ML_SPLITS 16        /* a row's positions in at most this many splits */
 #define ML_SPLIT_MIN 256    /* positions per split at least */
-
-static __device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, asynchronous; zero-filled when !in (src is then not read). */
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool in)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(in ? 16 : 0));
-}
-
-static __device__ __forceinline__ void cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-static __device__ __forceinline__ void cp_async_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/* ldmatrix.x4 (.trans) and mma.sync m16n8k16 as in attn_prefill_mma.cu (layouts: attn_prefill_mma.cuh) */
-static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const __half *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const __half *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* Positions per split for a context of n_ctx: at most ML_SPLITS splits, whole tiles, at least ML_SPLIT_MIN. */
 static int mla_split_len(int32_t n_ctx)
@@ -167,9 +120,7 @@ static __global__ void __launch_bounds__(ML_THREADS, 1)
     const float rs0 = scalbnf(scale, e_s[g]), rs1 = scalbnf(scale, e_s[g + 8]);
 
     float o[NW][4]; /* this warp's output columns: (row g, cols c0 + 8nt + 2t4, +1), (row g+8, same) */
-#pragma unroll
-    for (int nt = 0; nt < NW; nt++)
-        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    am_zero(o);
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     auto load_tile = [&](int kt) {
@@ -200,9 +151,7 @@ static __global__ void __launch_bounds__(ML_THREADS, 1)
         /* this warp's partial scores over k-steps kb .. ke-1; A fragments read from the split Q rows */
         {
             float s[NS][4];
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            am_zero(s);
             for (int kk = kb; kk < ke; kk++) {
                 const int c = 16 * kk + 2 * t4;
                 uint32_t ah[4], al[4];
@@ -214,15 +163,7 @@ static __global__ void __launch_bounds__(ML_THREADS, 1)
                 al[1] = *(const uint32_t *)(ql_s + (g + 8) * LD + c);
                 al[2] = *(const uint32_t *)(ql_s + g * LD + c + 8);
                 al[3] = *(const uint32_t *)(ql_s + (g + 8) * LD + c + 8);
-#pragma unroll
-                for (int np = 0; np < NS / 2; np++) {
-                    uint32_t b[4];
-                    ldmatrix_x4(b, ks + am_k_ldsm_offset(lane, np, kk, LD));
-                    mma_f16(s[2 * np], ah, b[0], b[1]);
-                    mma_f16(s[2 * np], al, b[0], b[1]);
-                    mma_f16(s[2 * np + 1], ah, b[2], b[3]);
-                    mma_f16(s[2 * np + 1], al, b[2], b[3]);
-                }
+                am_scores_kstep(s, ah, al, ks, lane, kk, LD);
             }
             float *sp = sp_s + warp * ML_ROWS * ML_LDS;
 #pragma unroll
@@ -257,56 +198,20 @@ static __global__ void __launch_bounds__(ML_THREADS, 1)
             mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
             mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
-        /* a row with no key yet (a split or tile past its position) keeps -inf: its terms are zeros and its
-         * state stays as it is (-inf - -inf would be NaN) */
-        const float c0 = mx0 == -INFINITY ? 1.0f : expf(m0 - mx0), c1 = mx1 == -INFINITY ? 1.0f : expf(m1 - mx1);
-        m0 = mx0;
-        m1 = mx1;
-        const float e0 = mx0 == -INFINITY ? 0.0f : mx0, e1 = mx1 == -INFINITY ? 0.0f : mx1;
+        /* a row with no key yet (a split or tile past its position) keeps -inf (am_softmax_tile) */
         uint32_t ph[ML_BK / 16][4], pl[ML_BK / 16][4];
-        float lt0 = 0.0f, lt1 = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < ML_BK / 16; kk++)
-            am_p_frags(s[2 * kk], s[2 * kk + 1], e0, e1, ph[kk], pl[kk], &lt0, &lt1);
-        l0 = l0 * c0 + lt0;
-        l1 = l1 * c1 + lt1;
+        float c0, c1;
+        am_softmax_tile(s, mx0, mx1, m0, m1, l0, l1, c0, c1, ph, pl);
 
-        /* O = O c + P V over this warp's latent columns; the tile's products summed apart, then added */
+        /* O = O c + P V over this warp's latent columns (16-column groups warp * NW / 2 + dp) */
 #pragma unroll
-        for (int dp = 0; dp < NW / 2; dp++) {
-            const int dcol = warp * (NW / 2) + dp; /* 16-column group of the latent */
-            float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-            for (int kk = 0; kk < ML_BK / 16; kk++) {
-                uint32_t b[4];
-                ldmatrix_x4_trans(b, ks + am_v_ldsm_offset(lane, kk, dcol, LD));
-                mma_f16(t[0], ph[kk], b[0], b[1]);
-                mma_f16(t[0], pl[kk], b[0], b[1]);
-                mma_f16(t[1], ph[kk], b[2], b[3]);
-                mma_f16(t[1], pl[kk], b[2], b[3]);
-            }
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                float *ou = o[2 * dp + u];
-                ou[0] = ou[0] * c0 + t[u][0];
-                ou[1] = ou[1] * c0 + t[u][1];
-                ou[2] = ou[2] * c1 + t[u][2];
-                ou[3] = ou[3] * c1 + t[u][3];
-            }
-        }
+        for (int dp = 0; dp < NW / 2; dp++)
+            am_pv_tile(o, dp, ph, pl, ks, lane, warp * (NW / 2) + dp, LD, c0, c1);
         __syncthreads(); /* every warp is done with the partials and with tile kt's stage */
     }
 
-    l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 1);
-    l0 = l0 + __shfl_xor_sync(FULL_MASK, l0, 2);
-    l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 1);
-    l1 = l1 + __shfl_xor_sync(FULL_MASK, l1, 2);
-    l0 = l0 * AM_PSCALE; /* exact: the scale of the P operand */
-    l1 = l1 * AM_PSCALE;
+    l0 = am_row_sum(l0);
+    l1 = am_row_sum(l1);
     const int col = warp * (R / ML_WARPS) + 2 * t4;
     if (split == 0) {
         if (g < nq) {
