@@ -18,6 +18,7 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;
@@ -370,23 +371,7 @@ static Suite *attn_suite(void)
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-        printf("device: %s, %d SMs, sm_%d%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
-        printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return 1;
-    }
-    SRunner *sr = srunner_create(attn_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    cudaStreamDestroy(stream);
-    return failed ? 1 : 0;
+    return cuda_test_run(attn_suite(), &stream);
 }

@@ -43,6 +43,7 @@
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
 #include "ipc/exchange.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
 
 #define STEPS 32
@@ -98,48 +99,12 @@ static void rig_close(rig_t *r)
     free(r->image);
 }
 
-/* A spec the CUDA kernels take: head_dim 64, widths that are whole K-quant blocks. */
+/* A spec the CUDA kernels take (cuda_test_spec). */
 static tiny_spec_t cuda_spec(const char *arch, guild_type_t type, uint64_t seed)
 {
     tiny_spec_t s = tiny_spec(arch);
-    s.n_embd = 256;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.head_dim = 64;
-    s.n_ff_exp = 256;
-    s.n_ff_shexp = 256;
-    s.n_vocab = 256;
-    s.n_ff = 512;   /* glm4moe's dense first layer */
-    s.n_rot = !strcmp(arch, "glm4moe") ? 32 : 0; /* its half-rotary heads */
-    s.n_mtp = 1;    /* its MTP layer: loaded, never run */
-    if (!strcmp(arch, "deepseek2")) { /* keys of 32 + 32 rotated, values of 32, a latent of 64, a q LoRA of 32 */
-        s.n_rot = 32;
-        s.head_dim_v = 32;
-    }
-    s.wtype = type;
-    s.seed = seed;
+    cuda_test_spec(&s, type, seed);
     return s;
-}
-
-static void forward(backend_t *be, int32_t n, const int32_t *tokens, int32_t n_out, const int32_t *rows,
-                    float *logits)
-{
-    guild_err_t err = {{0}};
-    int32_t pos[512];
-    ck_assert(n <= 512);
-    for (int32_t i = 0; i < n; i++)
-        pos[i] = backend_kv_len(be) + i;
-    ck_assert_msg(backend_forward(be, n, tokens, pos, n_out, rows, logits, &err) == 0, "%s: %s",
-                  be->ops->name, err.msg);
-}
-
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
 }
 
 static const int32_t prompt[] = {5, 17, 42, 3, 88, 1, 60, 33, 95, 200, 7};
@@ -179,7 +144,7 @@ static int compare_step(const float *g, const float *c, int32_t n_rows, int32_t 
         return -1;
     }
     const float *lg = g + (size_t)(n_rows - 1) * (size_t)V, *lc = c + (size_t)(n_rows - 1) * (size_t)V;
-    const int32_t tg = argmax(lg, V), tc = argmax(lc, V);
+    const int32_t tg = cuda_test_argmax(lg, V), tc = cuda_test_argmax(lc, V);
     if (tg == tc) {
         res->agree++;
         return 0;
@@ -221,7 +186,7 @@ static int greedy_compare(rig_t *r, bool strict, greedy_result_t *res, char *why
     }
     if (compare_step(lg, lc, N_PROMPT, V, 0, res, why, why_len) < 0)
         goto out;
-    int32_t tok = argmax(lc + (size_t)(N_PROMPT - 1) * (size_t)V, V);
+    int32_t tok = cuda_test_argmax(lc + (size_t)(N_PROMPT - 1) * (size_t)V, V);
     for (int step = 1; step <= STEPS; step++) {
         const int32_t row = 0, p = N_PROMPT + step - 1;
         if (backend_forward(r->cpu, 1, &tok, &p, 1, &row, lc, &err) < 0 ||
@@ -231,7 +196,7 @@ static int greedy_compare(rig_t *r, bool strict, greedy_result_t *res, char *why
         }
         if (compare_step(lg, lc, 1, V, step, res, why, why_len) < 0)
             goto out;
-        tok = argmax(lc, V);
+        tok = cuda_test_argmax(lc, V);
     }
     if (strict && res->flips > FLIP_SHARE * res->steps) {
         snprintf(why, why_len, "%d of %d steps over the floor %.2g: too many for rounding flips", res->flips,
@@ -347,12 +312,12 @@ START_TEST(test_chunks_and_reruns)
     int32_t rows[N_PROMPT];
     for (int32_t i = 0; i < N_PROMPT; i++)
         rows[i] = i;
-    forward(r.gpu, N_PROMPT, prompt, N_PROMPT, rows, a);
+    cuda_test_forward(r.gpu, N_PROMPT, prompt, N_PROMPT, rows, a);
     backend_kv_truncate(r.gpu, 0);
     ck_assert_int_eq(backend_kv_len(r.gpu), 0);
     for (int32_t p = 0; p < N_PROMPT; p += 3) {
         const int32_t n = N_PROMPT - p < 3 ? N_PROMPT - p : 3;
-        forward(r.gpu, n, prompt + p, n, rows, b + (size_t)p * (size_t)V);
+        cuda_test_forward(r.gpu, n, prompt + p, n, rows, b + (size_t)p * (size_t)V);
     }
     double worst = 0;
     for (size_t i = 0; i < (size_t)N_PROMPT * (size_t)V; i++) {
@@ -362,11 +327,11 @@ START_TEST(test_chunks_and_reruns)
         worst = d > worst ? d : worst;
     }
     backend_kv_clear(r.gpu);
-    forward(r.gpu, N_PROMPT, prompt, N_PROMPT, rows, c);
+    cuda_test_forward(r.gpu, N_PROMPT, prompt, N_PROMPT, rows, c);
     ck_assert_msg(!memcmp(a, c, bytes), "a re-run of the same batch is not bit-identical");
     backend_kv_truncate(r.gpu, 5);
     ck_assert_int_eq(backend_kv_len(r.gpu), 5);
-    forward(r.gpu, N_PROMPT - 5, prompt + 5, N_PROMPT - 5, rows, c);
+    cuda_test_forward(r.gpu, N_PROMPT - 5, prompt + 5, N_PROMPT - 5, rows, c);
     double worst5 = 0;
     for (size_t i = 0; i < (size_t)(N_PROMPT - 5) * (size_t)V; i++) {
         const double d = fabs((double)c[i] - a[5 * (size_t)V + i]);
@@ -398,9 +363,9 @@ START_TEST(test_long_context)
     for (int step = 0; step < 3 + 8; step++) {
         const int32_t p = step < 3 ? 256 * step : 0, n = step < 3 ? (n_prompt - p < 256 ? n_prompt - p : 256) : 1;
         const int32_t last = n - 1;
-        int32_t t = argmax(lc, V);
-        forward(r.cpu, n, step < 3 ? toks + p : &t, 1, &last, lc);
-        forward(r.gpu, n, step < 3 ? toks + p : &t, 1, &last, lg);
+        int32_t t = cuda_test_argmax(lc, V);
+        cuda_test_forward(r.cpu, n, step < 3 ? toks + p : &t, 1, &last, lc);
+        cuda_test_forward(r.gpu, n, step < 3 ? toks + p : &t, 1, &last, lg);
         for (int32_t i = 0; i < V; i++) {
             const double d = fabs((double)lg[i] - lc[i]);
             ck_assert_msg(d <= 1e-2 * fmax(1.0, fabs(lc[i])), "long context step %d logit %d: cuda %.6g, cpu %.6g",
@@ -408,7 +373,7 @@ START_TEST(test_long_context)
             worst = d > worst ? d : worst;
         }
         if (step >= 3)
-            ck_assert_int_eq(argmax(lg, V), argmax(lc, V));
+            ck_assert_int_eq(cuda_test_argmax(lg, V), cuda_test_argmax(lc, V));
     }
     ck_assert_int_eq(backend_kv_len(r.gpu), n_prompt + 8);
     printf("long context (600 + 8 positions, f16 KV, f32 weights): max |dlogit| %.3g\n", worst);
@@ -440,9 +405,9 @@ START_TEST(test_mla_long_context)
     for (int step = 0; step < 3 + 8; step++) {
         const int32_t p = step < 3 ? 256 * step : 0, n = step < 3 ? (n_prompt - p < 256 ? n_prompt - p : 256) : 1;
         const int32_t last = n - 1;
-        int32_t t = argmax(lc, V);
-        forward(r.cpu, n, step < 3 ? toks + p : &t, 1, &last, lc);
-        forward(r.gpu, n, step < 3 ? toks + p : &t, 1, &last, lg);
+        int32_t t = cuda_test_argmax(lc, V);
+        cuda_test_forward(r.cpu, n, step < 3 ? toks + p : &t, 1, &last, lc);
+        cuda_test_forward(r.gpu, n, step < 3 ? toks + p : &t, 1, &last, lg);
         if (step == 2)
             memcpy(l0, lg, (size_t)V * sizeof *l0);
         for (int32_t i = 0; i < V; i++) {
@@ -452,12 +417,12 @@ START_TEST(test_mla_long_context)
             worst = d > worst ? d : worst;
         }
         if (step >= 3)
-            ck_assert_int_eq(argmax(lg, V), argmax(lc, V));
+            ck_assert_int_eq(cuda_test_argmax(lg, V), cuda_test_argmax(lc, V));
     }
     backend_kv_clear(r.gpu);
     for (int32_t p = 0; p < n_prompt; p += 7) {
         const int32_t n = n_prompt - p < 7 ? n_prompt - p : 7, last = n - 1;
-        forward(r.gpu, n, toks + p, 1, &last, lg);
+        cuda_test_forward(r.gpu, n, toks + p, 1, &last, lg);
     }
     double chunks = 0;
     for (int32_t i = 0; i < V; i++) {
@@ -495,8 +460,8 @@ START_TEST(test_gdn_chunked_prefill)
     }
     const size_t bytes = (size_t)n * (size_t)V * sizeof(float);
     float *lc = malloc(bytes), *la = malloc(bytes), *lb = malloc(bytes);
-    forward(r.cpu, n, toks, n, rows, lc);
-    forward(r.gpu, n, toks, n, rows, la);
+    cuda_test_forward(r.cpu, n, toks, n, rows, lc);
+    cuda_test_forward(r.gpu, n, toks, n, rows, la);
     double e_cpu = 0, e_parts = 0, e_decode = 0;
     for (size_t i = 0; i < (size_t)n * (size_t)V; i++) {
         const double d = fabs((double)la[i] - lc[i]) / fmax(1.0, fabs(lc[i]));
@@ -511,26 +476,26 @@ START_TEST(test_gdn_chunked_prefill)
     const cuda_config_t cc = {0};
     ck_assert_msg(backend_new(&g2, "cuda", r.model, &o, &cc, &err) == 0, "%s", err.msg);
     for (int32_t k = 0, p = 0; k < 4; p += parts[k++])
-        forward(g2, parts[k], toks + p, parts[k], rows, lb + (size_t)p * (size_t)V);
+        cuda_test_forward(g2, parts[k], toks + p, parts[k], rows, lb + (size_t)p * (size_t)V);
     for (size_t i = 0; i < (size_t)n * (size_t)V; i++) {
         const double d = fabs((double)lb[i] - la[i]) / fmax(1.0, fabs(la[i]));
         ck_assert_msg(d <= 1e-4, "%s: batches of 70, 1, 3, 76, logit %zu: %.7g, one batch %.7g", s.arch, i,
                       (double)lb[i], (double)la[i]);
         e_parts = d > e_parts ? d : e_parts;
     }
-    int32_t tok = argmax(lc + (size_t)(n - 1) * (size_t)V, V);
+    int32_t tok = cuda_test_argmax(lc + (size_t)(n - 1) * (size_t)V, V);
     for (int step = 0; step < 8; step++) {
         const int32_t row = 0;
-        forward(r.cpu, 1, &tok, 1, &row, lc);
-        forward(r.gpu, 1, &tok, 1, &row, la);
-        forward(g2, 1, &tok, 1, &row, lb);
+        cuda_test_forward(r.cpu, 1, &tok, 1, &row, lc);
+        cuda_test_forward(r.gpu, 1, &tok, 1, &row, la);
+        cuda_test_forward(g2, 1, &tok, 1, &row, lb);
         for (int32_t i = 0; i < V; i++) {
             const double d = fmax(fabs((double)la[i] - lc[i]), fabs((double)lb[i] - lc[i])) / fmax(1.0, fabs(lc[i]));
             ck_assert_msg(d <= 1e-3, "%s: decode step %d, logit %d: cuda %.7g and %.7g, cpu %.7g", s.arch, step, i,
                           (double)la[i], (double)lb[i], (double)lc[i]);
             e_decode = d > e_decode ? d : e_decode;
         }
-        tok = argmax(lc, V);
+        tok = cuda_test_argmax(lc, V);
     }
     printf("%s gdn chunked prefill (150 rows, f32): vs cpu %.3g, vs 70+1+3+76 %.3g, 8 decode steps after %.3g\n",
            s.arch, e_cpu, e_parts, e_decode);
@@ -555,7 +520,7 @@ START_TEST(test_errors)
     const int32_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8}, bad_pos[] = {1, 2};
     ck_assert_int_eq(backend_forward(r.gpu, 2, toks, bad_pos, 1, &row, logits, &err), -1);
     ck_assert_int_eq(backend_kv_len(r.gpu), 0);
-    forward(r.gpu, 8, toks, 1, &row, logits);
+    cuda_test_forward(r.gpu, 8, toks, 1, &row, logits);
     const int32_t pos8[] = {8, 9, 10, 11, 12};
     ck_assert_int_eq(backend_forward(r.gpu, 5, toks, pos8, 1, &row, logits, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "context is full"));
@@ -563,7 +528,7 @@ START_TEST(test_errors)
     const int32_t bad_row = 3;
     ck_assert_int_eq(backend_forward(r.gpu, 1, toks, pos8, 1, &bad_row, logits, &err), -1);
     ck_assert_int_eq(backend_kv_len(r.gpu), 8);
-    forward(r.gpu, 4, toks, 1, &row, logits); /* still usable after the errors */
+    cuda_test_forward(r.gpu, 4, toks, 1, &row, logits); /* still usable after the errors */
     ck_assert_int_eq(backend_kv_len(r.gpu), 12);
     free(logits);
     rig_close(&r);
@@ -633,13 +598,13 @@ static int bits_equal_run(backend_t *a, backend_t *b, int32_t V, int steps, cons
     int32_t toks[N_PROMPT];
     for (int32_t i = 0; i < N_PROMPT; i++)
         toks[i] = prompt[i] % V;
-    forward(a, N_PROMPT, toks, 1, &last, la);
-    forward(b, N_PROMPT, toks, 1, &last, lb);
+    cuda_test_forward(a, N_PROMPT, toks, 1, &last, la);
+    cuda_test_forward(b, N_PROMPT, toks, 1, &last, lb);
     ck_assert_msg(!memcmp(la, lb, (size_t)V * sizeof *la), "%s: prompt logits differ", what);
     for (int step = 0; step < steps; step++) {
-        int32_t tok = argmax(la, V);
-        forward(a, 1, &tok, 1, &row, la);
-        forward(b, 1, &tok, 1, &row, lb);
+        int32_t tok = cuda_test_argmax(la, V);
+        cuda_test_forward(a, 1, &tok, 1, &row, la);
+        cuda_test_forward(b, 1, &tok, 1, &row, lb);
         for (int32_t i = 0; i < V; i++)
             ck_assert_msg(la[i] == lb[i], "%s: step %d logit %d: %.9g vs %.9g", what, step, i, (double)la[i],
                           (double)lb[i]);
@@ -692,10 +657,10 @@ START_TEST(test_progress_marks)
         for (int i = 0; i < 24; i++)
             toks[i] = prompt[i % N_PROMPT] % r.n_vocab;
         float *l = malloc((size_t)r.n_vocab * sizeof *l);
-        forward(be, 24, toks, 1, &last, l);
+        cuda_test_forward(be, 24, toks, 1, &last, l);
         ck_assert_msg(p == (uint64_t)s.n_layer, "graphs %d: %llu progress marks after a batch of 24, expected %d",
                       graphs, (unsigned long long)p, s.n_layer);
-        forward(be, 1, toks, 1, &row, l);
+        cuda_test_forward(be, 1, toks, 1, &row, l);
         ck_assert_msg(p == (uint64_t)s.n_layer, "graphs %d: a one-token step marked progress (%llu)", graphs,
                       (unsigned long long)p);
         free(l);
@@ -871,8 +836,8 @@ START_TEST(test_arena_from_device)
     ck_assert_msg(strstr(err.msg, "did not complete"), "%s", err.msg);
     ck_assert_int_eq(backend_kv_len(dev), kv);
     atomic_store(&w[n_workers - 1].paused, 0);
-    forward(dev, 1, &tok, 1, &row, la); /* the late exchange completes, then this step's */
-    forward(host, 1, &tok, 1, &row, lb);
+    cuda_test_forward(dev, 1, &tok, 1, &row, la); /* the late exchange completes, then this step's */
+    cuda_test_forward(host, 1, &tok, 1, &row, lb);
     ck_assert_msg(!memcmp(la, lb, (size_t)V * sizeof *la), "after a timeout: logits differ from the host executor's");
     backend_destroy(&dev);
     moe_exec_destroy(&ex);
@@ -973,7 +938,7 @@ START_TEST(test_streaming)
     for (int32_t i = 0; i < N_PROMPT; i++)
         toks[i] = prompt[i] % V;
     backend_stats_t bs;
-    forward(st, N_PROMPT, toks, 1, &last, a);
+    cuda_test_forward(st, N_PROMPT, toks, 1, &last, a);
     ck_assert_int_eq(backend_stats(st, &bs), 0);
     ck_assert_int_eq(bs.gpu_expert_layers, 0);
     ck_assert_int_eq(bs.streamed_layers, 2); /* the first layer measures the CPU side */
@@ -983,7 +948,7 @@ START_TEST(test_streaming)
     ck_assert_int_gt(bs.stream_span_ns, 0);
     ck_assert_int_gt(bs.copy_busy_ns, 0);
     backend_kv_clear(st);
-    forward(st, N_PROMPT, toks, 1, &last, a);
+    cuda_test_forward(st, N_PROMPT, toks, 1, &last, a);
     ck_assert_int_eq(backend_stats(st, &bs), 0);
     ck_assert_msg(bs.split_gpu_pairs + bs.split_cpu_pairs == (uint64_t)(5 * N_PROMPT * K),
                   "%llu + %llu pairs planned", (unsigned long long)bs.split_gpu_pairs,
@@ -993,8 +958,8 @@ START_TEST(test_streaming)
            (unsigned long long)bs.split_gpu_pairs, (unsigned long long)bs.split_cpu_experts,
            (unsigned long long)bs.split_cpu_pairs);
 
-    forward(forced, N_PROMPT, toks, 1, &last, a);
-    forward(all, N_PROMPT, toks, 1, &last, b);
+    cuda_test_forward(forced, N_PROMPT, toks, 1, &last, a);
+    cuda_test_forward(all, N_PROMPT, toks, 1, &last, b);
     ck_assert_int_eq(backend_stats(forced, &bs), 0);
     ck_assert_msg(bs.streamed_layers == 3 && bs.streamed_bytes >= 3 * layer / 2, "%llu layers streamed, %llu bytes",
                   (unsigned long long)bs.streamed_layers, (unsigned long long)bs.streamed_bytes);
@@ -1224,20 +1189,20 @@ START_TEST(test_snapshots)
     const int32_t V = r.n_vocab, row0 = 0, junk[3] = {9, 10, 11};
     float *ref = malloc((size_t)N * V * sizeof *ref), *got = malloc((size_t)N * V * sizeof *got);
     guild_err_t err = {{0}};
-    forward(r.gpu, CUT, prompt, 0, NULL, NULL);
+    cuda_test_forward(r.gpu, CUT, prompt, 0, NULL, NULL);
     for (int i = CUT; i < N; i++)
-        forward(r.gpu, 1, prompt + i, 1, &row0, ref + (size_t)(i - CUT) * V);
+        cuda_test_forward(r.gpu, 1, prompt + i, 1, &row0, ref + (size_t)(i - CUT) * V);
     backend_kv_truncate(r.gpu, 0);
-    forward(r.gpu, CUT, prompt, 0, NULL, NULL);
+    cuda_test_forward(r.gpu, CUT, prompt, 0, NULL, NULL);
     void *blob;
     size_t size;
     ck_assert_msg(backend_seq_save(r.gpu, 0, CUT, &blob, &size, &err) == 0, "%s", err.msg);
     for (int i = 0; i < 3; i++)
-        forward(r.gpu, 1, junk + i, 0, NULL, NULL);
+        cuda_test_forward(r.gpu, 1, junk + i, 0, NULL, NULL);
     ck_assert_msg(backend_seq_load(r.gpu, 0, prompt, CUT, blob, size, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(backend_kv_len(r.gpu), CUT);
     for (int i = CUT; i < N; i++)
-        forward(r.gpu, 1, prompt + i, 1, &row0, got + (size_t)(i - CUT) * V);
+        cuda_test_forward(r.gpu, 1, prompt + i, 1, &row0, got + (size_t)(i - CUT) * V);
     ck_assert_msg(!memcmp(got, ref, (size_t)(N - CUT) * V * sizeof *got), "%s %s: restored logits differ",
                   arch[_i], kv_type_name(fmt));
     const int crc = backend_seq_load(r.cpu, 0, prompt, CUT, blob, size, &err);
@@ -1325,17 +1290,9 @@ static int run_files(int n, char **paths)
 
 int main(int argc, char **argv)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
     if (argc > 1)
         return run_files(argc - 1, argv + 1);
-    SRunner *sr = srunner_create(backend_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return cuda_test_run(backend_suite(), NULL);
 }

@@ -24,6 +24,7 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
 
 #define N_PROMPT 100 /* prompt rows: the steps sit at positions 100 .. 100 + STEPS - 1 */
@@ -42,45 +43,12 @@ static const batch_case_t cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-/* check_cuda_backend's shapes: head_dim 64, widths of whole K-quant blocks. */
+/* check_cuda_backend's shapes (cuda_test_spec). */
 static tiny_spec_t batch_spec(const char *arch, guild_type_t type, uint64_t seed)
 {
     tiny_spec_t s = tiny_spec(arch);
-    s.n_embd = 256;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.head_dim = 64;
-    s.n_ff_exp = 256;
-    s.n_ff_shexp = 256;
-    s.n_vocab = 256;
-    s.n_ff = 512;
-    s.n_rot = !strcmp(arch, "glm4moe") ? 32 : 0;
-    s.n_mtp = 1;
-    if (!strcmp(arch, "deepseek2")) {
-        s.n_rot = 32;
-        s.head_dim_v = 32;
-    }
-    s.wtype = type;
-    s.seed = seed;
+    cuda_test_spec(&s, type, seed);
     return s;
-}
-
-static void run(backend_t *be, int32_t n, const int32_t *tokens, int32_t n_out, const int32_t *rows, float *logits)
-{
-    guild_err_t err = {{0}};
-    int32_t pos[N_CTX];
-    for (int32_t i = 0; i < n; i++)
-        pos[i] = backend_kv_len(be) + i;
-    ck_assert_msg(backend_forward(be, n, tokens, pos, n_out, rows, logits, &err) == 0, "%s", err.msg);
-}
-
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
 }
 
 static backend_t *open_cuda(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda_config_t *cc,
@@ -108,7 +76,7 @@ static int batches_equal(backend_t *be, const int32_t *toks, const float *ref, i
         ck_assert_int_eq(backend_kv_len(be), N_PROMPT);
         for (int32_t s0 = 0; s0 < STEPS; s0 += K) {
             const int32_t k = STEPS - s0 < K ? STEPS - s0 : K;
-            run(be, k, toks + s0, k, rows, lg);
+            cuda_test_forward(be, k, toks + s0, k, rows, lg);
             calls++;
             for (int32_t t = 0; t < k; t++) {
                 const float *a = ref + (size_t)(s0 + t) * (size_t)V, *b = lg + (size_t)t * (size_t)V;
@@ -149,12 +117,12 @@ START_TEST(test_batch_invariant)
         prompt[i] = (int32_t)((i * 37 + 11) % V);
     float *lr = malloc((size_t)(STEPS + 1) * (size_t)V * sizeof *lr);
     const int32_t last = N_PROMPT - 1, row0 = 0;
-    run(ref, N_PROMPT, prompt, 1, &last, lr);
-    int32_t tok = argmax(lr, V);
+    cuda_test_forward(ref, N_PROMPT, prompt, 1, &last, lr);
+    int32_t tok = cuda_test_argmax(lr, V);
     for (int32_t st = 0; st < STEPS; st++) {
         toks[st] = tok;
-        run(ref, 1, &tok, 1, &row0, lr + (size_t)st * (size_t)V);
-        tok = argmax(lr + (size_t)st * (size_t)V, V);
+        cuda_test_forward(ref, 1, &tok, 1, &row0, lr + (size_t)st * (size_t)V);
+        tok = cuda_test_argmax(lr + (size_t)st * (size_t)V, V);
     }
 
     char what[96];
@@ -164,7 +132,7 @@ START_TEST(test_batch_invariant)
         c2.no_graph = !graphs;
         backend_t *be = open_cuda(m, moe, pool, &c2, kv_type);
         float *lp = malloc((size_t)V * sizeof *lp);
-        run(be, N_PROMPT, prompt, 1, &last, lp);
+        cuda_test_forward(be, N_PROMPT, prompt, 1, &last, lp);
         snprintf(what, sizeof what, "%s %s, %s cache%s, graphs %s", bc->arch, quant_type_info(bc->type)->name,
                  kv_f32 ? "f32" : "f16", bc->host_experts ? ", host experts" : "", graphs ? "on" : "off");
         calls += batches_equal(be, toks, lr, V, what);
@@ -189,20 +157,12 @@ END_TEST
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
     Suite *s = suite_create("cuda_batch");
     TCase *tc = tcase_create("invariance");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_batch_invariant, 0, 2 * N_CASES);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return cuda_test_run(s, NULL);
 }

@@ -24,6 +24,7 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "tests/cuda/cuda_test_util.h"
 
 static cudaStream_t stream;
 
@@ -751,26 +752,7 @@ static Suite *mma_suite(void)
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(8)) /* the int8 mma kernels: compute capability 8.0 or more */
         return 77;
-    }
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major < 8) {
-        printf("SKIP: the int8 mma kernels need compute capability 8.0 or more\n");
-        return 77;
-    }
-    printf("device: %s, %d SMs, sm_%d%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
-        printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return 1;
-    }
-    SRunner *sr = srunner_create(mma_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    cudaStreamDestroy(stream);
-    return failed ? 1 : 0;
+    return cuda_test_run(mma_suite(), &stream);
 }

@@ -14,6 +14,7 @@
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {
@@ -31,16 +32,7 @@ static void rig_open(rig_t *r, const char *arch, guild_type_t type)
     size_t size;
     memset(r, 0, sizeof *r);
     tiny_spec_t s = tiny_spec(arch);
-    /* shapes the CUDA kernels take: head_dim 64, whole K-quant blocks */
-    s.n_embd = 256;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.head_dim = 64;
-    s.n_ff_exp = 256;
-    s.n_ff_shexp = 256;
-    s.n_vocab = 256;
-    s.wtype = type;
-    s.seed = 21;
+    cuda_test_shape(&s, type, 21);
     tiny_model_image(&s, &r->image, &size);
     ck_assert_msg(tiny_model_open(r->image, size, &r->model, &err) == 0, "%s", err.msg);
     ck_assert(guild_pool_new(&r->pool, 2, NULL, &err) == 0);
@@ -198,21 +190,13 @@ END_TEST
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
     Suite *s = suite_create("cuda_finite");
     TCase *tc = tcase_create("finite");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_same_finds, 0, 2);
     tcase_add_loop_test(tc, test_after_a_find_and_off, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return cuda_test_run(s, NULL);
 }

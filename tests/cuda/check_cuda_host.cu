@@ -18,6 +18,7 @@ extern "C" {
 #include "core/quant/iq_tables.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
+#include "tests/cuda/cuda_test_rows.h"
 }
 #undef _Noreturn
 
@@ -28,37 +29,6 @@ static void fill(rng_t *r, float *x, int64_t n)
         const double scale = (i / 32) % 3 == 0 ? 0.05 : (i / 32) % 3 == 1 ? 1.0 : 7.0;
         x[i] = (float)(scale * (2 * rng_uniform(r) - 1) + 0.01 * scale);
     }
-}
-
-/* Rows of the IQ types, which have no quantizer: random bytes (every grid index, sign and scale pattern is a valid
- * block) with each block's fp16 scale set to a finite value of varied magnitude (IQ1_M's spread over the top
- * nibbles of its four uint16 scales). */
-static void random_iq_row(rng_t *r, guild_type_t type, char *w, int64_t n)
-{
-    uint64_t bytes = 0, bs = 0;
-    ck_assert(quant_row_bytes(type, (uint64_t)n, &bytes, NULL) == 0);
-    bs = bytes / (uint64_t)(n / 256);
-    for (uint64_t i = 0; i < bytes; i++)
-        w[i] = (char)rng_next(r);
-    for (uint64_t b = 0; b < bytes; b += bs) {
-        const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + 3 * rng_uniform(r))));
-        if (type == GUILD_TYPE_IQ1_M) {
-            uint8_t *sc = (uint8_t *)w + b + 48; /* qs[32], qh[16], then scales[8] */
-            for (int k = 0; k < 4; k++)
-                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((d >> 4 * k) & 0xf) << 4);
-        } else {
-            memcpy(w + b, &d, 2); /* d leads the other IQ blocks */
-        }
-    }
-}
-
-static void make_row(rng_t *r, guild_type_t type, const float *x, char *w, int64_t n)
-{
-    guild_err_t err;
-    if (quant_can_quantize(type))
-        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
-    else
-        random_iq_row(r, type, w, n);
 }
 
 /* The kernel's computation of one row, serialised: per block the TPB shares, their exact integer sums, the
@@ -142,7 +112,7 @@ START_TEST(test_block_dot_matches_reference)
     int mismatches = 0;
     for (int row = 0; row < rows; row++) {
         fill(&r, x, n);
-        make_row(&r, type, x, w, n);
+        cuda_test_make_row(&r, type, x, w, n);
         fill(&r, x, n);
         ck_assert(quant_quantize_row_ref(at, x, a, n, &err) == 0);
         const float ref = quant_vec_dot_ref(type, n, w, a), got = emulate(type, w, a, n);
@@ -177,7 +147,7 @@ START_TEST(test_dequant_matches_reference)
         const guild_type_t type = types[k];
         ck_assert(cuda_type_supported(type));
         fill(&r, x, n);
-        make_row(&r, type, x, w, n);
+        cuda_test_make_row(&r, type, x, w, n);
         quant_dequantize_row_ref(type, w, ref, n);
         for (int64_t e = 0; e < n; e++) {
             const float got = dequant_elem(type, w, e);

@@ -31,6 +31,8 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_rows.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;
@@ -98,37 +100,6 @@ END_TEST
 
 /* ---- matmul ---------------------------------------------------------------------------------------------- */
 
-/* Rows of the IQ types, which have no quantizer: random bytes (every grid index, sign and scale pattern is a valid
- * block) with each block's fp16 scale set to a finite value of varied magnitude (IQ1_M's spread over the top
- * nibbles of its four uint16 scales). */
-static void random_iq_row(rng_t *r, guild_type_t type, char *w, int64_t n)
-{
-    uint64_t bytes = 0, bs = 0;
-    ck_assert(quant_row_bytes(type, (uint64_t)n, &bytes, NULL) == 0);
-    bs = bytes / (uint64_t)(n / 256);
-    for (uint64_t i = 0; i < bytes; i++)
-        w[i] = (char)rng_next(r);
-    for (uint64_t b = 0; b < bytes; b += bs) {
-        const quant_half_t d = quant_f32_to_f16((float)(1e-3 * (1 + 3 * rng_uniform(r))));
-        if (type == GUILD_TYPE_IQ1_M) {
-            uint8_t *sc = (uint8_t *)w + b + 48; /* qs[32], qh[16], then scales[8] */
-            for (int k = 0; k < 4; k++)
-                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((d >> 4 * k) & 0xf) << 4);
-        } else {
-            memcpy(w + b, &d, 2); /* d leads the other IQ blocks */
-        }
-    }
-}
-
-static void make_row(rng_t *r, guild_type_t type, const float *x, char *w, int64_t n)
-{
-    guild_err_t err;
-    if (quant_can_quantize(type))
-        ck_assert(quant_quantize_row_ref(type, x, w, n, &err) == 0);
-    else
-        random_iq_row(r, type, w, n);
-}
-
 static const guild_type_t mm_types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TYPE_BF16, GUILD_TYPE_Q8_0,
                                         GUILD_TYPE_Q4_0, GUILD_TYPE_Q4_1, GUILD_TYPE_Q5_0, GUILD_TYPE_Q5_1,
                                         GUILD_TYPE_IQ4_NL, GUILD_TYPE_Q4_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K,
@@ -152,7 +123,7 @@ static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t nt
     char *w = malloc(wh * (size_t)H), *a = malloc(arb * (size_t)ntok * (size_t)H);
     for (int64_t row = 0; row < nrows * H; row++) {
         fill(&r, f, n, 1.0f);
-        make_row(&r, type, f, w + (size_t)row * wrb, n);
+        cuda_test_make_row(&r, type, f, w + (size_t)row * wrb, n);
     }
     for (int32_t i = 0; i < ntok * H; i++) {
         fill(&r, f, n, 1.0f);
@@ -244,7 +215,7 @@ START_TEST(test_get_rows)
     guild_err_t err;
     for (int64_t row = 0; row < nrows; row++) {
         fill(&r, f, n, 2.0f);
-        make_row(&r, type, f, w + (size_t)row * rb, n);
+        cuda_test_make_row(&r, type, f, w + (size_t)row * rb, n);
     }
     float *got = malloc((size_t)(n_ids * ldo) * sizeof *got), *ref = malloc((size_t)n * sizeof *ref);
     void *dw = dev_upload(w, rb * (size_t)nrows);
@@ -1303,24 +1274,7 @@ static Suite *kernels_suite(void)
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-        printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
-               (double)prop.totalGlobalMem / (1 << 30));
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
-        printf("cannot create a CUDA stream: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return 1;
-    }
-    SRunner *sr = srunner_create(kernels_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    cudaStreamDestroy(stream);
-    return failed ? 1 : 0;
+    return cuda_test_run(kernels_suite(), &stream);
 }

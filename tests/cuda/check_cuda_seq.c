@@ -25,6 +25,7 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
 
 enum { MAX_SEQ = 3, MAX_TOK = 128, N_CTX = 160, N_BATCH = 96 };
@@ -52,26 +53,11 @@ static const seq_case_t cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-/* check_cuda_backend's shapes: head_dim 64, widths of whole K-quant blocks. */
+/* check_cuda_backend's shapes (cuda_test_spec). */
 static tiny_spec_t seq_spec(const seq_case_t *sc, uint64_t seed)
 {
     tiny_spec_t s = tiny_spec(sc->arch);
-    s.n_embd = 256;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.head_dim = 64;
-    s.n_ff_exp = 256;
-    s.n_ff_shexp = 256;
-    s.n_vocab = 256;
-    s.n_ff = 512;
-    s.n_rot = !strcmp(sc->arch, "glm4moe") ? 32 : 0;
-    s.n_mtp = 1;
-    if (!strcmp(sc->arch, "deepseek2")) {
-        s.n_rot = 32;
-        s.head_dim_v = 32;
-    }
-    s.wtype = sc->type;
-    s.seed = seed;
+    cuda_test_spec(&s, sc->type, seed);
     return s;
 }
 
@@ -295,20 +281,12 @@ END_TEST
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
     Suite *s = suite_create("cuda_seq");
     TCase *tc = tcase_create("seq");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_sequences_together_equal_alone, 0, N_CASES);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return cuda_test_run(s, NULL);
 }
