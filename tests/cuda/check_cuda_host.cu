@@ -261,24 +261,10 @@ static int block_scale_offsets(guild_type_t type, size_t *bs, size_t off[2])
 static float emulate_mma(guild_type_t type, const void *w, const void *a, int64_t n)
 {
     switch (type) {
-    case GUILD_TYPE_Q4_K: return emulate_mma_row<mma_q4_K>(w, a, (int)(n / 256));
-    case GUILD_TYPE_Q5_K: return emulate_mma_row<mma_q5_K>(w, a, (int)(n / 256));
-    case GUILD_TYPE_Q6_K: return emulate_mma_row<mma_q6_K>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ4_XS: return emulate_mma_row<mma_iq4_xs>(w, a, (int)(n / 256));
-    case GUILD_TYPE_Q8_0: return emulate_mma_row<mma_q8_0>(w, a, (int)(n / 32));
-    case GUILD_TYPE_MXFP4: return emulate_mma_row<mma_mxfp4>(w, a, (int)(n / 32));
-    case GUILD_TYPE_Q2_K: return emulate_mma_row<mma_q2_K>(w, a, (int)(n / 256));
-    case GUILD_TYPE_Q3_K: return emulate_mma_row<mma_q3_K>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ2_XXS: return emulate_mma_row<mma_iq2_xxs>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ2_XS: return emulate_mma_row<mma_iq2_xs>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ2_S: return emulate_mma_row<mma_iq2_s>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ3_XXS: return emulate_mma_row<mma_iq3_xxs>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ3_S: return emulate_mma_row<mma_iq3_s>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ1_S: return emulate_mma_row<mma_iq1_s>(w, a, (int)(n / 256));
-    case GUILD_TYPE_IQ1_M: return emulate_mma_row<mma_iq1_m>(w, a, (int)(n / 256));
-    case GUILD_TYPE_Q4_0: return emulate_mma_row<mma_q4_0>(w, a, (int)(n / 32));
-    case GUILD_TYPE_Q5_0: return emulate_mma_row<mma_q5_0>(w, a, (int)(n / 32));
-    case GUILD_TYPE_IQ4_NL: return emulate_mma_row<mma_iq4_nl>(w, a, (int)(n / 32));
+#define EMULATE_CASE(T, TR) \
+    case T: return emulate_mma_row<TR>(w, a, (int)(n / TR::QK));
+    MMA_TYPES(EMULATE_CASE)
+#undef EMULATE_CASE
     default: ck_abort_msg("no mma emulation for type %d", (int)type);
     }
     return 0.0f;

@@ -272,12 +272,14 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
 
 extern "C" bool cuda_expert_mma_supported(guild_type_t type)
 {
-    return type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K || type == GUILD_TYPE_Q6_K ||
-           type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q8_0 || type == GUILD_TYPE_MXFP4 ||
-           type == GUILD_TYPE_Q2_K || type == GUILD_TYPE_Q3_K || type == GUILD_TYPE_IQ2_XXS ||
-           type == GUILD_TYPE_IQ2_XS || type == GUILD_TYPE_IQ2_S || type == GUILD_TYPE_IQ3_XXS ||
-           type == GUILD_TYPE_IQ3_S || type == GUILD_TYPE_IQ1_S || type == GUILD_TYPE_IQ1_M ||
-           type == GUILD_TYPE_Q4_0 || type == GUILD_TYPE_Q5_0 || type == GUILD_TYPE_IQ4_NL;
+#define MMA_SUPPORTED(T, TR) case T:
+    switch (type) {
+    MMA_TYPES(MMA_SUPPORTED)
+        return true;
+    default:
+        return false;
+    }
+#undef MMA_SUPPORTED
 }
 
 static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
@@ -285,54 +287,13 @@ static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char
                          const int32_t *order, const int4 *tiles, const int32_t *n_tiles, int32_t max_tiles,
                          int32_t npairs, bool narrow, float *out, int64_t ldo, cudaStream_t s)
 {
+#define MMA_CASE(T, TR)                                                                                       \
+    case T:                                                                                                   \
+        expert_mma_go<TR>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles, \
+                          n_tiles, max_tiles, npairs, narrow, out, ldo, s);                                   \
+        return true;
     switch (type) {
-    case GUILD_TYPE_Q4_K:
-        expert_mma_go<mma_q4_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q6_K:
-        expert_mma_go<mma_q6_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q5_K:
-        expert_mma_go<mma_q5_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_IQ4_XS:
-        expert_mma_go<mma_iq4_xs>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
-                                  tiles, n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q8_0:
-        expert_mma_go<mma_q8_0>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_MXFP4:
-        expert_mma_go<mma_mxfp4>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order,
-                                 tiles, n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q2_K:
-        expert_mma_go<mma_q2_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-    case GUILD_TYPE_Q3_K:
-        expert_mma_go<mma_q3_K>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,
-                                n_tiles, max_tiles, npairs, narrow, out, ldo, s);
-        return true;
-#define MMA_CASE(T, TR)                                                                                           \
-    case T:                                                                                                    \
-        expert_mma_go<TR>(n, nrows, w, wu, expert_stride, row_stride, act, act_stride, act_div, order, tiles,  \
-                          n_tiles, max_tiles, npairs, narrow, out, ldo, s);                                    \
-        return true
-    MMA_CASE(GUILD_TYPE_IQ2_XXS, mma_iq2_xxs);
-    MMA_CASE(GUILD_TYPE_IQ2_XS, mma_iq2_xs);
-    MMA_CASE(GUILD_TYPE_IQ2_S, mma_iq2_s);
-    MMA_CASE(GUILD_TYPE_IQ3_XXS, mma_iq3_xxs);
-    MMA_CASE(GUILD_TYPE_IQ3_S, mma_iq3_s);
-    MMA_CASE(GUILD_TYPE_IQ1_S, mma_iq1_s);
-    MMA_CASE(GUILD_TYPE_IQ1_M, mma_iq1_m);
-    MMA_CASE(GUILD_TYPE_Q4_0, mma_q4_0);
-    MMA_CASE(GUILD_TYPE_Q5_0, mma_q5_0);
-    MMA_CASE(GUILD_TYPE_IQ4_NL, mma_iq4_nl);
+    MMA_TYPES(MMA_CASE)
 #undef MMA_CASE
     default:
         return false;

@@ -591,4 +591,26 @@ struct mma_iq1_m : mma_iq_half<mma_iq1_m, quant_block_iq1_m> {
     }
 };
 
+/* X(type, traits) for every type of the mma kernel: expert_mma.cu's dispatch and cuda_expert_mma_supported,
+ * check_cuda_host's emulation. */
+#define MMA_TYPES(X)                                                                                               \
+    X(GUILD_TYPE_Q4_K, mma_q4_K)                                                                                   \
+    X(GUILD_TYPE_Q6_K, mma_q6_K)                                                                                   \
+    X(GUILD_TYPE_Q5_K, mma_q5_K)                                                                                   \
+    X(GUILD_TYPE_IQ4_XS, mma_iq4_xs)                                                                               \
+    X(GUILD_TYPE_Q8_0, mma_q8_0)                                                                                   \
+    X(GUILD_TYPE_MXFP4, mma_mxfp4)                                                                                 \
+    X(GUILD_TYPE_Q2_K, mma_q2_K)                                                                                   \
+    X(GUILD_TYPE_Q3_K, mma_q3_K)                                                                                   \
+    X(GUILD_TYPE_IQ2_XXS, mma_iq2_xxs)                                                                             \
+    X(GUILD_TYPE_IQ2_XS, mma_iq2_xs)                                                                               \
+    X(GUILD_TYPE_IQ2_S, mma_iq2_s)                                                                                 \
+    X(GUILD_TYPE_IQ3_XXS, mma_iq3_xxs)                                                                             \
+    X(GUILD_TYPE_IQ3_S, mma_iq3_s)                                                                                 \
+    X(GUILD_TYPE_IQ1_S, mma_iq1_s)                                                                                 \
+    X(GUILD_TYPE_IQ1_M, mma_iq1_m)                                                                                 \
+    X(GUILD_TYPE_Q4_0, mma_q4_0)                                                                                   \
+    X(GUILD_TYPE_Q5_0, mma_q5_0)                                                                                   \
+    X(GUILD_TYPE_IQ4_NL, mma_iq4_nl)
+
 #endif
