@@ -5,22 +5,10 @@
 # other types, packed where they have a layout). The workers and the single process say what they packed (-v); the
 # tuning file's layout reaches the workers, --expert-layout wins over it; bad values are errors.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away into the forest."
 run() { # name, model, extra args...

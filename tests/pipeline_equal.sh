@@ -6,15 +6,8 @@
 # the arena, a named arena file (--arena-dir), `guild plan` / --print-plan, and a clear refusal when the
 # worker binaries are missing.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 T=$(mktemp -d) || exit 1
 HAND=""
 cleanup() {
@@ -22,11 +15,6 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away into the forest."
 run() { # name, model, extra args...

@@ -9,15 +9,8 @@
 #   - the coordinator killed: every worker exits within a few seconds, the memfd arena and the run directory
 #     are gone; a named arena file left behind is removed by the next coordinator.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 T=$(mktemp -d) || exit 1
 GPID=""
 cleanup() {

@@ -11,21 +11,10 @@
 #   - --record-routing writes a profile that plans again; a malformed profile is a clear error naming the
 #     file, which --no-tuning ignores.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 T=$(mktemp -d) || exit 1
 trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT INT TERM
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 L=3
 E=16

@@ -6,16 +6,9 @@
 # sides unless --insecure, and key files that others may read or change are refused with the chmod that fixes
 # them.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
+. "$(dirname "$0")/test_lib.sh"
 W=$B/guild-cpu-worker
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$W"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$W"
 T=$(mktemp -d) || exit 1
 GPID=""
 cleanup() {
@@ -23,11 +16,6 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 "$MK" --arch qwen3moe --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
     --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q -o "$T/m.gguf" >"$T/mk.log" 2>&1 ||

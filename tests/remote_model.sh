@@ -6,16 +6,9 @@
 # byte of an expert), another model, and a truncated copy are refused, and `guild run` fails with a message naming
 # the worker, its file and the tensor.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
+. "$(dirname "$0")/test_lib.sh"
 W=$B/guild-cpu-worker
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$W"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$W"
 T=$(mktemp -d) || exit 1
 HAND=""
 cleanup() {
@@ -23,11 +16,6 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 MKARGS="--arch qwen3moe --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2
     --expert-ff 128 --ctx 256 --type Q4_K -q"

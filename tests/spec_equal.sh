@@ -6,22 +6,10 @@
 # --spec draft, a bad --draft-backend, a qwen3next model);
 # guild bench run --spec writes the counters in its JSON.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 mk() { # file, seed, vocab, type
     "$MK" --arch qwen3moe --layers 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --experts-used 2 \

@@ -5,22 +5,10 @@
 # blocks in their Assign options and say so with -v), also with gate and up rows interleaved; --threads wins over
 # the file's threads; a malformed file is an error naming it, which --no-tuning skips.
 set -u
-B=${GUILD_BUILDDIR:-.}
-MK=$B/tools/guild-mkmodel
-G=$B/guild
-for f in "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away into the forest."
 run() { # name, extra args...
