@@ -1163,23 +1163,32 @@ START_TEST(test_expert_unpack)
             ck_assert_msg(kern_pack(type, n, rows, plain + e * stride, rb, packed + e * stride, &err) == 0, "%s",
                           err.msg);
         void *d = NULL;
+        uint32_t *tab = NULL;
         ck_assert(cudaMalloc(&d, total) == cudaSuccess);
-        ck_assert(cudaMemcpy(d, packed, total, cudaMemcpyHostToDevice) == cudaSuccess);
-        ck_assert_msg(cuda_expert_unpack(kern_pack_layout(type), d, stride, ne, rows, rb, stream, &err) == 0, "%s",
-                      err.msg);
-        ck_assert(cudaStreamSynchronize(stream) == cudaSuccess);
-        ck_assert(cudaMemcpy(got, d, total, cudaMemcpyDeviceToHost) == cudaSuccess);
-        ck_assert_msg(!memcmp(got, plain, total), "%s, %lld elements: unpacked bytes differ",
-                      quant_type_info(type)->name, (long long)n);
+        ck_assert_msg(cuda_expert_unpack_table(kern_pack_layout(type), rb, &tab, NULL, &err) == 0, "%s", err.msg);
+        for (int with_table = 0; with_table < 2; with_table++) { /* places per byte, then the gather table */
+            ck_assert(cudaMemcpy(d, packed, total, cudaMemcpyHostToDevice) == cudaSuccess);
+            ck_assert_msg(cuda_expert_unpack(kern_pack_layout(type), with_table ? tab : NULL, d, stride, ne, rows, rb,
+                                             stream, &err) == 0, "%s", err.msg);
+            ck_assert(cudaStreamSynchronize(stream) == cudaSuccess);
+            ck_assert(cudaMemcpy(got, d, total, cudaMemcpyDeviceToHost) == cudaSuccess);
+            ck_assert_msg(!memcmp(got, plain, total), "%s, %lld elements%s: unpacked bytes differ",
+                          quant_type_info(type)->name, (long long)n, with_table ? ", gather table" : "");
+        }
+        cudaFree(tab);
         cudaFree(d);
         free(plain);
         free(packed);
         free(got);
     }
     guild_err_t err;
-    ck_assert_int_eq(cuda_expert_unpack(kern_pack_layout(GUILD_TYPE_Q4_K), NULL, 0, 1, 15, 144, stream, &err), -1);
-    printf("expert unpack: %d packed types, rows of %d elements, bit for bit\n", (int)(sizeof types / sizeof types[0]),
-           _i ? 20 * 256 : 256);
+    ck_assert_int_eq(cuda_expert_unpack(kern_pack_layout(GUILD_TYPE_Q4_K), NULL, NULL, 0, 1, 15, 144, stream, &err),
+                     -1);
+    uint32_t *bad = NULL;
+    ck_assert_int_eq(cuda_expert_unpack_table(kern_pack_layout(GUILD_TYPE_Q4_K), 100, &bad, NULL, &err), -1);
+    ck_assert_ptr_null(bad);
+    printf("expert unpack: %d packed types, rows of %d elements, bit for bit (places per byte and gather table)\n",
+           (int)(sizeof types / sizeof types[0]), _i ? 20 * 256 : 256);
 }
 END_TEST
 

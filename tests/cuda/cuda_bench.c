@@ -4,7 +4,10 @@
  *   and the small per-layer ops. Times are CUDA-event medians of several launches after a warm-up.
  *   --gdn: only the gated delta net's recurrence at Qwen3-Next-80B-A3B's shape (16 key and 32 value heads of
  *   128), the one-row form (cuda_gdn_delta) against the chunked form (cuda_gdn_chunk) at 1 to 4096 rows.
- * usage: cuda_bench [--quick | --gdn] */
+ *   --unpack: only the unpacking of streamed experts (cuda_expert_unpack) over one Qwen3-30B-A3B layer's packed
+ *   experts (128 of gate and up Q4_K 768 x 2048, down Q6_K 2048 x 768), places computed per byte against the
+ *   gather table.
+ * usage: cuda_bench [--quick | --gdn | --unpack] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/kern/pack.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -255,10 +259,59 @@ static void bench_gdn(void)
         cudaFree(bufs[k]);
 }
 
+typedef struct unpack_job {
+    const kern_pack_layout_t *layout;
+    const uint32_t *table;
+    void *base;
+    size_t stride, rb;
+    int32_t n;
+    int64_t rows;
+} unpack_job_t;
+
+static void unpack_run(void *ctx, int i)
+{
+    (void)i;
+    const unpack_job_t *j = ctx;
+    CHECK(cuda_expert_unpack(j->layout, j->table, j->base, j->stride, j->n, j->rows, j->rb, st, &err));
+}
+
+/* One Qwen3-30B-A3B layer's packed experts (the bytes need not be a real packing: a permutation's cost does not
+ * depend on them): per matrix kind, places per byte against the gather table. */
+static void bench_unpack(void)
+{
+    const struct {
+        const char *name;
+        guild_type_t type;
+        int64_t n, rows;
+        int mats;
+    } kinds[] = {{"gate+up q4_K 768 x 2048", GUILD_TYPE_Q4_K, 2048, 768, 2},
+                 {"down q6_K 2048 x 768", GUILD_TYPE_Q6_K, 768, 2048, 1}};
+    const int32_t ne = 128;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        uint64_t rb = 0;
+        quant_row_bytes(kinds[k].type, (uint64_t)kinds[k].n, &rb, NULL);
+        const size_t stride = (size_t)rb * (size_t)kinds[k].rows; /* one matrix */
+        const int32_t n_mats = ne * kinds[k].mats;
+        unpack_job_t j = {kern_pack_layout(kinds[k].type), NULL, dev(stride * (size_t)n_mats), stride, (size_t)rb,
+                          n_mats, kinds[k].rows};
+        uint32_t *tab = NULL;
+        CHECK(cuda_expert_unpack_table(j.layout, j.rb, &tab, NULL, &err));
+        const double gb = (double)stride * n_mats / 1e9;
+        const float per_byte = time_ms(unpack_run, &j, 5);
+        j.table = tab;
+        const float table = time_ms(unpack_run, &j, 10);
+        printf("unpack %-30s %6.3f GB: places per byte %8.3f ms (%6.0f GB/s), gather table %7.3f ms (%6.0f GB/s)\n",
+               kinds[k].name, gb, per_byte, gb / per_byte * 1e3, table, gb / table * 1e3);
+        cudaFree(tab);
+        cudaFree(j.base);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const int quick = argc > 1 && !strcmp(argv[1], "--quick");
     const int gdn_only = argc > 1 && !strcmp(argv[1], "--gdn");
+    const int unpack_only = argc > 1 && !strcmp(argv[1], "--unpack");
     char why[256];
     if (cuda_device_count(why, sizeof why) < 1) {
         printf("SKIP: no CUDA device (%s)\n", why);
@@ -268,8 +321,11 @@ int main(int argc, char **argv)
     cudaGetDeviceProperties(&prop, 0);
     printf("device: %s, %d SMs, L2 %.0f MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0);
     cudaStreamCreate(&st);
-    if (gdn_only) {
-        bench_gdn();
+    if (gdn_only || unpack_only) {
+        if (gdn_only)
+            bench_gdn();
+        else
+            bench_unpack();
         cudaStreamDestroy(st);
         return 0;
     }

@@ -13,6 +13,7 @@
 
 #define ALIGN 256u
 #define REC_ALIGN 64u /* an expert record's size is rounded to this (expert_shard.c's matrix alignment) */
+#define XS_TABLES 8   /* gather tables kept: packed (type, row size) kinds; a model has two or three */
 
 typedef struct xs_lay {
     bool on;                      /* streams */
@@ -59,7 +60,35 @@ struct xs {
 
     double *layer_wait;            /* [n_layer] ns: the last folded pass's waits per layer */
     xs_stats_t stats;
+    /* the unpacking's gather tables (cuda_expert_unpack_table), one per packed type and row size streamed */
+    struct {
+        guild_type_t type;
+        size_t rb;
+        uint32_t *dev;
+    } tab[XS_TABLES];
+    int n_tab;
 };
+
+/* The gather table of packed rows of `type` of rb bytes, made on first use; NULL when none is kept (too many
+ * kinds: that matrix is unpacked with the places computed per byte). */
+static const uint32_t *table_for(xs_t *xs, guild_type_t type, size_t rb, size_t *bytes, guild_err_t *err, int *rc)
+{
+    for (int i = 0; i < xs->n_tab; i++)
+        if (xs->tab[i].type == type && xs->tab[i].rb == rb)
+            return xs->tab[i].dev;
+    const kern_pack_layout_t *pl = kern_pack_layout(type);
+    if (!pl || xs->n_tab == XS_TABLES)
+        return NULL;
+    uint32_t *d = NULL;
+    if (cuda_expert_unpack_table(pl, rb, &d, bytes, err) < 0) {
+        *rc = -1;
+        return NULL;
+    }
+    xs->tab[xs->n_tab].type = type;
+    xs->tab[xs->n_tab].rb = rb;
+    xs->tab[xs->n_tab++].dev = d;
+    return d;
+}
 
 static size_t round_up(size_t n, size_t a)
 {
@@ -227,6 +256,16 @@ int xs_new(xs_t **out, const xs_layer_desc_t *layers, int32_t n_layer, int32_t n
         !(xs->w1 = calloc((size_t)xs->max_q + 1, sizeof *xs->w1)))
         goto oom;
     size_t counted = 0;
+    int trc = 0;
+    for (int32_t il = 0; il < n_layer && trc == 0; il++) {
+        const xs_lay_t *L = &xs->lay[il];
+        if (L->on && (L->gate_packed || L->up_packed))
+            (void)table_for(xs, L->gate_type, L->gate_rb, &counted, err, &trc);
+        if (L->on && L->down_packed && trc == 0)
+            (void)table_for(xs, L->down_type, L->down_rb, &counted, err, &trc);
+    }
+    if (trc < 0)
+        goto fail;
     if (cuda_alloc((void **)&xs->mem, (size_t)n_slots * slot_bytes, &counted, "the expert staging slots", err) < 0 ||
         cuda_check(cudaStreamCreateWithFlags(&xs->copy, cudaStreamNonBlocking), "create the copy stream", err) < 0 ||
         cuda_check(cudaStreamCreateWithFlags(&xs->unpack, cudaStreamNonBlocking), "create the unpack stream",
@@ -267,6 +306,8 @@ void xs_destroy(xs_t **pxs)
     if (xs->unpack)
         cudaStreamDestroy(xs->unpack);
     cuda_free((void **)&xs->mem);
+    for (int i = 0; i < xs->n_tab; i++)
+        cuda_free((void **)&xs->tab[i].dev);
     free(xs->ready);
     free(xs->consumed);
     free(xs->raw);
@@ -387,8 +428,10 @@ static int chunk_unpack(xs_t *xs, const xs_q_t *q, char *b, guild_err_t *err)
         if (!pl)
             return guild_err_set(err, "cuda moe: layer %d: packed experts of a type without a packed layout",
                                  q->layer);
-        if (cuda_expert_unpack(pl, (void *)mats[k].base, mats[k].stride, m, mats[k].rows, mats[k].rb, xs->unpack,
-                               err) < 0)
+        int trc = 0;
+        const uint32_t *tab = table_for(xs, mats[k].type, mats[k].rb, NULL, err, &trc);
+        if (trc < 0 || cuda_expert_unpack(pl, tab, (void *)mats[k].base, mats[k].stride, m, mats[k].rows, mats[k].rb,
+                                          xs->unpack, err) < 0)
             return guild_err_prefix(err, "layer %d: ", q->layer);
     }
     return 0;

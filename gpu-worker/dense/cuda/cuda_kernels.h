@@ -43,6 +43,11 @@ extern "C" {
 int cuda_quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
                   int32_t n_rows, cudaStream_t s, guild_err_t *err);
 
+/* cuda_quantize for the rows r with keep[r] >= 0 only (device [n_rows]; F32: every row): the other rows of dst
+ * are left as they were. A part of a layer's experts quantizes only its own pairs' rows. */
+int cuda_quantize_rows(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
+                       int32_t n_rows, const int32_t *keep, cudaStream_t s, guild_err_t *err);
+
 /* True when cuda_matmul and cuda_get_rows handle weights of `type` (gpu_plan_type_supported's list, which the
  * kernels' dispatch must follow). */
 bool cuda_type_supported(guild_type_t type);
@@ -220,9 +225,17 @@ int cuda_expert_merge(float *y, const float *src, const int32_t *ids, int32_t n_
 
 /* Restores plain rows in place in n_experts matrices of nrows rows of row_bytes (a whole number of blocks) that
  * are packed in `layout` (core/kern/pack_layout.h), matrix i at base + i * expert_stride (16-byte aligned): the
- * bytes kern_unpack gives. nrows a multiple of 16; 16 rows must fit in a block's shared memory. */
-int cuda_expert_unpack(const kern_pack_layout_t *layout, void *base, size_t expert_stride, int32_t n_experts,
-                       int64_t nrows, size_t row_bytes, cudaStream_t s, guild_err_t *err);
+ * bytes kern_unpack gives. nrows a multiple of 16; 16 rows must fit in a block's shared memory. table: the
+ * gather table of cuda_expert_unpack_table for this layout and row_bytes (NULL: each byte's place computed on
+ * the device, much slower). */
+int cuda_expert_unpack(const kern_pack_layout_t *layout, const uint32_t *table, void *base, size_t expert_stride,
+                       int32_t n_experts, int64_t nrows, size_t row_bytes, cudaStream_t s, guild_err_t *err);
+
+/* The gather table of rows of row_bytes packed in `layout`: the packed place of each plain byte of a 16-row group
+ * (kern_pack_packed_offset), 4 * 16 * row_bytes bytes of device memory (cuda_free), added to *bytes. -1 with a
+ * message on a row size that is not whole blocks or on device memory. */
+int cuda_expert_unpack_table(const kern_pack_layout_t *layout, size_t row_bytes, uint32_t **out, size_t *bytes,
+                             guild_err_t *err);
 
 /* Which part computes each expert of a layer: rank[e] >= 0 its place among the device's experts (parts hold
  * consecutive ranks), < 0 the CPU side's. Passed by value to the kernel (no copy to keep alive). */

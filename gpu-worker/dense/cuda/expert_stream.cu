@@ -3,13 +3,18 @@
  * unpack: the copies may be packed (core/kern/pack.h: 16 rows re-laid per 256-element block column), the kernels
  *         read GGUF's plain rows. One block per 16-row group of one expert's matrix, in place: the group is read
  *         whole into shared memory, then every plain 4-byte word is gathered byte by byte from its packed place
- *         (kern_pack_packed_offset, the table and arithmetic the host's kern_unpack inverts) and stored. A
+ *         and stored. The places are kern_pack_packed_offset's (the arithmetic the host's kern_unpack inverts):
+ *         computed per byte, or read from a gather table that the host computed once with it for the rows' size
+ *         (cuda_expert_unpack_table; four 32-bit places a word, the same for every group, so they stay in the
+ *         caches: the per-byte 64-bit divisions made the unpacking compete with the products for the SMs). A
  *         byte permutation: the plain bytes come back exactly.
  * ids:    a layer's experts are split among the device's parts (resident experts, staged chunks) and the CPU
  *         side by a rank table (cuda_rank_table_t: rank[e] >= 0 the expert's place among the device's experts,
  *         < 0 the CPU side's); each part computes ranks [lo, hi) with part-local ids, the CPU side its own
  *         experts, every other pair a skip slot (moe_exec.h).
  */
+#include <stdlib.h>
+
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
 
 #define UNPACK_THREADS 256
@@ -35,9 +40,58 @@ static __global__ void __launch_bounds__(UNPACK_THREADS)
     }
 }
 
-extern "C" int cuda_expert_unpack(const kern_pack_layout_t *layout, void *base, size_t expert_stride,
-                                  int32_t n_experts, int64_t nrows, size_t row_bytes, cudaStream_t s,
-                                  guild_err_t *err)
+/* The same permutation from the gather table: tab[i] is the packed place of plain byte i of a group. */
+static __global__ void __launch_bounds__(UNPACK_THREADS)
+    expert_unpack_table_kernel(const uint4 *__restrict__ tab, char *__restrict__ base, size_t expert_stride,
+                               size_t row_bytes)
+{
+    extern __shared__ int4 grp4[];
+    const unsigned char *grp = (const unsigned char *)grp4;
+    const uint32_t gbytes = (uint32_t)(KERN_PACK_GROUP_ROWS * row_bytes); /* a multiple of 16 */
+    char *g = base + (size_t)blockIdx.y * expert_stride + (size_t)blockIdx.x * gbytes;
+    const int4 *src = (const int4 *)g;
+    for (uint32_t i = threadIdx.x; i < gbytes / 16; i += blockDim.x)
+        grp4[i] = src[i];
+    __syncthreads();
+    uint32_t *dst = (uint32_t *)g;
+    for (uint32_t w = threadIdx.x; w < gbytes / 4; w += blockDim.x) {
+        const uint4 o = __ldg(tab + w);
+        dst[w] = (uint32_t)grp[o.x] | (uint32_t)grp[o.y] << 8 | (uint32_t)grp[o.z] << 16 | (uint32_t)grp[o.w] << 24;
+    }
+}
+
+extern "C" int cuda_expert_unpack_table(const kern_pack_layout_t *layout, size_t row_bytes, uint32_t **out,
+                                        size_t *bytes, guild_err_t *err)
+{
+    *out = NULL;
+    if (!layout || !row_bytes || row_bytes % layout->block_bytes || KERN_PACK_GROUP_ROWS * row_bytes > UINT32_MAX)
+        return guild_err_set(err, "cuda: expert unpack table: rows of %zu bytes", row_bytes);
+    const size_t n = KERN_PACK_GROUP_ROWS * row_bytes;
+    uint32_t *h = (uint32_t *)malloc(n * sizeof *h);
+    if (!h)
+        return guild_err_set(err, "cuda: expert unpack table: out of memory");
+    for (size_t i = 0; i < n; i++)
+        h[i] = (uint32_t)kern_pack_packed_offset(layout, row_bytes, i);
+    void *d = NULL;
+    int rc = 0;
+    if (cudaMalloc(&d, n * sizeof *h) != cudaSuccess || cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice) !=
+                                                           cudaSuccess) {
+        (void)cudaGetLastError();
+        if (d)
+            cudaFree(d);
+        rc = guild_err_set(err, "cuda: expert unpack table: no device memory for %zu bytes", n * sizeof *h);
+    } else {
+        *out = (uint32_t *)d;
+        if (bytes)
+            *bytes += n * sizeof *h;
+    }
+    free(h);
+    return rc;
+}
+
+extern "C" int cuda_expert_unpack(const kern_pack_layout_t *layout, const uint32_t *table, void *base,
+                                  size_t expert_stride, int32_t n_experts, int64_t nrows, size_t row_bytes,
+                                  cudaStream_t s, guild_err_t *err)
 {
     if (!layout || n_experts < 0 || nrows < 0 || nrows % KERN_PACK_GROUP_ROWS || !row_bytes ||
         row_bytes % layout->block_bytes || nrows / KERN_PACK_GROUP_ROWS > 65535 * 1024 || n_experts > 65535)
@@ -56,11 +110,17 @@ extern "C" int cuda_expert_unpack(const kern_pack_layout_t *layout, void *base, 
         return guild_err_set(err, "cuda: expert unpack: a group of 16 rows of %zu bytes is over the %d bytes of "
                              "shared memory a block may have", row_bytes, max_smem);
     if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(expert_unpack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        (table ? cudaFuncSetAttribute(expert_unpack_table_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)smem)
+               : cudaFuncSetAttribute(expert_unpack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
             cudaSuccess)
         return cuda_launch_check("expert unpack", err);
     const dim3 grid((unsigned)(nrows / KERN_PACK_GROUP_ROWS), (unsigned)n_experts);
-    expert_unpack_kernel<<<grid, UNPACK_THREADS, smem, s>>>(*layout, (char *)base, expert_stride, row_bytes);
+    if (table)
+        expert_unpack_table_kernel<<<grid, UNPACK_THREADS, smem, s>>>((const uint4 *)table, (char *)base,
+                                                                       expert_stride, row_bytes);
+    else
+        expert_unpack_kernel<<<grid, UNPACK_THREADS, smem, s>>>(*layout, (char *)base, expert_stride, row_bytes);
     return cuda_launch_check("expert unpack", err);
 }
 
