@@ -428,6 +428,59 @@ START_TEST(test_cost_measured_moves_the_split)
 }
 END_TEST
 
+/* A CPU part costs the device its exchange: a large batch whose CPU share saves less device time than posting
+ * it costs goes wholly to the GPU (no exchange); a copy-bound small batch still splits; the plan is the best of
+ * every prefix with the exchange counted. */
+START_TEST(test_exchange_cost)
+{
+    expert_split_t *s = NULL;
+    guild_err_t err;
+    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
+    int32_t count[NE];
+    uint64_t bytes[NE];
+    uint8_t on_gpu[NE];
+    expert_split_result_t free_x, paid;
+    fill_bytes(bytes, 2600000);
+    for (int e = 0; e < NE; e++)
+        count[e] = 2048; /* a 4096-token batch's share */
+    /* products 75 ns a pair (154 us an expert), copies hidden; the CPU 0.3 us a pair (614 us an expert) */
+    expert_split_model_t m = model_of(55.0, 300);
+    m.gpu_ns_per_pair = 75;
+    m.pipelined = true;
+    m.copy_hidden_ns = 8e6;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &free_x);
+    check_consistent(count, bytes, on_gpu, &free_x, &m);
+    ck_assert_int_gt(free_x.cpu_experts, 0); /* without its cost, the CPU side takes a share */
+    ck_assert(free_x.t_xchg_ns == 0);
+    m.xchg_ns = 600000;                      /* 32 MB of activations posted at ~55 GB/s */
+    m.xchg_ns_per_pair = 8192 / 55.0;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &paid);
+    check_consistent(count, bytes, on_gpu, &paid, &m);
+    ck_assert_int_eq(paid.cpu_experts, 0);
+    ck_assert_int_eq(paid.gpu_experts, NE);
+    ck_assert(paid.t_xchg_ns == 0);
+    /* every prefix of the order (equal experts: any k) is no better once its exchange is counted */
+    for (int k = 0; k < NE; k++) {
+        const int64_t gp = (int64_t)k * 2048, cp = (int64_t)(NE - k) * 2048;
+        const double tg = k ? fmax((double)k * 2600000 / m.copy_bpns - m.copy_hidden_ns, m.gpu_ns_per_pair * (double)gp)
+                            : 0;
+        const double t = fmax(tg, m.cpu_a_ns + m.cpu_b_ns * (double)cp) + m.xchg_ns + m.xchg_ns_per_pair * (double)cp;
+        ck_assert(t >= paid.t_gpu_ns);
+    }
+    /* a small, copy-bound batch: the exchange is small beside the copies the CPU side saves */
+    for (int e = 0; e < NE; e++)
+        count[e] = 16;
+    m.copy_hidden_ns = 0;
+    m.xchg_ns = 75000;
+    expert_split_plan(s, count, bytes, &m, on_gpu, &paid);
+    check_consistent(count, bytes, on_gpu, &paid, &m);
+    ck_assert(paid.cpu_experts > 0 && paid.gpu_experts > 0);
+    const double want = m.xchg_ns + m.xchg_ns_per_pair * (double)paid.cpu_pairs;
+    ck_assert(fabs(paid.t_xchg_ns - want) <= 1e-6 * want);
+    expert_split_destroy(&s);
+}
+END_TEST
+
 static Suite *split_suite(void)
 {
     Suite *s = suite_create("expert_split");
@@ -440,6 +493,7 @@ static Suite *split_suite(void)
     tcase_add_test(tc, test_staged_first_and_deterministic);
     tcase_add_test(tc, test_pipelined);
     tcase_add_test(tc, test_forced_fraction);
+    tcase_add_test(tc, test_exchange_cost);
     suite_add_tcase(s, tc);
     tc = tcase_create("cost");
     tcase_add_test(tc, test_cost_nothing_before_a_sample);

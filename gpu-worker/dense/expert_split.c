@@ -65,6 +65,11 @@ static double cpu_time(const expert_split_model_t *m, int64_t pairs)
     return pairs == 0 ? 0.0 : m->cpu_a_ns + m->cpu_b_ns * (double)pairs;
 }
 
+static double xchg_time(const expert_split_model_t *m, int64_t cpu_pairs)
+{
+    return cpu_pairs == 0 ? 0.0 : m->xchg_ns + m->xchg_ns_per_pair * (double)cpu_pairs;
+}
+
 void expert_split_plan(expert_split_t *s, const int32_t *count, const uint64_t *bytes,
                        const expert_split_model_t *model, uint8_t *on_gpu, expert_split_result_t *r)
 {
@@ -90,14 +95,14 @@ void expert_split_plan(expert_split_t *s, const int32_t *count, const uint64_t *
         while (best < n && (double)pairs < want)
             pairs += s->items[best++].count;
     } else {
-        double best_t = cpu_time(model, total);
+        double best_t = cpu_time(model, total) + xchg_time(model, total);
         uint64_t b = 0;
         int64_t pairs = 0;
         for (int32_t k = 1; k <= n; k++) {
             b += s->items[k - 1].bytes;
             pairs += s->items[k - 1].count;
             const double tg = gpu_time(model, b, pairs), tc = cpu_time(model, total - pairs);
-            const double t = tg > tc ? tg : tc;
+            const double t = (tg > tc ? tg : tc) + xchg_time(model, total - pairs);
             if (t < best_t) { /* strictly: on a tie, fewer bytes copied */
                 best_t = t;
                 best = k;
@@ -121,4 +126,5 @@ void expert_split_plan(expert_split_t *s, const int32_t *count, const uint64_t *
     }
     r->t_gpu_ns = gpu_time(model, r->gpu_bytes, r->gpu_pairs);
     r->t_cpu_ns = cpu_time(model, r->cpu_pairs);
+    r->t_xchg_ns = xchg_time(model, r->cpu_pairs);
 }

@@ -10,6 +10,10 @@
  * is its dense part, copy_hidden_ns, then the slower of its products and the CPU side),
  *     t_gpu = max((bytes copied) / copy_bpns - copy_hidden_ns, gpu_ns_per_pair * (GPU pairs)),
  * so that copy_hidden_ns + max(t_gpu, t_cpu) is the layer's time.
+ * A CPU part also costs the device its exchange, on the device's own queue: the batch's activations posted to the
+ * host (xchg_ns) and the CPU side's rows of y brought back (xchg_ns_per_pair each), so a plan with CPU pairs
+ * costs max(t_gpu, t_cpu) + xchg_ns + xchg_ns_per_pair * (CPU pairs) and all-GPU t_gpu alone: in large batches,
+ * where posting the activations costs more than the CPU side's share of the products saves, nothing goes to it.
  * Before the routing is known, `count` may be the pairs expected per expert (a profile, or the fair share).
  * An expert goes wholly to one side (its pairs are never split: it would cost its copy and the CPU's pass over
  * its weights both). The GPU takes a prefix of the experts ordered by pairs per byte to copy, descending (the
@@ -33,6 +37,8 @@ typedef struct expert_split_model {
                                   the order holding at least this fraction of the pairs (0: none, 1: all) */
     bool pipelined;            /* t_gpu the slower of copies and products, not their sum */
     double copy_hidden_ns;     /* pipelined: copy time hidden behind the layer's dense part */
+    double xchg_ns;            /* the device's time for a CPU part's exchange (posting the batch), 0: free */
+    double xchg_ns_per_pair;   /* and per CPU pair (its row of y brought back) */
 } expert_split_model_t;
 
 typedef struct expert_split_result {
@@ -40,6 +46,7 @@ typedef struct expert_split_result {
     int64_t gpu_pairs, cpu_pairs;     /* (token, slot) pairs on each side */
     uint64_t gpu_bytes;               /* bytes to copy for the GPU's experts */
     double t_gpu_ns, t_cpu_ns;        /* the predicted times of each side */
+    double t_xchg_ns;                 /* the device's time for the CPU part's exchange (0 without CPU pairs) */
 } expert_split_result_t;
 
 typedef struct expert_split expert_split_t;

@@ -122,6 +122,8 @@ typedef struct moe_gpu {
     expert_cost_t copy_cost;   /* ns per byte of the chunks' copies (copy engine time) */
     expert_cost_t dense_cost;  /* ns per token of a layer's dense part (from one layer's collect to the next
                                   one's submit): the copy time it hides */
+    expert_cost_t post_cost;   /* ns per token of posting a layer's exchange to the CPU side (on the compute
+                                  stream: the device's share of a CPU part) */
     int32_t pass_n;            /* tokens of the pass */
     /* the CPU side's time per exchange, a + b * pairs ns; b per size of batch (cpu_bucket): a pair costs the
      * CPU less in a large batch, where each expert's weights serve more tokens */
@@ -135,6 +137,15 @@ typedef struct moe_gpu {
     uint64_t streamed, split_gpu_experts, split_cpu_experts, split_gpu_pairs, split_cpu_pairs;
     uint64_t stream_passes, stream_span_ns, copy_wait_ns, cpu_wait_ns, copy_busy_ns;
 } moe_gpu_t;
+
+/* Where a streamed pass's device time went, summed over its timed layers (ns), for the log: the dense parts
+ * between them, the exchanges posted, the device experts before the streamed ones (x quantized, the resident
+ * part), the streamed products (with the waits for their copies), the collects (with the device's spin for the
+ * CPU side). */
+typedef struct pass_phases {
+    double dense, post, pre, products, copy_wait, collect, cpu_spin;
+    int32_t layers, split, cpu_only;
+} pass_phases_t;
 
 static int ev_create(cudaEvent_t *e, guild_err_t *err)
 {
@@ -230,26 +241,53 @@ static void pass_fold(moe_gpu_t *m)
     const double span = ev_ns(m->pass_ev[0], m->pass_ev[1]);
     double cpu_wait = 0;
     int32_t prev = -2;
+    pass_phases_t ph = {0};
+    if (m->fallback) { /* the device's spin for the CPU side this step (counters copied at its end) */
+        moe_exec_stats_t now;
+        moe_exec_stats(m->fallback, &now);
+        ph.cpu_spin = (double)(now.wait_ns - m->fb_last.wait_ns);
+    }
     for (int32_t il = 0; il < m->n_layer; il++) {
         gpu_layer_t *L = &m->layers[il];
         if (!L->timed)
             continue;
         L->timed = false;
+        ph.layers++;
         if (prev == il - 1) { /* the dense part between two timed layers */
             const double d = ev_ns(m->layers[prev].ev[EV_COLLECTED], L->ev[EV_IN]);
             if (d > 0 && m->pass_n > 0)
                 expert_cost_add(&m->dense_cost, (double)m->pass_n, d);
+            ph.dense += d > 0 ? d : 0;
         }
         prev = il;
         const bool whole_cpu = !L->n_streamed;
         if (!whole_cpu) {
-            const double run = ev_ns(L->ev[EV_RUN0], L->ev[EV_RUN1]) - xs_layer_wait_ns(m->xs, il);
+            const double w = xs_layer_wait_ns(m->xs, il), r01 = ev_ns(L->ev[EV_RUN0], L->ev[EV_RUN1]);
+            const double run = r01 - w;
             if (run > 0 && L->exp_gpu_pairs > 0)
                 expert_cost_add(&m->gpu_cost, L->exp_gpu_pairs, run);
+            const double pre = ev_ns(L->ev[L->cpu_timed ? EV_POSTED : EV_IN], L->ev[EV_RUN0]),
+                         col = ev_ns(L->ev[EV_RUN1], L->ev[EV_COLLECTED]);
+            ph.pre += pre > 0 ? pre : 0;
+            ph.products += r01 > 0 ? r01 : 0;
+            ph.copy_wait += w > 0 ? w : 0;
+            ph.collect += col > 0 ? col : 0;
         }
         if (!L->cpu_timed)
             continue;
         L->cpu_timed = false;
+        /* posting the exchange: the device's fixed share of a CPU part, per token of the batch */
+        const double post = ev_ns(L->ev[EV_IN], L->ev[EV_POSTED]);
+        if (post > 0 && m->pass_n > 0)
+            expert_cost_add(&m->post_cost, (double)m->pass_n, post);
+        ph.post += post > 0 ? post : 0;
+        if (whole_cpu) {
+            const double col = ev_ns(L->ev[EV_POSTED], L->ev[EV_COLLECTED]);
+            ph.collect += col > 0 ? col : 0;
+            ph.cpu_only++;
+        } else {
+            ph.split++;
+        }
         const double total = ev_ns(L->ev[EV_POSTED], L->ev[EV_COLLECTED]);
         /* split: the products end before the collect, and waiting past them means the CPU side was the slower;
          * whole: the device waits for all of it */
@@ -264,6 +302,12 @@ static void pass_fold(moe_gpu_t *m)
     m->copy_wait_ns += after.wait_ns - before.wait_ns;
     m->cpu_wait_ns += (uint64_t)cpu_wait;
     m->stream_span_ns += span > 0 ? (uint64_t)span : 0;
+    guild_log(GUILD_LOG_INFO, "cuda moe: streamed pass of %d tokens: %.1f ms on the device; %d layers timed (%d split "
+              "with the CPU side, %d wholly on it): dense parts between them %.1f ms, exchanges posted %.1f ms, "
+              "device experts before the streamed ones %.1f ms, streamed products %.1f ms (waiting %.1f ms for "
+              "copies), collects %.1f ms (the device spinning for the CPU side %.1f ms)", m->pass_n, span / 1e6,
+              ph.layers, ph.split, ph.cpu_only, ph.dense / 1e6, ph.post / 1e6, ph.pre / 1e6, ph.products / 1e6,
+              ph.copy_wait / 1e6, ph.collect / 1e6, ph.cpu_spin / 1e6);
     if (!m->cost_logged && cpu_b_for(m, m->pass_n) > 0 && expert_cost_known(&m->copy_cost)) {
         m->cost_logged = true;
         guild_log(GUILD_LOG_INFO, "cuda moe: streamed pass measured: copies %.1f GB/s, device experts %.2f us per "
@@ -302,6 +346,11 @@ static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
     if (copy_bpns <= 0)
         return 0;
     const double fair = (double)n * (double)m->n_used / (double)m->n_expert; /* expected pairs per expert */
+    /* a CPU part's exchange on the compute stream: posting the batch (measured; before that, its activations'
+     * bytes at the copy rate) and each CPU pair's row of y read back over the same link */
+    const double row_ns = (double)m->n_embd * sizeof(float) / copy_bpns;
+    const double post_ns = expert_cost_known(&m->post_cost) ? expert_cost_ns_per_unit(&m->post_cost) * (double)n
+                                                            : (double)n * row_ns;
     /* before the CPU side's time per pair is measured, the first streamable layer goes to it whole */
     const double cpu_b = cpu_b_for(m, n);
     const bool bootstrap = cpu_b < 0 && m->force_split < 0;
@@ -310,7 +359,8 @@ static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
                                      .cpu_a_ns = m->have_a ? m->cpu_a : 0.0,
                                      .cpu_b_ns = (cpu_b > 0 ? cpu_b : 0.0) * CPU_MARGIN / PAIR_UNITS,
                                      .force_gpu_fraction = m->force_split, .pipelined = true,
-                                     .copy_hidden_ns = expert_cost_ns_per_unit(&m->dense_cost) * (double)n};
+                                     .copy_hidden_ns = expert_cost_ns_per_unit(&m->dense_cost) * (double)n,
+                                     .xchg_ns = post_ns, .xchg_ns_per_pair = row_ns / PAIR_UNITS};
     m->pass_n = n;
     xs_pass_begin(m->xs);
     bool first = true;
@@ -397,7 +447,7 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
                                           m->n_ff, s, err) < 0 ||
                        cuda_expert_swiglu_oai(m->h, m->u, gid, pairs, m->n_ff, L->gate_b, L->up_b, L->alpha,
                                               L->limit, s, err) < 0 ||
-                       cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
+                       cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, s, err) < 0 ||
                        cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row,
                                           m->act_h, m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y,
                                           m->n_embd, s, err) < 0 ||
@@ -408,7 +458,7 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
     if (cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
         cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, gu_stride, gate_row, m->act_x, m->ax_row,
                            m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
-        cuda_quantize(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, s, err) < 0 ||
+        cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, s, err) < 0 ||
         cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row, m->act_h, m->ah_row,
                            1, m->order, m->tiles, m->n_tiles, mt, tile, m->y, m->n_embd, s, err) < 0)
         return -1;
@@ -774,6 +824,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
     expert_cost_init(&m->gpu_cost, 0.01, 1e8); /* plausible: 0.01 ns .. 0.1 s a pair; 1000 .. 0.01 GB/s */
     expert_cost_init(&m->copy_cost, 1e-3, 100);
     expert_cost_init(&m->dense_cost, 1, 1e8); /* 1 ns .. 0.1 s a token */
+    expert_cost_init(&m->post_cost, 0.1, 1e6); /* 0.1 ns .. 1 ms a token */
     if (n_expert < 1 || n_expert > CUDA_RANK_TABLE_MAX) {
         guild_err_set(err, "cuda moe: %d experts (1..%d)", n_expert, CUDA_RANK_TABLE_MAX);
         goto fail;
