@@ -12,7 +12,10 @@
  * fraction (union of kernel intervals over the step's wall time, and with memcpy/memset); the idle time before
  * the first kernel, between consecutive kernels (median, p90, sum per step) and after the last; memcpy and memset
  * per step by direction. --no-trace runs the same steps without CUPTI and prints the step wall time alone: what
- * tracing every graph node costs.
+ * tracing every graph node costs. --trace-prefill traces a prompt's forward passes instead of decode steps: the
+ * prompt is prefilled once untraced (a streamed pass measures its costs there), then again over the same
+ * positions, each chunk of --batch tokens a traced "step" (with streamed experts: the copies, the unpacking on
+ * its own stream and the products; single process, so the CPU side is the in-process executor).
  *
  * On the device (no registry there; libcupti travels in the ldd closure bench/device/pack.sh copies). The
  * profiler and libcupti do not fit in one carry beside the other device programs, so it has a pack of its own:
@@ -57,6 +60,7 @@ typedef struct prof_cfg {
     const char *model;
     int32_t populate, steps, batch;
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
+    bool trace_prefill;  /* --trace-prefill: the prompt's chunks are the traced steps */
     stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
 
@@ -83,7 +87,8 @@ static void usage(FILE *out)
             "      --populate N        prompt tokens filling the KV cache first (default 512)\n"
             "      --steps S           decode steps traced, after %d warm-up steps (default 32)\n"
             "      --batch N           prompt tokens per forward pass (default 512)\n"
-            "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n",
+            "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n"
+            "      --trace-prefill     trace the prompt's forward passes (a second prefill) instead of decode\n",
             WARMUP_STEPS);
     stack_flags_usage(out, PROF_FLAGS, "cuda");
     fprintf(out, "  -h, --help              this help\n");
@@ -91,11 +96,12 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
-        {"no-trace", no_argument, NULL, O_NO_TRACE}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"no-trace", no_argument, NULL, O_NO_TRACE}, {"trace-prefill", no_argument, NULL, O_TRACE_PREFILL},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, PROF_FLAGS);
@@ -123,6 +129,7 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         case O_STEPS: if (cli_parse_long("--steps", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->steps = (int32_t)v; break;
         case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
         case O_NO_TRACE: c->no_trace = true; break;
+        case O_TRACE_PREFILL: c->trace_prefill = true; break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, WHO ": unknown option or missing value: %s\n", argv[optind - 1]);
@@ -409,8 +416,10 @@ int main(int argc, char **argv)
     logits = malloc((size_t)V * sizeof *logits);
     prompt = malloc((size_t)c.populate * sizeof *prompt);
     pos = malloc((size_t)c.flags.n_batch * sizeof *pos);
-    t0 = malloc((size_t)c.steps * sizeof *t0);
-    t1 = malloc((size_t)c.steps * sizeof *t1);
+    const int32_t chunks = (c.populate + c.flags.n_batch - 1) / c.flags.n_batch;
+    const int32_t traced = c.trace_prefill ? chunks : c.steps; /* the traced "steps" */
+    t0 = malloc((size_t)traced * sizeof *t0);
+    t1 = malloc((size_t)traced * sizeof *t1);
     if (!logits || !prompt || !pos || !t0 || !t1) {
         guild_err_set(&err, "out of memory");
         goto out;
@@ -452,7 +461,22 @@ int main(int argc, char **argv)
     pthread_mutex_lock(&g_prof.mu);
     g_prof.window_start = t0[0];
     pthread_mutex_unlock(&g_prof.mu);
-    for (int32_t g = 0; g < c.steps; g++, p++) {
+    for (int32_t g = 0; c.trace_prefill && g < chunks; g++) { /* the prompt again, over the same positions */
+        const int32_t p0 = g * c.flags.n_batch, nb = c.populate - p0 < c.flags.n_batch ? c.populate - p0
+                                                                                        : c.flags.n_batch;
+        const int32_t last = nb - 1;
+        for (int32_t i = 0; i < nb; i++)
+            pos[i] = p0 + i;
+        if (now_ns(c.no_trace, &t0[g], &err) < 0)
+            goto out;
+        if (backend_forward(be, nb, prompt + p0, pos, p0 + nb == c.populate ? 1 : 0, &last, logits, &err) < 0) {
+            guild_err_prefix(&err, "traced prefill at %d: ", p0);
+            goto out;
+        }
+        if (now_ns(c.no_trace, &t1[g], &err) < 0)
+            goto out;
+    }
+    for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++, p++) {
         if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
         if (backend_forward(be, 1, &tok, &p, 1, &row, logits, &err) < 0) {
@@ -467,17 +491,17 @@ int main(int argc, char **argv)
         goto out;
     bench_print_provenance(stdout, argc, argv);
     if (c.no_trace) { /* the wall time alone */
-        double *w = malloc((size_t)c.steps * sizeof *w);
+        double *w = malloc((size_t)traced * sizeof *w);
         if (!w) {
             guild_err_set(&err, "out of memory");
             goto out;
         }
-        for (int32_t g = 0; g < c.steps; g++)
+        for (int32_t g = 0; g < traced; g++)
             w[g] = (double)(t1[g] - t0[g]);
-        printf("# " WHO ": %s; populate %d, %d decode steps after %d warm-up, threads %d, CUDA graphs %s, NOT traced\n"
-               "step wall (host, around the forward call): median %.1f us\n", c.model, c.populate, c.steps,
-               WARMUP_STEPS, c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on",
-               guild_median(w, c.steps) / 1e3);
+        printf("# " WHO ": %s; populate %d, %d %s after %d warm-up, threads %d, CUDA graphs %s, NOT traced\n"
+               "step wall (host, around the forward call): median %.1f us\n", c.model, c.populate, traced,
+               c.trace_prefill ? "prefill chunks" : "decode steps", WARMUP_STEPS, c.flags.n_threads,
+               c.flags.gpu.cuda.no_graph ? "off" : "on", guild_median(w, traced) / 1e3);
         free(w);
         rc = 0;
         goto out;
@@ -487,10 +511,11 @@ int main(int argc, char **argv)
         goto out;
     }
     if (prof_summarize(&sum, g_prof.recs, g_prof.n, (const char *const *)g_prof.names, g_prof.n_names, t0, t1,
-                       c.steps, &err) < 0)
+                       traced, &err) < 0)
         goto out;
-    printf("# " WHO ": %s; populate %d, %d traced decode steps after %d warm-up, threads %d, CUDA graphs %s\n",
-           c.model, c.populate, c.steps, WARMUP_STEPS, c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on");
+    printf("# " WHO ": %s; populate %d, %d traced %s after %d warm-up, threads %d, CUDA graphs %s\n", c.model,
+           c.populate, traced, c.trace_prefill ? "prefill chunks (of --batch tokens)" : "decode steps", WARMUP_STEPS,
+           c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on");
     if (g_prof.dropped)
         printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
                g_prof.dropped);
@@ -500,9 +525,20 @@ int main(int argc, char **argv)
     if (have_bs && backend_stats(be, &bs1) == 0)
         printf("\nbackend: %u graphs captured, %llu of %d traced steps replayed a graph; wait for CPU experts %.1f "
                "us per step over %llu exchanges; %d layers' experts on the GPU\n",
-               bs1.graphs, (unsigned long long)(bs1.graph_steps - bs0.graph_steps), c.steps,
-               (double)(es1.wait_ns - es0.wait_ns) / c.steps / 1e3,
+               bs1.graphs, (unsigned long long)(bs1.graph_steps - bs0.graph_steps), traced,
+               (double)(es1.wait_ns - es0.wait_ns) / traced / 1e3,
                (unsigned long long)(es1.exchanges - es0.exchanges), bs1.gpu_expert_layers);
+    if (have_bs && c.trace_prefill && bs1.stream_passes > bs0.stream_passes) {
+        const double span = (double)(bs1.stream_span_ns - bs0.stream_span_ns) / 1e6;
+        printf("streamed: %llu layer batches over %llu passes, %.1f ms on the device: copy engine busy %.1f ms, "
+               "waiting %.1f ms for copies and %.1f ms for the CPU side; split GPU %llu / CPU %llu experts\n",
+               (unsigned long long)(bs1.streamed_layers - bs0.streamed_layers),
+               (unsigned long long)(bs1.stream_passes - bs0.stream_passes), span,
+               (double)(bs1.copy_busy_ns - bs0.copy_busy_ns) / 1e6, (double)(bs1.copy_wait_ns - bs0.copy_wait_ns) / 1e6,
+               (double)(bs1.cpu_wait_ns - bs0.cpu_wait_ns) / 1e6,
+               (unsigned long long)(bs1.split_gpu_experts - bs0.split_gpu_experts),
+               (unsigned long long)(bs1.split_cpu_experts - bs0.split_cpu_experts));
+    }
     rc = 0;
 out:
     if (rc)

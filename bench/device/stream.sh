@@ -10,6 +10,13 @@
 #   bash $C/stream.sh ring [SECONDS]    the staging ring (session 22): this build vs the baseline, medians of 3, the
 #                                       Qwen3-30B-A3B shape at 3.9G and 8G, then 8G with at most 12 resident
 #                                       layers (room for a deeper ring); check_cuda_backend first
+#   bash $C/stream.sh prof [SECONDS]    where a streamed prefill's time goes (session 23): the unpacking's test and
+#                                       timing (cuda_bench --unpack), the Qwen3-30B-A3B shape at 3.9G: a 4096-token
+#                                       prefill traced by guild-cuda-prof --trace-prefill (one process), then this
+#                                       build (its per-pass breakdown in the GPU worker's log) vs the baseline
+#   bash $C/stream.sh ab [SECONDS]      session 23's final: check_cuda_backend, the 30B shape at 8G this build vs the
+#                                       baseline, 8G with a recorded routing profile, then the Qwen3-235B-A22B
+#                                       shape (30 layers) at a tight budget and at 24G
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -111,6 +118,49 @@ if [ "$mode" = ring ]; then
         bench 40 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
         [ -x "$BASE/guild" ] && bench 40 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
         bench 35 q30-8g-ge12 "$B" "$commit" $m30 4096 3 --gpu-mem 8G --gpu-experts 12
+    fi
+fi
+if [ "$mode" = prof ]; then
+    step 40 "check_cuda_kernels expert_unpack" env CK_RUN_CASE=expert_unpack "$B/tests/cuda/check_cuda_kernels"
+    step 20 "cuda_bench --unpack" "$B/tests/cuda/cuda_bench" --unpack
+    mk30
+    if [ -f $m30 ]; then
+        plan tight $m30 --gpu-mem 3.9G
+        step 60 "guild-cuda-prof --trace-prefill at 3.9G" sh -c '"$0" "$@" > "'"$O"'/prof-prefill-tight.txt"; st=$?; \
+            cat "'"$O"'/prof-prefill-tight.txt"; exit $st' "$B/bench/guild-cuda-prof" -m $m30 --populate 4096 \
+            --batch 4096 --trace-prefill --threads 14 --gpu-mem 3.9G
+        bench 45 q30-tight "$B" "$commit" $m30 512,4096 3 --gpu-mem 3.9G
+        [ -x "$BASE/guild" ] && bench 45 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
+    fi
+fi
+if [ "$mode" = ab ]; then
+    step 45 check_cuda_backend "$B/tests/cuda/check_cuda_backend"
+    mk30
+    if [ -f $m30 ]; then
+        plan 8g $m30 --gpu-mem 8G
+        bench 40 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && bench 40 q30-8g-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 8G
+        prompt
+        step 30 "routing profile of the 30B shape" sh -c '"$0" run -m "$1" -f /tmp/prompt.txt -n 16 --temp 0 \
+            --threads 14 --ctx 8192 --backend cpu --single-process --record-routing "$1.routing" > /dev/null' \
+            "$B/guild" $m30
+        plan 8g-profile $m30 --gpu-mem 8G --routing $m30.routing
+        [ -f $m30.routing ] && bench 40 q30-8g-profile "$B" "$commit" $m30 512 3 --gpu-mem 8G --routing $m30.routing
+        rm -f $m30 $m30.routing
+    fi
+    say "/tmp: $(df -h /tmp | tail -1)"
+    step 60 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
+    if [ -f $m235 ]; then
+        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
+            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
+        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+        plan 235-tight $m235 --gpu-mem "$tight235"
+        bench 60 q235-tight "$B" "$commit" $m235 512,4096 1 --gpu-mem "$tight235"
+        plan 24g $m235 --gpu-mem 24G
+        bench 60 q235-24g "$B" "$commit" $m235 512,4096 1 --gpu-mem 24G
+        rm -f $m235
     fi
 fi
 say done
