@@ -126,11 +126,11 @@ if [ "$mode" = prof ]; then
     mk30
     if [ -f $m30 ]; then
         plan tight $m30 --gpu-mem 3.9G
-        step 60 "guild-cuda-prof --trace-prefill at 3.9G" sh -c '"$0" "$@" > "'"$O"'/prof-prefill-tight.txt"; st=$?; \
-            cat "'"$O"'/prof-prefill-tight.txt"; exit $st' "$B/bench/guild-cuda-prof" -m $m30 --populate 4096 \
-            --batch 4096 --trace-prefill --threads 14 --gpu-mem 3.9G
         bench 45 q30-tight "$B" "$commit" $m30 512,4096 3 --gpu-mem 3.9G
         [ -x "$BASE/guild" ] && bench 45 q30-tight-base "$BASE" "$base_commit" $m30 512,4096 3 --gpu-mem 3.9G
+        step 45 "guild-cuda-prof --trace-prefill at 3.9G" sh -c '"$0" "$@" > "'"$O"'/prof-prefill-tight.txt"; st=$?; \
+            cat "'"$O"'/prof-prefill-tight.txt"; exit $st' "$B/bench/guild-cuda-prof" -m $m30 --populate 4096 \
+            --batch 4096 --trace-prefill --threads 14 --gpu-mem 3.9G
     fi
 fi
 if [ "$mode" = ab ]; then
