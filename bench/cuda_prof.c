@@ -461,7 +461,9 @@ int main(int argc, char **argv)
     pthread_mutex_lock(&g_prof.mu);
     g_prof.window_start = t0[0];
     pthread_mutex_unlock(&g_prof.mu);
-    for (int32_t g = 0; c.trace_prefill && g < chunks; g++) { /* the prompt again, over the same positions */
+    if (c.trace_prefill)
+        backend_kv_clear(be); /* the prompt again, over the same positions */
+    for (int32_t g = 0; c.trace_prefill && g < chunks; g++) {
         const int32_t p0 = g * c.flags.n_batch, nb = c.populate - p0 < c.flags.n_batch ? c.populate - p0
                                                                                         : c.flags.n_batch;
         const int32_t last = nb - 1;

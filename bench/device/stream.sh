@@ -14,9 +14,11 @@
 #                                       timing (cuda_bench --unpack), the Qwen3-30B-A3B shape at 3.9G: a 4096-token
 #                                       prefill traced by guild-cuda-prof --trace-prefill (one process), then this
 #                                       build (its per-pass breakdown in the GPU worker's log) vs the baseline
-#   bash $C/stream.sh ab [SECONDS]      session 23's final: check_cuda_backend, the 30B shape at 8G this build vs the
-#                                       baseline, 8G with a recorded routing profile, then the Qwen3-235B-A22B
-#                                       shape (30 layers) at a tight budget and at 24G
+#   bash $C/stream.sh ab [SECONDS]      check_cuda_backend, the 30B shape at 8G this build vs the baseline, 8G with a
+#                                       recorded routing profile, then the Qwen3-235B-A22B shape (30 layers) at a
+#                                       tight budget and at 24G (~300 s: more than session 23 had)
+#   bash $C/stream.sh 8g [SECONDS]      session 23's last call: check_cuda_backend's streaming cases
+#                                       (graphs_experts_arena), then the 30B shape at 8G, this build
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -131,6 +133,15 @@ if [ "$mode" = prof ]; then
         step 45 "guild-cuda-prof --trace-prefill at 3.9G" sh -c '"$0" "$@" > "'"$O"'/prof-prefill-tight.txt"; st=$?; \
             cat "'"$O"'/prof-prefill-tight.txt"; exit $st' "$B/bench/guild-cuda-prof" -m $m30 --populate 4096 \
             --batch 4096 --trace-prefill --threads 14 --gpu-mem 3.9G
+    fi
+fi
+if [ "$mode" = 8g ]; then
+    step 40 "check_cuda_backend graphs_experts_arena" env CK_RUN_CASE=graphs_experts_arena \
+        "$B/tests/cuda/check_cuda_backend"
+    mk30
+    if [ -f $m30 ]; then
+        plan 8g $m30 --gpu-mem 8G
+        bench 40 q30-8g "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G
     fi
 fi
 if [ "$mode" = ab ]; then

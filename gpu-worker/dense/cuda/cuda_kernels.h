@@ -43,10 +43,11 @@ extern "C" {
 int cuda_quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
                   int32_t n_rows, cudaStream_t s, guild_err_t *err);
 
-/* cuda_quantize for the rows r with keep[r] >= 0 only (device [n_rows]; F32: every row): the other rows of dst
- * are left as they were. A part of a layer's experts quantizes only its own pairs' rows. */
+/* cuda_quantize for the rows r with lo <= keep[r] < hi only (keep device [n_rows]; F32: every row): the other
+ * rows of dst are left as they were. A part of a layer's experts quantizes only its own pairs' rows. */
 int cuda_quantize_rows(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
-                       int32_t n_rows, const int32_t *keep, cudaStream_t s, guild_err_t *err);
+                       int32_t n_rows, const int32_t *keep, int32_t lo, int32_t hi, cudaStream_t s,
+                       guild_err_t *err);
 
 /* True when cuda_matmul and cuda_get_rows handle weights of `type` (gpu_plan_type_supported's list, which the
  * kernels' dispatch must follow). */
@@ -249,6 +250,13 @@ typedef struct cuda_rank_table {
  * n_expert <= CUDA_RANK_TABLE_MAX. */
 int cuda_expert_ids_map(const int32_t *ids, int32_t n_pairs, const cuda_rank_table_t *table, int32_t n_expert,
                         int32_t lo, int32_t hi, int32_t *out, cudaStream_t s, guild_err_t *err);
+
+/* The tiles of experts [lo, hi) of a tile table that cuda_expert_route made (tiles, *n_tiles: device), their
+ * expert ids made local (e - lo), into out (16-byte aligned, room for every tile of the range) and *n_out
+ * (device): one device part's tiles out of one routing of the layer's device ranks, in any order (each tile's
+ * products are its own). One block. */
+int cuda_expert_tiles_range(const int32_t *tiles, const int32_t *n_tiles, int32_t lo, int32_t hi, int32_t *out,
+                            int32_t *n_out, cudaStream_t s, guild_err_t *err);
 
 /* out[p] = ids[p] where lids[p] >= 0 (the pairs of one device part, cuda_expert_ids_map), else -1: the part's
  * pairs with their experts' own ids (gpt-oss's biases are indexed by them). */

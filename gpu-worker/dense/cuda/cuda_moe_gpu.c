@@ -90,7 +90,11 @@ typedef struct moe_gpu {
     void *act_h;               /* [max_tokens * n_used] rows of ah_row bytes: h in the down matrix's dot type */
     size_t ah_row;
     int32_t *order;            /* [max_tokens * n_used] */
-    int32_t *tiles;            /* [max tiles][4], 16-byte aligned */
+    int32_t *tiles;            /* [tiles_rows][4], 16-byte aligned; a layer routed once: its tiles in the lower half,
+                                  a part's in the upper half, the part's count in the last row */
+    int32_t tiles_rows;
+    bool layer_routed;         /* the layer in run_device was routed once over its device ranks (d_loc: each
+                                  pair's rank): its parts take their tiles from that routing */
     int32_t *n_tiles;          /* device int */
     int32_t *d_loc, *d_cpu;    /* [max_tokens * n_used]: a part's local ids; the CPU side's ids */
     float *y;                  /* [max_tokens][n_used][n_embd] */
@@ -418,19 +422,41 @@ static int pass_plan(moe_gpu_t *m, int32_t n, cudaStream_t s, guild_err_t *err)
     return 0;
 }
 
-/* The products of one device part: its experts' matrices at gate/up/down (local id j at + j * stride), the pairs
- * of local ids lids (others < 0), n_local experts; x already quantized (act_x). */
+/* The pairs per tile of a layer's products for batches of n tokens. */
+static int32_t part_tile(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n)
+{
+    if (n * m->n_used >= MMA_PAIRS_PER_EXPERT * m->n_expert && cuda_expert_mma_supported(L->gate_type) &&
+        cuda_expert_mma_supported(L->down_type))
+        return CUDA_EXPERT_MMA_TILE;
+    return n <= FEW_TOKENS ? 1 : 8;
+}
+
+/* The products of one device part: its experts' matrices at gate/up/down (local id j at + j * stride), n_local
+ * experts, ranks lo .. lo + n_local - 1 of the layer's device experts; x already quantized (act_x). The layer
+ * routed once (m->layer_routed): the part's tiles are taken from that routing and its rows of h are those whose
+ * rank (d_loc) is the part's; else the pairs' local ids are lids (others < 0), routed here. */
 static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
                     size_t gu_stride, size_t d_stride, size_t gate_row, size_t down_row, int32_t n_local, int32_t n,
-                    const int32_t *lids, const int32_t *ids, cudaStream_t s, guild_err_t *err)
+                    const int32_t *lids, const int32_t *ids, int32_t lo, cudaStream_t s, guild_err_t *err)
 {
     const int32_t pairs = n * m->n_used;
-    int32_t tile = n <= FEW_TOKENS ? 1 : 8;
-    if (pairs >= MMA_PAIRS_PER_EXPERT * m->n_expert && cuda_expert_mma_supported(L->gate_type) &&
-        cuda_expert_mma_supported(L->down_type))
-        tile = CUDA_EXPERT_MMA_TILE;
+    const int32_t tile = part_tile(m, L, n);
     const int32_t mt = cuda_expert_max_tiles(pairs, n_local, tile);
     const guild_type_t ht = quant_type_info(L->down_type)->dot_type;
+    if (m->layer_routed) {
+        int32_t *pt = m->tiles + 4 * (size_t)(m->tiles_rows / 2), *pn = m->tiles + 4 * (size_t)(m->tiles_rows - 1);
+        return cuda_expert_tiles_range(m->tiles, m->n_tiles, lo, lo + n_local, pt, pn, s, err) < 0 ||
+                       cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, gu_stride, gate_row, m->act_x,
+                                          m->ax_row, m->n_used, m->order, pt, pn, mt, tile, m->h, m->n_ff, s,
+                                          err) < 0 ||
+                       cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, m->d_loc, lo,
+                                          lo + n_local, s, err) < 0 ||
+                       cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row,
+                                          m->act_h, m->ah_row, 1, m->order, pt, pn, mt, tile, m->y, m->n_embd, s,
+                                          err) < 0
+                   ? -1
+                   : 0;
+    }
     if (L->oai) { /* gate and up apart, then their biases and swiglu_oai; the down bias after the down products */
         const int32_t *gid = ids;
         if (lids != ids) {
@@ -447,7 +473,8 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
                                           m->n_ff, s, err) < 0 ||
                        cuda_expert_swiglu_oai(m->h, m->u, gid, pairs, m->n_ff, L->gate_b, L->up_b, L->alpha,
                                               L->limit, s, err) < 0 ||
-                       cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, s, err) < 0 ||
+                       cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, 0,
+                                          INT32_MAX, s, err) < 0 ||
                        cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row,
                                           m->act_h, m->ah_row, 1, m->order, m->tiles, m->n_tiles, mt, tile, m->y,
                                           m->n_embd, s, err) < 0 ||
@@ -458,7 +485,7 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
     if (cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
         cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, gu_stride, gate_row, m->act_x, m->ax_row,
                            m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
-        cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, s, err) < 0 ||
+        cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, 0, INT32_MAX, s, err) < 0 ||
         cuda_expert_matmul(L->down_type, m->n_ff, m->n_embd, down, NULL, d_stride, down_row, m->act_h, m->ah_row,
                            1, m->order, m->tiles, m->n_tiles, mt, tile, m->y, m->n_embd, s, err) < 0)
         return -1;
@@ -473,14 +500,27 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
     const cuda_rank_table_t *rt = streamed ? &L->pass : &L->base;
     const int32_t P = n * m->n_used;
     const guild_type_t at = quant_type_info(L->gate_type)->dot_type;
+    m->layer_routed = false;
     if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0)
         return -1;
     if (L->n_res == m->n_expert) /* the whole layer: ranks are ids */
         return run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
-                        m->n_expert, n, ids, ids, s, err);
-    if (L->n_res && (cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, L->n_res, m->d_loc, s, err) < 0 ||
+                        m->n_expert, n, ids, ids, 0, s, err);
+    /* a streamed layer's parts share one routing of the batch over the device's ranks (a one-block kernel over
+     * every pair, which each staged chunk would otherwise repeat): each part takes its range of the tiles. It
+     * needs room for two tile tables: tiles of the tensor-core kernel's size, which take many pairs a tile. */
+    const int32_t n_dev = L->n_res + (streamed ? L->n_streamed : 0), tile = part_tile(m, L, n);
+    if (streamed && !L->oai && tile == CUDA_EXPERT_MMA_TILE &&
+        2 * (cuda_expert_max_tiles(P, n_dev, tile) + 1) <= m->tiles_rows) {
+        if (cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, n_dev, m->d_loc, s, err) < 0 ||
+            cuda_expert_route(m->d_loc, P, n_dev, tile, m->order, m->tiles, m->n_tiles, s, err) < 0)
+            return -1;
+        m->layer_routed = true;
+    }
+    if (L->n_res && ((!m->layer_routed &&
+                      cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, L->n_res, m->d_loc, s, err) < 0) ||
                      run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
-                              L->n_res, n, m->d_loc, ids, s, err) < 0))
+                              L->n_res, n, m->d_loc, ids, 0, s, err) < 0))
         return -1;
     if (!streamed)
         return 0;
@@ -492,9 +532,9 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
         return -1;
     while ((rc = xs_next(m->xs, layer, s, &c, err)) == 0) {
         covered += c.hi - c.lo;
-        if (cuda_expert_ids_map(ids, P, rt, m->n_expert, c.lo, c.hi, m->d_loc, s, err) < 0 ||
+        if ((!m->layer_routed && cuda_expert_ids_map(ids, P, rt, m->n_expert, c.lo, c.hi, m->d_loc, s, err) < 0) ||
             run_part(m, L, c.gate, c.up, c.down, c.gu_stride, c.d_stride, c.gate_row, c.down_row, c.hi - c.lo, n,
-                     m->d_loc, ids, s, err) < 0 ||
+                     m->d_loc, ids, c.lo, s, err) < 0 ||
             xs_done(m->xs, &c, s, err) < 0)
             return guild_err_prefix(err, "streamed experts: ");
     }
@@ -892,6 +932,7 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
     size_t counted = 0;
     const size_t T = (size_t)max_tokens, P = T * (size_t)n_used;
     const int32_t mt = cuda_expert_max_tiles((int32_t)P, n_expert, 1);
+    m->tiles_rows = mt;
     if (cuda_alloc(&m->mem, total, &counted, "the resident expert weights", err) < 0 ||
         cuda_alloc(&m->act_x, T * m->ax_row, &counted, "expert activations", err) < 0 ||
         cuda_alloc((void **)&m->h, P * (size_t)n_ff * sizeof(float), &counted, "expert activations", err) < 0 ||

@@ -12,6 +12,7 @@
  *         side by a rank table (cuda_rank_table_t: rank[e] >= 0 the expert's place among the device's experts,
  *         < 0 the CPU side's); each part computes ranks [lo, hi) with part-local ids, the CPU side its own
  *         experts, every other pair a skip slot (moe_exec.h).
+ * tiles:  a layer routed once over its device ranks hands each part its range of the tile table.
  */
 #include <stdlib.h>
 
@@ -154,6 +155,36 @@ extern "C" int cuda_expert_ids_map(const int32_t *ids, int32_t n_pairs, const cu
     expert_ids_map_kernel<<<(unsigned)((n_pairs + 255) / 256), 256, 0, s>>>(ids, n_pairs, *table, n_expert,
                                                                             lo < 0 ? -1 : lo, hi, out);
     return cuda_launch_check("expert ids map", err);
+}
+
+static __global__ void expert_tiles_range_kernel(const int4 *__restrict__ tiles, const int32_t *__restrict__ n_tiles,
+                                                 int32_t lo, int32_t hi, int4 *__restrict__ out,
+                                                 int32_t *__restrict__ n_out)
+{
+    __shared__ int cnt;
+    if (threadIdx.x == 0)
+        cnt = 0;
+    __syncthreads();
+    const int n = *n_tiles;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        int4 v = tiles[t];
+        if (v.x >= lo && v.x < hi) {
+            v.x -= lo;
+            out[atomicAdd(&cnt, 1)] = v;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        *n_out = cnt;
+}
+
+extern "C" int cuda_expert_tiles_range(const int32_t *tiles, const int32_t *n_tiles, int32_t lo, int32_t hi,
+                                       int32_t *out, int32_t *n_out, cudaStream_t s, guild_err_t *err)
+{
+    if (lo < 0 || hi < lo || ((uintptr_t)tiles | (uintptr_t)out) % 16)
+        return guild_err_set(err, "cuda: expert tiles range: experts [%d, %d), tables 16-byte aligned", lo, hi);
+    expert_tiles_range_kernel<<<1, 256, 0, s>>>((const int4 *)tiles, n_tiles, lo, hi, (int4 *)out, n_out);
+    return cuda_launch_check("expert tiles range", err);
 }
 
 static __global__ void expert_ids_keep_kernel(const int32_t *__restrict__ ids, const int32_t *__restrict__ lids,

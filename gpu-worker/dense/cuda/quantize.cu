@@ -11,14 +11,15 @@ static __device__ __forceinline__ int nearest_int(float f)
 /* One warp per 32-element block, one element per lane. Q8_1 also stores s = fp16(sum(qs) * d). */
 template <bool Q8_1>
 static __global__ void quantize_q8_32_kernel(const float *x, int64_t ldx, char *dst, size_t dst_stride, int nb,
-                                             int n_rows, const int32_t *__restrict__ keep)
+                                             int n_rows, const int32_t *__restrict__ keep, int32_t lo,
+                                             int32_t hi)
 {
     const int64_t warp = (int64_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (warp >= (int64_t)nb * n_rows)
         return;
     const int row = (int)(warp / nb), b = (int)(warp % nb);
-    if (keep && keep[row] < 0)
+    if (keep && (keep[row] < lo || keep[row] >= hi))
         return;
     const float v = x[row * ldx + (int64_t)b * 32 + lane];
     const float amax = warp_max_f32(fabsf(v));
@@ -43,14 +44,15 @@ static __global__ void quantize_q8_32_kernel(const float *x, int64_t ldx, char *
 
 /* One warp per 256-element Q8_K block; lane l holds elements 8 l .. 8 l + 7. */
 static __global__ void quantize_q8_K_kernel(const float *x, int64_t ldx, char *dst, size_t dst_stride, int nb,
-                                            int n_rows, const int32_t *__restrict__ keep)
+                                            int n_rows, const int32_t *__restrict__ keep, int32_t lo,
+                                            int32_t hi)
 {
     const int64_t warp = (int64_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (warp >= (int64_t)nb * n_rows)
         return;
     const int row = (int)(warp / nb), b = (int)(warp % nb);
-    if (keep && keep[row] < 0)
+    if (keep && (keep[row] < lo || keep[row] >= hi))
         return;
     const float *xb = x + row * ldx + (int64_t)b * QUANT_QK_K + lane * 8;
     quant_block_q8_K *y = (quant_block_q8_K *)(dst + row * dst_stride) + b;
@@ -106,27 +108,28 @@ static __global__ void quantize_q8_K_kernel(const float *x, int64_t ldx, char *d
 }
 
 static void quantize_launch(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride,
-                            int64_t n, int32_t n_rows, const int32_t *keep, cudaStream_t s)
+                            int64_t n, int32_t n_rows, const int32_t *keep, int32_t lo, int32_t hi, cudaStream_t s)
 {
     const int threads = 128, warps = threads / WARP_SIZE;
     if (act_type == GUILD_TYPE_Q8_K) {
         const int nb = (int)(n / QUANT_QK_K);
         const int64_t blocks = ((int64_t)nb * n_rows + warps - 1) / warps;
-        quantize_q8_K_kernel<<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb, n_rows, keep);
+        quantize_q8_K_kernel<<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb, n_rows, keep,
+                                                                  lo, hi);
     } else {
         const int nb = (int)(n / 32);
         const int64_t blocks = ((int64_t)nb * n_rows + warps - 1) / warps;
         if (act_type == GUILD_TYPE_Q8_1)
             quantize_q8_32_kernel<true><<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb,
-                                                                              n_rows, keep);
+                                                                              n_rows, keep, lo, hi);
         else
             quantize_q8_32_kernel<false><<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb,
-                                                                               n_rows, keep);
+                                                                               n_rows, keep, lo, hi);
     }
 }
 
 static int quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
-                    int32_t n_rows, const int32_t *keep, cudaStream_t s, guild_err_t *err)
+                    int32_t n_rows, const int32_t *keep, int32_t lo, int32_t hi, cudaStream_t s, guild_err_t *err)
 {
     if (n_rows <= 0 || n <= 0)
         return 0;
@@ -144,18 +147,19 @@ static int quantize(guild_type_t act_type, const float *x, int64_t ldx, void *ds
     if (n % qk)
         return guild_err_set(err, "cuda: quantize: a row of %lld is not a whole number of %lld-element blocks",
                              (long long)n, (long long)qk);
-    quantize_launch(act_type, x, ldx, dst, dst_stride, n, n_rows, keep, s);
+    quantize_launch(act_type, x, ldx, dst, dst_stride, n, n_rows, keep, lo, hi, s);
     return cuda_launch_check("quantize", err);
 }
 
 extern "C" int cuda_quantize(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride,
                              int64_t n, int32_t n_rows, cudaStream_t s, guild_err_t *err)
 {
-    return quantize(act_type, x, ldx, dst, dst_stride, n, n_rows, NULL, s, err);
+    return quantize(act_type, x, ldx, dst, dst_stride, n, n_rows, NULL, 0, 0, s, err);
 }
 
 extern "C" int cuda_quantize_rows(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride,
-                                  int64_t n, int32_t n_rows, const int32_t *keep, cudaStream_t s, guild_err_t *err)
+                                  int64_t n, int32_t n_rows, const int32_t *keep, int32_t lo, int32_t hi,
+                                  cudaStream_t s, guild_err_t *err)
 {
-    return quantize(act_type, x, ldx, dst, dst_stride, n, n_rows, keep, s, err);
+    return quantize(act_type, x, ldx, dst, dst_stride, n, n_rows, keep, lo, hi, s, err);
 }
