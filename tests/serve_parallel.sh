@@ -4,13 +4,9 @@
 # installed with npm ci into a cache outside the source and build trees; without node and npm, or when the npm
 # registry cannot be reached, the test is skipped and says so (tools/quickstart.sh test installs node and npm).
 set -u
-B=${GUILD_BUILDDIR:-.}
-S=${GUILD_SRCDIR:-.}
+. "$(dirname "$0")/test_lib.sh"
 P="$S/tests/serve_parallel"
-if [ ! -x "$B/tools/guild-mkmodel" ]; then
-    echo "SKIP: guild-mkmodel is not built"
-    exit 77
-fi
+need_built "$MK"
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     echo "SKIP: node and npm are not installed (tools/quickstart.sh test installs them): the openai client test" \
         "of guild serve --parallel did not run"
@@ -33,18 +29,10 @@ if [ ! -d "$C/node_modules/openai" ] || ! cmp -s "$P/package-lock.json" "$C/pack
     exit 77
 fi
 cp "$P/parallel.mjs" "$C/parallel.mjs" || exit 1
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT INT TERM
+make_tmp
 if ! "$B/tools/guild-mkmodel" --arch qwen3moe --layers 2 --embd 128 --heads 2 --kv-heads 1 --head-dim 64 \
     --experts 8 --experts-used 2 --expert-ff 128 --ctx 512 --vocab 796 --type Q8_0 --seed 5 -q -o "$T/m.gguf"; then
     echo "FAIL: guild-mkmodel"
     exit 1
 fi
-timeout 300 node "$C/parallel.mjs" "$B/guild" "$T/m.gguf" "$T"
-st=$?
-if [ "$st" -ne 0 ]; then
-    for f in "$T"/*.log; do
-        [ -f "$f" ] && { echo "--- $f (last lines)"; tail -n 30 "$f"; }
-    done
-fi
-exit "$st"
+run_logged 30 timeout 300 node "$C/parallel.mjs" "$B/guild" "$T/m.gguf" "$T"

@@ -5,19 +5,9 @@
 # numbers: SOAK_REQUESTS, SOAK_KILLS, SOAK_KILL_EVERY, SOAK_SECONDS, SOAK_JSON, SOAK_MODEL (default: a tiny
 # model written here), SOAK_WORKERS (CPU workers, default 3).
 set -u
-B=${GUILD_BUILDDIR:-.}
-S=${GUILD_SRCDIR:-.}
-PY=${PYTHON:-python3}
-for f in "$B/guild" "$B/guild-gpu-worker" "$B/guild-cpu-worker" "$B/tools/guild-mkmodel"; do
-    if [ ! -x "$f" ]; then
-        echo "SKIP: $f is not built"
-        exit 77
-    fi
-done
-if [ "$PY" = ":" ] || ! "$PY" -c 'import http.client' 2>/dev/null; then
-    echo "SKIP: no Python 3"
-    exit 77
-fi
+. "$(dirname "$0")/test_lib.sh"
+need_built "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker" "$MK"
+need_python
 T=$(mktemp -d) || exit 1
 trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT INT TERM
 M=${SOAK_MODEL:-$T/m.gguf}
@@ -26,13 +16,6 @@ if [ ! -f "$M" ]; then
         --experts 16 --experts-used 4 --expert-ff 256 --ctx 512 --type Q8_0 --seed 5 -o "$M" >"$T/mk.log" 2>&1 ||
         { cat "$T/mk.log"; echo "FAIL: guild-mkmodel"; exit 1; }
 fi
-"$PY" "$S/tests/soak.py" --guild "$B/guild" --model "$M" --workdir "$T" --requests "${SOAK_REQUESTS:-40}" \
-    --kills "${SOAK_KILLS:-8}" --kill-every "${SOAK_KILL_EVERY:-0.3}" --max-seconds "${SOAK_SECONDS:-120}" \
+run_logged 40 "$PY" "$S/tests/soak.py" --guild "$B/guild" --model "$M" --workdir "$T" \
+    --requests "${SOAK_REQUESTS:-40}" --kills "${SOAK_KILLS:-8}" --kill-every "${SOAK_KILL_EVERY:-0.3}" --max-seconds "${SOAK_SECONDS:-120}" \
     ${SOAK_JSON:+--json "$SOAK_JSON"} -- --threads 1 --cpu-workers "${SOAK_WORKERS:-3}"
-st=$?
-if [ "$st" -ne 0 ]; then
-    for f in "$T"/*.log; do
-        [ -f "$f" ] && { echo "--- $f (last lines)"; tail -n 40 "$f"; }
-    done
-fi
-exit "$st"
