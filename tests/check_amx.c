@@ -29,29 +29,13 @@
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
-
-/* splitmix64: a fixed, seedable stream so that a failure reproduces */
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* uniform in [-1, 1) */
-static float rng_float(void)
-{
-    return (float)((double)(rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
+#include "tests/kern_test_rows.h"
 
 /* ---- the tile model --------------------------------------------------------------------------------------- */
 
 START_TEST(test_model_matches_matrix_product)
 {
-    rng_state = 0xa11;
+    kern_test_seed(0xa11);
     static const int shapes[][3] = {{16, 64, 16}, {1, 4, 1}, {7, 32, 16}, {16, 32, 3}, {5, 12, 9}}; /* M, K, N */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
@@ -60,17 +44,17 @@ START_TEST(test_model_matches_matrix_product)
         memset(bpack, 0x5a, sizeof bpack);
         for (int m = 0; m < M; m++)
             for (int k = 0; k < K; k++)
-                a[m][k] = (int8_t)rng_next();
+                a[m][k] = (int8_t)kern_test_rng_next();
         for (int k = 0; k < K; k++)
             for (int n = 0; n < N; n++)
-                wmat[k][n] = (int8_t)rng_next();
+                wmat[k][n] = (int8_t)kern_test_rng_next();
         /* Intel's VNNI layout of B: the 4 consecutive k of a column side by side */
         for (int k = 0; k < K; k++)
             for (int n = 0; n < N; n++)
                 bpack[k / 4][4 * n + k % 4] = wmat[k][n];
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++)
-                c0[m][n] = (int32_t)(rng_next() % 2000000) - 1000000;
+                c0[m][n] = (int32_t)(kern_test_rng_next() % 2000000) - 1000000;
         amx_tilecfg_t cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.palette = 1;
@@ -110,59 +94,6 @@ static const guild_type_t amx_types[] = {
 };
 #define N_AMX_TYPES (int)(sizeof amx_types / sizeof amx_types[0])
 
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-/* A finite, normal fp16 scale of either sign in about [2^-12, 2^-3]. */
-static uint16_t rng_scale_f16(void)
-{
-    float mag = ldexpf(1.0f + 0.5f * rng_float(), -3 - (int)(rng_next() % 10));
-    return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
-}
-
-/* Random bytes with finite scales: every bit pattern of quants and integer scales. */
-static void fill_random_blocks(guild_type_t type, uint8_t *row, int64_t n)
-{
-    const quant_type_info_t *info = quant_type_info((uint32_t)type);
-    const size_t bytes = (size_t)(n / info->block_elems) * info->block_bytes;
-    for (size_t i = 0; i < bytes; i++)
-        row[i] = (uint8_t)rng_next();
-    for (size_t b = 0; b < bytes; b += info->block_bytes) {
-        uint8_t *blk = row + b;
-        switch (type) {
-        case GUILD_TYPE_Q4_1:
-        case GUILD_TYPE_Q5_1:
-        case GUILD_TYPE_Q4_K:
-        case GUILD_TYPE_Q5_K:
-            put_u16(blk, rng_scale_f16());
-            put_u16(blk + 2, rng_scale_f16());
-            break;
-        case GUILD_TYPE_Q2_K:
-            put_u16(blk + offsetof(quant_block_q2_K, d), rng_scale_f16());
-            put_u16(blk + offsetof(quant_block_q2_K, dmin), rng_scale_f16());
-            break;
-        case GUILD_TYPE_Q3_K:
-            put_u16(blk + offsetof(quant_block_q3_K, d), rng_scale_f16());
-            break;
-        case GUILD_TYPE_Q6_K:
-            put_u16(blk + offsetof(quant_block_q6_K, d), rng_scale_f16());
-            break;
-        case GUILD_TYPE_MXFP4: {
-            /* mostly 2^-13 .. 2^2; now and then the subnormal and huge ends of E8M0 */
-            static const uint8_t edge[] = {0, 1, 2, 3, 200, 254, 255};
-            blk[0] = rng_next() % 8 ? (uint8_t)(115 + rng_next() % 16) : edge[rng_next() % sizeof edge];
-            break;
-        }
-        default: /* Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS start with their fp16 d */
-            put_u16(blk, rng_scale_f16());
-            break;
-        }
-    }
-}
-
 typedef struct mm_case {
     guild_type_t type;
     int64_t n, nrows, ntok;
@@ -184,10 +115,10 @@ static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
         float *x = malloc((size_t)n * sizeof *x);
         ck_assert(x);
         for (int64_t i = 0; i < n; i++)
-            x[i] = rng_float();
+            x[i] = kern_test_rng_float();
         for (int k = 0; k < 4; k++)
-            x[rng_next() % (uint64_t)n] *= 20.0f;
-        if (rng_next() % 16 == 0)
+            x[kern_test_rng_next() % (uint64_t)n] *= 20.0f;
+        if (kern_test_rng_next() % 16 == 0)
             memset(x, 0, (size_t)n * sizeof *x);
         guild_err_t err;
         ck_assert_msg(quant_quantize_row_ref(at, x, row, n, &err) == 0, "%s", err.msg);
@@ -197,9 +128,9 @@ static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
     if (at == GUILD_TYPE_Q8_0) {
         for (int64_t b = 0; b < n / 32; b++) {
             quant_block_q8_0 blk;
-            blk.d = rng_scale_f16();
+            blk.d = kern_test_scale_f16();
             for (int j = 0; j < 32; j++)
-                blk.qs[j] = (int8_t)rng_next();
+                blk.qs[j] = (int8_t)kern_test_rng_next();
             memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
         }
         return;
@@ -207,10 +138,10 @@ static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
     if (at == GUILD_TYPE_Q8_1) { /* s: fp16(d * sum of qs), as the quantizer makes it */
         for (int64_t b = 0; b < n / 32; b++) {
             quant_block_q8_1 blk;
-            blk.d = rng_scale_f16();
+            blk.d = kern_test_scale_f16();
             int sum = 0;
             for (int j = 0; j < 32; j++) {
-                blk.qs[j] = (int8_t)rng_next();
+                blk.qs[j] = (int8_t)kern_test_rng_next();
                 sum += blk.qs[j];
             }
             blk.s = quant_f32_to_f16(quant_f16_to_f32(blk.d) * (float)sum);
@@ -220,9 +151,9 @@ static void fill_act_row(guild_type_t at, uint8_t *row, int64_t n, bool raw)
     }
     for (int64_t b = 0; b < n / QUANT_QK_K; b++) {
         quant_block_q8_K blk;
-        blk.d = ldexpf(1.0f + 0.5f * rng_float(), -8);
+        blk.d = ldexpf(1.0f + 0.5f * kern_test_rng_float(), -8);
         for (int j = 0; j < QUANT_QK_K; j++)
-            blk.qs[j] = (int8_t)rng_next();
+            blk.qs[j] = (int8_t)kern_test_rng_next();
         for (int g = 0; g < QUANT_QK_K / 16; g++) {
             int s = 0;
             for (int j = 0; j < 16; j++)
@@ -262,10 +193,10 @@ static void case_new(mm_case_t *c, guild_type_t type, int64_t n, int64_t nrows, 
         uint8_t *row = c->w + (size_t)r * c->w_stride;
         if (quantized) {
             for (int64_t i = 0; i < n; i++)
-                x[i] = 0.05f * rng_float();
+                x[i] = 0.05f * kern_test_rng_float();
             ck_assert_msg(quant_quantize_row_ref(type, x, row, n, &err) == 0, "%s", err.msg);
         } else {
-            fill_random_blocks(type, row, n);
+            kern_test_fill_blocks(type, row, n);
         }
     }
     for (int64_t t = 0; t < ntok; t++)
@@ -306,7 +237,7 @@ static void case_edge_acts(mm_case_t *c)
             uint8_t *p = c->act + (size_t)t * c->act_stride + (size_t)b * sizeof blk;
             memcpy(&blk, p, sizeof blk);
             for (int j = 0; j < QUANT_QK_K; j++)
-                blk.qs[j] = (rng_next() & 1) ? 127 : -127;
+                blk.qs[j] = (kern_test_rng_next() & 1) ? 127 : -127;
             for (int g = 0; g < QUANT_QK_K / 16; g++) {
                 int sum = 0;
                 for (int j = 0; j < 16; j++)
@@ -403,11 +334,11 @@ START_TEST(test_small_groups)
     const amx_mode_t mode = (amx_mode_t)_i;
     if (!mode_available(mode))
         return;
-    rng_state = 0x100 + (uint64_t)_i;
+    kern_test_seed(0x100 + (uint64_t)_i);
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
         for (int64_t ntok = 1; ntok <= 8; ntok++) {
             mm_case_t c;
-            const int64_t nrows = 1 + (int64_t)(rng_next() % 37);
+            const int64_t nrows = 1 + (int64_t)(kern_test_rng_next() % 37);
             case_new(&c, amx_types[ti], row_len(amx_types[ti], (int)(ntok % 2)), nrows, ntok, ntok % 3 == 0,
                      ntok % 2 == 1, ntok == 5);
             compare(mode, &c);
@@ -421,12 +352,12 @@ START_TEST(test_tile_edges)
     const amx_mode_t mode = (amx_mode_t)_i;
     if (!mode_available(mode))
         return;
-    rng_state = 0x200 + (uint64_t)_i;
+    kern_test_seed(0x200 + (uint64_t)_i);
     static const int64_t toks[] = {15, 16, 17, 31, 32, 33, 53};
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
             mm_case_t c;
-            const int64_t nrows = k % 3 == 0 ? 16 : 1 + (int64_t)(rng_next() % 40);
+            const int64_t nrows = k % 3 == 0 ? 16 : 1 + (int64_t)(kern_test_rng_next() % 40);
             case_new(&c, amx_types[ti], row_len(amx_types[ti], 1 + (int)(k % 3 == 2) * 2), nrows, toks[k],
                      k % 2 == 0, k % 2 == 1, k == 3);
             compare(mode, &c);
@@ -440,7 +371,7 @@ START_TEST(test_prefill_groups)
     const amx_mode_t mode = (amx_mode_t)_i;
     if (!mode_available(mode))
         return;
-    rng_state = 0x300 + (uint64_t)_i;
+    kern_test_seed(0x300 + (uint64_t)_i);
     for (int ti = 0; ti < N_AMX_TYPES; ti++) {
         mm_case_t c;
         /* 256 tokens x 64 rows over a row of several chunks */
@@ -460,7 +391,7 @@ START_TEST(test_level_threshold)
 {
     if (!mode_available(MODE_LEVEL))
         return;
-    rng_state = 0x400;
+    kern_test_seed(0x400);
     static const int64_t toks[] = {1, 8, KERN_AMX_MIN_TOKENS - 1, KERN_AMX_MIN_TOKENS, 53, 256};
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
@@ -484,7 +415,7 @@ START_TEST(test_packed)
     const amx_mode_t mode = (amx_mode_t)_i;
     if (!mode_available(mode))
         return;
-    rng_state = 0x500 + (uint64_t)_i;
+    kern_test_seed(0x500 + (uint64_t)_i);
     static const int64_t toks[] = {16, 17, 31, 32, 33, 40, 257};
     static const int64_t lens[] = {256, 512, 2048};
     for (int ti = 0; ti < N_PACKED_TYPES; ti++)

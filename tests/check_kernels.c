@@ -16,103 +16,12 @@
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
-
-/* splitmix64: a fixed, seedable stream so that a failure reproduces */
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* uniform in [-1, 1) */
-static float rng_float(void)
-{
-    return (float)((double)(rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-/* A finite, normal fp16 scale of either sign in about [2^-12, 2^-3]. */
-static uint16_t rng_scale_f16(void)
-{
-    float mag = ldexpf(1.0f + 0.5f * rng_float(), -3 - (int)(rng_next() % 10));
-    return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
-}
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-/* Random bytes, then every float field of each block made a finite scale: the quants themselves stay fully
- * random. */
-static void fill_random_blocks(guild_type_t type, uint8_t *row, int64_t n)
-{
-    const quant_type_info_t *info = quant_type_info((uint32_t)type);
-    size_t bytes = (size_t)(n / info->block_elems) * info->block_bytes;
-    for (size_t i = 0; i < bytes; i++)
-        row[i] = (uint8_t)rng_next();
-    if (type == GUILD_TYPE_F32) {
-        for (int64_t i = 0; i < n; i++) {
-            float f = rng_float() * 4.0f;
-            memcpy(row + 4 * i, &f, 4);
-        }
-        return;
-    }
-    if (type == GUILD_TYPE_F16 || type == GUILD_TYPE_BF16) {
-        for (int64_t i = 0; i < n; i++)
-            put_u16(row + 2 * i, type == GUILD_TYPE_F16 ? quant_f32_to_f16(rng_float() * 4.0f)
-                                                         : quant_f32_to_bf16(rng_float() * 4.0f));
-        return;
-    }
-    for (size_t b = 0; b < bytes; b += info->block_bytes) {
-        uint8_t *blk = row + b;
-        switch (type) {
-        case GUILD_TYPE_Q4_1:
-        case GUILD_TYPE_Q5_1:
-        case GUILD_TYPE_Q4_K:
-        case GUILD_TYPE_Q5_K:
-            put_u16(blk, rng_scale_f16());
-            put_u16(blk + 2, rng_scale_f16());
-            break;
-        case GUILD_TYPE_Q2_K:
-            put_u16(blk + offsetof(quant_block_q2_K, d), rng_scale_f16());
-            put_u16(blk + offsetof(quant_block_q2_K, dmin), rng_scale_f16());
-            break;
-        case GUILD_TYPE_Q3_K:
-            put_u16(blk + offsetof(quant_block_q3_K, d), rng_scale_f16());
-            break;
-        case GUILD_TYPE_Q6_K:
-            put_u16(blk + offsetof(quant_block_q6_K, d), rng_scale_f16());
-            break;
-        case GUILD_TYPE_MXFP4: {
-            /* mostly 2^-13 .. 2^2; now and then the subnormal and huge ends of E8M0 */
-            static const uint8_t edge[] = {0, 1, 2, 3, 200, 254, 255};
-            blk[0] = rng_next() % 8 ? (uint8_t)(115 + rng_next() % 16) : edge[rng_next() % sizeof edge];
-            break;
-        }
-        case GUILD_TYPE_IQ1_M: {
-            /* the fp16 scale is the top nibbles of the four uint16 scale words */
-            uint16_t d = rng_scale_f16();
-            uint8_t *sc = blk + offsetof(quant_block_iq1_m, scales);
-            for (int k = 0; k < 4; k++)
-                sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 0xf) << 4));
-            break;
-        }
-        default: /* every other block starts with its fp16 scale d */
-            put_u16(blk, rng_scale_f16());
-            break;
-        }
-    }
-}
+#include "tests/kern_test_rows.h"
 
 static void fill_random_floats(float *x, int64_t n, float scale)
 {
     for (int64_t i = 0; i < n; i++)
-        x[i] = rng_float() * scale;
+        x[i] = kern_test_rng_float() * scale;
 }
 
 #define GUARD_BITS 0x7fc0dead /* a NaN no kernel writes */
@@ -170,15 +79,15 @@ static void case_new(mm_case_t *c, guild_type_t type, int64_t n, int64_t nrows, 
             fill_random_floats(x, n, 0.05f);
             ck_assert_msg(quant_quantize_row_ref(type, x, row, n, &err) == 0, "%s", err.msg);
         } else {
-            fill_random_blocks(type, row, n);
+            kern_test_fill_blocks(type, row, n);
         }
     }
     for (int64_t t = 0; t < ntok; t++) {
         /* a few outliers per row, as real activations have, and now and then an all-zero row */
         fill_random_floats(x, n, 1.0f);
         for (int k = 0; k < 4; k++)
-            x[rng_next() % (uint64_t)n] *= 20.0f;
-        if (rng_next() % 16 == 0)
+            x[kern_test_rng_next() % (uint64_t)n] *= 20.0f;
+        if (kern_test_rng_next() % 16 == 0)
             memset(x, 0, (size_t)n * sizeof *x);
         kern_quantize_at(KERN_LEVEL_SCALAR, at, x, c->act + (size_t)t * c->act_stride, n);
     }
@@ -268,12 +177,12 @@ START_TEST(test_matmul_tokens_1_to_8)
     kern_level_t level = (kern_level_t)_i;
     if (!level_available(level))
         return;
-    rng_state = 0x1234 + (uint64_t)_i;
+    kern_test_seed(0x1234 + (uint64_t)_i);
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int64_t ntok = 1; ntok <= 8; ntok++) {
             mm_case_t c;
             int which = (int)((ntok - 1) % 4);
-            int64_t nrows = 1 + (int64_t)(rng_next() % 37);
+            int64_t nrows = 1 + (int64_t)(kern_test_rng_next() % 37);
             case_new(&c, all_types[ti], row_length(all_types[ti], which), nrows, ntok, ntok % 2 == 0);
             compare_levels(level, all_types[ti], &c);
             case_free(&c);
@@ -286,7 +195,7 @@ START_TEST(test_matmul_large_batch)
     kern_level_t level = (kern_level_t)_i;
     if (!level_available(level))
         return;
-    rng_state = 0x5678 + (uint64_t)_i;
+    kern_test_seed(0x5678 + (uint64_t)_i);
     for (int ti = 0; ti < N_TYPES; ti++) {
         mm_case_t c;
         case_new(&c, all_types[ti], row_length(all_types[ti], 1), 67, 53, ti % 2 == 0);
@@ -302,7 +211,7 @@ START_TEST(test_matmul_many_rows_one_token)
     kern_level_t level = (kern_level_t)_i;
     if (!level_available(level))
         return;
-    rng_state = 0x9abc + (uint64_t)_i;
+    kern_test_seed(0x9abc + (uint64_t)_i);
     for (int ti = 0; ti < N_TYPES; ti++) {
         mm_case_t c;
         case_new(&c, all_types[ti], row_length(all_types[ti], 2), 131, 1, false);
@@ -319,26 +228,26 @@ START_TEST(test_quantize)
     if (!level_available(level))
         return;
     static const guild_type_t act_types[] = {GUILD_TYPE_Q8_K, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_1, GUILD_TYPE_F32};
-    rng_state = 0xdef0 + (uint64_t)_i;
+    kern_test_seed(0xdef0 + (uint64_t)_i);
     for (size_t ai = 0; ai < sizeof act_types / sizeof act_types[0]; ai++) {
         guild_type_t at = act_types[ai];
         for (int trial = 0; trial < 40; trial++) {
-            int64_t n = (int64_t)quant_type_info((uint32_t)at)->block_elems * (1 + (int64_t)(rng_next() % 12));
+            int64_t n = (int64_t)quant_type_info((uint32_t)at)->block_elems * (1 + (int64_t)(kern_test_rng_next() % 12));
             if (at == GUILD_TYPE_F32)
-                n = 1 + (int64_t)(rng_next() % 300);
+                n = 1 + (int64_t)(kern_test_rng_next() % 300);
             float *x = malloc((size_t)n * sizeof *x);
             uint64_t bytes;
             guild_err_t err;
             ck_assert_int_eq(quant_row_bytes((uint32_t)at, (uint64_t)n, &bytes, &err), 0);
             uint8_t *ref = malloc(bytes + 64), *got = malloc(bytes + 64);
             ck_assert(x && ref && got);
-            float scale = ldexpf(1.0f, (int)(rng_next() % 40) - 20);
+            float scale = ldexpf(1.0f, (int)(kern_test_rng_next() % 40) - 20);
             fill_random_floats(x, n, scale);
             if (trial % 5 == 1)
                 memset(x, 0, (size_t)n * sizeof *x);
             if (trial % 5 == 2) /* exact multiples of a step: rounding ties */
                 for (int64_t i = 0; i < n; i++)
-                    x[i] = (float)((int)(rng_next() % 255) - 127) * 0.5f;
+                    x[i] = (float)((int)(kern_test_rng_next() % 255) - 127) * 0.5f;
             if (trial % 5 == 3) /* one element per block carries the maximum, others tiny */
                 for (int64_t i = 0; i < n; i++)
                     x[i] = (i % 32 == 7) ? -3.0f : x[i] * 1e-6f;

@@ -21,28 +21,7 @@
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float rng_float(void)
-{
-    return (float)((double)(rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-/* A finite, normal fp16 scale of either sign in about [2^-12, 2^-3]. */
-static uint16_t rng_scale_f16(void)
-{
-    float mag = ldexpf(1.0f + 0.5f * rng_float(), -3 - (int)(rng_next() % 10));
-    return quant_f32_to_f16((rng_next() & 1) ? -mag : mag);
-}
+#include "tests/kern_test_rows.h"
 
 static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K,  GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K,
                                               GUILD_TYPE_Q5_K,  GUILD_TYPE_Q2_K,   GUILD_TYPE_Q3_K,
@@ -70,9 +49,9 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
     uint8_t *w = malloc(rb * (size_t)nrows);
     ck_assert_ptr_nonnull(w);
     for (size_t i = 0; i < rb * (size_t)nrows; i++)
-        w[i] = (uint8_t)rng_next();
+        w[i] = (uint8_t)kern_test_rng_next();
     for (size_t b = 0; b < rb * (size_t)nrows; b += bb) {
-        uint16_t d = rng_scale_f16(), m = rng_scale_f16();
+        uint16_t d = kern_test_scale_f16(), m = kern_test_scale_f16();
         memcpy(w + b + (type == GUILD_TYPE_Q6_K ? offsetof(quant_block_q6_K, d) : 0), &d, 2);
         if (type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K) /* the same offset in both */
             memcpy(w + b + offsetof(quant_block_q4_K, dmin), &m, 2);
@@ -83,7 +62,7 @@ static uint8_t *random_rows(guild_type_t type, int64_t n, int64_t nrows)
             memcpy(w + b + offsetof(quant_block_q2_K, dmin), &m, 2);
         }
         if (type == GUILD_TYPE_MXFP4)
-            w[b] = (uint8_t)(118 + rng_next() % 20);
+            w[b] = (uint8_t)(118 + kern_test_rng_next() % 20);
     }
     return w;
 }
@@ -99,7 +78,7 @@ static void *random_acts(guild_type_t type, int64_t n, int64_t ntok, bool edge)
     ck_assert(a && x);
     for (int64_t t = 0; t < ntok; t++) {
         for (int64_t i = 0; i < n; i++)
-            x[i] = rng_float() * 3.0f;
+            x[i] = kern_test_rng_float() * 3.0f;
         kern_quantize_at(KERN_LEVEL_SCALAR, at, x, a + (size_t)t * as, n);
         if (!edge)
             continue;
@@ -107,14 +86,14 @@ static void *random_acts(guild_type_t type, int64_t n, int64_t ntok, bool edge)
             quant_block_q8_0 *q = (quant_block_q8_0 *)(a + (size_t)t * as);
             for (int64_t b = 0; b < n / QUANT_QK8_0; b++)
                 for (int i = 0; i < QUANT_QK8_0; i++)
-                    q[b].qs[i] = (rng_next() & 1) ? 127 : -127;
+                    q[b].qs[i] = (kern_test_rng_next() & 1) ? 127 : -127;
             continue;
         }
         quant_block_q8_K *qk = (quant_block_q8_K *)(a + (size_t)t * as);
         for (int64_t b = 0; b < n / QUANT_QK_K; b++) {
             quant_block_q8_K *q = &qk[b];
             for (int i = 0; i < QUANT_QK_K; i++)
-                q->qs[i] = (rng_next() & 1) ? 127 : -127;
+                q->qs[i] = (kern_test_rng_next() & 1) ? 127 : -127;
             for (int s = 0; s < QUANT_QK_K / 16; s++) {
                 int sum = 0;
                 for (int i = 0; i < 16; i++)
@@ -129,7 +108,7 @@ static void *random_acts(guild_type_t type, int64_t n, int64_t ntok, bool edge)
 
 START_TEST(test_roundtrip)
 {
-    rng_state = 11;
+    kern_test_seed(11);
     for (int ti = 0; ti < N_TYPES; ti++) {
         const guild_type_t type = packed_types[ti];
         const int64_t n = quant_type_info((uint32_t)type)->block_elems == 32 ? 2880 : 3 * QUANT_QK_K, nrows = 48;
@@ -152,7 +131,7 @@ END_TEST
  * rows, kern_pack_packed_offset names the packed byte holding it, and the map is a permutation of the group. */
 START_TEST(test_layout_map)
 {
-    rng_state = 12;
+    kern_test_seed(12);
     for (int ti = 0; ti < N_TYPES; ti++) {
         const guild_type_t type = packed_types[ti];
         const kern_pack_layout_t *l = kern_pack_layout(type);
@@ -247,7 +226,7 @@ START_TEST(test_matmul_variants)
 {
     kern_variant_t v[8];
     const int nv = kern_avx512_vnni_variants(v, 8);
-    rng_state = 31;
+    kern_test_seed(31);
     if (nv == 0)
         printf("check_pack: no passed-over kernel variants on this CPU\n");
     for (int i = 0; i < nv; i++) {
@@ -266,7 +245,7 @@ END_TEST
 
 START_TEST(test_matmul_levels)
 {
-    rng_state = 29;
+    kern_test_seed(29);
     static const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33, 40};
     for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
         if (!kern_level_supported((kern_level_t)l)) {
@@ -285,7 +264,7 @@ END_TEST
 /* the shapes of real experts (Qwen3-30B-A3B: 2048 x 768 and 768 x 2048) and the largest integer sums */
 START_TEST(test_matmul_shapes_edge)
 {
-    rng_state = 41;
+    kern_test_seed(41);
     const kern_level_t best = kern_level_best();
     for (int ti = 0; ti < N_TYPES; ti++) {
         check_level(best, packed_types[ti], 2048, 64, 1, false);
@@ -318,7 +297,7 @@ START_TEST(test_matmul_amx_prefill)
         printf("check_pack: level amx not on this CPU, its prefill path skipped\n");
         return;
     }
-    rng_state = 53;
+    kern_test_seed(53);
     for (int ti = 0; ti < N_TYPES; ti++) {
         check_level(KERN_LEVEL_AMX, packed_types[ti], 2048, 64, 257, false);
         check_level(KERN_LEVEL_AMX, packed_types[ti], 768, 128, 512, ti % 2 == 0);
