@@ -449,7 +449,6 @@ START_TEST(test_glm4moe_errors)
 }
 END_TEST
 
-/* The layout: which parts each layer uses, for hybrid and dense-first models. */
 /* deepseek2 (llama.cpp's reading): MLA with the compressed cache's row, q LoRA where present, the split or joined
  * up-projections, YaRN's scale, dense first, the ungated shared expert, the router by expert_gating_func, an MTP
  * layer. */
