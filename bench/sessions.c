@@ -15,8 +15,9 @@
  *
  * Every session's prompt is `prompt` tokens of its own fixed LCG draw, prefilled alone, then all decode greedily:
  * one warm-up step, `gen` timed steps, and the counting steps. The model runs as `guild run` runs it
- * (coordinator/backend_stack.h), with n_seq = the largest N. A table on stdout; with --json, the same with
- * provenance. */
+ * (coordinator/backend_stack.h), with n_seq = the largest N. A table on stdout, each size followed by where its
+ * step's time went (the GPU worker's step requests and its time in them, the experts streamed to the device, the
+ * graph replays); with --json, the same with provenance. */
 #include "config.h"
 
 #include <errno.h>
@@ -83,7 +84,20 @@ typedef struct sess_result {
     double cpu_bytes, gpu_bytes;        /* a step's reads: the CPU side's distinct experts; dense, KV, resident */
     double dense_step_s;                /* the smallest N's step less its wait (the limit's dense part) */
     double limit_step_s, bytes_step_s;  /* the limits' step times */
+    /* where a step's time went, per step over the timed ones: multi-process, the step requests the GPU worker
+     * answered and its time in them (the rest is the coordinator's: the request's round trip, the logits copied
+     * out, the argmax); every mode, the experts streamed to the device (layers, bytes, streamed passes) and,
+     * single process, the steps replayed from a CUDA graph */
+    double requests, forward_s, streamed_layers, streamed_bytes, stream_passes, graph_steps;
 } sess_result_t;
+
+/* The counters a size's timed steps are measured by (their differences). */
+typedef struct sess_counters {
+    double wait_s;     /* waiting for the routed experts (the GPU worker's device wait, or the local executor's) */
+    double forward_s;  /* multi-process: the GPU worker's time in forward passes; else 0 */
+    uint64_t requests; /* multi-process: step requests answered; else 0 */
+    backend_stats_t bs;
+} sess_counters_t;
 
 static void usage(FILE *out)
 {
@@ -242,21 +256,25 @@ static int routing(backend_t *be, uint64_t *counts)
     return backend_routing(be, counts);
 }
 
-/* The wait for the routed experts and the step time so far, as bench run counts them: the GPU worker's (multi-process,
- * every request) or the local executor's wait (a single process; step time the caller's). */
-static void wait_counters(backend_t *be, const moe_exec_t *experts, double *wait_s, double *wall_s)
+/* The counters so far: the wait for the routed experts as bench run counts it (the GPU worker's in the
+ * multi-process mode, every request; the local executor's wait in a single process), the GPU worker's requests and
+ * forward time, the backend's streaming and graph counters. */
+static void counters(backend_t *be, const moe_exec_t *experts, sess_counters_t *c)
 {
+    memset(c, 0, sizeof *c);
+    if (backend_stats(be, &c->bs) < 0)
+        memset(&c->bs, 0, sizeof c->bs);
     if (!experts) {
         remote_stats_t rs;
         remote_backend_stats(be, &rs);
-        *wait_s = (double)rs.moe_ns * 1e-9;
-        *wall_s = (double)rs.wall_ns * 1e-9;
+        c->wait_s = (double)rs.moe_ns * 1e-9;
+        c->forward_s = (double)rs.forward_ns * 1e-9;
+        c->requests = rs.requests;
         return;
     }
     moe_exec_stats_t es;
     moe_exec_stats(experts, &es);
-    *wait_s = (double)es.wait_ns * 1e-9;
-    *wall_s = -1;
+    c->wait_s = (double)es.wait_ns * 1e-9;
 }
 
 /* One step of the n sessions (rows in session order), their next tokens from the logits. */
@@ -322,16 +340,22 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     r->prefill_s = guild_clock_s() - t0;
     if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
         goto out;
-    double w0, s0, w1, s1;
-    wait_counters(be, experts, &w0, &s0);
+    sess_counters_t k0, k1;
+    counters(be, experts, &k0);
     const double t1 = guild_clock_s();
     for (int32_t g = 0; g < c->gen; g++)
         if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
             goto out;
     const double dt = guild_clock_s() - t1;
-    wait_counters(be, experts, &w1, &s1);
+    counters(be, experts, &k1);
     r->step_s = dt / c->gen;
-    r->wait_s = (w1 - w0) / c->gen;
+    r->wait_s = (k1.wait_s - k0.wait_s) / c->gen;
+    r->requests = (double)(k1.requests - k0.requests) / c->gen;
+    r->forward_s = (k1.forward_s - k0.forward_s) / c->gen;
+    r->streamed_layers = (double)(k1.bs.streamed_layers - k0.bs.streamed_layers) / c->gen;
+    r->streamed_bytes = (double)(k1.bs.streamed_bytes - k0.bs.streamed_bytes) / c->gen;
+    r->stream_passes = (double)(k1.bs.stream_passes - k0.bs.stream_passes) / c->gen;
+    r->graph_steps = (double)(k1.bs.graph_steps - k0.bs.graph_steps) / c->gen;
     /* the distinct experts of a few more steps, each step's counters against the previous ones */
     int counted = 0;
     double cpu_bytes = 0, gpu_experts_bytes = 0, d_cpu = 0, d_gpu = 0;
@@ -465,6 +489,13 @@ int bench_sessions_main(int argc, char **argv)
         printf("%8d %12.2f %10.2f %9.2f %8.1f+%-8.1f %12.3f %12.2f %8.1f%% %12.2f\n", r->n, tps, r->step_s * 1e3,
                r->wait_s * 1e3, r->distinct_cpu, r->distinct_gpu, r->cpu_bytes / 1e9, lim,
                lim > 0 ? 100 * tps / lim : 0, r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0);
+        if (c.flags.single_process)
+            printf("%8s a step: %.2f graph replays; streamed %.1f layers, %.3f GB (%.2f passes)\n", "", r->graph_steps,
+                   r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
+        else
+            printf("%8s a step: %.2f requests, the GPU worker %.2f ms in them (the coordinator %.2f ms); streamed %.1f "
+                   "layers, %.3f GB (%.2f passes)\n", "", r->requests, r->forward_s * 1e3,
+                   (r->step_s - r->forward_s) * 1e3, r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
         fflush(stdout);
     }
     if (c.json) {
@@ -508,6 +539,12 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "fraction_of_limit",
                                 json_real(r->limit_step_s > 0 ? r->limit_step_s / r->step_s : 0));
             json_object_set_new(j, "bytes_limit_tok_s", json_real(r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0));
+            json_object_set_new(j, "requests_per_step", json_real(r->requests));
+            json_object_set_new(j, "gpu_worker_forward_s", json_real(r->forward_s));
+            json_object_set_new(j, "streamed_layers_per_step", json_real(r->streamed_layers));
+            json_object_set_new(j, "streamed_bytes_per_step", json_real(r->streamed_bytes));
+            json_object_set_new(j, "stream_passes_per_step", json_real(r->stream_passes));
+            json_object_set_new(j, "graph_replays_per_step", json_real(r->graph_steps));
             json_array_append_new(arr, j);
         }
         json_object_set_new(root, "sizes", arr);

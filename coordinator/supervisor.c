@@ -97,7 +97,8 @@ typedef struct wslot {
 struct sup {
     stack_options_t opts; /* a copy of the caller's */
     sup_setup_t setup;
-    int32_t max_out;      /* logits rows per step request: opts.gpu.max_out, at most opts.n_batch */
+    int32_t max_out;      /* logits rows per step request: opts.gpu.max_out or opts.n_seq if more, at most
+                             opts.n_batch */
     stager_options_t stager; /* guild-stager's (when ring) */
     model_config_t mc;
     char rundir[PATH_MAX];
@@ -1014,7 +1015,11 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
     s->opts = *o;
     s->setup = *setup;
     s->mc = *mc;
-    s->max_out = o->gpu.max_out < o->n_batch ? o->gpu.max_out : o->n_batch;
+    /* A batched decode step wants a logits row from every sequence: with fewer rows a request, the remote backend
+     * cuts it into several requests, each a forward pass reading the step's routed experts again. */
+    s->max_out = o->gpu.max_out > o->n_seq ? o->gpu.max_out : o->n_seq;
+    if (s->max_out > o->n_batch)
+        s->max_out = o->n_batch;
     /* a guild-stager of ours serves the GPU worker's streamed experts: a plan that streams, and --stager process */
     const bool stager = setup->stage_slot_bytes && o->gpu.cuda.stager == CUDA_STAGER_PROCESS;
     pthread_mutex_init(&s->mu, NULL);
