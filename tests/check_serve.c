@@ -1,10 +1,12 @@
 /* Tests for the server's pieces that need no socket: textfilt (UTF-8 repair, stop strings, whatever the
  * split), api_request (every field check names its field), api_json (the shapes OpenAI clients parse), logprobs
- * (log-softmax against a direct computation) and metrics (what a request adds to the page). */
+ * (log-softmax against a direct computation), metrics (what a request adds to the page) and batch_plan (a
+ * request's prompt chunks under --parallel are those it has alone, whatever runs beside it). */
 #include "config.h"
 
 #include "coordinator/server/api_json.h"
 #include "coordinator/server/api_request.h"
+#include "coordinator/server/batch_plan.h"
 #include "coordinator/server/logprobs.h"
 #include "coordinator/server/metrics.h"
 #include "coordinator/server/prefix_cache.h"
@@ -574,6 +576,174 @@ START_TEST(test_pcache_match_lru_and_files)
 }
 END_TEST
 
+/* ---- batch_plan ---------------------------------------------------------------------------------------- */
+
+#define SIM_MAX_REQ 24
+#define SIM_MAX_CHUNKS 256
+
+/* A request of the simulated batched loop: it arrives at step `arrive`, reuses n_past prompt tokens, is
+ * snapshotted at snap_at (-1: not), decodes `gen` rows after its prompt. */
+typedef struct sim_req {
+    int32_t arrive, n_prompt, n_past, snap_at, gen;
+    int32_t n_done, decoded, admitted, left_out; /* left_out: consecutive steps a decoding request sat out */
+    bool running, done;
+    int32_t chunk[SIM_MAX_CHUNKS][2]; /* its prompt's chunks: start, tokens */
+    int n_chunks;
+} sim_req_t;
+
+/* The chunks the request alone is prefilled in (engine.c's serial loop: prefill_to up to the snapshot point, then
+ * generate.c's chunks): n_batch at a time from n_past, cut at snap_at. */
+static int alone_chunks(const sim_req_t *r, int32_t n_batch, int32_t (*out)[2])
+{
+    int n = 0;
+    const int32_t cut = r->snap_at > r->n_past ? r->snap_at : r->n_past;
+    for (int32_t p = r->n_past; p < cut; p += n_batch, n++) {
+        out[n][0] = p;
+        out[n][1] = cut - p < n_batch ? cut - p : n_batch;
+    }
+    for (int32_t p = cut; p < r->n_prompt; p += n_batch, n++) {
+        out[n][0] = p;
+        out[n][1] = r->n_prompt - p < n_batch ? r->n_prompt - p : n_batch;
+    }
+    return n;
+}
+
+/* Runs the requests through the batched loop's placement with `parallel` sequences and batches of n_batch
+ * rows: they join in arrival order when a sequence is free, every running one wants its row or whole chunk.
+ * Checks each step's rows, that no decoding request sits out two steps running and that all end. */
+static void simulate(sim_req_t *req, int n_req, int parallel, int32_t n_batch)
+{
+    bool owed = false;
+    int n_done = 0;
+    for (int32_t t = 0; n_done < n_req; t++) {
+        ck_assert_msg(t < 100000, "the requests never end");
+        int active = 0;
+        for (int i = 0; i < n_req; i++)
+            active += req[i].running;
+        for (int i = 0; i < n_req && active < parallel; i++) /* arrival order; the admission order follows */
+            if (!req[i].running && !req[i].done && req[i].arrive <= t) {
+                req[i].running = true;
+                req[i].admitted = t;
+                req[i].n_done = req[i].n_past;
+                active++;
+            }
+        int idx[SIM_MAX_REQ], n = 0;
+        for (int i = 0; i < n_req; i++) /* admission order: by admitted step, then arrival */
+            if (req[i].running) {
+                int k = n++;
+                while (k > 0 && req[idx[k - 1]].admitted > req[i].admitted) {
+                    idx[k] = idx[k - 1];
+                    k--;
+                }
+                idx[k] = i;
+            }
+        batch_want_t want[SIM_MAX_REQ];
+        int32_t take[SIM_MAX_REQ];
+        for (int k = 0; k < n; k++) {
+            const sim_req_t *r = &req[idx[k]];
+            want[k] = r->n_done < r->n_prompt
+                          ? (batch_want_t){batch_plan_chunk(r->n_done, r->n_prompt, r->snap_at, n_batch), true}
+                          : (batch_want_t){1, false};
+        }
+        const int32_t rows = batch_plan_place(want, n, n_batch, &owed, take);
+        ck_assert_msg(rows <= n_batch, "step %d: %d rows in batches of %d", t, rows, n_batch);
+        ck_assert_msg(n == 0 || rows > 0, "step %d: %d requests running, none in the step", t, n);
+        int32_t sum = 0;
+        for (int k = 0; k < n; k++) {
+            sim_req_t *r = &req[idx[k]];
+            sum += take[k];
+            ck_assert_msg(take[k] == 0 || take[k] == want[k].rows, "step %d: a part of a chunk", t);
+            if (want[k].prompt) {
+                if (!take[k])
+                    continue;
+                ck_assert_int_lt(r->n_chunks, SIM_MAX_CHUNKS);
+                r->chunk[r->n_chunks][0] = r->n_done;
+                r->chunk[r->n_chunks++][1] = take[k];
+                r->n_done += take[k];
+                if (r->n_done == r->snap_at)
+                    r->snap_at = -r->snap_at - 2; /* taken (the engine forgets it; kept here, encoded) */
+                continue;
+            }
+            r->left_out = take[k] ? 0 : r->left_out + 1;
+            ck_assert_msg(r->left_out < 2, "step %d: a decoding request sat out two steps running", t);
+            if (take[k] && ++r->decoded == r->gen) {
+                r->running = false;
+                r->done = true;
+                n_done++;
+            }
+        }
+        ck_assert_int_eq(sum, rows);
+    }
+    int32_t want_chunks[SIM_MAX_CHUNKS][2];
+    for (int i = 0; i < n_req; i++) {
+        sim_req_t *r = &req[i];
+        if (r->snap_at < -1)
+            r->snap_at = -r->snap_at - 2;
+        const int nw = alone_chunks(r, n_batch, want_chunks);
+        ck_assert_msg(r->n_chunks == nw, "request %d (prompt %d from %d, snapshot %d): %d chunks, alone %d", i,
+                      r->n_prompt, r->n_past, r->snap_at, r->n_chunks, nw);
+        for (int k = 0; k < nw; k++)
+            ck_assert_msg(r->chunk[k][0] == want_chunks[k][0] && r->chunk[k][1] == want_chunks[k][1],
+                          "request %d chunk %d: [%d, +%d), alone [%d, +%d)", i, k, r->chunk[k][0], r->chunk[k][1],
+                          want_chunks[k][0], want_chunks[k][1]);
+    }
+}
+
+START_TEST(test_batch_plan_chunk)
+{
+    ck_assert_int_eq(batch_plan_chunk(0, 100, -1, 32), 32);
+    ck_assert_int_eq(batch_plan_chunk(96, 100, -1, 32), 4);
+    ck_assert_int_eq(batch_plan_chunk(0, 100, 40, 64), 40);  /* cut at the snapshot point */
+    ck_assert_int_eq(batch_plan_chunk(40, 100, 40, 64), 60); /* past it: ignored */
+    ck_assert_int_eq(batch_plan_chunk(100, 100, -1, 32), 0);
+    /* the oldest prompt's chunk does not fit beside the decode rows: left out, then first at the next step */
+    const batch_want_t w[3] = {{1, false}, {16, true}, {1, false}};
+    int32_t take[3];
+    bool owed = false;
+    ck_assert_int_eq(batch_plan_place(w, 3, 16, &owed, take), 2);
+    ck_assert(owed && take[0] == 1 && take[1] == 0 && take[2] == 1);
+    ck_assert_int_eq(batch_plan_place(w, 3, 16, &owed, take), 16);
+    ck_assert(!owed && take[0] == 0 && take[1] == 16 && take[2] == 0);
+    /* room for it beside them: all three */
+    ck_assert_int_eq(batch_plan_place(w, 3, 18, &owed, take), 18);
+    ck_assert(!owed && take[1] == 16);
+}
+END_TEST
+
+/* Long prompts beside decoding requests and each other, with reused prefixes and snapshot points: every request's
+ * chunks are its chunks alone (the old loop cut a prompt to whatever room the others left). */
+START_TEST(test_batch_plan_chunks_as_alone)
+{
+    sim_req_t fixed[] = {
+        {.arrive = 0, .n_prompt = 5, .snap_at = -1, .gen = 40},    {.arrive = 0, .n_prompt = 100, .snap_at = -1, .gen = 3},
+        {.arrive = 2, .n_prompt = 70, .n_past = 3, .snap_at = -1, .gen = 9},
+        {.arrive = 1, .n_prompt = 45, .snap_at = 37, .gen = 2},    {.arrive = 9, .n_prompt = 33, .snap_at = -1, .gen = 5},
+        {.arrive = 9, .n_prompt = 1, .snap_at = -1, .gen = 30},
+    };
+    const int nf = (int)(sizeof fixed / sizeof fixed[0]);
+    simulate(fixed, nf, 4, 16);
+    uint64_t lcg = 12345;
+#define RND(m) ((lcg = lcg * 6364136223846793005ull + 1442695040888963407ull), (int32_t)((lcg >> 33) % (uint64_t)(m)))
+    for (int trial = 0; trial < 300; trial++) {
+        const int parallel = 2 + RND(7), n_req = 1 + RND(SIM_MAX_REQ);
+        const int32_t batches[] = {parallel, parallel + 1, 16, 33, 64, 512};
+        const int32_t n_batch = batches[RND(6)];
+        sim_req_t req[SIM_MAX_REQ];
+        memset(req, 0, sizeof req);
+        for (int i = 0; i < n_req; i++) {
+            sim_req_t *r = &req[i];
+            r->arrive = RND(40);
+            r->n_prompt = 1 + RND(300);
+            r->n_past = RND(4) ? 0 : RND(r->n_prompt);
+            r->snap_at = RND(3) ? -1 : r->n_past + RND(r->n_prompt - r->n_past);
+            r->gen = 1 + RND(60);
+        }
+        simulate(req, n_req, parallel, n_batch);
+    }
+#undef RND
+}
+END_TEST
+
 static Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -596,6 +766,10 @@ static Suite *serve_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("prefix_cache");
     tcase_add_test(tc, test_pcache_match_lru_and_files);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("batch_plan");
+    tcase_add_test(tc, test_batch_plan_chunk);
+    tcase_add_test(tc, test_batch_plan_chunks_as_alone);
     suite_add_tcase(s, tc);
     tc = tcase_create("api_json");
     tcase_add_test(tc, test_json_shapes);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "coordinator/generate.h"
+#include "coordinator/server/batch_plan.h"
 #include "coordinator/server/prefix_cache.h"
 #include "coordinator/server/textfilt.h"
 #include "core/util/clock.h"
@@ -77,6 +78,7 @@ struct engine {
     uint64_t serial;     /* requests admitted */
     float *logits;       /* [parallel][n_vocab] a batched step's rows */
     int32_t *b_tok, *b_seq, *b_pos, *b_out; /* [n_batch] a batched step's rows and its logits rows */
+    bool prompt_owed;    /* the oldest waiting prompt chunk is owed the next step (batch_plan_place) */
 };
 
 static bool is_stopping(engine_t *e)
@@ -509,8 +511,8 @@ static int slots_by_age(const engine_t *e, slot_t **order)
     return n;
 }
 
-/* One step: a row for each decoding request's token, then prompt tokens of the requests still prefilling, oldest
- * first, as far as the batch goes; the logits of the rows that need them go to their requests. */
+/* One step: a row for each decoding request's token and whole chunks of the prompts still prefilling, oldest first,
+ * as far as the batch goes (batch_plan.h); the logits of the rows that need them go to their requests. */
 static void batch_step(engine_t *e)
 {
     backend_t *be = backend_stack_backend(e->stack);
@@ -521,7 +523,6 @@ static void batch_step(engine_t *e)
     int32_t n = 0, n_out = 0;
     for (int i = 0; i < n_run; i++) {
         slot_t *s = order[i];
-        take_n[i] = 0;
         s->row = -1;
         if (job_cancelled(s->job) || is_stopping(e)) {
             guild_err_t err = {{0}};
@@ -530,9 +531,20 @@ static void batch_step(engine_t *e)
             order[i] = NULL;
         }
     }
-    for (int i = 0; i < n_run; i++) { /* decoding: one row each (n_batch >= parallel) */
+    /* who takes part, and with how many rows: whole chunks of the prompts, as alone (batch_plan.h) */
+    batch_want_t want[e->c.parallel];
+    for (int i = 0; i < n_run; i++) {
+        const slot_t *s = order[i];
+        want[i] = !s       ? (batch_want_t){0, false}
+                  : s->gen ? (batch_want_t){1, false}
+                           : (batch_want_t){batch_plan_chunk(s->n_done, job_spec(s->job)->n_prompt, s->snap_at,
+                                                             n_batch),
+                                            true};
+    }
+    batch_plan_place(want, n_run, n_batch, &e->prompt_owed, take_n);
+    for (int i = 0; i < n_run; i++) { /* decoding: one row each */
         slot_t *s = order[i];
-        if (!s || !s->gen)
+        if (!take_n[i] || want[i].prompt)
             continue;
         const int32_t seq = slot_seq(e, s);
         e->b_tok[n] = s->next;
@@ -540,26 +552,19 @@ static void batch_step(engine_t *e)
         e->b_pos[n] = backend_seq_kv_len(be, seq);
         s->row = n_out;
         e->b_out[n_out++] = n++;
-        take_n[i] = 1;
     }
-    for (int i = 0; i < n_run && n < n_batch; i++) { /* prefilling */
+    for (int i = 0; i < n_run; i++) { /* prefilling: a whole chunk each */
         slot_t *s = order[i];
-        if (!s || s->gen)
+        if (!take_n[i] || !want[i].prompt)
             continue;
         const job_spec_t *sp = job_spec(s->job);
-        const int32_t seq = slot_seq(e, s);
-        int32_t m = sp->n_prompt - s->n_done;
-        if (s->snap_at > s->n_done && m > s->snap_at - s->n_done) /* stops at the snapshot point */
-            m = s->snap_at - s->n_done;
-        if (m > n_batch - n)
-            m = n_batch - n;
+        const int32_t seq = slot_seq(e, s), m = take_n[i];
         for (int32_t k = 0; k < m; k++) {
             e->b_tok[n + k] = sp->prompt[s->n_done + k];
             e->b_seq[n + k] = seq;
             e->b_pos[n + k] = s->n_done + k;
         }
         n += m;
-        take_n[i] = m;
         if (s->n_done + m == sp->n_prompt) {
             s->row = n_out;
             e->b_out[n_out++] = n - 1;
