@@ -15,7 +15,10 @@
  * tracing every graph node costs. --trace-prefill traces a prompt's forward passes instead of decode steps: the
  * prompt is prefilled once untraced (a streamed pass measures its costs there), then again over the same
  * positions, each chunk of --batch tokens a traced "step" (with streamed experts: the copies, the unpacking on
- * its own stream and the products; single process, so the CPU side is the in-process executor).
+ * its own stream and the products; single process, so the CPU side is the in-process executor). --sessions N
+ * decodes N sequences together (backend_forward_seq, a row each, as `guild bench sessions` and `guild serve
+ * --parallel` do): each prefilled with its own prompt (session 0's is the one above, the others `guild bench
+ * sessions`' draws), every traced step N rows: what a batched step's kernels cost per session.
  *
  * On the device (no registry there; libcupti travels in the ldd closure bench/device/pack.sh copies). The
  * profiler and libcupti do not fit in one carry beside the other device programs, so it has a pack of its own:
@@ -59,6 +62,7 @@ enum { PROF_FLAGS = STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_GPU_M
 typedef struct prof_cfg {
     const char *model;
     int32_t populate, steps, batch;
+    int32_t sessions;    /* --sessions: sequences decoded together, a row each a step */
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
     bool trace_prefill;  /* --trace-prefill: the prompt's chunks are the traced steps */
     stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
@@ -87,6 +91,7 @@ static void usage(FILE *out)
             "      --populate N        prompt tokens filling the KV cache first (default 512)\n"
             "      --steps S           decode steps traced, after %d warm-up steps (default 32)\n"
             "      --batch N           prompt tokens per forward pass (default 512)\n"
+            "      --sessions N        N sequences, each with its own prompt, decoded together (default 1)\n"
             "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n"
             "      --trace-prefill     trace the prompt's forward passes (a second prefill) instead of decode\n",
             WARMUP_STEPS);
@@ -96,11 +101,12 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
         {"no-trace", no_argument, NULL, O_NO_TRACE}, {"trace-prefill", no_argument, NULL, O_TRACE_PREFILL},
+        {"sessions", required_argument, NULL, O_SESSIONS},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
@@ -109,6 +115,7 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
     c->populate = 512;
     c->steps = 32;
     c->batch = 512;
+    c->sessions = 1;
     stack_options_init(&c->flags);
     c->flags.gpu.backend = "cuda";
     c->flags.single_process = true;
@@ -128,6 +135,7 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         case O_POP: if (cli_parse_long("--populate", optarg, 1, 1 << 22, &v, &e) < 0) goto bad; c->populate = (int32_t)v; break;
         case O_STEPS: if (cli_parse_long("--steps", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->steps = (int32_t)v; break;
         case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
+        case O_SESSIONS: if (cli_parse_long("--sessions", optarg, 1, 256, &v, &e) < 0) goto bad; c->sessions = (int32_t)v; break;
         case O_NO_TRACE: c->no_trace = true; break;
         case O_TRACE_PREFILL: c->trace_prefill = true; break;
         case 'h': usage(stdout); return 1;
@@ -141,6 +149,10 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         fprintf(stderr, WHO ": %s\n", c->model ? "unexpected argument" : "no model: give -m FILE.gguf");
         usage(stderr);
         return -1;
+    }
+    if (c->sessions > 1 && c->trace_prefill) {
+        guild_err_set(&e, "--sessions traces decode steps: leave --trace-prefill out");
+        goto bad;
     }
     if (stack_flags_check(&c->flags, PROF_FLAGS, NULL, false, &e) < 0)
         goto bad;
@@ -378,6 +390,23 @@ static int32_t argmax(const float *x, int32_t n)
     return best;
 }
 
+/* One decode step of the S sessions, a row each (sequence q's next position), their next tokens from the
+ * logits (then the argmax the step's rows, outside the traced window's forward call only in time). */
+static int decode_step(backend_t *be, int32_t S, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
+                       float *logits, int32_t V, guild_err_t *err)
+{
+    for (int32_t q = 0; q < S; q++) {
+        seq[q] = q;
+        pos[q] = backend_seq_kv_len(be, q);
+        rows[q] = q;
+    }
+    if (backend_forward_seq(be, S, tok, seq, pos, S, rows, logits, err) < 0)
+        return -1;
+    for (int32_t q = 0; q < S; q++)
+        tok[q] = argmax(logits + (size_t)q * (size_t)V, V);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     prof_cfg_t c;
@@ -390,7 +419,7 @@ int main(int argc, char **argv)
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
     float *logits = NULL;
-    int32_t *prompt = NULL, *pos = NULL;
+    int32_t *prompt = NULL, *pos = NULL, *seq = NULL, *tok = NULL, *rows = NULL;
     uint64_t *t0 = NULL, *t1 = NULL;
     prof_summary_t sum = {0};
     int rc = 1;
@@ -407,49 +436,58 @@ int main(int argc, char **argv)
         goto out;
     if (stack_flags_tune(&c.flags, c.model, WHO, &err) < 0)
         goto out;
-    const int32_t V = model_config(m)->n_vocab;
+    const int32_t V = model_config(m)->n_vocab, S = c.sessions;
     c.flags.n_ctx = c.populate + WARMUP_STEPS + c.steps;
     c.flags.n_batch = c.batch < c.populate ? c.batch : c.populate;
+    if (c.flags.n_batch < S) /* a decode step's rows */
+        c.flags.n_batch = S;
+    c.flags.n_seq = S;
     if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
     backend_t *be = backend_stack_backend(stack);
-    logits = malloc((size_t)V * sizeof *logits);
+    logits = malloc((size_t)S * (size_t)V * sizeof *logits);
     prompt = malloc((size_t)c.populate * sizeof *prompt);
     pos = malloc((size_t)c.flags.n_batch * sizeof *pos);
+    seq = malloc((size_t)c.flags.n_batch * sizeof *seq);
+    tok = malloc((size_t)S * sizeof *tok);
+    rows = malloc((size_t)S * sizeof *rows);
     const int32_t chunks = (c.populate + c.flags.n_batch - 1) / c.flags.n_batch;
     const int32_t traced = c.trace_prefill ? chunks : c.steps; /* the traced "steps" */
     t0 = malloc((size_t)traced * sizeof *t0);
     t1 = malloc((size_t)traced * sizeof *t1);
-    if (!logits || !prompt || !pos || !t0 || !t1) {
+    if (!logits || !prompt || !pos || !seq || !tok || !rows || !t0 || !t1) {
         guild_err_set(&err, "out of memory");
         goto out;
     }
-    uint64_t lcg = 0x9e3779b97f4a7c15ull; /* guild bench run's prompt */
-    for (int32_t i = 0; i < c.populate; i++) {
-        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-        prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
-    }
-    fprintf(stderr, WHO ": prefill %d tokens, %d warm-up steps, %d traced steps\n", c.populate, WARMUP_STEPS,
-            c.steps);
+    fprintf(stderr, WHO ": prefill %d tokens%s, %d warm-up steps, %d traced steps%s\n", c.populate,
+            S > 1 ? " a session" : "", WARMUP_STEPS, c.steps, S > 1 ? " of every session" : "");
     const double tp = guild_clock_s();
-    for (int32_t p = 0; p < c.populate; p += c.flags.n_batch) {
-        const int32_t nb = c.populate - p < c.flags.n_batch ? c.populate - p : c.flags.n_batch, last = nb - 1;
-        for (int32_t i = 0; i < nb; i++)
-            pos[i] = p + i;
-        if (backend_forward(be, nb, prompt + p, pos, p + nb == c.populate ? 1 : 0, &last, logits, &err) < 0) {
-            guild_err_prefix(&err, "prefill at %d: ", p);
-            goto out;
+    for (int32_t q = S - 1; q >= 0; q--) { /* session 0's prompt last: the one a traced prefill runs again */
+        uint64_t lcg = 0x9e3779b97f4a7c15ull ^ ((uint64_t)q * 0x632be59bd9b4e019ull); /* bench run's, sessions' */
+        for (int32_t i = 0; i < c.populate; i++) {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
         }
+        for (int32_t p = 0; p < c.populate; p += c.flags.n_batch) {
+            const int32_t nb = c.populate - p < c.flags.n_batch ? c.populate - p : c.flags.n_batch, last = nb - 1;
+            for (int32_t i = 0; i < nb; i++) {
+                pos[i] = p + i;
+                seq[i] = q;
+            }
+            if (backend_forward_seq(be, nb, prompt + p, seq, pos, p + nb == c.populate ? 1 : 0, &last, logits,
+                                    &err) < 0) {
+                guild_err_prefix(&err, "session %d prefill at %d: ", q, p);
+                goto out;
+            }
+        }
+        tok[q] = argmax(logits, V);
     }
-    fprintf(stderr, WHO ": prefill %.1f tok/s\n", c.populate / (guild_clock_s() - tp));
-    int32_t tok = argmax(logits, V), row = 0, p = c.populate;
-    for (int32_t g = 0; g < WARMUP_STEPS; g++, p++) {
-        if (backend_forward(be, 1, &tok, &p, 1, &row, logits, &err) < 0) {
+    fprintf(stderr, WHO ": prefill %.1f tok/s\n", (double)S * c.populate / (guild_clock_s() - tp));
+    for (int32_t g = 0; g < WARMUP_STEPS; g++)
+        if (decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
             guild_err_prefix(&err, "warm-up step %d: ", g);
             goto out;
         }
-        tok = argmax(logits, V);
-    }
     backend_stats_t bs0 = {0}, bs1 = {0};
     const bool have_bs = backend_stats(be, &bs0) == 0;
     const moe_exec_t *experts = backend_stack_experts(stack); /* single process: the CPU experts' executor */
@@ -478,16 +516,15 @@ int main(int argc, char **argv)
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
     }
-    for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++, p++) {
+    for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++) {
         if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
-        if (backend_forward(be, 1, &tok, &p, 1, &row, logits, &err) < 0) {
+        if (decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
             guild_err_prefix(&err, "decode step %d: ", g);
             goto out;
         }
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
-        tok = argmax(logits, V);
     }
     if (!c.no_trace && prof_stop(&err) < 0)
         goto out;
@@ -500,8 +537,8 @@ int main(int argc, char **argv)
         }
         for (int32_t g = 0; g < traced; g++)
             w[g] = (double)(t1[g] - t0[g]);
-        printf("# " WHO ": %s; populate %d, %d %s after %d warm-up, threads %d, CUDA graphs %s, NOT traced\n"
-               "step wall (host, around the forward call): median %.1f us\n", c.model, c.populate, traced,
+        printf("# " WHO ": %s; populate %d, %d session(s), %d %s after %d warm-up, threads %d, CUDA graphs %s, NOT "
+               "traced\nstep wall (host, around the forward call): median %.1f us\n", c.model, c.populate, S, traced,
                c.trace_prefill ? "prefill chunks" : "decode steps", WARMUP_STEPS, c.flags.n_threads,
                c.flags.gpu.cuda.no_graph ? "off" : "on", guild_median(w, traced) / 1e3);
         free(w);
@@ -515,8 +552,8 @@ int main(int argc, char **argv)
     if (prof_summarize(&sum, g_prof.recs, g_prof.n, (const char *const *)g_prof.names, g_prof.n_names, t0, t1,
                        traced, &err) < 0)
         goto out;
-    printf("# " WHO ": %s; populate %d, %d traced %s after %d warm-up, threads %d, CUDA graphs %s\n", c.model,
-           c.populate, traced, c.trace_prefill ? "prefill chunks (of --batch tokens)" : "decode steps", WARMUP_STEPS,
+    printf("# " WHO ": %s; populate %d, %d session(s), %d traced %s after %d warm-up, threads %d, CUDA graphs %s\n",
+           c.model, c.populate, S, traced, c.trace_prefill ? "prefill chunks (of --batch tokens)" : "decode steps", WARMUP_STEPS,
            c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on");
     if (g_prof.dropped)
         printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
@@ -550,6 +587,9 @@ out:
     free(logits);
     free(prompt);
     free(pos);
+    free(seq);
+    free(tok);
+    free(rows);
     free(t0);
     free(t1);
     prof_summary_fini(&sum);
