@@ -17,7 +17,8 @@
 # 100-250 tokens at --batch 48, so that their chunks take the flash-attention kernel; logprobs compared) with the
 # new build, then the baseline; then `guild bench sessions` multi-process at --gpu-mem 8G, the new build and the
 # baseline (--gen 12); then guild-cuda-prof --sessions 1 and 8 with every expert on the GPU (what a batched step's
-# kernels cost per session); then the new build at 1 and 16 sessions with the CPU workers spinning 500 us.
+# kernels cost per session); then the new build at 1 and 16 sessions with the CPU workers spinning 500 us. Output:
+# $OUT/sessions.log, and every other file in $OUT/ab.tar.xz (renewed after each step).
 set -u
 mode=one
 if [ "${1:-}" = ab ]; then
@@ -35,6 +36,12 @@ mkdir -p "$O"
 commit=$(cat "$P/COMMIT" 2> /dev/null || echo unknown)
 base_commit=$(cat "$P/BASE_COMMIT" 2> /dev/null || echo unknown)
 exec > >(tee -a "$O/sessions.log") 2>&1
+OUT_DIR=$O
+if [ $mode = ab ]; then # a call brings back a few files only: the others travel in one archive, renewed by save
+    O=/tmp/guild-cudaseq/out
+    mkdir -p "$O"
+fi
+save() { [ $mode = one ] || tar -cJf "$OUT_DIR/ab.tar.xz" -C "$O" . 2> /dev/null; }
 t0=$(date +%s)
 . bench/device/lib.sh # say, step
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
@@ -49,14 +56,19 @@ mk=$!
 t=/tmp/guild-cudaseq/tiny.gguf
 "$B/tools/guild-mkmodel" --arch qwen3moe --layers 2 --embd 128 --heads 2 --kv-heads 1 --head-dim 64 --experts 8 \
     --experts-used 2 --expert-ff 128 --ctx 512 --vocab 796 --type Q8_0 --seed 5 -q -o $t
-serve() { # GUILD PORT PARALLEL LOG BATCH
-    "$1" serve -m $t --port "$2" --parallel "$3" --batch "$5" --ctx 512 --backend cuda --cpu-workers 1 --threads 2 \
-        > "$O/$4" 2>&1 &
+serve() { # GUILD PORT PARALLEL LOG BATCH [FLAGS...]
+    g=$1 port=$2 par=$3 log=$4 batch=$5
+    shift 5
+    "$g" serve -m $t --port "$port" --parallel "$par" --batch "$batch" --ctx 512 --backend cuda --cpu-workers 1 \
+        --threads 2 "$@" > "$O/$log" 2>&1 &
 }
 serve_test() { # GUILD BATCH LOG-TAG [--long]
-    serve "$1" 18461 4 "serve-par$3.log" "$2"
+    # long prompts: no prefix reuse, whose shorter first chunk would differ between the two servers' histories
+    extra=
+    [ -n "${4:-}" ] && extra=--no-prefix-cache
+    serve "$1" 18461 4 "serve-par$3.log" "$2" $extra
     p1=$!
-    serve "$1" 18462 1 "serve-one$3.log" "$2"
+    serve "$1" 18462 1 "serve-one$3.log" "$2" $extra
     p2=$!
     for i in $(seq 1 60); do
         curl -sf localhost:18461/health > /dev/null && curl -sf localhost:18462/health > /dev/null && break
@@ -81,21 +93,26 @@ sessions() { # GUILD TAG LIMIT [FLAGS...]
 if [ $mode = ab ]; then
     step 20 "serve --parallel 4 = alone, long prompts (new)" bash -c "serve_test $B/guild 48 -new --long"
     step 20 "serve --parallel 4 = alone, long prompts (base)" bash -c "serve_test $P/base/guild 48 -base --long"
+    save
     wait $mk
     cat "$O/mkmodel.log"
     if [ -f $m ]; then
         sessions "$B/guild" new 36 --gen 12
+        save
         sessions "$P/base/guild" base 36 --gen 12
+        save
         if [ -x "$B/bench/guild-cuda-prof" ]; then
             for n in 8 1; do
                 step 18 "guild-cuda-prof all on the GPU, $n session(s)" sh -c '"$0" "$@" > "'"$O/prof-s$n.txt"'"; st=$?; cat "'"$O/prof-s$n.txt"'"; exit $st' \
                     "$B/bench/guild-cuda-prof" -m $m --sessions $n --populate 64 --steps 6 --threads 14
+                save
             done
         fi
         # the CPU workers sleep after 50 us without an exchange: a decode step's dense part between two layers is
         # longer, so each exchange may start with a wake-up
         sessions "$B/guild" new-spin500 20 --gen 8 --sessions 1,16 --spin-us 500
     fi
+    save
     say "done"
     exit 0
 fi
