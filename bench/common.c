@@ -54,3 +54,15 @@ void bench_print_provenance(FILE *out, int argc, char **argv)
         fprintf(out, " %s", argv[i]);
     fprintf(out, "\n");
 }
+
+int32_t bench_argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    float m = x[0];
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > m) {
+            m = x[i];
+            best = i;
+        }
+    return best;
+}

@@ -381,17 +381,9 @@ static void prof_free(void)
 
 /* ---- driving the model ---- */
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
 
-/* One decode step of the S sessions, a row each (sequence q's next position), their next tokens from the
- * logits (then the argmax the step's rows, outside the traced window's forward call only in time). */
+/* One decode step of the S sessions, a row each (sequence q's next position); their next tokens from the logits
+ * (the argmax is outside the forward call a traced step's window times). */
 static int decode_step(backend_t *be, int32_t S, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
                        float *logits, int32_t V, guild_err_t *err)
 {
@@ -403,7 +395,7 @@ static int decode_step(backend_t *be, int32_t S, int32_t *tok, int32_t *seq, int
     if (backend_forward_seq(be, S, tok, seq, pos, S, rows, logits, err) < 0)
         return -1;
     for (int32_t q = 0; q < S; q++)
-        tok[q] = argmax(logits + (size_t)q * (size_t)V, V);
+        tok[q] = bench_argmax(logits + (size_t)q * (size_t)V, V);
     return 0;
 }
 
@@ -480,7 +472,7 @@ int main(int argc, char **argv)
                 goto out;
             }
         }
-        tok[q] = argmax(logits, V);
+        tok[q] = bench_argmax(logits, V);
     }
     fprintf(stderr, WHO ": prefill %.1f tok/s\n", (double)S * c.populate / (guild_clock_s() - tp));
     for (int32_t g = 0; g < WARMUP_STEPS; g++)

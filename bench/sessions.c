@@ -219,15 +219,6 @@ bad:
     return -1;
 }
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 static double tensor_bytes(const model_tensor_t *t)
 {
     return t->data ? (double)t->mat_bytes * (double)(t->ne[2] ? t->ne[2] : 1) : 0;
@@ -289,7 +280,7 @@ static int step(backend_t *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *p
     if (backend_forward_seq(be, n, tok, seq, pos, n, rows, logits, err) < 0)
         return -1;
     for (int32_t s = 0; s < n; s++)
-        tok[s] = argmax(logits + (size_t)s * (size_t)V, V);
+        tok[s] = bench_argmax(logits + (size_t)s * (size_t)V, V);
     return 0;
 }
 
@@ -335,7 +326,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
                 goto out;
             }
         }
-        tok[s] = argmax(logits, V);
+        tok[s] = bench_argmax(logits, V);
     }
     r->prefill_s = guild_clock_s() - t0;
     if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
