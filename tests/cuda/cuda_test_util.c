@@ -63,7 +63,7 @@ void cuda_test_spec(tiny_spec_t *s, guild_type_t type, uint64_t seed)
     cuda_test_shape(s, type, seed);
     s->n_ff = 512;                                   /* glm4moe's dense first layer */
     s->n_rot = !strcmp(s->arch, "glm4moe") ? 32 : 0; /* its half-rotary heads */
-    s->n_mtp = 1;                                    /* its MTP layer: loaded, never run */
+    s->n_mtp = 1;                                    /* its MTP layer (check_cuda_mtp runs it) */
     if (!strcmp(s->arch, "deepseek2")) { /* keys of 32 + 32 rotated, values of 32, a latent of 64, a q LoRA of 32 */
         s->n_rot = 32;
         s->head_dim_v = 32;

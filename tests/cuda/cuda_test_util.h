@@ -27,7 +27,7 @@ int cuda_test_run(Suite *s, cudaStream_t *stream);
 void cuda_test_shape(tiny_spec_t *s, guild_type_t type, uint64_t seed);
 
 /* cuda_test_shape on s (a tiny_spec of s->arch), with glm4moe's dense first layer and half-rotary heads, an MTP
- * layer (loaded, never run) and deepseek2's latent attention (keys of 32 + 32 rotated, values of 32). */
+ * layer (run by check_cuda_mtp only) and deepseek2's latent attention (keys of 32 + 32 rotated, values of 32). */
 void cuda_test_spec(tiny_spec_t *s, guild_type_t type, uint64_t seed);
 
 /* n tokens (n <= 512) at the end of be's cache, the logits of rows[0 .. n_out) into logits; asserts success. */

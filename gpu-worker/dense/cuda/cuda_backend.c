@@ -61,6 +61,7 @@ static void cuda_destroy(backend_t *base)
     if (b->stream)
         cudaStreamSynchronize(b->stream);
     graphs_clear(b);
+    cuda_mtp_free(b);
     moe_exec_destroy(&b->moe_gpu);
     moe_exec_destroy(&b->moe_host);
     cuda_free((void **)&b->route_counts);
@@ -140,7 +141,12 @@ static size_t act_row_bytes(const cuda_tensor_t *t)
 static size_t max_act_row(const cuda_backend_t *b)
 {
     size_t m = act_row_bytes(&b->output);
-    for (int32_t il = 0; il < b->cfg->n_layer; il++) {
+    if (b->mtp) {
+        const size_t r[] = {act_row_bytes(&b->mtp_w.eh_proj), act_row_bytes(&b->mtp_w.head)};
+        for (size_t i = 0; i < 2; i++)
+            m = r[i] > m ? r[i] : m;
+    }
+    for (int32_t il = 0; il < cuda_n_block(b); il++) {
         const cuda_layer_t *L = &b->layers[il];
 #define MATRIX(name, kind) (kind) == MODEL_TENSOR_MATRIX ? &L->name : NULL,
         const cuda_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(MATRIX)};
@@ -537,6 +543,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->n_ctx = opt->n_ctx;
     b->n_batch = opt->n_batch;
     b->n_seq = opt->n_seq > 1 ? opt->n_seq : 1;
+    b->mtp = opt->mtp;
     {
         const size_t NB = (size_t)opt->n_batch;
         b->seq_len = calloc((size_t)b->n_seq, sizeof *b->seq_len);
@@ -568,11 +575,11 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     /* each layer's cache rows as its attention part says (GQA: KV each; MLA: the latent and rotated part; a gated
      * delta net none: only the layers with rows get a slot in the caches) */
     bool mla = false;
-    if (!(b->kv_slot = malloc((size_t)c->n_layer * sizeof *b->kv_slot))) {
+    if (!(b->kv_slot = malloc((size_t)cuda_n_block(b) * sizeof *b->kv_slot))) {
         guild_err_set(err, "cuda backend: out of memory");
         goto fail;
     }
-    for (int32_t il = 0; il < c->n_layer; il++) {
+    for (int32_t il = 0; il < cuda_n_block(b); il++) { /* the MTP layer's block too: a slot of its own */
         const model_cache_row_t r = model_layer_cache_row(c, il);
         b->kv_row = r.k > b->kv_row ? r.k : b->kv_row;
         b->v_row = r.v > b->v_row ? r.v : b->v_row;
@@ -643,7 +650,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
                     "check", err) < 0))
         goto fail;
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
-        setup_experts(b, m, opt, cc, &plan, err) < 0)
+        setup_experts(b, m, opt, cc, &plan, err) < 0 || (b->mtp && cuda_mtp_setup(b, err) < 0))
         goto fail;
     /* the routing counters (route_count.cu) and the plan's resident experts, whose share of them is the hit rate */
     if (opt->count_routing) {
@@ -820,6 +827,8 @@ static int forward_failed(cuda_backend_t *b)
     cudaStreamSynchronize(b->stream);
     for (int32_t g = 0; b->n_recurrent && g < b->n_grp; g++)
         b->seq_len[b->grp_seq[g]] = 0;
+    if (b->mtp)
+        cuda_mtp_truncated(b);
     return -1;
 }
 
@@ -928,6 +937,7 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
             staged = false;
         }
     }
+    b->mtp_next = 0;
     if (exec) {
         b->graph_steps++;
         if (cuda_check(cudaGraphLaunch(exec, s), "launch the step's graph", err) < 0)
@@ -941,6 +951,9 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
             cuda_moe_step_end(b->moe, s, err) < 0)
             return forward_failed(b);
     }
+    /* x still holds the last layer's rows (the head writes xn only): the MTP layer's inputs */
+    if (b->mtp && cuda_mtp_keep(b, n, b->h_tokens, err) < 0)
+        return forward_failed(b);
     if (cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 || cuda_moe_sync(b->moe, b->done, err) < 0 ||
         cuda_moe_result(b->moe, err) < 0)
         return forward_failed(b);
@@ -975,6 +988,8 @@ static void cuda_seq_kv_truncate(backend_t *base, int32_t seq, int32_t n_pos)
         n_pos = 0;
     if (n_pos < b->seq_len[seq]) /* a recurrent state holds no earlier position: the cache empties */
         b->seq_len[seq] = b->n_recurrent ? 0 : n_pos;
+    if (b->mtp && seq == 0)
+        cuda_mtp_truncated(b);
 }
 
 static int32_t cuda_kv_len(const backend_t *base)
@@ -1067,4 +1082,5 @@ const backend_ops_t cuda_backend_ops = {
     .stats = cuda_stats,
     .exchange_exec = cuda_exchange_exec,
     .routing = cuda_routing,
+    .mtp_step = cuda_mtp_step,
 };

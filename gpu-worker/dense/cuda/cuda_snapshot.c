@@ -58,6 +58,9 @@ static int transfer(cuda_backend_t *b, int32_t seq, char *blob, int32_t n_pos, i
 int cuda_seq_save(backend_t *base, int32_t seq, int32_t n_pos, void **out, size_t *size, guild_err_t *err)
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
+    if (b->mtp)
+        return guild_err_set(err, "snapshot: the multi-token-prediction layer's hidden states are not part of one "
+                             "(a backend created with mtp takes none)");
     if (b->n_recurrent && n_pos != b->seq_len[seq])
         return guild_err_set(err, "snapshot: a recurrent state exists at the cache's end only (%d positions), not "
                              "at %d", b->seq_len[seq], n_pos);
@@ -81,6 +84,9 @@ int cuda_seq_load(backend_t *base, int32_t seq, const int32_t *tokens, int32_t n
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
     (void)tokens;
+    if (b->mtp)
+        return guild_err_set(err, "snapshot: the multi-token-prediction layer's hidden states are not part of one "
+                             "(a backend created with mtp takes none)");
     if (backend_state_check(b->cfg, b->kv_format, b->n_ctx, blob, size, err) < 0)
         return -1;
     backend_state_header_t h;

@@ -36,6 +36,12 @@ typedef struct cuda_layer {
 #undef CUDA_LAYER_FIELD
 } cuda_layer_t;
 
+/* The device copy of the multi-token-prediction layer's own tensors (model_mtp_layer_t, core/model/weights.h): embed,
+ * head and head_norm are the model's token_embd, output and output_norm where the file has none. */
+typedef struct cuda_mtp_tensors {
+    cuda_tensor_t eh_proj, enorm, hnorm, embed, head, head_norm;
+} cuda_mtp_tensors_t;
+
 #define CUDA_GRAPHS 40    /* graphs kept: decode and the verify steps' sizes, each with its logits rows */
 #define CUDA_GRAPH_ROWS 16 /* steps of up to this many tokens are captured (decode, and speculative verify steps
                               of up to 15 drafts; the decode attention kernel's, so the same bits at any size) */
@@ -176,6 +182,19 @@ typedef struct cuda_backend {
     uint64_t *progress;         /* backend_options_t.progress: bumped by a host function after each layer of a
                                    direct (not captured) step */
 
+    /* the multi-token-prediction layer (backend_options_t.mtp, cuda_mtp.c): block n_layer of the layer program
+     * (layers[n_layer], kv_slot[n_layer]), its routed experts resident on the device in an executor of its own;
+     * the bookkeeping is the CPU backend's (gpu-worker/dense/cpu/cpu_state.h) */
+    bool mtp;
+    cuda_mtp_tensors_t mtp_w;
+    moe_exec_t *moe_mtp;        /* owned: the "gpu" executor of the MTP block's experts (its layer 0) */
+    float *mtp_h;               /* device [n_ctx][n_embd] each position's hidden state (the last layer's output) */
+    int32_t *mtp_tok;           /* host [n_ctx] each position's token */
+    int32_t mtp_len;            /* the MTP layer's cache holds positions [0, mtp_len) */
+    int32_t mtp_next;           /* the step backend_mtp_step takes next (0 after a forward call or a truncation) */
+    float *mtp_hc;              /* device [n_embd] the last step's output: the next step's hidden state */
+    float *mtp_cat;             /* device [n_batch][2 * n_embd] the rows' normed embeddings and hidden states */
+
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */
 } cuda_backend_t;
 
@@ -190,11 +209,35 @@ static inline void *cuda_kv_v(const cuda_backend_t *b, int32_t il, int32_t seq)
     return (char *)b->v_cache + ((size_t)seq * (size_t)b->n_kv_layers + (size_t)b->kv_slot[il]) * b->v_layer_bytes;
 }
 
-/* Uploads every dense tensor of the model (cuda_weights.c). -1 with a message naming the tensor for a type
- * the kernels do not handle, or when the device is out of memory. */
+/* The blocks of the layer program: n_layer, and the MTP layer's after them with b->mtp. */
+static inline int32_t cuda_n_block(const cuda_backend_t *b)
+{
+    return b->cfg->n_layer + (b->mtp ? 1 : 0);
+}
+
+/* With b->mtp (cuda_mtp.c): the MTP layer's buffers and its experts' executor (after the weights' upload and the
+ * caches' slots). -1 with a message naming what is short or a type the device kernels do not take. */
+int cuda_mtp_setup(cuda_backend_t *b, guild_err_t *err);
+
+/* Frees what cuda_mtp_setup took; NULL-safe fields. */
+void cuda_mtp_free(cuda_backend_t *b);
+
+/* After a forward pass's layers are enqueued (x holds the last layer's output of the batch's n rows, one
+ * sequence at grp_len[0]): copies those rows into mtp_h at their positions, keeps the tokens, and resets the
+ * steps. Only enqueues on b->stream. */
+int cuda_mtp_keep(cuda_backend_t *b, int32_t n, const int32_t *tokens, guild_err_t *err);
+
+/* The MTP layer's cache after sequence 0 was cut to seq_len[0] positions. */
+void cuda_mtp_truncated(cuda_backend_t *b);
+
+/* backend_mtp_step of the CUDA backend (cuda_mtp.c). */
+int cuda_mtp_step(backend_t *base, int32_t step, int32_t token, float *logits, guild_err_t *err);
+
+/* Uploads every dense tensor of the model (cuda_weights.c), with b->mtp the MTP layer's too. -1 with a message
+ * naming the tensor for a type the kernels do not handle, or when the device is out of memory. */
 int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err);
 
-/* Runs layer il on the n tokens of the batch in b->x (the groups' positions), writing their K/V into their
+/* Runs layer il (< cuda_n_block) on the n tokens of the batch in b->x (the groups' positions), writing their K/V into their
  * sequences' caches. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
 int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
 

@@ -71,15 +71,26 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
     plan_t p = {0};
     guild_progress_t *pg = NULL; /* a line on the terminal (core/util/progress.h) */
     int rc = -1;
-    b->layers = calloc((size_t)w->n_layer, sizeof *b->layers);
+    const int32_t n_block = cuda_n_block(b);
+    b->layers = calloc((size_t)n_block, sizeof *b->layers);
     if (!b->layers)
         return guild_err_set(err, "cuda backend: out of memory");
     if (plan_add(&p, &w->token_embd, &b->token_embd, true, err) < 0 ||
         plan_add(&p, &w->output_norm, &b->output_norm, false, err) < 0 ||
         plan_add(&p, &w->output, &b->output, true, err) < 0)
         goto out;
-    for (int32_t il = 0; il < w->n_layer; il++) {
-        const model_layer_t *L = &w->layers[il];
+    if (b->mtp) {
+        const model_mtp_layer_t *M = &w->mtp[0];
+        cuda_mtp_tensors_t *D = &b->mtp_w;
+        if (plan_add(&p, &M->eh_proj, &D->eh_proj, true, err) < 0 ||
+            plan_add(&p, &M->enorm, &D->enorm, false, err) < 0 || plan_add(&p, &M->hnorm, &D->hnorm, false, err) < 0 ||
+            plan_add(&p, &M->embed_tokens, &D->embed, true, err) < 0 ||
+            plan_add(&p, &M->head, &D->head, true, err) < 0 ||
+            plan_add(&p, &M->head_norm, &D->head_norm, false, err) < 0)
+            goto out;
+    }
+    for (int32_t il = 0; il < n_block; il++) {
+        const model_layer_t *L = model_block(w, il);
         cuda_layer_t *D = &b->layers[il];
 #define UPLOAD(name, kind)                                                                                       \
     if (plan_add(&p, &L->name, &D->name, (kind) == MODEL_TENSOR_MATRIX, err) < 0)                                \
@@ -98,6 +109,15 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err)
                        err) < 0)
             goto out;
         guild_progress_add(pg, p.u[i].bytes);
+    }
+    if (b->mtp) { /* the MTP layer's embedding, head and head norm default to the model's */
+        cuda_mtp_tensors_t *D = &b->mtp_w;
+        if (!D->embed.d)
+            D->embed = b->token_embd;
+        if (!D->head.d)
+            D->head = b->output;
+        if (!D->head_norm.d)
+            D->head_norm = b->output_norm;
     }
     rc = 0;
 out:

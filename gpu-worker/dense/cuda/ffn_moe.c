@@ -13,10 +13,14 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const bool shared = lp->ffn->opts & (MODEL_FFN_SHEXP_GATED | MODEL_FFN_SHEXP);
     const bool gated = lp->ffn->opts & MODEL_FFN_SHEXP_GATED;
     cudaStream_t s = b->stream;
+    /* the MTP layer's block (il == n_layer): its experts in an executor of their own, as its layer 0, and no
+     * routing counts (they are the model's layers') */
+    const bool mtp = il >= c->n_layer;
+    moe_exec_t *ex = mtp ? b->moe_mtp : b->moe;
     if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
-        (b->route_counts && cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert,
-                                             s, err) < 0) ||
-        moe_exec_submit(b->moe, il, n, b->xn, b->ids, s, err) < 0)
+        (b->route_counts && !mtp &&
+         cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert, s, err) < 0) ||
+        moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0)
         return -1;
     if (shared) {
         const int64_t F = c->n_ff_shexp;
@@ -28,7 +32,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
             return -1;
     }
     const float *y = NULL;
-    if (moe_exec_collect(b->moe, &y, s, err) < 0)
+    if (moe_exec_collect(ex, &y, s, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
     return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K, E, s,
                             err);
