@@ -56,11 +56,6 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
     s->single_process = o->single_process;
     s->cfg = model_config(m);
     s->stats = o->stats;
-    if (o->mtp && !o->single_process) {
-        free(s);
-        return guild_err_set(err, "--spec mtp: the multi-token-prediction layer runs in the backend of this "
-                             "process: add --single-process (the GPU worker does not run it yet)");
-    }
     /* the plan first: it chooses the chunk every stage is sized for */
     if (stack_plan_make(&s->plan, o, m, err) < 0)
         goto fail;
@@ -80,7 +75,7 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
                                       .count_routing = o->stats || o->record_routing ||
                                                        (s->plan.on && s->plan.gpu.n_resident_experts > 0),
                                       .check_finite = o->gpu.check_finite, .kv_type = o->gpu.kv_type,
-                                      .n_seq = o->n_seq, .mtp = o->mtp,
+                                      .n_seq = o->n_seq, .mtp = o->gpu.mtp,
                                       .plan = s->plan.on ? &s->plan.gpu : NULL};
         /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
          * guild-stager process: no supervisor here runs one) */

@@ -356,6 +356,41 @@ static int remote_seq_load(backend_t *b, int32_t q, const int32_t *tokens, int32
     return 0;
 }
 
+/* A step of the GPU worker's multi-token-prediction layer (ipc/step.h GUILD_STEP_MTP), its cache first made the
+ * coordinator's view of sequence 0 (refilled after a loss; `keep` cuts what a truncation left). A GPU worker lost
+ * between two steps of a draft takes the earlier steps with it: the later step fails with the worker's reason. */
+static int remote_mtp_step(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err)
+{
+    remote_t *r = (remote_t *)b;
+    rseq_t *sq = &r->sq[0];
+    if (token < 0 || token >= r->o.n_vocab)
+        return guild_err_set(err, "mtp: token id %d is out of range (vocabulary of %d)", token, r->o.n_vocab);
+    if (current_worker(r, err) < 0)
+        return -1;
+    int rc = sq->gpu_len < sq->kv_len ? replay(r, 0, err) : 0;
+    if (rc == 0) {
+        r->st->tokens[0] = token;
+        guild_step_request_t req = {.flags = GUILD_STEP_MTP, .keep = sq->kv_len, .n_tokens = 1, .state_n = step};
+        rc = ring(r, &req, err);
+    }
+    if (rc > 0) {
+        r->epoch = 0;
+        return guild_err_set(err, "mtp: the GPU worker was lost during a step");
+    }
+    if (rc < 0)
+        return -1;
+    const guild_step_response_t *resp = &r->st->sh->resp;
+    if (resp->status != GUILD_STEP_OK) {
+        char msg[GUILD_STEP_MESSAGE_MAX];
+        memcpy(msg, resp->message, sizeof msg);
+        msg[sizeof msg - 1] = '\0';
+        return guild_err_set(err, "%s", msg);
+    }
+    r->stats.requests++;
+    memcpy(logits, r->st->logits, (size_t)r->o.n_vocab * sizeof *logits);
+    return 0;
+}
+
 static int32_t remote_seq_kv_len(const backend_t *b, int32_t q)
 {
     return ((const remote_t *)b)->sq[q].kv_len;
@@ -425,6 +460,7 @@ static const backend_ops_t remote_ops = {
     .destroy = remote_destroy,
     .stats = remote_stats,
     .routing = remote_routing,
+    .mtp_step = remote_mtp_step,
 };
 
 int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt, guild_err_t *err)

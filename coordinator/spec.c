@@ -221,7 +221,7 @@ void spec_stack_options(spec_options_t *o, stack_options_t *st)
     if (o->kind == SPEC_NONE)
         return;
     if (o->kind == SPEC_MTP)
-        st->mtp = true;
+        st->gpu.mtp = true;
     if (st->gpu.max_out < o->max + 1)
         st->gpu.max_out = o->max + 1;
 }

@@ -19,9 +19,10 @@
  *          draft model then drafts the target's own tokens (the backend is batch-invariant, backend.h).
  *   mtp    the first multi-token-prediction layer of architectures that ship one (deepseek2, glm4moe; qwen35moe's
  *          gated delta net state cannot be truncated back, so spec is refused there), run by the target's own
- *          backend (backend_mtp_step, created with backend_options_t.mtp: --single-process): step 0 from the
- *          hidden state of the cache's last position and the pending token, each next step chained on the
- *          previous one's output and draft; greedy drafts (the argmax), stopped below --spec-min-p. */
+ *          backend (backend_mtp_step, created with backend_options_t.mtp: the cpu and cuda backends, in this
+ *          process or the GPU worker's, ipc/step.h GUILD_STEP_MTP): step 0 from the hidden state of the cache's
+ *          last position and the pending token, each next step chained on the previous one's output and draft;
+ *          greedy drafts (the argmax), stopped below --spec-min-p. */
 #ifndef GUILD_COORDINATOR_SPEC_H
 #define GUILD_COORDINATOR_SPEC_H
 
@@ -153,8 +154,7 @@ void spec_drafter_destroy(spec_drafter_t **d);
 /* The --help lines of the flags. */
 #define SPEC_FLAGS_HELP                                                                                         \
     "      --spec KIND         speculative decoding: none (default), ngram (prompt lookup), draft (a draft\n"    \
-    "                          model, --draft-model), mtp (the model's multi-token-prediction layer;\n"      \
-    "                          --single-process)\n"                                                           \
+    "                          model, --draft-model), mtp (the model's multi-token-prediction layer)\n"      \
     "      --spec-max K        most drafted tokens per verify step (default 4, at most 16)\n"                  \
     "      --spec-min-p P      draft, mtp: stop drafting when the drafter's probability of its token is\n"    \
     "                          below P (default 0: off)\n"                                                     \
@@ -169,7 +169,8 @@ void spec_drafter_destroy(spec_drafter_t **d);
 int spec_flag(spec_options_t *o, const char *name, const char *arg, guild_err_t *err);
 
 /* What speculative decoding needs of the stack: logits rows for a whole verify step in one GPU-worker request
- * (gpu.max_out >= max + 1), and with mtp the backend's multi-token-prediction layer (stack_options_t.mtp). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
+ * (gpu.max_out >= max + 1), and with mtp the backend's multi-token-prediction layer (gpu.mtp: the GPU worker's
+ * backend, or this process's). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
  * backends give a verify step's rows the bits of plain decode (the cuda backend is batch-invariant up to
  * CUDA_DECODE_ROWS rows, gpu-worker/dense/backend.h), so greedy ids are --spec none's. */
 void spec_stack_options(spec_options_t *o, stack_options_t *st);

@@ -24,8 +24,6 @@ typedef struct stack_options {
     int32_t n_batch;         /* most tokens per forward pass (the command's --batch, at most n_ctx; 0: auto, the
                                 stack's plan chooses: coordinator/stack_plan.h) */
     int32_t n_seq;           /* sequences the backend holds, n_ctx positions each (guild serve --parallel); 0: 1 */
-    bool mtp;                /* the backend runs the model's multi-token-prediction layer (--spec mtp,
-                                coordinator/spec.h; backend_options_t.mtp): in a single process only */
     bool stats;              /* --stats: count the routing per (layer, expert) (coordinator/expert_stats.h), every
                                 token through the last layer too, and the GPU plan's hit rate */
     const char *record_routing; /* --record-routing FILE: add the routing counts to this profile at the end

@@ -253,6 +253,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   .n_seq = o.n_seq,
                                   .progress = &g->step.sh->progress,
                                   .kv_type = o.kv_type,
+                                  .mtp = o.mtp,
                                   .plan = planned ? &plan : NULL};
     /* the streamed experts' sources: the CPU workers' own copies */
     if (a->n_expert_stores && o.cuda.stager == CUDA_STAGER_SHARED && gpu_worker_options_backend_config(&o)) {
@@ -359,6 +360,19 @@ static int state_chunk(gpu_worker_t *g, uint64_t seq, const guild_step_request_t
     return rc;
 }
 
+/* A step of the backend's multi-token-prediction layer (GUILD_STEP_MTP): the cache cut to `keep` first when it
+ * holds more (a cut resets the steps, so an equal length is left alone). -1 with err. */
+static int mtp_step(gpu_worker_t *g, uint64_t seq, const guild_step_request_t *req, guild_err_t *err)
+{
+    if (req->n_tokens != 1 || req->keep < 1 || req->keep > backend_kv_len(g->be))
+        return guild_err_set(err, "step request %llu: a multi-token-prediction step of %d tokens after %d positions "
+                             "(the cache holds %d)", (unsigned long long)seq, req->n_tokens, req->keep,
+                             backend_kv_len(g->be));
+    if (req->keep < backend_kv_len(g->be))
+        backend_kv_truncate(g->be, req->keep);
+    return backend_mtp_step(g->be, req->state_n, g->step.tokens[0], g->step.logits, err);
+}
+
 /* Runs the request in the step region and fills the response. */
 static void serve_one(gpu_worker_t *g, uint64_t seq)
 {
@@ -378,6 +392,9 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
                       (unsigned long long)req.seq, (unsigned long long)seq);
     } else if (req.flags & (GUILD_STEP_SAVE | GUILD_STEP_LOAD)) {
         if (state_chunk(g, seq, &req, resp, &err) == 0)
+            status = GUILD_STEP_OK;
+    } else if (req.flags & GUILD_STEP_MTP) {
+        if (mtp_step(g, seq, &req, &err) == 0)
             status = GUILD_STEP_OK;
     } else if (req.n_tokens < 1 || req.n_tokens > g->max_tokens || req.n_out < 0 || req.n_out > g->max_out ||
                req.n_out > req.n_tokens) {

@@ -49,6 +49,7 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     m->count_routing = o->count_routing;
     m->no_check_finite = !o->check_finite;
     m->kv_type = (uint32_t)o->kv_type;
+    m->mtp = o->mtp;
     guild__gpu_plan__init(&msg->plan);
     if (o->plan.given) {
         Guild__GpuPlan *p = &msg->plan;
@@ -105,6 +106,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
         return guild_err_set(err, "GPU worker options: KV cache format %u is not one this worker knows (0 the "
                              "backend's, 1 f32, 2 f16, 3 q8_0, 4 q4_0, 5 k8v4)", m->kv_type);
     o->kv_type = (int32_t)m->kv_type;
+    o->mtp = m->mtp;
     if (plan_from_proto(o, m, err) < 0)
         return -1;
     const Guild__CudaOptions *c = m->cuda;
@@ -172,8 +174,9 @@ void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_
 {
     static const char *stager[] = {"none", "thread", "process", "pin", "shared"};
     int k = snprintf(buf, n, "backend %s, ctx %d, batch %d, %d logits rows, %d threads, non-finite check %s, "
-                     "KV %s", o->backend ? o->backend : "?", o->n_ctx, o->n_batch, o->max_out, o->n_threads,
-                     o->check_finite ? "on" : "off", kv_type_name(o->kv_type));
+                     "KV %s%s", o->backend ? o->backend : "?", o->n_ctx, o->n_batch, o->max_out, o->n_threads,
+                     o->check_finite ? "on" : "off", kv_type_name(o->kv_type),
+                     o->mtp ? ", the multi-token-prediction layer" : "");
     if (k < 0 || (size_t)k >= n || !gpu_worker_options_backend_config(o))
         return;
     const cuda_config_t *c = &o->cuda;

@@ -32,6 +32,8 @@ typedef struct gpu_worker_options {
     cuda_config_t cuda;     /* backend "cuda"'s own settings */
     bool count_routing;     /* its backend counts the routing per (layer, expert) (backend_options_t.count_routing) */
     bool check_finite;      /* its backend checks for NaN and infinity (backend_options_t.check_finite; --check-finite) */
+    bool mtp;               /* its backend runs the model's multi-token-prediction layer (backend_options_t.mtp;
+                               --spec mtp, coordinator/spec.h): a single process's own backend too */
     int32_t kv_type;        /* its backend's KV cache format (backend_options_t.kv_type, KV_TYPE_*; --kv-type) */
     /* The coordinator's GPU memory plan (gpu-worker/dense/gpu_plan.h), which the backend follows instead of planning
      * again: its decisions (gpu_plan_import makes the plan of them and the model). */

@@ -21,6 +21,11 @@
  * chunk with the snapshot's size, until the coordinator has it all; LOAD requests bring the chunks in order, and
  * the one that completes the snapshot restores it. Such requests carry no tokens.
  *
+ * A step of the multi-token-prediction layer (GUILD_STEP_MTP: backend_mtp_step of a backend created with it) takes
+ * the draft's token in tokens[0] (n_tokens 1) and the step's number in state_n; `keep` is the coordinator's length
+ * of the cache, to which the GPU worker cuts a longer one first (the rejected drafts of a verify step); the
+ * logits come back in row 0.
+ *
  * `abort` is rung by the coordinator to make the GPU worker give up the request of that number (or lower)
  * while it waits on the expert workers (a CPU worker that cannot be brought back); the response then says
  * why.
@@ -38,7 +43,7 @@
 #include "core/util/err.h"
 #include "ipc/doorbell.h"
 
-#define GUILD_STEP_MAGIC UINT64_C(0x33504554534C4447) /* "GDLSTEP3" in memory order */
+#define GUILD_STEP_MAGIC UINT64_C(0x34504554534C4447) /* "GDLSTEP4" in memory order */
 #define GUILD_STEP_MESSAGE_MAX 1024                   /* bytes of a response's error message, NUL included */
 
 /* Geometry, fixed for the life of the arena. */
@@ -58,6 +63,8 @@ typedef enum guild_step_status {
 #define GUILD_STEP_SEQS 1 /* rows of several sequences */
 #define GUILD_STEP_SAVE 2 /* a chunk of a snapshot of sequence state_seq's first state_n positions, from offset */
 #define GUILD_STEP_LOAD 4 /* a chunk of a snapshot to restore into sequence state_seq (state_n positions) */
+#define GUILD_STEP_MTP 8  /* a step (state_n) of the multi-token-prediction layer with token tokens[0], the cache
+                             cut to keep positions first */
 
 /* Request fields; the coordinator writes them before ringing request. */
 typedef struct guild_step_request {
@@ -68,7 +75,7 @@ typedef struct guild_step_request {
     int32_t flags;    /* GUILD_STEP_SEQS: the rows' sequences and positions are in seq_ids[] and positions[]; keep
                          is unused; GUILD_STEP_SAVE, GUILD_STEP_LOAD: a snapshot chunk (n_tokens 0) */
     int32_t state_seq;     /* SAVE, LOAD: the sequence */
-    int32_t state_n;       /* SAVE, LOAD: its positions in the snapshot */
+    int32_t state_n;       /* SAVE, LOAD: its positions in the snapshot; MTP: the step */
     uint64_t state_offset; /* SAVE, LOAD: the chunk's first byte in the snapshot */
     uint64_t state_total;  /* LOAD: the snapshot's bytes */
     uint64_t chunk_bytes;  /* LOAD: the chunk's bytes, at the start of the logits area */

@@ -2,8 +2,9 @@
 # guild run --spec mtp (the model's multi-token-prediction layer drafts, coordinator/spec_mtp.c): greedy ids, text
 # and logits rows equal --spec none's over 64 tokens at K = 1, 2, 4, 8 and with --spec-min-p, on deepseek2 and
 # glm4moe files with an MTP layer (Q8_0 and F32), with the counters printed; guild bench run --spec mtp writes them
-# in its JSON; refused with the reason: a model without an MTP layer, the multi-process pipeline, a qwen35moe (its
-# gated delta net state cannot be truncated back).
+# in its JSON; through the multi-process pipeline (the GPU worker's backend runs the layer, ipc/step.h
+# GUILD_STEP_MTP) the same ids, text and logits; refused with the reason: a model without an MTP layer, a qwen35moe
+# (its gated delta net state cannot be truncated back).
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -40,7 +41,7 @@ for arch in deepseek2 glm4moe; do
         run() { # name, extra args...
             name=$1
             shift
-            "$G" run -m "$m" -p "$PROMPT" -n 64 --ignore-eos --temp 0 --threads 1 --batch 16 --single-process \
+            "$G" run -m "$m" -p "$PROMPT" -n 64 --ignore-eos --temp 0 --threads 1 --batch 16 \
                 --ids-out "$T/$name.ids" --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" ||
                 { cat "$T/$name.err"; fail "guild run $arch $ty $*"; }
             [ "$name" = none ] && return
@@ -50,11 +51,12 @@ for arch in deepseek2 glm4moe; do
             stat_line "$name" | grep -q " 0 drafted" && fail "$arch $ty, $name: nothing drafted"
             echo "$arch $ty $name: $(stat_line "$name" | sed 's/.*speculative: //')"
         }
-        run none
+        run none --single-process
         for k in 1 2 4 8; do
-            run "mtp$k" --spec mtp --spec-max $k
+            run "mtp$k" --single-process --spec mtp --spec-max $k
         done
-        run mtp-p --spec mtp --spec-max 8 --spec-min-p 0.5
+        run mtp-p --single-process --spec mtp --spec-max 8 --spec-min-p 0.5
+        [ $ty = Q8_0 ] && run mtp-pipeline --cpu-workers 2 --spec mtp --spec-max 4
     done
 done
 "$G" bench run -m "$T/glm4moe-Q8_0.gguf" --populate 32,48 --gen 16 --runs 1 --single-process --backend cpu \
@@ -78,7 +80,6 @@ refused() { # model, expected message, args...
     { cat "$T/mk.log"; fail "guild-mkmodel glm4moe without --nextn"; }
 refused "$T/none.gguf" "--spec mtp: this glm4moe model has no multi-token-prediction layer" --single-process \
     --spec mtp
-refused "$T/glm4moe-Q8_0.gguf" "add --single-process" --spec mtp --cpu-workers 1
 "$MK" --arch qwen35moe --layers 2 --full-attn-interval 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 \
     --experts 4 --experts-used 2 --expert-ff 32 --ctx 256 --type Q8_0 --seed 11 --nextn 1 -q -o "$T/q35.gguf" \
     >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel --arch qwen35moe --nextn 1"; }

@@ -5,6 +5,9 @@
 # its own draft model on the CUDA backend (--draft-backend cuda) drafts the target's own tokens and accepts 100%.
 # Also: the multi-process pipeline gives the single-process tokens and logits with --spec, a sampled run with a
 # seed is the same twice, and a draft model on the CPU backend (F16 weights, another model) changes nothing.
+# --spec mtp (the model's multi-token-prediction layer on the GPU, gpu-worker/dense/cuda/cuda_mtp.c): greedy ids
+# and logits equal --spec none's at several K on glm4moe and deepseek2 files with one, in this process and in the
+# multi-process pipeline's GPU worker, acceptance printed.
 # SKIP (77) without a CUDA device.
 set -u
 B=${GUILD_BUILDDIR:-.}
@@ -17,10 +20,11 @@ for ty in Q4_K F16; do
 done
 prompt="one two three four, one two three four, one two three four, one two three"
 fails=0
-run() { # NAME ARGS...
+model=$tmp/Q4_K.gguf
+run() { # NAME ARGS... (of $model)
     name=$1
     shift
-    if ! "$B/guild" run -m "$tmp/Q4_K.gguf" -p "$prompt" -n 48 --ignore-eos --backend cuda --threads 2 \
+    if ! "$B/guild" run -m "$model" -p "$prompt" -n 48 --ignore-eos --backend cuda --threads 2 \
         --ids-out "$tmp/$name.ids" --logits-out "$tmp/$name.bin" "$@" >/dev/null 2>"$tmp/$name.err"; then
         if grep -q "no CUDA device" "$tmp/$name.err"; then
             echo "SKIP: no CUDA device"
@@ -69,5 +73,23 @@ run mp-self --temp 0 --cpu-workers 2 --spec draft --draft-model "$tmp/Q4_K.gguf"
     all_accepted mp-self "self-draft with the multi-process pipeline, K = 4"
 run s1 --temp 0.9 --seed 7 --single-process --spec ngram --spec-max 4 &&
     run s2 --temp 0.9 --seed 7 --single-process --spec ngram --spec-max 4 && same s1 s2 "--spec ngram, sampled: reproducible"
+for arch in glm4moe deepseek2; do
+    case $arch in
+    glm4moe) extra="--expert-groups 4 --groups-used 2 --qk-norm --head-dim 64" ;;
+    deepseek2) extra="--expert-groups 4 --groups-used 2 --q-lora 64 --kv-lora 64 --head-dim 64" ;;
+    esac
+    model=$tmp/$arch.gguf
+    # shellcheck disable=SC2086
+    "$B/tools/guild-mkmodel" --arch $arch --layers 3 --embd 256 --heads 4 --kv-heads 2 --experts 16 --experts-used 4 \
+        --expert-ff 256 --vocab 600 --ctx 512 --seed 5 --type Q8_0 --nextn 1 -q $extra -o "$model" ||
+        { echo "FAIL: guild-mkmodel --arch $arch --nextn 1"; exit 1; }
+    run $arch-none --temp 0 --single-process || continue
+    for k in 1 3 8; do
+        run $arch-mtp$k --temp 0 --single-process --spec mtp --spec-max $k &&
+            same $arch-none $arch-mtp$k "--spec mtp on the GPU ($arch), K = $k: --spec none's ids and logits ($(stats $arch-mtp$k))"
+    done
+    run $arch-mtp-mp --temp 0 --cpu-workers 2 --spec mtp --spec-max 4 &&
+        same $arch-none $arch-mtp-mp "--spec mtp in the GPU worker ($arch), K = 4: --spec none's ids and logits ($(stats $arch-mtp-mp))"
+done
 [ $fails -eq 0 ] || exit 1
 echo "PASS: spec_cuda"
