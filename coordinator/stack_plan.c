@@ -49,6 +49,7 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
         .copy_path = path,
         .routing = sp->routing ? sp->routing->count : NULL,
         .routing_name = sp->routing ? o->routing_path : NULL,
+        .mtp = o->gpu.mtp,
     };
     if (gpu_plan_compute(&sp->gpu, m, &po, err) < 0) {
         routing_profile_destroy(&sp->routing);

@@ -195,6 +195,49 @@ START_TEST(test_bias_buffers)
 }
 END_TEST
 
+/* The multi-token-prediction layer (options' mtp, the CUDA backend's cuda_mtp.c): a glm4moe shape with one (4
+ * layers, 3 of them MoE) counts its weights, every expert of it and every position's hidden state apart (p.mtp, in
+ * the total); under a budget that held every expert of the model without it, the plan makes room for it by keeping
+ * fewer experts resident; a budget that holds the dense part but not the layer is refused, naming it. */
+START_TEST(test_mtp)
+{
+    guild_err_t err = {{0}};
+    fx_t f;
+    tiny_spec_t s = tiny_spec("glm4moe");
+    s.n_layer = 4;
+    s.n_mtp = 1;
+    fx_open_spec(&f, &s);
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
+    gpu_plan_t p, q;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    o.mtp = true;
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    const uint64_t E = (uint64_t)s.n_embd, X = (uint64_t)s.n_expert, F = (uint64_t)s.n_ff_exp;
+    ck_assert_uint_eq(p.mtp, 0);
+    ck_assert_uint_ge(q.mtp, 3 * X * E * F * 4 + 64 * E * 4); /* F32 experts, 64 hidden states */
+    ck_assert_uint_eq(gpu_plan_total(&q) - gpu_plan_total(&p), q.mtp);
+    ck_assert_int_eq(q.n_resident_experts, p.n_resident_experts);
+    const uint64_t budget = GPU_PLAN_RESERVE + gpu_plan_total(&p);
+    gpu_plan_fini(&p);
+    gpu_plan_fini(&q);
+    o.budget = budget;
+    o.mtp = false;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    o.mtp = true;
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(p.n_resident_experts, (int64_t)X * (s.n_layer - s.n_dense_lead));
+    ck_assert_uint_le(gpu_plan_total(&q), budget);
+    ck_assert_int_lt(q.n_resident_experts, p.n_resident_experts);
+    o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + q.mtp / 2;
+    gpu_plan_fini(&p);
+    gpu_plan_fini(&q);
+    ck_assert_int_eq(gpu_plan_compute(&q, f.m, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "the multi-token-prediction layer"), "%s",
+                  err.msg);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     fx_t f;
@@ -649,6 +692,7 @@ int main(void)
     tcase_add_test(tc, test_hybrid_cache);
     tcase_add_test(tc, test_mla_buffers);
     tcase_add_test(tc, test_bias_buffers);
+    tcase_add_test(tc, test_mtp);
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);

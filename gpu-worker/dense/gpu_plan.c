@@ -135,6 +135,8 @@ typedef struct facts {
     double *dflop;                  /* [L] the dense part's matrix products per token */
     double attn_flop;               /* attention per token and position attended (scores and values) */
     int32_t n_computable;
+    uint64_t mtp_weights;           /* the first MTP layer's tensors and every expert of it, as the device holds them */
+    uint64_t mtp_act;               /* its widest quantized activation row beyond `widest` (eh_proj's 2 * n_embd) */
 } facts_t;
 
 static void facts_fini(facts_t *f)
@@ -192,6 +194,24 @@ static int facts_init(facts_t *f, const model_t *m, guild_err_t *err)
             f->umax = f->umat[il] > f->umax ? f->umat[il] : f->umax;
             f->dmax = f->dmat[il] > f->dmax ? f->dmat[il] : f->dmax;
         }
+    }
+    if (w->n_mtp > 0) { /* what the CUDA backend uploads of it (cuda_weights.c, cuda_mtp.c) */
+        const model_mtp_layer_t *M = &w->mtp[0];
+        const model_layer_t *L = &M->block;
+        const model_tensor_t *own[] = {&M->eh_proj, &M->enorm, &M->hnorm, &M->embed_tokens, &M->head, &M->head_norm};
+        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+            f->mtp_weights += round_up(tensor_bytes(own[i]), ALIGN);
+#define DENSE(name, kind) &L->name,
+        const model_tensor_t *all[] = {MODEL_LAYER_DENSE_TENSORS(DENSE)};
+#undef DENSE
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            f->mtp_weights += round_up(tensor_bytes(all[i]), ALIGN);
+        const uint64_t N = (uint64_t)c->n_expert;
+        if (L->gate_exps.data)
+            f->mtp_weights += round_up(N * L->gate_exps.mat_bytes, ALIGN) +
+                              round_up(N * L->up_exps.mat_bytes, ALIGN) + round_up(N * L->down_exps.mat_bytes, ALIGN);
+        const uint64_t a = act_row(M->eh_proj.type, M->eh_proj.ne[0]);
+        f->mtp_act = a > f->widest ? a - f->widest : 0;
     }
     f->flop = gpu_cost_pair_flop(c->n_embd, c->n_ff_exp);
     f->attn_flop = 4.0 * (double)c->n_head * (double)(c->head_dim > 0 ? c->head_dim : 0);
@@ -569,9 +589,22 @@ static uint64_t kv_rows_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv
     return all;
 }
 
-/* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not. */
+/* The first multi-token-prediction layer on the device for chunks of NB tokens (cuda_mtp.c): its weights and
+ * experts, a cache slot of n_ctx positions, every position's hidden state, its input rows, its experts' working
+ * buffers and the wider activation rows of its projection. */
+static uint64_t mtp_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx, int32_t kv_type)
+{
+    const model_config_t *c = f->c;
+    uint64_t slot = 0;
+    kv_rows_bytes(c, n_ctx, kv_type, &slot);
+    const uint64_t E = (uint64_t)c->n_embd, fl = 4;
+    return f->mtp_weights + slot + (uint64_t)n_ctx * E * fl + NB * 2 * E * fl + E * fl + NB * f->mtp_act +
+           (c->n_expert > 0 ? expert_buffers_bytes(f, NB) : 0);
+}
+
+/* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not, with the MTP layer or not. */
 static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
-                       int32_t NB, bool kv_host)
+                       int32_t NB, bool kv_host, bool mtp)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
@@ -591,6 +624,7 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
     p->n_batch = NB;
     p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB) +
                  mla_buffers_bytes(c, (uint64_t)NB, n_ctx);
+    p->mtp = mtp && f->mtp_weights ? mtp_bytes(f, (uint64_t)NB, n_ctx, kv_type) : 0;
     p->experts_all = 0;
     for (int32_t il = 0; il < f->L; il++)
         p->experts_all += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
@@ -600,8 +634,8 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host);
-    return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers;
+    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp);
+    return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp;
 }
 
 /* Predicted ns the attention spends reading the cache over the reference request: each prefill chunk of its prompt
@@ -910,9 +944,11 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     if (!fits_any) {
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo, false);
-        const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers;
-        char host[160] = "";
+        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp);
+        const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers + t.mtp;
+        char host[160] = "", mtp[96] = "";
+        if (t.mtp)
+            snprintf(mtp, sizeof mtp, ", the multi-token-prediction layer %.2f GiB", (double)t.mtp / GiB);
         if (n_place == 2)
             snprintf(host, sizeof host, "; with its rows in host RAM the GPU still needs %.2f GiB",
                      (double)fixed_bytes(&f, o, lo, true) / GiB);
@@ -920,11 +956,11 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
             snprintf(host, sizeof host, "; this backend keeps the cache in GPU memory only");
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
                       "(%s) for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context ~%.2f "
-                      "GiB) and does not fit%s; lower --ctx%s%s, or raise --gpu-mem (%.2f GiB also streams the "
+                      "GiB%s) and does not fit%s; lower --ctx%s%s, or raise --gpu-mem (%.2f GiB also streams the "
                       "experts)",
                       (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
                       kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
-                      host, lo > 1 ? " or --batch" : "", compact,
+                      mtp, host, lo > 1 ? " or --batch" : "", compact,
                       (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
                                (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
         goto done;
@@ -933,7 +969,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host);
+    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host, o->mtp);
     kv_read_ns(&pl, best.chunk, best.kv_host, &p->pred_kv_ms);
     p->pred_kv_ms /= 1e6;
     kv_why(p, &pl, best.chunk, n_place == 2, lo, compact);
@@ -1068,7 +1104,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, false);
+    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, false, false);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);
@@ -1092,7 +1128,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     plan_layers(p, &f);
     p->expert_buffers = stage_slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)n_batch) : 0;
     if (budget && gpu_plan_total(p) > budget && gpu_plan_kv_host_possible(f.c)) /* gpu_plan_compute's choice */
-        plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, true);
+        plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, true, false);
     plan_hit_rate(p, &f, NULL);
     layer_whys(p, m, &f);
     snprintf(p->why_kv, sizeof p->why_kv, "%s (the coordinator's plan)", p->kv_host ? "in host RAM" : "in GPU memory");
@@ -1150,7 +1186,8 @@ uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p)
 
 uint64_t gpu_plan_total(const gpu_plan_t *p)
 {
-    return p->reserve + p->dense + p->kv + p->kv_stage + p->buffers + p->expert_buffers + p->staging + p->experts;
+    return p->reserve + p->dense + p->kv + p->kv_stage + p->buffers + p->expert_buffers + p->staging + p->experts +
+           p->mtp;
 }
 
 void gpu_plan_print(const gpu_plan_t *p, FILE *out)
@@ -1169,6 +1206,8 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
             (double)p->buffers / G, p->n_batch);
     if (p->reserve)
         fprintf(out, ", CUDA context ~%.2f GiB", (double)p->reserve / G);
+    if (p->mtp)
+        fprintf(out, ", the multi-token-prediction layer %.2f GiB", (double)p->mtp / G);
     fprintf(out, "\n  routed experts: %d of %d layers resident on the GPU, %lld experts in all (%.2f of %.2f GiB, "
             "buffers %.2f GiB)", p->n_resident, p->n_layer, (long long)p->n_resident_experts,
             (double)p->experts / G, (double)p->experts_all / G, (double)p->expert_buffers / G);

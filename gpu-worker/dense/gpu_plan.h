@@ -101,6 +101,9 @@ typedef struct gpu_plan_options {
     gpu_copy_path_t copy_path; /* how streamed experts are copied (for the default copy rate) */
     const uint64_t *routing;   /* [n_layer][n_expert] routed pairs of a routing profile, or NULL */
     const char *routing_name;  /* where it came from, for the why (may be NULL) */
+    bool mtp;                  /* the backend runs the model's first multi-token-prediction layer
+                                  (backend_options_t.mtp): its dense weights, every routed expert of it, a cache slot
+                                  and every position's hidden state on the device (the CUDA backend's cuda_mtp.c) */
     int32_t ref_prompt;        /* the reference request the plan minimises the predicted time of: a prompt of */
     int32_t ref_gen;           /* ref_prompt tokens, then ref_gen generated; 0: min(n_ctx, 16384) and 256 */
 } gpu_plan_options_t;
@@ -128,6 +131,8 @@ typedef struct gpu_plan {
     double pred_kv_ms;         /* predicted: the attention's reads of the cache per generated token of the
                                   reference request, ms */
     uint64_t buffers;          /* activations, logits, exchange staging (for n_batch tokens) */
+    uint64_t mtp;              /* the options' mtp: the multi-token-prediction layer's weights, experts, cache slot,
+                                  hidden states and buffers (0: none) */
     uint64_t expert_buffers;   /* working buffers of the device experts (0 when none runs there) */
     uint64_t staging;          /* stage_slots * stage_slot_bytes */
     uint64_t experts;          /* resident expert weights */
@@ -175,7 +180,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
 /* A plan decided elsewhere (the coordinator's, carried to a GPU worker): n_batch, the staging slots, and the
  * resident experts (expert_resident[n_layer * n_expert], 0/1) for model m; the sizes are computed again from
  * m, the layers' modes from the resident sets and the staging, the KV cache in host RAM when it does not fit
- * beside them (as gpu_plan_compute decides). -1 with a message when the decisions do not
+ * beside them (as gpu_plan_compute decides; the multi-token-prediction layer's bytes are not counted: a plan
+ * computed with the options' mtp left room for them). -1 with a message when the decisions do not
  * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
  * than the budget) or on out of memory. */
 int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
