@@ -1,7 +1,11 @@
-/* Tests for core/util/pool: every task runs exactly once, for any thread count, many jobs back to back. */
+/* Tests for core/util/pool: every task runs exactly once, for any thread count, many jobs back to back; a pool
+ * whose threads outnumber its cores says so (guild_pool_shared) and still runs every task once. */
+#include "config.h"
+
 #include "core/util/pool.h"
 
 #include <check.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +66,46 @@ START_TEST(test_every_task_once)
 }
 END_TEST
 
+/* The CPUs this process may run on, and the first of them. */
+static int allowed_cpus(int *first)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    *first = -1;
+    for (int c = 0; c < CPU_SETSIZE && *first < 0; c++)
+        if (CPU_ISSET(c, &set))
+            *first = c;
+    return CPU_COUNT(&set);
+}
+
+static bool pool_shared(int n_threads, const int *cpus)
+{
+    guild_pool_t *p = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(guild_pool_new(&p, n_threads, cpus, &err) == 0, "%s", err.msg);
+    const bool shared = guild_pool_shared(p);
+    guild_pool_destroy(&p);
+    return shared;
+}
+
+START_TEST(test_shared_cores)
+{
+    int c0;
+    const int n = allowed_cpus(&c0);
+    ck_assert(!pool_shared(1, NULL));
+    ck_assert(!pool_shared(n, NULL));
+    ck_assert(pool_shared(n + 1, NULL));
+    ck_assert(!pool_shared(1, (int[]){c0}));
+    ck_assert(pool_shared(2, (int[]){c0, c0}));
+    /* oversubscribed: the short spins still run every task exactly once, with the same results */
+    double a[257], b[257];
+    run_jobs(1, 300, a);
+    run_jobs(2 * n + 1, 300, b);
+    ck_assert(!memcmp(a, b, sizeof a));
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     guild_pool_t *p = (guild_pool_t *)1;
@@ -80,6 +124,7 @@ int main(void)
     Suite *s = suite_create("pool");
     TCase *tc = tcase_create("run");
     tcase_add_test(tc, test_every_task_once);
+    tcase_add_test(tc, test_shared_cores);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_bad_arguments);

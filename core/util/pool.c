@@ -13,12 +13,17 @@
  * short jobs back to back, and a futex wake-up per job would cost more than the jobs themselves. Short enough
  * that idle workers do not steal a shared machine's cores. */
 #define POOL_SPIN_ROUNDS 4000
+/* The rounds when the pool's threads share cores (guild_pool_shared): a waiter that spins then holds the core the
+ * thread it waits for needs, so it gives the core up almost at once. */
+#define POOL_SPIN_ROUNDS_SHARED 64
 
 struct guild_pool {
     int n_threads;               /* the caller's thread included */
     pthread_t *threads;          /* [n_threads - 1] */
     struct pool_arg *args;       /* [n_threads - 1] */
     int n_started;               /* workers actually running (for unwinding) */
+    bool shared;                 /* more threads than the cores they may run on */
+    int spin_rounds;             /* POOL_SPIN_ROUNDS, or POOL_SPIN_ROUNDS_SHARED when shared */
     pthread_mutex_t mu;
     pthread_cond_t wake;         /* workers wait here for a new generation */
     pthread_cond_t idle;         /* the runner waits here for the last worker */
@@ -62,7 +67,7 @@ static void *worker_main(void *argp)
     guild_pool_t *p = arg->pool;
     uint64_t seen = 0;
     for (;;) {
-        for (int i = 0; i < POOL_SPIN_ROUNDS; i++) {
+        for (int i = 0; i < p->spin_rounds; i++) {
             if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen)
                 break;
             cpu_relax();
@@ -100,6 +105,24 @@ static int pin_thread(pthread_t t, int cpu, guild_err_t *err)
     return 0;
 }
 
+/* True when n_threads threads (pinned to cpus[0..n_threads), or free to run on this process's CPUs when cpus is
+ * NULL) outnumber the cores they may run on. */
+static bool threads_share_cores(int n_threads, const int *cpus)
+{
+    if (cpus) {
+        for (int i = 1; i < n_threads; i++)
+            for (int j = 0; j < i; j++)
+                if (cpus[i] == cpus[j])
+                    return true;
+        return false;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set))
+        return false; /* unknown: the dedicated case's waits, as before */
+    return n_threads > CPU_COUNT(&set);
+}
+
 int guild_pool_new(guild_pool_t **out, int n_threads, const int *cpus, guild_err_t *err)
 {
     *out = NULL;
@@ -109,6 +132,8 @@ int guild_pool_new(guild_pool_t **out, int n_threads, const int *cpus, guild_err
     if (!p)
         return guild_err_set(err, "thread pool: out of memory");
     p->n_threads = n_threads;
+    p->shared = threads_share_cores(n_threads, cpus);
+    p->spin_rounds = p->shared ? POOL_SPIN_ROUNDS_SHARED : POOL_SPIN_ROUNDS;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->idle, NULL);
@@ -165,6 +190,11 @@ int guild_pool_threads(const guild_pool_t *p)
     return p->n_threads;
 }
 
+bool guild_pool_shared(const guild_pool_t *p)
+{
+    return p->shared;
+}
+
 void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx)
 {
     if (n_tasks <= 0)
@@ -186,7 +216,7 @@ void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ct
 
     run_tasks(p, 0);
 
-    for (int i = 0; i < POOL_SPIN_ROUNDS; i++) {
+    for (int i = 0; i < p->spin_rounds; i++) {
         if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0)
             return;
         cpu_relax();

@@ -11,6 +11,7 @@
 #ifndef GUILD_UTIL_POOL_H
 #define GUILD_UTIL_POOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/util/err.h"
@@ -29,6 +30,12 @@ void guild_pool_destroy(guild_pool_t **p);
 
 /* Number of threads, the caller's included. */
 int guild_pool_threads(const guild_pool_t *p);
+
+/* True when the pool's threads outnumber the cores they may run on: pinned threads sharing a CPU, or, unpinned,
+ * more threads than the CPUs this process may use. Its waits then spin only briefly before they sleep (the
+ * pool's) or yield (the kernels' hand-offs that ask, expert_pipe.c): a spinning waiter would hold the core that
+ * the thread it waits for needs. Otherwise (a dedicated core per thread) they spin longer, for latency. */
+bool guild_pool_shared(const guild_pool_t *p);
 
 /* Runs fn for every task in [0, n_tasks) as described above; n_tasks <= 0 does nothing. */
 void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx);

@@ -68,6 +68,7 @@ typedef struct run_job {
     int fixed;                     /* the tuning fixed the blocks: every claim takes gu_max / down_max rows */
     int interleaved;               /* the layer's gate/up rows alternate: per-thread buffers sized for them */
     int n_threads;
+    int max_spins;                 /* a hand-off wait's spins before it yields (wait_at_least) */
 } run_job_t;
 
 static const expert_mats_t *shard_get(const void *ctx, int32_t layer, int32_t expert)
@@ -186,11 +187,15 @@ static inline void cpu_relax(void)
 }
 
 /* Spins on *flag until it reaches `want` (acquire). A wait normally lasts a fraction of a task (microseconds);
- * past that the producer was probably preempted (more threads than free cores), and yielding lets it run. */
-static void wait_at_least(_Atomic int32_t *flag, int32_t want)
+ * past that the producer was probably preempted, and yielding lets it run. When the pool's threads share cores
+ * (guild_pool_shared) that is the likely case from the start, so the spin is short. */
+#define PIPE_SPINS 20000
+#define PIPE_SPINS_SHARED 64
+
+static void wait_at_least(_Atomic int32_t *flag, int32_t want, int max_spins)
 {
     for (int spins = 0; atomic_load_explicit(flag, memory_order_acquire) < want; spins++) {
-        if (spins < 20000)
+        if (spins < max_spins)
             cpu_relax();
         else
             sched_yield();
@@ -263,7 +268,7 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
     const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
     const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
-    wait_at_least(&p->x_done, j->n_tokens);
+    wait_at_least(&p->x_done, j->n_tokens, j->max_spins);
     if (j->interleaved && expert_mats_interleaved(m)) {
         /* gate and up rows alternate: one call reads them as one matrix of 2 nr rows (one stream); output
          * column 2 k is gate row r0 + k, 2 k + 1 up row r0 + k (the same kernel per row: the same bits) */
@@ -304,7 +309,7 @@ static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
     const int64_t F = p->src.n_ff, E = p->src.n_embd;
     const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
-    wait_at_least(&p->state[i].ready, 1);
+    wait_at_least(&p->state[i].ready, 1, j->max_spins);
     const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
     GUILD_ASSERT(!m->down_packed || r0 % KERN_PACK_ROWS == 0);
     if (np == 1) {
@@ -454,6 +459,7 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
         if (p->start[i + 1] - p->start[i] > max_np)
             max_np = p->start[i + 1] - p->start[i];
     j.n_threads = guild_pool_threads(p->pool);
+    j.max_spins = guild_pool_shared(p->pool) ? PIPE_SPINS_SHARED : PIPE_SPINS;
     j.fixed = p->gu_rows != 0 || p->down_rows != 0; /* a stage left at 0 then takes whole matrices */
     j.gu_max = p->gu_rows ? p->gu_rows : s->n_ff;
     j.down_max = p->down_rows ? p->down_rows : s->n_embd;
