@@ -24,14 +24,44 @@ struct pipeline {
     char worker_dir[PATH_MAX];
 };
 
+/* More CPU workers on a node than its CPUs: said once, with the count that gives each its own CPU. */
+static void warn_shared(const placement_t *plan)
+{
+    const int K = placement_workers(plan);
+    int n_nodes = 0, fit = -1;
+    for (int k = 0; k < K; k++)
+        if (placement_node(plan, k) + 1 > n_nodes)
+            n_nodes = placement_node(plan, k) + 1;
+    for (int n = 0; n < n_nodes; n++) {
+        const int nc = placement_node_cpus(plan, n);
+        if (nc > 0 && (fit < 0 || nc < fit))
+            fit = nc;
+    }
+    for (int k = 0; k < K; k++) {
+        if (!placement_shared(plan, k))
+            continue;
+        const int node = placement_node(plan, k);
+        int on_node = 0;
+        for (int j = 0; j < K; j++)
+            on_node += placement_node(plan, j) == node;
+        const int nc = placement_node_cpus(plan, node);
+        guild_log(GUILD_LOG_WARN, "--cpu-workers %d: node %d has %d CPU%s for %d workers, so workers share CPUs and "
+                  "take turns on them (slower than fewer workers); give --cpu-workers %d or fewer", K, node, nc,
+                  nc == 1 ? "" : "s", on_node, fit * n_nodes);
+        return;
+    }
+}
+
 int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, guild_err_t *err)
 {
     stack_plan_t sp;
     placement_t *plan = NULL;
     if (stack_plan_make(&sp, o, m, err) < 0)
         return -1;
-    const int rc = placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(&sp), err);
+    const int rc =
+        placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(&sp), o->cpu_nodes, err);
     if (rc == 0) {
+        warn_shared(plan);
         placement_print(plan, m, o->n_threads, o->given & STACK_FLAG_THREADS, out);
         if (sp.on)
             gpu_plan_print(&sp.gpu, out);
@@ -84,7 +114,7 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
     stack_options_t so = *o;
     so.n_batch = sp->n_batch;
     if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
-        placement_new_local(&p->plan, mc, o->cpu_workers, stack_plan_gpu_experts(sp), err) < 0)
+        placement_new_local(&p->plan, mc, o->cpu_workers, stack_plan_gpu_experts(sp), o->cpu_nodes, err) < 0)
         goto fail;
     /* --threads above a worker's share of its node: cut, said once (the plan line names it too) */
     const bool threads_given = o->given & STACK_FLAG_THREADS;
@@ -99,6 +129,7 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
             break;
         }
     }
+    warn_shared(p->plan);
     if (guild_log_level() >= GUILD_LOG_INFO) {
         placement_print(p->plan, m, o->n_threads, threads_given, stderr);
         if (sp->on)

@@ -8,6 +8,7 @@
 
 typedef struct placement_worker {
     int node;
+    int mem_node; /* the NUMA node its memory is bound to: node itself, unless the nodes were given (--cpu-nodes) */
     int n_cpus;
     int *cpus; /* [n_cpus] */
     uint32_t first, count; /* experts of every layer not on the GPU */
@@ -87,6 +88,7 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
         w->count = E / K + (k < E % K ? 1 : 0);
         next += w->count;
         w->node = (int)(k % (uint32_t)topo->n_nodes);
+        w->mem_node = topo->mem_node ? topo->mem_node[w->node] : w->node;
         /* this worker's rank among those on its node, and how many share the node */
         int rank = (int)(k / (uint32_t)topo->n_nodes);
         int sharing = (int)((K - (uint32_t)w->node + (uint32_t)topo->n_nodes - 1) / (uint32_t)topo->n_nodes);
@@ -95,6 +97,11 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
         if (nc >= sharing && sharing > 1) {
             lo = nc * rank / sharing;
             hi = nc * (rank + 1) / sharing;
+        } else if (sharing > nc && nc > 0) {
+            /* more workers than CPUs: one CPU each, round robin, so every CPU is used and as few as possible
+             * double up (placement_shared names those) */
+            lo = rank % nc;
+            hi = lo + 1;
         }
         if (hi > lo) {
             w->cpus = malloc((size_t)(hi - lo) * sizeof *w->cpus);
@@ -111,32 +118,142 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
     return 0;
 }
 
-int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
-                        guild_err_t *err)
+/* The CPUs of `spec` ("0-3,8" and the like) appended to cpus[*n < max]; -1 with err on bad syntax. */
+static int parse_cpu_list(const char *spec, const char *whole, int *cpus, int *n, int max, guild_err_t *err)
 {
-    int n_nodes = topo_node_count();
+    const char *s = spec;
+    while (*s && *s != '/') {
+        char *end;
+        long lo = strtol(s, &end, 10), hi = lo;
+        if (end == s || lo < 0)
+            goto bad;
+        if (*end == '-') {
+            s = end + 1;
+            hi = strtol(s, &end, 10);
+            if (end == s || hi < lo)
+                goto bad;
+        }
+        if (hi >= 4096)
+            return guild_err_set(err, "--cpu-nodes %s: CPU %ld is beyond what Guild supports (4095)", whole, hi);
+        for (long c = lo; c <= hi; c++) {
+            if (*n >= max)
+                return guild_err_set(err, "--cpu-nodes %s: too many CPUs", whole);
+            cpus[(*n)++] = (int)c;
+        }
+        s = end;
+        if (*s == ',')
+            s++;
+        else if (*s && *s != '/')
+            goto bad;
+    }
+    return 0;
+bad:
+    return guild_err_set(err, "--cpu-nodes %s: expected CPU lists such as 0-7,16-23 separated by / between nodes "
+                         "(0-7/8-15: two nodes)", whole);
+}
+
+/* The nodes of `spec` into cpus[node][]/n_cpus[] (the arrays have room for max_nodes nodes of max_cpus each),
+ * each checked against the CPUs this process may use, none in two nodes; the NUMA node holding each node's
+ * first CPU into mem_node[]. Returns the node count, -1 with err. */
+static int parse_nodes(const char *spec, int **cpus, int *n_cpus, int *mem_node, int max_nodes, int max_cpus,
+                       guild_err_t *err)
+{
+    int n_nodes = 0;
+    int *allowed = malloc((size_t)max_cpus * sizeof *allowed);
+    if (!allowed)
+        return guild_err_set(err, "plan: out of memory");
+    const int n_allowed = topo_all_cpus(allowed, max_cpus);
+    int rc = -1;
+    for (const char *s = spec;; s++) {
+        if (n_nodes == max_nodes) {
+            guild_err_set(err, "--cpu-nodes %s: more than %d nodes", spec, max_nodes);
+            goto done;
+        }
+        n_cpus[n_nodes] = 0;
+        if (parse_cpu_list(s, spec, cpus[n_nodes], &n_cpus[n_nodes], max_cpus, err) < 0)
+            goto done;
+        if (n_cpus[n_nodes] == 0) {
+            guild_err_set(err, "--cpu-nodes %s: node %d has no CPUs", spec, n_nodes);
+            goto done;
+        }
+        for (int i = 0; i < n_cpus[n_nodes]; i++) {
+            const int c = cpus[n_nodes][i];
+            bool ok = false;
+            for (int j = 0; j < n_allowed && !ok; j++)
+                ok = allowed[j] == c;
+            if (!ok) {
+                guild_err_set(err, "--cpu-nodes %s: CPU %d is not one this process may run on (%d CPUs: see "
+                              "`taskset -p $$`)", spec, c, n_allowed);
+                goto done;
+            }
+            for (int nd = 0; nd <= n_nodes; nd++)
+                for (int j = 0; j < (nd == n_nodes ? i : n_cpus[nd]); j++)
+                    if (cpus[nd][j] == c) {
+                        guild_err_set(err, "--cpu-nodes %s: CPU %d is given twice", spec, c);
+                        goto done;
+                    }
+        }
+        n_nodes++;
+        s = strchr(s, '/');
+        if (!s)
+            break;
+    }
+    /* memory goes to the real node of each given node's first CPU */
+    const int real = topo_node_count();
+    for (int nd = 0; nd < n_nodes; nd++) {
+        mem_node[nd] = 0;
+        for (int r = 0; r < real && real > 1; r++) {
+            int n = topo_node_cpus(r, allowed, max_cpus);
+            bool here = false;
+            for (int j = 0; j < n && !here; j++)
+                here = allowed[j] == cpus[nd][0];
+            if (here) {
+                mem_node[nd] = r;
+                break;
+            }
+        }
+    }
+    rc = n_nodes;
+done:
+    free(allowed);
+    return rc;
+}
+
+int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
+                        const char *cpu_nodes, guild_err_t *err)
+{
+    enum { MAX_CPUS = 4096, MAX_GIVEN_NODES = 64 };
+    *out = NULL;
+    int n_nodes = cpu_nodes ? MAX_GIVEN_NODES : topo_node_count();
     int **cpus = calloc((size_t)n_nodes, sizeof *cpus);
     int *n_cpus = calloc((size_t)n_nodes, sizeof *n_cpus);
-    int rc = -1;
-    if (!cpus || !n_cpus) {
+    int *mem_node = calloc((size_t)n_nodes, sizeof *mem_node);
+    int rc = -1, alloc_nodes = n_nodes;
+    if (!cpus || !n_cpus || !mem_node) {
         guild_err_set(err, "plan: out of memory");
         goto done;
     }
-    for (int n = 0; n < n_nodes; n++) {
-        enum { MAX_CPUS = 4096 };
+    for (int n = 0; n < n_nodes; n++)
         if (!(cpus[n] = malloc(MAX_CPUS * sizeof **cpus))) {
             guild_err_set(err, "plan: out of memory");
             goto done;
         }
-        n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
+    if (cpu_nodes) {
+        if ((n_nodes = parse_nodes(cpu_nodes, cpus, n_cpus, mem_node, MAX_GIVEN_NODES, MAX_CPUS, err)) < 0)
+            goto done;
+    } else {
+        for (int n = 0; n < n_nodes; n++)
+            n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
     }
-    placement_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus};
+    placement_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus,
+                             .mem_node = cpu_nodes ? mem_node : NULL};
     rc = placement_new(out, cfg, n_workers, gpu_experts, &topo, err);
 done:
-    for (int n = 0; cpus && n < n_nodes; n++)
+    for (int n = 0; cpus && n < alloc_nodes; n++)
         free(cpus[n]);
     free(cpus);
     free(n_cpus);
+    free(mem_node);
     return rc;
 }
 
@@ -154,6 +271,12 @@ int placement_node(const placement_t *p, int worker)
 {
     GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
     return p->w[worker].node;
+}
+
+int placement_mem_node(const placement_t *p, int worker)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
+    return p->w[worker].mem_node;
 }
 
 int placement_cpus(const placement_t *p, int worker, const int **cpus)
@@ -270,6 +393,39 @@ int placement_threads(const placement_t *p, int worker, int requested, bool give
     return given && requested < fit ? requested : fit;
 }
 
+bool placement_shared(const placement_t *p, int worker)
+{
+    GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
+    const placement_worker_t *w = &p->w[worker];
+    for (int k = 0; k < p->n_workers; k++) {
+        if (k == worker)
+            continue;
+        for (int i = 0; i < w->n_cpus; i++)
+            for (int j = 0; j < p->w[k].n_cpus; j++)
+                if (w->cpus[i] == p->w[k].cpus[j])
+                    return true;
+    }
+    return false;
+}
+
+int placement_node_cpus(const placement_t *p, int node)
+{
+    int n = 0;
+    for (int k = 0; k < p->n_workers; k++)
+        if (p->w[k].node == node) {
+            for (int i = 0; i < p->w[k].n_cpus; i++) {
+                bool seen = false;
+                for (int j = 0; j < k && !seen; j++)
+                    for (int c = 0; p->w[j].node == node && c < p->w[j].n_cpus && !seen; c++)
+                        seen = p->w[j].cpus[c] == p->w[k].cpus[i];
+                for (int c = 0; c < i && !seen; c++)
+                    seen = p->w[k].cpus[c] == p->w[k].cpus[i];
+                n += !seen;
+            }
+        }
+    return n;
+}
+
 void placement_print(const placement_t *p, const model_t *m, int threads, bool given, FILE *out)
 {
     const model_config_t *c = model_config(m);
@@ -312,10 +468,14 @@ void placement_print(const placement_t *p, const model_t *m, int threads, bool g
         }
         fprintf(out, "  cpu-worker %d: node %d, cpus ", k, w->node);
         print_runs(out, w->cpus, w->n_cpus);
+        if (w->mem_node != w->node)
+            fprintf(out, " (memory on NUMA node %d)", w->mem_node);
         const int nt = placement_threads(p, k, threads, given);
         fprintf(out, ", %d thread%s", nt, nt == 1 ? "" : "s");
         if (given && nt < threads)
             fprintf(out, " (--threads %d cut to its CPUs)", threads);
+        if (placement_shared(p, k))
+            fputs(" (shares its CPU with another worker)", out);
         if (n_cpu == 0) {
             fputs(", no experts\n", out);
             continue;

@@ -9,8 +9,9 @@
  * on node k % n_nodes); each layer's experts are cut into n_workers contiguous ranges whose sizes differ by at
  * most one (the first n_expert % n_workers workers take one more). Routing is data-dependent, so no static
  * split balances better in expectation; contiguous ranges keep the Assign message one range per layer.
- * Workers that share a node share its CPUs: each takes an equal disjoint slice when there are enough CPUs,
- * else the whole node (threads then overlap, which is only slower).
+ * Workers that share a node share its CPUs: each takes an equal disjoint slice when there are enough CPUs, else
+ * one CPU each, round robin (workers then double up on a CPU, which is only slower; placement_shared says which,
+ * and the coordinator warns with the worker count that fits).
  */
 #ifndef GUILD_COORDINATOR_PLACEMENT_H
 #define GUILD_COORDINATOR_PLACEMENT_H
@@ -27,6 +28,7 @@ typedef struct placement_topo {
     int n_nodes;           /* >= 1 */
     const int *const *cpus; /* cpus[node]: the node's usable CPUs */
     const int *n_cpus;     /* n_cpus[node] (may be 0: then the worker is not pinned) */
+    const int *mem_node;   /* mem_node[node]: the NUMA node its workers' memory is bound to; NULL: node itself */
 } placement_topo_t;
 
 typedef struct plan placement_t;
@@ -38,9 +40,12 @@ typedef struct plan placement_t;
 int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
                   const placement_topo_t *topo, guild_err_t *err);
 
-/* The same with the machine's real topology (core/topo). */
+/* The same with the machine's real topology (core/topo), or, when cpu_nodes is not NULL, with the nodes it
+ * gives (--cpu-nodes: CPU lists separated by '/' between nodes, "0-7/8-15"; every CPU one this process may use,
+ * none twice; each node's memory on the NUMA node of its first CPU). That is how workers are kept to some of
+ * the CPUs, and how a machine of several nodes is planned on one of one node (the topology a test fakes). */
 int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
-                        guild_err_t *err);
+                        const char *cpu_nodes, guild_err_t *err);
 
 /* Frees; nulls *p. NULL-safe. */
 void placement_destroy(placement_t **p);
@@ -48,6 +53,9 @@ void placement_destroy(placement_t **p);
 int placement_workers(const placement_t *p);
 int placement_layers(const placement_t *p);
 int placement_node(const placement_t *p, int worker);
+
+/* The NUMA node worker's memory is bound to (placement_node's, unless the nodes were given). */
+int placement_mem_node(const placement_t *p, int worker);
 
 /* The CPUs worker's threads are pinned to (count returned; 0: none known, do not pin). Owned by the plan. */
 int placement_cpus(const placement_t *p, int worker, const int **cpus);
@@ -57,6 +65,13 @@ int placement_cpus(const placement_t *p, int worker, const int **cpus);
  * than CPUs would only spin against each other: workers on one node split it, never share a core. A worker
  * whose CPUs are not known runs `requested`. */
 int placement_threads(const placement_t *p, int worker, int requested, bool given);
+
+/* Whether some CPU of worker's is another worker's too (more workers on its node than CPUs): their threads then
+ * take turns on it, and should not spin while they wait. */
+bool placement_shared(const placement_t *p, int worker);
+
+/* The distinct CPUs the plan's workers on `node` are pinned to (0: none, or none known). */
+int placement_node_cpus(const placement_t *p, int node);
 
 /* Whether every expert of `layer` stays on the GPU (no CPU worker owns any). */
 bool placement_on_gpu(const placement_t *p, int layer);

@@ -32,7 +32,13 @@ static const flag_t flags[] = {
     {STACK_FLAG_NO_TUNING, "no-tuning", NULL,
      "ignore MODEL.tuning (written by `guild optimize`: threads and the CPU\n"
      "expert pipeline's row blocks; speed only, the output is the same)", false},
-    {STACK_FLAG_CPU_WORKERS, "cpu-workers", "K", "CPU expert workers (default: one per NUMA node)", true},
+    {STACK_FLAG_CPU_WORKERS, "cpu-workers", "K",
+     "CPU expert workers (default: one per NUMA node); workers on one node\n"
+     "split its CPUs (guild plan prints each one's)", true},
+    {STACK_FLAG_CPU_NODES, "cpu-nodes", "LIST",
+     "the CPUs the CPU workers run on, by node: CPU lists separated by / between\n"
+     "nodes (0-7/8-15: two nodes of 8 CPUs; default: this machine's NUMA nodes);\n"
+     "workers go to the nodes round robin, memory to each node's first CPU's", true},
     {STACK_FLAG_LISTEN, "listen", "ENDPOINT",
      "do not start the CPU workers: wait for `guild-cpu-worker --connect\n"
      "ENDPOINT` started by hand (ipc://PATH on this host, or tcp://HOST:PORT\n"
@@ -107,7 +113,7 @@ static const flag_t flags[] = {
      "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 25, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 25 flags");
+_Static_assert(N_FLAGS == 26, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 26 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -150,6 +156,7 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         o->cpu_workers = (int)v;
         break;
     case STACK_FLAG_LISTEN: o->listen = arg; break;
+    case STACK_FLAG_CPU_NODES: o->cpu_nodes = arg; break;
     case STACK_FLAG_KEY: o->curve.key = arg; break;
     case STACK_FLAG_ALLOW: o->curve.allow = arg; break;
     case STACK_FLAG_INSECURE: o->curve.insecure = true; break;

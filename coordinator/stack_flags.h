@@ -42,10 +42,11 @@ enum {
     STACK_FLAG_FALLBACK_LOCAL = 1u << 22, /* --fallback-local (multi-process; with --listen) */
     STACK_FLAG_REJOIN_MS = 1u << 23,   /* --rejoin-ms MS (multi-process; with --listen) */
     STACK_FLAG_KV_TYPE = 1u << 24,     /* --kv-type f32|f16|q8_0|q4_0|k8v4 */
-    STACK_FLAGS_ALL = (1u << 25) - 1,
+    STACK_FLAG_CPU_NODES = 1u << 25,   /* --cpu-nodes LIST (multi-process) */
+    STACK_FLAGS_ALL = (1u << 26) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 25); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 26); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 

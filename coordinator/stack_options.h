@@ -39,6 +39,7 @@ typedef struct stack_options {
     guild_log_level_t log_level; /* the workers' (their -v) */
     /* The multi-process pipeline and its supervision (coordinator/supervisor.h) */
     int cpu_workers;         /* --cpu-workers; 0: one per NUMA node */
+    const char *cpu_nodes;   /* --cpu-nodes: the CPUs the workers run on, by node ("0-7/8-15"); NULL: the machine's */
     const char *listen;      /* --listen: NULL spawns the CPU workers; else they come by hand on this endpoint */
     guild_curve_options_t curve; /* --key, --allow, --insecure: a tcp --listen's security (ipc/curve.h) */
     bool fallback_local;     /* --fallback-local: a lost worker started by hand gives its shard to one of ours */

@@ -272,7 +272,9 @@ static void cpu_assignment(const sup_t *s, const wslot_t *w, cpu_worker_options_
     *c = o->cpu;
     /* its share of its node's cores (placement_threads): workers on one node never oversubscribe it */
     c->n_threads = placement_threads(s->setup.plan, w->index, o->n_threads, o->given & STACK_FLAG_THREADS);
-    c->spin_ns = o->spin_ns;
+    /* a worker that takes turns on a CPU with another sleeps at once on its doorbell: spinning there would hold
+     * the CPU the other needs to finish the step both wait for */
+    c->spin_ns = placement_shared(s->setup.plan, w->index) ? 0 : o->spin_ns;
     c->wait_slice_ns = o->wait_slice_ns;
     c->silence_ms = o->silence_ms;
     c->node = w->node;
@@ -1036,7 +1038,7 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
         if (i < s->n_cpu) {
             w->role = GUILD__ROLE__ROLE_CPU_WORKER;
             w->index = i;
-            w->node = placement_node(setup->plan, i);
+            w->node = placement_mem_node(setup->plan, i);
             w->by_hand = o->listen != NULL;
             snprintf(w->name, sizeof w->name, "cpu-worker[%d]", i);
         } else {

@@ -28,6 +28,7 @@
 #include "ipc/msg.h"
 #include "ipc/data.h"
 #include "coordinator/placement.h"
+#include "core/topo/topo.h"
 #include "ipc/step.h"
 #include "tests/tiny_model.h"
 
@@ -144,16 +145,50 @@ START_TEST(test_plan_nodes_and_cpus)
     }
     placement_destroy(&p);
 
-    /* more workers on a node than CPUs: they share the whole node */
+    /* split nodes share no CPU; the memory of each worker on its own node */
+    ck_assert_int_eq(placement_new(&p, &c, 4, NULL, &topo, &err), 0);
+    for (int k = 0; k < 4; k++) {
+        ck_assert(!placement_shared(p, k));
+        ck_assert_int_eq(placement_mem_node(p, k), placement_node(p, k));
+    }
+    ck_assert_int_eq(placement_node_cpus(p, 0), 4);
+    ck_assert_int_eq(placement_node_cpus(p, 1), 4);
+    placement_destroy(&p);
+
+    /* more workers on a node than CPUs: one CPU each, round robin, every CPU used; those doubled up say so */
     static const int two[] = {0, 1};
     const int *const one_node[] = {two};
     const int n_two[] = {2};
     placement_topo_t small = {.n_nodes = 1, .cpus = one_node, .n_cpus = n_two};
     ck_assert_int_eq(placement_new(&p, &c, 3, NULL, &small, &err), 0);
+    static const int cpu_of[] = {0, 1, 0};
+    static const bool doubled[] = {true, false, true};
     for (int k = 0; k < 3; k++) {
         ck_assert_int_eq(placement_node(p, k), 0);
-        ck_assert_int_eq(placement_cpus(p, k, &pc), 2);
+        ck_assert_int_eq(placement_cpus(p, k, &pc), 1);
+        ck_assert_int_eq(pc[0], cpu_of[k]);
+        ck_assert_int_eq(placement_shared(p, k), doubled[k]);
     }
+    ck_assert_int_eq(placement_node_cpus(p, 0), 2);
+    placement_destroy(&p);
+    /* exactly as many workers as CPUs: one each, none shared */
+    ck_assert_int_eq(placement_new(&p, &c, 2, NULL, &small, &err), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(placement_cpus(p, k, &pc), 1);
+        ck_assert_int_eq(pc[0], k);
+        ck_assert(!placement_shared(p, k));
+    }
+    placement_destroy(&p);
+
+    /* given nodes (--cpu-nodes) whose memory is on another NUMA node: the plan's node for the CPUs, the given
+     * memory node for the binding */
+    const int mem[] = {0, 0};
+    placement_topo_t fake = {.n_nodes = 2, .cpus = cpus, .n_cpus = n_cpus, .mem_node = mem};
+    ck_assert_int_eq(placement_new(&p, &c, 2, NULL, &fake, &err), 0);
+    ck_assert_int_eq(placement_node(p, 1), 1);
+    ck_assert_int_eq(placement_mem_node(p, 1), 0);
+    ck_assert_int_eq(placement_cpus(p, 1, &pc), 4);
+    ck_assert_int_eq(pc[0], 4);
     placement_destroy(&p);
 
     /* threads: a worker's CPUs, divided among the workers pinned to the same ones, at least 1; fewer when asked */
@@ -177,6 +212,69 @@ START_TEST(test_plan_nodes_and_cpus)
     ck_assert_int_eq(placement_new(&p, &c, 17, NULL, &topo, &err), -1);
     ck_assert_ptr_null(p);
     ck_assert_msg(strstr(err.msg, "17 CPU workers: expected 1 to 16"), "%s", err.msg);
+}
+END_TEST
+
+/* --cpu-nodes: nodes made of this process's own CPUs (one CPU a node: the topology of a machine of several nodes,
+ * faked on this one), and the lists refused with the reason. */
+START_TEST(test_plan_cpu_nodes)
+{
+    int all[64];
+    const int n = topo_all_cpus(all, 64);
+    ck_assert_int_ge(n, 1);
+    model_config_t c = cfg_experts(2, 16);
+    placement_t *p = NULL;
+    guild_err_t err = {{0}};
+    const int *pc;
+    char spec[64];
+    if (n >= 2) {
+        snprintf(spec, sizeof spec, "%d/%d", all[0], all[1]);
+        ck_assert_msg(placement_new_local(&p, &c, 0, NULL, spec, &err) == 0, "%s", err.msg);
+        ck_assert_int_eq(placement_workers(p), 2); /* default: one worker per node */
+        for (int k = 0; k < 2; k++) {
+            ck_assert_int_eq(placement_node(p, k), k);
+            ck_assert_int_eq(placement_cpus(p, k, &pc), 1);
+            ck_assert_int_eq(pc[0], all[k]);
+            ck_assert_int_eq(placement_threads(p, k, 8, false), 1);
+            ck_assert(!placement_shared(p, k));
+            ck_assert_int_eq(placement_mem_node(p, k), placement_mem_node(p, 0)); /* CPUs of one real node here */
+        }
+        placement_destroy(&p);
+        /* four workers on two one-CPU nodes: two on each CPU, said */
+        ck_assert_msg(placement_new_local(&p, &c, 4, NULL, spec, &err) == 0, "%s", err.msg);
+        for (int k = 0; k < 4; k++) {
+            ck_assert_int_eq(placement_cpus(p, k, &pc), 1);
+            ck_assert_int_eq(pc[0], all[k % 2]);
+            ck_assert(placement_shared(p, k));
+        }
+        placement_destroy(&p);
+    }
+    /* a range and a list in one node */
+    snprintf(spec, sizeof spec, "%d-%d", all[0], all[0]);
+    ck_assert_msg(placement_new_local(&p, &c, 1, NULL, spec, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(placement_cpus(p, 0, &pc), 1);
+    placement_destroy(&p);
+
+    static const struct {
+        const char *spec, *msg;
+    } bad[] = {
+        {"x", "expected CPU lists such as 0-7,16-23"},
+        {"3-1", "expected CPU lists"},
+        {"0;1", "expected CPU lists"},
+        {"4000", "CPU 4000 is not one this process may run on"},
+        {"5000", "beyond what Guild supports"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, bad[i].spec, &err), -1);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(err.msg, bad[i].msg), "%s: %s", bad[i].spec, err.msg);
+    }
+    snprintf(spec, sizeof spec, "%d/%d", all[0], all[0]);
+    ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, spec, &err), -1);
+    ck_assert_msg(strstr(err.msg, "is given twice"), "%s", err.msg);
+    snprintf(spec, sizeof spec, "%d/", all[0]);
+    ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, spec, &err), -1);
+    ck_assert_msg(strstr(err.msg, "node 1 has no CPUs"), "%s", err.msg);
 }
 END_TEST
 
@@ -1063,6 +1161,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_plan_every_expert_once);
     tcase_add_test(tc, test_plan_dense_layers);
     tcase_add_test(tc, test_plan_nodes_and_cpus);
+    tcase_add_test(tc, test_plan_cpu_nodes);
     tcase_add_test(tc, test_plan_gpu_layers);
     tcase_add_test(tc, test_plan_gpu_experts);
     tcase_add_test(tc, test_plan_print_gpu_layers);

@@ -3,8 +3,9 @@
 # logits, byte for byte (--logits-out), for every architecture (the hybrids' recurrent state too), with 1, 2 and 3 CPU worker processes, a
 # prompt prefilled in several batches and sampled decoding. Also: CPU workers started by hand
 # (--listen / guild-cpu-worker --connect), over tcp with one of them exchanging through messages instead of
-# the arena, a named arena file (--arena-dir), `guild plan` / --print-plan, and a clear refusal when the
-# worker binaries are missing.
+# the arena, a named arena file (--arena-dir), `guild plan` / --print-plan, the CPUs given by node (--cpu-nodes: two
+# nodes faked on this machine; more workers than CPUs said with the fix), and a clear refusal when the worker
+# binaries are missing.
 set -u
 . "$(dirname "$0")/test_lib.sh"
 need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
@@ -58,7 +59,9 @@ for arch in qwen3moe qwen2moe mixtral olmoe gpt-oss glm4moe deepseek2 qwen3next 
         # silent on an overloaded machine is restarted (same bits), so it is only noted
         if grep -q "has been silent" "$T/$arch-$k.err"; then
             echo "note: $arch, $k CPU workers: a worker was found silent and restarted (machine overloaded?)"
-        elif grep -v "warning: arena: no .*pages" "$T/$arch-$k.err" | grep -qiE "warning|error|sanitizer"; then
+        # (more workers than this machine's CPUs is said, with the fix: below)
+        elif grep -v -e "warning: arena: no .*pages" -e "for $k workers, so workers share CPUs" "$T/$arch-$k.err" |
+            grep -qiE "warning|error|sanitizer"; then
             cat "$T/$arch-$k.err"
             fail "$arch, $k CPU workers: warnings or errors on stderr"
         fi
@@ -104,6 +107,30 @@ grep -q "open its first part, .*split-00001-of-" "$T/part2.txt" || { cat "$T/par
 run mixed-single "$T/mixed.gguf" --single-process
 run mixed-3 "$T/mixed.gguf" --cpu-workers 3 --threads 2 --spin-us 0
 same mixed-single mixed-3
+
+# the CPUs by node (--cpu-nodes): two nodes of one CPU each, the topology of a machine of two nodes faked on this
+# one; the plan gives each worker its node's CPU; four workers double up on them, said once with the count that
+# fits; the same output
+cpus=$(awk '/^Cpus_allowed_list/{print $2}' /proc/self/status | tr ',' '\n' |
+    awk -F- '{e = $2 == "" ? $1 : $2; for (c = $1; c <= e; c++) print c}')
+c0=$(echo "$cpus" | sed -n 1p)
+c1=$(echo "$cpus" | sed -n 2p)
+if [ -n "$c1" ]; then
+    "$G" plan -m "$T/mixed.gguf" --cpu-workers 2 --cpu-nodes "$c0/$c1" >"$T/plan-nodes.txt" 2>&1 ||
+        { cat "$T/plan-nodes.txt"; fail "guild plan --cpu-nodes $c0/$c1"; }
+    grep -q "cpu-worker 0: node 0, cpus $c0, 1 thread," "$T/plan-nodes.txt" &&
+        grep -q "cpu-worker 1: node 1, cpus $c1 (memory on NUMA node [0-9]*), 1 thread,\|cpu-worker 1: node 1, cpus $c1, 1 thread," \
+            "$T/plan-nodes.txt" || { cat "$T/plan-nodes.txt"; fail "--cpu-nodes $c0/$c1: each worker its node's CPU"; }
+    grep -qi "warning" "$T/plan-nodes.txt" && { cat "$T/plan-nodes.txt"; fail "--cpu-nodes, 2 workers: a warning"; }
+    run nodes-4 "$T/mixed.gguf" --cpu-workers 4 --cpu-nodes "$c0/$c1" --spin-us 0
+    same mixed-single nodes-4
+    [ "$(grep -c -- "--cpu-workers 4: node 0 has 1 CPU for 2 workers, .*give --cpu-workers 2 or fewer" \
+        "$T/nodes-4.err")" = 1 ] || { cat "$T/nodes-4.err"; fail "4 workers on 2 CPUs: not one warning with the fix"; }
+fi
+"$G" plan -m "$T/mixed.gguf" --cpu-nodes "$c0/$c0" >"$T/plan-bad.txt" 2>&1 && fail "--cpu-nodes with a CPU twice"
+grep -q "CPU $c0 is given twice" "$T/plan-bad.txt" || { cat "$T/plan-bad.txt"; fail "--cpu-nodes twice: message"; }
+"$G" run -m "$T/mixed.gguf" -p hi -n 1 --single-process --cpu-nodes "$c0" >"$T/single-nodes.txt" 2>&1 &&
+    fail "--cpu-nodes with --single-process"
 
 # a named arena file instead of a memfd; gone afterwards
 mkdir "$T/shm"
