@@ -24,6 +24,15 @@ struct pipeline {
     char worker_dir[PATH_MAX];
 };
 
+/* The CPUs the plan leaves free for the GPU worker and the coordinator (placement_new_local's keep_free): with the
+ * cuda backend the GPU worker's host thread waits for each layer's experts and launches the next, so it must find
+ * a CPU at once; with the cpu backend it runs the dense part on every CPU between the workers' turns, and workers
+ * started by hand (--listen) may be on other hosts. */
+static int keep_free(const stack_options_t *o)
+{
+    return !o->listen && o->gpu.backend && !strcmp(o->gpu.backend, "cuda") ? 2 : 0;
+}
+
 /* More CPU workers on a node than its CPUs: said once, with the count that gives each its own CPU. */
 static void warn_shared(const placement_t *plan)
 {
@@ -59,7 +68,8 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
     if (stack_plan_make(&sp, o, m, err) < 0)
         return -1;
     const int rc =
-        placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(&sp), o->cpu_nodes, err);
+        placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(&sp), o->cpu_nodes,
+                            keep_free(o), err);
     if (rc == 0) {
         warn_shared(plan);
         placement_print(plan, m, o->n_threads, o->given & STACK_FLAG_THREADS, out);
@@ -114,18 +124,21 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
     stack_options_t so = *o;
     so.n_batch = sp->n_batch;
     if (spawn_self_dir(p->worker_dir, sizeof p->worker_dir, err) < 0 ||
-        placement_new_local(&p->plan, mc, o->cpu_workers, stack_plan_gpu_experts(sp), o->cpu_nodes, err) < 0)
+        placement_new_local(&p->plan, mc, o->cpu_workers, stack_plan_gpu_experts(sp), o->cpu_nodes, keep_free(o),
+                            err) < 0)
         goto fail;
     /* --threads above a worker's share of its node: cut, said once (the plan line names it too) */
     const bool threads_given = o->given & STACK_FLAG_THREADS;
     for (int k = 0; threads_given && k < placement_workers(p->plan); k++) {
         const int nt = placement_threads(p->plan, k, o->n_threads, true);
         if (nt < o->n_threads) {
-            guild_log(GUILD_LOG_WARN, "--threads %d: cpu-worker %d has %d CPUs of node %d (%d workers): it runs %d "
+            const int kept = placement_kept(p->plan, &(const int *){NULL});
+            guild_log(GUILD_LOG_WARN, "--threads %d: cpu-worker %d has %d CPUs of node %d (%d workers%s): it runs %d "
                       "threads, as more would spin against each other on shared cores (--threads is per process; "
                       "give --threads %d or fewer to silence this)", o->n_threads, k,
                       placement_cpus(p->plan, k, &(const int *){NULL}), placement_node(p->plan, k),
-                      placement_workers(p->plan), nt, nt);
+                      placement_workers(p->plan), kept ? "; node 0's last CPUs are left to the GPU worker" : "", nt,
+                      nt);
             break;
         }
     }

@@ -23,6 +23,8 @@ struct plan {
     bool *dense;      /* [n_layer]: the layer has no routed experts (a dense FFN): no one owns any */
     uint8_t *gpu_e;   /* [n_layer * n_expert]: the expert stays on the GPU */
     int64_t n_gpu_e;  /* experts on the GPU in layers not wholly there */
+    int n_kept;       /* CPUs of node 0 no worker is pinned to (placement_new_local's keep_free) */
+    int kept[PLACEMENT_MAX_KEEP];
 };
 
 void placement_destroy(placement_t **pp)
@@ -82,6 +84,18 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
         p->n_gpu_e += p->gpu[il] ? 0 : on;
     }
     uint32_t E = (uint32_t)cfg->n_expert, K = (uint32_t)n_workers, next = 0;
+    /* the last CPUs of node 0 left free: at most a quarter of the node, and a CPU per worker there stays */
+    const int on_node0 = (int)((K + (uint32_t)topo->n_nodes - 1) / (uint32_t)topo->n_nodes);
+    int keep = topo->keep_free > 0 ? topo->keep_free : 0;
+    if (keep > topo->n_cpus[0] / 4)
+        keep = topo->n_cpus[0] / 4;
+    if (keep > topo->n_cpus[0] - on_node0)
+        keep = topo->n_cpus[0] - on_node0 > 0 ? topo->n_cpus[0] - on_node0 : 0;
+    if (keep > PLACEMENT_MAX_KEEP)
+        keep = PLACEMENT_MAX_KEEP;
+    p->n_kept = keep;
+    if (keep)
+        memcpy(p->kept, topo->cpus[0] + topo->n_cpus[0] - keep, (size_t)keep * sizeof *p->kept);
     for (uint32_t k = 0; k < K; k++) {
         placement_worker_t *w = &p->w[k];
         w->first = next;
@@ -92,7 +106,7 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
         /* this worker's rank among those on its node, and how many share the node */
         int rank = (int)(k / (uint32_t)topo->n_nodes);
         int sharing = (int)((K - (uint32_t)w->node + (uint32_t)topo->n_nodes - 1) / (uint32_t)topo->n_nodes);
-        int nc = topo->n_cpus[w->node];
+        int nc = topo->n_cpus[w->node] - (w->node == 0 ? keep : 0);
         int lo = 0, hi = nc;
         if (nc >= sharing && sharing > 1) {
             lo = nc * rank / sharing;
@@ -220,7 +234,7 @@ done:
 }
 
 int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
-                        const char *cpu_nodes, guild_err_t *err)
+                        const char *cpu_nodes, int keep_free, guild_err_t *err)
 {
     enum { MAX_CPUS = 4096, MAX_GIVEN_NODES = 64 };
     *out = NULL;
@@ -246,7 +260,7 @@ int placement_new_local(placement_t **out, const model_config_t *cfg, int n_work
             n_cpus[n] = topo_node_cpus(n, cpus[n], MAX_CPUS);
     }
     placement_topo_t topo = {.n_nodes = n_nodes, .cpus = (const int *const *)cpus, .n_cpus = n_cpus,
-                             .mem_node = cpu_nodes ? mem_node : NULL};
+                             .mem_node = cpu_nodes ? mem_node : NULL, .keep_free = cpu_nodes ? 0 : keep_free};
     rc = placement_new(out, cfg, n_workers, gpu_experts, &topo, err);
 done:
     for (int n = 0; cpus && n < alloc_nodes; n++)
@@ -271,6 +285,12 @@ int placement_node(const placement_t *p, int worker)
 {
     GUILD_ASSERT(worker >= 0 && worker < p->n_workers);
     return p->w[worker].node;
+}
+
+int placement_kept(const placement_t *p, const int **cpus)
+{
+    *cpus = p->kept;
+    return p->n_kept;
 }
 
 int placement_mem_node(const placement_t *p, int worker)
@@ -452,6 +472,11 @@ void placement_print(const placement_t *p, const model_t *m, int threads, bool g
     if (p->n_gpu_e)
         fprintf(out, "; %lld experts of the other layers stay on the GPU too (the workers skip them)",
                 (long long)p->n_gpu_e);
+    if (p->n_kept) {
+        fprintf(out, "; cpu%s ", p->n_kept == 1 ? "" : "s");
+        print_runs(out, p->kept, p->n_kept);
+        fputs(" of node 0 left to the GPU worker and the coordinator", out);
+    }
     fputc('\n', out);
     for (int k = 0; k < p->n_workers; k++) {
         const placement_worker_t *w = &p->w[k];

@@ -29,9 +29,13 @@ typedef struct placement_topo {
     const int *const *cpus; /* cpus[node]: the node's usable CPUs */
     const int *n_cpus;     /* n_cpus[node] (may be 0: then the worker is not pinned) */
     const int *mem_node;   /* mem_node[node]: the NUMA node its workers' memory is bound to; NULL: node itself */
+    int keep_free;         /* the last CPUs of node 0 to leave to other processes (placement_new_local) */
 } placement_topo_t;
 
 typedef struct plan placement_t;
+
+/* The most CPUs placement_new_local leaves free. */
+#define PLACEMENT_MAX_KEEP 8
 
 /* A plan for model configuration cfg over n_workers CPU workers (0: one per node). gpu_experts[cfg->n_layer *
  * cfg->n_expert] (copied; NULL: none) flags the experts that stay on the GPU (gpu_plan_t.expert_resident): no
@@ -43,9 +47,17 @@ int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, c
 /* The same with the machine's real topology (core/topo), or, when cpu_nodes is not NULL, with the nodes it
  * gives (--cpu-nodes: CPU lists separated by '/' between nodes, "0-7/8-15"; every CPU one this process may use,
  * none twice; each node's memory on the NUMA node of its first CPU). That is how workers are kept to some of
- * the CPUs, and how a machine of several nodes is planned on one of one node (the topology a test fakes). */
+ * the CPUs, and how a machine of several nodes is planned on one of one node (the topology a test fakes).
+ * keep_free (machine topology only; placement_topo_t.keep_free): the last CPUs of node 0 no worker is pinned
+ * to, for the processes that share the machine with the workers (the GPU worker's host thread, which must run at
+ * once when a step's experts are in, and the coordinator): at most a quarter of node 0's CPUs (and at most
+ * PLACEMENT_MAX_KEEP), and a CPU per worker there stays. Workers pinned to every CPU would have a thread
+ * preempted by those in every step, and a step waits for its slowest thread. */
 int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
-                        const char *cpu_nodes, guild_err_t *err);
+                        const char *cpu_nodes, int keep_free, guild_err_t *err);
+
+/* The CPUs placement_new_local left free (count returned). Owned by the plan. */
+int placement_kept(const placement_t *p, const int **cpus);
 
 /* Frees; nulls *p. NULL-safe. */
 void placement_destroy(placement_t **p);

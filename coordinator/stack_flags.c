@@ -34,7 +34,8 @@ static const flag_t flags[] = {
      "expert pipeline's row blocks; speed only, the output is the same)", false},
     {STACK_FLAG_CPU_WORKERS, "cpu-workers", "K",
      "CPU expert workers (default: one per NUMA node); workers on one node\n"
-     "split its CPUs (guild plan prints each one's)", true},
+     "split its CPUs, with the cuda backend less two of node 0's left to the\n"
+     "GPU worker (guild plan prints each one's)", true},
     {STACK_FLAG_CPU_NODES, "cpu-nodes", "LIST",
      "the CPUs the CPU workers run on, by node: CPU lists separated by / between\n"
      "nodes (0-7/8-15: two nodes of 8 CPUs; default: this machine's NUMA nodes);\n"

@@ -215,6 +215,64 @@ START_TEST(test_plan_nodes_and_cpus)
 }
 END_TEST
 
+/* The CPUs left free for the GPU worker and the coordinator (keep_free): the last of node 0, at most a quarter of
+ * it, never below a CPU per worker there; the workers split the rest. A machine of 16 CPUs as the device's, one
+ * of 2 nodes of 8, and small ones. */
+START_TEST(test_plan_keep_free)
+{
+    int c16[16];
+    for (int i = 0; i < 16; i++)
+        c16[i] = i;
+    const int *const one[] = {c16}, *const two[] = {c16, c16 + 8};
+    const int n16[] = {16}, n8x2[] = {8, 8};
+    model_config_t c = cfg_experts(2, 128);
+    placement_t *p = NULL;
+    guild_err_t err = {{0}};
+    const int *pc;
+    /* K workers on the 16 CPUs: their first CPU and count, then the kept CPUs */
+    static const struct {
+        int K, keep, first[4], n[4], kept;
+    } cases[] = {
+        {1, 2, {0}, {14}, 2},
+        {2, 2, {0, 7}, {7, 7}, 2},
+        {4, 2, {0, 3, 7, 10}, {3, 4, 3, 4}, 2},
+        {1, 0, {0}, {16}, 0},
+        {2, 8, {0, 6}, {6, 6}, 4},  /* a quarter at most */
+        {15, 2, {0}, {1}, 1},       /* a CPU per worker stays */
+        {16, 2, {0}, {1}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        placement_topo_t topo = {.n_nodes = 1, .cpus = one, .n_cpus = n16, .keep_free = cases[i].keep};
+        ck_assert_msg(placement_new(&p, &c, cases[i].K, NULL, &topo, &err) == 0, "%s", err.msg);
+        for (int k = 0; k < cases[i].K && k < 4 && (k == 0 || cases[i].n[k]); k++) {
+            ck_assert_int_eq(placement_cpus(p, k, &pc), cases[i].n[k]);
+            ck_assert_int_eq(pc[0], cases[i].first[k]);
+            ck_assert_int_eq(placement_threads(p, k, 16, false), cases[i].n[k]);
+            ck_assert(!placement_shared(p, k));
+        }
+        ck_assert_int_eq(placement_kept(p, &pc), cases[i].kept);
+        for (int j = 0; j < cases[i].kept; j++)
+            ck_assert_int_eq(pc[j], 16 - cases[i].kept + j);
+        placement_destroy(&p);
+    }
+    /* two nodes: only node 0 keeps CPUs */
+    placement_topo_t topo = {.n_nodes = 2, .cpus = two, .n_cpus = n8x2, .keep_free = 2};
+    ck_assert_int_eq(placement_new(&p, &c, 2, NULL, &topo, &err), 0);
+    ck_assert_int_eq(placement_cpus(p, 0, &pc), 6);
+    ck_assert_int_eq(placement_cpus(p, 1, &pc), 8);
+    ck_assert_int_eq(pc[0], 8);
+    ck_assert_int_eq(placement_kept(p, &pc), 2);
+    ck_assert_int_eq(pc[0], 6);
+    placement_destroy(&p);
+    /* a node of 2 CPUs (this development machine) keeps none */
+    placement_topo_t small = {.n_nodes = 1, .cpus = one, .n_cpus = (const int[]){2}, .keep_free = 2};
+    ck_assert_int_eq(placement_new(&p, &c, 1, NULL, &small, &err), 0);
+    ck_assert_int_eq(placement_cpus(p, 0, &pc), 2);
+    ck_assert_int_eq(placement_kept(p, &pc), 0);
+    placement_destroy(&p);
+}
+END_TEST
+
 /* --cpu-nodes: nodes made of this process's own CPUs (one CPU a node: the topology of a machine of several nodes,
  * faked on this one), and the lists refused with the reason. */
 START_TEST(test_plan_cpu_nodes)
@@ -229,7 +287,7 @@ START_TEST(test_plan_cpu_nodes)
     char spec[64];
     if (n >= 2) {
         snprintf(spec, sizeof spec, "%d/%d", all[0], all[1]);
-        ck_assert_msg(placement_new_local(&p, &c, 0, NULL, spec, &err) == 0, "%s", err.msg);
+        ck_assert_msg(placement_new_local(&p, &c, 0, NULL, spec, 2, &err) == 0, "%s", err.msg);
         ck_assert_int_eq(placement_workers(p), 2); /* default: one worker per node */
         for (int k = 0; k < 2; k++) {
             ck_assert_int_eq(placement_node(p, k), k);
@@ -241,7 +299,7 @@ START_TEST(test_plan_cpu_nodes)
         }
         placement_destroy(&p);
         /* four workers on two one-CPU nodes: two on each CPU, said */
-        ck_assert_msg(placement_new_local(&p, &c, 4, NULL, spec, &err) == 0, "%s", err.msg);
+        ck_assert_msg(placement_new_local(&p, &c, 4, NULL, spec, 2, &err) == 0, "%s", err.msg);
         for (int k = 0; k < 4; k++) {
             ck_assert_int_eq(placement_cpus(p, k, &pc), 1);
             ck_assert_int_eq(pc[0], all[k % 2]);
@@ -251,7 +309,7 @@ START_TEST(test_plan_cpu_nodes)
     }
     /* a range and a list in one node */
     snprintf(spec, sizeof spec, "%d-%d", all[0], all[0]);
-    ck_assert_msg(placement_new_local(&p, &c, 1, NULL, spec, &err) == 0, "%s", err.msg);
+    ck_assert_msg(placement_new_local(&p, &c, 1, NULL, spec, 0, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(placement_cpus(p, 0, &pc), 1);
     placement_destroy(&p);
 
@@ -265,15 +323,15 @@ START_TEST(test_plan_cpu_nodes)
         {"5000", "beyond what Guild supports"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, bad[i].spec, &err), -1);
+        ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, bad[i].spec, 0, &err), -1);
         ck_assert_ptr_null(p);
         ck_assert_msg(strstr(err.msg, bad[i].msg), "%s: %s", bad[i].spec, err.msg);
     }
     snprintf(spec, sizeof spec, "%d/%d", all[0], all[0]);
-    ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, spec, &err), -1);
+    ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, spec, 0, &err), -1);
     ck_assert_msg(strstr(err.msg, "is given twice"), "%s", err.msg);
     snprintf(spec, sizeof spec, "%d/", all[0]);
-    ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, spec, &err), -1);
+    ck_assert_int_eq(placement_new_local(&p, &c, 1, NULL, spec, 0, &err), -1);
     ck_assert_msg(strstr(err.msg, "node 1 has no CPUs"), "%s", err.msg);
 }
 END_TEST
@@ -1162,6 +1220,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_plan_dense_layers);
     tcase_add_test(tc, test_plan_nodes_and_cpus);
     tcase_add_test(tc, test_plan_cpu_nodes);
+    tcase_add_test(tc, test_plan_keep_free);
     tcase_add_test(tc, test_plan_gpu_layers);
     tcase_add_test(tc, test_plan_gpu_experts);
     tcase_add_test(tc, test_plan_print_gpu_layers);

@@ -70,7 +70,7 @@ static void fixture_open(fixture_t *f)
     f->m = NULL;
     ck_assert_msg(tiny_model_open(f->image, f->size, &f->m, &err) == 0, "%s", err.msg);
     f->plan = NULL;
-    ck_assert_msg(placement_new_local(&f->plan, model_config(f->m), 1, NULL, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(placement_new_local(&f->plan, model_config(f->m), 1, NULL, NULL, 0, &err) == 0, "%s", err.msg);
     stack_options_init(&f->o);
     f->o.n_threads = 1;
     f->o.n_ctx = 64;
