@@ -3,13 +3,16 @@
 # and logits rows equal --spec none's over 64 tokens at K = 1, 2, 4, 8 and with --spec-min-p, on deepseek2 and
 # glm4moe files with an MTP layer (Q8_0 and F32), with the counters printed; guild bench run --spec mtp writes them
 # in its JSON; through the multi-process pipeline (the GPU worker's backend runs the layer, ipc/step.h
-# GUILD_STEP_MTP) the same ids, text and logits; refused with the reason: a model without an MTP layer, a qwen35moe
+# GUILD_STEP_MTP) the same ids, text and logits; an oracle's MTP layer (tests/mk_mtp_oracle: its drafts the model's
+# next tokens but where that is the 10th token generated) has drafts accepted and drafts rejected, with the same
+# counters in one process and in the pipeline; refused with the reason: a model without an MTP layer, a qwen35moe
 # (its gated delta net state cannot be truncated back).
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
 G=$B/guild
-for f in "$MK" "$G"; do
+ORACLE=$B/tests/mk_mtp_oracle
+for f in "$MK" "$G" "$ORACLE"; do
     if [ ! -x "$f" ]; then
         echo "SKIP: $f is not built"
         exit 77
@@ -59,6 +62,25 @@ for arch in deepseek2 glm4moe; do
         [ $ty = Q8_0 ] && run mtp-pipeline --cpu-workers 2 --spec mtp --spec-max 4
     done
 done
+counts() { # name: "drafted accepted"
+    stat_line "$1" | sed 's/.*speculative: //' | tr -d ',' | awk '{ print $1, $3 }'
+}
+m="$T/oracle.gguf"
+"$MK" --arch glm4moe --layers 3 --expert-groups 4 --groups-used 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 \
+    --experts 8 --experts-used 2 --expert-ff 64 --ctx 256 --type F32 --seed 11 --vocab 400 --nextn 1 -q -o "$m" \
+    >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel the oracle's file"; }
+arch=glm4moe ty=oracle
+"$ORACLE" "$m" || fail "mk_mtp_oracle"
+run none --single-process # the model's tokens (its MTP layer plays no part), then the layer wrong at the 10th
+"$ORACLE" "$m" "$(awk '{ print $10 }' "$T/none.ids")" || fail "mk_mtp_oracle"
+run oracle-single --single-process --spec mtp --spec-max 4
+run oracle-pipeline --cpu-workers 2 --spec mtp --spec-max 4
+# shellcheck disable=SC2046
+set -- $(counts oracle-single)
+[ $# -eq 2 ] && [ "$2" -gt 0 ] && [ "$2" -lt "$1" ] ||
+    fail "the oracle: $2 of $1 drafts accepted (some, not all, expected)"
+[ "$(counts oracle-pipeline)" = "$1 $2" ] ||
+    fail "the oracle in the pipeline: $(counts oracle-pipeline) drafted and accepted, $1 $2 in one process"
 "$G" bench run -m "$T/glm4moe-Q8_0.gguf" --populate 32,48 --gen 16 --runs 1 --single-process --backend cpu \
     --threads 1 --dram-gbs 10 --spec mtp --spec-max 3 --json "$T/b.json" >"$T/b.txt" 2>"$T/b.err" ||
     { cat "$T/b.err"; fail "guild bench run --spec mtp"; }

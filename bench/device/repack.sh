@@ -9,7 +9,7 @@
 # Usage: bash bench/device/repack.sh [--prof|--dev] BUILD_DIR [COMMIT-NOTE]
 #        bash bench/device/repack.sh --final BUILD_DIR [BASE_BUILD_DIR]
 set -euo pipefail
-keep='^\./(guild|guild-cpu-worker|guild-gpu-worker|guild-stager|tools/guild-mkmodel|tests/cuda/check_cuda_[a-z_]+|tests/cuda/cuda_bench|bench/guild-stage-cuda-bench|tests/check_kernels|tests/check_amx)$'
+keep='^\./(guild|guild-cpu-worker|guild-gpu-worker|guild-stager|tools/guild-mkmodel|tests/cuda/check_cuda_[a-z_]+|tests/cuda/cuda_bench|bench/guild-stage-cuda-bench|tests/check_kernels|tests/check_amx|tests/mk_mtp_oracle)$'
 if [ "${1:-}" = --prof ]; then
     keep='^\./(bench/guild-cuda-prof|tools/guild-mkmodel)$'
     shift

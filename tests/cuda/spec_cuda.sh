@@ -7,7 +7,8 @@
 # seed is the same twice, and a draft model on the CPU backend (F16 weights, another model) changes nothing.
 # --spec mtp (the model's multi-token-prediction layer on the GPU, gpu-worker/dense/cuda/cuda_mtp.c): greedy ids
 # and logits equal --spec none's at several K on glm4moe and deepseek2 files with one, in this process and in the
-# multi-process pipeline's GPU worker, acceptance printed.
+# multi-process pipeline's GPU worker, acceptance printed; an oracle's layer (tests/mk_mtp_oracle) has drafts
+# accepted and drafts rejected, the same counters in the GPU worker.
 # SKIP (77) without a CUDA device.
 set -u
 B=${GUILD_BUILDDIR:-.}
@@ -91,5 +92,29 @@ for arch in glm4moe deepseek2; do
     run $arch-mtp-mp --temp 0 --cpu-workers 2 --spec mtp --spec-max 4 &&
         same $arch-none $arch-mtp-mp "--spec mtp in the GPU worker ($arch), K = 4: --spec none's ids and logits ($(stats $arch-mtp-mp))"
 done
+counts() { # NAME: "drafted accepted"
+    grep -o '[0-9]* drafted, [0-9]* accepted' "$tmp/$1.err" | tr -d ',' | awk '{ print $1, $3 }'
+}
+model=$tmp/oracle.gguf
+"$B/tools/guild-mkmodel" --arch glm4moe --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 16 \
+    --experts-used 4 --expert-ff 256 --vocab 600 --ctx 512 --seed 5 --type F32 --nextn 1 -q --expert-groups 4 \
+    --groups-used 2 --qk-norm -o "$model" && "$B/tests/mk_mtp_oracle" "$model" ||
+    { echo "FAIL: the oracle's file"; exit 1; }
+# the model's tokens (its MTP layer plays no part), then the layer made wrong where the next token is the 10th's
+if run oracle-none --temp 0 --single-process &&
+    "$B/tests/mk_mtp_oracle" "$model" "$(awk '{ print $10 }' "$tmp/oracle-none.ids")" &&
+    run oracle --temp 0 --single-process --spec mtp --spec-max 4 &&
+    same oracle-none oracle "--spec mtp, the oracle, K = 4: --spec none's ids and logits ($(stats oracle))" &&
+    run oracle-mp --temp 0 --cpu-workers 2 --spec mtp --spec-max 4 &&
+    same oracle-none oracle-mp "--spec mtp in the GPU worker, the oracle, K = 4: --spec none's ids and logits"; then
+    # shellcheck disable=SC2046
+    set -- $(counts oracle)
+    if [ $# -eq 2 ] && [ "$2" -gt 0 ] && [ "$2" -lt "$1" ] && [ "$(counts oracle-mp)" = "$1 $2" ]; then
+        echo "ok   the oracle: $2 of $1 drafts accepted, the same in the GPU worker"
+    else
+        echo "FAIL: the oracle: $(counts oracle) drafted and accepted (some, not all, expected), $(counts oracle-mp) in the GPU worker"
+        fails=$((fails + 1))
+    fi
+fi
 [ $fails -eq 0 ] || exit 1
 echo "PASS: spec_cuda"
