@@ -8,6 +8,7 @@
 #include "ipc/doorbell.h"
 
 #define WAIT_SLICE_NS 20000000u /* between slices: is the GPU worker still the one we asked? */
+#define REMOTE_MTP_STEPS 64    /* steps of one draft (--spec-max is at most 16) */
 
 /* What the coordinator keeps of one sequence of the GPU worker's backend. */
 typedef struct rseq {
@@ -30,6 +31,11 @@ typedef struct remote {
     int32_t *c_seq, *c_pos; /* [n_batch] scratch: a chunk's sequences and positions */
     int32_t *r_seq, *r_pos; /* [n_batch] scratch: a replayed chunk's */
     remote_stats_t stats;
+    /* the multi-token-prediction draft in progress (remote_mtp_step): its steps' tokens, for a GPU worker that
+     * replaced the one that took them */
+    int32_t mtp_tok[REMOTE_MTP_STEPS];
+    int32_t mtp_n;       /* steps taken */
+    uint64_t mtp_epoch;  /* by the GPU worker of this epoch */
 } remote_t;
 
 /* Rings request *req (numbered here) and waits for its answer. 0: answered (the response's status says how); 1:
@@ -356,29 +362,16 @@ static int remote_seq_load(backend_t *b, int32_t q, const int32_t *tokens, int32
     return 0;
 }
 
-/* A step of the GPU worker's multi-token-prediction layer (ipc/step.h GUILD_STEP_MTP), its cache first made the
- * coordinator's view of sequence 0 (refilled after a loss; `keep` cuts what a truncation left). A GPU worker lost
- * between two steps of a draft takes the earlier steps with it: the later step fails with the worker's reason. */
-static int remote_mtp_step(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err)
+/* Rings step `step` of the GPU worker's multi-token-prediction layer (ipc/step.h GUILD_STEP_MTP) with `token`, the
+ * worker's cache cut to the coordinator's view of sequence 0 first. 0: answered OK (logits in row 0); 1: the worker
+ * was lost; -1 with err: it failed the step, or the pipeline failed. */
+static int mtp_issue(remote_t *r, int32_t step, int32_t token, guild_err_t *err)
 {
-    remote_t *r = (remote_t *)b;
-    rseq_t *sq = &r->sq[0];
-    if (token < 0 || token >= r->o.n_vocab)
-        return guild_err_set(err, "mtp: token id %d is out of range (vocabulary of %d)", token, r->o.n_vocab);
-    if (current_worker(r, err) < 0)
-        return -1;
-    int rc = sq->gpu_len < sq->kv_len ? replay(r, 0, err) : 0;
-    if (rc == 0) {
-        r->st->tokens[0] = token;
-        guild_step_request_t req = {.flags = GUILD_STEP_MTP, .keep = sq->kv_len, .n_tokens = 1, .state_n = step};
-        rc = ring(r, &req, err);
-    }
-    if (rc > 0) {
-        r->epoch = 0;
-        return guild_err_set(err, "mtp: the GPU worker was lost during a step");
-    }
-    if (rc < 0)
-        return -1;
+    r->st->tokens[0] = token;
+    guild_step_request_t req = {.flags = GUILD_STEP_MTP, .keep = r->sq[0].kv_len, .n_tokens = 1, .state_n = step};
+    const int rc = ring(r, &req, err);
+    if (rc)
+        return rc;
     const guild_step_response_t *resp = &r->st->sh->resp;
     if (resp->status != GUILD_STEP_OK) {
         char msg[GUILD_STEP_MESSAGE_MAX];
@@ -387,6 +380,44 @@ static int remote_mtp_step(backend_t *b, int32_t step, int32_t token, float *log
         return guild_err_set(err, "%s", msg);
     }
     r->stats.requests++;
+    return 0;
+}
+
+/* A step of the GPU worker's multi-token-prediction layer, its cache first made the coordinator's view of sequence
+ * 0 (refilled after a loss; `keep` cuts what a truncation left). A worker that did not take the draft's earlier
+ * steps (one that replaced a lost one) takes them again first, with the tokens they had: a draft survives
+ * max_retries losses, as a forward call does. */
+static int remote_mtp_step(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err)
+{
+    remote_t *r = (remote_t *)b;
+    rseq_t *sq = &r->sq[0];
+    if (token < 0 || token >= r->o.n_vocab)
+        return guild_err_set(err, "mtp: token id %d is out of range (vocabulary of %d)", token, r->o.n_vocab);
+    if (step == 0)
+        r->mtp_n = 0;
+    if (step != r->mtp_n || step >= REMOTE_MTP_STEPS)
+        return guild_err_set(err, "mtp: step %d asked, step %d comes next (at most %d)", step, r->mtp_n,
+                             REMOTE_MTP_STEPS);
+    int losses = 0;
+    for (;;) {
+        if (current_worker(r, err) < 0)
+            return -1;
+        int rc = sq->gpu_len < sq->kv_len ? replay(r, 0, err) : 0;
+        for (int32_t j = step > 0 && r->mtp_epoch == r->epoch ? step : 0; rc == 0 && j <= step; j++)
+            rc = mtp_issue(r, j, j < step ? r->mtp_tok[j] : token, err);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            break;
+        if (++losses > r->o.max_retries)
+            return guild_err_set(err, "mtp: the GPU worker was lost %d times during one step; giving up", losses);
+        guild_log(GUILD_LOG_WARN, "the GPU worker was lost during a multi-token-prediction step; retrying (%d of %d)",
+                  losses, r->o.max_retries);
+        r->epoch = 0;
+    }
+    r->mtp_tok[step] = token;
+    r->mtp_n = step + 1;
+    r->mtp_epoch = r->epoch;
     memcpy(logits, r->st->logits, (size_t)r->o.n_vocab * sizeof *logits);
     return 0;
 }
