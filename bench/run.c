@@ -61,6 +61,7 @@ typedef struct run_cfg {
     int n_populate;
     int32_t gen, runs, batch;
     int32_t period;            /* --prompt-period: the prompt repeats its first `period` tokens; 0: no */
+    bool sweep;                /* --sweep: a placement's contexts along one prompt (one_run's from) */
     spec_options_t spec;       /* --spec, --spec-max, --spec-min-p, --draft-model */
     double dram_gbps;          /* 0: measure */
     bool verbose;              /* -v: the backend's and the workers' messages */
@@ -113,6 +114,8 @@ static void usage(FILE *out)
             "      --gen N             tokens decoded after each prompt (default 64)\n"
             "      --runs N            measured runs per context, after one warm-up (default 3)\n"
             "      --prompt-period N   the prompt repeats its first N tokens (default 0: no repetition)\n"
+            "      --sweep             measure the contexts along one prompt: each context's prefill is the time\n"
+            "                          from position 0 to it, the cache kept from the previous (smaller) context\n"
             SPEC_FLAGS_HELP
             STACK_FLAGS_BATCH_HELP);
     stack_flags_usage(out, BENCH_STACK_FLAGS, DEFAULT_BACKEND);
@@ -127,7 +130,7 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, run_cfg_t *c)
 {
-    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_SVG, O_COMMIT, O_PERIOD, O_SPEC };
+    enum { O_POP = 256, O_GEN, O_RUNS, O_BATCH, O_DRAM, O_JSON, O_SVG, O_COMMIT, O_PERIOD, O_SPEC, O_SWEEP };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},       {"populate", required_argument, NULL, O_POP},
         {"gen", required_argument, NULL, O_GEN},       {"runs", required_argument, NULL, O_RUNS},
@@ -140,6 +143,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
         {"draft-threads", required_argument, NULL, O_SPEC},
         {"draft-backend", required_argument, NULL, O_SPEC},
         {"verbose", no_argument, NULL, 'v'},           {"help", no_argument, NULL, 'h'},
+        {"sweep", no_argument, NULL, O_SWEEP},
         {NULL, 0, NULL, 0},
     };
     struct option opts[48];
@@ -205,6 +209,7 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
             if (spec_flag(&c->spec, opts[li].name, optarg, &e) < 0)
                 goto bad;
             break;
+        case O_SWEEP: c->sweep = true; break;
         case 'v': c->verbose = true; break;
         case 'h': usage(stdout); return 1;
         default:
@@ -220,6 +225,10 @@ static int parse_args(int argc, char **argv, run_cfg_t *c)
     }
     if (stack_flags_check(&c->flags, BENCH_STACK_FLAGS, NULL, false, &e) < 0)
         goto bad;
+    if (c->sweep && c->spec.kind != SPEC_NONE) {
+        guild_err_set(&e, "--sweep measures plain decoding: leave out --spec");
+        goto bad;
+    }
     return 0;
 bad:
     fprintf(stderr, "guild bench run: %s\n", e.msg);
@@ -286,19 +295,21 @@ static int spec_decode(const run_cfg_t *c, backend_t *be, const spec_run_t *sr, 
     return 0;
 }
 
-/* One run: the cache emptied, `populate` prompt tokens in batches, then gen greedy tokens. */
+/* One run: the cache cut back to `from` positions (0: emptied; else they hold the prompt's first `from` tokens),
+ * the prompt's tokens from there to `populate` in batches, then gen greedy tokens. The prefill's counters are
+ * those of the tokens from `from` on. */
 static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts, const spec_run_t *sr,
-                   const int32_t *prompt, int32_t populate, int32_t gen, int32_t n_vocab, float *logits, int32_t *pos,
-                   run_result_t *r, guild_err_t *err)
+                   const int32_t *prompt, int32_t from, int32_t populate, int32_t gen, int32_t n_vocab, float *logits,
+                   int32_t *pos, run_result_t *r, guild_err_t *err)
 {
-    backend_kv_clear(be);
+    backend_kv_truncate(be, from);
     memset(r, 0, sizeof *r);
     const bool spec = sr->drafter != NULL;
     const int32_t fill = spec ? populate - 1 : populate; /* spec: gen_run runs the last prompt token */
     backend_stats_t b0, b1;
     const bool streams = backend_stats(be, &b0) == 0;
     const double t0 = guild_clock_s();
-    for (int32_t p = 0; p < fill; p += c->batch) {
+    for (int32_t p = from; p < fill; p += c->batch) {
         const int32_t n = fill - p < c->batch ? fill - p : c->batch, last = n - 1;
         const bool final = !spec && p + n == populate;
         for (int32_t i = 0; i < n; i++)
@@ -660,7 +671,7 @@ int bench_run_main(int argc, char **argv)
         run_result_t warm;
         backend_stats_t bs0;
         const moe_exec_t *experts = backend_stack_experts(stack);
-        if (one_run(&c, be, experts, &sr, prompt, first, c.gen, V, logits, pos, &warm, &err) < 0)
+        if (one_run(&c, be, experts, &sr, prompt, 0, first, c.gen, V, logits, pos, &warm, &err) < 0)
             goto out;
         mem_sample(&mem);
         if (c.flags.single_process && backend_stats(be, &bs0) == 0)
@@ -668,24 +679,47 @@ int bench_run_main(int argc, char **argv)
                     bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
         fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", first,
                 first / warm.prefill_s, c.gen / warm.decode_s);
+        /* each context's runs in turn; with --sweep each run takes the contexts in increasing order along one
+         * prompt, a context's prefill the sum of its segments' (the same batches from position 0 as alone when
+         * the contexts are multiples of the batch) */
+        int order[MAX_POP], n_order = 0;
         for (int i = 0; i < c.n_populate; i++)
-            for (int r = 0; r < c.runs && place[i] == g; r++) {
-                run_result_t *x = &res[i * c.runs + r];
-                if (one_run(&c, be, experts, &sr, prompt, c.populate[i], c.gen, V, logits, pos, x, &err) < 0)
-                    goto out;
-                spec_stats_add(&spec_all, &x->spec);
-                fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
-                        c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
-                        x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
-                if (x->stream_span_s > 0)
-                    fprintf(stderr, "    streamed prefill: %.3f s on the device, copy engine busy %.3f s (%.0f%%), "
-                            "GPU busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
-                            x->stream_span_s, x->copy_busy_s, 100 * x->copy_busy_s / x->stream_span_s,
-                            x->stream_span_s - x->copy_wait_s - x->cpu_wait_s,
-                            100 * (x->stream_span_s - x->copy_wait_s - x->cpu_wait_s) / x->stream_span_s,
-                            x->copy_wait_s, x->cpu_wait_s);
-                mem_sample(&mem);
+            if (place[i] == g) {
+                int k = n_order++;
+                for (; k > 0 && c.sweep && c.populate[order[k - 1]] > c.populate[i]; k--)
+                    order[k] = order[k - 1];
+                order[k] = i;
             }
+        run_result_t carried[MAX_RUNS] = {{0}};
+        int32_t from[MAX_RUNS] = {0};
+        for (int k = 0; k < n_order * c.runs; k++) {
+            const int i = order[c.sweep ? k % n_order : k / c.runs], r = c.sweep ? k / n_order : k % c.runs;
+            run_result_t *x = &res[i * c.runs + r];
+            if (one_run(&c, be, experts, &sr, prompt, c.sweep ? from[r] : 0, c.populate[i], c.gen, V, logits, pos,
+                        x, &err) < 0)
+                goto out;
+            if (c.sweep) {
+                x->prefill_s += carried[r].prefill_s;
+                x->stream_span_s += carried[r].stream_span_s;
+                x->copy_busy_s += carried[r].copy_busy_s;
+                x->copy_wait_s += carried[r].copy_wait_s;
+                x->cpu_wait_s += carried[r].cpu_wait_s;
+                carried[r] = *x;
+                from[r] = c.populate[i];
+            }
+            spec_stats_add(&spec_all, &x->spec);
+            fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
+                    c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
+                    x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
+            if (x->stream_span_s > 0)
+                fprintf(stderr, "    streamed prefill: %.3f s on the device, copy engine busy %.3f s (%.0f%%), "
+                        "GPU busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
+                        x->stream_span_s, x->copy_busy_s, 100 * x->copy_busy_s / x->stream_span_s,
+                        x->stream_span_s - x->copy_wait_s - x->cpu_wait_s,
+                        100 * (x->stream_span_s - x->copy_wait_s - x->cpu_wait_s) / x->stream_span_s,
+                        x->copy_wait_s, x->cpu_wait_s);
+            mem_sample(&mem);
+        }
         /* multi-process: the GPU worker's streaming counters, carried by its Stats (graphs and layers stay local) */
         have_bs = backend_stats(be, &bs) == 0;
         if (have_bs && c.flags.single_process)
@@ -763,6 +797,7 @@ int bench_run_main(int argc, char **argv)
     json_object_set_new(cfg, "runs", json_integer(c.runs));
     json_object_set_new(cfg, "open_s", json_real(open_s));
     json_object_set_new(cfg, "prompt_period", json_integer(c.period));
+    json_object_set_new(cfg, "sweep", json_boolean(c.sweep));
     json_t *specj = json_object();
     json_object_set_new(specj, "kind", json_string(spec_kind_name(c.spec.kind)));
     if (c.spec.kind != SPEC_NONE) {

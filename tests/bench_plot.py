@@ -174,4 +174,26 @@ check(all(res[c]["decode_tok_s"] > 0 and res[c]["kv_cache"] == "gpu" for c in (1
 texts = ["".join(t.itertext()) for t in parse_svg(svg3).iter(SVG + "text")]
 check(any("not drawn" in t and "2000000" in t for t in texts), "no note for the unsupported context: %r" % texts)
 
+# --sweep: the contexts measured along one prompt in increasing order (listed out of order here), each
+# context's prefill time the sum of its segments', so it grows with the context; the results keep the listed order
+js4 = os.path.join(T, "sweep.json")
+r = subprocess.run([GUILD, "bench", "run", "-m", model, "--single-process", "--backend", "cpu", "--threads", "1",
+                    "--populate", "64,16,32", "--batch", "16", "--gen", "4", "--runs", "2", "--dram-gbs", "10",
+                    "--sweep", "--json", js4], capture_output=True, text=True, timeout=120)
+check(r.returncode == 0, "guild bench run --sweep: %d: %s" % (r.returncode, r.stderr[-2000:]))
+doc = json.load(open(js4))
+check(doc["config"].get("sweep") is True, "config.sweep: %r" % doc["config"].get("sweep"))
+check([x["context"] for x in doc["results"]] == [64, 16, 32], "sweep results order: %r" % doc["results"])
+res = {x["context"]: x for x in doc["results"]}
+check(all(res[c]["decode_tok_s"] > 0 and len(res[c]["runs"]) == 2 for c in (16, 32, 64)),
+      "sweep contexts did not all run: %r" % doc["results"])
+for k in range(2):
+    t = [res[c]["runs"][k]["prefill_s"] for c in (16, 32, 64)]
+    check(t[0] < t[1] < t[2], "sweep run %d: prefill times not cumulative: %r" % (k, t))
+order = [l.split()[1] for l in r.stderr.splitlines() if l.strip().startswith("context")]
+check(order == ["16", "32", "64", "16", "32", "64"], "sweep: contexts not in increasing order per run: %r" % order)
+r = subprocess.run([GUILD, "bench", "run", "-m", model, "--sweep", "--spec", "ngram"], capture_output=True,
+                   text=True, timeout=60)
+check(r.returncode != 0 and "--sweep" in r.stderr, "--sweep with --spec: %d: %s" % (r.returncode, r.stderr))
+
 print("bench_plot: %d checks passed" % checks)
