@@ -5,8 +5,11 @@
  * cpu_attention_head_cache within the attention tolerance (2e-5 + 1e-4 |ref|) up to 40,000 keys. Then, printed,
  * the decode attention's time per layer on Qwen3-30B-A3B's heads (32 over 4 KV heads of 128) at 4,096 to 131,072
  * positions for f16 (cuda_attention_decode_dyn) and each block format, one block per head against the splits, the
- * cache in device memory and in mapped host memory (read over PCIe). Needs a CUDA device: without one the program
- * prints why and exits 77 (SKIP). */
+ * cache in device memory and in mapped host memory (read over PCIe). The tensor-core prefill over the blocks
+ * (cuda_attention_blocks_mma): the CPU within the same tolerance, the CUDA-core kernel within twice it, a re-run
+ * and the cache in host memory bit for bit; printed, its time for a 2,048-row batch against the CUDA-core kernel's
+ * and f16's at 16,384 and 65,536 positions. Needs a CUDA device: without one the program prints why and exits 77
+ * (SKIP). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -175,6 +178,117 @@ START_TEST(test_split_bits)
 }
 END_TEST
 
+/* Prefill batches on tensor cores over the blocks (cuda_attention_blocks_mma): each head dimension it takes, GQA
+ * groups, windows and sinks, rows across several query tiles, a batch after a long cache. */
+static const long_case_t mma_cases[] = {
+    {33, 0, 8, 2, 128, 0, false},    {100, 250, 8, 2, 128, 0, true}, {64, 4000, 32, 4, 128, 0, false},
+    {130, 17, 4, 1, 64, 0, false},   {97, 700, 8, 8, 64, 128, true},  {200, 3000, 16, 2, 128, 1000, false},
+    {300, 9000, 32, 4, 128, 0, false},
+};
+#define N_MMA_CASES (int)(sizeof mma_cases / sizeof mma_cases[0])
+
+/* _i: case _i / 3 of mma_cases, format q8_0, q4_0, k8v4. The CPU's cpu_attention_head_cache on the same bytes within
+ * the attention tolerance for a sample of rows (every head), the blocks kernel's output within it for every row;
+ * a re-run and the cache in mapped host memory give the same bits. */
+START_TEST(test_mma)
+{
+    const long_case_t c = mma_cases[_i / 3];
+    const int32_t fmt = KV_TYPE_Q8_0 + _i % 3;
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    const bool rot = kv_type_rotates_v(fmt);
+    const int32_t HD = c.head_dim, Q = c.n_head * HD, KV = c.n_head_kv * HD, n_kv = c.kv0 + c.n_tok;
+    const size_t krow = kv_elem_bytes(kt, KV), vrow = kv_elem_bytes(vt, KV);
+    const size_t kbytes = (size_t)n_kv * krow, vbytes = (size_t)n_kv * vrow, obytes = (size_t)c.n_tok * Q * 4;
+    rng_t r;
+    rng_seed(&r, 4100 + (uint64_t)_i);
+    float *kf = malloc((size_t)n_kv * (size_t)KV * sizeof *kf), *vf = malloc((size_t)n_kv * (size_t)KV * sizeof *vf);
+    fill(&r, kf, (int64_t)n_kv * KV, 1.0f);
+    fill(&r, vf, (int64_t)n_kv * KV, 1.0f);
+    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
+    store_rows(fmt, dk, dv, kf, vf, KV, HD, n_kv);
+    free(kf);
+    free(vf);
+    float *q = malloc(obytes), *sinks = malloc((size_t)c.n_head * sizeof *sinks);
+    fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
+    fill(&r, sinks, c.n_head, 3.0f);
+    float *dq = dev_upload(q, obytes), *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
+    const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
+    const float scale = 1.0f / sqrtf((float)HD);
+    float *dout = dev_new(obytes);
+    float *mma = malloc(obytes), *walk = malloc(obytes), *got = malloc(obytes);
+    guild_err_t err;
+    ck_assert(cuda_attention_blocks_mma_takes(kt, vt, rot, HD, dout, dq, dk, dv));
+    ck_assert_msg(cuda_attention_blocks_mma(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
+                                            scale, &ext, stream, &err) == 0, "%s", err.msg);
+    dev_download(mma, dout, obytes, stream);
+    CK_CUDA(cudaMemset(dout, 0xff, obytes));
+    ck_assert_msg(cuda_attention_blocks_mma(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
+                                            scale, &ext, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, obytes, stream);
+    ck_assert_msg(!memcmp(mma, got, obytes), "%s mma case %d: a re-run is not bit-identical", kv_type_name(fmt), _i / 3);
+    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv, HD,
+                                        scale, &ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
+    dev_download(walk, dout, obytes, stream);
+    uint8_t *kc = NULL, *vc = NULL;
+    CK_CUDA(cudaHostAlloc((void **)&kc, kbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaHostAlloc((void **)&vc, vbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaMemcpy(kc, dk, kbytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(vc, dv, vbytes, cudaMemcpyDeviceToHost));
+    void *hk = NULL, *hv = NULL;
+    CK_CUDA(cudaHostGetDevicePointer(&hk, kc, 0));
+    CK_CUDA(cudaHostGetDevicePointer(&hv, vc, 0));
+    ck_assert_msg(cuda_attention_blocks_mma(dout, dq, kt, vt, rot, hk, hv, c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
+                                            scale, &ext, stream, &err) == 0, "%s", err.msg);
+    dev_download(got, dout, obytes, stream);
+    ck_assert_msg(!memcmp(mma, got, obytes), "%s mma case %d: the cache in host memory gives other bits",
+                  kv_type_name(fmt), _i / 3);
+    double worst_walk = 0;
+    for (int64_t i = 0; i < (int64_t)c.n_tok * Q; i++) {
+        const double e = fabs((double)mma[i] - walk[i]);
+        ck_assert_msg(e <= 4e-5 + 2e-4 * fabs(walk[i]), "%s mma case %d element %lld: %.9g vs the blocks kernel's %.9g",
+                      kv_type_name(fmt), _i / 3, (long long)i, (double)mma[i], (double)walk[i]);
+        worst_walk = e > worst_walk ? e : worst_walk;
+    }
+    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_kv * sizeof *scores);
+    float *rows = malloc(2 * (size_t)HD * sizeof *rows);
+    double worst = 0;
+    const int32_t group = c.n_head / c.n_head_kv;
+    for (int32_t t = 0; t < c.n_tok; t = t + 7 < c.n_tok || t == c.n_tok - 1 ? t + 7 : c.n_tok - 1)
+        for (int32_t h = 0; h < c.n_head; h++) {
+            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
+            const cpu_kv_head_t kv = {kt, vt, kc + (size_t)first * krow + kv_elem_bytes(kt, (h / group) * HD),
+                                      vc + (size_t)first * vrow + kv_elem_bytes(vt, (h / group) * HD), krow, vrow, rot};
+            cpu_attention_head_cache(ref, q + (int64_t)t * Q + h * HD, &kv, n - first, HD, scale,
+                                     c.sinks ? &sinks[h] : NULL, scores, rows);
+            for (int32_t d = 0; d < HD; d++) {
+                const float g = mma[(int64_t)t * Q + h * HD + d];
+                const double e = fabs((double)g - ref[d]);
+                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "%s mma case %d tok %d head %d dim %d: %.9g vs %.9g",
+                              kv_type_name(fmt), _i / 3, t, h, d, (double)g, (double)ref[d]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    printf("mma %-4s %3d rows after %5d keys, %2d/%d heads of %3d, window %4d%s: re-run = host memory, bit for bit; "
+           "CPU max abs err %.3g, blocks kernel %.3g\n", kv_type_name(fmt), c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
+           c.window, c.sinks ? ", sinks" : "", worst, worst_walk);
+    CK_CUDA(cudaFreeHost(kc));
+    CK_CUDA(cudaFreeHost(vc));
+    dev_free(dk);
+    dev_free(dv);
+    dev_free(dq);
+    dev_free(dsinks);
+    dev_free(dout);
+    free(q);
+    free(sinks);
+    free(mma);
+    free(walk);
+    free(got);
+    free(ref);
+    free(scores);
+    free(rows);
+}
+END_TEST
+
 /* The median of 5 timed calls of one attention launch (ms), after one untimed. */
 typedef struct attn_call {
     int32_t fmt, n_kv;
@@ -288,12 +402,110 @@ START_TEST(test_decode_timing)
 }
 END_TEST
 
+/* Printed, not asserted: a prefill batch of 2,048 rows (one layer of Qwen3-30B-A3B's heads, 32 over 4 of 128) ending
+ * at 16,384 and 65,536 positions: f16 on tensor cores (cuda_attention_prefill), each block format read by the
+ * CUDA-core kernel (cuda_attention_blocks, one block per head and row as the backend's prefill ran it) and on
+ * tensor cores (cuda_attention_blocks_mma). Medians of 3 after one untimed call. _i: the format. */
+static double prefill_ms(int32_t fmt, bool mma, const void *k, const void *v, const float *q, float *out, int32_t n,
+                         int32_t kv0)
+{
+    const int32_t H = 32, HKV = 4, HD = 128;
+    const float scale = 1.0f / sqrtf((float)HD);
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    const bool rot = kv_type_rotates_v(fmt);
+    cudaEvent_t e0, e1;
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    double t[3];
+    for (int i = -1; i < 3; i++) {
+        guild_err_t err;
+        CK_CUDA(cudaEventRecord(e0, stream));
+        const int rc = fmt == KV_TYPE_F16
+                           ? cuda_attention_prefill(out, q, GUILD_TYPE_F16, k, v, n, kv0, H, HKV, HD, scale, NULL, stream,
+                                                    &err)
+                       : mma ? cuda_attention_blocks_mma(out, q, kt, vt, rot, k, v, n, kv0, H, HKV, HD, scale, NULL,
+                                                         stream, &err)
+                             : cuda_attention_blocks(out, q, kt, vt, rot, k, v, n, kv0, NULL, H, HKV, HD, scale, NULL,
+                                                     NULL, 0, stream, &err);
+        ck_assert_msg(rc == 0, "%s", err.msg);
+        CK_CUDA(cudaEventRecord(e1, stream));
+        CK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 0)
+            t[i] = ms;
+    }
+    CK_CUDA(cudaEventDestroy(e0));
+    CK_CUDA(cudaEventDestroy(e1));
+    return guild_median(t, 3);
+}
+
+START_TEST(test_prefill_timing)
+{
+    static const int32_t fmts[] = {KV_TYPE_F16, KV_TYPE_Q8_0, KV_TYPE_Q4_0, KV_TYPE_K8V4};
+    static const int32_t ctxs[] = {16384, 65536};
+    const int32_t fmt = fmts[_i], N = 65536, H = 32, HD = 128, KV = 4 * HD, piece = 4096, ROWS = 2048;
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    const size_t kbytes = (size_t)N * kv_elem_bytes(kt, KV), vbytes = (size_t)N * kv_elem_bytes(vt, KV);
+    rng_t r;
+    rng_seed(&r, 9);
+    float *kf = malloc((size_t)piece * KV * sizeof *kf), *vf = malloc((size_t)piece * KV * sizeof *vf);
+    fill(&r, kf, (int64_t)piece * KV, 1.0f);
+    fill(&r, vf, (int64_t)piece * KV, 1.0f);
+    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf);
+    float *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
+    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
+    guild_err_t err;
+    for (int32_t p = 0; p < N; p += piece)
+        ck_assert_msg((fmt == KV_TYPE_F16 ? cuda_kv_store(kt, dk, dv, dkf, dvf, KV, piece, p, stream, &err)
+                                          : cuda_kv_store_blocks(kt, vt, kv_type_rotates_v(fmt), dk, dv, dkf, dvf, KV,
+                                                                 HD, piece, p, NULL, stream, &err)) == 0,
+                      "%s", err.msg);
+    float *q = malloc((size_t)ROWS * H * HD * sizeof *q);
+    fill(&r, q, (int64_t)ROWS * H * HD, 1.5f);
+    float *dq = dev_upload(q, (size_t)ROWS * H * HD * sizeof *q), *dout = dev_new((size_t)ROWS * H * HD * sizeof *q);
+    for (size_t i = 0; i < sizeof ctxs / sizeof *ctxs; i++) {
+        const int32_t kv0 = ctxs[i] - ROWS;
+        /* the causal products of the batch: 2 (QK and PV) x 2 flops x rows x keys seen x HD x heads */
+        const double flop = 4.0 * HD * H * ((double)ROWS * kv0 + (double)ROWS * (ROWS + 1) / 2);
+        if (fmt == KV_TYPE_F16) {
+            const double t = prefill_ms(fmt, true, dk, dv, dq, dout, ROWS, kv0);
+            printf("prefill %-4s %4d rows ending at %6d: tensor cores %8.3f ms (%5.1f TFLOP/s)\n", kv_type_name(fmt),
+                   ROWS, ctxs[i], t, flop / t / 1e9);
+            continue;
+        }
+        const double tc = prefill_ms(fmt, false, dk, dv, dq, dout, ROWS, kv0);
+        const double tm = prefill_ms(fmt, true, dk, dv, dq, dout, ROWS, kv0);
+        printf("prefill %-4s %4d rows ending at %6d: CUDA cores %8.3f ms (%5.1f TFLOP/s), tensor cores %8.3f ms "
+               "(%5.1f TFLOP/s), %.1fx\n", kv_type_name(fmt), ROWS, ctxs[i], tc, flop / tc / 1e9, tm,
+               flop / tm / 1e9, tc / tm);
+    }
+    dev_free(dkf);
+    dev_free(dvf);
+    dev_free(dk);
+    dev_free(dv);
+    dev_free(dq);
+    dev_free(dout);
+    free(kf);
+    free(vf);
+    free(q);
+}
+END_TEST
+
 static Suite *kv_long_suite(void)
 {
     Suite *s = suite_create("cuda_kv_long");
     TCase *tc = tcase_create("split_bits");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_split_bits, 0, 3 * N_LONG_CASES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("mma");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_mma, 0, 3 * N_MMA_CASES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("prefill_timing");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_prefill_timing, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("decode_timing");
     tcase_set_timeout(tc, 120);

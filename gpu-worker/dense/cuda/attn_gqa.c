@@ -4,7 +4,8 @@
  *   q,k,v = W xn (+ bias);  q,k norms;  RoPE;  k,v -> cache (F16, F32, or the block formats of kv_format.h,
  *           quantized as the CPU backend does)
  *   att = causal attention (decode kernel for a few rows, flash-attention kernel for a batch; over a block
- *         cache the kernel that reads the blocks, any batch, its splits in parallel up to the scratch's rows),
+ *         cache the kernel that reads the blocks, its splits in parallel up to the scratch's rows, for a few rows
+ *         and the tensor-core flash attention over the blocks for a batch where it takes the head dimension),
  *         over the layer's window of keys when it slides, with
  *         the heads' sinks (options sliding window, attention sinks)
  *   att *= sigmoid(gate)        (option output gate: wq gives each head's query, then its gate)
@@ -94,6 +95,11 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
     }
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
     const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
+    const bool rot = kv_type_rotates_v(b->kv_format);
+    if (blocks && n > CUDA_DECODE_ROWS &&
+        cuda_attention_blocks_mma_takes(b->kv_type, b->v_type, rot, c->head_dim, att, q, kc, vc))
+        return cuda_attention_blocks_mma(att, q, b->kv_type, b->v_type, rot, kc, vc, n, b->grp_len[g], c->n_head,
+                                         c->n_head_kv, c->head_dim, scale, &ext, s, err);
     return blocks ? cuda_attention_blocks(att, q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, n,
                                           b->n_ctx - n, pos, c->n_head, c->n_head_kv, c->head_dim, scale, &ext,
                                           b->attn_scratch, b->attn_scratch_bytes, s, err)

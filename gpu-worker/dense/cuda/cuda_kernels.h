@@ -321,6 +321,20 @@ int cuda_attention_blocks(float *out, const float *q, guild_type_t kt, guild_typ
                           int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
                           void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
+/* Causal prefill attention over the block-format caches on tensor cores (attn_blocks_mma.cu): kt, vt and v_rot of
+ * q8_0, q4_0 or k8v4 (kv_format.h), head dimension 64 or 128, kv0 the cache length before row 0 (from the host:
+ * the grid follows the batch, as cuda_attention_prefill's). The integers of the blocks are the mma operands and
+ * the scales are applied in f32 (Q and P split hi + lo as in cuda_attention_prefill_mma): cpu_attention_head_cache
+ * within the attention tolerance, not bit for bit, and not the bits of cuda_attention_blocks (its tiles follow the
+ * batch). -1 with a message unless cuda_attention_blocks_mma_takes (4-byte aligned caches, 8-byte aligned q and
+ * out). */
+bool cuda_attention_blocks_mma_takes(guild_type_t kt, guild_type_t vt, bool v_rot, int32_t head_dim, const float *out,
+                                     const float *q, const void *k_cache, const void *v_cache);
+int cuda_attention_blocks_mma(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
+                              const void *k_cache, const void *v_cache, int32_t n_tok, int32_t kv0, int32_t n_head,
+                              int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
+                              cudaStream_t s, guild_err_t *err);
+
 /* Multi-head latent attention's absorbed form (deepseek2): for each row t < n_tok and head h, the softmax over
  * positions j <= *kv0 + t of (qk[t][h] . cache[j]) * scale, weighting cache[j][0, R): lat[t][h][0, R). qk:
  * [n_tok][n_head][RR] floats (the latent-space query, then the rotated part); cache: one layer's [n_ctx][RR] of
