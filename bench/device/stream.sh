@@ -19,6 +19,12 @@
 #                                       tight budget and at 24G (~300 s: more than session 23 had)
 #   bash $C/stream.sh 8g [SECONDS]      session 23's last call: check_cuda_backend's streaming cases
 #                                       (graphs_experts_arena), then the 30B shape at 8G, this build
+#   bash $C/stream.sh s24 [SECONDS]     session 24's one call: the unpacking's test and timing (this build and
+#                                       the baseline's cuda_bench), the streaming cases of check_cuda_backend, the
+#                                       30B shape at 8G (4096) this build vs the baseline, a routing profile
+#                                       recorded by the pipeline at 8G (guild run --record-routing on a text
+#                                       prompt) and 8G decode with it, then the Qwen3-235B-A22B shape (30 layers)
+#                                       at a tight budget and at 24G
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -171,6 +177,45 @@ if [ "$mode" = ab ]; then
         bench 60 q235-tight "$B" "$commit" $m235 512,4096 1 --gpu-mem "$tight235"
         plan 24g $m235 --gpu-mem 24G
         bench 60 q235-24g "$B" "$commit" $m235 512,4096 1 --gpu-mem 24G
+        rm -f $m235
+    fi
+fi
+if [ "$mode" = s24 ]; then
+    step 20 "check_cuda_kernels expert_unpack" env CK_RUN_CASE=expert_unpack "$B/tests/cuda/check_cuda_kernels"
+    step 15 "cuda_bench --unpack" "$B/tests/cuda/cuda_bench" --unpack
+    [ -x "$BASE/cuda_bench" ] && step 15 "cuda_bench --unpack (baseline)" "$BASE/cuda_bench" --unpack
+    step 25 "check_cuda_backend graphs_experts_arena" env CK_RUN_CASE=graphs_experts_arena \
+        "$B/tests/cuda/check_cuda_backend"
+    mk30
+    if [ -f $m30 ]; then
+        plan 8g $m30 --gpu-mem 8G
+        bench 30 q30-8g "$B" "$commit" $m30 4096 3 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && bench 30 q30-8g-base "$BASE" "$base_commit" $m30 4096 3 --gpu-mem 8G
+        prompt
+        # the profile counted by the GPU worker of the pipeline (every layer's routing is on the device), on a
+        # text prompt unlike the bench's (its ids are drawn over the whole vocabulary)
+        step 30 "routing profile of the 30B shape (pipeline, 8G)" sh -c '"$0" run -m "$1" -f /tmp/prompt.txt -n 16 \
+            --temp 0 --threads 14 --ctx 4160 --batch 4096 --backend cuda --gpu-mem 8G --record-routing "$1.routing" \
+            > /dev/null' "$B/guild" $m30
+        if [ -f $m30.routing ]; then
+            cp $m30.routing "$O/q30b.gguf.routing"
+            plan 8g-profile $m30 --gpu-mem 8G --routing $m30.routing
+            bench 30 q30-8g-profile "$B" "$commit" $m30 512 3 --gpu-mem 8G --routing $m30.routing
+        fi
+        rm -f $m30 $m30.routing
+    fi
+    say "/tmp: $(df -h /tmp | tail -1)"
+    step 40 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
+    if [ -f $m235 ]; then
+        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
+            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
+        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+        plan 235-tight $m235 --gpu-mem "$tight235"
+        bench 65 q235-tight "$B" "$commit" $m235 4096 1 --gpu-mem "$tight235"
+        plan 24g $m235 --gpu-mem 24G
+        bench 45 q235-24g "$B" "$commit" $m235 4096 3 --gpu-mem 24G
         rm -f $m235
     fi
 fi

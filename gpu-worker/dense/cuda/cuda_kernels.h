@@ -233,8 +233,9 @@ int cuda_expert_unpack(const kern_pack_layout_t *layout, const uint32_t *table, 
                        int32_t n_experts, int64_t nrows, size_t row_bytes, cudaStream_t s, guild_err_t *err);
 
 /* The gather table of rows of row_bytes packed in `layout`: the packed place of each plain byte of a 16-row group
- * (kern_pack_packed_offset), 4 * 16 * row_bytes bytes of device memory (cuda_free), added to *bytes. -1 with a
- * message on a row size that is not whole blocks or on device memory. */
+ * (kern_pack_packed_offset), then for each plain 4-byte word the packed word it is when its bytes are one packed
+ * word in order; 5 * 16 * row_bytes bytes of device memory (cuda_free), added to *bytes. -1 with a message on a
+ * row size that is not whole blocks or on device memory. */
 int cuda_expert_unpack_table(const kern_pack_layout_t *layout, size_t row_bytes, uint32_t **out, size_t *bytes,
                              guild_err_t *err);
 

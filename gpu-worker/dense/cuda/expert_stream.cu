@@ -2,12 +2,14 @@
  *
  * unpack: the copies may be packed (core/kern/pack.h: 16 rows re-laid per 256-element block column), the kernels
  *         read GGUF's plain rows. One block per 16-row group of one expert's matrix, in place: the group is read
- *         whole into shared memory, then every plain 4-byte word is gathered byte by byte from its packed place
- *         and stored. The places are kern_pack_packed_offset's (the arithmetic the host's kern_unpack inverts):
- *         computed per byte, or read from a gather table that the host computed once with it for the rows' size
- *         (cuda_expert_unpack_table; four 32-bit places a word, the same for every group, so they stay in the
- *         caches: the per-byte 64-bit divisions made the unpacking compete with the products for the SMs). A
- *         byte permutation: the plain bytes come back exactly.
+ *         whole into shared memory, then every plain 4-byte word is gathered from its packed place and stored.
+ *         The places are kern_pack_packed_offset's (the arithmetic the host's kern_unpack inverts): computed per
+ *         byte, or read from a gather table that the host computed once with it for the rows' size
+ *         (cuda_expert_unpack_table, the same for every group, so it stays in the caches: the per-byte 64-bit
+ *         divisions made the unpacking compete with the products for the SMs). With the table, a plain word that
+ *         is one packed word (most of the quants) is one load, the others four byte loads, from shared memory
+ *         laid out so that a warp's loads fall in distinct banks (UNPACK_SKEW). A byte permutation: the plain
+ *         bytes come back exactly.
  * ids:    a layer's experts are split among the device's parts (resident experts, staged chunks) and the CPU
  *         side by a rank table (cuda_rank_table_t: rank[e] >= 0 the expert's place among the device's experts,
  *         < 0 the CPU side's); each part computes ranks [lo, hi) with part-local ids, the CPU side its own
@@ -41,23 +43,48 @@ static __global__ void __launch_bounds__(UNPACK_THREADS)
     }
 }
 
-/* The same permutation from the gather table: tab[i] is the packed place of plain byte i of a group. */
-static __global__ void __launch_bounds__(UNPACK_THREADS)
-    expert_unpack_table_kernel(const uint4 *__restrict__ tab, char *__restrict__ base, size_t expert_stride,
-                               size_t row_bytes)
+/* The gather table kernel's shared memory: packed word p of the group at UNPACK_SKEW(p), one spare word after
+ * every 32. A 4-byte chunk region puts a row's consecutive chunks 16 words apart (kern_pack_layout.h), so the 32
+ * lanes of a warp gathering one row's consecutive plain words read 2 banks 16 times over; skewed, 32 banks once. */
+#define UNPACK_SKEW(p) ((p) + ((p) >> 5))
+/* a word table entry: the plain word's packed word index, or this flag: gather its bytes (the byte table) */
+#define UNPACK_BYTES 0x80000000u
+
+static __device__ __forceinline__ uint32_t unpack_byte(const uint32_t *grp, uint32_t o)
 {
-    extern __shared__ int4 grp4[];
-    const unsigned char *grp = (const unsigned char *)grp4;
-    const uint32_t gbytes = (uint32_t)(KERN_PACK_GROUP_ROWS * row_bytes); /* a multiple of 16 */
+    return grp[UNPACK_SKEW(o >> 2)] >> (8 * (o & 3)) & 0xffu;
+}
+
+/* The same permutation from the gather tables: words[w] the packed word that plain word w is (most words of the
+ * K-quants' quants and scales), else tab[w] the packed places of its four bytes. */
+static __global__ void __launch_bounds__(UNPACK_THREADS)
+    expert_unpack_table_kernel(const uint4 *__restrict__ tab, const uint32_t *__restrict__ words,
+                               char *__restrict__ base, size_t expert_stride, uint32_t gbytes)
+{
+    extern __shared__ uint32_t grpw[];
     char *g = base + (size_t)blockIdx.y * expert_stride + (size_t)blockIdx.x * gbytes;
-    const int4 *src = (const int4 *)g;
-    for (uint32_t i = threadIdx.x; i < gbytes / 16; i += blockDim.x)
-        grp4[i] = src[i];
+    const uint4 *src = (const uint4 *)g;
+    for (uint32_t i = threadIdx.x; i < gbytes / 16; i += blockDim.x) {
+        const uint4 v = src[i];
+        uint32_t *d = grpw + UNPACK_SKEW(4 * i); /* words 4i..4i+3 lie in one run of 32 */
+        d[0] = v.x;
+        d[1] = v.y;
+        d[2] = v.z;
+        d[3] = v.w;
+    }
     __syncthreads();
     uint32_t *dst = (uint32_t *)g;
     for (uint32_t w = threadIdx.x; w < gbytes / 4; w += blockDim.x) {
-        const uint4 o = __ldg(tab + w);
-        dst[w] = (uint32_t)grp[o.x] | (uint32_t)grp[o.y] << 8 | (uint32_t)grp[o.z] << 16 | (uint32_t)grp[o.w] << 24;
+        const uint32_t q = __ldg(words + w);
+        uint32_t v;
+        if (!(q & UNPACK_BYTES)) {
+            v = grpw[UNPACK_SKEW(q)];
+        } else {
+            const uint4 o = __ldg(tab + w);
+            v = unpack_byte(grpw, o.x) | unpack_byte(grpw, o.y) << 8 | unpack_byte(grpw, o.z) << 16 |
+                unpack_byte(grpw, o.w) << 24;
+        }
+        dst[w] = v;
     }
 }
 
@@ -67,24 +94,30 @@ extern "C" int cuda_expert_unpack_table(const kern_pack_layout_t *layout, size_t
     *out = NULL;
     if (!layout || !row_bytes || row_bytes % layout->block_bytes || KERN_PACK_GROUP_ROWS * row_bytes > UINT32_MAX)
         return guild_err_set(err, "cuda: expert unpack table: rows of %zu bytes", row_bytes);
-    const size_t n = KERN_PACK_GROUP_ROWS * row_bytes;
-    uint32_t *h = (uint32_t *)malloc(n * sizeof *h);
+    /* n byte places, then n / 4 word entries (UNPACK_BYTES where a plain word is not one packed word) */
+    const size_t n = KERN_PACK_GROUP_ROWS * row_bytes, all = n + n / 4;
+    uint32_t *h = (uint32_t *)malloc(all * sizeof *h);
     if (!h)
         return guild_err_set(err, "cuda: expert unpack table: out of memory");
     for (size_t i = 0; i < n; i++)
         h[i] = (uint32_t)kern_pack_packed_offset(layout, row_bytes, i);
+    for (size_t w = 0; w < n / 4; w++) {
+        const uint32_t *o = h + 4 * w;
+        const bool word = o[0] % 4 == 0 && o[1] == o[0] + 1 && o[2] == o[0] + 2 && o[3] == o[0] + 3;
+        h[n + w] = word ? o[0] / 4 : UNPACK_BYTES;
+    }
     void *d = NULL;
     int rc = 0;
-    if (cudaMalloc(&d, n * sizeof *h) != cudaSuccess || cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice) !=
-                                                           cudaSuccess) {
+    if (cudaMalloc(&d, all * sizeof *h) != cudaSuccess ||
+        cudaMemcpy(d, h, all * sizeof *h, cudaMemcpyHostToDevice) != cudaSuccess) {
         (void)cudaGetLastError();
         if (d)
             cudaFree(d);
-        rc = guild_err_set(err, "cuda: expert unpack table: no device memory for %zu bytes", n * sizeof *h);
+        rc = guild_err_set(err, "cuda: expert unpack table: no device memory for %zu bytes", all * sizeof *h);
     } else {
         *out = (uint32_t *)d;
         if (bytes)
-            *bytes += n * sizeof *h;
+            *bytes += all * sizeof *h;
     }
     free(h);
     return rc;
@@ -102,7 +135,9 @@ extern "C" int cuda_expert_unpack(const kern_pack_layout_t *layout, const uint32
         return guild_err_set(err, "cuda: expert unpack: matrices must be 16-byte aligned");
     if (n_experts == 0 || nrows == 0)
         return 0;
-    const size_t smem = KERN_PACK_GROUP_ROWS * row_bytes;
+    const size_t gbytes = KERN_PACK_GROUP_ROWS * row_bytes;
+    /* the table kernel keeps the group's words skewed (UNPACK_SKEW): a spare word after every 32 */
+    const size_t smem = table ? (gbytes / 4 + gbytes / 128 + 1) * 4 : gbytes;
     int dev = 0, max_smem = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
@@ -118,8 +153,9 @@ extern "C" int cuda_expert_unpack(const kern_pack_layout_t *layout, const uint32
         return cuda_launch_check("expert unpack", err);
     const dim3 grid((unsigned)(nrows / KERN_PACK_GROUP_ROWS), (unsigned)n_experts);
     if (table)
-        expert_unpack_table_kernel<<<grid, UNPACK_THREADS, smem, s>>>((const uint4 *)table, (char *)base,
-                                                                       expert_stride, row_bytes);
+        expert_unpack_table_kernel<<<grid, UNPACK_THREADS, smem, s>>>((const uint4 *)table, table + gbytes,
+                                                                       (char *)base, expert_stride,
+                                                                       (uint32_t)gbytes);
     else
         expert_unpack_kernel<<<grid, UNPACK_THREADS, smem, s>>>(*layout, (char *)base, expert_stride, row_bytes);
     return cuda_launch_check("expert unpack", err);
