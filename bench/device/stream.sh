@@ -184,23 +184,30 @@ if [ "$mode" = s24 ]; then
     step 20 "check_cuda_kernels expert_unpack" env CK_RUN_CASE=expert_unpack "$B/tests/cuda/check_cuda_kernels"
     step 15 "cuda_bench --unpack" "$B/tests/cuda/cuda_bench" --unpack
     [ -x "$BASE/cuda_bench" ] && step 15 "cuda_bench --unpack (baseline)" "$BASE/cuda_bench" --unpack
-    step 25 "check_cuda_backend graphs_experts_arena" env CK_RUN_CASE=graphs_experts_arena \
-        "$B/tests/cuda/check_cuda_backend"
     mk30
     if [ -f $m30 ]; then
         plan 8g $m30 --gpu-mem 8G
         bench 30 q30-8g "$B" "$commit" $m30 4096 3 --gpu-mem 8G
         [ -x "$BASE/guild" ] && bench 30 q30-8g-base "$BASE" "$base_commit" $m30 4096 3 --gpu-mem 8G
         prompt
-        # the profile counted by the GPU worker of the pipeline (every layer's routing is on the device), on a
-        # text prompt unlike the bench's (its ids are drawn over the whole vocabulary)
-        step 30 "routing profile of the 30B shape (pipeline, 8G)" sh -c '"$0" run -m "$1" -f /tmp/prompt.txt -n 16 \
-            --temp 0 --threads 14 --ctx 4160 --batch 4096 --backend cuda --gpu-mem 8G --record-routing "$1.routing" \
-            > /dev/null' "$B/guild" $m30
+        # the profile counted by the GPU worker of the pipeline (every layer's routing is on the device) on a text
+        # prompt, then the same prompt with it (in-sample: the best case) and the bench's prompt (ids drawn over
+        # the whole vocabulary: out of sample), each with the hit rate
+        run30() { # NAME FLAGS...
+            n=$1
+            shift
+            # (sh -c: $0 the guild, $1 the model, the flags after it)
+            step 25 "guild run $n: $*" sh -c 'g=$0 m=$1; shift; "$g" run -m "$m" -f /tmp/prompt.txt -n 64 --temp 0 \
+                --threads 14 --ctx 4160 --batch 4096 --backend cuda --gpu-mem 8G --stats "$@" \
+                2> "'"$O"'/run-'"$n"'.txt" > /dev/null; st=$?; \
+                grep -i "hit rate\|tok/s\|streamed\|routing\|error" "'"$O"'/run-'"$n"'.txt"; exit $st' "$B/guild" $m30 "$@"
+        }
+        run30 8g-record --record-routing $m30.routing
         if [ -f $m30.routing ]; then
             cp $m30.routing "$O/q30b.gguf.routing"
             plan 8g-profile $m30 --gpu-mem 8G --routing $m30.routing
-            bench 30 q30-8g-profile "$B" "$commit" $m30 512 3 --gpu-mem 8G --routing $m30.routing
+            run30 8g-profile --routing $m30.routing
+            bench 25 q30-8g-profile "$B" "$commit" $m30 512 3 --gpu-mem 8G --routing $m30.routing
         fi
         rm -f $m30 $m30.routing
     fi
@@ -208,15 +215,19 @@ if [ "$mode" = s24 ]; then
     step 40 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
         --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
     if [ -f $m235 ]; then
-        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
-            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
-        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
-        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
-        plan 235-tight $m235 --gpu-mem "$tight235"
-        bench 65 q235-tight "$B" "$commit" $m235 4096 1 --gpu-mem "$tight235"
+        # the tight budget as the 30B shape's 3.9G: the dense part with its buffers for batches of 4096 (weights,
+        # KV cache, buffers, CUDA context: the 24G plan's line) + 1.5 GiB (a refusal names the smallest batch's)
         plan 24g $m235 --gpu-mem 24G
-        bench 45 q235-24g "$B" "$commit" $m235 4096 3 --gpu-mem 24G
+        dense=$(sed -n 's/.*dense weights \([0-9.]*\) GiB, KV cache \([0-9.]*\) GiB.*buffers \([0-9.]*\) GiB (batches of 4096), CUDA context ~\([0-9.]*\) GiB.*/\1 \2 \3 \4/p' \
+            "$O/plan-24g.txt" | head -1 | awk '{ print $1 + $2 + $3 + $4 }')
+        tight235=$(awk -v d="${dense:-3.84}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+        say "235B shape: dense part at batches of 4096 ${dense:-unknown} GiB, tight budget $tight235"
+        plan 235-tight $m235 --gpu-mem "$tight235"
+        bench 60 q235-tight "$B" "$commit" $m235 4096 1 --gpu-mem "$tight235"
+        bench 40 q235-24g "$B" "$commit" $m235 4096 3 --gpu-mem 24G
         rm -f $m235
     fi
+    step 15 "check_cuda_backend graphs_experts_arena" env CK_RUN_CASE=graphs_experts_arena \
+        "$B/tests/cuda/check_cuda_backend"
 fi
 say done
