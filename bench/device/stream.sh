@@ -19,6 +19,10 @@
 #                                       tight budget and at 24G (~300 s: more than session 23 had)
 #   bash $C/stream.sh 8g [SECONDS]      session 23's last call: check_cuda_backend's streaming cases
 #                                       (graphs_experts_arena), then the 30B shape at 8G, this build
+#   bash $C/stream.sh profile [SECONDS] decode at 8G with a routing profile (~70 s): the 30B shape, a profile
+#                                       recorded by the pipeline on a text prompt (guild run --record-routing; its
+#                                       decode and hit rate: whole layers), the same prompt with it (in-sample) and
+#                                       guild bench run with it (the bench's prompt: out of sample)
 #   bash $C/stream.sh s24 [SECONDS]     session 24's one call: the unpacking's test and timing (this build and
 #                                       the baseline's cuda_bench), the streaming cases of check_cuda_backend, the
 #                                       30B shape at 8G (4096) this build vs the baseline, a routing profile
@@ -68,7 +72,28 @@ mk30() { step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmod
     --threads "$(nproc)" -q -o $m30; }
 # a text prompt of ~3000 tokens for the routing profile
 prompt() { for i in $(seq 1 120); do printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' $i $i; done > /tmp/prompt.txt; }
+run30() { # NAME FLAGS...: guild run of the 30B shape at 8G on /tmp/prompt.txt, 64 tokens, --stats
+    n=$1
+    shift
+    # (sh -c: $0 the guild, $1 the model, the flags after it)
+    step 25 "guild run $n: $*" sh -c 'g=$0 m=$1; shift; "$g" run -m "$m" -f /tmp/prompt.txt -n 64 --temp 0 \
+        --threads 14 --ctx 4160 --batch 4096 --backend cuda --gpu-mem 8G --stats "$@" \
+        2> "'"$O"'/run-'"$n"'.txt" > /dev/null; st=$?; \
+        grep -i "hit rate\|tok/s\|streamed\|routing\|error" "'"$O"'/run-'"$n"'.txt"; exit $st' "$B/guild" $m30 "$@"
+}
 
+# decode at 8G with a routing profile: recorded by the pipeline's GPU worker (every layer's routing is on the device)
+# on the text prompt (whole layers resident: its decode and hit rate), then that prompt again with the profile
+# (in-sample: the best case) and the bench's prompt with it (ids drawn over the whole vocabulary: out of sample)
+profile30() {
+    run30 8g-record --record-routing $m30.routing
+    if [ -f $m30.routing ]; then
+        cp $m30.routing "$O/q30b.gguf.routing"
+        plan 8g-profile $m30 --gpu-mem 8G --routing $m30.routing
+        run30 8g-profile --routing $m30.routing
+        bench 25 q30-8g-profile "$B" "$commit" $m30 512 3 --gpu-mem 8G --routing $m30.routing
+    fi
+}
 if [ "$mode" = check ]; then
     [ "${KERNELS:-0}" = 1 ] && step 60 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels"
     step 120 check_cuda_backend "$B/tests/cuda/check_cuda_backend"
@@ -180,6 +205,14 @@ if [ "$mode" = ab ]; then
         rm -f $m235
     fi
 fi
+if [ "$mode" = profile ]; then
+    mk30
+    if [ -f $m30 ]; then
+        prompt
+        profile30
+        rm -f $m30 $m30.routing
+    fi
+fi
 if [ "$mode" = s24 ]; then
     step 20 "check_cuda_kernels expert_unpack" env CK_RUN_CASE=expert_unpack "$B/tests/cuda/check_cuda_kernels"
     step 15 "cuda_bench --unpack" "$B/tests/cuda/cuda_bench" --unpack
@@ -190,25 +223,7 @@ if [ "$mode" = s24 ]; then
         bench 30 q30-8g "$B" "$commit" $m30 4096 3 --gpu-mem 8G
         [ -x "$BASE/guild" ] && bench 30 q30-8g-base "$BASE" "$base_commit" $m30 4096 3 --gpu-mem 8G
         prompt
-        # the profile counted by the GPU worker of the pipeline (every layer's routing is on the device) on a text
-        # prompt, then the same prompt with it (in-sample: the best case) and the bench's prompt (ids drawn over
-        # the whole vocabulary: out of sample), each with the hit rate
-        run30() { # NAME FLAGS...
-            n=$1
-            shift
-            # (sh -c: $0 the guild, $1 the model, the flags after it)
-            step 25 "guild run $n: $*" sh -c 'g=$0 m=$1; shift; "$g" run -m "$m" -f /tmp/prompt.txt -n 64 --temp 0 \
-                --threads 14 --ctx 4160 --batch 4096 --backend cuda --gpu-mem 8G --stats "$@" \
-                2> "'"$O"'/run-'"$n"'.txt" > /dev/null; st=$?; \
-                grep -i "hit rate\|tok/s\|streamed\|routing\|error" "'"$O"'/run-'"$n"'.txt"; exit $st' "$B/guild" $m30 "$@"
-        }
-        run30 8g-record --record-routing $m30.routing
-        if [ -f $m30.routing ]; then
-            cp $m30.routing "$O/q30b.gguf.routing"
-            plan 8g-profile $m30 --gpu-mem 8G --routing $m30.routing
-            run30 8g-profile --routing $m30.routing
-            bench 25 q30-8g-profile "$B" "$commit" $m30 512 3 --gpu-mem 8G --routing $m30.routing
-        fi
+        profile30
         rm -f $m30 $m30.routing
     fi
     say "/tmp: $(df -h /tmp | tail -1)"
