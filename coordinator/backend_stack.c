@@ -75,7 +75,7 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
                                       .count_routing = o->stats || o->record_routing ||
                                                        (s->plan.on && s->plan.gpu.n_resident_experts > 0),
                                       .check_finite = o->gpu.check_finite, .kv_type = o->gpu.kv_type,
-                                      .n_seq = o->n_seq, .mtp = o->gpu.mtp,
+                                      .n_seq = o->n_seq, .mtp = o->gpu.mtp, .rollback = o->gpu.rollback,
                                       .plan = s->plan.on ? &s->plan.gpu : NULL};
         /* the dense backend's own settings as the GPU worker would take them (stack_flags_check refused a
          * guild-stager process: no supervisor here runs one) */

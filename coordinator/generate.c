@@ -205,7 +205,7 @@ int gen_seq_end(gen_seq_t **gp, int rc, guild_err_t *err)
  * row i is sampled as the plain loop would sample it after batch[0..i], and the step ends at the first draft that
  * is not the token chosen there (greedy), or that speculative sampling rejects (temperature > 0: kept with
  * probability min(1, p/q), else a token drawn from max(0, p - q)). The cache is truncated back to the tokens
- * kept. */
+ * kept (a recurrent state too, by the backend's rollback). */
 static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float *logits, guild_err_t *err)
 {
     const gen_options_t *opt = g->opt;
@@ -316,6 +316,11 @@ static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float 
         /* kept: batch[0..i]; row i's token is the next pending one */
         backend_kv_truncate(g->be, kv + 1 + i);
         res->n_decoded += 1 + i;
+        if (backend_kv_len(g->be) != kv + 1 + i) {
+            guild_err_set(err, "speculative decoding: the backend could not take its cache back to %d positions (a "
+                          "recurrent state rolls back with backend_options_t.rollback only)", kv + 1 + i);
+            goto done;
+        }
     }
     rc = 0;
 done:

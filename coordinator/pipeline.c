@@ -180,6 +180,7 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
         .ready_ms = o->start_ms,
         .spin_ns = o->spin_ns,
         .recurrent = model_recurrent(mc),
+        .rollback = o->gpu.rollback,
     };
     if (remote_backend_new(be, p->sup, &ro, err) < 0)
         goto fail;

@@ -17,6 +17,8 @@ typedef struct rseq {
     int32_t gpu_len;  /* leading positions the current GPU worker holds that match history */
     int32_t start;    /* kv_len when the current forward call began */
     int32_t rows;     /* rows of this sequence in the current chunk */
+    int32_t rb_from, rb_n; /* the GPU worker's last request of this sequence: from position rb_from, rb_n rows
+                              whose recurrent states it kept (o.rollback; 0: none), as its backend counts them */
 } rseq_t;
 
 typedef struct remote {
@@ -109,6 +111,7 @@ static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const 
         for (int32_t i = n - 1; i >= 0; i--) {
             rseq_t *q = &r->sq[seqs ? seqs[i] : 0];
             q->gpu_len = r->o.recurrent ? 0 : pos[i];
+            q->rb_n = 0;
         }
         /* aborted by the supervisor: its reason says more than the GPU worker's "aborted" */
         if (resp->status == GUILD_STEP_ABORTED && sup_check(r->sup, r->epoch, err) < 0)
@@ -119,7 +122,21 @@ static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const 
         return guild_err_set(err, "%s", msg);
     }
     for (int32_t i = 0; i < n; i++)
-        r->sq[seqs ? seqs[i] : 0].gpu_len = pos[i] + 1;
+        r->sq[seqs ? seqs[i] : 0].rb_n = -1; /* the request's sequences */
+    for (int32_t i = 0; i < n; i++) { /* a sequence's first row sets where its rows began, each counts */
+        rseq_t *q = &r->sq[seqs ? seqs[i] : 0];
+        if (q->rb_n < 0) {
+            q->rb_from = pos[i];
+            q->rb_n = 0;
+        }
+        q->rb_n++;
+        q->gpu_len = pos[i] + 1;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        rseq_t *q = &r->sq[seqs ? seqs[i] : 0];
+        if (q->rb_n > r->o.rollback)
+            q->rb_n = 0; /* a longer request: no states kept */
+    }
     return 0;
 }
 
@@ -359,6 +376,7 @@ static int remote_seq_load(backend_t *b, int32_t q, const int32_t *tokens, int32
     memcpy(sq->history, tokens, (size_t)n_pos * sizeof *tokens);
     sq->kv_len = n_pos;
     sq->gpu_len = n_pos;
+    sq->rb_n = 0;
     return 0;
 }
 
@@ -433,8 +451,17 @@ static void remote_seq_kv_truncate(backend_t *b, int32_t q, int32_t n_pos)
     rseq_t *sq = &r->sq[q];
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < sq->kv_len && r->o.recurrent)
-        n_pos = 0;
+    if (n_pos < sq->kv_len && r->o.recurrent) {
+        /* back into the GPU worker's last request of the sequence, whose states it kept: its backend restores the
+         * state there when the next request's keep cuts its cache (the GPU worker's cache must be that request's) */
+        const int32_t j = n_pos - sq->rb_from - 1;
+        if (sq->gpu_len == sq->kv_len && j >= 0 && j < sq->rb_n) {
+            sq->rb_n = j + 1;
+        } else {
+            n_pos = 0;
+            sq->rb_n = 0;
+        }
+    }
     if (n_pos < sq->kv_len)
         sq->kv_len = n_pos; /* the next request's `keep` (its first position) tells the GPU worker */
     if (sq->gpu_len > sq->kv_len)

@@ -33,7 +33,9 @@ typedef struct remote_options {
     uint32_t ready_ms;  /* how long to wait for the workers to be (back) up */
     uint64_t spin_ns;   /* doorbell spin before sleeping */
     bool recurrent;     /* the model has recurrent layers (model_recurrent): its cache keeps no shorter prefix, so
-                           a truncation below the length empties it, as the GPU worker's backend does */
+                           a truncation below the length empties it, as the GPU worker's backend does; except
+                           back into the last request of at most `rollback` rows of the sequence */
+    int32_t rollback;   /* the GPU worker's backend_options_t.rollback (gpu_worker_options_t.rollback) */
 } remote_options_t;
 
 /* Counters since creation. */

@@ -50,15 +50,6 @@ int spec_options_check(const spec_options_t *o, const model_t *m, guild_err_t *e
         return guild_err_set(err, "--spec mtp: %s%s%shas no multi-token-prediction layer; use --spec ngram or --spec "
                              "draft", c ? "this " : "the model ", c ? model_arch_info(c->arch)->name : "",
                              c ? " model " : "");
-    if (o->kind == SPEC_NONE || !m)
-        return 0;
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        model_layer_parts_t lp = model_layer_parts(c, il);
-        if (lp.attn->kind == MODEL_ATTN_GDN)
-            return guild_err_set(err, "--spec %s: layer %d of this %s model keeps a recurrent state (gated delta "
-                                 "net), which cannot be truncated back after a rejected draft; use --spec none",
-                                 spec_kind_name(o->kind), il, model_arch_info(c->arch)->name);
-    }
     return 0;
 }
 
@@ -222,6 +213,7 @@ void spec_stack_options(spec_options_t *o, stack_options_t *st)
         return;
     if (o->kind == SPEC_MTP)
         st->gpu.mtp = true;
+    st->gpu.rollback = o->max + 1; /* a verify step's rows: the pending token and its drafts */
     if (st->gpu.max_out < o->max + 1)
         st->gpu.max_out = o->max + 1;
 }

@@ -5,7 +5,9 @@
  * decode would (greedy: the same token), and a draft is kept while it is the token the target chooses
  * (temperature > 0: kept with probability min(1, p/q), else a token is drawn from norm(max(0, p - q)): the
  * output follows the target's distribution). The first token that differs ends the step and the KV cache is
- * truncated back to the positions kept. Because the backends compute every position's logits from its own
+ * truncated back to the positions kept; a model with recurrent layers (gated delta nets) gets the recurrent state
+ * of the last position kept, which the backend copied aside after each row of the step (backend_options_t.rollback,
+ * set by spec_stack_options; in the GPU worker too). Because the backends compute every position's logits from its own
  * inputs and the cache in a fixed order (gpu-worker/dense/backend.h), a greedy run gives the ids of --spec none.
  *
  * Drafters:
@@ -17,8 +19,8 @@
  *          so a prompt is cut as the target cuts it). By the CPU backend, or (--draft-backend cuda) by the CUDA
  *          backend with the target's GPU settings (--gpu-mem, --gpu-experts, graphs): the target as its own
  *          draft model then drafts the target's own tokens (the backend is batch-invariant, backend.h).
- *   mtp    the first multi-token-prediction layer of architectures that ship one (deepseek2, glm4moe; qwen35moe's
- *          gated delta net state cannot be truncated back, so spec is refused there), run by the target's own
+ *   mtp    the first multi-token-prediction layer of architectures that ship one (deepseek2, glm4moe,
+ *          qwen35moe), run by the target's own
  *          backend (backend_mtp_step, created with backend_options_t.mtp: the cpu and cuda backends, in this
  *          process or the GPU worker's, ipc/step.h GUILD_STEP_MTP): step 0 from the hidden state of the cache's
  *          last position and the pending token, each next step chained on the previous one's output and draft;
@@ -68,8 +70,8 @@ int spec_parse_kind(const char *s, spec_kind_t *kind, guild_err_t *err);
 const char *spec_kind_name(spec_kind_t kind);
 
 /* Checks the options together (--draft-model with draft only and required by it, --spec-min-p with a drafter
- * that has probabilities, mtp refused) and against the target model m: an architecture with a recurrent state
- * (gated delta net layers) cannot be truncated back, so it is refused. -1 with err naming the flag. */
+ * that has probabilities) and against the target model m (mtp: it has an MTP layer). -1 with err naming the
+ * flag. */
 int spec_options_check(const spec_options_t *o, const model_t *m, guild_err_t *err);
 
 /* Counters of one generation (or summed over several). */
@@ -169,8 +171,9 @@ void spec_drafter_destroy(spec_drafter_t **d);
 int spec_flag(spec_options_t *o, const char *name, const char *arg, guild_err_t *err);
 
 /* What speculative decoding needs of the stack: logits rows for a whole verify step in one GPU-worker request
- * (gpu.max_out >= max + 1), and with mtp the backend's multi-token-prediction layer (gpu.mtp: the GPU worker's
- * backend, or this process's). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
+ * (gpu.max_out >= max + 1), a recurrent state that rolls back over a verify step's max + 1 rows
+ * (gpu.rollback), and with mtp the backend's multi-token-prediction layer (gpu.mtp: the GPU worker's backend, or
+ * this process's). Records st in o->stack (a cuda draft model runs with its GPU settings). Both
  * backends give a verify step's rows the bits of plain decode (the cuda backend is batch-invariant up to
  * CUDA_DECODE_ROWS rows, gpu-worker/dense/backend.h), so greedy ids are --spec none's. */
 void spec_stack_options(spec_options_t *o, stack_options_t *st);

@@ -40,6 +40,7 @@ static int catch_up(draft_t *d, const int32_t *ctx, int32_t n, guild_err_t *err)
     if (c == n)
         c = n - 1; /* the last position runs again for its logits */
     backend_kv_truncate(d->be, c);
+    c = backend_kv_len(d->be); /* a recurrent draft model may keep less: fed again from there */
     const int32_t head = n - c > DRAFT_ALONE ? n - 1 : n; /* a long run: its last token alone */
     for (int32_t s = c; s < n;) {
         const int32_t end = s < head ? head : n;

@@ -254,6 +254,7 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
                                   .progress = &g->step.sh->progress,
                                   .kv_type = o.kv_type,
                                   .mtp = o.mtp,
+                                  .rollback = o.rollback,
                                   .plan = planned ? &plan : NULL};
     /* the streamed experts' sources: the CPU workers' own copies */
     if (a->n_expert_stores && o.cuda.stager == CUDA_STAGER_SHARED && gpu_worker_options_backend_config(&o)) {

@@ -50,6 +50,7 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     m->no_check_finite = !o->check_finite;
     m->kv_type = (uint32_t)o->kv_type;
     m->mtp = o->mtp;
+    m->rollback = (uint32_t)o->rollback;
     guild__gpu_plan__init(&msg->plan);
     if (o->plan.given) {
         Guild__GpuPlan *p = &msg->plan;
@@ -96,7 +97,8 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->backend = record_str(m->backend);
     if (to_i32(m->n_ctx, "n_ctx", &o->n_ctx, err) < 0 || to_i32(m->n_batch, "n_batch", &o->n_batch, err) < 0 ||
         to_i32(m->max_out, "max_out", &o->max_out, err) < 0 || to_i32(m->n_seq, "n_seq", &o->n_seq, err) < 0 ||
-        to_i32(m->n_threads, "n_threads", &o->n_threads, err) < 0)
+        to_i32(m->n_threads, "n_threads", &o->n_threads, err) < 0 ||
+        to_i32(m->rollback, "rollback", &o->rollback, err) < 0)
         return -1;
     o->spin_ns = m->spin_ns;
     o->wait_slice_ns = m->wait_slice_ns;

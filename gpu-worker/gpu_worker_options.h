@@ -35,6 +35,8 @@ typedef struct gpu_worker_options {
     bool mtp;               /* its backend runs the model's multi-token-prediction layer (backend_options_t.mtp;
                                --spec mtp, coordinator/spec.h): a single process's own backend too */
     int32_t kv_type;        /* its backend's KV cache format (backend_options_t.kv_type, KV_TYPE_*; --kv-type) */
+    int32_t rollback;       /* a recurrent state kept after each row of calls of at most this many rows
+                               (backend_options_t.rollback; speculative decoding's verify steps); 0: none */
     /* The coordinator's GPU memory plan (gpu-worker/dense/gpu_plan.h), which the backend follows instead of planning
      * again: its decisions (gpu_plan_import makes the plan of them and the model). */
     struct {

@@ -3,7 +3,8 @@
  * byte for byte at K = 1, 2, 4, 8 (the verify rows are the plain decode's bits: the batch-invariance the loop
  * relies on); the target as its own draft model accepts every draft; a drafter that is always wrong and a draft
  * model with other weights change nothing; sampling with a seed is reproducible and speculative sampling keeps
- * the target's distribution; the options' and vocabularies' errors. */
+ * the target's distribution; the options' and vocabularies' errors; the hybrids (qwen3next, qwen35moe) with every
+ * drafter, their recurrent state rolled back by the backend (backend_options_t.rollback). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -70,16 +71,23 @@ typedef struct rig {
     backend_t *be;
 } rig_t;
 
-/* mtp: the backend runs the model's MTP layer (--spec mtp) */
-static void rig_open_mtp(rig_t *r, const char *path, bool mtp)
+/* mtp: the backend runs the model's MTP layer (--spec mtp); rollback: backend_options_t.rollback (a recurrent
+ * model's verify steps) */
+static void rig_open_opts(rig_t *r, const char *path, bool mtp, int32_t rollback)
 {
     guild_err_t err = {{0}};
     memset(r, 0, sizeof *r);
     ck_assert_msg(cmd_model_init(&r->cm, path, &err) == 0, "%s", err.msg);
     ck_assert_msg(guild_pool_new(&r->pool, 2, NULL, &err) == 0, "%s", err.msg);
     ck_assert_msg(moe_local_new(&r->moe, r->cm.model, r->pool, &err) == 0, "%s", err.msg);
-    backend_options_t o = {.n_ctx = N_CTX, .n_batch = 16, .pool = r->pool, .moe = r->moe, .mtp = mtp};
+    backend_options_t o = {.n_ctx = N_CTX, .n_batch = 16, .pool = r->pool, .moe = r->moe, .mtp = mtp,
+                           .rollback = rollback};
     ck_assert_msg(backend_new(&r->be, "cpu", r->cm.model, &o, NULL, &err) == 0, "%s", err.msg);
+}
+
+static void rig_open_mtp(rig_t *r, const char *path, bool mtp)
+{
+    rig_open_opts(r, path, mtp, 0);
 }
 
 static void rig_open(rig_t *r, const char *path)
@@ -565,6 +573,212 @@ START_TEST(test_mtp_greedy_is_plain_decode)
 }
 END_TEST
 
+/* ---- hybrids: the recurrent state rolled back ------------------------------------------------------------- */
+
+/* A qwen3next or qwen35moe file of 4 layers (gated delta net, gated attention, twice), with an MTP layer when
+ * nextn (qwen35moe), written by guild-mkmodel's library. */
+static void write_hybrid(const char *path, const char *arch, const char *type, bool nextn)
+{
+    const char *argv[] = {"guild-mkmodel", "-q", "-o", path, "--arch", arch, "--layers", "4", "--full-attn-interval",
+                          "2", "--embd", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--experts",
+                          "4", "--experts-used", "2", "--expert-ff", "32", "--ctx", "256", "--type", type, "--seed",
+                          "11", "--vocab", "400", "--nextn", "1"};
+    const int argc = (int)(sizeof argv / sizeof argv[0]) - (nextn ? 0 : 2);
+    mkmodel_config_t cfg;
+    guild_err_t err = {{0}};
+    bool quiet;
+    ck_assert_msg(mkmodel_cli_parse(argc, (char **)argv, &cfg, &quiet, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mkmodel_config_validate(&cfg, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mkmodel_write(&cfg, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+}
+
+static const char *const hybrids[] = {"qwen3next", "qwen35moe"};
+
+/* The backend: a truncation back into a forward call of at most `rollback` rows restores the recurrent state of
+ * that position (the next row's logits are the bits of a cache that never held the later rows); after a longer
+ * call, or without rollback, the cache empties. */
+START_TEST(test_rollback_backend)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s-rb.gguf", tmpdir, hybrids[_i]);
+    write_hybrid(path, hybrids[_i], "Q8_0", false);
+    rig_t r, plain;
+    rig_open_opts(&r, path, false, 5);
+    rig_open_opts(&plain, path, false, 0);
+    const int32_t V = model_config(r.cm.model)->n_vocab, P = 7;
+    int32_t tok[16], pos[16], last;
+    for (int32_t i = 0; i < 16; i++) {
+        tok[i] = (i * 37 + 5) % V;
+        pos[i] = i;
+    }
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    ck_assert(a && b);
+    guild_err_t err = {{0}};
+    for (int32_t keep = P + 1; keep <= P + 5; keep++) { /* a verify call of 5 rows at P, cut back to keep */
+        backend_kv_clear(r.be);
+        last = P - 1;
+        ck_assert_msg(backend_forward(r.be, P, tok, pos, 1, &last, a, &err) == 0, "%s", err.msg);
+        last = 0;
+        ck_assert_msg(backend_forward(r.be, 5, tok + P, pos + P, 1, &last, a, &err) == 0, "%s", err.msg);
+        backend_kv_truncate(r.be, keep);
+        ck_assert_int_eq(backend_kv_len(r.be), keep);
+        if (keep > P + 1) { /* and back again within the same call */
+            backend_kv_truncate(r.be, keep - 1);
+            ck_assert_int_eq(backend_kv_len(r.be), keep - 1);
+            ck_assert_msg(backend_forward(r.be, 1, tok + keep - 1, pos + keep - 1, 1, &last, a, &err) == 0, "%s",
+                          err.msg);
+        }
+        const int32_t next = 399 - keep; /* another token than the call's at keep */
+        ck_assert_msg(backend_forward(r.be, 1, &next, pos + keep, 1, &last, a, &err) == 0, "%s", err.msg);
+        /* the plain cache: the same tokens one call, then the other one */
+        backend_kv_clear(plain.be);
+        last = keep - 1;
+        ck_assert_msg(backend_forward(plain.be, keep, tok, pos, 1, &last, b, &err) == 0, "%s", err.msg);
+        last = 0;
+        ck_assert_msg(backend_forward(plain.be, 1, &next, pos + keep, 1, &last, b, &err) == 0, "%s", err.msg);
+        ck_assert_msg(!memcmp(a, b, (size_t)V * sizeof *a), "%s: cut back to %d: the logits differ",
+                      hybrids[_i], keep);
+    }
+    /* a call of more rows than kept, and a backend without rollback: the cache empties */
+    backend_kv_clear(r.be);
+    last = 0;
+    ck_assert_msg(backend_forward(r.be, 6, tok, pos, 1, &last, a, &err) == 0, "%s", err.msg);
+    backend_kv_truncate(r.be, 5);
+    ck_assert_int_eq(backend_kv_len(r.be), 0);
+    backend_kv_clear(plain.be);
+    ck_assert_msg(backend_forward(plain.be, 3, tok, pos, 1, &last, a, &err) == 0, "%s", err.msg);
+    backend_kv_truncate(plain.be, 2);
+    ck_assert_int_eq(backend_kv_len(plain.be), 0);
+    free(a);
+    free(b);
+    rig_close(&plain);
+    rig_close(&r);
+}
+END_TEST
+
+/* Every drafter on the hybrids: ngram, a drafter always wrong and one right for the first drafts of a step, the
+ * target as its own draft model (accepts everything; its recurrent draft is fed again from the start), a Q4_K copy
+ * as the draft model, and (qwen35moe) the MTP layer: greedy ids and logits rows are --spec none's at every K. */
+START_TEST(test_hybrid_greedy_is_plain_decode)
+{
+    const char *arch = hybrids[_i];
+    char path[160], path4[160];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, arch);
+    snprintf(path4, sizeof path4, "%s/%s-q4.gguf", tmpdir, arch);
+    const bool mtp = _i == 1;
+    write_hybrid(path, arch, "Q8_0", mtp);
+    write_hybrid(path4, arch, "Q4_K", mtp);
+    rig_t r;
+    rig_open_opts(&r, path, mtp, SPEC_MAX_DRAFT + 1);
+    out_t ref, o;
+    generate(&r, NULL, 0, 0, 0, &ref);
+    guild_err_t err = {{0}};
+    tok_ids_t prompt;
+    tok_ids_init(&prompt);
+    ck_assert(tok_encode(r.cm.tok, PROMPT, strlen(PROMPT), TOK_ADD_SPECIAL, &prompt, &err) == 0);
+    wrong_t w = {.base = {.ops = &wrong_ops}, .ids = ref.ids, .n_prompt = (int32_t)prompt.n,
+                 .n_vocab = model_config(r.cm.model)->n_vocab};
+    spec_setup_t self, q4, m = {0};
+    spec_options_t so;
+    spec_options_init(&so);
+    so.kind = SPEC_DRAFT;
+    so.draft_model = path;
+    ck_assert_msg(spec_options_check(&so, r.cm.model, &err) == 0, "%s", err.msg);
+    ck_assert_msg(spec_setup_open(&self, &so, r.cm.model, r.cm.tok, N_CTX, 1, &err) == 0, "%s", err.msg);
+    so.draft_model = path4;
+    ck_assert_msg(spec_setup_open(&q4, &so, r.cm.model, r.cm.tok, N_CTX, 1, &err) == 0, "%s", err.msg);
+    spec_drafter_t *ng = NULL;
+    ck_assert(spec_ngram_new(&ng, &err) == 0);
+    if (mtp) {
+        spec_options_init(&so);
+        so.kind = SPEC_MTP;
+        ck_assert_msg(spec_options_check(&so, r.cm.model, &err) == 0, "%s", err.msg);
+        ck_assert_msg(spec_setup_open(&m, &so, r.cm.model, r.cm.tok, N_CTX, 1, &err) == 0, "%s", err.msg);
+    }
+    uint64_t partial = 0;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: ngram", arch);
+        generate(&r, ng, ks[i], 0, 0, &o);
+        same(&ref, &o, what, ks[i]);
+        ck_assert(o.spec.drafted > 0);
+        free(o.logits);
+        for (int right = 0; right < 2; right++) {
+            w.right = right;
+            snprintf(what, sizeof what, "%s: a drafter %s", arch, right ? "right at first" : "always wrong");
+            generate(&r, &w.base, ks[i], 0, 0, &o);
+            same(&ref, &o, what, ks[i]);
+            if (!right)
+                ck_assert_uint_eq(o.spec.accepted, 0);
+            else
+                ck_assert_msg(o.spec.accepted > 0 && o.spec.accepted < o.spec.drafted, "%s, K = %d: %llu of %llu",
+                              what, ks[i], (unsigned long long)o.spec.accepted, (unsigned long long)o.spec.drafted);
+            free(o.logits);
+        }
+        snprintf(what, sizeof what, "%s: the target as draft model", arch);
+        generate(&r, self.drafter, ks[i], 0, 0, &o);
+        same(&ref, &o, what, ks[i]);
+        ck_assert_msg(o.spec.drafted > 0 && o.spec.accepted == o.spec.drafted, "%s, K = %d: %llu of %llu", what,
+                      ks[i], (unsigned long long)o.spec.accepted, (unsigned long long)o.spec.drafted);
+        free(o.logits);
+        snprintf(what, sizeof what, "%s: a Q4_K draft model", arch);
+        generate(&r, q4.drafter, ks[i], 0, 0, &o);
+        same(&ref, &o, what, ks[i]);
+        partial += o.spec.accepted > 0 && o.spec.accepted < o.spec.drafted;
+        free(o.logits);
+        if (mtp) {
+            snprintf(what, sizeof what, "%s: mtp", arch);
+            generate(&r, m.drafter, ks[i], 0, 0, &o);
+            same(&ref, &o, what, ks[i]);
+            ck_assert(o.spec.drafted > 0);
+            free(o.logits);
+        }
+    }
+    printf("%s: a Q4_K draft model kept some drafts and cut the rest at %llu of 4 K\n", arch,
+           (unsigned long long)partial);
+    spec_drafter_destroy(&ng);
+    spec_setup_close(&m);
+    spec_setup_close(&q4);
+    spec_setup_close(&self);
+    tok_ids_fini(&prompt);
+    free(ref.logits);
+    rig_close(&r);
+}
+END_TEST
+
+/* Without the backend's rollback the verify loop stops with the reason, not with other tokens. */
+START_TEST(test_hybrid_without_rollback_fails)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/qwen3next-nr.gguf", tmpdir);
+    write_hybrid(path, "qwen3next", "Q8_0", false);
+    rig_t r;
+    rig_open(&r, path);
+    guild_err_t err = {{0}};
+    tok_ids_t prompt;
+    tok_ids_init(&prompt);
+    ck_assert(tok_encode(r.cm.tok, PROMPT, strlen(PROMPT), TOK_ADD_SPECIAL, &prompt, &err) == 0);
+    static const int32_t zeros[N_PREDICT];
+    wrong_t w = {.base = {.ops = &wrong_ops}, .ids = zeros, .n_prompt = (int32_t)prompt.n,
+                 .n_vocab = model_config(r.cm.model)->n_vocab}; /* drafts 1, 2, ...: some are rejected */
+    sample_params_t sp;
+    sample_params_default(&sp);
+    sp.temp = 0;
+    sampler_t *smp = NULL;
+    ck_assert(sampler_new(&smp, &sp, model_config(r.cm.model)->n_vocab, &err) == 0);
+    gen_options_t go = {.n_predict = N_PREDICT, .n_batch = 16, .n_ctx = N_CTX,
+                        .n_vocab = model_config(r.cm.model)->n_vocab, .ignore_eog = true, .drafter = &w.base,
+                        .spec_max = 4};
+    gen_result_t res;
+    ck_assert(gen_run(r.be, smp, r.cm.tok, prompt.v, (int32_t)prompt.n, &go, &res, &err) < 0);
+    ck_assert_msg(strstr(err.msg, "could not take its cache back"), "%s", err.msg);
+    free(res.ids);
+    sampler_destroy(&smp);
+    tok_ids_fini(&prompt);
+    rig_close(&r);
+}
+END_TEST
+
 /* The ngram drafter: the newest match of the longest suffix. */
 START_TEST(test_ngram_lookup)
 {
@@ -606,6 +820,9 @@ int main(void)
     tcase_add_test(tc, test_speculative_sampling_keeps_the_distribution);
     tcase_add_test(tc, test_errors);
     tcase_add_loop_test(tc, test_mtp_greedy_is_plain_decode, 0, 2);
+    tcase_add_loop_test(tc, test_rollback_backend, 0, 2);
+    tcase_add_loop_test(tc, test_hybrid_greedy_is_plain_decode, 0, 2);
+    tcase_add_test(tc, test_hybrid_without_rollback_fails);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

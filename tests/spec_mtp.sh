@@ -5,8 +5,8 @@
 # in its JSON; through the multi-process pipeline (the GPU worker's backend runs the layer, ipc/step.h
 # GUILD_STEP_MTP) the same ids, text and logits; an oracle's MTP layer (tests/mk_mtp_oracle: its drafts the model's
 # next tokens but where that is the 10th token generated) has drafts accepted and drafts rejected, with the same
-# counters in one process and in the pipeline; refused with the reason: a model without an MTP layer, a qwen35moe
-# (its gated delta net state cannot be truncated back).
+# counters in one process and in the pipeline; a qwen35moe file (its gated delta net state rolled back after
+# rejected drafts) at K = 1, 4, and K = 4 in the GPU worker; refused with the reason: a model without an MTP layer.
 set -u
 B=${GUILD_BUILDDIR:-.}
 MK=$B/tools/guild-mkmodel
@@ -105,5 +105,21 @@ refused "$T/none.gguf" "--spec mtp: this glm4moe model has no multi-token-predic
 "$MK" --arch qwen35moe --layers 2 --full-attn-interval 2 --embd 64 --heads 4 --kv-heads 2 --head-dim 16 \
     --experts 4 --experts-used 2 --expert-ff 32 --ctx 256 --type Q8_0 --seed 11 --nextn 1 -q -o "$T/q35.gguf" \
     >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel --arch qwen35moe --nextn 1"; }
-refused "$T/q35.gguf" "keeps a recurrent state (gated delta net)" --single-process --spec mtp
+for x in none mtp1 mtp4 mtp4-mp; do
+    case $x in
+    none) extra="--spec none --single-process" ;;
+    mtp1) extra="--spec mtp --spec-max 1 --single-process" ;;
+    mtp4) extra="--spec mtp --spec-max 4 --single-process" ;;
+    mtp4-mp) extra="--spec mtp --spec-max 4 --cpu-workers 2 --spin-us 0" ;;
+    esac
+    # shellcheck disable=SC2086
+    "$G" run -m "$T/q35.gguf" -p "$PROMPT" -n 48 --ignore-eos --temp 0 --threads 1 $extra \
+        --ids-out "$T/q35-$x.ids" --logits-out "$T/q35-$x.logits" >"$T/q35-$x.txt" 2>"$T/q35-$x.err" ||
+        { cat "$T/q35-$x.err"; fail "guild run qwen35moe $extra"; }
+    [ $x = none ] && continue
+    for f in ids logits txt; do
+        cmp -s "$T/q35-none.$f" "$T/q35-$x.$f" || fail "qwen35moe, $x: $f differ from --spec none's"
+    done
+    stat_line "q35-$x" | grep -q " 0 drafted" && fail "qwen35moe, $x: nothing drafted"
+done
 echo "PASS: spec_mtp"

@@ -85,6 +85,11 @@ typedef struct backend_options {
                          core/model/weights.h): the backend keeps every position's hidden state and a K/V cache
                          for that layer; one sequence only. Creation fails for a model without one, or a backend
                          that cannot */
+    int32_t rollback; /* a model with recurrent layers (model_recurrent): a forward call that gives a sequence at most
+                         this many rows (a speculative verify step) keeps the recurrent state after each of them, so
+                         that backend_kv_truncate back to a position that call added restores the state there
+                         instead of emptying the cache; 0: none. Costs `rollback` copies of a sequence's state in
+                         memory, and a copy of it per row of such a call */
     uint64_t *progress; /* optional: incremented (atomically, relaxed) as each layer of a forward pass completes,
                            so that a watcher in another process can tell a long pass from a hung one; the cuda
                            backend counts layers the device has finished, in passes of more than its graph's rows
@@ -218,7 +223,10 @@ void backend_seq_kv_truncate(backend_t *b, int32_t seq, int32_t n_pos);
 
 /* Keeps positions [0, n_pos) of the cache (of sequence 0; n_pos >= kv_len does nothing); 0 clears it. A model with recurrent
  * layers (model_recurrent) keeps no earlier position: any n_pos < kv_len empties the cache, so a caller checks
- * backend_kv_len afterwards (and recomputes the prefix). */
+ * backend_kv_len afterwards (and recomputes the prefix); except, with backend_options_t.rollback, back to a
+ * position added by the sequence's last forward call when that call gave it at most `rollback` rows: then the
+ * state there is restored (the same bits as a cache that never held the later positions), and a later truncation
+ * may go back again to any position of that call before n_pos. */
 void backend_kv_truncate(backend_t *b, int32_t n_pos);
 
 /* Empties the cache: backend_kv_truncate(b, 0). */

@@ -218,7 +218,7 @@ static void gdn_run(void *ctx, int i)
                              j->NV, false, 1e-6f, j->scratch, st, &err));
     else
         CHECK(cuda_gdn_delta(j->qkv, CH, j->beta, j->g, j->state, j->z, j->norm_w, j->o, IN, j->n, j->DK, j->NK,
-                             j->NV, false, 1e-6f, st, &err));
+                             j->NV, false, 1e-6f, NULL, 0, st, &err));
 }
 
 /* Contents do not change these kernels' speed (no data-dependent branch): small constant values. */

@@ -13,7 +13,8 @@
  *
  * Float orders: the convolution sums its taps oldest first from 0; every dot product (S_h k, S_h q) sums over
  * ascending index in float; L2 norm: sum of squares in double, scale 1 / max(sqrt, eps) (ggml_l2_norm); the
- * output norm is cpu_rmsnorm. The state is written for every row; only the kept rows' outputs go on. Each
+ * output norm is cpu_rmsnorm. The state is written for every row; only the kept rows' outputs go on. With
+ * backend_options_t.rollback, a short call's state after each row is also copied aside (cpu_state.h's rb_*). Each
  * sequence has its own state: a row steps its sequence's, rows in batch order (a sequence's rows are in position
  * order there).
  */
@@ -34,7 +35,20 @@ typedef struct gdn_job {
     float *conv_state; /* this layer's, of sequence 0 */
     float *ssm_state;  /* this layer's, of sequence 0 */
     size_t conv_seq, ssm_seq; /* floats from a sequence's state to the next's */
+    float *rb_conv, *rb_ssm;  /* this layer's states after row 0 of sequence 0's call (backend_options_t.rollback),
+                                 NULL: none kept */
+    size_t rb_conv_row, rb_ssm_row; /* floats from a row's kept state to the next row's (of a sequence) */
 } gdn_job_t;
+
+/* The row of row t of the batch in its sequence's part of the call, when the states after its rows are kept
+ * (rollback: a call of at most rb_rows rows of the sequence), else -1. */
+static inline int64_t kept_row(const cpu_backend_t *b, int32_t t)
+{
+    const int32_t s = b->tok_seq[t];
+    if (!b->rb_rows || b->seq_rows[s] > b->rb_rows)
+        return -1;
+    return (int64_t)s * b->rb_rows + (b->tok_pos[t] - b->seq_len[s]);
+}
 
 /* ggml_softplus */
 static inline float softplus(float x)
@@ -66,6 +80,9 @@ static void conv_task(void *ctx, int64_t task, int thread)
                 s[K - 2] = *x;
             }
             *x = model_silu(sum);
+            const int64_t kr = kept_row(j->b, t);
+            if (kr >= 0 && K > 1)
+                memcpy(j->rb_conv + (size_t)kr * j->rb_conv_row + ch * (K - 1), s, (size_t)(K - 1) * sizeof *s);
         }
     }
 }
@@ -144,6 +161,9 @@ static void delta_task(void *ctx, int64_t h, int thread)
             }
             o[r] = sq;
         }
+        const int64_t kr = kept_row(b, t);
+        if (kr >= 0)
+            memcpy(j->rb_ssm + (size_t)kr * j->rb_ssm_row + h * DK * DK, S, (size_t)(DK * DK) * sizeof *S);
         const float *z = b->gdn_z + t * IN + h * DK;
         cpu_rmsnorm(o, o, j->L->ssm_norm.data, DK, c->norm_eps);
         for (int64_t r = 0; r < DK; r++)
@@ -176,6 +196,10 @@ static int gdn_forward(cpu_backend_t *b, const model_part_t *p, int32_t il, int3
                    n,
                    b->conv_state + (size_t)slot * conv,
                    b->ssm_state + (size_t)slot * ssm,
+                   (size_t)b->n_recurrent * conv,
+                   (size_t)b->n_recurrent * ssm,
+                   b->rb_conv ? b->rb_conv + (size_t)slot * conv : NULL,
+                   b->rb_ssm ? b->rb_ssm + (size_t)slot * ssm : NULL,
                    (size_t)b->n_recurrent * conv,
                    (size_t)b->n_recurrent * ssm};
     guild_pool_t *pool = b->pool;

@@ -31,6 +31,10 @@ static void cpu_destroy(backend_t *base)
     free(b->rec_slot);
     free(b->conv_state);
     free(b->ssm_state);
+    free(b->rb_conv);
+    free(b->rb_ssm);
+    free(b->rb_from);
+    free(b->rb_n);
     free(b->qg);
     free(b->gate);
     free(b->gdn_qkv);
@@ -247,6 +251,15 @@ static int cpu_create(backend_t **out, const model_t *m, const backend_options_t
         const size_t SR = (size_t)b->n_seq * (size_t)b->n_recurrent;
         b->conv_state = alloc_array(SR, (size_t)model_gdn_conv_state(c) * sizeof(float), &ok);
         b->ssm_state = alloc_array(SR, (size_t)model_gdn_ssm_state(c) * sizeof(float), &ok);
+        if (opt->rollback > 0) {
+            const size_t RR = SR * (size_t)opt->rollback;
+            b->rb_rows = opt->rollback;
+            b->rb_conv = alloc_array(RR, (size_t)model_gdn_conv_state(c) * sizeof(float), &ok);
+            b->rb_ssm = alloc_array(RR, (size_t)model_gdn_ssm_state(c) * sizeof(float), &ok);
+            b->rb_from = alloc_array((size_t)b->n_seq, sizeof(int32_t), &ok);
+            if ((b->rb_n = calloc((size_t)b->n_seq, sizeof(int32_t))) == NULL)
+                ok = false;
+        }
         b->gdn_qkv = alloc_array(NB, CH * sizeof(float), &ok);
         b->gdn_z = alloc_array(NB, IN * sizeof(float), &ok);
         b->gdn_ba = alloc_array(NB, 2 * NV * sizeof(float), &ok);
@@ -331,8 +344,11 @@ static void embed_task(void *ctx, int64_t t, int thread)
 static void forward_failed(cpu_backend_t *b)
 {
     for (int32_t s = 0; b->n_recurrent && s < b->n_seq; s++)
-        if (b->seq_rows[s])
+        if (b->seq_rows[s]) {
             b->seq_len[s] = 0;
+            if (b->rb_n)
+                b->rb_n[s] = 0;
+        }
 }
 
 static int cpu_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
@@ -420,8 +436,13 @@ static int cpu_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, co
         }
         cpu_linear(b->pool, &b->w->output, 0, c->n_vocab, n_out, b->xn, c->n_embd, logits, c->n_vocab, b->act);
     }
-    for (int32_t s = 0; s < b->n_seq; s++)
+    for (int32_t s = 0; s < b->n_seq; s++) {
+        if (b->rb_n && b->seq_rows[s]) { /* attn_gdn.c kept the states of the rows of a short call */
+            b->rb_from[s] = b->seq_len[s];
+            b->rb_n[s] = b->seq_rows[s] <= b->rb_rows ? b->seq_rows[s] : 0;
+        }
         b->seq_len[s] += b->seq_rows[s];
+    }
     return 0;
 }
 
@@ -441,8 +462,25 @@ static void cpu_seq_kv_truncate(backend_t *base, int32_t seq, int32_t n_pos)
     cpu_backend_t *b = (cpu_backend_t *)base;
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < b->seq_len[seq]) /* a recurrent state holds no earlier position: the cache empties */
-        b->seq_len[seq] = b->n_recurrent ? 0 : n_pos;
+    if (n_pos < b->seq_len[seq] && b->n_recurrent) {
+        /* a recurrent state holds no earlier position: the cache empties, unless the last call kept the state */
+        const int32_t j = b->rb_n ? n_pos - b->rb_from[seq] - 1 : -1;
+        if (j >= 0 && j < b->rb_n[seq]) {
+            const size_t R = (size_t)b->n_recurrent, conv = R * (size_t)model_gdn_conv_state(b->cfg);
+            const size_t ssm = R * (size_t)model_gdn_ssm_state(b->cfg);
+            const size_t at = (size_t)seq * (size_t)b->rb_rows + (size_t)j;
+            memcpy(b->conv_state + (size_t)seq * conv, b->rb_conv + at * conv, conv * sizeof(float));
+            memcpy(b->ssm_state + (size_t)seq * ssm, b->rb_ssm + at * ssm, ssm * sizeof(float));
+            b->rb_n[seq] = j + 1;
+            b->seq_len[seq] = n_pos;
+        } else {
+            b->seq_len[seq] = 0;
+            if (b->rb_n)
+                b->rb_n[seq] = 0;
+        }
+    } else if (n_pos < b->seq_len[seq]) {
+        b->seq_len[seq] = n_pos;
+    }
     if (b->mtp && seq == 0) { /* the MTP layer's position p needs the token at p + 1 */
         const int32_t keep = b->seq_len[0] > 0 ? b->seq_len[0] - 1 : 0;
         if (b->mtp_len > keep)

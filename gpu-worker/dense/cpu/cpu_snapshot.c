@@ -95,5 +95,7 @@ int cpu_seq_load(backend_t *base, int32_t seq, const int32_t *tokens, int32_t n_
         memcpy(b->ssm_state + (size_t)seq * ssm, at, ssm * sizeof(float));
     }
     b->seq_len[seq] = n_pos;
+    if (b->rb_n)
+        b->rb_n[seq] = 0;
     return 0;
 }

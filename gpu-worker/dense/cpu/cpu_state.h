@@ -51,6 +51,13 @@ typedef struct cpu_backend {
     float *conv_state;      /* [n_seq][recurrent layers][conv channels][ssm_d_conv - 1] each channel's last inputs */
     float *ssm_state;       /* [n_seq][recurrent layers][value heads][ssm_d_state rows][ssm_d_state] */
     int32_t n_recurrent;    /* layers with a recurrent state */
+    /* backend_options_t.rollback: the states after each row of a sequence's last forward call of at most rb_rows
+     * rows (attn_gdn.c writes them), NULL and 0 without */
+    int32_t rb_rows;
+    float *rb_conv;         /* [n_seq][rb_rows][recurrent layers][conv state] the state after the call's row j */
+    float *rb_ssm;          /* [n_seq][rb_rows][recurrent layers][ssm state] */
+    int32_t *rb_from;       /* [n_seq] the sequence's length before that call */
+    int32_t *rb_n;          /* [n_seq] its rows whose states are kept (0: none) */
 
     /* the current batch's rows (t = row in the batch) */
     int32_t *tok_seq;       /* [n_batch] each row's sequence */

@@ -15,7 +15,9 @@
  * CUDA_GDN_CHUNK_MIN_ROWS) stay on the sequential form, which is batch-invariant.
  *
  * The states are device buffers at fixed addresses, one set per sequence, so captured decode graphs replay with
- * them; the backend zeroes a sequence's before a step that starts it at position 0 (cuda_backend.c).
+ * them; the backend zeroes a sequence's before a step that starts it at position 0 (cuda_backend.c). With
+ * backend_options_t.rollback a group of at most rb_rows rows also writes the state after each row aside (the
+ * chunked form never runs there), which a truncation restores (cuda_backend.c).
  */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
@@ -46,16 +48,22 @@ static int gdn_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
         const size_t r0 = (size_t)b->grp_row0[g], st = (size_t)b->grp_seq[g] * R + (size_t)slot;
         const int32_t ng = b->grp_rows[g];
         float *conv = b->conv_state + st * conv_n, *ssm = b->ssm_state + st * ssm_n;
+        /* rollback: a short call's state after each row, at [seq][row][n_recurrent][...] (cuda_state.h) */
+        const bool keep = b->rb_rows && ng <= b->rb_rows;
+        const size_t kept = ((size_t)b->grp_seq[g] * (size_t)b->rb_rows * R + (size_t)slot);
+        float *rb_conv = keep ? b->rb_conv + kept * conv_n : NULL, *rb_ssm = keep ? b->rb_ssm + kept * ssm_n : NULL;
         float *qkv = b->gdn_qkv + r0 * (size_t)CH, *beta = b->gdn_beta + r0 * (size_t)NV;
         float *gd = b->gdn_g + r0 * (size_t)NV, *z = b->gdn_z + r0 * (size_t)IN, *o = b->gdn_o + r0 * (size_t)IN;
-        if (cuda_gdn_conv(qkv, CH, ng, L->ssm_conv1d.d, conv, c->ssm_d_conv, s, err) < 0 ||
+        if (cuda_gdn_conv(qkv, CH, ng, L->ssm_conv1d.d, conv, c->ssm_d_conv, rb_conv, (int64_t)(R * conv_n), s,
+                          err) < 0 ||
             cuda_gdn_prep(qkv, CH, b->gdn_ba + r0 * (size_t)(2 * NV), beta, gd, L->ssm_dt.d, L->ssm_a.d, ng,
                           c->ssm_d_state, c->ssm_n_group, c->ssm_dt_rank, split, c->norm_eps, s, err) < 0 ||
             (ng >= CUDA_GDN_CHUNK_MIN_ROWS && b->gdn_chunk
                  ? cuda_gdn_chunk(qkv, CH, beta, gd, ssm, z, L->ssm_norm.d, o, IN, ng, c->ssm_d_state, c->ssm_n_group,
                                   c->ssm_dt_rank, tiled, c->norm_eps, b->gdn_chunk, s, err)
                  : cuda_gdn_delta(qkv, CH, beta, gd, ssm, z, L->ssm_norm.d, o, IN, ng, c->ssm_d_state,
-                                  c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, s, err)) < 0)
+                                  c->ssm_n_group, c->ssm_dt_rank, tiled, c->norm_eps, rb_ssm, (int64_t)(R * ssm_n), s,
+                                  err)) < 0)
             return -1;
     }
     if (cuda_linear(b, &L->ssm_out, b->gdn_o, IN, n, b->proj, E, false, err) < 0)

@@ -90,7 +90,8 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
                      (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
                      (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch,
-                     (void **)&b->d_finite, (void **)&b->conv_state, (void **)&b->ssm_state, (void **)&b->qg,
+                     (void **)&b->d_finite, (void **)&b->conv_state, (void **)&b->ssm_state, (void **)&b->rb_conv,
+                     (void **)&b->rb_ssm, (void **)&b->qg,
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
                      (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o, (void **)&b->gdn_chunk,
                      (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
@@ -106,6 +107,8 @@ static void cuda_destroy(backend_t *base)
     free(b->kv_slot);
     free(b->seq_len);
     free(b->grp_seq);
+    free(b->rb_from);
+    free(b->rb_n);
     free(b->grp_row0);
     free(b->grp_rows);
     free(b->grp_len);
@@ -458,6 +461,10 @@ static int alloc_hybrid(cuda_backend_t *b, guild_err_t *err)
                    "the convolution state", err) < 0 ||
         cuda_alloc((void **)&b->ssm_state, R * (size_t)model_gdn_ssm_state(c) * f, &b->bytes_kv,
                    "the delta-rule state", err) < 0 ||
+        (b->rb_rows && (cuda_alloc((void **)&b->rb_conv, R * (size_t)b->rb_rows * (size_t)model_gdn_conv_state(c) * f,
+                                   &b->bytes_kv, "the convolution states kept for a rollback", err) < 0 ||
+                        cuda_alloc((void **)&b->rb_ssm, R * (size_t)b->rb_rows * (size_t)model_gdn_ssm_state(c) * f,
+                                   &b->bytes_kv, "the delta-rule states kept for a rollback", err) < 0)) ||
         cuda_alloc((void **)&b->gdn_qkv, NB * CH * f, sc, "gated delta net", err) < 0 ||
         cuda_alloc((void **)&b->gdn_z, NB * IN * f, sc, "gated delta net", err) < 0 ||
         cuda_alloc((void **)&b->gdn_ba, NB * 2 * NV * f, sc, "gated delta net", err) < 0 ||
@@ -634,8 +641,21 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
         cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
         goto fail;
+    if (opt->rollback >= CUDA_GDN_CHUNK_MIN_ROWS) {
+        guild_err_set(err, "cuda backend: a rollback over %d rows: at most %d (shorter steps take the one-row form)",
+                      opt->rollback, CUDA_GDN_CHUNK_MIN_ROWS - 1);
+        goto fail;
+    }
+    b->rb_rows = opt->rollback > 0 ? opt->rollback : 0;
     if (alloc_hybrid(b, err) < 0)
         goto fail;
+    if (!b->n_recurrent)
+        b->rb_rows = 0;
+    if (b->rb_rows && (!(b->rb_from = calloc((size_t)b->n_seq, sizeof *b->rb_from)) ||
+                       !(b->rb_n = calloc((size_t)b->n_seq, sizeof *b->rb_n)))) {
+        guild_err_set(err, "cuda backend: out of memory");
+        goto fail;
+    }
     b->d_pos = b->tokens + 2 * NB;
     if (cudaMallocHost((void **)&b->h_tokens, (3 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
         cudaMallocHost((void **)&b->h_logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f) != cudaSuccess) {
@@ -826,8 +846,11 @@ static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cu
 static int forward_failed(cuda_backend_t *b)
 {
     cudaStreamSynchronize(b->stream);
-    for (int32_t g = 0; b->n_recurrent && g < b->n_grp; g++)
+    for (int32_t g = 0; b->n_recurrent && g < b->n_grp; g++) {
         b->seq_len[b->grp_seq[g]] = 0;
+        if (b->rb_n)
+            b->rb_n[b->grp_seq[g]] = 0;
+    }
     if (b->mtp)
         cuda_mtp_truncated(b);
     return -1;
@@ -966,8 +989,14 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
     }
     if (staged)
         memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
-    for (int32_t g = 0; g < b->n_grp; g++)
-        b->seq_len[b->grp_seq[g]] += b->grp_rows[g];
+    for (int32_t g = 0; g < b->n_grp; g++) {
+        const int32_t q = b->grp_seq[g];
+        if (b->rb_n) { /* attn_gdn.c kept the states of a short group's rows */
+            b->rb_from[q] = b->seq_len[q];
+            b->rb_n[q] = b->grp_rows[g] <= b->rb_rows ? b->grp_rows[g] : 0;
+        }
+        b->seq_len[q] += b->grp_rows[g];
+    }
     return 0;
 }
 
@@ -982,13 +1011,42 @@ static int32_t cuda_seq_kv_len(const backend_t *base, int32_t seq)
     return ((const cuda_backend_t *)base)->seq_len[seq];
 }
 
+/* Sequence seq of a recurrent model cut back to n_pos < its length: the state there restored when the last step
+ * kept it (backend_options_t.rollback), else the cache empties (a recurrent state holds no earlier position). */
+static void recurrent_truncate(cuda_backend_t *b, int32_t seq, int32_t n_pos)
+{
+    const int32_t j = b->rb_n ? n_pos - b->rb_from[seq] - 1 : -1;
+    b->seq_len[seq] = 0;
+    if (j < 0 || j >= b->rb_n[seq]) {
+        if (b->rb_n)
+            b->rb_n[seq] = 0;
+        return;
+    }
+    const size_t R = (size_t)b->n_recurrent, conv = R * (size_t)model_gdn_conv_state(b->cfg);
+    const size_t ssm = R * (size_t)model_gdn_ssm_state(b->cfg), at = (size_t)seq * (size_t)b->rb_rows + (size_t)j;
+    b->rb_n[seq] = 0;
+    if (cudaMemcpyAsync(b->conv_state + (size_t)seq * conv, b->rb_conv + at * conv, conv * sizeof(float),
+                        cudaMemcpyDeviceToDevice, b->stream) != cudaSuccess ||
+        cudaMemcpyAsync(b->ssm_state + (size_t)seq * ssm, b->rb_ssm + at * ssm, ssm * sizeof(float),
+                        cudaMemcpyDeviceToDevice, b->stream) != cudaSuccess) {
+        (void)cudaGetLastError(); /* the cache stays empty: the caller sees it (backend.h) */
+        return;
+    }
+    b->rb_n[seq] = j + 1;
+    b->seq_len[seq] = n_pos;
+}
+
 static void cuda_seq_kv_truncate(backend_t *base, int32_t seq, int32_t n_pos)
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
     if (n_pos < 0)
         n_pos = 0;
-    if (n_pos < b->seq_len[seq]) /* a recurrent state holds no earlier position: the cache empties */
-        b->seq_len[seq] = b->n_recurrent ? 0 : n_pos;
+    if (n_pos < b->seq_len[seq]) {
+        if (b->n_recurrent)
+            recurrent_truncate(b, seq, n_pos);
+        else
+            b->seq_len[seq] = n_pos;
+    }
     if (b->mtp && seq == 0)
         cuda_mtp_truncated(b);
 }

@@ -384,9 +384,10 @@ bool cuda_attention_prefill_mma_takes(guild_type_t kv_type, int32_t head_dim, co
 /* ---- the gated delta net and the attention output gate (gdn.cu; gpu-worker/dense/cpu/attn_gdn.c's steps) --- */
 
 /* qkv[t][0..CH) (n rows) through the causal convolution, one row after the other, each channel's last K-1 inputs
- * in state[ch][0..K-1) (updated), taps w[ch][0..K) oldest first; then silu. The CPU's float order. */
-int cuda_gdn_conv(float *qkv, int64_t CH, int32_t n, const float *w, float *state, int32_t K, cudaStream_t s,
-                  guild_err_t *err);
+ * in state[ch][0..K-1) (updated), taps w[ch][0..K) oldest first; then silu. The CPU's float order. ring (NULL:
+ * none): the state after row t is also written at ring + t * ring_row (backend_options_t.rollback). */
+int cuda_gdn_conv(float *qkv, int64_t CH, int32_t n, const float *w, float *state, int32_t K, float *ring,
+                  int64_t ring_row, cudaStream_t s, guild_err_t *err);
 
 /* Row t of qkv: its 2*NK key heads of DK L2-normalised (x / max(|x|, eps), the squares summed in double), the NK
  * query heads also times 1/sqrt(DK); beta[t][h] = sigmoid(beta logit), g[t][h] = softplus(alpha + dt[h]) * A[h]
@@ -397,10 +398,11 @@ int cuda_gdn_prep(float *qkv, int64_t CH, const float *ba, float *beta, float *g
 
 /* The delta rule over the n rows in order, per value head h (its key head h % NK when tiled, else h / (NV/NK)),
  * state[h] a DK x DK matrix (row r: value element r) updated in place; o[t][h*DK + r] = the head's output
- * RMS-normed by norm_w (cpu_rmsnorm's order) times silu(z[t][h*DK + r]). DK <= 1024. */
+ * RMS-normed by norm_w (cpu_rmsnorm's order) times silu(z[t][h*DK + r]). DK <= 1024. ring (NULL: none): the
+ * state after row t is also written at ring + t * ring_row, as state is laid out (backend_options_t.rollback). */
 int cuda_gdn_delta(const float *qkv, int64_t CH, const float *beta, const float *g, float *state, const float *z,
                    const float *norm_w, float *o, int64_t IN, int32_t n, int32_t DK, int32_t NK, int32_t NV,
-                   bool tiled, float eps, cudaStream_t s, guild_err_t *err);
+                   bool tiled, float eps, float *ring, int64_t ring_row, cudaStream_t s, guild_err_t *err);
 
 /* ---- the gated delta net's chunkwise parallel form for prefill (gdn_chunk.cu) ---- */
 

@@ -96,5 +96,7 @@ int cuda_seq_load(backend_t *base, int32_t seq, const int32_t *tokens, int32_t n
         return -1;
     }
     b->seq_len[seq] = n_pos;
+    if (b->rb_n)
+        b->rb_n[seq] = 0;
     return 0;
 }

@@ -116,6 +116,13 @@ typedef struct cuda_backend {
     int32_t n_recurrent;
     float *conv_state;          /* [n_seq][n_recurrent][conv channels][ssm_d_conv - 1] */
     float *ssm_state;           /* [n_seq][n_recurrent][value heads][ssm_d_state][ssm_d_state] */
+    /* backend_options_t.rollback: the states after each row of a sequence's last step of at most rb_rows rows
+     * (attn_gdn.c writes them), NULL and 0 without */
+    int32_t rb_rows;
+    float *rb_conv;             /* [n_seq][rb_rows][n_recurrent][conv state] */
+    float *rb_ssm;              /* [n_seq][rb_rows][n_recurrent][ssm state] */
+    int32_t *rb_from;           /* host [n_seq]: the sequence's length before that step */
+    int32_t *rb_n;              /* host [n_seq]: its rows whose states are kept (0: none) */
 
     /* activations of the current batch (t = row in the batch), device */
     float *x;                   /* [n_batch][n_embd] residual stream */

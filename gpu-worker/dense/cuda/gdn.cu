@@ -21,7 +21,7 @@ static __device__ __forceinline__ float gdn_sigmoid(float x)
 
 /* one thread per channel: the rows in order through the channel's last K-1 inputs, then silu */
 static __global__ void gdn_conv_kernel(float *qkv, int64_t CH, int32_t n, const float *__restrict__ w, float *state,
-                                       int32_t K)
+                                       int32_t K, float *ring, int64_t ring_row)
 {
     const int64_t ch = (int64_t)blockIdx.x * GDN_THREADS + threadIdx.x;
     if (ch >= CH)
@@ -40,17 +40,21 @@ static __global__ void gdn_conv_kernel(float *qkv, int64_t CH, int32_t n, const 
             s[K - 2] = *x;
         }
         *x = gdn_silu(sum);
+        if (ring)
+            for (int32_t k = 0; k < K - 1; k++)
+                ring[t * ring_row + ch * (K - 1) + k] = s[k];
     }
 }
 
 extern "C" int cuda_gdn_conv(float *qkv, int64_t CH, int32_t n, const float *w, float *state, int32_t K,
-                             cudaStream_t s, guild_err_t *err)
+                             float *ring, int64_t ring_row, cudaStream_t s, guild_err_t *err)
 {
     if (n <= 0)
         return 0;
     if (K < 1 || CH < 1)
         return guild_err_set(err, "cuda: gdn_conv: %d taps, %lld channels", K, (long long)CH);
-    gdn_conv_kernel<<<(unsigned)((CH + GDN_THREADS - 1) / GDN_THREADS), GDN_THREADS, 0, s>>>(qkv, CH, n, w, state, K);
+    gdn_conv_kernel<<<(unsigned)((CH + GDN_THREADS - 1) / GDN_THREADS), GDN_THREADS, 0, s>>>(qkv, CH, n, w, state, K, ring,
+                                                                                               ring_row);
     return cuda_launch_check("gdn_conv", err);
 }
 
@@ -117,7 +121,8 @@ extern "C" int cuda_gdn_prep(float *qkv, int64_t CH, const float *ba, float *bet
 static __global__ void gdn_delta_kernel(const float *__restrict__ qkv, int64_t CH, const float *__restrict__ beta,
                                         const float *__restrict__ g, float *state, const float *__restrict__ z,
                                         const float *__restrict__ norm_w, float *o, int64_t IN, int32_t n,
-                                        int32_t DK, int32_t NK, int32_t NV, bool tiled, float eps)
+                                        int32_t DK, int32_t NK, int32_t NV, bool tiled, float eps, float *ring,
+                                        int64_t ring_row)
 {
     extern __shared__ float sh[]; /* k[DK], q[DK], o[DK] */
     float *ks = sh, *qs = sh + DK, *os = sh + 2 * DK;
@@ -144,6 +149,11 @@ static __global__ void gdn_delta_kernel(const float *__restrict__ qkv, int64_t C
             sq += S[i] * qs[i];
         }
         os[r] = sq;
+        if (ring) {
+            float *kept = ring + t * ring_row + ((int64_t)h * DK + r) * DK;
+            for (int32_t i = 0; i < DK; i++)
+                kept[i] = S[i];
+        }
         __syncthreads();
         if (r == 0) {
             double sum = 0.0;
@@ -161,7 +171,8 @@ static __global__ void gdn_delta_kernel(const float *__restrict__ qkv, int64_t C
 
 extern "C" int cuda_gdn_delta(const float *qkv, int64_t CH, const float *beta, const float *g, float *state,
                               const float *z, const float *norm_w, float *o, int64_t IN, int32_t n, int32_t DK,
-                              int32_t NK, int32_t NV, bool tiled, float eps, cudaStream_t s, guild_err_t *err)
+                              int32_t NK, int32_t NV, bool tiled, float eps, float *ring, int64_t ring_row,
+                              cudaStream_t s, guild_err_t *err)
 {
     if (n <= 0)
         return 0;
@@ -169,7 +180,7 @@ extern "C" int cuda_gdn_delta(const float *qkv, int64_t CH, const float *beta, c
         return guild_err_set(err, "cuda: gdn_delta: heads of %d (at most %d), %d value heads over %d key heads", DK,
                              GDN_MAX_STATE, NV, NK);
     gdn_delta_kernel<<<(unsigned)NV, (unsigned)DK, 3 * (size_t)DK * sizeof(float), s>>>(
-        qkv, CH, beta, g, state, z, norm_w, o, IN, n, DK, NK, NV, tiled, eps);
+        qkv, CH, beta, g, state, z, norm_w, o, IN, n, DK, NK, NV, tiled, eps, ring, ring_row);
     return cuda_launch_check("gdn_delta", err);
 }
 
