@@ -2,16 +2,17 @@
 # Issue 15's full-size measurement and the hybrids' speculative rollback on CUDA, in one call within a device-time
 # budget. Run from the repo root with the pack in $C (default .carry-next80: c.tar.xz of repack.sh's .carry, bin/
 # and lib/, with COMMIT):
-#   bash bench/device/hybrid80.sh [SECONDS] [LAYERS]
+#   bash bench/device/hybrid80.sh [SECONDS] [LAYERS] [MODES]
 # check_cuda_backend's reruns case (the hybrids' chunked prefill against the CPU backend); the Qwen3-Next-80B-A3B
 # shape with all LAYERS layers (default 48, ~48 GB: the file alone on /tmp) by guild-mkmodel --fill pool, timed;
 # guild plan and guild bench run at 512/4096/16384 with --gpu-mem 8G (experts in RAM, streamed for large batches)
-# and all on the GPU; then tests/cuda/spec_cuda.sh hybrids (--spec ngram, draft and mtp on the CUDA backend give
+# and all on the GPU (MODES, default "8g gpu"; a bench gets at most what is left of the budget); then tests/cuda/spec_cuda.sh hybrids (--spec ngram, draft and mtp on the CUDA backend give
 # --spec none's bits, the hybrids' recurrent state rolled back). Every step runs under `timeout -s KILL` and is
 # skipped when it would not fit. Output: $OUT/hybrid80.log, plans and JSON.
 set -u
 budget=${1:-235}
 layers=${2:-48}
+modes=${3:-8g gpu}
 C=${C:-$PWD/.carry-next80}
 if [ -f "$C/c.tar.xz" ]; then
     mkdir -p /tmp/c && tar -C /tmp/c -xJf "$C/c.tar.xz" && C=/tmp/c
@@ -37,13 +38,15 @@ say "the model took $(($(date +%s) - s0)) s to write"
 if [ -f $m ]; then
     ls -l $m
     df -h /tmp | tail -1
-    for mode in 8g gpu; do
+    for mode in $modes; do
         flags=()
-        lim=70
-        [ $mode = 8g ] && flags=(--gpu-mem 8G) && lim=100
+        blim=70 # (not `lim`: lib.sh's step sets that)
+        [ $mode = 8g ] && flags=(--gpu-mem 8G) && blim=100
+        left=$((budget - $(date +%s) + t0 - 16)) # the plan's step (15 s) first
+        [ $blim -gt $left ] && blim=$left
         step 15 "guild plan $mode" sh -c '"$0" "$@" > "'"$O"'/plan-'"$mode"'.txt" 2>&1; st=$?; cat "'"$O"'/plan-'"$mode"'.txt"; exit $st' \
             "$B/guild" plan -m $m --backend cuda --batch 4096 --ctx 16448 "${flags[@]}"
-        step $lim "bench run $mode" sh -c '"$0" "$@" 2>&1 | grep -v "^guild: info: \(cpu\|gpu\)-worker\|^gpu-worker: info: \(ready\|request\)\|^cpu-worker"' \
+        step $blim "bench run $mode" sh -c '"$0" "$@" 2>&1 | grep --line-buffered -v "^guild: info: \(cpu\|gpu\)-worker\|^gpu-worker: info: \(ready\|request\)\|^cpu-worker"' \
             "$B/guild" bench run -m $m --populate 512,4096,16384 --gen 32 --runs 1 --threads 14 --batch 4096 -v \
             --commit "$commit" --json "$O/q80b-$mode.json" "${flags[@]}"
     done
