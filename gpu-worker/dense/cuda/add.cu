@@ -1,6 +1,6 @@
 /* cuda_add_bias and cuda_add: the bias and residual additions of the layer program (one float add each, so
  * the CPU's bits). */
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/residual.cuh"
 
 #define ADD_THREADS 256
 
@@ -17,7 +17,7 @@ static __global__ void add_kernel(float *x, const float *__restrict__ p, int64_t
 {
     const int64_t k = (int64_t)blockIdx.x * ADD_THREADS + threadIdx.x;
     if (k < n)
-        x[k] = p[k] + x[k];
+        x[k] = residual_add(x[k], p[k]);
 }
 
 extern "C" int cuda_add_bias(float *x, int64_t ldx, const float *b, int64_t n, int32_t n_rows, cudaStream_t s,

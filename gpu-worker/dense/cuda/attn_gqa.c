@@ -134,7 +134,7 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     /* x = (proj + bo) + x, the CPU backend's order */
     if ((p->opts & MODEL_GQA_OUT_BIAS) && cuda_add_bias(b->proj, E, L->bo.d, E, n, s, err) < 0)
         return -1;
-    return cuda_add(b->x, b->proj, (int64_t)n * E, s, err);
+    return cuda_residual_add(b, b->proj, n, err);
 }
 
 const cuda_attn_part_t cuda_attn_gqa = {

@@ -1,6 +1,7 @@
 /* cuda_moe_combine: the weighted sum of the routed experts' outputs in slot order, the shared expert (sigmoid-gated
- * or not), and the residual, with the CPU backend's operations in its order (combine_task in cpu_layer.c). */
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
+ * or not), and the residual, with the CPU backend's operations in its order (combine_task in cpu_layer.c), one
+ * element per thread (residual.cuh). */
+#include "gpu-worker/dense/cuda/residual.cuh"
 
 #define COMBINE_THREADS 256
 
@@ -11,19 +12,7 @@ static __global__ void combine_kernel(float *x, const float *__restrict__ y, con
     const int64_t k = (int64_t)blockIdx.x * COMBINE_THREADS + threadIdx.x;
     if (k >= total)
         return;
-    const int64_t t = k / n_embd, i = k % n_embd;
-    const float *wt = w + t * n_used;
-    const float *yt = y + t * n_used * n_embd + i;
-    float acc = wt[0] * yt[0];
-    for (int s = 1; s < n_used; s++)
-        acc = acc + wt[s] * yt[s * n_embd];
-    if (sh && sh_logit) {
-        const float gate = 1.0f / (1.0f + expf(-sh_logit[t]));
-        acc = acc + sh[k] * gate;
-    } else if (sh) {
-        acc = acc + sh[k];
-    }
-    x[k] = acc + x[k];
+    x[k] = residual_combine(x[k], y, w, sh, sh_logit, n_used, n_embd, k / n_embd, k % n_embd);
 }
 
 extern "C" int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,

@@ -51,6 +51,8 @@ typedef struct cuda_config {
     size_t n_resident_layers;
     /* Test hooks: set by tests and by the tests' --force-split flag only; no user setting lives here. */
     struct {
+        bool no_fuse;              /* the layer program's norms, residual updates and activation quantizations as
+                                      separate launches (cuda_layer.c), which the fused ones equal bit for bit */
         double split_gpu_fraction; /* > 0: every planned batch of a streamed layer splits with the device taking
                                       at least this fraction of its pairs, whatever the measured times
                                       (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */

@@ -108,6 +108,29 @@ int cuda_rmsnorm_checked(float *out, int64_t ldo, const float *x, int64_t ldx, c
                          int64_t n, int32_t n_rows, float eps, uint64_t *found, uint32_t site, cudaStream_t s,
                          guild_err_t *err);
 
+/* The residual update a fused norm applies first (cuda_rmsnorm_fused). */
+typedef enum cuda_pre_kind {
+    CUDA_PRE_NONE = 0,
+    CUDA_PRE_ADD,     /* cuda_add(x, p, ...) */
+    CUDA_PRE_COMBINE, /* cuda_moe_combine(x, y, w, sh, sh_logit, ..., n_used, ...) */
+} cuda_pre_kind_t;
+
+typedef struct cuda_norm_pre {
+    cuda_pre_kind_t kind;
+    const float *p;                    /* ADD: the addend, rows of n */
+    const float *y, *w, *sh, *sh_logit; /* COMBINE: cuda_moe_combine's operands */
+    int32_t n_used;
+} cuda_norm_pre_t;
+
+/* A layer's step into a block as one launch where it can be, the bits of the separate launches:
+ *   pre (NULL or CUDA_PRE_NONE: none) applied to x;  cuda_rmsnorm_checked(out, n, x, n, NULL, w, n, n_rows, eps,
+ *   found, site);  with q, cuda_quantize(q_type, out, n, q, q_stride, n, n_rows).
+ * Rows are contiguous (n floats apart). One kernel when a row fits the norm's registers (n <= 2048) and q_type is
+ * Q8_0, Q8_1 or Q8_K of whole blocks (or no q); else the separate launches. */
+int cuda_rmsnorm_fused(float *out, float *x, const float *w, int64_t n, int32_t n_rows, float eps, uint64_t *found,
+                       uint32_t site, const cuda_norm_pre_t *pre, guild_type_t q_type, void *q, size_t q_stride,
+                       cudaStream_t s, guild_err_t *err);
+
 /* cpu_rope_apply on n_heads heads of head_dim floats of each of n_tok rows (ldx floats apart); token t uses
  * table row pos0 + t of cs (n_rot floats per position: cos, sin pairs, as cpu_rope_table writes them). */
 int cuda_rope(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,

@@ -5,6 +5,13 @@
  *
  * and cuda_linear, the matrix product every part and the LM head use. The norms check the stream for NaN and
  * infinity on the device (gpu-worker/dense/finite_check.h).
+ *
+ * A decode step is a chain of small launches bound by latency, so where it can the block norm is one launch with
+ * its neighbours (cuda_rmsnorm_fused): the residual update that ends the part before it (a part's
+ * cuda_residual_add/_combine leaves it pending in b->pend), and the quantization of xn for the part's first
+ * product, which cuda_linear then takes (b->act_fresh). The bits are those of the separate launches
+ * (cuda_config_t.test.no_fuse runs those). The last layer applies its pending update itself: the LM head's norm
+ * reads only the output rows.
  */
 #include "core/quant/quant.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -14,13 +21,15 @@ int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64
                 int64_t ldy, bool reuse, guild_err_t *err)
 {
     const guild_type_t at = quant_type_info(W->type)->dot_type;
+    const bool fresh = b->act_fresh == x && b->act_type == at; /* quantized by the norm that wrote x */
+    b->act_fresh = NULL;
     if (at == GUILD_TYPE_F32) /* the products read x itself (cuda_quantize's F32 "quantization" is a copy) */
         return cuda_matmul(W->type, W->n_in, W->n_rows, n, W->d, W->row_bytes, x, (size_t)ldx * sizeof(float), y,
                            ldy, b->stream, err);
     uint64_t row = 0;
     if (quant_row_bytes(at, (uint64_t)W->n_in, &row, err) < 0)
         return -1;
-    if (!(reuse && b->act_src == x && b->act_type == at)) {
+    if (!fresh && !(reuse && b->act_src == x && b->act_type == at)) {
         if (cuda_quantize(at, x, ldx, b->act, b->act_row, W->n_in, n, b->stream, err) < 0)
             return -1;
         b->act_src = x;
@@ -30,20 +39,81 @@ int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64
                        err);
 }
 
+int cuda_residual_add(cuda_backend_t *b, const float *p, int32_t n, guild_err_t *err)
+{
+    if (b->fuse) {
+        b->pend = (cuda_norm_pre_t){.kind = CUDA_PRE_ADD, .p = p};
+        return 0;
+    }
+    return cuda_add(b->x, p, (int64_t)n * b->cfg->n_embd, b->stream, err);
+}
+
+int cuda_residual_combine(cuda_backend_t *b, const float *y, const float *w, const float *sh, const float *sh_logit,
+                          int32_t n, int32_t n_used, guild_err_t *err)
+{
+    if (b->fuse) {
+        b->pend = (cuda_norm_pre_t){
+            .kind = CUDA_PRE_COMBINE, .y = y, .w = w, .sh = sh, .sh_logit = sh_logit, .n_used = n_used};
+        return 0;
+    }
+    return cuda_moe_combine(b->x, y, w, sh, sh_logit, n, n_used, b->cfg->n_embd, b->stream, err);
+}
+
+/* The pending residual update on its own. */
+static int residual_flush(cuda_backend_t *b, int32_t n, guild_err_t *err)
+{
+    const cuda_norm_pre_t p = b->pend;
+    b->pend.kind = CUDA_PRE_NONE;
+    if (p.kind == CUDA_PRE_ADD)
+        return cuda_add(b->x, p.p, (int64_t)n * b->cfg->n_embd, b->stream, err);
+    if (p.kind == CUDA_PRE_COMBINE)
+        return cuda_moe_combine(b->x, p.y, p.w, p.sh, p.sh_logit, n, p.n_used, b->cfg->n_embd, b->stream, err);
+    return 0;
+}
+
+/* xn = rmsnorm(x, w) at the non-finite check's `site`, after the pending residual update; with W (the block's
+ * first product, or NULL), xn also quantized to W's activation type for it when the norm fuses. */
+static int block_norm(cuda_backend_t *b, const cuda_tensor_t *w, const cuda_tensor_t *W, uint32_t site, int32_t n,
+                      guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const int64_t E = c->n_embd;
+    b->act_src = NULL;
+    b->act_fresh = NULL;
+    if (!b->fuse)
+        return cuda_rmsnorm_checked(b->xn, E, b->x, E, NULL, w->d, E, n, c->norm_eps, b->d_finite, site, b->stream,
+                                    err);
+    const guild_type_t at = W && W->d ? quant_type_info(W->type)->dot_type : GUILD_TYPE_F32;
+    const bool q = at == GUILD_TYPE_Q8_0 || at == GUILD_TYPE_Q8_1 || at == GUILD_TYPE_Q8_K;
+    const int rc = cuda_rmsnorm_fused(b->xn, b->x, w->d, E, n, c->norm_eps, b->d_finite, site, &b->pend, at,
+                                      q ? b->act : NULL, b->act_row, b->stream, err);
+    b->pend.kind = CUDA_PRE_NONE;
+    if (rc < 0)
+        return -1;
+    if (q) {
+        b->act_src = b->xn;
+        b->act_fresh = b->xn;
+        b->act_type = at;
+    }
+    return 0;
+}
+
 int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const cuda_layer_t *L = &b->layers[il];
-    const int64_t E = c->n_embd;
     const model_layer_parts_t lp = model_layer_parts(c, il);
-    cudaStream_t s = b->stream;
     const uint32_t site = 2 * (uint32_t)il; /* the non-finite check's (finite_check.h): NULL d_finite, none */
-    if (cuda_rmsnorm_checked(b->xn, E, b->x, E, NULL, L->attn_norm.d, E, n, c->norm_eps, b->d_finite, site, s,
-                             err) < 0 ||
+    /* the products that read xn first: GQA's query (the other kinds quantize xn themselves), the dense FFN's gate */
+    const cuda_tensor_t *attn_in = lp.attn->kind == MODEL_ATTN_GQA ? &L->wq : NULL;
+    const cuda_tensor_t *ffn_in = lp.ffn->kind == MODEL_FFN_DENSE ? &L->ffn_gate : NULL;
+    if (il == 0)
+        b->pend.kind = CUDA_PRE_NONE; /* a failed step's is void */
+    if (block_norm(b, &L->attn_norm, attn_in, site, n, err) < 0 ||
         cuda_attn_parts[lp.attn->kind]->forward(b, lp.attn, il, n, err) < 0 ||
-        cuda_rmsnorm_checked(b->xn, E, b->x, E, NULL, L->ffn_norm.d, E, n, c->norm_eps, b->d_finite, site + 1, s,
-                             err) < 0 ||
-        cuda_ffn_parts[lp.ffn->kind]->forward(b, &lp, il, n, err) < 0)
+        block_norm(b, &L->ffn_norm, ffn_in, site + 1, n, err) < 0 ||
+        cuda_ffn_parts[lp.ffn->kind]->forward(b, &lp, il, n, err) < 0 ||
+        (il + 1 >= c->n_layer && residual_flush(b, n, err) < 0))
         return guild_err_prefix(err, "layer %d: ", il);
     return 0;
 }

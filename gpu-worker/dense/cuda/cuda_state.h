@@ -13,6 +13,7 @@
 #include "core/model/model.h"
 #include "core/quant/blocks.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h" /* cuda_norm_pre_t */
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 
 struct cuda_stage;   /* gpu-worker/dense/cuda/cuda_stage.h */
@@ -163,6 +164,11 @@ typedef struct cuda_backend {
     size_t act_row;             /* bytes of the widest activation row */
     guild_type_t act_type;      /* what `act` holds now ... */
     const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
+    const float *act_fresh;     /* set by the block norm that quantized its output into `act` (cuda_layer.c):
+                                   the next cuda_linear of that buffer uses it; any cuda_linear clears it */
+    bool fuse;                  /* the block norms fuse (cuda_config_t.test.no_fuse unset) */
+    cuda_norm_pre_t pend;       /* the residual update a part left for the next block norm to apply in its launch
+                                   (cuda_residual_add/_combine; kind CUDA_PRE_NONE: none) */
     void *attn_scratch;         /* split-key partials of the decode attention */
     size_t attn_scratch_bytes;
     int32_t *h_tokens;          /* pinned [3 * n_batch + 1]: staging of tokens, output rows, then the groups' cache
@@ -247,6 +253,14 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err);
 /* Runs layer il (< cuda_n_block) on the n tokens of the batch in b->x (the groups' positions), writing their K/V into their
  * sequences' caches. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
 int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
+
+/* x += p (n rows of n_embd), or, when the block norms fuse, that addition left pending for the next block norm
+ * of the layer program to apply in its launch (the same bits). The parts end with it. */
+int cuda_residual_add(cuda_backend_t *b, const float *p, int32_t n, guild_err_t *err);
+
+/* cuda_moe_combine(b->x, y, w, sh, sh_logit, n, n_used, n_embd), or left pending as cuda_residual_add. */
+int cuda_residual_combine(cuda_backend_t *b, const float *y, const float *w, const float *sh, const float *sh_logit,
+                          int32_t n, int32_t n_used, guild_err_t *err);
 
 /* y[t][0..W->n_rows) = W x[t] for t < n (x rows ldx floats apart, y rows ldy): quantizes x to W's activation
  * type unless `reuse` and act already holds x in that type, then cuda_matmul. */

@@ -13,7 +13,7 @@ static int dense_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32
         cuda_linear(b, &L->ffn_up, b->xn, E, n, b->sh_up, F, true, err) < 0 ||
         cuda_swiglu(b->sh_gate, b->sh_up, (int64_t)n * F, b->stream, err) < 0 ||
         cuda_linear(b, &L->ffn_down, b->sh_gate, F, n, b->proj, E, false, err) < 0 ||
-        cuda_add(b->x, b->proj, (int64_t)n * E, b->stream, err) < 0)
+        cuda_residual_add(b, b->proj, n, err) < 0)
         return -1;
     return 0;
 }

@@ -34,8 +34,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const float *y = NULL;
     if (moe_exec_collect(ex, &y, s, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
-    return cuda_moe_combine(b->x, y, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K, E, s,
-                            err);
+    return cuda_residual_combine(b, y, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K, err);
 }
 
 /* Option clamped swiglu changes only the experts: the device executor (cuda_moe_gpu.c) and the CPU workers apply

@@ -1,14 +1,8 @@
 /* Activation quantization (Q8_0, Q8_1, Q8_K) for the matrix products: one warp per block, the operations of
- * quantize_row_q8_*_ref in core/quant/quantize_ref.c, so the bytes are the same. */
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
+ * quantize_row_q8_*_ref in core/quant/quantize_ref.c (quantize.cuh), so the bytes are the same. */
+#include "gpu-worker/dense/cuda/quantize.cuh"
 
-/* ggml's nearest_int: round to nearest even through the float adder (|f| < 2^22). */
-static __device__ __forceinline__ int nearest_int(float f)
-{
-    return (__float_as_int(__fadd_rn(f, 12582912.f)) & 0x007fffff) - 0x00400000;
-}
-
-/* One warp per 32-element block, one element per lane. Q8_1 also stores s = fp16(sum(qs) * d). */
+/* One warp per 32-element block, one element per lane. */
 template <bool Q8_1>
 static __global__ void quantize_q8_32_kernel(const float *x, int64_t ldx, char *dst, size_t dst_stride, int nb,
                                              int n_rows, const int32_t *__restrict__ keep, int32_t lo,
@@ -21,25 +15,8 @@ static __global__ void quantize_q8_32_kernel(const float *x, int64_t ldx, char *
     const int row = (int)(warp / nb), b = (int)(warp % nb);
     if (keep && (keep[row] < lo || keep[row] >= hi))
         return;
-    const float v = x[row * ldx + (int64_t)b * 32 + lane];
-    const float amax = warp_max_f32(fabsf(v));
-    const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int q = (int)roundf(__fmul_rn(v, id));
-    if (Q8_1) {
-        quant_block_q8_1 *y = (quant_block_q8_1 *)(dst + row * dst_stride) + b;
-        y->qs[lane] = (int8_t)q;
-        const int sum = warp_sum_int(q);
-        if (lane == 0) {
-            y->d = quant_f32_to_f16(d);
-            y->s = quant_f32_to_f16(__fmul_rn((float)sum, d));
-        }
-    } else {
-        quant_block_q8_0 *y = (quant_block_q8_0 *)(dst + row * dst_stride) + b;
-        y->qs[lane] = (int8_t)q;
-        if (lane == 0)
-            y->d = quant_f32_to_f16(d);
-    }
+    const size_t block = Q8_1 ? sizeof(quant_block_q8_1) : sizeof(quant_block_q8_0);
+    quantize_block_q8_32<Q8_1>(x[row * ldx + (int64_t)b * 32 + lane], lane, dst + row * dst_stride + b * block);
 }
 
 /* One warp per 256-element Q8_K block; lane l holds elements 8 l .. 8 l + 7. */
@@ -55,56 +32,11 @@ static __global__ void quantize_q8_K_kernel(const float *x, int64_t ldx, char *d
     if (keep && (keep[row] < lo || keep[row] >= hi))
         return;
     const float *xb = x + row * ldx + (int64_t)b * QUANT_QK_K + lane * 8;
-    quant_block_q8_K *y = (quant_block_q8_K *)(dst + row * dst_stride) + b;
     float v[8];
 #pragma unroll
     for (int i = 0; i < 8; i++)
         v[i] = xb[i];
-    /* The reference keeps the first element of largest magnitude: reduce (|x|, index) with ties to the lower
-     * index, and carry the signed value. */
-    float amax = 0.0f, max = 0.0f;
-    int idx = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        if (fabsf(v[i]) > amax) {
-            amax = fabsf(v[i]);
-            max = v[i];
-            idx = lane * 8 + i;
-        }
-    }
-#pragma unroll
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
-        const float oa = __shfl_xor_sync(FULL_MASK, amax, o);
-        const float om = __shfl_xor_sync(FULL_MASK, max, o);
-        const int oi = __shfl_xor_sync(FULL_MASK, idx, o);
-        if (oa > amax || (oa == amax && oi < idx)) {
-            amax = oa;
-            max = om;
-            idx = oi;
-        }
-    }
-    if (amax == 0.0f) {
-        for (int i = 0; i < 8; i++)
-            y->qs[lane * 8 + i] = 0;
-        if (lane < QUANT_QK_K / 16)
-            y->bsums[lane] = 0;
-        if (lane == 0)
-            y->d = 0.0f;
-        return;
-    }
-    const float iscale = -127.f / max;
-    int sum = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int q = min(127, nearest_int(__fmul_rn(iscale, v[i])));
-        y->qs[lane * 8 + i] = (int8_t)q;
-        sum += q;
-    }
-    sum += __shfl_xor_sync(FULL_MASK, sum, 1); /* lanes 2j, 2j+1 hold the 16 elements of group j */
-    if (lane % 2 == 0)
-        y->bsums[lane / 2] = (int16_t)sum;
-    if (lane == 0)
-        y->d = 1 / iscale;
+    quantize_block_q8_K(v, lane, (quant_block_q8_K *)(dst + row * dst_stride) + b);
 }
 
 static void quantize_launch(guild_type_t act_type, const float *x, int64_t ldx, void *dst, size_t dst_stride,

@@ -4,13 +4,33 @@
  * With `found` (cuda_rmsnorm_checked), the non-finite check of gpu-worker/dense/finite_check.h: thread 0 sees a
  * residual row that is not finite in its scale (NaN, or 0 when the sum overflows), each thread tests the
  * values it stores; a find (the rare path) goes to *found by atomicMin. No barrier or reduction is added, and
- * the stored values are the same. */
+ * the stored values are the same.
+ *
+ * cuda_rmsnorm_fused is the same kernel with two optional ends, for a decode step's chain of small launches: before
+ * the norm, the residual update that precedes it in the layer program (the addition or the MoE combine of
+ * residual.cuh, written back to x); after it, the normed row quantized for the next product (quantize.cuh, from a
+ * copy of the row in shared memory). Each element takes the operations of the separate kernels in their order,
+ * and the norm's reduction is the same tree over the same threads, so the bits are those of the three launches. */
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/quantize.cuh"
+#include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/finite_check.h"
 
 #define RN_MAX_THREADS 256
 
 #define RN_PER 8 /* elements a thread keeps in registers (rows up to RN_PER * RN_MAX_THREADS) */
+
+enum { RN_Q_NONE, RN_Q8_0, RN_Q8_1, RN_Q8_K }; /* the quantization after the norm */
+
+/* The fused ends' operands (cuda_rmsnorm_fused): the residual update's (cuda_norm_pre_t, x written back through
+ * xw) and the quantized rows' destination. */
+typedef struct rn_fuse {
+    float *xw;
+    const float *p, *y, *w, *sh, *sh_logit;
+    int n_used;
+    char *q;
+    size_t q_stride;
+} rn_fuse_t;
 
 /* The find of element i, whose input value is xi and output yi, of a row whose scale is `scale` (the rare path:
  * yi is not finite). The residual row is at fault when the scale is not positive; then only the thread holding
@@ -29,11 +49,13 @@ static __device__ __noinline__ void rmsnorm_found(unsigned long long *found, uin
 /* CACHED: the row and the weights are loaded once, all at the start, so the weights' latency hides behind the
  * row's and the reduction's (a decode step's norm is one block, bound by latency; the loop form waited for the
  * weights after the reduction). The sums are the same, in the same order. */
-template <bool CACHED>
+template <bool CACHED, int PRE, int QT>
 static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows,
                                       const float *__restrict__ w, int n, float eps, unsigned long long *found,
-                                      uint32_t site)
+                                      uint32_t site, rn_fuse_t f)
 {
+    static_assert(CACHED || (PRE == CUDA_PRE_NONE && QT == RN_Q_NONE), "the fused ends need the cached row");
+    extern __shared__ float normed_sh[]; /* QT: the normed row, for the quantizing warps */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
     __shared__ float scale_sh;
     const int i_out = blockIdx.x;
@@ -48,6 +70,18 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
             const int i = threadIdx.x + k * blockDim.x;
             xv[k] = i < n ? xr[i] : 0.0f;
             wv[k] = i < n ? w[i] : 0.0f;
+        }
+        if (PRE != CUDA_PRE_NONE) { /* the residual update (rows NULL, ldx == n): x[row] = its result */
+#pragma unroll
+            for (int k = 0; k < RN_PER; k++) {
+                const int i = threadIdx.x + k * blockDim.x;
+                if (i < n) {
+                    xv[k] = PRE == CUDA_PRE_ADD ? residual_add(xv[k], f.p[(int64_t)row * n + i])
+                                                : residual_combine(xv[k], f.y, f.w, f.sh, f.sh_logit, f.n_used, n,
+                                                                   row, i);
+                    f.xw[(int64_t)row * ldx + i] = xv[k];
+                }
+            }
         }
 #pragma unroll
         for (int k = 0; k < RN_PER; k++)
@@ -80,8 +114,28 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
             if (i < n) {
                 const float y = __fmul_rn(xv[k], scale) * wv[k];
                 yr[i] = y;
+                if (QT != RN_Q_NONE)
+                    normed_sh[i] = y;
                 if (found && !isfinite(y))
                     rmsnorm_found(found, site, row, i, xv[k], scale);
+            }
+        }
+        if (QT != RN_Q_NONE) { /* warp j quantizes blocks j, j + warps, ... of the row */
+            __syncthreads();
+            char *qr = f.q + (size_t)i_out * f.q_stride;
+            const int n_warps = blockDim.x / WARP_SIZE;
+            if (QT == RN_Q8_K) {
+                for (int b = warp; b < n / QUANT_QK_K; b += n_warps) {
+                    float v[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        v[j] = normed_sh[b * QUANT_QK_K + lane * 8 + j];
+                    quantize_block_q8_K(v, lane, (quant_block_q8_K *)qr + b);
+                }
+            } else {
+                const size_t bytes = QT == RN_Q8_1 ? sizeof(quant_block_q8_1) : sizeof(quant_block_q8_0);
+                for (int b = warp; b < n / 32; b += n_warps)
+                    quantize_block_q8_32<QT == RN_Q8_1>(normed_sh[b * 32 + lane], lane, qr + (size_t)b * bytes);
             }
         }
     } else {
@@ -94,18 +148,50 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
     }
 }
 
+static int rmsnorm_threads(int64_t n)
+{
+    const int threads = (int)((n + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE;
+    return threads > RN_MAX_THREADS ? RN_MAX_THREADS : threads;
+}
+
 static void rmsnorm_launch(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,
                            int64_t n, int32_t n_rows, float eps, unsigned long long *found, uint32_t site,
                            cudaStream_t s)
 {
-    int threads = (int)((n + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE;
-    if (threads > RN_MAX_THREADS)
-        threads = RN_MAX_THREADS;
+    const int threads = rmsnorm_threads(n);
+    const rn_fuse_t none = {};
     if (n <= (int64_t)threads * RN_PER)
-        rmsnorm_kernel<true><<<(unsigned)n_rows, threads, 0, s>>>(out, ldo, x, ldx, rows, w, (int)n, eps, found, site);
+        rmsnorm_kernel<true, CUDA_PRE_NONE, RN_Q_NONE><<<(unsigned)n_rows, threads, 0, s>>>(
+            out, ldo, x, ldx, rows, w, (int)n, eps, found, site, none);
     else
-        rmsnorm_kernel<false><<<(unsigned)n_rows, threads, 0, s>>>(out, ldo, x, ldx, rows, w, (int)n, eps, found,
-                                                                     site);
+        rmsnorm_kernel<false, CUDA_PRE_NONE, RN_Q_NONE><<<(unsigned)n_rows, threads, 0, s>>>(
+            out, ldo, x, ldx, rows, w, (int)n, eps, found, site, none);
+}
+
+/* The fused kernel for PRE, by the quantization (the row cached: n <= threads * RN_PER). */
+template <int PRE>
+static void rmsnorm_fused_launch(int qt, float *out, float *x, const float *w, int64_t n, int32_t n_rows, float eps,
+                                 unsigned long long *found, uint32_t site, const rn_fuse_t &f, cudaStream_t s)
+{
+    const int threads = rmsnorm_threads(n);
+    const size_t smem = qt == RN_Q_NONE ? 0 : (size_t)n * sizeof(float);
+    switch (qt) {
+    case RN_Q8_0:
+        rmsnorm_kernel<true, PRE, RN_Q8_0><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n, eps,
+                                                                                   found, site, f);
+        break;
+    case RN_Q8_1:
+        rmsnorm_kernel<true, PRE, RN_Q8_1><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n, eps,
+                                                                                   found, site, f);
+        break;
+    case RN_Q8_K:
+        rmsnorm_kernel<true, PRE, RN_Q8_K><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n, eps,
+                                                                                   found, site, f);
+        break;
+    default:
+        rmsnorm_kernel<true, PRE, RN_Q_NONE><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n,
+                                                                                     eps, found, site, f);
+    }
 }
 
 extern "C" int cuda_rmsnorm_checked(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows,
@@ -127,4 +213,51 @@ extern "C" int cuda_rmsnorm(float *out, int64_t ldo, const float *x, int64_t ldx
                             const float *w, int64_t n, int32_t n_rows, float eps, cudaStream_t s, guild_err_t *err)
 {
     return cuda_rmsnorm_checked(out, ldo, x, ldx, rows, w, n, n_rows, eps, NULL, 0, s, err);
+}
+
+extern "C" int cuda_rmsnorm_fused(float *out, float *x, const float *w, int64_t n, int32_t n_rows, float eps,
+                                  uint64_t *found, uint32_t site, const cuda_norm_pre_t *pre, guild_type_t q_type,
+                                  void *q, size_t q_stride, cudaStream_t s, guild_err_t *err)
+{
+    const cuda_norm_pre_t none = {};
+    if (!pre)
+        pre = &none;
+    if (n_rows <= 0)
+        return 0;
+    if (n <= 0 || n > INT32_MAX)
+        return guild_err_set(err, "cuda: rmsnorm: a row of %lld elements", (long long)n);
+    if (pre->kind != CUDA_PRE_NONE && pre->kind != CUDA_PRE_ADD && pre->kind != CUDA_PRE_COMBINE)
+        return guild_err_set(err, "cuda: rmsnorm: residual update %d is not one of none, add, combine",
+                             (int)pre->kind);
+    if (pre->kind == CUDA_PRE_COMBINE && pre->n_used < 1)
+        return guild_err_set(err, "cuda: rmsnorm: combine of %d experts per token", pre->n_used);
+    if (found && (site >= FINITE_MAX_SITES || n > (int64_t)FINITE_MAX_ELEMS))
+        return guild_err_set(err, "cuda: rmsnorm: site %u or a row of %lld elements is past the non-finite check's "
+                             "keys", site, (long long)n);
+    const int qt = !q                           ? RN_Q_NONE
+                   : q_type == GUILD_TYPE_Q8_0 ? RN_Q8_0
+                   : q_type == GUILD_TYPE_Q8_1 ? RN_Q8_1
+                   : q_type == GUILD_TYPE_Q8_K ? RN_Q8_K
+                                               : -1;
+    const int64_t qk = qt == RN_Q8_K ? QUANT_QK_K : 32;
+    if (n > (int64_t)rmsnorm_threads(n) * RN_PER || qt < 0 || (qt != RN_Q_NONE && n % qk)) {
+        /* not one kernel: the separate launches, which the fused kernel equals */
+        const int64_t total = n * n_rows;
+        if ((pre->kind == CUDA_PRE_ADD && cuda_add(x, pre->p, total, s, err) < 0) ||
+            (pre->kind == CUDA_PRE_COMBINE &&
+             cuda_moe_combine(x, pre->y, pre->w, pre->sh, pre->sh_logit, n_rows, pre->n_used, n, s, err) < 0) ||
+            cuda_rmsnorm_checked(out, n, x, n, NULL, w, n, n_rows, eps, found, site, s, err) < 0 ||
+            (q && cuda_quantize(q_type, out, n, q, q_stride, n, n_rows, s, err) < 0))
+            return -1;
+        return 0;
+    }
+    const rn_fuse_t f = {x, pre->p, pre->y, pre->w, pre->sh, pre->sh_logit, pre->n_used, (char *)q, q_stride};
+    unsigned long long *fd = (unsigned long long *)found;
+    if (pre->kind == CUDA_PRE_ADD)
+        rmsnorm_fused_launch<CUDA_PRE_ADD>(qt, out, x, w, n, n_rows, eps, fd, site, f, s);
+    else if (pre->kind == CUDA_PRE_COMBINE)
+        rmsnorm_fused_launch<CUDA_PRE_COMBINE>(qt, out, x, w, n, n_rows, eps, fd, site, f, s);
+    else
+        rmsnorm_fused_launch<CUDA_PRE_NONE>(qt, out, x, w, n, n_rows, eps, fd, site, f, s);
+    return cuda_launch_check("rmsnorm (fused)", err);
 }
