@@ -1,6 +1,6 @@
 /* The fused block norm (cuda_rmsnorm_fused: residual update + RMSNorm + quantization for the next product in one
  * launch) against the separate launches it replaces, bit for bit, and the CUDA backend with its layer program
- * fused (the default) against the same backend with cuda_config_t.test.no_fuse, bit for bit.
+ * fused (the default) against the same backend with cuda_config_t.no_fuse, bit for bit.
  *
  * Kernel cases: every residual update (none, the residual addition, the MoE combine alone, with an ungated and
  * with a sigmoid-gated shared expert) by every quantization (none, Q8_0, Q8_1, Q8_K, F32) by row width (256, 2048
@@ -274,11 +274,11 @@ START_TEST(test_fused_backend)
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *ref = malloc(nl * sizeof *ref), *got = malloc(nl * sizeof *got);
     cuda_config_t cc = {.gpu_expert_layers = fc->host_experts ? GPU_EXPERTS_NONE : 0};
-    cc.test.no_fuse = true;
+    cc.no_fuse = true;
     generate(m, moe, pool, &cc, ref);
     for (int graphs = 1; graphs >= 0; graphs--) {
         cuda_config_t c2 = cc;
-        c2.test.no_fuse = false;
+        c2.no_fuse = false;
         c2.no_graph = !graphs;
         generate(m, moe, pool, &c2, got);
         for (size_t i = 0; i < nl; i++)

@@ -689,7 +689,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cc->test.split_gpu_fraction > 0 && b->moe_gpu)
         cuda_moe_gpu_force_split(b->moe_gpu, cc->test.split_gpu_fraction);
     b->graphs = !cc->no_graph && cuda_moe_capturable(b->moe);
-    b->fuse = !cc->test.no_fuse;
+    b->fuse = !cc->no_fuse;
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)

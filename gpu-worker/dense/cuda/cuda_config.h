@@ -36,6 +36,8 @@ typedef struct cuda_config {
     int32_t gpu_expert_layers; /* layers whose routed experts live and run on the device: 0 as many as the budget
                                   allows (all without a budget), GPU_EXPERTS_NONE none, k > 0 at most k */
     bool no_graph;             /* debugging: enqueue every kernel of every step (no captured graphs) */
+    bool no_fuse;              /* debugging: the block norms, the residual updates before them and the quantizations
+                                  after them as separate launches (cuda_layer.c; the fused launch has their bits) */
     cuda_stager_t stager;      /* the streamed experts' copies */
     int32_t stage_threads;     /* THREAD: copy threads (0: half the online CPUs, at most 256) */
     const char *stage_ring;    /* PROCESS: the ring's arena name (ipc/stage_ring.h); borrowed during creation */
@@ -51,8 +53,6 @@ typedef struct cuda_config {
     size_t n_resident_layers;
     /* Test hooks: set by tests and by the tests' --force-split flag only; no user setting lives here. */
     struct {
-        bool no_fuse;              /* the layer program's norms, residual updates and activation quantizations as
-                                      separate launches (cuda_layer.c), which the fused ones equal bit for bit */
         double split_gpu_fraction; /* > 0: every planned batch of a streamed layer splits with the device taking
                                       at least this fraction of its pairs, whatever the measured times
                                       (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */

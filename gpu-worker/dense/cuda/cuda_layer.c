@@ -10,7 +10,7 @@
  * its neighbours (cuda_rmsnorm_fused): the residual update that ends the part before it (a part's
  * cuda_residual_add/_combine leaves it pending in b->pend), and the quantization of xn for the part's first
  * product, which cuda_linear then takes (b->act_fresh). The bits are those of the separate launches
- * (cuda_config_t.test.no_fuse runs those). The last layer applies its pending update itself: the LM head's norm
+ * (cuda_config_t.no_fuse runs those). The last layer applies its pending update itself: the LM head's norm
  * reads only the output rows.
  */
 #include "core/quant/quant.h"

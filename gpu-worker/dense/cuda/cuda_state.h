@@ -166,7 +166,7 @@ typedef struct cuda_backend {
     const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
     const float *act_fresh;     /* set by the block norm that quantized its output into `act` (cuda_layer.c):
                                    the next cuda_linear of that buffer uses it; any cuda_linear clears it */
-    bool fuse;                  /* the block norms fuse (cuda_config_t.test.no_fuse unset) */
+    bool fuse;                  /* the block norms fuse (cuda_config_t.no_fuse unset) */
     cuda_norm_pre_t pend;       /* the residual update a part left for the next block norm to apply in its launch
                                    (cuda_residual_add/_combine; kind CUDA_PRE_NONE: none) */
     void *attn_scratch;         /* split-key partials of the decode attention */

@@ -12,6 +12,31 @@ static __device__ __forceinline__ float residual_add(float xk, float pk)
     return pk + xk;
 }
 
+/* The combine of an element, in three steps: acc = w[0] * y[0] (slot 0); acc = acc + w[s] * y[s] for slots
+ * s = 1 .. n_used-1 in order; then the shared expert's term and the residual (combine_end). */
+static __device__ __forceinline__ float combine_first(float w0, float y0)
+{
+    return w0 * y0;
+}
+
+static __device__ __forceinline__ float combine_next(float acc, float ws, float ys)
+{
+    return acc + ws * ys;
+}
+
+/* acc + sh[k] * sigmoid(sh_logit[t]) (gated shared expert), acc + sh[k] (ungated) or acc; then + xk. */
+static __device__ __forceinline__ float combine_end(float acc, const float *__restrict__ sh,
+                                                    const float *__restrict__ sh_logit, int64_t t, int64_t k, float xk)
+{
+    if (sh && sh_logit) {
+        const float gate = 1.0f / (1.0f + expf(-sh_logit[t]));
+        acc = acc + sh[k] * gate;
+    } else if (sh) {
+        acc = acc + sh[k];
+    }
+    return acc + xk;
+}
+
 /* The combine of element i of token t (x[t][i] = xk): the weighted sum of the n_used routed experts' outputs
  * y[t][s][i] in slot order, the shared expert sh[t][i] (times sigmoid(sh_logit[t]) when gated), then + x. */
 static __device__ __forceinline__ float residual_combine(float xk, const float *__restrict__ y,
@@ -21,16 +46,10 @@ static __device__ __forceinline__ float residual_combine(float xk, const float *
 {
     const float *wt = w + t * n_used;
     const float *yt = y + t * n_used * n_embd + i;
-    float acc = wt[0] * yt[0];
+    float acc = combine_first(wt[0], yt[0]);
     for (int s = 1; s < n_used; s++)
-        acc = acc + wt[s] * yt[s * n_embd];
-    if (sh && sh_logit) {
-        const float gate = 1.0f / (1.0f + expf(-sh_logit[t]));
-        acc = acc + sh[t * n_embd + i] * gate;
-    } else if (sh) {
-        acc = acc + sh[t * n_embd + i];
-    }
-    return acc + xk;
+        acc = combine_next(acc, wt[s], yt[s * n_embd]);
+    return combine_end(acc, sh, sh_logit, t, t * n_embd + i, xk);
 }
 
 #endif

@@ -71,16 +71,44 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
             xv[k] = i < n ? xr[i] : 0.0f;
             wv[k] = i < n ? w[i] : 0.0f;
         }
-        if (PRE != CUDA_PRE_NONE) { /* the residual update (rows NULL, ldx == n): x[row] = its result */
+        /* the residual update (rows NULL, ldx == n): x[row] = its result */
+        if (PRE == CUDA_PRE_ADD) { /* the loads without a branch, as the combine's below */
+#pragma unroll
+            for (int k = 0; k < RN_PER; k++) {
+                const int i = threadIdx.x + k * blockDim.x, at = i < n ? i : 0;
+                xv[k] = residual_add(xv[k], f.p[(int64_t)row * n + at]);
+                if (i < n)
+                    f.xw[(int64_t)row * ldx + i] = xv[k];
+            }
+        } else if (PRE == CUDA_PRE_COMBINE) {
+            /* residual_combine's steps for the thread's elements, slot by slot, so that a slot's loads of all of
+             * them go out together (element after element, each load waited for the previous slot's sum). The
+             * loads have no branch: an element past the row reads element 0 and is dropped (xv[k] and its sum
+             * are not used past n). */
+            const float *wt = f.w + (int64_t)row * f.n_used;
+            const float *yt = f.y + (int64_t)row * f.n_used * n;
+            int at[RN_PER];
+            float acc[RN_PER];
+            const float w0 = wt[0];
 #pragma unroll
             for (int k = 0; k < RN_PER; k++) {
                 const int i = threadIdx.x + k * blockDim.x;
-                if (i < n) {
-                    xv[k] = PRE == CUDA_PRE_ADD ? residual_add(xv[k], f.p[(int64_t)row * n + i])
-                                                : residual_combine(xv[k], f.y, f.w, f.sh, f.sh_logit, f.n_used, n,
-                                                                   row, i);
-                    f.xw[(int64_t)row * ldx + i] = xv[k];
-                }
+                at[k] = i < n ? i : 0;
+                acc[k] = combine_first(w0, yt[at[k]]);
+            }
+#pragma unroll 2
+            for (int s = 1; s < f.n_used; s++) {
+                const float ws = wt[s];
+                const float *ys = yt + (int64_t)s * n;
+#pragma unroll
+                for (int k = 0; k < RN_PER; k++)
+                    acc[k] = combine_next(acc[k], ws, ys[at[k]]);
+            }
+#pragma unroll
+            for (int k = 0; k < RN_PER; k++) {
+                xv[k] = combine_end(acc[k], f.sh, f.sh_logit, row, (int64_t)row * n + at[k], xv[k]);
+                if (threadIdx.x + k * blockDim.x < n)
+                    f.xw[(int64_t)row * ldx + at[k]] = xv[k];
             }
         }
 #pragma unroll
