@@ -111,8 +111,10 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
         const size_t g0 = n_gaps;
         const uint64_t bk = union_ns(step_k, nk, gaps, &n_gaps);
         uint64_t gs = 0, last_end = 0;
-        for (size_t g = g0; g < n_gaps; g++)
+        for (size_t g = g0; g < n_gaps; g++) {
             gs += gaps[g];
+            ks[step_k[g - g0 + 1].what].idle_ns += gaps[g]; /* gap g - g0 comes before kernel g - g0 + 1 */
+        }
         for (size_t k = 0; k < nk; k++)
             last_end = step_k[k].end > last_end ? step_k[k].end : last_end;
         gap_sum[st] = (double)gs;
@@ -161,14 +163,15 @@ void prof_summary_print(const prof_summary_t *s, FILE *out)
             s->head_ns / 1e3, s->gap_step_ns / 1e3, s->tail_ns / 1e3, s->gap_median_ns / 1e3, s->gap_p90_ns / 1e3);
     if (s->outside)
         fprintf(out, "note: %zu records outside the traced steps (dropped)\n", s->outside);
-    fprintf(out, "\n%-*s %7s %10s %9s %7s %6s\n", PROF_NAME_WIDTH, "kernel", "n/step", "us/step", "mean us", "share",
-            "graph");
+    fprintf(out, "\n%-*s %7s %10s %9s %7s %6s %9s\n", PROF_NAME_WIDTH, "kernel", "n/step", "us/step", "mean us",
+            "share", "graph", "idle us");
     for (int k = 0; k < s->n_names; k++) {
         const prof_kernel_stat_t *x = &s->kernels_by_name[k];
         const double per_step = (double)x->ns / S;
-        fprintf(out, "%-*s %7.2f %10.1f %9.2f %6.1f%% %5.0f%%\n", PROF_NAME_WIDTH, x->name, (double)x->count / S,
-                per_step / 1e3, (double)x->ns / (double)x->count / 1e3, wall > 0 ? 100 * per_step / wall : 0,
-                100.0 * (double)x->graph / (double)x->count);
+        fprintf(out, "%-*s %7.2f %10.1f %9.2f %6.1f%% %5.0f%% %9.1f\n", PROF_NAME_WIDTH, x->name,
+                (double)x->count / S, per_step / 1e3, (double)x->ns / (double)x->count / 1e3,
+                wall > 0 ? 100 * per_step / wall : 0, 100.0 * (double)x->graph / (double)x->count,
+                (double)x->idle_ns / S / 1e3);
     }
     fprintf(out, "\n%-12s %7s %12s %10s\n", "copies", "n/step", "bytes/step", "us/step");
     for (int k = 0; k < PROF_COPY_N; k++)

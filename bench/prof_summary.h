@@ -33,6 +33,7 @@ typedef struct prof_kernel_stat {
     const char *name;    /* borrowed from the names given */
     uint64_t count, ns;  /* launches and summed durations over every step */
     uint64_t graph;      /* of the launches, those from a graph */
+    uint64_t idle_ns;    /* summed idle time just before its launches (the gap from every earlier kernel's end) */
 } prof_kernel_stat_t;
 
 typedef struct prof_bytes_stat {

@@ -65,6 +65,9 @@ START_TEST(test_by_name_and_copies)
     ck_assert_uint_eq(s.kernels_by_name[1].count, 2);
     ck_assert_uint_eq(s.kernels_by_name[1].ns, 200);
     ck_assert_uint_eq(s.kernels_by_name[1].graph, 1);
+    /* idle before: a starts each step or overlaps b; b waits 50 (step 0) and 100 (step 1) */
+    ck_assert_uint_eq(s.kernels_by_name[0].idle_ns, 0);
+    ck_assert_uint_eq(s.kernels_by_name[1].idle_ns, 150);
     ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].count, 1);
     ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].bytes, 64);
     ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].ns, 100);
@@ -92,6 +95,12 @@ START_TEST(test_by_name_and_copies)
     ck_assert_double_eq_tol(mean, 0.13, 1e-9);
     ck_assert_double_eq_tol(share, 20.0, 1e-9);
     ck_assert_double_eq_tol(graph, 100, 1e-9);
+    const char *b = strstr(buf, "kern_b");
+    ck_assert_ptr_nonnull(b);
+    double idle;
+    ck_assert_int_eq(sscanf(b + 6, "%lf %lf %lf %lf%% %lf%% %lf", &n_step, &us_step, &mean, &share, &graph, &idle),
+                     6);
+    ck_assert_double_eq_tol(idle, 0.1, 1e-9); /* 150 ns over 2 steps = 0.075 us, printed to one decimal */
     free(buf);
     prof_summary_fini(&s);
 }
