@@ -59,6 +59,10 @@ static const flag_t flags[] = {
     {STACK_FLAG_NO_GRAPH, "no-cuda-graph", NULL,
      "enqueue every kernel of every step (debugging; default: decode steps are\n"
      "replayed CUDA graphs)", false},
+    {STACK_FLAG_CUDA_OFF, "cuda-off", "LIST",
+     "debugging: turn off parts of the cuda backend's step, comma-separated:\n"
+     "fuse (the block norms' fused neighbours run as separate launches), pdl\n"
+     "(no programmatic dependent launch); the same output either way", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"
@@ -114,7 +118,7 @@ static const flag_t flags[] = {
      "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 26, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 26 flags");
+_Static_assert(N_FLAGS == 27, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 27 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -199,6 +203,20 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
             cuda->gpu_expert_layers = (int32_t)v;
         break;
     case STACK_FLAG_NO_GRAPH: cuda->no_graph = true; break;
+    case STACK_FLAG_CUDA_OFF:
+        for (const char *p = arg;;) {
+            const size_t len = strcspn(p, ",");
+            if (len == 4 && !strncmp(p, "fuse", 4))
+                cuda->no_fuse = true;
+            else if (len == 3 && !strncmp(p, "pdl", 3))
+                cuda->no_pdl = true;
+            else
+                return guild_err_set(err, "--cuda-off %s: expected fuse and/or pdl, comma-separated", arg);
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+        break;
     case STACK_FLAG_STAGER:
         if (!strcmp(arg, "none"))
             cuda->stager = CUDA_STAGER_NONE;

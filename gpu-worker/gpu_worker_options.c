@@ -40,6 +40,7 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     c->gpu_expert_layers = o->cuda.gpu_expert_layers;
     c->no_graph = o->cuda.no_graph;
     c->no_fuse = o->cuda.no_fuse;
+    c->no_pdl = o->cuda.no_pdl;
     c->stager = (uint32_t)o->cuda.stager;
     c->stage_threads = (uint32_t)o->cuda.stage_threads;
     c->stage_ring = wire_str(o->cuda.stage_ring);
@@ -119,6 +120,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->cuda.gpu_expert_layers = c->gpu_expert_layers;
     o->cuda.no_graph = c->no_graph;
     o->cuda.no_fuse = c->no_fuse;
+    o->cuda.no_pdl = c->no_pdl;
     if (c->stager > CUDA_STAGER_LAST)
         return guild_err_set(err, "GPU worker options: stager %u is not one this worker knows (0 none, 1 thread, "
                              "2 process, 3 pin, 4 shared)", c->stager);

@@ -135,12 +135,13 @@ START_TEST(test_flags_fill_their_records)
     char *a[] = {"x", "--threads", "3", "--no-tuning", "--cpu-workers", "2", "--listen", "ipc:///tmp/l",
                  "--arena-dir", "/dev/shm", "--mlock", "--spin-us", "7", "--backend", "cuda", "--gpu-mem", "2G",
                  "--gpu-experts", "none", "--no-cuda-graph", "--expert-layout", "packed", "--check-finite", "off",
-                 "--cpu-nodes", "0-1/2", NULL};
+                 "--cpu-nodes", "0-1/2", "--cuda-off", "pdl,fuse", NULL};
     ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(f.given, STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_LISTEN |
                                    STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
                                    STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
-                                   STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_CHECK_FINITE | STACK_FLAG_CPU_NODES);
+                                   STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_CHECK_FINITE | STACK_FLAG_CPU_NODES |
+                                   STACK_FLAG_CUDA_OFF);
     ck_assert_int_eq(f.n_threads, 3);
     ck_assert_str_eq(f.cpu_nodes, "0-1/2");
     ck_assert_int_eq(f.cpu_workers, 2);
@@ -152,11 +153,15 @@ START_TEST(test_flags_fill_their_records)
     ck_assert_uint_eq(f.gpu.cuda.gpu_mem, 2ull << 30);
     ck_assert_int_eq(f.gpu.cuda.gpu_expert_layers, GPU_EXPERTS_NONE);
     ck_assert(f.gpu.cuda.no_graph);
+    ck_assert(f.gpu.cuda.no_fuse && f.gpu.cuda.no_pdl);
     ck_assert_int_eq(f.cpu.expert_layout, EXPERT_LAYOUT_PACKED);
     ck_assert(!f.gpu.check_finite);
     char *c[] = {"x", "--check-finite", "yes", NULL};
     ck_assert_int_eq(parse(&f, c, &err), -1);
     ck_assert_msg(strstr(err.msg, "--check-finite yes: expected on or off"), "%s", err.msg);
+    char *g[] = {"x", "--cuda-off", "fuse,graph", NULL};
+    ck_assert_int_eq(parse(&f, g, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--cuda-off fuse,graph: expected fuse and/or pdl"), "%s", err.msg);
     /* nothing else moved: the supervision's timings stay the defaults */
     ck_assert_uint_eq(f.hang_ms, d.hang_ms);
     ck_assert_uint_eq(f.start_ms, d.start_ms);

@@ -526,7 +526,7 @@ START_TEST(test_router)
     float *dw = dev_new((size_t)(n_tok * k) * sizeof(float));
     guild_err_t err;
     ck_assert_msg(cuda_router_topk(dl, n_tok, ne, k, cases[_i].groups, cases[_i].used, cases[_i].renorm,
-                                   cases[_i].scale, dids, dw, stream, &err) == 0,
+                                   cases[_i].scale, dids, dw, NULL, stream, &err) == 0,
                   "%s", err.msg);
     int32_t *ids = malloc((size_t)(n_tok * k) * sizeof *ids), rids[32];
     float *w = malloc((size_t)(n_tok * k) * sizeof *w), rw[32],
@@ -1243,8 +1243,8 @@ START_TEST(test_errors)
     ck_assert_int_eq(cuda_attention_prefill(NULL, NULL, GUILD_TYPE_F16, NULL, NULL, 3, 0, 4, 4, 80, 1.0f, NULL, stream,
                                             &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "head dimension 80"));
-    ck_assert_int_eq(cuda_router_topk(NULL, 1, 2000, 8, 0, 0, true, 1.0f, NULL, NULL, stream, &err), -1);
-    ck_assert_int_eq(cuda_router_topk(NULL, 1, 64, 8, 7, 1, true, 1.0f, NULL, NULL, stream, &err), -1); /* 7 groups: unequal */
+    ck_assert_int_eq(cuda_router_topk(NULL, 1, 2000, 8, 0, 0, true, 1.0f, NULL, NULL, NULL, stream, &err), -1);
+    ck_assert_int_eq(cuda_router_topk(NULL, 1, 64, 8, 7, 1, true, 1.0f, NULL, NULL, NULL, stream, &err), -1); /* 7 groups: unequal */
     ck_assert_ptr_nonnull(strstr(err.msg, "groups"));
 }
 END_TEST

@@ -197,7 +197,7 @@ static void small_run(void *ctx, int i)
     switch (s->op) {
     case 0: CHECK(cuda_quantize(GUILD_TYPE_Q8_K, s->x, s->n, s->act, 4096, s->n, 1, st, &err)); break;
     case 1: CHECK(cuda_rmsnorm(s->y, s->n, s->x, s->n, NULL, s->w, s->n, 1, 1e-6f, st, &err)); break;
-    case 2: CHECK(cuda_router_topk(s->x, 1, 128, 8, 0, 0, true, 1.0f, s->ids, s->y, st, &err)); break;
+    case 2: CHECK(cuda_router_topk(s->x, 1, 128, 8, 0, 0, true, 1.0f, s->ids, s->y, NULL, st, &err)); break;
     default: CHECK(cuda_moe_combine(s->x, s->y, s->w, NULL, NULL, 1, 8, s->n, st, &err)); break;
     }
 }

@@ -6,6 +6,7 @@
 
 static __global__ void add_bias_kernel(float *x, int64_t ldx, const float *__restrict__ b, int64_t n, int64_t total)
 {
+    pdl_begin();
     const int64_t k = (int64_t)blockIdx.x * ADD_THREADS + threadIdx.x;
     if (k >= total)
         return;
@@ -15,6 +16,7 @@ static __global__ void add_bias_kernel(float *x, int64_t ldx, const float *__res
 
 static __global__ void add_kernel(float *x, const float *__restrict__ p, int64_t n)
 {
+    pdl_begin();
     const int64_t k = (int64_t)blockIdx.x * ADD_THREADS + threadIdx.x;
     if (k < n)
         x[k] = residual_add(x[k], p[k]);
@@ -26,7 +28,8 @@ extern "C" int cuda_add_bias(float *x, int64_t ldx, const float *b, int64_t n, i
     const int64_t total = n * n_rows;
     if (total <= 0)
         return 0;
-    add_bias_kernel<<<(unsigned)((total + ADD_THREADS - 1) / ADD_THREADS), ADD_THREADS, 0, s>>>(x, ldx, b, n, total);
+    cuda_launch_pdl(add_bias_kernel, (unsigned)((total + ADD_THREADS - 1) / ADD_THREADS), ADD_THREADS, 0, s, x, ldx, b,
+                    n, total);
     return cuda_launch_check("add_bias", err);
 }
 
@@ -34,6 +37,6 @@ extern "C" int cuda_add(float *x, const float *p, int64_t n, cudaStream_t s, gui
 {
     if (n <= 0)
         return 0;
-    add_kernel<<<(unsigned)((n + ADD_THREADS - 1) / ADD_THREADS), ADD_THREADS, 0, s>>>(x, p, n);
+    cuda_launch_pdl(add_kernel, (unsigned)((n + ADD_THREADS - 1) / ADD_THREADS), ADD_THREADS, 0, s, x, p, n);
     return cuda_launch_check("add", err);
 }

@@ -213,6 +213,7 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
                        int split_cap, float scale, int window, const float *__restrict__ sinks,
                        float *__restrict__ partials)
 {
+    pdl_begin();
     constexpr int DPL = HD / 8; /* dims per lane */
     if (kv0_dev)
         kv0 = *kv0_dev;
@@ -289,6 +290,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
                            int split_cap, float scale, int window, const float *__restrict__ sinks,
                            float *__restrict__ partials)
 {
+    pdl_begin();
     constexpr int DPL = HD / 8;
     constexpr int ROWC = HD * (int)sizeof(KT) / 16; /* 16-byte chunks per cache row */
     constexpr int TK = 8192 / (HD * (int)sizeof(KT)); /* keys per tile */
@@ -366,6 +368,7 @@ static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const f
                                                 int n_head, int kv0, const int32_t *kv0_dev, int split_cap, int window,
                                                 const float *__restrict__ sinks)
 {
+    pdl_begin();
     __shared__ float f_sh[AD_MAX_SPLITS], l_sh[AD_MAX_SPLITS];
     __shared__ float red[HD / WARP_SIZE > 0 ? HD / WARP_SIZE : 1];
     __shared__ float L_sh;
@@ -432,22 +435,19 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
     if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
         const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
         if (group <= 8)
-            attn_decode_gqa_kernel<HD, KT, 8><<<grid, 8 * WARP_SIZE, 0, s>>>(
-                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
-                scratch);
+            cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 8>, grid, 8 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
+                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch);
         else
-            attn_decode_gqa_kernel<HD, KT, 16><<<grid, 16 * WARP_SIZE, 0, s>>>(
-                out, q, (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
-                scratch);
+            cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 16>, grid, 16 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
+                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch);
     } else {
         const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)grid_split);
-        attn_decode_kernel<HD, KT><<<grid, AD_WARPS * WARP_SIZE, 0, s>>>(out, q, (const KT *)kc, (const KT *)vc,
-                                                                          kv0, kv0_dev, n_head, group, split_cap,
-                                                                          scale, window, sinks, scratch);
+        cuda_launch_pdl(attn_decode_kernel<HD, KT>, grid, AD_WARPS * WARP_SIZE, 0, s, out, q, (const KT *)kc,
+                        (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch);
     }
     if (grid_split > 1)
-        attn_decode_merge_kernel<HD><<<dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s>>>(
-            out, scratch, n_head, kv0, kv0_dev, split_cap, window, sinks);
+        cuda_launch_pdl(attn_decode_merge_kernel<HD>, dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s, out, scratch,
+                        n_head, kv0, kv0_dev, split_cap, window, sinks);
 }
 
 template <typename KT>

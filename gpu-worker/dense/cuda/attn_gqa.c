@@ -118,12 +118,12 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     cudaStream_t s = b->stream;
 
     const bool gated = p->opts & MODEL_GQA_OUT_GATE;
-    if (gated ? cuda_linear(b, &L->wq, b->xn, E, n, b->qg, 2 * Q, false, err) < 0 ||
-                    cuda_qg_split(b->qg, b->q, b->gate, n, c->n_head, c->head_dim, s, err) < 0
-              : cuda_linear(b, &L->wq, b->xn, E, n, b->q, Q, false, err) < 0)
-        return -1;
-    if (cuda_linear(b, &L->wk, b->xn, E, n, b->k, KV, true, err) < 0 ||
-        cuda_linear(b, &L->wv, b->xn, E, n, b->v, KV, true, err) < 0)
+    /* q, k and v from one quantization of xn, the products of one type in one launch */
+    const cuda_tensor_t *W[3] = {&L->wq, &L->wk, &L->wv};
+    float *const y[3] = {gated ? b->qg : b->q, b->k, b->v};
+    const int64_t ld[3] = {gated ? 2 * Q : Q, KV, KV};
+    if (cuda_linear_multi(b, 3, W, b->xn, E, n, y, ld, err) < 0 ||
+        (gated && cuda_qg_split(b->qg, b->q, b->gate, n, c->n_head, c->head_dim, s, err) < 0))
         return -1;
     for (int32_t g = 0; g < b->n_grp; g++)
         if (group_attention(b, p, L, il, g, err) < 0)

@@ -9,6 +9,7 @@ static __global__ void combine_kernel(float *x, const float *__restrict__ y, con
                                       const float *__restrict__ sh, const float *__restrict__ sh_logit, int n_used,
                                       int64_t n_embd, int64_t total)
 {
+    pdl_begin();
     const int64_t k = (int64_t)blockIdx.x * COMBINE_THREADS + threadIdx.x;
     if (k >= total)
         return;
@@ -23,7 +24,7 @@ extern "C" int cuda_moe_combine(float *x, const float *y, const float *w, const 
         return 0;
     if (n_used < 1)
         return guild_err_set(err, "cuda: combine: %d experts per token", n_used);
-    combine_kernel<<<(unsigned)((total + COMBINE_THREADS - 1) / COMBINE_THREADS), COMBINE_THREADS, 0, s>>>(
-        x, y, w, sh, sh_logit, n_used, n_embd, total);
+    cuda_launch_pdl(combine_kernel, (unsigned)((total + COMBINE_THREADS - 1) / COMBINE_THREADS), COMBINE_THREADS, 0, s,
+                    x, y, w, sh, sh_logit, n_used, n_embd, total);
     return cuda_launch_check("combine", err);
 }

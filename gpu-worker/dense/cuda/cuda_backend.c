@@ -95,7 +95,7 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
                      (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o, (void **)&b->gdn_chunk,
                      (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
-                     (void **)&b->mla_lat, &b->mla_split};
+                     (void **)&b->mla_lat, &b->mla_split, (void **)&b->d_router_done};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (b->h_tokens)
@@ -670,6 +670,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
          cuda_check(cudaMallocHost((void **)&b->h_finite, sizeof *b->h_finite), "pinned memory of the non-finite "
                     "check", err) < 0))
         goto fail;
+    if (cuda_alloc((void **)&b->d_router_done, sizeof *b->d_router_done, sc, "the router's counter", err) < 0 ||
+        cuda_check(cudaMemset(b->d_router_done, 0, sizeof *b->d_router_done), "the router's counter", err) < 0)
+        goto fail;
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
         setup_experts(b, m, opt, cc, &plan, err) < 0 || (b->mtp && cuda_mtp_setup(b, err) < 0))
         goto fail;
@@ -690,6 +693,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_moe_gpu_force_split(b->moe_gpu, cc->test.split_gpu_fraction);
     b->graphs = !cc->no_graph && cuda_moe_capturable(b->moe);
     b->fuse = !cc->no_fuse;
+    if (b->moe_gpu)
+        cuda_moe_gpu_set_fuse(b->moe_gpu, b->fuse);
+    cuda_set_pdl(!cc->no_pdl);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)

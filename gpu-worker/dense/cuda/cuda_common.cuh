@@ -27,6 +27,51 @@ static inline int cuda_launch_check(const char *op, guild_err_t *err)
     return 0;
 }
 
+/* ---- programmatic dependent launch (sm_90) ----
+ * A kernel launched by cuda_launch_pdl may be scheduled while the kernel before it on the stream still runs (its
+ * launch and block dispatch overlap that kernel's tail: a decode step is a chain of short kernels). Such a kernel
+ * calls pdl_begin() before its first access to global memory that another kernel may write or read: it waits
+ * there until every kernel before it has finished and its writes are visible, then lets the next kernel launch.
+ * Work that touches no such memory (an L2 prefetch of the kernel's own weights, pdl_prefetch_l2) may come before.
+ * Launched without the attribute (cuda_set_pdl(false), or a plain <<<>>> launch) pdl_begin() returns at once.
+ * The arithmetic is the same either way, so are the bits. */
+static __device__ __forceinline__ void pdl_begin()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Prefetch bytes [p, p + n) into L2 (p 16-byte aligned, n a multiple of 16, < 2^32): memory no kernel writes
+ * during a step (weights), issued by one thread, before pdl_begin(). */
+static __device__ __forceinline__ void pdl_prefetch_l2(const void *p, uint32_t n)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (n)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+#endif
+}
+
+/* kernel<<<grid, block, smem, s>>>(args...), with programmatic stream serialization when cuda_pdl_enabled(): the
+ * kernel must call pdl_begin() as said above. The launch's error is left for cuda_launch_check. */
+template <typename... P, typename... A>
+static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                   A... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = s;
+    c.attrs = at;
+    c.numAttrs = cuda_pdl_enabled() ? 1 : 0;
+    (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
+}
+
 /* Sum over the warp, result in every lane; integers are exact in any order. */
 static __device__ __forceinline__ int warp_sum_int(int v)
 {

@@ -35,6 +35,12 @@ extern "C" {
 #undef _Noreturn
 #endif
 
+/* Programmatic dependent launch (cuda_common.cuh's cuda_launch_pdl) for the kernels that take it: a kernel of a
+ * decode step's chain launches while the one before it ends. Process-wide, on by default; the backend sets it from
+ * cuda_config_t.no_pdl (debugging). The bits are the same either way. */
+void cuda_set_pdl(bool on);
+bool cuda_pdl_enabled(void);
+
 /* ---- activations and weights ---------------------------------------------------------------------------- */
 
 /* Quantizes n_rows rows of n floats (x rows ldx floats apart) into act_type (F32 copies; Q8_0, Q8_1, Q8_K),
@@ -71,6 +77,13 @@ int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const
 int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t n_heads, const void *w,
                       size_t w_stride, size_t w_head, const void *act, size_t act_stride, size_t act_head, float *out,
                       int64_t ldo, int64_t out_head, cudaStream_t s, guild_err_t *err);
+
+/* count (1..4) products of one activation, each with weights of `type` and width n: out[i] = cuda_matmul(type,
+ * n, nrows[i], ntok, w[i], w_stride[i], act, act_stride) (ldo[i]), the same bits; for a quantized type below
+ * CUDA_MATMUL_MMA_MIN_TOK tokens in one launch (a decode step's Q, K and V), otherwise product by product. */
+int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
+                      const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
+                      float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err);
 
 /* Batches of at least this many tokens of a cuda_expert_mma_supported type take the mma kernel: below it its
  * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU, while the
@@ -178,10 +191,20 @@ int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n
 
 /* cpu_router_softmax_grouped for n_tok tokens (n_groups <= 1: cpu_router_topk): logits [n_tok][n_expert] ->
  * ids/w [n_tok][k], the same experts, the weights within float rounding (the softmax's sum). n_expert <= 1024,
- * k <= 32, groups as the CPU's. */
+ * k <= 32, groups as the CPU's. With counts (NULL: none), cuda_route_count's counting of the chosen ids too. */
 int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
-                     int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w, cudaStream_t s,
-                     guild_err_t *err);
+                     int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
+                     unsigned long long *counts, cudaStream_t s, guild_err_t *err);
+
+/* The router's product and cuda_router_topk in one launch, for up to CUDA_ROUTER_FUSED_ROWS tokens: logits
+ * [n_tok][n_expert] = cuda_matmul(F32, n_embd, n_expert, n_tok, W, w_stride, x, ldx floats) (the same bits),
+ * then ids/w/counts as cuda_router_topk from them (the same bits). done: a device counter, 0 before the launch
+ * and after it (the launch's blocks count themselves on it); one per stream. */
+#define CUDA_ROUTER_FUSED_ROWS 4
+int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t ldx, int32_t n_embd, float *logits,
+                      int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups, int32_t n_group_used,
+                      bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts,
+                      unsigned int *done, cudaStream_t s, guild_err_t *err);
 
 /* counts[ids[i]] += 1 for the n_pairs routed pairs ids[0..n_pairs) of one layer (ids < 0 or >= n_expert are not
  * counted); counts: that layer's [n_expert] device counters (route_count.cu). */
@@ -217,6 +240,15 @@ int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, 
 int32_t cuda_expert_max_tiles(int32_t n_pairs, int32_t n_expert, int32_t tile);
 int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
                       int32_t *tiles, int32_t *n_tiles, cudaStream_t s, guild_err_t *err);
+
+/* cuda_quantize(act_type, x, ldx, dst, dst_stride, n, n_rows) and cuda_expert_route(...), the same bytes: in the
+ * route's launch when the rows are at most CUDA_ROUTE_QUANTIZE_BLOCKS activation blocks in all (a decode step's),
+ * else the two launches. */
+#define CUDA_ROUTE_QUANTIZE_BLOCKS 64
+int cuda_expert_route_quantize(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
+                               int32_t *tiles, int32_t *n_tiles, guild_type_t act_type, const float *x, int64_t ldx,
+                               void *dst, size_t dst_stride, int64_t n, int32_t n_rows, cudaStream_t s,
+                               guild_err_t *err);
 
 /* For each pair p of each tile (grid sized for max_tiles; blocks past *n_tiles exit) and each row r < nrows of
  * the tile's expert e (matrix at w + e * expert_stride, rows row_stride apart, n elements of `type`):

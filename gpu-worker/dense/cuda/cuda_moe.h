@@ -107,6 +107,10 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
  * side, 1: all on the device), whatever the measured times; < 0: plan by the times again. */
 void cuda_moe_gpu_force_split(moe_exec_t *m, double gpu_fraction);
 
+/* Whether a whole resident layer quantizes its rows in the route's launch (cuda_expert_route_quantize; the same
+ * bytes as the separate launches, which cuda_config_t.no_fuse keeps). Off until set. */
+void cuda_moe_gpu_set_fuse(moe_exec_t *m, bool fuse);
+
 /* m ("gpu", created with a stage) copies through `stage` (borrowed, not NULL) from now on: the backend's
  * replacement of a stage that failed. Call between forward passes (no copy in flight). */
 void cuda_moe_gpu_set_stage(moe_exec_t *m, struct cuda_stage *stage);

@@ -121,6 +121,7 @@ typedef struct moe_gpu {
     xs_t *xs;                  /* NULL: no streaming */
     expert_split_t *split;
     double force_split;        /* tests: < 0 none, else the device's fraction of the expected pairs */
+    bool fuse;                 /* a whole resident layer's route quantizes its rows in its launch (set_fuse) */
     double pcie_bpns;          /* probed copy bandwidth, bytes per ns */
     expert_cost_t gpu_cost;    /* ns per device pair of a streamed layer's products */
     expert_cost_t copy_cost;   /* ns per byte of the chunks' copies (copy engine time) */
@@ -437,7 +438,8 @@ static int32_t part_tile(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n)
  * rank (d_loc) is the part's; else the pairs' local ids are lids (others < 0), routed here. */
 static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const char *up, const char *down,
                     size_t gu_stride, size_t d_stride, size_t gate_row, size_t down_row, int32_t n_local, int32_t n,
-                    const int32_t *lids, const int32_t *ids, int32_t lo, cudaStream_t s, guild_err_t *err)
+                    const int32_t *lids, const int32_t *ids, int32_t lo, const float *qx, cudaStream_t s,
+                    guild_err_t *err)
 {
     const int32_t pairs = n * m->n_used;
     const int32_t tile = part_tile(m, L, n);
@@ -482,7 +484,11 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
                    ? -1
                    : 0;
     }
-    if (cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err) < 0 ||
+    /* qx: x not yet quantized; the route's launch does it (a decode step's rows) */
+    if ((qx ? cuda_expert_route_quantize(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles,
+                                         quant_type_info(L->gate_type)->dot_type, qx, m->n_embd, m->act_x, m->ax_row,
+                                         m->n_embd, n, s, err)
+            : cuda_expert_route(lids, pairs, n_local, tile, m->order, m->tiles, m->n_tiles, s, err)) < 0 ||
         cuda_expert_matmul(L->gate_type, m->n_embd, m->n_ff, gate, up, gu_stride, gate_row, m->act_x, m->ax_row,
                            m->n_used, m->order, m->tiles, m->n_tiles, mt, tile, m->h, m->n_ff, s, err) < 0 ||
         cuda_quantize_rows(ht, m->h, m->n_ff, m->act_h, m->ah_row, m->n_ff, pairs, lids, 0, INT32_MAX, s, err) < 0 ||
@@ -501,11 +507,12 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
     const int32_t P = n * m->n_used;
     const guild_type_t at = quant_type_info(L->gate_type)->dot_type;
     m->layer_routed = false;
-    if (cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0)
+    const bool whole = L->n_res == m->n_expert, fold = whole && !L->oai && m->fuse;
+    if (!fold && cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0)
         return -1;
-    if (L->n_res == m->n_expert) /* the whole layer: ranks are ids */
+    if (whole) /* the whole layer: ranks are ids */
         return run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
-                        m->n_expert, n, ids, ids, 0, s, err);
+                        m->n_expert, n, ids, ids, 0, fold ? x : NULL, s, err);
     /* a streamed layer's parts share one routing of the batch over the device's ranks (a one-block kernel over
      * every pair, which each staged chunk would otherwise repeat): each part takes its range of the tiles. It
      * needs room for two tile tables: tiles of the tensor-core kernel's size, which take many pairs a tile. */
@@ -520,7 +527,7 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
     if (L->n_res && ((!m->layer_routed &&
                       cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, L->n_res, m->d_loc, s, err) < 0) ||
                      run_part(m, L, L->gate, L->up, L->down, L->gate_mat, L->down_mat, L->gate_row, L->down_row,
-                              L->n_res, n, m->d_loc, ids, 0, s, err) < 0))
+                              L->n_res, n, m->d_loc, ids, 0, NULL, s, err) < 0))
         return -1;
     if (!streamed)
         return 0;
@@ -534,7 +541,7 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
         covered += c.hi - c.lo;
         if ((!m->layer_routed && cuda_expert_ids_map(ids, P, rt, m->n_expert, c.lo, c.hi, m->d_loc, s, err) < 0) ||
             run_part(m, L, c.gate, c.up, c.down, c.gu_stride, c.d_stride, c.gate_row, c.down_row, c.hi - c.lo, n,
-                     m->d_loc, ids, c.lo, s, err) < 0 ||
+                     m->d_loc, ids, c.lo, NULL, s, err) < 0 ||
             xs_done(m->xs, &c, s, err) < 0)
             return guild_err_prefix(err, "streamed experts: ");
     }
@@ -756,6 +763,11 @@ static const moe_exec_ops_t gpu_ops = {
     .sync = gpu_sync,
     .result = gpu_result,
 };
+
+void cuda_moe_gpu_set_fuse(moe_exec_t *base, bool fuse)
+{
+    ((moe_gpu_t *)base)->fuse = fuse;
+}
 
 void cuda_moe_gpu_force_split(moe_exec_t *base, double gpu_fraction)
 {

@@ -21,6 +21,7 @@ typedef struct cuda_attn_part {
 
 typedef struct cuda_router_part {
     uint32_t opts;
+    bool counts; /* route() also counts the routing into b->route_counts (when set): no cuda_route_count after it */
     /* Layer il, the n rows: from xn, b->ids[t][0..n_expert_used) (slot order) and b->route_w[t][...]. */
     int (*route)(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err);
 } cuda_router_part_t;

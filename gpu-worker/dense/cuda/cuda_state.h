@@ -153,6 +153,7 @@ typedef struct cuda_backend {
     int32_t *ids;               /* [n_batch][n_expert_used] */
     unsigned long long *route_counts; /* [n_layer][n_expert] routed pairs (backend_options_t.count_routing); NULL:
                                    not counted */
+    unsigned int *d_router_done; /* cuda_router_fused's counter of finished blocks (0 between launches) */
     uint8_t *count_resident;    /* host [n_layer * n_expert]: the plan's resident experts, for the hit rate */
     float *route_w;             /* [n_batch][n_expert_used] */
     float *sh_gate;             /* [n_batch][max(n_ff_shexp, dense layers' n_ff)] */
@@ -266,5 +267,11 @@ int cuda_residual_combine(cuda_backend_t *b, const float *y, const float *w, con
  * type unless `reuse` and act already holds x in that type, then cuda_matmul. */
 int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64_t ldx, int32_t n, float *y,
                 int64_t ldy, bool reuse, guild_err_t *err);
+
+/* cuda_linear of count (1..4) matrices with the same x: y[i] = W[i] x (rows ldy[i] apart), x quantized once;
+ * the consecutive ones of one type and width in one launch (cuda_matmul_multi; the same bits) unless the layer
+ * program does not fuse (b->fuse). */
+int cuda_linear_multi(cuda_backend_t *b, int32_t count, const cuda_tensor_t *const *W, const float *x, int64_t ldx,
+                      int32_t n, float *const *y, const int64_t *ldy, guild_err_t *err);
 
 #endif

@@ -1,5 +1,6 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -15,6 +16,18 @@ bool cuda_type_supported(guild_type_t type)
 const char *cuda_supported_types(void)
 {
     return gpu_plan_supported_types();
+}
+
+static atomic_bool g_pdl = true;
+
+void cuda_set_pdl(bool on)
+{
+    atomic_store_explicit(&g_pdl, on, memory_order_relaxed);
+}
+
+bool cuda_pdl_enabled(void)
+{
+    return atomic_load_explicit(&g_pdl, memory_order_relaxed);
 }
 
 int cuda_check(cudaError_t e, const char *what, guild_err_t *err)

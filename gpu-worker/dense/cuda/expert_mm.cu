@@ -9,12 +9,15 @@
  *        tile's pairs (mmvq-style with tile 1 for a few tokens; tile 8 shares each weight block among 8 pairs
  *        for many). With w_up, the warp computes the gate and up rows together and writes silu(g) * u.
  *        Tiles of CUDA_EXPERT_MMA_TILE pairs go to the int8 tensor-core kernel of expert_mma.cu (same bits).
+ * route + quantize (cuda_expert_route_quantize): for a decode step's few rows, the route's block also quantizes
+ *        the rows the products read (quantize.cuh's warp bodies, cuda_quantize's bytes): one launch less.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
 #include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
+#include "gpu-worker/dense/cuda/quantize.cuh"
 
 #define EM_THREADS 128 /* 4 rows per block */
 #define ER_THREADS 1024
@@ -57,10 +60,48 @@ static __device__ __forceinline__ void block_scan2(int &a, int &b, int *ta, int 
     b = ib - b + wb[warp];
 }
 
+/* The rows to quantize in the route's launch (cuda_expert_route_quantize): qt 0 none, else the activation type. */
+typedef struct er_quant {
+    int qt; /* 0, or a GUILD_TYPE_Q8_0 / Q8_1 / Q8_K */
+    const float *x;
+    int64_t ldx;
+    char *dst;
+    size_t dst_stride;
+    int nb, n_rows; /* blocks a row, rows */
+} er_quant_t;
+
+/* Warp w of the block quantizes blocks w, w + warps, ... of the rows (cuda_quantize's kernels' per-warp work). */
+static __device__ __forceinline__ void er_quantize(const er_quant_t &q)
+{
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, n_warps = blockDim.x / WARP_SIZE;
+    for (int i = warp; i < q.nb * q.n_rows; i += n_warps) {
+        const int row = i / q.nb, b = i % q.nb;
+        char *dr = q.dst + (size_t)row * q.dst_stride;
+        if (q.qt == GUILD_TYPE_Q8_K) {
+            const float *xb = q.x + row * q.ldx + (int64_t)b * QUANT_QK_K + lane * 8;
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[k] = xb[k];
+            quantize_block_q8_K(v, lane, (quant_block_q8_K *)dr + b);
+        } else if (q.qt == GUILD_TYPE_Q8_1) {
+            quantize_block_q8_32<true>(q.x[row * q.ldx + (int64_t)b * 32 + lane], lane,
+                                       dr + (size_t)b * sizeof(quant_block_q8_1));
+        } else {
+            quantize_block_q8_32<false>(q.x[row * q.ldx + (int64_t)b * 32 + lane], lane,
+                                        dr + (size_t)b * sizeof(quant_block_q8_0));
+        }
+    }
+}
+
 static __global__ void __launch_bounds__(ER_THREADS)
     expert_route_kernel(const int32_t *__restrict__ ids, int n_pairs, int n_expert, int tile,
-                        int32_t *__restrict__ order, int4 *__restrict__ tiles, int32_t *__restrict__ n_tiles)
+                        int32_t *__restrict__ order, int4 *__restrict__ tiles, int32_t *__restrict__ n_tiles,
+                        er_quant_t q)
 {
+    pdl_begin();
+    if (q.qt)
+        er_quantize(q);
     __shared__ int cnt[ER_MAX_EXPERTS], cur[ER_MAX_EXPERTS];
     __shared__ int total_pairs, total_tiles;
     for (int e = threadIdx.x; e < n_expert; e += blockDim.x)
@@ -104,6 +145,7 @@ static __global__ void __launch_bounds__(EM_THREADS)
                     const int4 *__restrict__ tiles, const int32_t *__restrict__ n_tiles, float *__restrict__ out,
                     int64_t ldo, int nb, int nrows)
 {
+    pdl_begin();
     constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB;
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
@@ -204,6 +246,7 @@ static __global__ void __launch_bounds__(EM_THREADS)
                         const int32_t *__restrict__ order, const int4 *__restrict__ tiles,
                         const int32_t *__restrict__ n_tiles, float *__restrict__ out, int64_t ldo, int n, int nrows)
 {
+    pdl_begin();
     if ((int)blockIdx.y >= *n_tiles)
         return;
     const int lane = threadIdx.x % WARP_SIZE;
@@ -275,8 +318,8 @@ extern "C" int32_t cuda_expert_max_tiles(int32_t n_pairs, int32_t n_expert, int3
     return (n_pairs + tile - 1) / tile + (n_expert < n_pairs ? n_expert : n_pairs);
 }
 
-extern "C" int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
-                                 int32_t *tiles, int32_t *n_tiles, cudaStream_t s, guild_err_t *err)
+static int expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
+                        int32_t *tiles, int32_t *n_tiles, const er_quant_t &q, cudaStream_t s, guild_err_t *err)
 {
     if (n_expert < 1 || n_expert > ER_MAX_EXPERTS || tile < 1 || n_pairs < 0)
         return guild_err_set(err, "cuda: expert route: %d experts, tiles of %d, %d pairs", n_expert, tile, n_pairs);
@@ -285,8 +328,31 @@ extern "C" int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_
     /* a thread per expert at least; more for many pairs (a decode step's 8 pairs take the smallest block) */
     int threads = n_pairs > n_expert ? (n_pairs < ER_THREADS ? n_pairs : ER_THREADS) : n_expert;
     threads = (threads + WARP_SIZE - 1) / WARP_SIZE * WARP_SIZE;
-    expert_route_kernel<<<1, threads, 0, s>>>(ids, n_pairs, n_expert, tile, order, (int4 *)tiles, n_tiles);
+    cuda_launch_pdl(expert_route_kernel, 1, threads, 0, s, ids, n_pairs, n_expert, tile, order, (int4 *)tiles,
+                    n_tiles, q);
     return cuda_launch_check("expert route", err);
+}
+
+extern "C" int cuda_expert_route(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile, int32_t *order,
+                                 int32_t *tiles, int32_t *n_tiles, cudaStream_t s, guild_err_t *err)
+{
+    return expert_route(ids, n_pairs, n_expert, tile, order, tiles, n_tiles, er_quant_t{}, s, err);
+}
+
+extern "C" int cuda_expert_route_quantize(const int32_t *ids, int32_t n_pairs, int32_t n_expert, int32_t tile,
+                                          int32_t *order, int32_t *tiles, int32_t *n_tiles, guild_type_t act_type,
+                                          const float *x, int64_t ldx, void *dst, size_t dst_stride, int64_t n,
+                                          int32_t n_rows, cudaStream_t s, guild_err_t *err)
+{
+    const int64_t qk = act_type == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
+    const bool q8 = act_type == GUILD_TYPE_Q8_0 || act_type == GUILD_TYPE_Q8_1 || act_type == GUILD_TYPE_Q8_K;
+    if (!q8 || n <= 0 || n % qk || n_rows < 1 || n_rows * (n / qk) > CUDA_ROUTE_QUANTIZE_BLOCKS)
+        return cuda_quantize(act_type, x, ldx, dst, dst_stride, n, n_rows, s, err) < 0 ||
+                       expert_route(ids, n_pairs, n_expert, tile, order, tiles, n_tiles, er_quant_t{}, s, err) < 0
+                   ? -1
+                   : 0;
+    const er_quant_t q = {(int)act_type, x, ldx, (char *)dst, dst_stride, (int)(n / qk), (int)n_rows};
+    return expert_route(ids, n_pairs, n_expert, tile, order, tiles, n_tiles, q, s, err);
 }
 
 template <int NC, bool GU>
@@ -294,12 +360,12 @@ static void expert_launch(guild_type_t type, int64_t n, dim3 grid, const char *w
                           size_t rs, const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
                           const int32_t *n_tiles, float *out, int64_t ldo, int nrows, cudaStream_t s)
 {
-#define EM_Q(TR, QK)                                                                                               \
-    expert_q_kernel<TR, NC, GU><<<grid, EM_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, \
-                                                           out, ldo, (int)(n / (QK)), nrows)
-#define EM_P(WT)                                                                                                   \
-    expert_plain_kernel<WT, NC, GU><<<grid, EM_THREADS, 0, s>>>(w, wu, es, rs, act, as, act_div, order, tiles,     \
-                                                               n_tiles, out, ldo, (int)n, nrows)
+#define EM_Q(TR, QK)                                                                                           \
+    cuda_launch_pdl(expert_q_kernel<TR, NC, GU>, grid, EM_THREADS, 0, s, w, wu, es, rs, act, as, act_div, order,   \
+                    tiles, n_tiles, out, ldo, (int)(n / (QK)), nrows)
+#define EM_P(WT)                                                                                               \
+    cuda_launch_pdl(expert_plain_kernel<WT, NC, GU>, grid, EM_THREADS, 0, s, w, wu, es, rs, act, as, act_div,      \
+                    order, tiles, n_tiles, out, ldo, (int)n, nrows)
 #define EM_CASE(T, TR, QK) \
     case T: EM_Q(TR, QK); break;
     switch (type) {
@@ -374,6 +440,7 @@ extern "C" int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, c
 static __global__ void expert_merge_kernel(float *__restrict__ y, const float *__restrict__ src,
                                            const int32_t *__restrict__ ids, int64_t n_embd)
 {
+    pdl_begin();
     const int64_t p = blockIdx.x;
     if (ids[p] < 0)
         return;
@@ -388,6 +455,6 @@ extern "C" int cuda_expert_merge(float *y, const float *src, const int32_t *ids,
         return guild_err_set(err, "cuda: expert merge: %d pairs of %lld", n_pairs, (long long)n_embd);
     if (n_pairs == 0)
         return 0;
-    expert_merge_kernel<<<(unsigned)n_pairs, 256, 0, s>>>(y, src, ids, n_embd);
+    cuda_launch_pdl(expert_merge_kernel, (unsigned)n_pairs, 256, 0, s, y, src, ids, n_embd);
     return cuda_launch_check("expert merge", err);
 }

@@ -18,7 +18,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     const bool mtp = il >= c->n_layer;
     moe_exec_t *ex = mtp ? b->moe_mtp : b->moe;
     if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
-        (b->route_counts && !mtp &&
+        (b->route_counts && !mtp && !cuda_router_parts[lp->router->kind]->counts &&
          cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert, s, err) < 0) ||
         moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0)
         return -1;

@@ -7,6 +7,7 @@
 static __global__ void get_rows_kernel(guild_type_t type, const char *__restrict__ w, size_t row_bytes, int64_t n,
                                        const int32_t *__restrict__ ids, float *__restrict__ out, int64_t ldo)
 {
+    pdl_begin();
     const int64_t e = (int64_t)blockIdx.x * GR_THREADS + threadIdx.x;
     if (e >= n)
         return;
@@ -18,7 +19,7 @@ static void get_rows_launch(guild_type_t type, const void *w, size_t row_bytes, 
                             int32_t n_ids, float *out, int64_t ldo, cudaStream_t s)
 {
     const dim3 grid((unsigned)((n + GR_THREADS - 1) / GR_THREADS), (unsigned)n_ids);
-    get_rows_kernel<<<grid, GR_THREADS, 0, s>>>(type, (const char *)w, row_bytes, n, ids, out, ldo);
+    cuda_launch_pdl(get_rows_kernel, grid, GR_THREADS, 0, s, type, (const char *)w, row_bytes, n, ids, out, ldo);
 }
 
 extern "C" int cuda_get_rows(guild_type_t type, const void *w, size_t row_bytes, int64_t n, const int32_t *ids,

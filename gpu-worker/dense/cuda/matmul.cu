@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
+#include "gpu-worker/dense/cuda/matmul_plain.cuh"
 #include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 
 #define MM_THREADS 128 /* 4 rows per thread block */
@@ -25,22 +26,24 @@ typedef struct mm_heads {
     int64_t out;
 } mm_heads_t;
 
-template <typename TR, int NC>
-static __global__ void __launch_bounds__(MM_THREADS)
-    matmul_q_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
-                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok, mm_heads_t hz)
+/* The warp's weight row into L2 while the kernel before it ends (programmatic dependent launch, cuda_common.cuh):
+ * the weights are no kernel's output, so they may be read before pdl_begin(). One 128-byte line per lane. */
+static __device__ __forceinline__ void mm_prefetch_row(const char *p, size_t bytes, int lane)
 {
-    w += blockIdx.z * hz.w;
-    act += blockIdx.z * hz.act;
-    out += blockIdx.z * hz.out;
+    for (size_t o = (size_t)lane * 128; o < bytes; o += WARP_SIZE * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+}
+
+/* Weight row `row` (w + row * w_stride) against the NC-token slice t0.. of act: the warp's output elements. */
+template <typename TR, int NC>
+static __device__ __forceinline__ void matmul_q_row(const char *__restrict__ w, size_t w_stride,
+                                                    const char *__restrict__ act, size_t act_stride,
+                                                    float *__restrict__ out, int64_t ldo, int nb, int row, int ntok,
+                                                    int t0, int lane)
+{
     constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB;
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (row >= nrows)
-        return; /* whole warps */
-    const int t0 = blockIdx.y * NC;
     const int nt = min(NC, ntok - t0);
     const int g = lane / TPB, j = lane % TPB;
     const wblock *wr = (const wblock *)(w + (size_t)row * w_stride);
@@ -85,19 +88,55 @@ static __global__ void __launch_bounds__(MM_THREADS)
     }
 }
 
-static __device__ __forceinline__ float plain_to_f32(float v)
+template <typename TR, int NC>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
+                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok, mm_heads_t hz)
 {
-    return v;
+    w += blockIdx.z * hz.w;
+    act += blockIdx.z * hz.act;
+    out += blockIdx.z * hz.out;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row < nrows && blockIdx.y == 0)
+        mm_prefetch_row(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), lane);
+    pdl_begin();
+    if (row >= nrows)
+        return; /* whole warps */
+    matmul_q_row<TR, NC>(w, w_stride, act, act_stride, out, ldo, nb, row, ntok, blockIdx.y * NC, lane);
 }
 
-static __device__ __forceinline__ float plain_to_f32(__half v)
-{
-    return __half2float(v);
-}
+/* Products of one activation with up to MM_MULTI weight matrices of one type and width (cuda_matmul_multi): the
+ * blocks of product i follow those of product i - 1 (gridDim.x is their sum). */
+#define MM_MULTI 4
+typedef struct mm_multi {
+    const char *w[MM_MULTI];
+    size_t w_stride[MM_MULTI];
+    float *out[MM_MULTI];
+    int64_t ldo[MM_MULTI];
+    int nrows[MM_MULTI];
+    int blk_end[MM_MULTI]; /* the first block past product i */
+} mm_multi_t;
 
-static __device__ __forceinline__ float plain_to_f32(__nv_bfloat16 v)
+template <typename TR, int NC>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_multi_kernel(mm_multi_t m, const char *__restrict__ act, size_t act_stride, int nb, int ntok)
 {
-    return __bfloat162float(v);
+    int i = 0;
+#pragma unroll
+    for (int k = 0; k < MM_MULTI - 1; k++)
+        i += (int)blockIdx.x >= m.blk_end[k];
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int blk0 = i ? m.blk_end[i - 1] : 0;
+    const int row = ((int)blockIdx.x - blk0) * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const char *w = m.w[i];
+    const size_t w_stride = m.w_stride[i];
+    if (row < m.nrows[i] && blockIdx.y == 0)
+        mm_prefetch_row(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), lane);
+    pdl_begin();
+    if (row >= m.nrows[i])
+        return;
+    matmul_q_row<TR, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
 }
 
 template <typename WT, int NC>
@@ -110,28 +149,16 @@ static __global__ void __launch_bounds__(MM_THREADS)
     out += blockIdx.z * hz.out;
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row < nrows && blockIdx.y == 0)
+        mm_prefetch_row(w + (size_t)row * w_stride, (size_t)n * sizeof(WT), lane);
+    pdl_begin();
     if (row >= nrows)
         return;
     const int t0 = blockIdx.y * NC;
     const int nt = min(NC, ntok - t0);
-    const WT *wr = (const WT *)(w + (size_t)row * w_stride);
     float acc[NC];
-#pragma unroll
-    for (int t = 0; t < NC; t++)
-        acc[t] = 0.0f;
-    for (int i = lane; i < n; i += WARP_SIZE) {
-        const float wv = plain_to_f32(wr[i]);
-#pragma unroll
-        for (int t = 0; t < NC; t++)
-            if (t < nt)
-                acc[t] = fmaf(wv, ((const float *)(act + (size_t)(t0 + t) * act_stride))[i], acc[t]);
-    }
-    /* acc[j] = acc[j] + acc[j + h], h = 16, 8, 4, 2, 1: lane j < h reads lane j + h. */
-#pragma unroll
-    for (int h = WARP_SIZE / 2; h >= 1; h /= 2)
-#pragma unroll
-        for (int t = 0; t < NC; t++)
-            acc[t] = acc[t] + __shfl_down_sync(FULL_MASK, acc[t], h);
+    matmul_plain_row<WT, NC>((const WT *)(w + (size_t)row * w_stride), act + (size_t)t0 * act_stride, act_stride, n,
+                             nt, lane, acc);
     if (lane == 0) {
 #pragma unroll
         for (int t = 0; t < NC; t++)
@@ -149,11 +176,12 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
                     (unsigned)((ntok + NC - 1) / NC), (unsigned)n_heads);
     const char *wc = (const char *)w, *ac = (const char *)act;
     const int nr = (int)nrows;
-#define MM_Q(TR, QK)                                                                                         \
-    matmul_q_kernel<TR, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, (int)(n / (QK)), \
-                                                        nr, ntok, hz)
-#define MM_P(WT) matmul_plain_kernel<WT, NC><<<grid, MM_THREADS, 0, s>>>(wc, w_stride, ac, act_stride, out, ldo, \
-                                                                        (int)n, nr, ntok, hz)
+#define MM_Q(TR, QK)                                                                                           \
+    cuda_launch_pdl(matmul_q_kernel<TR, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo,      \
+                    (int)(n / (QK)), nr, ntok, hz)
+#define MM_P(WT)                                                                                               \
+    cuda_launch_pdl(matmul_plain_kernel<WT, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo, \
+                    (int)n, nr, ntok, hz)
 #define MM_CASE(T, TR, QK) \
     case T: MM_Q(TR, QK); break;
     switch (type) {
@@ -180,6 +208,24 @@ static void matmul_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t n
         matmul_launch_nc<4>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
     else
         matmul_launch_nc<8>(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, n_heads, hz, s);
+}
+
+template <int NC>
+static void matmul_multi_launch_nc(guild_type_t type, int64_t n, int32_t ntok, const mm_multi_t &m, int blocks,
+                                   const void *act, size_t act_stride, cudaStream_t s)
+{
+    const dim3 grid((unsigned)blocks, (unsigned)((ntok + NC - 1) / NC));
+    const char *ac = (const char *)act;
+#define MM_MQ(TR, QK) \
+    cuda_launch_pdl(matmul_q_multi_kernel<TR, NC>, grid, MM_THREADS, 0, s, m, ac, act_stride, (int)(n / (QK)), ntok)
+#define MM_MCASE(T, TR, QK) \
+    case T: MM_MQ(TR, QK); break;
+    switch (type) {
+    QD_DOT_TYPES(MM_MCASE)
+    default: break; /* the entry point takes only these */
+    }
+#undef MM_MCASE
+#undef MM_MQ
 }
 
 /* Byte alignment the type's kernel loads need of weight rows. */
@@ -264,6 +310,64 @@ extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int3
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows, 1,
                       mm_heads_t{0, 0, 0}, s, err);
+}
+
+extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
+                                 const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
+                                 float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err)
+{
+    if (count < 1 || count > MM_MULTI)
+        return guild_err_set(err, "cuda: matmul: %d products in one launch (1..%d)", count, MM_MULTI);
+    bool one = ntok >= 1 && ntok < CUDA_MATMUL_MMA_MIN_TOK && count > 1;
+    switch (type) { /* the quantized types' CUDA-core kernel; the others product by product */
+#define MM_MTYPE(T, TR, QK) case T:
+    QD_DOT_TYPES(MM_MTYPE)
+#undef MM_MTYPE
+        break;
+    default: one = false;
+    }
+    mm_multi_t m = {};
+    int blocks = 0;
+    for (int32_t i = 0; i < count && one; i++) {
+        if (nrows[i] <= 0 || nrows[i] > INT32_MAX / 2) {
+            one = false;
+            break;
+        }
+        m.w[i] = (const char *)w[i];
+        m.w_stride[i] = w_stride[i];
+        m.out[i] = out[i];
+        m.ldo[i] = ldo[i];
+        m.nrows[i] = (int)nrows[i];
+        blocks += (int)((nrows[i] + MM_THREADS / WARP_SIZE - 1) / (MM_THREADS / WARP_SIZE));
+        m.blk_end[i] = blocks;
+    }
+    for (int32_t i = count; i < MM_MULTI; i++)
+        m.blk_end[i] = INT32_MAX; /* no block reaches past the last product */
+    if (!one) {
+        for (int32_t i = 0; i < count; i++)
+            if (cuda_matmul(type, n, nrows[i], ntok, w[i], w_stride[i], act, act_stride, out[i], ldo[i], s, err) < 0)
+                return -1;
+        return 0;
+    }
+    /* each product's checks, as cuda_matmul makes them (shape, alignment) */
+    const int64_t qk = quant_type_info(type)->block_elems;
+    const size_t wa = weight_align(type);
+    const size_t aa = quant_type_info(type)->dot_type == GUILD_TYPE_Q8_0 ? 2 : 4;
+    if (!cuda_type_supported(type) || n <= 0 || n % qk || n > INT32_MAX || ((uintptr_t)act | act_stride) % aa)
+        return guild_err_set(err, "cuda: matmul: %lld-wide products of %s or their activations are outside what the "
+                             "kernel handles", (long long)n, quant_type_info(type)->name);
+    for (int32_t i = 0; i < count; i++)
+        if (((uintptr_t)w[i] | w_stride[i]) % wa)
+            return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned", wa);
+    if (ntok == 1)
+        matmul_multi_launch_nc<1>(type, n, ntok, m, blocks, act, act_stride, s);
+    else if (ntok == 2)
+        matmul_multi_launch_nc<2>(type, n, ntok, m, blocks, act, act_stride, s);
+    else if (ntok <= 4)
+        matmul_multi_launch_nc<4>(type, n, ntok, m, blocks, act, act_stride, s);
+    else
+        matmul_multi_launch_nc<8>(type, n, ntok, m, blocks, act, act_stride, s);
+    return cuda_launch_check("matmul (multi)", err);
 }
 
 extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t n_heads,

@@ -29,6 +29,7 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
                       int half, bool neox, const float *__restrict__ cs, const int32_t *__restrict__ pos_dev,
                       KT *__restrict__ kc, KT *__restrict__ vc)
 {
+    pdl_begin();
     __shared__ double partial[QKP_MAX_HD / WARP_SIZE];
     __shared__ float scale_sh;
     __shared__ float row_sh[QKP_MAX_HD];
@@ -96,13 +97,11 @@ extern "C" int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok
         return guild_err_set(err, "cuda: qk prepare: a Q norm without a K norm or the reverse");
     const dim3 grid((unsigned)(n_head + n_head_kv), (unsigned)n_tok);
     if (kv_type == GUILD_TYPE_F16)
-        qk_prepare_kernel<__half><<<grid, (unsigned)head_dim, 0, s>>>(q, k, v, n_head, n_head_kv, q_norm, k_norm,
-                                                                      eps, n_rot / 2, neox, cs, pos,
-                                                                      (__half *)k_cache, (__half *)v_cache);
+        cuda_launch_pdl(qk_prepare_kernel<__half>, grid, (unsigned)head_dim, 0, s, q, k, v, n_head, n_head_kv, q_norm,
+                        k_norm, eps, n_rot / 2, neox, cs, pos, (__half *)k_cache, (__half *)v_cache);
     else if (kv_type == GUILD_TYPE_F32)
-        qk_prepare_kernel<float><<<grid, (unsigned)head_dim, 0, s>>>(q, k, v, n_head, n_head_kv, q_norm, k_norm, eps,
-                                                                     n_rot / 2, neox, cs, pos, (float *)k_cache,
-                                                                     (float *)v_cache);
+        cuda_launch_pdl(qk_prepare_kernel<float>, grid, (unsigned)head_dim, 0, s, q, k, v, n_head, n_head_kv, q_norm,
+                        k_norm, eps, n_rot / 2, neox, cs, pos, (float *)k_cache, (float *)v_cache);
     else
         return guild_err_set(err, "cuda: qk prepare: cache type %d is not f16 or f32", (int)kv_type);
     return cuda_launch_check("qk prepare", err);

@@ -8,6 +8,7 @@ static __global__ void quantize_q8_32_kernel(const float *x, int64_t ldx, char *
                                              int n_rows, const int32_t *__restrict__ keep, int32_t lo,
                                              int32_t hi)
 {
+    pdl_begin();
     const int64_t warp = (int64_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (warp >= (int64_t)nb * n_rows)
@@ -24,6 +25,7 @@ static __global__ void quantize_q8_K_kernel(const float *x, int64_t ldx, char *d
                                             int n_rows, const int32_t *__restrict__ keep, int32_t lo,
                                             int32_t hi)
 {
+    pdl_begin();
     const int64_t warp = (int64_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (warp >= (int64_t)nb * n_rows)
@@ -46,17 +48,17 @@ static void quantize_launch(guild_type_t act_type, const float *x, int64_t ldx, 
     if (act_type == GUILD_TYPE_Q8_K) {
         const int nb = (int)(n / QUANT_QK_K);
         const int64_t blocks = ((int64_t)nb * n_rows + warps - 1) / warps;
-        quantize_q8_K_kernel<<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb, n_rows, keep,
-                                                                  lo, hi);
+        cuda_launch_pdl(quantize_q8_K_kernel, (unsigned)blocks, threads, 0, s, x, ldx, (char *)dst, dst_stride, nb,
+                        n_rows, keep, lo, hi);
     } else {
         const int nb = (int)(n / 32);
         const int64_t blocks = ((int64_t)nb * n_rows + warps - 1) / warps;
         if (act_type == GUILD_TYPE_Q8_1)
-            quantize_q8_32_kernel<true><<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb,
-                                                                              n_rows, keep, lo, hi);
+            cuda_launch_pdl(quantize_q8_32_kernel<true>, (unsigned)blocks, threads, 0, s, x, ldx, (char *)dst,
+                            dst_stride, nb, n_rows, keep, lo, hi);
         else
-            quantize_q8_32_kernel<false><<<(unsigned)blocks, threads, 0, s>>>(x, ldx, (char *)dst, dst_stride, nb,
-                                                                               n_rows, keep, lo, hi);
+            cuda_launch_pdl(quantize_q8_32_kernel<false>, (unsigned)blocks, threads, 0, s, x, ldx, (char *)dst,
+                            dst_stride, nb, n_rows, keep, lo, hi);
     }
 }
 

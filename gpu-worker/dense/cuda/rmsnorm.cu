@@ -54,6 +54,7 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                                       const float *__restrict__ w, int n, float eps, unsigned long long *found,
                                       uint32_t site, rn_fuse_t f)
 {
+    pdl_begin();
     static_assert(CACHED || (PRE == CUDA_PRE_NONE && QT == RN_Q_NONE), "the fused ends need the cached row");
     extern __shared__ float normed_sh[]; /* QT: the normed row, for the quantizing warps */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
@@ -189,11 +190,11 @@ static void rmsnorm_launch(float *out, int64_t ldo, const float *x, int64_t ldx,
     const int threads = rmsnorm_threads(n);
     const rn_fuse_t none = {};
     if (n <= (int64_t)threads * RN_PER)
-        rmsnorm_kernel<true, CUDA_PRE_NONE, RN_Q_NONE><<<(unsigned)n_rows, threads, 0, s>>>(
-            out, ldo, x, ldx, rows, w, (int)n, eps, found, site, none);
+        cuda_launch_pdl(rmsnorm_kernel<true, CUDA_PRE_NONE, RN_Q_NONE>, (unsigned)n_rows, threads, 0, s, out, ldo, x,
+                        ldx, rows, w, (int)n, eps, found, site, none);
     else
-        rmsnorm_kernel<false, CUDA_PRE_NONE, RN_Q_NONE><<<(unsigned)n_rows, threads, 0, s>>>(
-            out, ldo, x, ldx, rows, w, (int)n, eps, found, site, none);
+        cuda_launch_pdl(rmsnorm_kernel<false, CUDA_PRE_NONE, RN_Q_NONE>, (unsigned)n_rows, threads, 0, s, out, ldo, x,
+                        ldx, rows, w, (int)n, eps, found, site, none);
 }
 
 /* The fused kernel for PRE, by the quantization (the row cached: n <= threads * RN_PER). */
@@ -205,20 +206,20 @@ static void rmsnorm_fused_launch(int qt, float *out, float *x, const float *w, i
     const size_t smem = qt == RN_Q_NONE ? 0 : (size_t)n * sizeof(float);
     switch (qt) {
     case RN_Q8_0:
-        rmsnorm_kernel<true, PRE, RN_Q8_0><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n, eps,
-                                                                                   found, site, f);
+        cuda_launch_pdl(rmsnorm_kernel<true, PRE, RN_Q8_0>, (unsigned)n_rows, threads, smem, s, out, n, x, n, NULL, w,
+                        (int)n, eps, found, site, f);
         break;
     case RN_Q8_1:
-        rmsnorm_kernel<true, PRE, RN_Q8_1><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n, eps,
-                                                                                   found, site, f);
+        cuda_launch_pdl(rmsnorm_kernel<true, PRE, RN_Q8_1>, (unsigned)n_rows, threads, smem, s, out, n, x, n, NULL, w,
+                        (int)n, eps, found, site, f);
         break;
     case RN_Q8_K:
-        rmsnorm_kernel<true, PRE, RN_Q8_K><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n, eps,
-                                                                                   found, site, f);
+        cuda_launch_pdl(rmsnorm_kernel<true, PRE, RN_Q8_K>, (unsigned)n_rows, threads, smem, s, out, n, x, n, NULL, w,
+                        (int)n, eps, found, site, f);
         break;
     default:
-        rmsnorm_kernel<true, PRE, RN_Q_NONE><<<(unsigned)n_rows, threads, smem, s>>>(out, n, x, n, NULL, w, (int)n,
-                                                                                     eps, found, site, f);
+        cuda_launch_pdl(rmsnorm_kernel<true, PRE, RN_Q_NONE>, (unsigned)n_rows, threads, smem, s, out, n, x, n, NULL, w,
+                        (int)n, eps, found, site, f);
     }
 }
 

@@ -6,6 +6,7 @@
 static __global__ void route_count_kernel(const int32_t *__restrict__ ids, int n, int n_expert,
                                           unsigned long long *counts)
 {
+    pdl_begin();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const int e = ids[i];
@@ -19,6 +20,6 @@ extern "C" int cuda_route_count(const int32_t *ids, int32_t n_pairs, int32_t n_e
 {
     if (n_pairs <= 0)
         return 0;
-    route_count_kernel<<<(unsigned)((n_pairs + 255) / 256), 256, 0, s>>>(ids, n_pairs, n_expert, counts);
+    cuda_launch_pdl(route_count_kernel, (unsigned)((n_pairs + 255) / 256), 256, 0, s, ids, n_pairs, n_expert, counts);
     return cuda_launch_check("route count", err);
 }

@@ -5,6 +5,7 @@
 
 static __global__ void swiglu_kernel(float *g, const float *__restrict__ u, int64_t n)
 {
+    pdl_begin();
     const int64_t k = (int64_t)blockIdx.x * SWIGLU_THREADS + threadIdx.x;
     if (k >= n)
         return;
@@ -16,6 +17,7 @@ extern "C" int cuda_swiglu(float *g, const float *u, int64_t n, cudaStream_t s, 
 {
     if (n <= 0)
         return 0;
-    swiglu_kernel<<<(unsigned)((n + SWIGLU_THREADS - 1) / SWIGLU_THREADS), SWIGLU_THREADS, 0, s>>>(g, u, n);
+    cuda_launch_pdl(swiglu_kernel, (unsigned)((n + SWIGLU_THREADS - 1) / SWIGLU_THREADS), SWIGLU_THREADS, 0, s, g, u,
+                    n);
     return cuda_launch_check("swiglu", err);
 }
