@@ -48,21 +48,26 @@
 #include "core/util/cli.h"
 #include "core/util/clock.h"
 #include "core/util/log.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 #define WHO "guild-cuda-prof"
 #define WARMUP_STEPS 8
 #define CUPTI_BUFFER_BYTES (8u << 20)
+#define VERIFY_MAX 8       /* --verify sizes */
+#define VERIFY_MAX_ROWS 32 /* rows of a --verify step (the decode attention kernel's batches) */
 
 /* libstdc++'s demangler (C linkage); the CUDA libraries bring libstdc++ into the link. */
 char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
 enum { PROF_FLAGS = STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS |
-                    STACK_FLAG_NO_GRAPH | STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS };
+                    STACK_FLAG_NO_GRAPH | STACK_FLAG_CUDA_OFF | STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS };
 
 typedef struct prof_cfg {
     const char *model;
     int32_t populate, steps, batch;
     int32_t sessions;    /* --sessions: sequences decoded together, a row each a step */
+    int32_t verify[VERIFY_MAX]; /* --verify K,...: no CUPTI, steps of K rows each */
+    int n_verify;
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
     bool trace_prefill;  /* --trace-prefill: the prompt's chunks are the traced steps */
     stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
@@ -92,6 +97,8 @@ static void usage(FILE *out)
             "      --steps S           decode steps traced, after %d warm-up steps (default 32)\n"
             "      --batch N           prompt tokens per forward pass (default 512)\n"
             "      --sessions N        N sequences, each with its own prompt, decoded together (default 1)\n"
+            "      --verify K,...      no CUPTI: time steps of K rows (a speculative verify step, every row's\n"
+            "                          logits out, the cache cut back after each) against one row, per K\n"
             "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n"
             "      --trace-prefill     trace the prompt's forward passes (a second prefill) instead of decode\n",
             WARMUP_STEPS);
@@ -101,12 +108,12 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
         {"no-trace", no_argument, NULL, O_NO_TRACE}, {"trace-prefill", no_argument, NULL, O_TRACE_PREFILL},
-        {"sessions", required_argument, NULL, O_SESSIONS},
+        {"sessions", required_argument, NULL, O_SESSIONS}, {"verify", required_argument, NULL, O_VERIFY},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
@@ -136,6 +143,23 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         case O_STEPS: if (cli_parse_long("--steps", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->steps = (int32_t)v; break;
         case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
         case O_SESSIONS: if (cli_parse_long("--sessions", optarg, 1, 256, &v, &e) < 0) goto bad; c->sessions = (int32_t)v; break;
+        case O_VERIFY:
+            c->n_verify = 0;
+            for (const char *q = optarg;;) {
+                char *end = NULL;
+                const long k = strtol(q, &end, 10);
+                if (end == q || (*end && *end != ',') || k < 1 || k > VERIFY_MAX_ROWS || c->n_verify == VERIFY_MAX) {
+                    guild_err_set(&e, "--verify %s: at most %d sizes of 1..%d rows, comma-separated", optarg,
+                                  VERIFY_MAX, VERIFY_MAX_ROWS);
+                    goto bad;
+                }
+                c->verify[c->n_verify++] = (int32_t)k;
+                if (!*end)
+                    break;
+                q = end + 1;
+            }
+            c->no_trace = true;
+            break;
         case O_NO_TRACE: c->no_trace = true; break;
         case O_TRACE_PREFILL: c->trace_prefill = true; break;
         case 'h': usage(stdout); return 1;
@@ -149,6 +173,10 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         fprintf(stderr, WHO ": %s\n", c->model ? "unexpected argument" : "no model: give -m FILE.gguf");
         usage(stderr);
         return -1;
+    }
+    if (c->n_verify && (c->trace_prefill || c->sessions > 1)) {
+        guild_err_set(&e, "--verify times one sequence's decode-sized steps: not with --trace-prefill or --sessions");
+        goto bad;
     }
     if (c->sessions > 1 && c->trace_prefill) {
         guild_err_set(&e, "--sessions traces decode steps: leave --trace-prefill out");
@@ -382,6 +410,53 @@ static void prof_free(void)
 /* ---- driving the model ---- */
 
 
+/* --verify: after the warm-up at position p, for each size K, steps of K rows at positions p .. p + K - 1 (the
+ * sampled token, then K - 1 drafts), every row's logits out, the cache cut back to p after each (a verify step
+ * whose drafts are all rejected, at the same context every time); 2 steps of each size first (its graph's
+ * capture). Prints the median wall of each size and its ratio to the first size's. */
+static int verify_steps(backend_t *be, const prof_cfg_t *c, int32_t p, int32_t tok, int32_t V, guild_err_t *err)
+{
+    int32_t toks[VERIFY_MAX_ROWS], pos[VERIFY_MAX_ROWS], rows[VERIFY_MAX_ROWS];
+    float *lg = malloc((size_t)VERIFY_MAX_ROWS * (size_t)V * sizeof *lg);
+    double *w = malloc((size_t)c->steps * sizeof *w);
+    if (!lg || !w) {
+        free(lg);
+        free(w);
+        return guild_err_set(err, "out of memory");
+    }
+    double first = 0;
+    int rc = 0;
+    for (int v = 0; v < c->n_verify && rc == 0; v++) {
+        const int32_t K = c->verify[v];
+        for (int32_t i = 0; i < K; i++) {
+            toks[i] = i ? (int32_t)(((int64_t)tok * 31 + i * 7919) % V) : tok;
+            pos[i] = p + i;
+            rows[i] = i;
+        }
+        for (int32_t g = 0; g < 2 + c->steps; g++) {
+            const double t = guild_clock_s();
+            if (backend_forward(be, K, toks, pos, K, rows, lg, err) < 0) {
+                guild_err_prefix(err, "verify step of %d rows: ", K);
+                rc = -1;
+                break;
+            }
+            if (g >= 2)
+                w[g - 2] = (guild_clock_s() - t) * 1e6;
+            backend_kv_truncate(be, p);
+        }
+        if (rc)
+            break;
+        const double med = guild_median(w, c->steps);
+        if (v == 0)
+            first = med;
+        printf("verify step of %2d rows: wall median %8.1f us, %5.2fx a step of %d row%s, %5.2fx per row\n", K, med,
+               med / first, c->verify[0], c->verify[0] > 1 ? "s" : "", med / first * c->verify[0] / K);
+    }
+    free(lg);
+    free(w);
+    return rc;
+}
+
 /* One decode step of the S sessions, a row each (sequence q's next position); their next tokens from the logits
  * (the argmax is outside the forward call a traced step's window times). */
 static int decode_step(backend_t *be, int32_t S, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
@@ -429,7 +504,7 @@ int main(int argc, char **argv)
     if (stack_flags_tune(&c.flags, c.model, WHO, &err) < 0)
         goto out;
     const int32_t V = model_config(m)->n_vocab, S = c.sessions;
-    c.flags.n_ctx = c.populate + WARMUP_STEPS + c.steps;
+    c.flags.n_ctx = c.populate + WARMUP_STEPS + (c.steps > VERIFY_MAX_ROWS ? c.steps : VERIFY_MAX_ROWS);
     c.flags.n_batch = c.batch < c.populate ? c.batch : c.populate;
     if (c.flags.n_batch < S) /* a decode step's rows */
         c.flags.n_batch = S;
@@ -480,6 +555,18 @@ int main(int argc, char **argv)
             guild_err_prefix(&err, "warm-up step %d: ", g);
             goto out;
         }
+    if (c.n_verify) {
+        const int32_t p = backend_kv_len(be);
+        bench_print_provenance(stdout, argc, argv);
+        printf("# " WHO ": %s; populate %d, verify steps at position %d after %d warm-up, %d timed steps a size, "
+               "threads %d, experts %s, CUDA graphs %s, NOT traced\n", c.model, c.populate, p, WARMUP_STEPS, c.steps,
+               c.flags.n_threads, c.flags.gpu.cuda.gpu_expert_layers == GPU_EXPERTS_NONE ? "in RAM" : "by the plan",
+               c.flags.gpu.cuda.no_graph ? "off" : "on");
+        if (verify_steps(be, &c, p, tok[0], V, &err) < 0)
+            goto out;
+        rc = 0;
+        goto out;
+    }
     backend_stats_t bs0 = {0}, bs1 = {0};
     const bool have_bs = backend_stats(be, &bs0) == 0;
     const moe_exec_t *experts = backend_stack_experts(stack); /* single process: the CPU experts' executor */
