@@ -26,7 +26,13 @@ say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit"
 for t in "$B"/tests/cuda/check_cuda_*; do
     [ -x "$t" ] || continue
-    step 120 "$(basename "$t")" "$t"
+    case $(basename "$t") in
+    check_cuda_kv_long) # its bit cases; the timing cases are longctx.sh's measurements
+        for c in split_bits mma; do
+            step 120 "check_cuda_kv_long $c" env CK_RUN_CASE=$c "$t"
+        done ;;
+    *) step 120 "$(basename "$t")" "$t" ;;
+    esac
 done
 step 90 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
 step 90 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
