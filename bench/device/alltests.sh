@@ -34,8 +34,8 @@ for t in "$B"/tests/cuda/check_cuda_*; do
     *) step 120 "$(basename "$t")" "$t" ;;
     esac
 done
-step 90 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
-step 90 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
+step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
+step 60 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
 say "tests done"
 [ "$ds_layers" -gt 0 ] && [ -x "$C/base/guild" ] || exit 0
 m=/tmp/deepseek-v3-cut.gguf
