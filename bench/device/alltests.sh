@@ -29,9 +29,9 @@ for t in "$B"/tests/cuda/check_cuda_*; do
     case $(basename "$t") in
     check_cuda_kv_long) # its bit cases; the timing cases are longctx.sh's measurements
         for c in split_bits mma; do
-            step 120 "check_cuda_kv_long $c" env CK_RUN_CASE=$c "$t"
+            step 60 "check_cuda_kv_long $c" env CK_RUN_CASE=$c "$t"
         done ;;
-    *) step 120 "$(basename "$t")" "$t" ;;
+    *) step 60 "$(basename "$t")" "$t" ;; # the longest took 36 s (check_cuda_expert_mma)
     esac
 done
 step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
