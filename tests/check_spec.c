@@ -14,10 +14,10 @@
 #include "coordinator/cmd_model.h"
 #include "coordinator/generate.h"
 #include "coordinator/spec.h"
-#include "core/gguf/gguf.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
+#include "tests/mtp_oracle.h"
 #include "tools/mkmodel/cli.h"
 #include "tools/mkmodel/config.h"
 #include "tools/mkmodel/model.h"
@@ -466,73 +466,6 @@ static void write_glm_mtp(const char *path, const char *type)
     ck_assert_msg(mkmodel_write(&cfg, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
 }
 
-/* Overwrites F32 tensor `name` of the file at path (opened as g) with its n elements from src (NULL: zeros). */
-static void poke(const char *path, const gguf_t *g, const char *name, const float *src)
-{
-    const gguf_tensor_t *t = gguf_find_tensor(g, name);
-    ck_assert_msg(t && t->type == GUILD_TYPE_F32, "%s: no F32 tensor %s", path, name);
-    float *buf = calloc((size_t)t->size, 1);
-    ck_assert_ptr_nonnull(buf);
-    if (src)
-        memcpy(buf, src, (size_t)t->size);
-    FILE *f = fopen(path, "r+b");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fseeko(f, (off_t)t->offset, SEEK_SET), 0);
-    ck_assert_uint_eq(fwrite(buf, 1, (size_t)t->size, f), (size_t)t->size);
-    ck_assert_int_eq(fclose(f), 0);
-    free(buf);
-}
-
-/* A copy of F32 tensor `name`'s data. */
-static float *copy_of(const gguf_t *g, const char *name)
-{
-    const gguf_tensor_t *t = gguf_find_tensor(g, name);
-    ck_assert_msg(t && t->type == GUILD_TYPE_F32, "no F32 tensor %s", name);
-    float *c = malloc((size_t)t->size);
-    ck_assert_ptr_nonnull(c);
-    memcpy(c, t->data, (size_t)t->size);
-    return c;
-}
-
-/* Makes the F32 file of write_glm_mtp an MTP layer's oracle, right for most tokens: every block's outputs
- * (attention, experts, shared expert, dense FFN) zeroed, so that the model's next token is a function of its
- * current one, argmax output(rmsnorm(embed(t), output_norm)); the MTP layer's eh_proj = [I 0] (its normed
- * embedding), its embedding, head and head norm the model's, so that its step from (h, t) is that function of t;
- * but its head's row of token 0 zeroed: where the model's next token is 0, the draft is another (in this seed's
- * greedy cycle of 14 tokens, one is 0: steps that keep some drafts and not the rest). */
-static void make_oracle(const char *path)
-{
-    enum { E = 64 };
-    guild_err_t err = {{0}};
-    gguf_t *g = NULL;
-    ck_assert_msg(gguf_new(&g, path, &err) == 0, "%s", err.msg);
-    char name[96];
-    const char *zero[] = {"attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight", "ffn_down.weight"};
-    for (int32_t il = 0; il <= 2; il++)
-        for (size_t z = 0; z < sizeof zero / sizeof zero[0]; z++) {
-            snprintf(name, sizeof name, "blk.%d.%s", il, zero[z]);
-            if (gguf_find_tensor(g, name))
-                poke(path, g, name, NULL);
-        }
-    float *embd = copy_of(g, "token_embd.weight"), *head = copy_of(g, "output.weight");
-    float *norm = copy_of(g, "output_norm.weight");
-    static float eye[2 * E * E], ones[E];
-    for (int r = 0; r < E; r++) {
-        eye[r * 2 * E + r] = 1; /* row r of [2E, E]: x[r] = the normed embedding's element r */
-        ones[r] = 1;
-    }
-    memset(head, 0, E * sizeof *head); /* token 0's row */
-    poke(path, g, "blk.2.nextn.eh_proj.weight", eye);
-    poke(path, g, "blk.2.nextn.enorm.weight", ones);
-    poke(path, g, "blk.2.nextn.embed_tokens.weight", embd);
-    poke(path, g, "blk.2.nextn.shared_head_head.weight", head);
-    poke(path, g, "blk.2.nextn.shared_head_norm.weight", norm);
-    free(embd);
-    free(head);
-    free(norm);
-    gguf_destroy(&g);
-}
-
 /* _i 0: the MTP layer of a mkmodel file (drafts nearly never right), 1: the oracle (drafts right for most tokens:
  * steps that keep every draft, some or none, so that the layer's cache is cut back after accepted drafts) */
 START_TEST(test_mtp_greedy_is_plain_decode)
@@ -540,8 +473,11 @@ START_TEST(test_mtp_greedy_is_plain_decode)
     char path[160];
     snprintf(path, sizeof path, "%s/mtp%d.gguf", tmpdir, _i);
     write_glm_mtp(path, _i ? "F32" : "Q8_0");
+    guild_err_t err = {{0}};
+    /* the oracle: token 0 is the one the layer drafts wrong (in this seed's greedy cycle of 14 tokens, one is 0:
+     * steps that keep some drafts and not the rest) */
     if (_i)
-        make_oracle(path);
+        ck_assert_msg(mtp_oracle_make(path, 0, &err) == 0, "%s", err.msg);
     rig_t r;
     rig_open_mtp(&r, path, true);
     out_t ref, o;
@@ -549,7 +485,6 @@ START_TEST(test_mtp_greedy_is_plain_decode)
     spec_options_t so;
     spec_options_init(&so);
     so.kind = SPEC_MTP;
-    guild_err_t err = {{0}};
     ck_assert_msg(spec_options_check(&so, r.cm.model, &err) == 0, "%s", err.msg);
     spec_setup_t s;
     ck_assert_msg(spec_setup_open(&s, &so, r.cm.model, r.cm.tok, N_CTX, 1, &err) == 0, "%s", err.msg);
