@@ -33,6 +33,16 @@ static int keep_free(const stack_options_t *o)
     return !o->listen && o->gpu.backend && !strcmp(o->gpu.backend, "cuda") ? 2 : 0;
 }
 
+/* Whether some node of the plan has more than one CPU worker (they split each exchange: expert_share.h). */
+static bool node_shared(const placement_t *plan)
+{
+    for (int k = 1; k < placement_workers(plan); k++)
+        for (int j = 0; j < k; j++)
+            if (placement_node(plan, j) == placement_node(plan, k))
+                return true;
+    return false;
+}
+
 /* More CPU workers on a node than its CPUs: said once, with the count that gives each its own CPU. */
 static void warn_shared(const placement_t *plan)
 {
@@ -157,10 +167,12 @@ int pipeline_new(pipeline_t **out, const stack_options_t *o, const stack_plan_t 
         .gpu_plan = sp->on ? &sp->gpu : NULL,
         .count_routing = o->stats || o->record_routing,
     };
-    /* one copy of each expert: the CPU workers copy theirs into stores the GPU worker maps (not with workers
-     * started by hand, which may be on another host) */
-    if (setup.stage_slot_bytes && o->gpu.cuda.stager == CUDA_STAGER_SHARED && !o->listen &&
-        store_sizes(p->plan, m, &store_bytes, err) < 0)
+    /* one copy of each expert: the CPU workers copy theirs into stores the GPU worker maps, and the workers of
+     * one node read each other's to split every exchange between them (not with workers started by hand, which
+     * may be on another host) */
+    setup.gpu_streams_stores = setup.stage_slot_bytes && o->gpu.cuda.stager == CUDA_STAGER_SHARED && !o->listen;
+    setup.share_node = !o->listen && node_shared(p->plan);
+    if ((setup.gpu_streams_stores || setup.share_node) && store_sizes(p->plan, m, &store_bytes, err) < 0)
         goto fail;
     setup.expert_store_bytes = store_bytes;
     const int sup_rc = sup_new(&p->sup, &so, &setup, mc, err);

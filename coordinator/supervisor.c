@@ -266,6 +266,20 @@ static void gpu_assignment(const sup_t *s, gpu_worker_options_t *g, uint32_t *gp
 
 /* A CPU worker's record for this assignment: the options' settings, the plan's node and CPUs (cpus: room for
  * them), the data endpoint of a worker without the arena. */
+/* The CPU workers that split each exchange with w (w among them, ascending) into share[], their count (0: w
+ * computes the experts it owns): every local worker of its plan node, when the node has more than one. */
+static size_t share_group(const sup_t *s, const wslot_t *w, uint32_t *share)
+{
+    if (!s->setup.share_node || !s->stores || w->remote)
+        return 0;
+    const int node = placement_node(s->setup.plan, w->index);
+    size_t n = 0;
+    for (int k = 0; k < s->n_cpu; k++)
+        if (placement_node(s->setup.plan, k) == node)
+            share[n++] = (uint32_t)k;
+    return n > 1 ? n : 0;
+}
+
 static void cpu_assignment(const sup_t *s, const wslot_t *w, cpu_worker_options_t *c, uint32_t *cpus)
 {
     const stack_options_t *o = &s->opts;
@@ -306,8 +320,10 @@ static int stores_create(sup_t *s, const uint64_t *bytes, guild_err_t *err)
         guild_arena_publish(s->stores[i]);
         total += bytes[i];
     }
-    guild_log(GUILD_LOG_INFO, "pipeline: %d expert stores (%.2f GiB of copies): the GPU worker streams from the CPU "
-              "workers' own copies", s->n_cpu, (double)total / 1073741824.0);
+    guild_log(GUILD_LOG_INFO, "pipeline: %d expert stores (%.2f GiB of copies):%s%s", s->n_cpu,
+              (double)total / 1073741824.0,
+              s->setup.gpu_streams_stores ? " the GPU worker streams from the CPU workers' own copies" : "",
+              s->setup.share_node ? " the CPU workers of a node split each exchange's experts" : "");
     return 0;
 }
 
@@ -327,7 +343,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     Guild__ArenaRef ar = GUILD__ARENA_REF__INIT;
     gpu_worker_options_t gpu;
     gpu_worker_options_msg_t gpu_msg;
-    cpu_worker_options_t cpu;
+    cpu_worker_options_t cpu = {0};
     Guild__CpuWorkerOptions cpu_msg;
     Guild__StagerOptions stager_msg;
     char *ring_names[STAGER_MAX_RINGS];
@@ -335,7 +351,7 @@ static int send_assign(sup_t *s, wslot_t *w)
     Guild__LayerShard *shards = NULL, **shard_ptrs = NULL;
     Guild__ArenaRef *store_refs = NULL, **store_ptrs = NULL;
     Guild__ExpertRange *ranges = NULL, **range_ptrs = NULL;
-    uint32_t *cpus = NULL, *gpu_layers = NULL, *run_first = NULL, *run_count = NULL;
+    uint32_t *cpus = NULL, *gpu_layers = NULL, *run_first = NULL, *run_count = NULL, *share = NULL;
     int rc = -1;
 
     a.model_path = (char *)s->setup.model_path;
@@ -355,7 +371,7 @@ static int send_assign(sup_t *s, wslot_t *w)
         gpu_worker_options_to_proto(&gpu, &gpu_msg);
         a.options_case = GUILD__ASSIGN__OPTIONS_GPU;
         a.gpu = &gpu_msg.m;
-        a.n_expert_stores = s->stores ? (size_t)s->n_cpu : 0; /* every CPU worker's */
+        a.n_expert_stores = s->stores && s->setup.gpu_streams_stores ? (size_t)s->n_cpu : 0; /* every CPU worker's */
     } else if (w->role == GUILD__ROLE__ROLE_STAGER) {
         stager_options_to_proto(&s->stager, &stager_msg, ring_names);
         a.options_case = GUILD__ASSIGN__OPTIONS_STAGER;
@@ -371,11 +387,14 @@ static int send_assign(sup_t *s, wslot_t *w)
         run_first = calloc(max_runs, sizeof *run_first);
         run_count = calloc(max_runs, sizeof *run_count);
         cpus = calloc((size_t)placement_cpus(s->setup.plan, w->index, &(const int *){NULL}) + 1, sizeof *cpus);
-        if (!shards || !shard_ptrs || !ranges || !range_ptrs || !cpus || !run_first || !run_count) {
+        share = calloc((size_t)s->n_cpu, sizeof *share);
+        if (!shards || !shard_ptrs || !ranges || !range_ptrs || !cpus || !run_first || !run_count || !share) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;
         }
         cpu_assignment(s, w, &cpu, cpus);
+        cpu.share_with = share;
+        cpu.n_share_with = share_group(s, w, share);
         cpu_worker_options_to_proto(&cpu, &cpu_msg);
         a.options_case = GUILD__ASSIGN__OPTIONS_CPU;
         a.cpu = &cpu_msg;
@@ -400,17 +419,19 @@ static int send_assign(sup_t *s, wslot_t *w)
         }
         a.n_shard = ns;
         a.shard = shard_ptrs;
-        a.n_expert_stores = s->stores && !w->remote ? 1 : 0; /* its own */
+        /* its own; or those of the workers it splits exchanges with, its own among them */
+        a.n_expert_stores = cpu.n_share_with ? cpu.n_share_with : s->stores && !w->remote ? 1 : 0;
     }
     if (a.n_expert_stores) {
-        const int first = w->role == GUILD__ROLE__ROLE_CPU_WORKER ? w->index : 0;
+        const int first = w->role == GUILD__ROLE__ROLE_CPU_WORKER && !cpu.n_share_with ? w->index : 0;
         if (!(store_refs = calloc(a.n_expert_stores, sizeof *store_refs)) ||
             !(store_ptrs = calloc(a.n_expert_stores, sizeof *store_ptrs))) {
             fail(s, "%s: out of memory for its assignment", w->name);
             goto done;
         }
         for (size_t i = 0; i < a.n_expert_stores; i++) {
-            arena_ref(&store_refs[i], s->stores[first + (int)i]);
+            arena_ref(&store_refs[i], s->stores[w->role == GUILD__ROLE__ROLE_CPU_WORKER && cpu.n_share_with
+                                                    ? (int)share[i] : first + (int)i]);
             store_ptrs[i] = &store_refs[i];
         }
         a.expert_stores = store_ptrs;
@@ -432,6 +453,7 @@ done:
     free(ranges);
     free(range_ptrs);
     free(cpus);
+    free(share);
     free(run_first);
     free(run_count);
     free(gpu_layers);
@@ -1434,12 +1456,15 @@ void sup_print_stats(sup_t *s, FILE *out)
     refresh_stats(s);
     for (int i = 0; i < s->n_w; i++) {
         const wslot_t *w = &s->w[i];
-        fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s, busy %.1f ms (%.1f us each), waiting %.1f ms, "
+        char pairs[48] = "";
+        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER)
+            snprintf(pairs, sizeof pairs, " (%llu pairs)", (unsigned long long)w->tokens);
+        fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s%s, busy %.1f ms (%.1f us each), waiting %.1f ms, "
                 "heartbeat rtt %.2f ms\n",
                 w->name, (int)w->pid, w->restarts, (unsigned long long)w->exchanges,
                 w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "requests"
                 : w->role == GUILD__ROLE__ROLE_STAGER   ? "fills"
-                                                        : "exchanges", (double)w->busy_ns / 1e6,
+                                                        : "exchanges", pairs, (double)w->busy_ns / 1e6,
                 w->exchanges ? (double)w->busy_ns / (double)w->exchanges / 1e3 : 0.0, (double)w->wait_ns / 1e6,
                 (double)w->rtt_ns / 1e6);
     }

@@ -52,11 +52,15 @@ typedef struct sup_setup {
                                    it: gpu_worker_options_t.plan); borrowed, must outlive the supervisor; NULL:
                                    the backend plans its own (or none) */
     bool count_routing;         /* the GPU worker counts the routing (--stats, --record-routing): sup_gpu_routing */
-    /* One copy of each expert in RAM (stager CUDA_STAGER_SHARED, ipc/expert_store.h): NULL, or the bytes of each
-     * CPU worker's copies ([placement workers], read during sup_new): an expert store is created for each (pages
-     * allocated as the worker fills it, on its node), named in its Assign and, all of them, in the GPU
-     * worker's. */
+    /* One copy of each expert in RAM (ipc/expert_store.h): NULL, or the bytes of each CPU worker's copies
+     * ([placement workers], read during sup_new): an expert store is created for each (pages allocated as the
+     * worker fills it, on its node), named in its Assign and, all of them, in the GPU worker's when
+     * gpu_streams_stores (stager CUDA_STAGER_SHARED: the GPU worker streams from them). */
     const uint64_t *expert_store_bytes;
+    bool gpu_streams_stores;
+    /* The CPU workers of each node split every exchange's experts between them (expert_share.h): each is told
+     * the others of its node (placement_node) and named their stores after its own. Needs the stores. */
+    bool share_node;
 } sup_setup_t;
 
 typedef struct sup sup_t;

@@ -18,6 +18,7 @@
 #include "core/util/pool.h"
 #include "cpu-expert-worker/cpu_worker_options.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_share.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 #include "cpu-expert-worker/shard_fetch.h"
 #include "ipc/arena.h"
@@ -49,6 +50,10 @@ typedef struct cpu_worker {
     size_t n_digests;
     expert_shard_t *shard;
     guild_arena_t *store_arena; /* the expert store its shard is copied into (ipc/expert_store.h); NULL: none */
+    expert_share_t *share;      /* the experts of its node's workers, split per exchange (expert_share.h); NULL:
+                                 * it computes the experts it owns */
+    guild_arena_t **peer_stores; /* [n_peer_stores] the other workers' stores it reads from, read only */
+    size_t n_peer_stores;
     guild_pool_t *pool;
     expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
     guild_arena_t *arena;
@@ -71,6 +76,12 @@ static void release(cpu_worker_t *w)
     w->n_digests = 0;
     expert_pipe_destroy(&w->pipe);
     guild_pool_destroy(&w->pool);
+    expert_share_destroy(&w->share);
+    for (size_t i = 0; i < w->n_peer_stores; i++)
+        guild_arena_destroy(&w->peer_stores[i]);
+    free(w->peer_stores);
+    w->peer_stores = NULL;
+    w->n_peer_stores = 0;
     expert_shard_destroy(&w->shard);
     if (w->store_arena) { /* the store stays (the coordinator's): only this process's lock and mapping go */
         size_t rs = 0;
@@ -135,6 +146,95 @@ static int shard_into_store(cpu_worker_t *w, const Guild__ArenaRef *ref, const c
             };
         }
     expert_store_publish(&st);
+    return 0;
+}
+
+static int load_interrupted(void *ctx, guild_err_t *err)
+{
+    cpu_worker_t *w = ctx;
+    const char *why = "";
+    if (actor_stopping(w->actor, &why))
+        return guild_err_set(err, "the CPU worker is stopping (%s)", why);
+    if (actor_assign_pending(w->actor))
+        return guild_err_set(err, "another assignment arrived");
+    return 0;
+}
+
+/* The experts of another worker of its node, from its store (mapped read only, waited for until its worker
+ * publishes it), into w->share: the matrices where the store says, their types and biases the model's (the
+ * biases' bits are the same in the file as in the copy). */
+static int share_peer(cpu_worker_t *w, const Guild__ArenaRef *ref, guild_err_t *err)
+{
+    const model_config_t *c = model_config(w->model);
+    const model_weights_t *mw = model_weights(w->model);
+    guild_arena_expect_t ex = {.tag = ref->tag, .size = ref->size};
+    guild_arena_t *a = guild_arena_attach_readonly(ref->name, &ex, err);
+    if (!a)
+        return -1;
+    w->peer_stores[w->n_peer_stores++] = a;
+    size_t rs = 0;
+    void *r = guild_arena_region(a, EXPERT_STORE_ARENA_KIND, 0, &rs);
+    expert_store_t st;
+    if (!r)
+        return guild_err_set(err, "arena %s: no expert store region", ref->name);
+    if (expert_store_attach(&st, r, rs, c->n_layer, c->n_expert, err) < 0 ||
+        expert_store_wait(&st, 600000000000ull, load_interrupted, w, err) < 0)
+        return guild_err_prefix(err, "expert store %s: ", ref->name);
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &mw->layers[il];
+        for (int32_t e = 0; e < c->n_expert; e++) {
+            const expert_store_entry_t *en = expert_store_entry(&st, il, e);
+            if (!en->gate)
+                continue;
+            const uint64_t rows_g = (uint64_t)L->gate_exps.ne[1], rows_d = (uint64_t)L->down_exps.ne[1];
+            const uint64_t len[3] = {(rows_g - 1) * en->gate_row + L->gate_exps.row_bytes,
+                                     (rows_g - 1) * en->up_row + L->up_exps.row_bytes,
+                                     (rows_d - 1) * en->down_row + L->down_exps.row_bytes};
+            if (expert_store_check_entry(&st, en, len, err) < 0)
+                return guild_err_prefix(err, "expert store %s: layer %d expert %d: ", ref->name, il, e);
+            const expert_mats_t m = {
+                .gate = st.base + en->gate,
+                .up = st.base + en->up,
+                .down = st.base + en->down,
+                .gate_type = L->gate_exps.type,
+                .up_type = L->up_exps.type,
+                .down_type = L->down_exps.type,
+                .gate_row = en->gate_row,
+                .up_row = en->up_row,
+                .down_row = en->down_row,
+                .gate_packed = (en->flags & EXPERT_STORE_GATE_PACKED) != 0,
+                .up_packed = (en->flags & EXPERT_STORE_UP_PACKED) != 0,
+                .down_packed = (en->flags & EXPERT_STORE_DOWN_PACKED) != 0,
+                .gate_b = L->gate_exps_b.data ? model_tensor_row(&L->gate_exps_b, e, 0) : NULL,
+                .up_b = L->up_exps_b.data ? model_tensor_row(&L->up_exps_b, e, 0) : NULL,
+                .down_b = L->down_exps_b.data ? model_tensor_row(&L->down_exps_b, e, 0) : NULL,
+            };
+            if (expert_share_add(w->share, il, e, &m, err) < 0)
+                return guild_err_prefix(err, "expert store %s: ", ref->name);
+        }
+    }
+    return 0;
+}
+
+/* The split of each exchange with the other workers of its node (o->share_with, their stores named in the
+ * Assign in that order): its own experts and every other's, read from their stores. */
+static int share_node(cpu_worker_t *w, const Guild__Assign *a, const cpu_worker_options_t *o, int rank,
+                      guild_err_t *err)
+{
+    const model_config_t *c = model_config(w->model);
+    if (expert_share_new(&w->share, c, (int)o->n_share_with, rank, err) < 0)
+        return -1;
+    if (!(w->peer_stores = calloc(o->n_share_with, sizeof *w->peer_stores)))
+        return guild_err_set(err, "out of memory");
+    for (int32_t il = 0; il < c->n_layer; il++)
+        for (int32_t e = 0; e < c->n_expert; e++) {
+            const expert_mats_t *m = expert_shard_get(w->shard, il, e);
+            if (m && expert_share_add(w->share, il, e, m, err) < 0)
+                return -1;
+        }
+    for (size_t i = 0; i < o->n_share_with; i++)
+        if ((int)i != rank && share_peer(w, a->expert_stores[i], err) < 0)
+            return -1;
     return 0;
 }
 
@@ -305,8 +405,20 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     if ((w->source[0] || !a->arena) &&
         expert_digest_compute(w->model, owned, w->pool, &w->digests, &w->n_digests, err) < 0)
         goto out;
+    /* sharing the node's exchanges: its place among the workers that share, whose stores the Assign names */
+    int rank = -1;
+    for (size_t i = 0; i < o->n_share_with; i++)
+        if (o->share_with[i] == a->worker_index)
+            rank = (int)i;
+    if (o->n_share_with && (rank < 0 || !a->arena || a->n_expert_stores != o->n_share_with)) {
+        *code = GUILD__ERROR_CODE__ERROR_PROTOCOL;
+        guild_err_set(err, "assign: worker %u shares exchanges with %zu workers%s, %zu expert stores named%s",
+                      a->worker_index, o->n_share_with, rank < 0 ? " (not itself)" : "", a->n_expert_stores,
+                      a->arena ? "" : ", no arena");
+        goto out;
+    }
     if (a->n_expert_stores && a->arena) {
-        if (shard_into_store(w, a->expert_stores[0], o, owned, err) < 0)
+        if (shard_into_store(w, a->expert_stores[rank < 0 ? 0 : rank], o, owned, err) < 0)
             goto out;
     } else if (expert_shard_new_copy(&w->shard, w->model, owned, w->node, o->mlock, o->interleave_gate_up,
                                      o->expert_layout, err) < 0) {
@@ -319,6 +431,13 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     expert_pipe_src_t src;
     expert_pipe_src_from_shard(&src, w->shard);
+    if (o->n_share_with > 1) {
+        *code = GUILD__ERROR_CODE__ERROR_ARENA;
+        if (share_node(w, a, o, rank, err) < 0)
+            goto out;
+        expert_share_src(&src, w->share);
+        *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+    }
     /* row blocks from the coordinator (the model's tuning file) */
     expert_pipe_tuning_t tuning = {o->gate_up_rows, o->down_rows};
     if (tuning.gate_up_rows || tuning.down_rows || o->interleave_gate_up)
@@ -461,6 +580,9 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         (unsigned long long)seq, err.msg);
             return;
         }
+        /* its part of the node's experts (a layer out of range: the pipeline names it) */
+        if (w->share && slot.layer >= 0 && slot.layer < model_config(w->model)->n_layer)
+            expert_share_plan(w->share, slot.layer, slot.n_tokens, slot.ids);
         int64_t pairs = expert_pipe_run(w->pipe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
         if (pairs < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
@@ -530,11 +652,15 @@ int cpu_worker_run(const cpu_worker_args_t *args)
         uint64_t seq = w.x ? guild_exchange_done(w.x, w.index) + 1 : 0;
         actor_ready_shard(w.actor, a->generation, guild_now_ns() - t0, resident, seq, w.source, w.digests,
                           w.n_digests);
+        char shared[96] = "";
+        if (w.share)
+            snprintf(shared, sizeof shared, "; splits each exchange between the %zu workers of its node (%lld experts)",
+                     w.n_peer_stores + 1, (long long)expert_share_count(w.share));
         guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, layout %s (%lld matrices packed), "
-                  "%d threads, %s", w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
+                  "%d threads, %s%s", w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
                   expert_layout_name((expert_layout_t)a->cpu->expert_layout),
                   (long long)expert_shard_packed_count(w.shard), guild_pool_threads(w.pool),
-                  w.x ? "exchanges through the arena" : "exchanges as messages");
+                  w.x ? "exchanges through the arena" : "exchanges as messages", shared);
         guild_msg_free(&env);
         if (w.x)
             serve(&w, seq);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/util/cli.h"
+#include "ipc/exchange_layout.h"
 
 /* Row blocks past this are no tuning anyone measured (expert_pipe_tuning_t takes int32) */
 #define MAX_ROWS (1 << 20)
@@ -27,6 +28,8 @@ void cpu_worker_options_to_proto(const cpu_worker_options_t *o, Guild__CpuWorker
     m->down_rows = (uint32_t)o->down_rows;
     m->interleave_gate_up = o->interleave_gate_up;
     m->expert_layout = (uint32_t)o->expert_layout;
+    m->n_share_with = o->n_share_with;
+    m->share_with = (uint32_t *)o->share_with;
 }
 
 static int to_i32(uint32_t v, const char *what, int32_t *out, guild_err_t *err)
@@ -57,6 +60,8 @@ int cpu_worker_options_from_proto(cpu_worker_options_t *o, const Guild__CpuWorke
         return guild_err_set(err, "CPU worker options: expert layout %u is not one this worker knows (0 auto, "
                              "1 plain, 2 packed)", m->expert_layout);
     o->expert_layout = (expert_layout_t)m->expert_layout;
+    o->n_share_with = m->n_share_with;
+    o->share_with = m->n_share_with ? m->share_with : NULL;
     return 0;
 }
 
@@ -70,6 +75,10 @@ int cpu_worker_options_check(const cpu_worker_options_t *o, guild_err_t *err)
     if ((unsigned)o->expert_layout > EXPERT_LAYOUT_PACKED)
         return guild_err_set(err, "CPU worker options: expert layout %d is not one this worker knows (0 auto, "
                              "1 plain, 2 packed)", (int)o->expert_layout);
+    for (size_t i = 0; i < o->n_share_with; i++)
+        if (o->share_with[i] >= GUILD_EXCHANGE_MAX_WORKERS || (i && o->share_with[i] <= o->share_with[i - 1]))
+            return guild_err_set(err, "CPU worker options: share_with[%zu] = %u (worker indices ascending, below %d)",
+                                 i, o->share_with[i], GUILD_EXCHANGE_MAX_WORKERS);
     if (o->node < -1 || (o->n_cpus && o->node < 0))
         return guild_err_set(err, "CPU worker options: node %d%s", o->node,
                              o->n_cpus ? " (CPUs given without their node)" : "");

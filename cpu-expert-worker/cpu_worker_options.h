@@ -34,6 +34,10 @@ typedef struct cpu_worker_options {
     int32_t down_rows;
     bool interleave_gate_up;    /* gate and up rows alternate in the shard copy (tuning file) */
     expert_layout_t expert_layout; /* the shard copy's layout (--expert-layout, else the tuning file) */
+    const uint32_t *share_with; /* [n_share_with] the workers of its node that split each exchange's experts
+                                 * (expert_share.h), ascending, its own index among them; none: it computes the
+                                 * experts it owns */
+    size_t n_share_with;
 } cpu_worker_options_t;
 
 /* Fills *m from o; its strings and arrays point into o, which must outlive the message. Every field travels. */

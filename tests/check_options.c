@@ -26,7 +26,7 @@ _Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 184,
                "gpu_worker_options_t changed: carry the new field in GpuWorkerOptions (or say why not)");
 _Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 64,
                "cuda_config_t changed: carry the new field in CudaOptions (or say why not)");
-_Static_assert(sizeof(void *) != 8 || sizeof(cpu_worker_options_t) == 80,
+_Static_assert(sizeof(void *) != 8 || sizeof(cpu_worker_options_t) == 96,
                "cpu_worker_options_t changed: carry the new field in CpuWorkerOptions (or say why not)");
 
 /* Every field of message m set to a value of its own (nonzero: proto3 sends only those), nested messages and
@@ -362,15 +362,21 @@ START_TEST(test_cpu_worker_options_check)
     c.n_cpus = 2;
     c.node = 0;
     ck_assert_msg(cpu_worker_options_check(&c, &err) == 0, "%s", err.msg);
+    static const uint32_t share[] = {1, 3}, unsorted[] = {3, 1}, big[] = {0, 256};
+    c.share_with = share;
+    c.n_share_with = 2;
+    ck_assert_msg(cpu_worker_options_check(&c, &err) == 0, "%s", err.msg);
     static const char *want[] = {"n_threads 5000", "row blocks gate/up 2097152", "expert layout 3",
-                                 "CPUs given without their node"};
-    for (int i = 0; i < 4; i++) {
+                                 "CPUs given without their node", "share_with[1] = 1", "share_with[1] = 256"};
+    for (int i = 0; i < 6; i++) {
         cpu_worker_options_t b = c;
         switch (i) {
         case 0: b.n_threads = 5000; break;
         case 1: b.gate_up_rows = 1 << 21; break;
         case 2: b.expert_layout = (expert_layout_t)3; break;
         case 3: b.node = -1; break;
+        case 4: b.share_with = unsorted; break;
+        case 5: b.share_with = big; break;
         }
         err.msg[0] = '\0';
         ck_assert_msg(cpu_worker_options_check(&b, &err) == -1, "case %d accepted", i);

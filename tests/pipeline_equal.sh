@@ -1,7 +1,8 @@
 #!/bin/sh
 # The multi-process pipeline gives what the single-process reference gives: the same token ids and the same
-# logits, byte for byte (--logits-out), for every architecture (the hybrids' recurrent state too), with 1, 2 and 3 CPU worker processes, a
-# prompt prefilled in several batches and sampled decoding. Also: CPU workers started by hand
+# logits, byte for byte (--logits-out), for every architecture (the hybrids' recurrent state too), with 1, 2 and 3 CPU
+# worker processes (the workers of a node splitting each exchange's experts), a prompt prefilled in several batches
+# and sampled decoding. Also: CPU workers started by hand
 # (--listen / guild-cpu-worker --connect), over tcp with one of them exchanging through messages instead of
 # the arena, a named arena file (--arena-dir), `guild plan` / --print-plan, the CPUs given by node (--cpu-nodes: two
 # nodes faked on this machine; more workers than CPUs said with the fix), and a clear refusal when the worker
@@ -105,8 +106,11 @@ grep -q "open its first part, .*split-00001-of-" "$T/part2.txt" || { cat "$T/par
 "$MK" --arch qwen3moe --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 16 --experts-used 4 \
     --expert-ff 128 --ctx 256 --seed 3 -q -o "$T/mixed.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "mkmodel"; }
 run mixed-single "$T/mixed.gguf" --single-process
-run mixed-3 "$T/mixed.gguf" --cpu-workers 3 --threads 2 --spin-us 0
+run mixed-3 "$T/mixed.gguf" --cpu-workers 3 --threads 2 --spin-us 0 -v
 same mixed-single mixed-3
+# the three workers of the node split each exchange's experts (expert_share.h), each reading the others' copies
+[ "$(grep -c "splits each exchange between the 3 workers of its node (48 experts)" "$T/mixed-3.err")" = 3 ] ||
+    { cat "$T/mixed-3.err"; fail "mixed-3: the workers do not split the node's exchanges"; }
 
 # the CPUs by node (--cpu-nodes): two nodes of one CPU each, the topology of a machine of two nodes faked on this
 # one; the plan gives each worker its node's CPU; four workers double up on them, said once with the count that
@@ -122,8 +126,11 @@ if [ -n "$c1" ]; then
         grep -q "cpu-worker 1: node 1, cpus $c1 (memory on NUMA node [0-9]*), 1 thread,\|cpu-worker 1: node 1, cpus $c1, 1 thread," \
             "$T/plan-nodes.txt" || { cat "$T/plan-nodes.txt"; fail "--cpu-nodes $c0/$c1: each worker its node's CPU"; }
     grep -qi "warning" "$T/plan-nodes.txt" && { cat "$T/plan-nodes.txt"; fail "--cpu-nodes, 2 workers: a warning"; }
-    run nodes-4 "$T/mixed.gguf" --cpu-workers 4 --cpu-nodes "$c0/$c1" --spin-us 0
+    run nodes-4 "$T/mixed.gguf" --cpu-workers 4 --cpu-nodes "$c0/$c1" --spin-us 0 -v
     same mixed-single nodes-4
+    # two workers a node: each pair splits its node's half of the experts, never the other node's
+    [ "$(grep -c "splits each exchange between the 2 workers of its node (24 experts)" "$T/nodes-4.err")" = 4 ] ||
+        { cat "$T/nodes-4.err"; fail "nodes-4: the workers do not split exchanges by node"; }
     [ "$(grep -c -- "--cpu-workers 4: node 0 has 1 CPU for 2 workers, .*give --cpu-workers 2 or fewer" \
         "$T/nodes-4.err")" = 1 ] || { cat "$T/nodes-4.err"; fail "4 workers on 2 CPUs: not one warning with the fix"; }
 fi
