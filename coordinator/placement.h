@@ -8,7 +8,9 @@
  * their CPU owners. Workers are spread over the nodes round-robin (worker k
  * on node k % n_nodes); each layer's experts are cut into n_workers contiguous ranges whose sizes differ by at
  * most one (the first n_expert % n_workers workers take one more). Routing is data-dependent, so no static
- * split balances better in expectation; contiguous ranges keep the Assign message one range per layer.
+ * split balances better in expectation; contiguous ranges keep the Assign message one range per layer. Owning is
+ * holding the copy: the workers of one node compute each exchange's experts by a split made per exchange
+ * (cpu-expert-worker/experts/expert_share.h), reading each other's copies.
  * Workers that share a node share its CPUs: each takes an equal disjoint slice when there are enough CPUs, else
  * one CPU each, round robin (workers then double up on a CPU, which is only slower; placement_shared says which,
  * and the coordinator warns with the worker count that fits).
