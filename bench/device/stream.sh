@@ -29,6 +29,14 @@
 #                                       recorded by the pipeline at 8G (guild run --record-routing on a text
 #                                       prompt) and 8G decode with it, then the Qwen3-235B-A22B shape (30 layers)
 #                                       at a tight budget and at 24G
+#   bash $C/stream.sh kern [SECONDS]    the staged expert kernels: check_cuda_expert_mma of this build (bits, the
+#                                       Qwen3-30B-A3B and Qwen3-235B-A22B layers' timings, dense timings), then the
+#                                       baseline's program (base/check_cuda_expert_mma: the same test source on the
+#                                       baseline's kernels), its timings only
+#   bash $C/stream.sh s25 [SECONDS]     session 25's one call: check_cuda_expert_mma of this build, the
+#                                       Qwen3-235B-A22B shape (30 layers) at the tight budget (its dense part at
+#                                       batches of 4096 + 1.5 GiB), this build then the baseline, medians of 3
+#                                       ($RUNS), then the baseline's kernel timings as in kern
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -244,5 +252,36 @@ if [ "$mode" = s24 ]; then
     fi
     step 15 "check_cuda_backend graphs_experts_arena" env CK_RUN_CASE=graphs_experts_arena \
         "$B/tests/cuda/check_cuda_backend"
+fi
+kern_new() { step 100 "check_cuda_expert_mma (this build)" "$B/tests/cuda/check_cuda_expert_mma"; }
+kern_base() {
+    if [ -x "$BASE/check_cuda_expert_mma" ]; then
+        step 45 "check_cuda_expert_mma timing (baseline kernels)" env CK_RUN_CASE=timing "$BASE/check_cuda_expert_mma"
+        step 45 "check_cuda_expert_mma dense timing (baseline kernels)" env "CK_RUN_CASE=dense timing" \
+            "$BASE/check_cuda_expert_mma"
+    fi
+}
+if [ "$mode" = kern ]; then
+    kern_new
+    kern_base
+fi
+if [ "$mode" = s25 ]; then
+    kern_new
+    step 70 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
+    if [ -f $m235 ]; then
+        # the tight budget of session 24: the dense part with its buffers for batches of 4096 + 1.5 GiB
+        plan 24g $m235 --gpu-mem 24G
+        dense=$(sed -n 's/.*dense weights \([0-9.]*\) GiB, KV cache \([0-9.]*\) GiB.*buffers \([0-9.]*\) GiB (batches of 4096), CUDA context ~\([0-9.]*\) GiB.*/\1 \2 \3 \4/p' \
+            "$O/plan-24g.txt" | head -1 | awk '{ print $1 + $2 + $3 + $4 }')
+        tight235=$(awk -v d="${dense:-3.89}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+        say "235B shape: dense part at batches of 4096 ${dense:-unknown} GiB, tight budget $tight235"
+        plan 235-tight $m235 --gpu-mem "$tight235"
+        bench "${BLIM:-75}" q235-tight "$B" "$commit" $m235 4096 "${RUNS:-3}" --gpu-mem "$tight235"
+        [ -x "$BASE/guild" ] && bench "${BLIM:-75}" q235-tight-base "$BASE" "$base_commit" $m235 4096 "${RUNS:-3}" \
+            --gpu-mem "$tight235"
+        rm -f $m235
+    fi
+    kern_base
 fi
 say done

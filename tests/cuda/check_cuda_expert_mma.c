@@ -3,13 +3,15 @@
  * each launch, compared with memcmp, every type of cuda_expert_mma_supported (sampled dp4a outputs against
  * quant_vec_dot_ref too). Uneven expert loads (1, 63, 64, 65, 200 pairs, an expert with none, skip slots), with
  * and without w_up, n = 2048, 768 and DeepSeek-V3's 7168, row counts that leave a partial block of rows,
- * ldo > nrows. Then a timing of a Qwen3-30B-A3B-shaped layer (128 experts of 2048 x 768, 2048 tokens x 8 slots;
- * Q4_K/Q6_K and the low-bit K and IQ types): dp4a against mma, cudaEvent, median of 5, ms and TFLOP/s printed
- * (the bits compared there too).
+ * ldo > nrows, rows padded off the types' natural alignment and not (Q4_K, Q5_K and Q6_K's staged kernel: rows of
+ * whole steps, aligned for its copies). Then a timing of a Qwen3-30B-A3B-shaped layer (128 experts of 2048 x 768,
+ * 2048 tokens x 8 slots; Q4_K/Q6_K and the low-bit K and IQ types) and of a Qwen3-235B-A22B-shaped one (4096 x
+ * 1536, 4096 and 512 tokens): dp4a against mma, cudaEvent, median of 5, ms and TFLOP/s printed (the bits compared
+ * there too).
  * Dense: cuda_matmul's mma path (cuda_matmul_mma, and cuda_matmul itself from CUDA_MATMUL_MMA_MIN_TOK tokens)
  * against its dp4a path (cuda_matmul_dp4a), every mma type, n 2048/768/4096, 4096/512/77 rows and the Q6_K
  * output head (151936 rows), 16..2048 tokens, memcmp from poisoned outputs; and their timing (q4_K 4096 x 4096,
- * 4096 x 2048, 2048 x 4096, q6_K 151936 x 2048 at 16..2048 tokens) with the crossover printed.
+ * 4096 x 2048, 2048 x 4096, q6_K 151936 x 2048, q4_K 8192 x 4096 at 16..4096 tokens) with the crossover printed.
  * Needs a CUDA device of compute capability 8.0 or more: without one the program prints why and exits 77. */
 #include <check.h>
 #include <math.h>
@@ -154,16 +156,17 @@ typedef struct {
 static const int32_t tile_of[2] = {8, CUDA_EXPERT_MMA_TILE};
 
 static void problem_init(problem_t *P, rng_t *r, guild_type_t type, int64_t n, int64_t nrows, bool gu,
-                         const int32_t *h_ids, int32_t n_expert, int32_t n_pairs, int32_t act_div)
+                         const int32_t *h_ids, int32_t n_expert, int32_t n_pairs, int32_t act_div, bool padded)
 {
     memset(P, 0, sizeof *P);
     P->type = type, P->n = n, P->nrows = nrows, P->ldo = nrows + 3;
     P->n_expert = n_expert, P->n_pairs = n_pairs, P->act_div = act_div;
     P->n_act = (n_pairs + act_div - 1) / act_div;
-    /* rows padded where the type's alignment allows (16 bytes for Q4_K/Q5_K, 4 for IQ4_XS and Q2_K, 2 for the
-     * others) */
+    /* padded: rows padded where the type's alignment allows (16 bytes for Q4_K/Q5_K, 4 for IQ4_XS and Q2_K, 2 for
+     * the others); else rows of the blocks alone, as a model file's (Q6_K's rows of an even count of blocks then
+     * 4-byte aligned: the staged kernel's copies) */
     const bool mma = cuda_expert_mma_supported(type);
-    const size_t pad = !mma || type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ? 0
+    const size_t pad = !padded || !mma || type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K ? 0
                        : type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q2_K ? 4 : 2;
     P->rs = row_bytes(type, n) + pad;
     P->es = P->rs * (size_t)nrows + 16;
@@ -331,26 +334,44 @@ static const bits_case_t bits_cases[] = {
 };
 #define N_BITS_CASES (int)(sizeof bits_cases / sizeof bits_cases[0])
 
-START_TEST(test_mma_bits)
+/* Rows not padded, as a model file's (Qwen3-235B-A22B's experts among them): Q6_K's rows of an even count of
+ * blocks are then 4-byte aligned, which the staged kernel's copies of two blocks a step need. */
+static const bits_case_t plain_cases[] = {
+    {GUILD_TYPE_Q6_K, 1536, 4096, false}, {GUILD_TYPE_Q6_K, 512, 77, false}, {GUILD_TYPE_Q6_K, 2048, 200, true},
+    {GUILD_TYPE_Q4_K, 4096, 1536, true},  {GUILD_TYPE_Q5_K, 4096, 300, false},
+};
+#define N_PLAIN_CASES (int)(sizeof plain_cases / sizeof plain_cases[0])
+
+static void bits_run(const bits_case_t *C, uint64_t seed, bool padded)
 {
-    const bits_case_t *C = &bits_cases[_i];
     rng_t r;
-    rng_seed(&r, 500 + (uint64_t)_i);
+    rng_seed(&r, seed);
     /* expert loads: 1, 63, 64, 65, 200 pairs, one expert with none, two more with 130 and 9 */
     static const int32_t counts[] = {1, 63, 64, 65, 200, 0, 130, 9};
     const int32_t n_expert = 8, n_used = 8, n_tok = 72, n_pairs = n_tok * n_used; /* 532 routed, 44 skip */
     int32_t *ids = make_ids(&r, counts, n_expert, n_pairs);
     problem_t P;
-    problem_init(&P, &r, C->type, C->n, C->nrows, C->gu, ids, n_expert, n_pairs, C->gu ? n_used : 1);
+    problem_init(&P, &r, C->type, C->n, C->nrows, C->gu, ids, n_expert, n_pairs, C->gu ? n_used : 1, padded);
     char what[128];
-    snprintf(what, sizeof what, "%s %s n=%lld rows=%lld", quant_type_info(C->type)->name, C->gu ? "gate+up" : "plain",
-             (long long)C->n, (long long)C->nrows);
+    snprintf(what, sizeof what, "%s %s n=%lld rows=%lld%s", quant_type_info(C->type)->name,
+             C->gu ? "gate+up" : "plain", (long long)C->n, (long long)C->nrows, padded ? "" : " (rows not padded)");
     const long bad = problem_compare(&P, ids, what);
     printf("%s: %s mma vs dp4a, loads 1/63/64/65/200/0/130/9 pairs: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
            bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs of the mma path differ from the dp4a path", what, bad);
     problem_fini(&P);
     free(ids);
+}
+
+START_TEST(test_mma_bits)
+{
+    bits_run(&bits_cases[_i], 500 + (uint64_t)_i, true);
+}
+END_TEST
+
+START_TEST(test_mma_bits_plain)
+{
+    bits_run(&plain_cases[_i], 600 + (uint64_t)_i, false);
 }
 END_TEST
 
@@ -414,21 +435,29 @@ static float time_path(problem_t *P, int k)
 }
 
 /* Qwen3-30B-A3B: 128 experts, n_embd 2048, n_ff 768, 8 of them per token; random top-8 routing. Gate and up
- * Q4_K, then the low-bit types of the big downloads. */
+ * Q4_K, then the low-bit types of the big downloads. Last, Qwen3-235B-A22B's layer (n_embd 4096, n_ff 1536, 128
+ * experts, top-8) at 4096 tokens, Q4_K gate and up, Q6_K down: a streamed prefill chunk's products. */
 static const struct {
     int32_t n_tok;
     guild_type_t gate, down;
-} timing_runs[] = {{2048, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K},   {2048, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
-                   {512, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K},    {128, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K},
-                   {64, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K},     {2048, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K},
-                   {2048, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ2_XXS}, {2048, GUILD_TYPE_IQ1_M, GUILD_TYPE_IQ2_XS},
-                   {2048, GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ2_S}};
+    int64_t n_embd, n_ff;
+} timing_runs[] = {{2048, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 2048, 768},
+                   {2048, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 2048, 768},
+                   {512, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 2048, 768},
+                   {128, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 2048, 768},
+                   {64, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 2048, 768},
+                   {2048, GUILD_TYPE_Q2_K, GUILD_TYPE_Q3_K, 2048, 768},
+                   {2048, GUILD_TYPE_IQ1_S, GUILD_TYPE_IQ2_XXS, 2048, 768},
+                   {2048, GUILD_TYPE_IQ1_M, GUILD_TYPE_IQ2_XS, 2048, 768},
+                   {2048, GUILD_TYPE_IQ3_XXS, GUILD_TYPE_IQ2_S, 2048, 768},
+                   {4096, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 4096, 1536},
+                   {512, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 4096, 1536}};
 #define N_TIMING_RUNS (int)(sizeof timing_runs / sizeof timing_runs[0])
 
 START_TEST(test_mma_timing)
 {
     const int32_t n_tok = timing_runs[_i].n_tok, n_expert = 128, n_used = 8, n_pairs = n_tok * n_used;
-    const int64_t n_embd = 2048, n_ff = 768;
+    const int64_t n_embd = timing_runs[_i].n_embd, n_ff = timing_runs[_i].n_ff;
     rng_t r;
     rng_seed(&r, 900 + (uint64_t)_i);
     int32_t *ids = malloc((size_t)n_pairs * sizeof *ids);
@@ -444,8 +473,9 @@ START_TEST(test_mma_timing)
             ids[t * n_used + k] = e;
         }
     problem_t G, D;
-    problem_init(&G, &r, timing_runs[_i].gate, n_embd, n_ff, true, ids, n_expert, n_pairs, n_used);
-    problem_init(&D, &r, timing_runs[_i].down, n_ff, n_embd, false, ids, n_expert, n_pairs, 1);
+    const bool padded = n_embd == 2048; /* the 235B layer in a model file's layout */
+    problem_init(&G, &r, timing_runs[_i].gate, n_embd, n_ff, true, ids, n_expert, n_pairs, n_used, padded);
+    problem_init(&D, &r, timing_runs[_i].down, n_ff, n_embd, false, ids, n_expert, n_pairs, 1, padded);
     char what[96];
     snprintf(what, sizeof what, "%d tokens gate+up %s", n_tok, quant_type_info(timing_runs[_i].gate)->name);
     const long bad_g = problem_compare(&G, ids, what);
@@ -458,8 +488,9 @@ START_TEST(test_mma_timing)
         t[k][0] = time_path(&G, k);
         t[k][1] = time_path(&D, k);
     }
-    printf("%s: Qwen3-30B-A3B layer, %d tokens x %d of %d experts (%.0f pairs/expert), gate+up %s, down %s:\n",
-           bad_g || bad_d ? "FAIL" : "PASS", n_tok, n_used, n_expert, (double)n_pairs / n_expert,
+    printf("%s: %s layer, %d tokens x %d of %d experts (%.0f pairs/expert), gate+up %s, down %s:\n",
+           bad_g || bad_d ? "FAIL" : "PASS", n_embd == 2048 ? "Qwen3-30B-A3B" : "Qwen3-235B-A22B", n_tok, n_used,
+           n_expert, (double)n_pairs / n_expert,
            quant_type_info(timing_runs[_i].gate)->name, quant_type_info(timing_runs[_i].down)->name);
     for (int k = 0; k < 2; k++)
         printf("  %-5s gate+up %8.3f ms %6.2f TFLOP/s | down %8.3f ms %6.2f TFLOP/s | layer %8.3f ms\n",
@@ -475,8 +506,8 @@ END_TEST
 
 /* ---- dense (cuda_matmul) --------------------------------------------------------------------------------- */
 
-/* One dense product on the device: nrows weight rows rs bytes apart (padded where the alignment allows), ntok
- * activation rows quantized on the device, out [ntok][ldo = nrows + 3]. */
+/* One dense product on the device: nrows weight rows rs bytes apart (padded where the alignment allows, unless
+ * plain), ntok activation rows quantized on the device, out [ntok][ldo = nrows + 3]. */
 typedef struct {
     guild_type_t type;
     int64_t n, nrows, ldo;
@@ -487,11 +518,12 @@ typedef struct {
     size_t out_bytes;
 } dense_t;
 
-static void dense_init(dense_t *D, rng_t *r, guild_type_t type, int64_t n, int64_t nrows, int32_t ntok)
+static void dense_init(dense_t *D, rng_t *r, guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, bool plain)
 {
     memset(D, 0, sizeof *D);
     D->type = type, D->n = n, D->nrows = nrows, D->ntok = ntok, D->ldo = nrows + 3;
-    const size_t pad = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K       ? 16
+    const size_t pad = plain                                                    ? 0
+                       : type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q5_K       ? 16
                        : type == GUILD_TYPE_IQ4_XS || type == GUILD_TYPE_Q2_K ? 4
                                                                               : 2;
     D->rs = row_bytes(type, n) + pad;
@@ -618,24 +650,39 @@ static const dense_case_t dense_cases[] = {
     {GUILD_TYPE_MXFP4, 2880, 201088, 100}, /* gpt-oss's width and vocabulary */
     {GUILD_TYPE_Q6_K, 2048, 151936, 512}, /* the output head of Qwen3-30B-A3B */
     {GUILD_TYPE_Q4_K, 256, 1, 65},        /* one row, a token past a whole tile */
+    {GUILD_TYPE_Q5_K, 2048, 200, 1024},   /* the staged kernel (from 1024 tokens), partial tiles and row blocks */
 };
 #define N_DENSE_CASES (int)(sizeof dense_cases / sizeof dense_cases[0])
 
-START_TEST(test_dense_bits)
+/* Rows not padded: Q6_K's of an even count of blocks in the staged kernel */
+static const dense_case_t dense_plain_cases[] = {{GUILD_TYPE_Q6_K, 4096, 300, 1100}, {GUILD_TYPE_Q4_K, 4096, 77, 1030}};
+#define N_DENSE_PLAIN_CASES (int)(sizeof dense_plain_cases / sizeof dense_plain_cases[0])
+
+static void dense_bits_run(const dense_case_t *C, uint64_t seed, bool plain)
 {
-    const dense_case_t *C = &dense_cases[_i];
     rng_t r;
-    rng_seed(&r, 700 + (uint64_t)_i);
+    rng_seed(&r, seed);
     dense_t D;
-    dense_init(&D, &r, C->type, C->n, C->nrows, C->ntok);
+    dense_init(&D, &r, C->type, C->n, C->nrows, C->ntok, plain);
     char what[128];
-    snprintf(what, sizeof what, "dense %s n=%lld rows=%lld tokens=%d", quant_type_info(C->type)->name,
-             (long long)C->n, (long long)C->nrows, C->ntok);
+    snprintf(what, sizeof what, "dense %s n=%lld rows=%lld tokens=%d%s", quant_type_info(C->type)->name,
+             (long long)C->n, (long long)C->nrows, C->ntok, plain ? " (rows not padded)" : "");
     const long bad = dense_compare(&D, N_DENSE_PATHS, what);
     printf("%s: %s mma128, mma64 and cuda_matmul (%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
            C->ntok >= CUDA_MATMUL_MMA_MIN_TOK ? "mma path" : "dp4a path", bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
     dense_fini(&D);
+}
+
+START_TEST(test_dense_bits)
+{
+    dense_bits_run(&dense_cases[_i], 700 + (uint64_t)_i, false);
+}
+END_TEST
+
+START_TEST(test_dense_bits_plain)
+{
+    dense_bits_run(&dense_plain_cases[_i], 800 + (uint64_t)_i, true);
 }
 END_TEST
 
@@ -674,21 +721,22 @@ static const struct {
     int64_t nrows, n;
 } dense_shapes[] = {
     {GUILD_TYPE_Q4_K, 4096, 4096}, {GUILD_TYPE_Q4_K, 4096, 2048}, {GUILD_TYPE_Q4_K, 2048, 4096},
-    {GUILD_TYPE_Q6_K, 151936, 2048},
+    {GUILD_TYPE_Q6_K, 151936, 2048}, {GUILD_TYPE_Q4_K, 8192, 4096}, /* Qwen3-235B-A22B's Q projection */
 };
 
-/* dp4a against mma for one shape at 16 .. 2048 tokens; the smallest token count from which mma wins. */
+/* dp4a against mma for one shape at 16 .. 4096 tokens; the smallest token count from which mma wins. */
 START_TEST(test_dense_timing)
 {
-    static const int32_t toks[] = {16, 32, 64, 512, 2048};
-    const int nt = (int)(sizeof toks / sizeof toks[0]);
+    static const int32_t toks[] = {16, 32, 64, 512, 2048, 4096};
     const guild_type_t type = dense_shapes[_i].type;
     const int64_t nrows = dense_shapes[_i].nrows, n = dense_shapes[_i].n;
+    /* the output head's outputs at 4096 tokens would take 2.5 GB */
+    const int nt = (int)(sizeof toks / sizeof toks[0]) - (nrows > 8192);
     rng_t r;
     rng_seed(&r, 950 + (uint64_t)_i);
     /* the weights once, at the largest token count; smaller batches use its first rows of activations */
     dense_t D;
-    dense_init(&D, &r, type, n, nrows, toks[nt - 1]);
+    dense_init(&D, &r, type, n, nrows, toks[nt - 1], false);
     printf("dense timing %s %lld rows x n %lld (cuda_matmul takes mma from %d tokens):\n",
            quant_type_info(type)->name, (long long)nrows, (long long)n, CUDA_MATMUL_MMA_MIN_TOK);
     int32_t cross = -1;
@@ -732,6 +780,7 @@ static Suite *mma_suite(void)
     TCase *tc = tcase_create("bits");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_mma_bits, 0, N_BITS_CASES);
+    tcase_add_loop_test(tc, test_mma_bits_plain, 0, N_PLAIN_CASES);
     tcase_add_test(tc, test_mma_rejects);
     suite_add_tcase(s, tc);
     tc = tcase_create("timing");
@@ -741,6 +790,7 @@ static Suite *mma_suite(void)
     tc = tcase_create("dense bits");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_dense_bits, 0, N_DENSE_CASES);
+    tcase_add_loop_test(tc, test_dense_bits_plain, 0, N_DENSE_PLAIN_CASES);
     tcase_add_test(tc, test_dense_rejects);
     suite_add_tcase(s, tc);
     tc = tcase_create("dense timing");

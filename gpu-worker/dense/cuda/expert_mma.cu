@@ -37,6 +37,8 @@
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
 #include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
 
+#include <type_traits>
+
 #define MMA_THREADS 256
 #define MMA_ROW_WARPS 4
 #define MMA_PAIR_WARPS 2
@@ -243,6 +245,334 @@ static __global__ void __launch_bounds__(MMA_THREADS)
         }
 }
 
+/* ---- the staged kernel ---------------------------------------------------------------------------------------
+ * The products of Q4_K, Q5_K and Q6_K (staged_try; routed, and dense from MMA_ST_DENSE_MIN tokens) with the
+ * tile's operands staged in shared memory: per step, BPS weight blocks of the block's 128 weight rows (64 gate +
+ * 64 up rows with w_up) and of its 64 pairs' activation rows, copied raw by cp.async NST - 1 steps ahead of the
+ * products. The kernel above reads every
+ * fragment from global memory as it needs it, each weight byte by both pair warps and each activation byte by all
+ * four row warps, with one block of 8 warps an SM to hide the latency; here a byte crosses from L2 once a block and
+ * the loads of the products hit shared memory. The fragments, the integer sums and the finish are the same code
+ * (TR's, on the staged copies of the same bytes) in the same block order: the same bits.
+ * Shared memory: a row's span (BPS blocks) a stride of WSTR bytes, a pair's BPS activation blocks ASTR; both
+ * strides are 8 or 24 words modulo 32 banks, so the 8-byte fragment loads of 4 rows (or pairs) x 4 lanes fill 32
+ * banks, and pairs 4-7 of each 8 sit one word further (their 4-byte loads in the other banks' half).
+ * A step's weight span is copied in pieces of CU bytes (16: rows and blocks 16-byte aligned; 4: Q6_K's pairs of
+ * 210-byte blocks), the activations in pieces of 4. */
+#define MMA_ST_ROWS 128        /* weight rows a block stages: 64 gate + 64 up, or 128 */
+#define MMA_ST_DENSE_MIN 1024  /* tokens from which cuda_matmul's products take the staged kernel */
+
+/* The smallest stride >= need that is a multiple of 16 bytes and 8 or 24 words modulo 32 (32 or 96 bytes mod 128). */
+static constexpr int mma_st_stride(int need)
+{
+    return (need + 15) / 16 * 16 % 128 == 32 || (need + 15) / 16 * 16 % 128 == 96 ? (need + 15) / 16 * 16
+                                                                                   : mma_st_stride((need + 15) / 16 * 16 + 16);
+}
+
+template <typename TR, int BPS, int NST>
+struct mma_st_geom {
+    static constexpr int WB = (int)sizeof(typename TR::wblock) * BPS; /* a row's bytes a step */
+    static constexpr int AB = (int)sizeof(typename TR::ablock) * BPS; /* a pair's bytes a step */
+    static constexpr int WSTR = mma_st_stride(WB);
+    static constexpr int ASTR = mma_st_stride(AB + 4);
+    static constexpr int STAGE = MMA_ST_ROWS * WSTR + CUDA_EXPERT_MMA_TILE * ASTR;
+    static constexpr int SMEM = NST * STAGE + CUDA_EXPERT_MMA_TILE * 4; /* + the pairs' activation rows */
+};
+
+template <int CU>
+static __device__ __forceinline__ void mma_cp_async(void *dst, const void *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (CU == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+
+static __device__ __forceinline__ void mma_cp_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void mma_cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* The byte offset of staged pair slot p (pairs 4-7 of each 8 one word further). */
+static __device__ __forceinline__ int mma_st_pair(int p, int astr)
+{
+    return p * astr + ((p >> 2) & 1) * 4;
+}
+
+template <typename TR, bool GU, bool DENSE, int BPS, int NST, int CU>
+static __global__ void __launch_bounds__(MMA_THREADS, 1)
+    expert_mma_staged_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride,
+                             size_t row_stride, const char *__restrict__ act, size_t act_stride, int act_div,
+                             const int32_t *__restrict__ order, const int4 *__restrict__ tiles,
+                             const int32_t *__restrict__ n_tiles, int npairs, float *__restrict__ out, int64_t ldo,
+                             int nb, int nrows)
+{
+    typedef typename TR::wblock wblock;
+    typedef typename TR::ablock ablock;
+    typedef typename TR::whead whead;
+    typedef mma_st_geom<TR, BPS, NST> G;
+    constexpr int SPC = TR::SPC, KR = TR::KR, NQ = 2;
+    constexpr int WROWS = GU ? 16 : 32; /* rows of a warp: gate and up rows of 16 indices, or 2 x 16 rows */
+    static_assert(G::WB % CU == 0 && G::AB % 4 == 0, "copy pieces");
+    extern __shared__ __align__(16) char mma_smem[];
+    static_assert(!(GU && DENSE), "dense: one matrix");
+    if (!DENSE && (int)blockIdx.y >= *n_tiles)
+        return; /* the whole block */
+    /* {expert, first index into order, count, 0}; dense: order is the identity */
+    const int4 td = DENSE ? make_int4(0, (int)blockIdx.y * CUDA_EXPERT_MMA_TILE,
+                                      min(CUDA_EXPERT_MMA_TILE, npairs - (int)blockIdx.y * CUDA_EXPERT_MMA_TILE), 0)
+                          : tiles[blockIdx.y];
+    const int nt = td.z, tid = threadIdx.x;
+    const int lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int wr = warp % MMA_ROW_WARPS, wp = warp / MMA_ROW_WARPS;
+    const int brow0 = blockIdx.x * MMA_ROW_WARPS * WROWS; /* the block's first row */
+    const int row0 = brow0 + wr * WROWS, p0 = wp * MMA_NT * 8;
+    int *arow = (int *)(mma_smem + NST * G::STAGE); /* activation row of each pair slot */
+    for (int i = tid; i < CUDA_EXPERT_MMA_TILE; i += MMA_THREADS)
+        arow[i] = DENSE ? td.y + (i < nt ? i : 0) : order[td.y + (i < nt ? i : 0)] / act_div;
+    __syncthreads();
+
+    const char *wexp = w + (size_t)td.x * expert_stride, *uexp = GU ? wu + (size_t)td.x * expert_stride : NULL;
+    /* step k's bytes into stage buffer k % NST: rows past nrows as the last row (not stored), pairs past the
+     * tile's count not copied (their slots read as slot 0's, not stored) */
+    auto stage_copy = [&](int k) {
+        char *sw = mma_smem + (k % NST) * G::STAGE, *sa = sw + MMA_ST_ROWS * G::WSTR;
+        constexpr int WU = G::WB / CU, AU = G::AB / 4;
+        for (int i = tid; i < MMA_ST_ROWS * WU; i += MMA_THREADS) {
+            const int r = i / WU, u = i - r * WU;
+            const int lr = GU ? r % (MMA_ST_ROWS / 2) : r;
+            const char *base = GU && r >= MMA_ST_ROWS / 2 ? uexp : wexp;
+            mma_cp_async<CU>(sw + r * G::WSTR + u * CU,
+                             base + (size_t)min(brow0 + lr, nrows - 1) * row_stride + (size_t)k * G::WB + u * CU);
+        }
+        for (int i = tid; i < nt * AU; i += MMA_THREADS) {
+            const int p = i / AU, u = i - p * AU;
+            mma_cp_async<4>(sa + mma_st_pair(p, G::ASTR) + 4 * u,
+                            act + (size_t)arow[p] * act_stride + (size_t)k * G::AB + 4 * u);
+        }
+    };
+    const int nsteps = nb / BPS;
+#pragma unroll
+    for (int k = 0; k < NST - 1; k++) {
+        if (k < nsteps)
+            stage_copy(k);
+        mma_cp_commit();
+    }
+
+    int rows[NQ][2], srow[NQ][2];
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            rows[q][h] = row0 + (GU ? 0 : 16 * q) + 8 * h + g;
+            srow[q][h] = (GU ? q * (MMA_ST_ROWS / 2) + wr * 16 : wr * 32 + 16 * q) + 8 * h + g;
+        }
+    int sb[MMA_NT], pc[MMA_NT][2], sc[MMA_NT][2];
+#pragma unroll
+    for (int j = 0; j < MMA_NT; j++) {
+        const int ib = p0 + 8 * j + g;
+        sb[j] = mma_st_pair(ib < nt ? ib : 0, G::ASTR);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int ic = p0 + 8 * j + 2 * t + i;
+            pc[j][i] = ic < nt ? (DENSE ? td.y + ic : order[td.y + ic]) : -1;
+            sc[j][i] = mma_st_pair(ic < nt ? ic : 0, G::ASTR);
+        }
+    }
+    const bool active = row0 < nrows && p0 < nt; /* warp-uniform: a warp with no rows or pairs only copies */
+    const int njt = min(MMA_NT, (nt - p0 + 7) / 8);
+
+    float acc[NQ][MMA_NT][4];
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+#pragma unroll
+        for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[q][j][i] = 0.0f;
+
+    for (int k = 0; k < nsteps; k++) {
+        mma_cp_wait<NST - 2>();
+        __syncthreads(); /* step k landed for every thread; every warp is done with step k - 1's buffer */
+        if (k + NST - 1 < nsteps)
+            stage_copy(k + NST - 1);
+        mma_cp_commit();
+        if (!active)
+            continue;
+        const char *sw = mma_smem + (k % NST) * G::STAGE, *sa = sw + MMA_ST_ROWS * G::WSTR;
+#pragma unroll
+        for (int bb = 0; bb < BPS; bb++) {
+            const wblock *wrp[NQ][2];
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    wrp[q][h] = (const wblock *)(sw + srow[q][h] * G::WSTR) + bb;
+            whead H[NQ][2];
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    TR::head(wrp[q][h], H[q][h]);
+            int isum[NQ][MMA_NT][4], imin[NQ][MMA_NT][4];
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+#pragma unroll
+                for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        isum[q][j][i] = imin[q][j][i] = 0;
+#pragma unroll
+            for (int c = 0; c < TR::NCH; c++) {
+                int Q[NQ][2][SPC][KR];
+#pragma unroll
+                for (int q = 0; q < NQ; q++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        TR::chunk(wrp[q][h], t, c, Q[q][h]);
+#pragma unroll
+                for (int j = 0; j < MMA_NT; j++) {
+                    if (j >= njt)
+                        break; /* warp-uniform */
+                    int B[SPC][KR];
+                    TR::bchunk((const ablock *)(sa + sb[j]) + bb, t, c, B);
+#pragma unroll
+                    for (int q = 0; q < NQ; q++)
+#pragma unroll
+                        for (int i = 0; i < SPC; i++) {
+                            const int s = TR::sub(c, i);
+                            int d[4] = {0, 0, 0, 0};
+                            mma_sub<KR>(d, Q[q][0][i], Q[q][1][i], B[i]);
+                            const int s0 = TR::scale(H[q][0], s), s8 = TR::scale(H[q][1], s);
+                            isum[q][j][0] += s0 * d[0];
+                            isum[q][j][1] += s0 * d[1];
+                            isum[q][j][2] += s8 * d[2];
+                            isum[q][j][3] += s8 * d[3];
+                            if (TR::HAS_MIN) {
+                                const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
+                                if (KR == 2)
+                                    mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                                else
+                                    mma_k16(imin[q][j], m0, m8, B[i][0]);
+                            }
+                        }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < MMA_NT; j++) {
+                if (j >= njt)
+                    break;
+                const float ad0 = TR::act_d((const ablock *)(sa + sc[j][0]) + bb);
+                const float ad1 = TR::act_d((const ablock *)(sa + sc[j][1]) + bb);
+#pragma unroll
+                for (int q = 0; q < NQ; q++) {
+                    acc[q][j][0] = acc[q][j][0] + TR::finish(H[q][0], ad0, isum[q][j][0], imin[q][j][0]);
+                    acc[q][j][1] = acc[q][j][1] + TR::finish(H[q][0], ad1, isum[q][j][1], imin[q][j][1]);
+                    acc[q][j][2] = acc[q][j][2] + TR::finish(H[q][1], ad0, isum[q][j][2], imin[q][j][2]);
+                    acc[q][j][3] = acc[q][j][3] + TR::finish(H[q][1], ad1, isum[q][j][3], imin[q][j][3]);
+                }
+            }
+        }
+    }
+    mma_cp_wait<0>();
+    if (!active)
+        return;
+
+#pragma unroll
+    for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int p = pc[j][i % 2];
+            if (p < 0)
+                continue;
+            if constexpr (GU) {
+                const int r = rows[0][i / 2];
+                if (r < nrows)
+                    out[(int64_t)p * ldo + r] = mma_silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[1][j][i]));
+            } else {
+#pragma unroll
+                for (int q = 0; q < NQ; q++) {
+                    const int r = rows[q][i / 2];
+                    if (r < nrows)
+                        out[(int64_t)p * ldo + r] = qd_row<TR>(acc[q][j][i]);
+                }
+            }
+        }
+}
+
+/* The staged kernel for one type's step shape: false (nothing launched) when the bytes are not aligned for its
+ * copies, the blocks of a row are not whole steps, or the device refuses its shared memory. Dense: order NULL,
+ * npairs tokens. */
+template <typename TR, bool GU, bool DENSE, int BPS, int NST, int CU>
+static bool staged_go(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
+                      const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
+                      const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
+                      cudaStream_t s)
+{
+    typedef mma_st_geom<TR, BPS, NST> G;
+    const int nb = (int)(n / TR::QK);
+    if (nb % BPS || (uintptr_t)w % CU || (uintptr_t)wu % CU || es % CU || rs % CU || (uintptr_t)act % 4 ||
+        as % 4)
+        return false;
+    static int ready; /* 0: not asked yet, 1: the shared memory granted, -1: refused */
+    if (!ready) {
+        const cudaError_t e = cudaFuncSetAttribute(expert_mma_staged_kernel<TR, GU, DENSE, BPS, NST, CU>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, G::SMEM);
+        if (e != cudaSuccess)
+            (void)cudaGetLastError();
+        ready = e == cudaSuccess ? 1 : -1;
+    }
+    if (ready < 0)
+        return false;
+    const int crows = MMA_ROW_WARPS * (GU ? 16 : 32);
+    const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
+    expert_mma_staged_kernel<TR, GU, DENSE, BPS, NST, CU><<<grid, MMA_THREADS, G::SMEM, s>>>(
+        w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, npairs, out, ldo, nb, (int)nrows);
+    return true;
+}
+
+template <typename TR, int BPS, int NST, int CU>
+static bool staged_pick(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
+                        const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
+                        const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
+                        cudaStream_t s)
+{
+    if (!order)
+        return staged_go<TR, false, true, BPS, NST, CU>(n, nrows, w, NULL, 0, rs, act, as, 1, NULL, NULL, NULL,
+                                                        max_tiles, npairs, out, ldo, s);
+    if (wu)
+        return staged_go<TR, true, false, BPS, NST, CU>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles,
+                                                        n_tiles, max_tiles, 0, out, ldo, s);
+    return staged_go<TR, false, false, BPS, NST, CU>(n, nrows, w, NULL, es, rs, act, as, act_div, order, tiles,
+                                                     n_tiles, max_tiles, 0, out, ldo, s);
+}
+
+/* The staged kernel where the type has one (Q4_K and Q5_K: a block a step, 16-byte pieces, 3 buffers; Q6_K: two
+ * 210-byte blocks a step, 4-byte pieces, 2 buffers); false: the kernel above. */
+template <typename TR>
+static bool staged_try(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
+                       const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
+                       const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
+                       cudaStream_t s)
+{
+    if constexpr (std::is_same<TR, mma_q4_K>::value || std::is_same<TR, mma_q5_K>::value)
+        return staged_pick<TR, 1, 3, 16>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles,
+                                         max_tiles, npairs, out, ldo, s);
+    else if constexpr (std::is_same<TR, mma_q6_K>::value)
+        return staged_pick<TR, 2, 2, 4>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, max_tiles,
+                                        npairs, out, ldo, s);
+    else
+        return false;
+}
+
 /* Routed (order != NULL): grid.y = max_tiles. Dense (order == NULL, w_up NULL): npairs tokens, grid.y the tiles
  * of 64 that cover them, blocks of 64 rows when narrow (128 otherwise). */
 template <typename TR>
@@ -251,6 +581,11 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
                           const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, bool narrow, float *out,
                           int64_t ldo, cudaStream_t s)
 {
+    /* dense: the staged kernel's blocks of 128 rows from MMA_ST_DENSE_MIN tokens (fewer leave SMs idle) */
+    if ((order || npairs >= MMA_ST_DENSE_MIN) &&
+        staged_try<TR>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, max_tiles, npairs, out, ldo,
+                       s))
+        return;
     const int crows = MMA_ROW_WARPS * (wu || (!order && narrow) ? 16 : 32);
     const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
     const int nb = (int)(n / TR::QK);
