@@ -37,6 +37,8 @@
 #                                       Qwen3-235B-A22B shape (30 layers) at the tight budget (its dense part at
 #                                       batches of 4096 + 1.5 GiB), this build then the baseline, medians of 3
 #                                       ($RUNS), then the baseline's kernel timings as in kern
+#   bash $C/stream.sh s25b [SECONDS]    session 25's second call: the Qwen3-235B-A22B shape at the tight budget,
+#                                       this build alone (its plan, then the bench, medians of 3)
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -265,8 +267,8 @@ if [ "$mode" = kern ]; then
     kern_new
     kern_base
 fi
-if [ "$mode" = s25 ]; then
-    kern_new
+if [ "$mode" = s25 ] || [ "$mode" = s25b ]; then
+    [ "$mode" = s25 ] && kern_new
     step 70 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
         --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
     if [ -f $m235 ]; then
@@ -278,10 +280,10 @@ if [ "$mode" = s25 ]; then
         say "235B shape: dense part at batches of 4096 ${dense:-unknown} GiB, tight budget $tight235"
         plan 235-tight $m235 --gpu-mem "$tight235"
         bench "${BLIM:-75}" q235-tight "$B" "$commit" $m235 4096 "${RUNS:-3}" --gpu-mem "$tight235"
-        [ -x "$BASE/guild" ] && bench "${BLIM:-75}" q235-tight-base "$BASE" "$base_commit" $m235 4096 "${RUNS:-3}" \
-            --gpu-mem "$tight235"
+        [ "$mode" = s25 ] && [ -x "$BASE/guild" ] && bench "${BLIM:-75}" q235-tight-base "$BASE" "$base_commit" $m235 \
+            4096 "${RUNS:-3}" --gpu-mem "$tight235"
         rm -f $m235
     fi
-    kern_base
+    [ "$mode" = s25 ] && kern_base
 fi
 say done

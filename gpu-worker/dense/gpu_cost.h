@@ -30,7 +30,9 @@ typedef enum gpu_copy_path {
 #define GPU_COST_H2D_PINNED_GBPS 54.0   /* cudaMemcpyAsync from page-locked memory, H200 PCIe 5 x16 */
 #define GPU_COST_H2D_RING_GBPS 24.0     /* through guild-stager's ring, same machine */
 #define GPU_COST_H2D_PAGEABLE_GBPS 5.9  /* from the pageable mapping */
-#define GPU_COST_GPU_TFLOPS 50.0        /* int8 tensor-core expert products at prefill batches */
+#define GPU_COST_GPU_TFLOPS 100.0       /* int8 tensor-core expert products at prefill batches: the staged
+                                           kernel's Q4_K/Q5_K/Q6_K (97-132 on Qwen3-235B-A22B's layer at 4096
+                                           tokens; other types ~45-60: a tuning file measures them) */
 #define GPU_COST_CPU_TFLOPS 2.0         /* the CPU workers' expert products at prefill batches (AMX, 14 threads) */
 #define GPU_COST_CPU_GBPS 90.0          /* the CPU workers' expert weight reads at one token */
 #define GPU_COST_EXCHANGE_US 30.0       /* one exchange with the CPU workers, beyond its reads */
