@@ -9,6 +9,7 @@
 #include "coordinator/cmd_model.h"
 #include "coordinator/commands.h"
 #include "coordinator/pipeline.h"
+#include "coordinator/spec.h"
 #include "coordinator/stack_flags.h"
 #include "core/model/model.h"
 #include "core/util/cli.h"
@@ -34,33 +35,42 @@ static void usage(FILE *out)
             "\n"
             "  -m, --model FILE        GGUF model\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
-            STACK_FLAGS_BATCH_HELP);
+            STACK_FLAGS_BATCH_HELP
+            "      --spec KIND         plan for speculative decoding of KIND (none, ngram, draft, mtp): the GPU\n"
+            "                          also keeps a hybrid model's recurrent states for a rollback over --spec-max\n"
+            "                          + 1 rows a sequence, and with mtp the multi-token-prediction layer (a draft\n"
+            "                          model's own stack is not planned here)\n"
+            "      --spec-max K        most drafted tokens per verify step (default 4, at most 16)\n");
     stack_flags_usage(out, PLAN_STACK_FLAGS, "cpu");
     fprintf(out, "  -h, --help              this help\n");
 }
 
 int cmd_plan(int argc, char **argv)
 {
-    enum { OPT_CTX = 256, OPT_BATCH };
+    enum { OPT_CTX = 256, OPT_BATCH, OPT_SPEC };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},
         {"ctx", required_argument, NULL, OPT_CTX},
         {"batch", required_argument, NULL, OPT_BATCH},
+        {"spec", required_argument, NULL, OPT_SPEC},
+        {"spec-max", required_argument, NULL, OPT_SPEC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[16];
+    struct option opts[24];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, PLAN_STACK_FLAGS);
     stack_options_t f;
     stack_options_init(&f);
+    spec_options_t spec;
+    spec_options_init(&spec);
     const char *path = NULL;
     int32_t n_ctx = 0, n_batch = 0; /* auto */
     guild_err_t e = {{0}};
     long v;
-    int o, sf;
+    int o, sf, li;
     optind = 1;
     opterr = 0;
-    while ((o = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+    while ((li = -1, o = getopt_long(argc, argv, "m:h", opts, &li)) != -1) {
         if ((sf = stack_flags_parse(&f, o, optarg, &e)) != 0) {
             if (sf < 0)
                 goto bad;
@@ -75,6 +85,10 @@ int cmd_plan(int argc, char **argv)
             break;
         case OPT_BATCH:
             if (stack_flags_parse_batch(optarg, &n_batch, &e) < 0)
+                goto bad;
+            break;
+        case OPT_SPEC:
+            if (spec_flag(&spec, opts[li].name, optarg, &e) < 0)
                 goto bad;
             break;
         case 'h': usage(stdout); return 0;
@@ -94,7 +108,13 @@ int cmd_plan(int argc, char **argv)
     guild_err_t err = {{0}};
     model_t *m = NULL;
     int rc = 1;
-    if (model_new(&m, path, &err) == 0 && stack_flags_tune(&f, path, "guild plan", &err) == 0) {
+    /* the target's stack only: a draft model is not opened (its stack plans its own memory) */
+    spec_options_t target = spec;
+    if (target.kind == SPEC_DRAFT)
+        target.draft_model = path;
+    if (model_new(&m, path, &err) == 0 && spec_options_check(&target, m, &err) == 0 &&
+        stack_flags_tune(&f, path, "guild plan", &err) == 0) {
+        spec_stack_options(&spec, &f);
         f.n_ctx = cmd_model_n_ctx(m, n_ctx);
         f.n_batch = n_batch < f.n_ctx ? n_batch : f.n_ctx;
         if (pipeline_print_plan(m, &f, stdout, &err) == 0)

@@ -50,6 +50,7 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
         .routing = sp->routing ? sp->routing->count : NULL,
         .routing_name = sp->routing ? o->routing_path : NULL,
         .mtp = o->gpu.mtp,
+        .rollback = o->gpu.rollback,
     };
     if (gpu_plan_compute(&sp->gpu, m, &po, err) < 0) {
         routing_profile_destroy(&sp->routing);

@@ -238,6 +238,72 @@ START_TEST(test_mtp)
 }
 END_TEST
 
+/* The recurrent states a rollback keeps (options' rollback: the stack's --spec, --spec-max + 1 rows; the CUDA
+ * backend's rb_conv and rb_ssm): a qwen3next shape (4 layers, 2 of them gated delta nets) counts every sequence's
+ * states after each row apart (p.rollback, in the total); a model without recurrent layers counts none; under a
+ * budget that held every expert without them, the plan makes room by keeping fewer experts resident; a budget
+ * that holds the dense part but not the states is refused, naming them and --spec-max. */
+START_TEST(test_rollback)
+{
+    guild_err_t err = {{0}};
+    fx_t f, g;
+    tiny_spec_t s = tiny_spec("qwen3next");
+    s.n_layer = 4;
+    fx_open_spec(&f, &s);
+    fx_open(&g, 4);
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
+    gpu_plan_t p, q;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    o.rollback = 5;
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    const uint64_t DK = 16, NK = 2, NV = 4, CONV = 4, CH = 2 * NK * DK + NV * DK;
+    const uint64_t state = ((CONV - 1) * CH + NV * DK * DK) * 4; /* one gdn layer's, bytes */
+    ck_assert_uint_eq(p.rollback, 0);
+    ck_assert_uint_eq(q.rollback, 5 * 2 * state);
+    ck_assert_uint_eq(gpu_plan_rollback_bytes(model_config(f.m), 5), q.rollback);
+    ck_assert_uint_eq(gpu_plan_rollback_bytes(model_config(f.m), 0), 0);
+    ck_assert_uint_eq(gpu_plan_total(&q) - gpu_plan_total(&p), q.rollback);
+    ck_assert_int_eq(q.n_resident_experts, p.n_resident_experts);
+    gpu_plan_fini(&q);
+    o.n_seq = 3; /* a verify step per sequence: each keeps its own */
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(q.rollback, 3 * 5 * 2 * state);
+    gpu_plan_fini(&q);
+    o.n_seq = 0;
+    ck_assert_msg(gpu_plan_compute(&q, g.m, &o, &err) == 0, "%s", err.msg); /* qwen3moe: no recurrent state */
+    ck_assert_uint_eq(q.rollback, 0);
+    ck_assert_uint_eq(gpu_plan_rollback_bytes(model_config(g.m), 5), 0);
+    gpu_plan_fini(&q);
+    /* a budget: every expert resident without the states; with them, fewer, within the budget */
+    const uint64_t budget = GPU_PLAN_RESERVE + gpu_plan_total(&p);
+    const int64_t all = p.n_resident_experts;
+    ck_assert_int_gt(all, 0);
+    gpu_plan_fini(&p);
+    o.budget = budget;
+    o.rollback = 0;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    o.rollback = 5;
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(p.n_resident_experts, all);
+    ck_assert_uint_eq(q.rollback, 5 * 2 * state);
+    ck_assert_uint_le(gpu_plan_total(&q), budget);
+    ck_assert_int_lt(q.n_resident_experts, p.n_resident_experts);
+    /* the dense part fits, the states do not: refused, naming them and what to lower */
+    o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + q.rollback / 2;
+    gpu_plan_fini(&q);
+    ck_assert_int_eq(gpu_plan_compute(&q, f.m, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "the recurrent states a --spec rollback keeps") &&
+                      strstr(err.msg, "--spec-max"), "%s", err.msg);
+    /* without them the same budget is a plan */
+    o.rollback = 0;
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    gpu_plan_fini(&q);
+    gpu_plan_fini(&p);
+    fx_close(&f);
+    fx_close(&g);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     fx_t f;
@@ -693,6 +759,7 @@ int main(void)
     tcase_add_test(tc, test_mla_buffers);
     tcase_add_test(tc, test_bias_buffers);
     tcase_add_test(tc, test_mtp);
+    tcase_add_test(tc, test_rollback);
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);

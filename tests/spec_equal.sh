@@ -136,6 +136,14 @@ for arch in qwen3next qwen35moe; do
             --experts 4 --experts-used 2 --expert-ff 32 --ctx 256 --type $ty --seed 11 --vocab 400 -q \
             -o "$T/$arch-$ty.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
     done
+    # guild plan counts the states a rollback keeps on the GPU with --spec, none without
+    for x in none ngram; do
+        "$G" plan -m "$T/$arch-Q8_0.gguf" --backend cpu --gpu-mem 64G --spec $x --spec-max 4 >"$T/plan-$x.txt" \
+            2>&1 || { cat "$T/plan-$x.txt"; fail "guild plan $arch --spec $x"; }
+    done
+    grep -q "recurrent states kept for a rollback" "$T/plan-ngram.txt" ||
+        { cat "$T/plan-ngram.txt"; fail "guild plan $arch --spec ngram: no rollback states"; }
+    grep -q "rollback" "$T/plan-none.txt" && { cat "$T/plan-none.txt"; fail "guild plan $arch: rollback states without --spec"; }
     for x in none ngram self q4 ngram-mp q4-mp; do
         case $x in
         none | ngram) extra="--spec $x --single-process" ;;

@@ -512,13 +512,23 @@ static void plan_layers(gpu_plan_t *p, const facts_t *f)
  * and its rotated part, no value row) at every position, in the bytes of the cache's format
  * (kv_type_position_bytes), and each gated delta net layer its recurrent state instead (the convolution's last
  * inputs and the delta rule's matrices, F32, whatever the context and the format). */
-uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type)
+/* One sequence's F32 recurrent states: the convolution and delta-rule states of every gated delta net layer. */
+static uint64_t recurrent_state_bytes(const model_config_t *c)
 {
     uint64_t recurrent = 0;
     for (int32_t il = 0; il < c->n_layer; il++)
         recurrent += model_layer_recurrent(c, il);
-    const uint64_t state = recurrent ? (uint64_t)(model_gdn_conv_state(c) + model_gdn_ssm_state(c)) * 4u : 0;
-    return kv_type_position_bytes(kv_type, c) * (uint64_t)n_ctx + recurrent * state;
+    return recurrent ? recurrent * (uint64_t)(model_gdn_conv_state(c) + model_gdn_ssm_state(c)) * 4u : 0;
+}
+
+uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type)
+{
+    return kv_type_position_bytes(kv_type, c) * (uint64_t)n_ctx + recurrent_state_bytes(c);
+}
+
+uint64_t gpu_plan_rollback_bytes(const model_config_t *c, int32_t rows)
+{
+    return rows > 0 ? (uint64_t)rows * recurrent_state_bytes(c) : 0;
 }
 
 /* The gated delta net's and the output gate's activations for chunks of NB tokens (the CUDA backend's
@@ -602,9 +612,10 @@ static uint64_t mtp_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx, int32_t 
            (c->n_expert > 0 ? expert_buffers_bytes(f, NB) : 0);
 }
 
-/* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not, with the MTP layer or not. */
+/* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not, with the MTP layer or not, with the
+ * recurrent states of `rollback` rows kept (0: none). */
 static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
-                       int32_t NB, bool kv_host, bool mtp)
+                       int32_t NB, bool kv_host, bool mtp, int32_t rollback)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
@@ -625,6 +636,7 @@ static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t
     p->buffers = buffers_bytes(f, (uint64_t)NB, n_ctx) + hybrid_buffers_bytes(c, (uint64_t)NB) +
                  mla_buffers_bytes(c, (uint64_t)NB, n_ctx);
     p->mtp = mtp && f->mtp_weights ? mtp_bytes(f, (uint64_t)NB, n_ctx, kv_type) : 0;
+    p->rollback = (uint64_t)p->n_seq * gpu_plan_rollback_bytes(c, rollback);
     p->experts_all = 0;
     for (int32_t il = 0; il < f->L; il++)
         p->experts_all += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
@@ -634,8 +646,8 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp);
-    return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp;
+    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp, o->rollback);
+    return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp + t.rollback;
 }
 
 /* Predicted ns the attention spends reading the cache over the reference request: each prefill chunk of its prompt
@@ -944,11 +956,15 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     if (!fits_any) {
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp);
-        const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers + t.mtp;
-        char host[160] = "", mtp[96] = "";
+        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp, o->rollback);
+        const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers + t.mtp + t.rollback;
+        char host[160] = "", extra[224] = "";
+        int at = 0;
         if (t.mtp)
-            snprintf(mtp, sizeof mtp, ", the multi-token-prediction layer %.2f GiB", (double)t.mtp / GiB);
+            at = snprintf(extra, sizeof extra, ", the multi-token-prediction layer %.2f GiB", (double)t.mtp / GiB);
+        if (t.rollback)
+            snprintf(extra + at, sizeof extra - (size_t)at, ", the recurrent states a --spec rollback keeps %.2f GiB for "
+                     "%d rows a sequence", (double)t.rollback / GiB, o->rollback);
         if (n_place == 2)
             snprintf(host, sizeof host, "; with its rows in host RAM the GPU still needs %.2f GiB",
                      (double)fixed_bytes(&f, o, lo, true) / GiB);
@@ -956,11 +972,11 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
             snprintf(host, sizeof host, "; this backend keeps the cache in GPU memory only");
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
                       "(%s) for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context ~%.2f "
-                      "GiB%s) and does not fit%s; lower --ctx%s%s, or raise --gpu-mem (%.2f GiB also streams the "
+                      "GiB%s) and does not fit%s; lower --ctx%s%s%s, or raise --gpu-mem (%.2f GiB also streams the "
                       "experts)",
                       (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
                       kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
-                      mtp, host, lo > 1 ? " or --batch" : "", compact,
+                      extra, host, lo > 1 ? " or --batch" : "", t.rollback ? " or --spec-max" : "", compact,
                       (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
                                (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
         goto done;
@@ -969,7 +985,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host, o->mtp);
+    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host, o->mtp, o->rollback);
     kv_read_ns(&pl, best.chunk, best.kv_host, &p->pred_kv_ms);
     p->pred_kv_ms /= 1e6;
     kv_why(p, &pl, best.chunk, n_place == 2, lo, compact);
@@ -1104,7 +1120,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, false, false);
+    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, false, false, 0);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);
@@ -1128,7 +1144,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     plan_layers(p, &f);
     p->expert_buffers = stage_slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)n_batch) : 0;
     if (budget && gpu_plan_total(p) > budget && gpu_plan_kv_host_possible(f.c)) /* gpu_plan_compute's choice */
-        plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, true, false);
+        plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, true, false, 0);
     plan_hit_rate(p, &f, NULL);
     layer_whys(p, m, &f);
     snprintf(p->why_kv, sizeof p->why_kv, "%s (the coordinator's plan)", p->kv_host ? "in host RAM" : "in GPU memory");
@@ -1187,7 +1203,7 @@ uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p)
 uint64_t gpu_plan_total(const gpu_plan_t *p)
 {
     return p->reserve + p->dense + p->kv + p->kv_stage + p->buffers + p->expert_buffers + p->staging + p->experts +
-           p->mtp;
+           p->mtp + p->rollback;
 }
 
 void gpu_plan_print(const gpu_plan_t *p, FILE *out)
@@ -1208,6 +1224,8 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
         fprintf(out, ", CUDA context ~%.2f GiB", (double)p->reserve / G);
     if (p->mtp)
         fprintf(out, ", the multi-token-prediction layer %.2f GiB", (double)p->mtp / G);
+    if (p->rollback)
+        fprintf(out, ", recurrent states kept for a rollback %.2f GiB", (double)p->rollback / G);
     fprintf(out, "\n  routed experts: %d of %d layers resident on the GPU, %lld experts in all (%.2f of %.2f GiB, "
             "buffers %.2f GiB)", p->n_resident, p->n_layer, (long long)p->n_resident_experts,
             (double)p->experts / G, (double)p->experts_all / G, (double)p->expert_buffers / G);

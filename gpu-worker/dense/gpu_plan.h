@@ -104,6 +104,9 @@ typedef struct gpu_plan_options {
     bool mtp;                  /* the backend runs the model's first multi-token-prediction layer
                                   (backend_options_t.mtp): its dense weights, every routed expert of it, a cache slot
                                   and every position's hidden state on the device (the CUDA backend's cuda_mtp.c) */
+    int32_t rollback;          /* rows of recurrent states kept per sequence for a rollback (backend_options_t.rollback:
+                                  the stack's --spec, --spec-max + 1); counted for a model with gated delta net layers
+                                  (gpu_plan_rollback_bytes); 0: none */
     int32_t ref_prompt;        /* the reference request the plan minimises the predicted time of: a prompt of */
     int32_t ref_gen;           /* ref_prompt tokens, then ref_gen generated; 0: min(n_ctx, 16384) and 256 */
 } gpu_plan_options_t;
@@ -133,6 +136,8 @@ typedef struct gpu_plan {
     uint64_t buffers;          /* activations, logits, exchange staging (for n_batch tokens) */
     uint64_t mtp;              /* the options' mtp: the multi-token-prediction layer's weights, experts, cache slot,
                                   hidden states and buffers (0: none) */
+    uint64_t rollback;         /* the options' rollback: every sequence's recurrent states kept after each row of a
+                                  verify step (gpu_plan_rollback_bytes; 0: none) */
     uint64_t expert_buffers;   /* working buffers of the device experts (0 when none runs there) */
     uint64_t staging;          /* stage_slots * stage_slot_bytes */
     uint64_t experts;          /* resident expert weights */
@@ -180,8 +185,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
 /* A plan decided elsewhere (the coordinator's, carried to a GPU worker): n_batch, the staging slots, and the
  * resident experts (expert_resident[n_layer * n_expert], 0/1) for model m; the sizes are computed again from
  * m, the layers' modes from the resident sets and the staging, the KV cache in host RAM when it does not fit
- * beside them (as gpu_plan_compute decides; the multi-token-prediction layer's bytes are not counted: a plan
- * computed with the options' mtp left room for them). -1 with a message when the decisions do not
+ * beside them (as gpu_plan_compute decides; the multi-token-prediction layer's and the rollback states' bytes are not
+ * counted: a plan computed with the options' mtp and rollback left room for them). -1 with a message when the decisions do not
  * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
  * than the budget) or on out of memory. */
 int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
@@ -206,6 +211,11 @@ uint64_t gpu_plan_total(const gpu_plan_t *p);
  * layer in the format kv_type, KV_TYPE_* of kv_format.h, 0: f16; n_ctx positions) and the F32 recurrent state of
  * each gated delta net layer. */
 uint64_t gpu_plan_cache_bytes(const model_config_t *c, int32_t n_ctx, int32_t kv_type);
+
+/* The device bytes of one sequence's recurrent states kept for a rollback over `rows` rows (the CUDA backend's
+ * rb_conv and rb_ssm: the F32 convolution and delta-rule states of each gated delta net layer after each row); 0
+ * for a model without such layers or rows <= 0. */
+uint64_t gpu_plan_rollback_bytes(const model_config_t *c, int32_t rows);
 
 /* Whether model c's cache can live in host RAM (GPU_PLAN_CAP_KV_HOST): every layer with cache rows is GQA. */
 bool gpu_plan_kv_host_possible(const model_config_t *c);

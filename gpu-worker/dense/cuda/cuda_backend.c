@@ -537,6 +537,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         .max_expert_layers = cc->gpu_expert_layers,
         .caps = cuda_backend_ops.plan_caps,
         .mtp = opt->mtp,
+        .rollback = opt->rollback,
     };
     if ((opt->plan ? gpu_plan_copy(&plan, opt->plan, err) : gpu_plan_compute(&plan, m, &po, err)) < 0)
         return -1;
