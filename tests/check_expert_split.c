@@ -20,14 +20,31 @@ static expert_split_model_t model_of(double bpns, double cpu_b)
                                   .force_gpu_fraction = -1};
 }
 
-static void fill_bytes(uint64_t *bytes, uint64_t b)
+/* The split cases' fixture: the plan object, the experts' routed pairs and bytes (2.6 MB each unless a case
+ * changes them) and the plan's choice, fresh for each case. */
+static expert_split_t *split;
+static int32_t count[NE];
+static uint64_t bytes[NE];
+static uint8_t on_gpu[NE];
+
+static void split_setup(void)
 {
+    guild_err_t err;
+    ck_assert_int_eq(expert_split_new(&split, NE, &err), 0);
+    memset(count, 0, sizeof count);
+    memset(on_gpu, 0, sizeof on_gpu);
     for (int e = 0; e < NE; e++)
-        bytes[e] = b;
+        bytes[e] = 2600000;
+}
+
+static void split_teardown(void)
+{
+    expert_split_destroy(&split);
+    ck_assert_ptr_null(split);
 }
 
 /* Random counts, a few hot experts: tokens * 2 pairs over NE experts. */
-static void random_counts(rng_t *g, int tokens, int32_t *count)
+static void random_counts(rng_t *g, int tokens)
 {
     memset(count, 0, NE * sizeof *count);
     for (int t = 0; t < tokens * 2; t++) {
@@ -37,8 +54,7 @@ static void random_counts(rng_t *g, int tokens, int32_t *count)
 }
 
 /* The invariants of any plan: whole experts, the counters add up, the predicted times are the model's. */
-static void check_consistent(const int32_t *count, const uint64_t *bytes, const uint8_t *on_gpu,
-                             const expert_split_result_t *r, const expert_split_model_t *m)
+static void check_consistent(const expert_split_result_t *r, const expert_split_model_t *m)
 {
     int64_t gp = 0, cp = 0;
     uint64_t gb = 0;
@@ -68,65 +84,48 @@ static void check_consistent(const int32_t *count, const uint64_t *bytes, const 
 
 START_TEST(test_small_batch_or_slow_copy_stays_on_the_cpu)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE] = {0};
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t r;
-    fill_bytes(bytes, 2600000);
     /* one token: its two experts' copies (104 us each) cost more than computing them on the CPU (20 us each) */
     count[3] = count[9] = 1;
     expert_split_model_t m = model_of(25.0, 20000);
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_int_eq(r.gpu_experts, 0);
     ck_assert_int_eq(r.cpu_pairs, 2);
     ck_assert_uint_eq(r.gpu_bytes, 0);
     /* a big batch over a copy that crawls (0.01 GB/s) */
     rng_t g;
     rng_seed(&g, 5);
-    random_counts(&g, 512, count);
+    random_counts(&g, 512);
     m = model_of(0.01, 26000);
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_int_eq(r.gpu_experts, 0);
     ck_assert_int_eq(r.cpu_pairs, 1024);
     /* no copy possible at all */
     m.copy_bpns = 0;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
     ck_assert_int_eq(r.gpu_experts, 0);
-    expert_split_destroy(&s);
-    ck_assert_ptr_null(s);
 }
 END_TEST
 
 START_TEST(test_slow_cpu_goes_to_the_gpu)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t r;
-    fill_bytes(bytes, 2600000);
     rng_t g;
     rng_seed(&g, 6);
-    random_counts(&g, 256, count);
+    random_counts(&g, 256);
     count[NE - 1] = 1; /* even a cold expert: one pair costs the CPU more than the whole layer's copy */
     int64_t total = 0;
     for (int e = 0; e < NE; e++)
         total += count[e];
     expert_split_model_t m = model_of(25.0, 1e8);
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_int_eq(r.cpu_experts, 0);
     ck_assert_int_eq(r.cpu_pairs, 0);
     ck_assert_int_eq(r.gpu_pairs, total);
     ck_assert(r.t_cpu_ns == 0);
-    expert_split_destroy(&s);
 }
 END_TEST
 
@@ -134,20 +133,13 @@ END_TEST
  * the hottest, the plan optimal over every subset (equal bytes per expert). */
 START_TEST(test_balanced_in_between)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t r;
-    fill_bytes(bytes, 2600000);
     rng_t g;
     rng_seed(&g, 40 + (uint64_t)_i);
-    random_counts(&g, 40 + 20 * _i, count);
+    random_counts(&g, 40 + 20 * _i);
     expert_split_model_t m = model_of(25.0, 26000);
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_msg(r.gpu_experts > 0 && r.cpu_experts > 0, "all on one side: %d GPU, %d CPU experts", r.gpu_experts,
                   r.cpu_experts);
     /* hottest first: every GPU expert has at least the pairs of every CPU expert */
@@ -167,8 +159,8 @@ START_TEST(test_balanced_in_between)
     /* optimal over all 2^NE assignments of whole experts, when only the copy counts on the GPU (with products
      * per pair there, a colder expert may balance better: the prefix is then a close heuristic) */
     m.gpu_ns_per_pair = 0;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     const double got = fmax(r.t_gpu_ns, r.t_cpu_ns);
     double best = INFINITY;
     for (uint32_t mask = 0; mask < (1u << NE); mask++) {
@@ -186,7 +178,6 @@ START_TEST(test_balanced_in_between)
         best = fmin(best, fmax(tg, tc));
     }
     ck_assert_msg(got <= best * (1 + 1e-12), "plan %.0f ns, best %.0f ns", got, best);
-    expert_split_destroy(&s);
 }
 END_TEST
 
@@ -195,22 +186,15 @@ END_TEST
  * time is the max. With expected (uniform) counts before the routing, the GPU takes the lowest ids. */
 START_TEST(test_pipelined)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t r, rs;
-    fill_bytes(bytes, 2600000);
     for (int e = 0; e < NE; e++)
         count[e] = 64;
     expert_split_model_t m = model_of(25.0, 4000); /* 104 us a copy, 1.6 us of products a pair (100 us) */
     m.gpu_ns_per_pair = 1600;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &rs);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &rs);
     m.pipelined = true;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_int_gt(r.gpu_experts, rs.gpu_experts);
     ck_assert(r.cpu_experts > 0 && r.gpu_experts > 0);
     const double copy = (double)r.gpu_bytes / m.copy_bpns, run = m.gpu_ns_per_pair * (double)r.gpu_pairs;
@@ -221,38 +205,31 @@ START_TEST(test_pipelined)
      * the GPU takes more */
     expert_split_result_t rc, rh;
     m.gpu_ns_per_pair = 100;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &rc);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &rc);
     m.copy_hidden_ns = 300000;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &rh);
-    check_consistent(count, bytes, on_gpu, &rh, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &rh);
+    check_consistent(&rh, &m);
     ck_assert_int_gt(rh.gpu_experts, rc.gpu_experts);
     const double ch = (double)rh.gpu_bytes / m.copy_bpns - m.copy_hidden_ns, rn = m.gpu_ns_per_pair * (double)rh.gpu_pairs;
     ck_assert(fabs(rh.t_gpu_ns - fmax(ch, rn)) <= 1e-6 * rh.t_gpu_ns);
-    expert_split_destroy(&s);
 }
 END_TEST
 
 /* Experts already on the device cost no copy: they go first. The same inputs give the same plan. */
 START_TEST(test_staged_first_and_deterministic)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE], again[NE];
+    uint8_t again[NE];
     expert_split_result_t r, r2;
-    fill_bytes(bytes, 2600000);
     for (int e = 0; e < NE; e++)
         count[e] = 1 + e % 4;
     bytes[0] = 0; /* one pair, but staged */
     expert_split_model_t m = model_of(25.0, 26000);
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_int_eq(on_gpu[0], 1);
     ck_assert_int_gt(r.cpu_experts, 0);
     for (int i = 0; i < 3; i++) {
-        expert_split_plan(s, count, bytes, &m, again, &r2);
+        expert_split_plan(split, count, bytes, &m, again, &r2);
         ck_assert(!memcmp(on_gpu, again, sizeof again));
         ck_assert(!memcmp(&r, &r2, sizeof r));
     }
@@ -261,41 +238,32 @@ START_TEST(test_staged_first_and_deterministic)
         count[e] = 3;
         bytes[e] = 2600000;
     }
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
     ck_assert(r.gpu_experts > 0 && r.cpu_experts > 0);
     for (int e = 0; e < NE; e++)
         ck_assert_int_eq(on_gpu[e], e < r.gpu_experts);
-    expert_split_destroy(&s);
 }
 END_TEST
 
 START_TEST(test_forced_fraction)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t r;
-    fill_bytes(bytes, 2600000);
     rng_t g;
     rng_seed(&g, 77);
-    random_counts(&g, 64, count);
+    random_counts(&g, 64);
     expert_split_model_t m = model_of(0.001, 1); /* the times would keep everything on the CPU */
     m.force_gpu_fraction = 0;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
     ck_assert_int_eq(r.gpu_pairs, 0);
     m.force_gpu_fraction = 1;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert_int_eq(r.cpu_pairs, 0);
     ck_assert_int_eq(r.gpu_pairs, 128);
     m.force_gpu_fraction = 0.5;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &r);
-    check_consistent(count, bytes, on_gpu, &r, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &r);
+    check_consistent(&r, &m);
     ck_assert(r.gpu_pairs >= 64 && r.cpu_pairs > 0);
-    expert_split_destroy(&s);
 }
 END_TEST
 
@@ -393,14 +361,7 @@ END_TEST
  * predicted times balance. */
 START_TEST(test_cost_measured_moves_the_split)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t before, after;
-    fill_bytes(bytes, 2600000);
     for (int e = 0; e < NE; e++)
         count[e] = 64 + 16 * (e % 4); /* 1472 pairs */
     expert_cost_t pair, copy;
@@ -413,18 +374,17 @@ START_TEST(test_cost_measured_moves_the_split)
     const double cpu_b = 6100; /* 100 ms for 16384 pairs */
     expert_split_model_t m = {.copy_bpns = 55, .gpu_ns_per_pair = 0, .cpu_a_ns = 30000, .cpu_b_ns = cpu_b,
                               .force_gpu_fraction = -1};
-    expert_split_plan(s, count, bytes, &m, on_gpu, &before);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &before);
     ck_assert_int_gt(before.gpu_pairs, before.cpu_pairs);
     m.gpu_ns_per_pair = expert_cost_ns_per_unit(&pair);
     m.copy_bpns = 1.0 / expert_cost_ns_per_unit(&copy);
     ck_assert_double_eq_tol(m.copy_bpns, 24.0, 1e-9);
-    expert_split_plan(s, count, bytes, &m, on_gpu, &after);
-    check_consistent(count, bytes, on_gpu, &after, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &after);
+    check_consistent(&after, &m);
     ck_assert_int_lt(after.gpu_pairs, after.cpu_pairs);
     ck_assert_int_gt(after.gpu_pairs, 0);
     /* balanced within one expert's worth of time */
     ck_assert(fabs(after.t_gpu_ns - after.t_cpu_ns) < 112 * 6100.0 + 2600000 / 24.0);
-    expert_split_destroy(&s);
 }
 END_TEST
 
@@ -433,14 +393,7 @@ END_TEST
  * every prefix with the exchange counted. */
 START_TEST(test_exchange_cost)
 {
-    expert_split_t *s = NULL;
-    guild_err_t err;
-    ck_assert_int_eq(expert_split_new(&s, NE, &err), 0);
-    int32_t count[NE];
-    uint64_t bytes[NE];
-    uint8_t on_gpu[NE];
     expert_split_result_t free_x, paid;
-    fill_bytes(bytes, 2600000);
     for (int e = 0; e < NE; e++)
         count[e] = 2048; /* a 4096-token batch's share */
     /* products 75 ns a pair (154 us an expert), copies hidden; the CPU 0.3 us a pair (614 us an expert) */
@@ -448,14 +401,14 @@ START_TEST(test_exchange_cost)
     m.gpu_ns_per_pair = 75;
     m.pipelined = true;
     m.copy_hidden_ns = 8e6;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &free_x);
-    check_consistent(count, bytes, on_gpu, &free_x, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &free_x);
+    check_consistent(&free_x, &m);
     ck_assert_int_gt(free_x.cpu_experts, 0); /* without its cost, the CPU side takes a share */
     ck_assert(free_x.t_xchg_ns == 0);
     m.xchg_ns = 600000;                      /* 32 MB of activations posted at ~55 GB/s */
     m.xchg_ns_per_pair = 8192 / 55.0;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &paid);
-    check_consistent(count, bytes, on_gpu, &paid, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &paid);
+    check_consistent(&paid, &m);
     ck_assert_int_eq(paid.cpu_experts, 0);
     ck_assert_int_eq(paid.gpu_experts, NE);
     ck_assert(paid.t_xchg_ns == 0);
@@ -472,12 +425,11 @@ START_TEST(test_exchange_cost)
         count[e] = 16;
     m.copy_hidden_ns = 0;
     m.xchg_ns = 75000;
-    expert_split_plan(s, count, bytes, &m, on_gpu, &paid);
-    check_consistent(count, bytes, on_gpu, &paid, &m);
+    expert_split_plan(split, count, bytes, &m, on_gpu, &paid);
+    check_consistent(&paid, &m);
     ck_assert(paid.cpu_experts > 0 && paid.gpu_experts > 0);
     const double want = m.xchg_ns + m.xchg_ns_per_pair * (double)paid.cpu_pairs;
     ck_assert(fabs(paid.t_xchg_ns - want) <= 1e-6 * want);
-    expert_split_destroy(&s);
 }
 END_TEST
 
@@ -485,10 +437,12 @@ static Suite *split_suite(void)
 {
     Suite *s = suite_create("expert_split");
     TCase *tc = tcase_create("ends");
+    tcase_add_checked_fixture(tc, split_setup, split_teardown);
     tcase_add_test(tc, test_small_batch_or_slow_copy_stays_on_the_cpu);
     tcase_add_test(tc, test_slow_cpu_goes_to_the_gpu);
     suite_add_tcase(s, tc);
     tc = tcase_create("balance");
+    tcase_add_checked_fixture(tc, split_setup, split_teardown);
     tcase_add_loop_test(tc, test_balanced_in_between, 0, 6);
     tcase_add_test(tc, test_staged_first_and_deterministic);
     tcase_add_test(tc, test_pipelined);
@@ -496,6 +450,7 @@ static Suite *split_suite(void)
     tcase_add_test(tc, test_exchange_cost);
     suite_add_tcase(s, tc);
     tc = tcase_create("cost");
+    tcase_add_checked_fixture(tc, split_setup, split_teardown);
     tcase_add_test(tc, test_cost_nothing_before_a_sample);
     tcase_add_test(tc, test_cost_converges);
     tcase_add_test(tc, test_cost_outliers);
