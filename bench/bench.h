@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/util/err.h"
+
 int bench_experts_main(int argc, char **argv);
 int bench_bw_main(int argc, char **argv);
 int bench_run_main(int argc, char **argv);
@@ -20,6 +22,14 @@ void bench_print_provenance(FILE *out, int argc, char **argv);
  * load through the last move, several times slower over a 150k-entry vocabulary, which the batched benchmarks pay
  * per session. */
 int32_t bench_argmax(const float *x, int32_t n);
+
+/* One greedy decode step of n sessions decoded together (guild bench sessions, guild-cuda-prof): a row each,
+ * session s at sequence s's next position (backend_forward_seq), its logits row s of logits ([n][V]); each
+ * session's next token (bench_argmax) into tok[s], which held the tokens fed. seq, pos, rows: [n] scratch. -1
+ * with err when the forward call fails. */
+struct backend;
+int bench_decode_step(struct backend *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
+                      float *logits, int32_t V, guild_err_t *err);
 
 
 #endif

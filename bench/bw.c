@@ -135,3 +135,18 @@ fail_alloc:
     free(gbps);
     return rc;
 }
+
+int bench_read_bw_machine(size_t bytes, int passes, bench_bw_t *out, guild_err_t *err)
+{
+    static int cpus[BENCH_BW_MAX_CPUS], nodes[BENCH_BW_MAX_CPUS];
+    int n = 0;
+    for (int nd = 0; nd < topo_node_count() && n < BENCH_BW_MAX_CPUS; nd++) {
+        const int k = topo_node_cpus(nd, cpus + n, BENCH_BW_MAX_CPUS - n);
+        for (int i = 0; i < k; i++)
+            nodes[n + i] = nd;
+        n += k;
+    }
+    if (n < 1)
+        return guild_err_set(err, "DRAM read probe: no CPU found");
+    return bench_read_bw(cpus, nodes, n, bytes, passes, out, err);
+}

@@ -25,6 +25,12 @@ typedef struct bench_bw {
 int bench_read_bw(const int *cpus, const int *nodes, int n_cpus, size_t bytes, int passes, bench_bw_t *out,
                   guild_err_t *err);
 
+/* The machine's read bandwidth as the benchmarks' limits count it (guild bench run, sessions): one thread on each
+ * CPU of every NUMA node (up to BENCH_BW_MAX_CPUS), each slice in its node's memory, as bench_read_bw. -1 with
+ * err when no CPU is found or bench_read_bw fails. */
+#define BENCH_BW_MAX_CPUS 1024
+int bench_read_bw_machine(size_t bytes, int passes, bench_bw_t *out, guild_err_t *err);
+
 /* Reads p[0 .. n) (64-byte aligned, n a multiple of 256) with the widest loads this CPU has; returns a value
  * that depends on every byte, so that the reads cannot be optimised away. */
 uint64_t bench_read(const void *p, size_t n);

@@ -457,23 +457,6 @@ static int verify_steps(backend_t *be, const prof_cfg_t *c, int32_t p, int32_t t
     return rc;
 }
 
-/* One decode step of the S sessions, a row each (sequence q's next position); their next tokens from the logits
- * (the argmax is outside the forward call a traced step's window times). */
-static int decode_step(backend_t *be, int32_t S, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
-                       float *logits, int32_t V, guild_err_t *err)
-{
-    for (int32_t q = 0; q < S; q++) {
-        seq[q] = q;
-        pos[q] = backend_seq_kv_len(be, q);
-        rows[q] = q;
-    }
-    if (backend_forward_seq(be, S, tok, seq, pos, S, rows, logits, err) < 0)
-        return -1;
-    for (int32_t q = 0; q < S; q++)
-        tok[q] = bench_argmax(logits + (size_t)q * (size_t)V, V);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     prof_cfg_t c;
@@ -551,7 +534,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, WHO ": prefill %.1f tok/s\n", (double)S * c.populate / (guild_clock_s() - tp));
     for (int32_t g = 0; g < WARMUP_STEPS; g++)
-        if (decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
+        if (bench_decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
             guild_err_prefix(&err, "warm-up step %d: ", g);
             goto out;
         }
@@ -598,7 +581,7 @@ int main(int argc, char **argv)
     for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++) {
         if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
-        if (decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
+        if (bench_decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
             guild_err_prefix(&err, "decode step %d: ", g);
             goto out;
         }

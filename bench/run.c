@@ -607,16 +607,8 @@ int bench_run_main(int argc, char **argv)
     /* DRAM read bandwidth first (the model's workers are not up yet to disturb it) */
     double dram = c.dram_gbps;
     if (dram <= 0) {
-        static int cpus[MAX_CPUS], nodes[MAX_CPUS];
-        int n = 0;
-        for (int nd = 0; nd < topo_node_count() && n < MAX_CPUS; nd++) {
-            int k = topo_node_cpus(nd, cpus + n, MAX_CPUS - n);
-            for (int i = 0; i < k; i++)
-                nodes[n + i] = nd;
-            n += k;
-        }
         bench_bw_t bw;
-        if (n < 1 || bench_read_bw(cpus, nodes, n, (size_t)4e9, 5, &bw, &err) < 0)
+        if (bench_read_bw_machine((size_t)4e9, 5, &bw, &err) < 0)
             goto out;
         dram = bw.median_gbps;
     }

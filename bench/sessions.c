@@ -269,22 +269,6 @@ static void counters(backend_t *be, const moe_exec_t *experts, sess_counters_t *
     c->wait_s = (double)es.wait_ns * 1e-9;
 }
 
-/* One step of the n sessions (rows in session order), their next tokens from the logits. */
-static int step(backend_t *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows, float *logits,
-                int32_t V, guild_err_t *err)
-{
-    for (int32_t s = 0; s < n; s++) {
-        seq[s] = s;
-        pos[s] = backend_seq_kv_len(be, s);
-        rows[s] = s;
-    }
-    if (backend_forward_seq(be, n, tok, seq, pos, n, rows, logits, err) < 0)
-        return -1;
-    for (int32_t s = 0; s < n; s++)
-        tok[s] = bench_argmax(logits + (size_t)s * (size_t)V, V);
-    return 0;
-}
-
 /* dense_step: the limit's dense step, or < 0 for this run's own (the smallest N's, run first). */
 static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const moe_exec_t *experts,
                     const gpu_plan_t *plan, int32_t n, double dram, double hbm, double dense_step, sess_result_t *r,
@@ -330,13 +314,13 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         tok[s] = bench_argmax(logits, V);
     }
     r->prefill_s = guild_clock_s() - t0;
-    if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
+    if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
         goto out;
     sess_counters_t k0, k1;
     counters(be, experts, &k0);
     const double t1 = guild_clock_s();
     for (int32_t g = 0; g < c->gen; g++)
-        if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+        if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
             goto out;
     const double dt = guild_clock_s() - t1;
     counters(be, experts, &k1);
@@ -354,7 +338,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     for (int k = 0; k < COUNT_STEPS; k++) {
         if (routing(be, c0) < 0)
             break;
-        if (step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+        if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
             goto out;
         if (routing(be, c1) < 0)
             break;
@@ -429,16 +413,8 @@ int bench_sessions_main(int argc, char **argv)
     const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
     double dram = c.dram_gbps, hbm = 0;
     if (dram <= 0) { /* before the workers are up to disturb it */
-        static int cpus[MAX_CPUS], nodes[MAX_CPUS];
-        int n = 0;
-        for (int nd = 0; nd < topo_node_count() && n < MAX_CPUS; nd++) {
-            const int k = topo_node_cpus(nd, cpus + n, MAX_CPUS - n);
-            for (int i = 0; i < k; i++)
-                nodes[n + i] = nd;
-            n += k;
-        }
         bench_bw_t bw;
-        if (n < 1 || bench_read_bw(cpus, nodes, n, (size_t)4e9, 5, &bw, &err) < 0)
+        if (bench_read_bw_machine((size_t)4e9, 5, &bw, &err) < 0)
             goto out;
         dram = bw.median_gbps;
     }
