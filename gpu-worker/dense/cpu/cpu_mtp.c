@@ -14,6 +14,7 @@
 #include "core/quant/quant.h"
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cpu/cpu_parts.h"
+#include "gpu-worker/dense/mtp_step.h"
 
 void cpu_mtp_experts(cpu_backend_t *b, const model_layer_t *L, int32_t n)
 {
@@ -81,24 +82,32 @@ static int run_rows(cpu_backend_t *b, mtp_job_t *j, int32_t n, float *out, guild
     return 0;
 }
 
+/* Step 0's rows of the positions the layer has not taken in (mtp_step_catch_up's): their hidden states. */
+typedef struct catch_up {
+    cpu_backend_t *b;
+    float *logits; /* the step's: the last batch's last row's */
+} catch_up_t;
+
+static int catch_up_rows(void *ctx, int32_t pos0, int32_t n, const int32_t *tokens, bool last, guild_err_t *err)
+{
+    catch_up_t *cu = ctx;
+    cpu_backend_t *b = cu->b;
+    const int64_t E = b->cfg->n_embd;
+    for (int32_t t = 0; t < n; t++)
+        b->mtp_rows_h[t] = b->mtp_h + (int64_t)(pos0 + t) * E;
+    b->seq_rows[0] = n;
+    mtp_job_t j = {.b = b, .tokens = tokens, .h = b->mtp_rows_h, .pos0 = pos0};
+    return run_rows(b, &j, n, last ? cu->logits : NULL, err);
+}
+
 int cpu_mtp_step(backend_t *base, int32_t step, int32_t token, float *logits, guild_err_t *err)
 {
     cpu_backend_t *b = (cpu_backend_t *)base;
-    const model_config_t *c = b->cfg;
-    const int64_t E = c->n_embd;
     if (!b->mtp)
         return guild_err_set(err, "mtp: the cpu backend was created without the multi-token-prediction layer");
-    if (token < 0 || token >= c->n_vocab)
-        return guild_err_set(err, "mtp: token id %d is out of range (vocabulary of %d)", token, c->n_vocab);
     const int32_t kv = b->seq_len[0];
-    if (kv < 1)
-        return guild_err_set(err, "mtp: the cache is empty (no hidden state to predict from)");
-    if (step != b->mtp_next)
-        return guild_err_set(err, "mtp: step %d asked, step %d comes next (steps run in order after a forward call)",
-                             step, b->mtp_next);
-    if (kv - 1 + step >= b->n_ctx)
-        return guild_err_set(err, "mtp: the context is full (step %d would be at position %d of %d)", step,
-                             kv - 1 + step, b->n_ctx);
+    if (mtp_step_check(step, token, b->mtp_next, kv, b->cfg->n_vocab, b->n_ctx, err) < 0)
+        return -1;
     /* drafts change no output: a non-finite value in them only makes a bad draft, and the check's sites name
      * the model's layers */
     const bool check = b->check_finite;
@@ -113,19 +122,10 @@ int cpu_mtp_step(backend_t *base, int32_t step, int32_t token, float *logits, gu
         j.pos0 = kv - 1 + step;
         rc = run_rows(b, &j, 1, logits, err);
     } else {
-        /* the positions the layer has not taken in, then kv - 1 with `token`, in batches: the rows' tokens are
-         * the next positions' (mtp_tok), and `token` for the last */
-        for (int32_t s = b->mtp_len; rc == 0 && s < kv;) {
-            const int32_t n = kv - s < b->n_batch ? kv - s : b->n_batch;
-            for (int32_t t = 0; t < n; t++) {
-                b->mtp_rows_h[t] = b->mtp_h + (int64_t)(s + t) * E;
-                b->mtp_rows_tok[t] = s + t + 1 < kv ? b->mtp_tok[s + t + 1] : token;
-            }
-            b->seq_rows[0] = n;
-            mtp_job_t jb = {.b = b, .tokens = b->mtp_rows_tok, .h = b->mtp_rows_h, .pos0 = s};
-            rc = run_rows(b, &jb, n, s + n == kv ? logits : NULL, err);
-            s += n;
-        }
+        /* the positions the layer has not taken in, then kv - 1 with `token` */
+        catch_up_t cu = {.b = b, .logits = logits};
+        rc = mtp_step_catch_up(b->mtp_len, kv, b->n_batch, b->mtp_tok, token, b->mtp_rows_tok, catch_up_rows, &cu,
+                               err);
         if (rc == 0)
             b->mtp_len = kv - 1; /* position kv - 1's token is not in the cache yet */
     }

@@ -22,6 +22,7 @@
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 #include "gpu-worker/dense/cuda/cuda_state.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/mtp_step.h"
 
 int cuda_mtp_setup(cuda_backend_t *b, guild_err_t *err)
 {
@@ -169,24 +170,22 @@ static int run_batch(cuda_backend_t *b, int32_t n, const int32_t *tokens, const 
     return rc;
 }
 
+/* Step 0's rows of the positions the layer has not taken in (mtp_step_catch_up's): their hidden states. */
+static int catch_up_rows(void *ctx, int32_t pos0, int32_t n, const int32_t *tokens, bool last, guild_err_t *err)
+{
+    cuda_backend_t *b = ctx;
+    return run_batch(b, n, tokens, b->mtp_h + (size_t)pos0 * (size_t)b->cfg->n_embd, pos0, last, err);
+}
+
 int cuda_mtp_step(backend_t *base, int32_t step, int32_t token, float *logits, guild_err_t *err)
 {
     cuda_backend_t *b = (cuda_backend_t *)base;
     const model_config_t *c = b->cfg;
-    const int64_t E = c->n_embd;
     if (!b->mtp)
         return guild_err_set(err, "mtp: the cuda backend was created without the multi-token-prediction layer");
-    if (token < 0 || token >= c->n_vocab)
-        return guild_err_set(err, "mtp: token id %d is out of range (vocabulary of %d)", token, c->n_vocab);
     const int32_t kv = b->seq_len[0];
-    if (kv < 1)
-        return guild_err_set(err, "mtp: the cache is empty (no hidden state to predict from)");
-    if (step != b->mtp_next)
-        return guild_err_set(err, "mtp: step %d asked, step %d comes next (steps run in order after a forward call)",
-                             step, b->mtp_next);
-    if (kv - 1 + step >= b->n_ctx)
-        return guild_err_set(err, "mtp: the context is full (step %d would be at position %d of %d)", step,
-                             kv - 1 + step, b->n_ctx);
+    if (mtp_step_check(step, token, b->mtp_next, kv, c->n_vocab, b->n_ctx, err) < 0)
+        return -1;
     /* drafts change no output: a non-finite value in them only makes a bad draft, and the check's sites name
      * the model's layers */
     uint64_t *finite = b->d_finite;
@@ -195,15 +194,9 @@ int cuda_mtp_step(backend_t *base, int32_t step, int32_t token, float *logits, g
     if (step > 0) {
         rc = run_batch(b, 1, &token, b->mtp_hc, kv - 1 + step, true, err);
     } else {
-        /* the positions the layer has not taken in, then kv - 1 with `token`, in batches: the rows' tokens are
-         * the next positions' (mtp_tok), and `token` for the last; staged in h_tokens, which run_rows reads */
-        for (int32_t s0 = b->mtp_len; rc == 0 && s0 < kv;) {
-            const int32_t n = kv - s0 < b->n_batch ? kv - s0 : b->n_batch;
-            for (int32_t t = 0; t < n; t++)
-                b->h_tokens[t] = s0 + t + 1 < kv ? b->mtp_tok[s0 + t + 1] : token;
-            rc = run_batch(b, n, b->h_tokens, b->mtp_h + (size_t)s0 * (size_t)E, s0, s0 + n == kv, err);
-            s0 += n;
-        }
+        /* the positions the layer has not taken in, then kv - 1 with `token`; the tokens staged in h_tokens,
+         * which run_rows reads */
+        rc = mtp_step_catch_up(b->mtp_len, kv, b->n_batch, b->mtp_tok, token, b->h_tokens, catch_up_rows, b, err);
         if (rc == 0)
             b->mtp_len = kv - 1; /* position kv - 1's token is not in the cache yet */
     }
