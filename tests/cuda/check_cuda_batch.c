@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "core/quant/quant.h"
-#include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -24,6 +23,7 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_model.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
 
@@ -95,17 +95,12 @@ START_TEST(test_batch_invariant)
 {
     const batch_case_t *bc = &cases[_i / 2];
     const bool kv_f32 = _i % 2;
-    guild_err_t err = {{0}};
     tiny_spec_t s = batch_spec(bc->arch, bc->type, 31 + (uint64_t)_i);
-    void *image;
-    size_t size;
-    model_t *m = NULL;
-    guild_pool_t *pool = NULL;
-    moe_exec_t *moe = NULL;
-    tiny_model_image(&s, &image, &size);
-    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
-    ck_assert_msg(guild_pool_new(&pool, 2, NULL, &err) == 0 && moe_local_new(&moe, m, pool, &err) == 0, "%s",
-                  err.msg);
+    cuda_test_model_t tm;
+    cuda_test_model_open(&tm, &s);
+    model_t *m = tm.model;
+    guild_pool_t *pool = tm.pool;
+    moe_exec_t *moe = tm.moe;
     const int32_t V = model_config(m)->n_vocab;
     cuda_config_t cc = {.gpu_expert_layers = bc->host_experts ? GPU_EXPERTS_NONE : 0};
     const int32_t kv_type = kv_f32 ? KV_TYPE_F32 : KV_TYPE_F16;
@@ -148,10 +143,7 @@ START_TEST(test_batch_invariant)
            CUDA_DECODE_ROWS, calls, STEPS);
     free(lr);
     backend_destroy(&ref);
-    moe_exec_destroy(&moe);
-    guild_pool_destroy(&pool);
-    model_destroy(&m);
-    free(image);
+    cuda_test_model_close(&tm);
 }
 END_TEST
 

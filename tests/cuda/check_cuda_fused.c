@@ -28,7 +28,6 @@
 
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
-#include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -36,6 +35,8 @@
 #include "gpu-worker/dense/finite_check.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_model.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
 
 #define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
@@ -466,24 +467,6 @@ static const fused_case_t cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-static void run(backend_t *be, int32_t n, const int32_t *tokens, int32_t n_out, const int32_t *rows, float *logits)
-{
-    guild_err_t err = {{0}};
-    int32_t pos[N_CTX];
-    for (int32_t i = 0; i < n; i++)
-        pos[i] = backend_kv_len(be) + i;
-    ck_assert_msg(backend_forward(be, n, tokens, pos, n_out, rows, logits, &err) == 0, "%s", err.msg);
-}
-
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* The prompt's last row, then STEPS greedy steps: (STEPS + 1) rows of logits. */
 static void generate(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda_config_t *cc, float *lg)
 {
@@ -496,10 +479,10 @@ static void generate(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda
     for (int32_t i = 0; i < N_PROMPT; i++)
         prompt[i] = (int32_t)((i * 37 + 11) % V);
     const int32_t last = N_PROMPT - 1, row0 = 0;
-    run(be, N_PROMPT, prompt, 1, &last, lg);
+    cuda_test_forward(be, N_PROMPT, prompt, 1, &last, lg);
     for (int32_t st = 0; st < STEPS; st++) {
-        int32_t tok = argmax(lg + (size_t)st * (size_t)V, V);
-        run(be, 1, &tok, 1, &row0, lg + (size_t)(st + 1) * (size_t)V);
+        int32_t tok = cuda_test_argmax(lg + (size_t)st * (size_t)V, V);
+        cuda_test_forward(be, 1, &tok, 1, &row0, lg + (size_t)(st + 1) * (size_t)V);
     }
     backend_destroy(&be);
 }
@@ -507,7 +490,6 @@ static void generate(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda
 START_TEST(test_fused_backend)
 {
     const fused_case_t *fc = &cases[_i];
-    guild_err_t err = {{0}};
     tiny_spec_t s = tiny_spec(fc->arch);
     s.n_embd = 256; /* whole Q8_K blocks */
     s.n_head = 4;
@@ -519,15 +501,11 @@ START_TEST(test_fused_backend)
     s.n_vocab = 256;
     s.wtype = fc->type;
     s.seed = 91 + (uint64_t)_i;
-    void *image;
-    size_t size;
-    model_t *m = NULL;
-    guild_pool_t *pool = NULL;
-    moe_exec_t *moe = NULL;
-    tiny_model_image(&s, &image, &size);
-    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
-    ck_assert_msg(guild_pool_new(&pool, 2, NULL, &err) == 0 && moe_local_new(&moe, m, pool, &err) == 0, "%s",
-                  err.msg);
+    cuda_test_model_t tm;
+    cuda_test_model_open(&tm, &s);
+    model_t *m = tm.model;
+    guild_pool_t *pool = tm.pool;
+    moe_exec_t *moe = tm.moe;
     const int32_t V = model_config(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *ref = malloc(nl * sizeof *ref), *got = malloc(nl * sizeof *got);
@@ -558,10 +536,7 @@ START_TEST(test_fused_backend)
            fc->arch, quant_type_info(fc->type)->name, fc->host_experts ? ", host experts" : "", N_PROMPT, STEPS);
     free(ref);
     free(got);
-    moe_exec_destroy(&moe);
-    guild_pool_destroy(&pool);
-    model_destroy(&m);
-    free(image);
+    cuda_test_model_close(&tm);
 }
 END_TEST
 

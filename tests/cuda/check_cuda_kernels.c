@@ -31,6 +31,7 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_kv.h"
 #include "tests/cuda/cuda_test_rows.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/dev_guard.h"
@@ -1081,7 +1082,6 @@ START_TEST(test_kv_blocks)
                   kv_type_name(fmt));
 
     float *q = malloc((size_t)c.n_tok * (size_t)Q * sizeof *q), *got = malloc((size_t)c.n_tok * (size_t)Q * sizeof *got);
-    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_kv * sizeof *scores);
     fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
     float *sinks = malloc((size_t)c.n_head * sizeof *sinks);
     fill(&r, sinks, c.n_head, 3.0f);
@@ -1092,23 +1092,14 @@ START_TEST(test_kv_blocks)
     ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, dpos, c.n_head, c.n_head_kv,
                                         HD, scale, &ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
     dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
+    const cuda_test_kv_attn_t cpu = {.kt = kt, .vt = vt, .rot = rot, .k = kc, .v = vc, .krow = krow, .vrow = vrow,
+                                     .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = HD, .kv0 = c.kv0,
+                                     .window = c.window, .sinks = c.sinks ? sinks : NULL, .scale = scale, .q = q};
+    char what[64];
+    snprintf(what, sizeof what, "%s case %d", kv_type_name(fmt), _i / 3);
     double worst = 0;
-    const int32_t group = c.n_head / c.n_head_kv;
     for (int32_t t = 0; t < c.n_tok; t++)
-        for (int32_t h = 0; h < c.n_head; h++) {
-            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
-            const cpu_kv_head_t kv = {kt, vt, kc + (size_t)first * krow + kv_elem_bytes(kt, (h / group) * HD),
-                                      vc + (size_t)first * vrow + kv_elem_bytes(vt, (h / group) * HD), krow, vrow, rot};
-            cpu_attention_head_cache(ref, q + (int64_t)t * Q + h * HD, &kv, n - first, HD, scale,
-                                     c.sinks ? &sinks[h] : NULL, scores, rows);
-            for (int32_t d = 0; d < HD; d++) {
-                const float g = got[(int64_t)t * Q + h * HD + d];
-                const double e = fabs((double)g - ref[d]);
-                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "%s case %d tok %d head %d dim %d: %.9g vs %.9g",
-                              kv_type_name(fmt), _i / 3, t, h, d, (double)g, (double)ref[d]);
-                worst = e > worst ? e : worst;
-            }
-        }
+        worst = fmax(worst, cuda_test_kv_attn_check_row(&cpu, got, t, what));
     printf("kv %-4s store bit-exact; attention %3d rows after %5d keys, %2d/%d heads of %3d, window %3d%s: max abs "
            "err %.3g (tolerance 2e-5 + 1e-4 |ref|)\n", kv_type_name(fmt), c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
            c.window, c.sinks ? ", sinks" : "", worst);
@@ -1129,8 +1120,6 @@ START_TEST(test_kv_blocks)
     free(rows);
     free(q);
     free(got);
-    free(ref);
-    free(scores);
     free(sinks);
 }
 END_TEST

@@ -24,6 +24,7 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_kv.h"
 #include "tests/cuda/dev_guard.h"
 
 static cudaStream_t stream;
@@ -65,116 +66,161 @@ static void store_rows(int32_t fmt, void *dk, void *dv, const float *kf, const f
     dev_free(dvf);
 }
 
+/* A case's cache and batch: n_kv = kv0 + n_tok rows of format fmt stored on the device from random floats, the
+ * batch's queries and the heads' sinks on the host and the device. */
+typedef struct long_data {
+    int32_t fmt;
+    guild_type_t kt, vt;
+    bool rot;
+    int32_t HD, Q, KV, n_kv;           /* head dim, a row's query and cache widths, cached positions */
+    size_t krow, vrow;                 /* a cache row's key and value bytes */
+    size_t kbytes, vbytes, obytes;     /* the caches', the batch's output */
+    void *dk, *dv;                     /* device [n_kv] rows */
+    float *q, *sinks;                  /* host [n_tok][Q], [n_head] */
+    float *dq, *dsinks;                /* their device copies */
+    cuda_attn_ext_t ext;               /* c's window, its sinks (dsinks) or none */
+    float scale;
+} long_data_t;
+
+static void long_data_make(long_data_t *d, const long_case_t *c, int32_t fmt, uint64_t seed)
+{
+    d->fmt = fmt;
+    d->kt = kv_type_k(fmt);
+    d->vt = kv_type_v(fmt);
+    d->rot = kv_type_rotates_v(fmt);
+    d->HD = c->head_dim;
+    d->Q = c->n_head * d->HD;
+    d->KV = c->n_head_kv * d->HD;
+    d->n_kv = c->kv0 + c->n_tok;
+    d->krow = kv_elem_bytes(d->kt, d->KV);
+    d->vrow = kv_elem_bytes(d->vt, d->KV);
+    d->kbytes = (size_t)d->n_kv * d->krow;
+    d->vbytes = (size_t)d->n_kv * d->vrow;
+    d->obytes = (size_t)c->n_tok * d->Q * 4;
+    rng_t r;
+    rng_seed(&r, seed);
+    const size_t n = (size_t)d->n_kv * (size_t)d->KV;
+    float *kf = malloc(n * sizeof *kf), *vf = malloc(n * sizeof *vf);
+    fill(&r, kf, (int64_t)n, 1.0f);
+    fill(&r, vf, (int64_t)n, 1.0f);
+    d->dk = dev_new(d->kbytes);
+    d->dv = dev_new(d->vbytes);
+    store_rows(fmt, d->dk, d->dv, kf, vf, d->KV, d->HD, d->n_kv);
+    free(kf);
+    free(vf);
+    d->q = malloc(d->obytes);
+    d->sinks = malloc((size_t)c->n_head * sizeof *d->sinks);
+    fill(&r, d->q, (int64_t)c->n_tok * d->Q, 1.5f);
+    fill(&r, d->sinks, c->n_head, 3.0f);
+    d->dq = dev_upload(d->q, d->obytes);
+    d->dsinks = dev_upload(d->sinks, (size_t)c->n_head * sizeof *d->sinks);
+    d->ext = (cuda_attn_ext_t){c->window, c->sinks ? d->dsinks : NULL};
+    d->scale = 1.0f / sqrtf((float)d->HD);
+}
+
+static void long_data_free(long_data_t *d)
+{
+    dev_free(d->dk);
+    dev_free(d->dv);
+    dev_free(d->dq);
+    dev_free(d->dsinks);
+    free(d->q);
+    free(d->sinks);
+}
+
+/* The case's cache copied to mapped host memory: the host's bytes in *kc, *vc (for the CPU), their device
+ * addresses in *hk, *hv (the GPU plan's KV in host RAM). Freed with cudaFreeHost(*kc), (*vc). */
+static void long_data_host(const long_data_t *d, uint8_t **kc, uint8_t **vc, void **hk, void **hv)
+{
+    *kc = *vc = NULL;
+    CK_CUDA(cudaHostAlloc((void **)kc, d->kbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaHostAlloc((void **)vc, d->vbytes, cudaHostAllocMapped));
+    CK_CUDA(cudaMemcpy(*kc, d->dk, d->kbytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(*vc, d->dv, d->vbytes, cudaMemcpyDeviceToHost));
+    *hk = *hv = NULL;
+    CK_CUDA(cudaHostGetDevicePointer(hk, *kc, 0));
+    CK_CUDA(cudaHostGetDevicePointer(hv, *vc, 0));
+}
+
+/* The CPU's reference of case c over the host copy of its cache (cuda_test_kv.h). */
+static cuda_test_kv_attn_t long_data_cpu(const long_data_t *d, const long_case_t *c, const uint8_t *kc,
+                                         const uint8_t *vc)
+{
+    return (cuda_test_kv_attn_t){.kt = d->kt, .vt = d->vt, .rot = d->rot, .k = kc, .v = vc, .krow = d->krow,
+                                 .vrow = d->vrow, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = d->HD,
+                                 .kv0 = c->kv0, .window = c->window, .sinks = c->sinks ? d->sinks : NULL,
+                                 .scale = d->scale, .q = d->q};
+}
+
 /* _i: case _i / 3 of long_cases, format q8_0, q4_0, k8v4. */
 START_TEST(test_split_bits)
 {
     const long_case_t c = long_cases[_i / 3];
-    const int32_t fmt = KV_TYPE_Q8_0 + _i % 3;
-    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
-    const bool rot = kv_type_rotates_v(fmt);
-    const int32_t HD = c.head_dim, Q = c.n_head * HD, KV = c.n_head_kv * HD, n_kv = c.kv0 + c.n_tok;
-    const size_t krow = kv_elem_bytes(kt, KV), vrow = kv_elem_bytes(vt, KV);
-    const size_t kbytes = (size_t)n_kv * krow, vbytes = (size_t)n_kv * vrow, obytes = (size_t)c.n_tok * Q * 4;
-    rng_t r;
-    rng_seed(&r, 41 + (uint64_t)_i);
-    float *kf = malloc((size_t)n_kv * (size_t)KV * sizeof *kf), *vf = malloc((size_t)n_kv * (size_t)KV * sizeof *vf);
-    fill(&r, kf, (int64_t)n_kv * KV, 1.0f);
-    fill(&r, vf, (int64_t)n_kv * KV, 1.0f);
-    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
-    store_rows(fmt, dk, dv, kf, vf, KV, HD, n_kv);
-    free(kf);
-    free(vf);
-    float *q = malloc(obytes), *sinks = malloc((size_t)c.n_head * sizeof *sinks);
-    fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
-    fill(&r, sinks, c.n_head, 3.0f);
-    float *dq = dev_upload(q, obytes), *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
-    const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
-    const float scale = 1.0f / sqrtf((float)HD);
-    const size_t sb = cuda_attention_decode_scratch(c.n_tok, c.n_head, HD, n_kv);
+    long_data_t d;
+    long_data_make(&d, &c, KV_TYPE_Q8_0 + _i % 3, 41 + (uint64_t)_i);
+    const guild_type_t kt = d.kt, vt = d.vt;
+    const bool rot = d.rot;
+    const int32_t HD = d.HD, Q = d.Q;
+    const size_t obytes = d.obytes;
+    const size_t sb = cuda_attention_decode_scratch(c.n_tok, c.n_head, HD, d.n_kv);
     void *dsc = dev_new(sb);
     float *dout = dev_new(obytes);
     float *walk = malloc(obytes), *split = malloc(obytes), *got = malloc(obytes);
     guild_err_t err;
     /* the reference order: one block per (head, row) walking the splits */
-    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
-                                        HD, scale, &ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_attention_blocks(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0, NULL, c.n_head,
+                                        c.n_head_kv, HD, d.scale, &d.ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
     dev_download(walk, dout, obytes, stream);
     /* the splits in parallel, then merged */
-    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
-                                        HD, scale, &ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_attention_blocks(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0, NULL, c.n_head,
+                                        c.n_head_kv, HD, d.scale, &d.ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
     dev_download(split, dout, obytes, stream);
     ck_assert_msg(!memcmp(walk, split, obytes), "%s case %d: the parallel splits are not the walking block's bits",
-                  kv_type_name(fmt), _i / 3);
+                  kv_type_name(d.fmt), _i / 3);
     /* kv0 from the device, the grid sized for 5,000 more positions (a captured graph's launch) */
     int32_t *dkv0 = dev_upload(&c.kv0, sizeof c.kv0);
-    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0 + 5000, dkv0, c.n_head,
-                                        c.n_head_kv, HD, scale, &ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_attention_blocks(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0 + 5000, dkv0, c.n_head,
+                                        c.n_head_kv, HD, d.scale, &d.ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
     dev_download(got, dout, obytes, stream);
     ck_assert_msg(!memcmp(walk, got, obytes), "%s case %d: a grid for a longer cache changes the bits",
-                  kv_type_name(fmt), _i / 3);
+                  kv_type_name(d.fmt), _i / 3);
     /* the last row alone at its position */
     const size_t row = (size_t)Q * 4;
-    ck_assert_msg(cuda_attention_blocks(dout, dq + (int64_t)(c.n_tok - 1) * Q, kt, vt, rot, dk, dv, 1,
-                                        c.kv0 + c.n_tok - 1, NULL, c.n_head, c.n_head_kv, HD, scale, &ext, dsc, sb,
-                                        stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_attention_blocks(dout, d.dq + (int64_t)(c.n_tok - 1) * Q, kt, vt, rot, d.dk, d.dv, 1,
+                                        c.kv0 + c.n_tok - 1, NULL, c.n_head, c.n_head_kv, HD, d.scale, &d.ext, dsc,
+                                        sb, stream, &err) == 0, "%s", err.msg);
     CK_CUDA(cudaStreamSynchronize(stream));
     CK_CUDA(cudaMemcpy(got, dout, row, cudaMemcpyDeviceToHost));
     ck_assert_msg(!memcmp(walk + (size_t)(c.n_tok - 1) * Q, got, row), "%s case %d: the last row alone differs",
-                  kv_type_name(fmt), _i / 3);
+                  kv_type_name(d.fmt), _i / 3);
     /* the same cache in mapped host memory */
-    uint8_t *kc = NULL, *vc = NULL;
-    CK_CUDA(cudaHostAlloc((void **)&kc, kbytes, cudaHostAllocMapped));
-    CK_CUDA(cudaHostAlloc((void **)&vc, vbytes, cudaHostAllocMapped));
-    CK_CUDA(cudaMemcpy(kc, dk, kbytes, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(vc, dv, vbytes, cudaMemcpyDeviceToHost));
-    void *hk = NULL, *hv = NULL;
-    CK_CUDA(cudaHostGetDevicePointer(&hk, kc, 0));
-    CK_CUDA(cudaHostGetDevicePointer(&hv, vc, 0));
-    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, hk, hv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
-                                        HD, scale, &ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
+    uint8_t *kc, *vc;
+    void *hk, *hv;
+    long_data_host(&d, &kc, &vc, &hk, &hv);
+    ck_assert_msg(cuda_attention_blocks(dout, d.dq, kt, vt, rot, hk, hv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv,
+                                        HD, d.scale, &d.ext, dsc, sb, stream, &err) == 0, "%s", err.msg);
     dev_download(got, dout, obytes, stream);
     ck_assert_msg(!memcmp(walk, got, obytes), "%s case %d: the cache in host memory gives other bits",
-                  kv_type_name(fmt), _i / 3);
+                  kv_type_name(d.fmt), _i / 3);
     /* the CPU on the same bytes, the first and the last row */
-    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_kv * sizeof *scores);
-    float *rows = malloc(2 * (size_t)HD * sizeof *rows);
+    const cuda_test_kv_attn_t cpu = long_data_cpu(&d, &c, kc, vc);
+    char what[64];
+    snprintf(what, sizeof what, "%s case %d", kv_type_name(d.fmt), _i / 3);
     double worst = 0;
-    const int32_t group = c.n_head / c.n_head_kv;
     for (int32_t t = 0; t < c.n_tok; t += c.n_tok > 1 ? c.n_tok - 1 : 1)
-        for (int32_t h = 0; h < c.n_head; h++) {
-            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
-            const cpu_kv_head_t kv = {kt, vt, kc + (size_t)first * krow + kv_elem_bytes(kt, (h / group) * HD),
-                                      vc + (size_t)first * vrow + kv_elem_bytes(vt, (h / group) * HD), krow, vrow, rot};
-            cpu_attention_head_cache(ref, q + (int64_t)t * Q + h * HD, &kv, n - first, HD, scale,
-                                     c.sinks ? &sinks[h] : NULL, scores, rows);
-            for (int32_t d = 0; d < HD; d++) {
-                const float g = walk[(int64_t)t * Q + h * HD + d];
-                const double e = fabs((double)g - ref[d]);
-                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "%s case %d tok %d head %d dim %d: %.9g vs %.9g",
-                              kv_type_name(fmt), _i / 3, t, h, d, (double)g, (double)ref[d]);
-                worst = e > worst ? e : worst;
-            }
-        }
+        worst = fmax(worst, cuda_test_kv_attn_check_row(&cpu, walk, t, what));
     printf("kv %-4s %2d rows after %5d keys, %2d/%d heads of %3d, window %4d%s: splits in parallel = walked = "
-           "longer grid = last row alone = host memory, bit for bit; CPU max abs err %.3g\n", kv_type_name(fmt),
+           "longer grid = last row alone = host memory, bit for bit; CPU max abs err %.3g\n", kv_type_name(d.fmt),
            c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", worst);
     CK_CUDA(cudaFreeHost(kc));
     CK_CUDA(cudaFreeHost(vc));
-    dev_free(dk);
-    dev_free(dv);
-    dev_free(dq);
-    dev_free(dsinks);
+    long_data_free(&d);
     dev_free(dsc);
     dev_free(dout);
     dev_free(dkv0);
-    free(q);
-    free(sinks);
     free(walk);
     free(split);
     free(got);
-    free(ref);
-    free(scores);
-    free(rows);
 }
 END_TEST
 
@@ -193,99 +239,59 @@ static const long_case_t mma_cases[] = {
 START_TEST(test_mma)
 {
     const long_case_t c = mma_cases[_i / 3];
-    const int32_t fmt = KV_TYPE_Q8_0 + _i % 3;
-    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
-    const bool rot = kv_type_rotates_v(fmt);
-    const int32_t HD = c.head_dim, Q = c.n_head * HD, KV = c.n_head_kv * HD, n_kv = c.kv0 + c.n_tok;
-    const size_t krow = kv_elem_bytes(kt, KV), vrow = kv_elem_bytes(vt, KV);
-    const size_t kbytes = (size_t)n_kv * krow, vbytes = (size_t)n_kv * vrow, obytes = (size_t)c.n_tok * Q * 4;
-    rng_t r;
-    rng_seed(&r, 4100 + (uint64_t)_i);
-    float *kf = malloc((size_t)n_kv * (size_t)KV * sizeof *kf), *vf = malloc((size_t)n_kv * (size_t)KV * sizeof *vf);
-    fill(&r, kf, (int64_t)n_kv * KV, 1.0f);
-    fill(&r, vf, (int64_t)n_kv * KV, 1.0f);
-    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
-    store_rows(fmt, dk, dv, kf, vf, KV, HD, n_kv);
-    free(kf);
-    free(vf);
-    float *q = malloc(obytes), *sinks = malloc((size_t)c.n_head * sizeof *sinks);
-    fill(&r, q, (int64_t)c.n_tok * Q, 1.5f);
-    fill(&r, sinks, c.n_head, 3.0f);
-    float *dq = dev_upload(q, obytes), *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
-    const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
-    const float scale = 1.0f / sqrtf((float)HD);
+    long_data_t d;
+    long_data_make(&d, &c, KV_TYPE_Q8_0 + _i % 3, 4100 + (uint64_t)_i);
+    const guild_type_t kt = d.kt, vt = d.vt;
+    const bool rot = d.rot;
+    const int32_t HD = d.HD, Q = d.Q;
+    const size_t obytes = d.obytes;
     float *dout = dev_new(obytes);
     float *mma = malloc(obytes), *walk = malloc(obytes), *got = malloc(obytes);
     guild_err_t err;
-    ck_assert(cuda_attention_blocks_mma_takes(kt, vt, rot, HD, dout, dq, dk, dv));
-    ck_assert_msg(cuda_attention_blocks_mma(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
-                                            scale, &ext, stream, &err) == 0, "%s", err.msg);
+    ck_assert(cuda_attention_blocks_mma_takes(kt, vt, rot, HD, dout, d.dq, d.dk, d.dv));
+    ck_assert_msg(cuda_attention_blocks_mma(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0, c.n_head,
+                                            c.n_head_kv, HD, d.scale, &d.ext, stream, &err) == 0, "%s", err.msg);
     dev_download(mma, dout, obytes, stream);
     CK_CUDA(cudaMemset(dout, 0xff, obytes));
-    ck_assert_msg(cuda_attention_blocks_mma(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
-                                            scale, &ext, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_attention_blocks_mma(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0, c.n_head,
+                                            c.n_head_kv, HD, d.scale, &d.ext, stream, &err) == 0, "%s", err.msg);
     dev_download(got, dout, obytes, stream);
-    ck_assert_msg(!memcmp(mma, got, obytes), "%s mma case %d: a re-run is not bit-identical", kv_type_name(fmt), _i / 3);
-    ck_assert_msg(cuda_attention_blocks(dout, dq, kt, vt, rot, dk, dv, c.n_tok, c.kv0, NULL, c.n_head, c.n_head_kv, HD,
-                                        scale, &ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(!memcmp(mma, got, obytes), "%s mma case %d: a re-run is not bit-identical", kv_type_name(d.fmt),
+                  _i / 3);
+    ck_assert_msg(cuda_attention_blocks(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0, NULL, c.n_head,
+                                        c.n_head_kv, HD, d.scale, &d.ext, NULL, 0, stream, &err) == 0, "%s", err.msg);
     dev_download(walk, dout, obytes, stream);
-    uint8_t *kc = NULL, *vc = NULL;
-    CK_CUDA(cudaHostAlloc((void **)&kc, kbytes, cudaHostAllocMapped));
-    CK_CUDA(cudaHostAlloc((void **)&vc, vbytes, cudaHostAllocMapped));
-    CK_CUDA(cudaMemcpy(kc, dk, kbytes, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(vc, dv, vbytes, cudaMemcpyDeviceToHost));
-    void *hk = NULL, *hv = NULL;
-    CK_CUDA(cudaHostGetDevicePointer(&hk, kc, 0));
-    CK_CUDA(cudaHostGetDevicePointer(&hv, vc, 0));
-    ck_assert_msg(cuda_attention_blocks_mma(dout, dq, kt, vt, rot, hk, hv, c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
-                                            scale, &ext, stream, &err) == 0, "%s", err.msg);
+    uint8_t *kc, *vc;
+    void *hk, *hv;
+    long_data_host(&d, &kc, &vc, &hk, &hv);
+    ck_assert_msg(cuda_attention_blocks_mma(dout, d.dq, kt, vt, rot, hk, hv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
+                                            HD, d.scale, &d.ext, stream, &err) == 0, "%s", err.msg);
     dev_download(got, dout, obytes, stream);
     ck_assert_msg(!memcmp(mma, got, obytes), "%s mma case %d: the cache in host memory gives other bits",
-                  kv_type_name(fmt), _i / 3);
+                  kv_type_name(d.fmt), _i / 3);
     double worst_walk = 0;
     for (int64_t i = 0; i < (int64_t)c.n_tok * Q; i++) {
         const double e = fabs((double)mma[i] - walk[i]);
         ck_assert_msg(e <= 4e-5 + 2e-4 * fabs(walk[i]), "%s mma case %d element %lld: %.9g vs the blocks kernel's %.9g",
-                      kv_type_name(fmt), _i / 3, (long long)i, (double)mma[i], (double)walk[i]);
+                      kv_type_name(d.fmt), _i / 3, (long long)i, (double)mma[i], (double)walk[i]);
         worst_walk = e > worst_walk ? e : worst_walk;
     }
-    float *ref = malloc((size_t)HD * sizeof *ref), *scores = malloc((size_t)n_kv * sizeof *scores);
-    float *rows = malloc(2 * (size_t)HD * sizeof *rows);
+    const cuda_test_kv_attn_t cpu = long_data_cpu(&d, &c, kc, vc);
+    char what[64];
+    snprintf(what, sizeof what, "%s mma case %d", kv_type_name(d.fmt), _i / 3);
     double worst = 0;
-    const int32_t group = c.n_head / c.n_head_kv;
     for (int32_t t = 0; t < c.n_tok; t = t + 7 < c.n_tok || t == c.n_tok - 1 ? t + 7 : c.n_tok - 1)
-        for (int32_t h = 0; h < c.n_head; h++) {
-            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
-            const cpu_kv_head_t kv = {kt, vt, kc + (size_t)first * krow + kv_elem_bytes(kt, (h / group) * HD),
-                                      vc + (size_t)first * vrow + kv_elem_bytes(vt, (h / group) * HD), krow, vrow, rot};
-            cpu_attention_head_cache(ref, q + (int64_t)t * Q + h * HD, &kv, n - first, HD, scale,
-                                     c.sinks ? &sinks[h] : NULL, scores, rows);
-            for (int32_t d = 0; d < HD; d++) {
-                const float g = mma[(int64_t)t * Q + h * HD + d];
-                const double e = fabs((double)g - ref[d]);
-                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "%s mma case %d tok %d head %d dim %d: %.9g vs %.9g",
-                              kv_type_name(fmt), _i / 3, t, h, d, (double)g, (double)ref[d]);
-                worst = e > worst ? e : worst;
-            }
-        }
+        worst = fmax(worst, cuda_test_kv_attn_check_row(&cpu, mma, t, what));
     printf("mma %-4s %3d rows after %5d keys, %2d/%d heads of %3d, window %4d%s: re-run = host memory, bit for bit; "
-           "CPU max abs err %.3g, blocks kernel %.3g\n", kv_type_name(fmt), c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD,
-           c.window, c.sinks ? ", sinks" : "", worst, worst_walk);
+           "CPU max abs err %.3g, blocks kernel %.3g\n", kv_type_name(d.fmt), c.n_tok, c.kv0, c.n_head, c.n_head_kv,
+           HD, c.window, c.sinks ? ", sinks" : "", worst, worst_walk);
     CK_CUDA(cudaFreeHost(kc));
     CK_CUDA(cudaFreeHost(vc));
-    dev_free(dk);
-    dev_free(dv);
-    dev_free(dq);
-    dev_free(dsinks);
+    long_data_free(&d);
     dev_free(dout);
-    free(q);
-    free(sinks);
     free(mma);
     free(walk);
     free(got);
-    free(ref);
-    free(scores);
-    free(rows);
 }
 END_TEST
 
