@@ -165,4 +165,47 @@ static __device__ __forceinline__ float am_row_sum(float l)
     return l * AM_PSCALE;
 }
 
+/* The end of a fragment row pair's softmax: the denominators l0, l1 (this lane's running sums, am_row_sum) and,
+ * with sinks (NULL or [n_head]: head h's), the sink joining each row's softmax (in P's scale) and weighing no
+ * value: f0, f1 the output's rescaling (1 without). m0, m1: the rows' running maxima. */
+static __device__ __forceinline__ void am_rows_end(float &l0, float &l1, float m0, float m1, const float *sinks, int h,
+                                                   float &f0, float &f1)
+{
+    l0 = am_row_sum(l0);
+    l1 = am_row_sum(l1);
+    f0 = 1.0f;
+    f1 = 1.0f;
+    if (sinks) {
+        const float sk = sinks[h], ms0 = fmaxf(m0, sk), ms1 = fmaxf(m1, sk);
+        f0 = expf(m0 - ms0);
+        f1 = expf(m1 - ms1);
+        l0 = l0 * f0 + AM_PSCALE * expf(sk - ms0);
+        l1 = l1 * f1 + AM_PSCALE * expf(sk - ms1);
+    }
+}
+
+/* The output fragments o (rows g and g+8 of the warp: the block's rows r0, r1; dims 8nt + 2t4 and + 1) over their
+ * rows' denominators (am_rows_end; with a sink, times its rescaling) into out's rows t0 + r0, t0 + r1 of head h
+ * ([n_tok][n_head][HD]), each when below the block's nq rows. */
+template <int HD, int NO>
+static __device__ __forceinline__ void am_store_rows(float *out, const float (&o)[NO][4], int t0, int r0, int r1,
+                                                     int nq, int n_head, int h, int t4, bool sink, float f0, float f1,
+                                                     float l0, float l1)
+{
+    if (r0 < nq) {
+        float *o0 = out + ((int64_t)(t0 + r0) * n_head + h) * HD + 2 * t4;
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++)
+            *(float2 *)(o0 + 8 * nt) = sink ? make_float2(o[nt][0] * f0 / l0, o[nt][1] * f0 / l0)
+                                            : make_float2(o[nt][0] / l0, o[nt][1] / l0);
+    }
+    if (r1 < nq) {
+        float *o1 = out + ((int64_t)(t0 + r1) * n_head + h) * HD + 2 * t4;
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++)
+            *(float2 *)(o1 + 8 * nt) = sink ? make_float2(o[nt][2] * f1 / l1, o[nt][3] * f1 / l1)
+                                            : make_float2(o[nt][2] / l1, o[nt][3] / l1);
+    }
+}
+
 #endif

@@ -155,30 +155,9 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         __syncthreads(); /* every warp is done with tile kt's stage before tile kt+2 loads into it */
     }
 
-    l0 = am_row_sum(l0);
-    l1 = am_row_sum(l1);
-    float f0 = 1.0f, f1 = 1.0f; /* the sink's rescaling of the output */
-    if (sinks) { /* the sink joins each row's softmax (in P's scale) and weighs no value */
-        const float sk = sinks[h], ms0 = fmaxf(m0, sk), ms1 = fmaxf(m1, sk);
-        f0 = expf(m0 - ms0);
-        f1 = expf(m1 - ms1);
-        l0 = l0 * f0 + AM_PSCALE * expf(sk - ms0);
-        l1 = l1 * f1 + AM_PSCALE * expf(sk - ms1);
-    }
-    if (r0 < nq) {
-        float *o0 = out + ((int64_t)(t0 + r0) * n_head + h) * HD + 2 * t4;
-#pragma unroll
-        for (int nt = 0; nt < NO; nt++)
-            *(float2 *)(o0 + 8 * nt) = sinks ? make_float2(o[nt][0] * f0 / l0, o[nt][1] * f0 / l0)
-                                             : make_float2(o[nt][0] / l0, o[nt][1] / l0);
-    }
-    if (r1 < nq) {
-        float *o1 = out + ((int64_t)(t0 + r1) * n_head + h) * HD + 2 * t4;
-#pragma unroll
-        for (int nt = 0; nt < NO; nt++)
-            *(float2 *)(o1 + 8 * nt) = sinks ? make_float2(o[nt][2] * f1 / l1, o[nt][3] * f1 / l1)
-                                             : make_float2(o[nt][2] / l1, o[nt][3] / l1);
-    }
+    float f0, f1; /* the sink's rescaling of the output */
+    am_rows_end(l0, l1, m0, m1, sinks, h, f0, f1);
+    am_store_rows<HD, NO>(out, o, t0, r0, r1, nq, n_head, h, t4, sinks != NULL, f0, f1, l0, l1);
 }
 
 template <int HD>
