@@ -213,16 +213,7 @@ static __global__ void __launch_bounds__(BM_THREADS, 2)
             const bool diag = k0 + AM_BK - 1 > wfirst;
             const bool early = window > 0 && k0 < (wlast + 1 > window ? wlast + 1 - window : 0);
             float mx0 = m0, mx1 = m1;
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int j = k0 + 8 * nt + 2 * t4 + c;
-                    s[nt][c] = (diag && j > pos0) || (early && j < lo0) ? -INFINITY : s[nt][c] * rs0;
-                    s[nt][2 + c] = (diag && j > pos1) || (early && j < lo1) ? -INFINITY : s[nt][2 + c] * rs1;
-                    mx0 = fmaxf(mx0, s[nt][c]);
-                    mx1 = fmaxf(mx1, s[nt][2 + c]);
-                }
+            am_mask_tile(s, k0, t4, diag, early, pos0, pos1, lo0, lo1, rs0, rs1, mx0, mx1);
             /* the online softmax (am_softmax_tile's steps), P kept unsplit in s */
             mx0 = am_quad_max(mx0);
             mx1 = am_quad_max(mx1);

@@ -157,6 +157,27 @@ static __device__ __forceinline__ void am_pv_tile(float (&o)[N][4], int dp, cons
     }
 }
 
+/* A tile's scores s (keys k0 + 8nt + 2t4 and + 1; rows g and g+8 of the warp, at positions pos0 and pos1) scaled
+ * by their row's rs0, rs1, and masked to -inf where a key is past its row's position (only when diag: the tile
+ * reaches past the warp's first query) or, with a sliding window, before its row's first key lo0, lo1 (only when
+ * early: the tile begins before its last query's window); the rows' maxima over the tile folded into mx0, mx1. */
+template <int NS>
+static __device__ __forceinline__ void am_mask_tile(float (&s)[NS][4], int k0, int t4, bool diag, bool early, int pos0,
+                                                    int pos1, int lo0, int lo1, float rs0, float rs1, float &mx0,
+                                                    float &mx1)
+{
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int j = k0 + 8 * nt + 2 * t4 + c;
+            s[nt][c] = (diag && j > pos0) || (early && j < lo0) ? -INFINITY : s[nt][c] * rs0;
+            s[nt][2 + c] = (diag && j > pos1) || (early && j < lo1) ? -INFINITY : s[nt][2 + c] * rs1;
+            mx0 = fmaxf(mx0, s[nt][c]);
+            mx1 = fmaxf(mx1, s[nt][2 + c]);
+        }
+}
+
 /* A fragment row's softmax denominator: this lane's running sum l summed over the quad, in P's scale (exact:
  * AM_PSCALE is a power of two). */
 static __device__ __forceinline__ float am_row_sum(float l)

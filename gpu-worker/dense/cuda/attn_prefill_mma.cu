@@ -130,16 +130,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
             const bool diag = k0 + AM_BK - 1 > wfirst;
             const bool early = window > 0 && k0 < (wlast + 1 > window ? wlast + 1 - window : 0);
             float mx0 = m0, mx1 = m1;
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int j = k0 + 8 * nt + 2 * t4 + c;
-                    s[nt][c] = (diag && j > pos0) || (early && j < lo0) ? -INFINITY : s[nt][c] * rs0;
-                    s[nt][2 + c] = (diag && j > pos1) || (early && j < lo1) ? -INFINITY : s[nt][2 + c] * rs1;
-                    mx0 = fmaxf(mx0, s[nt][c]);
-                    mx1 = fmaxf(mx1, s[nt][2 + c]);
-                }
+            am_mask_tile(s, k0, t4, diag, early, pos0, pos1, lo0, lo1, rs0, rs1, mx0, mx1);
             /* Without a window key 0 is in the first tile every warp visits, so the maxima are finite from then
              * on; with one, a row may have seen no key yet (am_softmax_tile). P, split: the score tiles 2kk,
              * 2kk+1 are the A fragment of keys 16kk .. 16kk+15. */
