@@ -370,29 +370,13 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
                       quant_type_info(L->down_exps.type)->name);
             continue;
         }
-        gl[il] = (cuda_moe_gpu_layer_t){
-            .gate = L->gate_exps.data,
-            .up = L->up_exps.data,
-            .down = L->down_exps.data,
-            .gate_type = L->gate_exps.type,
-            .down_type = L->down_exps.type,
-            .gate_row = L->gate_exps.row_bytes,
-            .gate_mat = L->gate_exps.mat_bytes,
-            .down_row = L->down_exps.row_bytes,
-            .down_mat = L->down_exps.mat_bytes,
-            .resident = plan->resident[il],
-            .oai = act.oai,
-            .alpha = act.alpha,
-            .limit = act.limit,
-            .gate_b = L->gate_exps_b.data,
-            .up_b = L->up_exps_b.data,
-            .down_b = L->down_exps_b.data,
-            /* the plan's resident experts one by one (its hottest, with a routing profile) */
-            .resident_experts = plan->expert_resident && plan->layer[il].n_resident > 0 && !plan->resident[il]
-                                    ? plan->expert_resident + (size_t)il * (size_t)c->n_expert
-                                    : NULL,
-            .stream = plan->layer[il].mode == GPU_PLAN_STREAMED,
-        };
+        gl[il] = cuda_moe_gpu_layer_of(L, &act);
+        gl[il].resident = plan->resident[il];
+        /* the plan's resident experts one by one (its hottest, with a routing profile) */
+        gl[il].resident_experts = plan->expert_resident && plan->layer[il].n_resident > 0 && !plan->resident[il]
+                                      ? plan->expert_resident + (size_t)il * (size_t)c->n_expert
+                                      : NULL;
+        gl[il].stream = plan->layer[il].mode == GPU_PLAN_STREAMED;
         resident += plan->resident[il];
         n_res_experts += plan->layer[il].n_resident;
         /* the CPU side's own copies as the sources when it holds every expert that is not resident; a stager's

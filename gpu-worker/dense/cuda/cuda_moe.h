@@ -30,7 +30,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/model/activation.h"
 #include "core/model/moe_exec.h"
+#include "core/model/weights.h"
 #include "core/quant/types.h"
 #include "core/util/err.h"
 #include "gpu-worker/dense/moe_xchg.h"
@@ -77,6 +79,10 @@ typedef struct cuda_moe_gpu_layer {
     float alpha, limit;
     const float *gate_b, *up_b, *down_b;
 } cuda_moe_gpu_layer_t;
+
+/* Layer L's experts as the model holds them: the tensors, their types and sizes, the biases and the activation
+ * act (model_expert_act_of); resident, resident_experts, stream and src are left to the caller (false, NULL). */
+cuda_moe_gpu_layer_t cuda_moe_gpu_layer_of(const model_layer_t *L, const model_expert_act_t *act);
 
 /* The "gpu" executor: resident experts computed on the device, the others through `fallback` (a device executor,
  * borrowed: must outlive it; may be NULL when every expert is resident), or streamed. A layer's experts are

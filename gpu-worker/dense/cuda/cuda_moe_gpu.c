@@ -1040,3 +1040,24 @@ fail:
     gpu_destroy(&m->base);
     return -1;
 }
+
+cuda_moe_gpu_layer_t cuda_moe_gpu_layer_of(const model_layer_t *L, const model_expert_act_t *act)
+{
+    return (cuda_moe_gpu_layer_t){
+        .gate = L->gate_exps.data,
+        .up = L->up_exps.data,
+        .down = L->down_exps.data,
+        .gate_type = L->gate_exps.type,
+        .down_type = L->down_exps.type,
+        .gate_row = L->gate_exps.row_bytes,
+        .gate_mat = L->gate_exps.mat_bytes,
+        .down_row = L->down_exps.row_bytes,
+        .down_mat = L->down_exps.mat_bytes,
+        .oai = act->oai,
+        .alpha = act->alpha,
+        .limit = act->limit,
+        .gate_b = L->gate_exps_b.data,
+        .up_b = L->up_exps_b.data,
+        .down_b = L->down_exps_b.data,
+    };
+}

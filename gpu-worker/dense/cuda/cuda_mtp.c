@@ -40,24 +40,8 @@ int cuda_mtp_setup(cuda_backend_t *b, guild_err_t *err)
     if (!L->gate_exps.data) /* a dense FFN: no experts */
         return 0;
     const model_expert_act_t act = model_expert_act_of(c);
-    const cuda_moe_gpu_layer_t gl = {
-        .gate = L->gate_exps.data,
-        .up = L->up_exps.data,
-        .down = L->down_exps.data,
-        .gate_type = L->gate_exps.type,
-        .down_type = L->down_exps.type,
-        .gate_row = L->gate_exps.row_bytes,
-        .gate_mat = L->gate_exps.mat_bytes,
-        .down_row = L->down_exps.row_bytes,
-        .down_mat = L->down_exps.mat_bytes,
-        .resident = true,
-        .oai = act.oai,
-        .alpha = act.alpha,
-        .limit = act.limit,
-        .gate_b = L->gate_exps_b.data,
-        .up_b = L->up_exps_b.data,
-        .down_b = L->down_exps_b.data,
-    };
+    cuda_moe_gpu_layer_t gl = cuda_moe_gpu_layer_of(L, &act);
+    gl.resident = true;
     if (L->up_exps.type != L->gate_exps.type)
         return guild_err_set(err, "cuda backend: the multi-token-prediction layer's experts: gate and up of types "
                              "%s and %s (the device kernels take one type for both)",
