@@ -51,14 +51,13 @@ static tiny_spec_t batch_spec(const char *arch, guild_type_t type, uint64_t seed
     return s;
 }
 
-static backend_t *open_cuda(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda_config_t *cc,
-                            int32_t kv_type)
+static backend_t *open_cuda(const cuda_test_model_t *tm, const cuda_config_t *cc, int32_t kv_type)
 {
     guild_err_t err = {{0}};
     backend_t *be = NULL;
     const backend_options_t o = {.n_ctx = N_CTX, .n_batch = CUDA_DECODE_ROWS > N_PROMPT ? CUDA_DECODE_ROWS : N_PROMPT,
-                                 .pool = pool, .moe = moe, .kv_type = kv_type};
-    ck_assert_msg(backend_new(&be, "cuda", m, &o, cc, &err) == 0, "%s", err.msg);
+                                 .pool = tm->pool, .moe = tm->moe, .kv_type = kv_type};
+    ck_assert_msg(backend_new(&be, "cuda", tm->model, &o, cc, &err) == 0, "%s", err.msg);
     return be;
 }
 
@@ -98,13 +97,10 @@ START_TEST(test_batch_invariant)
     tiny_spec_t s = batch_spec(bc->arch, bc->type, 31 + (uint64_t)_i);
     cuda_test_model_t tm;
     cuda_test_model_open(&tm, &s);
-    model_t *m = tm.model;
-    guild_pool_t *pool = tm.pool;
-    moe_exec_t *moe = tm.moe;
-    const int32_t V = model_config(m)->n_vocab;
+    const int32_t V = model_config(tm.model)->n_vocab;
     cuda_config_t cc = {.gpu_expert_layers = bc->host_experts ? GPU_EXPERTS_NONE : 0};
     const int32_t kv_type = kv_f32 ? KV_TYPE_F32 : KV_TYPE_F16;
-    backend_t *ref = open_cuda(m, moe, pool, &cc, kv_type);
+    backend_t *ref = open_cuda(&tm, &cc, kv_type);
 
     /* the reference: the prompt in one batch, then STEPS greedy tokens one at a time */
     int32_t prompt[N_PROMPT], toks[STEPS];
@@ -125,7 +121,7 @@ START_TEST(test_batch_invariant)
     for (int graphs = 1; graphs >= 0; graphs--) {
         cuda_config_t c2 = cc;
         c2.no_graph = !graphs;
-        backend_t *be = open_cuda(m, moe, pool, &c2, kv_type);
+        backend_t *be = open_cuda(&tm, &c2, kv_type);
         float *lp = malloc((size_t)V * sizeof *lp);
         cuda_test_forward(be, N_PROMPT, prompt, 1, &last, lp);
         snprintf(what, sizeof what, "%s %s, %s cache%s, graphs %s", bc->arch, quant_type_info(bc->type)->name,

@@ -468,13 +468,13 @@ static const fused_case_t cases[] = {
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
 /* The prompt's last row, then STEPS greedy steps: (STEPS + 1) rows of logits. */
-static void generate(model_t *m, moe_exec_t *moe, guild_pool_t *pool, const cuda_config_t *cc, float *lg)
+static void generate(const cuda_test_model_t *tm, const cuda_config_t *cc, float *lg)
 {
     guild_err_t err = {{0}};
     backend_t *be = NULL;
-    const backend_options_t o = {.n_ctx = N_CTX, .n_batch = N_PROMPT, .pool = pool, .moe = moe};
-    ck_assert_msg(backend_new(&be, "cuda", m, &o, cc, &err) == 0, "%s", err.msg);
-    const int32_t V = model_config(m)->n_vocab;
+    const backend_options_t o = {.n_ctx = N_CTX, .n_batch = N_PROMPT, .pool = tm->pool, .moe = tm->moe};
+    ck_assert_msg(backend_new(&be, "cuda", tm->model, &o, cc, &err) == 0, "%s", err.msg);
+    const int32_t V = model_config(tm->model)->n_vocab;
     int32_t prompt[N_PROMPT];
     for (int32_t i = 0; i < N_PROMPT; i++)
         prompt[i] = (int32_t)((i * 37 + 11) % V);
@@ -503,16 +503,13 @@ START_TEST(test_fused_backend)
     s.seed = 91 + (uint64_t)_i;
     cuda_test_model_t tm;
     cuda_test_model_open(&tm, &s);
-    model_t *m = tm.model;
-    guild_pool_t *pool = tm.pool;
-    moe_exec_t *moe = tm.moe;
-    const int32_t V = model_config(m)->n_vocab;
+    const int32_t V = model_config(tm.model)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *ref = malloc(nl * sizeof *ref), *got = malloc(nl * sizeof *got);
     cuda_config_t cc = {.gpu_expert_layers = fc->host_experts ? GPU_EXPERTS_NONE : 0};
     cc.no_fuse = true; /* the reference: separate launches, each after the one before it has ended */
     cc.no_pdl = true;
-    generate(m, moe, pool, &cc, ref);
+    generate(&tm, &cc, ref);
     /* fused with programmatic dependent launch, graphs on and off; each of the two alone */
     static const struct {
         bool no_fuse, no_pdl, no_graph;
@@ -522,7 +519,7 @@ START_TEST(test_fused_backend)
         c2.no_fuse = v[k].no_fuse;
         c2.no_pdl = v[k].no_pdl;
         c2.no_graph = v[k].no_graph;
-        generate(m, moe, pool, &c2, got);
+        generate(&tm, &c2, got);
         for (size_t i = 0; i < nl; i++)
             ck_assert_msg(!memcmp(&ref[i], &got[i], sizeof(float)),
                           "%s %s%s, fuse %s, pdl %s, graphs %s: step %zu logit %zu: %.9g separate, %.9g", fc->arch,
