@@ -339,6 +339,37 @@ static double attn_ms(const attn_call_t *a)
     return guild_median(t, 5);
 }
 
+/* The timing cases' heads: Qwen3-30B-A3B's, 4 KV heads of 128. */
+#define TIMING_HD 128
+
+/* A timing case's cache: N positions of format fmt, the same 4,096 rows of r's draws stored over and over (the
+ * timing needs no more), on the device in *dk, *dv of *kbytes, *vbytes. */
+static void timing_cache(int32_t fmt, int32_t N, rng_t *r, void **dk, void **dv, size_t *kbytes, size_t *vbytes)
+{
+    const int32_t HD = TIMING_HD, KV = 4 * HD, piece = 4096;
+    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
+    *kbytes = (size_t)N * kv_elem_bytes(kt, KV);
+    *vbytes = (size_t)N * kv_elem_bytes(vt, KV);
+    float *kf = malloc((size_t)piece * KV * sizeof *kf), *vf = malloc((size_t)piece * KV * sizeof *vf);
+    fill(r, kf, (int64_t)piece * KV, 1.0f);
+    fill(r, vf, (int64_t)piece * KV, 1.0f);
+    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf);
+    float *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
+    *dk = dev_new(*kbytes);
+    *dv = dev_new(*vbytes);
+    guild_err_t err;
+    for (int32_t p = 0; p < N; p += piece)
+        ck_assert_msg((fmt == KV_TYPE_F16 ? cuda_kv_store(kt, *dk, *dv, dkf, dvf, KV, piece, p, stream, &err)
+                                          : cuda_kv_store_blocks(kt, vt, kv_type_rotates_v(fmt), *dk, *dv, dkf, dvf,
+                                                                 KV, HD, piece, p, NULL, stream, &err)) == 0,
+                      "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    dev_free(dkf);
+    dev_free(dvf);
+    free(kf);
+    free(vf);
+}
+
 /* Printed, not asserted: one decode row's attention over one layer of Qwen3-30B-A3B's heads (x48 layers for a
  * token), f16 and each block format, in device memory and in mapped host memory. _i: the format (f16, q8_0,
  * q4_0, k8v4). */
@@ -346,24 +377,12 @@ START_TEST(test_decode_timing)
 {
     static const int32_t fmts[] = {KV_TYPE_F16, KV_TYPE_Q8_0, KV_TYPE_Q4_0, KV_TYPE_K8V4};
     static const int32_t ctxs[] = {4096, 16384, 65536, 131072};
-    const int32_t fmt = fmts[_i], N = 131072, H = 32, HD = 128, KV = 4 * HD, piece = 4096;
-    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
-    const size_t kbytes = (size_t)N * kv_elem_bytes(kt, KV), vbytes = (size_t)N * kv_elem_bytes(vt, KV);
+    const int32_t fmt = fmts[_i], N = 131072, H = 32, HD = TIMING_HD;
     rng_t r;
     rng_seed(&r, 7);
-    float *kf = malloc((size_t)piece * KV * sizeof *kf), *vf = malloc((size_t)piece * KV * sizeof *vf);
-    fill(&r, kf, (int64_t)piece * KV, 1.0f);
-    fill(&r, vf, (int64_t)piece * KV, 1.0f);
-    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf);
-    float *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
-    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
-    guild_err_t err;
-    for (int32_t p = 0; p < N; p += piece) /* the same 4,096 rows over and over: the timing needs no more */
-        ck_assert_msg((fmt == KV_TYPE_F16 ? cuda_kv_store(kt, dk, dv, dkf, dvf, KV, piece, p, stream, &err)
-                                          : cuda_kv_store_blocks(kt, vt, kv_type_rotates_v(fmt), dk, dv, dkf, dvf, KV,
-                                                                 HD, piece, p, NULL, stream, &err)) == 0,
-                      "%s", err.msg);
-    CK_CUDA(cudaStreamSynchronize(stream));
+    void *dk, *dv;
+    size_t kbytes, vbytes;
+    timing_cache(fmt, N, &r, &dk, &dv, &kbytes, &vbytes);
     void *hk = NULL, *hv = NULL, *mk = NULL, *mv = NULL;
     CK_CUDA(cudaHostAlloc(&hk, kbytes, cudaHostAllocMapped));
     CK_CUDA(cudaHostAlloc(&hv, vbytes, cudaHostAllocMapped));
@@ -395,15 +414,11 @@ START_TEST(test_decode_timing)
     }
     CK_CUDA(cudaFreeHost(hk));
     CK_CUDA(cudaFreeHost(hv));
-    dev_free(dkf);
-    dev_free(dvf);
     dev_free(dk);
     dev_free(dv);
     dev_free(dq);
     dev_free(dout);
     dev_free(dsc);
-    free(kf);
-    free(vf);
     free(q);
 }
 END_TEST
@@ -453,23 +468,12 @@ START_TEST(test_prefill_timing)
 {
     static const int32_t fmts[] = {KV_TYPE_F16, KV_TYPE_Q8_0, KV_TYPE_Q4_0, KV_TYPE_K8V4};
     static const int32_t ctxs[] = {16384, 65536};
-    const int32_t fmt = fmts[_i], N = 65536, H = 32, HD = 128, KV = 4 * HD, piece = 4096, ROWS = 2048;
-    const guild_type_t kt = kv_type_k(fmt), vt = kv_type_v(fmt);
-    const size_t kbytes = (size_t)N * kv_elem_bytes(kt, KV), vbytes = (size_t)N * kv_elem_bytes(vt, KV);
+    const int32_t fmt = fmts[_i], N = 65536, H = 32, HD = TIMING_HD, ROWS = 2048;
     rng_t r;
     rng_seed(&r, 9);
-    float *kf = malloc((size_t)piece * KV * sizeof *kf), *vf = malloc((size_t)piece * KV * sizeof *vf);
-    fill(&r, kf, (int64_t)piece * KV, 1.0f);
-    fill(&r, vf, (int64_t)piece * KV, 1.0f);
-    float *dkf = dev_upload(kf, (size_t)piece * KV * sizeof *kf);
-    float *dvf = dev_upload(vf, (size_t)piece * KV * sizeof *vf);
-    void *dk = dev_new(kbytes), *dv = dev_new(vbytes);
-    guild_err_t err;
-    for (int32_t p = 0; p < N; p += piece)
-        ck_assert_msg((fmt == KV_TYPE_F16 ? cuda_kv_store(kt, dk, dv, dkf, dvf, KV, piece, p, stream, &err)
-                                          : cuda_kv_store_blocks(kt, vt, kv_type_rotates_v(fmt), dk, dv, dkf, dvf, KV,
-                                                                 HD, piece, p, NULL, stream, &err)) == 0,
-                      "%s", err.msg);
+    void *dk, *dv;
+    size_t kbytes, vbytes;
+    timing_cache(fmt, N, &r, &dk, &dv, &kbytes, &vbytes);
     float *q = malloc((size_t)ROWS * H * HD * sizeof *q);
     fill(&r, q, (int64_t)ROWS * H * HD, 1.5f);
     float *dq = dev_upload(q, (size_t)ROWS * H * HD * sizeof *q), *dout = dev_new((size_t)ROWS * H * HD * sizeof *q);
@@ -489,14 +493,10 @@ START_TEST(test_prefill_timing)
                "(%5.1f TFLOP/s), %.1fx\n", kv_type_name(fmt), ROWS, ctxs[i], tc, flop / tc / 1e9, tm,
                flop / tm / 1e9, tc / tm);
     }
-    dev_free(dkf);
-    dev_free(dvf);
     dev_free(dk);
     dev_free(dv);
     dev_free(dq);
     dev_free(dout);
-    free(kf);
-    free(vf);
     free(q);
 }
 END_TEST
