@@ -1,9 +1,12 @@
 /* The decode step's fused launches against the separate launches they replace, bit for bit: the fused block norm
  * (cuda_rmsnorm_fused: residual update + RMSNorm + quantization for the next product), several products of one
- * activation (cuda_matmul_multi: a step's Q, K and V), the router's product, top-k and routing counts
- * (cuda_router_fused, launched several times: its counter of finished blocks resets itself); and the CUDA backend
- * with its layer program fused and programmatic dependent launch (the defaults) against the same backend with
- * cuda_config_t.no_fuse and no_pdl, bit for bit.
+ * activation (cuda_matmul_multi: a step's Q, K and V; cuda_matmul_multi_types: of two types), the router's
+ * product, top-k and routing counts (cuda_router_fused, launched several times: its counter of finished blocks
+ * resets itself), a few tokens' routed
+ * experts without a route (cuda_expert_pairs: against cuda_quantize + cuda_expert_route + cuda_expert_matmul, and
+ * their time at the Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch; and
+ * the CUDA backend with its layer program fused and programmatic dependent launch (the defaults) against the same
+ * backend with cuda_config_t.no_fuse and no_pdl, bit for bit.
  *
  * Kernel cases: every residual update (none, the residual addition, the MoE combine alone, with an ungated and
  * with a sigmoid-gated shared expert) by every quantization (none, Q8_0, Q8_1, Q8_K, F32) by row width (256, 2048
@@ -26,6 +29,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/backend.h"
@@ -272,6 +276,79 @@ START_TEST(test_matmul_multi)
 }
 END_TEST
 
+/* Products of two K-quant types in one launch (cuda_matmul_multi_types: Q and K of one type, V of another) =
+ * cuda_matmul product by product, for 1..8 tokens. */
+static const guild_type_t mt_sets[][3] = {{GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
+                                          {GUILD_TYPE_Q6_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
+                                          {GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K},
+                                          {GUILD_TYPE_Q5_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K}};
+#define N_MT_SETS (int)(sizeof mt_sets / sizeof mt_sets[0])
+
+START_TEST(test_matmul_multi_types)
+{
+    const guild_type_t *types = mt_sets[_i % N_MT_SETS];
+    const int32_t ntok = mm_toks[_i / N_MT_SETS], count = 3;
+    const int64_t n = 512, nrows[3] = {260, 36, 37}, ldo[3] = {263, 36, 41};
+    guild_err_t err = {{0}};
+    uint64_t arow = 0;
+    ck_assert(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)n, &arow, &err) == 0);
+    rng_t r;
+    rng_seed(&r, 331 + (uint64_t)_i);
+    float *f = malloc((size_t)n * sizeof *f), *x = malloc((size_t)ntok * (size_t)n * sizeof *x);
+    void *dw[3];
+    size_t ws[3];
+    float *dout[2][3];
+    for (int32_t i = 0; i < count; i++) {
+        uint64_t rb = 0;
+        ck_assert(quant_row_bytes(types[i], (uint64_t)n, &rb, &err) == 0);
+        char *w = malloc((size_t)nrows[i] * rb);
+        for (int64_t row = 0; row < nrows[i]; row++) {
+            fill(&r, f, (size_t)n, 1.0f);
+            ck_assert_msg(quant_quantize_row_ref(types[i], f, w + (size_t)row * rb, n, &err) == 0, "%s", err.msg);
+        }
+        dw[i] = dev_bytes(w, (size_t)nrows[i] * rb);
+        ws[i] = (size_t)rb;
+        free(w);
+        for (int k = 0; k < 2; k++) {
+            const size_t bytes = (size_t)ntok * (size_t)ldo[i] * sizeof(float);
+            CK_CUDA(cudaMalloc((void **)&dout[k][i], bytes));
+            CK_CUDA(cudaMemset(dout[k][i], 0x7e, bytes));
+        }
+    }
+    fill(&r, x, (size_t)ntok * (size_t)n, 2.0f);
+    float *dx = upload(x, (size_t)ntok * (size_t)n);
+    void *dact = NULL;
+    CK_CUDA(cudaMalloc(&dact, (size_t)ntok * arow));
+    ck_assert_msg(cuda_quantize(GUILD_TYPE_Q8_K, dx, n, dact, arow, n, ntok, stream, &err) == 0, "%s", err.msg);
+    for (int32_t i = 0; i < count; i++)
+        ck_assert_msg(cuda_matmul(types[i], n, nrows[i], ntok, dw[i], ws[i], dact, arow, dout[0][i], ldo[i], stream,
+                                  &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_matmul_multi_types(types, n, ntok, count, (const void *const *)dw, ws, nrows, dact, arow,
+                                          dout[1], ldo, stream, &err) == 0, "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    for (int32_t i = 0; i < count; i++) {
+        const size_t bytes = (size_t)ntok * (size_t)ldo[i] * sizeof(float);
+        unsigned char *h[2] = {malloc(bytes), malloc(bytes)};
+        for (int k = 0; k < 2; k++) {
+            CK_CUDA(cudaMemcpy(h[k], dout[k][i], bytes, cudaMemcpyDeviceToHost));
+            cudaFree(dout[k][i]);
+        }
+        ck_assert_msg(!memcmp(h[0], h[1], bytes), "%s/%s/%s, %d tokens: product %d differs from cuda_matmul's",
+                      quant_type_info(types[0])->name, quant_type_info(types[1])->name, quant_type_info(types[2])->name,
+                      ntok, i);
+        free(h[0]);
+        free(h[1]);
+        cudaFree(dw[i]);
+    }
+    printf("matmul multi, %s/%s/%s, %d tokens: = cuda_matmul, bit for bit\n", quant_type_info(types[0])->name,
+           quant_type_info(types[1])->name, quant_type_info(types[2])->name, ntok);
+    cudaFree(dx);
+    cudaFree(dact);
+    free(f);
+    free(x);
+}
+END_TEST
+
 /* ---- the router's product and choice in one launch (cuda_router_fused) -------------------------------------- */
 
 static const struct {
@@ -448,6 +525,363 @@ START_TEST(test_route_quantize)
 }
 END_TEST
 
+/* ---- a few tokens' routed experts without a route (cuda_expert_pairs) ---------------------------------------- */
+
+static const guild_type_t ep_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_1,
+                                        GUILD_TYPE_IQ4_XS};
+#define N_EP_TYPES (int)(sizeof ep_types / sizeof ep_types[0])
+#define N_EP_TOKS 4 /* 1 .. FEW_TOKENS tokens */
+
+/* n_exp experts of nrows rows of n elements of `type`, quantized from random rows (one matrix, repeated with a
+ * row offset per expert): device bytes; *rb the row's bytes. */
+static void *ep_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_exp, rng_t *r, uint64_t *rb)
+{
+    guild_err_t err = {{0}};
+    ck_assert(quant_row_bytes(type, (uint64_t)n, rb, &err) == 0);
+    const int64_t rows = nrows + n_exp;
+    char *w = malloc((size_t)rows * *rb);
+    float *f = malloc((size_t)n * sizeof *f);
+    for (int64_t row = 0; row < rows; row++) {
+        fill(r, f, (size_t)n, 1.0f);
+        ck_assert_msg(quant_quantize_row_ref(type, f, w + (size_t)row * *rb, n, &err) == 0, "%s", err.msg);
+    }
+    char *d = NULL;
+    CK_CUDA(cudaMalloc((void **)&d, (size_t)n_exp * (size_t)nrows * *rb));
+    for (int32_t e = 0; e < n_exp; e++)
+        CK_CUDA(cudaMemcpy(d + (size_t)e * (size_t)nrows * *rb, w + (size_t)e * *rb, (size_t)nrows * *rb,
+                           cudaMemcpyHostToDevice));
+    free(w);
+    free(f);
+    return d;
+}
+
+/* cuda_expert_pairs = cuda_quantize + cuda_expert_route + cuda_expert_matmul (tiles of one pair), gate and up
+ * with SiLU and the down product, for 1..4 tokens of 6 slots over 11 experts, skipped slots (-1) and another part's
+ * experts (>= n_local) among them, every row count of a warp; rows the products skip keep their bytes. */
+START_TEST(test_expert_pairs)
+{
+    const guild_type_t type = ep_types[_i % N_EP_TYPES];
+    const int32_t ntok = 1 + _i / N_EP_TYPES, n_used = 6, n_exp = 11, n_local = 9, P = ntok * n_used;
+    const int64_t n = 512, nrows = 264, ldx = n + 8, ldo = nrows + 3, nrd = 100; /* 8 warps of 1, 2, 4 rows */
+    const guild_type_t at = quant_type_info(type)->dot_type;
+    guild_err_t err = {{0}};
+    rng_t r;
+    rng_seed(&r, 801 + (uint64_t)_i);
+    uint64_t rb = 0, arow = 0;
+    ck_assert(quant_row_bytes(at, (uint64_t)n, &arow, &err) == 0);
+    void *dg = ep_weights(type, n, nrows, n_exp, &r, &rb), *du = ep_weights(type, n, nrows, n_exp, &r, &rb);
+    const size_t es = (size_t)nrows * rb;
+    float *x = malloc((size_t)ntok * (size_t)ldx * sizeof *x);
+    fill(&r, x, (size_t)ntok * (size_t)ldx, 2.0f);
+    int32_t ids[4 * 6];
+    for (int32_t p = 0; p < P; p++)
+        ids[p] = p % 5 == 3 ? -1 : (int32_t)(rng_uniform(&r) * n_exp) % n_exp; /* 9, 10: another part's */
+    float *dx = upload(x, (size_t)ntok * (size_t)ldx);
+    int32_t *dids = dev_bytes(ids, (size_t)P * sizeof *ids);
+    const int32_t tile = 1, mt = cuda_expert_max_tiles(P, n_local, tile);
+    void *dact = NULL;
+    int32_t *dorder = NULL, *dtiles = NULL, *dnt = NULL;
+    CK_CUDA(cudaMalloc(&dact, (size_t)ntok * arow));
+    CK_CUDA(cudaMalloc((void **)&dorder, (size_t)P * sizeof(int32_t)));
+    CK_CUDA(cudaMalloc((void **)&dtiles, (size_t)mt * 4 * sizeof(int32_t)));
+    CK_CUDA(cudaMalloc((void **)&dnt, sizeof(int32_t)));
+    const size_t obytes = (size_t)P * (size_t)ldo * sizeof(float);
+    float *dref[2], *dgot[2];
+    for (int k = 0; k < 2; k++) {
+        CK_CUDA(cudaMalloc((void **)&dref[k], obytes));
+        CK_CUDA(cudaMalloc((void **)&dgot[k], obytes));
+        CK_CUDA(cudaMemset(dref[k], 0x7e, obytes));
+    }
+    /* the reference: gate and up with SiLU, then the down product over the first nd of those rows' elements */
+    const int64_t nd = quant_type_info(type)->block_elems == 256 ? 256 : 160;
+    ck_assert_msg(cuda_quantize(at, dx, ldx, dact, arow, n, ntok, stream, &err) == 0 &&
+                      cuda_expert_route(dids, P, n_local, tile, dorder, dtiles, dnt, stream, &err) == 0 &&
+                      cuda_expert_matmul(type, n, nrows, dg, du, es, rb, dact, arow, n_used, dorder, dtiles, dnt, mt,
+                                         tile, dref[0], ldo, stream, &err) == 0,
+                  "%s", err.msg);
+    uint64_t rbd = 0, ahrow = 0;
+    void *dah = NULL;
+    void *dd = ep_weights(type, nd, nrd, n_exp, &r, &rbd);
+    ck_assert(quant_row_bytes(at, (uint64_t)nd, &ahrow, &err) == 0);
+    CK_CUDA(cudaMalloc(&dah, (size_t)P * ahrow));
+    ck_assert_msg(cuda_quantize_rows(at, dref[0], ldo, dah, ahrow, nd, P, dids, 0, n_local, stream, &err) == 0 &&
+                      cuda_expert_matmul(type, nd, nrd, dd, NULL, (size_t)nrd * rbd, rbd, dah, ahrow, 1, dorder,
+                                         dtiles, dnt, mt, tile, dref[1], ldo, stream, &err) == 0,
+                  "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    unsigned char *h[2] = {malloc(obytes), malloc(obytes)};
+    static const int32_t rpws[] = {0, 1, 2, 4};
+    for (int ri = 0; ri < 4; ri++) {
+        const int32_t rpw = rpws[ri];
+        for (int k = 0; k < 2; k++)
+            CK_CUDA(cudaMemset(dgot[k], 0x7e, obytes));
+        ck_assert_msg(cuda_expert_pairs(type, n, nrows, dg, du, es, rb, dx, ldx, n_used, dids, n_local, P, dgot[0],
+                                        ldo, rpw, false, stream, &err) == 0,
+                      "%s", err.msg);
+        ck_assert_msg(cuda_expert_pairs(type, nd, nrd, dd, NULL, (size_t)nrd * rbd, rbd, dref[0], ldo, 1, dids,
+                                        n_local, P, dgot[1], ldo, rpw, true, stream, &err) == 0,
+                      "%s", err.msg);
+        CK_CUDA(cudaStreamSynchronize(stream));
+        for (int k = 0; k < 2; k++) {
+            CK_CUDA(cudaMemcpy(h[0], dref[k], obytes, cudaMemcpyDeviceToHost));
+            CK_CUDA(cudaMemcpy(h[1], dgot[k], obytes, cudaMemcpyDeviceToHost));
+            for (int32_t p = 0; p < P; p++)
+                ck_assert_msg(!memcmp(h[0] + (size_t)p * (size_t)ldo * 4, h[1] + (size_t)p * (size_t)ldo * 4,
+                                      (size_t)ldo * 4),
+                              "%s, %d tokens, %d rows a warp: %s of pair %d (expert %d) differs from the routed "
+                              "launches'", quant_type_info(type)->name, ntok, rpw, k ? "the down product" : "silu(g) u",
+                              p, ids[p]);
+        }
+    }
+    printf("expert pairs, %-6s, %d tokens x %d slots: = quantize + route + expert matmul, bit for bit (gate/up with "
+           "SiLU, down; rows a warp: auto, 1, 2, 4)\n", quant_type_info(type)->name, ntok, n_used);
+    for (int k = 0; k < 2; k++) {
+        cudaFree(dref[k]);
+        cudaFree(dgot[k]);
+    }
+    free(h[0]);
+    free(h[1]);
+    cudaFree(dd);
+    cudaFree(dah);
+    cudaFree(dg);
+    cudaFree(du);
+    cudaFree(dx);
+    cudaFree(dids);
+    cudaFree(dact);
+    cudaFree(dorder);
+    cudaFree(dtiles);
+    cudaFree(dnt);
+    free(x);
+}
+END_TEST
+
+/* A decode step's routed experts at the Qwen3-30B-A3B shape (128 experts of 768 x 2048, gate and up Q4_K, down
+ * Q4_K or Q6_K, 8 pairs): the routed launches (route + quantize, gate/up, quantize, down) against cuda_expert_pairs
+ * at each row count of a warp, as graphs of 64 steps over 8 layers' worth of experts (most reads from HBM, as in
+ * a step); the time a step, printed (no assertion: a measurement). */
+START_TEST(test_expert_pairs_time)
+{
+    const guild_type_t dt = _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
+    const int32_t n_exp = 128, k = 8, L = 8, steps = 64;
+    const int64_t E = 2048, F = 768;
+    guild_err_t err = {{0}};
+    uint64_t rg = 0, rd = 0, ax = 0, ah = 0;
+    ck_assert(quant_row_bytes(GUILD_TYPE_Q4_K, (uint64_t)E, &rg, &err) == 0 &&
+              quant_row_bytes(dt, (uint64_t)F, &rd, &err) == 0 &&
+              quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)E, &ax, &err) == 0 &&
+              quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)F, &ah, &err) == 0);
+    const size_t gm = (size_t)F * rg, dm = (size_t)E * rd; /* one expert's matrices */
+    char *dg = NULL, *du = NULL, *dd = NULL;
+    CK_CUDA(cudaMalloc((void **)&dg, (size_t)L * n_exp * gm));
+    CK_CUDA(cudaMalloc((void **)&du, (size_t)L * n_exp * gm));
+    CK_CUDA(cudaMalloc((void **)&dd, (size_t)L * n_exp * dm));
+    /* bytes whose fp16 scales are small normal numbers: the time does not depend on the values */
+    CK_CUDA(cudaMemset(dg, 0x11, (size_t)L * n_exp * gm));
+    CK_CUDA(cudaMemset(du, 0x11, (size_t)L * n_exp * gm));
+    CK_CUDA(cudaMemset(dd, 0x11, (size_t)L * n_exp * dm));
+    rng_t r;
+    rng_seed(&r, 77);
+    float *x = malloc((size_t)E * sizeof *x);
+    fill(&r, x, (size_t)E, 2.0f);
+    int32_t ids[8 * 8];
+    for (int32_t l = 0; l < L; l++)
+        for (int32_t j = 0; j < k; j++)
+            ids[l * k + j] = (l * 37 + j * 13) % n_exp; /* distinct within a layer */
+    float *dx = upload(x, (size_t)E);
+    int32_t *dids = dev_bytes(ids, sizeof ids);
+    float *dh = NULL, *dy = NULL;
+    void *dax = NULL, *dah = NULL;
+    int32_t *dorder = NULL, *dtiles = NULL, *dnt = NULL;
+    const int32_t mt = cuda_expert_max_tiles(k, n_exp, 1);
+    CK_CUDA(cudaMalloc((void **)&dh, (size_t)k * (size_t)F * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&dy, (size_t)k * (size_t)E * sizeof(float)));
+    CK_CUDA(cudaMalloc(&dax, ax));
+    CK_CUDA(cudaMalloc(&dah, (size_t)k * ah));
+    CK_CUDA(cudaMalloc((void **)&dorder, (size_t)k * sizeof(int32_t)));
+    CK_CUDA(cudaMalloc((void **)&dtiles, (size_t)mt * 16));
+    CK_CUDA(cudaMalloc((void **)&dnt, sizeof(int32_t)));
+    double us[5] = {0};
+    for (int v = 0; v < 5; v++) { /* routed; pairs at auto, 1, 2, 4 rows a warp */
+        const int32_t rpw = v == 1 ? 0 : v == 2 ? 1 : v == 3 ? 2 : 4;
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t ge = NULL;
+        CK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        int rc = 0;
+        for (int32_t st = 0; st < steps && rc == 0; st++) {
+            const int32_t l = st % L;
+            const int32_t *li = dids + l * k;
+            const char *g0 = dg + (size_t)l * n_exp * gm, *u0 = du + (size_t)l * n_exp * gm;
+            const char *d0 = dd + (size_t)l * n_exp * dm;
+            if (v == 0)
+                rc = cuda_expert_route_quantize(li, k, n_exp, 1, dorder, dtiles, dnt, GUILD_TYPE_Q8_K, dx, E, dax, ax,
+                                                E, 1, stream, &err) < 0 ||
+                             cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dax, ax, k, dorder, dtiles, dnt,
+                                                mt, 1, dh, F, stream, &err) < 0 ||
+                             cuda_quantize_rows(GUILD_TYPE_Q8_K, dh, F, dah, ah, F, k, li, 0, INT32_MAX, stream,
+                                                &err) < 0 ||
+                             cuda_expert_matmul(dt, F, E, d0, NULL, dm, rd, dah, ah, 1, dorder, dtiles, dnt, mt, 1, dy,
+                                                E, stream, &err) < 0
+                         ? -1
+                         : 0;
+            else
+                rc = cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dx, E, k, li, n_exp, k, dh, F, rpw, false,
+                                       stream, &err) < 0 ||
+                             cuda_expert_pairs(dt, F, E, d0, NULL, dm, rd, dh, F, 1, li, n_exp, k, dy, E, rpw, true,
+                                               stream, &err) < 0
+                         ? -1
+                         : 0;
+        }
+        CK_CUDA(cudaStreamEndCapture(stream, &g));
+        ck_assert_msg(rc == 0, "%s", err.msg);
+        CK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        cudaEvent_t e0, e1;
+        CK_CUDA(cudaEventCreate(&e0));
+        CK_CUDA(cudaEventCreate(&e1));
+        CK_CUDA(cudaGraphLaunch(ge, stream)); /* warm */
+        CK_CUDA(cudaEventRecord(e0, stream));
+        for (int rep = 0; rep < 4; rep++)
+            CK_CUDA(cudaGraphLaunch(ge, stream));
+        CK_CUDA(cudaEventRecord(e1, stream));
+        CK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        us[v] = (double)ms * 1e3 / (4.0 * steps);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+    }
+    printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, 8 pairs; graphs of 64 "
+           "steps over 8 layers): routed launches %.2f us; pairs auto %.2f, 1 row a warp %.2f, 2 rows %.2f, 4 rows "
+           "%.2f us\n", quant_type_info(dt)->name, us[0], us[1], us[2], us[3], us[4]);
+    cudaFree(dg);
+    cudaFree(du);
+    cudaFree(dd);
+    cudaFree(dx);
+    cudaFree(dids);
+    cudaFree(dh);
+    cudaFree(dy);
+    cudaFree(dax);
+    cudaFree(dah);
+    cudaFree(dorder);
+    cudaFree(dtiles);
+    cudaFree(dnt);
+    free(x);
+}
+END_TEST
+
+/* ---- decode attention with its splits merged in its launch (cuda_attn_fuse_t) ---------------------------------- */
+
+static const struct {
+    int32_t n_head, n_head_kv, head_dim, kv0, n_tok, window;
+    bool sinks;
+} ad_cases[] = {
+    {32, 4, 128, 511, 1, 0, false},  {32, 4, 128, 100, 3, 0, false}, {32, 4, 128, 3000, 2, 0, true},
+    {8, 8, 64, 700, 1, 0, false},    {32, 2, 64, 1500, 4, 0, false}, {16, 4, 128, 900, 1, 256, true},
+    {4, 2, 256, 400, 2, 0, false},   {32, 4, 128, 40, 1, 0, false}, /* one split: no merge either way */
+};
+#define N_AD (int)(sizeof ad_cases / sizeof ad_cases[0])
+
+/* The GQA decode kernel with the merge in its launch = with the merge kernel, every output bit, twice in a row (its
+ * counters back at 0), over an F16 cache with sliding windows and sinks among the cases; with the output also
+ * quantized (Q8_K, Q8_0, Q8_1 by case; in the launch, and after the merge kernel without counters) = cuda_quantize's
+ * bytes. */
+START_TEST(test_attn_merge_fused)
+{
+    const int32_t nh = ad_cases[_i].n_head, nkv = ad_cases[_i].n_head_kv, HD = ad_cases[_i].head_dim;
+    const int32_t kv0 = ad_cases[_i].kv0, n_tok = ad_cases[_i].n_tok;
+    const int64_t KV = (int64_t)nkv * HD, Q = (int64_t)nh * HD, n_ctx = kv0 + n_tok + 5;
+    guild_err_t err = {{0}};
+    rng_t r;
+    rng_seed(&r, 901 + (uint64_t)_i);
+    const size_t ncache = (size_t)(n_ctx * KV), nq = (size_t)(n_tok * Q);
+    quant_half_t *kh = malloc(ncache * 2), *vh = malloc(ncache * 2);
+    float *f = malloc(ncache * sizeof *f);
+    fill(&r, f, ncache, 1.0f);
+    for (size_t i = 0; i < ncache; i++)
+        kh[i] = quant_f32_to_f16(f[i]);
+    fill(&r, f, ncache, 1.0f);
+    for (size_t i = 0; i < ncache; i++)
+        vh[i] = quant_f32_to_f16(f[i]);
+    float *q = malloc(nq * sizeof *q), sinks[64];
+    fill(&r, q, nq, 3.0f);
+    for (int32_t h = 0; h < nh; h++)
+        sinks[h] = (float)(6 * rng_uniform(&r) - 2);
+    void *dk = dev_bytes(kh, ncache * 2), *dv = dev_bytes(vh, ncache * 2);
+    int32_t *dkv0 = dev_bytes(&kv0, sizeof kv0); /* the cache length from the device, as in a captured graph */
+    float *dq = upload(q, nq), *dsinks = upload(sinks, (size_t)nh);
+    const size_t sb = cuda_attention_decode_scratch(n_tok, nh, HD, (int32_t)n_ctx);
+    void *scratch = NULL;
+    unsigned int *done = NULL;
+    CK_CUDA(cudaMalloc(&scratch, sb));
+    CK_CUDA(cudaMalloc((void **)&done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *done));
+    CK_CUDA(cudaMemset(done, 0, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *done));
+    static const guild_type_t qts[] = {GUILD_TYPE_Q8_K, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_1};
+    const guild_type_t qt = Q % 256 ? qts[1 + _i % 2] : qts[_i % 3];
+    uint64_t arow = 0;
+    ck_assert(quant_row_bytes(qt, (uint64_t)Q, &arow, &err) == 0);
+    const size_t qstride = (size_t)arow + 8, qbytes = (size_t)n_tok * qstride;
+    float *dout[4];
+    unsigned char *h[4], *hq[4];
+    void *dqo[4];
+    const float scale = 1.0f / sqrtf((float)HD);
+    for (int k = 0; k < 4; k++) { /* the merge kernel; the fused merge, twice, quantizing; the merge kernel, too */
+        CK_CUDA(cudaMalloc((void **)&dout[k], nq * sizeof(float)));
+        CK_CUDA(cudaMemset(dout[k], 0x7e, nq * sizeof(float)));
+        CK_CUDA(cudaMalloc(&dqo[k], qbytes));
+        CK_CUDA(cudaMemset(dqo[k], 0x5a, qbytes));
+        const cuda_attn_ext_t ext = {ad_cases[_i].window, ad_cases[_i].sinks ? dsinks : NULL};
+        const cuda_attn_fuse_t fuse = {k == 1 || k == 2 ? done : NULL, qt, dqo[k], qstride};
+        const int32_t kv0_max = (int32_t)n_ctx - n_tok;
+        ck_assert_msg(cuda_attention_decode_dyn(dout[k], dq, GUILD_TYPE_F16, dk, dv, n_tok, dkv0, kv0_max, nh, nkv, HD,
+                                                scale, &ext, scratch, sb, k ? &fuse : NULL, stream, &err) == 0,
+                      "%s", err.msg);
+        if (!k) /* the reference's quantization */
+            ck_assert_msg(cuda_quantize(qt, dout[0], Q, dqo[0], qstride, Q, n_tok, stream, &err) == 0, "%s", err.msg);
+        CK_CUDA(cudaStreamSynchronize(stream));
+        h[k] = malloc(nq * sizeof(float));
+        hq[k] = malloc(qbytes);
+        CK_CUDA(cudaMemcpy(h[k], dout[k], nq * sizeof(float), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(hq[k], dqo[k], qbytes, cudaMemcpyDeviceToHost));
+    }
+    unsigned int *hd = malloc((size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd);
+    CK_CUDA(cudaMemcpy(hd, done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd, cudaMemcpyDeviceToHost));
+    for (int32_t i = 0; i < nkv * CUDA_DECODE_ROWS; i++)
+        ck_assert_msg(hd[i] == 0, "counter %d left at %u", i, hd[i]);
+    for (int k = 1; k < 4; k++) {
+        for (size_t i = 0; i < nq; i++)
+            ck_assert_msg(!memcmp(h[0] + 4 * i, h[k] + 4 * i, 4),
+                          "%d/%d heads of %d, %d keys, %d rows (launch %d): output %zu differs from the merge "
+                          "kernel's", nh, nkv, HD, kv0, n_tok, k, i);
+        for (int32_t t = 0; t < n_tok; t++)
+            ck_assert_msg(!memcmp(hq[0] + (size_t)t * qstride, hq[k] + (size_t)t * qstride, (size_t)arow),
+                          "%d/%d heads of %d, %d keys, %d rows (launch %d): row %d quantized to %s differs from "
+                          "cuda_quantize's", nh, nkv, HD, kv0, n_tok, k, t, quant_type_info(qt)->name);
+    }
+    printf("attention, merge in the launch, %2d/%d heads of %3d, %4d keys, %d rows%s%s: = merge kernel, bit for bit; "
+           "its rows quantized to %s = cuda_quantize\n", nh, nkv, HD, kv0, n_tok,
+           ad_cases[_i].window ? ", window" : "", ad_cases[_i].sinks ? ", sinks" : "", quant_type_info(qt)->name);
+    for (int k = 0; k < 4; k++) {
+        cudaFree(dout[k]);
+        cudaFree(dqo[k]);
+        free(h[k]);
+        free(hq[k]);
+    }
+    free(hd);
+    cudaFree(done);
+    cudaFree(scratch);
+    cudaFree(dkv0);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dq);
+    cudaFree(dsinks);
+    free(kh);
+    free(vh);
+    free(f);
+    free(q);
+}
+END_TEST
+
 /* ---- the backend ------------------------------------------------------------------------------------------- */
 
 #define N_PROMPT 40
@@ -552,8 +986,12 @@ int main(void)
     TCase *tk = tcase_create("kernel");
     tcase_add_loop_test(tk, test_fused_kernel, 0, N_PRE * N_Q * N_W);
     tcase_add_loop_test(tk, test_matmul_multi, 0, N_MM_TYPES * N_MM_TOKS);
+    tcase_add_loop_test(tk, test_matmul_multi_types, 0, N_MT_SETS * (N_MM_TOKS - 1));
     tcase_add_loop_test(tk, test_router_fused, 0, N_RF * CUDA_ROUTER_FUSED_ROWS);
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
+    tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
+    tcase_add_loop_test(tk, test_expert_pairs_time, 0, 2);
+    tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD);
     suite_add_tcase(s, tk);
     TCase *tb = tcase_create("backend");
     tcase_set_timeout(tb, 120);

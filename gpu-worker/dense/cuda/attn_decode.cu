@@ -7,14 +7,15 @@
  * reduction and 8-byte (F16) or 16-byte (F32) loads. Each group keeps its own online softmax (max m, sum l,
  * output acc); groups, then warps, then splits are merged with the usual rescaling by exp(m_i - M). With one
  * split the block writes the output; otherwise partials (m, l, acc[HD]) go to scratch and a second kernel
- * merges them.
+ * merges them (or, given a counter per KV head and row, cuda_attn_fuse_t.done, the last of a row's splits to finish
+ * merges them in the attention's launch, with the merge kernel's body: the same bits, a launch less).
  *   attn_decode_gqa_kernel: grid (KV head, query row, split); its warps serve the KV head's query heads and
  *     share each tile of keys through shared memory (grouped-query models: the cache is read once).
  *   attn_decode_kernel: grid (query head, query row, split), 4 warps on one head's split; other group sizes.
  */
 #include <cuda_fp16.h>
 
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/quantize.cuh"
 
 #define AD_WARPS 4
 #define AD_SPLIT_MIN 64 /* keys per split, at least: a decode step's attention is latency-bound, so many short \
@@ -206,6 +207,91 @@ static __device__ __forceinline__ void row_plan(int kv0, int t, int window, int 
     *j1 = min(n_kv, *j0 + split_len);
 }
 
+/* The merge of query head h's splits of row t (partials p0, n_split of them) into out row orow, by HD threads
+ * (d = 0 .. HD - 1) with shared f_sh, l_sh [AD_MAX_SPLITS], red [HD / 32], *L_sh of their own: the splits'
+ * factors exp(m_s - M) are computed once, in parallel; each thread then adds its dim of the partials in split
+ * order, the loads unrolled to be in flight together (a split at a time, the merge was latency-bound at many
+ * splits). Every thread of the block calls it (__syncthreads; out NULL and n_split 0 for a thread of no head); the
+ * partials are read through L2 (other blocks of the launch may have written them: attn_decode_gqa_kernel's merge). */
+template <int HD>
+static __device__ __forceinline__ void merge_head(float *__restrict__ out, const float *__restrict__ p0, int n_split,
+                                                  int d, float *f_sh, float *l_sh, float *red, float *L_sh,
+                                                  const float *sink, int64_t orow)
+{
+    const int warp = d / WARP_SIZE, lane = d % WARP_SIZE;
+    /* the largest of the splits' m */
+    float mv = -INFINITY;
+    for (int sp = d; sp < n_split; sp += HD)
+        mv = fmaxf(mv, __ldcg(p0 + sp * (HD + 2)));
+    mv = warp_max_f32(mv);
+    if (lane == 0)
+        red[warp] = mv;
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < (HD + WARP_SIZE - 1) / WARP_SIZE; w++)
+        M = fmaxf(M, red[w]);
+    for (int sp = d; sp < n_split; sp += HD) {
+        f_sh[sp] = rescale(__ldcg(p0 + sp * (HD + 2)), M);
+        l_sh[sp] = __ldcg(p0 + sp * (HD + 2) + 1);
+    }
+    __syncthreads();
+    if (d == 0) {
+        float L = 0.0f;
+        for (int sp = 0; sp < n_split; sp++)
+            L += l_sh[sp] * f_sh[sp];
+        *L_sh = L;
+    }
+    float a = 0.0f;
+#pragma unroll 16
+    for (int sp = 0; sp < n_split; sp++)
+        a += __ldcg(p0 + sp * (HD + 2) + 2 + d) * f_sh[sp];
+    __syncthreads();
+    if (!out)
+        return; /* a thread of no head (attn_decode_gqa_kernel's merge): it only took part in the barriers */
+    if (sink) { /* every thread joins the head's sink to the same (M, L) */
+        float Ms = M, L = *L_sh;
+        const float f = sink_join(*sink, Ms, L);
+        out[orow * HD + d] = a * f / L;
+        return;
+    }
+    out[orow * HD + d] = a / *L_sh;
+}
+
+/* The output rows quantized for the next product (cuda_attn_fuse_t.quant_type): the activation type (0: none),
+ * where row t goes (dst + t * stride). */
+typedef struct ad_quant {
+    int qt;
+    char *dst;
+    size_t stride;
+} ad_quant_t;
+
+/* Elements [e0, e0 + n) of output row `row` (block-aligned) quantized by the block's nw warps into row t of q.dst,
+ * with cuda_quantize's warp bodies: the same bytes. The block wrote them (visible after a barrier). */
+static __device__ __forceinline__ void out_quantize(const ad_quant_t &q, const float *row, int t, int e0, int n,
+                                                    int nw)
+{
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    char *dr = q.dst + (size_t)t * q.stride;
+    if (q.qt == GUILD_TYPE_Q8_K) {
+        for (int b = e0 / QUANT_QK_K + warp; b < (e0 + n) / QUANT_QK_K; b += nw) {
+            const float *xb = row + (int64_t)b * QUANT_QK_K + lane * 8;
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[k] = xb[k];
+            quantize_block_q8_K(v, lane, (quant_block_q8_K *)dr + b);
+        }
+    } else {
+        for (int b = e0 / 32 + warp; b < (e0 + n) / 32; b += nw) {
+            const float v = row[(int64_t)b * 32 + lane];
+            if (q.qt == GUILD_TYPE_Q8_1)
+                quantize_block_q8_32<true>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_1));
+            else
+                quantize_block_q8_32<false>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_0));
+        }
+    }
+}
+
 template <int HD, typename KT>
 static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
@@ -288,7 +374,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                            const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
                            int split_cap, float scale, int window, const float *__restrict__ sinks,
-                           float *__restrict__ partials)
+                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq)
 {
     pdl_begin();
     constexpr int DPL = HD / 8;
@@ -358,11 +444,50 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     __syncthreads();
     head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
                    split_cap, (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
+    /* the block that writes the KV head's segment of a row quantizes it (oq: the launch's caller made sure the
+     * segment is whole blocks) */
+    const int seg = group * HD;
+    if (n_split == 1) {
+        if (oq.qt) {
+            __syncthreads();
+            out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
+        }
+        return;
+    }
+    if (!done)
+        return;
+    /* The row's last split to finish merges the splits of the KV head's query heads (merge_head, the merge
+     * kernel's body: the same bits), PER heads at a time, and sets the row's counter back to 0. */
+    __shared__ unsigned int ticket;
+    __threadfence(); /* this block's partials visible before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(done + hkv * gridDim.y + t, 1u);
+    __syncthreads();
+    if (ticket != (unsigned int)n_split - 1)
+        return;
+    __threadfence();
+    constexpr int PER = THREADS / HD > 0 ? THREADS / HD : 1;
+    __shared__ float mf_sh[PER][AD_MAX_SPLITS], ml_sh[PER][AD_MAX_SPLITS];
+    __shared__ float mred[PER][HD / WARP_SIZE > 0 ? HD / WARP_SIZE : 1], mL_sh[PER];
+    const int slot = (int)threadIdx.x / HD, d = (int)threadIdx.x % HD;
+    for (int h0 = 0; h0 < group; h0 += PER) {
+        const int hh = hkv * group + h0 + slot;
+        const bool mine = slot < PER && h0 + slot < group;
+        const int64_t row = (int64_t)t * n_head + hh;
+        merge_head<HD>(mine ? out : NULL, partials + (mine ? row * split_cap * (HD + 2) : 0), mine ? n_split : 0,
+                       d, mf_sh[slot % PER], ml_sh[slot % PER], mred[slot % PER], &mL_sh[slot % PER],
+                       mine && sinks ? sinks + hh : NULL, row);
+    }
+    if (threadIdx.x == 0)
+        done[hkv * gridDim.y + t] = 0; /* every split has counted: ready for the next launch */
+    if (oq.qt) {
+        __syncthreads();
+        out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
+    }
 }
 
-/* Block (query head, row) of HD threads: the splits' factors exp(m_s - M) are computed once, in parallel, into
- * shared memory; each thread then adds its dim of the partials in split order, the loads unrolled to be in
- * flight together (a split at a time, the merge was latency-bound at many splits). */
+/* Block (query head, row) of HD threads: merge_head. */
 template <int HD>
 static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
                                                 int n_head, int kv0, const int32_t *kv0_dev, int split_cap, int window,
@@ -374,47 +499,14 @@ static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const f
     __shared__ float L_sh;
     if (kv0_dev)
         kv0 = *kv0_dev;
-    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+    const int h = blockIdx.x, t = blockIdx.y;
     int n_split, j0, j1;
     row_plan(kv0, t, window, split_cap, 0, &n_split, &j0, &j1);
     if (n_split == 1)
         return; /* the attention kernel wrote the output */
-    const int warp = d / WARP_SIZE, lane = d % WARP_SIZE;
-    const float *p0 = partials + ((int64_t)t * n_head + h) * split_cap * (HD + 2);
-    /* the largest of the splits' m */
-    float mv = -INFINITY;
-    for (int sp = d; sp < n_split; sp += HD)
-        mv = fmaxf(mv, p0[sp * (HD + 2)]);
-    mv = warp_max_f32(mv);
-    if (lane == 0)
-        red[warp] = mv;
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < (HD + WARP_SIZE - 1) / WARP_SIZE; w++)
-        M = fmaxf(M, red[w]);
-    for (int sp = d; sp < n_split; sp += HD) {
-        f_sh[sp] = rescale(p0[sp * (HD + 2)], M);
-        l_sh[sp] = p0[sp * (HD + 2) + 1];
-    }
-    __syncthreads();
-    if (d == 0) {
-        float L = 0.0f;
-        for (int sp = 0; sp < n_split; sp++)
-            L += l_sh[sp] * f_sh[sp];
-        L_sh = L;
-    }
-    float a = 0.0f;
-#pragma unroll 16
-    for (int sp = 0; sp < n_split; sp++)
-        a += p0[sp * (HD + 2) + 2 + d] * f_sh[sp];
-    __syncthreads();
-    if (sinks) { /* every thread joins the head's sink to the same (M, L) */
-        float Ms = M, L = L_sh;
-        const float f = sink_join(sinks[h], Ms, L);
-        out[((int64_t)t * n_head + h) * HD + d] = a * f / L;
-        return;
-    }
-    out[((int64_t)t * n_head + h) * HD + d] = a / L_sh;
+    const int64_t row = (int64_t)t * n_head + h;
+    merge_head<HD>(out, partials + row * split_cap * (HD + 2), n_split, threadIdx.x, f_sh, l_sh, red, &L_sh,
+                   sinks ? sinks + h : NULL, row);
 }
 
 extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, int32_t head_dim, int32_t n_ctx)
@@ -429,17 +521,27 @@ template <int HD, typename KT>
 static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
                                const int32_t *kv0_dev, int n_head, int group, float scale, int window,
                                const float *sinks, float *scratch, int grid_split, int split_cap, bool per_head,
-                               cudaStream_t s)
+                               unsigned int *done, const ad_quant_t &oq, bool *quantized, cudaStream_t s)
 {
     const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
     if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
         const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
+        unsigned int *dn = grid_split > 1 && n_tok <= AD_MAX_TOK ? done : NULL; /* the merge in its launch */
+        /* the segment's quantization in the launch: where the block writing it exists (one split, or the merge in
+         * the launch) and the segments are whole activation blocks */
+        const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
+        const ad_quant_t kq = oq.qt && (grid_split == 1 || dn) && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
+        *quantized = kq.qt != 0;
         if (group <= 8)
             cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 8>, grid, 8 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
-                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch);
+                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, dn,
+                            kq);
         else
             cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 16>, grid, 16 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
-                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch);
+                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, dn,
+                            kq);
+        if (dn)
+            return;
     } else {
         const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)grid_split);
         cuda_launch_pdl(attn_decode_kernel<HD, KT>, grid, AD_WARPS * WARP_SIZE, 0, s, out, q, (const KT *)kc,
@@ -454,11 +556,11 @@ template <typename KT>
 static void attn_decode_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc, int n_tok,
                                  int kv0, const int32_t *kv0_dev, int n_head, int group, float scale, int window,
                                  const float *sinks, float *sc, int grid_split, int split_cap, bool per_head,
-                                 cudaStream_t s)
+                                 unsigned int *done, const ad_quant_t &oq, bool *quantized, cudaStream_t s)
 {
 #define AD_CASE(HD)                                                                                                \
     attn_decode_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, sc,     \
-                               grid_split, split_cap, per_head, s)
+                               grid_split, split_cap, per_head, done, oq, quantized, s)
     switch (head_dim) {
     case 32: AD_CASE(32); break;
     case 64: AD_CASE(64); break;
@@ -473,7 +575,8 @@ static void attn_decode_dispatch(int head_dim, float *out, const float *q, const
 static int attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                             int32_t n_tok, int32_t kv0, const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv,
                             int32_t head_dim, float scale, const cuda_attn_ext_t *ext, void *scratch,
-                            size_t scratch_bytes, bool per_head, cudaStream_t s, guild_err_t *err)
+                            size_t scratch_bytes, bool per_head, const cuda_attn_fuse_t *fuse, cudaStream_t s,
+                            guild_err_t *err)
 {
     const int window = ext && ext->window > 0 ? ext->window : 0;
     const float *sinks = ext ? ext->sinks : NULL;
@@ -496,13 +599,27 @@ static int attention_decode(float *out, const float *q, guild_type_t kv_type, co
     key_span(kv0 + n_tok, window, &base, &span);
     split_plan(span, split_cap, &grid_split, &split_len);
     const int group = n_head / n_head_kv;
+    unsigned int *done = fuse ? fuse->done : NULL;
+    const guild_type_t qt = fuse && fuse->quant_dst ? fuse->quant_type : GUILD_TYPE_F32;
+    const bool quant = qt == GUILD_TYPE_Q8_0 || qt == GUILD_TYPE_Q8_1 || qt == GUILD_TYPE_Q8_K;
+    if (fuse && fuse->quant_dst && !quant)
+        return guild_err_set(err, "cuda: attention: its output quantized to type %d (q8_0, q8_1 or q8_K)", (int)qt);
+    const ad_quant_t oq = {quant ? (int)qt : 0, quant ? (char *)fuse->quant_dst : NULL, quant ? fuse->quant_stride : 0};
+    bool quantized = false;
     if (kv_type == GUILD_TYPE_F16)
         attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
-                                     window, sinks, (float *)scratch, grid_split, split_cap, per_head, s);
+                                     window, sinks, (float *)scratch, grid_split, split_cap, per_head, done, oq,
+                                     &quantized, s);
     else
         attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
-                                    window, sinks, (float *)scratch, grid_split, split_cap, per_head, s);
-    return cuda_launch_check("attention_decode", err);
+                                    window, sinks, (float *)scratch, grid_split, split_cap, per_head, done, oq,
+                                    &quantized, s);
+    if (cuda_launch_check("attention_decode", err) < 0)
+        return -1;
+    /* asked for and not done in the launch: cuda_quantize's */
+    return oq.qt && !quantized ? cuda_quantize(qt, out, (int64_t)n_head * head_dim, oq.dst, oq.stride,
+                                               (int64_t)n_head * head_dim, n_tok, s, err)
+                               : 0;
 }
 
 extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
@@ -511,7 +628,7 @@ extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv
                                      void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
-                            ext, scratch, scratch_bytes, false, s, err);
+                            ext, scratch, scratch_bytes, false, NULL, s, err);
 }
 
 extern "C" int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
@@ -521,15 +638,15 @@ extern "C" int cuda_attention_decode_per_head(float *out, const float *q, guild_
                                               cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
-                            ext, scratch, scratch_bytes, true, s, err);
+                            ext, scratch, scratch_bytes, true, NULL, s, err);
 }
 
 extern "C" int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                          const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max,
                                          int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                                          const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes,
-                                         cudaStream_t s, guild_err_t *err)
+                                         const cuda_attn_fuse_t *fuse, cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0_max, kv0, n_head, n_head_kv, head_dim, scale,
-                            ext, scratch, scratch_bytes, false, s, err);
+                            ext, scratch, scratch_bytes, false, fuse, s, err);
 }

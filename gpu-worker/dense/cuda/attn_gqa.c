@@ -9,6 +9,7 @@
  *         over the layer's window of keys when it slides, with
  *         the heads' sinks (options sliding window, attention sinks)
  *   att *= sigmoid(gate)        (option output gate: wq gives each head's query, then its gate)
+ *   (fused, a decode step: the attention's launch also quantizes att for wo: cuda_attn_ext_t.quant_type)
  *   x += wo att (+ bo, option output bias)
  */
 #include <math.h>
@@ -65,9 +66,10 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
     return 0;
 }
 
-/* Group g of the batch (cuda_state.h): its rows' K/V into its sequence's cache, then their attention over it. */
+/* Group g of the batch (cuda_state.h): its rows' K/V into its sequence's cache, then their attention over it;
+ * with qt (not F32) the decode kernel also writes its output rows quantized to qt into b->act (rows of act_row). */
 static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_layer_t *L, int32_t il, int32_t g,
-                           guild_err_t *err)
+                           guild_type_t qt, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const int64_t Q = (int64_t)c->n_head * c->head_dim;
@@ -94,6 +96,9 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
         vc = b->kv_stage_v;
     }
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
+    /* fused: a decode row's splits merged in the attention's launch, and (qt) its output quantized there */
+    const cuda_attn_fuse_t fuse = {b->d_attn_done, qt,
+                                   qt != GUILD_TYPE_F32 ? (char *)b->act + (size_t)r0 * b->act_row : NULL, b->act_row};
     const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
     const bool rot = kv_type_rotates_v(b->kv_format);
     if (blocks && n > CUDA_DECODE_ROWS &&
@@ -105,7 +110,8 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
                                           b->attn_scratch, b->attn_scratch_bytes, s, err)
            : n <= CUDA_DECODE_ROWS
                ? cuda_attention_decode_dyn(att, q, b->kv_type, kc, vc, n, pos, b->n_ctx - n, c->n_head, c->n_head_kv,
-                                           c->head_dim, scale, &ext, b->attn_scratch, b->attn_scratch_bytes, s, err)
+                                           c->head_dim, scale, &ext, b->attn_scratch, b->attn_scratch_bytes,
+                                           b->fuse ? &fuse : NULL, s, err)
                : cuda_attention_prefill(att, q, b->kv_type, kc, vc, n, b->grp_len[g], c->n_head, c->n_head_kv,
                                         c->head_dim, scale, &ext, s, err);
 }
@@ -125,9 +131,20 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     if (cuda_linear_multi(b, 3, W, b->xn, E, n, y, ld, err) < 0 ||
         (gated && cuda_qg_split(b->qg, b->q, b->gate, n, c->n_head, c->head_dim, s, err) < 0))
         return -1;
+    /* fused: a decode step's attention also quantizes its output for the output product (the decode kernel over
+     * an F16/F32 cache; gated attention multiplies it first) */
+    const guild_type_t ot = quant_type_info(L->wo.type)->dot_type;
+    const bool fold = b->fuse && !gated && n <= CUDA_DECODE_ROWS &&
+                      (b->kv_format == KV_TYPE_F16 || b->kv_format == KV_TYPE_F32) &&
+                      (ot == GUILD_TYPE_Q8_0 || ot == GUILD_TYPE_Q8_1 || ot == GUILD_TYPE_Q8_K);
     for (int32_t g = 0; g < b->n_grp; g++)
-        if (group_attention(b, p, L, il, g, err) < 0)
+        if (group_attention(b, p, L, il, g, fold ? ot : GUILD_TYPE_F32, err) < 0)
             return -1;
+    if (fold) { /* what cuda_linear takes for the quantization of att */
+        b->act_src = b->att;
+        b->act_fresh = b->att;
+        b->act_type = ot;
+    }
     if ((gated && cuda_sigmoid_mul(b->att, b->gate, (int64_t)n * Q, s, err) < 0) ||
         cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0)
         return -1;

@@ -95,7 +95,8 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
                      (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o, (void **)&b->gdn_chunk,
                      (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
-                     (void **)&b->mla_lat, &b->mla_split, (void **)&b->d_router_done};
+                     (void **)&b->mla_lat, &b->mla_split, (void **)&b->d_router_done,
+                     (void **)&b->d_attn_done};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
     if (b->h_tokens)
@@ -657,6 +658,10 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         goto fail;
     if (cuda_alloc((void **)&b->d_router_done, sizeof *b->d_router_done, sc, "the router's counter", err) < 0 ||
         cuda_check(cudaMemset(b->d_router_done, 0, sizeof *b->d_router_done), "the router's counter", err) < 0)
+        goto fail;
+    const size_t ad_bytes = (size_t)(c->n_head_kv > 0 ? c->n_head_kv : 1) * CUDA_DECODE_ROWS * sizeof *b->d_attn_done;
+    if (cuda_alloc((void **)&b->d_attn_done, ad_bytes, sc, "the decode attention's counters", err) < 0 ||
+        cuda_check(cudaMemset(b->d_attn_done, 0, ad_bytes), "the decode attention's counters", err) < 0)
         goto fail;
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
         setup_experts(b, m, opt, cc, &plan, err) < 0 || (b->mtp && cuda_mtp_setup(b, err) < 0))

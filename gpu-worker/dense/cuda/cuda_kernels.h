@@ -85,6 +85,13 @@ int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int32_t count,
                       const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
                       float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err);
 
+/* As cuda_matmul_multi with product i of type[i], the types all of one dot type: products of two K-quant types
+ * (Q4_K with Q6_K, Q5_K with Q6_K, Q4_K with Q5_K) below CUDA_MATMUL_MMA_MIN_TOK tokens in one launch (a step's Q
+ * and K with a V of more bits), one type as cuda_matmul_multi, others product by product; the same bits. */
+int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
+                            const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
+                            float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err);
+
 /* Batches of at least this many tokens of a cuda_expert_mma_supported type take the mma kernel: below it its
  * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU, while the
  * dp4a kernel reads the weights only ceil(ntok / 8) times. tests/cuda/check_cuda_expert_mma's dense timing
@@ -265,6 +272,20 @@ int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *
                        const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,
                        int32_t tile, float *out, int64_t ldo, cudaStream_t s, guild_err_t *err);
 
+/* The products of a few-token step's pairs without a route (gpu-worker/dense/cuda/expert_pair.cu): for each pair
+ * p < pairs whose lids[p] is an expert e of the n_local at w (e < 0 or >= n_local: skipped, its rows untouched)
+ * and each row r < nrows, out[p * ldo + r] = cuda_expert_matmul's value for a tile of that one pair, the pair's
+ * activation row (float row p / act_div of x, ldx floats apart) quantized to the type's dot type as cuda_quantize
+ * does: the same bits as cuda_quantize + cuda_expert_route + cuda_expert_matmul with tiles of 1. rows_per_warp:
+ * 1, 2, 4, or 0 (the kernel's choice); early: the pairs' ids were written before the launch before this one (its
+ * blocks prefetch their rows before they wait for it). cuda_expert_pairs_take: the kernel takes rows of n of the
+ * type (a dp4a type whose quantized row fits its shared memory). */
+bool cuda_expert_pairs_take(guild_type_t type, int64_t n);
+int cuda_expert_pairs(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
+                      size_t expert_stride, size_t row_stride, const float *x, int64_t ldx, int32_t act_div,
+                      const int32_t *lids, int32_t n_local, int32_t pairs, float *out, int64_t ldo,
+                      int32_t rows_per_warp, bool early, cudaStream_t s, guild_err_t *err);
+
 /* gpt-oss's experts (gpu-worker/dense/cuda/expert_oai.cu), for the pairs p < n_pairs whose ids[p] >= 0 (the
  * others untouched): h[p][r] = swiglu_oai(h[p][r] + gate_b[e][r], u[p][r] + up_b[e][r]) with e = ids[p]
  * (model_swiglu_oai: alpha, limit; biases [n_expert][n_ff]); y[p][r] += bias[e][r] (bias [n_expert][n]). */
@@ -328,6 +349,16 @@ typedef struct cuda_attn_ext {
                             value), as gpu-worker/dense/cpu/attention.c */
 } cuda_attn_ext_t;
 
+/* What a decode step's attention does in its own launch where it can (cuda_attention_decode_dyn; NULL: nothing). */
+typedef struct cuda_attn_fuse {
+    unsigned int *done;      /* device [n_head_kv * CUDA_DECODE_ROWS], zeros, or NULL: the KV-head kernel merges a
+                                row's splits in its launch (the same bits as its merge kernel), the counters back at
+                                0 after each launch */
+    guild_type_t quant_type; /* with quant_dst: the output rows also written quantized to this type (q8_0, q8_1, */
+    void *quant_dst;         /* q8_K), row t at quant_dst + t * quant_stride: cuda_quantize's bytes (in the */
+    size_t quant_stride;     /* attention's launch where it can, else by cuda_quantize after it) */
+} cuda_attn_fuse_t;
+
 /* Causal attention of n_tok query rows (q: [n_tok][n_head * head_dim]) at positions kv0 .. kv0 + n_tok - 1
  * over cache rows 0 .. kv0 + t of one layer (kv_type F16 or F32, [n_ctx][n_head_kv * head_dim] each for K and V;
  * rows of the batch already stored). out: [n_tok][n_head * head_dim]. Query head h reads KV head
@@ -357,11 +388,13 @@ int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_t
                                    size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
 
 /* The same with kv0 read from the device int *kv0, which may hold at most kv0_max (the grid is sized for it;
- * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call. */
+ * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call; fuse
+ * (may be NULL): the merge and the output's quantization in the attention's launch. */
 int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                               const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max, int32_t n_head,
                               int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
-                              void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+                              void *scratch, size_t scratch_bytes, const cuda_attn_fuse_t *fuse, cudaStream_t s,
+                              guild_err_t *err);
 
 /* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys
  * in kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks.

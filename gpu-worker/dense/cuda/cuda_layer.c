@@ -11,9 +11,10 @@
  * cuda_residual_add/_combine leaves it pending in b->pend), and the quantization of xn for the part's first
  * product, which cuda_linear then takes (b->act_fresh). The bits are those of the separate launches
  * (cuda_config_t.no_fuse runs those). The last layer applies its pending update itself: the LM head's norm
- * reads only the output rows. With the same setting the parts fuse their own launches: GQA's Q, K and V products
- * (cuda_linear_multi), the router's product and choice (router_softmax.c), the routed experts' route and the
- * quantization of their rows (cuda_moe_gpu.c). Each launch of the chain may start while the one before it ends
+ * reads only the output rows. With the same setting the parts fuse their own launches: GQA's Q, K and V products,
+ * of one type or two (cuda_linear_multi), the decode attention's merge of its splits and the quantization of its
+ * output for the output product (attn_gqa.c), the router's product and choice (router_softmax.c), the routed
+ * experts' route and the quantization of their rows, or for a few tokens no route at all (cuda_moe_gpu.c). Each launch of the chain may start while the one before it ends
  * (programmatic dependent launch, cuda_common.cuh; cuda_config_t.no_pdl turns it off).
  */
 #include "core/quant/quant.h"
@@ -46,10 +47,11 @@ int cuda_linear_multi(cuda_backend_t *b, int32_t count, const cuda_tensor_t *con
                       int32_t n, float *const *y, const int64_t *ldy, guild_err_t *err)
 {
     for (int32_t i = 0; i < count;) {
-        int32_t j = i + 1; /* W[i .. j): one type and width */
-        while (j < count && W[j]->type == W[i]->type && W[j]->n_in == W[i]->n_in)
-            j++;
         const guild_type_t at = quant_type_info(W[i]->type)->dot_type;
+        int32_t j = i + 1; /* W[i .. j): one dot type and width (fused: one type or two, cuda_matmul_multi_types) */
+        while (j < count && W[j]->n_in == W[i]->n_in &&
+               (W[j]->type == W[i]->type || (b->fuse && quant_type_info(W[j]->type)->dot_type == at)))
+            j++;
         if (j - i == 1 || at == GUILD_TYPE_F32 || !b->fuse) {
             for (; i < j; i++)
                 if (cuda_linear(b, W[i], x, ldx, n, y[i], ldy[i], i > 0, err) < 0)
@@ -68,13 +70,15 @@ int cuda_linear_multi(cuda_backend_t *b, int32_t count, const cuda_tensor_t *con
         const void *w[4];
         size_t ws[4];
         int64_t nr[4];
+        guild_type_t ty[4];
         for (int32_t k = i; k < j; k++) {
             w[k - i] = W[k]->d;
             ws[k - i] = W[k]->row_bytes;
             nr[k - i] = W[k]->n_rows;
+            ty[k - i] = W[k]->type;
         }
-        if (cuda_matmul_multi(W[i]->type, W[i]->n_in, n, j - i, w, ws, nr, b->act, b->act_row, y + i, ldy + i,
-                              b->stream, err) < 0)
+        if (cuda_matmul_multi_types(ty, W[i]->n_in, n, j - i, w, ws, nr, b->act, b->act_row, y + i, ldy + i,
+                                    b->stream, err) < 0)
             return -1;
         i = j;
     }

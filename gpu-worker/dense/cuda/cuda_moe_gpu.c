@@ -11,6 +11,8 @@
  * expert and computes them:
  *   x quantized to the gate's dot type (once a layer); h[p] = silu(gate_e x_t) * up_e x_t for every pair p =
  *   (t, k) of the part in one kernel; h quantized to the down matrix's dot type; y[p] = down_e h[p].
+ *   A step of a few tokens (tiles of one pair) skips the grouping: cuda_expert_pairs computes each pair in a row of
+ *   blocks, which quantize its x (then its h) themselves: two launches (set_fuse; the same bits).
  *   gpt-oss's layers (oai) take the gate and up products apart, add the experts' biases and apply swiglu_oai
  *   (cuda_expert_swiglu_oai), and add the down bias to y (cuda_expert_add_bias); the biases are indexed by the
  *   experts' own ids (the part's pairs kept with them: cuda_expert_ids_keep).
@@ -121,7 +123,8 @@ typedef struct moe_gpu {
     xs_t *xs;                  /* NULL: no streaming */
     expert_split_t *split;
     double force_split;        /* tests: < 0 none, else the device's fraction of the expected pairs */
-    bool fuse;                 /* a whole resident layer's route quantizes its rows in its launch (set_fuse) */
+    bool fuse;                 /* a whole resident layer's route quantizes its rows in its launch, a few tokens'
+                                  products go without a route (fold_pairs) (set_fuse) */
     double pcie_bpns;          /* probed copy bandwidth, bytes per ns */
     expert_cost_t gpu_cost;    /* ns per device pair of a streamed layer's products */
     expert_cost_t copy_cost;   /* ns per byte of the chunks' copies (copy engine time) */
@@ -432,6 +435,14 @@ static int32_t part_tile(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n)
     return n <= FEW_TOKENS ? 1 : 8;
 }
 
+/* A layer's products for n tokens go through cuda_expert_pairs (fused launches, the same bits): tiles of one pair,
+ * neither gpt-oss's biases nor a test's no_fuse, types and widths the kernel takes. */
+static bool fold_pairs(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n)
+{
+    return m->fuse && !L->oai && part_tile(m, L, n) == 1 && n * m->n_used <= 65535 &&
+           cuda_expert_pairs_take(L->gate_type, m->n_embd) && cuda_expert_pairs_take(L->down_type, m->n_ff);
+}
+
 /* The products of one device part: its experts' matrices at gate/up/down (local id j at + j * stride), n_local
  * experts, ranks lo .. lo + n_local - 1 of the layer's device experts; x already quantized (act_x). The layer
  * routed once (m->layer_routed): the part's tiles are taken from that routing and its rows of h are those whose
@@ -508,6 +519,22 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
     const guild_type_t at = quant_type_info(L->gate_type)->dot_type;
     m->layer_routed = false;
     const bool whole = L->n_res == m->n_expert, fold = whole && !L->oai && m->fuse;
+    if (!streamed && fold_pairs(m, L, n)) { /* a few tokens' pairs: no route, each block quantizes its row */
+        const int32_t *lids = ids;
+        if (!L->n_res)
+            return 0;
+        if (!whole) {
+            if (cuda_expert_ids_map(ids, P, rt, m->n_expert, 0, L->n_res, m->d_loc, s, err) < 0)
+                return -1;
+            lids = m->d_loc;
+        }
+        return cuda_expert_pairs(L->gate_type, m->n_embd, m->n_ff, L->gate, L->up, L->gate_mat, L->gate_row, x,
+                                 m->n_embd, m->n_used, lids, L->n_res, P, m->h, m->n_ff, 0, false, s, err) < 0 ||
+                       cuda_expert_pairs(L->down_type, m->n_ff, m->n_embd, L->down, NULL, L->down_mat, L->down_row,
+                                         m->h, m->n_ff, 1, lids, L->n_res, P, m->y, m->n_embd, 0, true, s, err) < 0
+                   ? -1
+                   : 0;
+    }
     if (!fold && cuda_quantize(at, x, m->n_embd, m->act_x, m->ax_row, m->n_embd, n, s, err) < 0)
         return -1;
     if (whole) /* the whole layer: ranks are ids */

@@ -154,6 +154,8 @@ typedef struct cuda_backend {
     unsigned long long *route_counts; /* [n_layer][n_expert] routed pairs (backend_options_t.count_routing); NULL:
                                    not counted */
     unsigned int *d_router_done; /* cuda_router_fused's counter of finished blocks (0 between launches) */
+    unsigned int *d_attn_done;  /* [n_head_kv * CUDA_DECODE_ROWS]: the decode attention's counters of finished
+                                   splits (cuda_attn_ext_t.done; 0 between launches) */
     uint8_t *count_resident;    /* host [n_layer * n_expert]: the plan's resident experts, for the hit rate */
     float *route_w;             /* [n_batch][n_expert_used] */
     float *sh_gate;             /* [n_batch][max(n_ff_shexp, dense layers' n_ff)] */

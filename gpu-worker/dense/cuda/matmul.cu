@@ -139,6 +139,36 @@ static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
 }
 
+/* As matmul_q_multi_kernel with products of two weight types of one dot type: product i is of TRB where bit i of
+ * m.b_mask is set, of TRA otherwise (cuda_matmul_multi_types: a step's Q and K of one type, V of another). */
+template <typename TRA, typename TRB, int NC>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_multi2_kernel(mm_multi_t m, int b_mask, const char *__restrict__ act, size_t act_stride, int nb_a,
+                           int nb_b, int ntok)
+{
+    int i = 0;
+#pragma unroll
+    for (int k = 0; k < MM_MULTI - 1; k++)
+        i += (int)blockIdx.x >= m.blk_end[k];
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int blk0 = i ? m.blk_end[i - 1] : 0;
+    const int row = ((int)blockIdx.x - blk0) * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const char *w = m.w[i];
+    const size_t w_stride = m.w_stride[i];
+    const bool b = (b_mask >> i) & 1;
+    const int nb = b ? nb_b : nb_a;
+    if (row < m.nrows[i] && blockIdx.y == 0)
+        mm_prefetch_row(w + (size_t)row * w_stride,
+                        (size_t)nb * (b ? sizeof(typename TRB::wblock) : sizeof(typename TRA::wblock)), lane);
+    pdl_begin();
+    if (row >= m.nrows[i])
+        return;
+    if (b)
+        matmul_q_row<TRB, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
+    else
+        matmul_q_row<TRA, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
+}
+
 template <typename WT, int NC>
 static __global__ void __launch_bounds__(MM_THREADS)
     matmul_plain_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
@@ -226,6 +256,30 @@ static void matmul_multi_launch_nc(guild_type_t type, int64_t n, int32_t ntok, c
     }
 #undef MM_MCASE
 #undef MM_MQ
+}
+
+/* The type pairs of matmul_q_multi2_kernel (K quants against Q8_K, each type's blocks 256 elements). */
+#define MM_PAIRS(X)                                  \
+    X(GUILD_TYPE_Q4_K, dot_q4_K, GUILD_TYPE_Q6_K, dot_q6_K) \
+    X(GUILD_TYPE_Q5_K, dot_q5_K, GUILD_TYPE_Q6_K, dot_q6_K) \
+    X(GUILD_TYPE_Q4_K, dot_q4_K, GUILD_TYPE_Q5_K, dot_q5_K)
+
+template <int NC>
+static bool matmul_multi2_launch_nc(guild_type_t ta, guild_type_t tb, int64_t n, int32_t ntok, const mm_multi_t &m,
+                                    int b_mask, int blocks, const void *act, size_t act_stride, cudaStream_t s)
+{
+    const dim3 grid((unsigned)blocks, (unsigned)((ntok + NC - 1) / NC));
+    const char *ac = (const char *)act;
+    const int nb = (int)(n / QUANT_QK_K);
+#define MM_PAIR(A, TA, BT, TB)                                                                                     \
+    if (ta == A && tb == BT) {                                                                                     \
+        cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, NC>, grid, MM_THREADS, 0, s, m, b_mask, ac, act_stride, nb,  \
+                        nb, ntok);                                                                                 \
+        return true;                                                                                               \
+    }
+    MM_PAIRS(MM_PAIR)
+#undef MM_PAIR
+    return false;
 }
 
 /* Byte alignment the type's kernel loads need of weight rows. */
@@ -368,6 +422,75 @@ extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int
     else
         matmul_multi_launch_nc<8>(type, n, ntok, m, blocks, act, act_stride, s);
     return cuda_launch_check("matmul (multi)", err);
+}
+
+extern "C" int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int32_t ntok, int32_t count,
+                                       const void *const *w, const size_t *w_stride, const int64_t *nrows,
+                                       const void *act, size_t act_stride, float *const *out, const int64_t *ldo,
+                                       cudaStream_t s, guild_err_t *err)
+{
+    if (count < 1 || count > MM_MULTI)
+        return guild_err_set(err, "cuda: matmul: %d products in one launch (1..%d)", count, MM_MULTI);
+    guild_type_t ta = type[0], tb = type[0];
+    int b_mask = 0;
+    bool two = true;
+    for (int32_t i = 0; i < count; i++) {
+        if (type[i] == ta)
+            continue;
+        if (tb != ta && type[i] != tb)
+            two = false;
+        tb = type[i];
+        b_mask |= 1 << i;
+    }
+    bool pair = false;
+#define MM_PAIR_OK(A, TA, BT, TB) pair = pair || (ta == A && tb == BT) || (ta == BT && tb == A);
+    MM_PAIRS(MM_PAIR_OK)
+#undef MM_PAIR_OK
+    if (ta == tb)
+        return cuda_matmul_multi(ta, n, ntok, count, w, w_stride, nrows, act, act_stride, out, ldo, s, err);
+    if (!two || !pair || ntok < 1 || ntok >= CUDA_MATMUL_MMA_MIN_TOK || n <= 0 || n % QUANT_QK_K || n > INT32_MAX ||
+        ((uintptr_t)act | act_stride) % 4) { /* product by product */
+        for (int32_t i = 0; i < count; i++)
+            if (cuda_matmul(type[i], n, nrows[i], ntok, w[i], w_stride[i], act, act_stride, out[i], ldo[i], s, err) < 0)
+                return -1;
+        return 0;
+    }
+    /* the pair's first type in the table's order is the kernel's A */
+    bool swap = true;
+#define MM_PAIR_ORDER(A, TA, BT, TB) swap = swap && !(ta == A && tb == BT);
+    MM_PAIRS(MM_PAIR_ORDER)
+#undef MM_PAIR_ORDER
+    if (swap) {
+        const guild_type_t t = ta;
+        ta = tb;
+        tb = t;
+        b_mask = ~b_mask & ((1 << count) - 1);
+    }
+    mm_multi_t m = {};
+    int blocks = 0;
+    for (int32_t i = 0; i < count; i++) {
+        if (nrows[i] <= 0 || nrows[i] > INT32_MAX / 2)
+            return guild_err_set(err, "cuda: matmul: a product of %lld rows in one launch", (long long)nrows[i]);
+        if (((uintptr_t)w[i] | w_stride[i]) % weight_align(type[i]))
+            return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned", weight_align(type[i]));
+        m.w[i] = (const char *)w[i];
+        m.w_stride[i] = w_stride[i];
+        m.out[i] = out[i];
+        m.ldo[i] = ldo[i];
+        m.nrows[i] = (int)nrows[i];
+        blocks += (int)((nrows[i] + MM_THREADS / WARP_SIZE - 1) / (MM_THREADS / WARP_SIZE));
+        m.blk_end[i] = blocks;
+    }
+    for (int32_t i = count; i < MM_MULTI; i++)
+        m.blk_end[i] = INT32_MAX;
+    const bool ok = ntok == 1   ? matmul_multi2_launch_nc<1>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
+                    : ntok == 2 ? matmul_multi2_launch_nc<2>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
+                    : ntok <= 4 ? matmul_multi2_launch_nc<4>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
+                                : matmul_multi2_launch_nc<8>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s);
+    if (!ok)
+        return guild_err_set(err, "cuda: matmul: no kernel for %s with %s", quant_type_info(ta)->name,
+                             quant_type_info(tb)->name);
+    return cuda_launch_check("matmul (multi, two types)", err);
 }
 
 extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t n_heads,
