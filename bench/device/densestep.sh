@@ -31,13 +31,17 @@ t0=$(date +%s)
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit; baseline $base_commit"
 # the tests on the GPU while the model is written on the CPUs
+pids=
 for t in check_cuda_fused check_cuda_kernels check_cuda_backend; do
     (timeout -s KILL 70 "$B/tests/cuda/$t" > "$O/$t.log" 2>&1; echo "rc=$? ($t)" >> "$O/$t.log") &
+    pids="$pids $!"
 done
 m=/tmp/q30b.gguf
 step 40 "model: Qwen3-30B-A3B shape, Q4_K_M recipe, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b \
     --fill pool --threads "$(nproc)" -q -o $m
-wait
+# the tests' pids only: a bare `wait` also waits for the tee of the log's process substitution, which never ends
+# (session 25's first call waited there until its limit)
+wait $pids
 for t in check_cuda_fused check_cuda_kernels check_cuda_backend; do
     say "$t: $(grep -E '^[0-9]+%: Checks' "$O/$t.log" | tail -1) $(tail -1 "$O/$t.log")"
 done

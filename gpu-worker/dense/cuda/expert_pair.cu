@@ -227,8 +227,8 @@ extern "C" int cuda_expert_pairs(guild_type_t type, int64_t n, int64_t nrows, co
     if (((uintptr_t)w | (uintptr_t)w_up | expert_stride | row_stride) % wa)
         return guild_err_set(err, "cuda: expert pairs: weight rows must be %zu-byte aligned", wa);
     int R = rows_per_warp;
-    if (R == 0) /* about a wave of warps or less: each warp's rows' loads go out together */
-        R = nrows * pairs > 8192 ? 4 : nrows * pairs > 4096 ? 2 : 1;
+    if (R == 0) /* fewer warps, each with two rows' loads in flight, for a step's many rows (4 were slower) */
+        R = nrows * pairs > 4096 ? 2 : 1;
     if (R != 1 && R != 2 && R != 4)
         return guild_err_set(err, "cuda: expert pairs: %d rows a warp (0, 1, 2 or 4)", R);
     const char *wc = (const char *)w, *uc = (const char *)w_up;
