@@ -7,7 +7,9 @@
 # the contexts of each format measured along one prompt (FORMATS, each FORMAT:CONTEXTS; the longest last). Every
 # step runs under `timeout -s KILL` and is skipped when it would pass the budget; the log is written to $OUT as it
 # goes (the bench's lines as they come: a run killed at the budget keeps its finished contexts). CASES (default
-# "mma prefill_timing") names the check_cuda_kv_long cases; empty: none. Run from the repo root:
+# "mma prefill_timing") names the check_cuda_kv_long cases; empty: none. TESTS (default none) names more CUDA test
+# programs run first, each PROGRAM or PROGRAM:CASE (tests/cuda/PROGRAM, CK_RUN_CASE=CASE, 40 s each). PLANS=0 skips
+# the plans. Run from the repo root:
 #   bash $C/longctx.sh [SECONDS] [FORMAT:CONTEXTS...]
 # with the pack (repack.sh BUILD_DIR, then `tar -cf - -C .carry . | xz -1`) in $C/c.tar.xz (C default
 # .carry-longctx).
@@ -29,6 +31,11 @@ t0=$(date +%s)
 . bench/device/lib.sh # say, step
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit"
+for t in ${TESTS-}; do
+    prog=${t%%:*} case=${t#*:}
+    [ "$case" != "$t" ] || case=
+    step 40 "$prog${case:+ $case}" env ${case:+CK_RUN_CASE=$case} "$B/tests/cuda/$prog"
+done
 for case in ${CASES-mma prefill_timing}; do
     step 40 "check_cuda_kv_long $case" env CK_RUN_CASE=$case "$B/tests/cuda/check_cuda_kv_long"
 done
@@ -37,14 +44,14 @@ m=/tmp/q30b.gguf
 [ -f $m ] || step 40 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b \
     --fill pool --threads "$(nproc)" -q -o $m
 [ -f $m ] || { say "no model"; exit 1; }
-for ctx in 65536 131072; do
+for ctx in $([ "${PLANS-1}" = 0 ] || echo 65536 131072); do
     for fmt in f16 q8_0 k8v4 q4_0; do
         "$B/guild" plan -m $m --backend cuda --gpu-mem 8G --batch 4096 --ctx $((ctx + 16)) --kv-type $fmt \
             > "$O/plan-$fmt-$ctx.txt" 2>&1
         echo "plan $fmt $ctx rc=$?: $(grep -m1 'KV cache' "$O/plan-$fmt-$ctx.txt" | cut -c1-300)"
     done
 done
-say plans
+[ "${PLANS-1}" = 0 ] || say plans
 for r in "${runs[@]}"; do
     fmt=${r%%:*} pop=${r#*:}
     left=$((budget - ($(date +%s) - t0)))

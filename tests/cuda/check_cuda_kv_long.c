@@ -2,14 +2,15 @@
  * cuda_attention_blocks' splits run in parallel (scratch) give the bits of the one block that walks them in order
  * (no scratch), of a grid sized for a longer cache (the captured graphs' launch), of the batch's last row alone,
  * and of the same cache read from mapped host memory (the GPU plan's KV in host RAM); the CPU's
- * cpu_attention_head_cache within the attention tolerance (2e-5 + 1e-4 |ref|) up to 40,000 keys. Then, printed,
- * the decode attention's time per layer on Qwen3-30B-A3B's heads (32 over 4 KV heads of 128) at 4,096 to 131,072
- * positions for f16 (cuda_attention_decode_dyn) and each block format, one block per head against the splits, the
- * cache in device memory and in mapped host memory (read over PCIe). The tensor-core prefill over the blocks
- * (cuda_attention_blocks_mma): the CPU within the same tolerance, the CUDA-core kernel within twice it, a re-run
- * and the cache in host memory bit for bit; printed, its time for a 2,048-row batch against the CUDA-core kernel's
- * and f16's at 16,384 and 65,536 positions. Needs a CUDA device: without one the program prints why and exits 77
- * (SKIP). */
+ * cpu_attention_head_cache within the attention tolerance (2e-5 + 1e-4 |ref|) up to 40,000 keys, the kernel of a
+ * block per query head (cuda_attention_blocks_per_head) within twice it. Then, printed, the decode attention's time
+ * per layer on Qwen3-30B-A3B's heads (32 over 4 KV heads of 128) at 4,096 to 131,072 positions for f16
+ * (cuda_attention_decode) and each block format, unsplit against the splits, the cache in device memory and in
+ * mapped host memory (read over PCIe), and the per-head kernel's splits beside them. The tensor-core prefill over
+ * the blocks (cuda_attention_blocks_mma): the CPU within the same tolerance, the CUDA-core kernel within twice it, a
+ * re-run and the cache in host memory bit for bit; printed, its time for a 2,048-row batch against the CUDA-core
+ * kernel's and f16's at 16,384 and 65,536 positions. Needs a CUDA device: without one the program prints why and
+ * exits 77 (SKIP). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -202,6 +203,18 @@ START_TEST(test_split_bits)
     dev_download(got, dout, obytes, stream);
     ck_assert_msg(!memcmp(walk, got, obytes), "%s case %d: the cache in host memory gives other bits",
                   kv_type_name(d.fmt), _i / 3);
+    /* the kernel of a block per query head (where the tile kernel takes the shape: other sums' orders) */
+    ck_assert_msg(cuda_attention_blocks_per_head(dout, d.dq, kt, vt, rot, d.dk, d.dv, c.n_tok, c.kv0, NULL, c.n_head,
+                                                 c.n_head_kv, HD, d.scale, &d.ext, dsc, sb, stream, &err) == 0,
+                  "%s", err.msg);
+    dev_download(got, dout, obytes, stream);
+    double worst_head = 0;
+    for (int64_t i = 0; i < (int64_t)c.n_tok * Q; i++) {
+        const double e = fabs((double)got[i] - walk[i]);
+        ck_assert_msg(e <= 4e-5 + 2e-4 * fabs(walk[i]), "%s case %d element %lld: %.9g vs the per-head kernel's %.9g",
+                      kv_type_name(d.fmt), _i / 3, (long long)i, (double)walk[i], (double)got[i]);
+        worst_head = e > worst_head ? e : worst_head;
+    }
     /* the CPU on the same bytes, the first and the last row */
     const cuda_test_kv_attn_t cpu = long_data_cpu(&d, &c, kc, vc);
     char what[64];
@@ -210,8 +223,9 @@ START_TEST(test_split_bits)
     for (int32_t t = 0; t < c.n_tok; t += c.n_tok > 1 ? c.n_tok - 1 : 1)
         worst = fmax(worst, cuda_test_kv_attn_check_row(&cpu, walk, t, what));
     printf("kv %-4s %2d rows after %5d keys, %2d/%d heads of %3d, window %4d%s: splits in parallel = walked = "
-           "longer grid = last row alone = host memory, bit for bit; CPU max abs err %.3g\n", kv_type_name(d.fmt),
-           c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", worst);
+           "longer grid = last row alone = host memory, bit for bit; CPU max abs err %.3g, per-head kernel %.3g\n",
+           kv_type_name(d.fmt), c.n_tok, c.kv0, c.n_head, c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", worst,
+           worst_head);
     CK_CUDA(cudaFreeHost(kc));
     CK_CUDA(cudaFreeHost(vc));
     long_data_free(&d);
@@ -303,6 +317,7 @@ typedef struct attn_call {
     float *out;
     void *scratch;
     size_t scratch_bytes;
+    bool per_head; /* block formats: the kernel of a block per query head */
 } attn_call_t;
 
 static int attn_once(const attn_call_t *a, guild_err_t *err)
@@ -312,9 +327,9 @@ static int attn_once(const attn_call_t *a, guild_err_t *err)
     if (a->fmt == KV_TYPE_F16)
         return cuda_attention_decode(a->out, a->q, GUILD_TYPE_F16, a->k, a->v, 1, a->n_kv - 1, H, HKV, HD, scale,
                                      NULL, a->scratch, a->scratch_bytes, stream, err);
-    return cuda_attention_blocks(a->out, a->q, kv_type_k(a->fmt), kv_type_v(a->fmt), kv_type_rotates_v(a->fmt),
-                                 a->k, a->v, 1, a->n_kv - 1, NULL, H, HKV, HD, scale, NULL, a->scratch,
-                                 a->scratch_bytes, stream, err);
+    return (a->per_head ? cuda_attention_blocks_per_head : cuda_attention_blocks)(
+        a->out, a->q, kv_type_k(a->fmt), kv_type_v(a->fmt), kv_type_rotates_v(a->fmt), a->k, a->v, 1, a->n_kv - 1, NULL,
+        H, HKV, HD, scale, NULL, a->scratch, a->scratch_bytes, stream, err);
 }
 
 static double attn_ms(const attn_call_t *a)
@@ -396,7 +411,8 @@ START_TEST(test_decode_timing)
     const size_t sb = cuda_attention_decode_scratch(1, H, HD, N);
     void *dsc = dev_new(sb);
     for (size_t i = 0; i < sizeof ctxs / sizeof *ctxs; i++) {
-        attn_call_t a = {fmt, ctxs[i], dk, dv, dq, dout, NULL, 0};
+        const double bytes = (double)ctxs[i] * (double)(kbytes + vbytes) / N;
+        attn_call_t a = {fmt, ctxs[i], dk, dv, dq, dout, NULL, 0, false};
         const double one = fmt == KV_TYPE_F16 ? 0 : attn_ms(&a);
         a.scratch = dsc;
         a.scratch_bytes = sb;
@@ -404,13 +420,20 @@ START_TEST(test_decode_timing)
         a.k = mk;
         a.v = mv;
         const double host = attn_ms(&a);
-        const double bytes = (double)ctxs[i] * (double)(kbytes + vbytes) / N;
-        char one_s[48] = "";
-        if (fmt != KV_TYPE_F16)
-            snprintf(one_s, sizeof one_s, "one block a head %8.3f ms, ", one);
+        char one_s[64] = "", old_s[160] = "";
+        if (fmt != KV_TYPE_F16) {
+            snprintf(one_s, sizeof one_s, "unsplit %8.3f ms, ", one);
+            a.per_head = true; /* the kernel of a block per query head, from host RAM and in GPU memory */
+            const double old_host = attn_ms(&a);
+            a.k = dk;
+            a.v = dv;
+            const double old_split = attn_ms(&a);
+            snprintf(old_s, sizeof old_s, "; per-head kernel: split %7.3f ms (%5.0f GB/s), from host RAM %8.3f ms "
+                     "(%5.1f GB/s)", old_split, bytes / old_split / 1e6, old_host, bytes / old_host / 1e6);
+        }
         printf("timing %-4s %6d positions (%6.1f MB a layer): %ssplit %7.3f ms (%6.0f GB/s), from host RAM %8.3f ms "
-               "(%5.1f GB/s); x48 layers: %7.2f / %8.2f ms a token\n", kv_type_name(fmt), ctxs[i], bytes / 1e6, one_s,
-               split, bytes / split / 1e6, host, bytes / host / 1e6, 48 * split, 48 * host);
+               "(%5.1f GB/s); x48 layers: %7.2f / %8.2f ms a token%s\n", kv_type_name(fmt), ctxs[i], bytes / 1e6,
+               one_s, split, bytes / split / 1e6, host, bytes / host / 1e6, 48 * split, 48 * host, old_s);
     }
     CK_CUDA(cudaFreeHost(hk));
     CK_CUDA(cudaFreeHost(hv));

@@ -396,19 +396,27 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
                               void *scratch, size_t scratch_bytes, const cuda_attn_fuse_t *fuse, cudaStream_t s,
                               guild_err_t *err);
 
-/* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys
- * in kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks.
- * A row's keys are cut into splits by its own position and the splits' partial softmax states merged in split
- * order: a row's output is the same bits in any batch split, with or without scratch. scratch (may be NULL):
- * with at least cuda_attention_decode_scratch(n_tok, n_head, head_dim, ...) bytes the splits run in parallel
- * blocks and a second kernel merges them (flash-decoding); else one block per (query head, row) walks them.
- * kv0_dev NULL: kv0 is the cache length; else it is read from the device and kv0 is the largest value it may hold
- * (the grid is sized for it). ext: as for decode. head_dim: a multiple of 32 up to 256 (a power of two with
- * v_rot). The CPU's cpu_attention_head_cache within float rounding. */
+/* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys in
+ * kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks. A
+ * row's keys are cut into splits by its own position and the splits' partial softmax states merged in split order: a
+ * row's output is the same bits in any batch split, with or without scratch. q8_0, q4_0 and k8v4 with head dims 64,
+ * 128 or 256, 1 to 8 query heads a KV head (a power of two) and caches aligned to 8 bytes (4 for head dim 64) are read
+ * by a block per KV head that dequantizes each tile of keys once for its query heads; other shapes, and _per_head
+ * (tests and timing), by a block per query head: the two differ in summation order. scratch (may be NULL): with at
+ * least cuda_attention_decode_scratch(n_tok, n_head, head_dim, ...) bytes the splits run in parallel blocks and a
+ * second kernel merges them (flash-decoding); else one block per (head, row) walks them. kv0_dev NULL: kv0 is
+ * the cache length; else it is read from the device and kv0 is the largest value it may hold (the grid is sized for
+ * it). ext: as for decode. head_dim: a multiple of 32 up to 256 (a power of two with v_rot). The CPU's
+ * cpu_attention_head_cache within float rounding. */
 int cuda_attention_blocks(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
                           const void *k_cache, const void *v_cache, int32_t n_tok, int32_t kv0, const int32_t *kv0_dev,
                           int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
                           void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err);
+int cuda_attention_blocks_per_head(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
+                                   const void *k_cache, const void *v_cache, int32_t n_tok, int32_t kv0,
+                                   const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                   float scale, const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes,
+                                   cudaStream_t s, guild_err_t *err);
 
 /* Causal prefill attention over the block-format caches on tensor cores (attn_blocks_mma.cu): kt, vt and v_rot of
  * q8_0, q4_0 or k8v4 (kv_format.h), head dimension 64 or 128, kv0 the cache length before row 0 (from the host:
