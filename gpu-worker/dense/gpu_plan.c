@@ -650,19 +650,38 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
     return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp + t.rollback;
 }
 
+/* The decode attention's reads of a cache of format t (a generated token's, and a prefill chunk's of at most
+ * ATTN_TOK rows, which takes the decode kernels): GB/s in GPU memory, and the share of the PCIe rate it reaches
+ * from host RAM, where it reads the rows in place. The CUDA kernels' rates at long spans on the H200
+ * (bench/results/attnblk-h200-2026-12-02.md): the block formats' kernel is bound by its arithmetic per position,
+ * not by the bytes, so the compact formats read fewer GB/s than f16's. */
+static double kv_decode_gbps(const planner_t *pl, int32_t t, bool host)
+{
+    double dev = 1200, share = 0.93; /* f16, f32 */
+    if (t == KV_TYPE_Q8_0)
+        dev = 450, share = 0.68;
+    else if (t == KV_TYPE_Q4_0)
+        dev = 230, share = 0.55;
+    else if (t == KV_TYPE_K8V4)
+        dev = 330, share = 0.63;
+    return host ? pl->cost.h2d_gbps * share : dev < GPU_PLAN_KV_HBM_GBPS ? dev : GPU_PLAN_KV_HBM_GBPS;
+}
+
 /* Predicted ns the attention spends reading the cache over the reference request: each prefill chunk of its prompt
- * reads the rows before it and its own (from host RAM: its layer's rows copied to the staging), each generated
- * token a full cache (the context planned for is the one to be used: a reference prompt of at most REF_PROMPT_MAX
- * would hide a long context's cost); at GPU_PLAN_KV_HBM_GBPS in GPU memory, at the PCIe rate from host RAM.
- * *per_token: a generated token's share. */
+ * reads the rows before it and its own (chunks of more than ATTN_TOK rows at GPU_PLAN_KV_HBM_GBPS in GPU memory,
+ * from host RAM its layer's rows copied to the staging at the PCIe rate; smaller ones as decode reads them), each
+ * generated token a full cache (the context planned for is the one to be used: a reference prompt of at most
+ * REF_PROMPT_MAX would hide a long context's cost) at kv_decode_gbps. *per_token: a generated token's share. */
 static double kv_read_ns(const planner_t *pl, int32_t chunk, bool host, double *per_token)
 {
-    const double bpp = (double)kv_type_position_bytes(pl->o->kv_type, pl->f->c);
-    const double rate = host ? pl->cost.h2d_gbps : GPU_PLAN_KV_HBM_GBPS;
+    const int32_t t = kv_type_resolve(pl->o->kv_type, KV_TYPE_F16);
+    const double bpp = (double)kv_type_position_bytes(t, pl->f->c);
+    const double dec = kv_decode_gbps(pl, t, host);
+    const double rate = chunk <= ATTN_TOK ? dec : host ? pl->cost.h2d_gbps : GPU_PLAN_KV_HBM_GBPS;
     double pre = 0;
     for (int32_t p = 0; p < pl->ref_prompt; p += chunk)
         pre += (double)(p + chunk < pl->ref_prompt ? p + chunk : pl->ref_prompt);
-    const double G = pl->ref_gen, tok = (double)pl->o->n_ctx * bpp / rate;
+    const double G = pl->ref_gen, tok = (double)pl->o->n_ctx * bpp / dec;
     if (per_token)
         *per_token = tok;
     return pre * bpp / rate + G * tok;
@@ -814,7 +833,7 @@ static void kv_why(gpu_plan_t *p, const planner_t *pl, int32_t chunk, bool compa
              "GB/s); a layer's rows staged on the GPU for prefill (%.2f GiB)%s", kv_type_name(p->kv_type),
              (double)p->kv_host_bytes / G, p->n_ctx, (double)on_dev / G,
              on_dev > p->budget ? "over the budget;" : "slower overall;", other / 1e6, p->pred_kv_ms,
-             pl->cost.h2d_gbps, (double)p->kv_stage / G, compact);
+             kv_decode_gbps(pl, p->kv_type, true), (double)p->kv_stage / G, compact);
 }
 
 int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *o, guild_err_t *err)

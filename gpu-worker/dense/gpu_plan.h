@@ -29,9 +29,9 @@
  *   - where the KV cache lives (kv_host): in GPU memory, or, with a backend that can (GPU_PLAN_CAP_KV_HOST), the
  *     attention layers' K and V rows in mapped host RAM, decode attention reading them over PCIe and a prefill
  *     batch's attention reading a copy of its layer's rows staged on the device (kv_stage). Both placements are
- *     planned and the one with the shorter predicted reference request is taken (the cache's reads counted at
- *     GPU_PLAN_KV_HBM_GBPS on the device, the PCIe rate from host RAM); a context neither fits is refused with
- *     the sizes and the compact formats (--kv-type) that would fit;
+ *     planned and the one with the shorter predicted reference request is taken (the cache's reads counted at the
+ *     decode kernels' rates per format, at most GPU_PLAN_KV_HBM_GBPS on the device and the PCIe rate from host
+ *     RAM); a context neither fits is refused with the sizes and the compact formats (--kv-type) that would fit;
  *   - a short "why" for each decision (printed by gpu_plan_print, `guild plan`).
  *
  * Pure arithmetic on the model's tensor sizes and the cost model, no CUDA: the coordinator prints the plan the
@@ -68,8 +68,9 @@
 /* The smallest staging slot worth planning holds this share of a layer's experts (1/16, at least one). */
 #define GPU_PLAN_MIN_SLICE_DIV 16
 
-/* The rate the plan counts the attention's reads of a cache in GPU memory at, GB/s (below the HBM's peak: the
- * decode kernels are latency-bound at short spans). */
+/* The rate the plan counts a prefill batch's attention reads of a cache in GPU memory at, GB/s, and the most it
+ * counts decode's at (below the HBM's peak: the decode kernels are latency-bound at short spans, and the block
+ * formats' bound by their arithmetic: gpu_plan.c's kv_decode_gbps). */
 #define GPU_PLAN_KV_HBM_GBPS 2000.0
 
 /* gpu_plan_options_t.caps: what the backend that follows the plan can do. */
