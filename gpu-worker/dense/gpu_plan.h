@@ -55,7 +55,7 @@
 #include "core/util/err.h"
 #include "gpu-worker/dense/gpu_cost.h"
 
-#define GPU_PLAN_RESERVE ((uint64_t)576 << 20)
+#define GPU_PLAN_RESERVE ((uint64_t)640 << 20)
 #define GPU_PLAN_ALIGN 256u
 
 /* cuda_config_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
