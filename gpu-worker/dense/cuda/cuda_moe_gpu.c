@@ -39,7 +39,11 @@
 #include "gpu-worker/dense/expert_split.h"
 
 #define ALIGN 256u
-#define FEW_TOKENS 4 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs */
+#define FEW_TOKENS 4 /* up to this many tokens a pass: never streamed */
+#define ONE_PAIR_TOKENS 16 /* up to this many tokens a step: one pair per tile (mmvq-style); more: tiles of 8 pairs.
+                              A batched decode step of up to 16 sessions holds about 1-2 pairs per routed expert:
+                              an 8-pair tile then runs its 8 slots' reductions for one or two pairs, and the
+                              second pair of an expert re-reads its weights from L2 (the same bits either way) */
 #define MMA_PAIRS_PER_EXPERT 4 /* from this many pairs per expert on average: the int8 tensor-core tiles */
 #define PAIR_UNITS 16 /* expected pairs per expert are planned in sixteenths (expert_split takes integers) */
 #define LAG 2
@@ -432,7 +436,7 @@ static int32_t part_tile(const moe_gpu_t *m, const gpu_layer_t *L, int32_t n)
     if (n * m->n_used >= MMA_PAIRS_PER_EXPERT * m->n_expert && cuda_expert_mma_supported(L->gate_type) &&
         cuda_expert_mma_supported(L->down_type))
         return CUDA_EXPERT_MMA_TILE;
-    return n <= FEW_TOKENS ? 1 : 8;
+    return n <= ONE_PAIR_TOKENS ? 1 : 8;
 }
 
 /* A layer's products for n tokens go through cuda_expert_pairs (fused launches, the same bits): tiles of one pair,
