@@ -18,9 +18,10 @@ int bench_sessions_main(int argc, char **argv);
 void bench_print_provenance(FILE *out, int argc, char **argv);
 
 /* The index of the first largest of x[0..n) (n >= 1), the one `x[i] > x[best]` picks: a greedy decode's next
- * token. The running maximum is kept in a register: comparing against x[best] chains each element's compare to a
- * load through the last move, several times slower over a 150k-entry vocabulary, which the batched benchmarks pay
- * per session. */
+ * token. The running maximum is kept in a register (comparing against x[best] chains each element's compare to a
+ * load through the last move) and a chunk of elements is scanned only when one of them beats it (the test of a
+ * chunk vectorises): a 150k-entry vocabulary, which the batched benchmarks pay per session, in a fraction of the
+ * element-by-element loop's time. */
 int32_t bench_argmax(const float *x, int32_t n);
 
 /* One greedy decode step of n sessions decoded together (guild bench sessions, guild-cuda-prof): a row each,
@@ -30,6 +31,12 @@ int32_t bench_argmax(const float *x, int32_t n);
 struct backend;
 int bench_decode_step(struct backend *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
                       float *logits, int32_t V, guild_err_t *err);
+
+/* bench_decode_step's two halves, for a caller that times the forward call alone (guild-cuda-prof's traced
+ * window): the forward call of the n sessions' tokens tok, then each session's next token from its logits row. */
+int bench_decode_forward(struct backend *be, int32_t n, const int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
+                         float *logits, guild_err_t *err);
+void bench_decode_pick(int32_t n, const float *logits, int32_t V, int32_t *tok);
 
 
 #endif

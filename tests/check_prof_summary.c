@@ -1,9 +1,12 @@
-/* bench/prof_summary: guild-cuda-prof's arithmetic on hand-made traces (no GPU, no CUPTI). */
+/* bench/prof_summary: guild-cuda-prof's arithmetic on hand-made traces (no GPU, no CUPTI); bench_argmax (the
+ * benchmarks' greedy pick) against the plain loop. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench.h"
 #include "bench/prof_summary.h"
 
 static const char *const names[] = {"kern_a", "kern_b", "kern_unused"};
@@ -123,6 +126,45 @@ START_TEST(test_step_without_kernels)
 }
 END_TEST
 
+/* The first index of the largest, `x[i] > m` from x[0]: what bench_argmax must give. */
+static int32_t argmax_ref(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+START_TEST(test_argmax)
+{
+    enum { V = 151936 };
+    float *x = malloc(V * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    uint64_t lcg = 12345;
+    for (int r = 0; r < 24; r++) {
+        for (int32_t i = 0; i < V; i++) {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = r % 4 == 3 ? (float)((lcg >> 40) % 7) : (float)(lcg >> 40) / (float)(1 << 24) * 20.0f - 10.0f;
+        }
+        if (r % 3 == 1) /* NaNs never win, wherever they are (x[0] one: every compare fails) */
+            for (int32_t i = r; i < V; i += V / 5)
+                x[i] = NAN;
+        if (r == 5)
+            x[0] = NAN;
+        if (r == 7) /* the largest in the last, partial chunk */
+            x[V - 1] = 100.0f;
+        if (r == 9)
+            for (int32_t i = 0; i < V; i++)
+                x[i] = -INFINITY;
+        ck_assert_int_eq(bench_argmax(x, V), argmax_ref(x, V));
+        for (int32_t n = 1; n <= 100; n++) /* every length around the chunks' */
+            ck_assert_int_eq(bench_argmax(x + r, n), argmax_ref(x + r, n));
+    }
+    free(x);
+}
+END_TEST
+
 static Suite *prof_suite(void)
 {
     Suite *s = suite_create("prof_summary");
@@ -132,6 +174,9 @@ static Suite *prof_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("names");
     tcase_add_test(tc, test_by_name_and_copies);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("argmax");
+    tcase_add_test(tc, test_argmax);
     suite_add_tcase(s, tc);
     return s;
 }
