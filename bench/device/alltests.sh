@@ -8,11 +8,14 @@
 # cut of that many layers at --gpu-mem 24G, decode at 512 and 4096 positions, 2 runs each, base then new).
 # Pack: bash bench/device/repack.sh BUILD_DIR (and copy another build's guild, guild-cpu-worker,
 # guild-gpu-worker into .carry/base for the A/B); then on the device from the repo root:
-#   C=DIR bash bench/device/alltests.sh [SECONDS] [DS_LAYERS]
-# Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/alltests.log.
+#   C=DIR bash bench/device/alltests.sh [SECONDS] [DS_LAYERS] [JOBS]
+# Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/alltests.log. With
+# JOBS > 1 the test steps run that many at a time (the GPU holds several test programs at once: their bits do not
+# depend on what else runs), each one's output in tests.tgz and its last lines in the log.
 set -u
 budget=${1:-250}
 ds_layers=${2:-0}
+jobs=${3:-1}
 C=${C:-$PWD/.carry}
 export LD_LIBRARY_PATH=$C/lib CK_DEFAULT_TIMEOUT=300
 B=$C/bin
@@ -24,18 +27,43 @@ t0=$(date +%s)
 . "$(dirname "$0")/lib.sh" # say, step
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit"
+# test LIMIT NAME CMD...: a step, in the background when JOBS > 1 (its output in $O/t/NAME.log until the end)
+test_step() {
+    if [ "$jobs" -le 1 ]; then
+        step "$@"
+        return
+    fi
+    while [ "$(running)" -ge "$jobs" ]; do sleep 0.5; done
+    mkdir -p "$O/t"
+    (step "$@" > "$O/t/$(echo "$2" | tr -c 'A-Za-z0-9_.\n-' _).log" 2>&1) &
+    pids="$pids $!"
+}
+running() { # how many of the test steps still run
+    n=0
+    for p in $pids; do kill -0 "$p" 2> /dev/null && n=$((n + 1)); done
+    echo $n
+}
+pids=
 for t in "$B"/tests/cuda/check_cuda_*; do
     [ -x "$t" ] || continue
     case $(basename "$t") in
     check_cuda_kv_long) # its bit cases; the timing cases are longctx.sh's measurements
         for c in split_bits mma; do
-            step 60 "check_cuda_kv_long $c" env CK_RUN_CASE=$c "$t"
+            test_step 60 "check_cuda_kv_long $c" env CK_RUN_CASE=$c "$t"
         done ;;
-    *) step 60 "$(basename "$t")" "$t" ;; # the longest took 36 s (check_cuda_expert_mma)
+    *) test_step 60 "$(basename "$t")" "$t" ;; # the longest took 36 s (check_cuda_expert_mma)
     esac
 done
-step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
-step 60 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
+test_step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
+test_step 60 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
+if [ "$jobs" -gt 1 ]; then
+    # shellcheck disable=SC2086 # the step subshells alone: a bare wait would also wait for the log's tee
+    wait $pids # every step runs under timeout -s KILL
+    for f in "$O"/t/*.log; do # each step's verdict: Check's summary line, its exit status
+        grep -hE '^== |^[0-9]+%: Checks|^rc=|PASS|FAIL' "$f" | tail -n 4
+    done
+    tar -czf "$O/tests.tgz" -C "$O" t && rm -rf "$O/t"
+fi
 say "tests done"
 [ "$ds_layers" -gt 0 ] && [ -x "$C/base/guild" ] || exit 0
 m=/tmp/deepseek-v3-cut.gguf
