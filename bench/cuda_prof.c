@@ -49,6 +49,7 @@
 #include "core/util/clock.h"
 #include "core/util/log.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/cuda/cuda_step_clock.h"
 
 #define WHO "guild-cuda-prof"
 #define WARMUP_STEPS 8
@@ -60,7 +61,8 @@
 char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
 enum { PROF_FLAGS = STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS |
-                    STACK_FLAG_NO_GRAPH | STACK_FLAG_CUDA_OFF | STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS };
+                    STACK_FLAG_NO_GRAPH | STACK_FLAG_CUDA_OFF | STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS |
+                    STACK_FLAG_CHECK_FINITE };
 
 typedef struct prof_cfg {
     const char *model;
@@ -70,6 +72,7 @@ typedef struct prof_cfg {
     int n_verify;
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
     bool trace_prefill;  /* --trace-prefill: the prompt's chunks are the traced steps */
+    bool phases;         /* --phases: the backend's step clock (cuda_step_clock.h) over the same steps */
     stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
 
@@ -100,7 +103,10 @@ static void usage(FILE *out)
             "      --verify K,...      no CUPTI: time steps of K rows (a speculative verify step, every row's\n"
             "                          logits out, the cache cut back after each) against one row, per K\n"
             "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n"
-            "      --trace-prefill     trace the prompt's forward passes (a second prefill) instead of decode\n",
+            "      --trace-prefill     trace the prompt's forward passes (a second prefill) instead of decode\n"
+            "      --phases            the backend's step clock over the same steps: host times around the launch,\n"
+            "                          device time between marks (embedding, layer 0, the other layers, LM head);\n"
+            "                          with --no-trace, the step untraced (5 one-thread kernels more a step)\n",
             WARMUP_STEPS);
     stack_flags_usage(out, PROF_FLAGS, "cuda");
     fprintf(out, "  -h, --help              this help\n");
@@ -108,12 +114,13 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY, O_PHASES };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
         {"no-trace", no_argument, NULL, O_NO_TRACE}, {"trace-prefill", no_argument, NULL, O_TRACE_PREFILL},
         {"sessions", required_argument, NULL, O_SESSIONS}, {"verify", required_argument, NULL, O_VERIFY},
+        {"phases", no_argument, NULL, O_PHASES},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
@@ -162,6 +169,10 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
             break;
         case O_NO_TRACE: c->no_trace = true; break;
         case O_TRACE_PREFILL: c->trace_prefill = true; break;
+        case O_PHASES:
+            c->phases = true;
+            c->flags.gpu.cuda.step_clock = true;
+            break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, WHO ": unknown option or missing value: %s\n", argv[optind - 1]);
@@ -409,6 +420,20 @@ static void prof_free(void)
 
 /* ---- driving the model ---- */
 
+/* --phases: the backend's step clock over the passes since the last call, printed (print false: dropped). */
+static int phases_take(backend_t *be, bool print, guild_err_t *err)
+{
+    enum { CAP = 4096 };
+    cuda_step_times_t *t = malloc(CAP * sizeof *t);
+    if (!t)
+        return guild_err_set(err, "out of memory");
+    int32_t n = 0;
+    const int rc = cuda_backend_step_times(be, t, CAP, &n, err);
+    if (rc == 0 && print)
+        cuda_step_times_print(t, n, stdout);
+    free(t);
+    return rc;
+}
 
 /* --verify: after the warm-up at position p, for each size K, steps of K rows at positions p .. p + K - 1 (the
  * sampled token, then K - 1 drafts), every row's logits out, the cache cut back to p after each (a verify step
@@ -434,6 +459,10 @@ static int verify_steps(backend_t *be, const prof_cfg_t *c, int32_t p, int32_t t
             rows[i] = i;
         }
         for (int32_t g = 0; g < 2 + c->steps; g++) {
+            if (g == 2 && c->phases && phases_take(be, false, err) < 0) { /* not the capture's steps */
+                rc = -1;
+                break;
+            }
             const double t = guild_clock_s();
             if (backend_forward(be, K, toks, pos, K, rows, lg, err) < 0) {
                 guild_err_prefix(err, "verify step of %d rows: ", K);
@@ -451,6 +480,8 @@ static int verify_steps(backend_t *be, const prof_cfg_t *c, int32_t p, int32_t t
             first = med;
         printf("verify step of %2d rows: wall median %8.1f us, %5.2fx a step of %d row%s, %5.2fx per row\n", K, med,
                med / first, c->verify[0], c->verify[0] > 1 ? "s" : "", med / first * c->verify[0] / K);
+        if (c->phases && phases_take(be, true, err) < 0)
+            rc = -1;
     }
     free(lg);
     free(w);
@@ -538,6 +569,8 @@ int main(int argc, char **argv)
             guild_err_prefix(&err, "warm-up step %d: ", g);
             goto out;
         }
+    if (c.phases && phases_take(be, false, &err) < 0) /* the prefill's and warm-up's passes */
+        goto out;
     if (c.n_verify) {
         const int32_t p = backend_kv_len(be);
         bench_print_provenance(stdout, argc, argv);
@@ -607,6 +640,8 @@ int main(int argc, char **argv)
                c.trace_prefill ? "prefill chunks" : "decode steps", WARMUP_STEPS, c.flags.n_threads,
                c.flags.gpu.cuda.no_graph ? "off" : "on", guild_median(w, traced) / 1e3);
         free(w);
+        if (c.phases && phases_take(be, true, &err) < 0)
+            goto out;
         rc = 0;
         goto out;
     }
@@ -624,6 +659,8 @@ int main(int argc, char **argv)
         printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
                g_prof.dropped);
     prof_summary_print(&sum, stdout);
+    if (c.phases && phases_take(be, true, &err) < 0)
+        goto out;
     if (experts)
         moe_exec_stats(experts, &es1);
     if (have_bs && backend_stats(be, &bs1) == 0)

@@ -20,6 +20,8 @@
  */
 #include "gpu-worker/dense/cuda/cuda_backend.h"
 #include "gpu-worker/dense/cuda/cuda_snapshot.h"
+#define GUILD_CUDA_STEP_CLOCK_INTERNAL
+#include "gpu-worker/dense/cuda/cuda_step_clock.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +63,7 @@ static void cuda_destroy(backend_t *base)
     if (b->stream)
         cudaStreamSynchronize(b->stream);
     graphs_clear(b);
+    cuda_step_clock_destroy(&b->clock);
     cuda_mtp_free(b);
     moe_exec_destroy(&b->moe_gpu);
     moe_exec_destroy(&b->moe_host);
@@ -664,6 +667,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_check(cudaMemset(b->d_attn_done, 0, ad_bytes), "the decode attention's counters", err) < 0)
         goto fail;
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
+        (cc->step_clock && cuda_step_clock_new(&b->clock, err) < 0) ||
         setup_experts(b, m, opt, cc, &plan, err) < 0 || (b->mtp && cuda_mtp_setup(b, err) < 0))
         goto fail;
     /* the routing counters (route_count.cu) and the plan's resident experts, whose share of them is the hit rate */
@@ -729,16 +733,22 @@ static int enqueue_layers(cuda_backend_t *b, int32_t n, bool progress, guild_err
     const int64_t E = b->cfg->n_embd;
     cudaStream_t s = b->stream;
     b->act_src = NULL;
-    if (cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, (3 * (size_t)b->n_batch + 1) * sizeof(int32_t),
+    if (cuda_step_clock_mark(b->clock, CUDA_MARK_START, s, err) < 0 ||
+        cuda_check(cudaMemcpyAsync(b->tokens, b->h_tokens, (3 * (size_t)b->n_batch + 1) * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, s), "copy token ids", err) < 0 ||
         cuda_get_rows(b->token_embd.type, b->token_embd.d, b->token_embd.row_bytes, E, b->tokens, n, b->x, E, s,
                       err) < 0)
         return -1;
-    if (b->d_finite && /* FINITE_NONE: every byte 0xff */
-        cuda_check(cudaMemsetAsync(b->d_finite, 0xff, sizeof *b->d_finite, s), "reset the non-finite check", err) < 0)
+    /* a kernel, not a memset: the chain of the step's kernels stays one of kernels */
+    if (b->d_finite && cuda_finite_reset(b->d_finite, s, err) < 0)
+        return -1;
+    if (cuda_step_clock_mark(b->clock, CUDA_MARK_EMBED, s, err) < 0)
         return -1;
     for (int32_t il = 0; il < b->cfg->n_layer; il++) {
         if (cuda_layer_forward(b, il, n, err) < 0)
+            return -1;
+        if ((il == 0 || il + 1 == b->cfg->n_layer) &&
+            cuda_step_clock_mark(b->clock, il == 0 ? CUDA_MARK_LAYER0 : CUDA_MARK_LAYERS, s, err) < 0)
             return -1;
         if (progress && b->progress &&
             cuda_check(cudaLaunchHostFunc(s, progress_bump, b->progress), "enqueue the progress mark", err) < 0)
@@ -759,6 +769,7 @@ static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_
         if (cuda_rmsnorm_checked(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr,
                                  c->norm_eps, b->d_finite, 2 * (uint32_t)c->n_layer, s, err) < 0 ||
             cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
+            cuda_step_clock_mark(b->clock, CUDA_MARK_HEAD, s, err) < 0 ||
             cuda_check(cudaMemcpyAsync(dst + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
                                        cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
             return -1;
@@ -822,6 +833,11 @@ static int graph_get(cuda_backend_t *b, int32_t n, int32_t n_out, float *dst, cu
     cudaGraphExec_t ge = NULL;
     if (rc == 0)
         rc = cuda_check(cudaGraphInstantiate(&ge, graph, 0), "instantiate the step's graph", err);
+    /* its work onto the device now, once, not as part of its first launch */
+    if (rc == 0 && cuda_check(cudaGraphUpload(ge, s), "upload the step's graph", err) < 0) {
+        cudaGraphExecDestroy(ge);
+        rc = -1;
+    }
     if (graph)
         cudaGraphDestroy(graph);
     if (rc < 0) {
@@ -920,6 +936,7 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
     cuda_backend_t *b = (cuda_backend_t *)base;
     const model_config_t *c = b->cfg;
     cudaStream_t s = b->stream;
+    cuda_step_clock_host(b->clock, CUDA_HOST_ENTER);
     b->n_grp = 0;
     if (n < 1 || n > b->n_batch)
         return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, b->n_batch);
@@ -959,6 +976,9 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
         }
     }
     b->mtp_next = 0;
+    cuda_step_clock_host(b->clock, CUDA_HOST_LAUNCH);
+    if (cuda_step_clock_event(b->clock, 0, s, err) < 0)
+        return forward_failed(b);
     if (exec) {
         b->graph_steps++;
         if (cuda_check(cudaGraphLaunch(exec, s), "launch the step's graph", err) < 0)
@@ -972,12 +992,16 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
             cuda_moe_step_end(b->moe, s, err) < 0)
             return forward_failed(b);
     }
+    cuda_step_clock_host(b->clock, CUDA_HOST_LAUNCHED);
+    if (cuda_step_clock_event(b->clock, 1, s, err) < 0)
+        return forward_failed(b);
     /* x still holds the last layer's rows (the head writes xn only): the MTP layer's inputs */
     if (b->mtp && cuda_mtp_keep(b, n, b->h_tokens, err) < 0)
         return forward_failed(b);
     if (cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 || cuda_moe_sync(b->moe, b->done, err) < 0 ||
         cuda_moe_result(b->moe, err) < 0)
         return forward_failed(b);
+    cuda_step_clock_host(b->clock, CUDA_HOST_SYNCED);
     /* the check's finds, read where the step synchronises anyway (the row of a find is a reordered row) */
     if (b->h_finite && *b->h_finite != FINITE_NONE) {
         const int32_t row = (int32_t)((*b->h_finite >> 25) & (FINITE_MAX_ROWS - 1));
@@ -994,6 +1018,8 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
         }
         b->seq_len[q] += b->grp_rows[g];
     }
+    cuda_step_clock_host(b->clock, CUDA_HOST_EXIT);
+    cuda_step_clock_done(b->clock, n, exec != NULL);
     return 0;
 }
 

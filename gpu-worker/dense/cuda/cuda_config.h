@@ -39,6 +39,9 @@ typedef struct cuda_config {
     bool no_fuse;              /* debugging: the block norms, the residual updates before them and the quantizations
                                   after them as separate launches (cuda_layer.c; the fused launch has their bits) */
     bool no_pdl;               /* debugging: no programmatic dependent launch (cuda_set_pdl; the same bits) */
+    bool step_clock;           /* measurement: each forward pass's host times, timing events and marks on the
+                                  device (gpu-worker/dense/cuda/cuda_step_clock.h; 5 one-thread kernels more a
+                                  step); read by cuda_backend_step_times */
     cuda_stager_t stager;      /* the streamed experts' copies */
     int32_t stage_threads;     /* THREAD: copy threads (0: half the online CPUs, at most 256) */
     const char *stage_ring;    /* PROCESS: the ring's arena name (ipc/stage_ring.h); borrowed during creation */

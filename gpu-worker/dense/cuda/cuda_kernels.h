@@ -128,6 +128,11 @@ int cuda_rmsnorm_checked(float *out, int64_t ldo, const float *x, int64_t ldx, c
                          int64_t n, int32_t n_rows, float eps, uint64_t *found, uint32_t site, cudaStream_t s,
                          guild_err_t *err);
 
+/* *found = FINITE_NONE once the kernels before it on the stream have finished: the check's start of a step as one
+ * more kernel of the chain (programmatic dependent launch), where a memset would be a graph's only memset node
+ * between the embedding and the first norm. */
+int cuda_finite_reset(uint64_t *found, cudaStream_t s, guild_err_t *err);
+
 /* The residual update a fused norm applies first (cuda_rmsnorm_fused). */
 typedef enum cuda_pre_kind {
     CUDA_PRE_NONE = 0,
@@ -528,6 +533,11 @@ int cuda_qg_split(const float *qg, float *q, float *gate, int32_t n, int32_t n_h
 
 /* x[i] *= sigmoid(gate[i]) for i < total (sigmoid = 1 / (1 + expf(-g))). */
 int cuda_sigmoid_mul(float *x, const float *gate, int64_t total, cudaStream_t s, guild_err_t *err);
+
+/* The decode step's clock (cuda_step_clock.h): *slot = the GPU's global timer in ns once the kernels before it on
+ * the stream have finished; slot is a device address (of mapped host memory, so the host reads it after the
+ * step's synchronisation without a copy). */
+int cuda_clock_mark(uint64_t *slot, cudaStream_t s, guild_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -189,6 +189,7 @@ typedef struct cuda_backend {
     float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
                                    host-registered */
     cudaEvent_t done;           /* recorded after each step */
+    struct cuda_step_clock *clock; /* cuda_config_t.step_clock (cuda_step_clock.h); NULL: off */
     /* The non-finite check (backend_options_t.check_finite; gpu-worker/dense/finite_check.h): the norms min their
      * finds into d_finite, set to FINITE_NONE at the start of a step and copied to h_finite at its end, which the
      * host reads after the step's one synchronisation. NULL: no check. */

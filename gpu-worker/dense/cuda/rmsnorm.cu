@@ -238,6 +238,18 @@ extern "C" int cuda_rmsnorm_checked(float *out, int64_t ldo, const float *x, int
     return cuda_launch_check("rmsnorm", err);
 }
 
+static __global__ void finite_reset_kernel(unsigned long long *found)
+{
+    pdl_begin();
+    *found = (unsigned long long)FINITE_NONE;
+}
+
+extern "C" int cuda_finite_reset(uint64_t *found, cudaStream_t s, guild_err_t *err)
+{
+    cuda_launch_pdl(finite_reset_kernel, dim3(1), dim3(1), 0, s, (unsigned long long *)found);
+    return cuda_launch_check("reset the non-finite check", err);
+}
+
 extern "C" int cuda_rmsnorm(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows,
                             const float *w, int64_t n, int32_t n_rows, float eps, cudaStream_t s, guild_err_t *err)
 {
