@@ -36,7 +36,7 @@ say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=
     "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit; baseline $base_commit"
 pids=
 for t in check_cuda_fused check_cuda_backend check_cuda_finite check_cuda_clock; do
-    (timeout -s KILL 70 "$B/tests/cuda/$t" > "$O/$t.log" 2>&1; echo "rc=$? ($t)" >> "$O/$t.log") &
+    (timeout -s KILL 50 "$B/tests/cuda/$t" > "$O/$t.log" 2>&1; echo "rc=$? ($t)" >> "$O/$t.log") &
     pids="$pids $!"
 done
 m=/tmp/q30b.gguf
@@ -61,16 +61,10 @@ bench() { # NAME BINDIR LIMIT FLAGS...
         grep -i "decode" "'"$O/$name.out"'" | tail -4; exit $st' \
         "$dir/guild" bench run -m $m --populate 512 --gen 32 --runs 3 --json "$O/$name.json" "$@"
 }
-prof phases-new "$B/bench/guild-cuda-prof" 25 --no-trace --phases
-prof untraced-base "$P/base/guild-cuda-prof" 22 --no-trace
-bench allgpu-new "$B" 26 --single-process --commit "$commit"
-bench allgpu-base "$P/base" 26 --single-process --commit "$base_commit"
-bench allgpu-base-nofinite "$P/base" 26 --single-process --check-finite off --commit "$base_commit"
-prof cupti-new "$B/bench/guild-cuda-prof" 25 --phases
-prof cupti-base "$P/base/guild-cuda-prof" 25
-grep -E "rmsnorm_kernel<true, 0, 3>|get_rows|finite_reset|clock_mark" "$O/prof-cupti-new.txt" "$O/prof-cupti-base.txt"
-prof phases-new-nofinite "$B/bench/guild-cuda-prof" 22 --no-trace --phases --check-finite off
-prof phases-new-nopdl "$B/bench/guild-cuda-prof" 22 --no-trace --phases --cuda-off pdl
+prof phases-new "$B/bench/guild-cuda-prof" 20 --no-trace --phases
+prof untraced-base "$P/base/guild-cuda-prof" 18 --no-trace
+bench allgpu-new "$B" 24 --single-process --commit "$commit"
+bench allgpu-base "$P/base" 24 --single-process --commit "$base_commit"
 for i in $(seq 1 40); do printf 'one two three four five, '; done > /tmp/rep.txt
 greedy() { # NAME BINDIR LIMIT
     name=$1 dir=$2 lim=$3
@@ -79,10 +73,16 @@ greedy() { # NAME BINDIR LIMIT
         "$dir/guild" run -m $m -f /tmp/rep.txt -n 64 --temp 0 --ignore-eos --threads 14 --ctx 1024 \
         --backend cuda --single-process --ids-out "$O/$name.ids"
 }
-greedy ids-new "$B" 16
-greedy ids-base "$P/base" 16
+greedy ids-new "$B" 14
+greedy ids-base "$P/base" 14
 [ -s "$O/ids-new.ids" ] && [ -s "$O/ids-base.ids" ] &&
     { cmp -s "$O/ids-new.ids" "$O/ids-base.ids" && say "greedy ids: new = base" || say "greedy ids DIFFER"; }
+bench allgpu-base-nofinite "$P/base" 24 --single-process --check-finite off --commit "$base_commit"
+prof cupti-new "$B/bench/guild-cuda-prof" 20 --phases
+prof cupti-base "$P/base/guild-cuda-prof" 20
+grep -E "rmsnorm_kernel<true, 0, 3>|get_rows|finite_reset|clock_mark" "$O/prof-cupti-new.txt" "$O/prof-cupti-base.txt"
+prof phases-new-nofinite "$B/bench/guild-cuda-prof" 18 --no-trace --phases --check-finite off
+prof phases-new-nopdl "$B/bench/guild-cuda-prof" 18 --no-trace --phases --cuda-off pdl
 bench pipe8g-new "$B" 30 --gpu-mem 8G --threads 14 --commit "$commit"
 bench pipe8g-base "$P/base" 30 --gpu-mem 8G --threads 14 --commit "$base_commit"
 tar -czf "$R/stepgap-files.tar.gz" -C "$O" .
