@@ -1,7 +1,8 @@
 #!/bin/sh
 # guild-cuda-prof's command line: --help works, no -m is a usage error (2), and a run with a missing model exits 1
 # with a clear message: "no CUDA device" on a machine without a GPU, the model's path on one with a GPU. With a
-# GPU, it also profiles a tiny guild-mkmodel model for 2 steps and checks that the report has kernels in it.
+# GPU, it also profiles a tiny guild-mkmodel model for 2 steps and checks that the report has kernels in it, and
+# that --phases --no-trace prints the step clock.
 set -u
 B=${GUILD_BUILDDIR:-.}
 P=$B/bench/guild-cuda-prof
@@ -21,6 +22,7 @@ fail() {
 
 "$P" --help >"$T/out" 2>"$T/err" || fail "--help: exit status $?"
 grep -qF -- "--steps S" "$T/out" || fail "--help lacks --steps"
+grep -qF -- "--phases" "$T/out" || fail "--help lacks --phases"
 
 timeout 60 "$P" >"$T/out" 2>"$T/err"
 st=$?
@@ -44,4 +46,10 @@ timeout 300 "$P" -m "$T/m.gguf" --populate 16 --steps 2 --threads 2 >"$T/out" 2>
 cat "$T/out"
 grep -q "^step wall" "$T/out" || fail "profile: no step wall line"
 grep -qE "^kernels per step [1-9]" "$T/out" || fail "profile: no kernels traced"
+# the step clock, untraced: its table, every span known
+timeout 300 "$P" -m "$T/m.gguf" --populate 16 --steps 2 --threads 2 --no-trace --phases >"$T/out" 2>"$T/err" ||
+    fail "--phases: exit status $?"
+cat "$T/out"
+grep -q "^step clock over 2 forward passes (2 replayed graphs)" "$T/out" || fail "--phases: no step clock"
+grep -qE "^  device: -> last layer done +[0-9]" "$T/out" || fail "--phases: no span of the layers"
 exit 0
