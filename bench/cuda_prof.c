@@ -12,7 +12,10 @@
  * fraction (union of kernel intervals over the step's wall time, and with memcpy/memset); the idle time before
  * the first kernel, between consecutive kernels (median, p90, sum per step) and after the last; memcpy and memset
  * per step by direction. --no-trace runs the same steps without CUPTI and prints the step wall time alone: what
- * tracing every graph node costs. --trace-prefill traces a prompt's forward passes instead of decode steps: the
+ * tracing every graph node costs. --phases adds the backend's step clock (gpu-worker/dense/cuda/cuda_step_clock.h):
+ * the host's times around the launch and the device's between marks, untraced with --no-trace. Traced, the launch
+ * call itself is ~15x longer and the device runs the graph's first nodes while the host is still in it: the idle
+ * time after them is that call, not the step (bench/results/stepgap-h200-2026-12-02-s26.md). --trace-prefill traces a prompt's forward passes instead of decode steps: the
  * prompt is prefilled once untraced (a streamed pass measures its costs there), then again over the same
  * positions, each chunk of --batch tokens a traced "step" (with streamed experts: the copies, the unpacking on
  * its own stream and the products; single process, so the CPU side is the in-process executor). --sessions N
