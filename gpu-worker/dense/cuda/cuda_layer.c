@@ -20,6 +20,8 @@
 #include "core/quant/quant.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
+#define GUILD_CUDA_STEP_CLOCK_INTERNAL
+#include "gpu-worker/dense/cuda/cuda_step_clock.h"
 
 int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64_t ldx, int32_t n, float *y,
                 int64_t ldy, bool reuse, guild_err_t *err)
@@ -155,9 +157,13 @@ int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *er
     const cuda_tensor_t *ffn_in = lp.ffn->kind == MODEL_FFN_DENSE ? &L->ffn_gate : NULL;
     if (il == 0)
         b->pend.kind = CUDA_PRE_NONE; /* a failed step's is void */
+    cuda_step_clock_t *clock = il == 0 ? b->clock : NULL; /* the step clock's marks between layer 0's parts */
     if (block_norm(b, &L->attn_norm, attn_in, site, n, err) < 0 ||
+        cuda_step_clock_mark(clock, CUDA_MARK_L0_NORM, b->stream, err) < 0 ||
         cuda_attn_parts[lp.attn->kind]->forward(b, lp.attn, il, n, err) < 0 ||
+        cuda_step_clock_mark(clock, CUDA_MARK_L0_ATTN, b->stream, err) < 0 ||
         block_norm(b, &L->ffn_norm, ffn_in, site + 1, n, err) < 0 ||
+        cuda_step_clock_mark(clock, CUDA_MARK_L0_FFN_NORM, b->stream, err) < 0 ||
         cuda_ffn_parts[lp.ffn->kind]->forward(b, &lp, il, n, err) < 0 ||
         (il + 1 >= c->n_layer && residual_flush(b, n, err) < 0))
         return guild_err_prefix(err, "layer %d: ", il);

@@ -135,8 +135,12 @@ void cuda_step_times_print(const cuda_step_times_t *t, int32_t n, FILE *out)
                                      "host: launched -> synchronised (waiting for the device)",
                                      "host: synchronised -> return (logits to the caller)"};
     static const char *const mn[] = {"device: start -> embedding done (tokens' copy, get_rows, finite reset)",
-                                     "device: -> layer 0 done", "device: -> last layer done",
-                                     "device: -> LM head's product done"};
+                                     "device: -> layer 0's block norm done",
+                                     "device: -> layer 0's attention part done",
+                                     "device: -> layer 0's FFN norm done",
+                                     "device: -> layer 0's FFN part done (layer 0 done)",
+                                     "device: -> last layer done", "device: -> LM head's product done"};
+    _Static_assert(sizeof mn / sizeof mn[0] == CUDA_MARKS - 1, "a name a span");
     fprintf(out, "step clock over %d forward passes (%d replayed graphs), medians in us:\n", n, graphs);
     fprintf(out, "  %-72s %9.1f\n", "host: wall (entry -> return)",
             median_of(t, n, offsetof(cuda_step_times_t, wall), v));

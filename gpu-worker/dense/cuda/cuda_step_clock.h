@@ -7,9 +7,10 @@
  *   - device, timing events recorded before and after the launch: from the stream reaching the step to its last
  *     work (the logits' copy included);
  *   - device, marks (cuda_clock_mark: the GPU's global timer once the kernels before the mark have finished) at
- *     the step's start, after the embedding (the tokens' copy, get_rows, the non-finite check's reset), after
- *     layer 0, after the last layer and after the LM head's product: four spans.
- * The marks are 5 more one-thread kernels in the step: with the clock off the step has none of this. */
+ *     the step's start, after the embedding (the tokens' copy, get_rows, the non-finite check's reset), within
+ *     layer 0 after each of its parts (the block norm, the attention part, the FFN's norm, the FFN part), after
+ *     the last layer and after the LM head's product: seven spans.
+ * The marks are 8 more one-thread kernels in the step: with the clock off the step has none of this. */
 #ifndef GUILD_GPU_WORKER_CUDA_STEP_CLOCK_H
 #define GUILD_GPU_WORKER_CUDA_STEP_CLOCK_H
 
@@ -21,7 +22,17 @@
 
 struct backend;
 
-enum { CUDA_MARK_START, CUDA_MARK_EMBED, CUDA_MARK_LAYER0, CUDA_MARK_LAYERS, CUDA_MARK_HEAD, CUDA_MARKS };
+enum {
+    CUDA_MARK_START,
+    CUDA_MARK_EMBED,
+    CUDA_MARK_L0_NORM,   /* layer 0's parts (cuda_layer.c) */
+    CUDA_MARK_L0_ATTN,
+    CUDA_MARK_L0_FFN_NORM,
+    CUDA_MARK_LAYER0,    /* layer 0 done: its FFN part */
+    CUDA_MARK_LAYERS,
+    CUDA_MARK_HEAD,
+    CUDA_MARKS
+};
 enum { CUDA_HOST_ENTER, CUDA_HOST_LAUNCH, CUDA_HOST_LAUNCHED, CUDA_HOST_SYNCED, CUDA_HOST_EXIT, CUDA_HOSTS };
 
 /* One forward pass's times (us). */
@@ -31,7 +42,8 @@ typedef struct cuda_step_times {
     double host[CUDA_HOSTS - 1];    /* entry -> launch, the launch call, -> synchronised, -> return */
     double wall;                    /* entry -> return */
     double gpu;                     /* the events: the stream reaching the step -> its last work; < 0: unknown */
-    double mark[CUDA_MARKS - 1];    /* start -> embedding, -> layer 0, -> last layer, -> LM head; < 0: unknown */
+    double mark[CUDA_MARKS - 1];    /* start -> embedding, layer 0's parts (-> norm, -> attention, -> FFN norm,
+                                       -> FFN), -> last layer, -> LM head; < 0: unknown */
 } cuda_step_times_t;
 
 /* The passes recorded since the last call (at most cap, the latest; 0 when none), into out; the record empties.
