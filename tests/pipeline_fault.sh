@@ -183,11 +183,15 @@ rc=$?
 grep -q "cpu-worker\[0\] died 4 times within a minute (last: pid [0-9]* killed by signal 11.*backing off" "$T/die.err" ||
     fail "die: no clear message"
 
-# the coordinator killed: the workers leave, and so do the arena and the run directory. (A run that ends
-# before the kill lands, at the model's end of text, is simply tried again.)
+# the coordinator killed: the workers leave, and so do the arena and the run directory. The run must last: the
+# test model reaches its end of text after ~250 tokens (--ignore-eos), and the kill waits until the three workers
+# are exec'd (on a loaded machine they may be after the GPU worker's ready line). A run that ends before the kill
+# lands is simply tried again.
 killed=""
 for attempt in 1 2 3; do
-    start coord -n 100000 --ctx 16384
+    start coord -n 100000 --ctx 16384 --ignore-eos
+    i=0
+    while [ "$(count_procs "guild-$GPID-")" -lt 3 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     ms_sleep "$(rand_ms $((DEC / 4 + 1)))"
     if [ "$(count_procs "guild-$GPID-")" -eq 3 ] && kill -9 "$GPID" 2>/dev/null; then
         killed=1
@@ -212,7 +216,7 @@ GPID=""
 mkdir "$T/shm"
 killed=""
 for attempt in 1 2 3; do
-    start named -n 100000 --ctx 16384 --arena-dir "$T/shm"
+    start named -n 100000 --ctx 16384 --ignore-eos --arena-dir "$T/shm"
     if kill -9 "$GPID" 2>/dev/null; then
         killed=1
         break
