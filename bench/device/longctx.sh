@@ -9,7 +9,7 @@
 # goes (the bench's lines as they come: a run killed at the budget keeps its finished contexts). CASES (default
 # "mma prefill_timing") names the check_cuda_kv_long cases; empty: none. TESTS (default none) names more CUDA test
 # programs run first, each PROGRAM or PROGRAM:CASE (tests/cuda/PROGRAM, CK_RUN_CASE=CASE, 40 s each). PLANS=0 skips
-# the plans. Run from the repo root:
+# the plans. GEN (default 16): tokens decoded at each context. Run from the repo root:
 #   bash $C/longctx.sh [SECONDS] [FORMAT:CONTEXTS...]
 # with the pack (repack.sh BUILD_DIR, then `tar -cf - -C .carry . | xz -1`) in $C/c.tar.xz (C default
 # .carry-longctx).
@@ -57,7 +57,7 @@ for r in "${runs[@]}"; do
     left=$((budget - ($(date +%s) - t0)))
     [ $left -gt 20 ] || { say "skipped (no time left): $fmt $pop"; continue; }
     step $left "bench run --sweep $fmt: $pop" sh -c '"$0" "$@" 2>&1 | grep --line-buffered -v "^guild: info: \(cpu\|gpu\)-worker\|^gpu-worker: info: \(ready\|request\)\|^cpu-worker"' \
-        "$B/guild" bench run -m $m --sweep --populate "$pop" --gen 16 --runs 1 --threads 14 --batch 4096 \
+        "$B/guild" bench run -m $m --sweep --populate "$pop" --gen "${GEN:-16}" --runs 1 --threads 14 --batch 4096 \
         --gpu-mem 8G --kv-type "$fmt" --commit "$commit" --json "$O/$fmt.json" --svg "$O/$fmt.svg"
 done
 say done

@@ -22,7 +22,9 @@
 #   bash $C/stream.sh profile [SECONDS] decode at 8G with a routing profile (~70 s): the 30B shape, a profile
 #                                       recorded by the pipeline on a text prompt (guild run --record-routing; its
 #                                       decode and hit rate: whole layers), the same prompt with it (in-sample) and
-#                                       guild bench run with it (the bench's prompt: out of sample)
+#                                       guild bench run with it (the bench's prompt: out of sample); REUSE=1 takes
+#                                       a model already at /tmp/q30b.gguf, KEEP=1 leaves it there (the profile is
+#                                       removed either way)
 #   bash $C/stream.sh s24 [SECONDS]     session 24's one call: the unpacking's test and timing (this build and
 #                                       the baseline's cuda_bench), the streaming cases of check_cuda_backend, the
 #                                       30B shape at 8G (4096) this build vs the baseline, a routing profile
@@ -78,8 +80,15 @@ plan() { # NAME MODEL FLAGS...
         "$B/guild" plan -m "$mdl" --backend cuda --batch 4096 --ctx 4160 "$@"
 }
 
-mk30() { step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
-    --threads "$(nproc)" -q -o $m30; }
+# REUSE=1: a model already at $m30 (written by the calling script in this call) is kept, not written again
+mk30() {
+    if [ "${REUSE:-0}" = 1 ] && [ -f $m30 ]; then
+        say "model: $m30 as the caller wrote it"
+        return 0
+    fi
+    step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
+        --threads "$(nproc)" -q -o $m30
+}
 # a text prompt of ~3000 tokens for the routing profile
 prompt() { for i in $(seq 1 120); do printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' $i $i; done > /tmp/prompt.txt; }
 run30() { # NAME FLAGS...: guild run of the 30B shape at 8G on /tmp/prompt.txt, 64 tokens, --stats
@@ -220,7 +229,10 @@ if [ "$mode" = profile ]; then
     if [ -f $m30 ]; then
         prompt
         profile30
-        rm -f $m30 $m30.routing
+        # the profile beside the model would fill every later run's GPU budget with its experts; KEEP=1 keeps the
+        # model for the caller's next steps
+        rm -f $m30.routing
+        [ "${KEEP:-0}" = 1 ] || rm -f $m30
     fi
 fi
 if [ "$mode" = s24 ]; then
