@@ -29,6 +29,7 @@ static const char *const palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7"
 
 typedef struct point {
     double ctx, prefill, decode, limit; /* tok/s; <= 0: none */
+    bool host;                          /* its KV cache in host RAM (drawn hollow): another stack than the others */
 } point_t;
 
 typedef struct series {
@@ -107,7 +108,9 @@ static int load_series(const plot_run_t *r, series_t *s, guild_err_t *err)
         const double c = num(x, "context");
         if (!json_is_object(x) || c < 1)
             return guild_err_set(err, "%s: results[%zu]: no positive \"context\"", r->label, i);
-        s->p[s->n++] = (point_t){c, num(x, "prefill_tok_s"), num(x, "decode_tok_s"), num(x, "decode_limit_tok_s")};
+        const char *kv = json_string_value(json_object_get(x, "kv_cache"));
+        s->p[s->n++] = (point_t){c, num(x, "prefill_tok_s"), num(x, "decode_tok_s"), num(x, "decode_limit_tok_s"),
+                                 kv && !strcmp(kv, "host")};
     }
     /* drawn left to right */
     for (int i = 1; i < s->n; i++)
@@ -157,11 +160,15 @@ static void polyline(FILE *o, const series_t *s, const axis_t *x, const axis_t *
         const double v = k == PANEL_PREFILL ? s->p[i].prefill : s->p[i].decode;
         if (v <= 0)
             continue;
-        fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>", axis_px(x, s->p[i].ctx),
-                axis_px(y, v), colour);
+        if (s->p[i].host)
+            fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#ffffff\" stroke=\"%s\" "
+                    "stroke-width=\"1.5\"><title>", axis_px(x, s->p[i].ctx), axis_px(y, v), colour);
+        else
+            fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>", axis_px(x, s->p[i].ctx),
+                    axis_px(y, v), colour);
         xml_text(o, s->label);
-        fprintf(o, ": context %.0f, %s %.1f tok/s</title></circle>\n", s->p[i].ctx,
-                k == PANEL_PREFILL ? "prefill" : "decode", v);
+        fprintf(o, ": context %.0f, %s %.1f tok/s%s</title></circle>\n", s->p[i].ctx,
+                k == PANEL_PREFILL ? "prefill" : "decode", v, s->p[i].host ? " (KV cache in host RAM)" : "");
     }
 }
 
@@ -257,13 +264,15 @@ int plot_write_svg(const plot_run_t *runs, int n, const char *title, FILE *o, gu
     const axis_t cx = {clo / 1.25, chi * 1.25, MARGIN_L, MARGIN_L + PANEL_W};
 
     /* the notes: points left out */
-    int n_notes = 0;
+    int n_notes = 0, n_host = 0;
     for (int r = 0; r < n; r++)
-        for (int i = 0; i < ss[r].n; i++)
+        for (int i = 0; i < ss[r].n; i++) {
             n_notes += ss[r].p[i].prefill <= 0 || ss[r].p[i].decode <= 0;
+            n_host += ss[r].p[i].host;
+        }
     const int width = MARGIN_L + PANEL_W + GAP + MARGIN_L + PANEL_W + MARGIN_R;
     const int legend_y = MARGIN_T + PANEL_H + MARGIN_B + 8;
-    const int height = legend_y + (n + (n_notes ? 1 : 0)) * LEGEND_ROW + 16;
+    const int height = legend_y + (n + (n_notes ? 1 : 0) + (n_host ? 1 : 0)) * LEGEND_ROW + 16;
 
     fprintf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -309,6 +318,10 @@ int plot_write_svg(const plot_run_t *runs, int n, const char *title, FILE *o, gu
                 }
         fputs("</text>\n", o);
     }
+    if (n_host)
+        fprintf(o, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#444444\">hollow markers: the KV cache in host "
+                "RAM (the plan's placement at that context)</text>\n", MARGIN_L,
+                legend_y + (n + (n_notes ? 1 : 0)) * LEGEND_ROW + 4);
     fputs("</svg>\n", o);
     if (ferror(o)) {
         guild_err_set(err, "cannot write the SVG");
@@ -327,7 +340,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: guild bench plot RESULTS.json... -o FILE.svg [options]\n"
             "Draws prefill and decode tok/s against populated context from guild bench run --json documents,\n"
-            "one series per file (log-scale axes; the decode limit of each run dashed).\n"
+            "one series per file (log-scale axes; the decode limit of each run dashed; hollow markers: the\n"
+            "KV cache in host RAM).\n"
             "  -o, --output FILE       the SVG to write (- for stdout)\n"
             "  -l, --label TEXT        the legend label of the next file (repeat per file; default: its name\n"
             "                          without .json)\n"

@@ -5,7 +5,8 @@
  * with 1-2-5 ticks (prefill and the decode limit are often ten times the measured decode). The document is
  * self-contained (no scripts, fonts or styles from outside) and written by this code alone. A context a run
  * reports with no positive rate (unsupported, failed) is left out of its series and named in a note under the
- * plot, never drawn as zero. */
+ * plot, never drawn as zero. A point whose KV cache was in host RAM (the result's "kv_cache": "host", a stack of its
+ * own) has a hollow marker, explained under the legend. */
 #ifndef GUILD_BENCH_PLOT_H
 #define GUILD_BENCH_PLOT_H
 

@@ -1,8 +1,8 @@
 /* guild bench run — end-to-end throughput of a model at populated contexts: for each context size, a prompt
  * of that many tokens really fills the KV cache (prefill), then `gen` tokens are decoded greedily one at a
- * time. Prefill and decode tok/s are medians of `runs` runs after one warm-up run (the smallest context), with
- * the share of a decode step spent waiting for the CPU workers' experts, and decode as a fraction of its
- * physical limit: the bytes a decode token must read (dense weights, the active experts, the KV cache) over
+ * time. Prefill and decode tok/s are medians of `runs` runs after one warm-up run (the smallest context, at most
+ * WARM_MAX), with the share of a decode step spent waiting for the CPU workers' experts, and decode as a fraction
+ * of its physical limit: the bytes a decode token must read (dense weights, the active experts, the KV cache) over
  * the bandwidth of the memory they live in (HBM for what is on the GPU, DRAM for the CPU workers' experts;
  * both measured here: a device-to-device copy and `guild bench bw`'s read probe). A table on stdout; with
  * --json, the same with provenance (commit, machine, GPU, model shape and types, command line, date).
@@ -51,6 +51,10 @@
 #define MAX_POP 16
 #define MAX_RUNS 64
 #define MAX_CPUS 1024
+/* The warm-up run's context at most: it captures the graphs and faults in the stack's buffers, which a short prompt
+ * does as well as a long one, and a placement whose smallest context is long (a KV cache in host RAM from 131,072
+ * positions) would otherwise fill that whole context once more before the measured runs (~2 minutes on the H200). */
+#define WARM_MAX 4096
 
 typedef struct run_cfg {
     const char *model;
@@ -656,14 +660,15 @@ int bench_run_main(int argc, char **argv)
         run_result_t warm;
         backend_stats_t bs0;
         const moe_exec_t *experts = backend_stack_experts(stack);
-        if (one_run(&c, be, experts, &sr, prompt, 0, first, c.gen, V, logits, pos, &warm, &err) < 0)
+        const int32_t warm_n = first < WARM_MAX ? first : WARM_MAX;
+        if (one_run(&c, be, experts, &sr, prompt, 0, warm_n, c.gen, V, logits, pos, &warm, &err) < 0)
             goto out;
         mem_sample(&mem);
         if (c.flags.single_process && backend_stats(be, &bs0) == 0)
             fprintf(stderr, "guild bench run: %d layers' experts on the GPU; warm-up streamed %llu layer batches\n",
                     bs0.gpu_expert_layers, (unsigned long long)bs0.streamed_layers);
-        fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", first,
-                first / warm.prefill_s, c.gen / warm.decode_s);
+        fprintf(stderr, "guild bench run: warm-up (context %d): prefill %.1f tok/s, decode %.1f tok/s\n", warm_n,
+                warm_n / warm.prefill_s, c.gen / warm.decode_s);
         /* each context's runs in turn; with --sweep each run takes the contexts in increasing order along one
          * prompt, a context's prefill the sum of its segments' (the same batches from position 0 as alone when
          * the contexts are multiples of the batch) */

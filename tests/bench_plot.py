@@ -111,6 +111,25 @@ check(any("qwen3moe on NVIDIA H200" in t for t in texts), "the default title nam
 titles = ["".join(t.itertext()) for t in root.iter(SVG + "title")]
 check(any("context 16384, decode 172.7 tok/s" in t for t in titles), "the points' titles lack their values")
 
+# ---- a point whose KV cache was in host RAM: a hollow marker, explained under the legend ---------------------
+hdoc = run_doc([4096, 65536, 131072], [7000, 2000, 1100], [60.0, 32.0, 5.0], [110.0, 100.0, 20.0])
+for x, kv in zip(hdoc["results"], ["gpu", "gpu", "host"]):
+    x["kv_cache"] = kv
+out_h = os.path.join(T, "host.svg")
+r = plot(write("host.json", hdoc), "-o", out_h)
+check(r.returncode == 0, "guild bench plot of a run with a host-RAM point: %s" % r.stderr)
+root = parse_svg(out_h)
+marks = [(c.get("fill"), "".join(c.itertext())) for c in root.iter(SVG + "circle")
+         if "context" in "".join(c.itertext())]
+hollow = [t for f, t in marks if f == "#ffffff"]
+check(len(hollow) == 2 and all("context 131072" in t and "host RAM" in t for t in hollow),
+      "the host-RAM point is not hollow in both panels: %r" % marks)
+check(len(marks) == 6, "%d markers, expected 3 contexts x 2 panels" % len(marks))
+texts = ["".join(t.itertext()) for t in root.iter(SVG + "text")]
+check(any(t.startswith("hollow markers") for t in texts), "no note for the hollow markers")
+root = parse_svg(out)
+check(not any("hollow" in "".join(t.itertext()) for t in root.iter(SVG + "text")), "a hollow note without a host point")
+
 # ---- errors ----------------------------------------------------------------------------------------------
 r = plot(a)
 check(r.returncode == 2 and "no output" in r.stderr, "no -o: %d %s" % (r.returncode, r.stderr))
@@ -192,6 +211,14 @@ for k in range(2):
     check(t[0] < t[1] < t[2], "sweep run %d: prefill times not cumulative: %r" % (k, t))
 order = [l.split()[1] for l in r.stderr.splitlines() if l.strip().startswith("context")]
 check(order == ["16", "32", "64", "16", "32", "64"], "sweep: contexts not in increasing order per run: %r" % order)
+# the warm-up fills at most 4,096 positions: a stack whose smallest context is long (a KV cache in host RAM from
+# 131,072) does not fill it twice
+r = subprocess.run([GUILD, "bench", "run", "-m", model, "--single-process", "--backend", "cpu", "--threads", "1",
+                    "--populate", "4200", "--batch", "2048", "--gen", "2", "--runs", "1", "--dram-gbs", "10"],
+                   capture_output=True, text=True, timeout=120)
+check(r.returncode == 0, "guild bench run at 4,200: %d: %s" % (r.returncode, r.stderr[-2000:]))
+check("warm-up (context 4096)" in r.stderr and "context   4200 run 0" in r.stderr,
+      "the warm-up of a 4,200-token context is not 4,096 tokens: %s" % r.stderr[-2000:])
 r = subprocess.run([GUILD, "bench", "run", "-m", model, "--sweep", "--spec", "ngram"], capture_output=True,
                    text=True, timeout=60)
 check(r.returncode != 0 and "--sweep" in r.stderr, "--sweep with --spec: %d: %s" % (r.returncode, r.stderr))
