@@ -295,8 +295,15 @@ int cmd_optimize(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (!model_path || optind != argc || runs < 3 || steps < 1 || node < 0 || node >= topo_node_count() ||
-        profile_tokens < 1 || profile_tokens > 1 << 20) {
+    const char *bad = !model_path                              ? "no model: give -m MODEL.gguf"
+                      : optind != argc                         ? "an argument that is not an option"
+                      : runs < 3                               ? "--runs must be at least 3 (a median of noisy timings)"
+                      : steps < 1                              ? "--steps must be at least 1"
+                      : node < 0 || node >= topo_node_count() ? "--node is not a node of this machine"
+                      : profile_tokens < 1 || profile_tokens > 1 << 20 ? "--profile-tokens must be 1 to 1048576"
+                                                                         : NULL;
+    if (bad) {
+        fprintf(stderr, "guild optimize: %s\n", bad);
         usage(stderr);
         return 2;
     }

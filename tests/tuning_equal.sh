@@ -69,6 +69,10 @@ n=$(grep -c "gate/up rows interleaved" "$T/ileavemulti.err")
 "$G" optimize -m "$T/m.gguf" -o "$T/opt.tuning" --runs 3 --steps 4 >"$T/opt.txt" 2>&1 ||
     { cat "$T/opt.txt"; fail "guild optimize"; }
 grep -q "layout" "$T/opt.txt" || { cat "$T/opt.txt"; fail "guild optimize did not measure the gate/up layout"; }
+# a refused argument is named (the usage alone did not say that --runs 1 was the fault)
+"$G" optimize -m "$T/m.gguf" -o "$T/bad.tuning" --runs 1 >"$T/opt1.txt" 2>&1
+[ $? -eq 2 ] && grep -q -- "--runs must be at least 3" "$T/opt1.txt" ||
+    { cat "$T/opt1.txt"; fail "guild optimize --runs 1: no exit status 2 naming --runs"; }
 cp "$T/opt.tuning" "$T/m.gguf.tuning"
 run optimized --single-process
 same ref optimized

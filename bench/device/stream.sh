@@ -89,8 +89,9 @@ mk30() {
     step 60 "model: Qwen3-30B-A3B shape, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
         --threads "$(nproc)" -q -o $m30
 }
-# a text prompt of ~3000 tokens for the routing profile
-prompt() { for i in $(seq 1 120); do printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' $i $i; done > /tmp/prompt.txt; }
+# a text prompt of ~3,000 tokens for the routing profile (guild-mkmodel's vocabulary: ~55 a sentence; 120
+# sentences, 6,625 tokens, were more than run30's --ctx 4160)
+prompt() { for i in $(seq 1 55); do printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' $i $i; done > /tmp/prompt.txt; }
 run30() { # NAME FLAGS...: guild run of the 30B shape at 8G on /tmp/prompt.txt, 64 tokens, --stats
     n=$1
     shift
