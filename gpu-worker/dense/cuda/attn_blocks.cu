@@ -27,6 +27,7 @@
 
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
 #include "gpu-worker/dense/cuda/kv_blocks.cuh"
+#include "gpu-worker/dense/cuda/seq_rows.cuh"
 
 #define AB_THREADS 128
 #define AB_WARPS (AB_THREADS / WARP_SIZE)
@@ -120,14 +121,16 @@ static __global__ void __launch_bounds__(AB_THREADS)
     attn_blocks_kernel(float *__restrict__ out, const float *__restrict__ q, const char *__restrict__ kc,
                        const char *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group, int hd,
                        int64_t k_row, int64_t v_row, int64_t k_head, int64_t v_head, float scale, int window,
-                       const float *__restrict__ sinks, float rot_scale, float *__restrict__ partials)
+                       const float *__restrict__ sinks, float rot_scale, float *__restrict__ partials,
+                       const __grid_constant__ cuda_seq_rows_t sr)
 {
     extern __shared__ float sh[]; /* [hd] the query, then [AB_CHUNK] the chunk's scores, then [hd] the output */
     float *qs = sh, *sc = sh + hd, *os = sh + hd + AB_CHUNK;
-    if (kv0_dev)
-        kv0 = *kv0_dev;
     const int h = blockIdx.x, t = blockIdx.y, hkv = h / group;
-    const int pos = kv0 + t;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev); /* row t's cache length, place and caches */
+    const int pos = sq.kv0 + sq.t;
+    kc += sq.ko;
+    vc += sq.vo;
     int first, n_split, len;
     ab_split_plan(pos, window, &first, &n_split, &len);
     const bool par = gridDim.z > 1;
@@ -211,14 +214,13 @@ template <bool ROT>
 static __global__ void __launch_bounds__(AB_THREADS)
     attn_blocks_merge_kernel(float *__restrict__ out, const float *__restrict__ partials, int kv0,
                              const int32_t *kv0_dev, int n_head, int hd, int window, const float *__restrict__ sinks,
-                             float rot_scale)
+                             float rot_scale, const __grid_constant__ cuda_seq_rows_t sr)
 {
     extern __shared__ float os[];
-    if (kv0_dev)
-        kv0 = *kv0_dev;
     const int h = blockIdx.x, t = blockIdx.y;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
     int first, n_split, len;
-    ab_split_plan(kv0 + t, window, &first, &n_split, &len);
+    ab_split_plan(sq.kv0 + sq.t, window, &first, &n_split, &len);
     if (n_split == 1)
         return;
     float racc[AB_DIMS], pacc[AB_DIMS];
@@ -371,7 +373,7 @@ static __global__ void __launch_bounds__(AG_THREADS)
     attn_blocks_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const char *__restrict__ kc,
                            const char *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
                            int64_t k_row, int64_t v_row, float scale, int window, const float *__restrict__ sinks,
-                           float rot_scale, float *__restrict__ partials)
+                           float rot_scale, float *__restrict__ partials, const __grid_constant__ cuda_seq_rows_t sr)
 {
     constexpr int TK = ag_shape<HD>::TK, W = ag_shape<HD>::W, DPL = HD / 8, RD = HD / WARP_SIZE;
     constexpr int KH = HD / 32 * (KQ8 ? 34 : 18), VH = HD / 32 * (VQ8 ? 34 : 18); /* a head's bytes a key */
@@ -386,9 +388,9 @@ static __global__ void __launch_bounds__(AG_THREADS)
     float(*sh_acc)[HD] = (float(*)[HD])kf_s; /* the warps' states after a split's tiles */
     float *os = vf_s;                        /* the rotated outputs [group][HD] */
 
-    if (kv0_dev)
-        kv0 = *kv0_dev;
-    const int hkv = blockIdx.x, t = blockIdx.y, pos = kv0 + t;
+    const int hkv = blockIdx.x, t = blockIdx.y;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev); /* row t's cache length, place and caches */
+    const int pos = sq.kv0 + sq.t;
     int first, n_split, len;
     ab_split_plan(pos, window, &first, &n_split, &len);
     if ((int)blockIdx.z >= n_split)
@@ -403,7 +405,7 @@ static __global__ void __launch_bounds__(AG_THREADS)
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         qv[i] = qr[ag_dim(r, i)];
-    const char *kb = kc + (int64_t)hkv * KH, *vb = vc + (int64_t)hkv * VH;
+    const char *kb = kc + sq.ko + (int64_t)hkv * KH, *vb = vc + sq.vo + (int64_t)hkv * VH;
     float racc[RD];
 #pragma unroll
     for (int k = 0; k < RD; k++)
@@ -545,20 +547,21 @@ static bool gqa_takes(bool kq8, bool vq8, bool v_rot, int hd, int group, const v
 template <bool KQ8, bool VQ8, bool ROT, int HD>
 static void launch_gqa(dim3 grid, cudaStream_t s, float *out, const float *q, const void *kc, const void *vc, int kv0,
                        const int32_t *kv0_dev, int n_head, int group, int64_t k_row, int64_t v_row, float scale,
-                       int window, const float *sinks, float rot_scale, float *partials)
+                       int window, const float *sinks, float rot_scale, float *partials, const cuda_seq_rows_t &sr)
 {
     attn_blocks_gqa_kernel<KQ8, VQ8, ROT, HD><<<grid, AG_THREADS, 0, s>>>(
         out, q, (const char *)kc, (const char *)vc, kv0, kv0_dev, n_head, group, k_row, v_row, scale, window, sinks,
-        rot_scale, partials);
+        rot_scale, partials, sr);
 }
 
 template <bool KQ8, bool VQ8, bool ROT>
 static void launch_gqa_hd(int hd, dim3 grid, cudaStream_t s, float *out, const float *q, const void *kc,
                           const void *vc, int kv0, const int32_t *kv0_dev, int n_head, int group, int64_t k_row,
-                          int64_t v_row, float scale, int window, const float *sinks, float rot_scale, float *partials)
+                          int64_t v_row, float scale, int window, const float *sinks, float rot_scale, float *partials,
+                          const cuda_seq_rows_t &sr)
 {
 #define AG_ARGS grid, s, out, q, kc, vc, kv0, kv0_dev, n_head, group, k_row, v_row, scale, window, sinks, rot_scale, \
-                partials
+                partials, sr
     if (hd == 64)
         launch_gqa<KQ8, VQ8, ROT, 64>(AG_ARGS);
     else if (hd == 128)
@@ -568,21 +571,21 @@ static void launch_gqa_hd(int hd, dim3 grid, cudaStream_t s, float *out, const f
 #undef AG_ARGS
     if (grid.z > 1)
         attn_blocks_merge_kernel<ROT><<<dim3(grid.x * group, grid.y), AB_THREADS, (size_t)hd * sizeof(float), s>>>(
-            out, partials, kv0, kv0_dev, n_head, hd, window, sinks, rot_scale);
+            out, partials, kv0, kv0_dev, n_head, hd, window, sinks, rot_scale, sr);
 }
 
 template <bool KQ8, bool VQ8, bool ROT>
 static void launch(dim3 grid, size_t shared, cudaStream_t s, float *out, const float *q, const void *kc,
                    const void *vc, int kv0, const int32_t *kv0_dev, int n_head, int group, int hd, int64_t k_row,
                    int64_t v_row, int64_t k_head, int64_t v_head, float scale, int window, const float *sinks,
-                   float rot_scale, float *partials)
+                   float rot_scale, float *partials, const cuda_seq_rows_t &sr)
 {
     attn_blocks_kernel<KQ8, VQ8, ROT><<<grid, AB_THREADS, shared, s>>>(
         out, q, (const char *)kc, (const char *)vc, kv0, kv0_dev, n_head, group, hd, k_row, v_row, k_head, v_head,
-        scale, window, sinks, rot_scale, partials);
+        scale, window, sinks, rot_scale, partials, sr);
     if (grid.z > 1)
         attn_blocks_merge_kernel<ROT><<<dim3(grid.x, grid.y), AB_THREADS, (size_t)hd * sizeof(float), s>>>(
-            out, partials, kv0, kv0_dev, n_head, hd, window, sinks, rot_scale);
+            out, partials, kv0, kv0_dev, n_head, hd, window, sinks, rot_scale, sr);
 }
 
 static int64_t row_bytes(guild_type_t t, int64_t n)
@@ -594,7 +597,7 @@ static int attention_blocks(float *out, const float *q, guild_type_t kt, guild_t
                             const void *k_cache, const void *v_cache, int32_t n_tok, int32_t kv0,
                             const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
                             const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes, bool per_head,
-                            cudaStream_t s, guild_err_t *err)
+                            const cuda_seq_rows_t &sr, cudaStream_t s, guild_err_t *err)
 {
     if (n_tok <= 0)
         return 0;
@@ -625,7 +628,7 @@ static int attention_blocks(float *out, const float *q, guild_type_t kt, guild_t
     if (!per_head && gqa_takes(kq8, vq8, v_rot, head_dim, group, k_cache, v_cache)) {
         const dim3 gg((unsigned)n_head_kv, (unsigned)n_tok, (unsigned)n_split);
 #define AG_ARGS head_dim, gg, s, out, q, k_cache, v_cache, kv0, kv0_dev, n_head, group, k_row, v_row, scale, window, \
-                sinks, rot_scale, (float *)scratch
+                sinks, rot_scale, (float *)scratch, sr
         if (kq8 && vq8)
             launch_gqa_hd<true, true, false>(AG_ARGS);
         else if (v_rot)
@@ -636,7 +639,7 @@ static int attention_blocks(float *out, const float *q, guild_type_t kt, guild_t
         return cuda_launch_check("attention_blocks", err);
     }
 #define AB_ARGS grid, shared, s, out, q, k_cache, v_cache, kv0, kv0_dev, n_head, group, head_dim, k_row, v_row, \
-                k_head, v_head, scale, window, sinks, rot_scale, (float *)scratch
+                k_head, v_head, scale, window, sinks, rot_scale, (float *)scratch, sr
     if (kq8 && vq8)
         launch<true, true, false>(AB_ARGS);
     else if (kq8 && v_rot)
@@ -658,7 +661,7 @@ extern "C" int cuda_attention_blocks(float *out, const float *q, guild_type_t kt
                                      cudaStream_t s, guild_err_t *err)
 {
     return attention_blocks(out, q, kt, vt, v_rot, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, n_head_kv, head_dim,
-                            scale, ext, scratch, scratch_bytes, false, s, err);
+                            scale, ext, scratch, scratch_bytes, false, seq_rows_none, s, err);
 }
 
 extern "C" int cuda_attention_blocks_per_head(float *out, const float *q, guild_type_t kt, guild_type_t vt,
@@ -668,5 +671,19 @@ extern "C" int cuda_attention_blocks_per_head(float *out, const float *q, guild_
                                               void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
 {
     return attention_blocks(out, q, kt, vt, v_rot, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, n_head_kv, head_dim,
-                            scale, ext, scratch, scratch_bytes, true, s, err);
+                            scale, ext, scratch, scratch_bytes, true, seq_rows_none, s, err);
+}
+
+extern "C" int cuda_attention_blocks_seqs(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
+                                          const void *k_cache, const void *v_cache, const cuda_seq_rows_t *rows,
+                                          int32_t n_ctx, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                          float scale, const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes,
+                                          cudaStream_t s, guild_err_t *err)
+{
+    if (!rows || rows->n < 1 || rows->n > CUDA_SEQ_ROWS || !rows->len || rows->n > n_ctx)
+        return guild_err_set(err, "cuda: attention: a row table of %d rows (1 to %d)", rows ? rows->n : 0,
+                             CUDA_SEQ_ROWS);
+    /* the grid as a group's own launch sizes it (kv0_max = n_ctx - its rows); a row's bits do not depend on it */
+    return attention_blocks(out, q, kt, vt, v_rot, k_cache, v_cache, rows->n, n_ctx - rows->n, NULL, n_head,
+                            n_head_kv, head_dim, scale, ext, scratch, scratch_bytes, false, *rows, s, err);
 }

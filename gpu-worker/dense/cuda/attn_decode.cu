@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 
 #include "gpu-worker/dense/cuda/quantize.cuh"
+#include "gpu-worker/dense/cuda/seq_rows.cuh"
 
 #define AD_WARPS 4
 #define AD_SPLIT_MIN 64 /* keys per split, at least: a decode step's attention is latency-bound, so many short \
@@ -297,15 +298,16 @@ static __global__ void __launch_bounds__(AD_WARPS * WARP_SIZE)
     attn_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                        const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
                        int split_cap, float scale, int window, const float *__restrict__ sinks,
-                       float *__restrict__ partials)
+                       float *__restrict__ partials, const __grid_constant__ cuda_seq_rows_t sr)
 {
     pdl_begin();
     constexpr int DPL = HD / 8; /* dims per lane */
-    if (kv0_dev)
-        kv0 = *kv0_dev;
     const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev); /* row t's cache length, place and caches */
+    kc = (const KT *)((const char *)kc + sq.ko);
+    vc = (const KT *)((const char *)vc + sq.vo);
     int n_split, j0, j1;
-    row_plan(kv0, t, window, split_cap, split, &n_split, &j0, &j1);
+    row_plan(sq.kv0, sq.t, window, split_cap, split, &n_split, &j0, &j1);
     if (split >= n_split)
         return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
@@ -374,7 +376,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                            const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
                            int split_cap, float scale, int window, const float *__restrict__ sinks,
-                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq)
+                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq,
+                           const __grid_constant__ cuda_seq_rows_t sr)
 {
     pdl_begin();
     constexpr int DPL = HD / 8;
@@ -390,11 +393,10 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     __shared__ float sh_acc[WPB][HD];
     __shared__ float sh_m[WPB], sh_l[WPB];
 
-    if (kv0_dev)
-        kv0 = *kv0_dev;
     const int hkv = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev); /* row t's cache length, place and caches */
     int n_split, j0, j1;
-    row_plan(kv0, t, window, split_cap, split, &n_split, &j0, &j1);
+    row_plan(sq.kv0, sq.t, window, split_cap, split, &n_split, &j0, &j1);
     if (split >= n_split)
         return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
@@ -413,7 +415,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     float m = -INFINITY, l = 0.0f;
 
     uint4 kr[CH], vr[CH];
-    const char *kb = (const char *)(kc + hkv * HD), *vb = (const char *)(vc + hkv * HD);
+    const char *kb = (const char *)(kc + hkv * HD) + sq.ko, *vb = (const char *)(vc + hkv * HD) + sq.vo;
     tile_load<CH, THREADS, ROWC, KT>(kb, vb, j0, j1, kvd, kr, vr);
     for (int jt = j0; jt < j1; jt += TK) {
         __syncthreads(); /* the previous tile is consumed */
@@ -491,17 +493,17 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
 template <int HD>
 static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
                                                 int n_head, int kv0, const int32_t *kv0_dev, int split_cap, int window,
-                                                const float *__restrict__ sinks)
+                                                const float *__restrict__ sinks,
+                                                const __grid_constant__ cuda_seq_rows_t sr)
 {
     pdl_begin();
     __shared__ float f_sh[AD_MAX_SPLITS], l_sh[AD_MAX_SPLITS];
     __shared__ float red[HD / WARP_SIZE > 0 ? HD / WARP_SIZE : 1];
     __shared__ float L_sh;
-    if (kv0_dev)
-        kv0 = *kv0_dev;
     const int h = blockIdx.x, t = blockIdx.y;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
     int n_split, j0, j1;
-    row_plan(kv0, t, window, split_cap, 0, &n_split, &j0, &j1);
+    row_plan(sq.kv0, sq.t, window, split_cap, 0, &n_split, &j0, &j1);
     if (n_split == 1)
         return; /* the attention kernel wrote the output */
     const int64_t row = (int64_t)t * n_head + h;
@@ -521,7 +523,8 @@ template <int HD, typename KT>
 static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
                                const int32_t *kv0_dev, int n_head, int group, float scale, int window,
                                const float *sinks, float *scratch, int grid_split, int split_cap, bool per_head,
-                               unsigned int *done, const ad_quant_t &oq, bool *quantized, cudaStream_t s)
+                               unsigned int *done, const ad_quant_t &oq, const cuda_seq_rows_t &sr, bool *quantized,
+                               cudaStream_t s)
 {
     const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
     if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
@@ -535,32 +538,33 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
         if (group <= 8)
             cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 8>, grid, 8 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
                             (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, dn,
-                            kq);
+                            kq, sr);
         else
             cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 16>, grid, 16 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
                             (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, dn,
-                            kq);
+                            kq, sr);
         if (dn)
             return;
     } else {
         const dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)grid_split);
         cuda_launch_pdl(attn_decode_kernel<HD, KT>, grid, AD_WARPS * WARP_SIZE, 0, s, out, q, (const KT *)kc,
-                        (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch);
+                        (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, sr);
     }
     if (grid_split > 1)
         cuda_launch_pdl(attn_decode_merge_kernel<HD>, dim3((unsigned)n_head, (unsigned)n_tok), HD, 0, s, out, scratch,
-                        n_head, kv0, kv0_dev, split_cap, window, sinks);
+                        n_head, kv0, kv0_dev, split_cap, window, sinks, sr);
 }
 
 template <typename KT>
 static void attn_decode_dispatch(int head_dim, float *out, const float *q, const void *kc, const void *vc, int n_tok,
                                  int kv0, const int32_t *kv0_dev, int n_head, int group, float scale, int window,
                                  const float *sinks, float *sc, int grid_split, int split_cap, bool per_head,
-                                 unsigned int *done, const ad_quant_t &oq, bool *quantized, cudaStream_t s)
+                                 unsigned int *done, const ad_quant_t &oq, const cuda_seq_rows_t &sr, bool *quantized,
+                                 cudaStream_t s)
 {
 #define AD_CASE(HD)                                                                                                \
     attn_decode_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, sc,     \
-                               grid_split, split_cap, per_head, done, oq, quantized, s)
+                               grid_split, split_cap, per_head, done, oq, sr, quantized, s)
     switch (head_dim) {
     case 32: AD_CASE(32); break;
     case 64: AD_CASE(64); break;
@@ -575,8 +579,8 @@ static void attn_decode_dispatch(int head_dim, float *out, const float *q, const
 static int attention_decode(float *out, const float *q, guild_type_t kv_type, const void *k_cache, const void *v_cache,
                             int32_t n_tok, int32_t kv0, const int32_t *kv0_dev, int32_t n_head, int32_t n_head_kv,
                             int32_t head_dim, float scale, const cuda_attn_ext_t *ext, void *scratch,
-                            size_t scratch_bytes, bool per_head, const cuda_attn_fuse_t *fuse, cudaStream_t s,
-                            guild_err_t *err)
+                            size_t scratch_bytes, bool per_head, const cuda_attn_fuse_t *fuse,
+                            const cuda_seq_rows_t &sr, cudaStream_t s, guild_err_t *err)
 {
     const int window = ext && ext->window > 0 ? ext->window : 0;
     const float *sinks = ext ? ext->sinks : NULL;
@@ -595,6 +599,9 @@ static int attention_decode(float *out, const float *q, guild_type_t kv_type, co
                                                                            ? scratch_bytes / per_split
                                                                            : AD_MAX_SPLITS)
                                                              : 1;
+    if (sr.n && split_cap != AD_MAX_SPLITS) /* a group's own launch has the full cap: so must the table's */
+        return guild_err_set(err, "cuda: attention: %zu bytes of scratch for %d rows of several sequences (%zu "
+                             "needed)", scratch_bytes, n_tok, per_split * AD_MAX_SPLITS);
     int base, span, grid_split, split_len; /* the batch's last row has the most splits */
     key_span(kv0 + n_tok, window, &base, &span);
     split_plan(span, split_cap, &grid_split, &split_len);
@@ -608,11 +615,11 @@ static int attention_decode(float *out, const float *q, guild_type_t kv_type, co
     bool quantized = false;
     if (kv_type == GUILD_TYPE_F16)
         attn_decode_dispatch<__half>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
-                                     window, sinks, (float *)scratch, grid_split, split_cap, per_head, done, oq,
+                                     window, sinks, (float *)scratch, grid_split, split_cap, per_head, done, oq, sr,
                                      &quantized, s);
     else
         attn_decode_dispatch<float>(head_dim, out, q, k_cache, v_cache, n_tok, kv0, kv0_dev, n_head, group, scale,
-                                    window, sinks, (float *)scratch, grid_split, split_cap, per_head, done, oq,
+                                    window, sinks, (float *)scratch, grid_split, split_cap, per_head, done, oq, sr,
                                     &quantized, s);
     if (cuda_launch_check("attention_decode", err) < 0)
         return -1;
@@ -628,7 +635,7 @@ extern "C" int cuda_attention_decode(float *out, const float *q, guild_type_t kv
                                      void *scratch, size_t scratch_bytes, cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
-                            ext, scratch, scratch_bytes, false, NULL, s, err);
+                            ext, scratch, scratch_bytes, false, NULL, seq_rows_none, s, err);
 }
 
 extern "C" int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
@@ -638,7 +645,7 @@ extern "C" int cuda_attention_decode_per_head(float *out, const float *q, guild_
                                               cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0, NULL, n_head, n_head_kv, head_dim, scale,
-                            ext, scratch, scratch_bytes, true, NULL, s, err);
+                            ext, scratch, scratch_bytes, true, NULL, seq_rows_none, s, err);
 }
 
 extern "C" int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
@@ -648,5 +655,20 @@ extern "C" int cuda_attention_decode_dyn(float *out, const float *q, guild_type_
                                          const cuda_attn_fuse_t *fuse, cudaStream_t s, guild_err_t *err)
 {
     return attention_decode(out, q, kv_type, k_cache, v_cache, n_tok, kv0_max, kv0, n_head, n_head_kv, head_dim, scale,
-                            ext, scratch, scratch_bytes, false, fuse, s, err);
+                            ext, scratch, scratch_bytes, false, fuse, seq_rows_none, s, err);
+}
+
+extern "C" int cuda_attention_decode_seqs(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                                          const void *v_cache, const cuda_seq_rows_t *rows, int32_t n_ctx,
+                                          int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                                          const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes,
+                                          const cuda_attn_fuse_t *fuse, cudaStream_t s, guild_err_t *err)
+{
+    if (!rows || rows->n < 1 || rows->n > CUDA_SEQ_ROWS || !rows->len || rows->n > n_ctx)
+        return guild_err_set(err, "cuda: attention: a row table of %d rows (1 to %d)", rows ? rows->n : 0,
+                             CUDA_SEQ_ROWS);
+    /* the grid as a group's own launch sizes it (cuda_attention_decode_dyn with kv0_max = n_ctx - its rows): for
+     * n_ctx keys */
+    return attention_decode(out, q, kv_type, k_cache, v_cache, rows->n, n_ctx - rows->n, NULL, n_head, n_head_kv,
+                            head_dim, scale, ext, scratch, scratch_bytes, false, fuse, *rows, s, err);
 }

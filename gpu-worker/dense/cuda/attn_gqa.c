@@ -10,6 +10,8 @@
  *         the heads' sinks (options sliding window, attention sinks)
  *   att *= sigmoid(gate)        (option output gate: wq gives each head's query, then its gate)
  *   (fused, a decode step: the attention's launch also quantizes att for wo: cuda_attn_ext_t.quant_type)
+ *   (fused, a decode step of several sequences: the K/V stores and the attention once over every sequence's rows,
+ *    each row the bits of its sequence's own launch: seqs_attention)
  *   x += wo att (+ bo, option output bias)
  */
 #include <math.h>
@@ -26,12 +28,18 @@
 _Static_assert(CUDA_GRAPH_ROWS <= CUDA_DECODE_ROWS, "graphs capture only the decode attention kernel");
 
 /* Biases, Q/K norms, RoPE, and the K/V rows into the cache (qk_prepare_task of the CPU backend) of the n rows
- * from row r0 of the batch, all of sequence seq, their positions from *pos. */
+ * from row r0 of the batch, all of sequence seq, their positions from *pos; or (rows not NULL) of the rows of a
+ * table, from row 0, each at its own sequence's position in its caches (r0, seq and pos unused). */
 static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, int32_t il, int32_t r0, int32_t n,
-                      int32_t seq, const int32_t *pos, guild_err_t *err)
+                      int32_t seq, const int32_t *pos, const cuda_seq_rows_t *rows, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
     const int64_t HD = c->head_dim, Q = (int64_t)c->n_head * HD, KV = (int64_t)c->n_head_kv * HD;
+    if (rows) {
+        r0 = 0;
+        n = rows->n;
+        seq = 0; /* the table's cache offsets are from sequence 0's */
+    }
     float *q = b->q + (size_t)r0 * (size_t)Q, *k = b->k + (size_t)r0 * (size_t)KV, *v = b->v + (size_t)r0 * (size_t)KV;
     cudaStream_t s = b->stream;
     if ((opts & MODEL_GQA_QKV_BIAS) && (cuda_add_bias(q, Q, L->bq.d, Q, n, s, err) < 0 ||
@@ -44,9 +52,12 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
     char *vc = cuda_kv_v(b, il, seq);
     const bool blocks = b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32;
     if (!blocks && !norm_full && HD % 32 == 0 && HD <= 256) /* one kernel, the same bits */
-        return cuda_qk_prepare(q, k, v, n, c->n_head, c->n_head_kv, c->head_dim, norm_head ? L->q_norm.d : NULL,
-                               norm_head ? L->k_norm.d : NULL, c->norm_eps, c->n_rot, neox, b->rope_cs, pos,
-                               b->kv_type, kc, vc, s, err);
+        return rows ? cuda_qk_prepare_seqs(q, k, v, c->n_head, c->n_head_kv, c->head_dim,
+                                           norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL,
+                                           c->norm_eps, c->n_rot, neox, b->rope_cs, rows, b->kv_type, kc, vc, s, err)
+                    : cuda_qk_prepare(q, k, v, n, c->n_head, c->n_head_kv, c->head_dim,
+                                      norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL, c->norm_eps,
+                                      c->n_rot, neox, b->rope_cs, pos, b->kv_type, kc, vc, s, err);
     if (norm_head) {
         if (cuda_rmsnorm(q, HD, q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
             cuda_rmsnorm(k, HD, k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)
@@ -57,6 +68,16 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
             return -1;
     }
     /* positions from the device (b->d_pos): a captured graph replays at any cache length */
+    if (rows) {
+        const bool rot = kv_type_rotates_v(b->kv_format);
+        return cuda_rope_seqs(q, Q, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, rows, s, err) < 0 ||
+                       cuda_rope_seqs(k, KV, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, rows, s, err) < 0 ||
+                       (blocks ? cuda_kv_store_blocks_seqs(b->kv_type, b->v_type, rot, kc, vc, k, v, KV, c->head_dim,
+                                                           rows, s, err)
+                               : cuda_kv_store_seqs(b->kv_type, kc, vc, k, v, KV, rows, s, err)) < 0
+                   ? -1
+                   : 0;
+    }
     if (cuda_rope_dyn(q, Q, n, c->n_head, c->head_dim, c->n_rot, neox, b->rope_cs, pos, s, err) < 0 ||
         cuda_rope_dyn(k, KV, n, c->n_head_kv, c->head_dim, c->n_rot, neox, b->rope_cs, pos, s, err) < 0 ||
         (blocks ? cuda_kv_store_blocks(b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc, k, v, KV,
@@ -76,7 +97,7 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     const int32_t r0 = b->grp_row0[g], n = b->grp_rows[g], seq = b->grp_seq[g];
     const int32_t *pos = b->d_pos + g;
-    if (qk_prepare(b, L, p->opts, il, r0, n, seq, pos, err) < 0)
+    if (qk_prepare(b, L, p->opts, il, r0, n, seq, pos, NULL, err) < 0)
         return -1;
     float *att = b->att + (size_t)r0 * (size_t)Q;
     const float *q = b->q + (size_t)r0 * (size_t)Q;
@@ -116,6 +137,48 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
                                         c->head_dim, scale, &ext, s, err);
 }
 
+/* The row table of the batch's groups (cuda_seq_rows_t) when its rows take the decode kernels together: several
+ * groups, at most CUDA_SEQ_ROWS rows, under b->fuse (--cuda-off fuse: group by group), the sequences' caches apart
+ * by whole 16-byte units (the kernels' loads stay aligned for every sequence as for sequence 0). */
+static bool seq_rows_of(const cuda_backend_t *b, int32_t n, cuda_seq_rows_t *rows)
+{
+    const int64_t k_seq = (int64_t)b->n_kv_layers * (int64_t)b->k_layer_bytes;
+    const int64_t v_seq = (int64_t)b->n_kv_layers * (int64_t)b->v_layer_bytes;
+    if (!b->fuse || b->n_grp < 2 || n > CUDA_SEQ_ROWS || k_seq % 16 || v_seq % 16)
+        return false;
+    *rows = (cuda_seq_rows_t){.len = b->d_pos, .k_seq = k_seq, .v_seq = v_seq, .n = n};
+    for (int32_t g = 0; g < b->n_grp; g++)
+        for (int32_t i = 0; i < b->grp_rows[g]; i++) {
+            const int32_t r = b->grp_row0[g] + i;
+            rows->seq[r] = b->grp_seq[g];
+            rows->grp[r] = (uint8_t)g;
+            rows->idx[r] = (uint8_t)i;
+        }
+    return true;
+}
+
+/* Every group's rows (a row table, seq_rows_of) in one launch each: their K/V into their caches, then their
+ * decode attention (its splits merged and, qt not F32, its output quantized into b->act in the launch, as
+ * group_attention's). Each row the bits of its group's own launches. */
+static int seqs_attention(cuda_backend_t *b, const model_part_t *p, const cuda_layer_t *L, int32_t il,
+                          const cuda_seq_rows_t *rows, guild_type_t qt, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    if (qk_prepare(b, L, p->opts, il, 0, rows->n, 0, NULL, rows, err) < 0)
+        return -1;
+    const void *kc = cuda_kv_k(b, il, 0), *vc = cuda_kv_v(b, il, 0);
+    const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
+    const cuda_attn_fuse_t fuse = {b->d_attn_done, qt, qt != GUILD_TYPE_F32 ? b->act : NULL, b->act_row};
+    if (b->kv_format != KV_TYPE_F16 && b->kv_format != KV_TYPE_F32)
+        return cuda_attention_blocks_seqs(b->att, b->q, b->kv_type, b->v_type, kv_type_rotates_v(b->kv_format), kc, vc,
+                                          rows, b->n_ctx, c->n_head, c->n_head_kv, c->head_dim, scale, &ext,
+                                          b->attn_scratch, b->attn_scratch_bytes, b->stream, err);
+    return cuda_attention_decode_seqs(b->att, b->q, b->kv_type, kc, vc, rows, b->n_ctx, c->n_head, c->n_head_kv,
+                                      c->head_dim, scale, &ext, b->attn_scratch, b->attn_scratch_bytes, &fuse,
+                                      b->stream, err);
+}
+
 static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -137,9 +200,15 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     const bool fold = b->fuse && !gated && n <= CUDA_DECODE_ROWS &&
                       (b->kv_format == KV_TYPE_F16 || b->kv_format == KV_TYPE_F32) &&
                       (ot == GUILD_TYPE_Q8_0 || ot == GUILD_TYPE_Q8_1 || ot == GUILD_TYPE_Q8_K);
-    for (int32_t g = 0; g < b->n_grp; g++)
-        if (group_attention(b, p, L, il, g, fold ? ot : GUILD_TYPE_F32, err) < 0)
+    cuda_seq_rows_t rows;
+    if (seq_rows_of(b, n, &rows)) {
+        if (seqs_attention(b, p, L, il, &rows, fold ? ot : GUILD_TYPE_F32, err) < 0)
             return -1;
+    } else {
+        for (int32_t g = 0; g < b->n_grp; g++)
+            if (group_attention(b, p, L, il, g, fold ? ot : GUILD_TYPE_F32, err) < 0)
+                return -1;
+    }
     if (fold) { /* what cuda_linear takes for the quantization of att */
         b->act_src = b->att;
         b->act_fresh = b->att;

@@ -437,6 +437,53 @@ int cuda_attention_blocks_mma(float *out, const float *q, guild_type_t kt, guild
                               int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
                               cudaStream_t s, guild_err_t *err);
 
+/* ---- several sequences' rows in one launch (a decode step of several sessions) ----
+ * A batch of up to CUDA_SEQ_ROWS rows of several sequences, each sequence's rows adjacent (a group: the backend's
+ * cuda_backend_t.grp_*): row t of the batch belongs to sequence seq[t], whose layer caches lie at the launch's
+ * cache addresses (sequence 0's) + seq[t] * k_seq (v_seq) bytes, and to group grp[t], whose sequence held
+ * len[grp[t]] positions (device) at the step's start; it is the idx[t]-th of its group's rows, so at position
+ * len[grp[t]] + idx[t]. The table goes by value in the kernels' parameters (a captured graph keeps it). Each row
+ * does what its group's own launch does for it: its position's rotation and cache cells, its keys split by its own
+ * position (the decode attention needs the full split cap for the batch: the scratch of
+ * cuda_attention_decode_scratch for CUDA_DECODE_ROWS rows), its merge and quantization: the same bits. n = 0: no
+ * table (the entry points without _seqs). */
+#define CUDA_SEQ_ROWS CUDA_DECODE_ROWS
+typedef struct cuda_seq_rows {
+    const int32_t *len;  /* device [groups]: each group's cache length at the step's start */
+    int64_t k_seq, v_seq; /* bytes from one sequence's caches to the next's */
+    int32_t n;           /* rows (<= CUDA_SEQ_ROWS), 0: none */
+    int32_t seq[CUDA_SEQ_ROWS];
+    uint8_t grp[CUDA_SEQ_ROWS], idx[CUDA_SEQ_ROWS];
+} cuda_seq_rows_t;
+
+/* cuda_qk_prepare, cuda_rope_dyn, cuda_kv_store_dyn and cuda_kv_store_blocks for the rows of a table (n_tok =
+ * rows->n): positions and caches by row. */
+int cuda_qk_prepare_seqs(float *q, float *k, const float *v, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                         const float *q_norm, const float *k_norm, float eps, int32_t n_rot, bool neox,
+                         const float *cs, const cuda_seq_rows_t *rows, guild_type_t kv_type, void *k_cache,
+                         void *v_cache, cudaStream_t s, guild_err_t *err);
+int cuda_rope_seqs(float *x, int64_t ldx, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,
+                   const float *cs, const cuda_seq_rows_t *rows, cudaStream_t s, guild_err_t *err);
+int cuda_kv_store_seqs(guild_type_t kv_type, void *k_cache, void *v_cache, const float *k, const float *v,
+                       int64_t kv_dim, const cuda_seq_rows_t *rows, cudaStream_t s, guild_err_t *err);
+int cuda_kv_store_blocks_seqs(guild_type_t kt, guild_type_t vt, bool v_rot, void *k_cache, void *v_cache,
+                              const float *k, const float *v, int64_t kv_dim, int32_t head_dim,
+                              const cuda_seq_rows_t *rows, cudaStream_t s, guild_err_t *err);
+
+/* cuda_attention_decode_dyn and cuda_attention_blocks (kv0_dev given) for the rows of a table: the grid sized for
+ * caches of n_ctx positions. Each row the bits of its group's own launch. decode: -1 unless the scratch gives the
+ * full split cap for rows->n rows. */
+int cuda_attention_decode_seqs(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
+                               const void *v_cache, const cuda_seq_rows_t *rows, int32_t n_ctx, int32_t n_head,
+                               int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
+                               void *scratch, size_t scratch_bytes, const cuda_attn_fuse_t *fuse, cudaStream_t s,
+                               guild_err_t *err);
+int cuda_attention_blocks_seqs(float *out, const float *q, guild_type_t kt, guild_type_t vt, bool v_rot,
+                               const void *k_cache, const void *v_cache, const cuda_seq_rows_t *rows, int32_t n_ctx,
+                               int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                               const cuda_attn_ext_t *ext, void *scratch, size_t scratch_bytes, cudaStream_t s,
+                               guild_err_t *err);
+
 /* Multi-head latent attention's absorbed form (deepseek2): for each row t < n_tok and head h, the softmax over
  * positions j <= *kv0 + t of (qk[t][h] . cache[j]) * scale, weighting cache[j][0, R): lat[t][h][0, R). qk:
  * [n_tok][n_head][RR] floats (the latent-space query, then the rotated part); cache: one layer's [n_ctx][RR] of
