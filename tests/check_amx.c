@@ -309,6 +309,41 @@ static void compare(amx_mode_t mode, const mm_case_t *c)
     free(got);
 }
 
+/* compare() for kern_amx_(emu_)sb_matmul in a chosen work order (big NULL: the token-pair order), on the case's
+ * packed rows when c->pw is set. */
+static void compare_order(amx_mode_t mode, const mm_case_t *c, const kern_amx_big_t *big)
+{
+    char what[256];
+    snprintf(what, sizeof what, "%s %s%s order %s rows %d prefetch %d n=%lld rows=%lld tokens=%lld act_stride=%zu",
+             mode_names[mode], c->pw ? "packed " : "", quant_type_info((uint32_t)c->type)->name,
+             big ? "many-token" : "token-pair", big ? big->row_groups : 0, big ? big->prefetch : 0, (long long)c->n,
+             (long long)c->nrows, (long long)c->ntok, c->act_stride);
+    float *ref = out_new(c), *got = out_new(c);
+    kern_matmul_at(KERN_LEVEL_SCALAR, c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride,
+                   ref + 16, c->ldo);
+    const void *w = c->pw ? (const void *)c->pw : (const void *)c->w;
+    const size_t ws = c->pw ? c->pw_stride : c->w_stride;
+    if (mode == MODE_EMU)
+        kern_amx_emu_sb_matmul(big, c->pw != NULL, c->type, c->n, c->nrows, c->ntok, w, ws, c->act, c->act_stride,
+                               got + 16, c->ldo);
+    else
+        kern_amx_sb_matmul(big, c->pw != NULL, c->type, c->n, c->nrows, c->ntok, w, ws, c->act, c->act_stride,
+                           got + 16, c->ldo);
+    const size_t total = (size_t)c->ntok * c->ldo + 32;
+    for (size_t i = 0; i < total; i++) {
+        const bool inside = i >= 16 && i < total - 16 && (i - 16) % c->ldo < (size_t)c->nrows;
+        if (!inside) {
+            ck_assert_msg(!memcmp(&got[i], &ref[i], 4), "%s: guard float %zu overwritten", what, i);
+            continue;
+        }
+        const size_t t = (i - 16) / c->ldo, r = (i - 16) % c->ldo;
+        ck_assert_msg(!memcmp(&ref[i], &got[i], 4), "%s: row %zu token %zu: %.9g, reference %.9g", what, r, t,
+                      (double)got[i], (double)ref[i]);
+    }
+    free(ref);
+    free(got);
+}
+
 /* Blocks per row: 1; 3; a Qwen3 expert row (64 or 8 blocks: several chunks); a chunk and a bit (33 or 5: 32-element
  * chunks are 16 blocks, laid out 4 at a time; 256-element chunks 2). */
 static int64_t row_len(guild_type_t type, int which)
@@ -434,6 +469,45 @@ START_TEST(test_packed)
 }
 END_TEST
 
+/* Both work orders of the 256-element types (kern_amx_(emu_)sb_matmul), every tuning of the many-token one, at
+ * token counts around its tiles, pairs and token group (AMX_BIG_TG = 256: 257 and 300 cross it), row counts that
+ * fill some of a pass's row groups (16, 48, 80) and odd ones on plain rows (37), plain and packed rows, rows of 1,
+ * 3 and 8 blocks (loop index `_i`: the mode). */
+START_TEST(test_sb_orders)
+{
+    const amx_mode_t mode = (amx_mode_t)_i;
+    if (!mode_available(mode))
+        return;
+    kern_test_seed(0x600 + (uint64_t)_i);
+    static const kern_amx_big_t bigs[] = {{1, 0}, {2, 1}, {3, 1}, {4, 0}, {4, 1}};
+    static const int64_t toks[] = {1, 17, 33, 64, 100, 257, 300};
+    static const int64_t lens[] = {256, 768, 2048};
+    static const int64_t rows[] = {16, 48, 80, 37};
+    const int nbig = (int)(sizeof bigs / sizeof bigs[0]);
+    int k = 0;
+    for (int ti = 0; ti < N_PACKED_TYPES; ti++)
+        for (size_t tk = 0; tk < sizeof toks / sizeof toks[0]; tk++, k++) {
+            const bool large = toks[tk] > 256;
+            const int64_t n = large ? 256 : lens[(size_t)k % 3];
+            int64_t nrows = rows[(size_t)k % 4];
+            const bool packed = k % 3 != 2 && nrows % 16 == 0;
+            if (large && nrows > 48)
+                nrows = 48;
+            mm_case_t c;
+            case_new(&c, packed_types[ti], n, nrows, toks[tk], k % 3 == 1, k % 2 == 1, k % 5 == 2);
+            if (k % 4 == 0)
+                case_edge_acts(&c);
+            if (packed)
+                case_pack(&c, k % 2 == 0);
+            compare_order(mode, &c, NULL);
+            compare_order(mode, &c, &bigs[k % nbig]);
+            if (!large)
+                compare_order(mode, &c, &bigs[(k + 2) % nbig]);
+            case_free(&c);
+        }
+}
+END_TEST
+
 START_TEST(test_coverage)
 {
     for (int ti = 0; ti < N_AMX_TYPES; ti++)
@@ -468,6 +542,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_small_groups, MODE_EMU, MODE_AMX + 1);
     tcase_add_loop_test(tc, test_tile_edges, MODE_EMU, MODE_AMX + 1);
+    tcase_add_loop_test(tc, test_sb_orders, MODE_EMU, MODE_AMX + 1);
     tcase_add_loop_test(tc, test_prefill_groups, MODE_EMU, MODE_AMX + 1);
     tcase_add_test(tc, test_level_threshold);
     tcase_add_loop_test(tc, test_packed, MODE_EMU, MODE_LEVEL + 1);

@@ -28,6 +28,20 @@
  * layout is paid for fewer than 16 tokens, and the VNNI kernels are tuned for those counts). */
 #define KERN_AMX_MIN_TOKENS 16
 
+/* Token count from which the 256-element types (Q2_K-Q6_K, IQ4_XS; plain and packed rows) run in the work order
+ * for many tokens (amx_kernels.h's matmul_sb_big: activations gathered into aligned tile rows once per block,
+ * weights laid out once per call, KERN_AMX_BIG_ROW_GROUPS groups of 16 rows sharing each token pair's A tiles);
+ * below it the token-pair order over chunks of blocks. Both give the same bits. */
+#define KERN_AMX_BIG_MIN_TOKENS 64
+#define KERN_AMX_BIG_ROW_GROUPS 2
+#define KERN_AMX_BIG_PREFETCH 1
+
+/* The many-token order's tuning (tests, benchmarks: kern_amx_sb_matmul). */
+typedef struct kern_amx_big {
+    int row_groups; /* groups of 16 rows per pass over the token pairs: 1..4 */
+    int prefetch;   /* 1: the next token pair's activation tiles are prefetched into L1 */
+} kern_amx_big_t;
+
 /* True when `type` has an AMX kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
  * IQ4_XS (every computable type but F32/F16/BF16 and the lattice IQ types IQ1-IQ3). */
 bool kern_amx_covers(guild_type_t type);
@@ -56,5 +70,18 @@ void kern_amx_emu_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t nt
  * (asserted). */
 void kern_amx_emu_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                                 size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo);
+
+/* A 256-element type's AMX kernel (Q2_K-Q6_K, IQ4_XS; asserted) in a chosen work order at any ntok >= 1, plain
+ * (packed false: kern_amx_matmul's contract) or packed rows (kern_amx_matmul_packed's): big NULL is the
+ * token-pair order, else the many-token order with that tuning. Same bits either way. Needs
+ * kern_level_supported(KERN_LEVEL_AMX) (asserted). */
+void kern_amx_sb_matmul(const kern_amx_big_t *big, bool packed, guild_type_t type, int64_t n, int64_t nrows,
+                        int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out,
+                        size_t ldo);
+
+/* kern_amx_sb_matmul on the C model (tests only); needs kern_level_supported(KERN_LEVEL_AVX512_VNNI) (asserted). */
+void kern_amx_emu_sb_matmul(const kern_amx_big_t *big, bool packed, guild_type_t type, int64_t n, int64_t nrows,
+                            int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride,
+                            float *out, size_t ldo);
 
 #endif

@@ -62,6 +62,18 @@ void kern_amx_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t
     const bool covered = matmul_packed_amx(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
     GUILD_ASSERT(covered);
 }
+
+void kern_amx_sb_matmul(const kern_amx_big_t *big, bool packed, guild_type_t type, int64_t n, int64_t nrows,
+                        int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out,
+                        size_t ldo)
+{
+    GUILD_ASSERT(kern_level_supported(KERN_LEVEL_AMX));
+    GUILD_ASSERT(nrows >= 0 && ntok >= 0 && (!packed || nrows % KERN_PACK_ROWS == 0));
+    if (nrows == 0 || ntok == 0)
+        return;
+    const bool covered = matmul_sb_order_amx(big, packed, type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    GUILD_ASSERT(covered);
+}
 #else
 void kern_amx_matmul(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,
                      const void *act, size_t act_stride, float *out, size_t ldo)
@@ -76,6 +88,15 @@ void kern_amx_matmul_packed(guild_type_t type, int64_t n, int64_t nrows, int64_t
 {
     (void)type, (void)n, (void)nrows, (void)ntok, (void)w, (void)w_stride, (void)act, (void)act_stride;
     (void)out, (void)ldo;
+    GUILD_ASSERT(!"AMX kernels exist only on x86-64");
+}
+
+void kern_amx_sb_matmul(const kern_amx_big_t *big, bool packed, guild_type_t type, int64_t n, int64_t nrows,
+                        int64_t ntok, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out,
+                        size_t ldo)
+{
+    (void)big, (void)packed, (void)type, (void)n, (void)nrows, (void)ntok, (void)w, (void)w_stride, (void)act;
+    (void)act_stride, (void)out, (void)ldo;
     GUILD_ASSERT(!"AMX kernels exist only on x86-64");
 }
 #endif

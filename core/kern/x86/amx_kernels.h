@@ -53,6 +53,7 @@
 #define AMX_TG 256        /* tokens per group */
 #define AMX_B32_CHUNK 16  /* 32-element blocks per chunk: 8 KiB of B tiles */
 #define AMX_SB_CHUNK 2    /* 256-element blocks per chunk: 16 KiB of B tiles */
+#define AMX_SB_SLOTS 4    /* slots of amx_sbw_t: AMX_SB_CHUNK blocks, or matmul_sb_big's row groups of one block */
 
 /* tiles */
 #define AMX_A0 0 /* activations, tokens 0-15 of a pair */
@@ -453,9 +454,9 @@ static inline int sb_has_mins(int kind)
 }
 
 typedef struct amx_sbw {
-    int8_t b[AMX_SB_CHUNK][4][2][16][64]; /* [block][64-element group][H, L][B row][16 rows x 4 elements] */
-    __m512 d[AMX_SB_CHUNK], dmin[AMX_SB_CHUNK]; /* [block]: fp16(w.d), fp16(w.dmin) of the 16 rows */
-    __m512i mins[AMX_SB_CHUNK][8]; /* [block][j]: mins m_2j | m_2j+1 << 16 per row lane (Q4_K/Q5_K: j < 4) */
+    int8_t b[AMX_SB_SLOTS][4][2][16][64]; /* [slot][64-element group][H, L][B row][16 rows x 4 elements] */
+    __m512 d[AMX_SB_SLOTS], dmin[AMX_SB_SLOTS]; /* [slot]: fp16(w.d), fp16(w.dmin) of the 16 rows */
+    __m512i mins[AMX_SB_SLOTS][8]; /* [slot][j]: mins m_2j | m_2j+1 << 16 per row lane (Q4_K/Q5_K: j < 4) */
 } amx_sbw_t;
 
 /* One sub-block's scale, per row lane, in the forms vpmaddubsw takes: bytes [s, 0, s, 0] (even elements),
@@ -938,6 +939,174 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
         AMX_RELEASE();
 }
 
+/* ---- 256-element blocks, large token counts: matmul_sb_big ----------------------------------------------- */
+
+/* matmul_sb_big's tuning is core/kern/amx.h's kern_amx_big_t (row_groups are clamped to 1..AMX_SB_SLOTS). */
+typedef kern_amx_big_t amx_big_cfg_t;
+
+#define AMX_BIG_TG 256 /* tokens per group: their activations of one block are 64 KiB of tile rows */
+
+/* The tuning the dispatch uses from KERN_AMX_BIG_MIN_TOKENS tokens (core/kern/amx.h). */
+static const amx_big_cfg_t amx_big_default = {KERN_AMX_BIG_ROW_GROUPS, KERN_AMX_BIG_PREFETCH};
+
+/* The same products as matmul_sb (the same integer sums, float stage and order: the same bits), in another work
+ * order for many tokens. Per token group and block column: the group's activation bytes of the block are
+ * gathered once into tile rows (256 bytes a token, 64-byte aligned: a tile row is one cache line, a token tile
+ * of a 64-element group 1 KiB at stride 256) with their a.d and min sums; then per `row_groups` x 16 rows, their
+ * B tiles are laid out once (8 KiB a group of 16, kept in L1) and every token pair of the group runs over them,
+ * its A tiles loaded once from L2 (prefetched a pair ahead) and reused by each row group. The float stage of one
+ * step (token pair, row group) runs while the tiles compute the next, from a double-buffered C store; the
+ * running sums live in `out` (a stored float loads back the same), starting from 0.0f at block 0. */
+static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int kind, int packed, amx_big_cfg_t bc,
+                                                                           int64_t n, int64_t nrows, int64_t ntok,
+                                                                           const void *w, size_t w_stride,
+                                                                           const void *act, size_t act_stride,
+                                                                           float *out, size_t ldo)
+{
+    const int64_t nb = n / QUANT_QK_K;
+    const size_t bb = sb_block_bytes(kind);
+    const int has_mins = sb_has_mins(kind), nmins = kind == SB_Q2_K ? 8 : 4;
+    const int RG = bc.row_groups < 1 ? 1 : bc.row_groups > AMX_SB_SLOTS ? AMX_SB_SLOTS : bc.row_groups;
+    amx_sbw_t pw;
+    int8_t abuf[AMX_BIG_TG][QUANT_QK_K] __attribute__((aligned(64))); /* [token][element]: the block's qs */
+    float ad[AMX_BIG_TG];                                               /* a.d */
+    uint32_t vs[AMX_BIG_TG][8];                                         /* matmul_sb's vs, of one block */
+    int32_t cbuf[2][2][2][16][16] __attribute__((aligned(64))); /* [step & 1][token tile][H, L][token][row] */
+    amx_tilecfg_t cfg;
+    int cfg_mt0 = -1, cfg_mt1 = -1;
+    for (int64_t tg0 = 0; tg0 < ntok; tg0 += AMX_BIG_TG) {
+        const int tgn = (int)(ntok - tg0 < AMX_BIG_TG ? ntok - tg0 : AMX_BIG_TG);
+        for (int64_t cb = 0; cb < nb; cb++) {
+            for (int t = 0; t < tgn; t++) {
+                const quant_block_q8_K *a =
+                    (const quant_block_q8_K *)((const char *)act + (size_t)(tg0 + t) * act_stride) + cb;
+                for (int q = 0; q < 4; q++)
+                    _mm512_store_si512(abuf[t] + 64 * q, _mm512_loadu_si512(a->qs + 64 * q));
+                ad[t] = a->d;
+                if (kind == SB_Q2_K)
+                    for (int j = 0; j < 8; j++)
+                        vs[t][j] = (uint32_t)(uint16_t)a->bsums[2 * j] | (uint32_t)(uint16_t)a->bsums[2 * j + 1] << 16;
+                else if (has_mins)
+                    for (int j = 0; j < 4; j++) {
+                        const int v0 = a->bsums[4 * j] + a->bsums[4 * j + 1];
+                        const int v1 = a->bsums[4 * j + 2] + a->bsums[4 * j + 3];
+                        vs[t][j] = (uint32_t)(uint16_t)v0 | (uint32_t)(uint16_t)v1 << 16;
+                    }
+            }
+            for (int64_t rs0 = 0; rs0 < nrows; rs0 += 16 * (int64_t)RG) {
+                const int ng = (int)((nrows - rs0 + 15) / 16 < RG ? (nrows - rs0 + 15) / 16 : RG);
+                for (int g = 0; g < ng; g++) {
+                    const int64_t r0 = rs0 + 16 * (int64_t)g;
+                    const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
+                    const char *const w0 = (const char *)w + (size_t)r0 * w_stride;
+                    amx_sbsrc_t src;
+                    if (packed)
+                        src.rec = w0 + (size_t)cb * 16 * bb;
+                    else
+                        for (int r = 0; r < 16; r++)
+                            src.blk[r] = r < nr ? w0 + (size_t)r * w_stride + (size_t)cb * bb : NULL;
+                    amx_prep_sb(kind, packed, &src, g, &pw);
+                }
+                /* the next row groups' weights of this block, or the first ones' of the next block, into L2 */
+                if (packed)
+                    amx_prefetch_next(w, 16 * w_stride, nrows / 16, rs0 / 16, RG, 16 * cb * (int64_t)bb,
+                                      16 * (int64_t)bb, 16 * nb * (int64_t)bb);
+                else
+                    amx_prefetch_next(w, w_stride, nrows, rs0, 16 * RG, cb * (int64_t)bb, (int64_t)bb,
+                                      nb * (int64_t)bb);
+                /* steps s = (token pair, row group); step s's float stage runs after step s + 1's tile products */
+                int pend = 0, p_tp = 0, p_g = 0, p_mt = 0, step = 0;
+                for (int tp = 0; tp < tgn + 32; tp += 32) {
+                    for (int g = 0; g < ng; g++) {
+                        const int last = tp >= tgn;
+                        if (!last) {
+                            const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
+                            const int mt1 = tgn - tp - 16 <= 0 ? 0 : tgn - tp - 16 < 16 ? tgn - tp - 16 : 16;
+                            if (mt0 != cfg_mt0 || mt1 != cfg_mt1) {
+                                amx_cfg_fill(&cfg, mt0, mt1, 64);
+                                AMX_CONFIG(&cfg);
+                                cfg_mt0 = mt0;
+                                cfg_mt1 = mt1;
+                            }
+                            if (bc.prefetch && g == 0 && tp + 32 < tgn) {
+                                const int pn = tgn - tp - 32 < 32 ? tgn - tp - 32 : 32;
+                                for (int l = 0; l < 4 * pn; l++)
+                                    _mm_prefetch((const char *)abuf[tp + 32] + 64 * (size_t)l, _MM_HINT_T0);
+                            }
+                            const int s = step & 1;
+                            AMX_ZERO(AMX_C0);
+                            AMX_ZERO(AMX_C1);
+                            if (mt1) {
+                                AMX_ZERO(AMX_C2);
+                                AMX_ZERO(AMX_C3);
+                            }
+                            for (int q = 0; q < 4; q++) {
+                                AMX_LOAD(AMX_B0, pw.b[g][q][0], 64);
+                                AMX_LOAD(AMX_B1, pw.b[g][q][1], 64);
+                                AMX_LOAD(AMX_A0, abuf[tp] + 64 * q, QUANT_QK_K);
+                                AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
+                                AMX_DPBSSD(AMX_C1, AMX_A0, AMX_B1);
+                                if (mt1) {
+                                    AMX_LOAD(AMX_A1, abuf[tp + 16] + 64 * q, QUANT_QK_K);
+                                    AMX_DPBSSD(AMX_C2, AMX_A1, AMX_B0);
+                                    AMX_DPBSSD(AMX_C3, AMX_A1, AMX_B1);
+                                }
+                            }
+                            AMX_STORE(AMX_C0, cbuf[s][0][0], 64);
+                            AMX_STORE(AMX_C1, cbuf[s][0][1], 64);
+                            if (mt1) {
+                                AMX_STORE(AMX_C2, cbuf[s][1][0], 64);
+                                AMX_STORE(AMX_C3, cbuf[s][1][1], 64);
+                            }
+                        }
+                        if (pend) {
+                            /* step - 1's float stage: tokens p_tp .. p_tp + p_mt - 1, row group p_g */
+                            const int s = (step - 1) & 1;
+                            const int64_t r0 = rs0 + 16 * (int64_t)p_g;
+                            const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
+                            const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+                            float *o = out + (size_t)(tg0 + p_tp) * ldo + (size_t)r0;
+                            for (int t = 0; t < p_mt; t++) {
+                                const __m512 acc =
+                                    cb ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
+                                const __m512i ch = _mm512_load_si512(cbuf[s][t >> 4][0][t & 15]);
+                                const __m512i cl = _mm512_load_si512(cbuf[s][t >> 4][1][t & 15]);
+                                const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(ch, 7), cl);
+                                const __m512 a_d = _mm512_set1_ps(ad[p_tp + t]);
+                                const __m512 d = _mm512_mul_ps(pw.d[p_g], a_d);
+                                const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+                                __m512 sum;
+                                if (has_mins) {
+                                    const uint32_t *v = vs[p_tp + t];
+                                    __m512i imin = _mm512_setzero_si512();
+                                    for (int j = 0; j < nmins; j++)
+                                        imin = _mm512_dpwssd_epi32(imin, pw.mins[p_g][j], _mm512_set1_epi32((int)v[j]));
+                                    const __m512 dmin = _mm512_mul_ps(pw.dmin[p_g], a_d);
+                                    const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+                                    sum = _mm512_add_ps(acc, _mm512_sub_ps(t1, t2));
+                                } else {
+                                    sum = _mm512_add_ps(acc, t1);
+                                }
+                                _mm512_mask_storeu_ps(o + (size_t)t * ldo, keep, sum);
+                            }
+                            pend = 0;
+                        }
+                        if (last)
+                            break;
+                        pend = 1;
+                        p_tp = tp;
+                        p_g = g;
+                        p_mt = cfg_mt0 + cfg_mt1;
+                        step++;
+                    }
+                }
+            }
+        }
+    }
+    if (cfg_mt0 >= 0)
+        AMX_RELEASE();
+}
+
 /* One function per type, each with its kind (and weight source) folded in. */
 #define AMX_KERNEL(T, FN, ...)                                                                               \
     static void AMX_NAME(matmul_##T)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,  \
@@ -982,10 +1151,66 @@ static void AMX_NAME(run)(AMX_NAME(kernel_fn) fn, int64_t n, int64_t nrows, int6
     fn(n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
 }
 
+/* matmul_sb_big per type and weight source */
+#define AMX_BIG_KERNEL(T, KIND, PACKED)                                                                        \
+    static void AMX_NAME(big_##T)(amx_big_cfg_t bc, int64_t n, int64_t nrows, int64_t ntok, const void *w,     \
+                                  size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)  \
+    {                                                                                                          \
+        AMX_NAME(matmul_sb_big)(KIND, PACKED, bc, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);      \
+    }
+AMX_BIG_KERNEL(q2_K, SB_Q2_K, 0)
+AMX_BIG_KERNEL(q3_K, SB_Q3_K, 0)
+AMX_BIG_KERNEL(q4_K, SB_Q4_K, 0)
+AMX_BIG_KERNEL(q5_K, SB_Q5_K, 0)
+AMX_BIG_KERNEL(q6_K, SB_Q6_K, 0)
+AMX_BIG_KERNEL(iq4_xs, SB_IQ4_XS, 0)
+AMX_BIG_KERNEL(packed_q2_K, SB_Q2_K, 1)
+AMX_BIG_KERNEL(packed_q3_K, SB_Q3_K, 1)
+AMX_BIG_KERNEL(packed_q4_K, SB_Q4_K, 1)
+AMX_BIG_KERNEL(packed_q5_K, SB_Q5_K, 1)
+AMX_BIG_KERNEL(packed_q6_K, SB_Q6_K, 1)
+AMX_BIG_KERNEL(packed_iq4_xs, SB_IQ4_XS, 1)
+#undef AMX_BIG_KERNEL
+
+/* The 256-element types' kernels in a chosen work order: bc NULL is matmul_sb's (token pairs over chunks of
+ * blocks), else matmul_sb_big's with bc's tuning; false for the other types. n == 0 gives zeros. */
+static bool AMX_NAME(matmul_sb_order)(const amx_big_cfg_t *bc, int packed, guild_type_t type, int64_t n,
+                                      int64_t nrows, int64_t ntok, const void *w, size_t w_stride, const void *act,
+                                      size_t act_stride, float *out, size_t ldo)
+{
+    void (*big)(amx_big_cfg_t, int64_t, int64_t, int64_t, const void *, size_t, const void *, size_t, float *,
+                size_t);
+    AMX_NAME(kernel_fn) pairs;
+    switch (type) {
+#define AMX_SB_CASE(TYPE, T)                                                                                   \
+    case TYPE:                                                                                                 \
+        big = packed ? AMX_NAME(big_packed_##T) : AMX_NAME(big_##T);                                           \
+        pairs = packed ? AMX_NAME(matmul_packed_##T) : AMX_NAME(matmul_##T);                                   \
+        break;
+        AMX_SB_CASE(GUILD_TYPE_Q2_K, q2_K)
+        AMX_SB_CASE(GUILD_TYPE_Q3_K, q3_K)
+        AMX_SB_CASE(GUILD_TYPE_Q4_K, q4_K)
+        AMX_SB_CASE(GUILD_TYPE_Q5_K, q5_K)
+        AMX_SB_CASE(GUILD_TYPE_Q6_K, q6_K)
+        AMX_SB_CASE(GUILD_TYPE_IQ4_XS, iq4_xs)
+#undef AMX_SB_CASE
+    default: return false;
+    }
+    if (n == 0 || !bc) {
+        AMX_NAME(run)(pairs, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+        return true;
+    }
+    big(*bc, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo);
+    return true;
+}
+
 /* The kernel of a covered type (kern_amx_covers); false for the others. */
 static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                              size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
 {
+    if (ntok >= KERN_AMX_BIG_MIN_TOKENS &&
+        AMX_NAME(matmul_sb_order)(&amx_big_default, 0, type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo))
+        return true;
     AMX_NAME(kernel_fn) fn;
     switch (type) {
     case GUILD_TYPE_Q8_0: fn = AMX_NAME(matmul_q8_0); break;
@@ -1012,6 +1237,9 @@ static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_
 static bool AMX_NAME(matmul_packed)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                                     size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
 {
+    if (ntok >= KERN_AMX_BIG_MIN_TOKENS)
+        return AMX_NAME(matmul_sb_order)(&amx_big_default, 1, type, n, nrows, ntok, w, w_stride, act, act_stride, out,
+                                         ldo);
     AMX_NAME(kernel_fn) fn;
     switch (type) {
     case GUILD_TYPE_Q2_K: fn = AMX_NAME(matmul_packed_q2_K); break;
