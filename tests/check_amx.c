@@ -314,9 +314,11 @@ static void compare(amx_mode_t mode, const mm_case_t *c)
 static void compare_order(amx_mode_t mode, const mm_case_t *c, const kern_amx_big_t *big)
 {
     char what[256];
-    snprintf(what, sizeof what, "%s %s%s order %s rows %d prefetch %d n=%lld rows=%lld tokens=%lld act_stride=%zu",
+    snprintf(what, sizeof what,
+             "%s %s%s order %s groups %d prefetch %d depth %d n=%lld rows=%lld tokens=%lld act_stride=%zu",
              mode_names[mode], c->pw ? "packed " : "", quant_type_info((uint32_t)c->type)->name,
-             big ? "many-token" : "token-pair", big ? big->row_groups : 0, big ? big->prefetch : 0, (long long)c->n,
+             big ? "many-token" : "token-pair", big ? big->row_groups : 0, big ? big->prefetch : 0,
+             big ? big->depth : 0, (long long)c->n,
              (long long)c->nrows, (long long)c->ntok, c->act_stride);
     float *ref = out_new(c), *got = out_new(c);
     kern_matmul_at(KERN_LEVEL_SCALAR, c->type, c->n, c->nrows, c->ntok, c->w, c->w_stride, c->act, c->act_stride,
@@ -469,7 +471,8 @@ START_TEST(test_packed)
 }
 END_TEST
 
-/* Both work orders of the 256-element types (kern_amx_(emu_)sb_matmul), every tuning of the many-token one, at
+/* Both work orders of the 256-element types (kern_amx_(emu_)sb_matmul), tunings of the many-token one (1-4 row
+ * groups, with and without the prefetch, float stages 0-2 steps behind), at
  * token counts around its tiles, pairs and token group (AMX_BIG_TG = 256: 257 and 300 cross it), row counts that
  * fill some of a pass's row groups (16, 48, 80) and odd ones on plain rows (37), plain and packed rows, rows of 1,
  * 3 and 8 blocks (loop index `_i`: the mode). */
@@ -479,7 +482,7 @@ START_TEST(test_sb_orders)
     if (!mode_available(mode))
         return;
     kern_test_seed(0x600 + (uint64_t)_i);
-    static const kern_amx_big_t bigs[] = {{1, 0}, {2, 1}, {3, 1}, {4, 0}, {4, 1}};
+    static const kern_amx_big_t bigs[] = {{1, 0, 0}, {2, 1, 1}, {3, 1, 2}, {4, 0, 1}, {4, 1, 2}, {2, 0, 0}};
     static const int64_t toks[] = {1, 17, 33, 64, 100, 257, 300};
     static const int64_t lens[] = {256, 768, 2048};
     static const int64_t rows[] = {16, 48, 80, 37};

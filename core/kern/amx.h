@@ -35,11 +35,13 @@
 #define KERN_AMX_BIG_MIN_TOKENS 64
 #define KERN_AMX_BIG_ROW_GROUPS 2
 #define KERN_AMX_BIG_PREFETCH 1
+#define KERN_AMX_BIG_DEPTH 1
 
 /* The many-token order's tuning (tests, benchmarks: kern_amx_sb_matmul). */
 typedef struct kern_amx_big {
     int row_groups; /* groups of 16 rows per pass over the token pairs: 1..4 */
     int prefetch;   /* 1: the next token pair's activation tiles are prefetched into L1 */
+    int depth;      /* steps (token pair, row group) between a step's tile products and its float stage: 0..2 */
 } kern_amx_big_t;
 
 /* True when `type` has an AMX kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,

@@ -941,21 +941,56 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb)(int kind, 
 
 /* ---- 256-element blocks, large token counts: matmul_sb_big ----------------------------------------------- */
 
-/* matmul_sb_big's tuning is core/kern/amx.h's kern_amx_big_t (row_groups are clamped to 1..AMX_SB_SLOTS). */
+/* matmul_sb_big's tuning is core/kern/amx.h's kern_amx_big_t (row_groups clamped to 1..AMX_SB_SLOTS, depth to
+ * 0..2). */
 typedef kern_amx_big_t amx_big_cfg_t;
 
 #define AMX_BIG_TG 256 /* tokens per group: their activations of one block are 64 KiB of tile rows */
 
 /* The tuning the dispatch uses from KERN_AMX_BIG_MIN_TOKENS tokens (core/kern/amx.h). */
-static const amx_big_cfg_t amx_big_default = {KERN_AMX_BIG_ROW_GROUPS, KERN_AMX_BIG_PREFETCH};
+static const amx_big_cfg_t amx_big_default = {KERN_AMX_BIG_ROW_GROUPS, KERN_AMX_BIG_PREFETCH, KERN_AMX_BIG_DEPTH};
+
+/* matmul_sb_big's float stage of one step: tokens 0 .. mt - 1 of cbuf's token pair (their a.d at ad, min sums at
+ * vs), the row group of slot g, block column cb (0: the sums start at 0.0f), into out (token t at o + t * ldo;
+ * rows_left rows from there, 16 at most). matmul_sb's expressions, lane for lane. */
+static inline __attribute__((always_inline)) void amx_big_float(int kind, const amx_sbw_t *pw, int g,
+                                                                int32_t (*cbuf)[2][16][16], const float *ad,
+                                                                uint32_t (*vs)[8], int mt, int64_t cb, float *o,
+                                                                size_t ldo, int rows_left)
+{
+    const int has_mins = sb_has_mins(kind), nmins = kind == SB_Q2_K ? 8 : 4;
+    const int nr = rows_left < 16 ? rows_left : 16;
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < mt; t++) {
+        const __m512 acc = cb ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
+        const __m512i ch = _mm512_load_si512(cbuf[t >> 4][0][t & 15]);
+        const __m512i cl = _mm512_load_si512(cbuf[t >> 4][1][t & 15]);
+        const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(ch, 7), cl);
+        const __m512 a_d = _mm512_set1_ps(ad[t]);
+        const __m512 d = _mm512_mul_ps(pw->d[g], a_d);
+        const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+        __m512 sum;
+        if (has_mins) {
+            __m512i imin = _mm512_setzero_si512();
+            for (int j = 0; j < nmins; j++)
+                imin = _mm512_dpwssd_epi32(imin, pw->mins[g][j], _mm512_set1_epi32((int)vs[t][j]));
+            const __m512 dmin = _mm512_mul_ps(pw->dmin[g], a_d);
+            const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+            sum = _mm512_add_ps(acc, _mm512_sub_ps(t1, t2));
+        } else {
+            sum = _mm512_add_ps(acc, t1);
+        }
+        _mm512_mask_storeu_ps(o + (size_t)t * ldo, keep, sum);
+    }
+}
 
 /* The same products as matmul_sb (the same integer sums, float stage and order: the same bits), in another work
  * order for many tokens. Per token group and block column: the group's activation bytes of the block are
  * gathered once into tile rows (256 bytes a token, 64-byte aligned: a tile row is one cache line, a token tile
  * of a 64-element group 1 KiB at stride 256) with their a.d and min sums; then per `row_groups` x 16 rows, their
  * B tiles are laid out once (8 KiB a group of 16, kept in L1) and every token pair of the group runs over them,
- * its A tiles loaded once from L2 (prefetched a pair ahead) and reused by each row group. The float stage of one
- * step (token pair, row group) runs while the tiles compute the next, from a double-buffered C store; the
+ * its A tiles loaded once from L2 (prefetched a pair ahead) and reused by each row group. The float stage of a
+ * step (token pair, row group) runs `depth` steps later, while the tiles compute those (C stored in 3 slots); the
  * running sums live in `out` (a stored float loads back the same), starting from 0.0f at block 0. */
 static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int kind, int packed, amx_big_cfg_t bc,
                                                                            int64_t n, int64_t nrows, int64_t ntok,
@@ -965,13 +1000,14 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int ki
 {
     const int64_t nb = n / QUANT_QK_K;
     const size_t bb = sb_block_bytes(kind);
-    const int has_mins = sb_has_mins(kind), nmins = kind == SB_Q2_K ? 8 : 4;
+    const int has_mins = sb_has_mins(kind);
     const int RG = bc.row_groups < 1 ? 1 : bc.row_groups > AMX_SB_SLOTS ? AMX_SB_SLOTS : bc.row_groups;
     amx_sbw_t pw;
     int8_t abuf[AMX_BIG_TG][QUANT_QK_K] __attribute__((aligned(64))); /* [token][element]: the block's qs */
     float ad[AMX_BIG_TG];                                               /* a.d */
     uint32_t vs[AMX_BIG_TG][8];                                         /* matmul_sb's vs, of one block */
-    int32_t cbuf[2][2][2][16][16] __attribute__((aligned(64))); /* [step & 1][token tile][H, L][token][row] */
+    int32_t cbuf[3][2][2][16][16] __attribute__((aligned(64))); /* [step % 3][token tile][H, L][token][row] */
+    const int depth = bc.depth < 0 ? 0 : bc.depth > 2 ? 2 : bc.depth;
     amx_tilecfg_t cfg;
     int cfg_mt0 = -1, cfg_mt1 = -1;
     for (int64_t tg0 = 0; tg0 < ntok; tg0 += AMX_BIG_TG) {
@@ -1014,91 +1050,69 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int ki
                 else
                     amx_prefetch_next(w, w_stride, nrows, rs0, 16 * RG, cb * (int64_t)bb, (int64_t)bb,
                                       nb * (int64_t)bb);
-                /* steps s = (token pair, row group); step s's float stage runs after step s + 1's tile products */
-                int pend = 0, p_tp = 0, p_g = 0, p_mt = 0, step = 0;
-                for (int tp = 0; tp < tgn + 32; tp += 32) {
-                    for (int g = 0; g < ng; g++) {
-                        const int last = tp >= tgn;
-                        if (!last) {
-                            const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
-                            const int mt1 = tgn - tp - 16 <= 0 ? 0 : tgn - tp - 16 < 16 ? tgn - tp - 16 : 16;
-                            if (mt0 != cfg_mt0 || mt1 != cfg_mt1) {
-                                amx_cfg_fill(&cfg, mt0, mt1, 64);
-                                AMX_CONFIG(&cfg);
-                                cfg_mt0 = mt0;
-                                cfg_mt1 = mt1;
-                            }
-                            if (bc.prefetch && g == 0 && tp + 32 < tgn) {
-                                const int pn = tgn - tp - 32 < 32 ? tgn - tp - 32 : 32;
-                                for (int l = 0; l < 4 * pn; l++)
-                                    _mm_prefetch((const char *)abuf[tp + 32] + 64 * (size_t)l, _MM_HINT_T0);
-                            }
-                            const int s = step & 1;
-                            AMX_ZERO(AMX_C0);
-                            AMX_ZERO(AMX_C1);
-                            if (mt1) {
-                                AMX_ZERO(AMX_C2);
-                                AMX_ZERO(AMX_C3);
-                            }
-                            for (int q = 0; q < 4; q++) {
-                                AMX_LOAD(AMX_B0, pw.b[g][q][0], 64);
-                                AMX_LOAD(AMX_B1, pw.b[g][q][1], 64);
-                                AMX_LOAD(AMX_A0, abuf[tp] + 64 * q, QUANT_QK_K);
-                                AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
-                                AMX_DPBSSD(AMX_C1, AMX_A0, AMX_B1);
-                                if (mt1) {
-                                    AMX_LOAD(AMX_A1, abuf[tp + 16] + 64 * q, QUANT_QK_K);
-                                    AMX_DPBSSD(AMX_C2, AMX_A1, AMX_B0);
-                                    AMX_DPBSSD(AMX_C3, AMX_A1, AMX_B1);
-                                }
-                            }
-                            AMX_STORE(AMX_C0, cbuf[s][0][0], 64);
-                            AMX_STORE(AMX_C1, cbuf[s][0][1], 64);
-                            if (mt1) {
-                                AMX_STORE(AMX_C2, cbuf[s][1][0], 64);
-                                AMX_STORE(AMX_C3, cbuf[s][1][1], 64);
-                            }
-                        }
-                        if (pend) {
-                            /* step - 1's float stage: tokens p_tp .. p_tp + p_mt - 1, row group p_g */
-                            const int s = (step - 1) & 1;
-                            const int64_t r0 = rs0 + 16 * (int64_t)p_g;
-                            const int nr = (int)(nrows - r0 < 16 ? nrows - r0 : 16);
-                            const __mmask16 keep = (__mmask16)((1u << nr) - 1);
-                            float *o = out + (size_t)(tg0 + p_tp) * ldo + (size_t)r0;
-                            for (int t = 0; t < p_mt; t++) {
-                                const __m512 acc =
-                                    cb ? _mm512_maskz_loadu_ps(keep, o + (size_t)t * ldo) : _mm512_setzero_ps();
-                                const __m512i ch = _mm512_load_si512(cbuf[s][t >> 4][0][t & 15]);
-                                const __m512i cl = _mm512_load_si512(cbuf[s][t >> 4][1][t & 15]);
-                                const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(ch, 7), cl);
-                                const __m512 a_d = _mm512_set1_ps(ad[p_tp + t]);
-                                const __m512 d = _mm512_mul_ps(pw.d[p_g], a_d);
-                                const __m512 t1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
-                                __m512 sum;
-                                if (has_mins) {
-                                    const uint32_t *v = vs[p_tp + t];
-                                    __m512i imin = _mm512_setzero_si512();
-                                    for (int j = 0; j < nmins; j++)
-                                        imin = _mm512_dpwssd_epi32(imin, pw.mins[p_g][j], _mm512_set1_epi32((int)v[j]));
-                                    const __m512 dmin = _mm512_mul_ps(pw.dmin[p_g], a_d);
-                                    const __m512 t2 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
-                                    sum = _mm512_add_ps(acc, _mm512_sub_ps(t1, t2));
-                                } else {
-                                    sum = _mm512_add_ps(acc, t1);
-                                }
-                                _mm512_mask_storeu_ps(o + (size_t)t * ldo, keep, sum);
-                            }
-                            pend = 0;
-                        }
-                        if (last)
-                            break;
-                        pend = 1;
-                        p_tp = tp;
-                        p_g = g;
-                        p_mt = cfg_mt0 + cfg_mt1;
-                        step++;
+                /* steps s = (token pair, row group); step s's float stage runs after step s + depth's tile
+                 * products were issued (C stored to cbuf[s % 3]) */
+                int step = 0, done = 0;
+                int s_tp[3], s_g[3], s_mt[3];
+                for (int tp = 0; tp < tgn; tp += 32) {
+                    const int mt0 = tgn - tp < 16 ? tgn - tp : 16;
+                    const int mt1 = tgn - tp - 16 <= 0 ? 0 : tgn - tp - 16 < 16 ? tgn - tp - 16 : 16;
+                    if (mt0 != cfg_mt0 || mt1 != cfg_mt1) {
+                        amx_cfg_fill(&cfg, mt0, mt1, 64);
+                        AMX_CONFIG(&cfg);
+                        cfg_mt0 = mt0;
+                        cfg_mt1 = mt1;
                     }
+                    if (bc.prefetch && tp + 32 < tgn) {
+                        const int pn = tgn - tp - 32 < 32 ? tgn - tp - 32 : 32;
+                        for (int l = 0; l < 4 * pn; l++)
+                            _mm_prefetch((const char *)abuf[tp + 32] + 64 * (size_t)l, _MM_HINT_T0);
+                    }
+                    for (int g = 0; g < ng; g++) {
+                        const int cs = step % 3;
+                        AMX_ZERO(AMX_C0);
+                        AMX_ZERO(AMX_C1);
+                        if (mt1) {
+                            AMX_ZERO(AMX_C2);
+                            AMX_ZERO(AMX_C3);
+                        }
+                        for (int q = 0; q < 4; q++) {
+                            AMX_LOAD(AMX_B0, pw.b[g][q][0], 64);
+                            AMX_LOAD(AMX_B1, pw.b[g][q][1], 64);
+                            AMX_LOAD(AMX_A0, abuf[tp] + 64 * q, QUANT_QK_K);
+                            AMX_DPBSSD(AMX_C0, AMX_A0, AMX_B0);
+                            AMX_DPBSSD(AMX_C1, AMX_A0, AMX_B1);
+                            if (mt1) {
+                                AMX_LOAD(AMX_A1, abuf[tp + 16] + 64 * q, QUANT_QK_K);
+                                AMX_DPBSSD(AMX_C2, AMX_A1, AMX_B0);
+                                AMX_DPBSSD(AMX_C3, AMX_A1, AMX_B1);
+                            }
+                        }
+                        AMX_STORE(AMX_C0, cbuf[cs][0][0], 64);
+                        AMX_STORE(AMX_C1, cbuf[cs][0][1], 64);
+                        if (mt1) {
+                            AMX_STORE(AMX_C2, cbuf[cs][1][0], 64);
+                            AMX_STORE(AMX_C3, cbuf[cs][1][1], 64);
+                        }
+                        s_tp[cs] = tp;
+                        s_g[cs] = g;
+                        s_mt[cs] = mt0 + mt1;
+                        step++;
+                        while (step - done > depth) {
+                            const int ds = done % 3;
+                            amx_big_float(kind, &pw, s_g[ds], cbuf[ds], ad + s_tp[ds], vs + s_tp[ds], s_mt[ds], cb,
+                                          out + (size_t)(tg0 + s_tp[ds]) * ldo + (size_t)(rs0 + 16 * s_g[ds]),
+                                          ldo, (int)(nrows - rs0 - 16 * s_g[ds]));
+                            done++;
+                        }
+                    }
+                }
+                while (done < step) {
+                    const int ds = done % 3;
+                    amx_big_float(kind, &pw, s_g[ds], cbuf[ds], ad + s_tp[ds], vs + s_tp[ds], s_mt[ds], cb,
+                                  out + (size_t)(tg0 + s_tp[ds]) * ldo + (size_t)(rs0 + 16 * s_g[ds]), ldo,
+                                  (int)(nrows - rs0 - 16 * s_g[ds]));
+                    done++;
                 }
             }
         }
