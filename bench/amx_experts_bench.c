@@ -3,15 +3,18 @@
  * its tunings), with the expert executor's task split (cpu-expert-worker/experts/expert_exec.c: tasks of R output
  * rows of one expert, gate and up in one task, then down).
  *
- *   bench/amx_experts_bench [--shape 235b|30b] [--tokens 64,256,512] [--experts N] [--threads T] [--runs R] [--emu]
+ *   bench/amx_experts_bench [--shape 235b|30b] [--tokens 64,256,512] [--experts N] [--threads T] [--runs R]
+ *                           [--variants I,J,..] [--emu]
  *   bench/amx_experts_bench --tmul [--threads T]
  *
  * Per shape: N experts of packed Q4_K gate/up (n_ff x n_embd) and Q6_K down (n_embd x n_ff) with random blocks,
  * T tokens each (random Q8_K activations); a run computes every expert's gate, up and down for its tokens on a
  * pool of T threads. Prints per variant the median seconds of R runs, microseconds per (token, expert) pair, the
- * products' GFLOP/s, and whether its outputs equal the first variant's bit for bit. Needs AMX (else exits 77);
+ * products' GFLOP/s, and whether its outputs equal the first variant's bit for bit (--variants: which, by index into
+ * variants[], in that order). Needs AMX (else exits 77);
  * --emu runs the kernels on the C model of the tiles instead (AVX-512 VNNI: a slow smoke test of small runs).
- * --tmul: the tile unit's own int8 rate (2 x 2 blocked TDPBSSD on L1 tiles) on 1, T/2 and T threads.
+ * --tmul: the tile unit's own int8 rate (2 x 2 blocked TDPBSSD on L1 tiles; then A tiles from L2) on 1, T/2 and T
+ * threads.
  */
 #include <getopt.h>
 #include <immintrin.h>
@@ -41,7 +44,8 @@ static const variant_t variants[] = {
     {"big-g1-pf-d1-r128", 1, {1, 1, 1}, 128}, {"big-g4-pf-d1-r128", 1, {4, 1, 1}, 128},
     {"big-g2-d1-r128", 1, {2, 0, 1}, 128},    {"big-g2-pf-d0-r128", 1, {2, 1, 0}, 128},
     {"big-g2-pf-d2-r128", 1, {2, 1, 2}, 128}, {"big-g2-pf-d1-r256", 1, {2, 1, 1}, 256},
-    {"big-g2-pf-d1-r1536", 1, {2, 1, 1}, 1536},
+    {"big-g2-pf-d1-r1536", 1, {2, 1, 1}, 1536}, {"pairs-r16", 0, {0, 0, 0}, 16},
+    {"big-g2-pf-d1-r16", 1, {2, 1, 1}, 16},     {"pairs-r1536", 0, {0, 0, 0}, 1536},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -165,14 +169,18 @@ static void down_task(void *ctx, int64_t task, int thread)
 }
 
 /* --tmul: the tile unit's own rate, one task per thread: 2 x 2 blocked TDPBSSD (A0, A1 x B0, B1 -> C0..C3) on tiles
- * loaded from L1, as many iterations as `tmul_iters`; the int8 multiply-adds a second over all threads. */
+ * loaded from L1, as many iterations as `tmul_iters`; the int8 multiply-adds a second over all threads. With
+ * ctx non-NULL the A tiles come from a 128 KiB buffer (L2) at a 256-byte row stride, as the many-token kernel's
+ * gathered activations, a new pair of tiles each iteration. */
 static int64_t tmul_iters = 200000;
 static _Atomic uint64_t tmul_sink;
 
 __attribute__((target("amx-tile,amx-int8"))) static void tmul_task(void *ctx, int64_t task, int thread)
 {
-    (void)ctx, (void)task, (void)thread;
+    (void)task, (void)thread;
     static _Thread_local int8_t buf[4][16][64] __attribute__((aligned(64)));
+    static _Thread_local int8_t abig[512][256] __attribute__((aligned(64)));
+    const int l2 = ctx != NULL;
     int32_t c[16][16] __attribute__((aligned(64)));
     struct {
         uint8_t palette, start_row, reserved[14];
@@ -184,6 +192,7 @@ __attribute__((target("amx-tile,amx-int8"))) static void tmul_task(void *ctx, in
     for (int t = 0; t < 8; t++)
         cfg.rows[t] = 16, cfg.colsb[t] = 64;
     memset(buf, 1, sizeof buf);
+    memset(abig, 1, sizeof abig);
     __asm__ volatile("" ::: "memory");
     _tile_loadconfig(&cfg);
     _tile_zero(4);
@@ -191,8 +200,14 @@ __attribute__((target("amx-tile,amx-int8"))) static void tmul_task(void *ctx, in
     _tile_zero(6);
     _tile_zero(7);
     for (int64_t i = 0; i < tmul_iters; i++) {
-        _tile_loadd(0, buf[0], 64);
-        _tile_loadd(1, buf[1], 64);
+        if (l2) { /* tokens 32 j .. 32 j + 31, 64-byte group q of the 256 */
+            const int j = (int)(i % 16), q = (int)(i / 16 % 4);
+            _tile_loadd(0, &abig[32 * j][64 * q], 256);
+            _tile_loadd(1, &abig[32 * j + 16][64 * q], 256);
+        } else {
+            _tile_loadd(0, buf[0], 64);
+            _tile_loadd(1, buf[1], 64);
+        }
         _tile_loadd(2, buf[2], 64);
         _tile_loadd(3, buf[3], 64);
         _tile_dpbssd(4, 0, 2);
@@ -205,14 +220,17 @@ __attribute__((target("amx-tile,amx-int8"))) static void tmul_task(void *ctx, in
     tmul_sink += (uint64_t)c[0][0];
 }
 
-static void tmul_rate(guild_pool_t *pool, int threads)
+static void tmul_rate(guild_pool_t *pool, int threads, int l2)
 {
-    guild_pool_run(pool, threads, tmul_task, NULL); /* warm-up: the tiles' first use, the clock's ramp */
+    static int mark;
+    void *ctx = l2 ? &mark : NULL;
+    guild_pool_run(pool, threads, tmul_task, ctx); /* warm-up: the tiles' first use, the clock's ramp */
     const double t0 = guild_clock_s();
-    guild_pool_run(pool, threads, tmul_task, NULL);
+    guild_pool_run(pool, threads, tmul_task, ctx);
     const double s = guild_clock_s() - t0;
     const double macs = (double)threads * (double)tmul_iters * 4.0 * 16 * 16 * 64;
-    printf("tmul threads=%d s=%.4f int8_TMACs=%.2f TOPS=%.2f per_thread_MACs_per_ns=%.1f\n", threads, s,
+    printf("tmul %s threads=%d s=%.4f int8_TMACs=%.2f TOPS=%.2f per_thread_MACs_per_ns=%.1f\n",
+           l2 ? "A-from-L2" : "all-L1", threads, s,
            macs / s * 1e-12, 2 * macs / s * 1e-12, macs / s * 1e-9 / threads);
     fflush(stdout);
 }
@@ -231,11 +249,12 @@ static uint64_t digest(const bank_t *k)
     for (int64_t e = 0; e < k->N; e++) {
         const float *bufs[3] = {k->g[e], k->u[e], k->y[e]};
         const size_t lens[3] = {(size_t)(k->T * k->F), (size_t)(k->T * k->F), (size_t)(k->T * k->E)};
-        for (int i = 0; i < 3; i++) {
-            const uint8_t *p = (const uint8_t *)bufs[i];
-            for (size_t j = 0; j < lens[i] * 4; j++)
-                h = (h ^ p[j]) * 1099511628211ull;
-        }
+        for (int i = 0; i < 3; i++) /* 2 floats a step (every length here is even) */
+            for (size_t j = 0; j + 2 <= lens[i]; j += 2) {
+                uint64_t v;
+                memcpy(&v, bufs[i] + j, 8);
+                h = (h ^ v) * 1099511628211ull;
+            }
     }
     return h;
 }
@@ -244,10 +263,12 @@ int main(int argc, char **argv)
 {
     const char *shape = "235b", *toks = "64,256,512";
     int n_experts = 0, threads = 16, runs = 3, emu = 0, tmul = 0;
+    const char *pick = NULL; /* --variants: indices into variants[] (the first one is the bits' reference) */
     static const struct option lo[] = {{"shape", required_argument, NULL, 's'},   {"tokens", required_argument, NULL, 't'},
                                        {"experts", required_argument, NULL, 'n'}, {"threads", required_argument, NULL, 'j'},
                                        {"runs", required_argument, NULL, 'r'},    {"emu", no_argument, NULL, 'e'},
-                                       {"tmul", no_argument, NULL, 'm'},          {NULL, 0, NULL, 0}};
+                                       {"tmul", no_argument, NULL, 'm'},          {"variants", required_argument, NULL, 'v'},
+                                       {NULL, 0, NULL, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
         case 's': shape = optarg; break;
@@ -257,7 +278,8 @@ int main(int argc, char **argv)
         case 'r': runs = atoi(optarg); break;
         case 'e': emu = 1; break;
         case 'm': tmul = 1; break;
-        default: fprintf(stderr, "usage: %s [--shape 235b|30b] [--tokens LIST] [--experts N] [--threads T] [--runs R] [--emu]\n", argv[0]); return 2;
+        case 'v': pick = optarg; break;
+        default: fprintf(stderr, "usage: %s [--shape 235b|30b] [--tokens LIST] [--experts N] [--threads T] [--runs R] [--variants LIST] [--emu] [--tmul]\n", argv[0]); return 2;
         }
     }
     if (emu ? !kern_level_supported(KERN_LEVEL_AVX512_VNNI) : !kern_level_supported(KERN_LEVEL_AMX)) {
@@ -271,9 +293,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "amx_experts_bench: %s\n", terr.msg);
             return 1;
         }
-        tmul_rate(tp, 1);
-        tmul_rate(tp, threads / 2 > 0 ? threads / 2 : 1);
-        tmul_rate(tp, threads);
+        for (int l2 = 0; l2 < 2; l2++) {
+            tmul_rate(tp, 1, l2);
+            tmul_rate(tp, threads / 2 > 0 ? threads / 2 : 1, l2);
+            tmul_rate(tp, threads, l2);
+        }
         guild_pool_destroy(&tp);
         return 0;
     }
@@ -325,7 +349,21 @@ int main(int argc, char **argv)
         }
         uint64_t ref = 0;
         double base_s = 0;
-        for (int vi = 0; vi < N_VARIANTS; vi++) {
+        int order[N_VARIANTS], nv = 0;
+        for (const char *q = pick; q && *q && nv < N_VARIANTS;) {
+            const int i = atoi(q);
+            if (i >= 0 && i < N_VARIANTS)
+                order[nv++] = i;
+            while (*q && *q != ',')
+                q++;
+            if (*q == ',')
+                q++;
+        }
+        if (!pick)
+            for (nv = 0; nv < N_VARIANTS; nv++)
+                order[nv] = nv;
+        for (int oi = 0; oi < nv; oi++) {
+            const int vi = order[oi];
             k.v = &variants[vi];
             for (int64_t e = 0; e < k.N; e++) { /* poison: a product that skips an output shows in the digest */
                 memset(k.g[e], 0xff, (size_t)(T * k.F) * 4);
@@ -339,7 +377,7 @@ int main(int argc, char **argv)
                 s[r] = run_once(&k, pool);
             const double med = guild_median(s, nr);
             const uint64_t h = digest(&k);
-            if (vi == 0)
+            if (oi == 0)
                 ref = h, base_s = med;
             const double pairs = (double)k.N * (double)T;
             printf("%s tokens=%lld variant=%s s=%.4f us_per_pair=%.3f GFLOPs=%.1f speedup=%.2f same_bits=%s\n", shape,
