@@ -474,8 +474,9 @@ END_TEST
 /* Both work orders of the 256-element types (kern_amx_(emu_)sb_matmul), tunings of the many-token one (1-4 row
  * groups, with and without the prefetch, float stages 0-2 steps behind), at
  * token counts around its tiles, pairs and token group (AMX_BIG_TG = 256: 257 and 300 cross it), row counts that
- * fill some of a pass's row groups (16, 48, 80) and odd ones on plain rows (37), plain and packed rows, rows of 1,
- * 3 and 8 blocks (loop index `_i`: the mode). */
+ * fill some of a pass's row groups (16, 48, 80), cross a range of KERN_AMX_BIG_ROWS (144, 137) and odd ones on
+ * plain rows (37, 137), plain and packed rows, rows of 1, 3 and 8 blocks, and the kernels' dispatch on each case
+ * (loop index `_i`: the mode). */
 START_TEST(test_sb_orders)
 {
     const amx_mode_t mode = (amx_mode_t)_i;
@@ -485,14 +486,14 @@ START_TEST(test_sb_orders)
     static const kern_amx_big_t bigs[] = {{1, 0, 0}, {2, 1, 1}, {3, 1, 2}, {4, 0, 1}, {4, 1, 2}, {2, 0, 0}};
     static const int64_t toks[] = {1, 17, 33, 64, 100, 257, 300};
     static const int64_t lens[] = {256, 768, 2048};
-    static const int64_t rows[] = {16, 48, 80, 37};
+    static const int64_t rows[] = {16, 48, 80, 37, 144, 137};
     const int nbig = (int)(sizeof bigs / sizeof bigs[0]);
     int k = 0;
     for (int ti = 0; ti < N_PACKED_TYPES; ti++)
         for (size_t tk = 0; tk < sizeof toks / sizeof toks[0]; tk++, k++) {
             const bool large = toks[tk] > 256;
             const int64_t n = large ? 256 : lens[(size_t)k % 3];
-            int64_t nrows = rows[(size_t)k % 4];
+            int64_t nrows = rows[(size_t)k % 6];
             const bool packed = k % 3 != 2 && nrows % 16 == 0;
             if (large && nrows > 48)
                 nrows = 48;
@@ -506,6 +507,7 @@ START_TEST(test_sb_orders)
             compare_order(mode, &c, &bigs[k % nbig]);
             if (!large)
                 compare_order(mode, &c, &bigs[(k + 2) % nbig]);
+            compare(mode, &c); /* the dispatch: either order by the token and row thresholds */
             case_free(&c);
         }
 }

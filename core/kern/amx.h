@@ -28,11 +28,15 @@
  * layout is paid for fewer than 16 tokens, and the VNNI kernels are tuned for those counts). */
 #define KERN_AMX_MIN_TOKENS 16
 
-/* Token count from which the 256-element types (Q2_K-Q6_K, IQ4_XS; plain and packed rows) run in the work order
- * for many tokens (amx_kernels.h's matmul_sb_big: activations gathered into aligned tile rows once per block,
- * weights laid out once per call, KERN_AMX_BIG_ROW_GROUPS groups of 16 rows sharing each token pair's A tiles);
- * below it the token-pair order over chunks of blocks. Both give the same bits. */
+/* The 256-element types (Q2_K-Q6_K, IQ4_XS; plain and packed rows) run in the work order for many tokens
+ * (amx_kernels.h's matmul_sb_big: per range of at most KERN_AMX_BIG_ROWS rows and block column, the activations
+ * gathered into aligned tile rows once, the weights of KERN_AMX_BIG_ROW_GROUPS groups of 16 rows laid out once
+ * and every token pair run over them) from KERN_AMX_BIG_MIN_TOKENS tokens and KERN_AMX_BIG_MIN_ROWS rows a
+ * call; below either, the token-pair order over chunks of blocks. Both give the same bits. The tuning is the
+ * device machine's measurement (bench/results/amxbig-h200-2026-12-02-s26.md). */
 #define KERN_AMX_BIG_MIN_TOKENS 64
+#define KERN_AMX_BIG_MIN_ROWS 64
+#define KERN_AMX_BIG_ROWS 128
 #define KERN_AMX_BIG_ROW_GROUPS 2
 #define KERN_AMX_BIG_PREFETCH 1
 #define KERN_AMX_BIG_DEPTH 1

@@ -992,11 +992,12 @@ static inline __attribute__((always_inline)) void amx_big_float(int kind, const 
  * its A tiles loaded once from L2 (prefetched a pair ahead) and reused by each row group. The float stage of a
  * step (token pair, row group) runs `depth` steps later, while the tiles compute those (C stored in 3 slots); the
  * running sums live in `out` (a stored float loads back the same), starting from 0.0f at block 0. */
-static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int kind, int packed, amx_big_cfg_t bc,
-                                                                           int64_t n, int64_t nrows, int64_t ntok,
-                                                                           const void *w, size_t w_stride,
-                                                                           const void *act, size_t act_stride,
-                                                                           float *out, size_t ldo)
+static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big_rows)(int kind, int packed,
+                                                                                amx_big_cfg_t bc, int64_t n,
+                                                                                int64_t nrows, int64_t ntok,
+                                                                                const void *w, size_t w_stride,
+                                                                                const void *act, size_t act_stride,
+                                                                                float *out, size_t ldo)
 {
     const int64_t nb = n / QUANT_QK_K;
     const size_t bb = sb_block_bytes(kind);
@@ -1121,6 +1122,24 @@ static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int ki
         AMX_RELEASE();
 }
 
+/* matmul_sb_big over at most KERN_AMX_BIG_ROWS rows at a time: its running sums in `out` (rows x tokens) then
+ * stay in L2 through the block columns' passes, as they do in the calls of that many rows it was measured in
+ * (bench/results/amxbig-h200-2026-12-02-s26.md: whole 1,536-row matrices in one pass were slower); the
+ * activations are gathered again for each range of rows. */
+static inline __attribute__((always_inline)) void AMX_NAME(matmul_sb_big)(int kind, int packed, amx_big_cfg_t bc,
+                                                                           int64_t n, int64_t nrows, int64_t ntok,
+                                                                           const void *w, size_t w_stride,
+                                                                           const void *act, size_t act_stride,
+                                                                           float *out, size_t ldo)
+{
+    GUILD_STATIC_ASSERT(KERN_AMX_BIG_ROWS % 16 == 0, "a range of rows starts on a packed group");
+    for (int64_t r0 = 0; r0 < nrows; r0 += KERN_AMX_BIG_ROWS) {
+        const int64_t nr = nrows - r0 < KERN_AMX_BIG_ROWS ? nrows - r0 : KERN_AMX_BIG_ROWS;
+        AMX_NAME(matmul_sb_big_rows)(kind, packed, bc, n, nr, ntok, (const char *)w + (size_t)r0 * w_stride, w_stride,
+                                     act, act_stride, out + r0, ldo);
+    }
+}
+
 /* One function per type, each with its kind (and weight source) folded in. */
 #define AMX_KERNEL(T, FN, ...)                                                                               \
     static void AMX_NAME(matmul_##T)(int64_t n, int64_t nrows, int64_t ntok, const void *w, size_t w_stride,  \
@@ -1222,7 +1241,7 @@ static bool AMX_NAME(matmul_sb_order)(const amx_big_cfg_t *bc, int packed, guild
 static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                              size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    if (ntok >= KERN_AMX_BIG_MIN_TOKENS &&
+    if (ntok >= KERN_AMX_BIG_MIN_TOKENS && nrows >= KERN_AMX_BIG_MIN_ROWS &&
         AMX_NAME(matmul_sb_order)(&amx_big_default, 0, type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo))
         return true;
     AMX_NAME(kernel_fn) fn;
@@ -1251,7 +1270,7 @@ static bool AMX_NAME(matmul)(guild_type_t type, int64_t n, int64_t nrows, int64_
 static bool AMX_NAME(matmul_packed)(guild_type_t type, int64_t n, int64_t nrows, int64_t ntok, const void *w,
                                     size_t w_stride, const void *act, size_t act_stride, float *out, size_t ldo)
 {
-    if (ntok >= KERN_AMX_BIG_MIN_TOKENS)
+    if (ntok >= KERN_AMX_BIG_MIN_TOKENS && nrows >= KERN_AMX_BIG_MIN_ROWS)
         return AMX_NAME(matmul_sb_order)(&amx_big_default, 1, type, n, nrows, ntok, w, w_stride, act, act_stride, out,
                                          ldo);
     AMX_NAME(kernel_fn) fn;
