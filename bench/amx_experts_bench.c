@@ -17,7 +17,9 @@
  * threads.
  */
 #include <getopt.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +170,7 @@ static void down_task(void *ctx, int64_t task, int thread)
             k->y[e] + r0, (size_t)k->E);
 }
 
+#if defined(__x86_64__)
 /* --tmul: the tile unit's own rate, one task per thread: 2 x 2 blocked TDPBSSD (A0, A1 x B0, B1 -> C0..C3) on tiles
  * loaded from L1, as many iterations as `tmul_iters`; the int8 multiply-adds a second over all threads. With
  * ctx non-NULL the A tiles come from a 128 KiB buffer (L2) at a 256-byte row stride, as the many-token kernel's
@@ -234,6 +237,12 @@ static void tmul_rate(guild_pool_t *pool, int threads, int l2)
            macs / s * 1e-12, 2 * macs / s * 1e-12, macs / s * 1e-9 / threads);
     fflush(stdout);
 }
+#else
+static void tmul_rate(guild_pool_t *pool, int threads, int l2)
+{
+    (void)pool, (void)threads, (void)l2; /* unreachable: no AMX here (main exits 77 first) */
+}
+#endif
 
 static double run_once(bank_t *k, guild_pool_t *pool)
 {
