@@ -88,6 +88,120 @@ static __device__ __forceinline__ void mma_sub(int (&c)[4], const int (&q0)[KR],
         mma_k16(c, q0[0], q8[0], b[0]);
 }
 
+/* acc += one weight block's products for a warp: wb[q][h] the block of its rows of group q, half h (rows g and
+ * g + 8 of the fragments), ab(j) the activation block of pair 8j + g (the B operand), ac(j, i) that of pair
+ * 8j + 2t + i (C column 2t + i), for the first njt groups of 8 pairs (warp-uniform). The block's exact integer sums
+ * (isum, imin), then finish(...) added to acc: the bits of expert_q_kernel's block. */
+template <typename TR, int NQ, typename AB, typename AC>
+static __device__ __forceinline__ void mma_wblock(const typename TR::wblock *const (&wb)[NQ][2], const AB &ab,
+                                                  const AC &ac, int t, int njt, float (&acc)[NQ][MMA_NT][4])
+{
+    typedef typename TR::whead whead;
+    constexpr int SPC = TR::SPC, KR = TR::KR;
+    whead H[NQ][2];
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            TR::head(wb[q][h], H[q][h]);
+    int isum[NQ][MMA_NT][4], imin[NQ][MMA_NT][4];
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+#pragma unroll
+        for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                isum[q][j][i] = imin[q][j][i] = 0;
+#pragma unroll
+    for (int c = 0; c < TR::NCH; c++) {
+        int Q[NQ][2][SPC][KR];
+#pragma unroll
+        for (int q = 0; q < NQ; q++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                TR::chunk(wb[q][h], t, c, Q[q][h]);
+#pragma unroll
+        for (int j = 0; j < MMA_NT; j++) {
+            if (j >= njt)
+                break; /* warp-uniform */
+            int B[SPC][KR];
+            TR::bchunk(ab(j), t, c, B);
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+#pragma unroll
+                for (int i = 0; i < SPC; i++) {
+                    const int s = TR::sub(c, i);
+                    int d[4] = {0, 0, 0, 0};
+                    mma_sub<KR>(d, Q[q][0][i], Q[q][1][i], B[i]);
+                    const int s0 = TR::scale(H[q][0], s), s8 = TR::scale(H[q][1], s);
+                    isum[q][j][0] += s0 * d[0];
+                    isum[q][j][1] += s0 * d[1];
+                    isum[q][j][2] += s8 * d[2];
+                    isum[q][j][3] += s8 * d[3];
+                    if (TR::HAS_MIN) {
+                        const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
+                        if (KR == 2)
+                            mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                        else
+                            mma_k16(imin[q][j], m0, m8, B[i][0]);
+                    }
+                }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < MMA_NT; j++) {
+        if (j >= njt)
+            break;
+        const float ad0 = TR::act_d(ac(j, 0)), ad1 = TR::act_d(ac(j, 1));
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            acc[q][j][0] = acc[q][j][0] + TR::finish(H[q][0], ad0, isum[q][j][0], imin[q][j][0]);
+            acc[q][j][1] = acc[q][j][1] + TR::finish(H[q][0], ad1, isum[q][j][1], imin[q][j][1]);
+            acc[q][j][2] = acc[q][j][2] + TR::finish(H[q][1], ad0, isum[q][j][2], imin[q][j][2]);
+            acc[q][j][3] = acc[q][j][3] + TR::finish(H[q][1], ad1, isum[q][j][3], imin[q][j][3]);
+        }
+    }
+}
+
+/* The warp's outputs: pair pc[j][i] (-1: none) of C column 2t + i, rows rows[q][h] below nrows; with w_up
+ * silu(gate) * up of groups 0 and 1; the row's factor (IQ types) last. */
+template <typename TR, bool GU, int NQ>
+static __device__ __forceinline__ void mma_store(const float (&acc)[NQ][MMA_NT][4], const int (&pc)[MMA_NT][2],
+                                                 const int (&rows)[NQ][2], int nrows, float *__restrict__ out,
+                                                 int64_t ldo)
+{
+#pragma unroll
+    for (int j = 0; j < MMA_NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int p = pc[j][i % 2];
+            if (p < 0)
+                continue;
+            if constexpr (GU) {
+                const int r = rows[0][i / 2];
+                if (r < nrows)
+                    out[(int64_t)p * ldo + r] = mma_silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[1][j][i]));
+            } else {
+#pragma unroll
+                for (int q = 0; q < NQ; q++) {
+                    const int r = rows[q][i / 2];
+                    if (r < nrows)
+                        out[(int64_t)p * ldo + r] = qd_row<TR>(acc[q][j][i]);
+                }
+            }
+        }
+}
+
+/* The block's tile: {expert, first index into order, count, 0}; dense: pairs (tokens) [64 y, 64 y + 64) cut at
+ * npairs, order the identity. */
+template <bool DENSE>
+static __device__ __forceinline__ int4 mma_tile(const int4 *__restrict__ tiles, int npairs)
+{
+    return DENSE ? make_int4(0, (int)blockIdx.y * CUDA_EXPERT_MMA_TILE,
+                             min(CUDA_EXPERT_MMA_TILE, npairs - (int)blockIdx.y * CUDA_EXPERT_MMA_TILE), 0)
+                 : tiles[blockIdx.y];
+}
+
 template <typename TR, bool GU, bool DENSE, int NQ>
 static __global__ void __launch_bounds__(MMA_THREADS)
     expert_mma_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride,
@@ -98,8 +212,6 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 {
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
-    typedef typename TR::whead whead;
-    constexpr int SPC = TR::SPC, KR = TR::KR;
     constexpr int WROWS = GU ? 16 : 16 * NQ; /* rows of a warp: NQ groups of 16 (gate and up: one of each) */
     static_assert(NQ == 2 || (NQ == 1 && !GU), "gate and up take a group each");
     if (!DENSE && (int)blockIdx.y >= *n_tiles)
@@ -110,10 +222,7 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     const int row0 = (blockIdx.x * MMA_ROW_WARPS + wr) * WROWS;
     if (row0 >= nrows)
         return; /* whole warps; no block-wide synchronization below */
-    /* {expert, first index into order, count, 0}; dense: order is the identity */
-    const int4 td = DENSE ? make_int4(0, (int)blockIdx.y * CUDA_EXPERT_MMA_TILE,
-                                      min(CUDA_EXPERT_MMA_TILE, npairs - (int)blockIdx.y * CUDA_EXPERT_MMA_TILE), 0)
-                          : tiles[blockIdx.y];
+    const int4 td = mma_tile<DENSE>(tiles, npairs);
     const int nt = td.z, p0 = wp * MMA_NT * 8;
     if (p0 >= nt)
         return;
@@ -156,93 +265,17 @@ static __global__ void __launch_bounds__(MMA_THREADS)
                 acc[q][j][i] = 0.0f;
 
     for (int b = 0; b < nb; b++) {
-        whead H[NQ][2];
+        const wblock *wb[NQ][2];
 #pragma unroll
         for (int q = 0; q < NQ; q++)
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                TR::head(wrp[q][h] + b, H[q][h]);
-        int isum[NQ][MMA_NT][4], imin[NQ][MMA_NT][4];
-#pragma unroll
-        for (int q = 0; q < NQ; q++)
-#pragma unroll
-            for (int j = 0; j < MMA_NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    isum[q][j][i] = imin[q][j][i] = 0;
-#pragma unroll
-        for (int c = 0; c < TR::NCH; c++) {
-            int Q[NQ][2][SPC][KR];
-#pragma unroll
-            for (int q = 0; q < NQ; q++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    TR::chunk(wrp[q][h] + b, t, c, Q[q][h]);
-#pragma unroll
-            for (int j = 0; j < MMA_NT; j++) {
-                if (j >= njt)
-                    break; /* warp-uniform */
-                int B[SPC][KR];
-                TR::bchunk((const ablock *)(act + (size_t)arow_b[j] * act_stride) + b, t, c, B);
-#pragma unroll
-                for (int q = 0; q < NQ; q++)
-#pragma unroll
-                    for (int i = 0; i < SPC; i++) {
-                        const int s = TR::sub(c, i);
-                        int d[4] = {0, 0, 0, 0};
-                        mma_sub<KR>(d, Q[q][0][i], Q[q][1][i], B[i]);
-                        const int s0 = TR::scale(H[q][0], s), s8 = TR::scale(H[q][1], s);
-                        isum[q][j][0] += s0 * d[0];
-                        isum[q][j][1] += s0 * d[1];
-                        isum[q][j][2] += s8 * d[2];
-                        isum[q][j][3] += s8 * d[3];
-                        if (TR::HAS_MIN) {
-                            const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
-                            if (KR == 2)
-                                mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
-                            else
-                                mma_k16(imin[q][j], m0, m8, B[i][0]);
-                        }
-                    }
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < MMA_NT; j++) {
-            if (j >= njt)
-                break;
-            const float ad0 = TR::act_d((const ablock *)(act + (size_t)arow_c[j][0] * act_stride) + b);
-            const float ad1 = TR::act_d((const ablock *)(act + (size_t)arow_c[j][1] * act_stride) + b);
-#pragma unroll
-            for (int q = 0; q < NQ; q++) {
-                acc[q][j][0] = acc[q][j][0] + TR::finish(H[q][0], ad0, isum[q][j][0], imin[q][j][0]);
-                acc[q][j][1] = acc[q][j][1] + TR::finish(H[q][0], ad1, isum[q][j][1], imin[q][j][1]);
-                acc[q][j][2] = acc[q][j][2] + TR::finish(H[q][1], ad0, isum[q][j][2], imin[q][j][2]);
-                acc[q][j][3] = acc[q][j][3] + TR::finish(H[q][1], ad1, isum[q][j][3], imin[q][j][3]);
-            }
-        }
+                wb[q][h] = wrp[q][h] + b;
+        mma_wblock<TR, NQ>(
+            wb, [&](int j) { return (const ablock *)(act + (size_t)arow_b[j] * act_stride) + b; },
+            [&](int j, int i) { return (const ablock *)(act + (size_t)arow_c[j][i] * act_stride) + b; }, t, njt, acc);
     }
-
-#pragma unroll
-    for (int j = 0; j < MMA_NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int p = pc[j][i % 2];
-            if (p < 0)
-                continue;
-            if constexpr (GU) {
-                const int r = rows[0][i / 2];
-                if (r < nrows)
-                    out[(int64_t)p * ldo + r] =
-                        mma_silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[NQ - 1][j][i]));
-            } else {
-#pragma unroll
-                for (int q = 0; q < NQ; q++) {
-                    const int r = rows[q][i / 2];
-                    if (r < nrows)
-                        out[(int64_t)p * ldo + r] = qd_row<TR>(acc[q][j][i]); /* the row's factor (IQ types) */
-                }
-            }
-        }
+    mma_store<TR, GU, NQ>(acc, pc, rows, nrows, out, ldo);
 }
 
 /* ---- the staged kernel ---------------------------------------------------------------------------------------
@@ -252,8 +285,9 @@ static __global__ void __launch_bounds__(MMA_THREADS)
  * products. The kernel above reads every
  * fragment from global memory as it needs it, each weight byte by both pair warps and each activation byte by all
  * four row warps, with one block of 8 warps an SM to hide the latency; here a byte crosses from L2 once a block and
- * the loads of the products hit shared memory. The fragments, the integer sums and the finish are the same code
- * (TR's, on the staged copies of the same bytes) in the same block order: the same bits.
+ * the loads of the products hit shared memory. The fragments, the integer sums, the finish and the stores are the
+ * same code (mma_wblock and mma_store, on the staged copies of the same bytes) in the same block order: the same
+ * bits.
  * Shared memory: a row's span (BPS blocks) a stride of WSTR bytes, a pair's BPS activation blocks ASTR; both
  * strides are 8 or 24 words modulo 32 banks, so the 8-byte fragment loads of 4 rows (or pairs) x 4 lanes fill 32
  * banks, and pairs 4-7 of each 8 sit one word further (their 4-byte loads in the other banks' half).
@@ -316,19 +350,15 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
 {
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
-    typedef typename TR::whead whead;
     typedef mma_st_geom<TR, BPS, NST> G;
-    constexpr int SPC = TR::SPC, KR = TR::KR, NQ = 2;
+    constexpr int NQ = 2;
     constexpr int WROWS = GU ? 16 : 32; /* rows of a warp: gate and up rows of 16 indices, or 2 x 16 rows */
     static_assert(G::WB % CU == 0 && G::AB % 4 == 0, "copy pieces");
     extern __shared__ __align__(16) char mma_smem[];
     static_assert(!(GU && DENSE), "dense: one matrix");
     if (!DENSE && (int)blockIdx.y >= *n_tiles)
         return; /* the whole block */
-    /* {expert, first index into order, count, 0}; dense: order is the identity */
-    const int4 td = DENSE ? make_int4(0, (int)blockIdx.y * CUDA_EXPERT_MMA_TILE,
-                                      min(CUDA_EXPERT_MMA_TILE, npairs - (int)blockIdx.y * CUDA_EXPERT_MMA_TILE), 0)
-                          : tiles[blockIdx.y];
+    const int4 td = mma_tile<DENSE>(tiles, npairs);
     const int nt = td.z, tid = threadIdx.x;
     const int lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
@@ -410,102 +440,20 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
         const char *sw = mma_smem + (k % NST) * G::STAGE, *sa = sw + MMA_ST_ROWS * G::WSTR;
 #pragma unroll
         for (int bb = 0; bb < BPS; bb++) {
-            const wblock *wrp[NQ][2];
+            const wblock *wb[NQ][2];
 #pragma unroll
             for (int q = 0; q < NQ; q++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    wrp[q][h] = (const wblock *)(sw + srow[q][h] * G::WSTR) + bb;
-            whead H[NQ][2];
-#pragma unroll
-            for (int q = 0; q < NQ; q++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    TR::head(wrp[q][h], H[q][h]);
-            int isum[NQ][MMA_NT][4], imin[NQ][MMA_NT][4];
-#pragma unroll
-            for (int q = 0; q < NQ; q++)
-#pragma unroll
-                for (int j = 0; j < MMA_NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        isum[q][j][i] = imin[q][j][i] = 0;
-#pragma unroll
-            for (int c = 0; c < TR::NCH; c++) {
-                int Q[NQ][2][SPC][KR];
-#pragma unroll
-                for (int q = 0; q < NQ; q++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        TR::chunk(wrp[q][h], t, c, Q[q][h]);
-#pragma unroll
-                for (int j = 0; j < MMA_NT; j++) {
-                    if (j >= njt)
-                        break; /* warp-uniform */
-                    int B[SPC][KR];
-                    TR::bchunk((const ablock *)(sa + sb[j]) + bb, t, c, B);
-#pragma unroll
-                    for (int q = 0; q < NQ; q++)
-#pragma unroll
-                        for (int i = 0; i < SPC; i++) {
-                            const int s = TR::sub(c, i);
-                            int d[4] = {0, 0, 0, 0};
-                            mma_sub<KR>(d, Q[q][0][i], Q[q][1][i], B[i]);
-                            const int s0 = TR::scale(H[q][0], s), s8 = TR::scale(H[q][1], s);
-                            isum[q][j][0] += s0 * d[0];
-                            isum[q][j][1] += s0 * d[1];
-                            isum[q][j][2] += s8 * d[2];
-                            isum[q][j][3] += s8 * d[3];
-                            if (TR::HAS_MIN) {
-                                const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
-                                if (KR == 2)
-                                    mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
-                                else
-                                    mma_k16(imin[q][j], m0, m8, B[i][0]);
-                            }
-                        }
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < MMA_NT; j++) {
-                if (j >= njt)
-                    break;
-                const float ad0 = TR::act_d((const ablock *)(sa + sc[j][0]) + bb);
-                const float ad1 = TR::act_d((const ablock *)(sa + sc[j][1]) + bb);
-#pragma unroll
-                for (int q = 0; q < NQ; q++) {
-                    acc[q][j][0] = acc[q][j][0] + TR::finish(H[q][0], ad0, isum[q][j][0], imin[q][j][0]);
-                    acc[q][j][1] = acc[q][j][1] + TR::finish(H[q][0], ad1, isum[q][j][1], imin[q][j][1]);
-                    acc[q][j][2] = acc[q][j][2] + TR::finish(H[q][1], ad0, isum[q][j][2], imin[q][j][2]);
-                    acc[q][j][3] = acc[q][j][3] + TR::finish(H[q][1], ad1, isum[q][j][3], imin[q][j][3]);
-                }
-            }
+                    wb[q][h] = (const wblock *)(sw + srow[q][h] * G::WSTR) + bb;
+            mma_wblock<TR, NQ>(
+                wb, [&](int j) { return (const ablock *)(sa + sb[j]) + bb; },
+                [&](int j, int i) { return (const ablock *)(sa + sc[j][i]) + bb; }, t, njt, acc);
         }
     }
     mma_cp_wait<0>();
-    if (!active)
-        return;
-
-#pragma unroll
-    for (int j = 0; j < MMA_NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int p = pc[j][i % 2];
-            if (p < 0)
-                continue;
-            if constexpr (GU) {
-                const int r = rows[0][i / 2];
-                if (r < nrows)
-                    out[(int64_t)p * ldo + r] = mma_silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[1][j][i]));
-            } else {
-#pragma unroll
-                for (int q = 0; q < NQ; q++) {
-                    const int r = rows[q][i / 2];
-                    if (r < nrows)
-                        out[(int64_t)p * ldo + r] = qd_row<TR>(acc[q][j][i]);
-                }
-            }
-        }
+    if (active)
+        mma_store<TR, GU, NQ>(acc, pc, rows, nrows, out, ldo);
 }
 
 /* The staged kernel for one type's step shape: false (nothing launched) when the bytes are not aligned for its
