@@ -4,7 +4,9 @@
  * quant_vec_dot_ref too). Uneven expert loads (1, 63, 64, 65, 200 pairs, an expert with none, skip slots), with
  * and without w_up, n = 2048, 768 and DeepSeek-V3's 7168, row counts that leave a partial block of rows,
  * ldo > nrows, rows padded off the types' natural alignment and not (Q4_K, Q5_K and Q6_K's staged kernel: rows of
- * whole steps, aligned for its copies). Then a timing of a Qwen3-30B-A3B-shaped layer (128 experts of 2048 x 768,
+ * whole steps, aligned for its copies; Q6_K's rows of an odd count of blocks or padded by 2 bytes, 2-byte aligned:
+ * its variant of a block a step), each case checked to take the staged kernel where it should
+ * (cuda_expert_mma_staged: every Q4_K, Q5_K and Q6_K case). Then a timing of a Qwen3-30B-A3B-shaped layer (128 experts of 2048 x 768,
  * 2048 tokens x 8 slots; Q4_K/Q6_K and the low-bit K and IQ types) and of a Qwen3-235B-A22B-shaped one (4096 x
  * 1536, 4096 and 512 tokens): dp4a against mma, cudaEvent, median of 5, ms and TFLOP/s printed (the bits compared
  * there too).
@@ -239,6 +241,23 @@ static void problem_run(problem_t *P, int k)
                                      tile_of[k], P->out, P->ldo, stream, &err) == 0, "%s", err.msg);
 }
 
+/* Whether a case of a type must take the staged kernel: every Q4_K, Q5_K and Q6_K case here (the weight and
+ * activation rows of every case are aligned for its copies). */
+static bool staged_type(guild_type_t t)
+{
+    return t == GUILD_TYPE_Q4_K || t == GUILD_TYPE_Q5_K || t == GUILD_TYPE_Q6_K;
+}
+
+/* The mma kernel a routed problem takes, checked against staged_type. */
+static const char *problem_kernel(const problem_t *P, const char *what)
+{
+    if (!cuda_expert_mma_supported(P->type))
+        return "dp4a only";
+    const bool st = cuda_expert_mma_staged(P->type, P->n, P->w, P->wu, P->es, P->rs, P->act, P->as, false);
+    ck_assert_msg(st == staged_type(P->type), "%s: the staged kernel %s it", what, st ? "takes" : "does not take");
+    return st ? "staged kernel" : "mma kernel";
+}
+
 /* Both paths from poisoned outputs; returns the count of outputs that differ (0: memcmp-identical) and checks
  * that skipped pairs and the ldo padding stay poison and that routed outputs were written. */
 static long problem_compare(problem_t *P, const int32_t *h_ids, const char *what)
@@ -335,10 +354,13 @@ static const bits_case_t bits_cases[] = {
 #define N_BITS_CASES (int)(sizeof bits_cases / sizeof bits_cases[0])
 
 /* Rows not padded, as a model file's (Qwen3-235B-A22B's experts among them): Q6_K's rows of an even count of
- * blocks are then 4-byte aligned, which the staged kernel's copies of two blocks a step need. */
+ * blocks are then 4-byte aligned, which the staged kernel's copies of two blocks a step need; of an odd count
+ * (Qwen3-30B-A3B's down projection: 768 columns, rows of 630 bytes) 2-byte aligned, its variant of a block a
+ * step: a row's first byte at byte 0 or 2 of a word, every step. */
 static const bits_case_t plain_cases[] = {
     {GUILD_TYPE_Q6_K, 1536, 4096, false}, {GUILD_TYPE_Q6_K, 512, 77, false}, {GUILD_TYPE_Q6_K, 2048, 200, true},
-    {GUILD_TYPE_Q4_K, 4096, 1536, true},  {GUILD_TYPE_Q5_K, 4096, 300, false},
+    {GUILD_TYPE_Q4_K, 4096, 1536, true},  {GUILD_TYPE_Q5_K, 4096, 300, false}, {GUILD_TYPE_Q6_K, 768, 2048, false},
+    {GUILD_TYPE_Q6_K, 768, 200, true},    {GUILD_TYPE_Q6_K, 2304, 77, false},  {GUILD_TYPE_Q6_K, 256, 130, true},
 };
 #define N_PLAIN_CASES (int)(sizeof plain_cases / sizeof plain_cases[0])
 
@@ -355,9 +377,10 @@ static void bits_run(const bits_case_t *C, uint64_t seed, bool padded)
     char what[128];
     snprintf(what, sizeof what, "%s %s n=%lld rows=%lld%s", quant_type_info(C->type)->name,
              C->gu ? "gate+up" : "plain", (long long)C->n, (long long)C->nrows, padded ? "" : " (rows not padded)");
+    const char *kernel = problem_kernel(&P, what);
     const long bad = problem_compare(&P, ids, what);
-    printf("%s: %s mma vs dp4a, loads 1/63/64/65/200/0/130/9 pairs: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
-           bad);
+    printf("%s: %s mma (%s) vs dp4a, loads 1/63/64/65/200/0/130/9 pairs: %ld outputs differ\n", bad ? "FAIL" : "PASS",
+           what, kernel, bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs of the mma path differ from the dp4a path", what, bad);
     problem_fini(&P);
     free(ids);
@@ -478,8 +501,10 @@ START_TEST(test_mma_timing)
     problem_init(&D, &r, timing_runs[_i].down, n_ff, n_embd, false, ids, n_expert, n_pairs, 1, padded);
     char what[96];
     snprintf(what, sizeof what, "%d tokens gate+up %s", n_tok, quant_type_info(timing_runs[_i].gate)->name);
+    const char *kernel_g = problem_kernel(&G, what);
     const long bad_g = problem_compare(&G, ids, what);
     snprintf(what, sizeof what, "%d tokens down %s", n_tok, quant_type_info(timing_runs[_i].down)->name);
+    const char *kernel_d = problem_kernel(&D, what);
     const long bad_d = problem_compare(&D, ids, what);
     const double fl_g = 2.0 * 2.0 * (double)n_pairs * (double)n_embd * (double)n_ff;
     const double fl_d = 2.0 * (double)n_pairs * (double)n_embd * (double)n_ff;
@@ -495,8 +520,9 @@ START_TEST(test_mma_timing)
     for (int k = 0; k < 2; k++)
         printf("  %-5s gate+up %8.3f ms %6.2f TFLOP/s | down %8.3f ms %6.2f TFLOP/s | layer %8.3f ms\n",
                k ? "mma" : "dp4a", t[k][0], fl_g / t[k][0] / 1e9, t[k][1], fl_d / t[k][1] / 1e9, t[k][0] + t[k][1]);
-    printf("  speed-up mma/dp4a: gate+up %.2fx, down %.2fx, layer %.2fx; outputs differing: %ld + %ld\n",
-           t[0][0] / t[1][0], t[0][1] / t[1][1], (t[0][0] + t[0][1]) / (t[1][0] + t[1][1]), bad_g, bad_d);
+    printf("  speed-up mma/dp4a: gate+up %.2fx, down %.2fx, layer %.2fx; outputs differing: %ld + %ld; mma: gate+up "
+           "%s, down %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1], (t[0][0] + t[0][1]) / (t[1][0] + t[1][1]), bad_g,
+           bad_d, kernel_g, kernel_d);
     ck_assert_msg(bad_g == 0 && bad_d == 0, "mma outputs differ from dp4a: %ld gate+up, %ld down", bad_g, bad_d);
     problem_fini(&G);
     problem_fini(&D);
@@ -654,8 +680,12 @@ static const dense_case_t dense_cases[] = {
 };
 #define N_DENSE_CASES (int)(sizeof dense_cases / sizeof dense_cases[0])
 
-/* Rows not padded: Q6_K's of an even count of blocks in the staged kernel */
-static const dense_case_t dense_plain_cases[] = {{GUILD_TYPE_Q6_K, 4096, 300, 1100}, {GUILD_TYPE_Q4_K, 4096, 77, 1030}};
+/* Rows not padded: Q6_K's of an even count of blocks in the staged kernel, of an odd count (2-byte aligned) in its
+ * variant of a block a step */
+static const dense_case_t dense_plain_cases[] = {{GUILD_TYPE_Q6_K, 4096, 300, 1100},
+                                                 {GUILD_TYPE_Q4_K, 4096, 77, 1030},
+                                                 {GUILD_TYPE_Q6_K, 768, 300, 1100},
+                                                 {GUILD_TYPE_Q6_K, 2304, 77, 1030}};
 #define N_DENSE_PLAIN_CASES (int)(sizeof dense_plain_cases / sizeof dense_plain_cases[0])
 
 static void dense_bits_run(const dense_case_t *C, uint64_t seed, bool plain)
@@ -667,9 +697,14 @@ static void dense_bits_run(const dense_case_t *C, uint64_t seed, bool plain)
     char what[128];
     snprintf(what, sizeof what, "dense %s n=%lld rows=%lld tokens=%d%s", quant_type_info(C->type)->name,
              (long long)C->n, (long long)C->nrows, C->ntok, plain ? " (rows not padded)" : "");
+    /* from 1024 tokens the three mma paths take the staged kernel where it has the type */
+    const bool st = cuda_expert_mma_staged(C->type, C->n, D.w, NULL, 0, D.rs, D.act, D.as, true);
+    if (C->ntok >= 1024)
+        ck_assert_msg(st == staged_type(C->type), "%s: the staged kernel %s it", what, st ? "takes" : "does not take");
     const long bad = dense_compare(&D, N_DENSE_PATHS, what);
-    printf("%s: %s mma128, mma64 and cuda_matmul (%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
-           C->ntok >= CUDA_MATMUL_MMA_MIN_TOK ? "mma path" : "dp4a path", bad);
+    printf("%s: %s mma128, mma64 and cuda_matmul (%s%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
+           C->ntok >= CUDA_MATMUL_MMA_MIN_TOK ? "mma path" : "dp4a path",
+           C->ntok >= 1024 && st ? ", staged kernel" : "", bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
     dense_fini(&D);
 }

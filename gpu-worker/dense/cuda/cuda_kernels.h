@@ -272,6 +272,12 @@ int cuda_expert_route_quantize(const int32_t *ids, int32_t n_pairs, int32_t n_ex
  * (its act rows must be well-formed blocks: Q8_K bsums the sums of their qs). */
 #define CUDA_EXPERT_MMA_TILE 64
 bool cuda_expert_mma_supported(guild_type_t type);
+/* Whether the mma path's products of these operands take its staged kernel (expert_mma.cu: Q4_K, Q5_K and Q6_K,
+ * rows and blocks aligned for its copies, the device's shared memory granted): routed (dense false; w_up NULL for
+ * plain products) or cuda_matmul's (dense: w_up NULL, expert_stride 0), which takes it from 1024 tokens. False
+ * (and the mma path's other kernel, the same bits) otherwise. */
+bool cuda_expert_mma_staged(guild_type_t type, int64_t n, const void *w, const void *w_up, size_t expert_stride,
+                            size_t row_stride, const void *act, size_t act_stride, bool dense);
 int cuda_expert_matmul(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
                        size_t expert_stride, size_t row_stride, const void *act, size_t act_stride, int32_t act_div,
                        const int32_t *order, const int32_t *tiles, const int32_t *n_tiles, int32_t max_tiles,

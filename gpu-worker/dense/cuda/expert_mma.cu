@@ -292,7 +292,11 @@ static __global__ void __launch_bounds__(MMA_THREADS)
  * strides are 8 or 24 words modulo 32 banks, so the 8-byte fragment loads of 4 rows (or pairs) x 4 lanes fill 32
  * banks, and pairs 4-7 of each 8 sit one word further (their 4-byte loads in the other banks' half).
  * A step's weight span is copied in pieces of CU bytes (16: rows and blocks 16-byte aligned; 4: Q6_K's pairs of
- * 210-byte blocks), the activations in pieces of 4. */
+ * 210-byte blocks), the activations in pieces of 4. CU 2: rows 2-byte aligned only (Q6_K's of an odd count of
+ * 210-byte blocks, as the Qwen3-30B-A3B down projection's 3, or rows padded by 2 bytes): a row's span is copied as
+ * the 4-byte words that hold it, from the word below its first byte (inside the matrix, whose start is 4-byte
+ * aligned), the last word's bytes past the span not read (cp.async's source size: the rest of that word is zero),
+ * and the span sits at byte 0 or 2 of its staged row, as its first byte in memory. */
 #define MMA_ST_ROWS 128        /* weight rows a block stages: 64 gate + 64 up, or 128 */
 #define MMA_ST_DENSE_MIN 1024  /* tokens from which cuda_matmul's products take the staged kernel */
 
@@ -303,11 +307,12 @@ static constexpr int mma_st_stride(int need)
                                                                                    : mma_st_stride((need + 15) / 16 * 16 + 16);
 }
 
-template <typename TR, int BPS, int NST>
+template <typename TR, int BPS, int NST, int CU>
 struct mma_st_geom {
     static constexpr int WB = (int)sizeof(typename TR::wblock) * BPS; /* a row's bytes a step */
     static constexpr int AB = (int)sizeof(typename TR::ablock) * BPS; /* a pair's bytes a step */
-    static constexpr int WSTR = mma_st_stride(WB);
+    static constexpr int WC = CU == 2 ? (WB + 2 + 3) / 4 * 4 : WB;    /* a row's bytes staged a step */
+    static constexpr int WSTR = mma_st_stride(WC);
     static constexpr int ASTR = mma_st_stride(AB + 4);
     static constexpr int STAGE = MMA_ST_ROWS * WSTR + CUDA_EXPERT_MMA_TILE * ASTR;
     static constexpr int SMEM = NST * STAGE + CUDA_EXPERT_MMA_TILE * 4; /* + the pairs' activation rows */
@@ -321,6 +326,13 @@ static __device__ __forceinline__ void mma_cp_async(void *dst, const void *src)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
     else
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+
+/* The first n (1-4) bytes of the 4-byte word at src, the rest of dst's word zero. */
+static __device__ __forceinline__ void mma_cp_async_n(void *dst, const void *src, int n)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
 }
 
 static __device__ __forceinline__ void mma_cp_commit(void)
@@ -350,10 +362,11 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
 {
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
-    typedef mma_st_geom<TR, BPS, NST> G;
+    typedef mma_st_geom<TR, BPS, NST, CU> G;
     constexpr int NQ = 2;
     constexpr int WROWS = GU ? 16 : 32; /* rows of a warp: gate and up rows of 16 indices, or 2 x 16 rows */
-    static_assert(G::WB % CU == 0 && G::AB % 4 == 0, "copy pieces");
+    static_assert(CU == 2 ? G::WB % 4 == 2 : G::WB % CU == 0, "copy pieces");
+    static_assert(G::AB % 4 == 0, "copy pieces");
     extern __shared__ __align__(16) char mma_smem[];
     static_assert(!(GU && DENSE), "dense: one matrix");
     if (!DENSE && (int)blockIdx.y >= *n_tiles)
@@ -375,13 +388,17 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
      * tile's count not copied (their slots read as slot 0's, not stored) */
     auto stage_copy = [&](int k) {
         char *sw = mma_smem + (k % NST) * G::STAGE, *sa = sw + MMA_ST_ROWS * G::WSTR;
-        constexpr int WU = G::WB / CU, AU = G::AB / 4;
+        constexpr int WU = CU == 2 ? G::WC / 4 : G::WB / CU, AU = G::AB / 4;
         for (int i = tid; i < MMA_ST_ROWS * WU; i += MMA_THREADS) {
             const int r = i / WU, u = i - r * WU;
             const int lr = GU ? r % (MMA_ST_ROWS / 2) : r;
             const char *base = GU && r >= MMA_ST_ROWS / 2 ? uexp : wexp;
-            mma_cp_async<CU>(sw + r * G::WSTR + u * CU,
-                             base + (size_t)min(brow0 + lr, nrows - 1) * row_stride + (size_t)k * G::WB + u * CU);
+            const char *span = base + (size_t)min(brow0 + lr, nrows - 1) * row_stride + (size_t)k * G::WB;
+            if constexpr (CU == 2) {
+                const int off = (int)((uintptr_t)span & 3); /* 0 or 2 */
+                mma_cp_async_n(sw + r * G::WSTR + 4 * u, span - off + 4 * u, min(4, off + G::WB - 4 * u));
+            } else
+                mma_cp_async<CU>(sw + r * G::WSTR + u * CU, span + u * CU);
         }
         for (int i = tid; i < nt * AU; i += MMA_THREADS) {
             const int p = i / AU, u = i - p * AU;
@@ -397,13 +414,18 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
         mma_cp_commit();
     }
 
-    int rows[NQ][2], srow[NQ][2];
+    /* Rows of this thread (group q, half h), their staged rows, and with CU 2 the low bits of their first byte
+     * (step k's span at byte (roff + k WB) % 4 of its staged words) */
+    int rows[NQ][2], srow[NQ][2], roff[NQ][2];
 #pragma unroll
     for (int q = 0; q < NQ; q++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             rows[q][h] = row0 + (GU ? 0 : 16 * q) + 8 * h + g;
             srow[q][h] = (GU ? q * (MMA_ST_ROWS / 2) + wr * 16 : wr * 32 + 16 * q) + 8 * h + g;
+            roff[q][h] = CU == 2 ? (int)((uintptr_t)((GU && q ? uexp : wexp) +
+                                                     (size_t)min(rows[q][h], nrows - 1) * row_stride) & 3)
+                                 : 0;
         }
     int sb[MMA_NT], pc[MMA_NT][2], sc[MMA_NT][2];
 #pragma unroll
@@ -445,7 +467,8 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
             for (int q = 0; q < NQ; q++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    wb[q][h] = (const wblock *)(sw + srow[q][h] * G::WSTR) + bb;
+                    wb[q][h] = (const wblock *)(sw + srow[q][h] * G::WSTR +
+                                                (CU == 2 ? (roff[q][h] + k * G::WB) & 3 : 0)) + bb;
             mma_wblock<TR, NQ>(
                 wb, [&](int j) { return (const ablock *)(sa + sb[j]) + bb; },
                 [&](int j, int i) { return (const ablock *)(sa + sc[j][i]) + bb; }, t, njt, acc);
@@ -457,18 +480,18 @@ static __global__ void __launch_bounds__(MMA_THREADS, 1)
 }
 
 /* The staged kernel for one type's step shape: false (nothing launched) when the bytes are not aligned for its
- * copies, the blocks of a row are not whole steps, or the device refuses its shared memory. Dense: order NULL,
- * npairs tokens. */
+ * copies (CU 2: matrices 4-byte aligned, rows 2), the blocks of a row are not whole steps, or the device refuses
+ * its shared memory; go false: only whether it would launch. Dense: order NULL, npairs tokens. */
 template <typename TR, bool GU, bool DENSE, int BPS, int NST, int CU>
-static bool staged_go(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
+static bool staged_go(bool go, int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
                       const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
                       const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
                       cudaStream_t s)
 {
-    typedef mma_st_geom<TR, BPS, NST> G;
+    typedef mma_st_geom<TR, BPS, NST, CU> G;
+    constexpr uintptr_t MA = CU == 2 ? 4 : CU; /* the matrices' alignment */
     const int nb = (int)(n / TR::QK);
-    if (nb % BPS || (uintptr_t)w % CU || (uintptr_t)wu % CU || es % CU || rs % CU || (uintptr_t)act % 4 ||
-        as % 4)
+    if (nb % BPS || (uintptr_t)w % MA || (uintptr_t)wu % MA || es % CU || rs % CU || (uintptr_t)act % 4 || as % 4)
         return false;
     static int ready; /* 0: not asked yet, 1: the shared memory granted, -1: refused */
     if (!ready) {
@@ -478,8 +501,8 @@ static bool staged_go(int64_t n, int64_t nrows, const char *w, const char *wu, s
             (void)cudaGetLastError();
         ready = e == cudaSuccess ? 1 : -1;
     }
-    if (ready < 0)
-        return false;
+    if (ready < 0 || !go)
+        return ready > 0;
     const int crows = MMA_ROW_WARPS * (GU ? 16 : 32);
     const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
     expert_mma_staged_kernel<TR, GU, DENSE, BPS, NST, CU><<<grid, MMA_THREADS, G::SMEM, s>>>(
@@ -488,35 +511,38 @@ static bool staged_go(int64_t n, int64_t nrows, const char *w, const char *wu, s
 }
 
 template <typename TR, int BPS, int NST, int CU>
-static bool staged_pick(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
-                        const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
+static bool staged_pick(bool go, bool dense, int64_t n, int64_t nrows, const char *w, const char *wu, size_t es,
+                        size_t rs, const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
                         const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
                         cudaStream_t s)
 {
-    if (!order)
-        return staged_go<TR, false, true, BPS, NST, CU>(n, nrows, w, NULL, 0, rs, act, as, 1, NULL, NULL, NULL,
+    if (dense)
+        return staged_go<TR, false, true, BPS, NST, CU>(go, n, nrows, w, NULL, 0, rs, act, as, 1, NULL, NULL, NULL,
                                                         max_tiles, npairs, out, ldo, s);
     if (wu)
-        return staged_go<TR, true, false, BPS, NST, CU>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles,
+        return staged_go<TR, true, false, BPS, NST, CU>(go, n, nrows, w, wu, es, rs, act, as, act_div, order, tiles,
                                                         n_tiles, max_tiles, 0, out, ldo, s);
-    return staged_go<TR, false, false, BPS, NST, CU>(n, nrows, w, NULL, es, rs, act, as, act_div, order, tiles,
+    return staged_go<TR, false, false, BPS, NST, CU>(go, n, nrows, w, NULL, es, rs, act, as, act_div, order, tiles,
                                                      n_tiles, max_tiles, 0, out, ldo, s);
 }
 
 /* The staged kernel where the type has one (Q4_K and Q5_K: a block a step, 16-byte pieces, 3 buffers; Q6_K: two
- * 210-byte blocks a step, 4-byte pieces, 2 buffers); false: the kernel above. */
+ * 210-byte blocks a step, 4-byte pieces, 2 buffers, or where its rows are 2-byte aligned only a block a step, the
+ * words that hold it, 3 buffers); false: the kernel above. go false: only whether it would launch. */
 template <typename TR>
-static bool staged_try(int64_t n, int64_t nrows, const char *w, const char *wu, size_t es, size_t rs,
-                       const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
+static bool staged_try(bool go, bool dense, int64_t n, int64_t nrows, const char *w, const char *wu, size_t es,
+                       size_t rs, const char *act, size_t as, int act_div, const int32_t *order, const int4 *tiles,
                        const int32_t *n_tiles, int32_t max_tiles, int32_t npairs, float *out, int64_t ldo,
                        cudaStream_t s)
 {
     if constexpr (std::is_same<TR, mma_q4_K>::value || std::is_same<TR, mma_q5_K>::value)
-        return staged_pick<TR, 1, 3, 16>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles,
+        return staged_pick<TR, 1, 3, 16>(go, dense, n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles,
                                          max_tiles, npairs, out, ldo, s);
     else if constexpr (std::is_same<TR, mma_q6_K>::value)
-        return staged_pick<TR, 2, 2, 4>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, max_tiles,
-                                        npairs, out, ldo, s);
+        return staged_pick<TR, 2, 2, 4>(go, dense, n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles,
+                                        max_tiles, npairs, out, ldo, s) ||
+               staged_pick<TR, 1, 3, 2>(go, dense, n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles,
+                                        max_tiles, npairs, out, ldo, s);
     else
         return false;
 }
@@ -531,8 +557,8 @@ static void expert_mma_go(int64_t n, int64_t nrows, const char *w, const char *w
 {
     /* dense: the staged kernel's blocks of 128 rows from MMA_ST_DENSE_MIN tokens (fewer leave SMs idle) */
     if ((order || npairs >= MMA_ST_DENSE_MIN) &&
-        staged_try<TR>(n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, max_tiles, npairs, out, ldo,
-                       s))
+        staged_try<TR>(true, !order, n, nrows, w, wu, es, rs, act, as, act_div, order, tiles, n_tiles, max_tiles,
+                       npairs, out, ldo, s))
         return;
     const int crows = MMA_ROW_WARPS * (wu || (!order && narrow) ? 16 : 32);
     const dim3 grid((unsigned)((nrows + crows - 1) / crows), (unsigned)max_tiles);
@@ -563,6 +589,24 @@ extern "C" bool cuda_expert_mma_supported(guild_type_t type)
         return false;
     }
 #undef MMA_SUPPORTED
+}
+
+extern "C" bool cuda_expert_mma_staged(guild_type_t type, int64_t n, const void *w, const void *w_up,
+                                       size_t expert_stride, size_t row_stride, const void *act, size_t act_stride,
+                                       bool dense)
+{
+    const char *wc = (const char *)w, *uc = dense ? NULL : (const char *)w_up, *ac = (const char *)act;
+    const size_t es = dense ? 0 : expert_stride;
+#define MMA_STAGED(T, TR)                                                                                              \
+    case T:                                                                                                            \
+        return staged_try<TR>(false, dense, n, 0, wc, uc, es, row_stride, ac, act_stride, 1, NULL, NULL, NULL, 0, 0, \
+                              NULL, 0, 0);
+    switch (type) {
+    MMA_TYPES(MMA_STAGED)
+#undef MMA_STAGED
+    default:
+        return false;
+    }
 }
 
 static bool mma_dispatch(guild_type_t type, int64_t n, int64_t nrows, const char *w, const char *wu,
