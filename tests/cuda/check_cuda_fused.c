@@ -213,87 +213,21 @@ static void *dev_bytes(const void *h, size_t n)
     return d;
 }
 
-START_TEST(test_matmul_multi)
+/* Three products of 512 columns (260 / 36 / 37 rows, ldo 263 / 36 / 41) of types[i] on one activation of ntok rows
+ * (quantized to the types' dot type), from outputs poisoned alike: cuda_matmul product by product against one
+ * launch of cuda_matmul_multi (types all types[0]) or, with two_types, cuda_matmul_multi_types; memcmp. `what`
+ * names the types in a failure. */
+static void mm_multi_check(const guild_type_t types[3], bool two_types, int32_t ntok, uint64_t seed,
+                           const char *what)
 {
-    const guild_type_t type = mm_types[_i % N_MM_TYPES];
-    const int32_t ntok = mm_toks[_i / N_MM_TYPES], count = 3;
+    const int32_t count = 3;
     const int64_t n = 512, nrows[3] = {260, 36, 37}, ldo[3] = {263, 36, 41};
-    const guild_type_t at = quant_type_info(type)->dot_type;
-    guild_err_t err = {{0}};
-    uint64_t rb = 0, arow = 0;
-    ck_assert(quant_row_bytes(type, (uint64_t)n, &rb, &err) == 0 && quant_row_bytes(at, (uint64_t)n, &arow, &err) == 0);
-    rng_t r;
-    rng_seed(&r, 301 + (uint64_t)_i);
-    float *f = malloc((size_t)n * sizeof *f), *x = malloc((size_t)ntok * (size_t)n * sizeof *x);
-    void *dw[3];
-    size_t ws[3];
-    float *dout[2][3];
-    for (int32_t i = 0; i < count; i++) {
-        char *w = malloc((size_t)nrows[i] * rb);
-        for (int64_t row = 0; row < nrows[i]; row++) {
-            fill(&r, f, (size_t)n, 1.0f);
-            ck_assert_msg(quant_quantize_row_ref(type, f, w + (size_t)row * rb, n, &err) == 0, "%s", err.msg);
-        }
-        dw[i] = dev_bytes(w, (size_t)nrows[i] * rb);
-        ws[i] = (size_t)rb;
-        free(w);
-        for (int k = 0; k < 2; k++) {
-            const size_t bytes = (size_t)ntok * (size_t)ldo[i] * sizeof(float);
-            CK_CUDA(cudaMalloc((void **)&dout[k][i], bytes));
-            CK_CUDA(cudaMemset(dout[k][i], 0x7e, bytes));
-        }
-    }
-    fill(&r, x, (size_t)ntok * (size_t)n, 2.0f);
-    float *dx = upload(x, (size_t)ntok * (size_t)n);
-    void *dact = NULL;
-    CK_CUDA(cudaMalloc(&dact, (size_t)ntok * arow));
-    ck_assert_msg(cuda_quantize(at, dx, n, dact, arow, n, ntok, stream, &err) == 0, "%s", err.msg);
-    for (int32_t i = 0; i < count; i++)
-        ck_assert_msg(cuda_matmul(type, n, nrows[i], ntok, dw[i], ws[i], dact, arow, dout[0][i], ldo[i], stream,
-                                  &err) == 0, "%s", err.msg);
-    ck_assert_msg(cuda_matmul_multi(type, n, ntok, count, (const void *const *)dw, ws, nrows, dact, arow, dout[1], ldo,
-                                    stream, &err) == 0, "%s", err.msg);
-    CK_CUDA(cudaStreamSynchronize(stream));
-    for (int32_t i = 0; i < count; i++) {
-        const size_t bytes = (size_t)ntok * (size_t)ldo[i] * sizeof(float);
-        unsigned char *h[2] = {malloc(bytes), malloc(bytes)};
-        for (int k = 0; k < 2; k++) {
-            CK_CUDA(cudaMemcpy(h[k], dout[k][i], bytes, cudaMemcpyDeviceToHost));
-            cudaFree(dout[k][i]);
-        }
-        ck_assert_msg(!memcmp(h[0], h[1], bytes), "%s, %d tokens: product %d (%lld rows) differs from cuda_matmul's",
-                      quant_type_info(type)->name, ntok, i, (long long)nrows[i]);
-        free(h[0]);
-        free(h[1]);
-        cudaFree(dw[i]);
-    }
-    printf("matmul multi, %-4s, %2d tokens, products of 260/36/37 rows: = cuda_matmul, bit for bit\n",
-           quant_type_info(type)->name, ntok);
-    cudaFree(dx);
-    cudaFree(dact);
-    free(f);
-    free(x);
-}
-END_TEST
-
-/* Products of two K-quant types in one launch (cuda_matmul_multi_types: Q and K of one type, V of another) =
- * cuda_matmul product by product, for 1..8 tokens. */
-static const guild_type_t mt_sets[][3] = {{GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
-                                          {GUILD_TYPE_Q6_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
-                                          {GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K},
-                                          {GUILD_TYPE_Q5_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K}};
-#define N_MT_SETS (int)(sizeof mt_sets / sizeof mt_sets[0])
-
-START_TEST(test_matmul_multi_types)
-{
-    const guild_type_t *types = mt_sets[_i % N_MT_SETS];
-    const int32_t ntok = mm_toks[_i / N_MT_SETS], count = 3;
-    const int64_t n = 512, nrows[3] = {260, 36, 37}, ldo[3] = {263, 36, 41};
+    const guild_type_t at = quant_type_info(types[0])->dot_type;
     guild_err_t err = {{0}};
     uint64_t arow = 0;
-    ck_assert(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)n, &arow, &err) == 0);
+    ck_assert(quant_row_bytes(at, (uint64_t)n, &arow, &err) == 0);
     rng_t r;
-    rng_seed(&r, 331 + (uint64_t)_i);
+    rng_seed(&r, seed);
     float *f = malloc((size_t)n * sizeof *f), *x = malloc((size_t)ntok * (size_t)n * sizeof *x);
     void *dw[3];
     size_t ws[3];
@@ -319,12 +253,16 @@ START_TEST(test_matmul_multi_types)
     float *dx = upload(x, (size_t)ntok * (size_t)n);
     void *dact = NULL;
     CK_CUDA(cudaMalloc(&dact, (size_t)ntok * arow));
-    ck_assert_msg(cuda_quantize(GUILD_TYPE_Q8_K, dx, n, dact, arow, n, ntok, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_quantize(at, dx, n, dact, arow, n, ntok, stream, &err) == 0, "%s", err.msg);
     for (int32_t i = 0; i < count; i++)
         ck_assert_msg(cuda_matmul(types[i], n, nrows[i], ntok, dw[i], ws[i], dact, arow, dout[0][i], ldo[i], stream,
                                   &err) == 0, "%s", err.msg);
-    ck_assert_msg(cuda_matmul_multi_types(types, n, ntok, count, (const void *const *)dw, ws, nrows, dact, arow,
-                                          dout[1], ldo, stream, &err) == 0, "%s", err.msg);
+    if (two_types)
+        ck_assert_msg(cuda_matmul_multi_types(types, n, ntok, count, (const void *const *)dw, ws, nrows, dact, arow,
+                                              dout[1], ldo, stream, &err) == 0, "%s", err.msg);
+    else
+        ck_assert_msg(cuda_matmul_multi(types[0], n, ntok, count, (const void *const *)dw, ws, nrows, dact, arow,
+                                        dout[1], ldo, stream, &err) == 0, "%s", err.msg);
     CK_CUDA(cudaStreamSynchronize(stream));
     for (int32_t i = 0; i < count; i++) {
         const size_t bytes = (size_t)ntok * (size_t)ldo[i] * sizeof(float);
@@ -333,19 +271,45 @@ START_TEST(test_matmul_multi_types)
             CK_CUDA(cudaMemcpy(h[k], dout[k][i], bytes, cudaMemcpyDeviceToHost));
             cudaFree(dout[k][i]);
         }
-        ck_assert_msg(!memcmp(h[0], h[1], bytes), "%s/%s/%s, %d tokens: product %d differs from cuda_matmul's",
-                      quant_type_info(types[0])->name, quant_type_info(types[1])->name, quant_type_info(types[2])->name,
-                      ntok, i);
+        ck_assert_msg(!memcmp(h[0], h[1], bytes), "%s, %d tokens: product %d (%lld rows) differs from cuda_matmul's",
+                      what, ntok, i, (long long)nrows[i]);
         free(h[0]);
         free(h[1]);
         cudaFree(dw[i]);
     }
-    printf("matmul multi, %s/%s/%s, %d tokens: = cuda_matmul, bit for bit\n", quant_type_info(types[0])->name,
-           quant_type_info(types[1])->name, quant_type_info(types[2])->name, ntok);
     cudaFree(dx);
     cudaFree(dact);
     free(f);
     free(x);
+}
+
+START_TEST(test_matmul_multi)
+{
+    const guild_type_t type = mm_types[_i % N_MM_TYPES], types[3] = {type, type, type};
+    const int32_t ntok = mm_toks[_i / N_MM_TYPES];
+    mm_multi_check(types, false, ntok, 301 + (uint64_t)_i, quant_type_info(type)->name);
+    printf("matmul multi, %-4s, %2d tokens, products of 260/36/37 rows: = cuda_matmul, bit for bit\n",
+           quant_type_info(type)->name, ntok);
+}
+END_TEST
+
+/* Products of two K-quant types in one launch (cuda_matmul_multi_types: Q and K of one type, V of another) =
+ * cuda_matmul product by product, for 1..8 tokens. */
+static const guild_type_t mt_sets[][3] = {{GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
+                                          {GUILD_TYPE_Q6_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K},
+                                          {GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q5_K},
+                                          {GUILD_TYPE_Q5_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K}};
+#define N_MT_SETS (int)(sizeof mt_sets / sizeof mt_sets[0])
+
+START_TEST(test_matmul_multi_types)
+{
+    const guild_type_t *types = mt_sets[_i % N_MT_SETS];
+    const int32_t ntok = mm_toks[_i / N_MT_SETS];
+    char what[64];
+    snprintf(what, sizeof what, "%s/%s/%s", quant_type_info(types[0])->name, quant_type_info(types[1])->name,
+             quant_type_info(types[2])->name);
+    mm_multi_check(types, true, ntok, 331 + (uint64_t)_i, what);
+    printf("matmul multi, %s, %d tokens: = cuda_matmul, bit for bit\n", what, ntok);
 }
 END_TEST
 
