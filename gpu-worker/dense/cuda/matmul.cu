@@ -34,6 +34,16 @@ static __device__ __forceinline__ void mm_prefetch_row(const char *p, size_t byt
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
 }
 
+/* The start of a row kernel: the warp's weight row (bytes at wr) prefetched by the blocks of the first token group
+ * when it exists (row < nrows), then the wait for the previous kernel (pdl_begin); whether the warp has a row. */
+static __device__ __forceinline__ bool mm_row_start(const char *wr, size_t bytes, int row, int nrows, int lane)
+{
+    if (row < nrows && blockIdx.y == 0)
+        mm_prefetch_row(wr, bytes, lane);
+    pdl_begin();
+    return row < nrows;
+}
+
 /* Weight row `row` (w + row * w_stride) against the NC-token slice t0.. of act: the warp's output elements. */
 template <typename TR, int NC>
 static __device__ __forceinline__ void matmul_q_row(const char *__restrict__ w, size_t w_stride,
@@ -98,10 +108,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
     out += blockIdx.z * hz.out;
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (row < nrows && blockIdx.y == 0)
-        mm_prefetch_row(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), lane);
-    pdl_begin();
-    if (row >= nrows)
+    if (!mm_row_start(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), row, nrows, lane))
         return; /* whole warps */
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, out, ldo, nb, row, ntok, blockIdx.y * NC, lane);
 }
@@ -118,23 +125,27 @@ typedef struct mm_multi {
     int blk_end[MM_MULTI]; /* the first block past product i */
 } mm_multi_t;
 
-template <typename TR, int NC>
-static __global__ void __launch_bounds__(MM_THREADS)
-    matmul_q_multi_kernel(mm_multi_t m, const char *__restrict__ act, size_t act_stride, int nb, int ntok)
+/* The product of this block in a launch of several (the first whose blocks end past it) and the warp's row in it. */
+static __device__ __forceinline__ int mm_multi_product(const mm_multi_t &m, int &row)
 {
     int i = 0;
 #pragma unroll
     for (int k = 0; k < MM_MULTI - 1; k++)
         i += (int)blockIdx.x >= m.blk_end[k];
-    const int lane = threadIdx.x % WARP_SIZE;
     const int blk0 = i ? m.blk_end[i - 1] : 0;
-    const int row = ((int)blockIdx.x - blk0) * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    row = ((int)blockIdx.x - blk0) * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    return i;
+}
+
+template <typename TR, int NC>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_multi_kernel(mm_multi_t m, const char *__restrict__ act, size_t act_stride, int nb, int ntok)
+{
+    int row;
+    const int i = mm_multi_product(m, row), lane = threadIdx.x % WARP_SIZE;
     const char *w = m.w[i];
     const size_t w_stride = m.w_stride[i];
-    if (row < m.nrows[i] && blockIdx.y == 0)
-        mm_prefetch_row(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), lane);
-    pdl_begin();
-    if (row >= m.nrows[i])
+    if (!mm_row_start(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), row, m.nrows[i], lane))
         return;
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
 }
@@ -146,22 +157,15 @@ static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_multi2_kernel(mm_multi_t m, int b_mask, const char *__restrict__ act, size_t act_stride, int nb_a,
                            int nb_b, int ntok)
 {
-    int i = 0;
-#pragma unroll
-    for (int k = 0; k < MM_MULTI - 1; k++)
-        i += (int)blockIdx.x >= m.blk_end[k];
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int blk0 = i ? m.blk_end[i - 1] : 0;
-    const int row = ((int)blockIdx.x - blk0) * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    int row;
+    const int i = mm_multi_product(m, row), lane = threadIdx.x % WARP_SIZE;
     const char *w = m.w[i];
     const size_t w_stride = m.w_stride[i];
     const bool b = (b_mask >> i) & 1;
     const int nb = b ? nb_b : nb_a;
-    if (row < m.nrows[i] && blockIdx.y == 0)
-        mm_prefetch_row(w + (size_t)row * w_stride,
-                        (size_t)nb * (b ? sizeof(typename TRB::wblock) : sizeof(typename TRA::wblock)), lane);
-    pdl_begin();
-    if (row >= m.nrows[i])
+    if (!mm_row_start(w + (size_t)row * w_stride,
+                      (size_t)nb * (b ? sizeof(typename TRB::wblock) : sizeof(typename TRA::wblock)), row, m.nrows[i],
+                      lane))
         return;
     if (b)
         matmul_q_row<TRB, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
@@ -179,10 +183,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
     out += blockIdx.z * hz.out;
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (row < nrows && blockIdx.y == 0)
-        mm_prefetch_row(w + (size_t)row * w_stride, (size_t)n * sizeof(WT), lane);
-    pdl_begin();
-    if (row >= nrows)
+    if (!mm_row_start(w + (size_t)row * w_stride, (size_t)n * sizeof(WT), row, nrows, lane))
         return;
     const int t0 = blockIdx.y * NC;
     const int nt = min(NC, ntok - t0);
