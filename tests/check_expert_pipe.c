@@ -332,19 +332,9 @@ END_TEST
 /* A tiny qwen3moe model of weight type wt whose matrices are whole 256-element blocks and 16-row groups. */
 static model_t *tiny_open(guild_type_t wt, void **img)
 {
-    tiny_spec_t spec = tiny_spec("qwen3moe");
-    spec.wtype = wt;
-    spec.n_embd = 256;
-    spec.head_dim = 64;
-    spec.n_ff_exp = 256;
-    spec.n_ff_shexp = 256;
+    tiny_spec_t spec = tiny_spec_blocks(wt);
     spec.seed = 3;
-    size_t size;
-    tiny_model_image(&spec, img, &size);
-    model_t *m = NULL;
-    guild_err_t err = {{0}};
-    ck_assert_msg(tiny_model_open(*img, size, &m, &err) == 0, "%s", err.msg);
-    return m;
+    return tiny_model_load(&spec, img);
 }
 
 /* y of layer 1 for T tokens of x and ids, by the pipeline over shard s (threads, tune), or by expert_exec */

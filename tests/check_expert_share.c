@@ -103,23 +103,14 @@ START_TEST(test_split_any_counts)
 }
 END_TEST
 
+/* tiny_spec_blocks' model with 16 experts, top-4 */
 static model_t *tiny_open(guild_type_t wt, void **img)
 {
-    tiny_spec_t spec = tiny_spec("qwen3moe");
-    spec.wtype = wt;
-    spec.n_embd = 256;
-    spec.head_dim = 64;
-    spec.n_ff_exp = 256;
-    spec.n_ff_shexp = 256;
+    tiny_spec_t spec = tiny_spec_blocks(wt);
     spec.n_expert = 16;
     spec.n_used = 4;
     spec.seed = 5;
-    size_t size;
-    tiny_model_image(&spec, img, &size);
-    model_t *m = NULL;
-    guild_err_t err = {{0}};
-    ck_assert_msg(tiny_model_open(*img, size, &m, &err) == 0, "%s", err.msg);
-    return m;
+    return tiny_model_load(&spec, img);
 }
 
 static float *fresh_y(size_t ny)

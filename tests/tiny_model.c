@@ -358,3 +358,24 @@ int tiny_model_open(const void *data, size_t size, model_t **out, guild_err_t *e
         return -1;
     return model_new_from_gguf(out, &g, err);
 }
+
+tiny_spec_t tiny_spec_blocks(guild_type_t wt)
+{
+    tiny_spec_t spec = tiny_spec("qwen3moe");
+    spec.wtype = wt;
+    spec.n_embd = 256;
+    spec.head_dim = 64;
+    spec.n_ff_exp = 256;
+    spec.n_ff_shexp = 256;
+    return spec;
+}
+
+model_t *tiny_model_load(const tiny_spec_t *spec, void **img)
+{
+    size_t size;
+    tiny_model_image(spec, img, &size);
+    model_t *m = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(tiny_model_open(*img, size, &m, &err) == 0, "%s", err.msg);
+    return m;
+}

@@ -51,4 +51,11 @@ void tiny_model_image(const tiny_spec_t *spec, void **data, size_t *size);
 /* Opens the image as a model: 0, or -1 with the loader's message (the image must outlive the model). */
 int tiny_model_open(const void *data, size_t size, model_t **out, guild_err_t *err);
 
+/* A qwen3moe spec of weight type wt whose matrices are whole 256-element blocks and 16-row groups (n_embd, n_ff_exp
+ * and n_ff_shexp 256, heads of 64): the expert pipelines' kernels take every type. */
+tiny_spec_t tiny_spec_blocks(guild_type_t wt);
+
+/* The model of spec, its image in *img (the caller frees it after the model). Aborts the test on a failure. */
+model_t *tiny_model_load(const tiny_spec_t *spec, void **img);
+
 #endif
