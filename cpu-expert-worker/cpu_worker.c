@@ -23,6 +23,7 @@
 #include "cpu-expert-worker/shard_fetch.h"
 #include "ipc/arena.h"
 #include "ipc/expert_store.h"
+#include "ipc/expert_store_map.h"
 #include "ipc/exchange.h"
 #include <zmq.h>
 #include "ipc/actor.h"
@@ -167,31 +168,19 @@ static int share_peer(cpu_worker_t *w, const Guild__ArenaRef *ref, guild_err_t *
 {
     const model_config_t *c = model_config(w->model);
     const model_weights_t *mw = model_weights(w->model);
-    guild_arena_expect_t ex = {.tag = ref->tag, .size = ref->size};
-    guild_arena_t *a = guild_arena_attach_readonly(ref->name, &ex, err);
-    if (!a)
-        return -1;
-    w->peer_stores[w->n_peer_stores++] = a;
-    size_t rs = 0;
-    void *r = guild_arena_region(a, EXPERT_STORE_ARENA_KIND, 0, &rs);
+    guild_arena_t *a = NULL;
     expert_store_t st;
-    if (!r)
-        return guild_err_set(err, "arena %s: no expert store region", ref->name);
-    if (expert_store_attach(&st, r, rs, c->n_layer, c->n_expert, err) < 0 ||
-        expert_store_wait(&st, 600000000000ull, load_interrupted, w, err) < 0)
-        return guild_err_prefix(err, "expert store %s: ", ref->name);
+    const int rc = expert_store_map(ref->name, ref->tag, ref->size, w->model, load_interrupted, w, &a, &st, err);
+    if (a)
+        w->peer_stores[w->n_peer_stores++] = a;
+    if (rc < 0)
+        return -1;
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer_t *L = &mw->layers[il];
         for (int32_t e = 0; e < c->n_expert; e++) {
             const expert_store_entry_t *en = expert_store_entry(&st, il, e);
             if (!en->gate)
                 continue;
-            const uint64_t rows_g = (uint64_t)L->gate_exps.ne[1], rows_d = (uint64_t)L->down_exps.ne[1];
-            const uint64_t len[3] = {(rows_g - 1) * en->gate_row + L->gate_exps.row_bytes,
-                                     (rows_g - 1) * en->up_row + L->up_exps.row_bytes,
-                                     (rows_d - 1) * en->down_row + L->down_exps.row_bytes};
-            if (expert_store_check_entry(&st, en, len, err) < 0)
-                return guild_err_prefix(err, "expert store %s: layer %d expert %d: ", ref->name, il, e);
             const expert_mats_t m = {
                 .gate = st.base + en->gate,
                 .up = st.base + en->up,

@@ -19,6 +19,7 @@
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/expert_store.h"
+#include "ipc/expert_store_map.h"
 #include "ipc/actor.h"
 #include "ipc/rundir.h"
 #include "ipc/step.h"
@@ -110,7 +111,6 @@ static int load_interrupted(void *ctx, guild_err_t *err)
 static int map_stores(gpu_worker_t *g, const Guild__Assign *a, guild_err_t *err)
 {
     const model_config_t *c = model_config(g->model);
-    const model_weights_t *mw = model_weights(g->model);
     const size_t n = (size_t)c->n_layer * (size_t)c->n_expert;
     if (!(g->stores = calloc(a->n_expert_stores, sizeof *g->stores)) ||
         !(g->host_mats = calloc(n ? n : 1, sizeof *g->host_mats)))
@@ -118,36 +118,23 @@ static int map_stores(gpu_worker_t *g, const Guild__Assign *a, guild_err_t *err)
     const uint64_t t0 = guild_now_ns();
     for (size_t i = 0; i < a->n_expert_stores; i++) {
         const Guild__ArenaRef *ref = a->expert_stores[i];
-        guild_arena_expect_t ex = {.tag = ref->tag, .size = ref->size};
-        size_t rs = 0;
-        void *r;
         expert_store_t st;
-        if (!(g->stores[i] = guild_arena_attach_readonly(ref->name, &ex, err)))
+        const int rc =
+            expert_store_map(ref->name, ref->tag, ref->size, g->model, load_interrupted, g, &g->stores[i], &st, err);
+        if (g->stores[i])
+            g->n_stores = i + 1;
+        if (rc < 0)
             return -1;
-        g->n_stores = i + 1;
-        if (!(r = guild_arena_region(g->stores[i], EXPERT_STORE_ARENA_KIND, 0, &rs)))
-            return guild_err_set(err, "arena %s: no expert store region", ref->name);
-        if (expert_store_attach(&st, r, rs, c->n_layer, c->n_expert, err) < 0 ||
-            expert_store_wait(&st, 600000000000ull, load_interrupted, g, err) < 0)
-            return guild_err_prefix(err, "expert store %s: ", ref->name);
-        for (int32_t il = 0; il < c->n_layer; il++) {
-            const model_layer_t *L = &mw->layers[il];
+        for (int32_t il = 0; il < c->n_layer; il++)
             for (int32_t e = 0; e < c->n_expert; e++) {
                 const expert_store_entry_t *en = expert_store_entry(&st, il, e);
                 if (!en->gate)
                     continue;
-                const uint64_t rows_g = (uint64_t)L->gate_exps.ne[1], rows_d = (uint64_t)L->down_exps.ne[1];
-                const uint64_t len[3] = {(rows_g - 1) * en->gate_row + L->gate_exps.row_bytes,
-                                         (rows_g - 1) * en->up_row + L->up_exps.row_bytes,
-                                         (rows_d - 1) * en->down_row + L->down_exps.row_bytes};
-                if (expert_store_check_entry(&st, en, len, err) < 0)
-                    return guild_err_prefix(err, "expert store %s: layer %d expert %d: ", ref->name, il, e);
                 g->host_mats[(size_t)il * (size_t)c->n_expert + (size_t)e] = (expert_host_mats_t){
                     st.base + en->gate, st.base + en->up, st.base + en->down, en->gate_row, en->up_row, en->down_row,
                     (en->flags & EXPERT_STORE_GATE_PACKED) != 0, (en->flags & EXPERT_STORE_UP_PACKED) != 0,
                     (en->flags & EXPERT_STORE_DOWN_PACKED) != 0};
             }
-        }
     }
     g->host = (expert_host_t){c->n_layer, c->n_expert, g->host_mats};
     guild_log(GUILD_LOG_INFO, "%zu expert stores of the CPU workers mapped (filled after %.1f s)", a->n_expert_stores,
