@@ -41,6 +41,11 @@
 #                                       ($RUNS), then the baseline's kernel timings as in kern
 #   bash $C/stream.sh s25b [SECONDS]    session 25's second call: the Qwen3-235B-A22B shape at the tight budget,
 #                                       this build alone (its plan, then the bench, medians of 3)
+#   bash $C/stream.sh s26 [SECONDS]     session 26's one call (Q6_K rows of an odd count of blocks in the staged
+#                                       kernel): the Qwen3-30B-A3B shape written while check_cuda_expert_mma's bits,
+#                                       check_cuda_fused and check_cuda_kernels run side by side (correctness
+#                                       only), then that shape at --gpu-mem 8G (4096 tokens, --gen 16, medians of
+#                                       3) this build then the baseline, then check_cuda_expert_mma's timing alone
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -48,7 +53,7 @@ budget=${2:-400}
 C=${C:-$PWD/.carry-stream}
 export LD_LIBRARY_PATH=$C/lib
 B=$C/bin
-BASE=/tmp/guild-base
+BASE=${BASE:-/tmp/guild-base} # or the pack's base/ (repack.sh --final)
 if [ -f "$C/base.tgz" ]; then # the baseline's guild and workers, packed small
     mkdir -p $BASE && tar -C $BASE -xzf "$C/base.tgz"
 fi
@@ -70,7 +75,7 @@ bench() { # LIMIT NAME BIN COMMIT MODEL POPULATE RUNS FLAGS...
     lim=$1 name=$2 bin=$3 c=$4 mdl=$5 pop=$6 runs=$7
     shift 7
     step "$lim" "bench run $name: $*" sh -c '"$0" "$@" 2>&1 | grep -v "^guild: info: \(cpu\|gpu\)-worker\|^gpu-worker: info: \(ready\|request\)\|^cpu-worker"' \
-        "$bin/guild" bench run -m "$mdl" --populate "$pop" --gen 64 --runs "$runs" --threads 14 --batch 4096 -v \
+        "$bin/guild" bench run -m "$mdl" --populate "$pop" --gen "${GEN:-64}" --runs "$runs" --threads 14 --batch 4096 -v \
         --commit "$c" --json "$O/$name.json" "$@"
 }
 plan() { # NAME MODEL FLAGS...
@@ -298,5 +303,38 @@ if [ "$mode" = s25 ] || [ "$mode" = s25b ]; then
         rm -f $m235
     fi
     [ "$mode" = s25 ] && kern_base
+fi
+if [ "$mode" = s26 ]; then
+    # correctness side by side (their timings are not read here), the model written on the CPUs meanwhile; each
+    # step is bounded by its timeout, so the waits are
+    mk30 > "$O/mk30.log" 2>&1 &
+    pm=$!
+    step 60 "check_cuda_expert_mma bits" sh -c 'CK_RUN_CASE=bits "$0" && CK_RUN_CASE="dense bits" "$0"' \
+        "$B/tests/cuda/check_cuda_expert_mma" > "$O/expert_mma-bits.log" 2>&1 &
+    pe=$!
+    step 30 check_cuda_fused "$B/tests/cuda/check_cuda_fused" > "$O/fused.log" 2>&1 &
+    pf=$!
+    # the test of the test: the same program on a kernel whose odd-row offset is dropped must fail
+    pb=
+    if [ -x "$C/broken/check_cuda_expert_mma" ]; then
+        step 40 "check_cuda_expert_mma bits, odd-row offset dropped (must fail)" env CK_RUN_CASE=bits \
+            "$C/broken/check_cuda_expert_mma" > "$O/expert_mma-broken.log" 2>&1 &
+        pb=$!
+    fi
+    step 75 check_cuda_kernels "$B/tests/cuda/check_cuda_kernels" > "$O/kernels.log" 2>&1
+    wait $pm $pe $pf $pb
+    cat "$O/mk30.log"
+    [ -n "$pb" ] && grep -E "^[0-9]+%|^rc=|^FAIL" "$O/expert_mma-broken.log" | head -12
+    for f in expert_mma-bits fused kernels; do
+        grep -E "^[0-9]+%|^== |^rc=|FAIL|staged kernel|odd" "$O/$f.log" | grep -v "^PASS" | tail -12
+        grep -c "^PASS" "$O/$f.log" | sed "s/^/$f: PASS lines: /"
+    done
+    grep -E "PASS: .*(staged kernel|768|2304)" "$O/expert_mma-bits.log" | head -24
+    if [ -f $m30 ]; then
+        GEN=16 bench 45 q30-8g "$B" "$commit" $m30 4096 3 --gpu-mem 8G
+        [ -x "$BASE/guild" ] && GEN=16 bench 45 q30-8g-base "$BASE" "$base_commit" $m30 4096 3 --gpu-mem 8G
+        rm -f $m30
+    fi
+    step 40 "check_cuda_expert_mma timing" env CK_RUN_CASE=timing "$B/tests/cuda/check_cuda_expert_mma"
 fi
 say done
