@@ -309,7 +309,7 @@ if [ "$mode" = s26 ]; then
     # step is bounded by its timeout, so the waits are
     mk30 > "$O/mk30.log" 2>&1 &
     pm=$!
-    step 60 "check_cuda_expert_mma bits" sh -c 'CK_RUN_CASE=bits "$0" && CK_RUN_CASE="dense bits" "$0"' \
+    step 60 "check_cuda_expert_mma bits" sh -c 'CK_RUN_CASE=bits "$0"; a=$?; CK_RUN_CASE="dense bits" "$0"; exit $((a | $?))' \
         "$B/tests/cuda/check_cuda_expert_mma" > "$O/expert_mma-bits.log" 2>&1 &
     pe=$!
     step 30 check_cuda_fused "$B/tests/cuda/check_cuda_fused" > "$O/fused.log" 2>&1 &
