@@ -17,6 +17,7 @@ struct backend_stack {
     guild_pool_t *pool;    /* single process */
     moe_exec_t *moe;       /* single process */
     const model_config_t *cfg;
+    const char *model_path; /* the caller's, for messages */
     bool stats;            /* stack_options_t.stats */
     expert_host_mats_t *host_mats; /* single process: where moe's experts are, for a GPU that streams them */
     expert_host_t host;
@@ -55,7 +56,15 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
         return guild_err_set(err, "out of memory");
     s->single_process = o->single_process;
     s->cfg = model_config(m);
+    s->model_path = model_path;
     s->stats = o->stats;
+    /* the profile the counts will be added to, checked before the work, not after: a malformed one or another
+     * model's would otherwise cost the whole run's recording */
+    if (o->record_routing && !o->record_replace &&
+        routing_profile_check_file(o->record_routing, s->cfg, model_path, err) < 0) {
+        guild_err_prefix(err, "--record-routing: ");
+        goto fail;
+    }
     /* the plan first: it chooses the chunk every stage is sized for */
     if (stack_plan_make(&s->plan, o, m, err) < 0)
         goto fail;
@@ -148,12 +157,12 @@ int backend_stack_hit_rate(const backend_stack_t *s, uint64_t *routed, uint64_t 
     return 0;
 }
 
-int backend_stack_record_routing(const backend_stack_t *s, const char *path, guild_err_t *err)
+int backend_stack_record_routing(const backend_stack_t *s, const char *path, bool replace,
+                                routing_profile_merge_t *info, guild_err_t *err)
 {
     const model_config_t *c = s->cfg;
     const size_t n = (size_t)c->n_layer * (size_t)c->n_expert;
     uint64_t *counts = calloc(n ? n : 1, sizeof *counts);
-    routing_profile_t *p = NULL;
     int rc = -1;
     if (!counts) {
         guild_err_set(err, "%s: out of memory for the routing counts", path);
@@ -172,17 +181,8 @@ int backend_stack_record_routing(const backend_stack_t *s, const char *path, gui
         const uint64_t t = (sum + (uint64_t)c->n_expert_used - 1) / (uint64_t)c->n_expert_used;
         tokens = t > tokens ? t : tokens;
     }
-    FILE *f = fopen(path, "r");
-    if (f) {
-        fclose(f);
-        if (routing_profile_load(&p, path, err) < 0 || routing_profile_check(p, c, path, err) < 0)
-            goto done;
-    } else if (routing_profile_new(&p, c->n_layer, c->n_expert, c->n_expert_used, err) < 0) {
-        goto done;
-    }
-    rc = routing_profile_add(p, counts, tokens, err) < 0 || routing_profile_save(p, path, err) < 0 ? -1 : 0;
+    rc = routing_profile_merge_file(path, c, s->model_path, counts, tokens, replace, info, err);
 done:
-    routing_profile_destroy(&p);
     free(counts);
     return rc;
 }

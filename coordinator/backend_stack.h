@@ -13,6 +13,7 @@
 
 #include "coordinator/stack_options.h"
 #include "core/model/model.h"
+#include "core/model/routing_profile.h"
 #include "core/util/err.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
@@ -40,9 +41,11 @@ const gpu_plan_t *backend_stack_plan(const backend_stack_t *s);
 int backend_stack_hit_rate(const backend_stack_t *s, uint64_t *routed, uint64_t *resident);
 
 /* --record-routing: adds the routing the stack counted (per (layer, expert)) to the profile at `path`
- * (core/model/routing_profile.h; created when absent, refused when it is another model's or malformed). -1 with
- * err naming the file. */
-int backend_stack_record_routing(const backend_stack_t *s, const char *path, guild_err_t *err);
+ * (routing_profile_merge_file: created when absent; `replace`: the old file replaced; refused, the file left as
+ * it is, when it is another model's, malformed or truncated). -1 with err naming the file; info (may be NULL):
+ * the tokens before and after, and whether a count saturated. */
+int backend_stack_record_routing(const backend_stack_t *s, const char *path, bool replace,
+                                 routing_profile_merge_t *info, guild_err_t *err);
 
 /* In a single process, the routed-expert executor under the backend (owned by the stack; its counters:
  * moe_exec_stats); NULL for the pipeline, whose GPU worker holds its own. */

@@ -159,16 +159,18 @@ static const char calibration_text[] =
 static void usage(FILE *out)
 {
     fprintf(out, "usage: guild optimize -m MODEL.gguf [-o FILE] [--node N] [--runs R] [--steps S]\n"
-                 "                      [--profile-tokens N] [--no-profile]\n"
+                 "                      [--profile-tokens N] [--no-profile | --fresh-profile]\n"
                  "  measures the CPU expert pipeline's speed choices on this machine (threads, row blocks, the\n"
                  "  experts' layout: packed, plain, gate/up rows interleaved) and writes the tuning file guild run /\n"
                  "  serve and the CPU workers load (default: MODEL.gguf.tuning). Results are bit-identical whatever\n"
                  "  it picks. The file also gets the costs the GPU memory plan decides with (the CPU side's prefill\n"
                  "  and decode rates; the host-to-device copy rate when a CUDA device is there). Then a calibration\n"
                  "  text of --profile-tokens tokens (default 512) runs through the model in this process, and the\n"
-                 "  experts its router chose are written to MODEL.gguf.routing, the routing profile whose hottest\n"
-                 "  experts a GPU budget keeps resident (--no-profile: not done; guild run --record-routing adds the\n"
-                 "  routing of real requests).\n");
+                 "  experts its router chose are added to MODEL.gguf.routing, the routing profile whose hottest\n"
+                 "  experts a GPU budget keeps resident (created when absent; the counts already there, e.g. from\n"
+                 "  guild run/serve --record-routing, are kept: a malformed profile or another model's stops it\n"
+                 "  before any measurement). --fresh-profile: the profile is replaced by the calibration's counts;\n"
+                 "  --no-profile: not done.\n");
 }
 
 /* The CPU side's prefill rate: one layer of T tokens (K random experts each) through the pipeline, median of
@@ -214,8 +216,9 @@ done:
 }
 
 /* The routing profile: the calibration text (tokens repeated up to n_tokens) through the model in this process,
- * its router's choices counted and written to `path` (replaced). */
-static int write_profile(const char *model_path, int threads, int32_t n_tokens, const char *path, guild_err_t *err)
+ * its router's choices counted and added to `path` (routing_profile_merge_file; `fresh`: replacing it). */
+static int write_profile(const char *model_path, int threads, int32_t n_tokens, const char *path, bool fresh,
+                         routing_profile_merge_t *mi, guild_err_t *err)
 {
     cmd_model_t cm = {0};
     backend_stack_t *stack = NULL;
@@ -243,6 +246,7 @@ static int write_profile(const char *model_path, int threads, int32_t n_tokens, 
     o.n_ctx = n_tokens;
     o.n_batch = n_tokens < 256 ? n_tokens : 256;
     o.record_routing = path; /* counts every token in every layer */
+    o.record_replace = fresh;
     o.cpu.expert_layout = EXPERT_LAYOUT_PLAIN; /* the mapping as it is: no copy of the experts */
     if (backend_stack_open(&stack, &o, cm.model, cm.path, err) < 0)
         goto done;
@@ -255,11 +259,7 @@ static int write_profile(const char *model_path, int threads, int32_t n_tokens, 
         if (backend_forward(be, n, tokens + s, pos, 0, NULL, NULL, err) < 0)
             goto done;
     }
-    if (unlink(path) != 0 && errno != ENOENT) {
-        guild_err_errno(err, errno, "cannot replace %s", path);
-        goto done;
-    }
-    rc = backend_stack_record_routing(stack, path, err);
+    rc = backend_stack_record_routing(stack, path, fresh, mi, err);
 done:
     backend_stack_close(&stack);
     tok_ids_fini(&ids);
@@ -276,11 +276,12 @@ int cmd_optimize(int argc, char **argv)
         {"node", required_argument, NULL, 'N'},  {"runs", required_argument, NULL, 'r'},
         {"steps", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
         {"profile-tokens", required_argument, NULL, 'P'}, {"no-profile", no_argument, NULL, 'p'},
+        {"fresh-profile", no_argument, NULL, 'F'},
         {0, 0, 0, 0},
     };
     const char *model_path = NULL, *out_path = NULL;
     int node = 0, runs = 7, steps = 48, c, profile_tokens = 512;
-    bool profile = true;
+    bool profile = true, fresh = false;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:", lopts, NULL)) != -1) {
         switch (c) {
@@ -291,6 +292,7 @@ int cmd_optimize(int argc, char **argv)
         case 's': steps = atoi(optarg); break;
         case 'P': profile_tokens = atoi(optarg); break;
         case 'p': profile = false; break;
+        case 'F': fresh = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -301,6 +303,7 @@ int cmd_optimize(int argc, char **argv)
                       : steps < 1                              ? "--steps must be at least 1"
                       : node < 0 || node >= topo_node_count() ? "--node is not a node of this machine"
                       : profile_tokens < 1 || profile_tokens > 1 << 20 ? "--profile-tokens must be 1 to 1048576"
+                      : fresh && !profile ? "--fresh-profile and --no-profile: one or the other"
                                                                          : NULL;
     if (bad) {
         fprintf(stderr, "guild optimize: %s\n", bad);
@@ -325,6 +328,16 @@ int cmd_optimize(int argc, char **argv)
     const model_config_t *cfg = model_config(model);
     if (cfg->n_expert <= 0) {
         fprintf(stderr, "guild optimize: %s: the model has no routed experts; nothing to tune\n", model_path);
+        model_destroy(&model);
+        return 1;
+    }
+    /* the profile its counts go to, checked before minutes of measurements: one that cannot be added to stops
+     * here, left as it is */
+    char rp[4096];
+    if (profile && (routing_profile_path(model_path, rp, sizeof rp, &err) < 0 ||
+                    (!fresh && routing_profile_check_file(rp, cfg, model_path, &err) < 0))) {
+        fprintf(stderr, "guild optimize: %s\nguild optimize: nothing done: the profile is left as it is (delete it or "
+                "give --fresh-profile to start it over, --no-profile to tune without it)\n", err.msg);
         model_destroy(&model);
         return 1;
     }
@@ -531,11 +544,16 @@ int cmd_optimize(int argc, char **argv)
            expert_layout_name(best.layout), rows_default ? def_med : best_med, def_med, cand[pick_i].name,
            cand[pick_i].med > 0 ? cand[pick_i].med : def_med, cand[0].med > 0 ? cand[0].med : def_med);
     if (profile) {
-        char rp[4096];
-        if (routing_profile_path(model_path, rp, sizeof rp, &err) < 0 ||
-            write_profile(model_path, th, profile_tokens, rp, &err) < 0)
+        routing_profile_merge_t mi;
+        if (write_profile(model_path, th, profile_tokens, rp, fresh, &mi, &err) < 0)
             goto fail;
-        printf("wrote %s: the routing of %d calibration tokens\n", rp, profile_tokens);
+        if (mi.created)
+            printf("wrote %s: the routing of %d calibration tokens%s\n", rp, profile_tokens,
+                   fresh ? " (--fresh-profile: what it held is replaced)" : "");
+        else
+            printf("added the routing of %d calibration tokens to %s: it held %llu tokens, now %llu%s\n",
+                   profile_tokens, rp, (unsigned long long)mi.tokens_before, (unsigned long long)mi.tokens_after,
+                   mi.saturated ? " (some counts saturated at their limit)" : "");
     }
     status = 0;
     goto done;

@@ -433,9 +433,12 @@ int cmd_run(int argc, char **argv)
         spec_stats_print(&res.spec, "guild run", stderr);
     backend_stack_print_stats(stack, stderr);
     if (st->record_routing) {
-        if (backend_stack_record_routing(stack, st->record_routing, &err) < 0)
+        routing_profile_merge_t mi;
+        if (backend_stack_record_routing(stack, st->record_routing, false, &mi, &err) < 0)
             goto fail;
-        fprintf(stderr, "guild run: routing counts added to %s\n", st->record_routing);
+        fprintf(stderr, "guild run: routing counts %s %s: %llu tokens before, %llu now%s\n",
+                mi.created ? "written to" : "added to", st->record_routing, (unsigned long long)mi.tokens_before,
+                (unsigned long long)mi.tokens_after, mi.saturated ? " (some counts saturated at their limit)" : "");
     }
     rc = 0;
 fail:

@@ -27,7 +27,10 @@ typedef struct stack_options {
     bool stats;              /* --stats: count the routing per (layer, expert) (coordinator/expert_stats.h), every
                                 token through the last layer too, and the GPU plan's hit rate */
     const char *record_routing; /* --record-routing FILE: add the routing counts to this profile at the end
-                                (core/model/routing_profile.h); NULL: none */
+                                (core/model/routing_profile.h); NULL: none. backend_stack_open checks an
+                                existing one first (readable, this model's) */
+    bool record_replace;     /* record_routing's file is replaced, not added to, and not checked (guild optimize
+                                --fresh-profile) */
     const char *routing;     /* --routing FILE|none: the profile to plan with; NULL: the model's (stack_flags_routing) */
     /* The GPU memory plan's inputs beyond the backends' settings (coordinator/stack_plan.h) */
     char routing_path[4096]; /* the routing profile to plan with: the model's MODEL.gguf.routing when there is one

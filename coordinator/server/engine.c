@@ -787,10 +787,14 @@ static void *engine_main(void *arg)
         take_snapshot(e, e->slots[i].cached, e->slots[i].n_cached, i);
     prefix_close(e);
     if (e->c.stack->record_routing) {
-        if (backend_stack_record_routing(e->stack, e->c.stack->record_routing, &err) < 0)
+        routing_profile_merge_t mi;
+        if (backend_stack_record_routing(e->stack, e->c.stack->record_routing, false, &mi, &err) < 0)
             guild_log(GUILD_LOG_ERROR, "--record-routing: %s", err.msg);
         else
-            guild_log(GUILD_LOG_INFO, "routing counts added to %s", e->c.stack->record_routing);
+            guild_log(GUILD_LOG_INFO, "routing counts %s %s: %llu tokens before, %llu now%s",
+                      mi.created ? "written to" : "added to", e->c.stack->record_routing,
+                      (unsigned long long)mi.tokens_before, (unsigned long long)mi.tokens_after,
+                      mi.saturated ? " (some counts saturated at their limit)" : "");
     }
     pthread_mutex_lock(&e->mu);
     e->state = 2; /* engine_health no longer looks at the stack */

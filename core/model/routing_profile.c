@@ -104,6 +104,12 @@ int routing_profile_load(routing_profile_t **out, const char *path, guild_err_t 
             guild_err_set(err, "%s:%d: a NUL byte: not a routing profile", path, lineno);
             goto done;
         }
+        /* routing_profile_save ends every line: a last line without its newline is a file cut short (its last
+         * count may have lost digits), never a profile to use or add to */
+        if (len > 0 && buf[len - 1] != '\n') {
+            guild_err_set(err, "%s:%d: the last line has no newline: the file is truncated", path, lineno);
+            goto done;
+        }
         char *s = trim(buf);
         if (!*s || *s == '#')
             continue;
@@ -191,7 +197,8 @@ int routing_profile_load(routing_profile_t **out, const char *path, guild_err_t 
             guild_err_set(err, "%s:%d: layer %d: more than %d counts", path, lineno, il, p->n_expert);
             goto done;
         }
-        if (sum > (unsigned __int128)p->tokens * (unsigned __int128)p->n_used) {
+        if (p->tokens < ROUTING_PROFILE_MAX_TOKENS && /* saturated: "at least", no bound */
+            sum > (unsigned __int128)p->tokens * (unsigned __int128)p->n_used) {
             guild_err_set(err, "%s:%d: layer %d: more pairs than %llu tokens x %d", path, lineno, il,
                           (unsigned long long)p->tokens, p->n_used);
             goto done;
@@ -253,29 +260,93 @@ int routing_profile_save(const routing_profile_t *p, const char *path, guild_err
     return 0;
 }
 
-int routing_profile_check(const routing_profile_t *p, const model_config_t *c, const char *path, guild_err_t *err)
+static int check_shape(const routing_profile_t *p, const model_config_t *c, const char *path, const char *model_path,
+                       guild_err_t *err)
 {
     if (p->n_layer != c->n_layer || p->n_expert != c->n_expert || p->n_used != c->n_expert_used)
-        return guild_err_set(err, "%s: a routing profile of %d layers x %d experts (top-%d), the model has %d x %d "
+        return guild_err_set(err, "%s: a routing profile of %d layers x %d experts (top-%d), the model%s%s has %d x %d "
                              "(top-%d): it is another model's", path, p->n_layer, p->n_expert, p->n_used,
-                             c->n_layer, c->n_expert, c->n_expert_used);
+                             model_path ? " " : "", model_path ? model_path : "", c->n_layer, c->n_expert,
+                             c->n_expert_used);
     return 0;
+}
+
+int routing_profile_check(const routing_profile_t *p, const model_config_t *c, const char *path, guild_err_t *err)
+{
+    return check_shape(p, c, path, NULL, err);
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b, uint64_t lim, bool *sat)
+{
+    if (a >= lim || b > lim - a) {
+        *sat = true;
+        return lim > a ? lim : a;
+    }
+    return a + b;
 }
 
 int routing_profile_add(routing_profile_t *p, const uint64_t *counts, uint64_t tokens, guild_err_t *err)
 {
     const size_t n = (size_t)p->n_layer * (size_t)p->n_expert;
-    const uint64_t lim = UINT64_C(1) << 62;
-    if (tokens > lim - p->tokens)
-        return guild_err_set(err, "routing profile: %llu + %llu tokens overflow", (unsigned long long)p->tokens,
-                             (unsigned long long)tokens);
-    for (size_t i = 0; i < n; i++)
-        if (counts[i] > lim - p->count[i])
-            return guild_err_set(err, "routing profile: a count overflows");
-    for (size_t i = 0; i < n; i++)
-        p->count[i] += counts[i];
-    p->tokens += tokens;
-    return 0;
+    bool sat_t = false, sat_c = false;
+    p->tokens = add_sat(p->tokens, tokens, ROUTING_PROFILE_MAX_TOKENS, &sat_t);
+    size_t n_sat = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool s = false;
+        p->count[i] = add_sat(p->count[i], counts[i], ROUTING_PROFILE_MAX_COUNT, &s);
+        n_sat += s;
+        sat_c |= s;
+    }
+    if (!sat_t && !sat_c)
+        return 0;
+    guild_err_set(err, "routing profile: saturated: %s%zu pair counts stopped at their limit (2^63 - 1)%s",
+                  sat_t ? "tokens stopped at 2^62, " : "", n_sat,
+                  sat_t ? "; tokens now means \"at least\"" : "; the others are exact");
+    return 1;
+}
+
+int routing_profile_check_file(const char *path, const model_config_t *c, const char *model_path, guild_err_t *err)
+{
+    if (access(path, F_OK) != 0)
+        return errno == ENOENT ? 0 : guild_err_errno(err, errno, "%s", path);
+    routing_profile_t *p = NULL;
+    const int rc = routing_profile_load(&p, path, err) < 0 || check_shape(p, c, path, model_path, err) < 0 ? -1 : 0;
+    routing_profile_destroy(&p);
+    return rc;
+}
+
+int routing_profile_merge_file(const char *path, const model_config_t *c, const char *model_path,
+                               const uint64_t *counts, uint64_t tokens, bool replace, routing_profile_merge_t *info,
+                               guild_err_t *err)
+{
+    routing_profile_merge_t in = {0};
+    routing_profile_t *p = NULL;
+    int rc = -1;
+    const bool exists = !replace && access(path, F_OK) == 0;
+    if (!replace && !exists && errno != ENOENT) {
+        guild_err_errno(err, errno, "%s", path);
+        goto done;
+    }
+    if (exists) {
+        if (routing_profile_load(&p, path, err) < 0 || check_shape(p, c, path, model_path, err) < 0)
+            goto done;
+        in.tokens_before = p->tokens;
+    } else if (routing_profile_new(&p, c->n_layer, c->n_expert, c->n_expert_used, err) < 0) {
+        guild_err_prefix(err, "%s: ", path);
+        goto done;
+    }
+    in.created = !exists;
+    guild_err_t sat = {{0}};
+    in.saturated = routing_profile_add(p, counts, tokens, &sat) == 1;
+    if (routing_profile_save(p, path, err) < 0)
+        goto done;
+    in.tokens_after = p->tokens;
+    rc = 0;
+done:
+    if (info)
+        *info = in;
+    routing_profile_destroy(&p);
+    return rc;
 }
 
 int routing_profile_path(const char *model_path, char *path, size_t n, guild_err_t *err)
@@ -296,7 +367,7 @@ int routing_profile_load_for_model(const char *model_path, const model_config_t 
         return 0;
     if (routing_profile_load(out, path, err) < 0)
         return -1;
-    if (routing_profile_check(*out, c, path, err) < 0) {
+    if (check_shape(*out, c, path, model_path, err) < 0) {
         routing_profile_destroy(out);
         return -1;
     }
