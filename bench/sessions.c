@@ -426,6 +426,9 @@ int bench_sessions_main(int argc, char **argv)
             goto out;
         snprintf(gpu_name, sizeof gpu_name, "%s", pb.name);
         hbm = pb.d2d_gbps;
+        /* the GPU worker process gets the budget; in one process the backend takes over this context */
+        if (!c.flags.single_process)
+            cuda_probe_release();
     }
 #endif
     fprintf(stderr, "guild bench sessions: %s, %s, %d sessions at most, prompt %d, gen %d; opening...\n", c.model,

@@ -89,3 +89,9 @@ out:
         cudaFreeHost(host);
     return rc;
 }
+
+void cuda_probe_release(void)
+{
+    if (cudaDeviceReset() != cudaSuccess)
+        (void)cudaGetLastError();
+}

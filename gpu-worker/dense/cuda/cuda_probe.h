@@ -19,4 +19,9 @@ typedef struct cuda_probe {
  * message when there is no device or memory is short. */
 int cuda_probe(cuda_probe_t *out, guild_err_t *err);
 
+/* Destroys this process's CUDA context (the probe's, kept by the runtime until the process ends): a benchmark that
+ * probes before it starts a GPU worker process would otherwise hold the context's device memory (~0.4 GiB on the
+ * H200) beside the worker's budget for the whole run. Only for a process that holds nothing else of CUDA. */
+void cuda_probe_release(void);
+
 #endif
