@@ -31,6 +31,19 @@ int bench_read_bw(const int *cpus, const int *nodes, int n_cpus, size_t bytes, i
 #define BENCH_BW_MAX_CPUS 1024
 int bench_read_bw_machine(size_t bytes, int passes, bench_bw_t *out, guild_err_t *err);
 
+/* A probe kept for repeated measurements (guild bench sessions probes before and after each size's runs): the
+ * slices are allocated and written once by bench_bw_probe_new (as bench_read_bw's), each bench_bw_probe_run starts
+ * the pinned threads for `passes` timed passes after one warm-up. new: -1 with err when memory cannot be had (the
+ * caller's pointer NULL); run: -1 with err when threads cannot be started. destroy is NULL-safe and nulls *p. */
+typedef struct bench_bw_probe bench_bw_probe_t;
+int bench_bw_probe_new(bench_bw_probe_t **out, const int *cpus, const int *nodes, int n_cpus, size_t bytes,
+                       guild_err_t *err);
+/* Every CPU of every NUMA node, each slice in its node's memory (bench_read_bw_machine's threads). */
+int bench_bw_probe_new_machine(bench_bw_probe_t **out, size_t bytes, guild_err_t *err);
+int bench_bw_probe_run(bench_bw_probe_t *p, int passes, bench_bw_t *out, guild_err_t *err);
+size_t bench_bw_probe_bytes(const bench_bw_probe_t *p); /* bytes a pass reads (the slices together) */
+void bench_bw_probe_destroy(bench_bw_probe_t **p);
+
 /* Reads p[0 .. n) (64-byte aligned, n a multiple of 256) with the widest loads this CPU has; returns a value
  * that depends on every byte, so that the reads cannot be optimised away. */
 uint64_t bench_read(const void *p, size_t n);

@@ -13,11 +13,21 @@
  * step. A second, bytes-only limit (every read at its memory's bandwidth: dense weights, KV and resident experts at
  * the device's copy rate) is printed beside it.
  *
- * Every session's prompt is `prompt` tokens of its own fixed LCG draw, prefilled alone, then all decode greedily:
- * one warm-up step, `gen` timed steps, and the counting steps. The model runs as `guild run` runs it
- * (coordinator/backend_stack.h), with n_seq = the largest N. A table on stdout, each size followed by where its
- * step's time went (the GPU worker's step requests and its time in them, the experts streamed to the device, the
- * graph replays); with --json, the same with provenance. */
+ * Every session's prompt is `prompt` tokens of its own fixed LCG draw, prefilled alone once (a later size cuts the
+ * cache of a session it shares with an earlier one back to the prompt and starts again from the same first token),
+ * then all decode greedily: one warm-up step, `repeat` timed runs of `gen` steps (the step's time and wait are the
+ * runs' medians, their spread printed), and the counting steps.
+ *
+ * The DRAM read rate moves between minutes on a shared machine, so the limit's denominator is measured where the
+ * runs are: `probes` probes right before and right after each size's runs (the workers idle between steps), as
+ * well as once before the workers start. A size's own limit takes the median of its probes; the strict limit takes
+ * the highest probe of the whole run (the rate the machine showed it can give), and both fractions are printed.
+ * --dram-gbs fixes the rate instead (no probes).
+ *
+ * The model runs as `guild run` runs it (coordinator/backend_stack.h), with n_seq = the largest N. A table on
+ * stdout, each size followed by where its step's time went (the GPU worker's step requests and its time in them,
+ * the experts streamed to the device, the graph replays); then the fractions at the strict limit; with --json, the
+ * same with provenance and every probe. */
 #include "config.h"
 
 #include <errno.h>
@@ -50,6 +60,9 @@
 #define MAX_SESSIONS 256
 #define MAX_CPUS 1024
 #define COUNT_STEPS 8 /* steps after the timed ones whose routing is counted */
+#define MAX_REPEAT 15
+#define MAX_PROBES 8             /* probes on each side of a size's runs */
+#define PROBE_PASSES 5           /* a probe's rate: the median of its passes */
 
 enum {
     SESSIONS_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
@@ -69,8 +82,8 @@ typedef struct sess_cfg {
     const char *model, *json, *commit;
     int32_t sizes[MAX_SIZES];
     int n_sizes;
-    int32_t prompt, gen, batch;
-    double dram_gbps;
+    int32_t prompt, gen, batch, repeat, probes;
+    double dram_gbps, probe_gb;
     bool verbose;
     stack_options_t flags;
     int argc;
@@ -80,11 +93,18 @@ typedef struct sess_cfg {
 /* One size's results. */
 typedef struct sess_result {
     int32_t n;
-    double prefill_s, step_s, wait_s;   /* a decode step's mean time and its wait for the routed experts */
+    double prefill_s;                   /* the prefill of the sessions this size adds */
+    double step_s, wait_s;              /* a decode step's time and its wait for the routed experts (run medians) */
+    double step_min_s, step_max_s;      /* the spread of the runs' mean steps */
+    double runs_step_s[MAX_REPEAT];     /* [repeat] each run's mean step */
+    double probes_gbps[2 * MAX_PROBES]; /* [n_probes] DRAM read probes, before then after the runs */
+    int n_probes;
+    double dram_gbps;                   /* the median of this size's probes (or --dram-gbs): its own limit's rate */
     double distinct_cpu, distinct_gpu;  /* distinct experts a step, per layer (mean), on each side */
     double cpu_bytes, gpu_bytes;        /* a step's reads: the CPU side's distinct experts; dense, KV, resident */
     double dense_step_s;                /* the smallest N's step less its wait (the limit's dense part) */
-    double limit_step_s, bytes_step_s;  /* the limits' step times */
+    double limit_step_s, bytes_step_s;  /* the limits' step times, at this size's own DRAM rate */
+    double strict_step_s;               /* the limit's step at the run's highest probe */
     /* where a step's time went, per step over the timed ones: multi-process, the step requests the GPU worker
      * answered and its time in them (the rest is the coordinator's: the request's round trip, the logits copied
      * out, the argmax); every mode, the experts streamed to the device (layers, bytes, streamed passes) and,
@@ -107,7 +127,10 @@ static void usage(FILE *out)
             "  -m, --model FILE        GGUF model\n"
             "      --sessions LIST     concurrent sessions decoded together (default 1,2,4,8,16)\n"
             "      --prompt N          tokens of each session's prompt (default 128)\n"
-            "      --gen N             timed decode steps (default 32)\n"
+            "      --gen N             decode steps a timed run (default 32)\n"
+            "      --repeat N          timed runs a size, medians reported (default 3, at most 15)\n"
+            "      --probes N          DRAM read probes before and after each size's runs (default 2, at most 8)\n"
+            "      --probe-gb G        bytes a probe's pass reads, in GB (default 4: several times any cache)\n"
             STACK_FLAGS_BATCH_HELP);
     stack_flags_usage(out, SESSIONS_STACK_FLAGS, DEFAULT_BACKEND);
     fprintf(out,
@@ -136,16 +159,18 @@ static int parse_list(const char *arg, int32_t *out, int max, int *n)
 
 static int parse_args(int argc, char **argv, sess_cfg_t *c)
 {
-    enum { O_SESS = 256, O_PROMPT, O_GEN, O_BATCH, O_DRAM, O_JSON, O_COMMIT };
+    enum { O_SESS = 256, O_PROMPT, O_GEN, O_BATCH, O_DRAM, O_JSON, O_COMMIT, O_REPEAT, O_PROBES, O_PROBE_GB };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},     {"sessions", required_argument, NULL, O_SESS},
         {"prompt", required_argument, NULL, O_PROMPT}, {"gen", required_argument, NULL, O_GEN},
         {"batch", required_argument, NULL, O_BATCH}, {"dram-gbs", required_argument, NULL, O_DRAM},
         {"json", required_argument, NULL, O_JSON},   {"commit", required_argument, NULL, O_COMMIT},
+        {"repeat", required_argument, NULL, O_REPEAT}, {"probes", required_argument, NULL, O_PROBES},
+        {"probe-gb", required_argument, NULL, O_PROBE_GB},
         {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[48];
+    struct option opts[64];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, SESSIONS_STACK_FLAGS);
     memset(c, 0, sizeof *c);
     static const int32_t sizes[] = {1, 2, 4, 8, 16};
@@ -153,6 +178,9 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
     c->n_sizes = 5;
     c->prompt = 128;
     c->gen = 32;
+    c->repeat = 3;
+    c->probes = 2;
+    c->probe_gb = 4;
     c->argc = argc;
     c->argv = argv;
     long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
@@ -189,8 +217,29 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
                 goto bad;
             c->gen = (int32_t)v;
             break;
+        case O_REPEAT:
+            if (cli_parse_long("--repeat", optarg, 1, MAX_REPEAT, &v, &e) < 0)
+                goto bad;
+            c->repeat = (int32_t)v;
+            break;
+        case O_PROBES:
+            if (cli_parse_long("--probes", optarg, 1, MAX_PROBES, &v, &e) < 0)
+                goto bad;
+            c->probes = (int32_t)v;
+            break;
+        case O_PROBE_GB:
+            if (!((c->probe_gb = atof(optarg)) >= 0.001 && c->probe_gb <= 1024)) {
+                guild_err_set(&e, "--probe-gb %s: expected 0.001 .. 1024", optarg);
+                goto bad;
+            }
+            break;
         case O_BATCH: if (stack_flags_parse_batch(optarg, &c->batch, &e) < 0) goto bad; break;
-        case O_DRAM: c->dram_gbps = atof(optarg); break;
+        case O_DRAM:
+            if ((c->dram_gbps = atof(optarg)) <= 0) {
+                guild_err_set(&e, "--dram-gbs %s: expected a rate in GB/s above 0", optarg);
+                goto bad;
+            }
+            break;
         case O_JSON: c->json = optarg; break;
         case O_COMMIT: c->commit = optarg; break;
         case 'v': c->verbose = true; break;
@@ -269,10 +318,70 @@ static void counters(backend_t *be, const moe_exec_t *experts, sess_counters_t *
     c->wait_s = (double)es.wait_ns * 1e-9;
 }
 
-/* dense_step: the limit's dense step, or < 0 for this run's own (the smallest N's, run first). */
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0 .. n) (sorted in place; n >= 1). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* k probes of the DRAM read rate appended to r's. -1 with err. */
+static int probe_dram(bench_bw_probe_t *pb, int k, sess_result_t *r, guild_err_t *err)
+{
+    for (int i = 0; i < k && r->n_probes < 2 * MAX_PROBES; i++) {
+        bench_bw_t bw;
+        if (bench_bw_probe_run(pb, PROBE_PASSES, &bw, err) < 0)
+            return -1;
+        r->probes_gbps[r->n_probes++] = bw.median_gbps;
+    }
+    return 0;
+}
+
+/* Session s's prompt into its cache, tok0[s] its first greedy token; a session prefilled at an earlier size
+ * (s < *prefilled) is cut back to its prompt instead, where its backend can (a recurrent state may not go back:
+ * then it is prefilled again). -1 with err. */
+static int prefill(const sess_cfg_t *c, backend_t *be, int32_t s, int32_t V, int32_t *prefilled, int32_t *tok0,
+                   int32_t *prompt, int32_t *seq, int32_t *pos, float *logits, guild_err_t *err)
+{
+    const int32_t NB = c->batch;
+    if (s < *prefilled) {
+        backend_seq_kv_truncate(be, s, c->prompt);
+        if (backend_seq_kv_len(be, s) == c->prompt)
+            return 0;
+    }
+    backend_seq_kv_truncate(be, s, 0);
+    uint64_t lcg = 0x9e3779b97f4a7c15ull ^ ((uint64_t)s * 0x632be59bd9b4e019ull);
+    for (int32_t i = 0; i < c->prompt; i++) {
+        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+        prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
+    }
+    for (int32_t p = 0; p < c->prompt; p += NB) {
+        const int32_t k = c->prompt - p < NB ? c->prompt - p : NB, last = k - 1;
+        for (int32_t i = 0; i < k; i++) {
+            seq[i] = s;
+            pos[i] = p + i;
+        }
+        const bool final = p + k == c->prompt;
+        if (backend_forward_seq(be, k, prompt + p, seq, pos, final ? 1 : 0, &last, logits, err) < 0)
+            return guild_err_prefix(err, "session %d prefill at %d: ", s, p);
+    }
+    tok0[s] = bench_argmax(logits, V);
+    if (s >= *prefilled)
+        *prefilled = s + 1;
+    return 0;
+}
+
+/* dense_step: the limit's dense step, or < 0 for this run's own (the smallest N's, run first). pb: the DRAM probe
+ * (NULL: c->dram_gbps). prefilled, tok0: the sessions prefilled so far and their first tokens (prefill()). */
 static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const moe_exec_t *experts,
-                    const gpu_plan_t *plan, int32_t n, double dram, double hbm, double dense_step, sess_result_t *r,
-                    guild_err_t *err)
+                    const gpu_plan_t *plan, int32_t n, bench_bw_probe_t *pb, double hbm, double dense_step,
+                    int32_t *prefilled, int32_t *tok0, sess_result_t *r, guild_err_t *err)
 {
     const model_config_t *mc = model_config(m);
     const model_weights_t *w = model_weights(m);
@@ -281,6 +390,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     float *logits = malloc((size_t)(n > NB ? n : NB) * (size_t)V * sizeof *logits);
     int32_t *buf = malloc((size_t)(5 * (n > NB ? n : NB) + c->prompt) * sizeof *buf);
     uint64_t *c0 = calloc(LN ? LN : 1, sizeof *c0), *c1 = calloc(LN ? LN : 1, sizeof *c1);
+    double waits[MAX_REPEAT], fwd[MAX_REPEAT], steps[MAX_REPEAT];
     int rc = -1;
     memset(r, 0, sizeof *r);
     r->n = n;
@@ -293,45 +403,55 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     /* each session's prompt, alone */
     const double t0 = guild_clock_s();
     for (int32_t s = 0; s < n; s++) {
-        backend_seq_kv_truncate(be, s, 0);
-        uint64_t lcg = 0x9e3779b97f4a7c15ull ^ ((uint64_t)s * 0x632be59bd9b4e019ull);
-        for (int32_t i = 0; i < c->prompt; i++) {
-            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-            prompt[i] = (int32_t)((lcg >> 33) % (uint64_t)V);
-        }
-        for (int32_t p = 0; p < c->prompt; p += NB) {
-            const int32_t k = c->prompt - p < NB ? c->prompt - p : NB, last = k - 1;
-            for (int32_t i = 0; i < k; i++) {
-                seq[i] = s;
-                pos[i] = p + i;
-            }
-            const bool final = p + k == c->prompt;
-            if (backend_forward_seq(be, k, prompt + p, seq, pos, final ? 1 : 0, &last, logits, err) < 0) {
-                guild_err_prefix(err, "session %d prefill at %d: ", s, p);
-                goto out;
-            }
-        }
-        tok[s] = bench_argmax(logits, V);
+        if (prefill(c, be, s, V, prefilled, tok0, prompt, seq, pos, logits, err) < 0)
+            goto out;
+        tok[s] = tok0[s];
     }
     r->prefill_s = guild_clock_s() - t0;
     if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
         goto out;
+    if (pb && probe_dram(pb, c->probes, r, err) < 0)
+        goto out;
     sess_counters_t k0, k1;
-    counters(be, experts, &k0);
-    const double t1 = guild_clock_s();
-    for (int32_t g = 0; g < c->gen; g++)
-        if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
-            goto out;
-    const double dt = guild_clock_s() - t1;
-    counters(be, experts, &k1);
-    r->step_s = dt / c->gen;
-    r->wait_s = (k1.wait_s - k0.wait_s) / c->gen;
-    r->requests = (double)(k1.requests - k0.requests) / c->gen;
-    r->forward_s = (k1.forward_s - k0.forward_s) / c->gen;
-    r->streamed_layers = (double)(k1.bs.streamed_layers - k0.bs.streamed_layers) / c->gen;
-    r->streamed_bytes = (double)(k1.bs.streamed_bytes - k0.bs.streamed_bytes) / c->gen;
-    r->stream_passes = (double)(k1.bs.stream_passes - k0.bs.stream_passes) / c->gen;
-    r->graph_steps = (double)(k1.bs.graph_steps - k0.bs.graph_steps) / c->gen;
+    double requests = 0, streamed_layers = 0, streamed_bytes = 0, stream_passes = 0, graph_steps = 0;
+    for (int32_t k = 0; k < c->repeat; k++) {
+        counters(be, experts, &k0);
+        const double t1 = guild_clock_s();
+        for (int32_t g = 0; g < c->gen; g++)
+            if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+                goto out;
+        const double dt = guild_clock_s() - t1;
+        counters(be, experts, &k1);
+        r->runs_step_s[k] = steps[k] = dt / c->gen;
+        waits[k] = (k1.wait_s - k0.wait_s) / c->gen;
+        fwd[k] = (k1.forward_s - k0.forward_s) / c->gen;
+        requests += (double)(k1.requests - k0.requests);
+        streamed_layers += (double)(k1.bs.streamed_layers - k0.bs.streamed_layers);
+        streamed_bytes += (double)(k1.bs.streamed_bytes - k0.bs.streamed_bytes);
+        stream_passes += (double)(k1.bs.stream_passes - k0.bs.stream_passes);
+        graph_steps += (double)(k1.bs.graph_steps - k0.bs.graph_steps);
+    }
+    if (pb && probe_dram(pb, c->probes, r, err) < 0)
+        goto out;
+    const double timed = (double)c->gen * c->repeat;
+    r->step_s = median(steps, c->repeat);
+    r->step_min_s = steps[0];
+    r->step_max_s = steps[c->repeat - 1];
+    r->wait_s = median(waits, c->repeat);
+    r->forward_s = median(fwd, c->repeat);
+    r->requests = requests / timed;
+    r->streamed_layers = streamed_layers / timed;
+    r->streamed_bytes = streamed_bytes / timed;
+    r->stream_passes = stream_passes / timed;
+    r->graph_steps = graph_steps / timed;
+    if (pb) {
+        double v[2 * MAX_PROBES];
+        memcpy(v, r->probes_gbps, (size_t)r->n_probes * sizeof *v);
+        r->dram_gbps = median(v, r->n_probes);
+    } else {
+        r->dram_gbps = c->dram_gbps;
+    }
+    const double dram = r->dram_gbps;
     /* the distinct experts of a few more steps, each step's counters against the previous ones */
     int counted = 0;
     double cpu_bytes = 0, gpu_experts_bytes = 0, d_cpu = 0, d_gpu = 0;
@@ -360,8 +480,8 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
             }
         }
     }
-    /* the KV a step reads: each session's cache at the steps' mean position */
-    const double kv = (double)n * (double)(c->prompt + c->gen / 2) * 2.0 * mc->n_layer * (double)mc->n_head_kv *
+    /* the KV a step reads: each session's cache at the timed steps' mean position */
+    const double kv = (double)n * (double)(c->prompt + 1 + timed / 2) * 2.0 * mc->n_layer * (double)mc->n_head_kv *
                       (double)mc->head_dim * 2.0;
     if (counted) {
         r->distinct_cpu = d_cpu / counted / mc->n_layer;
@@ -396,6 +516,8 @@ int bench_sessions_main(int argc, char **argv)
     backend_stack_t *stack = NULL;
     stack_plan_t sp = {0};
     sess_result_t res[MAX_SIZES];
+    bench_bw_probe_t *pb = NULL;
+    int32_t *tok0 = NULL, prefilled = 0;
     json_t *root = NULL;
     int rc = 1;
     int32_t max_n = 0;
@@ -405,27 +527,33 @@ int bench_sessions_main(int argc, char **argv)
         goto out;
     const model_config_t *mc = model_config(m);
     c.flags.n_seq = max_n;
-    c.flags.n_ctx = c.prompt + c.gen + COUNT_STEPS + 2;
+    c.flags.n_ctx = c.prompt + c.gen * c.repeat + COUNT_STEPS + 2;
+    if (!(tok0 = calloc((size_t)max_n, sizeof *tok0))) {
+        guild_err_set(&err, "out of memory");
+        goto out;
+    }
     c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx; /* 0: auto */
     c.flags.stats = true; /* the routing counters every step's distinct experts are read from */
     if (stack_flags_routing(&c.flags, c.model, &err) < 0 || stack_plan_make(&sp, &c.flags, m, &err) < 0)
         goto out;
     const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
     double dram = c.dram_gbps, hbm = 0;
-    if (dram <= 0) { /* before the workers are up to disturb it */
+    if (dram <= 0) { /* the first probe before the workers are up to disturb it; the buffer kept for the others */
         bench_bw_t bw;
-        if (bench_read_bw_machine((size_t)4e9, 5, &bw, &err) < 0)
+        if (bench_bw_probe_new_machine(&pb, (size_t)(c.probe_gb * 1e9), &err) < 0 ||
+            bench_bw_probe_run(pb, PROBE_PASSES, &bw, &err) < 0)
             goto out;
         dram = bw.median_gbps;
     }
+    const double dram_start = dram;
     char gpu_name[256] = "none";
 #ifdef GUILD_HAVE_CUDA
     if (!strcmp(c.flags.gpu.backend, "cuda")) {
-        cuda_probe_t pb;
-        if (cuda_probe(&pb, &err) < 0)
+        cuda_probe_t cp;
+        if (cuda_probe(&cp, &err) < 0)
             goto out;
-        snprintf(gpu_name, sizeof gpu_name, "%s", pb.name);
-        hbm = pb.d2d_gbps;
+        snprintf(gpu_name, sizeof gpu_name, "%s", cp.name);
+        hbm = cp.d2d_gbps;
         /* the GPU worker process gets the budget; in one process the backend takes over this context */
         if (!c.flags.single_process)
             cuda_probe_release();
@@ -445,21 +573,37 @@ int bench_sessions_main(int argc, char **argv)
     }
     const moe_exec_t *experts = backend_stack_experts(stack);
     bench_print_provenance(stdout, argc, argv);
-    printf("# model: %s (%s, %d layers, %d experts top-%d)\n# bandwidth: DRAM read %.1f GB/s, device copy %.1f GB/s\n",
-           c.model, model_arch_info(mc->arch)->name, mc->n_layer, mc->n_expert, mc->n_expert_used, dram, hbm);
-    printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); limit: the dense step (the smallest "
-           "count's step less its wait for the experts) plus the CPU side's distinct expert bytes at the DRAM rate; "
-           "bytes: every read at its memory's rate\n");
-    printf("%8s %12s %10s %9s %17s %12s %12s %9s %12s\n", "sessions", "decode tok/s", "step ms", "wait ms",
-           "distinct cpu+gpu", "expert GB", "limit tok/s", "fraction", "bytes tok/s");
+    printf("# model: %s (%s, %d layers, %d experts top-%d)\n# bandwidth: DRAM read %.1f GB/s (%s), device copy %.1f "
+           "GB/s\n", c.model, model_arch_info(mc->arch)->name, mc->n_layer, mc->n_expert, mc->n_expert_used, dram,
+           pb ? "probed before the workers start" : "--dram-gbs", hbm);
+    printf("# %d timed runs of %d steps a size (medians; runs: the fastest and the slowest run's step); "
+           "probes: %s\n", c.repeat, c.gen, pb ? "the DRAM read rate right before and after each size's runs "
+           "(min - max; own: their median)" : "none (--dram-gbs)");
+    printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); out: the step outside the wait; "
+           "limit: the dense step (the smallest count's step less its wait for the experts) plus the CPU side's "
+           "distinct expert bytes at the size's own DRAM rate; bytes: every read at its memory's rate\n");
+    printf("%8s %12s %9s %13s %9s %9s %17s %10s %15s %12s %9s %12s\n", "sessions", "decode tok/s", "step ms",
+           "runs ms", "wait ms", "out ms", "distinct cpu+gpu", "expert GB", "probes GB/s", "limit tok/s", "fraction",
+           "bytes tok/s");
+    double strict = dram;
     for (int i = 0; i < c.n_sizes; i++) {
         sess_result_t *r = &res[i];
-        if (run_size(&c, m, be, experts, plan, c.sizes[i], dram, hbm, i ? res[0].dense_step_s : -1, r, &err) < 0)
+        if (run_size(&c, m, be, experts, plan, c.sizes[i], pb, hbm, i ? res[0].dense_step_s : -1, &prefilled, tok0,
+                     r, &err) < 0)
             goto out;
+        double lo = r->dram_gbps, hi = r->dram_gbps;
+        for (int k = 0; k < r->n_probes; k++) {
+            lo = r->probes_gbps[k] < lo ? r->probes_gbps[k] : lo;
+            hi = r->probes_gbps[k] > hi ? r->probes_gbps[k] : hi;
+        }
+        strict = hi > strict ? hi : strict;
         const double tps = r->n / r->step_s, lim = r->limit_step_s > 0 ? r->n / r->limit_step_s : 0;
-        printf("%8d %12.2f %10.2f %9.2f %8.1f+%-8.1f %12.3f %12.2f %8.1f%% %12.2f\n", r->n, tps, r->step_s * 1e3,
-               r->wait_s * 1e3, r->distinct_cpu, r->distinct_gpu, r->cpu_bytes / 1e9, lim,
-               lim > 0 ? 100 * tps / lim : 0, r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0);
+        char spread[64], probes[64];
+        snprintf(spread, sizeof spread, "%.2f-%.2f", r->step_min_s * 1e3, r->step_max_s * 1e3);
+        snprintf(probes, sizeof probes, "%.1f-%.1f", lo, hi);
+        printf("%8d %12.2f %9.2f %13s %9.2f %9.2f %8.1f+%-8.1f %10.3f %15s %12.2f %8.1f%% %12.2f\n", r->n, tps,
+               r->step_s * 1e3, spread, r->wait_s * 1e3, (r->step_s - r->wait_s) * 1e3, r->distinct_cpu, r->distinct_gpu, r->cpu_bytes / 1e9,
+               probes, lim, lim > 0 ? 100 * tps / lim : 0, r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0);
         if (c.flags.single_process)
             printf("%8s a step: %.2f graph replays; streamed %.1f layers, %.3f GB (%.2f passes)\n", "", r->graph_steps,
                    r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
@@ -468,6 +612,19 @@ int bench_sessions_main(int argc, char **argv)
                    "layers, %.3f GB (%.2f passes)\n", "", r->requests, r->forward_s * 1e3,
                    (r->step_s - r->forward_s) * 1e3, r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
         fflush(stdout);
+    }
+    /* the strict limit: the run's highest probe */
+    printf("# strict: the limit at the run's highest DRAM probe, %.1f GB/s (own: each size's probes' median)\n",
+           strict);
+    printf("%8s %12s %12s %9s %12s %9s\n", "sessions", "decode tok/s", "strict tok/s", "fraction", "own tok/s",
+           "fraction");
+    for (int i = 0; i < c.n_sizes; i++) {
+        sess_result_t *r = &res[i];
+        if (r->limit_step_s <= 0)
+            continue;
+        r->strict_step_s = r->dense_step_s + r->cpu_bytes / (strict * 1e9);
+        printf("%8d %12.2f %12.2f %8.1f%% %12.2f %8.1f%%\n", r->n, r->n / r->step_s, r->n / r->strict_step_s,
+               100 * r->strict_step_s / r->step_s, r->n / r->limit_step_s, 100 * r->limit_step_s / r->step_s);
     }
     if (c.json) {
         char date[64];
@@ -492,7 +649,11 @@ int bench_sessions_main(int argc, char **argv)
         json_object_set_new(root, "gpu_resident_experts_planned", json_integer(plan ? plan->n_resident_experts : 0));
         json_object_set_new(root, "prompt", json_integer(c.prompt));
         json_object_set_new(root, "gen", json_integer(c.gen));
-        json_object_set_new(root, "dram_read_gbps", json_real(dram));
+        json_object_set_new(root, "repeat", json_integer(c.repeat));
+        json_object_set_new(root, "probes_each_side", json_integer(pb ? c.probes : 0));
+        json_object_set_new(root, "probe_bytes", json_integer(pb ? (json_int_t)bench_bw_probe_bytes(pb) : 0));
+        json_object_set_new(root, "dram_read_gbps", json_real(dram_start));
+        json_object_set_new(root, "dram_strict_gbps", json_real(strict));
         json_object_set_new(root, "device_copy_gbps", json_real(hbm));
         for (int i = 0; i < c.n_sizes; i++) {
             const sess_result_t *r = &res[i];
@@ -501,6 +662,17 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "decode_tok_s", json_real(r->n / r->step_s));
             json_object_set_new(j, "step_s", json_real(r->step_s));
             json_object_set_new(j, "expert_wait_s", json_real(r->wait_s));
+            json_object_set_new(j, "step_outside_wait_s", json_real(r->step_s - r->wait_s));
+            json_object_set_new(j, "step_min_s", json_real(r->step_min_s));
+            json_object_set_new(j, "step_max_s", json_real(r->step_max_s));
+            json_t *runs = json_array(), *probes = json_array();
+            for (int k = 0; k < c.repeat; k++)
+                json_array_append_new(runs, json_real(r->runs_step_s[k]));
+            for (int k = 0; k < r->n_probes; k++)
+                json_array_append_new(probes, json_real(r->probes_gbps[k]));
+            json_object_set_new(j, "step_runs_s", runs);
+            json_object_set_new(j, "dram_probes_gbps", probes);
+            json_object_set_new(j, "dram_gbps", json_real(r->dram_gbps));
             json_object_set_new(j, "prefill_s", json_real(r->prefill_s));
             json_object_set_new(j, "distinct_cpu_experts_per_layer", json_real(r->distinct_cpu));
             json_object_set_new(j, "distinct_gpu_experts_per_layer", json_real(r->distinct_gpu));
@@ -509,6 +681,10 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "limit_tok_s", json_real(r->limit_step_s > 0 ? r->n / r->limit_step_s : 0));
             json_object_set_new(j, "fraction_of_limit",
                                 json_real(r->limit_step_s > 0 ? r->limit_step_s / r->step_s : 0));
+            json_object_set_new(j, "strict_limit_tok_s",
+                                json_real(r->strict_step_s > 0 ? r->n / r->strict_step_s : 0));
+            json_object_set_new(j, "strict_fraction_of_limit",
+                                json_real(r->strict_step_s > 0 ? r->strict_step_s / r->step_s : 0));
             json_object_set_new(j, "bytes_limit_tok_s", json_real(r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0));
             json_object_set_new(j, "requests_per_step", json_real(r->requests));
             json_object_set_new(j, "gpu_worker_forward_s", json_real(r->forward_s));
@@ -530,6 +706,8 @@ out:
         fprintf(stderr, "guild bench sessions: %s\n", err.msg);
     json_decref(root);
     backend_stack_close(&stack);
+    bench_bw_probe_destroy(&pb);
+    free(tok0);
     stack_plan_fini(&sp);
     model_destroy(&m);
     return rc;

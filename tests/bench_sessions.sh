@@ -3,7 +3,8 @@
 # a line per session count with a positive rate, distinct experts that grow with the sessions and never pass the
 # model's experts, the limit and the JSON; on the pipeline, a step of more sessions than the default 8 logits rows
 # a request is still one step request (requests_per_step 1: rows cut into several requests would each read the
-# step's experts again); usage errors.
+# step's experts again); the DRAM probes around each size's runs and the repeated runs (medians, the strict limit
+# at the highest probe); usage errors.
 set -u
 B=${GUILD_BUILDDIR:-.}
 if [ ! -x "$B/guild" ] || [ ! -x "$B/tools/guild-mkmodel" ]; then
@@ -24,11 +25,13 @@ for mode in --single-process "--cpu-workers 1"; do
         --prompt 12 --gen 4 --dram-gbs 10 --json "$T/s.json" > "$T/out.txt" 2> "$T/err.txt" ||
         { cat "$T/err.txt"; fail "guild bench sessions $mode"; }
     cat "$T/out.txt"
-    # sessions, tok/s, distinct "cpu+gpu": 1 session touches at most top-k per layer, 12 at least that
-    awk '/^ *[0-9]+ / { n[$1] = 1; if ($2 <= 0) bad = "rate " $2; split($5, d, "+");
-                        if (d[1] + d[2] > 16) bad = "distinct " $5;
-                        if ($1 == 1 && d[1] + d[2] > 4.001) bad = "one session touches " $5;
-                        if ($1 == 12 && d[1] + d[2] < 4) bad = "twelve sessions touch " $5 }
+    # sessions, tok/s, distinct "cpu+gpu" (the table above the strict one): 1 session touches at most top-k per
+    # layer, 12 at least that
+    awk '/^# strict/ { done = 1 }
+         !done && /^ *[0-9]+ / { n[$1] = 1; if ($2 <= 0) bad = "rate " $2; split($7, d, "+");
+                        if (d[1] + d[2] > 16) bad = "distinct " $7;
+                        if ($1 == 1 && d[1] + d[2] > 4.001) bad = "one session touches " $7;
+                        if ($1 == 12 && d[1] + d[2] < 4) bad = "twelve sessions touch " $7 }
          END { if (!(1 in n) || !(4 in n) || !(12 in n)) bad = bad " missing sizes"; if (bad != "") { print bad; exit 1 } }' \
         "$T/out.txt" || fail "guild bench sessions $mode: the table"
     grep -q '"fraction_of_limit"' "$T/s.json" && grep -q '"distinct_cpu_experts_per_layer"' "$T/s.json" ||
@@ -37,6 +40,40 @@ for mode in --single-process "--cpu-workers 1"; do
         r=$(grep -c '"requests_per_step": 1\.0,' "$T/s.json")
         [ "$r" = 3 ] || fail "guild bench sessions $mode: requests a step: $(grep requests_per_step "$T/s.json")"
     fi
+done
+# the DRAM probes around each size's runs (small passes: this is about the bookkeeping, not the rate) and the
+# repeated runs: every size has its probes and runs in the JSON, the strict limit (the run's highest probe) is
+# never looser than a size's own (its probes' median), the median run lies within the runs' spread
+timeout 120 "$B/guild" bench sessions -m "$T/m.gguf" --backend cpu --single-process --threads 2 --sessions 1,3 \
+    --prompt 8 --gen 3 --repeat 3 --probes 2 --probe-gb 0.02 --json "$T/p.json" > "$T/out.txt" 2> "$T/err.txt" ||
+    { cat "$T/err.txt"; fail "guild bench sessions --probes"; }
+cat "$T/out.txt"
+grep -q "^# strict: the limit at the run's highest DRAM probe" "$T/out.txt" || fail "--probes: no strict table"
+python3 - "$T/p.json" << 'EOF' || fail "--probes: the JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["repeat"] == 3 and d["probes_each_side"] == 2 and d["probe_bytes"] > 0, d
+strict = d["dram_strict_gbps"]
+assert strict >= d["dram_read_gbps"] > 0, (strict, d["dram_read_gbps"])
+for s in d["sizes"]:
+    p, runs = s["dram_probes_gbps"], s["step_runs_s"]
+    assert len(p) == 4 and min(p) > 0 and max(p) <= strict, (p, strict)
+    assert sorted(p)[1] <= s["dram_gbps"] <= sorted(p)[2], (p, s["dram_gbps"])
+    assert len(runs) == 3 and s["step_min_s"] == min(runs) and s["step_max_s"] == max(runs), runs
+    assert s["step_min_s"] <= s["step_s"] <= s["step_max_s"], s
+    assert abs(s["step_outside_wait_s"] - (s["step_s"] - s["expert_wait_s"])) < 1e-9, s
+    assert 0 < s["strict_fraction_of_limit"] <= s["fraction_of_limit"] + 1e-12, s
+    assert s["strict_limit_tok_s"] >= s["limit_tok_s"] - 1e-9, s
+EOF
+# a fixed rate: no probes, the strict limit is the own one
+grep -q '"dram_probes_gbps": \[\]' "$T/s.json" || fail "--dram-gbs: probes in the JSON"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["dram_strict_gbps"] == 10 and all(
+    s["strict_fraction_of_limit"] == s["fraction_of_limit"] for s in d["sizes"]), d' "$T/s.json" ||
+    fail "--dram-gbs: the strict limit"
+for bad in "--repeat 0" "--repeat 16" "--probes 0" "--probes 9" "--probe-gb 0" "--dram-gbs -1"; do
+    # shellcheck disable=SC2086
+    "$B/guild" bench sessions -m "$T/m.gguf" $bad > /dev/null 2> "$T/err.txt" && fail "$bad accepted"
+    grep -q -- "${bad% *}" "$T/err.txt" || fail "$bad: $(cat "$T/err.txt")"
 done
 "$B/guild" bench sessions -m "$T/m.gguf" --sessions 0 > /dev/null 2> "$T/err.txt" && fail "--sessions 0 accepted"
 grep -q "sessions" "$T/err.txt" || fail "--sessions 0: $(cat "$T/err.txt")"
