@@ -10,10 +10,11 @@
  * 2048 tokens x 8 slots; Q4_K/Q6_K and the low-bit K and IQ types) and of a Qwen3-235B-A22B-shaped one (4096 x
  * 1536, 4096 and 512 tokens): dp4a against mma, cudaEvent, median of 5, ms and TFLOP/s printed (the bits compared
  * there too).
- * Dense: cuda_matmul's mma path (cuda_matmul_mma, and cuda_matmul itself from CUDA_MATMUL_MMA_MIN_TOK tokens)
+ * Dense: cuda_matmul's mma path (cuda_matmul_mma, and cuda_matmul itself by cuda_matmul_mma_rule)
  * against its dp4a path (cuda_matmul_dp4a), every mma type, n 2048/768/4096, 4096/512/77 rows and the Q6_K
- * output head (151936 rows), 16..2048 tokens, memcmp from poisoned outputs; and their timing (q4_K 4096 x 4096,
- * 4096 x 2048, 2048 x 4096, q6_K 151936 x 2048, q4_K 8192 x 4096 at 16..4096 tokens) with the crossover printed.
+ * output head (151936 rows), 7..2048 tokens (many rows from CUDA_MATMUL_MMA_WIDE_TOK on cuda_matmul's mma path),
+ * memcmp from poisoned outputs; and their timing (q4_K 4096 x 4096,
+ * 4096 x 2048, 2048 x 4096, q6_K 151936 x 2048, q4_K 8192 x 4096 at 4..4096 tokens) with the crossover printed.
  * Needs a CUDA device of compute capability 8.0 or more: without one the program prints why and exits 77. */
 #include <check.h>
 #include <math.h>
@@ -677,6 +678,12 @@ static const dense_case_t dense_cases[] = {
     {GUILD_TYPE_Q6_K, 2048, 151936, 512}, /* the output head of Qwen3-30B-A3B */
     {GUILD_TYPE_Q4_K, 256, 1, 65},        /* one row, a token past a whole tile */
     {GUILD_TYPE_Q5_K, 2048, 200, 1024},   /* the staged kernel (from 1024 tokens), partial tiles and row blocks */
+    /* cuda_matmul's mma path below CUDA_MATMUL_MMA_MIN_TOK tokens: products of many rows (a batched decode step's
+     * output head), at the rule's edges */
+    {GUILD_TYPE_Q6_K, 2048, CUDA_MATMUL_MMA_WIDE_ROWS + 77, CUDA_MATMUL_MMA_WIDE_TOK},
+    {GUILD_TYPE_Q6_K, 2048, CUDA_MATMUL_MMA_WIDE_ROWS, 13},
+    {GUILD_TYPE_Q4_K, 1024, CUDA_MATMUL_MMA_WIDE_ROWS - 1, CUDA_MATMUL_MMA_WIDE_TOK},
+    {GUILD_TYPE_Q8_0, 512, CUDA_MATMUL_MMA_WIDE_ROWS + 5, CUDA_MATMUL_MMA_WIDE_TOK - 1},
 };
 #define N_DENSE_CASES (int)(sizeof dense_cases / sizeof dense_cases[0])
 
@@ -703,7 +710,7 @@ static void dense_bits_run(const dense_case_t *C, uint64_t seed, bool plain)
         ck_assert_msg(st == staged_type(C->type), "%s: the staged kernel %s it", what, st ? "takes" : "does not take");
     const long bad = dense_compare(&D, N_DENSE_PATHS, what);
     printf("%s: %s mma128, mma64 and cuda_matmul (%s%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
-           C->ntok >= CUDA_MATMUL_MMA_MIN_TOK ? "mma path" : "dp4a path",
+           cuda_matmul_mma_rule(C->nrows, C->ntok) ? "mma path" : "dp4a path",
            C->ntok >= 1024 && st ? ", staged kernel" : "", bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
     dense_fini(&D);
@@ -759,10 +766,10 @@ static const struct {
     {GUILD_TYPE_Q6_K, 151936, 2048}, {GUILD_TYPE_Q4_K, 8192, 4096}, /* Qwen3-235B-A22B's Q projection */
 };
 
-/* dp4a against mma for one shape at 16 .. 4096 tokens; the smallest token count from which mma wins. */
+/* dp4a against mma for one shape at 4 .. 4096 tokens; the smallest token count from which mma wins. */
 START_TEST(test_dense_timing)
 {
-    static const int32_t toks[] = {16, 32, 64, 512, 2048, 4096};
+    static const int32_t toks[] = {4, 8, 16, 32, 64, 512, 2048, 4096};
     const guild_type_t type = dense_shapes[_i].type;
     const int64_t nrows = dense_shapes[_i].nrows, n = dense_shapes[_i].n;
     /* the output head's outputs at 4096 tokens would take 2.5 GB */
@@ -773,7 +780,8 @@ START_TEST(test_dense_timing)
     dense_t D;
     dense_init(&D, &r, type, n, nrows, toks[nt - 1], false);
     printf("dense timing %s %lld rows x n %lld (cuda_matmul takes mma from %d tokens):\n",
-           quant_type_info(type)->name, (long long)nrows, (long long)n, CUDA_MATMUL_MMA_MIN_TOK);
+           quant_type_info(type)->name, (long long)nrows, (long long)n,
+           cuda_matmul_mma_rule(nrows, CUDA_MATMUL_MMA_WIDE_TOK) ? CUDA_MATMUL_MMA_WIDE_TOK : CUDA_MATMUL_MMA_MIN_TOK);
     int32_t cross = -1;
     long bad_all = 0;
     for (int i = 0; i < nt; i++) {

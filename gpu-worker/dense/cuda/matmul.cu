@@ -7,7 +7,8 @@
  * row's float sum in block order, as the reference does. F32/F16/BF16: lane l accumulates elements l, l+32, ...
  * with fmaf, then the warp folds its 32 lanes in the reference's tree order — which is the reference's
  * 32-lane accumulator exactly.
- * From CUDA_MATMUL_MMA_MIN_TOK tokens on, the types of cuda_expert_mma_supported go through the int8 tensor-core kernel of
+ * From CUDA_MATMUL_MMA_MIN_TOK tokens on (from CUDA_MATMUL_MMA_WIDE_TOK for products of many rows:
+ * cuda_matmul_mma_rule), the types of cuda_expert_mma_supported go through the int8 tensor-core kernel of
  * expert_mma.cu instead (the same integer block sums, finish and block order: the same bits).
  */
 #include <cuda_bf16.h>
@@ -335,7 +336,7 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
                              wa, aa);
     /* The mma kernel's loads need what was just checked (the alignments are cuda_expert_matmul's), its grid.y
      * ceil(ntok / 64) <= 65535 follows from the check on ceil(ntok / 8). */
-    if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && ntok >= CUDA_MATMUL_MMA_MIN_TOK)) &&
+    if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && cuda_matmul_mma_rule(nrows, ntok))) &&
         expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
                                 ldo, block_rows ? block_rows : mma_block_rows(nrows, ntok), s))
         return cuda_launch_check("matmul (mma)", err);
