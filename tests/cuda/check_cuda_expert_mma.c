@@ -28,6 +28,7 @@
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/matmul_rule.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "tests/cuda/cuda_test_util.h"
 

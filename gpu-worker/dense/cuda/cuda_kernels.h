@@ -97,17 +97,6 @@ int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int32_t ntok, i
  * dp4a kernel reads the weights only ceil(ntok / 8) times. tests/cuda/check_cuda_expert_mma's dense timing
  * measures the crossover. */
 #define CUDA_MATMUL_MMA_MIN_TOK 32
-/* ... and from CUDA_MATMUL_MMA_WIDE_TOK tokens, products of at least CUDA_MATMUL_MMA_WIDE_ROWS weight rows (an
- * output head, a batched decode step's logits): their grid fills the GPU many times over, and there the dp4a
- * kernel's per-token work on every row costs more than the mma tiles' empty columns (check_cuda_expert_mma's dense
- * timing, the output head's shape). */
-#define CUDA_MATMUL_MMA_WIDE_TOK 8
-#define CUDA_MATMUL_MMA_WIDE_ROWS 32768
-/* Whether cuda_matmul takes the mma kernel for nrows x ntok of a cuda_expert_mma_supported type. */
-static inline int cuda_matmul_mma_rule(int64_t nrows, int32_t ntok)
-{
-    return ntok >= CUDA_MATMUL_MMA_MIN_TOK || (ntok >= CUDA_MATMUL_MMA_WIDE_TOK && nrows >= CUDA_MATMUL_MMA_WIDE_ROWS);
-}
 
 /* cuda_matmul's two paths at any token count, the same bits, for tests and timings: _dp4a the CUDA-core kernels
  * (every supported type); _mma the int8 tensor-core kernel (sm_80+; -1 with a message for a type that

@@ -16,6 +16,7 @@
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
 #include "gpu-worker/dense/cuda/matmul_plain.cuh"
+#include "gpu-worker/dense/cuda/matmul_rule.h"
 #include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 
 #define MM_THREADS 128 /* 4 rows per thread block */
