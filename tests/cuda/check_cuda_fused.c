@@ -743,6 +743,7 @@ static const struct {
     {32, 4, 128, 511, 1, 0, false},  {32, 4, 128, 100, 3, 0, false}, {32, 4, 128, 3000, 2, 0, true},
     {8, 8, 64, 700, 1, 0, false},    {32, 2, 64, 1500, 4, 0, false}, {16, 4, 128, 900, 1, 256, true},
     {4, 2, 256, 400, 2, 0, false},   {32, 4, 128, 40, 1, 0, false}, /* one split: no merge either way */
+    {16, 1, 128, 4500, 1, 0, true}, /* 16 heads a block (4 outputs a thread in the merge), the 64 splits' cap */
 };
 #define N_AD (int)(sizeof ad_cases / sizeof ad_cases[0])
 

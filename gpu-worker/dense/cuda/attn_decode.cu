@@ -8,7 +8,8 @@
  * output acc); groups, then warps, then splits are merged with the usual rescaling by exp(m_i - M). With one
  * split the block writes the output; otherwise partials (m, l, acc[HD]) go to scratch and a second kernel
  * merges them (or, given a counter per KV head and row, cuda_attn_fuse_t.done, the last of a row's splits to finish
- * merges them in the attention's launch, with the merge kernel's body: the same bits, a launch less).
+ * merges them in the attention's launch, every query head of the KV head at once with the merge kernel's
+ * arithmetic: the same bits, a launch less).
  *   attn_decode_gqa_kernel: grid (KV head, query row, split); its warps serve the KV head's query heads and
  *     share each tile of keys through shared memory (grouped-query models: the cache is read once).
  *   attn_decode_kernel: grid (query head, query row, split), 4 warps on one head's split; other group sizes.
@@ -213,7 +214,8 @@ static __device__ __forceinline__ void row_plan(int kv0, int t, int window, int 
  * factors exp(m_s - M) are computed once, in parallel; each thread then adds its dim of the partials in split
  * order, the loads unrolled to be in flight together (a split at a time, the merge was latency-bound at many
  * splits). Every thread of the block calls it (__syncthreads; out NULL and n_split 0 for a thread of no head); the
- * partials are read through L2 (other blocks of the launch may have written them: attn_decode_gqa_kernel's merge). */
+ * partials are read through L2. The merge kernel's body; attn_decode_gqa_kernel's merge is merge_heads (the same
+ * bits). */
 template <int HD>
 static __device__ __forceinline__ void merge_head(float *__restrict__ out, const float *__restrict__ p0, int n_split,
                                                   int d, float *f_sh, float *l_sh, float *red, float *L_sh,
@@ -256,6 +258,80 @@ static __device__ __forceinline__ void merge_head(float *__restrict__ out, const
         return;
     }
     out[orow * HD + d] = a / *L_sh;
+}
+
+/* The merge of the splits of `group` query heads of one row (output rows row0 .. row0 + group - 1, partials of
+ * n_split splits each, split_cap apart) by the WPB warps of a block, all heads at once: merge_head's arithmetic
+ * for every head and dim, each sum in merge_head's order (the max of the splits' m; the factors exp(m_s - M);
+ * L = sum of l_s f_s from split 0; each dim's sum of acc_s f_s from split 0; a * f / L with the head's sink), the
+ * same bits, with a few barriers for every head where merge_head takes THREADS / HD heads per round of its own
+ * barriers and L2 round trips (the 8 heads of a Qwen3 KV head took four rounds). Each thread adds HD / 32 (head,
+ * dim) outputs split by split, their loads in flight together. sh_a, sh_b: shared memory of at least 2 WPB
+ * AD_MAX_SPLITS and WPB AD_MAX_SPLITS floats (the tiles' buffers, consumed); sinks NULL or the heads' sinks. */
+template <int HD, int WPB>
+static __device__ __forceinline__ void merge_heads(float *__restrict__ out, const float *__restrict__ partials,
+                                                   int64_t row0, int group, int n_split, int split_cap,
+                                                   const float *sinks, float *sh_a, float *sh_b)
+{
+    constexpr int THREADS = WPB * WARP_SIZE, OPT = (WPB * HD + THREADS - 1) / THREADS; /* outputs a thread */
+    float *ms = sh_a, *ls = sh_a + WPB * AD_MAX_SPLITS, *fs = sh_b; /* [head][split] */
+    __shared__ float hL[WPB];
+    const float *p0 = partials + row0 * split_cap * (HD + 2); /* head h's split s: (h split_cap + s) (HD + 2) */
+    for (int i = threadIdx.x; i < group * n_split; i += THREADS) {
+        const int h = i / n_split, sp = i % n_split;
+        const float *p = p0 + ((int64_t)h * split_cap + sp) * (HD + 2);
+        ms[h * AD_MAX_SPLITS + sp] = __ldcg(p);
+        ls[h * AD_MAX_SPLITS + sp] = __ldcg(p + 1);
+    }
+    __syncthreads();
+    /* warp h: head h's M (a max: exact in any order), its factors, then (lane 0) L in split order */
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    for (int h = warp; h < group; h += WPB) {
+        float mv = -INFINITY;
+        for (int sp = lane; sp < n_split; sp += WARP_SIZE)
+            mv = fmaxf(mv, ms[h * AD_MAX_SPLITS + sp]);
+        const float M = warp_max_f32(mv);
+        for (int sp = lane; sp < n_split; sp += WARP_SIZE)
+            fs[h * AD_MAX_SPLITS + sp] = rescale(ms[h * AD_MAX_SPLITS + sp], M);
+        __syncwarp();
+        if (lane == 0) {
+            float L = 0.0f;
+            for (int sp = 0; sp < n_split; sp++)
+                L += ls[h * AD_MAX_SPLITS + sp] * fs[h * AD_MAX_SPLITS + sp];
+            hL[h] = L;
+            ms[h * AD_MAX_SPLITS] = M; /* read back below for the sink (after the barrier; the factors are taken) */
+        }
+    }
+    __syncthreads();
+    float a[OPT];
+    const float *pa[OPT];
+    const float *fa[OPT];
+#pragma unroll
+    for (int k = 0; k < OPT; k++) {
+        const int o = (int)threadIdx.x + k * THREADS, h = o / HD, d = o % HD;
+        const bool mine = o < group * HD;
+        a[k] = 0.0f;
+        pa[k] = p0 + (mine ? (int64_t)h * split_cap * (HD + 2) + 2 + d : 0);
+        fa[k] = fs + (mine ? h * AD_MAX_SPLITS : 0);
+    }
+#pragma unroll 4
+    for (int sp = 0; sp < n_split; sp++)
+#pragma unroll
+        for (int k = 0; k < OPT; k++)
+            a[k] += __ldcg(pa[k] + sp * (HD + 2)) * fa[k][sp];
+#pragma unroll
+    for (int k = 0; k < OPT; k++) {
+        const int o = (int)threadIdx.x + k * THREADS, h = o / HD, d = o % HD;
+        if (o >= group * HD)
+            continue;
+        if (sinks) { /* merge_head's: the head's sink joined to (M, L) */
+            float Ms = ms[h * AD_MAX_SPLITS], L = hL[h];
+            const float f = sink_join(sinks[h], Ms, L);
+            out[(row0 + h) * HD + d] = a[k] * f / L;
+        } else {
+            out[(row0 + h) * HD + d] = a[k] / hL[h];
+        }
+    }
 }
 
 /* The output rows quantized for the next product (cuda_attn_fuse_t.quant_type): the activation type (0: none),
@@ -389,6 +465,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     constexpr int STRIDE = HD * (int)sizeof(KT); /* bytes per key in shared memory (padding rows to spread the
                                                     banks made no difference on the H200) */
     static_assert(TCH % THREADS == 0 && TK % 4 == 0, "tile shape");
+    static_assert(TK * STRIDE >= 2 * WPB * AD_MAX_SPLITS * (int)sizeof(float), "merge_heads' arrays in ks, vs");
     __shared__ __align__(16) char ks[TK * STRIDE], vs[TK * STRIDE];
     __shared__ float sh_acc[WPB][HD];
     __shared__ float sh_m[WPB], sh_l[WPB];
@@ -428,7 +505,10 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
         __syncthreads();
         if (jt + TK < j1)
             tile_load<CH, THREADS, ROWC, KT>(kb, vb, jt + TK, j1, kvd, kr, vr);
-        /* keys pw * 4 + g + 4 P k of the tile: a warp-uniform trip count */
+        /* keys pw * 4 + g + 4 P k of the tile: a warp-uniform trip count; two keys an iteration, so that the
+         * next key's loads and dot product can be scheduled beside this key's exponentials (the same operations
+         * on each key, in the same order: the same bits) */
+#pragma unroll 2
         for (int jj = pw * 4; jj < TK; jj += 4 * P) {
             const int jl = jj + g;
             float kf[DPL], vf[DPL];
@@ -458,8 +538,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     }
     if (!done)
         return;
-    /* The row's last split to finish merges the splits of the KV head's query heads (merge_head, the merge
-     * kernel's body: the same bits), PER heads at a time, and sets the row's counter back to 0. */
+    /* The row's last split to finish merges the splits of the KV head's query heads and sets the row's counter
+     * back to 0. */
     __shared__ unsigned int ticket;
     __threadfence(); /* this block's partials visible before the count says so */
     __syncthreads();
@@ -469,18 +549,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     if (ticket != (unsigned int)n_split - 1)
         return;
     __threadfence();
-    constexpr int PER = THREADS / HD > 0 ? THREADS / HD : 1;
-    __shared__ float mf_sh[PER][AD_MAX_SPLITS], ml_sh[PER][AD_MAX_SPLITS];
-    __shared__ float mred[PER][HD / WARP_SIZE > 0 ? HD / WARP_SIZE : 1], mL_sh[PER];
-    const int slot = (int)threadIdx.x / HD, d = (int)threadIdx.x % HD;
-    for (int h0 = 0; h0 < group; h0 += PER) {
-        const int hh = hkv * group + h0 + slot;
-        const bool mine = slot < PER && h0 + slot < group;
-        const int64_t row = (int64_t)t * n_head + hh;
-        merge_head<HD>(mine ? out : NULL, partials + (mine ? row * split_cap * (HD + 2) : 0), mine ? n_split : 0,
-                       d, mf_sh[slot % PER], ml_sh[slot % PER], mred[slot % PER], &mL_sh[slot % PER],
-                       mine && sinks ? sinks + hh : NULL, row);
-    }
+    merge_heads<HD, WPB>(out, partials, (int64_t)t * n_head + hkv * group, group, n_split, split_cap,
+                         sinks ? sinks + hkv * group : NULL, (float *)ks, (float *)vs);
     if (threadIdx.x == 0)
         done[hkv * gridDim.y + t] = 0; /* every split has counted: ready for the next launch */
     if (oq.qt) {
