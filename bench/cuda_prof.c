@@ -108,8 +108,9 @@ static void usage(FILE *out)
             "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n"
             "      --trace-prefill     trace the prompt's forward passes (a second prefill) instead of decode\n"
             "      --phases            the backend's step clock over the same steps: host times around the launch,\n"
-            "                          device time between marks (embedding, layer 0, the other layers, LM head);\n"
-            "                          with --no-trace, the step untraced (5 one-thread kernels more a step)\n",
+            "                          device time between marks (embedding, layer 0's parts, the other layers,\n"
+            "                          LM head); with --no-trace, the step untraced (up to 12 one-thread kernels\n"
+            "                          more a step)\n",
             WARMUP_STEPS);
     stack_flags_usage(out, PROF_FLAGS, "cuda");
     fprintf(out, "  -h, --help              this help\n");

@@ -20,6 +20,7 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/cuda_step_clock.h" /* the marks */
 
 /* Batches up to CUDA_DECODE_ROWS rows use the decode attention kernel (keys split across blocks per row): a
  * row's attention is the same bits in any such batch (speculative verify steps equal plain decode); captured
@@ -97,7 +98,8 @@ static int group_attention(cuda_backend_t *b, const model_part_t *p, const cuda_
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     const int32_t r0 = b->grp_row0[g], n = b->grp_rows[g], seq = b->grp_seq[g];
     const int32_t *pos = b->d_pos + g;
-    if (qk_prepare(b, L, p->opts, il, r0, n, seq, pos, NULL, err) < 0)
+    if (qk_prepare(b, L, p->opts, il, r0, n, seq, pos, NULL, err) < 0 ||
+        cuda_layer_mark(b, il, CUDA_MARK_L0_QK, err) < 0)
         return -1;
     float *att = b->att + (size_t)r0 * (size_t)Q;
     const float *q = b->q + (size_t)r0 * (size_t)Q;
@@ -165,7 +167,8 @@ static int seqs_attention(cuda_backend_t *b, const model_part_t *p, const cuda_l
 {
     const model_config_t *c = b->cfg;
     const float scale = 1.0f / sqrtf((float)c->head_dim);
-    if (qk_prepare(b, L, p->opts, il, 0, rows->n, 0, NULL, rows, err) < 0)
+    if (qk_prepare(b, L, p->opts, il, 0, rows->n, 0, NULL, rows, err) < 0 ||
+        cuda_layer_mark(b, il, CUDA_MARK_L0_QK, err) < 0)
         return -1;
     const void *kc = cuda_kv_k(b, il, 0), *vc = cuda_kv_v(b, il, 0);
     const cuda_attn_ext_t ext = {model_layer_window(c, il), (p->opts & MODEL_GQA_SINKS) ? L->sinks.d : NULL};
@@ -192,7 +195,8 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
     float *const y[3] = {gated ? b->qg : b->q, b->k, b->v};
     const int64_t ld[3] = {gated ? 2 * Q : Q, KV, KV};
     if (cuda_linear_multi(b, 3, W, b->xn, E, n, y, ld, err) < 0 ||
-        (gated && cuda_qg_split(b->qg, b->q, b->gate, n, c->n_head, c->head_dim, s, err) < 0))
+        (gated && cuda_qg_split(b->qg, b->q, b->gate, n, c->n_head, c->head_dim, s, err) < 0) ||
+        cuda_layer_mark(b, il, CUDA_MARK_L0_QKV, err) < 0)
         return -1;
     /* fused: a decode step's attention also quantizes its output for the output product (the decode kernel over
      * an F16/F32 cache; gated attention multiplies it first) */
@@ -209,6 +213,8 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
             if (group_attention(b, p, L, il, g, fold ? ot : GUILD_TYPE_F32, err) < 0)
                 return -1;
     }
+    if (cuda_layer_mark(b, il, CUDA_MARK_L0_SCORES, err) < 0)
+        return -1;
     if (fold) { /* what cuda_linear takes for the quantization of att */
         b->act_src = b->att;
         b->act_fresh = b->att;

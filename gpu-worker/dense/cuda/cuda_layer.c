@@ -87,6 +87,11 @@ int cuda_linear_multi(cuda_backend_t *b, int32_t count, const cuda_tensor_t *con
     return 0;
 }
 
+int cuda_layer_mark(cuda_backend_t *b, int32_t il, int which, guild_err_t *err)
+{
+    return il == 0 ? cuda_step_clock_mark(b->clock, which, b->stream, err) : 0;
+}
+
 int cuda_residual_add(cuda_backend_t *b, const float *p, int32_t n, guild_err_t *err)
 {
     if (b->fuse) {

@@ -258,6 +258,10 @@ int cuda_weights_upload(cuda_backend_t *b, guild_err_t *err);
  * sequences' caches. Only enqueues on b->stream, except the routed experts' exchange. -1 with a message on failure. */
 int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err);
 
+/* The step clock's mark `which` (CUDA_MARK_L0_*, cuda_step_clock.h) after the kernels a part has enqueued so far,
+ * in layer 0 with the clock on; nothing otherwise (0). */
+int cuda_layer_mark(cuda_backend_t *b, int32_t il, int which, guild_err_t *err);
+
 /* x += p (n rows of n_embd), or, when the block norms fuse, that addition left pending for the next block norm
  * of the layer program to apply in its launch (the same bits). The parts end with it. */
 int cuda_residual_add(cuda_backend_t *b, const float *p, int32_t n, guild_err_t *err);

@@ -85,8 +85,13 @@ void cuda_step_clock_done(cuda_step_clock_t *c, int32_t rows, bool graph)
     t->gpu = cudaEventElapsedTime(&ms, c->ev[0], c->ev[1]) == cudaSuccess ? (double)ms * 1e3 : -1;
     (void)cudaGetLastError();
     const volatile uint64_t *m = c->h_marks; /* written by the device; the step has synchronised */
-    for (int i = 0; i + 1 < CUDA_MARKS; i++)
-        t->mark[i] = m[i] && m[i + 1] && m[i + 1] >= m[i] ? (double)(m[i + 1] - m[i]) / 1e3 : -1;
+    uint64_t prev = m[0]; /* the latest mark that ran (a part without its own marks leaves them 0) */
+    for (int i = 0; i + 1 < CUDA_MARKS; i++) {
+        const uint64_t x = m[i + 1];
+        t->mark[i] = prev && x && x >= prev ? (double)(x - prev) / 1e3 : -1;
+        if (x)
+            prev = x;
+    }
 }
 
 int cuda_backend_step_times(struct backend *be, cuda_step_times_t *out, int32_t cap, int32_t *n, guild_err_t *err)
@@ -136,8 +141,12 @@ void cuda_step_times_print(const cuda_step_times_t *t, int32_t n, FILE *out)
                                      "host: synchronised -> return (logits to the caller)"};
     static const char *const mn[] = {"device: start -> embedding done (tokens' copy, get_rows, finite reset)",
                                      "device: -> layer 0's block norm done",
-                                     "device: -> layer 0's attention part done",
+                                     "device:    -> its Q/K/V products done (GQA)",
+                                     "device:    -> its qk_prepare done (Q/K norms, RoPE, K/V store)",
+                                     "device:    -> its attention kernel done (merge, quantization)",
+                                     "device: -> layer 0's attention part done (output product)",
                                      "device: -> layer 0's FFN norm done",
+                                     "device:    -> its router done (MoE: product, choice, counts)",
                                      "device: -> layer 0's FFN part done (layer 0 done)",
                                      "device: -> last layer done", "device: -> LM head's product done"};
     _Static_assert(sizeof mn / sizeof mn[0] == CUDA_MARKS - 1, "a name a span");
@@ -149,8 +158,12 @@ void cuda_step_times_print(const cuda_step_times_t *t, int32_t n, FILE *out)
                 median_of(t, n, offsetof(cuda_step_times_t, host) + (size_t)i * sizeof(double), v));
     fprintf(out, "  %-72s %9.1f\n", "device: events around the launch (stream reaches the step -> its last work)",
             median_of(t, n, offsetof(cuda_step_times_t, gpu), v));
-    for (int i = 0; i + 1 < CUDA_MARKS; i++)
-        fprintf(out, "  %-72s %9.1f\n", mn[i],
-                median_of(t, n, offsetof(cuda_step_times_t, mark) + (size_t)i * sizeof(double), v));
+    for (int i = 0; i + 1 < CUDA_MARKS; i++) {
+        const double x = median_of(t, n, offsetof(cuda_step_times_t, mark) + (size_t)i * sizeof(double), v);
+        if (x >= 0)
+            fprintf(out, "  %-72s %9.1f\n", mn[i], x);
+        else
+            fprintf(out, "  %-72s %9s\n", mn[i], "-");
+    }
     free(v);
 }

@@ -8,9 +8,10 @@
  *     work (the logits' copy included);
  *   - device, marks (cuda_clock_mark: the GPU's global timer once the kernels before the mark have finished) at
  *     the step's start, after the embedding (the tokens' copy, get_rows, the non-finite check's reset), within
- *     layer 0 after each of its parts (the block norm, the attention part, the FFN's norm, the FFN part), after
- *     the last layer and after the LM head's product: seven spans.
- * The marks are 8 more one-thread kernels in the step: with the clock off the step has none of this. */
+ *     layer 0 after each of its parts (the block norm, the attention part, the FFN's norm, the FFN part) and
+ *     within the parts that mark themselves (GQA attention: its Q/K/V products, qk_prepare, the attention
+ *     kernel; the MoE FFN: its router), after the last layer and after the LM head's product: up to eleven spans.
+ * The marks are up to 12 more one-thread kernels in the step: with the clock off the step has none of this. */
 #ifndef GUILD_GPU_WORKER_CUDA_STEP_CLOCK_H
 #define GUILD_GPU_WORKER_CUDA_STEP_CLOCK_H
 
@@ -26,8 +27,12 @@ enum {
     CUDA_MARK_START,
     CUDA_MARK_EMBED,
     CUDA_MARK_L0_NORM,   /* layer 0's parts (cuda_layer.c) */
-    CUDA_MARK_L0_ATTN,
+    CUDA_MARK_L0_QKV,    /* within GQA attention (attn_gqa.c): its Q/K/V products, */
+    CUDA_MARK_L0_QK,     /* qk_prepare (Q/K norms, RoPE, the K/V store), */
+    CUDA_MARK_L0_SCORES, /* the attention kernel (its merge and quantization) */
+    CUDA_MARK_L0_ATTN,   /* the attention part (its output product) */
     CUDA_MARK_L0_FFN_NORM,
+    CUDA_MARK_L0_ROUTER, /* within the MoE FFN (ffn_moe.c): the router (its product, choice, counts) */
     CUDA_MARK_LAYER0,    /* layer 0 done: its FFN part */
     CUDA_MARK_LAYERS,
     CUDA_MARK_HEAD,
@@ -42,8 +47,10 @@ typedef struct cuda_step_times {
     double host[CUDA_HOSTS - 1];    /* entry -> launch, the launch call, -> synchronised, -> return */
     double wall;                    /* entry -> return */
     double gpu;                     /* the events: the stream reaching the step -> its last work; < 0: unknown */
-    double mark[CUDA_MARKS - 1];    /* start -> embedding, layer 0's parts (-> norm, -> attention, -> FFN norm,
-                                       -> FFN), -> last layer, -> LM head; < 0: unknown */
+    double mark[CUDA_MARKS - 1];    /* start -> embedding, layer 0's parts (-> norm, [-> Q/K/V, -> qk_prepare,
+                                       -> attention kernel,] -> attention part, -> FFN norm, [-> router,] -> FFN),
+                                       -> last layer, -> LM head, each from the latest mark before it that ran;
+                                       < 0: unknown (a mark of a part that layer 0 does not have, in []) */
 } cuda_step_times_t;
 
 /* The passes recorded since the last call (at most cap, the latest; 0 when none), into out; the record empties.

@@ -3,6 +3,7 @@
  * meanwhile; the experts' outputs collected; x += sum over slots in order of w * y [+ sigmoid(gate) * shared | + shared]. */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
+#include "gpu-worker/dense/cuda/cuda_step_clock.h" /* the marks */
 
 static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
 {
@@ -20,6 +21,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
         (b->route_counts && !mtp && !cuda_router_parts[lp->router->kind]->counts &&
          cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert, s, err) < 0) ||
+        cuda_layer_mark(b, il, CUDA_MARK_L0_ROUTER, err) < 0 ||
         moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0)
         return -1;
     if (shared) {
