@@ -504,6 +504,7 @@ int main(int argc, char **argv)
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
     float *logits = NULL;
+    backend_t *logits_be = NULL; /* the backend logits is of */
     int32_t *prompt = NULL, *pos = NULL, *seq = NULL, *tok = NULL, *rows = NULL;
     uint64_t *t0 = NULL, *t1 = NULL;
     prof_summary_t sum = {0};
@@ -530,7 +531,8 @@ int main(int argc, char **argv)
     if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
     backend_t *be = backend_stack_backend(stack);
-    logits = malloc((size_t)S * (size_t)V * sizeof *logits);
+    logits = backend_logits_alloc(be, (size_t)S * (size_t)V); /* what guild run and bench run take */
+    logits_be = be;
     prompt = malloc((size_t)c.populate * sizeof *prompt);
     pos = malloc((size_t)c.flags.n_batch * sizeof *pos);
     seq = malloc((size_t)c.flags.n_batch * sizeof *seq);
@@ -688,9 +690,10 @@ int main(int argc, char **argv)
 out:
     if (rc)
         fprintf(stderr, WHO ": %s\n", err.msg);
+    if (logits)
+        backend_logits_free(logits_be, logits);
     backend_stack_close(&stack);
     model_destroy(&m);
-    free(logits);
     free(prompt);
     free(pos);
     free(seq);

@@ -544,6 +544,7 @@ int bench_run_main(int argc, char **argv)
     model_t *m = NULL;
     backend_stack_t *stack = NULL;
     float *logits = NULL;
+    backend_t *logits_be = NULL; /* the backend logits is of */
     int32_t *prompt = NULL, *pos = NULL;
     run_result_t *res = NULL;
     json_t *root = NULL;
@@ -611,11 +612,10 @@ int bench_run_main(int argc, char **argv)
     }
 
     const int32_t V = mc->n_vocab;
-    logits = malloc((size_t)V * sizeof *logits);
     prompt = malloc((size_t)max_pop * sizeof *prompt);
     pos = malloc((size_t)(max_pop + c.gen) * sizeof *pos);
     res = calloc((size_t)c.n_populate * (size_t)c.runs, sizeof *res);
-    if (!logits || !prompt || !pos || !res) {
+    if (!prompt || !pos || !res) {
         guild_err_set(&err, "out of memory");
         goto out;
     }
@@ -651,6 +651,12 @@ int bench_run_main(int argc, char **argv)
         open_s += guild_clock_s() - t_open;
         backend_t *be = backend_stack_backend(stack);
         c.batch = backend_stack_n_batch(stack);
+        /* the kind of memory the backend writes the logits into itself (pinned for the GPU: no copy after a step) */
+        logits_be = be;
+        if (!(logits = backend_logits_alloc(be, (size_t)V))) {
+            guild_err_set(&err, "out of memory for %d logits", V);
+            goto out;
+        }
         if (c.spec.kind != SPEC_NONE) {
             if ((!tok && tok_new_from_gguf(&tok, model_gguf(m), &err) < 0) ||
                 spec_setup_open(&spec, &c.spec, m, tok, c.flags.n_ctx, c.flags.n_threads, &err) < 0)
@@ -735,6 +741,8 @@ int bench_run_main(int argc, char **argv)
         spec_setup_close(&spec);
         sr.drafter = NULL;
         mem_processes(&mem, stack);
+        backend_logits_free(logits_be, logits);
+        logits = NULL;
         backend_stack_close(&stack);
     }
     if (c.spec.kind != SPEC_NONE)
@@ -933,12 +941,13 @@ out:
     if (rc)
         fprintf(stderr, "guild bench run: %s\n", err.msg);
     json_decref(root);
+    if (logits)
+        backend_logits_free(logits_be, logits);
     backend_stack_close(&stack);
     stack_plan_fini(&sps[0]);
     stack_plan_fini(&sps[1]);
     spec_setup_close(&spec);
     tok_destroy(&tok);
-    free(logits);
     free(prompt);
     free(pos);
     free(res);

@@ -338,7 +338,7 @@ int gen_run(backend_t *be, sampler_t *smp, const tok_t *tok, const int32_t *prom
     int rc = -1;
     gen_t g = {.be = be, .smp = smp, .tok = tok, .opt = opt, .res = res};
     double t_decode = 0;
-    float *logits = malloc((size_t)opt->n_vocab * sizeof *logits);
+    float *logits = backend_logits_alloc(be, (size_t)opt->n_vocab); /* pinned for the GPU: no copy after a step */
     int32_t *pos = malloc((size_t)opt->n_batch * sizeof *pos);
     g.piece = malloc(tok_max_piece_len(tok) + 1);
     if (!logits || !pos || !g.piece) {
@@ -375,7 +375,7 @@ done:
     if (g.text.len && stream_put(&g.text, opt, "", 0, true, rc < 0 ? NULL : err) < 0)
         rc = -1;
     free(g.text.buf);
-    free(logits);
+    backend_logits_free(be, logits);
     free(pos);
     free(g.piece);
     return rc;

@@ -2,6 +2,7 @@
 
 #include "gpu-worker/dense/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu-worker/dense/cpu/cpu_backend.h"
@@ -129,6 +130,22 @@ int backend_forward_seq(backend_t *b, int32_t n_tokens, const int32_t *tokens, c
             return guild_err_set(err, "forward: row %d is of sequence %d; backend %s holds one", i, seq[i],
                                  b->ops->name);
     return b->ops->forward(b, n_tokens, tokens, positions, n_out, out_rows, logits, err);
+}
+
+float *backend_logits_alloc(backend_t *b, size_t n)
+{
+    const size_t bytes = (n ? n : 1) * sizeof(float);
+    return b->ops->logits_alloc ? b->ops->logits_alloc(b, bytes) : malloc(bytes);
+}
+
+void backend_logits_free(backend_t *b, float *p)
+{
+    if (!p)
+        return;
+    if (b->ops->logits_free)
+        b->ops->logits_free(b, p);
+    else
+        free(p);
 }
 
 int32_t backend_n_seq(const backend_t *b)

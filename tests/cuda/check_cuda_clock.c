@@ -1,7 +1,9 @@
 /* The CUDA backend's step clock (cuda_config_t.step_clock, gpu-worker/dense/cuda/cuda_step_clock.h): with it on,
- * the same logits bits as with it off (its marks are kernels of the step, graphs and the direct path); a record
- * per forward pass, each with its rows and path, host parts that add up to its wall time, the device's span and
- * all four spans between marks known, the marks' spans within the events' span; the record empties when read;
+ * the same logits bits as with it off (its marks are kernels of the step, graphs and the direct path; the logits
+ * into backend_logits_alloc's page-locked memory on one side and malloc'd memory on the other); a record per
+ * forward pass, each with its rows and path, host parts that add up to its wall time, the device's span and every
+ * span between marks known (a qwen3moe layer 0 runs all of them), the marks' spans within the events' span; the
+ * record empties when read;
  * -1 with the clock off and for another backend. Needs a CUDA device: without one, exit 77 (SKIP). */
 #include <check.h>
 #include <math.h>
@@ -51,9 +53,12 @@ START_TEST(test_clock)
     ck_assert(guild_pool_new(&pool, 2, NULL, &err) == 0);
     ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
     const int32_t V = model_config(m)->n_vocab;
-    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
     backend_t *on = open_backend(m, pool, moe, "cuda", true, graphs), *off = open_backend(m, pool, moe, "cuda", false,
                                                                                          graphs);
+    /* the clocked backend's logits into its own kind of memory (page-locked: the graph's copy lands there), the
+     * other's into malloc'd memory (through its staging buffer) */
+    float *la = backend_logits_alloc(on, (size_t)V), *lb = malloc((size_t)V * sizeof *lb);
+    ck_assert(la && lb);
     cuda_step_times_t t[16];
     int32_t n = -1;
     ck_assert_int_eq(cuda_backend_step_times(off, t, 16, &n, &err), -1);
@@ -94,9 +99,9 @@ START_TEST(test_clock)
     backend_t *cpu = open_backend(m, pool, moe, "cpu", false, false);
     ck_assert_int_eq(cuda_backend_step_times(cpu, t, 16, &n, &err), -1);
     backend_destroy(&cpu);
+    backend_logits_free(on, la);
     backend_destroy(&on);
     backend_destroy(&off);
-    free(la);
     free(lb);
     moe_exec_destroy(&moe);
     guild_pool_destroy(&pool);

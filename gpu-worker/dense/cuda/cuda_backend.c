@@ -1147,6 +1147,25 @@ static int cuda_exchange_exec(moe_exec_t **out, struct guild_exchange *x, const 
     return moe_xchg_new(out, x, o, err);
 }
 
+/* backend_logits_alloc: page-locked, so that the step's graph copies the logits there itself (host_visible). */
+static void *cuda_logits_alloc(backend_t *base, size_t bytes)
+{
+    (void)base;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_logits_free(backend_t *base, void *p)
+{
+    (void)base;
+    if (cudaFreeHost(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
     .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES | /* ranked device parts, staged slices, */
@@ -1165,4 +1184,6 @@ const backend_ops_t cuda_backend_ops = {
     .exchange_exec = cuda_exchange_exec,
     .routing = cuda_routing,
     .mtp_step = cuda_mtp_step,
+    .logits_alloc = cuda_logits_alloc,
+    .logits_free = cuda_logits_free,
 };
