@@ -93,21 +93,26 @@ static double num(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+/* Adds run r's results to series s (empty, or holding the points of earlier files of the same label: a context
+ * that two of them report is refused, since only one can be drawn). */
 static int load_series(const plot_run_t *r, series_t *s, guild_err_t *err)
 {
     const json_t *res = json_object_get(r->doc, "results");
     if (!json_is_array(res))
         return guild_err_set(err, "%s: no \"results\" array (not a guild bench run --json document)", r->label);
-    if (json_array_size(res) > MAX_POINTS)
-        return guild_err_set(err, "%s: %zu results, at most %d are drawn", r->label, json_array_size(res),
-                             MAX_POINTS);
+    if (json_array_size(res) > (size_t)(MAX_POINTS - s->n))
+        return guild_err_set(err, "%s: %zu results, at most %d are drawn in a series", r->label,
+                             json_array_size(res) + (size_t)s->n, MAX_POINTS);
     s->label = r->label;
-    s->n = 0;
+    const int earlier = s->n;
     for (size_t i = 0; i < json_array_size(res); i++) {
         const json_t *x = json_array_get(res, i);
         const double c = num(x, "context");
         if (!json_is_object(x) || c < 1)
             return guild_err_set(err, "%s: results[%zu]: no positive \"context\"", r->label, i);
+        for (int j = 0; j < earlier; j++)
+            if (s->p[j].ctx == c)
+                return guild_err_set(err, "%s: context %.0f is in two files of this label (one series)", r->label, c);
         const char *kv = json_string_value(json_object_get(x, "kv_cache"));
         s->p[s->n++] = (point_t){c, num(x, "prefill_tok_s"), num(x, "decode_tok_s"), num(x, "decode_limit_tok_s"),
                                  kv && !strcmp(kv, "host")};
@@ -246,14 +251,25 @@ int plot_write_svg(const plot_run_t *runs, int n, const char *title, FILE *o, gu
         return guild_err_set(err, "out of memory");
     int rc = -1;
     double clo = INFINITY, chi = 0;
-    for (int r = 0; r < n; r++) {
-        if (load_series(&runs[r], &ss[r], err) < 0)
+    /* files of one label are one series: a KV format's contexts in GPU memory and in host RAM come from two runs
+     * (two stacks, each its own guild bench run), drawn as one curve in one colour */
+    const int n_runs = n;
+    n = 0;
+    bool given[MAX_RUNS] = {false};
+    for (int r = 0; r < n_runs; r++) {
+        int s = 0;
+        while (s < n && !(runs[r].label_given && given[s] && !strcmp(ss[s].label, runs[r].label)))
+            s++;
+        given[s] = runs[r].label_given;
+        n += s == n;
+        if (load_series(&runs[r], &ss[s], err) < 0)
             goto done;
+    }
+    for (int r = 0; r < n; r++)
         for (int i = 0; i < ss[r].n; i++) {
             clo = fmin(clo, ss[r].p[i].ctx);
             chi = fmax(chi, ss[r].p[i].ctx);
         }
-    }
     if (chi <= 0)
         clo = 512, chi = 4096;
     /* whole powers of two around the contexts, at least one doubling wide */
@@ -340,11 +356,11 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: guild bench plot RESULTS.json... -o FILE.svg [options]\n"
             "Draws prefill and decode tok/s against populated context from guild bench run --json documents,\n"
-            "one series per file (log-scale axes; the decode limit of each run dashed; hollow markers: the\n"
+            "one series per label (log-scale axes; the decode limit of each run dashed; hollow markers: the\n"
             "KV cache in host RAM).\n"
             "  -o, --output FILE       the SVG to write (- for stdout)\n"
             "  -l, --label TEXT        the legend label of the next file (repeat per file; default: its name\n"
-            "                          without .json)\n"
+            "                          without .json); files given one label are drawn as one series\n"
             "  -t, --title TEXT        the title (default: the first run's model architecture and GPU)\n"
             "  -h, --help              this help\n");
 }
@@ -401,6 +417,7 @@ int bench_plot_main(int argc, char **argv)
             guild_err_set(&err, "%s: not JSON: %s (line %d)", path, je.text, je.line);
             goto done;
         }
+        runs[i].label_given = labels[i] != NULL;
         if (labels[i]) {
             runs[i].label = labels[i];
         } else {

@@ -1,5 +1,6 @@
 /* bench/plot.h — `guild bench run`'s results drawn as an SVG: prefill and decode tok/s against populated context,
- * one series per run, the decode limit of each run as a dashed line of its colour.
+ * one series per run (or per label given to several runs), the decode limit of each run as a dashed line of its
+ * colour.
  *
  * Two panels side by side, both with a log-2 context axis (the populated contexts double) and a log-10 tok/s axis
  * with 1-2-5 ticks (prefill and the decode limit are often ten times the measured decode). The document is
@@ -11,14 +12,18 @@
 #define GUILD_BENCH_PLOT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "core/util/err.h"
 
-/* One run: a `guild bench run --json` document (borrowed) and its legend label. */
+/* One run: a `guild bench run --json` document (borrowed) and its legend label. Runs whose label was given
+ * (label_given) and is the same are one series: a KV format's contexts in GPU memory and in host RAM, two stacks
+ * and so two runs, drawn as one curve. */
 typedef struct plot_run {
     const json_t *doc;
     const char *label;
+    bool label_given;
 } plot_run_t;
 
 /* Writes the SVG of runs[0..n) (n >= 1) to out. title NULL: a default naming the model and the GPU of the first

@@ -130,6 +130,40 @@ check(any(t.startswith("hollow markers") for t in texts), "no note for the hollo
 root = parse_svg(out)
 check(not any("hollow" in "".join(t.itertext()) for t in root.iter(SVG + "text")), "a hollow note without a host point")
 
+# ---- two files given one label are one series: a format's GPU-memory stack and its host-RAM stack ---------
+gdoc = run_doc([4096, 16384, 32768, 65536], [9000, 5000, 3500, 2000], [60.0, 50.0, 45.0, 30.0],
+               [100.0, 98.0, 97.0, 95.0])
+hdoc1 = run_doc([131072], [1100], [5.0], [7.0])
+hdoc1["results"][0]["kv_cache"] = "host"
+os.makedirs(os.path.join(T, "other"), exist_ok=True)
+g_path, h_path = write("fmt-gpu.json", gdoc), write("fmt-host.json", hdoc1)
+out_m = os.path.join(T, "merged.svg")
+r = plot(g_path, h_path, a, "-l", "q8_0", "-l", "q8_0", "-o", out_m)
+check(r.returncode == 0, "guild bench plot of two files of one label: %s" % r.stderr)
+root = parse_svg(out_m)
+lines = polylines(root)
+solid = [l for l in lines if not l[1]]
+check(len(solid) == 4, "%d solid series, expected 4 (one label's two files are one series, and allgpu)" % len(solid))
+merged = [l for l in solid if len(l[2]) == 5]
+check(len(merged) == 2 and merged[0][0] == merged[1][0], "the label's two files are not one series of 5 points: %r"
+      % [(l[0], len(l[2])) for l in solid])
+check(len({l[0] for l in solid}) == 2, "two series do not have two colours")
+texts = ["".join(t.itertext()) for t in root.iter(SVG + "text")]
+check(texts.count("q8_0") == 1 and "allgpu" in texts, "the legend has not one row per series: %r" % texts[-5:])
+marks = [(c.get("fill"), "".join(c.itertext())) for c in root.iter(SVG + "circle")
+         if "context 131072" in "".join(c.itertext())]
+check(len(marks) == 2 and all(f == "#ffffff" for f, _ in marks), "the host file's point is not hollow: %r" % marks)
+# the same context in two files of one label: which to draw is not known
+r = plot(g_path, g_path, "-l", "q8_0", "-l", "q8_0", "-o", os.path.join(T, "dup.svg"))
+check(r.returncode == 1 and "context 4096 is in two files" in r.stderr, "a context twice in a series: %d %s"
+      % (r.returncode, r.stderr))
+# default labels (the files' names) never merge: two files of one name in two folders are two series
+same = write(os.path.join("other", "fmt-gpu.json"), gdoc)
+r = plot(g_path, same, "-o", os.path.join(T, "samename.svg"))
+check(r.returncode == 0, "two files of one name: %s" % r.stderr)
+solid = [l for l in polylines(parse_svg(os.path.join(T, "samename.svg"))) if not l[1]]
+check(len(solid) == 4, "two files of one name without -l are not two series: %d" % len(solid))
+
 # ---- errors ----------------------------------------------------------------------------------------------
 r = plot(a)
 check(r.returncode == 2 and "no output" in r.stderr, "no -o: %d %s" % (r.returncode, r.stderr))
