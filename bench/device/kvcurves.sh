@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Session 27's populated-context points of issue 18 still missing at --gpu-mem 8G on the Qwen3-30B-A3B-shaped file
 # (bench/results/kvcurves-h200-2026-12-02-s27.md), in one call: f16 at 131,072 (its cache in host RAM), f16 at
-# 4,096-65,536 (GPU memory), q8_0 at 4,096-65,536 (GPU memory), q8_0 at 131,072 (host RAM). Each placement is a
+# 4,096-65,536 (GPU memory), q8_0 at 131,072 (host RAM), q8_0 at 4,096-65,536 (GPU memory). Each placement is a
 # `guild bench run --sweep` of its own (a stack of its own either way; apart, each has its --gen and its JSON, and
 # a run that cannot finish in what is left is not started). The order: the first host-RAM run (all or nothing:
-# one 131,072-token prompt) first, so that a failure of that placement shows early; then the two GPU-memory sweeps
-# (a sweep killed at the budget keeps its finished contexts in the log); then q8_0 at 131,072, the longest
-# (~145 s), when what is left holds it. The model is written once; a file another call of this session left at
+# one 131,072-token prompt) first, so that a failure of that placement shows early; f16's GPU-memory sweep; q8_0 at
+# 131,072, the longest (~145 s), when what is left holds it; q8_0's GPU-memory sweep last (only its 65,536 is new;
+# a sweep killed at the budget keeps its finished contexts in the log). The model is written once; a file another
+# call of this session left at
 # /tmp/q30b.gguf is taken only when its size and the digest of 16 MiB sampled across it match what
 # guild-mkmodel writes (KVCURVES_DIGEST, from the same command on the VM). Every step runs under
 # `timeout -s KILL` and the log goes to $OUT as it is written. Run from the repo root:
@@ -75,8 +76,8 @@ run() { # (not "name": lib.sh's step sets it)
 }
 run f16-host f16 131072 8 100 140
 run f16-gpu f16 4096,16384,32768,65536 16 60 90
-run q8_0-gpu q8_0 4096,16384,32768,65536 16 56 80
 run q8_0-host q8_0 131072 8 150 600
+run q8_0-gpu q8_0 4096,16384,32768,65536 16 56 80
 
 # every bench table as it ended
 grep -h -A12 '^# guild bench run' "$O"/logs/*.out 2> /dev/null | grep -v '^--$'
