@@ -7,10 +7,10 @@
 # one 131,072-token prompt) first, so that a failure of that placement shows early; f16's GPU-memory sweep; q8_0 at
 # 131,072, the longest (~145 s), when what is left holds it; q8_0's GPU-memory sweep last (only its 65,536 is new;
 # a sweep killed at the budget keeps its finished contexts in the log). The model is written once; a file another
-# call of this session left at
-# /tmp/q30b.gguf is taken only when its size and the digest of 16 MiB sampled across it match what
-# guild-mkmodel writes (KVCURVES_DIGEST, from the same command on the VM). Every step runs under
-# `timeout -s KILL` and the log goes to $OUT as it is written. Run from the repo root:
+# call of this session left at /tmp/q30b.gguf (or /tmp/q30b-vram.gguf) is taken only when its size and the md5 of
+# 16 MiB sampled across it match what guild-mkmodel writes (KVCURVES_DIGEST, from the same command on the VM:
+# f750f8e85ae1fa9bd14ef9a7955c3c18 for session 27's writer). Every step runs under `timeout -s KILL` and the log
+# goes to $OUT as it is written. Run from the repo root:
 #   C=DIR bash $C/kvcurves.sh [SECONDS]
 # with the pack (repack.sh BUILD, then tar | xz) in $C/c.tar.xz. Output under $OUT: kvcurves.log, the runs' JSON
 # (FORMAT-gpu.json, FORMAT-host.json) and raw.tgz (the bench runs' own logs).
