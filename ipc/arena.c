@@ -39,6 +39,7 @@ struct guild_arena {
     int fd;                    /* creator: kept open so attachers can use /proc/<pid>/fd/<fd>; attacher: -1 */
     pid_t creator_pid;         /* creator: getpid() at creation (a forked child must not unlink); else 0 */
     guild_arena_pages_t pages;
+    bool writable;             /* mapped for writing (creator, guild_arena_attach) */
     char name[GUILD_ARENA_NAME_MAX]; /* what attachers open */
     char path[GUILD_ARENA_NAME_MAX]; /* creator, dir mode: the named file until unlinked; else "" */
 };
@@ -285,7 +286,7 @@ static void log_fallback(guild_arena_pages_t got, const char *reasons)
 guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n_regions,
                                   const guild_arena_opts_t *opts, guild_err_t *err)
 {
-    static const guild_arena_opts_t defaults = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL, 0};
+    static const guild_arena_opts_t defaults = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL, 0, 0};
     if (!opts)
         opts = &defaults;
     if (n_regions > GUILD_ARENA_MAX_REGIONS) {
@@ -346,6 +347,11 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
             guild_err_set(err, "arena: %s pages: %s", guild_arena_pages_name(pages), reason);
             goto fail;
         }
+        if (opts->huge_only && pages + 1 == GUILD_ARENA_PAGES_SMALL) {
+            guild_err_set(err, "arena: huge pages required, none to be had: %s%sno %s pages: %s", reasons,
+                          reasons[0] ? "; " : "", guild_arena_pages_name(pages), reason);
+            goto fail;
+        }
         const size_t n = strlen(reasons);
         snprintf(reasons + n, sizeof reasons - n, "%sno %s pages: %s", n ? "; " : "", guild_arena_pages_name(pages),
                  reason);
@@ -356,6 +362,7 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
     a->hdr = base;
     a->size = size;
     a->pages = pages;
+    a->writable = true;
     a->creator_pid = pid;
     if (opts->dir)
         snprintf(a->name, sizeof a->name, "%s", a->path);
@@ -466,9 +473,14 @@ static guild_arena_t *attach(const char *name, const guild_arena_expect_t *expec
         guild_err_prefix(err, "arena %s: ", name);
         goto fail;
     }
+    /* shmem_enabled=advise gives a huge page to a fault in an advised mapping only, and the pages of a lazy
+     * arena are faulted in here (a worker filling its store): advised as the creator's */
+    if (((const guild_arena_header_t *)base)->pages == GUILD_ARENA_PAGES_THP && madvise(base, size, MADV_HUGEPAGE) < 0)
+        guild_log(GUILD_LOG_DEBUG, "arena %s: madvise(MADV_HUGEPAGE): %s", name, strerror(errno));
     close(fd);
     a->hdr = base;
     a->size = size;
+    a->writable = writable;
     a->pages = (guild_arena_pages_t)a->hdr->pages;
     snprintf(a->name, sizeof a->name, "%s", name);
     return a;
@@ -591,6 +603,24 @@ int guild_arena_remove_stale(const char *dir, int *n_removed, guild_err_t *err)
     return 0;
 }
 
+void guild_arena_populate(const guild_arena_t *arena, void *p, size_t size)
+{
+    const long pg = sysconf(_SC_PAGESIZE);
+    char *base = (char *)arena->hdr, *lo = p, *hi = lo + size;
+    GUILD_ASSERT(lo >= base && size <= arena->size && (size_t)(lo - base) <= arena->size - size);
+    if (!size)
+        return;
+    lo = base + (size_t)(lo - base) / (size_t)pg * (size_t)pg;
+    if (arena->writable && madvise(lo, (size_t)(hi - lo), MADV_POPULATE_WRITE) == 0)
+        return;
+    /* an older kernel (EINVAL), or read only: a read faults the page in (and, around it, those the kernel maps
+     * with it); a shared mapping's page is then writable without another fault */
+    unsigned char sum = 0;
+    for (volatile const char *q = lo; q < hi; q += pg)
+        sum ^= (unsigned char)*q;
+    (void)sum;
+}
+
 void *guild_arena_region(const guild_arena_t *arena, uint32_t kind, uint32_t index, size_t *size)
 {
     const guild_arena_header_t *h = arena->hdr;
@@ -641,4 +671,31 @@ const char *guild_arena_pages_name(guild_arena_pages_t pages)
     case GUILD_ARENA_PAGES_SMALL: return "4k";
     }
     return "?";
+}
+
+static uint64_t sysfs_count(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    unsigned long long n = 0;
+    if (fscanf(f, "%llu", &n) != 1)
+        n = 0;
+    fclose(f);
+    return (uint64_t)n;
+}
+
+uint64_t guild_arena_hugetlb_free(int node)
+{
+#define POOL_2M "/sys/kernel/mm/hugepages/hugepages-2048kB"
+    char path[128];
+    if (node < 0)
+        snprintf(path, sizeof path, POOL_2M "/free_hugepages");
+    else
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d/hugepages/hugepages-2048kB/free_hugepages", node);
+    /* free counts the pages reserved by mappings not yet faulted in (a lazy arena's), which are not to be had:
+     * the machine's reservations, the node's share of them unknown */
+    const uint64_t free = sysfs_count(path), resv = sysfs_count(POOL_2M "/resv_hugepages");
+#undef POOL_2M
+    return free > resv ? (free - resv) * HUGE_2M : 0;
 }

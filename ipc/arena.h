@@ -104,6 +104,8 @@ typedef struct guild_arena_opts {
     int lazy;                  /* nonzero: no page allocated up front (transparent hugepages and 4 KiB pages):
                                   each is allocated when first touched, under the toucher's memory policy (a
                                   region a worker binds to its NUMA node before filling it) */
+    int huge_only;             /* nonzero: fall back from hugetlb to transparent hugepages but never to 4 KiB
+                                  pages: fail with the reasons instead (--huge-pages require) */
 } guild_arena_opts_t;
 
 /* What the attacher was told in Assign.arena; zero fields are not checked. */
@@ -129,6 +131,10 @@ void guild_arena_publish(guild_arena_t *arena);
  * wrong ("arena /proc/12/fd/5: layout version 2, this build reads 1"). */
 guild_arena_t *guild_arena_attach(const char *name, const guild_arena_expect_t *expect, guild_err_t *err);
 
+/* An attacher's mapping of an arena whose creator obtained transparent hugepages is advised for them too
+ * (MADV_HUGEPAGE): under shmem_enabled=advise a page is huge only when the mapping that first touches it asks,
+ * and a lazy arena's pages are first touched by its attacher. */
+
 /* guild_arena_attach, mapped read-only (the file opened read-only): writes through it fault. */
 guild_arena_t *guild_arena_attach_readonly(const char *name, const guild_arena_expect_t *expect, guild_err_t *err);
 
@@ -145,6 +151,12 @@ int guild_arena_unlink(guild_arena_t *arena, guild_err_t *err);
  * if dir cannot be read; files that cannot be removed are logged and skipped. */
 int guild_arena_remove_stale(const char *dir, int *n_removed, guild_err_t *err);
 
+/* Maps the pages of [p, p + size) (inside the arena) into this process's page tables now, allocating those not yet
+ * allocated (MADV_POPULATE_WRITE on a writable mapping, Linux 5.14; before that, or read only, a read of each
+ * page): later accesses do not fault them in one by one (a 4 KiB-page arena of 1 GiB is 262,144 faults, paid
+ * by whichever batch touches it first). Speed only: the contents do not change. */
+void guild_arena_populate(const guild_arena_t *arena, void *p, size_t size);
+
 /* The region of this kind and index: its address, and its size in *size (may be NULL). NULL if absent. */
 void *guild_arena_region(const guild_arena_t *arena, uint32_t kind, uint32_t index, size_t *size);
 
@@ -155,5 +167,9 @@ size_t guild_arena_size(const guild_arena_t *arena);
 uint64_t guild_arena_tag(const guild_arena_t *arena);
 guild_arena_pages_t guild_arena_pages(const guild_arena_t *arena);
 const char *guild_arena_pages_name(guild_arena_pages_t pages); /* "hugetlb", "thp", "4k" */
+
+/* Bytes of free 2 MiB hugetlb pages (sysfs) on NUMA node `node`, or on the machine for node < 0, less those
+ * reserved by mappings (an arena created before); 0 when there are none or the kernel does not say. */
+uint64_t guild_arena_hugetlb_free(int node);
 
 #endif

@@ -15,11 +15,12 @@
 #include <fcntl.h>
 #include <math.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #define MS 1000000ull
 
-static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0};
+static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0, 0};
 
 static guild_arena_t *make_arena(size_t bytes, const guild_arena_opts_t *opts)
 {
@@ -183,7 +184,7 @@ END_TEST
  * the test checks the outcome against /proc and /sys rather than assuming either. */
 START_TEST(test_arena_level_small)
 {
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 1, NULL, 0};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 1, NULL, 0, 0};
     guild_arena_t *a = make_arena(3 << 20, &o);
     ck_assert_int_eq(guild_arena_pages(a), GUILD_ARENA_PAGES_SMALL);
     ck_assert_uint_eq(guild_arena_size(a) % 4096, 0);
@@ -200,7 +201,7 @@ START_TEST(test_arena_level_thp)
                  !strcmp(mode, "force");
     guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
     guild_err_t err = {{0}};
-    guild_arena_opts_t strict = {GUILD_ARENA_PAGES_THP, 1, NULL, 0};
+    guild_arena_opts_t strict = {GUILD_ARENA_PAGES_THP, 1, NULL, 0, 0};
     guild_arena_t *a = guild_arena_create(&req, 1, &strict, &err);
     if (thp_ok) {
         ck_assert_msg(a, "shmem_enabled=%s but THP failed: %s", mode, err.msg);
@@ -212,7 +213,7 @@ START_TEST(test_arena_level_thp)
     }
     guild_arena_destroy(&a);
     /* with fallback: THP where possible, else 4 KiB; never an error */
-    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_THP, 0, NULL, 0};
+    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_THP, 0, NULL, 0, 0};
     a = guild_arena_create(&req, 1, &lenient, &err);
     ck_assert_msg(a, "%s", err.msg);
     ck_assert_int_eq(guild_arena_pages(a), thp_ok ? GUILD_ARENA_PAGES_THP : GUILD_ARENA_PAGES_SMALL);
@@ -232,20 +233,169 @@ START_TEST(test_arena_level_hugetlb_or_fallback)
         fclose(f);
     guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
     guild_err_t err = {{0}};
-    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL, 0};
+    guild_arena_opts_t lenient = {GUILD_ARENA_PAGES_HUGETLB, 0, NULL, 0, 0};
     guild_arena_t *a = guild_arena_create(&req, 1, &lenient, &err);
     ck_assert_msg(a, "the default options must always succeed: %s", err.msg);
     if (guild_arena_pages(a) == GUILD_ARENA_PAGES_HUGETLB) {
         ck_assert_int_eq(ipc_test_page_kb(guild_arena_base(a)), 2048);
     } else if (free_pages == 0 && overcommit == 0) {
         /* no pool at all: the strict request must fail and say why */
-        guild_arena_opts_t strict = {GUILD_ARENA_PAGES_HUGETLB, 1, NULL, 0};
+        guild_arena_opts_t strict = {GUILD_ARENA_PAGES_HUGETLB, 1, NULL, 0, 0};
         guild_arena_t *b = guild_arena_create(&req, 1, &strict, &err);
         ck_assert_ptr_null(b);
         ck_assert_msg(strstr(err.msg, "hugetlb") && strstr(err.msg, "nr_hugepages"), "reason: %s", err.msg);
     }
     guild_arena_destroy(&a);
     ipc_test_hugetlb_unlock(lock);
+}
+END_TEST
+
+/* --huge-pages require: hugetlb or transparent hugepages, never 4 KiB pages; without either the creation fails
+ * naming each backing's reason. */
+START_TEST(test_arena_huge_only)
+{
+    int lock = ipc_test_hugetlb_lock();
+    char mode[32];
+    ipc_test_sysfs_choice("/sys/kernel/mm/transparent_hugepage/shmem_enabled", mode, sizeof mode);
+    const int thp_ok = !strcmp(mode, "always") || !strcmp(mode, "within_size") || !strcmp(mode, "advise") ||
+                       !strcmp(mode, "force");
+    guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
+    guild_err_t err = {{0}};
+    guild_arena_opts_t o = {.pages = GUILD_ARENA_PAGES_HUGETLB, .huge_only = 1};
+    guild_arena_t *a = guild_arena_create(&req, 1, &o, &err);
+    if (a) {
+        ck_assert_int_ne(guild_arena_pages(a), GUILD_ARENA_PAGES_SMALL);
+    } else {
+        ck_assert_msg(!thp_ok, "shmem_enabled=%s, yet no huge pages: %s", mode, err.msg);
+        ck_assert_msg(strstr(err.msg, "huge pages required") && strstr(err.msg, "no hugetlb pages") &&
+                      strstr(err.msg, "no thp pages") && strstr(err.msg, "shmem_enabled"), "reason: %s", err.msg);
+    }
+    guild_arena_destroy(&a);
+    /* from transparent hugepages on: the same, without the hugetlb attempt */
+    o.pages = GUILD_ARENA_PAGES_THP;
+    a = guild_arena_create(&req, 1, &o, &err);
+    ck_assert_msg(!a == !thp_ok, "shmem_enabled=%s: %s", mode, a ? "created" : err.msg);
+    if (a)
+        ck_assert_int_eq(guild_arena_pages(a), GUILD_ARENA_PAGES_THP);
+    else
+        ck_assert_msg(strstr(err.msg, "huge pages required") && !strstr(err.msg, "no hugetlb"), "%s", err.msg);
+    guild_arena_destroy(&a);
+    ipc_test_hugetlb_unlock(lock);
+}
+END_TEST
+
+/* Whether the mapping holding addr has `flag` in its smaps VmFlags ("hg": MADV_HUGEPAGE); -1 when not found. */
+static int vm_flag(const void *addr, const char *flag)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int inside = 0, found = -1;
+    const uintptr_t a = (uintptr_t)addr;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = a >= lo && a < hi;
+            continue;
+        }
+        if (inside && !strncmp(line, "VmFlags:", 8)) {
+            char want[8];
+            snprintf(want, sizeof want, " %s", flag);
+            found = 0;
+            for (char *p = strstr(line, want); p; p = strstr(p + 1, want))
+                if (p[strlen(want)] == ' ' || p[strlen(want)] == '\n')
+                    found = 1;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* An attacher maps an arena of transparent hugepages advised (a lazy arena's pages are faulted in by the
+ * attacher, and shmem_enabled=advise looks at the faulting mapping), an arena of 4 KiB pages not. The header's
+ * page kind is what the attacher goes by: written here on a 4 KiB arena, as a creator that got THP writes it. */
+START_TEST(test_arena_attach_advises_thp)
+{
+    for (int thp = 0; thp < 2; thp++) {
+        guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 1, NULL, 1, 0};
+        guild_arena_t *a = make_arena(4 << 20, &o);
+        ((guild_arena_header_t *)guild_arena_base(a))->pages = thp ? GUILD_ARENA_PAGES_THP : GUILD_ARENA_PAGES_SMALL;
+        guild_arena_publish(a);
+        guild_err_t err = {{0}};
+        guild_arena_t *b = guild_arena_attach(guild_arena_name(a), NULL, &err);
+        ck_assert_msg(b, "%s", err.msg);
+        const int hg = vm_flag(guild_arena_base(b), "hg");
+        ck_assert_int_ne(hg, -1);
+        ck_assert_msg(hg == thp, "header pages %s: the attacher's mapping is%s advised", thp ? "thp" : "4k",
+                      hg ? "" : " not");
+        guild_arena_destroy(&b);
+        guild_arena_destroy(&a);
+    }
+}
+END_TEST
+
+static uint64_t faults_now(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+}
+
+/* guild_arena_populate maps a region's pages into the process: reading and writing them afterwards faults
+ * (almost) never, where the same accesses on a fresh mapping fault once a page; the contents stay. Through a
+ * writable and a read-only attachment, in a child (a fresh address space, as a worker's). */
+START_TEST(test_arena_populate)
+{
+    const size_t bytes = 8 << 20, pages = bytes / 4096;
+    guild_arena_t *a = make_arena(bytes, NULL);
+    size_t rs = 0;
+    uint8_t *r = guild_arena_region(a, GUILD_ARENA_KIND_TEST, 0, &rs);
+    for (size_t i = 0; i < rs; i += 4096)
+        r[i] = (uint8_t)(i / 4096 * 13 + 1);
+    guild_arena_publish(a);
+    for (int ro = 0; ro < 2; ro++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            guild_err_t err = {{0}};
+            for (int populate = 0; populate < 2; populate++) {
+                guild_arena_t *b = ro ? guild_arena_attach_readonly(guild_arena_name(a), NULL, &err)
+                                      : guild_arena_attach(guild_arena_name(a), NULL, &err);
+                if (!b)
+                    _exit(10);
+                size_t n = 0;
+                uint8_t *q = guild_arena_region(b, GUILD_ARENA_KIND_TEST, 0, &n);
+                if (populate)
+                    guild_arena_populate(b, q, n);
+                const uint64_t f0 = faults_now();
+                unsigned bad = 0;
+                for (size_t i = 0; i < n; i += 4096) {
+                    bad += q[i] != (uint8_t)(i / 4096 * 13 + 1);
+                    if (!ro)
+                        q[i] = (uint8_t)(i / 4096 * 13 + 1); /* the same byte: a write access */
+                }
+                const uint64_t faults = faults_now() - f0;
+                if (bad)
+                    _exit(11);
+                /* fresh: a fault at least every 16 pages (fault-around maps up to 16 on a read); populated: none
+                 * but a stray one */
+                if (!populate && faults < pages / 16 / 2)
+                    _exit(12);
+                if (populate && faults > 8)
+                    _exit(13);
+                guild_arena_destroy(&b);
+            }
+            _exit(0);
+        }
+        int st = 0;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s attachment: child status %d (11: contents changed, "
+                      "12: a fresh mapping did not fault, 13: a populated one did)", ro ? "read-only" : "writable",
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    guild_arena_destroy(&a);
 }
 END_TEST
 
@@ -285,7 +435,7 @@ static int count_entries(const char *dir)
 
 START_TEST(test_arena_named_file_lifecycle)
 {
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 0, shm_dir, 0}; /* tmpfs: falls back past hugetlb */
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 0, shm_dir, 0, 0}; /* tmpfs: falls back past hugetlb */
     guild_arena_t *a = make_arena(5000, &o);
     ck_assert_int_ne(guild_arena_pages(a), GUILD_ARENA_PAGES_HUGETLB);
     char expect_prefix[128];
@@ -371,7 +521,7 @@ START_TEST(test_arena_stale_cleanup)
     ck_assert_int_eq(pipe(pfd), 0);
     pid_t dead = fork();
     if (dead == 0) {
-        guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir, 0};
+        guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir, 0, 0};
         guild_err_t err;
         guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 4096};
         guild_arena_t *a = guild_arena_create(&req, 1, &o, &err);
@@ -408,7 +558,7 @@ START_TEST(test_arena_stale_cleanup)
     fclose(fopen(other_path, "w"));
 
     /* a restarted coordinator: creating its arena in the same directory sweeps the stale ones */
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir, 0};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_SMALL, 0, shm_dir, 0, 0};
     guild_arena_t *a = make_arena(4096, &o);
     ck_assert_msg(stat(dead_path, &st) != 0, "stale arena of a dead owner survived");
     ck_assert_msg(stat(reused_path, &st) != 0, "stale arena of a reused pid survived");
@@ -675,7 +825,7 @@ START_TEST(test_expert_store)
     const uint64_t data = 1 << 20;
     guild_err_t err = {{0}};
     const guild_arena_request_t req = {EXPERT_STORE_ARENA_KIND, 0, expert_store_memsize(NL, NE, data)};
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_THP, 0, NULL, 1};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_THP, 0, NULL, 1, 0};
     guild_arena_t *a = guild_arena_create(&req, 1, &o, &err);
     ck_assert_msg(a != NULL, "%s", err.msg);
     size_t rs = 0;
@@ -1013,6 +1163,9 @@ int main(void)
     tcase_add_test(tc, test_arena_level_small);
     tcase_add_test(tc, test_arena_level_thp);
     tcase_add_test(tc, test_arena_level_hugetlb_or_fallback);
+    tcase_add_test(tc, test_arena_huge_only);
+    tcase_add_test(tc, test_arena_attach_advises_thp);
+    tcase_add_test(tc, test_arena_populate);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("arena_named");

@@ -44,7 +44,7 @@ static int write_long(const char *path, long v)
 static void check_hugetlb_arena(const char *dir)
 {
     guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
-    guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 1, dir, 0};
+    guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 1, dir, 0, 0};
     guild_err_t err = {{0}};
     guild_arena_t *a = guild_arena_create(&req, 1, &o, &err);
     ck_assert_msg(a, "%s", err.msg);
@@ -98,7 +98,7 @@ START_TEST(test_hugetlb_file_and_stale_cleanup)
     pid_t pid = fork();
     if (pid == 0) {
         guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 4096};
-        guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 1, dir, 0};
+        guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 1, dir, 0, 0};
         guild_arena_t *a = guild_arena_create(&req, 1, &o, NULL);
         if (!a)
             _exit(1);
@@ -142,7 +142,7 @@ int main(void)
                old_overcommit + NEED_PAGES);
         /* the kernel may still fail to find contiguous memory: that is a skip, not a failure */
         guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, 3 << 20};
-        guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 1, NULL, 0};
+        guild_arena_opts_t o = {GUILD_ARENA_PAGES_HUGETLB, 1, NULL, 0, 0};
         guild_err_t err = {{0}};
         guild_arena_t *probe = guild_arena_create(&req, 1, &o, &err);
         if (!probe) {

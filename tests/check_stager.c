@@ -27,7 +27,7 @@
 
 #define MS 1000000ull
 
-static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0};
+static const guild_arena_opts_t small_opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0, 0};
 
 /* ---------------------------------------------------------------- fixtures */
 

@@ -240,7 +240,7 @@ int main(int argc, char **argv)
     guild_log_init("ipc_stress", GUILD_LOG_ERROR);
     guild_exchange_shape_t shape = {TOKENS, EMBD, USED, (uint32_t)st.slots, (uint32_t)st.workers};
     guild_arena_request_t req = {GUILD_ARENA_KIND_EXCHANGE, 0, guild_exchange_memsize(&shape)};
-    guild_arena_opts_t opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0};
+    guild_arena_opts_t opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0, 0};
     guild_err_t err = {{0}};
     st.arena = guild_arena_create(&req, 1, &opts, &err);
     if (!st.arena) {
