@@ -48,6 +48,11 @@ static const flag_t flags[] = {
      "shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
      "an anonymous memfd", true},
     {STACK_FLAG_MLOCK, "mlock", NULL, "lock the CPU workers' experts in RAM", true},
+    {STACK_FLAG_HUGE_PAGES, "huge-pages", "auto|require",
+     "the shared memory's pages (the arena, the CPU workers' expert copies): auto\n"
+     "takes 2 MiB hugetlb pages where enough are free, else transparent huge\n"
+     "pages where the kernel gives them to shared memory, else 4 KiB pages (the\n"
+     "reason logged with -v); require refuses to start without huge pages", true},
     {STACK_FLAG_SPIN_US, "spin-us", "N", "spin N us on a doorbell before sleeping (default 50)", true},
     {STACK_FLAG_BACKEND, "backend", "NAME", NULL, false},
     {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE",
@@ -118,7 +123,7 @@ static const flag_t flags[] = {
      "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 27, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 27 flags");
+_Static_assert(N_FLAGS == 28, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 28 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -182,6 +187,11 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         break;
     case STACK_FLAG_ARENA_DIR: o->arena_dir = arg; break;
     case STACK_FLAG_MLOCK: o->cpu.mlock = true; break;
+    case STACK_FLAG_HUGE_PAGES:
+        if (strcmp(arg, "auto") && strcmp(arg, "require"))
+            return guild_err_set(err, "--huge-pages %s: expected auto or require", arg);
+        o->huge_pages_required = !strcmp(arg, "require");
+        break;
     case STACK_FLAG_SPIN_US:
         if (cli_parse_long("--spin-us", arg, 0, 1000000, &v, err) < 0)
             return -1;

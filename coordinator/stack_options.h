@@ -48,6 +48,7 @@ typedef struct stack_options {
     bool fallback_local;     /* --fallback-local: a lost worker started by hand gives its shard to one of ours */
     uint32_t rejoin_ms;      /* --rejoin-ms: else how long a lost worker started by hand has to register again */
     const char *arena_dir;   /* --arena-dir: NULL: an anonymous memfd arena */
+    bool huge_pages_required; /* --huge-pages require: the arena and the expert stores on huge pages or not at all */
     uint64_t spin_ns;        /* --spin-us: doorbell spin before sleeping, every process */
     uint64_t wait_slice_ns;  /* the workers' doorbell wait slice */
     uint32_t heartbeat_ms;   /* period of the coordinator's heartbeats */

@@ -17,6 +17,7 @@
 #include "coordinator/shard_verify.h"
 #include "coordinator/spawn.h"
 #include "coordinator/stack_flags.h"
+#include "core/topo/topo.h"
 #include "core/util/progress.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
@@ -307,10 +308,23 @@ static int stores_create(sup_t *s, const uint64_t *bytes, guild_err_t *err)
     if (!(s->stores = calloc((size_t)s->n_cpu, sizeof *s->stores)))
         return guild_err_set(err, "pipeline: out of memory");
     uint64_t total = 0;
+    char pages[256] = ""; /* each store's page kind, for the log */
     for (int i = 0; i < s->n_cpu; i++) {
         const guild_arena_request_t req = {EXPERT_STORE_ARENA_KIND, 0,
                                            expert_store_memsize(s->mc.n_layer, s->mc.n_expert, bytes[i])};
-        const guild_arena_opts_t ao = {.pages = GUILD_ARENA_PAGES_THP, .dir = s->opts.arena_dir, .lazy = 1};
+        /* hugetlb pages where the worker's node has enough free (its pages come from that node's pool: bound
+         * there, a short pool would fail a fault in the middle of the copy), else transparent hugepages */
+        const int node = placement_node(s->setup.plan, i);
+        const uint64_t huge = (uint64_t)2 << 20, layout = GUILD_ARENA_ALIGN + (req.size + GUILD_ARENA_ALIGN - 1) /
+                                                                               GUILD_ARENA_ALIGN * GUILD_ARENA_ALIGN;
+        const uint64_t need = (layout + huge - 1) / huge * huge; /* the stores before it reserved theirs */
+        const uint64_t avail = guild_arena_hugetlb_free(topo_node_count() > 1 ? node : -1);
+        const bool hugetlb = avail >= need;
+        if (!hugetlb && avail)
+            guild_log(GUILD_LOG_INFO, "cpu-worker[%d]'s expert store: %llu MiB of 2 MiB hugetlb pages free on node %d, "
+                      "%llu MiB needed", i, (unsigned long long)(avail >> 20), node, (unsigned long long)(need >> 20));
+        const guild_arena_opts_t ao = {.pages = hugetlb ? GUILD_ARENA_PAGES_HUGETLB : GUILD_ARENA_PAGES_THP,
+                                       .dir = s->opts.arena_dir, .lazy = 1, .huge_only = s->opts.huge_pages_required};
         size_t rs = 0;
         void *r = NULL;
         if (!(s->stores[i] = guild_arena_create(&req, 1, &ao, err)) ||
@@ -319,9 +333,13 @@ static int stores_create(sup_t *s, const uint64_t *bytes, guild_err_t *err)
             return guild_err_prefix(err, "cpu-worker[%d]'s expert store: ", i);
         guild_arena_publish(s->stores[i]);
         total += bytes[i];
+        const size_t n = strlen(pages);
+        if (n + 16 < sizeof pages)
+            snprintf(pages + n, sizeof pages - n, "%s%s", i ? "," : "",
+                     guild_arena_pages_name(guild_arena_pages(s->stores[i])));
     }
-    guild_log(GUILD_LOG_INFO, "pipeline: %d expert stores (%.2f GiB of copies):%s%s", s->n_cpu,
-              (double)total / 1073741824.0,
+    guild_log(GUILD_LOG_INFO, "pipeline: %d expert stores (%.2f GiB of copies, %s pages):%s%s", s->n_cpu,
+              (double)total / 1073741824.0, pages,
               s->setup.gpu_streams_stores ? " the GPU worker streams from the CPU workers' own copies" : "",
               s->setup.share_node ? " the CPU workers of a node split each exchange's experts" : "");
     return 0;
@@ -1097,7 +1115,7 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
         goto fail;
     }
     guild_arena_request_t req[2] = {{GUILD_ARENA_KIND_EXCHANGE, 0, xsize}, {GUILD_ARENA_KIND_STEP, 0, ssize}};
-    guild_arena_opts_t ao = {.dir = o->arena_dir};
+    guild_arena_opts_t ao = {.dir = o->arena_dir, .huge_only = o->huge_pages_required};
     if (!(s->arena = guild_arena_create(req, 2, &ao, err)))
         goto fail;
     size_t rsize;

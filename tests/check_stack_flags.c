@@ -135,19 +135,20 @@ START_TEST(test_flags_fill_their_records)
     char *a[] = {"x", "--threads", "3", "--no-tuning", "--cpu-workers", "2", "--listen", "ipc:///tmp/l",
                  "--arena-dir", "/dev/shm", "--mlock", "--spin-us", "7", "--backend", "cuda", "--gpu-mem", "2G",
                  "--gpu-experts", "none", "--no-cuda-graph", "--expert-layout", "packed", "--check-finite", "off",
-                 "--cpu-nodes", "0-1/2", "--cuda-off", "pdl,fuse", NULL};
+                 "--cpu-nodes", "0-1/2", "--cuda-off", "pdl,fuse", "--huge-pages", "require", NULL};
     ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(f.given, STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_LISTEN |
                                    STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
                                    STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
                                    STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_CHECK_FINITE | STACK_FLAG_CPU_NODES |
-                                   STACK_FLAG_CUDA_OFF);
+                                   STACK_FLAG_CUDA_OFF | STACK_FLAG_HUGE_PAGES);
     ck_assert_int_eq(f.n_threads, 3);
     ck_assert_str_eq(f.cpu_nodes, "0-1/2");
     ck_assert_int_eq(f.cpu_workers, 2);
     ck_assert_str_eq(f.listen, "ipc:///tmp/l");
     ck_assert_str_eq(f.arena_dir, "/dev/shm");
     ck_assert(f.cpu.mlock);
+    ck_assert(f.huge_pages_required && !d.huge_pages_required);
     ck_assert_uint_eq(f.spin_ns, 7000);
     ck_assert_str_eq(f.gpu.backend, "cuda");
     ck_assert_uint_eq(f.gpu.cuda.gpu_mem, 2ull << 30);
@@ -159,6 +160,11 @@ START_TEST(test_flags_fill_their_records)
     char *c[] = {"x", "--check-finite", "yes", NULL};
     ck_assert_int_eq(parse(&f, c, &err), -1);
     ck_assert_msg(strstr(err.msg, "--check-finite yes: expected on or off"), "%s", err.msg);
+    char *h[] = {"x", "--huge-pages", "always", NULL};
+    ck_assert_int_eq(parse(&f, h, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--huge-pages always: expected auto or require"), "%s", err.msg);
+    char *h2[] = {"x", "--huge-pages", "auto", NULL};
+    ck_assert_msg(parse(&f, h2, &err) == 0 && !f.huge_pages_required, "%s", err.msg);
     char *g[] = {"x", "--cuda-off", "fuse,graph", NULL};
     ck_assert_int_eq(parse(&f, g, &err), -1);
     ck_assert_msg(strstr(err.msg, "--cuda-off fuse,graph: expected fuse and/or pdl"), "%s", err.msg);
@@ -169,9 +175,9 @@ START_TEST(test_flags_fill_their_records)
     /* multi-process flags with --single-process: refused, naming every one the command has */
     char *b[] = {"x", "--single-process", "--mlock", NULL};
     ck_assert_int_eq(parse(&f, b, &err), -1);
-    ck_assert_msg(strstr(err.msg, "--cpu-workers, --cpu-nodes, --listen, --arena-dir, --mlock, --spin-us, --key, "
-                                  "--allow, --insecure, --fallback-local and --rejoin-ms are for the multi-process "
-                                  "mode, not --single-process"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "--cpu-workers, --cpu-nodes, --listen, --arena-dir, --mlock, --huge-pages, "
+                                  "--spin-us, --key, --allow, --insecure, --fallback-local and --rejoin-ms are for the "
+                                  "multi-process mode, not --single-process"), "%s", err.msg);
 }
 END_TEST
 
