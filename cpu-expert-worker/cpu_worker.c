@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "core/kern/kern.h"
 #include "core/model/expert_digest.h"
 #include "core/model/model.h"
 #include "core/util/log.h"
@@ -33,6 +35,9 @@
 #define DEFAULT_SLICE_NS 100000000u
 #define FETCH_TIMEOUT_MS 30000u /* the coordinator's longest silence while it sends a shard */
 #define MAX_CPUS 4096
+/* an exchange of at least this many pairs is a prefill batch's: its rate and page faults are logged */
+#define LARGE_PAIRS 1024
+#define LARGE_LOGGED 2 /* the first ones at info level (a cold start shows there), the others at debug */
 
 static volatile sig_atomic_t signalled;
 
@@ -68,10 +73,68 @@ typedef struct cpu_worker {
     float *y;              /* [cap_y] scratch of a request's outputs */
     int32_t *pairs;        /* [cap_pairs] */
     size_t cap_y, cap_pairs;
+    /* the large exchanges (LARGE_PAIRS) since the last Assign: their count, time, pairs and page faults */
+    uint64_t large_n, large_ns, large_pairs, large_faults;
+    uint64_t first_ns, first_pairs, first_faults; /* the first of them */
 } cpu_worker_t;
+
+/* Page faults of this process so far (minor and major), 0 when unknown. */
+static uint64_t page_faults(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        return 0;
+    return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+}
+
+/* One exchange's products took ns for `pairs` pairs with `faults` page faults: a large one is counted and logged
+ * with its routing's spread (experts routed to, the most tokens on one: the pipeline's work per expert), the
+ * first LARGE_LOGGED at info level (a rate measured on the first batches, like the GPU worker's split measure,
+ * includes what they fault in). */
+static void note_exchange(cpu_worker_t *w, uint64_t seq, int32_t layer, int32_t n_tokens, const int32_t *ids,
+                          int64_t pairs, uint64_t ns, uint64_t faults)
+{
+    if (pairs < LARGE_PAIRS)
+        return;
+    w->large_n++;
+    w->large_ns += ns;
+    w->large_pairs += (uint64_t)pairs;
+    w->large_faults += faults;
+    if (w->large_n == 1)
+        w->first_ns = ns, w->first_pairs = (uint64_t)pairs, w->first_faults = faults;
+    const guild_log_level_t level = w->large_n <= LARGE_LOGGED ? GUILD_LOG_INFO : GUILD_LOG_DEBUG;
+    if (guild_log_level() < level)
+        return;
+    const model_config_t *c = model_config(w->model);
+    int32_t *count = calloc((size_t)c->n_expert, sizeof *count), used = 0, most = 0;
+    if (count) {
+        for (size_t q = 0; q < (size_t)n_tokens * (size_t)c->n_expert_used; q++)
+            if (ids[q] >= 0 && ids[q] < c->n_expert && !count[ids[q]]++)
+                used++;
+        for (int32_t e = 0; e < c->n_expert; e++)
+            most = count[e] > most ? count[e] : most;
+        free(count);
+    }
+    guild_log(level, "exchange %llu (layer %d, %d tokens routed to %d experts, up to %d on one): %lld pairs here in "
+              "%.1f ms (%.2f us a pair), %llu page faults", (unsigned long long)seq, layer, n_tokens, used, most,
+              (long long)pairs, (double)ns / 1e6, (double)ns / 1e3 / (double)pairs, (unsigned long long)faults);
+}
+
+/* The large exchanges since the last Assign, in one line (the first apart from the others), then forgotten. */
+static void log_large(cpu_worker_t *w)
+{
+    if (w->large_n > 1)
+        guild_log(GUILD_LOG_INFO, "%llu exchanges of %d pairs or more: the first %.2f us a pair (%llu page faults), "
+                  "the others %.2f us a pair (%.1f page faults each)", (unsigned long long)w->large_n, LARGE_PAIRS,
+                  (double)w->first_ns / 1e3 / (double)w->first_pairs, (unsigned long long)w->first_faults,
+                  (double)(w->large_ns - w->first_ns) / 1e3 / (double)(w->large_pairs - w->first_pairs),
+                  (double)(w->large_faults - w->first_faults) / (double)(w->large_n - 1));
+    w->large_n = w->large_ns = w->large_pairs = w->large_faults = 0;
+}
 
 static void release(cpu_worker_t *w)
 {
+    log_large(w);
     free(w->digests);
     w->digests = NULL;
     w->n_digests = 0;
@@ -324,6 +387,38 @@ static int open_model(cpu_worker_t *w, const Guild__Assign *a, uint8_t **owned, 
     return 0;
 }
 
+/* A batch of up to max_tokens tokens finds its pages in place: the expert pipeline's scratch written for each
+ * (gate, up, down) type triple of the model's expert layers, and the exchange region xr (size bytes) in this
+ * process's page tables. Otherwise the first large batch faults in hundreds of MiB (4 KiB pages: a fault each)
+ * in its own time, and that batch is the one the GPU worker's split measures the CPU side on. */
+static int warm(cpu_worker_t *w, void *xr, size_t size, int32_t max_tokens, guild_err_t *err)
+{
+    const uint64_t t0 = guild_now_ns(), f0 = page_faults();
+    guild_arena_populate(w->arena, xr, size);
+    const model_config_t *c = model_config(w->model);
+    const model_weights_t *mw = model_weights(w->model);
+    guild_type_t seen[8][3];
+    int n_seen = 0;
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const model_layer_t *L = &mw->layers[il];
+        if (!model_layer_has_experts(L))
+            continue;
+        const guild_type_t t[3] = {L->gate_exps.type, L->up_exps.type, L->down_exps.type};
+        int known = 0;
+        for (int i = 0; i < n_seen && !known; i++)
+            known = !memcmp(seen[i], t, sizeof t);
+        if (known)
+            continue;
+        if (n_seen < 8)
+            memcpy(seen[n_seen++], t, sizeof t);
+        if (expert_pipe_warm(w->pipe, max_tokens, t[0], t[1], t[2], err) < 0)
+            return -1;
+    }
+    guild_log(GUILD_LOG_INFO, "pages of a %d-token batch in place: %.1f ms, %llu page faults", max_tokens,
+              (double)(guild_now_ns() - t0) / 1e6, (unsigned long long)(page_faults() - f0));
+    return 0;
+}
+
 /* Loads what Assign asks for. -1 with err and the error code to report. */
 static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code, uint64_t *resident,
                 guild_err_t *err)
@@ -467,6 +562,9 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         guild_err_set(err, "assign: worker index %u, the exchange has %u workers", a->worker_index, xs->n_workers);
         goto out;
     }
+    *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+    if (warm(w, xr, size, (int32_t)xs->max_tokens, err) < 0)
+        goto out;
     rc = 0;
 out:
     free(cpus);
@@ -520,6 +618,7 @@ static void serve_messages(cpu_worker_t *w)
         }
         const float *x = m.array[0];
         const int32_t *ids = m.array[1];
+        const uint64_t f0 = page_faults();
         int64_t n = expert_pipe_run(w->pipe, q->layer, (int32_t)q->n_tokens, x, ids, w->y, &err);
         if (n < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
@@ -538,6 +637,7 @@ static void serve_messages(cpu_worker_t *w)
                 k++;
             }
         uint64_t t2 = guild_now_ns();
+        note_exchange(w, q->seq, q->layer, (int32_t)q->n_tokens, ids, n, t2 - t1, page_faults() - f0);
         if (data_send_result(w->data, q->seq, k, w->pairs, w->y, q->n_embd, &err) < 0)
             guild_log(GUILD_LOG_WARN, "exchange %llu: %s", (unsigned long long)q->seq, err.msg);
         atomic_fetch_add(&st->busy_ns, t2 - t1);
@@ -572,6 +672,7 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         /* its part of the node's experts (a layer out of range: the pipeline names it) */
         if (w->share && slot.layer >= 0 && slot.layer < model_config(w->model)->n_layer)
             expert_share_plan(w->share, slot.layer, slot.n_tokens, slot.ids);
+        const uint64_t f0 = page_faults();
         int64_t pairs = expert_pipe_run(w->pipe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
         if (pairs < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
@@ -581,6 +682,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         }
         /* the clock before the done ring: once rung, the dense side may take this CPU before we read it */
         uint64_t t2 = guild_now_ns();
+        /* a large one's note reads the slot's ids: before the slot is handed back (tens of us in 100s of ms) */
+        note_exchange(w, seq, slot.layer, slot.n_tokens, slot.ids, pairs, t2 - t1, page_faults() - f0);
         guild_exchange_complete(w->x, w->index, seq);
         atomic_fetch_add(&st->busy_ns, t2 - t1);
         atomic_fetch_add(&st->exchanges, 1);
@@ -646,9 +749,10 @@ int cpu_worker_run(const cpu_worker_args_t *args)
             snprintf(shared, sizeof shared, "; splits each exchange between the %zu workers of its node (%lld experts)",
                      w.n_peer_stores + 1, (long long)expert_share_count(w.share));
         guild_log(GUILD_LOG_INFO, "ready as worker %d: %lld experts, %.1f MiB, layout %s (%lld matrices packed), "
-                  "%d threads, %s%s", w.index, (long long)expert_shard_count(w.shard), (double)resident / 1048576.0,
-                  expert_layout_name((expert_layout_t)a->cpu->expert_layout),
-                  (long long)expert_shard_packed_count(w.shard), guild_pool_threads(w.pool),
+                  "kernels %s, %d threads, %s%s", w.index, (long long)expert_shard_count(w.shard),
+                  (double)resident / 1048576.0, expert_layout_name((expert_layout_t)a->cpu->expert_layout),
+                  (long long)expert_shard_packed_count(w.shard), kern_level_name(kern_level()),
+                  guild_pool_threads(w.pool),
                   w.x ? "exchanges through the arena" : "exchanges as messages", shared);
         guild_msg_free(&env);
         if (w.x)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/kern/pack.h"
@@ -329,6 +330,78 @@ START_TEST(test_pipe_errors)
 }
 END_TEST
 
+static uint64_t faults_now(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+}
+
+/* expert_pipe_warm: runs after it give the bits of a pipeline without it (warmed for the batch, for a smaller
+ * one, twice, for each type triple), and a batch of the warmed size finds its scratch's pages in place: it
+ * faults (almost) nothing where a cold pipeline faults hundreds of pages. */
+START_TEST(test_pipe_warm)
+{
+    experts_t x;
+    rng_state = 31;
+    const int32_t NE = 6, K = 3, T = 200;
+    const int64_t E = 512, F = 256;
+    experts_new(&x, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, E, F, NE, K, 2, 0);
+    float *in = malloc((size_t)T * (size_t)E * sizeof *in);
+    int32_t *ids = malloc((size_t)T * K * sizeof *ids);
+    const size_t ny = (size_t)T * K * (size_t)E;
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    ck_assert(in && ids && want && got);
+    for (size_t i = 0; i < (size_t)T * (size_t)E; i++)
+        in[i] = rng_float();
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t k = 0; k < K; k++)
+            ids[t * K + k] = (int32_t)((t * 5 + k * 2 + (int)(rng_next() % 2)) % NE);
+    guild_pool_t *pool = NULL;
+    guild_err_t err;
+    ck_assert_int_eq(guild_pool_new(&pool, 2, NULL, &err), 0);
+    expert_pipe_t *cold = NULL;
+    ck_assert_int_eq(expert_pipe_new(&cold, &x.src, pool, NULL, &err), 0);
+    memset(want, 0, ny * sizeof *want);
+    memset(got, 0, ny * sizeof *got);
+    uint64_t f0 = faults_now();
+    ck_assert_msg(expert_pipe_run(cold, 1, T, in, ids, want, &err) == (int64_t)T * K, "%s", err.msg);
+    const uint64_t cold_faults = faults_now() - f0;
+    /* h and u alone are 2 x 600 pairs x 1 KiB: 300 pages */
+    ck_assert_msg(cold_faults >= 150, "a cold pipeline faulted only %llu pages", (unsigned long long)cold_faults);
+    expert_pipe_destroy(&cold);
+
+    const int32_t warm_tokens[] = {T, T / 2, 2 * T};
+    for (int w = 0; w < 3; w++) {
+        expert_pipe_t *p = NULL;
+        ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, NULL, &err), 0);
+        ck_assert_int_eq(expert_pipe_warm(p, 0, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, &err), 0);
+        ck_assert_msg(expert_pipe_warm(p, warm_tokens[w], GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, &err) == 0,
+                      "%s", err.msg);
+        /* another type triple (wider activation rows for up): warmed as well, the first kept */
+        ck_assert_msg(expert_pipe_warm(p, warm_tokens[w], GUILD_TYPE_Q8_0, GUILD_TYPE_Q5_K, GUILD_TYPE_F16, &err) == 0,
+                      "%s", err.msg);
+        for (size_t i = 0; i < ny; i++)
+            got[i] = -12345.0f;
+        f0 = faults_now();
+        ck_assert_msg(expert_pipe_run(p, 1, T, in, ids, got, &err) == (int64_t)T * K, "%s", err.msg);
+        const uint64_t faults = faults_now() - f0;
+        ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "warmed for %d tokens: differs from a cold pipeline",
+                      warm_tokens[w]);
+        if (warm_tokens[w] >= T)
+            ck_assert_msg(faults <= 16, "warmed for %d tokens, a batch of %d faulted %llu pages", warm_tokens[w], T,
+                          (unsigned long long)faults);
+        expert_pipe_destroy(&p);
+    }
+    guild_pool_destroy(&pool);
+    free(in);
+    free(ids);
+    free(want);
+    free(got);
+    experts_free(&x);
+}
+END_TEST
+
 /* A tiny qwen3moe model of weight type wt whose matrices are whole 256-element blocks and 16-row groups. */
 static model_t *tiny_open(guild_type_t wt, void **img)
 {
@@ -639,6 +712,7 @@ int main(void)
     tcase_add_test(tc, test_pipe_interleaved);
     tcase_add_test(tc, test_pipe_packed);
     tcase_add_test(tc, test_pipe_errors);
+    tcase_add_test(tc, test_pipe_warm);
     suite_add_tcase(s, tc);
     tc = tcase_create("shard_layout");
     tcase_set_timeout(tc, 120);

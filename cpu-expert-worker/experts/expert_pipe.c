@@ -177,6 +177,19 @@ static int reserve(expert_pipe_t *p, int64_t n_pairs, guild_err_t *err)
     return 0;
 }
 
+/* Grows the per-thread buffers to `need` floats each (their contents are not kept). */
+static int reserve_tmp(expert_pipe_t *p, size_t need, guild_err_t *err)
+{
+    if (need <= p->tmp_per_thread)
+        return 0;
+    float *t = realloc(p->tmp, need * (size_t)guild_pool_threads(p->pool) * sizeof(float));
+    if (!t)
+        return guild_err_set(err, "expert pipeline: out of memory for %zu floats a thread", need);
+    p->tmp = t;
+    p->tmp_per_thread = need;
+    return 0;
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -475,18 +488,74 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
     size_t need = max_np > 1 ? (size_t)max_np * (size_t)j.down_max : 0;
     if (j.interleaved && (size_t)max_np * 2 * (size_t)j.gu_max > need)
         need = (size_t)max_np * 2 * (size_t)j.gu_max;
-    {
-        if (need > p->tmp_per_thread) {
-            float *t = realloc(p->tmp, need * (size_t)guild_pool_threads(p->pool) * sizeof(float));
-            if (!t)
-                return guild_err_set(err, "expert pipeline: out of memory for %d tokens on one expert", max_np);
-            p->tmp = t;
-            p->tmp_per_thread = need;
-        }
-    }
+    if (reserve_tmp(p, need, err) < 0)
+        return guild_err_prefix(err, "%d tokens on one expert: ", max_np);
     atomic_store_explicit(&p->x_next, 0, memory_order_relaxed);
     atomic_store_explicit(&p->cursor, 0, memory_order_relaxed);
     /* the pool's release/acquire hand-off publishes the stores above to the workers */
     guild_pool_run(p->pool, j.n_threads, pipe_worker, &j);
     return total;
+}
+
+/* expert_pipe_warm's writes: buffer b's bytes [0, len[b]) in tasks of WARM_CHUNK bytes. */
+#define WARM_CHUNK ((size_t)1 << 21)
+#define WARM_BUFS 8
+
+typedef struct warm_job {
+    char *buf[WARM_BUFS];
+    size_t len[WARM_BUFS];
+    int64_t first[WARM_BUFS + 1]; /* the first task of each buffer */
+    int n;
+} warm_job_t;
+
+static void warm_add(warm_job_t *w, void *buf, size_t len)
+{
+    GUILD_ASSERT(w->n < WARM_BUFS);
+    w->buf[w->n] = buf;
+    w->len[w->n] = len;
+    w->first[w->n + 1] = w->first[w->n] + (int64_t)((len + WARM_CHUNK - 1) / WARM_CHUNK);
+    w->n++;
+}
+
+static void warm_task(void *ctx, int64_t task, int thread)
+{
+    const warm_job_t *w = ctx;
+    (void)thread;
+    int b = 0;
+    while (task >= w->first[b + 1])
+        b++;
+    const size_t off = (size_t)(task - w->first[b]) * WARM_CHUNK;
+    const size_t n = w->len[b] - off < WARM_CHUNK ? w->len[b] - off : WARM_CHUNK;
+    memset(w->buf[b] + off, 0, n); /* scratch: nothing in it is kept between runs */
+}
+
+int expert_pipe_warm(expert_pipe_t *p, int32_t n_tokens, guild_type_t gate_type, guild_type_t up_type,
+                     guild_type_t down_type, guild_err_t *err)
+{
+    const expert_pipe_src_t *s = &p->src;
+    if (n_tokens <= 0)
+        return 0;
+    const int64_t P = (int64_t)n_tokens * s->n_expert_used;
+    if (reserve(p, P, err) < 0)
+        return -1;
+    /* a batch's busiest expert: about twice the fair share of its pairs, for the per-thread down buffers */
+    const int64_t np = 2 * ((P + s->n_expert - 1) / s->n_expert);
+    const int64_t down_max = p->down_rows ? p->down_rows : s->n_embd, gu_max = p->gu_rows ? p->gu_rows : s->n_ff;
+    const size_t need = np > 1 ? (size_t)np * (size_t)(down_max > 2 * gu_max ? down_max : 2 * gu_max) : 0;
+    if (reserve_tmp(p, need, err) < 0)
+        return guild_err_prefix(err, "%lld tokens on one expert: ", (long long)np);
+    const guild_type_t ga = quant_type_info(gate_type)->dot_type, ua = quant_type_info(up_type)->dot_type;
+    const size_t F = (size_t)s->n_ff;
+    warm_job_t w = {.n = 0};
+    warm_add(&w, p->pair, (size_t)P * sizeof *p->pair);
+    warm_add(&w, p->pos, (size_t)P * sizeof *p->pos);
+    warm_add(&w, p->xg, (size_t)P * act_row(gate_type, s->n_embd));
+    if (ua != ga)
+        warm_add(&w, p->xu, (size_t)P * act_row(up_type, s->n_embd));
+    warm_add(&w, p->h, (size_t)P * F * sizeof(float));
+    warm_add(&w, p->u, (size_t)P * F * sizeof(float));
+    warm_add(&w, p->hq, (size_t)P * act_row(down_type, s->n_ff));
+    warm_add(&w, p->tmp, p->tmp_per_thread * (size_t)guild_pool_threads(p->pool) * sizeof(float));
+    guild_pool_run(p->pool, w.first[w.n], warm_task, &w);
+    return 0;
 }

@@ -56,6 +56,15 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
 /* Frees; sets *p to NULL. NULL-safe. */
 void expert_pipe_destroy(expert_pipe_t **p);
 
+/* Allocates the scratch for batches of up to n_tokens tokens and writes its pages now, on the pool's threads, as
+ * far as a batch of layers with these weight types uses them (the activation rows of their types; the per-thread
+ * down buffers for twice a fair share of tokens per expert). A batch that finds its scratch cold pays for every
+ * page's first touch in its own time (hundreds of MiB at thousands of tokens: the rate the GPU worker measures on
+ * its first streamed pass, and then plans with). Call it for each distinct (gate, up, down) type triple of the
+ * source's layers; the bits of later runs do not change. -1 with a message on out of memory. */
+int expert_pipe_warm(expert_pipe_t *p, int32_t n_tokens, guild_type_t gate_type, guild_type_t up_type,
+                     guild_type_t down_type, guild_err_t *err);
+
 /* x: [n_tokens][n_embd]; ids: [n_tokens][n_expert_used]; y: [n_tokens][n_expert_used][n_embd]. Writes y[t][k] for
  * every pair whose expert the source owns and leaves the others (and skipped pairs, id < 0) untouched. Returns
  * the number of pairs written, or -1 with a message (expert id >= n_expert or layer out of range, out of
