@@ -15,7 +15,7 @@
 #     worker, every pass): the CPU worker's rate on warm batches, on the 4 KiB pages of the device's defaults;
 #   - the same with shmem_enabled=advise (the expert store on transparent huge pages), then with hugetlb pages
 #     reserved (the store and the arena on them), both restored after (root on the device; the product does not
-#     need either).
+#     need either); only with KNOBS=1 (the device: a machine of its own).
 # Output: $OUT/arena.log (everything), run-*.txt (each run's full output).
 set -u
 budget=${1:-150}
@@ -37,36 +37,38 @@ run say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --for
 run say "thp enabled $(cat $thp/enabled), shmem_enabled $(cat $thp/shmem_enabled); $(grep -E 'HugePages_(Total|Free)' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
 
 m=/tmp/q235b-${LAYERS:-4}l.gguf
-(timeout -s KILL 60 "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b --layers "${LAYERS:-4}" --fill pool \
-    --threads 4 -q -o $m > "$O/mkmodel.txt" 2>&1
-    echo "mkmodel rc=$?" >> "$O/mkmodel.txt") &
-mk=$!
+run step 40 "guild-mkmodel --shape qwen3-235b-a22b --layers ${LAYERS:-4}" "$B/tools/guild-mkmodel" \
+    --shape qwen3-235b-a22b --layers "${LAYERS:-4}" --fill pool --threads "$(nproc)" -q -o $m
+[ -f $m ] || { run say "no model file"; exit 0; }
 run step 30 "guild bench experts --prefill 4096 (this build)" "$B/guild" bench experts --type q4_K --down-type q6_K \
     --shape qwen3-235b-a22b --tokens 1 --steps 4 --runs 3 --prefill 4096 --threads 14 --gb 2
-wait $mk
-run cat "$O/mkmodel.txt"
-[ -f $m ] && grep -q "mkmodel rc=0" "$O/mkmodel.txt" || { run say "no model file"; exit 0; }
 
-# NAME BIN FLAGS...: one bench run, its lines of interest in the log, all of it in run-NAME.txt
+# NAME BIN FLAGS...: one bench run, its lines of interest in the log, all of it in run-NAME.txt; the most huge
+# pages in use by shared memory while it runs beside it (sampled every second)
 bench() {
     name=$1 bin=$2
     shift 2
+    (while sleep 1; do echo "$(grep -E 'ShmemHugePages|HugePages_Free' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"; done \
+        > "$O/huge-$name.txt") &
+    sampler=$!
     run step "${BLIM:-30}" "bench run $name: $*" sh -c '"$0" "$@" > "'"$O"'/run-'"$name"'.txt" 2>&1; st=$?;
         grep -E "arena:|expert stores|CPU experts|exchange|pages of a|split of|prefill|streamed prefill|loaded in" "'"$O"'/run-'"$name"'.txt" | grep -v "^guild: info: \(cpu\|gpu\)-worker\[.\]: \(started\|registered\)" | tail -40; exit $st' \
         "$bin/guild" bench run -m $m --populate 4096 --gen 4 --runs 3 --threads 14 --batch 4096 -v --gpu-experts none "$@"
+    kill $sampler 2> /dev/null
+    run say "$name: shared memory's huge pages at most: $(awk '{print $2}' "$O/huge-$name.txt" | sort -n | tail -1) kB" \
+        "(ShmemHugePages); HugePages_Free at least $(awk '{print $5}' "$O/huge-$name.txt" | sort -n | head -1)"
 }
 bench base "$BASE" --commit "$base_commit"
 bench new "$B" --commit "$commit"
 bench split-4k "$B" --commit "$commit" --force-split "${SPLIT:-0.75}"
 old=$(sed 's/.*\[\(.*\)\].*/\1/' $thp/shmem_enabled)
-if echo advise > $thp/shmem_enabled 2> /dev/null; then
+if [ -n "${KNOBS:-}" ] && echo advise > $thp/shmem_enabled 2> /dev/null; then
     bench split-thp "$B" --commit "$commit" --force-split "${SPLIT:-0.75}"
-    run say "ShmemHugePages after: $(grep ShmemHugePages /proc/meminfo | tr -s ' ')"
     echo "$old" > $thp/shmem_enabled
 fi
 # hugetlb: the store (~1.4 GiB a layer) and the arena (~1.2 GiB), with room
 pages=$(((${LAYERS:-4} * 1500 + 1500) / 2))
-if echo $pages > /proc/sys/vm/nr_hugepages 2> /dev/null; then
+if [ -n "${KNOBS:-}" ] && echo $pages > /proc/sys/vm/nr_hugepages 2> /dev/null; then
     run say "hugetlb: $(grep -E 'HugePages_(Total|Free)' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
     bench split-hugetlb "$B" --commit "$commit" --force-split "${SPLIT:-0.75}" --huge-pages require
     echo 0 > /proc/sys/vm/nr_hugepages
