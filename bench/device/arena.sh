@@ -4,7 +4,12 @@
 # pair at the Qwen3-235B-A22B shape, 4096-token batches). One device call; from the repo root with the pack in
 # $C (bin/ with guild, the workers, the stager and tools/guild-mkmodel; lib/; base/ with the baseline's guild and
 # workers; COMMIT, BASE_COMMIT; this script and lib.sh):
-#   bash $C/arena.sh [SECONDS]
+#   bash $C/arena.sh [SECONDS]                 session 27's call (below)
+#   STREAM=1 bash $C/arena.sh [SECONDS]        the streamed configuration: --gpu-mem 3.5G (the 4-layer file's every
+#                                              layer streamed, 2048-token chunks), the worker's copies in the shared
+#                                              expert store that the GPU's DMA reads: the bootstrap measure of the
+#                                              baseline and of this build, then --force-split 0.75 on the store's
+#                                              4 KiB, THP and hugetlb pages; the bench at 2048 tokens beside it
 # Steps, each under `timeout -s KILL` and skipped when it would not fit:
 #   - guild-mkmodel --shape qwen3-235b-a22b --layers $LAYERS (default 4: the per-layer shapes of the 45.8 GB
 #     file, 6 GB) while `guild bench experts` measures the expert pipeline alone (this build);
@@ -40,8 +45,10 @@ m=/tmp/q235b-${LAYERS:-4}l.gguf
 run step 40 "guild-mkmodel --shape qwen3-235b-a22b --layers ${LAYERS:-4}" "$B/tools/guild-mkmodel" \
     --shape qwen3-235b-a22b --layers "${LAYERS:-4}" --fill pool --threads "$(nproc)" -q -o $m
 [ -f $m ] || { run say "no model file"; exit 0; }
-run step 30 "guild bench experts --prefill 4096 (this build)" "$B/guild" bench experts --type q4_K --down-type q6_K \
-    --shape qwen3-235b-a22b --tokens 1 --steps 4 --runs 3 --prefill 4096 --threads 14 --gb 2
+batch=4096 place="--gpu-experts none"
+[ -n "${STREAM:-}" ] && batch=2048 place="--gpu-mem 3.5G"
+run step 30 "guild bench experts --prefill $batch (this build)" "$B/guild" bench experts --type q4_K --down-type q6_K \
+    --shape qwen3-235b-a22b --tokens 1 --steps 4 --runs 3 --prefill $batch --threads 14 --gb 2
 
 # NAME BIN FLAGS...: one bench run, its lines of interest in the log, all of it in run-NAME.txt; the most huge
 # pages in use by shared memory while it runs beside it (sampled every second)
@@ -53,7 +60,7 @@ bench() {
     sampler=$!
     run step "${BLIM:-30}" "bench run $name: $*" sh -c '"$0" "$@" > "'"$O"'/run-'"$name"'.txt" 2>&1; st=$?;
         grep -E "arena:|expert stores|CPU experts|exchange|pages of a|split of|prefill|streamed prefill|loaded in" "'"$O"'/run-'"$name"'.txt" | grep -v "^guild: info: \(cpu\|gpu\)-worker\[.\]: \(started\|registered\)" | tail -40; exit $st' \
-        "$bin/guild" bench run -m $m --populate 4096 --gen 4 --runs 3 --threads 14 --batch 4096 -v --gpu-experts none "$@"
+        "$bin/guild" bench run -m $m --populate 4096 --gen 4 --runs 3 --threads 14 --batch 4096 -v $place "$@"
     kill $sampler 2> /dev/null
     run say "$name: shared memory's huge pages at most: $(awk '{print $2}' "$O/huge-$name.txt" | sort -n | tail -1) kB" \
         "(ShmemHugePages); HugePages_Free at least $(awk '{print $5}' "$O/huge-$name.txt" | sort -n | head -1)"
