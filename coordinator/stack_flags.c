@@ -48,11 +48,12 @@ static const flag_t flags[] = {
      "shared memory as a file in DIR (/dev/shm, a hugetlbfs mount) instead of\n"
      "an anonymous memfd", true},
     {STACK_FLAG_MLOCK, "mlock", NULL, "lock the CPU workers' experts in RAM", true},
-    {STACK_FLAG_HUGE_PAGES, "huge-pages", "auto|require",
+    {STACK_FLAG_HUGE_PAGES, "huge-pages", "MODE",
      "the shared memory's pages (the arena, the CPU workers' expert copies): auto\n"
-     "takes 2 MiB hugetlb pages where enough are free, else transparent huge\n"
-     "pages where the kernel gives them to shared memory, else 4 KiB pages (the\n"
-     "reason logged with -v); require refuses to start without huge pages", true},
+     "(the default) takes 2 MiB hugetlb pages where enough are free, else\n"
+     "transparent huge pages where the kernel gives them to shared memory, else\n"
+     "4 KiB pages (the reason logged with -v); require refuses to start without\n"
+     "huge pages", true},
     {STACK_FLAG_SPIN_US, "spin-us", "N", "spin N us on a doorbell before sleeping (default 50)", true},
     {STACK_FLAG_BACKEND, "backend", "NAME", NULL, false},
     {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE",
