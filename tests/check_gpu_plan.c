@@ -12,6 +12,9 @@
 #include "gpu-worker/dense/kv_format.h"
 #include "tests/tiny_model.h"
 
+/* What a budgeted plan counts beyond the allocations: the CUDA context and the driver's share (options o). */
+#define OVERHEAD(m, o) (GPU_PLAN_CONTEXT + gpu_plan_driver_bytes((m), (o).n_ctx, (o).n_seq, (o).kv_type))
+
 typedef struct fx {
     void *image;
     model_t *m;
@@ -217,7 +220,7 @@ START_TEST(test_mtp)
     ck_assert_uint_ge(q.mtp, 3 * X * E * F * 4 + 64 * E * 4); /* F32 experts, 64 hidden states */
     ck_assert_uint_eq(gpu_plan_total(&q) - gpu_plan_total(&p), q.mtp);
     ck_assert_int_eq(q.n_resident_experts, p.n_resident_experts);
-    const uint64_t budget = GPU_PLAN_RESERVE + gpu_plan_total(&p);
+    const uint64_t budget = OVERHEAD(f.m, o) + gpu_plan_total(&p);
     gpu_plan_fini(&p);
     gpu_plan_fini(&q);
     o.budget = budget;
@@ -228,7 +231,7 @@ START_TEST(test_mtp)
     ck_assert_int_eq(p.n_resident_experts, (int64_t)X * (s.n_layer - s.n_dense_lead));
     ck_assert_uint_le(gpu_plan_total(&q), budget);
     ck_assert_int_lt(q.n_resident_experts, p.n_resident_experts);
-    o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + q.mtp / 2;
+    o.budget = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers + q.mtp / 2;
     gpu_plan_fini(&p);
     gpu_plan_fini(&q);
     ck_assert_int_eq(gpu_plan_compute(&q, f.m, &o, &err), -1);
@@ -275,7 +278,7 @@ START_TEST(test_rollback)
     ck_assert_uint_eq(gpu_plan_rollback_bytes(model_config(g.m), 5), 0);
     gpu_plan_fini(&q);
     /* a budget: every expert resident without the states; with them, fewer, within the budget */
-    const uint64_t budget = GPU_PLAN_RESERVE + gpu_plan_total(&p);
+    const uint64_t budget = OVERHEAD(f.m, o) + gpu_plan_total(&p);
     const int64_t all = p.n_resident_experts;
     ck_assert_int_gt(all, 0);
     gpu_plan_fini(&p);
@@ -289,7 +292,7 @@ START_TEST(test_rollback)
     ck_assert_uint_le(gpu_plan_total(&q), budget);
     ck_assert_int_lt(q.n_resident_experts, p.n_resident_experts);
     /* the dense part fits, the states do not: refused, naming them and what to lower */
-    o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + q.rollback / 2;
+    o.budget = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers + q.rollback / 2;
     gpu_plan_fini(&q);
     ck_assert_int_eq(gpu_plan_compute(&q, f.m, &o, &err), -1);
     ck_assert_msg(strstr(err.msg, "does not fit") && strstr(err.msg, "the recurrent states a --spec rollback keeps") &&
@@ -304,6 +307,66 @@ START_TEST(test_rollback)
 }
 END_TEST
 
+/* What the driver takes beyond the allocations is part of every budgeted plan: the CUDA context (the constant, or
+ * the backend's measure: the options' context) and the driver's share (gpu_plan_driver_bytes: the allocations'
+ * rounding, the kernels, page tables of mapped host memory, the step graphs); the total is every part, within the
+ * budget; a larger measured context leaves fewer experts resident; the page tables grow with the caches mapped. */
+START_TEST(test_overhead)
+{
+    fx_t f;
+    fx_open(&f, 6);
+    gpu_plan_t p, q;
+    guild_err_t err = {{0}};
+    gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    ck_assert_uint_eq(p.reserve, 0); /* no budget: nothing to hold to */
+    ck_assert_uint_eq(p.driver, 0);
+    const uint64_t layer = p.experts / 6, all = gpu_plan_total(&p);
+    gpu_plan_fini(&p);
+    const uint64_t drv = gpu_plan_driver_bytes(f.m, 64, 1, KV_TYPE_F16);
+    ck_assert_uint_ge(drv, (uint64_t)GPU_PLAN_ALLOCS * GPU_PLAN_ALLOC_SLACK + GPU_PLAN_KERNELS +
+                               (uint64_t)GPU_PLAN_GRAPHS * 7 * GPU_PLAN_GRAPH_LAYER);
+    ck_assert_uint_ge(drv, (uint64_t)GPU_PLAN_ALLOCS * GPU_PLAN_ALLOC_SLACK + GPU_PLAN_KERNELS +
+                               (uint64_t)GPU_PLAN_GRAPHS * 7 * GPU_PLAN_GRAPH_LAYER + 6 * layer / GPU_PLAN_MAP_DIV);
+    /* every expert resident but a layer's worth: the budget binds (two staging slots, three layers resident) */
+    o.budget = GPU_PLAN_CONTEXT + drv + all - layer;
+    ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(p.reserve, GPU_PLAN_CONTEXT);
+    ck_assert_uint_eq(p.driver, drv);
+    ck_assert_uint_eq(gpu_plan_total(&p), p.reserve + p.driver + p.dense + p.kv + p.kv_stage + p.buffers +
+                                              p.expert_buffers + p.staging + p.experts + p.mtp + p.rollback);
+    ck_assert_uint_le(gpu_plan_total(&p), o.budget);
+    ck_assert_uint_ge(gpu_plan_total(&p) + 2 * layer, o.budget); /* filled, not left idle */
+    /* a context measured larger by two layers' experts: two layers fewer resident, still within the budget */
+    o.context = GPU_PLAN_CONTEXT + 2 * layer;
+    ck_assert_msg(gpu_plan_compute(&q, f.m, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(q.reserve, o.context);
+    ck_assert_uint_le(gpu_plan_total(&q), o.budget);
+    ck_assert_int_eq(p.n_resident, 3);
+    ck_assert_int_le(q.n_resident_experts, p.n_resident_experts - 2 * 8);
+    gpu_plan_fini(&q);
+    /* a carried plan counts the same overhead (the coordinator's constant for the context) */
+    ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, 64, 1, KV_TYPE_F16, p.n_batch, p.stage_slots, p.stage_slot_experts,
+                                  p.expert_resident, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(q.reserve, GPU_PLAN_CONTEXT);
+    ck_assert_uint_eq(q.driver, drv);
+    ck_assert_uint_eq(gpu_plan_total(&q), gpu_plan_total(&p));
+    gpu_plan_fini(&q);
+    /* the plan as printed names both */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    gpu_plan_print(&p, out);
+    fclose(out);
+    ck_assert_msg(strstr(text, "CUDA context ~") && strstr(text, "the driver's share ~"), "%s", text);
+    free(text);
+    gpu_plan_fini(&p);
+    /* page tables: sixteen caches of 4096 positions mapped take more than one of 64 */
+    ck_assert_uint_gt(gpu_plan_driver_bytes(f.m, 4096, 16, KV_TYPE_F16), drv);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     fx_t f;
@@ -312,7 +375,7 @@ START_TEST(test_budget)
     guild_err_t err = {{0}};
     gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    const uint64_t layer = p.experts / 6, fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
+    const uint64_t layer = p.experts / 6, fixed = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
     gpu_plan_fini(&p);
     /* not every layer fits: two staging buffers first, then two layers' experts and a half */
     o.budget = fixed + eb + 4 * layer + layer / 2;
@@ -429,12 +492,12 @@ START_TEST(test_budget_sweep)
     ck_assert_int_eq(p.n_batch, 64); /* auto: up to the context */
     ck_assert_int_eq(p.n_resident, L);
     ck_assert_int_eq(p.stage_slots, 0);
-    const uint64_t all = gpu_plan_total(&p) + GPU_PLAN_RESERVE, one = p.layer[0].expert_bytes;
+    const uint64_t all = gpu_plan_total(&p) + OVERHEAD(f.m, o), one = p.layer[0].expert_bytes;
     gpu_plan_fini(&p);
     o.n_batch = 1;
     o.n_batch_min = 0;
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    const uint64_t dense1 = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb1 = p.expert_buffers;
+    const uint64_t dense1 = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers, eb1 = p.expert_buffers;
     gpu_plan_fini(&p);
     const uint64_t min_stream = dense1 + eb1 + 2 * gpu_plan_slot_bytes(f.m, N / GPU_PLAN_MIN_SLICE_DIV);
     ck_assert(gpu_plan_slot_bytes(f.m, N) == 3 * N * one / 3);
@@ -498,7 +561,7 @@ START_TEST(test_budget_sweep)
             ck_assert(p.stage_slots >= 2 && p.stage_slots <= 16);
             ck_assert(p.stage_slot_experts >= kmin && p.stage_slot_experts <= N);
             ck_assert(p.stage_slots * p.stage_slot_experts <= 2 * N);
-            if (budget >= GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers +
+            if (budget >= OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers + p.expert_buffers +
                               3 * gpu_plan_slot_bytes(f.m, kmin))
                 ck_assert_msg(p.stage_slots >= 3 || p.stage_slot_experts == N, "budget %llu: %d slots of %d",
                               (unsigned long long)budget, p.stage_slots, p.stage_slot_experts);
@@ -525,7 +588,7 @@ START_TEST(test_chunk_shrinks)
     gpu_plan_t p;
     gpu_plan_options_t o = {.n_ctx = 4096, .n_batch = 4096, .kv_type = KV_TYPE_F16};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    const uint64_t fixed4096 = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers;
+    const uint64_t fixed4096 = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers;
     gpu_plan_fini(&p);
     o.budget = fixed4096 - 1;
     ck_assert_int_eq(gpu_plan_compute(&p, f.m, &o, &err), -1);
@@ -562,7 +625,7 @@ START_TEST(test_kv_placement)
     gpu_plan_options_t o = {.n_ctx = N, .n_batch = 64, .kv_type = KV_TYPE_F16, .max_expert_layers = GPU_EXPERTS_NONE,
                             .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES | GPU_PLAN_CAP_KV_HOST};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    const uint64_t kv16 = p.kv, base = GPU_PLAN_RESERVE + p.dense + p.buffers;
+    const uint64_t kv16 = p.kv, base = OVERHEAD(f.m, o) + p.dense + p.buffers;
     ck_assert_uint_eq(kv16, 2u * 4u * 32u * 2u * (uint64_t)N); /* K and V, 4 layers, 2 heads of 16, f16 */
     ck_assert(!p.kv_host && p.kv_host_bytes == 0 && p.kv_stage == 0); /* no budget: in GPU memory */
     gpu_plan_fini(&p);
@@ -629,7 +692,7 @@ START_TEST(test_caps)
     gpu_plan_t p;
     gpu_plan_options_t o = {.n_ctx = 64, .n_batch = 8, .kv_type = KV_TYPE_F16, .routing = counts};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    const uint64_t fixed = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
+    const uint64_t fixed = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers, eb = p.expert_buffers;
     const uint64_t layer = p.layer[0].resident_bytes;
     gpu_plan_fini(&p);
     o.budget = fixed + eb + 3 * layer + layer / 2;
@@ -677,7 +740,7 @@ START_TEST(test_import)
     gpu_plan_options_t o = {.n_ctx = 64, .n_batch = GPU_PLAN_BATCH_AUTO, .n_batch_min = 1, .kv_type = KV_TYPE_F16,
                             .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES, .routing = counts};
     ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
-    o.budget = GPU_PLAN_RESERVE + p.dense + p.kv + p.buffers + p.expert_buffers + p.experts / 3;
+    o.budget = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers + p.expert_buffers + p.experts / 3;
     gpu_plan_fini(&p);
     ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s", err.msg);
     ck_assert(p.stage_slots >= 2 && p.n_resident_experts > 0 && p.n_resident_experts < L * N);
@@ -755,6 +818,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_no_budget_all_resident);
     tcase_add_test(tc, test_budget);
+    tcase_add_test(tc, test_overhead);
     tcase_add_test(tc, test_hybrid_cache);
     tcase_add_test(tc, test_mla_buffers);
     tcase_add_test(tc, test_bias_buffers);

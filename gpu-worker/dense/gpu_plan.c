@@ -258,7 +258,7 @@ static uint64_t buffers_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx)
     const uint64_t F = (uint64_t)model_config_ff_hidden(c), fl = 4; /* the shared expert's or a dense layer's */
     const uint64_t logit_rows = NB < LOGIT_ROWS ? NB : LOGIT_ROWS, attn_rows = NB < ATTN_TOK ? NB : ATTN_TOK;
     return NB * E * fl * 3 + NB * Q * fl * 2 + NB * KV * fl * 2 + NB * (uint64_t)c->n_expert * fl + NB * K * 8 +
-           NB * F * fl * 2 + NB * fl + logit_rows * (uint64_t)c->n_vocab * fl + (2 * NB + 2) * 4 + NB * f->widest +
+           NB * F * fl * 2 + NB * fl + logit_rows * (uint64_t)c->n_vocab * fl + (3 * NB + 2) * 4 + NB * f->widest +
            attn_rows * (uint64_t)c->n_head * ATTN_SPLITS * (HD + 2) * fl +
            (uint64_t)n_ctx * (uint64_t)c->n_rot * fl + /* RoPE table */
            NB * K * E * fl;                            /* y of the CPU experts' bridge */
@@ -614,12 +614,35 @@ static uint64_t mtp_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx, int32_t 
 
 /* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not, with the MTP layer or not, with the
  * recurrent states of `rollback` rows kept (0: none). */
-static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
-                       int32_t NB, bool kv_host, bool mtp, int32_t rollback)
+/* The driver's share (gpu_plan_driver_bytes) from the model's facts. */
+static uint64_t driver_bytes(const facts_t *f, int32_t n_ctx, int32_t n_seq, int32_t kv_type)
+{
+    uint64_t experts = 0;
+    for (int32_t il = 0; il < f->L; il++)
+        experts += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
+    const uint64_t rows = (uint64_t)(n_seq > 1 ? n_seq : 1) * kv_rows_bytes(f->c, n_ctx, kv_type, NULL);
+    return (uint64_t)GPU_PLAN_ALLOCS * GPU_PLAN_ALLOC_SLACK + GPU_PLAN_KERNELS + (experts + rows) / GPU_PLAN_MAP_DIV +
+           (uint64_t)GPU_PLAN_GRAPHS * (uint64_t)(f->L + 1) * GPU_PLAN_GRAPH_LAYER;
+}
+
+uint64_t gpu_plan_driver_bytes(const model_t *m, int32_t n_ctx, int32_t n_seq, int32_t kv_type)
+{
+    guild_err_t err;
+    facts_t f;
+    if (facts_init(&f, m, &err) < 0)
+        return 0;
+    const uint64_t b = driver_bytes(&f, n_ctx, n_seq, kv_type);
+    facts_fini(&f);
+    return b;
+}
+
+static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, uint64_t context, int32_t n_ctx,
+                       int32_t n_seq, int32_t kv_type, int32_t NB, bool kv_host, bool mtp, int32_t rollback)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
-    p->reserve = budget ? GPU_PLAN_RESERVE : 0;
+    p->reserve = budget ? (context ? context : GPU_PLAN_CONTEXT) : 0;
+    p->driver = budget ? driver_bytes(f, n_ctx, n_seq, kv_type) : 0;
     p->dense = f->dense;
     p->n_seq = n_seq > 1 ? n_seq : 1;
     p->kv = (uint64_t)p->n_seq * gpu_plan_cache_bytes(c, n_ctx, kv_type); /* a cache and states per sequence */
@@ -646,8 +669,8 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp, o->rollback);
-    return t.reserve + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp + t.rollback;
+    plan_sizes(&t, f, o->budget, o->context, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp, o->rollback);
+    return t.reserve + t.driver + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp + t.rollback;
 }
 
 /* The decode attention's reads of a cache of format t (a generated token's, and a prefill chunk's of at most
@@ -975,8 +998,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     if (!fits_any) {
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp, o->rollback);
-        const uint64_t fixed = t.reserve + t.dense + t.kv + t.buffers + t.mtp + t.rollback;
+        plan_sizes(&t, &f, o->budget, o->context, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp, o->rollback);
+        const uint64_t fixed = t.reserve + t.driver + t.dense + t.kv + t.buffers + t.mtp + t.rollback;
         char host[160] = "", extra[224] = "";
         int at = 0;
         if (t.mtp)
@@ -990,11 +1013,12 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
         else if (o->budget && !(o->caps & GPU_PLAN_CAP_KV_HOST))
             snprintf(host, sizeof host, "; this backend keeps the cache in GPU memory only");
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
-                      "(%s) for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context ~%.2f "
-                      "GiB%s) and does not fit%s; lower --ctx%s%s%s, or raise --gpu-mem (%.2f GiB also streams the "
+                      "(%s) for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context and "
+                      "the driver's share ~%.2f GiB%s) and does not fit%s; lower --ctx%s%s%s, or raise --gpu-mem (%.2f GiB also streams the "
                       "experts)",
                       (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
-                      kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo, (double)t.reserve / GiB,
+                      kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo,
+                      (double)(t.reserve + t.driver) / GiB,
                       extra, host, lo > 1 ? " or --batch" : "", t.rollback ? " or --spec-max" : "", compact,
                       (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
                                (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
@@ -1004,7 +1028,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host, o->mtp, o->rollback);
+    plan_sizes(p, &f, o->budget, o->context, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host, o->mtp,
+               o->rollback);
     kv_read_ns(&pl, best.chunk, best.kv_host, &p->pred_kv_ms);
     p->pred_kv_ms /= 1e6;
     kv_why(p, &pl, best.chunk, n_place == 2, lo, compact);
@@ -1139,7 +1164,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, false, false, 0);
+    plan_sizes(p, &f, budget, 0, n_ctx, n_seq, kv_type, n_batch, false, false, 0);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);
@@ -1163,7 +1188,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     plan_layers(p, &f);
     p->expert_buffers = stage_slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)n_batch) : 0;
     if (budget && gpu_plan_total(p) > budget && gpu_plan_kv_host_possible(f.c)) /* gpu_plan_compute's choice */
-        plan_sizes(p, &f, budget, n_ctx, n_seq, kv_type, n_batch, true, false, 0);
+        plan_sizes(p, &f, budget, 0, n_ctx, n_seq, kv_type, n_batch, true, false, 0);
     plan_hit_rate(p, &f, NULL);
     layer_whys(p, m, &f);
     snprintf(p->why_kv, sizeof p->why_kv, "%s (the coordinator's plan)", p->kv_host ? "in host RAM" : "in GPU memory");
@@ -1221,8 +1246,8 @@ uint64_t gpu_plan_stage_slot_bytes(const gpu_plan_t *p)
 
 uint64_t gpu_plan_total(const gpu_plan_t *p)
 {
-    return p->reserve + p->dense + p->kv + p->kv_stage + p->buffers + p->expert_buffers + p->staging + p->experts +
-           p->mtp + p->rollback;
+    return p->reserve + p->driver + p->dense + p->kv + p->kv_stage + p->buffers + p->expert_buffers + p->staging +
+           p->experts + p->mtp + p->rollback;
 }
 
 void gpu_plan_print(const gpu_plan_t *p, FILE *out)
@@ -1241,6 +1266,8 @@ void gpu_plan_print(const gpu_plan_t *p, FILE *out)
             (double)p->buffers / G, p->n_batch);
     if (p->reserve)
         fprintf(out, ", CUDA context ~%.2f GiB", (double)p->reserve / G);
+    if (p->driver)
+        fprintf(out, ", the driver's share ~%.2f GiB", (double)p->driver / G);
     if (p->mtp)
         fprintf(out, ", the multi-token-prediction layer %.2f GiB", (double)p->mtp / G);
     if (p->rollback)

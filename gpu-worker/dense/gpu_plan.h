@@ -36,9 +36,12 @@
  *
  * Pure arithmetic on the model's tensor sizes and the cost model, no CUDA: the coordinator prints the plan the
  * GPU worker follows; the coordinator computes it once and hands it over (backend_options_t.plan; to a GPU
- * worker process in its Assign), and a backend given none computes its own from its options. The CUDA
- * context, kernels and allocator rounding are not visible to this arithmetic: a fixed GPU_PLAN_RESERVE stands
- * for them, a little above what they took on the device machine (bench/results/code-comment-measurements.md).
+ * worker process in its Assign), and a backend given none computes its own from its options. What the driver
+ * takes beyond the allocations is counted apart: the CUDA context (`reserve`: measured by a backend that computes
+ * its own plan, gpu_plan_options_t.context, else GPU_PLAN_CONTEXT) and the driver's share that grows with the
+ * work (`driver`, gpu_plan_driver_bytes: each allocation rounded to the driver's pages, the kernels loaded on first
+ * use, page tables of host memory mapped for the device, the kept step graphs). The CUDA backend's memory trace
+ * (cuda/cuda_mem_trace.h) measures both phase by phase (bench/results/vram-h200-2026-12-02-s27.md).
  *
  * A backend states what it can follow (gpu_plan_options_t.caps): without GPU_PLAN_CAP_EXPERTS the resident set
  * is whole layers; without GPU_PLAN_CAP_SLICES a staging slot holds a whole layer.
@@ -55,7 +58,15 @@
 #include "core/util/err.h"
 #include "gpu-worker/dense/gpu_cost.h"
 
-#define GPU_PLAN_RESERVE ((uint64_t)640 << 20)
+/* The CUDA context's device memory where the backend does not measure it (the coordinator's arithmetic). */
+#define GPU_PLAN_CONTEXT ((uint64_t)512 << 20)
+/* The driver's share beyond the context (gpu_plan_driver_bytes): */
+#define GPU_PLAN_ALLOCS 64                       /* device allocations of the CUDA backend, at most ... */
+#define GPU_PLAN_ALLOC_SLACK ((uint64_t)1 << 20) /* ... each rounded up to the driver's 2 MiB pages: half a page */
+#define GPU_PLAN_KERNELS ((uint64_t)32 << 20)    /* the kernels' code (sm_90), loaded on first use */
+#define GPU_PLAN_MAP_DIV 512                     /* page tables: 8 bytes a 4 KiB page of host memory mapped */
+#define GPU_PLAN_GRAPHS 40                       /* step graphs kept (cuda/cuda_state.h CUDA_GRAPHS) ... */
+#define GPU_PLAN_GRAPH_LAYER ((uint64_t)64 << 10) /* ... each this much device memory per layer */
 #define GPU_PLAN_ALIGN 256u
 
 /* cuda_config_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
@@ -108,6 +119,8 @@ typedef struct gpu_plan_options {
     int32_t rollback;          /* rows of recurrent states kept per sequence for a rollback (backend_options_t.rollback:
                                   the stack's --spec, --spec-max + 1); counted for a model with gated delta net layers
                                   (gpu_plan_rollback_bytes); 0: none */
+    uint64_t context;          /* the CUDA context's device bytes as measured by the backend (cuda_mem_trace_start);
+                                  0: GPU_PLAN_CONTEXT */
     int32_t ref_prompt;        /* the reference request the plan minimises the predicted time of: a prompt of */
     int32_t ref_gen;           /* ref_prompt tokens, then ref_gen generated; 0: min(n_ctx, 16384) and 256 */
 } gpu_plan_options_t;
@@ -124,7 +137,9 @@ typedef struct gpu_plan_layer {
 
 typedef struct gpu_plan {
     uint64_t budget;           /* as given (0: none) */
-    uint64_t reserve;          /* GPU_PLAN_RESERVE */
+    uint64_t reserve;          /* the CUDA context (the options' context, else GPU_PLAN_CONTEXT; 0 without a budget) */
+    uint64_t driver;           /* the driver's share beyond the context and the allocations (gpu_plan_driver_bytes;
+                                  0 without a budget) */
     uint64_t dense;            /* dense weights (and the RoPE table) */
     uint64_t kv;               /* on the device: the K and V caches of the attention layers (unless kv_host), the
                                   recurrent layers' states (gpu_plan_cache_bytes) */
@@ -205,7 +220,13 @@ static inline bool gpu_plan_expert_resident(const gpu_plan_t *p, int32_t il, int
     return p->expert_resident && p->expert_resident[(int64_t)il * p->n_expert + e];
 }
 
-/* The device bytes the plan uses in total. */
+/* The driver's device memory beyond the context and the allocations for model m with n_seq caches of n_ctx
+ * positions in format kv_type: GPU_PLAN_ALLOCS allocations' rounding, the kernels, the page tables of host memory
+ * the device may map (every routed expert, streamed from the CPU side's copies, and every cache's rows, in host
+ * RAM: an upper bound), GPU_PLAN_GRAPHS step graphs of every layer. */
+uint64_t gpu_plan_driver_bytes(const model_t *m, int32_t n_ctx, int32_t n_seq, int32_t kv_type);
+
+/* The device bytes the plan uses in total (reserve and driver included). */
 uint64_t gpu_plan_total(const gpu_plan_t *p);
 
 /* The device bytes of one sequence's cache: the K and V rows of the layers that keep them (the widest rows of any

@@ -411,12 +411,16 @@ static int setup_experts(cuda_backend_t *b, const model_t *m, const backend_opti
     int rc = 0;
     if (resident < c->n_layer)
         rc = setup_cpu_experts(b, opt, &cpu, err);
-    if (rc == 0 && plan->stage_slots)
+    if (rc == 0 && plan->stage_slots) {
         rc = setup_stage(b, m, cc, plan, gl, err);
-    if (rc == 0 && (n_res_experts > 0 || plan->stage_slots))
+        cuda_mem_trace_mark(&b->mem, "the streamed experts' sources (registered, pinned or a ring)");
+    }
+    if (rc == 0 && (n_res_experts > 0 || plan->stage_slots)) {
         rc = cuda_moe_gpu_new(&b->moe_gpu, gl, c->n_layer, c->n_expert, b->n_batch, c->n_embd, c->n_ff_exp,
                               c->n_expert_used, plan->stage_slots, (size_t)plan->stage_slot_bytes, b->stage, cpu,
                               &b->bytes_experts, err);
+        cuda_mem_trace_mark(&b->mem, "device experts, their buffers and the staging slots");
+    }
     b->moe = b->moe_gpu ? b->moe_gpu : cpu;
     b->gpu_expert_layers = rc == 0 ? resident : 0;
     free(gl);
@@ -511,6 +515,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         return guild_err_set(err, "cuda backend: no CUDA device (%s)", why);
     if (cuda_check(cudaSetDevice(0), "select device 0", err) < 0)
         return -1;
+    /* the context's device memory, measured before anything of the backend's is allocated */
+    cuda_mem_trace_t mem;
+    const uint64_t context = cuda_mem_trace_start(&mem, cc->gpu_mem);
 
     const int32_t kv_format = kv_type_resolve(opt->kv_type, KV_TYPE_F16);
     if (kv_type_check(kv_format, c, 1u << KV_TYPE_F32 | 1u << KV_TYPE_F16, "cuda backend", err) < 0)
@@ -526,15 +533,24 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         .caps = cuda_backend_ops.plan_caps,
         .mtp = opt->mtp,
         .rollback = opt->rollback,
+        .context = cc->test.context ? cc->test.context : context,
     };
     if ((opt->plan ? gpu_plan_copy(&plan, opt->plan, err) : gpu_plan_compute(&plan, m, &po, err)) < 0)
         return -1;
+    /* a plan carried from the coordinator counted a context it could not measure: say how far off it is */
+    if (opt->plan && cc->gpu_mem)
+        guild_log(context > plan.reserve + plan.driver ? GUILD_LOG_WARN : GUILD_LOG_INFO,
+                  "cuda backend: the CUDA context (with any other process's use of the device) takes %.0f MiB, the "
+                  "plan counted %.0f MiB for it and %.0f MiB for the driver's share%s", (double)context / 1048576.0,
+                  (double)plan.reserve / 1048576.0, (double)plan.driver / 1048576.0,
+                  context > plan.reserve + plan.driver ? ": the budget will not hold" : "");
     cuda_backend_t *b = calloc(1, sizeof *b);
     if (!b) {
         gpu_plan_fini(&plan);
         return guild_err_set(err, "cuda backend: out of memory");
     }
     b->base.ops = &cuda_backend_ops;
+    b->mem = mem;
     b->cfg = c;
     b->w = model_weights(m);
     b->n_ctx = opt->n_ctx;
@@ -564,6 +580,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cuda_check(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "create stream", err) < 0 ||
         cuda_weights_upload(b, err) < 0 || upload_rope_table(b, err) < 0)
         goto fail;
+    cuda_mem_trace_mark(&b->mem, "weights");
 
     const size_t NB = (size_t)opt->n_batch, E = (size_t)c->n_embd, HD = (size_t)c->head_dim;
     const size_t Q = (size_t)c->n_head * HD, KV = (size_t)c->n_head_kv * HD, K = (size_t)c->n_expert_used;
@@ -605,8 +622,10 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if ((!plan.kv_host &&
          cuda_alloc((void **)&b->k_cache, SL * b->k_layer_bytes, &b->bytes_kv, "the K cache", err) < 0) ||
         (!plan.kv_host && b->v_row &&
-         cuda_alloc((void **)&b->v_cache, SL * b->v_layer_bytes, &b->bytes_kv, "the V cache", err) < 0) ||
-        (mla && (cuda_alloc((void **)&b->mla_qa, NB * (size_t)(c->n_lora_q ? c->n_lora_q : 1) * f, sc,
+         cuda_alloc((void **)&b->v_cache, SL * b->v_layer_bytes, &b->bytes_kv, "the V cache", err) < 0))
+        goto fail;
+    cuda_mem_trace_mark(&b->mem, plan.kv_host ? "KV cache (mapped host rows, a layer's staging)" : "KV cache");
+    if ((mla && (cuda_alloc((void **)&b->mla_qa, NB * (size_t)(c->n_lora_q ? c->n_lora_q : 1) * f, sc,
                             "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_kv, NB * RR * f, sc, "activations", err) < 0 ||
                  cuda_alloc((void **)&b->mla_qk, NB * H * RR * f, sc, "activations", err) < 0 ||
@@ -667,9 +686,15 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_check(cudaMemset(b->d_attn_done, 0, ad_bytes), "the decode attention's counters", err) < 0)
         goto fail;
     if (cuda_check(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "create event", err) < 0 ||
-        (cc->step_clock && cuda_step_clock_new(&b->clock, err) < 0) ||
-        setup_experts(b, m, opt, cc, &plan, err) < 0 || (b->mtp && cuda_mtp_setup(b, err) < 0))
+        (cc->step_clock && cuda_step_clock_new(&b->clock, err) < 0))
         goto fail;
+    cuda_mem_trace_mark(&b->mem, "buffers");
+    if (setup_experts(b, m, opt, cc, &plan, err) < 0)
+        goto fail;
+    if (b->mtp && (cuda_mtp_setup(b, err) < 0))
+        goto fail;
+    if (b->mtp)
+        cuda_mem_trace_mark(&b->mem, "the MTP layer");
     /* the routing counters (route_count.cu) and the plan's resident experts, whose share of them is the hit rate */
     if (opt->count_routing) {
         const size_t LN = (size_t)c->n_layer * (size_t)c->n_expert;
@@ -706,10 +731,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
               b->graphs ? "on" : "off");
     if (guild_log_level() >= GUILD_LOG_INFO)
         gpu_plan_print(&plan, stderr);
-    if (cc->gpu_mem && dev_total - dev_free > cc->gpu_mem)
-        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device, over the budget of %.2f GiB (the "
-                  "plan's estimate of the CUDA context is short)", (double)(dev_total - dev_free) / 1073741824.0,
-                  (double)cc->gpu_mem / 1073741824.0);
+    cuda_mem_trace_mark(&b->mem, "the rest");
+    cuda_mem_trace_log(&b->mem, gpu_plan_total(&plan), plan.reserve + plan.driver);
     gpu_plan_fini(&plan);
     *out = &b->base;
     return 0;
@@ -929,6 +952,29 @@ static int group_rows(cuda_backend_t *b, int32_t n, const int32_t *seq, const in
     return 0;
 }
 
+/* The device's in-use after the first prefill batch (its kernels loaded on first use), the first graph step and
+ * as graphs accumulate (1, 4, 16, then every 16 more captured): what the driver takes beyond start-up. */
+static void mem_check(cuda_backend_t *b, int32_t n, bool graph)
+{
+    char when[96];
+    if (n > CUDA_GRAPH_ROWS && !b->mem_prefill) {
+        b->mem_prefill = true;
+        snprintf(when, sizeof when, "the first prefill batch (%d tokens)", n);
+        cuda_mem_trace_check(&b->mem, when);
+    }
+    if (graph && !b->mem_step) {
+        b->mem_step = true;
+        b->mem_graphs = b->graphs_captured;
+        cuda_mem_trace_check(&b->mem, "the first graph step");
+    }
+    const uint32_t g = b->graphs_captured;
+    if (graph && g != b->mem_graphs && (g == 4 || g % 16 == 0)) {
+        b->mem_graphs = g;
+        snprintf(when, sizeof when, "%u step graphs captured (%d kept at most)", g, CUDA_GRAPHS);
+        cuda_mem_trace_check(&b->mem, when);
+    }
+}
+
 static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
                             const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
                             guild_err_t *err)
@@ -1020,6 +1066,7 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
     }
     cuda_step_clock_host(b->clock, CUDA_HOST_EXIT);
     cuda_step_clock_done(b->clock, n, exec != NULL);
+    mem_check(b, n, exec != NULL);
     return 0;
 }
 

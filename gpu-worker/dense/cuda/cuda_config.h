@@ -60,6 +60,8 @@ typedef struct cuda_config {
         double split_gpu_fraction; /* > 0: every planned batch of a streamed layer splits with the device taking
                                       at least this fraction of its pairs, whatever the measured times
                                       (cuda_moe_gpu_force_split): the same bits run after run; 0: by the times */
+        uint64_t context;          /* > 0: the CUDA context's bytes the backend's own plan counts, instead of the
+                                      measured (a test process's other allocations blur that measure) */
     } test;
 } cuda_config_t;
 

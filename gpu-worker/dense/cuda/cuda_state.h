@@ -14,6 +14,7 @@
 #include "core/quant/blocks.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h" /* cuda_norm_pre_t */
+#include "gpu-worker/dense/cuda/cuda_mem_trace.h"
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 
 struct cuda_stage;   /* gpu-worker/dense/cuda/cuda_stage.h */
@@ -213,6 +214,10 @@ typedef struct cuda_backend {
     float *mtp_cat;             /* device [n_batch][2 * n_embd] the rows' normed embeddings and hidden states */
 
     size_t bytes_weights, bytes_kv, bytes_scratch, bytes_experts; /* device memory, for the report */
+    cuda_mem_trace_t mem;       /* the device's in-use by phase (cuda_mem_trace.h): start-up, then checked at the
+                                   first prefill batch, the first graph step and as graphs accumulate */
+    bool mem_prefill, mem_step; /* those first ones seen */
+    uint32_t mem_graphs;        /* graphs_captured at the last check */
 } cuda_backend_t;
 
 /* Layer il's key rows and value rows (kv_slot[il] >= 0) of sequence seq. */

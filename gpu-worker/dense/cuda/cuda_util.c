@@ -1,6 +1,8 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
@@ -51,6 +53,71 @@ int cuda_device_count(char *why, size_t why_len)
     return n;
 }
 
+/* The live device allocations of the process (the exchange executor's, the backend's, the experts'), for the memory
+ * trace: their bytes and count, and each one's size by address so that cuda_free takes it off (an open-addressing
+ * table; an allocation beyond its room stays counted, as if never freed). */
+#define LIVE_SLOTS 4096
+static struct live {
+    pthread_mutex_t lock;
+    uint64_t bytes, count;
+    struct {
+        void *p;
+        size_t bytes;
+    } slot[LIVE_SLOTS];
+} live = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t live_hash(const void *p)
+{
+    return (size_t)(((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull >> 52) % LIVE_SLOTS;
+}
+
+static void live_add(void *p, size_t bytes)
+{
+    pthread_mutex_lock(&live.lock);
+    live.bytes += bytes;
+    live.count++;
+    for (size_t i = live_hash(p), k = 0; k < LIVE_SLOTS; k++, i = (i + 1) % LIVE_SLOTS)
+        if (!live.slot[i].p) {
+            live.slot[i].p = p;
+            live.slot[i].bytes = bytes;
+            break;
+        }
+    pthread_mutex_unlock(&live.lock);
+}
+
+static void live_remove(void *p)
+{
+    pthread_mutex_lock(&live.lock);
+    for (size_t i = live_hash(p), k = 0; k < LIVE_SLOTS && live.slot[i].p; k++, i = (i + 1) % LIVE_SLOTS)
+        if (live.slot[i].p == p) {
+            live.bytes -= live.slot[i].bytes;
+            live.count--;
+            /* backward-shift deletion keeps the probe chains whole */
+            size_t j = i;
+            for (;;) {
+                j = (j + 1) % LIVE_SLOTS;
+                if (!live.slot[j].p)
+                    break;
+                const size_t h = live_hash(live.slot[j].p);
+                if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+                    live.slot[i] = live.slot[j];
+                    i = j;
+                }
+            }
+            live.slot[i].p = NULL;
+            break;
+        }
+    pthread_mutex_unlock(&live.lock);
+}
+
+void cuda_alloc_totals(uint64_t *bytes, uint64_t *count)
+{
+    pthread_mutex_lock(&live.lock);
+    *bytes = live.bytes;
+    *count = live.count;
+    pthread_mutex_unlock(&live.lock);
+}
+
 int cuda_alloc(void **p, size_t bytes, size_t *counter, const char *what, guild_err_t *err)
 {
     *p = NULL;
@@ -65,12 +132,14 @@ int cuda_alloc(void **p, size_t bytes, size_t *counter, const char *what, guild_
     }
     if (counter)
         *counter += bytes;
+    live_add(*p, bytes);
     return 0;
 }
 
 void cuda_free(void **p)
 {
     if (*p) {
+        live_remove(*p);
         cudaFree(*p);
         *p = NULL;
     }

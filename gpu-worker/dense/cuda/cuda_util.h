@@ -4,6 +4,7 @@
 #define GUILD_GPU_WORKER_CUDA_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -19,6 +20,10 @@ int cuda_device_count(char *why, size_t why_len);
 /* cudaMalloc of bytes (0 allowed: *p = NULL), adding them to *counter. -1 with a message naming `what` and
  * the size when the device is out of memory. */
 int cuda_alloc(void **p, size_t bytes, size_t *counter, const char *what, guild_err_t *err);
+
+/* The bytes and the number of cuda_alloc's allocations live in this process (allocated, not yet cuda_free'd): what
+ * the memory trace (cuda_mem_trace.h) tells apart from the driver's own use of the device. */
+void cuda_alloc_totals(uint64_t *bytes, uint64_t *count);
 
 /* cudaFree and NULL; NULL-safe. */
 void cuda_free(void **p);
