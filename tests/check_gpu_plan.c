@@ -13,7 +13,7 @@
 #include "tests/tiny_model.h"
 
 /* What a budgeted plan counts beyond the allocations: the CUDA context and the driver's share (options o). */
-#define OVERHEAD(m, o) (GPU_PLAN_CONTEXT + gpu_plan_driver_bytes((m), (o).n_ctx, (o).n_seq, (o).kv_type))
+#define OVERHEAD(m, o) (GPU_PLAN_CONTEXT + gpu_plan_driver_bytes((m), (o).n_ctx, (o).n_seq, (o).kv_type, (o).copy_path))
 
 typedef struct fx {
     void *image;
@@ -323,7 +323,9 @@ START_TEST(test_overhead)
     ck_assert_uint_eq(p.driver, 0);
     const uint64_t layer = p.experts / 6, all = gpu_plan_total(&p);
     gpu_plan_fini(&p);
-    const uint64_t drv = gpu_plan_driver_bytes(f.m, 64, 1, KV_TYPE_F16);
+    const uint64_t drv = gpu_plan_driver_bytes(f.m, 64, 1, KV_TYPE_F16, GPU_COPY_PINNED);
+    const uint64_t drv_ring = gpu_plan_driver_bytes(f.m, 64, 1, KV_TYPE_F16, GPU_COPY_RING);
+    ck_assert_uint_eq(drv - drv_ring, 6 * layer / GPU_PLAN_MAP_DIV); /* the experts' page tables, mapped or not */
     ck_assert_uint_ge(drv, (uint64_t)GPU_PLAN_ALLOCS * GPU_PLAN_ALLOC_SLACK + GPU_PLAN_KERNELS +
                                (uint64_t)GPU_PLAN_GRAPHS * 7 * GPU_PLAN_GRAPH_LAYER);
     ck_assert_uint_ge(drv, (uint64_t)GPU_PLAN_ALLOCS * GPU_PLAN_ALLOC_SLACK + GPU_PLAN_KERNELS +
@@ -345,12 +347,13 @@ START_TEST(test_overhead)
     ck_assert_int_eq(p.n_resident, 3);
     ck_assert_int_le(q.n_resident_experts, p.n_resident_experts - 2 * 8);
     gpu_plan_fini(&q);
-    /* a carried plan counts the same overhead (the coordinator's constant for the context) */
+    /* a carried plan counts the coordinator's constant for the context and the driver's share less the experts'
+     * page tables (counted by the coordinator, which knows the stager): never more than the coordinator's plan */
     ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, 64, 1, KV_TYPE_F16, p.n_batch, p.stage_slots, p.stage_slot_experts,
                                   p.expert_resident, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(q.reserve, GPU_PLAN_CONTEXT);
-    ck_assert_uint_eq(q.driver, drv);
-    ck_assert_uint_eq(gpu_plan_total(&q), gpu_plan_total(&p));
+    ck_assert_uint_eq(q.driver, drv_ring);
+    ck_assert_uint_eq(gpu_plan_total(&q) + drv - drv_ring, gpu_plan_total(&p));
     gpu_plan_fini(&q);
     /* the plan as printed names both */
     char *text = NULL;
@@ -362,7 +365,7 @@ START_TEST(test_overhead)
     free(text);
     gpu_plan_fini(&p);
     /* page tables: sixteen caches of 4096 positions mapped take more than one of 64 */
-    ck_assert_uint_gt(gpu_plan_driver_bytes(f.m, 4096, 16, KV_TYPE_F16), drv);
+    ck_assert_uint_gt(gpu_plan_driver_bytes(f.m, 4096, 16, KV_TYPE_F16, GPU_COPY_PINNED), drv);
     fx_close(&f);
 }
 END_TEST
@@ -656,7 +659,9 @@ START_TEST(test_kv_placement)
     gpu_plan_t q;
     ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, N, 1, KV_TYPE_F16, p.n_batch, p.stage_slots, p.stage_slot_experts,
                                   p.expert_resident, &err) == 0, "%s", err.msg);
-    ck_assert(q.kv_host && q.kv_stage == p.kv_stage && gpu_plan_total(&q) == gpu_plan_total(&p));
+    /* the same sizes, the driver's share less the experts' page tables (test_overhead) */
+    ck_assert(q.kv_host && q.kv_stage == p.kv_stage && q.driver <= p.driver &&
+              gpu_plan_total(&q) + p.driver - q.driver == gpu_plan_total(&p));
     gpu_plan_fini(&q);
     gpu_plan_fini(&p);
     o.kv_type = KV_TYPE_Q4_0;
@@ -746,7 +751,9 @@ START_TEST(test_import)
     ck_assert(p.stage_slots >= 2 && p.n_resident_experts > 0 && p.n_resident_experts < L * N);
     ck_assert_msg(gpu_plan_import(&q, f.m, o.budget, 64, 1, 2, p.n_batch, p.stage_slots, p.stage_slot_experts,
                                   p.expert_resident, &err) == 0, "%s", err.msg);
-    ck_assert_uint_eq(gpu_plan_total(&q), gpu_plan_total(&p));
+    /* the driver's share less the experts' page tables (test_overhead) */
+    ck_assert_uint_le(q.driver, p.driver);
+    ck_assert_uint_eq(gpu_plan_total(&q) + p.driver - q.driver, gpu_plan_total(&p));
     ck_assert_int_eq(q.n_resident_experts, p.n_resident_experts);
     for (int il = 0; il < L; il++)
         ck_assert_int_eq(q.layer[il].mode, p.layer[il].mode);

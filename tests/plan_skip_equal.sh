@@ -46,9 +46,14 @@ resident() { # budget: the plan's resident experts
 base=$("$G" plan -m "$T/m.gguf" --backend cpu --gpu-mem 64G --cpu-workers 2 2>"$T/plan-all.err" |
     sed -n 's/.*dense weights \([0-9.]*\) GiB.*/\1/p')
 [ -n "$base" ] || { cat "$T/plan-all.err"; fail "guild plan with the cpu backend and --gpu-mem prints no GPU plan"; }
-kib=$((640 * 1024)) # GPU_PLAN_RESERVE: below it nothing fits
+# the CUDA context and the driver's share (the plan's reserve): below them nothing fits
+ovh=$("$G" plan -m "$T/m.gguf" --backend cpu --gpu-mem 64G --cpu-workers 2 2>/dev/null |
+    sed -n "s/.*CUDA context ~\([0-9.]*\) GiB, the driver's share ~\([0-9.]*\) GiB.*/\1 \2/p" |
+    awk '{printf "%d", ($1 + $2) * 1024 - 16}')
+[ -n "$ovh" ] || fail "guild plan prints no CUDA context and driver's share"
+kib=$((ovh * 1024))
 budget=""
-while [ $kib -lt $((800 * 1024)) ]; do
+while [ $kib -lt $(((ovh + 160) * 1024)) ]; do
     n=$(resident "${kib}K")
     if [ -n "$n" ] && [ "$n" -ge 9 ] && [ "$n" -lt $((L * E)) ]; then
         budget="${kib}K"
@@ -56,7 +61,7 @@ while [ $kib -lt $((800 * 1024)) ]; do
     fi
     kib=$((kib + 64))
 done
-[ -n "$budget" ] || fail "no budget between 640 and 800 MiB keeps some experts resident"
+[ -n "$budget" ] || fail "no budget between $ovh and $((ovh + 160)) MiB keeps some experts resident"
 "$G" plan -m "$T/m.gguf" --backend cpu --gpu-mem "$budget" --cpu-workers 2 --batch 7 >"$T/plan.txt" 2>&1 ||
     { cat "$T/plan.txt"; fail "guild plan --gpu-mem $budget"; }
 grep -q "the hottest experts of the routing profile" "$T/plan.txt" || { cat "$T/plan.txt"; fail "plan: not from the profile"; }

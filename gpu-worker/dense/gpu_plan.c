@@ -615,34 +615,35 @@ static uint64_t mtp_bytes(const facts_t *f, uint64_t NB, int32_t n_ctx, int32_t 
 /* Sizes of the parts for chunk NB, the KV cache's rows in host RAM or not, with the MTP layer or not, with the
  * recurrent states of `rollback` rows kept (0: none). */
 /* The driver's share (gpu_plan_driver_bytes) from the model's facts. */
-static uint64_t driver_bytes(const facts_t *f, int32_t n_ctx, int32_t n_seq, int32_t kv_type)
+static uint64_t driver_bytes(const facts_t *f, int32_t n_ctx, int32_t n_seq, int32_t kv_type, gpu_copy_path_t path)
 {
     uint64_t experts = 0;
-    for (int32_t il = 0; il < f->L; il++)
+    for (int32_t il = 0; il < f->L && path == GPU_COPY_PINNED; il++)
         experts += resident_bytes(f, il, f->gmat[il] ? f->N : 0);
     const uint64_t rows = (uint64_t)(n_seq > 1 ? n_seq : 1) * kv_rows_bytes(f->c, n_ctx, kv_type, NULL);
     return (uint64_t)GPU_PLAN_ALLOCS * GPU_PLAN_ALLOC_SLACK + GPU_PLAN_KERNELS + (experts + rows) / GPU_PLAN_MAP_DIV +
            (uint64_t)GPU_PLAN_GRAPHS * (uint64_t)(f->L + 1) * GPU_PLAN_GRAPH_LAYER;
 }
 
-uint64_t gpu_plan_driver_bytes(const model_t *m, int32_t n_ctx, int32_t n_seq, int32_t kv_type)
+uint64_t gpu_plan_driver_bytes(const model_t *m, int32_t n_ctx, int32_t n_seq, int32_t kv_type, gpu_copy_path_t path)
 {
     guild_err_t err;
     facts_t f;
     if (facts_init(&f, m, &err) < 0)
         return 0;
-    const uint64_t b = driver_bytes(&f, n_ctx, n_seq, kv_type);
+    const uint64_t b = driver_bytes(&f, n_ctx, n_seq, kv_type, path);
     facts_fini(&f);
     return b;
 }
 
-static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, uint64_t context, int32_t n_ctx,
-                       int32_t n_seq, int32_t kv_type, int32_t NB, bool kv_host, bool mtp, int32_t rollback)
+static void plan_sizes(gpu_plan_t *p, const facts_t *f, uint64_t budget, uint64_t context, gpu_copy_path_t path,
+                       int32_t n_ctx, int32_t n_seq, int32_t kv_type, int32_t NB, bool kv_host, bool mtp,
+                       int32_t rollback)
 {
     const model_config_t *c = f->c;
     p->budget = budget;
     p->reserve = budget ? (context ? context : GPU_PLAN_CONTEXT) : 0;
-    p->driver = budget ? driver_bytes(f, n_ctx, n_seq, kv_type) : 0;
+    p->driver = budget ? driver_bytes(f, n_ctx, n_seq, kv_type, path) : 0;
     p->dense = f->dense;
     p->n_seq = n_seq > 1 ? n_seq : 1;
     p->kv = (uint64_t)p->n_seq * gpu_plan_cache_bytes(c, n_ctx, kv_type); /* a cache and states per sequence */
@@ -669,7 +670,8 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
 {
     gpu_plan_t t;
     memset(&t, 0, sizeof t);
-    plan_sizes(&t, f, o->budget, o->context, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp, o->rollback);
+    plan_sizes(&t, f, o->budget, o->context, o->copy_path, o->n_ctx, o->n_seq, o->kv_type, NB, kv_host, o->mtp,
+               o->rollback);
     return t.reserve + t.driver + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp + t.rollback;
 }
 
@@ -998,7 +1000,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     if (!fits_any) {
         gpu_plan_t t;
         memset(&t, 0, sizeof t);
-        plan_sizes(&t, &f, o->budget, o->context, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp, o->rollback);
+        plan_sizes(&t, &f, o->budget, o->context, o->copy_path, o->n_ctx, o->n_seq, o->kv_type, lo, false, o->mtp,
+                   o->rollback);
         const uint64_t fixed = t.reserve + t.driver + t.dense + t.kv + t.buffers + t.mtp + t.rollback;
         char host[160] = "", extra[224] = "";
         int at = 0;
@@ -1014,8 +1017,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
             snprintf(host, sizeof host, "; this backend keeps the cache in GPU memory only");
         guild_err_set(err, "--gpu-mem %.2f GiB: the dense part needs %.2f GiB (weights %.2f GiB, KV cache %.2f GiB "
                       "(%s) for %d positions x %d sequences, buffers %.2f GiB for batches of %d, CUDA context and "
-                      "the driver's share ~%.2f GiB%s) and does not fit%s; lower --ctx%s%s%s, or raise --gpu-mem (%.2f GiB also streams the "
-                      "experts)",
+                      "the driver's share ~%.2f GiB%s) and does not fit%s; lower --ctx%s%s%s, or raise --gpu-mem "
+                      "(%.2f GiB also streams the experts)",
                       (double)o->budget / GiB, (double)fixed / GiB, (double)t.dense / GiB, (double)t.kv / GiB,
                       kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo,
                       (double)(t.reserve + t.driver) / GiB,
@@ -1028,8 +1031,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     /* the plan from the best candidate */
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, o->budget, o->context, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host, o->mtp,
-               o->rollback);
+    plan_sizes(p, &f, o->budget, o->context, o->copy_path, o->n_ctx, o->n_seq, o->kv_type, best.chunk, best.kv_host,
+               o->mtp, o->rollback);
     kv_read_ns(&pl, best.chunk, best.kv_host, &p->pred_kv_ms);
     p->pred_kv_ms /= 1e6;
     kv_why(p, &pl, best.chunk, n_place == 2, lo, compact);
@@ -1164,7 +1167,9 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     }
     if (plan_alloc(p, f.L, f.N, err) < 0)
         goto done;
-    plan_sizes(p, &f, budget, 0, n_ctx, n_seq, kv_type, n_batch, false, false, 0);
+    /* the driver's share without the streamed experts' page tables, which the coordinator counted for a stager that
+     * maps them (it knows the stager): a plan it fit in the budget is never refused here */
+    plan_sizes(p, &f, budget, 0, GPU_COPY_RING, n_ctx, n_seq, kv_type, n_batch, false, false, 0);
     p->n_batch_asked = n_batch;
     p->caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES;
     gpu_cost_default(&p->cost, GPU_COPY_PINNED);
@@ -1188,7 +1193,7 @@ int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_
     plan_layers(p, &f);
     p->expert_buffers = stage_slots || p->n_resident_experts ? expert_buffers_bytes(&f, (uint64_t)n_batch) : 0;
     if (budget && gpu_plan_total(p) > budget && gpu_plan_kv_host_possible(f.c)) /* gpu_plan_compute's choice */
-        plan_sizes(p, &f, budget, 0, n_ctx, n_seq, kv_type, n_batch, true, false, 0);
+        plan_sizes(p, &f, budget, 0, GPU_COPY_RING, n_ctx, n_seq, kv_type, n_batch, true, false, 0);
     plan_hit_rate(p, &f, NULL);
     layer_whys(p, m, &f);
     snprintf(p->why_kv, sizeof p->why_kv, "%s (the coordinator's plan)", p->kv_host ? "in host RAM" : "in GPU memory");

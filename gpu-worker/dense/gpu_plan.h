@@ -58,15 +58,16 @@
 #include "core/util/err.h"
 #include "gpu-worker/dense/gpu_cost.h"
 
-/* The CUDA context's device memory where the backend does not measure it (the coordinator's arithmetic). */
-#define GPU_PLAN_CONTEXT ((uint64_t)512 << 20)
-/* The driver's share beyond the context (gpu_plan_driver_bytes): */
-#define GPU_PLAN_ALLOCS 64                       /* device allocations of the CUDA backend, at most ... */
-#define GPU_PLAN_ALLOC_SLACK ((uint64_t)1 << 20) /* ... each rounded up to the driver's 2 MiB pages: half a page */
-#define GPU_PLAN_KERNELS ((uint64_t)32 << 20)    /* the kernels' code (sm_90), loaded on first use */
-#define GPU_PLAN_MAP_DIV 512                     /* page tables: 8 bytes a 4 KiB page of host memory mapped */
-#define GPU_PLAN_GRAPHS 40                       /* step graphs kept (cuda/cuda_state.h CUDA_GRAPHS) ... */
-#define GPU_PLAN_GRAPH_LAYER ((uint64_t)64 << 10) /* ... each this much device memory per layer */
+/* What the driver takes beyond the allocations, each a little above its measure on the device machine
+ * (bench/results/vram-h200-2026-12-02-s27.md; bench/results/code-comment-measurements.md): the CUDA context where
+ * the backend does not measure it (the coordinator's arithmetic), then the driver's share (gpu_plan_driver_bytes). */
+#define GPU_PLAN_CONTEXT ((uint64_t)544 << 20)
+#define GPU_PLAN_ALLOCS 64                        /* device allocations of the CUDA backend, at most ... */
+#define GPU_PLAN_ALLOC_SLACK ((uint64_t)1 << 20)  /* ... each rounded up to the driver's 2 MiB pages */
+#define GPU_PLAN_KERNELS ((uint64_t)32 << 20)     /* the kernels' code (sm_90), loaded on first use */
+#define GPU_PLAN_MAP_DIV 512                      /* page tables: 8 bytes a 4 KiB page of host memory mapped */
+#define GPU_PLAN_GRAPHS 40                        /* step graphs kept (cuda/cuda_state.h CUDA_GRAPHS) ... */
+#define GPU_PLAN_GRAPH_LAYER ((uint64_t)32 << 10) /* ... each this much device memory a layer */
 #define GPU_PLAN_ALIGN 256u
 
 /* cuda_config_t.gpu_expert_layers: 0 = as many as the budget allows (every layer without a budget). */
@@ -204,7 +205,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
  * beside them (as gpu_plan_compute decides; the multi-token-prediction layer's and the rollback states' bytes are not
  * counted: a plan computed with the options' mtp and rollback left room for them). -1 with a message when the decisions do not
  * fit the model (a resident expert of a layer the device cannot compute, a slot too small for one expert, more
- * than the budget) or on out of memory. */
+ * than the budget) or on out of memory. The driver's share leaves out the page tables of streamed experts (the
+ * coordinator counted them for a stager that maps them). */
 int gpu_plan_import(gpu_plan_t *p, const model_t *m, uint64_t budget, int32_t n_ctx, int32_t n_seq, int32_t kv_type,
                     int32_t n_batch, int32_t stage_slots, int32_t stage_slot_experts, const uint8_t *expert_resident,
                     guild_err_t *err);
@@ -222,9 +224,9 @@ static inline bool gpu_plan_expert_resident(const gpu_plan_t *p, int32_t il, int
 
 /* The driver's device memory beyond the context and the allocations for model m with n_seq caches of n_ctx
  * positions in format kv_type: GPU_PLAN_ALLOCS allocations' rounding, the kernels, the page tables of host memory
- * the device may map (every routed expert, streamed from the CPU side's copies, and every cache's rows, in host
- * RAM: an upper bound), GPU_PLAN_GRAPHS step graphs of every layer. */
-uint64_t gpu_plan_driver_bytes(const model_t *m, int32_t n_ctx, int32_t n_seq, int32_t kv_type);
+ * the device may map (every cache's rows in host RAM, and with GPU_COPY_PINNED every routed expert, streamed from
+ * page-locked or registered memory: upper bounds), GPU_PLAN_GRAPHS step graphs of every layer. */
+uint64_t gpu_plan_driver_bytes(const model_t *m, int32_t n_ctx, int32_t n_seq, int32_t kv_type, gpu_copy_path_t path);
 
 /* The device bytes the plan uses in total (reserve and driver included). */
 uint64_t gpu_plan_total(const gpu_plan_t *p);

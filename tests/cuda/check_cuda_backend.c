@@ -693,8 +693,8 @@ START_TEST(test_device_experts_and_budget)
     gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_type = KV_TYPE_F32};
     ck_assert_msg(gpu_plan_compute(&p, r.model, &po, &err) == 0, "%s", err.msg);
     const uint64_t one = (p.experts / (uint64_t)p.n_layer);
-    po.budget = GPU_PLAN_CONTEXT + gpu_plan_driver_bytes(r.model, 64, 1, KV_TYPE_F32) + p.dense + p.kv + p.buffers +
-                p.expert_buffers + one + one / 2;
+    po.budget = GPU_PLAN_CONTEXT + gpu_plan_driver_bytes(r.model, 64, 1, KV_TYPE_F32, GPU_COPY_PINNED) + p.dense +
+                p.kv + p.buffers + p.expert_buffers + one + one / 2;
     gpu_plan_fini(&p);
     backend_destroy(&r.gpu);
     cuda_config_t cc = {.gpu_mem = po.budget, .test.context = GPU_PLAN_CONTEXT};
@@ -884,8 +884,8 @@ static uint64_t streaming_budget(const rig_t *r, int32_t kv_type, uint64_t *laye
     gpu_plan_options_t po = {.n_ctx = 64, .n_batch = 16, .kv_type = kv_type};
     ck_assert_msg(gpu_plan_compute(&p, r->model, &po, &err) == 0, "%s", err.msg);
     *layer = p.experts / (uint64_t)model_config(r->model)->n_layer;
-    const uint64_t budget = GPU_PLAN_CONTEXT + gpu_plan_driver_bytes(r->model, 64, 1, kv_type) + p.dense + p.kv +
-                            p.buffers + p.expert_buffers + 2 * *layer + *layer / 2;
+    const uint64_t budget = GPU_PLAN_CONTEXT + gpu_plan_driver_bytes(r->model, 64, 1, kv_type, GPU_COPY_RING) +
+                            p.dense + p.kv + p.buffers + p.expert_buffers + 2 * *layer + *layer / 2;
     gpu_plan_fini(&p);
     return budget;
 }
