@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "ipc/arena.h"
+#include "ipc/proc_stat.h"
 
 #include "core/util/fileperm.h"
 #include "core/util/log.h"
@@ -49,30 +50,11 @@ static size_t round_up(size_t n, size_t to)
     return (n + to - 1) / to * to;
 }
 
-/* Start time of pid in clock ticks since boot (field 22 of /proc/<pid>/stat), 0 if unknown. */
+/* Start time of pid in clock ticks since boot, 0 if unknown. */
 static uint64_t proc_start_time(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* the command name (field 2) may hold spaces and parentheses: fields resume after the last ')' */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (!p)
-            return 0;
-    }
-    return strtoull(p + 1, NULL, 10);
+    proc_stat_t st;
+    return proc_stat_read(pid, &st) == 0 ? st.start_time : 0;
 }
 
 static long meminfo_value(const char *key)

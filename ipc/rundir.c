@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "ipc/rundir.h"
+#include "ipc/proc_stat.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,16 +42,8 @@ static int pid_gone(int pid)
 {
     if (kill(pid, 0) != 0)
         return errno == ESRCH;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close = strrchr(buf, ')');
-    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+    proc_stat_t st;
+    return proc_stat_read(pid, &st) == 0 && (st.state == 'Z' || st.state == 'X');
 }
 
 /* Removes guild-<pid>-XXXXXX directories of this user whose pid is not running. */

@@ -9,10 +9,13 @@
 #include "ipc/doorbell.h"
 #include "ipc/exchange.h"
 #include "ipc/expert_store.h"
+#include "ipc/proc_stat.h"
 #include "tests/ipc_testutil.h"
 
 #include <check.h>
 #include <fcntl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <math.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -501,18 +504,67 @@ static void fake_arena(const char *dir, pid_t pid, uint64_t tag, uint64_t start,
 
 static uint64_t start_time_of(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    for (int field = 3; field < 22; field++)
-        p = strchr(p + 1, ' ');
-    return strtoull(p + 1, NULL, 10);
+    proc_stat_t st;
+    ck_assert_int_eq(proc_stat_read(pid, &st), 0);
+    return st.start_time;
 }
+
+START_TEST(test_proc_stat_parse)
+{
+    /* the command name may hold spaces and parentheses: fields count from its last ')' */
+    const char *line = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 17 5 0 0 20 0 1 0 98765 1000 10 "
+                       "18446744073709551615\n";
+    proc_stat_t st;
+    ck_assert_int_eq(proc_stat_parse(line, &st), 0);
+    ck_assert_int_eq(st.state, 'S');
+    ck_assert_uint_eq(st.cpu_ticks, 22);
+    ck_assert_uint_eq(st.start_time, 98765);
+    ck_assert_int_eq(proc_stat_parse("4242 (a) S 1 2 3", &st), -1); /* cut short */
+    ck_assert_int_eq(proc_stat_parse("no parenthesis here", &st), -1);
+    ck_assert_int_eq(proc_stat_parse("1 (x)", &st), -1);
+    /* busy: CPU time advanced, or in the kernel uninterruptibly; not a sleeper without CPU time, not a zombie */
+    proc_stat_t a = {'S', 10, 5}, b = {'S', 10, 5}, c = {'R', 11, 5}, d = {'D', 10, 5}, zz = {'Z', 12, 5};
+    ck_assert(!proc_stat_busy(&a, &b));
+    ck_assert(proc_stat_busy(&a, &c));
+    ck_assert(proc_stat_busy(&a, &d));
+    ck_assert(!proc_stat_busy(&a, &zz));
+}
+END_TEST
+
+START_TEST(test_proc_stat_read)
+{
+    proc_stat_t self, later, z;
+    ck_assert_int_eq(proc_stat_read(getpid(), &self), 0);
+    ck_assert_int_eq(self.state, 'R'); /* the reading thread runs */
+    ck_assert_uint_gt(self.start_time, 0);
+    /* spin for ~50 ms of CPU time: the ticks (100 a second) advance */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    volatile uint64_t x = 0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            x += (uint64_t)i;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 50000000L);
+    ck_assert_int_eq(proc_stat_read(getpid(), &later), 0);
+    ck_assert_uint_gt(later.cpu_ticks, self.cpu_ticks);
+    ck_assert_uint_eq(later.start_time, self.start_time);
+    /* a child that exited and is not reaped yet: a zombie */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    int ok = 0;
+    for (int i = 0; i < 500 && !ok; i++) {
+        ok = proc_stat_read(pid, &z) == 0 && z.state == 'Z';
+        if (!ok)
+            usleep(2000);
+    }
+    ck_assert_msg(ok, "the exited child never read as a zombie");
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    ck_assert_int_eq(proc_stat_read(pid, &z), -1); /* reaped: gone */
+}
+END_TEST
 
 START_TEST(test_arena_stale_cleanup)
 {
@@ -1172,6 +1224,8 @@ int main(void)
     tcase_add_checked_fixture(tc, shm_dir_setup, shm_dir_teardown);
     tcase_add_test(tc, test_arena_named_file_lifecycle);
     tcase_add_test(tc, test_arena_stale_cleanup);
+    tcase_add_test(tc, test_proc_stat_parse);
+    tcase_add_test(tc, test_proc_stat_read);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("doorbell");
