@@ -82,8 +82,7 @@ typedef struct wslot {
     char down_why[512];        /* why, for sup_health and the requests that fail */
     char why[256];       /* what the kill was for */
     uint64_t stall_mark, stall_since_ns;
-    proc_stat_t exit_look; /* at shutdown, past the grace: the child's last look, and when (0: none yet) */
-    uint64_t exit_look_ns;
+    proc_watch_t exit_watch; /* at shutdown, past the grace: whether the child still works at exiting */
     /* the worker's counters, from its last heartbeat */
     uint64_t exchanges, tokens, busy_ns, wait_ns, sleeps, resident, rtt_ns, load_ns;
     backend_stats_t streaming; /* GPU worker: its backend's streaming counters (the fields Stats carries) */
@@ -972,28 +971,6 @@ static void watch(sup_t *s, uint64_t now)
     }
 }
 
-/* Past the shutdown grace: whether child w, elapsed ns after the Shutdown, still works at exiting (looked at
- * every SHUTDOWN_LOOK_NS; the answer holds in between), up to SHUTDOWN_BUSY_MAX_NS. */
-static bool exiting_still_busy(wslot_t *w, uint64_t elapsed)
-{
-    if (elapsed > SHUTDOWN_BUSY_MAX_NS)
-        return false;
-    uint64_t now = guild_now_ns();
-    if (w->exit_look_ns && now - w->exit_look_ns < SHUTDOWN_LOOK_NS)
-        return true;
-    proc_stat_t look;
-    if (proc_stat_read(w->pid, &look) < 0)
-        return true; /* gone between the waitpid and here: the next waitpid reaps it */
-    bool first = !w->exit_look_ns, busy = first || proc_stat_busy(&w->exit_look, &look);
-    if (first)
-        guild_log(GUILD_LOG_INFO, "%s (pid %d) is still exiting after %llu s; waiting while it works (at most %llu s)",
-                  w->name, (int)w->pid, (unsigned long long)(SHUTDOWN_GRACE_NS / 1000000000ull),
-                  (unsigned long long)(SHUTDOWN_BUSY_MAX_NS / 1000000000ull));
-    w->exit_look = look;
-    w->exit_look_ns = now;
-    return busy;
-}
-
 static void shutdown_all(sup_t *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -1028,9 +1005,11 @@ static void shutdown_all(sup_t *s)
                     guild_log(GUILD_LOG_WARN, "%s (pid %d) %s at shutdown", w->name, (int)w->pid, why);
                 }
                 w->pid = 0;
-            } else if (guild_now_ns() - t0 > SHUTDOWN_GRACE_NS && !exiting_still_busy(w, guild_now_ns() - t0)) {
-                guild_log(GUILD_LOG_WARN, "%s (pid %d) did not exit%s; killing it", w->name, (int)w->pid,
-                          w->exit_look_ns ? " (it stopped working at it)" : "");
+            } else if (guild_now_ns() - t0 > SHUTDOWN_GRACE_NS &&
+                       (guild_now_ns() - t0 > SHUTDOWN_BUSY_MAX_NS ||
+                        !proc_watch_busy(&w->exit_watch, w->pid, guild_now_ns(), SHUTDOWN_LOOK_NS))) {
+                guild_log(GUILD_LOG_WARN, "%s (pid %d) did not exit within %.1f s; killing it", w->name, (int)w->pid,
+                          (double)(guild_now_ns() - t0) / 1e9);
                 kill(w->pid, SIGKILL);
                 while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)
                     ;

@@ -47,6 +47,19 @@ int proc_stat_busy(const proc_stat_t *earlier, const proc_stat_t *later)
     return later->state == 'D' || later->cpu_ticks > earlier->cpu_ticks;
 }
 
+int proc_watch_busy(proc_watch_t *w, pid_t pid, uint64_t now_ns, uint64_t period_ns)
+{
+    if (w->last_ns && now_ns - w->last_ns < period_ns)
+        return 1;
+    proc_stat_t look;
+    if (proc_stat_read(pid, &look) < 0)
+        return 1;
+    int busy = !w->last_ns || proc_stat_busy(&w->last, &look);
+    w->last = look;
+    w->last_ns = now_ns;
+    return busy;
+}
+
 int proc_stat_read(pid_t pid, proc_stat_t *st)
 {
     char path[64], buf[1024];

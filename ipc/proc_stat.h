@@ -23,6 +23,16 @@ int proc_stat_read(pid_t pid, proc_stat_t *st);
  * process asleep ('S') without CPU time since, or a zombie, does not. */
 int proc_stat_busy(const proc_stat_t *earlier, const proc_stat_t *later);
 
+/* Watching a process over time: its last look and when (zeroed: none yet). */
+typedef struct proc_watch {
+    proc_stat_t last;
+    uint64_t last_ns;
+} proc_watch_t;
+
+/* Whether pid still works (proc_stat_busy since the previous look), looking at most every period_ns: true at the
+ * first look, in between looks, and when pid is already gone (its reaper finds it next). */
+int proc_watch_busy(proc_watch_t *w, pid_t pid, uint64_t now_ns, uint64_t period_ns);
+
 /* Parses one /proc/<pid>/stat line (NUL-terminated): 0, or -1 when it is not one. */
 int proc_stat_parse(const char *line, proc_stat_t *st);
 

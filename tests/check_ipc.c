@@ -561,6 +561,15 @@ START_TEST(test_proc_stat_read)
             usleep(2000);
     }
     ck_assert_msg(ok, "the exited child never read as a zombie");
+    /* watched: busy at the first look and in between looks; a zombie then is not */
+    proc_watch_t w = {0};
+    ck_assert(proc_watch_busy(&w, pid, 1000, 100));
+    ck_assert(proc_watch_busy(&w, pid, 1050, 100));
+    ck_assert(!proc_watch_busy(&w, pid, 1100, 100));
+    proc_watch_t me = {0};
+    ck_assert(proc_watch_busy(&me, getpid(), 1, 1));
+    me.last.cpu_ticks = 0; /* pretend the last look saw none: this process has spent CPU time since */
+    ck_assert(proc_watch_busy(&me, getpid(), 10, 1));
     ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
     ck_assert_int_eq(proc_stat_read(pid, &z), -1); /* reaped: gone */
 }
