@@ -97,6 +97,7 @@ typedef struct token_bytes {
  * says everything a measurement depends on. */
 enum {
     BENCH_STACK_FLAGS = STACK_FLAG_SINGLE | STACK_FLAG_THREADS | STACK_FLAG_CPU_WORKERS | STACK_FLAG_BACKEND |
+                        STACK_FLAG_PREFETCH_EXPERTS |
                         STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH | STACK_FLAG_CUDA_OFF |
                         STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS | STACK_FLAG_SPIN_US | STACK_FLAG_MLOCK |
                         STACK_FLAG_HUGE_PAGES | STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_ROUTING | STACK_FLAG_CHECK_FINITE |
@@ -729,6 +730,13 @@ int bench_run_main(int argc, char **argv)
                     (double)bs.staged_bytes / 1e9, (double)bs.stage_wait_ns / 1e6,
                     (unsigned long long)bs.split_gpu_experts, (unsigned long long)bs.split_gpu_pairs,
                     (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
+        if (have_bs && bs.hint_experts)
+            fprintf(stderr, "guild bench run: prefetch (--prefetch-experts %d): %llu of %llu hinted experts routed "
+                    "(hit rate %.1f%%), %.1f MB prefetched before %llu exchanges (%.2f MB each)\n",
+                    c.flags.prefetch_experts, (unsigned long long)bs.hint_hits, (unsigned long long)bs.hint_experts,
+                    100.0 * (double)bs.hint_hits / (double)bs.hint_experts, (double)bs.prefetch_bytes / 1e6,
+                    (unsigned long long)bs.prefetch_layers,
+                    bs.prefetch_layers ? (double)bs.prefetch_bytes / 1e6 / (double)bs.prefetch_layers : 0.0);
         /* the GPU's hit rate: routed pairs its resident experts served (the plan's, counted by the backend) */
         uint64_t hr = 0, hres = 0;
         if (backend_stack_hit_rate(stack, &hr, &hres) == 0 && hr) {
@@ -819,6 +827,13 @@ int bench_run_main(int argc, char **argv)
         json_object_set_new(cfg, "split_cpu_pairs", json_integer((json_int_t)bs.split_cpu_pairs));
         json_object_set_new(cfg, "staged_bytes", json_integer((json_int_t)bs.staged_bytes));
         json_object_set_new(cfg, "stage_wait_ms", json_real((double)bs.stage_wait_ns / 1e6));
+        json_object_set_new(cfg, "prefetch_experts", json_integer(c.flags.prefetch_experts));
+        json_object_set_new(cfg, "prefetch_hinted_experts", json_integer((json_int_t)bs.hint_experts));
+        json_object_set_new(cfg, "prefetch_hint_hits", json_integer((json_int_t)bs.hint_hits));
+        if (bs.hint_experts)
+            json_object_set_new(cfg, "prefetch_hit_rate", json_real((double)bs.hint_hits / (double)bs.hint_experts));
+        json_object_set_new(cfg, "prefetch_bytes", json_integer((json_int_t)bs.prefetch_bytes));
+        json_object_set_new(cfg, "prefetch_exchanges", json_integer((json_int_t)bs.prefetch_layers));
         static const char *stager_name[] = {"none", "thread", "process", "pin", "shared"}; /* cuda_stager_t */
         json_object_set_new(cfg, "stager", json_string(stager_name[c.flags.gpu.cuda.stager]));
     }

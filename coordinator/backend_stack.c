@@ -222,6 +222,11 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
                 (double)bs.staged_bytes / 1e6, (double)bs.stage_wait_ns / 1e6,
                 (unsigned long long)bs.split_gpu_experts, (unsigned long long)bs.split_gpu_pairs,
                 (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
+    if (backend_stats(s->be, &bs) == 0 && bs.hint_experts)
+        fprintf(out, "guild run: prefetch: %llu of %llu hinted experts routed (hit rate %.1f%%), %.1f MB prefetched "
+                "by the CPU workers before %llu exchanges\n", (unsigned long long)bs.hint_hits,
+                (unsigned long long)bs.hint_experts, 100.0 * (double)bs.hint_hits / (double)bs.hint_experts,
+                (double)bs.prefetch_bytes / 1e6, (unsigned long long)bs.prefetch_layers);
     if (backend_stats(s->be, &bs) == 0 && bs.stream_passes && bs.stream_span_ns) {
         const double span = (double)bs.stream_span_ns, busy = span - (double)bs.copy_wait_ns - (double)bs.cpu_wait_ns;
         fprintf(out, "guild run: streamed forward passes: %llu, %.3f s on the device: copy engine busy %.3f s (%.0f%%), "

@@ -136,7 +136,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct option opts[56];
+    struct option opts[72];
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, STACK_FLAGS_ALL);
     *c = (run_config_t){
         .n_predict = 64,

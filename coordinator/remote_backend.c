@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/util/log.h"
+#include "proto/guild.pb-c.h"
 #include "ipc/doorbell.h"
 
 #define WAIT_SLICE_NS 20000000u /* between slices: is the GPU worker still the one we asked? */
@@ -556,4 +557,27 @@ int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt,
 void remote_backend_stats(const backend_t *b, remote_stats_t *out)
 {
     *out = ((const remote_t *)b)->stats;
+}
+
+void remote_stats_take(backend_stats_t *out, const Guild__Stats *st)
+{
+    out->streamed_layers = st->streamed_layers;
+    out->streamed_bytes = st->streamed_bytes;
+    out->split_gpu_experts = st->split_gpu_experts;
+    out->split_cpu_experts = st->split_cpu_experts;
+    out->split_gpu_pairs = st->split_gpu_pairs;
+    out->split_cpu_pairs = st->split_cpu_pairs;
+    out->staged_bytes = st->staged_bytes;
+    out->stage_wait_ns = st->stage_wait_ns;
+    out->routed_pairs = st->routed_pairs;
+    out->resident_pairs = st->resident_pairs;
+    out->stream_passes = st->stream_passes;
+    out->stream_span_ns = st->stream_span_ns;
+    out->copy_busy_ns = st->copy_busy_ns;
+    out->copy_wait_ns = st->copy_wait_ns;
+    out->cpu_wait_ns = st->cpu_wait_ns;
+    out->hint_experts = st->hint_experts;
+    out->hint_hits = st->hint_hits;
+    out->prefetch_bytes = st->prefetch_bytes;
+    out->prefetch_layers = st->prefetch_layers;
 }

@@ -56,4 +56,10 @@ int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt,
 
 void remote_backend_stats(const backend_t *b, remote_stats_t *out);
 
+struct Guild__Stats;
+
+/* A worker's Stats message (proto/guild.proto) into the backend counters it carries: a GPU worker's streaming and
+ * routing counters, a CPU worker's prefetch counters (the fields it does not send are 0); the others of out stay. */
+void remote_stats_take(backend_stats_t *out, const struct Guild__Stats *st);
+
 #endif

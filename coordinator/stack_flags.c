@@ -55,6 +55,12 @@ static const flag_t flags[] = {
      "4 KiB pages (the reason logged with -v); require refuses to start without\n"
      "huge pages", true},
     {STACK_FLAG_SPIN_US, "spin-us", "N", "spin N us on a doorbell before sleeping (default 50)", true},
+    {STACK_FLAG_PREFETCH_EXPERTS, "prefetch-experts", "N",
+     "with experts on the CPU workers: the GPU worker predicts each token's N\n"
+     "likeliest experts of the next layer (its router applied to this layer's\n"
+     "input) and the workers pull their bytes toward their cores while they wait\n"
+     "for it (0: off; default 4; at most the model's experts per token); the\n"
+     "same output either way; decode only (4 tokens or fewer a step)", true},
     {STACK_FLAG_BACKEND, "backend", "NAME", NULL, false},
     {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE",
      "device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
@@ -124,7 +130,7 @@ static const flag_t flags[] = {
      "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 28, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 28 flags");
+_Static_assert(N_FLAGS == 29, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 29 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -197,6 +203,11 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         if (cli_parse_long("--spin-us", arg, 0, 1000000, &v, err) < 0)
             return -1;
         o->spin_ns = (uint64_t)v * 1000u;
+        break;
+    case STACK_FLAG_PREFETCH_EXPERTS:
+        if (cli_parse_long("--prefetch-experts", arg, 0, 32, &v, err) < 0)
+            return -1;
+        o->prefetch_experts = (int32_t)v;
         break;
     case STACK_FLAG_BACKEND: o->gpu.backend = arg; break;
     case STACK_FLAG_GPU_MEM:

@@ -45,10 +45,11 @@ enum {
     STACK_FLAG_CPU_NODES = 1u << 25,   /* --cpu-nodes LIST (multi-process) */
     STACK_FLAG_CUDA_OFF = 1u << 26,    /* --cuda-off fuse,pdl (debugging) */
     STACK_FLAG_HUGE_PAGES = 1u << 27,  /* --huge-pages auto|require (multi-process) */
-    STACK_FLAGS_ALL = (1u << 28) - 1,
+    STACK_FLAG_PREFETCH_EXPERTS = 1u << 28, /* --prefetch-experts N (multi-process) */
+    STACK_FLAGS_ALL = (1u << 29) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 28); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 29); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 

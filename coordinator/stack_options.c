@@ -12,6 +12,7 @@ void stack_options_init(stack_options_t *o)
     o->n_threads = cpus > 0 ? (int)(cpus < 1024 ? cpus : 1024) : 1;
     o->log_level = GUILD_LOG_WARN;
     o->spin_ns = 50000;
+    o->prefetch_experts = 4; /* bench/results/prefetch-h200-2026-12-02-s27.md */
     o->wait_slice_ns = 100000000u;
     o->heartbeat_ms = 100;
     o->hang_ms = 600;

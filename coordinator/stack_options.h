@@ -50,6 +50,8 @@ typedef struct stack_options {
     const char *arena_dir;   /* --arena-dir: NULL: an anonymous memfd arena */
     bool huge_pages_required; /* --huge-pages require: the arena and the expert stores on huge pages or not at all */
     uint64_t spin_ns;        /* --spin-us: doorbell spin before sleeping, every process */
+    int32_t prefetch_experts; /* --prefetch-experts: experts per token the dense side predicts for the next layer and
+                                 the CPU workers prefetch while they wait (0: none) */
     uint64_t wait_slice_ns;  /* the workers' doorbell wait slice */
     uint32_t heartbeat_ms;   /* period of the coordinator's heartbeats */
     uint32_t hang_ms;        /* a worker silent this long is hung */

@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "coordinator/bridge.h"
+#include "coordinator/remote_backend.h"
 #include "coordinator/shard_verify.h"
 #include "coordinator/spawn.h"
 #include "coordinator/stack_flags.h"
@@ -658,16 +659,7 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
     w->busy_ns = st->busy_ns;
     w->wait_ns = st->wait_ns;
     w->sleeps = st->futex_sleeps;
-    w->streaming.streamed_layers = st->streamed_layers;
-    w->streaming.streamed_bytes = st->streamed_bytes;
-    w->streaming.split_gpu_experts = st->split_gpu_experts;
-    w->streaming.split_cpu_experts = st->split_cpu_experts;
-    w->streaming.split_gpu_pairs = st->split_gpu_pairs;
-    w->streaming.split_cpu_pairs = st->split_cpu_pairs;
-    w->streaming.staged_bytes = st->staged_bytes;
-    w->streaming.stage_wait_ns = st->stage_wait_ns;
-    w->streaming.routed_pairs = st->routed_pairs;
-    w->streaming.resident_pairs = st->resident_pairs;
+    remote_stats_take(&w->streaming, st);
     if (st->n_routing) {
         if (st->n_routing != w->n_routing) {
             uint64_t *r = realloc(w->routing, st->n_routing * sizeof *r);
@@ -678,11 +670,6 @@ static void take_stats(wslot_t *w, const Guild__Stats *st)
         }
         memcpy(w->routing, st->routing, st->n_routing * sizeof *w->routing);
     }
-    w->streaming.stream_passes = st->stream_passes;
-    w->streaming.stream_span_ns = st->stream_span_ns;
-    w->streaming.copy_busy_ns = st->copy_busy_ns;
-    w->streaming.copy_wait_ns = st->copy_wait_ns;
-    w->streaming.cpu_wait_ns = st->cpu_wait_ns;
 }
 
 /* Under mu: a worker that reported Ready (and whose shard, when not read from our file, proved the same) serves. */
@@ -1115,6 +1102,7 @@ int sup_new(sup_t **out, const stack_options_t *o, const sup_setup_t *setup, con
         .n_used = (uint32_t)mc->n_expert_used,
         .n_slots = 2,
         .n_workers = (uint32_t)s->n_cpu,
+        .n_prefetch = (uint32_t)(o->prefetch_experts < mc->n_expert_used ? o->prefetch_experts : mc->n_expert_used),
     };
     guild_step_shape_t ss = {(uint32_t)o->n_batch, (uint32_t)s->max_out, (uint32_t)mc->n_vocab};
     size_t xsize = guild_exchange_memsize(&xs), ssize = guild_step_memsize(&ss);
@@ -1447,6 +1435,13 @@ void sup_gpu_stats(sup_t *s, backend_stats_t *out)
     pthread_mutex_lock(&s->mu);
     refresh_stats(s);
     *out = gpu_slot(s)->streaming;
+    for (int i = 0; i < s->n_w; i++) { /* the CPU workers' prefetch counters (0 in the others' Stats) */
+        const backend_stats_t *c = &s->w[i].streaming;
+        out->hint_experts += c->hint_experts;
+        out->hint_hits += c->hint_hits;
+        out->prefetch_bytes += c->prefetch_bytes;
+        out->prefetch_layers += c->prefetch_layers;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1483,8 +1478,14 @@ void sup_print_stats(sup_t *s, FILE *out)
     refresh_stats(s);
     for (int i = 0; i < s->n_w; i++) {
         const wslot_t *w = &s->w[i];
-        char pairs[48] = "";
-        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER)
+        char pairs[160] = "";
+        const backend_stats_t *c = &w->streaming;
+        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER && c->hint_experts)
+            snprintf(pairs, sizeof pairs, " (%llu pairs; prefetch: %llu of %llu hinted experts routed, %.1f MB "
+                     "before %llu exchanges)", (unsigned long long)w->tokens, (unsigned long long)c->hint_hits,
+                     (unsigned long long)c->hint_experts, (double)c->prefetch_bytes / 1e6,
+                     (unsigned long long)c->prefetch_layers);
+        else if (w->role == GUILD__ROLE__ROLE_CPU_WORKER)
             snprintf(pairs, sizeof pairs, " (%llu pairs)", (unsigned long long)w->tokens);
         fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s%s, busy %.1f ms (%.1f us each), waiting %.1f ms, "
                 "heartbeat rtt %.2f ms\n",

@@ -20,6 +20,7 @@
 #include "core/util/pool.h"
 #include "cpu-expert-worker/cpu_worker_options.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_prefetch.h"
 #include "cpu-expert-worker/experts/expert_share.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 #include "cpu-expert-worker/shard_fetch.h"
@@ -62,6 +63,10 @@ typedef struct cpu_worker {
     size_t n_peer_stores;
     guild_pool_t *pool;
     expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
+    expert_prefetch_t *prefetch; /* the exchange carries prefetch hints (shape.n_prefetch); NULL: it does not */
+    int32_t hint_layer, n_hint;  /* the hint last prefetched, scored against the exchange that follows */
+    int32_t hint_ids[GUILD_EXCHANGE_HINT_MAX];
+    uint64_t wait_for;           /* the exchange the prefetch stops for (step doorbell) */
     guild_arena_t *arena;
     guild_exchange_t *x;
     guild_wait_policy_t slice;
@@ -138,6 +143,8 @@ static void release(cpu_worker_t *w)
     free(w->digests);
     w->digests = NULL;
     w->n_digests = 0;
+    expert_prefetch_destroy(&w->prefetch);
+    w->n_hint = 0;
     expert_pipe_destroy(&w->pipe);
     guild_pool_destroy(&w->pool);
     expert_share_destroy(&w->share);
@@ -563,7 +570,8 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         goto out;
     }
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
-    if (warm(w, xr, size, (int32_t)xs->max_tokens, err) < 0)
+    if (warm(w, xr, size, (int32_t)xs->max_tokens, err) < 0 ||
+        (xs->n_prefetch && expert_prefetch_new(&w->prefetch, &src, w->pool, err) < 0))
         goto out;
     rc = 0;
 out:
@@ -648,6 +656,48 @@ static void serve_messages(cpu_worker_t *w)
     }
 }
 
+static bool next_published(void *ctx)
+{
+    cpu_worker_t *w = ctx;
+    return guild_exchange_step(w->x) >= w->wait_for;
+}
+
+/* While exchange seq is not published yet: the hinted experts of its layer toward the cores (until it is), and
+ * the pipeline told to compute them first. The time goes to wait_ns, as the wait it fills. */
+static void prefetch_hinted(cpu_worker_t *w, uint64_t seq, int32_t layer, int32_t n, const int32_t *ids,
+                            actor_stats_t *st)
+{
+    w->hint_layer = layer;
+    w->n_hint = n;
+    memcpy(w->hint_ids, ids, (size_t)n * sizeof *ids);
+    expert_pipe_prefer(w->pipe, n, ids);
+    w->wait_for = seq;
+    if (next_published(w))
+        return; /* too late: the exchange is there already */
+    const uint64_t t0 = guild_now_ns();
+    const uint64_t b = expert_prefetch_run(w->prefetch, layer, n, ids, next_published, w);
+    atomic_fetch_add(&st->wait_ns, guild_now_ns() - t0);
+    atomic_fetch_add(&st->prefetch_bytes, b);
+    atomic_fetch_add(&st->prefetch_layers, 1);
+}
+
+/* The hinted experts that the exchange's tokens were routed to (a hint for another layer scores nothing). */
+static void score_hint(cpu_worker_t *w, const guild_exchange_slot_t *slot, actor_stats_t *st)
+{
+    const int32_t K = (int32_t)guild_exchange_shape(w->x)->n_used;
+    uint64_t hits = 0;
+    if (slot->layer == w->hint_layer)
+        for (int32_t i = 0; i < w->n_hint; i++) {
+            bool hit = false;
+            for (int64_t q = 0; q < (int64_t)slot->n_tokens * K && !hit; q++)
+                hit = slot->ids[q] == w->hint_ids[i];
+            hits += hit;
+        }
+    atomic_fetch_add(&st->hint_experts, (uint64_t)w->n_hint);
+    atomic_fetch_add(&st->hint_hits, hits);
+    w->n_hint = 0;
+}
+
 /* Serves exchanges from `seq` until the actor stops, another Assign arrives, or an exchange cannot be
  * computed (reported; the coordinator decides what to do with this worker). */
 static void serve(cpu_worker_t *w, uint64_t seq)
@@ -669,6 +719,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         (unsigned long long)seq, err.msg);
             return;
         }
+        if (w->n_hint) /* how good the prefetched hint was: its experts among this exchange's */
+            score_hint(w, &slot, st);
         /* its part of the node's experts (a layer out of range: the pipeline names it) */
         if (w->share && slot.layer >= 0 && slot.layer < model_config(w->model)->n_layer)
             expert_share_plan(w->share, slot.layer, slot.n_tokens, slot.ids);
@@ -680,6 +732,9 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         slot.n_tokens, err.msg);
             return;
         }
+        /* the next exchange's hint, read before the done ring frees the slot */
+        int32_t hint_layer = -1, hint[GUILD_EXCHANGE_HINT_MAX];
+        const int32_t n_hint = w->prefetch ? guild_exchange_take_hint(w->x, seq, &hint_layer, hint) : 0;
         /* the clock before the done ring: once rung, the dense side may take this CPU before we read it */
         uint64_t t2 = guild_now_ns();
         /* a large one's note reads the slot's ids: before the slot is handed back (tens of us in 100s of ms) */
@@ -690,6 +745,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         atomic_fetch_add(&st->tokens, (uint64_t)pairs);
         atomic_store(&st->last_seq, seq);
         seq++;
+        if (n_hint > 0)
+            prefetch_hinted(w, seq, hint_layer, n_hint, hint, st);
     }
 }
 

@@ -146,6 +146,10 @@ static void fill_stats(actor_t *a, Guild__Stats *s)
     s->copy_busy_ns = atomic_load(&a->stats.copy_busy_ns);
     s->copy_wait_ns = atomic_load(&a->stats.copy_wait_ns);
     s->cpu_wait_ns = atomic_load(&a->stats.cpu_wait_ns);
+    s->hint_experts = atomic_load(&a->stats.hint_experts);
+    s->hint_hits = atomic_load(&a->stats.hint_hits);
+    s->prefetch_bytes = atomic_load(&a->stats.prefetch_bytes);
+    s->prefetch_layers = atomic_load(&a->stats.prefetch_layers);
 }
 
 static void send_or_log(actor_t *a, Guild__Envelope *env)

@@ -53,6 +53,9 @@ typedef struct actor_stats {
     /* GPU worker counting the routing: routed pairs and those its resident experts served */
     _Atomic uint64_t routed_pairs, resident_pairs;
     _Atomic uint64_t stream_passes, stream_span_ns, copy_busy_ns, copy_wait_ns, cpu_wait_ns;
+    /* CPU worker with prefetch hints: hinted experts and those the exchange then routed to, bytes prefetched and
+     * the exchanges it prefetched for */
+    _Atomic uint64_t hint_experts, hint_hits, prefetch_bytes, prefetch_layers;
 } actor_stats_t;
 
 typedef struct actor actor_t;

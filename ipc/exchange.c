@@ -43,6 +43,7 @@ int guild_exchange_init(void *addr, size_t size, const guild_exchange_shape_t *s
     sh->n_used = shape->n_used;
     sh->n_slots = shape->n_slots;
     sh->n_workers = shape->n_workers;
+    sh->n_prefetch = shape->n_prefetch;
     sh->slot_offset = l.slot_off;
     sh->slot_stride = l.slot_stride;
     sh->x_offset = l.x_off;
@@ -68,7 +69,8 @@ guild_exchange_t *guild_exchange_attach(void *addr, size_t size, guild_err_t *er
         guild_err_set(err, "exchange: bad magic 0x%016" PRIx64, sh->magic);
         return NULL;
     }
-    guild_exchange_shape_t shape = {sh->max_tokens, sh->n_embd, sh->n_used, sh->n_slots, sh->n_workers};
+    guild_exchange_shape_t shape = {sh->max_tokens, sh->n_embd, sh->n_used, sh->n_slots, sh->n_workers,
+                                    sh->n_prefetch};
     guild_exchange_layout_t l;
     if (guild_exchange_layout_of(&shape, &l) < 0) {
         shape_error(&shape, err);
@@ -203,6 +205,36 @@ guild_wait_result_t guild_exchange_wait_step(guild_exchange_t *x, uint64_t seq, 
     }
     slot_view(x, seq, n_tokens, layer, slot);
     return GUILD_WAIT_OK;
+}
+
+void guild_exchange_hint(guild_exchange_t *x, uint64_t seq, int32_t layer, int32_t n, const int32_t *ids)
+{
+    GUILD_ASSERT(seq >= 1);
+    guild_exchange_slot_header_t *h = (guild_exchange_slot_header_t *)(void *)slot_base(x, seq);
+    if (n < 0)
+        n = 0;
+    if (n > (int32_t)GUILD_EXCHANGE_HINT_MAX)
+        n = (int32_t)GUILD_EXCHANGE_HINT_MAX;
+    h->hint_layer = layer;
+    h->n_hint = n;
+    for (int32_t i = 0; i < n; i++)
+        h->hint_ids[i] = (int16_t)(ids[i] < 0 || ids[i] > INT16_MAX ? -1 : ids[i]);
+    __atomic_store_n(&h->hint_seq, seq, __ATOMIC_RELEASE); /* the fields above before it */
+}
+
+int32_t guild_exchange_take_hint(const guild_exchange_t *x, uint64_t seq, int32_t *layer, int32_t *ids)
+{
+    GUILD_ASSERT(seq >= 1);
+    const guild_exchange_slot_header_t *h = (const guild_exchange_slot_header_t *)(void *)slot_base(x, seq);
+    if (__atomic_load_n(&h->hint_seq, __ATOMIC_ACQUIRE) != seq)
+        return 0;
+    int32_t n = h->n_hint;
+    if (n < 0 || n > (int32_t)GUILD_EXCHANGE_HINT_MAX) /* the dense side's bytes: checked, never trusted */
+        return 0;
+    *layer = h->hint_layer;
+    for (int32_t i = 0; i < n; i++)
+        ids[i] = h->hint_ids[i];
+    return n;
 }
 
 void guild_exchange_complete(guild_exchange_t *x, int worker, uint64_t seq)

@@ -43,7 +43,7 @@ typedef struct guild_exchange_shared {
     uint32_t n_used;
     uint32_t n_slots;
     uint32_t n_workers;
-    uint32_t reserved0;    /* 0 */
+    uint32_t n_prefetch;   /* guild_exchange_shape_t.n_prefetch (0: no prefetch hints) */
     uint64_t slot_offset;  /* bytes from the region start to slot 0 */
     uint64_t slot_stride;  /* bytes from one slot to the next */
     uint64_t x_offset;     /* bytes from a slot's start to x; y_offset etc. likewise */
@@ -118,6 +118,17 @@ guild_wait_result_t guild_exchange_wait_step(guild_exchange_t *x, uint64_t seq, 
 
 /* Worker k: rings done[k] = seq (release: its y rows written before are visible to the dense side). */
 void guild_exchange_complete(guild_exchange_t *x, int worker, uint64_t seq);
+
+/* Prefetch hints (shape.n_prefetch > 0). While the CPU workers compute exchange seq, the dense side can predict
+ * the experts of the next exchange's layer (layer l+1's router applied to what layer l's FFN saw: "pre-gating")
+ * and hang them on seq's slot; a worker that finished seq reads them (before it rings done, so the slot cannot be
+ * reused under it) and pulls those experts' bytes toward its cores while it waits for seq + 1. A hint only moves
+ * bytes into caches: the results never depend on it, or on whether it came in time.
+ * Dense side: the hint of exchange seq (published; n ids, at most GUILD_EXCHANGE_HINT_MAX, rank-major; more are
+ * cut). Worker: the hint of seq into ids[GUILD_EXCHANGE_HINT_MAX] and *layer; returns its count, 0 when seq's slot
+ * carries none (yet). */
+void guild_exchange_hint(guild_exchange_t *x, uint64_t seq, int32_t layer, int32_t n, const int32_t *ids);
+int32_t guild_exchange_take_hint(const guild_exchange_t *x, uint64_t seq, int32_t *layer, int32_t *ids);
 
 /* Current values (acquire), e.g. for a respawned worker to find where to resume. */
 uint64_t guild_exchange_step(const guild_exchange_t *x);

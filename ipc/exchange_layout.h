@@ -11,6 +11,8 @@
  *     x    float32 [max_tokens][n_embd]          normed activations        written by the dense side
  *     ids  int32   [max_tokens][n_used]          expert ids, top-k order   written by the dense side
  *     y    float32 [max_tokens][n_used][n_embd]  expert outputs, unweighted row (t, j): the owner of ids[t][j]
+ * The slot header may also carry a prefetch hint: the experts the dense side predicts for the NEXT exchange's
+ * layer (written after the slot's inputs, valid when its hint_seq equals the slot's seq; see ipc/exchange.h).
  * A doorbell is GUILD_EXCHANGE_DOORBELL_BYTES; its 64-bit counter is its first 8 bytes. Exchange seq (1, 2, ...)
  * uses slot (seq - 1) % n_slots. The routing weights do not travel: the dense side combines with its own copy.
  */
@@ -35,6 +37,7 @@
 #define GUILD_EXCHANGE_HEADER_BYTES 128u      /* the shared fields before the step doorbell */
 #define GUILD_EXCHANGE_DOORBELL_BYTES 128u    /* sizeof(guild_doorbell_t), ipc/doorbell.h */
 #define GUILD_EXCHANGE_SLOT_HEADER_BYTES 64u  /* sizeof(guild_exchange_slot_header_t) */
+#define GUILD_EXCHANGE_HINT_MAX 16u           /* predicted expert ids a slot header holds */
 
 /* Geometry, fixed for the life of the arena. */
 typedef struct guild_exchange_shape {
@@ -43,6 +46,8 @@ typedef struct guild_exchange_shape {
     uint32_t n_used;     /* experts per token (top-k) */
     uint32_t n_slots;    /* slots in the ring, 1..GUILD_EXCHANGE_MAX_SLOTS */
     uint32_t n_workers;  /* CPU expert workers (done counters), 1..GUILD_EXCHANGE_MAX_WORKERS */
+    uint32_t n_prefetch; /* not geometry: predicted experts per token the dense side publishes as a prefetch hint
+                            and the workers prefetch (0: none; --prefetch-experts) */
 } guild_exchange_shape_t;
 
 /* Shared layout at the start of every slot; written by the dense side before it rings step. */
@@ -50,7 +55,13 @@ typedef struct guild_exchange_slot_header {
     uint64_t seq;         /* exchange seq the slot holds */
     int32_t n_tokens;     /* tokens in it, 0..max_tokens */
     int32_t layer;        /* model layer index (blk.N) whose experts apply */
-    uint64_t reserved[6]; /* 0 */
+    /* The prefetch hint (ipc/exchange.h, guild_exchange_hint): written after the slot's inputs, by the dense side,
+     * hint_seq last (release); the fields are valid while hint_seq == seq. */
+    uint64_t hint_seq;
+    int32_t hint_layer;   /* the layer the predicted experts are for (the next exchange's) */
+    int32_t n_hint;       /* ids in hint_ids, 0..GUILD_EXCHANGE_HINT_MAX, rank-major: the best of every token,
+                             then the second... */
+    int16_t hint_ids[GUILD_EXCHANGE_HINT_MAX];
 } guild_exchange_slot_header_t;
 
 /* Byte offsets of a shape's layout (guild_exchange_layout_of). */

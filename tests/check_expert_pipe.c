@@ -5,6 +5,7 @@
  * are errors. Also expert_shard_new_copy's layouts (packed where the type has one, packing over interleaving)
  * with the same bits as the mapping, and the tuning file. */
 #include <check.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/expert_exec.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_prefetch.h"
 #include "cpu-expert-worker/experts/expert_tuning.h"
 #include "tests/tiny_model.h"
 
@@ -228,7 +230,11 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
             got[i] = -12345.0f;
         ck_assert_int_gt(experts_pack(&x), 0);
     }
-    for (int rep = 0; rep < 2; rep++) { /* again, on scratch already grown */
+    for (int rep = 0; rep < 3; rep++) { /* again, on scratch already grown; then some experts first (as after a
+                                          * prefetch hint, duplicates and bad ids among them): the same bits */
+        const int32_t first[] = {NE - 1, 2, NE - 1, -1, 99, 0};
+        if (rep == 2)
+            expert_pipe_prefer(p, 6, first);
         int64_t n = expert_pipe_run(p, 1, T, in, ids, got, &err);
         ck_assert_msg(n >= 0, "%s", err.msg);
         ck_assert_msg(!memcmp(want, got, ny * sizeof *got),
@@ -702,6 +708,65 @@ START_TEST(test_tuning_for_model)
 }
 END_TEST
 
+static _Atomic int stop_calls;
+static int stop_after;
+
+static bool stop_when(void *ctx)
+{
+    (void)ctx;
+    return ++stop_calls > stop_after;
+}
+
+START_TEST(test_prefetch)
+{
+    rng_state = 5;
+    /* expert_prefetch: the hinted experts' three matrices (one range when gate/up interleave), owned ones only,
+     * each once; all of them when never stopped, none when stopped from the start, part when stopped midway */
+    for (int il = 0; il < 2; il++) {
+        interleave = il;
+        experts_t x;
+        experts_new(&x, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 6, 3, 2, 3);
+        guild_pool_t *pool = NULL;
+        expert_prefetch_t *pf = NULL;
+        guild_err_t err;
+        ck_assert_int_eq(guild_pool_new(&pool, 3, NULL, &err), 0);
+        ck_assert_int_eq(expert_prefetch_new(&pf, &x.src, pool, &err), 0);
+        const expert_mats_t *m = experts_get(&x, 1, 0);
+        const uint64_t one = 256ull * m->gate_row + (il ? 0 : 256ull * m->up_row) + 512ull * m->down_row;
+        /* experts 0, 3 and 5 (4 and 1 are not owned with own_mod 3: i % 3 == 1 for layer 1's 7 and 10), 0 again,
+         * and ids out of range */
+        const int32_t ids[] = {0, 3, 0, -1, 6, 5, 4};
+        uint64_t want = 0;
+        for (int i = 0; i < 7; i++) {
+            bool dup = false;
+            for (int j = 0; j < i; j++)
+                dup |= ids[j] == ids[i];
+            if (!dup && ids[i] >= 0 && ids[i] < 6 && experts_get(&x, 1, ids[i]))
+                want += one;
+        }
+        ck_assert_uint_gt(want, 0);
+        ck_assert_uint_eq(expert_prefetch_bytes(pf, 1, 7, ids), want);
+        stop_calls = 0;
+        stop_after = 1 << 30;
+        ck_assert_uint_eq(expert_prefetch_run(pf, 1, 7, ids, stop_when, NULL), want);
+        stop_calls = 0;
+        stop_after = 0;
+        ck_assert_uint_eq(expert_prefetch_run(pf, 1, 7, ids, stop_when, NULL), 0);
+        stop_calls = 0;
+        stop_after = 5;
+        const uint64_t part = expert_prefetch_run(pf, 1, 7, ids, stop_when, NULL);
+        ck_assert_uint_gt(part, 0);
+        ck_assert_uint_lt(part, want);
+        ck_assert_uint_eq(expert_prefetch_run(pf, 5, 7, ids, stop_when, NULL), 0); /* no such layer */
+        expert_prefetch_destroy(&pf);
+        ck_assert_ptr_null(pf);
+        guild_pool_destroy(&pool);
+        experts_free(&x);
+    }
+    interleave = false;
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("expert_pipe");
@@ -713,6 +778,7 @@ int main(void)
     tcase_add_test(tc, test_pipe_packed);
     tcase_add_test(tc, test_pipe_errors);
     tcase_add_test(tc, test_pipe_warm);
+    tcase_add_test(tc, test_prefetch);
     suite_add_tcase(s, tc);
     tc = tcase_create("shard_layout");
     tcase_set_timeout(tc, 120);

@@ -953,12 +953,12 @@ END_TEST
 
 START_TEST(test_exchange_shape_and_validation)
 {
-    guild_exchange_shape_t ok = {4, 64, 2, 2, 3};
+    guild_exchange_shape_t ok = {4, 64, 2, 2, 3, 2};
     size_t need = guild_exchange_memsize(&ok);
     ck_assert_uint_gt(need, 0);
     guild_exchange_shape_t bad[] = {
-        {0, 64, 2, 2, 3}, {4, 0, 2, 2, 3}, {4, 64, 0, 2, 3}, {4, 64, 2, 0, 3}, {4, 64, 2, 2, 0},
-        {4, 64, 2, 2, GUILD_EXCHANGE_MAX_WORKERS + 1}, {4, 64, 2, GUILD_EXCHANGE_MAX_SLOTS + 1, 3},
+        {0, 64, 2, 2, 3, 0}, {4, 0, 2, 2, 3, 0}, {4, 64, 0, 2, 3, 0}, {4, 64, 2, 0, 3, 0}, {4, 64, 2, 2, 0, 0},
+        {4, 64, 2, 2, GUILD_EXCHANGE_MAX_WORKERS + 1, 0}, {4, 64, 2, GUILD_EXCHANGE_MAX_SLOTS + 1, 3, 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_uint_eq(guild_exchange_memsize(&bad[i]), 0);
@@ -977,7 +977,8 @@ START_TEST(test_exchange_shape_and_validation)
     guild_exchange_t *x = guild_exchange_attach(r, rsize, &err);
     ck_assert_msg(x, "%s", err.msg);
     const guild_exchange_shape_t *s = guild_exchange_shape(x);
-    ck_assert(s->max_tokens == 4 && s->n_embd == 64 && s->n_used == 2 && s->n_slots == 2 && s->n_workers == 3);
+    ck_assert(s->max_tokens == 4 && s->n_embd == 64 && s->n_used == 2 && s->n_slots == 2 && s->n_workers == 3 &&
+              s->n_prefetch == 2);
     ck_assert_uint_eq(guild_exchange_step(x), 0);
     ck_assert_uint_eq(guild_exchange_done(x, 2), 0);
     /* every doorbell on its own lines */
@@ -1016,6 +1017,20 @@ START_TEST(test_exchange_shape_and_validation)
     ((guild_exchange_slot_header_t *)(void *)((char *)slot.x - sizeof(guild_exchange_slot_header_t)))->seq = 99;
     ck_assert_int_eq(guild_exchange_wait_step(x, 1, &p, &slot, NULL, &err), GUILD_WAIT_ERROR);
     ck_assert_msg(strstr(err.msg, "holds exchange 99"), "%s", err.msg);
+    /* prefetch hints: none until the dense side hangs one on the exchange; then the ids (cut to the header's room,
+     * bad ones as -1) and the layer; a hint of another exchange (the slot's previous use) is none */
+    int32_t hl = -5, hid[GUILD_EXCHANGE_HINT_MAX + 4];
+    ck_assert_int_eq(guild_exchange_take_hint(x, 1, &hl, hid), 0);
+    ck_assert_int_eq(hl, -5);
+    int32_t many[GUILD_EXCHANGE_HINT_MAX + 4];
+    for (int i = 0; i < (int)GUILD_EXCHANGE_HINT_MAX + 4; i++)
+        many[i] = i == 3 ? -7 : i == 4 ? 70000 : 100 + i;
+    guild_exchange_hint(x, 1, 8, (int32_t)GUILD_EXCHANGE_HINT_MAX + 4, many);
+    ck_assert_int_eq(guild_exchange_take_hint(x, 1, &hl, hid), (int)GUILD_EXCHANGE_HINT_MAX);
+    ck_assert_int_eq(hl, 8);
+    for (int i = 0; i < (int)GUILD_EXCHANGE_HINT_MAX; i++)
+        ck_assert_int_eq(hid[i], i == 3 || i == 4 ? -1 : 100 + i);
+    ck_assert_int_eq(guild_exchange_take_hint(x, 3, &hl, hid), 0); /* the same slot, a later exchange */
     /* slot 3 reuses slot 1's memory: begin must wait for every worker to finish exchange 1 */
     ck_assert_int_eq(guild_exchange_begin(x, 3, &p, &slot, NULL, &err), GUILD_WAIT_TIMEOUT);
     for (int k = 0; k < 3; k++)
@@ -1109,7 +1124,7 @@ static void rt_worker(guild_exchange_t *x, int k, int n_workers)
  * [RT_EXCHANGES][RT_TOKENS][RT_EMBD] (rows past n_tokens zero). */
 static void rt_run(int n_workers, int n_slots, float *out)
 {
-    guild_exchange_shape_t shape = {RT_TOKENS, RT_EMBD, RT_USED, (uint32_t)n_slots, (uint32_t)n_workers};
+    guild_exchange_shape_t shape = {RT_TOKENS, RT_EMBD, RT_USED, (uint32_t)n_slots, (uint32_t)n_workers, 0};
     guild_arena_request_t req = {GUILD_ARENA_KIND_EXCHANGE, 0, guild_exchange_memsize(&shape)};
     guild_err_t err = {{0}};
     guild_arena_t *a = guild_arena_create(&req, 1, &small_opts, &err);

@@ -135,13 +135,16 @@ START_TEST(test_flags_fill_their_records)
     char *a[] = {"x", "--threads", "3", "--no-tuning", "--cpu-workers", "2", "--listen", "ipc:///tmp/l",
                  "--arena-dir", "/dev/shm", "--mlock", "--spin-us", "7", "--backend", "cuda", "--gpu-mem", "2G",
                  "--gpu-experts", "none", "--no-cuda-graph", "--expert-layout", "packed", "--check-finite", "off",
-                 "--cpu-nodes", "0-1/2", "--cuda-off", "pdl,fuse", "--huge-pages", "require", NULL};
+                 "--cpu-nodes", "0-1/2", "--cuda-off", "pdl,fuse", "--huge-pages", "require", "--prefetch-experts", "3",
+                 NULL};
     ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(f.given, STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_CPU_WORKERS | STACK_FLAG_LISTEN |
                                    STACK_FLAG_ARENA_DIR | STACK_FLAG_MLOCK | STACK_FLAG_SPIN_US | STACK_FLAG_BACKEND |
                                    STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS | STACK_FLAG_NO_GRAPH |
                                    STACK_FLAG_EXPERT_LAYOUT | STACK_FLAG_CHECK_FINITE | STACK_FLAG_CPU_NODES |
-                                   STACK_FLAG_CUDA_OFF | STACK_FLAG_HUGE_PAGES);
+                                   STACK_FLAG_CUDA_OFF | STACK_FLAG_HUGE_PAGES | STACK_FLAG_PREFETCH_EXPERTS);
+    ck_assert_int_eq(f.prefetch_experts, 3);
+    ck_assert_int_eq(d.prefetch_experts, 4);
     ck_assert_int_eq(f.n_threads, 3);
     ck_assert_str_eq(f.cpu_nodes, "0-1/2");
     ck_assert_int_eq(f.cpu_workers, 2);
@@ -176,8 +179,8 @@ START_TEST(test_flags_fill_their_records)
     char *b[] = {"x", "--single-process", "--mlock", NULL};
     ck_assert_int_eq(parse(&f, b, &err), -1);
     ck_assert_msg(strstr(err.msg, "--cpu-workers, --cpu-nodes, --listen, --arena-dir, --mlock, --huge-pages, "
-                                  "--spin-us, --key, --allow, --insecure, --fallback-local and --rejoin-ms are for the "
-                                  "multi-process mode, not --single-process"), "%s", err.msg);
+                                  "--spin-us, --prefetch-experts, --key, --allow, --insecure, --fallback-local and "
+                                  "--rejoin-ms are for the multi-process mode, not --single-process"), "%s", err.msg);
 }
 END_TEST
 

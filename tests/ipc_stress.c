@@ -238,7 +238,7 @@ int main(int argc, char **argv)
         return 2;
     }
     guild_log_init("ipc_stress", GUILD_LOG_ERROR);
-    guild_exchange_shape_t shape = {TOKENS, EMBD, USED, (uint32_t)st.slots, (uint32_t)st.workers};
+    guild_exchange_shape_t shape = {TOKENS, EMBD, USED, (uint32_t)st.slots, (uint32_t)st.workers, 0};
     guild_arena_request_t req = {GUILD_ARENA_KIND_EXCHANGE, 0, guild_exchange_memsize(&shape)};
     guild_arena_opts_t opts = {GUILD_ARENA_PAGES_SMALL, 0, NULL, 0, 0};
     guild_err_t err = {{0}};

@@ -96,6 +96,14 @@ typedef struct moe_exec_ops {
      * left them (the arena's slot, pinned host memory) rather than all copied across: a split layer's few CPU
      * rows. */
     int (*collect_rows)(moe_exec_t *e, float *y, const int32_t *ids, void *queue, guild_err_t *err);
+    /* Prefetch hints, both optional. hint_experts: how many predicted experts per token it passes on (0: it takes
+     * no hint). hint, between submit and collect (or, for a host executor, before submit: it then travels with the
+     * batch submitted next): ids [n_tokens][n_used] (in the executor's memory kind, enqueued on queue like
+     * submit), the experts the dense side predicts for layer `layer`, the next exchange's, each row in router
+     * order: the first hint_experts of each row travel with the batch (ipc/exchange.h, guild_exchange_hint), for
+     * the CPU workers to prefetch while they wait. Never changes a result. */
+    int32_t (*hint_experts)(const moe_exec_t *e);
+    int (*hint)(moe_exec_t *e, int32_t layer, int32_t n_tokens, const int32_t *ids, void *queue, guild_err_t *err);
 } moe_exec_ops_t;
 
 struct moe_exec {
@@ -120,6 +128,17 @@ static inline int moe_exec_run(moe_exec_t *e, int32_t layer, int32_t n_tokens, c
     if (e->ops->submit(e, layer, n_tokens, x, ids, NULL, err) < 0)
         return -1;
     return e->ops->collect(e, y, NULL, err);
+}
+
+static inline int32_t moe_exec_hint_experts(const moe_exec_t *e)
+{
+    return e->ops->hint_experts && e->ops->hint ? e->ops->hint_experts(e) : 0;
+}
+
+static inline int moe_exec_hint(moe_exec_t *e, int32_t layer, int32_t n_tokens, const int32_t *ids, void *queue,
+                                guild_err_t *err)
+{
+    return e->ops->hint ? e->ops->hint(e, layer, n_tokens, ids, queue, err) : 0;
 }
 
 static inline void moe_exec_stats(const moe_exec_t *e, moe_exec_stats_t *out)

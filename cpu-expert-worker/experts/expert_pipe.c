@@ -49,9 +49,13 @@ struct expert_pipe {
                         * [tokens][2 rows] outputs of interleaved gate/up rows (expert_mats_interleaved) */
     size_t tmp_per_thread; /* floats */
     int64_t *seg_cost;     /* [2 n_expert + 1] work before segment k (see run_job_t), cost units */
+    int32_t *first;        /* [n_expert] experts the next run takes first (expert_pipe_prefer) */
+    int32_t n_first;
     _Atomic int32_t x_done; /* tokens quantized */
     _Atomic int32_t x_next; /* next token to quantize */
     _Atomic uint64_t cursor; /* next work: segment << 32 | first row */
+    int32_t n_pinned;        /* the run's first experts (preferred) whose gate/up rows go in slices by thread */
+    _Atomic int32_t *slice_taken; /* [pool threads] slice k of those rows started by a task (1) */
 };
 
 typedef struct run_job {
@@ -130,7 +134,9 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
     p->start = calloc((size_t)src->n_expert + 1, sizeof *p->start);
     p->state = aligned_alloc(64, (size_t)src->n_expert * sizeof *p->state);
     p->seg_cost = calloc(2 * (size_t)src->n_expert + 1, sizeof *p->seg_cost);
-    if (!p->count || !p->used || !p->start || !p->state || !p->seg_cost) {
+    p->first = calloc((size_t)src->n_expert, sizeof *p->first);
+    p->slice_taken = calloc((size_t)guild_pool_threads(pool), sizeof *p->slice_taken);
+    if (!p->count || !p->used || !p->start || !p->state || !p->seg_cost || !p->first || !p->slice_taken) {
         expert_pipe_destroy(&p);
         return guild_err_set(err, "expert pipeline: out of memory");
     }
@@ -149,6 +155,8 @@ void expert_pipe_destroy(expert_pipe_t **pp)
     free(p->start);
     free(p->state);
     free(p->seg_cost);
+    free(p->first);
+    free(p->slice_taken);
     free(p);
     *pp = NULL;
 }
@@ -381,7 +389,20 @@ static bool claim(run_job_t *j, int64_t *seg, int64_t *r0, int64_t *nr)
     }
 }
 
-/* One per thread: quantize tokens while some are left, then claim and compute rows until none are left. */
+/* Slice k of the pinned experts' gate/up rows (expert_pipe_prefer). */
+static void pinned_slice(run_job_t *j, int k, int thread)
+{
+    for (int32_t i = 0; i < j->p->n_pinned; i++) {
+        int64_t r0, nr;
+        expert_pipe_slice(j->p->src.n_ff, j->n_threads, k, &r0, &nr);
+        for (int64_t r = r0; r < r0 + nr; r += j->gu_max) /* a claim's most rows: the per-thread buffers' size */
+            gate_up(j, i, r, r0 + nr - r < j->gu_max ? r0 + nr - r : j->gu_max, thread);
+    }
+}
+
+/* One per thread: quantize tokens while some are left; with pinned experts, its own slice of their gate/up rows
+ * (that of the thread whose cache holds them; another's when a thread ran two tasks and left one untaken); then
+ * claim and compute rows until none are left. */
 static void pipe_worker(void *ctx, int64_t task, int thread)
 {
     run_job_t *j = ctx;
@@ -393,6 +414,18 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
             break;
         quantize_x(j, t);
     }
+    if (p->n_pinned) {
+        int k = thread;
+        int32_t no = 0;
+        if (!atomic_compare_exchange_strong(&p->slice_taken[k], &no, 1))
+            for (k = 0; k < j->n_threads; k++) {
+                no = 0;
+                if (atomic_compare_exchange_strong(&p->slice_taken[k], &no, 1))
+                    break;
+            }
+        if (k < j->n_threads)
+            pinned_slice(j, k, thread);
+    }
     int64_t seg, r0, nr;
     while (claim(j, &seg, &r0, &nr)) {
         if (seg < j->n_used_experts)
@@ -400,6 +433,14 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
         else
             down(j, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
     }
+}
+
+void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids)
+{
+    p->n_first = 0;
+    for (int32_t i = 0; i < n && p->n_first < p->src.n_expert; i++)
+        if (ids[i] >= 0 && ids[i] < p->src.n_expert)
+            p->first[p->n_first++] = ids[i];
 }
 
 int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
@@ -425,15 +466,34 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
     for (int64_t q = 0; q < n_all; q++)
         if (ids[q] >= 0 && s->get(s->ctx, layer, ids[q]))
             p->count[ids[q]]++;
+    /* the preferred experts first (their bytes were prefetched: read them before the stream evicts them), then
+     * the others ascending; the order changes only which rows are computed when, never a result */
     int32_t n_used = 0, total = 0;
-    for (int32_t ex = 0; ex < s->n_expert; ex++) {
-        if (!p->count[ex])
+    const int32_t n_first = p->n_first;
+    p->n_first = 0;
+    for (int32_t i = 0; i < n_first + s->n_expert; i++) {
+        const int32_t ex = i < n_first ? p->first[i] : i - n_first;
+        bool first = false;
+        for (int32_t f = 0; f < n_first && i >= n_first && !first; f++)
+            first = p->first[f] == ex;
+        if (first || ex < 0 || ex >= s->n_expert || p->count[ex] <= 0)
             continue;
         p->used[n_used] = ex;
         p->start[n_used] = total;
         total += p->count[ex];
-        p->count[ex] = p->start[n_used]; /* now the cursor */
+        p->count[ex] = -p->start[n_used] - 1; /* now the cursor, negative (-1 - p): taken */
         n_used++;
+    }
+    for (int32_t i = 0; i < n_used; i++)
+        p->count[p->used[i]] = p->start[i];
+    p->n_pinned = 0; /* the preferred experts among them, first in used[] */
+    for (int32_t i = 0; i < n_used && n_first; i++) {
+        bool pref = false;
+        for (int32_t f = 0; f < n_first && !pref; f++)
+            pref = p->first[f] == p->used[i];
+        if (!pref)
+            break;
+        p->n_pinned = i + 1;
     }
     p->start[n_used] = total;
     if (total == 0)
@@ -491,7 +551,12 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
     if (reserve_tmp(p, need, err) < 0)
         return guild_err_prefix(err, "%d tokens on one expert: ", max_np);
     atomic_store_explicit(&p->x_next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->cursor, 0, memory_order_relaxed);
+    /* the pinned experts' gate/up segments are the slices' (pipe_worker); claims start after them */
+    if (p->n_pinned && p->src.n_ff % 16 && j.n_threads > 1)
+        p->n_pinned = 0; /* rows not in 16-row groups: no slices, claims as usual */
+    for (int k = 0; k < j.n_threads; k++)
+        atomic_store_explicit(&p->slice_taken[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&p->cursor, (uint64_t)p->n_pinned << 32, memory_order_relaxed);
     /* the pool's release/acquire hand-off publishes the stores above to the workers */
     guild_pool_run(p->pool, j.n_threads, pipe_worker, &j);
     return total;

@@ -65,6 +65,22 @@ void expert_pipe_destroy(expert_pipe_t **p);
 int expert_pipe_warm(expert_pipe_t *p, int32_t n_tokens, guild_type_t gate_type, guild_type_t up_type,
                      guild_type_t down_type, guild_err_t *err);
 
+/* The next run takes the experts ids[0..n) first (those it has pairs for), in that order, then the others
+ * ascending (the default order), and their gate and up rows in fixed slices, pool thread k taking slice k
+ * (expert_pipe_slice of the pool's thread count) before it claims any other work: the rows whose bytes thread k
+ * prefetched into its own core's cache (expert_prefetch.h) are computed by thread k, before the rest of the
+ * layer's stream can evict them. Speed only: the bits do not depend on the order or the slices. */
+void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids);
+
+/* Slice i of n of a matrix of `rows` rows (a multiple of 16, the packed kernels' row group, or any count when n is
+ * 1): rows [*r0, *r0 + *nr), starting on a 16-row group; the n slices cover the rows once, some may be empty. */
+static inline void expert_pipe_slice(int64_t rows, int n, int i, int64_t *r0, int64_t *nr)
+{
+    const int64_t a = i == 0 ? 0 : rows * i / n / 16 * 16, b = i + 1 >= n ? rows : rows * (i + 1) / n / 16 * 16;
+    *r0 = a;
+    *nr = b > a ? b - a : 0;
+}
+
 /* x: [n_tokens][n_embd]; ids: [n_tokens][n_expert_used]; y: [n_tokens][n_expert_used][n_embd]. Writes y[t][k] for
  * every pair whose expert the source owns and leaves the others (and skipped pairs, id < 0) untouched. Returns
  * the number of pairs written, or -1 with a message (expert id >= n_expert or layer out of range, out of

@@ -116,6 +116,10 @@ typedef struct backend_stats {
     /* forward passes that streamed experts: their device time, the copy engine busy, the device waiting for
      * copies and for the CPU side (the device is busy the rest of the span) */
     uint64_t stream_passes, stream_span_ns, copy_busy_ns, copy_wait_ns, cpu_wait_ns;
+    /* the multi-process pipeline's CPU workers with prefetch hints (--prefetch-experts), summed: the experts hinted,
+     * those the next exchange then routed to (the prediction's hit rate), the bytes prefetched and the exchanges
+     * prefetched for */
+    uint64_t hint_experts, hint_hits, prefetch_bytes, prefetch_layers;
 } backend_stats_t;
 
 typedef struct backend_ops {

@@ -16,6 +16,8 @@ typedef struct moe_xchg {
     int32_t n_embd, n_used, max_tokens;
     uint64_t next;      /* exchange seq of the next submit */
     uint64_t pending;   /* the exchange published by the last submit, not collected yet (0: none) */
+    int32_t held[GUILD_EXCHANGE_HINT_MAX]; /* a prefetch hint given before the next submit (xchg_hint) */
+    int32_t n_held, held_layer;
     uint64_t published; /* when it was published (guild_now_ns) */
     moe_exec_stats_t stats;
 } moe_xchg_t;
@@ -53,6 +55,9 @@ static int xchg_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *
     const size_t xe = (size_t)n * (size_t)m->n_embd, ku = (size_t)n * (size_t)m->n_used;
     memcpy(slot.x, x, xe * sizeof *x);
     memcpy(slot.ids, ids, ku * sizeof *ids);
+    if (m->n_held) /* a hint given before this submit */
+        guild_exchange_hint(m->x, seq, m->held_layer, m->n_held, m->held);
+    m->n_held = 0;
     if (guild_exchange_publish(m->x, seq, n, layer, err) < 0)
         return -1;
     /* published: the workers will complete it whatever happens here, so the next submit uses the next seq */
@@ -80,6 +85,34 @@ static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_er
     return 0;
 }
 
+static int32_t xchg_hint_experts(const moe_exec_t *base)
+{
+    return (int32_t)guild_exchange_shape(((const moe_xchg_t *)base)->x)->n_prefetch;
+}
+
+/* The first n_prefetch predicted experts of every token, rank-major: on the pending exchange's slot, or, before a
+ * submit, held for the next one (which writes them before it publishes: the workers find them every time). */
+static int xchg_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    moe_xchg_t *m = (moe_xchg_t *)base;
+    (void)queue;
+    (void)err;
+    const int32_t per = xchg_hint_experts(base);
+    if (per <= 0)
+        return 0;
+    int32_t k = 0;
+    for (int32_t r = 0; r < per && r < m->n_used; r++)
+        for (int32_t t = 0; t < n && k < (int32_t)GUILD_EXCHANGE_HINT_MAX; t++)
+            m->held[k++] = ids[(size_t)t * (size_t)m->n_used + (size_t)r];
+    m->held_layer = layer;
+    m->n_held = k;
+    if (m->pending) {
+        guild_exchange_hint(m->x, m->pending, layer, k, m->held);
+        m->n_held = 0;
+    }
+    return 0;
+}
+
 static void xchg_stats(const moe_exec_t *base, moe_exec_stats_t *out)
 {
     *out = ((const moe_xchg_t *)base)->stats;
@@ -97,6 +130,8 @@ static const moe_exec_ops_t xchg_ops = {
     .collect = xchg_collect,
     .destroy = xchg_destroy,
     .stats = xchg_stats,
+    .hint_experts = xchg_hint_experts,
+    .hint = xchg_hint,
 };
 
 int moe_xchg_new(moe_exec_t **out, guild_exchange_t *x, const moe_xchg_options_t *o, guild_err_t *err)

@@ -8,7 +8,10 @@
  * (option shared expert with sigmoid gate: the first bracket; option shared expert, ungated: the second;
  * shexp(xn) = shexp_down(silu(shexp_gate xn) * shexp_up xn)).
  */
+#include <stdlib.h>
+
 #include "core/model/activation.h"
+#include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cpu/cpu_parts.h"
 
@@ -55,6 +58,50 @@ static void combine_task(void *ctx, int64_t t, int thread)
     }
 }
 
+/* The prefetch hint (moe_exec.h) for layer il + 1, given before layer il's experts are submitted (they carry it:
+ * the host has nothing else to do meanwhile, and the workers then find it every time): its router applied to x
+ * (the residual stream that entered layer il's FFN) normed with its own ffn_norm ("pre-gating"), each token's top
+ * n_expert_used logits in order. A few rows only (decode); a next layer that is not a softmax-routed MoE gets none. */
+#define HINT_ROWS 4
+static int hint_next(cpu_backend_t *b, int32_t il, int32_t n, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    if (il + 1 >= c->n_layer || n > HINT_ROWS)
+        return 0;
+    const model_layer_parts_t nx = model_layer_parts(c, il + 1);
+    if (nx.ffn->kind != MODEL_FFN_MOE || nx.router->kind != MODEL_ROUTER_SOFTMAX_TOPK)
+        return 0;
+    const model_layer_t *L = model_block(b->w, il + 1);
+    const int64_t E = c->n_embd, X = c->n_expert, K = c->n_expert_used;
+    float *xn = malloc((size_t)n * (size_t)(E + X) * sizeof *xn);
+    int32_t *ids = malloc((size_t)n * (size_t)K * sizeof *ids);
+    if (!xn || !ids) {
+        free(xn);
+        free(ids);
+        return guild_err_set(err, "prefetch hint: out of memory");
+    }
+    float *logits = xn + (size_t)n * (size_t)E;
+    for (int32_t t = 0; t < n; t++)
+        cpu_rmsnorm(xn + (size_t)t * (size_t)E, b->x + (size_t)t * (size_t)E, L->ffn_norm.data, E, c->norm_eps);
+    cpu_linear(b->pool, &L->router, 0, X, n, xn, E, logits, X, b->act);
+    for (int32_t t = 0; t < n; t++) /* the top K by logit, ties to the lower id */
+        for (int64_t k = 0; k < K; k++) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < X; e++) {
+                bool taken = false;
+                for (int64_t j = 0; j < k && !taken; j++)
+                    taken = ids[t * K + j] == e;
+                if (!taken && (best < 0 || logits[t * X + e] > logits[t * X + best]))
+                    best = e;
+            }
+            ids[t * K + k] = best;
+        }
+    const int rc = moe_exec_hint(b->moe, il + 1, n, ids, NULL, err);
+    free(xn);
+    free(ids);
+    return rc;
+}
+
 static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -67,7 +114,8 @@ static int moe_forward(cpu_backend_t *b, const model_layer_parts_t *lp, int32_t 
     cpu_router_parts[lp->router->kind]->route(b, lp->router, il, n);
     if (il >= c->n_layer) /* the MTP layer's: the executor holds the model's layers only */
         cpu_mtp_experts(b, L, n);
-    else if (moe_exec_run(b->moe, il, n, b->xn, b->ids, &b->y, err) < 0)
+    else if ((moe_exec_hint_experts(b->moe) > 0 && hint_next(b, il, n, err) < 0) ||
+             moe_exec_run(b->moe, il, n, b->xn, b->ids, &b->y, err) < 0)
         return guild_err_prefix(err, "routed experts: ");
     if (j.shared) {
         const int64_t F = c->n_ff_shexp;

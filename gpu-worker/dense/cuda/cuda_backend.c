@@ -99,6 +99,8 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->gdn_beta, (void **)&b->gdn_g, (void **)&b->gdn_o, (void **)&b->gdn_chunk,
                      (void **)&b->mla_qa, (void **)&b->mla_kv, (void **)&b->mla_qk,
                      (void **)&b->mla_lat, &b->mla_split, (void **)&b->d_router_done,
+                     (void **)&b->pre_xn, (void **)&b->pre_logits, (void **)&b->pre_w, (void **)&b->pre_ids,
+                     (void **)&b->d_pre_done,
                      (void **)&b->d_attn_done};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
@@ -707,6 +709,17 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
             goto fail;
         }
         memcpy(b->count_resident, plan.expert_resident, LN);
+    }
+    /* the prefetch hint's buffers, when the experts' executor passes hints on (ffn_moe.c) */
+    if (moe_exec_hint_experts(b->moe) > 0) {
+        const size_t HR = CUDA_ROUTER_FUSED_ROWS;
+        if (cuda_alloc((void **)&b->pre_xn, HR * E * f, sc, "prefetch hint", err) < 0 ||
+            cuda_alloc((void **)&b->pre_logits, HR * (size_t)c->n_expert * f, sc, "prefetch hint", err) < 0 ||
+            cuda_alloc((void **)&b->pre_w, HR * K * f, sc, "prefetch hint", err) < 0 ||
+            cuda_alloc((void **)&b->pre_ids, HR * K * sizeof(int32_t), sc, "prefetch hint", err) < 0 ||
+            cuda_alloc((void **)&b->d_pre_done, sizeof *b->d_pre_done, sc, "prefetch hint", err) < 0 ||
+            cuda_check(cudaMemset(b->d_pre_done, 0, sizeof *b->d_pre_done), "prefetch hint", err) < 0)
+            goto fail;
     }
     if (cc->test.split_gpu_fraction > 0 && b->moe_gpu)
         cuda_moe_gpu_force_split(b->moe_gpu, cc->test.split_gpu_fraction);

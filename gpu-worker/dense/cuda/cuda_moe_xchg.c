@@ -30,6 +30,7 @@ typedef struct moe_xchg_dev {
     float *y;                      /* device [max_tokens][n_used][n_embd] */
     int32_t max_tokens, n_embd, n_used;
     int32_t layer, n;              /* of the exchange in flight */
+    int32_t n_prefetch;            /* predicted experts per token a hint carries (the exchange's; 0: no hints) */
     int (*interrupted)(void *ctx, guild_err_t *err);
     void *ctx;
     char cancel_msg[GUILD_ERR_MAX]; /* why the host cancelled */
@@ -66,6 +67,19 @@ static int xchg_collect_rows(moe_exec_t *base, float *y, const int32_t *ids, voi
         cuda_xchg_take_y_rows(&m->view, m->d, ids, m->n * m->n_used, m->n_embd, y, s, err) < 0)
         return -1;
     return 0;
+}
+
+static int32_t xchg_hint_experts(const moe_exec_t *base)
+{
+    return ((const moe_xchg_dev_t *)base)->n_prefetch;
+}
+
+static int xchg_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    if (m->n_prefetch <= 0)
+        return 0;
+    return cuda_xchg_hint(&m->view, m->d, layer, n, m->n_used, m->n_prefetch, ids, (cudaStream_t)queue, err);
 }
 
 static bool xchg_capturable(const moe_exec_t *base)
@@ -183,6 +197,8 @@ static const moe_exec_ops_t xchg_ops = {
     .sync = xchg_sync,
     .result = xchg_result,
     .collect_rows = xchg_collect_rows,
+    .hint_experts = xchg_hint_experts,
+    .hint = xchg_hint,
 };
 
 int cuda_moe_xchg_new(moe_exec_t **out, struct guild_exchange *x, const moe_xchg_options_t *o, guild_err_t *err)
@@ -202,6 +218,7 @@ int cuda_moe_xchg_new(moe_exec_t **out, struct guild_exchange *x, const moe_xchg
     m->max_tokens = (int32_t)shape->max_tokens;
     m->n_embd = (int32_t)shape->n_embd;
     m->n_used = (int32_t)shape->n_used;
+    m->n_prefetch = (int32_t)(shape->n_prefetch < shape->n_used ? shape->n_prefetch : shape->n_used);
     m->interrupted = o->interrupted;
     m->ctx = o->ctx;
     m->step_db = guild_exchange_step_doorbell(x);

@@ -5,6 +5,32 @@
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 #include "gpu-worker/dense/cuda/cuda_step_clock.h" /* the marks */
 
+/* The prefetch hint for layer il + 1, enqueued after layer il's experts are submitted (the CPU workers compute
+ * them meanwhile: off the dense side's path): layer il + 1's router applied to x, the residual stream that
+ * entered layer il's FFN, normed with layer il + 1's ffn_norm ("pre-gating", bench/route_predict.h), its top
+ * n_expert_used by the router's own kernels (cuda_rmsnorm, cuda_router_fused: a prediction, not a result; it only
+ * moves bytes into the CPU workers' caches). Decode rows only (CUDA_ROUTER_FUSED_ROWS); a next layer that is not a
+ * softmax-routed MoE with F32 router weights gets no hint. */
+static int hint_next(cuda_backend_t *b, moe_exec_t *ex, int32_t il, int32_t n, guild_err_t *err)
+{
+    const model_config_t *c = b->cfg;
+    if (!b->pre_ids || il + 1 >= c->n_layer || n > CUDA_ROUTER_FUSED_ROWS)
+        return 0;
+    const model_layer_parts_t nx = model_layer_parts(c, il + 1);
+    const cuda_layer_t *N = &b->layers[il + 1];
+    const cuda_tensor_t *R = &N->router;
+    if (nx.ffn->kind != MODEL_FFN_MOE || nx.router->kind != MODEL_ROUTER_SOFTMAX_TOPK || R->type != GUILD_TYPE_F32 ||
+        R->n_in != c->n_embd || R->n_rows != c->n_expert)
+        return 0;
+    const int64_t E = c->n_embd;
+    if (cuda_rmsnorm(b->pre_xn, E, b->x, E, NULL, N->ffn_norm.d, E, n, c->norm_eps, b->stream, err) < 0 ||
+        cuda_router_fused(R->d, R->row_bytes, b->pre_xn, E, (int32_t)E, b->pre_logits, n, c->n_expert,
+                          c->n_expert_used, c->n_expert_groups, c->n_group_used, false, 1.0f, b->pre_ids, b->pre_w,
+                          NULL, b->d_pre_done, b->stream, err) < 0)
+        return -1;
+    return moe_exec_hint(ex, il + 1, n, b->pre_ids, b->stream, err);
+}
+
 static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -22,7 +48,8 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
         (b->route_counts && !mtp && !cuda_router_parts[lp->router->kind]->counts &&
          cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert, s, err) < 0) ||
         cuda_layer_mark(b, il, CUDA_MARK_L0_ROUTER, err) < 0 ||
-        moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0)
+        moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0 ||
+        (!mtp && hint_next(b, ex, il, n, err) < 0))
         return -1;
     if (shared) {
         const int64_t F = c->n_ff_shexp;
