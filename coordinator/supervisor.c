@@ -322,8 +322,7 @@ static int stores_create(sup_t *s, const uint64_t *bytes, guild_err_t *err)
         /* hugetlb pages where the worker's node has enough free (its pages come from that node's pool: bound
          * there, a short pool would fail a fault in the middle of the copy), else transparent hugepages */
         const int node = placement_node(s->setup.plan, i);
-        const uint64_t huge = (uint64_t)2 << 20, layout = GUILD_ARENA_ALIGN + (req.size + GUILD_ARENA_ALIGN - 1) /
-                                                                               GUILD_ARENA_ALIGN * GUILD_ARENA_ALIGN;
+        const uint64_t huge = (uint64_t)2 << 20, layout = guild_arena_layout_bytes(&req, 1);
         const uint64_t need = (layout + huge - 1) / huge * huge; /* the stores before it reserved theirs */
         const uint64_t avail = guild_arena_hugetlb_free(topo_node_count() > 1 ? node : -1);
         const bool hugetlb = avail >= need;

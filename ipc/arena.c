@@ -265,6 +265,14 @@ static void log_fallback(guild_arena_pages_t got, const char *reasons)
     guild_log_once(GUILD_LOG_INFO, "arena: %s pages (%s)", guild_arena_pages_name(got), reasons);
 }
 
+uint64_t guild_arena_layout_bytes(const guild_arena_request_t *regions, size_t n_regions)
+{
+    uint64_t layout = round_up(sizeof(guild_arena_header_t), GUILD_ARENA_ALIGN);
+    for (size_t i = 0; i < n_regions; i++)
+        layout += round_up((size_t)regions[i].size, GUILD_ARENA_ALIGN);
+    return layout;
+}
+
 guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n_regions,
                                   const guild_arena_opts_t *opts, guild_err_t *err)
 {
@@ -279,7 +287,6 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
         guild_err_set(err, "arena: unknown page kind %d", (int)opts->pages);
         return NULL;
     }
-    size_t layout = round_up(sizeof(guild_arena_header_t), GUILD_ARENA_ALIGN);
     for (size_t i = 0; i < n_regions; i++) {
         if (regions[i].kind == GUILD_ARENA_KIND_NONE) {
             guild_err_set(err, "arena: region %zu has no kind", i);
@@ -289,8 +296,8 @@ guild_arena_t *guild_arena_create(const guild_arena_request_t *regions, size_t n
             guild_err_set(err, "arena: region %zu: %" PRIu64 " bytes is too large", i, regions[i].size);
             return NULL;
         }
-        layout += round_up((size_t)regions[i].size, GUILD_ARENA_ALIGN);
     }
+    size_t layout = (size_t)guild_arena_layout_bytes(regions, n_regions);
 
     guild_arena_t *a = calloc(1, sizeof *a);
     if (!a) {

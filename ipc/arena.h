@@ -168,6 +168,10 @@ uint64_t guild_arena_tag(const guild_arena_t *arena);
 guild_arena_pages_t guild_arena_pages(const guild_arena_t *arena);
 const char *guild_arena_pages_name(guild_arena_pages_t pages); /* "hugetlb", "thp", "4k" */
 
+/* Bytes an arena of these regions lays out (its header and each region rounded to GUILD_ARENA_ALIGN), before its
+ * size is rounded to its pages. */
+uint64_t guild_arena_layout_bytes(const guild_arena_request_t *regions, size_t n_regions);
+
 /* Bytes of free 2 MiB hugetlb pages (sysfs) on NUMA node `node`, or on the machine for node < 0, less those
  * reserved by mappings (an arena created before); 0 when there are none or the kernel does not say. */
 uint64_t guild_arena_hugetlb_free(int node);
