@@ -92,6 +92,13 @@ static uint64_t page_faults(void)
     return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
 }
 
+/* Page faults so far when an exchange of n_tokens tokens, top-n_used, can be a large one (LARGE_PAIRS: its pairs
+ * here are at most n_tokens x n_used), else 0: a decode step's exchanges (one a layer) make no system call for it. */
+static uint64_t faults_if_large(uint32_t n_tokens, uint32_t n_used)
+{
+    return (uint64_t)n_tokens * n_used >= LARGE_PAIRS ? page_faults() : 0;
+}
+
 /* One exchange's products took ns for `pairs` pairs with `faults` page faults: a large one is counted and logged
  * with its routing's spread (experts routed to, the most tokens on one: the pipeline's work per expert), the
  * first LARGE_LOGGED at info level (a rate measured on the first batches, like the GPU worker's split measure,
@@ -626,7 +633,7 @@ static void serve_messages(cpu_worker_t *w)
         }
         const float *x = m.array[0];
         const int32_t *ids = m.array[1];
-        const uint64_t f0 = page_faults();
+        const uint64_t f0 = faults_if_large(q->n_tokens, q->n_used);
         int64_t n = expert_pipe_run(w->pipe, q->layer, (int32_t)q->n_tokens, x, ids, w->y, &err);
         if (n < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
@@ -645,7 +652,8 @@ static void serve_messages(cpu_worker_t *w)
                 k++;
             }
         uint64_t t2 = guild_now_ns();
-        note_exchange(w, q->seq, q->layer, (int32_t)q->n_tokens, ids, n, t2 - t1, page_faults() - f0);
+        note_exchange(w, q->seq, q->layer, (int32_t)q->n_tokens, ids, n, t2 - t1,
+                      faults_if_large(q->n_tokens, q->n_used) - f0);
         if (data_send_result(w->data, q->seq, k, w->pairs, w->y, q->n_embd, &err) < 0)
             guild_log(GUILD_LOG_WARN, "exchange %llu: %s", (unsigned long long)q->seq, err.msg);
         atomic_fetch_add(&st->busy_ns, t2 - t1);
@@ -724,7 +732,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         /* its part of the node's experts (a layer out of range: the pipeline names it) */
         if (w->share && slot.layer >= 0 && slot.layer < model_config(w->model)->n_layer)
             expert_share_plan(w->share, slot.layer, slot.n_tokens, slot.ids);
-        const uint64_t f0 = page_faults();
+        const uint32_t n_used = guild_exchange_shape(w->x)->n_used;
+        const uint64_t f0 = faults_if_large((uint32_t)slot.n_tokens, n_used);
         int64_t pairs = expert_pipe_run(w->pipe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
         if (pairs < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
@@ -738,7 +747,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         /* the clock before the done ring: once rung, the dense side may take this CPU before we read it */
         uint64_t t2 = guild_now_ns();
         /* a large one's note reads the slot's ids: before the slot is handed back (tens of us in 100s of ms) */
-        note_exchange(w, seq, slot.layer, slot.n_tokens, slot.ids, pairs, t2 - t1, page_faults() - f0);
+        note_exchange(w, seq, slot.layer, slot.n_tokens, slot.ids, pairs, t2 - t1,
+                      faults_if_large((uint32_t)slot.n_tokens, n_used) - f0);
         guild_exchange_complete(w->x, w->index, seq);
         atomic_fetch_add(&st->busy_ns, t2 - t1);
         atomic_fetch_add(&st->exchanges, 1);
