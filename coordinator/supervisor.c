@@ -18,6 +18,7 @@
 #include "coordinator/shard_verify.h"
 #include "coordinator/spawn.h"
 #include "coordinator/stack_flags.h"
+#include "coordinator/supervisor_slots.h"
 #include "core/topo/topo.h"
 #include "core/util/progress.h"
 #include "gpu-worker/dense/backend.h"
@@ -37,7 +38,6 @@
 
 #define TICK_MS 10            /* supervisor loop period: bounds how late a death or a message is handled */
 #define RESTART_WINDOW_NS (60ull * 1000000000ull)
-#define MAX_DEATHS 16         /* remembered per worker */
 #define SHUTDOWN_GRACE_NS (2ull * 1000000000ull)
 /* past the grace, a child that still works (its CPU time advances or it waits in the kernel: a GPU worker unpinning
    a 12 GiB host-RAM KV cache takes seconds) is given up to this long before it is killed */
@@ -47,104 +47,7 @@
 #define BACKOFF_RESET_NS (5ull * RESTART_WINDOW_NS) /* a give-up this long after the last starts the back-off over */
 #define LOADING_SILENCE 10 /* a remote worker's silence limit while it loads, in hang_ms */
 
-typedef enum wstate {
-    W_EMPTY,   /* no process (a worker started by hand has not registered yet) */
-    W_SPAWNED, /* our child, not registered yet */
-    W_LOADING, /* Assign sent, Ready awaited */
-    W_READY,
-    W_KILLING, /* SIGKILL sent, waiting to reap */
-} wstate_t;
-
 static const char *state_name[] = {"empty", "starting", "loading", "ready", "killed"};
-
-typedef struct wslot {
-    Guild__Role role;
-    int index;           /* CPU: done counter / plan worker; GPU: -1 */
-    char name[32];       /* "cpu-worker[1]", "gpu-worker" */
-    int node;
-    bool by_hand;        /* started by an operator (listen mode): not our child */
-    bool remote;         /* cannot map the arena: exchanges through the bridge (coordinator/bridge.h) */
-    wstate_t state;
-    pid_t pid;           /* 0: none */
-    guild_msg_peer_t peer; /* len 0: not registered */
-    uint64_t generation; /* of the last Assign sent */
-    uint64_t since_ns;   /* entered the current state */
-    uint64_t last_heard_ns;
-    uint64_t deaths[MAX_DEATHS];
-    int n_deaths;
-    int restarts;
-    /* Given up on after more than max_restarts deaths within a minute (our own children): started again after a
-     * back-off that doubles with each give-up (opts.backoff_ms .. BACKOFF_MAX_MS); the pipeline is degraded, and
-     * requests fail at once, until it is ready again. */
-    uint64_t backoff_until_ns; /* when it is started again; 0: not waiting */
-    uint32_t backoff_ms;       /* the last back-off */
-    uint64_t gave_up_ns;       /* the last give-up */
-    bool down;                 /* given up on and not ready since */
-    char down_why[512];        /* why, for sup_health and the requests that fail */
-    char why[256];       /* what the kill was for */
-    uint64_t stall_mark, stall_since_ns;
-    proc_watch_t exit_watch; /* at shutdown, past the grace: whether the child still works at exiting */
-    /* the worker's counters, from its last heartbeat */
-    uint64_t exchanges, tokens, busy_ns, wait_ns, sleeps, resident, rtt_ns, load_ns;
-    backend_stats_t streaming; /* GPU worker: its backend's streaming counters (the fields Stats carries) */
-    uint64_t *routing;   /* GPU worker counting the routing: its last answer's counts per (layer, expert) */
-    size_t n_routing;
-    bool stats_pending;  /* a StatsRequest awaits its answer */
-    /* a CPU worker whose shard is not read from our file (its own copy, or bytes it received): its Ready waits
-       for the comparison of its digests with ours (coordinator/shard_verify.h) */
-    bool verifying;
-    expert_digest_t *digests; /* [n_digests], its Ready's */
-    size_t n_digests;
-    char source[256];    /* where its shard came from ("received", or its --model path) */
-    char hostname[64];   /* its host, for messages */
-    int lost_pid;        /* started by hand and lost (dead, silent, its link down): its pid; 0: not lost */
-    char lost_why[300];
-    uint64_t ready_first_seq;
-} wslot_t;
-
-struct sup {
-    stack_options_t opts; /* a copy of the caller's */
-    sup_setup_t setup;
-    int32_t max_out;      /* logits rows per step request: opts.gpu.max_out or opts.n_seq if more, at most
-                             opts.n_batch */
-    stager_options_t stager; /* guild-stager's (when ring) */
-    model_config_t mc;
-    char rundir[PATH_MAX];
-    char endpoint[PATH_MAX + 16];
-    char host[256];
-    guild_arena_t *arena;
-    guild_exchange_t *x;
-    guild_step_t step;
-    void *zctx;
-    void *router; /* supervisor thread only, once it runs */
-    guild_curve_t *curve; /* a tcp --listen's keys (or its --insecure); NULL: no tcp endpoint */
-    guild_zap_t *zap;     /* the judge of the CURVE clients of the tcp endpoints; NULL: none */
-    bridge_t *bridge;                    /* listen mode: exchanges of workers without the arena */
-    shard_verify_t *verify;              /* listen mode: our digests of each worker's shard */
-    char data_public[PATH_MAX + 32];     /* the data endpoint as workers are told it */
-    bool router_bound, bridge_bound;     /* opts.listen (and its data socket) bound: ours to remove */
-    int n_cpu;
-    int n_w;      /* slots: n_cpu + 1, and + 1 with a stager */
-    wslot_t *w;   /* [n_w]: the CPU workers, then the GPU worker, then guild-stager (with a ring) */
-    stage_ring_t *ring; /* the staging ring guild-stager serves to the GPU worker; NULL: none */
-    guild_arena_t **stores; /* [n_cpu] each CPU worker's expert store (ipc/expert_store.h); NULL: none */
-    pthread_t thread;
-    bool started;
-    _Atomic int stop;
-    uint64_t hb_seq, last_hb_ns, msg_id;
-
-    pthread_mutex_t mu; /* guards everything below and the slots against the readers of sup_check & co */
-    pthread_cond_t cond;
-    bool failed;
-    char fail_msg[GUILD_ERR_MAX];
-    uint64_t generation; /* last Assign.generation given */
-    bool stats_wanted;   /* sup_print_stats waits for fresh counters */
-};
-
-static wslot_t *gpu_slot(sup_t *s)
-{
-    return &s->w[s->n_cpu];
-}
 
 static const wslot_t *down_slot(const sup_t *s);
 
@@ -651,26 +554,6 @@ static void on_register(sup_t *s, const guild_msg_peer_t *from, const Guild__Reg
     send_assign(s, w);
 }
 
-static void take_stats(wslot_t *w, const Guild__Stats *st)
-{
-    w->exchanges = st->exchanges;
-    w->tokens = st->tokens;
-    w->busy_ns = st->busy_ns;
-    w->wait_ns = st->wait_ns;
-    w->sleeps = st->futex_sleeps;
-    remote_stats_take(&w->streaming, st);
-    if (st->n_routing) {
-        if (st->n_routing != w->n_routing) {
-            uint64_t *r = realloc(w->routing, st->n_routing * sizeof *r);
-            if (!r)
-                return; /* the older counts stay */
-            w->routing = r;
-            w->n_routing = st->n_routing;
-        }
-        memcpy(w->routing, st->routing, st->n_routing * sizeof *w->routing);
-    }
-}
-
 /* Under mu: a worker that reported Ready (and whose shard, when not read from our file, proved the same) serves. */
 static void set_ready(sup_t *s, wslot_t *w)
 {
@@ -775,12 +658,12 @@ static void on_message(sup_t *s, const guild_msg_peer_t *from, Guild__Envelope *
         if (h->sent_ns)
             w->rtt_ns = guild_now_ns() - h->sent_ns;
         if (h->stats && !w->stats_pending)
-            take_stats(w, h->stats);
+            sup_take_stats(w, h->stats);
         return;
     }
     case GUILD__ENVELOPE__BODY_STATS:
         if (w) {
-            take_stats(w, env->stats);
+            sup_take_stats(w, env->stats);
             w->stats_pending = false;
             pthread_cond_broadcast(&s->cond);
         }
@@ -1375,125 +1258,4 @@ guild_step_t *sup_step(sup_t *s)
 const char *sup_stage_ring(const sup_t *s)
 {
     return s->ring ? stage_ring_name(s->ring) : NULL;
-}
-
-void sup_restarts(sup_t *s, int *gpu, int *cpu)
-{
-    pthread_mutex_lock(&s->mu);
-    *gpu = gpu_slot(s)->restarts;
-    *cpu = 0;
-    for (int i = 0; i < s->n_cpu; i++)
-        *cpu += s->w[i].restarts;
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* Under mu: asks the ready workers for their counters and waits (300 ms at most) for the answers. */
-static void refresh_stats(sup_t *s)
-{
-    /* fresh counters: a heartbeat's may be up to a period old */
-    for (int i = 0; i < s->n_w; i++) {
-        wslot_t *w = &s->w[i];
-        if (w->state != W_READY)
-            continue;
-        w->stats_pending = true;
-        s->stats_wanted = true; /* the supervisor thread sends the requests: it owns the socket */
-    }
-    /* as long as a live worker may be silent (twice hang_ms): a starved machine answers late, and an answer
-     * given up on leaves a heartbeat's older counts (--stats would print them as the run's) */
-    const uint64_t wait_ns = 2ull * (s->opts.hang_ms ? s->opts.hang_ms : 300) * 1000000ull;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)(wait_ns / 1000000000ull);
-    dl.tv_nsec += (long)(wait_ns % 1000000000ull);
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    bool timed_out = false;
-    for (;;) {
-        bool pending = false;
-        for (int i = 0; i < s->n_w; i++)
-            pending |= s->w[i].stats_pending && s->w[i].state == W_READY;
-        if (!pending)
-            break;
-        if (pthread_cond_timedwait(&s->cond, &s->mu, &dl) == ETIMEDOUT) {
-            timed_out = true;
-            break;
-        }
-    }
-    for (int i = 0; i < s->n_w; i++) {
-        if (timed_out && s->w[i].stats_pending && s->w[i].state == W_READY)
-            guild_log(GUILD_LOG_WARN, "%s did not answer a stats request within %llu ms: its counters are from its "
-                      "last heartbeat", s->w[i].name, (unsigned long long)(wait_ns / 1000000ull));
-        s->w[i].stats_pending = false;
-    }
-}
-
-void sup_gpu_stats(sup_t *s, backend_stats_t *out)
-{
-    pthread_mutex_lock(&s->mu);
-    refresh_stats(s);
-    *out = gpu_slot(s)->streaming;
-    for (int i = 0; i < s->n_w; i++) { /* the CPU workers' prefetch counters (0 in the others' Stats) */
-        const backend_stats_t *c = &s->w[i].streaming;
-        out->hint_experts += c->hint_experts;
-        out->hint_hits += c->hint_hits;
-        out->prefetch_bytes += c->prefetch_bytes;
-        out->prefetch_layers += c->prefetch_layers;
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-int sup_gpu_routing(sup_t *s, uint64_t *counts)
-{
-    pthread_mutex_lock(&s->mu);
-    refresh_stats(s);
-    const wslot_t *g = gpu_slot(s);
-    const size_t n = (size_t)s->mc.n_layer * (size_t)s->mc.n_expert;
-    const int rc = g->routing && g->n_routing == n ? 0 : -1;
-    if (rc == 0)
-        memcpy(counts, g->routing, n * sizeof *counts);
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
-
-int sup_pids(sup_t *s, int *pids, char (*names)[32], int max)
-{
-    pthread_mutex_lock(&s->mu);
-    int n = 0;
-    for (int i = 0; i < s->n_w && n < max; i++)
-        if (s->w[i].pid > 0) {
-            pids[n] = (int)s->w[i].pid;
-            snprintf(names[n], 32, "%s", s->w[i].name);
-            n++;
-        }
-    pthread_mutex_unlock(&s->mu);
-    return n;
-}
-
-void sup_print_stats(sup_t *s, FILE *out)
-{
-    pthread_mutex_lock(&s->mu);
-    refresh_stats(s);
-    for (int i = 0; i < s->n_w; i++) {
-        const wslot_t *w = &s->w[i];
-        char pairs[160] = "";
-        const backend_stats_t *c = &w->streaming;
-        if (w->role == GUILD__ROLE__ROLE_CPU_WORKER && c->hint_experts)
-            snprintf(pairs, sizeof pairs, " (%llu pairs; prefetch: %llu of %llu hinted experts routed, %.1f MB "
-                     "before %llu exchanges)", (unsigned long long)w->tokens, (unsigned long long)c->hint_hits,
-                     (unsigned long long)c->hint_experts, (double)c->prefetch_bytes / 1e6,
-                     (unsigned long long)c->prefetch_layers);
-        else if (w->role == GUILD__ROLE__ROLE_CPU_WORKER)
-            snprintf(pairs, sizeof pairs, " (%llu pairs)", (unsigned long long)w->tokens);
-        fprintf(out, "  %-14s pid %-7d restarts %d, %llu %s%s, busy %.1f ms (%.1f us each), waiting %.1f ms, "
-                "heartbeat rtt %.2f ms\n",
-                w->name, (int)w->pid, w->restarts, (unsigned long long)w->exchanges,
-                w->role == GUILD__ROLE__ROLE_GPU_WORKER ? "requests"
-                : w->role == GUILD__ROLE__ROLE_STAGER   ? "fills"
-                                                        : "exchanges", pairs, (double)w->busy_ns / 1e6,
-                w->exchanges ? (double)w->busy_ns / (double)w->exchanges / 1e3 : 0.0, (double)w->wait_ns / 1e6,
-                (double)w->rtt_ns / 1e6);
-    }
-    pthread_mutex_unlock(&s->mu);
 }
