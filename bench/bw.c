@@ -10,13 +10,18 @@
 #include <time.h>
 
 #include "core/topo/topo.h"
+#include "ipc/arena.h"
 
 typedef struct bw_thread {
     struct bw_shared *sh;
     int index;
     int cpu;
-    const uint64_t *data; /* [words] this thread's slice */
+    const uint64_t *data; /* [words] this thread's slice (streamed) */
     size_t words;
+    /* pieces (bench_bw_shape_t.piece): the node's memory from group, pieces of `piece` bytes visited in the order
+     * k * stride % n_pieces, this thread reading `share` bytes at `offset` in each */
+    const uint8_t *group;
+    size_t piece, share, offset, n_pieces, stride;
     uint64_t sink;
 } bw_thread_t;
 
@@ -57,7 +62,12 @@ static void *bw_main(void *argp)
         pthread_barrier_wait(&sh->start);
         if (t->index == 0)
             sh->t0[pass] = now_s();
-        t->sink ^= bench_read(t->data, t->words * sizeof(uint64_t));
+        if (t->piece) {
+            for (size_t k = 0, j = 0; k < t->n_pieces; k++, j = (j + t->stride) % t->n_pieces)
+                t->sink ^= bench_read(t->group + j * t->piece + t->offset, t->share);
+        } else {
+            t->sink ^= bench_read(t->data, t->words * sizeof(uint64_t));
+        }
         pthread_barrier_wait(&sh->end);
         if (t->index == 0)
             sh->t1[pass] = now_s();
@@ -73,13 +83,55 @@ static int cmp_double(const void *a, const void *b)
 
 struct bench_bw_probe {
     int n_cpus;
-    size_t slice;     /* bytes of each thread's slice (a multiple of 4096) */
-    int *cpus;        /* [n_cpus] CPU of each thread (-1: any) */
-    uint64_t **data;  /* [n_cpus] each thread's slice, in its node's memory */
+    size_t slice;       /* bytes of each thread's slice (a multiple of 4096) */
+    int *cpus;          /* [n_cpus] CPU of each thread (-1: any) */
+    int *nodes;         /* [n_cpus] the node of each thread's slice (-1: any) */
+    uint64_t **data;    /* [n_cpus] each thread's slice, in its node's memory */
+    guild_arena_t *arena; /* shared: the slices, one after another; NULL: each slice mapped on its own */
+    size_t piece;       /* bench_bw_shape_t.piece (a multiple of 256), 0: streamed slices */
+    size_t pass_bytes;  /* bytes a pass reads */
 };
+
+/* gcd(a, b) */
+static size_t gcd(size_t a, size_t b)
+{
+    while (b) {
+        const size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Thread i's part of a pass with pieces: its node's threads (the run of equal nodes around i) share their slices,
+ * which lie one after another; the order strides through the pieces by about 0.62 of their count (coprime with
+ * it, so that every piece is read once), away from both neighbours of the last piece read. */
+static void piece_plan(const bench_bw_probe_t *p, int i, bw_thread_t *t)
+{
+    int lo = i, hi = i + 1;
+    while (lo > 0 && p->nodes[lo - 1] == p->nodes[i])
+        lo--;
+    while (hi < p->n_cpus && p->nodes[hi] == p->nodes[i])
+        hi++;
+    const size_t g = (size_t)(hi - lo);
+    t->group = (const uint8_t *)p->data[lo];
+    t->piece = p->piece;
+    t->n_pieces = p->slice * g / p->piece;
+    t->share = (p->piece / g) & ~(size_t)255;
+    t->offset = t->share * (size_t)(i - lo);
+    t->stride = t->n_pieces > 2 ? (size_t)((double)t->n_pieces * 0.618) : 1;
+    while (t->n_pieces > 1 && gcd(t->stride, t->n_pieces) != 1)
+        t->stride++;
+}
 
 int bench_bw_probe_new(bench_bw_probe_t **out, const int *cpus, const int *nodes, int n_cpus, size_t bytes,
                        guild_err_t *err)
+{
+    return bench_bw_probe_new_as(out, cpus, nodes, n_cpus, bytes, &(bench_bw_shape_t){0}, err);
+}
+
+int bench_bw_probe_new_as(bench_bw_probe_t **out, const int *cpus, const int *nodes, int n_cpus, size_t bytes,
+                          const bench_bw_shape_t *shape, guild_err_t *err)
 {
     *out = NULL;
     bench_bw_probe_t *p = calloc(1, sizeof *p);
@@ -91,21 +143,59 @@ int bench_bw_probe_new(bench_bw_probe_t **out, const int *cpus, const int *nodes
     }
     p->n_cpus = n_cpus;
     p->slice = slice;
+    p->piece = shape->piece & ~(size_t)255;
     p->cpus = calloc((size_t)n_cpus, sizeof *p->cpus);
+    p->nodes = calloc((size_t)n_cpus, sizeof *p->nodes);
     p->data = calloc((size_t)n_cpus, sizeof *p->data);
-    if (!p->cpus || !p->data) {
+    if (!p->cpus || !p->nodes || !p->data) {
         guild_err_set(err, "bandwidth probe: out of memory");
         goto fail;
     }
+    if (shape->piece && !shape->shared) { /* a node's slices lie one after another only in the arena */
+        guild_err_set(err, "bandwidth probe: pieces read from separate mappings");
+        goto fail;
+    }
+    if (shape->piece && (p->piece > slice || p->piece < 256 * (size_t)n_cpus)) {
+        guild_err_set(err, "bandwidth probe: pieces of %zu bytes for %d threads of %zu bytes each (a piece must "
+                      "hold 256 bytes a thread and fit a slice)", shape->piece, n_cpus, slice);
+        goto fail;
+    }
+    uint8_t *all = NULL;
+    if (shape->shared) {
+        /* transparent huge pages first (a fallback to 4 KiB pages where shared memory gets none), lazily: each
+         * slice's pages come from its node once bound below */
+        const guild_arena_request_t req = {GUILD_ARENA_KIND_TEST, 0, (uint64_t)slice * (uint64_t)n_cpus};
+        const guild_arena_opts_t ao = {.pages = GUILD_ARENA_PAGES_THP, .lazy = 1};
+        if (!(p->arena = guild_arena_create(&req, 1, &ao, err)) ||
+            !(all = guild_arena_region(p->arena, GUILD_ARENA_KIND_TEST, 0, NULL))) {
+            if (p->arena)
+                guild_err_set(err, "no region in the probe's arena");
+            guild_err_prefix(err, "bandwidth probe: ");
+            goto fail;
+        }
+    }
     for (int i = 0; i < n_cpus; i++) {
         p->cpus[i] = cpus ? cpus[i] : -1;
-        p->data[i] = topo_alloc(slice, nodes ? nodes[i] : -1, err);
-        if (!p->data[i]) {
+        p->nodes[i] = nodes ? nodes[i] : -1;
+        if (all) {
+            p->data[i] = (uint64_t *)(all + (size_t)i * slice);
+            if (topo_bind(p->data[i], slice, p->nodes[i], err) < 0) {
+                guild_err_prefix(err, "bandwidth probe: ");
+                goto fail;
+            }
+        } else if (!(p->data[i] = topo_alloc(slice, p->nodes[i], err))) {
             guild_err_prefix(err, "bandwidth probe: ");
             goto fail;
         }
         /* every byte written once, so that each page exists (on its node) before the timed passes */
         memset(p->data[i], (int)(0x11 * (i + 1)), slice);
+    }
+    p->pass_bytes = 0;
+    for (int i = 0; i < n_cpus; i++) {
+        bw_thread_t t = {0};
+        if (p->piece)
+            piece_plan(p, i, &t);
+        p->pass_bytes += p->piece ? t.n_pieces * t.share : slice;
     }
     *out = p;
     return 0;
@@ -119,9 +209,11 @@ void bench_bw_probe_destroy(bench_bw_probe_t **pp)
     bench_bw_probe_t *p = *pp;
     if (!p)
         return;
-    for (int i = 0; p->data && i < p->n_cpus; i++)
+    for (int i = 0; !p->arena && p->data && i < p->n_cpus; i++)
         topo_free(p->data[i], p->data[i] ? p->slice : 0);
+    guild_arena_destroy(&p->arena);
     free(p->data);
+    free(p->nodes);
     free(p->cpus);
     free(p);
     *pp = NULL;
@@ -129,7 +221,17 @@ void bench_bw_probe_destroy(bench_bw_probe_t **pp)
 
 size_t bench_bw_probe_bytes(const bench_bw_probe_t *p)
 {
-    return p->slice * (size_t)p->n_cpus;
+    return p->pass_bytes;
+}
+
+int bench_bw_probe_threads(const bench_bw_probe_t *p)
+{
+    return p->n_cpus;
+}
+
+const char *bench_bw_probe_pages(const bench_bw_probe_t *p)
+{
+    return p->arena ? guild_arena_pages_name(guild_arena_pages(p->arena)) : "anon";
 }
 
 int bench_bw_probe_run(bench_bw_probe_t *p, int passes, bench_bw_t *out, guild_err_t *err)
@@ -148,9 +250,12 @@ int bench_bw_probe_run(bench_bw_probe_t *p, int passes, bench_bw_t *out, guild_e
         guild_err_set(err, "bandwidth probe: out of memory");
         goto fail_alloc;
     }
-    for (int i = 0; i < n_cpus; i++)
+    for (int i = 0; i < n_cpus; i++) {
         th[i] = (bw_thread_t){.sh = &sh, .index = i, .cpu = p->cpus[i], .data = p->data[i],
                               .words = p->slice / sizeof(uint64_t)};
+        if (p->piece)
+            piece_plan(p, i, &th[i]);
+    }
     pthread_barrier_init(&sh.start, NULL, (unsigned)n_cpus);
     pthread_barrier_init(&sh.end, NULL, (unsigned)n_cpus);
     for (; started < n_cpus; started++)
@@ -167,7 +272,7 @@ int bench_bw_probe_run(bench_bw_probe_t *p, int passes, bench_bw_t *out, guild_e
     if (started < n_cpus)
         goto fail_threads;
     for (int k = 1; k < total; k++)
-        gbps[k - 1] = (double)p->slice * n_cpus / (sh.t1[k] - sh.t0[k]) / 1e9;
+        gbps[k - 1] = (double)p->pass_bytes / (sh.t1[k] - sh.t0[k]) / 1e9;
     qsort(gbps, (size_t)passes, sizeof *gbps, cmp_double);
     out->passes = passes;
     out->median_gbps = passes % 2 ? gbps[passes / 2] : 0.5 * (gbps[passes / 2 - 1] + gbps[passes / 2]);

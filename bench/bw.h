@@ -8,6 +8,7 @@
 #ifndef GUILD_BENCH_BW_H
 #define GUILD_BENCH_BW_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,8 +41,26 @@ int bench_bw_probe_new(bench_bw_probe_t **out, const int *cpus, const int *nodes
                        guild_err_t *err);
 /* Every CPU of every NUMA node, each slice in its node's memory (bench_read_bw_machine's threads). */
 int bench_bw_probe_new_machine(bench_bw_probe_t **out, size_t bytes, guild_err_t *err);
+
+/* How a probe's memory is had and read (bench_bw_probe_new_as). The zero value is bench_bw_probe_new's: private
+ * anonymous memory advised for huge pages, each thread streaming its own slice. */
+typedef struct bench_bw_shape {
+    bool shared;  /* the slices in one shared-memory arena (ipc/arena.h, a memfd): transparent huge pages where the
+                     kernel gives them to shared memory, else 4 KiB pages, never hugetlb pages (a CPU worker's
+                     expert store's pages when no hugetlb pool holds it; the pool is left to the stores) */
+    size_t piece; /* 0: each thread streams its own slice. Else the threads of one node (a run of consecutive
+                     entries of cpus with the same node) read their slices together as pieces of this many bytes
+                     (rounded down to 256), in one fixed shuffled order, each thread one contiguous share of every
+                     piece: the way a CPU worker's threads split each expert matrix's rows between them;
+                     shared only (a node's slices lie one after another there) */
+} bench_bw_shape_t;
+int bench_bw_probe_new_as(bench_bw_probe_t **out, const int *cpus, const int *nodes, int n_cpus, size_t bytes,
+                          const bench_bw_shape_t *shape, guild_err_t *err);
 int bench_bw_probe_run(bench_bw_probe_t *p, int passes, bench_bw_t *out, guild_err_t *err);
-size_t bench_bw_probe_bytes(const bench_bw_probe_t *p); /* bytes a pass reads (the slices together) */
+size_t bench_bw_probe_bytes(const bench_bw_probe_t *p); /* bytes a pass reads */
+int bench_bw_probe_threads(const bench_bw_probe_t *p);
+/* The pages of the probe's memory: "thp", "4k" (shared) or "anon" (private, advised for huge pages). */
+const char *bench_bw_probe_pages(const bench_bw_probe_t *p);
 void bench_bw_probe_destroy(bench_bw_probe_t **p);
 
 /* Reads p[0 .. n) (64-byte aligned, n a multiple of 256) with the widest loads this CPU has; returns a value

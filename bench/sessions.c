@@ -6,10 +6,11 @@
  * the step's cost is the dense part plus the distinct experts' bytes, read from DRAM for the experts the CPU side
  * holds. So per N this prints the distinct experts per layer and step (counted from the backend's routing counters
  * over a few extra steps after the timed ones, split into the GPU-resident ones and the CPU side's), and the step
- * limit they imply: the dense step plus the CPU side's distinct expert bytes over the DRAM read probe (`guild
- * bench bw`'s), whoever reads them (the CPU workers, or the copies of experts streamed to the device for a batch);
- * the dense step is the smallest N's step less its wait for the routed experts (the device's own work: larger
- * batches only add to it, so the limit is an upper bound). Aggregate tok/s is N / step time, its limit N / limit
+ * limit they imply: the dense step, plus the GPU-resident distinct experts' bytes beyond the smallest N's at the
+ * device's copy rate (they are read once a step from device memory, more of them with more sessions), plus the
+ * CPU side's distinct expert bytes over the DRAM read probe (below), whoever reads them (the CPU workers, or the
+ * copies of experts streamed to the device for a batch); the dense step is the smallest N's step less its wait
+ * for the routed experts (the device's own work: larger batches only add to it, so the limit is an upper bound). Aggregate tok/s is N / step time, its limit N / limit
  * step. A second, bytes-only limit (every read at its memory's bandwidth: dense weights, KV and resident experts at
  * the device's copy rate) is printed beside it.
  *
@@ -18,11 +19,19 @@
  * then all decode greedily: one warm-up step, `repeat` timed runs of `gen` steps (the step's time and wait are the
  * runs' medians, their spread printed), and the counting steps.
  *
- * The DRAM read rate moves between minutes on a shared machine, so the limit's denominator is measured where the
- * runs are: `probes` probes right before and right after each size's runs (the workers idle between steps), as
- * well as once before the workers start. A size's own limit takes the median of its probes; the strict limit takes
- * the highest probe of the whole run (the rate the machine showed it can give), and both fractions are printed.
- * --dram-gbs fixes the rate instead (no probes).
+ * The limit's rate is the best the CPU workers could read their experts at, probed the way they read them: as
+ * many threads as the workers run, pinned to the same CPUs (pipeline_worker_threads), over shared memory of the
+ * pages their expert stores get without a hugetlb pool (transparent huge pages where the kernel gives them to
+ * shared memory, else 4 KiB), several times any last-level cache (--probe-gb), each thread reading one contiguous
+ * share of every expert-matrix-sized piece in a shuffled order (bench_bw_shape_t), with no wait between pieces (the
+ * workers' hand-offs between layers are theirs to cut, not the memory's). One process: every CPU streaming its
+ * own slice (the executor's threads are not pinned). Every CPU streaming is probed once at the start too, for
+ * comparison. The rate moves between minutes on a shared machine, so it is measured where the runs are: `probes`
+ * probes right before and right after each size's runs (the workers idle between steps), as well as once before
+ * the workers start. A size's own limit takes the median of its probes; the strict limit takes the highest probe
+ * of the whole run (the rate the machine showed it can give), and both fractions are printed. Beside them, the rate
+ * the workers' reads reached: the CPU side's distinct expert bytes over the step's wait (a lower bound: the wait
+ * holds the exchange's hand-offs too). --dram-gbs fixes the rate instead (no probes).
  *
  * The model runs as `guild run` runs it (coordinator/backend_stack.h), with n_seq = the largest N. A table on
  * stdout, each size followed by where its step's time went (the GPU worker's step requests and its time in them,
@@ -43,6 +52,7 @@
 #include "bench/bench.h"
 #include "bench/bw.h"
 #include "coordinator/backend_stack.h"
+#include "coordinator/pipeline.h"
 #include "coordinator/remote_backend.h"
 #include "coordinator/stack_flags.h"
 #include "coordinator/stack_plan.h"
@@ -102,7 +112,11 @@ typedef struct sess_result {
     double dram_gbps;                   /* the median of this size's probes (or --dram-gbs): its own limit's rate */
     double distinct_cpu, distinct_gpu;  /* distinct experts a step, per layer (mean), on each side */
     double cpu_bytes, gpu_bytes;        /* a step's reads: the CPU side's distinct experts; dense, KV, resident */
+    double wait_gbps;                   /* cpu_bytes over wait_s: the rate the workers' reads reached */
     double dense_step_s;                /* the smallest N's step less its wait (the limit's dense part) */
+    double gpu_expert_bytes;            /* a step's reads of GPU-resident distinct experts */
+    double gpu_extra_s;                 /* the GPU-resident distinct experts' bytes beyond the smallest N's, at the
+                                           device's copy rate (the dense step holds the smallest N's) */
     double limit_step_s, bytes_step_s;  /* the limits' step times, at this size's own DRAM rate */
     double strict_step_s;               /* the limit's step at the run's highest probe */
     /* where a step's time went, per step over the timed ones: multi-process, the step requests the GPU worker
@@ -331,6 +345,52 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The limit's probe (the file's comment says how it reads): *pb, described in desc[n]. -1 with err. */
+static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *sp, bench_bw_probe_t **pb, char *desc,
+                     size_t n, guild_err_t *err)
+{
+    const size_t bytes = (size_t)(c->probe_gb * 1e9);
+    if (c->flags.single_process) {
+        if (bench_bw_probe_new_machine(pb, bytes, err) < 0)
+            return -1;
+        snprintf(desc, n, "one process: every CPU streaming, %d threads, %s pages, %.2f GB a pass",
+                 bench_bw_probe_threads(*pb), bench_bw_probe_pages(*pb), (double)bench_bw_probe_bytes(*pb) / 1e9);
+        return 0;
+    }
+    static int cpus[MAX_CPUS], nodes[MAX_CPUS];
+    const int nt = pipeline_worker_threads(m, &c->flags, sp, cpus, nodes, MAX_CPUS, err);
+    if (nt < 0)
+        return -1;
+    /* a piece: one expert matrix of the first layer with routed experts (the workers split each matrix's rows) */
+    const model_config_t *mc = model_config(m);
+    const model_weights_t *w = model_weights(m);
+    size_t piece = 0;
+    for (int32_t il = 0; il < mc->n_layer && !piece; il++) {
+        const model_layer_t *L = &w->layers[il];
+        if (L->gate_exps.data && L->down_exps.data)
+            piece = (size_t)(L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes) / 3;
+    }
+    if (piece < 256 * (size_t)nt) /* tiny models: a piece of 256 bytes a thread */
+        piece = 256 * (size_t)nt;
+    if (bench_bw_probe_new_as(pb, cpus, nodes, nt, bytes, &(bench_bw_shape_t){.shared = true, .piece = piece},
+                              err) < 0)
+        return -1;
+    int len = snprintf(desc, n, "as the CPU workers read: %d threads on CPUs ", nt);
+    for (int i = 0; i < nt && len > 0 && (size_t)len + 16 < n; i++) {
+        int j = i;
+        while (j + 1 < nt && cpus[j + 1] == cpus[j] + 1 && cpus[i] >= 0)
+            j++;
+        len += j > i ? snprintf(desc + len, n - (size_t)len, "%s%d-%d", i ? "," : "", cpus[i], cpus[j])
+                     : snprintf(desc + len, n - (size_t)len, "%s%d", i ? "," : "", cpus[i]);
+        i = j;
+    }
+    if (len > 0 && (size_t)len < n)
+        snprintf(desc + len, n - (size_t)len, ", shared memory of %s pages, pieces of %.3f MB (an expert matrix) "
+                 "in a shuffled order, %.2f GB a pass", bench_bw_probe_pages(*pb), (double)(piece & ~(size_t)255) / 1e6,
+                 (double)bench_bw_probe_bytes(*pb) / 1e9);
+    return 0;
+}
+
 /* k probes of the DRAM read rate appended to r's. -1 with err. */
 static int probe_dram(bench_bw_probe_t *pb, int k, sess_result_t *r, guild_err_t *err)
 {
@@ -377,10 +437,12 @@ static int prefill(const sess_cfg_t *c, backend_t *be, int32_t s, int32_t V, int
     return 0;
 }
 
-/* dense_step: the limit's dense step, or < 0 for this run's own (the smallest N's, run first). pb: the DRAM probe
+/* dense_step: the limit's dense step, or < 0 for this run's own (the smallest N's, run first); gpu_bytes0: that
+ * size's GPU-resident distinct expert bytes (ignored when dense_step < 0). pb: the DRAM probe
  * (NULL: c->dram_gbps). prefilled, tok0: the sessions prefilled so far and their first tokens (prefill()). */
 static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const moe_exec_t *experts,
                     const gpu_plan_t *plan, int32_t n, bench_bw_probe_t *pb, double hbm, double dense_step,
+                    double gpu_bytes0,
                     int32_t *prefilled, int32_t *tok0, sess_result_t *r, guild_err_t *err)
 {
     const model_config_t *mc = model_config(m);
@@ -487,11 +549,18 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         r->distinct_cpu = d_cpu / counted / mc->n_layer;
         r->distinct_gpu = d_gpu / counted / mc->n_layer;
         r->cpu_bytes = cpu_bytes / counted;
+        r->wait_gbps = r->wait_s > 0 ? r->cpu_bytes / r->wait_s / 1e9 : 0;
         r->gpu_bytes = dense_bytes(m) + kv + gpu_experts_bytes / counted;
-        if (dense_step < 0)
+        r->gpu_expert_bytes = gpu_experts_bytes / counted;
+        if (dense_step < 0) {
             dense_step = r->step_s - r->wait_s > 0 ? r->step_s - r->wait_s : 0;
+            gpu_bytes0 = r->gpu_expert_bytes;
+        }
         r->dense_step_s = dense_step;
-        r->limit_step_s = dense_step + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
+        /* more sessions touch more of the GPU's resident experts too: each read once from device memory */
+        r->gpu_extra_s = hbm > 0 && r->gpu_expert_bytes > gpu_bytes0 ? (r->gpu_expert_bytes - gpu_bytes0) / (hbm * 1e9)
+                                                                     : 0;
+        r->limit_step_s = dense_step + r->gpu_extra_s + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
         r->bytes_step_s = (hbm > 0 ? r->gpu_bytes / (hbm * 1e9) : 0) + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
     }
     rc = 0;
@@ -537,13 +606,21 @@ int bench_sessions_main(int argc, char **argv)
     if (stack_flags_routing(&c.flags, c.model, &err) < 0 || stack_plan_make(&sp, &c.flags, m, &err) < 0)
         goto out;
     const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
-    double dram = c.dram_gbps, hbm = 0;
-    if (dram <= 0) { /* the first probe before the workers are up to disturb it; the buffer kept for the others */
+    double dram = c.dram_gbps, hbm = 0, machine = 0;
+    char probe_desc[512] = "";
+    if (dram <= 0) { /* the first probes before the workers are up to disturb them; the limit's buffer kept */
         bench_bw_t bw;
-        if (bench_bw_probe_new_machine(&pb, (size_t)(c.probe_gb * 1e9), &err) < 0 ||
+        if (!c.flags.single_process) { /* every CPU streaming, for comparison */
+            if (bench_read_bw_machine((size_t)(c.probe_gb * 1e9), PROBE_PASSES, &bw, &err) < 0)
+                goto out;
+            machine = bw.median_gbps;
+        }
+        if (probe_new(&c, m, &sp, &pb, probe_desc, sizeof probe_desc, &err) < 0 ||
             bench_bw_probe_run(pb, PROBE_PASSES, &bw, &err) < 0)
             goto out;
         dram = bw.median_gbps;
+        if (c.flags.single_process)
+            machine = dram;
     }
     const double dram_start = dram;
     char gpu_name[256] = "none";
@@ -576,19 +653,25 @@ int bench_sessions_main(int argc, char **argv)
     printf("# model: %s (%s, %d layers, %d experts top-%d)\n# bandwidth: DRAM read %.1f GB/s (%s), device copy %.1f "
            "GB/s\n", c.model, model_arch_info(mc->arch)->name, mc->n_layer, mc->n_expert, mc->n_expert_used, dram,
            pb ? "probed before the workers start" : "--dram-gbs", hbm);
+    if (pb)
+        printf("# DRAM probe: %s (the median of %d passes; every CPU streaming its own slice: %.1f GB/s)\n",
+               probe_desc, PROBE_PASSES, machine);
     printf("# %d timed runs of %d steps a size (medians; runs: the fastest and the slowest run's step); "
            "probes: %s\n", c.repeat, c.gen, pb ? "the DRAM read rate right before and after each size's runs "
            "(min - max; own: their median)" : "none (--dram-gbs)");
     printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); out: the step outside the wait; "
-           "limit: the dense step (the smallest count's step less its wait for the experts) plus the CPU side's "
-           "distinct expert bytes at the size's own DRAM rate; bytes: every read at its memory's rate\n");
-    printf("%8s %12s %9s %13s %9s %9s %17s %10s %15s %12s %9s %12s\n", "sessions", "decode tok/s", "step ms",
-           "runs ms", "wait ms", "out ms", "distinct cpu+gpu", "expert GB", "probes GB/s", "limit tok/s", "fraction",
-           "bytes tok/s");
+           "limit: the dense step (the smallest count's step less its wait for the experts) plus the GPU-resident "
+           "distinct experts' bytes beyond the smallest count's at the device's copy rate plus the CPU side's "
+           "distinct expert bytes at the size's own DRAM rate; wait GB/s: those bytes over the wait; bytes: every "
+           "read at its memory's rate\n");
+    printf("%8s %12s %9s %13s %9s %9s %17s %10s %15s %11s %12s %9s %12s\n", "sessions", "decode tok/s", "step ms",
+           "runs ms", "wait ms", "out ms", "distinct cpu+gpu", "expert GB", "probes GB/s", "wait GB/s", "limit tok/s",
+           "fraction", "bytes tok/s");
     double strict = dram;
     for (int i = 0; i < c.n_sizes; i++) {
         sess_result_t *r = &res[i];
-        if (run_size(&c, m, be, experts, plan, c.sizes[i], pb, hbm, i ? res[0].dense_step_s : -1, &prefilled, tok0,
+        if (run_size(&c, m, be, experts, plan, c.sizes[i], pb, hbm, i ? res[0].dense_step_s : -1,
+                     i ? res[0].gpu_expert_bytes : 0, &prefilled, tok0,
                      r, &err) < 0)
             goto out;
         double lo = r->dram_gbps, hi = r->dram_gbps;
@@ -601,9 +684,10 @@ int bench_sessions_main(int argc, char **argv)
         char spread[64], probes[64];
         snprintf(spread, sizeof spread, "%.2f-%.2f", r->step_min_s * 1e3, r->step_max_s * 1e3);
         snprintf(probes, sizeof probes, "%.1f-%.1f", lo, hi);
-        printf("%8d %12.2f %9.2f %13s %9.2f %9.2f %8.1f+%-8.1f %10.3f %15s %12.2f %8.1f%% %12.2f\n", r->n, tps,
-               r->step_s * 1e3, spread, r->wait_s * 1e3, (r->step_s - r->wait_s) * 1e3, r->distinct_cpu, r->distinct_gpu, r->cpu_bytes / 1e9,
-               probes, lim, lim > 0 ? 100 * tps / lim : 0, r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0);
+        printf("%8d %12.2f %9.2f %13s %9.2f %9.2f %8.1f+%-8.1f %10.3f %15s %11.1f %12.2f %8.1f%% %12.2f\n", r->n,
+               tps, r->step_s * 1e3, spread, r->wait_s * 1e3, (r->step_s - r->wait_s) * 1e3, r->distinct_cpu,
+               r->distinct_gpu, r->cpu_bytes / 1e9, probes, r->wait_gbps, lim, lim > 0 ? 100 * tps / lim : 0,
+               r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0);
         if (c.flags.single_process)
             printf("%8s a step: %.2f graph replays; streamed %.1f layers, %.3f GB (%.2f passes)\n", "", r->graph_steps,
                    r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
@@ -622,7 +706,7 @@ int bench_sessions_main(int argc, char **argv)
         sess_result_t *r = &res[i];
         if (r->limit_step_s <= 0)
             continue;
-        r->strict_step_s = r->dense_step_s + r->cpu_bytes / (strict * 1e9);
+        r->strict_step_s = r->dense_step_s + r->gpu_extra_s + r->cpu_bytes / (strict * 1e9);
         printf("%8d %12.2f %12.2f %8.1f%% %12.2f %8.1f%%\n", r->n, r->n / r->step_s, r->n / r->strict_step_s,
                100 * r->strict_step_s / r->step_s, r->n / r->limit_step_s, 100 * r->limit_step_s / r->step_s);
     }
@@ -653,6 +737,10 @@ int bench_sessions_main(int argc, char **argv)
         json_object_set_new(root, "probes_each_side", json_integer(pb ? c.probes : 0));
         json_object_set_new(root, "probe_bytes", json_integer(pb ? (json_int_t)bench_bw_probe_bytes(pb) : 0));
         json_object_set_new(root, "dram_read_gbps", json_real(dram_start));
+        json_object_set_new(root, "dram_probe", json_string(pb ? probe_desc : "none (--dram-gbs)"));
+        json_object_set_new(root, "probe_threads", json_integer(pb ? bench_bw_probe_threads(pb) : 0));
+        json_object_set_new(root, "probe_pages", json_string(pb ? bench_bw_probe_pages(pb) : "none"));
+        json_object_set_new(root, "dram_every_cpu_streaming_gbps", json_real(machine));
         json_object_set_new(root, "dram_strict_gbps", json_real(strict));
         json_object_set_new(root, "device_copy_gbps", json_real(hbm));
         for (int i = 0; i < c.n_sizes; i++) {
@@ -677,7 +765,10 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "distinct_cpu_experts_per_layer", json_real(r->distinct_cpu));
             json_object_set_new(j, "distinct_gpu_experts_per_layer", json_real(r->distinct_gpu));
             json_object_set_new(j, "cpu_expert_bytes_per_step", json_real(r->cpu_bytes));
+            json_object_set_new(j, "wait_read_gbps", json_real(r->wait_gbps));
             json_object_set_new(j, "dense_step_s", json_real(r->dense_step_s));
+            json_object_set_new(j, "gpu_expert_bytes_per_step", json_real(r->gpu_expert_bytes));
+            json_object_set_new(j, "gpu_extra_expert_s", json_real(r->gpu_extra_s));
             json_object_set_new(j, "limit_tok_s", json_real(r->limit_step_s > 0 ? r->n / r->limit_step_s : 0));
             json_object_set_new(j, "fraction_of_limit",
                                 json_real(r->limit_step_s > 0 ? r->limit_step_s / r->step_s : 0));

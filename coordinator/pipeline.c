@@ -91,6 +91,32 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
     return rc;
 }
 
+int pipeline_worker_threads(const model_t *m, const stack_options_t *o, const struct stack_plan *sp, int *cpus,
+                            int *nodes, int max, guild_err_t *err)
+{
+    placement_t *plan = NULL;
+    if (placement_new_local(&plan, model_config(m), o->cpu_workers, stack_plan_gpu_experts(sp), o->cpu_nodes,
+                            keep_free(o), err) < 0)
+        return -1;
+    int n = 0;
+    for (int k = 0; k < placement_workers(plan); k++) {
+        const int *pc;
+        const int npc = placement_cpus(plan, k, &pc);
+        /* the supervisor's count (its Assign), pinned as the worker's pool pins them: thread i on pc[i % npc] */
+        const int nt = placement_threads(plan, k, o->n_threads, o->given & STACK_FLAG_THREADS);
+        for (int i = 0; i < nt; i++) {
+            if (n == max) {
+                placement_destroy(&plan);
+                return guild_err_set(err, "the CPU workers run more than %d threads", max);
+            }
+            cpus[n] = npc > 0 ? pc[i % npc] : -1;
+            nodes[n++] = placement_mem_node(plan, k);
+        }
+    }
+    placement_destroy(&plan);
+    return n;
+}
+
 /* The bytes of each CPU worker's expert copies (cpu-expert-worker/experts/expert_shard.h) for its expert store
  * (ipc/expert_store.h); *out: [workers], free it. */
 static int store_sizes(const placement_t *plan, const model_t *m, uint64_t **out, guild_err_t *err)

@@ -37,6 +37,13 @@ void pipeline_destroy(pipeline_t **p);
  * given --gpu-mem), that plan, whose resident experts no CPU worker owns. -1 with err if no plan fits. */
 int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, guild_err_t *err);
 
+/* The threads the CPU workers of pipeline_new(o, sp) run for model m, as their pools pin them: cpus[i] the CPU of
+ * thread i (-1: not pinned), nodes[i] the NUMA node its worker's memory is bound to, workers in order; the count
+ * returned (at most max). What a probe of the rate those threads read memory at starts (guild bench sessions).
+ * -1 with err when no plan can be made or more than max threads would run. */
+int pipeline_worker_threads(const model_t *m, const stack_options_t *o, const struct stack_plan *sp, int *cpus,
+                            int *nodes, int max, guild_err_t *err);
+
 /* The pipeline's summary after a run: restarts, replays, and time per decode step split into the GPU
  * worker's forward pass, the part spent waiting on the CPU workers, and the hand-off; be is the backend
  * pipeline_new returned. */

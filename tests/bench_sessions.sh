@@ -65,6 +65,27 @@ for s in d["sizes"]:
     assert 0 < s["strict_fraction_of_limit"] <= s["fraction_of_limit"] + 1e-12, s
     assert s["strict_limit_tok_s"] >= s["limit_tok_s"] - 1e-9, s
 EOF
+# on the pipeline the probe reads as the CPU worker does: its thread count and CPUs, shared memory, pieces; the
+# header names them, the JSON has them and the rate the waits reached
+timeout 120 "$B/guild" bench sessions -m "$T/m.gguf" --backend cpu --cpu-workers 1 --threads 2 --sessions 1,3 \
+    --prompt 8 --gen 3 --repeat 1 --probes 1 --probe-gb 0.02 --json "$T/w.json" > "$T/out.txt" 2> "$T/err.txt" ||
+    { cat "$T/err.txt"; fail "guild bench sessions --probes on the pipeline"; }
+cat "$T/out.txt"
+grep -q "^# DRAM probe: as the CPU workers read: 2 threads on CPUs [0-9]" "$T/out.txt" ||
+    fail "pipeline probe: no '# DRAM probe' line naming the worker's 2 threads"
+python3 - "$T/w.json" << 'EOF2' || fail "pipeline probe: the JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["probe_threads"] == 2 and d["probe_pages"] in ("thp", "4k"), d
+assert d["dram_probe"].startswith("as the CPU workers read: 2 threads"), d["dram_probe"]
+# pieces lose at most 256 bytes a thread and piece to rounding, and a piece more at a slice's end
+assert 0.9 * 0.02e9 <= d["probe_bytes"] <= 0.02e9, d["probe_bytes"]
+assert d["dram_every_cpu_streaming_gbps"] > 0, d
+for s in d["sizes"]:
+    assert len(s["dram_probes_gbps"]) == 2 and min(s["dram_probes_gbps"]) > 0, s
+    assert s["wait_read_gbps"] > 0 and s["gpu_extra_expert_s"] == 0, s
+    assert abs(s["wait_read_gbps"] - s["cpu_expert_bytes_per_step"] / s["expert_wait_s"] / 1e9) < 1e-6, s
+EOF2
 # a fixed rate: no probes, the strict limit is the own one
 grep -q '"dram_probes_gbps": \[\]' "$T/s.json" || fail "--dram-gbs: probes in the JSON"
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["dram_strict_gbps"] == 10 and all(
