@@ -119,6 +119,7 @@ typedef struct sess_result {
                                            device's copy rate (the dense step holds the smallest N's) */
     double limit_step_s, bytes_step_s;  /* the limits' step times, at this size's own DRAM rate */
     double strict_step_s;               /* the limit's step at the run's highest probe */
+    double out_extra_s;                 /* the step outside the wait beyond dense_step_s + gpu_extra_s */
     /* where a step's time went, per step over the timed ones: multi-process, the step requests the GPU worker
      * answered and its time in them (the rest is the coordinator's: the request's round trip, the logits copied
      * out, the argmax); every mode, the experts streamed to the device (layers, bytes, streamed passes) and,
@@ -698,17 +699,20 @@ int bench_sessions_main(int argc, char **argv)
         fflush(stdout);
     }
     /* the strict limit: the run's highest probe */
-    printf("# strict: the limit at the run's highest DRAM probe, %.1f GB/s (own: each size's probes' median)\n",
-           strict);
-    printf("%8s %12s %12s %9s %12s %9s\n", "sessions", "decode tok/s", "strict tok/s", "fraction", "own tok/s",
-           "fraction");
+    printf("# strict: the limit at the run's highest DRAM probe, %.1f GB/s (own: each size's probes' median); where "
+           "the rest goes: waits (the rate the waits read at, of the strict rate) and out+ (the step outside the wait "
+           "beyond the limit's dense step and GPU-resident experts)\n", strict);
+    printf("%8s %12s %12s %9s %12s %9s %9s %9s\n", "sessions", "decode tok/s", "strict tok/s", "fraction", "own tok/s",
+           "fraction", "waits", "out+ ms");
     for (int i = 0; i < c.n_sizes; i++) {
         sess_result_t *r = &res[i];
         if (r->limit_step_s <= 0)
             continue;
         r->strict_step_s = r->dense_step_s + r->gpu_extra_s + r->cpu_bytes / (strict * 1e9);
-        printf("%8d %12.2f %12.2f %8.1f%% %12.2f %8.1f%%\n", r->n, r->n / r->step_s, r->n / r->strict_step_s,
-               100 * r->strict_step_s / r->step_s, r->n / r->limit_step_s, 100 * r->limit_step_s / r->step_s);
+        r->out_extra_s = r->step_s - r->wait_s - r->dense_step_s - r->gpu_extra_s;
+        printf("%8d %12.2f %12.2f %8.1f%% %12.2f %8.1f%% %8.1f%% %9.2f\n", r->n, r->n / r->step_s,
+               r->n / r->strict_step_s, 100 * r->strict_step_s / r->step_s, r->n / r->limit_step_s,
+               100 * r->limit_step_s / r->step_s, 100 * r->wait_gbps / strict, r->out_extra_s * 1e3);
     }
     if (c.json) {
         char date[64];
@@ -766,6 +770,8 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "distinct_gpu_experts_per_layer", json_real(r->distinct_gpu));
             json_object_set_new(j, "cpu_expert_bytes_per_step", json_real(r->cpu_bytes));
             json_object_set_new(j, "wait_read_gbps", json_real(r->wait_gbps));
+            json_object_set_new(j, "wait_fraction_of_strict", json_real(strict > 0 ? r->wait_gbps / strict : 0));
+            json_object_set_new(j, "outside_beyond_limit_s", json_real(r->out_extra_s));
             json_object_set_new(j, "dense_step_s", json_real(r->dense_step_s));
             json_object_set_new(j, "gpu_expert_bytes_per_step", json_real(r->gpu_expert_bytes));
             json_object_set_new(j, "gpu_extra_expert_s", json_real(r->gpu_extra_s));

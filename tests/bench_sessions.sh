@@ -85,6 +85,8 @@ for s in d["sizes"]:
     assert len(s["dram_probes_gbps"]) == 2 and min(s["dram_probes_gbps"]) > 0, s
     assert s["wait_read_gbps"] > 0 and s["gpu_extra_expert_s"] == 0, s
     assert abs(s["wait_read_gbps"] - s["cpu_expert_bytes_per_step"] / s["expert_wait_s"] / 1e9) < 1e-6, s
+    assert abs(s["wait_fraction_of_strict"] - s["wait_read_gbps"] / d["dram_strict_gbps"]) < 1e-9, s
+    assert abs(s["outside_beyond_limit_s"] - (s["step_outside_wait_s"] - s["dense_step_s"])) < 1e-9, s
 EOF2
 # a fixed rate: no probes, the strict limit is the own one
 grep -q '"dram_probes_gbps": \[\]' "$T/s.json" || fail "--dram-gbs: probes in the JSON"
