@@ -373,6 +373,9 @@ static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *
     }
     if (piece < 256 * (size_t)nt) /* tiny models: a piece of 256 bytes a thread */
         piece = 256 * (size_t)nt;
+    const size_t slice = (bytes / (size_t)nt) & ~(size_t)4095; /* bench_bw_probe_new_as's */
+    if (piece > slice && slice >= 256 * (size_t)nt) /* a small --probe-gb: a piece a thread's slice */
+        piece = slice;
     if (bench_bw_probe_new_as(pb, cpus, nodes, nt, bytes, &(bench_bw_shape_t){.shared = true, .piece = piece},
                               err) < 0)
         return -1;
@@ -386,8 +389,9 @@ static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *
         i = j;
     }
     if (len > 0 && (size_t)len < n)
-        snprintf(desc + len, n - (size_t)len, ", shared memory of %s pages, pieces of %.3f MB (an expert matrix) "
-                 "in a shuffled order, %.2f GB a pass", bench_bw_probe_pages(*pb), (double)(piece & ~(size_t)255) / 1e6,
+        snprintf(desc + len, n - (size_t)len, ", shared memory of %s pages, pieces of %.3f MB (%s) in a "
+                 "shuffled order, %.2f GB a pass", bench_bw_probe_pages(*pb), (double)(piece & ~(size_t)255) / 1e6,
+                 piece == slice ? "a thread's slice: --probe-gb is small" : "an expert matrix",
                  (double)bench_bw_probe_bytes(*pb) / 1e9);
     return 0;
 }

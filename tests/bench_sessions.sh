@@ -88,6 +88,15 @@ for s in d["sizes"]:
     assert abs(s["wait_fraction_of_strict"] - s["wait_read_gbps"] / d["dram_strict_gbps"]) < 1e-9, s
     assert abs(s["outside_beyond_limit_s"] - (s["step_outside_wait_s"] - s["dense_step_s"])) < 1e-9, s
 EOF2
+# experts larger than a thread's slice of a small probe: the pieces are cut to the slice, not refused
+"$B/tools/guild-mkmodel" --arch qwen3moe --layers 2 --embd 256 --heads 2 --kv-heads 1 --head-dim 64 --experts 8 \
+    --experts-used 2 --expert-ff 4096 --ctx 512 --vocab 796 --type Q8_0 --seed 5 -q -o "$T/big.gguf" ||
+    fail "guild-mkmodel (big experts)"
+timeout 120 "$B/guild" bench sessions -m "$T/big.gguf" --backend cpu --cpu-workers 1 --threads 2 --sessions 1 \
+    --prompt 8 --gen 2 --repeat 1 --probes 1 --probe-gb 0.001 > "$T/out.txt" 2> "$T/err.txt" ||
+    { cat "$T/err.txt"; fail "guild bench sessions: experts larger than a probe's slice"; }
+grep -q "^# DRAM probe: .*(a thread's slice: --probe-gb is small)" "$T/out.txt" ||
+    fail "a small probe: $(grep '^# DRAM probe' "$T/out.txt")"
 # a fixed rate: no probes, the strict limit is the own one
 grep -q '"dram_probes_gbps": \[\]' "$T/s.json" || fail "--dram-gbs: probes in the JSON"
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["dram_strict_gbps"] == 10 and all(
