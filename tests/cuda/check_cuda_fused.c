@@ -2,7 +2,8 @@
  * (cuda_rmsnorm_fused: residual update + RMSNorm + quantization for the next product), several products of one
  * activation (cuda_matmul_multi: a step's Q, K and V; cuda_matmul_multi_types: of two types), the router's
  * product, top-k and routing counts (cuda_router_fused, launched several times: its counter of finished blocks
- * resets itself), a few tokens' routed
+ * resets itself; ties, NaN logits, wide rows, many experts), the FFN norm in that launch (cuda_router_fused_norm:
+ * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds), a few tokens' routed
  * experts without a route (cuda_expert_pairs: against cuda_quantize + cuda_expert_route + cuda_expert_matmul, and
  * their time at the Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch; and
  * the CUDA backend with its layer program fused and programmatic dependent launch (the defaults) against the same
@@ -315,12 +316,21 @@ END_TEST
 
 /* ---- the router's product and choice in one launch (cuda_router_fused) -------------------------------------- */
 
+/* odd: what the odd rows are: 0 their own, 1 the row before (equal logits in pairs: ties, the lower id first), 2 one
+ * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5). Widths above
+ * the fused kernel's chunk of 2,048 (and not a multiple of 32) and experts above its rank limit (256: the argmax
+ * passes) take its other paths. */
 static const struct {
     int32_t n_expert, k, groups, used, n_embd;
     bool renorm;
     float scale;
-} rf_cases[] = {{128, 8, 0, 0, 2048, true, 1.0f}, {60, 4, 0, 0, 256, false, 0.0f}, {160, 6, 8, 3, 256, false, 16.0f},
-                {64, 6, 8, 3, 512, true, 1.0f},   {256, 8, 0, 0, 1024, false, 2.5f}};
+    int odd;
+} rf_cases[] = {{128, 8, 0, 0, 2048, true, 1.0f, 0},  {60, 4, 0, 0, 256, false, 0.0f, 0},
+                {160, 6, 8, 3, 256, false, 16.0f, 0}, {64, 6, 8, 3, 512, true, 1.0f, 0},
+                {256, 8, 0, 0, 1024, false, 2.5f, 0}, {128, 8, 0, 0, 2048, true, 1.0f, 1},
+                {64, 6, 8, 3, 512, true, 1.0f, 1},    {128, 8, 0, 0, 2048, true, 1.0f, 2},
+                {32, 4, 0, 0, 4100, true, 1.0f, 0},   {512, 10, 0, 0, 2048, true, 1.0f, 1},
+                {257, 32, 0, 0, 300, false, 1.0f, 0}};
 #define N_RF (int)(sizeof rf_cases / sizeof rf_cases[0])
 
 START_TEST(test_router_fused)
@@ -335,8 +345,14 @@ START_TEST(test_router_fused)
     rng_t r;
     rng_seed(&r, 501 + (uint64_t)_i);
     float *W = calloc((size_t)ne, w_stride), *x = malloc((size_t)n_tok * (size_t)ldx * sizeof *x);
-    for (int32_t e = 0; e < ne; e++)
-        fill(&r, (float *)((char *)W + (size_t)e * w_stride), (size_t)E, 0.2f);
+    for (int32_t e = 0; e < ne; e++) {
+        float *row = (float *)((char *)W + (size_t)e * w_stride);
+        fill(&r, row, (size_t)E, 0.2f);
+        if (e % 2 && rf_cases[c].odd == 1)
+            memcpy(row, (char *)row - w_stride, (size_t)E * sizeof(float));
+        else if (e % 2 && rf_cases[c].odd == 2)
+            row[E / 3] = NAN;
+    }
     fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
     float *dW = dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
     /* [0]: cuda_matmul, cuda_router_topk, cuda_route_count; [1]: cuda_router_fused, reps times */
@@ -398,8 +414,9 @@ START_TEST(test_router_fused)
     CK_CUDA(cudaMemcpy(cnt[1], dcnt[1], nc * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
     ck_assert_msg(!memcmp(cnt[0], cnt[1], nc * sizeof(unsigned long long)),
                   "case %d, %d tokens: cuda_router_topk's counts differ from cuda_route_count's", c, n_tok);
-    printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens: = product + top-k + count, bit for "
-           "bit, %zu launches\n", ne, k, rf_cases[c].groups, E, n_tok, reps);
+    printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s: = product + top-k + count, bit for "
+           "bit, %zu launches\n", ne, k, rf_cases[c].groups, E, n_tok,
+           rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", reps);
     for (int q = 0; q < 2; q++) {
         cudaFree(dlg[q]);
         cudaFree(dwt[q]);
@@ -486,6 +503,145 @@ START_TEST(test_route_quantize)
     cudaFree(dids);
     free(x);
     free(ids);
+}
+END_TEST
+
+/* ---- the FFN norm in the router's launch (cuda_router_fused_norm) ------------------------------------------- */
+
+/* plant: 0 none, 1 an infinity in p (the row's scale 0: the residual reported), 2 a NaN norm weight (normed
+ * elements reported). Widths: 2,048 (the norm's 256 threads, two rounds of the router's 128), 1,000 and 300 (not
+ * a multiple of them), 96 and 64 (fewer than 128 norm threads); 512 experts take the argmax passes. */
+static const struct {
+    int32_t n_expert, k, groups, used, n_embd;
+    bool renorm;
+    float scale;
+    bool add;
+    int plant;
+} rn_cases[] = {{128, 8, 0, 0, 2048, true, 1.0f, true, 0}, {128, 8, 0, 0, 2048, true, 1.0f, false, 0},
+                {64, 6, 8, 3, 1000, true, 1.0f, true, 0},  {60, 4, 0, 0, 96, false, 0.0f, true, 1},
+                {160, 6, 8, 3, 64, false, 16.0f, false, 2}, {512, 10, 0, 0, 300, true, 1.0f, true, 0},
+                {128, 8, 0, 0, 2048, true, 1.0f, true, 1}};
+#define N_RN (int)(sizeof rn_cases / sizeof rn_cases[0])
+
+START_TEST(test_router_fused_norm)
+{
+    const int c = _i / CUDA_ROUTER_FUSED_ROWS;
+    const int32_t n_tok = 1 + _i % CUDA_ROUTER_FUSED_ROWS, ne = rn_cases[c].n_expert, k = rn_cases[c].k;
+    const int32_t E = rn_cases[c].n_embd;
+    const size_t w_stride = (size_t)E * sizeof(float), nx = (size_t)n_tok * (size_t)E, nl = (size_t)n_tok * ne;
+    const size_t np = (size_t)n_tok * (size_t)k, nc = (size_t)ne;
+    const uint32_t site = 9;
+    const float eps = 1e-6f;
+    guild_err_t err = {{0}};
+    rng_t r;
+    rng_seed(&r, 901 + (uint64_t)_i);
+    float *W = malloc((size_t)ne * w_stride), *x = malloc(nx * sizeof *x), *p = malloc(nx * sizeof *p);
+    float *nw = malloc((size_t)E * sizeof *nw);
+    fill(&r, W, (size_t)ne * (size_t)E, 0.2f);
+    fill(&r, x, nx, 2.0f);
+    fill(&r, p, nx, 1.0f);
+    fill(&r, nw, (size_t)E, 1.5f);
+    if (rn_cases[c].plant == 1)
+        p[nx - 5] = INFINITY;
+    else if (rn_cases[c].plant == 2)
+        nw[E / 2] = NAN;
+    float *dW = upload(W, (size_t)ne * (size_t)E), *dp = upload(p, nx), *dnw = upload(nw, (size_t)E);
+    /* [0]: cuda_add, cuda_rmsnorm_checked, cuda_router_fused; [1]: cuda_router_fused_norm */
+    float *dx[2], *dxn[2], *dlg[2], *dwt[2];
+    int32_t *dids[2];
+    unsigned long long *dcnt[2];
+    uint64_t *dfound[2];
+    unsigned int *ddone[2];
+    for (int q = 0; q < 2; q++) {
+        dx[q] = upload(x, nx);
+        CK_CUDA(cudaMalloc((void **)&dxn[q], nx * sizeof(float)));
+        CK_CUDA(cudaMemset(dxn[q], 0xff, nx * sizeof(float)));
+        CK_CUDA(cudaMalloc((void **)&dlg[q], nl * sizeof(float)));
+        CK_CUDA(cudaMalloc((void **)&dwt[q], np * sizeof(float)));
+        CK_CUDA(cudaMalloc((void **)&dids[q], np * sizeof(int32_t)));
+        CK_CUDA(cudaMalloc((void **)&dcnt[q], nc * sizeof(unsigned long long)));
+        CK_CUDA(cudaMemset(dcnt[q], 0, nc * sizeof(unsigned long long)));
+        CK_CUDA(cudaMalloc((void **)&dfound[q], sizeof(uint64_t)));
+        CK_CUDA(cudaMemset(dfound[q], 0xff, sizeof(uint64_t)));
+        CK_CUDA(cudaMalloc((void **)&ddone[q], sizeof(unsigned int)));
+        CK_CUDA(cudaMemset(ddone[q], 0, sizeof(unsigned int)));
+    }
+    const bool add = rn_cases[c].add;
+    ck_assert_msg((!add || cuda_add(dx[0], dp, (int64_t)nx, stream, &err) == 0) &&
+                      cuda_rmsnorm_checked(dxn[0], E, dx[0], E, NULL, dnw, E, n_tok, eps, dfound[0], site, stream,
+                                           &err) == 0 &&
+                      cuda_router_fused(dW, w_stride, dxn[0], E, E, dlg[0], n_tok, ne, k, rn_cases[c].groups,
+                                        rn_cases[c].used, rn_cases[c].renorm, rn_cases[c].scale, dids[0], dwt[0],
+                                        dcnt[0], ddone[0], stream, &err) == 0,
+                  "%s", err.msg);
+    const cuda_router_norm_t nm = {
+        .x = dx[1], .p = add ? dp : NULL, .w = dnw, .eps = eps, .xn = dxn[1], .found = dfound[1], .site = site};
+    ck_assert_msg(cuda_router_fused_norm(&nm, dW, w_stride, E, dlg[1], n_tok, ne, k, rn_cases[c].groups,
+                                         rn_cases[c].used, rn_cases[c].renorm, rn_cases[c].scale, dids[1], dwt[1],
+                                         dcnt[1], ddone[1], stream, &err) == 0,
+                  "%s", err.msg);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    float *hx[2], *hxn[2], *hlg[2], *hwt[2];
+    int32_t *hids[2];
+    unsigned long long *hcnt[2];
+    uint64_t found[2];
+    unsigned int done[2];
+    for (int q = 0; q < 2; q++) {
+        hx[q] = malloc(nx * sizeof(float));
+        hxn[q] = malloc(nx * sizeof(float));
+        hlg[q] = malloc(nl * sizeof(float));
+        hwt[q] = malloc(np * sizeof(float));
+        hids[q] = malloc(np * sizeof(int32_t));
+        hcnt[q] = malloc(nc * sizeof(unsigned long long));
+        CK_CUDA(cudaMemcpy(hx[q], dx[q], nx * sizeof(float), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(hxn[q], dxn[q], nx * sizeof(float), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(hlg[q], dlg[q], nl * sizeof(float), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(hwt[q], dwt[q], np * sizeof(float), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(hids[q], dids[q], np * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(hcnt[q], dcnt[q], nc * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(&found[q], dfound[q], sizeof(uint64_t), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(&done[q], ddone[q], sizeof(unsigned int), cudaMemcpyDeviceToHost));
+    }
+    ck_assert_msg(done[1] == 0, "the counter is %u after the launch, not 0", done[1]);
+    ck_assert_msg(!memcmp(hx[0], hx[1], nx * sizeof(float)), "case %d, %d tokens: x written back differs", c, n_tok);
+    ck_assert_msg(!memcmp(hxn[0], hxn[1], nx * sizeof(float)), "case %d, %d tokens: the normed rows differ", c,
+                  n_tok);
+    ck_assert_msg(!memcmp(hlg[0], hlg[1], nl * sizeof(float)), "case %d, %d tokens: the logits differ", c, n_tok);
+    ck_assert_msg(!memcmp(hids[0], hids[1], np * sizeof(int32_t)), "case %d, %d tokens: the experts differ", c,
+                  n_tok);
+    ck_assert_msg(!memcmp(hwt[0], hwt[1], np * sizeof(float)), "case %d, %d tokens: the weights differ", c, n_tok);
+    ck_assert_msg(!memcmp(hcnt[0], hcnt[1], nc * sizeof(unsigned long long)), "case %d, %d tokens: the counts differ",
+                  c, n_tok);
+    ck_assert_msg(found[0] == found[1], "case %d, %d tokens: non-finite check %#llx, separate launches %#llx", c,
+                  n_tok, (unsigned long long)found[1], (unsigned long long)found[0]);
+    ck_assert_msg((found[0] != FINITE_NONE) == (rn_cases[c].plant != 0 && (add || rn_cases[c].plant == 2)),
+                  "case %d: the planted value %s", c, found[0] != FINITE_NONE ? "is not planted" : "was not found");
+    printf("router fused with its norm, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s%s: = add + rmsnorm + "
+           "fused router, bit for bit\n", ne, k, rn_cases[c].groups, E, n_tok, add ? ", add" : "",
+           rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "");
+    for (int q = 0; q < 2; q++) {
+        cudaFree(dx[q]);
+        cudaFree(dxn[q]);
+        cudaFree(dlg[q]);
+        cudaFree(dwt[q]);
+        cudaFree(dids[q]);
+        cudaFree(dcnt[q]);
+        cudaFree(dfound[q]);
+        cudaFree(ddone[q]);
+        free(hx[q]);
+        free(hxn[q]);
+        free(hlg[q]);
+        free(hwt[q]);
+        free(hids[q]);
+        free(hcnt[q]);
+    }
+    cudaFree(dW);
+    cudaFree(dp);
+    cudaFree(dnw);
+    free(W);
+    free(x);
+    free(p);
+    free(nw);
 }
 END_TEST
 
@@ -953,6 +1109,7 @@ int main(void)
     tcase_add_loop_test(tk, test_matmul_multi, 0, N_MM_TYPES * N_MM_TOKS);
     tcase_add_loop_test(tk, test_matmul_multi_types, 0, N_MT_SETS * (N_MM_TOKS - 1));
     tcase_add_loop_test(tk, test_router_fused, 0, N_RF * CUDA_ROUTER_FUSED_ROWS);
+    tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RN * CUDA_ROUTER_FUSED_ROWS);
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
     tcase_add_loop_test(tk, test_expert_pairs_time, 0, 2);

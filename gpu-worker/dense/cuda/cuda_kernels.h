@@ -218,6 +218,25 @@ int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t l
                       bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts,
                       unsigned int *done, cudaStream_t s, guild_err_t *err);
 
+/* cuda_router_fused with the block norm in front of it in the same launch, the bits of cuda_rmsnorm_fused(xn, x,
+ * w, n_embd, n_tok, eps, found, site, pre: the addition of p (or none), no quantization) then cuda_router_fused on
+ * xn (n_embd floats apart): each of the launch's blocks norms the rows for itself, the last one writes x (with p)
+ * and xn. Rows are contiguous; n_embd <= CUDA_ROUTER_NORM_MAX (the norm's rows in registers). */
+#define CUDA_ROUTER_NORM_MAX 2048
+typedef struct cuda_router_norm {
+    float *x;        /* [n_tok][n_embd] the residual rows; x + p written back when p */
+    const float *p;  /* NULL, or [n_tok][n_embd] the pending residual addition (cuda_norm_pre_t's ADD) */
+    const float *w;  /* [n_embd] the norm's weights */
+    float eps;
+    float *xn;       /* [n_tok][n_embd] the normed rows out (NULL: not kept) */
+    uint64_t *found; /* the non-finite check's device word at `site` (NULL: no check) */
+    uint32_t site;
+} cuda_router_norm_t;
+int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float *W, size_t w_stride, int32_t n_embd,
+                           float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
+                           int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
+                           unsigned long long *counts, unsigned int *done, cudaStream_t s, guild_err_t *err);
+
 /* counts[ids[i]] += 1 for the n_pairs routed pairs ids[0..n_pairs) of one layer (ids < 0 or >= n_expert are not
  * counted); counts: that layer's [n_expert] device counters (route_count.cu). */
 int cuda_route_count(const int32_t *ids, int32_t n_pairs, int32_t n_expert, unsigned long long *counts,

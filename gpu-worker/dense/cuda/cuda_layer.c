@@ -9,7 +9,8 @@
  * A decode step is a chain of small launches bound by latency, so where it can the block norm is one launch with
  * its neighbours (cuda_rmsnorm_fused): the residual update that ends the part before it (a part's
  * cuda_residual_add/_combine leaves it pending in b->pend), and the quantization of xn for the part's first
- * product, which cuda_linear then takes (b->act_fresh). The bits are those of the separate launches
+ * product, which cuda_linear then takes (b->act_fresh); or the FFN's norm joins the launch after it, the
+ * softmax router's (b->norm_defer, router_softmax.c). The bits are those of the separate launches
  * (cuda_config_t.no_fuse runs those). The last layer applies its pending update itself: the LM head's norm
  * reads only the output rows. With the same setting the parts fuse their own launches: GQA's Q, K and V products,
  * of one type or two (cuda_linear_multi), the decode attention's merge of its splits and the quantization of its
@@ -151,6 +152,22 @@ static int block_norm(cuda_backend_t *b, const cuda_tensor_t *w, const cuda_tens
     return 0;
 }
 
+/* The FFN's block norm: block_norm, or left with its pending residual addition to the router's launch when the
+ * router takes it (cuda_router_softmax_takes_norm: one launch fewer in a decode step). */
+static int ffn_norm(cuda_backend_t *b, const model_layer_parts_t *lp, const cuda_tensor_t *w,
+                    const cuda_tensor_t *W, uint32_t site, int32_t il, int32_t n, guild_err_t *err)
+{
+    if (!cuda_router_softmax_takes_norm(b, lp, il, n))
+        return block_norm(b, w, W, site, n, err);
+    b->norm_defer.w = w;
+    b->norm_defer.site = site;
+    b->norm_defer.p = b->pend.kind == CUDA_PRE_ADD ? b->pend.p : NULL;
+    b->pend.kind = CUDA_PRE_NONE;
+    b->act_src = NULL;
+    b->act_fresh = NULL;
+    return 0;
+}
+
 int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -160,14 +177,16 @@ int cuda_layer_forward(cuda_backend_t *b, int32_t il, int32_t n, guild_err_t *er
     /* the products that read xn first: GQA's query (the other kinds quantize xn themselves), the dense FFN's gate */
     const cuda_tensor_t *attn_in = lp.attn->kind == MODEL_ATTN_GQA ? &L->wq : NULL;
     const cuda_tensor_t *ffn_in = lp.ffn->kind == MODEL_FFN_DENSE ? &L->ffn_gate : NULL;
-    if (il == 0)
-        b->pend.kind = CUDA_PRE_NONE; /* a failed step's is void */
+    if (il == 0) { /* a failed step's are void */
+        b->pend.kind = CUDA_PRE_NONE;
+        b->norm_defer.w = NULL;
+    }
     cuda_step_clock_t *clock = il == 0 ? b->clock : NULL; /* the step clock's marks between layer 0's parts */
     if (block_norm(b, &L->attn_norm, attn_in, site, n, err) < 0 ||
         cuda_step_clock_mark(clock, CUDA_MARK_L0_NORM, b->stream, err) < 0 ||
         cuda_attn_parts[lp.attn->kind]->forward(b, lp.attn, il, n, err) < 0 ||
         cuda_step_clock_mark(clock, CUDA_MARK_L0_ATTN, b->stream, err) < 0 ||
-        block_norm(b, &L->ffn_norm, ffn_in, site + 1, n, err) < 0 ||
+        ffn_norm(b, &lp, &L->ffn_norm, ffn_in, site + 1, il, n, err) < 0 ||
         cuda_step_clock_mark(clock, CUDA_MARK_L0_FFN_NORM, b->stream, err) < 0 ||
         cuda_ffn_parts[lp.ffn->kind]->forward(b, &lp, il, n, err) < 0 ||
         (il + 1 >= c->n_layer && residual_flush(b, n, err) < 0))

@@ -41,6 +41,10 @@ extern const cuda_ffn_part_t cuda_ffn_moe;           /* ffn_moe.c */
 extern const cuda_router_part_t cuda_router_sigmoid_grouped_part; /* router_sigmoid_grouped.c */
 extern const cuda_ffn_part_t cuda_ffn_dense;         /* ffn_dense.c */
 
+/* Whether layer il's softmax router (router_softmax.c) takes the FFN's block norm into its launch for n rows
+ * (cuda_router_fused_norm): the layer program then leaves the norm in b->norm_defer instead of launching it. */
+bool cuda_router_softmax_takes_norm(const cuda_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n);
+
 /* The implementations by kind (NULL: none). cuda_parts_support lets the backend refuse at create a model one of
  * whose parts has none, so the layer program indexes them without a check. */
 extern const cuda_attn_part_t *const cuda_attn_parts[MODEL_ATTN_KINDS];

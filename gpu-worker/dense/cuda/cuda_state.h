@@ -178,6 +178,13 @@ typedef struct cuda_backend {
     bool fuse;                  /* the block norms fuse (cuda_config_t.no_fuse unset) */
     cuda_norm_pre_t pend;       /* the residual update a part left for the next block norm to apply in its launch
                                    (cuda_residual_add/_combine; kind CUDA_PRE_NONE: none) */
+    /* the FFN's block norm left to the router's launch (cuda_layer.c, router_softmax.c): its weights (NULL:
+     * none left), the non-finite check's site, the pending residual addition it applies (NULL: none) */
+    struct {
+        const cuda_tensor_t *w;
+        uint32_t site;
+        const float *p;
+    } norm_defer;
     void *attn_scratch;         /* split-key partials of the decode attention */
     size_t attn_scratch_bytes;
     int32_t *h_tokens;          /* pinned [3 * n_batch + 1]: staging of tokens, output rows, then the groups' cache

@@ -1,7 +1,8 @@
 /* gpu-worker/dense/cuda/matmul_plain.cuh — one warp's dot products of a plain (F32, F16, BF16) weight row with up
  * to NC float activation rows, core/quant/dot_ref.c's order: lane l accumulates elements l, l + 32, ... with fmaf,
- * then the warp folds its 32 lanes in the reference's tree order. Shared by cuda_matmul (matmul.cu) and the router
- * that computes its logits in its own launch (router.cu): one body, the same bits. */
+ * then the warp folds its 32 lanes in the reference's tree order. cuda_matmul's (matmul.cu); the router that
+ * computes its logits in its own launch (router.cu) makes the same operations in the same order with a lane's
+ * elements loaded all at once (check_cuda_fused compares the two bit for bit). */
 #ifndef GUILD_GPU_WORKER_CUDA_MATMUL_PLAIN_CUH
 #define GUILD_GPU_WORKER_CUDA_MATMUL_PLAIN_CUH
 

@@ -11,14 +11,9 @@
  * residual.cuh, written back to x); after it, the normed row quantized for the next product (quantize.cuh, from a
  * copy of the row in shared memory). Each element takes the operations of the separate kernels in their order,
  * and the norm's reduction is the same tree over the same threads, so the bits are those of the three launches. */
-#include "gpu-worker/dense/cuda/cuda_common.cuh"
 #include "gpu-worker/dense/cuda/quantize.cuh"
 #include "gpu-worker/dense/cuda/residual.cuh"
-#include "gpu-worker/dense/finite_check.h"
-
-#define RN_MAX_THREADS 256
-
-#define RN_PER 8 /* elements a thread keeps in registers (rows up to RN_PER * RN_MAX_THREADS) */
+#include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 
 enum { RN_Q_NONE, RN_Q8_0, RN_Q8_1, RN_Q8_K }; /* the quantization after the norm */
 
@@ -32,20 +27,6 @@ typedef struct rn_fuse {
     size_t q_stride;
 } rn_fuse_t;
 
-/* The find of element i, whose input value is xi and output yi, of a row whose scale is `scale` (the rare path:
- * yi is not finite). The residual row is at fault when the scale is not positive; then only the thread holding
- * a non-finite input reports it (thread 0 reports the row without an element). */
-static __device__ __noinline__ void rmsnorm_found(unsigned long long *found, uint32_t site, int row, int i, float xi,
-                                                  float scale)
-{
-    if (!(scale > 0.0f)) {
-        if (!isfinite(xi))
-            atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, i));
-    } else {
-        atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_NORMED, row, i));
-    }
-}
-
 /* CACHED: the row and the weights are loaded once, all at the start, so the weights' latency hides behind the
  * row's and the reduction's (a decode step's norm is one block, bound by latency; the loop form waited for the
  * weights after the reduction). The sums are the same, in the same order. */
@@ -54,23 +35,28 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                                       const float *__restrict__ w, int n, float eps, unsigned long long *found,
                                       uint32_t site, rn_fuse_t f)
 {
-    pdl_begin();
     static_assert(CACHED || (PRE == CUDA_PRE_NONE && QT == RN_Q_NONE), "the fused ends need the cached row");
     extern __shared__ float normed_sh[]; /* QT: the normed row, for the quantizing warps */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
     __shared__ float scale_sh;
+    float xv[CACHED ? RN_PER : 1], wv[CACHED ? RN_PER : 1];
+    if (CACHED) /* the weights (no kernel's output, cuda_common.cuh) while the kernel before ends */
+#pragma unroll
+        for (int k = 0; k < RN_PER; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            wv[k] = i < n ? w[i] : 0.0f;
+        }
+    pdl_begin();
     const int i_out = blockIdx.x;
     const int row = rows ? rows[i_out] : i_out;
     const float *xr = x + row * ldx;
     float *yr = out + i_out * ldo;
-    float xv[CACHED ? RN_PER : 1], wv[CACHED ? RN_PER : 1];
     double sum = 0;
     if (CACHED) {
 #pragma unroll
         for (int k = 0; k < RN_PER; k++) {
             const int i = threadIdx.x + k * blockDim.x;
             xv[k] = i < n ? xr[i] : 0.0f;
-            wv[k] = i < n ? w[i] : 0.0f;
         }
         /* the residual update (rows NULL, ldx == n): x[row] = its result */
         if (PRE == CUDA_PRE_ADD) { /* the loads without a branch, as the combine's below */
@@ -175,12 +161,6 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                 rmsnorm_found(found, site, row, i, xi, scale);
         }
     }
-}
-
-static int rmsnorm_threads(int64_t n)
-{
-    const int threads = (int)((n + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE;
-    return threads > RN_MAX_THREADS ? RN_MAX_THREADS : threads;
 }
 
 static void rmsnorm_launch(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,

@@ -3,19 +3,22 @@
  * expert id, as the CPU's scan), optional renormalisation summed in slot order, scale; with counts, each chosen
  * expert counted (cuda_route_count's counters, which then need no launch of their own).
  *
- * cuda_router_fused is the router's F32 product (matmul_plain.cuh's rows, cuda_matmul's bits) and cuda_router_topk
- * in one launch, for a decode step's few tokens: the product's blocks write the logits, and the block that
- * finishes last (a device counter) chooses the experts of every token from them, with the same warp body. */
-#include "gpu-worker/dense/cuda/matmul_plain.cuh"
+ * cuda_router_fused is the router's F32 product (matmul_plain.cuh's order of operations, cuda_matmul's bits) and
+ * cuda_router_topk in one launch, for a decode step's few tokens: the product's blocks write the logits, and the
+ * block that finishes last (a device counter) chooses the experts of every token from them: the same softmax, and
+ * for up to RF_RANK_MAX experts the passes' choice by ranks, every expert's computed at once (the passes are a
+ * chain of k warp reductions; the ranks name the same experts in the same slots). */
+#include "gpu-worker/dense/cuda/residual.cuh"
+#include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/router_groups.cuh"
 
 #define ROUTER_WARPS 4
 
-/* One token's choice by one warp: its logits l[0..n_expert) (read once), p: n_expert + G floats of shared
- * memory; ids/w: the token's k slots. */
-static __device__ __forceinline__ void router_token(const float *l, float *p, int n_expert, int k, int G,
-                                                    int n_group_used, bool renorm, float scale, int32_t *ids, float *w,
-                                                    unsigned long long *counts, int lane)
+/* The softmax of one token's logits l[0..n_expert) (read once) into p (n_expert + G floats of shared memory), the
+ * sum in double, lane order then the warp's butterfly; with expert groups the experts of all but the best groups
+ * masked (-INFINITY). */
+static __device__ __forceinline__ void router_probs(const float *l, float *p, int n_expert, int G, int n_group_used,
+                                                    int lane)
 {
     float mx = -INFINITY;
     for (int e = lane; e < n_expert; e += WARP_SIZE)
@@ -34,6 +37,39 @@ static __device__ __forceinline__ void router_token(const float *l, float *p, in
     __syncwarp();
     if (G) /* masked experts are -INFINITY: below a taken one (-1), never chosen */
         warp_mask_groups(p, n_expert, G, n_group_used, p + n_expert, lane);
+}
+
+/* Slot lane's expert my_id and weight my_w (lanes < k) out: optional renormalisation summed in slot order, scale;
+ * with counts, each chosen expert counted. */
+static __device__ __forceinline__ void router_finish(int my_id, float my_w, int k, bool renorm, float scale,
+                                                     int32_t *ids, float *w, unsigned long long *counts, int n_expert,
+                                                     int lane)
+{
+    if (renorm) {
+        float wsum = 0.0f;
+        for (int s = 0; s < k; s++)
+            wsum = wsum + __shfl_sync(FULL_MASK, my_w, s);
+        if (wsum < 6.103515625e-5f)
+            wsum = 6.103515625e-5f;
+        my_w = my_w / wsum;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        my_w = my_w * scale;
+    if (lane < k) {
+        ids[lane] = my_id;
+        w[lane] = my_w;
+        if (counts && my_id >= 0 && my_id < n_expert)
+            atomicAdd(&counts[my_id], 1ull);
+    }
+}
+
+/* One token's choice by one warp: its logits l[0..n_expert) (read once), p: n_expert + G floats of shared
+ * memory; ids/w: the token's k slots. */
+static __device__ __forceinline__ void router_token(const float *l, float *p, int n_expert, int k, int G,
+                                                    int n_group_used, bool renorm, float scale, int32_t *ids, float *w,
+                                                    unsigned long long *counts, int lane)
+{
+    router_probs(l, p, n_expert, G, n_group_used, lane);
 
     /* Slot s ends in lane s. Probabilities are >= 0, so -1 marks an expert already taken. A NaN (non-finite
      * logits, which the non-finite check reports after the step) counts as -0.5: below every probability, above
@@ -67,22 +103,7 @@ static __device__ __forceinline__ void router_token(const float *l, float *p, in
             p[bi] = -1.0f;
         __syncwarp();
     }
-    if (renorm) {
-        float wsum = 0.0f;
-        for (int s = 0; s < k; s++)
-            wsum = wsum + __shfl_sync(FULL_MASK, my_w, s);
-        if (wsum < 6.103515625e-5f)
-            wsum = 6.103515625e-5f;
-        my_w = my_w / wsum;
-    }
-    if (scale != 0.0f && scale != 1.0f)
-        my_w = my_w * scale;
-    if (lane < k) {
-        ids[lane] = my_id;
-        w[lane] = my_w;
-        if (counts && my_id >= 0 && my_id < n_expert)
-            atomicAdd(&counts[my_id], 1ull);
-    }
+    router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
 }
 
 static __global__ void router_kernel(const float *__restrict__ logits, int n_tok, int n_expert, int k, int G,
@@ -99,33 +120,225 @@ static __global__ void router_kernel(const float *__restrict__ logits, int n_tok
                  n_group_used, renorm, scale, ids + (int64_t)t * k, w + (int64_t)t * k, counts, lane);
 }
 
-/* Block b: experts 4 b .. 4 b + 3 (a warp each) for the NC tokens; then the last block to finish, warp t token t.
- * Shared memory: ROUTER_WARPS x (n_expert logits + n_expert + G). */
+/* The fused kernel reads a weight row in chunks of RF_CHUNK elements, a lane's RF_LANE of them (elements lane,
+ * lane + 32, ...) loaded into registers together: one round trip a chunk instead of a chain of them. The first
+ * chunk's loads come before pdl_begin (the weights are no kernel's output, cuda_common.cuh): they overlap the
+ * kernel before (the norm that writes x). */
+#define RF_LANE 64
+#define RF_CHUNK (RF_LANE * WARP_SIZE)
+/* Experts up to which the last block ranks every expert against all the others (one thread an expert, all
+ * tokens); above it a warp's k argmax passes per token (router_token), whose cost grows as k n_expert / 32
+ * instead of n_expert^2 / (32 ROUTER_WARPS). */
+#define RF_RANK_MAX 256
+
+/* wv[j] = wr[c0 + lane + 32 j] for the chunk's elements below n (0 beyond). */
+static __device__ __forceinline__ void rf_load(float wv[RF_LANE], const float *wr, int c0, int n, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < RF_LANE; j++) {
+        const int i = c0 + lane + j * WARP_SIZE;
+        wv[j] = i < n ? __ldg(wr + i) : 0.0f;
+    }
+}
+
+/* The rank of expert e among p[0..n) (no NaN): the experts before it in the argmax passes' order, larger value
+ * first, the lower id first among equal values. */
+static __device__ __forceinline__ int rf_rank(const float *p, int n, int e)
+{
+    const float v = p[e];
+    int r = 0;
+#pragma unroll 4
+    for (int f = 0; f < n; f++) {
+        const float u = p[f];
+        r += (u > v) | ((u == v) & (f < e));
+    }
+    return r;
+}
+
+/* The RMSNorm in front of the product (cuda_router_fused_norm): x [+ p], normed with w; vt = rmsnorm_threads(n),
+ * the block width whose tree of sums cuda_rmsnorm follows, each of the router's threads playing RF_VT of its threads
+ * (thread T + 128 m for m < RF_VT: warp w + 4 m of the norm is the router's warp w again, lanes in place, so its fold
+ * is the same). Every block norms the rows for itself; the last block writes x and xn. */
+typedef struct rf_norm {
+    float *x;                 /* [n_tok][n]; written back (x + p) when p */
+    const float *p;           /* NULL or [n_tok][n] */
+    const float *w;           /* [n] */
+    float eps;
+    float *xn;                /* [n_tok][n] or NULL */
+    unsigned long long *found; /* the non-finite check (NULL: none) */
+    uint32_t site;
+    int vt;
+} rf_norm_t;
+
+#define RF_VT (RN_MAX_THREADS / (ROUTER_WARPS * WARP_SIZE))
+static_assert(RN_MAX_THREADS % (ROUTER_WARPS * WARP_SIZE) == 0 && RN_MAX_THREADS * RN_PER <= RF_CHUNK,
+              "the norm's threads are whole rounds of the router's, a row one chunk");
+
+/* xv: the rows' elements as the norm's threads hold them (with p added), nwv the weights (loaded before); xs[t]
+ * [0..n) the normed rows; partial, scale_sh: shared. */
 template <int NC>
+static __device__ __forceinline__ void rf_norm_rows(const rf_norm_t &nm, int n, int n_tok,
+                                                    float xv[NC][RF_VT][RN_PER], const float nwv[RF_VT][RN_PER],
+                                                    float *xs, double (*partial)[RN_MAX_THREADS / WARP_SIZE],
+                                                    float *scale_sh)
+{
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const bool add = nm.p != NULL;
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+#pragma unroll
+        for (int m = 0; m < RF_VT; m++)
+#pragma unroll
+            for (int q = 0; q < RN_PER; q++) {
+                const int T = threadIdx.x + m * ROUTER_WARPS * WARP_SIZE, i = T + q * nm.vt;
+                const bool in = t < n_tok && T < nm.vt && i < n;
+                const int64_t o = (int64_t)t * n + (in ? i : 0);
+                const float xk = in ? nm.x[o] : 0.0f, pk = in && add ? nm.p[o] : 0.0f;
+                xv[t][m][q] = add ? residual_add(xk, pk) : xk;
+            }
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+        if (t < n_tok)
+#pragma unroll
+            for (int m = 0; m < RF_VT; m++) {
+                const int T = threadIdx.x + m * ROUTER_WARPS * WARP_SIZE;
+                double sum = 0;
+#pragma unroll
+                for (int q = 0; q < RN_PER; q++)
+                    if (T < nm.vt && T + q * nm.vt < n)
+                        sum += (double)__fmul_rn(xv[t][m][q], xv[t][m][q]);
+                sum = warp_sum_f64(sum);
+                if (lane == 0 && T < nm.vt)
+                    partial[t][warp + m * ROUTER_WARPS] = sum;
+            }
+    __syncthreads();
+    if ((int)threadIdx.x < n_tok) { /* cuda_rmsnorm's thread 0 of row t */
+        double total = 0;
+        for (int j = 0; j < nm.vt / WARP_SIZE; j++)
+            total += partial[threadIdx.x][j];
+        const float mean = (float)(total / (double)n);
+        scale_sh[threadIdx.x] = 1.0f / sqrtf(mean + nm.eps);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+#pragma unroll
+        for (int m = 0; m < RF_VT; m++)
+#pragma unroll
+            for (int q = 0; q < RN_PER; q++) {
+                const int T = threadIdx.x + m * ROUTER_WARPS * WARP_SIZE, i = T + q * nm.vt;
+                if (t < n_tok && T < nm.vt && i < n)
+                    xs[t * RF_CHUNK + i] = __fmul_rn(xv[t][m][q], scale_sh[t]) * nwv[m][q];
+            }
+}
+
+/* The last block's writes of the normed rows: x [+ p] back to x (with p), xn, the non-finite check's finds as
+ * cuda_rmsnorm_checked makes them. */
+template <int NC>
+static __device__ __forceinline__ void rf_norm_out(const rf_norm_t &nm, int n, int n_tok,
+                                                   const float xv[NC][RF_VT][RN_PER],
+                                                   const float nwv[RF_VT][RN_PER], const float *scale_sh)
+{
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+#pragma unroll
+        for (int m = 0; m < RF_VT; m++)
+#pragma unroll
+            for (int q = 0; q < RN_PER; q++) {
+                const int T = threadIdx.x + m * ROUTER_WARPS * WARP_SIZE, i = T + q * nm.vt;
+                if (t < n_tok && T < nm.vt && i < n) {
+                    const float sc = scale_sh[t], y = __fmul_rn(xv[t][m][q], sc) * nwv[m][q];
+                    if (nm.p)
+                        nm.x[(int64_t)t * n + i] = xv[t][m][q];
+                    if (nm.xn)
+                        nm.xn[(int64_t)t * n + i] = y;
+                    if (nm.found && !isfinite(y))
+                        rmsnorm_found(nm.found, nm.site, t, i, xv[t][m][q], sc);
+                }
+            }
+    if (nm.found && (int)threadIdx.x < n_tok && !(scale_sh[threadIdx.x] > 0.0f))
+        atomicMin(nm.found, (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, threadIdx.x, FINITE_ELEM_NONE));
+}
+
+/* Block b: experts 4 b .. 4 b + 3 (a warp each) for the NC tokens, lane l's dot product over elements l, l + 32,
+ * ... in order with fmaf, then matmul_plain_row's fold (cuda_matmul's bits); the tokens' activations go through
+ * shared memory a chunk at a time. Then the last block to finish chooses: warp t token t's softmax (router_probs),
+ * and either every thread ranks experts (n_expert <= RF_RANK_MAX; a rank below k is the slot the k argmax passes
+ * would give it) or warp t makes router_token's passes. Shared memory: the larger of NC x RF_CHUNK activations and
+ * ROUTER_WARPS x (n_expert logits + n_expert + G). */
+template <int NC, bool NORM>
 static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
     router_fused_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
                         int n_embd, float *logits, int n_tok, int n_expert, int k, int G, int n_group_used,
                         bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts,
-                        unsigned int *done)
+                        unsigned int *done, rf_norm_t nm)
 {
     extern __shared__ float fused_sh[];
     __shared__ bool last;
+    __shared__ double norm_partial[NORM ? CUDA_ROUTER_FUSED_ROWS : 1][RN_MAX_THREADS / WARP_SIZE];
+    __shared__ float norm_scale[NORM ? CUDA_ROUTER_FUSED_ROWS : 1];
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int e = blockIdx.x * ROUTER_WARPS + warp;
-    const float *wr = (const float *)((const char *)W + (size_t)e * w_stride);
-    if (e < n_expert) /* the weights are no kernel's output (cuda_common.cuh) */
-        for (size_t o = (size_t)lane * 128; o < (size_t)n_embd * sizeof(float); o += WARP_SIZE * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)wr + o));
-    pdl_begin();
-    if (e < n_expert) {
-        float acc[NC];
-        matmul_plain_row<float, NC>(wr, (const char *)x, x_stride, n_embd, n_tok, lane, acc);
-        if (lane == 0)
+    const bool mine = e < n_expert;
+    const float *wr = (const float *)((const char *)W + (size_t)(mine ? e : 0) * w_stride);
+    float wv[RF_LANE];
+    if (mine)
+        rf_load(wv, wr, 0, n_embd, lane);
+    constexpr int NT = NORM ? NC : 1, NV = NORM ? RF_VT : 1, NQ = NORM ? RN_PER : 1;
+    float xv[NT][NV][NQ], nwv[NV][NQ];
+    if constexpr (NORM) /* the norm's weights too */
 #pragma unroll
-            for (int t = 0; t < NC; t++)
-                if (t < n_tok)
-                    logits[(int64_t)t * n_expert + e] = acc[t];
+        for (int m = 0; m < NV; m++)
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                const int T = threadIdx.x + m * ROUTER_WARPS * WARP_SIZE, i = T + q * nm.vt;
+                nwv[m][q] = T < nm.vt && i < n_embd ? nm.w[i] : 0.0f;
+            }
+    pdl_begin();
+    if constexpr (NORM) /* n_embd <= RF_CHUNK: the one chunk's activations */
+        rf_norm_rows<NC>(nm, n_embd, n_tok, xv, nwv, fused_sh, norm_partial, norm_scale);
+    float acc[NC];
+#pragma unroll
+    for (int t = 0; t < NC; t++)
+        acc[t] = 0.0f;
+    for (int c0 = 0; c0 < n_embd; c0 += RF_CHUNK) {
+        if (c0 > 0 && mine)
+            rf_load(wv, wr, c0, n_embd, lane);
+        const int cn = min(RF_CHUNK, n_embd - c0);
+#pragma unroll
+        for (int t = 0; t < (NORM ? 0 : NC); t++) {
+            const float *xr = (const float *)((const char *)x + (size_t)t * x_stride) + c0;
+#pragma unroll
+            for (int j = 0; j < RF_CHUNK / (ROUTER_WARPS * WARP_SIZE); j++) {
+                const int i = (int)threadIdx.x + j * ROUTER_WARPS * WARP_SIZE;
+                if (t < n_tok && i < cn)
+                    fused_sh[t * RF_CHUNK + i] = xr[i];
+            }
+        }
+        __syncthreads(); /* the chunk's activations in */
+        if (mine)
+#pragma unroll
+            for (int j = 0; j < RF_LANE; j++) {
+                const int i = lane + j * WARP_SIZE;
+                if (i < cn)
+#pragma unroll
+                    for (int t = 0; t < NC; t++)
+                        if (t < n_tok)
+                            acc[t] = fmaf(wv[j], fused_sh[t * RF_CHUNK + i], acc[t]);
+            }
+        __syncthreads(); /* read before the next chunk (or the choice) overwrites them */
     }
+    /* acc[j] = acc[j] + acc[j + h], h = 16, 8, 4, 2, 1: lane j < h reads lane j + h (matmul_plain_row's fold) */
+#pragma unroll
+    for (int h = WARP_SIZE / 2; h >= 1; h /= 2)
+#pragma unroll
+        for (int t = 0; t < NC; t++)
+            acc[t] = acc[t] + __shfl_down_sync(FULL_MASK, acc[t], h);
+    if (mine && lane == 0)
+#pragma unroll
+        for (int t = 0; t < NC; t++)
+            if (t < n_tok)
+                logits[(int64_t)t * n_expert + e] = acc[t];
     __syncthreads(); /* the block's logits written */
     if (threadIdx.x == 0) {
         __threadfence(); /* ... and visible before the count says so */
@@ -137,15 +350,43 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
     __threadfence();
     if (threadIdx.x == 0)
         *done = 0; /* every block has counted: ready for the next launch */
-    const int t = warp;
+    if constexpr (NORM)
+        rf_norm_out<NC>(nm, n_embd, n_tok, xv, nwv, norm_scale);
+    const int t = warp, per = 2 * n_expert + G;
+    float *l = fused_sh + (size_t)warp * per, *p = l + n_expert;
+    if (t < n_tok) {
+        for (int i = lane; i < n_expert; i += WARP_SIZE) /* L2, not a stale L1 line: other blocks wrote them */
+            l[i] = __ldcg(logits + (int64_t)t * n_expert + i);
+        __syncwarp();
+        if (n_expert > RF_RANK_MAX) {
+            router_token(l, p, n_expert, k, G, n_group_used, renorm, scale, ids + (int64_t)t * k, w + (int64_t)t * k,
+                         counts, lane);
+            return;
+        }
+        router_probs(l, p, n_expert, G, n_group_used, lane);
+        /* router_token's order: a NaN counts as -0.5 (masked experts stay -INFINITY, below every other) */
+        for (int i = lane; i < n_expert; i += WARP_SIZE)
+            if (isnan(p[i]))
+                p[i] = -0.5f;
+    }
+    if (n_expert > RF_RANK_MAX)
+        return;
+    __syncthreads(); /* every token's p */
+    for (int tt = 0; tt < n_tok; tt++) {
+        const float *pt = fused_sh + (size_t)tt * per + n_expert;
+        int *slot = (int *)(fused_sh + (size_t)tt * per); /* the token's logits are consumed */
+        for (int i = threadIdx.x; i < n_expert; i += ROUTER_WARPS * WARP_SIZE) {
+            const int r = rf_rank(pt, n_expert, i);
+            if (r < k)
+                slot[r] = i;
+        }
+    }
+    __syncthreads(); /* every slot named */
     if (t >= n_tok)
         return;
-    float *l = fused_sh + (size_t)warp * (2 * n_expert + G), *p = l + n_expert;
-    for (int i = lane; i < n_expert; i += WARP_SIZE) /* L2, not a stale L1 line: other blocks wrote them */
-        l[i] = __ldcg(logits + (int64_t)t * n_expert + i);
-    __syncwarp();
-    router_token(l, p, n_expert, k, G, n_group_used, renorm, scale, ids + (int64_t)t * k, w + (int64_t)t * k, counts,
-                 lane);
+    const int my_id = lane < k ? ((const int *)l)[lane] : 0;
+    const float my_w = lane < k ? p[my_id] : 0.0f;
+    router_finish(my_id, my_w, k, renorm, scale, ids + (int64_t)t * k, w + (int64_t)t * k, counts, n_expert, lane);
 }
 
 extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
@@ -163,13 +404,13 @@ extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_ex
     return cuda_launch_check("router", err);
 }
 
-extern "C" int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t ldx, int32_t n_embd,
-                                 float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
-                                 int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
-                                 unsigned long long *counts, unsigned int *done, cudaStream_t s, guild_err_t *err)
+/* The launch of router_fused_kernel<NC, NORM> for n_tok tokens (checked by the callers). */
+template <bool NORM>
+static int rf_launch(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
+                     int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups, int32_t n_group_used, bool renorm,
+                     float scale, int32_t *ids, float *w, unsigned long long *counts, unsigned int *done,
+                     const rf_norm_t &nm, cudaStream_t s, guild_err_t *err)
 {
-    if (n_tok <= 0)
-        return 0;
     if (n_tok > CUDA_ROUTER_FUSED_ROWS)
         return guild_err_set(err, "cuda: router (fused): %d tokens (1..%d)", n_tok, CUDA_ROUTER_FUSED_ROWS);
     const int32_t G = n_groups > 1 ? n_groups : 0;
@@ -177,12 +418,14 @@ extern "C" int cuda_router_fused(const float *W, size_t w_stride, const float *x
         return -1;
     if (n_embd <= 0 || ((uintptr_t)W | w_stride) % sizeof(float))
         return guild_err_set(err, "cuda: router (fused): rows of %d floats, %zu bytes apart", n_embd, w_stride);
-    const size_t smem = (size_t)ROUTER_WARPS * (size_t)(2 * n_expert + G) * sizeof(float);
+    const size_t choice = (size_t)ROUTER_WARPS * (size_t)(2 * n_expert + G) * sizeof(float);
+    const size_t acts = (size_t)(n_tok == 1 ? 1 : n_tok == 2 ? 2 : 4) * RF_CHUNK * sizeof(float);
+    const size_t smem = choice > acts ? choice : acts;
     const unsigned blocks = (unsigned)((n_expert + ROUTER_WARPS - 1) / ROUTER_WARPS);
-    const size_t xs = (size_t)ldx * sizeof(float);
 #define RF_LAUNCH(NC)                                                                                              \
-    cuda_launch_pdl(router_fused_kernel<NC>, blocks, ROUTER_WARPS * WARP_SIZE, smem, s, W, w_stride, x, xs, n_embd, \
-                    logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, done)
+    cuda_launch_pdl(router_fused_kernel<NC, NORM>, blocks, ROUTER_WARPS * WARP_SIZE, smem, s, W, w_stride, x,      \
+                    x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts,  \
+                    done, nm)
     if (n_tok == 1)
         RF_LAUNCH(1);
     else if (n_tok == 2)
@@ -190,5 +433,40 @@ extern "C" int cuda_router_fused(const float *W, size_t w_stride, const float *x
     else
         RF_LAUNCH(4);
 #undef RF_LAUNCH
-    return cuda_launch_check("router (fused)", err);
+    return cuda_launch_check(NORM ? "router (fused, with its norm)" : "router (fused)", err);
+}
+
+extern "C" int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t ldx, int32_t n_embd,
+                                 float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
+                                 int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
+                                 unsigned long long *counts, unsigned int *done, cudaStream_t s, guild_err_t *err)
+{
+    if (n_tok <= 0)
+        return 0;
+    const rf_norm_t none = {};
+    return rf_launch<false>(W, w_stride, x, (size_t)ldx * sizeof(float), n_embd, logits, n_tok, n_expert, k, n_groups,
+                            n_group_used, renorm, scale, ids, w, counts, done, none, s, err);
+}
+
+extern "C" int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float *W, size_t w_stride, int32_t n_embd,
+                                      float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
+                                      int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
+                                      unsigned long long *counts, unsigned int *done, cudaStream_t s,
+                                      guild_err_t *err)
+{
+    if (n_tok <= 0)
+        return 0;
+    if (!nm->x || !nm->w)
+        return guild_err_set(err, "cuda: router (fused, with its norm): no residual rows or no norm weights");
+    if (n_embd <= 0 || n_embd > CUDA_ROUTER_NORM_MAX)
+        return guild_err_set(err, "cuda: router (fused, with its norm): rows of %d elements (1..%d)", n_embd,
+                             CUDA_ROUTER_NORM_MAX);
+    if (nm->found && (nm->site >= FINITE_MAX_SITES || n_embd > (int64_t)FINITE_MAX_ELEMS))
+        return guild_err_set(err, "cuda: router (fused, with its norm): site %u or a row of %d elements is past "
+                             "the non-finite check's keys", nm->site, n_embd);
+    const rf_norm_t f = {nm->x, nm->p, nm->w, nm->eps, nm->xn, (unsigned long long *)nm->found, nm->site,
+                         rmsnorm_threads(n_embd)};
+    /* the rows go through f alone: the launch writes them */
+    return rf_launch<true>(W, w_stride, NULL, 0, n_embd, logits, n_tok, n_expert, k, n_groups, n_group_used, renorm,
+                           scale, ids, w, counts, done, f, s, err);
 }
