@@ -117,4 +117,35 @@ GUILD_EXCHANGE_FN uint64_t guild_exchange_slot_at(const guild_exchange_layout_t 
     return l->slot_off + ((seq - 1) % l->n_slots) * l->slot_stride;
 }
 
+/* The prefetch hint's ids (hint_ids) from the dense side's prediction ids[n_tok][n_used], each row in router order
+ * (ids < 0: experts no CPU worker computes, such as those resident on the GPU: skipped, the row's next ones take
+ * their place): each token's first `per` ids >= 0, rank-major (every token's best, then every token's second...),
+ * an expert already taken left out, at most GUILD_EXCHANGE_HINT_MAX. The host's executor and the device's kernel
+ * both pick with this. Returns the count written to out[GUILD_EXCHANGE_HINT_MAX]. */
+GUILD_EXCHANGE_FN int32_t guild_exchange_hint_pick(int32_t n_tok, int32_t n_used, int32_t per, const int32_t *ids,
+                                                   int32_t *out)
+{
+    int32_t n = 0;
+    if (per > n_used)
+        per = n_used;
+    for (int32_t r = 0; r < per; r++)
+        for (int32_t t = 0; t < n_tok; t++) {
+            int32_t seen = -1, e = -1; /* token t's r-th id >= 0 */
+            for (int32_t k = 0; k < n_used && seen < r; k++)
+                if (ids[t * n_used + k] >= 0) {
+                    seen++;
+                    e = ids[t * n_used + k];
+                }
+            int taken = seen < r;
+            for (int32_t j = 0; j < n && !taken; j++)
+                taken = out[j] == e;
+            if (taken)
+                continue;
+            if (n == (int32_t)GUILD_EXCHANGE_HINT_MAX)
+                return n;
+            out[n++] = e;
+        }
+    return n;
+}
+
 #endif

@@ -13,6 +13,7 @@
 #include "cpu-expert-worker/experts/expert_exec.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cpu/cpu_resident.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {
@@ -554,6 +555,120 @@ START_TEST(test_executor_skips_slots)
 }
 END_TEST
 
+/* An executor that runs the rig's and records the prefetch hints given to it. */
+typedef struct hint_rec {
+    moe_exec_t base;
+    moe_exec_t *inner;
+    int32_t per;                /* hint_experts */
+    int calls, layer, n;
+    int32_t ids[16];
+} hint_rec_t;
+
+static int rec_submit(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids, void *queue,
+                      guild_err_t *err)
+{
+    return moe_exec_submit(((hint_rec_t *)e)->inner, layer, n, x, ids, queue, err);
+}
+
+static int rec_collect(moe_exec_t *e, const float **y, void *queue, guild_err_t *err)
+{
+    return moe_exec_collect(((hint_rec_t *)e)->inner, y, queue, err);
+}
+
+static void rec_destroy(moe_exec_t *e)
+{
+    (void)e;
+}
+
+static int32_t rec_hint_experts(const moe_exec_t *e)
+{
+    return ((const hint_rec_t *)e)->per;
+}
+
+static int rec_hint(moe_exec_t *e, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    hint_rec_t *h = (hint_rec_t *)e;
+    (void)queue;
+    (void)err;
+    ck_assert_int_le(n * 2, 16);
+    h->calls++;
+    h->layer = layer;
+    h->n = n;
+    memcpy(h->ids, ids, (size_t)n * 2 * sizeof *ids);
+    return 0;
+}
+
+static const moe_exec_ops_t rec_ops = {.name = "rec", .submit = rec_submit, .collect = rec_collect,
+                                       .destroy = rec_destroy, .hint_experts = rec_hint_experts, .hint = rec_hint};
+
+/* The cpu backend's stand-in for resident experts (cpu_resident.h) passes prefetch hints on naming only the
+ * experts the CPU workers compute: its resident ones masked (skip slots), no hint at all for a layer resident
+ * whole, the prediction unchanged for a layer with none resident; the computed pairs are the executor's bits. */
+START_TEST(test_resident_passes_hints)
+{
+    tiny_spec_t s = spec_of(0);
+    rig_t r;
+    rig_open(&r, &s, 2, 8, 16);
+    const model_config_t *c = model_config(r.model);
+    ck_assert_int_eq(c->n_expert, 8);
+    ck_assert_int_eq(c->n_expert_used, 2);
+    ck_assert_int_ge(c->n_layer, 2);
+    const int32_t NL = c->n_layer, NE = 8;
+    uint8_t *res = calloc((size_t)NL * NE, 1);
+    res[1] = res[6] = 1; /* layer 0: experts 1 and 6 resident */
+    for (int32_t e = 0; e < NE; e++)
+        res[NE + e] = 1; /* layer 1: all */
+    hint_rec_t rec = {.base = {&rec_ops}, .inner = r.moe, .per = 2};
+    guild_err_t err = {{0}};
+    moe_exec_t *w = NULL, *plain = NULL;
+    ck_assert_msg(cpu_resident_new(&w, &rec.base, r.model, r.pool, res, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cpu_resident_new(&plain, &rec.base, r.model, r.pool, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(moe_exec_hint_experts(w), 2);
+    ck_assert(moe_exec_hint_wanted(w, 0));
+    ck_assert(!moe_exec_hint_wanted(w, 1));
+    ck_assert(moe_exec_hint_wanted(plain, 1));
+    const int32_t pred[6] = {1, 3, 6, 1, 2, 5};
+    ck_assert_msg(moe_exec_hint(w, 0, 3, pred, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(rec.calls, 1);
+    ck_assert(rec.layer == 0 && rec.n == 3);
+    const int32_t masked[6] = {-1, 3, -1, -1, 2, 5};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(rec.ids[i], masked[i]);
+    ck_assert_msg(moe_exec_hint(w, 1, 3, pred, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(rec.calls, 1); /* layer 1 is the device's whole: nothing passed on */
+    ck_assert_msg(moe_exec_hint(plain, 1, 3, pred, NULL, &err) == 0, "%s", err.msg);
+    ck_assert(rec.calls == 2 && rec.layer == 1 && !memcmp(rec.ids, pred, sizeof pred));
+    /* an executor that takes no hints: none wanted through the wrapper either */
+    rec.per = 0;
+    ck_assert_int_eq(moe_exec_hint_experts(w), 0);
+    ck_assert(!moe_exec_hint_wanted(w, 0));
+
+    /* the bits: a batch through the wrapper (pairs of experts 1 and 6 computed by it) equals the executor's */
+    enum { N = 5 };
+    const int32_t E = c->n_embd;
+    float *x = malloc((size_t)N * E * sizeof *x), *full = malloc((size_t)N * 2 * E * sizeof *full);
+    rng_t g;
+    rng_seed(&g, 7);
+    for (int i = 0; i < N * E; i++)
+        x[i] = (float)(2 * rng_uniform(&g) - 1);
+    const int32_t ids[N * 2] = {1, 6, 0, 3, 6, 2, 7, 1, 4, 5};
+    const float *y = NULL;
+    ck_assert_msg(moe_exec_run(r.moe, 0, N, x, ids, &y, &err) == 0, "%s", err.msg);
+    memcpy(full, y, (size_t)N * 2 * E * sizeof *full);
+    ck_assert_msg(moe_exec_run(w, 0, N, x, ids, &y, &err) == 0, "%s", err.msg);
+    ck_assert(!memcmp(full, y, (size_t)N * 2 * E * sizeof *full));
+    uint64_t routed = 0, served = 0;
+    cpu_resident_counts(w, NULL, &routed, &served);
+    ck_assert(routed == N * 2 && served == 4);
+    moe_exec_destroy(&w);
+    moe_exec_destroy(&plain);
+    free(x);
+    free(full);
+    free(res);
+    rig_close(&r);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------------------------- */
 
 typedef struct failing_exec {
@@ -670,6 +785,7 @@ int main(void)
     tc = tcase_create("experts");
     tcase_add_loop_test(tc, test_executor_matches_naive_and_shards_split_exactly, 0, 2 * N_ARCHS);
     tcase_add_loop_test(tc, test_executor_skips_slots, 0, 2 * N_ARCHS);
+    tcase_add_test(tc, test_resident_passes_hints);
     suite_add_tcase(su, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

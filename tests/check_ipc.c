@@ -1042,6 +1042,44 @@ START_TEST(test_exchange_shape_and_validation)
 }
 END_TEST
 
+/* The hint's pick (guild_exchange_hint_pick, the host's and the device's): each token's first `per` ids >= 0,
+ * rank-major, an expert taken once, cut at the header's room. */
+START_TEST(test_exchange_hint_pick)
+{
+    int32_t out[GUILD_EXCHANGE_HINT_MAX];
+    /* one token: its first 3 in router order; the GPU's (-1) skipped, the next ones take their place */
+    const int32_t one[8] = {5, -1, 9, -1, 2, 7, 1, 3};
+    ck_assert_int_eq(guild_exchange_hint_pick(1, 8, 3, one, out), 3);
+    ck_assert(out[0] == 5 && out[1] == 9 && out[2] == 2);
+    ck_assert_int_eq(guild_exchange_hint_pick(1, 8, 20, one, out), 6); /* more than it has: every id >= 0 */
+    ck_assert(out[3] == 7 && out[4] == 1 && out[5] == 3);
+    /* three tokens, rank-major: 4, 6, 1 (rank 0); 8, 2 (rank 1: token 2's 4 is taken); 0 (rank 2: token 1 has
+     * no third, token 2's third, 1, is taken); nothing more at rank 3 */
+    const int32_t three[12] = {4, 8, 0, -1, 6, -1, 2, -1, 1, 4, -1, 1};
+    ck_assert_int_eq(guild_exchange_hint_pick(3, 4, 2, three, out), 5);
+    const int32_t want[6] = {4, 6, 1, 8, 2, 0};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(out[i], want[i]);
+    for (int per = 3; per <= 4; per++) {
+        ck_assert_int_eq(guild_exchange_hint_pick(3, 4, per, three, out), 6);
+        for (int i = 0; i < 6; i++)
+            ck_assert_int_eq(out[i], want[i]);
+    }
+    /* every predicted expert the GPU's: nothing; no tokens: nothing */
+    const int32_t gone[4] = {-1, -1, -1, -1};
+    ck_assert_int_eq(guild_exchange_hint_pick(2, 2, 2, gone, out), 0);
+    ck_assert_int_eq(guild_exchange_hint_pick(0, 2, 2, gone, out), 0);
+    /* more than the room: cut at GUILD_EXCHANGE_HINT_MAX, the best ranks first */
+    int32_t big[6 * 8];
+    for (int t = 0; t < 6; t++)
+        for (int k = 0; k < 8; k++)
+            big[t * 8 + k] = 10 * t + k;
+    ck_assert_int_eq(guild_exchange_hint_pick(6, 8, 4, big, out), (int)GUILD_EXCHANGE_HINT_MAX);
+    for (int i = 0; i < (int)GUILD_EXCHANGE_HINT_MAX; i++)
+        ck_assert_int_eq(out[i], 10 * (i % 6) + i / 6);
+}
+END_TEST
+
 /* The round trip: a dense side (this process) and K worker processes. Deterministic inputs; worker k owns
  * experts e with e * K / N_EXPERT == k; an "expert" is a cheap deterministic float function. The combined
  * output must be bit-identical for K = 1, 2, 3 and equal to the same computation done in-process. */
@@ -1270,6 +1308,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_exchange_shape_and_validation);
     tcase_add_test(tc, test_exchange_round_trip_bit_identical);
+    tcase_add_test(tc, test_exchange_hint_pick);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);

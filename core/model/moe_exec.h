@@ -101,9 +101,15 @@ typedef struct moe_exec_ops {
      * batch submitted next): ids [n_tokens][n_used] (in the executor's memory kind, enqueued on queue like
      * submit), the experts the dense side predicts for layer `layer`, the next exchange's, each row in router
      * order: the first hint_experts of each row travel with the batch (ipc/exchange.h, guild_exchange_hint), for
-     * the CPU workers to prefetch while they wait. Never changes a result. */
+     * the CPU workers to prefetch while they wait. An executor that computes some experts itself (resident on a
+     * device) passes on only the others: ids < 0 are skipped (guild_exchange_hint_pick), a layer it computes
+     * whole gets no hint. Never changes a result. */
     int32_t (*hint_experts)(const moe_exec_t *e);
     int (*hint)(moe_exec_t *e, int32_t layer, int32_t n_tokens, const int32_t *ids, void *queue, guild_err_t *err);
+    /* Optional: false when a hint for `layer` given now would name no expert or travel with no exchange (the
+     * layer computed whole by the executor itself, or the submit before it published none), so the dense side
+     * need not predict it; absent: true. */
+    bool (*hint_wanted)(const moe_exec_t *e, int32_t layer);
 } moe_exec_ops_t;
 
 struct moe_exec {
@@ -133,6 +139,12 @@ static inline int moe_exec_run(moe_exec_t *e, int32_t layer, int32_t n_tokens, c
 static inline int32_t moe_exec_hint_experts(const moe_exec_t *e)
 {
     return e->ops->hint_experts && e->ops->hint ? e->ops->hint_experts(e) : 0;
+}
+
+/* hint_experts > 0 and the executor takes a hint for `layer` now (hint_wanted). */
+static inline bool moe_exec_hint_wanted(const moe_exec_t *e, int32_t layer)
+{
+    return moe_exec_hint_experts(e) > 0 && (!e->ops->hint_wanted || e->ops->hint_wanted(e, layer));
 }
 
 static inline int moe_exec_hint(moe_exec_t *e, int32_t layer, int32_t n_tokens, const int32_t *ids, void *queue,

@@ -70,14 +70,18 @@ static int ranges(const expert_pipe_src_t *s, int32_t layer, int32_t n, const in
     return nr;
 }
 
-uint64_t expert_prefetch_bytes(const expert_prefetch_t *p, int32_t layer, int32_t n, const int32_t *ids)
+static uint64_t ranges_bytes(const range_t *r, int nr)
 {
-    range_t r[3 * EXPERT_PREFETCH_MAX];
-    const int nr = ranges(&p->src, layer, n, ids, r);
     uint64_t b = 0;
     for (int i = 0; i < nr; i++)
         b += (uint64_t)r[i].rows * r[i].row;
     return b;
+}
+
+uint64_t expert_prefetch_bytes(const expert_prefetch_t *p, int32_t layer, int32_t n, const int32_t *ids)
+{
+    range_t r[3 * EXPERT_PREFETCH_MAX];
+    return ranges_bytes(r, ranges(&p->src, layer, n, ids, r));
 }
 
 /* Thread k: slice k of every range (expert_pipe_slice: the rows thread k computes first of a preferred expert's
@@ -135,6 +139,6 @@ uint64_t expert_prefetch_run(expert_prefetch_t *p, int32_t layer, int32_t n, con
     for (int k = 0; k < p->n_tasks; k++)
         atomic_store_explicit(&p->taken[k], 0, memory_order_relaxed);
     guild_pool_run(p->pool, p->n_tasks, prefetch_task, p);
-    const uint64_t all = expert_prefetch_bytes(p, layer, n, ids), b = atomic_load(&p->bytes);
+    const uint64_t all = ranges_bytes(p->r, p->n_r), b = atomic_load(&p->bytes);
     return b < all ? b : all;
 }

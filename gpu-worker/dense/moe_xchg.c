@@ -90,20 +90,21 @@ static int32_t xchg_hint_experts(const moe_exec_t *base)
     return (int32_t)guild_exchange_shape(((const moe_xchg_t *)base)->x)->n_prefetch;
 }
 
-/* The first n_prefetch predicted experts of every token, rank-major: on the pending exchange's slot, or, before a
- * submit, held for the next one (which writes them before it publishes: the workers find them every time). */
+/* The first n_prefetch predicted experts of every token that the CPU workers compute (ids >= 0), rank-major
+ * (guild_exchange_hint_pick): on the pending exchange's slot, or, before a submit, held for the next one (which
+ * writes them before it publishes: the workers find them every time). None left: no hint. */
 static int xchg_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
 {
     moe_xchg_t *m = (moe_xchg_t *)base;
     (void)queue;
     (void)err;
     const int32_t per = xchg_hint_experts(base);
-    if (per <= 0)
+    m->n_held = 0;
+    if (per <= 0 || n < 1)
         return 0;
-    int32_t k = 0;
-    for (int32_t r = 0; r < per && r < m->n_used; r++)
-        for (int32_t t = 0; t < n && k < (int32_t)GUILD_EXCHANGE_HINT_MAX; t++)
-            m->held[k++] = ids[(size_t)t * (size_t)m->n_used + (size_t)r];
+    const int32_t k = guild_exchange_hint_pick(n, m->n_used, per, ids, m->held);
+    if (!k)
+        return 0;
     m->held_layer = layer;
     m->n_held = k;
     if (m->pending) {

@@ -1139,6 +1139,143 @@ START_TEST(test_split_bridge)
 }
 END_TEST
 
+/* A device executor over another that records the prefetch hints it is given (copied back from the device). */
+typedef struct hint_rec {
+    moe_exec_t base;
+    moe_exec_t *inner;
+    int calls, layer, n, k;
+    int32_t ids[64];
+} hint_rec_t;
+
+static int rec_submit(moe_exec_t *e, int32_t layer, int32_t n, const float *x, const int32_t *ids, void *queue,
+                      guild_err_t *err)
+{
+    return moe_exec_submit(((hint_rec_t *)e)->inner, layer, n, x, ids, queue, err);
+}
+
+static int rec_collect(moe_exec_t *e, const float **y, void *queue, guild_err_t *err)
+{
+    return moe_exec_collect(((hint_rec_t *)e)->inner, y, queue, err);
+}
+
+static void rec_destroy(moe_exec_t *e)
+{
+    (void)e;
+}
+
+static int32_t rec_hint_experts(const moe_exec_t *e)
+{
+    (void)e;
+    return 3;
+}
+
+static int rec_hint(moe_exec_t *e, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    hint_rec_t *h = (hint_rec_t *)e;
+    (void)err;
+    ck_assert(cudaStreamSynchronize((cudaStream_t)queue) == cudaSuccess);
+    ck_assert_int_le(n * h->k, 64);
+    ck_assert(cudaMemcpy(h->ids, ids, (size_t)(n * h->k) * sizeof *ids, cudaMemcpyDeviceToHost) == cudaSuccess);
+    h->calls++;
+    h->layer = layer;
+    h->n = n;
+    return 0;
+}
+
+static const moe_exec_ops_t rec_ops = {.name = "rec", .mem = MOE_EXEC_DEVICE, .submit = rec_submit,
+                                       .collect = rec_collect, .destroy = rec_destroy,
+                                       .hint_experts = rec_hint_experts, .hint = rec_hint};
+
+/* The "gpu" executor passes prefetch hints to the executor of the CPU side naming only the experts that side
+ * computes (issue 14): over 4 layers (none resident, every fourth expert resident, all resident, every fourth
+ * again), a hint given after each layer's submit for the next layer reaches the CPU side with the resident
+ * experts' ids masked (-1), unchanged for a layer with none resident, and not at all for a layer resident whole
+ * or after a layer the device computed whole (no exchange to carry it). */
+START_TEST(test_gpu_hints)
+{
+    tiny_spec_t s = cuda_spec("qwen3moe", GUILD_TYPE_Q4_K, 71);
+    s.n_layer = 4;
+    rig_t r;
+    rig_open(&r, &s, 16, 64, KV_TYPE_F16);
+    const model_config_t *c = model_config(r.model);
+    const model_weights_t *mw = model_weights(r.model);
+    enum { T = 2, NL = 4 };
+    const int32_t E = c->n_embd, K = c->n_expert_used, NE = c->n_expert, P = T * K;
+    ck_assert_int_le(K, 4);
+    ck_assert_int_le(NE, 64);
+    ck_assert_int_ge(NE, 3 * K);
+    uint8_t hot[64] = {0};
+    for (int32_t e = 0; e < NE; e++)
+        hot[e] = e % 4 == 1;
+    cuda_moe_gpu_layer_t gl[NL];
+    for (int32_t il = 0; il < NL; il++) {
+        const model_layer_t *ml = &mw->layers[il];
+        gl[il] = (cuda_moe_gpu_layer_t){
+            .gate = ml->gate_exps.data, .up = ml->up_exps.data, .down = ml->down_exps.data,
+            .gate_type = ml->gate_exps.type, .down_type = ml->down_exps.type,
+            .gate_row = ml->gate_exps.row_bytes, .gate_mat = ml->gate_exps.mat_bytes,
+            .down_row = ml->down_exps.row_bytes, .down_mat = ml->down_exps.mat_bytes,
+            .resident = il == 2, .resident_experts = il % 2 ? hot : NULL};
+    }
+    guild_err_t err = {{0}};
+    moe_exec_t *fb = NULL, *g = NULL;
+    ck_assert_msg(cuda_moe_host_new(&fb, r.moe, T, E, K, &err) == 0, "%s", err.msg);
+    hint_rec_t rec = {.base = {&rec_ops}, .inner = fb, .k = K};
+    ck_assert_msg(cuda_moe_gpu_new(&g, gl, NL, NE, T, E, c->n_ff_exp, K, 0, 0, NULL, &rec.base, NULL, &err) == 0,
+                  "%s", err.msg);
+    ck_assert_int_eq(moe_exec_hint_experts(g), 3);
+    float *x = malloc((size_t)T * E * sizeof *x);
+    for (int32_t i = 0; i < T * E; i++)
+        x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    /* routed: distinct experts a token; predicted: token 0's all hot (resident in layers 1 and 3), token 1's none */
+    int32_t ids[T * 4], pred[T * 4];
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t k = 0; k < K; k++) {
+            ids[t * K + k] = (t + 3 * k) % NE;
+            pred[t * K + k] = (1 + 4 * k + t) % NE;
+        }
+    float *dx = NULL;
+    int32_t *dids = NULL, *dpred = NULL;
+    cudaStream_t st = NULL;
+    ck_assert(cudaMalloc((void **)&dx, (size_t)T * E * sizeof *dx) == cudaSuccess);
+    ck_assert(cudaMalloc((void **)&dids, (size_t)P * sizeof *dids) == cudaSuccess);
+    ck_assert(cudaMalloc((void **)&dpred, (size_t)P * sizeof *dpred) == cudaSuccess);
+    ck_assert(cudaMemcpy(dx, x, (size_t)T * E * sizeof *dx, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaMemcpy(dids, ids, (size_t)P * sizeof *dids, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaMemcpy(dpred, pred, (size_t)P * sizeof *dpred, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaStreamCreate(&st) == cudaSuccess);
+    for (int32_t il = 0; il < NL; il++) {
+        const int32_t next = (il + 1) % NL;
+        /* passed on: after layers 0 (all on the CPU side) and 3 (split), for layers 1 (split) and 0 (none resident) */
+        const bool passes = il == 0 || il == 3;
+        const float *y = NULL;
+        const int calls = rec.calls;
+        ck_assert_msg(moe_exec_submit(g, il, T, dx, dids, st, &err) == 0, "%s", err.msg);
+        ck_assert_msg(moe_exec_hint_wanted(g, next) == passes, "layer %d: hint for layer %d wanted: %d", il, next,
+                      !passes);
+        ck_assert_msg(moe_exec_hint(g, next, T, dpred, st, &err) == 0, "%s", err.msg);
+        ck_assert_msg(moe_exec_collect(g, &y, st, &err) == 0, "%s", err.msg);
+        ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
+        ck_assert_int_eq(rec.calls, calls + passes);
+        if (!passes)
+            continue;
+        ck_assert(rec.layer == next && rec.n == T);
+        for (int32_t p = 0; p < P; p++)
+            ck_assert_msg(rec.ids[p] == (next % 2 && hot[pred[p]] ? -1 : pred[p]), "layer %d pair %d: %d for %d",
+                          next, p, rec.ids[p], pred[p]);
+    }
+    printf("gpu executor hints: masked for the device's experts, none for a layer the device holds whole\n");
+    free(x);
+    cudaFree(dx);
+    cudaFree(dids);
+    cudaFree(dpred);
+    cudaStreamDestroy(st);
+    moe_exec_destroy(&g);
+    moe_exec_destroy(&fb);
+    rig_close(&r);
+}
+END_TEST
+
 /* A forced split end to end (no resident layer, every batch of every layer split with the device taking about
  * half the pairs, prefill and decode): greedy tokens and logits within the CPU backend's tolerances. */
 START_TEST(test_split_greedy)
@@ -1251,6 +1388,9 @@ static Suite *backend_suite(void)
     tcase_add_loop_test(tc, test_streaming, 0, 3);
     tcase_add_loop_test(tc, test_split_bridge, 0, 4);
     tcase_add_loop_test(tc, test_split_greedy, 0, 3);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hints");
+    tcase_add_test(tc, test_gpu_hints);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -21,6 +21,9 @@ typedef struct cpu_resident {
     guild_pool_t *pool;
     uint8_t *resident;   /* [n_layer * n_expert], NULL: none */
     uint8_t *any;        /* [n_layer]: the layer has a resident expert */
+    uint8_t *all;        /* [n_layer]: every expert of the layer is resident (no CPU worker computes one) */
+    int32_t *hint;       /* [hint_cap] a prefetch hint's ids, resident experts masked */
+    size_t hint_cap;
     uint64_t *counts;    /* [n_layer * n_expert] routed pairs */
     uint64_t routed, served;
     int32_t *ids;        /* [cap] the executor's ids: resident pairs masked */
@@ -172,6 +175,44 @@ static int resident_collect(moe_exec_t *base, const float **y, void *queue, guil
     return 0;
 }
 
+static int32_t resident_hint_experts(const moe_exec_t *base)
+{
+    return moe_exec_hint_experts(((const cpu_resident_t *)base)->inner);
+}
+
+/* The prediction for `layer` passed on with its resident experts masked (ids < 0: the executor's workers never
+ * compute them, so the hint names only experts they will); a layer resident whole gets none. */
+static int resident_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue,
+                         guild_err_t *err)
+{
+    cpu_resident_t *r = (cpu_resident_t *)base;
+    const int32_t N = r->c->n_expert;
+    if (n < 1 || layer < 0 || layer >= r->c->n_layer || !r->resident || !r->any[layer])
+        return moe_exec_hint(r->inner, layer, n, ids, queue, err);
+    if (r->all[layer])
+        return 0;
+    const size_t P = (size_t)n * (size_t)r->c->n_expert_used;
+    if (P > r->hint_cap) {
+        int32_t *h = realloc(r->hint, P * sizeof *h);
+        if (!h)
+            return guild_err_set(err, "resident experts: out of memory for a hint of %zu ids", P);
+        r->hint = h;
+        r->hint_cap = P;
+    }
+    const uint8_t *res = r->resident + (size_t)layer * (size_t)N;
+    for (size_t q = 0; q < P; q++)
+        r->hint[q] = ids[q] >= 0 && ids[q] < N && res[ids[q]] ? -1 : ids[q];
+    return moe_exec_hint(r->inner, layer, n, r->hint, queue, err);
+}
+
+static bool resident_hint_wanted(const moe_exec_t *base, int32_t layer)
+{
+    const cpu_resident_t *r = (const cpu_resident_t *)base;
+    if (r->resident && layer >= 0 && layer < r->c->n_layer && r->all[layer])
+        return false;
+    return moe_exec_hint_wanted(r->inner, layer);
+}
+
 static void resident_stats(const moe_exec_t *base, moe_exec_stats_t *out)
 {
     moe_exec_stats(((const cpu_resident_t *)base)->inner, out);
@@ -182,6 +223,8 @@ static void resident_destroy(moe_exec_t *base)
     cpu_resident_t *r = (cpu_resident_t *)base;
     free(r->resident);
     free(r->any);
+    free(r->all);
+    free(r->hint);
     free(r->counts);
     free(r->ids);
     free(r->pairs);
@@ -201,6 +244,9 @@ static const moe_exec_ops_t resident_ops = {
     .collect = resident_collect,
     .destroy = resident_destroy,
     .stats = resident_stats,
+    .hint_experts = resident_hint_experts,
+    .hint = resident_hint,
+    .hint_wanted = resident_hint_wanted,
 };
 
 int cpu_resident_new(moe_exec_t **out, moe_exec_t *inner, const model_t *m, guild_pool_t *pool,
@@ -219,13 +265,17 @@ int cpu_resident_new(moe_exec_t **out, moe_exec_t *inner, const model_t *m, guil
     r->w = w;
     r->pool = pool;
     r->nt = guild_pool_threads(pool);
-    if (!(r->counts = calloc(LN, sizeof *r->counts)) || !(r->any = calloc((size_t)(c->n_layer > 0 ? c->n_layer : 1), 1)))
+    const size_t NL = (size_t)(c->n_layer > 0 ? c->n_layer : 1);
+    if (!(r->counts = calloc(LN, sizeof *r->counts)) || !(r->any = calloc(NL, 1)) || !(r->all = calloc(NL, 1)))
         goto oom;
     bool have = false;
     for (int32_t il = 0; resident && il < c->n_layer; il++) {
         const model_layer_t *L = &w->layers[il];
+        int32_t nr = 0;
         for (int32_t e = 0; e < c->n_expert; e++)
-            r->any[il] |= resident[(size_t)il * (size_t)c->n_expert + (size_t)e] != 0;
+            nr += resident[(size_t)il * (size_t)c->n_expert + (size_t)e] != 0;
+        r->any[il] = nr > 0;
+        r->all[il] = nr == c->n_expert;
         if (!r->any[il])
             continue;
         have = true;

@@ -7,7 +7,8 @@
  * quantization, the matrix products, silu(gate) * up in float), from the model's own mapping.
  *
  * It also counts the routed pairs per (layer, expert) and those it served itself (backend_stats_t.routed_pairs,
- * resident_pairs; backend_routing).
+ * resident_pairs; backend_routing), and passes the executor's prefetch hints on (moe_exec.h) naming only experts
+ * the CPU workers compute: the resident ones masked, none for a layer resident whole (as the CUDA backend does).
  */
 #ifndef GUILD_GPU_WORKER_CPU_RESIDENT_H
 #define GUILD_GPU_WORKER_CPU_RESIDENT_H

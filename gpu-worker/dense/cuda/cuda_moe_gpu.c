@@ -37,6 +37,7 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/expert_cost.h"
 #include "gpu-worker/dense/expert_split.h"
+#include "ipc/exchange_layout.h" /* GUILD_EXCHANGE_HINT_MAX */
 
 #define ALIGN 256u
 #define FEW_TOKENS 4 /* up to this many tokens a pass: never streamed */
@@ -103,6 +104,8 @@ typedef struct moe_gpu {
                                   pair's rank): its parts take their tiles from that routing */
     int32_t *n_tiles;          /* device int */
     int32_t *d_loc, *d_cpu;    /* [max_tokens * n_used]: a part's local ids; the CPU side's ids */
+    int32_t *d_hint;           /* [GUILD_EXCHANGE_HINT_MAX * n_used]: a prefetch hint's ids, the device's experts
+                                  masked; NULL: the fallback takes no hints */
     float *y;                  /* [max_tokens][n_used][n_embd] */
     /* the exchange in flight */
     int32_t layer, n;
@@ -640,6 +643,45 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
     return 0;
 }
 
+static int32_t gpu_hint_experts(const moe_exec_t *base)
+{
+    const moe_gpu_t *m = (const moe_gpu_t *)base;
+    return m->d_hint ? moe_exec_hint_experts(m->fallback) : 0;
+}
+
+/* Whether a prefetch hint for `layer` (the next one), given after the submit of the layer before, has anything to
+ * do: the fallback takes hints, the submit published an exchange to carry it (not when the device computed that
+ * layer all), and the device does not compute `layer` whole. */
+static bool gpu_hint_wanted(const moe_exec_t *base, int32_t layer)
+{
+    const moe_gpu_t *m = (const moe_gpu_t *)base;
+    if (!m->d_hint || layer < 0 || layer >= m->n_layer || (m->dev && !m->cpu))
+        return false;
+    const gpu_layer_t *L = &m->layers[layer];
+    return L->n_res + (m->pass_stream ? L->n_streamed : 0) < m->n_expert;
+}
+
+/* The hint passed to the fallback, whose CPU workers it is for, naming only the experts they will compute: the
+ * ids of those this pass computes on the device masked (skip slots: cuda_expert_ids_map's CPU side); nothing when
+ * gpu_hint_wanted says so. At most GUILD_EXCHANGE_HINT_MAX rows (the most a hint's room takes one id of). */
+static int gpu_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
+    if (n < 1 || !gpu_hint_wanted(base, layer))
+        return 0;
+    const gpu_layer_t *L = &m->layers[layer];
+    const bool streamed = m->pass_stream && L->n_streamed > 0;
+    if (!L->n_res && !streamed)
+        return moe_exec_hint(m->fallback, layer, n, ids, s, err);
+    if (n > (int32_t)GUILD_EXCHANGE_HINT_MAX)
+        n = (int32_t)GUILD_EXCHANGE_HINT_MAX;
+    return cuda_expert_ids_map(ids, n * m->n_used, streamed ? &L->pass : &L->base, m->n_expert, -1, -1, m->d_hint, s,
+                               err) < 0
+               ? -1
+               : moe_exec_hint(m->fallback, layer, n, m->d_hint, s, err);
+}
+
 static int lag_mark(moe_gpu_t *m, cudaStream_t s, guild_err_t *err)
 {
     if (!m->pass_stream || !m->pass_open)
@@ -766,7 +808,7 @@ static void gpu_destroy(moe_exec_t *base)
         if (m->lag[i])
             cudaEventDestroy(m->lag[i]);
     void **bufs[] = {&m->mem, &m->act_x, (void **)&m->h, &m->act_h, (void **)&m->order, (void **)&m->tiles,
-                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->d_loc, (void **)&m->d_cpu,
+                     (void **)&m->n_tiles, (void **)&m->y, (void **)&m->d_loc, (void **)&m->d_cpu, (void **)&m->d_hint,
                      (void **)&m->u, &m->bias_mem, (void **)&m->d_gid};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cuda_free(bufs[i]);
@@ -793,6 +835,9 @@ static const moe_exec_ops_t gpu_ops = {
     .step_end = gpu_step_end,
     .sync = gpu_sync,
     .result = gpu_result,
+    .hint_experts = gpu_hint_experts,
+    .hint = gpu_hint,
+    .hint_wanted = gpu_hint_wanted,
 };
 
 void cuda_moe_gpu_set_fuse(moe_exec_t *base, bool fuse)
@@ -986,6 +1031,9 @@ int cuda_moe_gpu_new(moe_exec_t **out, const cuda_moe_gpu_layer_t *layers, int32
         cuda_alloc((void **)&m->d_loc, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->d_cpu, P * sizeof(int32_t), &counted, "expert routing", err) < 0 ||
         cuda_alloc((void **)&m->y, P * (size_t)n_embd * sizeof(float), &counted, "routed expert outputs", err) < 0 ||
+        (!all_resident && moe_exec_hint_experts(fallback) > 0 &&
+         cuda_alloc((void **)&m->d_hint, GUILD_EXCHANGE_HINT_MAX * (size_t)n_used * sizeof(int32_t), &counted,
+                    "prefetch hint", err) < 0) ||
         (bias_total && (cuda_alloc(&m->bias_mem, bias_total, &counted, "the experts' biases", err) < 0 ||
                         cuda_alloc((void **)&m->u, P * (size_t)n_ff * sizeof(float), &counted, "expert activations",
                                    err) < 0 ||

@@ -150,30 +150,26 @@ static __global__ void xchg_wait_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, 
     }
 }
 
-/* One warp: the hint on the slot of the exchange last published. */
+/* One thread: the hint on the slot of the exchange last published, picked as the host picks it
+ * (guild_exchange_hint_pick: at most 16 of a few tokens' ids). No id left (every predicted expert computed by
+ * the device): no hint. */
 static __global__ void xchg_hint_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int layer, int n_tok,
                                         int n_used, int n_pre, const int32_t *__restrict__ ids)
 {
     if (d->failed)
         return;
+    int32_t pick[GUILD_EXCHANGE_HINT_MAX];
+    const int32_t n = guild_exchange_hint_pick(n_tok, n_used, n_pre, ids, pick);
+    if (!n)
+        return;
     const unsigned long long seq = d->seq;
     volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot_at(v, seq);
-    int n = n_tok * n_pre;
-    if (n > (int)GUILD_EXCHANGE_HINT_MAX)
-        n = (int)GUILD_EXCHANGE_HINT_MAX;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int r = i / n_tok, t = i % n_tok; /* rank-major */
-        const int32_t e = ids[t * n_used + r];
-        h->hint_ids[i] = (int16_t)(e < 0 || e > 32767 ? -1 : e);
-    }
-    if (threadIdx.x == 0) {
-        h->hint_layer = layer;
-        h->n_hint = n;
-    }
+    for (int32_t i = 0; i < n; i++)
+        h->hint_ids[i] = (int16_t)(pick[i] > 32767 ? -1 : pick[i]);
+    h->hint_layer = layer;
+    h->n_hint = n;
     __threadfence_system();
-    __syncwarp();
-    if (threadIdx.x == 0)
-        st_release_sys((unsigned long long *)&h->hint_seq, seq);
+    st_release_sys((unsigned long long *)&h->hint_seq, seq);
 }
 
 static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int64_t n, float *y)
@@ -267,7 +263,7 @@ extern "C" int cuda_xchg_hint(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int
         return -1;
     if (n_tok < 1 || n_pre < 1 || n_pre > n_used)
         return 0;
-    xchg_hint_kernel<<<1, WARP_SIZE, 0, s>>>(*v, d, layer, n_tok, n_used, n_pre, ids);
+    xchg_hint_kernel<<<1, 1, 0, s>>>(*v, d, layer, n_tok, n_used, n_pre, ids);
     return cuda_launch_check("exchange hint", err);
 }
 
