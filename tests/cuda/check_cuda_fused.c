@@ -650,7 +650,15 @@ END_TEST
 static const guild_type_t ep_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_1,
                                         GUILD_TYPE_IQ4_XS};
 #define N_EP_TYPES (int)(sizeof ep_types / sizeof ep_types[0])
-#define N_EP_TOKS 4 /* 1 .. FEW_TOKENS tokens */
+static const int32_t ep_toks[] = {1, 2, 3, 4, 8, 13}; /* a decode step's tokens, several sessions' or a verify's */
+#define N_EP_TOKS (int)(sizeof ep_toks / sizeof ep_toks[0])
+#define EP_TOKS_MAX 13
+/* the rows a warp each test takes */
+static const struct {
+    int32_t rpw;
+    const char *name;
+} ep_variants[] = {{0, "auto rows a warp"}, {1, "1 row a warp"}, {2, "2 rows a warp"}, {4, "4 rows a warp"}};
+#define N_EP_VARIANTS (int)(sizeof ep_variants / sizeof ep_variants[0])
 
 /* n_exp experts of nrows rows of n elements of `type`, quantized from random rows (one matrix, repeated with a
  * row offset per expert): device bytes; *rb the row's bytes. */
@@ -676,12 +684,12 @@ static void *ep_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_e
 }
 
 /* cuda_expert_pairs = cuda_quantize + cuda_expert_route + cuda_expert_matmul (tiles of one pair), gate and up
- * with SiLU and the down product, for 1..4 tokens of 6 slots over 11 experts, skipped slots (-1) and another part's
- * experts (>= n_local) among them, every row count of a warp; rows the products skip keep their bytes. */
+ * with SiLU and the down product, for 1..13 tokens of 6 slots over 11 experts, skipped slots (-1) and another
+ * part's experts (>= n_local) among them, every row count of a warp; rows the products skip keep their bytes. */
 START_TEST(test_expert_pairs)
 {
     const guild_type_t type = ep_types[_i % N_EP_TYPES];
-    const int32_t ntok = 1 + _i / N_EP_TYPES, n_used = 6, n_exp = 11, n_local = 9, P = ntok * n_used;
+    const int32_t ntok = ep_toks[_i / N_EP_TYPES], n_used = 6, n_exp = 11, n_local = 9, P = ntok * n_used;
     const int64_t n = 512, nrows = 264, ldx = n + 8, ldo = nrows + 3, nrd = 100; /* 8 warps of 1, 2, 4 rows */
     const guild_type_t at = quant_type_info(type)->dot_type;
     guild_err_t err = {{0}};
@@ -693,7 +701,7 @@ START_TEST(test_expert_pairs)
     const size_t es = (size_t)nrows * rb;
     float *x = malloc((size_t)ntok * (size_t)ldx * sizeof *x);
     fill(&r, x, (size_t)ntok * (size_t)ldx, 2.0f);
-    int32_t ids[4 * 6];
+    int32_t ids[EP_TOKS_MAX * 6];
     for (int32_t p = 0; p < P; p++)
         ids[p] = p % 5 == 3 ? -1 : (int32_t)(rng_uniform(&r) * n_exp) % n_exp; /* 9, 10: another part's */
     float *dx = upload(x, (size_t)ntok * (size_t)ldx);
@@ -730,9 +738,8 @@ START_TEST(test_expert_pairs)
                   "%s", err.msg);
     CK_CUDA(cudaStreamSynchronize(stream));
     unsigned char *h[2] = {malloc(obytes), malloc(obytes)};
-    static const int32_t rpws[] = {0, 1, 2, 4};
-    for (int ri = 0; ri < 4; ri++) {
-        const int32_t rpw = rpws[ri];
+    for (int vi = 0; vi < N_EP_VARIANTS; vi++) {
+        const int32_t rpw = ep_variants[vi].rpw;
         for (int k = 0; k < 2; k++)
             CK_CUDA(cudaMemset(dgot[k], 0x7e, obytes));
         ck_assert_msg(cuda_expert_pairs(type, n, nrows, dg, du, es, rb, dx, ldx, n_used, dids, n_local, P, dgot[0],
@@ -748,13 +755,14 @@ START_TEST(test_expert_pairs)
             for (int32_t p = 0; p < P; p++)
                 ck_assert_msg(!memcmp(h[0] + (size_t)p * (size_t)ldo * 4, h[1] + (size_t)p * (size_t)ldo * 4,
                                       (size_t)ldo * 4),
-                              "%s, %d tokens, %d rows a warp: %s of pair %d (expert %d) differs from the routed "
-                              "launches'", quant_type_info(type)->name, ntok, rpw, k ? "the down product" : "silu(g) u",
-                              p, ids[p]);
+                              "%s, %d tokens, %s: %s of pair %d (expert %d) differs from the routed launches'",
+                              quant_type_info(type)->name, ntok, ep_variants[vi].name,
+                              k ? "the down product" : "silu(g) u", p, ids[p]);
         }
     }
     printf("expert pairs, %-6s, %d tokens x %d slots: = quantize + route + expert matmul, bit for bit (gate/up with "
-           "SiLU, down; rows a warp: auto, 1, 2, 4)\n", quant_type_info(type)->name, ntok, n_used);
+           "SiLU, down; rows a warp: auto, 1, 2, 4)\n",
+           quant_type_info(type)->name, ntok, n_used);
     for (int k = 0; k < 2; k++) {
         cudaFree(dref[k]);
         cudaFree(dgot[k]);
@@ -776,13 +784,13 @@ START_TEST(test_expert_pairs)
 END_TEST
 
 /* A decode step's routed experts at the Qwen3-30B-A3B shape (128 experts of 768 x 2048, gate and up Q4_K, down
- * Q4_K or Q6_K, 8 pairs): the routed launches (route + quantize, gate/up, quantize, down) against cuda_expert_pairs
- * at each row count of a warp, as graphs of 64 steps over 8 layers' worth of experts (most reads from HBM, as in
- * a step); the time a step, printed (no assertion: a measurement). */
+ * Q4_K or Q6_K, 8 pairs a token, 1 or 4 tokens): the routed launches (route + quantize, gate/up, quantize, down)
+ * against cuda_expert_pairs at each row count of a warp, as graphs of 64 steps over 8 layers'
+ * worth of experts (most reads from HBM, as in a step); the time a step, printed (no assertion: a measurement). */
 START_TEST(test_expert_pairs_time)
 {
-    const guild_type_t dt = _i ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
-    const int32_t n_exp = 128, k = 8, L = 8, steps = 64;
+    const guild_type_t dt = _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
+    const int32_t ntok = _i < 2 ? 1 : 4, n_exp = 128, k = 8 * ntok, L = 8, steps = 64;
     const int64_t E = 2048, F = 768;
     guild_err_t err = {{0}};
     uint64_t rg = 0, rd = 0, ax = 0, ah = 0;
@@ -801,13 +809,13 @@ START_TEST(test_expert_pairs_time)
     CK_CUDA(cudaMemset(dd, 0x11, (size_t)L * n_exp * dm));
     rng_t r;
     rng_seed(&r, 77);
-    float *x = malloc((size_t)E * sizeof *x);
-    fill(&r, x, (size_t)E, 2.0f);
-    int32_t ids[8 * 8];
+    float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
+    fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
+    int32_t ids[8 * 32];
     for (int32_t l = 0; l < L; l++)
-        for (int32_t j = 0; j < k; j++)
-            ids[l * k + j] = (l * 37 + j * 13) % n_exp; /* distinct within a layer */
-    float *dx = upload(x, (size_t)E);
+        for (int32_t j = 0; j < k; j++) /* distinct within a token, tokens apart sharing some */
+            ids[l * k + j] = (l * 37 + (j % 8) * 13 + (j / 8) * 5) % n_exp;
+    float *dx = upload(x, (size_t)ntok * (size_t)E);
     int32_t *dids = dev_bytes(ids, sizeof ids);
     float *dh = NULL, *dy = NULL;
     void *dax = NULL, *dah = NULL;
@@ -815,14 +823,15 @@ START_TEST(test_expert_pairs_time)
     const int32_t mt = cuda_expert_max_tiles(k, n_exp, 1);
     CK_CUDA(cudaMalloc((void **)&dh, (size_t)k * (size_t)F * sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dy, (size_t)k * (size_t)E * sizeof(float)));
-    CK_CUDA(cudaMalloc(&dax, ax));
+    CK_CUDA(cudaMalloc(&dax, (size_t)ntok * ax));
     CK_CUDA(cudaMalloc(&dah, (size_t)k * ah));
     CK_CUDA(cudaMalloc((void **)&dorder, (size_t)k * sizeof(int32_t)));
     CK_CUDA(cudaMalloc((void **)&dtiles, (size_t)mt * 16));
     CK_CUDA(cudaMalloc((void **)&dnt, sizeof(int32_t)));
-    double us[5] = {0};
-    for (int v = 0; v < 5; v++) { /* routed; pairs at auto, 1, 2, 4 rows a warp */
-        const int32_t rpw = v == 1 ? 0 : v == 2 ? 1 : v == 3 ? 2 : 4;
+    enum { NV = N_EP_VARIANTS + 1 }; /* routed; then each variant of cuda_expert_pairs */
+    double us[NV] = {0};
+    for (int v = 0; v < NV; v++) {
+        const int32_t rpw = v ? ep_variants[v - 1].rpw : 0;
         cudaGraph_t g = NULL;
         cudaGraphExec_t ge = NULL;
         CK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -834,8 +843,8 @@ START_TEST(test_expert_pairs_time)
             const char *d0 = dd + (size_t)l * n_exp * dm;
             if (v == 0)
                 rc = cuda_expert_route_quantize(li, k, n_exp, 1, dorder, dtiles, dnt, GUILD_TYPE_Q8_K, dx, E, dax, ax,
-                                                E, 1, stream, &err) < 0 ||
-                             cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dax, ax, k, dorder, dtiles, dnt,
+                                                E, ntok, stream, &err) < 0 ||
+                             cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dax, ax, 8, dorder, dtiles, dnt,
                                                 mt, 1, dh, F, stream, &err) < 0 ||
                              cuda_quantize_rows(GUILD_TYPE_Q8_K, dh, F, dah, ah, F, k, li, 0, INT32_MAX, stream,
                                                 &err) < 0 ||
@@ -844,7 +853,7 @@ START_TEST(test_expert_pairs_time)
                          ? -1
                          : 0;
             else
-                rc = cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dx, E, k, li, n_exp, k, dh, F, rpw, false,
+                rc = cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dx, E, 8, li, n_exp, k, dh, F, rpw, false,
                                        stream, &err) < 0 ||
                              cuda_expert_pairs(dt, F, E, d0, NULL, dm, rd, dh, F, 1, li, n_exp, k, dy, E, rpw, true,
                                                stream, &err) < 0
@@ -871,9 +880,11 @@ START_TEST(test_expert_pairs_time)
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
     }
-    printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, 8 pairs; graphs of 64 "
-           "steps over 8 layers): routed launches %.2f us; pairs auto %.2f, 1 row a warp %.2f, 2 rows %.2f, 4 rows "
-           "%.2f us\n", quant_type_info(dt)->name, us[0], us[1], us[2], us[3], us[4]);
+    printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d pairs; graphs of 64 "
+           "steps over 8 layers): routed launches %.2f us", quant_type_info(dt)->name, k, us[0]);
+    for (int v = 1; v < NV; v++)
+        printf("; %s %.2f", ep_variants[v - 1].name, us[v]);
+    printf(" us\n");
     cudaFree(dg);
     cudaFree(du);
     cudaFree(dd);
@@ -1112,9 +1123,11 @@ int main(void)
     tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RN * CUDA_ROUTER_FUSED_ROWS);
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
-    tcase_add_loop_test(tk, test_expert_pairs_time, 0, 2);
     tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD);
     suite_add_tcase(s, tk);
+    TCase *tt = tcase_create("expert_time"); /* alone: CK_RUN_CASE=expert_time */
+    tcase_add_loop_test(tt, test_expert_pairs_time, 0, 4);
+    suite_add_tcase(s, tt);
     TCase *tb = tcase_create("backend");
     tcase_set_timeout(tb, 120);
     tcase_add_loop_test(tb, test_fused_backend, 0, N_CASES);
