@@ -19,20 +19,8 @@ set -u
 budget=${1:-150}
 t0=$(date +%s)
 C=${C:-$PWD/.carry-attn}
-P=/tmp/guild-attn
-mkdir -p $P && tar -C $P -xJf "$C/c.tar.xz"
-export LD_LIBRARY_PATH=$P/lib
-B=$P/bin
-R=${OUT:-/tmp/guild-out}
-O=/tmp/guild-attn-out
-mkdir -p "$R" "$O"
-commit=$(cat "$P/COMMIT" 2> /dev/null || echo unknown)
-base_commit=$(cat "$P/BASE_COMMIT" 2> /dev/null || echo unknown)
-exec > >(tee -a "$R/attn.log") 2>&1
-. bench/device/lib.sh # say, step
-say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1); $(nproc) CPUs;" \
-    "$(free -g | awk '/Mem:/{print $2}') GiB RAM; commit $commit; baseline $base_commit"
-m=/tmp/q30b.gguf
+. bench/device/ab.sh # ab_*, say, step
+ab_open attn
 say "model: Qwen3-30B-A3B shape, Q4_K_M recipe, --fill pool (in the background, 45 s at most)"
 (timeout -s KILL 45 "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool --threads "$(nproc)" -q -o $m \
     > "$O/mkmodel.log" 2>&1; echo "rc=$? (guild-mkmodel)" >> "$O/mkmodel.log") &
@@ -42,51 +30,19 @@ step 30 "check_cuda_expert_mma, tcase 'stream bits'" sh -c 'CK_RUN_CASE="stream 
     grep -E "^stream timing|^  depth|timing:|FAIL|[0-9]+%: Checks" "$1"; exit $st' \
     "$B/tests/cuda/check_cuda_expert_mma" "$O/check_cuda_expert_mma.log"
 tests="check_cuda_fused check_cuda_backend check_cuda_seq check_cuda_clock check_cuda_kv_long"
-pids=
-for t in $tests; do
-    (timeout -s KILL 35 "$B/tests/cuda/$t" > "$O/$t.log" 2>&1; echo "rc=$? ($t)" >> "$O/$t.log") &
-    pids="$pids $!"
-done
-wait $pids $mpid # these pids only (a bare wait also waits for the log's tee)
+ab_tests 35 $tests
+wait $ab_pids $mpid # these pids only (a bare wait also waits for the log's tee)
 say "$(tail -1 "$O/mkmodel.log")"
-for t in $tests; do
-    say "$t: $(grep -E '^[0-9]+%: Checks' "$O/$t.log" | tail -1) $(tail -1 "$O/$t.log")"
-done
+ab_report $tests
 grep -h "Q/K preparation in the launch\|FAIL\|ERROR" "$O/check_cuda_fused.log" | head -20
-grep -q "^rc=0 " "$O/mkmodel.log" || { tar -czf "$R/attn-files.tar.gz" -C "$O" .; exit 1; }
-prof() { # NAME PROFILER LIMIT FLAGS...
-    name=$1 pr=$2 lim=$3
-    shift 3
-    step "$lim" "guild-cuda-prof $name: $*" sh -c '"$0" "$@" > "'"$O/prof-$name.txt"'" 2>&1; st=$?;
-        sed -n "/^step clock/,\$p" "'"$O/prof-$name.txt"'"; exit $st' \
-        "$pr" -m $m --steps 32 --threads 14 --populate 512 "$@"
-}
-bench() { # NAME BINDIR LIMIT FLAGS...
-    name=$1 dir=$2 lim=$3
-    shift 3
-    step "$lim" "bench run $name: $*" sh -c '"$0" "$@" > "'"$O/$name.out"'" 2>&1; st=$?;
-        grep -i "decode" "'"$O/$name.out"'" | tail -5; exit $st' \
-        "$dir/guild" bench run -m $m --populate 512 --gen 64 --runs 3 --json "$O/$name.json" "$@"
-}
-for i in $(seq 1 40); do printf 'one two three four five, '; done > /tmp/rep.txt
-greedy() { # NAME BINDIR LIMIT
-    name=$1 dir=$2 lim=$3
-    step "$lim" "guild run $name" sh -c '"$0" "$@" > /dev/null 2> "'"$O/$name.log"'"; st=$?;
-        grep "decode:\|prefill:" "'"$O/$name.log"'"; exit $st' \
-        "$dir/guild" run -m $m -f /tmp/rep.txt -n 64 --temp 0 --ignore-eos --threads 14 --ctx 1024 \
-        --backend cuda --single-process --ids-out "$O/$name.ids"
-}
-prof phases-new "$B/bench/guild-cuda-prof" 17 --no-trace --phases
-bench allgpu-new "$B" 27 --single-process --commit "$commit"
-bench allgpu-base "$P/base" 27 --single-process --commit "$base_commit"
-greedy ids-new "$B" 14
-greedy ids-base "$P/base" 14
-[ -s "$O/ids-new.ids" ] && [ -s "$O/ids-base.ids" ] &&
-    { cmp -s "$O/ids-new.ids" "$O/ids-base.ids" && say "greedy ids: new = base" || say "greedy ids DIFFER"; }
+grep -q "^rc=0 " "$O/mkmodel.log" || { ab_close attn; exit 1; }
+ab_prof phases-new "$B/bench/guild-cuda-prof" 17 --no-trace --phases
+ab_bench allgpu-new "$B" 27 --single-process --commit "$commit"
+ab_bench allgpu-base "$P/base" 27 --single-process --commit "$base_commit"
+ab_greedy ids-new "$B" 14
+ab_greedy ids-base "$P/base" 14
+ab_same ids-new "$O/ids-base.ids" "new, base"
 # session 27's ids of the same prompt and model (fuse2: its build and 72d583c gave these), where carried
-[ -s "$O/ids-new.ids" ] && [ -s "$C/ids-s27.ids" ] &&
-    { cmp -s "$O/ids-new.ids" "$C/ids-s27.ids" && say "greedy ids: new = session 27's" ||
-        say "greedy ids DIFFER from session 27's"; }
-prof phases-base "$P/base/guild-cuda-prof" 17 --no-trace --phases
-tar -czf "$R/attn-files.tar.gz" -C "$O" .
-say done
+ab_same ids-new "$C/ids-s27.ids" "new, session 27's"
+ab_prof phases-base "$P/base/guild-cuda-prof" 17 --no-trace --phases
+ab_close attn
