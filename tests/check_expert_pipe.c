@@ -230,11 +230,17 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
             got[i] = -12345.0f;
         ck_assert_int_gt(experts_pack(&x), 0);
     }
-    for (int rep = 0; rep < 3; rep++) { /* again, on scratch already grown; then some experts first (as after a
-                                          * prefetch hint, duplicates and bad ids among them): the same bits */
-        const int32_t first[] = {NE - 1, 2, NE - 1, -1, 99, 0};
+    for (int rep = 0; rep < 4; rep++) { /* again, on scratch already grown; then some experts first (as after a
+                                          * prefetch hint, duplicates and bad ids among them), then every expert
+                                          * (each one's gate/up and down rows in the threads' slices, no claims
+                                          * left): the same bits */
+        const int32_t first[] = {NE - 1, 2, NE - 1, -1, 99, 0}, all[] = {3, 1, 5, 0, 2, 4};
         if (rep == 2)
             expert_pipe_prefer(p, 6, first);
+        if (rep == 3)
+            expert_pipe_prefer(p, NE, all);
+        for (size_t i = 0; i < ny; i++) /* every row written again by this run */
+            got[i] = -12345.0f;
         int64_t n = expert_pipe_run(p, 1, T, in, ids, got, &err);
         ck_assert_msg(n >= 0, "%s", err.msg);
         ck_assert_msg(!memcmp(want, got, ny * sizeof *got),

@@ -55,6 +55,7 @@ struct expert_pipe {
     _Atomic int32_t x_next; /* next token to quantize */
     _Atomic uint64_t cursor; /* next work: segment << 32 | first row */
     int32_t n_pinned;        /* the run's first experts (preferred) whose gate/up rows go in slices by thread */
+    int32_t n_pinned_down;   /* the first of those whose down rows go in slices too (claims skip their segments) */
     _Atomic int32_t *slice_taken; /* [pool threads] slice k of those rows started by a task (1) */
 };
 
@@ -361,11 +362,18 @@ static bool claim(run_job_t *j, int64_t *seg, int64_t *r0, int64_t *nr)
 {
     expert_pipe_t *p = j->p;
     const int64_t n_seg = 2 * (int64_t)j->n_used_experts;
+    const int64_t pd_lo = j->n_used_experts, pd_hi = pd_lo + p->n_pinned_down; /* the slices' down segments */
     uint64_t c = atomic_load_explicit(&p->cursor, memory_order_relaxed);
     for (;;) {
         const int64_t s = (int64_t)(c >> 32), r = (int64_t)(c & 0xffffffffu);
         if (s >= n_seg)
             return false;
+        if (s >= pd_lo && s < pd_hi) { /* computed in slices (pinned_down): the claims go on after them */
+            if (atomic_compare_exchange_weak_explicit(&p->cursor, &c, (uint64_t)pd_hi << 32, memory_order_relaxed,
+                                                      memory_order_relaxed))
+                c = (uint64_t)pd_hi << 32;
+            continue;
+        }
         const int64_t rows = seg_rows(j, s), left = rows - r;
         const int64_t max = s < j->n_used_experts ? j->gu_max : j->down_max;
         int64_t take = max;
@@ -400,6 +408,28 @@ static void pinned_slice(run_job_t *j, int k, int thread)
     }
 }
 
+/* Slice k of the down rows of pinned expert i: the rows thread k prefetched (expert_prefetch slices every matrix
+ * alike), from its own core's cache rather than another's. */
+static void pinned_down_slice(run_job_t *j, int32_t i, int k, int thread)
+{
+    int64_t r0, nr;
+    expert_pipe_slice(j->p->src.n_embd, j->n_threads, k, &r0, &nr);
+    for (int64_t r = r0; r < r0 + nr; r += j->down_max) /* the per-thread buffer's size */
+        down(j, i, r, r0 + nr - r < j->down_max ? r0 + nr - r : j->down_max, thread);
+}
+
+/* The pinned experts' down slices k whose hidden vectors are ready now (bit i of *left set: still to do), or,
+ * with `wait`, all the others (the tasks of the other slices finish their gate/up rows before anything else, so
+ * the wait ends). */
+static void pinned_down(run_job_t *j, int k, int thread, uint64_t *left, bool wait)
+{
+    for (int32_t i = 0; i < j->p->n_pinned_down; i++)
+        if ((*left >> i & 1) && (wait || atomic_load_explicit(&j->p->state[i].ready, memory_order_acquire))) {
+            pinned_down_slice(j, i, k, thread);
+            *left &= ~(1ull << i);
+        }
+}
+
 /* One per thread: quantize tokens while some are left; with pinned experts, its own slice of their gate/up rows
  * (that of the thread whose cache holds them; another's when a thread ran two tasks and left one untaken); then
  * claim and compute rows until none are left. */
@@ -414,8 +444,10 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
             break;
         quantize_x(j, t);
     }
+    int k = j->n_threads;
+    uint64_t left = 0; /* pinned experts whose down slice k is still to do */
     if (p->n_pinned) {
-        int k = thread;
+        k = thread;
         int32_t no = 0;
         if (!atomic_compare_exchange_strong(&p->slice_taken[k], &no, 1))
             for (k = 0; k < j->n_threads; k++) {
@@ -423,8 +455,11 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
                 if (atomic_compare_exchange_strong(&p->slice_taken[k], &no, 1))
                     break;
             }
-        if (k < j->n_threads)
+        if (k < j->n_threads) {
             pinned_slice(j, k, thread);
+            left = p->n_pinned_down == 64 ? ~0ull : (1ull << p->n_pinned_down) - 1;
+            pinned_down(j, k, thread, &left, false);
+        }
     }
     int64_t seg, r0, nr;
     while (claim(j, &seg, &r0, &nr)) {
@@ -432,7 +467,11 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
             gate_up(j, (int32_t)seg, r0, nr, thread);
         else
             down(j, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
+        if (left) /* the pinned experts' down slices as soon as their hidden vectors are in */
+            pinned_down(j, k, thread, &left, false);
     }
+    if (left)
+        pinned_down(j, k, thread, &left, true);
 }
 
 void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids)
@@ -554,6 +593,8 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
     /* the pinned experts' gate/up segments are the slices' (pipe_worker); claims start after them */
     if (p->n_pinned && p->src.n_ff % 16 && j.n_threads > 1)
         p->n_pinned = 0; /* rows not in 16-row groups: no slices, claims as usual */
+    /* their down rows in slices too (up to 64: a task's mask), where those rows come in 16-row groups */
+    p->n_pinned_down = p->src.n_embd % 16 && j.n_threads > 1 ? 0 : p->n_pinned < 64 ? p->n_pinned : 64;
     for (int k = 0; k < j.n_threads; k++)
         atomic_store_explicit(&p->slice_taken[k], 0, memory_order_relaxed);
     atomic_store_explicit(&p->cursor, (uint64_t)p->n_pinned << 32, memory_order_relaxed);

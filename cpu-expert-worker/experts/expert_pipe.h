@@ -69,7 +69,9 @@ int expert_pipe_warm(expert_pipe_t *p, int32_t n_tokens, guild_type_t gate_type,
  * ascending (the default order), and their gate and up rows in fixed slices, pool thread k taking slice k
  * (expert_pipe_slice of the pool's thread count) before it claims any other work: the rows whose bytes thread k
  * prefetched into its own core's cache (expert_prefetch.h) are computed by thread k, before the rest of the
- * layer's stream can evict them. Speed only: the bits do not depend on the order or the slices. */
+ * layer's stream can evict them. Their down rows too (up to 64 such experts): thread k computes slice k of an
+ * expert's down rows once its hidden vectors are in (between its claims, or after them), never another core.
+ * Speed only: the bits do not depend on the order or the slices. */
 void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids);
 
 /* Slice i of n of a matrix of `rows` rows (a multiple of 16, the packed kernels' row group, or any count when n is

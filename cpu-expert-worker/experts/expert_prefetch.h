@@ -5,10 +5,10 @@
  * expert_prefetch_run takes the experts in the order given (the dense side's ranking: the likeliest first), each
  * one's gate, up and down matrices split into slices of rows, one per pool thread, so that every thread streams a
  * slice of every expert with its own memory parallelism into its own core's cache: thread k's slice of gate and up
- * is what thread k computes first when the exchange comes (expert_pipe_prefer, expert_pipe_slice); it issues
- * cache-line prefetches chunk by chunk and asks stop() between chunks, returning as soon as stop() is true (the
- * real exchange has arrived: the computation starts at once, the rest of the prefetch is abandoned). Only caches
- * change: results never depend on it.
+ * is what thread k computes first when the exchange comes, and its slice of down the rows of that expert's down
+ * matrix it computes (expert_pipe_prefer, expert_pipe_slice); it issues cache-line prefetches chunk by chunk and
+ * asks stop() between chunks, returning as soon as stop() is true (the real exchange has arrived: the computation
+ * starts at once, the rest of the prefetch is abandoned). Only caches change: results never depend on it.
  */
 #ifndef GUILD_CPU_EXPERT_WORKER_EXPERT_PREFETCH_H
 #define GUILD_CPU_EXPERT_WORKER_EXPERT_PREFETCH_H
