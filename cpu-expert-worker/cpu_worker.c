@@ -577,8 +577,13 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         goto out;
     }
     *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
+    /* a node's shared workers prefetch from every expert the node holds (their hint shares: prefetch_hinted), not
+     * the last plan's, which is another layer's */
+    expert_pipe_src_t pf_src = src;
+    if (w->share)
+        expert_share_src_held(&pf_src, w->share);
     if (warm(w, xr, size, (int32_t)xs->max_tokens, err) < 0 ||
-        (xs->n_prefetch && expert_prefetch_new(&w->prefetch, &src, w->pool, err) < 0))
+        (xs->n_prefetch && expert_prefetch_new(&w->prefetch, &pf_src, w->pool, err) < 0))
         goto out;
     rc = 0;
 out:
@@ -675,6 +680,13 @@ static bool next_published(void *ctx)
 static void prefetch_hinted(cpu_worker_t *w, uint64_t seq, int32_t layer, int32_t n, const int32_t *ids,
                             actor_stats_t *st)
 {
+    int32_t mine[GUILD_EXCHANGE_HINT_MAX];
+    if (w->share) { /* a node's workers split each exchange: this one's share of the hint */
+        n = expert_share_hinted(w->share, layer, n, ids, mine);
+        ids = mine;
+        if (!n)
+            return;
+    }
     w->hint_layer = layer;
     w->n_hint = n;
     memcpy(w->hint_ids, ids, (size_t)n * sizeof *ids);

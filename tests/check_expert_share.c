@@ -240,6 +240,87 @@ START_TEST(test_members_same_bits)
 }
 END_TEST
 
+/* A prefetch hint's shares (expert_share_hinted): for 1-4 members over the held experts (every third not held), a
+ * hint of another layer than the last plan's, with duplicates, ids out of range and skipped slots: each member's
+ * share keeps the hint's order, names each expert once, only held ones; the shares are disjoint and cover the
+ * held hinted experts; each is the split expert_share_split gives those experts; the last plan is unchanged
+ * (expert_share_src still gives its layer's experts only), and expert_share_src_held gives every held expert. */
+START_TEST(test_hint_shares)
+{
+    void *img;
+    model_t *m = tiny_open(GUILD_TYPE_Q4_K, &img);
+    const model_config_t *c = model_config(m);
+    const int32_t NE = c->n_expert, K = c->n_expert_used;
+    ck_assert_int_ge(c->n_layer, 2);
+    ck_assert_int_le(NE, 64);
+    expert_shard_t *shard = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(expert_shard_new(&shard, m, NULL, &err), 0);
+    const int32_t hint[] = {5, 9, -1, 5, 2, 99, 14, 7, 1, 12, 0, 3};
+    const int32_t nh = (int32_t)(sizeof hint / sizeof hint[0]);
+    int32_t plan_ids[4] = {0, 4, 8, 12};
+    ck_assert_int_eq(K, 4);
+    for (int members = 1; members <= 4; members++) {
+        int covered[64] = {0}, planned = 0;
+        for (int r = 0; r < members; r++) {
+            expert_share_t *s = NULL;
+            ck_assert_int_eq(expert_share_new(&s, c, members, r, &err), 0);
+            for (int32_t il = 0; il < c->n_layer; il++)
+                for (int32_t e = 0; e < NE; e++)
+                    if (e % 3 != 1)
+                        ck_assert_int_eq(expert_share_add(s, il, e, expert_shard_get(shard, il, e), &err), 0);
+            expert_share_plan(s, 0, 1, plan_ids); /* the exchange just computed: layer 0 */
+            int32_t mine[16];
+            const int32_t n = expert_share_hinted(s, 1, nh, hint, mine);
+            ck_assert_int_le(n, nh);
+            /* the split of the held hinted experts, one pair each occurrence */
+            int32_t count[64] = {0}, member[64];
+            for (int32_t i = 0; i < nh; i++)
+                if (hint[i] >= 0 && hint[i] < NE && hint[i] % 3 != 1)
+                    count[hint[i]]++;
+            expert_share_split(count, NE, members, member, NULL);
+            int32_t want[16], nw = 0;
+            for (int32_t i = 0; i < nh; i++) {
+                const int32_t e = hint[i];
+                bool seen = false;
+                for (int32_t j = 0; j < nw && !seen; j++)
+                    seen = want[j] == e;
+                if (e >= 0 && e < NE && count[e] && member[e] == r && !seen)
+                    want[nw++] = e;
+            }
+            ck_assert_int_eq(n, nw);
+            for (int32_t i = 0; i < n; i++) {
+                ck_assert_int_eq(mine[i], want[i]);
+                covered[mine[i]]++;
+            }
+            ck_assert_int_eq(expert_share_hinted(s, 7, nh, hint, mine), 0); /* no such layer */
+            /* the plan of layer 0 stands; every held expert of layer 1 through the held source */
+            expert_pipe_src_t src, all;
+            expert_share_src(&src, s);
+            expert_share_src_held(&all, s);
+            for (int32_t e = 0; e < NE; e++) {
+                ck_assert_ptr_null(src.get(src.ctx, 1, e));
+                ck_assert(!all.get(all.ctx, 1, e) == (e % 3 == 1));
+            }
+            for (int32_t e = 0; e < NE; e++)
+                planned += src.get(src.ctx, 0, e) != NULL;
+            expert_share_destroy(&s);
+        }
+        ck_assert_int_eq(planned, 3); /* the plan's held experts 0, 8 and 12 (4 % 3 == 1: not held), once */
+        for (int32_t e = 0; e < NE; e++) {
+            bool hinted = false;
+            for (int32_t i = 0; i < nh; i++)
+                hinted |= hint[i] == e;
+            ck_assert_msg(covered[e] == (hinted && e % 3 != 1), "%d members: expert %d in %d shares", members, e,
+                          covered[e]);
+        }
+    }
+    expert_shard_destroy(&shard);
+    model_destroy(&m);
+    free(img);
+}
+END_TEST
+
 START_TEST(test_share_errors)
 {
     void *img;
@@ -278,6 +359,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_members_same_bits);
     tcase_add_test(tc, test_share_errors);
+    tcase_add_test(tc, test_hint_shares);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

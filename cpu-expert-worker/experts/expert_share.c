@@ -12,6 +12,7 @@ struct expert_share {
     int32_t *pairs;      /* [n_expert] the last plan's pairs per held expert */
     int32_t *member;     /* [n_expert] and their members */
     int32_t *order;      /* [n_expert] scratch of expert_share_split */
+    int32_t *h_pairs, *h_member; /* [n_expert] a prefetch hint's split (expert_share_hinted): not the plan's */
 };
 
 /* Insertion sort of the experts with pairs by cost descending, then id ascending (a total order: the same on
@@ -67,7 +68,8 @@ int expert_share_new(expert_share_t **out, const model_config_t *cfg, int n_memb
     expert_share_t *s = calloc(1, sizeof *s);
     const size_t n = (size_t)cfg->n_layer * (size_t)cfg->n_expert, ne = (size_t)(cfg->n_expert > 0 ? cfg->n_expert : 1);
     if (!s || !(s->mats = calloc(n ? n : 1, sizeof *s->mats)) || !(s->pairs = calloc(ne, sizeof *s->pairs)) ||
-        !(s->member = calloc(ne, sizeof *s->member)) || !(s->order = calloc(ne, sizeof *s->order))) {
+        !(s->member = calloc(ne, sizeof *s->member)) || !(s->order = calloc(ne, sizeof *s->order)) ||
+        !(s->h_pairs = calloc(ne, sizeof *s->h_pairs)) || !(s->h_member = calloc(ne, sizeof *s->h_member))) {
         expert_share_destroy(&s);
         return guild_err_set(err, "expert share: out of memory");
     }
@@ -88,6 +90,8 @@ void expert_share_destroy(expert_share_t **sp)
     free(s->pairs);
     free(s->member);
     free(s->order);
+    free(s->h_pairs);
+    free(s->h_member);
     free(s);
     *sp = NULL;
 }
@@ -152,4 +156,45 @@ void expert_share_src(expert_pipe_src_t *src, const expert_share_t *s)
         .ctx = s,
         .act = model_expert_act_of(c),
     };
+}
+
+int32_t expert_share_hinted(expert_share_t *s, int32_t layer, int32_t n, const int32_t *ids, int32_t *out)
+{
+    const int32_t E = s->cfg->n_expert;
+    if (layer < 0 || layer >= s->cfg->n_layer)
+        return 0;
+    const expert_mats_t *held = &s->mats[(size_t)layer * (size_t)E];
+    memset(s->h_pairs, 0, (size_t)E * sizeof *s->h_pairs);
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < E && held[ids[i]].gate)
+            s->h_pairs[ids[i]]++;
+    int64_t load[256], *l = s->n_members <= 256 ? load : malloc((size_t)s->n_members * sizeof *l);
+    GUILD_ASSERT(l);
+    split_into(s->h_pairs, E, s->n_members, s->h_member, l, s->order);
+    if (l != load)
+        free(l);
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t e = ids[i];
+        if (e < 0 || e >= E || s->h_member[e] != s->rank)
+            continue;
+        s->h_member[e] = -1; /* once */
+        out[k++] = e;
+    }
+    return k;
+}
+
+static const expert_mats_t *held_get(const void *ctx, int32_t layer, int32_t expert)
+{
+    const expert_share_t *s = ctx;
+    if (layer < 0 || layer >= s->cfg->n_layer || expert < 0 || expert >= s->cfg->n_expert)
+        return NULL;
+    const expert_mats_t *m = &s->mats[(size_t)layer * (size_t)s->cfg->n_expert + (size_t)expert];
+    return m->gate ? m : NULL;
+}
+
+void expert_share_src_held(expert_pipe_src_t *src, const expert_share_t *s)
+{
+    expert_share_src(src, s);
+    src->get = held_get;
 }

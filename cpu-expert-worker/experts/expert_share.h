@@ -52,4 +52,15 @@ int64_t expert_share_plan(expert_share_t *s, int32_t layer, int32_t n_tokens, co
 /* The experts as an expert pipeline's source: (layer, expert) is given for the experts of the last plan only. */
 void expert_share_src(expert_pipe_src_t *src, const expert_share_t *s);
 
+/* A prefetch hint's share (expert_prefetch.h): of the predicted experts ids[0..n) of `layer` (the likeliest first;
+ * ids < 0, out of range or not held are left out), those this member would compute if the exchange routed exactly
+ * them, one pair each occurrence (expert_share_split's rule), in the hint's order, each once, into out (n
+ * entries); returns their count. The members' shares of one hint are disjoint and cover the held experts, so the
+ * node's workers pull each predicted expert into their caches once, each the experts it likely computes (not all
+ * of them each, nor none). Leaves the last plan as it was. */
+int32_t expert_share_hinted(expert_share_t *s, int32_t layer, int32_t n, const int32_t *ids, int32_t *out);
+
+/* Every expert the group holds as a source, whatever the last plan (a prefetch of the next exchange's layer). */
+void expert_share_src_held(expert_pipe_src_t *src, const expert_share_t *s);
+
 #endif
