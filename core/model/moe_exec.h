@@ -103,7 +103,8 @@ typedef struct moe_exec_ops {
      * order: the first hint_experts of each row travel with the batch (ipc/exchange.h, guild_exchange_hint), for
      * the CPU workers to prefetch while they wait. An executor that computes some experts itself (resident on a
      * device) passes on only the others: ids < 0 are skipped (guild_exchange_hint_pick), a layer it computes
-     * whole gets no hint. Never changes a result. */
+     * whole gets no hint. Never changes a result. A device executor may enqueue its own products of the exchange
+     * in flight after the hint (then, when no hint comes, at collect). */
     int32_t (*hint_experts)(const moe_exec_t *e);
     int (*hint)(moe_exec_t *e, int32_t layer, int32_t n_tokens, const int32_t *ids, void *queue, guild_err_t *err);
     /* Optional: false when a hint for `layer` given now would name no expert or travel with no exchange (the

@@ -1244,6 +1244,18 @@ START_TEST(test_gpu_hints)
     ck_assert(cudaMemcpy(dids, ids, (size_t)P * sizeof *dids, cudaMemcpyHostToDevice) == cudaSuccess);
     ck_assert(cudaMemcpy(dpred, pred, (size_t)P * sizeof *dpred, cudaMemcpyHostToDevice) == cudaSuccess);
     ck_assert(cudaStreamCreate(&st) == cudaSuccess);
+    /* each layer's experts with no hint first: a split layer's device products, left by its submit for after a
+     * hint, come at collect then; the same bits as with the hint below */
+    const size_t ny = (size_t)P * E;
+    float *y0 = malloc(NL * ny * sizeof *y0), *y1 = malloc(ny * sizeof *y1);
+    for (int32_t il = 0; il < NL; il++) {
+        const float *y = NULL;
+        ck_assert_msg(moe_exec_submit(g, il, T, dx, dids, st, &err) == 0, "%s", err.msg);
+        ck_assert_msg(moe_exec_collect(g, &y, st, &err) == 0, "%s", err.msg);
+        ck_assert(cudaMemcpyAsync(y0 + il * ny, y, ny * sizeof *y0, cudaMemcpyDeviceToHost, st) == cudaSuccess);
+        ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
+    }
+    ck_assert_int_eq(rec.calls, 0);
     for (int32_t il = 0; il < NL; il++) {
         const int32_t next = (il + 1) % NL;
         /* passed on: after layers 0 (all on the CPU side) and 3 (split), for layers 1 (split) and 0 (none resident) */
@@ -1255,7 +1267,9 @@ START_TEST(test_gpu_hints)
                       !passes);
         ck_assert_msg(moe_exec_hint(g, next, T, dpred, st, &err) == 0, "%s", err.msg);
         ck_assert_msg(moe_exec_collect(g, &y, st, &err) == 0, "%s", err.msg);
+        ck_assert(cudaMemcpyAsync(y1, y, ny * sizeof *y1, cudaMemcpyDeviceToHost, st) == cudaSuccess);
         ck_assert(cudaStreamSynchronize(st) == cudaSuccess);
+        ck_assert_msg(!memcmp(y0 + il * ny, y1, ny * sizeof *y1), "layer %d: the experts' rows differ with a hint", il);
         ck_assert_int_eq(rec.calls, calls + passes);
         if (!passes)
             continue;
@@ -1264,7 +1278,10 @@ START_TEST(test_gpu_hints)
             ck_assert_msg(rec.ids[p] == (next % 2 && hot[pred[p]] ? -1 : pred[p]), "layer %d pair %d: %d for %d",
                           next, p, rec.ids[p], pred[p]);
     }
-    printf("gpu executor hints: masked for the device's experts, none for a layer the device holds whole\n");
+    printf("gpu executor hints: masked for the device's experts, none for a layer the device holds whole; the "
+           "experts' rows the same bits with and without a hint\n");
+    free(y0);
+    free(y1);
     free(x);
     cudaFree(dx);
     cudaFree(dids);

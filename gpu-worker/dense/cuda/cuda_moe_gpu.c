@@ -110,6 +110,11 @@ typedef struct moe_gpu {
     /* the exchange in flight */
     int32_t layer, n;
     bool dev, cpu;             /* computed (partly) here; has a CPU part to collect and merge */
+    /* its device products not enqueued yet (a split layer of a pass that streams nothing): they follow the
+     * prefetch hint (gpu_hint), or collect enqueues them when no hint came (run_pending) */
+    bool pending;
+    const float *pend_x;
+    const int32_t *pend_ids;
 
     /* the pass (step_begin to step_end): planned at its first batch of more than FEW_TOKENS tokens */
     bool pass_open, pass_planned, pass_stream;
@@ -601,6 +606,7 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
         m->pass_planned = false;
     }
     m->last_layer = layer;
+    m->pending = false; /* a failed step's, never enqueued */
     if (!m->pass_planned && pass_plan(m, n, s, err) < 0)
         return guild_err_prefix(err, "layer %d: ", layer);
     if (m->pass_stream && m->pass_open && m->n_collected >= LAG &&
@@ -638,8 +644,27 @@ static int gpu_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x
             (L->cpu_timed && cuda_check(cudaEventRecord(L->ev[EV_POSTED], s), "timing event", err) < 0))
             return -1;
     }
+    if (m->cpu && m->d_hint && !streamed) {
+        /* a prefetch hint for the next layer may come before collect: the CPU workers get it before the device's
+         * products here are enqueued, not after them (they run while the CPU side computes, either way) */
+        m->pending = true;
+        m->pend_x = x;
+        m->pend_ids = ids;
+        return 0;
+    }
     if (run_device(m, layer, n, x, ids, streamed, s, err) < 0)
         return guild_err_prefix(err, "layer %d: device experts: ", layer);
+    return 0;
+}
+
+/* The device products that gpu_submit left for after the hint, enqueued now (none left: nothing). */
+static int run_pending(moe_gpu_t *m, cudaStream_t s, guild_err_t *err)
+{
+    if (!m->pending)
+        return 0;
+    m->pending = false;
+    if (run_device(m, m->layer, m->n, m->pend_x, m->pend_ids, false, s, err) < 0)
+        return guild_err_prefix(err, "layer %d: device experts: ", m->layer);
     return 0;
 }
 
@@ -664,11 +689,9 @@ static bool gpu_hint_wanted(const moe_exec_t *base, int32_t layer)
 /* The hint passed to the fallback, whose CPU workers it is for, naming only the experts they will compute: the
  * ids of those this pass computes on the device masked (skip slots: cuda_expert_ids_map's CPU side); nothing when
  * gpu_hint_wanted says so. At most GUILD_EXCHANGE_HINT_MAX rows (the most a hint's room takes one id of). */
-static int gpu_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+static int gpu_hint_pass(moe_gpu_t *m, int32_t layer, int32_t n, const int32_t *ids, cudaStream_t s, guild_err_t *err)
 {
-    moe_gpu_t *m = (moe_gpu_t *)base;
-    cudaStream_t s = queue;
-    if (n < 1 || !gpu_hint_wanted(base, layer))
+    if (n < 1 || !gpu_hint_wanted(&m->base, layer))
         return 0;
     const gpu_layer_t *L = &m->layers[layer];
     const bool streamed = m->pass_stream && L->n_streamed > 0;
@@ -680,6 +703,14 @@ static int gpu_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *i
                                err) < 0
                ? -1
                : moe_exec_hint(m->fallback, layer, n, m->d_hint, s, err);
+}
+
+/* ... then the device's products of the exchange in flight, which its submit left for after the hint. */
+static int gpu_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
+{
+    moe_gpu_t *m = (moe_gpu_t *)base;
+    cudaStream_t s = queue;
+    return gpu_hint_pass(m, layer, n, ids, s, err) < 0 ? -1 : run_pending(m, s, err);
 }
 
 static int lag_mark(moe_gpu_t *m, cudaStream_t s, guild_err_t *err)
@@ -718,6 +749,8 @@ static int gpu_collect(moe_exec_t *base, const float **y, void *queue, guild_err
 {
     moe_gpu_t *m = (moe_gpu_t *)base;
     cudaStream_t s = queue;
+    if (run_pending(m, s, err) < 0) /* no hint came between submit and collect */
+        return -1;
     const int rc = gpu_collect_layer(m, y, s, err);
     return rc < 0 ? rc : lag_mark(m, s, err);
 }

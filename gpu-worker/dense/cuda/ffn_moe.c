@@ -6,12 +6,13 @@
 #include "gpu-worker/dense/cuda/cuda_step_clock.h" /* the marks */
 
 /* The prefetch hint for layer il + 1, enqueued after layer il's experts are submitted (the CPU workers compute
- * them meanwhile: off the dense side's path): layer il + 1's router applied to x, the residual stream that
- * entered layer il's FFN, normed with layer il + 1's ffn_norm ("pre-gating", bench/route_predict.h), its top
- * n_expert_used by the router's own kernels (cuda_rmsnorm, cuda_router_fused: a prediction, not a result; it only
- * moves bytes into the CPU workers' caches). Decode rows only (CUDA_ROUTER_FUSED_ROWS); a next layer that is not a
- * softmax-routed MoE with F32 router weights, or that the executor does not want a hint for (its experts all on
- * the device, or no exchange to carry it: moe_exec_hint_wanted), gets none. */
+ * them meanwhile: off the dense side's path; the "gpu" executor enqueues its resident experts' products after
+ * the hint, so that it reaches the CPU workers before them): layer il + 1's router applied to x, the residual
+ * stream that entered layer il's FFN, normed with layer il + 1's ffn_norm ("pre-gating", bench/route_predict.h),
+ * its top n_expert_used by the router's own kernels (cuda_rmsnorm, cuda_router_fused: a prediction, not a result;
+ * it only moves bytes into the CPU workers' caches). Decode rows only (CUDA_ROUTER_FUSED_ROWS); a next layer that
+ * is not a softmax-routed MoE with F32 router weights, or that the executor does not want a hint for (its experts
+ * all on the device, or no exchange to carry it: moe_exec_hint_wanted), gets none. */
 static int hint_next(cuda_backend_t *b, moe_exec_t *ex, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
