@@ -15,6 +15,11 @@
  * output head (151936 rows), 7..2048 tokens (many rows from CUDA_MATMUL_MMA_WIDE_TOK on cuda_matmul's mma path),
  * memcmp from poisoned outputs; and their timing (q4_K 4096 x 4096,
  * 4096 x 2048, 2048 x 4096, q6_K 151936 x 2048, q4_K 8192 x 4096 at 4..4096 tokens) with the crossover printed.
+ * A decode step's batches ("few bits"): the few-token kernel (cuda_matmul_few) and every other path against the dp4a
+ * kernel and against one-token launches at 2, 3, 4, 8, 13, 16, 17 and 31 tokens (Q4_K, Q6_K, Q8_0, Q5_K, IQ4_XS;
+ * K of 1 to 16 blocks, partial row tiles, rows padded and not), and Q/K/V launches (cuda_matmul_multi_types: one
+ * type, Q4_K/Q5_K with Q6_K) at 1 .. 16 tokens against one-token launches; "few timing": Qwen3-30B-A3B's dense
+ * products and its Q/K/V launch at 1, 2, 4, 8 and 16 tokens, the dp4a kernel against cuda_matmul.
  * Needs a CUDA device of compute capability 8.0 or more: without one the program prints why and exits 77. */
 #include <check.h>
 #include <math.h>
@@ -540,6 +545,7 @@ typedef struct {
     guild_type_t type;
     int64_t n, nrows, ldo;
     int32_t ntok;
+    int32_t few_tile, few_kw; /* cuda_matmul_few's blocks (0: cuda_matmul's choice) */
     size_t rs, as;
     char *w, *act, *hw, *hact; /* device, host copies */
     float *out;
@@ -590,9 +596,12 @@ static void dense_fini(dense_t *D)
     free(D->hact);
 }
 
-/* Path k into D->out: 0 cuda_matmul_dp4a, 1 cuda_matmul_mma in blocks of 128 rows, 2 of 64 rows, 3 cuda_matmul. */
-#define N_DENSE_PATHS 4
-static const char *const dense_path_name[N_DENSE_PATHS] = {"dp4a", "mma128", "mma64", "cuda_matmul"};
+/* Path k into D->out: 0 cuda_matmul_dp4a, 1 cuda_matmul_mma in blocks of 128 rows, 2 of 64 rows, 3 cuda_matmul,
+ * 4 cuda_matmul_few (the few-token kernel), 5 the dp4a kernel one token a launch (what a session's token gets
+ * alone: batch invariance). */
+#define N_DENSE_PATHS 6
+#define DENSE_TIMED_PATHS 5 /* the one-token launches are not timed */
+static const char *const dense_path_name[N_DENSE_PATHS] = {"dp4a", "mma128", "mma64", "cuda_matmul", "few", "tok1"};
 
 static void dense_run(dense_t *D, int k)
 {
@@ -604,8 +613,15 @@ static void dense_run(dense_t *D, int k)
     else if (k < 3)
         rc = cuda_matmul_mma(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo,
                              k == 1 ? 128 : 64, stream, &err);
-    else
+    else if (k == 3)
         rc = cuda_matmul(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo, stream, &err);
+    else if (k == 4)
+        rc = cuda_matmul_few(D->type, D->n, D->nrows, D->ntok, D->w, D->rs, D->act, D->as, D->out, D->ldo,
+                             D->few_tile, D->few_kw, stream, &err);
+    else
+        for (int32_t t = rc = 0; t < D->ntok && rc == 0; t++)
+            rc = cuda_matmul_dp4a(D->type, D->n, D->nrows, 1, D->w, D->rs, D->act + (size_t)t * D->as, D->as,
+                                  D->out + (size_t)t * (size_t)D->ldo, D->ldo, stream, &err);
     ck_assert_msg(rc == 0, "%s: %s", dense_path_name[k], err.msg);
 }
 
@@ -710,8 +726,11 @@ static void dense_bits_run(const dense_case_t *C, uint64_t seed, bool plain)
     if (C->ntok >= 1024)
         ck_assert_msg(st == staged_type(C->type), "%s: the staged kernel %s it", what, st ? "takes" : "does not take");
     const long bad = dense_compare(&D, N_DENSE_PATHS, what);
-    printf("%s: %s mma128, mma64 and cuda_matmul (%s%s) vs dp4a: %ld outputs differ\n", bad ? "FAIL" : "PASS", what,
-           cuda_matmul_mma_rule(C->nrows, C->ntok) ? "mma path" : "dp4a path",
+    printf("%s: %s mma128, mma64, cuda_matmul (%s%s), few and tok1 vs dp4a: %ld outputs differ\n",
+           bad ? "FAIL" : "PASS", what,
+           cuda_matmul_mma_rule(C->nrows, C->ntok)   ? "mma path"
+           : cuda_matmul_few_rule(C->nrows, C->ntok) ? "few path"
+                                                     : "dp4a path",
            C->ntok >= 1024 && st ? ", staged kernel" : "", bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
     dense_fini(&D);
@@ -795,12 +814,12 @@ START_TEST(test_dense_timing)
         const long bad = dense_compare(&D, 3, what);
         D.out_bytes = full;
         bad_all += bad;
-        float tm[N_DENSE_PATHS];
-        for (int k = 0; k < N_DENSE_PATHS; k++)
+        float tm[DENSE_TIMED_PATHS];
+        for (int k = 0; k < DENSE_TIMED_PATHS; k++)
             tm[k] = time_dense(&D, k);
         const double ops = 2.0 * (double)nrows * (double)n * (double)D.ntok;
         printf("  %5d tokens:", D.ntok);
-        for (int k = 0; k < N_DENSE_PATHS; k++)
+        for (int k = 0; k < DENSE_TIMED_PATHS; k++)
             printf(" %s %.3f ms %.2f TOP/s |", dense_path_name[k], tm[k], ops / tm[k] / 1e9);
         printf(" cuda_matmul/dp4a speed-up %.2fx | %ld differ\n", tm[0] / tm[3], bad);
         const float t0 = tm[0], t1 = tm[1] < tm[2] ? tm[1] : tm[2];
@@ -815,6 +834,248 @@ START_TEST(test_dense_timing)
     ck_assert_msg(bad_all == 0, "%ld mma outputs differ from dp4a", bad_all);
     D.ntok = toks[nt - 1];
     dense_fini(&D);
+}
+END_TEST
+
+/* ---- a decode step's batches (cuda_matmul_few_rule: the few-token kernel) -------------------------------------
+ * Every path against the dp4a kernel and against one-token launches (dense_compare) at 2, 3, 4, 8, 13 and 16 tokens
+ * (and 17, 31: two slices of 16), the types of a Q4_K_M file and Q8_0/Q5_K/IQ4_XS, K of 1 to 16 blocks (rounds of
+ * the kernel's split along K with idle warps), row counts that leave a partial tile, one row. */
+#define FEW_TOKS(T, n, rows) \
+    {T, n, rows, 2}, {T, n, rows, 3}, {T, n, rows, 4}, {T, n, rows, 8}, {T, n, rows, 13}, {T, n, rows, 16}
+static const dense_case_t few_cases[] = {
+    FEW_TOKS(GUILD_TYPE_Q4_K, 4096, 2048), FEW_TOKS(GUILD_TYPE_Q4_K, 2304, 77), FEW_TOKS(GUILD_TYPE_Q6_K, 2048, 512),
+    FEW_TOKS(GUILD_TYPE_Q6_K, 768, 45),    FEW_TOKS(GUILD_TYPE_Q8_0, 2048, 512), FEW_TOKS(GUILD_TYPE_Q8_0, 2080, 33),
+    FEW_TOKS(GUILD_TYPE_Q5_K, 1280, 100),  FEW_TOKS(GUILD_TYPE_IQ4_XS, 512, 64),
+    {GUILD_TYPE_Q4_K, 256, 1, 5},          {GUILD_TYPE_Q6_K, 256, 17, 16},       {GUILD_TYPE_Q4_K, 2048, 300, 17},
+    {GUILD_TYPE_Q6_K, 4096, 130, 31},      {GUILD_TYPE_Q8_0, 32, 40, 9},         {GUILD_TYPE_Q6_K, 2048, 151936, 4},
+};
+#define N_FEW_CASES (int)(sizeof few_cases / sizeof few_cases[0])
+
+START_TEST(test_few_bits)
+{
+    dense_bits_run(&few_cases[_i], 1300 + (uint64_t)_i, false);
+}
+END_TEST
+
+START_TEST(test_few_bits_plain)
+{
+    dense_bits_run(&few_cases[_i], 1400 + (uint64_t)_i, true);
+}
+END_TEST
+
+/* A decode step's Q, K and V in one launch (cuda_matmul_multi_types: one type, or Q4_K/Q5_K with a Q6_K V) at
+ * 1 .. 16 tokens against each product's one-token dp4a launches, memcmp from poisoned outputs. */
+static const struct {
+    guild_type_t type[3];
+    int64_t n, nrows[3];
+} multi_cases[] = {
+    {{GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K}, 2048, {4096, 512, 512}}, /* Qwen3-30B-A3B's */
+    {{GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K}, 2048, {4096, 512, 512}},
+    {{GUILD_TYPE_Q6_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K}, 768, {77, 20, 300}}, /* the pair's B first */
+    {{GUILD_TYPE_Q5_K, GUILD_TYPE_Q5_K, GUILD_TYPE_Q6_K}, 1280, {100, 33, 33}},
+    {{GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_0}, 2080, {260, 40, 40}},
+};
+
+START_TEST(test_few_multi)
+{
+    static const int32_t toks[] = {1, 2, 3, 4, 8, 13, 16};
+    rng_t r;
+    rng_seed(&r, 1500 + (uint64_t)_i);
+    dense_t D[3];
+    for (int k = 0; k < 3; k++)
+        dense_init(&D[k], &r, multi_cases[_i].type[k], multi_cases[_i].n, multi_cases[_i].nrows[k], 16, false);
+    long bad = 0;
+    for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
+        const int32_t nt = toks[ti];
+        const void *w[3];
+        size_t ws[3];
+        int64_t nr[3], ldo[3];
+        float *out[3];
+        guild_type_t ty[3];
+        for (int k = 0; k < 3; k++) {
+            w[k] = D[k].w, ws[k] = D[k].rs, nr[k] = D[k].nrows, ldo[k] = D[k].ldo, out[k] = D[k].out;
+            ty[k] = D[k].type;
+            CK_CUDA(cudaMemsetAsync(D[k].out, 0xff, D[k].out_bytes, stream));
+        }
+        guild_err_t err;
+        ck_assert_msg(cuda_matmul_multi_types(ty, D[0].n, nt, 3, w, ws, nr, D[0].act, D[0].as, out, ldo, stream,
+                                              &err) == 0,
+                      "%s", err.msg);
+        CK_CUDA(cudaStreamSynchronize(stream));
+        float *got[3], *ref[3];
+        for (int k = 0; k < 3; k++) {
+            got[k] = malloc(D[k].out_bytes);
+            ref[k] = malloc(D[k].out_bytes);
+            CK_CUDA(cudaMemcpy(got[k], D[k].out, D[k].out_bytes, cudaMemcpyDeviceToHost));
+            CK_CUDA(cudaMemsetAsync(D[k].out, 0xff, D[k].out_bytes, stream));
+            for (int32_t t = 0; t < nt; t++)
+                ck_assert_msg(cuda_matmul_dp4a(D[k].type, D[k].n, D[k].nrows, 1, D[k].w, D[k].rs,
+                                               D[0].act + (size_t)t * D[0].as, D[0].as,
+                                               D[k].out + (size_t)t * (size_t)D[k].ldo, D[k].ldo, stream, &err) == 0,
+                              "%s", err.msg);
+            CK_CUDA(cudaStreamSynchronize(stream));
+            CK_CUDA(cudaMemcpy(ref[k], D[k].out, D[k].out_bytes, cudaMemcpyDeviceToHost));
+            /* the whole buffer: the tokens' rows equal, the padding and tokens past nt poison in both */
+            for (size_t o = 0; o < D[k].out_bytes / 4; o++)
+                if (memcmp(&got[k][o], &ref[k][o], 4) && bad++ < 5)
+                    fprintf(stderr, "  multi case %d product %d, %d tokens: output %zu: %.9g, one token %.9g\n", _i,
+                            k, nt, o, (double)got[k][o], (double)ref[k][o]);
+            for (int32_t t = 0; t < nt; t++)
+                for (int64_t row = 0; row < D[k].nrows; row++) {
+                    uint32_t b;
+                    memcpy(&b, &ref[k][(size_t)t * (size_t)D[k].ldo + (size_t)row], 4);
+                    ck_assert_msg(b != 0xffffffffu, "multi case %d: one-token output unwritten", _i);
+                }
+            free(got[k]);
+            free(ref[k]);
+        }
+    }
+    printf("%s: few multi case %d (%s, %s, %s; n %lld): 1 .. 16 tokens vs one-token launches: %ld outputs differ\n",
+           bad ? "FAIL" : "PASS", _i, quant_type_info(D[0].type)->name, quant_type_info(D[1].type)->name,
+           quant_type_info(D[2].type)->name, (long long)D[0].n, bad);
+    ck_assert_msg(bad == 0, "%ld outputs differ", bad);
+    for (int k = 0; k < 3; k++)
+        dense_fini(&D[k]);
+}
+END_TEST
+
+/* ---- timing of a decode step's products at 1 .. 16 tokens ------------------------------------------------------ */
+
+/* Median of 5 timed groups of `reps` runs (after a warm-up group), in microseconds a run. */
+static float time_reps(void (*run)(void *ctx, int k), void *ctx, int k, int reps)
+{
+    cudaEvent_t e0, e1;
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    float ms[5];
+    for (int i = 0; i < reps; i++)
+        run(ctx, k);
+    for (int i = 0; i < 5; i++) {
+        CK_CUDA(cudaEventRecord(e0, stream));
+        for (int j = 0; j < reps; j++)
+            run(ctx, k);
+        CK_CUDA(cudaEventRecord(e1, stream));
+        CK_CUDA(cudaEventSynchronize(e1));
+        CK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(ms, 5, sizeof ms[0], cmp_float);
+    return ms[2] * 1000.0f / (float)reps;
+}
+
+/* Qwen3-30B-A3B's dense products (Q4_K_M): wo, Q, K, V, the output head. */
+static const struct {
+    const char *name;
+    guild_type_t type;
+    int64_t nrows, n;
+} few_shapes[] = {
+    {"wo", GUILD_TYPE_Q4_K, 2048, 4096},   {"q", GUILD_TYPE_Q4_K, 4096, 2048},
+    {"k", GUILD_TYPE_Q4_K, 512, 2048},     {"v q6_K", GUILD_TYPE_Q6_K, 512, 2048},
+    {"head", GUILD_TYPE_Q6_K, 151936, 2048},
+};
+
+static const int32_t few_toks[] = {1, 2, 4, 8, 16};
+
+/* D's first ntok token rows of outputs after path k. */
+static float *dense_got(dense_t *D, int k)
+{
+    float *o = malloc(D->out_bytes);
+    ck_assert(o != NULL);
+    CK_CUDA(cudaMemsetAsync(D->out, 0xff, D->out_bytes, stream));
+    dense_run(D, k);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    CK_CUDA(cudaMemcpy(o, D->out, (size_t)D->ntok * (size_t)D->ldo * sizeof(float), cudaMemcpyDeviceToHost));
+    return o;
+}
+
+START_TEST(test_few_timing)
+{
+    rng_t r;
+    rng_seed(&r, 1600 + (uint64_t)_i);
+    dense_t D;
+    dense_init(&D, &r, few_shapes[_i].type, few_shapes[_i].n, few_shapes[_i].nrows, 16, false);
+    const int reps = D.nrows > 8192 ? 5 : 20;
+    long bad = 0;
+    for (size_t ti = 0; ti < sizeof few_toks / sizeof few_toks[0]; ti++) {
+        D.ntok = few_toks[ti];
+        static const int paths[] = {0, 3, 2}; /* dp4a (the session-start kernel), cuda_matmul, mma64 */
+        float us[3];
+        for (int k = 0; k < 3; k++)
+            us[k] = time_reps(dense_run_ctx, &D, paths[k], reps);
+        printf("few timing %-7s %s %6lld x %5lld, %2d tokens: dp4a %8.2f us | cuda_matmul %8.2f us | mma64 %8.2f us | "
+               "dp4a/cuda_matmul %.2fx | few:",
+               few_shapes[_i].name, quant_type_info(D.type)->name, (long long)D.nrows, (long long)D.n, D.ntok, us[0],
+               us[1], us[2], us[0] / us[1]);
+        /* the few-token kernel's shapes, each checked against dp4a */
+        float *ref = dense_got(&D, 0);
+        for (int tile = 8; tile <= 16; tile += 8)
+            for (int kw = 2; kw <= 8; kw *= 2) {
+                if (tile == 16 && D.ntok <= 8)
+                    continue;
+                D.few_tile = tile, D.few_kw = kw;
+                float *got = dense_got(&D, 4);
+                for (size_t o = 0; o < (size_t)D.ntok * (size_t)D.ldo; o++)
+                    bad += (o % (size_t)D.ldo) < (size_t)D.nrows && memcmp(&got[o], &ref[o], 4);
+                free(got);
+                printf(" %dx%d %.2f", tile, kw, time_reps(dense_run_ctx, &D, 4, reps));
+            }
+        D.few_tile = D.few_kw = 0;
+        free(ref);
+        printf(" us\n");
+    }
+    printf("%s: few timing %s: %ld outputs of the few-token shapes differ from dp4a\n", bad ? "FAIL" : "PASS",
+           few_shapes[_i].name, bad);
+    ck_assert_msg(bad == 0, "%ld outputs differ", bad);
+    D.ntok = 16;
+    dense_fini(&D);
+}
+END_TEST
+
+/* Q, K and V in one launch (Qwen3-30B-A3B: 4096 + 512 + 512 rows of 2048), the dp4a kernel against today's. */
+typedef struct {
+    dense_t D[3];
+    guild_type_t ty[3];
+    int32_t ntok;
+} multi_t;
+
+static void multi_run(void *ctx, int k)
+{
+    multi_t *M = ctx;
+    const void *w[3];
+    size_t ws[3];
+    int64_t nr[3], ldo[3];
+    float *out[3];
+    for (int i = 0; i < 3; i++)
+        w[i] = M->D[i].w, ws[i] = M->D[i].rs, nr[i] = M->D[i].nrows, ldo[i] = M->D[i].ldo, out[i] = M->D[i].out;
+    guild_err_t err;
+    const int rc = k == 0 ? cuda_matmul_multi_dp4a(M->ty[0], M->D[0].n, M->ntok, 3, w, ws, nr, M->D[0].act,
+                                                   M->D[0].as, out, ldo, stream, &err)
+                          : cuda_matmul_multi_types(M->ty, M->D[0].n, M->ntok, 3, w, ws, nr, M->D[0].act, M->D[0].as,
+                                                    out, ldo, stream, &err);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+}
+
+START_TEST(test_few_multi_timing)
+{
+    rng_t r;
+    rng_seed(&r, 1700);
+    multi_t M;
+    static const int64_t nrows[3] = {4096, 512, 512};
+    for (int i = 0; i < 3; i++) {
+        M.ty[i] = GUILD_TYPE_Q4_K;
+        dense_init(&M.D[i], &r, GUILD_TYPE_Q4_K, 2048, nrows[i], 16, false);
+    }
+    for (size_t ti = 0; ti < sizeof few_toks / sizeof few_toks[0]; ti++) {
+        M.ntok = few_toks[ti];
+        const float u0 = time_reps(multi_run, &M, 0, 20), u1 = time_reps(multi_run, &M, 1, 20);
+        printf("few timing qkv     q4_K 3 products (4096+512+512 x 2048), %2d tokens: dp4a multi %8.2f us | "
+               "cuda_matmul_multi_types %8.2f us | %.2fx\n",
+               M.ntok, u0, u1, u0 / u1);
+    }
+    for (int i = 0; i < 3; i++)
+        dense_fini(&M.D[i]);
 }
 END_TEST
 
@@ -836,6 +1097,17 @@ static Suite *mma_suite(void)
     tcase_add_loop_test(tc, test_dense_bits, 0, N_DENSE_CASES);
     tcase_add_loop_test(tc, test_dense_bits_plain, 0, N_DENSE_PLAIN_CASES);
     tcase_add_test(tc, test_dense_rejects);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("few bits");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_few_bits, 0, N_FEW_CASES);
+    tcase_add_loop_test(tc, test_few_bits_plain, 0, N_FEW_CASES);
+    tcase_add_loop_test(tc, test_few_multi, 0, (int)(sizeof multi_cases / sizeof multi_cases[0]));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("few timing");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_few_timing, 0, (int)(sizeof few_shapes / sizeof few_shapes[0]));
+    tcase_add_test(tc, test_few_multi_timing);
     suite_add_tcase(s, tc);
     tc = tcase_create("dense timing");
     tcase_set_timeout(tc, 300);

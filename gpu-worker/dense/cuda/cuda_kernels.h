@@ -93,9 +93,9 @@ int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int32_t ntok, i
                             float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err);
 
 /* Batches of at least this many tokens of a cuda_expert_mma_supported type take the mma kernel: below it its
- * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU, while the
- * dp4a kernel reads the weights only ceil(ntok / 8) times. tests/cuda/check_cuda_expert_mma's dense timing
- * measures the crossover. */
+ * tiles of 64 tokens are mostly empty and its grid (nrows / 128 blocks) too small to fill the GPU; from 2 tokens
+ * below it they take the few-token tensor-core kernel (matmul_rule.h's cuda_matmul_few_rule), one token the dp4a
+ * kernel. tests/cuda/check_cuda_expert_mma's dense and few timings measure the crossovers. */
 #define CUDA_MATMUL_MMA_MIN_TOK 32
 
 /* cuda_matmul's two paths at any token count, the same bits, for tests and timings: _dp4a the CUDA-core kernels
@@ -107,6 +107,18 @@ int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, 
 int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                     const void *act, size_t act_stride, float *out, int64_t ldo, int32_t block_rows, cudaStream_t s,
                     guild_err_t *err);
+/* cuda_matmul's few-token tensor-core kernel (a decode step's batches: cuda_matmul_few_rule) at any token count,
+ * the same bits, for tests and timings: blocks of tile_tokens tokens (8 or 16) and k_warps warps along K (2, 4 or
+ * 8), 0 for cuda_matmul's choice; -1 for a type cuda_expert_mma_supported() rejects. */
+int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                    const void *act, size_t act_stride, float *out, int64_t ldo, int32_t tile_tokens, int32_t k_warps,
+                    cudaStream_t s, guild_err_t *err);
+
+/* cuda_matmul_multi on the dp4a kernels only (the launch it made before the few-token kernel), for tests and
+ * timings; the same bits. */
+int cuda_matmul_multi_dp4a(guild_type_t type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
+                           const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
+                           float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err);
 
 /* out[i * ldo + 0 .. n) = quant_dequantize_row_ref(type, row ids[i] of w) for i < n_ids (w rows row_bytes
  * apart; ids is a device array, every id must be a valid row). */

@@ -9,12 +9,17 @@
  * 32-lane accumulator exactly.
  * From CUDA_MATMUL_MMA_MIN_TOK tokens on (from CUDA_MATMUL_MMA_WIDE_TOK for products of many rows:
  * cuda_matmul_mma_rule), the types of cuda_expert_mma_supported go through the int8 tensor-core kernel of
- * expert_mma.cu instead (the same integer block sums, finish and block order: the same bits).
+ * expert_mma.cu instead (the same integer block sums, finish and block order: the same bits). From 2 tokens below
+ * that (cuda_matmul_few_rule: a decode step of several sessions) they take matmul_few_kernel, tensor-core tiles of
+ * 16 rows x 8 or 16 tokens split along K over a block's warps (the same bits again); one token stays here.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
+#include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
 #include "gpu-worker/dense/cuda/matmul_plain.cuh"
 #include "gpu-worker/dense/cuda/matmul_rule.h"
 #include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
@@ -300,7 +305,311 @@ static size_t weight_align(guild_type_t type)
     }
 }
 
-typedef enum { MM_AUTO, MM_DP4A, MM_MMA } mm_path_t;
+/* ---- a few tokens on the tensor cores (matmul_few_kernel) -------------------------------------------------------
+ * The batches of a decode step (2 .. CUDA_MATMUL_MMA_MIN_TOK - 1 tokens) of the cuda_expert_mma_supported types: the
+ * dp4a kernel above re-reads every activation block for each weight row and reduces each (row, token, block) over
+ * its lanes, so its cost grows with the tokens; here one int8 mma (expert_mma_traits.cuh's fragments) gives a
+ * sub-block's exact dot for 16 rows x 8 tokens, a weight fragment serves 8 or 16 tokens and an activation fragment
+ * 16 rows. Bits: expert_mma.cu's argument, the same traits: per (row, token, block) the exact integer isum/imin,
+ * the type's finish with the same operations, and the finishes added to 0.0f in block order, the row's factor
+ * last: the dp4a kernel's floats, so a token's outputs do not depend on the batch it is in.
+ * Block: kw (MF_WARPS) warps on the same 16 rows x 8 NJ tokens; warp w takes blocks w, w + kw, ... (the split
+ * along K is what gives a product of a few thousand rows enough warps), each a round's finishes into shared
+ * memory; warp 0 adds the round's kw finishes in block order (its own first) and stores. Rows past nrows
+ * read the last row, tokens past ntok the slice's first token; neither is stored. */
+#define MF_WARPS 4     /* warps of a block (the split along K), cuda_matmul's choice */
+#define MF_WARPS_MAX 8 /* cuda_matmul_few's choices: 2, 4 or 8 */
+#define MF_ROWS 16     /* weight rows of a block: one mma tile's */
+
+/* c += the 16x8 int8 product of a (16x32: a0..a3) and b (32x8: b0, b1), PTX's m16n8k32 fragments. */
+static __device__ __forceinline__ void mf_mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
+{
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap(); /* never launched: the build targets sm_90 */
+#endif
+}
+
+/* c += the 16x8 int8 product of a (16x16: a0, a1) and b (16x8: b0), m16n8k16. */
+static __device__ __forceinline__ void mf_mma_k16(int (&c)[4], int a0, int a1, int b0)
+{
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+#else
+    __trap();
+#endif
+}
+
+/* The finishes of weight block w0 (rows g: C registers 0, 1) and w8 (rows g + 8: 2, 3) against activation block b
+ * of the first njt (warp-uniform) groups of 8 tokens: ab[j] the row of token 8j + g (B operand), ac[j][i] that of
+ * token 8j + 2t + i (C column 2t + i). */
+template <typename TR, int NJ>
+static __device__ __forceinline__ void mf_block(const typename TR::wblock *w0, const typename TR::wblock *w8,
+                                                const char *const (&ab)[NJ], const char *const (&ac)[NJ][2], int b,
+                                                int t, int njt, float (&cv)[NJ][4])
+{
+    typedef typename TR::ablock ablock;
+    typedef typename TR::whead whead;
+    constexpr int SPC = TR::SPC, KR = TR::KR;
+    whead H0, H8;
+    TR::head(w0, H0);
+    TR::head(w8, H8);
+    int isum[NJ][4], imin[NJ][4];
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            isum[j][i] = imin[j][i] = 0;
+#pragma unroll
+    for (int c = 0; c < TR::NCH; c++) {
+        int Q0[SPC][KR], Q8[SPC][KR];
+        TR::chunk(w0, t, c, Q0);
+        TR::chunk(w8, t, c, Q8);
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            if (j >= njt)
+                break; /* warp-uniform */
+            int B[SPC][KR];
+            TR::bchunk((const ablock *)ab[j] + b, t, c, B);
+#pragma unroll
+            for (int i = 0; i < SPC; i++) {
+                const int s = TR::sub(c, i);
+                int d[4] = {0, 0, 0, 0};
+                if (KR == 2)
+                    mf_mma_k32(d, Q0[i][0], Q8[i][0], Q0[i][KR - 1], Q8[i][KR - 1], B[i][0], B[i][KR - 1]);
+                else
+                    mf_mma_k16(d, Q0[i][0], Q8[i][0], B[i][0]);
+                const int s0 = TR::scale(H0, s), s8 = TR::scale(H8, s);
+                isum[j][0] += s0 * d[0];
+                isum[j][1] += s0 * d[1];
+                isum[j][2] += s8 * d[2];
+                isum[j][3] += s8 * d[3];
+                if (TR::HAS_MIN) { /* the sub-block's min in every column: sum_s m_s * (its activations' sum) */
+                    const int m0 = TR::minb(H0, s), m8 = TR::minb(H8, s);
+                    if (KR == 2)
+                        mf_mma_k32(imin[j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                    else
+                        mf_mma_k16(imin[j], m0, m8, B[i][0]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        if (j >= njt)
+            break;
+        const float ad0 = TR::act_d((const ablock *)ac[j][0] + b), ad1 = TR::act_d((const ablock *)ac[j][1] + b);
+        cv[j][0] = TR::finish(H0, ad0, isum[j][0], imin[j][0]);
+        cv[j][1] = TR::finish(H0, ad1, isum[j][1], imin[j][1]);
+        cv[j][2] = TR::finish(H8, ad0, isum[j][2], imin[j][2]);
+        cv[j][3] = TR::finish(H8, ad1, isum[j][3], imin[j][3]);
+    }
+}
+
+/* The block's 16 rows from row0 of one product (w, w_stride, nrows, nb blocks a row) for the tokens of blockIdx.y;
+ * buf: the block's shared memory (two rounds of kw x 32 x 4 NJ floats, kw = the block's warps). */
+template <typename TR, int NJ>
+static __device__ __forceinline__ void mf_rows(const char *__restrict__ w, size_t w_stride, int nrows, int nb, int row0,
+                                               const char *__restrict__ act, size_t act_stride, int ntok,
+                                               float *__restrict__ out, int64_t ldo, float *buf)
+{
+    typedef typename TR::wblock wblock;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, kw = (int)blockDim.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    if (blockIdx.y == 0) { /* the rows into L2 while the kernel before ends (weights: no kernel's output) */
+        const int lines = (int)(((size_t)nb * sizeof(wblock) + 127) / 128);
+        for (int k = threadIdx.x; k < MF_ROWS * lines; k += (int)blockDim.x) {
+            const int r = row0 + k / lines;
+            if (r < nrows)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (size_t)r * w_stride + (size_t)(k % lines) * 128));
+        }
+    }
+    pdl_begin();
+    const wblock *w0 = (const wblock *)(w + (size_t)min(row0 + g, nrows - 1) * w_stride);
+    const wblock *w8 = (const wblock *)(w + (size_t)min(row0 + 8 + g, nrows - 1) * w_stride);
+    const int tok0 = (int)blockIdx.y * 8 * NJ, nt = min(8 * NJ, ntok - tok0), njt = (nt + 7) / 8;
+    const char *ab[NJ], *ac[NJ][2];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        const int ib = 8 * j + g;
+        ab[j] = act + (size_t)(tok0 + (ib < nt ? ib : 0)) * act_stride;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int ic = 8 * j + 2 * t + i;
+            ac[j][i] = act + (size_t)(tok0 + (ic < nt ? ic : 0)) * act_stride;
+        }
+    }
+    constexpr int NE = 4 * NJ; /* a thread's outputs */
+    float acc[NJ][4];
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            acc[j][i] = 0.0f;
+    for (int b0 = 0; b0 < nb; b0 += kw) { /* block-uniform: every thread reaches the barrier */
+        const int b = b0 + warp;
+        float cv[NJ][4];
+        if (b < nb)
+            mf_block<TR, NJ>((const wblock *)w0 + b, (const wblock *)w8 + b, ab, ac, b, t, njt, cv);
+        /* two buffers: round r + 1 writes the other one, round r + 2 this one only after warp 0 has passed round
+         * r + 1's barrier, i.e. after it read round r's */
+        float *rb = buf + ((b0 / kw) % 2) * (kw * NE * WARP_SIZE);
+        if (warp && b < nb)
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (j < njt)
+                        rb[(warp * NE + 4 * j + i) * WARP_SIZE + lane] = cv[j][i];
+        __syncthreads();
+        if (warp == 0) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (j < njt)
+                        acc[j][i] = acc[j][i] + cv[j][i]; /* block b0 < nb */
+            for (int ww = 1; ww < kw; ww++) {
+                if (b0 + ww >= nb)
+                    break;
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        if (j < njt)
+                            acc[j][i] = acc[j][i] + rb[(ww * NE + 4 * j + i) * WARP_SIZE + lane];
+            }
+        }
+    }
+    if (warp)
+        return;
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int tk = 8 * j + 2 * t + i % 2, r = row0 + g + 8 * (i / 2);
+            if (tk < nt && r < nrows)
+                out[(int64_t)(tok0 + tk) * ldo + r] = qd_row<TR>(acc[j][i]);
+        }
+}
+
+/* Up to MM_MULTI products of one activation (mm_multi_t, blk_end in blocks of MF_ROWS rows): product i of TRB where
+ * bit i of b_mask is set, of TRA otherwise (one type: TRA = TRB). */
+template <typename TRA, typename TRB, int NJ>
+static __global__ void __launch_bounds__(MF_WARPS_MAX *WARP_SIZE)
+    matmul_few_kernel(mm_multi_t m, int b_mask, const char *__restrict__ act, size_t act_stride, int nb_a, int nb_b,
+                      int ntok)
+{
+    __shared__ float buf[2 * MF_WARPS_MAX * 4 * NJ * WARP_SIZE];
+    int i = 0;
+#pragma unroll
+    for (int k = 0; k < MM_MULTI - 1; k++)
+        i += (int)blockIdx.x >= m.blk_end[k];
+    const int row0 = ((int)blockIdx.x - (i ? m.blk_end[i - 1] : 0)) * MF_ROWS;
+    if constexpr (std::is_same<TRA, TRB>::value)
+        mf_rows<TRA, NJ>(m.w[i], m.w_stride[i], m.nrows[i], nb_a, row0, act, act_stride, ntok, m.out[i], m.ldo[i],
+                         buf);
+    else if (!((b_mask >> i) & 1)) /* block-uniform */
+        mf_rows<TRA, NJ>(m.w[i], m.w_stride[i], m.nrows[i], nb_a, row0, act, act_stride, ntok, m.out[i], m.ldo[i],
+                         buf);
+    else
+        mf_rows<TRB, NJ>(m.w[i], m.w_stride[i], m.nrows[i], nb_b, row0, act, act_stride, ntok, m.out[i], m.ldo[i],
+                         buf);
+}
+
+/* How matmul_few_kernel is launched: tokens a block (8 or 16) and warps a block (2, 4 or 8). */
+typedef struct mf_shape {
+    int tile, kw;
+} mf_shape_t;
+
+/* cuda_matmul's: 8 tokens a block up to 8, 16 from 9 on; MF_WARPS warps. */
+static mf_shape_t mf_shape_default(int32_t ntok)
+{
+    return mf_shape_t{ntok <= 8 ? 8 : 16, MF_WARPS};
+}
+
+/* m's products (blk_end filled in blocks of MF_ROWS rows) with matmul_few_kernel, shaped as sh. */
+template <typename TRA, typename TRB>
+static void mf_launch(const mm_multi_t &m, int b_mask, int blocks, int64_t n, int32_t ntok, const char *act,
+                      size_t act_stride, mf_shape_t sh, cudaStream_t s)
+{
+    const int nb_a = (int)(n / TRA::QK), nb_b = (int)(n / TRB::QK);
+    if (sh.tile == 8)
+        cuda_launch_pdl(matmul_few_kernel<TRA, TRB, 1>, dim3((unsigned)blocks, (unsigned)((ntok + 7) / 8)),
+                        (unsigned)(sh.kw * WARP_SIZE), 0, s, m, b_mask, act, act_stride, nb_a, nb_b, ntok);
+    else
+        cuda_launch_pdl(matmul_few_kernel<TRA, TRB, 2>, dim3((unsigned)blocks, (unsigned)((ntok + 15) / 16)),
+                        (unsigned)(sh.kw * WARP_SIZE), 0, s, m, b_mask, act, act_stride, nb_a, nb_b, ntok);
+}
+
+/* The kernel for m's products of one type; false (nothing launched) when the type has no mma traits. */
+static bool mf_launch_type(guild_type_t type, const mm_multi_t &m, int blocks, int64_t n, int32_t ntok,
+                           const char *act, size_t act_stride, mf_shape_t sh, cudaStream_t s)
+{
+#define MF_CASE(T, TR)                                                   \
+    case T:                                                              \
+        mf_launch<TR, TR>(m, 0, blocks, n, ntok, act, act_stride, sh, s); \
+        return true;
+    switch (type) {
+    MMA_TYPES(MF_CASE)
+    default:
+        return false;
+    }
+#undef MF_CASE
+}
+
+/* The type pairs of the two-type launch (cuda_matmul_multi_types: MM_PAIRS'), A first. */
+#define MF_PAIRS(X)                                        \
+    X(GUILD_TYPE_Q4_K, mma_q4_K, GUILD_TYPE_Q6_K, mma_q6_K) \
+    X(GUILD_TYPE_Q5_K, mma_q5_K, GUILD_TYPE_Q6_K, mma_q6_K) \
+    X(GUILD_TYPE_Q4_K, mma_q4_K, GUILD_TYPE_Q5_K, mma_q5_K)
+
+static bool mf_launch_pair(guild_type_t ta, guild_type_t tb, const mm_multi_t &m, int b_mask, int blocks, int64_t n,
+                           int32_t ntok, const char *act, size_t act_stride, cudaStream_t s)
+{
+#define MF_PAIR(A, TA, BT, TB)                                                                         \
+    if (ta == A && tb == BT) {                                                                         \
+        mf_launch<TA, TB>(m, b_mask, blocks, n, ntok, act, act_stride, mf_shape_default(ntok), s); \
+        return true;                                                                                   \
+    }
+    MF_PAIRS(MF_PAIR)
+#undef MF_PAIR
+    return false;
+}
+
+/* m's block table for matmul_few_kernel: product i's blocks of MF_ROWS rows; the number of blocks. */
+static int mf_table(mm_multi_t &m, int count)
+{
+    int blocks = 0;
+    for (int i = 0; i < count; i++) {
+        blocks += (m.nrows[i] + MF_ROWS - 1) / MF_ROWS;
+        m.blk_end[i] = blocks;
+    }
+    for (int i = count; i < MM_MULTI; i++)
+        m.blk_end[i] = INT32_MAX;
+    return blocks;
+}
+
+/* One product on matmul_few_kernel (cuda_matmul's checks made): false when the type has none. */
+static bool mf_single(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                      const void *act, size_t act_stride, float *out, int64_t ldo, mf_shape_t sh, cudaStream_t s)
+{
+    mm_multi_t m = {};
+    m.w[0] = (const char *)w;
+    m.w_stride[0] = w_stride;
+    m.out[0] = out;
+    m.ldo[0] = ldo;
+    m.nrows[0] = (int)nrows;
+    const int blocks = mf_table(m, 1);
+    return mf_launch_type(type, m, blocks, n, ntok, (const char *)act, act_stride, sh, s);
+}
+
+typedef enum { MM_AUTO, MM_DP4A, MM_MMA, MM_FEW } mm_path_t;
 
 /* Blocks of 64 rows: on the H200 they were as fast or faster than blocks of 128 in every timed shape
  * (tests/cuda/check_cuda_expert_mma; bench/results/code-comment-measurements.md): their ~115 registers let two
@@ -315,15 +624,18 @@ static int mma_block_rows(int64_t nrows, int32_t ntok)
 /* n_heads > 1: that many products of one launch (mm_heads_t), on the CUDA cores. */
 static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                       const void *act, size_t act_stride, float *out, int64_t ldo, mm_path_t path, int block_rows,
-                      int n_heads, mm_heads_t hz, cudaStream_t s, guild_err_t *err)
+                      mf_shape_t fs, int n_heads, mm_heads_t hz, cudaStream_t s, guild_err_t *err)
 {
     if (!cuda_type_supported(type))
         return guild_err_set(err, "cuda: matmul: weight type %d is not supported (supported: %s)", (int)type,
                              cuda_supported_types());
-    if (path == MM_MMA && !cuda_expert_mma_supported(type))
+    if ((path == MM_MMA || path == MM_FEW) && !cuda_expert_mma_supported(type))
         return guild_err_set(err, "cuda: matmul: %s has no mma kernel", quant_type_info(type)->name);
     if (block_rows != 0 && block_rows != 64 && block_rows != 128)
         return guild_err_set(err, "cuda: matmul: mma blocks of %d rows (0, 64 or 128)", block_rows);
+    if ((fs.tile != 0 && fs.tile != 8 && fs.tile != 16) || (fs.kw != 0 && fs.kw != 2 && fs.kw != 4 && fs.kw != 8))
+        return guild_err_set(err, "cuda: matmul: few-token blocks of %d tokens (0, 8, 16), %d warps (0, 2, 4, 8)",
+                             fs.tile, fs.kw);
     if (nrows <= 0 || ntok <= 0)
         return 0;
     const int64_t qk = quant_type_info(type)->block_elems;
@@ -337,6 +649,11 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
                              wa, aa);
     /* The mma kernel's loads need what was just checked (the alignments are cuda_expert_matmul's), its grid.y
      * ceil(ntok / 64) <= 65535 follows from the check on ceil(ntok / 8). */
+    if (n_heads == 1 && (path == MM_FEW || (path == MM_AUTO && cuda_matmul_few_rule(nrows, ntok))) &&
+        nrows <= INT32_MAX - MF_ROWS && (ntok + 7) / 8 <= 65535 &&
+        mf_single(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo,
+                  mf_shape_t{fs.tile ? fs.tile : mf_shape_default(ntok).tile, fs.kw ? fs.kw : MF_WARPS}, s))
+        return cuda_launch_check("matmul (few tokens)", err);
     if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && cuda_matmul_mma_rule(nrows, ntok))) &&
         expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
                                 ldo, block_rows ? block_rows : mma_block_rows(nrows, ntok), s))
@@ -349,29 +666,38 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
                            const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
                            guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, 1, mm_heads_t{0, 0, 0},
-                      s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, mf_shape_t{0, 0}, 1,
+                      mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                 size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                 cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, 1, mm_heads_t{0, 0, 0},
-                      s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0}, 1,
+                      mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                int32_t block_rows, cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows, 1,
-                      mm_heads_t{0, 0, 0}, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows,
+                      mf_shape_t{0, 0}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
-extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
-                                 const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
-                                 float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err)
+extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                               size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                               int32_t tile_tokens, int32_t k_warps, cudaStream_t s, guild_err_t *err)
+{
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_FEW, 0,
+                      mf_shape_t{tile_tokens, k_warps}, 1, mm_heads_t{0, 0, 0}, s, err);
+}
+
+/* cuda_matmul_multi; few: whether batches of 2 .. CUDA_MATMUL_MMA_MIN_TOK - 1 tokens may take matmul_few_kernel. */
+static int matmul_multi_run(guild_type_t type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
+                            const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
+                            float *const *out, const int64_t *ldo, bool few, cudaStream_t s, guild_err_t *err)
 {
     if (count < 1 || count > MM_MULTI)
         return guild_err_set(err, "cuda: matmul: %d products in one launch (1..%d)", count, MM_MULTI);
@@ -402,7 +728,8 @@ extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int
         m.blk_end[i] = INT32_MAX; /* no block reaches past the last product */
     if (!one) {
         for (int32_t i = 0; i < count; i++)
-            if (cuda_matmul(type, n, nrows[i], ntok, w[i], w_stride[i], act, act_stride, out[i], ldo[i], s, err) < 0)
+            if ((few ? cuda_matmul : cuda_matmul_dp4a)(type, n, nrows[i], ntok, w[i], w_stride[i], act, act_stride,
+                                                       out[i], ldo[i], s, err) < 0)
                 return -1;
         return 0;
     }
@@ -416,6 +743,12 @@ extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int
     for (int32_t i = 0; i < count; i++)
         if (((uintptr_t)w[i] | w_stride[i]) % wa)
             return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned", wa);
+    if (few && cuda_matmul_few_rule(0, ntok) && cuda_expert_mma_supported(type)) {
+        mm_multi_t f = m;
+        const int fblocks = mf_table(f, count);
+        if (mf_launch_type(type, f, fblocks, n, ntok, (const char *)act, act_stride, mf_shape_default(ntok), s))
+            return cuda_launch_check("matmul (multi, few tokens)", err);
+    }
     if (ntok == 1)
         matmul_multi_launch_nc<1>(type, n, ntok, m, blocks, act, act_stride, s);
     else if (ntok == 2)
@@ -425,6 +758,21 @@ extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int
     else
         matmul_multi_launch_nc<8>(type, n, ntok, m, blocks, act, act_stride, s);
     return cuda_launch_check("matmul (multi)", err);
+}
+
+extern "C" int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int32_t count, const void *const *w,
+                                 const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
+                                 float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err)
+{
+    return matmul_multi_run(type, n, ntok, count, w, w_stride, nrows, act, act_stride, out, ldo, true, s, err);
+}
+
+extern "C" int cuda_matmul_multi_dp4a(guild_type_t type, int64_t n, int32_t ntok, int32_t count,
+                                      const void *const *w, const size_t *w_stride, const int64_t *nrows,
+                                      const void *act, size_t act_stride, float *const *out, const int64_t *ldo,
+                                      cudaStream_t s, guild_err_t *err)
+{
+    return matmul_multi_run(type, n, ntok, count, w, w_stride, nrows, act, act_stride, out, ldo, false, s, err);
 }
 
 extern "C" int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int32_t ntok, int32_t count,
@@ -486,6 +834,12 @@ extern "C" int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int3
     }
     for (int32_t i = count; i < MM_MULTI; i++)
         m.blk_end[i] = INT32_MAX;
+    if (cuda_matmul_few_rule(0, ntok)) {
+        mm_multi_t f = m;
+        const int fblocks = mf_table(f, count);
+        if (mf_launch_pair(ta, tb, f, b_mask, fblocks, n, ntok, (const char *)act, act_stride, s))
+            return cuda_launch_check("matmul (multi, two types, few tokens)", err);
+    }
     const bool ok = ntok == 1   ? matmul_multi2_launch_nc<1>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
                     : ntok == 2 ? matmul_multi2_launch_nc<2>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
                     : ntok <= 4 ? matmul_multi2_launch_nc<4>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
@@ -507,10 +861,10 @@ extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, in
         for (int32_t h = 0; h < n_heads; h++)
             if (matmul_run(type, n, nrows, ntok, (const char *)w + (size_t)h * w_head, w_stride,
                            (const char *)act + (size_t)h * act_head, act_stride, out + (int64_t)h * out_head, ldo,
-                           MM_AUTO, 0, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
+                           MM_AUTO, 0, mf_shape_t{0, 0}, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
                 return -1;
         return 0;
     }
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, n_heads,
-                      mm_heads_t{w_head, act_head, out_head}, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0},
+                      n_heads, mm_heads_t{w_head, act_head, out_head}, s, err);
 }

@@ -21,4 +21,12 @@ static inline int cuda_matmul_mma_rule(int64_t nrows, int32_t ntok)
     return ntok >= CUDA_MATMUL_MMA_MIN_TOK || (ntok >= CUDA_MATMUL_MMA_WIDE_TOK && nrows >= CUDA_MATMUL_MMA_WIDE_ROWS);
 }
 
+/* Whether a product (or a launch of several, nrows 0) of a cuda_expert_mma_supported type takes the few-token
+ * tensor-core kernel (matmul.cu's matmul_few_kernel) for ntok tokens: the batches of a decode step of several
+ * sessions, below the mma kernel's rule; one token stays on the dp4a kernel (nothing to share its weights with). */
+static inline int cuda_matmul_few_rule(int64_t nrows, int32_t ntok)
+{
+    return ntok >= 2 && !cuda_matmul_mma_rule(nrows, ntok);
+}
+
 #endif
