@@ -695,8 +695,9 @@ static const dense_case_t dense_cases[] = {
     {GUILD_TYPE_Q6_K, 2048, 151936, 512}, /* the output head of Qwen3-30B-A3B */
     {GUILD_TYPE_Q4_K, 256, 1, 65},        /* one row, a token past a whole tile */
     {GUILD_TYPE_Q5_K, 2048, 200, 1024},   /* the staged kernel (from 1024 tokens), partial tiles and row blocks */
-    /* cuda_matmul's mma path below CUDA_MATMUL_MMA_MIN_TOK tokens: products of many rows (a batched decode step's
-     * output head), at the rule's edges */
+    /* products of many rows (a batched decode step's output head) below CUDA_MATMUL_MMA_MIN_TOK tokens, at the
+     * edges of the rules (cuda_matmul_few_rule: the few-token kernel up to 16 tokens, then the mma kernel) */
+    {GUILD_TYPE_Q6_K, 2048, CUDA_MATMUL_MMA_WIDE_ROWS + 77, 17},
     {GUILD_TYPE_Q6_K, 2048, CUDA_MATMUL_MMA_WIDE_ROWS + 77, CUDA_MATMUL_MMA_WIDE_TOK},
     {GUILD_TYPE_Q6_K, 2048, CUDA_MATMUL_MMA_WIDE_ROWS, 13},
     {GUILD_TYPE_Q4_K, 1024, CUDA_MATMUL_MMA_WIDE_ROWS - 1, CUDA_MATMUL_MMA_WIDE_TOK},
@@ -728,8 +729,8 @@ static void dense_bits_run(const dense_case_t *C, uint64_t seed, bool plain)
     const long bad = dense_compare(&D, N_DENSE_PATHS, what);
     printf("%s: %s mma128, mma64, cuda_matmul (%s%s), few and tok1 vs dp4a: %ld outputs differ\n",
            bad ? "FAIL" : "PASS", what,
-           cuda_matmul_mma_rule(C->nrows, C->ntok)   ? "mma path"
-           : cuda_matmul_few_rule(C->nrows, C->ntok) ? "few path"
+           cuda_matmul_few_rule(C->nrows, C->ntok)   ? "few path"
+           : cuda_matmul_mma_rule(C->nrows, C->ntok) ? "mma path"
                                                      : "dp4a path",
            C->ntok >= 1024 && st ? ", staged kernel" : "", bad);
     ck_assert_msg(bad == 0, "%s: %ld outputs differ from the dp4a path", what, bad);
@@ -799,9 +800,11 @@ START_TEST(test_dense_timing)
     /* the weights once, at the largest token count; smaller batches use its first rows of activations */
     dense_t D;
     dense_init(&D, &r, type, n, nrows, toks[nt - 1], false);
+    int32_t mma_from = 2;
+    while (!cuda_matmul_mma_rule(nrows, mma_from) || cuda_matmul_few_rule(nrows, mma_from))
+        mma_from++;
     printf("dense timing %s %lld rows x n %lld (cuda_matmul takes mma from %d tokens):\n",
-           quant_type_info(type)->name, (long long)nrows, (long long)n,
-           cuda_matmul_mma_rule(nrows, CUDA_MATMUL_MMA_WIDE_TOK) ? CUDA_MATMUL_MMA_WIDE_TOK : CUDA_MATMUL_MMA_MIN_TOK);
+           quant_type_info(type)->name, (long long)nrows, (long long)n, mma_from);
     int32_t cross = -1;
     long bad_all = 0;
     for (int i = 0; i < nt; i++) {

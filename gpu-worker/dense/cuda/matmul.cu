@@ -313,12 +313,11 @@ static size_t weight_align(guild_type_t type)
  * 16 rows. Bits: expert_mma.cu's argument, the same traits: per (row, token, block) the exact integer isum/imin,
  * the type's finish with the same operations, and the finishes added to 0.0f in block order, the row's factor
  * last: the dp4a kernel's floats, so a token's outputs do not depend on the batch it is in.
- * Block: kw (MF_WARPS) warps on the same 16 rows x 8 NJ tokens; warp w takes blocks w, w + kw, ... (the split
+ * Block: kw warps on the same 16 rows x 8 NJ tokens; warp w takes blocks w, w + kw, ... (the split
  * along K is what gives a product of a few thousand rows enough warps), each a round's finishes into shared
  * memory; warp 0 adds the round's kw finishes in block order (its own first) and stores. Rows past nrows
  * read the last row, tokens past ntok the slice's first token; neither is stored. */
-#define MF_WARPS 4     /* warps of a block (the split along K), cuda_matmul's choice */
-#define MF_WARPS_MAX 8 /* cuda_matmul_few's choices: 2, 4 or 8 */
+#define MF_WARPS_MAX 8 /* warps of a block (the split along K): 2, 4 or 8 (mf_shape_default) */
 #define MF_ROWS 16     /* weight rows of a block: one mma tile's */
 
 /* c += the 16x8 int8 product of a (16x32: a0..a3) and b (32x8: b0, b1), PTX's m16n8k32 fragments. */
@@ -527,10 +526,22 @@ typedef struct mf_shape {
     int tile, kw;
 } mf_shape_t;
 
-/* cuda_matmul's: 8 tokens a block up to 8, 16 from 9 on; MF_WARPS warps. */
-static mf_shape_t mf_shape_default(int32_t ntok)
+/* cuda_matmul's for nrows rows (all of a launch's products): 8 warps, 4 for products of CUDA_MATMUL_MMA_WIDE_ROWS
+ * rows or more (their grid fills the GPU anyway); tiles of 16 tokens from 9 tokens on for products of 4096 rows
+ * or more, of 8 below (twice the blocks). The best of the 6 shapes, or within 10% of it, in each of
+ * check_cuda_expert_mma's few timings on the H200 (bench/results/dense16-h200-2026-12-03-s29.md). */
+static mf_shape_t mf_shape_default(int64_t nrows, int32_t ntok)
 {
-    return mf_shape_t{ntok <= 8 ? 8 : 16, MF_WARPS};
+    return mf_shape_t{ntok > 8 && nrows >= 4096 ? 16 : 8, nrows >= CUDA_MATMUL_MMA_WIDE_ROWS ? 4 : 8};
+}
+
+/* The rows of m's first count products. */
+static int64_t mf_rows_all(const mm_multi_t &m, int count)
+{
+    int64_t r = 0;
+    for (int i = 0; i < count; i++)
+        r += m.nrows[i];
+    return r;
 }
 
 /* m's products (blk_end filled in blocks of MF_ROWS rows) with matmul_few_kernel, shaped as sh. */
@@ -570,11 +581,11 @@ static bool mf_launch_type(guild_type_t type, const mm_multi_t &m, int blocks, i
     X(GUILD_TYPE_Q4_K, mma_q4_K, GUILD_TYPE_Q5_K, mma_q5_K)
 
 static bool mf_launch_pair(guild_type_t ta, guild_type_t tb, const mm_multi_t &m, int b_mask, int blocks, int64_t n,
-                           int32_t ntok, const char *act, size_t act_stride, cudaStream_t s)
+                           int32_t ntok, const char *act, size_t act_stride, mf_shape_t sh, cudaStream_t s)
 {
 #define MF_PAIR(A, TA, BT, TB)                                                                         \
     if (ta == A && tb == BT) {                                                                         \
-        mf_launch<TA, TB>(m, b_mask, blocks, n, ntok, act, act_stride, mf_shape_default(ntok), s); \
+        mf_launch<TA, TB>(m, b_mask, blocks, n, ntok, act, act_stride, sh, s);                     \
         return true;                                                                                   \
     }
     MF_PAIRS(MF_PAIR)
@@ -652,7 +663,9 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
     if (n_heads == 1 && (path == MM_FEW || (path == MM_AUTO && cuda_matmul_few_rule(nrows, ntok))) &&
         nrows <= INT32_MAX - MF_ROWS && (ntok + 7) / 8 <= 65535 &&
         mf_single(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo,
-                  mf_shape_t{fs.tile ? fs.tile : mf_shape_default(ntok).tile, fs.kw ? fs.kw : MF_WARPS}, s))
+                  mf_shape_t{fs.tile ? fs.tile : mf_shape_default(nrows, ntok).tile,
+                             fs.kw ? fs.kw : mf_shape_default(nrows, ntok).kw},
+                  s))
         return cuda_launch_check("matmul (few tokens)", err);
     if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && cuda_matmul_mma_rule(nrows, ntok))) &&
         expert_mma_dense_launch(type, n, nrows, ntok, (const char *)w, w_stride, (const char *)act, act_stride, out,
@@ -746,7 +759,8 @@ static int matmul_multi_run(guild_type_t type, int64_t n, int32_t ntok, int32_t 
     if (few && cuda_matmul_few_rule(0, ntok) && cuda_expert_mma_supported(type)) {
         mm_multi_t f = m;
         const int fblocks = mf_table(f, count);
-        if (mf_launch_type(type, f, fblocks, n, ntok, (const char *)act, act_stride, mf_shape_default(ntok), s))
+        if (mf_launch_type(type, f, fblocks, n, ntok, (const char *)act, act_stride,
+                           mf_shape_default(mf_rows_all(f, count), ntok), s))
             return cuda_launch_check("matmul (multi, few tokens)", err);
     }
     if (ntok == 1)
@@ -837,7 +851,8 @@ extern "C" int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int3
     if (cuda_matmul_few_rule(0, ntok)) {
         mm_multi_t f = m;
         const int fblocks = mf_table(f, count);
-        if (mf_launch_pair(ta, tb, f, b_mask, fblocks, n, ntok, (const char *)act, act_stride, s))
+        if (mf_launch_pair(ta, tb, f, b_mask, fblocks, n, ntok, (const char *)act, act_stride,
+                           mf_shape_default(mf_rows_all(f, count), ntok), s))
             return cuda_launch_check("matmul (multi, two types, few tokens)", err);
     }
     const bool ok = ntok == 1   ? matmul_multi2_launch_nc<1>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
