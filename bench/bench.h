@@ -18,17 +18,15 @@ int bench_route_predict_main(int argc, char **argv);
 /* Prints "# key: value" provenance lines (commit, CPU model and features, kernel level, command line, date). */
 void bench_print_provenance(FILE *out, int argc, char **argv);
 
-/* The index of the first largest of x[0..n) (n >= 1), the one `x[i] > x[best]` picks: a greedy decode's next
- * token. The running maximum is kept in a register (comparing against x[best] chains each element's compare to a
- * load through the last move) and a chunk of elements is scanned only when one of them beats it (the test of a
- * chunk vectorises): a 150k-entry vocabulary, which the batched benchmarks pay per session, in a fraction of the
- * element-by-element loop's time. */
+/* The index of the first largest of x[0..n) (n >= 1), NaN counted as -infinity: the sampler's greedy choice
+ * (logits_pick's id, core/sample/logits_pick.h, whose chunked scan vectorises: a 150k-entry vocabulary, which the
+ * batched benchmarks pay per session, in a fraction of the element-by-element loop's time). */
 int32_t bench_argmax(const float *x, int32_t n);
 
 /* One greedy decode step of n sessions decoded together (guild bench sessions, guild-cuda-prof): a row each,
- * session s at sequence s's next position (backend_forward_seq), its logits row s of logits ([n][V]); each
- * session's next token (bench_argmax) into tok[s], which held the tokens fed. seq, pos, rows: [n] scratch. -1
- * with err when the forward call fails. */
+ * session s at sequence s's next position, each session's next token (backend_forward_pick: the pick of its row,
+ * where the backend computed it; logits [n][V] is its room for the rows) into tok[s], which held the tokens fed.
+ * seq, pos, rows: [n] scratch. -1 with err when the forward call fails. */
 struct backend;
 int bench_decode_step(struct backend *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
                       float *logits, int32_t V, guild_err_t *err);

@@ -10,6 +10,7 @@
 #include "bench/bench.h"
 #include "core/kern/cpu.h"
 #include "core/kern/kern.h"
+#include "core/sample/logits_pick.h"
 #include "core/topo/topo.h"
 
 /* The source tree's commit, when the binary runs next to its git checkout (a copy without .git says so). */
@@ -55,31 +56,8 @@ void bench_print_provenance(FILE *out, int argc, char **argv)
     fprintf(out, "\n");
 }
 
-#define ARGMAX_CHUNK 32
-
-/* The first index of the largest (NaNs never win, as `x[i] > m` is false for them). A chunk is scanned only when
- * one of its elements beats the running maximum: the test of a whole chunk has no branch and no dependence
- * between its compares (it vectorises), and a row of logits raises its maximum in few of its chunks. */
+/* The sampler's greedy rule, computed as the device's pick is (core/sample/logits_pick.h). */
 int32_t bench_argmax(const float *x, int32_t n)
 {
-    int32_t best = 0, i = 1;
-    float m = x[0];
-    for (; i + ARGMAX_CHUNK <= n; i += ARGMAX_CHUNK) {
-        int any = 0;
-        for (int32_t j = 0; j < ARGMAX_CHUNK; j++)
-            any |= x[i + j] > m;
-        if (!any)
-            continue;
-        for (int32_t j = 0; j < ARGMAX_CHUNK; j++)
-            if (x[i + j] > m) {
-                m = x[i + j];
-                best = i + j;
-            }
-    }
-    for (; i < n; i++)
-        if (x[i] > m) {
-            m = x[i];
-            best = i;
-        }
-    return best;
+    return logits_pick(x, n).id;
 }

@@ -332,14 +332,14 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
         r->step_s = s0 >= 0 ? s1 - s0 : r->prefill_s - filled_s + r->decode_s;
         return 0;
     }
-    /* the first largest, without a load through the last move for each compare: the host's pick is counted in the
-     * decode rate */
+    /* the greedy pick where the backend computed the row (backend_forward_pick), counted in the decode rate */
     int32_t tok = bench_argmax(logits, n_vocab), row = 0;
     for (int32_t g = 0; g < gen; g++) {
         const int32_t p = populate + g;
-        if (backend_forward(be, 1, &tok, &p, 1, &row, logits, err) < 0)
+        logits_pick_t pick;
+        if (backend_forward_pick(be, 1, &tok, NULL, &p, 1, &row, n_vocab, NULL, logits, &pick, err) < 0)
             return guild_err_prefix(err, "decode step %d: ", g);
-        tok = bench_argmax(logits, n_vocab);
+        tok = pick.id;
     }
     const double t2 = guild_clock_s();
     wait_counters(be, experts, spec, &w1, &s1);

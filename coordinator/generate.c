@@ -123,9 +123,18 @@ static int take(gen_t *g, const float *row, int32_t id, guild_err_t *err)
     return 0;
 }
 
-/* One plain decode step on the logits of the cache's last position (kv positions held): samples and takes the
- * token. 0: *next is to be fed at position kv; 1: stopped (res->stop set); -1: error. */
-static int plain_step(gen_t *g, const float *logits, int32_t kv, int32_t *next, guild_err_t *err)
+bool gen_pickable(const sampler_t *smp, const gen_options_t *opt)
+{
+    const sample_params_t *p = sampler_params(smp);
+    return p->temp <= 0 && (p->repeat_penalty == 1.0f || p->repeat_last_n <= 0) && !opt->logits_out &&
+           !opt->on_token;
+}
+
+/* One plain decode step on the logits of the cache's last position (kv positions held), or on their pick (logits
+ * NULL; gen_pickable): samples and takes the token. 0: *next is to be fed at position kv; 1: stopped (res->stop
+ * set); -1: error. */
+static int plain_step(gen_t *g, const float *logits, const logits_pick_t *pick, int32_t kv, int32_t *next,
+                      guild_err_t *err)
 {
     const gen_options_t *opt = g->opt;
     gen_result_t *res = g->res;
@@ -133,11 +142,20 @@ static int plain_step(gen_t *g, const float *logits, int32_t kv, int32_t *next, 
         res->stop = GEN_STOP_LENGTH;
         return 1;
     }
-    if (put_logits(g, logits, err) < 0)
-        return -1;
-    int32_t id = sampler_sample(g->smp, logits);
-    if (check_row(g, logits, kv - 1, err) < 0)
-        return -1;
+    int32_t id;
+    if (logits) {
+        if (put_logits(g, logits, err) < 0)
+            return -1;
+        id = sampler_sample(g->smp, logits);
+        if (check_row(g, logits, kv - 1, err) < 0)
+            return -1;
+    } else { /* the sampler's greedy choice, its non-finite check as check_row's */
+        id = pick->id;
+        if (opt->check_finite && pick->nonfinite >= 0)
+            return guild_err_set(err, "non-finite value: the logits of position %d are not finite (token id %d: "
+                                 "%g): the LM head (output.weight) makes them so (--check-finite off skips this "
+                                 "check)", kv - 1, pick->nonfinite, (double)pick->bad);
+    }
     int t = take(g, logits, id, err);
     if (t)
         return t;
@@ -149,17 +167,25 @@ static int plain_step(gen_t *g, const float *logits, int32_t kv, int32_t *next, 
     return 0;
 }
 
-/* One token per forward call, from the prefill's logits on. */
+/* One token per forward call, from the prefill's logits on; a greedy loop takes each step's pick from the backend
+ * (backend_forward_pick: the row is reduced where it was computed) instead of its row. */
 static int decode_plain(gen_t *g, float *logits, guild_err_t *err)
 {
+    const bool pickable = gen_pickable(g->smp, g->opt);
+    logits_pick_t pick;
+    bool picked = false; /* the prefill's row first */
     for (;;) {
         int32_t id;
-        int s = plain_step(g, logits, backend_kv_len(g->be), &id, err);
+        int s = plain_step(g, picked ? NULL : logits, &pick, backend_kv_len(g->be), &id, err);
         if (s)
             return s < 0 ? -1 : 0;
         int32_t p = backend_kv_len(g->be), row = 0;
-        if (backend_forward(g->be, 1, &id, &p, 1, &row, logits, err) < 0)
+        const int rc = pickable ? backend_forward_pick(g->be, 1, &id, NULL, &p, 1, &row, g->opt->n_vocab, NULL, logits,
+                                                       &pick, err)
+                                : backend_forward(g->be, 1, &id, &p, 1, &row, logits, err);
+        if (rc < 0)
             return -1;
+        picked = pickable;
         g->res->n_decoded++;
     }
 }
@@ -184,7 +210,12 @@ int gen_seq_new(gen_seq_t **out, sampler_t *smp, const tok_t *tok, const int32_t
 
 int gen_seq_step(gen_seq_t *g, const float *logits, int32_t kv_len, int32_t *next, guild_err_t *err)
 {
-    return plain_step(g, logits, kv_len, next, err);
+    return plain_step(g, logits, NULL, kv_len, next, err);
+}
+
+int gen_seq_step_pick(gen_seq_t *g, const logits_pick_t *pick, int32_t kv_len, int32_t *next, guild_err_t *err)
+{
+    return plain_step(g, NULL, pick, kv_len, next, err);
 }
 
 int gen_seq_end(gen_seq_t **gp, int rc, guild_err_t *err)

@@ -89,6 +89,15 @@ int gen_seq_new(gen_seq_t **out, sampler_t *smp, const tok_t *tok, const int32_t
  * err (a write error, a non-finite logit with check_finite). */
 int gen_seq_step(gen_seq_t *g, const float *logits, int32_t kv_len, int32_t *next, guild_err_t *err);
 
+/* Whether a step of smp and opt can take the pick of its row (core/sample/logits_pick.h: what a backend reduces
+ * the row to where it computed it, backend_forward_pick) instead of the row: a greedy sampler without the
+ * repetition penalty, no logits_out and no on_token (they want the row). Its tokens, stops and errors are then
+ * those of the row. */
+bool gen_pickable(const sampler_t *smp, const gen_options_t *opt);
+
+/* gen_seq_step on the pick of the row (gen_pickable) rather than the row. */
+int gen_seq_step_pick(gen_seq_t *g, const logits_pick_t *pick, int32_t kv_len, int32_t *next, guild_err_t *err);
+
 /* The end: passes on the text held back for an incomplete UTF-8 sequence and frees; nulls *g (NULL-safe).
  * Returns rc (the sequence's result so far), or -1 when rc was 0 and that text could not be written. */
 int gen_seq_end(gen_seq_t **g, int rc, guild_err_t *err);

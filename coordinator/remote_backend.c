@@ -31,6 +31,8 @@ typedef struct remote {
     uint64_t epoch;   /* the GPU worker gpu_len is about; 0: none yet */
     uint64_t seq;     /* last request rung */
     int32_t *rows;    /* [max_out] scratch: rows of a chunk wanting logits */
+    uint8_t *c_full;  /* [max_out] scratch: of those, the ones a pick call wants in full */
+    bool pick;        /* the forward call in progress is a pick call (backend_forward_pick) */
     int32_t *c_seq, *c_pos; /* [n_batch] scratch: a chunk's sequences and positions */
     int32_t *r_seq, *r_pos; /* [n_batch] scratch: a replayed chunk's */
     remote_stats_t stats;
@@ -79,6 +81,9 @@ static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const 
     memcpy(st->tokens, tokens, (size_t)n * sizeof *tokens);
     if (n_out)
         memcpy(st->out_rows, rows, (size_t)n_out * sizeof *rows);
+    const bool pick = r->pick && n_out > 0; /* a replay wants no rows */
+    if (pick)
+        memcpy(st->full, r->c_full, (size_t)n_out);
     guild_step_request_t req;
     if (r->o.n_seq > 1) { /* the one-sequence request stays the old one */
         for (int32_t i = 0; i < n; i++)
@@ -88,6 +93,8 @@ static int issue(remote_t *r, const int32_t *tokens, const int32_t *seqs, const 
     } else {
         req = (guild_step_request_t){.keep = pos[0], .n_tokens = n, .n_out = n_out};
     }
+    if (pick)
+        req.flags |= GUILD_STEP_PICK;
     uint64_t t0 = guild_now_ns();
     int rc = ring(r, &req, err);
     if (rc)
@@ -208,11 +215,12 @@ static int run_chunk(remote_t *r, const int32_t *tokens, const int32_t *seqs, co
     }
 }
 
-static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *seqs,
-                              const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
-                              guild_err_t *err)
+/* A forward call; picks non-NULL: a pick call (backend_forward_pick), whose rows come back as picks and the logits
+ * of the rows full[] names. */
+static int forward_rows(remote_t *r, int32_t n, const int32_t *tokens, const int32_t *seqs, const int32_t *positions,
+                        int32_t n_out, const int32_t *out_rows, const uint8_t *full, float *logits,
+                        logits_pick_t *picks, guild_err_t *err)
 {
-    remote_t *r = (remote_t *)b;
     if (n < 1 || n > r->o.n_batch)
         return guild_err_set(err, "forward: %d tokens in a batch (1..%d)", n, r->o.n_batch);
     for (int32_t q = 0; q < r->o.n_seq; q++)
@@ -252,8 +260,13 @@ static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, co
                 wanted = out_rows[j] == e;
             if (wanted && nr == max_out)
                 break;
-            if (wanted)
+            if (wanted) {
+                r->c_full[nr] = 0;
+                for (int32_t j = 0; full && j < n_out; j++)
+                    if (out_rows[j] == e && full[j])
+                        r->c_full[nr] = 1;
                 r->rows[nr++] = e - s;
+            }
             e++;
         }
         for (int32_t q = 0; q < r->o.n_seq; q++)
@@ -264,7 +277,10 @@ static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, co
             r->c_pos[i - s] = positions[i];
             r->sq[q].rows++;
         }
-        if (run_chunk(r, tokens + s, r->c_seq, r->c_pos, e - s, nr, r->rows, err) < 0) {
+        r->pick = picks != NULL;
+        const int rc = run_chunk(r, tokens + s, r->c_seq, r->c_pos, e - s, nr, r->rows, err);
+        r->pick = false;
+        if (rc < 0) {
             for (int32_t q = 0; q < r->o.n_seq; q++) {
                 rseq_t *sq = &r->sq[q];
                 sq->kv_len = sq->start;
@@ -275,9 +291,13 @@ static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, co
         }
         for (int32_t j = 0; j < n_out; j++)
             for (int32_t k = 0; k < nr; k++)
-                if (out_rows[j] == s + r->rows[k])
-                    memcpy(logits + (size_t)j * (size_t)V, r->st->logits + (size_t)k * (size_t)V,
-                           (size_t)V * sizeof *logits);
+                if (out_rows[j] == s + r->rows[k]) {
+                    if (picks)
+                        picks[j] = r->st->picks[k];
+                    if (!picks || r->c_full[k]) /* a pick call's sampled rows only */
+                        memcpy(logits + (size_t)j * (size_t)V, r->st->logits + (size_t)k * (size_t)V,
+                               (size_t)V * sizeof *logits);
+                }
         for (int32_t i = s; i < e; i++) {
             rseq_t *sq = &r->sq[seqs ? seqs[i] : 0];
             sq->history[sq->kv_len++] = tokens[i];
@@ -285,6 +305,20 @@ static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, co
         s = e;
     }
     return 0;
+}
+
+static int remote_forward_seq(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *seqs,
+                              const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                              guild_err_t *err)
+{
+    return forward_rows((remote_t *)b, n, tokens, seqs, positions, n_out, out_rows, NULL, logits, NULL, err);
+}
+
+static int remote_forward_pick(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *seqs,
+                               const int32_t *positions, int32_t n_out, const int32_t *out_rows, const uint8_t *full,
+                               float *logits, logits_pick_t *picks, guild_err_t *err)
+{
+    return forward_rows((remote_t *)b, n, tokens, seqs, positions, n_out, out_rows, full, logits, picks, err);
 }
 
 static int remote_forward(backend_t *b, int32_t n, const int32_t *tokens, const int32_t *positions, int32_t n_out,
@@ -486,6 +520,7 @@ static void remote_destroy(backend_t *b)
         free(r->sq[q].history);
     free(r->sq);
     free(r->rows);
+    free(r->c_full);
     free(r->c_seq);
     free(r->c_pos);
     free(r->r_seq);
@@ -512,6 +547,7 @@ static const backend_ops_t remote_ops = {
     .kv_len = remote_kv_len,
     .kv_truncate = remote_kv_truncate,
     .forward_seq = remote_forward_seq,
+    .forward_pick = remote_forward_pick,
     .seq_kv_len = remote_seq_kv_len,
     .seq_kv_truncate = remote_seq_kv_truncate,
     .seq_save = remote_seq_save,
@@ -539,11 +575,12 @@ int remote_backend_new(backend_t **out, sup_t *sup, const remote_options_t *opt,
     r->seq = guild_doorbell_load(&r->st->sh->request);
     r->sq = calloc((size_t)r->o.n_seq, sizeof *r->sq);
     r->rows = malloc((size_t)r->st->shape.max_out * sizeof *r->rows);
+    r->c_full = malloc((size_t)r->st->shape.max_out);
     r->c_seq = malloc((size_t)opt->n_batch * sizeof *r->c_seq);
     r->c_pos = malloc((size_t)opt->n_batch * sizeof *r->c_pos);
     r->r_seq = malloc((size_t)opt->n_batch * sizeof *r->r_seq);
     r->r_pos = malloc((size_t)opt->n_batch * sizeof *r->r_pos);
-    bool ok = r->sq && r->rows && r->c_seq && r->c_pos && r->r_seq && r->r_pos;
+    bool ok = r->sq && r->rows && r->c_full && r->c_seq && r->c_pos && r->r_seq && r->r_pos;
     for (int32_t q = 0; ok && q < r->o.n_seq; q++)
         ok = (r->sq[q].history = malloc((size_t)opt->n_ctx * sizeof *r->sq[q].history)) != NULL;
     if (!ok) {

@@ -261,6 +261,19 @@ static int load(gpu_worker_t *g, const Guild__Assign *a, Guild__ErrorCode *code,
     return rc;
 }
 
+/* The forward pass of a request's rows (seq_ids NULL: all of sequence 0), its logits or, for a pick request
+ * (GUILD_STEP_PICK), its picks and the logits of the rows full[] names, into the step region. -1 with err. */
+static int forward_out(gpu_worker_t *g, const guild_step_request_t *req, const int32_t *seq_ids,
+                       const int32_t *positions, guild_err_t *err)
+{
+    if (req->flags & GUILD_STEP_PICK)
+        return backend_forward_pick(g->be, req->n_tokens, g->step.tokens, seq_ids, positions, req->n_out,
+                                    g->step.out_rows, (int32_t)g->step.shape.n_vocab, g->step.full, g->step.logits,
+                                    g->step.picks, err);
+    return backend_forward_seq(g->be, req->n_tokens, g->step.tokens, seq_ids, positions, req->n_out,
+                               g->step.out_rows, g->step.logits, err);
+}
+
 /* A request of several sequences (GUILD_STEP_SEQS): each sequence of the batch truncated to its first row's
  * position, then the rows appended. -1 with err. */
 static int forward_seqs(gpu_worker_t *g, uint64_t seq, const guild_step_request_t *req, guild_err_t *err)
@@ -281,8 +294,7 @@ static int forward_seqs(gpu_worker_t *g, uint64_t seq, const guild_step_request_
                                  (unsigned long long)seq, s, p, backend_seq_kv_len(g->be, s));
         backend_seq_kv_truncate(g->be, s, p);
     }
-    return backend_forward_seq(g->be, req->n_tokens, g->step.tokens, g->step.seq_ids, g->step.positions, req->n_out,
-                               g->step.out_rows, g->step.logits, err);
+    return forward_out(g, req, g->step.seq_ids, g->step.positions, err);
 }
 
 /* A snapshot chunk (GUILD_STEP_SAVE or GUILD_STEP_LOAD, ipc/step.h) through the logits area. -1 with err. */
@@ -400,8 +412,7 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
         backend_kv_truncate(g->be, req.keep);
         for (int32_t i = 0; i < req.n_tokens; i++)
             g->positions[i] = req.keep + i;
-        if (backend_forward(g->be, req.n_tokens, g->step.tokens, g->positions, req.n_out, g->step.out_rows,
-                            g->step.logits, &err) == 0)
+        if (forward_out(g, &req, NULL, g->positions, &err) == 0)
             status = GUILD_STEP_OK;
         else if (g->aborted)
             status = GUILD_STEP_ABORTED;

@@ -7,7 +7,7 @@
 
 /* Offsets of the arrays for a valid shape. */
 typedef struct offsets {
-    uint64_t tokens, out_rows, logits, seq_ids, positions, end;
+    uint64_t tokens, out_rows, logits, seq_ids, positions, full, picks, end;
 } offsets_t;
 
 static offsets_t layout(const guild_step_shape_t *s)
@@ -18,7 +18,9 @@ static offsets_t layout(const guild_step_shape_t *s)
     o.logits = ALIGN64(o.out_rows + (uint64_t)s->max_out * sizeof(int32_t));
     o.seq_ids = ALIGN64(o.logits + (uint64_t)s->max_out * s->n_vocab * sizeof(float));
     o.positions = ALIGN64(o.seq_ids + (uint64_t)s->max_tokens * sizeof(int32_t));
-    o.end = ALIGN64(o.positions + (uint64_t)s->max_tokens * sizeof(int32_t));
+    o.full = ALIGN64(o.positions + (uint64_t)s->max_tokens * sizeof(int32_t));
+    o.picks = ALIGN64(o.full + (uint64_t)s->max_out);
+    o.end = ALIGN64(o.picks + (uint64_t)s->max_out * sizeof(logits_pick_t));
     return o;
 }
 
@@ -56,6 +58,8 @@ int guild_step_init(void *addr, size_t size, const guild_step_shape_t *shape, gu
     sh->logits_offset = o.logits;
     sh->seq_ids_offset = o.seq_ids;
     sh->positions_offset = o.positions;
+    sh->full_offset = o.full;
+    sh->picks_offset = o.picks;
     guild_doorbell_init(&sh->request);
     guild_doorbell_init(&sh->response);
     guild_doorbell_init(&sh->abort);
@@ -79,7 +83,8 @@ int guild_step_attach(guild_step_t *st, void *addr, size_t size, guild_err_t *er
                              shape.max_tokens, shape.max_out, shape.n_vocab, size);
     const offsets_t o = layout(&shape);
     if (sh->tokens_offset != o.tokens || sh->out_rows_offset != o.out_rows || sh->logits_offset != o.logits ||
-        sh->seq_ids_offset != o.seq_ids || sh->positions_offset != o.positions)
+        sh->seq_ids_offset != o.seq_ids || sh->positions_offset != o.positions || sh->full_offset != o.full ||
+        sh->picks_offset != o.picks)
         return guild_err_set(err, "step region: array offsets differ from this build's layout");
     st->sh = sh;
     st->shape = shape;
@@ -88,5 +93,7 @@ int guild_step_attach(guild_step_t *st, void *addr, size_t size, guild_err_t *er
     st->logits = (float *)((char *)addr + o.logits);
     st->seq_ids = (int32_t *)((char *)addr + o.seq_ids);
     st->positions = (int32_t *)((char *)addr + o.positions);
+    st->full = (uint8_t *)addr + o.full;
+    st->picks = (logits_pick_t *)((char *)addr + o.picks);
     return 0;
 }

@@ -30,6 +30,10 @@
  * while it waits on the expert workers (a CPU worker that cannot be brought back); the response then says
  * why.
  *
+ * A pick request (GUILD_STEP_PICK, a greedy step: backend_forward_pick) has the GPU worker answer each row wanted
+ * with its pick (core/sample/logits_pick.h: 8 bytes) and write the logits only of the rows whose full[j] is set
+ * (sampled ones): the GPU worker's backend reduces the rows where it computed them.
+ *
  * Writers: the coordinator lays out the region (guild_step_init) before publishing the arena, then writes
  * the request fields and rings request and abort; the GPU worker writes the response fields and rings
  * response. Layout version: GUILD_STEP_MAGIC (change it with the layout).
@@ -40,10 +44,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/sample/logits_pick.h"
 #include "core/util/err.h"
 #include "ipc/doorbell.h"
 
-#define GUILD_STEP_MAGIC UINT64_C(0x34504554534C4447) /* "GDLSTEP4" in memory order */
+#define GUILD_STEP_MAGIC UINT64_C(0x35504554534C4447) /* "GDLSTEP5" in memory order */
 #define GUILD_STEP_MESSAGE_MAX 1024                   /* bytes of a response's error message, NUL included */
 
 /* Geometry, fixed for the life of the arena. */
@@ -65,6 +70,8 @@ typedef enum guild_step_status {
 #define GUILD_STEP_LOAD 4 /* a chunk of a snapshot to restore into sequence state_seq (state_n positions) */
 #define GUILD_STEP_MTP 8  /* a step (state_n) of the multi-token-prediction layer with token tokens[0], the cache
                              cut to keep positions first */
+#define GUILD_STEP_PICK 16 /* with a forward request: picks[j] for every row wanted (backend_forward_pick); logits
+                              row j only where full[j] */
 
 /* Request fields; the coordinator writes them before ringing request. */
 typedef struct guild_step_request {
@@ -112,6 +119,8 @@ typedef struct guild_step_shared {
                                  the coordinator's stall watchdog sees a long pass move */
     uint64_t seq_ids_offset;   /* int32 seq_ids[max_tokens]: each row's sequence (GUILD_STEP_SEQS) */
     uint64_t positions_offset; /* int32 positions[max_tokens]: each row's position in its sequence (GUILD_STEP_SEQS) */
+    uint64_t full_offset;      /* uint8 full[max_out]: coordinator, a pick request's rows wanting their logits */
+    uint64_t picks_offset;     /* logits_pick_t picks[max_out]: GPU worker, a pick request's row j's pick */
     guild_doorbell_t request;  /* rung by the coordinator */
     guild_doorbell_t response; /* rung by the GPU worker */
     guild_doorbell_t abort;    /* rung by the coordinator */
@@ -127,6 +136,8 @@ typedef struct guild_step {
     int32_t *out_rows; /* [max_out] */
     int32_t *seq_ids;  /* [max_tokens] */
     int32_t *positions; /* [max_tokens] */
+    uint8_t *full;      /* [max_out] */
+    logits_pick_t *picks; /* [max_out] */
     float *logits;     /* [max_out][n_vocab] */
     guild_step_shape_t shape;
 } guild_step_t;

@@ -1,4 +1,5 @@
 /* Tests for core/sample: the PRNG's fixed sequence and each stage of the sampling chain. */
+#include "core/sample/logits_pick.h"
 #include "core/sample/rng.h"
 #include "core/sample/sampler.h"
 
@@ -74,6 +75,64 @@ START_TEST(test_greedy_lowest_id_on_ties_and_nan)
     ck_assert_int_eq(sampler_sample(s, logits), 0);
     sampler_destroy(&s);
     ck_assert_ptr_null(s);
+}
+END_TEST
+
+/* logits_pick (the device pick's scalar reference): the sampler's greedy id and its non-finite note, on hand-made
+ * rows (ties, NaN first, -infinity only, +infinity, signed zeros) and on random rows of every length around its
+ * chunks, against sampler_sample at temperature 0 and sampler_nonfinite. */
+START_TEST(test_pick_is_the_greedy_choice)
+{
+    static const struct {
+        float x[6];
+        int32_t id, nonfinite;
+    } cases[] = {
+        {{1, 3, 0, 3, 2, 0}, 1, -1},              /* ties: the lowest id */
+        {{0, 0, 0, 0, 0, 0}, 0, -1},
+        {{NAN, 1, 2, 2, 0, 0}, 2, 0},             /* a NaN first counts as -infinity */
+        {{-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, 0, 0},
+        {{NAN, NAN, NAN, NAN, NAN, NAN}, 0, 0},
+        {{NAN, -INFINITY, NAN, -INFINITY, -5, NAN}, 4, 0},
+        {{1, INFINITY, 2, INFINITY, NAN, 0}, 1, 1},
+        {{-0.0f, 0.0f, -0.0f, 0, 0, 0}, 0, -1},  /* -0 == +0: the first */
+        {{-1, -2, -3, -4, -5, 7}, 5, -1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const logits_pick_t p = logits_pick(cases[c].x, 6);
+        ck_assert_msg(p.id == cases[c].id && p.nonfinite == cases[c].nonfinite, "case %zu: %d %d", c, p.id,
+                      p.nonfinite);
+        if (p.nonfinite >= 0)
+            ck_assert(!memcmp(&p.bad, &cases[c].x[p.nonfinite], sizeof p.bad));
+        else
+            ck_assert(p.bad == 0.0f);
+    }
+    enum { V = 3000 };
+    float *x = malloc(V * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    uint64_t lcg = 99;
+    for (int r = 0; r < 40; r++) {
+        for (int32_t i = 0; i < V; i++) {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = r % 4 == 1 ? (float)((lcg >> 40) % 5) : (float)(lcg >> 40) / (float)(1 << 24) * 20.0f - 10.0f;
+        }
+        if (r % 5 == 2)
+            for (int32_t i = r; i < V; i += 301)
+                x[i] = (r / 5) % 2 ? NAN : -INFINITY;
+        if (r % 7 == 3)
+            x[0] = NAN;
+        if (r % 11 == 4)
+            x[V - 1 - r] = INFINITY;
+        for (int32_t n = 1; n <= 101; n++) { /* every length around the chunks', then the whole row */
+            const float *row = n <= 100 ? x + r : x;
+            const int32_t len = n <= 100 ? n : V;
+            sampler_t *s = make(plain(0.0f, 0), len);
+            const logits_pick_t p = logits_pick(row, len);
+            ck_assert_int_eq(p.id, sampler_sample(s, row));
+            ck_assert_int_eq(p.nonfinite, sampler_nonfinite(s));
+            sampler_destroy(&s);
+        }
+    }
+    free(x);
 }
 END_TEST
 
@@ -263,6 +322,7 @@ int main(void)
     suite_add_tcase(su, tc);
     tc = tcase_create("greedy");
     tcase_add_test(tc, test_greedy_lowest_id_on_ties_and_nan);
+    tcase_add_test(tc, test_pick_is_the_greedy_choice);
     suite_add_tcase(su, tc);
     tc = tcase_create("penalty");
     tcase_add_test(tc, test_repetition_penalty);

@@ -77,6 +77,8 @@ struct engine {
     slot_t *slots;       /* [parallel] */
     uint64_t serial;     /* requests admitted */
     float *logits;       /* [parallel][n_vocab] a batched step's rows */
+    uint8_t *b_full;     /* [parallel] whether a step's output row is wanted whole (not gen_pickable) */
+    logits_pick_t *b_pick; /* [parallel] a step's output rows' picks (backend_forward_pick) */
     int32_t *b_tok, *b_seq, *b_pos, *b_out; /* [n_batch] a batched step's rows and its logits rows */
     bool prompt_owed;    /* the oldest waiting prompt chunk is owed the next step (batch_plan_place) */
 };
@@ -475,8 +477,9 @@ static void slot_start(engine_t *e, slot_t *s, job_t *j)
     };
 }
 
-/* Slot s's row of logits (kv_len positions held): the first after its prompt begins its decode. */
-static void slot_take(engine_t *e, slot_t *s, const float *row, int32_t kv_len)
+/* Slot s's row of logits, or (row NULL) its pick (kv_len positions held): the first after its prompt begins its
+ * decode. */
+static void slot_take(engine_t *e, slot_t *s, const float *row, const logits_pick_t *pick, int32_t kv_len)
 {
     guild_err_t err = {{0}};
     const job_spec_t *sp = job_spec(s->job);
@@ -488,7 +491,8 @@ static void slot_take(engine_t *e, slot_t *s, const float *row, int32_t kv_len)
         }
         s->t_decode = guild_clock_s();
     }
-    int rc = gen_seq_step(s->gen, row, kv_len, &s->next, &err);
+    int rc = row ? gen_seq_step(s->gen, row, kv_len, &s->next, &err)
+                 : gen_seq_step_pick(s->gen, pick, kv_len, &s->next, &err);
     if (rc != 0)
         slot_end(e, s, rc < 0 ? -1 : 0, &err);
 }
@@ -551,6 +555,7 @@ static void batch_step(engine_t *e)
         e->b_seq[n] = seq;
         e->b_pos[n] = backend_seq_kv_len(be, seq);
         s->row = n_out;
+        e->b_full[n_out] = !gen_pickable(s->smp, &s->go);
         e->b_out[n_out++] = n++;
     }
     for (int i = 0; i < n_run; i++) { /* prefilling: a whole chunk each */
@@ -567,6 +572,7 @@ static void batch_step(engine_t *e)
         n += m;
         if (s->n_done + m == sp->n_prompt) {
             s->row = n_out;
+            e->b_full[n_out] = !gen_pickable(s->smp, &s->go);
             e->b_out[n_out++] = n - 1;
         }
     }
@@ -577,7 +583,10 @@ static void batch_step(engine_t *e)
     for (int i = 0; i < n_run; i++)
         in_step += order[i] && take_n[i] > 0;
     guild_err_t err = {{0}};
-    const int frc = backend_forward_seq(be, n, e->b_tok, e->b_seq, e->b_pos, n_out, e->b_out, e->logits, &err);
+    /* greedy rows come back as their picks, reduced where the backend computed them: only sampled rows (and those
+     * whose logprobs are asked) move n_vocab floats */
+    const int frc = backend_forward_pick(be, n, e->b_tok, e->b_seq, e->b_pos, n_out, e->b_out, e->n_vocab, e->b_full,
+                                         e->logits, e->b_pick, &err);
     int64_t kv = 0;
     for (int32_t q = 0; q < e->c.parallel; q++)
         kv += backend_seq_kv_len(be, q);
@@ -612,7 +621,8 @@ static void batch_step(engine_t *e)
             }
         }
         if (s->row >= 0)
-            slot_take(e, s, e->logits + (size_t)s->row * (size_t)e->n_vocab, backend_seq_kv_len(be, slot_seq(e, s)));
+            slot_take(e, s, e->b_full[s->row] ? e->logits + (size_t)s->row * (size_t)e->n_vocab : NULL,
+                      &e->b_pick[s->row], backend_seq_kv_len(be, slot_seq(e, s)));
     }
 }
 
@@ -754,7 +764,9 @@ static void *engine_main(void *arg)
         e->b_seq = malloc(NB * sizeof *e->b_seq);
         e->b_pos = malloc(NB * sizeof *e->b_pos);
         e->b_out = malloc(NB * sizeof *e->b_out);
-        if (!e->logits || !e->b_tok || !e->b_seq || !e->b_pos || !e->b_out) {
+        e->b_full = malloc((size_t)e->c.parallel * sizeof *e->b_full);
+        e->b_pick = malloc((size_t)e->c.parallel * sizeof *e->b_pick);
+        if (!e->logits || !e->b_tok || !e->b_seq || !e->b_pos || !e->b_out || !e->b_full || !e->b_pick) {
             guild_err_set(&err, "out of memory for steps of %zu tokens", NB);
             backend_stack_close(&e->stack);
             rc = -1;
@@ -961,6 +973,8 @@ void engine_destroy(engine_t **ep)
     free(e->b_seq);
     free(e->b_pos);
     free(e->b_out);
+    free(e->b_full);
+    free(e->b_pick);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
     free(e);

@@ -132,6 +132,19 @@ int backend_forward_seq(backend_t *b, int32_t n_tokens, const int32_t *tokens, c
     return b->ops->forward(b, n_tokens, tokens, positions, n_out, out_rows, logits, err);
 }
 
+int backend_forward_pick(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
+                         const int32_t *positions, int32_t n_out, const int32_t *out_rows, int32_t n_vocab,
+                         const uint8_t *full, float *logits, logits_pick_t *picks, guild_err_t *err)
+{
+    if (b->ops->forward_pick)
+        return b->ops->forward_pick(b, n_tokens, tokens, seq, positions, n_out, out_rows, full, logits, picks, err);
+    if (backend_forward_seq(b, n_tokens, tokens, seq, positions, n_out, out_rows, logits, err) < 0)
+        return -1;
+    for (int32_t j = 0; j < n_out; j++)
+        picks[j] = logits_pick(logits + (size_t)j * (size_t)n_vocab, n_vocab);
+    return 0;
+}
+
 float *backend_logits_alloc(backend_t *b, size_t n)
 {
     const size_t bytes = (n ? n : 1) * sizeof(float);

@@ -39,6 +39,7 @@
 
 #include "core/model/model.h"
 #include "core/model/moe_exec.h"
+#include "core/sample/logits_pick.h"
 #include "core/util/pool.h"
 #include "core/util/err.h"
 #include "gpu-worker/dense/moe_xchg.h"
@@ -154,6 +155,11 @@ typedef struct backend_ops {
     int (*routing)(const backend_t *b, uint64_t *counts);
     /* Optional: backend_mtp_step (a backend without it refuses backend_options_t.mtp at create). */
     int (*mtp_step)(backend_t *b, int32_t step, int32_t token, float *logits, guild_err_t *err);
+    /* Optional: backend_forward_pick where the logits are (without it: backend_forward_seq, then logits_pick of
+     * each row on the host). */
+    int (*forward_pick)(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
+                        const int32_t *positions, int32_t n_out, const int32_t *out_rows, const uint8_t *full,
+                        float *logits, logits_pick_t *picks, guild_err_t *err);
     /* Optional, both or none: backend_logits_alloc's memory (NULL: out of memory) and its release. */
     void *(*logits_alloc)(backend_t *b, size_t bytes);
     void (*logits_free)(backend_t *b, void *p);
@@ -201,6 +207,15 @@ int backend_forward(backend_t *b, int32_t n_tokens, const int32_t *tokens, const
 int backend_forward_seq(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
                         const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
                         guild_err_t *err);
+
+/* backend_forward_seq for greedy rows: also writes picks[j], the pick (core/sample/logits_pick.h: the sampler's
+ * greedy id and the lowest non-finite id) of output row j's logits, n_vocab of them; logits row j is written only
+ * where full[j] is non-zero (full NULL: no row), the others' contents are unspecified. logits has room for n_out
+ * rows either way. A backend that can (the CUDA backend) reduces the rows where it computed them and moves only
+ * the picks and the full rows; the ids are those of logits_pick on the rows backend_forward_seq gives. */
+int backend_forward_pick(backend_t *b, int32_t n_tokens, const int32_t *tokens, const int32_t *seq,
+                         const int32_t *positions, int32_t n_out, const int32_t *out_rows, int32_t n_vocab,
+                         const uint8_t *full, float *logits, logits_pick_t *picks, guild_err_t *err);
 
 /* One step of the model's multi-token-prediction layer (a backend created with backend_options_t.mtp): the
  * logits, n_vocab floats, of the token two positions after the one the step's hidden state is of.

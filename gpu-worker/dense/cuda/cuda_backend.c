@@ -77,6 +77,8 @@ static void cuda_destroy(backend_t *base)
         cudaEventDestroy(b->done);
     if (b->h_logits)
         cudaFreeHost(b->h_logits);
+    if (b->h_picks)
+        cudaFreeHost(b->h_picks);
     if (b->h_finite)
         cudaFreeHost(b->h_finite);
     if (b->kv_host_k) { /* mapped host memory: k_cache and v_cache are its device addresses */
@@ -92,7 +94,7 @@ static void cuda_destroy(backend_t *base)
                      (void **)&b->x, (void **)&b->xn, (void **)&b->q, (void **)&b->k, (void **)&b->v,
                      (void **)&b->att, (void **)&b->proj, (void **)&b->router_logits, (void **)&b->ids,
                      (void **)&b->route_w, (void **)&b->sh_gate, (void **)&b->sh_up, (void **)&b->sh_logit,
-                     (void **)&b->logits, (void **)&b->tokens, &b->act, &b->attn_scratch,
+                     (void **)&b->logits, (void **)&b->d_picks, (void **)&b->tokens, &b->act, &b->attn_scratch,
                      (void **)&b->d_finite, (void **)&b->conv_state, (void **)&b->ssm_state, (void **)&b->rb_conv,
                      (void **)&b->rb_ssm, (void **)&b->qg,
                      (void **)&b->gate, (void **)&b->gdn_qkv, (void **)&b->gdn_z, (void **)&b->gdn_ba,
@@ -647,6 +649,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         cuda_alloc((void **)&b->sh_up, NB * F * f, sc, "shared expert", err) < 0 ||
         cuda_alloc((void **)&b->sh_logit, NB * f, sc, "shared expert", err) < 0 ||
         cuda_alloc((void **)&b->logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f, sc, "logits", err) < 0 ||
+        cuda_alloc((void **)&b->d_picks, (size_t)b->logit_rows * sizeof *b->d_picks, sc, "logits picks", err) < 0 ||
         cuda_alloc((void **)&b->tokens, (3 * NB + 2) * sizeof(int32_t), sc, "token ids", err) < 0 ||
         cuda_alloc(&b->act, NB * b->act_row, sc, "quantized activations", err) < 0 ||
         cuda_alloc(&b->attn_scratch, b->attn_scratch_bytes, sc, "attention scratch", err) < 0)
@@ -668,7 +671,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     }
     b->d_pos = b->tokens + 2 * NB;
     if (cudaMallocHost((void **)&b->h_tokens, (3 * NB + 2) * sizeof(int32_t)) != cudaSuccess ||
-        cudaMallocHost((void **)&b->h_logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f) != cudaSuccess) {
+        cudaMallocHost((void **)&b->h_logits, (size_t)b->logit_rows * (size_t)c->n_vocab * f) != cudaSuccess ||
+        cudaMallocHost((void **)&b->h_picks, (size_t)b->logit_rows * sizeof *b->h_picks) != cudaSuccess) {
         (void)cudaGetLastError();
         guild_err_set(err, "cuda backend: cannot allocate pinned host memory");
         goto fail;
@@ -793,8 +797,9 @@ static int enqueue_layers(cuda_backend_t *b, int32_t n, bool progress, guild_err
     return 0;
 }
 
-/* Output norm and LM head of the n_out rows staged after the tokens, logits copied to dst (host memory); then
- * the non-finite check's word to the host. */
+/* Output norm and LM head of the n_out rows staged after the tokens, logits copied to dst (host memory); dst NULL
+ * (a pick step, n_out <= logit_rows): the rows' picks to h_picks instead, the logits left in b->logits. Then the
+ * non-finite check's word to the host. */
 static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -805,8 +810,16 @@ static int enqueue_head(cuda_backend_t *b, int32_t n_out, float *dst, guild_err_
         if (cuda_rmsnorm_checked(b->xn, E, b->x, E, b->tokens + b->n_batch + j0, b->output_norm.d, E, nr,
                                  c->norm_eps, b->d_finite, 2 * (uint32_t)c->n_layer, s, err) < 0 ||
             cuda_linear(b, &b->output, b->xn, E, nr, b->logits, V, false, err) < 0 ||
-            cuda_step_clock_mark(b->clock, CUDA_MARK_HEAD, s, err) < 0 ||
-            cuda_check(cudaMemcpyAsync(dst + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
+            cuda_step_clock_mark(b->clock, CUDA_MARK_HEAD, s, err) < 0)
+            return -1;
+        if (!dst) {
+            if (cuda_logits_pick(b->logits, nr, (int32_t)V, (size_t)V, b->d_picks, s, err) < 0 ||
+                cuda_check(cudaMemcpyAsync(b->h_picks, b->d_picks, (size_t)nr * sizeof *b->h_picks,
+                                           cudaMemcpyDeviceToHost, s), "copy the logits picks", err) < 0)
+                return -1;
+            continue;
+        }
+        if (cuda_check(cudaMemcpyAsync(dst + (size_t)j0 * (size_t)V, b->logits, (size_t)nr * (size_t)V * sizeof(float),
                                        cudaMemcpyDeviceToHost, s), "copy logits", err) < 0)
             return -1;
     }
@@ -988,11 +1001,12 @@ static void mem_check(cuda_backend_t *b, int32_t n, bool graph)
     }
 }
 
-static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
-                            const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
-                            guild_err_t *err)
+/* A forward pass; picks non-NULL (n_out <= logit_rows): a pick step (backend_forward_pick), whose logits stay on
+ * the device but for the rows full[j] asks for. */
+static int forward_rows(cuda_backend_t *b, int32_t n, const int32_t *tokens, const int32_t *seq,
+                        const int32_t *positions, int32_t n_out, const int32_t *out_rows, const uint8_t *full,
+                        float *logits, logits_pick_t *picks, guild_err_t *err)
 {
-    cuda_backend_t *b = (cuda_backend_t *)base;
     const model_config_t *c = b->cfg;
     cudaStream_t s = b->stream;
     cuda_step_clock_host(b->clock, CUDA_HOST_ENTER);
@@ -1027,8 +1041,8 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
     bool staged = false;
     cudaGraphExec_t exec = NULL;
     if (b->graphs && n <= CUDA_GRAPH_ROWS) {
-        staged = !host_visible(logits);
-        if (graph_get(b, n, n_out, staged ? b->h_logits : logits, &exec, err) < 0) {
+        staged = !picks && !host_visible(logits);
+        if (graph_get(b, n, n_out, picks ? NULL : staged ? b->h_logits : logits, &exec, err) < 0) {
             guild_log(GUILD_LOG_WARN, "cuda backend: CUDA graphs off: %s", err->msg);
             b->graphs = false;
             staged = false;
@@ -1047,7 +1061,7 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
          * thread, so the layers (and whatever the bridge needs the host for meanwhile) are waited for first. */
         if (enqueue_layers(b, n, n > CUDA_GRAPH_ROWS, err) < 0 ||
             cuda_check(cudaEventRecord(b->done, s), "record event", err) < 0 ||
-            cuda_moe_sync(b->moe, b->done, err) < 0 || enqueue_head(b, n_out, logits, err) < 0 ||
+            cuda_moe_sync(b->moe, b->done, err) < 0 || enqueue_head(b, n_out, picks ? NULL : logits, err) < 0 ||
             cuda_moe_step_end(b->moe, s, err) < 0)
             return forward_failed(b);
     }
@@ -1069,6 +1083,14 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
     }
     if (staged)
         memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
+    if (picks) { /* the stream is idle: the rows asked for in full come straight from the device's buffer */
+        const size_t V = (size_t)c->n_vocab;
+        memcpy(picks, b->h_picks, (size_t)n_out * sizeof *picks);
+        for (int32_t j = 0; full && j < n_out; j++)
+            if (full[j] && cuda_check(cudaMemcpy(logits + (size_t)j * V, b->logits + (size_t)j * V, V * sizeof *logits,
+                                                 cudaMemcpyDeviceToHost), "copy a row of logits", err) < 0)
+                return forward_failed(b);
+    }
     for (int32_t g = 0; g < b->n_grp; g++) {
         const int32_t q = b->grp_seq[g];
         if (b->rb_n) { /* attn_gdn.c kept the states of a short group's rows */
@@ -1080,6 +1102,29 @@ static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, c
     cuda_step_clock_host(b->clock, CUDA_HOST_EXIT);
     cuda_step_clock_done(b->clock, n, exec != NULL);
     mem_check(b, n, exec != NULL);
+    return 0;
+}
+
+static int cuda_forward_seq(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
+                            const int32_t *positions, int32_t n_out, const int32_t *out_rows, float *logits,
+                            guild_err_t *err)
+{
+    return forward_rows((cuda_backend_t *)base, n, tokens, seq, positions, n_out, out_rows, NULL, logits, NULL, err);
+}
+
+/* backend_forward_pick: reduced on the device when the rows fit the head's buffer (one pass of it), else the
+ * logits come to the host and are reduced there (the same ids). */
+static int cuda_forward_pick(backend_t *base, int32_t n, const int32_t *tokens, const int32_t *seq,
+                             const int32_t *positions, int32_t n_out, const int32_t *out_rows, const uint8_t *full,
+                             float *logits, logits_pick_t *picks, guild_err_t *err)
+{
+    cuda_backend_t *b = (cuda_backend_t *)base;
+    if (n_out >= 1 && n_out <= b->logit_rows)
+        return forward_rows(b, n, tokens, seq, positions, n_out, out_rows, full, logits, picks, err);
+    if (forward_rows(b, n, tokens, seq, positions, n_out, out_rows, NULL, logits, NULL, err) < 0)
+        return -1;
+    for (int32_t j = 0; j < n_out; j++)
+        picks[j] = logits_pick(logits + (size_t)j * (size_t)b->cfg->n_vocab, b->cfg->n_vocab);
     return 0;
 }
 
@@ -1244,6 +1289,7 @@ const backend_ops_t cuda_backend_ops = {
     .exchange_exec = cuda_exchange_exec,
     .routing = cuda_routing,
     .mtp_step = cuda_mtp_step,
+    .forward_pick = cuda_forward_pick,
     .logits_alloc = cuda_logits_alloc,
     .logits_free = cuda_logits_free,
 };

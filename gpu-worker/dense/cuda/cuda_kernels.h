@@ -30,6 +30,7 @@ extern "C" {
 #include "core/kern/pack_layout.h"
 #include "core/quant/blocks.h"
 #include "core/quant/types.h"
+#include "core/sample/logits_pick.h"
 #include "core/util/err.h"
 #ifdef __cplusplus
 #undef _Noreturn
@@ -248,6 +249,11 @@ int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float *W, size_t 
                            float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
                            int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
                            unsigned long long *counts, unsigned int *done, cudaStream_t s, guild_err_t *err);
+
+/* logits_pick (core/sample/logits_pick.h) of each of n_rows rows of n logits, ld floats apart, into picks[n_rows]
+ * (device memory): the same ids as the scalar reference (logits_pick.cu). */
+int cuda_logits_pick(const float *logits, int32_t n_rows, int32_t n, size_t ld, logits_pick_t *picks, cudaStream_t s,
+                     guild_err_t *err);
 
 /* counts[ids[i]] += 1 for the n_pairs routed pairs ids[0..n_pairs) of one layer (ids < 0 or >= n_expert are not
  * counted); counts: that layer's [n_expert] device counters (route_count.cu). */

@@ -201,6 +201,8 @@ typedef struct cuda_backend {
     uint64_t graph_steps;
     float *h_logits;            /* pinned [logit_rows][n_vocab]: a graph's logits when the caller's buffer is not
                                    host-registered */
+    logits_pick_t *d_picks;     /* [logit_rows] a pick step's rows reduced on the device (backend_forward_pick) */
+    logits_pick_t *h_picks;     /* pinned [logit_rows]: their copy on the host */
     cudaEvent_t done;           /* recorded after each step */
     struct cuda_step_clock *clock; /* cuda_config_t.step_clock (cuda_step_clock.h); NULL: off */
     /* The non-finite check (backend_options_t.check_finite; gpu-worker/dense/finite_check.h): the norms min their

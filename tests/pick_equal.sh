@@ -1,0 +1,60 @@
+#!/bin/sh
+# Greedy decoding takes each step's token from the backend's pick of its row (backend_forward_pick: the row reduced
+# where it was computed; core/sample/logits_pick.h) instead of the row: the ids are those of the row path (the
+# sampler's greedy choice on every row, which --logits-out forces as it writes the rows) and the argmax of the
+# rows written (NaN as -infinity, the lowest id on ties), for several architectures, in one process and through
+# the multi-process pipeline.
+set -u
+. "$(dirname "$0")/test_lib.sh"
+need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
+need_python
+make_tmp
+
+PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away."
+run() { # name, model, extra args...
+    name=$1
+    model=$2
+    shift 2
+    "$G" run -m "$model" -p "$PROMPT" -n 16 --temp 0 --threads 1 --batch 5 --ids-out "$T/$name.ids" "$@" \
+        >"$T/$name.txt" 2>"$T/$name.err" || { cat "$T/$name.err"; fail "guild run $name $*"; }
+}
+
+for arch in qwen3moe gpt-oss qwen3next; do
+    extra=""
+    [ "$arch" = qwen3next ] && extra="--layers 4 --full-attn-interval 2"
+    # shellcheck disable=SC2086
+    "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
+        --expert-ff 128 --ctx 256 --type Q4_K --seed 13 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
+        { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
+    for mode in single pipe; do
+        flags="--single-process"
+        [ $mode = pipe ] && flags="--cpu-workers 1 --spin-us 0"
+        # shellcheck disable=SC2086
+        run "$arch-$mode-rows" "$T/$arch.gguf" $flags --logits-out "$T/$arch-$mode.logits"
+        # shellcheck disable=SC2086
+        run "$arch-$mode-pick" "$T/$arch.gguf" $flags
+        cmp -s "$T/$arch-$mode-rows.ids" "$T/$arch-$mode-pick.ids" ||
+            fail "$arch, $mode: the picks' ids $(cat "$T/$arch-$mode-pick.ids") differ from the rows' $(cat "$T/$arch-$mode-rows.ids")"
+        cmp -s "$T/$arch-$mode-rows.txt" "$T/$arch-$mode-pick.txt" || fail "$arch, $mode: the text differs"
+        [ "$(wc -w <"$T/$arch-$mode-pick.ids")" -ge 2 ] || fail "$arch, $mode: too few ids to compare"
+        "$PY" - "$T/$arch-$mode.logits" "$T/$arch-$mode-pick.ids" <<'PYEOF' || fail "$arch, $mode: ids against the rows"
+import array, math, sys
+rows = array.array("f")
+with open(sys.argv[1], "rb") as f:
+    rows.frombytes(f.read())
+ids = [int(t) for t in open(sys.argv[2]).read().split()]
+V = len(rows) // len(ids)
+assert V * len(ids) == len(rows), (len(rows), len(ids))
+for k, want in enumerate(ids):
+    row = rows[k * V:(k + 1) * V]
+    best, m = 0, -math.inf if math.isnan(row[0]) else row[0]
+    for i in range(1, V):
+        if row[i] > m:
+            best, m = i, row[i]
+    if best != want:
+        sys.exit(f"row {k}: argmax {best}, id {want}")
+PYEOF
+    done
+    cmp -s "$T/$arch-single-pick.ids" "$T/$arch-pipe-pick.ids" || fail "$arch: the pipeline's ids differ from one process's"
+done
+echo "OK: greedy picks = the rows' greedy ids (3 architectures, one process and the pipeline)"
