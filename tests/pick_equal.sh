@@ -3,19 +3,22 @@
 # where it was computed; core/sample/logits_pick.h) instead of the row: the ids are those of the row path (the
 # sampler's greedy choice on every row, which --logits-out forces as it writes the rows) and the argmax of the
 # rows written (NaN as -infinity, the lowest id on ties), for several architectures, in one process and through
-# the multi-process pipeline.
+# the multi-process pipeline. Arguments, if any, go to every guild run (`--backend cuda` on a device: the rows
+# reduced on the GPU).
 set -u
 . "$(dirname "$0")/test_lib.sh"
 need_built "$MK" "$G" "$B/guild-gpu-worker" "$B/guild-cpu-worker"
 need_python
 make_tmp
+ARGS="$*"
 
 PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away."
 run() { # name, model, extra args...
     name=$1
     model=$2
     shift 2
-    "$G" run -m "$model" -p "$PROMPT" -n 16 --temp 0 --threads 1 --batch 5 --ids-out "$T/$name.ids" "$@" \
+    # shellcheck disable=SC2086
+    "$G" run -m "$model" -p "$PROMPT" -n 16 --temp 0 --threads 1 --batch 5 --ids-out "$T/$name.ids" "$@" $ARGS \
         >"$T/$name.txt" 2>"$T/$name.err" || { cat "$T/$name.err"; fail "guild run $name $*"; }
 }
 
@@ -23,8 +26,8 @@ for arch in qwen3moe gpt-oss qwen3next; do
     extra=""
     [ "$arch" = qwen3next ] && extra="--layers 4 --full-attn-interval 2"
     # shellcheck disable=SC2086
-    "$MK" --arch "$arch" --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
-        --expert-ff 128 --ctx 256 --type Q4_K --seed 13 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
+    "$MK" --arch "$arch" --layers 2 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 8 --experts-used 2 \
+        --expert-ff 256 --ctx 256 --type Q4_K --seed 13 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
         { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
     for mode in single pipe; do
         flags="--single-process"

@@ -142,8 +142,9 @@ START_TEST(test_backend)
     logits_pick_t picks[16];
     uint8_t full[16];
     uint64_t s = 5;
-    /* prompts of 6, 3 and 9 tokens, then 6 steps of a row each (sequence 1 sits out every other step) */
-    const int32_t plen[3] = {6, 3, 9};
+    /* prompts of 6, 3 and 7 tokens (one batch of 16), then 6 steps of a row each (sequence 1 sits out every other
+     * step) */
+    const int32_t plen[3] = {6, 3, 7};
     for (int step = 0; step < 7; step++) {
         int32_t n = 0, n_out = 0;
         for (int32_t q = 0; q < 3; q++) {
