@@ -31,11 +31,4 @@ struct backend;
 int bench_decode_step(struct backend *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
                       float *logits, int32_t V, guild_err_t *err);
 
-/* bench_decode_step's two halves, for a caller that times the forward call alone (guild-cuda-prof's traced
- * window): the forward call of the n sessions' tokens tok, then each session's next token from its logits row. */
-int bench_decode_forward(struct backend *be, int32_t n, const int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
-                         float *logits, guild_err_t *err);
-void bench_decode_pick(int32_t n, const float *logits, int32_t V, int32_t *tok);
-
-
 #endif

@@ -617,18 +617,17 @@ int main(int argc, char **argv)
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
     }
-    /* a traced step's window is the forward call: the argmax over each session's n_vocab logits after it is the
-     * caller's sampling, not the backend's step */
+    /* a traced step's window is the forward call, which gives each session's greedy pick (backend_forward_pick:
+     * reduced on the device, as the pipeline's decode steps do): no row crosses to the host */
     for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++) {
         if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
-        if (bench_decode_forward(be, S, tok, seq, pos, rows, logits, &err) < 0) {
+        if (bench_decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
             guild_err_prefix(&err, "decode step %d: ", g);
             goto out;
         }
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
-        bench_decode_pick(S, logits, V, tok);
     }
     if (!c.no_trace && prof_stop(&err) < 0)
         goto out;

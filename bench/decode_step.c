@@ -5,23 +5,6 @@
 
 #include "gpu-worker/dense/backend.h"
 
-int bench_decode_forward(struct backend *be, int32_t n, const int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
-                         float *logits, guild_err_t *err)
-{
-    for (int32_t s = 0; s < n; s++) {
-        seq[s] = s;
-        pos[s] = backend_seq_kv_len(be, s);
-        rows[s] = s;
-    }
-    return backend_forward_seq(be, n, tok, seq, pos, n, rows, logits, err) < 0 ? -1 : 0;
-}
-
-void bench_decode_pick(int32_t n, const float *logits, int32_t V, int32_t *tok)
-{
-    for (int32_t s = 0; s < n; s++)
-        tok[s] = bench_argmax(logits + (size_t)s * (size_t)V, V);
-}
-
 int bench_decode_step(struct backend *be, int32_t n, int32_t *tok, int32_t *seq, int32_t *pos, int32_t *rows,
                       float *logits, int32_t V, guild_err_t *err)
 {
