@@ -2,10 +2,12 @@
  * (cuda_rmsnorm_fused: residual update + RMSNorm + quantization for the next product), several products of one
  * activation (cuda_matmul_multi: a step's Q, K and V; cuda_matmul_multi_types: of two types), the router's
  * product, top-k and routing counts (cuda_router_fused, launched several times: its counter of finished blocks
- * resets itself; ties, NaN logits, wide rows, many experts), the FFN norm in that launch (cuda_router_fused_norm:
- * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds), a few tokens' routed
- * experts without a route (cuda_expert_pairs: against cuda_quantize + cuda_expert_route + cuda_expert_matmul, and
- * their time at the Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch; and
+ * resets itself; ties, NaN logits, wide rows, many experts; 1 to 16 tokens, every token's bits also those of its
+ * own launch of 1, and the scalar reference's choice), the FFN norm in that launch (cuda_router_fused_norm:
+ * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds, and each token
+ * alone), a few tokens' routed experts without a route (cuda_expert_pairs: against cuda_quantize +
+ * cuda_expert_route + cuda_expert_matmul, and their time at the Qwen3-30B-A3B shape, printed), the decode attention
+ * with its splits merged in its launch; and
  * the CUDA backend with its layer program fused and programmatic dependent launch (the defaults) against the same
  * backend with cuda_config_t.no_fuse and no_pdl, bit for bit.
  *
@@ -34,6 +36,7 @@
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/backend.h"
+#include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
@@ -332,11 +335,45 @@ static const struct {
                 {32, 4, 0, 0, 4100, true, 1.0f, 0},   {512, 10, 0, 0, 2048, true, 1.0f, 1},
                 {257, 32, 0, 0, 300, false, 1.0f, 0}};
 #define N_RF (int)(sizeof rf_cases / sizeof rf_cases[0])
+/* a decode step's tokens: one session's (1), several sessions' (2-16: a row of blocks a token, a counter each) */
+static const int32_t rf_toks[] = {1, 2, 3, 4, 5, 8, 13, 16};
+#define N_RF_TOKS (int)(sizeof rf_toks / sizeof rf_toks[0])
+
+/* Batch invariance: every token of a launch of n_tok again alone (one launch of 1 token each, through
+ * cuda_router_fused_norm when nm, else cuda_router_fused on x's rows), into its rows of the *_1 outputs. */
+static void rf_one_by_one(const cuda_router_norm_t *nm, const float *dW, size_t w_stride, const float *dx, int64_t ldx,
+                          int32_t E, int32_t n_tok, int32_t ne, int32_t k, int32_t groups, int32_t used, bool renorm,
+                          float scale, float *x_1, float *xn_1, float *lg_1, int32_t *ids_1, float *wt_1,
+                          unsigned long long *cnt_1, unsigned int *done)
+{
+    guild_err_t err = {{0}};
+    for (int32_t t = 0; t < n_tok; t++) {
+        if (nm) {
+            const cuda_router_norm_t n1 = {.x = x_1 + (size_t)t * (size_t)E,
+                                           .p = nm->p ? nm->p + (size_t)t * (size_t)E : NULL,
+                                           .w = nm->w,
+                                           .eps = nm->eps,
+                                           .xn = xn_1 + (size_t)t * (size_t)E,
+                                           .found = NULL,
+                                           .site = nm->site};
+            ck_assert_msg(cuda_router_fused_norm(&n1, dW, w_stride, E, lg_1 + (size_t)t * (size_t)ne, 1, ne, k,
+                                                 groups, used, renorm, scale, ids_1 + (size_t)t * (size_t)k,
+                                                 wt_1 + (size_t)t * (size_t)k, cnt_1, done, stream, &err) == 0,
+                          "%s", err.msg);
+        } else {
+            ck_assert_msg(cuda_router_fused(dW, w_stride, dx + (size_t)t * (size_t)ldx, ldx, E,
+                                            lg_1 + (size_t)t * (size_t)ne, 1, ne, k, groups, used, renorm, scale,
+                                            ids_1 + (size_t)t * (size_t)k, wt_1 + (size_t)t * (size_t)k, cnt_1, done,
+                                            stream, &err) == 0,
+                          "%s", err.msg);
+        }
+    }
+}
 
 START_TEST(test_router_fused)
 {
-    const int c = _i / CUDA_ROUTER_FUSED_ROWS;
-    const int32_t n_tok = 1 + _i % CUDA_ROUTER_FUSED_ROWS, ne = rf_cases[c].n_expert, k = rf_cases[c].k;
+    const int c = _i / N_RF_TOKS;
+    const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rf_cases[c].n_expert, k = rf_cases[c].k;
     const int32_t E = rf_cases[c].n_embd;
     const int64_t ldx = E + 4;
     const size_t w_stride = (size_t)E * sizeof(float) + 16, nl = (size_t)n_tok * (size_t)ne;
@@ -355,20 +392,21 @@ START_TEST(test_router_fused)
     }
     fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
     float *dW = dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
-    /* [0]: cuda_matmul, cuda_router_topk, cuda_route_count; [1]: cuda_router_fused, reps times */
-    float *dlg[2], *dwt[2];
-    int32_t *dids[2];
-    unsigned long long *dcnt[2];
-    for (int q = 0; q < 2; q++) {
+    /* [0]: cuda_matmul, cuda_router_topk, cuda_route_count; [1]: cuda_router_fused, reps times; [2]: each token
+     * alone (rf_one_by_one), reps times */
+    float *dlg[3], *dwt[3];
+    int32_t *dids[3];
+    unsigned long long *dcnt[3];
+    for (int q = 0; q < 3; q++) {
         CK_CUDA(cudaMalloc((void **)&dlg[q], nl * sizeof(float)));
         CK_CUDA(cudaMalloc((void **)&dwt[q], np * sizeof(float)));
         CK_CUDA(cudaMalloc((void **)&dids[q], np * sizeof(int32_t)));
         CK_CUDA(cudaMalloc((void **)&dcnt[q], nc * sizeof(unsigned long long)));
         CK_CUDA(cudaMemset(dcnt[q], 0, nc * sizeof(unsigned long long)));
     }
-    unsigned int *ddone = NULL;
-    CK_CUDA(cudaMalloc((void **)&ddone, sizeof *ddone));
-    CK_CUDA(cudaMemset(ddone, 0, sizeof *ddone));
+    unsigned int *ddone = NULL; /* the launch's counters, one a token */
+    CK_CUDA(cudaMalloc((void **)&ddone, CUDA_ROUTER_FUSED_MAX * sizeof *ddone));
+    CK_CUDA(cudaMemset(ddone, 0, CUDA_ROUTER_FUSED_MAX * sizeof *ddone));
     for (size_t rep = 0; rep < reps; rep++) {
         ck_assert_msg(cuda_matmul(GUILD_TYPE_F32, E, ne, n_tok, dW, w_stride, dx, (size_t)ldx * sizeof(float), dlg[0],
                                   ne, stream, &err) == 0 &&
@@ -381,26 +419,56 @@ START_TEST(test_router_fused)
                                         rf_cases[c].used, rf_cases[c].renorm, rf_cases[c].scale, dids[1], dwt[1],
                                         dcnt[1], ddone, stream, &err) == 0,
                       "%s", err.msg);
+        rf_one_by_one(NULL, dW, w_stride, dx, ldx, E, n_tok, ne, k, rf_cases[c].groups, rf_cases[c].used,
+                      rf_cases[c].renorm, rf_cases[c].scale, NULL, NULL, dlg[2], dids[2], dwt[2], dcnt[2], ddone);
     }
     CK_CUDA(cudaStreamSynchronize(stream));
-    float *lg[2] = {malloc(nl * sizeof(float)), malloc(nl * sizeof(float))};
-    float *wt[2] = {malloc(np * sizeof(float)), malloc(np * sizeof(float))};
-    int32_t *ids[2] = {malloc(np * sizeof(int32_t)), malloc(np * sizeof(int32_t))};
-    unsigned long long *cnt[2] = {malloc(nc * sizeof(unsigned long long)), malloc(nc * sizeof(unsigned long long))};
-    for (int q = 0; q < 2; q++) {
+    float *lg[3], *wt[3];
+    int32_t *ids[3];
+    unsigned long long *cnt[3];
+    for (int q = 0; q < 3; q++) {
+        lg[q] = malloc(nl * sizeof(float));
+        wt[q] = malloc(np * sizeof(float));
+        ids[q] = malloc(np * sizeof(int32_t));
+        cnt[q] = malloc(nc * sizeof(unsigned long long));
         CK_CUDA(cudaMemcpy(lg[q], dlg[q], nl * sizeof(float), cudaMemcpyDeviceToHost));
         CK_CUDA(cudaMemcpy(wt[q], dwt[q], np * sizeof(float), cudaMemcpyDeviceToHost));
         CK_CUDA(cudaMemcpy(ids[q], dids[q], np * sizeof(int32_t), cudaMemcpyDeviceToHost));
         CK_CUDA(cudaMemcpy(cnt[q], dcnt[q], nc * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
     }
-    unsigned int done = 1;
-    CK_CUDA(cudaMemcpy(&done, ddone, sizeof done, cudaMemcpyDeviceToHost));
-    ck_assert_msg(done == 0, "the fused router's counter is %u after its launches, not 0", done);
+    unsigned int done[CUDA_ROUTER_FUSED_MAX];
+    CK_CUDA(cudaMemcpy(done, ddone, sizeof done, cudaMemcpyDeviceToHost));
+    for (int j = 0; j < CUDA_ROUTER_FUSED_MAX; j++)
+        ck_assert_msg(done[j] == 0, "the fused router's counter %d is %u after its launches, not 0", j, done[j]);
     ck_assert_msg(!memcmp(lg[0], lg[1], nl * sizeof(float)), "case %d, %d tokens: the logits differ", c, n_tok);
     ck_assert_msg(!memcmp(ids[0], ids[1], np * sizeof(int32_t)), "case %d, %d tokens: the experts differ", c, n_tok);
     ck_assert_msg(!memcmp(wt[0], wt[1], np * sizeof(float)), "case %d, %d tokens: the weights differ", c, n_tok);
     ck_assert_msg(!memcmp(cnt[0], cnt[1], nc * sizeof(unsigned long long)), "case %d, %d tokens: the counts differ",
                   c, n_tok);
+    ck_assert_msg(!memcmp(lg[2], lg[1], nl * sizeof(float)) && !memcmp(ids[2], ids[1], np * sizeof(int32_t)) &&
+                      !memcmp(wt[2], wt[1], np * sizeof(float)) &&
+                      !memcmp(cnt[2], cnt[1], nc * sizeof(unsigned long long)),
+                  "case %d, %d tokens: a token's logits, experts, weights or counts differ from its own launch", c,
+                  n_tok);
+    /* the scalar reference's choice from the same logits (check_cuda_kernels' router case: the same experts, the
+     * weights within its tolerance; not with NaN logits, which the device counts as -0.5) */
+    if (rf_cases[c].odd != 2) {
+        int32_t rids[32];
+        float rw[32], *probs = malloc((size_t)cpu_router_sigmoid_scratch(ne, rf_cases[c].groups) * sizeof *probs);
+        for (int32_t t = 0; t < n_tok; t++) {
+            cpu_router_softmax_grouped(lg[1] + (size_t)t * (size_t)ne, ne, k, rf_cases[c].groups, rf_cases[c].used,
+                                       rf_cases[c].renorm, rf_cases[c].scale, rids, rw, probs);
+            for (int32_t sl = 0; sl < k; sl++) {
+                const size_t at = (size_t)t * (size_t)k + (size_t)sl;
+                ck_assert_msg(ids[1][at] == rids[sl], "case %d, %d tokens, token %d slot %d: expert %d, reference %d",
+                              c, n_tok, t, sl, ids[1][at], rids[sl]);
+                ck_assert_msg(fabs((double)wt[1][at] - rw[sl]) <= 2e-6 * fabs(rw[sl]) + 1e-7,
+                              "case %d, %d tokens, token %d slot %d: weight %.9g, reference %.9g", c, n_tok, t, sl,
+                              (double)wt[1][at], (double)rw[sl]);
+            }
+        }
+        free(probs);
+    }
     unsigned long long total = 0;
     for (size_t e = 0; e < nc; e++)
         total += cnt[1][e];
@@ -415,9 +483,9 @@ START_TEST(test_router_fused)
     ck_assert_msg(!memcmp(cnt[0], cnt[1], nc * sizeof(unsigned long long)),
                   "case %d, %d tokens: cuda_router_topk's counts differ from cuda_route_count's", c, n_tok);
     printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s: = product + top-k + count, bit for "
-           "bit, %zu launches\n", ne, k, rf_cases[c].groups, E, n_tok,
+           "bit, %zu launches, = each token alone\n", ne, k, rf_cases[c].groups, E, n_tok,
            rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", reps);
-    for (int q = 0; q < 2; q++) {
+    for (int q = 0; q < 3; q++) {
         cudaFree(dlg[q]);
         cudaFree(dwt[q]);
         cudaFree(dids[q]);
@@ -525,8 +593,8 @@ static const struct {
 
 START_TEST(test_router_fused_norm)
 {
-    const int c = _i / CUDA_ROUTER_FUSED_ROWS;
-    const int32_t n_tok = 1 + _i % CUDA_ROUTER_FUSED_ROWS, ne = rn_cases[c].n_expert, k = rn_cases[c].k;
+    const int c = _i / N_RF_TOKS;
+    const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rn_cases[c].n_expert, k = rn_cases[c].k;
     const int32_t E = rn_cases[c].n_embd;
     const size_t w_stride = (size_t)E * sizeof(float), nx = (size_t)n_tok * (size_t)E, nl = (size_t)n_tok * ne;
     const size_t np = (size_t)n_tok * (size_t)k, nc = (size_t)ne;
@@ -546,13 +614,14 @@ START_TEST(test_router_fused_norm)
     else if (rn_cases[c].plant == 2)
         nw[E / 2] = NAN;
     float *dW = upload(W, (size_t)ne * (size_t)E), *dp = upload(p, nx), *dnw = upload(nw, (size_t)E);
-    /* [0]: cuda_add, cuda_rmsnorm_checked, cuda_router_fused; [1]: cuda_router_fused_norm */
-    float *dx[2], *dxn[2], *dlg[2], *dwt[2];
-    int32_t *dids[2];
-    unsigned long long *dcnt[2];
-    uint64_t *dfound[2];
-    unsigned int *ddone[2];
-    for (int q = 0; q < 2; q++) {
+    /* [0]: cuda_add, cuda_rmsnorm_checked, cuda_router_fused; [1]: cuda_router_fused_norm; [2]: each token alone
+     * (rf_one_by_one; no non-finite check: its finds name the row of the launch) */
+    float *dx[3], *dxn[3], *dlg[3], *dwt[3];
+    int32_t *dids[3];
+    unsigned long long *dcnt[3];
+    uint64_t *dfound[3];
+    unsigned int *ddone[3];
+    for (int q = 0; q < 3; q++) {
         dx[q] = upload(x, nx);
         CK_CUDA(cudaMalloc((void **)&dxn[q], nx * sizeof(float)));
         CK_CUDA(cudaMemset(dxn[q], 0xff, nx * sizeof(float)));
@@ -563,8 +632,8 @@ START_TEST(test_router_fused_norm)
         CK_CUDA(cudaMemset(dcnt[q], 0, nc * sizeof(unsigned long long)));
         CK_CUDA(cudaMalloc((void **)&dfound[q], sizeof(uint64_t)));
         CK_CUDA(cudaMemset(dfound[q], 0xff, sizeof(uint64_t)));
-        CK_CUDA(cudaMalloc((void **)&ddone[q], sizeof(unsigned int)));
-        CK_CUDA(cudaMemset(ddone[q], 0, sizeof(unsigned int)));
+        CK_CUDA(cudaMalloc((void **)&ddone[q], CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
+        CK_CUDA(cudaMemset(ddone[q], 0, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
     }
     const bool add = rn_cases[c].add;
     ck_assert_msg((!add || cuda_add(dx[0], dp, (int64_t)nx, stream, &err) == 0) &&
@@ -580,13 +649,15 @@ START_TEST(test_router_fused_norm)
                                          rn_cases[c].used, rn_cases[c].renorm, rn_cases[c].scale, dids[1], dwt[1],
                                          dcnt[1], ddone[1], stream, &err) == 0,
                   "%s", err.msg);
+    rf_one_by_one(&nm, dW, w_stride, NULL, 0, E, n_tok, ne, k, rn_cases[c].groups, rn_cases[c].used,
+                  rn_cases[c].renorm, rn_cases[c].scale, dx[2], dxn[2], dlg[2], dids[2], dwt[2], dcnt[2], ddone[2]);
     CK_CUDA(cudaStreamSynchronize(stream));
-    float *hx[2], *hxn[2], *hlg[2], *hwt[2];
-    int32_t *hids[2];
-    unsigned long long *hcnt[2];
-    uint64_t found[2];
-    unsigned int done[2];
-    for (int q = 0; q < 2; q++) {
+    float *hx[3], *hxn[3], *hlg[3], *hwt[3];
+    int32_t *hids[3];
+    unsigned long long *hcnt[3];
+    uint64_t found[3];
+    unsigned int done[3][CUDA_ROUTER_FUSED_MAX];
+    for (int q = 0; q < 3; q++) {
         hx[q] = malloc(nx * sizeof(float));
         hxn[q] = malloc(nx * sizeof(float));
         hlg[q] = malloc(nl * sizeof(float));
@@ -600,9 +671,11 @@ START_TEST(test_router_fused_norm)
         CK_CUDA(cudaMemcpy(hids[q], dids[q], np * sizeof(int32_t), cudaMemcpyDeviceToHost));
         CK_CUDA(cudaMemcpy(hcnt[q], dcnt[q], nc * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
         CK_CUDA(cudaMemcpy(&found[q], dfound[q], sizeof(uint64_t), cudaMemcpyDeviceToHost));
-        CK_CUDA(cudaMemcpy(&done[q], ddone[q], sizeof(unsigned int), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(done[q], ddone[q], sizeof done[q], cudaMemcpyDeviceToHost));
     }
-    ck_assert_msg(done[1] == 0, "the counter is %u after the launch, not 0", done[1]);
+    for (int j = 0; j < CUDA_ROUTER_FUSED_MAX; j++)
+        ck_assert_msg(done[1][j] == 0 && done[2][j] == 0, "counter %d is %u (%u) after the launch, not 0", j,
+                      done[1][j], done[2][j]);
     ck_assert_msg(!memcmp(hx[0], hx[1], nx * sizeof(float)), "case %d, %d tokens: x written back differs", c, n_tok);
     ck_assert_msg(!memcmp(hxn[0], hxn[1], nx * sizeof(float)), "case %d, %d tokens: the normed rows differ", c,
                   n_tok);
@@ -612,14 +685,20 @@ START_TEST(test_router_fused_norm)
     ck_assert_msg(!memcmp(hwt[0], hwt[1], np * sizeof(float)), "case %d, %d tokens: the weights differ", c, n_tok);
     ck_assert_msg(!memcmp(hcnt[0], hcnt[1], nc * sizeof(unsigned long long)), "case %d, %d tokens: the counts differ",
                   c, n_tok);
+    ck_assert_msg(!memcmp(hx[2], hx[1], nx * sizeof(float)) &&
+                      !memcmp(hxn[2], hxn[1], nx * sizeof(float)) && !memcmp(hlg[2], hlg[1], nl * sizeof(float)) &&
+                      !memcmp(hids[2], hids[1], np * sizeof(int32_t)) && !memcmp(hwt[2], hwt[1], np * sizeof(float)) &&
+                      !memcmp(hcnt[2], hcnt[1], nc * sizeof(unsigned long long)),
+                  "case %d, %d tokens: a token's x, normed row, logits, experts, weights or counts differ from its own "
+                  "launch", c, n_tok);
     ck_assert_msg(found[0] == found[1], "case %d, %d tokens: non-finite check %#llx, separate launches %#llx", c,
                   n_tok, (unsigned long long)found[1], (unsigned long long)found[0]);
     ck_assert_msg((found[0] != FINITE_NONE) == (rn_cases[c].plant != 0 && (add || rn_cases[c].plant == 2)),
                   "case %d: the planted value %s", c, found[0] != FINITE_NONE ? "is not planted" : "was not found");
     printf("router fused with its norm, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s%s: = add + rmsnorm + "
-           "fused router, bit for bit\n", ne, k, rn_cases[c].groups, E, n_tok, add ? ", add" : "",
+           "fused router, bit for bit, = each token alone\n", ne, k, rn_cases[c].groups, E, n_tok, add ? ", add" : "",
            rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "");
-    for (int q = 0; q < 2; q++) {
+    for (int q = 0; q < 3; q++) {
         cudaFree(dx[q]);
         cudaFree(dxn[q]);
         cudaFree(dlg[q]);
@@ -1119,8 +1198,8 @@ int main(void)
     tcase_add_loop_test(tk, test_fused_kernel, 0, N_PRE * N_Q * N_W);
     tcase_add_loop_test(tk, test_matmul_multi, 0, N_MM_TYPES * N_MM_TOKS);
     tcase_add_loop_test(tk, test_matmul_multi_types, 0, N_MT_SETS * (N_MM_TOKS - 1));
-    tcase_add_loop_test(tk, test_router_fused, 0, N_RF * CUDA_ROUTER_FUSED_ROWS);
-    tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RN * CUDA_ROUTER_FUSED_ROWS);
+    tcase_add_loop_test(tk, test_router_fused, 0, N_RF * N_RF_TOKS);
+    tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RN * N_RF_TOKS);
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
     tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD);

@@ -684,8 +684,9 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
          cuda_check(cudaMallocHost((void **)&b->h_finite, sizeof *b->h_finite), "pinned memory of the non-finite "
                     "check", err) < 0))
         goto fail;
-    if (cuda_alloc((void **)&b->d_router_done, sizeof *b->d_router_done, sc, "the router's counter", err) < 0 ||
-        cuda_check(cudaMemset(b->d_router_done, 0, sizeof *b->d_router_done), "the router's counter", err) < 0)
+    const size_t rdone = CUDA_ROUTER_FUSED_MAX * sizeof *b->d_router_done; /* cuda_router_fused's counters */
+    if (cuda_alloc((void **)&b->d_router_done, rdone, sc, "the router's counters", err) < 0 ||
+        cuda_check(cudaMemset(b->d_router_done, 0, rdone), "the router's counters", err) < 0)
         goto fail;
     const size_t ad_bytes = (size_t)(c->n_head_kv > 0 ? c->n_head_kv : 1) * CUDA_DECODE_ROWS * sizeof *b->d_attn_done;
     if (cuda_alloc((void **)&b->d_attn_done, ad_bytes, sc, "the decode attention's counters", err) < 0 ||
@@ -721,8 +722,8 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
             cuda_alloc((void **)&b->pre_logits, HR * (size_t)c->n_expert * f, sc, "prefetch hint", err) < 0 ||
             cuda_alloc((void **)&b->pre_w, HR * K * f, sc, "prefetch hint", err) < 0 ||
             cuda_alloc((void **)&b->pre_ids, HR * K * sizeof(int32_t), sc, "prefetch hint", err) < 0 ||
-            cuda_alloc((void **)&b->d_pre_done, sizeof *b->d_pre_done, sc, "prefetch hint", err) < 0 ||
-            cuda_check(cudaMemset(b->d_pre_done, 0, sizeof *b->d_pre_done), "prefetch hint", err) < 0)
+            cuda_alloc((void **)&b->d_pre_done, rdone, sc, "prefetch hint", err) < 0 ||
+            cuda_check(cudaMemset(b->d_pre_done, 0, rdone), "prefetch hint", err) < 0)
             goto fail;
     }
     if (cc->test.split_gpu_fraction > 0 && b->moe_gpu)

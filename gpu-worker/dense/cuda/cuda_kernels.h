@@ -221,11 +221,14 @@ int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32
                      int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
                      unsigned long long *counts, cudaStream_t s, guild_err_t *err);
 
-/* The router's product and cuda_router_topk in one launch, for up to CUDA_ROUTER_FUSED_ROWS tokens: logits
- * [n_tok][n_expert] = cuda_matmul(F32, n_embd, n_expert, n_tok, W, w_stride, x, ldx floats) (the same bits),
- * then ids/w/counts as cuda_router_topk from them (the same bits). done: a device counter, 0 before the launch
- * and after it (the launch's blocks count themselves on it); one per stream. */
+/* The router's product and cuda_router_topk in one launch, for a decode step's tokens (up to
+ * CUDA_ROUTER_FUSED_MAX: one session's or several's): logits [n_tok][n_expert] = cuda_matmul(F32, n_embd, n_expert,
+ * n_tok, W, w_stride, x, ldx floats) (the same bits), then ids/w/counts as cuda_router_topk from them (the same
+ * bits); each token's bits are those it gets alone. done: CUDA_ROUTER_FUSED_MAX device counters, 0 before the
+ * launch and after it (token t's blocks count themselves on done[t]); one set per stream. The prefetch hint
+ * (ffn_moe.c) takes up to CUDA_ROUTER_FUSED_ROWS rows (its buffers' rows). */
 #define CUDA_ROUTER_FUSED_ROWS 4
+#define CUDA_ROUTER_FUSED_MAX 16
 int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t ldx, int32_t n_embd, float *logits,
                       int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups, int32_t n_group_used,
                       bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts,
@@ -233,8 +236,8 @@ int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t l
 
 /* cuda_router_fused with the block norm in front of it in the same launch, the bits of cuda_rmsnorm_fused(xn, x,
  * w, n_embd, n_tok, eps, found, site, pre: the addition of p (or none), no quantization) then cuda_router_fused on
- * xn (n_embd floats apart): each of the launch's blocks norms the rows for itself, the last one writes x (with p)
- * and xn. Rows are contiguous; n_embd <= CUDA_ROUTER_NORM_MAX (the norm's rows in registers). */
+ * xn (n_embd floats apart): each of the launch's blocks norms its token's row for itself, the token's last one
+ * writes it to x (with p) and xn. Rows are contiguous; n_embd <= CUDA_ROUTER_NORM_MAX (the rows in registers). */
 #define CUDA_ROUTER_NORM_MAX 2048
 typedef struct cuda_router_norm {
     float *x;        /* [n_tok][n_embd] the residual rows; x + p written back when p */

@@ -154,12 +154,13 @@ typedef struct cuda_backend {
     int32_t *ids;               /* [n_batch][n_expert_used] */
     unsigned long long *route_counts; /* [n_layer][n_expert] routed pairs (backend_options_t.count_routing); NULL:
                                    not counted */
-    unsigned int *d_router_done; /* cuda_router_fused's counter of finished blocks (0 between launches) */
+    unsigned int *d_router_done; /* [CUDA_ROUTER_FUSED_MAX] cuda_router_fused's counters of finished blocks (0 between
+                                  * launches) */
     /* the prefetch hint (ffn_moe.c) when the experts' executor takes one: the next layer's router on its norm of x,
      * for up to CUDA_ROUTER_FUSED_ROWS rows; NULL: no hints */
     float *pre_xn, *pre_logits, *pre_w; /* [rows][n_embd], [rows][n_expert], [rows][n_expert_used] */
     int32_t *pre_ids;                   /* [rows][n_expert_used] */
-    unsigned int *d_pre_done;           /* cuda_router_fused's counter for them */
+    unsigned int *d_pre_done;           /* [CUDA_ROUTER_FUSED_MAX] cuda_router_fused's counters for them */
     unsigned int *d_attn_done;  /* [n_head_kv * CUDA_DECODE_ROWS]: the decode attention's counters of finished
                                    splits (cuda_attn_ext_t.done; 0 between launches) */
     uint8_t *count_resident;    /* host [n_layer * n_expert]: the plan's resident experts, for the hit rate */

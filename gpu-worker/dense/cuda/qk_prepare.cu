@@ -30,7 +30,6 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
                       int half, bool neox, const float *__restrict__ cs, const int32_t *__restrict__ pos_dev,
                       KT *__restrict__ kc, KT *__restrict__ vc, const __grid_constant__ cuda_seq_rows_t sr)
 {
-    pdl_begin();
     __shared__ double partial[QKP_MAX_HD / WARP_SIZE];
     __shared__ float scale_sh;
     __shared__ float row_sh[QKP_MAX_HD];
@@ -40,11 +39,19 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
     const int64_t kv_dim = (int64_t)n_head_kv * hd;
     float *row = is_k ? k + t * kv_dim + (int64_t)hh * hd : q + (int64_t)t * n_head * hd + (int64_t)hh * hd;
     const float *w = is_k ? k_norm : q_norm;
+    const float wd = w ? w[d] : 0.0f; /* a weight (no kernel's output): while the kernel before ends */
+    pdl_begin();
     const seq_row_t sq = seq_row_of(sr, t, 0, pos_dev); /* with a table: row t's sequence, position, caches */
     const int pos = sq.kv0 + sq.t;
     float x = row[d];
-    const float wd = w ? w[d] : 0.0f;
     const float vd = is_k ? v[t * kv_dim + (int64_t)hh * hd + d] : 0.0f;
+    /* the rotation's cos/sin: loaded now, beside the row, not after the norm's barriers */
+    float c0 = 0.0f, c1 = 0.0f;
+    if (d < half) {
+        const float *c = cs + (int64_t)pos * (2 * half) + 2 * d;
+        c0 = c[0];
+        c1 = c[1];
+    }
 
     if (w) { /* rmsnorm_kernel<true> with n = blockDim.x: one element per thread */
         double sum = (double)__fmul_rn(x, x);
@@ -66,11 +73,10 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
     row_sh[d] = x;
     __syncthreads();
     if (d < half) { /* rope_kernel's pair d */
-        const float *c = cs + (int64_t)pos * (2 * half) + 2 * d;
         const int a = neox ? d : 2 * d, b = neox ? d + half : 2 * d + 1;
         const float x0 = row_sh[a], x1 = row_sh[b];
-        row_sh[a] = x0 * c[0] - x1 * c[1];
-        row_sh[b] = x0 * c[1] + x1 * c[0];
+        row_sh[a] = x0 * c0 - x1 * c1;
+        row_sh[b] = x0 * c1 + x1 * c0;
     }
     __syncthreads();
     x = row_sh[d];

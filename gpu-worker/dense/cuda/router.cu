@@ -7,7 +7,10 @@
  * cuda_router_topk in one launch, for a decode step's few tokens: the product's blocks write the logits, and the
  * block that finishes last (a device counter) chooses the experts of every token from them: the same softmax, and
  * for up to RF_RANK_MAX experts the passes' choice by ranks, every expert's computed at once (the passes are a
- * chain of k warp reductions; the ranks name the same experts in the same slots). */
+ * chain of k warp reductions; the ranks name the same experts in the same slots). Several tokens go one a row of
+ * blocks (blockIdx.y), each row with its own counter and its own last block: every block's work is one token's
+ * whatever the batch (blocks of 2 or 4 tokens measured far slower: bench/results/router16-h200-2026-12-03-s29.md),
+ * and each token takes the same operations in the same order as alone (batch invariance). */
 #include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/router_groups.cuh"
@@ -175,9 +178,9 @@ static_assert(RN_MAX_THREADS % (ROUTER_WARPS * WARP_SIZE) == 0 && RN_MAX_THREADS
               "the norm's threads are whole rounds of the router's, a row one chunk");
 
 /* xv: the rows' elements as the norm's threads hold them (with p added), nwv the weights (loaded before); xs[t]
- * [0..n) the normed rows; partial, scale_sh: shared. */
+ * [0..n) the normed rows; partial, scale_sh: shared. The rows: row0 .. row0 + n_tok - 1 of nm's. */
 template <int NC>
-static __device__ __forceinline__ void rf_norm_rows(const rf_norm_t &nm, int n, int n_tok,
+static __device__ __forceinline__ void rf_norm_rows(const rf_norm_t &nm, int n, int n_tok, int row0,
                                                     float xv[NC][RF_VT][RN_PER], const float nwv[RF_VT][RN_PER],
                                                     float *xs, double (*partial)[RN_MAX_THREADS / WARP_SIZE],
                                                     float *scale_sh)
@@ -192,7 +195,7 @@ static __device__ __forceinline__ void rf_norm_rows(const rf_norm_t &nm, int n, 
             for (int q = 0; q < RN_PER; q++) {
                 const int T = threadIdx.x + m * ROUTER_WARPS * WARP_SIZE, i = T + q * nm.vt;
                 const bool in = t < n_tok && T < nm.vt && i < n;
-                const int64_t o = (int64_t)t * n + (in ? i : 0);
+                const int64_t o = (int64_t)(row0 + t) * n + (in ? i : 0);
                 const float xk = in ? nm.x[o] : 0.0f, pk = in && add ? nm.p[o] : 0.0f;
                 xv[t][m][q] = add ? residual_add(xk, pk) : xk;
             }
@@ -233,9 +236,9 @@ static __device__ __forceinline__ void rf_norm_rows(const rf_norm_t &nm, int n, 
 }
 
 /* The last block's writes of the normed rows: x [+ p] back to x (with p), xn, the non-finite check's finds as
- * cuda_rmsnorm_checked makes them. */
+ * cuda_rmsnorm_checked makes them (rows row0 .. row0 + n_tok - 1). */
 template <int NC>
-static __device__ __forceinline__ void rf_norm_out(const rf_norm_t &nm, int n, int n_tok,
+static __device__ __forceinline__ void rf_norm_out(const rf_norm_t &nm, int n, int n_tok, int row0,
                                                    const float xv[NC][RF_VT][RN_PER],
                                                    const float nwv[RF_VT][RN_PER], const float *scale_sh)
 {
@@ -249,24 +252,26 @@ static __device__ __forceinline__ void rf_norm_out(const rf_norm_t &nm, int n, i
                 if (t < n_tok && T < nm.vt && i < n) {
                     const float sc = scale_sh[t], y = __fmul_rn(xv[t][m][q], sc) * nwv[m][q];
                     if (nm.p)
-                        nm.x[(int64_t)t * n + i] = xv[t][m][q];
+                        nm.x[(int64_t)(row0 + t) * n + i] = xv[t][m][q];
                     if (nm.xn)
-                        nm.xn[(int64_t)t * n + i] = y;
+                        nm.xn[(int64_t)(row0 + t) * n + i] = y;
                     if (nm.found && !isfinite(y))
-                        rmsnorm_found(nm.found, nm.site, t, i, xv[t][m][q], sc);
+                        rmsnorm_found(nm.found, nm.site, row0 + t, i, xv[t][m][q], sc);
                 }
             }
     if (nm.found && (int)threadIdx.x < n_tok && !(scale_sh[threadIdx.x] > 0.0f))
-        atomicMin(nm.found, (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, threadIdx.x, FINITE_ELEM_NONE));
+        atomicMin(nm.found,
+                  (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, row0 + threadIdx.x, FINITE_ELEM_NONE));
 }
 
-/* Block b: experts 4 b .. 4 b + 3 (a warp each) for the NC tokens, lane l's dot product over elements l, l + 32,
- * ... in order with fmaf, then matmul_plain_row's fold (cuda_matmul's bits); the tokens' activations go through
- * shared memory a chunk at a time. Then the last block to finish chooses: warp t token t's softmax (router_probs),
- * and either every thread ranks experts (n_expert <= RF_RANK_MAX; a rank below k is the slot the k argmax passes
- * would give it) or warp t makes router_token's passes. Shared memory: the larger of NC x RF_CHUNK activations and
- * ROUTER_WARPS x (n_expert logits + n_expert + G). */
-template <int NC, bool NORM>
+/* Block b: experts 4 b .. 4 b + 3 (a warp each) for the NC tokens (GROUPED: block (b, g) for token g alone, NC
+ * 1), lane l's dot product over elements l, l + 32, ... in order with fmaf, then matmul_plain_row's fold
+ * (cuda_matmul's bits); the tokens' activations go through shared memory a chunk at a time. Then the last block to
+ * finish (of the row g: counted on done[g]) chooses: warp t token t's softmax (router_probs), and either every
+ * thread ranks experts (n_expert <= RF_RANK_MAX; a rank below k is the slot the k argmax passes would give it) or
+ * warp t makes router_token's passes. Shared memory: the larger of NC x RF_CHUNK activations and ROUTER_WARPS x
+ * (n_expert logits + n_expert + G). */
+template <int NC, bool NORM, bool GROUPED>
 static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
     router_fused_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
                         int n_embd, float *logits, int n_tok, int n_expert, int k, int G, int n_group_used,
@@ -275,11 +280,21 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
 {
     extern __shared__ float fused_sh[];
     __shared__ bool last;
-    __shared__ double norm_partial[NORM ? CUDA_ROUTER_FUSED_ROWS : 1][RN_MAX_THREADS / WARP_SIZE];
-    __shared__ float norm_scale[NORM ? CUDA_ROUTER_FUSED_ROWS : 1];
+    __shared__ double norm_partial[NORM ? NC : 1][RN_MAX_THREADS / WARP_SIZE];
+    __shared__ float norm_scale[NORM ? NC : 1];
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int e = blockIdx.x * ROUTER_WARPS + warp;
     const bool mine = e < n_expert;
+    static_assert(!GROUPED || NC == 1, "a row of blocks takes one token");
+    const int row0 = GROUPED ? (int)blockIdx.y : 0; /* the block's first token */
+    if constexpr (GROUPED) { /* the row's token: the pointers below are its, the norm's rows at row0 */
+        n_tok = 1;
+        x = (const float *)((const char *)x + (size_t)row0 * x_stride);
+        logits += (int64_t)row0 * n_expert;
+        ids += (int64_t)row0 * k;
+        w += (int64_t)row0 * k;
+        done += row0;
+    }
     const float *wr = (const float *)((const char *)W + (size_t)(mine ? e : 0) * w_stride);
     float wv[RF_LANE];
     if (mine)
@@ -296,7 +311,7 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
             }
     pdl_begin();
     if constexpr (NORM) /* n_embd <= RF_CHUNK: the one chunk's activations */
-        rf_norm_rows<NC>(nm, n_embd, n_tok, xv, nwv, fused_sh, norm_partial, norm_scale);
+        rf_norm_rows<NC>(nm, n_embd, n_tok, row0, xv, nwv, fused_sh, norm_partial, norm_scale);
     float acc[NC];
 #pragma unroll
     for (int t = 0; t < NC; t++)
@@ -349,9 +364,9 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
         return;
     __threadfence();
     if (threadIdx.x == 0)
-        *done = 0; /* every block has counted: ready for the next launch */
-    if constexpr (NORM)
-        rf_norm_out<NC>(nm, n_embd, n_tok, xv, nwv, norm_scale);
+        *done = 0; /* every block (of the row) has counted: ready for the next launch */
+    if constexpr (NORM) /* no block reads the rows' x any more */
+        rf_norm_out<NC>(nm, n_embd, n_tok, row0, xv, nwv, norm_scale);
     const int t = warp, per = 2 * n_expert + G;
     float *l = fused_sh + (size_t)warp * per, *p = l + n_expert;
     if (t < n_tok) {
@@ -404,35 +419,34 @@ extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_ex
     return cuda_launch_check("router", err);
 }
 
-/* The launch of router_fused_kernel<NC, NORM> for n_tok tokens (checked by the callers). */
+/* The launch of router_fused_kernel for n_tok tokens (checked by the callers): one token a block, several tokens a
+ * row of blocks each (GROUPED): a block's chain of latencies is the shortest with one token, and the rows' blocks
+ * run side by side (128 experts: 32 blocks a row, 16 rows 512 blocks, about 4 an SM). */
 template <bool NORM>
 static int rf_launch(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
                      int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups, int32_t n_group_used, bool renorm,
                      float scale, int32_t *ids, float *w, unsigned long long *counts, unsigned int *done,
                      const rf_norm_t &nm, cudaStream_t s, guild_err_t *err)
 {
-    if (n_tok > CUDA_ROUTER_FUSED_ROWS)
-        return guild_err_set(err, "cuda: router (fused): %d tokens (1..%d)", n_tok, CUDA_ROUTER_FUSED_ROWS);
+    if (n_tok > CUDA_ROUTER_FUSED_MAX)
+        return guild_err_set(err, "cuda: router (fused): %d tokens (1..%d)", n_tok, CUDA_ROUTER_FUSED_MAX);
     const int32_t G = n_groups > 1 ? n_groups : 0;
     if (router_shape_check(n_expert, k, G, n_group_used, err) < 0)
         return -1;
     if (n_embd <= 0 || ((uintptr_t)W | w_stride) % sizeof(float))
         return guild_err_set(err, "cuda: router (fused): rows of %d floats, %zu bytes apart", n_embd, w_stride);
-    const size_t choice = (size_t)ROUTER_WARPS * (size_t)(2 * n_expert + G) * sizeof(float);
-    const size_t acts = (size_t)(n_tok == 1 ? 1 : n_tok == 2 ? 2 : 4) * RF_CHUNK * sizeof(float);
-    const size_t smem = choice > acts ? choice : acts;
     const unsigned blocks = (unsigned)((n_expert + ROUTER_WARPS - 1) / ROUTER_WARPS);
-#define RF_LAUNCH(NC)                                                                                              \
-    cuda_launch_pdl(router_fused_kernel<NC, NORM>, blocks, ROUTER_WARPS * WARP_SIZE, smem, s, W, w_stride, x,      \
-                    x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts,  \
-                    done, nm)
+    const size_t choice = (size_t)ROUTER_WARPS * (size_t)(2 * n_expert + G) * sizeof(float);
+    const size_t acts = (size_t)RF_CHUNK * sizeof(float);
+    const size_t smem = choice > acts ? choice : acts;
     if (n_tok == 1)
-        RF_LAUNCH(1);
-    else if (n_tok == 2)
-        RF_LAUNCH(2);
+        cuda_launch_pdl(router_fused_kernel<1, NORM, false>, blocks, ROUTER_WARPS * WARP_SIZE, smem, s, W, w_stride,
+                        x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w,
+                        counts, done, nm);
     else
-        RF_LAUNCH(4);
-#undef RF_LAUNCH
+        cuda_launch_pdl(router_fused_kernel<1, NORM, true>, dim3(blocks, (unsigned)n_tok), ROUTER_WARPS * WARP_SIZE,
+                        smem, s, W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used,
+                        renorm, scale, ids, w, counts, done, nm);
     return cuda_launch_check(NORM ? "router (fused, with its norm)" : "router (fused)", err);
 }
 

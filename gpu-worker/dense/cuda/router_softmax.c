@@ -8,12 +8,13 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 
-/* cuda_router_fused's case: F32 router weights, a decode step's few rows, the block norms fused. */
+/* cuda_router_fused's case: F32 router weights, a decode step's rows (one session's or several's), the block norms
+ * fused. */
 static bool fused(const cuda_backend_t *b, int32_t il, int32_t n)
 {
     const model_config_t *c = b->cfg;
     const cuda_tensor_t *R = &b->layers[il].router;
-    return b->fuse && R->type == GUILD_TYPE_F32 && n <= CUDA_ROUTER_FUSED_ROWS && R->n_in == c->n_embd &&
+    return b->fuse && R->type == GUILD_TYPE_F32 && n <= CUDA_ROUTER_FUSED_MAX && R->n_in == c->n_embd &&
            R->n_rows == c->n_expert;
 }
 

@@ -1,0 +1,302 @@
+/* cuda_head_time: the time of a decode step's small latency-bound launches at 1 to 16 tokens (several sessions'
+ * rows), the Qwen3-30B-A3B shape, 48 layers (not a test; run by hand or by a device script): the FFN head (its
+ * norm, the router's product and choice) as the layer program runs it, the attention's block norm after the MoE
+ * combine, and qk_prepare. Linked against another build's libraries (the same interface), it times that build's
+ * kernels: the A/B of a kernel change in one program.
+ * usage: cuda_head_time [TOKENS...]   (default 1 2 4 8 16) */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+
+static cudaStream_t stream;
+
+/* A failed condition ends the program with its message. */
+static void need(bool ok, const char *fmt, ...)
+{
+    if (ok)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cuda_head_time: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+#define CU(call)                                                                                                    \
+    do {                                                                                                            \
+        const cudaError_t ce_ = (call);                                                                             \
+        need(ce_ == cudaSuccess, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));             \
+    } while (0)
+
+static float *upload(const float *h, size_t n)
+{
+    float *d = NULL;
+    CU(cudaMalloc((void **)&d, n * sizeof *d));
+    CU(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void *dev_bytes(const void *h, size_t n)
+{
+    void *d = NULL;
+    CU(cudaMalloc(&d, n));
+    CU(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void fill(rng_t *r, float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(scale * (2 * rng_uniform(r) - 1));
+}
+
+/* Launches of one layer l (0..L) of a timed sequence. */
+typedef int (*rt_layer_fn)(void *ctx, int32_t l, guild_err_t *err);
+
+/* us[0]: a graph of L layers' launches replayed, us[1]: the same launched from the host one by one (what a step
+ * without graphs pays), in us a layer; after a warm pass of each. */
+static void rt_time(rt_layer_fn fn, void *ctx, int32_t L, double us[2])
+{
+    const int reps = 8;
+    guild_err_t err = {{0}};
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int v = 0; v < 2; v++) {
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t ge = NULL;
+        int rc = 0;
+        if (v == 0) {
+            CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+            for (int32_t l = 0; l < L && rc == 0; l++)
+                rc = fn(ctx, l, &err);
+            CU(cudaStreamEndCapture(stream, &g));
+            need(rc == 0, "%s", err.msg);
+            CU(cudaGraphInstantiate(&ge, g, 0));
+            CU(cudaGraphLaunch(ge, stream)); /* warm */
+            CU(cudaEventRecord(e0, stream));
+            for (int rp = 0; rp < reps; rp++)
+                CU(cudaGraphLaunch(ge, stream));
+        } else {
+            for (int pass = 0; pass < 2; pass++) { /* a warm pass, then the timed one */
+                if (pass)
+                    CU(cudaEventRecord(e0, stream));
+                for (int rp = 0; rp < (pass ? reps : 1); rp++)
+                    for (int32_t l = 0; l < L && rc == 0; l++)
+                        rc = fn(ctx, l, &err);
+            }
+            need(rc == 0, "%s", err.msg);
+        }
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        float ms = 0;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        us[v] = (double)ms * 1e3 / ((double)reps * L);
+        if (ge)
+            cudaGraphExecDestroy(ge);
+        if (g)
+            cudaGraphDestroy(g);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
+/* A decode step's FFN head at the Qwen3-30B-A3B shape (2,048 wide, 128 experts top-8, renormalised, the norm with
+ * the attention's pending addition, counted), over 48 layers' router weights (48 MB: from the device's memory as in
+ * a step, not from L2), as the layer program runs it: cuda_router_fused_norm where the library takes the tokens,
+ * else cuda_rmsnorm_fused (with the addition) + cuda_matmul + cuda_router_topk. Built against a library without
+ * the grouped router, it times that library's path. */
+typedef struct rt_head {
+    const float *W;
+    cuda_router_norm_t nm;
+    cuda_norm_pre_t add;
+    float *lg, *wt;
+    int32_t *ids;
+    unsigned long long *cnt;
+    unsigned int *done;
+    int32_t n, E, ne, k;
+    bool fused;
+} rt_head_t;
+
+static int rt_head(void *ctx, int32_t l, guild_err_t *err)
+{
+    const rt_head_t *h = ctx;
+    const size_t ws = (size_t)h->E * sizeof(float);
+    const float *Wl = h->W + (size_t)l * (size_t)h->ne * (size_t)h->E;
+    unsigned long long *cl = h->cnt + (size_t)l * (size_t)h->ne;
+    if (h->fused)
+        return cuda_router_fused_norm(&h->nm, Wl, ws, h->E, h->lg, h->n, h->ne, h->k, 0, 0, true, 1.0f, h->ids, h->wt,
+                                      cl, h->done, stream, err);
+    if (cuda_rmsnorm_fused(h->nm.xn, h->nm.x, h->nm.w, h->E, h->n, h->nm.eps, h->nm.found, h->nm.site, &h->add,
+                           GUILD_TYPE_F32, NULL, 0, stream, err) < 0 ||
+        cuda_matmul(GUILD_TYPE_F32, h->E, h->ne, h->n, Wl, ws, h->nm.xn, ws, h->lg, h->ne, stream, err) < 0 ||
+        cuda_router_topk(h->lg, h->n, h->ne, h->k, 0, 0, true, 1.0f, h->ids, h->wt, cl, stream, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* The attention's block norm after the MoE combine of 8 slots, quantized to Q8_K (cuda_rmsnorm_fused), and the
+ * Q/K norms + RoPE + K/V store of n sessions' rows (cuda_qk_prepare_seqs: 32 + 4 heads of 128, F16 caches). */
+typedef struct rt_attn {
+    float *x, *xn, *nw, *y, *rw, *q, *k, *v, *qn, *kn, *cs;
+    void *q8, *kc, *vc;
+    size_t q8_row;
+    uint64_t *found;
+    cuda_seq_rows_t rows;
+    int32_t n, E;
+    bool qk; /* qk_prepare, else the block norm */
+} rt_attn_t;
+
+static int rt_attn(void *ctx, int32_t l, guild_err_t *err)
+{
+    const rt_attn_t *a = ctx;
+    (void)l;
+    if (a->qk)
+        return cuda_qk_prepare_seqs(a->q, a->k, a->v, 32, 4, 128, a->qn, a->kn, 1e-6f, 128, true, a->cs, &a->rows,
+                                    GUILD_TYPE_F16, a->kc, a->vc, stream, err);
+    const cuda_norm_pre_t comb = {.kind = CUDA_PRE_COMBINE, .y = a->y, .w = a->rw, .n_used = 8};
+    return cuda_rmsnorm_fused(a->xn, a->x, a->nw, a->E, a->n, 1e-6f, a->found, 2, &comb, GUILD_TYPE_Q8_K, a->q8,
+                              a->q8_row, stream, err);
+}
+
+static void head_time(int32_t n)
+{
+    const int32_t E = 2048, ne = 128, k = 8, L = 48, P = 256, HD = 128;
+    const size_t ws = (size_t)E * sizeof(float);
+    guild_err_t err = {{0}};
+    rng_t r;
+    rng_seed(&r, 1301);
+    float *W = malloc((size_t)L * ne * ws), *x = malloc((size_t)n * ws), *nw = malloc(ws);
+    fill(&r, W, (size_t)L * ne * E, 0.02f);
+    fill(&r, x, (size_t)n * E, 1.0f);
+    fill(&r, nw, (size_t)E, 1.0f);
+    float *zero = calloc((size_t)n * 8 * E, sizeof(float)); /* x + 0, combine of 0: the rows stay step after step */
+    float *qkv = malloc((size_t)n * 40 * HD * sizeof(float)), *cs = malloc((size_t)P * HD * sizeof(float));
+    fill(&r, qkv, (size_t)n * 40 * HD, 1.0f);
+    for (int32_t pp = 0; pp < P; pp++)
+        for (int32_t i = 0; i < HD / 2; i++) {
+            const float th = (float)pp * powf(1e6f, -2.0f * (float)i / (float)HD);
+            cs[(size_t)pp * HD + 2 * i] = cosf(th);
+            cs[(size_t)pp * HD + 2 * i + 1] = sinf(th);
+        }
+    int32_t len[CUDA_SEQ_ROWS];
+    for (int32_t t = 0; t < n; t++)
+        len[t] = 128 + t;
+    float rw[8 * 16];
+    for (int i = 0; i < 8 * 16; i++)
+        rw[i] = 0.125f;
+    uint64_t rq = 0;
+    need(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)E, &rq, &err) == 0, "%s", err.msg);
+    const size_t kv_seq = (size_t)P * 4 * HD * 2; /* a session's F16 cache of one layer */
+    rt_head_t h = {.W = upload(W, (size_t)L * ne * E), .n = n, .E = E, .ne = ne, .k = k};
+    h.nm = (cuda_router_norm_t){.x = upload(x, (size_t)n * E), .p = upload(zero, (size_t)n * E),
+                                .w = upload(nw, (size_t)E), .eps = 1e-6f, .site = 3};
+    h.add = (cuda_norm_pre_t){.kind = CUDA_PRE_ADD, .p = h.nm.p};
+    CU(cudaMalloc((void **)&h.nm.xn, (size_t)n * ws));
+    CU(cudaMalloc((void **)&h.nm.found, sizeof(uint64_t)));
+    CU(cudaMemset(h.nm.found, 0xff, sizeof(uint64_t)));
+    CU(cudaMalloc((void **)&h.lg, (size_t)n * ne * sizeof(float)));
+    CU(cudaMalloc((void **)&h.wt, (size_t)n * k * sizeof(float)));
+    CU(cudaMalloc((void **)&h.ids, (size_t)n * k * sizeof(int32_t)));
+    CU(cudaMalloc((void **)&h.cnt, (size_t)L * ne * sizeof(unsigned long long)));
+    CU(cudaMemset(h.cnt, 0, (size_t)L * ne * sizeof(unsigned long long)));
+    CU(cudaMalloc((void **)&h.done, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
+    CU(cudaMemset(h.done, 0, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
+    /* the library's fused path, if it takes n tokens (this launch is also a warm-up) */
+    h.fused = cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt, h.done,
+                                     stream, &err) == 0;
+    double t_head[2], t_norm[2], t_qk[2];
+    rt_time(rt_head, &h, L, t_head);
+    unsigned int done[CUDA_ROUTER_FUSED_MAX];
+    CU(cudaMemcpy(done, h.done, sizeof done, cudaMemcpyDeviceToHost));
+    for (int j = 0; j < CUDA_ROUTER_FUSED_MAX; j++)
+        need(done[j] == 0, "counter %d is %u after the launches", j, done[j]);
+    rt_attn_t a = {.x = h.nm.x, .xn = h.nm.xn, .nw = (float *)h.nm.w, .found = h.nm.found,
+                   .n = n, .E = E, .q8_row = (size_t)rq, .cs = upload(cs, (size_t)P * HD), .rw = upload(rw, 8 * 16)};
+    CU(cudaFree((void *)h.nm.p));
+    a.y = upload(zero, (size_t)n * 8 * E);
+    CU(cudaMalloc(&a.q8, (size_t)n * rq));
+    a.q = upload(qkv, (size_t)n * 40 * HD);
+    a.k = a.q + (size_t)n * 32 * HD;
+    a.v = a.k + (size_t)n * 4 * HD;
+    a.qn = upload(nw, HD);
+    a.kn = upload(nw + HD, HD);
+    CU(cudaMalloc(&a.kc, (size_t)n * kv_seq));
+    CU(cudaMalloc(&a.vc, (size_t)n * kv_seq));
+    a.rows = (cuda_seq_rows_t){.len = dev_bytes(len, (size_t)n * sizeof(int32_t)), .k_seq = (int64_t)kv_seq,
+                               .v_seq = (int64_t)kv_seq, .n = n};
+    for (int32_t t = 0; t < n; t++) { /* n sessions of one row each */
+        a.rows.seq[t] = t;
+        a.rows.grp[t] = (uint8_t)t;
+        a.rows.idx[t] = 0;
+    }
+    rt_time(rt_attn, &a, L, t_norm);
+    a.qk = true;
+    rt_time(rt_attn, &a, L, t_qk);
+    printf("time: %2d tokens, us a layer (a graph of 48 layers; launched one by one): FFN head (norm with the "
+           "addition, router 128 x 2048 F32, top-8, counts) %s %.2f; %.2f, block norm (combine of 8, Q8_K) %.2f; %.2f, "
+           "qk_prepare (32 + 4 heads of 128, F16 caches) %.2f; %.2f\n", n,
+           h.fused ? "in one launch" : "in three launches", t_head[0], t_head[1], t_norm[0], t_norm[1], t_qk[0],
+           t_qk[1]);
+    cudaFree((void *)h.W);
+    cudaFree(h.nm.x);
+    cudaFree((void *)h.nm.w);
+    cudaFree(h.nm.xn);
+    cudaFree(h.nm.found);
+    cudaFree(h.lg);
+    cudaFree(h.wt);
+    cudaFree(h.ids);
+    cudaFree(h.cnt);
+    cudaFree(h.done);
+    cudaFree(a.cs);
+    cudaFree(a.rw);
+    cudaFree(a.y);
+    cudaFree(a.q8);
+    cudaFree(a.q);
+    cudaFree(a.qn);
+    cudaFree(a.kn);
+    cudaFree(a.kc);
+    cudaFree(a.vc);
+    cudaFree((void *)a.rows.len);
+    free(W);
+    free(x);
+    free(nw);
+    free(zero);
+    free(qkv);
+    free(cs);
+}
+
+
+int main(int argc, char **argv)
+{
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("no CUDA device (%s)\n", why);
+        return 77;
+    }
+    CU(cudaStreamCreate(&stream));
+    static const int32_t toks[] = {1, 2, 4, 8, 16};
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) {
+            const int32_t n = (int32_t)atoi(argv[i]);
+            need(n >= 1 && n <= CUDA_ROUTER_FUSED_MAX, "%s tokens: 1 to %d", argv[i], CUDA_ROUTER_FUSED_MAX);
+            head_time(n);
+        }
+    } else {
+        for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++)
+            head_time(toks[i]);
+    }
+    cudaStreamDestroy(stream);
+    return 0;
+}
