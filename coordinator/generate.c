@@ -123,6 +123,16 @@ static int take(gen_t *g, const float *row, int32_t id, guild_err_t *err)
     return 0;
 }
 
+/* check_row for a row given by its pick (gen_pickable): the same message. */
+static int check_pick(gen_t *g, const logits_pick_t *pick, int32_t pos, guild_err_t *err)
+{
+    if (g->opt->check_finite && pick->nonfinite >= 0)
+        return guild_err_set(err, "non-finite value: the logits of position %d are not finite (token id %d: %g): "
+                             "the LM head (output.weight) makes them so (--check-finite off skips this check)",
+                             pos, pick->nonfinite, (double)pick->bad);
+    return 0;
+}
+
 bool gen_pickable(const sampler_t *smp, const gen_options_t *opt)
 {
     const sample_params_t *p = sampler_params(smp);
@@ -149,12 +159,10 @@ static int plain_step(gen_t *g, const float *logits, const logits_pick_t *pick, 
         id = sampler_sample(g->smp, logits);
         if (check_row(g, logits, kv - 1, err) < 0)
             return -1;
-    } else { /* the sampler's greedy choice, its non-finite check as check_row's */
+    } else { /* the sampler's greedy choice */
         id = pick->id;
-        if (opt->check_finite && pick->nonfinite >= 0)
-            return guild_err_set(err, "non-finite value: the logits of position %d are not finite (token id %d: "
-                                 "%g): the LM head (output.weight) makes them so (--check-finite off skips this "
-                                 "check)", kv - 1, pick->nonfinite, (double)pick->bad);
+        if (check_pick(g, pick, kv - 1, err) < 0)
+            return -1;
     }
     int t = take(g, logits, id, err);
     if (t)
@@ -236,7 +244,8 @@ int gen_seq_end(gen_seq_t **gp, int rc, guild_err_t *err)
  * row i is sampled as the plain loop would sample it after batch[0..i], and the step ends at the first draft that
  * is not the token chosen there (greedy), or that speculative sampling rejects (temperature > 0: kept with
  * probability min(1, p/q), else a token drawn from max(0, p - q)). The cache is truncated back to the tokens
- * kept (a recurrent state too, by the backend's rollback). */
+ * kept (a recurrent state too, by the backend's rollback). A greedy loop (gen_pickable) verifies on the rows' picks
+ * (backend_forward_pick), not the rows. */
 static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float *logits, guild_err_t *err)
 {
     const gen_options_t *opt = g->opt;
@@ -248,7 +257,8 @@ static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float 
         K = opt->n_batch - 1;
     if (K < 0)
         K = 0;
-    const bool sampled = sampler_params(g->smp)->temp > 0;
+    const bool sampled = sampler_params(g->smp)->temp > 0, pickable = gen_pickable(g->smp, opt);
+    logits_pick_t picks[SPEC_MAX_DRAFT + 1];
     if ((dr->ops->begin && dr->ops->begin(dr, sampler_params(g->smp), err) < 0) ||
         (dr->ops->target && dr->ops->target(dr, g->be, err) < 0))
         return -1;
@@ -308,25 +318,31 @@ static int decode_spec(gen_t *g, const int32_t *prompt, int32_t n_prompt, float 
             outr[i] = i;
         }
         double t0 = now_s();
-        if (backend_forward(g->be, nd + 1, batch, pos, nd + 1, outr, rows, err) < 0)
+        if ((pickable ? backend_forward_pick(g->be, nd + 1, batch, NULL, pos, nd + 1, outr, V, NULL, rows, picks, err)
+                      : backend_forward(g->be, nd + 1, batch, pos, nd + 1, outr, rows, err)) < 0)
             goto done;
         res->spec.verify_s += now_s() - t0;
         res->spec.steps++;
         res->spec.drafted += (uint64_t)nd;
         int32_t i = 0;
         for (;; i++) {
-            const float *row = rows + (size_t)i * (size_t)V;
-            if (put_logits(g, row, err) < 0)
+            const float *row = pickable ? NULL : rows + (size_t)i * (size_t)V;
+            if (row && put_logits(g, row, err) < 0)
                 goto done;
             bool kept = false;
             int32_t tok;
-            if (i == nd || !sampled) {
+            if (!row) {
+                tok = picks[i].id;
+                kept = i < nd && tok == batch[i + 1];
+                if (check_pick(g, &picks[i], kv + i, err) < 0)
+                    goto done;
+            } else if (i == nd || !sampled) {
                 tok = sampler_sample(g->smp, row);
                 kept = i < nd && tok == batch[i + 1];
             } else {
                 kept = spec_accept_sampled(g->smp, row, batch[i + 1], q ? q + (size_t)i * (size_t)V : NULL, p, &tok);
             }
-            if (check_row(g, row, kv + i, err) < 0)
+            if (row && check_row(g, row, kv + i, err) < 0)
                 goto done;
             res->spec.tokens++;
             if (kept)

@@ -3,7 +3,7 @@
 # where it was computed; core/sample/logits_pick.h) instead of the row: the ids are those of the row path (the
 # sampler's greedy choice on every row, which --logits-out forces as it writes the rows) and the argmax of the
 # rows written (NaN as -infinity, the lowest id on ties), for several architectures, in one process and through
-# the multi-process pipeline. Arguments, if any, go to every guild run (`--backend cuda` on a device: the rows
+# the multi-process pipeline, plain and with speculative decoding's verify steps. Arguments, if any, go to every guild run (`--backend cuda` on a device: the rows
 # reduced on the GPU).
 set -u
 . "$(dirname "$0")/test_lib.sh"
@@ -29,6 +29,10 @@ for arch in qwen3moe gpt-oss qwen3next; do
     "$MK" --arch "$arch" --layers 2 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 8 --experts-used 2 \
         --expert-ff 256 --ctx 256 --type Q4_K --seed 13 -q $extra -o "$T/$arch.gguf" >"$T/mk.log" 2>&1 ||
         { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch"; }
+    # shellcheck disable=SC2086
+    "$MK" --arch "$arch" --layers 2 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 8 --experts-used 2 \
+        --expert-ff 256 --ctx 256 --type Q4_K --seed 14 -q $extra -o "$T/$arch-other.gguf" >"$T/mk.log" 2>&1 ||
+        { cat "$T/mk.log"; fail "guild-mkmodel --arch $arch --seed 14"; }
     for mode in single pipe; do
         flags="--single-process"
         [ $mode = pipe ] && flags="--cpu-workers 1 --spin-us 0"
@@ -39,6 +43,14 @@ for arch in qwen3moe gpt-oss qwen3next; do
         cmp -s "$T/$arch-$mode-rows.ids" "$T/$arch-$mode-pick.ids" ||
             fail "$arch, $mode: the picks' ids $(cat "$T/$arch-$mode-pick.ids") differ from the rows' $(cat "$T/$arch-$mode-rows.ids")"
         cmp -s "$T/$arch-$mode-rows.txt" "$T/$arch-$mode-pick.txt" || fail "$arch, $mode: the text differs"
+        # speculative decoding's greedy verify steps on the picks of their rows: drafts by the model itself (every
+        # one kept) and by the same shape of another seed (every one rejected)
+        for d in "$arch" "$arch-other"; do
+            # shellcheck disable=SC2086
+            run "$d-$mode-spec" "$T/$arch.gguf" $flags --spec draft --draft-model "$T/$d.gguf" --spec-max 4
+            cmp -s "$T/$arch-$mode-rows.ids" "$T/$d-$mode-spec.ids" ||
+                fail "$arch, $mode: --spec draft ($d)'s ids $(cat "$T/$d-$mode-spec.ids") differ from the rows'"
+        done
         [ "$(wc -w <"$T/$arch-$mode-pick.ids")" -ge 2 ] || fail "$arch, $mode: too few ids to compare"
         "$PY" - "$T/$arch-$mode.logits" "$T/$arch-$mode-pick.ids" <<'PYEOF' || fail "$arch, $mode: ids against the rows"
 import array, math, sys
@@ -60,4 +72,4 @@ PYEOF
     done
     cmp -s "$T/$arch-single-pick.ids" "$T/$arch-pipe-pick.ids" || fail "$arch: the pipeline's ids differ from one process's"
 done
-echo "OK: greedy picks = the rows' greedy ids (3 architectures, one process and the pipeline)"
+echo "OK: greedy picks = the rows' greedy ids (3 architectures, one process and the pipeline, plain and --spec draft)"
