@@ -6,8 +6,8 @@
  * own launch of 1, and the scalar reference's choice), the FFN norm in that launch (cuda_router_fused_norm:
  * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds, and each token
  * alone), a few tokens' routed experts without a route (cuda_expert_pairs: against cuda_quantize +
- * cuda_expert_route + cuda_expert_matmul, and their time at the Qwen3-30B-A3B shape, printed), the decode attention
- * with its splits merged in its launch; and
+ * cuda_expert_route + cuda_expert_matmul, a 16-token step's tokens against each token alone, and their time at the
+ * Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch; and
  * the CUDA backend with its layer program fused and programmatic dependent launch (the defaults) against the same
  * backend with cuda_config_t.no_fuse and no_pdl, bit for bit.
  *
@@ -729,9 +729,9 @@ END_TEST
 static const guild_type_t ep_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_TYPE_Q8_0, GUILD_TYPE_Q4_1,
                                         GUILD_TYPE_IQ4_XS};
 #define N_EP_TYPES (int)(sizeof ep_types / sizeof ep_types[0])
-static const int32_t ep_toks[] = {1, 2, 3, 4, 8, 13}; /* a decode step's tokens, several sessions' or a verify's */
+static const int32_t ep_toks[] = {1, 2, 3, 4, 8, 13, 16}; /* a decode step's tokens, several sessions' or a verify's */
 #define N_EP_TOKS (int)(sizeof ep_toks / sizeof ep_toks[0])
-#define EP_TOKS_MAX 13
+#define EP_TOKS_MAX 16
 /* the rows a warp each test takes */
 static const struct {
     int32_t rpw;
@@ -763,7 +763,7 @@ static void *ep_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_e
 }
 
 /* cuda_expert_pairs = cuda_quantize + cuda_expert_route + cuda_expert_matmul (tiles of one pair), gate and up
- * with SiLU and the down product, for 1..13 tokens of 6 slots over 11 experts, skipped slots (-1) and another
+ * with SiLU and the down product, for 1..16 tokens of 6 slots over 11 experts, skipped slots (-1) and another
  * part's experts (>= n_local) among them, every row count of a warp; rows the products skip keep their bytes. */
 START_TEST(test_expert_pairs)
 {
@@ -862,14 +862,165 @@ START_TEST(test_expert_pairs)
 }
 END_TEST
 
+/* Batch invariance: a step of 16 tokens x 8 slots through cuda_expert_pairs (gate/up with SiLU, down, then
+ * cuda_moe_combine), each token's experts distinct as a router's, the tokens sharing them (8 of 12 experts each,
+ * skipped slots and another part's experts among them), every rows-a-warp choice: each token's
+ * rows = the bits of that token run alone (8 pairs), for Q4_K, Q6_K, Q8_0 at small sizes and the Qwen3-30B-A3B
+ * shape's types (gate/up Q4_K 768 x 2048, down Q6_K 2048 x 768). */
+static const struct {
+    guild_type_t gt, dt;
+    int64_t n, nrows; /* gate/up rows of n; down rows of nrows, n of them */
+} ea_cases[] = {
+    {GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, 512, 256},
+    {GUILD_TYPE_Q6_K, GUILD_TYPE_Q6_K, 768, 512},
+    {GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_0, 544, 224},
+    {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 2048, 768},
+};
+#define N_EA (int)(sizeof ea_cases / sizeof ea_cases[0])
+
+START_TEST(test_expert_pairs_alone)
+{
+    const guild_type_t gt = ea_cases[_i].gt, dt = ea_cases[_i].dt;
+    const int64_t n = ea_cases[_i].n, nrows = ea_cases[_i].nrows;
+    enum { T = 16, K = 8, NE = 14, NL = 12 }; /* experts 12, 13: another part's */
+    const int32_t P = T * K;
+    guild_err_t err = {{0}};
+    rng_t r;
+    rng_seed(&r, 1601 + (uint64_t)_i);
+    uint64_t rg = 0, rd = 0;
+    void *dg = ep_weights(gt, n, nrows, NE, &r, &rg), *du = ep_weights(gt, n, nrows, NE, &r, &rg);
+    void *dd = ep_weights(dt, nrows, n, NE, &r, &rd);
+    const size_t gm = (size_t)nrows * rg, dm = (size_t)n * rd;
+    const int64_t ldx = n + 4, ldh = nrows + 4;
+    float *x = malloc((size_t)T * (size_t)ldx * sizeof *x), *wts = malloc((size_t)P * sizeof *wts);
+    fill(&r, x, (size_t)T * (size_t)ldx, 2.0f);
+    fill(&r, wts, (size_t)P, 1.0f);
+    int32_t ids[T * K];
+    for (int32_t t = 0; t < T; t++) { /* 8 distinct of experts 0..NE-1, mostly the first NE - 2 */
+        int32_t pool[NE];
+        for (int32_t e = 0; e < NE; e++)
+            pool[e] = e;
+        const int32_t np = rng_uniform(&r) < 0.25 ? NE : NL;
+        for (int32_t k = 0; k < K; k++) {
+            const int32_t c = k + (int32_t)(rng_uniform(&r) * (np - k)) % (np - k);
+            const int32_t e = pool[c];
+            pool[c] = pool[k];
+            pool[k] = e;
+            ids[t * K + k] = (t * K + k) % 11 == 5 ? -1 : e;
+        }
+    }
+    float *dx = upload(x, (size_t)T * (size_t)ldx), *dw = upload(wts, (size_t)P);
+    int32_t *dids = dev_bytes(ids, sizeof ids);
+    const size_t hbytes = (size_t)P * (size_t)ldh * sizeof(float), ybytes = (size_t)P * (size_t)n * sizeof(float);
+    const size_t rbytes = (size_t)T * (size_t)n * sizeof(float);
+    float *dh[2], *dy[2], *dres[2];
+    for (int k = 0; k < 2; k++) {
+        CK_CUDA(cudaMalloc((void **)&dh[k], hbytes));
+        CK_CUDA(cudaMalloc((void **)&dy[k], ybytes));
+        CK_CUDA(cudaMalloc((void **)&dres[k], rbytes));
+    }
+    unsigned char *h0 = malloc(hbytes), *h1 = malloc(hbytes), *y0 = malloc(ybytes), *y1 = malloc(ybytes);
+    unsigned char *r0 = malloc(rbytes), *r1 = malloc(rbytes);
+    /* one step of all tokens (k = 0) or each token alone (k = 1): gate/up, down, combine into the residual rows */
+    for (int vi = 0; vi < N_EP_VARIANTS; vi++) {
+        const int32_t rpw = ep_variants[vi].rpw;
+        for (int k = 0; k < 2; k++) {
+            CK_CUDA(cudaMemset(dh[k], 0x7e, hbytes));
+            CK_CUDA(cudaMemset(dy[k], 0x7e, ybytes));
+            for (int32_t t = 0; t < T; t++)
+                CK_CUDA(cudaMemcpy(dres[k] + t * n, x + t * ldx, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+        }
+        ck_assert_msg(cuda_expert_pairs(gt, n, nrows, dg, du, gm, rg, dx, ldx, K, dids, NL, P, dh[0], ldh, rpw, false,
+                                        stream, &err) == 0 &&
+                          cuda_expert_pairs(dt, nrows, n, dd, NULL, dm, rd, dh[0], ldh, 1, dids, NL, P, dy[0], n, rpw,
+                                            true, stream, &err) == 0,
+                      "%s: %s", ep_variants[vi].name, err.msg);
+        for (int32_t t = 0; t < T; t++) {
+            float *ht = dh[1] + (size_t)t * K * (size_t)ldh, *yt = dy[1] + (size_t)t * K * (size_t)n;
+            ck_assert_msg(cuda_expert_pairs(gt, n, nrows, dg, du, gm, rg, dx + t * ldx, ldx, K, dids + t * K, NL, K,
+                                            ht, ldh, 0, false, stream, &err) == 0 &&
+                              cuda_expert_pairs(dt, nrows, n, dd, NULL, dm, rd, ht, ldh, 1, dids + t * K, NL, K, yt, n,
+                                                0, true, stream, &err) == 0,
+                          "%s", err.msg);
+        }
+        /* the combine over slots whose outputs were written (the skipped slots' weight 0 and rows 0) */
+        for (int k = 0; k < 2; k++) {
+            float *hy = (float *)(k ? y1 : y0);
+            CK_CUDA(cudaMemcpy(hy, dy[k], ybytes, cudaMemcpyDeviceToHost));
+            for (int32_t p = 0; p < P; p++)
+                if (ids[p] < 0 || ids[p] >= NL)
+                    memset(hy + (size_t)p * (size_t)n, 0, (size_t)n * sizeof(float));
+            CK_CUDA(cudaMemcpy(dy[k], hy, ybytes, cudaMemcpyHostToDevice));
+        }
+        ck_assert_msg(cuda_moe_combine(dres[0], dy[0], dw, NULL, NULL, T, K, n, stream, &err) == 0, "%s", err.msg);
+        for (int32_t t = 0; t < T; t++)
+            ck_assert_msg(cuda_moe_combine(dres[1] + t * n, dy[1] + (size_t)t * K * (size_t)n, dw + t * K, NULL, NULL,
+                                           1, K, n, stream, &err) == 0,
+                          "%s", err.msg);
+        CK_CUDA(cudaMemcpy(h0, dh[0], hbytes, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(h1, dh[1], hbytes, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(y0, dy[0], ybytes, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(y1, dy[1], ybytes, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(r0, dres[0], rbytes, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(r1, dres[1], rbytes, cudaMemcpyDeviceToHost));
+        for (int32_t p = 0; p < P; p++) {
+            ck_assert_msg(!memcmp(h0 + (size_t)p * (size_t)ldh * 4, h1 + (size_t)p * (size_t)ldh * 4, (size_t)ldh * 4),
+                          "%s/%s %lld, %s: silu(g) u of token %d slot %d (expert %d) differs from the token alone's",
+                          quant_type_info(gt)->name, quant_type_info(dt)->name, (long long)n, ep_variants[vi].name,
+                          p / K, p % K, ids[p]);
+            ck_assert_msg(!memcmp(y0 + (size_t)p * (size_t)n * 4, y1 + (size_t)p * (size_t)n * 4, (size_t)n * 4),
+                          "%s/%s %lld, %s: the down product of token %d slot %d (expert %d) differs from the token "
+                          "alone's",
+                          quant_type_info(gt)->name, quant_type_info(dt)->name, (long long)n, ep_variants[vi].name,
+                          p / K, p % K, ids[p]);
+        }
+        ck_assert_msg(!memcmp(r0, r1, rbytes), "%s/%s %lld, %s: the combined rows differ from the tokens alone's",
+                      quant_type_info(gt)->name, quant_type_info(dt)->name, (long long)n, ep_variants[vi].name);
+    }
+    int32_t distinct = 0;
+    for (int32_t e = 0; e < NL; e++)
+        for (int32_t p = 0; p < P; p++)
+            if (ids[p] == e) {
+                distinct++;
+                break;
+            }
+    printf("expert pairs, %s gate/up %lld x %lld, %s down: %d tokens x %d slots over %d experts at once = each token "
+           "alone, bit for bit (gate/up with SiLU, down, combine; rows a warp: auto, 1, 2, 4)\n",
+           quant_type_info(gt)->name, (long long)nrows, (long long)n, quant_type_info(dt)->name, T, K, distinct);
+    for (int k = 0; k < 2; k++) {
+        cudaFree(dh[k]);
+        cudaFree(dy[k]);
+        cudaFree(dres[k]);
+    }
+    free(h0);
+    free(h1);
+    free(y0);
+    free(y1);
+    free(r0);
+    free(r1);
+    cudaFree(dg);
+    cudaFree(du);
+    cudaFree(dd);
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(dids);
+    free(x);
+    free(wts);
+}
+END_TEST
+
 /* A decode step's routed experts at the Qwen3-30B-A3B shape (128 experts of 768 x 2048, gate and up Q4_K, down
- * Q4_K or Q6_K, 8 pairs a token, 1 or 4 tokens): the routed launches (route + quantize, gate/up, quantize, down)
- * against cuda_expert_pairs at each row count of a warp, as graphs of 64 steps over 8 layers'
- * worth of experts (most reads from HBM, as in a step); the time a step, printed (no assertion: a measurement). */
+ * Q4_K or Q6_K, 8 pairs a token, 1, 2, 4, 8 or 16 tokens, each token's 8 experts drawn at random as a router's
+ * spread would, the tokens sharing some): the routed launches (route + quantize, gate/up, quantize, down) against
+ * cuda_expert_pairs at each row count of a warp, as graphs of 64 steps over 8 layers' worth of experts (most reads
+ * from HBM, as in a step); the time a step, printed (no assertion: a measurement). */
+static const int32_t et_toks[] = {1, 2, 4, 8, 16};
+#define N_ET_TOKS (int)(sizeof et_toks / sizeof et_toks[0])
+
 START_TEST(test_expert_pairs_time)
 {
     const guild_type_t dt = _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
-    const int32_t ntok = _i < 2 ? 1 : 4, n_exp = 128, k = 8 * ntok, L = 8, steps = 64;
+    const int32_t ntok = et_toks[_i / 2], n_exp = 128, k = 8 * ntok, L = 8, steps = 64;
     const int64_t E = 2048, F = 768;
     guild_err_t err = {{0}};
     uint64_t rg = 0, rd = 0, ax = 0, ah = 0;
@@ -890,10 +1041,23 @@ START_TEST(test_expert_pairs_time)
     rng_seed(&r, 77);
     float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
     fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
-    int32_t ids[8 * 32];
-    for (int32_t l = 0; l < L; l++)
-        for (int32_t j = 0; j < k; j++) /* distinct within a token, tokens apart sharing some */
-            ids[l * k + j] = (l * 37 + (j % 8) * 13 + (j / 8) * 5) % n_exp;
+    int32_t ids[8 * 8 * 16], distinct = 0;
+    for (int32_t l = 0; l < L; l++) {
+        bool seen[128] = {false};
+        for (int32_t t = 0; t < ntok; t++) { /* 8 distinct experts a token */
+            int32_t pool[128];
+            for (int32_t e = 0; e < n_exp; e++)
+                pool[e] = e;
+            for (int32_t j = 0; j < 8; j++) {
+                const int32_t c = j + (int32_t)(rng_uniform(&r) * (n_exp - j)) % (n_exp - j), e = pool[c];
+                pool[c] = pool[j];
+                pool[j] = e;
+                ids[l * k + t * 8 + j] = e;
+                distinct += !seen[e];
+                seen[e] = true;
+            }
+        }
+    }
     float *dx = upload(x, (size_t)ntok * (size_t)E);
     int32_t *dids = dev_bytes(ids, sizeof ids);
     float *dh = NULL, *dy = NULL;
@@ -959,8 +1123,9 @@ START_TEST(test_expert_pairs_time)
         cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
     }
-    printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d pairs; graphs of 64 "
-           "steps over 8 layers): routed launches %.2f us", quant_type_info(dt)->name, k, us[0]);
+    printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d tokens, %d pairs, "
+           "%.1f distinct experts a layer; graphs of 64 steps over 8 layers): routed launches %.2f us",
+           quant_type_info(dt)->name, ntok, k, (double)distinct / L, us[0]);
     for (int v = 1; v < NV; v++)
         printf("; %s %.2f", ep_variants[v - 1].name, us[v]);
     printf(" us\n");
@@ -1202,10 +1367,11 @@ int main(void)
     tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RN * N_RF_TOKS);
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
+    tcase_add_loop_test(tk, test_expert_pairs_alone, 0, N_EA);
     tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD);
     suite_add_tcase(s, tk);
     TCase *tt = tcase_create("expert_time"); /* alone: CK_RUN_CASE=expert_time */
-    tcase_add_loop_test(tt, test_expert_pairs_time, 0, 4);
+    tcase_add_loop_test(tt, test_expert_pairs_time, 0, 2 * N_ET_TOKS);
     suite_add_tcase(s, tt);
     TCase *tb = tcase_create("backend");
     tcase_set_timeout(tb, 120);
