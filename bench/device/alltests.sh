@@ -51,7 +51,11 @@ for t in "$B"/tests/cuda/check_cuda_*; do
         for c in split_bits mma; do
             test_step 60 "check_cuda_kv_long $c" env CK_RUN_CASE=$c "$t"
         done ;;
-    *) test_step 60 "$(basename "$t")" "$t" ;; # the longest took 36 s (check_cuda_expert_mma)
+    check_cuda_expert_mma) # its bit cases; the timing cases (over 60 s since the few-token kernel's) are measurements
+        for c in bits "dense bits" "few bits"; do
+            test_step 60 "check_cuda_expert_mma $c" env CK_RUN_CASE="$c" "$t"
+        done ;;
+    *) test_step 60 "$(basename "$t")" "$t" ;; # the longest took ~36 s
     esac
 done
 test_step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
