@@ -25,12 +25,14 @@ m=/tmp/q30b.gguf
 (timeout -s KILL 80 "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool --threads "$(nproc)" -q -o $m \
     > "$O/mk.txt" 2>&1
     echo "mkmodel rc=$?" >> "$O/mk.txt") &
-mk=$!
+pids=$!
 for c in bits "dense bits" "few bits"; do
     (timeout -s KILL 90 env CK_RUN_CASE="$c" "$B/tests/cuda/check_cuda_expert_mma" > "$O/mma-${c// /_}.txt" 2>&1
         echo "rc=$? (check_cuda_expert_mma $c)" >> "$O/mma-${c// /_}.txt") &
+    pids="$pids $!"
 done
-wait
+# shellcheck disable=SC2086 # these jobs alone: a bare wait also waits for the log's tee, which never ends
+wait $pids
 for f in "$O"/mma-*.txt; do grep -hE "^[0-9]+%: Checks|^rc=" "$f"; done
 cat "$O/mk.txt"
 grep -q "mkmodel rc=0" "$O/mk.txt" || { tar -czf "$R/lead_ab-files.tar.gz" -C "$O" .; exit 1; }
