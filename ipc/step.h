@@ -31,7 +31,7 @@
  * why.
  *
  * A pick request (GUILD_STEP_PICK, a greedy step: backend_forward_pick) has the GPU worker answer each row wanted
- * with its pick (core/sample/logits_pick.h: 8 bytes) and write the logits only of the rows whose full[j] is set
+ * with its pick (core/sample/logits_pick.h: 12 bytes) and write the logits only of the rows whose full[j] is set
  * (sampled ones): the GPU worker's backend reduces the rows where it computed them.
  *
  * Writers: the coordinator lays out the region (guild_step_init) before publishing the arena, then writes

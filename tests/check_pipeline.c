@@ -529,6 +529,16 @@ START_TEST(test_step_layout)
     ck_assert((char *)st.logits >= (char *)(st.out_rows + 3));
     ck_assert((char *)(st.logits + 3 * 101) <= base + n);
     ck_assert_uint_eq((uintptr_t)st.logits % 64, 0);
+    /* a pick request's arrays (GUILD_STEP_PICK): after the others, inside the region */
+    ck_assert((char *)st.seq_ids >= (char *)(st.logits + 3 * 101));
+    ck_assert((char *)st.positions >= (char *)(st.seq_ids + 7));
+    ck_assert((char *)st.full >= (char *)(st.positions + 7));
+    ck_assert((char *)st.picks >= (char *)(st.full + 3));
+    ck_assert((char *)(st.picks + 3) <= base + n);
+    ck_assert_uint_eq((uintptr_t)st.full % 64, 0);
+    ck_assert_uint_eq((uintptr_t)st.picks % 64, 0);
+    ck_assert_uint_eq(st.sh->full_offset, (uint64_t)((char *)st.full - base));
+    ck_assert_uint_eq(st.sh->picks_offset, (uint64_t)((char *)st.picks - base));
     ck_assert_int_eq(guild_step_attach(&st, mem, n - 64, &err), -1);
     free(mem);
 }

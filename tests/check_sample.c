@@ -136,6 +136,70 @@ START_TEST(test_pick_is_the_greedy_choice)
 }
 END_TEST
 
+/* logits_pick_better, the order the device's reduction (gpu-worker/dense/cuda/logits_pick.cu) merges its threads'
+ * bests by: a host model of that reduction (NaN as -infinity, each of `threads` strided slices scanned, then the
+ * slices' bests merged pairwise in a tree of any shape) gives logits_pick's id on rows of ties, signed zeros,
+ * -infinity runs and NaNs, for several thread counts (the kernel's answer must not depend on its shape). */
+static int32_t pick_by_reduction(const float *x, int32_t n, int threads, int stride_merge)
+{
+    float bv[64];
+    int32_t bid[64];
+    for (int t = 0; t < threads; t++) {
+        bv[t] = -INFINITY;
+        bid[t] = INT32_MAX;
+        for (int32_t i = t; i < n; i += threads) {
+            const float v = isnan(x[i]) ? -INFINITY : x[i];
+            if (logits_pick_better(v, i, bv[t], bid[t])) {
+                bv[t] = v;
+                bid[t] = i;
+            }
+        }
+    }
+    /* a tree: at each level, slot t takes slot t + d (d halving, as __shfl_down_sync's reduction), or neighbours
+     * first (d doubling) */
+    for (int d = stride_merge ? threads / 2 : 1; stride_merge ? d > 0 : d < threads; d = stride_merge ? d / 2 : d * 2)
+        for (int t = 0; t + d < threads; t += stride_merge ? 1 : 2 * d)
+            if (logits_pick_better(bv[t + d], bid[t + d], bv[t], bid[t])) {
+                bv[t] = bv[t + d];
+                bid[t] = bid[t + d];
+            }
+    return bid[0];
+}
+
+START_TEST(test_pick_reduction_order)
+{
+    ck_assert(!logits_pick_better(NAN, 0, 1.0f, 5));             /* NaN never wins (the kernel makes it -inf) */
+    ck_assert(logits_pick_better(0.0f, 2, -0.0f, 3));            /* -0 == +0: the lower id */
+    ck_assert(!logits_pick_better(-0.0f, 3, 0.0f, 2));
+    ck_assert(logits_pick_better(-INFINITY, 7, -INFINITY, INT32_MAX)); /* a thread with no element loses */
+    enum { V = 700 };
+    float x[V];
+    uint64_t lcg = 5;
+    for (int r = 0; r < 24; r++) {
+        for (int32_t i = 0; i < V; i++) {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            const uint32_t u = (uint32_t)(lcg >> 33);
+            x[i] = r % 3 == 0 ? (float)(u % 4) : r % 3 == 1 ? (u % 2 ? 0.0f : -0.0f) : (float)(u % 1000) - 500.0f;
+            if (r % 4 == 1 && u % 7 == 0)
+                x[i] = NAN;
+            if (r % 4 == 2 && u % 5 == 0)
+                x[i] = -INFINITY;
+        }
+        if (r % 6 == 5)
+            for (int32_t i = 0; i < V; i++)
+                x[i] = i % 2 ? NAN : -INFINITY;
+        for (int32_t n = 1; n <= V; n += n < 70 ? 1 : 63) {
+            const int32_t want = logits_pick(x, n).id;
+            for (int threads = 1; threads <= 64; threads *= 2)
+                for (int sm = 0; sm < 2; sm++)
+                    ck_assert_msg(pick_by_reduction(x, n, threads, sm) == want,
+                                  "row %d, %d elements, %d threads (%s): %d, the scan's %d", r, n, threads,
+                                  sm ? "halving" : "doubling", pick_by_reduction(x, n, threads, sm), want);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_repetition_penalty)
 {
     sample_params_t p = plain(0.0f, 0);
@@ -323,6 +387,7 @@ int main(void)
     tc = tcase_create("greedy");
     tcase_add_test(tc, test_greedy_lowest_id_on_ties_and_nan);
     tcase_add_test(tc, test_pick_is_the_greedy_choice);
+    tcase_add_test(tc, test_pick_reduction_order);
     suite_add_tcase(su, tc);
     tc = tcase_create("penalty");
     tcase_add_test(tc, test_repetition_penalty);

@@ -1,5 +1,5 @@
 /* cuda_logits_pick: each row's greedy pick (core/sample/logits_pick.h) computed where the logits are, so that a
- * greedy step copies 8 bytes a row to the host instead of n_vocab floats. One block a row; each thread keeps the
+ * greedy step copies 12 bytes a row to the host instead of n_vocab floats. One block a row; each thread keeps the
  * best (value, id) of a strided slice and the lowest non-finite id it saw, then the block reduces them with the
  * reference's order (a larger value, or an equal one at a lower id): the first index of the maximum, as the
  * scalar scan finds it, whatever the reduction's shape. No arithmetic on the values: the ids are exact. */
@@ -9,9 +9,19 @@
 
 #define PICK_THREADS 1024
 
-static __device__ __forceinline__ bool pick_better(float v, int id, float bv, int bid)
+/* (bv, bid) of lane 0 becomes the best of the warp's by the reference's order (logits_pick_better), nf the lowest
+ * of their non-finite ids. */
+static __device__ __forceinline__ void pick_warp_reduce(float &bv, int &bid, int &nf)
 {
-    return v > bv || (v == bv && id < bid);
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_down_sync(0xffffffffu, bv, o);
+        const int oid = __shfl_down_sync(0xffffffffu, bid, o), onf = __shfl_down_sync(0xffffffffu, nf, o);
+        if (logits_pick_better(ov, oid, bv, bid)) {
+            bv = ov;
+            bid = oid;
+        }
+        nf = min(nf, onf);
+    }
 }
 
 static __global__ void logits_pick_kernel(const float *__restrict__ logits, int n, size_t ld, logits_pick_t *picks)
@@ -26,20 +36,12 @@ static __global__ void logits_pick_kernel(const float *__restrict__ logits, int 
             nf = i;
         if (isnan(v))
             v = -INFINITY;
-        if (pick_better(v, i, bv, bid)) {
+        if (logits_pick_better(v, i, bv, bid)) {
             bv = v;
             bid = i;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_down_sync(0xffffffffu, bv, o);
-        const int oid = __shfl_down_sync(0xffffffffu, bid, o), onf = __shfl_down_sync(0xffffffffu, nf, o);
-        if (pick_better(ov, oid, bv, bid)) {
-            bv = ov;
-            bid = oid;
-        }
-        nf = min(nf, onf);
-    }
+    pick_warp_reduce(bv, bid, nf);
     __shared__ float sv[PICK_THREADS / 32];
     __shared__ int sid[PICK_THREADS / 32], snf[PICK_THREADS / 32];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -53,15 +55,7 @@ static __global__ void logits_pick_kernel(const float *__restrict__ logits, int 
         bv = sv[lane];
         bid = sid[lane];
         nf = snf[lane];
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_down_sync(0xffffffffu, bv, o);
-            const int oid = __shfl_down_sync(0xffffffffu, bid, o), onf = __shfl_down_sync(0xffffffffu, nf, o);
-            if (pick_better(ov, oid, bv, bid)) {
-                bv = ov;
-                bid = oid;
-            }
-            nf = min(nf, onf);
-        }
+        pick_warp_reduce(bv, bid, nf);
         if (lane == 0)
             picks[blockIdx.x] = logits_pick_t{bid, nf == INT_MAX ? -1 : nf, nf == INT_MAX ? 0.0f : x[nf]};
     }
