@@ -36,6 +36,7 @@
  */
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
 #include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
+#include "gpu-worker/dense/cuda/mma_s8.cuh"
 
 #include <type_traits>
 
@@ -45,31 +46,6 @@
 #define MMA_NT 4 /* groups of 8 pairs per warp */
 static_assert(MMA_PAIR_WARPS * MMA_NT * 8 == CUDA_EXPERT_MMA_TILE, "a block covers one tile's pairs");
 static_assert(MMA_ROW_WARPS * MMA_PAIR_WARPS * WARP_SIZE == MMA_THREADS, "warp layout");
-
-/* c += the 16x8 product of a (16x32) and b (32x8), int8 -> int32. */
-static __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
-{
-#if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    __trap(); /* never launched: the build targets sm_90 */
-#endif
-}
-
-/* c += the 16x8 product of a (16x16) and b (16x8), int8 -> int32. */
-static __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
-{
-#if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b0));
-#else
-    __trap();
-#endif
-}
 
 /* ---- the kernel ---------------------------------------------------------------------------------------------- */
 
@@ -83,9 +59,9 @@ template <int KR>
 static __device__ __forceinline__ void mma_sub(int (&c)[4], const int (&q0)[KR], const int (&q8)[KR], const int (&b)[KR])
 {
     if (KR == 2)
-        mma_k32(c, q0[0], q8[0], q0[KR - 1], q8[KR - 1], b[0], b[KR - 1]);
+        mma_s8_k32(c, q0[0], q8[0], q0[KR - 1], q8[KR - 1], b[0], b[KR - 1]);
     else
-        mma_k16(c, q0[0], q8[0], b[0]);
+        mma_s8_k16(c, q0[0], q8[0], b[0]);
 }
 
 /* acc += one weight block's products for a warp: wb[q][h] the block of its rows of group q, half h (rows g and
@@ -141,9 +117,9 @@ static __device__ __forceinline__ void mma_wblock(const typename TR::wblock *con
                     if (TR::HAS_MIN) {
                         const int m0 = TR::minb(H[q][0], s), m8 = TR::minb(H[q][1], s);
                         if (KR == 2)
-                            mma_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                            mma_s8_k32(imin[q][j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
                         else
-                            mma_k16(imin[q][j], m0, m8, B[i][0]);
+                            mma_s8_k16(imin[q][j], m0, m8, B[i][0]);
                     }
                 }
         }

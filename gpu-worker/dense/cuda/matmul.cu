@@ -20,6 +20,7 @@
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
 #include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
+#include "gpu-worker/dense/cuda/mma_s8.cuh"
 #include "gpu-worker/dense/cuda/matmul_plain.cuh"
 #include "gpu-worker/dense/cuda/matmul_rule.h"
 #include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
@@ -320,30 +321,6 @@ static size_t weight_align(guild_type_t type)
 #define MF_WARPS_MAX 8 /* warps of a block (the split along K): 2, 4 or 8 (mf_shape_default) */
 #define MF_ROWS 16     /* weight rows of a block: one mma tile's */
 
-/* c += the 16x8 int8 product of a (16x32: a0..a3) and b (32x8: b0, b1), PTX's m16n8k32 fragments. */
-static __device__ __forceinline__ void mf_mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
-{
-#if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    __trap(); /* never launched: the build targets sm_90 */
-#endif
-}
-
-/* c += the 16x8 int8 product of a (16x16: a0, a1) and b (16x8: b0), m16n8k16. */
-static __device__ __forceinline__ void mf_mma_k16(int (&c)[4], int a0, int a1, int b0)
-{
-#if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(b0));
-#else
-    __trap();
-#endif
-}
-
 /* The finishes of weight block w0 (rows g: C registers 0, 1) and w8 (rows g + 8: 2, 3) against activation block b
  * of the first njt (warp-uniform) groups of 8 tokens: ab[j] the row of token 8j + g (B operand), ac[j][i] that of
  * token 8j + 2t + i (C column 2t + i). */
@@ -380,9 +357,9 @@ static __device__ __forceinline__ void mf_block(const typename TR::wblock *w0, c
                 const int s = TR::sub(c, i);
                 int d[4] = {0, 0, 0, 0};
                 if (KR == 2)
-                    mf_mma_k32(d, Q0[i][0], Q8[i][0], Q0[i][KR - 1], Q8[i][KR - 1], B[i][0], B[i][KR - 1]);
+                    mma_s8_k32(d, Q0[i][0], Q8[i][0], Q0[i][KR - 1], Q8[i][KR - 1], B[i][0], B[i][KR - 1]);
                 else
-                    mf_mma_k16(d, Q0[i][0], Q8[i][0], B[i][0]);
+                    mma_s8_k16(d, Q0[i][0], Q8[i][0], B[i][0]);
                 const int s0 = TR::scale(H0, s), s8 = TR::scale(H8, s);
                 isum[j][0] += s0 * d[0];
                 isum[j][1] += s0 * d[1];
@@ -391,9 +368,9 @@ static __device__ __forceinline__ void mf_block(const typename TR::wblock *w0, c
                 if (TR::HAS_MIN) { /* the sub-block's min in every column: sum_s m_s * (its activations' sum) */
                     const int m0 = TR::minb(H0, s), m8 = TR::minb(H8, s);
                     if (KR == 2)
-                        mf_mma_k32(imin[j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
+                        mma_s8_k32(imin[j], m0, m8, m0, m8, B[i][0], B[i][KR - 1]);
                     else
-                        mf_mma_k16(imin[j], m0, m8, B[i][0]);
+                        mma_s8_k16(imin[j], m0, m8, B[i][0]);
                 }
             }
         }
