@@ -112,21 +112,30 @@ int64_t expert_share_count(const expert_share_t *s)
     return s->count;
 }
 
+/* pairs[e]: how many of ids[0..n) name expert e of `layer` that the group holds (ids out of range or not held
+ * count nowhere); member[e]: its member by the split's rule (split_into), -1 for the experts with no pair. */
+static void split_held(expert_share_t *s, int32_t layer, size_t n, const int32_t *ids, int32_t *pairs,
+                       int32_t *member)
+{
+    const int32_t E = s->cfg->n_expert;
+    const expert_mats_t *held = &s->mats[(size_t)layer * (size_t)E];
+    memset(pairs, 0, (size_t)E * sizeof *pairs);
+    for (size_t p = 0; p < n; p++)
+        if (ids[p] >= 0 && ids[p] < E && held[ids[p]].gate)
+            pairs[ids[p]]++;
+    int64_t load[256], *l = s->n_members <= 256 ? load : malloc((size_t)s->n_members * sizeof *l);
+    GUILD_ASSERT(l);
+    split_into(pairs, E, s->n_members, member, l, s->order);
+    if (l != load)
+        free(l);
+}
+
 int64_t expert_share_plan(expert_share_t *s, int32_t layer, int32_t n_tokens, const int32_t *ids)
 {
     const int32_t E = s->cfg->n_expert;
     GUILD_ASSERT(layer >= 0 && layer < s->cfg->n_layer);
-    const expert_mats_t *held = &s->mats[(size_t)layer * (size_t)E];
-    memset(s->pairs, 0, (size_t)E * sizeof *s->pairs);
-    const size_t n = (size_t)n_tokens * (size_t)s->cfg->n_expert_used;
-    for (size_t p = 0; p < n; p++)
-        if (ids[p] >= 0 && ids[p] < E && held[ids[p]].gate) /* an id out of range: the pipeline names it */
-            s->pairs[ids[p]]++;
-    int64_t load[256], *l = s->n_members <= 256 ? load : malloc((size_t)s->n_members * sizeof *l);
-    GUILD_ASSERT(l);
-    split_into(s->pairs, E, s->n_members, s->member, l, s->order);
-    if (l != load)
-        free(l);
+    /* an id out of range: the pipeline names it */
+    split_held(s, layer, (size_t)n_tokens * (size_t)s->cfg->n_expert_used, ids, s->pairs, s->member);
     int64_t mine = 0;
     for (int32_t e = 0; e < E; e++)
         if (s->member[e] == s->rank)
@@ -161,18 +170,9 @@ void expert_share_src(expert_pipe_src_t *src, const expert_share_t *s)
 int32_t expert_share_hinted(expert_share_t *s, int32_t layer, int32_t n, const int32_t *ids, int32_t *out)
 {
     const int32_t E = s->cfg->n_expert;
-    if (layer < 0 || layer >= s->cfg->n_layer)
+    if (layer < 0 || layer >= s->cfg->n_layer || n <= 0)
         return 0;
-    const expert_mats_t *held = &s->mats[(size_t)layer * (size_t)E];
-    memset(s->h_pairs, 0, (size_t)E * sizeof *s->h_pairs);
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] >= 0 && ids[i] < E && held[ids[i]].gate)
-            s->h_pairs[ids[i]]++;
-    int64_t load[256], *l = s->n_members <= 256 ? load : malloc((size_t)s->n_members * sizeof *l);
-    GUILD_ASSERT(l);
-    split_into(s->h_pairs, E, s->n_members, s->h_member, l, s->order);
-    if (l != load)
-        free(l);
+    split_held(s, layer, (size_t)n, ids, s->h_pairs, s->h_member);
     int32_t k = 0;
     for (int32_t i = 0; i < n; i++) {
         const int32_t e = ids[i];
