@@ -72,4 +72,21 @@ PYEOF
     done
     cmp -s "$T/$arch-single-pick.ids" "$T/$arch-pipe-pick.ids" || fail "$arch: the pipeline's ids differ from one process's"
 done
-echo "OK: greedy picks = the rows' greedy ids (3 architectures, one process and the pipeline, plain and --spec draft)"
+# greedy with the repetition penalty is not a pick (gen_pickable: the penalty changes the row before its argmax;
+# 0.2 raises the tokens seen): the same ids with and without --logits-out, in one process and the pipeline, and not
+# the unpenalised ids (else this case would not tell a pick from a row)
+for mode in single pipe; do
+    flags="--single-process"
+    [ $mode = pipe ] && flags="--cpu-workers 1 --spin-us 0"
+    # shellcheck disable=SC2086
+    run "pen-$mode-rows" "$T/qwen3moe.gguf" $flags --repeat-penalty 0.2 --repeat-last-n 16 --logits-out "$T/pen.logits"
+    # shellcheck disable=SC2086
+    run "pen-$mode" "$T/qwen3moe.gguf" $flags --repeat-penalty 0.2 --repeat-last-n 16
+    cmp -s "$T/pen-$mode-rows.ids" "$T/pen-$mode.ids" ||
+        fail "$mode, --repeat-penalty 0.2: ids $(cat "$T/pen-$mode.ids")," \
+            "with --logits-out $(cat "$T/pen-$mode-rows.ids")"
+    cmp -s "$T/pen-$mode.ids" "$T/qwen3moe-$mode-pick.ids" &&
+        fail "$mode: --repeat-penalty 0.2 changes no id of the test's model: the case tells nothing"
+done
+echo "OK: greedy picks = the rows' greedy ids (3 architectures, one process and the pipeline, plain and --spec draft;" \
+    "the repetition penalty on the rows)"
