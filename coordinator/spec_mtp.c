@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "coordinator/spec.h"
+#include "core/sample/logits_pick.h"
 #include "gpu-worker/dense/backend.h"
 
 typedef struct mtp_drafter {
@@ -21,13 +22,11 @@ static int mtp_target(spec_drafter_t *base, backend_t *be, guild_err_t *err)
     return 0;
 }
 
-/* The argmax of l[0..n) and, with min_p, its softmax probability (else 1). */
+/* The greedy pick of l[0..n) (logits_pick's rule, the target's: NaN as -infinity, the lowest id on ties) and,
+ * with min_p, its softmax probability (else 1). */
 static int32_t argmax_prob(const float *l, int32_t n, bool want_p, double *prob)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
+    int32_t best = logits_pick(l, n).id;
     *prob = 1;
     if (want_p) {
         double sum = 0;
