@@ -4,7 +4,8 @@
  * only, with NaNs (one at id 0), infinities, signed zeros and the maximum in the last element, at lengths around
  * the block's and the Qwen3 vocabulary; and the CUDA backend's pick steps (graphs and the direct path, several
  * sequences in a batch): each row's pick is logits_pick of the row backend_forward_seq gives, the rows asked for in
- * full are those bytes. Needs a CUDA device: without one, exit 77 (SKIP). */
+ * full are those bytes, also in a step of more rows than the device's logits buffer (picked on the host). Needs a
+ * CUDA device: without one, exit 77 (SKIP). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -109,11 +110,11 @@ START_TEST(test_kernel)
 }
 END_TEST
 
-static backend_t *open_cuda(model_t *m, guild_pool_t *pool, moe_exec_t *moe, bool graphs)
+static backend_t *open_cuda(model_t *m, guild_pool_t *pool, moe_exec_t *moe, bool graphs, int32_t n_batch)
 {
     guild_err_t err = {{0}};
     backend_t *be = NULL;
-    const backend_options_t o = {.n_ctx = 64, .n_batch = 16, .pool = pool, .moe = moe, .n_seq = 3};
+    const backend_options_t o = {.n_ctx = 64, .n_batch = n_batch, .pool = pool, .moe = moe, .n_seq = 3};
     const cuda_config_t cc = {.no_graph = !graphs};
     ck_assert_msg(backend_new(&be, "cuda", m, &o, &cc, &err) == 0, "%s", err.msg);
     return be;
@@ -135,7 +136,7 @@ START_TEST(test_backend)
     ck_assert(guild_pool_new(&pool, 2, NULL, &err) == 0);
     ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
     const int32_t V = model_config(m)->n_vocab;
-    backend_t *a = open_cuda(m, pool, moe, graphs), *b = open_cuda(m, pool, moe, graphs);
+    backend_t *a = open_cuda(m, pool, moe, graphs, 16), *b = open_cuda(m, pool, moe, graphs, 16);
     float *la = malloc((size_t)16 * (size_t)V * sizeof *la), *lb = backend_logits_alloc(b, (size_t)16 * (size_t)V);
     ck_assert(la && lb);
     int32_t tok[16], seq[16], pos[16], rows[16];
@@ -187,6 +188,66 @@ START_TEST(test_backend)
 }
 END_TEST
 
+/* More output rows than the backend's logits buffer holds (LOGIT_ROWS, 32): a pick step of a 44-token prompt asking
+ * for every row takes the rows to the host and picks there; each pick is still logits_pick of its row, the rows
+ * asked for in full those bytes, and the next step (3 rows, on the device) follows from the same cache. */
+START_TEST(test_backend_many_rows)
+{
+    guild_err_t err = {{0}};
+    void *image = NULL;
+    size_t size = 0;
+    model_t *m = NULL;
+    guild_pool_t *pool = NULL;
+    moe_exec_t *moe = NULL;
+    tiny_spec_t sp = tiny_spec("qwen3moe");
+    cuda_test_shape(&sp, GUILD_TYPE_Q8_0, 29);
+    tiny_model_image(&sp, &image, &size);
+    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
+    ck_assert(guild_pool_new(&pool, 2, NULL, &err) == 0);
+    ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
+    const int32_t V = model_config(m)->n_vocab, N = 44;
+    backend_t *a = open_cuda(m, pool, moe, false, 48), *b = open_cuda(m, pool, moe, false, 48);
+    float *la = malloc((size_t)N * (size_t)V * sizeof *la), *lb = backend_logits_alloc(b, (size_t)N * (size_t)V);
+    ck_assert(la && lb);
+    int32_t tok[44], seq[44], pos[44], rows[44];
+    logits_pick_t picks[44];
+    uint8_t full[44];
+    uint64_t s = 11;
+    for (int step = 0; step < 2; step++) {
+        const int32_t n = step == 0 ? N : 3; /* the prompt of sequence 0, then a row of each of 3 sequences */
+        for (int32_t i = 0; i < n; i++) {
+            tok[i] = (int32_t)(next(&s) % (uint64_t)V);
+            seq[i] = step == 0 ? 0 : i;
+            pos[i] = step == 0 ? i : backend_seq_kv_len(a, i);
+            rows[i] = i;
+            full[i] = (uint8_t)(i % 5 == 0);
+        }
+        ck_assert_msg(backend_forward_seq(a, n, tok, seq, pos, n, rows, la, &err) == 0, "%s", err.msg);
+        memset(lb, 0xff, (size_t)n * (size_t)V * sizeof *lb);
+        memset(picks, 0xff, sizeof picks);
+        ck_assert_msg(backend_forward_pick(b, n, tok, seq, pos, n, rows, V, full, lb, picks, &err) == 0, "%s",
+                      err.msg);
+        for (int32_t j = 0; j < n; j++) {
+            const float *row = la + (size_t)j * (size_t)V;
+            const logits_pick_t want = logits_pick(row, V);
+            ck_assert_msg(picks[j].id == want.id && picks[j].nonfinite == want.nonfinite,
+                          "step %d, row %d of %d: pick %d, the row's %d", step, j, n, picks[j].id, want.id);
+            if (full[j])
+                ck_assert_msg(!memcmp(lb + (size_t)j * (size_t)V, row, (size_t)V * sizeof *row),
+                              "step %d, row %d of %d: the row asked in full differs", step, j, n);
+        }
+    }
+    backend_logits_free(b, lb);
+    free(la);
+    backend_destroy(&a);
+    backend_destroy(&b);
+    moe_exec_destroy(&moe);
+    guild_pool_destroy(&pool);
+    model_destroy(&m);
+    free(image);
+}
+END_TEST
+
 int main(void)
 {
     if (!cuda_test_device(0))
@@ -196,6 +257,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_kernel);
     tcase_add_loop_test(tc, test_backend, 0, 2);
+    tcase_add_test(tc, test_backend_many_rows);
     suite_add_tcase(s, tc);
     return cuda_test_run(s, &stream);
 }
