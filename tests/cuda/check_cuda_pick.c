@@ -190,7 +190,8 @@ END_TEST
 
 /* More output rows than the backend's logits buffer holds (LOGIT_ROWS, 32): a pick step of a 44-token prompt asking
  * for every row takes the rows to the host and picks there; each pick is still logits_pick of its row, the rows
- * asked for in full those bytes, and the next step (3 rows, on the device) follows from the same cache. */
+ * asked for in full those bytes, and the next step (3 rows, on the device, the first two in full) follows from the
+ * same cache. */
 START_TEST(test_backend_many_rows)
 {
     guild_err_t err = {{0}};
@@ -220,7 +221,7 @@ START_TEST(test_backend_many_rows)
             seq[i] = step == 0 ? 0 : i;
             pos[i] = step == 0 ? i : backend_seq_kv_len(a, i);
             rows[i] = i;
-            full[i] = (uint8_t)(i % 5 == 0);
+            full[i] = (uint8_t)(step == 0 ? i % 5 == 0 : i < 2); /* then two adjacent rows: one copy */
         }
         ck_assert_msg(backend_forward_seq(a, n, tok, seq, pos, n, rows, la, &err) == 0, "%s", err.msg);
         memset(lb, 0xff, (size_t)n * (size_t)V * sizeof *lb);

@@ -1084,13 +1084,22 @@ static int forward_rows(cuda_backend_t *b, int32_t n, const int32_t *tokens, con
     }
     if (staged)
         memcpy(logits, b->h_logits, (size_t)n_out * (size_t)c->n_vocab * sizeof *logits);
-    if (picks) { /* the stream is idle: the rows asked for in full come straight from the device's buffer */
+    if (picks) { /* the stream is idle: the rows asked for in full come straight from the device's buffer, a run of
+                  * adjacent ones in one copy */
         const size_t V = (size_t)c->n_vocab;
         memcpy(picks, b->h_picks, (size_t)n_out * sizeof *picks);
-        for (int32_t j = 0; full && j < n_out; j++)
-            if (full[j] && cuda_check(cudaMemcpy(logits + (size_t)j * V, b->logits + (size_t)j * V, V * sizeof *logits,
-                                                 cudaMemcpyDeviceToHost), "copy a row of logits", err) < 0)
+        for (int32_t j = 0, k; full && j < n_out; j = k) {
+            for (k = j; k < n_out && full[k]; k++)
+                ;
+            if (k == j) {
+                k++;
+                continue;
+            }
+            if (cuda_check(cudaMemcpy(logits + (size_t)j * V, b->logits + (size_t)j * V,
+                                      (size_t)(k - j) * V * sizeof *logits, cudaMemcpyDeviceToHost),
+                           "copy rows of logits", err) < 0)
                 return forward_failed(b);
+        }
     }
     for (int32_t g = 0; g < b->n_grp; g++) {
         const int32_t q = b->grp_seq[g];
