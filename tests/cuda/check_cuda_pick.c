@@ -110,37 +110,90 @@ START_TEST(test_kernel)
 }
 END_TEST
 
-static backend_t *open_cuda(model_t *m, guild_pool_t *pool, moe_exec_t *moe, bool graphs, int32_t n_batch)
+/* Two CUDA backends of one tiny model: a runs forward_seq (the rows), b forward_pick (the picks). */
+typedef struct pick_pair {
+    void *image;
+    model_t *m;
+    guild_pool_t *pool;
+    moe_exec_t *moe;
+    backend_t *a, *b;
+    float *la, *lb; /* [n_batch x V]: a's rows, b's rows asked for in full */
+    int32_t V;
+} pick_pair_t;
+
+static backend_t *open_cuda(const pick_pair_t *p, bool graphs, int32_t n_batch)
 {
     guild_err_t err = {{0}};
     backend_t *be = NULL;
-    const backend_options_t o = {.n_ctx = 64, .n_batch = n_batch, .pool = pool, .moe = moe, .n_seq = 3};
+    const backend_options_t o = {.n_ctx = 64, .n_batch = n_batch, .pool = p->pool, .moe = p->moe, .n_seq = 3};
     const cuda_config_t cc = {.no_graph = !graphs};
-    ck_assert_msg(backend_new(&be, "cuda", m, &o, &cc, &err) == 0, "%s", err.msg);
+    ck_assert_msg(backend_new(&be, "cuda", p->m, &o, &cc, &err) == 0, "%s", err.msg);
     return be;
+}
+
+static void pair_open(pick_pair_t *p, bool graphs, int32_t n_batch)
+{
+    guild_err_t err = {{0}};
+    size_t size = 0;
+    *p = (pick_pair_t){0};
+    tiny_spec_t sp = tiny_spec("qwen3moe");
+    cuda_test_shape(&sp, GUILD_TYPE_Q8_0, 29);
+    tiny_model_image(&sp, &p->image, &size);
+    ck_assert_msg(tiny_model_open(p->image, size, &p->m, &err) == 0, "%s", err.msg);
+    ck_assert(guild_pool_new(&p->pool, 2, NULL, &err) == 0);
+    ck_assert(moe_local_new(&p->moe, p->m, p->pool, &err) == 0);
+    p->V = model_config(p->m)->n_vocab;
+    p->a = open_cuda(p, graphs, n_batch);
+    p->b = open_cuda(p, graphs, n_batch);
+    p->la = malloc((size_t)n_batch * (size_t)p->V * sizeof *p->la);
+    p->lb = backend_logits_alloc(p->b, (size_t)n_batch * (size_t)p->V);
+    ck_assert(p->la && p->lb);
+}
+
+static void pair_close(pick_pair_t *p)
+{
+    backend_logits_free(p->b, p->lb);
+    free(p->la);
+    backend_destroy(&p->a);
+    backend_destroy(&p->b);
+    moe_exec_destroy(&p->moe);
+    guild_pool_destroy(&p->pool);
+    model_destroy(&p->m);
+    free(p->image);
+}
+
+/* One step on both: each pick is logits_pick of a's row, the rows asked for in full are a's bytes. */
+static void pair_step(pick_pair_t *p, int step, int32_t n, const int32_t *tok, const int32_t *seq,
+                      const int32_t *pos, int32_t n_out, const int32_t *rows, const uint8_t *full)
+{
+    guild_err_t err = {{0}};
+    const int32_t V = p->V;
+    logits_pick_t *picks = malloc((size_t)n_out * sizeof *picks);
+    ck_assert(picks);
+    memset(picks, 0xff, (size_t)n_out * sizeof *picks);
+    ck_assert_msg(backend_forward_seq(p->a, n, tok, seq, pos, n_out, rows, p->la, &err) == 0, "%s", err.msg);
+    memset(p->lb, 0xff, (size_t)n_out * (size_t)V * sizeof *p->lb);
+    ck_assert_msg(backend_forward_pick(p->b, n, tok, seq, pos, n_out, rows, V, full, p->lb, picks, &err) == 0, "%s",
+                  err.msg);
+    for (int32_t j = 0; j < n_out; j++) {
+        const float *row = p->la + (size_t)j * (size_t)V;
+        const logits_pick_t want = logits_pick(row, V);
+        ck_assert_msg(picks[j].id == want.id && picks[j].nonfinite == want.nonfinite,
+                      "step %d, row %d of %d: pick %d, the row's %d", step, j, n_out, picks[j].id, want.id);
+        if (full[j])
+            ck_assert_msg(!memcmp(p->lb + (size_t)j * (size_t)V, row, (size_t)V * sizeof *row),
+                          "step %d, row %d of %d: the row asked in full differs", step, j, n_out);
+    }
+    free(picks);
+    for (int32_t q = 0; q < 3; q++)
+        ck_assert_int_eq(backend_seq_kv_len(p->a, q), backend_seq_kv_len(p->b, q));
 }
 
 START_TEST(test_backend)
 {
-    const bool graphs = _i == 1;
-    guild_err_t err = {{0}};
-    void *image = NULL;
-    size_t size = 0;
-    model_t *m = NULL;
-    guild_pool_t *pool = NULL;
-    moe_exec_t *moe = NULL;
-    tiny_spec_t sp = tiny_spec("qwen3moe");
-    cuda_test_shape(&sp, GUILD_TYPE_Q8_0, 29);
-    tiny_model_image(&sp, &image, &size);
-    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
-    ck_assert(guild_pool_new(&pool, 2, NULL, &err) == 0);
-    ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
-    const int32_t V = model_config(m)->n_vocab;
-    backend_t *a = open_cuda(m, pool, moe, graphs, 16), *b = open_cuda(m, pool, moe, graphs, 16);
-    float *la = malloc((size_t)16 * (size_t)V * sizeof *la), *lb = backend_logits_alloc(b, (size_t)16 * (size_t)V);
-    ck_assert(la && lb);
+    pick_pair_t p;
+    pair_open(&p, _i == 1, 16);
     int32_t tok[16], seq[16], pos[16], rows[16];
-    logits_pick_t picks[16];
     uint8_t full[16];
     uint64_t s = 5;
     /* prompts of 6, 3 and 7 tokens (one batch of 16), then 6 steps of a row each (sequence 1 sits out every other
@@ -153,38 +206,17 @@ START_TEST(test_backend)
                 continue;
             const int32_t k = step == 0 ? plen[q] : 1;
             for (int32_t i = 0; i < k; i++) {
-                tok[n] = (int32_t)(next(&s) % (uint64_t)V);
+                tok[n] = (int32_t)(next(&s) % (uint64_t)p.V);
                 seq[n] = q;
-                pos[n] = backend_seq_kv_len(a, q) + i;
+                pos[n] = backend_seq_kv_len(p.a, q) + i;
                 n++;
             }
             full[n_out] = (uint8_t)((step + q) % 3 == 0);
             rows[n_out++] = n - 1;
         }
-        ck_assert_msg(backend_forward_seq(a, n, tok, seq, pos, n_out, rows, la, &err) == 0, "%s", err.msg);
-        memset(lb, 0xff, (size_t)n_out * (size_t)V * sizeof *lb);
-        ck_assert_msg(backend_forward_pick(b, n, tok, seq, pos, n_out, rows, V, full, lb, picks, &err) == 0, "%s",
-                      err.msg);
-        for (int32_t j = 0; j < n_out; j++) {
-            const float *row = la + (size_t)j * (size_t)V;
-            const logits_pick_t want = logits_pick(row, V);
-            ck_assert_msg(picks[j].id == want.id && picks[j].nonfinite == want.nonfinite,
-                          "step %d, row %d: pick %d, the row's %d", step, j, picks[j].id, want.id);
-            if (full[j])
-                ck_assert_msg(!memcmp(lb + (size_t)j * (size_t)V, row, (size_t)V * sizeof *row),
-                              "step %d, row %d: the row asked in full differs", step, j);
-        }
-        for (int32_t q = 0; q < 3; q++)
-            ck_assert_int_eq(backend_seq_kv_len(a, q), backend_seq_kv_len(b, q));
+        pair_step(&p, step, n, tok, seq, pos, n_out, rows, full);
     }
-    backend_logits_free(b, lb);
-    free(la);
-    backend_destroy(&a);
-    backend_destroy(&b);
-    moe_exec_destroy(&moe);
-    guild_pool_destroy(&pool);
-    model_destroy(&m);
-    free(image);
+    pair_close(&p);
 }
 END_TEST
 
@@ -194,58 +226,23 @@ END_TEST
  * same cache. */
 START_TEST(test_backend_many_rows)
 {
-    guild_err_t err = {{0}};
-    void *image = NULL;
-    size_t size = 0;
-    model_t *m = NULL;
-    guild_pool_t *pool = NULL;
-    moe_exec_t *moe = NULL;
-    tiny_spec_t sp = tiny_spec("qwen3moe");
-    cuda_test_shape(&sp, GUILD_TYPE_Q8_0, 29);
-    tiny_model_image(&sp, &image, &size);
-    ck_assert_msg(tiny_model_open(image, size, &m, &err) == 0, "%s", err.msg);
-    ck_assert(guild_pool_new(&pool, 2, NULL, &err) == 0);
-    ck_assert(moe_local_new(&moe, m, pool, &err) == 0);
-    const int32_t V = model_config(m)->n_vocab, N = 44;
-    backend_t *a = open_cuda(m, pool, moe, false, 48), *b = open_cuda(m, pool, moe, false, 48);
-    float *la = malloc((size_t)N * (size_t)V * sizeof *la), *lb = backend_logits_alloc(b, (size_t)N * (size_t)V);
-    ck_assert(la && lb);
+    pick_pair_t p;
+    pair_open(&p, false, 48);
     int32_t tok[44], seq[44], pos[44], rows[44];
-    logits_pick_t picks[44];
     uint8_t full[44];
     uint64_t s = 11;
     for (int step = 0; step < 2; step++) {
-        const int32_t n = step == 0 ? N : 3; /* the prompt of sequence 0, then a row of each of 3 sequences */
+        const int32_t n = step == 0 ? 44 : 3; /* the prompt of sequence 0, then a row of each of 3 sequences */
         for (int32_t i = 0; i < n; i++) {
-            tok[i] = (int32_t)(next(&s) % (uint64_t)V);
+            tok[i] = (int32_t)(next(&s) % (uint64_t)p.V);
             seq[i] = step == 0 ? 0 : i;
-            pos[i] = step == 0 ? i : backend_seq_kv_len(a, i);
+            pos[i] = step == 0 ? i : backend_seq_kv_len(p.a, i);
             rows[i] = i;
             full[i] = (uint8_t)(step == 0 ? i % 5 == 0 : i < 2); /* then two adjacent rows: one copy */
         }
-        ck_assert_msg(backend_forward_seq(a, n, tok, seq, pos, n, rows, la, &err) == 0, "%s", err.msg);
-        memset(lb, 0xff, (size_t)n * (size_t)V * sizeof *lb);
-        memset(picks, 0xff, sizeof picks);
-        ck_assert_msg(backend_forward_pick(b, n, tok, seq, pos, n, rows, V, full, lb, picks, &err) == 0, "%s",
-                      err.msg);
-        for (int32_t j = 0; j < n; j++) {
-            const float *row = la + (size_t)j * (size_t)V;
-            const logits_pick_t want = logits_pick(row, V);
-            ck_assert_msg(picks[j].id == want.id && picks[j].nonfinite == want.nonfinite,
-                          "step %d, row %d of %d: pick %d, the row's %d", step, j, n, picks[j].id, want.id);
-            if (full[j])
-                ck_assert_msg(!memcmp(lb + (size_t)j * (size_t)V, row, (size_t)V * sizeof *row),
-                              "step %d, row %d of %d: the row asked in full differs", step, j, n);
-        }
+        pair_step(&p, step, n, tok, seq, pos, n, rows, full);
     }
-    backend_logits_free(b, lb);
-    free(la);
-    backend_destroy(&a);
-    backend_destroy(&b);
-    moe_exec_destroy(&moe);
-    guild_pool_destroy(&pool);
-    model_destroy(&m);
-    free(image);
+    pair_close(&p);
 }
 END_TEST
 
