@@ -1088,17 +1088,17 @@ static int forward_rows(cuda_backend_t *b, int32_t n, const int32_t *tokens, con
                   * adjacent ones in one copy */
         const size_t V = (size_t)c->n_vocab;
         memcpy(picks, b->h_picks, (size_t)n_out * sizeof *picks);
-        for (int32_t j = 0, k; full && j < n_out; j = k) {
-            for (k = j; k < n_out && full[k]; k++)
-                ;
-            if (k == j) {
-                k++;
+        for (int32_t j = 0; full && j < n_out; j++) {
+            if (!full[j])
                 continue;
-            }
+            int32_t k = j + 1;
+            while (k < n_out && full[k])
+                k++;
             if (cuda_check(cudaMemcpy(logits + (size_t)j * V, b->logits + (size_t)j * V,
                                       (size_t)(k - j) * V * sizeof *logits, cudaMemcpyDeviceToHost),
                            "copy rows of logits", err) < 0)
                 return forward_failed(b);
+            j = k; /* row k is not asked for (or past the end) */
         }
     }
     for (int32_t g = 0; g < b->n_grp; g++) {
