@@ -134,12 +134,10 @@ static backend_t *open_cuda(const pick_pair_t *p, bool graphs, int32_t n_batch)
 static void pair_open(pick_pair_t *p, bool graphs, int32_t n_batch)
 {
     guild_err_t err = {{0}};
-    size_t size = 0;
     *p = (pick_pair_t){0};
     tiny_spec_t sp = tiny_spec("qwen3moe");
     cuda_test_shape(&sp, GUILD_TYPE_Q8_0, 29);
-    tiny_model_image(&sp, &p->image, &size);
-    ck_assert_msg(tiny_model_open(p->image, size, &p->m, &err) == 0, "%s", err.msg);
+    p->m = tiny_model_load(&sp, &p->image);
     ck_assert(guild_pool_new(&p->pool, 2, NULL, &err) == 0);
     ck_assert(moe_local_new(&p->moe, p->m, p->pool, &err) == 0);
     p->V = model_config(p->m)->n_vocab;
