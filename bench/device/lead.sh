@@ -59,18 +59,7 @@ for side in new base; do
         --gen 16 --repeat 3 --probes 1 --json "$O/sessions-$side.json"
 done
 # issue 14's profile: session 26's text prompt, the tip records the routing at 8G (whole layers resident)
-for i in $(seq 1 55); do
-    printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' \
-        "$i" "$i"
-done > "$O/prompt.txt"
-run8() { # NAME BINDIR FLAGS...: 64 greedy tokens of the prompt at --gpu-mem 8G with --stats
-    n=$1 bin=$2
-    shift 2
-    step 25 "run 8G $n" sh -c 'g=$0 m=$1; shift; "$g" run -m "$m" -f "'"$O"'/prompt.txt" -n 64 --temp 0 \
-        --threads 14 --ctx 4096 --batch 4096 --backend cuda --gpu-mem 8G --stats "$@" 2> "'"$O"'/r-'"$n"'.txt" \
-        > /dev/null; st=$?; grep -i "hit rate\|decode:" "'"$O"'/r-'"$n"'.txt" | grep -v "^stats: layer"; exit $st' \
-        "$bin/guild" $m "$@"
-}
+prompt8 "$O/prompt.txt"
 rm -f $m.routing
 run8 record "$B" --record-routing $m.routing
 if [ -f $m.routing ]; then

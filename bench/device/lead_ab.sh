@@ -19,7 +19,7 @@ O=/tmp/guild-lead-ab-out
 mkdir -p "$R" "$O"
 exec > >(tee -a "$R/lead_ab.log") 2>&1
 t0=$(date +%s)
-. bench/device/lib.sh # say, step
+. bench/device/lib.sh # say, step, prompt8, run8
 say "lead_ab: commit $(cat "$C/COMMIT" 2> /dev/null) base $(cat "$C/BASE_COMMIT" 2> /dev/null); $rounds rounds"
 m=/tmp/q30b.gguf
 (timeout -s KILL 80 "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool --threads "$(nproc)" -q -o $m \
@@ -37,18 +37,7 @@ for f in "$O"/mma-*.txt; do grep -hE "^[0-9]+%: Checks|^rc=" "$f"; done
 cat "$O/mk.txt"
 grep -q "mkmodel rc=0" "$O/mk.txt" || { tar -czf "$R/lead_ab-files.tar.gz" -C "$O" .; exit 1; }
 bin_of() { case $1 in base) echo "$BASE" ;; *) echo "$B" ;; esac; }
-for i in $(seq 1 55); do # session 26's text prompt (lead.sh's)
-    printf 'The quick brown fox %d jumps over the lazy dog while the committee reviews chapter %d of the report. ' \
-        "$i" "$i"
-done > "$O/prompt.txt"
-run8() { # FILE-NAME BINDIR FLAGS...: 64 greedy tokens at --gpu-mem 8G with --stats
-    n=$1 bin=$2
-    shift 2
-    step 25 "run 8G $n" sh -c 'g=$0 m=$1; shift; "$g" run -m "$m" -f "'"$O"'/prompt.txt" -n 64 --temp 0 \
-        --threads 14 --ctx 4096 --batch 4096 --backend cuda --gpu-mem 8G --stats "$@" 2> "'"$O"'/r-'"$n"'.txt" \
-        > /dev/null; st=$?; grep -i "hit rate\|decode:" "'"$O"'/r-'"$n"'.txt" | grep -v "^stats: layer"; exit $st' \
-        "$bin/guild" $m "$@"
-}
+prompt8 "$O/prompt.txt" # session 26's text prompt (lead.sh's)
 sess16() { # FILE-NAME BINDIR
     step 30 "sessions 16 at 8G $1" sh -c '"$0" "$@" > "'"$O"'/s-'"$1"'.txt" 2>&1; st=$?;
         grep -E "^ +16 " "'"$O"'/s-'"$1"'.txt"; exit $st' \
