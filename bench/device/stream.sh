@@ -46,6 +46,11 @@
 #                                       check_cuda_fused and check_cuda_kernels run side by side (correctness
 #                                       only), then that shape at --gpu-mem 8G (4096 tokens, --gen 16, medians of
 #                                       3) this build then the baseline, then check_cuda_expert_mma's timing alone
+#   bash $C/stream.sh dec235 [SECONDS] issue 14's last open question: the Qwen3-235B-A22B shape (30 layers) at the
+#                                       tight budget (every expert in RAM, streamed prefill) beside `--gpu-experts
+#                                       none` (the whole GPU, no expert resident), this build and the baseline,
+#                                       populated 512 and 4096, medians of 3: is decode at the tight budget the
+#                                       decode of every expert in RAM, and is it unchanged against the baseline
 # Every step runs under `timeout -s KILL` and is skipped when it would not fit. Output: $OUT/*.log and JSON.
 set -u
 mode=${1:-check}
@@ -336,5 +341,23 @@ if [ "$mode" = s26 ]; then
         rm -f $m30
     fi
     step 40 "check_cuda_expert_mma timing" env CK_RUN_CASE=timing "$B/tests/cuda/check_cuda_expert_mma"
+fi
+if [ "$mode" = dec235 ]; then
+    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
+    if [ -f $m235 ]; then
+        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
+            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
+        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+        plan 235-tight $m235 --gpu-mem "$tight235"
+        plan 235-none $m235 --gpu-experts none
+        # the order alternates between the builds, so that the VM's memory phase does not fall on one side only
+        bench 75 q235-tight "$B" "$commit" $m235 512,4096 3 --gpu-mem "$tight235"
+        [ -x "$BASE/guild" ] && bench 75 q235-none-base "$BASE" "$base_commit" $m235 512,4096 3 --gpu-experts none
+        bench 75 q235-none "$B" "$commit" $m235 512,4096 3 --gpu-experts none
+        [ -x "$BASE/guild" ] && bench 75 q235-tight-base "$BASE" "$base_commit" $m235 512,4096 3 --gpu-mem "$tight235"
+        rm -f $m235
+    fi
 fi
 say done
