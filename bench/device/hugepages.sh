@@ -4,8 +4,9 @@
 # from (every configuration with a GPU budget) has been on 4 KiB pages in every device run; `--gpu-experts none`
 # keeps the worker's copies in its own memory, advised for THP, and is not this question. Rounds of the tip with
 # no hugetlb pages and with enough reserved for the Qwen3-30B-A3B shape's store and the arena (--huge-pages auto
-# takes them), the order flipped each round: `guild bench sessions --sessions 1,4,16` at --gpu-mem 8G and decode at
-# 8G with a routing profile the tip records (lead_ab.sh's). Needs root on the device (it writes
+# takes them), the order flipped each round: `guild bench sessions --sessions 1,4,16` at --gpu-mem 8G (whole
+# layers resident: --routing none, as lead.sh's sessions table) and decode at 8G with a routing profile the tip
+# records (lead_ab.sh's). Needs root on the device (it writes
 # /proc/sys/vm/nr_hugepages; without it, it says so and stops). Pack: lead.sh's. From the repo root:
 #   C=/tmp/c bash bench/device/hugepages.sh [SECONDS] [ROUNDS]
 # Output under $OUT: hugepages.log and hugepages-files.tar.gz.
@@ -16,7 +17,8 @@ C=${C:-/tmp/c}
 export LD_LIBRARY_PATH=$C/lib
 B=$C/bin
 R=${OUT:-/tmp/guild-out}
-O=/tmp/guild-hp-out
+O=/tmp/guild-hp-out # (emptied: a warm machine keeps /tmp between calls)
+rm -rf "$O"
 mkdir -p "$R" "$O"
 exec > >(tee -a "$R/hugepages.log") 2>&1
 t0=$(date +%s)
@@ -48,8 +50,8 @@ run8 record "$B" --record-routing $m.routing
 sess() { # NAME: the sessions bench at 8G with the profile beside the model; its table and the store's pages
     step 60 "sessions 1,4,16 at 8G $1" sh -c '"$0" "$@" > "'"$O"'/s-'"$1"'.txt" 2>&1; st=$?;
         grep -E "^ +(1|4|16) |expert stores|arena:" "'"$O"'/s-'"$1"'.txt"; exit $st' \
-        "$B/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions 1,4,16 --prompt 128 --gen 16 \
-        --repeat 3 --probes 1 -v --json "$O/s-$1.json"
+        "$B/guild" bench sessions -m $m --gpu-mem 8G --routing none --threads 14 --sessions 1,4,16 --prompt 128 \
+        --gen 16 --repeat 3 --probes 1 -v --json "$O/s-$1.json"
 }
 for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) -eq 1 ]; then order="4k huge"; else order="huge 4k"; fi

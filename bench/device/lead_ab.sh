@@ -15,7 +15,8 @@ export LD_LIBRARY_PATH=$C/lib CK_DEFAULT_TIMEOUT=300
 B=$C/bin
 BASE=$C/base
 R=${OUT:-/tmp/guild-out}
-O=/tmp/guild-lead-ab-out
+O=/tmp/guild-lead-ab-out # (emptied: a warm machine keeps /tmp between calls)
+rm -rf "$O"
 mkdir -p "$R" "$O"
 exec > >(tee -a "$R/lead_ab.log") 2>&1
 t0=$(date +%s)
@@ -38,11 +39,13 @@ cat "$O/mk.txt"
 grep -q "mkmodel rc=0" "$O/mk.txt" || { tar -czf "$R/lead_ab-files.tar.gz" -C "$O" .; exit 1; }
 bin_of() { case $1 in base) echo "$BASE" ;; *) echo "$B" ;; esac; }
 prompt8 "$O/prompt.txt" # session 26's text prompt (lead.sh's)
+# (--routing none: whole layers resident, lead.sh's sessions table; the profile recorded below lies beside the
+# model, where the bench would find it and plan hot experts in every layer, which session 31's rounds did)
 sess16() { # FILE-NAME BINDIR
     step 30 "sessions 16 at 8G $1" sh -c '"$0" "$@" > "'"$O"'/s-'"$1"'.txt" 2>&1; st=$?;
         grep -E "^ +16 " "'"$O"'/s-'"$1"'.txt"; exit $st' \
-        "$2/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions 16 --prompt 128 --gen 16 --repeat 3 \
-        --probes 1 --json "$O/s-$1.json"
+        "$2/guild" bench sessions -m $m --gpu-mem 8G --routing none --threads 14 --sessions 16 --prompt 128 --gen 16 \
+        --repeat 3 --probes 1 --json "$O/s-$1.json"
 }
 run8 record "$B" --record-routing $m.routing
 [ -f $m.routing ] || { say "no routing profile recorded"; tar -czf "$R/lead_ab-files.tar.gz" -C "$O" .; exit 1; }
