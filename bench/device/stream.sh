@@ -158,7 +158,9 @@ if [ "$mode" = final ]; then
     step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
         --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
     if [ -f $m235 ]; then
-        # the tight budget: the dense part at batches of 4096 (what the plan's refusal of 1G names) + 1.5 GiB
+        # the tight budget: the dense part the plan's refusal of 1G names + 1.5 GiB (its buffers at the smallest chunk
+        # since the buffers follow the batch used: 2.97 + 1.5 = 4.5G in session 31, where 2048-token chunks fit;
+        # sessions 25-26 read 3.9 GiB there, at batches of 4096, and ran 5.4-5.5G)
         dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
             sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
         tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
