@@ -112,6 +112,19 @@ run30() { # NAME FLAGS...: guild run of the 30B shape at 8G on /tmp/prompt.txt, 
         grep -i "hit rate\|tok/s\|streamed\|routing\|error" "'"$O"'/run-'"$n"'.txt"; exit $st' "$B/guild" $m30 "$@"
 }
 
+# the Qwen3-235B-A22B shape (30 layers) at $m235 and its tight budget in $tight235; fails when no model was written.
+# The tight budget: the dense part the plan's refusal of 1G names + 1.5 GiB (its buffers at the smallest chunk, since
+# the buffers follow the batch used: 2.97 + 1.5 = 4.5G in session 31, where 2048-token chunks fit; sessions 25-26
+# read 3.9 GiB there, at batches of 4096, and ran 5.4-5.5G)
+mk235() {
+    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
+        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
+    [ -f $m235 ] || return 1
+    dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
+        sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
+    tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
+    say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+}
 # decode at 8G with a routing profile: recorded by the pipeline's GPU worker (every layer's routing is on the device)
 # on the text prompt (whole layers resident: its decode and hit rate), then that prompt again with the profile
 # (in-sample: the best case) and the bench's prompt with it (ids drawn over the whole vocabulary: out of sample)
@@ -155,16 +168,7 @@ if [ "$mode" = final ]; then
         [ -f $m30.routing ] && bench 50 q30-8g-profile "$B" "$commit" $m30 512,4096 3 --gpu-mem 8G --routing $m30.routing
         rm -f $m30 $m30.routing
     fi
-    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
-        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
-    if [ -f $m235 ]; then
-        # the tight budget: the dense part the plan's refusal of 1G names + 1.5 GiB (its buffers at the smallest chunk
-        # since the buffers follow the batch used: 2.97 + 1.5 = 4.5G in session 31, where 2048-token chunks fit;
-        # sessions 25-26 read 3.9 GiB there, at batches of 4096, and ran 5.4-5.5G)
-        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
-            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
-        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
-        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+    if mk235; then
         plan 235-tight $m235 --gpu-mem "$tight235"
         bench 60 q235-tight "$B" "$commit" $m235 4096 3 --gpu-mem "$tight235"
         plan 24g $m235 --gpu-mem 24G
@@ -345,13 +349,7 @@ if [ "$mode" = s26 ]; then
     step 40 "check_cuda_expert_mma timing" env CK_RUN_CASE=timing "$B/tests/cuda/check_cuda_expert_mma"
 fi
 if [ "$mode" = dec235 ]; then
-    step 90 "model: Qwen3-235B-A22B shape, 30 layers, --fill pool" "$B/tools/guild-mkmodel" --shape qwen3-235b-a22b \
-        --layers 30 --fill pool --threads "$(nproc)" -q -o $m235
-    if [ -f $m235 ]; then
-        dense=$("$B/guild" plan -m $m235 --backend cuda --batch 4096 --ctx 4160 --gpu-mem 1G 2>&1 |
-            sed -n 's/.*the dense part needs \([0-9.]*\) GiB.*/\1/p' | head -1)
-        tight235=$(awk -v d="${dense:-3}" 'BEGIN { printf "%.1fG", d + 1.5 }')
-        say "235B shape: dense part ${dense:-unknown} GiB, tight budget $tight235"
+    if mk235; then
         plan 235-tight $m235 --gpu-mem "$tight235"
         plan 235-none $m235 --gpu-experts none
         # the order alternates between the builds, so that the VM's memory phase does not fall on one side only
