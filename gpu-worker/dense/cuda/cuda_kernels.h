@@ -337,6 +337,25 @@ int cuda_expert_pairs(guild_type_t type, int64_t n, int64_t nrows, const void *w
                       const int32_t *lids, int32_t n_local, int32_t pairs, float *out, int64_t ldo,
                       int32_t rows_per_warp, bool early, cudaStream_t s, guild_err_t *err);
 
+/* cuda_expert_pairs' products on int8 tensor cores (gpu-worker/dense/cuda/expert_pair_mma.cu), the pairs of each
+ * expert grouped in the launch: the same arguments and, for every pair, the same bits as cuda_expert_pairs (a
+ * pair's floats do not depend on the pairs it is grouped with). pairs <= 4096. shape: NULL, or fields 0, for the
+ * kernel's choice. cuda_expert_pairs_mma_take: the rule of a step of ntok tokens, CUDA_EXPERT_PAIRS_MMA_MIN_TOK ..
+ * _MAX_TOK tokens (one token's pairs share no expert) of a type the kernel has (Q4_K, Q5_K, Q6_K, IQ4_XS, Q8_0)
+ * whose quantized rows of n fit its shared memory; other steps and types take cuda_expert_pairs. */
+#define CUDA_EXPERT_PAIRS_MMA_MIN_TOK 2
+#define CUDA_EXPERT_PAIRS_MMA_MAX_TOK 16
+typedef struct cuda_pairs_mma_shape {
+    int32_t warps;  /* warps a block, 16 weight rows each: 2, 4 or 8 */
+    int32_t tile;   /* pairs of one expert a block (the mma's columns): 8 or 16 */
+    int32_t unroll; /* the loop over a row's blocks unrolled 1 or 2 times */
+} cuda_pairs_mma_shape_t;
+bool cuda_expert_pairs_mma_take(guild_type_t type, int64_t n, int32_t ntok);
+int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
+                          size_t expert_stride, size_t row_stride, const float *x, int64_t ldx, int32_t act_div,
+                          const int32_t *lids, int32_t n_local, int32_t pairs, float *out, int64_t ldo,
+                          const cuda_pairs_mma_shape_t *shape, bool early, cudaStream_t s, guild_err_t *err);
+
 /* gpt-oss's experts (gpu-worker/dense/cuda/expert_oai.cu), for the pairs p < n_pairs whose ids[p] >= 0 (the
  * others untouched): h[p][r] = swiglu_oai(h[p][r] + gate_b[e][r], u[p][r] + up_b[e][r]) with e = ids[p]
  * (model_swiglu_oai: alpha, limit; biases [n_expert][n_ff]); y[p][r] += bias[e][r] (bias [n_expert][n]). */
