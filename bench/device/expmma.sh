@@ -6,13 +6,14 @@
 #     shape, 1, 2, 4, 8, 16 tokens, the dp4a kernel (cuda_expert_pairs, its own choice) and each block shape of the
 #     tensor-core kernel;
 #   - check_cuda_pairs_mma's kernel cases (= the dp4a kernel bit for bit; at once = each token alone), and
+#     check_cuda_expert_mma's "few bits" (the dense few-token kernel, whose block step mma_few.cuh now holds),
 #     check_cuda_fused, check_cuda_seq, check_cuda_batch (the backend's batch invariance, now through the new
 #     kernel at 2-16 rows), beside guild-mkmodel's Qwen3-30B-A3B shape;
 #   - `guild bench sessions --gpu-mem 8G --sessions 1,4,8,16` of the new build, the baseline, the new one again.
 # Run from the repo root:  bash bench/device/expmma.sh [SECONDS]
 # with the pack in $C/c.tar.xz (default .carry-expmma): bin/ (guild, the workers, tools/guild-mkmodel,
-# tests/cuda/check_cuda_{pairs_mma,fused,seq,batch}), lib/, COMMIT, and base/ (the baseline's guild and workers)
-# with BASE_COMMIT. Output: $OUT/expmma.log and $OUT/expmma-files.tar.gz (the tests' logs, the sessions' JSON).
+# tests/cuda/check_cuda_{pairs_mma,expert_mma,fused,seq,batch}), lib/, COMMIT, and base/ (the baseline's guild
+# and workers) with BASE_COMMIT. Output: $OUT/expmma.log and $OUT/expmma-files.tar.gz (the tests' logs, the sessions' JSON).
 set -u
 budget=${1:-280}
 C=${C:-$PWD/.carry-expmma}
@@ -24,10 +25,13 @@ step 60 "pairs mma timed alone" sh -c 'CK_RUN_CASE=pairs_mma_time "$0" > "'"$O/p
 export CK_RUN_CASE=kernel # the bit cases only (the timing case ran alone above)
 ab_tests 90 check_cuda_pairs_mma
 pids=$ab_pids
+export CK_RUN_CASE="few bits" # the dense few-token kernel, whose block step (mma_few.cuh) the new kernel shares
+ab_tests 60 check_cuda_expert_mma
+pids="$pids $ab_pids"
 unset CK_RUN_CASE
 ab_tests 100 check_cuda_fused check_cuda_seq check_cuda_batch
 ab_pids="$pids $ab_pids"
-tests="check_cuda_pairs_mma check_cuda_fused check_cuda_seq check_cuda_batch"
+tests="check_cuda_pairs_mma check_cuda_expert_mma check_cuda_fused check_cuda_seq check_cuda_batch"
 ab_model 50
 wait $ab_pids # the tests' pids only (a bare wait also waits for the log's tee)
 ab_report $tests
