@@ -8,7 +8,7 @@
  *     outputs' padding and the skipped pairs' rows must keep their poison;
  *   - "alone" (batch invariance): the Qwen3-30B-A3B shape (128 experts, gate/up Q4_K 768 x 2048, down Q6_K or Q4_K
  *     2048 x 768) at 2, 3, 4, 8, 13, 16 tokens x 8 distinct experts a token, drawn from 20 so that experts take up
- *     to 16 pairs: the step at once on the tensor-core kernel (the rule's choice at these counts) = each token alone
+ *     to 16 pairs: the step at once on the tensor-core kernel (the rule's choice from 4 tokens) = each token alone
  *     on the dp4a kernel (the rule's at one token);
  *   - "pairs_mma_time" (a measurement, no assertion; alone: CK_RUN_CASE=pairs_mma_time): a decode step's routed
  *     experts at the Qwen3-30B-A3B shape, 1, 2, 4, 8, 16 tokens, random routing, graphs of 64 steps over 8 layers'
@@ -188,8 +188,11 @@ START_TEST(test_pairs_mma_alone)
     const int64_t n = 2048, nrows = 768;
     const int32_t P = T * K;
     guild_err_t err = {{0}};
-    ck_assert(cuda_expert_pairs_mma_take(gt, n, T) && cuda_expert_pairs_mma_take(dt, nrows, T));
-    ck_assert(!cuda_expert_pairs_mma_take(gt, n, 1) && !cuda_expert_pairs_mma_take(GUILD_TYPE_Q4_1, n, T));
+    /* the rule: these types from CUDA_EXPERT_PAIRS_MMA_MIN_TOK tokens; not one token, nor untimed types */
+    const bool rule = T >= CUDA_EXPERT_PAIRS_MMA_MIN_TOK;
+    ck_assert(cuda_expert_pairs_mma_take(gt, n, T) == rule && cuda_expert_pairs_mma_take(dt, nrows, T) == rule);
+    ck_assert(!cuda_expert_pairs_mma_take(gt, n, 1) && !cuda_expert_pairs_mma_take(GUILD_TYPE_Q4_1, n, T) &&
+              !cuda_expert_pairs_mma_take(GUILD_TYPE_Q8_0, n, T));
     rng_t r;
     rng_seed(&r, 4201 + (uint64_t)_i);
     uint64_t rg = 0, rd = 0;
@@ -383,7 +386,10 @@ START_TEST(test_pairs_mma_time)
            "%.1f distinct experts a layer; graphs of 64 steps over 8 layers): dp4a %.2f us",
            quant_type_info(dt)->name, ntok, k, (double)distinct / L, us[0]);
     for (int v = 1; v < NV; v++)
-        printf("; mma %dw x %d x u%d %.2f", shapes[v - 1].warps, shapes[v - 1].tile, shapes[v - 1].unroll, us[v]);
+        if (shapes[v - 1].warps)
+            printf("; mma %dw x %d x u%d %.2f", shapes[v - 1].warps, shapes[v - 1].tile, shapes[v - 1].unroll, us[v]);
+        else
+            printf("; mma default %.2f", us[v]);
     printf(" us\n");
     cudaFree(dg);
     cudaFree(du);

@@ -340,10 +340,11 @@ int cuda_expert_pairs(guild_type_t type, int64_t n, int64_t nrows, const void *w
 /* cuda_expert_pairs' products on int8 tensor cores (gpu-worker/dense/cuda/expert_pair_mma.cu), the pairs of each
  * expert grouped in the launch: the same arguments and, for every pair, the same bits as cuda_expert_pairs (a
  * pair's floats do not depend on the pairs it is grouped with). pairs <= 4096. shape: NULL, or fields 0, for the
- * kernel's choice. cuda_expert_pairs_mma_take: the rule of a step of ntok tokens, CUDA_EXPERT_PAIRS_MMA_MIN_TOK ..
- * _MAX_TOK tokens (one token's pairs share no expert) of a type the kernel has (Q4_K, Q5_K, Q6_K, IQ4_XS, Q8_0)
- * whose quantized rows of n fit its shared memory; other steps and types take cuda_expert_pairs. */
-#define CUDA_EXPERT_PAIRS_MMA_MIN_TOK 2
+ * kernel's choice. The kernel has Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0. cuda_expert_pairs_mma_take: the rule of a
+ * step of ntok tokens, CUDA_EXPERT_PAIRS_MMA_MIN_TOK .. _MAX_TOK tokens (fewer tokens' pairs share few experts)
+ * of the types timed faster there (Q4_K, Q6_K) whose quantized rows of n fit its shared memory; other steps and
+ * types take cuda_expert_pairs. */
+#define CUDA_EXPERT_PAIRS_MMA_MIN_TOK 4
 #define CUDA_EXPERT_PAIRS_MMA_MAX_TOK 16
 typedef struct cuda_pairs_mma_shape {
     int32_t warps;  /* warps a block, 16 weight rows each: 2, 4 or 8 */

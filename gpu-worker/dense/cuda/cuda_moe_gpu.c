@@ -12,8 +12,9 @@
  *   x quantized to the gate's dot type (once a layer); h[p] = silu(gate_e x_t) * up_e x_t for every pair p =
  *   (t, k) of the part in one kernel; h quantized to the down matrix's dot type; y[p] = down_e h[p].
  *   A step of a few tokens (tiles of one pair) skips the grouping: cuda_expert_pairs computes each pair in a row of
- *   blocks, which quantize its x (then its h) themselves: two launches (set_fuse; the same bits); from 2 tokens on
- *   cuda_expert_pairs_mma, which groups each expert's pairs in its launch (the same bits again).
+ *   blocks, which quantize its x (then its h) themselves: two launches (set_fuse; the same bits); from
+ *   CUDA_EXPERT_PAIRS_MMA_MIN_TOK tokens on cuda_expert_pairs_mma, which groups each expert's pairs in its launch
+ *   (the same bits again).
  *   gpt-oss's layers (oai) take the gate and up products apart, add the experts' biases and apply swiglu_oai
  *   (cuda_expert_swiglu_oai), and add the down bias to y (cuda_expert_add_bias); the biases are indexed by the
  *   experts' own ids (the part's pairs kept with them: cuda_expert_ids_keep).
@@ -541,7 +542,7 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
                 return -1;
             lids = m->d_loc;
         }
-        /* from 2 tokens on the pairs share experts: the tensor-core kernel (the same bits) where it has the type */
+        /* from a few tokens on the pairs share experts: the tensor-core kernel (the same bits) where it is faster */
         const bool mg = cuda_expert_pairs_mma_take(L->gate_type, m->n_embd, n),
                    md = cuda_expert_pairs_mma_take(L->down_type, m->n_ff, n);
         return (mg ? cuda_expert_pairs_mma(L->gate_type, m->n_embd, m->n_ff, L->gate, L->up, L->gate_mat, L->gate_row,

@@ -234,9 +234,12 @@ static size_t em_align(guild_type_t type)
 
 extern "C" bool cuda_expert_pairs_mma_take(guild_type_t type, int64_t n, int32_t ntok)
 {
-    /* one token's pairs share no expert: the dp4a kernel; from 2 tokens on they do (bench/results/
-     * expmma-h200-2026-12-03-s31.md) */
-    return ntok >= CUDA_EXPERT_PAIRS_MMA_MIN_TOK && ntok <= CUDA_EXPERT_PAIRS_MMA_MAX_TOK && em_smem(type, n, 8) > 0;
+    /* the types timed against the dp4a kernel at the Qwen3-30B-A3B shape (bench/results/
+     * expmma-h200-2026-12-03-s31.md): from 4 tokens faster with either down type; at 1 and 2 slower (a block's
+     * grouping, quantization and barriers for pairs that share no expert; Q6_K's 2-byte loads), 3 untimed */
+    const bool timed = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q6_K;
+    return timed && ntok >= CUDA_EXPERT_PAIRS_MMA_MIN_TOK && ntok <= CUDA_EXPERT_PAIRS_MMA_MAX_TOK &&
+           em_smem(type, n, 8) > 0;
 }
 
 extern "C" int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,
@@ -245,9 +248,9 @@ extern "C" int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows
                                      int64_t ldo, const cuda_pairs_mma_shape_t *shape, bool early, cudaStream_t s,
                                      guild_err_t *err)
 {
-    /* the kernel's choice: blocks of 8 pairs (16 only where an expert has that many: the spare columns cost
-     * registers), 4 warps, the next block's loads in flight */
-    cuda_pairs_mma_shape_t sh = {4, 8, 2};
+    /* the kernel's choice: 8 warps, blocks of 8 pairs (16: the spare columns cost registers), not unrolled: the
+     * best of the shapes timed, or within 4% of it, at 4, 8 and 16 tokens (the results file above) */
+    cuda_pairs_mma_shape_t sh = {8, 8, 1};
     if (shape) {
         sh.warps = shape->warps ? shape->warps : sh.warps;
         sh.tile = shape->tile ? shape->tile : sh.tile;
