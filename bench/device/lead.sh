@@ -53,7 +53,7 @@ for side in new base; do
         --json "$O/ram-$side.json"
 done
 for side in new base; do
-    step 40 "guild bench sessions 1..16 at 8G ($side)" sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
+    step 55 "guild bench sessions 1..16 at 8G ($side)" sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
         tail -n 9 "'"$O"'/sessions-'"$side"'.txt"; exit $st' \
         "$(bin_of $side)/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions 1,2,4,8,16 --prompt 128 \
         --gen 16 --repeat 3 --probes 1 --json "$O/sessions-$side.json"
