@@ -614,6 +614,66 @@ START_TEST(test_chunk_shrinks)
 }
 END_TEST
 
+/* A budget that holds the large chunk's buffers but not beside staging takes a smaller chunk, and its why names
+ * the --gpu-mem at which the large chunk streams; that budget, asked for the large chunk exactly, is planned with
+ * it (not refused), and a hundredth of a GiB less is not planned with it and staging. */
+START_TEST(test_chunk_names_its_budget)
+{
+    /* experts of 6.3 MB (F32, 64 x 8192): the smallest ring (two slots of one) is more than the hundredth of a
+     * GiB the why rounds to, so a need that left the slots out would fail the checks below */
+    tiny_spec_t sp = tiny_spec("qwen3moe");
+    sp.n_layer = 2;
+    sp.n_expert = 4;
+    sp.n_used = 2;
+    sp.n_ff_exp = 8192;
+    fx_t f;
+    fx_open_spec(&f, &sp);
+    guild_err_t err = {{0}};
+    gpu_plan_t p;
+    gpu_plan_options_t o = {.n_ctx = 4096, .n_batch = 4096, .n_batch_min = 1, .kv_type = KV_TYPE_F16,
+                            .caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES};
+    ck_assert(gpu_plan_compute(&p, f.m, &o, &err) == 0);
+    const uint64_t fixed4096 = OVERHEAD(f.m, o) + p.dense + p.kv + p.buffers;
+    gpu_plan_fini(&p);
+    int found = 0;
+    for (uint64_t b = fixed4096; b < fixed4096 + (1024u << 20) && !found; b += 1u << 20) {
+        o.budget = b;
+        o.n_batch_min = 1;
+        if (gpu_plan_compute(&p, f.m, &o, &err) < 0)
+            continue;
+        const char *at = strstr(p.why_batch, "4096-token chunks with a ring of 2 slots need --gpu-mem ");
+        if (!at) {
+            gpu_plan_fini(&p);
+            continue;
+        }
+        found = 1;
+        ck_assert_int_lt(p.n_batch, 4096);
+        char size[32];
+        ck_assert(sscanf(at + strlen("4096-token chunks with a ring of 2 slots need --gpu-mem "), "%31[0-9.G]",
+                         size) == 1);
+        gpu_plan_fini(&p);
+        uint64_t named;
+        ck_assert_msg(gpu_plan_parse_size(size, "--gpu-mem", &named, &err) == 0, "%s", err.msg);
+        ck_assert(named > b);
+        o.budget = named; /* the large chunk asked for exactly: planned, within the budget */
+        o.n_batch_min = 0;
+        ck_assert_msg(gpu_plan_compute(&p, f.m, &o, &err) == 0, "%s: %s", size, err.msg);
+        ck_assert_int_eq(p.n_batch, 4096);
+        ck_assert(gpu_plan_total(&p) <= named);
+        ck_assert_msg(p.stage_slots >= 2 || p.experts == p.experts_all, "%s: %d slots", size, p.stage_slots);
+        gpu_plan_fini(&p);
+        o.budget = named - (uint64_t)(0.01 * 1073741824.0); /* less: not with staging at 4096 */
+        if (gpu_plan_compute(&p, f.m, &o, &err) == 0) {
+            ck_assert_msg(p.n_batch < 4096 || p.stage_slots == 0, "%llu: %d tokens, %d slots",
+                          (unsigned long long)o.budget, p.n_batch, p.stage_slots);
+            gpu_plan_fini(&p);
+        }
+    }
+    ck_assert_msg(found, "no budget between the chunk's dense part and 1 GiB more took a smaller chunk for staging");
+    fx_close(&f);
+}
+END_TEST
+
 /* Where the KV cache lives (--ctx long against --gpu-mem): in GPU memory when it fits, in every format; its rows in
  * host RAM (GPU_PLAN_CAP_KV_HOST) when they do not, the GPU keeping one layer's rows for prefill and the why
  * naming the compact formats that would fit; refused with the reason without the capability or when even the
@@ -834,6 +894,7 @@ int main(void)
     tcase_add_test(tc, test_types_the_device_takes);
     tcase_add_test(tc, test_budget_sweep);
     tcase_add_test(tc, test_chunk_shrinks);
+    tcase_add_test(tc, test_chunk_names_its_budget);
     tcase_add_test(tc, test_kv_placement);
     tcase_add_test(tc, test_caps);
     tcase_add_test(tc, test_import);

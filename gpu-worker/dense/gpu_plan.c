@@ -40,6 +40,12 @@
 /* The staging rings planned: slot counts tried for each slot size. */
 static const int32_t stage_slot_counts[] = {2, 3, 4, 6, 8, 12, 16};
 #define GiB 1073741824.0
+
+/* bytes in GiB rounded up to the hundredth that a message prints with %.2f, so that the size it names holds them */
+static double gib_up(uint64_t bytes)
+{
+    return ceil((double)bytes / GiB * 100.0) / 100.0;
+}
 #define GPU_PLAN_GRAPH_TOKENS 4 /* decode steps up to this many tokens replay CUDA graphs: never split */
 
 static uint64_t round_up(uint64_t n, uint64_t a)
@@ -1081,9 +1087,18 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
                  "%.2f GiB, over the budget", best.chunk, asked, top,
                  (double)fixed_bytes(&f, o, top, best.kv_host) / G);
     } else {
-        snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): %d's buffers would take the room of staging "
-                 "or resident experts; predicted %.2f s for the reference request against %.2f s", best.chunk, asked,
-                 top, best.score / 1e9, top_score / 1e9);
+        int at = snprintf(p->why_batch, sizeof p->why_batch, "%d tokens (%s): %d's buffers would take the room of "
+                          "staging or resident experts; predicted %.2f s for the reference request against %.2f s",
+                          best.chunk, asked, top, best.score / 1e9, top_score / 1e9);
+        /* what a user raises --gpu-mem to for the large chunk: its dense part and buffers with the smallest ring
+         * (two slots of the smallest slice), rounded up to the hundredth of a GiB the message prints, so that
+         * that budget holds it */
+        if (can_stream && at > 0 && (size_t)at < sizeof p->why_batch) {
+            const uint64_t need = fixed_bytes(&f, o, top, best.kv_host) + expert_buffers_bytes(&f, (uint64_t)top) +
+                                  2 * slot_bytes(&f, kmin_ok);
+            snprintf(p->why_batch + at, sizeof p->why_batch - (size_t)at, "; %d-token chunks with a ring of 2 slots "
+                     "need --gpu-mem %.2fG", top, gib_up(need));
+        }
     }
     /* why this staging */
     const uint64_t min_stage = expert_buffers_bytes(&f, (uint64_t)lo) + 2 * slot_bytes(&f, kmin_ok);
