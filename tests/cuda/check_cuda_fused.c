@@ -43,6 +43,7 @@
 #include "gpu-worker/dense/finite_check.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/cuda/cuda_test_experts.h"
 #include "tests/cuda/cuda_test_model.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/tiny_model.h"
@@ -70,12 +71,6 @@ static float *upload(const float *h, size_t n)
     return d;
 }
 
-static void fill(rng_t *r, float *x, size_t n, float scale)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)(scale * (2 * rng_uniform(r) - 1)) * ((i / 32) % 3 == 0 ? 0.05f : 1.0f);
-}
-
 START_TEST(test_fused_kernel)
 {
     const int pre_kind = _i % N_PRE, qi = (_i / N_PRE) % N_Q, wi = _i / (N_PRE * N_Q);
@@ -92,12 +87,12 @@ START_TEST(test_fused_kernel)
     float *x = malloc(nx * sizeof *x), *p = malloc(nx * sizeof *p), *w = malloc((size_t)n * sizeof *w);
     float *y = malloc(ny * sizeof *y), *rw = malloc((size_t)rows * N_USED * sizeof *rw);
     float *lg = malloc((size_t)rows * sizeof *lg);
-    fill(&r, x, nx, 2.0f);
-    fill(&r, p, nx, 1.0f);
-    fill(&r, w, (size_t)n, 1.5f);
-    fill(&r, y, ny, 1.0f);
-    fill(&r, rw, (size_t)rows * N_USED, 0.5f);
-    fill(&r, lg, (size_t)rows, 3.0f);
+    cuda_test_fill(&r, x, nx, 2.0f);
+    cuda_test_fill(&r, p, nx, 1.0f);
+    cuda_test_fill(&r, w, (size_t)n, 1.5f);
+    cuda_test_fill(&r, y, ny, 1.0f);
+    cuda_test_fill(&r, rw, (size_t)rows * N_USED, 0.5f);
+    cuda_test_fill(&r, lg, (size_t)rows, 3.0f);
     if (nan)
         (pre_kind == PRE_ADD ? p : x)[nx - 3] = NAN;
 
@@ -209,14 +204,6 @@ static const guild_type_t mm_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_
 static const int32_t mm_toks[] = {1, 2, 3, 5, 8, 40}; /* 40: past CUDA_MATMUL_MMA_MIN_TOK, product by product */
 #define N_MM_TOKS (int)(sizeof mm_toks / sizeof mm_toks[0])
 
-static void *dev_bytes(const void *h, size_t n)
-{
-    void *d = NULL;
-    CK_CUDA(cudaMalloc(&d, n));
-    CK_CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
-    return d;
-}
-
 /* Three products of 512 columns (260 / 36 / 37 rows, ldo 263 / 36 / 41) of types[i] on one activation of ntok rows
  * (quantized to the types' dot type), from outputs poisoned alike: cuda_matmul product by product against one
  * launch of cuda_matmul_multi (types all types[0]) or, with two_types, cuda_matmul_multi_types; memcmp. `what`
@@ -241,10 +228,10 @@ static void mm_multi_check(const guild_type_t types[3], bool two_types, int32_t 
         ck_assert(quant_row_bytes(types[i], (uint64_t)n, &rb, &err) == 0);
         char *w = malloc((size_t)nrows[i] * rb);
         for (int64_t row = 0; row < nrows[i]; row++) {
-            fill(&r, f, (size_t)n, 1.0f);
+            cuda_test_fill(&r, f, (size_t)n, 1.0f);
             ck_assert_msg(quant_quantize_row_ref(types[i], f, w + (size_t)row * rb, n, &err) == 0, "%s", err.msg);
         }
-        dw[i] = dev_bytes(w, (size_t)nrows[i] * rb);
+        dw[i] = cuda_test_dev_bytes(w, (size_t)nrows[i] * rb);
         ws[i] = (size_t)rb;
         free(w);
         for (int k = 0; k < 2; k++) {
@@ -253,7 +240,7 @@ static void mm_multi_check(const guild_type_t types[3], bool two_types, int32_t 
             CK_CUDA(cudaMemset(dout[k][i], 0x7e, bytes));
         }
     }
-    fill(&r, x, (size_t)ntok * (size_t)n, 2.0f);
+    cuda_test_fill(&r, x, (size_t)ntok * (size_t)n, 2.0f);
     float *dx = upload(x, (size_t)ntok * (size_t)n);
     void *dact = NULL;
     CK_CUDA(cudaMalloc(&dact, (size_t)ntok * arow));
@@ -384,14 +371,14 @@ START_TEST(test_router_fused)
     float *W = calloc((size_t)ne, w_stride), *x = malloc((size_t)n_tok * (size_t)ldx * sizeof *x);
     for (int32_t e = 0; e < ne; e++) {
         float *row = (float *)((char *)W + (size_t)e * w_stride);
-        fill(&r, row, (size_t)E, 0.2f);
+        cuda_test_fill(&r, row, (size_t)E, 0.2f);
         if (e % 2 && rf_cases[c].odd == 1)
             memcpy(row, (char *)row - w_stride, (size_t)E * sizeof(float));
         else if (e % 2 && rf_cases[c].odd == 2)
             row[E / 3] = NAN;
     }
-    fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
-    float *dW = dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
+    cuda_test_fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
+    float *dW = cuda_test_dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
     /* [0]: cuda_matmul, cuda_router_topk, cuda_route_count; [1]: cuda_router_fused, reps times; [2]: each token
      * alone (rf_one_by_one), reps times */
     float *dlg[3], *dwt[3];
@@ -520,12 +507,12 @@ START_TEST(test_route_quantize)
     rng_t r;
     rng_seed(&r, 701 + (uint64_t)_i);
     float *x = malloc((size_t)n_rows * (size_t)ldx * sizeof *x);
-    fill(&r, x, (size_t)n_rows * (size_t)ldx, 2.0f);
+    cuda_test_fill(&r, x, (size_t)n_rows * (size_t)ldx, 2.0f);
     int32_t *ids = malloc((size_t)n_pairs * sizeof *ids);
     for (int32_t p = 0; p < n_pairs; p++)
         ids[p] = (int32_t)(rng_uniform(&r) * n_expert) % n_expert;
     float *dx = upload(x, (size_t)n_rows * (size_t)ldx);
-    int32_t *dids = dev_bytes(ids, (size_t)n_pairs * sizeof *ids);
+    int32_t *dids = cuda_test_dev_bytes(ids, (size_t)n_pairs * sizeof *ids);
     const int32_t mt = cuda_expert_max_tiles(n_pairs, n_expert, tile);
     void *dq[2];
     int32_t *dorder[2], *dtiles[2], *dnt[2];
@@ -605,10 +592,10 @@ START_TEST(test_router_fused_norm)
     rng_seed(&r, 901 + (uint64_t)_i);
     float *W = malloc((size_t)ne * w_stride), *x = malloc(nx * sizeof *x), *p = malloc(nx * sizeof *p);
     float *nw = malloc((size_t)E * sizeof *nw);
-    fill(&r, W, (size_t)ne * (size_t)E, 0.2f);
-    fill(&r, x, nx, 2.0f);
-    fill(&r, p, nx, 1.0f);
-    fill(&r, nw, (size_t)E, 1.5f);
+    cuda_test_fill(&r, W, (size_t)ne * (size_t)E, 0.2f);
+    cuda_test_fill(&r, x, nx, 2.0f);
+    cuda_test_fill(&r, p, nx, 1.0f);
+    cuda_test_fill(&r, nw, (size_t)E, 1.5f);
     if (rn_cases[c].plant == 1)
         p[nx - 5] = INFINITY;
     else if (rn_cases[c].plant == 2)
@@ -739,29 +726,6 @@ static const struct {
 } ep_variants[] = {{0, "auto rows a warp"}, {1, "1 row a warp"}, {2, "2 rows a warp"}, {4, "4 rows a warp"}};
 #define N_EP_VARIANTS (int)(sizeof ep_variants / sizeof ep_variants[0])
 
-/* n_exp experts of nrows rows of n elements of `type`, quantized from random rows (one matrix, repeated with a
- * row offset per expert): device bytes; *rb the row's bytes. */
-static void *ep_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_exp, rng_t *r, uint64_t *rb)
-{
-    guild_err_t err = {{0}};
-    ck_assert(quant_row_bytes(type, (uint64_t)n, rb, &err) == 0);
-    const int64_t rows = nrows + n_exp;
-    char *w = malloc((size_t)rows * *rb);
-    float *f = malloc((size_t)n * sizeof *f);
-    for (int64_t row = 0; row < rows; row++) {
-        fill(r, f, (size_t)n, 1.0f);
-        ck_assert_msg(quant_quantize_row_ref(type, f, w + (size_t)row * *rb, n, &err) == 0, "%s", err.msg);
-    }
-    char *d = NULL;
-    CK_CUDA(cudaMalloc((void **)&d, (size_t)n_exp * (size_t)nrows * *rb));
-    for (int32_t e = 0; e < n_exp; e++)
-        CK_CUDA(cudaMemcpy(d + (size_t)e * (size_t)nrows * *rb, w + (size_t)e * *rb, (size_t)nrows * *rb,
-                           cudaMemcpyHostToDevice));
-    free(w);
-    free(f);
-    return d;
-}
-
 /* cuda_expert_pairs = cuda_quantize + cuda_expert_route + cuda_expert_matmul (tiles of one pair), gate and up
  * with SiLU and the down product, for 1..16 tokens of 6 slots over 11 experts, skipped slots (-1) and another
  * part's experts (>= n_local) among them, every row count of a warp; rows the products skip keep their bytes. */
@@ -776,15 +740,16 @@ START_TEST(test_expert_pairs)
     rng_seed(&r, 801 + (uint64_t)_i);
     uint64_t rb = 0, arow = 0;
     ck_assert(quant_row_bytes(at, (uint64_t)n, &arow, &err) == 0);
-    void *dg = ep_weights(type, n, nrows, n_exp, &r, &rb), *du = ep_weights(type, n, nrows, n_exp, &r, &rb);
+    void *dg = cuda_test_expert_weights(type, n, nrows, n_exp, &r, &rb);
+    void *du = cuda_test_expert_weights(type, n, nrows, n_exp, &r, &rb);
     const size_t es = (size_t)nrows * rb;
     float *x = malloc((size_t)ntok * (size_t)ldx * sizeof *x);
-    fill(&r, x, (size_t)ntok * (size_t)ldx, 2.0f);
+    cuda_test_fill(&r, x, (size_t)ntok * (size_t)ldx, 2.0f);
     int32_t ids[EP_TOKS_MAX * 6];
     for (int32_t p = 0; p < P; p++)
         ids[p] = p % 5 == 3 ? -1 : (int32_t)(rng_uniform(&r) * n_exp) % n_exp; /* 9, 10: another part's */
     float *dx = upload(x, (size_t)ntok * (size_t)ldx);
-    int32_t *dids = dev_bytes(ids, (size_t)P * sizeof *ids);
+    int32_t *dids = cuda_test_dev_bytes(ids, (size_t)P * sizeof *ids);
     const int32_t tile = 1, mt = cuda_expert_max_tiles(P, n_local, tile);
     void *dact = NULL;
     int32_t *dorder = NULL, *dtiles = NULL, *dnt = NULL;
@@ -808,7 +773,7 @@ START_TEST(test_expert_pairs)
                   "%s", err.msg);
     uint64_t rbd = 0, ahrow = 0;
     void *dah = NULL;
-    void *dd = ep_weights(type, nd, nrd, n_exp, &r, &rbd);
+    void *dd = cuda_test_expert_weights(type, nd, nrd, n_exp, &r, &rbd);
     ck_assert(quant_row_bytes(at, (uint64_t)nd, &ahrow, &err) == 0);
     CK_CUDA(cudaMalloc(&dah, (size_t)P * ahrow));
     ck_assert_msg(cuda_quantize_rows(at, dref[0], ldo, dah, ahrow, nd, P, dids, 0, n_local, stream, &err) == 0 &&
@@ -888,13 +853,14 @@ START_TEST(test_expert_pairs_alone)
     rng_t r;
     rng_seed(&r, 1601 + (uint64_t)_i);
     uint64_t rg = 0, rd = 0;
-    void *dg = ep_weights(gt, n, nrows, NE, &r, &rg), *du = ep_weights(gt, n, nrows, NE, &r, &rg);
-    void *dd = ep_weights(dt, nrows, n, NE, &r, &rd);
+    void *dg = cuda_test_expert_weights(gt, n, nrows, NE, &r, &rg);
+    void *du = cuda_test_expert_weights(gt, n, nrows, NE, &r, &rg);
+    void *dd = cuda_test_expert_weights(dt, nrows, n, NE, &r, &rd);
     const size_t gm = (size_t)nrows * rg, dm = (size_t)n * rd;
     const int64_t ldx = n + 4, ldh = nrows + 4;
     float *x = malloc((size_t)T * (size_t)ldx * sizeof *x), *wts = malloc((size_t)P * sizeof *wts);
-    fill(&r, x, (size_t)T * (size_t)ldx, 2.0f);
-    fill(&r, wts, (size_t)P, 1.0f);
+    cuda_test_fill(&r, x, (size_t)T * (size_t)ldx, 2.0f);
+    cuda_test_fill(&r, wts, (size_t)P, 1.0f);
     int32_t ids[T * K];
     for (int32_t t = 0; t < T; t++) { /* 8 distinct of experts 0..NE-1, mostly the first NE - 2 */
         int32_t pool[NE];
@@ -910,7 +876,7 @@ START_TEST(test_expert_pairs_alone)
         }
     }
     float *dx = upload(x, (size_t)T * (size_t)ldx), *dw = upload(wts, (size_t)P);
-    int32_t *dids = dev_bytes(ids, sizeof ids);
+    int32_t *dids = cuda_test_dev_bytes(ids, sizeof ids);
     const size_t hbytes = (size_t)P * (size_t)ldh * sizeof(float), ybytes = (size_t)P * (size_t)n * sizeof(float);
     const size_t rbytes = (size_t)T * (size_t)n * sizeof(float);
     float *dh[2], *dy[2], *dres[2];
@@ -1040,7 +1006,7 @@ START_TEST(test_expert_pairs_time)
     rng_t r;
     rng_seed(&r, 77);
     float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
-    fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
+    cuda_test_fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
     int32_t ids[8 * 8 * 16], distinct = 0;
     for (int32_t l = 0; l < L; l++) {
         bool seen[128] = {false};
@@ -1059,7 +1025,7 @@ START_TEST(test_expert_pairs_time)
         }
     }
     float *dx = upload(x, (size_t)ntok * (size_t)E);
-    int32_t *dids = dev_bytes(ids, sizeof ids);
+    int32_t *dids = cuda_test_dev_bytes(ids, sizeof ids);
     float *dh = NULL, *dy = NULL;
     void *dax = NULL, *dah = NULL;
     int32_t *dorder = NULL, *dtiles = NULL, *dnt = NULL;
@@ -1173,18 +1139,19 @@ START_TEST(test_attn_merge_fused)
     const size_t ncache = (size_t)(n_ctx * KV), nq = (size_t)(n_tok * Q);
     quant_half_t *kh = malloc(ncache * 2), *vh = malloc(ncache * 2);
     float *f = malloc(ncache * sizeof *f);
-    fill(&r, f, ncache, 1.0f);
+    cuda_test_fill(&r, f, ncache, 1.0f);
     for (size_t i = 0; i < ncache; i++)
         kh[i] = quant_f32_to_f16(f[i]);
-    fill(&r, f, ncache, 1.0f);
+    cuda_test_fill(&r, f, ncache, 1.0f);
     for (size_t i = 0; i < ncache; i++)
         vh[i] = quant_f32_to_f16(f[i]);
     float *q = malloc(nq * sizeof *q), sinks[64];
-    fill(&r, q, nq, 3.0f);
+    cuda_test_fill(&r, q, nq, 3.0f);
     for (int32_t h = 0; h < nh; h++)
         sinks[h] = (float)(6 * rng_uniform(&r) - 2);
-    void *dk = dev_bytes(kh, ncache * 2), *dv = dev_bytes(vh, ncache * 2);
-    int32_t *dkv0 = dev_bytes(&kv0, sizeof kv0); /* the cache length from the device, as in a captured graph */
+    void *dk = cuda_test_dev_bytes(kh, ncache * 2), *dv = cuda_test_dev_bytes(vh, ncache * 2);
+    /* the cache length from the device, as in a captured graph */
+    int32_t *dkv0 = cuda_test_dev_bytes(&kv0, sizeof kv0);
     float *dq = upload(q, nq), *dsinks = upload(sinks, (size_t)nh);
     const size_t sb = cuda_attention_decode_scratch(n_tok, nh, HD, (int32_t)n_ctx);
     void *scratch = NULL;

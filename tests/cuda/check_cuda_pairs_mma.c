@@ -26,6 +26,7 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "tests/cuda/cuda_test_experts.h"
 
 #define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 
@@ -35,43 +36,6 @@ static cudaStream_t stream;
 static const cuda_pairs_mma_shape_t shapes[] = {{0, 0, 0}, {2, 8, 1}, {4, 8, 1}, {8, 8, 1},  {2, 8, 2}, {4, 8, 2},
                                                 {8, 8, 2}, {4, 16, 1}, {8, 16, 1}, {4, 16, 2}, {8, 16, 2}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
-
-static void fill(rng_t *r, float *x, size_t n, float scale)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)(scale * (2 * rng_uniform(r) - 1)) * ((i / 32) % 3 == 0 ? 0.05f : 1.0f);
-}
-
-static void *dev_copy(const void *h, size_t n)
-{
-    void *d = NULL;
-    CK_CUDA(cudaMalloc(&d, n));
-    CK_CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
-    return d;
-}
-
-/* n_exp experts of nrows rows of n elements of `type` (nrows + n_exp random rows quantized, expert e the rows from
- * e): device bytes; *rb the row's bytes. */
-static void *weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_exp, rng_t *r, uint64_t *rb)
-{
-    guild_err_t err = {{0}};
-    ck_assert(quant_row_bytes(type, (uint64_t)n, rb, &err) == 0);
-    const int64_t rows = nrows + n_exp;
-    char *w = malloc((size_t)rows * *rb);
-    float *f = malloc((size_t)n * sizeof *f);
-    for (int64_t row = 0; row < rows; row++) {
-        fill(r, f, (size_t)n, 1.0f);
-        ck_assert_msg(quant_quantize_row_ref(type, f, w + (size_t)row * *rb, n, &err) == 0, "%s", err.msg);
-    }
-    char *d = NULL;
-    CK_CUDA(cudaMalloc((void **)&d, (size_t)n_exp * (size_t)nrows * *rb));
-    for (int32_t e = 0; e < n_exp; e++)
-        CK_CUDA(cudaMemcpy(d + (size_t)e * (size_t)nrows * *rb, w + (size_t)e * *rb, (size_t)nrows * *rb,
-                           cudaMemcpyHostToDevice));
-    free(w);
-    free(f);
-    return d;
-}
 
 /* memcmp of two device buffers of `bytes`; the first differing float's index, or -1. */
 static int64_t dev_differ(const void *a, const void *b, size_t bytes)
@@ -110,11 +74,12 @@ START_TEST(test_pairs_mma_bits)
     rng_t r;
     rng_seed(&r, 3101 + (uint64_t)_i);
     uint64_t rb = 0, rbd = 0;
-    void *dg = weights(type, n, nrows, NE, &r, &rb), *du = weights(type, n, nrows, NE, &r, &rb);
-    void *dd = weights(type, nd, nrd, NE, &r, &rbd);
+    void *dg = cuda_test_expert_weights(type, n, nrows, NE, &r, &rb);
+    void *du = cuda_test_expert_weights(type, n, nrows, NE, &r, &rb);
+    void *dd = cuda_test_expert_weights(type, nd, nrd, NE, &r, &rbd);
     const size_t es = (size_t)nrows * rb, esd = (size_t)nrd * rbd;
     float *x = malloc((size_t)ntok * (size_t)ldx * sizeof *x);
-    fill(&r, x, (size_t)ntok * (size_t)ldx, 2.0f);
+    cuda_test_fill(&r, x, (size_t)ntok * (size_t)ldx, 2.0f);
     int32_t ids[TMAX * USED], crowd = 0;
     for (int32_t p = 0; p < P; p++) {
         const int32_t t = p / USED, k = p % USED;
@@ -125,8 +90,8 @@ START_TEST(test_pairs_mma_bits)
             ids[p] = -1;
         crowd += ids[p] == 4;
     }
-    float *dx = dev_copy(x, (size_t)ntok * (size_t)ldx * sizeof *x);
-    int32_t *dids = dev_copy(ids, (size_t)P * sizeof *ids);
+    float *dx = cuda_test_dev_bytes(x, (size_t)ntok * (size_t)ldx * sizeof *x);
+    int32_t *dids = cuda_test_dev_bytes(ids, (size_t)P * sizeof *ids);
     const size_t obytes = (size_t)P * (size_t)ldo * sizeof(float);
     float *dref[2], *dgot[2];
     for (int k = 0; k < 2; k++) {
@@ -196,12 +161,13 @@ START_TEST(test_pairs_mma_alone)
     rng_t r;
     rng_seed(&r, 4201 + (uint64_t)_i);
     uint64_t rg = 0, rd = 0;
-    void *dg = weights(gt, n, nrows, NE, &r, &rg), *du = weights(gt, n, nrows, NE, &r, &rg);
-    void *dd = weights(dt, nrows, n, NE, &r, &rd);
+    void *dg = cuda_test_expert_weights(gt, n, nrows, NE, &r, &rg);
+    void *du = cuda_test_expert_weights(gt, n, nrows, NE, &r, &rg);
+    void *dd = cuda_test_expert_weights(dt, nrows, n, NE, &r, &rd);
     const size_t gm = (size_t)nrows * rg, dm = (size_t)n * rd;
     const int64_t ldx = n + 4, ldh = nrows + 4;
     float *x = malloc((size_t)T * (size_t)ldx * sizeof *x);
-    fill(&r, x, (size_t)T * (size_t)ldx, 2.0f);
+    cuda_test_fill(&r, x, (size_t)T * (size_t)ldx, 2.0f);
     int32_t ids[TMAX * K];
     for (int32_t t = 0; t < T; t++) { /* 8 distinct of a pool of 20, 2 of them another part's */
         int32_t pool[POOL];
@@ -215,8 +181,8 @@ START_TEST(test_pairs_mma_alone)
             ids[t * K + k] = (t * K + k) % 13 == 6 ? -1 : e;
         }
     }
-    float *dx = dev_copy(x, (size_t)T * (size_t)ldx * sizeof *x);
-    int32_t *dids = dev_copy(ids, (size_t)P * sizeof *ids);
+    float *dx = cuda_test_dev_bytes(x, (size_t)T * (size_t)ldx * sizeof *x);
+    int32_t *dids = cuda_test_dev_bytes(ids, (size_t)P * sizeof *ids);
     const size_t hbytes = (size_t)P * (size_t)ldh * sizeof(float), ybytes = (size_t)P * (size_t)n * sizeof(float);
     float *dh[2], *dy[2];
     for (int k = 0; k < 2; k++) {
@@ -323,7 +289,7 @@ START_TEST(test_pairs_mma_time)
     rng_t r;
     rng_seed(&r, 77);
     float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
-    fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
+    cuda_test_fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
     int32_t ids[8 * 8 * 16], distinct = 0;
     for (int32_t l = 0; l < L; l++) {
         bool seen[128] = {false};
@@ -341,8 +307,8 @@ START_TEST(test_pairs_mma_time)
             }
         }
     }
-    float *dx = dev_copy(x, (size_t)ntok * (size_t)E * sizeof *x);
-    int32_t *dids = dev_copy(ids, sizeof ids);
+    float *dx = cuda_test_dev_bytes(x, (size_t)ntok * (size_t)E * sizeof *x);
+    int32_t *dids = cuda_test_dev_bytes(ids, sizeof ids);
     float *dh = NULL, *dy = NULL;
     CK_CUDA(cudaMalloc((void **)&dh, (size_t)k * (size_t)F * sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dy, (size_t)k * (size_t)E * sizeof(float)));

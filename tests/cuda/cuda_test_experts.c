@@ -1,0 +1,46 @@
+/* What the routed experts' device tests share (contract in cuda_test_experts.h). */
+#include "tests/cuda/cuda_test_experts.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/quant/quant.h"
+
+#define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
+
+void cuda_test_fill(rng_t *r, float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(scale * (2 * rng_uniform(r) - 1)) * ((i / 32) % 3 == 0 ? 0.05f : 1.0f);
+}
+
+void *cuda_test_dev_bytes(const void *h, size_t n)
+{
+    void *d = NULL;
+    CK_CUDA(cudaMalloc(&d, n));
+    CK_CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+void *cuda_test_expert_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_exp, rng_t *r, uint64_t *rb)
+{
+    guild_err_t err = {{0}};
+    ck_assert(quant_row_bytes(type, (uint64_t)n, rb, &err) == 0);
+    const int64_t rows = nrows + n_exp;
+    char *w = malloc((size_t)rows * *rb);
+    float *f = malloc((size_t)n * sizeof *f);
+    for (int64_t row = 0; row < rows; row++) {
+        cuda_test_fill(r, f, (size_t)n, 1.0f);
+        ck_assert_msg(quant_quantize_row_ref(type, f, w + (size_t)row * *rb, n, &err) == 0, "%s", err.msg);
+    }
+    char *d = NULL;
+    CK_CUDA(cudaMalloc((void **)&d, (size_t)n_exp * (size_t)nrows * *rb));
+    for (int32_t e = 0; e < n_exp; e++)
+        CK_CUDA(cudaMemcpy(d + (size_t)e * (size_t)nrows * *rb, w + (size_t)e * *rb, (size_t)nrows * *rb,
+                           cudaMemcpyHostToDevice));
+    free(w);
+    free(f);
+    return d;
+}

@@ -1,0 +1,24 @@
+/* tests/cuda/cuda_test_experts.h — what the routed experts' device tests share (check_cuda_fused,
+ * check_cuda_pairs_mma): random rows with every third block of 32 small, device copies of host bytes, and experts'
+ * weights quantized from random rows. Check-suite helpers (they assert). */
+#ifndef GUILD_TESTS_CUDA_CUDA_TEST_EXPERTS_H
+#define GUILD_TESTS_CUDA_CUDA_TEST_EXPERTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/quant/types.h"
+#include "core/sample/rng.h"
+
+/* x[0 .. n) uniform in (-scale, scale), every third block of 32 scaled by 0.05 (blocks of small and large values,
+ * as the quantized types' scales meet them). */
+void cuda_test_fill(rng_t *r, float *x, size_t n, float scale);
+
+/* A device copy of h[0 .. n) bytes (cudaMalloc'd: the caller frees it with cudaFree). */
+void *cuda_test_dev_bytes(const void *h, size_t n);
+
+/* n_exp experts of nrows rows of n elements of `type`, quantized from nrows + n_exp random rows (expert e the rows
+ * from row e: one matrix, repeated with a row offset per expert): device bytes; *rb the row's bytes. */
+void *cuda_test_expert_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_exp, rng_t *r, uint64_t *rb);
+
+#endif
