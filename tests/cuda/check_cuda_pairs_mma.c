@@ -278,35 +278,14 @@ START_TEST(test_pairs_mma_time)
     ck_assert(quant_row_bytes(GUILD_TYPE_Q4_K, (uint64_t)E, &rg, &err) == 0 &&
               quant_row_bytes(dt, (uint64_t)F, &rd, &err) == 0);
     const size_t gm = (size_t)F * rg, dm = (size_t)E * rd; /* one expert's matrices */
-    char *dg = NULL, *du = NULL, *dd = NULL;
-    CK_CUDA(cudaMalloc((void **)&dg, (size_t)L * n_exp * gm));
-    CK_CUDA(cudaMalloc((void **)&du, (size_t)L * n_exp * gm));
-    CK_CUDA(cudaMalloc((void **)&dd, (size_t)L * n_exp * dm));
-    /* bytes whose fp16 scales are small normal numbers: the time does not depend on the values */
-    CK_CUDA(cudaMemset(dg, 0x11, (size_t)L * n_exp * gm));
-    CK_CUDA(cudaMemset(du, 0x11, (size_t)L * n_exp * gm));
-    CK_CUDA(cudaMemset(dd, 0x11, (size_t)L * n_exp * dm));
+    char *dg, *du, *dd;
+    cuda_test_expert_mats(L, n_exp, gm, dm, &dg, &du, &dd);
     rng_t r;
     rng_seed(&r, 77);
     float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
     cuda_test_fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
-    int32_t ids[8 * 8 * 16], distinct = 0;
-    for (int32_t l = 0; l < L; l++) {
-        bool seen[128] = {false};
-        for (int32_t t = 0; t < ntok; t++) { /* 8 distinct experts a token, as a router's spread would */
-            int32_t pool[128];
-            for (int32_t e = 0; e < n_exp; e++)
-                pool[e] = e;
-            for (int32_t j = 0; j < 8; j++) {
-                const int32_t c = j + (int32_t)(rng_uniform(&r) * (n_exp - j)) % (n_exp - j), e = pool[c];
-                pool[c] = pool[j];
-                pool[j] = e;
-                ids[l * k + t * 8 + j] = e;
-                distinct += !seen[e];
-                seen[e] = true;
-            }
-        }
-    }
+    int32_t ids[8 * 8 * 16];
+    const int32_t distinct = cuda_test_step_ids(&r, L, ntok, n_exp, ids);
     float *dx = cuda_test_dev_bytes(x, (size_t)ntok * (size_t)E * sizeof *x);
     int32_t *dids = cuda_test_dev_bytes(ids, sizeof ids);
     float *dh = NULL, *dy = NULL;

@@ -2,6 +2,7 @@
 #include "tests/cuda/cuda_test_experts.h"
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include <cuda_runtime_api.h>
@@ -43,4 +44,39 @@ void *cuda_test_expert_weights(guild_type_t type, int64_t n, int64_t nrows, int3
     free(w);
     free(f);
     return d;
+}
+
+void cuda_test_expert_mats(int32_t L, int32_t n_exp, size_t gm, size_t dm, char **dg, char **du, char **dd)
+{
+    *dg = *du = *dd = NULL;
+    CK_CUDA(cudaMalloc((void **)dg, (size_t)L * (size_t)n_exp * gm));
+    CK_CUDA(cudaMalloc((void **)du, (size_t)L * (size_t)n_exp * gm));
+    CK_CUDA(cudaMalloc((void **)dd, (size_t)L * (size_t)n_exp * dm));
+    CK_CUDA(cudaMemset(*dg, 0x11, (size_t)L * (size_t)n_exp * gm));
+    CK_CUDA(cudaMemset(*du, 0x11, (size_t)L * (size_t)n_exp * gm));
+    CK_CUDA(cudaMemset(*dd, 0x11, (size_t)L * (size_t)n_exp * dm));
+}
+
+int32_t cuda_test_step_ids(rng_t *r, int32_t L, int32_t ntok, int32_t n_exp, int32_t *ids)
+{
+    ck_assert(n_exp >= 8 && n_exp <= 128);
+    const int32_t k = 8 * ntok;
+    int32_t distinct = 0;
+    for (int32_t l = 0; l < L; l++) {
+        bool seen[128] = {false};
+        for (int32_t t = 0; t < ntok; t++) {
+            int32_t pool[128];
+            for (int32_t e = 0; e < n_exp; e++)
+                pool[e] = e;
+            for (int32_t j = 0; j < 8; j++) {
+                const int32_t c = j + (int32_t)(rng_uniform(r) * (n_exp - j)) % (n_exp - j), e = pool[c];
+                pool[c] = pool[j];
+                pool[j] = e;
+                ids[l * k + t * 8 + j] = e;
+                distinct += !seen[e];
+                seen[e] = true;
+            }
+        }
+    }
+    return distinct;
 }

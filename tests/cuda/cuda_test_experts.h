@@ -1,9 +1,10 @@
 /* tests/cuda/cuda_test_experts.h — what the routed experts' device tests share (check_cuda_fused,
- * check_cuda_pairs_mma): random rows with every third block of 32 small, device copies of host bytes, and experts'
- * weights quantized from random rows. Check-suite helpers (they assert). */
+ * check_cuda_pairs_mma): random rows with every third block of 32 small, device copies of host bytes, experts' weights
+ * quantized from random rows, and the timing cases' layers of experts and their routing. Check-suite helpers (they assert). */
 #ifndef GUILD_TESTS_CUDA_CUDA_TEST_EXPERTS_H
 #define GUILD_TESTS_CUDA_CUDA_TEST_EXPERTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,5 +21,15 @@ void *cuda_test_dev_bytes(const void *h, size_t n);
 /* n_exp experts of nrows rows of n elements of `type`, quantized from nrows + n_exp random rows (expert e the rows
  * from row e: one matrix, repeated with a row offset per expert): device bytes; *rb the row's bytes. */
 void *cuda_test_expert_weights(guild_type_t type, int64_t n, int64_t nrows, int32_t n_exp, rng_t *r, uint64_t *rb);
+
+/* The timing cases' layers of routed experts (L layers of n_exp experts, gate and up matrices of gm bytes, down of dm):
+ * device bytes whose fp16 scales are small normal numbers (0x11 everywhere: the time does not depend on the values)
+ * into *dg, *du, *dd. */
+void cuda_test_expert_mats(int32_t L, int32_t n_exp, size_t gm, size_t dm, char **dg, char **du, char **dd);
+
+/* A decode step's routing for the timing cases: for each of L layers and ntok tokens, 8 distinct experts of n_exp
+ * (n_exp <= 128) drawn from r, as a router's spread would, into ids[(l * ntok + t) * 8 + j]; returns the distinct
+ * experts summed over the layers. */
+int32_t cuda_test_step_ids(rng_t *r, int32_t L, int32_t ntok, int32_t n_exp, int32_t *ids);
 
 #endif
