@@ -39,7 +39,6 @@
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
-#include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/finite_check.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
@@ -1295,15 +1294,8 @@ END_TEST
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
-        printf("cannot create a stream\n");
-        return 1;
-    }
     Suite *s = suite_create("cuda_fused");
     TCase *tk = tcase_create("kernel");
     tcase_add_loop_test(tk, test_fused_kernel, 0, N_PRE * N_Q * N_W);
@@ -1323,10 +1315,5 @@ int main(void)
     tcase_set_timeout(tb, 120);
     tcase_add_loop_test(tb, test_fused_backend, 0, N_CASES);
     suite_add_tcase(s, tb);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return cuda_test_run(s, &stream);
 }

@@ -25,8 +25,8 @@
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
-#include "gpu-worker/dense/cuda/cuda_util.h"
 #include "tests/cuda/cuda_test_experts.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #define CK_CUDA(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 
@@ -349,15 +349,8 @@ END_TEST
 
 int main(void)
 {
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("SKIP: no CUDA device (%s)\n", why);
+    if (!cuda_test_device(0))
         return 77;
-    }
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
-        printf("cannot create a stream\n");
-        return 1;
-    }
     Suite *s = suite_create("cuda_pairs_mma");
     TCase *tk = tcase_create("kernel");
     tcase_set_timeout(tk, 120);
@@ -367,10 +360,5 @@ int main(void)
     TCase *tt = tcase_create("pairs_mma_time"); /* alone: CK_RUN_CASE=pairs_mma_time */
     tcase_add_loop_test(tt, test_pairs_mma_time, 0, 2 * N_TM_TOKS);
     suite_add_tcase(s, tt);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return cuda_test_run(s, &stream);
 }
