@@ -982,6 +982,51 @@ END_TEST
 static const int32_t et_toks[] = {1, 2, 4, 8, 16};
 #define N_ET_TOKS (int)(sizeof et_toks / sizeof et_toks[0])
 
+/* A timing step's operands: step st takes layer st % L's experts and routing; routed: the routed launches (route +
+ * quantize, the tiles' products), else cuda_expert_pairs at rpw rows a warp. */
+typedef struct et_ctx {
+    int32_t rpw;
+    bool routed;
+    guild_type_t dt;
+    const char *dg, *du, *dd;
+    size_t gm, dm;
+    uint64_t rg, rd;
+    const float *dx;
+    const int32_t *dids;
+    int32_t k, L, n_exp, ntok, mt;
+    void *dax, *dah;
+    uint64_t ax, ah;
+    int32_t *dorder, *dtiles, *dnt;
+    float *dh, *dy;
+} et_ctx_t;
+
+static int et_step(void *ctx, int32_t st, cudaStream_t s, guild_err_t *err)
+{
+    const et_ctx_t *c = ctx;
+    const int64_t E = 2048, F = 768;
+    const int32_t l = st % c->L, k = c->k, n_exp = c->n_exp;
+    const int32_t *li = c->dids + l * k;
+    const char *g0 = c->dg + (size_t)l * n_exp * c->gm, *u0 = c->du + (size_t)l * n_exp * c->gm;
+    const char *d0 = c->dd + (size_t)l * n_exp * c->dm;
+    if (c->routed)
+        return cuda_expert_route_quantize(li, k, n_exp, 1, c->dorder, c->dtiles, c->dnt, GUILD_TYPE_Q8_K, c->dx, E,
+                                          c->dax, c->ax, E, c->ntok, s, err) < 0 ||
+                       cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, c->gm, c->rg, c->dax, c->ax, 8, c->dorder,
+                                          c->dtiles, c->dnt, c->mt, 1, c->dh, F, s, err) < 0 ||
+                       cuda_quantize_rows(GUILD_TYPE_Q8_K, c->dh, F, c->dah, c->ah, F, k, li, 0, INT32_MAX, s,
+                                          err) < 0 ||
+                       cuda_expert_matmul(c->dt, F, E, d0, NULL, c->dm, c->rd, c->dah, c->ah, 1, c->dorder, c->dtiles,
+                                          c->dnt, c->mt, 1, c->dy, E, s, err) < 0
+                   ? -1
+                   : 0;
+    return cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, c->gm, c->rg, c->dx, E, 8, li, n_exp, k, c->dh, F, c->rpw,
+                             false, s, err) < 0 ||
+                   cuda_expert_pairs(c->dt, F, E, d0, NULL, c->dm, c->rd, c->dh, F, 1, li, n_exp, k, c->dy, E, c->rpw,
+                                     true, s, err) < 0
+               ? -1
+               : 0;
+}
+
 START_TEST(test_expert_pairs_time)
 {
     const guild_type_t dt = _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
@@ -1018,54 +1063,9 @@ START_TEST(test_expert_pairs_time)
     enum { NV = N_EP_VARIANTS + 1 }; /* routed; then each variant of cuda_expert_pairs */
     double us[NV] = {0};
     for (int v = 0; v < NV; v++) {
-        const int32_t rpw = v ? ep_variants[v - 1].rpw : 0;
-        cudaGraph_t g = NULL;
-        cudaGraphExec_t ge = NULL;
-        CK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        int rc = 0;
-        for (int32_t st = 0; st < steps && rc == 0; st++) {
-            const int32_t l = st % L;
-            const int32_t *li = dids + l * k;
-            const char *g0 = dg + (size_t)l * n_exp * gm, *u0 = du + (size_t)l * n_exp * gm;
-            const char *d0 = dd + (size_t)l * n_exp * dm;
-            if (v == 0)
-                rc = cuda_expert_route_quantize(li, k, n_exp, 1, dorder, dtiles, dnt, GUILD_TYPE_Q8_K, dx, E, dax, ax,
-                                                E, ntok, stream, &err) < 0 ||
-                             cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dax, ax, 8, dorder, dtiles, dnt,
-                                                mt, 1, dh, F, stream, &err) < 0 ||
-                             cuda_quantize_rows(GUILD_TYPE_Q8_K, dh, F, dah, ah, F, k, li, 0, INT32_MAX, stream,
-                                                &err) < 0 ||
-                             cuda_expert_matmul(dt, F, E, d0, NULL, dm, rd, dah, ah, 1, dorder, dtiles, dnt, mt, 1, dy,
-                                                E, stream, &err) < 0
-                         ? -1
-                         : 0;
-            else
-                rc = cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, gm, rg, dx, E, 8, li, n_exp, k, dh, F, rpw, false,
-                                       stream, &err) < 0 ||
-                             cuda_expert_pairs(dt, F, E, d0, NULL, dm, rd, dh, F, 1, li, n_exp, k, dy, E, rpw, true,
-                                               stream, &err) < 0
-                         ? -1
-                         : 0;
-        }
-        CK_CUDA(cudaStreamEndCapture(stream, &g));
-        ck_assert_msg(rc == 0, "%s", err.msg);
-        CK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-        cudaEvent_t e0, e1;
-        CK_CUDA(cudaEventCreate(&e0));
-        CK_CUDA(cudaEventCreate(&e1));
-        CK_CUDA(cudaGraphLaunch(ge, stream)); /* warm */
-        CK_CUDA(cudaEventRecord(e0, stream));
-        for (int rep = 0; rep < 4; rep++)
-            CK_CUDA(cudaGraphLaunch(ge, stream));
-        CK_CUDA(cudaEventRecord(e1, stream));
-        CK_CUDA(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        us[v] = (double)ms * 1e3 / (4.0 * steps);
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
+        et_ctx_t c = {v ? ep_variants[v - 1].rpw : 0, v == 0, dt, dg, du, dd, gm, dm, rg, rd, dx, dids, k, L,
+                      n_exp, ntok, mt, dax, dah, ax, ah, dorder, dtiles, dnt, dh, dy};
+        us[v] = cuda_test_graph_us(et_step, &c, steps, stream);
     }
     printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d tokens, %d pairs, "
            "%.1f distinct experts a layer; graphs of 64 steps over 8 layers): routed launches %.2f us",

@@ -268,6 +268,29 @@ static int time_step(int v, guild_type_t dt, const char *g0, const char *u0, con
                : 0;
 }
 
+/* A timing step's operands: step st takes layer st % L's experts and routing. */
+typedef struct tm_ctx {
+    int v;
+    guild_type_t dt;
+    const char *dg, *du, *dd;
+    size_t gm, dm;
+    uint64_t rg, rd;
+    const float *dx;
+    const int32_t *dids;
+    int32_t k, L, n_exp;
+    float *dh, *dy;
+} tm_ctx_t;
+
+static int tm_step(void *ctx, int32_t st, cudaStream_t s, guild_err_t *err)
+{
+    const tm_ctx_t *c = ctx;
+    const int32_t l = st % c->L;
+    (void)s; /* time_step launches into the file's stream, the one the graph captures */
+    return time_step(c->v, c->dt, c->dg + (size_t)l * c->n_exp * c->gm, c->du + (size_t)l * c->n_exp * c->gm,
+                     c->dd + (size_t)l * c->n_exp * c->dm, c->gm, c->dm, c->rg, c->rd, c->dx, c->dids + l * c->k, c->k,
+                     c->dh, c->dy, err);
+}
+
 START_TEST(test_pairs_mma_time)
 {
     const guild_type_t dt = _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
@@ -294,38 +317,8 @@ START_TEST(test_pairs_mma_time)
     enum { NV = N_SHAPES + 1 };
     double us[NV] = {0};
     for (int v = 0; v < NV; v++) {
-        cudaGraph_t g = NULL;
-        cudaGraphExec_t ge = NULL;
-        CK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        int rc = 0;
-        for (int32_t st = 0; st < steps && rc == 0; st++) {
-            const int32_t l = st % L;
-            rc = time_step(v, dt, dg + (size_t)l * n_exp * gm, du + (size_t)l * n_exp * gm,
-                           dd + (size_t)l * n_exp * dm, gm, dm, rg, rd, dx, dids + l * k, k, dh, dy, &err);
-        }
-        CK_CUDA(cudaStreamEndCapture(stream, &g));
-        ck_assert_msg(rc == 0, "%s", err.msg);
-        CK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-        cudaEvent_t e0, e1;
-        CK_CUDA(cudaEventCreate(&e0));
-        CK_CUDA(cudaEventCreate(&e1));
-        CK_CUDA(cudaGraphLaunch(ge, stream)); /* warm */
-        float ms[3] = {0, 0, 0};
-        for (int rep = 0; rep < 3; rep++) { /* the median of 3 groups of 2 launches */
-            CK_CUDA(cudaEventRecord(e0, stream));
-            CK_CUDA(cudaGraphLaunch(ge, stream));
-            CK_CUDA(cudaGraphLaunch(ge, stream));
-            CK_CUDA(cudaEventRecord(e1, stream));
-            CK_CUDA(cudaEventSynchronize(e1));
-            CK_CUDA(cudaEventElapsedTime(&ms[rep], e0, e1));
-        }
-        const float lo = ms[0] < ms[1] ? ms[0] : ms[1], hi = ms[0] < ms[1] ? ms[1] : ms[0];
-        const float med = ms[2] < lo ? lo : ms[2] > hi ? hi : ms[2];
-        us[v] = (double)med * 1e3 / (2.0 * steps);
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
+        tm_ctx_t c = {v, dt, dg, du, dd, gm, dm, rg, rd, dx, dids, k, L, n_exp, dh, dy};
+        us[v] = cuda_test_graph_us(tm_step, &c, steps, stream);
     }
     printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d tokens, %d pairs, "
            "%.1f distinct experts a layer; graphs of 64 steps over 8 layers): dp4a %.2f us",

@@ -80,3 +80,37 @@ int32_t cuda_test_step_ids(rng_t *r, int32_t L, int32_t ntok, int32_t n_exp, int
     }
     return distinct;
 }
+
+double cuda_test_graph_us(cuda_test_step_fn fn, void *ctx, int32_t steps, cudaStream_t s)
+{
+    guild_err_t err = {{0}};
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    CK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    int rc = 0;
+    for (int32_t st = 0; st < steps && rc == 0; st++)
+        rc = fn(ctx, st, s, &err);
+    CK_CUDA(cudaStreamEndCapture(s, &g));
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    CK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    CK_CUDA(cudaGraphLaunch(ge, s)); /* warm */
+    float ms[3] = {0, 0, 0};
+    for (int rep = 0; rep < 3; rep++) { /* the median of 3 groups of 2 launches */
+        CK_CUDA(cudaEventRecord(e0, s));
+        CK_CUDA(cudaGraphLaunch(ge, s));
+        CK_CUDA(cudaGraphLaunch(ge, s));
+        CK_CUDA(cudaEventRecord(e1, s));
+        CK_CUDA(cudaEventSynchronize(e1));
+        CK_CUDA(cudaEventElapsedTime(&ms[rep], e0, e1));
+    }
+    const float lo = ms[0] < ms[1] ? ms[0] : ms[1], hi = ms[0] < ms[1] ? ms[1] : ms[0];
+    const float med = ms[2] < lo ? lo : ms[2] > hi ? hi : ms[2];
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return (double)med * 1e3 / (2.0 * steps);
+}

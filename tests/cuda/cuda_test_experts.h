@@ -1,6 +1,7 @@
 /* tests/cuda/cuda_test_experts.h — what the routed experts' device tests share (check_cuda_fused,
- * check_cuda_pairs_mma): random rows with every third block of 32 small, device copies of host bytes, experts' weights
- * quantized from random rows, and the timing cases' layers of experts and their routing. Check-suite helpers (they assert). */
+ * check_cuda_pairs_mma): random rows with every third block of 32 small, device copies of host bytes, experts'
+ * weights quantized from random rows, and the timing cases' layers of experts, their routing and their graph's
+ * time a step. Check-suite helpers (they assert). */
 #ifndef GUILD_TESTS_CUDA_CUDA_TEST_EXPERTS_H
 #define GUILD_TESTS_CUDA_CUDA_TEST_EXPERTS_H
 
@@ -8,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda_runtime_api.h>
+
 #include "core/quant/types.h"
+#include "core/util/err.h"
 #include "core/sample/rng.h"
 
 /* x[0 .. n) uniform in (-scale, scale), every third block of 32 scaled by 0.05 (blocks of small and large values,
@@ -31,5 +35,12 @@ void cuda_test_expert_mats(int32_t L, int32_t n_exp, size_t gm, size_t dm, char 
  * (n_exp <= 128) drawn from r, as a router's spread would, into ids[(l * ntok + t) * 8 + j]; returns the distinct
  * experts summed over the layers. */
 int32_t cuda_test_step_ids(rng_t *r, int32_t L, int32_t ntok, int32_t n_exp, int32_t *ids);
+
+/* A timing case's step: the launches of step st (of the graph's `steps`) into s; 0, or -1 with err set. */
+typedef int (*cuda_test_step_fn)(void *ctx, int32_t st, cudaStream_t s, guild_err_t *err);
+
+/* us a step of fn's launches: `steps` steps captured into one graph, launched once to warm, then the median of 3
+ * groups of 2 launches over 2 steps each; asserts that every step was enqueued. */
+double cuda_test_graph_us(cuda_test_step_fn fn, void *ctx, int32_t steps, cudaStream_t s);
 
 #endif
