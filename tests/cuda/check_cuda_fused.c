@@ -982,46 +982,41 @@ END_TEST
 static const int32_t et_toks[] = {1, 2, 4, 8, 16};
 #define N_ET_TOKS (int)(sizeof et_toks / sizeof et_toks[0])
 
-/* A timing step's operands: step st takes layer st % L's experts and routing; routed: the routed launches (route +
- * quantize, the tiles' products), else cuda_expert_pairs at rpw rows a warp. */
+/* A timing step on layer st % L's experts and routing: routed, the routed launches (route + quantize, the tiles'
+ * products; with their buffers), else cuda_expert_pairs at rpw rows a warp. */
 typedef struct et_ctx {
+    const cuda_test_step_t *t;
     int32_t rpw;
     bool routed;
-    guild_type_t dt;
-    const char *dg, *du, *dd;
-    size_t gm, dm;
-    uint64_t rg, rd;
-    const float *dx;
-    const int32_t *dids;
-    int32_t k, L, n_exp, ntok, mt;
+    int32_t mt;
     void *dax, *dah;
     uint64_t ax, ah;
     int32_t *dorder, *dtiles, *dnt;
-    float *dh, *dy;
 } et_ctx_t;
 
 static int et_step(void *ctx, int32_t st, cudaStream_t s, guild_err_t *err)
 {
     const et_ctx_t *c = ctx;
-    const int64_t E = 2048, F = 768;
-    const int32_t l = st % c->L, k = c->k, n_exp = c->n_exp;
-    const int32_t *li = c->dids + l * k;
-    const char *g0 = c->dg + (size_t)l * n_exp * c->gm, *u0 = c->du + (size_t)l * n_exp * c->gm;
-    const char *d0 = c->dd + (size_t)l * n_exp * c->dm;
+    const cuda_test_step_t *t = c->t;
+    const int64_t E = t->E, F = t->F;
+    const int32_t l = st % t->L, k = t->k, n_exp = t->n_exp;
+    const size_t eo = (size_t)l * (size_t)n_exp;
+    const int32_t *li = t->dids + l * k;
+    const char *g0 = t->dg + eo * t->gm, *u0 = t->du + eo * t->gm, *d0 = t->dd + eo * t->dm;
     if (c->routed)
-        return cuda_expert_route_quantize(li, k, n_exp, 1, c->dorder, c->dtiles, c->dnt, GUILD_TYPE_Q8_K, c->dx, E,
-                                          c->dax, c->ax, E, c->ntok, s, err) < 0 ||
-                       cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, c->gm, c->rg, c->dax, c->ax, 8, c->dorder,
-                                          c->dtiles, c->dnt, c->mt, 1, c->dh, F, s, err) < 0 ||
-                       cuda_quantize_rows(GUILD_TYPE_Q8_K, c->dh, F, c->dah, c->ah, F, k, li, 0, INT32_MAX, s,
+        return cuda_expert_route_quantize(li, k, n_exp, 1, c->dorder, c->dtiles, c->dnt, GUILD_TYPE_Q8_K, t->dx, E,
+                                          c->dax, c->ax, E, t->ntok, s, err) < 0 ||
+                       cuda_expert_matmul(GUILD_TYPE_Q4_K, E, F, g0, u0, t->gm, t->rg, c->dax, c->ax, 8, c->dorder,
+                                          c->dtiles, c->dnt, c->mt, 1, t->dh, F, s, err) < 0 ||
+                       cuda_quantize_rows(GUILD_TYPE_Q8_K, t->dh, F, c->dah, c->ah, F, k, li, 0, INT32_MAX, s,
                                           err) < 0 ||
-                       cuda_expert_matmul(c->dt, F, E, d0, NULL, c->dm, c->rd, c->dah, c->ah, 1, c->dorder, c->dtiles,
-                                          c->dnt, c->mt, 1, c->dy, E, s, err) < 0
+                       cuda_expert_matmul(t->dt, F, E, d0, NULL, t->dm, t->rd, c->dah, c->ah, 1, c->dorder, c->dtiles,
+                                          c->dnt, c->mt, 1, t->dy, E, s, err) < 0
                    ? -1
                    : 0;
-    return cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, c->gm, c->rg, c->dx, E, 8, li, n_exp, k, c->dh, F, c->rpw,
+    return cuda_expert_pairs(GUILD_TYPE_Q4_K, E, F, g0, u0, t->gm, t->rg, t->dx, E, 8, li, n_exp, k, t->dh, F, c->rpw,
                              false, s, err) < 0 ||
-                   cuda_expert_pairs(c->dt, F, E, d0, NULL, c->dm, c->rd, c->dh, F, 1, li, n_exp, k, c->dy, E, c->rpw,
+                   cuda_expert_pairs(t->dt, F, E, d0, NULL, t->dm, t->rd, t->dh, F, 1, li, n_exp, k, t->dy, E, c->rpw,
                                      true, s, err) < 0
                ? -1
                : 0;
@@ -1029,63 +1024,36 @@ static int et_step(void *ctx, int32_t st, cudaStream_t s, guild_err_t *err)
 
 START_TEST(test_expert_pairs_time)
 {
-    const guild_type_t dt = _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
-    const int32_t ntok = et_toks[_i / 2], n_exp = 128, k = 8 * ntok, L = 8, steps = 64;
-    const int64_t E = 2048, F = 768;
+    cuda_test_step_t t;
+    cuda_test_step_open(&t, _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, et_toks[_i / 2]);
     guild_err_t err = {{0}};
-    uint64_t rg = 0, rd = 0, ax = 0, ah = 0;
-    ck_assert(quant_row_bytes(GUILD_TYPE_Q4_K, (uint64_t)E, &rg, &err) == 0 &&
-              quant_row_bytes(dt, (uint64_t)F, &rd, &err) == 0 &&
-              quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)E, &ax, &err) == 0 &&
-              quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)F, &ah, &err) == 0);
-    const size_t gm = (size_t)F * rg, dm = (size_t)E * rd; /* one expert's matrices */
-    char *dg, *du, *dd;
-    cuda_test_expert_mats(L, n_exp, gm, dm, &dg, &du, &dd);
-    rng_t r;
-    rng_seed(&r, 77);
-    float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
-    cuda_test_fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
-    int32_t ids[8 * 8 * 16];
-    const int32_t distinct = cuda_test_step_ids(&r, L, ntok, n_exp, ids);
-    float *dx = upload(x, (size_t)ntok * (size_t)E);
-    int32_t *dids = cuda_test_dev_bytes(ids, sizeof ids);
-    float *dh = NULL, *dy = NULL;
-    void *dax = NULL, *dah = NULL;
-    int32_t *dorder = NULL, *dtiles = NULL, *dnt = NULL;
-    const int32_t mt = cuda_expert_max_tiles(k, n_exp, 1);
-    CK_CUDA(cudaMalloc((void **)&dh, (size_t)k * (size_t)F * sizeof(float)));
-    CK_CUDA(cudaMalloc((void **)&dy, (size_t)k * (size_t)E * sizeof(float)));
-    CK_CUDA(cudaMalloc(&dax, (size_t)ntok * ax));
-    CK_CUDA(cudaMalloc(&dah, (size_t)k * ah));
-    CK_CUDA(cudaMalloc((void **)&dorder, (size_t)k * sizeof(int32_t)));
-    CK_CUDA(cudaMalloc((void **)&dtiles, (size_t)mt * 16));
-    CK_CUDA(cudaMalloc((void **)&dnt, sizeof(int32_t)));
+    et_ctx_t c = {.t = &t, .mt = cuda_expert_max_tiles(t.k, t.n_exp, 1)};
+    ck_assert(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)t.E, &c.ax, &err) == 0 &&
+              quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)t.F, &c.ah, &err) == 0);
+    CK_CUDA(cudaMalloc(&c.dax, (size_t)t.ntok * c.ax));
+    CK_CUDA(cudaMalloc(&c.dah, (size_t)t.k * c.ah));
+    CK_CUDA(cudaMalloc((void **)&c.dorder, (size_t)t.k * sizeof(int32_t)));
+    CK_CUDA(cudaMalloc((void **)&c.dtiles, (size_t)c.mt * 16));
+    CK_CUDA(cudaMalloc((void **)&c.dnt, sizeof(int32_t)));
     enum { NV = N_EP_VARIANTS + 1 }; /* routed; then each variant of cuda_expert_pairs */
     double us[NV] = {0};
     for (int v = 0; v < NV; v++) {
-        et_ctx_t c = {v ? ep_variants[v - 1].rpw : 0, v == 0, dt, dg, du, dd, gm, dm, rg, rd, dx, dids, k, L,
-                      n_exp, ntok, mt, dax, dah, ax, ah, dorder, dtiles, dnt, dh, dy};
-        us[v] = cuda_test_graph_us(et_step, &c, steps, stream);
+        c.routed = v == 0;
+        c.rpw = v ? ep_variants[v - 1].rpw : 0;
+        us[v] = cuda_test_graph_us(et_step, &c, 64, stream);
     }
     printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d tokens, %d pairs, "
            "%.1f distinct experts a layer; graphs of 64 steps over 8 layers): routed launches %.2f us",
-           quant_type_info(dt)->name, ntok, k, (double)distinct / L, us[0]);
+           quant_type_info(t.dt)->name, t.ntok, t.k, (double)t.distinct / t.L, us[0]);
     for (int v = 1; v < NV; v++)
         printf("; %s %.2f", ep_variants[v - 1].name, us[v]);
     printf(" us\n");
-    cudaFree(dg);
-    cudaFree(du);
-    cudaFree(dd);
-    cudaFree(dx);
-    cudaFree(dids);
-    cudaFree(dh);
-    cudaFree(dy);
-    cudaFree(dax);
-    cudaFree(dah);
-    cudaFree(dorder);
-    cudaFree(dtiles);
-    cudaFree(dnt);
-    free(x);
+    cudaFree(c.dax);
+    cudaFree(c.dah);
+    cudaFree(c.dorder);
+    cudaFree(c.dtiles);
+    cudaFree(c.dnt);
+    cuda_test_step_close(&t);
 }
 END_TEST
 

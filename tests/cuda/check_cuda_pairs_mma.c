@@ -268,75 +268,43 @@ static int time_step(int v, guild_type_t dt, const char *g0, const char *u0, con
                : 0;
 }
 
-/* A timing step's operands: step st takes layer st % L's experts and routing. */
+/* A timing step: variant v (time_step's) on layer st % L's experts and routing. */
 typedef struct tm_ctx {
     int v;
-    guild_type_t dt;
-    const char *dg, *du, *dd;
-    size_t gm, dm;
-    uint64_t rg, rd;
-    const float *dx;
-    const int32_t *dids;
-    int32_t k, L, n_exp;
-    float *dh, *dy;
+    const cuda_test_step_t *t;
 } tm_ctx_t;
 
 static int tm_step(void *ctx, int32_t st, cudaStream_t s, guild_err_t *err)
 {
     const tm_ctx_t *c = ctx;
-    const int32_t l = st % c->L;
+    const cuda_test_step_t *t = c->t;
+    const int32_t l = st % t->L;
+    const size_t eo = (size_t)l * (size_t)t->n_exp;
     (void)s; /* time_step launches into the file's stream, the one the graph captures */
-    return time_step(c->v, c->dt, c->dg + (size_t)l * c->n_exp * c->gm, c->du + (size_t)l * c->n_exp * c->gm,
-                     c->dd + (size_t)l * c->n_exp * c->dm, c->gm, c->dm, c->rg, c->rd, c->dx, c->dids + l * c->k, c->k,
-                     c->dh, c->dy, err);
+    return time_step(c->v, t->dt, t->dg + eo * t->gm, t->du + eo * t->gm, t->dd + eo * t->dm, t->gm, t->dm, t->rg,
+                     t->rd, t->dx, t->dids + l * t->k, t->k, t->dh, t->dy, err);
 }
 
 START_TEST(test_pairs_mma_time)
 {
-    const guild_type_t dt = _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K;
-    const int32_t ntok = tm_toks[_i / 2], n_exp = 128, k = 8 * ntok, L = 8, steps = 64;
-    const int64_t E = 2048, F = 768;
-    guild_err_t err = {{0}};
-    uint64_t rg = 0, rd = 0;
-    ck_assert(quant_row_bytes(GUILD_TYPE_Q4_K, (uint64_t)E, &rg, &err) == 0 &&
-              quant_row_bytes(dt, (uint64_t)F, &rd, &err) == 0);
-    const size_t gm = (size_t)F * rg, dm = (size_t)E * rd; /* one expert's matrices */
-    char *dg, *du, *dd;
-    cuda_test_expert_mats(L, n_exp, gm, dm, &dg, &du, &dd);
-    rng_t r;
-    rng_seed(&r, 77);
-    float *x = malloc((size_t)ntok * (size_t)E * sizeof *x);
-    cuda_test_fill(&r, x, (size_t)ntok * (size_t)E, 2.0f);
-    int32_t ids[8 * 8 * 16];
-    const int32_t distinct = cuda_test_step_ids(&r, L, ntok, n_exp, ids);
-    float *dx = cuda_test_dev_bytes(x, (size_t)ntok * (size_t)E * sizeof *x);
-    int32_t *dids = cuda_test_dev_bytes(ids, sizeof ids);
-    float *dh = NULL, *dy = NULL;
-    CK_CUDA(cudaMalloc((void **)&dh, (size_t)k * (size_t)F * sizeof(float)));
-    CK_CUDA(cudaMalloc((void **)&dy, (size_t)k * (size_t)E * sizeof(float)));
+    cuda_test_step_t t;
+    cuda_test_step_open(&t, _i % 2 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K, tm_toks[_i / 2]);
     enum { NV = N_SHAPES + 1 };
     double us[NV] = {0};
     for (int v = 0; v < NV; v++) {
-        tm_ctx_t c = {v, dt, dg, du, dd, gm, dm, rg, rd, dx, dids, k, L, n_exp, dh, dy};
-        us[v] = cuda_test_graph_us(tm_step, &c, steps, stream);
+        tm_ctx_t c = {v, &t};
+        us[v] = cuda_test_graph_us(tm_step, &c, 64, stream);
     }
     printf("time: a decode step's routed experts (128 x 768 x 2048, gate/up q4_K, down %s, %d tokens, %d pairs, "
            "%.1f distinct experts a layer; graphs of 64 steps over 8 layers): dp4a %.2f us",
-           quant_type_info(dt)->name, ntok, k, (double)distinct / L, us[0]);
+           quant_type_info(t.dt)->name, t.ntok, t.k, (double)t.distinct / t.L, us[0]);
     for (int v = 1; v < NV; v++)
         if (shapes[v - 1].warps)
             printf("; mma %dw x %d x u%d %.2f", shapes[v - 1].warps, shapes[v - 1].tile, shapes[v - 1].unroll, us[v]);
         else
             printf("; mma default %.2f", us[v]);
     printf(" us\n");
-    cudaFree(dg);
-    cudaFree(du);
-    cudaFree(dd);
-    cudaFree(dx);
-    cudaFree(dids);
-    cudaFree(dh);
-    cudaFree(dy);
-    free(x);
+    cuda_test_step_close(&t);
 }
 END_TEST
 

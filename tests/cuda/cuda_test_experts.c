@@ -46,39 +46,61 @@ void *cuda_test_expert_weights(guild_type_t type, int64_t n, int64_t nrows, int3
     return d;
 }
 
-void cuda_test_expert_mats(int32_t L, int32_t n_exp, size_t gm, size_t dm, char **dg, char **du, char **dd)
+void cuda_test_step_open(cuda_test_step_t *t, guild_type_t dt, int32_t ntok)
 {
-    *dg = *du = *dd = NULL;
-    CK_CUDA(cudaMalloc((void **)dg, (size_t)L * (size_t)n_exp * gm));
-    CK_CUDA(cudaMalloc((void **)du, (size_t)L * (size_t)n_exp * gm));
-    CK_CUDA(cudaMalloc((void **)dd, (size_t)L * (size_t)n_exp * dm));
-    CK_CUDA(cudaMemset(*dg, 0x11, (size_t)L * (size_t)n_exp * gm));
-    CK_CUDA(cudaMemset(*du, 0x11, (size_t)L * (size_t)n_exp * gm));
-    CK_CUDA(cudaMemset(*dd, 0x11, (size_t)L * (size_t)n_exp * dm));
-}
-
-int32_t cuda_test_step_ids(rng_t *r, int32_t L, int32_t ntok, int32_t n_exp, int32_t *ids)
-{
-    ck_assert(n_exp >= 8 && n_exp <= 128);
-    const int32_t k = 8 * ntok;
-    int32_t distinct = 0;
-    for (int32_t l = 0; l < L; l++) {
+    ck_assert(ntok >= 1 && ntok <= 16);
+    guild_err_t err = {{0}};
+    *t = (cuda_test_step_t){.dt = dt, .ntok = ntok, .k = 8 * ntok, .L = 8, .n_exp = 128, .E = 2048, .F = 768};
+    ck_assert(quant_row_bytes(GUILD_TYPE_Q4_K, (uint64_t)t->E, &t->rg, &err) == 0 &&
+              quant_row_bytes(dt, (uint64_t)t->F, &t->rd, &err) == 0);
+    t->gm = (size_t)t->F * t->rg;
+    t->dm = (size_t)t->E * t->rd;
+    const size_t nm = (size_t)t->L * (size_t)t->n_exp;
+    CK_CUDA(cudaMalloc((void **)&t->dg, nm * t->gm));
+    CK_CUDA(cudaMalloc((void **)&t->du, nm * t->gm));
+    CK_CUDA(cudaMalloc((void **)&t->dd, nm * t->dm));
+    CK_CUDA(cudaMemset(t->dg, 0x11, nm * t->gm));
+    CK_CUDA(cudaMemset(t->du, 0x11, nm * t->gm));
+    CK_CUDA(cudaMemset(t->dd, 0x11, nm * t->dm));
+    rng_t r;
+    rng_seed(&r, 77);
+    const size_t nx = (size_t)ntok * (size_t)t->E;
+    float *x = malloc(nx * sizeof *x);
+    cuda_test_fill(&r, x, nx, 2.0f);
+    int32_t ids[8 * 8 * 16];
+    for (int32_t l = 0; l < t->L; l++) {
         bool seen[128] = {false};
-        for (int32_t t = 0; t < ntok; t++) {
+        for (int32_t tk = 0; tk < ntok; tk++) {
             int32_t pool[128];
-            for (int32_t e = 0; e < n_exp; e++)
+            for (int32_t e = 0; e < t->n_exp; e++)
                 pool[e] = e;
             for (int32_t j = 0; j < 8; j++) {
-                const int32_t c = j + (int32_t)(rng_uniform(r) * (n_exp - j)) % (n_exp - j), e = pool[c];
+                const int32_t c = j + (int32_t)(rng_uniform(&r) * (t->n_exp - j)) % (t->n_exp - j), e = pool[c];
                 pool[c] = pool[j];
                 pool[j] = e;
-                ids[l * k + t * 8 + j] = e;
-                distinct += !seen[e];
+                ids[l * t->k + tk * 8 + j] = e;
+                t->distinct += !seen[e];
                 seen[e] = true;
             }
         }
     }
-    return distinct;
+    t->dx = cuda_test_dev_bytes(x, nx * sizeof *x);
+    t->dids = cuda_test_dev_bytes(ids, (size_t)t->L * (size_t)t->k * sizeof *ids);
+    free(x);
+    CK_CUDA(cudaMalloc((void **)&t->dh, (size_t)t->k * (size_t)t->F * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&t->dy, (size_t)t->k * (size_t)t->E * sizeof(float)));
+}
+
+void cuda_test_step_close(cuda_test_step_t *t)
+{
+    cudaFree(t->dg);
+    cudaFree(t->du);
+    cudaFree(t->dd);
+    cudaFree(t->dx);
+    cudaFree(t->dids);
+    cudaFree(t->dh);
+    cudaFree(t->dy);
+    *t = (cuda_test_step_t){0};
 }
 
 double cuda_test_graph_us(cuda_test_step_fn fn, void *ctx, int32_t steps, cudaStream_t s)
