@@ -43,6 +43,21 @@ static __device__ __forceinline__ void pdl_begin()
 #endif
 }
 
+/* Lines of 128 bytes of [p, p + bytes) into L2, one a thread from `lane`, `lanes` threads taking part: weights, no
+ * kernel's output, so that a kernel may ask for them before pdl_begin(). */
+static __device__ __forceinline__ void prefetch_l2_lines(const char *p, size_t bytes, int lane, int lanes)
+{
+    for (size_t o = (size_t)lane * 128; o < bytes; o += (size_t)lanes * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+}
+
+/* silu(g) * u with model_silu's operations (x / (1 + expf(-x))): the one expression of cuda_swiglu and of the routed
+ * experts' kernels, so that their outputs agree bit for bit. */
+static __device__ __forceinline__ float silu_mul(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u;
+}
+
 /* Prefetch bytes [p, p + n) into L2 (p 16-byte aligned, n a multiple of 16, < 2^32): memory no kernel writes
  * during a step (weights), issued by one thread, before pdl_begin(). */
 static __device__ __forceinline__ void pdl_prefetch_l2(const void *p, uint32_t n)

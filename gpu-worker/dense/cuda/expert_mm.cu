@@ -133,11 +133,6 @@ static __global__ void __launch_bounds__(ER_THREADS)
         tiles[toff + j] = make_int4(e, off + j * tile, min(tile, c - j * tile), 0);
 }
 
-static __device__ __forceinline__ float silu_mul(float g, float u)
-{
-    return g / (1.0f + expf(-g)) * u; /* cuda_swiglu's operations */
-}
-
 template <typename TR, int NC, bool GU>
 static __global__ void __launch_bounds__(EM_THREADS)
     expert_q_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride, size_t row_stride,

@@ -49,11 +49,6 @@ static_assert(MMA_ROW_WARPS * MMA_PAIR_WARPS * WARP_SIZE == MMA_THREADS, "warp l
 
 /* ---- the kernel ---------------------------------------------------------------------------------------------- */
 
-static __device__ __forceinline__ float mma_silu_mul(float g, float u)
-{
-    return g / (1.0f + expf(-g)) * u; /* expert_mm.cu's silu_mul: cuda_swiglu's operations */
-}
-
 /* c += one sub-block's product: 16 rows (fragments q0: rows g, q8: rows g + 8) x 8 pairs. */
 template <int KR>
 static __device__ __forceinline__ void mma_sub(int (&c)[4], const int (&q0)[KR], const int (&q8)[KR], const int (&b)[KR])
@@ -156,7 +151,7 @@ static __device__ __forceinline__ void mma_store(const float (&acc)[NQ][MMA_NT][
             if constexpr (GU) {
                 const int r = rows[0][i / 2];
                 if (r < nrows)
-                    out[(int64_t)p * ldo + r] = mma_silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[1][j][i]));
+                    out[(int64_t)p * ldo + r] = silu_mul(qd_row<TR>(acc[0][j][i]), qd_row<TR>(acc[1][j][i]));
             } else {
 #pragma unroll
                 for (int q = 0; q < NQ; q++) {

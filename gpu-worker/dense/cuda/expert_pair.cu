@@ -42,18 +42,6 @@ static __device__ __forceinline__ void ep_quantize(const float *x, int nb, int w
         quantize_block_q8_32<false>(x[(int64_t)b * 32 + lane], lane, a + b);
 }
 
-/* One 128-byte line a lane of [p, p + bytes) into L2, `lanes` lanes from `lane`. */
-static __device__ __forceinline__ void ep_prefetch(const char *p, size_t bytes, int lane, int lanes)
-{
-    for (size_t o = (size_t)lane * 128; o < bytes; o += (size_t)lanes * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
-}
-
-static __device__ __forceinline__ float ep_silu_mul(float g, float u)
-{
-    return g / (1.0f + expf(-g)) * u; /* cuda_swiglu's operations, as expert_mm.cu */
-}
-
 /* Grid (row groups of EP_WARPS * R rows, pairs). x: [pairs / act_div] float rows, ldx apart; lids[p] the pair's
  * expert among the n_local at w (+ e * expert_stride); out[p * ldo + r]. */
 template <typename TR, int R, bool GU>
@@ -73,7 +61,8 @@ static __global__ void __launch_bounds__(EP_THREADS)
     const size_t blk_bytes = (size_t)min(EP_WARPS * R, nrows - blk0) * row_stride;
     if (early) {
         const int e = min(max(lids[p], 0), n_local - 1);
-        ep_prefetch(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, EP_THREADS);
+        prefetch_l2_lines(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x,
+                          EP_THREADS);
     }
     pdl_begin();
     const int e = lids[p];
@@ -81,9 +70,9 @@ static __global__ void __launch_bounds__(EP_THREADS)
         return; /* the whole block: a skipped pair, or another part's */
     const char *we = w + (size_t)e * expert_stride, *ue = GU ? wu + (size_t)e * expert_stride : we;
     if (!early) {
-        ep_prefetch(we + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, EP_THREADS);
+        prefetch_l2_lines(we + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, EP_THREADS);
         if (GU)
-            ep_prefetch(ue + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, EP_THREADS);
+            prefetch_l2_lines(ue + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, EP_THREADS);
     }
     ablock *a = (ablock *)ep_act_smem;
     ep_quantize(x + (int64_t)(p / act_div) * ldx, nb, warp, lane, a);
@@ -148,7 +137,7 @@ static __global__ void __launch_bounds__(EP_THREADS)
         for (int i = 0; i < R; i++)
             if (row0 + i < nrows)
                 out[(int64_t)p * ldo + row0 + i] =
-                    GU ? ep_silu_mul(qd_row<TR>(sg[i]), qd_row<TR>(su[i])) : qd_row<TR>(sg[i]); /* final factor */
+                    GU ? silu_mul(qd_row<TR>(sg[i]), qd_row<TR>(su[i])) : qd_row<TR>(sg[i]); /* final factor */
     }
 }
 

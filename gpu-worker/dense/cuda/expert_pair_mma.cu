@@ -56,18 +56,6 @@ static __device__ __forceinline__ void em_quantize(const float *x, int lane, qua
     quantize_block_q8_32<false>(x[lane], lane, a);
 }
 
-/* One 128-byte line a thread of [p, p + bytes) into L2. */
-static __device__ __forceinline__ void em_prefetch(const char *p, size_t bytes)
-{
-    for (size_t o = (size_t)threadIdx.x * 128; o < bytes; o += (size_t)blockDim.x * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
-}
-
-static __device__ __forceinline__ float em_silu_mul(float g, float u)
-{
-    return g / (1.0f + expf(-g)) * u; /* expert_pair.cu's ep_silu_mul: cuda_swiglu's operations */
-}
-
 /* Pair p's group, by a whole warp (every warp of a block gets the same answer: no barrier needed to agree on it):
  * returns the pairs of expert e from p on that the block takes (at most MC), 0 when p is not the first of a group
  * (the pairs of e before p are not a multiple of MC). list (when not NULL) gets them in pair order. */
@@ -111,7 +99,8 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
     if (early) { /* the ids are two launches old: a group's first block asks L2 for its rows before the wait */
         const int e = lids[p];
         if (e >= 0 && e < n_local && em_group<MC>(lids, npairs, p, e, lane, NULL))
-            em_prefetch(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes);
+            prefetch_l2_lines(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x,
+                              blockDim.x);
     }
     pdl_begin();
     const int e = lids[p];
@@ -122,9 +111,9 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
         return; /* the whole block: another block takes this pair */
     const char *we = w + (size_t)e * expert_stride, *ue = GU ? wu + (size_t)e * expert_stride : we;
     if (!early) {
-        em_prefetch(we + (size_t)blk0 * row_stride, blk_bytes);
+        prefetch_l2_lines(we + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, blockDim.x);
         if (GU)
-            em_prefetch(ue + (size_t)blk0 * row_stride, blk_bytes);
+            prefetch_l2_lines(ue + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, blockDim.x);
     }
     __syncthreads(); /* list */
     ablock *a = (ablock *)em_act_smem; /* [MC][nb]: slot k is pair list[k]'s row */
@@ -186,7 +175,7 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
             const int k = 8 * j + 2 * t + i % 2, r = row0 + g + 8 * (i / 2);
             if (k < cnt && r < nrows)
                 out[(int64_t)list[k] * ldo + r] =
-                    GU ? em_silu_mul(qd_row<TR>(sg[j][i]), qd_row<TR>(su[j][i])) : qd_row<TR>(sg[j][i]);
+                    GU ? silu_mul(qd_row<TR>(sg[j][i]), qd_row<TR>(su[j][i])) : qd_row<TR>(sg[j][i]);
         }
 }
 

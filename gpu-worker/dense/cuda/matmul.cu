@@ -35,20 +35,12 @@ typedef struct mm_heads {
     int64_t out;
 } mm_heads_t;
 
-/* The warp's weight row into L2 while the kernel before it ends (programmatic dependent launch, cuda_common.cuh):
- * the weights are no kernel's output, so they may be read before pdl_begin(). One 128-byte line per lane. */
-static __device__ __forceinline__ void mm_prefetch_row(const char *p, size_t bytes, int lane)
-{
-    for (size_t o = (size_t)lane * 128; o < bytes; o += WARP_SIZE * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
-}
-
 /* The start of a row kernel: the warp's weight row (bytes at wr) prefetched by the blocks of the first token group
  * when it exists (row < nrows), then the wait for the previous kernel (pdl_begin); whether the warp has a row. */
 static __device__ __forceinline__ bool mm_row_start(const char *wr, size_t bytes, int row, int nrows, int lane)
 {
     if (row < nrows && blockIdx.y == 0)
-        mm_prefetch_row(wr, bytes, lane);
+        prefetch_l2_lines(wr, bytes, lane, WARP_SIZE);
     pdl_begin();
     return row < nrows;
 }

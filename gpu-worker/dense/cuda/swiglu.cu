@@ -9,8 +9,7 @@ static __global__ void swiglu_kernel(float *g, const float *__restrict__ u, int6
     const int64_t k = (int64_t)blockIdx.x * SWIGLU_THREADS + threadIdx.x;
     if (k >= n)
         return;
-    const float x = g[k];
-    g[k] = x / (1.0f + expf(-x)) * u[k];
+    g[k] = silu_mul(g[k], u[k]);
 }
 
 extern "C" int cuda_swiglu(float *g, const float *u, int64_t n, cudaStream_t s, guild_err_t *err)
