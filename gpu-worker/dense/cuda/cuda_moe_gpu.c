@@ -523,6 +523,20 @@ static int run_part(moe_gpu_t *m, const gpu_layer_t *L, const char *gate, const 
     return 0;
 }
 
+/* One product of a step of n tokens without a route (cuda_expert_pairs' arguments): from a few tokens on the pairs
+ * share experts, and the tensor-core kernel (the same bits) takes the types where its rule says it is faster. */
+static int step_pairs(int32_t n, guild_type_t type, int64_t in, int64_t rows, const void *w, const void *w_up,
+                      size_t expert_stride, size_t row_stride, const float *x, int64_t ldx, int32_t act_div,
+                      const int32_t *lids, int32_t n_local, int32_t pairs, float *out, int64_t ldo, bool early,
+                      cudaStream_t s, guild_err_t *err)
+{
+    if (cuda_expert_pairs_mma_take(type, in, n))
+        return cuda_expert_pairs_mma(type, in, rows, w, w_up, expert_stride, row_stride, x, ldx, act_div, lids,
+                                     n_local, pairs, out, ldo, NULL, early, s, err);
+    return cuda_expert_pairs(type, in, rows, w, w_up, expert_stride, row_stride, x, ldx, act_div, lids, n_local, pairs,
+                             out, ldo, 0, early, s, err);
+}
+
 /* Every device part of layer `layer`: the resident experts, then this pass's staged chunks. */
 static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, const int32_t *ids, bool streamed,
                       cudaStream_t s, guild_err_t *err)
@@ -542,20 +556,10 @@ static int run_device(moe_gpu_t *m, int32_t layer, int32_t n, const float *x, co
                 return -1;
             lids = m->d_loc;
         }
-        /* from a few tokens on the pairs share experts: the tensor-core kernel (the same bits) where it is faster */
-        const bool mg = cuda_expert_pairs_mma_take(L->gate_type, m->n_embd, n),
-                   md = cuda_expert_pairs_mma_take(L->down_type, m->n_ff, n);
-        return (mg ? cuda_expert_pairs_mma(L->gate_type, m->n_embd, m->n_ff, L->gate, L->up, L->gate_mat, L->gate_row,
-                                           x, m->n_embd, m->n_used, lids, L->n_res, P, m->h, m->n_ff, NULL, false, s,
-                                           err)
-                   : cuda_expert_pairs(L->gate_type, m->n_embd, m->n_ff, L->gate, L->up, L->gate_mat, L->gate_row, x,
-                                       m->n_embd, m->n_used, lids, L->n_res, P, m->h, m->n_ff, 0, false, s, err)) < 0 ||
-                       (md ? cuda_expert_pairs_mma(L->down_type, m->n_ff, m->n_embd, L->down, NULL, L->down_mat,
-                                                   L->down_row, m->h, m->n_ff, 1, lids, L->n_res, P, m->y, m->n_embd,
-                                                   NULL, true, s, err)
-                           : cuda_expert_pairs(L->down_type, m->n_ff, m->n_embd, L->down, NULL, L->down_mat,
-                                               L->down_row, m->h, m->n_ff, 1, lids, L->n_res, P, m->y, m->n_embd, 0,
-                                               true, s, err)) < 0
+        return step_pairs(n, L->gate_type, m->n_embd, m->n_ff, L->gate, L->up, L->gate_mat, L->gate_row, x,
+                          m->n_embd, m->n_used, lids, L->n_res, P, m->h, m->n_ff, false, s, err) < 0 ||
+                       step_pairs(n, L->down_type, m->n_ff, m->n_embd, L->down, NULL, L->down_mat, L->down_row, m->h,
+                                  m->n_ff, 1, lids, L->n_res, P, m->y, m->n_embd, true, s, err) < 0
                    ? -1
                    : 0;
     }
