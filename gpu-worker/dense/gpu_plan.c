@@ -40,13 +40,13 @@
 /* The staging rings planned: slot counts tried for each slot size. */
 static const int32_t stage_slot_counts[] = {2, 3, 4, 6, 8, 12, 16};
 #define GiB 1073741824.0
+#define GPU_PLAN_GRAPH_TOKENS 4 /* decode steps up to this many tokens replay CUDA graphs: never split */
 
 /* bytes in GiB rounded up to the hundredth that a message prints with %.2f, so that the size it names holds them */
 static double gib_up(uint64_t bytes)
 {
     return ceil((double)bytes / GiB * 100.0) / 100.0;
 }
-#define GPU_PLAN_GRAPH_TOKENS 4 /* decode steps up to this many tokens replay CUDA graphs: never split */
 
 static uint64_t round_up(uint64_t n, uint64_t a)
 {
@@ -681,6 +681,15 @@ static uint64_t fixed_bytes(const facts_t *f, const gpu_plan_options_t *o, int32
     return t.reserve + t.driver + t.dense + t.kv + t.kv_stage + t.buffers + t.mtp + t.rollback;
 }
 
+/* What streaming at chunks of NB needs at least: the dense part and buffers (fixed_bytes), the experts' buffers and
+ * the smallest ring, two slots of k experts (k the smallest slot the backend takes); no ring without computable
+ * layers. */
+static uint64_t stream_min_bytes(const facts_t *f, const gpu_plan_options_t *o, int32_t NB, bool kv_host, int32_t k)
+{
+    return fixed_bytes(f, o, NB, kv_host) + expert_buffers_bytes(f, (uint64_t)NB) +
+           (f->n_computable ? 2 * slot_bytes(f, k) : 0);
+}
+
 /* The decode attention's reads of a cache of format t (a generated token's, and a prefill chunk's of at most
  * ATTN_TOK rows, which takes the decode kernels): GB/s in GPU memory, and the share of the PCIe rate it reaches
  * from host RAM, where it reads the rows in place. The CUDA kernels' rates at long spans on the H200
@@ -1029,8 +1038,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
                       kv_type_name(t.kv_type), o->n_ctx, t.n_seq, (double)t.buffers / GiB, lo,
                       (double)(t.reserve + t.driver) / GiB,
                       extra, host, lo > 1 ? " or --batch" : "", t.rollback ? " or --spec-max" : "", compact,
-                      (double)(fixed + expert_buffers_bytes(&f, (uint64_t)lo) +
-                               (f.n_computable ? 2 * slot_bytes(&f, kmin_ok) : 0)) / GiB);
+                      (double)stream_min_bytes(&f, o, lo, false, kmin_ok) / GiB);
         goto done;
     }
 
@@ -1094,10 +1102,8 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
          * (two slots of the smallest slice), rounded up to the hundredth of a GiB the message prints, so that
          * that budget holds it */
         if (can_stream && at > 0 && (size_t)at < sizeof p->why_batch) {
-            const uint64_t need = fixed_bytes(&f, o, top, best.kv_host) + expert_buffers_bytes(&f, (uint64_t)top) +
-                                  2 * slot_bytes(&f, kmin_ok);
             snprintf(p->why_batch + at, sizeof p->why_batch - (size_t)at, "; %d-token chunks with a ring of 2 slots "
-                     "need --gpu-mem %.2fG", top, gib_up(need));
+                     "need --gpu-mem %.2fG", top, gib_up(stream_min_bytes(&f, o, top, best.kv_host, kmin_ok)));
         }
     }
     /* why this staging */
@@ -1128,7 +1134,7 @@ int gpu_plan_compute(gpu_plan_t *p, const model_t *m, const gpu_plan_options_t *
     } else {
         snprintf(p->why_stage, sizeof p->why_stage, "none: two slots of %d experts with their buffers need %.2f GiB "
                  "more; the experts not resident run on the CPU side (--gpu-mem %.2f GiB would stream them)",
-                 kmin_ok, (double)min_stage / G, (double)(fixed_bytes(&f, o, lo, best.kv_host) + min_stage) / G);
+                 kmin_ok, (double)min_stage / G, (double)stream_min_bytes(&f, o, lo, best.kv_host, kmin_ok) / G);
     }
     /* why these resident experts */
     char runs[160];
