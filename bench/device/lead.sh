@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A session's consolidated device call (the lead's, after the session's CUDA changes have landed), from the repo
 # root with the pack unpacked in $C (bin/, lib/, COMMIT, base/ with the session start's guild and workers,
-# BASE_COMMIT):   C=/tmp/c bash bench/device/lead.sh [SECONDS]
+# BASE_COMMIT):   C=/tmp/c bash bench/device/lead.sh [SECONDS] [TEST_SECONDS]
+# (TEST_SECONDS: alltests.sh's share, default 110; spec_cuda.sh, its last step, needs ~150)
 # 1. every CUDA test program, mkmodel_greedy.sh and spec_cuda.sh (alltests.sh, 4 at a time), while check_amx and
 #    check_kernels run on the real AMX tiles and guild-mkmodel writes the Qwen3-30B-A3B shape;
 # 2. A/B of the tip against the session's start, medians of 3 each (issues 17, 18, 14's decode targets):
@@ -11,6 +12,7 @@
 # lead-files.tar.gz (the JSON, logs and the profile's plan).
 set -u
 budget=${1:-330}
+tests_s=${2:-110}
 C=${C:-/tmp/c}
 export LD_LIBRARY_PATH=$C/lib
 B=$C/bin
@@ -35,7 +37,7 @@ mk=$!
     timeout -s KILL 100 env CK_DEFAULT_TIMEOUT=300 "$B/tests/check_kernels" >> "$O/cpu-checks.txt" 2>&1
     echo "check_kernels rc=$?" >> "$O/cpu-checks.txt") &
 ck=$!
-OUT=$R C=$C bash bench/device/alltests.sh 110 0 4
+OUT=$R C=$C bash bench/device/alltests.sh "$tests_s" 0 4
 say "alltests ended; waiting for the CPU checks and the model"
 wait $mk $ck
 grep -E "^[0-9]+%: Checks|rc=" "$O/cpu-checks.txt"
