@@ -166,7 +166,7 @@ static int run_variant(int v, const chain_args_t *a, const uint32_t *ref, uint32
         (void)cudaGetLastError(); /* a refused capture is not an error: the launches are timed instead */
     }
     if (cuda_check(cudaMemsetAsync(a->vec, 0, 2 * (size_t)a->act * sizeof *a->vec, s), "reset", err) < 0 ||
-        cuda_check(cudaMemsetAsync(a->barrier, 0, 2 * sizeof *a->barrier, s), "reset", err) < 0)
+        cuda_check(cudaMemsetAsync(a->barrier, 0, CHAIN_BARRIER_WORDS * sizeof *a->barrier, s), "reset", err) < 0)
         goto out;
     if (t->graph ? cuda_check(cudaGraphLaunch(exec, s), "graph launch", err) : enqueue(v, a, sink, s, err))
         goto out;
@@ -236,7 +236,7 @@ static int run(const chain_cfg_t *c, int *mismatches, guild_err_t *err)
     if (cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream", err) < 0 ||
         cuda_check(cudaMalloc((void **)&w, words_max ? words_max * 4 : 16), "weights", err) < 0 ||
         cuda_check(cudaMalloc((void **)&vec, 2 * (size_t)c->act * 4), "vectors", err) < 0 ||
-        cuda_check(cudaMalloc((void **)&bar, 8), "barrier", err) < 0 ||
+        cuda_check(cudaMalloc((void **)&bar, CHAIN_BARRIER_WORDS * 4), "barrier", err) < 0 ||
         cuda_check(cudaMalloc((void **)&sink, 4), "sink", err) < 0 ||
         chain_fill(w, words_max, vec, c->act, bar, s, err) < 0 ||
         cuda_check(cudaStreamSynchronize(s), "fill", err) < 0)

@@ -59,24 +59,26 @@ __global__ void chain_phase_kernel(const chain_args_t a, int64_t g)
     activation_step(a, g, acc, red);
 }
 
-/* Every block of the grid arrives, the last one opens the next generation. bar[0] counts arrivals, bar[1] is the
- * generation; the writes before the barrier are visible to every block after it. */
+/* Every block of the grid takes a ticket from a counter that only grows (across barriers, launches and replays):
+ * tickets [k G, (k + 1) G) are one barrier's, so a block waits until the counter reaches the end of its ticket's
+ * window. No block resets anything, so the last arrival opens the barrier with its own atomic add. The writes
+ * before the barrier are visible to every block after it (release before the ticket, acquire on the poll). */
+static __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 static __device__ void grid_barrier(uint32_t *bar)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile uint32_t *gen = bar + 1;
-        const uint32_t my = *gen; /* cannot move before this block arrives */
         __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == my)
-                __nanosleep(20);
-        }
-        __threadfence();
+        const uint32_t ticket = atomicAdd(bar, 1u);
+        const uint32_t open = (ticket / gridDim.x + 1) * gridDim.x;
+        while ((int32_t)(load_acquire(bar) - open) < 0)
+            ;
     }
     __syncthreads();
 }
@@ -125,7 +127,7 @@ extern "C" int chain_fill(uint32_t *w, size_t n, uint32_t *vec, int32_t act, uin
 {
     chain_fill_kernel<<<1024, 256, 0, s>>>(w, n);
     if (cudaMemsetAsync(vec, 0, 2 * (size_t)act * sizeof *vec, s) != cudaSuccess ||
-        cudaMemsetAsync(barrier, 0, 2 * sizeof *barrier, s) != cudaSuccess)
+        cudaMemsetAsync(barrier, 0, CHAIN_BARRIER_WORDS * sizeof *barrier, s) != cudaSuccess)
         return cuda_launch_check("chain fill (memset)", err);
     return cuda_launch_check("chain fill", err);
 }

@@ -23,10 +23,12 @@
 extern "C" {
 #endif
 
+#define CHAIN_BARRIER_WORDS 32 /* one 128-byte line: the ticket counter */
+
 typedef struct chain_args {
     const uint32_t *w;  /* device: layers * phases * words words, chain_fill's */
     uint32_t *vec;      /* device: 2 * act words, the activation vectors (phase g reads vec[g % 2], writes the other) */
-    uint32_t *barrier;  /* device: 2 words, zero: the persistent kernel's arrival count and generation */
+    uint32_t *barrier;  /* device: CHAIN_BARRIER_WORDS words, zero: the persistent kernel's ticket counter */
     int32_t layers, phases;
     size_t words;       /* a phase's weight words, a multiple of 4 */
     int32_t act;        /* words of the activation vector */
