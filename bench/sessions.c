@@ -16,8 +16,8 @@
  *
  * Every session's prompt is `prompt` tokens of its own fixed LCG draw, prefilled alone once (a later size cuts the
  * cache of a session it shares with an earlier one back to the prompt and starts again from the same first token),
- * then all decode greedily: one warm-up step, `repeat` timed runs of `gen` steps (the step's time and wait are the
- * runs' medians, their spread printed), and the counting steps.
+ * then all decode greedily: one warm-up step, `repeat` timed runs of `gen` steps, each after an untimed step (the
+ * step's time and wait are the runs' medians, their spread printed), and the counting steps.
  *
  * The limit's rate is the best the CPU workers could read their experts at, probed the way they read them: as
  * many threads as the workers run, pinned to the same CPUs (pipeline_worker_threads), over shared memory of the
@@ -26,17 +26,20 @@
  * share of every expert-matrix-sized piece in a shuffled order (bench_bw_shape_t), with no wait between pieces (the
  * workers' hand-offs between layers are theirs to cut, not the memory's). One process: every CPU streaming its
  * own slice (the executor's threads are not pinned). Every CPU streaming is probed once at the start too, for
- * comparison. The rate moves between minutes on a shared machine, so it is measured where the runs are: `probes`
- * probes right before and right after each size's runs (the workers idle between steps), as well as once before
- * the workers start. A size's own limit takes the median of its probes; the strict limit takes the highest probe
- * of the whole run (the rate the machine showed it can give), and both fractions are printed. Beside them, the rate
- * the workers' reads reached: the CPU side's distinct expert bytes over the step's wait (a lower bound: the wait
- * holds the exchange's hand-offs too). --dram-gbs fixes the rate instead (no probes).
+ * comparison. The rate changes phase within seconds on a shared machine, so it is measured where the runs are:
+ * `probes` probes (a flank) right before each timed run and after the last (the workers idle between steps), so
+ * that every run lies between two flanks (probe, run, probe, run, ..., probe), as well as once before the workers
+ * start. Each run is held against the limit at its own flanks (bench/paired.h: their mean, bracketed by the higher
+ * and the lower; a run whose flanks disagree saw a phase change and is left out), and the size's paired fraction
+ * is the median of its runs'. A size's own limit takes the median of all its probes; the strict limit takes the
+ * highest probe of the whole run (the rate the machine showed it can give). Beside them, the rate the workers'
+ * reads reached: the CPU side's distinct expert bytes over the step's wait (a lower bound: the wait holds the
+ * exchange's hand-offs too). --dram-gbs fixes the rate instead (no probes; every flank is that rate).
  *
  * The model runs as `guild run` runs it (coordinator/backend_stack.h), with n_seq = the largest N. A table on
  * stdout, each size followed by where its step's time went (the GPU worker's step requests and its time in them,
- * the experts streamed to the device, the graph replays); then the fractions at the strict limit; with --json, the
- * same with provenance and every probe. */
+ * the experts streamed to the device, the graph replays) and its runs between their probes; then the paired
+ * fractions and the fractions at the strict limit; with --json, the same with provenance and every probe. */
 #include "config.h"
 
 #include <errno.h>
@@ -51,6 +54,7 @@
 
 #include "bench/bench.h"
 #include "bench/bw.h"
+#include "bench/paired.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/pipeline.h"
 #include "coordinator/remote_backend.h"
@@ -71,7 +75,7 @@
 #define MAX_CPUS 1024
 #define COUNT_STEPS 8 /* steps after the timed ones whose routing is counted */
 #define MAX_REPEAT 15
-#define MAX_PROBES 8             /* probes on each side of a size's runs */
+#define MAX_PROBES 8             /* probes at each flank of a timed run */
 #define PROBE_PASSES 5           /* a probe's rate: the median of its passes */
 
 enum {
@@ -94,6 +98,7 @@ typedef struct sess_cfg {
     int n_sizes;
     int32_t prompt, gen, batch, repeat, probes;
     double dram_gbps, probe_gb;
+    double flank_tol, target; /* --flank-tol, --target as fractions */
     bool verbose;
     stack_options_t flags;
     int argc;
@@ -107,8 +112,13 @@ typedef struct sess_result {
     double step_s, wait_s;              /* a decode step's time and its wait for the routed experts (run medians) */
     double step_min_s, step_max_s;      /* the spread of the runs' mean steps */
     double runs_step_s[MAX_REPEAT];     /* [repeat] each run's mean step */
-    double probes_gbps[2 * MAX_PROBES]; /* [n_probes] DRAM read probes, before then after the runs */
+    double runs_wait_s[MAX_REPEAT];     /* [repeat] each run's mean wait */
+    double probes_gbps[(MAX_REPEAT + 1) * MAX_PROBES]; /* [n_probes] DRAM read probes, in their order */
     int n_probes;
+    double flanks_gbps[MAX_REPEAT + 1]; /* [repeat + 1] the rate before run k and after run k - 1: the median of
+                                           that flank's probes (--dram-gbs: that rate) */
+    paired_run_t paired[MAX_REPEAT];    /* [repeat] each run against the limit at its flanks */
+    paired_summary_t pair;              /* the runs together, against --target */
     double dram_gbps;                   /* the median of this size's probes (or --dram-gbs): its own limit's rate */
     double distinct_cpu, distinct_gpu;  /* distinct experts a step, per layer (mean), on each side */
     double cpu_bytes, gpu_bytes;        /* a step's reads: the CPU side's distinct experts; dense, KV, resident */
@@ -144,8 +154,12 @@ static void usage(FILE *out)
             "      --prompt N          tokens of each session's prompt (default 128)\n"
             "      --gen N             decode steps a timed run (default 32)\n"
             "      --repeat N          timed runs a size, medians reported (default 3, at most 15)\n"
-            "      --probes N          DRAM read probes before and after each size's runs (default 2, at most 8)\n"
+            "      --probes N          DRAM read probes right before each timed run and after the last: each run\n"
+            "                          between two flanks (default 1 a flank, at most 8)\n"
             "      --probe-gb G        bytes a probe's pass reads, in GB (default 4: several times any cache)\n"
+            "      --flank-tol PCT     a run whose flanks differ by more than PCT%% saw a phase change and is left\n"
+            "                          out of the paired fractions (default 10)\n"
+            "      --target PCT        the fraction of the limit each size is judged against (default 90)\n"
             STACK_FLAGS_BATCH_HELP);
     stack_flags_usage(out, SESSIONS_STACK_FLAGS, DEFAULT_BACKEND);
     fprintf(out,
@@ -174,14 +188,18 @@ static int parse_list(const char *arg, int32_t *out, int max, int *n)
 
 static int parse_args(int argc, char **argv, sess_cfg_t *c)
 {
-    enum { O_SESS = 256, O_PROMPT, O_GEN, O_BATCH, O_DRAM, O_JSON, O_COMMIT, O_REPEAT, O_PROBES, O_PROBE_GB };
+    enum {
+        O_SESS = 256, O_PROMPT, O_GEN, O_BATCH, O_DRAM, O_JSON, O_COMMIT, O_REPEAT, O_PROBES, O_PROBE_GB, O_FLANK_TOL,
+        O_TARGET,
+    };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},     {"sessions", required_argument, NULL, O_SESS},
         {"prompt", required_argument, NULL, O_PROMPT}, {"gen", required_argument, NULL, O_GEN},
         {"batch", required_argument, NULL, O_BATCH}, {"dram-gbs", required_argument, NULL, O_DRAM},
         {"json", required_argument, NULL, O_JSON},   {"commit", required_argument, NULL, O_COMMIT},
         {"repeat", required_argument, NULL, O_REPEAT}, {"probes", required_argument, NULL, O_PROBES},
-        {"probe-gb", required_argument, NULL, O_PROBE_GB},
+        {"probe-gb", required_argument, NULL, O_PROBE_GB}, {"flank-tol", required_argument, NULL, O_FLANK_TOL},
+        {"target", required_argument, NULL, O_TARGET},
         {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -194,8 +212,10 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
     c->prompt = 128;
     c->gen = 32;
     c->repeat = 3;
-    c->probes = 2;
+    c->probes = 1;
     c->probe_gb = 4;
+    c->flank_tol = 0.10;
+    c->target = 0.90;
     c->argc = argc;
     c->argv = argv;
     long cpus = topo_all_cpus((int[MAX_CPUS]){0}, MAX_CPUS);
@@ -245,6 +265,18 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
         case O_PROBE_GB:
             if (!((c->probe_gb = atof(optarg)) >= 0.001 && c->probe_gb <= 1024)) {
                 guild_err_set(&e, "--probe-gb %s: expected 0.001 .. 1024", optarg);
+                goto bad;
+            }
+            break;
+        case O_FLANK_TOL:
+            if (!((c->flank_tol = atof(optarg) / 100) > 0 && c->flank_tol <= 10)) {
+                guild_err_set(&e, "--flank-tol %s: expected a percentage above 0, at most 1000", optarg);
+                goto bad;
+            }
+            break;
+        case O_TARGET:
+            if (!((c->target = atof(optarg) / 100) > 0 && c->target <= 1)) {
+                guild_err_set(&e, "--target %s: expected a percentage above 0, at most 100", optarg);
                 goto bad;
             }
             break;
@@ -396,15 +428,18 @@ static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *
     return 0;
 }
 
-/* k probes of the DRAM read rate appended to r's. -1 with err. */
-static int probe_dram(bench_bw_probe_t *pb, int k, sess_result_t *r, guild_err_t *err)
+/* Flank f of r's runs (before run f, after run f - 1): k probes of the DRAM read rate appended to r's, their median
+ * the flank's rate. -1 with err. */
+static int probe_flank(bench_bw_probe_t *pb, int k, int f, sess_result_t *r, guild_err_t *err)
 {
-    for (int i = 0; i < k && r->n_probes < 2 * MAX_PROBES; i++) {
+    double v[MAX_PROBES];
+    for (int i = 0; i < k; i++) {
         bench_bw_t bw;
         if (bench_bw_probe_run(pb, PROBE_PASSES, &bw, err) < 0)
             return -1;
-        r->probes_gbps[r->n_probes++] = bw.median_gbps;
+        r->probes_gbps[r->n_probes++] = v[i] = bw.median_gbps;
     }
+    r->flanks_gbps[f] = median(v, k);
     return 0;
 }
 
@@ -477,11 +512,16 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     r->prefill_s = guild_clock_s() - t0;
     if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0) /* warm-up (a graph captured, if any) */
         goto out;
-    if (pb && probe_dram(pb, c->probes, r, err) < 0)
-        goto out;
     sess_counters_t k0, k1;
     double requests = 0, streamed_layers = 0, streamed_bytes = 0, stream_passes = 0, graph_steps = 0;
     for (int32_t k = 0; k < c->repeat; k++) {
+        /* each run between two flanks: the probe right before it (the one after it is the next run's before) and
+         * an untimed step, so that the run starts with the workers awake as between steps, not from the probe's
+         * idle; the probes would else time the workers' wake-up into the first step */
+        if (pb && probe_flank(pb, c->probes, k, r, err) < 0)
+            goto out;
+        if (pb && bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+            goto out;
         counters(be, experts, &k0);
         const double t1 = guild_clock_s();
         for (int32_t g = 0; g < c->gen; g++)
@@ -490,7 +530,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         const double dt = guild_clock_s() - t1;
         counters(be, experts, &k1);
         r->runs_step_s[k] = steps[k] = dt / c->gen;
-        waits[k] = (k1.wait_s - k0.wait_s) / c->gen;
+        r->runs_wait_s[k] = waits[k] = (k1.wait_s - k0.wait_s) / c->gen;
         fwd[k] = (k1.forward_s - k0.forward_s) / c->gen;
         requests += (double)(k1.requests - k0.requests);
         streamed_layers += (double)(k1.bs.streamed_layers - k0.bs.streamed_layers);
@@ -498,7 +538,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         stream_passes += (double)(k1.bs.stream_passes - k0.bs.stream_passes);
         graph_steps += (double)(k1.bs.graph_steps - k0.bs.graph_steps);
     }
-    if (pb && probe_dram(pb, c->probes, r, err) < 0)
+    if (pb && probe_flank(pb, c->probes, c->repeat, r, err) < 0)
         goto out;
     const double timed = (double)c->gen * c->repeat;
     r->step_s = median(steps, c->repeat);
@@ -512,11 +552,13 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     r->stream_passes = stream_passes / timed;
     r->graph_steps = graph_steps / timed;
     if (pb) {
-        double v[2 * MAX_PROBES];
+        double v[(MAX_REPEAT + 1) * MAX_PROBES];
         memcpy(v, r->probes_gbps, (size_t)r->n_probes * sizeof *v);
         r->dram_gbps = median(v, r->n_probes);
     } else {
         r->dram_gbps = c->dram_gbps;
+        for (int k = 0; k <= c->repeat; k++)
+            r->flanks_gbps[k] = c->dram_gbps;
     }
     const double dram = r->dram_gbps;
     /* the distinct experts of a few more steps, each step's counters against the previous ones */
@@ -548,8 +590,8 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         }
     }
     /* the KV a step reads: each session's cache at the timed steps' mean position */
-    const double kv = (double)n * (double)(c->prompt + 1 + timed / 2) * 2.0 * mc->n_layer * (double)mc->n_head_kv *
-                      (double)mc->head_dim * 2.0;
+    const double kv = (double)n * (double)(c->prompt + 1 + (timed + c->repeat) / 2) * 2.0 * mc->n_layer *
+                      (double)mc->n_head_kv * (double)mc->head_dim * 2.0;
     if (counted) {
         r->distinct_cpu = d_cpu / counted / mc->n_layer;
         r->distinct_gpu = d_gpu / counted / mc->n_layer;
@@ -567,6 +609,9 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
                                                                      : 0;
         r->limit_step_s = dense_step + r->gpu_extra_s + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
         r->bytes_step_s = (hbm > 0 ? r->gpu_bytes / (hbm * 1e9) : 0) + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
+        const paired_limit_t lim = {.fixed_s = dense_step + r->gpu_extra_s, .dram_bytes = r->cpu_bytes};
+        paired_runs(&lim, r->flanks_gbps, r->runs_step_s, r->runs_wait_s, c->repeat, c->flank_tol, r->paired);
+        paired_summarize(r->paired, c->repeat, c->target, &r->pair);
     }
     rc = 0;
 out:
@@ -575,6 +620,41 @@ out:
     free(c0);
     free(c1);
     return rc;
+}
+
+/* The paired table: each size's runs against the limit at their flanking probes (bench/paired.h), the verdict on
+ * the target, and the runs that saw a phase change. */
+static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
+{
+    printf("# paired: each run against the limit at the DRAM probes right before and right after it, at their mean "
+           "(median and spread of the runs); beside it the medians at the higher probe (the conservative fraction) "
+           "and at the lower; a run whose probes differ by more than %.0f%% saw a phase change and is left out "
+           "(evidence neither way); the %.0f%% target: met where the median at the higher probe reaches it, missed "
+           "where the median at the lower does not, else undecided; wait/probe: the rate the runs' waits read at "
+           "over their probes' mean (above 1: the reads outran the probes, no limit then)\n",
+           100 * c->flank_tol, 100 * c->target);
+    printf("%8s %12s %9s %15s %9s %9s %7s %10s  %s\n", "sessions", "decode tok/s", "paired", "runs", "at higher",
+           "at lower", "stable", "wait/probe", "target");
+    int runs = 0, phase = 0;
+    for (int i = 0; i < c->n_sizes; i++) {
+        const sess_result_t *r = &res[i];
+        const paired_summary_t *p = &r->pair;
+        if (!p->runs)
+            continue;
+        runs += p->runs;
+        phase += p->phase;
+        char spread[64] = "-", paired[32] = "-", hi[32] = "-", lo[32] = "-";
+        if (p->stable) {
+            snprintf(spread, sizeof spread, "%.1f-%.1f%%", 100 * p->min, 100 * p->max);
+            snprintf(paired, sizeof paired, "%.1f%%", 100 * p->median);
+            snprintf(hi, sizeof hi, "%.1f%%", 100 * p->median_hi);
+            snprintf(lo, sizeof lo, "%.1f%%", 100 * p->median_lo);
+        }
+        printf("%8d %12.2f %9s %15s %9s %9s %4d/%-2d %10.2f  %s\n", r->n, r->n / r->step_s, paired, spread, hi, lo,
+               p->stable, p->runs, p->wait_over_flank, paired_verdict_name(p->verdict));
+    }
+    printf("# paired: %d of %d runs had flanking probes more than %.0f%% apart (a phase change during the run)\n",
+           phase, runs, 100 * c->flank_tol);
 }
 
 int bench_sessions_main(int argc, char **argv)
@@ -601,7 +681,7 @@ int bench_sessions_main(int argc, char **argv)
         goto out;
     const model_config_t *mc = model_config(m);
     c.flags.n_seq = max_n;
-    c.flags.n_ctx = c.prompt + c.gen * c.repeat + COUNT_STEPS + 2;
+    c.flags.n_ctx = c.prompt + (c.gen + 1) * c.repeat + COUNT_STEPS + 2; /* a run: its untimed step and gen timed */
     if (!(tok0 = calloc((size_t)max_n, sizeof *tok0))) {
         guild_err_set(&err, "out of memory");
         goto out;
@@ -662,8 +742,8 @@ int bench_sessions_main(int argc, char **argv)
         printf("# DRAM probe: %s (the median of %d passes; every CPU streaming its own slice: %.1f GB/s)\n",
                probe_desc, PROBE_PASSES, machine);
     printf("# %d timed runs of %d steps a size (medians; runs: the fastest and the slowest run's step); "
-           "probes: %s\n", c.repeat, c.gen, pb ? "the DRAM read rate right before and after each size's runs "
-           "(min - max; own: their median)" : "none (--dram-gbs)");
+           "probes: %s\n", c.repeat, c.gen, pb ? "the DRAM read rate right before each run and after the last, "
+           "each run between two (min - max; own: their median)" : "none (--dram-gbs)");
     printf("# distinct: experts a step touches per layer (CPU side + GPU-resident); out: the step outside the wait; "
            "limit: the dense step (the smallest count's step less its wait for the experts) plus the GPU-resident "
            "distinct experts' bytes beyond the smallest count's at the device's copy rate plus the CPU side's "
@@ -700,8 +780,16 @@ int bench_sessions_main(int argc, char **argv)
             printf("%8s a step: %.2f requests, the GPU worker %.2f ms in them (the coordinator %.2f ms); streamed %.1f "
                    "layers, %.3f GB (%.2f passes)\n", "", r->requests, r->forward_s * 1e3,
                    (r->step_s - r->forward_s) * 1e3, r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
+        for (int k = 0; k < r->pair.runs; k++) {
+            const paired_run_t *p = &r->paired[k];
+            printf("#  run %d: probe %.1f | %.2f ms, wait %.2f ms (%.1f GB/s) | probe %.1f GB/s: %.1f%% of the limit "
+                   "at their mean (%.1f-%.1f%%)%s\n", k + 1, p->before_gbps, p->step_s * 1e3, p->wait_s * 1e3,
+                   p->wait_gbps, p->after_gbps, 100 * p->fraction, 100 * p->fraction_hi, 100 * p->fraction_lo,
+                   p->phase ? ": phase change" : "");
+        }
         fflush(stdout);
     }
+    print_paired(&c, res);
     /* the strict limit: the run's highest probe */
     printf("# strict: the limit at the run's highest DRAM probe, %.1f GB/s (own: each size's probes' median); where "
            "the rest goes: waits (the rate the waits read at, of the strict rate) and out+ (the step outside the wait "
@@ -751,6 +839,17 @@ int bench_sessions_main(int argc, char **argv)
         json_object_set_new(root, "dram_every_cpu_streaming_gbps", json_real(machine));
         json_object_set_new(root, "dram_strict_gbps", json_real(strict));
         json_object_set_new(root, "device_copy_gbps", json_real(hbm));
+        json_object_set_new(root, "probe_layout", json_string(pb ? "paired: a flank before each run and after the "
+                                                                   "last" : "none (--dram-gbs)"));
+        json_object_set_new(root, "flank_tolerance", json_real(c.flank_tol));
+        json_object_set_new(root, "target_fraction", json_real(c.target));
+        int all_runs = 0, phase_runs = 0;
+        for (int i = 0; i < c.n_sizes; i++) {
+            all_runs += res[i].pair.runs;
+            phase_runs += res[i].pair.phase;
+        }
+        json_object_set_new(root, "paired_runs_total", json_integer(all_runs));
+        json_object_set_new(root, "paired_runs_phase_change_total", json_integer(phase_runs));
         for (int i = 0; i < c.n_sizes; i++) {
             const sess_result_t *r = &res[i];
             json_t *j = json_object();
@@ -786,6 +885,35 @@ int bench_sessions_main(int argc, char **argv)
                                 json_real(r->strict_step_s > 0 ? r->n / r->strict_step_s : 0));
             json_object_set_new(j, "strict_fraction_of_limit",
                                 json_real(r->strict_step_s > 0 ? r->strict_step_s / r->step_s : 0));
+            json_t *flanks = json_array(), *pruns = json_array();
+            for (int k = 0; k <= c.repeat; k++)
+                json_array_append_new(flanks, json_real(r->flanks_gbps[k]));
+            for (int k = 0; k < r->pair.runs; k++) {
+                const paired_run_t *p = &r->paired[k];
+                json_t *q = json_object();
+                json_object_set_new(q, "step_s", json_real(p->step_s));
+                json_object_set_new(q, "expert_wait_s", json_real(p->wait_s));
+                json_object_set_new(q, "wait_read_gbps", json_real(p->wait_gbps));
+                json_object_set_new(q, "probe_before_gbps", json_real(p->before_gbps));
+                json_object_set_new(q, "probe_after_gbps", json_real(p->after_gbps));
+                json_object_set_new(q, "fraction_of_limit", json_real(p->fraction));
+                json_object_set_new(q, "fraction_at_higher_probe", json_real(p->fraction_hi));
+                json_object_set_new(q, "fraction_at_lower_probe", json_real(p->fraction_lo));
+                json_object_set_new(q, "phase_change", json_boolean(p->phase));
+                json_array_append_new(pruns, q);
+            }
+            const paired_summary_t *ps = &r->pair;
+            json_object_set_new(j, "dram_flanks_gbps", flanks);
+            json_object_set_new(j, "paired_runs", pruns);
+            json_object_set_new(j, "paired_stable_runs", json_integer(ps->stable));
+            json_object_set_new(j, "paired_phase_change_runs", json_integer(ps->phase));
+            json_object_set_new(j, "paired_fraction_median", json_real(ps->median));
+            json_object_set_new(j, "paired_fraction_min", json_real(ps->min));
+            json_object_set_new(j, "paired_fraction_max", json_real(ps->max));
+            json_object_set_new(j, "paired_fraction_at_higher_median", json_real(ps->median_hi));
+            json_object_set_new(j, "paired_fraction_at_lower_median", json_real(ps->median_lo));
+            json_object_set_new(j, "paired_wait_over_probe", json_real(ps->wait_over_flank));
+            json_object_set_new(j, "paired_target", json_string(paired_verdict_name(ps->verdict)));
             json_object_set_new(j, "bytes_limit_tok_s", json_real(r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0));
             json_object_set_new(j, "requests_per_step", json_real(r->requests));
             json_object_set_new(j, "gpu_worker_forward_s", json_real(r->forward_s));

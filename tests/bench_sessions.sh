@@ -4,7 +4,8 @@
 # model's experts, the limit and the JSON; on the pipeline, a step of more sessions than the default 8 logits rows
 # a request is still one step request (requests_per_step 1: rows cut into several requests would each read the
 # step's experts again); the DRAM probes around each size's runs and the repeated runs (medians, the strict limit
-# at the highest probe); usage errors.
+# at the highest probe); each run between two flanks of probes and its paired fractions (bench/paired.h's
+# arithmetic is tests/check_paired's: here, that the bench feeds it the probes and runs it measured); usage errors.
 set -u
 B=${GUILD_BUILDDIR:-.}
 if [ ! -x "$B/guild" ] || [ ! -x "$B/tools/guild-mkmodel" ]; then
@@ -27,7 +28,7 @@ for mode in --single-process "--cpu-workers 1"; do
     cat "$T/out.txt"
     # sessions, tok/s, distinct "cpu+gpu" (the table above the strict one): 1 session touches at most top-k per
     # layer, 12 at least that
-    awk '/^# strict/ { done = 1 }
+    awk '/^# (paired|strict)/ { done = 1 }
          !done && /^ *[0-9]+ / { n[$1] = 1; if ($2 <= 0) bad = "rate " $2; split($7, d, "+");
                         if (d[1] + d[2] > 16) bad = "distinct " $7;
                         if ($1 == 1 && d[1] + d[2] > 4.001) bad = "one session touches " $7;
@@ -43,27 +44,83 @@ for mode in --single-process "--cpu-workers 1"; do
 done
 # the DRAM probes around each size's runs (small passes: this is about the bookkeeping, not the rate) and the
 # repeated runs: every size has its probes and runs in the JSON, the strict limit (the run's highest probe) is
-# never looser than a size's own (its probes' median), the median run lies within the runs' spread
+# never looser than a size's own (its probes' median), the median run lies within the runs' spread; paired: 2
+# probes at each of the 4 flanks (probe, run, probe, run, probe, run, probe), each run's flanks the medians of the
+# probes before and after it, its fractions the limit at their mean, higher and lower over its step, the phase
+# changes those beyond --flank-tol, the size's medians over the other runs; the tables and the per-run lines
 timeout 120 "$B/guild" bench sessions -m "$T/m.gguf" --backend cpu --single-process --threads 2 --sessions 1,3 \
-    --prompt 8 --gen 3 --repeat 3 --probes 2 --probe-gb 0.02 --json "$T/p.json" > "$T/out.txt" 2> "$T/err.txt" ||
+    --prompt 8 --gen 3 --repeat 3 --probes 2 --probe-gb 0.02 --flank-tol 4 --target 80 --json "$T/p.json" \
+    > "$T/out.txt" 2> "$T/err.txt" ||
     { cat "$T/err.txt"; fail "guild bench sessions --probes"; }
 cat "$T/out.txt"
 grep -q "^# strict: the limit at the run's highest DRAM probe" "$T/out.txt" || fail "--probes: no strict table"
+grep -q "^# paired: each run against the limit at the DRAM probes right before and right after it" "$T/out.txt" ||
+    fail "--probes: no paired table"
+[ "$(grep -c '^#  run [1-3]: probe [0-9.]* | [0-9.]* ms, wait ' "$T/out.txt")" = 6 ] || fail "--probes: the run lines"
+grep -Eq "^# paired: [0-9]+ of 6 runs had flanking probes more than 4% apart" "$T/out.txt" ||
+    fail "--probes: no phase-change count"
+awk '/^# paired: each/ { on = 1; next } /^# paired:/ { on = 0 } on && /^ *[0-9]+ / { n++;
+         if ($NF != "met" && $NF != "missed" && $NF != "undecided" && $0 !~ /no stable run$/) bad = $0 }
+     END { if (n != 2 || bad != "") { print "paired rows " n ": " bad; exit 1 } }' "$T/out.txt" ||
+    fail "--probes: the paired table's rows"
 python3 - "$T/p.json" << 'EOF' || fail "--probes: the JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["repeat"] == 3 and d["probes_each_side"] == 2 and d["probe_bytes"] > 0, d
 strict = d["dram_strict_gbps"]
 assert strict >= d["dram_read_gbps"] > 0, (strict, d["dram_read_gbps"])
+assert d["flank_tolerance"] == 0.04 and d["target_fraction"] == 0.8, d
+assert d["probe_layout"].startswith("paired"), d["probe_layout"]
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+phase_all = 0
 for s in d["sizes"]:
     p, runs = s["dram_probes_gbps"], s["step_runs_s"]
-    assert len(p) == 4 and min(p) > 0 and max(p) <= strict, (p, strict)
-    assert sorted(p)[1] <= s["dram_gbps"] <= sorted(p)[2], (p, s["dram_gbps"])
+    assert len(p) == 8 and min(p) > 0 and max(p) <= strict, (p, strict)
+    assert abs(s["dram_gbps"] - median(p)) < 1e-9, (p, s["dram_gbps"])
+    fl, pr = s["dram_flanks_gbps"], s["paired_runs"]
+    assert fl == [median(p[2 * k:2 * k + 2]) for k in range(4)], (fl, p)
+    assert len(pr) == 3, pr
+    # the limit's step at a rate: its part no rate changes, as the own limit (at the size's median) splits it
+    fixed = s["dense_step_s"] + s["gpu_extra_expert_s"]
+    at = lambda r, step: (fixed + s["cpu_expert_bytes_per_step"] / (r * 1e9)) / step
+    assert abs(at(s["dram_gbps"], s["step_s"]) - s["fraction_of_limit"]) < 1e-9, s
+    stable = []
+    for k, q in enumerate(pr):
+        a, b = fl[k], fl[k + 1]
+        assert q["probe_before_gbps"] == a and q["probe_after_gbps"] == b, (q, fl)
+        assert q["step_s"] == runs[k], (q, runs)
+        assert abs(q["fraction_of_limit"] - at((a + b) / 2, runs[k])) < 1e-9, q
+        assert abs(q["fraction_at_higher_probe"] - at(max(a, b), runs[k])) < 1e-9, q
+        assert abs(q["fraction_at_lower_probe"] - at(min(a, b), runs[k])) < 1e-9, q
+        assert q["fraction_at_higher_probe"] <= q["fraction_of_limit"] <= q["fraction_at_lower_probe"], q
+        assert q["phase_change"] == (max(a, b) > min(a, b) * (1 + d["flank_tolerance"])), (q, a, b)
+        assert q["expert_wait_s"] > 0 and abs(q["wait_read_gbps"] * q["expert_wait_s"] * 1e9 -
+                                             s["cpu_expert_bytes_per_step"]) < 1e-3, q
+        if not q["phase_change"]:
+            stable.append(q)
+    phase_all += 3 - len(stable)
+    assert s["paired_stable_runs"] == len(stable) and s["paired_phase_change_runs"] == 3 - len(stable), s
+    if stable:
+        f = [q["fraction_of_limit"] for q in stable]
+        hi = median([q["fraction_at_higher_probe"] for q in stable])
+        lo = median([q["fraction_at_lower_probe"] for q in stable])
+        assert abs(s["paired_fraction_median"] - median(f)) < 1e-12, s
+        assert s["paired_fraction_min"] == min(f) and s["paired_fraction_max"] == max(f), s
+        assert abs(s["paired_fraction_at_higher_median"] - hi) < 1e-12, s
+        assert abs(s["paired_fraction_at_lower_median"] - lo) < 1e-12, s
+        assert s["paired_target"] == ("met" if hi >= 0.8 else "missed" if lo < 0.8 else "undecided"), s
+        w = median([q["wait_read_gbps"] / ((q["probe_before_gbps"] + q["probe_after_gbps"]) / 2) for q in stable])
+        assert abs(s["paired_wait_over_probe"] - w) < 1e-9, s
+    else:
+        assert s["paired_target"] == "no stable run", s
     assert len(runs) == 3 and s["step_min_s"] == min(runs) and s["step_max_s"] == max(runs), runs
     assert s["step_min_s"] <= s["step_s"] <= s["step_max_s"], s
     assert abs(s["step_outside_wait_s"] - (s["step_s"] - s["expert_wait_s"])) < 1e-9, s
     assert 0 < s["strict_fraction_of_limit"] <= s["fraction_of_limit"] + 1e-12, s
     assert s["strict_limit_tok_s"] >= s["limit_tok_s"] - 1e-9, s
+assert d["paired_runs_total"] == 6 and d["paired_runs_phase_change_total"] == phase_all, d
 EOF
 # on the pipeline the probe reads as the CPU worker does: its thread count and CPUs, shared memory, pieces; the
 # header names them, the JSON has them and the rate the waits reached
@@ -102,7 +159,13 @@ grep -q '"dram_probes_gbps": \[\]' "$T/s.json" || fail "--dram-gbs: probes in th
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["dram_strict_gbps"] == 10 and all(
     s["strict_fraction_of_limit"] == s["fraction_of_limit"] for s in d["sizes"]), d' "$T/s.json" ||
     fail "--dram-gbs: the strict limit"
-for bad in "--repeat 0" "--repeat 16" "--probes 0" "--probes 9" "--probe-gb 0" "--dram-gbs -1"; do
+# and every flank is that rate: no phase change, each run's three fractions one
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["paired_runs_phase_change_total"] == 0 and all(
+    s["dram_flanks_gbps"] == [10] * 4 and s["paired_stable_runs"] == 3 and all(q["fraction_at_higher_probe"] ==
+    q["fraction_of_limit"] == q["fraction_at_lower_probe"] for q in s["paired_runs"]) for s in d["sizes"]), d' \
+    "$T/s.json" || fail "--dram-gbs: the paired runs"
+for bad in "--repeat 0" "--repeat 16" "--probes 0" "--probes 9" "--probe-gb 0" "--dram-gbs -1" "--flank-tol 0" \
+    "--target 0" "--target 101"; do
     # shellcheck disable=SC2086
     "$B/guild" bench sessions -m "$T/m.gguf" $bad > /dev/null 2> "$T/err.txt" && fail "$bad accepted"
     grep -q -- "${bad% *}" "$T/err.txt" || fail "$bad: $(cat "$T/err.txt")"

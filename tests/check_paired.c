@@ -1,0 +1,170 @@
+/* bench/paired: runs held against the limit at their flanking probes, on hand-made numbers (no GPU, no probe): the
+ * fractions at the flanks' mean, the higher and the lower flank, the phase changes left out, the medians, the
+ * waits' rate over the probes', the verdict on a target. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "bench/paired.h"
+
+#define TOL 1e-12
+
+/* A step's limit: 5 ms that no DRAM rate changes plus 1 GB from DRAM (10 ms at 100 GB/s, 8 at 125, 12.5 at 80). */
+static const paired_limit_t lim = {.fixed_s = 0.005, .dram_bytes = 1e9};
+
+/* Four runs between five flanks: steady at 100 GB/s; 100 -> 125 and 125 -> 80 (phase changes); 80 -> 84 (5%: the
+ * same phase at a 10% tolerance). */
+static const double flanks[] = {100, 100, 125, 80, 84};
+static const double steps[] = {0.0150, 0.0200, 0.0200, 0.0175};
+static const double waits[] = {0.0100, 0.0125, 0.0125, 0.0100};
+
+START_TEST(test_runs)
+{
+    paired_run_t r[4];
+    paired_runs(&lim, flanks, steps, waits, 4, 0.10, r);
+    /* steady: 15 ms of limit over a 15 ms step, whichever flank */
+    ck_assert_double_eq_tol(r[0].fraction, 1.0, TOL);
+    ck_assert_double_eq_tol(r[0].fraction_hi, 1.0, TOL);
+    ck_assert_double_eq_tol(r[0].fraction_lo, 1.0, TOL);
+    ck_assert(!r[0].phase);
+    ck_assert_double_eq_tol(r[0].wait_gbps, 100, 1e-9);
+    /* 100 -> 125: at 112.5 GB/s (5 + 8.888... ms) over 20 ms; at 125 13 ms, at 100 15 ms; a phase change */
+    ck_assert_double_eq_tol(r[1].fraction, (0.005 + 1.0 / 112.5) / 0.02, TOL);
+    ck_assert_double_eq_tol(r[1].fraction_hi, 0.65, TOL);
+    ck_assert_double_eq_tol(r[1].fraction_lo, 0.75, TOL);
+    ck_assert(r[1].phase);
+    ck_assert_double_eq_tol(r[1].before_gbps, 100, TOL);
+    ck_assert_double_eq_tol(r[1].after_gbps, 125, TOL);
+    /* 125 -> 80 falls: the higher flank is the one before */
+    ck_assert(r[2].phase);
+    ck_assert_double_eq_tol(r[2].fraction_hi, 0.65, TOL);
+    ck_assert_double_eq_tol(r[2].fraction_lo, 0.875, TOL);
+    /* 80 -> 84: at 82 GB/s; 84 the conservative one (16.90 ms), 80 the lenient one (17.5 ms over 17.5) */
+    ck_assert(!r[3].phase);
+    ck_assert_double_eq_tol(r[3].fraction, (0.005 + 1.0 / 82) / 0.0175, TOL);
+    ck_assert_double_eq_tol(r[3].fraction_hi, (0.005 + 1.0 / 84) / 0.0175, TOL);
+    ck_assert_double_eq_tol(r[3].fraction_lo, 1.0, TOL);
+    ck_assert_double_eq_tol(r[3].wait_s, 0.01, TOL);
+    for (int k = 0; k < 4; k++)
+        ck_assert(r[k].fraction_hi <= r[k].fraction && r[k].fraction <= r[k].fraction_lo);
+}
+END_TEST
+
+START_TEST(test_summary)
+{
+    paired_run_t r[4];
+    paired_summary_t s;
+    paired_runs(&lim, flanks, steps, waits, 4, 0.10, r);
+    paired_summarize(r, 4, 0.90, &s);
+    ck_assert_int_eq(s.runs, 4);
+    ck_assert_int_eq(s.stable, 2);
+    ck_assert_int_eq(s.phase, 2);
+    /* the stable runs 0 and 3 alone: the phase changes' 0.65-0.875 are in no figure */
+    const double f3 = (0.005 + 1.0 / 82) / 0.0175, h3 = (0.005 + 1.0 / 84) / 0.0175;
+    ck_assert_double_eq_tol(s.median, 0.5 * (1.0 + f3), TOL);
+    ck_assert_double_eq_tol(s.min, f3, TOL);
+    ck_assert_double_eq_tol(s.max, 1.0, TOL);
+    ck_assert_double_eq_tol(s.median_hi, 0.5 * (1.0 + h3), TOL);
+    ck_assert_double_eq_tol(s.median_lo, 1.0, TOL);
+    /* waits read 100 GB/s in both: over 100 and over 82 */
+    ck_assert_double_eq_tol(s.wait_over_flank, 0.5 * (1.0 + 100.0 / 82), 1e-9);
+    ck_assert_int_eq(s.verdict, PAIRED_MET);
+    ck_assert_str_eq(paired_verdict_name(s.verdict), "met");
+    /* 99%: the conservative median (98.3%) below, the lenient one (100%) above */
+    paired_summarize(r, 4, 0.99, &s);
+    ck_assert_int_eq(s.verdict, PAIRED_UNDECIDED);
+    ck_assert_str_eq(paired_verdict_name(s.verdict), "undecided");
+    /* 101%: both below */
+    paired_summarize(r, 4, 1.01, &s);
+    ck_assert_int_eq(s.verdict, PAIRED_MISSED);
+    ck_assert_str_eq(paired_verdict_name(s.verdict), "missed");
+    /* a looser tolerance (60%) keeps every run: four fractions, the median of the middle two */
+    paired_runs(&lim, flanks, steps, waits, 4, 0.60, r);
+    paired_summarize(r, 4, 0.90, &s);
+    ck_assert_int_eq(s.stable, 4);
+    ck_assert_int_eq(s.phase, 0);
+    const double f1 = (0.005 + 1.0 / 112.5) / 0.02, f2 = (0.005 + 1.0 / 102.5) / 0.02;
+    ck_assert(f1 < f2 && f2 < f3); /* 0.694, 0.738, 0.983, 1 */
+    ck_assert_double_eq_tol(s.median, 0.5 * (f2 + f3), TOL);
+    ck_assert_double_eq_tol(s.min, f1, TOL);
+    ck_assert_double_eq_tol(s.max, 1.0, TOL);
+    /* at the higher flank 0.65, 0.65, 0.966, 1 -> 0.808; at the lower 0.75, 0.875, 1, 1 -> 0.9375: the phase changes
+     * taken as evidence leave 90% undecided where the stable runs alone met it */
+    ck_assert_double_eq_tol(s.median_hi, 0.5 * (0.65 + h3), TOL);
+    ck_assert_double_eq_tol(s.median_lo, 0.9375, TOL);
+    ck_assert_int_eq(s.verdict, PAIRED_UNDECIDED);
+}
+END_TEST
+
+START_TEST(test_tolerance_edge_and_no_evidence)
+{
+    /* 9.5% apart: the same phase; 10.5%: a change (either direction) */
+    const double f[] = {100, 109.5, 99.1, 109.5};
+    const double st[] = {0.02, 0.02, 0.02};
+    paired_run_t r[3];
+    paired_runs(&lim, f, st, NULL, 3, 0.10, r);
+    ck_assert(!r[0].phase);
+    ck_assert(r[1].phase);
+    ck_assert(r[2].phase);
+    ck_assert_double_eq_tol(r[0].wait_gbps, 0, TOL); /* no waits given */
+    paired_summary_t s;
+    paired_summarize(r + 1, 2, 0.90, &s);
+    ck_assert_int_eq(s.stable, 0);
+    ck_assert_int_eq(s.phase, 2);
+    ck_assert_int_eq(s.verdict, PAIRED_NO_EVIDENCE);
+    ck_assert_str_eq(paired_verdict_name(s.verdict), "no stable run");
+    ck_assert_double_eq_tol(s.median, 0, TOL);
+    ck_assert_double_eq_tol(s.wait_over_flank, 0, TOL);
+    paired_summarize(r, 1, 0.90, &s);
+    ck_assert_int_eq(s.stable, 1);
+    ck_assert_double_eq_tol(s.wait_over_flank, 0, TOL); /* no run had a wait */
+    paired_summarize(r, 0, 0.90, &s);
+    ck_assert_int_eq(s.runs, 0);
+    ck_assert_int_eq(s.verdict, PAIRED_NO_EVIDENCE);
+}
+END_TEST
+
+START_TEST(test_constant_rate_is_the_own_limit)
+{
+    /* every flank the same rate (guild bench sessions --dram-gbs): each run's three fractions are the limit at that
+     * rate over its step */
+    const double f[] = {50, 50, 50, 50};
+    const double st[] = {0.030, 0.025, 0.040};
+    paired_run_t r[3];
+    paired_runs(&lim, f, st, NULL, 3, 0.10, r);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_double_eq_tol(r[k].fraction, 0.025 / st[k], TOL);
+        ck_assert_double_eq_tol(r[k].fraction_hi, r[k].fraction, TOL);
+        ck_assert_double_eq_tol(r[k].fraction_lo, r[k].fraction, TOL);
+        ck_assert(!r[k].phase);
+    }
+    paired_summary_t s;
+    paired_summarize(r, 3, 0.90, &s);
+    ck_assert_double_eq_tol(s.median, 0.025 / 0.030, TOL);
+    ck_assert_double_eq_tol(s.min, 0.025 / 0.040, TOL);
+    ck_assert_double_eq_tol(s.max, 1.0, TOL);
+    ck_assert_int_eq(s.verdict, PAIRED_MISSED); /* 83.3% at either flank */
+}
+END_TEST
+
+static Suite *paired_suite(void)
+{
+    Suite *s = suite_create("paired");
+    TCase *tc = tcase_create("runs");
+    tcase_add_test(tc, test_runs);
+    tcase_add_test(tc, test_constant_rate_is_the_own_limit);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("summary");
+    tcase_add_test(tc, test_summary);
+    tcase_add_test(tc, test_tolerance_edge_and_no_evidence);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(paired_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
