@@ -132,23 +132,34 @@ extern "C" int chain_fill(uint32_t *w, size_t n, uint32_t *vec, int32_t act, uin
     return cuda_launch_check("chain fill", err);
 }
 
-extern "C" int chain_launch_kernels(const chain_args_t *a, int pdl, cudaStream_t s, guild_err_t *err)
+/* a->blocks x a->threads on s, with the attribute `id` set (cooperative or programmatic serialization) when on */
+static cudaLaunchConfig_t launch_config(const chain_args_t *a, cudaStream_t s, cudaLaunchAttribute *at,
+                                        cudaLaunchAttributeID id, int on)
 {
-    if (args_check(a, err) < 0)
-        return -1;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at->id = id;
+    if (id == cudaLaunchAttributeCooperative)
+        at->val.cooperative = 1;
+    else
+        at->val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t c = {};
     c.gridDim = dim3((unsigned)a->blocks);
     c.blockDim = dim3((unsigned)a->threads);
     c.stream = s;
     c.attrs = at;
-    c.numAttrs = pdl ? 1 : 0;
+    c.numAttrs = on ? 1 : 0;
+    return c;
+}
+
+extern "C" int chain_launch_kernels(const chain_args_t *a, int pdl, cudaStream_t s, guild_err_t *err)
+{
+    if (args_check(a, err) < 0)
+        return -1;
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t c = launch_config(a, s, &at, cudaLaunchAttributeProgrammaticStreamSerialization, pdl);
     const int64_t n = (int64_t)a->layers * a->phases;
     for (int64_t g = 0; g < n; g++)
         if (cudaLaunchKernelEx(&c, chain_phase_kernel, *a, g) != cudaSuccess)
-            return cuda_launch_check("chain phase kernel", err);
+            break;
     return cuda_launch_check("chain phase kernel", err);
 }
 
@@ -156,19 +167,12 @@ extern "C" int chain_launch_persistent(const chain_args_t *a, int per_step, cuda
 {
     if (args_check(a, err) < 0)
         return -1;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
-    cudaLaunchConfig_t c = {};
-    c.gridDim = dim3((unsigned)a->blocks);
-    c.blockDim = dim3((unsigned)a->threads);
-    c.stream = s;
-    c.attrs = at;
-    c.numAttrs = 1;
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t c = launch_config(a, s, &at, cudaLaunchAttributeCooperative, 1);
     const int32_t launches = per_step ? 1 : a->layers, n = per_step ? a->layers * a->phases : a->phases;
     for (int32_t l = 0; l < launches; l++)
         if (cudaLaunchKernelEx(&c, chain_persistent_kernel, *a, (int64_t)l * n, n) != cudaSuccess)
-            return cuda_launch_check("chain persistent kernel", err);
+            break;
     return cuda_launch_check("chain persistent kernel", err);
 }
 
