@@ -520,7 +520,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
          * idle; the probes would else time the workers' wake-up into the first step */
         if (pb && probe_flank(pb, c->probes, k, r, err) < 0)
             goto out;
-        if (pb && bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
+        if (bench_decode_step(be, n, tok, seq, pos, rows, logits, V, err) < 0)
             goto out;
         counters(be, experts, &k0);
         const double t1 = guild_clock_s();

@@ -7,7 +7,7 @@
 # $OUT: pairprobe.log and pairprobe-files.tar.gz (each run's table and JSON).
 set -u
 # shellcheck disable=SC2034 # lib.sh's step reads t0 and budget
-t0=$(date +%s) budget=${1:-290}
+t0=$(date +%s) budget=${1:-300}
 C=${C:-/tmp/c}
 B=$C/bin
 export LD_LIBRARY_PATH=$C/lib
@@ -25,7 +25,7 @@ m=/tmp/q30b.gguf
 step 90 "guild-mkmodel" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool --threads "$(nproc)" -q -o $m
 [ -f $m ] || { say "no model"; tar -czf "$R/pairprobe-files.tar.gz" -C "$O" .; exit 1; }
 sessions() { # TAG PROBES: the sessions bench, its table in $O/sessions-TAG.out, the paired and strict tables shown
-    step 65 "guild bench sessions ($1, --probes $2)" sh -c '"$0" "$@" > "'"$O/sessions-$1.out"'" 2>&1; st=$?;
+    step 70 "guild bench sessions ($1, --probes $2)" sh -c '"$0" "$@" > "'"$O/sessions-$1.out"'" 2>&1; st=$?;
         sed -n "/^# paired: each/,\$p" "'"$O/sessions-$1.out"'"; exit $st' "$B/guild" bench sessions -m $m \
         --gpu-mem 8G --threads 14 --sessions 1,2,4,8,16 --prompt 128 --gen 16 --repeat 5 --probes "$2" \
         --commit "$commit" --json "$O/sessions-$1.json"
