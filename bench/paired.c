@@ -31,6 +31,7 @@ void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const dou
         r->fraction_hi = fraction_at(lim, hi, r->step_s);
         r->fraction_lo = fraction_at(lim, lo, r->step_s);
         r->phase = hi > lo * (1 + tol);
+        r->outran = r->wait_gbps > hi;
     }
 }
 
@@ -55,8 +56,9 @@ void paired_summarize(const paired_run_t *runs, int n, double target, paired_sum
     int nw = 0;
     for (int k = 0; k < n; k++) {
         const paired_run_t *r = &runs[k];
-        if (r->phase) {
-            s->phase++;
+        if (r->phase || r->outran) {
+            s->phase += r->phase;
+            s->outran += !r->phase;
             continue;
         }
         f[s->stable] = r->fraction;

@@ -3,7 +3,9 @@
  *
  * A shared machine's read rate changes phase between seconds, so a rate probed away from a run says little about
  * the rate the run had. Two probes flanking a run bracket it, unless the phase changed during the run: then the
- * flanks disagree and the run is evidence neither way. A run's fraction of its limit is taken at its flanks' mean
+ * flanks disagree and the run is evidence neither way. Nor is a run whose own reads went faster than both its flanks
+ * (the CPU side's bytes over its wait, a lower bound of its read rate, above the higher probe): the probe bounds
+ * nothing then, and a limit at its rate would be too slow. A run's fraction of its limit is taken at its flanks' mean
  * (the rate at the run's middle when the rate drifts evenly; two samples of one rate when it holds), and
  * bracketed by the fraction at the higher flank (the limit's faster reads: the conservative fraction) and at the
  * lower. Pure arithmetic, so CI tests it without a GPU or a probe. */
@@ -29,28 +31,29 @@ typedef struct paired_run {
     double fraction;                /* the limit's step at the flanks' mean rate over step_s */
     double fraction_hi, fraction_lo; /* at the higher flank (conservative: the smaller fraction), at the lower */
     bool phase;                     /* the flanks differ by more than the tolerance: a phase change in the run */
+    bool outran;                    /* wait_gbps above the higher flank: the reads outran the probes */
 } paired_run_t;
 
 typedef enum paired_verdict {
-    PAIRED_NO_EVIDENCE, /* every run saw a phase change (or there were none) */
+    PAIRED_NO_EVIDENCE, /* every run saw a phase change or outran its probes (or there were none) */
     PAIRED_MET,         /* the stable runs' median at the higher flank reaches the target */
     PAIRED_MISSED,      /* the stable runs' median at the lower flank stays below it */
     PAIRED_UNDECIDED,   /* between: the probes' own spread straddles the target */
 } paired_verdict_t;
 
-/* A size's runs together; the fractions are over the stable runs (those whose flanks agree). */
+/* A size's runs together; the fractions are over the stable runs (flanks that agree, reads no faster than them). */
 typedef struct paired_summary {
-    int runs, stable, phase;       /* runs; of them, with flanks that agree; with a phase change */
+    int runs, stable, phase;       /* runs; of them, stable; with a phase change */
+    int outran;                    /* of the runs without a phase change, those that outran their probes */
     double median, min, max;       /* fractions at the flanks' mean: median and spread */
     double median_hi, median_lo;   /* medians of the fractions at the higher and at the lower flank */
-    double wait_over_flank;        /* median of wait_gbps over the flanks' mean (above 1: the reads outran the
-                                      probes, whose rate is then no limit); 0 where no run has a wait */
+    double wait_over_flank;        /* median of wait_gbps over the flanks' mean; 0 where no run has a wait */
     paired_verdict_t verdict;      /* against the target given to paired_summarize */
 } paired_summary_t;
 
 /* runs[k], k < n: run k of mean step steps_s[k] and mean wait waits_s[k] (NULL: none) between the probes
  * flanks_gbps[k] and flanks_gbps[k + 1] (n + 1 rates, each > 0), held against lim; a phase change where the higher
- * flank exceeds the lower by more than tol (0.10: 10%). */
+ * flank exceeds the lower by more than tol (0.10: 10%); outran where the wait's rate exceeds the higher flank. */
 void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const double *steps_s, const double *waits_s,
                  int n, double tol, paired_run_t *runs);
 

@@ -26,15 +26,16 @@
  * share of every expert-matrix-sized piece in a shuffled order (bench_bw_shape_t), with no wait between pieces (the
  * workers' hand-offs between layers are theirs to cut, not the memory's). One process: every CPU streaming its
  * own slice (the executor's threads are not pinned). Every CPU streaming is probed once at the start too, for
- * comparison. The rate changes phase within seconds on a shared machine, so it is measured where the runs are:
- * `probes` probes (a flank) right before each timed run and after the last (the workers idle between steps), so
- * that every run lies between two flanks (probe, run, probe, run, ..., probe), as well as once before the workers
- * start. Each run is held against the limit at its own flanks (bench/paired.h: their mean, bracketed by the higher
- * and the lower; a run whose flanks disagree saw a phase change and is left out), and the size's paired fraction
- * is the median of its runs'. A size's own limit takes the median of all its probes; the strict limit takes the
- * highest probe of the whole run (the rate the machine showed it can give). Beside them, the rate the workers'
- * reads reached: the CPU side's distinct expert bytes over the step's wait (a lower bound: the wait holds the
- * exchange's hand-offs too). --dram-gbs fixes the rate instead (no probes; every flank is that rate).
+ * comparison. The rate changes phase within seconds on a shared machine, so it is measured where the runs are: `probes`
+ * probes (a flank) right before each timed run and after the last (the workers idle between steps), so that every run
+ * lies between two flanks (probe, run, probe, run, ..., probe), as well as once before the workers start. Each run is
+ * held against the limit at its own flanks (bench/paired.h: their mean, bracketed by the higher and the lower; a run
+ * whose flanks disagree saw a phase change, one whose reads outran both flanks shows the probe bounds nothing: both are
+ * left out), and the size's paired fraction is the median of the others'. A size's own limit takes the median of all
+ * its probes; the strict limit takes the highest probe of the whole run (the rate the machine showed it can give).
+ * Beside them, the rate the workers' reads reached: the CPU side's distinct expert bytes over the step's wait (a lower
+ * bound: the wait holds the exchange's hand-offs too). --dram-gbs fixes the rate instead (no probes; every flank is
+ * that rate).
  *
  * The model runs as `guild run` runs it (coordinator/backend_stack.h), with n_seq = the largest N. A table on
  * stdout, each size followed by where its step's time went (the GPU worker's step requests and its time in them,
@@ -628,14 +629,14 @@ static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
 {
     printf("# paired: each run against the limit at the DRAM probes right before and right after it, at their mean "
            "(median and spread of the runs); beside it the medians at the higher probe (the conservative fraction) "
-           "and at the lower; a run whose probes differ by more than %.0f%% saw a phase change and is left out "
-           "(evidence neither way); the %.0f%% target: met where the median at the higher probe reaches it, missed "
-           "where the median at the lower does not, else undecided; wait/probe: the rate the runs' waits read at "
-           "over their probes' mean (above 1: the reads outran the probes, no limit then)\n",
+           "and at the lower; left out (evidence neither way): a run whose probes differ by more than %.0f%% (a phase "
+           "change) and one whose wait read faster than both its probes (they bound nothing then); the %.0f%% "
+           "target: met where the median at the higher probe reaches it, missed where the median at the lower does "
+           "not, else undecided; wait/probe: the kept runs' wait rate over their probes' mean\n",
            100 * c->flank_tol, 100 * c->target);
     printf("%8s %12s %9s %15s %9s %9s %7s %10s  %s\n", "sessions", "decode tok/s", "paired", "runs", "at higher",
-           "at lower", "stable", "wait/probe", "target");
-    int runs = 0, phase = 0;
+           "at lower", "kept", "wait/probe", "target");
+    int runs = 0, phase = 0, outran = 0;
     for (int i = 0; i < c->n_sizes; i++) {
         const sess_result_t *r = &res[i];
         const paired_summary_t *p = &r->pair;
@@ -643,6 +644,7 @@ static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
             continue;
         runs += p->runs;
         phase += p->phase;
+        outran += p->outran;
         char spread[64] = "-", paired[32] = "-", hi[32] = "-", lo[32] = "-";
         if (p->stable) {
             snprintf(spread, sizeof spread, "%.1f-%.1f%%", 100 * p->min, 100 * p->max);
@@ -653,8 +655,8 @@ static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
         printf("%8d %12.2f %9s %15s %9s %9s %4d/%-2d %10.2f  %s\n", r->n, r->n / r->step_s, paired, spread, hi, lo,
                p->stable, p->runs, p->wait_over_flank, paired_verdict_name(p->verdict));
     }
-    printf("# paired: %d of %d runs had flanking probes more than %.0f%% apart (a phase change during the run)\n",
-           phase, runs, 100 * c->flank_tol);
+    printf("# paired: %d of %d runs had flanking probes more than %.0f%% apart (a phase change during the run); %d "
+           "more read faster than both their probes\n", phase, runs, 100 * c->flank_tol, outran);
 }
 
 int bench_sessions_main(int argc, char **argv)
@@ -785,7 +787,7 @@ int bench_sessions_main(int argc, char **argv)
             printf("#  run %d: probe %.1f | %.2f ms, wait %.2f ms (%.1f GB/s) | probe %.1f GB/s: %.1f%% of the limit "
                    "at their mean (%.1f-%.1f%%)%s\n", k + 1, p->before_gbps, p->step_s * 1e3, p->wait_s * 1e3,
                    p->wait_gbps, p->after_gbps, 100 * p->fraction, 100 * p->fraction_hi, 100 * p->fraction_lo,
-                   p->phase ? ": phase change" : "");
+                   p->phase ? ": phase change" : p->outran ? ": the reads outran both probes" : "");
         }
         fflush(stdout);
     }
@@ -843,13 +845,15 @@ int bench_sessions_main(int argc, char **argv)
                                                                    "last" : "none (--dram-gbs)"));
         json_object_set_new(root, "flank_tolerance", json_real(c.flank_tol));
         json_object_set_new(root, "target_fraction", json_real(c.target));
-        int all_runs = 0, phase_runs = 0;
+        int all_runs = 0, phase_runs = 0, outran_runs = 0;
         for (int i = 0; i < c.n_sizes; i++) {
             all_runs += res[i].pair.runs;
             phase_runs += res[i].pair.phase;
+            outran_runs += res[i].pair.outran;
         }
         json_object_set_new(root, "paired_runs_total", json_integer(all_runs));
         json_object_set_new(root, "paired_runs_phase_change_total", json_integer(phase_runs));
+        json_object_set_new(root, "paired_runs_outran_total", json_integer(outran_runs));
         for (int i = 0; i < c.n_sizes; i++) {
             const sess_result_t *r = &res[i];
             json_t *j = json_object();
@@ -900,6 +904,7 @@ int bench_sessions_main(int argc, char **argv)
                 json_object_set_new(q, "fraction_at_higher_probe", json_real(p->fraction_hi));
                 json_object_set_new(q, "fraction_at_lower_probe", json_real(p->fraction_lo));
                 json_object_set_new(q, "phase_change", json_boolean(p->phase));
+                json_object_set_new(q, "reads_outran_probes", json_boolean(p->outran));
                 json_array_append_new(pruns, q);
             }
             const paired_summary_t *ps = &r->pair;
@@ -907,6 +912,7 @@ int bench_sessions_main(int argc, char **argv)
             json_object_set_new(j, "paired_runs", pruns);
             json_object_set_new(j, "paired_stable_runs", json_integer(ps->stable));
             json_object_set_new(j, "paired_phase_change_runs", json_integer(ps->phase));
+            json_object_set_new(j, "paired_outran_runs", json_integer(ps->outran));
             json_object_set_new(j, "paired_fraction_median", json_real(ps->median));
             json_object_set_new(j, "paired_fraction_min", json_real(ps->min));
             json_object_set_new(j, "paired_fraction_max", json_real(ps->max));

@@ -47,7 +47,8 @@ done
 # never looser than a size's own (its probes' median), the median run lies within the runs' spread; paired: 2
 # probes at each of the 4 flanks (probe, run, probe, run, probe, run, probe), each run's flanks the medians of the
 # probes before and after it, its fractions the limit at their mean, higher and lower over its step, the phase
-# changes those beyond --flank-tol, the size's medians over the other runs; the tables and the per-run lines
+# changes those beyond --flank-tol, the runs whose wait read faster than both flanks apart, the size's medians over
+# the other runs; the tables and the per-run lines
 timeout 120 "$B/guild" bench sessions -m "$T/m.gguf" --backend cpu --single-process --threads 2 --sessions 1,3 \
     --prompt 8 --gen 3 --repeat 3 --probes 2 --probe-gb 0.02 --flank-tol 4 --target 80 --json "$T/p.json" \
     > "$T/out.txt" 2> "$T/err.txt" ||
@@ -57,7 +58,8 @@ grep -q "^# strict: the limit at the run's highest DRAM probe" "$T/out.txt" || f
 grep -q "^# paired: each run against the limit at the DRAM probes right before and right after it" "$T/out.txt" ||
     fail "--probes: no paired table"
 [ "$(grep -c '^#  run [1-3]: probe [0-9.]* | [0-9.]* ms, wait ' "$T/out.txt")" = 6 ] || fail "--probes: the run lines"
-grep -Eq "^# paired: [0-9]+ of 6 runs had flanking probes more than 4% apart" "$T/out.txt" ||
+grep -Eq "^# paired: [0-9]+ of 6 runs had flanking probes more than 4% apart .*; [0-9]+ more read faster" \
+    "$T/out.txt" ||
     fail "--probes: no phase-change count"
 awk '/^# paired: each/ { on = 1; next } /^# paired:/ { on = 0 } on && /^ *[0-9]+ / { n++;
          if ($NF != "met" && $NF != "missed" && $NF != "undecided" && $0 !~ /no stable run$/) bad = $0 }
@@ -74,7 +76,7 @@ assert d["probe_layout"].startswith("paired"), d["probe_layout"]
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
-phase_all = 0
+phase_all = outran_all = 0
 for s in d["sizes"]:
     p, runs = s["dram_probes_gbps"], s["step_runs_s"]
     assert len(p) == 8 and min(p) > 0 and max(p) <= strict, (p, strict)
@@ -98,10 +100,15 @@ for s in d["sizes"]:
         assert q["phase_change"] == (max(a, b) > min(a, b) * (1 + d["flank_tolerance"])), (q, a, b)
         assert q["expert_wait_s"] > 0 and abs(q["wait_read_gbps"] * q["expert_wait_s"] * 1e9 -
                                              s["cpu_expert_bytes_per_step"]) < 1e-3, q
-        if not q["phase_change"]:
+        assert q["reads_outran_probes"] == (q["wait_read_gbps"] > max(a, b)), q
+        if not q["phase_change"] and not q["reads_outran_probes"]:
             stable.append(q)
-    phase_all += 3 - len(stable)
-    assert s["paired_stable_runs"] == len(stable) and s["paired_phase_change_runs"] == 3 - len(stable), s
+    phase = sum(q["phase_change"] for q in pr)
+    outran = sum(q["reads_outran_probes"] and not q["phase_change"] for q in pr)
+    phase_all += phase
+    outran_all += outran
+    assert s["paired_stable_runs"] == len(stable) == 3 - phase - outran, s
+    assert s["paired_phase_change_runs"] == phase and s["paired_outran_runs"] == outran, s
     if stable:
         f = [q["fraction_of_limit"] for q in stable]
         hi = median([q["fraction_at_higher_probe"] for q in stable])
@@ -121,6 +128,7 @@ for s in d["sizes"]:
     assert 0 < s["strict_fraction_of_limit"] <= s["fraction_of_limit"] + 1e-12, s
     assert s["strict_limit_tok_s"] >= s["limit_tok_s"] - 1e-9, s
 assert d["paired_runs_total"] == 6 and d["paired_runs_phase_change_total"] == phase_all, d
+assert d["paired_runs_outran_total"] == outran_all, d
 EOF
 # on the pipeline the probe reads as the CPU worker does: its thread count and CPUs, shared memory, pieces; the
 # header names them, the JSON has them and the rate the waits reached
@@ -159,9 +167,11 @@ grep -q '"dram_probes_gbps": \[\]' "$T/s.json" || fail "--dram-gbs: probes in th
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["dram_strict_gbps"] == 10 and all(
     s["strict_fraction_of_limit"] == s["fraction_of_limit"] for s in d["sizes"]), d' "$T/s.json" ||
     fail "--dram-gbs: the strict limit"
-# and every flank is that rate: no phase change, each run's three fractions one
+# and every flank is that rate: no phase change (a run whose wait beat 10 GB/s is left out), each run's three
+# fractions one
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["paired_runs_phase_change_total"] == 0 and all(
-    s["dram_flanks_gbps"] == [10] * 4 and s["paired_stable_runs"] == 3 and all(q["fraction_at_higher_probe"] ==
+    s["dram_flanks_gbps"] == [10] * 4 and s["paired_stable_runs"] + s["paired_outran_runs"] == 3 and all(
+    q["reads_outran_probes"] == (q["wait_read_gbps"] > 10) and q["fraction_at_higher_probe"] ==
     q["fraction_of_limit"] == q["fraction_at_lower_probe"] for q in s["paired_runs"]) for s in d["sizes"]), d' \
     "$T/s.json" || fail "--dram-gbs: the paired runs"
 for bad in "--repeat 0" "--repeat 16" "--probes 0" "--probes 9" "--probe-gb 0" "--dram-gbs -1" "--flank-tol 0" \

@@ -1,6 +1,6 @@
 /* bench/paired: runs held against the limit at their flanking probes, on hand-made numbers (no GPU, no probe): the
- * fractions at the flanks' mean, the higher and the lower flank, the phase changes left out, the medians, the
- * waits' rate over the probes', the verdict on a target. */
+ * fractions at the flanks' mean, the higher and the lower flank, the phase changes and the runs whose reads outran
+ * their probes left out, the medians, the waits' rate over the probes', the verdict on a target. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -12,10 +12,11 @@
 static const paired_limit_t lim = {.fixed_s = 0.005, .dram_bytes = 1e9};
 
 /* Four runs between five flanks: steady at 100 GB/s; 100 -> 125 and 125 -> 80 (phase changes); 80 -> 84 (5%: the
- * same phase at a 10% tolerance). */
+ * same phase at a 10% tolerance). The waits read 100 GB/s (as fast as the first run's probes: not beyond them),
+ * then 80 GB/s. */
 static const double flanks[] = {100, 100, 125, 80, 84};
 static const double steps[] = {0.0150, 0.0200, 0.0200, 0.0175};
-static const double waits[] = {0.0100, 0.0125, 0.0125, 0.0100};
+static const double waits[] = {0.0100, 0.0125, 0.0125, 0.0125};
 
 START_TEST(test_runs)
 {
@@ -27,6 +28,7 @@ START_TEST(test_runs)
     ck_assert_double_eq_tol(r[0].fraction_lo, 1.0, TOL);
     ck_assert(!r[0].phase);
     ck_assert_double_eq_tol(r[0].wait_gbps, 100, 1e-9);
+    ck_assert(!r[0].outran);
     /* 100 -> 125: at 112.5 GB/s (5 + 8.888... ms) over 20 ms; at 125 13 ms, at 100 15 ms; a phase change */
     ck_assert_double_eq_tol(r[1].fraction, (0.005 + 1.0 / 112.5) / 0.02, TOL);
     ck_assert_double_eq_tol(r[1].fraction_hi, 0.65, TOL);
@@ -43,7 +45,8 @@ START_TEST(test_runs)
     ck_assert_double_eq_tol(r[3].fraction, (0.005 + 1.0 / 82) / 0.0175, TOL);
     ck_assert_double_eq_tol(r[3].fraction_hi, (0.005 + 1.0 / 84) / 0.0175, TOL);
     ck_assert_double_eq_tol(r[3].fraction_lo, 1.0, TOL);
-    ck_assert_double_eq_tol(r[3].wait_s, 0.01, TOL);
+    ck_assert_double_eq_tol(r[3].wait_s, 0.0125, TOL);
+    ck_assert(!r[3].outran);
     for (int k = 0; k < 4; k++)
         ck_assert(r[k].fraction_hi <= r[k].fraction && r[k].fraction <= r[k].fraction_lo);
 }
@@ -58,6 +61,7 @@ START_TEST(test_summary)
     ck_assert_int_eq(s.runs, 4);
     ck_assert_int_eq(s.stable, 2);
     ck_assert_int_eq(s.phase, 2);
+    ck_assert_int_eq(s.outran, 0);
     /* the stable runs 0 and 3 alone: the phase changes' 0.65-0.875 are in no figure */
     const double f3 = (0.005 + 1.0 / 82) / 0.0175, h3 = (0.005 + 1.0 / 84) / 0.0175;
     ck_assert_double_eq_tol(s.median, 0.5 * (1.0 + f3), TOL);
@@ -65,8 +69,8 @@ START_TEST(test_summary)
     ck_assert_double_eq_tol(s.max, 1.0, TOL);
     ck_assert_double_eq_tol(s.median_hi, 0.5 * (1.0 + h3), TOL);
     ck_assert_double_eq_tol(s.median_lo, 1.0, TOL);
-    /* waits read 100 GB/s in both: over 100 and over 82 */
-    ck_assert_double_eq_tol(s.wait_over_flank, 0.5 * (1.0 + 100.0 / 82), 1e-9);
+    /* waits: 100 GB/s over 100 and 80 over 82 */
+    ck_assert_double_eq_tol(s.wait_over_flank, 0.5 * (1.0 + 80.0 / 82), 1e-9);
     ck_assert_int_eq(s.verdict, PAIRED_MET);
     ck_assert_str_eq(paired_verdict_name(s.verdict), "met");
     /* 99%: the conservative median (98.3%) below, the lenient one (100%) above */
@@ -123,6 +127,37 @@ START_TEST(test_tolerance_edge_and_no_evidence)
 }
 END_TEST
 
+START_TEST(test_reads_outran_the_probes)
+{
+    /* 90 -> 92: a run whose wait read 125 GB/s (faster than both probes: they bound nothing, its fractions are not
+     * counted), one whose wait read 80; then 92 -> 120 with a wait of 200 GB/s: a phase change, counted as such */
+    const double f[] = {90, 92, 92, 120};
+    const double st[] = {0.02, 0.02, 0.02};
+    const double w[] = {0.008, 0.0125, 0.005};
+    paired_run_t r[3];
+    paired_runs(&lim, f, st, w, 3, 0.10, r);
+    ck_assert(r[0].outran && !r[0].phase);
+    ck_assert_double_eq_tol(r[0].wait_gbps, 125, 1e-9);
+    ck_assert(!r[1].outran && !r[1].phase);
+    ck_assert(r[2].outran && r[2].phase);
+    paired_summary_t s;
+    paired_summarize(r, 3, 0.90, &s);
+    ck_assert_int_eq(s.runs, 3);
+    ck_assert_int_eq(s.stable, 1);
+    ck_assert_int_eq(s.phase, 1);
+    ck_assert_int_eq(s.outran, 1);
+    ck_assert_double_eq_tol(s.median, (0.005 + 1.0 / 92) / 0.02, TOL);
+    ck_assert_double_eq_tol(s.median_hi, (0.005 + 1.0 / 92) / 0.02, TOL);
+    ck_assert_double_eq_tol(s.median_lo, (0.005 + 1.0 / 92) / 0.02, TOL);
+    ck_assert_double_eq_tol(s.wait_over_flank, 80.0 / 92, 1e-9);
+    ck_assert_int_eq(s.verdict, PAIRED_MISSED); /* 79.3% */
+    /* only the run that outran: no evidence */
+    paired_summarize(r, 1, 0.90, &s);
+    ck_assert_int_eq(s.stable, 0);
+    ck_assert_int_eq(s.verdict, PAIRED_NO_EVIDENCE);
+}
+END_TEST
+
 START_TEST(test_constant_rate_is_the_own_limit)
 {
     /* every flank the same rate (guild bench sessions --dram-gbs): each run's three fractions are the limit at that
@@ -156,6 +191,7 @@ static Suite *paired_suite(void)
     tc = tcase_create("summary");
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_tolerance_edge_and_no_evidence);
+    tcase_add_test(tc, test_reads_outran_the_probes);
     suite_add_tcase(s, tc);
     return s;
 }
