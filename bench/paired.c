@@ -3,15 +3,18 @@
 
 #include "bench/paired.h"
 
-#include <stddef.h>
-#include <stdlib.h>
-
+#include "core/util/clock.h"
 #include "core/util/err.h"
+
+double paired_limit_step_s(const paired_limit_t *lim, double gbps)
+{
+    return lim->fixed_s + (gbps > 0 ? lim->dram_bytes / (gbps * 1e9) : 0);
+}
 
 /* The limit's step at r GB/s over a step of step_s: the fraction of the limit the step reached. */
 static double fraction_at(const paired_limit_t *lim, double r, double step_s)
 {
-    return step_s > 0 ? (lim->fixed_s + lim->dram_bytes / (r * 1e9)) / step_s : 0;
+    return step_s > 0 ? paired_limit_step_s(lim, r) / step_s : 0;
 }
 
 void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const double *steps_s, const double *waits_s,
@@ -35,19 +38,6 @@ void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const dou
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of v[0 .. n) (sorted in place; n >= 1). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void paired_summarize(const paired_run_t *runs, int n, double target, paired_summary_t *s)
 {
     *s = (paired_summary_t){.runs = n, .verdict = PAIRED_NO_EVIDENCE};
@@ -69,15 +59,15 @@ void paired_summarize(const paired_run_t *runs, int n, double target, paired_sum
             w[nw++] = r->wait_gbps / (0.5 * (r->before_gbps + r->after_gbps));
     }
     if (s->stable) {
-        s->median = median(f, s->stable);
+        s->median = guild_median(f, s->stable); /* sorts f */
         s->min = f[0];
         s->max = f[s->stable - 1];
-        s->median_hi = median(hi, s->stable);
-        s->median_lo = median(lo, s->stable);
+        s->median_hi = guild_median(hi, s->stable);
+        s->median_lo = guild_median(lo, s->stable);
         s->verdict = s->median_hi >= target ? PAIRED_MET : s->median_lo < target ? PAIRED_MISSED : PAIRED_UNDECIDED;
     }
     if (nw)
-        s->wait_over_flank = median(w, nw);
+        s->wait_over_flank = guild_median(w, nw);
 }
 
 const char *paired_verdict_name(paired_verdict_t v)

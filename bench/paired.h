@@ -23,6 +23,9 @@ typedef struct paired_limit {
     double dram_bytes; /* bytes a step reads from DRAM (the CPU side's distinct experts) */
 } paired_limit_t;
 
+/* lim's step at gbps GB/s: fixed_s + dram_bytes / (gbps * 1e9); fixed_s alone when gbps <= 0 (no rate). */
+double paired_limit_step_s(const paired_limit_t *lim, double gbps);
+
 /* One timed run between its flanking probes. */
 typedef struct paired_run {
     double before_gbps, after_gbps; /* the probes right before and right after the run */

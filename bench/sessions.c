@@ -130,6 +130,7 @@ typedef struct sess_result {
                                            device's copy rate (the dense step holds the smallest N's) */
     double limit_step_s, bytes_step_s;  /* the limits' step times, at this size's own DRAM rate */
     double strict_step_s;               /* the limit's step at the run's highest probe */
+    paired_limit_t lim;                 /* the limit at any rate: dense step + GPU extra, the CPU side's bytes */
     double out_extra_s;                 /* the step outside the wait beyond dense_step_s + gpu_extra_s */
     /* where a step's time went, per step over the timed ones: multi-process, the step requests the GPU worker
      * answered and its time in them (the rest is the coordinator's: the request's round trip, the logits copied
@@ -366,19 +367,6 @@ static void counters(backend_t *be, const moe_exec_t *experts, sess_counters_t *
     c->wait_s = (double)es.wait_ns * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of v[0 .. n) (sorted in place; n >= 1). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The limit's probe (the file's comment says how it reads): *pb, described in desc[n]. -1 with err. */
 static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *sp, bench_bw_probe_t **pb, char *desc,
                      size_t n, guild_err_t *err)
@@ -440,7 +428,7 @@ static int probe_flank(bench_bw_probe_t *pb, int k, int f, sess_result_t *r, gui
             return -1;
         r->probes_gbps[r->n_probes++] = v[i] = bw.median_gbps;
     }
-    r->flanks_gbps[f] = median(v, k);
+    r->flanks_gbps[f] = guild_median(v, k);
     return 0;
 }
 
@@ -542,11 +530,11 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     if (pb && probe_flank(pb, c->probes, c->repeat, r, err) < 0)
         goto out;
     const double timed = (double)c->gen * c->repeat;
-    r->step_s = median(steps, c->repeat);
+    r->step_s = guild_median(steps, c->repeat);
     r->step_min_s = steps[0];
     r->step_max_s = steps[c->repeat - 1];
-    r->wait_s = median(waits, c->repeat);
-    r->forward_s = median(fwd, c->repeat);
+    r->wait_s = guild_median(waits, c->repeat);
+    r->forward_s = guild_median(fwd, c->repeat);
     r->requests = requests / timed;
     r->streamed_layers = streamed_layers / timed;
     r->streamed_bytes = streamed_bytes / timed;
@@ -555,7 +543,7 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
     if (pb) {
         double v[(MAX_REPEAT + 1) * MAX_PROBES];
         memcpy(v, r->probes_gbps, (size_t)r->n_probes * sizeof *v);
-        r->dram_gbps = median(v, r->n_probes);
+        r->dram_gbps = guild_median(v, r->n_probes);
     } else {
         r->dram_gbps = c->dram_gbps;
         for (int k = 0; k <= c->repeat; k++)
@@ -608,10 +596,10 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         /* more sessions touch more of the GPU's resident experts too: each read once from device memory */
         r->gpu_extra_s = hbm > 0 && r->gpu_expert_bytes > gpu_bytes0 ? (r->gpu_expert_bytes - gpu_bytes0) / (hbm * 1e9)
                                                                      : 0;
-        r->limit_step_s = dense_step + r->gpu_extra_s + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
+        r->lim = (paired_limit_t){.fixed_s = dense_step + r->gpu_extra_s, .dram_bytes = r->cpu_bytes};
+        r->limit_step_s = paired_limit_step_s(&r->lim, dram);
         r->bytes_step_s = (hbm > 0 ? r->gpu_bytes / (hbm * 1e9) : 0) + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
-        const paired_limit_t lim = {.fixed_s = dense_step + r->gpu_extra_s, .dram_bytes = r->cpu_bytes};
-        paired_runs(&lim, r->flanks_gbps, r->runs_step_s, r->runs_wait_s, c->repeat, c->flank_tol, r->paired);
+        paired_runs(&r->lim, r->flanks_gbps, r->runs_step_s, r->runs_wait_s, c->repeat, c->flank_tol, r->paired);
         paired_summarize(r->paired, c->repeat, c->target, &r->pair);
     }
     rc = 0;
@@ -621,6 +609,17 @@ out:
     free(c0);
     free(c1);
     return rc;
+}
+
+/* The paired runs of every size: all, with a phase change, and outrunning their probes. */
+static void paired_totals(const sess_cfg_t *c, const sess_result_t *res, int *runs, int *phase, int *outran)
+{
+    *runs = *phase = *outran = 0;
+    for (int i = 0; i < c->n_sizes; i++) {
+        *runs += res[i].pair.runs;
+        *phase += res[i].pair.phase;
+        *outran += res[i].pair.outran;
+    }
 }
 
 /* The paired table: each size's runs against the limit at their flanking probes (bench/paired.h), the verdict on
@@ -636,15 +635,11 @@ static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
            100 * c->flank_tol, 100 * c->target);
     printf("%8s %12s %9s %15s %9s %9s %7s %10s  %s\n", "sessions", "decode tok/s", "paired", "runs", "at higher",
            "at lower", "kept", "wait/probe", "target");
-    int runs = 0, phase = 0, outran = 0;
     for (int i = 0; i < c->n_sizes; i++) {
         const sess_result_t *r = &res[i];
         const paired_summary_t *p = &r->pair;
         if (!p->runs)
             continue;
-        runs += p->runs;
-        phase += p->phase;
-        outran += p->outran;
         char spread[64] = "-", paired[32] = "-", hi[32] = "-", lo[32] = "-";
         if (p->stable) {
             snprintf(spread, sizeof spread, "%.1f-%.1f%%", 100 * p->min, 100 * p->max);
@@ -655,6 +650,8 @@ static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
         printf("%8d %12.2f %9s %15s %9s %9s %4d/%-2d %10.2f  %s\n", r->n, r->n / r->step_s, paired, spread, hi, lo,
                p->stable, p->runs, p->wait_over_flank, paired_verdict_name(p->verdict));
     }
+    int runs, phase, outran;
+    paired_totals(c, res, &runs, &phase, &outran);
     printf("# paired: %d of %d runs had flanking probes more than %.0f%% apart (a phase change during the run); %d "
            "more read faster than both their probes\n", phase, runs, 100 * c->flank_tol, outran);
 }
@@ -802,7 +799,7 @@ int bench_sessions_main(int argc, char **argv)
         sess_result_t *r = &res[i];
         if (r->limit_step_s <= 0)
             continue;
-        r->strict_step_s = r->dense_step_s + r->gpu_extra_s + r->cpu_bytes / (strict * 1e9);
+        r->strict_step_s = paired_limit_step_s(&r->lim, strict);
         r->out_extra_s = r->step_s - r->wait_s - r->dense_step_s - r->gpu_extra_s;
         printf("%8d %12.2f %12.2f %8.1f%% %12.2f %8.1f%% %8.1f%% %9.2f\n", r->n, r->n / r->step_s,
                r->n / r->strict_step_s, 100 * r->strict_step_s / r->step_s, r->n / r->limit_step_s,
@@ -845,12 +842,8 @@ int bench_sessions_main(int argc, char **argv)
                                                                    "last" : "none (--dram-gbs)"));
         json_object_set_new(root, "flank_tolerance", json_real(c.flank_tol));
         json_object_set_new(root, "target_fraction", json_real(c.target));
-        int all_runs = 0, phase_runs = 0, outran_runs = 0;
-        for (int i = 0; i < c.n_sizes; i++) {
-            all_runs += res[i].pair.runs;
-            phase_runs += res[i].pair.phase;
-            outran_runs += res[i].pair.outran;
-        }
+        int all_runs, phase_runs, outran_runs;
+        paired_totals(&c, res, &all_runs, &phase_runs, &outran_runs);
         json_object_set_new(root, "paired_runs_total", json_integer(all_runs));
         json_object_set_new(root, "paired_runs_phase_change_total", json_integer(phase_runs));
         json_object_set_new(root, "paired_runs_outran_total", json_integer(outran_runs));

@@ -164,6 +164,8 @@ START_TEST(test_constant_rate_is_the_own_limit)
      * rate over its step */
     const double f[] = {50, 50, 50, 50};
     const double st[] = {0.030, 0.025, 0.040};
+    ck_assert_double_eq_tol(paired_limit_step_s(&lim, 50), 0.025, TOL); /* the step guild bench sessions prints */
+    ck_assert_double_eq_tol(paired_limit_step_s(&lim, 0), 0.005, TOL);  /* no rate: the fixed part alone */
     paired_run_t r[3];
     paired_runs(&lim, f, st, NULL, 3, 0.10, r);
     for (int k = 0; k < 3; k++) {

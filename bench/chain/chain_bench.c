@@ -24,6 +24,7 @@
 
 #include "bench/chain/chain_kernels.h"
 #include "core/util/cli.h"
+#include "core/util/clock.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 
 #define MAX_SIZES 16
@@ -118,12 +119,6 @@ static int parse(int argc, char **argv, chain_cfg_t *c, guild_err_t *err)
     return 0;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* Enqueues variant v of the step on s. */
 static int enqueue(int v, const chain_args_t *a, uint32_t *sink, cudaStream_t s, guild_err_t *err)
 {
@@ -153,7 +148,7 @@ static int run_variant(int v, const chain_args_t *a, const uint32_t *ref, uint32
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    float *ms = calloc((size_t)reps, sizeof *ms);
+    double *ms = calloc((size_t)reps, sizeof *ms);
     if (!ms)
         return guild_err_set(err, "out of memory");
     t->graph = 0;
@@ -184,11 +179,14 @@ static int run_variant(int v, const chain_args_t *a, const uint32_t *ref, uint32
             cuda_check(cudaEventRecord(e1, s), "event", err) < 0 ||
             cuda_check(cudaEventSynchronize(e1), "replay", err) < 0)
             goto out;
-        if (r >= 0 && cuda_check(cudaEventElapsedTime(&ms[r], e0, e1), "elapsed", err) < 0)
-            goto out;
+        float elapsed;
+        if (r >= 0) {
+            if (cuda_check(cudaEventElapsedTime(&elapsed, e0, e1), "elapsed", err) < 0)
+                goto out;
+            ms[r] = elapsed;
+        }
     }
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
-    t->step_us = 1e3 * (reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]));
+    t->step_us = 1e3 * guild_median(ms, reps);
     rc = 0;
 out:
     if (e0)
