@@ -2,7 +2,8 @@
 # Session 33 (issues 17, 18): issue 17's own measure, the GPU's time a layer in a decode step with every expert in
 # RAM (the step the issue's 73 us a layer was measured on), and issue 18's 8 and 16 sessions with more paired runs.
 # 1. guild-cuda-prof --gpu-experts none: the step clock (--phases --no-trace) and the CUPTI trace (per kernel);
-# 2. guild bench sessions 1,8,16 at --gpu-mem 8G (1: the limit's dense step), 10 timed runs a size, each between DRAM probes (bench/paired.h);
+# 2. guild bench sessions 1,8,16 at --gpu-mem 8G (1: the limit's dense step), 10 timed runs a size, each between
+#    DRAM probes (bench/paired.h);
 # 3. guild-cuda-prof --sessions 16 --gpu-mem 8G --phases --no-trace: the 16-row step's clock.
 # Usage: C=/tmp/c bash bench/device/ramstep.sh [SECONDS] (the pack in $C: bin/, lib/, COMMIT). Output under $OUT:
 # ramstep.log and ramstep-files.tar.gz.
