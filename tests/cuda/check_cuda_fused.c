@@ -3,7 +3,8 @@
  * activation (cuda_matmul_multi: a step's Q, K and V; cuda_matmul_multi_types: of two types), the router's
  * product, top-k and routing counts (cuda_router_fused, launched several times: its counter of finished blocks
  * resets itself; ties, NaN logits, wide rows, many experts; 1 to 16 tokens, every token's bits also those of its
- * own launch of 1, and the scalar reference's choice), the FFN norm in that launch (cuda_router_fused_norm:
+ * own launch of 1, and the scalar reference's choice; in each of its forms: a counter of blocks, clusters of 16
+ * and of 8 blocks), the FFN norm in that launch (cuda_router_fused_norm:
  * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds, and each token
  * alone), a few tokens' routed experts without a route (cuda_expert_pairs: against cuda_quantize +
  * cuda_expert_route + cuda_expert_matmul, a 16-token step's tokens against each token alone, and their time at the
@@ -321,6 +322,13 @@ static const struct {
                 {32, 4, 0, 0, 4100, true, 1.0f, 0},   {512, 10, 0, 0, 2048, true, 1.0f, 1},
                 {257, 32, 0, 0, 300, false, 1.0f, 0}};
 #define N_RF (int)(sizeof rf_cases / sizeof rf_cases[0])
+/* the fused router's forms (cuda_set_router_cluster): a counter of blocks, clusters of 16 and of 8 blocks a token */
+static const int rf_forms[] = {0, 16, 8};
+#define N_RF_FORMS (int)(sizeof rf_forms / sizeof rf_forms[0])
+static const char *rf_form_name(int form)
+{
+    return form == 16 ? "clusters of 16" : form == 8 ? "clusters of 8" : "a counter of blocks";
+}
 /* a decode step's tokens: one session's (1), several sessions' (2-16: a row of blocks a token, a counter each) */
 static const int32_t rf_toks[] = {1, 2, 3, 4, 5, 8, 13, 16};
 #define N_RF_TOKS (int)(sizeof rf_toks / sizeof rf_toks[0])
@@ -358,8 +366,9 @@ static void rf_one_by_one(const cuda_router_norm_t *nm, const float *dW, size_t 
 
 START_TEST(test_router_fused)
 {
-    const int c = _i / N_RF_TOKS;
+    const int c = _i % (N_RF * N_RF_TOKS) / N_RF_TOKS, form = rf_forms[_i / (N_RF * N_RF_TOKS)];
     const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rf_cases[c].n_expert, k = rf_cases[c].k;
+    cuda_set_router_cluster(form);
     const int32_t E = rf_cases[c].n_embd;
     const int64_t ldx = E + 4;
     const size_t w_stride = (size_t)E * sizeof(float) + 16, nl = (size_t)n_tok * (size_t)ne;
@@ -468,9 +477,11 @@ START_TEST(test_router_fused)
     CK_CUDA(cudaMemcpy(cnt[1], dcnt[1], nc * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
     ck_assert_msg(!memcmp(cnt[0], cnt[1], nc * sizeof(unsigned long long)),
                   "case %d, %d tokens: cuda_router_topk's counts differ from cuda_route_count's", c, n_tok);
-    printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s: = product + top-k + count, bit for "
-           "bit, %zu launches, = each token alone\n", ne, k, rf_cases[c].groups, E, n_tok,
-           rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", reps);
+    printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s, %s: = product + top-k + count, bit "
+           "for bit, %zu launches, = each token alone\n", ne, k, rf_cases[c].groups, E, n_tok,
+           rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", rf_form_name(form),
+           reps);
+    cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
     for (int q = 0; q < 3; q++) {
         cudaFree(dlg[q]);
         cudaFree(dwt[q]);
@@ -579,8 +590,9 @@ static const struct {
 
 START_TEST(test_router_fused_norm)
 {
-    const int c = _i / N_RF_TOKS;
+    const int c = _i % (N_RN * N_RF_TOKS) / N_RF_TOKS, form = rf_forms[_i / (N_RN * N_RF_TOKS)];
     const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rn_cases[c].n_expert, k = rn_cases[c].k;
+    cuda_set_router_cluster(form);
     const int32_t E = rn_cases[c].n_embd;
     const size_t w_stride = (size_t)E * sizeof(float), nx = (size_t)n_tok * (size_t)E, nl = (size_t)n_tok * ne;
     const size_t np = (size_t)n_tok * (size_t)k, nc = (size_t)ne;
@@ -681,9 +693,11 @@ START_TEST(test_router_fused_norm)
                   n_tok, (unsigned long long)found[1], (unsigned long long)found[0]);
     ck_assert_msg((found[0] != FINITE_NONE) == (rn_cases[c].plant != 0 && (add || rn_cases[c].plant == 2)),
                   "case %d: the planted value %s", c, found[0] != FINITE_NONE ? "is not planted" : "was not found");
-    printf("router fused with its norm, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s%s: = add + rmsnorm + "
-           "fused router, bit for bit, = each token alone\n", ne, k, rn_cases[c].groups, E, n_tok, add ? ", add" : "",
-           rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "");
+    printf("router fused with its norm, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s%s, %s: = add + rmsnorm "
+           "+ fused router, bit for bit, = each token alone\n", ne, k, rn_cases[c].groups, E, n_tok,
+           add ? ", add" : "", rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "",
+           rf_form_name(form));
+    cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
     for (int q = 0; q < 3; q++) {
         cudaFree(dx[q]);
         cudaFree(dxn[q]);
@@ -1269,8 +1283,8 @@ int main(void)
     tcase_add_loop_test(tk, test_fused_kernel, 0, N_PRE * N_Q * N_W);
     tcase_add_loop_test(tk, test_matmul_multi, 0, N_MM_TYPES * N_MM_TOKS);
     tcase_add_loop_test(tk, test_matmul_multi_types, 0, N_MT_SETS * (N_MM_TOKS - 1));
-    tcase_add_loop_test(tk, test_router_fused, 0, N_RF * N_RF_TOKS);
-    tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RN * N_RF_TOKS);
+    tcase_add_loop_test(tk, test_router_fused, 0, N_RF_FORMS * N_RF * N_RF_TOKS);
+    tcase_add_loop_test(tk, test_router_fused_norm, 0, N_RF_FORMS * N_RN * N_RF_TOKS);
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
     tcase_add_loop_test(tk, test_expert_pairs_alone, 0, N_EA);

@@ -3,7 +3,9 @@
  * norm, the router's product and choice) as the layer program runs it, the attention's block norm after the MoE
  * combine, and qk_prepare. Linked against another build's libraries (the same interface), it times that build's
  * kernels: the A/B of a kernel change in one program.
- * usage: cuda_head_time [TOKENS...]   (default 1 2 4 8 16) */
+ * With --forms LIST (e.g. 0,16,8: cuda_set_router_cluster's forms of the fused router), the FFN head in each of
+ * them instead of the default form, a "head:" line each (the last line's head: the last form's).
+ * usage: cuda_head_time [--forms LIST] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 
 static cudaStream_t stream;
+static int forms[8], n_forms; /* --forms */
 
 /* A failed condition ends the program with its message. */
 static void need(bool ok, const char *fmt, ...)
@@ -217,7 +220,19 @@ static void head_time(int32_t n)
     h.fused = cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt, h.done,
                                      stream, &err) == 0;
     double t_head[2], t_norm[2], t_qk[2];
-    rt_time(rt_head, &h, L, t_head);
+    const int form = cuda_router_cluster();
+    for (int f = 0; f < n_forms; f++) {
+        cuda_set_router_cluster(forms[f]);
+        need(cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt, h.done,
+                                    stream, &err) == 0, "%s", err.msg);
+        rt_time(rt_head, &h, L, t_head);
+        printf("head: %2d tokens, us a layer (a graph of 48 layers; launched one by one): FFN head, %s: %.2f; %.2f\n",
+               n, forms[f] ? (forms[f] == 16 ? "clusters of 16 blocks of 8 warps" : "clusters of 8 blocks of 16 warps")
+                           : "no cluster (a counter of blocks)", t_head[0], t_head[1]);
+    }
+    if (!n_forms) /* else the last line's head is the last form's */
+        rt_time(rt_head, &h, L, t_head);
+    cuda_set_router_cluster(form);
     unsigned int done[CUDA_ROUTER_FUSED_MAX];
     CU(cudaMemcpy(done, h.done, sizeof done, cudaMemcpyDeviceToHost));
     for (int j = 0; j < CUDA_ROUTER_FUSED_MAX; j++)
@@ -287,8 +302,14 @@ int main(int argc, char **argv)
     }
     CU(cudaStreamCreate(&stream));
     static const int32_t toks[] = {1, 2, 4, 8, 16};
-    if (argc > 1) {
-        for (int i = 1; i < argc; i++) {
+    int a = 1;
+    if (argc > 2 && !strcmp(argv[1], "--forms")) {
+        for (const char *f = argv[2]; *f && n_forms < 8; f += strcspn(f, ","), f += *f == ',')
+            forms[n_forms++] = atoi(f);
+        a = 3;
+    }
+    if (argc > a) {
+        for (int i = a; i < argc; i++) {
             const int32_t n = (int32_t)atoi(argv[i]);
             need(n >= 1 && n <= CUDA_ROUTER_FUSED_MAX, "%s tokens: 1 to %d", argv[i], CUDA_ROUTER_FUSED_MAX);
             head_time(n);

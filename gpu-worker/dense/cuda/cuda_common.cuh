@@ -87,6 +87,29 @@ static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, 
     (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
 }
 
+/* cuda_launch_pdl with thread block clusters of cluster_x blocks along x (sm_90; the caller checked that such a
+ * cluster can be scheduled, and allowed a non-portable size above 8 on the kernel). */
+template <typename... P, typename... A>
+static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                           unsigned cluster_x, cudaStream_t s, A... args)
+{
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cluster_x;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = s;
+    c.attrs = at;
+    c.numAttrs = cuda_pdl_enabled() ? 2 : 1;
+    (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
+}
+
 /* Sum over the warp, result in every lane; integers are exact in any order. */
 static __device__ __forceinline__ int warp_sum_int(int v)
 {

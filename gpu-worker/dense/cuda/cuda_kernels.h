@@ -42,6 +42,15 @@ extern "C" {
 void cuda_set_pdl(bool on);
 bool cuda_pdl_enabled(void);
 
+/* The fused router's form (cuda_router_fused, cuda_router_fused_norm): a thread block cluster of `blocks` (8 or 16)
+ * per token, whose blocks hand their logits to the first one through distributed shared memory behind the cluster's
+ * hardware barrier; 0: the blocks count themselves on a device counter and the last one reads the logits back
+ * (the form without clusters, also taken where a cluster does not apply). Process-wide, for measurement and tests;
+ * the default is CUDA_ROUTER_CLUSTER_DEFAULT. The bits are the same in every form. Returns the form set. */
+#define CUDA_ROUTER_CLUSTER_DEFAULT 16
+int cuda_set_router_cluster(int blocks);
+int cuda_router_cluster(void);
+
 /* ---- activations and weights ---------------------------------------------------------------------------- */
 
 /* Quantizes n_rows rows of n floats (x rows ldx floats apart) into act_type (F32 copies; Q8_0, Q8_1, Q8_K),
@@ -225,7 +234,8 @@ int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32
  * CUDA_ROUTER_FUSED_MAX: one session's or several's): logits [n_tok][n_expert] = cuda_matmul(F32, n_embd, n_expert,
  * n_tok, W, w_stride, x, ldx floats) (the same bits), then ids/w/counts as cuda_router_topk from them (the same
  * bits); each token's bits are those it gets alone. done: CUDA_ROUTER_FUSED_MAX device counters, 0 before the
- * launch and after it (token t's blocks count themselves on done[t]); one set per stream. The prefetch hint
+ * launch and after it (token t's blocks count themselves on done[t]; the cluster form, cuda_set_router_cluster,
+ * leaves them alone); one set per stream. The prefetch hint
  * (ffn_moe.c) takes up to CUDA_ROUTER_FUSED_ROWS rows (its buffers' rows). */
 #define CUDA_ROUTER_FUSED_ROWS 4
 #define CUDA_ROUTER_FUSED_MAX 16

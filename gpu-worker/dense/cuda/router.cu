@@ -10,7 +10,10 @@
  * chain of k warp reductions; the ranks name the same experts in the same slots). Several tokens go one a row of
  * blocks (blockIdx.y), each row with its own counter and its own last block: every block's work is one token's
  * whatever the batch (blocks of 2 or 4 tokens measured far slower: bench/results/router16-h200-2026-12-03-s29.md),
- * and each token takes the same operations in the same order as alone (batch invariance). */
+ * and each token takes the same operations in the same order as alone (batch invariance). Where thread block
+ * clusters apply (sm_90, up to RC_EXPERTS_MAX experts, a row of one chunk; cuda_set_router_cluster), a token's blocks
+ * are one cluster instead, whose first block gets the logits through distributed shared memory behind the cluster's
+ * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel). */
 #include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/router_groups.cuh"
@@ -404,6 +407,257 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
     router_finish(my_id, my_w, k, renorm, scale, ids + (int64_t)t * k, w + (int64_t)t * k, counts, n_expert, lane);
 }
 
+/* ---- the cluster form (cuda_set_router_cluster) ----------------------------------------------------------------
+ * A token's experts over a thread block cluster of CB blocks of CW warps, a warp an expert row (more rounds above
+ * CB x CW experts), the products those of router_fused_kernel: each block norms the token's row for itself (its
+ * threads play cuda_rmsnorm's, a block being at least the norm's width), and every warp hands its logit to the
+ * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
+ * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The first
+ * block writes the normed row and chooses: each of its warps makes the token's softmax (router_probs: the same bits
+ * in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots (router_finish). */
+#define RC_EXPERTS_MAX RF_RANK_MAX
+/* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
+#define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
+
+static __device__ __forceinline__ void cluster_arrive_relaxed()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void cluster_arrive_release()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void cluster_wait_acquire()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The address in block `rank` of the cluster of what is at p in this block's shared memory. */
+static __device__ __forceinline__ uint32_t cluster_map(const void *p, uint32_t rank)
+{
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"((uint32_t)__cvta_generic_to_shared(p)), "r"(rank));
+    return r;
+}
+
+static __device__ __forceinline__ void cluster_store_f32(uint32_t addr, float v)
+{
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+
+/* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp. */
+template <int CB, int CW, bool NORM>
+static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
+    router_cluster_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
+                          int n_embd, float *logits, int n_expert, int k, int G, int n_group_used, bool renorm,
+                          float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int BT = CW * WARP_SIZE;
+    static_assert(BT >= RN_MAX_THREADS, "a block plays every thread of the norm");
+    extern __shared__ float rc_sh[];
+    __shared__ float xs[RF_CHUNK]; /* the token's (normed) row */
+    __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, T = threadIdx.x;
+    const int tok = blockIdx.y;
+    cluster_arrive_relaxed(); /* phase 1: when it completes, every block of the cluster runs */
+    x = (const float *)((const char *)x + (size_t)tok * x_stride);
+    logits += (int64_t)tok * n_expert;
+    ids += (int64_t)tok * k;
+    w += (int64_t)tok * k;
+    const int e0 = (int)blockIdx.x * CW + warp, rounds = (n_expert + CB * CW - 1) / (CB * CW);
+    float wv[RF_LANE];
+    if (e0 < n_expert)
+        rf_load(wv, (const float *)((const char *)W + (size_t)e0 * w_stride), 0, n_embd, lane);
+    constexpr int NQ = NORM ? RN_PER : 1;
+    float xv[NQ], nwv[NQ], sc = 0.0f;
+    const int64_t o = (int64_t)tok * n_embd; /* the norm's row */
+    if constexpr (NORM)
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            const int i = T + q * nm.vt;
+            nwv[q] = T < nm.vt && i < n_embd ? nm.w[i] : 0.0f;
+        }
+    pdl_begin();
+    if constexpr (NORM) { /* rf_norm_rows' operations, thread T as the norm's thread T */
+        double sum = 0;
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            const int i = T + q * nm.vt;
+            const bool in = T < nm.vt && i < n_embd;
+            const float xk = in ? nm.x[o + i] : 0.0f, pk = in && nm.p ? nm.p[o + i] : 0.0f;
+            xv[q] = nm.p ? residual_add(xk, pk) : xk;
+        }
+#pragma unroll
+        for (int q = 0; q < NQ; q++)
+            if (T < nm.vt && T + q * nm.vt < n_embd)
+                sum += (double)__fmul_rn(xv[q], xv[q]);
+        sum = warp_sum_f64(sum);
+        if (lane == 0 && T < nm.vt)
+            partial[warp] = sum;
+        __syncthreads();
+        double total = 0; /* every thread adds the warps' sums in cuda_rmsnorm's order: no second barrier */
+        for (int j = 0; j < nm.vt / WARP_SIZE; j++)
+            total += partial[j];
+        const float mean = (float)(total / (double)n_embd);
+        sc = 1.0f / sqrtf(mean + nm.eps);
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            const int i = T + q * nm.vt;
+            if (T < nm.vt && i < n_embd)
+                xs[i] = __fmul_rn(xv[q], sc) * nwv[q];
+        }
+    } else {
+        for (int i = T; i < n_embd; i += BT)
+            xs[i] = x[i];
+    }
+    __syncthreads(); /* the row in */
+    float *lg = rc_sh; /* [n_expert], in the first block: every block's logits */
+    cluster_wait_acquire(); /* phase 1 (long complete: the blocks started together) */
+    const uint32_t lead_lg = cluster_map(lg, 0);
+    for (int r = 0; r < rounds; r++) {
+        const int e = e0 + r * CB * CW; /* the warp's expert, the same in all its lanes */
+        if (r > 0 && e < n_expert)
+            rf_load(wv, (const float *)((const char *)W + (size_t)e * w_stride), 0, n_embd, lane);
+        float acc = 0.0f;
+        if (e < n_expert)
+#pragma unroll
+            for (int j = 0; j < RF_LANE; j++) {
+                const int i = lane + j * WARP_SIZE;
+                if (i < n_embd)
+                    acc = fmaf(wv[j], xs[i], acc);
+            }
+#pragma unroll
+        for (int h = WARP_SIZE / 2; h >= 1; h /= 2) /* matmul_plain_row's fold */
+            acc = acc + __shfl_down_sync(FULL_MASK, acc, h);
+        if (e < n_expert && lane == 0) {
+            logits[e] = acc;
+            cluster_store_f32(lead_lg + (uint32_t)e * sizeof(float), acc);
+        }
+    }
+    cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
+    cluster_wait_acquire();
+    if (blockIdx.x != 0)
+        return;
+    if constexpr (NORM) { /* rf_norm_out's writes: every block has read x */
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            const int i = T + q * nm.vt;
+            if (T < nm.vt && i < n_embd) {
+                const float y = __fmul_rn(xv[q], sc) * nwv[q];
+                if (nm.p)
+                    nm.x[o + i] = xv[q];
+                if (nm.xn)
+                    nm.xn[o + i] = y;
+                if (nm.found && !isfinite(y))
+                    rmsnorm_found(nm.found, nm.site, tok, i, xv[q], sc);
+            }
+        }
+        if (nm.found && T == 0 && !(sc > 0.0f))
+            atomicMin(nm.found, (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, tok, FINITE_ELEM_NONE));
+    }
+    const int per = n_expert + G;
+    float *p = rc_sh + n_expert + (size_t)warp * per; /* this warp's copy */
+    int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
+    router_probs(lg, p, n_expert, G, n_group_used, lane);
+    for (int i = lane; i < n_expert; i += WARP_SIZE) /* router_token's order: a NaN counts as -0.5 */
+        if (isnan(p[i]))
+            p[i] = -0.5f;
+    __syncwarp();
+    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts) */
+    const int epw = (n_expert + CW - 1) / CW;
+    int tpe = 1;
+    while (tpe < WARP_SIZE && 2 * tpe * epw <= WARP_SIZE)
+        tpe *= 2;
+    const int sub = lane % tpe;
+    for (int b = 0; b < epw; b += WARP_SIZE / tpe) {
+        const int le = b + lane / tpe, e = warp * epw + le;
+        const bool ok = le < epw && e < n_expert;
+        const float v = ok ? p[e] : 0.0f;
+        int r = 0;
+        if (ok)
+#pragma unroll 4
+            for (int f = sub; f < n_expert; f += tpe) {
+                const float u = p[f];
+                r += (u > v) | ((u == v) & (f < e));
+            }
+        for (int m = 1; m < tpe; m <<= 1)
+            r += __shfl_xor_sync(FULL_MASK, r, m);
+        if (ok && sub == 0 && r < k)
+            slot[r] = e;
+    }
+    __syncthreads(); /* every slot named */
+    if (warp != 0)
+        return;
+    const int my_id = lane < k ? slot[lane] : 0;
+    const float my_w = lane < k ? p[my_id] : 0.0f;
+    router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
+#endif
+}
+
+/* Whether router_cluster_kernel<CB, CW, NORM> runs here: an sm_90 device on which a cluster of CB such blocks (with
+ * the most shared memory the form takes) can be scheduled. Asked once a process. */
+template <int CB, int CW, bool NORM>
+static bool rc_usable()
+{
+    static const bool ok = [] {
+        int dev = 0, major = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
+            (CB > 8 && cudaFuncSetAttribute(router_cluster_kernel<CB, CW, NORM>,
+                                            cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = CB;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t c = {};
+        c.gridDim = dim3(CB, CUDA_ROUTER_FUSED_MAX);
+        c.blockDim = dim3(CW * WARP_SIZE);
+        c.dynamicSmemBytes = RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2, CW) * sizeof(float);
+        c.attrs = at;
+        c.numAttrs = 1;
+        if (cudaOccupancyMaxActiveClusters(&n, router_cluster_kernel<CB, CW, NORM>, &c) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        return n >= 1;
+    }();
+    return ok;
+}
+
+/* The cluster form's launch (rf_launch's arguments, checked there), or false where it does not apply: clusters
+ * off, more experts than it ranks, a row past one chunk, no cluster of that size here. */
+template <bool NORM>
+static bool rc_launch(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
+                      int32_t n_tok, int32_t n_expert, int32_t k, int32_t G, int32_t n_group_used, bool renorm,
+                      float scale, int32_t *ids, float *w, unsigned long long *counts, const rf_norm_t &nm,
+                      cudaStream_t s)
+{
+    const int cb = cuda_router_cluster();
+    if (!cb || n_expert > RC_EXPERTS_MAX || n_embd > RF_CHUNK)
+        return false;
+    const dim3 grid((unsigned)cb, (unsigned)n_tok);
+    if (cb == 16 && rc_usable<16, 8, NORM>()) {
+        cuda_launch_pdl_cluster(router_cluster_kernel<16, 8, NORM>, grid, 8 * WARP_SIZE,
+                                RC_SMEM_FLOATS(n_expert, G, 8) * sizeof(float), 16, s, W, w_stride, x, x_stride,
+                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm);
+        return true;
+    }
+    if (cb == 8 && rc_usable<8, 16, NORM>()) {
+        cuda_launch_pdl_cluster(router_cluster_kernel<8, 16, NORM>, grid, 16 * WARP_SIZE,
+                                RC_SMEM_FLOATS(n_expert, G, 16) * sizeof(float), 8, s, W, w_stride, x, x_stride,
+                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm);
+        return true;
+    }
+    return false;
+}
+
 extern "C" int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
                                 int32_t n_group_used, bool renorm, float scale, int32_t *ids, float *w,
                                 unsigned long long *counts, cudaStream_t s, guild_err_t *err)
@@ -435,6 +689,10 @@ static int rf_launch(const float *W, size_t w_stride, const float *x, size_t x_s
         return -1;
     if (n_embd <= 0 || ((uintptr_t)W | w_stride) % sizeof(float))
         return guild_err_set(err, "cuda: router (fused): rows of %d floats, %zu bytes apart", n_embd, w_stride);
+    if (rc_launch<NORM>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm, scale,
+                        ids, w, counts, nm, s))
+        return cuda_launch_check(NORM ? "router (fused, with its norm, a cluster a token)"
+                                      : "router (fused, a cluster a token)", err);
     const unsigned blocks = (unsigned)((n_expert + ROUTER_WARPS - 1) / ROUTER_WARPS);
     const size_t choice = (size_t)ROUTER_WARPS * (size_t)(2 * n_expert + G) * sizeof(float);
     const size_t acts = (size_t)RF_CHUNK * sizeof(float);
