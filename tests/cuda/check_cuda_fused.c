@@ -366,9 +366,9 @@ static void rf_one_by_one(const cuda_router_norm_t *nm, const float *dW, size_t 
 
 START_TEST(test_router_fused)
 {
-    const int c = _i % (N_RF * N_RF_TOKS) / N_RF_TOKS, form = rf_forms[_i / (N_RF * N_RF_TOKS)];
+    const int c = _i % (N_RF * N_RF_TOKS) / N_RF_TOKS;
+    const int form = cuda_set_router_cluster(rf_forms[_i / (N_RF * N_RF_TOKS)]); /* 0 where it cannot run */
     const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rf_cases[c].n_expert, k = rf_cases[c].k;
-    cuda_set_router_cluster(form);
     const int32_t E = rf_cases[c].n_embd;
     const int64_t ldx = E + 4;
     const size_t w_stride = (size_t)E * sizeof(float) + 16, nl = (size_t)n_tok * (size_t)ne;
@@ -590,9 +590,9 @@ static const struct {
 
 START_TEST(test_router_fused_norm)
 {
-    const int c = _i % (N_RN * N_RF_TOKS) / N_RF_TOKS, form = rf_forms[_i / (N_RN * N_RF_TOKS)];
+    const int c = _i % (N_RN * N_RF_TOKS) / N_RF_TOKS;
+    const int form = cuda_set_router_cluster(rf_forms[_i / (N_RN * N_RF_TOKS)]); /* 0 where it cannot run */
     const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rn_cases[c].n_expert, k = rn_cases[c].k;
-    cuda_set_router_cluster(form);
     const int32_t E = rn_cases[c].n_embd;
     const size_t w_stride = (size_t)E * sizeof(float), nx = (size_t)n_tok * (size_t)E, nl = (size_t)n_tok * ne;
     const size_t np = (size_t)n_tok * (size_t)k, nc = (size_t)ne;
@@ -695,7 +695,8 @@ START_TEST(test_router_fused_norm)
                   "case %d: the planted value %s", c, found[0] != FINITE_NONE ? "is not planted" : "was not found");
     printf("router fused with its norm, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s%s, %s: = add + rmsnorm "
            "+ fused router, bit for bit, = each token alone\n", ne, k, rn_cases[c].groups, E, n_tok,
-           add ? ", add" : "", rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "",
+           add ? ", add" : "",
+           rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "",
            rf_form_name(form));
     cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
     for (int q = 0; q < 3; q++) {

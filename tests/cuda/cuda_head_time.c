@@ -222,13 +222,13 @@ static void head_time(int32_t n)
     double t_head[2], t_norm[2], t_qk[2];
     const int form = cuda_router_cluster();
     for (int f = 0; f < n_forms; f++) {
-        cuda_set_router_cluster(forms[f]);
+        const int got = cuda_set_router_cluster(forms[f]);
         need(cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt, h.done,
                                     stream, &err) == 0, "%s", err.msg);
         rt_time(rt_head, &h, L, t_head);
         printf("head: %2d tokens, us a layer (a graph of 48 layers; launched one by one): FFN head, %s: %.2f; %.2f\n",
-               n, forms[f] ? (forms[f] == 16 ? "clusters of 16 blocks of 8 warps" : "clusters of 8 blocks of 16 warps")
-                           : "no cluster (a counter of blocks)", t_head[0], t_head[1]);
+               n, got ? (got == 16 ? "clusters of 16 blocks of 8 warps" : "clusters of 8 blocks of 16 warps")
+                      : "no cluster (a counter of blocks)", t_head[0], t_head[1]);
     }
     if (!n_forms) /* else the last line's head is the last form's */
         rt_time(rt_head, &h, L, t_head);

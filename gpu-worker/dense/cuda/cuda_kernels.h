@@ -46,7 +46,8 @@ bool cuda_pdl_enabled(void);
  * per token, whose blocks hand their logits to the first one through distributed shared memory behind the cluster's
  * hardware barrier; 0: the blocks count themselves on a device counter and the last one reads the logits back
  * (the form without clusters, also taken where a cluster does not apply). Process-wide, for measurement and tests;
- * the default is CUDA_ROUTER_CLUSTER_DEFAULT. The bits are the same in every form. Returns the form set. */
+ * the default is CUDA_ROUTER_CLUSTER_DEFAULT. The bits are the same in every form. Returns the form set: 0 where
+ * this device cannot run clusters of that size. */
 #define CUDA_ROUTER_CLUSTER_DEFAULT 16
 int cuda_set_router_cluster(int blocks);
 int cuda_router_cluster(void);

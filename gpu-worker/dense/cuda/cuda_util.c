@@ -32,20 +32,6 @@ bool cuda_pdl_enabled(void)
     return atomic_load_explicit(&g_pdl, memory_order_relaxed);
 }
 
-static atomic_int g_router_cluster = CUDA_ROUTER_CLUSTER_DEFAULT;
-
-int cuda_set_router_cluster(int blocks)
-{
-    const int v = blocks == 8 || blocks == 16 ? blocks : 0;
-    atomic_store_explicit(&g_router_cluster, v, memory_order_relaxed);
-    return v;
-}
-
-int cuda_router_cluster(void)
-{
-    return atomic_load_explicit(&g_router_cluster, memory_order_relaxed);
-}
-
 int cuda_check(cudaError_t e, const char *what, guild_err_t *err)
 {
     if (e == cudaSuccess)

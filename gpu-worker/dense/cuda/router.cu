@@ -14,6 +14,8 @@
  * clusters apply (sm_90, up to RC_EXPERTS_MAX experts, a row of one chunk; cuda_set_router_cluster), a token's blocks
  * are one cluster instead, whose first block gets the logits through distributed shared memory behind the cluster's
  * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel). */
+#include <atomic>
+
 #include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/router_groups.cuh"
@@ -438,7 +440,8 @@ static __device__ __forceinline__ void cluster_wait_acquire()
 static __device__ __forceinline__ uint32_t cluster_map(const void *p, uint32_t rank)
 {
     uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"((uint32_t)__cvta_generic_to_shared(p)), "r"(rank));
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
     return r;
 }
 
@@ -629,6 +632,22 @@ static bool rc_usable()
         return n >= 1;
     }();
     return ok;
+}
+
+static std::atomic<int> g_router_cluster{CUDA_ROUTER_CLUSTER_DEFAULT};
+
+extern "C" int cuda_set_router_cluster(int blocks)
+{
+    const int v = blocks == 16 && rc_usable<16, 8, true>() && rc_usable<16, 8, false>() ? 16
+                  : blocks == 8 && rc_usable<8, 16, true>() && rc_usable<8, 16, false>() ? 8
+                                                                                         : 0;
+    g_router_cluster.store(v, std::memory_order_relaxed);
+    return v;
+}
+
+extern "C" int cuda_router_cluster(void)
+{
+    return g_router_cluster.load(std::memory_order_relaxed);
 }
 
 /* The cluster form's launch (rf_launch's arguments, checked there), or false where it does not apply: clusters
