@@ -1,0 +1,247 @@
+/* cuda_attn_time: the time of a decode step's attention (cuda_attention_decode_dyn, its splits merged and its output
+ * quantized to Q8_K in its launch, as the layer program runs it) at the Qwen3-30B-A3B shape (32 query heads over 4 KV
+ * heads of 128, F16 caches), 48 layers each over its own caches (from the device's memory as in a step, not from
+ * L2), in a CUDA graph, with its variants: the merge kernel, one split, no programmatic dependent launch. Not a test;
+ * run by hand or by a device script. Linked against another build's libraries (the same interface), it times that
+ * build's kernels: the A/B of a kernel change in one program. Each variant's output and quantized rows are compared
+ * with the default path's (bits).
+ * usage: cuda_attn_time [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each) */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/quant/fp16.h"
+#include "core/quant/quant.h"
+#include "core/sample/rng.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/cuda_util.h"
+
+
+#define AT_L 48      /* layers */
+#define AT_NH 32     /* query heads */
+#define AT_NKV 4     /* KV heads */
+#define AT_HD 128    /* head dimension */
+#define AT_CTX 8224  /* cache rows a layer: the graph's grid is sized for it (64 splits), as a step's */
+#define AT_ROWS 16   /* rows at most */
+
+static cudaStream_t stream;
+
+/* A failed condition ends the program with its message. */
+static void need(bool ok, const char *fmt, ...)
+{
+    if (ok)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cuda_attn_time: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+#define CU(call)                                                                                                    \
+    do {                                                                                                            \
+        const cudaError_t ce_ = (call);                                                                             \
+        need(ce_ == cudaSuccess, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));             \
+    } while (0)
+
+typedef struct at_ctx {
+    void *kc, *vc;          /* AT_L layers of [AT_CTX][AT_NKV * AT_HD] F16 each */
+    size_t layer_bytes;     /* one layer's K (or V) cache */
+    float *q, *out;         /* [AT_ROWS][AT_NH * AT_HD] */
+    void *qo;               /* [AT_ROWS] rows of Q8_K, qrow bytes apart */
+    size_t qrow;
+    int32_t *kv0;           /* device: the cache length before the rows */
+    void *scratch;
+    size_t scratch_bytes;
+    unsigned int *done;     /* [AT_NKV * CUDA_DECODE_ROWS] */
+    int32_t n;              /* rows */
+    bool fuse, split;       /* merge (and quantize) in the launch; splits (else no scratch: one block a KV head) */
+} at_ctx_t;
+
+static int at_layer(const at_ctx_t *c, int32_t l, guild_err_t *err)
+{
+    const cuda_attn_fuse_t fuse = {c->done, GUILD_TYPE_Q8_K, c->qo, c->qrow};
+    const char *kc = (const char *)c->kc + (size_t)l * c->layer_bytes;
+    const char *vc = (const char *)c->vc + (size_t)l * c->layer_bytes;
+    const float scale = 1.0f / sqrtf((float)AT_HD);
+    if (cuda_attention_decode_dyn(c->out, c->q, GUILD_TYPE_F16, kc, vc, c->n, c->kv0, AT_CTX - c->n, AT_NH, AT_NKV,
+                                  AT_HD, scale, NULL, c->split ? c->scratch : NULL, c->split ? c->scratch_bytes : 0,
+                                  c->fuse ? &fuse : NULL, stream, err) < 0)
+        return -1;
+    if (!c->fuse) /* the quantization the layer program asks for, after the merge kernel */
+        return cuda_quantize(GUILD_TYPE_Q8_K, c->out, AT_NH * AT_HD, c->qo, c->qrow, AT_NH * AT_HD, c->n, stream,
+                             err);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* us a layer: a graph of AT_L layers replayed (median of 5 timings of 10 replays, after a warm one). */
+static double at_time(const at_ctx_t *c)
+{
+    guild_err_t err = {{0}};
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    int rc = 0;
+    CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int32_t l = 0; l < AT_L && rc == 0; l++)
+        rc = at_layer(c, l, &err);
+    CU(cudaStreamEndCapture(stream, &g));
+    need(rc == 0, "%s", err.msg);
+    CU(cudaGraphInstantiate(&ge, g, 0));
+    CU(cudaGraphLaunch(ge, stream)); /* warm */
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    double us[5];
+    for (int k = 0; k < 5; k++) {
+        CU(cudaEventRecord(e0, stream));
+        for (int rp = 0; rp < 10; rp++)
+            CU(cudaGraphLaunch(ge, stream));
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        float ms = 0;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        us[k] = (double)ms * 1e3 / (10.0 * AT_L);
+    }
+    qsort(us, 5, sizeof us[0], cmp_double);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return us[2];
+}
+
+/* One direct launch at layer 0: the output and the quantized rows into out, qo (host). */
+static void at_bits(const at_ctx_t *c, float *out, unsigned char *qo)
+{
+    guild_err_t err = {{0}};
+    CU(cudaMemset(c->out, 0x7e, (size_t)AT_ROWS * AT_NH * AT_HD * sizeof(float)));
+    CU(cudaMemset(c->qo, 0x5a, (size_t)AT_ROWS * c->qrow));
+    need(at_layer(c, 0, &err) == 0, "%s", err.msg);
+    CU(cudaStreamSynchronize(stream));
+    CU(cudaMemcpy(out, c->out, (size_t)c->n * AT_NH * AT_HD * sizeof(float), cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(qo, c->qo, (size_t)c->n * c->qrow, cudaMemcpyDeviceToHost));
+}
+
+typedef struct at_variant {
+    const char *name;
+    bool fuse, split, pdl;
+} at_variant_t;
+
+static const at_variant_t variants[] = {
+    {"scratch", true, true, true},       /* the default: the splits' partials through the scratch, the last merges */
+    {"merge kernel", false, true, true}, /* + the merge kernel and cuda_quantize */
+    {"one split", true, false, true},    /* no scratch: one block a KV head walks every key */
+    {"scratch, no pdl", true, true, false},
+};
+#define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
+
+static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
+{
+    const int32_t kv0 = keys - n; /* the last row sees `keys` keys */
+    need(kv0 >= 0 && keys <= AT_CTX, "%d keys, %d rows", keys, n);
+    CU(cudaMemcpy(c->kv0, &kv0, sizeof kv0, cudaMemcpyHostToDevice));
+    c->n = n;
+    const size_t no = (size_t)n * AT_NH * AT_HD;
+    float *ref = malloc(no * sizeof(float)), *got = malloc(no * sizeof(float));
+    unsigned char *qref = malloc((size_t)n * c->qrow), *qgot = malloc((size_t)n * c->qrow);
+    printf("time: %5d keys, %2d rows, us a layer (a graph of %d layers):", keys, n, AT_L);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const at_variant_t *va = &variants[v];
+        cuda_set_pdl(va->pdl);
+        c->fuse = va->fuse;
+        c->split = va->split;
+        at_bits(c, v == 0 ? ref : got, v == 0 ? qref : qgot);
+        printf(" %s %.2f", va->name, at_time(c));
+        if (v > 0) {
+            const bool same = !memcmp(got, ref, no * sizeof(float)) && !memcmp(qgot, qref, (size_t)n * c->qrow);
+            printf(" [%s%s]", same ? "same bits" : "different bits",
+                   va->split ? "" : ": one split"); /* one split sums in another order */
+        }
+        printf(";");
+    }
+    printf("\n");
+    fflush(stdout);
+    cuda_set_pdl(true);
+    free(ref);
+    free(got);
+    free(qref);
+    free(qgot);
+}
+
+int main(int argc, char **argv)
+{
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("no CUDA device (%s)\n", why);
+        return 77;
+    }
+    CU(cudaStreamCreate(&stream));
+    guild_err_t err = {{0}};
+    at_ctx_t c = {.layer_bytes = (size_t)AT_CTX * AT_NKV * AT_HD * 2};
+    CU(cudaMalloc(&c.kc, (size_t)AT_L * c.layer_bytes));
+    CU(cudaMalloc(&c.vc, (size_t)AT_L * c.layer_bytes));
+    rng_t r;
+    rng_seed(&r, 1733);
+    const size_t ne = c.layer_bytes / 2;
+    quant_half_t *h = malloc(c.layer_bytes);
+    for (int kv = 0; kv < 2; kv++) {
+        for (size_t i = 0; i < ne; i++)
+            h[i] = quant_f32_to_f16((float)(2 * rng_uniform(&r) - 1));
+        for (int32_t l = 0; l < AT_L; l++) /* the same values, each layer at its own addresses */
+            CU(cudaMemcpy((char *)(kv ? c.vc : c.kc) + (size_t)l * c.layer_bytes, h, c.layer_bytes,
+                          cudaMemcpyHostToDevice));
+    }
+    free(h);
+    const size_t nq = (size_t)AT_ROWS * AT_NH * AT_HD;
+    float *q = malloc(nq * sizeof *q);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = (float)(3 * (2 * rng_uniform(&r) - 1));
+    CU(cudaMalloc((void **)&c.q, nq * sizeof(float)));
+    CU(cudaMemcpy(c.q, q, nq * sizeof(float), cudaMemcpyHostToDevice));
+    free(q);
+    CU(cudaMalloc((void **)&c.out, nq * sizeof(float)));
+    uint64_t rq = 0;
+    need(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)AT_NH * AT_HD, &rq, &err) == 0, "%s", err.msg);
+    c.qrow = (size_t)rq;
+    CU(cudaMalloc(&c.qo, (size_t)AT_ROWS * c.qrow));
+    CU(cudaMalloc((void **)&c.kv0, sizeof(int32_t)));
+    c.scratch_bytes = cuda_attention_decode_scratch(AT_ROWS, AT_NH, AT_HD, AT_CTX);
+    CU(cudaMalloc(&c.scratch, c.scratch_bytes));
+    CU(cudaMalloc((void **)&c.done, (size_t)AT_NKV * CUDA_DECODE_ROWS * sizeof(unsigned int)));
+    CU(cudaMemset(c.done, 0, (size_t)AT_NKV * CUDA_DECODE_ROWS * sizeof(unsigned int)));
+    printf("cuda_attn_time: %d query heads over %d KV heads of %d, F16 caches of %d rows, %d layers\n", AT_NH, AT_NKV,
+           AT_HD, AT_CTX, AT_L);
+    static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
+    const int nk = argc > 1 ? argc - 1 : 3;
+    for (int i = 0; i < nk; i++) {
+        const int32_t keys = argc > 1 ? (int32_t)atoi(argv[i + 1]) : keys_def[i];
+        for (int j = 0; j < 3; j++)
+            attn_time(&c, keys, rows[j]);
+    }
+    unsigned int done[AT_NKV * CUDA_DECODE_ROWS];
+    CU(cudaMemcpy(done, c.done, sizeof done, cudaMemcpyDeviceToHost));
+    for (int j = 0; j < AT_NKV * CUDA_DECODE_ROWS; j++)
+        need(done[j] == 0, "counter %d is %u after the launches", j, done[j]);
+    cudaFree(c.kc);
+    cudaFree(c.vc);
+    cudaFree(c.q);
+    cudaFree(c.out);
+    cudaFree(c.qo);
+    cudaFree(c.kv0);
+    cudaFree(c.scratch);
+    cudaFree(c.done);
+    cudaStreamDestroy(stream);
+    return 0;
+}
