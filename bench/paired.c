@@ -18,7 +18,7 @@ static double fraction_at(const paired_limit_t *lim, double r, double step_s)
 }
 
 void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const double *steps_s, const double *waits_s,
-                 int n, double tol, paired_run_t *runs)
+                 const double *early_bytes, int n, double tol, paired_run_t *runs)
 {
     for (int k = 0; k < n; k++) {
         paired_run_t *r = &runs[k];
@@ -29,7 +29,9 @@ void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const dou
         r->after_gbps = b;
         r->step_s = steps_s[k];
         r->wait_s = waits_s ? waits_s[k] : 0;
-        r->wait_gbps = r->wait_s > 0 ? lim->dram_bytes / r->wait_s / 1e9 : 0;
+        r->early_bytes = early_bytes && early_bytes[k] > 0 ? early_bytes[k] : 0;
+        const double in_wait = lim->dram_bytes > r->early_bytes ? lim->dram_bytes - r->early_bytes : 0;
+        r->wait_gbps = r->wait_s > 0 ? in_wait / r->wait_s / 1e9 : 0;
         r->fraction = fraction_at(lim, 0.5 * (a + b), r->step_s);
         r->fraction_hi = fraction_at(lim, hi, r->step_s);
         r->fraction_lo = fraction_at(lim, lo, r->step_s);

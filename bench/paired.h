@@ -5,7 +5,8 @@
  * the rate the run had. Two probes flanking a run bracket it, unless the phase changed during the run: then the
  * flanks disagree and the run is evidence neither way. Nor is a run whose own reads went faster than both its flanks
  * (the CPU side's bytes over its wait, a lower bound of its read rate, above the higher probe): the probe bounds
- * nothing then, and a limit at its rate would be too slow. A run's fraction of its limit is taken at its flanks' mean
+ * nothing then, and a limit at its rate would be too slow (the bytes a prefetch read before the wait, the CPU
+ * workers' --prefetch-experts hits, are not the wait's: they count out of its rate). A run's fraction of its limit is taken at its flanks' mean
  * (the rate at the run's middle when the rate drifts evenly; two samples of one rate when it holds), and
  * bracketed by the fraction at the higher flank (the limit's faster reads: the conservative fraction) and at the
  * lower. Pure arithmetic, so CI tests it without a GPU or a probe. */
@@ -30,7 +31,9 @@ double paired_limit_step_s(const paired_limit_t *lim, double gbps);
 typedef struct paired_run {
     double before_gbps, after_gbps; /* the probes right before and right after the run */
     double step_s, wait_s;          /* the run's mean step, and its mean wait for the DRAM-side experts (0: none) */
-    double wait_gbps;               /* dram_bytes over wait_s: the rate the run's reads reached (0: no wait) */
+    double early_bytes;             /* of a step's dram_bytes, those read before its wait (prefetched; 0: none) */
+    double wait_gbps;               /* dram_bytes less early_bytes over wait_s: the rate the wait's reads reached
+                                       (0: no wait) */
     double fraction;                /* the limit's step at the flanks' mean rate over step_s */
     double fraction_hi, fraction_lo; /* at the higher flank (conservative: the smaller fraction), at the lower */
     bool phase;                     /* the flanks differ by more than the tolerance: a phase change in the run */
@@ -54,11 +57,12 @@ typedef struct paired_summary {
     paired_verdict_t verdict;      /* against the target given to paired_summarize */
 } paired_summary_t;
 
-/* runs[k], k < n: run k of mean step steps_s[k] and mean wait waits_s[k] (NULL: none) between the probes
- * flanks_gbps[k] and flanks_gbps[k + 1] (n + 1 rates, each > 0), held against lim; a phase change where the higher
- * flank exceeds the lower by more than tol (0.10: 10%); outran where the wait's rate exceeds the higher flank. */
+/* runs[k], k < n: run k of mean step steps_s[k] and mean wait waits_s[k] (NULL: none), of whose step's bytes
+ * early_bytes[k] were read before the wait (NULL: none), between the probes flanks_gbps[k] and flanks_gbps[k + 1]
+ * (n + 1 rates, each > 0), held against lim; a phase change where the higher flank exceeds the lower by more than
+ * tol (0.10: 10%); outran where the wait's rate exceeds the higher flank. */
 void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const double *steps_s, const double *waits_s,
-                 int n, double tol, paired_run_t *runs);
+                 const double *early_bytes, int n, double tol, paired_run_t *runs);
 
 /* s: the summary of runs[0 .. n) (n <= PAIRED_MAX_RUNS) against target (a fraction of the limit: 0.90). */
 void paired_summarize(const paired_run_t *runs, int n, double target, paired_summary_t *s);

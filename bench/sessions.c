@@ -114,6 +114,8 @@ typedef struct sess_result {
     double step_min_s, step_max_s;      /* the spread of the runs' mean steps */
     double runs_step_s[MAX_REPEAT];     /* [repeat] each run's mean step */
     double runs_wait_s[MAX_REPEAT];     /* [repeat] each run's mean wait */
+    double runs_early_bytes[MAX_REPEAT]; /* [repeat] a step's expert bytes the CPU workers read before its wait:
+                                            their prefetch's bytes (--prefetch-experts) times its hit rate */
     double probes_gbps[(MAX_REPEAT + 1) * MAX_PROBES]; /* [n_probes] DRAM read probes, in their order */
     int n_probes;
     double flanks_gbps[MAX_REPEAT + 1]; /* [repeat + 1] the rate before run k and after run k - 1: the median of
@@ -520,6 +522,12 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         counters(be, experts, &k1);
         r->runs_step_s[k] = steps[k] = dt / c->gen;
         r->runs_wait_s[k] = waits[k] = (k1.wait_s - k0.wait_s) / c->gen;
+        /* the prefetched bytes of the hinted experts that were then routed: the hit rate's share of them (each
+         * hinted expert's bytes alike) */
+        const double hinted = (double)(k1.bs.hint_experts - k0.bs.hint_experts);
+        r->runs_early_bytes[k] = hinted > 0 ? (double)(k1.bs.prefetch_bytes - k0.bs.prefetch_bytes) *
+                                                  ((double)(k1.bs.hint_hits - k0.bs.hint_hits) / hinted) / c->gen
+                                            : 0;
         fwd[k] = (k1.forward_s - k0.forward_s) / c->gen;
         requests += (double)(k1.requests - k0.requests);
         streamed_layers += (double)(k1.bs.streamed_layers - k0.bs.streamed_layers);
@@ -599,7 +607,8 @@ static int run_size(const sess_cfg_t *c, const model_t *m, backend_t *be, const 
         r->lim = (paired_limit_t){.fixed_s = dense_step + r->gpu_extra_s, .dram_bytes = r->cpu_bytes};
         r->limit_step_s = paired_limit_step_s(&r->lim, dram);
         r->bytes_step_s = (hbm > 0 ? r->gpu_bytes / (hbm * 1e9) : 0) + (dram > 0 ? r->cpu_bytes / (dram * 1e9) : 0);
-        paired_runs(&r->lim, r->flanks_gbps, r->runs_step_s, r->runs_wait_s, c->repeat, c->flank_tol, r->paired);
+        paired_runs(&r->lim, r->flanks_gbps, r->runs_step_s, r->runs_wait_s, r->runs_early_bytes, c->repeat,
+                    c->flank_tol, r->paired);
         paired_summarize(r->paired, c->repeat, c->target, &r->pair);
     }
     rc = 0;
@@ -781,10 +790,13 @@ int bench_sessions_main(int argc, char **argv)
                    (r->step_s - r->forward_s) * 1e3, r->streamed_layers, r->streamed_bytes / 1e9, r->stream_passes);
         for (int k = 0; k < r->pair.runs; k++) {
             const paired_run_t *p = &r->paired[k];
-            printf("#  run %d: probe %.1f | %.2f ms, wait %.2f ms (%.1f GB/s) | probe %.1f GB/s: %.1f%% of the limit "
-                   "at their mean (%.1f-%.1f%%)%s\n", k + 1, p->before_gbps, p->step_s * 1e3, p->wait_s * 1e3,
-                   p->wait_gbps, p->after_gbps, 100 * p->fraction, 100 * p->fraction_hi, 100 * p->fraction_lo,
-                   p->phase ? ": phase change" : p->outran ? ": the reads outran both probes" : "");
+            char early[48] = "";
+            if (p->early_bytes > 0)
+                snprintf(early, sizeof early, ", %.3f GB prefetched before", p->early_bytes / 1e9);
+            printf("#  run %d: probe %.1f | %.2f ms, wait %.2f ms (%.1f GB/s%s) | probe %.1f GB/s: %.1f%% of the "
+                   "limit at their mean (%.1f-%.1f%%)%s\n", k + 1, p->before_gbps, p->step_s * 1e3, p->wait_s * 1e3,
+                   p->wait_gbps, early, p->after_gbps, 100 * p->fraction, 100 * p->fraction_hi,
+                   100 * p->fraction_lo, p->phase ? ": phase change" : p->outran ? ": the reads outran both probes" : "");
         }
         fflush(stdout);
     }
@@ -891,6 +903,7 @@ int bench_sessions_main(int argc, char **argv)
                 json_object_set_new(q, "step_s", json_real(p->step_s));
                 json_object_set_new(q, "expert_wait_s", json_real(p->wait_s));
                 json_object_set_new(q, "wait_read_gbps", json_real(p->wait_gbps));
+                json_object_set_new(q, "prefetched_bytes_before_wait", json_real(p->early_bytes));
                 json_object_set_new(q, "probe_before_gbps", json_real(p->before_gbps));
                 json_object_set_new(q, "probe_after_gbps", json_real(p->after_gbps));
                 json_object_set_new(q, "fraction_of_limit", json_real(p->fraction));

@@ -40,6 +40,11 @@ for mode in --single-process "--cpu-workers 1"; do
     if [ "$mode" != --single-process ]; then
         r=$(grep -c '"requests_per_step": 1\.0,' "$T/s.json")
         [ "$r" = 3 ] || fail "guild bench sessions $mode: requests a step: $(grep requests_per_step "$T/s.json")"
+        # the prefetch hint (default --prefetch-experts 4) reaches a batched step of 12 sessions too: bytes its
+        # hits read before the wait, left out of the wait's rate
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); s = [z for z in d["sizes"] if z["sessions"] == 12][0]
+assert all(p["prefetched_bytes_before_wait"] > 0 for p in s["paired_runs"]), s["paired_runs"]' "$T/s.json" ||
+            fail "guild bench sessions $mode: no prefetch before the waits of 12 sessions"
     fi
 done
 # the DRAM probes around each size's runs (small passes: this is about the bookkeeping, not the rate) and the

@@ -1,6 +1,7 @@
 /* bench/paired: runs held against the limit at their flanking probes, on hand-made numbers (no GPU, no probe): the
  * fractions at the flanks' mean, the higher and the lower flank, the phase changes and the runs whose reads outran
- * their probes left out, the medians, the waits' rate over the probes', the verdict on a target. */
+ * their probes left out (less the bytes prefetched before the wait), the medians, the waits' rate over the probes',
+ * the verdict on a target. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -21,7 +22,7 @@ static const double waits[] = {0.0100, 0.0125, 0.0125, 0.0125};
 START_TEST(test_runs)
 {
     paired_run_t r[4];
-    paired_runs(&lim, flanks, steps, waits, 4, 0.10, r);
+    paired_runs(&lim, flanks, steps, waits, NULL, 4, 0.10, r);
     /* steady: 15 ms of limit over a 15 ms step, whichever flank */
     ck_assert_double_eq_tol(r[0].fraction, 1.0, TOL);
     ck_assert_double_eq_tol(r[0].fraction_hi, 1.0, TOL);
@@ -56,7 +57,7 @@ START_TEST(test_summary)
 {
     paired_run_t r[4];
     paired_summary_t s;
-    paired_runs(&lim, flanks, steps, waits, 4, 0.10, r);
+    paired_runs(&lim, flanks, steps, waits, NULL, 4, 0.10, r);
     paired_summarize(r, 4, 0.90, &s);
     ck_assert_int_eq(s.runs, 4);
     ck_assert_int_eq(s.stable, 2);
@@ -82,7 +83,7 @@ START_TEST(test_summary)
     ck_assert_int_eq(s.verdict, PAIRED_MISSED);
     ck_assert_str_eq(paired_verdict_name(s.verdict), "missed");
     /* a looser tolerance (60%) keeps every run: four fractions, the median of the middle two */
-    paired_runs(&lim, flanks, steps, waits, 4, 0.60, r);
+    paired_runs(&lim, flanks, steps, waits, NULL, 4, 0.60, r);
     paired_summarize(r, 4, 0.90, &s);
     ck_assert_int_eq(s.stable, 4);
     ck_assert_int_eq(s.phase, 0);
@@ -105,7 +106,7 @@ START_TEST(test_tolerance_edge_and_no_evidence)
     const double f[] = {100, 109.5, 99.1, 109.5};
     const double st[] = {0.02, 0.02, 0.02};
     paired_run_t r[3];
-    paired_runs(&lim, f, st, NULL, 3, 0.10, r);
+    paired_runs(&lim, f, st, NULL, NULL, 3, 0.10, r);
     ck_assert(!r[0].phase);
     ck_assert(r[1].phase);
     ck_assert(r[2].phase);
@@ -135,7 +136,7 @@ START_TEST(test_reads_outran_the_probes)
     const double st[] = {0.02, 0.02, 0.02};
     const double w[] = {0.008, 0.0125, 0.005};
     paired_run_t r[3];
-    paired_runs(&lim, f, st, w, 3, 0.10, r);
+    paired_runs(&lim, f, st, w, NULL, 3, 0.10, r);
     ck_assert(r[0].outran && !r[0].phase);
     ck_assert_double_eq_tol(r[0].wait_gbps, 125, 1e-9);
     ck_assert(!r[1].outran && !r[1].phase);
@@ -158,6 +159,35 @@ START_TEST(test_reads_outran_the_probes)
 }
 END_TEST
 
+START_TEST(test_prefetched_bytes_are_not_the_waits)
+{
+    /* 100 -> 100: a wait of 8 ms for the step's 1 GB reads 125 GB/s (outran); with 0.25 GB of it prefetched before
+     * the wait, the wait read 0.75 GB: 93.75 GB/s, under the probes, and the run counts; the fraction is the step's
+     * against the limit, whatever was prefetched (the limit reads every byte) */
+    const double f[] = {100, 100, 100, 100};
+    const double st[] = {0.0125, 0.0125, 0.0125};
+    const double w[] = {0.008, 0.008, 0.008};
+    const double early[] = {0, 0.25e9, 2e9}; /* the last more than the step's bytes: the wait read none of them */
+    paired_run_t r[3];
+    paired_runs(&lim, f, st, w, early, 3, 0.10, r);
+    ck_assert(r[0].outran);
+    ck_assert_double_eq_tol(r[0].wait_gbps, 125, 1e-9);
+    ck_assert(!r[1].outran && !r[1].phase);
+    ck_assert_double_eq_tol(r[1].early_bytes, 0.25e9, TOL);
+    ck_assert_double_eq_tol(r[1].wait_gbps, 93.75, 1e-9);
+    ck_assert_double_eq_tol(r[1].fraction, 0.015 / 0.0125, TOL);
+    ck_assert_double_eq_tol(r[1].fraction, r[0].fraction, TOL);
+    ck_assert(!r[2].outran);
+    ck_assert_double_eq_tol(r[2].wait_gbps, 0, TOL);
+    paired_summary_t s;
+    paired_summarize(r, 2, 0.90, &s);
+    ck_assert_int_eq(s.stable, 1);
+    ck_assert_int_eq(s.outran, 1);
+    ck_assert_double_eq_tol(s.wait_over_flank, 0.9375, 1e-9);
+    ck_assert_int_eq(s.verdict, PAIRED_MET); /* 120% */
+}
+END_TEST
+
 START_TEST(test_constant_rate_is_the_own_limit)
 {
     /* every flank the same rate (guild bench sessions --dram-gbs): each run's three fractions are the limit at that
@@ -167,7 +197,7 @@ START_TEST(test_constant_rate_is_the_own_limit)
     ck_assert_double_eq_tol(paired_limit_step_s(&lim, 50), 0.025, TOL); /* the step guild bench sessions prints */
     ck_assert_double_eq_tol(paired_limit_step_s(&lim, 0), 0.005, TOL);  /* no rate: the fixed part alone */
     paired_run_t r[3];
-    paired_runs(&lim, f, st, NULL, 3, 0.10, r);
+    paired_runs(&lim, f, st, NULL, NULL, 3, 0.10, r);
     for (int k = 0; k < 3; k++) {
         ck_assert_double_eq_tol(r[k].fraction, 0.025 / st[k], TOL);
         ck_assert_double_eq_tol(r[k].fraction_hi, r[k].fraction, TOL);
@@ -194,6 +224,7 @@ static Suite *paired_suite(void)
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_tolerance_edge_and_no_evidence);
     tcase_add_test(tc, test_reads_outran_the_probes);
+    tcase_add_test(tc, test_prefetched_bytes_are_not_the_waits);
     suite_add_tcase(s, tc);
     return s;
 }
