@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # A session's consolidated device call (the lead's, after the session's CUDA changes have landed), from the repo
 # root with the pack unpacked in $C (bin/, lib/, COMMIT, base/ with the session start's guild and workers,
-# BASE_COMMIT):   C=/tmp/c bash bench/device/lead.sh [SECONDS] [TEST_SECONDS]
-# (TEST_SECONDS: alltests.sh's share, default 110; spec_cuda.sh, its last step, needs ~150)
+# BASE_COMMIT):   C=/tmp/c bash bench/device/lead.sh [SECONDS] [TEST_SECONDS] [SIZES] [REPEAT]
+# (TEST_SECONDS: alltests.sh's share, default 110; spec_cuda.sh, its last step, needs ~150; SIZES and REPEAT:
+# `guild bench sessions`' sizes and timed runs a size, default 1,2,4,8,16 and 3; the smallest size gives the
+# limit's dense step)
 # 1. every CUDA test program, mkmodel_greedy.sh and spec_cuda.sh (alltests.sh, 4 at a time), while check_amx and
 #    check_kernels run on the real AMX tiles and guild-mkmodel writes the Qwen3-30B-A3B shape;
 # 2. A/B of the tip against the session's start, medians of 3 each (issues 17, 18, 14's decode targets):
-#    all-GPU decode; decode with every expert in RAM; `guild bench sessions` 1..16 at --gpu-mem 8G; decode at
-#    --gpu-mem 8G with a routing profile recorded by the tip on a text prompt (hit rate printed).
+#    all-GPU decode; `guild bench sessions` at --gpu-mem 8G (paired probes); decode with every expert in RAM;
+#    with bench/guild-cuda-prof in the pack, the tip's CUPTI profile with every expert in RAM (issue 17's GPU time
+#    a layer); decode at --gpu-mem 8G with a routing profile recorded by the tip on a text prompt (hit rate).
 # Every step is budgeted (lib.sh's step); what does not fit is skipped and said. Output under $OUT: lead.log and
 # lead-files.tar.gz (the JSON, logs and the profile's plan).
 set -u
 budget=${1:-330}
 tests_s=${2:-110}
+sizes=${3:-1,2,4,8,16}
+repeat=${4:-3}
 C=${C:-/tmp/c}
 export LD_LIBRARY_PATH=$C/lib
 B=$C/bin
@@ -50,16 +55,19 @@ for side in new base; do
         --json "$O/allgpu-$side.json"
 done
 for side in new base; do
+    step $((20 + 8 * repeat)) "guild bench sessions $sizes at 8G ($side)" \
+        sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
+        sed -n "/^# paired: each/,\$p" "'"$O"'/sessions-'"$side"'.txt"; exit $st' \
+        "$(bin_of $side)/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions "$sizes" --prompt 128 \
+        --gen 16 --repeat "$repeat" --probes 1 --commit "$(cat "$C/COMMIT" 2> /dev/null)" \
+        --json "$O/sessions-$side.json"
+done
+for side in new base; do
     step 40 "experts in RAM decode ($side)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:|^ +512 |wait" | tail -n 6' \
         "$(bin_of $side)/guild" bench run -m $m --populate 512 --gen 48 --runs 3 --threads 14 --gpu-experts none \
         --json "$O/ram-$side.json"
 done
-for side in new base; do
-    step 55 "guild bench sessions 1..16 at 8G ($side)" sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
-        tail -n 9 "'"$O"'/sessions-'"$side"'.txt"; exit $st' \
-        "$(bin_of $side)/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions 1,2,4,8,16 --prompt 128 \
-        --gen 16 --repeat 3 --probes 1 --json "$O/sessions-$side.json"
-done
+[ -x "$B/bench/guild-cuda-prof" ] && prof ram-cupti --gpu-experts none
 # issue 14's profile: session 26's text prompt, the tip records the routing at 8G (whole layers resident)
 prompt8 "$O/prompt.txt"
 rm -f $m.routing
