@@ -40,11 +40,19 @@ for mode in --single-process "--cpu-workers 1"; do
     if [ "$mode" != --single-process ]; then
         r=$(grep -c '"requests_per_step": 1\.0,' "$T/s.json")
         [ "$r" = 3 ] || fail "guild bench sessions $mode: requests a step: $(grep requests_per_step "$T/s.json")"
-        # the prefetch hint (default --prefetch-experts 4) reaches a batched step of 12 sessions too: bytes its
-        # hits read before the wait, left out of the wait's rate
-        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); s = [z for z in d["sizes"] if z["sessions"] == 12][0]
-assert all(p["prefetched_bytes_before_wait"] > 0 for p in s["paired_runs"]), s["paired_runs"]' "$T/s.json" ||
-            fail "guild bench sessions $mode: no prefetch before the waits of 12 sessions"
+        # the prefetch hint (default --prefetch-experts 4) of steps of up to 4 tokens: the bytes its hits read
+        # before the wait, left out of the wait's rate; a step of 12 sessions gets no hint
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); z = {s["sessions"]: s for s in d["sizes"]}
+assert all(p["prefetched_bytes_before_wait"] > 0 for p in z[4]["paired_runs"]), z[4]["paired_runs"]
+assert all(p["prefetched_bytes_before_wait"] == 0 for p in z[12]["paired_runs"]), z[12]["paired_runs"]' "$T/s.json" ||
+            fail "guild bench sessions $mode: the bytes prefetched before the waits"
+        # ... and none with the prefetch off
+        timeout 120 "$B/guild" bench sessions -m "$T/m.gguf" --backend cpu $mode --threads 2 --sessions 1,4 \
+            --prompt 12 --gen 2 --repeat 1 --dram-gbs 10 --prefetch-experts 0 --json "$T/n.json" > "$T/out.txt" \
+            2> "$T/err.txt" || { cat "$T/err.txt"; fail "guild bench sessions $mode --prefetch-experts 0"; }
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+assert all(p["prefetched_bytes_before_wait"] == 0 for s in d["sizes"] for p in s["paired_runs"]), d["sizes"]' \
+            "$T/n.json" || fail "guild bench sessions $mode --prefetch-experts 0: bytes prefetched"
     fi
 done
 # the DRAM probes around each size's runs (small passes: this is about the bookkeeping, not the rate) and the
