@@ -7,7 +7,6 @@
  * with the default path's (bits).
  * usage: cuda_attn_time [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each) */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "tests/cuda/cuda_time.h"
 
 
 #define AT_L 48      /* layers */
@@ -30,25 +30,6 @@
 
 static cudaStream_t stream;
 
-/* A failed condition ends the program with its message. */
-static void need(bool ok, const char *fmt, ...)
-{
-    if (ok)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "cuda_attn_time: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-#define CU(call)                                                                                                    \
-    do {                                                                                                            \
-        const cudaError_t ce_ = (call);                                                                             \
-        need(ce_ == cudaSuccess, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));             \
-    } while (0)
 
 typedef struct at_ctx {
     void *kc, *vc;          /* AT_L layers of [AT_CTX][AT_NKV * AT_HD] F16 each */
@@ -80,58 +61,27 @@ static int at_layer(const at_ctx_t *c, int32_t l, guild_err_t *err)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
+static int at_layer_fn(void *ctx, int32_t l, guild_err_t *err)
 {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    return at_layer((const at_ctx_t *)ctx, l, err);
 }
 
 /* us a layer: a graph of AT_L layers replayed (median of 5 timings of 10 replays, after a warm one). */
 static double at_time(const at_ctx_t *c)
 {
-    guild_err_t err = {{0}};
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t ge = NULL;
-    int rc = 0;
-    CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int32_t l = 0; l < AT_L && rc == 0; l++)
-        rc = at_layer(c, l, &err);
-    CU(cudaStreamEndCapture(stream, &g));
-    need(rc == 0, "%s", err.msg);
-    CU(cudaGraphInstantiate(&ge, g, 0));
-    CU(cudaGraphLaunch(ge, stream)); /* warm */
-    cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    double us[5];
-    for (int k = 0; k < 5; k++) {
-        CU(cudaEventRecord(e0, stream));
-        for (int rp = 0; rp < 10; rp++)
-            CU(cudaGraphLaunch(ge, stream));
-        CU(cudaEventRecord(e1, stream));
-        CU(cudaEventSynchronize(e1));
-        float ms = 0;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        us[k] = (double)ms * 1e3 / (10.0 * AT_L);
-    }
-    qsort(us, 5, sizeof us[0], cmp_double);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    return us[2];
+    return cuda_time_graph(at_layer_fn, (void *)c, AT_L, 5, 10, stream);
 }
 
 /* One direct launch at layer 0: the output and the quantized rows into out, qo (host). */
 static void at_bits(const at_ctx_t *c, float *out, unsigned char *qo)
 {
     guild_err_t err = {{0}};
-    CU(cudaMemset(c->out, 0x7e, (size_t)AT_ROWS * AT_NH * AT_HD * sizeof(float)));
-    CU(cudaMemset(c->qo, 0x5a, (size_t)AT_ROWS * c->qrow));
-    need(at_layer(c, 0, &err) == 0, "%s", err.msg);
-    CU(cudaStreamSynchronize(stream));
-    CU(cudaMemcpy(out, c->out, (size_t)c->n * AT_NH * AT_HD * sizeof(float), cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(qo, c->qo, (size_t)c->n * c->qrow, cudaMemcpyDeviceToHost));
+    CUDA_TIME_CU(cudaMemset(c->out, 0x7e, (size_t)AT_ROWS * AT_NH * AT_HD * sizeof(float)));
+    CUDA_TIME_CU(cudaMemset(c->qo, 0x5a, (size_t)AT_ROWS * c->qrow));
+    cuda_time_need(at_layer(c, 0, &err) == 0, "%s", err.msg);
+    CUDA_TIME_CU(cudaStreamSynchronize(stream));
+    CUDA_TIME_CU(cudaMemcpy(out, c->out, (size_t)c->n * AT_NH * AT_HD * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_TIME_CU(cudaMemcpy(qo, c->qo, (size_t)c->n * c->qrow, cudaMemcpyDeviceToHost));
 }
 
 typedef struct at_variant {
@@ -150,8 +100,8 @@ static const at_variant_t variants[] = {
 static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
 {
     const int32_t kv0 = keys - n; /* the last row sees `keys` keys */
-    need(kv0 >= 0 && keys <= AT_CTX, "%d keys, %d rows", keys, n);
-    CU(cudaMemcpy(c->kv0, &kv0, sizeof kv0, cudaMemcpyHostToDevice));
+    cuda_time_need(kv0 >= 0 && keys <= AT_CTX, "%d keys, %d rows", keys, n);
+    CUDA_TIME_CU(cudaMemcpy(c->kv0, &kv0, sizeof kv0, cudaMemcpyHostToDevice));
     c->n = n;
     const size_t no = (size_t)n * AT_NH * AT_HD;
     float *ref = malloc(no * sizeof(float)), *got = malloc(no * sizeof(float));
@@ -182,16 +132,17 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
 
 int main(int argc, char **argv)
 {
+    cuda_time_init("cuda_attn_time");
     char why[256];
     if (cuda_device_count(why, sizeof why) < 1) {
         printf("no CUDA device (%s)\n", why);
         return 77;
     }
-    CU(cudaStreamCreate(&stream));
+    CUDA_TIME_CU(cudaStreamCreate(&stream));
     guild_err_t err = {{0}};
     at_ctx_t c = {.layer_bytes = (size_t)AT_CTX * AT_NKV * AT_HD * 2};
-    CU(cudaMalloc(&c.kc, (size_t)AT_L * c.layer_bytes));
-    CU(cudaMalloc(&c.vc, (size_t)AT_L * c.layer_bytes));
+    CUDA_TIME_CU(cudaMalloc(&c.kc, (size_t)AT_L * c.layer_bytes));
+    CUDA_TIME_CU(cudaMalloc(&c.vc, (size_t)AT_L * c.layer_bytes));
     rng_t r;
     rng_seed(&r, 1733);
     const size_t ne = c.layer_bytes / 2;
@@ -200,7 +151,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ne; i++)
             h[i] = quant_f32_to_f16((float)(2 * rng_uniform(&r) - 1));
         for (int32_t l = 0; l < AT_L; l++) /* the same values, each layer at its own addresses */
-            CU(cudaMemcpy((char *)(kv ? c.vc : c.kc) + (size_t)l * c.layer_bytes, h, c.layer_bytes,
+            CUDA_TIME_CU(cudaMemcpy((char *)(kv ? c.vc : c.kc) + (size_t)l * c.layer_bytes, h, c.layer_bytes,
                           cudaMemcpyHostToDevice));
     }
     free(h);
@@ -208,19 +159,19 @@ int main(int argc, char **argv)
     float *q = malloc(nq * sizeof *q);
     for (size_t i = 0; i < nq; i++)
         q[i] = (float)(3 * (2 * rng_uniform(&r) - 1));
-    CU(cudaMalloc((void **)&c.q, nq * sizeof(float)));
-    CU(cudaMemcpy(c.q, q, nq * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_TIME_CU(cudaMalloc((void **)&c.q, nq * sizeof(float)));
+    CUDA_TIME_CU(cudaMemcpy(c.q, q, nq * sizeof(float), cudaMemcpyHostToDevice));
     free(q);
-    CU(cudaMalloc((void **)&c.out, nq * sizeof(float)));
+    CUDA_TIME_CU(cudaMalloc((void **)&c.out, nq * sizeof(float)));
     uint64_t rq = 0;
-    need(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)AT_NH * AT_HD, &rq, &err) == 0, "%s", err.msg);
+    cuda_time_need(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)AT_NH * AT_HD, &rq, &err) == 0, "%s", err.msg);
     c.qrow = (size_t)rq;
-    CU(cudaMalloc(&c.qo, (size_t)AT_ROWS * c.qrow));
-    CU(cudaMalloc((void **)&c.kv0, sizeof(int32_t)));
+    CUDA_TIME_CU(cudaMalloc(&c.qo, (size_t)AT_ROWS * c.qrow));
+    CUDA_TIME_CU(cudaMalloc((void **)&c.kv0, sizeof(int32_t)));
     c.scratch_bytes = cuda_attention_decode_scratch(AT_ROWS, AT_NH, AT_HD, AT_CTX);
-    CU(cudaMalloc(&c.scratch, c.scratch_bytes));
-    CU(cudaMalloc((void **)&c.done, (size_t)AT_NKV * CUDA_DECODE_ROWS * sizeof(unsigned int)));
-    CU(cudaMemset(c.done, 0, (size_t)AT_NKV * CUDA_DECODE_ROWS * sizeof(unsigned int)));
+    CUDA_TIME_CU(cudaMalloc(&c.scratch, c.scratch_bytes));
+    CUDA_TIME_CU(cudaMalloc((void **)&c.done, (size_t)AT_NKV * CUDA_DECODE_ROWS * sizeof(unsigned int)));
+    CUDA_TIME_CU(cudaMemset(c.done, 0, (size_t)AT_NKV * CUDA_DECODE_ROWS * sizeof(unsigned int)));
     printf("cuda_attn_time: %d query heads over %d KV heads of %d, F16 caches of %d rows, %d layers\n", AT_NH, AT_NKV,
            AT_HD, AT_CTX, AT_L);
     static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
@@ -231,9 +182,9 @@ int main(int argc, char **argv)
             attn_time(&c, keys, rows[j]);
     }
     unsigned int done[AT_NKV * CUDA_DECODE_ROWS];
-    CU(cudaMemcpy(done, c.done, sizeof done, cudaMemcpyDeviceToHost));
+    CUDA_TIME_CU(cudaMemcpy(done, c.done, sizeof done, cudaMemcpyDeviceToHost));
     for (int j = 0; j < AT_NKV * CUDA_DECODE_ROWS; j++)
-        need(done[j] == 0, "counter %d is %u after the launches", j, done[j]);
+        cuda_time_need(done[j] == 0, "counter %d is %u after the launches", j, done[j]);
     cudaFree(c.kc);
     cudaFree(c.vc);
     cudaFree(c.q);

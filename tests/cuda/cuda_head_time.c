@@ -7,7 +7,6 @@
  * them instead of the default form, a "head:" line each (the last line's head: the last form's).
  * usage: cuda_head_time [--forms LIST] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,43 +17,25 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "tests/cuda/cuda_time.h"
 
 static cudaStream_t stream;
 static int forms[8], n_forms; /* --forms */
 
-/* A failed condition ends the program with its message. */
-static void need(bool ok, const char *fmt, ...)
-{
-    if (ok)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "cuda_head_time: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-#define CU(call)                                                                                                    \
-    do {                                                                                                            \
-        const cudaError_t ce_ = (call);                                                                             \
-        need(ce_ == cudaSuccess, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));             \
-    } while (0)
 
 static float *upload(const float *h, size_t n)
 {
     float *d = NULL;
-    CU(cudaMalloc((void **)&d, n * sizeof *d));
-    CU(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
+    CUDA_TIME_CU(cudaMalloc((void **)&d, n * sizeof *d));
+    CUDA_TIME_CU(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
     return d;
 }
 
 static void *dev_bytes(const void *h, size_t n)
 {
     void *d = NULL;
-    CU(cudaMalloc(&d, n));
-    CU(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    CUDA_TIME_CU(cudaMalloc(&d, n));
+    CUDA_TIME_CU(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
     return d;
 }
 
@@ -64,55 +45,14 @@ static void fill(rng_t *r, float *x, size_t n, float scale)
         x[i] = (float)(scale * (2 * rng_uniform(r) - 1));
 }
 
-/* Launches of one layer l (0..L) of a timed sequence. */
-typedef int (*rt_layer_fn)(void *ctx, int32_t l, guild_err_t *err);
+typedef cuda_time_layer_fn rt_layer_fn;
 
 /* us[0]: a graph of L layers' launches replayed, us[1]: the same launched from the host one by one (what a step
- * without graphs pays), in us a layer; after a warm pass of each. */
+ * without graphs pays), in us a layer; 8 replays after a warm one each. */
 static void rt_time(rt_layer_fn fn, void *ctx, int32_t L, double us[2])
 {
-    const int reps = 8;
-    guild_err_t err = {{0}};
-    cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    for (int v = 0; v < 2; v++) {
-        cudaGraph_t g = NULL;
-        cudaGraphExec_t ge = NULL;
-        int rc = 0;
-        if (v == 0) {
-            CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-            for (int32_t l = 0; l < L && rc == 0; l++)
-                rc = fn(ctx, l, &err);
-            CU(cudaStreamEndCapture(stream, &g));
-            need(rc == 0, "%s", err.msg);
-            CU(cudaGraphInstantiate(&ge, g, 0));
-            CU(cudaGraphLaunch(ge, stream)); /* warm */
-            CU(cudaEventRecord(e0, stream));
-            for (int rp = 0; rp < reps; rp++)
-                CU(cudaGraphLaunch(ge, stream));
-        } else {
-            for (int pass = 0; pass < 2; pass++) { /* a warm pass, then the timed one */
-                if (pass)
-                    CU(cudaEventRecord(e0, stream));
-                for (int rp = 0; rp < (pass ? reps : 1); rp++)
-                    for (int32_t l = 0; l < L && rc == 0; l++)
-                        rc = fn(ctx, l, &err);
-            }
-            need(rc == 0, "%s", err.msg);
-        }
-        CU(cudaEventRecord(e1, stream));
-        CU(cudaEventSynchronize(e1));
-        float ms = 0;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        us[v] = (double)ms * 1e3 / ((double)reps * L);
-        if (ge)
-            cudaGraphExecDestroy(ge);
-        if (g)
-            cudaGraphDestroy(g);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    us[0] = cuda_time_graph(fn, ctx, L, 1, 8, stream);
+    us[1] = cuda_time_host(fn, ctx, L, 8, stream);
 }
 
 /* A decode step's FFN head at the Qwen3-30B-A3B shape (2,048 wide, 128 experts top-8, renormalised, the norm with
@@ -200,31 +140,32 @@ static void head_time(int32_t n)
     for (int i = 0; i < 8 * 16; i++)
         rw[i] = 0.125f;
     uint64_t rq = 0;
-    need(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)E, &rq, &err) == 0, "%s", err.msg);
+    cuda_time_need(quant_row_bytes(GUILD_TYPE_Q8_K, (uint64_t)E, &rq, &err) == 0, "%s", err.msg);
     const size_t kv_seq = (size_t)P * 4 * HD * 2; /* a session's F16 cache of one layer */
     rt_head_t h = {.W = upload(W, (size_t)L * ne * E), .n = n, .E = E, .ne = ne, .k = k};
     h.nm = (cuda_router_norm_t){.x = upload(x, (size_t)n * E), .p = upload(zero, (size_t)n * E),
                                 .w = upload(nw, (size_t)E), .eps = 1e-6f, .site = 3};
     h.add = (cuda_norm_pre_t){.kind = CUDA_PRE_ADD, .p = h.nm.p};
-    CU(cudaMalloc((void **)&h.nm.xn, (size_t)n * ws));
-    CU(cudaMalloc((void **)&h.nm.found, sizeof(uint64_t)));
-    CU(cudaMemset(h.nm.found, 0xff, sizeof(uint64_t)));
-    CU(cudaMalloc((void **)&h.lg, (size_t)n * ne * sizeof(float)));
-    CU(cudaMalloc((void **)&h.wt, (size_t)n * k * sizeof(float)));
-    CU(cudaMalloc((void **)&h.ids, (size_t)n * k * sizeof(int32_t)));
-    CU(cudaMalloc((void **)&h.cnt, (size_t)L * ne * sizeof(unsigned long long)));
-    CU(cudaMemset(h.cnt, 0, (size_t)L * ne * sizeof(unsigned long long)));
-    CU(cudaMalloc((void **)&h.done, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
-    CU(cudaMemset(h.done, 0, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.nm.xn, (size_t)n * ws));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.nm.found, sizeof(uint64_t)));
+    CUDA_TIME_CU(cudaMemset(h.nm.found, 0xff, sizeof(uint64_t)));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.lg, (size_t)n * ne * sizeof(float)));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.wt, (size_t)n * k * sizeof(float)));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.ids, (size_t)n * k * sizeof(int32_t)));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.cnt, (size_t)L * ne * sizeof(unsigned long long)));
+    CUDA_TIME_CU(cudaMemset(h.cnt, 0, (size_t)L * ne * sizeof(unsigned long long)));
+    CUDA_TIME_CU(cudaMalloc((void **)&h.done, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
+    CUDA_TIME_CU(cudaMemset(h.done, 0, CUDA_ROUTER_FUSED_MAX * sizeof(unsigned int)));
     /* the library's fused path, if it takes n tokens (this launch is also a warm-up) */
     h.fused = cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt, h.done,
                                      stream, &err) == 0;
-    double t_head[2], t_norm[2], t_qk[2];
+    double t_head[2] = {0, 0}, t_norm[2], t_qk[2];
     const int form = cuda_router_cluster();
     for (int f = 0; f < n_forms; f++) {
         const int got = cuda_set_router_cluster(forms[f]);
-        need(cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt, h.done,
-                                    stream, &err) == 0, "%s", err.msg);
+        cuda_time_need(cuda_router_fused_norm(&h.nm, h.W, ws, E, h.lg, n, ne, k, 0, 0, true, 1.0f, h.ids, h.wt, h.cnt,
+                                              h.done, stream, &err) == 0,
+                       "%s", err.msg);
         rt_time(rt_head, &h, L, t_head);
         printf("head: %2d tokens, us a layer (a graph of 48 layers; launched one by one): FFN head, %s: %.2f; %.2f\n",
                n, got ? (got == 16 ? "clusters of 16 blocks of 8 warps" : "clusters of 8 blocks of 16 warps")
@@ -234,21 +175,21 @@ static void head_time(int32_t n)
         rt_time(rt_head, &h, L, t_head);
     cuda_set_router_cluster(form);
     unsigned int done[CUDA_ROUTER_FUSED_MAX];
-    CU(cudaMemcpy(done, h.done, sizeof done, cudaMemcpyDeviceToHost));
+    CUDA_TIME_CU(cudaMemcpy(done, h.done, sizeof done, cudaMemcpyDeviceToHost));
     for (int j = 0; j < CUDA_ROUTER_FUSED_MAX; j++)
-        need(done[j] == 0, "counter %d is %u after the launches", j, done[j]);
+        cuda_time_need(done[j] == 0, "counter %d is %u after the launches", j, done[j]);
     rt_attn_t a = {.x = h.nm.x, .xn = h.nm.xn, .nw = (float *)h.nm.w, .found = h.nm.found,
                    .n = n, .E = E, .q8_row = (size_t)rq, .cs = upload(cs, (size_t)P * HD), .rw = upload(rw, 8 * 16)};
-    CU(cudaFree((void *)h.nm.p));
+    CUDA_TIME_CU(cudaFree((void *)h.nm.p));
     a.y = upload(zero, (size_t)n * 8 * E);
-    CU(cudaMalloc(&a.q8, (size_t)n * rq));
+    CUDA_TIME_CU(cudaMalloc(&a.q8, (size_t)n * rq));
     a.q = upload(qkv, (size_t)n * 40 * HD);
     a.k = a.q + (size_t)n * 32 * HD;
     a.v = a.k + (size_t)n * 4 * HD;
     a.qn = upload(nw, HD);
     a.kn = upload(nw + HD, HD);
-    CU(cudaMalloc(&a.kc, (size_t)n * kv_seq));
-    CU(cudaMalloc(&a.vc, (size_t)n * kv_seq));
+    CUDA_TIME_CU(cudaMalloc(&a.kc, (size_t)n * kv_seq));
+    CUDA_TIME_CU(cudaMalloc(&a.vc, (size_t)n * kv_seq));
     a.rows = (cuda_seq_rows_t){.len = dev_bytes(len, (size_t)n * sizeof(int32_t)), .k_seq = (int64_t)kv_seq,
                                .v_seq = (int64_t)kv_seq, .n = n};
     for (int32_t t = 0; t < n; t++) { /* n sessions of one row each */
@@ -295,12 +236,13 @@ static void head_time(int32_t n)
 
 int main(int argc, char **argv)
 {
+    cuda_time_init("cuda_head_time");
     char why[256];
     if (cuda_device_count(why, sizeof why) < 1) {
         printf("no CUDA device (%s)\n", why);
         return 77;
     }
-    CU(cudaStreamCreate(&stream));
+    CUDA_TIME_CU(cudaStreamCreate(&stream));
     static const int32_t toks[] = {1, 2, 4, 8, 16};
     int a = 1;
     if (argc > 2 && !strcmp(argv[1], "--forms")) {
@@ -311,7 +253,7 @@ int main(int argc, char **argv)
     if (argc > a) {
         for (int i = a; i < argc; i++) {
             const int32_t n = (int32_t)atoi(argv[i]);
-            need(n >= 1 && n <= CUDA_ROUTER_FUSED_MAX, "%s tokens: 1 to %d", argv[i], CUDA_ROUTER_FUSED_MAX);
+            cuda_time_need(n >= 1 && n <= CUDA_ROUTER_FUSED_MAX, "%s tokens: 1 to %d", argv[i], CUDA_ROUTER_FUSED_MAX);
             head_time(n);
         }
     } else {

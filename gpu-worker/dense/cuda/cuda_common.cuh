@@ -68,46 +68,44 @@ static __device__ __forceinline__ void pdl_prefetch_l2(const void *p, uint32_t n
 #endif
 }
 
-/* kernel<<<grid, block, smem, s>>>(args...), with programmatic stream serialization when cuda_pdl_enabled(): the
+/* kernel<<<grid, block, smem, s>>>(args...) in thread block clusters of cluster_x blocks along x (0 or 1: no
+ * clusters; above 1 sm_90, the caller having checked that such a cluster can be scheduled and allowed a
+ * non-portable size above 8 on the kernel), with programmatic stream serialization when cuda_pdl_enabled(): the
  * kernel must call pdl_begin() as said above. The launch's error is left for cuda_launch_check. */
-template <typename... P, typename... A>
-static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                   A... args)
-{
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t c = {};
-    c.gridDim = grid;
-    c.blockDim = block;
-    c.dynamicSmemBytes = smem;
-    c.stream = s;
-    c.attrs = at;
-    c.numAttrs = cuda_pdl_enabled() ? 1 : 0;
-    (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
-}
-
-/* cuda_launch_pdl with thread block clusters of cluster_x blocks along x (sm_90; the caller checked that such a
- * cluster can be scheduled, and allowed a non-portable size above 8 on the kernel). */
 template <typename... P, typename... A>
 static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                                            unsigned cluster_x, cudaStream_t s, A... args)
 {
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = cluster_x;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
+    unsigned n = 0;
+    if (cluster_x > 1) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = cluster_x;
+        at[n].val.clusterDim.y = 1;
+        at[n].val.clusterDim.z = 1;
+        n++;
+    }
+    if (cuda_pdl_enabled()) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
     cudaLaunchConfig_t c = {};
     c.gridDim = grid;
     c.blockDim = block;
     c.dynamicSmemBytes = smem;
     c.stream = s;
     c.attrs = at;
-    c.numAttrs = cuda_pdl_enabled() ? 2 : 1;
+    c.numAttrs = n;
     (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
+}
+
+/* cuda_launch_pdl_cluster without clusters. */
+template <typename... P, typename... A>
+static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                   A... args)
+{
+    cuda_launch_pdl_cluster(kernel, grid, block, smem, 0u, s, args...);
 }
 
 /* Sum over the warp, result in every lane; integers are exact in any order. */

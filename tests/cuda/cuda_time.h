@@ -1,0 +1,37 @@
+/* What the CUDA timing programs share (tests/cuda/cuda_head_time, cuda_attn_time: not tests, run by hand or by a
+ * device script): ending the program on a failed condition, and the time of a sequence of layers' launches, as a
+ * replayed CUDA graph and launched from the host one by one. */
+#ifndef GUILD_TESTS_CUDA_TIME_H
+#define GUILD_TESTS_CUDA_TIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/util/err.h"
+
+/* The name the messages of cuda_time_need start with (the program's). */
+void cuda_time_init(const char *program);
+
+/* A failed condition ends the program with its message. */
+void cuda_time_need(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define CUDA_TIME_CU(call)                                                                                          \
+    do {                                                                                                            \
+        const cudaError_t ce_ = (call);                                                                             \
+        cuda_time_need(ce_ == cudaSuccess, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ce_));   \
+    } while (0)
+
+/* Launches of one layer l (0..L) of a timed sequence, on the caller's stream. */
+typedef int (*cuda_time_layer_fn)(void *ctx, int32_t l, guild_err_t *err);
+
+/* us a layer: the L layers' launches captured on s as one CUDA graph, replayed once (warm), then `timings` times
+ * `reps` replays each, the median of the timings. */
+double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings, int reps, cudaStream_t s);
+
+/* us a layer: the same launched from the host one by one (what a step without graphs pays), `reps` passes after a
+ * warm one. */
+double cuda_time_host(cuda_time_layer_fn fn, void *ctx, int32_t L, int reps, cudaStream_t s);
+
+#endif
