@@ -1,7 +1,8 @@
 /* guild bench — benchmarks. `guild bench experts` (bench/experts.c): DRAM read bandwidth, then the routed-expert
  * pipeline on real expert shapes, one summary line per weight type. `guild bench bw`: the bandwidth probe
  * alone. `guild bench run` (bench/run.c): a whole model at populated contexts. `guild bench plot` (bench/plot.c): runs'
- * results drawn as an SVG. `guild bench sessions` (bench/sessions.c): concurrent sessions decoded together. `guild bench route-predict`
+ * results drawn as an SVG. `guild bench sessions` (bench/sessions.c): concurrent sessions decoded together.
+ * `guild bench pool` (bench/pool.c): several sessions calls' paired runs pooled per size. `guild bench route-predict`
  * (bench/cmd_route_predict.c): how well a layer's experts are predicted before its router runs. */
 #include "config.h"
 
@@ -22,6 +23,7 @@ static const struct {
     {"run", bench_run_main, "a model end to end: prefill and decode tok/s at populated contexts (JSON)"},
     {"plot", bench_plot_main, "guild bench run results as an SVG: tok/s against populated context"},
     {"sessions", bench_sessions_main, "aggregate decode tok/s of N sessions in batched steps, beside its limit"},
+    {"pool", bench_pool_main, "guild bench sessions files of one build: their paired runs pooled per size"},
     {"route-predict", bench_route_predict_main, "how well next-layer pre-gating and the previous token predict experts"},
 };
 

@@ -15,8 +15,9 @@
 
 #include <stdbool.h>
 
-/* The most runs a summary takes (guild bench sessions: --repeat <= 15). */
-#define PAIRED_MAX_RUNS 64
+/* The most runs a summary takes (guild bench sessions: --repeat <= 15; guild bench pool: a size's runs of many
+ * calls, refused above this). */
+#define PAIRED_MAX_RUNS 1024
 
 /* A step's limit at a DRAM read rate of r GB/s: fixed_s + dram_bytes / (r * 1e9). */
 typedef struct paired_limit {

@@ -5,7 +5,8 @@
 # a request is still one step request (requests_per_step 1: rows cut into several requests would each read the
 # step's experts again); the DRAM probes around each size's runs and the repeated runs (medians, the strict limit
 # at the highest probe); each run between two flanks of probes and its paired fractions (bench/paired.h's
-# arithmetic is tests/check_paired's: here, that the bench feeds it the probes and runs it measured); usage errors.
+# arithmetic is tests/check_paired's: here, that the bench feeds it the probes and runs it measured), and guild bench
+# pool of the call's file giving the same summary; usage errors.
 set -u
 B=${GUILD_BUILDDIR:-.}
 if [ ! -x "$B/guild" ] || [ ! -x "$B/tools/guild-mkmodel" ]; then
@@ -187,6 +188,20 @@ python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["paired
     q["reads_outran_probes"] == (q["wait_read_gbps"] > 10) and q["fraction_at_higher_probe"] ==
     q["fraction_of_limit"] == q["fraction_at_lower_probe"] for q in s["paired_runs"]) for s in d["sizes"]), d' \
     "$T/s.json" || fail "--dram-gbs: the paired runs"
+# guild bench pool on the call's own file: a pool of one file says what the file says (every size's paired_*
+# fields, by the same rule); the --dram-gbs call's file has no probed flanks and is refused
+"$B/guild" bench pool --target 80 "$T/p.json" --json "$T/pool.json" > /dev/null 2> "$T/err.txt" ||
+    fail "guild bench pool: $(cat "$T/err.txt")"
+python3 -c 'import json, sys; d, p = (json.load(open(f)) for f in sys.argv[1:])
+z = {s["sessions"]: s for s in p["sizes"]}
+assert sorted(z) == sorted(s["sessions"] for s in d["sizes"]), z
+for s in d["sizes"]:
+    q = z[s["sessions"]]
+    assert q["paired_runs"] == len(s["paired_runs"]), (s, q)
+    assert all(q[k] == s[k] for k in s if k.startswith("paired_") and k != "paired_runs"), (s, q)' \
+    "$T/p.json" "$T/pool.json" || fail "guild bench pool of the --probes call's file"
+"$B/guild" bench pool "$T/s.json" > /dev/null 2> "$T/err.txt" && fail "guild bench pool took a --dram-gbs call"
+grep -q "no paired runs" "$T/err.txt" || fail "guild bench pool of a --dram-gbs call: $(cat "$T/err.txt")"
 for bad in "--repeat 0" "--repeat 16" "--probes 0" "--probes 9" "--probe-gb 0" "--dram-gbs -1" "--flank-tol 0" \
     "--target 0" "--target 101"; do
     # shellcheck disable=SC2086
