@@ -49,6 +49,8 @@ grep -E "^[0-9]+%: Checks|rc=" "$O/cpu-checks.txt"
 cat "$O/mk.txt"
 grep -q "mkmodel rc=0" "$O/mk.txt" || { tar -czf "$R/lead-files.tar.gz" -C "$O" .; exit 1; }
 bin_of() { case $1 in base*) echo "$BASE" ;; *) echo "$B" ;; esac; }
+# the commit a side's JSON names: the baseline's binaries are of BASE_COMMIT (a session-33 call gave both sides COMMIT)
+commit_of() { case $1 in base*) echo "$base_commit" ;; *) echo "$commit" ;; esac; }
 for side in new base; do
     step 30 "all-GPU decode ($side)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:|^ +512 " | tail -n 5' \
         "$(bin_of $side)/guild" bench run -m $m --populate 512 --gen 64 --runs 3 --threads 14 --single-process \
@@ -59,7 +61,7 @@ for side in new base; do
         sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
         sed -n "/^# paired: each/,\$p" "'"$O"'/sessions-'"$side"'.txt"; exit $st' \
         "$(bin_of $side)/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions "$sizes" --prompt 128 \
-        --gen 16 --repeat "$repeat" --probes 1 --commit "$(cat "$C/COMMIT" 2> /dev/null)" \
+        --gen 16 --repeat "$repeat" --probes 1 --commit "$(commit_of $side)" \
         --json "$O/sessions-$side.json"
 done
 for side in new base; do
