@@ -3,6 +3,8 @@
 
 #include "bench/paired.h"
 
+#include <stdio.h>
+
 #include "core/util/clock.h"
 #include "core/util/err.h"
 
@@ -70,6 +72,17 @@ void paired_summarize(const paired_run_t *runs, int n, double target, paired_sum
     }
     if (nw)
         s->wait_over_flank = guild_median(w, nw);
+}
+
+void paired_summary_cells(const paired_summary_t *s, paired_cells_t *c)
+{
+    *c = (paired_cells_t){"-", "-", "-", "-"};
+    if (!s->stable)
+        return;
+    snprintf(c->median, sizeof c->median, "%.1f%%", 100 * s->median);
+    snprintf(c->spread, sizeof c->spread, "%.1f-%.1f%%", 100 * s->min, 100 * s->max);
+    snprintf(c->hi, sizeof c->hi, "%.1f%%", 100 * s->median_hi);
+    snprintf(c->lo, sizeof c->lo, "%.1f%%", 100 * s->median_lo);
 }
 
 const char *paired_verdict_name(paired_verdict_t v)

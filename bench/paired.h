@@ -68,6 +68,13 @@ void paired_runs(const paired_limit_t *lim, const double *flanks_gbps, const dou
 /* s: the summary of runs[0 .. n) (n <= PAIRED_MAX_RUNS) against target (a fraction of the limit: 0.90). */
 void paired_summarize(const paired_run_t *runs, int n, double target, paired_summary_t *s);
 
+/* A summary's fractions as a table prints them: "12.3%" for the medians, "12.3-45.6%" for the spread; "-" each
+ * where no run is stable. */
+typedef struct paired_cells {
+    char median[24], spread[48], hi[24], lo[24];
+} paired_cells_t;
+void paired_summary_cells(const paired_summary_t *s, paired_cells_t *c);
+
 /* "met", "missed", "undecided", "no stable run". */
 const char *paired_verdict_name(paired_verdict_t v);
 

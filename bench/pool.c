@@ -17,6 +17,7 @@
 
 #include "bench/bench.h"
 #include "bench/paired.h"
+#include "bench/paired_json.h"
 
 #define POOL_MAX_FILES 64
 #define POOL_MAX_SIZES 32
@@ -50,53 +51,6 @@ static void usage(FILE *out)
             "  --any-commit            pool files whose commits differ (say why where the result is kept)\n"
             "  --json FILE             write the pooled sizes with the files' provenance\n"
             "  -h, --help              this help\n");
-}
-
-/* A number field of o, or -1 with err naming where when it is absent or not a number. */
-static int field_num(const json_t *o, const char *key, double *v, const char *where, guild_err_t *err)
-{
-    const json_t *x = json_object_get(o, key);
-    if (!json_is_number(x))
-        return guild_err_set(err, "%s: no number \"%s\"", where, key);
-    *v = json_number_value(x);
-    return 0;
-}
-
-static int field_bool(const json_t *o, const char *key, bool *v, const char *where, guild_err_t *err)
-{
-    const json_t *x = json_object_get(o, key);
-    if (!json_is_boolean(x))
-        return guild_err_set(err, "%s: no true/false \"%s\"", where, key);
-    *v = json_is_true(x);
-    return 0;
-}
-
-/* One record of a size's "paired_runs" as paired_runs() made it. prefetched_bytes_before_wait came in session
- * 33: an older record read no bytes before its wait. */
-static int load_run(const json_t *q, paired_run_t *r, const char *where, guild_err_t *err)
-{
-    *r = (paired_run_t){0};
-    if (!json_is_object(q))
-        return guild_err_set(err, "%s: not an object", where);
-    if (field_num(q, "probe_before_gbps", &r->before_gbps, where, err) < 0 ||
-        field_num(q, "probe_after_gbps", &r->after_gbps, where, err) < 0 ||
-        field_num(q, "step_s", &r->step_s, where, err) < 0 ||
-        field_num(q, "expert_wait_s", &r->wait_s, where, err) < 0 ||
-        field_num(q, "wait_read_gbps", &r->wait_gbps, where, err) < 0 ||
-        field_num(q, "fraction_of_limit", &r->fraction, where, err) < 0 ||
-        field_num(q, "fraction_at_higher_probe", &r->fraction_hi, where, err) < 0 ||
-        field_num(q, "fraction_at_lower_probe", &r->fraction_lo, where, err) < 0 ||
-        field_bool(q, "phase_change", &r->phase, where, err) < 0 ||
-        field_bool(q, "reads_outran_probes", &r->outran, where, err) < 0)
-        return -1;
-    const json_t *early = json_object_get(q, "prefetched_bytes_before_wait");
-    if (early && !json_is_number(early))
-        return guild_err_set(err, "%s: \"prefetched_bytes_before_wait\" is not a number", where);
-    r->early_bytes = early ? json_number_value(early) : 0;
-    if (!(r->before_gbps > 0 && r->after_gbps > 0))
-        return guild_err_set(err, "%s: a probe of no positive rate (%g, %g GB/s)", where, r->before_gbps,
-                             r->after_gbps);
-    return 0;
 }
 
 /* The size of `sessions` in sizes[0 .. *n), added when new. NULL with err when there are too many. */
@@ -143,8 +97,10 @@ static int load_file(pool_file_t *f, int fi, pool_size_t *sizes, int *n_sizes, g
     if (!json_is_integer(probes) || json_integer_value(probes) < 1)
         return guild_err_set(err, "%s: no paired runs: its flanks were not probed (a --dram-gbs run, or a bench "
                              "older than the paired probes)", f->path);
-    if (field_num(f->doc, "flank_tolerance", &f->tol, f->path, err) < 0)
-        return -1;
+    const json_t *tol = json_object_get(f->doc, "flank_tolerance");
+    if (!json_is_number(tol))
+        return guild_err_set(err, "%s: no number \"flank_tolerance\"", f->path);
+    f->tol = json_number_value(tol);
     const json_t *res = json_object_get(f->doc, "gpu_resident_experts_planned");
     f->resident = json_is_integer(res) ? (long long)json_integer_value(res) : -1;
     for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -172,7 +128,7 @@ static int load_file(pool_file_t *f, int fi, pool_size_t *sizes, int *n_sizes, g
         for (int k = 0; k < add; k++) {
             char where[600];
             snprintf(where, sizeof where, "%s: %d sessions: paired_runs[%d]", f->path, sessions, k);
-            if (load_run(json_array_get(runs, (size_t)k), &z->runs[z->n], where, err) < 0)
+            if (paired_run_from_json(json_array_get(runs, (size_t)k), &z->runs[z->n], where, err) < 0)
                 return -1;
             z->n++;
         }
@@ -210,15 +166,10 @@ static void print_pool(const pool_file_t *files, int n_files, const pool_size_t 
            "spread", "at higher", "at lower", "wait/probe", "verdict");
     for (int i = 0; i < n_sizes; i++) {
         const paired_summary_t *p = &sizes[i].sum;
-        char med[32] = "-", spread[64] = "-", hi[32] = "-", lo[32] = "-";
-        if (p->stable) {
-            snprintf(med, sizeof med, "%.1f%%", 100 * p->median);
-            snprintf(spread, sizeof spread, "%.1f-%.1f%%", 100 * p->min, 100 * p->max);
-            snprintf(hi, sizeof hi, "%.1f%%", 100 * p->median_hi);
-            snprintf(lo, sizeof lo, "%.1f%%", 100 * p->median_lo);
-        }
+        paired_cells_t cl;
+        paired_summary_cells(p, &cl);
         printf("%8d %5d %5d %6d %7d %9s %15s %9s %9s %10.2f  %s\n", sizes[i].sessions, p->runs, p->stable, p->phase,
-               p->outran, med, spread, hi, lo, p->wait_over_flank, paired_verdict_name(p->verdict));
+               p->outran, cl.median, cl.spread, cl.hi, cl.lo, p->wait_over_flank, paired_verdict_name(p->verdict));
     }
 }
 
@@ -254,16 +205,7 @@ static json_t *pool_json(const pool_file_t *files, int n_files, const pool_size_
         json_object_set_new(s, "sessions", json_integer(sizes[i].sessions));
         json_object_set_new(s, "runs_from_each_file", from);
         json_object_set_new(s, "paired_runs", json_integer(p->runs));
-        json_object_set_new(s, "paired_stable_runs", json_integer(p->stable));
-        json_object_set_new(s, "paired_phase_change_runs", json_integer(p->phase));
-        json_object_set_new(s, "paired_outran_runs", json_integer(p->outran));
-        json_object_set_new(s, "paired_fraction_median", json_real(p->median));
-        json_object_set_new(s, "paired_fraction_min", json_real(p->min));
-        json_object_set_new(s, "paired_fraction_max", json_real(p->max));
-        json_object_set_new(s, "paired_fraction_at_higher_median", json_real(p->median_hi));
-        json_object_set_new(s, "paired_fraction_at_lower_median", json_real(p->median_lo));
-        json_object_set_new(s, "paired_wait_over_probe", json_real(p->wait_over_flank));
-        json_object_set_new(s, "paired_target", json_string(paired_verdict_name(p->verdict)));
+        paired_summary_json(s, p);
         json_array_append_new(sa, s);
     }
     json_object_set_new(root, "sizes", sa);

@@ -56,6 +56,7 @@
 #include "bench/bench.h"
 #include "bench/bw.h"
 #include "bench/paired.h"
+#include "bench/paired_json.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/pipeline.h"
 #include "coordinator/remote_backend.h"
@@ -649,15 +650,10 @@ static void print_paired(const sess_cfg_t *c, const sess_result_t *res)
         const paired_summary_t *p = &r->pair;
         if (!p->runs)
             continue;
-        char spread[64] = "-", paired[32] = "-", hi[32] = "-", lo[32] = "-";
-        if (p->stable) {
-            snprintf(spread, sizeof spread, "%.1f-%.1f%%", 100 * p->min, 100 * p->max);
-            snprintf(paired, sizeof paired, "%.1f%%", 100 * p->median);
-            snprintf(hi, sizeof hi, "%.1f%%", 100 * p->median_hi);
-            snprintf(lo, sizeof lo, "%.1f%%", 100 * p->median_lo);
-        }
-        printf("%8d %12.2f %9s %15s %9s %9s %4d/%-2d %10.2f  %s\n", r->n, r->n / r->step_s, paired, spread, hi, lo,
-               p->stable, p->runs, p->wait_over_flank, paired_verdict_name(p->verdict));
+        paired_cells_t cl;
+        paired_summary_cells(p, &cl);
+        printf("%8d %12.2f %9s %15s %9s %9s %4d/%-2d %10.2f  %s\n", r->n, r->n / r->step_s, cl.median, cl.spread, cl.hi,
+               cl.lo, p->stable, p->runs, p->wait_over_flank, paired_verdict_name(p->verdict));
     }
     int runs, phase, outran;
     paired_totals(c, res, &runs, &phase, &outran);
@@ -898,34 +894,12 @@ int bench_sessions_main(int argc, char **argv)
             for (int k = 0; k <= c.repeat; k++)
                 json_array_append_new(flanks, json_real(r->flanks_gbps[k]));
             for (int k = 0; k < r->pair.runs; k++) {
-                const paired_run_t *p = &r->paired[k];
-                json_t *q = json_object();
-                json_object_set_new(q, "step_s", json_real(p->step_s));
-                json_object_set_new(q, "expert_wait_s", json_real(p->wait_s));
-                json_object_set_new(q, "wait_read_gbps", json_real(p->wait_gbps));
-                json_object_set_new(q, "prefetched_bytes_before_wait", json_real(p->early_bytes));
-                json_object_set_new(q, "probe_before_gbps", json_real(p->before_gbps));
-                json_object_set_new(q, "probe_after_gbps", json_real(p->after_gbps));
-                json_object_set_new(q, "fraction_of_limit", json_real(p->fraction));
-                json_object_set_new(q, "fraction_at_higher_probe", json_real(p->fraction_hi));
-                json_object_set_new(q, "fraction_at_lower_probe", json_real(p->fraction_lo));
-                json_object_set_new(q, "phase_change", json_boolean(p->phase));
-                json_object_set_new(q, "reads_outran_probes", json_boolean(p->outran));
-                json_array_append_new(pruns, q);
+                json_array_append_new(pruns, paired_run_json(&r->paired[k]));
             }
             const paired_summary_t *ps = &r->pair;
             json_object_set_new(j, "dram_flanks_gbps", flanks);
             json_object_set_new(j, "paired_runs", pruns);
-            json_object_set_new(j, "paired_stable_runs", json_integer(ps->stable));
-            json_object_set_new(j, "paired_phase_change_runs", json_integer(ps->phase));
-            json_object_set_new(j, "paired_outran_runs", json_integer(ps->outran));
-            json_object_set_new(j, "paired_fraction_median", json_real(ps->median));
-            json_object_set_new(j, "paired_fraction_min", json_real(ps->min));
-            json_object_set_new(j, "paired_fraction_max", json_real(ps->max));
-            json_object_set_new(j, "paired_fraction_at_higher_median", json_real(ps->median_hi));
-            json_object_set_new(j, "paired_fraction_at_lower_median", json_real(ps->median_lo));
-            json_object_set_new(j, "paired_wait_over_probe", json_real(ps->wait_over_flank));
-            json_object_set_new(j, "paired_target", json_string(paired_verdict_name(ps->verdict)));
+            paired_summary_json(j, ps);
             json_object_set_new(j, "bytes_limit_tok_s", json_real(r->bytes_step_s > 0 ? r->n / r->bytes_step_s : 0));
             json_object_set_new(j, "requests_per_step", json_real(r->requests));
             json_object_set_new(j, "gpu_worker_forward_s", json_real(r->forward_s));

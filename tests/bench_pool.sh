@@ -7,19 +7,12 @@
 # PAIRED_MAX_RUNS refused; mixed commits refused unless --any-commit, other settings, files without paired runs
 # (--dram-gbs), documents of another kind, bad JSON and missing paths refused.
 set -u
-B=${GUILD_BUILDDIR:-.}
-if [ ! -x "$B/guild" ]; then
-    echo "SKIP: guild is not built"
-    exit 77
-fi
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT INT TERM
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
+. "$(dirname "$0")/test_lib.sh"
+need_built "$G"
+need_python
+make_tmp
 # run(MEAN, HI, LO, PHASE, OUTRAN, WAIT_GBPS[, PREFETCHED]): one paired_runs record, probes 100 and 100 GB/s
-python3 - "$T" <<'PY' || fail "writing the files"
+"$PY" - "$T" <<'PY' || fail "writing the files"
 import json, sys
 t = sys.argv[1]
 def run(f, hi, lo, phase, outran, wait, early=None):
@@ -67,10 +60,10 @@ put("m3.json", doc("abc123", [(4, [run(0.5, 0.5, 0.5, False, False, 90)] * 100)]
 PY
 printf '{"sizes": [' > "$T/bad.json"
 
-"$B/guild" bench pool "$T/a.json" "$T/b.json" --json "$T/p.json" > "$T/out.txt" 2> "$T/err.txt" ||
+"$G" bench pool "$T/a.json" "$T/b.json" --json "$T/p.json" > "$T/out.txt" 2> "$T/err.txt" ||
     { cat "$T/err.txt"; fail "pooling a and b"; }
 cat "$T/out.txt"
-python3 - "$T/p.json" <<'PY' || fail "the pooled JSON"
+"$PY" - "$T/p.json" <<'PY' || fail "the pooled JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
 z = {s["sessions"]: s for s in d["sizes"]}
@@ -99,18 +92,18 @@ awk '$1 == 8 && $2 == 5 && $3 == 3 && $4 == 1 && $5 == 1 && $6 == "89.0%" && $7 
 # the target moves the verdict: at 86.5% the higher flank's median (87%) meets it, at 92% the lower one misses it
 for tv in "86.5 met" "92 missed" "95 missed"; do
     set -- $tv
-    "$B/guild" bench pool --target "$1" "$T/a.json" "$T/b.json" > "$T/out.txt" 2>&1 || fail "--target $1"
+    "$G" bench pool --target "$1" "$T/a.json" "$T/b.json" > "$T/out.txt" 2>&1 || fail "--target $1"
     awk -v v="$2" '$1 == 8 && $NF == v { ok = 1 } END { exit !ok }' "$T/out.txt" ||
         { cat "$T/out.txt"; fail "--target $1: 8 sessions not $2"; }
 done
-"$B/guild" bench pool --target 95 "$T/a.json" > "$T/out.txt" 2>&1 || fail "--target 95 on a"
+"$G" bench pool --target 95 "$T/a.json" > "$T/out.txt" 2>&1 || fail "--target 95 on a"
 awk '$1 == 1 && $NF == "undecided" { ok = 1 } END { exit !ok }' "$T/out.txt" || fail "--target 95: 1 session"
 
 # 1,000 runs at one size (above the 64 a summary once took): 666 kept, fractions k/1000 for k not a multiple of 3;
 # the median of the 666 is the mean of the 333rd and 334th
-"$B/guild" bench pool "$T/m1.json" "$T/m2.json" --json "$T/m.json" > "$T/out.txt" 2>&1 ||
+"$G" bench pool "$T/m1.json" "$T/m2.json" --json "$T/m.json" > "$T/out.txt" 2>&1 ||
     { cat "$T/out.txt"; fail "1,000 runs"; }
-python3 - "$T/m.json" <<'PY' || fail "the pool of 1,000 runs"
+"$PY" - "$T/m.json" <<'PY' || fail "the pool of 1,000 runs"
 import json, sys
 s = json.load(open(sys.argv[1]))["sizes"][0]
 kept = sorted(k / 1000 for k in range(1000) if k % 3)
@@ -120,15 +113,15 @@ assert abs(s["paired_fraction_median"] - med) < 1e-12, (s, med)
 assert abs(s["paired_fraction_min"] - kept[0]) < 1e-12 and abs(s["paired_fraction_max"] - kept[-1]) < 1e-12, s
 PY
 # ... and beyond what a summary takes: refused, not cut
-"$B/guild" bench pool "$T/m1.json" "$T/m2.json" "$T/m3.json" > "$T/out.txt" 2>&1 && fail "1,100 runs accepted"
+"$G" bench pool "$T/m1.json" "$T/m2.json" "$T/m3.json" > "$T/out.txt" 2>&1 && fail "1,100 runs accepted"
 grep -q "m3.json: 4 sessions: 1100 runs pooled, a summary takes at most 1024" "$T/out.txt" ||
     { cat "$T/out.txt"; fail "1,100 runs: the message"; }
 
 # mixed commits: refused, naming both; accepted with --any-commit, said so
-"$B/guild" bench pool "$T/a.json" "$T/c.json" > "$T/out.txt" 2>&1 && fail "mixed commits accepted"
+"$G" bench pool "$T/a.json" "$T/c.json" > "$T/out.txt" 2>&1 && fail "mixed commits accepted"
 grep -q "different commits: abc123 (.*a.json), def456 (.*c.json)" "$T/out.txt" ||
     { cat "$T/out.txt"; fail "mixed commits: the message"; }
-"$B/guild" bench pool --any-commit "$T/a.json" "$T/c.json" > "$T/out.txt" 2>&1 || fail "--any-commit"
+"$G" bench pool --any-commit "$T/a.json" "$T/c.json" > "$T/out.txt" 2>&1 || fail "--any-commit"
 grep -q "DIFFERENT commits" "$T/out.txt" || fail "--any-commit: not said"
 awk '$1 == 8 && $2 == 3 && $3 == 2 { ok = 1 } END { exit !ok }' "$T/out.txt" || fail "--any-commit: the pool"
 
@@ -136,7 +129,7 @@ awk '$1 == 8 && $2 == 3 && $3 == 2 { ok = 1 } END { exit !ok }' "$T/out.txt" || 
 refuse() {
     want=$1
     shift
-    "$B/guild" bench pool "$@" > "$T/out.txt" 2>&1
+    "$G" bench pool "$@" > "$T/out.txt" 2>&1
     rc=$?
     [ "$rc" != 0 ] || fail "accepted: $*"
     grep -q -- "$want" "$T/out.txt" || { cat "$T/out.txt"; fail "$*: no '$want'"; }
@@ -150,5 +143,5 @@ refuse "bad.json: " "$T/bad.json"
 refuse "$T/nothere.json" "$T/nothere.json"
 refuse "no files" --target 90
 refuse "--target 0" --target 0 "$T/a.json"
-"$B/guild" bench pool --help | grep -q -- "--any-commit" || fail "--help"
+"$G" bench pool --help | grep -q -- "--any-commit" || fail "--help"
 echo "PASS"

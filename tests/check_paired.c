@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "bench/paired.h"
+#include "bench/paired_json.h"
 
 #define TOL 1e-12
 
@@ -213,6 +214,60 @@ START_TEST(test_constant_rate_is_the_own_limit)
 }
 END_TEST
 
+START_TEST(test_cells_and_json)
+{
+    /* the table's cells: "-" without a stable run, else the percentages */
+    paired_run_t r[4];
+    paired_summary_t s;
+    paired_cells_t c;
+    paired_runs(&lim, flanks, steps, waits, NULL, 4, 0.10, r);
+    paired_summarize(r, 4, 0.90, &s);
+    paired_summary_cells(&s, &c);
+    /* the stable runs 0 and 3: 100% and (5 + 1000 / 82) / 17.5 = 98.26%; their median 99.13% */
+    ck_assert_str_eq(c.median, "99.1%");
+    ck_assert_str_eq(c.spread, "98.3-100.0%");
+    paired_summary_t none;
+    paired_summarize(r + 1, 2, 0.90, &none); /* two phase changes */
+    paired_summary_cells(&none, &c);
+    ck_assert_str_eq(c.median, "-");
+    ck_assert_str_eq(c.spread, "-");
+    ck_assert_str_eq(c.hi, "-");
+    ck_assert_str_eq(c.lo, "-");
+    /* a run written as guild bench sessions writes it reads back the same (guild bench pool's reading) */
+    const double early[] = {0, 0, 0, 0.25e9};
+    paired_runs(&lim, flanks, steps, waits, early, 4, 0.10, r);
+    for (int k = 0; k < 4; k++) {
+        json_t *q = paired_run_json(&r[k]);
+        paired_run_t back;
+        guild_err_t err = {{0}};
+        ck_assert_int_eq(paired_run_from_json(q, &back, "run", &err), 0);
+        const double got[] = {back.before_gbps, back.after_gbps, back.step_s, back.wait_s, back.early_bytes,
+                              back.wait_gbps, back.fraction, back.fraction_hi, back.fraction_lo};
+        const double want[] = {r[k].before_gbps, r[k].after_gbps, r[k].step_s, r[k].wait_s, r[k].early_bytes,
+                               r[k].wait_gbps, r[k].fraction, r[k].fraction_hi, r[k].fraction_lo};
+        for (size_t i = 0; i < sizeof got / sizeof got[0]; i++)
+            ck_assert_double_eq(got[i], want[i]);
+        ck_assert(back.phase == r[k].phase && back.outran == r[k].outran);
+        /* a record from before session 33 (no prefetched bytes) reads none; a missing field is an error */
+        json_object_del(q, "prefetched_bytes_before_wait");
+        ck_assert_int_eq(paired_run_from_json(q, &back, "run", &err), 0);
+        ck_assert_double_eq(back.early_bytes, 0);
+        json_object_del(q, "phase_change");
+        ck_assert_int_eq(paired_run_from_json(q, &back, "run 9", &err), -1);
+        ck_assert_str_eq(err.msg, "run 9: no true/false \"phase_change\"");
+        json_decref(q);
+    }
+    /* the summary's keys */
+    json_t *o = json_object();
+    paired_summarize(r, 4, 0.90, &s);
+    paired_summary_json(o, &s);
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "paired_stable_runs")), s.stable);
+    ck_assert_double_eq(json_real_value(json_object_get(o, "paired_fraction_median")), s.median);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "paired_target")), paired_verdict_name(s.verdict));
+    json_decref(o);
+}
+END_TEST
+
 static Suite *paired_suite(void)
 {
     Suite *s = suite_create("paired");
@@ -225,6 +280,7 @@ static Suite *paired_suite(void)
     tcase_add_test(tc, test_tolerance_edge_and_no_evidence);
     tcase_add_test(tc, test_reads_outran_the_probes);
     tcase_add_test(tc, test_prefetched_bytes_are_not_the_waits);
+    tcase_add_test(tc, test_cells_and_json);
     suite_add_tcase(s, tc);
     return s;
 }
