@@ -1083,7 +1083,7 @@ static const struct {
     {8, 8, 64, 700, 1, 0, false},    {32, 2, 64, 1500, 4, 0, false}, {16, 4, 128, 900, 1, 256, true},
     {4, 2, 256, 400, 2, 0, false},   {32, 4, 128, 40, 1, 0, false}, /* one split: no merge either way */
     {16, 1, 128, 4500, 1, 0, true}, /* 16 heads a block (4 outputs a thread in the merge), the 64 splits' cap */
-    {32, 4, 128, 600, 16, 0, false}, /* 16 rows of 10 splits: the default form's grid cut (an H200's 9 blocks) */
+    {32, 4, 128, 600, 16, 0, false}, /* 16 rows of 10 splits: the default form's grid cut (an H200's 8 blocks) */
     {32, 4, 128, 2100, 32, 256, true}, /* 32 rows of a window's 4 splits */
     {32, 4, 128, 60, 8, 0, false},   /* rows of 1 split (written in place) beside rows of 2 (merged) */
 };

@@ -708,8 +708,9 @@ static void gqa_launch(float *out, const float *q, const void *kc, const void *v
     if (dn) {
         const cuda_attn_form_t f = cuda_attn_form();
         const int res = f.waves > 0 ? gqa_resident<HD, KT, WPB>() : 0;
-        if (res > 0) {
-            const int64_t per = (int64_t)n_kvh * n_tok, cut = ((int64_t)f.waves * res + per - 1) / per;
+        if (res > 0) { /* at most waves x res blocks (rounded down: a few blocks past a whole wave would hold the
+                          launch a block's time longer) */
+            const int64_t cut = (int64_t)f.waves * res / ((int64_t)n_kvh * n_tok);
             gz = cut < gz ? (int)(cut > 1 ? cut : 1) : gz;
         }
         if (f.row_blocks > 0 && f.row_blocks < gz)

@@ -487,10 +487,10 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
  * the wait, no prefetch). Every form computes each split as a block of its own would (the same tiles, the same
  * online softmax, its partial to the same scratch slot) and merges as the merge kernel: the same bits. */
 typedef struct cuda_attn_form {
-    int32_t waves;         /* > 0: the grid along the splits cut to ceil(waves x the blocks the device holds at once /
-                              (KV heads x rows)), block z of a KV head and row computing splits z, z + G, ... (a
-                              captured graph's grid is sized for its context: most of a block a split's are empty);
-                              0: a block a split */
+    int32_t waves;         /* > 0: the grid along the splits cut to G = max(1, floor(waves x the blocks the device
+                              holds at once / (KV heads x rows))), block z of a KV head and row computing splits z,
+                              z + G, ... (a captured graph's grid is sized for its context: most of a block a
+                              split's are empty); 0: a block a split */
     bool early;            /* the row lengths read before the wait on the kernel before (they are the step's start
                               copy: cuda_attention_decode_dyn's contract), so that blocks without a split leave at
                               once instead of holding an SM until that kernel ends */
