@@ -658,15 +658,6 @@ extern "C" cuda_attn_form_t cuda_attn_form_default(void)
     return cuda_attn_form_t{CUDA_ATTN_WAVES_DEFAULT, true, CUDA_ATTN_PREFETCH_ROWS_DEFAULT, 0};
 }
 
-extern "C" void cuda_set_attn_form(const cuda_attn_form_t *form)
-{
-    const cuda_attn_form_t f = form ? *form : cuda_attn_form_default();
-    g_attn_waves.store(f.waves > 0 ? f.waves : 0, std::memory_order_relaxed);
-    g_attn_early.store(f.early ? 1 : 0, std::memory_order_relaxed);
-    g_attn_prefetch_rows.store(f.prefetch_rows > 0 ? f.prefetch_rows : 0, std::memory_order_relaxed);
-    g_attn_row_blocks.store(f.row_blocks > 0 ? f.row_blocks : 0, std::memory_order_relaxed);
-}
-
 extern "C" cuda_attn_form_t cuda_attn_form(void)
 {
     return cuda_attn_form_t{g_attn_waves.load(std::memory_order_relaxed),
@@ -692,6 +683,30 @@ static int gqa_resident()
         return per_sm * sms;
     }();
     return n;
+}
+
+/* Every instantiation's gqa_resident asked now: the setter runs outside stream capture (the backend's creation, a
+ * test's or timing's setup), a launch may run inside it, where the runtime may refuse what it sees as unsafe. */
+template <typename KT>
+static void gqa_resident_warm()
+{
+    (void)gqa_resident<32, KT, 8>(), (void)gqa_resident<32, KT, 16>();
+    (void)gqa_resident<64, KT, 8>(), (void)gqa_resident<64, KT, 16>();
+    (void)gqa_resident<128, KT, 8>(), (void)gqa_resident<128, KT, 16>();
+    (void)gqa_resident<256, KT, 8>(), (void)gqa_resident<256, KT, 16>();
+}
+
+extern "C" void cuda_set_attn_form(const cuda_attn_form_t *form)
+{
+    const cuda_attn_form_t f = form ? *form : cuda_attn_form_default();
+    if (f.waves > 0) {
+        gqa_resident_warm<__half>();
+        gqa_resident_warm<float>();
+    }
+    g_attn_waves.store(f.waves > 0 ? f.waves : 0, std::memory_order_relaxed);
+    g_attn_early.store(f.early ? 1 : 0, std::memory_order_relaxed);
+    g_attn_prefetch_rows.store(f.prefetch_rows > 0 ? f.prefetch_rows : 0, std::memory_order_relaxed);
+    g_attn_row_blocks.store(f.row_blocks > 0 ? f.row_blocks : 0, std::memory_order_relaxed);
 }
 
 /* The KV-head kernel's launch: with the merge in the launch (dn), in the process's form (cuda_attn_form_t): its

@@ -505,7 +505,8 @@ typedef struct cuda_attn_form {
 cuda_attn_form_t cuda_attn_form_default(void);
 /* Sets the form of the launches that follow, process-wide (NULL: the default); the backend sets it from
  * cuda_config_t (--cuda-off attn-grid,attn-early,attn-prefetch), tests and timings set others. Negative counts read
- * as 0. */
+ * as 0. With waves, it asks the device how many blocks it holds (once a process): call it outside stream capture
+ * (a first launch would ask otherwise, maybe inside a capture). */
 void cuda_set_attn_form(const cuda_attn_form_t *form);
 cuda_attn_form_t cuda_attn_form(void);
 
