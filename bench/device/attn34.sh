@@ -9,10 +9,11 @@
 #   - tests/cuda/cuda_attn_time --short 32 512 2048 8192 (the attention alone, 48 layers, 1/4/16 rows, each form,
 #     bits compared with the default's);
 #   - guild-cuda-prof --phases --no-trace (the step clock) at 1 session and at 16 (issue 18's step), new and off in
-#     flipped order; the 16-session step again with --ctx 4096 (a captured grid sized for a long context: 64 splits,
-#     where the cut applies);
+#     flipped order;
 #   - `guild bench run --populate 512 --gen 64 --runs 3 --single-process --threads 14` all on the GPU, new, off,
-#     then off, new as the budget allows.
+#     off, new;
+#   - as the budget allows, the 16-session step again with --ctx 4096 (a captured grid sized for a long context: 64
+#     splits, where the cut applies; the others' contexts give grids of 9).
 # Usage, from the repo root: C=FOLDER bash FOLDER/attn34.sh [SECONDS], the pack in $C/c.tar.xz: bin/ (guild,
 # tools/guild-mkmodel, bench/guild-cuda-prof, tests/cuda/check_cuda_* and cuda_attn_time), lib/, COMMIT. Output:
 # $OUT/attn34.log and $OUT/attn34-files.tar.gz (the tests' logs, the timing, prof-*.txt, the runs' output and JSON).
@@ -48,10 +49,10 @@ ab_prof s16-off "$B/bench/guild-cuda-prof" 30 --no-trace --phases --sessions 16 
 ab_prof s16-new "$B/bench/guild-cuda-prof" 30 --no-trace --phases --sessions 16
 ab_bench allgpu-new "$B" 25 --single-process --threads 14 --commit "$commit"
 ab_bench allgpu-off "$B" 25 --single-process --threads 14 --commit "$commit" $OFF
-ab_prof s16c-new "$B/bench/guild-cuda-prof" 30 --no-trace --phases --sessions 16 --ctx 4096
-ab_prof s16c-off "$B/bench/guild-cuda-prof" 30 --no-trace --phases --sessions 16 --ctx 4096 $OFF
 ab_bench allgpu-off2 "$B" 25 --single-process --threads 14 --commit "$commit" $OFF
 ab_bench allgpu-new2 "$B" 25 --single-process --threads 14 --commit "$commit"
+ab_prof s16c-new "$B/bench/guild-cuda-prof" 25 --no-trace --phases --sessions 16 --ctx 4096
+ab_prof s16c-off "$B/bench/guild-cuda-prof" 25 --no-trace --phases --sessions 16 --ctx 4096 $OFF
 for f in "$O"/prof-*.txt; do # layer 0's attention span and the device's step, for the results' table
     say "$(basename "$f" .txt): $(grep -E "its attention kernel done|-> last layer done|events around" "$f" |
         awk '{print $NF}' | tr '\n' ' ')"
