@@ -71,6 +71,7 @@ typedef struct prof_cfg {
     const char *model;
     int32_t populate, steps, batch;
     int32_t sessions;    /* --sessions: sequences decoded together, a row each a step */
+    int32_t ctx;         /* --ctx: the KV cache's positions a sequence, at least what the steps need (0: that) */
     int32_t verify[VERIFY_MAX]; /* --verify K,...: no CUPTI, steps of K rows each */
     int n_verify;
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
@@ -103,6 +104,9 @@ static void usage(FILE *out)
             "      --steps S           decode steps traced, after %d warm-up steps (default 32)\n"
             "      --batch N           prompt tokens per forward pass (default 512)\n"
             "      --sessions N        N sequences, each with its own prompt, decoded together (default 1)\n"
+            "      --ctx N             the KV cache's positions a sequence, at least what the steps need (the\n"
+            "                          default); a captured step's attention grid is sized for them, as a\n"
+            "                          server's with a long context\n"
             "      --verify K,...      no CUPTI: time steps of K rows (a speculative verify step, every row's\n"
             "                          logits out, the cache cut back after each) against one row, per K\n"
             "      --no-trace          no CUPTI: only the step wall time, to see what tracing costs\n"
@@ -118,13 +122,13 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY, O_PHASES };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY, O_PHASES, O_CTX };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
         {"no-trace", no_argument, NULL, O_NO_TRACE}, {"trace-prefill", no_argument, NULL, O_TRACE_PREFILL},
         {"sessions", required_argument, NULL, O_SESSIONS}, {"verify", required_argument, NULL, O_VERIFY},
-        {"phases", no_argument, NULL, O_PHASES},
+        {"phases", no_argument, NULL, O_PHASES}, {"ctx", required_argument, NULL, O_CTX},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
@@ -154,6 +158,7 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
         case O_STEPS: if (cli_parse_long("--steps", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->steps = (int32_t)v; break;
         case O_BATCH: if (cli_parse_long("--batch", optarg, 1, 1 << 16, &v, &e) < 0) goto bad; c->batch = (int32_t)v; break;
         case O_SESSIONS: if (cli_parse_long("--sessions", optarg, 1, 256, &v, &e) < 0) goto bad; c->sessions = (int32_t)v; break;
+        case O_CTX: if (cli_parse_long("--ctx", optarg, 1, 1 << 22, &v, &e) < 0) goto bad; c->ctx = (int32_t)v; break;
         case O_VERIFY:
             c->n_verify = 0;
             for (const char *q = optarg;;) {
@@ -524,6 +529,8 @@ int main(int argc, char **argv)
         goto out;
     const int32_t V = model_config(m)->n_vocab, S = c.sessions;
     c.flags.n_ctx = c.populate + WARMUP_STEPS + (c.steps > VERIFY_MAX_ROWS ? c.steps : VERIFY_MAX_ROWS);
+    if (c.ctx > c.flags.n_ctx)
+        c.flags.n_ctx = c.ctx;
     c.flags.n_batch = c.batch < c.populate ? c.batch : c.populate;
     if (c.flags.n_batch < S) /* a decode step's rows */
         c.flags.n_batch = S;

@@ -74,7 +74,10 @@ static const flag_t flags[] = {
     {STACK_FLAG_CUDA_OFF, "cuda-off", "LIST",
      "debugging: turn off parts of the cuda backend's step, comma-separated:\n"
      "fuse (the block norms' fused neighbours run as separate launches), pdl\n"
-     "(no programmatic dependent launch); the same output either way", false},
+     "(no programmatic dependent launch), attn-grid (the decode attention a\n"
+     "block a split), attn-early (its row lengths read after the wait on the\n"
+     "kernel before), attn-prefetch (no L2 prefetch of its keys and values\n"
+     "before that wait); the same output either way", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"
@@ -232,8 +235,15 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
                 cuda->no_fuse = true;
             else if (len == 3 && !strncmp(p, "pdl", 3))
                 cuda->no_pdl = true;
+            else if (len == 9 && !strncmp(p, "attn-grid", 9))
+                cuda->no_attn_grid = true;
+            else if (len == 10 && !strncmp(p, "attn-early", 10))
+                cuda->no_attn_early = true;
+            else if (len == 13 && !strncmp(p, "attn-prefetch", 13))
+                cuda->no_attn_prefetch = true;
             else
-                return guild_err_set(err, "--cuda-off %s: expected fuse and/or pdl, comma-separated", arg);
+                return guild_err_set(err, "--cuda-off %s: expected fuse, pdl, attn-grid, attn-early, attn-prefetch, "
+                                     "comma-separated", arg);
             if (!p[len])
                 break;
             p += len + 1;

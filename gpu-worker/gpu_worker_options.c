@@ -47,6 +47,9 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     c->n_resident_layers = o->cuda.n_resident_layers;
     c->resident_layers = (uint32_t *)o->cuda.resident_layers;
     c->test_split_gpu_fraction = o->cuda.test.split_gpu_fraction;
+    c->no_attn_grid = o->cuda.no_attn_grid;
+    c->no_attn_early = o->cuda.no_attn_early;
+    c->no_attn_prefetch = o->cuda.no_attn_prefetch;
     m->cuda = c;
     m->count_routing = o->count_routing;
     m->no_check_finite = !o->check_finite;
@@ -131,6 +134,9 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->cuda.n_resident_layers = c->n_resident_layers;
     o->cuda.resident_layers = c->n_resident_layers ? c->resident_layers : NULL;
     o->cuda.test.split_gpu_fraction = c->test_split_gpu_fraction;
+    o->cuda.no_attn_grid = c->no_attn_grid;
+    o->cuda.no_attn_early = c->no_attn_early;
+    o->cuda.no_attn_prefetch = c->no_attn_prefetch;
     return 0;
 }
 

@@ -22,9 +22,9 @@
 /* A record field added without carrying it on the wire fails here: give it a field in the role's message and
  * its conversion (or a reason to stay local, like cuda_config_t's expert_host, wiring the GPU worker builds from
  * the expert stores, and its test.context, a hook of the in-process CUDA tests only), then update the size. */
-_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 192,
+_Static_assert(sizeof(void *) != 8 || sizeof(gpu_worker_options_t) == 200,
                "gpu_worker_options_t changed: carry the new field in GpuWorkerOptions (or say why not)");
-_Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 72,
+_Static_assert(sizeof(void *) != 8 || sizeof(cuda_config_t) == 80,
                "cuda_config_t changed: carry the new field in CudaOptions (or say why not)");
 _Static_assert(sizeof(void *) != 8 || sizeof(cpu_worker_options_t) == 96,
                "cpu_worker_options_t changed: carry the new field in CpuWorkerOptions (or say why not)");

@@ -170,7 +170,19 @@ START_TEST(test_flags_fill_their_records)
     ck_assert_msg(parse(&f, h2, &err) == 0 && !f.huge_pages_required, "%s", err.msg);
     char *g[] = {"x", "--cuda-off", "fuse,graph", NULL};
     ck_assert_int_eq(parse(&f, g, &err), -1);
-    ck_assert_msg(strstr(err.msg, "--cuda-off fuse,graph: expected fuse and/or pdl"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "--cuda-off fuse,graph: expected fuse, pdl, attn-grid"), "%s", err.msg);
+    ck_assert(!f.gpu.cuda.no_attn_grid && !f.gpu.cuda.no_attn_early && !f.gpu.cuda.no_attn_prefetch);
+    /* the decode attention's launch form, a part at a time */
+    char *ga[] = {"x", "--cuda-off", "attn-grid,attn-prefetch", NULL};
+    ck_assert_msg(parse(&f, ga, &err) == 0, "%s", err.msg);
+    ck_assert(f.gpu.cuda.no_attn_grid && !f.gpu.cuda.no_attn_early && f.gpu.cuda.no_attn_prefetch);
+    ck_assert(!f.gpu.cuda.no_fuse && !f.gpu.cuda.no_pdl);
+    char *ge[] = {"x", "--cuda-off", "pdl,attn-early", NULL};
+    ck_assert_msg(parse(&f, ge, &err) == 0, "%s", err.msg);
+    ck_assert(!f.gpu.cuda.no_attn_grid && f.gpu.cuda.no_attn_early && !f.gpu.cuda.no_attn_prefetch);
+    ck_assert(f.gpu.cuda.no_pdl);
+    char *gx[] = {"x", "--cuda-off", "attn-grids", NULL};
+    ck_assert_int_eq(parse(&f, gx, &err), -1);
     /* nothing else moved: the supervision's timings stay the defaults */
     ck_assert_uint_eq(f.hang_ms, d.hang_ms);
     ck_assert_uint_eq(f.start_ms, d.start_ms);

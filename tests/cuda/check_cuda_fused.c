@@ -8,7 +8,8 @@
  * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds, and each token
  * alone), a few tokens' routed experts without a route (cuda_expert_pairs: against cuda_quantize +
  * cuda_expert_route + cuda_expert_matmul, a 16-token step's tokens against each token alone, and their time at the
- * Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch; and
+ * Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch (in each of its launch
+ * forms, cuda_set_attn_form); and
  * the CUDA backend with its layer program fused and programmatic dependent launch (the defaults) against the same
  * backend with cuda_config_t.no_fuse and no_pdl, bit for bit.
  *
@@ -1082,21 +1083,40 @@ static const struct {
     {8, 8, 64, 700, 1, 0, false},    {32, 2, 64, 1500, 4, 0, false}, {16, 4, 128, 900, 1, 256, true},
     {4, 2, 256, 400, 2, 0, false},   {32, 4, 128, 40, 1, 0, false}, /* one split: no merge either way */
     {16, 1, 128, 4500, 1, 0, true}, /* 16 heads a block (4 outputs a thread in the merge), the 64 splits' cap */
+    {32, 4, 128, 600, 16, 0, false}, /* 16 rows of 10 splits: the default form's grid cut (an H200's 8 blocks) */
+    {32, 4, 128, 2100, 32, 256, true}, /* 32 rows of a window's 4 splits */
+    {32, 4, 128, 60, 8, 0, false},   /* rows of 1 split (written in place) beside rows of 2 (merged) */
 };
 #define N_AD (int)(sizeof ad_cases / sizeof ad_cases[0])
+
+/* The launch forms of the fused launches (cuda_set_attn_form); the reference (the merge kernel) never takes one. */
+static const struct {
+    const char *name;
+    cuda_attn_form_t form;
+} ad_forms[] = {
+    {"default form", {CUDA_ATTN_WAVES_DEFAULT, true, CUDA_ATTN_PREFETCH_ROWS_DEFAULT, 0}},
+    {"a block a split, lengths after the wait", {0, false, 0, 0}},
+    {"3 blocks a row, early, prefetch at every size", {0, true, CUDA_DECODE_ROWS, 3}},
+    {"1 block a row computing every split, lengths after the wait", {0, false, CUDA_DECODE_ROWS, 1}},
+    {"2 blocks a row, early, no prefetch", {CUDA_ATTN_WAVES_DEFAULT, true, 0, 2}},
+    {"grid cut to one wave, early, prefetch at every size", {1, true, CUDA_DECODE_ROWS, 0}},
+};
+#define N_AD_FORMS (int)(sizeof ad_forms / sizeof ad_forms[0])
 
 /* The GQA decode kernel with the merge in its launch = with the merge kernel, every output bit, twice in a row (its
  * counters back at 0), over an F16 cache with sliding windows and sinks among the cases; with the output also
  * quantized (Q8_K, Q8_0, Q8_1 by case; in the launch, and after the merge kernel without counters) = cuda_quantize's
- * bytes. */
+ * bytes; the fused launches in each launch form (ad_forms: several splits a block, one block computing a row's
+ * every split, the lengths read before or after the wait, the L2 prefetch at every size). */
 START_TEST(test_attn_merge_fused)
 {
-    const int32_t nh = ad_cases[_i].n_head, nkv = ad_cases[_i].n_head_kv, HD = ad_cases[_i].head_dim;
-    const int32_t kv0 = ad_cases[_i].kv0, n_tok = ad_cases[_i].n_tok;
+    const int ci = _i % N_AD, fi = _i / N_AD;
+    const int32_t nh = ad_cases[ci].n_head, nkv = ad_cases[ci].n_head_kv, HD = ad_cases[ci].head_dim;
+    const int32_t kv0 = ad_cases[ci].kv0, n_tok = ad_cases[ci].n_tok;
     const int64_t KV = (int64_t)nkv * HD, Q = (int64_t)nh * HD, n_ctx = kv0 + n_tok + 5;
     guild_err_t err = {{0}};
     rng_t r;
-    rng_seed(&r, 901 + (uint64_t)_i);
+    rng_seed(&r, 901 + (uint64_t)ci);
     const size_t ncache = (size_t)(n_ctx * KV), nq = (size_t)(n_tok * Q);
     quant_half_t *kh = malloc(ncache * 2), *vh = malloc(ncache * 2);
     float *f = malloc(ncache * sizeof *f);
@@ -1121,7 +1141,7 @@ START_TEST(test_attn_merge_fused)
     CK_CUDA(cudaMalloc((void **)&done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *done));
     CK_CUDA(cudaMemset(done, 0, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *done));
     static const guild_type_t qts[] = {GUILD_TYPE_Q8_K, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_1};
-    const guild_type_t qt = Q % 256 ? qts[1 + _i % 2] : qts[_i % 3];
+    const guild_type_t qt = Q % 256 ? qts[1 + ci % 2] : qts[ci % 3];
     uint64_t arow = 0;
     ck_assert(quant_row_bytes(qt, (uint64_t)Q, &arow, &err) == 0);
     const size_t qstride = (size_t)arow + 8, qbytes = (size_t)n_tok * qstride;
@@ -1129,12 +1149,13 @@ START_TEST(test_attn_merge_fused)
     unsigned char *h[4], *hq[4];
     void *dqo[4];
     const float scale = 1.0f / sqrtf((float)HD);
+    cuda_set_attn_form(&ad_forms[fi].form);
     for (int k = 0; k < 4; k++) { /* the merge kernel; the fused merge, twice, quantizing; the merge kernel, too */
         CK_CUDA(cudaMalloc((void **)&dout[k], nq * sizeof(float)));
         CK_CUDA(cudaMemset(dout[k], 0x7e, nq * sizeof(float)));
         CK_CUDA(cudaMalloc(&dqo[k], qbytes));
         CK_CUDA(cudaMemset(dqo[k], 0x5a, qbytes));
-        const cuda_attn_ext_t ext = {ad_cases[_i].window, ad_cases[_i].sinks ? dsinks : NULL};
+        const cuda_attn_ext_t ext = {ad_cases[ci].window, ad_cases[ci].sinks ? dsinks : NULL};
         const cuda_attn_fuse_t fuse = {k == 1 || k == 2 ? done : NULL, qt, dqo[k], qstride};
         const int32_t kv0_max = (int32_t)n_ctx - n_tok;
         ck_assert_msg(cuda_attention_decode_dyn(dout[k], dq, GUILD_TYPE_F16, dk, dv, n_tok, dkv0, kv0_max, nh, nkv, HD,
@@ -1148,6 +1169,7 @@ START_TEST(test_attn_merge_fused)
         CK_CUDA(cudaMemcpy(h[k], dout[k], nq * sizeof(float), cudaMemcpyDeviceToHost));
         CK_CUDA(cudaMemcpy(hq[k], dqo[k], qbytes, cudaMemcpyDeviceToHost));
     }
+    cuda_set_attn_form(NULL);
     unsigned int *hd = malloc((size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd);
     CK_CUDA(cudaMemcpy(hd, done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd, cudaMemcpyDeviceToHost));
     for (int32_t i = 0; i < nkv * CUDA_DECODE_ROWS; i++)
@@ -1155,16 +1177,18 @@ START_TEST(test_attn_merge_fused)
     for (int k = 1; k < 4; k++) {
         for (size_t i = 0; i < nq; i++)
             ck_assert_msg(!memcmp(h[0] + 4 * i, h[k] + 4 * i, 4),
-                          "%d/%d heads of %d, %d keys, %d rows (launch %d): output %zu differs from the merge "
-                          "kernel's", nh, nkv, HD, kv0, n_tok, k, i);
+                          "%d/%d heads of %d, %d keys, %d rows (launch %d, %s): output %zu differs from the merge "
+                          "kernel's", nh, nkv, HD, kv0, n_tok, k, ad_forms[fi].name, i);
         for (int32_t t = 0; t < n_tok; t++)
             ck_assert_msg(!memcmp(hq[0] + (size_t)t * qstride, hq[k] + (size_t)t * qstride, (size_t)arow),
-                          "%d/%d heads of %d, %d keys, %d rows (launch %d): row %d quantized to %s differs from "
-                          "cuda_quantize's", nh, nkv, HD, kv0, n_tok, k, t, quant_type_info(qt)->name);
+                          "%d/%d heads of %d, %d keys, %d rows (launch %d, %s): row %d quantized to %s differs "
+                          "from cuda_quantize's", nh, nkv, HD, kv0, n_tok, k, ad_forms[fi].name, t,
+                          quant_type_info(qt)->name);
     }
-    printf("attention, merge in the launch, %2d/%d heads of %3d, %4d keys, %d rows%s%s: = merge kernel, bit for bit; "
-           "its rows quantized to %s = cuda_quantize\n", nh, nkv, HD, kv0, n_tok,
-           ad_cases[_i].window ? ", window" : "", ad_cases[_i].sinks ? ", sinks" : "", quant_type_info(qt)->name);
+    printf("attention, merge in the launch, %2d/%d heads of %3d, %4d keys, %2d rows%s%s, %s: = merge kernel, bit for "
+           "bit; its rows quantized to %s = cuda_quantize\n", nh, nkv, HD, kv0, n_tok,
+           ad_cases[ci].window ? ", window" : "", ad_cases[ci].sinks ? ", sinks" : "", ad_forms[fi].name,
+           quant_type_info(qt)->name);
     for (int k = 0; k < 4; k++) {
         cudaFree(dout[k]);
         cudaFree(dqo[k]);
@@ -1289,7 +1313,7 @@ int main(void)
     tcase_add_loop_test(tk, test_route_quantize, 0, 3 * 4);
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
     tcase_add_loop_test(tk, test_expert_pairs_alone, 0, N_EA);
-    tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD);
+    tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD * N_AD_FORMS);
     suite_add_tcase(s, tk);
     TCase *tt = tcase_create("expert_time"); /* alone: CK_RUN_CASE=expert_time */
     tcase_add_loop_test(tt, test_expert_pairs_time, 0, 2 * N_ET_TOKS);

@@ -1,11 +1,13 @@
 /* cuda_attn_time: the time of a decode step's attention (cuda_attention_decode_dyn, its splits merged and its output
  * quantized to Q8_K in its launch, as the layer program runs it) at the Qwen3-30B-A3B shape (32 query heads over 4 KV
  * heads of 128, F16 caches), 48 layers each over its own caches (from the device's memory as in a step, not from
- * L2), in a CUDA graph, with its variants: the merge kernel, one split, no programmatic dependent launch. Not a test;
- * run by hand or by a device script. Linked against another build's libraries (the same interface), it times that
- * build's kernels: the A/B of a kernel change in one program. Each variant's output and quantized rows are compared
- * with the default path's (bits).
- * usage: cuda_attn_time [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each) */
+ * L2), in a CUDA graph, with its variants: the launch forms (cuda_set_attn_form: a block a split, the grid cut to 1,
+ * 2 or 4 waves, the lengths read before or after the wait, the L2 prefetch at up to 4 or 16 rows), the merge
+ * kernel, one split, no programmatic dependent launch. Not a test; run by hand or by a device script. Linked against
+ * another build's libraries (the same interface), it times that build's kernels: the A/B of a kernel change in one
+ * program. Each variant's output and quantized rows are compared with the default path's (bits).
+ * usage: cuda_attn_time [--short] [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each; --short: without
+ * "one split" and "no pdl") */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,15 +89,32 @@ static void at_bits(const at_ctx_t *c, float *out, unsigned char *qo)
 typedef struct at_variant {
     const char *name;
     bool fuse, split, pdl;
+    bool form_given;        /* else the default form */
+    cuda_attn_form_t form;  /* the fused launch's form (cuda_set_attn_form) */
+    bool long_only;         /* left out by --short */
 } at_variant_t;
 
+#define AT_W CUDA_ATTN_WAVES_DEFAULT
+#define AT_P CUDA_ATTN_PREFETCH_ROWS_DEFAULT
 static const at_variant_t variants[] = {
-    {"scratch", true, true, true},       /* the default: the splits' partials through the scratch, the last merges */
-    {"merge kernel", false, true, true}, /* + the merge kernel and cuda_quantize */
-    {"one split", true, false, true},    /* no scratch: one block a KV head walks every key */
-    {"scratch, no pdl", true, true, false},
+    /* the default: the splits' partials through the scratch, the last merges, in the default launch form */
+    {"scratch", true, true, true, false, {0}, false},
+    {"block a split", true, true, true, true, {0, false, 0, 0}, false}, /* the form before cuda_attn_form_t */
+    {"grid, no early", true, true, true, true, {AT_W, false, 0, 0}, false},
+    {"early, no prefetch", true, true, true, true, {AT_W, true, 0, 0}, false},
+    {"early+prefetch, no grid", true, true, true, true, {0, true, AT_P, 0}, false},
+    {"x1 waves", true, true, true, true, {1, true, AT_P, 0}, false},
+    {"x4 waves", true, true, true, true, {4, true, AT_P, 0}, false},
+    {"prefetch at 16 rows", true, true, true, true, {AT_W, true, 16, 0}, false},
+    /* at 16 rows the grid of ceil(2 waves / (KV heads x rows)) on an H200 (2 x 264 / 64 -> 9, the default's 8):
+     * whether a few blocks past two waves cost a block's time */
+    {"9 blocks a row", true, true, true, true, {0, true, AT_P, 9}, false},
+    {"merge kernel", false, true, true, false, {0}, false}, /* + the merge kernel and cuda_quantize */
+    {"one split", true, false, true, false, {0}, true},     /* no scratch: one block a KV head walks every key */
+    {"scratch, no pdl", true, true, false, false, {0}, true},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
+static bool at_short; /* --short */
 
 static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
 {
@@ -109,7 +128,10 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
     printf("time: %5d keys, %2d rows, us a layer (a graph of %d layers):", keys, n, AT_L);
     for (int v = 0; v < N_VARIANTS; v++) {
         const at_variant_t *va = &variants[v];
+        if (at_short && va->long_only)
+            continue;
         cuda_set_pdl(va->pdl);
+        cuda_set_attn_form(va->form_given ? &va->form : NULL);
         c->fuse = va->fuse;
         c->split = va->split;
         at_bits(c, v == 0 ? ref : got, v == 0 ? qref : qgot);
@@ -124,6 +146,7 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
     printf("\n");
     fflush(stdout);
     cuda_set_pdl(true);
+    cuda_set_attn_form(NULL);
     free(ref);
     free(got);
     free(qref);
@@ -175,9 +198,14 @@ int main(int argc, char **argv)
     printf("cuda_attn_time: %d query heads over %d KV heads of %d, F16 caches of %d rows, %d layers\n", AT_NH, AT_NKV,
            AT_HD, AT_CTX, AT_L);
     static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
-    const int nk = argc > 1 ? argc - 1 : 3;
+    int a0 = 1;
+    if (argc > 1 && !strcmp(argv[1], "--short")) {
+        at_short = true;
+        a0 = 2;
+    }
+    const int nk = argc > a0 ? argc - a0 : 3;
     for (int i = 0; i < nk; i++) {
-        const int32_t keys = argc > 1 ? (int32_t)atoi(argv[i + 1]) : keys_def[i];
+        const int32_t keys = argc > a0 ? (int32_t)atoi(argv[a0 + i]) : keys_def[i];
         for (int j = 0; j < 3; j++)
             attn_time(&c, keys, rows[j]);
     }

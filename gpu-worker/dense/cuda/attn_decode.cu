@@ -11,10 +11,16 @@
  * merges them in the attention's launch, every query head of the KV head at once with the merge kernel's
  * arithmetic: the same bits, a launch less).
  *   attn_decode_gqa_kernel: grid (KV head, query row, split); its warps serve the KV head's query heads and
- *     share each tile of keys through shared memory (grouped-query models: the cache is read once).
+ *     share each tile of keys through shared memory (grouped-query models: the cache is read once). With the merge
+ *     in its launch it takes the process's launch form (cuda_set_attn_form): fewer blocks along the splits, each
+ *     computing several splits in turn (a captured graph's grid is sized for the context, most of its blocks
+ *     empty), the row lengths read and the empty blocks gone before the wait on the kernel before, the keys and
+ *     values asked into L2 before it in launches of few rows. The same bits in every form.
  *   attn_decode_kernel: grid (query head, query row, split), 4 warps on one head's split; other group sizes.
  */
 #include <cuda_fp16.h>
+
+#include <atomic>
 
 #include "gpu-worker/dense/cuda/quantize.cuh"
 #include "gpu-worker/dense/cuda/seq_rows.cuh"
@@ -440,22 +446,46 @@ static __device__ __forceinline__ void tile_load(const char *__restrict__ kb, co
     }
 }
 
-/* The GQA kernel: grid (KV head, query row, key split), WPB warps per block serve the `group` query heads of the
- * KV head (WPB / group warps per head). The block reads each key and value of its split once from memory, in
- * tiles of 8 KiB (TK keys) staged through shared memory, the next tile's loads in flight while the warps work on
- * this one; each warp runs the 8-lanes-per-key online softmax of attn_decode_kernel on its head's share of the
- * tile's keys. attn_decode_kernel reads the cache once per query head (8 times for Qwen3's 32/4 heads), so this
- * kernel is as fast from a few thousand keys on and pulls ahead as the context grows; at a few hundred keys the
- * per-head kernel is slightly faster (timings: bench/results/code-comment-measurements.md). */
-template <int HD, typename KT, int WPB>
+/* What a launch of attn_decode_gqa_kernel does beyond its grid (cuda_attn_form_t, resolved for the launch by
+ * attn_decode_launch; zeros: today's block a split, the lengths read after the wait). */
+typedef struct ad_form {
+    int early;    /* the row's length read, and a block without a split gone, before pdl_begin */
+    int prefetch; /* (with early) the block's splits' keys and values asked into L2 before pdl_begin */
+} ad_form_t;
+
+/* Keys [j0, j1) of a KV head's K and V rows (kb, vb; rows `row` bytes apart, ROWB bytes of them the head's) asked
+ * into L2, a 128-byte line a thread at a time: the cache, which only qk_prepare's newest row writes, and L2 is where
+ * its write and these lines meet (the reads after pdl_begin see it). Hints only: no value is read. */
+template <int ROWB>
+static __device__ __forceinline__ void kv_prefetch_l2(const char *kb, const char *vb, int j0, int j1, int64_t row)
+{
+    constexpr int LPR = ROWB >= 128 ? ROWB / 128 : 1; /* lines a key's row */
+    for (int i = (int)threadIdx.x; i < (j1 - j0) * LPR; i += (int)blockDim.x) {
+        const int64_t o = (int64_t)(j0 + i / LPR) * row + (i % LPR) * 128;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(kb + o));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(vb + o));
+    }
+}
+
+/* The GQA kernel: grid (KV head, query row, G blocks along the splits), WPB warps per block serve the `group` query
+ * heads of the KV head (WPB / group warps per head). Block z computes the row's splits z, z + G, ... one after the
+ * other, each as a block of its own would (G = the split count: a block a split): it reads each key and value of a
+ * split once from memory, in tiles of 8 KiB (TK keys) staged through shared memory, the next tile's loads (the next
+ * split's first, after a split's last) in flight while the warps work on this one; each warp runs the
+ * 8-lanes-per-key online softmax of attn_decode_kernel on its head's share of the tile's keys. attn_decode_kernel
+ * reads the cache once per query head (8 times for Qwen3's 32/4 heads), so this kernel is as fast from a few
+ * thousand keys on and pulls ahead as the context grows; at a few hundred keys the per-head kernel is slightly
+ * faster (timings: bench/results/code-comment-measurements.md). fm: ad_form_t. MULTI: a block may compute several
+ * splits (a grid cut below the row's split count); without it exactly one, as the loop's state held across a
+ * split's end costs registers (sm_90: head dimensions 64 and 256 lost a block an SM). */
+template <int HD, typename KT, int WPB, bool MULTI>
 static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                            const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
                            int split_cap, float scale, int window, const float *__restrict__ sinks,
-                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq,
+                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq, ad_form_t fm,
                            const __grid_constant__ cuda_seq_rows_t sr)
 {
-    pdl_begin();
     constexpr int DPL = HD / 8;
     constexpr int ROWC = HD * (int)sizeof(KT) / 16; /* 16-byte chunks per cache row */
     constexpr int TK = 8192 / (HD * (int)sizeof(KT)); /* keys per tile */
@@ -470,62 +500,92 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     __shared__ float sh_acc[WPB][HD];
     __shared__ float sh_m[WPB], sh_l[WPB];
 
-    const int hkv = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
-    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev); /* row t's cache length, place and caches */
+    if (!fm.early)
+        pdl_begin();
+    const int hkv = blockIdx.x, t = blockIdx.y, z = blockIdx.z, G = gridDim.z;
+    /* row t's cache length, place and caches: with fm.early before the wait (the step's start copy, never a
+     * kernel's output: cuda_attention_decode_dyn's contract) */
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
     int n_split, j0, j1;
-    row_plan(sq.kv0, sq.t, window, split_cap, split, &n_split, &j0, &j1);
-    if (split >= n_split)
+    row_plan(sq.kv0, sq.t, window, split_cap, z, &n_split, &j0, &j1);
+    if (z >= n_split)
         return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
+    const int kvd = (n_head / group) * HD; /* elements per cache row */
+    const char *kb = (const char *)(kc + hkv * HD) + sq.ko, *vb = (const char *)(vc + hkv * HD) + sq.vo;
+    if (fm.early) {
+        if (fm.prefetch)
+            for (int sp = z; sp < n_split; sp += MULTI ? G : n_split) {
+                int ns, p0, p1;
+                row_plan(sq.kv0, sq.t, window, split_cap, sp, &ns, &p0, &p1);
+                kv_prefetch_l2<STRIDE>(kb, vb, p0, p1, (int64_t)kvd * (int64_t)sizeof(KT));
+            }
+        pdl_begin();
+    }
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 8, r = lane % 8;
     const int P = WPB / group;             /* warps per query head */
     const int h = hkv * group + warp / P, pw = warp % P;
-    const int kvd = (n_head / group) * HD; /* elements per cache row */
 
-    float qv[DPL], acc[DPL];
     const float *qr = q + ((int64_t)t * n_head + h) * HD + r * DPL;
-#pragma unroll
-    for (int i = 0; i < DPL; i++) {
-        qv[i] = qr[i];
-        acc[i] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-
     uint4 kr[CH], vr[CH];
-    const char *kb = (const char *)(kc + hkv * HD) + sq.ko, *vb = (const char *)(vc + hkv * HD) + sq.vo;
     tile_load<CH, THREADS, ROWC, KT>(kb, vb, j0, j1, kvd, kr, vr);
-    for (int jt = j0; jt < j1; jt += TK) {
-        __syncthreads(); /* the previous tile is consumed */
+    unsigned int count = 0; /* splits this block computed */
+    for (int split = z;;) {
+        float qv[DPL], acc[DPL]; /* the split's state from its start (q again: L1) */
 #pragma unroll
-        for (int i = 0; i < CH; i++) {
-            const int c = (int)threadIdx.x + i * THREADS, so = c / ROWC * STRIDE + c % ROWC * 16;
-            *(uint4 *)(ks + so) = kr[i];
-            *(uint4 *)(vs + so) = vr[i];
+        for (int i = 0; i < DPL; i++) {
+            qv[i] = qr[i];
+            acc[i] = 0.0f;
         }
-        __syncthreads();
-        if (jt + TK < j1)
-            tile_load<CH, THREADS, ROWC, KT>(kb, vb, jt + TK, j1, kvd, kr, vr);
-        /* keys pw * 4 + g + 4 P k of the tile: a warp-uniform trip count; two keys an iteration, so that the
-         * next key's loads and dot product can be scheduled beside this key's exponentials (the same operations
-         * on each key, in the same order: the same bits) */
-#pragma unroll 2
-        for (int jj = pw * 4; jj < TK; jj += 4 * P) {
-            const int jl = jj + g;
-            float kf[DPL], vf[DPL];
-            const KT *kp = (const KT *)(ks + jl * STRIDE), *vp = (const KT *)(vs + jl * STRIDE);
+        float m = -INFINITY, l = 0.0f;
+        const int next = MULTI ? split + G : n_split;
+        int nj0 = 0, nj1 = 0;
+        if (MULTI && next < n_split) {
+            int ns;
+            row_plan(sq.kv0, sq.t, window, split_cap, next, &ns, &nj0, &nj1);
+        }
+        for (int jt = j0; jt < j1; jt += TK) {
+            __syncthreads(); /* the previous tile is consumed */
 #pragma unroll
-            for (int i = 0; i < DPL; i += 4) {
-                load4(kp + r * DPL + i, kf + i);
-                load4(vp + r * DPL + i, vf + i);
+            for (int i = 0; i < CH; i++) {
+                const int c = (int)threadIdx.x + i * THREADS, so = c / ROWC * STRIDE + c % ROWC * 16;
+                *(uint4 *)(ks + so) = kr[i];
+                *(uint4 *)(vs + so) = vr[i];
             }
-            key_step<DPL>(qv, kf, vf, jt + jl < j1, scale, m, l, acc);
+            __syncthreads();
+            if (jt + TK < j1)
+                tile_load<CH, THREADS, ROWC, KT>(kb, vb, jt + TK, j1, kvd, kr, vr);
+            else if (MULTI && next < n_split) /* the block's next split's first tile */
+                tile_load<CH, THREADS, ROWC, KT>(kb, vb, nj0, nj1, kvd, kr, vr);
+            /* keys pw * 4 + g + 4 P k of the tile: a warp-uniform trip count; two keys an iteration, so that the
+             * next key's loads and dot product can be scheduled beside this key's exponentials (the same operations
+             * on each key, in the same order: the same bits) */
+#pragma unroll 2
+            for (int jj = pw * 4; jj < TK; jj += 4 * P) {
+                const int jl = jj + g;
+                float kf[DPL], vf[DPL];
+                const KT *kp = (const KT *)(ks + jl * STRIDE), *vp = (const KT *)(vs + jl * STRIDE);
+#pragma unroll
+                for (int i = 0; i < DPL; i += 4) {
+                    load4(kp + r * DPL + i, kf + i);
+                    load4(vp + r * DPL + i, vf + i);
+                }
+                key_step<DPL>(qv, kf, vf, jt + jl < j1, scale, m, l, acc);
+            }
         }
+        group_merge<DPL>(m, l, acc);
+        warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
+        __syncthreads();
+        head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
+                       split_cap, (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
+        count++;
+        if (!MULTI || next >= n_split)
+            break;
+        __syncthreads(); /* head_write's reads of sh_acc done before the next split's state goes there */
+        split = next;
+        j0 = nj0;
+        j1 = nj1;
     }
-    group_merge<DPL>(m, l, acc);
-    warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
-    __syncthreads();
-    head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
-                   split_cap, (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
     /* the block that writes the KV head's segment of a row quantizes it (oq: the launch's caller made sure the
      * segment is whole blocks) */
     const int seg = group * HD;
@@ -538,15 +598,15 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     }
     if (!done)
         return;
-    /* The row's last split to finish merges the splits of the KV head's query heads and sets the row's counter
-     * back to 0. */
+    /* The row's last block to finish (its splits counted with the others') merges the splits of the KV head's query
+     * heads and sets the row's counter back to 0. */
     __shared__ unsigned int ticket;
     __threadfence(); /* this block's partials visible before the count says so */
     __syncthreads();
     if (threadIdx.x == 0)
-        ticket = atomicAdd(done + hkv * gridDim.y + t, 1u);
+        ticket = atomicAdd(done + hkv * gridDim.y + t, count);
     __syncthreads();
-    if (ticket != (unsigned int)n_split - 1)
+    if (ticket + count != (unsigned int)n_split)
         return;
     __threadfence();
     merge_heads<HD, WPB>(out, partials, (int64_t)t * n_head + hkv * group, group, n_split, split_cap,
@@ -589,6 +649,101 @@ extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, i
     return (size_t)n_tok * (size_t)n_head * AD_MAX_SPLITS * (size_t)(head_dim + 2) * sizeof(float);
 }
 
+/* The launch form (cuda_set_attn_form): process-wide, read at each launch. */
+static std::atomic<int> g_attn_waves{CUDA_ATTN_WAVES_DEFAULT}, g_attn_early{1},
+    g_attn_prefetch_rows{CUDA_ATTN_PREFETCH_ROWS_DEFAULT}, g_attn_row_blocks{0};
+
+extern "C" cuda_attn_form_t cuda_attn_form_default(void)
+{
+    return cuda_attn_form_t{CUDA_ATTN_WAVES_DEFAULT, true, CUDA_ATTN_PREFETCH_ROWS_DEFAULT, 0};
+}
+
+extern "C" cuda_attn_form_t cuda_attn_form(void)
+{
+    return cuda_attn_form_t{g_attn_waves.load(std::memory_order_relaxed),
+                            g_attn_early.load(std::memory_order_relaxed) != 0,
+                            g_attn_prefetch_rows.load(std::memory_order_relaxed),
+                            g_attn_row_blocks.load(std::memory_order_relaxed)};
+}
+
+/* The blocks of attn_decode_gqa_kernel<HD, KT, WPB, true> (the form that a cut grid launches) the device holds at
+ * once (blocks an SM x SMs), asked once a process; 0 where the runtime cannot say (then no cut). */
+template <int HD, typename KT, int WPB>
+static int gqa_resident()
+{
+    static const int n = [] {
+        int dev = 0, sms = 0, per_sm = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_gqa_kernel<HD, KT, WPB, true>,
+                                                          WPB * WARP_SIZE, 0) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return per_sm * sms;
+    }();
+    return n;
+}
+
+/* Every instantiation's gqa_resident asked now: the setter runs outside stream capture (the backend's creation, a
+ * test's or timing's setup), a launch may run inside it, where the runtime may refuse what it sees as unsafe. */
+template <typename KT>
+static void gqa_resident_warm()
+{
+    (void)gqa_resident<32, KT, 8>(), (void)gqa_resident<32, KT, 16>();
+    (void)gqa_resident<64, KT, 8>(), (void)gqa_resident<64, KT, 16>();
+    (void)gqa_resident<128, KT, 8>(), (void)gqa_resident<128, KT, 16>();
+    (void)gqa_resident<256, KT, 8>(), (void)gqa_resident<256, KT, 16>();
+}
+
+extern "C" void cuda_set_attn_form(const cuda_attn_form_t *form)
+{
+    const cuda_attn_form_t f = form ? *form : cuda_attn_form_default();
+    if (f.waves > 0) {
+        gqa_resident_warm<__half>();
+        gqa_resident_warm<float>();
+    }
+    g_attn_waves.store(f.waves > 0 ? f.waves : 0, std::memory_order_relaxed);
+    g_attn_early.store(f.early ? 1 : 0, std::memory_order_relaxed);
+    g_attn_prefetch_rows.store(f.prefetch_rows > 0 ? f.prefetch_rows : 0, std::memory_order_relaxed);
+    g_attn_row_blocks.store(f.row_blocks > 0 ? f.row_blocks : 0, std::memory_order_relaxed);
+}
+
+/* The KV-head kernel's launch: with the merge in the launch (dn), in the process's form (cuda_attn_form_t): its
+ * blocks along the splits cut (gz), early, prefetch; else a block a split, as the merge kernel's launches. */
+template <int HD, typename KT, int WPB>
+static void gqa_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
+                       const int32_t *kv0_dev, int n_head, int group, float scale, int window, const float *sinks,
+                       float *scratch, int grid_split, int split_cap, unsigned int *dn, const ad_quant_t &kq,
+                       const cuda_seq_rows_t &sr, cudaStream_t s)
+{
+    const int n_kvh = n_head / group;
+    int gz = grid_split;
+    ad_form_t fm = {0, 0};
+    if (dn) {
+        const cuda_attn_form_t f = cuda_attn_form();
+        const int res = f.waves > 0 ? gqa_resident<HD, KT, WPB>() : 0;
+        if (res > 0) { /* at most waves x res blocks (rounded down: a few blocks past a whole wave would hold the
+                          launch a block's time longer) */
+            const int64_t cut = (int64_t)f.waves * res / ((int64_t)n_kvh * n_tok);
+            gz = cut < gz ? (int)(cut > 1 ? cut : 1) : gz;
+        }
+        if (f.row_blocks > 0 && f.row_blocks < gz)
+            gz = f.row_blocks;
+        fm.early = f.early;
+        fm.prefetch = f.early && n_tok <= f.prefetch_rows;
+    }
+    const dim3 grid((unsigned)n_kvh, (unsigned)n_tok, (unsigned)gz);
+    if (gz < grid_split)
+        cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, WPB, true>, grid, WPB * WARP_SIZE, 0, s, out, q,
+                        (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
+                        scratch, dn, kq, fm, sr);
+    else
+        cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, WPB, false>, grid, WPB * WARP_SIZE, 0, s, out, q,
+                        (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
+                        scratch, dn, kq, fm, sr);
+}
+
 template <int HD, typename KT>
 static void attn_decode_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
                                const int32_t *kv0_dev, int n_head, int group, float scale, int window,
@@ -598,7 +753,6 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
 {
     const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
     if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
-        const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
         unsigned int *dn = grid_split > 1 && n_tok <= AD_MAX_TOK ? done : NULL; /* the merge in its launch */
         /* the segment's quantization in the launch: where the block writing it exists (one split, or the merge in
          * the launch) and the segments are whole activation blocks */
@@ -606,13 +760,11 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
         const ad_quant_t kq = oq.qt && (grid_split == 1 || dn) && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
         *quantized = kq.qt != 0;
         if (group <= 8)
-            cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 8>, grid, 8 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
-                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, dn,
-                            kq, sr);
+            gqa_launch<HD, KT, 8>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, scratch,
+                                  grid_split, split_cap, dn, kq, sr, s);
         else
-            cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, 16>, grid, 16 * WARP_SIZE, 0, s, out, q, (const KT *)kc,
-                            (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks, scratch, dn,
-                            kq, sr);
+            gqa_launch<HD, KT, 16>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, scratch,
+                                   grid_split, split_cap, dn, kq, sr, s);
         if (dn)
             return;
     } else {

@@ -733,6 +733,14 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (b->moe_gpu)
         cuda_moe_gpu_set_fuse(b->moe_gpu, b->fuse);
     cuda_set_pdl(!cc->no_pdl);
+    cuda_attn_form_t form = cuda_attn_form_default();
+    if (cc->no_attn_grid)
+        form.waves = 0;
+    if (cc->no_attn_early)
+        form.early = false;
+    if (cc->no_attn_prefetch)
+        form.prefetch_rows = 0;
+    cuda_set_attn_form(&form);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
@@ -742,11 +750,13 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         (void)cudaGetLastError();
     guild_log(GUILD_LOG_INFO, "cuda backend: %s; device memory: weights %.1f MiB, KV cache %.1f MiB (%s, %d "
               "positions, %d sequences), buffers %.1f MiB, experts of %d of %d layers %.1f MiB; in use on the device "
-              "%.1f MiB; experts %s, graphs %s", prop.name, (double)b->bytes_weights / (1 << 20),
+              "%.1f MiB; experts %s, graphs %s; decode attention: waves %d, lengths %s the wait, prefetch up to %d "
+              "rows", prop.name, (double)b->bytes_weights / (1 << 20),
               (double)b->bytes_kv / (1 << 20), kv_type_name(b->kv_format), opt->n_ctx, b->n_seq,
               (double)b->bytes_scratch / (1 << 20), b->gpu_expert_layers, c->n_layer,
               (double)b->bytes_experts / (1 << 20), (double)(dev_total - dev_free) / (1 << 20), b->moe->ops->name,
-              b->graphs ? "on" : "off");
+              b->graphs ? "on" : "off", form.waves, form.early ? "before" : "after",
+              form.early ? form.prefetch_rows : 0);
     if (guild_log_level() >= GUILD_LOG_INFO)
         gpu_plan_print(&plan, stderr);
     cuda_mem_trace_mark(&b->mem, "the rest");

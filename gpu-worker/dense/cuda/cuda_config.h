@@ -63,6 +63,11 @@ typedef struct cuda_config {
         uint64_t context;          /* > 0: the CUDA context's bytes the backend's own plan counts, instead of the
                                       measured (a test process's other allocations blur that measure) */
     } test;
+    /* Measurement (--cuda-off attn-grid,attn-early,attn-prefetch): the decode attention's launch form
+     * (cuda_attn_form_t, cuda_set_attn_form) without a part; the same bits either way. */
+    bool no_attn_grid;         /* a block a split (no grid cut to the blocks the device holds at once) */
+    bool no_attn_early;        /* the row lengths read after the wait (then no prefetch either) */
+    bool no_attn_prefetch;     /* no L2 prefetch of the keys and values before the wait */
 } cuda_config_t;
 
 #endif

@@ -471,12 +471,44 @@ int cuda_attention_decode_per_head(float *out, const float *q, guild_type_t kv_t
 
 /* The same with kv0 read from the device int *kv0, which may hold at most kv0_max (the grid is sized for it;
  * blocks past the split count of the actual length exit). Same splits, so the same bits, as a direct call; fuse
- * (may be NULL): the merge and the output's quantization in the attention's launch. */
+ * (may be NULL): the merge and the output's quantization in the attention's launch, in the launch form of
+ * cuda_set_attn_form. Contract: no kernel writes *kv0 while the launches before this one on the stream may still
+ * run: the form's `early` reads it before waiting on them (programmatic dependent launch). The backend's *kv0 is
+ * the step's start copy (b->d_pos, the cudaMemcpyAsync that opens every step in cuda_backend.c and cuda_mtp.c,
+ * before the step's first kernel: every kernel of the step starts after it has ended). */
 int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                               const void *v_cache, int32_t n_tok, const int32_t *kv0, int32_t kv0_max, int32_t n_head,
                               int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,
                               void *scratch, size_t scratch_bytes, const cuda_attn_fuse_t *fuse, cudaStream_t s,
                               guild_err_t *err);
+
+/* The launch form of the decode attention's KV-head kernel where it merges a row's splits in its launch
+ * (cuda_attention_decode_dyn and _seqs given fuse->done; other launches keep a block a split, the lengths read after
+ * the wait, no prefetch). Every form computes each split as a block of its own would (the same tiles, the same
+ * online softmax, its partial to the same scratch slot) and merges as the merge kernel: the same bits. */
+typedef struct cuda_attn_form {
+    int32_t waves;         /* > 0: the grid along the splits cut to G = max(1, floor(waves x the blocks the device
+                              holds at once / (KV heads x rows))), block z of a KV head and row computing splits z,
+                              z + G, ... (a captured graph's grid is sized for its context: most of a block a
+                              split's are empty); 0: a block a split */
+    bool early;            /* the row lengths read before the wait on the kernel before (they are the step's start
+                              copy: cuda_attention_decode_dyn's contract), so that blocks without a split leave at
+                              once instead of holding an SM until that kernel ends */
+    int32_t prefetch_rows; /* with early: launches of at most this many rows ask their blocks' keys and values into
+                              L2 before the wait (0: never) */
+    int32_t row_blocks;    /* tests: > 0 caps the blocks a KV head and row (1: one block computes every split) */
+} cuda_attn_form_t;
+#define CUDA_ATTN_WAVES_DEFAULT 2
+#define CUDA_ATTN_PREFETCH_ROWS_DEFAULT 4
+
+/* The default form: waves CUDA_ATTN_WAVES_DEFAULT, early, prefetch_rows CUDA_ATTN_PREFETCH_ROWS_DEFAULT. */
+cuda_attn_form_t cuda_attn_form_default(void);
+/* Sets the form of the launches that follow, process-wide (NULL: the default); the backend sets it from
+ * cuda_config_t (--cuda-off attn-grid,attn-early,attn-prefetch), tests and timings set others. Negative counts read
+ * as 0. With waves, it asks the device how many blocks it holds (once a process): call it outside stream capture
+ * (a first launch would ask otherwise, maybe inside a capture). */
+void cuda_set_attn_form(const cuda_attn_form_t *form);
+cuda_attn_form_t cuda_attn_form(void);
 
 /* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys in
  * kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks. A
@@ -549,7 +581,8 @@ int cuda_kv_store_blocks_seqs(guild_type_t kt, guild_type_t vt, bool v_rot, void
 
 /* cuda_attention_decode_dyn and cuda_attention_blocks (kv0_dev given) for the rows of a table: the grid sized for
  * caches of n_ctx positions. Each row the bits of its group's own launch. decode: -1 unless the scratch gives the
- * full split cap for rows->n rows. */
+ * full split cap for rows->n rows; rows->len under cuda_attention_decode_dyn's contract for *kv0 (no kernel writes
+ * it during the step: the backend's is the step's start copy). */
 int cuda_attention_decode_seqs(float *out, const float *q, guild_type_t kv_type, const void *k_cache,
                                const void *v_cache, const cuda_seq_rows_t *rows, int32_t n_ctx, int32_t n_head,
                                int32_t n_head_kv, int32_t head_dim, float scale, const cuda_attn_ext_t *ext,

@@ -13,7 +13,8 @@ typedef struct seq_row {
     int64_t ko, vo; /* byte offsets of the row's K and V caches */
 } seq_row_t;
 
-/* Reads the device (kv0_dev or the table's lengths): after pdl_begin(). */
+/* Reads the device (kv0_dev or the table's lengths): after pdl_begin(), or before it where the caller's contract
+ * says no kernel writes them (cuda_attention_decode_dyn's: the step's start copy). */
 static __device__ __forceinline__ seq_row_t seq_row_of(const cuda_seq_rows_t &sr, int t, int kv0,
                                                        const int32_t *kv0_dev)
 {
