@@ -2,6 +2,8 @@
 
 #include "coordinator/stack_flags.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +25,37 @@ typedef struct flag {
     const char *help; /* NULL: printed by stack_flags_usage itself */
     bool multi;       /* for the multi-process mode only */
 } flag_t;
+
+/* --cuda-off's parts: each a name and the cuda_config_t switch it sets. */
+static const struct {
+    const char *name;
+    size_t off; /* offsetof(cuda_config_t, the bool) */
+} cuda_off_parts[] = {
+    {"fuse", offsetof(cuda_config_t, no_fuse)},
+    {"pdl", offsetof(cuda_config_t, no_pdl)},
+    {"attn-grid", offsetof(cuda_config_t, no_attn_grid)},
+    {"attn-early", offsetof(cuda_config_t, no_attn_early)},
+    {"attn-prefetch", offsetof(cuda_config_t, no_attn_prefetch)},
+};
+#define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
+
+/* The switch of cuda the part p[0 .. len) names, or NULL. */
+static bool *cuda_off_part(cuda_config_t *cuda, const char *p, size_t len)
+{
+    for (size_t i = 0; i < N_CUDA_OFF; i++)
+        if (strlen(cuda_off_parts[i].name) == len && !strncmp(p, cuda_off_parts[i].name, len))
+            return (bool *)((char *)cuda + cuda_off_parts[i].off);
+    return NULL;
+}
+
+/* The parts' names, comma-separated, into names[n] (for the error); names. */
+static const char *cuda_off_names(char *names, size_t n)
+{
+    names[0] = '\0';
+    for (size_t i = 0, at = 0; i < N_CUDA_OFF && at < n; i++)
+        at += (size_t)snprintf(names + at, n - at, "%s%s", i ? ", " : "", cuda_off_parts[i].name);
+    return names;
+}
 
 static const flag_t flags[] = {
     {STACK_FLAG_SINGLE, "single-process", NULL,
@@ -231,19 +264,12 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
     case STACK_FLAG_CUDA_OFF:
         for (const char *p = arg;;) {
             const size_t len = strcspn(p, ",");
-            if (len == 4 && !strncmp(p, "fuse", 4))
-                cuda->no_fuse = true;
-            else if (len == 3 && !strncmp(p, "pdl", 3))
-                cuda->no_pdl = true;
-            else if (len == 9 && !strncmp(p, "attn-grid", 9))
-                cuda->no_attn_grid = true;
-            else if (len == 10 && !strncmp(p, "attn-early", 10))
-                cuda->no_attn_early = true;
-            else if (len == 13 && !strncmp(p, "attn-prefetch", 13))
-                cuda->no_attn_prefetch = true;
-            else
-                return guild_err_set(err, "--cuda-off %s: expected fuse, pdl, attn-grid, attn-early, attn-prefetch, "
-                                     "comma-separated", arg);
+            bool *off = cuda_off_part(cuda, p, len);
+            char names[128];
+            if (!off)
+                return guild_err_set(err, "--cuda-off %s: expected %s, comma-separated", arg,
+                                     cuda_off_names(names, sizeof names));
+            *off = true;
             if (!p[len])
                 break;
             p += len + 1;
