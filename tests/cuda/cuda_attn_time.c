@@ -19,7 +19,6 @@
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
-#include "gpu-worker/dense/cuda/cuda_util.h"
 #include "tests/cuda/cuda_time.h"
 
 
@@ -156,11 +155,6 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
 int main(int argc, char **argv)
 {
     cuda_time_init("cuda_attn_time");
-    char why[256];
-    if (cuda_device_count(why, sizeof why) < 1) {
-        printf("no CUDA device (%s)\n", why);
-        return 77;
-    }
     CUDA_TIME_CU(cudaStreamCreate(&stream));
     guild_err_t err = {{0}};
     at_ctx_t c = {.layer_bytes = (size_t)AT_CTX * AT_NKV * AT_HD * 2};

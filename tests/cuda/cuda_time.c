@@ -6,12 +6,18 @@
 #include <stdlib.h>
 
 #include "core/util/clock.h" /* guild_median */
+#include "gpu-worker/dense/cuda/cuda_util.h"
 
 static const char *prog = "cuda_time";
 
 void cuda_time_init(const char *program)
 {
     prog = program;
+    char why[256];
+    if (cuda_device_count(why, sizeof why) < 1) {
+        printf("no CUDA device (%s)\n", why);
+        exit(77);
+    }
 }
 
 void cuda_time_need(bool ok, const char *fmt, ...)

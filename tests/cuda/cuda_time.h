@@ -11,7 +11,8 @@
 
 #include "core/util/err.h"
 
-/* The name the messages of cuda_time_need start with (the program's). */
+/* The name the messages of cuda_time_need start with (the program's); without a CUDA device, says why and ends the
+ * program with 77 (automake's "skipped"). */
 void cuda_time_init(const char *program);
 
 /* A failed condition ends the program with its message. */
