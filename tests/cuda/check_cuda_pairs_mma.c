@@ -4,7 +4,9 @@
  *   - "bits": Q4_K, Q5_K, Q6_K, IQ4_XS, Q8_0 at 1, 2, 3, 4, 8, 13, 16 tokens x 6 slots over 11 experts (2 of them
  *     another part's), skipped slots among them, one expert in every token's first slot and again in every third
  *     token's second (up to 22 pairs of one expert: several blocks of 8 or 16 pairs), gate/up with SiLU and the down
- *     product, every block shape (2, 4, 8 warps x 8 pairs, 4, 8 warps x 16 pairs, each unrolled 1 and 2 times); rows past a warp's 16 and past the matrix, the
+ *     product, every block shape (2, 4, 8 warps x 8 pairs, 4, 8 warps x 16 pairs, each unrolled 1 and 2 times; the
+ *     staged form, 2, 4, 8 warps x 2-4 stages, with and without the L2 prefetch, its rows' copies at every offset
+ *     where the down matrices' experts are not 16-byte aligned); rows past a warp's 16 and past the matrix, the
  *     outputs' padding and the skipped pairs' rows must keep their poison;
  *   - "alone" (batch invariance): the Qwen3-30B-A3B shape (128 experts, gate/up Q4_K 768 x 2048, down Q6_K or Q4_K
  *     2048 x 768) at 2, 3, 4, 8, 13, 16 tokens x 8 distinct experts a token, drawn from 20 so that experts take up
@@ -32,9 +34,12 @@
 
 static cudaStream_t stream;
 
-/* the block shapes (warps, pairs, unrolled): {0, 0, 0} the kernel's choice */
-static const cuda_pairs_mma_shape_t shapes[] = {{0, 0, 0}, {2, 8, 1}, {4, 8, 1}, {8, 8, 1},  {2, 8, 2}, {4, 8, 2},
-                                                {8, 8, 2}, {4, 16, 1}, {8, 16, 1}, {4, 16, 2}, {8, 16, 2}};
+/* the block shapes (warps, pairs, unrolled, stages, l2): {0} the kernel's choice; stages 2-4 the staged form */
+static const cuda_pairs_mma_shape_t shapes[] = {
+    {0},             {2, 8, 1, 1, 2}, {4, 8, 1, 1, 2},  {8, 8, 1, 1, 2},  {2, 8, 2, 1, 2},  {4, 8, 2, 1, 2},
+    {8, 8, 2, 1, 2}, {4, 16, 1, 1, 2}, {8, 16, 1, 1, 2}, {4, 16, 2, 1, 2}, {8, 16, 2, 1, 2}, {8, 8, 1, 2, 1},
+    {8, 8, 1, 3, 1}, {8, 8, 1, 4, 1}, {4, 8, 1, 3, 1},  {4, 8, 1, 4, 1},  {2, 8, 1, 4, 1},  {8, 8, 1, 3, 2},
+    {4, 8, 1, 4, 2}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* memcmp of two device buffers of `bytes`; the first differing float's index, or -1. */
@@ -117,10 +122,10 @@ START_TEST(test_pairs_mma_bits)
         for (int k = 0; k < 2; k++) {
             const int64_t at = dev_differ(dref[k], dgot[k], obytes);
             ck_assert_msg(at < 0,
-                          "%s, %d tokens, %d warps x %d pairs x unrolled %d: %s of pair %lld (expert %d), row %lld, differs "
-                          "from the dp4a kernel's",
+                          "%s, %d tokens, %d warps x %d pairs x unrolled %d, %d stages, l2 %d: %s of pair %lld "
+                          "(expert %d), row %lld, differs from the dp4a kernel's",
                           quant_type_info(type)->name, ntok, shapes[si].warps, shapes[si].tile, shapes[si].unroll,
-                          k ? "the down product" : "silu(g) u", (long long)(at / ldo), ids[at / ldo],
+                          shapes[si].stages, shapes[si].l2, k ? "the down product" : "silu(g) u", (long long)(at / ldo), ids[at / ldo],
                           (long long)(at % ldo));
         }
     }
@@ -217,14 +222,14 @@ START_TEST(test_pairs_mma_alone)
                       "%s", err.msg);
         CK_CUDA(cudaStreamSynchronize(stream));
         const int64_t ah = dev_differ(dh[0], dh[1], hbytes), ay = dev_differ(dy[0], dy[1], ybytes);
-        ck_assert_msg(ah < 0, "%s/%s, %d tokens, %d warps x %d pairs x unrolled %d: silu(g) u of token %lld slot %lld "
-                      "(expert %d) differs from the token alone's",
+        ck_assert_msg(ah < 0, "%s/%s, %d tokens, %d warps x %d pairs x unrolled %d, %d stages, l2 %d: silu(g) u of "
+                      "token %lld slot %lld (expert %d) differs from the token alone's",
                       quant_type_info(gt)->name, quant_type_info(dt)->name, T, shapes[si].warps, shapes[si].tile,
-                      shapes[si].unroll, (long long)(ah / ldh / K), (long long)(ah / ldh % K), ids[ah / ldh]);
-        ck_assert_msg(ay < 0, "%s/%s, %d tokens, %d warps x %d pairs x unrolled %d: the down product of token %lld slot "
-                      "%lld (expert %d) differs from the token alone's",
+                      shapes[si].unroll, shapes[si].stages, shapes[si].l2, (long long)(ah / ldh / K), (long long)(ah / ldh % K), ids[ah / ldh]);
+        ck_assert_msg(ay < 0, "%s/%s, %d tokens, %d warps x %d pairs x unrolled %d, %d stages, l2 %d: the down product "
+                      "of token %lld slot %lld (expert %d) differs from the token alone's",
                       quant_type_info(gt)->name, quant_type_info(dt)->name, T, shapes[si].warps, shapes[si].tile,
-                      shapes[si].unroll, (long long)(ay / n / K), (long long)(ay / n % K), ids[ay / n]);
+                      shapes[si].unroll, shapes[si].stages, shapes[si].l2, (long long)(ay / n / K), (long long)(ay / n % K), ids[ay / n]);
     }
     printf("pairs mma, gate/up %s 768 x 2048, down %s: %2d tokens x %d slots (up to %d pairs an expert) at once = "
            "each token alone on the dp4a kernel, bit for bit (%d block shapes)\n",
@@ -300,7 +305,8 @@ START_TEST(test_pairs_mma_time)
            quant_type_info(t.dt)->name, t.ntok, t.k, (double)t.distinct / t.L, us[0]);
     for (int v = 1; v < NV; v++)
         if (shapes[v - 1].warps)
-            printf("; mma %dw x %d x u%d %.2f", shapes[v - 1].warps, shapes[v - 1].tile, shapes[v - 1].unroll, us[v]);
+            printf("; mma %dw x %d x u%d s%d l%d %.2f", shapes[v - 1].warps, shapes[v - 1].tile, shapes[v - 1].unroll,
+                   shapes[v - 1].stages, shapes[v - 1].l2, us[v]);
         else
             printf("; mma default %.2f", us[v]);
     printf(" us\n");

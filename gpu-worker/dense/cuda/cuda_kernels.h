@@ -360,7 +360,12 @@ int cuda_expert_pairs(guild_type_t type, int64_t n, int64_t nrows, const void *w
 typedef struct cuda_pairs_mma_shape {
     int32_t warps;  /* warps a block, 16 weight rows each: 2, 4 or 8 */
     int32_t tile;   /* pairs of one expert a block (the mma's columns): 8 or 16 */
-    int32_t unroll; /* the loop over a row's blocks unrolled 1 or 2 times */
+    int32_t unroll; /* the loop over a row's blocks unrolled 1 or 2 times (direct loads) */
+    int32_t stages; /* 1: fragments loaded from global memory as the products need them; 2-4 (8 pairs a block):
+                     * each warp's rows copied to shared memory by cp.async, that many blocks in its ring (the direct
+                     * loads where the matrices are not 16-byte aligned) */
+    int32_t l2;     /* the staged form's L2 prefetch of the block's rows before the activations: 1 none, 2 as the
+                     * direct loads' (the down product's before the wait: always) */
 } cuda_pairs_mma_shape_t;
 bool cuda_expert_pairs_mma_take(guild_type_t type, int64_t n, int32_t ntok);
 int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows, const void *w, const void *w_up,

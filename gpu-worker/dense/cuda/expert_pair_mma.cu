@@ -76,6 +76,67 @@ static __device__ __forceinline__ int em_group(const int32_t *lids, int npairs, 
     return before % MC ? 0 : min(cnt, MC);
 }
 
+/* em_group with the first 4 warps' worth of ids (a step of 16 tokens x 8 slots) loaded at once rather than one
+ * load after another: the same answer. */
+template <int MC>
+static __device__ __forceinline__ int em_group4(const int32_t *lids, int npairs, int p, int e, int lane, int *list)
+{
+    int id[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        id[k] = k * WARP_SIZE + lane < npairs ? lids[k * WARP_SIZE + lane] : -1;
+    int before = 0, cnt = 0;
+    for (int base = 0; base < npairs && cnt < MC; base += WARP_SIZE) { /* warp-uniform */
+        const int q = base + lane;
+        const int v = base >= 4 * WARP_SIZE ? (q < npairs ? lids[q] : -1)
+                      : base == 0           ? id[0]
+                      : base == WARP_SIZE   ? id[1]
+                      : base == 2 * WARP_SIZE ? id[2]
+                                              : id[3];
+        const bool m = q < npairs && v == e;
+        const unsigned lo = __ballot_sync(FULL_MASK, m && q < p), hi = __ballot_sync(FULL_MASK, m && q >= p);
+        before += __popc(lo);
+        const int rank = cnt + __popc(hi & ((1u << lane) - 1u));
+        if (list && m && q >= p && rank < MC)
+            list[rank] = q;
+        cnt += __popc(hi);
+    }
+    return before % MC ? 0 : min(cnt, MC);
+}
+
+/* The activation block's loads and its quantization apart (em_quantize's operations), so that a warp can have
+ * several blocks' loads in flight: V floats a lane. */
+template <typename AB>
+struct em_act;
+
+template <>
+struct em_act<quant_block_q8_K> {
+    static constexpr int V = 8;
+    static __device__ __forceinline__ void load(const float *x, int lane, float (&v)[V])
+    {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v[k] = x[lane * 8 + k];
+    }
+    static __device__ __forceinline__ void quantize(const float (&v)[V], int lane, quant_block_q8_K *a)
+    {
+        quantize_block_q8_K(v, lane, a);
+    }
+};
+
+template <>
+struct em_act<quant_block_q8_0> {
+    static constexpr int V = 1;
+    static __device__ __forceinline__ void load(const float *x, int lane, float (&v)[V])
+    {
+        v[0] = x[lane];
+    }
+    static __device__ __forceinline__ void quantize(const float (&v)[V], int lane, quant_block_q8_0 *a)
+    {
+        quantize_block_q8_32<false>(v[0], lane, a);
+    }
+};
+
 /* Grid (row blocks of EM_ROWS rows a warp, pairs), blockDim.x / 32 warps; U: the loop over a row's blocks unrolled
  * U times (the next block's loads in flight, more registers). x: [pairs / act_div] float rows, ldx
  * apart; lids[p] the pair's expert among the n_local at w (+ e * expert_stride, rows row_stride apart);
@@ -179,6 +240,190 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
         }
 }
 
+/* ---- the staged form -------------------------------------------------------------------------------------
+ * Why: the kernel above reads each fragment from global memory as mf_block needs it. A load instruction of a warp
+ * touches 16 weight rows, a few bytes of each (Q6_K: 2-byte loads, 33 a block), so the loads' count rather than
+ * their bytes bounds the rate, and the bytes in flight are those of the block in hand. Here each warp copies its 16
+ * rows' next blocks raw into shared memory by 16-byte cp.async, ST - 1 blocks ahead of its products (the first
+ * ones before the block quantizes its activations), and mf_block reads the fragments from those copies: the same
+ * bytes, the same code, the same block order, so the same bits.
+ * A row's block is copied as the 16-byte pieces that hold it (cp.async's source size stops at the block's last
+ * byte; the piece below its first byte starts inside the matrix when the matrix is 16-byte aligned, the host's
+ * condition) and sits at its address's offset in its piece; rows are RS bytes apart, an odd count of 16-byte
+ * pieces so that 8 rows' 16-byte spans fall in distinct banks. The block's front is shortened the same way: the
+ * pairs' ids (em_group4) and up to 4 activation blocks a warp (em_act) are loaded at once rather than one after
+ * another. */
+template <typename TR>
+struct em_st_geom {
+    static constexpr int BB = (int)sizeof(typename TR::wblock); /* a row's bytes a block */
+    /* pieces of a row's block: Q4_K's and Q5_K's rows are 16-byte aligned (em_align), the others start at most
+     * 14 bytes into a piece */
+    static constexpr int NP = BB % 16 == 0 ? BB / 16 : (BB + 14 + 15) / 16;
+    static constexpr int RS = (NP % 2 ? NP : NP + 1) * 16;
+    static constexpr int MAT = EM_ROWS * RS; /* one matrix's 16 rows */
+};
+
+/* dst's 16 bytes from the n (1-16) bytes at src (16-byte aligned), the rest zero; asynchronous (em_cp_commit,
+ * em_cp_wait). */
+static __device__ __forceinline__ void em_cp16(void *dst, const void *src, int n)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n) : "memory");
+}
+
+static __device__ __forceinline__ void em_cp_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* until at most N of this thread's groups are in flight */
+template <int N>
+static __device__ __forceinline__ void em_cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Block b of rows min(row0 + i, nrows - 1), i < 16, of matrix m into dst + i RS (+ the row's offset in its
+ * piece), by the whole warp. */
+template <typename TR>
+static __device__ __forceinline__ void em_stage(unsigned char *dst, const char *m, size_t row_stride, int row0,
+                                                int nrows, int b, int lane)
+{
+    typedef em_st_geom<TR> G;
+    for (int idx = lane; idx < EM_ROWS * G::NP; idx += WARP_SIZE) {
+        const int i = idx / G::NP, k = idx - i * G::NP;
+        const char *ra = m + (size_t)min(row0 + i, nrows - 1) * row_stride + (size_t)b * G::BB;
+        const char *src = (const char *)((uintptr_t)ra & ~(uintptr_t)15) + 16 * k;
+        const int left = (int)(ra + G::BB - src);
+        if (left > 0)
+            em_cp16(dst + i * G::RS + 16 * k, src, min(left, 16));
+    }
+}
+
+/* Block b's copy of a row whose first block is at ra, in the rows' copies at sl (row slot i). */
+template <typename TR>
+static __device__ __forceinline__ const typename TR::wblock *em_staged_row(const unsigned char *sl, int i,
+                                                                             const char *ra, int b)
+{
+    typedef em_st_geom<TR> G;
+    return (const typename TR::wblock *)(sl + i * G::RS + (((uintptr_t)ra + (size_t)b * G::BB) & 15));
+}
+
+/* expert_pair_mma_kernel with 8 pairs a block and the rows staged: shared memory holds the activation rows
+ * (abytes) and then each warp's ring of min(ST, nb) stages (wst bytes a warp), a stage one block of the warp's 16
+ * rows (and 16 up rows with wu). l2: the L2 prefetch of the block's rows as expert_pair_mma_kernel (with early:
+ * before the wait, whatever l2). */
+template <typename TR, bool GU, int ST>
+static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
+    expert_pair_mma_staged_kernel(const char *__restrict__ w, const char *__restrict__ wu, size_t expert_stride,
+                                  size_t row_stride, const float *__restrict__ x, int64_t ldx, int act_div,
+                                  const int32_t *__restrict__ lids, int n_local, int npairs, float *__restrict__ out,
+                                  int64_t ldo, int nb, int nrows, int early, int l2, int abytes, int wst)
+{
+    typedef typename TR::ablock ablock;
+    typedef em_st_geom<TR> G;
+    constexpr int MC = 8, STAGE = (GU ? 2 : 1) * G::MAT;
+    extern __shared__ __align__(16) unsigned char em_st_smem[];
+    __shared__ int list[MC];
+    const int p = blockIdx.y, kw = (int)blockDim.x / WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int blk0 = blockIdx.x * kw * EM_ROWS;
+    const size_t blk_bytes = (size_t)min(kw * EM_ROWS, nrows - blk0) * row_stride;
+    if (early) { /* as expert_pair_mma_kernel */
+        const int e = lids[p];
+        if (e >= 0 && e < n_local && em_group4<MC>(lids, npairs, p, e, lane, NULL))
+            prefetch_l2_lines(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x,
+                              blockDim.x);
+    }
+    pdl_begin();
+    const int e = lids[p];
+    if (e < 0 || e >= n_local)
+        return;
+    const int cnt = em_group4<MC>(lids, npairs, p, e, lane, warp == 0 ? list : NULL);
+    if (!cnt)
+        return;
+    const char *we = w + (size_t)e * expert_stride, *ue = GU ? wu + (size_t)e * expert_stride : we;
+    if (!early && l2) {
+        prefetch_l2_lines(we + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, blockDim.x);
+        if (GU)
+            prefetch_l2_lines(ue + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x, blockDim.x);
+    }
+    const int row0 = blk0 + warp * EM_ROWS;
+    unsigned char *ring = em_st_smem + abytes + (size_t)warp * wst;
+    if (row0 < nrows) /* the first ST - 1 blocks' copies in flight while the activations are quantized */
+#pragma unroll
+        for (int s = 0; s < ST - 1; s++) {
+            if (s < nb) {
+                em_stage<TR>(ring + s * STAGE, we, row_stride, row0, nrows, s, lane);
+                if (GU)
+                    em_stage<TR>(ring + s * STAGE + G::MAT, ue, row_stride, row0, nrows, s, lane);
+            }
+            em_cp_commit();
+        }
+    __syncthreads(); /* list */
+    ablock *a = (ablock *)em_st_smem; /* [MC][nb]: slot k is pair list[k]'s row */
+    typedef em_act<ablock> A;
+    for (int i0 = warp; i0 < cnt * nb; i0 += 4 * kw) { /* up to 4 blocks' loads in flight, then their quantization */
+        float v[4][A::V];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = i0 + j * kw, k = i / nb, b = i - k * nb;
+            if (i < cnt * nb) /* warp-uniform */
+                A::load(x + (int64_t)(list[k] / act_div) * ldx + (int64_t)b * TR::QK, lane, v[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = i0 + j * kw;
+            if (i < cnt * nb)
+                A::quantize(v[j], lane, a + i);
+        }
+    }
+    __syncthreads();
+    if (row0 >= nrows)
+        return; /* whole warps; no barrier below */
+    const int g = lane / 4, t = lane % 4;
+    const size_t r0 = (size_t)min(row0 + g, nrows - 1), r8 = (size_t)min(row0 + 8 + g, nrows - 1);
+    const char *w0 = we + r0 * row_stride, *w8 = we + r8 * row_stride;
+    const char *u0 = ue + r0 * row_stride, *u8 = ue + r8 * row_stride;
+    const char *ab[1], *ac[1][2]; /* as expert_pair_mma_kernel's */
+    ab[0] = (const char *)(a + (size_t)(g < cnt ? g : 0) * nb);
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        ac[0][i] = (const char *)(a + (size_t)(2 * t + i < cnt ? 2 * t + i : 0) * nb);
+    float sg[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}}, su[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+    for (int b = 0; b < nb; b++) { /* block order, as expert_pair_kernel */
+        const int bn = b + ST - 1;
+        if (bn < nb) { /* its slot's copy was read in block b - 1, before the __syncwarp that ended it */
+            em_stage<TR>(ring + (bn % ST) * STAGE, we, row_stride, row0, nrows, bn, lane);
+            if (GU)
+                em_stage<TR>(ring + (bn % ST) * STAGE + G::MAT, ue, row_stride, row0, nrows, bn, lane);
+        }
+        em_cp_commit();
+        em_cp_wait<ST - 1>(); /* this thread's copies of block b */
+        __syncwarp();          /* and the other lanes' */
+        const unsigned char *sl = ring + (b % ST) * STAGE;
+        float cg[1][4], cu[1][4];
+        mf_block<TR, 1>(em_staged_row<TR>(sl, g, w0, b), em_staged_row<TR>(sl, 8 + g, w8, b), ab, ac, b, t, 1, cg);
+        if (GU)
+            mf_block<TR, 1>(em_staged_row<TR>(sl + G::MAT, g, u0, b), em_staged_row<TR>(sl + G::MAT, 8 + g, u8, b),
+                            ab, ac, b, t, 1, cu);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            sg[0][i] = sg[0][i] + cg[0][i];
+            if (GU)
+                su[0][i] = su[0][i] + cu[0][i];
+        }
+        __syncwarp(); /* every lane's reads of slot b % ST before its next copy */
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int k = 2 * t + i % 2, r = row0 + g + 8 * (i / 2);
+        if (k < cnt && r < nrows)
+            out[(int64_t)list[k] * ldo + r] =
+                GU ? silu_mul(qd_row<TR>(sg[0][i]), qd_row<TR>(su[0][i])) : qd_row<TR>(sg[0][i]);
+    }
+}
+
 template <typename TR, int NJ, int U>
 static void em_launch_tr(const dim3 &grid, int warps, size_t smem, cudaStream_t s, const char *w, const char *wu,
                          size_t es, size_t rs, const float *x, int64_t ldx, int act_div, const int32_t *lids,
@@ -191,6 +436,51 @@ static void em_launch_tr(const dim3 &grid, int warps, size_t smem, cudaStream_t 
     else
         cuda_launch_pdl(expert_pair_mma_kernel<TR, false, NJ, U>, grid, (unsigned)(warps * WARP_SIZE), smem, s, w, wu,
                         es, rs, x, ldx, act_div, lids, n_local, pairs, out, ldo, nb, (int)nrows, early);
+}
+
+/* The staged kernel's launch (8 pairs a block, ST stages); false, nothing launched, where it does not apply: the
+ * matrices not 16-byte aligned (em_stage's pieces below a row's first byte), or more shared memory than the device
+ * grants a block. asmem: the activation rows' bytes. */
+template <typename TR, bool GU, int ST>
+static bool em_launch_st(const dim3 &grid, int warps, size_t asmem, bool l2, cudaStream_t s, const char *w,
+                         const char *wu, size_t es, size_t rs, const float *x, int64_t ldx, int act_div,
+                         const int32_t *lids, int n_local, int pairs, float *out, int64_t ldo, int64_t n, int64_t nrows,
+                         int early)
+{
+    /* the most dynamic shared memory the device grants a block, asked (and granted the kernel) once a process */
+    static const int most = [] {
+        int dev = 0, m = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            cudaFuncSetAttribute(expert_pair_mma_staged_kernel<TR, GU, ST>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, m - 1024) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return m - 1024; /* the static list and what the runtime keeps */
+    }();
+    const int nb = (int)(n / TR::QK);
+    const size_t abytes = (asmem + 15) / 16 * 16;
+    const size_t wst = (size_t)min(ST, nb) * (GU ? 2 : 1) * em_st_geom<TR>::MAT;
+    const size_t smem = abytes + (size_t)warps * wst;
+    if (((uintptr_t)w | (uintptr_t)wu) % 16 || smem > (size_t)most)
+        return false;
+    cuda_launch_pdl(expert_pair_mma_staged_kernel<TR, GU, ST>, grid, (unsigned)(warps * WARP_SIZE), smem, s, w, wu,
+                    es, rs, x, ldx, act_div, lids, n_local, pairs, out, ldo, nb, (int)nrows, early, l2 ? 1 : 0,
+                    (int)abytes, (int)wst);
+    return true;
+}
+
+template <typename TR, int ST>
+static bool em_launch_st_tr(const dim3 &grid, int warps, size_t asmem, bool l2, cudaStream_t s, const char *w,
+                            const char *wu, size_t es, size_t rs, const float *x, int64_t ldx, int act_div,
+                            const int32_t *lids, int n_local, int pairs, float *out, int64_t ldo, int64_t n,
+                            int64_t nrows, int early)
+{
+    return wu ? em_launch_st<TR, true, ST>(grid, warps, asmem, l2, s, w, wu, es, rs, x, ldx, act_div, lids, n_local,
+                                           pairs, out, ldo, n, nrows, early)
+              : em_launch_st<TR, false, ST>(grid, warps, asmem, l2, s, w, wu, es, rs, x, ldx, act_div, lids, n_local,
+                                            pairs, out, ldo, n, nrows, early);
 }
 
 /* The activation rows' bytes in shared memory for blocks of `tile` pairs, 0 where the kernel does not take the
@@ -237,18 +527,23 @@ extern "C" int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows
                                      int64_t ldo, const cuda_pairs_mma_shape_t *shape, bool early, cudaStream_t s,
                                      guild_err_t *err)
 {
-    /* the kernel's choice: 8 warps, blocks of 8 pairs (16: the spare columns cost registers), not unrolled: the
-     * best of the shapes timed, or within 4% of it, at 4, 8 and 16 tokens (the results file above) */
-    cuda_pairs_mma_shape_t sh = {8, 8, 1};
+    /* the kernel's choice: blocks of 8 pairs (16: the spare columns cost registers); 4 warps, each warp's rows
+     * staged 4 blocks deep, no L2 prefetch (a guess to be timed: bench/results/mma35-h200-2026-12-03-s35.md; with
+     * the direct loads 8 warps, not unrolled: expmma-h200-2026-12-03-s31.md) */
+    cuda_pairs_mma_shape_t sh = {4, 8, 1, 4, 1};
     if (shape) {
         sh.warps = shape->warps ? shape->warps : sh.warps;
         sh.tile = shape->tile ? shape->tile : sh.tile;
         sh.unroll = shape->unroll ? shape->unroll : sh.unroll;
+        sh.stages = shape->stages ? shape->stages : sh.stages;
+        sh.l2 = shape->l2 ? shape->l2 : sh.l2;
     }
     if ((sh.warps != 2 && sh.warps != 4 && sh.warps != 8) || (sh.tile != 8 && sh.tile != 16) ||
-        (sh.unroll != 1 && sh.unroll != 2))
+        (sh.unroll != 1 && sh.unroll != 2) || sh.stages < 1 || sh.stages > 4 || (sh.stages > 1 && sh.tile != 8) ||
+        (sh.l2 != 1 && sh.l2 != 2))
         return guild_err_set(err, "cuda: expert pairs (mma): %d warps (2, 4 or 8), %d pairs a block (8 or 16), "
-                             "unrolled %d times (1 or 2)", sh.warps, sh.tile, sh.unroll);
+                             "unrolled %d times (1 or 2), %d stages (1, or 2-4 with 8 pairs), l2 %d (1 or 2)",
+                             sh.warps, sh.tile, sh.unroll, sh.stages, sh.l2);
     const size_t smem = em_smem(type, n, sh.tile);
     if (!smem)
         return guild_err_set(err, "cuda: expert pairs (mma): %s rows of %lld are not the kernel's",
@@ -269,8 +564,13 @@ extern "C" int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows
     em_launch_tr<TR, NJ, U>(grid, warps, smem, s, wc, uc, expert_stride, row_stride, x, ldx, act_div, lids, n_local,  \
                             pairs, out, ldo, n, nrows, ek)
     switch (type) {
+#define EM_ST(TR, ST)                                                                                               \
+    em_launch_st_tr<TR, ST>(grid, warps, smem, sh.l2 == 2, s, wc, uc, expert_stride, row_stride, x, ldx, act_div,    \
+                            lids, n_local, pairs, out, ldo, n, nrows, ek)
 #define EM_CASE(T, TR)                                  \
     case T:                                             \
+        if ((sh.stages == 2 && EM_ST(TR, 2)) || (sh.stages == 3 && EM_ST(TR, 3)) || (sh.stages == 4 && EM_ST(TR, 4))) \
+            break; /* else the direct loads */          \
         if (sh.tile == 8 && sh.unroll == 1)             \
             EM_GO(TR, 1, 1);                            \
         else if (sh.tile == 8)                          \
@@ -282,6 +582,7 @@ extern "C" int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows
         break;
         EM_TYPES(EM_CASE)
 #undef EM_CASE
+#undef EM_ST
 #undef EM_GO
     default: break; /* rejected by em_smem */
     }
