@@ -12,7 +12,9 @@
  * (MC = 8 NJ, the columns of a block), and then takes that pair and the next MC - 1 of the expert; the others leave
  * at once. Each block quantizes its pairs' activation rows into shared memory (quantize.cuh's warp bodies: the
  * bytes cuda_quantize writes) and its warps compute 16 weight rows each over the whole row (gate and up rows of
- * the same index with w_up), for all its pairs.
+ * the same index with w_up), for all its pairs: reading the weights' fragments from global memory as they are
+ * needed (expert_pair_mma_kernel), or, the default, from copies of the rows' blocks each warp stages in shared
+ * memory a block or more ahead (expert_pair_mma_staged_kernel, below).
  *
  * Bits: per (row, pair, block) mma_few.cuh's mf_block gives the exact integer sums and the type's finish with the
  * dp4a kernel's operations; they are added to 0.0f in block order, then the row's factor (qd_row) and SiLU as
@@ -514,8 +516,9 @@ static size_t em_align(guild_type_t type)
 extern "C" bool cuda_expert_pairs_mma_take(guild_type_t type, int64_t n, int32_t ntok)
 {
     /* the types timed against the dp4a kernel at the Qwen3-30B-A3B shape (bench/results/
-     * expmma-h200-2026-12-03-s31.md): from 4 tokens faster with either down type; at 1 and 2 slower (a block's
-     * grouping, quantization and barriers for pairs that share no expert; Q6_K's 2-byte loads), 3 untimed */
+     * expmma-h200-2026-12-03-s31.md, mma35-h200-2026-12-03-s35.md): from 4 tokens faster with either down type;
+     * at 1 and 2 slower, staged or not (a block's grouping, quantization and barriers for pairs that share no
+     * expert), 3 untimed */
     const bool timed = type == GUILD_TYPE_Q4_K || type == GUILD_TYPE_Q6_K;
     return timed && ntok >= CUDA_EXPERT_PAIRS_MMA_MIN_TOK && ntok <= CUDA_EXPERT_PAIRS_MMA_MAX_TOK &&
            em_smem(type, n, 8) > 0;
@@ -527,10 +530,12 @@ extern "C" int cuda_expert_pairs_mma(guild_type_t type, int64_t n, int64_t nrows
                                      int64_t ldo, const cuda_pairs_mma_shape_t *shape, bool early, cudaStream_t s,
                                      guild_err_t *err)
 {
-    /* the kernel's choice: blocks of 8 pairs (16: the spare columns cost registers); 4 warps, each warp's rows
-     * staged 4 blocks deep, no L2 prefetch (a guess to be timed: bench/results/mma35-h200-2026-12-03-s35.md; with
-     * the direct loads 8 warps, not unrolled: expmma-h200-2026-12-03-s31.md) */
-    cuda_pairs_mma_shape_t sh = {4, 8, 1, 4, 1};
+    /* the kernel's choice: blocks of 8 pairs (16: the spare columns cost registers), 8 warps, each warp's rows
+     * staged 2 blocks deep (the ring's shared memory leaves room for 2 blocks an SM; 3 or 4 deep, or the L2
+     * prefetch as well, were slower), the fastest shape timed at 8 and 16 tokens and within 8% of the fastest at 4
+     * (bench/results/mma35-h200-2026-12-03-s35.md); where the rows cannot be staged, the direct loads, not unrolled
+     * (expmma-h200-2026-12-03-s31.md) */
+    cuda_pairs_mma_shape_t sh = {8, 8, 1, 2, 1};
     if (shape) {
         sh.warps = shape->warps ? shape->warps : sh.warps;
         sh.tile = shape->tile ? shape->tile : sh.tile;
