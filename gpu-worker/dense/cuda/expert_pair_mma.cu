@@ -60,41 +60,27 @@ static __device__ __forceinline__ void em_quantize(const float *x, int lane, qua
 
 /* Pair p's group, by a whole warp (every warp of a block gets the same answer: no barrier needed to agree on it):
  * returns the pairs of expert e from p on that the block takes (at most MC), 0 when p is not the first of a group
- * (the pairs of e before p are not a multiple of MC). list (when not NULL) gets them in pair order. */
-template <int MC>
+ * (the pairs of e before p are not a multiple of MC). list (when not NULL) gets them in pair order. PRE: the first
+ * PRE warps' worth of ids (4: a step of 16 tokens x 8 slots) loaded at once before the loop rather than one load
+ * after another in it; the same answer. */
+template <int MC, int PRE = 0>
 static __device__ __forceinline__ int em_group(const int32_t *lids, int npairs, int p, int e, int lane, int *list)
 {
-    int before = 0, cnt = 0;
-    for (int base = 0; base < npairs && cnt < MC; base += WARP_SIZE) { /* warp-uniform */
-        const int q = base + lane;
-        const bool m = q < npairs && lids[q] == e;
-        const unsigned lo = __ballot_sync(FULL_MASK, m && q < p), hi = __ballot_sync(FULL_MASK, m && q >= p);
-        before += __popc(lo);
-        const int rank = cnt + __popc(hi & ((1u << lane) - 1u));
-        if (list && m && q >= p && rank < MC)
-            list[rank] = q;
-        cnt += __popc(hi);
-    }
-    return before % MC ? 0 : min(cnt, MC);
-}
-
-/* em_group with the first 4 warps' worth of ids (a step of 16 tokens x 8 slots) loaded at once rather than one
- * load after another: the same answer. */
-template <int MC>
-static __device__ __forceinline__ int em_group4(const int32_t *lids, int npairs, int p, int e, int lane, int *list)
-{
-    int id[4];
+    int id[PRE > 0 ? PRE : 1] = {-1};
 #pragma unroll
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < PRE; k++)
         id[k] = k * WARP_SIZE + lane < npairs ? lids[k * WARP_SIZE + lane] : -1;
     int before = 0, cnt = 0;
     for (int base = 0; base < npairs && cnt < MC; base += WARP_SIZE) { /* warp-uniform */
         const int q = base + lane;
-        const int v = base >= 4 * WARP_SIZE ? (q < npairs ? lids[q] : -1)
-                      : base == 0           ? id[0]
-                      : base == WARP_SIZE   ? id[1]
-                      : base == 2 * WARP_SIZE ? id[2]
-                                              : id[3];
+        int v = id[0];
+        if (base >= PRE * WARP_SIZE)
+            v = q < npairs ? lids[q] : -1;
+        else
+#pragma unroll
+            for (int k = 1; k < PRE; k++) /* static indices: id stays in registers */
+                if (base == k * WARP_SIZE)
+                    v = id[k];
         const bool m = q < npairs && v == e;
         const unsigned lo = __ballot_sync(FULL_MASK, m && q < p), hi = __ballot_sync(FULL_MASK, m && q >= p);
         before += __popc(lo);
@@ -253,7 +239,7 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
  * byte; the piece below its first byte starts inside the matrix when the matrix is 16-byte aligned, the host's
  * condition) and sits at its address's offset in its piece; rows are RS bytes apart, an odd count of 16-byte
  * pieces so that 8 rows' 16-byte spans fall in distinct banks. The block's front is shortened the same way: the
- * pairs' ids (em_group4) and up to 4 activation blocks a warp (em_act) are loaded at once rather than one after
+ * pairs' ids (em_group<MC, 4>) and up to 4 activation blocks a warp (em_act) are loaded at once rather than one after
  * another. */
 template <typename TR>
 struct em_st_geom {
@@ -333,7 +319,7 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
     const size_t blk_bytes = (size_t)min(kw * EM_ROWS, nrows - blk0) * row_stride;
     if (early) { /* as expert_pair_mma_kernel */
         const int e = lids[p];
-        if (e >= 0 && e < n_local && em_group4<MC>(lids, npairs, p, e, lane, NULL))
+        if (e >= 0 && e < n_local && em_group<MC, 4>(lids, npairs, p, e, lane, NULL))
             prefetch_l2_lines(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x,
                               blockDim.x);
     }
@@ -341,7 +327,7 @@ static __global__ void __launch_bounds__(EM_WARPS_MAX *WARP_SIZE)
     const int e = lids[p];
     if (e < 0 || e >= n_local)
         return;
-    const int cnt = em_group4<MC>(lids, npairs, p, e, lane, warp == 0 ? list : NULL);
+    const int cnt = em_group<MC, 4>(lids, npairs, p, e, lane, warp == 0 ? list : NULL);
     if (!cnt)
         return;
     const char *we = w + (size_t)e * expert_stride, *ue = GU ? wu + (size_t)e * expert_stride : we;
