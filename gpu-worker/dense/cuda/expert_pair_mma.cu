@@ -43,19 +43,47 @@
     X(GUILD_TYPE_IQ4_XS, mma_iq4_xs) \
     X(GUILD_TYPE_Q8_0, mma_q8_0)
 
-/* One activation block (QK floats from x) into a, by the whole warp: quantize.cuh's bodies, cuda_quantize's bytes. */
-static __device__ __forceinline__ void em_quantize(const float *x, int lane, quant_block_q8_K *a)
-{
-    float v[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        v[k] = x[lane * 8 + k];
-    quantize_block_q8_K(v, lane, a);
-}
+/* An activation block's loads (QK floats from x, V a lane) and their quantization into a, by the whole warp:
+ * quantize.cuh's bodies, cuda_quantize's bytes. Apart so that a warp can have several blocks' loads in flight
+ * (the staged kernel); em_quantize does both. */
+template <typename AB>
+struct em_act;
 
-static __device__ __forceinline__ void em_quantize(const float *x, int lane, quant_block_q8_0 *a)
+template <>
+struct em_act<quant_block_q8_K> {
+    static constexpr int V = 8;
+    static __device__ __forceinline__ void load(const float *x, int lane, float (&v)[V])
+    {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v[k] = x[lane * 8 + k];
+    }
+    static __device__ __forceinline__ void quantize(const float (&v)[V], int lane, quant_block_q8_K *a)
+    {
+        quantize_block_q8_K(v, lane, a);
+    }
+};
+
+template <>
+struct em_act<quant_block_q8_0> {
+    static constexpr int V = 1;
+    static __device__ __forceinline__ void load(const float *x, int lane, float (&v)[V])
+    {
+        v[0] = x[lane];
+    }
+    static __device__ __forceinline__ void quantize(const float (&v)[V], int lane, quant_block_q8_0 *a)
+    {
+        quantize_block_q8_32<false>(v[0], lane, a);
+    }
+};
+
+/* One activation block (QK floats from x) into a, by the whole warp. */
+template <typename AB>
+static __device__ __forceinline__ void em_quantize(const float *x, int lane, AB *a)
 {
-    quantize_block_q8_32<false>(x[lane], lane, a);
+    float v[em_act<AB>::V];
+    em_act<AB>::load(x, lane, v);
+    em_act<AB>::quantize(v, lane, a);
 }
 
 /* Pair p's group, by a whole warp (every warp of a block gets the same answer: no barrier needed to agree on it):
@@ -91,39 +119,6 @@ static __device__ __forceinline__ int em_group(const int32_t *lids, int npairs, 
     }
     return before % MC ? 0 : min(cnt, MC);
 }
-
-/* The activation block's loads and its quantization apart (em_quantize's operations), so that a warp can have
- * several blocks' loads in flight: V floats a lane. */
-template <typename AB>
-struct em_act;
-
-template <>
-struct em_act<quant_block_q8_K> {
-    static constexpr int V = 8;
-    static __device__ __forceinline__ void load(const float *x, int lane, float (&v)[V])
-    {
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            v[k] = x[lane * 8 + k];
-    }
-    static __device__ __forceinline__ void quantize(const float (&v)[V], int lane, quant_block_q8_K *a)
-    {
-        quantize_block_q8_K(v, lane, a);
-    }
-};
-
-template <>
-struct em_act<quant_block_q8_0> {
-    static constexpr int V = 1;
-    static __device__ __forceinline__ void load(const float *x, int lane, float (&v)[V])
-    {
-        v[0] = x[lane];
-    }
-    static __device__ __forceinline__ void quantize(const float (&v)[V], int lane, quant_block_q8_0 *a)
-    {
-        quantize_block_q8_32<false>(v[0], lane, a);
-    }
-};
 
 /* Grid (row blocks of EM_ROWS rows a warp, pairs), blockDim.x / 32 warps; U: the loop over a row's blocks unrolled
  * U times (the next block's loads in flight, more registers). x: [pairs / act_div] float rows, ldx
