@@ -430,9 +430,11 @@ static __global__ void __launch_bounds__(KW *WARP_SIZE)
                          buf);
 }
 
-/* How matmul_few_kernel is launched: tokens a block (8 or 16) and warps a block (2, 4, 8 or 16). */
+/* How matmul_few_kernel is launched: tokens a block (8 or 16) and warps a block (2, 4, 8 or 16); fit: the warps
+ * are the rule's, which mf_launch may change to the grid's fit on this GPU (mf_fit_kw). */
 typedef struct mf_shape {
     int tile, kw;
+    bool fit;
 } mf_shape_t;
 
 /* cuda_set_matmul_few_shape's override of the rule below (0: the rule's), for measurement. */
@@ -452,12 +454,51 @@ extern "C" int cuda_set_matmul_few_shape(int32_t tile_tokens, int32_t k_warps, g
 /* cuda_matmul's for nrows rows (all of a launch's products): 8 warps, 4 for products of CUDA_MATMUL_MMA_WIDE_ROWS
  * rows or more (their grid fills the GPU anyway); tiles of 16 tokens from 9 tokens on for products of 4096 rows
  * or more, of 8 below (twice the blocks). The best of the 6 shapes, or within 10% of it, in each of
- * check_cuda_expert_mma's few timings on the H200 (bench/results/dense16-h200-2026-12-03-s29.md). */
+ * check_cuda_expert_mma's few timings on the H200 (bench/results/dense16-h200-2026-12-03-s29.md); fit: mf_launch
+ * then fits those 8 warps to the grid (mf_fit_kw), unless cuda_set_matmul_few_shape named the warps. */
 static mf_shape_t mf_shape_default(int64_t nrows, int32_t ntok)
 {
     const int tile = g_few_tile.load(std::memory_order_relaxed), kw = g_few_kw.load(std::memory_order_relaxed);
     return mf_shape_t{tile ? tile : ntok > 8 && nrows >= 4096 ? 16 : 8,
-                      kw ? kw : nrows >= CUDA_MATMUL_MMA_WIDE_ROWS ? 4 : 8};
+                      kw ? kw : nrows >= CUDA_MATMUL_MMA_WIDE_ROWS ? 4 : 8, kw == 0};
+}
+
+/* The blocks of matmul_few_kernel<TRA, TRB, NJ, KW> in blocks of `threads` the GPU holds at once (the occupancy
+ * calculator's blocks an SM x SMs), asked once a process; 0 where it cannot say. */
+template <typename TRA, typename TRB, int NJ, int KW, int THREADS>
+static int mf_resident()
+{
+    static const int r = [] {
+        int dev = 0, sms = 0, per = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, matmul_few_kernel<TRA, TRB, NJ, KW>, THREADS, 0) !=
+                cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return per * sms;
+    }();
+    return r;
+}
+
+/* The rule's 8 warps a block changed to what the grid (`blocks` x its token tiles) fits on this GPU: a grid past
+ * one wave waits a block's whole time for its last blocks, and a warp's chain of blocks along K is the block's
+ * time. With 8-token tiles and at least 16 blocks along K (an attention output product's 4096), 16 warps where the
+ * grid still fits: half the chain. With 16-token tiles (~128 registers a thread: 2 blocks of 8 warps an SM), 4
+ * warps where 8 would pass one wave and 4 do not (Q/K/V's 320 blocks of 16 rows at 9-16 tokens). Any shape gives
+ * the same bits; bench/results/route35-h200-2026-12-03-s35.md has the timings. */
+template <typename TRA, typename TRB>
+static int mf_fit_kw(const mf_shape_t &sh, int grid, int nb)
+{
+    if (!sh.fit || sh.kw != 8)
+        return sh.kw;
+    if (sh.tile == 8)
+        return nb >= 16 && grid <= mf_resident<TRA, TRB, 1, MF_WARPS_WIDE, 16 * WARP_SIZE>() ? 16 : 8;
+    return grid > mf_resident<TRA, TRB, 2, MF_WARPS_MAX, 8 * WARP_SIZE>() &&
+                   grid <= mf_resident<TRA, TRB, 2, MF_WARPS_MAX, 4 * WARP_SIZE>()
+               ? 4
+               : 8;
 }
 
 /* The rows of m's first count products. */
@@ -476,8 +517,9 @@ static void mf_launch(const mm_multi_t &m, int b_mask, int blocks, int64_t n, in
 {
     const int nb_a = (int)(n / TRA::QK), nb_b = (int)(n / TRB::QK);
     const dim3 grid((unsigned)blocks, (unsigned)((ntok + sh.tile - 1) / sh.tile));
-    const unsigned threads = (unsigned)(sh.kw * WARP_SIZE);
-    const bool wide = sh.kw > MF_WARPS_MAX;
+    const int kw = mf_fit_kw<TRA, TRB>(sh, (int)(grid.x * grid.y), nb_a < nb_b ? nb_a : nb_b);
+    const unsigned threads = (unsigned)(kw * WARP_SIZE);
+    const bool wide = kw > MF_WARPS_MAX;
     if (sh.tile == 8)
         cuda_launch_pdl(wide ? matmul_few_kernel<TRA, TRB, 1, MF_WARPS_WIDE>
                              : matmul_few_kernel<TRA, TRB, 1, MF_WARPS_MAX>,
@@ -595,7 +637,8 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
         nrows <= INT32_MAX - MF_ROWS && (ntok + 7) / 8 <= 65535 &&
         mf_single(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo,
                   mf_shape_t{fs.tile ? fs.tile : mf_shape_default(nrows, ntok).tile,
-                             fs.kw ? fs.kw : mf_shape_default(nrows, ntok).kw},
+                             fs.kw ? fs.kw : mf_shape_default(nrows, ntok).kw,
+                             !fs.kw && mf_shape_default(nrows, ntok).fit},
                   s))
         return cuda_launch_check("matmul (few tokens)", err);
     if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && cuda_matmul_mma_rule(nrows, ntok))) &&
@@ -610,16 +653,16 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
                            const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
                            guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, mf_shape_t{0, 0}, 1,
-                      mm_heads_t{0, 0, 0}, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0,
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                 size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                 cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0}, 1,
-                      mm_heads_t{0, 0, 0}, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0,
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -627,7 +670,7 @@ extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int3
                                int32_t block_rows, cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows,
-                      mf_shape_t{0, 0}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -635,7 +678,7 @@ extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int3
                                int32_t tile_tokens, int32_t k_warps, cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_FEW, 0,
-                      mf_shape_t{tile_tokens, k_warps}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{tile_tokens, k_warps, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 /* cuda_matmul_multi; few: whether batches of 2 .. CUDA_MATMUL_MMA_MIN_TOK - 1 tokens may take matmul_few_kernel. */
@@ -807,10 +850,10 @@ extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, in
         for (int32_t h = 0; h < n_heads; h++)
             if (matmul_run(type, n, nrows, ntok, (const char *)w + (size_t)h * w_head, w_stride,
                            (const char *)act + (size_t)h * act_head, act_stride, out + (int64_t)h * out_head, ldo,
-                           MM_AUTO, 0, mf_shape_t{0, 0}, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
+                           MM_AUTO, 0, mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
                 return -1;
         return 0;
     }
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0},
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0, false},
                       n_heads, mm_heads_t{w_head, act_head, out_head}, s, err);
 }
