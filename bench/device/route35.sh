@@ -3,8 +3,8 @@
 #   - every CUDA test program, mkmodel_greedy.sh and spec_cuda.sh (alltests.sh, 6 at a time) with check_cuda_expert_mma's
 #     "few timing" beside them (its bits: every few-token shape, 16 warps along K included, = dp4a) and the
 #     Qwen3-30B-A3B-shaped model's writing;
-#   - tests/cuda/cuda_head_time 1 4 8 16 of this build (--pairs 0,9: the router a cluster a token, and two tokens a
-#     cluster from 9) and of the baseline (cuda_head_time_base: the same program linked against the baseline's
+#   - tests/cuda/cuda_head_time 1 4 8 16 of this build (the call of 2026-12-03 ran 2bcbb0b with `--pairs 0,9`: the
+#     router a cluster a token, and two tokens a cluster from 9, an option reverted since) and of the baseline (cuda_head_time_base: the same program linked against the baseline's
 #     kernels): the FFN head (norm + router + top-8), the block norm, qk_prepare, Q/K/V in one launch and the
 #     output product (and its few-token shapes) over 48 layers' weights, us a layer;
 #   - guild-cuda-prof --phases --no-trace at 16 sessions, --gpu-mem 8G (the step's spans), this build then the
@@ -35,14 +35,14 @@ mk=$!
 (CK_RUN_CASE="few timing" timeout -s KILL 70 "$B/tests/cuda/check_cuda_expert_mma" > "$O/few-timing.txt" 2>&1
     echo "rc=$? (few timing)" >> "$O/few-timing.txt") &
 ft=$!
-OUT=$R C=$P bash bench/device/alltests.sh 72 0 6 > /dev/null
+OUT=$R C=$P bash bench/device/alltests.sh 112 0 6 > /dev/null
 say "alltests: $(grep -c "^rc=0" "$R/alltests.log") steps rc=0, $(grep "^rc=" "$R/alltests.log" | grep -vc "^rc=0") not;" \
     "$(grep "^rc=" "$R/alltests.log" | grep -v "^rc=0" | tr '\n' ' ')"
 wait $mk $ft
 cat "$O/mk.txt"
 grep -E "Checks|rc=|FAIL" "$O/few-timing.txt" | tail -4
-step 40 "cuda_head_time (new)" sh -c '"$0" --pairs 0,9 1 4 8 16 > "'"$O/time-new.log"'" 2>&1; st=$?;
-    grep -E "^(pairs|time|dense):" "'"$O/time-new.log"'"; exit $st' "$B/tests/cuda/cuda_head_time"
+step 40 "cuda_head_time (new)" sh -c '"$0" 1 4 8 16 > "'"$O/time-new.log"'" 2>&1; st=$?;
+    grep -E "^(time|dense):" "'"$O/time-new.log"'"; exit $st' "$B/tests/cuda/cuda_head_time"
 step 35 "cuda_head_time (base)" sh -c '"$0" 1 4 8 16 > "'"$O/time-base.log"'" 2>&1; st=$?;
     grep -E "^(time|dense):" "'"$O/time-base.log"'"; exit $st' "$BASE/cuda_head_time_base"
 grep -q "mkmodel rc=0" "$O/mk.txt" || { say "no model"; ab_close route35; exit 1; }

@@ -323,35 +323,12 @@ static const struct {
                 {32, 4, 0, 0, 4100, true, 1.0f, 0},   {512, 10, 0, 0, 2048, true, 1.0f, 1},
                 {257, 32, 0, 0, 300, false, 1.0f, 0}};
 #define N_RF (int)(sizeof rf_cases / sizeof rf_cases[0])
-/* the fused router's forms (cuda_set_router_cluster, cuda_set_router_pair_from): a counter of blocks, clusters of
- * 16 and of 8 blocks a token (two tokens a cluster from the default count), clusters of 16 with two tokens a cluster
- * from 2 tokens */
-static const struct {
-    int cluster, pair_from;
-} rf_forms[] = {{0, CUDA_ROUTER_PAIR_FROM_DEFAULT},
-                {16, CUDA_ROUTER_PAIR_FROM_DEFAULT},
-                {8, CUDA_ROUTER_PAIR_FROM_DEFAULT},
-                {16, 2}};
+/* the fused router's forms (cuda_set_router_cluster): a counter of blocks, clusters of 16 and of 8 blocks a token */
+static const int rf_forms[] = {0, 16, 8};
 #define N_RF_FORMS (int)(sizeof rf_forms / sizeof rf_forms[0])
-/* Sets form f; the cluster form set (0 where it cannot run). */
-static int rf_form_set(int f)
+static const char *rf_form_name(int form)
 {
-    cuda_set_router_pair_from(rf_forms[f].pair_from);
-    return cuda_set_router_cluster(rf_forms[f].cluster);
-}
-static const char *rf_form_name(int f, int form)
-{
-    if (!form)
-        return "a counter of blocks";
-    if (rf_forms[f].pair_from != CUDA_ROUTER_PAIR_FROM_DEFAULT)
-        return form == 16 ? "clusters of 16, two tokens a cluster from 2"
-                          : "clusters of 8, two tokens a cluster from 2";
-    return form == 16 ? "clusters of 16" : "clusters of 8";
-}
-static void rf_form_reset(void)
-{
-    cuda_set_router_pair_from(CUDA_ROUTER_PAIR_FROM_DEFAULT);
-    cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
+    return form == 16 ? "clusters of 16" : form == 8 ? "clusters of 8" : "a counter of blocks";
 }
 /* a decode step's tokens: one session's (1), several sessions' (2-16: a row of blocks a token, a counter each) */
 static const int32_t rf_toks[] = {1, 2, 3, 4, 5, 8, 13, 16};
@@ -391,7 +368,7 @@ static void rf_one_by_one(const cuda_router_norm_t *nm, const float *dW, size_t 
 START_TEST(test_router_fused)
 {
     const int c = _i % (N_RF * N_RF_TOKS) / N_RF_TOKS;
-    const int fi = _i / (N_RF * N_RF_TOKS), form = rf_form_set(fi); /* 0 where it cannot run */
+    const int form = cuda_set_router_cluster(rf_forms[_i / (N_RF * N_RF_TOKS)]); /* 0 where it cannot run */
     const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rf_cases[c].n_expert, k = rf_cases[c].k;
     const int32_t E = rf_cases[c].n_embd;
     const int64_t ldx = E + 4;
@@ -503,9 +480,9 @@ START_TEST(test_router_fused)
                   "case %d, %d tokens: cuda_router_topk's counts differ from cuda_route_count's", c, n_tok);
     printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s, %s: = product + top-k + count, bit "
            "for bit, %zu launches, = each token alone\n", ne, k, rf_cases[c].groups, E, n_tok,
-           rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", rf_form_name(fi, form),
+           rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", rf_form_name(form),
            reps);
-    rf_form_reset();
+    cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
     for (int q = 0; q < 3; q++) {
         cudaFree(dlg[q]);
         cudaFree(dwt[q]);
@@ -615,7 +592,7 @@ static const struct {
 START_TEST(test_router_fused_norm)
 {
     const int c = _i % (N_RN * N_RF_TOKS) / N_RF_TOKS;
-    const int fi = _i / (N_RN * N_RF_TOKS), form = rf_form_set(fi); /* 0 where it cannot run */
+    const int form = cuda_set_router_cluster(rf_forms[_i / (N_RN * N_RF_TOKS)]); /* 0 where it cannot run */
     const int32_t n_tok = rf_toks[_i % N_RF_TOKS], ne = rn_cases[c].n_expert, k = rn_cases[c].k;
     const int32_t E = rn_cases[c].n_embd;
     const size_t w_stride = (size_t)E * sizeof(float), nx = (size_t)n_tok * (size_t)E, nl = (size_t)n_tok * ne;
@@ -721,8 +698,8 @@ START_TEST(test_router_fused_norm)
            "+ fused router, bit for bit, = each token alone\n", ne, k, rn_cases[c].groups, E, n_tok,
            add ? ", add" : "",
            rn_cases[c].plant == 1 ? ", an infinity" : rn_cases[c].plant == 2 ? ", a NaN weight" : "",
-           rf_form_name(fi, form));
-    rf_form_reset();
+           rf_form_name(form));
+    cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
     for (int q = 0; q < 3; q++) {
         cudaFree(dx[q]);
         cudaFree(dxn[q]);

@@ -4,13 +4,12 @@
  * combine, and qk_prepare. Linked against another build's libraries (the same interface), it times that build's
  * kernels: the A/B of a kernel change in one program.
  * With --forms LIST (e.g. 0,16,8: cuda_set_router_cluster's forms of the fused router), the FFN head in each of
- * them instead of the default form, a "head:" line each (the last line's head: the last form's). With --pairs LIST
- * (e.g. 0,9,2: cuda_set_router_pair_from's counts, 0 never), the head in the default form with each (a "pairs:"
- * line each; a library without the setter says so). Then a "dense:" line a token count: the layer's dense products
+ * them instead of the default form, a "head:" line each (the last line's head: the last form's). Then a "dense:" line
+ * a token count: the layer's dense products
  * over 48 layers' own weights (from the device's memory, as in a step): Q/K/V in one launch
  * (cuda_matmul_multi_types, 4096 + 512 + 512 rows of 2048, Q4_K, V Q6_K in odd layers as the Q4_K_M recipe) and
  * the attention's output product (cuda_matmul, Q4_K 2048 x 4096), and that one in the few-token kernel's shapes.
- * usage: cuda_head_time [--forms LIST] [--pairs LIST] [TOKENS...]   (default 1 2 4 8 16) */
+ * usage: cuda_head_time [--forms LIST] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +24,9 @@
 
 static cudaStream_t stream;
 static int forms[8], n_forms; /* --forms */
-static int pairs[8], n_pairs; /* --pairs */
 
-/* Linked against a library from before these setters (the A/B's baseline), the pairs' timings, Q/K/V's shapes
- * and 16 warps along K are skipped. */
-#pragma weak cuda_set_router_pair_from
+/* Linked against a library from before the setter (the A/B's baseline), Q/K/V's shapes and 16 warps along K are
+ * skipped. */
 #pragma weak cuda_set_matmul_few_shape
 
 
@@ -181,19 +178,6 @@ static void head_time(int32_t n)
                n, got ? (got == 16 ? "clusters of 16 blocks of 8 warps" : "clusters of 8 blocks of 16 warps")
                       : "no cluster (a counter of blocks)", t_head[0], t_head[1]);
     }
-    for (int f = 0; f < n_pairs; f++) {
-        if (!cuda_set_router_pair_from) {
-            printf("pairs: %2d tokens: this library has no cuda_set_router_pair_from\n", n);
-            break;
-        }
-        const int32_t got = cuda_set_router_pair_from(pairs[f]);
-        rt_time(rt_head, &h, L, t_head);
-        printf("pairs: %2d tokens, us a layer (a graph of 48 layers; launched one by one): FFN head, two tokens a "
-               "cluster from %d tokens%s: %.2f; %.2f\n", n, got, got > CUDA_ROUTER_FUSED_MAX ? " (never)" : "",
-               t_head[0], t_head[1]);
-    }
-    if (n_pairs && cuda_set_router_pair_from)
-        cuda_set_router_pair_from(CUDA_ROUTER_PAIR_FROM_DEFAULT);
     if (!n_forms) /* else the last line's head is the last form's */
         rt_time(rt_head, &h, L, t_head);
     cuda_set_router_cluster(form);
@@ -397,8 +381,6 @@ int main(int argc, char **argv)
     for (; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--forms"))
             n_forms = parse_list(argv[a + 1], forms);
-        else if (!strcmp(argv[a], "--pairs"))
-            n_pairs = parse_list(argv[a + 1], pairs);
         else
             break;
     }

@@ -52,14 +52,6 @@ bool cuda_pdl_enabled(void);
 int cuda_set_router_cluster(int blocks);
 int cuda_router_cluster(void);
 
-/* The tokens from which the cluster form takes two tokens a cluster (each block's product for both, each token's
- * choice in a block of its own): a cluster a token fills the GPU past one wave at 16 tokens. Process-wide, for
- * measurement and tests; the default is CUDA_ROUTER_PAIR_FROM_DEFAULT; below 2 or above CUDA_ROUTER_FUSED_MAX:
- * never (a cluster a token). The bits are the same either way. Returns the count set (CUDA_ROUTER_FUSED_MAX + 1:
- * never). */
-#define CUDA_ROUTER_PAIR_FROM_DEFAULT 9
-int32_t cuda_set_router_pair_from(int32_t n_tok);
-
 /* ---- activations and weights ---------------------------------------------------------------------------- */
 
 /* Quantizes n_rows rows of n floats (x rows ldx floats apart) into act_type (F32 copies; Q8_0, Q8_1, Q8_K),
@@ -134,8 +126,9 @@ int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, c
                     cudaStream_t s, guild_err_t *err);
 
 /* The shape every launch of the few-token kernel takes where its caller names none (cuda_matmul, cuda_matmul_multi,
- * cuda_matmul_multi_types): tile_tokens (8 or 16) and k_warps (2, 4, 8 or 16), 0 for the rule's choice of each.
- * Process-wide, for measurement and tests; the bits are the same in every shape. -1 (err) for other values. */
+ * cuda_matmul_multi_types): tile_tokens (8 or 16) and k_warps (2, 4, 8 or 16), 0 for the rule's choice of each
+ * (k_warps 0: the rule's warps fitted to the grid on this GPU). Process-wide, for measurement and tests; the bits
+ * are the same in every shape. -1 (err) for other values. */
 int cuda_set_matmul_few_shape(int32_t tile_tokens, int32_t k_warps, guild_err_t *err);
 
 /* cuda_matmul_multi on the dp4a kernels only (the launch it made before the few-token kernel), for tests and

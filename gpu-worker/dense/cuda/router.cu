@@ -13,9 +13,7 @@
  * and each token takes the same operations in the same order as alone (batch invariance). Where thread block
  * clusters apply (sm_90, up to RC_EXPERTS_MAX experts, a row of one chunk; cuda_set_router_cluster), a token's blocks
  * are one cluster instead, whose first block gets the logits through distributed shared memory behind the cluster's
- * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel); from
- * cuda_set_router_pair_from's count (several sessions' step) a cluster takes two tokens, so that 16 tokens'
- * clusters fit the GPU at once, each token with the same operations in the same order as in a cluster of its own. */
+ * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel). */
 #include <atomic>
 
 #include "gpu-worker/dense/cuda/residual.cuh"
@@ -452,33 +450,33 @@ static __device__ __forceinline__ void cluster_store_f32(uint32_t addr, float v)
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 
-/* Grid (CB, ceil(n_tok / NT)), clusters of CB along x: cluster y is tokens NT y .. NT y + NT - 1 (the last cluster's
- * tokens below n_tok), block b's warps experts CB CW r + CW b + warp. With NT > 1 every block norms the cluster's
- * rows and each warp's weight row (in registers) serves them all, the same fmaf chain a token as alone; block t of
- * the cluster takes token t's logits into its shared memory and chooses for it as the first block does with one
- * token: a token's bits are those of a cluster of its own. */
-template <int CB, int CW, bool NORM, int NT>
+/* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp. */
+template <int CB, int CW, bool NORM>
 static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     router_cluster_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
-                          int n_embd, float *logits, int n_tok, int n_expert, int k, int G, int n_group_used,
-                          bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm)
+                          int n_embd, float *logits, int n_expert, int k, int G, int n_group_used, bool renorm,
+                          float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int BT = CW * WARP_SIZE;
     static_assert(BT >= RN_MAX_THREADS, "a block plays every thread of the norm");
-    static_assert(NT >= 1 && NT <= CB, "a block chooses for each token of the cluster");
     extern __shared__ float rc_sh[];
-    __shared__ float xs[NT][RF_CHUNK]; /* the tokens' (normed) rows */
-    __shared__ double partial[NT][RN_MAX_THREADS / WARP_SIZE];
+    __shared__ float xs[RF_CHUNK]; /* the token's (normed) row */
+    __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, T = threadIdx.x;
-    const int tok0 = (int)blockIdx.y * NT, nt = min(NT, n_tok - tok0); /* the cluster's tokens (block-uniform) */
+    const int tok = blockIdx.y;
     cluster_arrive_relaxed(); /* phase 1: when it completes, every block of the cluster runs */
+    x = (const float *)((const char *)x + (size_t)tok * x_stride);
+    logits += (int64_t)tok * n_expert;
+    ids += (int64_t)tok * k;
+    w += (int64_t)tok * k;
     const int e0 = (int)blockIdx.x * CW + warp, rounds = (n_expert + CB * CW - 1) / (CB * CW);
     float wv[RF_LANE];
     if (e0 < n_expert)
         rf_load(wv, (const float *)((const char *)W + (size_t)e0 * w_stride), 0, n_embd, lane);
     constexpr int NQ = NORM ? RN_PER : 1;
-    float xv[NT][NQ], nwv[NQ], sc[NT];
+    float xv[NQ], nwv[NQ], sc = 0.0f;
+    const int64_t o = (int64_t)tok * n_embd; /* the norm's row */
     if constexpr (NORM)
 #pragma unroll
         for (int q = 0; q < NQ; q++) {
@@ -486,125 +484,81 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
             nwv[q] = T < nm.vt && i < n_embd ? nm.w[i] : 0.0f;
         }
     pdl_begin();
-    if constexpr (NORM) { /* rf_norm_rows' operations a token, thread T as the norm's thread T */
+    if constexpr (NORM) { /* rf_norm_rows' operations, thread T as the norm's thread T */
+        double sum = 0;
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int64_t o = (int64_t)(tok0 + t) * n_embd; /* the norm's row */
-#pragma unroll
-            for (int q = 0; q < NQ; q++) {
-                const int i = T + q * nm.vt;
-                const bool in = t < nt && T < nm.vt && i < n_embd;
-                const float xk = in ? nm.x[o + i] : 0.0f, pk = in && nm.p ? nm.p[o + i] : 0.0f;
-                xv[t][q] = nm.p ? residual_add(xk, pk) : xk;
-            }
+        for (int q = 0; q < NQ; q++) {
+            const int i = T + q * nm.vt;
+            const bool in = T < nm.vt && i < n_embd;
+            const float xk = in ? nm.x[o + i] : 0.0f, pk = in && nm.p ? nm.p[o + i] : 0.0f;
+            xv[q] = nm.p ? residual_add(xk, pk) : xk;
         }
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            double sum = 0;
-#pragma unroll
-            for (int q = 0; q < NQ; q++)
-                if (T < nm.vt && T + q * nm.vt < n_embd)
-                    sum += (double)__fmul_rn(xv[t][q], xv[t][q]);
-            sum = warp_sum_f64(sum);
-            if (lane == 0 && T < nm.vt)
-                partial[t][warp] = sum;
-        }
+        for (int q = 0; q < NQ; q++)
+            if (T < nm.vt && T + q * nm.vt < n_embd)
+                sum += (double)__fmul_rn(xv[q], xv[q]);
+        sum = warp_sum_f64(sum);
+        if (lane == 0 && T < nm.vt)
+            partial[warp] = sum;
         __syncthreads();
+        double total = 0; /* every thread adds the warps' sums in cuda_rmsnorm's order: no second barrier */
+        for (int j = 0; j < nm.vt / WARP_SIZE; j++)
+            total += partial[j];
+        const float mean = (float)(total / (double)n_embd);
+        sc = 1.0f / sqrtf(mean + nm.eps);
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            double total = 0; /* every thread adds the warps' sums in cuda_rmsnorm's order: no second barrier */
-            for (int j = 0; j < nm.vt / WARP_SIZE; j++)
-                total += partial[t][j];
-            const float mean = (float)(total / (double)n_embd);
-            sc[t] = 1.0f / sqrtf(mean + nm.eps);
-#pragma unroll
-            for (int q = 0; q < NQ; q++) {
-                const int i = T + q * nm.vt;
-                if (t < nt && T < nm.vt && i < n_embd)
-                    xs[t][i] = __fmul_rn(xv[t][q], sc[t]) * nwv[q];
-            }
+        for (int q = 0; q < NQ; q++) {
+            const int i = T + q * nm.vt;
+            if (T < nm.vt && i < n_embd)
+                xs[i] = __fmul_rn(xv[q], sc) * nwv[q];
         }
     } else {
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-            if (t < nt) {
-                const float *xr = (const float *)((const char *)x + (size_t)(tok0 + t) * x_stride);
-                for (int i = T; i < n_embd; i += BT)
-                    xs[t][i] = xr[i];
-            }
+        for (int i = T; i < n_embd; i += BT)
+            xs[i] = x[i];
     }
-    __syncthreads(); /* the rows in */
-    float *lg = rc_sh; /* [n_expert], in block t < nt: token tok0 + t's logits from every block */
+    __syncthreads(); /* the row in */
+    float *lg = rc_sh; /* [n_expert], in the first block: every block's logits */
     cluster_wait_acquire(); /* phase 1 (long complete: the blocks started together) */
-    uint32_t lead_lg[NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-        lead_lg[t] = cluster_map(lg, (uint32_t)t);
+    const uint32_t lead_lg = cluster_map(lg, 0);
     for (int r = 0; r < rounds; r++) {
         const int e = e0 + r * CB * CW; /* the warp's expert, the same in all its lanes */
         if (r > 0 && e < n_expert)
             rf_load(wv, (const float *)((const char *)W + (size_t)e * w_stride), 0, n_embd, lane);
-        float acc[NT];
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-            acc[t] = 0.0f;
+        float acc = 0.0f;
         if (e < n_expert)
 #pragma unroll
             for (int j = 0; j < RF_LANE; j++) {
                 const int i = lane + j * WARP_SIZE;
                 if (i < n_embd)
-#pragma unroll
-                    for (int t = 0; t < NT; t++)
-                        if (t < nt)
-                            acc[t] = fmaf(wv[j], xs[t][i], acc[t]);
+                    acc = fmaf(wv[j], xs[i], acc);
             }
 #pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int h = WARP_SIZE / 2; h >= 1; h /= 2) /* matmul_plain_row's fold */
-                acc[t] = acc[t] + __shfl_down_sync(FULL_MASK, acc[t], h);
-        if (e < n_expert && lane == 0)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-                if (t < nt) {
-                    logits[(int64_t)(tok0 + t) * n_expert + e] = acc[t];
-                    cluster_store_f32(lead_lg[t] + (uint32_t)e * sizeof(float), acc[t]);
-                }
+        for (int h = WARP_SIZE / 2; h >= 1; h /= 2) /* matmul_plain_row's fold */
+            acc = acc + __shfl_down_sync(FULL_MASK, acc, h);
+        if (e < n_expert && lane == 0) {
+            logits[e] = acc;
+            cluster_store_f32(lead_lg + (uint32_t)e * sizeof(float), acc);
+        }
     }
-    cluster_arrive_release(); /* phase 2: every logit in its token's block's shared memory */
+    cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
-    if ((int)blockIdx.x >= nt)
+    if (blockIdx.x != 0)
         return;
-    const int tl = (int)blockIdx.x, tok = tok0 + tl; /* this block's token */
-    ids += (int64_t)tok * k;
-    w += (int64_t)tok * k;
-    if constexpr (NORM) { /* rf_norm_out's writes of the block's token: every block has read x */
-        const int64_t o = (int64_t)tok * n_embd;
-        float sct = sc[0];
-#pragma unroll
-        for (int t = 1; t < NT; t++)
-            sct = t == tl ? sc[t] : sct; /* registers stay registers: no dynamic index */
+    if constexpr (NORM) { /* rf_norm_out's writes: every block has read x */
 #pragma unroll
         for (int q = 0; q < NQ; q++) {
             const int i = T + q * nm.vt;
             if (T < nm.vt && i < n_embd) {
-                /* one token: its x [+ p] kept in registers; more: loaded again (no block has written them yet),
-                 * rather than NT rows' held across the products (they spill) */
-                float xq;
-                if constexpr (NT == 1)
-                    xq = xv[0][q];
-                else
-                    xq = nm.p ? residual_add(nm.x[o + i], nm.p[o + i]) : nm.x[o + i];
-                const float y = __fmul_rn(xq, sct) * nwv[q];
+                const float y = __fmul_rn(xv[q], sc) * nwv[q];
                 if (nm.p)
-                    nm.x[o + i] = xq;
+                    nm.x[o + i] = xv[q];
                 if (nm.xn)
                     nm.xn[o + i] = y;
                 if (nm.found && !isfinite(y))
-                    rmsnorm_found(nm.found, nm.site, tok, i, xq, sct);
+                    rmsnorm_found(nm.found, nm.site, tok, i, xv[q], sc);
             }
         }
-        if (nm.found && T == 0 && !(sct > 0.0f))
+        if (nm.found && T == 0 && !(sc > 0.0f))
             atomicMin(nm.found, (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, tok, FINITE_ELEM_NONE));
     }
     const int per = n_expert + G;
@@ -646,16 +600,16 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
 #endif
 }
 
-/* Whether router_cluster_kernel<CB, CW, NORM, NT> runs here: an sm_90 device on which a cluster of CB such blocks
- * (with the most shared memory the form takes) can be scheduled. Asked once a process. */
-template <int CB, int CW, bool NORM, int NT>
+/* Whether router_cluster_kernel<CB, CW, NORM> runs here: an sm_90 device on which a cluster of CB such blocks (with
+ * the most shared memory the form takes) can be scheduled. Asked once a process. */
+template <int CB, int CW, bool NORM>
 static bool rc_usable()
 {
     static const bool ok = [] {
         int dev = 0, major = 0, n = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
-            (CB > 8 && cudaFuncSetAttribute(router_cluster_kernel<CB, CW, NORM, NT>,
+            (CB > 8 && cudaFuncSetAttribute(router_cluster_kernel<CB, CW, NORM>,
                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
             (void)cudaGetLastError();
             return false;
@@ -666,12 +620,12 @@ static bool rc_usable()
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = 1;
         cudaLaunchConfig_t c = {};
-        c.gridDim = dim3(CB, (CUDA_ROUTER_FUSED_MAX + NT - 1) / NT);
+        c.gridDim = dim3(CB, CUDA_ROUTER_FUSED_MAX);
         c.blockDim = dim3(CW * WARP_SIZE);
         c.dynamicSmemBytes = RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2, CW) * sizeof(float);
         c.attrs = at;
         c.numAttrs = 1;
-        if (cudaOccupancyMaxActiveClusters(&n, router_cluster_kernel<CB, CW, NORM, NT>, &c) != cudaSuccess) {
+        if (cudaOccupancyMaxActiveClusters(&n, router_cluster_kernel<CB, CW, NORM>, &c) != cudaSuccess) {
             (void)cudaGetLastError();
             return false;
         }
@@ -680,21 +634,13 @@ static bool rc_usable()
     return ok;
 }
 
-/* Both kernels of a cluster shape (with and without the norm) for NT tokens a cluster. */
-template <int CB, int CW, int NT>
-static bool rc_usable_both()
-{
-    return rc_usable<CB, CW, true, NT>() && rc_usable<CB, CW, false, NT>();
-}
-
 static std::atomic<int> g_router_cluster{CUDA_ROUTER_CLUSTER_DEFAULT};
-static std::atomic<int> g_router_pair_from{CUDA_ROUTER_PAIR_FROM_DEFAULT};
 
 extern "C" int cuda_set_router_cluster(int blocks)
 {
-    const int v = blocks == 16 && rc_usable_both<16, 8, 1>() && rc_usable_both<16, 8, 2>()   ? 16
-                  : blocks == 8 && rc_usable_both<8, 16, 1>() && rc_usable_both<8, 16, 2>() ? 8
-                                                                                            : 0;
+    const int v = blocks == 16 && rc_usable<16, 8, true>() && rc_usable<16, 8, false>() ? 16
+                  : blocks == 8 && rc_usable<8, 16, true>() && rc_usable<8, 16, false>() ? 8
+                                                                                         : 0;
     g_router_cluster.store(v, std::memory_order_relaxed);
     return v;
 }
@@ -704,31 +650,8 @@ extern "C" int cuda_router_cluster(void)
     return g_router_cluster.load(std::memory_order_relaxed);
 }
 
-extern "C" int32_t cuda_set_router_pair_from(int32_t n_tok)
-{
-    const int32_t v = n_tok < 2 || n_tok > CUDA_ROUTER_FUSED_MAX ? CUDA_ROUTER_FUSED_MAX + 1 : n_tok;
-    g_router_pair_from.store(v, std::memory_order_relaxed);
-    return v;
-}
-
-/* router_cluster_kernel<CB, CW, NORM, NT>'s launch for n_tok tokens, NT a cluster. */
-template <int CB, int CW, bool NORM, int NT>
-static void rc_launch_nt(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd,
-                         float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t G, int32_t n_group_used,
-                         bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts,
-                         const rf_norm_t &nm, cudaStream_t s)
-{
-    cuda_launch_pdl_cluster(router_cluster_kernel<CB, CW, NORM, NT>, dim3(CB, (unsigned)((n_tok + NT - 1) / NT)),
-                            CW * WARP_SIZE, RC_SMEM_FLOATS(n_expert, G, CW) * sizeof(float), CB, s, W, w_stride, x,
-                            x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm, scale, ids, w,
-                            counts, nm);
-}
-
 /* The cluster form's launch (rf_launch's arguments, checked there), or false where it does not apply: clusters
- * off, more experts than it ranks, a row past one chunk, no cluster of that size here. Two tokens a cluster from
- * cuda_set_router_pair_from's count: a cluster of 16 blocks of 8 warps (or 8 of 16) takes 8 SMs' worth of the
- * GPU's 132, so 16 tokens' clusters, one a token, do not all fit at once
- * (bench/results/route35-h200-2026-12-03-s35.md); a pair's clusters do, each warp's weights serving both tokens. */
+ * off, more experts than it ranks, a row past one chunk, no cluster of that size here. */
 template <bool NORM>
 static bool rc_launch(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
                       int32_t n_tok, int32_t n_expert, int32_t k, int32_t G, int32_t n_group_used, bool renorm,
@@ -738,25 +661,19 @@ static bool rc_launch(const float *W, size_t w_stride, const float *x, size_t x_
     const int cb = cuda_router_cluster();
     if (!cb || n_expert > RC_EXPERTS_MAX || n_embd > RF_CHUNK)
         return false;
-    const bool pair = n_tok >= g_router_pair_from.load(std::memory_order_relaxed);
-#define RC_LAUNCH(CB, CW, NT)                                                                                   \
-    rc_launch_nt<CB, CW, NORM, NT>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, \
-                                   renorm, scale, ids, w, counts, nm, s)
-    if (cb == 16 && rc_usable<16, 8, NORM, 1>() && rc_usable<16, 8, NORM, 2>()) {
-        if (pair)
-            RC_LAUNCH(16, 8, 2);
-        else
-            RC_LAUNCH(16, 8, 1);
+    const dim3 grid((unsigned)cb, (unsigned)n_tok);
+    if (cb == 16 && rc_usable<16, 8, NORM>()) {
+        cuda_launch_pdl_cluster(router_cluster_kernel<16, 8, NORM>, grid, 8 * WARP_SIZE,
+                                RC_SMEM_FLOATS(n_expert, G, 8) * sizeof(float), 16, s, W, w_stride, x, x_stride,
+                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm);
         return true;
     }
-    if (cb == 8 && rc_usable<8, 16, NORM, 1>() && rc_usable<8, 16, NORM, 2>()) {
-        if (pair)
-            RC_LAUNCH(8, 16, 2);
-        else
-            RC_LAUNCH(8, 16, 1);
+    if (cb == 8 && rc_usable<8, 16, NORM>()) {
+        cuda_launch_pdl_cluster(router_cluster_kernel<8, 16, NORM>, grid, 16 * WARP_SIZE,
+                                RC_SMEM_FLOATS(n_expert, G, 16) * sizeof(float), 8, s, W, w_stride, x, x_stride,
+                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm);
         return true;
     }
-#undef RC_LAUNCH
     return false;
 }
 
