@@ -889,8 +889,13 @@ START_TEST(test_few_multi)
     for (int k = 0; k < 3; k++)
         dense_init(&D[k], &r, multi_cases[_i].type[k], multi_cases[_i].n, multi_cases[_i].nrows[k], 16, false);
     long bad = 0;
+    /* the rule's shape, then 16 warps along K in both tiles (cuda_set_matmul_few_shape) */
+    static const int32_t shapes[][2] = {{0, 0}, {8, 16}, {16, 16}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
         const int32_t nt = toks[ti];
+        guild_err_t serr;
+        ck_assert_msg(cuda_set_matmul_few_shape(shapes[si][0], shapes[si][1], &serr) == 0, "%s", serr.msg);
         const void *w[3];
         size_t ws[3];
         int64_t nr[3], ldo[3];
@@ -934,7 +939,10 @@ START_TEST(test_few_multi)
             free(ref[k]);
         }
     }
-    printf("%s: few multi case %d (%s, %s, %s; n %lld): 1 .. 16 tokens vs one-token launches: %ld outputs differ\n",
+    guild_err_t serr;
+    ck_assert_msg(cuda_set_matmul_few_shape(0, 0, &serr) == 0, "%s", serr.msg);
+    printf("%s: few multi case %d (%s, %s, %s; n %lld): 1 .. 16 tokens (the rule's shape, 8 x 16 and 16 x 16) vs "
+           "one-token launches: %ld outputs differ\n",
            bad ? "FAIL" : "PASS", _i, quant_type_info(D[0].type)->name, quant_type_info(D[1].type)->name,
            quant_type_info(D[2].type)->name, (long long)D[0].n, bad);
     ck_assert_msg(bad == 0, "%ld outputs differ", bad);
@@ -1014,7 +1022,7 @@ START_TEST(test_few_timing)
         /* the few-token kernel's shapes, each checked against dp4a */
         float *ref = dense_got(&D, 0);
         for (int tile = 8; tile <= 16; tile += 8)
-            for (int kw = 2; kw <= 8; kw *= 2) {
+            for (int kw = 2; kw <= 16; kw *= 2) {
                 if (tile == 16 && D.ntok <= 8)
                     continue;
                 D.few_tile = tile, D.few_kw = kw;

@@ -4,7 +4,11 @@
  * combine, and qk_prepare. Linked against another build's libraries (the same interface), it times that build's
  * kernels: the A/B of a kernel change in one program.
  * With --forms LIST (e.g. 0,16,8: cuda_set_router_cluster's forms of the fused router), the FFN head in each of
- * them instead of the default form, a "head:" line each (the last line's head: the last form's).
+ * them instead of the default form, a "head:" line each (the last line's head: the last form's). Then a "dense:" line
+ * a token count: the layer's dense products
+ * over 48 layers' own weights (from the device's memory, as in a step): Q/K/V in one launch
+ * (cuda_matmul_multi_types, 4096 + 512 + 512 rows of 2048, Q4_K, V Q6_K in odd layers as the Q4_K_M recipe) and
+ * the attention's output product (cuda_matmul, Q4_K 2048 x 4096), and that one in the few-token kernel's shapes.
  * usage: cuda_head_time [--forms LIST] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +24,10 @@
 
 static cudaStream_t stream;
 static int forms[8], n_forms; /* --forms */
+
+/* Linked against a library from before the setter (the A/B's baseline), Q/K/V's shapes and 16 warps along K are
+ * skipped. */
+#pragma weak cuda_set_matmul_few_shape
 
 
 static float *upload(const float *h, size_t n)
@@ -232,6 +240,137 @@ static void head_time(int32_t n)
     free(cs);
 }
 
+/* A layer's dense products of n tokens (dense_time): Q/K/V (one launch) or the output product, over L layers' own
+ * weights; shape: the output product's few-token kernel shape (tile x warps), 0 for cuda_matmul's choice. */
+typedef struct rt_dense {
+    char *wq, *wk, *wv, *wo;  /* [L] layers' weights, a layer's rows contiguous */
+    size_t rq, rv, ro;        /* row bytes: Q/K (Q4_K, 2048), V Q6_K (2048), wo (Q4_K, 4096) */
+    size_t lq, lk, lv, lo;    /* a layer's bytes */
+    void *act2, *act4;        /* Q8_K rows of 2048 and 4096, n of them */
+    size_t as2, as4;
+    float *out;               /* [n][4096 + 512 + 512] */
+    int32_t n, tile, kw;
+    bool qkv;
+} rt_dense_t;
+
+static int rt_dense(void *ctx, int32_t l, guild_err_t *err)
+{
+    const rt_dense_t *d = ctx;
+    if (d->qkv) {
+        const bool v6 = l % 2; /* the Q4_K_M recipe's V: Q6_K in some layers */
+        const guild_type_t ty[3] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, v6 ? GUILD_TYPE_Q6_K : GUILD_TYPE_Q4_K};
+        const void *w[3] = {d->wq + (size_t)l * d->lq, d->wk + (size_t)l * d->lk, d->wv + (size_t)l * d->lv};
+        const size_t ws[3] = {d->rq, d->rq, v6 ? d->rv : d->rq};
+        const int64_t nr[3] = {4096, 512, 512}, ldo[3] = {4096, 512, 512};
+        float *out[3] = {d->out, d->out + (size_t)d->n * 4096, d->out + (size_t)d->n * 4608};
+        return cuda_matmul_multi_types(ty, 2048, d->n, 3, w, ws, nr, d->act2, d->as2, out, ldo, stream, err);
+    }
+    const void *w = d->wo + (size_t)l * d->lo;
+    if (d->tile)
+        return cuda_matmul_few(GUILD_TYPE_Q4_K, 4096, 2048, d->n, w, d->ro, d->act4, d->as4, d->out, 2048, d->tile,
+                               d->kw, stream, err);
+    return cuda_matmul(GUILD_TYPE_Q4_K, 4096, 2048, d->n, w, d->ro, d->act4, d->as4, d->out, 2048, stream, err);
+}
+
+static size_t row_bytes(guild_type_t t, int64_t n)
+{
+    uint64_t b = 0;
+    guild_err_t err = {{0}};
+    cuda_time_need(quant_row_bytes(t, (uint64_t)n, &b, &err) == 0, "%s", err.msg);
+    return (size_t)b;
+}
+
+/* The activations: n rows of E random floats quantized to Q8_K on the device. */
+static void *q8k_rows(rng_t *r, int32_t n, int32_t E, size_t *stride)
+{
+    guild_err_t err = {{0}};
+    *stride = row_bytes(GUILD_TYPE_Q8_K, E);
+    float *h = malloc((size_t)n * (size_t)E * sizeof *h);
+    fill(r, h, (size_t)n * (size_t)E, 1.0f);
+    float *df = upload(h, (size_t)n * (size_t)E);
+    void *q = NULL;
+    CUDA_TIME_CU(cudaMalloc(&q, (size_t)n * *stride));
+    cuda_time_need(cuda_quantize(GUILD_TYPE_Q8_K, df, E, q, *stride, E, n, stream, &err) == 0, "%s", err.msg);
+    CUDA_TIME_CU(cudaStreamSynchronize(stream));
+    cudaFree(df);
+    free(h);
+    return q;
+}
+
+/* The weights' bytes: 0x11 everywhere (small positive scales, any quants): the products' time, not their values. */
+static char *weights(size_t bytes)
+{
+    char *d = NULL;
+    CUDA_TIME_CU(cudaMalloc((void **)&d, bytes));
+    CUDA_TIME_CU(cudaMemset(d, 0x11, bytes));
+    return d;
+}
+
+static void dense_time(int32_t n)
+{
+    const int32_t L = 48;
+    rng_t r;
+    rng_seed(&r, 1401);
+    rt_dense_t d = {.n = n};
+    d.rq = row_bytes(GUILD_TYPE_Q4_K, 2048), d.rv = row_bytes(GUILD_TYPE_Q6_K, 2048);
+    d.ro = row_bytes(GUILD_TYPE_Q4_K, 4096);
+    d.lq = 4096 * d.rq, d.lk = 512 * d.rq, d.lv = 512 * (d.rv > d.rq ? d.rv : d.rq), d.lo = 2048 * d.ro;
+    d.wq = weights((size_t)L * d.lq), d.wk = weights((size_t)L * d.lk), d.wv = weights((size_t)L * d.lv);
+    d.wo = weights((size_t)L * d.lo);
+    d.act2 = q8k_rows(&r, n, 2048, &d.as2);
+    d.act4 = q8k_rows(&r, n, 4096, &d.as4);
+    CUDA_TIME_CU(cudaMalloc((void **)&d.out, (size_t)n * 5120 * sizeof(float)));
+    double t_qkv[2], t_wo[2];
+    d.qkv = true;
+    rt_time(rt_dense, &d, L, t_qkv);
+    d.qkv = false;
+    rt_time(rt_dense, &d, L, t_wo);
+    printf("dense: %2d tokens, us a layer (a graph of 48 layers; launched one by one): Q/K/V (one launch) %.2f; %.2f, "
+           "output product %.2f; %.2f", n, t_qkv[0], t_qkv[1], t_wo[0], t_wo[1]);
+    /* the few-token kernel's shapes (tokens a tile x warps along K; graphs): the output product's through
+     * cuda_matmul_few, Q/K/V's through cuda_set_matmul_few_shape */
+    static const int shapes[][2] = {{8, 8}, {16, 8}, {8, 4}, {16, 4}, {8, 16}, {16, 16}};
+    const bool wide = cuda_set_matmul_few_shape != NULL; /* 16 warps: a library with the setter */
+    if (n >= 2) {
+        printf(" | wo shapes:");
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            if ((shapes[i][0] == 16 && n <= 8) || (shapes[i][1] == 16 && !wide))
+                continue;
+            d.tile = shapes[i][0], d.kw = shapes[i][1];
+            printf(" %dx%d %.2f", d.tile, d.kw, cuda_time_graph(rt_dense, &d, L, 1, 8, stream));
+        }
+        d.tile = d.kw = 0;
+    }
+    if (n >= 2 && wide) {
+        guild_err_t err = {{0}};
+        d.qkv = true;
+        printf(" | qkv shapes:");
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            if (shapes[i][0] == 16 && n <= 8)
+                continue;
+            cuda_time_need(cuda_set_matmul_few_shape(shapes[i][0], shapes[i][1], &err) == 0, "%s", err.msg);
+            printf(" %dx%d %.2f", shapes[i][0], shapes[i][1], cuda_time_graph(rt_dense, &d, L, 1, 8, stream));
+        }
+        cuda_time_need(cuda_set_matmul_few_shape(0, 0, &err) == 0, "%s", err.msg);
+    }
+    printf("\n");
+    cudaFree(d.wq);
+    cudaFree(d.wk);
+    cudaFree(d.wv);
+    cudaFree(d.wo);
+    cudaFree(d.act2);
+    cudaFree(d.act4);
+    cudaFree(d.out);
+}
+
+/* "A,B,C" into v (at most 8). */
+static int parse_list(const char *f, int *v)
+{
+    int k = 0;
+    for (; *f && k < 8; f += strcspn(f, ","), f += *f == ',')
+        v[k++] = atoi(f);
+    return k;
+}
 
 int main(int argc, char **argv)
 {
@@ -239,20 +378,24 @@ int main(int argc, char **argv)
     CUDA_TIME_CU(cudaStreamCreate(&stream));
     static const int32_t toks[] = {1, 2, 4, 8, 16};
     int a = 1;
-    if (argc > 2 && !strcmp(argv[1], "--forms")) {
-        for (const char *f = argv[2]; *f && n_forms < 8; f += strcspn(f, ","), f += *f == ',')
-            forms[n_forms++] = atoi(f);
-        a = 3;
+    for (; a + 1 < argc; a += 2) {
+        if (!strcmp(argv[a], "--forms"))
+            n_forms = parse_list(argv[a + 1], forms);
+        else
+            break;
     }
     if (argc > a) {
         for (int i = a; i < argc; i++) {
             const int32_t n = (int32_t)atoi(argv[i]);
             cuda_time_need(n >= 1 && n <= CUDA_ROUTER_FUSED_MAX, "%s tokens: 1 to %d", argv[i], CUDA_ROUTER_FUSED_MAX);
             head_time(n);
+            dense_time(n);
         }
     } else {
-        for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++)
+        for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++) {
             head_time(toks[i]);
+            dense_time(toks[i]);
+        }
     }
     cudaStreamDestroy(stream);
     return 0;

@@ -119,11 +119,17 @@ int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, c
                     const void *act, size_t act_stride, float *out, int64_t ldo, int32_t block_rows, cudaStream_t s,
                     guild_err_t *err);
 /* cuda_matmul's few-token tensor-core kernel (a decode step's batches: cuda_matmul_few_rule) at any token count,
- * the same bits, for tests and timings: blocks of tile_tokens tokens (8 or 16) and k_warps warps along K (2, 4 or
- * 8), 0 for cuda_matmul's choice; -1 for a type cuda_expert_mma_supported() rejects. */
+ * the same bits, for tests and timings: blocks of tile_tokens tokens (8 or 16) and k_warps warps along K (2, 4, 8
+ * or 16), 0 for cuda_matmul's choice; -1 for a type cuda_expert_mma_supported() rejects. */
 int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                     const void *act, size_t act_stride, float *out, int64_t ldo, int32_t tile_tokens, int32_t k_warps,
                     cudaStream_t s, guild_err_t *err);
+
+/* The shape every launch of the few-token kernel takes where its caller names none (cuda_matmul, cuda_matmul_multi,
+ * cuda_matmul_multi_types): tile_tokens (8 or 16) and k_warps (2, 4, 8 or 16), 0 for the rule's choice of each
+ * (k_warps 0: the rule's warps fitted to the grid on this GPU). Process-wide, for measurement and tests; the bits
+ * are the same in every shape. -1 (err) for other values. */
+int cuda_set_matmul_few_shape(int32_t tile_tokens, int32_t k_warps, guild_err_t *err);
 
 /* cuda_matmul_multi on the dp4a kernels only (the launch it made before the few-token kernel), for tests and
  * timings; the same bits. */

@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "gpu-worker/dense/cuda/expert_mma.cuh"
@@ -311,7 +312,11 @@ static size_t weight_align(guild_type_t type)
  * along K is what gives a product of a few thousand rows enough warps), each a round's finishes into shared
  * memory; warp 0 adds the round's kw finishes in block order (its own first) and stores. Rows past nrows
  * read the last row, tokens past ntok the slice's first token; neither is stored. */
-#define MF_WARPS_MAX 8 /* warps of a block (the split along K): 2, 4 or 8 (mf_shape_default) */
+/* Warps of a block (the split along K): 2, 4 or 8 (mf_shape_default), or 16 in a kernel of its own
+ * (matmul_few_kernel's KW): its launch bound, 512 threads, would make ptxas allocate the others' registers
+ * differently. */
+#define MF_WARPS_MAX 8
+#define MF_WARPS_WIDE 16
 #define MF_ROWS 16     /* weight rows of a block: one mma tile's */
 
 /* The block's 16 rows from row0 of one product (w, w_stride, nrows, nb blocks a row) for the tokens of blockIdx.y;
@@ -403,12 +408,12 @@ static __device__ __forceinline__ void mf_rows(const char *__restrict__ w, size_
 
 /* Up to MM_MULTI products of one activation (mm_multi_t, blk_end in blocks of MF_ROWS rows): product i of TRB where
  * bit i of b_mask is set, of TRA otherwise (one type: TRA = TRB). */
-template <typename TRA, typename TRB, int NJ>
-static __global__ void __launch_bounds__(MF_WARPS_MAX *WARP_SIZE)
+template <typename TRA, typename TRB, int NJ, int KW>
+static __global__ void __launch_bounds__(KW *WARP_SIZE)
     matmul_few_kernel(mm_multi_t m, int b_mask, const char *__restrict__ act, size_t act_stride, int nb_a, int nb_b,
                       int ntok)
 {
-    __shared__ float buf[2 * MF_WARPS_MAX * 4 * NJ * WARP_SIZE];
+    __shared__ float buf[2 * KW * 4 * NJ * WARP_SIZE];
     int i = 0;
 #pragma unroll
     for (int k = 0; k < MM_MULTI - 1; k++)
@@ -425,18 +430,75 @@ static __global__ void __launch_bounds__(MF_WARPS_MAX *WARP_SIZE)
                          buf);
 }
 
-/* How matmul_few_kernel is launched: tokens a block (8 or 16) and warps a block (2, 4 or 8). */
+/* How matmul_few_kernel is launched: tokens a block (8 or 16) and warps a block (2, 4, 8 or 16); fit: the warps
+ * are the rule's, which mf_launch may change to the grid's fit on this GPU (mf_fit_kw). */
 typedef struct mf_shape {
     int tile, kw;
+    bool fit;
 } mf_shape_t;
+
+/* cuda_set_matmul_few_shape's override of the rule below (0: the rule's), for measurement. */
+static std::atomic<int> g_few_tile{0}, g_few_kw{0};
+
+extern "C" int cuda_set_matmul_few_shape(int32_t tile_tokens, int32_t k_warps, guild_err_t *err)
+{
+    if ((tile_tokens != 0 && tile_tokens != 8 && tile_tokens != 16) ||
+        (k_warps != 0 && k_warps != 2 && k_warps != 4 && k_warps != 8 && k_warps != 16))
+        return guild_err_set(err, "cuda: matmul: few-token blocks of %d tokens (0, 8, 16), %d warps (0, 2, 4, 8, 16)",
+                             tile_tokens, k_warps);
+    g_few_tile.store(tile_tokens, std::memory_order_relaxed);
+    g_few_kw.store(k_warps, std::memory_order_relaxed);
+    return 0;
+}
 
 /* cuda_matmul's for nrows rows (all of a launch's products): 8 warps, 4 for products of CUDA_MATMUL_MMA_WIDE_ROWS
  * rows or more (their grid fills the GPU anyway); tiles of 16 tokens from 9 tokens on for products of 4096 rows
  * or more, of 8 below (twice the blocks). The best of the 6 shapes, or within 10% of it, in each of
- * check_cuda_expert_mma's few timings on the H200 (bench/results/dense16-h200-2026-12-03-s29.md). */
+ * check_cuda_expert_mma's few timings on the H200 (bench/results/dense16-h200-2026-12-03-s29.md); fit: mf_launch
+ * then fits those 8 warps to the grid (mf_fit_kw), unless cuda_set_matmul_few_shape named the warps. */
 static mf_shape_t mf_shape_default(int64_t nrows, int32_t ntok)
 {
-    return mf_shape_t{ntok > 8 && nrows >= 4096 ? 16 : 8, nrows >= CUDA_MATMUL_MMA_WIDE_ROWS ? 4 : 8};
+    const int tile = g_few_tile.load(std::memory_order_relaxed), kw = g_few_kw.load(std::memory_order_relaxed);
+    return mf_shape_t{tile ? tile : ntok > 8 && nrows >= 4096 ? 16 : 8,
+                      kw ? kw : nrows >= CUDA_MATMUL_MMA_WIDE_ROWS ? 4 : 8, kw == 0};
+}
+
+/* The blocks of matmul_few_kernel<TRA, TRB, NJ, KW> in blocks of `threads` the GPU holds at once (the occupancy
+ * calculator's blocks an SM x SMs), asked once a process; 0 where it cannot say. */
+template <typename TRA, typename TRB, int NJ, int KW, int THREADS>
+static int mf_resident()
+{
+    static const int r = [] {
+        int dev = 0, sms = 0, per = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, matmul_few_kernel<TRA, TRB, NJ, KW>, THREADS, 0) !=
+                cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return per * sms;
+    }();
+    return r;
+}
+
+/* The rule's 8 warps a block changed to what the grid (`blocks` x its token tiles) fits on this GPU: a grid past
+ * one wave waits a block's whole time for its last blocks, and a warp's chain of blocks along K is the block's
+ * time. With 8-token tiles and at least 16 blocks along K (an attention output product's 4096), 16 warps where the
+ * grid still fits: half the chain. With 16-token tiles (~128 registers a thread: 2 blocks of 8 warps an SM), 4
+ * warps where 8 would pass one wave and 4 do not (Q/K/V's 320 blocks of 16 rows at 9-16 tokens). Any shape gives
+ * the same bits; bench/results/route35-h200-2026-12-03-s35.md has the timings. */
+template <typename TRA, typename TRB>
+static int mf_fit_kw(const mf_shape_t &sh, int grid, int nb)
+{
+    if (!sh.fit || sh.kw != 8)
+        return sh.kw;
+    if (sh.tile == 8)
+        return nb >= 16 && grid <= mf_resident<TRA, TRB, 1, MF_WARPS_WIDE, 16 * WARP_SIZE>() ? 16 : 8;
+    return grid > mf_resident<TRA, TRB, 2, MF_WARPS_MAX, 8 * WARP_SIZE>() &&
+                   grid <= mf_resident<TRA, TRB, 2, MF_WARPS_MAX, 4 * WARP_SIZE>()
+               ? 4
+               : 8;
 }
 
 /* The rows of m's first count products. */
@@ -454,12 +516,18 @@ static void mf_launch(const mm_multi_t &m, int b_mask, int blocks, int64_t n, in
                       size_t act_stride, mf_shape_t sh, cudaStream_t s)
 {
     const int nb_a = (int)(n / TRA::QK), nb_b = (int)(n / TRB::QK);
+    const dim3 grid((unsigned)blocks, (unsigned)((ntok + sh.tile - 1) / sh.tile));
+    const int kw = mf_fit_kw<TRA, TRB>(sh, (int)(grid.x * grid.y), nb_a < nb_b ? nb_a : nb_b);
+    const unsigned threads = (unsigned)(kw * WARP_SIZE);
+    const bool wide = kw > MF_WARPS_MAX;
     if (sh.tile == 8)
-        cuda_launch_pdl(matmul_few_kernel<TRA, TRB, 1>, dim3((unsigned)blocks, (unsigned)((ntok + 7) / 8)),
-                        (unsigned)(sh.kw * WARP_SIZE), 0, s, m, b_mask, act, act_stride, nb_a, nb_b, ntok);
+        cuda_launch_pdl(wide ? matmul_few_kernel<TRA, TRB, 1, MF_WARPS_WIDE>
+                             : matmul_few_kernel<TRA, TRB, 1, MF_WARPS_MAX>,
+                        grid, threads, 0, s, m, b_mask, act, act_stride, nb_a, nb_b, ntok);
     else
-        cuda_launch_pdl(matmul_few_kernel<TRA, TRB, 2>, dim3((unsigned)blocks, (unsigned)((ntok + 15) / 16)),
-                        (unsigned)(sh.kw * WARP_SIZE), 0, s, m, b_mask, act, act_stride, nb_a, nb_b, ntok);
+        cuda_launch_pdl(wide ? matmul_few_kernel<TRA, TRB, 2, MF_WARPS_WIDE>
+                             : matmul_few_kernel<TRA, TRB, 2, MF_WARPS_MAX>,
+                        grid, threads, 0, s, m, b_mask, act, act_stride, nb_a, nb_b, ntok);
 }
 
 /* The kernel for m's products of one type; false (nothing launched) when the type has no mma traits. */
@@ -548,8 +616,9 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
         return guild_err_set(err, "cuda: matmul: %s has no mma kernel", quant_type_info(type)->name);
     if (block_rows != 0 && block_rows != 64 && block_rows != 128)
         return guild_err_set(err, "cuda: matmul: mma blocks of %d rows (0, 64 or 128)", block_rows);
-    if ((fs.tile != 0 && fs.tile != 8 && fs.tile != 16) || (fs.kw != 0 && fs.kw != 2 && fs.kw != 4 && fs.kw != 8))
-        return guild_err_set(err, "cuda: matmul: few-token blocks of %d tokens (0, 8, 16), %d warps (0, 2, 4, 8)",
+    if ((fs.tile != 0 && fs.tile != 8 && fs.tile != 16) ||
+        (fs.kw != 0 && fs.kw != 2 && fs.kw != 4 && fs.kw != 8 && fs.kw != 16))
+        return guild_err_set(err, "cuda: matmul: few-token blocks of %d tokens (0, 8, 16), %d warps (0, 2, 4, 8, 16)",
                              fs.tile, fs.kw);
     if (nrows <= 0 || ntok <= 0)
         return 0;
@@ -568,7 +637,8 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
         nrows <= INT32_MAX - MF_ROWS && (ntok + 7) / 8 <= 65535 &&
         mf_single(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo,
                   mf_shape_t{fs.tile ? fs.tile : mf_shape_default(nrows, ntok).tile,
-                             fs.kw ? fs.kw : mf_shape_default(nrows, ntok).kw},
+                             fs.kw ? fs.kw : mf_shape_default(nrows, ntok).kw,
+                             !fs.kw && mf_shape_default(nrows, ntok).fit},
                   s))
         return cuda_launch_check("matmul (few tokens)", err);
     if (n_heads == 1 && (path == MM_MMA || (path == MM_AUTO && cuda_matmul_mma_rule(nrows, ntok))) &&
@@ -583,16 +653,16 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
                            const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
                            guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0, mf_shape_t{0, 0}, 1,
-                      mm_heads_t{0, 0, 0}, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0,
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                                 size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                                 cudaStream_t s, guild_err_t *err)
 {
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0}, 1,
-                      mm_heads_t{0, 0, 0}, s, err);
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0,
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -600,7 +670,7 @@ extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int3
                                int32_t block_rows, cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows,
-                      mf_shape_t{0, 0}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -608,7 +678,7 @@ extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int3
                                int32_t tile_tokens, int32_t k_warps, cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_FEW, 0,
-                      mf_shape_t{tile_tokens, k_warps}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{tile_tokens, k_warps, false}, 1, mm_heads_t{0, 0, 0}, s, err);
 }
 
 /* cuda_matmul_multi; few: whether batches of 2 .. CUDA_MATMUL_MMA_MIN_TOK - 1 tokens may take matmul_few_kernel. */
@@ -780,10 +850,10 @@ extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, in
         for (int32_t h = 0; h < n_heads; h++)
             if (matmul_run(type, n, nrows, ntok, (const char *)w + (size_t)h * w_head, w_stride,
                            (const char *)act + (size_t)h * act_head, act_stride, out + (int64_t)h * out_head, ldo,
-                           MM_AUTO, 0, mf_shape_t{0, 0}, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
+                           MM_AUTO, 0, mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
                 return -1;
         return 0;
     }
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0},
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0, false},
                       n_heads, mm_heads_t{w_head, act_head, out_head}, s, err);
 }
