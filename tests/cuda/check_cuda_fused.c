@@ -1099,7 +1099,7 @@ static const struct {
     {"3 blocks a row, early, prefetch at every size", {0, true, CUDA_DECODE_ROWS, 3}},
     {"1 block a row computing every split, lengths after the wait", {0, false, CUDA_DECODE_ROWS, 1}},
     {"2 blocks a row, early, no prefetch", {CUDA_ATTN_WAVES_DEFAULT, true, 0, 2}},
-    {"grid cut to one wave, early, prefetch at every size", {1, true, CUDA_DECODE_ROWS, 0}},
+    {"grid cut to two waves, early, prefetch at every size", {2, true, CUDA_DECODE_ROWS, 0}},
 };
 #define N_AD_FORMS (int)(sizeof ad_forms / sizeof ad_forms[0])
 

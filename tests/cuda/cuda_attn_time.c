@@ -102,10 +102,10 @@ static const at_variant_t variants[] = {
     {"grid, no early", true, true, true, true, {AT_W, false, 0, 0}, false},
     {"early, no prefetch", true, true, true, true, {AT_W, true, 0, 0}, false},
     {"early+prefetch, no grid", true, true, true, true, {0, true, AT_P, 0}, false},
-    {"x1 waves", true, true, true, true, {1, true, AT_P, 0}, false},
+    {"x2 waves", true, true, true, true, {2, true, AT_P, 0}, false},
     {"x4 waves", true, true, true, true, {4, true, AT_P, 0}, false},
     {"prefetch at 16 rows", true, true, true, true, {AT_W, true, 16, 0}, false},
-    /* at 16 rows the grid of ceil(2 waves / (KV heads x rows)) on an H200 (2 x 264 / 64 -> 9, the default's 8):
+    /* at 16 rows the grid of ceil(2 waves / (KV heads x rows)) on an H200 (2 x 264 / 64 -> 9, two waves' cut 8):
      * whether a few blocks past two waves cost a block's time */
     {"9 blocks a row", true, true, true, true, {0, true, AT_P, 9}, false},
     {"merge kernel", false, true, true, false, {0}, false}, /* + the merge kernel and cuda_quantize */

@@ -509,7 +509,10 @@ typedef struct cuda_attn_form {
                               L2 before the wait (0: never) */
     int32_t row_blocks;    /* tests: > 0 caps the blocks a KV head and row (1: one block computes every split) */
 } cuda_attn_form_t;
-#define CUDA_ATTN_WAVES_DEFAULT 2
+/* one wave: a grid past the blocks the device holds leaves its empty blocks (each reads its row's length before it
+ * leaves) waiting for a slot in rounds, which costs most where few of the blocks have a split (a graph sized for a
+ * long context, a few rows of short ones); two waves never measured faster alone (bench/results/attn35-*) */
+#define CUDA_ATTN_WAVES_DEFAULT 1
 #define CUDA_ATTN_PREFETCH_ROWS_DEFAULT 4
 
 /* The default form: waves CUDA_ATTN_WAVES_DEFAULT, early, prefetch_rows CUDA_ATTN_PREFETCH_ROWS_DEFAULT. */
