@@ -62,6 +62,10 @@ typedef struct opts {
     expert_layout_t layout; /* packed or plain matrices (expert_shard_new_copy's layout) */
     double gb;
     expert_pipe_tuning_t tune;
+    int random_routing; /* --routing random: each token's top-k drawn independently (tokens share experts) */
+    int profile;        /* --profile: expert_pipe_prof over the timed decode runs */
+    int gap_us;         /* --gap-us: the caller busy for this long between steps (the engine's dense step) */
+    int pool_spin_us;   /* --pool-spin-us: the pool's waits spin this long before they sleep (0: its default) */
 } opts_t;
 
 /* Synthetic experts of one type: [n_layer][n_expert] matrices in one node-local allocation. */
@@ -316,17 +320,22 @@ typedef struct result {
     double weight_gbps, read_gbps, step_us, layout_gbps;
     double bank_read_gbps, turn_fraction; /* the probe over the experts' memory in turns with decode */
     double prefill_gflops, prefill_tok_s, prefill_gbps;
+    double distinct;                  /* distinct experts a step, mean over the timed runs */
+    double pool_sleeps;               /* the pool's sleeps a step over the timed runs (guild_pool_sleeps) */
+    expert_pipe_prof_summary_t prof;  /* --profile: the timed runs' */
 } result_t;
+
+#define LAYOUT_MAX 512 /* the most distinct experts of a step the layout read follows (every preset's count) */
 
 /* One decode step's experts read by bench_sum_bytes, claimed like the pipeline claims its work
  * (cpu-expert-worker/experts/expert_pipe.c): segments gate+up of each expert, then down of each, in guided claims of
  * 1/(2 threads) of the remaining bytes, 16 rows to a whole matrix. */
 typedef struct layout_job {
     const bank_t *b;
-    const expert_mats_t *m[64]; /* the step's distinct experts */
+    const expert_mats_t *m[LAYOUT_MAX]; /* the step's distinct experts */
     int n;
     int n_threads;
-    int64_t cost[2 * 64 + 1]; /* bytes before segment k */
+    int64_t cost[2 * LAYOUT_MAX + 1]; /* bytes before segment k */
     _Atomic uint64_t cursor;  /* segment << 32 | row */
     _Atomic uint64_t sink;
 } layout_job_t;
@@ -377,7 +386,7 @@ static double layout_step(const bank_t *b, guild_pool_t *pool, int32_t layer, co
         int dup = 0;
         for (int k = 0; k < j->n; k++)
             dup |= j->m[k] == m;
-        if (!dup && j->n < 64)
+        if (!dup && j->n < LAYOUT_MAX)
             j->m[j->n++] = m;
     }
     const int64_t E = b->src.n_embd, F = b->src.n_ff;
@@ -439,32 +448,55 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_poo
     size_t probe_off = 0;
     uint8_t *seen = calloc((size_t)b->src.n_expert, 1);
     layout_job_t *lj = calloc(1, sizeof *lj);
+    expert_pipe_prof_t *prof = o->profile ? calloc(1, sizeof *prof) : NULL;
     int rc = -1;
-    if (!x || !y || !ids || !gbps || !us || !lay || !bp || !fr || !seen || !lj) {
+    if (!x || !y || !ids || !gbps || !us || !lay || !bp || !fr || !seen || !lj || (o->profile && !prof)) {
         guild_err_set(err, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < (size_t)T * (size_t)E; i++)
         x[i] = rng_float();
     int32_t layer = 0;
+    double distinct = 0;
+    uint64_t sleeps0 = 0;
     for (int run = -1; run < o->runs; run++) {
-        double bytes = 0, t0 = guild_clock_s();
+        if (run == 0) { /* the timed runs: profile them (the warm-up's first touches aside) */
+            if (o->profile) {
+                expert_pipe_prof_reset(prof);
+                expert_pipe_set_prof(pipe, prof);
+            }
+            sleeps0 = guild_pool_sleeps(pool);
+        }
+        double bytes = 0, t_pipe = 0, t0 = guild_clock_s();
         for (int s = 0; s < o->steps; s++) {
-            /* the tokens of a step: distinct experts from the permutation (several tokens: a verification
-             * window, whose tokens share some experts in real models; here they do not, the worst case) */
+            /* the tokens of a step: by default distinct experts from the permutation (several tokens: a
+             * verification window, whose tokens share some experts in real models; here they do not, the worst
+             * case); --routing random: each token's own draw, tokens sharing experts as in batched decode */
             for (int32_t t = 0; t < T; t++)
-                router_pick(rt, layer, ids + (size_t)t * (size_t)K);
+                if (o->random_routing)
+                    random_pick(b->src.n_expert, K, ids + (size_t)t * (size_t)K);
+                else
+                    router_pick(rt, layer, ids + (size_t)t * (size_t)K);
             memset(seen, 0, (size_t)b->src.n_expert);
             for (int32_t q = 0; q < T * K; q++)
                 if (!seen[ids[q]]) {
                     seen[ids[q]] = 1;
                     bytes += (double)b->expert_bytes;
+                    distinct += run >= 0;
                 }
+            if (o->gap_us) { /* the engine's dense step between layers: the caller busy, the pool's threads idle */
+                const double g0 = guild_clock_s();
+                while (guild_clock_s() - g0 < o->gap_us * 1e-6)
+                    ;
+            }
+            const double p0 = guild_clock_s();
             if (expert_pipe_run(pipe, layer, T, x, ids, y, err) < 0)
                 goto done;
+            t_pipe += guild_clock_s() - p0;
             layer = (layer + 1) % b->src.n_layer;
         }
-        double dt = guild_clock_s() - t0;
+        /* with gaps the pipeline's own time; without, the whole loop's (as before the gaps existed) */
+        double dt = o->gap_us ? t_pipe : guild_clock_s() - t0;
         if (run >= 0) {
             gbps[run] = bytes / dt / 1e9;
             us[run] = dt / o->steps * 1e6;
@@ -492,8 +524,16 @@ static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_poo
     res->weight_gbps = guild_median(gbps, o->runs);
     res->step_us = guild_median(us, o->runs);
     res->layout_gbps = guild_median(lay, o->runs);
+    res->distinct = distinct / ((double)o->runs * o->steps);
+    /* the pool also ran the layout and probe passes in turns: their sleeps are counted too (both start right
+     * after a pipeline run, so rarely) */
+    res->pool_sleeps = (double)(guild_pool_sleeps(pool) - sleeps0) / ((double)o->runs * o->steps);
+    if (o->profile)
+        expert_pipe_prof_summarize(prof, &res->prof);
     rc = 0;
 done:
+    expert_pipe_set_prof(pipe, NULL);
+    free(prof);
     free(lay);
     free(bp);
     free(fr);
@@ -585,9 +625,17 @@ static void usage(FILE *out)
             "  --steps S       decode steps per run (default 96)\n"
             "  --prefill P     tokens per layer of the prefill measurement (default 256; 0: skip)\n"
             "  --gate-up-rows N, --down-rows N   pipeline row blocks (multiples of 16; default 0: automatic)\n"
+            "  --guide G, --min-rows N   the automatic claims: 1/(G threads) of the remaining work, at least N rows\n"
+            "                  (defaults 0: the pipeline's, 2 and 16)\n"
             "  --kernels L     force a kernel level (scalar, avx2, avx512, avx512-vnni, amx)\n"
             "  --interleave    gate and up rows alternating in memory (the tuning file's interleave_gate_up;\n"
             "                  not where the matrices are packed)\n"
+            "  --routing R     distinct (default: a step's tokens on distinct experts, the worst case) or random\n"
+            "                  (each token's top-k drawn independently: tokens share experts as in batched decode)\n"
+            "  --profile       where the pipeline's time goes (expert_pipe_prof.h), per thread, over the timed runs\n"
+            "  --gap-us U      the caller busy U us between steps, the pool idle (the engine's dense step); the\n"
+            "                  pipeline's own time is then timed\n"
+            "  --pool-spin-us N   the pool's waits spin N us before they sleep (default: the pool's rounds)\n"
             "  --layout L      packed (rows interleaved 16 at a time, core/kern/pack.h, for the types that have\n"
             "                  a packed layout), plain, or auto (default: packed where this CPU has packed\n"
             "                  kernels for the type)\n");
@@ -621,11 +669,14 @@ int bench_experts_main(int argc, char **argv)
         {"gate-up-rows", required_argument, NULL, 'G'}, {"down-rows", required_argument, NULL, 'R'},
         {"kernels", required_argument, NULL, 'k'},   {"help", no_argument, NULL, 'h'},
         {"interleave", no_argument, NULL, 'I'},      {"layout", required_argument, NULL, 'L'},
+        {"routing", required_argument, NULL, 'o'},   {"profile", no_argument, NULL, 'P'},
+        {"gap-us", required_argument, NULL, 'w'},    {"pool-spin-us", required_argument, NULL, 'W'},
+        {"guide", required_argument, NULL, 'u'},     {"min-rows", required_argument, NULL, 'm'},
         {0, 0, 0, 0},
     };
     static shape_t custom;
     opts_t o = {.shape = &shapes[0], .down_type = -1, .tokens = 1, .prefill = 256, .runs = 7, .steps = 96,
-                .node = 0, .gb = 4, .tune = {0, 0}};
+                .node = 0, .gb = 4, .tune = {0, 0, 0, 0}};
     const char *types = "q4_K,iq4_xs";
     guild_err_t err;
     int c;
@@ -666,6 +717,18 @@ int bench_experts_main(int argc, char **argv)
             break;
         }
         case 'I': o.interleave = 1; break;
+        case 'o':
+            if (strcmp(optarg, "distinct") && strcmp(optarg, "random")) {
+                fprintf(stderr, "guild bench experts: --routing %s: expected distinct or random\n", optarg);
+                return 2;
+            }
+            o.random_routing = !strcmp(optarg, "random");
+            break;
+        case 'P': o.profile = 1; break;
+        case 'u': o.tune.guide = atoi(optarg); break;
+        case 'm': o.tune.min_rows = atoi(optarg); break;
+        case 'w': o.gap_us = atoi(optarg); break;
+        case 'W': o.pool_spin_us = atoi(optarg); break;
         case 'L':
             if (expert_layout_from_name(optarg, &o.layout) < 0) {
                 fprintf(stderr, "guild bench experts: --layout %s: expected auto, plain or packed\n", optarg);
@@ -676,7 +739,8 @@ int bench_experts_main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (optind != argc || o.tokens < 1 || o.prefill < 0 || o.threads < 0 || o.runs < 1 || o.steps < 1 || o.gb <= 0 ||
+    if (optind != argc || o.tokens < 1 || o.gap_us < 0 || o.pool_spin_us < 0 || o.prefill < 0 || o.threads < 0 ||
+        o.runs < 1 || o.steps < 1 || o.gb <= 0 ||
         o.node < 0 || o.node >= topo_node_count()) {
         usage(stderr);
         return 2;
@@ -706,10 +770,12 @@ int bench_experts_main(int argc, char **argv)
 
     bench_print_provenance(stdout, argc, argv);
     printf("# shape %s: n_embd=%lld n_ff=%lld experts=%d used=%d; threads=%d on node %d; working set %.1f GB;"
-           " gate_up_rows=%d down_rows=%d%s; layout %s; kernels %s\n",
+           " gate_up_rows=%d down_rows=%d guide=%d min_rows=%d%s; layout %s; kernels %s; routing %s; gap %d us;"
+           " pool spin %d%s\n",
            o.shape->name, (long long)o.shape->n_embd, (long long)o.shape->n_ff, o.shape->n_expert, o.shape->n_used,
-           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.interleave ? "; gate/up interleaved" : "",
-           expert_layout_name(o.layout), kern_level_name(kern_level()));
+           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.tune.guide, o.tune.min_rows, o.interleave ? "; gate/up interleaved" : "",
+           expert_layout_name(o.layout), kern_level_name(kern_level()), o.random_routing ? "random" : "distinct",
+           o.gap_us, o.pool_spin_us, o.pool_spin_us ? " us" : " (default rounds)");
     fflush(stdout);
 
     guild_pool_t *pool = NULL;
@@ -717,6 +783,8 @@ int bench_experts_main(int argc, char **argv)
         fprintf(stderr, "guild bench experts: %s\n", err.msg);
         return 1;
     }
+    if (o.pool_spin_us)
+        guild_pool_set_spin_ns(pool, (uint64_t)o.pool_spin_us * 1000u);
     int status = 0;
     for (int ti = 0; ti < o.n_types && status == 0; ti++) {
         const guild_type_t type = o.types[ti];
@@ -771,8 +839,14 @@ int bench_experts_main(int argc, char **argv)
                    res.weight_gbps / res.layout_gbps, res.bank_read_gbps, res.turn_fraction);
             if (o.prefill > 0)
                 printf(" prefill_tokens=%d prefill_GFLOPs=%.1f", o.prefill, res.prefill_gflops);
-            printf(" layout=%s\n", bank.gu_packed && bank.down_packed ? "packed"
-                                   : bank.gu_packed || bank.down_packed ? "mixed" : "plain");
+            printf(" layout=%s routing=%s distinct=%.1f step_us=%.1f pool_sleeps=%.2f\n",
+                   bank.gu_packed && bank.down_packed ? "packed" : bank.gu_packed || bank.down_packed ? "mixed" : "plain",
+                   o.random_routing ? "random" : "distinct", res.distinct, res.step_us, res.pool_sleeps);
+            if (o.profile) {
+                char line[512];
+                expert_pipe_prof_format(&res.prof, line, sizeof line);
+                printf("profile %s tokens=%d %s\n", tn, o.tokens, line);
+            }
             fflush(stdout);
         }
         expert_pipe_destroy(&pipe);

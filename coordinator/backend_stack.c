@@ -70,7 +70,7 @@ int backend_stack_open(backend_stack_t **out, const stack_options_t *o, const mo
         goto fail;
     if (o->single_process) {
         const cpu_worker_options_t *cpu = &o->cpu; /* what a CPU worker would be given */
-        const expert_pipe_tuning_t rows = {cpu->gate_up_rows, cpu->down_rows}; /* the tuning file's */
+        const expert_pipe_tuning_t rows = {.gate_up_rows = cpu->gate_up_rows, .down_rows = cpu->down_rows}; /* the tuning file's */
         if (guild_pool_new(&s->pool, o->n_threads, NULL, err) < 0 ||
             moe_local_new_tuned(&s->moe, m, s->pool, &rows, cpu->interleave_gate_up, cpu->expert_layout, err) < 0 ||
             (o->stats && moe_local_count_routing(s->moe, err) < 0))

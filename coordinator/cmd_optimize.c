@@ -430,7 +430,7 @@ int cmd_optimize(int argc, char **argv)
     static const int gu_cand[] = {16, 32, 64, 128}, dn_cand[] = {32, 64, 128, 256};
     for (size_t i = 0; i < sizeof gu_cand / sizeof gu_cand[0]; i++)
         for (size_t j = 0; j < sizeof dn_cand / sizeof dn_cand[0]; j++) {
-            expert_pipe_tuning_t rows = {gu_cand[i], dn_cand[j]};
+            expert_pipe_tuning_t rows = {.gate_up_rows = gu_cand[i], .down_rows = dn_cand[j]};
             if (rows.gate_up_rows == def.pipe.gate_up_rows && rows.down_rows == def.pipe.down_rows &&
                 best_threads == n_cpus)
                 continue;

@@ -537,7 +537,7 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
         *code = GUILD__ERROR_CODE__ERROR_RESOURCE;
     }
     /* row blocks from the coordinator (the model's tuning file) */
-    expert_pipe_tuning_t tuning = {o->gate_up_rows, o->down_rows};
+    expert_pipe_tuning_t tuning = {.gate_up_rows = o->gate_up_rows, .down_rows = o->down_rows};
     if (tuning.gate_up_rows || tuning.down_rows || o->interleave_gate_up)
         guild_log(GUILD_LOG_INFO, "cpu worker %d: expert row blocks from the tuning: gate/up %d, down %d%s", w->index,
                   tuning.gate_up_rows, tuning.down_rows, o->interleave_gate_up ? "; gate/up rows interleaved" : "");

@@ -197,6 +197,9 @@ static void naive(const experts_t *x, int32_t layer, int32_t T, const float *in,
 /* the experts of run_case packed after the reference and a run over the plain matrices: the pipeline over the
  * packed ones must give the same bits as both */
 static bool pack_experts;
+/* run_case's automatic claims' rule (0: the defaults), and a profile attached to its runs (expert_pipe_prof.h) */
+static int tune_guide, tune_min_rows;
+static bool profile_runs;
 
 static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t E, int64_t F, int32_t T,
                      int threads, int gu_rows, int down_rows, int own_mod)
@@ -221,8 +224,11 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
     expert_pipe_t *p = NULL;
     guild_err_t err;
     ck_assert_int_eq(guild_pool_new(&pool, threads, NULL, &err), 0);
-    expert_pipe_tuning_t tune = {gu_rows, down_rows};
+    expert_pipe_tuning_t tune = {gu_rows, down_rows, tune_guide, tune_min_rows};
     ck_assert_msg(expert_pipe_new(&p, &x.src, pool, &tune, &err) == 0, "%s", err.msg);
+    expert_pipe_prof_t *prof = profile_runs ? calloc(1, sizeof *prof) : NULL;
+    if (prof)
+        expert_pipe_set_prof(p, prof);
     if (pack_experts) {
         ck_assert_msg(expert_pipe_run(p, 1, T, in, ids, got, &err) >= 0, "%s", err.msg);
         ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "plain matrices differ from the reference");
@@ -247,6 +253,27 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
                       "%s/%s/%s E=%lld F=%lld T=%d threads=%d rows=%d/%d%s: differs from the reference",
                       quant_type_info(gt)->name, quant_type_info(ut)->name, quant_type_info(dt)->name,
                       (long long)E, (long long)F, T, threads, gu_rows, down_rows, pack_experts ? " packed" : "");
+    }
+    if (prof) { /* every run with work seen, its time split into shares of the threads' windows */
+        expert_pipe_prof_summary_t sum;
+        expert_pipe_prof_summarize(prof, &sum);
+        ck_assert_int_eq(prof->runs, pack_experts ? 5 : 4);
+        ck_assert_int_eq(prof->n_threads, threads);
+        ck_assert(sum.tasks >= 2); /* gate/up and down of one expert at least */
+        ck_assert(sum.window_us > 0 && sum.lag_us <= sum.window_us && sum.tail_us <= sum.window_us);
+        const double shares[] = {sum.work, sum.x, sum.x_wait, sum.h_wait, sum.lag, sum.tail};
+        double total = sum.other;
+        for (int i = 0; i < 6; i++) {
+            ck_assert(shares[i] >= 0 && shares[i] <= 1);
+            total += shares[i];
+        }
+        ck_assert(total > 0.999 && total < 1.001);
+        ck_assert(sum.work > 0);
+        char line[512];
+        ck_assert_int_gt(expert_pipe_prof_format(&sum, line, sizeof line), 0);
+        ck_assert_ptr_nonnull(strstr(line, "lag_us="));
+        expert_pipe_set_prof(p, NULL);
+        free(prof);
     }
     expert_pipe_destroy(&p);
     ck_assert_ptr_null(p);
@@ -307,6 +334,27 @@ START_TEST(test_pipe_packed)
 }
 END_TEST
 
+START_TEST(test_pipe_profiled_and_guided)
+{
+    rng_state = 55;
+    /* a profile attached, and other rules for the automatic claims (1/(1 x threads) or 1/(4 x threads) of the
+     * remaining work, at least 32 or 64 rows): the same bits, decode and batches, plain and packed */
+    profile_runs = true;
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 1, 3, 0, 0, 0);
+    tune_guide = 1;
+    tune_min_rows = 64;
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 5, 3, 0, 0, 0);
+    tune_guide = 4;
+    tune_min_rows = 32;
+    run_case(GUILD_TYPE_IQ4_XS, GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q8_0, 256, 512, 9, 2, 0, 0, 3);
+    pack_experts = true;
+    run_case(GUILD_TYPE_Q4_K, GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, 512, 256, 3, 4, 0, 0, 0);
+    pack_experts = false;
+    tune_guide = tune_min_rows = 0;
+    profile_runs = false;
+}
+END_TEST
+
 START_TEST(test_pipe_owns_a_shard)
 {
     rng_state = 7;
@@ -324,9 +372,15 @@ START_TEST(test_pipe_errors)
     expert_pipe_t *p = NULL;
     guild_err_t err;
     ck_assert_int_eq(guild_pool_new(&pool, 2, NULL, &err), 0);
-    expert_pipe_tuning_t bad = {24, 64};
+    expert_pipe_tuning_t bad = {.gate_up_rows = 24, .down_rows = 64};
     ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, &bad, &err), -1);
     ck_assert(strstr(err.msg, "multiples of 16"));
+    bad = (expert_pipe_tuning_t){.min_rows = 24};
+    ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, &bad, &err), -1);
+    ck_assert(strstr(err.msg, "a multiple of 16"));
+    bad = (expert_pipe_tuning_t){.guide = -1};
+    ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, &bad, &err), -1);
+    ck_assert_ptr_null(p);
     ck_assert_int_eq(expert_pipe_new(&p, &x.src, pool, NULL, &err), 0);
     float in[64] = {0}, y[2 * 64];
     int32_t ids[2] = {1, 4};
@@ -485,7 +539,7 @@ START_TEST(test_shard_packed_same_bits)
             shard_y(packed, false, 2, NULL, T, x, ids, got, ny);
             ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "%s T=%d: packed shard differs",
                           quant_type_info(types[ti])->name, T);
-            const expert_pipe_tuning_t tune = {16, 32};
+            const expert_pipe_tuning_t tune = {.gate_up_rows = 16, .down_rows = 32};
             shard_y(packed, false, 3, &tune, T, x, ids, got, ny);
             ck_assert_msg(!memcmp(want, got, ny * sizeof *got), "%s T=%d: packed shard, 16/32-row blocks differ",
                           quant_type_info(types[ti])->name, T);
@@ -780,6 +834,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_pipe_matches_reference);
     tcase_add_test(tc, test_pipe_owns_a_shard);
+    tcase_add_test(tc, test_pipe_profiled_and_guided);
     tcase_add_test(tc, test_pipe_interleaved);
     tcase_add_test(tc, test_pipe_packed);
     tcase_add_test(tc, test_pipe_errors);

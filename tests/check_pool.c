@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct job {
     _Atomic int *hits;  /* [n] times each task ran */
@@ -106,6 +107,52 @@ START_TEST(test_shared_cores)
 }
 END_TEST
 
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+START_TEST(test_spin_time)
+{
+    guild_pool_t *p = NULL;
+    guild_err_t err = {{0}};
+    ck_assert_msg(guild_pool_new(&p, 2, NULL, &err) == 0, "%s", err.msg);
+    enum { N = 64 };
+    _Atomic int hits[N];
+    double out[N];
+    job_t j = {hits, 0, 2, out};
+    /* a short spin: a worker idle for 20 ms sleeps, and wakes for the next job */
+    guild_pool_set_spin_ns(p, 1000);
+    const uint64_t s0 = guild_pool_sleeps(p);
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < N; i++)
+            atomic_store(&hits[i], 0);
+        sleep_ms(20);
+        guild_pool_run(p, N, task_fn, &j);
+        for (int i = 0; i < N; i++)
+            ck_assert_int_eq(atomic_load(&hits[i]), 1);
+    }
+    ck_assert_uint_ge(guild_pool_sleeps(p) - s0, 3);
+    /* a long one (10 s): idle for 5 ms between jobs, the worker spins through, and every task still runs once */
+    guild_pool_set_spin_ns(p, 10000000000ull);
+    guild_pool_run(p, N, task_fn, &j); /* the worker's wait under the new budget starts after this job */
+    const uint64_t s1 = guild_pool_sleeps(p);
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < N; i++)
+            atomic_store(&hits[i], 0);
+        sleep_ms(5);
+        guild_pool_run(p, N, task_fn, &j);
+        for (int i = 0; i < N; i++)
+            ck_assert_int_eq(atomic_load(&hits[i]), 1);
+    }
+    ck_assert_uint_eq(guild_pool_sleeps(p) - s1, 0);
+    ck_assert_int_eq(atomic_load(&j.bad_thread), 0);
+    guild_pool_set_spin_ns(p, 0); /* back to the rounds: destroy wakes a sleeping or a spinning worker alike */
+    guild_pool_destroy(&p);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     guild_pool_t *p = (guild_pool_t *)1;
@@ -125,6 +172,7 @@ int main(void)
     TCase *tc = tcase_create("run");
     tcase_add_test(tc, test_every_task_once);
     tcase_add_test(tc, test_shared_cores);
+    tcase_add_test(tc, test_spin_time);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_bad_arguments);

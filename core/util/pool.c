@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Workers spin this many rounds on the generation counter before sleeping: a decode step runs hundreds of
  * short jobs back to back, and a futex wake-up per job would cost more than the jobs themselves. Short enough
@@ -24,6 +25,7 @@ struct guild_pool {
     int n_started;               /* workers actually running (for unwinding) */
     bool shared;                 /* more threads than the cores they may run on */
     int spin_rounds;             /* POOL_SPIN_ROUNDS, or POOL_SPIN_ROUNDS_SHARED when shared */
+    _Atomic uint64_t spin_ns;    /* guild_pool_set_spin_ns: waits spin this long instead (0: spin_rounds) */
     pthread_mutex_t mu;
     pthread_cond_t wake;         /* workers wait here for a new generation */
     pthread_cond_t idle;         /* the runner waits here for the last worker */
@@ -35,6 +37,7 @@ struct guild_pool {
     int64_t n_tasks;
     _Atomic int64_t next; /* next task to hand out */
     _Atomic int busy;     /* workers that have not finished the current job */
+    _Atomic uint64_t sleeps; /* waits that went past their spins to the condition variable (guild_pool_sleeps) */
 };
 
 struct pool_arg {
@@ -49,6 +52,48 @@ static inline void cpu_relax(void)
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins until done(arg) or the pool's spin budget is spent; returns done(arg). */
+static bool spin_until(const guild_pool_t *p, bool (*done)(const guild_pool_t *, const void *), const void *arg)
+{
+    const uint64_t ns = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
+    if (!ns) {
+        for (int i = 0; i < p->spin_rounds; i++) {
+            if (done(p, arg))
+                return true;
+            cpu_relax();
+        }
+        return done(p, arg);
+    }
+    const uint64_t t0 = now_ns();
+    for (;;) {
+        for (int i = 0; i < 64; i++) { /* the clock every 64 rounds: a pause is tens of cycles, a clock read more */
+            if (done(p, arg))
+                return true;
+            cpu_relax();
+        }
+        if (now_ns() - t0 >= ns)
+            return done(p, arg);
+    }
+}
+
+static bool new_generation(const guild_pool_t *p, const void *seen)
+{
+    return atomic_load_explicit(&p->generation, memory_order_acquire) != *(const uint64_t *)seen;
+}
+
+static bool all_idle(const guild_pool_t *p, const void *unused)
+{
+    (void)unused;
+    return atomic_load_explicit(&p->busy, memory_order_acquire) == 0;
 }
 
 static void run_tasks(guild_pool_t *p, int thread)
@@ -67,20 +112,25 @@ static void *worker_main(void *argp)
     guild_pool_t *p = arg->pool;
     uint64_t seen = 0;
     for (;;) {
-        for (int i = 0; i < p->spin_rounds; i++) {
-            if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen)
-                break;
-            cpu_relax();
-        }
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load_explicit(&p->generation, memory_order_relaxed) == seen && !p->stop)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->stop) {
+        if (spin_until(p, new_generation, &seen)) {
+            /* the job's fields were written before the generation's release increment, which the acquire load
+             * saw: no need for the mutex. Taking it here, every spinning worker wanted it in the same instant,
+             * and those that lost went to sleep in the kernel and were woken one unlock at a time. (stop is
+             * set without a new generation: a stopping pool is seen on the path below.) */
+            seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+        } else {
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load_explicit(&p->generation, memory_order_relaxed) == seen && !p->stop) {
+                atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
+                pthread_cond_wait(&p->wake, &p->mu);
+            }
+            if (p->stop) {
+                pthread_mutex_unlock(&p->mu);
+                return NULL;
+            }
+            seen = atomic_load_explicit(&p->generation, memory_order_relaxed);
             pthread_mutex_unlock(&p->mu);
-            return NULL;
         }
-        seen = atomic_load_explicit(&p->generation, memory_order_relaxed);
-        pthread_mutex_unlock(&p->mu);
 
         run_tasks(p, arg->thread);
 
@@ -195,6 +245,16 @@ bool guild_pool_shared(const guild_pool_t *p)
     return p->shared;
 }
 
+uint64_t guild_pool_sleeps(const guild_pool_t *p)
+{
+    return atomic_load_explicit(&p->sleeps, memory_order_relaxed);
+}
+
+void guild_pool_set_spin_ns(guild_pool_t *p, uint64_t ns)
+{
+    atomic_store_explicit(&p->spin_ns, ns, memory_order_relaxed);
+}
+
 void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx)
 {
     if (n_tasks <= 0)
@@ -216,13 +276,12 @@ void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ct
 
     run_tasks(p, 0);
 
-    for (int i = 0; i < p->spin_rounds; i++) {
-        if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0)
-            return;
-        cpu_relax();
-    }
+    if (spin_until(p, all_idle, NULL))
+        return;
     pthread_mutex_lock(&p->mu);
-    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
+    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0) {
+        atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
         pthread_cond_wait(&p->idle, &p->mu);
+    }
     pthread_mutex_unlock(&p->mu);
 }

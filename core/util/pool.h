@@ -37,6 +37,16 @@ int guild_pool_threads(const guild_pool_t *p);
  * the thread it waits for needs. Otherwise (a dedicated core per thread) they spin longer, for latency. */
 bool guild_pool_shared(const guild_pool_t *p);
 
+/* Waits of the pool's threads (workers for a job, the runner for the last worker) that outlasted their spins and
+ * slept on a condition variable, since the pool began: each one a wake-up through the kernel. */
+uint64_t guild_pool_sleeps(const guild_pool_t *p);
+
+/* From now on the pool's waits spin for ns nanoseconds before they sleep (0: the default, a number of spin rounds
+ * that depends on guild_pool_shared). For an owner whose jobs come at known short intervals on dedicated cores
+ * (a layer's experts after each dense step): the threads spin through the gap instead of being woken through the
+ * kernel one after another. Call it between jobs; the threads read it at their next wait. */
+void guild_pool_set_spin_ns(guild_pool_t *p, uint64_t ns);
+
 /* Runs fn for every task in [0, n_tasks) as described above; n_tasks <= 0 does nothing. */
 void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx);
 

@@ -10,6 +10,7 @@
 #include "core/model/activation.h"
 #include "core/quant/types.h"
 #include "cpu-expert-worker/experts/expert_matmul.h"
+#include "cpu-expert-worker/experts/expert_pipe_prof.h"
 
 /* Automatic row blocks (guided self-scheduling): a thread claims rows worth about 1 / (GUIDE * threads) of the
  * run's remaining work, at most a whole matrix and at least MIN_ROWS rows. Early claims are whole matrices (one
@@ -32,6 +33,7 @@ struct expert_pipe {
     expert_pipe_src_t src;
     guild_pool_t *pool;
     int32_t gu_rows, down_rows; /* from the tuning; 0 = automatic, per run */
+    int32_t guide, min_rows;    /* the automatic claims' rule (GUIDE and MIN_ROWS unless tuned) */
 
     /* scratch, grown to the largest batch seen; p = a pair's index in expert order */
     int64_t cap_pairs, cap_tokens;
@@ -57,6 +59,7 @@ struct expert_pipe {
     int32_t n_pinned;        /* the run's first experts (preferred) whose gate/up rows go in slices by thread */
     int32_t n_pinned_down;   /* the first of those whose down rows go in slices too (claims skip their segments) */
     _Atomic int32_t *slice_taken; /* [pool threads] slice k of those rows started by a task (1) */
+    expert_pipe_prof_t *prof;     /* borrowed; NULL: no profile (expert_pipe_set_prof) */
 };
 
 typedef struct run_job {
@@ -117,12 +120,16 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
                     const expert_pipe_tuning_t *tuning, guild_err_t *err)
 {
     *out = NULL;
-    expert_pipe_tuning_t t = {0, 0};
+    expert_pipe_tuning_t t = {0, 0, 0, 0};
     if (tuning)
         t = *tuning;
     if (t.gate_up_rows < 0 || t.gate_up_rows % 16 || t.down_rows < 0 || t.down_rows % 16)
         return guild_err_set(err, "expert pipeline: row blocks %d (gate/up) and %d (down) must be multiples of 16 "
                                   "(0: automatic)", t.gate_up_rows, t.down_rows);
+    if (t.guide < 0 || t.min_rows < 0 || t.min_rows % MIN_ROWS)
+        return guild_err_set(err, "expert pipeline: guided claims of 1/(%d threads), at least %d rows: the guide must "
+                                  "be positive and the rows a multiple of %d (0: defaults)",
+                             t.guide, t.min_rows, MIN_ROWS);
     expert_pipe_t *p = calloc(1, sizeof *p);
     if (!p)
         return guild_err_set(err, "expert pipeline: out of memory");
@@ -130,6 +137,8 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
     p->pool = pool;
     p->gu_rows = t.gate_up_rows;
     p->down_rows = t.down_rows;
+    p->guide = t.guide ? t.guide : GUIDE;
+    p->min_rows = t.min_rows ? t.min_rows : MIN_ROWS;
     p->count = calloc((size_t)src->n_expert, sizeof *p->count);
     p->used = calloc((size_t)src->n_expert, sizeof *p->used);
     p->start = calloc((size_t)src->n_expert + 1, sizeof *p->start);
@@ -224,6 +233,25 @@ static void wait_at_least(_Atomic int32_t *flag, int32_t want, int max_spins)
     }
 }
 
+/* wait_at_least, its time added to *ns when profiling (prof set) and the flag is not there yet. */
+static void wait_timed(_Atomic int32_t *flag, int32_t want, int max_spins, const expert_pipe_prof_t *prof,
+                       uint64_t *ns)
+{
+    if (!prof || atomic_load_explicit(flag, memory_order_acquire) >= want) {
+        wait_at_least(flag, want, max_spins);
+        return;
+    }
+    const uint64_t t0 = expert_pipe_prof_now();
+    wait_at_least(flag, want, max_spins);
+    *ns += expert_pipe_prof_now() - t0;
+}
+
+/* The profile's slot of pool thread `thread`, or NULL (no profile, or a thread past the profile's slots). */
+static inline expert_pipe_prof_thread_t *prof_slot(const expert_pipe_t *p, int thread)
+{
+    return p->prof && thread < EXPERT_PIPE_PROF_THREADS ? &p->prof->t[thread] : NULL;
+}
+
 static size_t act_row(guild_type_t weight_type, int64_t n)
 {
     uint64_t bytes = 0;
@@ -282,7 +310,7 @@ static void add_down_bias(const expert_mats_t *m, float *y, int64_t r0, int64_t 
 
 /* Gate and up rows [r0, r0 + nr) of expert used[i] for all its pairs, then silu(gate) * up (the model's
  * activation); the task that finishes the expert's last rows quantizes its hidden vectors and publishes them. */
-static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
+static void gate_up_rows(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
 {
     expert_pipe_t *p = j->p;
     const int64_t F = p->src.n_ff, E = p->src.n_embd;
@@ -290,7 +318,8 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
     const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
     const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
-    wait_at_least(&p->x_done, j->n_tokens, j->max_spins);
+    expert_pipe_prof_thread_t *pt = prof_slot(p, thread);
+    wait_timed(&p->x_done, j->n_tokens, j->max_spins, pt ? p->prof : NULL, pt ? &pt->x_wait_ns : NULL);
     if (j->interleaved && expert_mats_interleaved(m)) {
         /* gate and up rows alternate: one call reads them as one matrix of 2 nr rows (one stream); output
          * column 2 k is gate row r0 + k, 2 k + 1 up row r0 + k (the same kernel per row: the same bits) */
@@ -325,13 +354,14 @@ static void gate_up(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
 }
 
 /* Down rows [r0, r0 + nr) of expert used[i] for all its pairs, straight into y. */
-static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
+static void down_rows(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
 {
     expert_pipe_t *p = j->p;
     const int64_t F = p->src.n_ff, E = p->src.n_embd;
     const int32_t p0 = p->start[i], np = p->start[i + 1] - p0;
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
-    wait_at_least(&p->state[i].ready, 1, j->max_spins);
+    expert_pipe_prof_thread_t *pt = prof_slot(p, thread);
+    wait_timed(&p->state[i].ready, 1, j->max_spins, pt ? p->prof : NULL, pt ? &pt->h_wait_ns : NULL);
     const char *w = (const char *)m->down + (size_t)r0 * m->down_row;
     GUILD_ASSERT(!m->down_packed || r0 % KERN_PACK_ROWS == 0);
     if (np == 1) {
@@ -349,6 +379,23 @@ static void down(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int thread)
         float *y = j->y + (size_t)p->pair[p0 + q] * (size_t)E + (size_t)r0;
         memcpy(y, tmp + (size_t)q * (size_t)nr, (size_t)nr * sizeof(float));
         add_down_bias(m, y, r0, nr);
+    }
+}
+
+/* gate_up_rows or down_rows (down: true), timed into the thread's profile slot when there is one. */
+static void run_rows(run_job_t *j, bool down, int32_t i, int64_t r0, int64_t nr, int thread)
+{
+    expert_pipe_prof_thread_t *pt = prof_slot(j->p, thread);
+    const uint64_t t0 = pt ? expert_pipe_prof_now() : 0;
+    if (down)
+        down_rows(j, i, r0, nr, thread);
+    else
+        gate_up_rows(j, i, r0, nr, thread);
+    if (pt) {
+        const uint64_t t1 = expert_pipe_prof_now();
+        pt->task_ns += t1 - t0;
+        pt->tasks++;
+        pt->run_end = t1;
     }
 }
 
@@ -381,9 +428,10 @@ static bool claim(run_job_t *j, int64_t *seg, int64_t *r0, int64_t *nr)
             /* cost of one row of this segment, and of everything not yet claimed */
             const int64_t per_row = (p->seg_cost[s + 1] - p->seg_cost[s]) / rows;
             const int64_t remaining = p->seg_cost[n_seg] - p->seg_cost[s] - r * per_row;
-            take = remaining / ((int64_t)GUIDE * j->n_threads * (per_row > 0 ? per_row : 1));
-            take = (take + MIN_ROWS - 1) / MIN_ROWS * MIN_ROWS;
-            take = take < MIN_ROWS ? MIN_ROWS : take > max ? max : take;
+            const int64_t min_rows = p->min_rows;
+            take = remaining / ((int64_t)p->guide * j->n_threads * (per_row > 0 ? per_row : 1));
+            take = (take + min_rows - 1) / min_rows * min_rows;
+            take = take < min_rows ? min_rows : take > max ? max : take;
         }
         if (take > left)
             take = left;
@@ -404,7 +452,7 @@ static void pinned_slice(run_job_t *j, int k, int thread)
         int64_t r0, nr;
         expert_pipe_slice(j->p->src.n_ff, j->n_threads, k, &r0, &nr);
         for (int64_t r = r0; r < r0 + nr; r += j->gu_max) /* a claim's most rows: the per-thread buffers' size */
-            gate_up(j, i, r, r0 + nr - r < j->gu_max ? r0 + nr - r : j->gu_max, thread);
+            run_rows(j, false, i, r, r0 + nr - r < j->gu_max ? r0 + nr - r : j->gu_max, thread);
     }
 }
 
@@ -415,7 +463,7 @@ static void pinned_down_slice(run_job_t *j, int32_t i, int k, int thread)
     int64_t r0, nr;
     expert_pipe_slice(j->p->src.n_embd, j->n_threads, k, &r0, &nr);
     for (int64_t r = r0; r < r0 + nr; r += j->down_max) /* the per-thread buffer's size */
-        down(j, i, r, r0 + nr - r < j->down_max ? r0 + nr - r : j->down_max, thread);
+        run_rows(j, true, i, r, r0 + nr - r < j->down_max ? r0 + nr - r : j->down_max, thread);
 }
 
 /* The pinned experts' down slices k whose hidden vectors are ready now (bit i of *left set: still to do), or,
@@ -433,16 +481,22 @@ static void pinned_down(run_job_t *j, int k, int thread, uint64_t *left, bool wa
 /* One per thread: quantize tokens while some are left; with pinned experts, its own slice of their gate/up rows
  * (that of the thread whose cache holds them; another's when a thread ran two tasks and left one untaken); then
  * claim and compute rows until none are left. */
-static void pipe_worker(void *ctx, int64_t task, int thread)
+static void pipe_worker(void *ctx, int64_t task_index, int thread)
 {
     run_job_t *j = ctx;
     expert_pipe_t *p = j->p;
-    (void)task;
+    (void)task_index;
+    expert_pipe_prof_thread_t *pt = prof_slot(p, thread);
+    if (pt && !pt->run_start)
+        pt->run_start = pt->run_end = expert_pipe_prof_now();
     for (;;) {
         const int32_t t = atomic_fetch_add_explicit(&p->x_next, 1, memory_order_relaxed);
         if (t >= j->n_tokens)
             break;
+        const uint64_t t0 = pt ? expert_pipe_prof_now() : 0;
         quantize_x(j, t);
+        if (pt)
+            pt->x_ns += (pt->run_end = expert_pipe_prof_now()) - t0;
     }
     int k = j->n_threads;
     uint64_t left = 0; /* pinned experts whose down slice k is still to do */
@@ -464,9 +518,9 @@ static void pipe_worker(void *ctx, int64_t task, int thread)
     int64_t seg, r0, nr;
     while (claim(j, &seg, &r0, &nr)) {
         if (seg < j->n_used_experts)
-            gate_up(j, (int32_t)seg, r0, nr, thread);
+            run_rows(j, false, (int32_t)seg, r0, nr, thread);
         else
-            down(j, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
+            run_rows(j, true, (int32_t)(seg - j->n_used_experts), r0, nr, thread);
         if (left) /* the pinned experts' down slices as soon as their hidden vectors are in */
             pinned_down(j, k, thread, &left, false);
     }
@@ -482,9 +536,15 @@ void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids)
             p->first[p->n_first++] = ids[i];
 }
 
+void expert_pipe_set_prof(expert_pipe_t *p, expert_pipe_prof_t *prof)
+{
+    p->prof = prof;
+}
+
 int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const float *x, const int32_t *ids,
                         float *y, guild_err_t *err)
 {
+    const uint64_t entry = p->prof ? expert_pipe_prof_now() : 0;
     const expert_pipe_src_t *s = &p->src;
     const int32_t K = s->n_expert_used;
     if (layer < 0 || layer >= s->n_layer)
@@ -599,7 +659,10 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
         atomic_store_explicit(&p->slice_taken[k], 0, memory_order_relaxed);
     atomic_store_explicit(&p->cursor, (uint64_t)p->n_pinned << 32, memory_order_relaxed);
     /* the pool's release/acquire hand-off publishes the stores above to the workers */
+    const uint64_t handoff = p->prof ? expert_pipe_prof_now() : 0;
     guild_pool_run(p->pool, j.n_threads, pipe_worker, &j);
+    if (p->prof)
+        expert_pipe_prof_end_run(p->prof, j.n_threads, entry, handoff, expert_pipe_prof_now());
     return total;
 }
 

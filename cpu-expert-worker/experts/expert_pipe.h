@@ -21,6 +21,7 @@
 #include "core/model/activation.h"
 #include "core/util/err.h"
 #include "core/util/pool.h"
+#include "cpu-expert-worker/experts/expert_pipe_prof.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
 
 /* Where the experts are: an expert shard, or any memory (the benchmark's synthetic experts). */
@@ -41,6 +42,10 @@ typedef struct expert_pipe_src {
 typedef struct expert_pipe_tuning {
     int32_t gate_up_rows; /* rows of gate and of up per task */
     int32_t down_rows;    /* rows of down per task */
+    /* the automatic claims' rule (0: the defaults, 2 and 16; benchmarks try others): a claim takes about
+     * 1 / (guide * threads) of the remaining work, at least min_rows rows (a multiple of 16) */
+    int32_t guide;
+    int32_t min_rows;
 } expert_pipe_tuning_t;
 
 typedef struct expert_pipe expert_pipe_t;
@@ -82,6 +87,10 @@ static inline void expert_pipe_slice(int64_t rows, int n, int i, int64_t *r0, in
     *r0 = a;
     *nr = b > a ? b - a : 0;
 }
+
+/* Profiles the runs from now on into prof (borrowed; sums added run after run, expert_pipe_prof.h), or stops
+ * profiling (NULL). Speed only: the bits do not depend on it. */
+void expert_pipe_set_prof(expert_pipe_t *p, expert_pipe_prof_t *prof);
 
 /* x: [n_tokens][n_embd]; ids: [n_tokens][n_expert_used]; y: [n_tokens][n_expert_used][n_embd]. Writes y[t][k] for
  * every pair whose expert the source owns and leaves the others (and skipped pairs, id < 0) untouched. Returns
