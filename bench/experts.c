@@ -10,8 +10,13 @@
  * splits its work, measured in turns with the decode runs: the ceiling of any kernel on this access pattern;
  * layout_fraction = weight_GBps / layout_GBps. turn_read_GBps: the probe's loop over the experts' own memory,
  * in turns with the decode runs; turn_fraction = the median over runs of the run's weight GB/s over the probe
- * measured right after it (robust to the drift of a shared machine). Prefill: --prefill tokens per layer routed uniformly at random,
- * reported as GFLOP/s (2 flops per weight element per token) and tokens/s per layer.
+ * measured right after it (robust to the drift of a shared machine). --routing random: each token's top-k drawn
+ * on its own (several tokens share experts, as in batched decode). --profile: where the pipeline's time went
+ * (expert_pipe_prof.h). --gap-us: the caller busy between steps as the engine's dense step keeps it, the pool
+ * idle meanwhile. --variant: other settings (threads, row blocks, claims, pool spin, preferred slices) measured
+ * in turns with the command line's within every run, each as a ratio to it in the same run (the machine's read
+ * rate drifts between runs by far more than these settings change it). Prefill: --prefill tokens per layer
+ * routed uniformly at random, reported as GFLOP/s (2 flops per weight element per token) and tokens/s per layer.
  * Warm-up excluded, medians of --runs runs. */
 #include "config.h"
 
@@ -35,6 +40,7 @@
 #define MAX_CPUS 1024
 #define MAX_TYPES 16
 #define TEMPLATE_ROWS 64 /* distinct quantized rows, repeated through the working set */
+#define MAX_VARIANTS 8
 
 typedef struct shape {
     const char *name;
@@ -66,6 +72,8 @@ typedef struct opts {
     int profile;        /* --profile: expert_pipe_prof over the timed decode runs */
     int gap_us;         /* --gap-us: the caller busy for this long between steps (the engine's dense step) */
     int pool_spin_us;   /* --pool-spin-us: the pool's waits spin this long before they sleep (0: its default) */
+    const char *variants[MAX_VARIANTS]; /* --variant: other arms measured in turns with the command line's */
+    int n_variants;
 } opts_t;
 
 /* Synthetic experts of one type: [n_layer][n_expert] matrices in one node-local allocation. */
@@ -432,108 +440,163 @@ static double bank_probe_run(const bank_t *b, guild_pool_t *pool, size_t bytes, 
     return (double)p.slice * n / (guild_clock_s() - t0) / 1e9;
 }
 
+/* One way of running the pipeline, measured in turns with the others in every run (--variant): its own pipeline
+ * (tuning), on a pool of its thread count, with its pool spin. Arm 0 is the command line's. */
+typedef struct arm {
+    char name[96];
+    int threads;
+    expert_pipe_tuning_t tune;
+    int spin_us;            /* 0: the pool's default */
+    int prefer;             /* every step's experts given to expert_pipe_prefer: each thread a slice of each */
+    guild_pool_t *pool;     /* shared by the arms of one thread count */
+    expert_pipe_t *pipe;
+    expert_pipe_prof_t *prof; /* --profile */
+    double *gbps, *us, *ratio; /* [runs]; ratio: this arm's GB/s over arm 0's in the same run */
+    double distinct, sleeps;
+    uint64_t sleeps_n;
+    expert_pipe_prof_summary_t sum;
+} arm_t;
+
+/* The ids of one step of T tokens (the routing's rule: see run_decode). */
+static void pick_step(const opts_t *o, const bank_t *b, router_t *rt, int32_t layer, int32_t *ids)
+{
+    const int32_t K = b->src.n_expert_used;
+    for (int32_t t = 0; t < o->tokens; t++)
+        if (o->random_routing)
+            random_pick(b->src.n_expert, K, ids + (size_t)t * (size_t)K);
+        else
+            router_pick(rt, layer, ids + (size_t)t * (size_t)K);
+}
+
 /* Decode: `steps` steps of `tokens` tokens, each on the next layer; weight bytes counted per distinct expert
- * of a step. Returns the median GB/s over the runs, after one warm-up run. */
-static int run_decode(const opts_t *o, bank_t *b, expert_pipe_t *pipe, guild_pool_t *pool, router_t *rt,
-                      result_t *res, guild_err_t *err)
+ * of a step. Each run: every arm's steps in turn, then the layout read and the probe (arm 0's pool). Medians
+ * over the runs, after one warm-up run. */
+static int run_decode(const opts_t *o, bank_t *b, arm_t *arms, int n_arms, router_t *rt, result_t *res,
+                      guild_err_t *err)
 {
     const int32_t K = b->src.n_expert_used, T = o->tokens;
     const int64_t E = b->src.n_embd;
+    guild_pool_t *pool = arms[0].pool;
     float *x = malloc((size_t)T * (size_t)E * sizeof *x);
     float *y = malloc((size_t)T * (size_t)K * (size_t)E * sizeof *y);
     int32_t *ids = malloc((size_t)T * (size_t)K * sizeof *ids);
-    double *gbps = malloc((size_t)o->runs * sizeof *gbps), *us = malloc((size_t)o->runs * sizeof *us);
     double *lay = malloc((size_t)o->runs * sizeof *lay), *bp = malloc((size_t)o->runs * sizeof *bp);
     double *fr = malloc((size_t)o->runs * sizeof *fr);
     size_t probe_off = 0;
     uint8_t *seen = calloc((size_t)b->src.n_expert, 1);
+    int32_t *prefer_ids = malloc((size_t)b->src.n_expert * sizeof *prefer_ids);
     layout_job_t *lj = calloc(1, sizeof *lj);
-    expert_pipe_prof_t *prof = o->profile ? calloc(1, sizeof *prof) : NULL;
     int rc = -1;
-    if (!x || !y || !ids || !gbps || !us || !lay || !bp || !fr || !seen || !lj || (o->profile && !prof)) {
+    bool ok = x && y && ids && lay && bp && fr && seen && lj && prefer_ids;
+    for (int a = 0; a < n_arms && ok; a++) {
+        arm_t *m = &arms[a];
+        m->gbps = malloc((size_t)o->runs * sizeof *m->gbps);
+        m->us = malloc((size_t)o->runs * sizeof *m->us);
+        m->ratio = malloc((size_t)o->runs * sizeof *m->ratio);
+        m->prof = o->profile ? calloc(1, sizeof *m->prof) : NULL;
+        ok = m->gbps && m->us && m->ratio && (!o->profile || m->prof);
+    }
+    if (!ok) {
         guild_err_set(err, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < (size_t)T * (size_t)E; i++)
         x[i] = rng_float();
     int32_t layer = 0;
-    double distinct = 0;
-    uint64_t sleeps0 = 0;
+    double max_bytes = 0;
     for (int run = -1; run < o->runs; run++) {
-        if (run == 0) { /* the timed runs: profile them (the warm-up's first touches aside) */
-            if (o->profile) {
-                expert_pipe_prof_reset(prof);
-                expert_pipe_set_prof(pipe, prof);
+        for (int i = 0; i < n_arms; i++) {
+            /* the arms' order turns from run to run: none always comes first after the probe's pass */
+            arm_t *m = &arms[(i + run + 1) % n_arms];
+            if (run == 0 && m->prof) { /* the timed runs: profile them (the warm-up's first touches aside) */
+                expert_pipe_prof_reset(m->prof);
+                expert_pipe_set_prof(m->pipe, m->prof);
             }
-            sleeps0 = guild_pool_sleeps(pool);
-        }
-        double bytes = 0, t_pipe = 0, t0 = guild_clock_s();
-        for (int s = 0; s < o->steps; s++) {
-            /* the tokens of a step: by default distinct experts from the permutation (several tokens: a
-             * verification window, whose tokens share some experts in real models; here they do not, the worst
-             * case); --routing random: each token's own draw, tokens sharing experts as in batched decode */
-            for (int32_t t = 0; t < T; t++)
-                if (o->random_routing)
-                    random_pick(b->src.n_expert, K, ids + (size_t)t * (size_t)K);
-                else
-                    router_pick(rt, layer, ids + (size_t)t * (size_t)K);
-            memset(seen, 0, (size_t)b->src.n_expert);
-            for (int32_t q = 0; q < T * K; q++)
-                if (!seen[ids[q]]) {
-                    seen[ids[q]] = 1;
-                    bytes += (double)b->expert_bytes;
-                    distinct += run >= 0;
+            guild_pool_set_spin_ns(m->pool, (uint64_t)m->spin_us * 1000u);
+            const uint64_t sl0 = guild_pool_sleeps(m->pool);
+            double bytes = 0, t_pipe = 0, t0 = guild_clock_s();
+            for (int s = 0; s < o->steps; s++) {
+                /* the tokens of a step: by default distinct experts from the permutation (several tokens: a
+                 * verification window, whose tokens share some experts in real models; here they do not, the
+                 * worst case); --routing random: each token's own draw, tokens sharing experts as in batched
+                 * decode */
+                pick_step(o, b, rt, layer, ids);
+                memset(seen, 0, (size_t)b->src.n_expert);
+                for (int32_t q = 0; q < T * K; q++)
+                    if (!seen[ids[q]]) {
+                        seen[ids[q]] = 1;
+                        bytes += (double)b->expert_bytes;
+                        m->distinct += run >= 0;
+                    }
+                if (o->gap_us) { /* the engine's dense step between layers: the caller busy, the pool idle */
+                    const double g0 = guild_clock_s();
+                    while (guild_clock_s() - g0 < o->gap_us * 1e-6)
+                        ;
                 }
-            if (o->gap_us) { /* the engine's dense step between layers: the caller busy, the pool's threads idle */
-                const double g0 = guild_clock_s();
-                while (guild_clock_s() - g0 < o->gap_us * 1e-6)
-                    ;
+                const double p0 = guild_clock_s();
+                if (m->prefer) { /* the step's experts, in order of first appearance (seen[] marks them) */
+                    int32_t n = 0;
+                    for (int32_t q = 0; q < T * K; q++)
+                        if (seen[ids[q]] == 1) {
+                            seen[ids[q]] = 2;
+                            prefer_ids[n++] = ids[q];
+                        }
+                    expert_pipe_prefer(m->pipe, n, prefer_ids);
+                }
+                if (expert_pipe_run(m->pipe, layer, T, x, ids, y, err) < 0)
+                    goto done;
+                t_pipe += guild_clock_s() - p0;
+                layer = (layer + 1) % b->src.n_layer;
             }
-            const double p0 = guild_clock_s();
-            if (expert_pipe_run(pipe, layer, T, x, ids, y, err) < 0)
-                goto done;
-            t_pipe += guild_clock_s() - p0;
-            layer = (layer + 1) % b->src.n_layer;
+            /* with gaps the pipeline's own time; without, the whole loop's (as before the gaps existed) */
+            const double dt = o->gap_us ? t_pipe : guild_clock_s() - t0;
+            if (run >= 0) {
+                m->gbps[run] = bytes / dt / 1e9;
+                m->us[run] = dt / o->steps * 1e6;
+                m->sleeps_n += guild_pool_sleeps(m->pool) - sl0;
+            }
+            max_bytes = bytes > max_bytes ? bytes : max_bytes;
+            guild_pool_set_spin_ns(m->pool, 0);
         }
-        /* with gaps the pipeline's own time; without, the whole loop's (as before the gaps existed) */
-        double dt = o->gap_us ? t_pipe : guild_clock_s() - t0;
-        if (run >= 0) {
-            gbps[run] = bytes / dt / 1e9;
-            us[run] = dt / o->steps * 1e6;
-        }
+        for (int a = 0; a < n_arms && run >= 0; a++)
+            arms[a].ratio[run] = arms[a].gbps[run] / arms[0].gbps[run];
         /* in turns with the decode runs: the same kind of steps, read by the plain byte sum */
-        double lbytes = 0;
-        t0 = guild_clock_s();
+        double lbytes = 0, t0 = guild_clock_s();
         for (int s = 0; s < o->steps; s++) {
-            for (int32_t t = 0; t < T; t++)
-                router_pick(rt, layer, ids + (size_t)t * (size_t)K);
+            pick_step(o, b, rt, layer, ids);
             lbytes += layout_step(b, pool, layer, ids, T * K, lj);
             layer = (layer + 1) % b->src.n_layer;
         }
         if (run >= 0)
             lay[run] = lbytes / (guild_clock_s() - t0) / 1e9;
-        /* and the probe over the same memory, as many bytes as the decode run read (at least 256 MB) */
-        const double pb = bank_probe_run(b, pool, bytes > 256e6 ? (size_t)bytes : (size_t)256e6, &probe_off);
+        /* and the probe over the same memory, as many bytes as a decode turn read (at least 256 MB) */
+        const double pb = bank_probe_run(b, pool, max_bytes > 256e6 ? (size_t)max_bytes : (size_t)256e6, &probe_off);
         if (run >= 0) {
             bp[run] = pb;
-            fr[run] = gbps[run] / pb;
+            fr[run] = arms[0].gbps[run] / pb;
         }
+    }
+    for (int a = 0; a < n_arms; a++) {
+        arm_t *m = &arms[a];
+        m->distinct /= (double)o->runs * o->steps;
+        /* an arm's sleeps: in its own turns (the layout and probe passes' are arm 0's pool's, not counted) */
+        m->sleeps = (double)m->sleeps_n / ((double)o->runs * o->steps);
+        if (m->prof)
+            expert_pipe_prof_summarize(m->prof, &m->sum);
     }
     res->bank_read_gbps = guild_median(bp, o->runs);
     res->turn_fraction = guild_median(fr, o->runs);
-    res->weight_gbps = guild_median(gbps, o->runs);
-    res->step_us = guild_median(us, o->runs);
+    res->weight_gbps = guild_median(arms[0].gbps, o->runs);
+    res->step_us = guild_median(arms[0].us, o->runs);
     res->layout_gbps = guild_median(lay, o->runs);
-    res->distinct = distinct / ((double)o->runs * o->steps);
-    /* the pool also ran the layout and probe passes in turns: their sleeps are counted too (both start right
-     * after a pipeline run, so rarely) */
-    res->pool_sleeps = (double)(guild_pool_sleeps(pool) - sleeps0) / ((double)o->runs * o->steps);
-    if (o->profile)
-        expert_pipe_prof_summarize(prof, &res->prof);
+    res->distinct = arms[0].distinct;
+    res->pool_sleeps = arms[0].sleeps;
+    res->prof = arms[0].sum;
     rc = 0;
 done:
-    expert_pipe_set_prof(pipe, NULL);
-    free(prof);
+    for (int a = 0; a < n_arms; a++)
+        if (arms[a].pipe)
+            expert_pipe_set_prof(arms[a].pipe, NULL);
     free(lay);
     free(bp);
     free(fr);
@@ -541,9 +604,8 @@ done:
     free(x);
     free(y);
     free(ids);
-    free(gbps);
-    free(us);
     free(seen);
+    free(prefer_ids);
     return rc;
 }
 
@@ -636,9 +698,47 @@ static void usage(FILE *out)
             "  --gap-us U      the caller busy U us between steps, the pool idle (the engine's dense step); the\n"
             "                  pipeline's own time is then timed\n"
             "  --pool-spin-us N   the pool's waits spin N us before they sleep (default: the pool's rounds)\n"
+            "  --variant SPEC  another arm, measured in turns with the command line's in every run (up to 8):\n"
+            "                  the command line's settings changed by SPEC, key=value[,...] of threads, gu, down,\n"
+            "                  guide, min (min rows), spin (pool spin us), prefer (1: every step's experts\n"
+            "                  preferred, each thread a fixed slice of each, expert_pipe_prefer); reported as its\n"
+            "                  GB/s and the median of its runs' ratios to the command line's arm in the same run\n"
             "  --layout L      packed (rows interleaved 16 at a time, core/kern/pack.h, for the types that have\n"
             "                  a packed layout), plain, or auto (default: packed where this CPU has packed\n"
             "                  kernels for the type)\n");
+}
+
+/* --variant SPEC: arm a starts as the command line's arm 0 (a copy), then SPEC's comma-separated key=value pairs:
+ * threads, gu (gate/up rows), down (down rows), guide, min (min rows), spin (pool spin, us). -1 on a bad SPEC. */
+static int parse_variant(const char *spec, arm_t *a)
+{
+    snprintf(a->name, sizeof a->name, "%s", spec);
+    char *copy = strdup(spec), *save = NULL;
+    int rc = copy ? 0 : -1;
+    for (char *kv = copy ? strtok_r(copy, ",", &save) : NULL; kv && rc == 0; kv = strtok_r(NULL, ",", &save)) {
+        char key[16];
+        int v;
+        if (sscanf(kv, "%15[a-z]=%d", key, &v) != 2 || v < 0)
+            rc = -1;
+        else if (!strcmp(key, "threads") && v > 0)
+            a->threads = v;
+        else if (!strcmp(key, "gu"))
+            a->tune.gate_up_rows = v;
+        else if (!strcmp(key, "down"))
+            a->tune.down_rows = v;
+        else if (!strcmp(key, "guide"))
+            a->tune.guide = v;
+        else if (!strcmp(key, "min"))
+            a->tune.min_rows = v;
+        else if (!strcmp(key, "spin"))
+            a->spin_us = v;
+        else if (!strcmp(key, "prefer"))
+            a->prefer = v != 0;
+        else
+            rc = -1;
+    }
+    free(copy);
+    return rc;
 }
 
 static int parse_shape(const char *arg, shape_t *custom, const shape_t **out)
@@ -672,6 +772,7 @@ int bench_experts_main(int argc, char **argv)
         {"routing", required_argument, NULL, 'o'},   {"profile", no_argument, NULL, 'P'},
         {"gap-us", required_argument, NULL, 'w'},    {"pool-spin-us", required_argument, NULL, 'W'},
         {"guide", required_argument, NULL, 'u'},     {"min-rows", required_argument, NULL, 'm'},
+        {"variant", required_argument, NULL, 'V'},
         {0, 0, 0, 0},
     };
     static shape_t custom;
@@ -726,6 +827,13 @@ int bench_experts_main(int argc, char **argv)
             break;
         case 'P': o.profile = 1; break;
         case 'u': o.tune.guide = atoi(optarg); break;
+        case 'V':
+            if (o.n_variants == MAX_VARIANTS) {
+                fprintf(stderr, "guild bench experts: at most %d --variant\n", MAX_VARIANTS);
+                return 2;
+            }
+            o.variants[o.n_variants++] = optarg;
+            break;
         case 'm': o.tune.min_rows = atoi(optarg); break;
         case 'w': o.gap_us = atoi(optarg); break;
         case 'W': o.pool_spin_us = atoi(optarg); break;
@@ -773,25 +881,45 @@ int bench_experts_main(int argc, char **argv)
            " gate_up_rows=%d down_rows=%d guide=%d min_rows=%d%s; layout %s; kernels %s; routing %s; gap %d us;"
            " pool spin %d%s\n",
            o.shape->name, (long long)o.shape->n_embd, (long long)o.shape->n_ff, o.shape->n_expert, o.shape->n_used,
-           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.tune.guide, o.tune.min_rows, o.interleave ? "; gate/up interleaved" : "",
+           n_cpus, o.node, o.gb, o.tune.gate_up_rows, o.tune.down_rows, o.tune.guide, o.tune.min_rows,
+           o.interleave ? "; gate/up interleaved" : "",
            expert_layout_name(o.layout), kern_level_name(kern_level()), o.random_routing ? "random" : "distinct",
            o.gap_us, o.pool_spin_us, o.pool_spin_us ? " us" : " (default rounds)");
     fflush(stdout);
 
-    guild_pool_t *pool = NULL;
-    if (guild_pool_new(&pool, n_cpus, cpus, &err)) {
-        fprintf(stderr, "guild bench experts: %s\n", err.msg);
-        return 1;
+    /* the arms: the command line's, then each --variant's; one pool per thread count */
+    static arm_t arms[MAX_VARIANTS + 1];
+    const int n_arms = 1 + o.n_variants;
+    arms[0] = (arm_t){.name = "0", .threads = n_cpus, .tune = o.tune, .spin_us = o.pool_spin_us};
+    for (int a = 1; a < n_arms; a++) {
+        arms[a] = arms[0];
+        if (parse_variant(o.variants[a - 1], &arms[a]) < 0) {
+            fprintf(stderr, "guild bench experts: --variant %s: expected key=value[,...] of threads, gu, down, guide, "
+                            "min, spin, prefer (non-negative)\n", o.variants[a - 1]);
+            return 2;
+        }
+        if (arms[a].threads > topo_node_cpus(o.node, cpus, MAX_CPUS)) {
+            fprintf(stderr, "guild bench experts: --variant %s: more threads than node %d's CPUs\n",
+                    o.variants[a - 1], o.node);
+            return 2;
+        }
     }
-    if (o.pool_spin_us)
-        guild_pool_set_spin_ns(pool, (uint64_t)o.pool_spin_us * 1000u);
     int status = 0;
+    for (int a = 0; a < n_arms && !status; a++) {
+        for (int b = 0; b < a && !arms[a].pool; b++)
+            if (arms[b].threads == arms[a].threads)
+                arms[a].pool = arms[b].pool;
+        if (!arms[a].pool && guild_pool_new(&arms[a].pool, arms[a].threads, cpus, &err)) {
+            fprintf(stderr, "guild bench experts: %s\n", err.msg);
+            status = 1;
+        }
+    }
+    guild_pool_t *pool = arms[0].pool;
     for (int ti = 0; ti < o.n_types && status == 0; ti++) {
         const guild_type_t type = o.types[ti];
         const char *tn = quant_type_info((uint32_t)type)->name;
         bank_t bank;
         router_t rt = {0};
-        expert_pipe_t *pipe = NULL;
         result_t res = {0};
         bench_bw_t bw;
         if (bank_new(&bank, &o, type, &err)) {
@@ -799,16 +927,22 @@ int bench_experts_main(int argc, char **argv)
             status = 1;
             break;
         }
-        if (router_new(&rt, &bank) || expert_pipe_new(&pipe, &bank.src, pool, &o.tune, &err)) {
-            fprintf(stderr, "guild bench experts: %s: %s\n", tn, rt.perm ? err.msg : "out of memory");
+        if (router_new(&rt, &bank)) {
+            fprintf(stderr, "guild bench experts: %s: out of memory\n", tn);
             status = 1;
         }
+        for (int a = 0; a < n_arms && !status; a++)
+            if (expert_pipe_new(&arms[a].pipe, &bank.src, arms[a].pool, &arms[a].tune, &err)) {
+                fprintf(stderr, "guild bench experts: %s: arm %s: %s\n", tn, arms[a].name, err.msg);
+                status = 1;
+            }
+        expert_pipe_t *pipe = arms[0].pipe;
         /* bandwidth right before the pipeline, same threads: a shared machine's bandwidth drifts */
         if (!status && bench_read_bw(cpus, nodes, n_cpus, (size_t)(o.gb * 0.5e9), 5, &bw, &err)) {
             fprintf(stderr, "guild bench experts: %s\n", err.msg);
             status = 1;
         }
-        if (!status && run_decode(&o, &bank, pipe, pool, &rt, &res, &err)) {
+        if (!status && run_decode(&o, &bank, arms, n_arms, &rt, &res, &err)) {
             fprintf(stderr, "guild bench experts: %s: %s\n", tn, err.msg);
             status = 1;
         }
@@ -840,19 +974,48 @@ int bench_experts_main(int argc, char **argv)
             if (o.prefill > 0)
                 printf(" prefill_tokens=%d prefill_GFLOPs=%.1f", o.prefill, res.prefill_gflops);
             printf(" layout=%s routing=%s distinct=%.1f step_us=%.1f pool_sleeps=%.2f\n",
-                   bank.gu_packed && bank.down_packed ? "packed" : bank.gu_packed || bank.down_packed ? "mixed" : "plain",
+                   bank.gu_packed && bank.down_packed   ? "packed"
+                   : bank.gu_packed || bank.down_packed ? "mixed"
+                                                        : "plain",
                    o.random_routing ? "random" : "distinct", res.distinct, res.step_us, res.pool_sleeps);
             if (o.profile) {
                 char line[512];
                 expert_pipe_prof_format(&res.prof, line, sizeof line);
                 printf("profile %s tokens=%d %s\n", tn, o.tokens, line);
             }
+            for (int a = 1; a < n_arms; a++) {
+                const arm_t *m = &arms[a];
+                printf("variant %s %s tokens=%d weight_GBps=%.2f ratio=%.4f step_us=%.1f distinct=%.1f pool_sleeps=%.2f"
+                       "\n", m->name, tn, o.tokens, guild_median(m->gbps, o.runs), guild_median(m->ratio, o.runs),
+                       guild_median(m->us, o.runs), m->distinct, m->sleeps);
+                if (o.profile) {
+                    char line[512];
+                    expert_pipe_prof_format(&m->sum, line, sizeof line);
+                    printf("profile-variant %s %s tokens=%d %s\n", m->name, tn, o.tokens, line);
+                }
+            }
             fflush(stdout);
         }
-        expert_pipe_destroy(&pipe);
+        for (int a = 0; a < n_arms; a++) {
+            free(arms[a].gbps);
+            free(arms[a].us);
+            free(arms[a].ratio);
+            free(arms[a].prof);
+            expert_pipe_destroy(&arms[a].pipe);
+            arms[a].gbps = arms[a].us = arms[a].ratio = NULL;
+            arms[a].prof = NULL;
+            arms[a].distinct = arms[a].sleeps = 0;
+            arms[a].sleeps_n = 0;
+        }
         router_free(&rt);
         bank_free(&bank);
     }
-    guild_pool_destroy(&pool);
+    for (int a = 0; a < n_arms; a++) {
+        for (int b = a + 1; b < n_arms; b++)
+            if (arms[b].pool == arms[a].pool)
+                arms[b].pool = NULL;
+        guild_pool_destroy(&arms[a].pool);
+    }
+    (void)pool;
     return status;
 }

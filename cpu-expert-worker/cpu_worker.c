@@ -39,6 +39,13 @@
 /* an exchange of at least this many pairs is a prefill batch's: its rate and page faults are logged */
 #define LARGE_PAIRS 1024
 #define LARGE_LOGGED 2 /* the first ones at info level (a cold start shows there), the others at debug */
+/* With -v, the pipeline's profile (expert_pipe_prof.h) is logged once per this many exchanges, then restarted. */
+#define PROF_LOG_EXCHANGES 4096
+/* The pool's threads spin this long for their next job before they sleep, on dedicated cores: between two
+ * exchanges the dense side computes a layer (tens to hundreds of us), and a pool asleep then is woken through the
+ * kernel, a thread after another, at the start of the next exchange's products, which read DRAM meanwhile with
+ * fewer threads. */
+#define POOL_SPIN_NS 1000000u
 
 static volatile sig_atomic_t signalled;
 
@@ -63,6 +70,8 @@ typedef struct cpu_worker {
     size_t n_peer_stores;
     guild_pool_t *pool;
     expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
+    expert_pipe_prof_t *prof;    /* -v: the pipeline's profile, logged every PROF_LOG_EXCHANGES; NULL: none */
+    uint64_t prof_sleeps;        /* the pool's sleeps when the profile restarted */
     expert_prefetch_t *prefetch; /* the exchange carries prefetch hints (shape.n_prefetch); NULL: it does not */
     int32_t hint_layer, n_hint;  /* the hint last prefetched, scored against the exchange that follows */
     int32_t hint_ids[GUILD_EXCHANGE_HINT_MAX];
@@ -132,6 +141,23 @@ static void note_exchange(cpu_worker_t *w, uint64_t seq, int32_t layer, int32_t 
               (long long)pairs, (double)ns / 1e6, (double)ns / 1e3 / (double)pairs, (unsigned long long)faults);
 }
 
+/* -v: every PROF_LOG_EXCHANGES exchanges, where the pipeline's time went (expert_pipe_prof.h) and how often the
+ * pool's threads slept between them; then the profile restarts. */
+static void log_profile(cpu_worker_t *w)
+{
+    if (!w->prof || w->prof->runs < PROF_LOG_EXCHANGES)
+        return;
+    expert_pipe_prof_summary_t s;
+    char line[512];
+    expert_pipe_prof_summarize(w->prof, &s);
+    expert_pipe_prof_format(&s, line, sizeof line);
+    const uint64_t sleeps = guild_pool_sleeps(w->pool);
+    guild_log(GUILD_LOG_INFO, "pipeline profile: %s pool_sleeps=%.3f a run", line,
+              (double)(sleeps - w->prof_sleeps) / s.runs);
+    expert_pipe_prof_reset(w->prof);
+    w->prof_sleeps = sleeps;
+}
+
 /* The large exchanges since the last Assign, in one line (the first apart from the others), then forgotten. */
 static void log_large(cpu_worker_t *w)
 {
@@ -153,6 +179,8 @@ static void release(cpu_worker_t *w)
     expert_prefetch_destroy(&w->prefetch);
     w->n_hint = 0;
     expert_pipe_destroy(&w->pipe);
+    free(w->prof);
+    w->prof = NULL;
     guild_pool_destroy(&w->pool);
     expert_share_destroy(&w->share);
     for (size_t i = 0; i < w->n_peer_stores; i++)
@@ -498,6 +526,8 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     free(pin);
     if (prc < 0)
         goto out;
+    if (!guild_pool_shared(w->pool))
+        guild_pool_set_spin_ns(w->pool, POOL_SPIN_NS);
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
     /* the proof that a shard not read from the coordinator's file holds its experts (compared there) */
     if ((w->source[0] || !a->arena) &&
@@ -543,6 +573,10 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
                   tuning.gate_up_rows, tuning.down_rows, o->interleave_gate_up ? "; gate/up rows interleaved" : "");
     if (expert_pipe_new(&w->pipe, &src, w->pool, &tuning, err) < 0)
         goto out;
+    if (guild_log_level() >= GUILD_LOG_INFO && (w->prof = calloc(1, sizeof *w->prof))) {
+        expert_pipe_set_prof(w->pipe, w->prof); /* a few clock reads a task: cheap beside its microseconds */
+        w->prof_sleeps = guild_pool_sleeps(w->pool);
+    }
 
     w->slice = (guild_wait_policy_t){.spin_ns = o->spin_ns,
                                      .timeout_ns = o->wait_slice_ns ? o->wait_slice_ns : DEFAULT_SLICE_NS};
@@ -665,6 +699,7 @@ static void serve_messages(cpu_worker_t *w)
         atomic_fetch_add(&st->exchanges, 1);
         atomic_fetch_add(&st->tokens, k);
         atomic_store(&st->last_seq, q->seq);
+        log_profile(w);
         data_msg_close(&m);
     }
 }
@@ -767,6 +802,7 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         atomic_fetch_add(&st->tokens, (uint64_t)pairs);
         atomic_store(&st->last_seq, seq);
         seq++;
+        log_profile(w);
         if (n_hint > 0)
             prefetch_hinted(w, seq, hint_layer, n_hint, hint, st);
     }
