@@ -448,6 +448,7 @@ typedef struct arm {
     expert_pipe_tuning_t tune;
     int spin_us;            /* 0: the pool's default */
     int prefer;             /* every step's experts given to expert_pipe_prefer: each thread a slice of each */
+    int lock_wake;          /* guild_pool_set_lock_wake: the pool's workers wake through its mutex, as before */
     guild_pool_t *pool;     /* shared by the arms of one thread count */
     expert_pipe_t *pipe;
     expert_pipe_prof_t *prof; /* --profile */
@@ -513,6 +514,7 @@ static int run_decode(const opts_t *o, bank_t *b, arm_t *arms, int n_arms, route
                 expert_pipe_set_prof(m->pipe, m->prof);
             }
             guild_pool_set_spin_ns(m->pool, (uint64_t)m->spin_us * 1000u);
+            guild_pool_set_lock_wake(m->pool, m->lock_wake);
             const uint64_t sl0 = guild_pool_sleeps(m->pool);
             double bytes = 0, t_pipe = 0, t0 = guild_clock_s();
             for (int s = 0; s < o->steps; s++) {
@@ -557,6 +559,7 @@ static int run_decode(const opts_t *o, bank_t *b, arm_t *arms, int n_arms, route
             }
             max_bytes = bytes > max_bytes ? bytes : max_bytes;
             guild_pool_set_spin_ns(m->pool, 0);
+            guild_pool_set_lock_wake(m->pool, false);
         }
         for (int a = 0; a < n_arms && run >= 0; a++)
             arms[a].ratio[run] = arms[a].gbps[run] / arms[0].gbps[run];
@@ -701,7 +704,8 @@ static void usage(FILE *out)
             "  --variant SPEC  another arm, measured in turns with the command line's in every run (up to 8):\n"
             "                  the command line's settings changed by SPEC, key=value[,...] of threads, gu, down,\n"
             "                  guide, min (min rows), spin (pool spin us), prefer (1: every step's experts\n"
-            "                  preferred, each thread a fixed slice of each, expert_pipe_prefer); reported as its\n"
+            "                  preferred, each thread a fixed slice of each, expert_pipe_prefer), lockwake (1: the\n"
+            "                  pool's workers wake through its mutex, guild_pool_set_lock_wake); reported as its\n"
             "                  GB/s and the median of its runs' ratios to the command line's arm in the same run\n"
             "  --layout L      packed (rows interleaved 16 at a time, core/kern/pack.h, for the types that have\n"
             "                  a packed layout), plain, or auto (default: packed where this CPU has packed\n"
@@ -734,6 +738,8 @@ static int parse_variant(const char *spec, arm_t *a)
             a->spin_us = v;
         else if (!strcmp(key, "prefer"))
             a->prefer = v != 0;
+        else if (!strcmp(key, "lockwake"))
+            a->lock_wake = v != 0;
         else
             rc = -1;
     }
@@ -895,7 +901,7 @@ int bench_experts_main(int argc, char **argv)
         arms[a] = arms[0];
         if (parse_variant(o.variants[a - 1], &arms[a]) < 0) {
             fprintf(stderr, "guild bench experts: --variant %s: expected key=value[,...] of threads, gu, down, guide, "
-                            "min, spin, prefer (non-negative)\n", o.variants[a - 1]);
+                            "min, spin, prefer, lockwake (non-negative)\n", o.variants[a - 1]);
             return 2;
         }
         if (arms[a].threads > topo_node_cpus(o.node, cpus, MAX_CPUS)) {

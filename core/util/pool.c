@@ -26,6 +26,7 @@ struct guild_pool {
     bool shared;                 /* more threads than the cores they may run on */
     int spin_rounds;             /* POOL_SPIN_ROUNDS, or POOL_SPIN_ROUNDS_SHARED when shared */
     _Atomic uint64_t spin_ns;    /* guild_pool_set_spin_ns: waits spin this long instead (0: spin_rounds) */
+    _Atomic bool lock_wake;      /* guild_pool_set_lock_wake: a worker that spots a job takes the mutex too */
     pthread_mutex_t mu;
     pthread_cond_t wake;         /* workers wait here for a new generation */
     pthread_cond_t idle;         /* the runner waits here for the last worker */
@@ -112,7 +113,7 @@ static void *worker_main(void *argp)
     guild_pool_t *p = arg->pool;
     uint64_t seen = 0;
     for (;;) {
-        if (spin_until(p, new_generation, &seen)) {
+        if (spin_until(p, new_generation, &seen) && !atomic_load_explicit(&p->lock_wake, memory_order_relaxed)) {
             /* the job's fields were written before the generation's release increment, which the acquire load
              * saw: no need for the mutex. Taking it here, every spinning worker wanted it in the same instant,
              * and those that lost went to sleep in the kernel and were woken one unlock at a time. (stop is
@@ -243,6 +244,11 @@ int guild_pool_threads(const guild_pool_t *p)
 bool guild_pool_shared(const guild_pool_t *p)
 {
     return p->shared;
+}
+
+void guild_pool_set_lock_wake(guild_pool_t *p, bool on)
+{
+    atomic_store_explicit(&p->lock_wake, on, memory_order_relaxed);
 }
 
 uint64_t guild_pool_sleeps(const guild_pool_t *p)

@@ -47,6 +47,11 @@ uint64_t guild_pool_sleeps(const guild_pool_t *p);
  * kernel one after another. Call it between jobs; the threads read it at their next wait. */
 void guild_pool_set_spin_ns(guild_pool_t *p, uint64_t ns);
 
+/* Measurements only (guild bench experts --variant lockwake=1): workers that spot a job while spinning take the
+ * pool's mutex before they run it, as the pool did before they skipped it, so that a benchmark can weigh what
+ * skipping it saves on a machine. Same tasks, same results either way. */
+void guild_pool_set_lock_wake(guild_pool_t *p, bool on);
+
 /* Runs fn for every task in [0, n_tasks) as described above; n_tasks <= 0 does nothing. */
 void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ctx);
 
