@@ -39,8 +39,10 @@
 /* an exchange of at least this many pairs is a prefill batch's: its rate and page faults are logged */
 #define LARGE_PAIRS 1024
 #define LARGE_LOGGED 2 /* the first ones at info level (a cold start shows there), the others at debug */
-/* With -v, the pipeline's profile (expert_pipe_prof.h) is logged once per this many exchanges, then restarted. */
-#define PROF_LOG_EXCHANGES 4096
+/* With -v, the pipeline's profile (expert_pipe_prof.h) of the decode-sized exchanges (up to PROF_MAX_TOKENS
+ * tokens: a prefill batch's would outweigh them) is logged once per PROF_LOG_EXCHANGES of them, then restarted. */
+#define PROF_LOG_EXCHANGES 1024
+#define PROF_MAX_TOKENS 64
 /* The pool's threads spin this long for their next job before they sleep, on dedicated cores: between two
  * exchanges the dense side computes a layer (tens to hundreds of us), and a pool asleep then is woken through the
  * kernel, a thread after another, at the start of the next exchange's products, which read DRAM meanwhile with
@@ -152,7 +154,8 @@ static void log_profile(cpu_worker_t *w)
     expert_pipe_prof_summarize(w->prof, &s);
     expert_pipe_prof_format(&s, line, sizeof line);
     const uint64_t sleeps = guild_pool_sleeps(w->pool);
-    guild_log(GUILD_LOG_INFO, "pipeline profile: %s pool_sleeps=%.3f a run", line,
+    guild_log(GUILD_LOG_INFO, "pipeline profile (exchanges of up to %d tokens): %s pool_sleeps=%.3f a run",
+              PROF_MAX_TOKENS, line,
               (double)(sleeps - w->prof_sleeps) / s.runs);
     expert_pipe_prof_reset(w->prof);
     w->prof_sleeps = sleeps;
@@ -673,6 +676,8 @@ static void serve_messages(cpu_worker_t *w)
         const float *x = m.array[0];
         const int32_t *ids = m.array[1];
         const uint64_t f0 = faults_if_large(q->n_tokens, q->n_used);
+        if (w->prof)
+            expert_pipe_set_prof(w->pipe, q->n_tokens <= PROF_MAX_TOKENS ? w->prof : NULL);
         int64_t n = expert_pipe_run(w->pipe, q->layer, (int32_t)q->n_tokens, x, ids, w->y, &err);
         if (n < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,
@@ -781,6 +786,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
             expert_share_plan(w->share, slot.layer, slot.n_tokens, slot.ids);
         const uint32_t n_used = guild_exchange_shape(w->x)->n_used;
         const uint64_t f0 = faults_if_large((uint32_t)slot.n_tokens, n_used);
+        if (w->prof)
+            expert_pipe_set_prof(w->pipe, slot.n_tokens <= PROF_MAX_TOKENS ? w->prof : NULL);
         int64_t pairs = expert_pipe_run(w->pipe, slot.layer, slot.n_tokens, slot.x, slot.ids, slot.y, &err);
         if (pairs < 0) {
             actor_error(w->actor, GUILD__ERROR_CODE__ERROR_INTERNAL, false, w->generation,

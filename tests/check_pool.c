@@ -153,6 +153,43 @@ START_TEST(test_spin_time)
 }
 END_TEST
 
+/* a task of a worker thread lasts 5 ms; the caller's (thread 0) none */
+static void slow_worker_task(void *ctx, int64_t task, int thread)
+{
+    job_t *j = ctx;
+    if (thread != 0)
+        sleep_ms(5);
+    task_fn(ctx, task, thread);
+    (void)j;
+}
+
+START_TEST(test_runner_sleeps)
+{
+    /* the caller runs out of tasks long before a worker, past its 1 us spin: it sleeps until the last worker
+     * wakes it (a lost wake-up hangs here), job after job, with and without the old hand-offs */
+    for (int old = 0; old < 2; old++) {
+        guild_pool_t *p = NULL;
+        guild_err_t err = {{0}};
+        ck_assert_msg(guild_pool_new(&p, 3, NULL, &err) == 0, "%s", err.msg);
+        guild_pool_set_spin_ns(p, 1000);
+        guild_pool_set_lock_wake(p, old);
+        enum { N = 8 };
+        _Atomic int hits[N];
+        double out[N];
+        job_t j = {hits, 0, 3, out};
+        for (int r = 0; r < 10; r++) {
+            for (int i = 0; i < N; i++)
+                atomic_store(&hits[i], 0);
+            guild_pool_run(p, N, slow_worker_task, &j);
+            for (int i = 0; i < N; i++)
+                ck_assert_int_eq(atomic_load(&hits[i]), 1);
+        }
+        ck_assert_uint_gt(guild_pool_sleeps(p), 0);
+        guild_pool_destroy(&p);
+    }
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     guild_pool_t *p = (guild_pool_t *)1;
@@ -173,6 +210,7 @@ int main(void)
     tcase_add_test(tc, test_every_task_once);
     tcase_add_test(tc, test_shared_cores);
     tcase_add_test(tc, test_spin_time);
+    tcase_add_test(tc, test_runner_sleeps);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_bad_arguments);

@@ -26,7 +26,8 @@ struct guild_pool {
     bool shared;                 /* more threads than the cores they may run on */
     int spin_rounds;             /* POOL_SPIN_ROUNDS, or POOL_SPIN_ROUNDS_SHARED when shared */
     _Atomic uint64_t spin_ns;    /* guild_pool_set_spin_ns: waits spin this long instead (0: spin_rounds) */
-    _Atomic bool lock_wake;      /* guild_pool_set_lock_wake: a worker that spots a job takes the mutex too */
+    _Atomic bool lock_wake;      /* guild_pool_set_lock_wake: the hand-offs through the mutex, as before */
+    _Atomic bool runner_asleep;  /* the runner waits on `idle` (set under mu before its last check of busy) */
     pthread_mutex_t mu;
     pthread_cond_t wake;         /* workers wait here for a new generation */
     pthread_cond_t idle;         /* the runner waits here for the last worker */
@@ -135,7 +136,14 @@ static void *worker_main(void *argp)
 
         run_tasks(p, arg->thread);
 
-        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
+        /* the last one out wakes the runner if it sleeps. Only then: a runner that spins sees busy reach 0 by
+         * itself, and returns to publish its next job at once (its next pool pass, or the caller's); taking the
+         * mutex here would make that publication wait for it, through the kernel when it comes at the same
+         * instant. busy and runner_asleep are both sequentially consistent: either the runner sees busy at 0
+         * before it sleeps, or this sees runner_asleep and signals under the mutex, which the runner releases
+         * only inside its wait. */
+        if (atomic_fetch_sub(&p->busy, 1) == 1 &&
+            (atomic_load(&p->runner_asleep) || atomic_load_explicit(&p->lock_wake, memory_order_relaxed))) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->idle);
             pthread_mutex_unlock(&p->mu);
@@ -285,9 +293,11 @@ void guild_pool_run(guild_pool_t *p, int64_t n_tasks, guild_pool_fn fn, void *ct
     if (spin_until(p, all_idle, NULL))
         return;
     pthread_mutex_lock(&p->mu);
-    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0) {
+    atomic_store(&p->runner_asleep, true);
+    while (atomic_load(&p->busy) != 0) {
         atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
         pthread_cond_wait(&p->idle, &p->mu);
     }
+    atomic_store(&p->runner_asleep, false);
     pthread_mutex_unlock(&p->mu);
 }

@@ -47,9 +47,10 @@ uint64_t guild_pool_sleeps(const guild_pool_t *p);
  * kernel one after another. Call it between jobs; the threads read it at their next wait. */
 void guild_pool_set_spin_ns(guild_pool_t *p, uint64_t ns);
 
-/* Measurements only (guild bench experts --variant lockwake=1): workers that spot a job while spinning take the
- * pool's mutex before they run it, as the pool did before they skipped it, so that a benchmark can weigh what
- * skipping it saves on a machine. Same tasks, same results either way. */
+/* Measurements only (guild bench experts --variant lockwake=1): the pool's hand-offs as they were before they
+ * skipped its mutex (workers that spot a job while spinning take the mutex before they run it; the last worker of
+ * a job signals the runner through it even when the runner spins), so that a benchmark can weigh what skipping it
+ * saves on a machine. Same tasks, same results either way. */
 void guild_pool_set_lock_wake(guild_pool_t *p, bool on);
 
 /* Runs fn for every task in [0, n_tasks) as described above; n_tasks <= 0 does nothing. */
