@@ -74,6 +74,7 @@ typedef struct cpu_worker {
     expert_pipe_t *pipe; /* the fused pipeline: same bits as expert_exec, one pool pass per layer */
     expert_pipe_prof_t *prof;    /* -v: the pipeline's profile, logged every PROF_LOG_EXCHANGES; NULL: none */
     uint64_t prof_sleeps;        /* the pool's sleeps when the profile restarted */
+    uint64_t prof_exchanges, prof_doorbell; /* exchanges served and doorbell sleeps then */
     expert_prefetch_t *prefetch; /* the exchange carries prefetch hints (shape.n_prefetch); NULL: it does not */
     int32_t hint_layer, n_hint;  /* the hint last prefetched, scored against the exchange that follows */
     int32_t hint_ids[GUILD_EXCHANGE_HINT_MAX];
@@ -154,11 +155,18 @@ static void log_profile(cpu_worker_t *w)
     expert_pipe_prof_summarize(w->prof, &s);
     expert_pipe_prof_format(&s, line, sizeof line);
     const uint64_t sleeps = guild_pool_sleeps(w->pool);
-    guild_log(GUILD_LOG_INFO, "pipeline profile (exchanges of up to %d tokens): %s pool_sleeps=%.3f a run",
-              PROF_MAX_TOKENS, line,
-              (double)(sleeps - w->prof_sleeps) / s.runs);
+    actor_stats_t *st = actor_stats(w->actor);
+    const uint64_t xs = atomic_load(&st->exchanges), db = atomic_load(&st->futex_sleeps);
+    /* the doorbell's sleeps: this worker's main thread asleep on the next exchange (after --spin-us), over every
+     * exchange served since the last line (larger ones too) */
+    guild_log(GUILD_LOG_INFO, "pipeline profile (exchanges of up to %d tokens): %s pool_sleeps=%.3f a run "
+              "doorbell_sleeps=%.3f an exchange", PROF_MAX_TOKENS, line, (double)(sleeps - w->prof_sleeps) / s.runs,
+              xs > w->prof_exchanges ? (double)(db >= w->prof_doorbell ? db - w->prof_doorbell : db) /
+                                           (double)(xs - w->prof_exchanges) : 0.0);
     expert_pipe_prof_reset(w->prof);
     w->prof_sleeps = sleeps;
+    w->prof_exchanges = xs;
+    w->prof_doorbell = db;
 }
 
 /* The large exchanges since the last Assign, in one line (the first apart from the others), then forgotten. */
