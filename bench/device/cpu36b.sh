@@ -53,22 +53,30 @@ m=/tmp/q30b.gguf
 step 80 "write the model" "$B/tools/guild-mkmodel" --shape $shape --fill pool --threads "$(nproc)" -q -o $m
 [ -f $m ] || { say "no model"; finish; exit 1; }
 bin_of() { case $1 in base*) echo "$BASE" ;; *) echo "$B" ;; esac; }
-ram() { # SIDE
+ram() { # SIDE [FLAGS...]
     side=$1
-    step 30 "experts in RAM decode ($side)" sh -c '"$0" "$@" > "'"$O"'/ram-'"$side"'.txt" 2>&1; st=$?;
+    shift
+    step 30 "experts in RAM decode ($side $*)" sh -c '"$0" "$@" > "'"$O"'/ram-'"$side"'.txt" 2>&1; st=$?;
         grep -E "run [0-9]:|^ +512 |pipeline profile" "'"$O"'/ram-'"$side"'.txt" | tail -n 8; exit $st' \
         "$(bin_of $side)/guild" bench run -m $m --populate 512 --gen 48 --runs 3 --threads 14 --gpu-experts none -v \
-        --json "$O/ram-$side.json"
+        --json "$O/ram-$side.json" "$@"
 }
 ram new
 ram base
-for side in new base; do
-    step 45 "guild bench sessions 16 at 8G ($side)" sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
+sess() { # SIDE [FLAGS...]
+    side=$1
+    shift
+    step 45 "guild bench sessions 16 at 8G ($side $*)" sh -c '"$0" "$@" > "'"$O"'/sessions-'"$side"'.txt" 2>&1; st=$?;
         sed -n "/^# paired: each/,\$p" "'"$O"'/sessions-'"$side"'.txt"; grep "pipeline profile" "'"$O"'/sessions-'"$side"'.txt" | tail -n 4;
         exit $st' \
         "$(bin_of $side)/guild" bench sessions -m $m --gpu-mem 8G --threads 14 --sessions 16 --prompt 128 --gen 16 \
-        --repeat 6 --probes 1 -v --json "$O/sessions-$side.json"
-done
+        --repeat 6 --probes 1 -v --json "$O/sessions-$side.json" "$@"
+}
+sess new
+sess base
+# the CPU worker's main thread spinning on the exchange's doorbell through the gap too (default 50 us)
+sess new-spin1000 --spin-us 1000
+ram new-spin1000 --spin-us 1000
 ram new2
 ram base2
 finish
