@@ -2,8 +2,8 @@
 # cpu36's second call (session 36, issues 17/18): the pool's hand-offs without the mutex (a job's wake and the
 # last worker's signal to a spinning runner) against the old ones (--variant lockwake=1) and a 1 ms pool spin, in
 # turns within each run of `guild bench experts`; then the engine with every expert in RAM (issue 17) and 16
-# sessions at 8G (issue 18), this build's guild and CPU worker (with the baseline's GPU worker and stager: the GPU
-# side identical) against the baseline's, alternating, with -v (this build's worker logs its pipeline's profile).
+# sessions at 8G (issue 18), this build's CPU worker against the baseline's (main 5657972), everything else the
+# same binaries, alternating, with -v (this build's worker logs its pipeline's profile).
 # From the repo root with the pack in $C (bin/, base/, lib/, tests/, COMMIT, BASE_COMMIT):
 #   C=/tmp/c bash bench/device/cpu36b.sh [SECONDS] [quick]
 # (quick: 2 threads, small runs, the demo model: a local check of the script, which without a GPU fails its engine
@@ -24,10 +24,12 @@ mkdir -p "$R" "$O"
 exec > >(tee -a "$R/cpu36b.log") 2>&1
 t0=$(date +%s)
 . bench/device/lib.sh # say, step
-# this build's guild and CPU worker beside the baseline's GPU worker and stager (packed once, under base/)
+# the two sides differ in the CPU worker only: this build's guild (the coordinator, whose code is the baseline's
+# but for the pool and the benchmark) and the baseline's GPU worker and stager on both, packed once
 for w in guild-gpu-worker guild-stager; do
     [ -x "$B/$w" ] || cp "$BASE/$w" "$B/$w"
 done
+[ -x "$BASE/guild" ] || cp "$B/guild" "$BASE/guild"
 say "cpu36b: commit $(cat "$C/COMMIT" 2> /dev/null) base $(cat "$C/BASE_COMMIT" 2> /dev/null); $(nproc) CPUs"
 finish() {
     rm -f /tmp/q30b.gguf
