@@ -251,6 +251,13 @@ START_TEST(test_quantize)
             if (trial % 5 == 3) /* one element per block carries the maximum, others tiny */
                 for (int64_t i = 0; i < n; i++)
                     x[i] = (i % 32 == 7) ? -3.0f : x[i] * 1e-6f;
+            if (trial % 10 == 4) /* the largest magnitude with both signs: the first one sets the scale's sign */
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = (i % 37 == 5 || i % 37 == 20) ? (i % 37 == 5 ? 2.5f : -2.5f) * (i % 2 ? 1 : -1) : x[i];
+            if (trial == 39 && at != GUILD_TYPE_F32) { /* NaN (never the maximum) and infinities */
+                x[n / 3] = nanf("");
+                x[n - 1] = (n % 2) ? INFINITY : -INFINITY;
+            }
             memset(ref, 0xa5, bytes + 64);
             memset(got, 0xa5, bytes + 64);
             kern_quantize_at(KERN_LEVEL_SCALAR, at, x, ref, n);

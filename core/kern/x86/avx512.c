@@ -66,8 +66,11 @@ static inline __m256i iq4xs_sum8_avx512(const iq4xs_w_t_avx512 *u, const kq_prep
 #define KERN_SIGNED_BIAS 0
 #include "core/kern/x86/avx512_b32.h"
 
+#include "core/kern/x86/avx512_quant.h"
+
 void kern_fill_avx512(kern_table_t *t)
 {
+    t->quantize[GUILD_TYPE_Q8_K] = quantize_q8_K_avx512;
     t->matmul[GUILD_TYPE_Q4_K] = matmul_q4_K_avx512;
     t->matmul[GUILD_TYPE_Q5_K] = matmul_q5_K_avx512;
     t->matmul[GUILD_TYPE_Q6_K] = matmul_q6_K_avx512;
