@@ -4,7 +4,8 @@
 # decode run reads (the probe over the experts' memory once read past the end of the bank: a crash) prints one
 # summary line per type in the format issue #5 fixes: `T tokens=N weight_GBps=X read_GBps=Y fraction=F ...`,
 # with positive numbers. --layout plain and packed run and say so (`layout=...` on the summary line, the layout in
-# the detail lines); a bad --layout is a usage error naming it.
+# the detail lines); a bad --layout is a usage error naming it. --routing random with --profile and --variant arms
+# runs and prints the profile line and one line per arm; a bad --routing or --variant is a usage error naming it.
 set -u
 B=${GUILD_BUILDDIR:-.}
 G=$B/guild
@@ -54,4 +55,22 @@ for l in plain packed; do
         grep -q "^# $t: .* layout $l\$" "$T/out" || { cat "$T/out"; fail "--layout $l: no detail line for $t"; }
     done
 done
-echo "bench experts: usage errors, tiny-bank runs (default, plain and packed layouts) ok"
+timeout 120 "$G" bench experts --shape 256x256:16:4 --type q4_K --tokens 4 --routing random --gb 0.01 --runs 2 \
+    --steps 4 --prefill 0 --threads 2 --profile --gap-us 10 --variant min=32,guide=1 --variant threads=1,spin=100 \
+    --variant lockwake=1,prefer=1 >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 0 ] || { cat "$T/out"; fail "--routing random --profile --variant: exit status $st"; }
+grep -Eq "^q4_K tokens=4 weight_GBps=[0-9]+\.[0-9]+ .* routing=random distinct=[0-9.]+ " "$T/out" ||
+    { cat "$T/out"; fail "--routing random: the summary line does not say routing=random"; }
+grep -Eq "^profile q4_K tokens=4 runs=[1-9][0-9]* .* work=0\.[0-9]+ " "$T/out" || { cat "$T/out"; fail "no profile line"; }
+[ "$(grep -c "^variant " "$T/out")" -eq 3 ] || { cat "$T/out"; fail "not one line per --variant"; }
+[ "$(grep -c "^profile-variant " "$T/out")" -eq 3 ] || { cat "$T/out"; fail "not one profile line per --variant"; }
+for bad in "--routing sideways" "--variant bogus=1"; do
+    # shellcheck disable=SC2086
+    "$G" bench experts $bad >"$T/out" 2>"$T/err"
+    st=$?
+    [ "$st" -eq 2 ] || fail "$bad: exit status $st, expected 2"
+    grep -qF "${bad#* }" "$T/err" || fail "$bad: the message does not name it"
+done
+echo "bench experts: usage errors, tiny-bank runs (default, plain and packed layouts; random routing, the profile,"
+echo "  variants) ok"

@@ -979,11 +979,12 @@ int bench_experts_main(int argc, char **argv)
                    res.weight_gbps / res.layout_gbps, res.bank_read_gbps, res.turn_fraction);
             if (o.prefill > 0)
                 printf(" prefill_tokens=%d prefill_GFLOPs=%.1f", o.prefill, res.prefill_gflops);
-            printf(" layout=%s routing=%s distinct=%.1f step_us=%.1f pool_sleeps=%.2f\n",
+            /* layout= stays the line's last key (bench/bench_experts_cli.sh) */
+            printf(" routing=%s distinct=%.1f step_us=%.1f pool_sleeps=%.2f layout=%s\n",
+                   o.random_routing ? "random" : "distinct", res.distinct, res.step_us, res.pool_sleeps,
                    bank.gu_packed && bank.down_packed   ? "packed"
                    : bank.gu_packed || bank.down_packed ? "mixed"
-                                                        : "plain",
-                   o.random_routing ? "random" : "distinct", res.distinct, res.step_us, res.pool_sleeps);
+                                                        : "plain");
             if (o.profile) {
                 char line[512];
                 expert_pipe_prof_format(&res.prof, line, sizeof line);

@@ -43,11 +43,6 @@
  * tokens: a prefill batch's would outweigh them) is logged once per PROF_LOG_EXCHANGES of them, then restarted. */
 #define PROF_LOG_EXCHANGES 1024
 #define PROF_MAX_TOKENS 64
-/* The pool's threads spin this long for their next job before they sleep, on dedicated cores: between two
- * exchanges the dense side computes a layer (tens to hundreds of us), and a pool asleep then is woken through the
- * kernel, a thread after another, at the start of the next exchange's products, which read DRAM meanwhile with
- * fewer threads. */
-#define POOL_SPIN_NS 1000000u
 
 static volatile sig_atomic_t signalled;
 
@@ -537,8 +532,6 @@ static int load(cpu_worker_t *w, const Guild__Assign *a, Guild__ErrorCode *code,
     free(pin);
     if (prc < 0)
         goto out;
-    if (!guild_pool_shared(w->pool))
-        guild_pool_set_spin_ns(w->pool, POOL_SPIN_NS);
     *code = GUILD__ERROR_CODE__ERROR_MODEL;
     /* the proof that a shard not read from the coordinator's file holds its experts (compared there) */
     if ((w->source[0] || !a->arena) &&
