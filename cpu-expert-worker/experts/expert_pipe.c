@@ -39,6 +39,9 @@ struct expert_pipe {
     int64_t cap_pairs, cap_tokens;
     int32_t *pair;     /* [cap_pairs] t * n_used + k of pair p */
     int32_t *pos;      /* [cap_pairs] by t * n_used + k: its p, or -1 when not owned */
+    int32_t *xrow;     /* [cap_pairs] the p whose xg/xu rows hold pair p's activations: p itself when its expert
+                        * has several pairs (its kernel calls read the expert's pairs' rows one after another),
+                        * else its token's first owned pair (no copy: quantize_x writes that row only) */
     int32_t *count;    /* [n_expert] pairs per expert, then a cursor */
     int32_t *used;     /* [n_expert] experts with pairs, ascending */
     int32_t *start;    /* [n_expert + 1] first p of used[i] */
@@ -103,13 +106,14 @@ static void free_scratch(expert_pipe_t *p)
 {
     free(p->pair);
     free(p->pos);
+    free(p->xrow);
     free(p->xg);
     free(p->xu);
     free(p->h);
     free(p->u);
     free(p->hq);
     free(p->tmp);
-    p->pair = p->pos = NULL;
+    p->pair = p->pos = p->xrow = NULL;
     p->xg = p->xu = p->hq = NULL;
     p->h = p->u = p->tmp = NULL;
     p->cap_pairs = p->cap_tokens = 0;
@@ -181,12 +185,13 @@ static int reserve(expert_pipe_t *p, int64_t n_pairs, guild_err_t *err)
     const size_t P = (size_t)n_pairs, E = (size_t)p->src.n_embd, F = (size_t)p->src.n_ff;
     p->pair = malloc(P * sizeof *p->pair);
     p->pos = malloc(P * sizeof *p->pos);
+    p->xrow = malloc(P * sizeof *p->xrow);
     p->xg = malloc(P * E * sizeof(float));
     p->xu = malloc(P * E * sizeof(float));
     p->h = malloc(P * F * sizeof(float));
     p->u = malloc(P * F * sizeof(float));
     p->hq = malloc(P * F * sizeof(float));
-    if (!p->pair || !p->pos || !p->xg || !p->xu || !p->h || !p->u || !p->hq) {
+    if (!p->pair || !p->pos || !p->xrow || !p->xg || !p->xu || !p->h || !p->u || !p->hq) {
         free_scratch(p);
         return guild_err_set(err, "expert pipeline: out of memory for %lld (token, expert) pairs",
                              (long long)n_pairs);
@@ -260,7 +265,8 @@ static size_t act_row(guild_type_t weight_type, int64_t n)
     return (size_t)bytes;
 }
 
-/* Token t: x[t] quantized once per activation type, copied to each of its owned pairs. */
+/* Token t: x[t] quantized once per activation type into its first owned pair's rows, and copied to those of its
+ * other pairs whose expert has several pairs (xrow: a single pair's kernel calls read the first pair's rows). */
 static void quantize_x(run_job_t *j, int32_t t)
 {
     expert_pipe_t *p = j->p;
@@ -277,7 +283,7 @@ static void quantize_x(run_job_t *j, int32_t t)
             if (j->up_act != j->gate_act)
                 expert_quantize(j->up_act, x, xu, p->src.n_embd);
             first = q;
-        } else {
+        } else if (p->xrow[q] == q) {
             memcpy(xg, p->xg + (size_t)first * j->xg_row, j->xg_row);
             if (j->up_act != j->gate_act)
                 memcpy(xu, p->xu + (size_t)first * j->xu_row, j->xu_row);
@@ -318,6 +324,7 @@ static void gate_up_rows(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int th
     const expert_mats_t *m = p->src.get(p->src.ctx, j->layer, p->used[i]);
     const char *xu = j->up_act != j->gate_act ? p->xu : p->xg;
     const size_t xu_row = j->up_act != j->gate_act ? j->xu_row : j->xg_row;
+    const int32_t a0 = p->xrow[p0]; /* the first of np activation rows, one after another (np == 1: any row) */
     expert_pipe_prof_thread_t *pt = prof_slot(p, thread);
     wait_timed(&p->x_done, j->n_tokens, j->max_spins, pt ? p->prof : NULL, pt ? &pt->x_wait_ns : NULL);
     if (j->interleaved && expert_mats_interleaved(m)) {
@@ -326,7 +333,7 @@ static void gate_up_rows(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int th
         float *tmp = p->tmp + (size_t)thread * p->tmp_per_thread;
         const size_t rb = m->gate_row / 2;
         expert_matmul(m->gate_type, false, E, 2 * nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row, rb,
-                      p->xg + (size_t)p0 * j->xg_row, j->xg_row, tmp, (size_t)(2 * nr));
+                      p->xg + (size_t)a0 * j->xg_row, j->xg_row, tmp, (size_t)(2 * nr));
         for (int32_t q = 0; q < np; q++) {
             const float *gu = tmp + (size_t)q * (size_t)(2 * nr);
             activate(&p->src.act, m, p->h + (size_t)(p0 + q) * (size_t)F + (size_t)r0, gu, gu + 1, 2, 2, r0, nr);
@@ -336,10 +343,10 @@ static void gate_up_rows(run_job_t *j, int32_t i, int64_t r0, int64_t nr, int th
          * has a multiple of 16 rows) */
         GUILD_ASSERT(!(m->gate_packed || m->up_packed) || r0 % KERN_PACK_ROWS == 0);
         expert_matmul(m->gate_type, m->gate_packed, E, nr, np, (const char *)m->gate + (size_t)r0 * m->gate_row,
-                      m->gate_row, p->xg + (size_t)p0 * j->xg_row, j->xg_row,
+                      m->gate_row, p->xg + (size_t)a0 * j->xg_row, j->xg_row,
                       p->h + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
         expert_matmul(m->up_type, m->up_packed, E, nr, np, (const char *)m->up + (size_t)r0 * m->up_row, m->up_row,
-                      xu + (size_t)p0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
+                      xu + (size_t)a0 * xu_row, xu_row, p->u + (size_t)p0 * (size_t)F + (size_t)r0, (size_t)F);
         for (int32_t q = p0; q < p0 + np; q++) {
             float *h = p->h + (size_t)q * (size_t)F + (size_t)r0;
             activate(&p->src.act, m, h, h, p->u + (size_t)q * (size_t)F + (size_t)r0, 1, 1, r0, nr);
@@ -604,6 +611,22 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
             p->pair[p->count[ids[q]]++] = (int32_t)q;
         }
     }
+    /* each pair's activation rows (xrow): its own where its expert has several pairs, else its token's first */
+    for (int32_t i = 0; i < n_used; i++)
+        for (int32_t q = p->start[i]; q < p->start[i + 1]; q++)
+            p->xrow[q] = p->start[i + 1] - p->start[i] > 1 ? q : -1;
+    for (int32_t t = 0; t < n_tokens; t++) {
+        int32_t first = -1;
+        for (int32_t k = 0; k < K; k++) {
+            const int32_t q = p->pos[(size_t)t * (size_t)K + (size_t)k];
+            if (q < 0)
+                continue;
+            if (first < 0)
+                first = q;
+            if (p->xrow[q] < 0)
+                p->xrow[q] = first;
+        }
+    }
     for (int32_t i = 0; i < n_used; i++) {
         atomic_store_explicit(&p->state[i].gu_rows_done, 0, memory_order_relaxed);
         atomic_store_explicit(&p->state[i].ready, 0, memory_order_relaxed);
@@ -668,7 +691,7 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
 
 /* expert_pipe_warm's writes: buffer b's bytes [0, len[b]) in tasks of WARM_CHUNK bytes. */
 #define WARM_CHUNK ((size_t)1 << 21)
-#define WARM_BUFS 8
+#define WARM_BUFS 12
 
 typedef struct warm_job {
     char *buf[WARM_BUFS];
@@ -718,6 +741,7 @@ int expert_pipe_warm(expert_pipe_t *p, int32_t n_tokens, guild_type_t gate_type,
     warm_job_t w = {.n = 0};
     warm_add(&w, p->pair, (size_t)P * sizeof *p->pair);
     warm_add(&w, p->pos, (size_t)P * sizeof *p->pos);
+    warm_add(&w, p->xrow, (size_t)P * sizeof *p->xrow);
     warm_add(&w, p->xg, (size_t)P * act_row(gate_type, s->n_embd));
     if (ua != ga)
         warm_add(&w, p->xu, (size_t)P * act_row(up_type, s->n_embd));
