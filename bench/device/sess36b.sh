@@ -54,7 +54,7 @@ sessions() { # SIDE NAME FLAGS...
     step $((15 + 4 * repeat)) "guild bench sessions 16 at 8G ($name)" \
         sh -c '"$0" "$@" > "'"$O"'/sessions-'"$name"'.txt" 2>&1; st=$?;
         grep -A1 "^sessions decode tok/s   step" "'"$O"'/sessions-'"$name"'.txt";
-        sed -n "/^sessions decode tok/s    paired/,+1p" "'"$O"'/sessions-'"$name"'.txt"; exit $st' \
+        grep -A1 "tok/s    paired" "'"$O"'/sessions-'"$name"'.txt"; exit $st' \
         "$(bin_of $side)/guild" bench sessions -m $m --gpu-mem 8G --sessions 16 --prompt 128 --gen 16 \
         --repeat "$repeat" --probes 1 --commit "$(commit_of $side)" --json "$O/sessions-$name.json" "$@"
 }
