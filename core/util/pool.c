@@ -82,7 +82,8 @@ static bool spin_until(const guild_pool_t *p, bool (*done)(const guild_pool_t *,
                 return true;
             cpu_relax();
         }
-        if (now_ns() - t0 >= ns)
+        /* the budget read again: a new one (guild_pool_set_spin_ns, or destroy's 0) ends a long spin now */
+        if (now_ns() - t0 >= atomic_load_explicit(&p->spin_ns, memory_order_relaxed))
             return done(p, arg);
     }
 }
@@ -229,6 +230,7 @@ void guild_pool_destroy(guild_pool_t **pp)
     guild_pool_t *p = *pp;
     if (!p)
         return;
+    atomic_store_explicit(&p->spin_ns, 0, memory_order_relaxed); /* a worker spinning on a long budget stops now */
     pthread_mutex_lock(&p->mu);
     p->stop = true;
     pthread_cond_broadcast(&p->wake);

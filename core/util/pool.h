@@ -44,7 +44,8 @@ uint64_t guild_pool_sleeps(const guild_pool_t *p);
 /* From now on the pool's waits spin for ns nanoseconds before they sleep (0: the default, a number of spin rounds
  * that depends on guild_pool_shared). For an owner whose jobs come at known short intervals on dedicated cores
  * (a layer's experts after each dense step): the threads spin through the gap instead of being woken through the
- * kernel one after another. Call it between jobs; the threads read it at their next wait. */
+ * kernel one after another. Call it between jobs; the threads read it at their next wait, and a thread spinning
+ * on a longer budget stops at its next clock reading (destroy sets 0 first, so a long spin never delays it). */
 void guild_pool_set_spin_ns(guild_pool_t *p, uint64_t ns);
 
 /* Measurements only (guild bench experts --variant lockwake=1): the pool's hand-offs as they were before they
