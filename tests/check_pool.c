@@ -113,6 +113,19 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* Three rounds of: the pool idle for idle_ms, then a job of n tasks, each of which must run once. */
+static void idle_then_run(guild_pool_t *p, job_t *j, _Atomic int *hits, int n, int idle_ms)
+{
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < n; i++)
+            atomic_store(&hits[i], 0);
+        sleep_ms(idle_ms);
+        guild_pool_run(p, n, task_fn, j);
+        for (int i = 0; i < n; i++)
+            ck_assert_int_eq(atomic_load(&hits[i]), 1);
+    }
+}
+
 START_TEST(test_spin_time)
 {
     guild_pool_t *p = NULL;
@@ -125,27 +138,13 @@ START_TEST(test_spin_time)
     /* a short spin: a worker idle for 20 ms sleeps, and wakes for the next job */
     guild_pool_set_spin_ns(p, 1000);
     const uint64_t s0 = guild_pool_sleeps(p);
-    for (int r = 0; r < 3; r++) {
-        for (int i = 0; i < N; i++)
-            atomic_store(&hits[i], 0);
-        sleep_ms(20);
-        guild_pool_run(p, N, task_fn, &j);
-        for (int i = 0; i < N; i++)
-            ck_assert_int_eq(atomic_load(&hits[i]), 1);
-    }
+    idle_then_run(p, &j, hits, N, 20);
     ck_assert_uint_ge(guild_pool_sleeps(p) - s0, 3);
     /* a long one (10 s): idle for 5 ms between jobs, the worker spins through, and every task still runs once */
     guild_pool_set_spin_ns(p, 10000000000ull);
     guild_pool_run(p, N, task_fn, &j); /* the worker's wait under the new budget starts after this job */
     const uint64_t s1 = guild_pool_sleeps(p);
-    for (int r = 0; r < 3; r++) {
-        for (int i = 0; i < N; i++)
-            atomic_store(&hits[i], 0);
-        sleep_ms(5);
-        guild_pool_run(p, N, task_fn, &j);
-        for (int i = 0; i < N; i++)
-            ck_assert_int_eq(atomic_load(&hits[i]), 1);
-    }
+    idle_then_run(p, &j, hits, N, 5);
     ck_assert_uint_eq(guild_pool_sleeps(p) - s1, 0);
     ck_assert_int_eq(atomic_load(&j.bad_thread), 0);
     guild_pool_set_spin_ns(p, 0); /* back to the rounds: destroy wakes a sleeping or a spinning worker alike */
