@@ -24,13 +24,10 @@ struct pipeline {
     char worker_dir[PATH_MAX];
 };
 
-/* The CPUs the plan leaves free for the GPU worker and the coordinator (placement_new_local's keep_free): with the
- * cuda backend the GPU worker's host thread waits for each layer's experts and launches the next, so it must find
- * a CPU at once; with the cpu backend it runs the dense part on every CPU between the workers' turns, and workers
- * started by hand (--listen) may be on other hosts. */
+/* The CPUs the plan leaves free for the GPU worker and the coordinator (placement_keep_free_for). */
 static int keep_free(const stack_options_t *o)
 {
-    return !o->listen && o->gpu.backend && !strcmp(o->gpu.backend, "cuda") ? 2 : 0;
+    return placement_keep_free_for(o->gpu.backend, o->listen != NULL);
 }
 
 /* Whether some node of the plan has more than one CPU worker (they split each exchange: expert_share.h). */

@@ -233,6 +233,16 @@ done:
     return rc;
 }
 
+/* With the cuda backend the GPU worker's host thread waits for each layer's experts and launches the next, so it
+ * must find a CPU at once. One is enough: the coordinator sleeps in its receive while a step runs, and the CPU
+ * workers' reads are bound per core, so each CPU more for them is a thread more reading experts (15 threads against
+ * 14 on the device's 16 CPUs: bench/results/sess37-h200-2026-12-04-s37.md). With the cpu backend the GPU worker runs
+ * the dense part on every CPU between the workers' turns. */
+int placement_keep_free_for(const char *backend, bool by_hand)
+{
+    return !by_hand && backend && !strcmp(backend, "cuda") ? 1 : 0;
+}
+
 int placement_new_local(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
                         const char *cpu_nodes, int keep_free, guild_err_t *err)
 {

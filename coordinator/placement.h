@@ -46,6 +46,11 @@ typedef struct plan placement_t;
 int placement_new(placement_t **out, const model_config_t *cfg, int n_workers, const uint8_t *gpu_experts,
                   const placement_topo_t *topo, guild_err_t *err);
 
+/* The last CPUs of node 0 a pipeline of dense backend `backend` ("cuda", "cpu"; NULL: none) leaves free for the GPU
+ * worker and the coordinator (placement_new_local's keep_free): one with the cuda backend, none with another or
+ * when the CPU workers are started by hand (by_hand: --listen; they may be on other hosts). */
+int placement_keep_free_for(const char *backend, bool by_hand);
+
 /* The same with the machine's real topology (core/topo), or, when cpu_nodes is not NULL, with the nodes it
  * gives (--cpu-nodes: CPU lists separated by '/' between nodes, "0-7/8-15"; every CPU one this process may use,
  * none twice; each node's memory on the NUMA node of its first CPU). That is how workers are kept to some of

@@ -233,6 +233,7 @@ START_TEST(test_plan_keep_free)
     static const struct {
         int K, keep, first[4], n[4], kept;
     } cases[] = {
+        {1, 1, {0}, {15}, 1},     /* the cuda backend's pipeline (placement_keep_free_for) */
         {1, 2, {0}, {14}, 2},
         {2, 2, {0, 7}, {7, 7}, 2},
         {4, 2, {0, 3, 7, 10}, {3, 4, 3, 4}, 2},
@@ -270,6 +271,12 @@ START_TEST(test_plan_keep_free)
     ck_assert_int_eq(placement_cpus(p, 0, &pc), 2);
     ck_assert_int_eq(placement_kept(p, &pc), 0);
     placement_destroy(&p);
+    /* the pipeline's choice: one CPU with the cuda backend (the GPU worker's host thread), none with the cpu backend
+     * or with workers started by hand */
+    ck_assert_int_eq(placement_keep_free_for("cuda", false), 1);
+    ck_assert_int_eq(placement_keep_free_for("cuda", true), 0);
+    ck_assert_int_eq(placement_keep_free_for("cpu", false), 0);
+    ck_assert_int_eq(placement_keep_free_for(NULL, false), 0);
 }
 END_TEST
 
