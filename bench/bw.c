@@ -22,6 +22,7 @@ typedef struct bw_thread {
      * k * stride % n_pieces, this thread reading `share` bytes at `offset` in each */
     const uint8_t *group;
     size_t piece, share, offset, n_pieces, stride;
+    uint64_t (*read)(const void *p, size_t n); /* bench_read, or bench_read_ahead (bench_bw_shape_t.ahead) */
     uint64_t sink;
 } bw_thread_t;
 
@@ -64,9 +65,9 @@ static void *bw_main(void *argp)
             sh->t0[pass] = now_s();
         if (t->piece) {
             for (size_t k = 0, j = 0; k < t->n_pieces; k++, j = (j + t->stride) % t->n_pieces)
-                t->sink ^= bench_read(t->group + j * t->piece + t->offset, t->share);
+                t->sink ^= t->read(t->group + j * t->piece + t->offset, t->share);
         } else {
-            t->sink ^= bench_read(t->data, t->words * sizeof(uint64_t));
+            t->sink ^= t->read(t->data, t->words * sizeof(uint64_t));
         }
         pthread_barrier_wait(&sh->end);
         if (t->index == 0)
@@ -89,6 +90,7 @@ struct bench_bw_probe {
     uint64_t **data;    /* [n_cpus] each thread's slice, in its node's memory */
     guild_arena_t *arena; /* shared: the slices, one after another; NULL: each slice mapped on its own */
     size_t piece;       /* bench_bw_shape_t.piece (a multiple of 256), 0: streamed slices */
+    bool ahead;         /* bench_bw_shape_t.ahead */
     size_t pass_bytes;  /* bytes a pass reads */
 };
 
@@ -144,6 +146,7 @@ int bench_bw_probe_new_as(bench_bw_probe_t **out, const int *cpus, const int *no
     p->n_cpus = n_cpus;
     p->slice = slice;
     p->piece = shape->piece & ~(size_t)255;
+    p->ahead = shape->ahead;
     p->cpus = calloc((size_t)n_cpus, sizeof *p->cpus);
     p->nodes = calloc((size_t)n_cpus, sizeof *p->nodes);
     p->data = calloc((size_t)n_cpus, sizeof *p->data);
@@ -252,7 +255,7 @@ int bench_bw_probe_run(bench_bw_probe_t *p, int passes, bench_bw_t *out, guild_e
     }
     for (int i = 0; i < n_cpus; i++) {
         th[i] = (bw_thread_t){.sh = &sh, .index = i, .cpu = p->cpus[i], .data = p->data[i],
-                              .words = p->slice / sizeof(uint64_t)};
+                              .words = p->slice / sizeof(uint64_t), .read = p->ahead ? bench_read_ahead : bench_read};
         if (p->piece)
             piece_plan(p, i, &th[i]);
     }

@@ -53,6 +53,7 @@ typedef struct bench_bw_shape {
                      (rounded down to 256), in one fixed shuffled order, each thread one contiguous share of every
                      piece: the way a CPU worker's threads split each expert matrix's rows between them;
                      shared only (a node's slices lie one after another there) */
+    bool ahead;   /* read with bench_read_ahead (the workers' kernels' prefetch), else bench_read */
 } bench_bw_shape_t;
 int bench_bw_probe_new_as(bench_bw_probe_t **out, const int *cpus, const int *nodes, int n_cpus, size_t bytes,
                           const bench_bw_shape_t *shape, guild_err_t *err);
@@ -66,6 +67,13 @@ void bench_bw_probe_destroy(bench_bw_probe_t **p);
 /* Reads p[0 .. n) (64-byte aligned, n a multiple of 256) with the widest loads this CPU has; returns a value
  * that depends on every byte, so that the reads cannot be optimised away. */
 uint64_t bench_read(const void *p, size_t n);
+
+/* bench_read's value, read as the CPU workers' kernels stream their weights: a software prefetch into L2 of every
+ * 64-byte line BENCH_READ_AHEAD bytes ahead of the loads, never past p + n (core/kern/x86/avx512_kquants.h's
+ * kq_pf cursor, KQ_PF and KQ_PF_HINT). A core's DRAM read rate depends on how many lines it has in flight: the
+ * kernels' prefetch keeps more in flight than the hardware prefetchers alone, which stop at every 4 KiB page. */
+#define BENCH_READ_AHEAD 4096
+uint64_t bench_read_ahead(const void *p, size_t n);
 
 /* Sums the bytes of p[0 .. n) (any alignment and length) with the widest loads this CPU has: the simplest
  * computation that reads every byte, the ceiling of a kernel on the same access pattern. */

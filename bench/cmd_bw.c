@@ -3,7 +3,9 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench/bench.h"
 #include "bench/bw.h"
@@ -13,14 +15,21 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: guild bench bw [--gb G] [--passes N] [--threads K]\n"
-                 "  --gb G       bytes read per pass, in GB (default 2; make it several times the LLC)\n"
-                 "  --passes N   timed passes after one warm-up (default 5); the median is reported\n"
-                 "  --threads K  threads per node (default: every usable CPU of the node)\n");
+    fprintf(out, "usage: guild bench bw [--gb G] [--passes N] [--threads K] [--piece BYTES] [--read R]\n"
+                 "  --gb G         bytes read per pass, in GB (default 2; make it several times the LLC)\n"
+                 "  --passes N     timed passes after one warm-up (default 5); the median is reported\n"
+                 "  --threads K    threads per node (default: every usable CPU of the node)\n"
+                 "  --piece BYTES  read as a CPU worker's threads split expert matrices: shared memory, pieces of\n"
+                 "                 BYTES in a shuffled order, each thread one contiguous share of each (default 0:\n"
+                 "                 each thread streams its own slice of private memory)\n"
+                 "  --read R       plain (default: the loads alone) or ahead (with the software prefetch the CPU\n"
+                 "                 workers' kernels stream weights with, as guild bench sessions' probe reads)\n");
 }
 
-/* Probes node `node` (-1: all nodes together, each thread reading memory of its own node). */
-static int probe(int node, int threads_per_node, size_t bytes, int passes, bench_bw_t *res)
+/* Probes node `node` (-1: all nodes together, each thread reading memory of its own node), as shape says (the zero
+ * shape: bench_read_bw's). */
+static int probe(int node, int threads_per_node, size_t bytes, int passes, const bench_bw_shape_t *shape,
+                 bench_bw_t *res)
 {
     static int cpus[MAX_CPUS], nodes[MAX_CPUS];
     int n = 0;
@@ -37,10 +46,21 @@ static int probe(int node, int threads_per_node, size_t bytes, int passes, bench
     if (n == 0)
         return 0;
     guild_err_t err;
-    if (bench_read_bw(cpus, nodes, n, bytes, passes, res, &err)) {
+    bench_bw_probe_t *p = NULL;
+    int rc;
+    if (!shape->shared && !shape->ahead)
+        rc = bench_read_bw(cpus, nodes, n, bytes, passes, res, &err);
+    else
+        rc = bench_bw_probe_new_as(&p, cpus, nodes, n, bytes, shape, &err) < 0 ||
+                     bench_bw_probe_run(p, passes, res, &err) < 0
+                 ? -1
+                 : 0;
+    if (rc < 0) {
+        bench_bw_probe_destroy(&p);
         fprintf(stderr, "guild bench bw: %s\n", err.msg);
         return -1;
     }
+    bench_bw_probe_destroy(&p);
     return n;
 }
 
@@ -50,45 +70,66 @@ int bench_bw_main(int argc, char **argv)
         {"gb", required_argument, NULL, 'g'},
         {"passes", required_argument, NULL, 'p'},
         {"threads", required_argument, NULL, 't'},
+        {"piece", required_argument, NULL, 'c'},
+        {"read", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
     };
     double gb = 2;
     int passes = 5, threads = 0, c;
+    long piece = 0;
+    bool ahead = false, bad = false;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'g': gb = atof(optarg); break;
         case 'p': passes = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
+        case 'c':
+            piece = atol(optarg);
+            if (piece < 0) {
+                fprintf(stderr, "guild bench bw: --piece %s: expected a byte count >= 0\n", optarg);
+                bad = true;
+            }
+            break;
+        case 'r':
+            ahead = !strcmp(optarg, "ahead");
+            if (!ahead && strcmp(optarg, "plain")) {
+                fprintf(stderr, "guild bench bw: --read %s: expected plain or ahead\n", optarg);
+                bad = true;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (gb <= 0 || passes < 1 || threads < 0 || optind != argc) {
+    if (gb <= 0 || passes < 1 || threads < 0 || bad || optind != argc) {
         usage(stderr);
         return 2;
     }
     bench_print_provenance(stdout, argc, argv);
     size_t bytes = (size_t)(gb * 1e9);
     bench_bw_t res;
+    const bench_bw_shape_t shape = {.shared = piece > 0, .piece = (size_t)piece, .ahead = ahead};
     int nodes = topo_node_count();
     for (int nd = 0; nd < nodes; nd++) {
-        int n = probe(nd, threads, bytes, passes, &res);
+        int n = probe(nd, threads, bytes, passes, &shape, &res);
         if (n < 0)
             return 1;
         if (n == 0) {
             printf("read node=%d threads=0 (no usable CPU on this node)\n", nd);
             continue;
         }
-        printf("read node=%d threads=%d median_GBps=%.2f best_GBps=%.2f\n", nd, n, res.median_gbps,
+        printf("read node=%d threads=%d read=%s piece=%ld median_GBps=%.2f best_GBps=%.2f\n", nd, n,
+               ahead ? "ahead" : "plain", piece, res.median_gbps,
                res.best_gbps);
     }
     if (nodes > 1) {
-        int n = probe(-1, threads, bytes, passes, &res);
+        int n = probe(-1, threads, bytes, passes, &shape, &res);
         if (n <= 0)
             return 1;
-        printf("read node=all threads=%d median_GBps=%.2f best_GBps=%.2f\n", n, res.median_gbps, res.best_gbps);
+        printf("read node=all threads=%d read=%s piece=%ld median_GBps=%.2f best_GBps=%.2f\n", n,
+               ahead ? "ahead" : "plain", piece, res.median_gbps, res.best_gbps);
     }
     return 0;
 }

@@ -1,0 +1,34 @@
+#!/bin/sh
+# `guild bench bw` end to end, small: each way of reading (own slices or expert-matrix pieces of shared memory,
+# plain loads or with the kernels' read-ahead) prints its line `read node=N threads=K read=R piece=P median_GBps=X
+# best_GBps=Y` with positive rates; a bad --read or a negative --piece is a usage error (2) naming it.
+set -u
+B=${GUILD_BUILDDIR:-.}
+G=$B/guild
+[ -x "$G" ] || { echo "SKIP: $G is not built"; exit 77; }
+T=$(mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM
+
+fail() {
+    [ -f "$T/err" ] && cat "$T/err"
+    echo "FAIL: $*"
+    exit 1
+}
+
+for read in plain ahead; do
+    for piece in 0 262144; do
+        "$G" bench bw --gb 0.064 --passes 2 --threads 1 --read $read --piece $piece >"$T/out" 2>"$T/err" ||
+            fail "--read $read --piece $piece: exit status $?"
+        grep -Eq "^read node=0 threads=1 read=$read piece=$piece median_GBps=[0-9]*[1-9][0-9]*\.[0-9]+ best_GBps=[0-9.]+$" \
+            "$T/out" || { cat "$T/out"; fail "--read $read --piece $piece: no line of that read"; }
+    done
+done
+"$G" bench bw --read sideways >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] || fail "--read sideways: exit status $st, expected 2"
+grep -qF -- "--read sideways: expected plain or ahead" "$T/err" || fail "--read sideways: not named"
+"$G" bench bw --piece -5 >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] || fail "--piece -5: exit status $st, expected 2"
+grep -qF -- "--piece -5" "$T/err" || fail "--piece -5: not named"
+echo "PASS: guild bench bw"
