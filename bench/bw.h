@@ -70,8 +70,8 @@ uint64_t bench_read(const void *p, size_t n);
 
 /* bench_read's value, read as the CPU workers' kernels stream their weights: a software prefetch into L2 of every
  * 64-byte line BENCH_READ_AHEAD bytes ahead of the loads, never past p + n (core/kern/x86/avx512_kquants.h's
- * kq_pf cursor, KQ_PF and KQ_PF_HINT). A core's DRAM read rate depends on how many lines it has in flight: the
- * kernels' prefetch keeps more in flight than the hardware prefetchers alone, which stop at every 4 KiB page. */
+ * kq_pf cursor, KQ_PF and KQ_PF_HINT): guild bench bw --read ahead weighs that way of reading against the loads
+ * alone, the question being whether the probe's plain loads understate what the workers can read. */
 #define BENCH_READ_AHEAD 4096
 uint64_t bench_read_ahead(const void *p, size_t n);
 

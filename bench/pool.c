@@ -75,12 +75,6 @@ static const char *settings_differ(const json_t *ref, const json_t *doc)
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!json_equal(json_object_get(ref, keys[i]), json_object_get(doc, keys[i])))
             return keys[i];
-    /* the probe's loads: the limit's rate is a probe's, so probes that load otherwise give other limits (files
-     * before session 37 say nothing: their probe loaded plain) */
-    const char *a = json_string_value(json_object_get(ref, "probe_read")),
-               *b = json_string_value(json_object_get(doc, "probe_read"));
-    if (strcmp(a ? a : "plain", b ? b : "plain"))
-        return "probe_read";
     return NULL;
 }
 

@@ -23,9 +23,7 @@
  * many threads as the workers run, pinned to the same CPUs (pipeline_worker_threads), over shared memory of the
  * pages their expert stores get without a hugetlb pool (transparent huge pages where the kernel gives them to
  * shared memory, else 4 KiB), several times any last-level cache (--probe-gb), each thread reading one contiguous
- * share of every expert-matrix-sized piece in a shuffled order (bench_bw_shape_t), with the software prefetch the
- * workers' kernels stream their weights with (bench_read_ahead; --probe-read plain: the loads alone, as before
- * session 37), with no wait between pieces (the
+ * share of every expert-matrix-sized piece in a shuffled order (bench_bw_shape_t), with no wait between pieces (the
  * workers' hand-offs between layers are theirs to cut, not the memory's). One process: every CPU streaming its
  * own slice (the executor's threads are not pinned). Every CPU streaming is probed once at the start too, for
  * comparison. The rate changes phase within seconds on a shared machine, so it is measured where the runs are: `probes`
@@ -103,7 +101,6 @@ typedef struct sess_cfg {
     int32_t prompt, gen, batch, repeat, probes;
     double dram_gbps, probe_gb;
     double flank_tol, target; /* --flank-tol, --target as fractions */
-    bool probe_plain;         /* --probe-read plain: the probe's loads without the kernels' prefetch */
     bool verbose;
     stack_options_t flags;
     int argc;
@@ -165,8 +162,6 @@ static void usage(FILE *out)
             "      --probes N          DRAM read probes right before each timed run and after the last: each run\n"
             "                          between two flanks (default 1 a flank, at most 8)\n"
             "      --probe-gb G        bytes a probe's pass reads, in GB (default 4: several times any cache)\n"
-            "      --probe-read R      how the probe loads: ahead (default: with the CPU workers' kernels' software\n"
-            "                          prefetch, as they stream weights) or plain (the loads alone)\n"
             "      --flank-tol PCT     a run whose flanks differ by more than PCT%% saw a phase change and is left\n"
             "                          out of the paired fractions (default 10)\n"
             "      --target PCT        the fraction of the limit each size is judged against (default 90)\n"
@@ -200,7 +195,7 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
 {
     enum {
         O_SESS = 256, O_PROMPT, O_GEN, O_BATCH, O_DRAM, O_JSON, O_COMMIT, O_REPEAT, O_PROBES, O_PROBE_GB, O_FLANK_TOL,
-        O_TARGET, O_PROBE_READ,
+        O_TARGET,
     };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'},     {"sessions", required_argument, NULL, O_SESS},
@@ -209,7 +204,7 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
         {"json", required_argument, NULL, O_JSON},   {"commit", required_argument, NULL, O_COMMIT},
         {"repeat", required_argument, NULL, O_REPEAT}, {"probes", required_argument, NULL, O_PROBES},
         {"probe-gb", required_argument, NULL, O_PROBE_GB}, {"flank-tol", required_argument, NULL, O_FLANK_TOL},
-        {"target", required_argument, NULL, O_TARGET}, {"probe-read", required_argument, NULL, O_PROBE_READ},
+        {"target", required_argument, NULL, O_TARGET},
         {"verbose", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -271,13 +266,6 @@ static int parse_args(int argc, char **argv, sess_cfg_t *c)
             if (cli_parse_long("--probes", optarg, 1, MAX_PROBES, &v, &e) < 0)
                 goto bad;
             c->probes = (int32_t)v;
-            break;
-        case O_PROBE_READ:
-            if (strcmp(optarg, "ahead") && strcmp(optarg, "plain")) {
-                guild_err_set(&e, "--probe-read %s: expected ahead or plain", optarg);
-                goto bad;
-            }
-            c->probe_plain = !strcmp(optarg, "plain");
             break;
         case O_PROBE_GB:
             if (!((c->probe_gb = atof(optarg)) >= 0.001 && c->probe_gb <= 1024)) {
@@ -412,8 +400,8 @@ static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *
     const size_t slice = (bytes / (size_t)nt) & ~(size_t)4095; /* bench_bw_probe_new_as's */
     if (piece > slice && slice >= 256 * (size_t)nt) /* a small --probe-gb: a piece a thread's slice */
         piece = slice;
-    if (bench_bw_probe_new_as(pb, cpus, nodes, nt, bytes,
-                              &(bench_bw_shape_t){.shared = true, .piece = piece, .ahead = !c->probe_plain}, err) < 0)
+    if (bench_bw_probe_new_as(pb, cpus, nodes, nt, bytes, &(bench_bw_shape_t){.shared = true, .piece = piece},
+                              err) < 0)
         return -1;
     int len = snprintf(desc, n, "as the CPU workers read: %d threads on CPUs ", nt);
     for (int i = 0; i < nt && len > 0 && (size_t)len + 16 < n; i++) {
@@ -426,9 +414,8 @@ static int probe_new(const sess_cfg_t *c, const model_t *m, const stack_plan_t *
     }
     if (len > 0 && (size_t)len < n)
         snprintf(desc + len, n - (size_t)len, ", shared memory of %s pages, pieces of %.3f MB (%s) in a "
-                 "shuffled order, %s, %.2f GB a pass", bench_bw_probe_pages(*pb), (double)(piece & ~(size_t)255) / 1e6,
+                 "shuffled order, %.2f GB a pass", bench_bw_probe_pages(*pb), (double)(piece & ~(size_t)255) / 1e6,
                  piece == slice ? "a thread's slice: --probe-gb is small" : "an expert matrix",
-                 c->probe_plain ? "loads alone (--probe-read plain)" : "prefetched ahead as the kernels stream weights",
                  (double)bench_bw_probe_bytes(*pb) / 1e9);
     return 0;
 }
@@ -856,8 +843,6 @@ int bench_sessions_main(int argc, char **argv)
         json_object_set_new(root, "dram_probe", json_string(pb ? probe_desc : "none (--dram-gbs)"));
         json_object_set_new(root, "probe_threads", json_integer(pb ? bench_bw_probe_threads(pb) : 0));
         json_object_set_new(root, "probe_pages", json_string(pb ? bench_bw_probe_pages(pb) : "none"));
-        json_object_set_new(root, "probe_read", json_string(!pb ? "none" : c.flags.single_process || c.probe_plain
-                                                                              ? "plain" : "ahead"));
         json_object_set_new(root, "dram_every_cpu_streaming_gbps", json_real(machine));
         json_object_set_new(root, "dram_strict_gbps", json_real(strict));
         json_object_set_new(root, "device_copy_gbps", json_real(hbm));

@@ -4,8 +4,8 @@
 # bench/paired.h's rule counts it), the medians of the kept runs at the flanks' mean, higher and lower probe, the
 # spread, wait/probe and the verdict at several targets; a record without prefetched_bytes_before_wait (before
 # session 33) read as none; more runs at a size than a call's summary took (no truncation) and a pool above
-# PAIRED_MAX_RUNS refused; mixed commits refused unless --any-commit, other settings (the probe's loads among them),
-# files without paired runs (--dram-gbs), documents of another kind, bad JSON and missing paths refused.
+# PAIRED_MAX_RUNS refused; mixed commits refused unless --any-commit, other settings, files without paired runs
+# (--dram-gbs), documents of another kind, bad JSON and missing paths refused.
 set -u
 . "$(dirname "$0")/test_lib.sh"
 need_built "$G"
@@ -42,9 +42,6 @@ put("a.json", a)
 put("b.json", b)
 put("c.json", doc("def456", [(8, [run(0.5, 0.5, 0.5, False, False, 90)])]))
 put("gen.json", doc("abc123", [(8, [run(0.5, 0.5, 0.5, False, False, 90)])], gen=32))
-# the probe's loads (session 37): "plain" is what a file without the key had
-put("ahead.json", doc("abc123", [(8, [run(0.5, 0.5, 0.5, False, False, 90)])], probe_read="ahead"))
-put("plain.json", doc("abc123", [(8, [run(0.5, 0.5, 0.5, False, False, 90)])], probe_read="plain"))
 put("fixed.json", doc("abc123", [(8, [run(0.5, 0.5, 0.5, False, False, 90)])], probes_each_side=0))
 put("run.json", {"provenance": {"commit": "abc123"}, "results": [{"context": 512}]})
 put("norun.json", doc("abc123", [(8, [])]))
@@ -138,9 +135,6 @@ refuse() {
     grep -q -- "$want" "$T/out.txt" || { cat "$T/out.txt"; fail "$*: no '$want'"; }
 }
 refuse 'differ in "gen"' "$T/a.json" "$T/gen.json"
-refuse 'differ in "probe_read"' "$T/a.json" "$T/ahead.json"
-refuse 'differ in "probe_read"' "$T/plain.json" "$T/ahead.json"
-"$G" bench pool "$T/a.json" "$T/plain.json" > "$T/out.txt" 2>&1 || { cat "$T/out.txt"; fail "a file without probe_read and a plain one: refused"; }
 refuse "fixed.json: no paired runs: its flanks were not probed" "$T/fixed.json"
 refuse "norun.json: 8 sessions: no paired runs" "$T/norun.json"
 refuse 'badrun.json: 8 sessions: paired_runs\[0\]: no number "probe_before_gbps"' "$T/badrun.json"
