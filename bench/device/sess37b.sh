@@ -6,7 +6,8 @@
 #    pieces of an expert matrix (1,020,000 bytes, as the sessions probe reads), before any model is written;
 # 2. guild-mkmodel writes the Qwen3-30B-A3B shape; `guild bench experts --tokens 1,16` (the pipeline's own rate);
 # 3. SESSION_ROUNDS rounds of `guild bench sessions --sessions 1,2,4,8,16 --repeat 5 --probes 1` at 8G, the
-#    probe reading ahead (the default) then plain (--probe-read plain), pooled per probe afterwards.
+#    probe reading ahead (the default) then plain (--probe-read plain), pooled per probe afterwards. The
+#    --probe-read flag existed at commit abb7505 only: later builds refuse it (their probe loads plain).
 # Output under $OUT: sess37b.log and sess37b-files.tar.gz.
 set -u
 budget=${1:-400}
