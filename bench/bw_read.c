@@ -11,11 +11,22 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-__attribute__((target("avx512f"))) static uint64_t read_avx512(const void *p, size_t n)
+/* The 512-bit loads of p[0 .. n), four chains; with ahead > 0 every line up to `ahead` bytes past the loads is asked
+ * into L2 first, never past the end (the kernels' prefetch cursor: addresses as integers, as the kernels keep them).
+ * Inlined into each caller with its constant `ahead`. */
+__attribute__((target("avx512f"), always_inline)) static inline uint64_t read_avx512_ahead(const void *p, size_t n,
+                                                                                          size_t ahead)
 {
     const char *c = p;
+    const uintptr_t end = (uintptr_t)c + n;
+    uintptr_t next = (uintptr_t)c;
     __m512i a = _mm512_setzero_si512(), b = a, d = a, e = a;
     for (size_t i = 0; i + 256 <= n; i += 256) {
+        if (ahead) {
+            const uintptr_t want = (uintptr_t)c + i + ahead < end ? (uintptr_t)c + i + ahead : end;
+            for (; next < want; next += 64)
+                _mm_prefetch((const char *)next, _MM_HINT_T1);
+        }
         a = _mm512_xor_si512(a, _mm512_load_si512(c + i));
         b = _mm512_xor_si512(b, _mm512_load_si512(c + i + 64));
         d = _mm512_xor_si512(d, _mm512_load_si512(c + i + 128));
@@ -25,25 +36,14 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const void *p, si
     return (uint64_t)_mm512_reduce_add_epi64(a);
 }
 
-/* read_avx512 with the kernels' prefetch cursor: every line up to BENCH_READ_AHEAD bytes ahead of the loads asked
- * into L2, not past the end (addresses as integers, as the kernels keep them). */
+__attribute__((target("avx512f"))) static uint64_t read_avx512(const void *p, size_t n)
+{
+    return read_avx512_ahead(p, n, 0);
+}
+
 __attribute__((target("avx512f"))) static uint64_t read_ahead_avx512(const void *p, size_t n)
 {
-    const char *c = p;
-    const uintptr_t end = (uintptr_t)c + n;
-    uintptr_t next = (uintptr_t)c;
-    __m512i a = _mm512_setzero_si512(), b = a, d = a, e = a;
-    for (size_t i = 0; i + 256 <= n; i += 256) {
-        const uintptr_t want = (uintptr_t)c + i + BENCH_READ_AHEAD < end ? (uintptr_t)c + i + BENCH_READ_AHEAD : end;
-        for (; next < want; next += 64)
-            _mm_prefetch((const char *)next, _MM_HINT_T1);
-        a = _mm512_xor_si512(a, _mm512_load_si512(c + i));
-        b = _mm512_xor_si512(b, _mm512_load_si512(c + i + 64));
-        d = _mm512_xor_si512(d, _mm512_load_si512(c + i + 128));
-        e = _mm512_xor_si512(e, _mm512_load_si512(c + i + 192));
-    }
-    a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(d, e));
-    return (uint64_t)_mm512_reduce_add_epi64(a);
+    return read_avx512_ahead(p, n, BENCH_READ_AHEAD);
 }
 
 __attribute__((target("avx512f,avx512bw"))) static uint64_t sum_avx512(const void *p, size_t n)
