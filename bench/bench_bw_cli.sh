@@ -1,7 +1,8 @@
 #!/bin/sh
 # `guild bench bw` end to end, small: each way of reading (own slices or expert-matrix pieces of shared memory,
 # plain loads or with the kernels' read-ahead) prints its line `read node=N threads=K read=R piece=P median_GBps=X
-# best_GBps=Y` with positive rates; a bad --read or a negative --piece is a usage error (2) naming it.
+# best_GBps=Y` with positive rates; a bad --read or a --piece that is not a byte count >= 0 is a usage error (2)
+# naming it.
 set -u
 B=${GUILD_BUILDDIR:-.}
 G=$B/guild
@@ -31,4 +32,8 @@ grep -qF -- "--read sideways: expected plain or ahead" "$T/err" || fail "--read 
 st=$?
 [ "$st" -eq 2 ] || fail "--piece -5: exit status $st, expected 2"
 grep -qF -- "--piece -5" "$T/err" || fail "--piece -5: not named"
+"$G" bench bw --piece 12k >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] || fail "--piece 12k: exit status $st, expected 2"
+grep -qF -- "--piece 12k" "$T/err" || fail "--piece 12k: not named"
 echo "PASS: guild bench bw"

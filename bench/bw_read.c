@@ -91,7 +91,9 @@ __attribute__((target("avx2"))) static uint64_t read_avx2(const void *p, size_t 
         e = _mm256_xor_si256(e, _mm256_load_si256((const __m256i *)(c + i + 96)));
     }
     a = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(d, e));
-    return (uint64_t)_mm256_extract_epi64(a, 0) ^ (uint64_t)_mm256_extract_epi64(a, 3);
+    /* every lane, so that the value depends on every byte */
+    return (uint64_t)_mm256_extract_epi64(a, 0) ^ (uint64_t)_mm256_extract_epi64(a, 1) ^
+           (uint64_t)_mm256_extract_epi64(a, 2) ^ (uint64_t)_mm256_extract_epi64(a, 3);
 }
 #endif
 

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "bench/bench.h"
 #include "bench/bw.h"
 #include "core/topo/topo.h"
+#include "core/util/cli.h"
 
 #define MAX_CPUS 1024
 
@@ -22,8 +24,8 @@ static void usage(FILE *out)
                  "  --piece BYTES  read as a CPU worker's threads split expert matrices: shared memory, pieces of\n"
                  "                 BYTES in a shuffled order, each thread one contiguous share of each (default 0:\n"
                  "                 each thread streams its own slice of private memory)\n"
-                 "  --read R       plain (default: the loads alone) or ahead (with the software prefetch the CPU\n"
-                 "                 workers' kernels stream weights with, as guild bench sessions' probe reads)\n");
+                 "  --read R       plain (default: the loads alone, as the benchmarks' probes read) or ahead (with\n"
+                 "                 the software prefetch the CPU workers' kernels stream weights with)\n");
 }
 
 /* Probes node `node` (-1: all nodes together, each thread reading memory of its own node), as shape says (the zero
@@ -85,13 +87,14 @@ int bench_bw_main(int argc, char **argv)
         case 'g': gb = atof(optarg); break;
         case 'p': passes = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
-        case 'c':
-            piece = atol(optarg);
-            if (piece < 0) {
-                fprintf(stderr, "guild bench bw: --piece %s: expected a byte count >= 0\n", optarg);
+        case 'c': {
+            guild_err_t e;
+            if (cli_parse_long("--piece", optarg, 0, LONG_MAX, &piece, &e) < 0) {
+                fprintf(stderr, "guild bench bw: %s\n", e.msg);
                 bad = true;
             }
             break;
+        }
         case 'r':
             ahead = !strcmp(optarg, "ahead");
             if (!ahead && strcmp(optarg, "plain")) {
