@@ -33,7 +33,12 @@ __attribute__((target("avx512f"), always_inline)) static inline uint64_t read_av
         e = _mm512_xor_si512(e, _mm512_load_si512(c + i + 192));
     }
     a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(d, e));
-    return (uint64_t)_mm512_reduce_add_epi64(a);
+    /* the lanes folded by xor (the intrinsic's reduce-add is signed arithmetic: it overflows on such values) */
+    uint64_t lanes[8], v = 0;
+    _mm512_storeu_si512(lanes, a);
+    for (int l = 0; l < 8; l++)
+        v ^= lanes[l];
+    return v;
 }
 
 __attribute__((target("avx512f"))) static uint64_t read_avx512(const void *p, size_t n)
