@@ -4,22 +4,14 @@
 # best_GBps=Y` with positive rates; a bad --read or a --piece that is not a byte count >= 0 is a usage error (2)
 # naming it.
 set -u
-B=${GUILD_BUILDDIR:-.}
-G=$B/guild
-[ -x "$G" ] || { echo "SKIP: $G is not built"; exit 77; }
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    [ -f "$T/err" ] && cat "$T/err"
-    echo "FAIL: $*"
-    exit 1
-}
+. "$(dirname "$0")/../tests/test_lib.sh"
+need_built "$G"
+make_tmp
 
 for read in plain ahead; do
     for piece in 0 262144; do
         "$G" bench bw --gb 0.064 --passes 2 --threads 1 --read $read --piece $piece >"$T/out" 2>"$T/err" ||
-            fail "--read $read --piece $piece: exit status $?"
+            { st=$?; cat "$T/err"; fail "--read $read --piece $piece: exit status $st"; }
         grep -Eq "^read node=0 threads=1 read=$read piece=$piece median_GBps=[0-9]*[1-9][0-9]*\.[0-9]+ best_GBps=[0-9.]+$" \
             "$T/out" || { cat "$T/out"; fail "--read $read --piece $piece: no line of that read"; }
     done
