@@ -29,7 +29,7 @@ static void usage(FILE *out)
 }
 
 /* Probes node `node` (-1: all nodes together, each thread reading memory of its own node), as shape says (the zero
- * shape: bench_read_bw's). */
+ * shape is bench_read_bw's way). */
 static int probe(int node, int threads_per_node, size_t bytes, int passes, const bench_bw_shape_t *shape,
                  bench_bw_t *res)
 {
@@ -49,15 +49,8 @@ static int probe(int node, int threads_per_node, size_t bytes, int passes, const
         return 0;
     guild_err_t err;
     bench_bw_probe_t *p = NULL;
-    int rc;
-    if (!shape->shared && !shape->ahead)
-        rc = bench_read_bw(cpus, nodes, n, bytes, passes, res, &err);
-    else
-        rc = bench_bw_probe_new_as(&p, cpus, nodes, n, bytes, shape, &err) < 0 ||
-                     bench_bw_probe_run(p, passes, res, &err) < 0
-                 ? -1
-                 : 0;
-    if (rc < 0) {
+    if (bench_bw_probe_new_as(&p, cpus, nodes, n, bytes, shape, &err) < 0 ||
+        bench_bw_probe_run(p, passes, res, &err) < 0) {
         bench_bw_probe_destroy(&p);
         fprintf(stderr, "guild bench bw: %s\n", err.msg);
         return -1;
