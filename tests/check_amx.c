@@ -29,6 +29,7 @@
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
+#include "tests/check_run.h"
 #include "tests/kern_test_rows.h"
 
 /* ---- the tile model --------------------------------------------------------------------------------------- */
@@ -552,9 +553,5 @@ int main(void)
     tcase_add_test(tc, test_level_threshold);
     tcase_add_loop_test(tc, test_packed, MODE_EMU, MODE_LEVEL + 1);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -14,6 +14,7 @@
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cpu/cpu_resident.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {
@@ -790,9 +791,5 @@ int main(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(su);
 }

@@ -10,6 +10,7 @@
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {
@@ -393,9 +394,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(suite());
 }

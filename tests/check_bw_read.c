@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bw.h"
+#include "tests/check_run.h"
 
 START_TEST(test_ahead_equals_plain)
 {
@@ -45,9 +46,5 @@ int main(void)
     TCase *tc = tcase_create("read");
     tcase_add_test(tc, test_ahead_equals_plain);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

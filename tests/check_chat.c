@@ -3,6 +3,7 @@
  * template's), detection from Jinja sources, and the harmony parser of gpt-oss's replies. */
 #include "core/chat/chat.h"
 #include "core/chat/harmony.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -469,9 +470,5 @@ static Suite *chat_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(chat_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(chat_suite());
 }

@@ -19,6 +19,7 @@
 #include "ipc/data.h"
 #include "ipc/msg.h"
 #include "ipc/zap.h"
+#include "tests/check_run.h"
 
 static char dir[64];
 
@@ -534,9 +535,5 @@ int main(void)
     tcase_add_test(tc, test_data_socket_curve);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -9,6 +9,7 @@
 
 #include "core/model/expert_digest.h"
 #include "core/util/pool.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 typedef struct img {
@@ -164,9 +165,5 @@ int main(void)
     tcase_add_test(tc, test_owned_bytes_count_others_do_not);
     tcase_add_test(tc, test_type_and_settings_named);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -13,6 +13,7 @@
 #include "cpu-expert-worker/experts/expert_pipe.h"
 #include "cpu-expert-worker/experts/expert_share.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 static uint64_t rng_state;
@@ -361,9 +362,5 @@ int main(void)
     tcase_add_test(tc, test_share_errors);
     tcase_add_test(tc, test_hint_shares);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -10,6 +10,7 @@
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/expert_cost.h"
 #include "gpu-worker/dense/expert_split.h"
+#include "tests/check_run.h"
 
 enum { NE = 16 };
 
@@ -461,9 +462,5 @@ static Suite *split_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(split_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(split_suite());
 }

@@ -12,6 +12,7 @@
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/finite_check.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 START_TEST(test_norm_bits_and_classes)
@@ -206,9 +207,5 @@ int main(void)
     tc = tcase_create("backend");
     tcase_add_loop_test(tc, test_backend_finds, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

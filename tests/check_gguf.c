@@ -7,6 +7,7 @@
 #include "core/gguf/gguf.h"
 #include "core/gguf/gguf_writer.h"
 #include "core/quant/types.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -1289,9 +1290,5 @@ int main(void)
     tcase_add_test(tc, test_inspect_command);
     suite_add_tcase(s, tc);
 #endif
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 /* What a budgeted plan counts beyond the allocations: the CUDA context and the driver's share (options o). */
@@ -901,9 +902,5 @@ int main(void)
     tcase_add_test(tc, test_ring);
     tcase_add_test(tc, test_parse_size);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

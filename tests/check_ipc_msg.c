@@ -5,6 +5,7 @@
 
 #include "core/util/err.h"
 #include "ipc/msg.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -480,9 +481,5 @@ int main(void)
     tcase_add_test(tc, test_absurd_message_drops_the_connection_not_the_receiver);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -16,6 +16,7 @@
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
+#include "tests/check_run.h"
 #include "tests/kern_test_rows.h"
 
 static void fill_random_floats(float *x, int64_t n, float scale)
@@ -311,9 +312,5 @@ int main(void)
     tc = tcase_create("quantize");
     tcase_add_loop_test(tc, test_quantize, KERN_LEVEL_AVX2, KERN_LEVEL_COUNT);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

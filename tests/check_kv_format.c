@@ -16,6 +16,7 @@
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
 #include "gpu-worker/dense/kv_format.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 /* ---- the scalar reference: GGUF's Q8_0 and Q4_0 blocks, from their definitions ---- */
@@ -553,9 +554,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(suite());
 }

@@ -9,6 +9,7 @@
 #include "core/quant/quant.h"
 #include "core/quant/types.h"
 #include "core/tokenizer/tok.h"
+#include "tests/check_run.h"
 #include "tools/mkmodel/cli.h"
 #include "tools/mkmodel/config.h"
 #include "tools/mkmodel/fill.h"
@@ -1377,9 +1378,5 @@ int main(void)
     tcase_add_test(tc, test_pool_rows);
     tcase_add_test(tc, test_pool_file);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 static void *image;
@@ -768,9 +769,5 @@ int main(void)
     tcase_add_test(tc, test_wrong_shape);
     tcase_add_test(tc, test_unsupported_tensor_type);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(su);
 }

@@ -18,6 +18,7 @@
 #include "gpu-worker/dense/kv_format.h"
 #include "gpu-worker/gpu_worker_options.h"
 #include "stager/stager_options.h"
+#include "tests/check_run.h"
 
 /* A record field added without carrying it on the wire fails here: give it a field in the role's message and
  * its conversion (or a reason to stay local, like cuda_config_t's expert_host, wiring the GPU worker builds from
@@ -436,9 +437,5 @@ int main(void)
     tcase_add_test(tk, test_cpu_worker_options_check);
     tcase_add_test(tk, test_stager_command_line);
     suite_add_tcase(s, tk);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -21,6 +21,7 @@
 #include "core/quant/blocks.h"
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
+#include "tests/check_run.h"
 #include "tests/kern_test_rows.h"
 
 static const guild_type_t packed_types[] = {GUILD_TYPE_Q4_K,  GUILD_TYPE_IQ4_XS, GUILD_TYPE_Q6_K,
@@ -321,9 +322,5 @@ int main(void)
     tcase_add_test(tc, test_matmul_shapes_edge);
     tcase_add_test(tc, test_matmul_amx_prefill);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

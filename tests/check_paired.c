@@ -7,6 +7,7 @@
 
 #include "bench/paired.h"
 #include "bench/paired_json.h"
+#include "tests/check_run.h"
 
 #define TOL 1e-12
 
@@ -287,9 +288,5 @@ static Suite *paired_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(paired_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(paired_suite());
 }

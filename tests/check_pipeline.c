@@ -30,6 +30,7 @@
 #include "coordinator/placement.h"
 #include "core/topo/topo.h"
 #include "ipc/step.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 /* ---- plan ---- */
@@ -1260,9 +1261,5 @@ static Suite *pipeline_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(pipeline_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(pipeline_suite());
 }

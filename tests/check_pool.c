@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "core/util/pool.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <sched.h>
@@ -214,9 +215,5 @@ int main(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -8,6 +8,7 @@
 
 #include "bench/bench.h"
 #include "bench/prof_summary.h"
+#include "tests/check_run.h"
 
 static const char *const names[] = {"kern_a", "kern_b", "kern_unused"};
 
@@ -186,9 +187,5 @@ static Suite *prof_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(prof_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(prof_suite());
 }

@@ -13,6 +13,7 @@
 #include "core/quant/iq_tables.h"
 #include "core/quant/quant.h"
 #include "core/quant/types.h"
+#include "tests/check_run.h"
 
 /* ---- helpers --------------------------------------------------------------------------------------- */
 
@@ -1002,9 +1003,5 @@ int main(void)
     tcase_add_test(tc, test_plain_dot_follows_the_lane_contract);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -10,6 +10,7 @@
 #include "bench/route_predict.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 typedef struct rig {
@@ -204,9 +205,5 @@ int main(void)
     tcase_add_test(tc, repeated_token_prev_exact);
     tcase_add_test(tc, still_residual_pregate_exact);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

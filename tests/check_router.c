@@ -8,6 +8,7 @@
 
 #include "core/sample/rng.h"
 #include "gpu-worker/dense/cpu/cpu_kernels.h"
+#include "tests/check_run.h"
 
 /* Index order by v descending, lower index first on ties (a stable insertion sort). */
 static void order_desc(const float *v, int n, int *idx)
@@ -237,9 +238,5 @@ int main(void)
     tcase_add_test(tc, test_sigmoid_grouped_nan);
     tcase_add_test(tc, test_softmax_grouped_against_naive);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(su);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/model/routing_profile.h"
+#include "tests/check_run.h"
 
 static char dir[64];
 
@@ -247,9 +248,5 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_merge);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -2,6 +2,7 @@
 #include "core/sample/logits_pick.h"
 #include "core/sample/rng.h"
 #include "core/sample/sampler.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <math.h>
@@ -404,9 +405,5 @@ int main(void)
     tc = tcase_create("params");
     tcase_add_test(tc, test_bad_parameters);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(su);
 }

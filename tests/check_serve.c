@@ -11,6 +11,7 @@
 #include "coordinator/server/metrics.h"
 #include "coordinator/server/prefix_cache.h"
 #include "coordinator/server/textfilt.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <math.h>
@@ -779,9 +780,5 @@ static Suite *serve_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(serve_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(serve_suite());
 }

@@ -17,6 +17,7 @@
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
+#include "tests/check_run.h"
 #include "tests/mtp_oracle.h"
 #include "tools/mkmodel/cli.h"
 #include "tools/mkmodel/config.h"
@@ -759,9 +760,5 @@ int main(void)
     tcase_add_loop_test(tc, test_hybrid_greedy_is_plain_decode, 0, 2);
     tcase_add_test(tc, test_hybrid_without_rollback_fails);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -12,6 +12,7 @@
 
 #include "coordinator/stack_flags.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "tests/check_run.h"
 
 /* Parses argv (NULL-terminated, argv[0] included) with every stack flag; 0, or -1 with err. */
 static int parse(stack_options_t *f, char **argv, guild_err_t *err)
@@ -289,9 +290,5 @@ int main(void)
     tcase_add_test(tc, test_plan_flags);
     tcase_add_test(tc, test_listen_keys);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

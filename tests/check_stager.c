@@ -12,6 +12,7 @@
 #include "ipc/stage_plan.h"
 #include "ipc/stage_ring.h"
 #include "ipc/stage_server.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <errno.h>
@@ -1235,9 +1236,5 @@ static Suite *stager_suite(void)
 int main(void)
 {
     guild_log_init("check_stager", GUILD_LOG_ERROR);
-    SRunner *sr = srunner_create(stager_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(stager_suite());
 }

@@ -20,6 +20,7 @@
 #include "gpu-worker/dense/cuda/cuda_config.h"
 #include "coordinator/placement.h"
 #include "ipc/stage_ring.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 static void sleep_ms(int ms)
@@ -171,9 +172,5 @@ int main(void)
     tcase_add_test(tc, test_supervised_stager);
     tcase_add_test(tc, test_no_stager_without_a_slot_size);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

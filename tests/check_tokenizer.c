@@ -5,6 +5,7 @@
 #include "core/gguf/gguf.h"
 #include "core/tokenizer/pretok.h"
 #include "core/tokenizer/tok.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -1029,9 +1030,5 @@ int main(void)
     tcase_add_test(tc, test_malformed_gguf);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "core/topo/topo.h"
 #include "cpu-expert-worker/experts/expert_shard.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 START_TEST(test_alloc_pages_on_node)
@@ -105,9 +106,5 @@ int main(void)
     tcase_add_test(tc, test_untouched_pages_not_counted);
     tcase_add_test(tc, test_shard_copy_on_node);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(su);
 }

@@ -3,6 +3,7 @@
 #include "core/util/err.h"
 #include "core/util/hash64.h"
 #include "core/util/progress.h"
+#include "tests/check_run.h"
 
 #include <check.h>
 #include <errno.h>
@@ -115,9 +116,5 @@ int main(void)
     tcase_add_test(tc, test_hash64_streaming_equals_one_shot);
     tcase_add_test(tc, test_progress_only_on_a_terminal);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }
