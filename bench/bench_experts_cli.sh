@@ -5,7 +5,8 @@
 # summary line per type in the format issue #5 fixes: `T tokens=N weight_GBps=X read_GBps=Y fraction=F ...`,
 # with positive numbers. --layout plain and packed run and say so (`layout=...` on the summary line, the layout in
 # the detail lines); a bad --layout is a usage error naming it. --routing random with --profile and --variant arms
-# runs and prints the profile line and one line per arm; a bad --routing or --variant is a usage error naming it.
+# runs and prints the profile line and one line per arm (a prefetch hint's arm among them, which needs --gap-us); a
+# bad --routing or --variant is a usage error naming it.
 set -u
 B=${GUILD_BUILDDIR:-.}
 G=$B/guild
@@ -57,15 +58,20 @@ for l in plain packed; do
 done
 timeout 120 "$G" bench experts --shape 256x256:16:4 --type q4_K --tokens 4 --routing random --gb 0.01 --runs 2 \
     --steps 4 --prefill 0 --threads 2 --profile --gap-us 10 --variant min=32,guide=1 --variant threads=1,spin=100 \
-    --variant lockwake=1,prefer=1 >"$T/out" 2>"$T/err"
+    --variant lockwake=1,prefer=1 --variant hint=4,pindown=16 >"$T/out" 2>"$T/err"
 st=$?
 [ "$st" -eq 0 ] || { cat "$T/out"; fail "--routing random --profile --variant: exit status $st"; }
 grep -Eq "^q4_K tokens=4 weight_GBps=[0-9]+\.[0-9]+ .* routing=random distinct=[0-9.]+ " "$T/out" ||
     { cat "$T/out"; fail "--routing random: the summary line does not say routing=random"; }
 grep -Eq "^profile q4_K tokens=4 runs=[1-9][0-9]* .* work=0\.[0-9]+ " "$T/out" || { cat "$T/out"; fail "no profile line"; }
-[ "$(grep -c "^variant " "$T/out")" -eq 3 ] || { cat "$T/out"; fail "not one line per --variant"; }
-[ "$(grep -c "^profile-variant " "$T/out")" -eq 3 ] || { cat "$T/out"; fail "not one profile line per --variant"; }
-for bad in "--routing sideways" "--variant bogus=1"; do
+[ "$(grep -c "^variant " "$T/out")" -eq 4 ] || { cat "$T/out"; fail "not one line per --variant"; }
+[ "$(grep -c "^profile-variant " "$T/out")" -eq 4 ] || { cat "$T/out"; fail "not one profile line per --variant"; }
+# a hint is prefetched in the gap between steps: without --gap-us it is refused, naming the arm
+"$G" bench experts --shape 256x256:16:4 --type q4_K --tokens 8 --routing random --gb 0.01 --runs 1 --steps 2 \
+    --prefill 0 --threads 2 --variant hint=2 >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 2 ] && grep -q "hint=2: .*--gap-us" "$T/err" || { cat "$T/err"; fail "hint without --gap-us: status $st"; }
+for bad in "--routing sideways" "--variant bogus=1" "--variant hint=17"; do
     # shellcheck disable=SC2086
     "$G" bench experts $bad >"$T/out" 2>"$T/err"
     st=$?

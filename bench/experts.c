@@ -36,6 +36,8 @@
 #include "core/util/clock.h"
 #include "core/util/pool.h"
 #include "cpu-expert-worker/experts/expert_pipe.h"
+#include "cpu-expert-worker/experts/expert_prefetch.h"
+#include "ipc/exchange_layout.h"
 
 #define MAX_CPUS 1024
 #define MAX_TYPES 16
@@ -449,6 +451,11 @@ typedef struct arm {
     int spin_us;            /* 0: the pool's default */
     int prefer;             /* every step's experts given to expert_pipe_prefer: each thread a slice of each */
     int lock_wake;          /* guild_pool_set_lock_wake: the pool's workers wake through its mutex, as before */
+    int hint;               /* the engine's prefetch hint with a perfect prediction: the step's experts that
+                               guild_exchange_hint_pick takes (this many: a token's at up to 4 tokens, else by
+                               rows), prefetched during the gap (expert_prefetch_run), then preferred */
+    int pin_down;           /* expert_pipe_set_pin_down (-1: the pipeline's default) */
+    expert_prefetch_t *prefetch; /* hint > 0 */
     guild_pool_t *pool;     /* shared by the arms of one thread count */
     expert_pipe_t *pipe;
     expert_pipe_prof_t *prof; /* --profile */
@@ -457,6 +464,16 @@ typedef struct arm {
     uint64_t sleeps_n;
     expert_pipe_prof_summary_t sum;
 } arm_t;
+
+/* The gap between two steps (--gap-us): over at `end` (guild_clock_s); an expert_prefetch_run stop function. */
+typedef struct gap {
+    double end;
+} gap_t;
+
+static bool gap_over(void *ctx)
+{
+    return guild_clock_s() >= ((const gap_t *)ctx)->end;
+}
 
 /* The ids of one step of T tokens (the routing's rule: see run_decode). */
 static void pick_step(const opts_t *o, const bank_t *b, router_t *rt, int32_t layer, int32_t *ids)
@@ -486,6 +503,7 @@ static int run_decode(const opts_t *o, bank_t *b, arm_t *arms, int n_arms, route
     size_t probe_off = 0;
     uint8_t *seen = calloc((size_t)b->src.n_expert, 1);
     int32_t *prefer_ids = malloc((size_t)b->src.n_expert * sizeof *prefer_ids);
+    int32_t hint_ids[GUILD_EXCHANGE_HINT_MAX];
     layout_job_t *lj = calloc(1, sizeof *lj);
     int rc = -1;
     bool ok = x && y && ids && lay && bp && fr && seen && lj && prefer_ids;
@@ -530,12 +548,19 @@ static int run_decode(const opts_t *o, bank_t *b, arm_t *arms, int n_arms, route
                         bytes += (double)b->expert_bytes;
                         m->distinct += run >= 0;
                     }
+                int32_t n_hint = 0;
                 if (o->gap_us) { /* the engine's dense step between layers: the caller busy, the pool idle */
-                    const double g0 = guild_clock_s();
-                    while (guild_clock_s() - g0 < o->gap_us * 1e-6)
+                    gap_t g = {guild_clock_s() + o->gap_us * 1e-6};
+                    if (m->hint) { /* ... or prefetching the hinted experts, as a CPU worker does then */
+                        n_hint = guild_exchange_hint_pick(T, K, m->hint, ids, hint_ids);
+                        expert_prefetch_run(m->prefetch, layer, n_hint, hint_ids, gap_over, &g);
+                    }
+                    while (!gap_over(&g))
                         ;
                 }
                 const double p0 = guild_clock_s();
+                if (n_hint)
+                    expert_pipe_prefer(m->pipe, n_hint, hint_ids);
                 if (m->prefer) { /* the step's experts, in order of first appearance (seen[] marks them) */
                     int32_t n = 0;
                     for (int32_t q = 0; q < T * K; q++)
@@ -705,7 +730,10 @@ static void usage(FILE *out)
             "                  the command line's settings changed by SPEC, key=value[,...] of threads, gu, down,\n"
             "                  guide, min (min rows), spin (pool spin us), prefer (1: every step's experts\n"
             "                  preferred, each thread a fixed slice of each, expert_pipe_prefer), lockwake (1: the\n"
-            "                  pool's workers wake through its mutex, guild_pool_set_lock_wake); reported as its\n"
+            "                  pool's workers wake through its mutex, guild_pool_set_lock_wake), hint (N: the\n"
+            "                  engine's prefetch hint of N experts, from the step's own ids, prefetched during\n"
+            "                  --gap-us and preferred), pindown (T: runs of up to T tokens pin the preferred\n"
+            "                  experts' down rows, expert_pipe_set_pin_down); reported as its\n"
             "                  GB/s and the median of its runs' ratios to the command line's arm in the same run\n"
             "  --layout L      packed (rows interleaved 16 at a time, core/kern/pack.h, for the types that have\n"
             "                  a packed layout), plain, or auto (default: packed where this CPU has packed\n"
@@ -740,6 +768,10 @@ static int parse_variant(const char *spec, arm_t *a)
             a->prefer = v != 0;
         else if (!strcmp(key, "lockwake"))
             a->lock_wake = v != 0;
+        else if (!strcmp(key, "hint") && v <= (int)GUILD_EXCHANGE_HINT_MAX)
+            a->hint = v;
+        else if (!strcmp(key, "pindown"))
+            a->pin_down = v;
         else
             rc = -1;
     }
@@ -896,12 +928,18 @@ int bench_experts_main(int argc, char **argv)
     /* the arms: the command line's, then each --variant's; one pool per thread count */
     static arm_t arms[MAX_VARIANTS + 1];
     const int n_arms = 1 + o.n_variants;
-    arms[0] = (arm_t){.name = "0", .threads = n_cpus, .tune = o.tune, .spin_us = o.pool_spin_us};
+    arms[0] = (arm_t){.name = "0", .threads = n_cpus, .tune = o.tune, .spin_us = o.pool_spin_us, .pin_down = -1};
     for (int a = 1; a < n_arms; a++) {
         arms[a] = arms[0];
         if (parse_variant(o.variants[a - 1], &arms[a]) < 0) {
             fprintf(stderr, "guild bench experts: --variant %s: expected key=value[,...] of threads, gu, down, guide, "
-                            "min, spin, prefer, lockwake (non-negative)\n", o.variants[a - 1]);
+                            "min, spin, prefer, lockwake, hint (<= %u), pindown (non-negative)\n", o.variants[a - 1],
+                    GUILD_EXCHANGE_HINT_MAX);
+            return 2;
+        }
+        if (arms[a].hint && !o.gap_us) {
+            fprintf(stderr, "guild bench experts: --variant %s: a hint is prefetched between steps: give --gap-us\n",
+                    o.variants[a - 1]);
             return 2;
         }
         if (arms[a].threads > topo_node_cpus(o.node, cpus, MAX_CPUS)) {
@@ -938,9 +976,12 @@ int bench_experts_main(int argc, char **argv)
             status = 1;
         }
         for (int a = 0; a < n_arms && !status; a++)
-            if (expert_pipe_new(&arms[a].pipe, &bank.src, arms[a].pool, &arms[a].tune, &err)) {
+            if (expert_pipe_new(&arms[a].pipe, &bank.src, arms[a].pool, &arms[a].tune, &err) ||
+                (arms[a].hint && expert_prefetch_new(&arms[a].prefetch, &bank.src, arms[a].pool, &err))) {
                 fprintf(stderr, "guild bench experts: %s: arm %s: %s\n", tn, arms[a].name, err.msg);
                 status = 1;
+            } else if (arms[a].pin_down >= 0) {
+                expert_pipe_set_pin_down(arms[a].pipe, arms[a].pin_down);
             }
         expert_pipe_t *pipe = arms[0].pipe;
         /* bandwidth right before the pipeline, same threads: a shared machine's bandwidth drifts */
@@ -1009,6 +1050,7 @@ int bench_experts_main(int argc, char **argv)
             free(arms[a].ratio);
             free(arms[a].prof);
             expert_pipe_destroy(&arms[a].pipe);
+            expert_prefetch_destroy(&arms[a].prefetch);
             arms[a].gbps = arms[a].us = arms[a].ratio = NULL;
             arms[a].prof = NULL;
             arms[a].distinct = arms[a].sleeps = 0;

@@ -117,15 +117,78 @@ GUILD_EXCHANGE_FN uint64_t guild_exchange_slot_at(const guild_exchange_layout_t 
     return l->slot_off + ((seq - 1) % l->n_slots) * l->slot_stride;
 }
 
+/* Steps of up to this many tokens hint each token's likeliest experts (rank-major); larger ones (several sessions'
+ * batched step) the experts most of their tokens are predicted to route to, this many. 8: the CPU side's best of
+ * 4, 8 and 16 at 8 and 16 tokens with a perfect prediction (bench/results/sess38-h200-2026-12-04-s38.md). */
+#define GUILD_EXCHANGE_HINT_RANK_TOKENS 4
+#define GUILD_EXCHANGE_HINT_BATCH 8
+
+/* The count a step of n_tok tokens hints (guild_exchange_hint_pick's `per`) under --prefetch-experts n_prefetch:
+ * n_prefetch a token up to GUILD_EXCHANGE_HINT_RANK_TOKENS tokens, else GUILD_EXCHANGE_HINT_BATCH in all; 0: none. */
+GUILD_EXCHANGE_FN int32_t guild_exchange_hint_per(int32_t n_tok, int32_t n_prefetch)
+{
+    return n_prefetch <= 0 ? 0 : n_tok > (int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS ? (int32_t)GUILD_EXCHANGE_HINT_BATCH
+                                                                                 : n_prefetch;
+}
+
+/* A batched step's pick, entry i of the prediction ids[n_tok][n_used] in rank-major order (rank i / n_tok of token
+ * i % n_tok): the rows that hold its expert when i is that expert's first entry and the expert is >= 0, else 0. */
+GUILD_EXCHANGE_FN int32_t guild_exchange_hint_rows(int32_t n_tok, int32_t n_used, const int32_t *ids, int32_t i)
+{
+    const int32_t e = ids[(i % n_tok) * n_used + i / n_tok];
+    int32_t c = 0;
+    for (int32_t j = 0; j < n_tok * n_used && e >= 0; j++)
+        if (ids[(j % n_tok) * n_used + j / n_tok] == e) {
+            if (j < i)
+                return 0;
+            c++;
+        }
+    return c;
+}
+
+/* A batched step's pick (guild_exchange_hint_pick, more than GUILD_EXCHANGE_HINT_RANK_TOKENS tokens): the entries
+ * in rank-major order, each expert's rows (rows[i], or guild_exchange_hint_rows here when rows is NULL: the device
+ * counts them in parallel first), kept in out[] as the `per` best by rows, the earlier first among equals. */
+GUILD_EXCHANGE_FN int32_t guild_exchange_hint_pick_batch(int32_t n_tok, int32_t n_used, int32_t per, const int32_t *ids,
+                                                         const int32_t *rows, int32_t *out)
+{
+    int32_t n = 0, count[GUILD_EXCHANGE_HINT_MAX];
+    if (per > (int32_t)GUILD_EXCHANGE_HINT_MAX)
+        per = (int32_t)GUILD_EXCHANGE_HINT_MAX;
+    for (int32_t i = 0; i < n_tok * n_used; i++) {
+        const int32_t c = rows ? rows[i] : guild_exchange_hint_rows(n_tok, n_used, ids, i);
+        int32_t at = n; /* after every one with as many rows */
+        while (c && at > 0 && count[at - 1] < c)
+            at--;
+        if (!c || at >= per)
+            continue;
+        if (n < per)
+            n++;
+        for (int32_t j = n - 1; j > at; j--)
+            out[j] = out[j - 1], count[j] = count[j - 1];
+        out[at] = ids[(i % n_tok) * n_used + i / n_tok], count[at] = c;
+    }
+    return n;
+}
+
 /* The prefetch hint's ids (hint_ids) from the dense side's prediction ids[n_tok][n_used], each row in router order
  * (ids < 0: experts no CPU worker computes, such as those resident on the GPU: skipped, the row's next ones take
- * their place): each token's first `per` ids >= 0, rank-major (every token's best, then every token's second...),
- * an expert already taken left out, at most GUILD_EXCHANGE_HINT_MAX. The host's executor and the device's kernel
- * both pick with this. Returns the count written to out[GUILD_EXCHANGE_HINT_MAX]. */
+ * their place), at most GUILD_EXCHANGE_HINT_MAX, each expert once.
+ * - Up to GUILD_EXCHANGE_HINT_RANK_TOKENS tokens: each token's first `per` ids >= 0, rank-major (every token's
+ *   best, then every token's second...).
+ * - More tokens: the `per` experts (at most GUILD_EXCHANGE_HINT_MAX) that the most rows hold, ties to the one first
+ *   in rank-major order. A batched
+ *   step computes some 50-80 distinct experts a layer: every token's best would name experts of one token each
+ *   and fill the cores' caches with more than they keep, where the experts shared by many tokens are both the
+ *   likeliest to be routed and the most work (guild_exchange_hint_pick_batch).
+ * The host's executor and the device's kernel both pick with this. Returns the count written to
+ * out[GUILD_EXCHANGE_HINT_MAX]. */
 GUILD_EXCHANGE_FN int32_t guild_exchange_hint_pick(int32_t n_tok, int32_t n_used, int32_t per, const int32_t *ids,
                                                    int32_t *out)
 {
     int32_t n = 0;
+    if (n_tok > (int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS)
+        return guild_exchange_hint_pick_batch(n_tok, n_used, per, ids, NULL, out);
     if (per > n_used)
         per = n_used;
     for (int32_t r = 0; r < per; r++)

@@ -24,6 +24,7 @@
 #include "cpu-expert-worker/experts/expert_pipe.h"
 #include "cpu-expert-worker/experts/expert_prefetch.h"
 #include "cpu-expert-worker/experts/expert_tuning.h"
+#include "tests/check_run.h"
 #include "tests/tiny_model.h"
 
 static uint64_t rng_state;
@@ -236,15 +237,19 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
             got[i] = -12345.0f;
         ck_assert_int_gt(experts_pack(&x), 0);
     }
-    for (int rep = 0; rep < 4; rep++) { /* again, on scratch already grown; then some experts first (as after a
+    for (int rep = 0; rep < 6; rep++) { /* again, on scratch already grown; then some experts first (as after a
                                           * prefetch hint, duplicates and bad ids among them), then every expert
-                                          * (each one's gate/up and down rows in the threads' slices, no claims
-                                          * left): the same bits */
+                                          * (each one's gate/up rows in the threads' slices, and its down rows
+                                          * too in a run of up to EXPERT_PIPE_PIN_DOWN_TOKENS tokens), then every
+                                          * expert with the down rows' slices never and always (no claims left):
+                                          * the same bits */
         const int32_t first[] = {NE - 1, 2, NE - 1, -1, 99, 0}, all[] = {3, 1, 5, 0, 2, 4};
         if (rep == 2)
             expert_pipe_prefer(p, 6, first);
-        if (rep == 3)
+        if (rep >= 3)
             expert_pipe_prefer(p, NE, all);
+        if (rep >= 4)
+            expert_pipe_set_pin_down(p, rep == 4 ? 0 : T);
         for (size_t i = 0; i < ny; i++) /* every row written again by this run */
             got[i] = -12345.0f;
         int64_t n = expert_pipe_run(p, 1, T, in, ids, got, &err);
@@ -257,7 +262,7 @@ static void run_case(guild_type_t gt, guild_type_t ut, guild_type_t dt, int64_t 
     if (prof) { /* every run with work seen, its time split into shares of the threads' windows */
         expert_pipe_prof_summary_t sum;
         expert_pipe_prof_summarize(prof, &sum);
-        ck_assert_int_eq(prof->runs, pack_experts ? 5 : 4);
+        ck_assert_int_eq(prof->runs, pack_experts ? 7 : 6);
         ck_assert_int_eq(prof->n_threads, threads);
         ck_assert(sum.tasks >= 2); /* gate/up and down of one expert at least */
         ck_assert(sum.window_us > 0 && sum.lag_us <= sum.window_us && sum.tail_us <= sum.window_us);
@@ -850,9 +855,5 @@ int main(void)
     tcase_add_test(tc, test_tuning_file);
     tcase_add_test(tc, test_tuning_for_model);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -10,6 +10,7 @@
 #include "ipc/exchange.h"
 #include "ipc/expert_store.h"
 #include "ipc/proc_stat.h"
+#include "tests/check_run.h"
 #include "tests/ipc_testutil.h"
 
 #include <check.h>
@@ -1042,8 +1043,9 @@ START_TEST(test_exchange_shape_and_validation)
 }
 END_TEST
 
-/* The hint's pick (guild_exchange_hint_pick, the host's and the device's): each token's first `per` ids >= 0,
- * rank-major, an expert taken once, cut at the header's room. */
+/* The hint's pick (guild_exchange_hint_pick, the host's and the device's): up to 4 tokens, each token's first
+ * `per` ids >= 0, rank-major, an expert taken once, cut at the header's room; more tokens (a batched step), the
+ * `per` experts the most rows hold, ties rank-major. */
 START_TEST(test_exchange_hint_pick)
 {
     int32_t out[GUILD_EXCHANGE_HINT_MAX];
@@ -1071,12 +1073,63 @@ START_TEST(test_exchange_hint_pick)
     ck_assert_int_eq(guild_exchange_hint_pick(0, 2, 2, gone, out), 0);
     /* more than the room: cut at GUILD_EXCHANGE_HINT_MAX, the best ranks first */
     int32_t big[6 * 8];
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 8; k++)
+            big[t * 8 + k] = 10 * t + k;
+    ck_assert_int_eq(guild_exchange_hint_pick(4, 8, 5, big, out), (int)GUILD_EXCHANGE_HINT_MAX);
+    for (int i = 0; i < (int)GUILD_EXCHANGE_HINT_MAX; i++)
+        ck_assert_int_eq(out[i], 10 * (i % 4) + i / 4);
+    /* a batched step (5 tokens and more), every expert in one row: `per` of them, rank-major */
     for (int t = 0; t < 6; t++)
         for (int k = 0; k < 8; k++)
             big[t * 8 + k] = 10 * t + k;
-    ck_assert_int_eq(guild_exchange_hint_pick(6, 8, 4, big, out), (int)GUILD_EXCHANGE_HINT_MAX);
-    for (int i = 0; i < (int)GUILD_EXCHANGE_HINT_MAX; i++)
+    ck_assert_int_eq(guild_exchange_hint_pick(6, 8, 4, big, out), 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(out[i], 10 * i);
+    ck_assert_int_eq(guild_exchange_hint_pick(6, 8, 8, big, out), 8);
+    for (int i = 0; i < 8; i++)
         ck_assert_int_eq(out[i], 10 * (i % 6) + i / 6);
+    /* ... shared experts first by their rows: 7 in 4 rows, 3 in 3, then 9 and 5 in 2 each (9 first rank-major:
+     * token 2's best, where 5 is token 0's second), the GPU's (-1) never */
+    const int32_t five[5 * 4] = {
+        1, 5, 7, -1, /* token 0 */
+        7, 3, 2, 8,  /* token 1 */
+        9, 7, 3, 5,  /* token 2 */
+        7, 9, 3, -1, /* token 3 */
+        4, 6, 0, 11, /* token 4 */
+    };
+    ck_assert_int_eq(guild_exchange_hint_pick(5, 4, 4, five, out), 4);
+    const int32_t want5[4] = {7, 3, 9, 5};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(out[i], want5[i]);
+    /* at most the room, however many asked; no more than the experts there are */
+    ck_assert_int_eq(guild_exchange_hint_pick(5, 4, 2, five, out), 2);
+    ck_assert(out[0] == 7 && out[1] == 3);
+    const int32_t few[5 * 2] = {1, -1, 1, -1, 2, 1, -1, -1, 2, -1};
+    ck_assert_int_eq(guild_exchange_hint_pick(5, 2, 2, few, out), 2);
+    ck_assert(out[0] == 1 && out[1] == 2);
+    int32_t all[16 * 8];
+    for (int q = 0; q < 16 * 8; q++)
+        all[q] = q;
+    ck_assert_int_eq(guild_exchange_hint_pick(16, 8, 8, all, out), 8);
+    ck_assert_int_eq(guild_exchange_hint_pick(16, 8, 40, all, out), (int)GUILD_EXCHANGE_HINT_MAX);
+    ck_assert_int_eq(guild_exchange_hint_pick(16, 2, 8, all, out), 8); /* a batched count is not per token */
+    /* the count the engine asks for: --prefetch-experts a token in a few tokens' step, the batch rule's beyond */
+    ck_assert_int_eq(guild_exchange_hint_per(1, 4), 4);
+    ck_assert_int_eq(guild_exchange_hint_per((int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS, 3), 3);
+    ck_assert_int_eq(guild_exchange_hint_per((int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS + 1, 3),
+                     (int)GUILD_EXCHANGE_HINT_BATCH);
+    ck_assert_int_eq(guild_exchange_hint_per(16, 0), 0);
+    ck_assert_int_eq(guild_exchange_hint_per(1, 0), 0);
+    /* the device's way (every entry's rows counted first, then kept in order) is the host's */
+    int32_t rows[5 * 4], dev[GUILD_EXCHANGE_HINT_MAX];
+    for (int i = 0; i < 5 * 4; i++)
+        rows[i] = guild_exchange_hint_rows(5, 4, five, i);
+    ck_assert_int_eq(rows[1], 4); /* token 1's best, 7: its first entry rank-major, in 4 rows */
+    ck_assert_int_eq(rows[3], 0); /* token 3's best, 7 again */
+    ck_assert_int_eq(guild_exchange_hint_pick_batch(5, 4, 4, five, rows, dev), 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(dev[i], want5[i]);
 }
 END_TEST
 
@@ -1311,9 +1364,5 @@ int main(void)
     tcase_add_test(tc, test_exchange_hint_pick);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

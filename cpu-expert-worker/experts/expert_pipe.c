@@ -34,6 +34,7 @@ struct expert_pipe {
     guild_pool_t *pool;
     int32_t gu_rows, down_rows; /* from the tuning; 0 = automatic, per run */
     int32_t guide, min_rows;    /* the automatic claims' rule (GUIDE and MIN_ROWS unless tuned) */
+    int32_t pin_down_tokens;    /* runs of more tokens leave the preferred experts' down rows to the claims */
 
     /* scratch, grown to the largest batch seen; p = a pair's index in expert order */
     int64_t cap_pairs, cap_tokens;
@@ -143,6 +144,7 @@ int expert_pipe_new(expert_pipe_t **out, const expert_pipe_src_t *src, guild_poo
     p->down_rows = t.down_rows;
     p->guide = t.guide ? t.guide : GUIDE;
     p->min_rows = t.min_rows ? t.min_rows : MIN_ROWS;
+    p->pin_down_tokens = EXPERT_PIPE_PIN_DOWN_TOKENS;
     p->count = calloc((size_t)src->n_expert, sizeof *p->count);
     p->used = calloc((size_t)src->n_expert, sizeof *p->used);
     p->start = calloc((size_t)src->n_expert + 1, sizeof *p->start);
@@ -543,6 +545,11 @@ void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids)
             p->first[p->n_first++] = ids[i];
 }
 
+void expert_pipe_set_pin_down(expert_pipe_t *p, int32_t max_tokens)
+{
+    p->pin_down_tokens = max_tokens;
+}
+
 void expert_pipe_set_prof(expert_pipe_t *p, expert_pipe_prof_t *prof)
 {
     p->prof = prof;
@@ -676,8 +683,11 @@ int64_t expert_pipe_run(expert_pipe_t *p, int32_t layer, int32_t n_tokens, const
     /* the pinned experts' gate/up segments are the slices' (pipe_worker); claims start after them */
     if (p->n_pinned && p->src.n_ff % 16 && j.n_threads > 1)
         p->n_pinned = 0; /* rows not in 16-row groups: no slices, claims as usual */
-    /* their down rows in slices too (up to 64: a task's mask), where those rows come in 16-row groups */
-    p->n_pinned_down = p->src.n_embd % 16 && j.n_threads > 1 ? 0 : p->n_pinned < 64 ? p->n_pinned : 64;
+    /* their down rows in slices too (up to 64: a task's mask), where those rows come in 16-row groups, in runs of
+     * a few tokens (EXPERT_PIPE_PIN_DOWN_TOKENS) */
+    p->n_pinned_down = (p->src.n_embd % 16 && j.n_threads > 1) || n_tokens > p->pin_down_tokens ? 0
+                       : p->n_pinned < 64                                                  ? p->n_pinned
+                                                                                           : 64;
     for (int k = 0; k < j.n_threads; k++)
         atomic_store_explicit(&p->slice_taken[k], 0, memory_order_relaxed);
     atomic_store_explicit(&p->cursor, (uint64_t)p->n_pinned << 32, memory_order_relaxed);

@@ -74,10 +74,18 @@ int expert_pipe_warm(expert_pipe_t *p, int32_t n_tokens, guild_type_t gate_type,
  * ascending (the default order), and their gate and up rows in fixed slices, pool thread k taking slice k
  * (expert_pipe_slice of the pool's thread count) before it claims any other work: the rows whose bytes thread k
  * prefetched into its own core's cache (expert_prefetch.h) are computed by thread k, before the rest of the
- * layer's stream can evict them. Their down rows too (up to 64 such experts): thread k computes slice k of an
- * expert's down rows once its hidden vectors are in (between its claims, or after them), never another core.
+ * layer's stream can evict them. In a run of up to EXPERT_PIPE_PIN_DOWN_TOKENS tokens their down rows too (up to
+ * 64 such experts): thread k computes slice k of an expert's down rows once its hidden vectors are in (between its
+ * claims, or after them), never another core. In a larger run (several sessions' batched step) their down rows
+ * are claimed as any others: a slice of down waits for every thread's gate/up slices of its expert, so one late
+ * thread held up every other at the preferred experts (bench/results/cpu36-h200-2026-12-03-s36.md).
  * Speed only: the bits do not depend on the order or the slices. */
+#define EXPERT_PIPE_PIN_DOWN_TOKENS 4
 void expert_pipe_prefer(expert_pipe_t *p, int32_t n, const int32_t *ids);
+
+/* Runs of up to max_tokens tokens (EXPERT_PIPE_PIN_DOWN_TOKENS unless set) take the preferred experts' down rows
+ * in slices (expert_pipe_prefer); 0: never. Benchmarks try others; speed only. */
+void expert_pipe_set_pin_down(expert_pipe_t *p, int32_t max_tokens);
 
 /* Slice i of n of a matrix of `rows` rows (a multiple of 16, the packed kernels' row group, or any count when n is
  * 1): rows [*r0, *r0 + *nr), starting on a 16-row group; the n slices cover the rows once, some may be empty. */

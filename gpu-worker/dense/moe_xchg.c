@@ -90,15 +90,16 @@ static int32_t xchg_hint_experts(const moe_exec_t *base)
     return (int32_t)guild_exchange_shape(((const moe_xchg_t *)base)->x)->n_prefetch;
 }
 
-/* The first n_prefetch predicted experts of every token that the CPU workers compute (ids >= 0), rank-major
- * (guild_exchange_hint_pick): on the pending exchange's slot, or, before a submit, held for the next one (which
- * writes them before it publishes: the workers find them every time). None left: no hint. */
+/* The predicted experts that the CPU workers compute (ids >= 0) that guild_exchange_hint_pick takes (a few tokens:
+ * each one's first n_prefetch, rank-major; a batched step: those most tokens route to): on the pending exchange's
+ * slot, or, before a submit, held for the next one (which writes them before it publishes: the workers find them
+ * every time). None left: no hint. */
 static int xchg_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *ids, void *queue, guild_err_t *err)
 {
     moe_xchg_t *m = (moe_xchg_t *)base;
     (void)queue;
     (void)err;
-    const int32_t per = xchg_hint_experts(base);
+    const int32_t per = guild_exchange_hint_per(n, xchg_hint_experts(base));
     m->n_held = 0;
     if (per <= 0 || n < 1)
         return 0;

@@ -61,9 +61,10 @@ static void combine_task(void *ctx, int64_t t, int thread)
 /* The prefetch hint (moe_exec.h) for layer il + 1, given before layer il's experts are submitted (they carry it:
  * the host has nothing else to do meanwhile, and the workers then find it every time): its router applied to x
  * (the residual stream that entered layer il's FFN) normed with its own ffn_norm ("pre-gating"), each token's top
- * n_expert_used logits in order. A few rows only (decode); a next layer that is not a softmax-routed MoE, or whose
+ * n_expert_used logits in order. Decode rows only (one session's or several sessions' batched step, as the CUDA
+ * backend; guild_exchange_hint_pick's rule for each); a next layer that is not a softmax-routed MoE, or whose
  * experts the executor computes all itself (moe_exec_hint_wanted), gets none. */
-#define HINT_ROWS 4
+#define HINT_ROWS 16
 static int hint_next(cpu_backend_t *b, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;

@@ -717,7 +717,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     }
     /* the prefetch hint's buffers, when the experts' executor passes hints on (ffn_moe.c) */
     if (moe_exec_hint_experts(b->moe) > 0) {
-        const size_t HR = CUDA_ROUTER_FUSED_ROWS;
+        const size_t HR = CUDA_ROUTER_FUSED_MAX;
         if (cuda_alloc((void **)&b->pre_xn, HR * E * f, sc, "prefetch hint", err) < 0 ||
             cuda_alloc((void **)&b->pre_logits, HR * (size_t)c->n_expert * f, sc, "prefetch hint", err) < 0 ||
             cuda_alloc((void **)&b->pre_w, HR * K * f, sc, "prefetch hint", err) < 0 ||

@@ -242,9 +242,7 @@ int cuda_router_topk(const float *logits, int32_t n_tok, int32_t n_expert, int32
  * n_tok, W, w_stride, x, ldx floats) (the same bits), then ids/w/counts as cuda_router_topk from them (the same
  * bits); each token's bits are those it gets alone. done: CUDA_ROUTER_FUSED_MAX device counters, 0 before the
  * launch and after it (token t's blocks count themselves on done[t]; the cluster form, cuda_set_router_cluster,
- * leaves them alone); one set per stream. The prefetch hint
- * (ffn_moe.c) takes up to CUDA_ROUTER_FUSED_ROWS rows (its buffers' rows). */
-#define CUDA_ROUTER_FUSED_ROWS 4
+ * leaves them alone); one set per stream. The prefetch hint (ffn_moe.c) takes as many rows, one set of buffers. */
 #define CUDA_ROUTER_FUSED_MAX 16
 int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t ldx, int32_t n_embd, float *logits,
                       int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups, int32_t n_group_used,

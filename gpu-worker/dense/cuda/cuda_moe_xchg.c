@@ -79,7 +79,8 @@ static int xchg_hint(moe_exec_t *base, int32_t layer, int32_t n, const int32_t *
     moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
     if (m->n_prefetch <= 0)
         return 0;
-    return cuda_xchg_hint(&m->view, m->d, layer, n, m->n_used, m->n_prefetch, ids, (cudaStream_t)queue, err);
+    return cuda_xchg_hint(&m->view, m->d, layer, n, m->n_used, guild_exchange_hint_per(n, m->n_prefetch), ids,
+                          (cudaStream_t)queue, err);
 }
 
 static bool xchg_capturable(const moe_exec_t *base)

@@ -157,7 +157,7 @@ typedef struct cuda_backend {
     unsigned int *d_router_done; /* [CUDA_ROUTER_FUSED_MAX] cuda_router_fused's counters of finished blocks (0 between
                                   * launches) */
     /* the prefetch hint (ffn_moe.c) when the experts' executor takes one: the next layer's router on its norm of x,
-     * for up to CUDA_ROUTER_FUSED_ROWS rows; NULL: no hints */
+     * for up to CUDA_ROUTER_FUSED_MAX rows; NULL: no hints */
     float *pre_xn, *pre_logits, *pre_w; /* [rows][n_embd], [rows][n_expert], [rows][n_expert_used] */
     int32_t *pre_ids;                   /* [rows][n_expert_used] */
     unsigned int *d_pre_done;           /* [CUDA_ROUTER_FUSED_MAX] cuda_router_fused's counters for them */

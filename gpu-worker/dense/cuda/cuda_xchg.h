@@ -12,10 +12,10 @@
  *   wait     one warp spins on done[k] >= seq for every worker with system-scope acquire loads; adds its time
  *            (%globaltimer) to wait_ns. It gives up when the host raises *view.cancel or after timeout_ns.
  *   take_y   copies the slot's y rows of exchange seq (volatile loads: the CPU wrote them) into device memory.
- *   hint     (a prefetch hint, after publish) one thread writes the first n_pre of each token's predicted ids
- *            that are >= 0 (rank-major, at most GUILD_EXCHANGE_HINT_MAX: guild_exchange_hint_pick) into the header
- *            of exchange seq's slot, fences at system scope, then hint_seq = seq with a system-scope release store
- *            (ipc/exchange.h); none >= 0: nothing written.
+ *   hint     (a prefetch hint, after publish) writes the ids of the predicted experts (>= 0) that
+ *            guild_exchange_hint_pick takes with n_pre (a few tokens: each one's first n_pre, rank-major; a batched
+ *            step: the n_pre most tokens route to) into the header of exchange seq's slot, fences at system scope,
+ *            then hint_seq = seq with a system-scope release store (ipc/exchange.h); none >= 0: nothing written.
  * A failure (timeout, cancel) is recorded once in `failed` and makes every later bridge kernel a no-op until
  * the host clears it (cuda_xchg_dev_t.failed = 0) before the next step; the step's results are then garbage and
  * the host reports the failure instead of them. An exchange published before a failure still completes on the
@@ -74,8 +74,8 @@ int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t lay
 int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, cudaStream_t s, guild_err_t *err);
 int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y, cudaStream_t s,
                      guild_err_t *err);
-/* ids: [n_tok][n_used] (device), the experts predicted for `layer` (< 0: none the CPU workers compute); the
- * first n_pre >= 0 of each row travel. */
+/* ids: [n_tok][n_used] (device), the experts predicted for `layer` (< 0: none the CPU workers compute); those
+ * guild_exchange_hint_pick takes with n_pre (guild_exchange_hint_per's count) travel. */
 int cuda_xchg_hint(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int32_t n_tok, int32_t n_used,
                    int32_t n_pre, const int32_t *ids, cudaStream_t s, guild_err_t *err);
 /* take_y of the rows of the pairs p < n_pairs whose ids[p] (device) is >= 0 only: y[p][0..n_embd); the other

@@ -10,13 +10,14 @@
  * the hint, so that it reaches the CPU workers before them): layer il + 1's router applied to x, the residual
  * stream that entered layer il's FFN, normed with layer il + 1's ffn_norm ("pre-gating", bench/route_predict.h),
  * its top n_expert_used by the router's own kernels (cuda_rmsnorm, cuda_router_fused: a prediction, not a result;
- * it only moves bytes into the CPU workers' caches). Decode rows only (CUDA_ROUTER_FUSED_ROWS); a next layer that
+ * it only moves bytes into the CPU workers' caches). Decode rows only (CUDA_ROUTER_FUSED_MAX: one session's or
+ * several's batched step, guild_exchange_hint_pick's rule for each); a next layer that
  * is not a softmax-routed MoE with F32 router weights, or that the executor does not want a hint for (its experts
  * all on the device, or no exchange to carry it: moe_exec_hint_wanted), gets none. */
 static int hint_next(cuda_backend_t *b, moe_exec_t *ex, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
-    if (!b->pre_ids || il + 1 >= c->n_layer || n > CUDA_ROUTER_FUSED_ROWS || !moe_exec_hint_wanted(ex, il + 1))
+    if (!b->pre_ids || il + 1 >= c->n_layer || n > CUDA_ROUTER_FUSED_MAX || !moe_exec_hint_wanted(ex, il + 1))
         return 0;
     const model_layer_parts_t nx = model_layer_parts(c, il + 1);
     const cuda_layer_t *N = &b->layers[il + 1];

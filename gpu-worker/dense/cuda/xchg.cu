@@ -150,16 +150,30 @@ static __global__ void xchg_wait_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, 
     }
 }
 
-/* One thread: the hint on the slot of the exchange last published, picked as the host picks it
- * (guild_exchange_hint_pick: at most 16 of a few tokens' ids). No id left (every predicted expert computed by
- * the device): no hint. */
+/* The hint on the slot of the exchange last published, picked as the host picks it (guild_exchange_hint_pick): a
+ * few tokens' on one thread; a batched step's rows of each entry counted by the block's threads
+ * (guild_exchange_hint_rows: n_tok x n_used compares each), then kept in order by thread 0
+ * (guild_exchange_hint_pick_batch). No id left (every predicted expert computed by the device): no hint. */
+#define XH_THREADS 256
+#define XH_ENTRIES 512 /* a batched step's prediction the block counts in shared memory (n_tok x n_used) */
 static __global__ void xchg_hint_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int layer, int n_tok,
                                         int n_used, int n_pre, const int32_t *__restrict__ ids)
 {
+    __shared__ int32_t rows[XH_ENTRIES];
     if (d->failed)
         return;
+    const int32_t n_all = n_tok * n_used;
+    const bool batched = n_tok > (int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS && n_all <= XH_ENTRIES;
+    if (batched) {
+        for (int32_t i = threadIdx.x; i < n_all; i += blockDim.x)
+            rows[i] = guild_exchange_hint_rows(n_tok, n_used, ids, i);
+        __syncthreads();
+    }
+    if (threadIdx.x)
+        return;
     int32_t pick[GUILD_EXCHANGE_HINT_MAX];
-    const int32_t n = guild_exchange_hint_pick(n_tok, n_used, n_pre, ids, pick);
+    const int32_t n = batched ? guild_exchange_hint_pick_batch(n_tok, n_used, n_pre, ids, rows, pick)
+                              : guild_exchange_hint_pick(n_tok, n_used, n_pre, ids, pick);
     if (!n)
         return;
     const unsigned long long seq = d->seq;
@@ -261,9 +275,10 @@ extern "C" int cuda_xchg_hint(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int
 {
     if (check_view(v, err) < 0)
         return -1;
-    if (n_tok < 1 || n_pre < 1 || n_pre > n_used)
+    if (n_tok < 1 || n_pre < 1)
         return 0;
-    xchg_hint_kernel<<<1, 1, 0, s>>>(*v, d, layer, n_tok, n_used, n_pre, ids);
+    const unsigned threads = n_tok > (int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS ? XH_THREADS : 1;
+    xchg_hint_kernel<<<1, threads, 0, s>>>(*v, d, layer, n_tok, n_used, n_pre, ids);
     return cuda_launch_check("exchange hint", err);
 }
 
