@@ -476,6 +476,7 @@ static void hung(sup_t *s, wslot_t *w, const char *fmt, ...)
         w->state = W_KILLING;
         w->peer.len = 0;
     }
+    pthread_cond_broadcast(&s->cond); /* a stats request waiting for its answer stops waiting (refresh_stats) */
 }
 
 static wslot_t *slot_by_peer(sup_t *s, const guild_msg_peer_t *p)

@@ -12,6 +12,8 @@
 #include "coordinator/supervisor_slots.h"
 #include "core/util/log.h"
 
+#define STATS_WAIT_MS 10000ull
+
 void sup_take_stats(wslot_t *w, const Guild__Stats *st)
 {
     w->exchanges = st->exchanges;
@@ -42,7 +44,8 @@ void sup_restarts(sup_t *s, int *gpu, int *cpu)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Under mu: asks the ready workers for their counters and waits (300 ms at most) for the answers. */
+/* Under mu: asks the ready workers for their counters and waits for the answers (STATS_WAIT_MS at most, or twice
+ * hang_ms if longer). */
 static void refresh_stats(sup_t *s)
 {
     /* fresh counters: a heartbeat's may be up to a period old */
@@ -53,9 +56,12 @@ static void refresh_stats(sup_t *s)
         w->stats_pending = true;
         s->stats_wanted = true; /* the supervisor thread sends the requests: it owns the socket */
     }
-    /* as long as a live worker may be silent (twice hang_ms): a starved machine answers late, and an answer
-     * given up on leaves a heartbeat's older counts (--stats would print them as the run's) */
-    const uint64_t wait_ns = 2ull * (s->opts.hang_ms ? s->opts.hang_ms : 300) * 1000000ull;
+    /* a starved machine answers late, and an answer given up on leaves a heartbeat's older counts, which --stats
+     * and --record-routing would give as the run's (a sanitizer build among parallel tests on 2 CPUs missed twice
+     * hang_ms, 600 ms): STATS_WAIT_MS at least. Only a worker that stays ready waits this long: one that goes
+     * silent is taken out of W_READY by the supervisor thread within hang_ms, which ends the wait. */
+    const uint64_t hang2 = 2ull * (s->opts.hang_ms ? s->opts.hang_ms : 300);
+    const uint64_t wait_ns = (hang2 > STATS_WAIT_MS ? hang2 : STATS_WAIT_MS) * 1000000ull;
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += (time_t)(wait_ns / 1000000000ull);
