@@ -39,7 +39,7 @@ static const cuda_pairs_mma_shape_t shapes[] = {
     {0},             {2, 8, 1, 1, 2}, {4, 8, 1, 1, 2},  {8, 8, 1, 1, 2},  {2, 8, 2, 1, 2},  {4, 8, 2, 1, 2},
     {8, 8, 2, 1, 2}, {4, 16, 1, 1, 2}, {8, 16, 1, 1, 2}, {4, 16, 2, 1, 2}, {8, 16, 2, 1, 2}, {8, 8, 1, 2, 1},
     {8, 8, 1, 3, 1}, {8, 8, 1, 4, 1}, {4, 8, 1, 3, 1},  {4, 8, 1, 4, 1},  {2, 8, 1, 4, 1},  {8, 8, 1, 3, 2},
-    {4, 8, 1, 4, 2}};
+    {4, 8, 1, 4, 2},  {4, 8, 1, 2, 1}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* memcmp of two device buffers of `bytes`; the first differing float's index, or -1. */

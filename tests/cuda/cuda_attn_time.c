@@ -6,8 +6,11 @@
  * kernel, one split, no programmatic dependent launch. Not a test; run by hand or by a device script. Linked against
  * another build's libraries (the same interface), it times that build's kernels: the A/B of a kernel change in one
  * program. Each variant's output and quantized rows are compared with the default path's (bits).
- * usage: cuda_attn_time [--short] [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each; --short: without
- * "one split" and "no pdl") */
+ * --timeline: instead, where the default launch's time goes (cuda_set_attn_timeline): each block's stamps in a
+ * replayed graph, the phases of the block that ends last and the hand-over from the launch before, medians over
+ * the layers.
+ * usage: cuda_attn_time [--short | --timeline] [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each;
+ * --short: without "one split" and "no pdl") */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "core/quant/fp16.h"
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
+#include "core/util/clock.h" /* guild_median */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "tests/cuda/cuda_time.h"
 
@@ -28,6 +32,7 @@
 #define AT_HD 128    /* head dimension */
 #define AT_CTX 8224  /* cache rows a layer: the graph's grid is sized for it (64 splits), as a step's */
 #define AT_ROWS 16   /* rows at most */
+#define AT_ZMAX 64   /* blocks along the splits at most (the attention's split cap) */
 
 static cudaStream_t stream;
 
@@ -44,7 +49,11 @@ typedef struct at_ctx {
     unsigned int *done;     /* [AT_NKV * CUDA_DECODE_ROWS] */
     int32_t n;              /* rows */
     bool fuse, split;       /* merge (and quantize) in the launch; splits (else no scratch: one block a KV head) */
+    unsigned long long *tl; /* --timeline: [AT_L] layers' stamps (device), NULL: none */
 } at_ctx_t;
+
+/* One layer's share of the timeline buffer: every block a grid of AT_NKV x AT_ROWS x AT_ZMAX may have. */
+#define AT_TL_LAYER ((size_t)AT_NKV * AT_ROWS * AT_ZMAX * CUDA_ATTN_TL_STAMPS)
 
 static int at_layer(const at_ctx_t *c, int32_t l, guild_err_t *err)
 {
@@ -52,6 +61,7 @@ static int at_layer(const at_ctx_t *c, int32_t l, guild_err_t *err)
     const char *kc = (const char *)c->kc + (size_t)l * c->layer_bytes;
     const char *vc = (const char *)c->vc + (size_t)l * c->layer_bytes;
     const float scale = 1.0f / sqrtf((float)AT_HD);
+    cuda_set_attn_timeline(c->tl ? c->tl + (size_t)l * AT_TL_LAYER : NULL);
     if (cuda_attention_decode_dyn(c->out, c->q, GUILD_TYPE_F16, kc, vc, c->n, c->kv0, AT_CTX - c->n, AT_NH, AT_NKV,
                                   AT_HD, scale, NULL, c->split ? c->scratch : NULL, c->split ? c->scratch_bytes : 0,
                                   c->fuse ? &fuse : NULL, stream, err) < 0)
@@ -115,12 +125,18 @@ static const at_variant_t variants[] = {
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 static bool at_short; /* --short */
 
-static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
+/* n rows whose last sees `keys` keys: the cache length before them on the device, the row count in c. */
+static void at_rows(at_ctx_t *c, int32_t keys, int32_t n)
 {
-    const int32_t kv0 = keys - n; /* the last row sees `keys` keys */
+    const int32_t kv0 = keys - n;
     cuda_time_need(kv0 >= 0 && keys <= AT_CTX, "%d keys, %d rows", keys, n);
     CUDA_TIME_CU(cudaMemcpy(c->kv0, &kv0, sizeof kv0, cudaMemcpyHostToDevice));
     c->n = n;
+}
+
+static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
+{
+    at_rows(c, keys, n);
     const size_t no = (size_t)n * AT_NH * AT_HD;
     float *ref = malloc(no * sizeof(float)), *got = malloc(no * sizeof(float));
     unsigned char *qref = malloc((size_t)n * c->qrow), *qgot = malloc((size_t)n * c->qrow);
@@ -150,6 +166,89 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
     free(got);
     free(qref);
     free(qgot);
+}
+
+/* The quantities --timeline prints (us), each a median over layers 1..AT_L - 1. */
+enum {
+    TQ_HAND,    /* the launch before's last block ends -> this launch's first block past its wait */
+    TQ_SPAN,    /* first block past the wait -> last block ends */
+    TQ_WAITS,   /* the spread of the blocks' passing the wait */
+    TQ_TILE,    /* the last block: wait -> first tile in shared memory */
+    TQ_KEYS,    /* first tile -> keys done */
+    TQ_PARTIAL, /* keys done -> partial written */
+    TQ_TICKET,  /* partial -> its count added */
+    TQ_MERGE,   /* ticket -> splits merged */
+    TQ_END,     /* merged (or partial, one split) -> the block ends (the quantization) */
+    TQ_STEP,    /* the launch before's last block ends -> this one's */
+    TQ_BLOCKS,  /* blocks with a split */
+    TQ_N
+};
+static const char *const tq_names[TQ_N] = {"hand-over", "span", "waits' spread", "wait->tile", "tile->keys",
+                                           "keys->partial", "partial->ticket", "ticket->merged", "->end",
+                                           "end->end", "blocks"};
+
+/* The default launch's timeline at `keys` keys and n rows: a graph of AT_L layers replayed, the last replay's
+ * stamps. */
+static void attn_timeline(at_ctx_t *c, int32_t keys, int32_t n)
+{
+    at_rows(c, keys, n);
+    c->fuse = c->split = true;
+    const size_t nst = (size_t)AT_L * AT_TL_LAYER;
+    CUDA_TIME_CU(cudaMemset(c->tl, 0, nst * sizeof(unsigned long long)));
+    const double us = at_time(c);
+    unsigned long long *st = malloc(nst * sizeof *st);
+    cuda_time_need(st != NULL, "out of memory");
+    CUDA_TIME_CU(cudaMemcpy(st, c->tl, nst * sizeof *st, cudaMemcpyDeviceToHost));
+    double v[TQ_N][AT_L];
+    int nl = 0;
+    unsigned long long prev_end = 0;
+    for (int32_t l = 0; l < AT_L; l++) {
+        const unsigned long long *L = st + (size_t)l * AT_TL_LAYER;
+        unsigned long long end = 0, wait0 = ~0ull, waitn = 0;
+        const unsigned long long *last = NULL; /* the working block that ends last */
+        int blocks = 0;
+        /* the layout is the launch's grid (AT_NKV, n, z): blocks past its z never wrote */
+        for (int z = 0; z < AT_ZMAX; z++)
+            for (int y = 0; y < n; y++)
+                for (int x = 0; x < AT_NKV; x++) {
+                    const unsigned long long *b = L + ((size_t)(z * n + y) * AT_NKV + x) * CUDA_ATTN_TL_STAMPS;
+                    if (!b[CUDA_ATTN_TL_ENTRY])
+                        continue;
+                    if (b[CUDA_ATTN_TL_END] > end)
+                        end = b[CUDA_ATTN_TL_END];
+                    if (!b[CUDA_ATTN_TL_WAIT])
+                        continue; /* no split */
+                    blocks++;
+                    wait0 = b[CUDA_ATTN_TL_WAIT] < wait0 ? b[CUDA_ATTN_TL_WAIT] : wait0;
+                    waitn = b[CUDA_ATTN_TL_WAIT] > waitn ? b[CUDA_ATTN_TL_WAIT] : waitn;
+                    if (!last || b[CUDA_ATTN_TL_END] > last[CUDA_ATTN_TL_END])
+                        last = b;
+                }
+        if (l > 0 && last && prev_end) {
+            const double ns = 1e-3;
+            const bool merged = last[CUDA_ATTN_TL_MERGE] != 0;
+            v[TQ_HAND][nl] = ((double)wait0 - (double)prev_end) * ns;
+            v[TQ_SPAN][nl] = (double)(end - wait0) * ns;
+            v[TQ_WAITS][nl] = (double)(waitn - wait0) * ns;
+            v[TQ_TILE][nl] = (double)(last[CUDA_ATTN_TL_TILE] - last[CUDA_ATTN_TL_WAIT]) * ns;
+            v[TQ_KEYS][nl] = (double)(last[CUDA_ATTN_TL_KEYS] - last[CUDA_ATTN_TL_TILE]) * ns;
+            v[TQ_PARTIAL][nl] = (double)(last[CUDA_ATTN_TL_PARTIAL] - last[CUDA_ATTN_TL_KEYS]) * ns;
+            v[TQ_TICKET][nl] = merged ? (double)(last[CUDA_ATTN_TL_TICKET] - last[CUDA_ATTN_TL_PARTIAL]) * ns : 0;
+            v[TQ_MERGE][nl] = merged ? (double)(last[CUDA_ATTN_TL_MERGE] - last[CUDA_ATTN_TL_TICKET]) * ns : 0;
+            v[TQ_END][nl] = (double)(last[CUDA_ATTN_TL_END] -
+                                     last[merged ? CUDA_ATTN_TL_MERGE : CUDA_ATTN_TL_PARTIAL]) * ns;
+            v[TQ_STEP][nl] = (double)(end - prev_end) * ns;
+            v[TQ_BLOCKS][nl] = blocks;
+            nl++;
+        }
+        prev_end = end;
+    }
+    printf("timeline: %5d keys, %2d rows: %.2f us a layer (graph); medians over %d layers, us:", keys, n, us, nl);
+    for (int q = 0; q < TQ_N; q++)
+        printf(q == TQ_BLOCKS ? " %s %.0f" : " %s %.2f;", tq_names[q], guild_median(v[q], nl));
+    printf("\n");
+    fflush(stdout);
+    free(st);
 }
 
 int main(int argc, char **argv)
@@ -193,16 +292,26 @@ int main(int argc, char **argv)
            AT_HD, AT_CTX, AT_L);
     static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
     int a0 = 1;
+    bool timeline = false;
     if (argc > 1 && !strcmp(argv[1], "--short")) {
         at_short = true;
         a0 = 2;
+    } else if (argc > 1 && !strcmp(argv[1], "--timeline")) {
+        timeline = true;
+        a0 = 2;
+        CUDA_TIME_CU(cudaMalloc((void **)&c.tl, (size_t)AT_L * AT_TL_LAYER * sizeof(unsigned long long)));
     }
     const int nk = argc > a0 ? argc - a0 : 3;
     for (int i = 0; i < nk; i++) {
         const int32_t keys = argc > a0 ? (int32_t)atoi(argv[a0 + i]) : keys_def[i];
         for (int j = 0; j < 3; j++)
-            attn_time(&c, keys, rows[j]);
+            if (timeline)
+                attn_timeline(&c, keys, rows[j]);
+            else
+                attn_time(&c, keys, rows[j]);
     }
+    cuda_set_attn_timeline(NULL);
+    cudaFree(c.tl);
     unsigned int done[AT_NKV * CUDA_DECODE_ROWS];
     CUDA_TIME_CU(cudaMemcpy(done, c.done, sizeof done, cudaMemcpyDeviceToHost));
     for (int j = 0; j < AT_NKV * CUDA_DECODE_ROWS; j++)

@@ -29,26 +29,29 @@
 
 static cudaStream_t stream;
 
-/* variants: dp4a (shape NULL), then block shapes {warps, pairs, unroll, stages, l2} */
+/* variants: dp4a (shape NULL), then block shapes {warps, pairs, unroll, stages, l2} of gate/up (sh) and of the down
+ * product (shd; {0}: sh's) */
 typedef struct pt_variant {
     const char *name;
     bool dp4a;
-    cuda_pairs_mma_shape_t sh;
+    cuda_pairs_mma_shape_t sh, shd;
 } pt_variant_t;
 
 static const pt_variant_t variants[] = {
-    {"dp4a", true, {0}},
-    {"default", false, {0}},
-    {"direct 8w", false, {8, 8, 1, 1, 2}},
-    {"direct 4w", false, {4, 8, 1, 1, 2}},
-    {"staged 8w s2", false, {8, 8, 1, 2, 1}},
-    {"staged 8w s3", false, {8, 8, 1, 3, 1}},
-    {"staged 8w s4", false, {8, 8, 1, 4, 1}},
-    {"staged 4w s3", false, {4, 8, 1, 3, 1}},
-    {"staged 4w s4", false, {4, 8, 1, 4, 1}},
-    {"staged 2w s4", false, {2, 8, 1, 4, 1}},
-    {"staged 8w s3 l2", false, {8, 8, 1, 3, 2}},
-    {"staged 4w s4 l2", false, {4, 8, 1, 4, 2}},
+    {"dp4a", true, {0}, {0}},
+    {"default", false, {0}, {0}},
+    {"direct 8w", false, {8, 8, 1, 1, 2}, {0}},
+    {"direct 4w", false, {4, 8, 1, 1, 2}, {0}},
+    {"staged 8w s2", false, {8, 8, 1, 2, 1}, {0}},
+    {"staged 8w s3", false, {8, 8, 1, 3, 1}, {0}},
+    {"staged 8w s4", false, {8, 8, 1, 4, 1}, {0}},
+    {"staged 4w s2", false, {4, 8, 1, 2, 1}, {0}},
+    {"staged 4w s3", false, {4, 8, 1, 3, 1}, {0}},
+    {"staged 4w s4", false, {4, 8, 1, 4, 1}, {0}},
+    {"staged 2w s4", false, {2, 8, 1, 4, 1}, {0}},
+    {"staged 8w s3 l2", false, {8, 8, 1, 3, 2}, {0}},
+    {"staged 4w s4 l2", false, {4, 8, 1, 4, 2}, {0}},
+    {"8w s2 / 4w s2", false, {8, 8, 1, 2, 1}, {4, 8, 1, 2, 1}},
 };
 #define PT_NV (int)(sizeof variants / sizeof variants[0])
 
@@ -72,7 +75,7 @@ static int pt_layer(void *ctx, int32_t l, guild_err_t *err)
     const size_t eo = (size_t)l * PT_NE;
     const int32_t *li = c->ids + (size_t)l * PT_TOK * PT_K;
     const char *g = c->dg + eo * c->gm, *u = c->du + eo * c->gm, *d = c->dd + eo * c->dm;
-    const cuda_pairs_mma_shape_t *sh = &c->v->sh;
+    const cuda_pairs_mma_shape_t *sh = &c->v->sh, *shd = c->v->shd.warps ? &c->v->shd : sh;
     if (c->part != 1 && (c->v->dp4a ? cuda_expert_pairs(GUILD_TYPE_Q4_K, PT_E, PT_F, g, u, c->gm, c->rg, c->x, PT_E,
                                                          PT_K, li, PT_NE, k, c->h, PT_F, 0, false, stream, err)
                                     : cuda_expert_pairs_mma(GUILD_TYPE_Q4_K, PT_E, PT_F, g, u, c->gm, c->rg, c->x,
@@ -82,7 +85,7 @@ static int pt_layer(void *ctx, int32_t l, guild_err_t *err)
     if (c->part != 0 && (c->v->dp4a ? cuda_expert_pairs(c->dt, PT_F, PT_E, d, NULL, c->dm, c->rd, c->h, PT_F, 1, li,
                                                          PT_NE, k, c->y, PT_E, 0, true, stream, err)
                                     : cuda_expert_pairs_mma(c->dt, PT_F, PT_E, d, NULL, c->dm, c->rd, c->h, PT_F, 1,
-                                                            li, PT_NE, k, c->y, PT_E, sh, true, stream, err)) < 0)
+                                                            li, PT_NE, k, c->y, PT_E, shd, true, stream, err)) < 0)
         return -1;
     return 0;
 }

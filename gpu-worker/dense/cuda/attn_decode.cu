@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "gpu-worker/dense/cuda/quantize.cuh"
 #include "gpu-worker/dense/cuda/seq_rows.cuh"
@@ -451,7 +452,20 @@ static __device__ __forceinline__ void tile_load(const char *__restrict__ kb, co
 typedef struct ad_form {
     int early;    /* the row's length read, and a block without a split gone, before pdl_begin */
     int prefetch; /* (with early) the block's splits' keys and values asked into L2 before pdl_begin */
+    unsigned long long *tl; /* the launch's timeline (cuda_set_attn_timeline), NULL: none */
 } ad_form_t;
+
+/* The timeline of a launch (cuda_set_attn_timeline, timing programs only): block (x, y, z) writes
+ * CUDA_ATTN_TL_STAMPS %globaltimer readings from thread 0 at
+ * [((z gridDim.y + y) gridDim.x + x) CUDA_ATTN_TL_STAMPS], each stamp where its phase ends (cuda_kernels.h). */
+static __device__ __forceinline__ void tl_stamp(unsigned long long *tl, int i)
+{
+    if (threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        tl[((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * CUDA_ATTN_TL_STAMPS + i] = t;
+    }
+}
 
 /* Keys [j0, j1) of a KV head's K and V rows (kb, vb; rows `row` bytes apart, ROWB bytes of them the head's) asked
  * into L2, a 128-byte line a thread at a time: the cache, which only qk_prepare's newest row writes, and L2 is where
@@ -478,7 +492,7 @@ static __device__ __forceinline__ void kv_prefetch_l2(const char *kb, const char
  * faster (timings: bench/results/code-comment-measurements.md). fm: ad_form_t. MULTI: a block may compute several
  * splits (a grid cut below the row's split count); without it exactly one, as the loop's state held across a
  * split's end costs registers (sm_90: head dimensions 64 and 256 lost a block an SM). */
-template <int HD, typename KT, int WPB, bool MULTI>
+template <int HD, typename KT, int WPB, bool MULTI, bool TL = false>
 static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     attn_decode_gqa_kernel(float *__restrict__ out, const float *__restrict__ q, const KT *__restrict__ kc,
                            const KT *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
@@ -500,6 +514,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     __shared__ float sh_acc[WPB][HD];
     __shared__ float sh_m[WPB], sh_l[WPB];
 
+    if constexpr (TL)
+        tl_stamp(fm.tl, CUDA_ATTN_TL_ENTRY);
     if (!fm.early)
         pdl_begin();
     const int hkv = blockIdx.x, t = blockIdx.y, z = blockIdx.z, G = gridDim.z;
@@ -508,8 +524,11 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
     int n_split, j0, j1;
     row_plan(sq.kv0, sq.t, window, split_cap, z, &n_split, &j0, &j1);
-    if (z >= n_split)
+    if (z >= n_split) {
+        if constexpr (TL)
+            tl_stamp(fm.tl, CUDA_ATTN_TL_END);
         return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
+    }
     const int kvd = (n_head / group) * HD; /* elements per cache row */
     const char *kb = (const char *)(kc + hkv * HD) + sq.ko, *vb = (const char *)(vc + hkv * HD) + sq.vo;
     if (fm.early) {
@@ -521,6 +540,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
             }
         pdl_begin();
     }
+    if constexpr (TL)
+        tl_stamp(fm.tl, CUDA_ATTN_TL_WAIT);
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 8, r = lane % 8;
     const int P = WPB / group;             /* warps per query head */
@@ -553,6 +574,9 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
                 *(uint4 *)(vs + so) = vr[i];
             }
             __syncthreads();
+            if constexpr (TL)
+                if (jt == j0 && split == z)
+                    tl_stamp(fm.tl, CUDA_ATTN_TL_TILE);
             if (jt + TK < j1)
                 tile_load<CH, THREADS, ROWC, KT>(kb, vb, jt + TK, j1, kvd, kr, vr);
             else if (MULTI && next < n_split) /* the block's next split's first tile */
@@ -573,12 +597,16 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
                 key_step<DPL>(qv, kf, vf, jt + jl < j1, scale, m, l, acc);
             }
         }
+        if constexpr (TL)
+            tl_stamp(fm.tl, CUDA_ATTN_TL_KEYS);
         group_merge<DPL>(m, l, acc);
         warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
         __syncthreads();
         head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
                        split_cap, (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
         count++;
+        if constexpr (TL)
+            tl_stamp(fm.tl, CUDA_ATTN_TL_PARTIAL);
         if (!MULTI || next >= n_split)
             break;
         __syncthreads(); /* head_write's reads of sh_acc done before the next split's state goes there */
@@ -594,6 +622,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
             __syncthreads();
             out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
         }
+        if constexpr (TL)
+            tl_stamp(fm.tl, CUDA_ATTN_TL_END);
         return;
     }
     if (!done)
@@ -606,17 +636,26 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     if (threadIdx.x == 0)
         ticket = atomicAdd(done + hkv * gridDim.y + t, count);
     __syncthreads();
-    if (ticket + count != (unsigned int)n_split)
+    if constexpr (TL)
+        tl_stamp(fm.tl, CUDA_ATTN_TL_TICKET);
+    if (ticket + count != (unsigned int)n_split) {
+        if constexpr (TL)
+            tl_stamp(fm.tl, CUDA_ATTN_TL_END);
         return;
+    }
     __threadfence();
     merge_heads<HD, WPB>(out, partials, (int64_t)t * n_head + hkv * group, group, n_split, split_cap,
                          sinks ? sinks + hkv * group : NULL, (float *)ks, (float *)vs);
     if (threadIdx.x == 0)
         done[hkv * gridDim.y + t] = 0; /* every split has counted: ready for the next launch */
+    if constexpr (TL)
+        tl_stamp(fm.tl, CUDA_ATTN_TL_MERGE);
     if (oq.qt) {
         __syncthreads();
         out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
     }
+    if constexpr (TL)
+        tl_stamp(fm.tl, CUDA_ATTN_TL_END);
 }
 
 /* Block (query head, row) of HD threads: merge_head. */
@@ -652,6 +691,12 @@ extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, i
 /* The launch form (cuda_set_attn_form): process-wide, read at each launch. */
 static std::atomic<int> g_attn_waves{CUDA_ATTN_WAVES_DEFAULT}, g_attn_early{1},
     g_attn_prefetch_rows{CUDA_ATTN_PREFETCH_ROWS_DEFAULT}, g_attn_row_blocks{0};
+static std::atomic<unsigned long long *> g_attn_tl{nullptr};
+
+extern "C" void cuda_set_attn_timeline(unsigned long long *stamps)
+{
+    g_attn_tl.store(stamps, std::memory_order_relaxed);
+}
 
 extern "C" cuda_attn_form_t cuda_attn_form_default(void)
 {
@@ -709,6 +754,23 @@ extern "C" void cuda_set_attn_form(const cuda_attn_form_t *form)
     g_attn_row_blocks.store(f.row_blocks > 0 ? f.row_blocks : 0, std::memory_order_relaxed);
 }
 
+/* attn_decode_gqa_kernel<HD, KT, WPB, MULTI, TL> on grid with PDL, MULTI when multi (a grid cut below the splits). */
+template <int HD, typename KT, int WPB, bool TL>
+static void gqa_kernel_launch(bool multi, dim3 grid, float *out, const float *q, const void *kc, const void *vc,
+                              int kv0, const int32_t *kv0_dev, int n_head, int group, int split_cap, float scale,
+                              int window, const float *sinks, float *scratch, unsigned int *dn, const ad_quant_t &kq,
+                              const ad_form_t &fm, const cuda_seq_rows_t &sr, cudaStream_t s)
+{
+    if (multi)
+        cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, WPB, true, TL>, grid, WPB * WARP_SIZE, 0, s, out, q,
+                        (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
+                        scratch, dn, kq, fm, sr);
+    else
+        cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, WPB, false, TL>, grid, WPB * WARP_SIZE, 0, s, out, q,
+                        (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
+                        scratch, dn, kq, fm, sr);
+}
+
 /* The KV-head kernel's launch: with the merge in the launch (dn), in the process's form (cuda_attn_form_t): its
  * blocks along the splits cut (gz), early, prefetch; else a block a split, as the merge kernel's launches. */
 template <int HD, typename KT, int WPB>
@@ -719,7 +781,7 @@ static void gqa_launch(float *out, const float *q, const void *kc, const void *v
 {
     const int n_kvh = n_head / group;
     int gz = grid_split;
-    ad_form_t fm = {0, 0};
+    ad_form_t fm = {0, 0, NULL};
     if (dn) {
         const cuda_attn_form_t f = cuda_attn_form();
         const int res = f.waves > 0 ? gqa_resident<HD, KT, WPB>() : 0;
@@ -732,16 +794,18 @@ static void gqa_launch(float *out, const float *q, const void *kc, const void *v
             gz = f.row_blocks;
         fm.early = f.early;
         fm.prefetch = f.early && n_tok <= f.prefetch_rows;
+        fm.tl = g_attn_tl.load(std::memory_order_relaxed);
     }
     const dim3 grid((unsigned)n_kvh, (unsigned)n_tok, (unsigned)gz);
-    if (gz < grid_split)
-        cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, WPB, true>, grid, WPB * WARP_SIZE, 0, s, out, q,
-                        (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
-                        scratch, dn, kq, fm, sr);
-    else
-        cuda_launch_pdl(attn_decode_gqa_kernel<HD, KT, WPB, false>, grid, WPB * WARP_SIZE, 0, s, out, q,
-                        (const KT *)kc, (const KT *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window, sinks,
-                        scratch, dn, kq, fm, sr);
+    if constexpr (HD == 128 && std::is_same<KT, __half>::value && WPB == 8) /* the timed shape (Qwen3's) only */
+        if (fm.tl) {
+            gqa_kernel_launch<HD, KT, WPB, true>(gz < grid_split, grid, out, q, kc, vc, kv0, kv0_dev, n_head, group,
+                                                 split_cap, scale, window, sinks, scratch, dn, kq, fm, sr, s);
+            return;
+        }
+    fm.tl = NULL;
+    gqa_kernel_launch<HD, KT, WPB, false>(gz < grid_split, grid, out, q, kc, vc, kv0, kv0_dev, n_head, group,
+                                          split_cap, scale, window, sinks, scratch, dn, kq, fm, sr, s);
 }
 
 template <int HD, typename KT>

@@ -521,6 +521,24 @@ cuda_attn_form_t cuda_attn_form_default(void);
  * (a first launch would ask otherwise, maybe inside a capture). */
 void cuda_set_attn_form(const cuda_attn_form_t *form);
 cuda_attn_form_t cuda_attn_form(void);
+/* A timeline of the launches that follow (timing programs only; NULL: none, the default), process-wide: the fused
+ * decode attention of 128-wide heads, 8 query heads a KV head or fewer, F16 caches (attn_decode_gqa_kernel) writes
+ * CUDA_ATTN_TL_STAMPS %globaltimer readings (ns) a block to stamps, block (x, y, z) of its grid (KV head, row, block
+ * along the splits) at [((z rows + y) KV heads + x) CUDA_ATTN_TL_STAMPS]; a stamp a block did not reach keeps its
+ * old value (clear the buffer). Other launches take no timeline. Each launch captured in a graph keeps the pointer
+ * set when it was captured. */
+enum {
+    CUDA_ATTN_TL_ENTRY,   /* the block starts */
+    CUDA_ATTN_TL_WAIT,    /* past the wait on the kernel before (pdl_begin) */
+    CUDA_ATTN_TL_TILE,    /* its first tile of keys and values in shared memory */
+    CUDA_ATTN_TL_KEYS,    /* its (last) split's keys done */
+    CUDA_ATTN_TL_PARTIAL, /* that split's partial (or the output) written */
+    CUDA_ATTN_TL_TICKET,  /* its count added to the row's counter (the merge in the launch) */
+    CUDA_ATTN_TL_MERGE,   /* the last block: the splits merged */
+    CUDA_ATTN_TL_END,     /* the block ends (a block without a split: only ENTRY and END) */
+    CUDA_ATTN_TL_STAMPS
+};
+void cuda_set_attn_timeline(unsigned long long *stamps);
 
 /* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys in
  * kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks. A
