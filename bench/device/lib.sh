@@ -8,8 +8,24 @@
 #   run8 NAME BINDIR FLAGS...  BINDIR's guild run of $O/prompt.txt on the model $m at --gpu-mem 8G, 64 greedy
 #                           tokens with --stats, as a step of 25 s: its stderr in $O/r-NAME.txt, the decode and
 #                           hit-rate lines on stdout (issue 14's decode with a routing profile: lead.sh, lead_ab.sh)
-# The caller sets t0 (date +%s at its start) and budget (seconds); for prof, B (the packed bin folder), O (the
-# output folder) and m (the model); for run8, O and m.
+#   setup NAME              the common start of a script run on an unpacked pack in $C (default /tmp/c): sets
+#                           B (C/bin), BASE (C/base), R ($OUT, where the log and NAME-files.tar.gz go), O (a
+#                           scratch folder), LD_LIBRARY_PATH, t0, commit and base_commit (C/COMMIT, C/BASE_COMMIT),
+#                           sends the script's output to R/NAME.log as well, and says what runs where
+#   finish NAME             packs O into R/NAME-files.tar.gz and says the script is done
+#   bin_of SIDE             $BASE for a side named base*, else $B (the A/B scripts' two builds)
+#   decode_ab KIND SIDE...  issue 17's decode on $m at 512 populated positions, SIDE by SIDE in turns (new, base, new2,
+#                           base2...: bin_of's build): KIND gpu (every expert on the GPU, 64 tokens) or ram
+#                           (--gpu-experts none, 48 tokens), 3 runs each; JSON in $O/KIND-SIDE.json, the runs on stdout
+#   prof_ab SIDE...         guild-cuda-prof --gpu-experts none on $m (issue 17's GPU time a layer, CUPTI) of each SIDE's
+#                           build ($B/bench or $BASE, as bin_of), 32 steps, 14 threads: $O/prof-SIDE.txt, its summary on
+#                           stdout
+#   sessions8 NAME BINDIR COMMIT REPEAT
+#                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
+#                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
+#                           $O/sessions-NAME.txt, its JSON in $O/sessions-NAME.json, the tables on stdout
+# The caller sets t0 (date +%s at its start) and budget (seconds), or calls setup after setting budget; for prof, B
+# (the packed bin folder), O (the output folder) and m (the model); for run8, O and m.
 say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
 step() { # LIMIT NAME CMD...
     lim=$1 name=$2
@@ -41,4 +57,48 @@ run8() { # NAME BINDIR FLAGS...: 64 greedy tokens of the prompt at --gpu-mem 8G 
         --threads 14 --ctx 4096 --batch 4096 --backend cuda --gpu-mem 8G --stats "$@" 2> "'"$O"'/r-'"$n"'.txt" \
         > /dev/null; st=$?; grep -i "hit rate\|decode:" "'"$O"'/r-'"$n"'.txt" | grep -v "^stats: layer"; exit $st' \
         "$bin/guild" $m "$@"
+}
+setup() { # NAME
+    C=${C:-/tmp/c}
+    export LD_LIBRARY_PATH=$C/lib
+    B=$C/bin BASE=$C/base R=${OUT:-/tmp/guild-out} O=/tmp/guild-$1-out
+    mkdir -p "$R" "$O"
+    exec > >(tee -a "$R/$1.log") 2>&1
+    t0=$(date +%s)
+    commit=$(cat "$C/COMMIT" 2> /dev/null || echo unknown)
+    base_commit=$(cat "$C/BASE_COMMIT" 2> /dev/null || echo unknown)
+    say "$1: commit $commit base $base_commit; budget ${budget:-?} s;" \
+        "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
+    lscpu > "$O/lscpu.txt" 2>&1
+}
+finish() { # NAME
+    tar -czf "$R/$1-files.tar.gz" -C "$O" .
+    say "$1 done"
+}
+sessions8() { # NAME BINDIR COMMIT REPEAT
+    step $((25 + 12 * $4)) "guild bench sessions 1-16 at 8G ($1)" \
+        sh -c '"$0" "$@" > "'"$O"'/sessions-'"$1"'.txt" 2>&1; st=$?;
+        grep -E "^(sessions| +[0-9]+ +[0-9])" "'"$O"'/sessions-'"$1"'.txt"; exit $st' \
+        "$2/guild" bench sessions -m "$m" --gpu-mem 8G --sessions 1,2,4,8,16 --prompt 128 --gen 16 \
+        --repeat "$4" --probes 1 --commit "$3" --json "$O/sessions-$1.json"
+}
+bin_of() { case $1 in base*) echo "$BASE" ;; *) echo "$B" ;; esac; }
+decode_ab() { # KIND SIDE...
+    kind=$1 what="all-GPU decode" lim=20 extra="--gen 64"
+    [ "$kind" = ram ] && what="experts in RAM decode" lim=35 extra="--gen 48 --gpu-experts none"
+    shift
+    for side in "$@"; do
+        # shellcheck disable=SC2086 # extra: words without blanks
+        step $lim "$what ($side)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:|^ +512 " | tail -n 4' \
+            "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 3 $extra --json "$O/$kind-$side.json"
+    done
+}
+prof_ab() { # SIDE...
+    for side in "$@"; do
+        pb=$B/bench/guild-cuda-prof
+        case $side in base*) pb=$BASE/guild-cuda-prof ;; esac
+        step 40 "guild-cuda-prof --gpu-experts none ($side)" sh -c '"$0" "$@" > "'"$O"'/prof-'"$side"'.txt" 2>&1;
+            st=$?; grep -E "step wall|GPU busy|attn_decode" "'"$O"'/prof-'"$side"'.txt" | head -n 5; exit $st' \
+            "$pb" -m "$m" --steps 32 --threads 14 --gpu-experts none
+    done
 }
