@@ -9,6 +9,7 @@
 #include "core/util/err.h"
 #include "core/util/log.h"
 #include "ipc/arena.h"
+#include "tests/check_run.h"
 #include "tests/ipc_testutil.h"
 
 #include <check.h>
@@ -161,10 +162,7 @@ int main(void)
     else
         printf("check_ipc_hugetlb: note: not root, hugetlbfs file part not run\n");
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    const int rc = check_run(s);
 
     if (raised) {
         /* others may have changed it meanwhile: take back only what we added */
@@ -173,5 +171,5 @@ int main(void)
             write_long(overcommit_path, now - NEED_PAGES);
     }
     ipc_test_hugetlb_unlock(lock);
-    return failed ? 1 : 0;
+    return rc;
 }

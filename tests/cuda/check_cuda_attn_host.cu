@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu-worker/dense/cuda/attn_prefill_mma.cuh"
+#include "tests/check_run.h"
 
 #define _Noreturn [[noreturn]]
 extern "C" {
@@ -338,9 +339,5 @@ static Suite *attn_host_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(attn_host_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(attn_host_suite());
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gpu-worker/dense/cuda/gdn_chunk.cuh"
+#include "tests/check_run.h"
 
 #define _Noreturn [[noreturn]]
 extern "C" {
@@ -207,9 +208,5 @@ int main(void)
     tcase_add_loop_test(tc, test_chunked_equals_sequential, 0, 24);
     tcase_add_test(tc, test_one_batch_vs_parts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -12,6 +12,7 @@
 #include "gpu-worker/dense/cuda/dequant.cuh"
 #include "gpu-worker/dense/cuda/iq_grids.cuh"
 #include "gpu-worker/dense/cuda/expert_mma_traits.cuh"
+#include "tests/check_run.h"
 
 #define _Noreturn [[noreturn]]
 extern "C" {
@@ -387,9 +388,5 @@ static Suite *host_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(host_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(host_suite());
 }
