@@ -27,9 +27,13 @@
 #include "gpu-worker/dense/cuda/seq_rows.cuh"
 
 #define AD_WARPS 4
+#ifndef AD_SPLIT_MIN /* (a timing build may set it) */
 #define AD_SPLIT_MIN 64 /* keys per split, at least: a decode step's attention is latency-bound, so many short \
                            splits (H200: 512 keys in 8 splits instead of 2) */
+#endif
 #define AD_MAX_SPLITS 64
+#define AD_MERGE_PRE 32 /* the in-launch merge's partial values a thread asks for before it has their factors: the
+                           first 32 / (its outputs) splits' */
 #define AD_MAX_TOK CUDA_DECODE_ROWS /* query rows the scratch is sized for: up to it, every row gets the full
                                        split cap whatever the batch's size */
 
@@ -284,6 +288,20 @@ static __device__ __forceinline__ void merge_heads(float *__restrict__ out, cons
     float *ms = sh_a, *ls = sh_a + WPB * AD_MAX_SPLITS, *fs = sh_b; /* [head][split] */
     __shared__ float hL[WPB];
     const float *p0 = partials + row0 * split_cap * (HD + 2); /* head h's split s: (h split_cap + s) (HD + 2) */
+    /* the thread's outputs of the first PRE splits asked for now, beside the (m, l) loads below: their
+     * round trip is not waited for again after the factors (a split past n_split or an output past the heads reads
+     * the row's first value, dropped) */
+    constexpr int PRE = AD_MERGE_PRE / OPT > 0 ? AD_MERGE_PRE / OPT : 1;
+    const float *pa[OPT];
+    float pre[PRE][OPT];
+#pragma unroll
+    for (int k = 0; k < OPT; k++) {
+        const int o = (int)threadIdx.x + k * THREADS, h = o / HD, d = o % HD;
+        pa[k] = p0 + (o < group * HD ? (int64_t)h * split_cap * (HD + 2) + 2 + d : 0);
+#pragma unroll
+        for (int sp = 0; sp < PRE; sp++)
+            pre[sp][k] = __ldcg(pa[k] + (sp < n_split ? sp : 0) * (HD + 2));
+    }
     for (int i = threadIdx.x; i < group * n_split; i += THREADS) {
         const int h = i / n_split, sp = i % n_split;
         const float *p = p0 + ((int64_t)h * split_cap + sp) * (HD + 2);
@@ -311,18 +329,21 @@ static __device__ __forceinline__ void merge_heads(float *__restrict__ out, cons
     }
     __syncthreads();
     float a[OPT];
-    const float *pa[OPT];
     const float *fa[OPT];
 #pragma unroll
     for (int k = 0; k < OPT; k++) {
-        const int o = (int)threadIdx.x + k * THREADS, h = o / HD, d = o % HD;
-        const bool mine = o < group * HD;
+        const int o = (int)threadIdx.x + k * THREADS, h = o / HD;
         a[k] = 0.0f;
-        pa[k] = p0 + (mine ? (int64_t)h * split_cap * (HD + 2) + 2 + d : 0);
-        fa[k] = fs + (mine ? h * AD_MAX_SPLITS : 0);
+        fa[k] = fs + (o < group * HD ? h * AD_MAX_SPLITS : 0);
     }
+#pragma unroll
+    for (int sp = 0; sp < PRE; sp++)
+        if (sp < n_split)
+#pragma unroll
+            for (int k = 0; k < OPT; k++)
+                a[k] += pre[sp][k] * fa[k][sp];
 #pragma unroll 4
-    for (int sp = 0; sp < n_split; sp++)
+    for (int sp = PRE; sp < n_split; sp++)
 #pragma unroll
         for (int k = 0; k < OPT; k++)
             a[k] += __ldcg(pa[k] + sp * (HD + 2)) * fa[k][sp];

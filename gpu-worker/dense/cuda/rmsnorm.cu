@@ -17,6 +17,8 @@
 
 enum { RN_Q_NONE, RN_Q8_0, RN_Q8_1, RN_Q8_K }; /* the quantization after the norm */
 
+#define RN_SLOTS 8 /* the combine's slots whose loads go out together (Qwen3's top-8; more slots: in pairs after) */
+
 /* The fused ends' operands (cuda_rmsnorm_fused): the residual update's (cuda_norm_pre_t, x written back through
  * xw) and the quantized rows' destination. */
 typedef struct rn_fuse {
@@ -68,23 +70,41 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                     f.xw[(int64_t)row * ldx + i] = xv[k];
             }
         } else if (PRE == CUDA_PRE_COMBINE) {
-            /* residual_combine's steps for the thread's elements, slot by slot, so that a slot's loads of all of
-             * them go out together (element after element, each load waited for the previous slot's sum). The
-             * loads have no branch: an element past the row reads element 0 and is dropped (xv[k] and its sum
+            /* residual_combine's steps for the thread's elements, slot by slot. The loads of the first RN_SLOTS
+             * slots' weights and elements all go out before the first sum (a loop over the slots, two at a time,
+             * waited for each pair's loads in turn: a decode step's combine is one block, bound by those round
+             * trips); the sums are then made in residual_combine's order. The loads have no branch: an element
+             * past the row reads element 0, a slot past n_used slot 0, and both are dropped (xv[k] and its sum
              * are not used past n). */
             const float *wt = f.w + (int64_t)row * f.n_used;
             const float *yt = f.y + (int64_t)row * f.n_used * n;
             int at[RN_PER];
             float acc[RN_PER];
-            const float w0 = wt[0];
 #pragma unroll
             for (int k = 0; k < RN_PER; k++) {
                 const int i = threadIdx.x + k * blockDim.x;
                 at[k] = i < n ? i : 0;
-                acc[k] = combine_first(w0, yt[at[k]]);
             }
+            float ws[RN_SLOTS], yv[RN_SLOTS][RN_PER];
+#pragma unroll
+            for (int s = 0; s < RN_SLOTS; s++) {
+                const int sl = s < f.n_used ? s : 0;
+                ws[s] = wt[sl];
+#pragma unroll
+                for (int k = 0; k < RN_PER; k++)
+                    yv[s][k] = yt[(int64_t)sl * n + at[k]];
+            }
+#pragma unroll
+            for (int k = 0; k < RN_PER; k++)
+                acc[k] = combine_first(ws[0], yv[0][k]);
+#pragma unroll
+            for (int s = 1; s < RN_SLOTS; s++)
+                if (s < f.n_used)
+#pragma unroll
+                    for (int k = 0; k < RN_PER; k++)
+                        acc[k] = combine_next(acc[k], ws[s], yv[s][k]);
 #pragma unroll 2
-            for (int s = 1; s < f.n_used; s++) {
+            for (int s = RN_SLOTS; s < f.n_used; s++) {
                 const float ws = wt[s];
                 const float *ys = yt + (int64_t)s * n;
 #pragma unroll
