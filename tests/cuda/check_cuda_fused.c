@@ -62,7 +62,8 @@ static const guild_type_t q_types[] = {GUILD_TYPE_COUNT, GUILD_TYPE_Q8_0, GUILD_
 #define N_Q (int)(sizeof q_types / sizeof q_types[0])
 static const int64_t widths[] = {256, 2048, 4096, 96};
 #define N_W (int)(sizeof widths / sizeof widths[0])
-#define N_USED 8
+/* the combine's slots: fewer than the kernel's preloaded 8, 8, and more (its loop after them) */
+static const int n_useds[] = {2, 8, 10};
 
 static float *upload(const float *h, size_t n)
 {
@@ -80,32 +81,32 @@ START_TEST(test_fused_kernel)
     const bool quant = qt != GUILD_TYPE_COUNT;
     if (quant && qt == GUILD_TYPE_Q8_K && n % 256) /* not a whole number of Q8_K blocks: refused by both */
         return;
-    const int rows = 1 + 4 * (_i % 2);
+    const int rows = 1 + 4 * (_i % 2), n_used = n_useds[_i % 3];
     const bool nan = _i % 7 == 3; /* a planted NaN: the non-finite check's word is compared too */
     rng_t r;
     rng_seed(&r, 7 + (uint64_t)_i);
-    const size_t nx = (size_t)rows * (size_t)n, ny = nx * N_USED;
+    const size_t nx = (size_t)rows * (size_t)n, ny = nx * n_used;
     float *x = malloc(nx * sizeof *x), *p = malloc(nx * sizeof *p), *w = malloc((size_t)n * sizeof *w);
-    float *y = malloc(ny * sizeof *y), *rw = malloc((size_t)rows * N_USED * sizeof *rw);
+    float *y = malloc(ny * sizeof *y), *rw = malloc((size_t)rows * n_used * sizeof *rw);
     float *lg = malloc((size_t)rows * sizeof *lg);
     cuda_test_fill(&r, x, nx, 2.0f);
     cuda_test_fill(&r, p, nx, 1.0f);
     cuda_test_fill(&r, w, (size_t)n, 1.5f);
     cuda_test_fill(&r, y, ny, 1.0f);
-    cuda_test_fill(&r, rw, (size_t)rows * N_USED, 0.5f);
+    cuda_test_fill(&r, rw, (size_t)rows * n_used, 0.5f);
     cuda_test_fill(&r, lg, (size_t)rows, 3.0f);
     if (nan)
         (pre_kind == PRE_ADD ? p : x)[nx - 3] = NAN;
 
     cuda_norm_pre_t pre = {CUDA_PRE_NONE};
-    float *dp = upload(p, nx), *dy = upload(y, ny), *drw = upload(rw, (size_t)rows * N_USED);
+    float *dp = upload(p, nx), *dy = upload(y, ny), *drw = upload(rw, (size_t)rows * n_used);
     float *dlg = upload(lg, (size_t)rows), *dw = upload(w, (size_t)n);
     if (pre_kind == PRE_ADD)
         pre = (cuda_norm_pre_t){.kind = CUDA_PRE_ADD, .p = dp};
     else if (pre_kind >= PRE_COMBINE)
         pre = (cuda_norm_pre_t){.kind = CUDA_PRE_COMBINE, .y = dy, .w = drw,
                                 .sh = pre_kind >= PRE_COMBINE_SH ? dp : NULL,
-                                .sh_logit = pre_kind == PRE_COMBINE_GATED ? dlg : NULL, .n_used = N_USED};
+                                .sh_logit = pre_kind == PRE_COMBINE_GATED ? dlg : NULL, .n_used = n_used};
 
     uint64_t qrow = 0;
     guild_err_t err = {{0}};
@@ -131,7 +132,7 @@ START_TEST(test_fused_kernel)
     if (pre.kind == CUDA_PRE_ADD)
         ck_assert_msg(cuda_add(dx[0], dp, (int64_t)nx, stream, &err) == 0, "%s", err.msg);
     else if (pre.kind == CUDA_PRE_COMBINE)
-        ck_assert_msg(cuda_moe_combine(dx[0], dy, drw, pre.sh, pre.sh_logit, rows, N_USED, n, stream, &err) == 0,
+        ck_assert_msg(cuda_moe_combine(dx[0], dy, drw, pre.sh, pre.sh_logit, rows, n_used, n, stream, &err) == 0,
                       "%s", err.msg);
     ck_assert_msg(cuda_rmsnorm_checked(dout[0], n, dx[0], n, NULL, dw, n, rows, eps, dfound[0], site, stream, &err) ==
                       0, "%s", err.msg);
@@ -173,8 +174,8 @@ START_TEST(test_fused_kernel)
     if (nan)
         ck_assert_msg(found[0] != FINITE_NONE, "%s: the planted NaN was not found", pre_names[pre_kind]);
     if (_i % 13 == 0 || nan)
-        printf("fused norm, %-20s, quantized %-4s, rows of %4lld x %d%s: bit-exact\n", pre_names[pre_kind], qname,
-               (long long)n, rows, nan ? " (a NaN, found by both)" : "");
+        printf("fused norm, %-20s, quantized %-4s, rows of %4lld x %d, %2d slots%s: bit-exact\n", pre_names[pre_kind],
+               qname, (long long)n, rows, n_used, nan ? " (a NaN, found by both)" : "");
     for (int k = 0; k < 2; k++) {
         cudaFree(dx[k]);
         cudaFree(dout[k]);

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Session 40's first call (issue 17: the dense step's GPU time a layer), from the repo root with a pack unpacked in
-# $C: bin/ (the new build: the MoE combine's slot loads all at once, the in-launch merge's partials asked for before
-# their factors; every CUDA test), var/ (the same tree with AD_SPLIT_MIN 32: a split a 32-key tile; guild, the
-# workers, guild-cuda-prof, cuda_attn_time and the bit/backend tests), base/ (main's guild, workers, stager,
-# guild-cuda-prof, cuda_attn_time):
-#   C=/tmp/c bash bench/device/s40a.sh [SECONDS]
+# Session 41's first call (issue 17: the dense step's GPU time a layer; written in session 40, which had no device
+# time), from the repo root with a pack unpacked in $C: bin/ (the new build: the MoE combine's slot loads all at once,
+# the in-launch merge's partials asked for before their factors; every CUDA test), var/ (the same tree with
+# AD_SPLIT_MIN 32: a split a 32-key tile; guild, the workers, guild-cuda-prof, cuda_attn_time and the bit/backend
+# tests), base/ (main's guild, workers, stager, guild-cuda-prof, cuda_attn_time):
+#   C=/tmp/c bash bench/device/s41a.sh [SECONDS]
 # 1. every CUDA test program of bin/ and the GPU scripts, 4 at a time (alltests.sh); var's check_cuda_backend,
 #    check_cuda_kernels and check_cuda_fused (a split's length moves rounding: the strict F32-cache cases);
 # 2. cuda_attn_time --short (base, new, var in turns) and the timeline of new and var;
 # 3. the Qwen3-30B-A3B shape: all-GPU decode and decode with every expert in RAM, new, base and var in turns, then
 #    guild-cuda-prof --gpu-experts none (issue 17's GPU time a layer, CUPTI) and --phases (all on the GPU) of each.
-# Output under $OUT: s40a.log, alltests.log, tests.tgz and s40a-files.tar.gz.
+# Output under $OUT: s41a.log, alltests.log, tests.tgz and s41a-files.tar.gz.
 set -u
 budget=${1:-400}
 . bench/device/lib.sh # say, step, setup, finish, decode_ab
 C=${C:-/tmp/c} OUT=${OUT:-/tmp/guild-out} bash bench/device/alltests.sh 110 0 4 > /dev/null 2>&1
-setup s40a
+setup s41a
 V=$C/var
 bin_of() { case $1 in base*) echo "$BASE" ;; var*) echo "$V" ;; *) echo "$B" ;; esac; }
 grep -hE '^[0-9]+%: Checks|^rc=|^== .*tests done' "$R/alltests.log" | sort | uniq -c | sort -rn | head -n 30
@@ -38,7 +38,7 @@ step 30 "cuda_attn_time --timeline (var)" sh -c '"$0" "$@" 2>&1 | tee "'"$O"'/ti
 m=/tmp/q30b.gguf
 step 90 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
     --threads "$(nproc)" -q -o $m
-[ -s $m ] || { finish s40a; exit 1; }
+[ -s $m ] || { finish s41a; exit 1; }
 decode_ab gpu new base var new2 base2 var2
 decode_ab ram new base var
 for side in new base var; do
@@ -56,4 +56,4 @@ for side in new base var; do
         "$pb" -m "$m" --steps 32 --threads 14 --phases --no-trace
 done
 rm -f $m
-finish s40a
+finish s41a
