@@ -19,11 +19,14 @@ setup s41a
 V=$C/var
 bin_of() { case $1 in base*) echo "$BASE" ;; var*) echo "$V" ;; *) echo "$B" ;; esac; }
 grep -hE '^[0-9]+%: Checks|^rc=|^== .*tests done' "$R/alltests.log" | sort | uniq -c | sort -rn | head -n 30
+pids=
 for t in check_cuda_backend check_cuda_kernels check_cuda_fused; do
     (step 100 "var $t" sh -c '"$0" > "'"$O"'/var-'"$t"'.txt" 2>&1; st=$?; grep -E "^[0-9]+%|fail|FAIL" \
         "'"$O"'/var-'"$t"'.txt" | head -n 12; exit $st' "$V/$t") &
+    pids="$pids $!"
 done
-wait
+# shellcheck disable=SC2086 # the pids: words
+wait $pids # (a bare wait also waits for setup's tee, which never ends: the first run hung there)
 for side in base new var base new var; do
     d=$(bin_of $side)
     t=$d/tests/cuda/cuda_attn_time

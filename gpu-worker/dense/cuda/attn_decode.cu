@@ -31,6 +31,11 @@
 #define AD_SPLIT_MIN 64 /* keys per split, at least: a decode step's attention is latency-bound, so many short \
                            splits (H200: 512 keys in 8 splits instead of 2) */
 #endif
+#define AD_SPLIT_SHORT 32 /* keys per split (one tile) of a span of 2..7 splits of AD_SPLIT_MIN: it takes \
+                            min(its 32-key splits, AD_SHORT_SPLITS), since the in-launch merge costs about the same \
+                            up to that many splits and a split's keys are read one tile after another; a span of one \
+                            split keeps it (no merge at all), a longer one AD_SPLIT_MIN (a longer merge) */
+#define AD_SHORT_SPLITS 8
 #define AD_MAX_SPLITS 64
 #define AD_MERGE_PRE 32 /* the in-launch merge's partial values a thread asks for before it has their factors: the
                            first 32 / (its outputs) splits' */
@@ -193,13 +198,17 @@ static __host__ __device__ __forceinline__ void key_span(int n_kv, int window, i
     *span = n_kv - *base;
 }
 
-/* Splits of at least AD_SPLIT_MIN keys, at most split_cap of them (<= AD_MAX_SPLITS: what the scratch holds),
- * for the n_kv keys one row sees (key_span); computed on the device from the cache length, so a captured graph
- * (whose grid is sized for the longest cache) splits exactly as a direct launch does. split_cap is AD_MAX_SPLITS
- * for batches up to AD_MAX_TOK rows (the scratch is sized so): a row's splits depend on its position only. */
+/* Splits of at least AD_SPLIT_MIN keys (AD_SPLIT_SHORT for a short span), at most split_cap of them
+ * (<= AD_MAX_SPLITS: what the scratch holds), for the n_kv keys one row sees (key_span); computed on the device
+ * from the cache length, so a captured graph (whose grid is sized for the longest cache) splits exactly as a direct
+ * launch does. split_cap is AD_MAX_SPLITS for batches up to AD_MAX_TOK rows (the scratch is sized so): a row's
+ * splits depend on its position only, never on the batch (the batch invariance the verify steps rely on). */
 static __host__ __device__ __forceinline__ void split_plan(int n_kv, int split_cap, int *n_split, int *split_len)
 {
     int ns = (n_kv + AD_SPLIT_MIN - 1) / AD_SPLIT_MIN;
+    const int ns_short = (n_kv + AD_SPLIT_SHORT - 1) / AD_SPLIT_SHORT;
+    if (ns > 1 && ns < AD_SHORT_SPLITS) /* at least min(ns_short, 8): the count never falls as n_kv grows */
+        ns = ns_short < AD_SHORT_SPLITS ? ns_short : AD_SHORT_SPLITS;
     if (ns > split_cap)
         ns = split_cap;
     if (ns < 1)
