@@ -53,7 +53,7 @@ static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_er
     moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
     cudaStream_t s = queue;
     const int64_t n = (int64_t)m->n * m->n_used * m->n_embd;
-    if (cuda_xchg_wait_take_y(&m->view, m->d, m->layer, n, m->y, s, err) < 0)
+    if (cuda_xchg_wait(&m->view, m->d, m->layer, s, err) < 0 || cuda_xchg_take_y(&m->view, m->d, n, m->y, s, err) < 0)
         return -1;
     *y = m->y;
     return 0;

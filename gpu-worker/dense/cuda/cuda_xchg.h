@@ -74,10 +74,6 @@ int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t lay
 int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, cudaStream_t s, guild_err_t *err);
 int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int64_t n_floats, float *y, cudaStream_t s,
                      guild_err_t *err);
-/* wait, then take_y, as one launch when y is small (a decode step's few tokens: every block waits, then copies its
- * share), else as the two launches. */
-int cuda_xchg_wait_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int64_t n_floats, float *y,
-                          cudaStream_t s, guild_err_t *err);
 /* ids: [n_tok][n_used] (device), the experts predicted for `layer` (< 0: none the CPU workers compute); those
  * guild_exchange_hint_pick takes with n_pre (guild_exchange_hint_per's count) travel. */
 int cuda_xchg_hint(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int32_t n_tok, int32_t n_used,

@@ -186,10 +186,11 @@ static __global__ void xchg_hint_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_
     st_release_sys((unsigned long long *)&h->hint_seq, seq);
 }
 
-/* This block's share of y of exchange seq (a grid-stride loop): volatile loads, the CPU workers wrote it. */
-static __device__ __forceinline__ void take_y_share(const cuda_xchg_view_t &v, unsigned long long seq, int64_t n,
-                                                    float *y)
+static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int64_t n, float *y)
 {
+    if (d->failed)
+        return;
+    const unsigned long long seq = d->seq;
     const float *src = (const float *)(slot_at(v, seq) + v.layout.y_off);
     const int64_t tid = (int64_t)blockIdx.x * XP_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * XP_THREADS;
     if (n % 4 == 0) {
@@ -201,48 +202,6 @@ static __device__ __forceinline__ void take_y_share(const cuda_xchg_view_t &v, u
         for (int64_t i = tid; i < n; i += stride)
             y[i] = __ldcv(src + i);
     }
-}
-
-static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int64_t n, float *y)
-{
-    if (d->failed)
-        return;
-    take_y_share(v, d->seq, n, y);
-}
-
-/* wait and take_y in one launch, for a y of at most XW_MAX_BLOCKS blocks' share (a decode step of a few tokens):
- * the take no longer waits for a launch of its own after the wait. Warp 0 of every block waits (the done counters
- * only grow, so every block sees the same completion, or a cancel or timeout of its own); block 0 keeps the
- * statistics; a block that gives up records the failure (the first code wins) and copies nothing, so the step is
- * reported failed as with the two launches. */
-#define XW_MAX_BLOCKS 64
-static __global__ void __launch_bounds__(XP_THREADS)
-    xchg_wait_take_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer, int64_t n, float *y)
-{
-    __shared__ int s_code;
-    if (d->failed)
-        return;
-    const unsigned long long seq = d->seq;
-    if (threadIdx.x < WARP_SIZE) {
-        const uint64_t t0 = now_ns();
-        const int code = wait_done_warp(v, seq);
-        if (threadIdx.x == 0) {
-            s_code = code;
-            if (code != CUDA_XCHG_OK) {
-                if (atomicCAS(&d->failed, 0u, (unsigned)code) == 0u) {
-                    d->fail_layer = layer;
-                    d->fail_seq = seq;
-                }
-            } else if (blockIdx.x == 0) {
-                d->wait_ns += now_ns() - t0;
-                d->exchanges++;
-            }
-        }
-    }
-    __syncthreads();
-    if (s_code != CUDA_XCHG_OK)
-        return;
-    take_y_share(v, seq, n, y);
 }
 
 /* take_y for the pairs p with ids[p] >= 0 only (a block per pair): a split layer's CPU rows, without moving the
@@ -298,18 +257,6 @@ extern "C" int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int
         return -1;
     xchg_wait_kernel<<<1, WARP_SIZE, 0, s>>>(*v, d, layer);
     return cuda_launch_check("exchange wait", err);
-}
-
-extern "C" int cuda_xchg_wait_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int32_t layer, int64_t n_floats,
-                                     float *y, cudaStream_t s, guild_err_t *err)
-{
-    if (check_view(v, err) < 0)
-        return -1;
-    const unsigned blocks = blocks_for(n_floats, XY_MAX_BLOCKS);
-    if (n_floats <= 0 || blocks > XW_MAX_BLOCKS) /* a large y: more blocks than should poll the arena */
-        return cuda_xchg_wait(v, d, layer, s, err) < 0 ? -1 : cuda_xchg_take_y(v, d, n_floats, y, s, err);
-    xchg_wait_take_kernel<<<blocks, XP_THREADS, 0, s>>>(*v, d, layer, n_floats, y);
-    return cuda_launch_check("exchange wait and take y", err);
 }
 
 extern "C" int cuda_xchg_take_y_rows(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, const int32_t *ids,
