@@ -8,8 +8,10 @@
  * start before the traced window are dropped.
  *
  * Prints (stdout): the step wall time (host, around backend_forward; median); per kernel name (demangled, without
- * its parameter list, truncated): launches per step, us per step, mean us, share of the median step; the GPU busy
- * fraction (union of kernel intervals over the step's wall time, and with memcpy/memset); the idle time before
+ * its parameter list, truncated): launches per step, us per step, mean us, share of the median step, and what a
+ * launch adds to the busy time (its end past its start and every earlier kernel's end: with programmatic dependent
+ * launch a kernel's duration also holds its wait for the one before, which this does not); the GPU busy
+ * fraction and time (union of kernel intervals over the step's wall time, and with memcpy/memset); the idle time before
  * the first kernel, between consecutive kernels (median, p90, sum per step) and after the last; memcpy and memset
  * per step by direction. --no-trace runs the same steps without CUPTI and prints the step wall time alone: what
  * tracing every graph node costs. --phases adds the backend's step clock (gpu-worker/dense/cuda/cuda_step_clock.h):

@@ -34,6 +34,20 @@ static double quantile_u64(uint64_t *v, size_t n, double p)
     return (double)v[i < n ? i : n - 1];
 }
 
+/* What each of the kernels r[0..n) (sorted by start) adds to the union of their intervals, to its name's busy_ns:
+ * the part of it past both its start and every earlier one's end. */
+static void busy_by_name(const prof_rec_t *r, size_t n, prof_kernel_stat_t *ks)
+{
+    uint64_t cur_e = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t from = r[i].start > cur_e ? r[i].start : cur_e;
+        if (r[i].end > from) {
+            ks[r[i].what].busy_ns += r[i].end - from;
+            cur_e = r[i].end;
+        }
+    }
+}
+
 /* The length of the union of the intervals r[0..n) (sorted by start); with gaps, appends the idle time before each
  * interval after the first (0 when it overlaps or touches what came before). */
 static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *n_gaps)
@@ -67,7 +81,7 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
     prof_kernel_stat_t *ks = calloc((size_t)n_names + 1, sizeof *ks);
     prof_rec_t *step_k = malloc((n + 1) * sizeof *step_k), *step_all = malloc((n + 1) * sizeof *step_all);
     uint64_t *gaps = malloc((n + 1) * sizeof *gaps);
-    double *v = malloc(6 * (S + 1) * sizeof *v); /* per step: wall, busy_k, busy_all, head, gap sum, tail */
+    double *v = malloc(7 * (S + 1) * sizeof *v); /* per step: wall, busy_k, busy_all, head, gap sum, tail, busy */
     if (!ks || !step_k || !step_all || !gaps || !v) {
         free(ks);
         free(step_k);
@@ -77,7 +91,7 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
         return guild_err_set(err, "out of memory summing %zu records", n);
     }
     double *wall = v, *busy_k = v + S, *busy_all = v + 2 * S, *head = v + 3 * S, *gap_sum = v + 4 * S,
-           *tail = v + 5 * S;
+           *tail = v + 5 * S, *busy_ns = v + 6 * S;
     for (int k = 0; k < n_names; k++)
         ks[k].name = names[k];
     size_t n_gaps = 0, i = 0;
@@ -110,6 +124,8 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
         wall_sum += w;
         const size_t g0 = n_gaps;
         const uint64_t bk = union_ns(step_k, nk, gaps, &n_gaps);
+        busy_by_name(step_k, nk, ks);
+        busy_ns[st] = (double)bk;
         uint64_t gs = 0, last_end = 0;
         for (size_t g = g0; g < n_gaps; g++) {
             gs += gaps[g];
@@ -128,6 +144,7 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
     s->wall_median_ns = guild_median(wall, steps);
     s->busy_kernels = guild_median(busy_k, steps);
     s->busy_all = guild_median(busy_all, steps);
+    s->busy_step_ns = guild_median(busy_ns, steps);
     s->head_ns = guild_median(head, steps);
     s->gap_step_ns = guild_median(gap_sum, steps);
     s->tail_ns = guild_median(tail, steps);
@@ -155,23 +172,26 @@ void prof_summary_print(const prof_summary_t *s, FILE *out)
     const double S = s->steps > 0 ? s->steps : 1, wall = s->wall_median_ns;
     fprintf(out, "step wall (host, around the forward call): median %.1f us, mean %.1f us\n", wall / 1e3,
             s->wall_mean_ns / 1e3);
-    fprintf(out, "kernels per step %.1f (%.1f from graphs); GPU busy: kernels %.1f%% of the wall, with copies and "
-            "memsets %.1f%% (medians over steps)\n",
-            (double)s->kernels / S, (double)s->graph_kernels / S, 100 * s->busy_kernels, 100 * s->busy_all);
+    fprintf(out, "kernels per step %.1f (%.1f from graphs); GPU busy: kernels %.1f%% of the wall (%.1f us), with "
+            "copies and memsets %.1f%% (medians over steps)\n",
+            (double)s->kernels / S, (double)s->graph_kernels / S, 100 * s->busy_kernels, s->busy_step_ns / 1e3,
+            100 * s->busy_all);
     fprintf(out, "idle: %.1f us before the first kernel, %.1f us between kernels, %.1f us after the last (medians "
             "over steps); each gap between consecutive kernels: median %.2f us, p90 %.2f us\n",
             s->head_ns / 1e3, s->gap_step_ns / 1e3, s->tail_ns / 1e3, s->gap_median_ns / 1e3, s->gap_p90_ns / 1e3);
     if (s->outside)
         fprintf(out, "note: %zu records outside the traced steps (dropped)\n", s->outside);
-    fprintf(out, "\n%-*s %7s %10s %9s %7s %6s %9s\n", PROF_NAME_WIDTH, "kernel", "n/step", "us/step", "mean us",
-            "share", "graph", "idle us");
+    fprintf(out, "\nbusy us: what a launch adds to the kernels' busy time, mean (past its start and the end of every "
+            "kernel that started before it; times n/step, summed over the names: the busy time of a step)\n");
+    fprintf(out, "%-*s %7s %10s %9s %7s %6s %9s %9s\n", PROF_NAME_WIDTH, "kernel", "n/step", "us/step", "mean us",
+            "share", "graph", "idle us", "busy us");
     for (int k = 0; k < s->n_names; k++) {
         const prof_kernel_stat_t *x = &s->kernels_by_name[k];
         const double per_step = (double)x->ns / S;
-        fprintf(out, "%-*s %7.2f %10.1f %9.2f %6.1f%% %5.0f%% %9.1f\n", PROF_NAME_WIDTH, x->name,
+        fprintf(out, "%-*s %7.2f %10.1f %9.2f %6.1f%% %5.0f%% %9.1f %9.2f\n", PROF_NAME_WIDTH, x->name,
                 (double)x->count / S, per_step / 1e3, (double)x->ns / (double)x->count / 1e3,
                 wall > 0 ? 100 * per_step / wall : 0, 100.0 * (double)x->graph / (double)x->count,
-                (double)x->idle_ns / S / 1e3);
+                (double)x->idle_ns / S / 1e3, (double)x->busy_ns / (double)x->count / 1e3);
     }
     fprintf(out, "\n%-12s %7s %12s %10s\n", "copies", "n/step", "bytes/step", "us/step");
     for (int k = 0; k < PROF_COPY_N; k++)

@@ -34,6 +34,11 @@ typedef struct prof_kernel_stat {
     uint64_t count, ns;  /* launches and summed durations over every step */
     uint64_t graph;      /* of the launches, those from a graph */
     uint64_t idle_ns;    /* summed idle time just before its launches (the gap from every earlier kernel's end) */
+    uint64_t busy_ns;    /* summed over its launches, what each adds to the union of the step's kernel intervals
+                          * (in start order: its end past its start and every earlier kernel's end). Launches that
+                          * overlap the one before (programmatic dependent launch) count from its end, not their
+                          * own start: the per-name split of the busy time, which sums to it, where the durations
+                          * (ns) count the overlaps twice */
 } prof_kernel_stat_t;
 
 typedef struct prof_bytes_stat {
@@ -45,6 +50,7 @@ typedef struct prof_summary {
     double wall_median_ns, wall_mean_ns; /* the host's step intervals */
     uint64_t kernels, graph_kernels;     /* over every step */
     double busy_kernels;                 /* median over steps of union(kernel intervals) / wall */
+    double busy_step_ns;                 /* median over steps of union(kernel intervals), ns */
     double busy_all;                     /* the same with copies and memsets */
     double head_ns;                      /* median over steps: step start to the first kernel's start */
     double gap_step_ns;                  /* median over steps: idle time between its kernels, summed */
@@ -61,7 +67,8 @@ typedef struct prof_summary {
 int prof_summarize(prof_summary_t *s, prof_rec_t *recs, size_t n, const char *const *names, int n_names,
                    const uint64_t *t0, const uint64_t *t1, int32_t steps, guild_err_t *err);
 
-/* The report: step wall, busy fractions, gaps, then one line per kernel name and per copy direction. */
+/* The report: step wall, busy fractions and time, gaps, then one line per kernel name (with its busy_ns a launch)
+ * and per copy direction. */
 void prof_summary_print(const prof_summary_t *s, FILE *out);
 
 /* Frees what prof_summarize allocated. NULL-safe fields. */

@@ -42,6 +42,7 @@ START_TEST(test_step_figures)
     ck_assert_uint_eq(s.outside, 2);
     /* busy: step 0 union 200 + 150 = 350; step 1 200: median 0.275; with the copy 0.45 and the memset 0.25 */
     ck_assert_double_eq_tol(s.busy_kernels, 0.275, 1e-12);
+    ck_assert_double_eq_tol(s.busy_step_ns, 275, 1e-12);
     ck_assert_double_eq_tol(s.busy_all, 0.35, 1e-12);
     /* gaps: step 0: 50 then 0 (overlap); step 1: 100 -> per gap median 50, p90 100; per step 50, 100 -> 75 */
     ck_assert_double_eq_tol(s.gap_median_ns, 50, 1e-12);
@@ -72,6 +73,12 @@ START_TEST(test_by_name_and_copies)
     /* idle before: a starts each step or overlaps b; b waits 50 (step 0) and 100 (step 1) */
     ck_assert_uint_eq(s.kernels_by_name[0].idle_ns, 0);
     ck_assert_uint_eq(s.kernels_by_name[1].idle_ns, 150);
+    /* what each launch adds to the busy time: step 0 a 200, b 100, then a [1400,1500] only past b's end 1450: 50;
+     * step 1 a 100, b 100. a 350 over 3 launches, b 200 over 2: together the unions 350 + 200, where the durations
+     * sum to 600 (b's overlap counted twice) */
+    ck_assert_uint_eq(s.kernels_by_name[0].busy_ns, 350);
+    ck_assert_uint_eq(s.kernels_by_name[1].busy_ns, 200);
+    ck_assert_uint_eq(s.kernels_by_name[0].busy_ns + s.kernels_by_name[1].busy_ns, 350 + 200);
     ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].count, 1);
     ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].bytes, 64);
     ck_assert_uint_eq(s.copies[PROF_COPY_DTOH].ns, 100);
@@ -105,6 +112,12 @@ START_TEST(test_by_name_and_copies)
     ck_assert_int_eq(sscanf(b + 6, "%lf %lf %lf %lf%% %lf%% %lf", &n_step, &us_step, &mean, &share, &graph, &idle),
                      6);
     ck_assert_double_eq_tol(idle, 0.1, 1e-9); /* 150 ns over 2 steps = 0.075 us, printed to one decimal */
+    double busy;
+    ck_assert_int_eq(sscanf(a + 6, "%lf %lf %lf %lf%% %lf%% %lf %lf", &n_step, &us_step, &mean, &share, &graph, &idle,
+                            &busy),
+                     7);
+    ck_assert_double_eq_tol(busy, 0.12, 1e-9); /* kern_a adds 350 ns over 3 launches: 0.117 us */
+    ck_assert_ptr_nonnull(strstr(buf, "of the wall (0.3 us)"));
     free(buf);
     prof_summary_fini(&s);
 }
