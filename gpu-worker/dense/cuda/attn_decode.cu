@@ -487,10 +487,12 @@ typedef struct ad_form {
 
 /* The timeline of a launch (cuda_set_attn_timeline, timing programs only): block (x, y, z) writes
  * CUDA_ATTN_TL_STAMPS %globaltimer readings from thread 0 at
- * [((z gridDim.y + y) gridDim.x + x) CUDA_ATTN_TL_STAMPS], each stamp where its phase ends (cuda_kernels.h). */
+ * [((z gridDim.y + y) gridDim.x + x) CUDA_ATTN_TL_STAMPS], each stamp where its phase ends (cuda_kernels.h).
+ * Nothing in a kernel instantiated without a timeline (TL false). */
+template <bool TL>
 static __device__ __forceinline__ void tl_stamp(unsigned long long *tl, int i)
 {
-    if (threadIdx.x == 0) {
+    if (TL && threadIdx.x == 0) {
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
         tl[((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * CUDA_ATTN_TL_STAMPS + i] = t;
@@ -544,8 +546,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     __shared__ float sh_acc[WPB][HD];
     __shared__ float sh_m[WPB], sh_l[WPB];
 
-    if constexpr (TL)
-        tl_stamp(fm.tl, CUDA_ATTN_TL_ENTRY);
+    tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_ENTRY);
     if (!fm.early)
         pdl_begin();
     const int hkv = blockIdx.x, t = blockIdx.y, z = blockIdx.z, G = gridDim.z;
@@ -555,8 +556,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     int n_split, j0, j1;
     row_plan(sq.kv0, sq.t, window, split_cap, z, &n_split, &j0, &j1);
     if (z >= n_split) {
-        if constexpr (TL)
-            tl_stamp(fm.tl, CUDA_ATTN_TL_END);
+        tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_END);
         return; /* a grid sized for the batch's last row, or for the longest cache (captured graphs) */
     }
     const int kvd = (n_head / group) * HD; /* elements per cache row */
@@ -570,8 +570,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
             }
         pdl_begin();
     }
-    if constexpr (TL)
-        tl_stamp(fm.tl, CUDA_ATTN_TL_WAIT);
+    tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_WAIT);
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 8, r = lane % 8;
     const int P = WPB / group;             /* warps per query head */
@@ -604,9 +603,8 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
                 *(uint4 *)(vs + so) = vr[i];
             }
             __syncthreads();
-            if constexpr (TL)
-                if (jt == j0 && split == z)
-                    tl_stamp(fm.tl, CUDA_ATTN_TL_TILE);
+            if (jt == j0 && split == z)
+                tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_TILE);
             if (jt + TK < j1)
                 tile_load<CH, THREADS, ROWC, KT>(kb, vb, jt + TK, j1, kvd, kr, vr);
             else if (MULTI && next < n_split) /* the block's next split's first tile */
@@ -627,16 +625,14 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
                 key_step<DPL>(qv, kf, vf, jt + jl < j1, scale, m, l, acc);
             }
         }
-        if constexpr (TL)
-            tl_stamp(fm.tl, CUDA_ATTN_TL_KEYS);
+        tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_KEYS);
         group_merge<DPL>(m, l, acc);
         warp_state_store<HD, DPL>(sh_acc[warp], &sh_m[warp], &sh_l[warp], m, l, acc);
         __syncthreads();
         head_write<HD>(sh_acc, sh_m, sh_l, warp - pw, P, pw * WARP_SIZE + lane, P * WARP_SIZE, n_split, split,
                        split_cap, (int64_t)t * n_head + h, sinks ? sinks + h : NULL, out, partials);
         count++;
-        if constexpr (TL)
-            tl_stamp(fm.tl, CUDA_ATTN_TL_PARTIAL);
+        tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_PARTIAL);
         if (!MULTI || next >= n_split)
             break;
         __syncthreads(); /* head_write's reads of sh_acc done before the next split's state goes there */
@@ -652,8 +648,7 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
             __syncthreads();
             out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
         }
-        if constexpr (TL)
-            tl_stamp(fm.tl, CUDA_ATTN_TL_END);
+        tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_END);
         return;
     }
     if (!done)
@@ -666,11 +661,9 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     if (threadIdx.x == 0)
         ticket = atomicAdd(done + hkv * gridDim.y + t, count);
     __syncthreads();
-    if constexpr (TL)
-        tl_stamp(fm.tl, CUDA_ATTN_TL_TICKET);
+    tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_TICKET);
     if (ticket + count != (unsigned int)n_split) {
-        if constexpr (TL)
-            tl_stamp(fm.tl, CUDA_ATTN_TL_END);
+        tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_END);
         return;
     }
     __threadfence();
@@ -678,14 +671,12 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
                          sinks ? sinks + hkv * group : NULL, (float *)ks, (float *)vs);
     if (threadIdx.x == 0)
         done[hkv * gridDim.y + t] = 0; /* every split has counted: ready for the next launch */
-    if constexpr (TL)
-        tl_stamp(fm.tl, CUDA_ATTN_TL_MERGE);
+    tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_MERGE);
     if (oq.qt) {
         __syncthreads();
         out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
     }
-    if constexpr (TL)
-        tl_stamp(fm.tl, CUDA_ATTN_TL_END);
+    tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_END);
 }
 
 /* Block (query head, row) of HD threads: merge_head. */
