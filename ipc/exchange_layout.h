@@ -177,10 +177,9 @@ GUILD_EXCHANGE_FN int32_t guild_exchange_hint_pick_batch(int32_t n_tok, int32_t 
  * - Up to GUILD_EXCHANGE_HINT_RANK_TOKENS tokens: each token's first `per` ids >= 0, rank-major (every token's
  *   best, then every token's second...).
  * - More tokens: the `per` experts (at most GUILD_EXCHANGE_HINT_MAX) that the most rows hold, ties to the one first
- *   in rank-major order. A batched
- *   step computes some 50-80 distinct experts a layer: every token's best would name experts of one token each
- *   and fill the cores' caches with more than they keep, where the experts shared by many tokens are both the
- *   likeliest to be routed and the most work (guild_exchange_hint_pick_batch).
+ *   in rank-major order. A batched step computes some 50-80 distinct experts a layer: every token's best would
+ *   name experts of one token each and fill the cores' caches with more than they keep, where the experts shared
+ *   by many tokens are both the likeliest to be routed and the most work (guild_exchange_hint_pick_batch).
  * The host's executor and the device's kernel both pick with this. Returns the count written to
  * out[GUILD_EXCHANGE_HINT_MAX]. */
 GUILD_EXCHANGE_FN int32_t guild_exchange_hint_pick(int32_t n_tok, int32_t n_used, int32_t per, const int32_t *ids,

@@ -11,9 +11,11 @@
 #   setup NAME              the common start of a script run on an unpacked pack in $C (default /tmp/c): sets
 #                           B (C/bin), BASE (C/base), R ($OUT, where the log and NAME-files.tar.gz go), O (a
 #                           scratch folder), LD_LIBRARY_PATH, t0, commit and base_commit (C/COMMIT, C/BASE_COMMIT),
-#                           sends the script's output to R/NAME.log as well, and says what runs where
+#                           sends the script's output to R/NAME.log as well (through a tee that runs until the
+#                           script ends: wait for background steps by their pids, since a bare `wait` waits for the
+#                           tee too and never returns), and says what runs where
 #   finish NAME             packs O into R/NAME-files.tar.gz and says the script is done
-#   bin_of SIDE             $BASE for a side named base*, else $B (the A/B scripts' two builds)
+#   bin_of SIDE             $BASE for a side named base*, $C/var for var*, else $B (the A/B scripts' builds)
 #   decode_ab KIND SIDE...  issue 17's decode on $m at 512 populated positions, SIDE by SIDE in turns (new, base, new2,
 #                           base2...: bin_of's build): KIND gpu (every expert on the GPU, 64 tokens) or ram
 #                           (--gpu-experts none, 48 tokens), 3 runs each; JSON in $O/KIND-SIDE.json, the runs on stdout
@@ -82,7 +84,7 @@ sessions8() { # NAME BINDIR COMMIT REPEAT
         "$2/guild" bench sessions -m "$m" --gpu-mem 8G --sessions 1,2,4,8,16 --prompt 128 --gen 16 \
         --repeat "$4" --probes 1 --commit "$3" --json "$O/sessions-$1.json"
 }
-bin_of() { case $1 in base*) echo "$BASE" ;; *) echo "$B" ;; esac; }
+bin_of() { case $1 in base*) echo "$BASE" ;; var*) echo "$C/var" ;; *) echo "$B" ;; esac; }
 decode_ab() { # KIND SIDE...
     kind=$1 what="all-GPU decode" lim=20 extra="--gen 64"
     [ "$kind" = ram ] && what="experts in RAM decode" lim=35 extra="--gen 48 --gpu-experts none"

@@ -13,11 +13,10 @@
 # Output under $OUT: s41a.log, alltests.log, tests.tgz and s41a-files.tar.gz.
 set -u
 budget=${1:-400}
-. bench/device/lib.sh # say, step, setup, finish, decode_ab
+. bench/device/lib.sh # say, step, setup, finish, bin_of (base, var, new), decode_ab
 C=${C:-/tmp/c} OUT=${OUT:-/tmp/guild-out} bash bench/device/alltests.sh 110 0 4 > /dev/null 2>&1
 setup s41a
 V=$C/var
-bin_of() { case $1 in base*) echo "$BASE" ;; var*) echo "$V" ;; *) echo "$B" ;; esac; }
 grep -hE '^[0-9]+%: Checks|^rc=|^== .*tests done' "$R/alltests.log" | sort | uniq -c | sort -rn | head -n 30
 pids=
 for t in check_cuda_backend check_cuda_kernels check_cuda_fused; do

@@ -10,10 +10,9 @@
 # Output under $OUT: s41b.log and s41b-files.tar.gz.
 set -u
 budget=${1:-400}
-. bench/device/lib.sh # say, step, setup, finish, decode_ab
+. bench/device/lib.sh # say, step, setup, finish, bin_of (base, var, new), decode_ab
 setup s41b
 V=$C/var
-bin_of() { case $1 in base*) echo "$BASE" ;; var*) echo "$V" ;; *) echo "$B" ;; esac; }
 prof_of() { # SIDE: its guild-cuda-prof
     p=$(bin_of "$1")/guild-cuda-prof
     [ -x "$p" ] || p=$B/bench/guild-cuda-prof
