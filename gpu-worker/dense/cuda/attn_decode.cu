@@ -610,10 +610,9 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
             else if (MULTI && next < n_split) /* the block's next split's first tile */
                 tile_load<CH, THREADS, ROWC, KT>(kb, vb, nj0, nj1, kvd, kr, vr);
             /* keys pw * 4 + g + 4 P k of the tile: a warp-uniform trip count; four key steps an iteration, so that
-             * the next keys' loads and dot products can be scheduled beside this key's exponentials (the same
-             * operations on each key, in the same order: the same bits; the warps stall on dependent arithmetic,
-             * bench/results/dense42-h200-2026-12-04-s42.md: 4 took 0.2-0.3 us off a layer at one row against 2,
-             * and 3-4% at 16 rows; 8 did no better) */
+             * a warp (its time goes to dependent arithmetic) has the next keys' loads and dot products to schedule
+             * beside this key's exponentials; the same operations on each key, in the same order: the same bits
+             * (the count measured: bench/results/dense42-h200-2026-12-04-s42.md) */
 #pragma unroll 4
             for (int jj = pw * 4; jj < TK; jj += 4 * P) {
                 const int jl = jj + g;
