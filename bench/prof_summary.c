@@ -34,41 +34,24 @@ static double quantile_u64(uint64_t *v, size_t n, double p)
     return (double)v[i < n ? i : n - 1];
 }
 
-/* What each of the kernels r[0..n) (sorted by start) adds to the union of their intervals, to its name's busy_ns:
- * the part of it past both its start and every earlier one's end. */
-static void busy_by_name(const prof_rec_t *r, size_t n, prof_kernel_stat_t *ks)
+/* The length of the union of the intervals r[0..n) (sorted by start), as what each adds to it: the part of it past
+ * both its start and every earlier one's end. With gaps, appends the idle time before each interval after the first
+ * (0 when it overlaps or touches what came before); with ks, adds each interval's part to its name's busy_ns. */
+static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *n_gaps, prof_kernel_stat_t *ks)
 {
-    uint64_t cur_e = 0;
+    uint64_t busy = 0, cur_e = 0;
     for (size_t i = 0; i < n; i++) {
-        const uint64_t from = r[i].start > cur_e ? r[i].start : cur_e;
+        if (i > 0 && gaps)
+            gaps[(*n_gaps)++] = r[i].start <= cur_e ? 0 : r[i].start - cur_e;
+        const uint64_t from = i > 0 && r[i].start < cur_e ? cur_e : r[i].start;
         if (r[i].end > from) {
-            ks[r[i].what].busy_ns += r[i].end - from;
+            busy += r[i].end - from;
+            if (ks)
+                ks[r[i].what].busy_ns += r[i].end - from;
             cur_e = r[i].end;
         }
     }
-}
-
-/* The length of the union of the intervals r[0..n) (sorted by start); with gaps, appends the idle time before each
- * interval after the first (0 when it overlaps or touches what came before). */
-static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *n_gaps)
-{
-    uint64_t busy = 0, cur_s = 0, cur_e = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && r[i].start <= cur_e) {
-            if (gaps)
-                gaps[(*n_gaps)++] = 0;
-            cur_e = r[i].end > cur_e ? r[i].end : cur_e;
-            continue;
-        }
-        if (i > 0) {
-            busy += cur_e - cur_s;
-            if (gaps)
-                gaps[(*n_gaps)++] = r[i].start - cur_e;
-        }
-        cur_s = r[i].start;
-        cur_e = r[i].end;
-    }
-    return n ? busy + (cur_e - cur_s) : 0;
+    return busy;
 }
 
 int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const *names, int n_names,
@@ -123,8 +106,7 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
         wall[st] = w;
         wall_sum += w;
         const size_t g0 = n_gaps;
-        const uint64_t bk = union_ns(step_k, nk, gaps, &n_gaps);
-        busy_by_name(step_k, nk, ks);
+        const uint64_t bk = union_ns(step_k, nk, gaps, &n_gaps, ks);
         busy_ns[st] = (double)bk;
         uint64_t gs = 0, last_end = 0;
         for (size_t g = g0; g < n_gaps; g++) {
@@ -135,7 +117,7 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
             last_end = step_k[k].end > last_end ? step_k[k].end : last_end;
         gap_sum[st] = (double)gs;
         busy_k[st] = w > 0 ? (double)bk / w : 0;
-        busy_all[st] = w > 0 ? (double)union_ns(step_all, na, NULL, NULL) / w : 0;
+        busy_all[st] = w > 0 ? (double)union_ns(step_all, na, NULL, NULL, NULL) / w : 0;
         head[st] = nk ? (double)(step_k[0].start - t0[st]) : w;
         tail[st] = nk && last_end < t1[st] ? (double)(t1[st] - last_end) : 0;
     }
