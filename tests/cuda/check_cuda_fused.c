@@ -1211,6 +1211,129 @@ START_TEST(test_attn_merge_fused)
 }
 END_TEST
 
+/* The decode attention on tensor cores (cuda_set_attn_mma) against the FMA form, for the cases of ad_cases it
+ * takes (F16, heads of 64 or 128, up to 8 query heads a KV head): every output within 2e-4 (absolute, the outputs
+ * are O(1)) of the FMA form's; its rows quantized in the launch = cuda_quantize of its output; each row of a batch
+ * the bits of its own one-row launch (batch invariance); the counters back at 0. */
+START_TEST(test_attn_mma)
+{
+    const int ci = _i;
+    const int32_t nh = ad_cases[ci].n_head, nkv = ad_cases[ci].n_head_kv, HD = ad_cases[ci].head_dim;
+    const int32_t kv0 = ad_cases[ci].kv0, n_tok = ad_cases[ci].n_tok;
+    if ((HD != 64 && HD != 128) || nh / nkv > 8) {
+        printf("attention on tensor cores, %2d/%d heads of %3d: not taken\n", nh, nkv, HD);
+        return;
+    }
+    const int64_t KV = (int64_t)nkv * HD, Q = (int64_t)nh * HD, n_ctx = kv0 + n_tok + 5;
+    guild_err_t err = {{0}};
+    rng_t r;
+    rng_seed(&r, 2901 + (uint64_t)ci);
+    const size_t ncache = (size_t)(n_ctx * KV), nq = (size_t)(n_tok * Q);
+    quant_half_t *kh = malloc(ncache * 2), *vh = malloc(ncache * 2);
+    float *f = malloc(ncache * sizeof *f), *q = malloc(nq * sizeof *q), sinks[64];
+    cuda_test_fill(&r, f, ncache, 1.0f);
+    for (size_t i = 0; i < ncache; i++)
+        kh[i] = quant_f32_to_f16(f[i]);
+    cuda_test_fill(&r, f, ncache, 1.0f);
+    for (size_t i = 0; i < ncache; i++)
+        vh[i] = quant_f32_to_f16(f[i]);
+    cuda_test_fill(&r, q, nq, 3.0f);
+    for (int32_t h = 0; h < nh; h++)
+        sinks[h] = (float)(6 * rng_uniform(&r) - 2);
+    void *dk = cuda_test_dev_bytes(kh, ncache * 2), *dv = cuda_test_dev_bytes(vh, ncache * 2);
+    float *dq = upload(q, nq), *dsinks = upload(sinks, (size_t)nh);
+    const size_t sb = cuda_attention_decode_scratch(n_tok, nh, HD, (int32_t)n_ctx);
+    void *scratch = NULL;
+    unsigned int *done = NULL;
+    CK_CUDA(cudaMalloc(&scratch, sb));
+    CK_CUDA(cudaMalloc((void **)&done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *done));
+    CK_CUDA(cudaMemset(done, 0, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *done));
+    const guild_type_t qt = Q % 256 ? GUILD_TYPE_Q8_0 : GUILD_TYPE_Q8_K;
+    uint64_t arow = 0;
+    ck_assert(quant_row_bytes(qt, (uint64_t)Q, &arow, &err) == 0);
+    const size_t qbytes = (size_t)n_tok * arow;
+    const float scale = 1.0f / sqrtf((float)HD);
+    const cuda_attn_ext_t ext = {ad_cases[ci].window, ad_cases[ci].sinks ? dsinks : NULL};
+    float *dout = NULL, *dref = NULL, *done_row = NULL;
+    void *dqo = NULL, *dqr = NULL;
+    CK_CUDA(cudaMalloc((void **)&dout, nq * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&dref, nq * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&done_row, (size_t)Q * sizeof(float)));
+    CK_CUDA(cudaMalloc(&dqo, qbytes));
+    CK_CUDA(cudaMalloc(&dqr, qbytes));
+    int32_t *dkv0 = cuda_test_dev_bytes(&kv0, sizeof kv0);
+    const int32_t kv0_max = (int32_t)n_ctx - n_tok;
+    const cuda_attn_fuse_t fref = {done, GUILD_TYPE_F32, NULL, 0}, fmma = {done, qt, dqo, arow};
+    ck_assert_msg(cuda_attention_decode_dyn(dref, dq, GUILD_TYPE_F16, dk, dv, n_tok, dkv0, kv0_max, nh, nkv, HD, scale,
+                                            &ext, scratch, sb, &fref, stream, &err) == 0, "%s", err.msg);
+    cuda_set_attn_mma(true);
+    ck_assert_msg(cuda_attention_decode_dyn(dout, dq, GUILD_TYPE_F16, dk, dv, n_tok, dkv0, kv0_max, nh, nkv, HD, scale,
+                                            &ext, scratch, sb, &fmma, stream, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cuda_quantize(qt, dout, Q, dqr, arow, Q, n_tok, stream, &err) == 0, "%s", err.msg);
+    float *ho = malloc(nq * sizeof *ho), *hr = malloc(nq * sizeof *hr), *h1 = malloc((size_t)Q * sizeof *h1);
+    unsigned char *hq = malloc(qbytes), *hqr = malloc(qbytes);
+    CK_CUDA(cudaStreamSynchronize(stream));
+    CK_CUDA(cudaMemcpy(ho, dout, nq * sizeof(float), cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(hr, dref, nq * sizeof(float), cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(hq, dqo, qbytes, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(hqr, dqr, qbytes, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (size_t i = 0; i < nq; i++) {
+        const double d = fabs((double)ho[i] - (double)hr[i]);
+        worst = d > worst ? d : worst;
+        ck_assert_msg(d <= 2e-4, "%d/%d heads of %d, %d keys, %d rows: output %zu %.9g on tensor cores, %.9g FMA",
+                      nh, nkv, HD, kv0, n_tok, i, (double)ho[i], (double)hr[i]);
+    }
+    ck_assert_msg(!memcmp(hq, hqr, qbytes), "%d/%d heads of %d, %d keys, %d rows: the rows quantized in the launch "
+                  "differ from cuda_quantize's", nh, nkv, HD, kv0, n_tok);
+    /* each row alone at its position: the same bits */
+    for (int32_t t = 0; t < n_tok; t++) {
+        const int32_t kv0t = kv0 + t;
+        int32_t *dk1 = cuda_test_dev_bytes(&kv0t, sizeof kv0t);
+        const cuda_attn_fuse_t f1 = {done, GUILD_TYPE_F32, NULL, 0};
+        ck_assert_msg(cuda_attention_decode_dyn(done_row, dq + (size_t)t * (size_t)Q, GUILD_TYPE_F16, dk, dv, 1, dk1,
+                                                (int32_t)n_ctx - 1, nh, nkv, HD, scale, &ext, scratch, sb, &f1, stream,
+                                                &err) == 0, "%s", err.msg);
+        CK_CUDA(cudaMemcpy(h1, done_row, (size_t)Q * sizeof(float), cudaMemcpyDeviceToHost));
+        ck_assert_msg(!memcmp(h1, ho + (size_t)t * (size_t)Q, (size_t)Q * sizeof(float)),
+                      "%d/%d heads of %d, %d keys: row %d of %d differs from its own launch", nh, nkv, HD, kv0, t,
+                      n_tok);
+        cudaFree(dk1);
+    }
+    cuda_set_attn_mma(false);
+    unsigned int *hd = malloc((size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd);
+    CK_CUDA(cudaMemcpy(hd, done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd, cudaMemcpyDeviceToHost));
+    for (int32_t i = 0; i < nkv * CUDA_DECODE_ROWS; i++)
+        ck_assert_msg(hd[i] == 0, "counter %d left at %u", i, hd[i]);
+    printf("attention on tensor cores, %2d/%d heads of %3d, %4d keys, %2d rows%s%s: within %.2e of the FMA form, "
+           "each row its own launch's bits, its %s rows = cuda_quantize\n", nh, nkv, HD, kv0, n_tok,
+           ad_cases[ci].window ? ", window" : "", ad_cases[ci].sinks ? ", sinks" : "", worst,
+           quant_type_info(qt)->name);
+    free(hd);
+    free(ho);
+    free(hr);
+    free(h1);
+    free(hq);
+    free(hqr);
+    cudaFree(dout);
+    cudaFree(dref);
+    cudaFree(done_row);
+    cudaFree(dqo);
+    cudaFree(dqr);
+    cudaFree(dkv0);
+    cudaFree(done);
+    cudaFree(scratch);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dq);
+    cudaFree(dsinks);
+    free(kh);
+    free(vh);
+    free(f);
+    free(q);
+}
+END_TEST
+
 /* ---- the backend ------------------------------------------------------------------------------------------- */
 
 #define N_PROMPT 40
@@ -1315,6 +1438,7 @@ int main(void)
     tcase_add_loop_test(tk, test_expert_pairs, 0, N_EP_TYPES * N_EP_TOKS);
     tcase_add_loop_test(tk, test_expert_pairs_alone, 0, N_EA);
     tcase_add_loop_test(tk, test_attn_merge_fused, 0, N_AD * N_AD_FORMS);
+    tcase_add_loop_test(tk, test_attn_mma, 0, N_AD);
     suite_add_tcase(s, tk);
     TCase *tt = tcase_create("expert_time"); /* alone: CK_RUN_CASE=expert_time */
     tcase_add_loop_test(tt, test_expert_pairs_time, 0, 2 * N_ET_TOKS);

@@ -101,26 +101,28 @@ typedef struct at_variant {
     bool form_given;        /* else the default form */
     cuda_attn_form_t form;  /* the fused launch's form (cuda_set_attn_form) */
     bool long_only;         /* left out by --short */
+    bool mma;               /* the tensor-core form (cuda_set_attn_mma): other bits, by design */
 } at_variant_t;
 
 #define AT_W CUDA_ATTN_WAVES_DEFAULT
 #define AT_P CUDA_ATTN_PREFETCH_ROWS_DEFAULT
 static const at_variant_t variants[] = {
     /* the default: the splits' partials through the scratch, the last merges, in the default launch form */
-    {"scratch", true, true, true, false, {0}, false},
-    {"block a split", true, true, true, true, {0, false, 0, 0}, false}, /* the form before cuda_attn_form_t */
-    {"grid, no early", true, true, true, true, {AT_W, false, 0, 0}, false},
-    {"early, no prefetch", true, true, true, true, {AT_W, true, 0, 0}, false},
-    {"early+prefetch, no grid", true, true, true, true, {0, true, AT_P, 0}, false},
-    {"x2 waves", true, true, true, true, {2, true, AT_P, 0}, false},
-    {"x4 waves", true, true, true, true, {4, true, AT_P, 0}, false},
-    {"prefetch at 16 rows", true, true, true, true, {AT_W, true, 16, 0}, false},
+    {"scratch", true, true, true, false, {0}, false, false},
+    {"block a split", true, true, true, true, {0, false, 0, 0}, false, false}, /* the form before cuda_attn_form_t */
+    {"grid, no early", true, true, true, true, {AT_W, false, 0, 0}, false, false},
+    {"early, no prefetch", true, true, true, true, {AT_W, true, 0, 0}, false, false},
+    {"early+prefetch, no grid", true, true, true, true, {0, true, AT_P, 0}, false, false},
+    {"x2 waves", true, true, true, true, {2, true, AT_P, 0}, false, false},
+    {"x4 waves", true, true, true, true, {4, true, AT_P, 0}, false, false},
+    {"prefetch at 16 rows", true, true, true, true, {AT_W, true, 16, 0}, false, false},
     /* at 16 rows the grid of ceil(2 waves / (KV heads x rows)) on an H200 (2 x 264 / 64 -> 9, two waves' cut 8):
      * whether a few blocks past two waves cost a block's time */
-    {"9 blocks a row", true, true, true, true, {0, true, AT_P, 9}, false},
-    {"merge kernel", false, true, true, false, {0}, false}, /* + the merge kernel and cuda_quantize */
-    {"one split", true, false, true, false, {0}, true},     /* no scratch: one block a KV head walks every key */
-    {"scratch, no pdl", true, true, false, false, {0}, true},
+    {"9 blocks a row", true, true, true, true, {0, true, AT_P, 9}, false, false},
+    {"merge kernel", false, true, true, false, {0}, false, false}, /* + the merge kernel and cuda_quantize */
+    {"one split", true, false, true, false, {0}, true, false},     /* no scratch: one block a KV head walks every key */
+    {"scratch, no pdl", true, true, false, false, {0}, true, false},
+    {"tensor cores", true, true, true, false, {0}, false, true},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 static bool at_short; /* --short */
@@ -147,6 +149,7 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
             continue;
         cuda_set_pdl(va->pdl);
         cuda_set_attn_form(va->form_given ? &va->form : NULL);
+        cuda_set_attn_mma(va->mma);
         c->fuse = va->fuse;
         c->split = va->split;
         at_bits(c, v == 0 ? ref : got, v == 0 ? qref : qgot);
@@ -162,6 +165,7 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
     fflush(stdout);
     cuda_set_pdl(true);
     cuda_set_attn_form(NULL);
+    cuda_set_attn_mma(false);
     free(ref);
     free(got);
     free(qref);

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "gpu-worker/dense/cuda/attn_mma_tiles.cuh"
 #include "gpu-worker/dense/cuda/quantize.cuh"
 #include "gpu-worker/dense/cuda/seq_rows.cuh"
 
@@ -680,6 +681,250 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_END);
 }
 
+/* ---- the tensor-core form (cuda_set_attn_mma; F16 caches, heads of 64 or 128, up to 8 query heads a KV head) ----
+ * attn_decode_gqa_kernel's grid and merge, its key loop on tensor cores: a block's 8 warps take 16 keys each of a
+ * tile of AD_MMA_BK keys (two stages of cp.async copies), each warp the scores of its keys for the KV head's query
+ * heads as the rows of an m16n8k16 A operand (rows past the group are zeros), its own online softmax and P V, with
+ * the prefill kernel's arithmetic (attn_mma_tiles.cuh: Q and P split into two f16 halves, f32 accumulation); the
+ * warps' states are merged through shared memory into the split's partial (m, l, acc: the merge kernel's format,
+ * merge_heads' input), or the output for a row of one split. Splits of AD_MMA_SPLIT keys (the key loop is cheap:
+ * fewer, longer splits than the FMA form's), planned from the row's own span as split_plan does (the same bits
+ * in any batch). Other bits than the FMA form: the summation order differs. */
+#define AD_MMA_WARPS 8
+#define AD_MMA_BK (AD_MMA_WARPS * 16) /* keys a tile: 16 a warp */
+#define AD_MMA_SPLIT 256             /* keys a split, at least (a span of up to 64 of them: one split) */
+
+static __host__ __device__ __forceinline__ void split_plan_mma(int n_kv, int split_cap, int *n_split, int *split_len)
+{
+    int ns = (n_kv + AD_MMA_SPLIT - 1) / AD_MMA_SPLIT;
+    if (ns > split_cap)
+        ns = split_cap;
+    if (ns < 1)
+        ns = 1;
+    *n_split = ns;
+    *split_len = (n_kv + ns - 1) / ns;
+}
+
+static __device__ __forceinline__ void row_plan_mma(int kv0, int t, int window, int split_cap, int split,
+                                                    int *n_split, int *j0, int *j1)
+{
+    const int n_kv = kv0 + t + 1;
+    int base, span, split_len;
+    key_span(n_kv, window, &base, &span);
+    split_plan_mma(span, split_cap, n_split, &split_len);
+    *j0 = base + split * split_len;
+    *j1 = min(n_kv, *j0 + split_len);
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(AD_MMA_WARPS * WARP_SIZE)
+    attn_decode_mma_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
+                           const __half *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
+                           int split_cap, float scale, int window, const float *__restrict__ sinks,
+                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq,
+                           const __grid_constant__ cuda_seq_rows_t sr)
+{
+    constexpr int WPB = AD_MMA_WARPS, KS = HD / 16, NO = HD / 8, LD = HD + 8, CH = HD / 8;
+    extern __shared__ __align__(16) unsigned char ad_mma_smem[];
+    __half *sm = (__half *)ad_mma_smem; /* [2 stages][K, V][AD_MMA_BK][LD]; then the warps' states */
+    pdl_begin();
+    const int hkv = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
+    const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
+    int n_split, j0, j1;
+    row_plan_mma(sq.kv0, sq.t, window, split_cap, z, &n_split, &j0, &j1);
+    if (z >= n_split)
+        return;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int kvd = (n_head / group) * HD;
+    const bool ok0 = g < group, ok1 = g + 8 < group;
+
+    /* Q fragments of the KV head's query heads (rows g, g+8), split, each row scaled into f16's normal range */
+    uint32_t qh[KS][4], ql[KS][4];
+    float rs0, rs1;
+    {
+        const int64_t qrow = (int64_t)t * n_head + (int64_t)hkv * group;
+        const float *q0 = q + (qrow + (ok0 ? g : 0)) * HD + 2 * t4, *q1 = q + (qrow + (ok1 ? g + 8 : 0)) * HD + 2 * t4;
+        float mx0, mx1;
+        am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
+        mx0 = am_quad_max(mx0);
+        mx1 = am_quad_max(mx1);
+        const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
+        rs0 = scalbnf(scale, e0);
+        rs1 = scalbnf(scale, e1);
+        asm volatile("" ::: "memory");
+        am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
+    }
+    float o[NO][4];
+    am_zero(o);
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    constexpr int RSTEP = WPB * WARP_SIZE / CH;
+    static_assert(WPB * WARP_SIZE % CH == 0 && AD_MMA_BK % RSTEP == 0, "whole rows per pass of the block");
+    const int lr = (int)threadIdx.x / CH, lc = ((int)threadIdx.x % CH) * 8;
+    const __half *kc_t = (const __half *)((const char *)kc + sq.ko) + (int64_t)hkv * HD + lc;
+    const __half *vc_t = (const __half *)((const char *)vc + sq.vo) + (int64_t)hkv * HD + lc;
+    const int n_kt = (j1 - j0 + AD_MMA_BK - 1) / AD_MMA_BK;
+    auto load_tile = [&](int kt) {
+        __half *ks = sm + (kt & 1) * 2 * AD_MMA_BK * LD + lr * LD + lc, *vs = ks + AD_MMA_BK * LD;
+        const int jb = j0 + kt * AD_MMA_BK + lr;
+#pragma unroll
+        for (int u = 0; u < AD_MMA_BK / RSTEP; u++) {
+            const int j = jb + u * RSTEP;
+            const bool in = j < j1;
+            const int64_t off = (int64_t)(in ? j : 0) * kvd;
+            cp_async16(ks + u * RSTEP * LD, kc_t + off, in);
+            cp_async16(vs + u * RSTEP * LD, vc_t + off, in);
+        }
+        cp_async_commit();
+    };
+    load_tile(0);
+    for (int kt = 0; kt < n_kt; kt++) {
+        if (kt + 1 < n_kt) {
+            load_tile(kt + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const int k0 = j0 + kt * AD_MMA_BK + 16 * warp; /* this warp's 16 keys */
+        if (k0 < j1) {
+            const __half *ks = sm + (kt & 1) * 2 * AD_MMA_BK * LD + 16 * warp * LD, *vs = ks + AD_MMA_BK * LD;
+            float s[2][4];
+            am_zero(s);
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++)
+                am_scores_kstep(s, qh[kk], ql[kk], ks, lane, kk, LD);
+            float mx0 = m0, mx1 = m1;
+            am_mask_tile(s, k0, t4, k0 + 15 >= j1, false, j1 - 1, j1 - 1, 0, 0, rs0, rs1, mx0, mx1);
+            uint32_t ph[1][4], pl[1][4];
+            float c0, c1;
+            am_softmax_tile(s, mx0, mx1, m0, m1, l0, l1, c0, c1, ph, pl);
+#pragma unroll
+            for (int dp = 0; dp < NO / 2; dp++)
+                am_pv_tile(o, dp, ph, pl, vs, lane, dp, LD, c0, c1);
+        }
+        __syncthreads();
+    }
+
+    /* the warps' states into shared memory (the tiles' stages are free): row r's m, l (unscaled) and acc (P's
+     * scale undone: a power of two) */
+    float *st_m = (float *)ad_mma_smem, *st_l = st_m + WPB * 16, *st_o = st_l + WPB * 16; /* [warp][16](HD) */
+    {
+        const float L0 = am_quad_sum(l0), L1 = am_quad_sum(l1);
+        if (t4 == 0) {
+            st_m[warp * 16 + g] = m0;
+            st_m[warp * 16 + g + 8] = m1;
+            st_l[warp * 16 + g] = L0;
+            st_l[warp * 16 + g + 8] = L1;
+        }
+        float *o0 = st_o + ((int64_t)warp * 16 + g) * HD + 2 * t4, *o1 = o0 + 8 * HD;
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++) {
+            o0[8 * nt] = o[nt][0] / AM_PSCALE;
+            o0[8 * nt + 1] = o[nt][1] / AM_PSCALE;
+            o1[8 * nt] = o[nt][2] / AM_PSCALE;
+            o1[8 * nt + 1] = o[nt][3] / AM_PSCALE;
+        }
+    }
+    __syncthreads();
+    /* every (head, dim) of the group: the warps merged in warp order, as head_write merges a block's warps */
+    for (int i = threadIdx.x; i < group * HD; i += WPB * WARP_SIZE) {
+        const int r = i / HD, d = i % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < WPB; w++)
+            M = fmaxf(M, st_m[w * 16 + r]);
+        float L = 0.0f, a = 0.0f;
+        for (int w = 0; w < WPB; w++) {
+            const float f = rescale(st_m[w * 16 + r], M);
+            L += st_l[w * 16 + r] * f;
+            a += st_o[((int64_t)w * 16 + r) * HD + d] * f;
+        }
+        const int64_t row = (int64_t)t * n_head + (int64_t)hkv * group + r;
+        if (n_split == 1) {
+            float Ms = M;
+            const float f = sinks ? sink_join(sinks[hkv * group + r], Ms, L) : 1.0f;
+            out[row * HD + d] = sinks ? a * f / L : a / L;
+        } else {
+            float *pt = partials + (row * split_cap + z) * (HD + 2);
+            pt[2 + d] = a;
+            if (d == 0) {
+                pt[0] = M;
+                pt[1] = L;
+            }
+        }
+    }
+    const int seg = group * HD;
+    if (n_split == 1) {
+        if (oq.qt) {
+            __syncthreads();
+            out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
+        }
+        return;
+    }
+    if (!done)
+        return;
+    __shared__ unsigned int ticket;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(done + hkv * gridDim.y + t, 1u);
+    __syncthreads();
+    if (ticket + 1 != (unsigned int)n_split)
+        return;
+    __threadfence();
+    float *sh_a = (float *)ad_mma_smem, *sh_b = sh_a + 2 * WPB * AD_MAX_SPLITS;
+    merge_heads<HD, WPB>(out, partials, (int64_t)t * n_head + hkv * group, group, n_split, split_cap,
+                         sinks ? sinks + hkv * group : NULL, sh_a, sh_b);
+    if (threadIdx.x == 0)
+        done[hkv * gridDim.y + t] = 0;
+    if (oq.qt) {
+        __syncthreads();
+        out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
+    }
+}
+
+static std::atomic<int> g_attn_mma{0};
+
+extern "C" void cuda_set_attn_mma(bool on)
+{
+    g_attn_mma.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+/* The tensor-core form's launch where it applies (see above); false: the caller launches another form. */
+template <int HD, typename KT>
+static bool mma_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
+                       const int32_t *kv0_dev, int n_head, int group, float scale, int window, const float *sinks,
+                       float *scratch, int split_cap, unsigned int *done, const ad_quant_t &kq,
+                       const cuda_seq_rows_t &sr, int n_ctx_keys, cudaStream_t s)
+{
+    if constexpr (!std::is_same<KT, __half>::value || (HD != 64 && HD != 128))
+        return false;
+    else {
+        if (!g_attn_mma.load(std::memory_order_relaxed) || group > 8)
+            return false;
+        int base, span, grid_split, split_len; /* the longest row's splits */
+        key_span(n_ctx_keys, window, &base, &span);
+        split_plan_mma(span, split_cap, &grid_split, &split_len);
+        if (grid_split > 1 && (!done || n_tok > AD_MAX_TOK)) /* its merge is in its launch only */
+            return false;
+        const size_t tiles = (size_t)2 * 2 * AD_MMA_BK * (HD + 8) * sizeof(__half);
+        const size_t states = (size_t)AD_MMA_WARPS * 16 * (HD + 2) * sizeof(float);
+        const size_t merge = (size_t)3 * AD_MMA_WARPS * AD_MAX_SPLITS * sizeof(float);
+        const size_t smem = tiles > states ? (tiles > merge ? tiles : merge) : (states > merge ? states : merge);
+        static const bool attr_ok =
+            cudaFuncSetAttribute(attn_decode_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem) == cudaSuccess;
+        if (!attr_ok)
+            return false;
+        const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
+        cuda_launch_pdl(attn_decode_mma_kernel<HD>, grid, AD_MMA_WARPS * WARP_SIZE, smem, s, out, q,
+                        (const __half *)kc, (const __half *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window,
+                        sinks, scratch, grid_split > 1 ? done : (unsigned int *)NULL, kq, sr);
+        return true;
+    }
+}
+
 /* Block (query head, row) of HD threads: merge_head. */
 template <int HD>
 static __global__ void attn_decode_merge_kernel(float *__restrict__ out, const float *__restrict__ partials,
@@ -838,6 +1083,15 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
                                cudaStream_t s)
 {
     const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
+    if (!per_head && aligned && (uintptr_t)q % 8 == 0) { /* the tensor-core form (cuda_set_attn_mma) */
+        const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
+        const ad_quant_t kq = oq.qt && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
+        if (mma_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, scratch,
+                               split_cap, done, kq, sr, kv0 + n_tok, s)) {
+            *quantized = kq.qt != 0;
+            return;
+        }
+    }
     if (!per_head && aligned && group <= 16 && (group & (group - 1)) == 0) {
         unsigned int *dn = grid_split > 1 && n_tok <= AD_MAX_TOK ? done : NULL; /* the merge in its launch */
         /* the segment's quantization in the launch: where the block writing it exists (one split, or the merge in

@@ -491,6 +491,12 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
                               void *scratch, size_t scratch_bytes, const cuda_attn_fuse_t *fuse, cudaStream_t s,
                               guild_err_t *err);
 
+/* The decode attention on tensor cores (attn_decode.cu's attn_decode_mma_kernel), process-wide, off by default:
+ * F16 caches, heads of 64 or 128, up to 8 query heads a KV head, its splits merged in its launch (given
+ * cuda_attn_fuse_t.done where a row has several); other launches keep the FMA forms. Its rounding differs from
+ * theirs (the prefill kernel's tensor-core arithmetic); a row's bits are the same in any batch. */
+void cuda_set_attn_mma(bool on);
+
 /* The launch form of the decode attention's KV-head kernel where it merges a row's splits in its launch
  * (cuda_attention_decode_dyn and _seqs given fuse->done; other launches keep a block a split, the lengths read after
  * the wait, no prefetch). Every form computes each split as a block of its own would (the same tiles, the same
