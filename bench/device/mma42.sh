@@ -6,6 +6,8 @@
 #    quantized rows, the counters; and every other case, unchanged);
 # 2. cuda_attn_time --short at 128-2048 keys: the "tensor cores" variant beside the default ("different bits" is
 #    expected for it: its rounding is the prefill kernel's).
+# For the step (decode tok/s, guild-cuda-prof), build a var with NVCCFLAGS="... -DAD_MMA_DEFAULT=1": the process's
+# decode attention then starts on tensor cores.
 # Output under $OUT: mma42.log and mma42-files.tar.gz.
 set -u
 budget=${1:-200}

@@ -884,7 +884,10 @@ static __global__ void __launch_bounds__(AD_MMA_WARPS * WARP_SIZE)
     }
 }
 
-static std::atomic<int> g_attn_mma{0};
+#ifndef AD_MMA_DEFAULT /* (a timing build may set it to 1: the step's attention on tensor cores) */
+#define AD_MMA_DEFAULT 0
+#endif
+static std::atomic<int> g_attn_mma{AD_MMA_DEFAULT};
 
 extern "C" void cuda_set_attn_mma(bool on)
 {
