@@ -889,8 +889,30 @@ static __global__ void __launch_bounds__(AD_MMA_WARPS * WARP_SIZE)
 #endif
 static std::atomic<int> g_attn_mma{AD_MMA_DEFAULT};
 
+template <int HD>
+static size_t mma_smem()
+{
+    const size_t tiles = (size_t)2 * 2 * AD_MMA_BK * (HD + 8) * sizeof(__half);
+    const size_t states = (size_t)AD_MMA_WARPS * 16 * (HD + 2) * sizeof(float);
+    const size_t merge = (size_t)3 * AD_MMA_WARPS * AD_MAX_SPLITS * sizeof(float);
+    return tiles > states ? (tiles > merge ? tiles : merge) : (states > merge ? states : merge);
+}
+
+/* The kernels' shared memory allowed, once a process, outside any stream capture (cuda_set_attn_form and
+ * cuda_set_attn_mma run at a backend's creation or a test's setup): whether it could be. */
+static bool mma_ready()
+{
+    static const bool ok =
+        cudaFuncSetAttribute(attn_decode_mma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)mma_smem<64>()) == cudaSuccess &&
+        cudaFuncSetAttribute(attn_decode_mma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)mma_smem<128>()) == cudaSuccess;
+    return ok;
+}
+
 extern "C" void cuda_set_attn_mma(bool on)
 {
+    (void)mma_ready();
     g_attn_mma.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
@@ -911,15 +933,9 @@ static bool mma_launch(float *out, const float *q, const void *kc, const void *v
         split_plan_mma(span, split_cap, &grid_split, &split_len);
         if (grid_split > 1 && (!done || n_tok > AD_MAX_TOK)) /* its merge is in its launch only */
             return false;
-        const size_t tiles = (size_t)2 * 2 * AD_MMA_BK * (HD + 8) * sizeof(__half);
-        const size_t states = (size_t)AD_MMA_WARPS * 16 * (HD + 2) * sizeof(float);
-        const size_t merge = (size_t)3 * AD_MMA_WARPS * AD_MAX_SPLITS * sizeof(float);
-        const size_t smem = tiles > states ? (tiles > merge ? tiles : merge) : (states > merge ? states : merge);
-        static const bool attr_ok =
-            cudaFuncSetAttribute(attn_decode_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)smem) == cudaSuccess;
-        if (!attr_ok)
+        if (!mma_ready())
             return false;
+        const size_t smem = mma_smem<HD>();
         const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
         cuda_launch_pdl(attn_decode_mma_kernel<HD>, grid, AD_MMA_WARPS * WARP_SIZE, smem, s, out, q,
                         (const __half *)kc, (const __half *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window,
@@ -1014,6 +1030,8 @@ static void gqa_resident_warm()
 extern "C" void cuda_set_attn_form(const cuda_attn_form_t *form)
 {
     const cuda_attn_form_t f = form ? *form : cuda_attn_form_default();
+    if (g_attn_mma.load(std::memory_order_relaxed))
+        (void)mma_ready();
     if (f.waves > 0) {
         gqa_resident_warm<__half>();
         gqa_resident_warm<float>();
