@@ -681,238 +681,396 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
     tl_stamp<TL>(fm.tl, CUDA_ATTN_TL_END);
 }
 
-/* ---- the tensor-core form (cuda_set_attn_mma; F16 caches, heads of 64 or 128, up to 8 query heads a KV head) ----
- * attn_decode_gqa_kernel's grid and merge, its key loop on tensor cores: a block's 8 warps take 16 keys each of a
- * tile of AD_MMA_BK keys (two stages of cp.async copies), each warp the scores of its keys for the KV head's query
- * heads as the rows of an m16n8k16 A operand (rows past the group are zeros), its own online softmax and P V, with
- * the prefill kernel's arithmetic (attn_mma_tiles.cuh: Q and P split into two f16 halves, f32 accumulation); the
- * warps' states are merged through shared memory into the split's partial (m, l, acc: the merge kernel's format,
- * merge_heads' input), or the output for a row of one split. Splits of AD_MMA_SPLIT keys (the key loop is cheap:
- * fewer, longer splits than the FMA form's), planned from the row's own span as split_plan does (the same bits
- * in any batch). Other bits than the FMA form: the summation order differs. */
-#define AD_MMA_WARPS 8
-#define AD_MMA_BK (AD_MMA_WARPS * 16) /* keys a tile: 16 a warp */
-#define AD_MMA_SPLIT 256             /* keys a split, at least (a span of up to 64 of them: one split) */
+/* ---- the tensor-core form (cuda_set_attn_mma; F16 caches, heads of 64 or 128, up to 16 query heads a KV head) ----
+ * A cluster of AD_CL_BLOCKS blocks a (KV head, row): block z of the cluster takes split z of the row's keys (splits
+ * planned from the row's own span: the same bits in any batch), in tiles of AD_CL_BK keys (two stages of cp.async
+ * copies; the rows of earlier steps asked for before the wait on the kernel before, this step's after it). A tile's
+ * scores on tensor cores with the prefill kernel's arithmetic (attn_mma_tiles.cuh: Q and P split into two f16
+ * halves, f32 accumulation): each of the 4 warps scores 16 keys for the KV head's query heads (the rows of an
+ * m16n8k16 A operand, rows past the group zeros); the tile's row maxima are shared through shared memory, so every
+ * warp keeps the same running maximum; P goes through shared memory and each warp takes P V for its quarter of the
+ * head's dims over all the tile's keys (no merge of warps' outputs). The splits' states (m, l, acc) stay in their
+ * blocks' shared memory and are merged across the cluster (distributed shared memory), each block a slice of the
+ * KV head's outputs (whole blocks of the output's quantization): no partials in global memory, no counters, no
+ * last-block ticket. Other bits than the FMA forms (the summation order differs); within their tolerance. */
+#define AD_CL_BLOCKS 8 /* blocks a cluster: a row's splits at most */
+#define AD_CL_WARPS 4
+#define AD_CL_BK 64  /* keys a tile: 16 a warp's scores, and 16 a k-step of P V */
+#define AD_CL_MIN 64 /* keys a split at least */
 
-static __host__ __device__ __forceinline__ void split_plan_mma(int n_kv, int split_cap, int *n_split, int *split_len)
+static __host__ __device__ __forceinline__ void split_plan_cl(int span, int *n_split, int *split_len)
 {
-    int ns = (n_kv + AD_MMA_SPLIT - 1) / AD_MMA_SPLIT;
-    if (ns > split_cap)
-        ns = split_cap;
-    if (ns < 1)
-        ns = 1;
+    int ns = (span + AD_CL_MIN - 1) / AD_CL_MIN;
+    ns = ns > AD_CL_BLOCKS ? AD_CL_BLOCKS : ns < 1 ? 1 : ns;
     *n_split = ns;
-    *split_len = (n_kv + ns - 1) / ns;
+    *split_len = (span + ns - 1) / ns;
 }
 
-static __device__ __forceinline__ void row_plan_mma(int kv0, int t, int window, int split_cap, int split,
-                                                    int *n_split, int *j0, int *j1)
+/* The cluster's barrier, in halves: arrive (this block's writes to shared memory, its own and the other blocks',
+ * released to the cluster) and wait (the other blocks' acquired). */
+static __device__ __forceinline__ void cl_arrive()
 {
-    const int n_kv = kv0 + t + 1;
-    int base, span, split_len;
-    key_span(n_kv, window, &base, &span);
-    split_plan_mma(span, split_cap, n_split, &split_len);
-    *j0 = base + split * split_len;
-    *j1 = min(n_kv, *j0 + split_len);
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void cl_wait()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+/* x at this block's shared address p in block `rank` of the cluster (distributed shared memory). */
+static __device__ __forceinline__ void cl_store(float *p, unsigned rank, float x)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(x) : "memory");
+}
+
+static __device__ __forceinline__ void cl_store2(float *p, unsigned rank, float x, float y)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
+}
+
+/* Elements [e0, e0 + n) of output row t (block-aligned, as out_quantize) quantized from src (element e0 of them, in
+ * shared memory: the values the block just computed) by the block's nw warps: out_quantize's bytes. */
+static __device__ __forceinline__ void slice_quantize(const ad_quant_t &q, const float *src, int t, int e0, int n,
+                                                      int nw)
+{
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    char *dr = q.dst + (size_t)t * q.stride;
+    if (q.qt == GUILD_TYPE_Q8_K) {
+        for (int b = e0 / QUANT_QK_K + warp; b < (e0 + n) / QUANT_QK_K; b += nw) {
+            const float *xb = src + (b * QUANT_QK_K - e0) + lane * 8;
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[k] = xb[k];
+            quantize_block_q8_K(v, lane, (quant_block_q8_K *)dr + b);
+        }
+    } else {
+        for (int b = e0 / 32 + warp; b < (e0 + n) / 32; b += nw) {
+            const float v = src[b * 32 - e0 + lane];
+            if (q.qt == GUILD_TYPE_Q8_1)
+                quantize_block_q8_32<true>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_1));
+            else
+                quantize_block_q8_32<false>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_0));
+        }
+    }
 }
 
 template <int HD>
-static __global__ void __launch_bounds__(AD_MMA_WARPS * WARP_SIZE)
-    attn_decode_mma_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
-                           const __half *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
-                           int split_cap, float scale, int window, const float *__restrict__ sinks,
-                           float *__restrict__ partials, unsigned int *__restrict__ done, ad_quant_t oq,
-                           const __grid_constant__ cuda_seq_rows_t sr)
+struct cl_layout {
+    static constexpr int LD = HD + 8;                                  /* halves a tile row (16-byte rows apart) */
+    static constexpr size_t tiles = (size_t)2 * 2 * AD_CL_BK * LD * 2; /* [stage][K, V][key][LD] halves */
+    static constexpr size_t pfr = (size_t)(AD_CL_BK / 16) * 2 * 32 * 16; /* [k-step][hi, lo][lane] uint4 */
+    static constexpr size_t rows = (size_t)2 * AD_CL_WARPS * 16 * 4;     /* tile maxima, warps' sums */
+    static constexpr size_t merge = (size_t)(16 * AD_CL_BLOCKS + 32) * 4; /* factors [16][blocks], L, f */
+    static constexpr size_t bytes = tiles + pfr + rows + merge;
+    /* after the keys, in the tiles' place: the inbox (the splits' m and l [blocks][2][16], their values of this
+     * block's slice [blocks][slice]) and the slice's results */
+    static constexpr int inbox = 16 * HD + (AD_CL_BLOCKS - 1) * QUANT_QK_K; /* floats: slices of all splits */
+    static_assert(((size_t)AD_CL_BLOCKS * 32 + inbox + 16 * HD) * 4 <= tiles, "the inbox fits the tiles' place");
+};
+
+template <int HD>
+static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
+    attn_decode_cl_kernel(float *__restrict__ out, const float *__restrict__ q, const __half *__restrict__ kc,
+                          const __half *__restrict__ vc, int kv0, const int32_t *kv0_dev, int n_head, int group,
+                          float scale, int window, const float *__restrict__ sinks, ad_quant_t oq, int early,
+                          const __grid_constant__ cuda_seq_rows_t sr, unsigned long long *tl)
 {
-    constexpr int WPB = AD_MMA_WARPS, KS = HD / 16, NO = HD / 8, LD = HD + 8, CH = HD / 8;
-    extern __shared__ __align__(16) unsigned char ad_mma_smem[];
-    __half *sm = (__half *)ad_mma_smem; /* [2 stages][K, V][AD_MMA_BK][LD]; then the warps' states */
-    pdl_begin();
-    const int hkv = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
+    typedef cl_layout<HD> LY;
+    constexpr int W = AD_CL_WARPS, BK = AD_CL_BK, KS = HD / 16, LD = LY::LD, CH = HD / 8, CL = AD_CL_BLOCKS;
+    constexpr int DW = HD / W, NOW = DW / 8, KT = BK / 16;
+    static_assert(KT == W && DW % 16 == 0, "a warp's 16 keys are a k-step of P V; its dims whole pairs of n-tiles");
+    extern __shared__ __align__(16) unsigned char ad_cl_smem[];
+    __half *tiles = (__half *)ad_cl_smem;
+    uint4 *pfr = (uint4 *)(ad_cl_smem + LY::tiles);
+    float *smax = (float *)(ad_cl_smem + LY::tiles + LY::pfr), *slw = smax + W * 16;
+    float *fac = (float *)(ad_cl_smem + LY::tiles + LY::pfr + LY::rows), *rL = fac + 16 * CL, *rF = rL + 16;
+    float *in_ml = (float *)ad_cl_smem, *in_o = in_ml + CL * 32, *res = in_o + LY::inbox; /* (after the keys) */
+    auto stamp = [&](int i) {
+        if (tl)
+            tl_stamp<true>(tl, i);
+    };
+    stamp(CUDA_ATTN_TL_ENTRY);
+    if (!early)
+        pdl_begin();
+    const int z = (int)(blockIdx.x % CL), hkv = (int)(blockIdx.x / CL), t = blockIdx.y;
     const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
-    int n_split, j0, j1;
-    row_plan_mma(sq.kv0, sq.t, window, split_cap, z, &n_split, &j0, &j1);
-    if (z >= n_split)
+    const int n_kv = sq.kv0 + sq.t + 1;
+    int base, span, n_split, split_len;
+    key_span(n_kv, window, &base, &span);
+    split_plan_cl(span, &n_split, &split_len);
+    if (n_split == 1 && z > 0) { /* one split: block 0 alone, no cluster barrier */
+        stamp(CUDA_ATTN_TL_END);
         return;
+    }
+    const int j0 = base + z * split_len, j1 = min(n_kv, j0 + split_len);
+    if (z >= n_split || j0 >= j1) { /* no split: gone (an exited block holds up no cluster barrier) */
+        stamp(CUDA_ATTN_TL_END);
+        return;
+    }
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane >> 2, t4 = lane & 3;
     const int kvd = (n_head / group) * HD;
-    const bool ok0 = g < group, ok1 = g + 8 < group;
+    const int seg = group * HD;
+    const int n_kt = (j1 - j0 + BK - 1) / BK;
 
-    /* Q fragments of the KV head's query heads (rows g, g+8), split, each row scaled into f16's normal range */
-    uint32_t qh[KS][4], ql[KS][4];
-    float rs0, rs1;
-    {
-        const int64_t qrow = (int64_t)t * n_head + (int64_t)hkv * group;
-        const float *q0 = q + (qrow + (ok0 ? g : 0)) * HD + 2 * t4, *q1 = q + (qrow + (ok1 ? g + 8 : 0)) * HD + 2 * t4;
-        float mx0, mx1;
-        am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
-        mx0 = am_quad_max(mx0);
-        mx1 = am_quad_max(mx1);
-        const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
-        rs0 = scalbnf(scale, e0);
-        rs1 = scalbnf(scale, e1);
-        asm volatile("" ::: "memory");
-        am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
-    }
-    float o[NO][4];
-    am_zero(o);
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
-    constexpr int RSTEP = WPB * WARP_SIZE / CH;
-    static_assert(WPB * WARP_SIZE % CH == 0 && AD_MMA_BK % RSTEP == 0, "whole rows per pass of the block");
+    constexpr int RSTEP = W * WARP_SIZE / CH;
+    static_assert(W * WARP_SIZE % CH == 0 && BK % RSTEP == 0, "whole rows per pass of the block");
     const int lr = (int)threadIdx.x / CH, lc = ((int)threadIdx.x % CH) * 8;
     const __half *kc_t = (const __half *)((const char *)kc + sq.ko) + (int64_t)hkv * HD + lc;
     const __half *vc_t = (const __half *)((const char *)vc + sq.vo) + (int64_t)hkv * HD + lc;
-    const int n_kt = (j1 - j0 + AD_MMA_BK - 1) / AD_MMA_BK;
-    auto load_tile = [&](int kt) {
-        __half *ks = sm + (kt & 1) * 2 * AD_MMA_BK * LD + lr * LD + lc, *vs = ks + AD_MMA_BK * LD;
-        const int jb = j0 + kt * AD_MMA_BK + lr;
+    /* tile kt's rows: part 0 those of earlier steps (j < sq.kv0: no kernel of this step writes them), part 1 the
+     * rest (this step's rows, written by the kernel before; and the zeros past the split), part 2 all */
+    auto load_tile = [&](int kt, int part) {
+        __half *ks = tiles + (kt & 1) * 2 * BK * LD + lr * LD + lc, *vs = ks + BK * LD;
+        const int jb = j0 + kt * BK + lr;
 #pragma unroll
-        for (int u = 0; u < AD_MMA_BK / RSTEP; u++) {
+        for (int u = 0; u < BK / RSTEP; u++) {
             const int j = jb + u * RSTEP;
-            const bool in = j < j1;
-            const int64_t off = (int64_t)(in ? j : 0) * kvd;
-            cp_async16(ks + u * RSTEP * LD, kc_t + off, in);
-            cp_async16(vs + u * RSTEP * LD, vc_t + off, in);
-        }
-        cp_async_commit();
-    };
-    load_tile(0);
-    for (int kt = 0; kt < n_kt; kt++) {
-        if (kt + 1 < n_kt) {
-            load_tile(kt + 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        const int k0 = j0 + kt * AD_MMA_BK + 16 * warp; /* this warp's 16 keys */
-        if (k0 < j1) {
-            const __half *ks = sm + (kt & 1) * 2 * AD_MMA_BK * LD + 16 * warp * LD, *vs = ks + AD_MMA_BK * LD;
-            float s[2][4];
-            am_zero(s);
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++)
-                am_scores_kstep(s, qh[kk], ql[kk], ks, lane, kk, LD);
-            float mx0 = m0, mx1 = m1;
-            am_mask_tile(s, k0, t4, k0 + 15 >= j1, false, j1 - 1, j1 - 1, 0, 0, rs0, rs1, mx0, mx1);
-            uint32_t ph[1][4], pl[1][4];
-            float c0, c1;
-            am_softmax_tile(s, mx0, mx1, m0, m1, l0, l1, c0, c1, ph, pl);
-#pragma unroll
-            for (int dp = 0; dp < NO / 2; dp++)
-                am_pv_tile(o, dp, ph, pl, vs, lane, dp, LD, c0, c1);
-        }
-        __syncthreads();
-    }
-
-    /* the warps' states into shared memory (the tiles' stages are free): row r's m, l (unscaled) and acc (P's
-     * scale undone: a power of two) */
-    float *st_m = (float *)ad_mma_smem, *st_l = st_m + WPB * 16, *st_o = st_l + WPB * 16; /* [warp][16](HD) */
-    {
-        const float L0 = am_quad_sum(l0), L1 = am_quad_sum(l1);
-        if (t4 == 0) {
-            st_m[warp * 16 + g] = m0;
-            st_m[warp * 16 + g + 8] = m1;
-            st_l[warp * 16 + g] = L0;
-            st_l[warp * 16 + g + 8] = L1;
-        }
-        float *o0 = st_o + ((int64_t)warp * 16 + g) * HD + 2 * t4, *o1 = o0 + 8 * HD;
-#pragma unroll
-        for (int nt = 0; nt < NO; nt++) {
-            o0[8 * nt] = o[nt][0] / AM_PSCALE;
-            o0[8 * nt + 1] = o[nt][1] / AM_PSCALE;
-            o1[8 * nt] = o[nt][2] / AM_PSCALE;
-            o1[8 * nt + 1] = o[nt][3] / AM_PSCALE;
-        }
-    }
-    __syncthreads();
-    /* every (head, dim) of the group: the warps merged in warp order, as head_write merges a block's warps */
-    for (int i = threadIdx.x; i < group * HD; i += WPB * WARP_SIZE) {
-        const int r = i / HD, d = i % HD;
-        float M = -INFINITY;
-        for (int w = 0; w < WPB; w++)
-            M = fmaxf(M, st_m[w * 16 + r]);
-        float L = 0.0f, a = 0.0f;
-        for (int w = 0; w < WPB; w++) {
-            const float f = rescale(st_m[w * 16 + r], M);
-            L += st_l[w * 16 + r] * f;
-            a += st_o[((int64_t)w * 16 + r) * HD + d] * f;
-        }
-        const int64_t row = (int64_t)t * n_head + (int64_t)hkv * group + r;
-        if (n_split == 1) {
-            float Ms = M;
-            const float f = sinks ? sink_join(sinks[hkv * group + r], Ms, L) : 1.0f;
-            out[row * HD + d] = sinks ? a * f / L : a / L;
-        } else {
-            float *pt = partials + (row * split_cap + z) * (HD + 2);
-            pt[2 + d] = a;
-            if (d == 0) {
-                pt[0] = M;
-                pt[1] = L;
+            const bool in = j < j1, old = in && j < sq.kv0;
+            if (part == 2 || (part == 0) == old) {
+                const int64_t off = (int64_t)(in ? j : 0) * kvd;
+                cp_async16(ks + u * RSTEP * LD, kc_t + off, in);
+                cp_async16(vs + u * RSTEP * LD, vc_t + off, in);
             }
         }
+    };
+    if (early) {
+        load_tile(0, 0);
+        pdl_begin();
+        load_tile(0, 1);
+    } else {
+        load_tile(0, 2);
     }
-    const int seg = group * HD;
-    if (n_split == 1) {
+    cp_async_commit();
+    stamp(CUDA_ATTN_TL_WAIT);
+
+    float o[NOW][4];
+    am_zero(o);
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    {
+        /* Q fragments of the KV head's query heads (rows g, g+8), split, each row scaled into f16's normal range */
+        const bool ok0 = g < group, ok1 = g + 8 < group;
+        uint32_t qh[KS][4], ql[KS][4];
+        float rs0, rs1;
+        {
+            const int64_t qrow = (int64_t)t * n_head + (int64_t)hkv * group;
+            const float *q0 = q + (qrow + (ok0 ? g : 0)) * HD + 2 * t4;
+            const float *q1 = q + (qrow + (ok1 ? g + 8 : 0)) * HD + 2 * t4;
+            float mx0, mx1;
+            am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
+            mx0 = am_quad_max(mx0);
+            mx1 = am_quad_max(mx1);
+            const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
+            rs0 = scalbnf(scale, e0);
+            rs1 = scalbnf(scale, e1);
+            am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
+        }
+        for (int kt = 0; kt < n_kt; kt++) {
+            if (kt + 1 < n_kt) {
+                load_tile(kt + 1, 2);
+                cp_async_commit();
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncthreads();
+            if (kt == 0)
+                stamp(CUDA_ATTN_TL_TILE);
+            const __half *ks = tiles + (kt & 1) * 2 * BK * LD, *vs = ks + BK * LD;
+            const int k0 = j0 + kt * BK + 16 * warp; /* this warp's 16 keys */
+            /* Q's halves into accumulators of their own: two chains of mma half as long (then added) */
+            float s[2][4], sl[2][4];
+            am_zero(s);
+            am_zero(sl);
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t b[4];
+                ldmatrix_x4(b, ks + 16 * warp * LD + am_k_ldsm_offset(lane, 0, kk, LD));
+                mma_f16(s[0], qh[kk], b[0], b[1]);
+                mma_f16(sl[0], ql[kk], b[0], b[1]);
+                mma_f16(s[1], qh[kk], b[2], b[3]);
+                mma_f16(sl[1], ql[kk], b[2], b[3]);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    s[nt][c] = s[nt][c] + sl[nt][c];
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+            am_mask_tile(s, k0, t4, k0 + 15 >= j1, false, j1 - 1, j1 - 1, 0, 0, rs0, rs1, mx0, mx1);
+            mx0 = am_quad_max(mx0);
+            mx1 = am_quad_max(mx1);
+            if (t4 == 0) {
+                smax[warp * 16 + g] = mx0;
+                smax[warp * 16 + g + 8] = mx1;
+            }
+            __syncthreads();
+            float M0 = m0, M1 = m1; /* the tile's maxima with the running ones: the same in every warp */
+#pragma unroll
+            for (int w = 0; w < W; w++) {
+                M0 = fmaxf(M0, smax[w * 16 + g]);
+                M1 = fmaxf(M1, smax[w * 16 + g + 8]);
+            }
+            uint32_t ph[1][4], pl[1][4];
+            float c0, c1;
+            am_softmax_tile(s, M0, M1, m0, m1, l0, l1, c0, c1, ph, pl);
+            pfr[(warp * 2) * 32 + lane] = make_uint4(ph[0][0], ph[0][1], ph[0][2], ph[0][3]);
+            pfr[(warp * 2 + 1) * 32 + lane] = make_uint4(pl[0][0], pl[0][1], pl[0][2], pl[0][3]);
+            __syncthreads();
+            uint32_t ah[KT][4], al[KT][4];
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) {
+                const uint4 a = pfr[(kk * 2) * 32 + lane], b = pfr[(kk * 2 + 1) * 32 + lane];
+                ah[kk][0] = a.x, ah[kk][1] = a.y, ah[kk][2] = a.z, ah[kk][3] = a.w;
+                al[kk][0] = b.x, al[kk][1] = b.y, al[kk][2] = b.z, al[kk][3] = b.w;
+            }
+#pragma unroll
+            for (int dp = 0; dp < NOW / 2; dp++)
+                am_pv_tile(o, dp, ah, al, vs, lane, warp * (DW / 16) + dp, LD, c0, c1);
+            __syncthreads(); /* the stage and P are free */
+        }
+    }
+    stamp(CUDA_ATTN_TL_KEYS);
+
+    /* the block's state: m (the same in every warp), l (the warps' sums, in warp order), acc (P's scale undone: a
+     * power of two) */
+    float L0 = 0.0f, L1 = 0.0f;
+    {
+        const float a0 = am_quad_sum(l0), a1 = am_quad_sum(l1);
+        if (t4 == 0) {
+            slw[warp * 16 + g] = a0;
+            slw[warp * 16 + g + 8] = a1;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int w = 0; w < W; w++) {
+            L0 += slw[w * 16 + g];
+            L1 += slw[w * 16 + g + 8];
+        }
+    }
+    const int d0 = warp * DW + 2 * t4;
+    const float *sk = sinks ? sinks + hkv * group : NULL;
+    float *orow = out + ((int64_t)t * n_head + hkv * group) * HD; /* the KV head's segment of row t */
+    if (n_split == 1) { /* block 0, the whole row: the output */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int r = g + 8 * hh;
+            if (r >= group)
+                continue;
+            float Ms = hh ? m1 : m0, L = hh ? L1 : L0;
+            const float f = sk ? sink_join(sk[r], Ms, L) : 1.0f;
+#pragma unroll
+            for (int nt = 0; nt < NOW; nt++) {
+                const float x0 = o[nt][2 * hh] / AM_PSCALE, x1 = o[nt][2 * hh + 1] / AM_PSCALE;
+                const float2 y = sk ? make_float2(x0 * f / L, x1 * f / L) : make_float2(x0 / L, x1 / L);
+                *(float2 *)(orow + r * HD + d0 + 8 * nt) = y;
+                *(float2 *)(res + r * HD + d0 + 8 * nt) = y;
+            }
+        }
+        stamp(CUDA_ATTN_TL_PARTIAL);
         if (oq.qt) {
             __syncthreads();
-            out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
+            slice_quantize(oq, res, t, hkv * seg, seg, W);
         }
+        stamp(CUDA_ATTN_TL_END);
         return;
     }
-    if (!done)
-        return;
-    __shared__ unsigned int ticket;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        ticket = atomicAdd(done + hkv * gridDim.y + t, 1u);
-    __syncthreads();
-    if (ticket + 1 != (unsigned int)n_split)
-        return;
-    __threadfence();
-    float *sh_a = (float *)ad_mma_smem, *sh_b = sh_a + 2 * WPB * AD_MAX_SPLITS;
-    merge_heads<HD, WPB>(out, partials, (int64_t)t * n_head + hkv * group, group, n_split, split_cap,
-                         sinks ? sinks + hkv * group : NULL, sh_a, sh_b);
-    if (threadIdx.x == 0)
-        done[hkv * gridDim.y + t] = 0;
-    if (oq.qt) {
+    /* The splits' states into the blocks that merge them: block s of the cluster merges elements [s per, (s + 1)
+     * per) of the KV head's segment (whole blocks of the output's quantization, else whole heads). Each block's
+     * inbox is in its tiles' place: it is written once every block of the cluster is done with its tiles. */
+    const int unit = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : oq.qt ? 32 : HD;
+    const int per = (seg / unit + n_split - 1) / n_split * unit;
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    cl_wait();
+    stamp(CUDA_ATTN_TL_PARTIAL);
+    if (warp == 0 && t4 == 0)
+        for (int s2 = 0; s2 < n_split; s2++) {
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int r = g + 8 * hh;
+                if (r < group) {
+                    cl_store(in_ml + z * 32 + r, (unsigned)s2, hh ? m1 : m0);
+                    cl_store(in_ml + z * 32 + 16 + r, (unsigned)s2, hh ? L1 : L0);
+                }
+            }
+        }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int r = g + 8 * hh;
+        if (r < group)
+#pragma unroll
+            for (int nt = 0; nt < NOW; nt++) {
+                const int e = r * HD + d0 + 8 * nt, owner = e / per;
+                cl_store2(in_o + z * per + (e - owner * per), (unsigned)owner, o[nt][2 * hh] / AM_PSCALE,
+                          o[nt][2 * hh + 1] / AM_PSCALE);
+            }
+    }
+    cl_arrive();
+    cl_wait();
+    stamp(CUDA_ATTN_TL_TICKET);
+    const int e0 = z * per, e1 = min(seg, e0 + per);
+    if (e0 < e1) {
+        const int r0 = e0 / HD, nr = (e1 - 1) / HD - r0 + 1; /* the slice's rows (query heads) */
+        if ((int)threadIdx.x < nr) {
+            const int r = r0 + (int)threadIdx.x;
+            float M = -INFINITY, L = 0.0f;
+            for (int s2 = 0; s2 < n_split; s2++)
+                M = fmaxf(M, in_ml[s2 * 32 + r]);
+            for (int s2 = 0; s2 < n_split; s2++) {
+                const float f = rescale(in_ml[s2 * 32 + r], M);
+                fac[threadIdx.x * CL + s2] = f;
+                L += in_ml[s2 * 32 + 16 + r] * f;
+            }
+            rF[threadIdx.x] = sk ? sink_join(sk[r], M, L) : 1.0f;
+            rL[threadIdx.x] = L;
+        }
         __syncthreads();
-        out_quantize(oq, out + (int64_t)t * n_head * HD, t, hkv * seg, seg, WPB);
+        for (int e = e0 + (int)threadIdx.x; e < e1; e += W * WARP_SIZE) {
+            const int rl = e / HD - r0;
+            float a = 0.0f;
+            for (int s2 = 0; s2 < n_split; s2++)
+                a += in_o[s2 * per + (e - e0)] * fac[rl * CL + s2];
+            const float L = rL[rl], y = sk ? a * rF[rl] / L : a / L;
+            orow[e] = y;
+            res[e - e0] = y;
+        }
+        stamp(CUDA_ATTN_TL_MERGE);
+        if (oq.qt) {
+            __syncthreads();
+            slice_quantize(oq, res, t, hkv * seg + e0, e1 - e0, W);
+        }
     }
+    stamp(CUDA_ATTN_TL_END);
 }
 
 #ifndef AD_MMA_DEFAULT /* (a timing build may set it to 1: the step's attention on tensor cores) */
 #define AD_MMA_DEFAULT 0
 #endif
 static std::atomic<int> g_attn_mma{AD_MMA_DEFAULT};
-
-template <int HD>
-static size_t mma_smem()
-{
-    const size_t tiles = (size_t)2 * 2 * AD_MMA_BK * (HD + 8) * sizeof(__half);
-    const size_t states = (size_t)AD_MMA_WARPS * 16 * (HD + 2) * sizeof(float);
-    const size_t merge = (size_t)3 * AD_MMA_WARPS * AD_MAX_SPLITS * sizeof(float);
-    return tiles > states ? (tiles > merge ? tiles : merge) : (states > merge ? states : merge);
-}
+static std::atomic<unsigned long long *> g_attn_tl{nullptr}; /* cuda_set_attn_timeline */
+static std::atomic<int> g_attn_early{1}; /* the launch form's: the row lengths read before the wait */
 
 /* The kernels' shared memory allowed, once a process, outside any stream capture (cuda_set_attn_form and
  * cuda_set_attn_mma run at a backend's creation or a test's setup): whether it could be. */
-static bool mma_ready()
+static bool cl_ready()
 {
     static const bool ok =
-        cudaFuncSetAttribute(attn_decode_mma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)mma_smem<64>()) == cudaSuccess &&
-        cudaFuncSetAttribute(attn_decode_mma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)mma_smem<128>()) == cudaSuccess;
+        cudaFuncSetAttribute(attn_decode_cl_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)cl_layout<64>::bytes) == cudaSuccess &&
+        cudaFuncSetAttribute(attn_decode_cl_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)cl_layout<128>::bytes) == cudaSuccess;
     return ok;
 }
 
 extern "C" void cuda_set_attn_mma(bool on)
 {
-    (void)mma_ready();
+    (void)cl_ready();
     g_attn_mma.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
@@ -920,26 +1078,18 @@ extern "C" void cuda_set_attn_mma(bool on)
 template <int HD, typename KT>
 static bool mma_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
                        const int32_t *kv0_dev, int n_head, int group, float scale, int window, const float *sinks,
-                       float *scratch, int split_cap, unsigned int *done, const ad_quant_t &kq,
-                       const cuda_seq_rows_t &sr, int n_ctx_keys, cudaStream_t s)
+                       const ad_quant_t &kq, const cuda_seq_rows_t &sr, cudaStream_t s)
 {
     if constexpr (!std::is_same<KT, __half>::value || (HD != 64 && HD != 128))
         return false;
     else {
-        if (!g_attn_mma.load(std::memory_order_relaxed) || group > 8)
+        if (!g_attn_mma.load(std::memory_order_relaxed) || group > 16 || !cl_ready())
             return false;
-        int base, span, grid_split, split_len; /* the longest row's splits */
-        key_span(n_ctx_keys, window, &base, &span);
-        split_plan_mma(span, split_cap, &grid_split, &split_len);
-        if (grid_split > 1 && (!done || n_tok > AD_MAX_TOK)) /* its merge is in its launch only */
-            return false;
-        if (!mma_ready())
-            return false;
-        const size_t smem = mma_smem<HD>();
-        const dim3 grid((unsigned)(n_head / group), (unsigned)n_tok, (unsigned)grid_split);
-        cuda_launch_pdl(attn_decode_mma_kernel<HD>, grid, AD_MMA_WARPS * WARP_SIZE, smem, s, out, q,
-                        (const __half *)kc, (const __half *)vc, kv0, kv0_dev, n_head, group, split_cap, scale, window,
-                        sinks, scratch, grid_split > 1 ? done : (unsigned int *)NULL, kq, sr);
+        const dim3 grid((unsigned)(n_head / group * AD_CL_BLOCKS), (unsigned)n_tok);
+        cuda_launch_pdl_cluster(attn_decode_cl_kernel<HD>, grid, AD_CL_WARPS * WARP_SIZE, cl_layout<HD>::bytes,
+                                AD_CL_BLOCKS, s, out, q, (const __half *)kc, (const __half *)vc, kv0, kv0_dev, n_head,
+                                group, scale, window, sinks, kq, g_attn_early.load(std::memory_order_relaxed), sr,
+                                g_attn_tl.load(std::memory_order_relaxed));
         return true;
     }
 }
@@ -975,9 +1125,8 @@ extern "C" size_t cuda_attention_decode_scratch(int32_t n_tok, int32_t n_head, i
 }
 
 /* The launch form (cuda_set_attn_form): process-wide, read at each launch. */
-static std::atomic<int> g_attn_waves{CUDA_ATTN_WAVES_DEFAULT}, g_attn_early{1},
+static std::atomic<int> g_attn_waves{CUDA_ATTN_WAVES_DEFAULT},
     g_attn_prefetch_rows{CUDA_ATTN_PREFETCH_ROWS_DEFAULT}, g_attn_row_blocks{0};
-static std::atomic<unsigned long long *> g_attn_tl{nullptr};
 
 extern "C" void cuda_set_attn_timeline(unsigned long long *stamps)
 {
@@ -1031,7 +1180,7 @@ extern "C" void cuda_set_attn_form(const cuda_attn_form_t *form)
 {
     const cuda_attn_form_t f = form ? *form : cuda_attn_form_default();
     if (g_attn_mma.load(std::memory_order_relaxed))
-        (void)mma_ready();
+        (void)cl_ready();
     if (f.waves > 0) {
         gqa_resident_warm<__half>();
         gqa_resident_warm<float>();
@@ -1107,8 +1256,8 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
     if (!per_head && aligned && (uintptr_t)q % 8 == 0) { /* the tensor-core form (cuda_set_attn_mma) */
         const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
         const ad_quant_t kq = oq.qt && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
-        if (mma_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, scratch,
-                               split_cap, done, kq, sr, kv0 + n_tok, s)) {
+        if (mma_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, kq, sr,
+                               s)) {
             *quantized = kq.qt != 0;
             return;
         }
