@@ -36,6 +36,7 @@ static const struct {
     {"attn-grid", offsetof(cuda_config_t, no_attn_grid)},
     {"attn-early", offsetof(cuda_config_t, no_attn_early)},
     {"attn-prefetch", offsetof(cuda_config_t, no_attn_prefetch)},
+    {"attn-mma", offsetof(cuda_config_t, no_attn_mma)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
 
@@ -110,7 +111,9 @@ static const flag_t flags[] = {
      "(no programmatic dependent launch), attn-grid (the decode attention a\n"
      "block a split), attn-early (its row lengths read after the wait on the\n"
      "kernel before), attn-prefetch (no L2 prefetch of its keys and values\n"
-     "before that wait); the same output either way", false},
+     "before that wait): the same output either way; attn-mma (the decode\n"
+     "attention's FMA forms in place of its tensor-core form over F16 caches:\n"
+     "other rounding, within the attention's tolerance)", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"

@@ -1151,6 +1151,7 @@ START_TEST(test_attn_merge_fused)
     void *dqo[4];
     const float scale = 1.0f / sqrtf((float)HD);
     cuda_set_attn_form(&ad_forms[fi].form);
+    cuda_set_attn_mma(false); /* the FMA forms (the tensor-core form has test_attn_mma) */
     for (int k = 0; k < 4; k++) { /* the merge kernel; the fused merge, twice, quantizing; the merge kernel, too */
         CK_CUDA(cudaMalloc((void **)&dout[k], nq * sizeof(float)));
         CK_CUDA(cudaMemset(dout[k], 0x7e, nq * sizeof(float)));
@@ -1171,6 +1172,7 @@ START_TEST(test_attn_merge_fused)
         CK_CUDA(cudaMemcpy(hq[k], dqo[k], qbytes, cudaMemcpyDeviceToHost));
     }
     cuda_set_attn_form(NULL);
+    cuda_set_attn_mma(true);
     unsigned int *hd = malloc((size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd);
     CK_CUDA(cudaMemcpy(hd, done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd, cudaMemcpyDeviceToHost));
     for (int32_t i = 0; i < nkv * CUDA_DECODE_ROWS; i++)
@@ -1264,6 +1266,7 @@ START_TEST(test_attn_mma)
     int32_t *dkv0 = cuda_test_dev_bytes(&kv0, sizeof kv0);
     const int32_t kv0_max = (int32_t)n_ctx - n_tok;
     const cuda_attn_fuse_t fref = {done, GUILD_TYPE_F32, NULL, 0}, fmma = {done, qt, dqo, arow};
+    cuda_set_attn_mma(false);
     ck_assert_msg(cuda_attention_decode_dyn(dref, dq, GUILD_TYPE_F16, dk, dv, n_tok, dkv0, kv0_max, nh, nkv, HD, scale,
                                             &ext, scratch, sb, &fref, stream, &err) == 0, "%s", err.msg);
     cuda_set_attn_mma(true);
@@ -1300,7 +1303,6 @@ START_TEST(test_attn_mma)
                       n_tok);
         cudaFree(dk1);
     }
-    cuda_set_attn_mma(false);
     unsigned int *hd = malloc((size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd);
     CK_CUDA(cudaMemcpy(hd, done, (size_t)nkv * CUDA_DECODE_ROWS * sizeof *hd, cudaMemcpyDeviceToHost));
     for (int32_t i = 0; i < nkv * CUDA_DECODE_ROWS; i++)

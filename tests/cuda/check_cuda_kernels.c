@@ -872,32 +872,39 @@ START_TEST(test_attention)
     float *dsinks = dev_upload(sinks, (size_t)c.n_head * sizeof *sinks);
     const cuda_attn_ext_t ext = {c.window, c.sinks ? dsinks : NULL};
     guild_err_t err;
-    const int rc = c.prefill ? cuda_attention_prefill(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
-                                                      HD, scale, &ext, stream, &err)
-                             : cuda_attention_decode(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
-                                                     HD, scale, &ext, dscratch, sb, stream, &err);
-    ck_assert_msg(rc == 0, "%s", err.msg);
-    dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
-    double worst = 0;
-    const int32_t group = c.n_head / c.n_head_kv;
-    for (int32_t t = 0; t < c.n_tok; t++)
-        for (int32_t h = 0; h < c.n_head; h++) {
-            /* the CPU backend's window: keys from first, given to the kernel from there */
-            const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
-            cpu_attention_head(ref, q + (int64_t)t * Q + h * HD, kf + (int64_t)first * KV + (h / group) * HD,
-                               vf + (int64_t)first * KV + (h / group) * HD, KV, n - first, HD, scale,
-                               c.sinks ? &sinks[h] : NULL, scores);
-            for (int32_t d = 0; d < HD; d++) {
-                const float g = got[(int64_t)t * Q + h * HD + d];
-                const double e = fabs((double)g - ref[d]);
-                ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "attention case %d tok %d head %d dim %d: %.9g vs %.9g",
-                              _i, t, h, d, (double)g, (double)ref[d]);
-                worst = e > worst ? e : worst;
+    /* decode over an F16 cache: the tensor-core form (the default where it applies), then the FMA forms */
+    const int forms = c.prefill || f32 ? 1 : 2;
+    for (int form = 0; form < forms; form++) {
+        cuda_set_attn_mma(form == 0);
+        const int rc = c.prefill ? cuda_attention_prefill(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
+                                                          HD, scale, &ext, stream, &err)
+                                 : cuda_attention_decode(dout, dq, kvt, dk, dv, c.n_tok, c.kv0, c.n_head, c.n_head_kv,
+                                                         HD, scale, &ext, dscratch, sb, stream, &err);
+        cuda_set_attn_mma(true);
+        ck_assert_msg(rc == 0, "%s", err.msg);
+        dev_download(got, dout, (size_t)c.n_tok * (size_t)Q * sizeof *got, stream);
+        double worst = 0;
+        const int32_t group = c.n_head / c.n_head_kv;
+        for (int32_t t = 0; t < c.n_tok; t++)
+            for (int32_t h = 0; h < c.n_head; h++) {
+                /* the CPU backend's window: keys from first, given to the kernel from there */
+                const int32_t n = c.kv0 + t + 1, first = c.window > 0 && n > c.window ? n - c.window : 0;
+                cpu_attention_head(ref, q + (int64_t)t * Q + h * HD, kf + (int64_t)first * KV + (h / group) * HD,
+                                   vf + (int64_t)first * KV + (h / group) * HD, KV, n - first, HD, scale,
+                                   c.sinks ? &sinks[h] : NULL, scores);
+                for (int32_t d = 0; d < HD; d++) {
+                    const float g = got[(int64_t)t * Q + h * HD + d];
+                    const double e = fabs((double)g - ref[d]);
+                    ck_assert_msg(e <= 2e-5 + 1e-4 * fabs(ref[d]), "attention case %d tok %d head %d dim %d: %.9g vs %.9g",
+                                  _i, t, h, d, (double)g, (double)ref[d]);
+                    worst = e > worst ? e : worst;
+                }
             }
-        }
-    printf("attention %s %s %3d rows after %5d keys, %2d/%d heads of %3d, window %3d%s: max abs err %.3g (tolerance "
-           "2e-5 + 1e-4 |ref|)\n", c.prefill ? "prefill" : "decode ", f32 ? "f32" : "f16", c.n_tok, c.kv0, c.n_head,
-           c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", worst);
+        printf("attention %s %s %3d rows after %5d keys, %2d/%d heads of %3d, window %3d%s%s: max abs err %.3g (tolerance "
+               "2e-5 + 1e-4 |ref|)\n", c.prefill ? "prefill" : "decode ", f32 ? "f32" : "f16", c.n_tok, c.kv0, c.n_head,
+               c.n_head_kv, HD, c.window, c.sinks ? ", sinks" : "", forms == 1 ? "" : form ? ", FMA" : ", tensor form",
+               worst);
+    }
     dev_free(dsinks);
     free(sinks);
     dev_free(dk);

@@ -1,11 +1,12 @@
 /* cuda_attn_time: the time of a decode step's attention (cuda_attention_decode_dyn, its splits merged and its output
  * quantized to Q8_K in its launch, as the layer program runs it) at the Qwen3-30B-A3B shape (32 query heads over 4 KV
  * heads of 128, F16 caches), 48 layers each over its own caches (from the device's memory as in a step, not from
- * L2), in a CUDA graph, with its variants: the launch forms (cuda_set_attn_form: a block a split, the grid cut to 1,
- * 2 or 4 waves, the lengths read before or after the wait, the L2 prefetch at up to 4 or 16 rows), the merge
- * kernel, one split, no programmatic dependent launch. Not a test; run by hand or by a device script. Linked against
- * another build's libraries (the same interface), it times that build's kernels: the A/B of a kernel change in one
- * program. Each variant's output and quantized rows are compared with the default path's (bits).
+ * L2), in a CUDA graph, with its variants: the FMA forms' launch forms (cuda_set_attn_form: a block a split, the grid
+ * cut to 1, 2 or 4 waves, the lengths read before or after the wait, the L2 prefetch at up to 4 or 16 rows), the
+ * merge kernel, one split, no programmatic dependent launch; the tensor-core form (cuda_set_attn_mma, the default).
+ * Not a test; run by hand or by a device script. Linked against another build's libraries (the same interface), it
+ * times that build's kernels: the A/B of a kernel change in one program. Each variant's output and quantized rows
+ * are compared with the first variant's (the FMA form's fused launch; bits).
  * --timeline: instead, where the default launch's time goes (cuda_set_attn_timeline): each block's stamps in a
  * replayed graph, the phases of the block that ends last and the hand-over from the launch before, medians over
  * the layers.
@@ -107,7 +108,8 @@ typedef struct at_variant {
 #define AT_W CUDA_ATTN_WAVES_DEFAULT
 #define AT_P CUDA_ATTN_PREFETCH_ROWS_DEFAULT
 static const at_variant_t variants[] = {
-    /* the default: the splits' partials through the scratch, the last merges, in the default launch form */
+    /* the FMA forms (--cuda-off attn-mma), the first of them the reference of the others' bits: the splits'
+     * partials through the scratch, the last merges, in the default launch form */
     {"scratch", true, true, true, false, {0}, false, false},
     {"block a split", true, true, true, true, {0, false, 0, 0}, false, false}, /* the form before cuda_attn_form_t */
     {"grid, no early", true, true, true, true, {AT_W, false, 0, 0}, false, false},
@@ -122,7 +124,7 @@ static const at_variant_t variants[] = {
     {"merge kernel", false, true, true, false, {0}, false, false}, /* + the merge kernel and cuda_quantize */
     {"one split", true, false, true, false, {0}, true, false},     /* no scratch: one block a KV head walks every key */
     {"scratch, no pdl", true, true, false, false, {0}, true, false},
-    {"tensor cores", true, true, true, false, {0}, false, true},
+    {"tensor cores", true, true, true, false, {0}, false, true}, /* the default where it applies */
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 static bool at_short; /* --short */
@@ -165,7 +167,7 @@ static void attn_time(at_ctx_t *c, int32_t keys, int32_t n)
     fflush(stdout);
     cuda_set_pdl(true);
     cuda_set_attn_form(NULL);
-    cuda_set_attn_mma(false);
+    cuda_set_attn_mma(true);
     free(ref);
     free(got);
     free(qref);

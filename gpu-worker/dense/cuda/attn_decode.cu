@@ -17,6 +17,9 @@
  *     empty), the row lengths read and the empty blocks gone before the wait on the kernel before, the keys and
  *     values asked into L2 before it in launches of few rows. The same bits in every form.
  *   attn_decode_kernel: grid (query head, query row, split), 4 warps on one head's split; other group sizes.
+ *   attn_decode_cl_kernel: the default over F16 caches with heads of 64 or 128 and up to 16 query heads a KV head
+ *     (cuda_set_attn_mma): the scores and P V on tensor cores, a cluster of blocks a (KV head, row) whose splits
+ *     are merged through distributed shared memory (see its section). Other rounding than the FMA forms above.
  */
 #include <cuda_fp16.h>
 
@@ -767,11 +770,12 @@ struct cl_layout {
     static constexpr size_t pfr = (size_t)(AD_CL_BK / 16) * 2 * 32 * 16; /* [k-step][hi, lo][lane] uint4 */
     static constexpr size_t rows = (size_t)2 * AD_CL_WARPS * 16 * 4;     /* tile maxima, warps' sums */
     static constexpr size_t merge = (size_t)(16 * AD_CL_BLOCKS + 32) * 4; /* factors [16][blocks], L, f */
-    static constexpr size_t bytes = tiles + pfr + rows + merge;
-    /* after the keys, in the tiles' place: the inbox (the splits' m and l [blocks][2][16], their values of this
-     * block's slice [blocks][slice]) and the slice's results */
+    /* the inbox: the splits' m and l [blocks][2][16], their values of this block's slice [blocks][slice] (other
+     * blocks write it while this one may still be on its keys) */
     static constexpr int inbox = 16 * HD + (AD_CL_BLOCKS - 1) * QUANT_QK_K; /* floats: slices of all splits */
-    static_assert(((size_t)AD_CL_BLOCKS * 32 + inbox + 16 * HD) * 4 <= tiles, "the inbox fits the tiles' place");
+    static constexpr size_t in = ((size_t)AD_CL_BLOCKS * 32 + inbox) * 4;
+    static constexpr size_t bytes = tiles + pfr + rows + merge + in;
+    static_assert((size_t)16 * HD * 4 <= tiles, "the results (after the keys) fit the tiles' place");
 };
 
 template <int HD>
@@ -790,7 +794,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
     uint4 *pfr = (uint4 *)(ad_cl_smem + LY::tiles);
     float *smax = (float *)(ad_cl_smem + LY::tiles + LY::pfr), *slw = smax + W * 16;
     float *fac = (float *)(ad_cl_smem + LY::tiles + LY::pfr + LY::rows), *rL = fac + 16 * CL, *rF = rL + 16;
-    float *in_ml = (float *)ad_cl_smem, *in_o = in_ml + CL * 32, *res = in_o + LY::inbox; /* (after the keys) */
+    float *in_ml = rF + 16, *in_o = in_ml + CL * 32, *res = (float *)ad_cl_smem; /* (res: after the keys) */
     auto stamp = [&](int i) {
         if (tl)
             tl_stamp<true>(tl, i);
@@ -813,6 +817,8 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         stamp(CUDA_ATTN_TL_END);
         return;
     }
+    if (n_split > 1) /* this block has started (its shared memory may be written from now on: the wait below) */
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane >> 2, t4 = lane & 3;
     const int kvd = (n_head / group) * HD;
@@ -981,12 +987,11 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         stamp(CUDA_ATTN_TL_END);
         return;
     }
-    /* The splits' states into the blocks that merge them: block s of the cluster merges elements [s per, (s + 1)
-     * per) of the KV head's segment (whole blocks of the output's quantization, else whole heads). Each block's
-     * inbox is in its tiles' place: it is written once every block of the cluster is done with its tiles. */
+    /* The splits' states into the inboxes of the blocks that merge them: block s of the cluster merges elements
+     * [s per, (s + 1) per) of the KV head's segment (whole blocks of the output's quantization, else whole heads).
+     * The first wait: every block of the cluster has started (long since, by now). */
     const int unit = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : oq.qt ? 32 : HD;
     const int per = (seg / unit + n_split - 1) / n_split * unit;
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
     cl_wait();
     stamp(CUDA_ATTN_TL_PARTIAL);
     if (warp == 0 && t4 == 0)
@@ -1019,23 +1024,34 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         const int r0 = e0 / HD, nr = (e1 - 1) / HD - r0 + 1; /* the slice's rows (query heads) */
         if ((int)threadIdx.x < nr) {
             const int r = r0 + (int)threadIdx.x;
-            float M = -INFINITY, L = 0.0f;
-            for (int s2 = 0; s2 < n_split; s2++)
-                M = fmaxf(M, in_ml[s2 * 32 + r]);
-            for (int s2 = 0; s2 < n_split; s2++) {
-                const float f = rescale(in_ml[s2 * 32 + r], M);
-                fac[threadIdx.x * CL + s2] = f;
-                L += in_ml[s2 * 32 + 16 + r] * f;
-            }
+            float ms[CL], M = -INFINITY, L = 0.0f;
+#pragma unroll
+            for (int s2 = 0; s2 < CL; s2++)
+                if (s2 < n_split) {
+                    ms[s2] = in_ml[s2 * 32 + r];
+                    M = fmaxf(M, ms[s2]);
+                }
+#pragma unroll
+            for (int s2 = 0; s2 < CL; s2++)
+                if (s2 < n_split) {
+                    const float f = rescale(ms[s2], M);
+                    fac[threadIdx.x * CL + s2] = f;
+                    L += in_ml[s2 * 32 + 16 + r] * f;
+                }
             rF[threadIdx.x] = sk ? sink_join(sk[r], M, L) : 1.0f;
             rL[threadIdx.x] = L;
         }
         __syncthreads();
         for (int e = e0 + (int)threadIdx.x; e < e1; e += W * WARP_SIZE) {
             const int rl = e / HD - r0;
-            float a = 0.0f;
-            for (int s2 = 0; s2 < n_split; s2++)
-                a += in_o[s2 * per + (e - e0)] * fac[rl * CL + s2];
+            float v[CL], a = 0.0f;
+#pragma unroll
+            for (int s2 = 0; s2 < CL; s2++)
+                v[s2] = s2 < n_split ? in_o[s2 * per + (e - e0)] : 0.0f;
+#pragma unroll
+            for (int s2 = 0; s2 < CL; s2++)
+                if (s2 < n_split)
+                    a += v[s2] * fac[rl * CL + s2];
             const float L = rL[rl], y = sk ? a * rF[rl] / L : a / L;
             orow[e] = y;
             res[e - e0] = y;
@@ -1049,10 +1065,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
     stamp(CUDA_ATTN_TL_END);
 }
 
-#ifndef AD_MMA_DEFAULT /* (a timing build may set it to 1: the step's attention on tensor cores) */
-#define AD_MMA_DEFAULT 0
-#endif
-static std::atomic<int> g_attn_mma{AD_MMA_DEFAULT};
+static std::atomic<int> g_attn_mma{1}; /* cuda_set_attn_mma: on unless turned off */
 static std::atomic<unsigned long long *> g_attn_tl{nullptr}; /* cuda_set_attn_timeline */
 static std::atomic<int> g_attn_early{1}; /* the launch form's: the row lengths read before the wait */
 
@@ -1078,7 +1091,7 @@ extern "C" void cuda_set_attn_mma(bool on)
 template <int HD, typename KT>
 static bool mma_launch(float *out, const float *q, const void *kc, const void *vc, int n_tok, int kv0,
                        const int32_t *kv0_dev, int n_head, int group, float scale, int window, const float *sinks,
-                       const ad_quant_t &kq, const cuda_seq_rows_t &sr, cudaStream_t s)
+                       const ad_quant_t &kq, bool early, const cuda_seq_rows_t &sr, cudaStream_t s)
 {
     if constexpr (!std::is_same<KT, __half>::value || (HD != 64 && HD != 128))
         return false;
@@ -1088,7 +1101,7 @@ static bool mma_launch(float *out, const float *q, const void *kc, const void *v
         const dim3 grid((unsigned)(n_head / group * AD_CL_BLOCKS), (unsigned)n_tok);
         cuda_launch_pdl_cluster(attn_decode_cl_kernel<HD>, grid, AD_CL_WARPS * WARP_SIZE, cl_layout<HD>::bytes,
                                 AD_CL_BLOCKS, s, out, q, (const __half *)kc, (const __half *)vc, kv0, kv0_dev, n_head,
-                                group, scale, window, sinks, kq, g_attn_early.load(std::memory_order_relaxed), sr,
+                                group, scale, window, sinks, kq, early ? 1 : 0, sr,
                                 g_attn_tl.load(std::memory_order_relaxed));
         return true;
     }
@@ -1256,8 +1269,10 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
     if (!per_head && aligned && (uintptr_t)q % 8 == 0) { /* the tensor-core form (cuda_set_attn_mma) */
         const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
         const ad_quant_t kq = oq.qt && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
-        if (mma_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, kq, sr,
-                               s)) {
+        /* the lengths before the wait where the fused launches' contract says so (cuda_attention_decode_dyn) */
+        const bool early = done && g_attn_early.load(std::memory_order_relaxed);
+        if (mma_launch<HD, KT>(out, q, kc, vc, n_tok, kv0, kv0_dev, n_head, group, scale, window, sinks, kq, early,
+                               sr, s)) {
             *quantized = kq.qt != 0;
             return;
         }

@@ -741,6 +741,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     if (cc->no_attn_prefetch)
         form.prefetch_rows = 0;
     cuda_set_attn_form(&form);
+    cuda_set_attn_mma(!cc->no_attn_mma);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)

@@ -68,6 +68,8 @@ typedef struct cuda_config {
     bool no_attn_grid;         /* a block a split (no grid cut to the blocks the device holds at once) */
     bool no_attn_early;        /* the row lengths read after the wait (then no prefetch either) */
     bool no_attn_prefetch;     /* no L2 prefetch of the keys and values before the wait */
+    bool no_attn_mma;          /* measurement (--cuda-off attn-mma): the decode attention's FMA forms where the
+                                  tensor-core form applies (cuda_set_attn_mma; other bits, within the tolerance) */
 } cuda_config_t;
 
 #endif

@@ -491,10 +491,12 @@ int cuda_attention_decode_dyn(float *out, const float *q, guild_type_t kv_type, 
                               void *scratch, size_t scratch_bytes, const cuda_attn_fuse_t *fuse, cudaStream_t s,
                               guild_err_t *err);
 
-/* The decode attention on tensor cores (attn_decode.cu's attn_decode_mma_kernel), process-wide, off by default:
- * F16 caches, heads of 64 or 128, up to 8 query heads a KV head, its splits merged in its launch (given
- * cuda_attn_fuse_t.done where a row has several); other launches keep the FMA forms. Its rounding differs from
- * theirs (the prefill kernel's tensor-core arithmetic); a row's bits are the same in any batch. */
+/* The decode attention on tensor cores (attn_decode.cu's attn_decode_cl_kernel), process-wide, on unless turned
+ * off (--cuda-off attn-mma; tests of the FMA forms): F16 caches, heads of 64 or 128, up to 16 query heads a KV head
+ * (launches of the per-head kernel, other caches and shapes keep the FMA forms). A cluster of blocks a (KV head, row)
+ * merges the row's splits in its launch (no scratch, no counters, no launch form). Its rounding differs from theirs
+ * (the prefill kernel's tensor-core arithmetic); a row's bits are the same in any batch. Call it outside any stream
+ * capture (it sets the kernel's shared memory once). */
 void cuda_set_attn_mma(bool on);
 
 /* The launch form of the decode attention's KV-head kernel where it merges a row's splits in its launch
