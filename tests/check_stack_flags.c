@@ -182,6 +182,10 @@ START_TEST(test_flags_fill_their_records)
     ck_assert_msg(parse(&f, ge, &err) == 0, "%s", err.msg);
     ck_assert(!f.gpu.cuda.no_attn_grid && f.gpu.cuda.no_attn_early && !f.gpu.cuda.no_attn_prefetch);
     ck_assert(f.gpu.cuda.no_pdl);
+    ck_assert(!f.gpu.cuda.no_attn_mma);
+    char *gm[] = {"x", "--cuda-off", "attn-mma", NULL};
+    ck_assert_msg(parse(&f, gm, &err) == 0, "%s", err.msg);
+    ck_assert(f.gpu.cuda.no_attn_mma && !f.gpu.cuda.no_attn_grid && !f.gpu.cuda.no_attn_early);
     char *gx[] = {"x", "--cuda-off", "attn-grids", NULL};
     ck_assert_int_eq(parse(&f, gx, &err), -1);
     /* nothing else moved: the supervision's timings stay the defaults */
