@@ -692,10 +692,11 @@ static __global__ void __launch_bounds__(WPB * WARP_SIZE)
  * halves, f32 accumulation): each of the 4 warps scores 16 keys for the KV head's query heads (the rows of an
  * m16n8k16 A operand, rows past the group zeros); the tile's row maxima are shared through shared memory, so every
  * warp keeps the same running maximum; P goes through shared memory and each warp takes P V for its quarter of the
- * head's dims over all the tile's keys (no merge of warps' outputs). The splits' states (m, l, acc) stay in their
- * blocks' shared memory and are merged across the cluster (distributed shared memory), each block a slice of the
- * KV head's outputs (whole blocks of the output's quantization): no partials in global memory, no counters, no
- * last-block ticket. Other bits than the FMA forms (the summation order differs); within their tolerance. */
+ * head's dims over all the tile's keys (no merge of warps' outputs). Each split's state (m, l, acc) goes into the
+ * shared memory of the blocks that merge it (distributed shared memory), each block a slice of the KV head's
+ * outputs (whole blocks of the output's quantization), which it writes and quantizes: no partials in global memory,
+ * no counters, no last-block ticket. Blocks of no split leave at once; a row of one split is block 0's alone.
+ * Other bits than the FMA forms (the summation order differs); within their tolerance. */
 #define AD_CL_BLOCKS 8 /* blocks a cluster: a row's splits at most */
 #define AD_CL_WARPS 4
 #define AD_CL_BK 64  /* keys a tile: 16 a warp's scores, and 16 a k-step of P V */
