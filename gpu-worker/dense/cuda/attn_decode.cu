@@ -383,16 +383,17 @@ typedef struct ad_quant {
     size_t stride;
 } ad_quant_t;
 
-/* Elements [e0, e0 + n) of output row `row` (block-aligned) quantized by the block's nw warps into row t of q.dst,
- * with cuda_quantize's warp bodies: the same bytes. The block wrote them (visible after a barrier). */
-static __device__ __forceinline__ void out_quantize(const ad_quant_t &q, const float *row, int t, int e0, int n,
-                                                    int nw)
+/* Elements [e0, e0 + n) of output row t (block-aligned) quantized from src (element e0 of them: in shared memory, the
+ * values a block just computed, or the output row) by the block's nw warps with cuda_quantize's warp bodies: the same
+ * bytes. */
+static __device__ __forceinline__ void slice_quantize(const ad_quant_t &q, const float *src, int t, int e0, int n,
+                                                      int nw)
 {
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     char *dr = q.dst + (size_t)t * q.stride;
     if (q.qt == GUILD_TYPE_Q8_K) {
         for (int b = e0 / QUANT_QK_K + warp; b < (e0 + n) / QUANT_QK_K; b += nw) {
-            const float *xb = row + (int64_t)b * QUANT_QK_K + lane * 8;
+            const float *xb = src + (b * QUANT_QK_K - e0) + lane * 8;
             float v[8];
 #pragma unroll
             for (int k = 0; k < 8; k++)
@@ -401,13 +402,21 @@ static __device__ __forceinline__ void out_quantize(const ad_quant_t &q, const f
         }
     } else {
         for (int b = e0 / 32 + warp; b < (e0 + n) / 32; b += nw) {
-            const float v = row[(int64_t)b * 32 + lane];
+            const float v = src[b * 32 - e0 + lane];
             if (q.qt == GUILD_TYPE_Q8_1)
                 quantize_block_q8_32<true>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_1));
             else
                 quantize_block_q8_32<false>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_0));
         }
     }
+}
+
+/* Elements [e0, e0 + n) of output row `row` (block-aligned) quantized by the block's nw warps into row t of q.dst,
+ * with cuda_quantize's warp bodies: the same bytes. The block wrote them (visible after a barrier). */
+static __device__ __forceinline__ void out_quantize(const ad_quant_t &q, const float *row, int t, int e0, int n,
+                                                    int nw)
+{
+    slice_quantize(q, row + e0, t, e0, n, nw);
 }
 
 template <int HD, typename KT>
@@ -737,33 +746,6 @@ static __device__ __forceinline__ void cl_store2(float *p, unsigned rank, float 
     asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
 }
 
-/* Elements [e0, e0 + n) of output row t (block-aligned, as out_quantize) quantized from src (element e0 of them, in
- * shared memory: the values the block just computed) by the block's nw warps: out_quantize's bytes. */
-static __device__ __forceinline__ void slice_quantize(const ad_quant_t &q, const float *src, int t, int e0, int n,
-                                                      int nw)
-{
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    char *dr = q.dst + (size_t)t * q.stride;
-    if (q.qt == GUILD_TYPE_Q8_K) {
-        for (int b = e0 / QUANT_QK_K + warp; b < (e0 + n) / QUANT_QK_K; b += nw) {
-            const float *xb = src + (b * QUANT_QK_K - e0) + lane * 8;
-            float v[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                v[k] = xb[k];
-            quantize_block_q8_K(v, lane, (quant_block_q8_K *)dr + b);
-        }
-    } else {
-        for (int b = e0 / 32 + warp; b < (e0 + n) / 32; b += nw) {
-            const float v = src[b * 32 - e0 + lane];
-            if (q.qt == GUILD_TYPE_Q8_1)
-                quantize_block_q8_32<true>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_1));
-            else
-                quantize_block_q8_32<false>(v, lane, dr + (size_t)b * sizeof(quant_block_q8_0));
-        }
-    }
-}
-
 template <int HD>
 struct cl_layout {
     static constexpr int LD = HD + 8;                                  /* halves a tile row (16-byte rows apart) */
@@ -869,14 +851,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
             const int64_t qrow = (int64_t)t * n_head + (int64_t)hkv * group;
             const float *q0 = q + (qrow + (ok0 ? g : 0)) * HD + 2 * t4;
             const float *q1 = q + (qrow + (ok1 ? g + 8 : 0)) * HD + 2 * t4;
-            float mx0, mx1;
-            am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
-            mx0 = am_quad_max(mx0);
-            mx1 = am_quad_max(mx1);
-            const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
-            rs0 = scalbnf(scale, e0);
-            rs1 = scalbnf(scale, e1);
-            am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
+            am_q_split<HD>(q0, q1, ok0, ok1, scale, qh, ql, rs0, rs1);
         }
         for (int kt = 0; kt < n_kt; kt++) {
             if (kt + 1 < n_kt) {

@@ -74,6 +74,25 @@ static __device__ __forceinline__ float am_quad_sum(float x)
     return x;
 }
 
+/* The split A fragments of Q (am_q_frags) of fragment rows q0 (g) and q1 (g+8), each pointing at its row's element
+ * 2t (rows not ok: zeros), each row scaled into f16's normal range by a power of two (am_row_exponent); rs0, rs1:
+ * the rows' score scales, scale times that power. */
+template <int HD>
+static __device__ __forceinline__ void am_q_split(const float *q0, const float *q1, bool ok0, bool ok1, float scale,
+                                                  uint32_t (&qh)[HD / 16][4], uint32_t (&ql)[HD / 16][4], float &rs0,
+                                                  float &rs1)
+{
+    float mx0, mx1;
+    am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
+    mx0 = am_quad_max(mx0);
+    mx1 = am_quad_max(mx1);
+    const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
+    rs0 = scalbnf(scale, e0);
+    rs1 = scalbnf(scale, e1);
+    asm volatile("" ::: "memory"); /* reload q below: not the first pass's HD / 2 values kept live */
+    am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
+}
+
 /* Zeros in N accumulator fragments. */
 template <int N>
 static __device__ __forceinline__ void am_zero(float (&a)[N][4])

@@ -69,15 +69,7 @@ static __global__ void __launch_bounds__(AM_WARPS *WARP_SIZE, 2)
         const bool ok0 = r0 < nq, ok1 = r1 < nq;
         const float *q0 = q + ((int64_t)(t0 + (ok0 ? r0 : 0)) * n_head + h) * HD + 2 * t4;
         const float *q1 = q + ((int64_t)(t0 + (ok1 ? r1 : 0)) * n_head + h) * HD + 2 * t4;
-        float mx0, mx1;
-        am_q_absmax<HD>(q0, q1, ok0, ok1, &mx0, &mx1);
-        mx0 = am_quad_max(mx0);
-        mx1 = am_quad_max(mx1);
-        const int e0 = am_row_exponent(mx0), e1 = am_row_exponent(mx1);
-        rs0 = scalbnf(scale, e0);
-        rs1 = scalbnf(scale, e1);
-        asm volatile("" ::: "memory"); /* reload q below: not the first pass's HD / 2 values kept live */
-        am_q_frags<HD>(q0, q1, ok0, ok1, scalbnf(1.0f, -e0), scalbnf(1.0f, -e1), qh, ql);
+        am_q_split<HD>(q0, q1, ok0, ok1, scale, qh, ql, rs0, rs1);
     }
 
     float o[NO][4]; /* output fragments: (row g, dims 8nt + 2t4, +1), (row g+8, same) */
