@@ -723,27 +723,35 @@ static __host__ __device__ __forceinline__ void split_plan_cl(int span, int *n_s
  * released to the cluster) and wait (the other blocks' acquired). */
 static __device__ __forceinline__ void cl_arrive()
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
 }
 
 static __device__ __forceinline__ void cl_wait()
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
 }
 
 /* x at this block's shared address p in block `rank` of the cluster (distributed shared memory). */
 static __device__ __forceinline__ void cl_store(float *p, unsigned rank, float x)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     uint32_t a;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
     asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(x) : "memory");
+#endif
 }
 
 static __device__ __forceinline__ void cl_store2(float *p, unsigned rank, float x, float y)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     uint32_t a;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
     asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
+#endif
 }
 
 template <int HD>
@@ -768,6 +776,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
                           float scale, int window, const float *__restrict__ sinks, ad_quant_t oq, int early,
                           const __grid_constant__ cuda_seq_rows_t sr, unsigned long long *tl)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* clusters (an older device never launches it: cl_ready) */
     typedef cl_layout<HD> LY;
     constexpr int W = AD_CL_WARPS, BK = AD_CL_BK, KS = HD / 16, LD = LY::LD, CH = HD / 8, CL = AD_CL_BLOCKS;
     constexpr int DW = HD / W, NOW = DW / 8, KT = BK / 16;
@@ -1039,21 +1048,48 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         }
     }
     stamp(CUDA_ATTN_TL_END);
+#endif
 }
 
 static std::atomic<int> g_attn_mma{1}; /* cuda_set_attn_mma: on unless turned off */
 static std::atomic<unsigned long long *> g_attn_tl{nullptr}; /* cuda_set_attn_timeline */
 static std::atomic<int> g_attn_early{1}; /* the launch form's: the row lengths read before the wait */
 
-/* The kernels' shared memory allowed, once a process, outside any stream capture (cuda_set_attn_form and
- * cuda_set_attn_mma run at a backend's creation or a test's setup): whether it could be. */
+/* Whether the cluster form runs here (an sm_90 device on which a cluster of its blocks can be scheduled), its shared
+ * memory allowed: asked once a process, outside any stream capture (cuda_set_attn_form and cuda_set_attn_mma run at
+ * a backend's creation or a test's setup). Elsewhere the FMA forms run. */
+template <int HD>
+static bool cl_usable_hd()
+{
+    int dev = 0, major = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
+        cudaFuncSetAttribute(attn_decode_cl_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)cl_layout<HD>::bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = AD_CL_BLOCKS;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(AD_CL_BLOCKS, 1);
+    c.blockDim = dim3(AD_CL_WARPS * WARP_SIZE);
+    c.dynamicSmemBytes = cl_layout<HD>::bytes;
+    c.attrs = at;
+    c.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, attn_decode_cl_kernel<HD>, &c) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return n >= 1;
+}
+
 static bool cl_ready()
 {
-    static const bool ok =
-        cudaFuncSetAttribute(attn_decode_cl_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)cl_layout<64>::bytes) == cudaSuccess &&
-        cudaFuncSetAttribute(attn_decode_cl_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)cl_layout<128>::bytes) == cudaSuccess;
+    static const bool ok = cl_usable_hd<64>() && cl_usable_hd<128>();
     return ok;
 }
 
