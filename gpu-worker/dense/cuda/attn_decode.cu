@@ -1061,30 +1061,13 @@ static std::atomic<int> g_attn_early{1}; /* the launch form's: the row lengths r
 template <int HD>
 static bool cl_usable_hd()
 {
-    int dev = 0, major = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
-        cudaFuncSetAttribute(attn_decode_cl_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(attn_decode_cl_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)cl_layout<HD>::bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
+        (void)cudaGetLastError(); /* (an older device: no kernel image) */
         return false;
     }
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = AD_CL_BLOCKS;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t c = {};
-    c.gridDim = dim3(AD_CL_BLOCKS, 1);
-    c.blockDim = dim3(AD_CL_WARPS * WARP_SIZE);
-    c.dynamicSmemBytes = cl_layout<HD>::bytes;
-    c.attrs = at;
-    c.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&n, attn_decode_cl_kernel<HD>, &c) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return n >= 1;
+    return cuda_cluster_fits(attn_decode_cl_kernel<HD>, AD_CL_BLOCKS, 1, AD_CL_WARPS * WARP_SIZE,
+                             cl_layout<HD>::bytes);
 }
 
 static bool cl_ready()

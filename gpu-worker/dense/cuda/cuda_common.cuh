@@ -100,6 +100,38 @@ static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3
     (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
 }
 
+/* Whether clusters of cluster_x blocks of `threads` threads and smem bytes of dynamic shared memory of kernel can be
+ * scheduled here, in a grid of `rows` clusters (gridDim.y): an sm_90 device (or later) with room for at least one.
+ * The caller has allowed the kernel that much shared memory (and a non-portable size above 8). A failed query
+ * counts as no. */
+template <typename... P>
+static inline bool cuda_cluster_fits(void (*kernel)(P...), unsigned cluster_x, unsigned rows, unsigned threads,
+                                     size_t smem)
+{
+    int dev = 0, major = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cluster_x;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(cluster_x, rows);
+    c.blockDim = dim3(threads);
+    c.dynamicSmemBytes = smem;
+    c.attrs = at;
+    c.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &c) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return n >= 1;
+}
+
 /* cuda_launch_pdl_cluster without clusters. */
 template <typename... P, typename... A>
 static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,

@@ -606,7 +606,7 @@ template <int CB, int CW, bool NORM>
 static bool rc_usable()
 {
     static const bool ok = [] {
-        int dev = 0, major = 0, n = 0;
+        int dev = 0, major = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
             (CB > 8 && cudaFuncSetAttribute(router_cluster_kernel<CB, CW, NORM>,
@@ -614,22 +614,8 @@ static bool rc_usable()
             (void)cudaGetLastError();
             return false;
         }
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = CB;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t c = {};
-        c.gridDim = dim3(CB, CUDA_ROUTER_FUSED_MAX);
-        c.blockDim = dim3(CW * WARP_SIZE);
-        c.dynamicSmemBytes = RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2, CW) * sizeof(float);
-        c.attrs = at;
-        c.numAttrs = 1;
-        if (cudaOccupancyMaxActiveClusters(&n, router_cluster_kernel<CB, CW, NORM>, &c) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return false;
-        }
-        return n >= 1;
+        return cuda_cluster_fits(router_cluster_kernel<CB, CW, NORM>, CB, CUDA_ROUTER_FUSED_MAX, CW * WARP_SIZE,
+                                 RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2, CW) * sizeof(float));
     }();
     return ok;
 }
