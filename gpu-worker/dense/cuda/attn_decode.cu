@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "gpu-worker/dense/cuda/attn_mma_tiles.cuh"
+#include "gpu-worker/dense/cuda/cluster.cuh"
 #include "gpu-worker/dense/cuda/quantize.cuh"
 #include "gpu-worker/dense/cuda/seq_rows.cuh"
 
@@ -719,41 +720,6 @@ static __host__ __device__ __forceinline__ void split_plan_cl(int span, int *n_s
     *split_len = (span + ns - 1) / ns;
 }
 
-/* The cluster's barrier, in halves: arrive (this block's writes to shared memory, its own and the other blocks',
- * released to the cluster) and wait (the other blocks' acquired). */
-static __device__ __forceinline__ void cl_arrive()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-
-static __device__ __forceinline__ void cl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
-/* x at this block's shared address p in block `rank` of the cluster (distributed shared memory). */
-static __device__ __forceinline__ void cl_store(float *p, unsigned rank, float x)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(x) : "memory");
-#endif
-}
-
-static __device__ __forceinline__ void cl_store2(float *p, unsigned rank, float x, float y)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
-    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
-#endif
-}
-
 template <int HD>
 struct cl_layout {
     static constexpr int LD = HD + 8;                                  /* halves a tile row (16-byte rows apart) */
@@ -810,7 +776,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         return;
     }
     if (n_split > 1) /* this block has started (its shared memory may be written from now on: the wait below) */
-        asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+        cluster_arrive_relaxed();
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane >> 2, t4 = lane & 3;
     const int kvd = (n_head / group) * HD;
@@ -977,7 +943,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
      * The first wait: every block of the cluster has started (long since, by now). */
     const int unit = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : oq.qt ? 32 : HD;
     const int per = (seg / unit + n_split - 1) / n_split * unit;
-    cl_wait();
+    cluster_wait_acquire();
     stamp(CUDA_ATTN_TL_PARTIAL);
     if (warp == 0 && t4 == 0)
         for (int s2 = 0; s2 < n_split; s2++) {
@@ -985,8 +951,8 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
             for (int hh = 0; hh < 2; hh++) {
                 const int r = g + 8 * hh;
                 if (r < group) {
-                    cl_store(in_ml + z * 32 + r, (unsigned)s2, hh ? m1 : m0);
-                    cl_store(in_ml + z * 32 + 16 + r, (unsigned)s2, hh ? L1 : L0);
+                    cluster_store_f32(cluster_map(in_ml + z * 32 + r, (uint32_t)s2), hh ? m1 : m0);
+                    cluster_store_f32(cluster_map(in_ml + z * 32 + 16 + r, (uint32_t)s2), hh ? L1 : L0);
                 }
             }
         }
@@ -997,12 +963,12 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
 #pragma unroll
             for (int nt = 0; nt < NOW; nt++) {
                 const int e = r * HD + d0 + 8 * nt, owner = e / per;
-                cl_store2(in_o + z * per + (e - owner * per), (unsigned)owner, o[nt][2 * hh] / AM_PSCALE,
-                          o[nt][2 * hh + 1] / AM_PSCALE);
+                cluster_store_f32x2(cluster_map(in_o + z * per + (e - owner * per), (uint32_t)owner),
+                                    o[nt][2 * hh] / AM_PSCALE, o[nt][2 * hh + 1] / AM_PSCALE);
             }
     }
-    cl_arrive();
-    cl_wait();
+    cluster_arrive_release();
+    cluster_wait_acquire();
     stamp(CUDA_ATTN_TL_TICKET);
     const int e0 = z * per, e1 = min(seg, e0 + per);
     if (e0 < e1) {
@@ -1261,8 +1227,8 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
                                cudaStream_t s)
 {
     const bool aligned = ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
+    const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32; /* the output's quantization block */
     if (!per_head && aligned && (uintptr_t)q % 8 == 0) { /* the tensor-core form (cuda_set_attn_mma) */
-        const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
         const ad_quant_t kq = oq.qt && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
         /* the lengths before the wait where the fused launches' contract says so (cuda_attention_decode_dyn) */
         const bool early = done && g_attn_early.load(std::memory_order_relaxed);
@@ -1276,7 +1242,6 @@ static void attn_decode_launch(float *out, const float *q, const void *kc, const
         unsigned int *dn = grid_split > 1 && n_tok <= AD_MAX_TOK ? done : NULL; /* the merge in its launch */
         /* the segment's quantization in the launch: where the block writing it exists (one split, or the merge in
          * the launch) and the segments are whole activation blocks */
-        const int qk = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : 32;
         const ad_quant_t kq = oq.qt && (grid_split == 1 || dn) && (group * HD) % qk == 0 ? oq : ad_quant_t{0, NULL, 0};
         *quantized = kq.qt != 0;
         if (group <= 8)

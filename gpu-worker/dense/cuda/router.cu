@@ -16,6 +16,7 @@
  * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel). */
 #include <atomic>
 
+#include "gpu-worker/dense/cuda/cluster.cuh"
 #include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/router_groups.cuh"
@@ -420,35 +421,6 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
 #define RC_EXPERTS_MAX RF_RANK_MAX
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
 #define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
-
-static __device__ __forceinline__ void cluster_arrive_relaxed()
-{
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-
-static __device__ __forceinline__ void cluster_arrive_release()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-
-static __device__ __forceinline__ void cluster_wait_acquire()
-{
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-/* The address in block `rank` of the cluster of what is at p in this block's shared memory. */
-static __device__ __forceinline__ uint32_t cluster_map(const void *p, uint32_t rank)
-{
-    uint32_t r;
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
-
-static __device__ __forceinline__ void cluster_store_f32(uint32_t addr, float v)
-{
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
-}
 
 /* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp. */
 template <int CB, int CW, bool NORM>
