@@ -9,7 +9,10 @@
  * over 48 layers' own weights (from the device's memory, as in a step): Q/K/V in one launch
  * (cuda_matmul_multi_types, 4096 + 512 + 512 rows of 2048, Q4_K, V Q6_K in odd layers as the Q4_K_M recipe) and
  * the attention's output product (cuda_matmul, Q4_K 2048 x 4096), and that one in the few-token kernel's shapes.
- * usage: cuda_head_time [--forms LIST] [TOKENS...]   (default 1 2 4 8 16) */
+ * --timeline: instead, where the fused router's time goes in its cluster form (cuda_set_router_timeline): each
+ * block's stamps in a replayed graph of the FFN head, the phases of token 0's first block (the one that chooses) and
+ * the hand-over from the launch before, medians over the layers.
+ * usage: cuda_head_time [--forms LIST] [--timeline] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +22,13 @@
 
 #include "core/quant/quant.h"
 #include "core/sample/rng.h"
+#include "core/util/clock.h" /* guild_median */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "tests/cuda/cuda_time.h"
 
 static cudaStream_t stream;
 static int forms[8], n_forms; /* --forms */
+static bool timeline;         /* --timeline */
 
 /* Linked against a library from before the setter (the A/B's baseline), Q/K/V's shapes and 16 warps along K are
  * skipped. */
@@ -77,7 +82,10 @@ typedef struct rt_head {
     unsigned int *done;
     int32_t n, E, ne, k;
     bool fused;
+    unsigned long long *tl; /* --timeline: [48 layers][16 blocks x n tokens][CUDA_ROUTER_TL_STAMPS], NULL: none */
 } rt_head_t;
+
+#define RT_TL_LAYER(n) ((size_t)16 * (size_t)(n) * CUDA_ROUTER_TL_STAMPS)
 
 static int rt_head(void *ctx, int32_t l, guild_err_t *err)
 {
@@ -85,6 +93,7 @@ static int rt_head(void *ctx, int32_t l, guild_err_t *err)
     const size_t ws = (size_t)h->E * sizeof(float);
     const float *Wl = h->W + (size_t)l * (size_t)h->ne * (size_t)h->E;
     unsigned long long *cl = h->cnt + (size_t)l * (size_t)h->ne;
+    cuda_set_router_timeline(h->tl ? h->tl + (size_t)l * RT_TL_LAYER(h->n) : NULL);
     if (h->fused)
         return cuda_router_fused_norm(&h->nm, Wl, ws, h->E, h->lg, h->n, h->ne, h->k, 0, 0, true, 1.0f, h->ids, h->wt,
                                       cl, h->done, stream, err);
@@ -118,6 +127,63 @@ static int rt_attn(void *ctx, int32_t l, guild_err_t *err)
     const cuda_norm_pre_t comb = {.kind = CUDA_PRE_COMBINE, .y = a->y, .w = a->rw, .n_used = 8};
     return cuda_rmsnorm_fused(a->xn, a->x, a->nw, a->E, a->n, 1e-6f, a->found, 2, &comb, GUILD_TYPE_Q8_K, a->q8,
                               a->q8_row, stream, err);
+}
+
+/* The phases of the fused router's cluster form (--timeline), us, medians over layers 1 .. L - 1 of a replayed graph:
+ * the hand-over (the launch before's last block ends -> this launch's first block past its wait), then token 0's
+ * first block: wait -> its row normed, -> every logit in (the cluster's barrier), -> the softmax, -> the ranks,
+ * -> the choice written; end -> end. */
+static void head_timeline(rt_head_t *h, int32_t L, int cb)
+{
+    if (!cb || !h->fused) {
+        printf("timeline: %2d tokens: the router's cluster form does not run here\n", h->n);
+        return;
+    }
+    const size_t nst = (size_t)L * RT_TL_LAYER(h->n);
+    CUDA_TIME_CU(cudaMalloc((void **)&h->tl, nst * sizeof(unsigned long long)));
+    CUDA_TIME_CU(cudaMemset(h->tl, 0, nst * sizeof(unsigned long long)));
+    const double us = cuda_time_graph(rt_head, h, L, 1, 8, stream);
+    unsigned long long *st = malloc(nst * sizeof *st);
+    cuda_time_need(st != NULL, "out of memory");
+    CUDA_TIME_CU(cudaMemcpy(st, h->tl, nst * sizeof *st, cudaMemcpyDeviceToHost));
+    enum { HAND, ROW, LOGITS, PROBS, RANKS, END, STEP, NQ };
+    static const char *const names[NQ] = {"hand-over", "wait->row", "row->logits", "logits->probs",
+                                          "probs->ranks", "ranks->end", "end->end"};
+    double v[NQ][48];
+    int nl = 0;
+    unsigned long long prev_end = 0;
+    for (int32_t l = 0; l < L && l < 48; l++) {
+        const unsigned long long *Ls = st + (size_t)l * RT_TL_LAYER(h->n);
+        unsigned long long end = 0, wait0 = ~0ull;
+        for (int32_t b = 0; b < cb * h->n; b++) {
+            const unsigned long long *s = Ls + (size_t)b * CUDA_ROUTER_TL_STAMPS;
+            end = s[CUDA_ROUTER_TL_END] > end ? s[CUDA_ROUTER_TL_END] : end;
+            if (s[CUDA_ROUTER_TL_WAIT] && s[CUDA_ROUTER_TL_WAIT] < wait0)
+                wait0 = s[CUDA_ROUTER_TL_WAIT];
+        }
+        const unsigned long long *b0 = Ls; /* token 0's first block */
+        if (l > 0 && prev_end && b0[CUDA_ROUTER_TL_END]) {
+            const double ns = 1e-3;
+            v[HAND][nl] = ((double)wait0 - (double)prev_end) * ns;
+            v[ROW][nl] = (double)(b0[CUDA_ROUTER_TL_ROW] - b0[CUDA_ROUTER_TL_WAIT]) * ns;
+            v[LOGITS][nl] = (double)(b0[CUDA_ROUTER_TL_LOGITS] - b0[CUDA_ROUTER_TL_ROW]) * ns;
+            v[PROBS][nl] = (double)(b0[CUDA_ROUTER_TL_PROBS] - b0[CUDA_ROUTER_TL_LOGITS]) * ns;
+            v[RANKS][nl] = (double)(b0[CUDA_ROUTER_TL_RANKS] - b0[CUDA_ROUTER_TL_PROBS]) * ns;
+            v[END][nl] = (double)(b0[CUDA_ROUTER_TL_END] - b0[CUDA_ROUTER_TL_RANKS]) * ns;
+            v[STEP][nl] = (double)(end - prev_end) * ns;
+            nl++;
+        }
+        prev_end = end;
+    }
+    printf("timeline: %2d tokens, clusters of %d blocks: %.2f us a layer (graph); medians over %d layers, us:", h->n,
+           cb, us, nl);
+    for (int q = 0; q < NQ; q++)
+        printf(" %s %.2f;", names[q], nl ? guild_median(v[q], nl) : 0.0);
+    printf("\n");
+    fflush(stdout);
+    free(st);
+    cudaFree(h->tl);
+    h->tl = NULL;
 }
 
 static void head_time(int32_t n)
@@ -181,6 +247,10 @@ static void head_time(int32_t n)
     if (!n_forms) /* else the last line's head is the last form's */
         rt_time(rt_head, &h, L, t_head);
     cuda_set_router_cluster(form);
+    if (timeline) {
+        head_timeline(&h, L, form);
+        cuda_set_router_timeline(NULL);
+    }
     unsigned int done[CUDA_ROUTER_FUSED_MAX];
     CUDA_TIME_CU(cudaMemcpy(done, h.done, sizeof done, cudaMemcpyDeviceToHost));
     for (int j = 0; j < CUDA_ROUTER_FUSED_MAX; j++)
@@ -378,9 +448,11 @@ int main(int argc, char **argv)
     CUDA_TIME_CU(cudaStreamCreate(&stream));
     static const int32_t toks[] = {1, 2, 4, 8, 16};
     int a = 1;
-    for (; a + 1 < argc; a += 2) {
-        if (!strcmp(argv[a], "--forms"))
-            n_forms = parse_list(argv[a + 1], forms);
+    for (; a < argc; a++) {
+        if (!strcmp(argv[a], "--forms") && a + 1 < argc)
+            n_forms = parse_list(argv[++a], forms);
+        else if (!strcmp(argv[a], "--timeline"))
+            timeline = true;
         else
             break;
     }

@@ -548,6 +548,21 @@ enum {
 };
 void cuda_set_attn_timeline(unsigned long long *stamps);
 
+/* A timeline of the fused router's cluster form (router_cluster_kernel; timing programs only; NULL: none, the
+ * default), process-wide, as cuda_set_attn_timeline: CUDA_ROUTER_TL_STAMPS %globaltimer readings (ns) a block,
+ * block (x, y) of its grid (block of the cluster, token) at [(y CB + x) CUDA_ROUTER_TL_STAMPS]. */
+enum {
+    CUDA_ROUTER_TL_ENTRY,  /* the block starts */
+    CUDA_ROUTER_TL_WAIT,   /* past the wait on the kernel before (pdl_begin) */
+    CUDA_ROUTER_TL_ROW,    /* the token's row normed into shared memory */
+    CUDA_ROUTER_TL_LOGITS, /* past the cluster's barrier: every logit in the first block */
+    CUDA_ROUTER_TL_PROBS,  /* the first block: the softmax (thread 0's warp) */
+    CUDA_ROUTER_TL_RANKS,  /* the first block: every slot named */
+    CUDA_ROUTER_TL_END,    /* the block ends (the first block: the choice written) */
+    CUDA_ROUTER_TL_STAMPS
+};
+void cuda_set_router_timeline(unsigned long long *stamps);
+
 /* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys in
  * kt, values in vt (Q8_0 or Q4_0; v_rot: Q8_0 keys and Q4_0 values rotated head by head, k8v4), read as blocks. A
  * row's keys are cut into splits by its own position and the splits' partial softmax states merged in split order: a

@@ -422,14 +422,26 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
 #define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
 
+/* cuda_set_router_timeline's stamp i of this block (thread 0), where tl is set. */
+static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
+{
+    if (tl && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        tl[((size_t)blockIdx.y * gridDim.x + blockIdx.x) * CUDA_ROUTER_TL_STAMPS + i] = t;
+    }
+}
+
 /* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp. */
 template <int CB, int CW, bool NORM>
 static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     router_cluster_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
                           int n_embd, float *logits, int n_expert, int k, int G, int n_group_used, bool renorm,
-                          float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm)
+                          float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm,
+                          unsigned long long *tl)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    rc_stamp(tl, CUDA_ROUTER_TL_ENTRY);
     constexpr int BT = CW * WARP_SIZE;
     static_assert(BT >= RN_MAX_THREADS, "a block plays every thread of the norm");
     extern __shared__ float rc_sh[];
@@ -456,6 +468,7 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
             nwv[q] = T < nm.vt && i < n_embd ? nm.w[i] : 0.0f;
         }
     pdl_begin();
+    rc_stamp(tl, CUDA_ROUTER_TL_WAIT);
     if constexpr (NORM) { /* rf_norm_rows' operations, thread T as the norm's thread T */
         double sum = 0;
 #pragma unroll
@@ -489,6 +502,7 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
             xs[i] = x[i];
     }
     __syncthreads(); /* the row in */
+    rc_stamp(tl, CUDA_ROUTER_TL_ROW);
     float *lg = rc_sh; /* [n_expert], in the first block: every block's logits */
     cluster_wait_acquire(); /* phase 1 (long complete: the blocks started together) */
     const uint32_t lead_lg = cluster_map(lg, 0);
@@ -514,8 +528,11 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     }
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
-    if (blockIdx.x != 0)
+    rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
+    if (blockIdx.x != 0) {
+        rc_stamp(tl, CUDA_ROUTER_TL_END);
         return;
+    }
     if constexpr (NORM) { /* rf_norm_out's writes: every block has read x */
 #pragma unroll
         for (int q = 0; q < NQ; q++) {
@@ -541,6 +558,7 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
         if (isnan(p[i]))
             p[i] = -0.5f;
     __syncwarp();
+    rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
     /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts) */
     const int epw = (n_expert + CW - 1) / CW;
     int tpe = 1;
@@ -564,11 +582,13 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
             slot[r] = e;
     }
     __syncthreads(); /* every slot named */
+    rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
     if (warp != 0)
         return;
     const int my_id = lane < k ? slot[lane] : 0;
     const float my_w = lane < k ? p[my_id] : 0.0f;
     router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
+    rc_stamp(tl, CUDA_ROUTER_TL_END);
 #endif
 }
 
@@ -593,6 +613,12 @@ static bool rc_usable()
 }
 
 static std::atomic<int> g_router_cluster{CUDA_ROUTER_CLUSTER_DEFAULT};
+static std::atomic<unsigned long long *> g_router_tl{nullptr};
+
+extern "C" void cuda_set_router_timeline(unsigned long long *stamps)
+{
+    g_router_tl.store(stamps, std::memory_order_relaxed);
+}
 
 extern "C" int cuda_set_router_cluster(int blocks)
 {
@@ -623,13 +649,15 @@ static bool rc_launch(const float *W, size_t w_stride, const float *x, size_t x_
     if (cb == 16 && rc_usable<16, 8, NORM>()) {
         cuda_launch_pdl_cluster(router_cluster_kernel<16, 8, NORM>, grid, 8 * WARP_SIZE,
                                 RC_SMEM_FLOATS(n_expert, G, 8) * sizeof(float), 16, s, W, w_stride, x, x_stride,
-                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm);
+                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm,
+                                g_router_tl.load(std::memory_order_relaxed));
         return true;
     }
     if (cb == 8 && rc_usable<8, 16, NORM>()) {
         cuda_launch_pdl_cluster(router_cluster_kernel<8, 16, NORM>, grid, 16 * WARP_SIZE,
                                 RC_SMEM_FLOATS(n_expert, G, 16) * sizeof(float), 8, s, W, w_stride, x, x_stride,
-                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm);
+                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm,
+                                g_router_tl.load(std::memory_order_relaxed));
         return true;
     }
     return false;
