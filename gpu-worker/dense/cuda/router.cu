@@ -415,9 +415,9 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
  * CB x CW experts), the products those of router_fused_kernel: each block norms the token's row for itself (its
  * threads play cuda_rmsnorm's, a block being at least the norm's width), and every warp hands its logit to the
  * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
- * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The first
- * block writes the normed row and chooses: each of its warps makes the token's softmax (router_probs: the same bits
- * in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots (router_finish). */
+ * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The last
+ * block writes the normed row; the first chooses: each of its warps makes the token's softmax (router_probs: the
+ * same bits in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots (router_finish). */
 #define RC_EXPERTS_MAX RF_RANK_MAX
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
 #define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
@@ -529,26 +529,28 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
+    /* rf_norm_out's writes (every block has read x), by the last block: they stay off the choosing block's path */
+    if constexpr (NORM)
+        if (blockIdx.x == (CB > 1 ? CB - 1 : 0)) {
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                const int i = T + q * nm.vt;
+                if (T < nm.vt && i < n_embd) {
+                    const float y = __fmul_rn(xv[q], sc) * nwv[q];
+                    if (nm.p)
+                        nm.x[o + i] = xv[q];
+                    if (nm.xn)
+                        nm.xn[o + i] = y;
+                    if (nm.found && !isfinite(y))
+                        rmsnorm_found(nm.found, nm.site, tok, i, xv[q], sc);
+                }
+            }
+            if (nm.found && T == 0 && !(sc > 0.0f))
+                atomicMin(nm.found, (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, tok, FINITE_ELEM_NONE));
+        }
     if (blockIdx.x != 0) {
         rc_stamp(tl, CUDA_ROUTER_TL_END);
         return;
-    }
-    if constexpr (NORM) { /* rf_norm_out's writes: every block has read x */
-#pragma unroll
-        for (int q = 0; q < NQ; q++) {
-            const int i = T + q * nm.vt;
-            if (T < nm.vt && i < n_embd) {
-                const float y = __fmul_rn(xv[q], sc) * nwv[q];
-                if (nm.p)
-                    nm.x[o + i] = xv[q];
-                if (nm.xn)
-                    nm.xn[o + i] = y;
-                if (nm.found && !isfinite(y))
-                    rmsnorm_found(nm.found, nm.site, tok, i, xv[q], sc);
-            }
-        }
-        if (nm.found && T == 0 && !(sc > 0.0f))
-            atomicMin(nm.found, (unsigned long long)FINITE_KEY(nm.site, FINITE_RESIDUAL, tok, FINITE_ELEM_NONE));
     }
     const int per = n_expert + G;
     float *p = rc_sh + n_expert + (size_t)warp * per; /* this warp's copy */
