@@ -5,7 +5,8 @@
 # 1. bench/device/alltests.sh, three programs at a time (the products' bit tests run the staged form);
 # 2. guild-cuda-prof --gpu-experts none on the qwen3-30b-a3b shape, staged and not, in turns (twice);
 # 3. all-GPU and experts-in-RAM decode at 512 positions, staged and not, in turns;
-# 4. whether Nsight Compute is on the machine, and if so the router's cluster kernel's stall reasons.
+# 4. cuda_head_time --timeline 1 4 16 (the router's phases: its last block now writes the normed row);
+# 5. whether Nsight Compute is on the machine, and if so the router's cluster kernel's stall reasons.
 # Output under $OUT: s44b.log, alltests.log and s44b-files.tar.gz.
 set -u
 budget=${1:-560}
@@ -35,6 +36,8 @@ for side in new off new2 off2; do
         $(off $side)
 done
 rm -f $m
+step 30 "cuda_head_time --timeline" sh -c '"$0" "$@" 2>&1 | tee "'"$O"'/head-tl.txt" | grep -E "^(timeline|head)"' \
+    "$B/tests/cuda/cuda_head_time" --timeline 1 4 16
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2> /dev/null | head -n 1)
 say "ncu: ${ncu:-none}"
 if [ -n "$ncu" ]; then
