@@ -35,7 +35,6 @@ for side in new off new2 off2; do
         "$B/guild" bench run -m "$m" --populate 512 --runs 3 --gen 48 --gpu-experts none --json "$O/ram-$side.json" \
         $(off $side)
 done
-rm -f $m
 step 30 "cuda_head_time --timeline" sh -c '"$0" "$@" 2>&1 | tee "'"$O"'/head-tl.txt" | grep -E "^(timeline|head)"' \
     "$B/tests/cuda/cuda_head_time" --timeline 1 4 16
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2> /dev/null | head -n 1)
@@ -45,5 +44,11 @@ if [ -n "$ncu" ]; then
         "$ncu" --kernel-name regex:router_cluster --launch-skip 20 --launch-count 1 \
         --section WarpStateStats --section SourceCounters --section LaunchStats --section Occupancy \
         "$B/tests/cuda/cuda_head_time" 1
+    step 120 "ncu decode kernels" sh -c '"$0" "$@" > "'"$O"'/ncu-decode.txt" 2>&1; st=$?; grep -E "^  [a-z_]+.*\(|Duration|Stall|stall|Warp Cycles|Issued Warp|Registers|Achieved Occ" "'"$O"'/ncu-decode.txt" | head -n 120; exit $st' \
+        "$ncu" --kernel-name "regex:rmsnorm_kernel|matmul_q_multi|attn_decode_cl|qk_prepare|matmul_q_kernel" \
+        --launch-skip 400 --launch-count 6 --section WarpStateStats --section LaunchStats --section Occupancy \
+        --section SpeedOfLight "$B/guild" bench run --single-process -m "$m" --populate 512 --runs 1 --gen 8 \
+        --gpu-experts none
 fi
+rm -f $m
 finish s44b
