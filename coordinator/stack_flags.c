@@ -38,6 +38,7 @@ static const struct {
     {"attn-prefetch", offsetof(cuda_config_t, no_attn_prefetch)},
     {"attn-mma", offsetof(cuda_config_t, no_attn_mma)},
     {"mm-stage", offsetof(cuda_config_t, no_mm_stage)},
+    {"norm-cluster", offsetof(cuda_config_t, no_norm_cluster)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
 
@@ -116,7 +117,8 @@ static const flag_t flags[] = {
      "attention's FMA forms in place of its tensor-core form over F16 caches:\n"
      "other rounding, within the attention's tolerance), mm-stage (one-token\n"
      "products read their weight rows after the wait, not staged in shared\n"
-     "memory before it: the same output)", false},
+     "memory before it), norm-cluster (the fused norm one block a row, not a\n"
+     "cluster of blocks): the same output", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"

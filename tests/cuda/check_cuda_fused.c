@@ -14,9 +14,10 @@
  * backend with cuda_config_t.no_fuse and no_pdl, bit for bit.
  *
  * Kernel cases: every residual update (none, the residual addition, the MoE combine alone, with an ungated and
- * with a sigmoid-gated shared expert) by every quantization (none, Q8_0, Q8_1, Q8_K, F32) by row width (256, 2048
- * and 96 (three warps): one kernel; 4096: the separate launches it falls back to), over 1 and 5 rows, with a NaN
- * planted in some cases so that the non-finite check's word is compared too. The residual stream x, the normed
+ * with a sigmoid-gated shared expert) by every quantization (none, Q8_0, Q8_1, Q8_K, F32) by row width (256 and 96
+ * (three warps): one block; 640, 1024 and 2048: a cluster of 3, 4 and 8 blocks, and one block with the cluster form
+ * off; 4096: the separate launches it falls back to), over 1 and 5 rows, with a NaN planted in some cases so that
+ * the non-finite check's word is compared too. The residual stream x, the normed
  * rows, the quantized bytes and the check's word must all equal the separate launches'.
  *
  * Backend cases: tiny models of the architectures whose layer program the fusion changes (qwen3moe Q4_K with
@@ -60,8 +61,9 @@ static const char *const pre_names[N_PRE] = {"none", "add", "combine", "combine+
 static const guild_type_t q_types[] = {GUILD_TYPE_COUNT, GUILD_TYPE_Q8_0, GUILD_TYPE_Q8_1, GUILD_TYPE_Q8_K,
                                        GUILD_TYPE_F32}; /* GUILD_TYPE_COUNT: no quantization */
 #define N_Q (int)(sizeof q_types / sizeof q_types[0])
-static const int64_t widths[] = {256, 2048, 4096, 96};
+static const int64_t widths[] = {256, 2048, 4096, 96, 640, 1024}; /* 640, 1024, 2048: clusters of 3, 4, 8 */
 #define N_W (int)(sizeof widths / sizeof widths[0])
+#define N_FK (N_PRE * N_Q * N_W)
 /* the combine's slots: fewer than the kernel's preloaded 8, 8, and more (its loop after them) */
 static const int n_useds[] = {2, 8, 10};
 
@@ -75,16 +77,18 @@ static float *upload(const float *h, size_t n)
 
 START_TEST(test_fused_kernel)
 {
-    const int pre_kind = _i % N_PRE, qi = (_i / N_PRE) % N_Q, wi = _i / (N_PRE * N_Q);
+    const int ii = _i % N_FK, one_block = _i / N_FK; /* the fused kernel in its cluster form, then one block a row */
+    const int pre_kind = ii % N_PRE, qi = (ii / N_PRE) % N_Q, wi = ii / (N_PRE * N_Q);
     const int64_t n = widths[wi];
     const guild_type_t qt = q_types[qi];
     const bool quant = qt != GUILD_TYPE_COUNT;
     if (quant && qt == GUILD_TYPE_Q8_K && n % 256) /* not a whole number of Q8_K blocks: refused by both */
         return;
-    const int rows = 1 + 4 * (_i % 2), n_used = n_useds[_i % 3];
-    const bool nan = _i % 7 == 3; /* a planted NaN: the non-finite check's word is compared too */
+    cuda_set_norm_cluster(!one_block); /* back on at the end */
+    const int rows = 1 + 4 * (ii % 2), n_used = n_useds[ii % 3];
+    const bool nan = ii % 7 == 3; /* a planted NaN: the non-finite check's word is compared too */
     rng_t r;
-    rng_seed(&r, 7 + (uint64_t)_i);
+    rng_seed(&r, 7 + (uint64_t)ii);
     const size_t nx = (size_t)rows * (size_t)n, ny = nx * n_used;
     float *x = malloc(nx * sizeof *x), *p = malloc(nx * sizeof *p), *w = malloc((size_t)n * sizeof *w);
     float *y = malloc(ny * sizeof *y), *rw = malloc((size_t)rows * n_used * sizeof *rw);
@@ -173,9 +177,10 @@ START_TEST(test_fused_kernel)
                   (unsigned long long)found[1]);
     if (nan)
         ck_assert_msg(found[0] != FINITE_NONE, "%s: the planted NaN was not found", pre_names[pre_kind]);
-    if (_i % 13 == 0 || nan)
-        printf("fused norm, %-20s, quantized %-4s, rows of %4lld x %d, %2d slots%s: bit-exact\n", pre_names[pre_kind],
-               qname, (long long)n, rows, n_used, nan ? " (a NaN, found by both)" : "");
+    if (ii % 13 == 0 || nan)
+        printf("fused norm (%s), %-20s, quantized %-4s, rows of %4lld x %d, %2d slots%s: bit-exact\n",
+               one_block ? "one block" : "cluster", pre_names[pre_kind], qname, (long long)n, rows, n_used,
+               nan ? " (a NaN, found by both)" : "");
     for (int k = 0; k < 2; k++) {
         cudaFree(dx[k]);
         cudaFree(dout[k]);
@@ -196,6 +201,7 @@ START_TEST(test_fused_kernel)
     free(y);
     free(rw);
     free(lg);
+    cuda_set_norm_cluster(true);
 }
 END_TEST
 
@@ -1431,7 +1437,7 @@ int main(void)
         return 77;
     Suite *s = suite_create("cuda_fused");
     TCase *tk = tcase_create("kernel");
-    tcase_add_loop_test(tk, test_fused_kernel, 0, N_PRE * N_Q * N_W);
+    tcase_add_loop_test(tk, test_fused_kernel, 0, 2 * N_FK);
     tcase_add_loop_test(tk, test_matmul_multi, 0, N_MM_TYPES * N_MM_TOKS);
     tcase_add_loop_test(tk, test_matmul_multi_types, 0, N_MT_SETS * (N_MM_TOKS - 1));
     tcase_add_loop_test(tk, test_router_fused, 0, N_RF_FORMS * N_RF * N_RF_TOKS);

@@ -191,6 +191,12 @@ int cuda_rmsnorm_fused(float *out, float *x, const float *w, int64_t n, int32_t 
                        uint32_t site, const cuda_norm_pre_t *pre, guild_type_t q_type, void *q, size_t q_stride,
                        cudaStream_t s, guild_err_t *err);
 
+/* cuda_rmsnorm_fused's cluster form, process-wide, on unless turned off (--cuda-off norm-cluster: measurement): for up
+ * to CUDA_NORM_CLUSTER_ROWS rows of 257 to 2048 elements on an sm_90 device, a row's elements spread over a cluster of
+ * blocks (rmsnorm.cu's rmsnorm_cl_kernel) instead of one block; the same bits. */
+#define CUDA_NORM_CLUSTER_ROWS 16
+void cuda_set_norm_cluster(bool on);
+
 /* cpu_rope_apply on n_heads heads of head_dim floats of each of n_tok rows (ldx floats apart); token t uses
  * table row pos0 + t of cs (n_rot floats per position: cos, sin pairs, as cpu_rope_table writes them). */
 int cuda_rope(float *x, int64_t ldx, int32_t n_tok, int32_t n_heads, int32_t head_dim, int32_t n_rot, bool neox,

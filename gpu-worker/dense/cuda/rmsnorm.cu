@@ -11,6 +11,9 @@
  * residual.cuh, written back to x); after it, the normed row quantized for the next product (quantize.cuh, from a
  * copy of the row in shared memory). Each element takes the operations of the separate kernels in their order,
  * and the norm's reduction is the same tree over the same threads, so the bits are those of the three launches. */
+#include <atomic>
+
+#include "gpu-worker/dense/cuda/cluster.cuh"
 #include "gpu-worker/dense/cuda/quantize.cuh"
 #include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
@@ -183,6 +186,149 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
     }
 }
 
+/* ---- the cluster form of the fused kernel (cuda_set_norm_cluster) ---------------------------------------------
+ * A decode step's fused norm is one block a row, bound by its round trips, the combine's loads first (n_used rows of
+ * the experts' outputs through one SM: 64 KiB for Qwen3's 8 x 2048). Here a row is a cluster of ceil(n / vt)
+ * blocks of the kernel's vt threads: block b's thread T holds element T + b vt, the element the one block's thread
+ * T held as its k = b, with the same residual update. The squares go through distributed shared memory into the
+ * first block, whose thread T adds them in k order as the one block's thread T did, then the same warp tree and the
+ * same sum of the warps' sums; the scale goes back to every block, which writes and quantizes its vt elements
+ * (whole quantization blocks: vt is 256 for Q8_K rows, a multiple of 32 always). The same operations on the same
+ * values: the same bits. Rows of 2 to RN_PER blocks (the one block holds RN_PER elements a thread). */
+template <int PRE, int QT>
+static __global__ void __launch_bounds__(RN_MAX_THREADS)
+    rmsnorm_cl_kernel(float *out, const float *__restrict__ w, int n, float eps, unsigned long long *found,
+                      uint32_t site, rn_fuse_t f)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ float sq[RN_PER][RN_MAX_THREADS]; /* the first block's: every block's squares, [k][T] */
+    __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
+    __shared__ float scale_sh;
+    __shared__ float normed_sh[RN_MAX_THREADS];
+    const int b = blockIdx.x, T = threadIdx.x, vt = blockDim.x, row = blockIdx.y;
+    const int warp = T / WARP_SIZE, lane = T % WARP_SIZE;
+    const int i = T + b * vt, at = i < n ? i : 0;
+    const int64_t o = (int64_t)row * n;
+    const float wv = i < n ? w[i] : 0.0f; /* the weights (no kernel's output) while the kernel before ends */
+    cluster_arrive_relaxed(); /* phase 1: when it completes, every block of the cluster runs */
+    pdl_begin();
+    float xv = i < n ? f.xw[o + i] : 0.0f;
+    if (PRE == CUDA_PRE_ADD) {
+        xv = residual_add(xv, f.p[o + at]);
+    } else if (PRE == CUDA_PRE_COMBINE) { /* the one block's loads and sums for its element k = b */
+        const float *wt = f.w + (int64_t)row * f.n_used;
+        const float *yt = f.y + o * f.n_used;
+        float ws[RN_SLOTS], yv[RN_SLOTS];
+#pragma unroll
+        for (int s = 0; s < RN_SLOTS; s++) {
+            const int sl = s < f.n_used ? s : 0;
+            ws[s] = wt[sl];
+            yv[s] = yt[(int64_t)sl * n + at];
+        }
+        float acc = combine_first(ws[0], yv[0]);
+#pragma unroll
+        for (int s = 1; s < RN_SLOTS; s++)
+            if (s < f.n_used)
+                acc = combine_next(acc, ws[s], yv[s]);
+#pragma unroll 2
+        for (int s = RN_SLOTS; s < f.n_used; s++)
+            acc = combine_next(acc, wt[s], yt[(int64_t)s * n + at]);
+        xv = combine_end(acc, f.sh, f.sh_logit, row, o + at, xv);
+    }
+    if (PRE != CUDA_PRE_NONE && i < n)
+        f.xw[o + i] = xv;
+    const float q = i < n ? __fmul_rn(xv, xv) : 0.0f;
+    cluster_wait_acquire();
+    cluster_store_f32(cluster_map(&sq[b][T], 0), q);
+    cluster_arrive_release(); /* phase 2: the squares in the first block */
+    cluster_wait_acquire();
+    if (b == 0) {
+        double sum = 0;
+#pragma unroll
+        for (int k = 0; k < RN_PER; k++)
+            if (T + k * vt < n)
+                sum += (double)sq[k][T];
+        sum = warp_sum_f64(sum);
+        if (lane == 0)
+            partial[warp] = sum;
+        __syncthreads();
+        if (T == 0) {
+            double total = 0;
+            for (int k = 0; k < vt / WARP_SIZE; k++)
+                total += partial[k];
+            const float mean = (float)(total / (double)n);
+            const float sc = 1.0f / sqrtf(mean + eps);
+            if (found && !(sc > 0.0f))
+                atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, FINITE_ELEM_NONE));
+            for (unsigned r = 0; r < gridDim.x; r++)
+                cluster_store_f32(cluster_map(&scale_sh, r), sc);
+        }
+    }
+    cluster_arrive_release(); /* phase 3: the scale in every block */
+    cluster_wait_acquire();
+    const float scale = scale_sh;
+    if (i < n) {
+        const float y = __fmul_rn(xv, scale) * wv;
+        out[o + i] = y;
+        normed_sh[T] = y;
+        if (found && !isfinite(y))
+            rmsnorm_found(found, site, row, i, xv, scale);
+    }
+    if (QT == RN_Q_NONE)
+        return;
+    __syncthreads();
+    char *qr = f.q + (size_t)row * f.q_stride;
+    if (QT == RN_Q8_K) { /* vt = 256: the block's elements are quantization block b */
+        if (warp == 0) {
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[j] = normed_sh[lane * 8 + j];
+            quantize_block_q8_K(v, lane, (quant_block_q8_K *)qr + b);
+        }
+    } else if (b * vt + warp * 32 < n) { /* warp j: the block's j-th of 32 elements */
+        const size_t bytes = QT == RN_Q8_1 ? sizeof(quant_block_q8_1) : sizeof(quant_block_q8_0);
+        quantize_block_q8_32<QT == RN_Q8_1>(normed_sh[warp * 32 + lane], lane,
+                                             qr + (size_t)(b * vt / 32 + warp) * bytes);
+    }
+#endif
+}
+
+static std::atomic<bool> g_norm_cluster{true};
+
+extern "C" void cuda_set_norm_cluster(bool on)
+{
+    g_norm_cluster.store(on, std::memory_order_relaxed);
+}
+
+/* Whether rmsnorm_cl_kernel<PRE, QT> runs here with clusters of cb blocks of threads (sm_90, such a cluster
+ * schedulable); asked once a process and size. */
+template <int PRE, int QT>
+static bool rn_cl_usable(int cb, int threads)
+{
+    static std::atomic<int> ok[RN_PER + 1][RN_MAX_THREADS / WARP_SIZE + 1]; /* 0 unknown, 1 no, 2 yes */
+    std::atomic<int> &v = ok[cb][threads / WARP_SIZE];
+    if (v.load(std::memory_order_relaxed) == 0)
+        v.store(cuda_cluster_fits(rmsnorm_cl_kernel<PRE, QT>, (unsigned)cb, 1, (unsigned)threads, 0) ? 2 : 1,
+                std::memory_order_relaxed);
+    return v.load(std::memory_order_relaxed) == 2;
+}
+
+/* The cluster form for n_rows rows where it applies (on, 2 to RN_PER blocks a row, at most
+ * CUDA_NORM_CLUSTER_ROWS rows: a prefill's many rows fill the device with one block each); whether it launched. */
+template <int PRE, int QT>
+static bool rmsnorm_cl_launch(float *out, const float *w, int64_t n, int32_t n_rows, float eps,
+                              unsigned long long *found, uint32_t site, const rn_fuse_t &f, cudaStream_t s)
+{
+    const int threads = rmsnorm_threads(n), cb = (int)((n + threads - 1) / threads);
+    if (!g_norm_cluster.load(std::memory_order_relaxed) || cb < 2 || cb > RN_PER ||
+        n_rows > CUDA_NORM_CLUSTER_ROWS || !rn_cl_usable<PRE, QT>(cb, threads))
+        return false;
+    cuda_launch_pdl_cluster(rmsnorm_cl_kernel<PRE, QT>, dim3((unsigned)cb, (unsigned)n_rows), dim3(threads), 0,
+                            (unsigned)cb, s, out, w, (int)n, eps, found, site, f);
+    return true;
+}
+
 static void rmsnorm_launch(float *out, int64_t ldo, const float *x, int64_t ldx, const int32_t *rows, const float *w,
                            int64_t n, int32_t n_rows, float eps, unsigned long long *found, uint32_t site,
                            cudaStream_t s)
@@ -204,6 +350,11 @@ static void rmsnorm_fused_launch(int qt, float *out, float *x, const float *w, i
 {
     const int threads = rmsnorm_threads(n);
     const size_t smem = qt == RN_Q_NONE ? 0 : (size_t)n * sizeof(float);
+    if ((qt == RN_Q8_0 && rmsnorm_cl_launch<PRE, RN_Q8_0>(out, w, n, n_rows, eps, found, site, f, s)) ||
+        (qt == RN_Q8_1 && rmsnorm_cl_launch<PRE, RN_Q8_1>(out, w, n, n_rows, eps, found, site, f, s)) ||
+        (qt == RN_Q8_K && rmsnorm_cl_launch<PRE, RN_Q8_K>(out, w, n, n_rows, eps, found, site, f, s)) ||
+        (qt == RN_Q_NONE && rmsnorm_cl_launch<PRE, RN_Q_NONE>(out, w, n, n_rows, eps, found, site, f, s)))
+        return;
     switch (qt) {
     case RN_Q8_0:
         cuda_launch_pdl(rmsnorm_kernel<true, PRE, RN_Q8_0>, (unsigned)n_rows, threads, smem, s, out, n, x, n, NULL, w,
