@@ -37,7 +37,6 @@ static const struct {
     {"attn-early", offsetof(cuda_config_t, no_attn_early)},
     {"attn-prefetch", offsetof(cuda_config_t, no_attn_prefetch)},
     {"attn-mma", offsetof(cuda_config_t, no_attn_mma)},
-    {"mm-stage", offsetof(cuda_config_t, no_mm_stage)},
     {"norm-cluster", offsetof(cuda_config_t, no_norm_cluster)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
@@ -115,10 +114,8 @@ static const flag_t flags[] = {
      "kernel before), attn-prefetch (no L2 prefetch of its keys and values\n"
      "before that wait): the same output either way; attn-mma (the decode\n"
      "attention's FMA forms in place of its tensor-core form over F16 caches:\n"
-     "other rounding, within the attention's tolerance), mm-stage (one-token\n"
-     "products read their weight rows after the wait, not staged in shared\n"
-     "memory before it), norm-cluster (the fused norm one block a row, not a\n"
-     "cluster of blocks): the same output", false},
+     "other rounding, within the attention's tolerance), norm-cluster (the\n"
+     "fused norm one block a row, not a cluster of blocks: the same output)", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"

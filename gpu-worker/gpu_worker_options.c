@@ -51,7 +51,6 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     c->no_attn_early = o->cuda.no_attn_early;
     c->no_attn_prefetch = o->cuda.no_attn_prefetch;
     c->no_attn_mma = o->cuda.no_attn_mma;
-    c->no_mm_stage = o->cuda.no_mm_stage;
     c->no_norm_cluster = o->cuda.no_norm_cluster;
     m->cuda = c;
     m->count_routing = o->count_routing;
@@ -141,7 +140,6 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->cuda.no_attn_early = c->no_attn_early;
     o->cuda.no_attn_prefetch = c->no_attn_prefetch;
     o->cuda.no_attn_mma = c->no_attn_mma;
-    o->cuda.no_mm_stage = c->no_mm_stage;
     o->cuda.no_norm_cluster = c->no_norm_cluster;
     return 0;
 }

@@ -186,13 +186,10 @@ START_TEST(test_flags_fill_their_records)
     char *gm[] = {"x", "--cuda-off", "attn-mma", NULL};
     ck_assert_msg(parse(&f, gm, &err) == 0, "%s", err.msg);
     ck_assert(f.gpu.cuda.no_attn_mma && !f.gpu.cuda.no_attn_grid && !f.gpu.cuda.no_attn_early);
-    ck_assert(!f.gpu.cuda.no_mm_stage);
-    char *gs[] = {"x", "--cuda-off", "mm-stage,attn-mma", NULL};
-    ck_assert_msg(parse(&f, gs, &err) == 0, "%s", err.msg);
-    ck_assert(f.gpu.cuda.no_mm_stage && f.gpu.cuda.no_attn_mma && !f.gpu.cuda.no_pdl && !f.gpu.cuda.no_norm_cluster);
-    char *gc[] = {"x", "--cuda-off", "norm-cluster", NULL};
+    ck_assert(!f.gpu.cuda.no_norm_cluster);
+    char *gc[] = {"x", "--cuda-off", "norm-cluster,attn-mma", NULL};
     ck_assert_msg(parse(&f, gc, &err) == 0, "%s", err.msg);
-    ck_assert(f.gpu.cuda.no_norm_cluster && !f.gpu.cuda.no_mm_stage);
+    ck_assert(f.gpu.cuda.no_norm_cluster && f.gpu.cuda.no_attn_mma && !f.gpu.cuda.no_pdl);
     char *gx[] = {"x", "--cuda-off", "attn-grids", NULL};
     ck_assert_int_eq(parse(&f, gx, &err), -1);
     /* nothing else moved: the supervision's timings stay the defaults */

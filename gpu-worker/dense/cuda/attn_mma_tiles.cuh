@@ -1,6 +1,6 @@
 /* gpu-worker/dense/cuda/attn_mma_tiles.cuh — the device side shared by the tensor-core attention kernels
- * (attn_prefill_mma.cu, mla_attention_mma.cu): ldmatrix and mma.sync m16n8k16 (cp.async: cuda_common.cuh),
- * and the steps of a key tile both take alike: a k-step of the scores, the online softmax's update
+ * (attn_prefill_mma.cu, mla_attention_mma.cu): cp.async copies into shared memory, ldmatrix and mma.sync
+ * m16n8k16, and the steps of a key tile both take alike: a k-step of the scores, the online softmax's update
  * and P V. The fragment layouts and the per-lane arithmetic the host tests emulate: attn_prefill_mma.cuh.
  */
 #ifndef GUILD_GPU_WORKER_CUDA_ATTN_MMA_TILES_CUH
@@ -10,6 +10,29 @@
 
 #include "gpu-worker/dense/cuda/attn_prefill_mma.cuh"
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, asynchronous; zero-filled when !in (src is then not read). */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool in)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(in ? 16 : 0));
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 /* Four 8x8 b16 matrices; lanes 8i .. 8i+7 give the row addresses of matrix i, register i receives lane's
  * (row lane/4, columns 2(lane%4), +1) of matrix i; with .trans, (rows 2(lane%4), +1, column lane/4). */

@@ -742,7 +742,6 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         form.prefetch_rows = 0;
     cuda_set_attn_form(&form);
     cuda_set_attn_mma(!cc->no_attn_mma);
-    cuda_set_matmul_stage(!cc->no_mm_stage);
     cuda_set_norm_cluster(!cc->no_norm_cluster);
 
     struct cudaDeviceProp prop;

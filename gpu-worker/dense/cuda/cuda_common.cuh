@@ -68,30 +68,6 @@ static __device__ __forceinline__ void pdl_prefetch_l2(const void *p, uint32_t n
 #endif
 }
 
-/* ---- cp.async: global -> shared copies in flight while the thread goes on (sm_80) ---- */
-static __device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, asynchronous; zero-filled when !in (src is then not read). */
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool in)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(in ? 16 : 0));
-}
-
-static __device__ __forceinline__ void cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-static __device__ __forceinline__ void cp_async_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /* kernel<<<grid, block, smem, s>>>(args...) in thread block clusters of cluster_x blocks along x (0 or 1: no
  * clusters; above 1 sm_90, the caller having checked that such a cluster can be scheduled and allowed a
  * non-portable size above 8 on the kernel), with programmatic stream serialization when cuda_pdl_enabled(): the

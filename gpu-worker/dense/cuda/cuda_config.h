@@ -72,8 +72,6 @@ typedef struct cuda_config {
                                   tensor-core form applies (cuda_set_attn_mma; other bits, within the tolerance) */
     bool no_norm_cluster;      /* measurement (--cuda-off norm-cluster): the fused norm one block a row
                                   (cuda_set_norm_cluster); the same bits */
-    bool no_mm_stage;          /* measurement (--cuda-off mm-stage): one-token products read their weight rows from
-                                  global memory after the wait (cuda_set_matmul_stage); the same bits */
 } cuda_config_t;
 
 #endif

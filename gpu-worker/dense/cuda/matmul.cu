@@ -16,7 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <atomic>
 #include <type_traits>
 
@@ -47,58 +46,20 @@ static __device__ __forceinline__ bool mm_row_start(const char *wr, size_t bytes
     return row < nrows;
 }
 
-/* ---- one token with the rows staged in shared memory (cuda_set_matmul_stage) ----------------------------------
- * A one-token product reads each weight byte once, so its time is its loads' round trips: the start above asks L2
- * for the row before the wait, but the row loop still loads a few blocks at a time after it, a round trip each.
- * Staged, each warp copies its whole row into its slot of shared memory with cp.async before pdl_begin (weights
- * are no kernel's output), so the row arrives while the kernel before runs; after the wait the block copies the
- * activation row into shared memory at once, and the loop reads both from there: the same operations in the same
- * order, the same bits. A row above the slot, or not 16-byte aligned, is read from global memory as before (an
- * activation not 4-byte aligned too). Shared memory: the activation (16-byte rounded), then a slot a warp. */
-#define MM_STAGE_MAX 4096 /* bytes of a warp's slot at most: 16 KiB of rows a block */
-
-/* Every thread of the block: the warp's row wr (bytes; has_row: it exists) and the activation act (abytes) staged;
- * wr and act then point where the warp reads them. */
-static __device__ __forceinline__ void mm_stage_start(const char *&wr, size_t bytes, bool has_row, const char *&act,
-                                                      size_t abytes, int slot)
-{
-    extern __shared__ __align__(16) char mm_sh[];
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    const size_t a16 = (abytes + 15) & ~(size_t)15;
-    char *sw = mm_sh + a16 + (size_t)warp * slot;
-    const bool st = has_row && bytes <= (size_t)slot && (((uintptr_t)wr | bytes) & 15) == 0;
-    if (st) {
-        for (size_t o = (size_t)lane * 16; o < bytes; o += WARP_SIZE * 16)
-            cp_async16(sw + o, wr + o, true);
-        cp_async_commit();
-    } else if (has_row) {
-        prefetch_l2_lines(wr, bytes, lane, WARP_SIZE);
-    }
-    pdl_begin();
-    const bool sa = (((uintptr_t)act | abytes) & 3) == 0;
-    if (sa)
-        for (size_t o = threadIdx.x * 4; o < abytes; o += (size_t)blockDim.x * 4)
-            *(int *)(mm_sh + o) = __ldcg((const int *)(act + o));
-    cp_async_wait<0>();
-    __syncthreads();
-    if (st)
-        wr = sw;
-    if (sa)
-        act = mm_sh;
-}
-
 /* Weight row `row` (w + row * w_stride) against the NC-token slice t0.. of act: the warp's output elements. */
 template <typename TR, int NC>
-static __device__ __forceinline__ void matmul_q_row_at(const char *__restrict__ wrow, const char *__restrict__ a0,
-                                                       size_t act_stride, float *__restrict__ out, int64_t ldo, int nb,
-                                                       int row, int ntok, int t0, int lane)
+static __device__ __forceinline__ void matmul_q_row(const char *__restrict__ w, size_t w_stride,
+                                                    const char *__restrict__ act, size_t act_stride,
+                                                    float *__restrict__ out, int64_t ldo, int nb, int row, int ntok,
+                                                    int t0, int lane)
 {
     constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB;
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
     const int nt = min(NC, ntok - t0);
     const int g = lane / TPB, j = lane % TPB;
-    const wblock *wr = (const wblock *)wrow;
+    const wblock *wr = (const wblock *)(w + (size_t)row * w_stride);
+    const char *a0 = act + (size_t)t0 * act_stride;
 
     float sumf[NC];
 #pragma unroll
@@ -140,35 +101,15 @@ static __device__ __forceinline__ void matmul_q_row_at(const char *__restrict__ 
 }
 
 template <typename TR, int NC>
-static __device__ __forceinline__ void matmul_q_row(const char *__restrict__ w, size_t w_stride,
-                                                    const char *__restrict__ act, size_t act_stride,
-                                                    float *__restrict__ out, int64_t ldo, int nb, int row, int ntok,
-                                                    int t0, int lane)
-{
-    matmul_q_row_at<TR, NC>(w + (size_t)row * w_stride, act + (size_t)t0 * act_stride, act_stride, out, ldo, nb, row,
-                            ntok, t0, lane);
-}
-
-/* ST: one token, staged (NC 1, mm_stage_start; slot: a warp's bytes of shared memory). */
-template <typename TR, int NC, bool ST>
 static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act, size_t act_stride,
-                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok, mm_heads_t hz, int slot)
+                    float *__restrict__ out, int64_t ldo, int nb, int nrows, int ntok, mm_heads_t hz)
 {
     w += blockIdx.z * hz.w;
     act += blockIdx.z * hz.act;
     out += blockIdx.z * hz.out;
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if constexpr (ST) {
-        static_assert(NC == 1, "staged: one token");
-        const char *wr = w + (size_t)row * w_stride, *a = act;
-        mm_stage_start(wr, (size_t)nb * sizeof(typename TR::wblock), row < nrows, a,
-                       (size_t)nb * sizeof(typename TR::ablock), slot);
-        if (row < nrows)
-            matmul_q_row_at<TR, 1>(wr, a, 0, out, ldo, nb, row, 1, 0, lane);
-        return;
-    }
     if (!mm_row_start(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), row, nrows, lane))
         return; /* whole warps */
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, out, ldo, nb, row, ntok, blockIdx.y * NC, lane);
@@ -198,23 +139,14 @@ static __device__ __forceinline__ int mm_multi_product(const mm_multi_t &m, int 
     return i;
 }
 
-template <typename TR, int NC, bool ST>
+template <typename TR, int NC>
 static __global__ void __launch_bounds__(MM_THREADS)
-    matmul_q_multi_kernel(mm_multi_t m, const char *__restrict__ act, size_t act_stride, int nb, int ntok, int slot)
+    matmul_q_multi_kernel(mm_multi_t m, const char *__restrict__ act, size_t act_stride, int nb, int ntok)
 {
     int row;
     const int i = mm_multi_product(m, row), lane = threadIdx.x % WARP_SIZE;
     const char *w = m.w[i];
     const size_t w_stride = m.w_stride[i];
-    if constexpr (ST) {
-        static_assert(NC == 1, "staged: one token");
-        const char *wr = w + (size_t)row * w_stride, *a = act;
-        mm_stage_start(wr, (size_t)nb * sizeof(typename TR::wblock), row < m.nrows[i], a,
-                       (size_t)nb * sizeof(typename TR::ablock), slot);
-        if (row < m.nrows[i])
-            matmul_q_row_at<TR, 1>(wr, a, 0, m.out[i], m.ldo[i], nb, row, 1, 0, lane);
-        return;
-    }
     if (!mm_row_start(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), row, m.nrows[i], lane))
         return;
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, m.out[i], m.ldo[i], nb, row, ntok, blockIdx.y * NC, lane);
@@ -222,10 +154,10 @@ static __global__ void __launch_bounds__(MM_THREADS)
 
 /* As matmul_q_multi_kernel with products of two weight types of one dot type: product i is of TRB where bit i of
  * m.b_mask is set, of TRA otherwise (cuda_matmul_multi_types: a step's Q and K of one type, V of another). */
-template <typename TRA, typename TRB, int NC, bool ST>
+template <typename TRA, typename TRB, int NC>
 static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_multi2_kernel(mm_multi_t m, int b_mask, const char *__restrict__ act, size_t act_stride, int nb_a,
-                           int nb_b, int ntok, int slot)
+                           int nb_b, int ntok)
 {
     int row;
     const int i = mm_multi_product(m, row), lane = threadIdx.x % WARP_SIZE;
@@ -233,19 +165,6 @@ static __global__ void __launch_bounds__(MM_THREADS)
     const size_t w_stride = m.w_stride[i];
     const bool b = (b_mask >> i) & 1;
     const int nb = b ? nb_b : nb_a;
-    if constexpr (ST) { /* one activation: the two types' activation blocks are one type's (Q8_K) */
-        static_assert(NC == 1 && sizeof(typename TRA::ablock) == sizeof(typename TRB::ablock), "staged: one token");
-        const char *wr = w + (size_t)row * w_stride, *a = act;
-        mm_stage_start(wr, (size_t)nb * (b ? sizeof(typename TRB::wblock) : sizeof(typename TRA::wblock)),
-                       row < m.nrows[i], a, (size_t)nb_a * sizeof(typename TRA::ablock), slot);
-        if (row < m.nrows[i]) {
-            if (b)
-                matmul_q_row_at<TRB, 1>(wr, a, 0, m.out[i], m.ldo[i], nb, row, 1, 0, lane);
-            else
-                matmul_q_row_at<TRA, 1>(wr, a, 0, m.out[i], m.ldo[i], nb, row, 1, 0, lane);
-        }
-        return;
-    }
     if (!mm_row_start(w + (size_t)row * w_stride,
                       (size_t)nb * (b ? sizeof(typename TRB::wblock) : sizeof(typename TRA::wblock)), row, m.nrows[i],
                       lane))
@@ -281,29 +200,6 @@ static __global__ void __launch_bounds__(MM_THREADS)
     }
 }
 
-static std::atomic<bool> g_mm_stage{true};
-
-extern "C" void cuda_set_matmul_stage(bool on)
-{
-    g_mm_stage.store(on, std::memory_order_relaxed);
-}
-
-/* The staged form's slot (a warp's bytes) for rows of row_bytes against an activation of act_bytes; 0 where it
- * does not apply (staging off, a row above MM_STAGE_MAX, more than the default 48 KiB of shared memory a block). */
-static int mm_stage_slot(size_t row_bytes, size_t act_bytes)
-{
-    const size_t slot = (row_bytes + 15) & ~(size_t)15;
-    if (!g_mm_stage.load(std::memory_order_relaxed) || slot > MM_STAGE_MAX)
-        return 0;
-    return ((act_bytes + 15) & ~(size_t)15) + (MM_THREADS / WARP_SIZE) * slot <= 48 * 1024 ? (int)slot : 0;
-}
-
-/* Its shared memory: the activation, then a slot a warp. */
-static size_t mm_stage_smem(int slot, size_t act_bytes)
-{
-    return ((act_bytes + 15) & ~(size_t)15) + (size_t)(MM_THREADS / WARP_SIZE) * (size_t)slot;
-}
-
 template <int NC>
 static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                              size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
@@ -314,17 +210,8 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
     const char *wc = (const char *)w, *ac = (const char *)act;
     const int nr = (int)nrows;
 #define MM_Q(TR, QK)                                                                                           \
-    do {                                                                                                       \
-        const int nb_ = (int)(n / (QK));                                                                       \
-        const size_t ab_ = (size_t)nb_ * sizeof(typename TR::ablock);                                         \
-        const int slot_ = NC == 1 ? mm_stage_slot((size_t)nb_ * sizeof(typename TR::wblock), ab_) : 0;        \
-        if (slot_)                                                                                             \
-            cuda_launch_pdl(matmul_q_kernel<TR, 1, true>, grid, MM_THREADS, mm_stage_smem(slot_, ab_), s, wc,   \
-                            w_stride, ac, act_stride, out, ldo, nb_, nr, ntok, hz, slot_);                     \
-        else                                                                                                   \
-            cuda_launch_pdl(matmul_q_kernel<TR, NC, false>, grid, MM_THREADS, 0, s, wc, w_stride, ac,          \
-                            act_stride, out, ldo, nb_, nr, ntok, hz, 0);                                       \
-    } while (0)
+    cuda_launch_pdl(matmul_q_kernel<TR, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo,      \
+                    (int)(n / (QK)), nr, ntok, hz)
 #define MM_P(WT)                                                                                               \
     cuda_launch_pdl(matmul_plain_kernel<WT, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo, \
                     (int)n, nr, ntok, hz)
@@ -362,18 +249,8 @@ static void matmul_multi_launch_nc(guild_type_t type, int64_t n, int32_t ntok, c
 {
     const dim3 grid((unsigned)blocks, (unsigned)((ntok + NC - 1) / NC));
     const char *ac = (const char *)act;
-#define MM_MQ(TR, QK)                                                                                          \
-    do {                                                                                                       \
-        const int nb_ = (int)(n / (QK));                                                                       \
-        const size_t ab_ = (size_t)nb_ * sizeof(typename TR::ablock);                                         \
-        const int slot_ = NC == 1 ? mm_stage_slot((size_t)nb_ * sizeof(typename TR::wblock), ab_) : 0;        \
-        if (slot_)                                                                                             \
-            cuda_launch_pdl(matmul_q_multi_kernel<TR, 1, true>, grid, MM_THREADS, mm_stage_smem(slot_, ab_), s, \
-                            m, ac, act_stride, nb_, ntok, slot_);                                              \
-        else                                                                                                   \
-            cuda_launch_pdl(matmul_q_multi_kernel<TR, NC, false>, grid, MM_THREADS, 0, s, m, ac, act_stride,   \
-                            nb_, ntok, 0);                                                                     \
-    } while (0)
+#define MM_MQ(TR, QK) \
+    cuda_launch_pdl(matmul_q_multi_kernel<TR, NC>, grid, MM_THREADS, 0, s, m, ac, act_stride, (int)(n / (QK)), ntok)
 #define MM_MCASE(T, TR, QK) \
     case T: MM_MQ(TR, QK); break;
     switch (type) {
@@ -399,15 +276,8 @@ static bool matmul_multi2_launch_nc(guild_type_t ta, guild_type_t tb, int64_t n,
     const int nb = (int)(n / QUANT_QK_K);
 #define MM_PAIR(A, TA, BT, TB)                                                                                     \
     if (ta == A && tb == BT) {                                                                                     \
-        const size_t ab_ = (size_t)nb * sizeof(typename TA::ablock);                                              \
-        const int slot_ = NC == 1 ? mm_stage_slot((size_t)nb * std::max(sizeof(typename TA::wblock),              \
-                                                                        sizeof(typename TB::wblock)), ab_) : 0;   \
-        if (slot_)                                                                                                 \
-            cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, 1, true>, grid, MM_THREADS, mm_stage_smem(slot_, ab_), \
-                            s, m, b_mask, ac, act_stride, nb, nb, ntok, slot_);                                    \
-        else                                                                                                       \
-            cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, NC, false>, grid, MM_THREADS, 0, s, m, b_mask, ac,      \
-                            act_stride, nb, nb, ntok, 0);                                                          \
+        cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, NC>, grid, MM_THREADS, 0, s, m, b_mask, ac, act_stride, nb,  \
+                        nb, ntok);                                                                                 \
         return true;                                                                                               \
     }
     MM_PAIRS(MM_PAIR)
