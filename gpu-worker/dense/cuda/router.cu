@@ -422,6 +422,50 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
 #define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
 
+/* router_probs, then router_token's rule that a NaN counts as -0.5, for up to RC_EXPERTS_MAX experts, the lane's
+ * logits held in registers: l read once and p written once, where the two took three passes over shared memory
+ * after the first. The same operations in the same order (the lane's experts in order, then the warp's butterfly),
+ * so the same bits; with expert groups the masking and the NaN rule stay in their order, over p. */
+static __device__ __forceinline__ void rc_probs(const float *l, float *p, int n_expert, int G, int n_group_used,
+                                                int lane)
+{
+    constexpr int NPL = RC_EXPERTS_MAX / WARP_SIZE;
+    float v[NPL];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NPL; j++) {
+        const int e = lane + j * WARP_SIZE;
+        v[j] = e < n_expert ? l[e] : -INFINITY; /* fmaxf(mx, -INFINITY) is mx: a slot past the experts adds nothing */
+        mx = fmaxf(mx, v[j]);
+    }
+    mx = warp_max_f32(mx);
+    double sum = 0;
+#pragma unroll
+    for (int j = 0; j < NPL; j++)
+        if (lane + j * WARP_SIZE < n_expert) {
+            v[j] = expf(v[j] - mx);
+            sum += v[j];
+        }
+    sum = warp_sum_f64(sum);
+    const float inv = (float)(1.0 / sum);
+#pragma unroll
+    for (int j = 0; j < NPL; j++) {
+        const int e = lane + j * WARP_SIZE;
+        if (e < n_expert) {
+            const float q = v[j] * inv;
+            p[e] = !G && isnan(q) ? -0.5f : q;
+        }
+    }
+    __syncwarp();
+    if (!G)
+        return;
+    warp_mask_groups(p, n_expert, G, n_group_used, p + n_expert, lane);
+    for (int e = lane; e < n_expert; e += WARP_SIZE)
+        if (isnan(p[e]))
+            p[e] = -0.5f;
+    __syncwarp();
+}
+
 /* cuda_set_router_timeline's stamp i of this block (thread 0), where tl is set. */
 static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
 {
@@ -555,11 +599,7 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     const int per = n_expert + G;
     float *p = rc_sh + n_expert + (size_t)warp * per; /* this warp's copy */
     int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
-    router_probs(lg, p, n_expert, G, n_group_used, lane);
-    for (int i = lane; i < n_expert; i += WARP_SIZE) /* router_token's order: a NaN counts as -0.5 */
-        if (isnan(p[i]))
-            p[i] = -0.5f;
-    __syncwarp();
+    rc_probs(lg, p, n_expert, G, n_group_used, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
     /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts) */
     const int epw = (n_expert + CW - 1) / CW;
