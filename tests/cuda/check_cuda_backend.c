@@ -32,6 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h>
+
 #include "core/quant/quant.h"
 #include "cpu-expert-worker/experts/moe_local.h"
 #include "gpu-worker/dense/backend.h"
@@ -86,6 +88,8 @@ static void rig_open(rig_t *r, const tiny_spec_t *s, int n_batch, int n_ctx, int
     tiny_model_image(s, &r->image, &size);
     ck_assert_msg(tiny_model_open(r->image, size, &r->model, &err) == 0, "%s", err.msg);
     ck_assert_msg(rig_backends(r, n_batch, n_ctx, kv_type, &err) == 0, "%s", err.msg);
+    /* the backend's uploads have landed when it is created: its stream does not wait for the default stream's */
+    ck_assert_msg(cudaStreamQuery(cudaStreamLegacy) == cudaSuccess, "work of the backend's creation still runs");
 }
 
 static void rig_close(rig_t *r)

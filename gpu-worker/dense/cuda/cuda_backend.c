@@ -763,6 +763,13 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
         gpu_plan_print(&plan, stderr);
     cuda_mem_trace_mark(&b->mem, "the rest");
     cuda_mem_trace_log(&b->mem, gpu_plan_total(&plan), plan.reserve + plan.driver);
+    /* The uploads above are cudaMemcpy from pageable memory and cudaMemset on the legacy default stream: such a copy
+     * may return before its DMA has landed, and b->stream (non-blocking) does not wait for that stream. Without
+     * this, a first step enqueued at once (no graph to capture first) could read the last experts' rows or
+     * counters half written: a rare cold-start difference, seen once as check_cuda_backend's deepseek2 snapshot
+     * case failing beside other GPU work (bench/results/attn43b-h200-2026-12-04-s43-tests.md). */
+    if (cuda_check(cudaDeviceSynchronize(), "wait for the uploads", err) < 0)
+        goto fail;
     gpu_plan_fini(&plan);
     *out = &b->base;
     return 0;
