@@ -416,7 +416,7 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
  * threads play cuda_rmsnorm's, a block being at least the norm's width), and every warp hands its logit to the
  * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
  * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The last
- * block writes the normed row; the first chooses: each of its warps makes the token's softmax (router_probs: the
+ * block writes the normed row; the first chooses: each of its warps makes the token's softmax (rc_probs: the
  * same bits in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots (router_finish). */
 #define RC_EXPERTS_MAX RF_RANK_MAX
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
