@@ -371,7 +371,10 @@ void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default)
             continue;
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
-        fprintf(out, "      %-20s", left);
+        if (strlen(left) < 20)
+            fprintf(out, "      %-20s", left);
+        else /* a flag past the column: its help starts on the next line */
+            fprintf(out, "      %s\n%26s", left, "");
         if (fl->bit == STACK_FLAG_THREADS && (mask & STACK_FLAG_NO_TUNING))
             fprintf(out, "CPU threads (default: the model's tuning file, else all online CPUs);\n%26s"
                     "multi-process: per worker\n", "");
