@@ -499,18 +499,14 @@ typedef struct ad_form {
     unsigned long long *tl; /* the launch's timeline (cuda_set_attn_timeline), NULL: none */
 } ad_form_t;
 
-/* The timeline of a launch (cuda_set_attn_timeline, timing programs only): block (x, y, z) writes
- * CUDA_ATTN_TL_STAMPS %globaltimer readings from thread 0 at
- * [((z gridDim.y + y) gridDim.x + x) CUDA_ATTN_TL_STAMPS], each stamp where its phase ends (cuda_kernels.h).
- * Nothing in a kernel instantiated without a timeline (TL false). */
+/* The timeline of a launch (cuda_set_attn_timeline, timing programs only): CUDA_ATTN_TL_STAMPS block_stamp
+ * readings a block, each where its phase ends (cuda_kernels.h). Nothing in a kernel instantiated without a timeline
+ * (TL false). */
 template <bool TL>
 static __device__ __forceinline__ void tl_stamp(unsigned long long *tl, int i)
 {
-    if (TL && threadIdx.x == 0) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        tl[((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * CUDA_ATTN_TL_STAMPS + i] = t;
-    }
+    if (TL)
+        block_stamp(tl, CUDA_ATTN_TL_STAMPS, i);
 }
 
 /* Keys [j0, j1) of a KV head's K and V rows (kb, vb; rows `row` bytes apart, ROWB bytes of them the head's) asked

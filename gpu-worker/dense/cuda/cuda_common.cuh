@@ -68,6 +68,18 @@ static __device__ __forceinline__ void pdl_prefetch_l2(const void *p, uint32_t n
 #endif
 }
 
+/* A timing program's timeline stamp (cuda_set_attn_timeline, cuda_set_router_timeline): thread 0 writes the
+ * %globaltimer reading (ns) into stamp i of this block's `per`, block (x, y, z) at [((z gridDim.y + y) gridDim.x +
+ * x) per]. */
+static __device__ __forceinline__ void block_stamp(unsigned long long *tl, int per, int i)
+{
+    if (threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        tl[((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * per + i] = t;
+    }
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...) in thread block clusters of cluster_x blocks along x (0 or 1: no
  * clusters; above 1 sm_90, the caller having checked that such a cluster can be scheduled and allowed a
  * non-portable size above 8 on the kernel), with programmatic stream serialization when cuda_pdl_enabled(): the

@@ -301,17 +301,17 @@ extern "C" void cuda_set_norm_cluster(bool on)
     g_norm_cluster.store(on, std::memory_order_relaxed);
 }
 
-/* Whether rmsnorm_cl_kernel<PRE, QT> runs here with clusters of cb blocks of threads (sm_90, such a cluster
- * schedulable); asked once a process and size. */
+/* Whether rmsnorm_cl_kernel<PRE, QT> runs here with clusters of cb blocks (sm_90, such a cluster schedulable);
+ * asked once a process and size. A row of two blocks or more is wider than RN_MAX_THREADS: its blocks have that
+ * many threads (rmsnorm_threads). */
 template <int PRE, int QT>
-static bool rn_cl_usable(int cb, int threads)
+static bool rn_cl_usable(int cb)
 {
-    static std::atomic<int> ok[RN_PER + 1][RN_MAX_THREADS / WARP_SIZE + 1]; /* 0 unknown, 1 no, 2 yes */
-    std::atomic<int> &v = ok[cb][threads / WARP_SIZE];
-    if (v.load(std::memory_order_relaxed) == 0)
-        v.store(cuda_cluster_fits(rmsnorm_cl_kernel<PRE, QT>, (unsigned)cb, 1, (unsigned)threads, 0) ? 2 : 1,
-                std::memory_order_relaxed);
-    return v.load(std::memory_order_relaxed) == 2;
+    static std::atomic<int> ok[RN_PER + 1]; /* 0 unknown, 1 no, 2 yes */
+    if (ok[cb].load(std::memory_order_relaxed) == 0)
+        ok[cb].store(cuda_cluster_fits(rmsnorm_cl_kernel<PRE, QT>, (unsigned)cb, 1, RN_MAX_THREADS, 0) ? 2 : 1,
+                     std::memory_order_relaxed);
+    return ok[cb].load(std::memory_order_relaxed) == 2;
 }
 
 /* The cluster form for n_rows rows where it applies (on, 2 to RN_PER blocks a row, at most
@@ -322,7 +322,7 @@ static bool rmsnorm_cl_launch(float *out, const float *w, int64_t n, int32_t n_r
 {
     const int threads = rmsnorm_threads(n), cb = (int)((n + threads - 1) / threads);
     if (!g_norm_cluster.load(std::memory_order_relaxed) || cb < 2 || cb > RN_PER ||
-        n_rows > CUDA_NORM_CLUSTER_ROWS || !rn_cl_usable<PRE, QT>(cb, threads))
+        n_rows > CUDA_NORM_CLUSTER_ROWS || !rn_cl_usable<PRE, QT>(cb))
         return false;
     cuda_launch_pdl_cluster(rmsnorm_cl_kernel<PRE, QT>, dim3((unsigned)cb, (unsigned)n_rows), dim3(threads), 0,
                             (unsigned)cb, s, out, w, (int)n, eps, found, site, f);

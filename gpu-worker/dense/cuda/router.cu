@@ -466,14 +466,11 @@ static __device__ __forceinline__ void rc_probs(const float *l, float *p, int n_
     __syncwarp();
 }
 
-/* cuda_set_router_timeline's stamp i of this block (thread 0), where tl is set. */
+/* cuda_set_router_timeline's stamp i of this block, where tl is set. */
 static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
 {
-    if (tl && threadIdx.x == 0) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        tl[((size_t)blockIdx.y * gridDim.x + blockIdx.x) * CUDA_ROUTER_TL_STAMPS + i] = t;
-    }
+    if (tl)
+        block_stamp(tl, CUDA_ROUTER_TL_STAMPS, i);
 }
 
 /* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp. */
