@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/seq_rows.cuh"
 
 #define QKP_MAX_HD 256
@@ -61,11 +62,7 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
             partial[warp] = sum;
         __syncthreads();
         if (d == 0) {
-            double total = 0;
-            for (int j = 0; j < hd / WARP_SIZE; j++)
-                total += partial[j];
-            const float mean = (float)(total / (double)hd);
-            scale_sh = 1.0f / sqrtf(mean + eps);
+            scale_sh = rmsnorm_scale(partial, hd / WARP_SIZE, hd, eps);
         }
         __syncthreads();
         x = __fmul_rn(x, scale_sh) * wd;

@@ -32,6 +32,50 @@ typedef struct rn_fuse {
     size_t q_stride;
 } rn_fuse_t;
 
+/* residual_combine's steps for a thread's E elements at[0 .. E) of row `row` (n elements), slot by slot, into xv
+ * (x's values in, the updated ones out). The loads of the first RN_SLOTS slots' weights and elements all go out
+ * before the first sum (a loop over the slots, two at a time, waited for each pair's loads in turn: a decode step's
+ * combine is bound by those round trips); the sums are then made in residual_combine's order. The loads have no
+ * branch: the caller points an element past the row at element 0 and drops its result (xv and its square are not
+ * used past n), and a slot past n_used reads slot 0, whose sum is not made. The one-block kernel takes its RN_PER
+ * elements, the cluster form its one. */
+template <int E>
+static __device__ __forceinline__ void rn_combine(const rn_fuse_t &f, int row, int n, const int (&at)[E],
+                                                  float (&xv)[E])
+{
+    const float *wt = f.w + (int64_t)row * f.n_used;
+    const float *yt = f.y + (int64_t)row * n * f.n_used;
+    float ws[RN_SLOTS], yv[RN_SLOTS][E], acc[E];
+#pragma unroll
+    for (int s = 0; s < RN_SLOTS; s++) {
+        const int sl = s < f.n_used ? s : 0;
+        ws[s] = wt[sl];
+#pragma unroll
+        for (int k = 0; k < E; k++)
+            yv[s][k] = yt[(int64_t)sl * n + at[k]];
+    }
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        acc[k] = combine_first(ws[0], yv[0][k]);
+#pragma unroll
+    for (int s = 1; s < RN_SLOTS; s++)
+        if (s < f.n_used)
+#pragma unroll
+            for (int k = 0; k < E; k++)
+                acc[k] = combine_next(acc[k], ws[s], yv[s][k]);
+#pragma unroll 2
+    for (int s = RN_SLOTS; s < f.n_used; s++) {
+        const float wsl = wt[s];
+        const float *ys = yt + (int64_t)s * n;
+#pragma unroll
+        for (int k = 0; k < E; k++)
+            acc[k] = combine_next(acc[k], wsl, ys[at[k]]);
+    }
+#pragma unroll
+    for (int k = 0; k < E; k++)
+        xv[k] = combine_end(acc[k], f.sh, f.sh_logit, row, (int64_t)row * n + at[k], xv[k]);
+}
+
 /* CACHED: the row and the weights are loaded once, all at the start, so the weights' latency hides behind the
  * row's and the reduction's (a decode step's norm is one block, bound by latency; the loop form waited for the
  * weights after the reduction). The sums are the same, in the same order. */
@@ -72,54 +116,18 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                 if (i < n)
                     f.xw[(int64_t)row * ldx + i] = xv[k];
             }
-        } else if (PRE == CUDA_PRE_COMBINE) {
-            /* residual_combine's steps for the thread's elements, slot by slot. The loads of the first RN_SLOTS
-             * slots' weights and elements all go out before the first sum (a loop over the slots, two at a time,
-             * waited for each pair's loads in turn: a decode step's combine is one block, bound by those round
-             * trips); the sums are then made in residual_combine's order. The loads have no branch: an element
-             * past the row reads element 0, a slot past n_used slot 0, and both are dropped (xv[k] and its sum
-             * are not used past n). */
-            const float *wt = f.w + (int64_t)row * f.n_used;
-            const float *yt = f.y + (int64_t)row * f.n_used * n;
+        } else if constexpr (PRE == CUDA_PRE_COMBINE) { /* constexpr: xv holds RN_PER elements when CACHED */
             int at[RN_PER];
-            float acc[RN_PER];
 #pragma unroll
             for (int k = 0; k < RN_PER; k++) {
                 const int i = threadIdx.x + k * blockDim.x;
                 at[k] = i < n ? i : 0;
             }
-            float ws[RN_SLOTS], yv[RN_SLOTS][RN_PER];
-#pragma unroll
-            for (int s = 0; s < RN_SLOTS; s++) {
-                const int sl = s < f.n_used ? s : 0;
-                ws[s] = wt[sl];
-#pragma unroll
-                for (int k = 0; k < RN_PER; k++)
-                    yv[s][k] = yt[(int64_t)sl * n + at[k]];
-            }
+            rn_combine(f, row, n, at, xv);
 #pragma unroll
             for (int k = 0; k < RN_PER; k++)
-                acc[k] = combine_first(ws[0], yv[0][k]);
-#pragma unroll
-            for (int s = 1; s < RN_SLOTS; s++)
-                if (s < f.n_used)
-#pragma unroll
-                    for (int k = 0; k < RN_PER; k++)
-                        acc[k] = combine_next(acc[k], ws[s], yv[s][k]);
-#pragma unroll 2
-            for (int s = RN_SLOTS; s < f.n_used; s++) {
-                const float ws = wt[s];
-                const float *ys = yt + (int64_t)s * n;
-#pragma unroll
-                for (int k = 0; k < RN_PER; k++)
-                    acc[k] = combine_next(acc[k], ws, ys[at[k]]);
-            }
-#pragma unroll
-            for (int k = 0; k < RN_PER; k++) {
-                xv[k] = combine_end(acc[k], f.sh, f.sh_logit, row, (int64_t)row * n + at[k], xv[k]);
                 if (threadIdx.x + k * blockDim.x < n)
                     f.xw[(int64_t)row * ldx + at[k]] = xv[k];
-            }
         }
 #pragma unroll
         for (int k = 0; k < RN_PER; k++)
@@ -135,11 +143,7 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
         partial[warp] = sum;
     __syncthreads();
     if (threadIdx.x == 0) {
-        double total = 0;
-        for (int k = 0; k < (int)(blockDim.x / WARP_SIZE); k++)
-            total += partial[k];
-        const float mean = (float)(total / (double)n);
-        scale_sh = 1.0f / sqrtf(mean + eps);
+        scale_sh = rmsnorm_scale(partial, (int)(blockDim.x / WARP_SIZE), n, eps);
         if (found && !(scale_sh > 0.0f))
             atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, FINITE_ELEM_NONE));
     }
@@ -216,24 +220,10 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     if (PRE == CUDA_PRE_ADD) {
         xv = residual_add(xv, f.p[o + at]);
     } else if (PRE == CUDA_PRE_COMBINE) { /* the one block's loads and sums for its element k = b */
-        const float *wt = f.w + (int64_t)row * f.n_used;
-        const float *yt = f.y + o * f.n_used;
-        float ws[RN_SLOTS], yv[RN_SLOTS];
-#pragma unroll
-        for (int s = 0; s < RN_SLOTS; s++) {
-            const int sl = s < f.n_used ? s : 0;
-            ws[s] = wt[sl];
-            yv[s] = yt[(int64_t)sl * n + at];
-        }
-        float acc = combine_first(ws[0], yv[0]);
-#pragma unroll
-        for (int s = 1; s < RN_SLOTS; s++)
-            if (s < f.n_used)
-                acc = combine_next(acc, ws[s], yv[s]);
-#pragma unroll 2
-        for (int s = RN_SLOTS; s < f.n_used; s++)
-            acc = combine_next(acc, wt[s], yt[(int64_t)s * n + at]);
-        xv = combine_end(acc, f.sh, f.sh_logit, row, o + at, xv);
+        const int at1[1] = {at};
+        float xv1[1] = {xv};
+        rn_combine(f, row, n, at1, xv1);
+        xv = xv1[0];
     }
     if (PRE != CUDA_PRE_NONE && i < n)
         f.xw[o + i] = xv;
@@ -253,11 +243,7 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
             partial[warp] = sum;
         __syncthreads();
         if (T == 0) {
-            double total = 0;
-            for (int k = 0; k < vt / WARP_SIZE; k++)
-                total += partial[k];
-            const float mean = (float)(total / (double)n);
-            const float sc = 1.0f / sqrtf(mean + eps);
+            const float sc = rmsnorm_scale(partial, vt / WARP_SIZE, n, eps);
             if (found && !(sc > 0.0f))
                 atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, FINITE_ELEM_NONE));
             for (unsigned r = 0; r < gridDim.x; r++)

@@ -222,11 +222,7 @@ static __device__ __forceinline__ void rf_norm_rows(const rf_norm_t &nm, int n, 
             }
     __syncthreads();
     if ((int)threadIdx.x < n_tok) { /* cuda_rmsnorm's thread 0 of row t */
-        double total = 0;
-        for (int j = 0; j < nm.vt / WARP_SIZE; j++)
-            total += partial[threadIdx.x][j];
-        const float mean = (float)(total / (double)n);
-        scale_sh[threadIdx.x] = 1.0f / sqrtf(mean + nm.eps);
+        scale_sh[threadIdx.x] = rmsnorm_scale(partial[threadIdx.x], nm.vt / WARP_SIZE, n, nm.eps);
     }
     __syncthreads();
 #pragma unroll
@@ -527,11 +523,8 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
         if (lane == 0 && T < nm.vt)
             partial[warp] = sum;
         __syncthreads();
-        double total = 0; /* every thread adds the warps' sums in cuda_rmsnorm's order: no second barrier */
-        for (int j = 0; j < nm.vt / WARP_SIZE; j++)
-            total += partial[j];
-        const float mean = (float)(total / (double)n_embd);
-        sc = 1.0f / sqrtf(mean + nm.eps);
+        /* every thread adds the warps' sums in cuda_rmsnorm's order: no second barrier */
+        sc = rmsnorm_scale(partial, nm.vt / WARP_SIZE, n_embd, nm.eps);
 #pragma unroll
         for (int q = 0; q < NQ; q++) {
             const int i = T + q * nm.vt;
