@@ -16,12 +16,14 @@
 #                           tee too and never returns), and says what runs where
 #   finish NAME             packs O into R/NAME-files.tar.gz and says the script is done
 #   bin_of SIDE             $BASE for a side named base*, $C/var for var*, else $B (the A/B scripts' builds)
+#   side_flags SIDE         the flags a side named NAME+off-PART runs with: --cuda-off PART (new+off-mm-split: the
+#                           new build without its split products); none for other names
 #   decode_ab KIND SIDE...  issue 17's decode on $m at 512 populated positions, SIDE by SIDE in turns (new, base, new2,
-#                           base2...: bin_of's build): KIND gpu (every expert on the GPU, 64 tokens) or ram
+#                           base2...: bin_of's build, side_flags' flags): KIND gpu (every expert on the GPU, 64 tokens) or ram
 #                           (--gpu-experts none, 48 tokens), 3 runs each; JSON in $O/KIND-SIDE.json, the runs on stdout
 #   prof_ab SIDE...         guild-cuda-prof --gpu-experts none on $m (issue 17's GPU time a layer, CUPTI) of each SIDE's
-#                           build ($B/bench or $BASE, as bin_of), 32 steps, 14 threads: $O/prof-SIDE.txt, its summary on
-#                           stdout
+#                           build ($B/bench or $BASE, as bin_of; side_flags' flags), 32 steps, 14 threads:
+#                           $O/prof-SIDE.txt, its summary on stdout
 #   sessions8 NAME BINDIR COMMIT REPEAT
 #                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
 #                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
@@ -85,22 +87,25 @@ sessions8() { # NAME BINDIR COMMIT REPEAT
         --repeat "$4" --probes 1 --commit "$3" --json "$O/sessions-$1.json"
 }
 bin_of() { case $1 in base*) echo "$BASE" ;; var*) echo "$C/var" ;; *) echo "$B" ;; esac; }
+side_flags() { case $1 in *+off-*) echo "--cuda-off ${1#*+off-}" ;; esac; }
 decode_ab() { # KIND SIDE...
     kind=$1 what="all-GPU decode" lim=20 extra="--gen 64"
     [ "$kind" = ram ] && what="experts in RAM decode" lim=35 extra="--gen 48 --gpu-experts none"
     shift
     for side in "$@"; do
-        # shellcheck disable=SC2086 # extra: words without blanks
+        # shellcheck disable=SC2086,SC2046 # extra, side_flags: words without blanks
         step $lim "$what ($side)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:|^ +512 " | tail -n 4' \
-            "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 3 $extra --json "$O/$kind-$side.json"
+            "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 3 $extra --json "$O/$kind-$side.json" \
+            $(side_flags "$side")
     done
 }
 prof_ab() { # SIDE...
     for side in "$@"; do
         pb=$B/bench/guild-cuda-prof
         case $side in base*) pb=$BASE/guild-cuda-prof ;; esac
+        # shellcheck disable=SC2046 # side_flags: words without blanks
         step 40 "guild-cuda-prof --gpu-experts none ($side)" sh -c '"$0" "$@" > "'"$O"'/prof-'"$side"'.txt" 2>&1;
             st=$?; grep -E "step wall|GPU busy|attn_decode" "'"$O"'/prof-'"$side"'.txt" | head -n 5; exit $st' \
-            "$pb" -m "$m" --steps 32 --threads 14 --gpu-experts none
+            "$pb" -m "$m" --steps 32 --threads 14 --gpu-experts none $(side_flags "$side")
     done
 }
