@@ -3,9 +3,10 @@
 #   PACK_FILES="guild guild-cpu-worker ... tests/cuda/check_cuda_fused" bash bench/device/pack-xz.sh WORKTREE OUTDIR
 # WORKTREE/build's PACK_FILES (paths in the build; default: the programs, guild-cuda-prof, tests/mk_mtp_oracle and
 # every CUDA test) into bin/, the directories /tmp/p40/var* and /tmp/p40/base* (other builds' binaries, flat, made
-# by hand) beside it, the libraries they load (not glibc's, the driver's or the C++ runtime's) into lib/, the
-# worktree's commit into COMMIT; stripped, xz -1 with a large dictionary, as OUTDIR/c.tar.xz (carry OUTDIR; on the device:
-# `mkdir -p /tmp/c && tar -xJf OUTDIR/c.tar.xz -C /tmp/c`, then C=/tmp/c for the bench/device/lib.sh scripts).
+# by hand; base/COMMIT, the base's commit, becomes BASE_COMMIT) beside it, the libraries they load (not glibc's, the
+# driver's or the C++ runtime's) into lib/, the worktree's commit into COMMIT; stripped, xz -1 with a large
+# dictionary, as OUTDIR/c.tar.xz (carry OUTDIR; on the device: `mkdir -p /tmp/c && tar -xJf OUTDIR/c.tar.xz -C
+# /tmp/c`, then C=/tmp/c for the bench/device/lib.sh scripts).
 set -euo pipefail
 wt=$1 out=$2
 rm -rf /tmp/p40/c && mkdir -p /tmp/p40/c/bin /tmp/p40/c/lib
@@ -24,6 +25,8 @@ find /tmp/p40/c -type f -perm -u+x -print0 | xargs -0 ldd 2> /dev/null | awk '/=
         cp -L "$path" "/tmp/p40/c/lib/$name"
     done
 git -C "$wt" rev-parse --short=12 HEAD > /tmp/p40/c/COMMIT
+# the base build's commit, written by hand beside its binaries (/tmp/p40/base/COMMIT), for lib.sh's setup
+if [ -f /tmp/p40/c/base/COMMIT ]; then mv /tmp/p40/c/base/COMMIT /tmp/p40/c/BASE_COMMIT; fi
 mkdir -p "$out"
 # one thread and a dictionary larger than the pack: the binaries' CUDA code is mostly the same bytes, found again
 # across files (46 MB -> 28 MB for session 44's pack with a base build; about 2 minutes)
