@@ -19,8 +19,9 @@
 #   side_flags SIDE         the flags a side named NAME+off-PART runs with: --cuda-off PART (new+off-mm-split: the
 #                           new build without its split products); none for other names
 #   decode_ab KIND SIDE...  issue 17's decode on $m at 512 populated positions, SIDE by SIDE in turns (new, base, new2,
-#                           base2...: bin_of's build, side_flags' flags): KIND gpu (every expert on the GPU, 64 tokens) or ram
-#                           (--gpu-experts none, 48 tokens), 3 runs each; JSON in $O/KIND-SIDE.json, the runs on stdout
+#                           base2...: bin_of's build, side_flags' flags): KIND gpu (every expert on the GPU, 64
+#                           tokens) or ram (--gpu-experts none, 48 tokens), 3 runs each; JSON in $O/KIND-SIDE.json,
+#                           the runs on stdout
 #   prof_ab SIDE...         guild-cuda-prof --gpu-experts none on $m (issue 17's GPU time a layer, CUPTI) of each SIDE's
 #                           build ($B/bench or $BASE, as bin_of; side_flags' flags), 32 steps, 14 threads:
 #                           $O/prof-SIDE.txt, its summary on stdout
