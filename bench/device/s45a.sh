@@ -10,10 +10,10 @@
 # 2. cuda_head_time --timeline 1 16 (the router's phases), base then new;
 # 3. guild-cuda-prof --gpu-experts none on the qwen3-30b-a3b shape: base, new, new without the transaction barriers,
 #    new without the split products, base2, new2 (issue 17's GPU time a layer, each kernel's share);
-# 4. all-GPU decode at 512 positions, base and new in turns, twice; experts-in-RAM decode base and new.
+# 4. all-GPU and experts-in-RAM decode at 512 positions, base and new in turns, twice each.
 # Output under $OUT: s45a.log, alltests.log and s45a-files.tar.gz.
 set -u
-budget=${1:-480}
+budget=${1:-420}
 bash bench/device/alltests.sh 130 0 3 > /dev/null 2>&1
 . bench/device/lib.sh # say, step, setup, finish, prof_ab, decode_ab
 setup s45a
@@ -33,6 +33,6 @@ for side in base new new+off-cluster-mbar new+off-mm-split; do
     grep -E "^(router|rmsnorm_cl|matmul)" "$O/prof-$side.txt" | head -n 6
 done
 decode_ab gpu base new base2 new2
-decode_ab ram base new
+decode_ab ram base new base2 new2
 rm -f $m
 finish s45a
