@@ -116,7 +116,7 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                 if (i < n)
                     f.xw[(int64_t)row * ldx + i] = xv[k];
             }
-        } else if constexpr (PRE == CUDA_PRE_COMBINE) { /* constexpr: xv holds RN_PER elements when CACHED */
+        } else if constexpr (PRE == CUDA_PRE_COMBINE) { /* only the combine's instances, all CACHED: xv[RN_PER] */
             int at[RN_PER];
 #pragma unroll
             for (int k = 0; k < RN_PER; k++) {
