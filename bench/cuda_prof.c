@@ -673,6 +673,8 @@ int main(int argc, char **argv)
         printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
                g_prof.dropped);
     prof_summary_print(&sum, stdout);
+    if (!c.trace_prefill)
+        prof_summary_print_layer(&sum, model_config(m)->n_layer, stdout);
     if (c.phases && phases_take(be, true, &err) < 0)
         goto out;
     if (experts)

@@ -71,6 +71,15 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *recs, size_t n, const char *co
  * and per copy direction. */
 void prof_summary_print(const prof_summary_t *s, FILE *out);
 
+/* Issue 17's GPU time a layer of a decode step: the busy time a step (busy_ns, what each launch adds to the union)
+ * of the kernels launched at least n_layer / 4 times a step on average (the layer's kernels, also those that take
+ * turns between layers, as two product forms do; not the LM head or a step's one-off kernels), over n_layer
+ * layers, in ns; *n_kernels (optional) the names counted. 0 for n_layer < 1 or no steps. */
+double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels);
+
+/* The line that says it: "busy a layer: X us (N kernels launched at least n_layer/4 times a step, over L layers)". */
+void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out);
+
 /* Frees what prof_summarize allocated. NULL-safe fields. */
 void prof_summary_fini(prof_summary_t *s);
 

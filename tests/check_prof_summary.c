@@ -140,6 +140,52 @@ START_TEST(test_step_without_kernels)
 }
 END_TEST
 
+/* Issue 17's busy time a layer: two steps of 8 layers, each layer a norm [0, 100] and a product in one of two forms
+ * on alternate layers (a: [90, 300], overlapping the norm, so it adds 200; b: [100, 260], 160), then a one-off
+ * head [9000, 9500] and an edge kernel launched twice a step (8 / 4: counted) at [9600, 9610], [9700, 9710]. */
+START_TEST(test_layer_busy)
+{
+    static const char *const ln[] = {"norm", "prod_a", "prod_b", "head", "edge"};
+    enum { L = 8, PER = 2 * L + 3 };
+    prof_rec_t r[2 * PER];
+    size_t n = 0;
+    const uint64_t a[] = {0, 10000}, b[] = {10000, 20000};
+    for (int st = 0; st < 2; st++) {
+        const uint64_t base = a[st];
+        for (int l = 0; l < L; l++) {
+            const uint64_t o = base + (uint64_t)l * 1000;
+            r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
+            r[n++] = l % 2 ? (prof_rec_t)K(o + 100, o + 260, 2, 1) : (prof_rec_t)K(o + 90, o + 300, 1, 1);
+        }
+        r[n++] = (prof_rec_t)K(base + 9000, base + 9500, 3, 1);
+        r[n++] = (prof_rec_t)K(base + 9600, base + 9610, 4, 1);
+        r[n++] = (prof_rec_t)K(base + 9700, base + 9710, 4, 1);
+    }
+    prof_summary_t s;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(prof_summarize(&s, r, n, ln, 5, a, b, 2, &err), 0);
+    int nk = -1;
+    /* a step: norms 800, products 4 x 200 + 4 x 160, edge 20 (the head's 500 not counted): 2260 over 8 layers */
+    ck_assert_double_eq_tol(prof_summary_layer_ns(&s, L, &nk), 282.5, 1e-9);
+    ck_assert_int_eq(nk, 4);
+    /* one layer more: the threshold 9 / 4 a step leaves the edge kernel out */
+    ck_assert_double_eq_tol(prof_summary_layer_ns(&s, L + 1, &nk), 2240.0 / 9, 1e-9);
+    ck_assert_int_eq(nk, 3);
+    ck_assert_double_eq(prof_summary_layer_ns(&s, 0, &nk), 0);
+    ck_assert_int_eq(nk, 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    prof_summary_print_layer(&s, L, f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "busy a layer: 0.28 us (the busy us of the 4 kernel name(s) launched at least 8/4 times"),
+                  "%s", buf);
+    free(buf);
+    prof_summary_fini(&s);
+}
+END_TEST
+
 /* The first index of the largest, NaN as -infinity (the sampler's greedy rule): what bench_argmax must give. */
 static int32_t argmax_ref(const float *x, int32_t n)
 {
@@ -191,6 +237,7 @@ static Suite *prof_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("names");
     tcase_add_test(tc, test_by_name_and_copies);
+    tcase_add_test(tc, test_layer_busy);
     suite_add_tcase(s, tc);
     tc = tcase_create("argmax");
     tcase_add_test(tc, test_argmax);

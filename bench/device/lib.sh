@@ -24,7 +24,8 @@
 #                           the runs on stdout
 #   prof_ab SIDE...         guild-cuda-prof --gpu-experts none on $m (issue 17's GPU time a layer, CUPTI) of each SIDE's
 #                           build ($B/bench or $BASE, as bin_of; side_flags' flags), 32 steps, 14 threads:
-#                           $O/prof-SIDE.txt, its summary on stdout
+#                           $O/prof-SIDE.txt, its summary and busy a layer on stdout (layer_busy's, from the
+#                           table, for a build that does not print it)
 #   sessions8 NAME BINDIR COMMIT REPEAT
 #                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
 #                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
@@ -106,7 +107,15 @@ prof_ab() { # SIDE...
         case $side in base*) pb=$BASE/guild-cuda-prof ;; esac
         # shellcheck disable=SC2046 # side_flags: words without blanks
         step 40 "guild-cuda-prof --gpu-experts none ($side)" sh -c '"$0" "$@" > "'"$O"'/prof-'"$side"'.txt" 2>&1;
-            st=$?; grep -E "step wall|GPU busy|attn_decode" "'"$O"'/prof-'"$side"'.txt" | head -n 5; exit $st' \
-            "$pb" -m "$m" --steps 32 --threads 14 --gpu-experts none $(side_flags "$side")
+            st=$?; grep -E "step wall|GPU busy|attn_decode|busy a layer" "'"$O"'/prof-'"$side"'.txt" | head -n 6;
+            exit $st' "$pb" -m "$m" --steps 32 --threads 14 --gpu-experts none $(side_flags "$side")
+        grep -q "busy a layer" "$O/prof-$side.txt" 2> /dev/null || layer_busy "$O/prof-$side.txt" 48
     done
+}
+# layer_busy FILE LAYERS: guild-cuda-prof's "busy a layer" (prof_summary_layer_ns) from its table, for builds before
+# it printed the line: n/step x busy us of the names launched at least LAYERS/4 times a step, over LAYERS
+layer_busy() {
+    awk -v L="$2" '/^busy us:/ {t = 1; next} t && /^kernel / {next} t && NF == 0 {t = 0}
+        t && NF >= 8 && 4 * $(NF - 6) >= L {s += $(NF - 6) * $NF; n++}
+        END {printf "busy a layer (from the table): %.2f us (%d kernel names, %d layers)\n", s / L, n, L}' "$1"
 }
