@@ -77,7 +77,8 @@ void prof_summary_print(const prof_summary_t *s, FILE *out);
  * layers, in ns; *n_kernels (optional) the names counted. 0 for n_layer < 1 or no steps. */
 double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels);
 
-/* The line that says it: "busy a layer: X us (N kernels launched at least n_layer/4 times a step, over L layers)". */
+/* The line that says it: "busy a layer: X us (the busy us of the N kernel name(s) launched at least L/4 times a
+ * step, times n/step, over L layers)". */
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out);
 
 /* Frees what prof_summarize allocated. NULL-safe fields. */
