@@ -140,6 +140,51 @@ static __global__ void router_kernel(const float *__restrict__ logits, int n_tok
  * instead of n_expert^2 / (32 ROUTER_WARPS). */
 #define RF_RANK_MAX 256
 
+/* router_probs, then router_token's rule that a NaN counts as -0.5, for the ranked forms (up to RF_RANK_MAX experts:
+ * router_fused_kernel's choice and the cluster form's), the lane's logits held in registers: l read once and p
+ * written once, where the two took three passes over shared memory after the first. The same operations in the same
+ * order (the lane's experts in order, then the warp's butterfly), so the same bits; with expert groups the masking
+ * and the NaN rule stay in their order, over p. */
+static __device__ __forceinline__ void router_probs_reg(const float *l, float *p, int n_expert, int G,
+                                                        int n_group_used, int lane)
+{
+    constexpr int NPL = RF_RANK_MAX / WARP_SIZE;
+    float v[NPL];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NPL; j++) {
+        const int e = lane + j * WARP_SIZE;
+        v[j] = e < n_expert ? l[e] : -INFINITY; /* fmaxf(mx, -INFINITY) is mx: a slot past the experts adds nothing */
+        mx = fmaxf(mx, v[j]);
+    }
+    mx = warp_max_f32(mx);
+    double sum = 0;
+#pragma unroll
+    for (int j = 0; j < NPL; j++)
+        if (lane + j * WARP_SIZE < n_expert) {
+            v[j] = expf(v[j] - mx);
+            sum += v[j];
+        }
+    sum = warp_sum_f64(sum);
+    const float inv = (float)(1.0 / sum);
+#pragma unroll
+    for (int j = 0; j < NPL; j++) {
+        const int e = lane + j * WARP_SIZE;
+        if (e < n_expert) {
+            const float q = v[j] * inv;
+            p[e] = !G && isnan(q) ? -0.5f : q;
+        }
+    }
+    __syncwarp();
+    if (!G)
+        return;
+    warp_mask_groups(p, n_expert, G, n_group_used, p + n_expert, lane);
+    for (int e = lane; e < n_expert; e += WARP_SIZE)
+        if (isnan(p[e]))
+            p[e] = -0.5f;
+    __syncwarp();
+}
+
 /* wv[j] = wr[c0 + lane + 32 j] for the chunk's elements below n (0 beyond). */
 static __device__ __forceinline__ void rf_load(float wv[RF_LANE], const float *wr, int c0, int n, int lane)
 {
@@ -380,11 +425,7 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
                          counts, lane);
             return;
         }
-        router_probs(l, p, n_expert, G, n_group_used, lane);
-        /* router_token's order: a NaN counts as -0.5 (masked experts stay -INFINITY, below every other) */
-        for (int i = lane; i < n_expert; i += WARP_SIZE)
-            if (isnan(p[i]))
-                p[i] = -0.5f;
+        router_probs_reg(l, p, n_expert, G, n_group_used, lane); /* masked experts stay -INFINITY, below every other */
     }
     if (n_expert > RF_RANK_MAX)
         return;
@@ -412,55 +453,12 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
  * threads play cuda_rmsnorm's, a block being at least the norm's width), and every warp hands its logit to the
  * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
  * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The last
- * block writes the normed row; the first chooses: each of its warps makes the token's softmax (rc_probs: the
- * same bits in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots (router_finish). */
+ * block writes the normed row; the first chooses: each of its warps makes the token's softmax (router_probs_reg:
+ * the same bits in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots
+ * (router_finish). */
 #define RC_EXPERTS_MAX RF_RANK_MAX
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
 #define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
-
-/* router_probs, then router_token's rule that a NaN counts as -0.5, for up to RC_EXPERTS_MAX experts, the lane's
- * logits held in registers: l read once and p written once, where the two took three passes over shared memory
- * after the first. The same operations in the same order (the lane's experts in order, then the warp's butterfly),
- * so the same bits; with expert groups the masking and the NaN rule stay in their order, over p. */
-static __device__ __forceinline__ void rc_probs(const float *l, float *p, int n_expert, int G, int n_group_used,
-                                                int lane)
-{
-    constexpr int NPL = RC_EXPERTS_MAX / WARP_SIZE;
-    float v[NPL];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < NPL; j++) {
-        const int e = lane + j * WARP_SIZE;
-        v[j] = e < n_expert ? l[e] : -INFINITY; /* fmaxf(mx, -INFINITY) is mx: a slot past the experts adds nothing */
-        mx = fmaxf(mx, v[j]);
-    }
-    mx = warp_max_f32(mx);
-    double sum = 0;
-#pragma unroll
-    for (int j = 0; j < NPL; j++)
-        if (lane + j * WARP_SIZE < n_expert) {
-            v[j] = expf(v[j] - mx);
-            sum += v[j];
-        }
-    sum = warp_sum_f64(sum);
-    const float inv = (float)(1.0 / sum);
-#pragma unroll
-    for (int j = 0; j < NPL; j++) {
-        const int e = lane + j * WARP_SIZE;
-        if (e < n_expert) {
-            const float q = v[j] * inv;
-            p[e] = !G && isnan(q) ? -0.5f : q;
-        }
-    }
-    __syncwarp();
-    if (!G)
-        return;
-    warp_mask_groups(p, n_expert, G, n_group_used, p + n_expert, lane);
-    for (int e = lane; e < n_expert; e += WARP_SIZE)
-        if (isnan(p[e]))
-            p[e] = -0.5f;
-    __syncwarp();
-}
 
 /* cuda_set_router_timeline's stamp i of this block, where tl is set. */
 static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
@@ -589,7 +587,7 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     const int per = n_expert + G;
     float *p = rc_sh + n_expert + (size_t)warp * per; /* this warp's copy */
     int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
-    rc_probs(lg, p, n_expert, G, n_group_used, lane);
+    router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
     /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts) */
     const int epw = (n_expert + CW - 1) / CW;
