@@ -23,9 +23,10 @@
 #                           tokens) or ram (--gpu-experts none, 48 tokens), 3 runs each; JSON in $O/KIND-SIDE.json,
 #                           the runs on stdout
 #   prof_ab SIDE...         guild-cuda-prof --gpu-experts none on $m (issue 17's GPU time a layer, CUPTI) of each SIDE's
-#                           build ($B/bench or $BASE, as bin_of; side_flags' flags), 32 steps, 14 threads:
+#                           build ($B/bench, $BASE or $C/var, as bin_of; side_flags' flags), 32 steps, 14 threads:
 #                           $O/prof-SIDE.txt, its summary and busy a layer on stdout (layer_busy's, from the
 #                           table, for a build that does not print it)
+#   dense_busy FILE LAYERS  the dense step's share of busy a layer from a profile's table (below)
 #   sessions8 NAME BINDIR COMMIT REPEAT
 #                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
 #                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
@@ -104,7 +105,7 @@ decode_ab() { # KIND SIDE...
 prof_ab() { # SIDE...
     for side in "$@"; do
         pb=$B/bench/guild-cuda-prof
-        case $side in base*) pb=$BASE/guild-cuda-prof ;; esac
+        case $side in base*) pb=$BASE/guild-cuda-prof ;; var*) pb=$C/var/guild-cuda-prof ;; esac
         # shellcheck disable=SC2046 # side_flags: words without blanks
         step 40 "guild-cuda-prof --gpu-experts none ($side)" sh -c '"$0" "$@" > "'"$O"'/prof-'"$side"'.txt" 2>&1;
             st=$?; grep -E "step wall|GPU busy|attn_decode|busy a layer" "'"$O"'/prof-'"$side"'.txt" | head -n 6;
@@ -118,4 +119,13 @@ layer_busy() {
     awk -v L="$2" '/^busy us:/ {t = 1; next} t && /^kernel / {next} t && NF == 0 {t = 0}
         t && NF >= 8 && 4 * $(NF - 6) >= L {s += $(NF - 6) * $NF; n++}
         END {printf "busy a layer (from the table): %.2f us (%d kernel names, %d layers)\n", s / L, n, L}' "$1"
+}
+# dense_busy FILE LAYERS: the part of "busy a layer" that is the dense step's kernels (the norms, the products, the
+# attention, the router: names starting rmsnorm_cl, matmul_q, qk_prepare, attn_decode, router_cluster), for a profile
+# with the experts' kernels beside them (every expert on the GPU)
+dense_busy() {
+    awk -v L="$2" '/^busy us:/ {t = 1; next} t && /^kernel / {next} t && NF == 0 {t = 0}
+        t && NF >= 8 && 4 * $(NF - 6) >= L && $1 ~ /^(rmsnorm_cl|matmul_q|qk_prepare|attn_decode|router_cluster)/ {
+            s += $(NF - 6) * $NF; n++}
+        END {printf "dense busy a layer (from the table): %.2f us (%d kernel names, %d layers)\n", s / L, n, L}' "$1"
 }
