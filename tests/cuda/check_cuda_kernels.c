@@ -177,6 +177,9 @@ START_TEST(test_matmul)
     for (size_t si = 0; si < 3; si++)
         for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++, cases++)
             check_matmul(type, sizes[si], 37, toks[ti], 0, 1000 * (uint64_t)_i + cases);
+    cuda_set_matmul_split(false); /* one token a warp a row too (4096: split over warps by default) */
+    check_matmul(type, 4096, 37, 1, 0, 1000 * (uint64_t)_i + cases++);
+    cuda_set_matmul_split(true);
     printf("matmul %-6s: bit-exact in %d shapes (n 256..4096, 37 rows, 1..64 tokens)\n",
            quant_type_info(type)->name, cases);
 }

@@ -743,6 +743,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     cuda_set_attn_form(&form);
     cuda_set_attn_mma(!cc->no_attn_mma);
     cuda_set_norm_cluster(!cc->no_norm_cluster);
+    cuda_set_matmul_split(!cc->no_mm_split);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)

@@ -70,6 +70,8 @@ typedef struct cuda_config {
     bool no_attn_prefetch;     /* no L2 prefetch of the keys and values before the wait */
     bool no_attn_mma;          /* measurement (--cuda-off attn-mma): the decode attention's FMA forms where the
                                   tensor-core form applies (cuda_set_attn_mma; other bits, within the tolerance) */
+    bool no_mm_split;          /* measurement (--cuda-off mm-split): one-token products a warp a row
+                                  (cuda_set_matmul_split); the same bits */
     bool no_norm_cluster;      /* measurement (--cuda-off norm-cluster): the fused norm one block a row
                                   (cuda_set_norm_cluster); the same bits */
 } cuda_config_t;

@@ -115,6 +115,74 @@ static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, out, ldo, nb, row, ntok, blockIdx.y * NC, lane);
 }
 
+/* ---- one token, a row's blocks split over warps (cuda_set_matmul_split) -----------------------------------------
+ * A one-token product's warp makes its row's block sums one step of G blocks after the other, each step a chain of
+ * dependent loads, dp4a, shuffles and the finish, with three or four warps a scheduler to hide it (Nsight Compute:
+ * some 11 cycles between a warp's instructions). Here KW warps share a row, warp k taking the steps k, k + KW, ...:
+ * the same block sums (TR::partial, the group sums, TR::finish), each into shared memory; then the row's first lane
+ * adds them to 0.0f in block order, as matmul_q_row does, and applies qd_row: the same operations, the same bits.
+ * A block holds MM_THREADS / (32 KW) rows; its shared memory a float a block of each. */
+template <typename TR, int KW>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_split_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act,
+                          float *__restrict__ out, int nb, int nrows, mm_heads_t hz)
+{
+    constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB, RPB = MM_THREADS / WARP_SIZE / KW;
+    typedef typename TR::wblock wblock;
+    typedef typename TR::ablock ablock;
+    extern __shared__ float mm_cs[]; /* [RPB][nb]: the block sums of the block's rows */
+    w += blockIdx.z * hz.w;
+    act += blockIdx.z * hz.act;
+    out += blockIdx.z * hz.out;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int rl = warp / KW, kw = warp % KW, row = blockIdx.x * RPB + rl;
+    const bool has = row < nrows;
+    const wblock *wr = (const wblock *)(w + (size_t)(has ? row : 0) * w_stride);
+    if (has) /* the row's lines into L2 before the wait, shared by its warps */
+        prefetch_l2_lines((const char *)wr, (size_t)nb * sizeof(wblock), lane + kw * WARP_SIZE, KW * WARP_SIZE);
+    pdl_begin();
+    float *cs = mm_cs + rl * nb;
+    const int g = lane / TPB, j = lane % TPB;
+    if (has)
+        for (int b0 = kw * G; b0 < nb; b0 += KW * G) {
+            const int b = b0 + g;
+            const bool ok = b < nb;
+            const ablock *ab = (const ablock *)act + b;
+            int isum = 0, imin = 0;
+            if (ok)
+                TR::partial(wr + b, ab, j, isum, imin);
+            isum = group_sum_int<TPB>(isum);
+            if (TR::HAS_MIN)
+                imin = group_sum_int<TPB>(imin);
+            if (ok && j == 0)
+                cs[b] = TR::finish(wr + b, ab, isum, imin);
+        }
+    __syncthreads();
+    if (has && kw == 0 && lane == 0) {
+        float sumf = 0.0f;
+        for (int b = 0; b < nb; b++)
+            sumf = sumf + cs[b];
+        out[row] = qd_row<TR>(sumf); /* the contract's final factor */
+    }
+}
+
+static std::atomic<bool> g_mm_split{true};
+
+extern "C" void cuda_set_matmul_split(bool on)
+{
+    g_mm_split.store(on, std::memory_order_relaxed);
+}
+
+/* The warps a row of nb blocks of a type with G blocks a step takes in matmul_q_split_kernel: 4 from four steps, 2
+ * from two, 0 (the row kernel) below that, with the split off, or past the default 48 KiB of shared memory. */
+static int mm_split_warps(int nb, int G)
+{
+    if (!g_mm_split.load(std::memory_order_relaxed))
+        return 0;
+    const int kw = nb >= 4 * G ? 4 : nb >= 2 * G ? 2 : 0;
+    return kw && (size_t)(MM_THREADS / WARP_SIZE / kw) * (size_t)nb * sizeof(float) <= 48 * 1024 ? kw : 0;
+}
+
 /* Products of one activation with up to MM_MULTI weight matrices of one type and width (cuda_matmul_multi): the
  * blocks of product i follow those of product i - 1 (gridDim.x is their sum). */
 #define MM_MULTI 4
@@ -210,8 +278,23 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
     const char *wc = (const char *)w, *ac = (const char *)act;
     const int nr = (int)nrows;
 #define MM_Q(TR, QK)                                                                                           \
-    cuda_launch_pdl(matmul_q_kernel<TR, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo,      \
-                    (int)(n / (QK)), nr, ntok, hz)
+    do {                                                                                                       \
+        const int nb_ = (int)(n / (QK)), kw_ = NC == 1 ? mm_split_warps(nb_, WARP_SIZE / TR::TPB) : 0; \
+        if (kw_) {                                                                                             \
+            const int rpb_ = MM_THREADS / WARP_SIZE / (kw_ ? kw_ : 1);                                                    \
+            const dim3 g_((unsigned)((nrows + rpb_ - 1) / rpb_), 1, (unsigned)n_heads);                        \
+            const size_t sm_ = (size_t)rpb_ * (size_t)nb_ * sizeof(float);                                     \
+            if (kw_ == 4)                                                                                      \
+                cuda_launch_pdl(matmul_q_split_kernel<TR, 4>, g_, MM_THREADS, sm_, s, wc, w_stride, ac, out,   \
+                                nb_, nr, hz);                                                                  \
+            else                                                                                               \
+                cuda_launch_pdl(matmul_q_split_kernel<TR, 2>, g_, MM_THREADS, sm_, s, wc, w_stride, ac, out,   \
+                                nb_, nr, hz);                                                                  \
+        } else {                                                                                               \
+            cuda_launch_pdl(matmul_q_kernel<TR, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride,     \
+                            out, ldo, nb_, nr, ntok, hz);                                                      \
+        }                                                                                                      \
+    } while (0)
 #define MM_P(WT)                                                                                               \
     cuda_launch_pdl(matmul_plain_kernel<WT, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo, \
                     (int)n, nr, ntok, hz)
