@@ -479,7 +479,7 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     rc_stamp(tl, CUDA_ROUTER_TL_ENTRY);
     constexpr int BT = CW * WARP_SIZE;
     static_assert(BT >= RN_MAX_THREADS, "a block plays every thread of the norm");
-    extern __shared__ float rc_sh[];
+    extern __shared__ __align__(16) float rc_sh[];
     __shared__ float xs[RF_CHUNK]; /* the token's (normed) row */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, T = threadIdx.x;
@@ -589,23 +589,40 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
     router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
-    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts) */
+    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts).
+     * A rank is a count: which lane counts which experts does not change it. Where the copy is 16-byte aligned and
+     * splits into whole float4s a lane, lane `sub` counts a contiguous run of them (a quarter of the shared loads of
+     * the strided loop). */
     const int epw = (n_expert + CW - 1) / CW;
     int tpe = 1;
     while (tpe < WARP_SIZE && 2 * tpe * epw <= WARP_SIZE)
         tpe *= 2;
     const int sub = lane % tpe;
+    const int run = n_expert / tpe; /* experts a lane counts in the float4 form */
+    const bool vec = n_expert % (4 * tpe) == 0 && per % 4 == 0;
     for (int b = 0; b < epw; b += WARP_SIZE / tpe) {
         const int le = b + lane / tpe, e = warp * epw + le;
         const bool ok = le < epw && e < n_expert;
         const float v = ok ? p[e] : 0.0f;
         int r = 0;
-        if (ok)
+        if (ok && vec) {
+            const float4 *p4 = (const float4 *)(p + sub * run);
+#pragma unroll 4
+            for (int j = 0; j < run / 4; j++) {
+                const float4 u = p4[j];
+                const int f = sub * run + 4 * j;
+                r += (u.x > v) | ((u.x == v) & (f < e));
+                r += (u.y > v) | ((u.y == v) & (f + 1 < e));
+                r += (u.z > v) | ((u.z == v) & (f + 2 < e));
+                r += (u.w > v) | ((u.w == v) & (f + 3 < e));
+            }
+        } else if (ok) {
 #pragma unroll 4
             for (int f = sub; f < n_expert; f += tpe) {
                 const float u = p[f];
                 r += (u > v) | ((u == v) & (f < e));
             }
+        }
         for (int m = 1; m < tpe; m <<= 1)
             r += __shfl_xor_sync(FULL_MASK, r, m);
         if (ok && sub == 0 && r < k)
