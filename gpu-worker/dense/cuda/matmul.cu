@@ -173,14 +173,47 @@ extern "C" void cuda_set_matmul_split(bool on)
     g_mm_split.store(on, std::memory_order_relaxed);
 }
 
-/* The warps a row of nb blocks of a type with G blocks a step takes in matmul_q_split_kernel: 4 from four steps, 2
- * from two, 0 (the row kernel) below that, with the split off, or past the default 48 KiB of shared memory. */
-static int mm_split_warps(int nb, int G)
+/* The most blocks a row split over warps (a float of shared memory each, the occupancy asked at that). */
+#define MM_SPLIT_NB_MAX 512
+
+/* The blocks of matmul_q_split_kernel<TR, KW> the GPU holds at once (the occupancy calculator's blocks an SM x
+ * SMs), asked once a process; 0 where it cannot say. */
+template <typename TR, int KW>
+static int mm_split_resident()
 {
-    if (!g_mm_split.load(std::memory_order_relaxed))
+    static const int r = [] {
+        const size_t smem = (size_t)(MM_THREADS / WARP_SIZE / KW) * MM_SPLIT_NB_MAX * sizeof(float);
+        int dev = 0, sms = 0, per = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, matmul_q_split_kernel<TR, KW>, MM_THREADS, smem) !=
+                cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return per * sms;
+    }();
+    return r;
+}
+
+/* The warps a row of nb blocks of a type with TR::TPB lanes a block takes in matmul_q_split_kernel, for `rows` rows
+ * (all heads): 4 from four steps of a warp, 2 from two, where the split grid fits on the GPU at once; 0 (the row
+ * kernel) otherwise, with the split off, or past MM_SPLIT_NB_MAX blocks. A grid past one wave waits for
+ * its last blocks a whole block's time: the split pays where it shortens every warp's chain at once (the attention
+ * output's 2048 rows of 16 Q4_K blocks), not where it adds a wave (Q/K/V's 5120 rows, the LM head).
+ * bench/results/dense46-h200-2026-12-05-s46.md has the timings. */
+template <typename TR>
+static int mm_split_warps(int nb, int64_t rows)
+{
+    constexpr int G = WARP_SIZE / TR::TPB;
+    if (!g_mm_split.load(std::memory_order_relaxed) || nb > MM_SPLIT_NB_MAX)
         return 0;
-    const int kw = nb >= 4 * G ? 4 : nb >= 2 * G ? 2 : 0;
-    return kw && (size_t)(MM_THREADS / WARP_SIZE / kw) * (size_t)nb * sizeof(float) <= 48 * 1024 ? kw : 0;
+    const int64_t r4 = mm_split_resident<TR, 4>(), r2 = mm_split_resident<TR, 2>();
+    if (nb >= 4 * G && rows <= r4) /* blocks of one row */
+        return 4;
+    if (nb >= 2 * G && (rows + 1) / 2 <= r2) /* blocks of two rows */
+        return 2;
+    return 0;
 }
 
 /* Products of one activation with up to MM_MULTI weight matrices of one type and width (cuda_matmul_multi): the
@@ -279,9 +312,9 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
     const int nr = (int)nrows;
 #define MM_Q(TR, QK)                                                                                           \
     do {                                                                                                       \
-        const int nb_ = (int)(n / (QK)), kw_ = NC == 1 ? mm_split_warps(nb_, WARP_SIZE / TR::TPB) : 0; \
+        const int nb_ = (int)(n / (QK)), kw_ = NC == 1 ? mm_split_warps<TR>(nb_, nrows * n_heads) : 0;         \
         if (kw_) {                                                                                             \
-            const int rpb_ = MM_THREADS / WARP_SIZE / (kw_ ? kw_ : 1);                                                    \
+            const int rpb_ = MM_THREADS / WARP_SIZE / kw_;                                                     \
             const dim3 g_((unsigned)((nrows + rpb_ - 1) / rpb_), 1, (unsigned)n_heads);                        \
             const size_t sm_ = (size_t)rpb_ * (size_t)nb_ * sizeof(float);                                     \
             if (kw_ == 4)                                                                                      \
