@@ -132,8 +132,9 @@ int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, c
 int cuda_set_matmul_few_shape(int32_t tile_tokens, int32_t k_warps, guild_err_t *err);
 
 /* One-token products (cuda_matmul, cuda_matmul_heads with one token, quantized weights of at least two steps of
- * blocks a row) with a row's block sums split over 2 or 4 warps and added in block order by one lane (matmul.cu's
- * matmul_q_split_kernel), process-wide, on unless turned off (--cuda-off mm-split: measurement); the same bits. */
+ * blocks a row, rows that fit on the GPU at once split: matmul.cu's mm_split_warps) with a row's block sums split
+ * over 2 or 4 warps and added in block order by one lane (matmul_q_split_kernel), process-wide, on unless turned off
+ * (--cuda-off mm-split: measurement); the same bits. */
 void cuda_set_matmul_split(bool on);
 
 /* cuda_matmul_multi on the dp4a kernels only (the launch it made before the few-token kernel), for tests and
