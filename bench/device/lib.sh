@@ -27,6 +27,7 @@
 #                           $O/prof-SIDE.txt, its summary and busy a layer on stdout (layer_busy's, from the
 #                           table, for a build that does not print it)
 #   dense_busy FILE LAYERS  the dense step's share of busy a layer from a profile's table (below)
+#   prof_bin SIDE           the guild-cuda-prof of a side's build
 #   sessions8 NAME BINDIR COMMIT REPEAT
 #                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
 #                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
@@ -104,8 +105,7 @@ decode_ab() { # KIND SIDE...
 }
 prof_ab() { # SIDE...
     for side in "$@"; do
-        pb=$B/bench/guild-cuda-prof
-        case $side in base*) pb=$BASE/guild-cuda-prof ;; var*) pb=$C/var/guild-cuda-prof ;; esac
+        pb=$(prof_bin "$side")
         # shellcheck disable=SC2046 # side_flags: words without blanks
         step 40 "guild-cuda-prof --gpu-experts none ($side)" sh -c '"$0" "$@" > "'"$O"'/prof-'"$side"'.txt" 2>&1;
             st=$?; grep -E "step wall|GPU busy|attn_decode|busy a layer" "'"$O"'/prof-'"$side"'.txt" | head -n 6;
@@ -113,19 +113,18 @@ prof_ab() { # SIDE...
         grep -q "busy a layer" "$O/prof-$side.txt" 2> /dev/null || layer_busy "$O/prof-$side.txt" 48
     done
 }
-# layer_busy FILE LAYERS: guild-cuda-prof's "busy a layer" (prof_summary_layer_ns) from its table, for builds before
-# it printed the line: n/step x busy us of the names launched at least LAYERS/4 times a step, over LAYERS
+# layer_busy FILE LAYERS [NAMES]: guild-cuda-prof's "busy a layer" (prof_summary_layer_ns) from its table, for builds
+# before it printed the line: n/step x busy us of the names launched at least LAYERS/4 times a step, over LAYERS;
+# with NAMES (an awk regular expression) only the names it matches, printed as dense_busy's line
 layer_busy() {
-    awk -v L="$2" '/^busy us:/ {t = 1; next} t && /^kernel / {next} t && NF == 0 {t = 0}
-        t && NF >= 8 && 4 * $(NF - 6) >= L {s += $(NF - 6) * $NF; n++}
-        END {printf "busy a layer (from the table): %.2f us (%d kernel names, %d layers)\n", s / L, n, L}' "$1"
+    awk -v L="$2" -v N="${3:-}" '/^busy us:/ {t = 1; next} t && /^kernel / {next} t && NF == 0 {t = 0}
+        t && NF >= 8 && 4 * $(NF - 6) >= L && (N == "" || $1 ~ N) {s += $(NF - 6) * $NF; n++}
+        END {printf "%sbusy a layer (from the table): %.2f us (%d kernel names, %d layers)\n", N == "" ? "" : "dense ",
+            s / L, n, L}' "$1"
 }
 # dense_busy FILE LAYERS: the part of "busy a layer" that is the dense step's kernels (the norms, the products, the
 # attention, the router: names starting rmsnorm_cl, matmul_q, qk_prepare, attn_decode, router_cluster), for a profile
 # with the experts' kernels beside them (every expert on the GPU)
-dense_busy() {
-    awk -v L="$2" '/^busy us:/ {t = 1; next} t && /^kernel / {next} t && NF == 0 {t = 0}
-        t && NF >= 8 && 4 * $(NF - 6) >= L && $1 ~ /^(rmsnorm_cl|matmul_q|qk_prepare|attn_decode|router_cluster)/ {
-            s += $(NF - 6) * $NF; n++}
-        END {printf "dense busy a layer (from the table): %.2f us (%d kernel names, %d layers)\n", s / L, n, L}' "$1"
-}
+dense_busy() { layer_busy "$1" "$2" '^(rmsnorm_cl|matmul_q|qk_prepare|attn_decode|router_cluster)'; }
+# prof_bin SIDE: the guild-cuda-prof of a side's build (bin_of's folder; the packed build's under bench/)
+prof_bin() { case $1 in base* | var*) echo "$(bin_of "$1")/guild-cuda-prof" ;; *) echo "$B/bench/guild-cuda-prof" ;; esac; }

@@ -13,7 +13,7 @@
 set -u
 budget=${1:-420}
 bash bench/device/alltests.sh 130 0 3 > /dev/null 2>&1
-. bench/device/lib.sh # say, step, setup, finish, prof_ab, decode_ab, dense_busy
+. bench/device/lib.sh # say, step, setup, finish, prof_ab, decode_ab, dense_busy, prof_bin
 setup s46a
 grep -E "rc=|Checks|FAIL|tests done" "$R/alltests.log" | grep -v "^rc=0" | tail -n 30
 m=/tmp/q30b.gguf
@@ -21,8 +21,7 @@ step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b
     --threads "$(nproc)" -q -o $m
 prof_ab base new new+off-mm-split var base2 new2 var2
 for side in base new var; do
-    pb=$B/bench/guild-cuda-prof
-    case $side in base*) pb=$BASE/guild-cuda-prof ;; var*) pb=$C/var/guild-cuda-prof ;; esac
+    pb=$(prof_bin "$side")
     step 40 "guild-cuda-prof, every expert on the GPU ($side)" sh -c '"$0" "$@" > "'"$O"'/profg-'"$side"'.txt" 2>&1' \
         "$pb" -m "$m" --steps 32 --threads 14
     dense_busy "$O/profg-$side.txt" 48
