@@ -216,6 +216,23 @@ static int mm_split_warps(int nb, int64_t rows)
     return 0;
 }
 
+/* matmul_q_split_kernel<TR, kw> (kw 2 or 4, mm_split_warps') over nrows rows of nb blocks, in each of n_heads
+ * products (hz): a block MM_THREADS / (32 kw) rows, its shared memory a float a block of each. */
+template <typename TR>
+static void mm_split_launch(int kw, const char *w, size_t w_stride, const char *act, float *out, int nb, int64_t nrows,
+                            int n_heads, mm_heads_t hz, cudaStream_t s)
+{
+    const int rpb = MM_THREADS / WARP_SIZE / kw;
+    const dim3 grid((unsigned)((nrows + rpb - 1) / rpb), 1, (unsigned)n_heads);
+    const size_t smem = (size_t)rpb * (size_t)nb * sizeof(float);
+    if (kw == 4)
+        cuda_launch_pdl(matmul_q_split_kernel<TR, 4>, grid, MM_THREADS, smem, s, w, w_stride, act, out, nb, (int)nrows,
+                        hz);
+    else
+        cuda_launch_pdl(matmul_q_split_kernel<TR, 2>, grid, MM_THREADS, smem, s, w, w_stride, act, out, nb, (int)nrows,
+                        hz);
+}
+
 /* Products of one activation with up to MM_MULTI weight matrices of one type and width (cuda_matmul_multi): the
  * blocks of product i follow those of product i - 1 (gridDim.x is their sum). */
 #define MM_MULTI 4
@@ -313,20 +330,11 @@ static void matmul_launch_nc(guild_type_t type, int64_t n, int64_t nrows, int32_
 #define MM_Q(TR, QK)                                                                                           \
     do {                                                                                                       \
         const int nb_ = (int)(n / (QK)), kw_ = NC == 1 ? mm_split_warps<TR>(nb_, nrows * n_heads) : 0;         \
-        if (kw_) {                                                                                             \
-            const int rpb_ = MM_THREADS / WARP_SIZE / kw_;                                                     \
-            const dim3 g_((unsigned)((nrows + rpb_ - 1) / rpb_), 1, (unsigned)n_heads);                        \
-            const size_t sm_ = (size_t)rpb_ * (size_t)nb_ * sizeof(float);                                     \
-            if (kw_ == 4)                                                                                      \
-                cuda_launch_pdl(matmul_q_split_kernel<TR, 4>, g_, MM_THREADS, sm_, s, wc, w_stride, ac, out,   \
-                                nb_, nr, hz);                                                                  \
-            else                                                                                               \
-                cuda_launch_pdl(matmul_q_split_kernel<TR, 2>, g_, MM_THREADS, sm_, s, wc, w_stride, ac, out,   \
-                                nb_, nr, hz);                                                                  \
-        } else {                                                                                               \
+        if (kw_)                                                                                               \
+            mm_split_launch<TR>(kw_, wc, w_stride, ac, out, nb_, nrows, n_heads, hz, s);                       \
+        else                                                                                                   \
             cuda_launch_pdl(matmul_q_kernel<TR, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride,     \
                             out, ldo, nb_, nr, ntok, hz);                                                      \
-        }                                                                                                      \
     } while (0)
 #define MM_P(WT)                                                                                               \
     cuda_launch_pdl(matmul_plain_kernel<WT, NC>, grid, MM_THREADS, 0, s, wc, w_stride, ac, act_stride, out, ldo, \
