@@ -176,24 +176,8 @@ static __global__ void __launch_bounds__(EM_THREADS)
 #pragma unroll
         for (int t = 0; t < NC; t++) {
             const ablock *ab = arow[t] + b;
-            int isum = 0, imin = 0;
-            if (ok && t < nt)
-                TR::partial(wr + b, ab, j, isum, imin);
-            isum = group_sum_int<TPB>(isum);
-            if (TR::HAS_MIN)
-                imin = group_sum_int<TPB>(imin);
-            cg[t] = ok && t < nt ? TR::finish(wr + b, ab, isum, imin) : 0.0f;
-            if (GU) {
-                int usum = 0, umin = 0;
-                if (ok && t < nt)
-                    TR::partial(ur + b, ab, j, usum, umin);
-                usum = group_sum_int<TPB>(usum);
-                if (TR::HAS_MIN)
-                    umin = group_sum_int<TPB>(umin);
-                cu[t] = ok && t < nt ? TR::finish(ur + b, ab, usum, umin) : 0.0f;
-            } else {
-                cu[t] = 0.0f;
-            }
+            cg[t] = qd_block<TR>(wr + b, ab, j, ok && t < nt);
+            cu[t] = GU ? qd_block<TR>(ur + b, ab, j, ok && t < nt) : 0.0f;
         }
         /* Block order, as cuda_matmul: the G blocks of this step are held by lanes 0, TPB, 2 TPB, ... */
 #pragma unroll

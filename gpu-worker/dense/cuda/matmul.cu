@@ -73,13 +73,7 @@ static __device__ __forceinline__ void matmul_q_row(const char *__restrict__ w, 
 #pragma unroll
         for (int t = 0; t < NC; t++) {
             const ablock *ab = (const ablock *)(a0 + (size_t)t * act_stride) + b;
-            int isum = 0, imin = 0;
-            if (ok && t < nt)
-                TR::partial(wr + b, ab, j, isum, imin);
-            isum = group_sum_int<TPB>(isum);
-            if (TR::HAS_MIN)
-                imin = group_sum_int<TPB>(imin);
-            c[t] = ok && t < nt ? TR::finish(wr + b, ab, isum, imin) : 0.0f;
+            c[t] = qd_block<TR>(wr + b, ab, j, ok && t < nt);
         }
         /* Block order: the G blocks of this step are held by lanes 0, TPB, 2 TPB, ... */
 #pragma unroll

@@ -466,4 +466,22 @@ struct dot_q3_K : dot_qk<quant_block_q3_K, 16> {
     }
 };
 
+/* One block's dot product in the reference's numbers, over the TPB lanes of a group (lane j of it): TR::partial
+ * where ok (the block exists; 0 otherwise), the lanes' integer sums added exactly (group_sum_int: every lane of the
+ * group must call it), TR::finish. cuda_matmul's row kernel (matmul.cu) and expert_mm.cu's take their block sums
+ * from it. Not yet expert_pair.cu's and matmul_q_split_kernel's, which write the same steps inline: their sm_90 PTX
+ * changes through it (the same arithmetic, other branches), unmeasured on a GPU. */
+template <typename TR>
+static __device__ __forceinline__ float qd_block(const typename TR::wblock *w, const typename TR::ablock *a, int j,
+                                                 bool ok)
+{
+    int isum = 0, imin = 0;
+    if (ok)
+        TR::partial(w, a, j, isum, imin);
+    isum = group_sum_int<TR::TPB>(isum);
+    if (TR::HAS_MIN)
+        imin = group_sum_int<TR::TPB>(imin);
+    return ok ? TR::finish(w, a, isum, imin) : 0.0f;
+}
+
 #endif
