@@ -116,20 +116,19 @@ static __global__ void __launch_bounds__(MM_THREADS)
  * the same block sums (TR::partial, the group sums, TR::finish), each into shared memory; then the row's first lane
  * adds them to 0.0f in block order, as matmul_q_row does, and applies qd_row: the same operations, the same bits.
  * A block holds MM_THREADS / (32 KW) rows; its shared memory a float a block of each. */
+/* Block `blk` of a split product (weights w, rows nrows, nb blocks a row) against one token's act into out: its
+ * RPB rows' prefetch, the wait for the previous kernel, the block sums, the rows' finishes. Shared memory cs: a
+ * float a block of each of the block's rows. Every thread of the block comes here (a block barrier). */
 template <typename TR, int KW>
-static __global__ void __launch_bounds__(MM_THREADS)
-    matmul_q_split_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act,
-                          float *__restrict__ out, int nb, int nrows, mm_heads_t hz)
+static __device__ __forceinline__ void mm_split_block(const char *__restrict__ w, size_t w_stride,
+                                                      const char *__restrict__ act, float *__restrict__ out, int nb,
+                                                      int nrows, int blk, float *mm_cs)
 {
     constexpr int TPB = TR::TPB, G = WARP_SIZE / TPB, RPB = MM_THREADS / WARP_SIZE / KW;
     typedef typename TR::wblock wblock;
     typedef typename TR::ablock ablock;
-    extern __shared__ float mm_cs[]; /* [RPB][nb]: the block sums of the block's rows */
-    w += blockIdx.z * hz.w;
-    act += blockIdx.z * hz.act;
-    out += blockIdx.z * hz.out;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int rl = warp / KW, kw = warp % KW, row = blockIdx.x * RPB + rl;
+    const int rl = warp / KW, kw = warp % KW, row = blk * RPB + rl;
     const bool has = row < nrows;
     const wblock *wr = (const wblock *)(w + (size_t)(has ? row : 0) * w_stride);
     if (has) /* the row's lines into L2 before the wait, shared by its warps */
@@ -158,6 +157,16 @@ static __global__ void __launch_bounds__(MM_THREADS)
             sumf = sumf + cs[b];
         out[row] = qd_row<TR>(sumf); /* the contract's final factor */
     }
+}
+
+template <typename TR, int KW>
+static __global__ void __launch_bounds__(MM_THREADS)
+    matmul_q_split_kernel(const char *__restrict__ w, size_t w_stride, const char *__restrict__ act,
+                          float *__restrict__ out, int nb, int nrows, mm_heads_t hz)
+{
+    extern __shared__ float mm_cs[]; /* [RPB][nb]: the block sums of the block's rows */
+    mm_split_block<TR, KW>(w + blockIdx.z * hz.w, w_stride, act + blockIdx.z * hz.act, out + blockIdx.z * hz.out, nb,
+                           nrows, (int)blockIdx.x, mm_cs);
 }
 
 static std::atomic<bool> g_mm_split{true};
@@ -239,15 +248,24 @@ typedef struct mm_multi {
     int blk_end[MM_MULTI]; /* the first block past product i */
 } mm_multi_t;
 
-/* The product of this block in a launch of several (the first whose blocks end past it) and the warp's row in it. */
-static __device__ __forceinline__ int mm_multi_product(const mm_multi_t &m, int &row)
+/* The product of this block in a launch of several (the first whose blocks end past it) and the block's index in
+ * it. */
+static __device__ __forceinline__ int mm_multi_block(const mm_multi_t &m, int &blk)
 {
     int i = 0;
 #pragma unroll
     for (int k = 0; k < MM_MULTI - 1; k++)
         i += (int)blockIdx.x >= m.blk_end[k];
-    const int blk0 = i ? m.blk_end[i - 1] : 0;
-    row = ((int)blockIdx.x - blk0) * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    blk = (int)blockIdx.x - (i ? m.blk_end[i - 1] : 0);
+    return i;
+}
+
+/* The product of this block in a launch of several and the warp's row in it (a warp a row). */
+static __device__ __forceinline__ int mm_multi_product(const mm_multi_t &m, int &row)
+{
+    int blk;
+    const int i = mm_multi_block(m, blk);
+    row = blk * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     return i;
 }
 
@@ -265,17 +283,29 @@ static __global__ void __launch_bounds__(MM_THREADS)
 }
 
 /* As matmul_q_multi_kernel with products of two weight types of one dot type: product i is of TRB where bit i of
- * m.b_mask is set, of TRA otherwise (cuda_matmul_multi_types: a step's Q and K of one type, V of another). */
-template <typename TRA, typename TRB, int NC>
+ * m.b_mask is set, of TRA otherwise (cuda_matmul_multi_types: a step's Q and K of one type, V of another). With
+ * KWB > 1 (one token), TRB's rows are split over KWB warps as matmul_q_split_kernel splits them (its blocks in
+ * m.blk_end of MM_THREADS / (32 KWB) rows; dynamic shared memory a float a block of each): a type whose warp
+ * takes KWB times the steps of TRA's (Q6_K's 16 lanes a block against Q4_K's 8) would otherwise end the launch
+ * that long after the others. The same block sums, added in the same order: the same bits. */
+template <typename TRA, typename TRB, int NC, int KWB>
 static __global__ void __launch_bounds__(MM_THREADS)
     matmul_q_multi2_kernel(mm_multi_t m, int b_mask, const char *__restrict__ act, size_t act_stride, int nb_a,
                            int nb_b, int ntok)
 {
-    int row;
-    const int i = mm_multi_product(m, row), lane = threadIdx.x % WARP_SIZE;
+    static_assert(KWB == 1 || NC == 1, "the split B rows are one token's");
+    int blk;
+    const int i = mm_multi_block(m, blk), lane = threadIdx.x % WARP_SIZE;
     const char *w = m.w[i];
     const size_t w_stride = m.w_stride[i];
     const bool b = (b_mask >> i) & 1;
+    if constexpr (KWB > 1)
+        if (b) { /* the whole block: the split's barrier */
+            extern __shared__ float mm_cs[];
+            mm_split_block<TRB, KWB>(w, w_stride, act, m.out[i], nb_b, m.nrows[i], blk, mm_cs);
+            return;
+        }
+    const int row = blk * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int nb = b ? nb_b : nb_a;
     if (!mm_row_start(w + (size_t)row * w_stride,
                       (size_t)nb * (b ? sizeof(typename TRB::wblock) : sizeof(typename TRA::wblock)), row, m.nrows[i],
@@ -385,17 +415,80 @@ static void matmul_multi_launch_nc(guild_type_t type, int64_t n, int32_t ntok, c
     X(GUILD_TYPE_Q5_K, dot_q5_K, GUILD_TYPE_Q6_K, dot_q6_K) \
     X(GUILD_TYPE_Q4_K, dot_q4_K, GUILD_TYPE_Q5_K, dot_q5_K)
 
+/* The blocks of matmul_q_multi2_kernel<TA, TB, 1, KWB> the GPU holds at once (as mm_split_resident), asked once a
+ * process; 0 where it cannot say. */
+template <typename TA, typename TB, int KWB>
+static int mm_multi2_resident()
+{
+    static const int r = [] {
+        const size_t smem = (size_t)(MM_THREADS / WARP_SIZE / KWB) * MM_SPLIT_NB_MAX * sizeof(float);
+        int dev = 0, sms = 0, per = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, matmul_q_multi2_kernel<TA, TB, 1, KWB>, MM_THREADS,
+                                                          smem) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return per * sms;
+    }();
+    return r;
+}
+
+/* m's block table (blk_end) for `count` products: the products of b_mask in blocks of rows_b rows, the others of
+ * rows_a; the number of blocks. */
+static int mm_multi_table(mm_multi_t &m, int count, int rows_a, int b_mask, int rows_b)
+{
+    int blocks = 0;
+    for (int i = 0; i < count; i++) {
+        const int rpb = (b_mask >> i) & 1 ? rows_b : rows_a;
+        blocks += (m.nrows[i] + rpb - 1) / rpb;
+        m.blk_end[i] = blocks;
+    }
+    for (int i = count; i < MM_MULTI; i++)
+        m.blk_end[i] = INT32_MAX;
+    return blocks;
+}
+
+/* One token: TB's rows split over TB::TPB / TA::TPB warps where that is 2 or 4, the split is on
+ * (cuda_set_matmul_split), its rows' blocks fit in shared memory and the launch's grid on the GPU at once (one
+ * wave, as mm_split_warps asks); m's table then redone for it. Otherwise the launch a warp a row. */
+template <typename TA, typename TB>
+static void mm_multi2_launch1(mm_multi_t m, int count, int b_mask, int blocks, int nb, const char *ac,
+                              size_t act_stride, cudaStream_t s)
+{
+    constexpr int KWB = TB::TPB / TA::TPB;
+    if constexpr (KWB == 2 || KWB == 4) {
+        if (g_mm_split.load(std::memory_order_relaxed) && nb <= MM_SPLIT_NB_MAX) {
+            mm_multi_t ms = m;
+            const int bs = mm_multi_table(ms, count, MM_THREADS / WARP_SIZE, b_mask, MM_THREADS / WARP_SIZE / KWB);
+            if (bs <= mm_multi2_resident<TA, TB, KWB>()) {
+                const size_t smem = (size_t)(MM_THREADS / WARP_SIZE / KWB) * (size_t)nb * sizeof(float);
+                cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, 1, KWB>, dim3((unsigned)bs), MM_THREADS, smem, s, ms,
+                                b_mask, ac, act_stride, nb, nb, 1);
+                return;
+            }
+        }
+    }
+    cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, 1, 1>, dim3((unsigned)blocks), MM_THREADS, 0, s, m, b_mask, ac,
+                    act_stride, nb, nb, 1);
+}
+
 template <int NC>
 static bool matmul_multi2_launch_nc(guild_type_t ta, guild_type_t tb, int64_t n, int32_t ntok, const mm_multi_t &m,
-                                    int b_mask, int blocks, const void *act, size_t act_stride, cudaStream_t s)
+                                    int count, int b_mask, int blocks, const void *act, size_t act_stride,
+                                    cudaStream_t s)
 {
     const dim3 grid((unsigned)blocks, (unsigned)((ntok + NC - 1) / NC));
     const char *ac = (const char *)act;
     const int nb = (int)(n / QUANT_QK_K);
 #define MM_PAIR(A, TA, BT, TB)                                                                                     \
     if (ta == A && tb == BT) {                                                                                     \
-        cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, NC>, grid, MM_THREADS, 0, s, m, b_mask, ac, act_stride, nb,  \
-                        nb, ntok);                                                                                 \
+        if (NC == 1)                                                                                               \
+            mm_multi2_launch1<TA, TB>(m, count, b_mask, blocks, nb, ac, act_stride, s);                            \
+        else                                                                                                       \
+            cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, NC, 1>, grid, MM_THREADS, 0, s, m, b_mask, ac,          \
+                            act_stride, nb, nb, ntok);                                                             \
         return true;                                                                                               \
     }
     MM_PAIRS(MM_PAIR)
@@ -683,19 +776,6 @@ static bool mf_launch_pair(guild_type_t ta, guild_type_t tb, const mm_multi_t &m
     return false;
 }
 
-/* m's block table for matmul_few_kernel: product i's blocks of MF_ROWS rows; the number of blocks. */
-static int mf_table(mm_multi_t &m, int count)
-{
-    int blocks = 0;
-    for (int i = 0; i < count; i++) {
-        blocks += (m.nrows[i] + MF_ROWS - 1) / MF_ROWS;
-        m.blk_end[i] = blocks;
-    }
-    for (int i = count; i < MM_MULTI; i++)
-        m.blk_end[i] = INT32_MAX;
-    return blocks;
-}
-
 /* One product on matmul_few_kernel (cuda_matmul's checks made): false when the type has none. */
 static bool mf_single(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
                       const void *act, size_t act_stride, float *out, int64_t ldo, mf_shape_t sh, cudaStream_t s)
@@ -706,7 +786,7 @@ static bool mf_single(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
     m.out[0] = out;
     m.ldo[0] = ldo;
     m.nrows[0] = (int)nrows;
-    const int blocks = mf_table(m, 1);
+    const int blocks = mm_multi_table(m, 1, MF_ROWS, 0, 0);
     return mf_launch_type(type, m, blocks, n, ntok, (const char *)act, act_stride, sh, s);
 }
 
@@ -815,7 +895,6 @@ static int matmul_multi_run(guild_type_t type, int64_t n, int32_t ntok, int32_t 
     default: one = false;
     }
     mm_multi_t m = {};
-    int blocks = 0;
     for (int32_t i = 0; i < count && one; i++) {
         if (nrows[i] <= 0 || nrows[i] > INT32_MAX / 2) {
             one = false;
@@ -826,11 +905,8 @@ static int matmul_multi_run(guild_type_t type, int64_t n, int32_t ntok, int32_t 
         m.out[i] = out[i];
         m.ldo[i] = ldo[i];
         m.nrows[i] = (int)nrows[i];
-        blocks += (int)((nrows[i] + MM_THREADS / WARP_SIZE - 1) / (MM_THREADS / WARP_SIZE));
-        m.blk_end[i] = blocks;
     }
-    for (int32_t i = count; i < MM_MULTI; i++)
-        m.blk_end[i] = INT32_MAX; /* no block reaches past the last product */
+    const int blocks = one ? mm_multi_table(m, count, MM_THREADS / WARP_SIZE, 0, 0) : 0;
     if (!one) {
         for (int32_t i = 0; i < count; i++)
             if ((few ? cuda_matmul : cuda_matmul_dp4a)(type, n, nrows[i], ntok, w[i], w_stride[i], act, act_stride,
@@ -850,7 +926,7 @@ static int matmul_multi_run(guild_type_t type, int64_t n, int32_t ntok, int32_t 
             return guild_err_set(err, "cuda: matmul: weight rows must be %zu-byte aligned", wa);
     if (few && cuda_matmul_few_rule(0, ntok) && cuda_expert_mma_supported(type)) {
         mm_multi_t f = m;
-        const int fblocks = mf_table(f, count);
+        const int fblocks = mm_multi_table(f, count, MF_ROWS, 0, 0);
         if (mf_launch_type(type, f, fblocks, n, ntok, (const char *)act, act_stride,
                            mf_shape_default(mf_rows_all(f, count), ntok), s))
             return cuda_launch_check("matmul (multi, few tokens)", err);
@@ -924,7 +1000,6 @@ extern "C" int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int3
         b_mask = ~b_mask & ((1 << count) - 1);
     }
     mm_multi_t m = {};
-    int blocks = 0;
     for (int32_t i = 0; i < count; i++) {
         if (nrows[i] <= 0 || nrows[i] > INT32_MAX / 2)
             return guild_err_set(err, "cuda: matmul: a product of %lld rows in one launch", (long long)nrows[i]);
@@ -935,22 +1010,18 @@ extern "C" int cuda_matmul_multi_types(const guild_type_t *type, int64_t n, int3
         m.out[i] = out[i];
         m.ldo[i] = ldo[i];
         m.nrows[i] = (int)nrows[i];
-        blocks += (int)((nrows[i] + MM_THREADS / WARP_SIZE - 1) / (MM_THREADS / WARP_SIZE));
-        m.blk_end[i] = blocks;
     }
-    for (int32_t i = count; i < MM_MULTI; i++)
-        m.blk_end[i] = INT32_MAX;
+    const int blocks = mm_multi_table(m, count, MM_THREADS / WARP_SIZE, 0, 0);
     if (cuda_matmul_few_rule(0, ntok)) {
         mm_multi_t f = m;
-        const int fblocks = mf_table(f, count);
+        const int fblocks = mm_multi_table(f, count, MF_ROWS, 0, 0);
         if (mf_launch_pair(ta, tb, f, b_mask, fblocks, n, ntok, (const char *)act, act_stride,
                            mf_shape_default(mf_rows_all(f, count), ntok), s))
             return cuda_launch_check("matmul (multi, two types, few tokens)", err);
     }
-    const bool ok = ntok == 1   ? matmul_multi2_launch_nc<1>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
-                    : ntok == 2 ? matmul_multi2_launch_nc<2>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
-                    : ntok <= 4 ? matmul_multi2_launch_nc<4>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s)
-                                : matmul_multi2_launch_nc<8>(ta, tb, n, ntok, m, b_mask, blocks, act, act_stride, s);
+#define MM2(NC) matmul_multi2_launch_nc<NC>(ta, tb, n, ntok, m, count, b_mask, blocks, act, act_stride, s)
+    const bool ok = ntok == 1 ? MM2(1) : ntok == 2 ? MM2(2) : ntok <= 4 ? MM2(4) : MM2(8);
+#undef MM2
     if (!ok)
         return guild_err_set(err, "cuda: matmul: no kernel for %s with %s", quant_type_info(ta)->name,
                              quant_type_info(tb)->name);

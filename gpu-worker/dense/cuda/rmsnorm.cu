@@ -225,8 +225,6 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
         rn_combine(f, row, n, at1, xv1);
         xv = xv1[0];
     }
-    if (PRE != CUDA_PRE_NONE && i < n)
-        f.xw[o + i] = xv;
     const float q = i < n ? __fmul_rn(xv, xv) : 0.0f;
     cluster_wait_acquire();
     cluster_store_f32(cluster_map(&sq[b][T], 0), q);
@@ -253,6 +251,10 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     cluster_arrive_release(); /* phase 3: the scale in every block */
     cluster_wait_acquire();
     const float scale = scale_sh;
+    /* x's update is stored after the last barrier: a global store before a barrier's release would hold the
+     * release until the store's acknowledgement */
+    if (PRE != CUDA_PRE_NONE && i < n)
+        f.xw[o + i] = xv;
     if (i < n) {
         const float y = __fmul_rn(xv, scale) * wv;
         out[o + i] = y;
