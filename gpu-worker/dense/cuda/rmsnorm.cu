@@ -194,20 +194,20 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
  * A decode step's fused norm is one block a row, bound by its round trips, the combine's loads first (n_used rows of
  * the experts' outputs through one SM: 64 KiB for Qwen3's 8 x 2048). Here a row is a cluster of ceil(n / vt)
  * blocks of the kernel's vt threads: block b's thread T holds element T + b vt, the element the one block's thread
- * T held as its k = b, with the same residual update. The squares go through distributed shared memory into the
- * first block, whose thread T adds them in k order as the one block's thread T did, then the same warp tree and the
- * same sum of the warps' sums; the scale goes back to every block, which writes and quantizes its vt elements
- * (whole quantization blocks: vt is 256 for Q8_K rows, a multiple of 32 always). The same operations on the same
- * values: the same bits. Rows of 2 to RN_PER blocks (the one block holds RN_PER elements a thread). */
+ * T held as its k = b, with the same residual update. The squares go through distributed shared memory into every
+ * block, whose thread T adds them in k order as the one block's thread T did, then the same warp tree and the same
+ * sum of the warps' sums: each block makes the same scale itself (one cluster barrier, where the first block's
+ * scale sent back to the others took a second). Each then writes and quantizes its vt elements (whole quantization
+ * blocks: vt is 256 for Q8_K rows, a multiple of 32 always). The same operations on the same values: the same
+ * bits. Rows of 2 to RN_PER blocks (the one block holds RN_PER elements a thread). */
 template <int PRE, int QT>
 static __global__ void __launch_bounds__(RN_MAX_THREADS)
     rmsnorm_cl_kernel(float *out, const float *__restrict__ w, int n, float eps, unsigned long long *found,
                       uint32_t site, rn_fuse_t f)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    __shared__ float sq[RN_PER][RN_MAX_THREADS]; /* the first block's: every block's squares, [k][T] */
+    __shared__ float sq[RN_PER][RN_MAX_THREADS]; /* every block's squares, [k][T] */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
-    __shared__ float scale_sh;
     __shared__ float normed_sh[RN_MAX_THREADS];
     const int b = blockIdx.x, T = threadIdx.x, vt = blockDim.x, row = blockIdx.y;
     const int warp = T / WARP_SIZE, lane = T % WARP_SIZE;
@@ -227,30 +227,22 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     }
     const float q = i < n ? __fmul_rn(xv, xv) : 0.0f;
     cluster_wait_acquire();
-    cluster_store_f32(cluster_map(&sq[b][T], 0), q);
-    cluster_arrive_release(); /* phase 2: the squares in the first block */
+    for (unsigned r = 0; r < gridDim.x; r++)
+        cluster_store_f32(cluster_map(&sq[b][T], r), q);
+    cluster_arrive_release(); /* phase 2: every block's squares in every block */
     cluster_wait_acquire();
-    if (b == 0) {
-        double sum = 0;
+    double sum = 0;
 #pragma unroll
-        for (int k = 0; k < RN_PER; k++)
-            if (T + k * vt < n)
-                sum += (double)sq[k][T];
-        sum = warp_sum_f64(sum);
-        if (lane == 0)
-            partial[warp] = sum;
-        __syncthreads();
-        if (T == 0) {
-            const float sc = rmsnorm_scale(partial, vt / WARP_SIZE, n, eps);
-            if (found && !(sc > 0.0f))
-                atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, FINITE_ELEM_NONE));
-            for (unsigned r = 0; r < gridDim.x; r++)
-                cluster_store_f32(cluster_map(&scale_sh, r), sc);
-        }
-    }
-    cluster_arrive_release(); /* phase 3: the scale in every block */
-    cluster_wait_acquire();
-    const float scale = scale_sh;
+    for (int k = 0; k < RN_PER; k++)
+        if (T + k * vt < n)
+            sum += (double)sq[k][T];
+    sum = warp_sum_f64(sum);
+    if (lane == 0)
+        partial[warp] = sum;
+    __syncthreads();
+    const float scale = rmsnorm_scale(partial, vt / WARP_SIZE, n, eps); /* every thread: no second barrier */
+    if (found && b == 0 && T == 0 && !(scale > 0.0f))
+        atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, FINITE_ELEM_NONE));
     /* x's update is stored after the last barrier: a global store before a barrier's release would hold the
      * release until the store's acknowledgement */
     if (PRE != CUDA_PRE_NONE && i < n)
