@@ -179,23 +179,29 @@ extern "C" void cuda_set_matmul_split(bool on)
 /* The most blocks a row split over warps (a float of shared memory each, the occupancy asked at that). */
 #define MM_SPLIT_NB_MAX 512
 
-/* The blocks of matmul_q_split_kernel<TR, KW> the GPU holds at once (the occupancy calculator's blocks an SM x
- * SMs), asked once a process; 0 where it cannot say. */
+/* The blocks of `kernel` (MM_THREADS threads, smem bytes of dynamic shared memory) the GPU holds at once: the
+ * occupancy calculator's blocks an SM x SMs; 0 where it cannot say. */
+template <typename K>
+static int mm_resident(K kernel, size_t smem)
+{
+    int dev = 0, sms = 0, per = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, MM_THREADS, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return per * sms;
+}
+
+/* The shared memory of a split product's block, KW warps a row, at the most blocks a row. */
+#define MM_SPLIT_SMEM(KW) ((size_t)(MM_THREADS / WARP_SIZE / (KW)) * MM_SPLIT_NB_MAX * sizeof(float))
+
+/* mm_resident of matmul_q_split_kernel<TR, KW>, asked once a process. */
 template <typename TR, int KW>
 static int mm_split_resident()
 {
-    static const int r = [] {
-        const size_t smem = (size_t)(MM_THREADS / WARP_SIZE / KW) * MM_SPLIT_NB_MAX * sizeof(float);
-        int dev = 0, sms = 0, per = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, matmul_q_split_kernel<TR, KW>, MM_THREADS, smem) !=
-                cudaSuccess) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        return per * sms;
-    }();
+    static const int r = mm_resident(matmul_q_split_kernel<TR, KW>, MM_SPLIT_SMEM(KW));
     return r;
 }
 
@@ -418,23 +424,11 @@ static void matmul_multi_launch_nc(guild_type_t type, int64_t n, int32_t ntok, c
     X(GUILD_TYPE_Q5_K, dot_q5_K, GUILD_TYPE_Q6_K, dot_q6_K) \
     X(GUILD_TYPE_Q4_K, dot_q4_K, GUILD_TYPE_Q5_K, dot_q5_K)
 
-/* The blocks of matmul_q_multi2_kernel<TA, TB, 1, KWB> the GPU holds at once (as mm_split_resident), asked once a
- * process; 0 where it cannot say. */
+/* mm_resident of matmul_q_multi2_kernel<TA, TB, 1, KWB>, asked once a process. */
 template <typename TA, typename TB, int KWB>
 static int mm_multi2_resident()
 {
-    static const int r = [] {
-        const size_t smem = (size_t)(MM_THREADS / WARP_SIZE / KWB) * MM_SPLIT_NB_MAX * sizeof(float);
-        int dev = 0, sms = 0, per = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, matmul_q_multi2_kernel<TA, TB, 1, KWB>, MM_THREADS,
-                                                          smem) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        return per * sms;
-    }();
+    static const int r = mm_resident(matmul_q_multi2_kernel<TA, TB, 1, KWB>, MM_SPLIT_SMEM(KWB));
     return r;
 }
 
