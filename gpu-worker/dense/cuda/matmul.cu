@@ -111,12 +111,13 @@ static __global__ void __launch_bounds__(MM_THREADS)
 
 /* ---- one token, a row's blocks split over warps (cuda_set_matmul_split) -----------------------------------------
  * A one-token product's warp makes its row's block sums one step of G blocks after the other, each step a chain of
- * dependent loads, dp4a, shuffles and the finish, with three or four warps a scheduler to hide it (Nsight Compute:
- * some 11 cycles between a warp's instructions). Here KW warps share a row, warp k taking the steps k, k + KW, ...:
- * the same block sums (TR::partial, the group sums, TR::finish), each into shared memory; then the row's first lane
- * adds them to 0.0f in block order, as matmul_q_row does, and applies qd_row: the same operations, the same bits.
- * A block holds MM_THREADS / (32 KW) rows; its shared memory a float a block of each. */
-/* Block `blk` of a split product (weights w, rows nrows, nb blocks a row) against one token's act into out: its
+ * dependent loads, dp4a, shuffles and the finish, with three or four warps a scheduler to hide it (session 44's
+ * Nsight Compute profile, bench/results/dense44-h200-2026-12-04-s44.md). Here KW warps share a row, warp k taking
+ * the steps k, k + KW, ...: the same block sums (TR::partial, the group sums, TR::finish), each into shared memory;
+ * then the row's first lane adds them to 0.0f in block order, as matmul_q_row does, and applies qd_row: the same
+ * operations, the same bits. A block holds MM_THREADS / (32 KW) rows; its shared memory a float a block of each.
+ *
+ * Block `blk` of a split product (weights w, rows nrows, nb blocks a row) against one token's act into out: its
  * RPB rows' prefetch, the wait for the previous kernel, the block sums, the rows' finishes. Shared memory cs: a
  * float a block of each of the block's rows. Every thread of the block comes here (a block barrier). */
 template <typename TR, int KW>
