@@ -39,7 +39,6 @@ static const struct {
     {"attn-mma", offsetof(cuda_config_t, no_attn_mma)},
     {"norm-cluster", offsetof(cuda_config_t, no_norm_cluster)},
     {"mm-split", offsetof(cuda_config_t, no_mm_split)},
-    {"l2-next", offsetof(cuda_config_t, no_l2_next)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
 
@@ -118,8 +117,7 @@ static const flag_t flags[] = {
      "attention's FMA forms in place of its tensor-core form over F16 caches:\n"
      "other rounding, within the attention's tolerance), norm-cluster (the\n"
      "fused norm one block a row, not a cluster of blocks), mm-split (one-token\n"
-     "products a warp a row, not a row's blocks over several warps), l2-next (the\n"
-     "router does not ask the next layer's dense weights into L2): the same\n"
+     "products a warp a row, not a row's blocks over several warps): the same\n"
      "output", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"

@@ -194,10 +194,7 @@ START_TEST(test_flags_fill_their_records)
     ck_assert(f.gpu.cuda.no_norm_cluster && f.gpu.cuda.no_attn_mma && !f.gpu.cuda.no_pdl && !f.gpu.cuda.no_mm_split);
     char *gs[] = {"x", "--cuda-off", "mm-split", NULL};
     ck_assert_msg(parse(&f, gs, &err) == 0, "%s", err.msg);
-    ck_assert(f.gpu.cuda.no_mm_split && !f.gpu.cuda.no_norm_cluster && !f.gpu.cuda.no_l2_next);
-    char *gl[] = {"x", "--cuda-off", "l2-next", NULL};
-    ck_assert_msg(parse(&f, gl, &err) == 0, "%s", err.msg);
-    ck_assert(f.gpu.cuda.no_l2_next && !f.gpu.cuda.no_mm_split);
+    ck_assert(f.gpu.cuda.no_mm_split && !f.gpu.cuda.no_norm_cluster);
     char *gx[] = {"x", "--cuda-off", "attn-grids", NULL};
     ck_assert_int_eq(parse(&f, gx, &err), -1);
     /* nothing else moved: the supervision's timings stay the defaults */

@@ -74,8 +74,6 @@ typedef struct cuda_config {
                                   (cuda_set_matmul_split); the same bits */
     bool no_norm_cluster;      /* measurement (--cuda-off norm-cluster): the fused norm one block a row
                                   (cuda_set_norm_cluster); the same bits */
-    bool no_l2_next;           /* measurement (--cuda-off l2-next): the router does not ask the next layer's dense
-                                  weights into L2 (cuda_router_norm_t.next); the same bits */
 } cuda_config_t;
 
 #endif

@@ -266,14 +266,6 @@ int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t l
  * xn (n_embd floats apart): each of the launch's blocks norms its token's row for itself, the token's last one
  * writes it to x (with p) and xn. Rows are contiguous; n_embd <= CUDA_ROUTER_NORM_MAX (the rows in registers). */
 #define CUDA_ROUTER_NORM_MAX 2048
-/* Byte ranges of device memory that no kernel writes during a step (weights), to be asked into L2: up to
- * CUDA_L2_RANGES, each 16-byte aligned (a range's bytes past its last multiple of 16 are not asked). */
-#define CUDA_L2_RANGES 8
-typedef struct cuda_l2_ranges {
-    const void *p[CUDA_L2_RANGES];
-    size_t bytes[CUDA_L2_RANGES];
-    int n;
-} cuda_l2_ranges_t;
 typedef struct cuda_router_norm {
     float *x;        /* [n_tok][n_embd] the residual rows; x + p written back when p */
     const float *p;  /* NULL, or [n_tok][n_embd] the pending residual addition (cuda_norm_pre_t's ADD) */
@@ -282,8 +274,6 @@ typedef struct cuda_router_norm {
     float *xn;       /* [n_tok][n_embd] the normed rows out (NULL: not kept) */
     uint64_t *found; /* the non-finite check's device word at `site` (NULL: no check) */
     uint32_t site;
-    cuda_l2_ranges_t next; /* asked into L2 by the cluster form once a token's logits are made (the next layer's
-                            * dense weights, while the routed experts run); n 0: none */
 } cuda_router_norm_t;
 int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float *W, size_t w_stride, int32_t n_embd,
                            float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,

@@ -222,7 +222,6 @@ typedef struct rf_norm {
     unsigned long long *found; /* the non-finite check (NULL: none) */
     uint32_t site;
     int vt;
-    cuda_l2_ranges_t next; /* cuda_router_norm_t's */
 } rf_norm_t;
 
 #define RF_VT (RN_MAX_THREADS / (ROUTER_WARPS * WARP_SIZE))
@@ -567,12 +566,6 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
-    /* the next layer's weights into L2 (nm.next): one thread of a block that does not choose, its bulk requests
-     * off the choosing block's path; hints, no value read */
-    if constexpr (NORM)
-        if (tok == 0 && blockIdx.x == (CB > 1 ? 1 : 0) && T == 0)
-            for (int r = 0; r < nm.next.n; r++)
-                pdl_prefetch_l2(nm.next.p[r], (uint32_t)(nm.next.bytes[r] & ~(size_t)15));
     if (lane == 0)
 #pragma unroll
         for (int q = 0; q < RMAX; q++) {
@@ -807,15 +800,8 @@ extern "C" int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float 
     if (nm->found && (nm->site >= FINITE_MAX_SITES || n_embd > (int64_t)FINITE_MAX_ELEMS))
         return guild_err_set(err, "cuda: router (fused, with its norm): site %u or a row of %d elements is past "
                              "the non-finite check's keys", nm->site, n_embd);
-    if (nm->next.n < 0 || nm->next.n > CUDA_L2_RANGES)
-        return guild_err_set(err, "cuda: router (fused, with its norm): %d ranges to prefetch (0..%d)", nm->next.n,
-                             CUDA_L2_RANGES);
-    for (int r = 0; r < nm->next.n; r++)
-        if ((uintptr_t)nm->next.p[r] % 16 || nm->next.bytes[r] >= ((size_t)1 << 32))
-            return guild_err_set(err, "cuda: router (fused, with its norm): a range to prefetch not 16-byte aligned "
-                                 "or of 4 GiB or more");
     const rf_norm_t f = {nm->x, nm->p, nm->w, nm->eps, nm->xn, (unsigned long long *)nm->found, nm->site,
-                         rmsnorm_threads(n_embd), nm->next};
+                         rmsnorm_threads(n_embd)};
     /* the rows go through f alone: the launch writes them */
     return rf_launch<true>(W, w_stride, NULL, 0, n_embd, logits, n_tok, n_expert, k, n_groups, n_group_used, renorm,
                            scale, ids, w, counts, done, f, s, err);

@@ -24,24 +24,6 @@ bool cuda_router_softmax_takes_norm(const cuda_backend_t *b, const model_layer_p
            b->cfg->n_embd <= CUDA_ROUTER_NORM_MAX && (b->pend.kind == CUDA_PRE_NONE || b->pend.kind == CUDA_PRE_ADD);
 }
 
-/* Layer il + 1's dense weights, in the order its step reads them, for the router of layer il to ask into L2 while
- * the routed experts run (cuda_router_norm_t.next): none past the last layer or with cuda_config_t.no_l2_next. */
-static cuda_l2_ranges_t next_layer_weights(const cuda_backend_t *b, int32_t il)
-{
-    cuda_l2_ranges_t r = {.n = 0};
-    if (!b->l2_next || il + 1 >= b->cfg->n_layer)
-        return r;
-    const cuda_layer_t *L = &b->layers[il + 1];
-    const cuda_tensor_t *t[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_norm, &L->router};
-    for (size_t i = 0; i < sizeof t / sizeof t[0] && r.n < CUDA_L2_RANGES; i++)
-        if (t[i]->d && (uintptr_t)t[i]->d % 16 == 0) {
-            r.p[r.n] = t[i]->d;
-            r.bytes[r.n] = t[i]->row_bytes * (size_t)(t[i]->n_rows > 0 ? t[i]->n_rows : 1);
-            r.n++;
-        }
-    return r;
-}
-
 static int softmax_route(cuda_backend_t *b, const model_part_t *p, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -58,8 +40,7 @@ static int softmax_route(cuda_backend_t *b, const model_part_t *p, int32_t il, i
                                        .eps = c->norm_eps,
                                        .xn = b->xn,
                                        .found = b->d_finite,
-                                       .site = b->norm_defer.site,
-                                       .next = next_layer_weights(b, il)};
+                                       .site = b->norm_defer.site};
         b->norm_defer.w = NULL;
         b->act_fresh = NULL; /* as cuda_linear leaves it */
         return cuda_router_fused_norm(&nm, R->d, R->row_bytes, (int32_t)c->n_embd, b->router_logits, n, c->n_expert,
