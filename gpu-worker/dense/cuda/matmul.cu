@@ -219,10 +219,7 @@ static int mm_split_warps(int nb, int64_t rows)
     if (!g_mm_split.load(std::memory_order_relaxed) || nb > MM_SPLIT_NB_MAX)
         return 0;
     const int64_t r4 = mm_split_resident<TR, 4>(), r2 = mm_split_resident<TR, 2>();
-#ifndef GUILD_MM_SPLIT_MAX /* a measurement build's most warps a row */
-#define GUILD_MM_SPLIT_MAX 4
-#endif
-    if (GUILD_MM_SPLIT_MAX >= 4 && nb >= 4 * G && rows <= r4) /* blocks of one row */
+    if (nb >= 4 * G && rows <= r4) /* blocks of one row */
         return 4;
     if (nb >= 2 * G && (rows + 1) / 2 <= r2) /* blocks of two rows */
         return 2;

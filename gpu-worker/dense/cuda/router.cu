@@ -538,8 +538,6 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     float *lg = rc_sh; /* [n_expert], in the first block: every block's logits */
     cluster_wait_acquire(); /* phase 1 (long complete: the blocks started together) */
     const uint32_t lead_lg = cluster_map(lg, 0);
-    constexpr int RMAX = (RC_EXPERTS_MAX + CB * CW - 1) / (CB * CW);
-    float mine[RMAX]; /* the warp's logits, written to global memory after the cluster's barrier */
     for (int r = 0; r < rounds; r++) {
         const int e = e0 + r * CB * CW; /* the warp's expert, the same in all its lanes */
         if (r > 0 && e < n_expert)
@@ -555,24 +553,14 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
 #pragma unroll
         for (int h = WARP_SIZE / 2; h >= 1; h /= 2) /* matmul_plain_row's fold */
             acc = acc + __shfl_down_sync(FULL_MASK, acc, h);
-        if (e < n_expert && lane == 0)
+        if (e < n_expert && lane == 0) {
+            logits[e] = acc;
             cluster_store_f32(lead_lg + (uint32_t)e * sizeof(float), acc);
-#pragma unroll
-        for (int q = 0; q < RMAX; q++)
-            if (q == r)
-                mine[q] = acc;
+        }
     }
-    /* No global store before the barrier's release: it would wait for the store's acknowledgement. */
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
-    if (lane == 0)
-#pragma unroll
-        for (int q = 0; q < RMAX; q++) {
-            const int e = e0 + q * CB * CW;
-            if (q < rounds && e < n_expert)
-                logits[e] = mine[q];
-        }
     /* rf_norm_out's writes (every block has read x), by the last block: they stay off the choosing block's path */
     if constexpr (NORM)
         if (blockIdx.x == (CB > 1 ? CB - 1 : 0)) {
