@@ -212,15 +212,15 @@ static const guild_type_t mm_types[] = {GUILD_TYPE_Q4_K, GUILD_TYPE_Q6_K, GUILD_
 static const int32_t mm_toks[] = {1, 2, 3, 5, 8, 40}; /* 40: past CUDA_MATMUL_MMA_MIN_TOK, product by product */
 #define N_MM_TOKS (int)(sizeof mm_toks / sizeof mm_toks[0])
 
-/* Three products of 512 columns (260 / 36 / 37 rows, ldo 263 / 36 / 41) of types[i] on one activation of ntok rows
+/* Three products of n columns (260 / 36 / 37 rows, ldo 263 / 36 / 41) of types[i] on one activation of ntok rows
  * (quantized to the types' dot type), from outputs poisoned alike: cuda_matmul product by product against one
  * launch of cuda_matmul_multi (types all types[0]) or, with two_types, cuda_matmul_multi_types; memcmp. `what`
  * names the types in a failure. */
-static void mm_multi_check(const guild_type_t types[3], bool two_types, int32_t ntok, uint64_t seed,
+static void mm_multi_check(const guild_type_t types[3], bool two_types, int64_t n, int32_t ntok, uint64_t seed,
                            const char *what)
 {
     const int32_t count = 3;
-    const int64_t n = 512, nrows[3] = {260, 36, 37}, ldo[3] = {263, 36, 41};
+    const int64_t nrows[3] = {260, 36, 37}, ldo[3] = {263, 36, 41};
     const guild_type_t at = quant_type_info(types[0])->dot_type;
     guild_err_t err = {{0}};
     uint64_t arow = 0;
@@ -286,7 +286,7 @@ START_TEST(test_matmul_multi)
 {
     const guild_type_t type = mm_types[_i % N_MM_TYPES], types[3] = {type, type, type};
     const int32_t ntok = mm_toks[_i / N_MM_TYPES];
-    mm_multi_check(types, false, ntok, 301 + (uint64_t)_i, quant_type_info(type)->name);
+    mm_multi_check(types, false, 512, ntok, 301 + (uint64_t)_i, quant_type_info(type)->name);
     printf("matmul multi, %-4s, %2d tokens, products of 260/36/37 rows: = cuda_matmul, bit for bit\n",
            quant_type_info(type)->name, ntok);
 }
@@ -307,7 +307,10 @@ START_TEST(test_matmul_multi_types)
     char what[64];
     snprintf(what, sizeof what, "%s/%s/%s", quant_type_info(types[0])->name, quant_type_info(types[1])->name,
              quant_type_info(types[2])->name);
-    mm_multi_check(types, true, ntok, 331 + (uint64_t)_i, what);
+    mm_multi_check(types, true, 512, ntok, 331 + (uint64_t)_i, what);
+    /* one token over 8 blocks a row: a split row's warps take several steps each (a step's Q/K/V, 2048 wide) */
+    if (ntok == 1)
+        mm_multi_check(types, true, 2048, ntok, 361 + (uint64_t)_i, what);
     printf("matmul multi, %s, %d tokens: = cuda_matmul, bit for bit\n", what, ntok);
 }
 END_TEST
