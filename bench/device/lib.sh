@@ -15,6 +15,9 @@
 #                           script ends: wait for background steps by their pids, since a bare `wait` waits for the
 #                           tee too and never returns), and says what runs where
 #   finish NAME             packs O into R/NAME-files.tar.gz and says the script is done
+#   begin NAME              an issue-17 call's start: bench/device/alltests.sh (three programs at a time, 130 s),
+#                           setup NAME, the tests' lines that are not a pass, and the model m (guild-mkmodel's
+#                           qwen3-30b-a3b shape, the pool fill) as a step
 #   bin_of SIDE             $BASE for a side named base*, $C/var for var*, else $B (the A/B scripts' builds)
 #   side_flags SIDE         the flags a side named NAME+off-PART runs with: --cuda-off PART (new+off-mm-split: the
 #                           new build without its split products); none for other names
@@ -78,6 +81,14 @@ setup() { # NAME
     say "$1: commit $commit base $base_commit; budget ${budget:-?} s;" \
         "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
     lscpu > "$O/lscpu.txt" 2>&1
+}
+begin() { # NAME
+    bash bench/device/alltests.sh 130 0 3 > /dev/null 2>&1
+    setup "$1"
+    grep -E "rc=|Checks|FAIL|tests done" "$R/alltests.log" | grep -v "^rc=0" | tail -n 30
+    m=/tmp/q30b.gguf
+    step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
+        --threads "$(nproc)" -q -o $m
 }
 finish() { # NAME
     tar -czf "$R/$1-files.tar.gz" -C "$O" .

@@ -10,15 +10,10 @@
 # Output under $OUT: s47c.log, alltests.log and s47c-files.tar.gz.
 set -u
 budget=${1:-400}
-bash bench/device/alltests.sh 130 0 3 > /dev/null 2>&1
-. bench/device/lib.sh # say, step, setup, finish, prof_ab, decode_ab, dense_busy, prof_bin
-setup s47c
-grep -E "rc=|Checks|FAIL|tests done" "$R/alltests.log" | grep -v "^rc=0" | tail -n 30
+. bench/device/lib.sh # begin, say, step, finish, prof_ab, decode_ab, dense_busy, prof_bin
+begin s47c
 step 40 "cuda_head_time 1 (new)" sh -c '"$0" "$@" > "'"$O"'/head-new.txt" 2>&1; st=$?;
     grep -E "^(time|dense)" "'"$O"'/head-new.txt"; exit $st' "$B/tests/cuda/cuda_head_time" 1
-m=/tmp/q30b.gguf
-step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
-    --threads "$(nproc)" -q -o $m
 prof_ab base new base2 new2 base3 new3
 for side in base new base2 new2; do
     pb=$(prof_bin "$side")
