@@ -243,8 +243,8 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     const float scale = rmsnorm_scale(partial, vt / WARP_SIZE, n, eps); /* every thread: no second barrier */
     if (found && b == 0 && T == 0 && !(scale > 0.0f))
         atomicMin(found, (unsigned long long)FINITE_KEY(site, FINITE_RESIDUAL, row, FINITE_ELEM_NONE));
-    /* x's update is stored after the last barrier: a global store before a barrier's release would hold the
-     * release until the store's acknowledgement */
+    /* x's update, stored after the barrier: no block of the cluster reads it (whether a store before a release
+     * delays it was not told apart by session 47's timings, bench/results/dense47-h200-2026-12-05-s47.md) */
     if (PRE != CUDA_PRE_NONE && i < n)
         f.xw[o + i] = xv;
     if (i < n) {
