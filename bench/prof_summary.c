@@ -185,13 +185,16 @@ void prof_summary_print(const prof_summary_t *s, FILE *out)
                 (double)s->memsets.bytes / S, (double)s->memsets.ns / S / 1e3);
 }
 
-double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels)
+/* prof_summary_layer_ns's sum, leaving out the names that begin with `skip` (NULL: none). */
+static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *skip, int *n_kernels)
 {
     int n = 0;
     double busy = 0;
     if (n_layer >= 1 && s->steps >= 1)
         for (int k = 0; k < s->n_names; k++) {
             const prof_kernel_stat_t *x = &s->kernels_by_name[k];
+            if (skip && x->name && strncmp(x->name, skip, strlen(skip)) == 0)
+                continue;
             /* count / steps >= n_layer / 4, in integers */
             if (4 * x->count >= (uint64_t)n_layer * (uint64_t)s->steps) {
                 busy += (double)x->busy_ns;
@@ -203,12 +206,26 @@ double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_ke
     return n ? busy / (double)s->steps / (double)n_layer : 0;
 }
 
+double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels)
+{
+    return layer_ns(s, n_layer, NULL, n_kernels);
+}
+
+double prof_summary_dense_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels)
+{
+    return layer_ns(s, n_layer, PROF_EXPERT_PREFIX, n_kernels);
+}
+
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out)
 {
-    int n = 0;
+    int n = 0, nd = 0;
     const double ns = prof_summary_layer_ns(s, n_layer, &n);
+    const double dense = prof_summary_dense_layer_ns(s, n_layer, &nd);
     fprintf(out, "busy a layer: %.2f us (the busy us of the %d kernel name(s) launched at least %d/4 times a step, "
             "times n/step, over %d layers)\n", ns / 1e3, n, n_layer, n_layer);
+    if (nd < n)
+        fprintf(out, "dense busy a layer: %.2f us (the same without the %d routed experts' kernel name(s), \"%s...\")\n",
+                dense / 1e3, n - nd, PROF_EXPERT_PREFIX);
 }
 
 void prof_summary_fini(prof_summary_t *s)

@@ -77,8 +77,18 @@ void prof_summary_print(const prof_summary_t *s, FILE *out);
  * layers, in ns; *n_kernels (optional) the names counted. 0 for n_layer < 1 or no steps. */
 double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels);
 
+/* The names of the routed experts' kernels on the GPU begin with this (expert_pair_kernel, expert_mm..., the
+ * streamed experts' expert_stream...). */
+#define PROF_EXPERT_PREFIX "expert"
+
+/* prof_summary_layer_ns less the kernels whose names begin with PROF_EXPERT_PREFIX: the dense step's part of a
+ * layer (its norms, products, attention and router) in a profile with every expert on the GPU, the issue's
+ * measure in a step that runs as one CUDA graph. *n_kernels (optional) the names counted. */
+double prof_summary_dense_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels);
+
 /* The line that says it: "busy a layer: X us (the busy us of the N kernel name(s) launched at least L/4 times a
- * step, times n/step, over L layers)". */
+ * step, times n/step, over L layers)"; where some of them are the routed experts', a second line: "dense busy a
+ * layer: X us (the same without the M routed experts' kernel name(s), "expert...")". */
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out);
 
 /* Frees what prof_summarize allocated. NULL-safe fields. */

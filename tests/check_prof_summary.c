@@ -186,6 +186,65 @@ START_TEST(test_layer_busy)
 }
 END_TEST
 
+/* The dense part of a layer: two steps of 4 layers, each a norm [0, 100], a routed experts' kernel [100, 400] and
+ * a product [350, 450] (overlapping the experts: adds 50). With the experts' kernel: 450 a layer; without it
+ * (prof_summary_dense_layer_ns): 150, and the second line of the report. Without experts' kernels, no second
+ * line. */
+START_TEST(test_layer_busy_dense)
+{
+    static const char *const ln[] = {"norm", "expert_pair_kernel<dot_q4_K, 2, true>", "prod"};
+    enum { L = 4 };
+    prof_rec_t r[2 * 3 * L];
+    size_t n = 0;
+    const uint64_t a[] = {0, 10000}, b[] = {10000, 20000};
+    for (int st = 0; st < 2; st++)
+        for (int l = 0; l < L; l++) {
+            const uint64_t o = a[st] + (uint64_t)l * 1000;
+            r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
+            r[n++] = (prof_rec_t)K(o + 100, o + 400, 1, 1);
+            r[n++] = (prof_rec_t)K(o + 350, o + 450, 2, 1);
+        }
+    prof_summary_t s;
+    guild_err_t err = {{0}};
+    ck_assert_int_eq(prof_summarize(&s, r, n, ln, 3, a, b, 2, &err), 0);
+    int nk = -1, nd = -1;
+    ck_assert_double_eq_tol(prof_summary_layer_ns(&s, L, &nk), 450, 1e-9);
+    ck_assert_int_eq(nk, 3);
+    ck_assert_double_eq_tol(prof_summary_dense_layer_ns(&s, L, &nd), 150, 1e-9);
+    ck_assert_int_eq(nd, 2);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    prof_summary_print_layer(&s, L, f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "busy a layer: 0.45 us") &&
+                      strstr(buf, "dense busy a layer: 0.15 us (the same without the 1 routed experts' kernel name(s), "
+                                  "\"expert...\")"),
+                  "%s", buf);
+    free(buf);
+    prof_summary_fini(&s);
+    /* the experts on the CPU: no experts' kernel, one line */
+    n = 0;
+    for (int st = 0; st < 2; st++)
+        for (int l = 0; l < L; l++) {
+            const uint64_t o = a[st] + (uint64_t)l * 1000;
+            r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
+            r[n++] = (prof_rec_t)K(o + 350, o + 450, 2, 1);
+        }
+    ck_assert_int_eq(prof_summarize(&s, r, n, ln, 3, a, b, 2, &err), 0);
+    ck_assert_double_eq_tol(prof_summary_dense_layer_ns(&s, L, &nd), prof_summary_layer_ns(&s, L, &nk), 1e-9);
+    ck_assert_int_eq(nd, nk);
+    f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    prof_summary_print_layer(&s, L, f);
+    fclose(f);
+    ck_assert_msg(!strstr(buf, "dense busy"), "%s", buf);
+    free(buf);
+    prof_summary_fini(&s);
+}
+END_TEST
+
 /* The first index of the largest, NaN as -infinity (the sampler's greedy rule): what bench_argmax must give. */
 static int32_t argmax_ref(const float *x, int32_t n)
 {
@@ -238,6 +297,7 @@ static Suite *prof_suite(void)
     tc = tcase_create("names");
     tcase_add_test(tc, test_by_name_and_copies);
     tcase_add_test(tc, test_layer_busy);
+    tcase_add_test(tc, test_layer_busy_dense);
     suite_add_tcase(s, tc);
     tc = tcase_create("argmax");
     tcase_add_test(tc, test_argmax);

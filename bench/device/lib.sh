@@ -135,7 +135,8 @@ layer_busy() {
 }
 # dense_busy FILE LAYERS: the part of "busy a layer" that is the dense step's kernels (the norms, the products, the
 # attention, the router: names starting rmsnorm_cl, matmul_q, qk_prepare, attn_decode, router_cluster), for a profile
-# with the experts' kernels beside them (every expert on the GPU)
+# with the experts' kernels beside them (every expert on the GPU); from the table, for builds before guild-cuda-prof
+# printed its own "dense busy a layer" line (session 47: the same kernels, named as all but expert...)
 dense_busy() { layer_busy "$1" "$2" '^(rmsnorm_cl|matmul_q|qk_prepare|attn_decode|router_cluster)'; }
 # prof_bin SIDE: the guild-cuda-prof of a side's build (bin_of's folder; the packed build's under bench/)
 prof_bin() { case $1 in base* | var*) echo "$(bin_of "$1")/guild-cuda-prof" ;; *) echo "$B/bench/guild-cuda-prof" ;; esac; }
