@@ -195,14 +195,15 @@ static int mm_resident(K kernel, size_t smem)
     return per * sms;
 }
 
-/* The shared memory of a split product's block, KW warps a row, at the most blocks a row. */
-#define MM_SPLIT_SMEM(KW) ((size_t)(MM_THREADS / WARP_SIZE / (KW)) * MM_SPLIT_NB_MAX * sizeof(float))
+/* The shared memory of a split product's block, KW warps a row: a float a block of each of its rows, NB blocks a
+ * row. */
+#define MM_SPLIT_SMEM(KW, NB) ((size_t)(MM_THREADS / WARP_SIZE / (KW)) * (size_t)(NB) * sizeof(float))
 
 /* mm_resident of matmul_q_split_kernel<TR, KW>, asked once a process. */
 template <typename TR, int KW>
 static int mm_split_resident()
 {
-    static const int r = mm_resident(matmul_q_split_kernel<TR, KW>, MM_SPLIT_SMEM(KW));
+    static const int r = mm_resident(matmul_q_split_kernel<TR, KW>, MM_SPLIT_SMEM(KW, MM_SPLIT_NB_MAX));
     return r;
 }
 
@@ -234,7 +235,7 @@ static void mm_split_launch(int kw, const char *w, size_t w_stride, const char *
 {
     const int rpb = MM_THREADS / WARP_SIZE / kw;
     const dim3 grid((unsigned)((nrows + rpb - 1) / rpb), 1, (unsigned)n_heads);
-    const size_t smem = (size_t)rpb * (size_t)nb * sizeof(float);
+    const size_t smem = MM_SPLIT_SMEM(kw, nb);
     if (kw == 4)
         cuda_launch_pdl(matmul_q_split_kernel<TR, 4>, grid, MM_THREADS, smem, s, w, w_stride, act, out, nb, (int)nrows,
                         hz);
@@ -426,7 +427,7 @@ static void matmul_multi_launch_nc(guild_type_t type, int64_t n, int32_t ntok, c
 template <typename TA, typename TB, int KWB>
 static int mm_multi2_resident()
 {
-    static const int r = mm_resident(matmul_q_multi2_kernel<TA, TB, 1, KWB>, MM_SPLIT_SMEM(KWB));
+    static const int r = mm_resident(matmul_q_multi2_kernel<TA, TB, 1, KWB>, MM_SPLIT_SMEM(KWB, MM_SPLIT_NB_MAX));
     return r;
 }
 
@@ -458,9 +459,8 @@ static void mm_multi2_launch1(mm_multi_t m, int count, int b_mask, int blocks, i
             mm_multi_t ms = m;
             const int bs = mm_multi_table(ms, count, MM_THREADS / WARP_SIZE, b_mask, MM_THREADS / WARP_SIZE / KWB);
             if (bs <= mm_multi2_resident<TA, TB, KWB>()) {
-                const size_t smem = (size_t)(MM_THREADS / WARP_SIZE / KWB) * (size_t)nb * sizeof(float);
-                cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, 1, KWB>, dim3((unsigned)bs), MM_THREADS, smem, s, ms,
-                                b_mask, ac, act_stride, nb, nb, 1);
+                cuda_launch_pdl(matmul_q_multi2_kernel<TA, TB, 1, KWB>, dim3((unsigned)bs), MM_THREADS,
+                                MM_SPLIT_SMEM(KWB, nb), s, ms, b_mask, ac, act_stride, nb, nb, 1);
                 return;
             }
         }
