@@ -140,6 +140,18 @@ START_TEST(test_step_without_kernels)
 }
 END_TEST
 
+/* prof_summary_print_layer's report as a string (free it). */
+static char *layer_report(const prof_summary_t *s, int32_t n_layer)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    prof_summary_print_layer(s, n_layer, f);
+    fclose(f);
+    return buf;
+}
+
 /* Issue 17's busy time a layer: two steps of 8 layers, each layer a norm [0, 100] and a product in one of two forms
  * on alternate layers (a: [90, 300], overlapping the norm, so it adds 200; b: [100, 260], 160), then a one-off
  * head [9000, 9500] and an edge kernel launched twice a step (8 / 4: counted) at [9600, 9610], [9700, 9710]. */
@@ -173,12 +185,7 @@ START_TEST(test_layer_busy)
     ck_assert_int_eq(nk, 3);
     ck_assert_double_eq(prof_summary_layer_ns(&s, 0, &nk), 0);
     ck_assert_int_eq(nk, 0);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert_ptr_nonnull(f);
-    prof_summary_print_layer(&s, L, f);
-    fclose(f);
+    char *buf = layer_report(&s, L);
     ck_assert_msg(strstr(buf, "busy a layer: 0.28 us (the busy us of the 4 kernel name(s) launched at least 8/4 times"),
                   "%s", buf);
     free(buf);
@@ -194,54 +201,41 @@ START_TEST(test_layer_busy_dense)
 {
     static const char *const ln[] = {"norm", "expert_pair_kernel<dot_q4_K, 2, true>", "prod"};
     enum { L = 4 };
-    prof_rec_t r[2 * 3 * L];
-    size_t n = 0;
     const uint64_t a[] = {0, 10000}, b[] = {10000, 20000};
-    for (int st = 0; st < 2; st++)
-        for (int l = 0; l < L; l++) {
-            const uint64_t o = a[st] + (uint64_t)l * 1000;
-            r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
-            r[n++] = (prof_rec_t)K(o + 100, o + 400, 1, 1);
-            r[n++] = (prof_rec_t)K(o + 350, o + 450, 2, 1);
+    for (int experts = 1; experts >= 0; experts--) {
+        prof_rec_t r[2 * 3 * L];
+        size_t n = 0;
+        for (int st = 0; st < 2; st++)
+            for (int l = 0; l < L; l++) {
+                const uint64_t o = a[st] + (uint64_t)l * 1000;
+                r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
+                if (experts)
+                    r[n++] = (prof_rec_t)K(o + 100, o + 400, 1, 1);
+                r[n++] = (prof_rec_t)K(o + 350, o + 450, 2, 1);
+            }
+        prof_summary_t s;
+        guild_err_t err = {{0}};
+        ck_assert_int_eq(prof_summarize(&s, r, n, ln, 3, a, b, 2, &err), 0);
+        int nk = -1, nd = -1;
+        const double all = prof_summary_layer_ns(&s, L, &nk), dense = prof_summary_dense_layer_ns(&s, L, &nd);
+        char *buf = layer_report(&s, L);
+        if (experts) {
+            ck_assert_double_eq_tol(all, 450, 1e-9);
+            ck_assert_int_eq(nk, 3);
+            ck_assert_double_eq_tol(dense, 150, 1e-9);
+            ck_assert_int_eq(nd, 2);
+            ck_assert_msg(strstr(buf, "busy a layer: 0.45 us") &&
+                              strstr(buf, "dense busy a layer: 0.15 us (the same without the 1 routed experts' kernel "
+                                          "name(s), \"expert...\")"),
+                          "%s", buf);
+        } else { /* the experts on the CPU: no experts' kernel, one line */
+            ck_assert_double_eq_tol(dense, all, 1e-9);
+            ck_assert_int_eq(nd, nk);
+            ck_assert_msg(!strstr(buf, "dense busy"), "%s", buf);
         }
-    prof_summary_t s;
-    guild_err_t err = {{0}};
-    ck_assert_int_eq(prof_summarize(&s, r, n, ln, 3, a, b, 2, &err), 0);
-    int nk = -1, nd = -1;
-    ck_assert_double_eq_tol(prof_summary_layer_ns(&s, L, &nk), 450, 1e-9);
-    ck_assert_int_eq(nk, 3);
-    ck_assert_double_eq_tol(prof_summary_dense_layer_ns(&s, L, &nd), 150, 1e-9);
-    ck_assert_int_eq(nd, 2);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert_ptr_nonnull(f);
-    prof_summary_print_layer(&s, L, f);
-    fclose(f);
-    ck_assert_msg(strstr(buf, "busy a layer: 0.45 us") &&
-                      strstr(buf, "dense busy a layer: 0.15 us (the same without the 1 routed experts' kernel name(s), "
-                                  "\"expert...\")"),
-                  "%s", buf);
-    free(buf);
-    prof_summary_fini(&s);
-    /* the experts on the CPU: no experts' kernel, one line */
-    n = 0;
-    for (int st = 0; st < 2; st++)
-        for (int l = 0; l < L; l++) {
-            const uint64_t o = a[st] + (uint64_t)l * 1000;
-            r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
-            r[n++] = (prof_rec_t)K(o + 350, o + 450, 2, 1);
-        }
-    ck_assert_int_eq(prof_summarize(&s, r, n, ln, 3, a, b, 2, &err), 0);
-    ck_assert_double_eq_tol(prof_summary_dense_layer_ns(&s, L, &nd), prof_summary_layer_ns(&s, L, &nk), 1e-9);
-    ck_assert_int_eq(nd, nk);
-    f = open_memstream(&buf, &len);
-    ck_assert_ptr_nonnull(f);
-    prof_summary_print_layer(&s, L, f);
-    fclose(f);
-    ck_assert_msg(!strstr(buf, "dense busy"), "%s", buf);
-    free(buf);
-    prof_summary_fini(&s);
+        free(buf);
+        prof_summary_fini(&s);
+    }
 }
 END_TEST
 
