@@ -15,6 +15,7 @@ int bench_run_main(int argc, char **argv);
 int bench_sessions_main(int argc, char **argv);
 int bench_route_predict_main(int argc, char **argv);
 int bench_pool_main(int argc, char **argv);
+int bench_trace_main(int argc, char **argv);
 
 /* Prints "# key: value" provenance lines (commit, CPU model and features, kernel level, command line, date). */
 void bench_print_provenance(FILE *out, int argc, char **argv);

@@ -3,7 +3,8 @@
  * alone. `guild bench run` (bench/run.c): a whole model at populated contexts. `guild bench plot` (bench/plot.c): runs'
  * results drawn as an SVG. `guild bench sessions` (bench/sessions.c): concurrent sessions decoded together.
  * `guild bench pool` (bench/pool.c): several sessions calls' paired runs pooled per size. `guild bench route-predict`
- * (bench/cmd_route_predict.c): how well a layer's experts are predicted before its router runs. */
+ * (bench/cmd_route_predict.c): how well a layer's experts are predicted before its router runs. `guild bench trace`
+ * (bench/trace_report.c): a GPU worker's trace (--gpu-prof) summed per kernel over its decode steps. */
 #include "config.h"
 
 #include <stdio.h>
@@ -25,6 +26,7 @@ static const struct {
     {"sessions", bench_sessions_main, "aggregate decode tok/s of N sessions in batched steps, beside its limit"},
     {"pool", bench_pool_main, "guild bench sessions files of one build: their paired runs pooled per size"},
     {"route-predict", bench_route_predict_main, "how well next-layer pre-gating and the previous token predict experts"},
+    {"trace", bench_trace_main, "a GPU trace (--gpu-prof FILE) summed per kernel over its decode steps"},
 };
 
 static void usage(FILE *out)

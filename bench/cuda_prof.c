@@ -35,10 +35,8 @@
  * Exit status: 0; 1 on a runtime failure (no GPU, no model, a CUPTI error); 2 on a usage error. */
 #include "config.h"
 
-#include <cupti.h>
 #include <cuda_runtime_api.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,15 +53,12 @@
 #include "core/util/log.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/cuda/cuda_step_clock.h"
+#include "gpu-worker/prof/cupti_trace.h"
 
 #define WHO "guild-cuda-prof"
 #define WARMUP_STEPS 8
-#define CUPTI_BUFFER_BYTES (8u << 20)
 #define VERIFY_MAX 8       /* --verify sizes */
 #define VERIFY_MAX_ROWS 32 /* rows of a --verify step (the decode attention kernel's batches) */
-
-/* libstdc++'s demangler (C linkage); the CUDA libraries bring libstdc++ into the link. */
-char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
 enum { PROF_FLAGS = STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS |
                     STACK_FLAG_NO_GRAPH | STACK_FLAG_CUDA_OFF | STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS |
@@ -81,20 +76,6 @@ typedef struct prof_cfg {
     bool phases;         /* --phases: the backend's step clock (cuda_step_clock.h) over the same steps */
     stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
-
-/* What the CUPTI buffer callbacks fill. A global because CUPTI's buffer callbacks carry no context pointer; they
- * may run on CUPTI's own thread, hence the lock. */
-static struct {
-    pthread_mutex_t mu;
-    uint64_t window_start; /* records starting before this are dropped (UINT64_MAX: all) */
-    prof_rec_t *recs;      /* [n] */
-    size_t n, cap;
-    const char **name_key; /* [n_names] CUPTI's name pointers, for the lookup */
-    char **names;          /* [n_names] copies, demangled and shortened */
-    int n_names, cap_names;
-    size_t dropped;        /* records CUPTI dropped (buffers full) */
-    bool oom;
-} g_prof = {.mu = PTHREAD_MUTEX_INITIALIZER, .window_start = UINT64_MAX};
 
 static void usage(FILE *out)
 {
@@ -212,221 +193,13 @@ bad:
     return -1;
 }
 
-/* ---- collection ---- */
-
-static int cupti_check(CUptiResult r, const char *what, guild_err_t *err)
-{
-    if (r == CUPTI_SUCCESS)
-        return 0;
-    const char *s = NULL;
-    if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
-        s = "unknown CUPTI error";
-    return guild_err_set(err, "CUPTI: %s: %s (%d)", what, s, (int)r);
-}
-
-/* "void ns::k<(int)64>(float const*, int)" -> "ns::k<(int)64>", at most PROF_NAME_WIDTH characters. */
-static char *short_name(const char *mangled)
-{
-    int status = -1;
-    char *d = __cxa_demangle(mangled, NULL, NULL, &status);
-    char *s = status == 0 && d ? d : strdup(mangled);
-    if (s != d)
-        free(d);
-    if (!s)
-        return NULL;
-    size_t n = strlen(s);
-    if (n && s[n - 1] == ')') { /* drop the parameter list: back to its '(' */
-        int depth = 0;
-        for (size_t i = n; i-- > 0;) {
-            depth += s[i] == ')' ? 1 : s[i] == '(' ? -1 : 0;
-            if (depth == 0) {
-                s[i] = '\0';
-                break;
-            }
-        }
-    }
-    if (!strncmp(s, "void ", 5)) /* templates' return type */
-        memmove(s, s + 5, strlen(s + 5) + 1);
-    if (strlen(s) > PROF_NAME_WIDTH)
-        strcpy(s + PROF_NAME_WIDTH - 3, "...");
-    return s;
-}
-
-/* The name's index, added on first sight; -1 when out of memory. Called with the lock held. */
-static int32_t name_index(const char *key)
-{
-    if (!key)
-        key = "(unnamed)";
-    for (int i = 0; i < g_prof.n_names; i++)
-        if (g_prof.name_key[i] == key)
-            return i;
-    char *s = short_name(key);
-    if (!s)
-        return -1;
-    for (int i = 0; i < g_prof.n_names; i++) /* the same kernel under another pointer (another module) */
-        if (!strcmp(g_prof.names[i], s)) {
-            free(s);
-            return i;
-        }
-    if (g_prof.n_names == g_prof.cap_names) {
-        const int cap = g_prof.cap_names ? 2 * g_prof.cap_names : 64;
-        const char **k = realloc(g_prof.name_key, (size_t)cap * sizeof *k);
-        if (k)
-            g_prof.name_key = k;
-        char **nm = realloc(g_prof.names, (size_t)cap * sizeof *nm);
-        if (nm)
-            g_prof.names = nm;
-        if (!k || !nm) {
-            free(s);
-            return -1;
-        }
-        g_prof.cap_names = cap;
-    }
-    g_prof.name_key[g_prof.n_names] = key;
-    g_prof.names[g_prof.n_names] = s;
-    return g_prof.n_names++;
-}
-
-static void keep(const prof_rec_t *r)
-{
-    if (r->start < g_prof.window_start || g_prof.oom)
-        return;
-    if (g_prof.n == g_prof.cap) {
-        const size_t cap = g_prof.cap ? 2 * g_prof.cap : 65536;
-        prof_rec_t *p = realloc(g_prof.recs, cap * sizeof *p);
-        if (!p) {
-            g_prof.oom = true;
-            return;
-        }
-        g_prof.recs = p;
-        g_prof.cap = cap;
-    }
-    g_prof.recs[g_prof.n++] = *r;
-}
-
-/* CUPTI's copy kinds, as the summary names them. */
-static int32_t copy_kind(uint8_t k)
-{
-    switch (k) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return PROF_COPY_HTOD;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return PROF_COPY_DTOH;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return PROF_COPY_DTOD;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return PROF_COPY_HTOH;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return PROF_COPY_PTOP;
-    default: return PROF_COPY_OTHER;
-    }
-}
-
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
-{
-    *buffer = aligned_alloc(8, CUPTI_BUFFER_BYTES); /* CUPTI wants 8-byte alignment */
-    *size = *buffer ? CUPTI_BUFFER_BYTES : 0;
-    *max_records = 0; /* as many as fit */
-}
-
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
-{
-    pthread_mutex_lock(&g_prof.mu);
-    CUpti_Activity *a = NULL;
-    while (cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
-        prof_rec_t r = {0};
-        switch (a->kind) {
-        case CUPTI_ACTIVITY_KIND_KERNEL:
-        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
-            if (k->start < g_prof.window_start)
-                continue;
-            r = (prof_rec_t){.start = k->start, .end = k->end, .kind = PROF_KERNEL, .graph = k->graphId != 0,
-                             .what = name_index(k->name)};
-            if (r.what < 0)
-                g_prof.oom = true;
-            break;
-        }
-        case CUPTI_ACTIVITY_KIND_MEMCPY: {
-            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)a;
-            r = (prof_rec_t){.start = m->start, .end = m->end, .bytes = m->bytes, .kind = PROF_MEMCPY,
-                             .graph = m->graphId != 0, .what = copy_kind(m->copyKind)};
-            break;
-        }
-        case CUPTI_ACTIVITY_KIND_MEMSET: {
-            const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
-            r = (prof_rec_t){.start = m->start, .end = m->end, .bytes = m->bytes, .kind = PROF_MEMSET,
-                             .graph = m->graphId != 0};
-            break;
-        }
-        default: continue;
-        }
-        keep(&r);
-    }
-    size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
-        g_prof.dropped += dropped;
-    pthread_mutex_unlock(&g_prof.mu);
-    free(buffer);
-}
-
-static const CUpti_ActivityKind g_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                             CUPTI_ACTIVITY_KIND_MEMSET};
-
-/* Registers the buffers and enables the kinds; before any CUDA context exists, so that every graph the backend
- * instantiates later is traced per node. */
-static int prof_start(guild_err_t *err)
-{
-    uint32_t version = 0;
-    if (cupti_check(cuptiGetVersion(&version), "cuptiGetVersion", err) < 0)
-        return -1;
-    if (version != CUPTI_API_VERSION)
-        fprintf(stderr, WHO ": note: libcupti API version %u, built against %u\n", version, CUPTI_API_VERSION);
-    if (cupti_check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
-                    "cuptiActivityRegisterCallbacks", err) < 0)
-        return -1;
-    for (size_t i = 0; i < sizeof g_kinds / sizeof g_kinds[0]; i++)
-        if (cupti_check(cuptiActivityEnable(g_kinds[i]), "cuptiActivityEnable", err) < 0)
-            return -1;
-    return 0;
-}
-
-static int prof_now(uint64_t *t, guild_err_t *err)
-{
-    return cupti_check(cuptiGetTimestamp(t), "cuptiGetTimestamp", err);
-}
-
 /* The step clock: CUPTI's (that of the records) when tracing, else CLOCK_MONOTONIC. */
 static int now_ns(bool no_trace, uint64_t *t, guild_err_t *err)
 {
     if (!no_trace)
-        return prof_now(t, err);
+        return cupti_trace_now(t, err);
     *t = (uint64_t)(guild_clock_s() * 1e9);
     return 0;
-}
-
-/* Delivers every record still buffered and stops tracing. */
-static int prof_stop(guild_err_t *err)
-{
-    if (cupti_check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll", err) < 0)
-        return -1;
-    for (size_t i = 0; i < sizeof g_kinds / sizeof g_kinds[0]; i++)
-        cuptiActivityDisable(g_kinds[i]);
-    return 0;
-}
-
-/* Frees what was kept. Tracing may still be on (an error path): CUPTI can deliver buffers later, at exit, so the
- * window is closed first and the callbacks then keep nothing. */
-static void prof_free(void)
-{
-    pthread_mutex_lock(&g_prof.mu);
-    g_prof.window_start = UINT64_MAX;
-    for (int i = 0; i < g_prof.n_names; i++)
-        free(g_prof.names[i]);
-    free(g_prof.names);
-    free(g_prof.name_key);
-    free(g_prof.recs);
-    g_prof.names = NULL;
-    g_prof.name_key = NULL;
-    g_prof.recs = NULL;
-    g_prof.n = g_prof.cap = 0;
-    g_prof.n_names = g_prof.cap_names = 0;
-    pthread_mutex_unlock(&g_prof.mu);
 }
 
 /* ---- driving the model ---- */
@@ -515,6 +288,8 @@ int main(int argc, char **argv)
     int32_t *prompt = NULL, *pos = NULL, *seq = NULL, *tok = NULL, *rows = NULL;
     uint64_t *t0 = NULL, *t1 = NULL;
     prof_summary_t sum = {0};
+    prof_trace_t trace; /* what CUPTI records in the traced window */
+    prof_trace_init(&trace, 0);
     int rc = 1;
 
     int n_dev = 0;
@@ -523,8 +298,11 @@ int main(int argc, char **argv)
         guild_err_set(&err, "no CUDA device: %s", ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
         goto out;
     }
-    if (!c.no_trace && prof_start(&err) < 0)
-        goto out;
+    if (!c.no_trace) {
+        if (cupti_trace_start(&trace, &err) < 0)
+            goto out;
+        cupti_trace_window(UINT64_MAX); /* nothing before the traced steps */
+    }
     if (model_new(&m, c.model, &err) < 0)
         goto out;
     if (stack_flags_tune(&c.flags, c.model, WHO, &err) < 0)
@@ -606,9 +384,8 @@ int main(int argc, char **argv)
         moe_exec_stats(experts, &es0);
     if (now_ns(c.no_trace, &t0[0], &err) < 0)
         goto out;
-    pthread_mutex_lock(&g_prof.mu);
-    g_prof.window_start = t0[0];
-    pthread_mutex_unlock(&g_prof.mu);
+    if (!c.no_trace)
+        cupti_trace_window(t0[0]);
     if (c.trace_prefill)
         backend_kv_clear(be); /* the prompt again, over the same positions */
     for (int32_t g = 0; c.trace_prefill && g < chunks; g++) {
@@ -638,7 +415,7 @@ int main(int argc, char **argv)
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
     }
-    if (!c.no_trace && prof_stop(&err) < 0)
+    if (!c.no_trace && cupti_trace_stop(&err) < 0)
         goto out;
     bench_print_provenance(stdout, argc, argv);
     if (c.no_trace) { /* the wall time alone */
@@ -659,19 +436,15 @@ int main(int argc, char **argv)
         rc = 0;
         goto out;
     }
-    if (g_prof.oom) {
-        guild_err_set(&err, "out of memory keeping %zu activity records", g_prof.n);
-        goto out;
-    }
-    if (prof_summarize(&sum, g_prof.recs, g_prof.n, (const char *const *)g_prof.names, g_prof.n_names, t0, t1,
+    if (prof_summarize(&sum, trace.recs, trace.n_recs, (const char *const *)trace.names, trace.n_names, t0, t1,
                        traced, &err) < 0)
         goto out;
     printf("# " WHO ": %s; populate %d, %d session(s), %d traced %s after %d warm-up, threads %d, CUDA graphs %s\n",
            c.model, c.populate, S, traced, c.trace_prefill ? "prefill chunks (of --batch tokens)" : "decode steps", WARMUP_STEPS,
            c.flags.n_threads, c.flags.gpu.cuda.no_graph ? "off" : "on");
-    if (g_prof.dropped)
-        printf("note: CUPTI dropped %zu records (its buffers were full): the numbers below miss them\n",
-               g_prof.dropped);
+    if (trace.dropped)
+        printf("note: CUPTI dropped %llu records (its buffers were full): the numbers below miss them\n",
+               (unsigned long long)trace.dropped);
     prof_summary_print(&sum, stdout);
     if (!c.trace_prefill)
         prof_summary_print_layer(&sum, model_config(m)->n_layer, stdout);
@@ -712,6 +485,7 @@ out:
     free(t0);
     free(t1);
     prof_summary_fini(&sum);
-    prof_free();
+    cupti_trace_abandon(); /* tracing may still be on (an error path): the callbacks keep nothing now */
+    prof_trace_fini(&trace);
     return rc;
 }

@@ -143,12 +143,6 @@ int prof_summarize(prof_summary_t *s, prof_rec_t *r, size_t n, const char *const
     return 0;
 }
 
-const char *prof_copy_name(int what)
-{
-    static const char *const n[PROF_COPY_N] = {"other", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
-    return what >= 0 && what < PROF_COPY_N ? n[what] : "?";
-}
-
 void prof_summary_print(const prof_summary_t *s, FILE *out)
 {
     const double S = s->steps > 0 ? s->steps : 1, wall = s->wall_median_ns;
@@ -185,15 +179,24 @@ void prof_summary_print(const prof_summary_t *s, FILE *out)
                 (double)s->memsets.bytes / S, (double)s->memsets.ns / S / 1e3);
 }
 
-/* prof_summary_layer_ns's sum, leaving out the names that begin with `skip` (NULL: none). */
-static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *skip, int *n_kernels)
+/* Whether name begins with one of skip[] (NULL-terminated; NULL: none). */
+static bool skipped(const char *name, const char *const *skip)
+{
+    for (; name && skip && *skip; skip++)
+        if (!strncmp(name, *skip, strlen(*skip)))
+            return true;
+    return false;
+}
+
+/* prof_summary_layer_ns's sum, leaving out the names that begin with one of skip[]. */
+static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *const *skip, int *n_kernels)
 {
     int n = 0;
     double busy = 0;
     if (n_layer >= 1 && s->steps >= 1)
         for (int k = 0; k < s->n_names; k++) {
             const prof_kernel_stat_t *x = &s->kernels_by_name[k];
-            if (skip && x->name && strncmp(x->name, skip, strlen(skip)) == 0)
+            if (skipped(x->name, skip))
                 continue;
             /* count / steps >= n_layer / 4, in integers */
             if (4 * x->count >= (uint64_t)n_layer * (uint64_t)s->steps) {
@@ -213,7 +216,8 @@ double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_ke
 
 double prof_summary_dense_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels)
 {
-    return layer_ns(s, n_layer, PROF_EXPERT_PREFIX, n_kernels);
+    static const char *const not_dense[] = {PROF_EXPERT_PREFIX, PROF_XCHG_WAIT_PREFIX, NULL};
+    return layer_ns(s, n_layer, not_dense, n_kernels);
 }
 
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out)
@@ -224,8 +228,9 @@ void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *ou
     fprintf(out, "busy a layer: %.2f us (the busy us of the %d kernel name(s) launched at least %d/4 times a step, "
             "times n/step, over %d layers)\n", ns / 1e3, n, n_layer, n_layer);
     if (nd < n)
-        fprintf(out, "dense busy a layer: %.2f us (the same without the %d routed experts' kernel name(s), \"%s...\")\n",
-                dense / 1e3, n - nd, PROF_EXPERT_PREFIX);
+        fprintf(out, "dense busy a layer: %.2f us (the same without %d kernel name(s): the routed experts', "
+                "\"%s...\", and the exchange's wait, \"%s...\")\n", dense / 1e3, n - nd, PROF_EXPERT_PREFIX,
+                PROF_XCHG_WAIT_PREFIX);
 }
 
 void prof_summary_fini(prof_summary_t *s)

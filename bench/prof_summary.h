@@ -9,25 +9,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/prof/prof_trace.h"
 #include "core/util/err.h"
 
 /* The kernel name column's width (longer names push the line). */
 #define PROF_NAME_WIDTH 72
-
-/* prof_rec_t.kind */
-enum { PROF_KERNEL, PROF_MEMCPY, PROF_MEMSET };
-
-/* prof_rec_t.what of a copy */
-enum { PROF_COPY_OTHER, PROF_COPY_HTOD, PROF_COPY_DTOH, PROF_COPY_DTOD, PROF_COPY_HTOH, PROF_COPY_PTOP, PROF_COPY_N };
-
-/* One activity record. */
-typedef struct prof_rec {
-    uint64_t start, end; /* ns, the clock of the step intervals */
-    uint64_t bytes;      /* copies and memsets */
-    int32_t what;        /* kernel: index into the names; copy: PROF_COPY_*; memset: 0 */
-    uint8_t kind;        /* PROF_KERNEL, PROF_MEMCPY, PROF_MEMSET */
-    uint8_t graph;       /* 1: launched as a node of a CUDA graph */
-} prof_rec_t;
 
 typedef struct prof_kernel_stat {
     const char *name;    /* borrowed from the names given */
@@ -81,20 +67,24 @@ double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_ke
  * streamed experts' expert_stream...). */
 #define PROF_EXPERT_PREFIX "expert"
 
-/* prof_summary_layer_ns less the kernels whose names begin with PROF_EXPERT_PREFIX: the dense step's part of a
- * layer (its norms, products, attention and router) in a profile with every expert on the GPU, the issue's
- * measure in a step that runs as one CUDA graph. *n_kernels (optional) the names counted. */
+/* The name of the kernel that waits in the step for the CPU workers' experts (the device-driven exchange of the
+ * multi-process pipeline, gpu-worker/dense/cuda/cuda_xchg.h) begins with this: its time is theirs. */
+#define PROF_XCHG_WAIT_PREFIX "xchg_wait"
+
+/* prof_summary_layer_ns less the kernels whose names begin with PROF_EXPERT_PREFIX or PROF_XCHG_WAIT_PREFIX: the
+ * dense step's part of a layer (its norms, products, attention and router, and the exchange's publishing and
+ * taking of rows) in a profile with every expert on the GPU, or with them on the CPU workers of the pipeline
+ * (guild-gpu-worker --prof), the issue's measure in a step that runs as one CUDA graph. *n_kernels (optional) the
+ * names counted. */
 double prof_summary_dense_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels);
 
 /* The line that says it: "busy a layer: X us (the busy us of the N kernel name(s) launched at least L/4 times a
- * step, times n/step, over L layers)"; where some of them are the routed experts', a second line: "dense busy a
- * layer: X us (the same without the M routed experts' kernel name(s), "expert...")". */
+ * step, times n/step, over L layers)"; where some of them are the routed experts' or the exchange's wait, a second
+ * line: "dense busy a layer: X us (the same without M kernel name(s): the routed experts', "expert...", and the
+ * exchange's wait, "xchg_wait...")". */
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out);
 
 /* Frees what prof_summarize allocated. NULL-safe fields. */
 void prof_summary_fini(prof_summary_t *s);
-
-/* "HtoD"... for PROF_COPY_*. */
-const char *prof_copy_name(int what);
 
 #endif

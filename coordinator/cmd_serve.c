@@ -64,7 +64,7 @@ enum {
                         STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS | STACK_FLAG_EXPERT_LAYOUT |
                         STACK_FLAG_RECORD_ROUTING | STACK_FLAG_ROUTING | STACK_FLAG_CHECK_FINITE | STACK_FLAG_LISTEN |
                         STACK_FLAG_KEY | STACK_FLAG_ALLOW | STACK_FLAG_INSECURE | STACK_FLAG_FALLBACK_LOCAL |
-                        STACK_FLAG_REJOIN_MS | STACK_FLAG_KV_TYPE | STACK_FLAG_CPU_NODES,
+                        STACK_FLAG_REJOIN_MS | STACK_FLAG_KV_TYPE | STACK_FLAG_CPU_NODES | STACK_FLAG_GPU_PROF,
 };
 
 /* Prints words (space-separated) from column `indent` on, wrapped before column 110. */

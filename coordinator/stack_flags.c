@@ -97,6 +97,11 @@ static const flag_t flags[] = {
      "input) and the workers pull their bytes toward their cores while they wait\n"
      "for it (0: off; default 4; at most the model's experts per token); the\n"
      "same output either way; decode only (4 tokens or fewer a step)", true},
+    {STACK_FLAG_GPU_PROF, "gpu-prof", "FILE",
+     "the GPU worker traces its device with CUPTI (every kernel, copy and memset;\n"
+     "a graph's kernels one by one) and its step requests, and writes the trace\n"
+     "to FILE when it exits; `guild bench trace FILE` sums its decode steps per\n"
+     "kernel (the cuda backend; tracing slows the steps it traces)", true},
     {STACK_FLAG_BACKEND, "backend", "NAME", NULL, false},
     {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE",
      "device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
@@ -174,7 +179,7 @@ static const flag_t flags[] = {
      "(default 10000)", true},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
-_Static_assert(N_FLAGS == 29, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 29 flags");
+_Static_assert(N_FLAGS == 30, "STACK_FLAGS_ALL and STACK_FLAGS_OPT_BASE's range name 30 flags");
 
 size_t stack_flags_options(struct option *out, size_t cap, const struct option *own, unsigned mask)
 {
@@ -252,6 +257,11 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         if (cli_parse_long("--prefetch-experts", arg, 0, 32, &v, err) < 0)
             return -1;
         o->prefetch_experts = (int32_t)v;
+        break;
+    case STACK_FLAG_GPU_PROF:
+        if (!*arg)
+            return guild_err_set(err, "--gpu-prof: expected a file name");
+        o->gpu_prof = arg;
         break;
     case STACK_FLAG_BACKEND: o->gpu.backend = arg; break;
     case STACK_FLAG_GPU_MEM:
@@ -340,6 +350,13 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
     if (o->single_process && stager_given && cuda->stager == CUDA_STAGER_PROCESS)
         return guild_err_set(err, "--stager process is for the multi-process mode (its supervisor runs "
                              "guild-stager); --single-process takes --stager shared, thread, pin or none");
+    if ((o->given & STACK_FLAG_GPU_PROF) && strcmp(o->gpu.backend, "cuda"))
+        return guild_err_set(err, "--gpu-prof traces the cuda backend's device, not --backend %s", o->gpu.backend);
+#ifndef GUILD_HAVE_CUPTI
+    if (o->given & STACK_FLAG_GPU_PROF)
+        return guild_err_set(err, "--gpu-prof: this build cannot trace the GPU (configure found no CUPTI beside the "
+                             "CUDA runtime)");
+#endif
     if (!stager_given) /* the default, in both modes: no second copy of the experts */
         o->gpu.cuda.stager = CUDA_STAGER_SHARED;
     if (!o->single_process)

@@ -46,10 +46,11 @@ enum {
     STACK_FLAG_CUDA_OFF = 1u << 26,    /* --cuda-off fuse,pdl (debugging) */
     STACK_FLAG_HUGE_PAGES = 1u << 27,  /* --huge-pages auto|require (multi-process) */
     STACK_FLAG_PREFETCH_EXPERTS = 1u << 28, /* --prefetch-experts N (multi-process) */
-    STACK_FLAGS_ALL = (1u << 29) - 1,
+    STACK_FLAG_GPU_PROF = 1u << 29,    /* --gpu-prof FILE (multi-process; backend cuda, a build with CUPTI) */
+    STACK_FLAGS_ALL = (1u << 30) - 1,
 };
 
-/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 29); a command's own values
+/* getopt_long values of the flags: [STACK_FLAGS_OPT_BASE, STACK_FLAGS_OPT_BASE + 30); a command's own values
  * must stay below. */
 #define STACK_FLAGS_OPT_BASE 0x4000
 
@@ -64,7 +65,8 @@ size_t stack_flags_options(struct option *out, size_t cap, const struct option *
  * stack_options_init (a command may change a default, such as the backend, before parsing). */
 int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t *err);
 
-/* After parsing, the record's one check: -1 with err when a tcp --listen comes without CURVE keys (--key and
+/* After parsing, the record's one check: -1 with err when --gpu-prof comes with a backend other than cuda or in a
+ * build without CUPTI; when a tcp --listen comes without CURVE keys (--key and
  * --allow) or --insecure, or keys without one (guild_curve_check); when --stager-threads comes with --stager none
  * or pin, or
  * --stager process with --single-process; -1 with err ("--cpu-workers, --mlock and --print-plan are for the

@@ -52,6 +52,8 @@ typedef struct stack_options {
     uint64_t spin_ns;        /* --spin-us: doorbell spin before sleeping, every process */
     int32_t prefetch_experts; /* --prefetch-experts: experts per token the dense side predicts for the next layer and
                                  the CPU workers prefetch while they wait (0: none) */
+    const char *gpu_prof;    /* --gpu-prof: the GPU worker traces its device into this file (guild-gpu-worker
+                                --prof); NULL: no trace */
     uint64_t wait_slice_ns;  /* the workers' doorbell wait slice */
     uint32_t heartbeat_ms;   /* period of the coordinator's heartbeats */
     uint32_t hang_ms;        /* a worker silent this long is hung */

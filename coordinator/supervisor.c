@@ -113,6 +113,9 @@ static void start_worker(sup_t *s, wslot_t *w)
         argv[n++] = s->stager.rings[0];
         argv[n++] = "--threads";
         argv[n++] = threads;
+    } else if (s->opts.gpu_prof) { /* the GPU worker: tracing starts before its CUDA context does */
+        argv[n++] = "--prof";
+        argv[n++] = (char *)s->opts.gpu_prof;
     }
     argv[n++] = "--connect";
     argv[n++] = s->endpoint;

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include "core/model/model.h"
+#include "core/prof/prof_trace.h"
 #include "core/util/log.h"
 #include "core/util/pool.h"
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/expert_host.h"
 #include "gpu-worker/gpu_worker_options.h"
+#include "gpu-worker/prof/cupti_trace.h"
 #include "ipc/arena.h"
 #include "ipc/exchange.h"
 #include "ipc/expert_store.h"
@@ -25,6 +27,9 @@
 #include "ipc/step.h"
 
 #define DEFAULT_SLICE_NS 100000000u
+/* --prof: the most activity records kept (32 bytes each), several thousand decode steps of a large model; the
+ * rest are counted as dropped */
+#define PROF_MAX_RECS (1u << 22)
 
 static volatile sig_atomic_t signalled;
 
@@ -53,6 +58,7 @@ typedef struct gpu_worker {
     guild_wait_policy_t slice;
     uint64_t cur_request; /* the request being served: what an abort compares to */
     bool aborted;
+    bool tracing;        /* --prof: each request's interval goes into the trace (gpu-worker/prof/cupti_trace.h) */
     /* the snapshot in transit (GUILD_STEP_SAVE, GUILD_STEP_LOAD: ipc/step.h) */
     char *snap;          /* [snap_size] */
     size_t snap_size, snap_have; /* its bytes; LOAD: those received */
@@ -373,6 +379,28 @@ static int mtp_step(gpu_worker_t *g, uint64_t seq, const guild_step_request_t *r
     return backend_mtp_step(g->be, req->state_n, g->step.tokens[0], g->step.logits, err);
 }
 
+/* --prof: the request's interval, from start to now on the tracer's clock, into the trace. A failure stops
+ * adding steps (said once); the records go on. */
+static void trace_step(gpu_worker_t *g, const guild_step_request_t *req, int status, uint64_t start)
+{
+    guild_err_t err = {{0}};
+    const uint32_t f = req->flags;
+    prof_step_t st = {
+        .start = start,
+        .n_tokens = req->n_tokens > 0 ? req->n_tokens : 0,
+        .n_out = req->n_out > 0 ? req->n_out : 0,
+        .kind = f & (GUILD_STEP_SAVE | GUILD_STEP_LOAD) ? PROF_STEP_STATE
+                : f & GUILD_STEP_MTP                    ? PROF_STEP_MTP
+                : f & GUILD_STEP_SEQS                   ? PROF_STEP_SEQS
+                                                        : PROF_STEP_FORWARD,
+        .ok = status == GUILD_STEP_OK,
+    };
+    if (cupti_trace_now(&st.end, &err) < 0 || cupti_trace_add_step(&st, &err) < 0) {
+        guild_log(GUILD_LOG_WARN, "--prof: %s; no more step requests go into the trace", err.msg);
+        g->tracing = false;
+    }
+}
+
 /* Runs the request in the step region and fills the response. */
 static void serve_one(gpu_worker_t *g, uint64_t seq)
 {
@@ -383,7 +411,12 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     int status = GUILD_STEP_FAILED;
     moe_exec_stats_t m0, m1;
     moe_exec_stats(g->moe, &m0);
-    uint64_t t0 = guild_now_ns();
+    uint64_t t0 = guild_now_ns(), trace_t0 = 0;
+    if (g->tracing && cupti_trace_now(&trace_t0, &err) < 0) {
+        guild_log(GUILD_LOG_WARN, "--prof: %s; no more step requests go into the trace", err.msg);
+        g->tracing = false;
+        guild_err_clear(&err);
+    }
     g->cur_request = seq;
     g->aborted = false;
     resp->state_total = resp->chunk_bytes = 0;
@@ -418,6 +451,8 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
             status = GUILD_STEP_ABORTED;
     }
     uint64_t t1 = guild_now_ns();
+    if (g->tracing)
+        trace_step(g, &req, status, trace_t0);
     moe_exec_stats(g->moe, &m1);
     backend_stats_t b1;
     backend_stats(g->be, &b1);
@@ -485,6 +520,20 @@ static void serve(gpu_worker_t *g, uint64_t next)
     }
 }
 
+/* --prof at exit: stops tracing and writes the trace with the model's layers and path. A failure is logged. */
+static void trace_finish(prof_trace_t *t, const char *path, const model_t *m, const char *model_path)
+{
+    guild_err_t err = {{0}};
+    if (cupti_trace_stop(&err) < 0)
+        guild_log(GUILD_LOG_WARN, "--prof: %s (the trace holds the records kept)", err.msg);
+    t->n_layer = m ? model_config(m)->n_layer : 0;
+    if (prof_trace_set_model(t, model_path, &err) < 0 || prof_trace_write(t, path, &err) < 0)
+        guild_log(GUILD_LOG_ERROR, "--prof: %s", err.msg);
+    else
+        guild_log(GUILD_LOG_INFO, "--prof: %zu records (%llu dropped), %zu step requests in %s", t->n_recs,
+                  (unsigned long long)t->dropped, t->n_steps, path);
+}
+
 int gpu_worker_run(const gpu_worker_args_t *args)
 {
     const char *endpoint = args->endpoint;
@@ -493,8 +542,17 @@ int gpu_worker_run(const gpu_worker_args_t *args)
     guild_err_t err = {{0}};
     gpu_worker_t g = {0};
     guild_curve_t *curve = NULL;
+    prof_trace_t trace; /* --prof's */
+    prof_trace_init(&trace, PROF_MAX_RECS);
+    if (args->prof && cupti_trace_start(&trace, &err) < 0) { /* before any CUDA context: graphs traced per node */
+        guild_log(GUILD_LOG_ERROR, "--prof %s: %s", args->prof, err.msg);
+        return 1;
+    }
+    g.tracing = args->prof != NULL;
     if (actor_install_signals(&signalled, &err) < 0 || guild_curve_load(&curve, &args->curve, endpoint, false, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
+        cupti_trace_abandon();
+        prof_trace_fini(&trace);
         return 1;
     }
     actor_config_t ac = {
@@ -509,6 +567,8 @@ int gpu_worker_run(const gpu_worker_args_t *args)
     if (actor_new(&g.actor, &ac, &err) < 0) {
         guild_log(GUILD_LOG_ERROR, "%s", err.msg);
         guild_curve_destroy(&curve);
+        cupti_trace_abandon();
+        prof_trace_fini(&trace);
         return 1;
     }
     for (;;) {
@@ -537,11 +597,14 @@ int gpu_worker_run(const gpu_worker_args_t *args)
     actor_stopping(g.actor, &why);
     const bool failed = actor_failed(g.actor);
     guild_log(failed ? GUILD_LOG_ERROR : GUILD_LOG_INFO, "exiting: %s", why);
+    if (args->prof) /* while the backend's context still exists */
+        trace_finish(&trace, args->prof, g.model, g.model_path);
     release(&g);
     model_destroy(&g.model);
     free(g.model_path);
     actor_destroy(&g.actor);
     guild_curve_destroy(&curve);
     rundir_remove_orphaned(endpoint, parent);
+    prof_trace_fini(&trace);
     return failed ? 1 : 0;
 }

@@ -210,7 +210,8 @@ void gpu_worker_options_describe(const gpu_worker_options_t *o, char *buf, size_
 void gpu_worker_args_usage(FILE *out, const char *backends)
 {
     fprintf(out,
-            "usage: guild-gpu-worker --connect ENDPOINT [--key FILE --server-key FILE | --insecure] [-v]\n"
+            "usage: guild-gpu-worker --connect ENDPOINT [--key FILE --server-key FILE | --insecure] [--prof FILE]\n"
+            "                        [-v]\n"
             "\n"
             "The dense side of Guild's multi-process pipeline: attention, router, shared expert and LM head\n"
             "(backends built in: %s), the routed experts through the CPU workers. Started by `guild run`;\n"
@@ -220,6 +221,9 @@ void gpu_worker_args_usage(FILE *out, const char *backends)
             "  --key FILE           tcp: this worker's CURVE key pair (`guild keygen`)\n"
             "  --server-key FILE    tcp: the coordinator's public key (its .pub file)\n"
             "  --insecure           tcp without CURVE: no authentication, no encryption\n"
+            "  --prof FILE          trace the device with CUPTI (kernels, copies, memsets) and the step\n"
+            "                       requests; the trace goes to FILE when the worker exits (`guild run\n"
+            "                       --gpu-prof FILE` asks for it; `guild bench trace FILE` reads it)\n"
             "  -v, --verbose        more messages on stderr (-vv: debug)\n"
             "  -h, --help           this help\n",
             backends);
@@ -232,6 +236,7 @@ int gpu_worker_args_parse(gpu_worker_args_t *a, int argc, char **argv, guild_err
         {"key", required_argument, NULL, 'K'},
         {"server-key", required_argument, NULL, 'P'},
         {"insecure", no_argument, NULL, 'I'},
+        {"prof", required_argument, NULL, 'p'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -246,6 +251,13 @@ int gpu_worker_args_parse(gpu_worker_args_t *a, int argc, char **argv, guild_err
         case 'K': a->curve.key = optarg; break;
         case 'P': a->curve.server_key = optarg; break;
         case 'I': a->curve.insecure = true; break;
+        case 'p':
+            if (!*optarg) {
+                guild_err_set(err, "--prof: expected a file name");
+                return -1;
+            }
+            a->prof = optarg;
+            break;
         case 'v': a->verbose++; break;
         case 'h': return 1;
         default:

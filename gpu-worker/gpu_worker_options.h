@@ -79,6 +79,8 @@ typedef struct gpu_worker_args {
     const char *endpoint;        /* --connect ENDPOINT: the coordinator's control socket */
     guild_curve_options_t curve; /* --key, --server-key, --insecure (ipc/curve.h): a tcp ENDPOINT needs them */
     int verbose;                 /* -v count */
+    const char *prof;            /* --prof FILE: trace the device (CUPTI) and the step requests into FILE, written
+                                    when the worker exits (core/prof/prof_trace.h); NULL: no trace */
 } gpu_worker_args_t;
 
 /* The --help text; backends: the names of the dense backends built in (backend_names()). */

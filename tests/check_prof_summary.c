@@ -193,45 +193,52 @@ START_TEST(test_layer_busy)
 }
 END_TEST
 
-/* The dense part of a layer: two steps of 4 layers, each a norm [0, 100], a routed experts' kernel [100, 400] and
- * a product [350, 450] (overlapping the experts: adds 50). With the experts' kernel: 450 a layer; without it
- * (prof_summary_dense_layer_ns): 150, and the second line of the report. Without experts' kernels, no second
- * line. */
+/* The dense part of a layer: two steps of 4 layers, each a norm [0, 100] and a product [350, 450], and between
+ * them, [100, 400], what is not the dense step's: a routed experts' kernel (every expert on the GPU), or the
+ * pipeline's wait for the CPU workers' experts with the exchange's taking of their rows after the product
+ * [450, 460] (which is the dense step's). The product overlaps that [100, 400] and adds 50. With the experts'
+ * kernel: 450 a layer, without it (prof_summary_dense_layer_ns) 150; with the wait: 460, and 160 without it; each
+ * with the second line of the report. Without either (the host-driven step), no second line. */
 START_TEST(test_layer_busy_dense)
 {
-    static const char *const ln[] = {"norm", "expert_pair_kernel<dot_q4_K, 2, true>", "prod"};
-    enum { L = 4 };
+    static const char *const ln[] = {"norm", "expert_pair_kernel<dot_q4_K, 2, true>", "prod", "xchg_wait_kernel",
+                                     "xchg_take_y_kernel"};
+    enum { L = 4, NONE = 0, EXPERTS, XCHG };
     const uint64_t a[] = {0, 10000}, b[] = {10000, 20000};
-    for (int experts = 1; experts >= 0; experts--) {
-        prof_rec_t r[2 * 3 * L];
+    for (int v = NONE; v <= XCHG; v++) {
+        prof_rec_t r[2 * 4 * L];
         size_t n = 0;
         for (int st = 0; st < 2; st++)
             for (int l = 0; l < L; l++) {
                 const uint64_t o = a[st] + (uint64_t)l * 1000;
                 r[n++] = (prof_rec_t)K(o, o + 100, 0, 1);
-                if (experts)
-                    r[n++] = (prof_rec_t)K(o + 100, o + 400, 1, 1);
+                if (v != NONE)
+                    r[n++] = (prof_rec_t)K(o + 100, o + 400, v == EXPERTS ? 1 : 3, 1);
                 r[n++] = (prof_rec_t)K(o + 350, o + 450, 2, 1);
+                if (v == XCHG)
+                    r[n++] = (prof_rec_t)K(o + 450, o + 460, 4, 1);
             }
         prof_summary_t s;
         guild_err_t err = {{0}};
-        ck_assert_int_eq(prof_summarize(&s, r, n, ln, 3, a, b, 2, &err), 0);
+        ck_assert_int_eq(prof_summarize(&s, r, n, ln, 5, a, b, 2, &err), 0);
         int nk = -1, nd = -1;
         const double all = prof_summary_layer_ns(&s, L, &nk), dense = prof_summary_dense_layer_ns(&s, L, &nd);
         char *buf = layer_report(&s, L);
-        if (experts) {
-            ck_assert_double_eq_tol(all, 450, 1e-9);
-            ck_assert_int_eq(nk, 3);
-            ck_assert_double_eq_tol(dense, 150, 1e-9);
-            ck_assert_int_eq(nd, 2);
-            ck_assert_msg(strstr(buf, "busy a layer: 0.45 us") &&
-                              strstr(buf, "dense busy a layer: 0.15 us (the same without the 1 routed experts' kernel "
-                                          "name(s), \"expert...\")"),
-                          "%s", buf);
-        } else { /* the experts on the CPU: no experts' kernel, one line */
+        if (v == NONE) { /* the experts on the CPU, the host waiting: one line */
             ck_assert_double_eq_tol(dense, all, 1e-9);
             ck_assert_int_eq(nd, nk);
             ck_assert_msg(!strstr(buf, "dense busy"), "%s", buf);
+        } else {
+            const char *want = v == EXPERTS ? "busy a layer: 0.45 us" : "busy a layer: 0.46 us";
+            const char *want_dense = v == EXPERTS ? "dense busy a layer: 0.15 us (the same without 1 kernel name(s)"
+                                                  : "dense busy a layer: 0.16 us (the same without 1 kernel name(s)";
+            ck_assert_double_eq_tol(all, v == EXPERTS ? 450 : 460, 1e-9);
+            ck_assert_int_eq(nk, v == EXPERTS ? 3 : 4);
+            ck_assert_double_eq_tol(dense, v == EXPERTS ? 150 : 160, 1e-9);
+            ck_assert_int_eq(nd, nk - 1);
+            ck_assert_msg(strstr(buf, want) && strstr(buf, want_dense) &&
+                              strstr(buf, "\"expert...\", and the exchange's wait, \"xchg_wait...\")"),
+                          "%s", buf);
         }
         free(buf);
         prof_summary_fini(&s);

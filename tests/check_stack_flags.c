@@ -205,8 +205,41 @@ START_TEST(test_flags_fill_their_records)
     char *b[] = {"x", "--single-process", "--mlock", NULL};
     ck_assert_int_eq(parse(&f, b, &err), -1);
     ck_assert_msg(strstr(err.msg, "--cpu-workers, --cpu-nodes, --listen, --arena-dir, --mlock, --huge-pages, "
-                                  "--spin-us, --prefetch-experts, --key, --allow, --insecure, --fallback-local and "
+                                  "--spin-us, --prefetch-experts, --gpu-prof, --key, --allow, --insecure, "
+                                  "--fallback-local and "
                                   "--rejoin-ms are for the multi-process mode, not --single-process"), "%s", err.msg);
+}
+END_TEST
+
+/* --gpu-prof FILE: the GPU worker's trace (guild-gpu-worker --prof), of the cuda backend's device, in a build that
+ * can trace (CUPTI); a multi-process flag. */
+START_TEST(test_gpu_prof)
+{
+    stack_options_t f;
+    guild_err_t err = {{0}};
+    char *a[] = {"x", "--backend", "cuda", "--gpu-prof", "/tmp/t.trace", NULL};
+#ifdef GUILD_HAVE_CUPTI
+    ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(f.gpu_prof, "/tmp/t.trace");
+    ck_assert_uint_eq(f.given, STACK_FLAG_BACKEND | STACK_FLAG_GPU_PROF);
+    char *s[] = {"x", "--single-process", "--backend", "cuda", "--gpu-prof", "/tmp/t.trace", NULL};
+    ck_assert_int_eq(parse(&f, s, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--gpu-prof") && strstr(err.msg, "for the multi-process mode, not --single-process"),
+                  "%s", err.msg);
+#else
+    ck_assert_int_eq(parse(&f, a, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--gpu-prof: this build cannot trace the GPU (configure found no CUPTI"), "%s",
+                  err.msg);
+#endif
+    char *d[] = {"x", NULL};
+    ck_assert_msg(parse(&f, d, &err) == 0, "%s", err.msg);
+    ck_assert_ptr_null(f.gpu_prof);
+    char *c[] = {"x", "--backend", "cpu", "--gpu-prof", "/tmp/t.trace", NULL};
+    ck_assert_int_eq(parse(&f, c, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--gpu-prof traces the cuda backend's device, not --backend cpu"), "%s", err.msg);
+    char *e[] = {"x", "--backend", "cuda", "--gpu-prof", "", NULL};
+    ck_assert_int_eq(parse(&f, e, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--gpu-prof: expected a file name"), "%s", err.msg);
 }
 END_TEST
 
@@ -302,6 +335,7 @@ int main(void)
     tcase_add_test(tc, test_help_lists_the_stager);
     tcase_add_test(tc, test_plan_flags);
     tcase_add_test(tc, test_listen_keys);
+    tcase_add_test(tc, test_gpu_prof);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

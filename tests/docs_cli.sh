@@ -24,7 +24,7 @@ trap 'rm -rf "$T"' EXIT INT TERM
 help() {
     case "$1" in
     "guild bench")
-        for b in experts bw run plot sessions pool route-predict; do "$B/guild" bench "$b" --help; done
+        for b in experts bw run plot sessions pool route-predict trace; do "$B/guild" bench "$b" --help; done
         ;;
     guild | "guild "*) "$B/guild" ${1#guild} --help ;;
     guild-mkmodel) "$B/tools/guild-mkmodel" --help ;;
