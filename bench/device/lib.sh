@@ -29,6 +29,8 @@
 #                           build ($B/bench, $BASE or $C/var, as bin_of; side_flags' flags), 32 steps, 14 threads:
 #                           $O/prof-SIDE.txt, its summary and busy a layer on stdout (layer_busy's, from the
 #                           table, for a build that does not print it)
+#   profg_ab SIDE...        guild-cuda-prof with every expert on the GPU (one CUDA graph a step) of each SIDE's build,
+#                           32 steps, 14 threads: $O/profg-SIDE.txt, and dense_busy's line of it on stdout
 #   dense_busy FILE LAYERS  the dense step's share of busy a layer from a profile's table (below)
 #   prof_bin SIDE           the guild-cuda-prof of a side's build
 #   sessions8 NAME BINDIR COMMIT REPEAT
@@ -127,6 +129,13 @@ prof_ab() { # SIDE...
             st=$?; grep -E "step wall|GPU busy|attn_decode|busy a layer" "'"$O"'/prof-'"$side"'.txt" | head -n 6;
             exit $st' "$pb" -m "$m" --steps 32 --threads 14 --gpu-experts none $(side_flags "$side")
         grep -q "busy a layer" "$O/prof-$side.txt" 2> /dev/null || layer_busy "$O/prof-$side.txt" 48
+    done
+}
+profg_ab() { # SIDE...
+    for side in "$@"; do
+        step 40 "guild-cuda-prof, every expert on the GPU ($side)" sh -c '"$0" "$@" > "'"$O"'/profg-'"$side"'.txt" 2>&1' \
+            "$(prof_bin "$side")" -m "$m" --steps 32 --threads 14
+        dense_busy "$O/profg-$side.txt" 48
     done
 }
 # layer_busy FILE LAYERS [NAMES]: guild-cuda-prof's "busy a layer" (prof_summary_layer_ns) from its table, for builds

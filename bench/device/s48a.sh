@@ -7,25 +7,20 @@
 # 2. the pipeline's GPU worker traced (guild bench run --gpu-prof, guild bench trace): experts in RAM, and every
 #    expert on the GPU; the target measured on the step the pipeline runs (one replayed graph a step, the
 #    exchange's wait in it);
-# 3. guild-cuda-prof --gpu-experts none (the host-driven profile): base, new, twice each in turns; also
-#    the CUPTI tracer that guild-cuda-prof now shares with the worker, against the base's own copy;
-# 4. guild-cuda-prof with every expert on the GPU, base and new: dense_busy;
-# 5. all-GPU decode and experts-in-RAM decode at 512 positions, twice each in turns.
+# 3. guild-cuda-prof --gpu-experts none (the host-driven profile), base and new: also the CUPTI tracer that
+#    guild-cuda-prof now shares with the worker, against the base's own copy;
+# 4. guild-cuda-prof with every expert on the GPU (new): dense_busy;
+# 5. all-GPU decode and experts-in-RAM decode at 512 positions, base and new.
 # Output under $OUT: s48a.log, alltests.log and s48a-files.tar.gz (the traces gzipped inside).
 set -u
-budget=${1:-560}
-. bench/device/lib.sh # begin, say, step, finish, prof_ab, decode_ab, dense_busy, prof_bin, pipe_trace
+budget=${1:-590}
+. bench/device/lib.sh # begin, step, finish, prof_ab, profg_ab, decode_ab, pipe_trace
 begin s48a
 pipe_trace ram new
 pipe_trace gpu new
-prof_ab base new base2 new2
-for side in base new; do
-    pb=$(prof_bin "$side")
-    step 40 "guild-cuda-prof, every expert on the GPU ($side)" sh -c '"$0" "$@" > "'"$O"'/profg-'"$side"'.txt" 2>&1' \
-        "$pb" -m "$m" --steps 32 --threads 14
-    dense_busy "$O/profg-$side.txt" 48
-done
-decode_ab gpu base new base2 new2
-decode_ab ram base new base2 new2
+prof_ab base new
+profg_ab new
+decode_ab gpu base new
+decode_ab ram base new
 rm -f $m
 finish s48a
