@@ -65,16 +65,14 @@ size_t stack_flags_options(struct option *out, size_t cap, const struct option *
  * stack_options_init (a command may change a default, such as the backend, before parsing). */
 int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t *err);
 
-/* After parsing, the record's one check: -1 with err when --gpu-prof comes with a backend other than cuda or in a
- * build without CUPTI; when a tcp --listen comes without CURVE keys (--key and
+/* After parsing, the record's one check: -1 with err when a tcp --listen comes without CURVE keys (--key and
  * --allow) or --insecure, or keys without one (guild_curve_check); when --stager-threads comes with --stager none
- * or pin, or
- * --stager process with --single-process; -1 with err ("--cpu-workers, --mlock and --print-plan are for the
- * multi-process mode, not --single-process") when --single-process comes with a multi-process flag of mask, or
- * with the command's own multi-process flags `also` (a name list such as "--print-plan"; NULL: none) when
- * also_given. The message lists every multi-process flag the command has. Then fills the defaults that depend
- * on the mode: without --stager, the cuda backend's stager is a guild-stager process in the pipeline and copy
- * threads in a single process. */
+ * or pin, or --stager process with --single-process; when --gpu-prof comes with a backend other than cuda or in a
+ * build without CUPTI; -1 with err ("--cpu-workers, --mlock and --print-plan are for the multi-process mode, not
+ * --single-process") when --single-process comes with a multi-process flag of mask, or with the command's own
+ * multi-process flags `also` (a name list such as "--print-plan"; NULL: none) when also_given. The message lists
+ * every multi-process flag the command has. Without --stager, sets the cuda backend's stager to the default of
+ * both modes, shared (the CPU side's own copies registered in place). */
 int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool also_given, guild_err_t *err);
 
 /* A command's --batch value: "auto" (0: the stack's GPU plan chooses, coordinator/stack_plan.h) or 1..65536
