@@ -15,7 +15,10 @@
  * the first kernel, between consecutive kernels (median, p90, sum per step) and after the last; memcpy and memset
  * per step by direction. --no-trace runs the same steps without CUPTI and prints the step wall time alone: what
  * tracing every graph node costs. --phases adds the backend's step clock (gpu-worker/dense/cuda/cuda_step_clock.h):
- * the host's times around the launch and the device's between marks, untraced with --no-trace. Traced, the launch
+ * the host's times around the launch and the device's between marks, untraced with --no-trace. --timeline router|attn
+ * has the fused router's cluster form or the decode attention stamp its phases (cuda_timeline.h) in every launch,
+ * and prints the phases of each traced step's last layer (bench/prof_timeline.h), medians over the steps: inside the
+ * step, what tests/cuda/cuda_head_time --timeline and cuda_attn_time --timeline give in graphs of the kernel alone. Traced, the launch
  * call itself is ~15x longer and the device runs the graph's first nodes while the host is still in it: the idle
  * time after them is that call, not the step (bench/results/stepgap-h200-2026-12-02-s26.md). --trace-prefill traces a prompt's forward passes instead of decode steps: the
  * prompt is prefilled once untraced (a streamed pass measures its costs there), then again over the same
@@ -45,6 +48,7 @@
 
 #include "bench/bench.h"
 #include "bench/prof_summary.h"
+#include "bench/prof_timeline.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/stack_flags.h"
 #include "core/model/model.h"
@@ -52,6 +56,7 @@
 #include "core/util/clock.h"
 #include "core/util/log.h"
 #include "gpu-worker/dense/gpu_plan.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_step_clock.h"
 #include "gpu-worker/prof/cupti_trace.h"
 
@@ -59,6 +64,13 @@
 #define WARMUP_STEPS 8
 #define VERIFY_MAX 8       /* --verify sizes */
 #define VERIFY_MAX_ROWS 32 /* rows of a --verify step (the decode attention kernel's batches) */
+/* --timeline's buffer: block slots of 8 stamps, far more than a decode launch of the router (16 blocks a token) or
+ * the attention (KV heads x rows x splits, about a wave of blocks) has */
+#define TL_SLOTS (1u << 18)
+#define TL_SLOT_STAMPS 8
+enum { TL_NONE, TL_ROUTER, TL_ATTN };
+_Static_assert((int)CUDA_ROUTER_TL_STAMPS <= TL_SLOT_STAMPS && (int)CUDA_ATTN_TL_STAMPS <= TL_SLOT_STAMPS, "a slot's stamps");
+_Static_assert((int)PROF_TL_R_N <= (int)PROF_TL_A_N, "a step's phases: a row of PROF_TL_A_N holds the router's");
 
 enum { PROF_FLAGS = STACK_FLAG_THREADS | STACK_FLAG_NO_TUNING | STACK_FLAG_GPU_MEM | STACK_FLAG_GPU_EXPERTS |
                     STACK_FLAG_NO_GRAPH | STACK_FLAG_CUDA_OFF | STACK_FLAG_STAGER | STACK_FLAG_STAGER_THREADS |
@@ -74,6 +86,7 @@ typedef struct prof_cfg {
     bool no_trace;       /* --no-trace: the same steps without CUPTI, for the wall time tracing costs */
     bool trace_prefill;  /* --trace-prefill: the prompt's chunks are the traced steps */
     bool phases;         /* --phases: the backend's step clock (cuda_step_clock.h) over the same steps */
+    int timeline;        /* --timeline: TL_ROUTER, TL_ATTN; TL_NONE */
     stack_options_t flags; /* --threads, --gpu-mem, --no-cuda-graph, ...; always single process, backend cuda */
 } prof_cfg_t;
 
@@ -97,7 +110,11 @@ static void usage(FILE *out)
             "      --phases            the backend's step clock over the same steps: host times around the launch,\n"
             "                          device time between marks (embedding, layer 0's parts, the other layers,\n"
             "                          LM head); with --no-trace, the step untraced (up to 12 one-thread kernels\n"
-            "                          more a step)\n",
+            "                          more a step)\n"
+            "      --timeline router|attn\n"
+            "                          the fused router's cluster form or the decode attention stamps its phases;\n"
+            "                          the phases of each traced step's last layer, medians (the kernels with\n"
+            "                          stamps are a little slower)\n",
             WARMUP_STEPS);
     stack_flags_usage(out, PROF_FLAGS, "cuda");
     fprintf(out, "  -h, --help              this help\n");
@@ -105,13 +122,15 @@ static void usage(FILE *out)
 
 static int parse_args(int argc, char **argv, prof_cfg_t *c)
 {
-    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY, O_PHASES, O_CTX };
+    enum { O_POP = 256, O_STEPS, O_BATCH, O_NO_TRACE, O_TRACE_PREFILL, O_SESSIONS, O_VERIFY, O_PHASES, O_CTX,
+           O_TIMELINE };
     static const struct option own[] = {
         {"model", required_argument, NULL, 'm'}, {"populate", required_argument, NULL, O_POP},
         {"steps", required_argument, NULL, O_STEPS}, {"batch", required_argument, NULL, O_BATCH},
         {"no-trace", no_argument, NULL, O_NO_TRACE}, {"trace-prefill", no_argument, NULL, O_TRACE_PREFILL},
         {"sessions", required_argument, NULL, O_SESSIONS}, {"verify", required_argument, NULL, O_VERIFY},
         {"phases", no_argument, NULL, O_PHASES}, {"ctx", required_argument, NULL, O_CTX},
+        {"timeline", required_argument, NULL, O_TIMELINE},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct option opts[32];
@@ -165,6 +184,16 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
             c->phases = true;
             c->flags.gpu.cuda.step_clock = true;
             break;
+        case O_TIMELINE:
+            if (!strcmp(optarg, "router"))
+                c->timeline = TL_ROUTER;
+            else if (!strcmp(optarg, "attn"))
+                c->timeline = TL_ATTN;
+            else {
+                guild_err_set(&e, "--timeline %s: expected router or attn", optarg);
+                goto bad;
+            }
+            break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, WHO ": unknown option or missing value: %s\n", argv[optind - 1]);
@@ -179,6 +208,10 @@ static int parse_args(int argc, char **argv, prof_cfg_t *c)
     }
     if (c->n_verify && (c->trace_prefill || c->sessions > 1)) {
         guild_err_set(&e, "--verify times one sequence's decode-sized steps: not with --trace-prefill or --sessions");
+        goto bad;
+    }
+    if (c->timeline && (c->trace_prefill || c->n_verify)) {
+        guild_err_set(&e, "--timeline times decode steps: not with --trace-prefill or --verify");
         goto bad;
     }
     if (c->sessions > 1 && c->trace_prefill) {
@@ -272,6 +305,70 @@ static int verify_steps(backend_t *be, const prof_cfg_t *c, int32_t p, int32_t t
     return rc;
 }
 
+/* --timeline: the stamps' buffer on the device, set as the kernel's timeline before the backend captures its
+ * graphs (a captured launch keeps the pointer it had). -1 with err. */
+static int timeline_start(int kind, unsigned long long **tl, guild_err_t *err)
+{
+    const size_t bytes = (size_t)TL_SLOTS * TL_SLOT_STAMPS * sizeof **tl;
+    cudaError_t e = cudaMalloc((void **)tl, bytes);
+    if (e == cudaSuccess)
+        e = cudaMemset(*tl, 0, bytes);
+    if (e != cudaSuccess)
+        return guild_err_set(err, "--timeline: %s", cudaGetErrorString(e));
+    if (kind == TL_ROUTER)
+        cuda_set_router_timeline(*tl);
+    else
+        cuda_set_attn_timeline(*tl);
+    return 0;
+}
+
+/* --timeline, around a traced step: before it (after false) the stamps cleared; after it, the phases of the last
+ * layer's launch into v (v_ok false where its launch wrote no timeline). host: TL_SLOTS * TL_SLOT_STAMPS. -1 with
+ * err on a CUDA failure. */
+static int timeline_step(int kind, unsigned long long *tl, uint64_t *host, bool after, double *v, bool *v_ok,
+                         guild_err_t *err)
+{
+    const size_t n = (size_t)TL_SLOTS * TL_SLOT_STAMPS;
+    cudaError_t e = after ? cudaMemcpy(host, tl, n * sizeof *host, cudaMemcpyDeviceToHost)
+                          : cudaMemset(tl, 0, n * sizeof *tl);
+    if (e == cudaSuccess && !after)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        return guild_err_set(err, "--timeline: %s", cudaGetErrorString(e));
+    if (after) {
+        const size_t per = kind == TL_ROUTER ? CUDA_ROUTER_TL_STAMPS : CUDA_ATTN_TL_STAMPS;
+        const size_t slots = n / per;
+        *v_ok = (kind == TL_ROUTER ? prof_timeline_router(host, slots, v) : prof_timeline_attn(host, slots, v)) == 0;
+    }
+    return 0;
+}
+
+/* --timeline's report: each phase's median over the steps whose last layer wrote a timeline (v: [steps][PROF_TL_A_N],
+ * the rows of ok steps first, n_ok of them). */
+static void timeline_print(int kind, double (*v)[PROF_TL_A_N], int32_t n_ok, int32_t steps)
+{
+    int np = 0;
+    const char *const *names = kind == TL_ROUTER ? prof_timeline_router_names(&np) : prof_timeline_attn_names(&np);
+    printf("\ntimeline of the %s (stamps of each step's last layer): %d of %d traced steps", kind == TL_ROUTER
+           ? "fused router's cluster form" : "decode attention", (int)n_ok, (int)steps);
+    if (!n_ok) {
+        printf(": none wrote one (another launch form ran)\n");
+        return;
+    }
+    double *col = malloc((size_t)n_ok * sizeof *col);
+    if (!col) {
+        printf(": out of memory\n");
+        return;
+    }
+    printf("; medians, us:");
+    for (int q = 0; q < np; q++) {
+        for (int32_t k = 0; k < n_ok; k++)
+            col[k] = v[k][q];
+        printf(q == np - 1 ? " %s %.0f\n" : " %s %.2f;", names[q], guild_median(col, n_ok));
+    }
+    free(col);
+}
+
 int main(int argc, char **argv)
 {
     prof_cfg_t c;
@@ -287,6 +384,10 @@ int main(int argc, char **argv)
     backend_t *logits_be = NULL; /* the backend logits is of */
     int32_t *prompt = NULL, *pos = NULL, *seq = NULL, *tok = NULL, *rows = NULL;
     uint64_t *t0 = NULL, *t1 = NULL;
+    unsigned long long *tl = NULL; /* --timeline's stamps, on the device */
+    uint64_t *tl_host = NULL;
+    double (*tl_v)[PROF_TL_A_N] = NULL; /* [steps] phases of the steps with a timeline */
+    int32_t tl_n = 0;
     prof_summary_t sum = {0};
     prof_trace_t trace; /* what CUPTI records in the traced window */
     prof_trace_init(&trace, 0);
@@ -303,6 +404,8 @@ int main(int argc, char **argv)
             goto out;
         cupti_trace_window(UINT64_MAX); /* nothing before the traced steps */
     }
+    if (c.timeline && timeline_start(c.timeline, &tl, &err) < 0)
+        goto out;
     if (model_new(&m, c.model, &err) < 0)
         goto out;
     if (stack_flags_tune(&c.flags, c.model, WHO, &err) < 0)
@@ -329,7 +432,11 @@ int main(int argc, char **argv)
     const int32_t traced = c.trace_prefill ? chunks : c.steps; /* the traced "steps" */
     t0 = malloc((size_t)traced * sizeof *t0);
     t1 = malloc((size_t)traced * sizeof *t1);
-    if (!logits || !prompt || !pos || !seq || !tok || !rows || !t0 || !t1) {
+    if (c.timeline) {
+        tl_host = malloc((size_t)TL_SLOTS * TL_SLOT_STAMPS * sizeof *tl_host);
+        tl_v = malloc((size_t)traced * sizeof *tl_v);
+    }
+    if (!logits || !prompt || !pos || !seq || !tok || !rows || !t0 || !t1 || (c.timeline && (!tl_host || !tl_v))) {
         guild_err_set(&err, "out of memory");
         goto out;
     }
@@ -406,6 +513,9 @@ int main(int argc, char **argv)
     /* a traced step's window is the forward call, which gives each session's greedy pick (backend_forward_pick:
      * reduced on the device, as the pipeline's decode steps do): no row crosses to the host */
     for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++) {
+        bool tl_ok = false;
+        if (c.timeline && timeline_step(c.timeline, tl, tl_host, false, NULL, NULL, &err) < 0)
+            goto out;
         if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
         if (bench_decode_step(be, S, tok, seq, pos, rows, logits, V, &err) < 0) {
@@ -414,6 +524,9 @@ int main(int argc, char **argv)
         }
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
+        if (c.timeline && timeline_step(c.timeline, tl, tl_host, true, tl_v[tl_n], &tl_ok, &err) < 0)
+            goto out;
+        tl_n += tl_ok;
     }
     if (!c.no_trace && cupti_trace_stop(&err) < 0)
         goto out;
@@ -433,6 +546,8 @@ int main(int argc, char **argv)
         free(w);
         if (c.phases && phases_take(be, true, &err) < 0)
             goto out;
+        if (c.timeline)
+            timeline_print(c.timeline, tl_v, tl_n, traced);
         rc = 0;
         goto out;
     }
@@ -448,6 +563,8 @@ int main(int argc, char **argv)
     prof_summary_print(&sum, stdout);
     if (!c.trace_prefill)
         prof_summary_print_layer(&sum, model_config(m)->n_layer, stdout);
+    if (c.timeline)
+        timeline_print(c.timeline, tl_v, tl_n, traced);
     if (c.phases && phases_take(be, true, &err) < 0)
         goto out;
     if (experts)
@@ -485,6 +602,13 @@ out:
     free(t0);
     free(t1);
     prof_summary_fini(&sum);
+    if (tl) { /* after the stack: no launch writes to it any more */
+        cuda_set_router_timeline(NULL);
+        cuda_set_attn_timeline(NULL);
+        cudaFree(tl);
+    }
+    free(tl_host);
+    free(tl_v);
     cupti_trace_abandon(); /* tracing may still be on (an error path): the callbacks keep nothing now */
     prof_trace_fini(&trace);
     return rc;

@@ -8,6 +8,8 @@
 
 #include "bench/bench.h"
 #include "bench/prof_summary.h"
+#include "bench/prof_timeline.h"
+#include "gpu-worker/dense/cuda/cuda_timeline.h"
 #include "tests/check_run.h"
 
 static const char *const names[] = {"kern_a", "kern_b", "kern_unused"};
@@ -246,6 +248,63 @@ START_TEST(test_layer_busy_dense)
 }
 END_TEST
 
+/* The router's phases: three blocks of a cluster (slots 0, 1, 2; slot 3 empty), slot 0 the chooser with every
+ * stamp; the waits 1010, 1030, 1020 (spread 0.02 us), the last end 1900 (span 0.89 us). Without slot 0's
+ * stamps, no timeline. */
+START_TEST(test_timeline_router)
+{
+    uint64_t st[4 * CUDA_ROUTER_TL_STAMPS] = {0};
+    const uint64_t b0[CUDA_ROUTER_TL_STAMPS] = {1000, 1010, 1310, 1510, 1600, 1700, 1800};
+    memcpy(st, b0, sizeof b0);
+    uint64_t *b1 = st + CUDA_ROUTER_TL_STAMPS, *b2 = st + 2 * CUDA_ROUTER_TL_STAMPS;
+    b1[CUDA_ROUTER_TL_ENTRY] = 1001;
+    b1[CUDA_ROUTER_TL_WAIT] = 1030;
+    b1[CUDA_ROUTER_TL_END] = 1900;
+    b2[CUDA_ROUTER_TL_ENTRY] = 1002;
+    b2[CUDA_ROUTER_TL_WAIT] = 1020;
+    b2[CUDA_ROUTER_TL_END] = 1400;
+    double v[PROF_TL_R_N];
+    ck_assert_int_eq(prof_timeline_router(st, 4, v), 0);
+    const double want[PROF_TL_R_N] = {0.01, 0.30, 0.20, 0.09, 0.10, 0.10, 0.02, 0.89, 3};
+    for (int q = 0; q < PROF_TL_R_N; q++)
+        ck_assert_msg(fabs(v[q] - want[q]) < 1e-9, "phase %d: %g, expected %g", q, v[q], want[q]);
+    int n = 0;
+    ck_assert_str_eq(prof_timeline_router_names(&n)[PROF_TL_R_LOGITS], "row->logits");
+    ck_assert_int_eq(n, PROF_TL_R_N);
+    st[CUDA_ROUTER_TL_PROBS] = 0; /* the chooser did not get that far */
+    ck_assert_int_eq(prof_timeline_router(st, 4, v), -1);
+    ck_assert_int_eq(prof_timeline_router(st, 0, v), -1);
+}
+END_TEST
+
+/* The attention's phases: a block without a split (entry and end only, 5000: the span's end), two working blocks
+ * (waits 1100 and 1150); the one that ends last merged the splits. Then the same without its merge: ticket and
+ * merge 0, its end counted from its partial. No working block: no timeline. */
+START_TEST(test_timeline_attn)
+{
+    uint64_t st[4 * CUDA_ATTN_TL_STAMPS] = {0};
+    uint64_t *nos = st, *a = st + CUDA_ATTN_TL_STAMPS, *b = st + 3 * CUDA_ATTN_TL_STAMPS;
+    nos[CUDA_ATTN_TL_ENTRY] = 900;
+    nos[CUDA_ATTN_TL_END] = 5000;
+    const uint64_t sa[CUDA_ATTN_TL_STAMPS] = {1000, 1100, 1300, 2000, 2100, 2150, 0, 2200};
+    const uint64_t sb[CUDA_ATTN_TL_STAMPS] = {1050, 1150, 1400, 2500, 2600, 2700, 3000, 3100};
+    memcpy(a, sa, sizeof sa);
+    memcpy(b, sb, sizeof sb);
+    double v[PROF_TL_A_N];
+    ck_assert_int_eq(prof_timeline_attn(st, 4, v), 0);
+    const double want[PROF_TL_A_N] = {0.10, 0.25, 1.10, 0.10, 0.10, 0.30, 0.10, 0.05, 3.90, 2};
+    for (int q = 0; q < PROF_TL_A_N; q++)
+        ck_assert_msg(fabs(v[q] - want[q]) < 1e-9, "phase %d: %g, expected %g", q, v[q], want[q]);
+    b[CUDA_ATTN_TL_MERGE] = 0;
+    ck_assert_int_eq(prof_timeline_attn(st, 4, v), 0);
+    ck_assert(v[PROF_TL_A_TICKET] == 0 && v[PROF_TL_A_MERGE] == 0);
+    ck_assert_msg(fabs(v[PROF_TL_A_END] - 0.50) < 1e-9, "%g", v[PROF_TL_A_END]);
+    memset(a, 0, sizeof sa);
+    memset(b, 0, sizeof sb);
+    ck_assert_int_eq(prof_timeline_attn(st, 4, v), -1);
+}
+END_TEST
+
 /* The first index of the largest, NaN as -infinity (the sampler's greedy rule): what bench_argmax must give. */
 static int32_t argmax_ref(const float *x, int32_t n)
 {
@@ -299,6 +358,10 @@ static Suite *prof_suite(void)
     tcase_add_test(tc, test_by_name_and_copies);
     tcase_add_test(tc, test_layer_busy);
     tcase_add_test(tc, test_layer_busy_dense);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("timeline");
+    tcase_add_test(tc, test_timeline_router);
+    tcase_add_test(tc, test_timeline_attn);
     suite_add_tcase(s, tc);
     tc = tcase_create("argmax");
     tcase_add_test(tc, test_argmax);

@@ -32,6 +32,7 @@ extern "C" {
 #include "core/quant/types.h"
 #include "core/sample/logits_pick.h"
 #include "core/util/err.h"
+#include "gpu-worker/dense/cuda/cuda_timeline.h"
 #ifdef __cplusplus
 #undef _Noreturn
 #endif
@@ -543,36 +544,15 @@ void cuda_set_attn_form(const cuda_attn_form_t *form);
 cuda_attn_form_t cuda_attn_form(void);
 /* A timeline of the launches that follow (timing programs only; NULL: none, the default), process-wide: the fused
  * decode attention of 128-wide heads, 8 query heads a KV head or fewer, F16 caches (attn_decode_gqa_kernel) writes
- * CUDA_ATTN_TL_STAMPS %globaltimer readings (ns) a block to stamps, block (x, y, z) of its grid (KV head, row, block
- * along the splits) at [((z rows + y) KV heads + x) CUDA_ATTN_TL_STAMPS]; a stamp a block did not reach keeps its
- * old value (clear the buffer). Other launches take no timeline. Each launch captured in a graph keeps the pointer
- * set when it was captured. */
-enum {
-    CUDA_ATTN_TL_ENTRY,   /* the block starts */
-    CUDA_ATTN_TL_WAIT,    /* past the wait on the kernel before (pdl_begin) */
-    CUDA_ATTN_TL_TILE,    /* its first tile of keys and values in shared memory */
-    CUDA_ATTN_TL_KEYS,    /* its (last) split's keys done */
-    CUDA_ATTN_TL_PARTIAL, /* that split's partial (or the output) written */
-    CUDA_ATTN_TL_TICKET,  /* its count added to the row's counter (the merge in the launch) */
-    CUDA_ATTN_TL_MERGE,   /* the last block: the splits merged */
-    CUDA_ATTN_TL_END,     /* the block ends (a block without a split: only ENTRY and END) */
-    CUDA_ATTN_TL_STAMPS
-};
+ * CUDA_ATTN_TL_STAMPS %globaltimer readings (ns) a block (cuda_timeline.h) to stamps, block (x, y, z) of its grid
+ * (KV head, row, block along the splits) at [((z rows + y) KV heads + x) CUDA_ATTN_TL_STAMPS]; a stamp a block did
+ * not reach keeps its old value (clear the buffer). Other launches take no timeline. Each launch captured in a
+ * graph keeps the pointer set when it was captured. */
 void cuda_set_attn_timeline(unsigned long long *stamps);
 
 /* A timeline of the fused router's cluster form (router_cluster_kernel; timing programs only; NULL: none, the
- * default), process-wide, as cuda_set_attn_timeline: CUDA_ROUTER_TL_STAMPS %globaltimer readings (ns) a block,
- * block (x, y) of its grid (block of the cluster, token) at [(y CB + x) CUDA_ROUTER_TL_STAMPS]. */
-enum {
-    CUDA_ROUTER_TL_ENTRY,  /* the block starts */
-    CUDA_ROUTER_TL_WAIT,   /* past the wait on the kernel before (pdl_begin) */
-    CUDA_ROUTER_TL_ROW,    /* the token's row normed into shared memory */
-    CUDA_ROUTER_TL_LOGITS, /* past the cluster's barrier: every logit in the first block */
-    CUDA_ROUTER_TL_PROBS,  /* the first block: the softmax (thread 0's warp) */
-    CUDA_ROUTER_TL_RANKS,  /* the first block: every slot named */
-    CUDA_ROUTER_TL_END,    /* the block ends (the first block: the choice written) */
-    CUDA_ROUTER_TL_STAMPS
-};
+ * default), process-wide, as cuda_set_attn_timeline: CUDA_ROUTER_TL_STAMPS %globaltimer readings (ns) a block
+ * (cuda_timeline.h), block (x, y) of its grid (block of the cluster, token) at [(y CB + x) CUDA_ROUTER_TL_STAMPS]. */
 void cuda_set_router_timeline(unsigned long long *stamps);
 
 /* Causal attention as cuda_attention_decode over caches of the block formats (gpu-worker/dense/kv_format.h): keys in
