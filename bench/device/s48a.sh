@@ -2,7 +2,8 @@
 # Session 48's call (written in session 48, which had no device): the profile of the step users run, and main's
 # final build of session 47 measured at last. The build: main with --gpu-prof (its kernels are session 47's final
 # ones, which never ran as such); the base: fec453c in $C/base, as in s47a-c.sh.
-#   C=/tmp/c bash bench/device/s48a.sh [SECONDS]
+#   here:   PACK_FILES= bash bench/device/pack-xz.sh WORKTREE .carry-s48   (fec453c's binaries in /tmp/p40/base)
+#   device: mkdir -p /tmp/c && tar -xJf .carry-s48/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s48a.sh [SECONDS]
 # 1. bench/device/alltests.sh, three programs at a time (check_cuda_fused's 2048-wide two-type case runs first here);
 # 2. the pipeline's GPU worker traced (guild bench run --gpu-prof, guild bench trace): experts in RAM, and every
 #    expert on the GPU; the issue's target measured on the step the pipeline runs (one replayed graph a step, the
