@@ -12,8 +12,9 @@
 #include "core/prof/prof_trace.h"
 #include "core/util/err.h"
 
-/* The kernel name column's width (longer names push the line). */
-#define PROF_NAME_WIDTH 72
+/* The kernel name column's width: the longest name a tracer keeps (a longer one read from a file pushes the
+ * line). */
+#define PROF_NAME_WIDTH PROF_NAME_MAX
 
 typedef struct prof_kernel_stat {
     const char *name;    /* borrowed from the names given */

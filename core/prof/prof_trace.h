@@ -25,6 +25,10 @@
 
 #include "core/util/err.h"
 
+/* The longest kernel name a tracer keeps (gpu-worker/prof/cupti_trace.c: longer ones end in "..."), and the
+ * width of the reports' name column. */
+#define PROF_NAME_MAX 72
+
 /* prof_rec_t.kind */
 enum { PROF_KERNEL, PROF_MEMCPY, PROF_MEMSET };
 

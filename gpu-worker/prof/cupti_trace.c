@@ -2,6 +2,7 @@
 
 #include <cupti.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,6 @@ static struct {
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                            CUPTI_ACTIVITY_KIND_MEMSET};
 
-bool cupti_trace_available(void)
-{
-    return true;
-}
-
 static int cupti_check(CUptiResult r, const char *what, guild_err_t *err)
 {
     if (r == CUPTI_SUCCESS)
@@ -40,7 +36,7 @@ static int cupti_check(CUptiResult r, const char *what, guild_err_t *err)
     return guild_err_set(err, "CUPTI: %s: %s (%d)", what, s, (int)r);
 }
 
-/* "void ns::k<(int)64>(float const*, int)" -> "ns::k<(int)64>", at most CUPTI_TRACE_NAME_MAX characters. */
+/* "void ns::k<(int)64>(float const*, int)" -> "ns::k<(int)64>", at most PROF_NAME_MAX characters. */
 static char *short_name(const char *mangled)
 {
     int status = -1;
@@ -63,8 +59,8 @@ static char *short_name(const char *mangled)
     }
     if (!strncmp(s, "void ", 5)) /* templates' return type */
         memmove(s, s + 5, strlen(s + 5) + 1);
-    if (strlen(s) > CUPTI_TRACE_NAME_MAX)
-        strcpy(s + CUPTI_TRACE_NAME_MAX - 3, "...");
+    if (strlen(s) > PROF_NAME_MAX)
+        strcpy(s + PROF_NAME_MAX - 3, "...");
     return s;
 }
 

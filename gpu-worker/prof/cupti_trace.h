@@ -1,6 +1,7 @@
 /* gpu-worker/prof/cupti_trace.h — a trace of this process's device activity (core/prof/prof_trace.h) taken with
  * CUPTI's activity API: every kernel (a graph's kernels one record a node), copy and memset, with their start
- * and end on CUPTI's clock, kernel names demangled without their parameter lists. The device host has no nsys;
+ * and end on CUPTI's clock, kernel names demangled without their parameter lists (at most PROF_NAME_MAX
+ * characters). The device host has no nsys;
  * bench/guild-cuda-prof traces its one-process stack with this, guild-gpu-worker --prof the pipeline's dense
  * side.
  *
@@ -11,14 +12,10 @@
 #ifndef GUILD_GPU_WORKER_PROF_CUPTI_TRACE_H
 #define GUILD_GPU_WORKER_PROF_CUPTI_TRACE_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/prof/prof_trace.h"
 #include "core/util/err.h"
-
-/* The longest kernel name kept (longer ones end in "..."). */
-#define CUPTI_TRACE_NAME_MAX 72
 
 /* Starts tracing into t (initialized by the caller; its cap holds) until cupti_trace_stop. -1 with err when
  * CUPTI refuses, a tracer already runs, or this build has no CUPTI. */
@@ -41,8 +38,5 @@ int cupti_trace_stop(guild_err_t *err);
 /* Lets go of the trace without flushing (an error path; tracing stays on, but the callbacks keep nothing more).
  * After it the caller may free the trace. */
 void cupti_trace_abandon(void);
-
-/* Whether this build can trace (configure found CUPTI). */
-bool cupti_trace_available(void);
 
 #endif

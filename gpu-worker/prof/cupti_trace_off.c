@@ -1,11 +1,6 @@
 /* cupti_trace.h without CUPTI (configure found no cupti.h and libcupti beside the CUDA runtime, or no CUDA). */
 #include "gpu-worker/prof/cupti_trace.h"
 
-bool cupti_trace_available(void)
-{
-    return false;
-}
-
 int cupti_trace_start(prof_trace_t *t, guild_err_t *err)
 {
     (void)t;
