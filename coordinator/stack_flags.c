@@ -350,13 +350,14 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
     if (o->single_process && stager_given && cuda->stager == CUDA_STAGER_PROCESS)
         return guild_err_set(err, "--stager process is for the multi-process mode (its supervisor runs "
                              "guild-stager); --single-process takes --stager shared, thread, pin or none");
-    if ((o->given & STACK_FLAG_GPU_PROF) && strcmp(o->gpu.backend, "cuda"))
-        return guild_err_set(err, "--gpu-prof traces the cuda backend's device, not --backend %s", o->gpu.backend);
+    if (o->given & STACK_FLAG_GPU_PROF) {
+        if (strcmp(o->gpu.backend, "cuda"))
+            return guild_err_set(err, "--gpu-prof traces the cuda backend's device, not --backend %s", o->gpu.backend);
 #ifndef GUILD_HAVE_CUPTI
-    if (o->given & STACK_FLAG_GPU_PROF)
         return guild_err_set(err, "--gpu-prof: this build cannot trace the GPU (configure found no CUPTI beside the "
                              "CUDA runtime)");
 #endif
+    }
     if (!stager_given) /* the default, in both modes: no second copy of the experts */
         o->gpu.cuda.stager = CUDA_STAGER_SHARED;
     if (!o->single_process)

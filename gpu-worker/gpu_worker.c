@@ -379,8 +379,14 @@ static int mtp_step(gpu_worker_t *g, uint64_t seq, const guild_step_request_t *r
     return backend_mtp_step(g->be, req->state_n, g->step.tokens[0], g->step.logits, err);
 }
 
-/* --prof: the request's interval, from start to now on the tracer's clock, into the trace. A failure stops
- * adding steps (said once); the records go on. */
+/* --prof: a failure to take the tracer's clock or keep a step stops adding steps (said once); the records go on. */
+static void trace_steps_off(gpu_worker_t *g, const guild_err_t *err)
+{
+    guild_log(GUILD_LOG_WARN, "--prof: %s; no more step requests go into the trace", err->msg);
+    g->tracing = false;
+}
+
+/* --prof: the request's interval, from start to now on the tracer's clock, into the trace. */
 static void trace_step(gpu_worker_t *g, const guild_step_request_t *req, int status, uint64_t start)
 {
     guild_err_t err = {{0}};
@@ -395,10 +401,8 @@ static void trace_step(gpu_worker_t *g, const guild_step_request_t *req, int sta
                                                         : PROF_STEP_FORWARD,
         .ok = status == GUILD_STEP_OK,
     };
-    if (cupti_trace_now(&st.end, &err) < 0 || cupti_trace_add_step(&st, &err) < 0) {
-        guild_log(GUILD_LOG_WARN, "--prof: %s; no more step requests go into the trace", err.msg);
-        g->tracing = false;
-    }
+    if (cupti_trace_now(&st.end, &err) < 0 || cupti_trace_add_step(&st, &err) < 0)
+        trace_steps_off(g, &err);
 }
 
 /* Runs the request in the step region and fills the response. */
@@ -413,8 +417,7 @@ static void serve_one(gpu_worker_t *g, uint64_t seq)
     moe_exec_stats(g->moe, &m0);
     uint64_t t0 = guild_now_ns(), trace_t0 = 0;
     if (g->tracing && cupti_trace_now(&trace_t0, &err) < 0) {
-        guild_log(GUILD_LOG_WARN, "--prof: %s; no more step requests go into the trace", err.msg);
-        g->tracing = false;
+        trace_steps_off(g, &err);
         guild_err_clear(&err);
     }
     g->cur_request = seq;
