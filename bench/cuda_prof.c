@@ -322,24 +322,27 @@ static int timeline_start(int kind, unsigned long long **tl, guild_err_t *err)
     return 0;
 }
 
-/* --timeline, around a traced step: before it (after false) the stamps cleared; after it, the phases of the last
- * layer's launch into v (v_ok false where its launch wrote no timeline). host: TL_SLOTS * TL_SLOT_STAMPS. -1 with
- * err on a CUDA failure. */
-static int timeline_step(int kind, unsigned long long *tl, uint64_t *host, bool after, double *v, bool *v_ok,
+/* --timeline, before a traced step: the stamps cleared (a stamp a block does not reach keeps its old value). -1
+ * with err on a CUDA failure. */
+static int timeline_clear(unsigned long long *tl, guild_err_t *err)
+{
+    cudaError_t e = cudaMemset(tl, 0, (size_t)TL_SLOTS * TL_SLOT_STAMPS * sizeof *tl);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? 0 : guild_err_set(err, "--timeline: %s", cudaGetErrorString(e));
+}
+
+/* --timeline, after a traced step: the phases of its last layer's launch into v; *v_ok false where that launch
+ * wrote no timeline. host: TL_SLOTS * TL_SLOT_STAMPS. -1 with err on a CUDA failure. */
+static int timeline_take(int kind, const unsigned long long *tl, uint64_t *host, double *v, bool *v_ok,
                          guild_err_t *err)
 {
     const size_t n = (size_t)TL_SLOTS * TL_SLOT_STAMPS;
-    cudaError_t e = after ? cudaMemcpy(host, tl, n * sizeof *host, cudaMemcpyDeviceToHost)
-                          : cudaMemset(tl, 0, n * sizeof *tl);
-    if (e == cudaSuccess && !after)
-        e = cudaDeviceSynchronize();
+    const cudaError_t e = cudaMemcpy(host, tl, n * sizeof *host, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess)
         return guild_err_set(err, "--timeline: %s", cudaGetErrorString(e));
-    if (after) {
-        const size_t per = kind == TL_ROUTER ? CUDA_ROUTER_TL_STAMPS : CUDA_ATTN_TL_STAMPS;
-        const size_t slots = n / per;
-        *v_ok = (kind == TL_ROUTER ? prof_timeline_router(host, slots, v) : prof_timeline_attn(host, slots, v)) == 0;
-    }
+    *v_ok = (kind == TL_ROUTER ? prof_timeline_router(host, n / CUDA_ROUTER_TL_STAMPS, v)
+                               : prof_timeline_attn(host, n / CUDA_ATTN_TL_STAMPS, v)) == 0;
     return 0;
 }
 
@@ -514,7 +517,7 @@ int main(int argc, char **argv)
      * reduced on the device, as the pipeline's decode steps do): no row crosses to the host */
     for (int32_t g = 0; !c.trace_prefill && g < c.steps; g++) {
         bool tl_ok = false;
-        if (c.timeline && timeline_step(c.timeline, tl, tl_host, false, NULL, NULL, &err) < 0)
+        if (c.timeline && timeline_clear(tl, &err) < 0)
             goto out;
         if (now_ns(c.no_trace, &t0[g], &err) < 0)
             goto out;
@@ -524,7 +527,7 @@ int main(int argc, char **argv)
         }
         if (now_ns(c.no_trace, &t1[g], &err) < 0)
             goto out;
-        if (c.timeline && timeline_step(c.timeline, tl, tl_host, true, tl_v[tl_n], &tl_ok, &err) < 0)
+        if (c.timeline && timeline_take(c.timeline, tl, tl_host, tl_v[tl_n], &tl_ok, &err) < 0)
             goto out;
         tl_n += tl_ok;
     }
