@@ -42,6 +42,10 @@
 #                           64 tokens after the warm-up: the trace in $O/trace-KIND-SIDE.trace (gzipped after),
 #                           guild bench trace's report of its decode steps (the first 16 left out) in
 #                           $O/trace-KIND-SIDE.txt, its summary and busiest kernels on stdout
+#   timelines               guild-cuda-prof --no-trace --timeline router and attn on $m (cuda_timeline.h's stamps of each
+#                           step's last layer), experts in RAM and every expert on the GPU: $O/tl-WHAT-EXPERTS.txt;
+#                           then the same kernels alone (cuda_head_time --timeline 1, cuda_attn_time --timeline 512):
+#                           $O/head-tl.txt, $O/attn-tl.txt; the timeline lines on stdout
 # The caller sets t0 (date +%s at its start) and budget (seconds), or calls setup after setting budget; for prof, B
 # (the packed bin folder), O (the output folder) and m (the model); for run8, O and m.
 say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
@@ -165,4 +169,17 @@ pipe_trace() { # KIND SIDE
         grep -E "step wall|GPU busy|idle:|busy a layer|^(router|rmsnorm_cl|matmul|attn_decode|qk_prep|xchg|expert)" \
         "$2" | head -n 24; exit $st' "$(bin_of "$side")/guild" "$f" "$O/trace-$kind-$side.txt"
     [ -f "$f" ] && gzip -f "$f"
+}
+timelines() {
+    for what in router attn; do
+        for experts in none all; do
+            step 40 "guild-cuda-prof --timeline $what --gpu-experts $experts" sh -c 'f=$1; shift; "$0" "$@" > "$f" 2>&1;
+                st=$?; grep -E "step wall|^timeline" "$f"; exit $st' "$B/bench/guild-cuda-prof" "$O/tl-$what-$experts.txt" \
+                -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what" --gpu-experts "$experts"
+        done
+    done
+    step 40 "cuda_head_time --timeline 1" sh -c '"$0" --timeline 1 > "$1" 2>&1; st=$?; grep "^timeline" "$1"; exit $st' \
+        "$B/tests/cuda/cuda_head_time" "$O/head-tl.txt"
+    step 40 "cuda_attn_time --timeline 512" sh -c '"$0" --timeline 512 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
+        exit $st' "$B/tests/cuda/cuda_attn_time" "$O/attn-tl.txt"
 }

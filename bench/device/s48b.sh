@@ -10,22 +10,11 @@
 # Output under $OUT: s48b.log and s48b-files.tar.gz.
 set -u
 budget=${1:-300}
-. bench/device/lib.sh # setup, say, step, finish
+. bench/device/lib.sh # setup, say, step, finish, timelines
 setup s48b
 m=/tmp/q30b.gguf
 [ -f $m ] || step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
     --threads "$(nproc)" -q -o $m
-for what in router attn; do
-    for experts in none all; do
-        step 40 "guild-cuda-prof --timeline $what --gpu-experts $experts" sh -c '"$0" "$@" > "'"$O"'/tl-'"$what-$experts"'.txt" 2>&1;
-            st=$?; grep -E "step wall|^timeline" "'"$O"'/tl-'"$what-$experts"'.txt"; exit $st' \
-            "$B/bench/guild-cuda-prof" -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what" \
-            --gpu-experts "$experts"
-    done
-done
-step 40 "cuda_head_time --timeline 1" sh -c '"$0" "$@" > "'"$O"'/head-tl.txt" 2>&1; st=$?; grep "^timeline" "'"$O"'/head-tl.txt"; exit $st' \
-    "$B/tests/cuda/cuda_head_time" --timeline 1
-step 40 "cuda_attn_time --timeline 512" sh -c '"$0" "$@" > "'"$O"'/attn-tl.txt" 2>&1; st=$?; grep "^timeline" "'"$O"'/attn-tl.txt"; exit $st' \
-    "$B/tests/cuda/cuda_attn_time" --timeline 512
+timelines
 rm -f $m
 finish s48b

@@ -11,22 +11,11 @@
 # Output under $OUT: s49a.log, alltests.log and s49a-files.tar.gz (the traces gzipped inside).
 set -u
 budget=${1:-590}
-. bench/device/lib.sh # begin, step, finish, pipe_trace, profg_ab, prof_ab
+. bench/device/lib.sh # begin, step, finish, pipe_trace, timelines, profg_ab, prof_ab
 begin s49a
 pipe_trace ram new
 pipe_trace gpu new
-for what in router attn; do
-    for experts in none all; do
-        step 40 "guild-cuda-prof --timeline $what --gpu-experts $experts" sh -c '"$0" "$@" > "'"$O"'/tl-'"$what-$experts"'.txt" 2>&1;
-            st=$?; grep -E "step wall|^timeline" "'"$O"'/tl-'"$what-$experts"'.txt"; exit $st' \
-            "$B/bench/guild-cuda-prof" -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what" \
-            --gpu-experts "$experts"
-    done
-done
-step 40 "cuda_head_time --timeline 1" sh -c '"$0" "$@" > "'"$O"'/head-tl.txt" 2>&1; st=$?; grep "^timeline" "'"$O"'/head-tl.txt"; exit $st' \
-    "$B/tests/cuda/cuda_head_time" --timeline 1
-step 40 "cuda_attn_time --timeline 512" sh -c '"$0" "$@" > "'"$O"'/attn-tl.txt" 2>&1; st=$?; grep "^timeline" "'"$O"'/attn-tl.txt"; exit $st' \
-    "$B/tests/cuda/cuda_attn_time" --timeline 512
+timelines
 profg_ab new
 prof_ab new
 rm -f $m
