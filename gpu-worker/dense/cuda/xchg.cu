@@ -1,7 +1,13 @@
 /* cuda_xchg_*: the device side of the MoE exchange (contract in cuda_xchg.h). The arena is host memory: its
  * doorbells are read with system-scope acquire loads and rung with a system-scope release store, the slot's
  * inputs are fenced at system scope before the ring, and y is read with volatile loads (the CPU workers wrote it
- * after the device last looked). */
+ * after the device last looked).
+ *
+ * Every kernel here is launched with programmatic dependent launch (cuda_launch_pdl) and calls pdl_begin() before
+ * it touches anything: its launch overlaps the kernel before (the router before publish, the wait before take_y),
+ * and the kernel after it (the wait, the next layer's norm) may launch while it runs. Where the wait kernel of the
+ * exchange before has seen every done counter at seq (cuda_xchg_dev_t.waited), publish knows its slot is free and
+ * reads no counter over the bus. */
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
 #include "gpu-worker/dense/cuda/cuda_xchg.h"
 
@@ -74,13 +80,16 @@ static __global__ void __launch_bounds__(XP_THREADS)
                         const float *__restrict__ x, const int32_t *__restrict__ ids)
 {
     __shared__ int s_code;
+    pdl_begin();
     /* Nothing in this kernel writes failed or seq before every block has arrived: every block sees the same. */
     if (d->failed)
         return;
     const unsigned long long seq = d->seq + 1;
     if (threadIdx.x < WARP_SIZE) {
         const unsigned long long n_slots = v.layout.n_slots;
-        const int code = seq > n_slots ? wait_done_warp(v, seq - n_slots) : CUDA_XCHG_OK;
+        /* done counters only grow: a wait that saw them all at `waited` >= seq - n_slots needs no second look */
+        const bool slot_free = seq <= n_slots || d->waited + n_slots >= seq;
+        const int code = slot_free ? CUDA_XCHG_OK : wait_done_warp(v, seq - n_slots);
         if (threadIdx.x == 0)
             s_code = code;
     }
@@ -133,6 +142,7 @@ static __global__ void __launch_bounds__(XP_THREADS)
 
 static __global__ void xchg_wait_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer)
 {
+    pdl_begin();
     if (d->failed)
         return;
     const unsigned long long seq = d->seq;
@@ -146,6 +156,7 @@ static __global__ void xchg_wait_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, 
         } else {
             d->wait_ns += now_ns() - t0;
             d->exchanges++;
+            d->waited = seq;
         }
     }
 }
@@ -160,6 +171,7 @@ static __global__ void xchg_hint_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_
                                         int n_used, int n_pre, const int32_t *__restrict__ ids)
 {
     __shared__ int32_t rows[XH_ENTRIES];
+    pdl_begin();
     if (d->failed)
         return;
     const int32_t n_all = n_tok * n_used;
@@ -188,6 +200,7 @@ static __global__ void xchg_hint_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_
 
 static __global__ void xchg_take_y_kernel(cuda_xchg_view_t v, const cuda_xchg_dev_t *d, int64_t n, float *y)
 {
+    pdl_begin();
     if (d->failed)
         return;
     const unsigned long long seq = d->seq;
@@ -210,6 +223,7 @@ static __global__ void xchg_take_y_rows_kernel(cuda_xchg_view_t v, const cuda_xc
                                                int64_t n_embd, float *y)
 {
     const int64_t p = blockIdx.x;
+    pdl_begin();
     if (d->failed || ids[p] < 0)
         return;
     const float *src = (const float *)(slot_at(v, d->seq) + v.layout.y_off) + p * n_embd;
@@ -246,7 +260,8 @@ extern "C" int cuda_xchg_publish(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, 
     if (n_tok < 1 || n_tok > v->max_tokens)
         return guild_err_set(err, "cuda: exchange: %d tokens, the slots hold %d", n_tok, v->max_tokens);
     const int64_t n_x = (int64_t)n_tok * n_embd, n_k = (int64_t)n_tok * n_used;
-    xchg_publish_kernel<<<blocks_for(n_x, XP_MAX_BLOCKS), XP_THREADS, 0, s>>>(*v, d, layer, n_tok, n_x, n_k, x, ids);
+    cuda_launch_pdl(xchg_publish_kernel, blocks_for(n_x, XP_MAX_BLOCKS), XP_THREADS, 0, s, *v, d, layer, n_tok, n_x,
+                    n_k, x, ids);
     return cuda_launch_check("exchange publish", err);
 }
 
@@ -255,7 +270,7 @@ extern "C" int cuda_xchg_wait(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int
 {
     if (check_view(v, err) < 0)
         return -1;
-    xchg_wait_kernel<<<1, WARP_SIZE, 0, s>>>(*v, d, layer);
+    cuda_launch_pdl(xchg_wait_kernel, 1, WARP_SIZE, 0, s, *v, d, layer);
     return cuda_launch_check("exchange wait", err);
 }
 
@@ -266,7 +281,7 @@ extern "C" int cuda_xchg_take_y_rows(const cuda_xchg_view_t *v, cuda_xchg_dev_t 
         return -1;
     if (n_pairs <= 0)
         return 0;
-    xchg_take_y_rows_kernel<<<(unsigned)n_pairs, 256, 0, s>>>(*v, d, ids, n_embd, y);
+    cuda_launch_pdl(xchg_take_y_rows_kernel, (unsigned)n_pairs, 256, 0, s, *v, d, ids, n_embd, y);
     return cuda_launch_check("exchange take y rows", err);
 }
 
@@ -278,7 +293,7 @@ extern "C" int cuda_xchg_hint(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, int
     if (n_tok < 1 || n_pre < 1)
         return 0;
     const unsigned threads = n_tok > (int32_t)GUILD_EXCHANGE_HINT_RANK_TOKENS ? XH_THREADS : 1;
-    xchg_hint_kernel<<<1, threads, 0, s>>>(*v, d, layer, n_tok, n_used, n_pre, ids);
+    cuda_launch_pdl(xchg_hint_kernel, 1, threads, 0, s, *v, d, layer, n_tok, n_used, n_pre, ids);
     return cuda_launch_check("exchange hint", err);
 }
 
@@ -289,6 +304,6 @@ extern "C" int cuda_xchg_take_y(const cuda_xchg_view_t *v, cuda_xchg_dev_t *d, i
         return -1;
     if (n_floats <= 0)
         return 0;
-    xchg_take_y_kernel<<<blocks_for(n_floats, XY_MAX_BLOCKS), XP_THREADS, 0, s>>>(*v, d, n_floats, y);
+    cuda_launch_pdl(xchg_take_y_kernel, blocks_for(n_floats, XY_MAX_BLOCKS), XP_THREADS, 0, s, *v, d, n_floats, y);
     return cuda_launch_check("exchange take y", err);
 }
