@@ -34,22 +34,38 @@ static double quantile_u64(uint64_t *v, size_t n, double p)
     return (double)v[i < n ? i : n - 1];
 }
 
+static bool has_prefix(const char *name, const char *prefix)
+{
+    return name && !strncmp(name, prefix, strlen(prefix));
+}
+
 /* The length of the union of the intervals r[0..n) (sorted by start), as what each adds to it: the part of it past
  * both its start and every earlier one's end. With gaps, appends the idle time before each interval after the first
- * (0 when it overlaps or touches what came before); with ks, adds each interval's part to its name's busy_ns. */
+ * (0 when it overlaps or touches what came before); with ks, adds each interval's part to its name's busy_ns, and to
+ * its shadow_ns where it starts after an exchange's publish and no later than the wait that ends the shadow. */
 static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *n_gaps, prof_kernel_stat_t *ks)
 {
     uint64_t busy = 0, cur_e = 0;
+    bool shadow = false;
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && gaps)
             gaps[(*n_gaps)++] = r[i].start <= cur_e ? 0 : r[i].start - cur_e;
         const uint64_t from = i > 0 && r[i].start < cur_e ? cur_e : r[i].start;
+        const char *name = ks ? ks[r[i].what].name : NULL;
+        const bool in_shadow = shadow && !has_prefix(name, PROF_XCHG_PUBLISH_PREFIX);
         if (r[i].end > from) {
             busy += r[i].end - from;
-            if (ks)
+            if (ks) {
                 ks[r[i].what].busy_ns += r[i].end - from;
+                if (in_shadow)
+                    ks[r[i].what].shadow_ns += r[i].end - from;
+            }
             cur_e = r[i].end;
         }
+        if (has_prefix(name, PROF_XCHG_PUBLISH_PREFIX))
+            shadow = true;
+        else if (has_prefix(name, PROF_XCHG_WAIT_PREFIX))
+            shadow = false;
     }
     return busy;
 }
@@ -183,13 +199,14 @@ void prof_summary_print(const prof_summary_t *s, FILE *out)
 static bool skipped(const char *name, const char *const *skip)
 {
     for (; name && skip && *skip; skip++)
-        if (!strncmp(name, *skip, strlen(*skip)))
+        if (has_prefix(name, *skip))
             return true;
     return false;
 }
 
-/* prof_summary_layer_ns's sum, leaving out the names that begin with one of skip[]. */
-static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *const *skip, int *n_kernels)
+/* prof_summary_layer_ns's sum, leaving out the names that begin with one of skip[], and with path the launches' parts
+ * in the exchange's shadow. */
+static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *const *skip, bool path, int *n_kernels)
 {
     int n = 0;
     double busy = 0;
@@ -200,7 +217,7 @@ static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *con
                 continue;
             /* count / steps >= n_layer / 4, in integers */
             if (4 * x->count >= (uint64_t)n_layer * (uint64_t)s->steps) {
-                busy += (double)x->busy_ns;
+                busy += (double)(path ? x->busy_ns - x->shadow_ns : x->busy_ns);
                 n++;
             }
         }
@@ -211,13 +228,19 @@ static double layer_ns(const prof_summary_t *s, int32_t n_layer, const char *con
 
 double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels)
 {
-    return layer_ns(s, n_layer, NULL, n_kernels);
+    return layer_ns(s, n_layer, NULL, false, n_kernels);
 }
+
+static const char *const not_dense[] = {PROF_EXPERT_PREFIX, PROF_XCHG_WAIT_PREFIX, NULL};
 
 double prof_summary_dense_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels)
 {
-    static const char *const not_dense[] = {PROF_EXPERT_PREFIX, PROF_XCHG_WAIT_PREFIX, NULL};
-    return layer_ns(s, n_layer, not_dense, n_kernels);
+    return layer_ns(s, n_layer, not_dense, false, n_kernels);
+}
+
+double prof_summary_path_layer_ns(const prof_summary_t *s, int32_t n_layer)
+{
+    return layer_ns(s, n_layer, not_dense, true, NULL);
 }
 
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out)
@@ -231,6 +254,11 @@ void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *ou
         fprintf(out, "dense busy a layer: %.2f us (the same without %d kernel name(s): the routed experts', "
                 "\"%s...\", and the exchange's wait, \"%s...\")\n", dense / 1e3, n - nd, PROF_EXPERT_PREFIX,
                 PROF_XCHG_WAIT_PREFIX);
+    const double path = prof_summary_path_layer_ns(s, n_layer);
+    if (path < dense)
+        fprintf(out, "dense busy a layer on the step's path: %.2f us (less %.2f us a layer in the exchange's shadow: "
+                "kernels that start after \"%s...\", up to its wait, while the CPU workers compute)\n", path / 1e3,
+                (dense - path) / 1e3, PROF_XCHG_PUBLISH_PREFIX);
 }
 
 void prof_summary_fini(prof_summary_t *s)

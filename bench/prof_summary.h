@@ -26,6 +26,7 @@ typedef struct prof_kernel_stat {
                           * overlap the one before (programmatic dependent launch) count from its end, not their
                           * own start: the per-name split of the busy time, which sums to it, where the durations
                           * (ns) count the overlaps twice */
+    uint64_t shadow_ns;  /* the part of busy_ns of launches in the exchange's shadow (PROF_XCHG_PUBLISH_PREFIX) */
 } prof_kernel_stat_t;
 
 typedef struct prof_bytes_stat {
@@ -72,6 +73,12 @@ double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_ke
  * multi-process pipeline, gpu-worker/dense/cuda/cuda_xchg.h) begins with this: its time is theirs. */
 #define PROF_XCHG_WAIT_PREFIX "xchg_wait"
 
+/* The kernel that hands a layer's routed rows to the CPU workers begins with this. The launches that start after
+ * it, up to and with the next wait (PROF_XCHG_WAIT_PREFIX), are in the exchange's shadow: they run while the CPU
+ * workers compute (the next layer's prediction and hint, the wait itself), off the step's path while the CPU side
+ * takes longer than they do. */
+#define PROF_XCHG_PUBLISH_PREFIX "xchg_publish"
+
 /* prof_summary_layer_ns less the kernels whose names begin with PROF_EXPERT_PREFIX or PROF_XCHG_WAIT_PREFIX: the
  * dense step's part of a layer (its norms, products, attention and router, and the exchange's publishing and
  * taking of rows) in a profile with every expert on the GPU, or with them on the CPU workers of the pipeline
@@ -79,10 +86,15 @@ double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_ke
  * names counted. */
 double prof_summary_dense_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_kernels);
 
+/* prof_summary_dense_layer_ns without the exchange's shadow (PROF_XCHG_PUBLISH_PREFIX): the dense step's GPU time
+ * a layer on the pipeline step's path. The same as it where no exchange was published. */
+double prof_summary_path_layer_ns(const prof_summary_t *s, int32_t n_layer);
+
 /* The line that says it: "busy a layer: X us (the busy us of the N kernel name(s) launched at least L/4 times a
  * step, times n/step, over L layers)"; where some of them are the routed experts' or the exchange's wait, a second
  * line: "dense busy a layer: X us (the same without M kernel name(s): the routed experts', "expert...", and the
- * exchange's wait, "xchg_wait...")". */
+ * exchange's wait, "xchg_wait...")"; where some of that ran in the exchange's shadow, a third: "dense busy a layer
+ * on the step's path: X us (less Y us a layer in the exchange's shadow: ...)". */
 void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *out);
 
 /* Frees what prof_summarize allocated. NULL-safe fields. */

@@ -248,6 +248,50 @@ START_TEST(test_layer_busy_dense)
 }
 END_TEST
 
+/* The exchange's shadow: two steps of 4 layers, each a norm [0, 100], the exchange's publish [100, 120], the next
+ * layer's prediction [110, 150] (launched early: it adds 30 from the publish's end), the hint [150, 160], the wait
+ * [160, 400] and the taking of the rows [170, 410] (launched early, after the wait's start: on the path, adding 10).
+ * Busy a layer 410; dense 170 (without the wait's 240); on the step's path 130 (without the prediction's 30 and the
+ * hint's 10, which start in the shadow). A second turn swaps the publish for another name: no shadow, no third
+ * line. */
+START_TEST(test_layer_busy_shadow)
+{
+    static const char *const with[] = {"norm", "xchg_publish_kernel", "router_cluster_kernel", "xchg_hint_kernel",
+                                       "xchg_wait_kernel", "xchg_take_y_kernel"};
+    static const char *const without[] = {"norm", "publish_elsewhere", "router_cluster_kernel", "xchg_hint_kernel",
+                                          "xchg_wait_kernel", "xchg_take_y_kernel"};
+    enum { L = 4 };
+    const uint64_t a[] = {0, 10000}, b[] = {10000, 20000};
+    static const uint64_t iv[6][2] = {{0, 100}, {100, 120}, {110, 150}, {150, 160}, {160, 400}, {170, 410}};
+    for (int turn = 0; turn < 2; turn++) {
+        prof_rec_t r[2 * 6 * L];
+        size_t n = 0;
+        for (int st = 0; st < 2; st++)
+            for (int l = 0; l < L; l++)
+                for (int k = 0; k < 6; k++) {
+                    const uint64_t o = a[st] + (uint64_t)l * 1000;
+                    r[n++] = (prof_rec_t)K(o + iv[k][0], o + iv[k][1], k, 1);
+                }
+        prof_summary_t s;
+        guild_err_t err = {{0}};
+        ck_assert_int_eq(prof_summarize(&s, r, n, turn ? without : with, 6, a, b, 2, &err), 0);
+        ck_assert_double_eq_tol(prof_summary_layer_ns(&s, L, NULL), 410, 1e-9);
+        ck_assert_double_eq_tol(prof_summary_dense_layer_ns(&s, L, NULL), 170, 1e-9);
+        ck_assert_double_eq_tol(prof_summary_path_layer_ns(&s, L), turn ? 170 : 130, 1e-9);
+        char *buf = layer_report(&s, L);
+        if (turn)
+            ck_assert_msg(!strstr(buf, "on the step's path"), "%s", buf);
+        else
+            ck_assert_msg(strstr(buf, "dense busy a layer: 0.17 us") &&
+                              strstr(buf, "dense busy a layer on the step's path: 0.13 us (less 0.04 us a layer in "
+                                          "the exchange's shadow: kernels that start after \"xchg_publish...\""),
+                          "%s", buf);
+        free(buf);
+        prof_summary_fini(&s);
+    }
+}
+END_TEST
+
 /* The router's phases: three blocks of a cluster (slots 0, 1, 2; slot 3 empty), slot 0 the chooser with every
  * stamp; the waits 1010, 1030, 1020 (spread 0.02 us), the last end 1900 (span 0.89 us). Without slot 0's
  * stamps, no timeline. */
@@ -358,6 +402,7 @@ static Suite *prof_suite(void)
     tcase_add_test(tc, test_by_name_and_copies);
     tcase_add_test(tc, test_layer_busy);
     tcase_add_test(tc, test_layer_busy_dense);
+    tcase_add_test(tc, test_layer_busy_shadow);
     suite_add_tcase(s, tc);
     tc = tcase_create("timeline");
     tcase_add_test(tc, test_timeline_router);
