@@ -5,8 +5,8 @@
 #   here:   PACK_FILES= bash bench/device/pack-xz.sh WORKTREE .carry-s49b
 #   device: mkdir -p /tmp/c && tar -xJf .carry-s49b/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s49c.sh [SECONDS]
 # 1. bench/device/alltests.sh (check_cuda_backend runs the exchange's kernels);
-# 2. the pipeline's GPU worker traced with experts in RAM: new, var, base;
-# 3. experts-in-RAM decode at 512 positions, the three in turns, twice.
+# 2. the pipeline's GPU worker traced with experts in RAM: new, var;
+# 3. experts-in-RAM decode at 512 positions, new and var in turns, twice; then base's trace where time is left.
 # Output under $OUT: s49c.log, alltests.log and s49c-files.tar.gz (the traces gzipped inside).
 set -u
 budget=${1:-590}
@@ -14,7 +14,7 @@ budget=${1:-590}
 begin s49c
 pipe_trace ram new
 pipe_trace ram var
+decode_ab ram new var new2 var2
 pipe_trace ram base
-decode_ab ram new var base new2 var2 base2
 rm -f $m
 finish s49c
