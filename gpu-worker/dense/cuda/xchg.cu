@@ -75,26 +75,6 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
     }
 }
 
-/* The exchange's failure fc (a CUDA_XCHG_* code or an OR of them) recorded once for the step, at publish seq. */
-static __device__ __forceinline__ void publish_failed(const cuda_xchg_view_t &v, cuda_xchg_dev_t *d, int layer,
-                                                      unsigned long long seq, unsigned fc)
-{
-    d->failed = (fc & CUDA_XCHG_CANCELLED) ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
-    d->fail_layer = layer;
-    d->fail_seq = seq - (unsigned long long)v.layout.n_slots;
-}
-
-static __device__ __forceinline__ void publish_header(char *slot, unsigned long long seq, int n_tok, int layer)
-{
-    volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot;
-    h->seq = seq;
-    h->n_tokens = n_tok;
-    h->layer = layer;
-}
-
-/* One block (a decode step's rows: gridDim.x 1) writes the slot's header with its rows, fences them all at system
- * scope in one round, and rings: no count of blocks, no second fence (the ring is a release store). Several blocks
- * count themselves on d->arrive, and the last one writes the header and rings. */
 static __global__ void __launch_bounds__(XP_THREADS)
     xchg_publish_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer, int n_tok, int64_t n_x, int64_t n_k,
                         const float *__restrict__ x, const int32_t *__restrict__ ids)
@@ -116,7 +96,6 @@ static __global__ void __launch_bounds__(XP_THREADS)
     __syncthreads();
     const int code = s_code;
     char *slot = slot_at(v, seq);
-    const bool one = gridDim.x == 1;
     if (code == CUDA_XCHG_OK) {
         const int64_t tid = (int64_t)blockIdx.x * XP_THREADS + threadIdx.x, stride = (int64_t)gridDim.x * XP_THREADS;
         float *sx = (float *)(slot + v.layout.x_off);
@@ -132,37 +111,31 @@ static __global__ void __launch_bounds__(XP_THREADS)
         int32_t *sid = (int32_t *)(slot + v.layout.ids_off);
         for (int64_t i = tid; i < n_k; i += stride)
             sid[i] = ids[i];
-        if (one && threadIdx.x == 0)
-            publish_header(slot, seq, n_tok, layer);
     }
     __threadfence_system(); /* this thread's slot writes reach the host before the ring below */
     __syncthreads();
-    if (threadIdx.x != 0)
-        return;
-    if (one) {
-        if (code != CUDA_XCHG_OK) {
-            publish_failed(v, d, layer, seq, (unsigned)code);
-        } else {
-            st_release_sys(step_at(v), seq);
-            d->seq = seq;
-        }
-        return;
-    }
-    if (code != CUDA_XCHG_OK)
-        atomicOr(&d->reserved, (unsigned)code);
-    __threadfence();
-    const unsigned prev = atomicAdd(&d->arrive, 1u);
-    if (prev == gridDim.x - 1) { /* the last block: every share is written and fenced */
+    if (threadIdx.x == 0) {
+        if (code != CUDA_XCHG_OK)
+            atomicOr(&d->reserved, (unsigned)code);
         __threadfence();
-        d->arrive = 0;
-        const unsigned fc = atomicExch(&d->reserved, 0u);
-        if (fc) {
-            publish_failed(v, d, layer, seq, fc);
-        } else {
-            publish_header(slot, seq, n_tok, layer);
-            __threadfence_system();
-            st_release_sys(step_at(v), seq);
-            d->seq = seq;
+        const unsigned prev = atomicAdd(&d->arrive, 1u);
+        if (prev == gridDim.x - 1) { /* the last block: every share is written and fenced */
+            __threadfence();
+            d->arrive = 0;
+            const unsigned fc = atomicExch(&d->reserved, 0u);
+            if (fc) {
+                d->failed = (fc & CUDA_XCHG_CANCELLED) ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
+                d->fail_layer = layer;
+                d->fail_seq = seq - (unsigned long long)v.layout.n_slots;
+            } else {
+                volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot;
+                h->seq = seq;
+                h->n_tokens = n_tok;
+                h->layer = layer;
+                __threadfence_system();
+                st_release_sys(step_at(v), seq);
+                d->seq = seq;
+            }
         }
     }
 }
