@@ -52,7 +52,7 @@ static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *
             gaps[(*n_gaps)++] = r[i].start <= cur_e ? 0 : r[i].start - cur_e;
         const uint64_t from = i > 0 && r[i].start < cur_e ? cur_e : r[i].start;
         const char *name = ks ? ks[r[i].what].name : NULL;
-        const bool in_shadow = shadow && !has_prefix(name, PROF_XCHG_PUBLISH_PREFIX);
+        const bool publish = has_prefix(name, PROF_XCHG_PUBLISH_PREFIX), in_shadow = shadow && !publish;
         if (r[i].end > from) {
             busy += r[i].end - from;
             if (ks) {
@@ -62,7 +62,7 @@ static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *
             }
             cur_e = r[i].end;
         }
-        if (has_prefix(name, PROF_XCHG_PUBLISH_PREFIX))
+        if (publish)
             shadow = true;
         else if (has_prefix(name, PROF_XCHG_WAIT_PREFIX))
             shadow = false;

@@ -7,10 +7,12 @@
  * region's device address and its layout (ipc/exchange_layout.h: the offsets the host code uses too). Sequence
  * numbers live on the device (cuda_xchg_dev_t), so a captured graph replays with the next numbers:
  *   publish  every block first waits until the slot of seq + 1 is free (done[k] >= seq + 1 - n_slots, acquire
- *            loads at system scope; none where a wait kernel has seen that much: `waited`), copies its share of x/ids into the slot, fences at system scope; the last
- *            block writes the slot header, then `step = seq + 1` with a system-scope release store, and seq += 1.
+ *            loads at system scope; none where a wait kernel has seen that much: `waited`), copies its share of
+ *            x/ids into the slot, fences at system scope; the last block writes the slot header, then
+ *            `step = seq + 1` with a system-scope release store, and seq += 1.
  *   wait     one warp spins on done[k] >= seq for every worker with system-scope acquire loads; adds its time
- *            (%globaltimer) to wait_ns, sets waited = seq. It gives up when the host raises *view.cancel or after timeout_ns.
+ *            (%globaltimer) to wait_ns, sets waited = seq. It gives up when the host raises *view.cancel or after
+ *            timeout_ns.
  *   take_y   copies the slot's y rows of exchange seq (volatile loads: the CPU wrote them) into device memory.
  *   hint     (a prefetch hint, after publish) writes the ids of the predicted experts (>= 0) that
  *            guild_exchange_hint_pick takes with n_pre (a few tokens: each one's first n_pre, rank-major; a batched
