@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 49's call with the exchange's kernels under programmatic dependent launch (88bbace), against main's
-# 0a0d77f as the base (its binaries in /tmp/p40/base when packed), and s49a.sh's measurements of the new build.
+# 0a0d77f as the base (its binaries in /tmp/p40/base when packed), and the measurements of the new build (the
+# pipeline with every expert on the GPU, the timelines, the profiles).
 #   here:   PACK_FILES= bash bench/device/pack-xz.sh WORKTREE .carry-s49
 #   device: mkdir -p /tmp/c && tar -xJf .carry-s49/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s49b.sh [SECONDS]
 # 1. bench/device/alltests.sh (check_cuda_backend runs the exchange's kernels);
