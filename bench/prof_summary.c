@@ -52,7 +52,8 @@ static uint64_t union_ns(const prof_rec_t *r, size_t n, uint64_t *gaps, size_t *
             gaps[(*n_gaps)++] = r[i].start <= cur_e ? 0 : r[i].start - cur_e;
         const uint64_t from = i > 0 && r[i].start < cur_e ? cur_e : r[i].start;
         const char *name = ks ? ks[r[i].what].name : NULL;
-        const bool publish = has_prefix(name, PROF_XCHG_PUBLISH_PREFIX), in_shadow = shadow && !publish;
+        const bool publish = has_prefix(name, PROF_XCHG_PUBLISH_PREFIX) || has_prefix(name, PROF_ROUTER_PUBLISH_PREFIX),
+                   in_shadow = shadow && !publish;
         if (r[i].end > from) {
             busy += r[i].end - from;
             if (ks) {
@@ -257,8 +258,8 @@ void prof_summary_print_layer(const prof_summary_t *s, int32_t n_layer, FILE *ou
     const double path = prof_summary_path_layer_ns(s, n_layer);
     if (path < dense)
         fprintf(out, "dense busy a layer on the step's path: %.2f us (less %.2f us a layer in the exchange's shadow: "
-                "kernels that start after \"%s...\", up to its wait, while the CPU workers compute)\n", path / 1e3,
-                (dense - path) / 1e3, PROF_XCHG_PUBLISH_PREFIX);
+                "kernels that start after \"%s...\" or \"%s...\", up to its wait, while the CPU workers compute)\n",
+                path / 1e3, (dense - path) / 1e3, PROF_XCHG_PUBLISH_PREFIX, PROF_ROUTER_PUBLISH_PREFIX);
 }
 
 void prof_summary_fini(prof_summary_t *s)

@@ -78,6 +78,9 @@ double prof_summary_layer_ns(const prof_summary_t *s, int32_t n_layer, int *n_ke
  * workers compute (the next layer's prediction and hint, the wait itself), off the step's path while the CPU side
  * takes longer than they do. */
 #define PROF_XCHG_PUBLISH_PREFIX "xchg_publish"
+/* The router's launch that publishes a decode step's lone token itself (router.cu's router_publish_kernel) begins
+ * with this: the shadow starts after it too. */
+#define PROF_ROUTER_PUBLISH_PREFIX "router_publish"
 
 /* prof_summary_layer_ns less the kernels whose names begin with PROF_EXPERT_PREFIX or PROF_XCHG_WAIT_PREFIX: the
  * dense step's part of a layer (its norms, products, attention and router, and the exchange's publishing and

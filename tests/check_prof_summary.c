@@ -260,10 +260,14 @@ START_TEST(test_layer_busy_shadow)
                                        "xchg_wait_kernel", "xchg_take_y_kernel"};
     static const char *const without[] = {"norm", "publish_elsewhere", "router_cluster_kernel", "xchg_hint_kernel",
                                           "xchg_wait_kernel", "xchg_take_y_kernel"};
+    /* the router's launch publishing the token itself (router_publish_kernel): the same shadow */
+    static const char *const routed[] = {"norm", "router_publish_kernel<16, 8, true>", "router_cluster_kernel",
+                                         "xchg_hint_kernel", "xchg_wait_kernel", "xchg_take_y_kernel"};
+    static const char *const *const turns[] = {with, without, routed};
     enum { L = 4 };
     const uint64_t a[] = {0, 10000}, b[] = {10000, 20000};
     static const uint64_t iv[6][2] = {{0, 100}, {100, 120}, {110, 150}, {150, 160}, {160, 400}, {170, 410}};
-    for (int turn = 0; turn < 2; turn++) {
+    for (int turn = 0; turn < 3; turn++) {
         prof_rec_t r[2 * 6 * L];
         size_t n = 0;
         for (int st = 0; st < 2; st++)
@@ -274,17 +278,18 @@ START_TEST(test_layer_busy_shadow)
                 }
         prof_summary_t s;
         guild_err_t err = {{0}};
-        ck_assert_int_eq(prof_summarize(&s, r, n, turn ? without : with, 6, a, b, 2, &err), 0);
+        ck_assert_int_eq(prof_summarize(&s, r, n, turns[turn], 6, a, b, 2, &err), 0);
         ck_assert_double_eq_tol(prof_summary_layer_ns(&s, L, NULL), 410, 1e-9);
         ck_assert_double_eq_tol(prof_summary_dense_layer_ns(&s, L, NULL), 170, 1e-9);
-        ck_assert_double_eq_tol(prof_summary_path_layer_ns(&s, L), turn ? 170 : 130, 1e-9);
+        ck_assert_double_eq_tol(prof_summary_path_layer_ns(&s, L), turn == 1 ? 170 : 130, 1e-9);
         char *buf = layer_report(&s, L);
-        if (turn)
+        if (turn == 1)
             ck_assert_msg(!strstr(buf, "on the step's path"), "%s", buf);
         else
             ck_assert_msg(strstr(buf, "dense busy a layer: 0.17 us") &&
                               strstr(buf, "dense busy a layer on the step's path: 0.13 us (less 0.04 us a layer in "
-                                          "the exchange's shadow: kernels that start after \"xchg_publish...\""),
+                                          "the exchange's shadow: kernels that start after \"xchg_publish...\" or "
+                                          "\"router_publish...\", up to its wait"),
                           "%s", buf);
         free(buf);
         prof_summary_fini(&s);

@@ -39,6 +39,7 @@
 #include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/cuda/cuda_backend.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
+#include "gpu-worker/dense/cuda/cuda_kernels.h" /* cuda_router_cluster */
 #include "gpu-worker/dense/cuda/cuda_moe.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
 #include "gpu-worker/dense/expert_split.h"
@@ -822,6 +823,11 @@ START_TEST(test_arena_from_device)
                   "%llu exchanges, %llu graph steps", (unsigned long long)es.exchanges,
                   (unsigned long long)bs.graph_steps);
     ck_assert_int_eq(atomic_load(&w[0].served), (uint64_t)n * (uint64_t)s.n_layer);
+    /* a decode step's token published by the router's launch (sm_90's cluster form), its rows combined in place */
+    uint64_t pubs = 0, in_place = 0;
+    cuda_moe_xchg_fused(ex, &pubs, &in_place);
+    ck_assert_msg(in_place > 0 && (pubs > 0 || !cuda_router_cluster()), "%llu exchanges published by the router, "
+                  "%llu collected in place", (unsigned long long)pubs, (unsigned long long)in_place);
     backend_destroy(&dev);
     moe_exec_destroy(&ex);
     backend_kv_clear(host);

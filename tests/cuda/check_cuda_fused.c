@@ -18,7 +18,9 @@
  * (three warps): one block; 640, 1024 and 2048: a cluster of 3, 4 and 8 blocks, and one block with the cluster form
  * off; 4096: the separate launches it falls back to), over 1 and 5 rows, with a NaN planted in some cases so that
  * the non-finite check's word is compared too. The residual stream x, the normed
- * rows, the quantized bytes and the check's word must all equal the separate launches'.
+ * rows, the quantized bytes and the check's word must all equal the separate launches'; a combine's fused launch
+ * also reads its rows in place, from mapped host memory through a device word (cuda_norm_pre_t.y_at, the MoE
+ * exchange's slot), with the same bits (with 4096: cuda_moe_combine_at's).
  *
  * Backend cases: tiny models of the architectures whose layer program the fusion changes (qwen3moe Q4_K with
  * experts on the device and through the host executor, qwen2moe's gated shared expert, glm4moe's ungated one and
@@ -117,11 +119,22 @@ START_TEST(test_fused_kernel)
     if (quant)
         ck_assert(quant_row_bytes(qt, (uint64_t)n, &qrow, &err) == 0);
     const size_t qstride = (size_t)qrow + 16, qbytes = quant ? (size_t)rows * qstride : 1;
-    /* [0]: the separate launches, [1]: the fused one */
-    float *dx[2], *dout[2];
-    void *dq[2];
-    uint64_t *dfound[2];
-    for (int k = 0; k < 2; k++) {
+    /* [0]: the separate launches, [1]: the fused one, [2] (a combine): the fused one reading y where a device word
+     * says, in mapped host memory (the MoE exchange's slot: cuda_norm_pre_t.y_at) */
+    const int runs = pre.kind == CUDA_PRE_COMBINE ? 3 : 2;
+    float *dx[3], *dout[3];
+    void *dq[3];
+    uint64_t *dfound[3];
+    float *hy = NULL, *hy_dev = NULL;
+    const float **dy_at = NULL;
+    if (runs == 3) {
+        CK_CUDA(cudaHostAlloc((void **)&hy, ny * sizeof *hy, cudaHostAllocMapped));
+        memcpy(hy, y, ny * sizeof *hy);
+        CK_CUDA(cudaHostGetDevicePointer((void **)&hy_dev, hy, 0));
+        CK_CUDA(cudaMalloc((void **)&dy_at, sizeof *dy_at));
+        CK_CUDA(cudaMemcpy(dy_at, &hy_dev, sizeof hy_dev, cudaMemcpyHostToDevice));
+    }
+    for (int k = 0; k < runs; k++) {
         dx[k] = upload(x, nx);
         CK_CUDA(cudaMalloc((void **)&dout[k], nx * sizeof(float)));
         CK_CUDA(cudaMemset(dout[k], 0xff, nx * sizeof(float)));
@@ -145,12 +158,19 @@ START_TEST(test_fused_kernel)
     /* the fused one */
     ck_assert_msg(cuda_rmsnorm_fused(dout[1], dx[1], dw, n, rows, eps, dfound[1], site, &pre, qt, quant ? dq[1] : NULL,
                                      qstride, stream, &err) == 0, "%s", err.msg);
+    if (runs == 3) {
+        cuda_norm_pre_t at = pre;
+        at.y = NULL;
+        at.y_at = dy_at;
+        ck_assert_msg(cuda_rmsnorm_fused(dout[2], dx[2], dw, n, rows, eps, dfound[2], site, &at, qt,
+                                         quant ? dq[2] : NULL, qstride, stream, &err) == 0, "%s", err.msg);
+    }
     CK_CUDA(cudaStreamSynchronize(stream));
 
-    float *hx[2], *hout[2];
-    unsigned char *hq[2];
-    uint64_t found[2];
-    for (int k = 0; k < 2; k++) {
+    float *hx[3], *hout[3];
+    unsigned char *hq[3];
+    uint64_t found[3];
+    for (int k = 0; k < runs; k++) {
         hx[k] = malloc(nx * sizeof(float));
         hout[k] = malloc(nx * sizeof(float));
         hq[k] = malloc(qbytes);
@@ -160,6 +180,12 @@ START_TEST(test_fused_kernel)
         CK_CUDA(cudaMemcpy(&found[k], dfound[k], sizeof(uint64_t), cudaMemcpyDeviceToHost));
     }
     const char *qname = quant ? quant_type_info(qt)->name : "none";
+    for (int k = 2; k < runs; k++) { /* y read in place: the same bits as the fused launch's from device memory */
+        ck_assert_msg(!memcmp(hx[1], hx[k], nx * sizeof(float)) && !memcmp(hout[1], hout[k], nx * sizeof(float)) &&
+                          (!quant || !memcmp(hq[1], hq[k], qbytes)) && found[1] == found[k],
+                      "%s, %s, n %lld: y read from host memory through y_at: other bits than from device memory",
+                      pre_names[pre_kind], qname, (long long)n);
+    }
     for (size_t i = 0; i < nx; i++) {
         ck_assert_msg(!memcmp(&hx[0][i], &hx[1][i], sizeof(float)), "%s, %s, n %lld: x[%zu] %.9g separate, %.9g fused",
                       pre_names[pre_kind], qname, (long long)n, i, (double)hx[0][i], (double)hx[1][i]);
@@ -178,10 +204,14 @@ START_TEST(test_fused_kernel)
     if (nan)
         ck_assert_msg(found[0] != FINITE_NONE, "%s: the planted NaN was not found", pre_names[pre_kind]);
     if (ii % 13 == 0 || nan)
-        printf("fused norm (%s), %-20s, quantized %-4s, rows of %4lld x %d, %2d slots%s: bit-exact\n",
+        printf("fused norm (%s), %-20s, quantized %-4s, rows of %4lld x %d, %2d slots%s: bit-exact%s\n",
                one_block ? "one block" : "cluster", pre_names[pre_kind], qname, (long long)n, rows, n_used,
-               nan ? " (a NaN, found by both)" : "");
-    for (int k = 0; k < 2; k++) {
+               nan ? " (a NaN, found by both)" : "", runs == 3 ? " (y in place too)" : "");
+    if (runs == 3) {
+        cudaFreeHost(hy);
+        cudaFree(dy_at);
+    }
+    for (int k = 0; k < runs; k++) {
         cudaFree(dx[k]);
         cudaFree(dout[k]);
         cudaFree(dq[k]);

@@ -792,10 +792,27 @@ START_TEST(test_combine)
             }
         }
     }
+    /* the rows read in place from mapped host memory through a device word (cuda_moe_combine_at): the same bits */
+    float *hy = NULL, *hy_dev = NULL, *got2 = malloc((size_t)(n_tok * E) * sizeof *got2);
+    ck_assert(cudaHostAlloc((void **)&hy, (size_t)(n_tok * K * E) * sizeof *hy, cudaHostAllocMapped) == cudaSuccess);
+    memcpy(hy, y, (size_t)(n_tok * K * E) * sizeof *hy);
+    ck_assert(cudaHostGetDevicePointer((void **)&hy_dev, hy, 0) == cudaSuccess);
+    const float **dy_at = dev_upload(&hy_dev, sizeof hy_dev);
+    float *dx2 = dev_upload(x, (size_t)(n_tok * E) * sizeof *x);
+    ck_assert_msg(cuda_moe_combine_at(dx2, dy_at, dw, shared ? dsh : NULL, gated ? dlg : NULL, n_tok, K, E, stream,
+                                      &err) == 0, "%s", err.msg);
+    dev_download(got2, dx2, (size_t)(n_tok * E) * sizeof *got2, stream);
+    ck_assert_msg(!memcmp(got, got2, (size_t)(n_tok * E) * sizeof *got), "combine: rows read in place differ");
+    ck_assert_int_eq(cuda_moe_combine_at(dx2, NULL, dw, NULL, NULL, n_tok, K, E, stream, &err), -1);
     if (gated)
-        printf("combine with shared expert: max abs err %.3g (tolerance 2e-6 |ref| + 1e-6)\n", worst);
+        printf("combine with shared expert: max abs err %.3g (tolerance 2e-6 |ref| + 1e-6); in place the same bits\n",
+               worst);
     else
-        printf("combine%s: bit-exact\n", shared ? " with an ungated shared expert" : "");
+        printf("combine%s: bit-exact, in place too\n", shared ? " with an ungated shared expert" : "");
+    dev_free(dx2);
+    dev_free(dy_at);
+    cudaFreeHost(hy);
+    free(got2);
     dev_free(dx);
     dev_free(dy);
     dev_free(dw);

@@ -173,13 +173,14 @@ int cuda_finite_reset(uint64_t *found, cudaStream_t s, guild_err_t *err);
 typedef enum cuda_pre_kind {
     CUDA_PRE_NONE = 0,
     CUDA_PRE_ADD,     /* cuda_add(x, p, ...) */
-    CUDA_PRE_COMBINE, /* cuda_moe_combine(x, y, w, sh, sh_logit, ..., n_used, ...) */
+    CUDA_PRE_COMBINE, /* cuda_moe_combine(x, y, w, sh, sh_logit, ..., n_used, ...), or with y_at _at's */
 } cuda_pre_kind_t;
 
 typedef struct cuda_norm_pre {
     cuda_pre_kind_t kind;
     const float *p;                    /* ADD: the addend, rows of n */
     const float *y, *w, *sh, *sh_logit; /* COMBINE: cuda_moe_combine's operands */
+    const float *const *y_at;           /* COMBINE: NULL, or y read from this device word (cuda_moe_combine_at) */
     int32_t n_used;
 } cuda_norm_pre_t;
 
@@ -265,8 +266,12 @@ int cuda_router_fused(const float *W, size_t w_stride, const float *x, int64_t l
 /* cuda_router_fused with the block norm in front of it in the same launch, the bits of cuda_rmsnorm_fused(xn, x,
  * w, n_embd, n_tok, eps, found, site, pre: the addition of p (or none), no quantization) then cuda_router_fused on
  * xn (n_embd floats apart): each of the launch's blocks norms its token's row for itself, the token's last one
- * writes it to x (with p) and xn. Rows are contiguous; n_embd <= CUDA_ROUTER_NORM_MAX (the rows in registers). */
+ * writes it to x (with p) and xn. Rows are contiguous; n_embd <= CUDA_ROUTER_NORM_MAX (the rows in registers).
+ * With pub, a lone token's launch in the cluster form also does cuda_xchg_publish(&pub->view, pub->d,
+ * pub->layer, 1, n_embd, k, xn, ids) (gpu-worker/dense/cuda/cuda_xchg.h): then it returns 1; 0 where it did not
+ * (the caller publishes), -1 with a message. */
 #define CUDA_ROUTER_NORM_MAX 2048
+struct cuda_xchg_pub; /* cuda_xchg.h */
 typedef struct cuda_router_norm {
     float *x;        /* [n_tok][n_embd] the residual rows; x + p written back when p */
     const float *p;  /* NULL, or [n_tok][n_embd] the pending residual addition (cuda_norm_pre_t's ADD) */
@@ -275,6 +280,7 @@ typedef struct cuda_router_norm {
     float *xn;       /* [n_tok][n_embd] the normed rows out (NULL: not kept) */
     uint64_t *found; /* the non-finite check's device word at `site` (NULL: no check) */
     uint32_t site;
+    const struct cuda_xchg_pub *pub; /* NULL, or the MoE exchange a lone token may be published to */
 } cuda_router_norm_t;
 int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float *W, size_t w_stride, int32_t n_embd,
                            float *logits, int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups,
@@ -309,6 +315,10 @@ int cuda_router_sigmoid_grouped(const float *logits, const float *bias, int32_t 
  *   expert): acc = acc + sh[t][i];   x[t][i] = acc + x[t][i]. */
 int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
                      int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
+/* cuda_moe_combine with y read by the kernel from the device word *y_at (written by a kernel before it on the
+ * stream: cuda_xchg_wait's, the exchange slot's rows in mapped host memory, read with volatile loads). */
+int cuda_moe_combine_at(float *x, const float *const *y_at, const float *w, const float *sh, const float *sh_logit,
+                        int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
 
 /* ---- routed experts on the device (gpu-worker/dense/cuda/cuda_moe_gpu.c) ------------------------------------------ */
 

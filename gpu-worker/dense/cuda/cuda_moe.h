@@ -46,6 +46,21 @@ int cuda_moe_step_end(moe_exec_t *m, cudaStream_t s, guild_err_t *err);
 int cuda_moe_sync(moe_exec_t *m, cudaEvent_t done, guild_err_t *err);
 int cuda_moe_result(moe_exec_t *m, guild_err_t *err);
 
+/* moe_exec_collect without the copy, where m is "xchg": enqueues the wait for the exchange submitted last and sets
+ * *y_at to the device word where the wait leaves its rows' address (the slot's y in mapped host memory, valid until
+ * the next submit), for cuda_moe_combine_at; 1. Any other executor: 0, nothing enqueued (collect as usual). */
+int cuda_moe_collect_at(moe_exec_t *m, const float *const **y_at, cudaStream_t s, guild_err_t *err);
+
+/* Where m is "xchg" (and it takes n tokens, n == 1): *pub, what the router's launch needs to publish the layer's
+ * exchange itself (cuda_router_fused_norm), true. Then, when that launch did publish, cuda_moe_published(m, layer,
+ * n) in place of moe_exec_submit; else submit as usual. Any other executor: false. */
+struct cuda_xchg_pub;
+bool cuda_moe_pub_of(moe_exec_t *m, int32_t layer, int32_t n, struct cuda_xchg_pub *pub);
+void cuda_moe_published(moe_exec_t *m, int32_t layer, int32_t n);
+/* Tests: how often m ("xchg"; any other: 0) was published by the router's launch (cuda_moe_published) and
+ * collected without the copy (cuda_moe_collect_at), counted where enqueued (a captured graph's once). */
+void cuda_moe_xchg_fused(const moe_exec_t *m, uint64_t *router_pubs, uint64_t *in_place);
+
 /* The "host" adapter to `host` (a MOE_EXEC_HOST executor, borrowed) for batches of up to max_tokens tokens. -1
  * with a message when pinned or device memory cannot be had. */
 int cuda_moe_host_new(moe_exec_t **out, moe_exec_t *host, int32_t max_tokens, int32_t n_embd, int32_t n_used,

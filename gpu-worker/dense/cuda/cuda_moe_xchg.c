@@ -31,10 +31,14 @@ typedef struct moe_xchg_dev {
     int32_t max_tokens, n_embd, n_used;
     int32_t layer, n;              /* of the exchange in flight */
     int32_t n_prefetch;            /* predicted experts per token a hint carries (the exchange's; 0: no hints) */
+    uint64_t router_pubs, in_place; /* exchanges the router's launch published, collects without the copy
+                                     * (enqueued: a graph's once, when captured) */
     int (*interrupted)(void *ctx, guild_err_t *err);
     void *ctx;
     char cancel_msg[GUILD_ERR_MAX]; /* why the host cancelled */
 } moe_xchg_dev_t;
+
+static const moe_exec_ops_t xchg_ops;
 
 static int xchg_submit(moe_exec_t *base, int32_t layer, int32_t n, const float *x, const int32_t *ids, void *queue,
                        guild_err_t *err)
@@ -57,6 +61,44 @@ static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_er
         return -1;
     *y = m->y;
     return 0;
+}
+
+bool cuda_moe_pub_of(moe_exec_t *base, int32_t layer, int32_t n, cuda_xchg_pub_t *pub)
+{
+    if (base->ops != &xchg_ops || n != 1)
+        return false;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    *pub = (cuda_xchg_pub_t){.view = m->view, .d = m->d, .layer = layer};
+    return true;
+}
+
+void cuda_moe_published(moe_exec_t *base, int32_t layer, int32_t n)
+{
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    m->layer = layer;
+    m->n = n;
+    m->router_pubs++;
+}
+
+void cuda_moe_xchg_fused(const moe_exec_t *base, uint64_t *router_pubs, uint64_t *in_place)
+{
+    const moe_xchg_dev_t *m = (const moe_xchg_dev_t *)base;
+    const bool x = base->ops == &xchg_ops;
+    *router_pubs = x ? m->router_pubs : 0;
+    *in_place = x ? m->in_place : 0;
+}
+
+int cuda_moe_collect_at(moe_exec_t *base, const float *const **y_at, cudaStream_t s, guild_err_t *err)
+{
+    *y_at = NULL;
+    if (base->ops != &xchg_ops)
+        return 0;
+    moe_xchg_dev_t *m = (moe_xchg_dev_t *)base;
+    if (cuda_xchg_wait(&m->view, m->d, m->layer, s, err) < 0)
+        return -1;
+    *y_at = &m->d->y;
+    m->in_place++;
+    return 1;
 }
 
 static int xchg_collect_rows(moe_exec_t *base, float *y, const int32_t *ids, void *queue, guild_err_t *err)
@@ -255,6 +297,7 @@ int cuda_moe_xchg_new(moe_exec_t **out, struct guild_exchange *x, const moe_xchg
     }
     memset(m->mirror, 0, sizeof *m->mirror);
     m->mirror->seq = guild_exchange_step(x); /* the device continues after the last exchange published */
+    m->mirror->y = (const float *)(m->view.base + guild_exchange_slot_at(&m->view.layout, 0) + m->view.layout.y_off);
     const size_t ybytes = (size_t)m->max_tokens * (size_t)m->n_used * (size_t)m->n_embd * sizeof(float);
     if (cuda_alloc((void **)&m->d, sizeof *m->d, NULL, "exchange counters", err) < 0 ||
         cuda_alloc((void **)&m->y, ybytes, NULL, "routed expert outputs", err) < 0 ||

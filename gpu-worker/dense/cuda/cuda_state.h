@@ -186,6 +186,10 @@ typedef struct cuda_backend {
         uint32_t site;
         const float *p;
     } norm_defer;
+    /* the MoE exchange the router's launch may publish a lone token to (ffn_moe.c sets it around the route; NULL:
+     * none), and whether it did (router_softmax.c) */
+    const struct cuda_xchg_pub *xpub;
+    bool xpub_done;
     void *attn_scratch;         /* split-key partials of the decode attention */
     size_t attn_scratch_bytes;
     int32_t *h_tokens;          /* pinned [3 * n_batch + 1]: staging of tokens, output rows, then the groups' cache
@@ -286,9 +290,10 @@ int cuda_layer_mark(cuda_backend_t *b, int32_t il, int which, guild_err_t *err);
  * of the layer program to apply in its launch (the same bits). The parts end with it. */
 int cuda_residual_add(cuda_backend_t *b, const float *p, int32_t n, guild_err_t *err);
 
-/* cuda_moe_combine(b->x, y, w, sh, sh_logit, n, n_used, n_embd), or left pending as cuda_residual_add. */
-int cuda_residual_combine(cuda_backend_t *b, const float *y, const float *w, const float *sh, const float *sh_logit,
-                          int32_t n, int32_t n_used, guild_err_t *err);
+/* cuda_moe_combine(b->x, y, w, sh, sh_logit, n, n_used, n_embd) (with y_at, not NULL: cuda_moe_combine_at's, y
+ * unused), or left pending as cuda_residual_add. */
+int cuda_residual_combine(cuda_backend_t *b, const float *y, const float *const *y_at, const float *w,
+                          const float *sh, const float *sh_logit, int32_t n, int32_t n_used, guild_err_t *err);
 
 /* y[t][0..W->n_rows) = W x[t] for t < n (x rows ldx floats apart, y rows ldy): quantizes x to W's activation
  * type unless `reuse` and act already holds x in that type, then cuda_matmul. */

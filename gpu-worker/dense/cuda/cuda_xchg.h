@@ -11,8 +11,9 @@
  *            x/ids into the slot, fences at system scope; the last block writes the slot header, then
  *            `step = seq + 1` with a system-scope release store, and seq += 1.
  *   wait     one warp spins on done[k] >= seq for every worker with system-scope acquire loads; adds its time
- *            (%globaltimer) to wait_ns, sets waited = seq. It gives up when the host raises *view.cancel or after
- *            timeout_ns.
+ *            (%globaltimer) to wait_ns, sets waited = seq and y = the slot's y rows (what a kernel after it may
+ *            read in place of take_y's copy: cuda_moe_combine_at). It gives up when the host raises *view.cancel
+ *            or after timeout_ns.
  *   take_y   copies the slot's y rows of exchange seq (volatile loads: the CPU wrote them) into device memory.
  *   hint     (a prefetch hint, after publish) writes the ids of the predicted experts (>= 0) that
  *            guild_exchange_hint_pick takes with n_pre (a few tokens: each one's first n_pre, rank-major; a batched
@@ -59,6 +60,7 @@ typedef struct cuda_xchg_dev {
     uint32_t arrive;     /* publish: blocks done with their share (the last one resets it) */
     uint32_t reserved;
     uint64_t waited;     /* the last exchange a wait kernel saw done by every worker (0: none yet) */
+    const float *y;      /* that exchange's rows: its slot's y (a device address in the arena; slot 0's before) */
 } cuda_xchg_dev_t;
 
 /* The exchange as the device sees it. */
@@ -69,6 +71,15 @@ typedef struct cuda_xchg_view {
     const unsigned *cancel;         /* host flag in mapped memory: nonzero gives up every wait */
     uint64_t timeout_ns;            /* longest wait of one kernel */
 } cuda_xchg_view_t;
+
+/* A lone token's exchange published by the launch that chooses its experts (the router's cluster form,
+ * cuda_router_fused_norm) instead of cuda_xchg_publish: the same slot writes and ring, in that kernel's first block
+ * (gpu-worker/dense/cuda/xchg_dev.cuh). */
+typedef struct cuda_xchg_pub {
+    cuda_xchg_view_t view;
+    cuda_xchg_dev_t *d;
+    int32_t layer;
+} cuda_xchg_pub_t;
 
 /* Enqueue the kernels described above. n_tok <= view->max_tokens; x: [n_tok][n_embd], ids: [n_tok][n_used];
  * y: [n_tok][n_used][n_embd] (device memory). -1 with a message on a bad argument or launch failure. */

@@ -4,6 +4,7 @@
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 #include "gpu-worker/dense/cuda/cuda_step_clock.h" /* the marks */
+#include "gpu-worker/dense/cuda/cuda_xchg.h"      /* cuda_xchg_pub_t */
 
 /* The prefetch hint for layer il + 1, enqueued after layer il's experts are submitted (the CPU workers compute
  * them meanwhile: off the dense side's path; the "gpu" executor enqueues its resident experts' products after
@@ -47,11 +48,21 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
      * routing counts (they are the model's layers') */
     const bool mtp = il >= c->n_layer;
     moe_exec_t *ex = mtp ? b->moe_mtp : b->moe;
-    if (cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err) < 0 ||
+    /* the router's launch may publish a lone token itself (one launch fewer); the executor then only notes it */
+    cuda_xchg_pub_t pub;
+    b->xpub = b->fuse && !mtp && cuda_moe_pub_of(ex, il, n, &pub) ? &pub : NULL;
+    b->xpub_done = false;
+    const int routed = cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err);
+    const bool published = b->xpub_done;
+    b->xpub = NULL;
+    b->xpub_done = false;
+    if (published)
+        cuda_moe_published(ex, il, n);
+    if (routed < 0 ||
         (b->route_counts && !mtp && !cuda_router_parts[lp->router->kind]->counts &&
          cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert, s, err) < 0) ||
         cuda_layer_mark(b, il, CUDA_MARK_L0_ROUTER, err) < 0 ||
-        moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0 ||
+        (!published && moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0) ||
         (!mtp && hint_next(b, ex, il, n, err) < 0))
         return -1;
     if (shared) {
@@ -63,10 +74,14 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
             cuda_linear(b, &L->shexp_down, b->sh_gate, F, n, b->proj, E, false, err) < 0)
             return -1;
     }
+    /* the exchange's rows read in place by the combine where the executor allows (no copy: one launch fewer) */
     const float *y = NULL;
-    if (moe_exec_collect(ex, &y, s, err) < 0)
+    const float *const *y_at = NULL;
+    const int at = b->fuse ? cuda_moe_collect_at(ex, &y_at, s, err) : 0;
+    if (at < 0 || (!at && moe_exec_collect(ex, &y, s, err) < 0))
         return guild_err_prefix(err, "routed experts: ");
-    return cuda_residual_combine(b, y, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K, err);
+    return cuda_residual_combine(b, y, y_at, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K,
+                                 err);
 }
 
 /* Option clamped swiglu changes only the experts: the device executor (cuda_moe_gpu.c) and the CPU workers apply

@@ -37,8 +37,21 @@ static __device__ __forceinline__ float combine_end(float acc, const float *__re
     return acc + xk;
 }
 
+/* An expert's output element: from device memory, or (HOST) from the rows the CPU workers wrote into the MoE
+ * exchange's slot (mapped host memory) with a volatile load, so that no line an earlier exchange in that slot left
+ * in the device's caches is read. The same value either way. */
+template <bool HOST>
+static __device__ __forceinline__ float combine_y(const float *p)
+{
+    if constexpr (HOST)
+        return __ldcv(p);
+    else
+        return *p;
+}
+
 /* The combine of element i of token t (x[t][i] = xk): the weighted sum of the n_used routed experts' outputs
  * y[t][s][i] in slot order, the shared expert sh[t][i] (times sigmoid(sh_logit[t]) when gated), then + x. */
+template <bool HOST = false>
 static __device__ __forceinline__ float residual_combine(float xk, const float *__restrict__ y,
                                                          const float *__restrict__ w, const float *__restrict__ sh,
                                                          const float *__restrict__ sh_logit, int n_used,
@@ -46,9 +59,9 @@ static __device__ __forceinline__ float residual_combine(float xk, const float *
 {
     const float *wt = w + t * n_used;
     const float *yt = y + t * n_used * n_embd + i;
-    float acc = combine_first(wt[0], yt[0]);
+    float acc = combine_first(wt[0], combine_y<HOST>(yt));
     for (int s = 1; s < n_used; s++)
-        acc = combine_next(acc, wt[s], yt[s * n_embd]);
+        acc = combine_next(acc, wt[s], combine_y<HOST>(yt + s * n_embd));
     return combine_end(acc, sh, sh_logit, t, t * n_embd + i, xk);
 }
 

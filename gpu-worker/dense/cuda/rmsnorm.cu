@@ -20,6 +20,10 @@
 
 enum { RN_Q_NONE, RN_Q8_0, RN_Q8_1, RN_Q8_K }; /* the quantization after the norm */
 
+/* The combine whose rows are read where cuda_norm_pre_t.y_at says (cuda_moe_combine_at): a PRE of its own. */
+#define RN_PRE_COMBINE_AT (CUDA_PRE_COMBINE + 16)
+#define RN_IS_COMBINE(pre) ((pre) == CUDA_PRE_COMBINE || (pre) == RN_PRE_COMBINE_AT)
+
 #define RN_SLOTS 8 /* the combine's slots whose loads go out together (Qwen3's top-8; more slots: in pairs after) */
 
 /* The fused ends' operands (cuda_rmsnorm_fused): the residual update's (cuda_norm_pre_t, x written back through
@@ -27,6 +31,7 @@ enum { RN_Q_NONE, RN_Q8_0, RN_Q8_1, RN_Q8_K }; /* the quantization after the nor
 typedef struct rn_fuse {
     float *xw;
     const float *p, *y, *w, *sh, *sh_logit;
+    const float *const *y_at;
     int n_used;
     char *q;
     size_t q_stride;
@@ -38,13 +43,13 @@ typedef struct rn_fuse {
  * combine is bound by those round trips); the sums are then made in residual_combine's order. The loads have no
  * branch: the caller points an element past the row at element 0 and drops its result (xv and its square are not
  * used past n), and a slot past n_used reads slot 0, whose sum is not made. The one-block kernel takes its RN_PER
- * elements, the cluster form its one. */
-template <int E>
+ * elements, the cluster form its one. AT: the rows where *f.y_at says (host rows: combine_y's volatile loads). */
+template <int E, bool AT>
 static __device__ __forceinline__ void rn_combine(const rn_fuse_t &f, int row, int n, const int (&at)[E],
                                                   float (&xv)[E])
 {
     const float *wt = f.w + (int64_t)row * f.n_used;
-    const float *yt = f.y + (int64_t)row * n * f.n_used;
+    const float *yt = (AT ? *f.y_at : f.y) + (int64_t)row * n * f.n_used;
     float ws[RN_SLOTS], yv[RN_SLOTS][E], acc[E];
 #pragma unroll
     for (int s = 0; s < RN_SLOTS; s++) {
@@ -52,7 +57,7 @@ static __device__ __forceinline__ void rn_combine(const rn_fuse_t &f, int row, i
         ws[s] = wt[sl];
 #pragma unroll
         for (int k = 0; k < E; k++)
-            yv[s][k] = yt[(int64_t)sl * n + at[k]];
+            yv[s][k] = combine_y<AT>(yt + (int64_t)sl * n + at[k]);
     }
 #pragma unroll
     for (int k = 0; k < E; k++)
@@ -69,7 +74,7 @@ static __device__ __forceinline__ void rn_combine(const rn_fuse_t &f, int row, i
         const float *ys = yt + (int64_t)s * n;
 #pragma unroll
         for (int k = 0; k < E; k++)
-            acc[k] = combine_next(acc[k], wsl, ys[at[k]]);
+            acc[k] = combine_next(acc[k], wsl, combine_y<AT>(ys + at[k]));
     }
 #pragma unroll
     for (int k = 0; k < E; k++)
@@ -116,14 +121,14 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
                 if (i < n)
                     f.xw[(int64_t)row * ldx + i] = xv[k];
             }
-        } else if constexpr (PRE == CUDA_PRE_COMBINE) { /* only the combine's instances, all CACHED: xv[RN_PER] */
+        } else if constexpr (RN_IS_COMBINE(PRE)) { /* only the combine's instances, all CACHED: xv[RN_PER] */
             int at[RN_PER];
 #pragma unroll
             for (int k = 0; k < RN_PER; k++) {
                 const int i = threadIdx.x + k * blockDim.x;
                 at[k] = i < n ? i : 0;
             }
-            rn_combine(f, row, n, at, xv);
+            rn_combine<RN_PER, PRE == RN_PRE_COMBINE_AT>(f, row, n, at, xv);
 #pragma unroll
             for (int k = 0; k < RN_PER; k++)
                 if (threadIdx.x + k * blockDim.x < n)
@@ -219,10 +224,10 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     float xv = i < n ? f.xw[o + i] : 0.0f;
     if (PRE == CUDA_PRE_ADD) {
         xv = residual_add(xv, f.p[o + at]);
-    } else if (PRE == CUDA_PRE_COMBINE) { /* the one block's loads and sums for its element k = b */
+    } else if (RN_IS_COMBINE(PRE)) { /* the one block's loads and sums for its element k = b */
         const int at1[1] = {at};
         float xv1[1] = {xv};
-        rn_combine(f, row, n, at1, xv1);
+        rn_combine<1, PRE == RN_PRE_COMBINE_AT>(f, row, n, at1, xv1);
         xv = xv1[0];
     }
     const float q = i < n ? __fmul_rn(xv, xv) : 0.0f;
@@ -416,17 +421,22 @@ extern "C" int cuda_rmsnorm_fused(float *out, float *x, const float *w, int64_t 
         /* not one kernel: the separate launches, which the fused kernel equals */
         const int64_t total = n * n_rows;
         if ((pre->kind == CUDA_PRE_ADD && cuda_add(x, pre->p, total, s, err) < 0) ||
-            (pre->kind == CUDA_PRE_COMBINE &&
+            (pre->kind == CUDA_PRE_COMBINE && !pre->y_at &&
              cuda_moe_combine(x, pre->y, pre->w, pre->sh, pre->sh_logit, n_rows, pre->n_used, n, s, err) < 0) ||
+            (pre->kind == CUDA_PRE_COMBINE && pre->y_at &&
+             cuda_moe_combine_at(x, pre->y_at, pre->w, pre->sh, pre->sh_logit, n_rows, pre->n_used, n, s, err) < 0) ||
             cuda_rmsnorm_checked(out, n, x, n, NULL, w, n, n_rows, eps, found, site, s, err) < 0 ||
             (q && cuda_quantize(q_type, out, n, q, q_stride, n, n_rows, s, err) < 0))
             return -1;
         return 0;
     }
-    const rn_fuse_t f = {x, pre->p, pre->y, pre->w, pre->sh, pre->sh_logit, pre->n_used, (char *)q, q_stride};
+    const rn_fuse_t f = {x,         pre->p,      pre->y,    pre->w,  pre->sh, pre->sh_logit,
+                         pre->y_at, pre->n_used, (char *)q, q_stride};
     unsigned long long *fd = (unsigned long long *)found;
     if (pre->kind == CUDA_PRE_ADD)
         rmsnorm_fused_launch<CUDA_PRE_ADD>(qt, out, x, w, n, n_rows, eps, fd, site, f, s);
+    else if (pre->kind == CUDA_PRE_COMBINE && pre->y_at)
+        rmsnorm_fused_launch<RN_PRE_COMBINE_AT>(qt, out, x, w, n, n_rows, eps, fd, site, f, s);
     else if (pre->kind == CUDA_PRE_COMBINE)
         rmsnorm_fused_launch<CUDA_PRE_COMBINE>(qt, out, x, w, n, n_rows, eps, fd, site, f, s);
     else

@@ -20,6 +20,7 @@
 #include "gpu-worker/dense/cuda/residual.cuh"
 #include "gpu-worker/dense/cuda/rmsnorm_row.cuh"
 #include "gpu-worker/dense/cuda/router_groups.cuh"
+#include "gpu-worker/dense/cuda/xchg_dev.cuh"
 
 #define ROUTER_WARPS 4
 
@@ -467,20 +468,25 @@ static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
         block_stamp(tl, CUDA_ROUTER_TL_STAMPS, i);
 }
 
-/* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp. */
-template <int CB, int CW, bool NORM>
-static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
-    router_cluster_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
-                          int n_embd, float *logits, int n_expert, int k, int G, int n_group_used, bool renorm,
-                          float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm,
-                          unsigned long long *tl)
+/* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp.
+ * PUB (a lone token): the first block also publishes the token to the MoE exchange (cuda_xchg_pub_t), as
+ * cuda_xchg_publish would after the launch: the row into the slot once it is in shared memory, a system-scope
+ * fence by each thread while the cluster's other blocks finish their logits, the ids and the ring as soon as the
+ * slots are named (before the weights: the CPU workers need only the row and the ids). */
+template <int CB, int CW, bool NORM, bool PUB>
+static __device__ __forceinline__ void router_cluster_body(const float *__restrict__ W, size_t w_stride,
+                                                           const float *__restrict__ x, size_t x_stride, int n_embd,
+                                                           float *logits, int n_expert, int k, int G,
+                                                           int n_group_used, bool renorm, float scale, int32_t *ids,
+                                                           float *w, unsigned long long *counts, const rf_norm_t &nm,
+                                                           unsigned long long *tl, const cuda_xchg_pub_t &pub)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     rc_stamp(tl, CUDA_ROUTER_TL_ENTRY);
     constexpr int BT = CW * WARP_SIZE;
     static_assert(BT >= RN_MAX_THREADS, "a block plays every thread of the norm");
     extern __shared__ __align__(16) float rc_sh[];
-    __shared__ float xs[RF_CHUNK]; /* the token's (normed) row */
+    __shared__ __align__(16) float xs[RF_CHUNK]; /* the token's (normed) row */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, T = threadIdx.x;
     const int tok = blockIdx.y;
@@ -535,6 +541,15 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
     }
     __syncthreads(); /* the row in */
     rc_stamp(tl, CUDA_ROUTER_TL_ROW);
+    int pcode = CUDA_XCHG_SKIP; /* PUB, the first block: whether it writes the exchange's slot */
+    unsigned long long pseq = 0;
+    if constexpr (PUB)
+        if (blockIdx.x == 0) {
+            __shared__ int s_pcode;
+            pcode = xchg_pub_claim(pub, &pseq, &s_pcode);
+            if (pcode == CUDA_XCHG_OK)
+                xchg_pub_row(pub, pseq, xs, n_embd);
+        }
     float *lg = rc_sh; /* [n_expert], in the first block: every block's logits */
     cluster_wait_acquire(); /* phase 1 (long complete: the blocks started together) */
     const uint32_t lead_lg = cluster_map(lg, 0);
@@ -559,6 +574,8 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
         }
     }
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
+    if (PUB && pcode == CUDA_XCHG_OK)
+        __threadfence_system(); /* the row's stores reach the host before the ring, while the others' logits come */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
     /* rf_norm_out's writes (every block has read x), by the last block: they stay off the choosing block's path */
@@ -634,26 +651,73 @@ static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
         return;
     const int my_id = lane < k ? slot[lane] : 0;
     const float my_w = lane < k ? p[my_id] : 0.0f;
+    if constexpr (PUB) {
+        if (pcode == CUDA_XCHG_OK) {
+            if (lane < k)
+                xchg_pub_id(pub, pseq, lane, my_id);
+            if (lane == 0)
+                xchg_pub_header(pub, pseq);
+            __threadfence_system();
+            __syncwarp();
+            if (lane == 0)
+                xchg_pub_ring(pub, pseq);
+        } else if (pcode != CUDA_XCHG_SKIP && lane == 0) {
+            xchg_pub_fail(pub, pseq, pcode);
+        }
+    }
     router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_END);
 #endif
 }
 
-/* Whether router_cluster_kernel<CB, CW, NORM> runs here: an sm_90 device on which a cluster of CB such blocks (with
- * the most shared memory the form takes) can be scheduled. Asked once a process. */
 template <int CB, int CW, bool NORM>
+static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
+    router_cluster_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x, size_t x_stride,
+                          int n_embd, float *logits, int n_expert, int k, int G, int n_group_used, bool renorm,
+                          float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm,
+                          unsigned long long *tl, cuda_xchg_pub_t pub)
+{
+    router_cluster_body<CB, CW, NORM, false>(W, w_stride, x, x_stride, n_embd, logits, n_expert, k, G, n_group_used,
+                                             renorm, scale, ids, w, counts, nm, tl, pub);
+}
+
+/* router_cluster_kernel that publishes its lone token (a name of its own in profiles: the exchange's publish). */
+template <int CB, int CW, bool NORM>
+static __global__ void __launch_bounds__(CW * WARP_SIZE, 16 / CW)
+    router_publish_kernel(const float *__restrict__ W, size_t w_stride, const float *__restrict__ x,
+                          size_t x_stride, int n_embd, float *logits, int n_expert, int k, int G, int n_group_used,
+                          bool renorm, float scale, int32_t *ids, float *w, unsigned long long *counts, rf_norm_t nm,
+                          unsigned long long *tl, cuda_xchg_pub_t pub)
+{
+    router_cluster_body<CB, CW, NORM, true>(W, w_stride, x, x_stride, n_embd, logits, n_expert, k, G, n_group_used,
+                                            renorm, scale, ids, w, counts, nm, tl, pub);
+}
+
+/* The cluster form's kernel: router_publish_kernel where it publishes, else router_cluster_kernel. */
+template <int CB, int CW, bool NORM, bool PUB>
+static auto rc_kernel()
+{
+    if constexpr (PUB)
+        return router_publish_kernel<CB, CW, NORM>;
+    else
+        return router_cluster_kernel<CB, CW, NORM>;
+}
+
+/* Whether rc_kernel<CB, CW, NORM, PUB> runs here: an sm_90 device on which a cluster of CB such blocks (with the
+ * most shared memory the form takes) can be scheduled. Asked once a process. */
+template <int CB, int CW, bool NORM, bool PUB = false>
 static bool rc_usable()
 {
     static const bool ok = [] {
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
-            (CB > 8 && cudaFuncSetAttribute(router_cluster_kernel<CB, CW, NORM>,
+            (CB > 8 && cudaFuncSetAttribute(rc_kernel<CB, CW, NORM, PUB>(),
                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
             (void)cudaGetLastError();
             return false;
         }
-        return cuda_cluster_fits(router_cluster_kernel<CB, CW, NORM>, CB, CUDA_ROUTER_FUSED_MAX, CW * WARP_SIZE,
+        return cuda_cluster_fits(rc_kernel<CB, CW, NORM, PUB>(), CB, CUDA_ROUTER_FUSED_MAX, CW * WARP_SIZE,
                                  RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2, CW) * sizeof(float));
     }();
     return ok;
@@ -682,29 +746,52 @@ extern "C" int cuda_router_cluster(void)
 }
 
 /* The cluster form's launch (rf_launch's arguments, checked there), or false where it does not apply: clusters
- * off, more experts than it ranks, a row past one chunk, no cluster of that size here. */
+ * off, more experts than it ranks, a row past one chunk, no cluster of that size here. With pub (a lone token, the
+ * norm in the launch) the launch publishes the token where router_publish_kernel runs here: *published. */
+template <int CB, int CW, bool NORM, bool PUB>
+static void rc_go(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
+                  int32_t n_tok, int32_t n_expert, int32_t k, int32_t G, int32_t n_group_used, bool renorm,
+                  float scale, int32_t *ids, float *w, unsigned long long *counts, const rf_norm_t &nm,
+                  const cuda_xchg_pub_t &pub, cudaStream_t s)
+{
+    cuda_launch_pdl_cluster(rc_kernel<CB, CW, NORM, PUB>(), dim3((unsigned)CB, (unsigned)n_tok), CW * WARP_SIZE,
+                            RC_SMEM_FLOATS(n_expert, G, CW) * sizeof(float), CB, s, W, w_stride, x, x_stride, n_embd,
+                            logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm,
+                            g_router_tl.load(std::memory_order_relaxed), pub);
+}
+
 template <bool NORM>
 static bool rc_launch(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
                       int32_t n_tok, int32_t n_expert, int32_t k, int32_t G, int32_t n_group_used, bool renorm,
                       float scale, int32_t *ids, float *w, unsigned long long *counts, const rf_norm_t &nm,
-                      cudaStream_t s)
+                      const cuda_xchg_pub_t *pub, bool *published, cudaStream_t s)
 {
+    *published = false;
     const int cb = cuda_router_cluster();
     if (!cb || n_expert > RC_EXPERTS_MAX || n_embd > RF_CHUNK)
         return false;
-    const dim3 grid((unsigned)cb, (unsigned)n_tok);
+    const cuda_xchg_pub_t none = {};
+    const bool pb = NORM && pub && n_tok == 1;
+    if (cb == 16 && pb && rc_usable<16, 8, NORM, true>()) {
+        rc_go<16, 8, NORM, true>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm,
+                                 scale, ids, w, counts, nm, *pub, s);
+        *published = true;
+        return true;
+    }
+    if (cb == 8 && pb && rc_usable<8, 16, NORM, true>()) {
+        rc_go<8, 16, NORM, true>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm,
+                                 scale, ids, w, counts, nm, *pub, s);
+        *published = true;
+        return true;
+    }
     if (cb == 16 && rc_usable<16, 8, NORM>()) {
-        cuda_launch_pdl_cluster(router_cluster_kernel<16, 8, NORM>, grid, 8 * WARP_SIZE,
-                                RC_SMEM_FLOATS(n_expert, G, 8) * sizeof(float), 16, s, W, w_stride, x, x_stride,
-                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm,
-                                g_router_tl.load(std::memory_order_relaxed));
+        rc_go<16, 8, NORM, false>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used,
+                                  renorm, scale, ids, w, counts, nm, none, s);
         return true;
     }
     if (cb == 8 && rc_usable<8, 16, NORM>()) {
-        cuda_launch_pdl_cluster(router_cluster_kernel<8, 16, NORM>, grid, 16 * WARP_SIZE,
-                                RC_SMEM_FLOATS(n_expert, G, 16) * sizeof(float), 8, s, W, w_stride, x, x_stride,
-                                n_embd, logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm,
-                                g_router_tl.load(std::memory_order_relaxed));
+        rc_go<8, 16, NORM, false>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used,
+                                  renorm, scale, ids, w, counts, nm, none, s);
         return true;
     }
     return false;
@@ -732,7 +819,7 @@ template <bool NORM>
 static int rf_launch(const float *W, size_t w_stride, const float *x, size_t x_stride, int32_t n_embd, float *logits,
                      int32_t n_tok, int32_t n_expert, int32_t k, int32_t n_groups, int32_t n_group_used, bool renorm,
                      float scale, int32_t *ids, float *w, unsigned long long *counts, unsigned int *done,
-                     const rf_norm_t &nm, cudaStream_t s, guild_err_t *err)
+                     const rf_norm_t &nm, const cuda_xchg_pub_t *pub, cudaStream_t s, guild_err_t *err)
 {
     if (n_tok > CUDA_ROUTER_FUSED_MAX)
         return guild_err_set(err, "cuda: router (fused): %d tokens (1..%d)", n_tok, CUDA_ROUTER_FUSED_MAX);
@@ -741,10 +828,14 @@ static int rf_launch(const float *W, size_t w_stride, const float *x, size_t x_s
         return -1;
     if (n_embd <= 0 || ((uintptr_t)W | w_stride) % sizeof(float))
         return guild_err_set(err, "cuda: router (fused): rows of %d floats, %zu bytes apart", n_embd, w_stride);
+    bool published = false;
     if (rc_launch<NORM>(W, w_stride, x, x_stride, n_embd, logits, n_tok, n_expert, k, G, n_group_used, renorm, scale,
-                        ids, w, counts, nm, s))
-        return cuda_launch_check(NORM ? "router (fused, with its norm, a cluster a token)"
-                                      : "router (fused, a cluster a token)", err);
+                        ids, w, counts, nm, pub, &published, s)) {
+        if (cuda_launch_check(NORM ? "router (fused, with its norm, a cluster a token)"
+                                   : "router (fused, a cluster a token)", err) < 0)
+            return -1;
+        return published ? 1 : 0;
+    }
     const unsigned blocks = (unsigned)((n_expert + ROUTER_WARPS - 1) / ROUTER_WARPS);
     const size_t choice = (size_t)ROUTER_WARPS * (size_t)(2 * n_expert + G) * sizeof(float);
     const size_t acts = (size_t)RF_CHUNK * sizeof(float);
@@ -769,7 +860,15 @@ extern "C" int cuda_router_fused(const float *W, size_t w_stride, const float *x
         return 0;
     const rf_norm_t none = {};
     return rf_launch<false>(W, w_stride, x, (size_t)ldx * sizeof(float), n_embd, logits, n_tok, n_expert, k, n_groups,
-                            n_group_used, renorm, scale, ids, w, counts, done, none, s, err);
+                            n_group_used, renorm, scale, ids, w, counts, done, none, NULL, s, err);
+}
+
+/* What xchg.cu's check_view asks of an exchange, and counters. */
+static bool pub_bad(const cuda_xchg_pub_t *p)
+{
+    const guild_exchange_layout_t *l = &p->view.layout;
+    return !p->d || !p->view.base || !p->view.cancel || p->view.n_workers < 1 || p->view.max_tokens < 1 ||
+           l->n_slots < 1 || ((uintptr_t)p->view.base | l->slot_off | l->slot_stride | l->x_off | l->y_off) % 16;
 }
 
 extern "C" int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float *W, size_t w_stride, int32_t n_embd,
@@ -791,6 +890,8 @@ extern "C" int cuda_router_fused_norm(const cuda_router_norm_t *nm, const float 
     const rf_norm_t f = {nm->x, nm->p, nm->w, nm->eps, nm->xn, (unsigned long long *)nm->found, nm->site,
                          rmsnorm_threads(n_embd)};
     /* the rows go through f alone: the launch writes them */
+    if (nm->pub && pub_bad(nm->pub))
+        return guild_err_set(err, "cuda: router (fused, with its norm): a bad exchange to publish to");
     return rf_launch<true>(W, w_stride, NULL, 0, n_embd, logits, n_tok, n_expert, k, n_groups, n_group_used, renorm,
-                           scale, ids, w, counts, done, f, s, err);
+                           scale, ids, w, counts, done, f, nm->pub, s, err);
 }

@@ -4,7 +4,8 @@
  * both in one launch (cuda_router_fused, the same bits) unless the block norms do not fuse (cuda_config_t.no_fuse:
  * every kernel on its own); then the FFN's block norm before them joins that launch too (cuda_router_fused_norm:
  * the layer program leaves it in b->norm_defer), where the residual update pending for it is none or an addition
- * and a row fits the norm's registers. */
+ * and a row fits the norm's registers; that launch also publishes a lone token to the MoE exchange where the layer
+ * program offers it one (b->xpub: one launch fewer). */
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 
@@ -40,13 +41,16 @@ static int softmax_route(cuda_backend_t *b, const model_part_t *p, int32_t il, i
                                        .eps = c->norm_eps,
                                        .xn = b->xn,
                                        .found = b->d_finite,
-                                       .site = b->norm_defer.site};
+                                       .site = b->norm_defer.site,
+                                       .pub = b->xpub};
         b->norm_defer.w = NULL;
         b->act_fresh = NULL; /* as cuda_linear leaves it */
-        return cuda_router_fused_norm(&nm, R->d, R->row_bytes, (int32_t)c->n_embd, b->router_logits, n, c->n_expert,
-                                      c->n_expert_used, c->n_expert_groups, c->n_group_used, renorm,
-                                      c->expert_weights_scale, b->ids, b->route_w, counts, b->d_router_done,
-                                      b->stream, err);
+        const int rc = cuda_router_fused_norm(&nm, R->d, R->row_bytes, (int32_t)c->n_embd, b->router_logits, n,
+                                              c->n_expert, c->n_expert_used, c->n_expert_groups, c->n_group_used,
+                                              renorm, c->expert_weights_scale, b->ids, b->route_w, counts,
+                                              b->d_router_done, b->stream, err);
+        b->xpub_done = rc > 0;
+        return rc < 0 ? -1 : 0;
     }
     if (fused(b, il, n)) {
         b->act_fresh = NULL; /* as cuda_linear leaves it */

@@ -10,70 +10,11 @@
  * reads no counter over the bus. */
 #include "gpu-worker/dense/cuda/cuda_common.cuh"
 #include "gpu-worker/dense/cuda/cuda_xchg.h"
+#include "gpu-worker/dense/cuda/xchg_dev.cuh"
 
 #define XP_THREADS 256
 #define XP_MAX_BLOCKS 64    /* publish: a decode step's 8 KiB take one block, a prefill chunk's megabytes 64 */
 #define XY_MAX_BLOCKS 1024
-
-static __device__ __forceinline__ unsigned long long ld_acquire_sys(const unsigned long long *p)
-{
-    unsigned long long v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ void st_release_sys(unsigned long long *p, unsigned long long v)
-{
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-static __device__ __forceinline__ uint64_t now_ns(void)
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-/* The layout's places (ipc/exchange_layout.h) at the view's device address. */
-static __device__ __forceinline__ unsigned long long *step_at(const cuda_xchg_view_t &v)
-{
-    return (unsigned long long *)(v.base + v.layout.step_off);
-}
-
-static __device__ __forceinline__ const unsigned long long *done_at(const cuda_xchg_view_t &v, int k)
-{
-    return (const unsigned long long *)(v.base + guild_exchange_done_at(&v.layout, (uint32_t)k));
-}
-
-static __device__ __forceinline__ char *slot_at(const cuda_xchg_view_t &v, unsigned long long seq)
-{
-    return v.base + guild_exchange_slot_at(&v.layout, seq);
-}
-
-/* Called by one whole warp: CUDA_XCHG_OK once every done[k] >= target, else the reason it gave up. */
-static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long long target)
-{
-    const int lane = threadIdx.x % WARP_SIZE;
-    const uint64_t t0 = now_ns();
-    for (;;) {
-        bool ok = true;
-        for (int k = lane; k < v.n_workers; k += WARP_SIZE)
-            if (ld_acquire_sys(done_at(v, k)) < target)
-                ok = false;
-        if (__all_sync(FULL_MASK, ok))
-            return CUDA_XCHG_OK;
-        int code = CUDA_XCHG_OK;
-        if (lane == 0) {
-            if (*(volatile const unsigned *)v.cancel)
-                code = CUDA_XCHG_CANCELLED;
-            else if (now_ns() - t0 > v.timeout_ns)
-                code = CUDA_XCHG_TIMEOUT;
-        }
-        code = __shfl_sync(FULL_MASK, code, 0);
-        if (code)
-            return code;
-    }
-}
 
 static __global__ void __launch_bounds__(XP_THREADS)
     xchg_publish_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, int layer, int n_tok, int64_t n_x, int64_t n_k,
@@ -157,6 +98,7 @@ static __global__ void xchg_wait_kernel(cuda_xchg_view_t v, cuda_xchg_dev_t *d, 
             d->wait_ns += now_ns() - t0;
             d->exchanges++;
             d->waited = seq;
+            d->y = (const float *)(slot_at(v, seq) + v.layout.y_off);
         }
     }
 }

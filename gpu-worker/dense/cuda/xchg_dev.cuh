@@ -1,0 +1,143 @@
+/* gpu-worker/dense/cuda/xchg_dev.cuh — the MoE exchange as device code sees it (cuda_xchg.h's contract): the
+ * arena's doorbells and slots at a view's device address, system-scope acquire loads and release stores, the
+ * warp that waits for the CPU workers' done counters, and the publish of a lone token's row by the kernel that
+ * chose its experts (the router's cluster form, router.cu), which xchg.cu's publish kernel otherwise does. */
+#ifndef GUILD_GPU_WORKER_CUDA_XCHG_DEV_CUH
+#define GUILD_GPU_WORKER_CUDA_XCHG_DEV_CUH
+
+#include "gpu-worker/dense/cuda/cuda_common.cuh"
+#include "gpu-worker/dense/cuda/cuda_xchg.h"
+
+static __device__ __forceinline__ unsigned long long ld_acquire_sys(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void st_release_sys(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+static __device__ __forceinline__ uint64_t now_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* The layout's places (ipc/exchange_layout.h) at the view's device address. */
+static __device__ __forceinline__ unsigned long long *step_at(const cuda_xchg_view_t &v)
+{
+    return (unsigned long long *)(v.base + v.layout.step_off);
+}
+
+static __device__ __forceinline__ const unsigned long long *done_at(const cuda_xchg_view_t &v, int k)
+{
+    return (const unsigned long long *)(v.base + guild_exchange_done_at(&v.layout, (uint32_t)k));
+}
+
+static __device__ __forceinline__ char *slot_at(const cuda_xchg_view_t &v, unsigned long long seq)
+{
+    return v.base + guild_exchange_slot_at(&v.layout, seq);
+}
+
+/* Called by one whole warp: CUDA_XCHG_OK once every done[k] >= target, else the reason it gave up. */
+static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long long target)
+{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const uint64_t t0 = now_ns();
+    for (;;) {
+        bool ok = true;
+        for (int k = lane; k < v.n_workers; k += WARP_SIZE)
+            if (ld_acquire_sys(done_at(v, k)) < target)
+                ok = false;
+        if (__all_sync(FULL_MASK, ok))
+            return CUDA_XCHG_OK;
+        int code = CUDA_XCHG_OK;
+        if (lane == 0) {
+            if (*(volatile const unsigned *)v.cancel)
+                code = CUDA_XCHG_CANCELLED;
+            else if (now_ns() - t0 > v.timeout_ns)
+                code = CUDA_XCHG_TIMEOUT;
+        }
+        code = __shfl_sync(FULL_MASK, code, 0);
+        if (code)
+            return code;
+    }
+}
+
+/* ---- a lone token published by another kernel's block (cuda_xchg_pub_t) ----------------------------------------
+ * The steps of xchg_publish_kernel for one token in one block: claim (every thread, after pdl_begin), the row
+ * (every thread), the ids (the lanes of one warp) and the header (one of them), a system-scope fence by every
+ * thread that wrote, a barrier, then the ring (one thread; the block's writes reach the host before it: each
+ * thread's fence, then the barrier before the release store), or the failure recorded. */
+#define CUDA_XCHG_SKIP (-1) /* a failure earlier in the step: nothing published */
+
+/* Every thread of the block: the exchange it publishes (*seq) and CUDA_XCHG_OK once its slot is free (known from
+ * `waited` in a decode step, else warp 0 waits on the done counters and the block's barrier shares the answer),
+ * CUDA_XCHG_SKIP after an earlier failure, or the reason it gave up. Nothing writes the counters before the ring. */
+static __device__ int xchg_pub_claim(const cuda_xchg_pub_t &p, unsigned long long *seq, int *sh_code)
+{
+    if (p.d->failed)
+        return CUDA_XCHG_SKIP;
+    *seq = p.d->seq + 1;
+    const unsigned long long n_slots = p.view.layout.n_slots;
+    if (*seq <= n_slots || p.d->waited + n_slots >= *seq)
+        return CUDA_XCHG_OK;
+    if (threadIdx.x < WARP_SIZE) {
+        const int code = wait_done_warp(p.view, *seq - n_slots);
+        if (threadIdx.x == 0)
+            *sh_code = code;
+    }
+    __syncthreads();
+    return *sh_code;
+}
+
+/* The block's threads copy the token's row (n floats, e.g. shared memory) into the slot of exchange seq. */
+static __device__ __forceinline__ void xchg_pub_row(const cuda_xchg_pub_t &p, unsigned long long seq,
+                                                    const float *row, int n)
+{
+    float *sx = (float *)(slot_at(p.view, seq) + p.view.layout.x_off);
+    if (n % 4 == 0 && (uintptr_t)row % 16 == 0)
+        for (int i = threadIdx.x; i < n / 4; i += blockDim.x)
+            ((float4 *)sx)[i] = ((const float4 *)row)[i];
+    else
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            sx[i] = row[i];
+}
+
+/* Slot `slot` of the token's experts (one thread each). */
+static __device__ __forceinline__ void xchg_pub_id(const cuda_xchg_pub_t &p, unsigned long long seq, int slot,
+                                                   int32_t id)
+{
+    ((int32_t *)(slot_at(p.view, seq) + p.view.layout.ids_off))[slot] = id;
+}
+
+/* One thread, with the ids (before the writers' fences): the slot's header. */
+static __device__ __forceinline__ void xchg_pub_header(const cuda_xchg_pub_t &p, unsigned long long seq)
+{
+    volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot_at(p.view, seq);
+    h->seq = seq;
+    h->n_tokens = 1;
+    h->layer = p.layer;
+}
+
+/* One thread, after every writer's fence and a barrier (the header's writer among them): the ring, a system-scope
+ * release store of the step doorbell; seq counted. */
+static __device__ __forceinline__ void xchg_pub_ring(const cuda_xchg_pub_t &p, unsigned long long seq)
+{
+    st_release_sys(step_at(p.view), seq);
+    p.d->seq = seq;
+}
+
+/* One thread: the claim's failure, as xchg_publish_kernel records one. */
+static __device__ __forceinline__ void xchg_pub_fail(const cuda_xchg_pub_t &p, unsigned long long seq, int code)
+{
+    p.d->failed = code == CUDA_XCHG_CANCELLED ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
+    p.d->fail_layer = p.layer;
+    p.d->fail_seq = seq - (unsigned long long)p.view.layout.n_slots;
+}
+
+#endif
