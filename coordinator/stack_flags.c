@@ -39,6 +39,7 @@ static const struct {
     {"attn-mma", offsetof(cuda_config_t, no_attn_mma)},
     {"norm-cluster", offsetof(cuda_config_t, no_norm_cluster)},
     {"mm-split", offsetof(cuda_config_t, no_mm_split)},
+    {"xchg-fuse", offsetof(cuda_config_t, no_xchg_fuse)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
 
@@ -122,8 +123,9 @@ static const flag_t flags[] = {
      "attention's FMA forms in place of its tensor-core form over F16 caches:\n"
      "other rounding, within the attention's tolerance), norm-cluster (the\n"
      "fused norm one block a row, not a cluster of blocks), mm-split (one-token\n"
-     "products a warp a row, not a row's blocks over several warps): the same\n"
-     "output", false},
+     "products a warp a row, not a row's blocks over several warps), xchg-fuse\n"
+     "(the MoE exchange's publish and take of rows as launches of their own,\n"
+     "not in the router's and the next norm's): the same output", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"

@@ -74,6 +74,9 @@ typedef struct cuda_config {
                                   (cuda_set_matmul_split); the same bits */
     bool no_norm_cluster;      /* measurement (--cuda-off norm-cluster): the fused norm one block a row
                                   (cuda_set_norm_cluster); the same bits */
+    bool no_xchg_fuse;         /* measurement (--cuda-off xchg-fuse): the MoE exchange's publish and take of rows
+                                  as launches of their own, not in the router's launch and the next norm's; the
+                                  same bits */
 } cuda_config_t;
 
 #endif

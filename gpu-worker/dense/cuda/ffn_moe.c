@@ -50,7 +50,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     moe_exec_t *ex = mtp ? b->moe_mtp : b->moe;
     /* the router's launch may publish a lone token itself (one launch fewer); the executor then only notes it */
     cuda_xchg_pub_t pub;
-    b->xpub = b->fuse && !mtp && cuda_moe_pub_of(ex, il, n, &pub) ? &pub : NULL;
+    b->xpub = b->xchg_fuse && !mtp && cuda_moe_pub_of(ex, il, n, &pub) ? &pub : NULL;
     b->xpub_done = false;
     const int routed = cuda_router_parts[lp->router->kind]->route(b, lp->router, il, n, err);
     const bool published = b->xpub_done;
@@ -77,7 +77,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
     /* the exchange's rows read in place by the combine where the executor allows (no copy: one launch fewer) */
     const float *y = NULL;
     const float *const *y_at = NULL;
-    const int at = b->fuse ? cuda_moe_collect_at(ex, &y_at, s, err) : 0;
+    const int at = b->xchg_fuse ? cuda_moe_collect_at(ex, &y_at, s, err) : 0;
     if (at < 0 || (!at && moe_exec_collect(ex, &y, s, err) < 0))
         return guild_err_prefix(err, "routed experts: ");
     return cuda_residual_combine(b, y, y_at, b->route_w, shared ? b->proj : NULL, gated ? b->sh_logit : NULL, n, K,
