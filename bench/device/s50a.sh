@@ -6,7 +6,8 @@
 #   device: mkdir -p /tmp/c && tar -xJf .carry-s50a/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s50a.sh [SECONDS]
 # 1. bench/device/alltests.sh (check_cuda_backend's exchange from the device, check_cuda_fused's in-place rows);
 # 2. the pipeline's GPU worker traced with experts in RAM: new, base;
-# 3. experts-in-RAM decode at 512 positions, new and base in turns, twice; all-GPU decode new and base once.
+# 3. experts-in-RAM decode at 512 positions, new and base in turns, twice, and new with --cuda-off xchg-fuse once;
+#    all-GPU decode new and base once.
 # Output under $OUT: s50a.log, alltests.log and s50a-files.tar.gz (the traces gzipped inside).
 set -u
 budget=${1:-590}
@@ -14,7 +15,7 @@ budget=${1:-590}
 begin s50a
 pipe_trace ram new
 pipe_trace ram base
-decode_ab ram new base new2 base2
+decode_ab ram new base new+off-xchg-fuse new2 base2
 decode_ab gpu new base
 rm -f $m
 finish s50a
