@@ -37,7 +37,8 @@
 #                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
 #                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
 #                           $O/sessions-NAME.txt, its JSON in $O/sessions-NAME.json, the tables on stdout
-#   pipe_trace KIND SIDE    the pipeline's GPU worker traced (--gpu-prof) in a SIDE build's guild bench run on $m at
+#   pipe_trace KIND SIDE    the pipeline's GPU worker traced (--gpu-prof) in a SIDE build's guild bench run (side_flags'
+#                           flags) on $m at
 #                           512 positions (KIND ram: --gpu-experts none; gpu: every expert on the GPU), one run of
 #                           64 tokens after the warm-up: the trace in $O/trace-KIND-SIDE.trace (gzipped after),
 #                           guild bench trace's report of its decode steps (the first 16 left out) in
@@ -163,8 +164,10 @@ pipe_trace() { # KIND SIDE
     [ "$kind" = ram ] && extra="--gpu-experts none"
     f=$O/trace-$kind-$side.trace
     # shellcheck disable=SC2086 # extra: words without blanks
+    # shellcheck disable=SC2046 # side_flags: words without blanks
     step 60 "pipeline trace, $kind ($side)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:|^ +512 " | tail -n 3' \
-        "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 1 --gen 64 $extra --gpu-prof "$f"
+        "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 1 --gen 64 $extra --gpu-prof "$f" \
+        $(side_flags "$side")
     step 30 "guild bench trace ($kind, $side)" sh -c '"$0" bench trace "$1" --skip 16 > "$2" 2>&1; st=$?;
         grep -E "step wall|GPU busy|idle:|busy a layer|^(router|rmsnorm_cl|matmul|attn_decode|qk_prep|xchg|expert)" \
         "$2" | head -n 24; exit $st' "$(bin_of "$side")/guild" "$f" "$O/trace-$kind-$side.txt"
