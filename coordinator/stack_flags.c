@@ -40,7 +40,6 @@ static const struct {
     {"norm-cluster", offsetof(cuda_config_t, no_norm_cluster)},
     {"mm-split", offsetof(cuda_config_t, no_mm_split)},
     {"xchg-fuse", offsetof(cuda_config_t, no_xchg_fuse)},
-    {"l2-next", offsetof(cuda_config_t, no_l2_next)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
 
@@ -126,9 +125,7 @@ static const flag_t flags[] = {
      "fused norm one block a row, not a cluster of blocks), mm-split (one-token\n"
      "products a warp a row, not a row's blocks over several warps), xchg-fuse\n"
      "(the MoE exchange's publish and take of rows as launches of their own,\n"
-     "not in the router's and the next norm's), l2-next (no L2 prefetch of\n"
-     "the next layer's weights and keys while the CPU workers compute): the\n"
-     "same output", false},
+     "not in the router's and the next norm's): the same output", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"

@@ -731,7 +731,6 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     b->graphs = !cc->no_graph && cuda_moe_capturable(b->moe);
     b->fuse = !cc->no_fuse;
     b->xchg_fuse = b->fuse && !cc->no_xchg_fuse;
-    b->l2_next = !cc->no_l2_next;
     if (b->moe_gpu)
         cuda_moe_gpu_set_fuse(b->moe_gpu, b->fuse);
     cuda_set_pdl(!cc->no_pdl);

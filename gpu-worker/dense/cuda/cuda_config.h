@@ -74,8 +74,6 @@ typedef struct cuda_config {
                                   (cuda_set_matmul_split); the same bits */
     bool no_norm_cluster;      /* measurement (--cuda-off norm-cluster): the fused norm one block a row
                                   (cuda_set_norm_cluster); the same bits */
-    bool no_l2_next;           /* measurement (--cuda-off l2-next): no L2 prefetch of the next layer's weights and
-                                  keys while the CPU workers compute a layer's experts; the same bits */
     bool no_xchg_fuse;         /* measurement (--cuda-off xchg-fuse): the MoE exchange's publish and take of rows
                                   as launches of their own, not in the router's launch and the next norm's; the
                                   same bits */

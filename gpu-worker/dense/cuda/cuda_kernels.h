@@ -315,19 +315,6 @@ int cuda_router_sigmoid_grouped(const float *logits, const float *bias, int32_t 
  *   expert): acc = acc + sh[t][i];   x[t][i] = acc + x[t][i]. */
 int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, const float *sh_logit,
                      int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
-/* Asks L2 for the lines of n ranges (nothing written): a range with per_pos is bytes for each of (*pos + rows)
- * positions from p (pos: a device word, read after the wait on the kernel before; a cache's rows up to a step's
- * last), else bytes from p. For the next layer's weights and keys while the CPU workers compute a layer's experts
- * (ffn_moe.c). */
-#define CUDA_L2_PREFETCH_MAX 48
-typedef struct cuda_l2_range {
-    const void *p;
-    uint64_t bytes;
-    bool per_pos;
-} cuda_l2_range_t;
-int cuda_l2_prefetch(const cuda_l2_range_t *r, int n, const int32_t *pos, int32_t rows, cudaStream_t s,
-                     guild_err_t *err);
-
 /* cuda_moe_combine with y read by the kernel from the device word *y_at (written by a kernel before it on the
  * stream: cuda_xchg_wait's, the exchange slot's rows in mapped host memory, read with volatile loads). */
 int cuda_moe_combine_at(float *x, const float *const *y_at, const float *w, const float *sh, const float *sh_logit,

@@ -55,7 +55,6 @@ int cuda_moe_collect_at(moe_exec_t *m, const float *const **y_at, cudaStream_t s
  * exchange itself (cuda_router_fused_norm), true. Then, when that launch did publish, cuda_moe_published(m, layer,
  * n) in place of moe_exec_submit; else submit as usual. Any other executor: false. */
 struct cuda_xchg_pub;
-bool cuda_moe_is_xchg(const moe_exec_t *m);
 bool cuda_moe_pub_of(moe_exec_t *m, int32_t layer, int32_t n, struct cuda_xchg_pub *pub);
 void cuda_moe_published(moe_exec_t *m, int32_t layer, int32_t n);
 /* Tests: how often m ("xchg"; any other: 0) was published by the router's launch (cuda_moe_published) and

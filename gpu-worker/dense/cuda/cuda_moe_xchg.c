@@ -63,11 +63,6 @@ static int xchg_collect(moe_exec_t *base, const float **y, void *queue, guild_er
     return 0;
 }
 
-bool cuda_moe_is_xchg(const moe_exec_t *base)
-{
-    return base && base->ops == &xchg_ops;
-}
-
 bool cuda_moe_pub_of(moe_exec_t *base, int32_t layer, int32_t n, cuda_xchg_pub_t *pub)
 {
     if (base->ops != &xchg_ops || n != 1)

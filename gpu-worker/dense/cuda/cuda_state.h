@@ -179,8 +179,6 @@ typedef struct cuda_backend {
     bool fuse;                  /* the block norms fuse (cuda_config_t.no_fuse unset) */
     bool xchg_fuse;             /* and the MoE exchange's publish and take of rows join the router's and the next
                                    norm's launches (cuda_config_t.no_xchg_fuse unset) */
-    bool l2_next;               /* the next layer's weights and keys asked into L2 while the CPU workers compute
-                                   (ffn_moe.c; cuda_config_t.no_l2_next unset) */
     cuda_norm_pre_t pend;       /* the residual update a part left for the next block norm to apply in its launch
                                    (cuda_residual_add/_combine; kind CUDA_PRE_NONE: none) */
     /* the FFN's block norm left to the router's launch (cuda_layer.c, router_softmax.c): its weights (NULL:

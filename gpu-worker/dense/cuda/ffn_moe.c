@@ -35,32 +35,6 @@ static int hint_next(cuda_backend_t *b, moe_exec_t *ex, int32_t il, int32_t n, g
     return moe_exec_hint(ex, il + 1, n, b->pre_ids, b->stream, err);
 }
 
-/* Layer il + 1's dense weights and, for one sequence's step with its caches on the device, its key and value rows up
- * to the step's last position, asked into L2 (cuda_l2_prefetch) after layer il's experts are submitted to the CPU
- * workers ("xchg": the device then waits for them, so this runs off the step's path), for the next layer's kernels
- * to read them there rather than from HBM. Off with cuda_config_t.no_l2_next. */
-static int prefetch_next(cuda_backend_t *b, moe_exec_t *ex, int32_t il, guild_err_t *err)
-{
-    const model_config_t *c = b->cfg;
-    if (!b->l2_next || il + 1 >= c->n_layer || !cuda_moe_is_xchg(ex))
-        return 0;
-    const cuda_layer_t *N = &b->layers[il + 1];
-    cuda_l2_range_t r[CUDA_L2_PREFETCH_MAX];
-    int k = 0;
-#define L2_RANGE(name, kind)                                                                                         \
-    if (N->name.d && k < CUDA_L2_PREFETCH_MAX - 2)                                                                   \
-        r[k++] = (cuda_l2_range_t){N->name.d, (uint64_t)N->name.row_bytes * (uint64_t)N->name.n_rows, false};
-    MODEL_LAYER_DENSE_TENSORS(L2_RANGE)
-#undef L2_RANGE
-    if (b->n_grp == 1 && b->kv_slot[il + 1] >= 0 && !b->kv_host_k) {
-        const int32_t seq = b->grp_seq[0];
-        r[k++] = (cuda_l2_range_t){cuda_kv_k(b, il + 1, seq), b->k_layer_bytes / (uint64_t)b->n_ctx, true};
-        if (b->v_cache)
-            r[k++] = (cuda_l2_range_t){cuda_kv_v(b, il + 1, seq), b->v_layer_bytes / (uint64_t)b->n_ctx, true};
-    }
-    return cuda_l2_prefetch(r, k, b->d_pos, b->n_grp == 1 ? b->grp_rows[0] : 0, b->stream, err);
-}
-
 static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t il, int32_t n, guild_err_t *err)
 {
     const model_config_t *c = b->cfg;
@@ -89,7 +63,7 @@ static int moe_forward(cuda_backend_t *b, const model_layer_parts_t *lp, int32_t
          cuda_route_count(b->ids, n * K, c->n_expert, b->route_counts + (size_t)il * c->n_expert, s, err) < 0) ||
         cuda_layer_mark(b, il, CUDA_MARK_L0_ROUTER, err) < 0 ||
         (!published && moe_exec_submit(ex, mtp ? 0 : il, n, b->xn, b->ids, s, err) < 0) ||
-        (!mtp && (hint_next(b, ex, il, n, err) < 0 || prefetch_next(b, ex, il, err) < 0)))
+        (!mtp && hint_next(b, ex, il, n, err) < 0))
         return -1;
     if (shared) {
         const int64_t F = c->n_ff_shexp;
