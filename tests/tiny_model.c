@@ -70,6 +70,9 @@ static void plan(builder_t *b, const char *name, uint32_t n_dims, uint64_t ne0, 
     t->type = matrix ? b->s->wtype : GUILD_TYPE_F32;
     if (b->s->f16_tensor && !strcmp(b->s->f16_tensor, name))
         t->type = GUILD_TYPE_F16;
+    const size_t nl = strlen(name), rl = strlen("ffn_gate_inp.weight");
+    if (b->s->f32_router && nl >= rl && !strcmp(name + nl - rl, "ffn_gate_inp.weight"))
+        t->type = GUILD_TYPE_F32;
     t->n_dims = n_dims;
     t->ne[0] = ne0 + (b->s->reshape_tensor && !strcmp(b->s->reshape_tensor, name) ? 32 : 0);
     t->ne[1] = ne1;

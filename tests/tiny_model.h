@@ -37,6 +37,8 @@ typedef struct tiny_spec {
     const char *omit_key;     /* leave this metadata key out */
     const char *reshape_tensor; /* give this tensor one more column in ne[0] */
     const char *f16_tensor;   /* store this tensor as F16 */
+    bool f32_router;          /* the routers (ffn_gate_inp) as F32 whatever wtype, as llama.cpp's quantizer leaves
+                                 them */
 } tiny_spec_t;
 
 /* A small qwen3moe-like spec of `arch` with F32 weights: 2 layers, n_embd 64, 4 heads / 2 KV heads of 16, 8

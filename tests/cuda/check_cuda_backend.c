@@ -781,6 +781,7 @@ START_TEST(test_arena_from_device)
 {
     const int n_workers = 1 + _i;
     tiny_spec_t s = cuda_spec(_i == 1 ? "qwen2moe" : "qwen3moe", GUILD_TYPE_Q4_K, 31 + (uint64_t)_i);
+    s.f32_router = true; /* as real files keep it: the decode step's router launch publishes the token itself */
     rig_t r;
     rig_open(&r, &s, 16, 64, KV_TYPE_F16);
     const model_config_t *c = model_config(r.model);
