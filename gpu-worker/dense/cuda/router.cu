@@ -470,9 +470,9 @@ static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
 
 /* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp.
  * PUB (a lone token): the first block also publishes the token to the MoE exchange (cuda_xchg_pub_t), as
- * cuda_xchg_publish would after the launch: the row into the slot once it is in shared memory, a system-scope
- * fence by each thread while the cluster's other blocks finish their logits, the ids and the ring as soon as the
- * slots are named (before the weights: the CPU workers need only the row and the ids). */
+ * cuda_xchg_publish would after the launch: the exchange's counters loaded with the first loads, the row into the
+ * slot once it is in shared memory, the ids and the header once the slots are named, then one system-scope fence
+ * round of the block and the ring, before the weights (the CPU workers need only the row and the ids). */
 template <int CB, int CW, bool NORM, bool PUB>
 static __device__ __forceinline__ void router_cluster_body(const float *__restrict__ W, size_t w_stride,
                                                            const float *__restrict__ x, size_t x_stride, int n_embd,
@@ -509,6 +509,10 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
             nwv[q] = T < nm.vt && i < n_embd ? nm.w[i] : 0.0f;
         }
     pdl_begin();
+    xchg_pub_counters_t pc = {};
+    if constexpr (PUB)
+        if (blockIdx.x == 0)
+            pc = xchg_pub_load(pub);
     rc_stamp(tl, CUDA_ROUTER_TL_WAIT);
     if constexpr (NORM) { /* rf_norm_rows' operations, thread T as the norm's thread T */
         double sum = 0;
@@ -546,7 +550,7 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     if constexpr (PUB)
         if (blockIdx.x == 0) {
             __shared__ int s_pcode;
-            pcode = xchg_pub_claim(pub, &pseq, &s_pcode);
+            pcode = xchg_pub_claim(pub, pc, &pseq, &s_pcode);
             if (pcode == CUDA_XCHG_OK)
                 xchg_pub_row(pub, pseq, xs, n_embd);
         }
@@ -574,8 +578,6 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
         }
     }
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
-    if (PUB && pcode == CUDA_XCHG_OK)
-        __threadfence_system(); /* the row's stores reach the host before the ring, while the others' logits come */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
     /* rf_norm_out's writes (every block has read x), by the last block: they stay off the choosing block's path */
@@ -647,24 +649,24 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     }
     __syncthreads(); /* every slot named */
     rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
+    if constexpr (PUB) {
+        if (pcode == CUDA_XCHG_OK) { /* the ids and the header, then one fence round of the block, then the ring */
+            if (warp == 0 && lane < k)
+                xchg_pub_id(pub, pseq, lane, slot[lane]);
+            if (T == 0)
+                xchg_pub_header(pub, pseq);
+            __threadfence_system();
+            __syncthreads();
+            if (T == 0)
+                xchg_pub_ring(pub, pseq);
+        } else if (pcode != CUDA_XCHG_SKIP && T == 0) {
+            xchg_pub_fail(pub, pseq, pcode);
+        }
+    }
     if (warp != 0)
         return;
     const int my_id = lane < k ? slot[lane] : 0;
     const float my_w = lane < k ? p[my_id] : 0.0f;
-    if constexpr (PUB) {
-        if (pcode == CUDA_XCHG_OK) {
-            if (lane < k)
-                xchg_pub_id(pub, pseq, lane, my_id);
-            if (lane == 0)
-                xchg_pub_header(pub, pseq);
-            __threadfence_system();
-            __syncwarp();
-            if (lane == 0)
-                xchg_pub_ring(pub, pseq);
-        } else if (pcode != CUDA_XCHG_SKIP && lane == 0) {
-            xchg_pub_fail(pub, pseq, pcode);
-        }
-    }
     router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_END);
 #endif

@@ -71,20 +71,34 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
 /* ---- a lone token published by another kernel's block (cuda_xchg_pub_t) ----------------------------------------
  * The steps of xchg_publish_kernel for one token in one block: claim (every thread, after pdl_begin), the row
  * (every thread), the ids (the lanes of one warp) and the header (one of them), a system-scope fence by every
- * thread that wrote, a barrier, then the ring (one thread; the block's writes reach the host before it: each
- * thread's fence, then the barrier before the release store), or the failure recorded. */
+ * thread of the block at once (one round: a fence waits for the bus), a barrier, then the ring (one thread; the
+ * block's writes reach the host before it: each thread's fence, then the barrier before the release store), or the
+ * failure recorded. */
 #define CUDA_XCHG_SKIP (-1) /* a failure earlier in the step: nothing published */
+
+/* The counters the claim needs, loaded by every thread of the block after the wait on the kernel before (pdl_begin)
+ * and as early as it can: their latency then hides behind the kernel's own first loads. */
+typedef struct xchg_pub_counters {
+    unsigned failed;
+    unsigned long long seq, waited;
+} xchg_pub_counters_t;
+
+static __device__ __forceinline__ xchg_pub_counters_t xchg_pub_load(const cuda_xchg_pub_t &p)
+{
+    return {p.d->failed, p.d->seq, p.d->waited};
+}
 
 /* Every thread of the block: the exchange it publishes (*seq) and CUDA_XCHG_OK once its slot is free (known from
  * `waited` in a decode step, else warp 0 waits on the done counters and the block's barrier shares the answer),
  * CUDA_XCHG_SKIP after an earlier failure, or the reason it gave up. Nothing writes the counters before the ring. */
-static __device__ int xchg_pub_claim(const cuda_xchg_pub_t &p, unsigned long long *seq, int *sh_code)
+static __device__ int xchg_pub_claim(const cuda_xchg_pub_t &p, const xchg_pub_counters_t &c, unsigned long long *seq,
+                                     int *sh_code)
 {
-    if (p.d->failed)
+    if (c.failed)
         return CUDA_XCHG_SKIP;
-    *seq = p.d->seq + 1;
+    *seq = c.seq + 1;
     const unsigned long long n_slots = p.view.layout.n_slots;
-    if (*seq <= n_slots || p.d->waited + n_slots >= *seq)
+    if (*seq <= n_slots || c.waited + n_slots >= *seq)
         return CUDA_XCHG_OK;
     if (threadIdx.x < WARP_SIZE) {
         const int code = wait_done_warp(p.view, *seq - n_slots);
