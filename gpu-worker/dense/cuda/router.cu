@@ -650,11 +650,12 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     __syncthreads(); /* every slot named */
     rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
     if constexpr (PUB) {
-        if (pcode == CUDA_XCHG_OK) { /* the ids and the header, the block's barrier, then one fence and the ring */
+        if (pcode == CUDA_XCHG_OK) { /* the ids and the header, then one fence round of the block, then the ring */
             if (warp == 0 && lane < k)
                 xchg_pub_id(pub, pseq, lane, slot[lane]);
             if (T == 0)
                 xchg_pub_header(pub, pseq);
+            __threadfence_system();
             __syncthreads();
             if (T == 0)
                 xchg_pub_ring(pub, pseq);

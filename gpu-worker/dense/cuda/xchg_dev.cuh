@@ -70,11 +70,10 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
 
 /* ---- a lone token published by another kernel's block (cuda_xchg_pub_t) ----------------------------------------
  * The steps of xchg_publish_kernel for one token in one block: claim (every thread, after pdl_begin), the row
- * (every thread), the ids (the lanes of one warp) and the header (one of them), the block's barrier, then the ring
- * by one thread: a system-scope fence, then the release store. The fence is cumulative: the other threads' writes
- * are ordered before it by the barrier (the PTX memory model's causality order; cooperative groups' grid barrier
- * rests on the same rule at device scope), so one thread's fence stands for every writer's. Or the failure
- * recorded. */
+ * (every thread), the ids (the lanes of one warp) and the header (one of them), a system-scope fence by every
+ * thread of the block at once (one round: a fence waits for the bus), a barrier, then the ring (one thread; the
+ * block's writes reach the host before it: each thread's fence, then the barrier before the release store), or the
+ * failure recorded. */
 #define CUDA_XCHG_SKIP (-1) /* a failure earlier in the step: nothing published */
 
 /* The counters the claim needs, loaded by every thread of the block after the wait on the kernel before (pdl_begin)
@@ -130,7 +129,7 @@ static __device__ __forceinline__ void xchg_pub_id(const cuda_xchg_pub_t &p, uns
     ((int32_t *)(slot_at(p.view, seq) + p.view.layout.ids_off))[slot] = id;
 }
 
-/* One thread, with the ids (before the barrier): the slot's header. */
+/* One thread, with the ids (before the writers' fences): the slot's header. */
 static __device__ __forceinline__ void xchg_pub_header(const cuda_xchg_pub_t &p, unsigned long long seq)
 {
     volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot_at(p.view, seq);
@@ -139,11 +138,10 @@ static __device__ __forceinline__ void xchg_pub_header(const cuda_xchg_pub_t &p,
     h->layer = p.layer;
 }
 
-/* One thread, after a barrier of every writer (the header's among them): the ring, a system-scope fence (every
- * write before the barrier reaches the host first) and the release store of the step doorbell; seq counted. */
+/* One thread, after every writer's fence and a barrier (the header's writer among them): the ring, a system-scope
+ * release store of the step doorbell; seq counted. */
 static __device__ __forceinline__ void xchg_pub_ring(const cuda_xchg_pub_t &p, unsigned long long seq)
 {
-    __threadfence_system();
     st_release_sys(step_at(p.view), seq);
     p.d->seq = seq;
 }
