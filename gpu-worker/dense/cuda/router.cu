@@ -13,7 +13,9 @@
  * and each token takes the same operations in the same order as alone (batch invariance). Where thread block
  * clusters apply (sm_90, up to RC_EXPERTS_MAX experts, a row of one chunk; cuda_set_router_cluster), a token's blocks
  * are one cluster instead, whose first block gets the logits through distributed shared memory behind the cluster's
- * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel). */
+ * hardware barrier: no counter, no fence, no trip of the logits through L2 (router_cluster_kernel). A lone token's
+ * cluster launch with the norm may also publish the token to the MoE exchange (router_publish_kernel, the exchange's
+ * device code in xchg_dev.cuh): the launch of the exchange's own publish kernel saved. */
 #include <atomic>
 
 #include "gpu-worker/dense/cuda/cluster.cuh"
