@@ -9,7 +9,8 @@
  *   publish  every block first waits until the slot of seq + 1 is free (done[k] >= seq + 1 - n_slots, acquire
  *            loads at system scope; none where a wait kernel has seen that much: `waited`), copies its share of
  *            x/ids into the slot, fences at system scope; the last block writes the slot header, then
- *            `step = seq + 1` with a system-scope release store, and seq += 1.
+ *            `step = seq + 1` with a system-scope release store, and seq += 1. A decode step's lone token may be
+ *            published by the router's launch instead (cuda_xchg_pub_t below), with the same writes and ring.
  *   wait     one warp spins on done[k] >= seq for every worker with system-scope acquire loads; adds its time
  *            (%globaltimer) to wait_ns, sets waited = seq and y = the slot's y rows (what a kernel after it may
  *            read in place of take_y's copy: cuda_moe_combine_at). It gives up when the host raises *view.cancel
