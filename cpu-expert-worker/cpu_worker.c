@@ -15,6 +15,7 @@
 #include "core/kern/kern.h"
 #include "core/model/expert_digest.h"
 #include "core/model/model.h"
+#include "core/util/clock.h"
 #include "core/util/log.h"
 #include "core/topo/topo.h"
 #include "core/util/pool.h"
@@ -70,6 +71,12 @@ typedef struct cpu_worker {
     expert_pipe_prof_t *prof;    /* -v: the pipeline's profile, logged every PROF_LOG_EXCHANGES; NULL: none */
     uint64_t prof_sleeps;        /* the pool's sleeps when the profile restarted */
     uint64_t prof_exchanges, prof_doorbell; /* exchanges served and doorbell sleeps then */
+    /* -v, through the arena: from this worker's done ring to its seeing the next exchange's step ring, for the
+     * exchanges of the profile (the dense side's turnaround of a layer as the CPU side sees it: its kernels up to
+     * the next publish, the bus both ways, and the other workers' finish), in seconds; logged as their median */
+    uint64_t done_ns;            /* when the last done ring went (0: none since the profile or the Assign) */
+    int n_turn;
+    double turn_s[PROF_LOG_EXCHANGES];
     expert_prefetch_t *prefetch; /* the exchange carries prefetch hints (shape.n_prefetch); NULL: it does not */
     int32_t hint_layer, n_hint;  /* the hint last prefetched, scored against the exchange that follows */
     int32_t hint_ids[GUILD_EXCHANGE_HINT_MAX];
@@ -154,10 +161,15 @@ static void log_profile(cpu_worker_t *w)
     const uint64_t xs = atomic_load(&st->exchanges), db = atomic_load(&st->futex_sleeps);
     /* the doorbell's sleeps: this worker's main thread asleep on the next exchange (after --spin-us), over every
      * exchange served since the last line (larger ones too) */
+    char turn[96] = "";
+    if (w->n_turn) /* the median: the few waits that span a step's end (sampling, the next request) stay out */
+        snprintf(turn, sizeof turn, " dense_turnaround_us=%.1f (median of %d)", guild_median(w->turn_s, w->n_turn) * 1e6,
+                 w->n_turn);
     guild_log(GUILD_LOG_INFO, "pipeline profile (exchanges of up to %d tokens): %s pool_sleeps=%.3f a run "
-              "doorbell_sleeps=%.3f an exchange", PROF_MAX_TOKENS, line, (double)(sleeps - w->prof_sleeps) / s.runs,
+              "doorbell_sleeps=%.3f an exchange%s", PROF_MAX_TOKENS, line, (double)(sleeps - w->prof_sleeps) / s.runs,
               xs > w->prof_exchanges ? (double)(db >= w->prof_doorbell ? db - w->prof_doorbell : db) /
-                                           (double)(xs - w->prof_exchanges) : 0.0);
+                                           (double)(xs - w->prof_exchanges) : 0.0, turn);
+    w->n_turn = 0;
     expert_pipe_prof_reset(w->prof);
     w->prof_sleeps = sleeps;
     w->prof_exchanges = xs;
@@ -187,6 +199,8 @@ static void release(cpu_worker_t *w)
     expert_pipe_destroy(&w->pipe);
     free(w->prof);
     w->prof = NULL;
+    w->done_ns = 0;
+    w->n_turn = 0;
     guild_pool_destroy(&w->pool);
     expert_share_destroy(&w->share);
     for (size_t i = 0; i < w->n_peer_stores; i++)
@@ -780,6 +794,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         (unsigned long long)seq, err.msg);
             return;
         }
+        if (w->prof && w->done_ns && slot.n_tokens <= PROF_MAX_TOKENS && w->n_turn < PROF_LOG_EXCHANGES)
+            w->turn_s[w->n_turn++] = (double)(t1 - w->done_ns) / 1e9;
         if (w->n_hint) /* how good the prefetched hint was: its experts among this exchange's */
             score_hint(w, &slot, st);
         /* its part of the node's experts (a layer out of range: the pipeline names it) */
@@ -805,6 +821,7 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         note_exchange(w, seq, slot.layer, slot.n_tokens, slot.ids, pairs, t2 - t1,
                       faults_if_large((uint32_t)slot.n_tokens, n_used) - f0);
         guild_exchange_complete(w->x, w->index, seq);
+        w->done_ns = w->prof ? guild_now_ns() : 0;
         atomic_fetch_add(&st->busy_ns, t2 - t1);
         atomic_fetch_add(&st->exchanges, 1);
         atomic_fetch_add(&st->tokens, (uint64_t)pairs);

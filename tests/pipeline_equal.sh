@@ -203,10 +203,20 @@ cmp -s "$T/plan.txt" "$T/plan2.txt" || fail "guild run --print-plan differs from
 "$G" plan -m "$T/mixed.gguf" --cpu-workers 17 >"$T/plan3.txt" 2>&1 && fail "17 workers for 16 experts accepted"
 grep -q "17 CPU workers: expected 1 to 16" "$T/plan3.txt" || { cat "$T/plan3.txt"; fail "plan error message"; }
 
+# -v: a CPU worker's pipeline profile every 1,024 decode exchanges gives the dense side's turnaround a layer as it
+# sees it (its done ring to the next step ring, the median): 300 tokens of a 4-layer model are 1,200 exchanges
+"$MK" --arch qwen3moe --layers 4 --embd 64 --heads 2 --kv-heads 1 --head-dim 32 --experts 4 --experts-used 2 \
+    --expert-ff 64 --ctx 512 --type Q8_0 --seed 3 -q -o "$T/turn.gguf" >"$T/mk.log" 2>&1 ||
+    { cat "$T/mk.log"; fail "guild-mkmodel (turnaround)"; }
+"$G" run -m "$T/turn.gguf" -p hi -n 300 --temp 0 --ignore-eos --threads 1 -v >/dev/null 2>"$T/turn.err" ||
+    { tail -n 20 "$T/turn.err"; fail "guild run -v"; }
+grep -a "pipeline profile" "$T/turn.err" | grep -aqE "dense_turnaround_us=[0-9]+\.[0-9] \(median of [0-9]+\)" ||
+    { grep -a "pipeline profile" "$T/turn.err"; fail "-v: no dense turnaround in the CPU worker's profile"; }
+
 # without the worker binaries: a clear error, not a hang
 mkdir "$T/bin"
 cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 9 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 9 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans, the dense turnaround at -v"
