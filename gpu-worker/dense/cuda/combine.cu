@@ -46,6 +46,15 @@ extern "C" int cuda_moe_combine(float *x, const float *y, const float *w, const 
     return combine_launch(x, y, NULL, w, sh, sh_logit, n_tok, n_used, n_embd, s, err);
 }
 
+extern "C" int cuda_moe_combine_pre(float *x, const cuda_norm_pre_t *pre, int32_t n_tok, int64_t n_embd,
+                                    cudaStream_t s, guild_err_t *err)
+{
+    return pre->y_at ? cuda_moe_combine_at(x, pre->y_at, pre->w, pre->sh, pre->sh_logit, n_tok, pre->n_used, n_embd,
+                                           s, err)
+                     : combine_launch(x, pre->y, NULL, pre->w, pre->sh, pre->sh_logit, n_tok, pre->n_used, n_embd, s,
+                                      err);
+}
+
 extern "C" int cuda_moe_combine_at(float *x, const float *const *y_at, const float *w, const float *sh,
                                    const float *sh_logit, int32_t n_tok, int32_t n_used, int64_t n_embd,
                                    cudaStream_t s, guild_err_t *err)

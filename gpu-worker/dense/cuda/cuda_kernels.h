@@ -319,6 +319,10 @@ int cuda_moe_combine(float *x, const float *y, const float *w, const float *sh, 
  * stream: cuda_xchg_wait's, the exchange slot's rows in mapped host memory, read with volatile loads). */
 int cuda_moe_combine_at(float *x, const float *const *y_at, const float *w, const float *sh, const float *sh_logit,
                         int32_t n_tok, int32_t n_used, int64_t n_embd, cudaStream_t s, guild_err_t *err);
+/* A pending combine (pre: kind CUDA_PRE_COMBINE) on its own: cuda_moe_combine_at with pre->y_at, else
+ * cuda_moe_combine. */
+int cuda_moe_combine_pre(float *x, const cuda_norm_pre_t *pre, int32_t n_tok, int64_t n_embd, cudaStream_t s,
+                         guild_err_t *err);
 
 /* ---- routed experts on the device (gpu-worker/dense/cuda/cuda_moe_gpu.c) ------------------------------------------ */
 

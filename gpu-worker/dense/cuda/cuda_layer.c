@@ -105,18 +105,13 @@ int cuda_residual_add(cuda_backend_t *b, const float *p, int32_t n, guild_err_t 
 int cuda_residual_combine(cuda_backend_t *b, const float *y, const float *const *y_at, const float *w,
                           const float *sh, const float *sh_logit, int32_t n, int32_t n_used, guild_err_t *err)
 {
+    const cuda_norm_pre_t pre = {
+        .kind = CUDA_PRE_COMBINE, .y = y, .y_at = y_at, .w = w, .sh = sh, .sh_logit = sh_logit, .n_used = n_used};
     if (b->fuse) {
-        b->pend = (cuda_norm_pre_t){.kind = CUDA_PRE_COMBINE,
-                                    .y = y,
-                                    .y_at = y_at,
-                                    .w = w,
-                                    .sh = sh,
-                                    .sh_logit = sh_logit,
-                                    .n_used = n_used};
+        b->pend = pre;
         return 0;
     }
-    return y_at ? cuda_moe_combine_at(b->x, y_at, w, sh, sh_logit, n, n_used, b->cfg->n_embd, b->stream, err)
-                : cuda_moe_combine(b->x, y, w, sh, sh_logit, n, n_used, b->cfg->n_embd, b->stream, err);
+    return cuda_moe_combine_pre(b->x, &pre, n, b->cfg->n_embd, b->stream, err);
 }
 
 /* The pending residual update on its own. */
@@ -126,10 +121,8 @@ static int residual_flush(cuda_backend_t *b, int32_t n, guild_err_t *err)
     b->pend.kind = CUDA_PRE_NONE;
     if (p.kind == CUDA_PRE_ADD)
         return cuda_add(b->x, p.p, (int64_t)n * b->cfg->n_embd, b->stream, err);
-    if (p.kind == CUDA_PRE_COMBINE && p.y_at)
-        return cuda_moe_combine_at(b->x, p.y_at, p.w, p.sh, p.sh_logit, n, p.n_used, b->cfg->n_embd, b->stream, err);
     if (p.kind == CUDA_PRE_COMBINE)
-        return cuda_moe_combine(b->x, p.y, p.w, p.sh, p.sh_logit, n, p.n_used, b->cfg->n_embd, b->stream, err);
+        return cuda_moe_combine_pre(b->x, &p, n, b->cfg->n_embd, b->stream, err);
     return 0;
 }
 

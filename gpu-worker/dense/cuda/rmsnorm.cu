@@ -421,10 +421,7 @@ extern "C" int cuda_rmsnorm_fused(float *out, float *x, const float *w, int64_t 
         /* not one kernel: the separate launches, which the fused kernel equals */
         const int64_t total = n * n_rows;
         if ((pre->kind == CUDA_PRE_ADD && cuda_add(x, pre->p, total, s, err) < 0) ||
-            (pre->kind == CUDA_PRE_COMBINE && !pre->y_at &&
-             cuda_moe_combine(x, pre->y, pre->w, pre->sh, pre->sh_logit, n_rows, pre->n_used, n, s, err) < 0) ||
-            (pre->kind == CUDA_PRE_COMBINE && pre->y_at &&
-             cuda_moe_combine_at(x, pre->y_at, pre->w, pre->sh, pre->sh_logit, n_rows, pre->n_used, n, s, err) < 0) ||
+            (pre->kind == CUDA_PRE_COMBINE && cuda_moe_combine_pre(x, pre, n_rows, n, s, err) < 0) ||
             cuda_rmsnorm_checked(out, n, x, n, NULL, w, n, n_rows, eps, found, site, s, err) < 0 ||
             (q && cuda_quantize(q_type, out, n, q, q_stride, n, n_rows, s, err) < 0))
             return -1;

@@ -27,10 +27,9 @@ static __global__ void __launch_bounds__(XP_THREADS)
         return;
     const unsigned long long seq = d->seq + 1;
     if (threadIdx.x < WARP_SIZE) {
-        const unsigned long long n_slots = v.layout.n_slots;
-        /* done counters only grow: a wait that saw them all at `waited` >= seq - n_slots needs no second look */
-        const bool slot_free = seq <= n_slots || d->waited + n_slots >= seq;
-        const int code = slot_free ? CUDA_XCHG_OK : wait_done_warp(v, seq - n_slots);
+        const int code = xchg_slot_known_free(v, seq, d->waited)
+                             ? CUDA_XCHG_OK
+                             : wait_done_warp(v, seq - (unsigned long long)v.layout.n_slots);
         if (threadIdx.x == 0)
             s_code = code;
     }
@@ -65,17 +64,11 @@ static __global__ void __launch_bounds__(XP_THREADS)
             d->arrive = 0;
             const unsigned fc = atomicExch(&d->reserved, 0u);
             if (fc) {
-                d->failed = (fc & CUDA_XCHG_CANCELLED) ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
-                d->fail_layer = layer;
-                d->fail_seq = seq - (unsigned long long)v.layout.n_slots;
+                xchg_fail(v, d, layer, seq, fc);
             } else {
-                volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot;
-                h->seq = seq;
-                h->n_tokens = n_tok;
-                h->layer = layer;
+                xchg_header(v, seq, n_tok, layer);
                 __threadfence_system();
-                st_release_sys(step_at(v), seq);
-                d->seq = seq;
+                xchg_ring(v, d, seq);
             }
         }
     }

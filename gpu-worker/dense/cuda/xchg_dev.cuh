@@ -68,6 +68,44 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
     }
 }
 
+/* Whether the slot of exchange seq is free without a look at the done counters: the ring's first n_slots, or a wait
+ * kernel saw every done counter at `waited` >= seq - n_slots (done counters only grow). */
+static __device__ __forceinline__ bool xchg_slot_known_free(const cuda_xchg_view_t &v, unsigned long long seq,
+                                                            unsigned long long waited)
+{
+    const unsigned long long n_slots = v.layout.n_slots;
+    return seq <= n_slots || waited + n_slots >= seq;
+}
+
+/* One thread: the slot's header of exchange seq (before the fence that precedes the ring). */
+static __device__ __forceinline__ void xchg_header(const cuda_xchg_view_t &v, unsigned long long seq, int n_tok,
+                                                   int layer)
+{
+    volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot_at(v, seq);
+    h->seq = seq;
+    h->n_tokens = n_tok;
+    h->layer = layer;
+}
+
+/* One thread, once every write of the slot is fenced: the ring, a system-scope release store of the step doorbell;
+ * seq counted. */
+static __device__ __forceinline__ void xchg_ring(const cuda_xchg_view_t &v, cuda_xchg_dev_t *d,
+                                                 unsigned long long seq)
+{
+    st_release_sys(step_at(v), seq);
+    d->seq = seq;
+}
+
+/* One thread: the failure fc (a CUDA_XCHG_* code, or several ORed) of publishing exchange seq, recorded once for
+ * the step. */
+static __device__ __forceinline__ void xchg_fail(const cuda_xchg_view_t &v, cuda_xchg_dev_t *d, int layer,
+                                                 unsigned long long seq, unsigned fc)
+{
+    d->failed = (fc & CUDA_XCHG_CANCELLED) ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
+    d->fail_layer = layer;
+    d->fail_seq = seq - (unsigned long long)v.layout.n_slots;
+}
+
 /* ---- a lone token published by another kernel's block (cuda_xchg_pub_t) ----------------------------------------
  * The steps of xchg_publish_kernel for one token in one block: claim (every thread, after pdl_begin), the row
  * (every thread), the ids (the lanes of one warp) and the header (one of them), a system-scope fence by every
@@ -97,11 +135,10 @@ static __device__ int xchg_pub_claim(const cuda_xchg_pub_t &p, const xchg_pub_co
     if (c.failed)
         return CUDA_XCHG_SKIP;
     *seq = c.seq + 1;
-    const unsigned long long n_slots = p.view.layout.n_slots;
-    if (*seq <= n_slots || c.waited + n_slots >= *seq)
+    if (xchg_slot_known_free(p.view, *seq, c.waited))
         return CUDA_XCHG_OK;
     if (threadIdx.x < WARP_SIZE) {
-        const int code = wait_done_warp(p.view, *seq - n_slots);
+        const int code = wait_done_warp(p.view, *seq - (unsigned long long)p.view.layout.n_slots);
         if (threadIdx.x == 0)
             *sh_code = code;
     }
@@ -132,26 +169,19 @@ static __device__ __forceinline__ void xchg_pub_id(const cuda_xchg_pub_t &p, uns
 /* One thread, with the ids (before the writers' fences): the slot's header. */
 static __device__ __forceinline__ void xchg_pub_header(const cuda_xchg_pub_t &p, unsigned long long seq)
 {
-    volatile guild_exchange_slot_header_t *h = (volatile guild_exchange_slot_header_t *)slot_at(p.view, seq);
-    h->seq = seq;
-    h->n_tokens = 1;
-    h->layer = p.layer;
+    xchg_header(p.view, seq, 1, p.layer);
 }
 
-/* One thread, after every writer's fence and a barrier (the header's writer among them): the ring, a system-scope
- * release store of the step doorbell; seq counted. */
+/* One thread, after every writer's fence and a barrier (the header's writer among them): the ring. */
 static __device__ __forceinline__ void xchg_pub_ring(const cuda_xchg_pub_t &p, unsigned long long seq)
 {
-    st_release_sys(step_at(p.view), seq);
-    p.d->seq = seq;
+    xchg_ring(p.view, p.d, seq);
 }
 
 /* One thread: the claim's failure, as xchg_publish_kernel records one. */
 static __device__ __forceinline__ void xchg_pub_fail(const cuda_xchg_pub_t &p, unsigned long long seq, int code)
 {
-    p.d->failed = code == CUDA_XCHG_CANCELLED ? CUDA_XCHG_CANCELLED : CUDA_XCHG_TIMEOUT;
-    p.d->fail_layer = p.layer;
-    p.d->fail_seq = seq - (unsigned long long)p.view.layout.n_slots;
+    xchg_fail(p.view, p.d, p.layer, seq, (unsigned)code);
 }
 
 #endif
