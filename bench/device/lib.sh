@@ -47,6 +47,10 @@
 #                           step's last layer), experts in RAM and every expert on the GPU: $O/tl-WHAT-EXPERTS.txt;
 #                           then the same kernels alone (cuda_head_time --timeline 1, cuda_attn_time --timeline 512):
 #                           $O/head-tl.txt, $O/attn-tl.txt; the timeline lines on stdout
+#   turnaround SIDE...      issue 17's decode with experts in RAM (--gpu-experts none) at 512 populated positions,
+#                           3 runs of 64 tokens, -v: each SIDE's CPU worker's pipeline profile lines (dense_turnaround_us:
+#                           the dense side's part of a layer on the step's critical path as the CPU worker sees it)
+#                           in $O/turn-SIDE.txt, the runs and those lines' turnaround on stdout
 # The caller sets t0 (date +%s at its start) and budget (seconds), or calls setup after setting budget; for prof, B
 # (the packed bin folder), O (the output folder) and m (the model); for run8, O and m.
 say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
@@ -185,4 +189,14 @@ timelines() {
         "$B/tests/cuda/cuda_head_time" "$O/head-tl.txt"
     step 40 "cuda_attn_time --timeline 512" sh -c '"$0" --timeline 512 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
         exit $st' "$B/tests/cuda/cuda_attn_time" "$O/attn-tl.txt"
+}
+turnaround() { # SIDE...
+    for side in "$@"; do
+        # shellcheck disable=SC2046 # side_flags: words without blanks
+        step 40 "turnaround ($side)" sh -c '"$0" "$@" > "'"$O"'/turn-'"$side"'.txt" 2>&1; st=$?;
+            grep -E "run [0-9]:" "'"$O"'/turn-'"$side"'.txt" | tail -n 3;
+            grep -o "dense_turnaround_us=[0-9.]* (median of [0-9]*)" "'"$O"'/turn-'"$side"'.txt"; exit $st' \
+            "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 3 --gen 64 --gpu-experts none -v \
+            $(side_flags "$side")
+    done
 }
