@@ -348,7 +348,8 @@ END_TEST
 /* ---- the router's product and choice in one launch (cuda_router_fused) -------------------------------------- */
 
 /* odd: what the odd rows are: 0 their own, 1 the row before (equal logits in pairs: ties, the lower id first), 2 one
- * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5). Widths above
+ * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5); 3: every row
+ * zero (every probability equal: the cluster form's choice takes every expert as a candidate). Widths above
  * the fused kernel's chunk of 2,048 (and not a multiple of 32) and experts above its rank limit (256: the argmax
  * passes) take its other paths. */
 static const struct {
@@ -361,7 +362,8 @@ static const struct {
                 {256, 8, 0, 0, 1024, false, 2.5f, 0}, {128, 8, 0, 0, 2048, true, 1.0f, 1},
                 {64, 6, 8, 3, 512, true, 1.0f, 1},    {128, 8, 0, 0, 2048, true, 1.0f, 2},
                 {32, 4, 0, 0, 4100, true, 1.0f, 0},   {512, 10, 0, 0, 2048, true, 1.0f, 1},
-                {257, 32, 0, 0, 300, false, 1.0f, 0}};
+                {257, 32, 0, 0, 300, false, 1.0f, 0}, {128, 8, 0, 0, 2048, true, 1.0f, 3},
+                {256, 8, 0, 0, 1024, false, 2.5f, 3}, {64, 6, 8, 3, 512, true, 1.0f, 3}};
 #define N_RF (int)(sizeof rf_cases / sizeof rf_cases[0])
 /* the fused router's forms (cuda_set_router_cluster): a counter of blocks, clusters of 16 and of 8 blocks a token */
 static const int rf_forms[] = {0, 16, 8};
@@ -425,6 +427,8 @@ START_TEST(test_router_fused)
             memcpy(row, (char *)row - w_stride, (size_t)E * sizeof(float));
         else if (e % 2 && rf_cases[c].odd == 2)
             row[E / 3] = NAN;
+        else if (rf_cases[c].odd == 3)
+            memset(row, 0, (size_t)E * sizeof(float));
     }
     cuda_test_fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
     float *dW = cuda_test_dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
@@ -520,7 +524,11 @@ START_TEST(test_router_fused)
                   "case %d, %d tokens: cuda_router_topk's counts differ from cuda_route_count's", c, n_tok);
     printf("router fused, %3d experts, top-%d, groups %d, %4d wide, %d tokens%s, %s: = product + top-k + count, bit "
            "for bit, %zu launches, = each token alone\n", ne, k, rf_cases[c].groups, E, n_tok,
-           rf_cases[c].odd == 1 ? " (equal pairs)" : rf_cases[c].odd == 2 ? " (NaN rows)" : "", rf_form_name(form),
+           rf_cases[c].odd == 1   ? " (equal pairs)"
+           : rf_cases[c].odd == 2 ? " (NaN rows)"
+           : rf_cases[c].odd == 3 ? " (zero rows)"
+                                  : "",
+           rf_form_name(form),
            reps);
     cuda_set_router_cluster(CUDA_ROUTER_CLUSTER_DEFAULT);
     for (int q = 0; q < 3; q++) {
