@@ -755,7 +755,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
     };
     stamp(CUDA_ATTN_TL_ENTRY);
     if (!early)
-        pdl_begin();
+        pdl_wait();
     const int z = (int)(blockIdx.x % CL), hkv = (int)(blockIdx.x / CL), t = blockIdx.y;
     const seq_row_t sq = seq_row_of(sr, t, kv0, kv0_dev);
     const int n_kv = sq.kv0 + sq.t + 1;
@@ -802,7 +802,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
     };
     if (early) {
         load_tile(0, 0);
-        pdl_begin();
+        pdl_wait();
         load_tile(0, 1);
     } else {
         load_tile(0, 2);
@@ -890,6 +890,7 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         }
     }
     stamp(CUDA_ATTN_TL_KEYS);
+    pdl_trigger(); /* the output product's blocks (its weights asked for before its wait) after the keys */
 
     /* the block's state: m (the same in every warp), l (the warps' sums, in warp order), acc (P's scale undone: a
      * power of two) */

@@ -43,6 +43,23 @@ static __device__ __forceinline__ void pdl_begin()
 #endif
 }
 
+/* pdl_begin in two: the wait, and later the next kernel's launch (pdl_trigger; a block that never calls it lets the
+ * next kernel launch when it exits). A kernel whose own latency-bound part would share its SMs and the memory with
+ * the next kernel's early blocks (their weights asked for before their wait) lets that kernel launch after it. */
+static __device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Lines of 128 bytes of [p, p + bytes) into L2, one a thread from `lane`, `lanes` threads taking part: weights, no
  * kernel's output, so that a kernel may ask for them before pdl_begin(). */
 static __device__ __forceinline__ void prefetch_l2_lines(const char *p, size_t bytes, int lane, int lanes)

@@ -571,7 +571,7 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
             const int i = T + q * nm.vt;
             nwv[q] = T < nm.vt && i < n_embd ? nm.w[i] : 0.0f;
         }
-    pdl_begin();
+    pdl_wait();
     xchg_pub_counters_t pc = {};
     if constexpr (PUB)
         if (blockIdx.x == 0)
@@ -643,6 +643,7 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
+    pdl_trigger(); /* the next kernel's blocks (the experts' weights asked for before their wait) after the products */
     /* rf_norm_out's writes (every block has read x), by the last block: they stay off the choosing block's path */
     if constexpr (NORM)
         if (blockIdx.x == (CB > 1 ? CB - 1 : 0)) {

@@ -43,12 +43,15 @@ static __device__ __forceinline__ char *slot_at(const cuda_xchg_view_t &v, unsig
     return v.base + guild_exchange_slot_at(&v.layout, seq);
 }
 
-/* Called by one whole warp: CUDA_XCHG_OK once every done[k] >= target, else the reason it gave up. */
+/* Called by one whole warp: CUDA_XCHG_OK once every done[k] >= target, else the reason it gave up. A round reads
+ * the cancel flag (host memory too) with the done counters, not after them: one trip over the bus a round, so the
+ * done counter that ends the wait is seen half a trip sooner on average. */
 static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long long target)
 {
     const int lane = threadIdx.x % WARP_SIZE;
     const uint64_t t0 = now_ns();
     for (;;) {
+        const unsigned cancel = lane == 0 ? *(volatile const unsigned *)v.cancel : 0u;
         bool ok = true;
         for (int k = lane; k < v.n_workers; k += WARP_SIZE)
             if (ld_acquire_sys(done_at(v, k)) < target)
@@ -57,7 +60,7 @@ static __device__ int wait_done_warp(const cuda_xchg_view_t &v, unsigned long lo
             return CUDA_XCHG_OK;
         int code = CUDA_XCHG_OK;
         if (lane == 0) {
-            if (*(volatile const unsigned *)v.cancel)
+            if (cancel)
                 code = CUDA_XCHG_CANCELLED;
             else if (now_ns() - t0 > v.timeout_ns)
                 code = CUDA_XCHG_TIMEOUT;
