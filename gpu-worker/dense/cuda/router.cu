@@ -212,67 +212,6 @@ static __device__ __forceinline__ int rf_rank(const float *p, int n, int e)
     return r;
 }
 
-/* Slots 0..k) of one token's experts by one warp from its probabilities p[0..n) (shared memory, no NaN, n <=
- * RF_RANK_MAX, k <= WARP_SIZE), in rf_rank's order. The k-th largest of the lanes' maxima (lane l holds experts l,
- * l + 32, ...) is at most the k-th largest probability: at least k lanes hold a value that reaches it. So only the
- * experts at or above it are candidates (those of the lanes whose maximum reaches it: about k, and never fewer), and
- * each is ranked against the candidates alone: an expert below the bound is below every candidate, so a
- * candidate's rank among them is its rank among all. Ties make more candidates, never other ranks (every expert of
- * equal probabilities: all of them, the whole count). cv, ci: n floats and n ints of shared memory. */
-static __device__ __forceinline__ void rc_choose(const float *p, int n, int k, int *slot, float *cv, int *ci,
-                                                 int lane)
-{
-    constexpr int NPL = RF_RANK_MAX / WARP_SIZE;
-    float v[NPL];
-    float lm = p[lane < n ? lane : 0];
-#pragma unroll
-    for (int j = 0; j < NPL; j++) {
-        const int e = lane + j * WARP_SIZE;
-        v[j] = e < n ? p[e] : 0.0f;
-        if (e < n)
-            lm = fmaxf(lm, v[j]);
-    }
-    /* the lanes' maxima ranked (larger first, the lower lane among equals): the bound is the one of rank k - 1 */
-    const int nl = n < WARP_SIZE ? n : WARP_SIZE; /* lanes holding an expert: at least k */
-    int lr = 0;
-#pragma unroll
-    for (int o = 0; o < WARP_SIZE; o++) {
-        const float u = __shfl_sync(FULL_MASK, lm, o);
-        lr += o < nl && ((u > lm) | ((u == lm) & (o < lane)));
-    }
-    const unsigned kth = __ballot_sync(FULL_MASK, lane < nl && lr == k - 1);
-    const float bound = __shfl_sync(FULL_MASK, lm, __ffs(kth) - 1);
-    /* the candidates into cv/ci: the j-th of each lane after the earlier j's of every lane and this j's of the
-     * lower lanes */
-    const unsigned below = (1u << lane) - 1u;
-    int total = 0;
-#pragma unroll
-    for (int j = 0; j < NPL; j++) {
-        const bool c = lane + j * WARP_SIZE < n && v[j] >= bound;
-        const unsigned b = __ballot_sync(FULL_MASK, c);
-        if (c) {
-            const int at = total + __popc(b & below);
-            cv[at] = v[j];
-            ci[at] = lane + j * WARP_SIZE;
-        }
-        total += __popc(b);
-    }
-    __syncwarp();
-    for (int c = lane; c < total; c += WARP_SIZE) {
-        const float x = cv[c];
-        const int e = ci[c];
-        int r = 0;
-#pragma unroll 4
-        for (int f = 0; f < total; f++) {
-            const float u = cv[f];
-            r += (u > x) | ((u == x) & (ci[f] < e));
-        }
-        if (r < k)
-            slot[r] = e;
-    }
-    __syncwarp();
-}
-
 /* The RMSNorm in front of the product (cuda_router_fused_norm): x [+ p], normed with w; vt = rmsnorm_threads(n),
  * the block width whose tree of sums cuda_rmsnorm follows, each of the router's threads playing RF_VT of its threads
  * (thread T + 128 m for m < RF_VT: warp w + 4 m of the norm is the router's warp w again, lanes in place, so its fold
@@ -517,12 +456,12 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
  * threads play cuda_rmsnorm's, a block being at least the norm's width), and every warp hands its logit to the
  * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
  * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The last
- * block writes the normed row; the first block's warp 0 chooses: the token's softmax (router_probs_reg), the ranks of
- * the few experts that can be among the k (rc_choose), the slots' weights (router_finish). */
+ * block writes the normed row; the first chooses: each of its warps makes the token's softmax (router_probs_reg:
+ * the same bits in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots
+ * (router_finish). */
 #define RC_EXPERTS_MAX RF_RANK_MAX
-/* Its dynamic shared memory (floats): the logits (then the candidates' probabilities), the probabilities and group
- * scores, the candidates' ids, the k slots. */
-#define RC_SMEM_FLOATS(ne, G) (2 * (size_t)(ne) + (size_t)((ne) + (G)) + WARP_SIZE)
+/* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
+#define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
 
 /* cuda_set_router_timeline's stamp i of this block, where tl is set. */
 static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
@@ -667,17 +606,52 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
         rc_stamp(tl, CUDA_ROUTER_TL_END);
         return;
     }
-    /* warp 0 chooses; the others have only the publish's fence left */
-    float *p = rc_sh + n_expert;
-    int *ci = (int *)(p + n_expert + G), *slot = ci + n_expert;
-    if (warp == 0) {
-        router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
-        rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
-        rc_choose(p, n_expert, k, slot, lg, ci, lane); /* the logits are read: their place holds the candidates */
-        rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
-    } else if (!PUB) {
-        return;
+    const int per = n_expert + G;
+    float *p = rc_sh + n_expert + (size_t)warp * per; /* this warp's copy */
+    int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
+    router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
+    rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
+    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts).
+     * A rank is a count: which lane counts which experts does not change it. Where the copy is 16-byte aligned and
+     * splits into whole float4s a lane, lane `sub` counts a contiguous run of them (a quarter of the shared loads of
+     * the strided loop). */
+    const int epw = (n_expert + CW - 1) / CW;
+    int tpe = 1;
+    while (tpe < WARP_SIZE && 2 * tpe * epw <= WARP_SIZE)
+        tpe *= 2;
+    const int sub = lane % tpe;
+    const int run = n_expert / tpe; /* experts a lane counts in the float4 form */
+    const bool vec = n_expert % (4 * tpe) == 0 && per % 4 == 0;
+    for (int b = 0; b < epw; b += WARP_SIZE / tpe) {
+        const int le = b + lane / tpe, e = warp * epw + le;
+        const bool ok = le < epw && e < n_expert;
+        const float v = ok ? p[e] : 0.0f;
+        int r = 0;
+        if (ok && vec) {
+            const float4 *p4 = (const float4 *)(p + sub * run);
+#pragma unroll 4
+            for (int j = 0; j < run / 4; j++) {
+                const float4 u = p4[j];
+                const int f = sub * run + 4 * j;
+                r += (u.x > v) | ((u.x == v) & (f < e));
+                r += (u.y > v) | ((u.y == v) & (f + 1 < e));
+                r += (u.z > v) | ((u.z == v) & (f + 2 < e));
+                r += (u.w > v) | ((u.w == v) & (f + 3 < e));
+            }
+        } else if (ok) {
+#pragma unroll 4
+            for (int f = sub; f < n_expert; f += tpe) {
+                const float u = p[f];
+                r += (u > v) | ((u == v) & (f < e));
+            }
+        }
+        for (int m = 1; m < tpe; m <<= 1)
+            r += __shfl_xor_sync(FULL_MASK, r, m);
+        if (ok && sub == 0 && r < k)
+            slot[r] = e;
     }
+    __syncthreads(); /* every slot named */
+    rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
     if constexpr (PUB) {
         if (pcode == CUDA_XCHG_OK) { /* the ids and the header, then one fence round of the block, then the ring */
             if (warp == 0 && lane < k)
@@ -749,7 +723,7 @@ static bool rc_usable()
             return false;
         }
         return cuda_cluster_fits(rc_kernel<CB, CW, NORM, PUB>(), CB, CUDA_ROUTER_FUSED_MAX, CW * WARP_SIZE,
-                                 RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2) * sizeof(float));
+                                 RC_SMEM_FLOATS(RC_EXPERTS_MAX, RC_EXPERTS_MAX / 2, CW) * sizeof(float));
     }();
     return ok;
 }
@@ -786,7 +760,7 @@ static void rc_go(const float *W, size_t w_stride, const float *x, size_t x_stri
                   const cuda_xchg_pub_t &pub, cudaStream_t s)
 {
     cuda_launch_pdl_cluster(rc_kernel<CB, CW, NORM, PUB>(), dim3((unsigned)CB, (unsigned)n_tok), CW * WARP_SIZE,
-                            RC_SMEM_FLOATS(n_expert, G) * sizeof(float), CB, s, W, w_stride, x, x_stride, n_embd,
+                            RC_SMEM_FLOATS(n_expert, G, CW) * sizeof(float), CB, s, W, w_stride, x, x_stride, n_embd,
                             logits, n_expert, k, G, n_group_used, renorm, scale, ids, w, counts, nm,
                             g_router_tl.load(std::memory_order_relaxed), pub);
 }
