@@ -220,7 +220,7 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     const int64_t o = (int64_t)row * n;
     const float wv = i < n ? w[i] : 0.0f; /* the weights (no kernel's output) while the kernel before ends */
     cluster_arrive_relaxed(); /* phase 1: when it completes, every block of the cluster runs */
-    pdl_begin();
+    pdl_wait();
     float xv = i < n ? f.xw[o + i] : 0.0f;
     if (PRE == CUDA_PRE_ADD) {
         xv = residual_add(xv, f.p[o + at]);
@@ -231,6 +231,7 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
         xv = xv1[0];
     }
     const float q = i < n ? __fmul_rn(xv, xv) : 0.0f;
+    pdl_trigger(); /* the next product's blocks (its weights asked for before its wait) after the row's loads */
     cluster_wait_acquire();
     for (unsigned r = 0; r < gridDim.x; r++)
         cluster_store_f32(cluster_map(&sq[b][T], r), q);
