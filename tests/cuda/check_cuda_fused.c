@@ -349,7 +349,7 @@ END_TEST
 
 /* odd: what the odd rows are: 0 their own, 1 the row before (equal logits in pairs: ties, the lower id first), 2 one
  * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5); 3: every row
- * zero (every probability equal: the cluster form's choice takes every expert as a candidate). Widths above
+ * zero (every probability equal: every expert ties with every other, the lower id first). Widths above
  * the fused kernel's chunk of 2,048 (and not a multiple of 32) and experts above its rank limit (256: the argmax
  * passes) take its other paths. */
 static const struct {
