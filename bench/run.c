@@ -83,6 +83,9 @@ typedef struct run_result {
     /* the prefill's forward passes that streamed experts (device time, s): their span, the copy engine busy, the
      * device waiting for copies and for the CPU side (busy the rest of the span) */
     double stream_span_s, copy_busy_s, copy_wait_s, cpu_wait_s;
+    /* the decode's mean turnaround a layer as the CPU workers see it (backend_stats_t.turnaround_ns), us; 0: none
+     * counted (one process, every expert on the GPU, --spec) */
+    double turn_us;
 } run_result_t;
 
 /* Bytes a decode token reads, from the model and the GPU plan. */
@@ -320,6 +323,8 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
         r->copy_wait_s = (double)(b1.copy_wait_ns - b0.copy_wait_ns) / 1e9;
         r->cpu_wait_s = (double)(b1.cpu_wait_ns - b0.cpu_wait_ns) / 1e9;
     }
+    backend_stats_t d0, d1; /* the decode's turnaround counters, read outside its clock (a stats request) */
+    const bool turns = !spec && backend_stats(be, &d0) == 0;
     double w0, s0, w1, s1;
     wait_counters(be, experts, spec, &w0, &s0);
     const double t1 = guild_clock_s();
@@ -343,6 +348,8 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
     }
     const double t2 = guild_clock_s();
     wait_counters(be, experts, spec, &w1, &s1);
+    if (turns && backend_stats(be, &d1) == 0 && d1.turnarounds > d0.turnarounds)
+        r->turn_us = (double)(d1.turnaround_ns - d0.turnaround_ns) / (double)(d1.turnarounds - d0.turnarounds) / 1e3;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
     r->step_s = s0 >= 0 ? s1 - s0 : r->decode_s;
@@ -705,9 +712,12 @@ int bench_run_main(int argc, char **argv)
                 from[r] = c.populate[i];
             }
             spec_stats_add(&spec_all, &x->spec);
-            fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%\n",
+            char turn[64] = "";
+            if (x->turn_us > 0)
+                snprintf(turn, sizeof turn, ", turnaround %.1f us", x->turn_us);
+            fprintf(stderr, "  context %6d run %d: prefill %8.1f tok/s (%.2f s), decode %7.2f tok/s, wait %.0f%%%s\n",
                     c.populate[i], r, c.populate[i] / x->prefill_s, x->prefill_s, c.gen / x->decode_s,
-                    x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0);
+                    x->step_s > 0 ? 100.0 * x->wait_s / x->step_s : 0.0, turn);
             if (x->stream_span_s > 0)
                 fprintf(stderr, "    streamed prefill: %.3f s on the device, copy engine busy %.3f s (%.0f%%), "
                         "GPU busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
@@ -890,6 +900,8 @@ int bench_run_main(int argc, char **argv)
             json_object_set_new(rj, "prefill_tok_s", json_real(pf[r]));
             json_object_set_new(rj, "decode_tok_s", json_real(dc[r]));
             json_object_set_new(rj, "wait_share", json_real(ws[r]));
+            if (x->turn_us > 0)
+                json_object_set_new(rj, "dense_turnaround_us", json_real(x->turn_us));
             if (c.spec.kind != SPEC_NONE)
                 json_object_set_new(rj, "spec", spec_json(&x->spec));
             if (x->stream_span_s > 0) {

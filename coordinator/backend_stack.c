@@ -227,6 +227,10 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
                 "by the CPU workers before %llu exchanges\n", (unsigned long long)bs.hint_hits,
                 (unsigned long long)bs.hint_experts, 100.0 * (double)bs.hint_hits / (double)bs.hint_experts,
                 (double)bs.prefetch_bytes / 1e6, (unsigned long long)bs.prefetch_layers);
+    if (backend_stats(s->be, &bs) == 0 && bs.turnarounds)
+        fprintf(out, "guild run: the dense side's turnaround between a decode step's exchanges, as the CPU workers see "
+                "it: %.1f us a layer (mean of %llu)\n", (double)bs.turnaround_ns / (double)bs.turnarounds / 1e3,
+                (unsigned long long)bs.turnarounds);
     if (backend_stats(s->be, &bs) == 0 && bs.stream_passes && bs.stream_span_ns) {
         const double span = (double)bs.stream_span_ns, busy = span - (double)bs.copy_wait_ns - (double)bs.cpu_wait_ns;
         fprintf(out, "guild run: streamed forward passes: %llu, %.3f s on the device: copy engine busy %.3f s (%.0f%%), "

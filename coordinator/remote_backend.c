@@ -617,4 +617,6 @@ void remote_stats_take(backend_stats_t *out, const Guild__Stats *st)
     out->hint_hits = st->hint_hits;
     out->prefetch_bytes = st->prefetch_bytes;
     out->prefetch_layers = st->prefetch_layers;
+    out->turnaround_ns = st->turnaround_ns;
+    out->turnarounds = st->turnarounds;
 }

@@ -95,12 +95,14 @@ void sup_gpu_stats(sup_t *s, backend_stats_t *out)
     pthread_mutex_lock(&s->mu);
     refresh_stats(s);
     *out = gpu_slot(s)->streaming;
-    for (int i = 0; i < s->n_cpu; i++) { /* the CPU workers' prefetch counters */
+    for (int i = 0; i < s->n_cpu; i++) { /* the CPU workers' prefetch and turnaround counters */
         const backend_stats_t *c = &s->w[i].streaming;
         out->hint_experts += c->hint_experts;
         out->hint_hits += c->hint_hits;
         out->prefetch_bytes += c->prefetch_bytes;
         out->prefetch_layers += c->prefetch_layers;
+        out->turnaround_ns += c->turnaround_ns;
+        out->turnarounds += c->turnarounds;
     }
     pthread_mutex_unlock(&s->mu);
 }

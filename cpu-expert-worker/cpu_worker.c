@@ -71,10 +71,12 @@ typedef struct cpu_worker {
     expert_pipe_prof_t *prof;    /* -v: the pipeline's profile, logged every PROF_LOG_EXCHANGES; NULL: none */
     uint64_t prof_sleeps;        /* the pool's sleeps when the profile restarted */
     uint64_t prof_exchanges, prof_doorbell; /* exchanges served and doorbell sleeps then */
-    /* -v, through the arena: from this worker's done ring to its seeing the next exchange's step ring, for the
-     * exchanges of the profile (the dense side's turnaround of a layer as the CPU side sees it: its kernels up to
-     * the next publish, the bus both ways, and the other workers' finish), in seconds; logged as their median */
-    uint64_t done_ns;            /* when the last done ring went (0: none since the profile or the Assign) */
+    /* From this worker's done ring to its seeing the next exchange's step ring (the dense side's turnaround of a
+     * layer as the CPU side sees it: its kernels up to the next publish, the bus both ways, and the other workers'
+     * finish): counted in the Stats between a decode step's exchanges of one token (the next one of a later layer),
+     * and with -v, for the exchanges of the profile, in seconds, logged as their median */
+    uint64_t done_ns;            /* when the last done ring went (0: none since the Assign) */
+    int32_t done_layer;          /* that exchange's layer, -1 unless it was of one token */
     int n_turn;
     double turn_s[PROF_LOG_EXCHANGES];
     expert_prefetch_t *prefetch; /* the exchange carries prefetch hints (shape.n_prefetch); NULL: it does not */
@@ -200,6 +202,7 @@ static void release(cpu_worker_t *w)
     free(w->prof);
     w->prof = NULL;
     w->done_ns = 0;
+    w->done_layer = -1;
     w->n_turn = 0;
     guild_pool_destroy(&w->pool);
     expert_share_destroy(&w->share);
@@ -794,6 +797,10 @@ static void serve(cpu_worker_t *w, uint64_t seq)
                         (unsigned long long)seq, err.msg);
             return;
         }
+        if (w->done_ns && slot.n_tokens == 1 && w->done_layer >= 0 && slot.layer > w->done_layer) {
+            atomic_fetch_add(&st->turnaround_ns, t1 - w->done_ns);
+            atomic_fetch_add(&st->turnarounds, 1);
+        }
         if (w->prof && w->done_ns && slot.n_tokens <= PROF_MAX_TOKENS && w->n_turn < PROF_LOG_EXCHANGES)
             w->turn_s[w->n_turn++] = (double)(t1 - w->done_ns) / 1e9;
         if (w->n_hint) /* how good the prefetched hint was: its experts among this exchange's */
@@ -821,7 +828,8 @@ static void serve(cpu_worker_t *w, uint64_t seq)
         note_exchange(w, seq, slot.layer, slot.n_tokens, slot.ids, pairs, t2 - t1,
                       faults_if_large((uint32_t)slot.n_tokens, n_used) - f0);
         guild_exchange_complete(w->x, w->index, seq);
-        w->done_ns = w->prof ? guild_now_ns() : 0;
+        w->done_ns = guild_now_ns();
+        w->done_layer = slot.n_tokens == 1 ? slot.layer : -1;
         atomic_fetch_add(&st->busy_ns, t2 - t1);
         atomic_fetch_add(&st->exchanges, 1);
         atomic_fetch_add(&st->tokens, (uint64_t)pairs);

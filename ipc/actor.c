@@ -150,6 +150,8 @@ static void fill_stats(actor_t *a, Guild__Stats *s)
     s->hint_hits = atomic_load(&a->stats.hint_hits);
     s->prefetch_bytes = atomic_load(&a->stats.prefetch_bytes);
     s->prefetch_layers = atomic_load(&a->stats.prefetch_layers);
+    s->turnaround_ns = atomic_load(&a->stats.turnaround_ns);
+    s->turnarounds = atomic_load(&a->stats.turnarounds);
 }
 
 static void send_or_log(actor_t *a, Guild__Envelope *env)

@@ -56,6 +56,8 @@ typedef struct actor_stats {
     /* CPU worker with prefetch hints: hinted experts and those the exchange then routed to, bytes prefetched and
      * the exchanges it prefetched for */
     _Atomic uint64_t hint_experts, hint_hits, prefetch_bytes, prefetch_layers;
+    /* CPU worker: the dense side's turnaround between a decode step's exchanges, summed, and their count */
+    _Atomic uint64_t turnaround_ns, turnarounds;
 } actor_stats_t;
 
 typedef struct actor actor_t;

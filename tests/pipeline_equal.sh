@@ -212,6 +212,18 @@ grep -q "17 CPU workers: expected 1 to 16" "$T/plan3.txt" || { cat "$T/plan3.txt
     { tail -n 20 "$T/turn.err"; fail "guild run -v"; }
 grep -a "pipeline profile" "$T/turn.err" | grep -aqE "dense_turnaround_us=[0-9]+\.[0-9] \(median of [0-9]+\)" ||
     { grep -a "pipeline profile" "$T/turn.err"; fail "-v: no dense turnaround in the CPU worker's profile"; }
+# the same turnaround counted in the workers' Stats: between a decode step's exchanges of one token, 3 a step of
+# this model's 4 MoE layers (about 40 decode steps of 40 tokens), in --stats and in guild bench run's runs
+"$G" run -m "$T/turn.gguf" -p hi -n 40 --temp 0 --ignore-eos --threads 1 --stats >/dev/null 2>"$T/turn2.err" ||
+    { tail -n 20 "$T/turn2.err"; fail "guild run --stats (turnaround)"; }
+turns=$(sed -n "s/.*dense side's turnaround.*: \([0-9.]*\) us a layer (mean of \([0-9]*\))/\1 \2/p" "$T/turn2.err")
+awk -v t="$turns" 'BEGIN { split(t, v, " "); exit !(v[1] > 0 && v[2] >= 3 * 38 && v[2] <= 3 * 40) }' ||
+    { grep -a "turnaround" "$T/turn2.err"; fail "--stats: turnaround '$turns' (us, count: 114-120 expected)"; }
+"$G" bench run -m "$T/turn.gguf" --populate 16 --runs 2 --gen 16 --threads 1 --json "$T/turn.json" \
+    >/dev/null 2>"$T/turn3.err" || { tail -n 20 "$T/turn3.err"; fail "guild bench run (turnaround)"; }
+[ "$(grep -ac "run [0-9]:.*, turnaround [0-9.]* us" "$T/turn3.err")" = 2 ] &&
+    [ "$(grep -o '"dense_turnaround_us": [0-9.]*' "$T/turn.json" | grep -cv ': 0$')" = 2 ] ||
+    { cat "$T/turn3.err" "$T/turn.json"; fail "guild bench run: no turnaround in each run's line and JSON"; }
 
 # without the worker binaries: a clear error, not a hang
 mkdir "$T/bin"
@@ -219,4 +231,4 @@ cp "$G" "$T/bin/guild"
 "$T/bin/guild" run -m "$T/mixed.gguf" -p hi -n 2 >"$T/nobin.txt" 2>&1 && fail "ran without guild-cpu-worker"
 grep -q "guild-cpu-worker.*--single-process does not" "$T/nobin.txt" || { cat "$T/nobin.txt"; fail "missing worker message"; }
 
-echo "PASS: multi-process == single-process (tokens, logits, text) for 9 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans, the dense turnaround at -v"
+echo "PASS: multi-process == single-process (tokens, logits, text) for 9 architectures x 1-3 CPU workers ($n runs), a split model, mixed types, named arena, hand-started workers, exchanges as messages over tcp, plans, the dense turnaround at -v, in --stats and in guild bench run"

@@ -121,6 +121,10 @@ typedef struct backend_stats {
      * those the next exchange then routed to (the prediction's hit rate), the bytes prefetched and the exchanges
      * prefetched for */
     uint64_t hint_experts, hint_hits, prefetch_bytes, prefetch_layers;
+    /* the multi-process pipeline's CPU workers, summed: the dense side's turnaround between a decode step's
+     * exchanges of one token as they see it (from a worker's done ring to its seeing the next exchange of the same
+     * step: the dense kernels between two MoE layers and the bus both ways), its total and count */
+    uint64_t turnaround_ns, turnarounds;
 } backend_stats_t;
 
 typedef struct backend_ops {
