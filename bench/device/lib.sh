@@ -50,7 +50,8 @@
 #   turnaround SIDE...      issue 17's decode with experts in RAM (--gpu-experts none) at 512 populated positions,
 #                           3 runs of 64 tokens, -v: each SIDE's CPU worker's pipeline profile lines (dense_turnaround_us:
 #                           the dense side's part of a layer on the step's critical path as the CPU worker sees it)
-#                           in $O/turn-SIDE.txt, the runs and those lines' turnaround on stdout
+#                           in $O/turn-SIDE.txt, the runs and those lines' turnaround on stdout (a build from
+#                           538037a on gives each run's mean turnaround in its run line too)
 # The caller sets t0 (date +%s at its start) and budget (seconds), or calls setup after setting budget; for prof, B
 # (the packed bin folder), O (the output folder) and m (the model); for run8, O and m.
 say() { echo "== $(date -u +%T) +$(($(date +%s) - t0))s $*"; }
