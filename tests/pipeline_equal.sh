@@ -219,7 +219,7 @@ grep -a "pipeline profile" "$T/turn.err" | grep -aqE "dense_turnaround_us=[0-9]+
 turns=$(sed -n "s/.*dense side's turnaround.*: \([0-9.]*\) us a layer (mean of \([0-9]*\))/\1 \2/p" "$T/turn2.err")
 awk -v t="$turns" 'BEGIN { split(t, v, " "); exit !(v[1] > 0 && v[2] >= 3 * 38 && v[2] <= 3 * 40) }' ||
     { grep -a "turnaround" "$T/turn2.err"; fail "--stats: turnaround '$turns' (us, count: 114-120 expected)"; }
-"$G" bench run -m "$T/turn.gguf" --populate 16 --runs 2 --gen 16 --threads 1 --json "$T/turn.json" \
+"$G" bench run -m "$T/turn.gguf" --backend cpu --populate 16 --runs 2 --gen 16 --threads 1 --json "$T/turn.json" \
     >/dev/null 2>"$T/turn3.err" || { tail -n 20 "$T/turn3.err"; fail "guild bench run (turnaround)"; }
 [ "$(grep -ac "run [0-9]:.*, turnaround [0-9.]* us" "$T/turn3.err")" = 2 ] &&
     [ "$(grep -o '"dense_turnaround_us": [0-9.]*' "$T/turn.json" | grep -cv ': 0$')" = 2 ] ||
