@@ -305,7 +305,7 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
     memset(r, 0, sizeof *r);
     const bool spec = sr->drafter != NULL;
     const int32_t fill = spec ? populate - 1 : populate; /* spec: gen_run runs the last prompt token */
-    backend_stats_t b0, b1;
+    backend_stats_t b0, b1, b2; /* before the prefill, after it (the decode's start), after the decode */
     const bool streams = backend_stats(be, &b0) == 0;
     const double t0 = guild_clock_s();
     for (int32_t p = from; p < fill; p += c->batch) {
@@ -317,14 +317,13 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
             return guild_err_prefix(err, "prefill at %d: ", p);
     }
     r->prefill_s = guild_clock_s() - t0;
-    if (streams && backend_stats(be, &b1) == 0) {
+    const bool have_b1 = streams && backend_stats(be, &b1) == 0;
+    if (have_b1) {
         r->stream_span_s = (double)(b1.stream_span_ns - b0.stream_span_ns) / 1e9;
         r->copy_busy_s = (double)(b1.copy_busy_ns - b0.copy_busy_ns) / 1e9;
         r->copy_wait_s = (double)(b1.copy_wait_ns - b0.copy_wait_ns) / 1e9;
         r->cpu_wait_s = (double)(b1.cpu_wait_ns - b0.cpu_wait_ns) / 1e9;
     }
-    backend_stats_t d0, d1; /* the decode's turnaround counters, read outside its clock (a stats request) */
-    const bool turns = !spec && backend_stats(be, &d0) == 0;
     double w0, s0, w1, s1;
     wait_counters(be, experts, spec, &w0, &s0);
     const double t1 = guild_clock_s();
@@ -348,8 +347,9 @@ static int one_run(const run_cfg_t *c, backend_t *be, const moe_exec_t *experts,
     }
     const double t2 = guild_clock_s();
     wait_counters(be, experts, spec, &w1, &s1);
-    if (turns && backend_stats(be, &d1) == 0 && d1.turnarounds > d0.turnarounds)
-        r->turn_us = (double)(d1.turnaround_ns - d0.turnaround_ns) / (double)(d1.turnarounds - d0.turnarounds) / 1e3;
+    /* the turnaround counters read outside the decode's clock (a stats request of the workers) */
+    if (have_b1 && backend_stats(be, &b2) == 0 && b2.turnarounds > b1.turnarounds)
+        r->turn_us = (double)(b2.turnaround_ns - b1.turnaround_ns) / (double)(b2.turnarounds - b1.turnarounds) / 1e3;
     r->decode_s = t2 - t1;
     r->wait_s = w1 - w0;
     r->step_s = s0 >= 0 ? s1 - s0 : r->decode_s;

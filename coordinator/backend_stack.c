@@ -213,8 +213,10 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
     }
     if (s->pipe)
         pipeline_print_stats(s->pipe, s->be, out);
-    backend_stats_t bs; /* multi-process: the GPU worker's, carried by its Stats */
-    if (backend_stats(s->be, &bs) == 0 && (bs.streamed_layers || bs.split_gpu_pairs || bs.split_cpu_pairs))
+    backend_stats_t bs; /* multi-process: the GPU worker's, carried by its Stats (one request of the workers) */
+    if (backend_stats(s->be, &bs) != 0)
+        return;
+    if (bs.streamed_layers || bs.split_gpu_pairs || bs.split_cpu_pairs)
         fprintf(out, "guild run: streamed experts: %llu layer batches on the GPU (%.1f MB copied, %.1f MB through "
                 "the stager's ring, %.1f ms waiting for its fills); split of streamable layers: GPU %llu experts / "
                 "%llu pairs, CPU %llu experts / %llu pairs\n",
@@ -222,16 +224,16 @@ void backend_stack_print_stats(backend_stack_t *s, FILE *out)
                 (double)bs.staged_bytes / 1e6, (double)bs.stage_wait_ns / 1e6,
                 (unsigned long long)bs.split_gpu_experts, (unsigned long long)bs.split_gpu_pairs,
                 (unsigned long long)bs.split_cpu_experts, (unsigned long long)bs.split_cpu_pairs);
-    if (backend_stats(s->be, &bs) == 0 && bs.hint_experts)
+    if (bs.hint_experts)
         fprintf(out, "guild run: prefetch: %llu of %llu hinted experts routed (hit rate %.1f%%), %.1f MB prefetched "
                 "by the CPU workers before %llu exchanges\n", (unsigned long long)bs.hint_hits,
                 (unsigned long long)bs.hint_experts, 100.0 * (double)bs.hint_hits / (double)bs.hint_experts,
                 (double)bs.prefetch_bytes / 1e6, (unsigned long long)bs.prefetch_layers);
-    if (backend_stats(s->be, &bs) == 0 && bs.turnarounds)
+    if (bs.turnarounds)
         fprintf(out, "guild run: the dense side's turnaround between a decode step's exchanges, as the CPU workers see "
                 "it: %.1f us a layer (mean of %llu)\n", (double)bs.turnaround_ns / (double)bs.turnarounds / 1e3,
                 (unsigned long long)bs.turnarounds);
-    if (backend_stats(s->be, &bs) == 0 && bs.stream_passes && bs.stream_span_ns) {
+    if (bs.stream_passes && bs.stream_span_ns) {
         const double span = (double)bs.stream_span_ns, busy = span - (double)bs.copy_wait_ns - (double)bs.cpu_wait_ns;
         fprintf(out, "guild run: streamed forward passes: %llu, %.3f s on the device: copy engine busy %.3f s (%.0f%%), "
                 "GPU busy %.3f s (%.0f%%; waiting %.3f s for copies, %.3f s for the CPU side)\n",
