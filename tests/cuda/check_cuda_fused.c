@@ -349,7 +349,11 @@ END_TEST
 
 /* odd: what the odd rows are: 0 their own, 1 the row before (equal logits in pairs: ties, the lower id first), 2 one
  * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5); 3: every row
- * zero (every probability equal: every expert ties with every other, the lower id first). Widths above
+ * zero (every probability equal: every expert ties with every other, the lower id first); 4: the activation a
+ * unit row, each logit its expert's first weight, experts 0-2 at 0, 1, 2 and the rest at -200 + e / 2, rising with
+ * the id: distinct logits whose probabilities all underflow to 0, so the order of the logits is not the choice's
+ * (the lower id first among the zeros; the cluster form's check of its ranks by the logits fails and it ranks the
+ * probabilities). Widths above
  * the fused kernel's chunk of 2,048 (and not a multiple of 32) and experts above its rank limit (256: the argmax
  * passes) take its other paths. */
 static const struct {
@@ -363,7 +367,8 @@ static const struct {
                 {64, 6, 8, 3, 512, true, 1.0f, 1},    {128, 8, 0, 0, 2048, true, 1.0f, 2},
                 {32, 4, 0, 0, 4100, true, 1.0f, 0},   {512, 10, 0, 0, 2048, true, 1.0f, 1},
                 {257, 32, 0, 0, 300, false, 1.0f, 0}, {128, 8, 0, 0, 2048, true, 1.0f, 3},
-                {256, 8, 0, 0, 1024, false, 2.5f, 3}, {64, 6, 8, 3, 512, true, 1.0f, 3}};
+                {256, 8, 0, 0, 1024, false, 2.5f, 3}, {64, 6, 8, 3, 512, true, 1.0f, 3},
+                {128, 8, 0, 0, 2048, true, 1.0f, 4},  {256, 8, 0, 0, 1024, false, 2.5f, 4}};
 #define N_RF (int)(sizeof rf_cases / sizeof rf_cases[0])
 /* the fused router's forms (cuda_set_router_cluster): a counter of blocks, clusters of 16 and of 8 blocks a token */
 static const int rf_forms[] = {0, 16, 8};
@@ -429,8 +434,14 @@ START_TEST(test_router_fused)
             row[E / 3] = NAN;
         else if (rf_cases[c].odd == 3)
             memset(row, 0, (size_t)E * sizeof(float));
+        if (rf_cases[c].odd == 4)
+            row[0] = e < 3 ? (float)e : -200.0f + 0.5f * (float)e;
     }
     cuda_test_fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
+    if (rf_cases[c].odd == 4) /* unit rows: logit e = W[e][0], exactly (the other products add zeros) */
+        for (int32_t t = 0; t < n_tok; t++)
+            for (int64_t i = 0; i < ldx; i++)
+                x[(size_t)t * (size_t)ldx + (size_t)i] = i == 0 ? 1.0f : 0.0f;
     float *dW = cuda_test_dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
     /* [0]: cuda_matmul, cuda_router_topk, cuda_route_count; [1]: cuda_router_fused, reps times; [2]: each token
      * alone (rf_one_by_one), reps times */
