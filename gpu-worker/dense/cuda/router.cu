@@ -470,148 +470,6 @@ static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
         block_stamp(tl, CUDA_ROUTER_TL_STAMPS, i);
 }
 
-/* The choice of the cluster's first block (CW warps), every form: each warp makes the softmax of the logits lg into
- * its own copy of the probabilities (copies: CW of per floats), then ranks its share of the experts against it;
- * warp 0's lanes below k end with their slot's expert and probability (my_id, my_w). */
-template <int CW>
-static __device__ __forceinline__ void rc_choose_ranked(const float *lg, float *copies, int *slot, int per, int n_expert,
-                                                        int k, int G, int n_group_used, int *my_id, float *my_w,
-                                                        unsigned long long *tl)
-{
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    float *p = copies + (size_t)warp * per; /* this warp's copy */
-    router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
-    rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
-    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts).
-     * A rank is a count: which lane counts which experts does not change it. Where the copy is 16-byte aligned and
-     * splits into whole float4s a lane, lane `sub` counts a contiguous run of them (a quarter of the shared loads of
-     * the strided loop). */
-    const int epw = (n_expert + CW - 1) / CW;
-    int tpe = 1;
-    while (tpe < WARP_SIZE && 2 * tpe * epw <= WARP_SIZE)
-        tpe *= 2;
-    const int sub = lane % tpe;
-    const int run = n_expert / tpe; /* experts a lane counts in the float4 form */
-    const bool vec = n_expert % (4 * tpe) == 0 && per % 4 == 0;
-    for (int b = 0; b < epw; b += WARP_SIZE / tpe) {
-        const int le = b + lane / tpe, e = warp * epw + le;
-        const bool ok = le < epw && e < n_expert;
-        const float v = ok ? p[e] : 0.0f;
-        int r = 0;
-        if (ok && vec) {
-            const float4 *p4 = (const float4 *)(p + sub * run);
-#pragma unroll 4
-            for (int j = 0; j < run / 4; j++) {
-                const float4 u = p4[j];
-                const int f = sub * run + 4 * j;
-                r += (u.x > v) | ((u.x == v) & (f < e));
-                r += (u.y > v) | ((u.y == v) & (f + 1 < e));
-                r += (u.z > v) | ((u.z == v) & (f + 2 < e));
-                r += (u.w > v) | ((u.w == v) & (f + 3 < e));
-            }
-        } else if (ok) {
-#pragma unroll 4
-            for (int f = sub; f < n_expert; f += tpe) {
-                const float u = p[f];
-                r += (u > v) | ((u == v) & (f < e));
-            }
-        }
-        for (int m = 1; m < tpe; m <<= 1)
-            r += __shfl_xor_sync(FULL_MASK, r, m);
-        if (ok && sub == 0 && r < k)
-            slot[r] = e;
-    }
-    __syncthreads(); /* every slot named */
-    rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
-    if (warp == 0) {
-        *my_id = lane < k ? slot[lane] : 0;
-        *my_w = lane < k ? p[*my_id] : 0.0f;
-    }
-}
-
-/* The rank of expert e (its value v = l[e]) among l[0..n): rf_rank's count, over float4s where n allows (l 16-byte
- * aligned). */
-static __device__ __forceinline__ int rc_rank_row(const float *l, int n, int e, float v)
-{
-    if (n % 4)
-        return rf_rank(l, n, e);
-    const float4 *l4 = (const float4 *)l;
-    int r = 0;
-#pragma unroll 4
-    for (int j = 0; j < n / 4; j++) {
-        const float4 u = l4[j];
-        const int f = 4 * j;
-        r += (u.x > v) | ((u.x == v) & (f < e));
-        r += (u.y > v) | ((u.y == v) & (f + 1 < e));
-        r += (u.z > v) | ((u.z == v) & (f + 2 < e));
-        r += (u.w > v) | ((u.w == v) & (f + 3 < e));
-    }
-    return r;
-}
-
-/* The choice of the first block without groups where warps 1 .. rw hold an expert a lane (rw < CW): warp 0 makes
- * the softmax into p while warps 1 .. rw rank the experts by their logits (rank_l[e], slot[r] = e for r < k), the
- * softmax's ~0.7 us and the ranks' ~1 us side by side instead of one after the other. After the block's barrier,
- * warp 0 checks that the logits' slots are the probabilities' (rf_rank's order: the larger first, the lower id
- * among equals): the k slots name k experts of those ranks, their probabilities fall strictly in that order, and
- * the last is above every expert not named. That holds where it matters almost always, but not always: the
- * exponential maps distinct logits to one probability (an underflow to 0, a rounding) and NaN logits rank
- * anywhere; where the check fails, warp 0 ranks by the probabilities itself (rc_choose_ranked's count). Either
- * way the slots are rc_choose_ranked's, bit for bit. Warp 0's lanes below k end with my_id, my_w as there. */
-static __device__ __forceinline__ void rc_choose_overlapped(const float *lg, float *p, int *rank_l, int *slot,
-                                                            int n_expert, int k, int rw, int *my_id, float *my_w,
-                                                            unsigned long long *tl)
-{
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    if (warp == 0) {
-        router_probs_reg(lg, p, n_expert, 0, 0, lane);
-        rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
-    } else if (warp <= rw) {
-        const int e = (warp - 1) * WARP_SIZE + lane;
-        if (e < n_expert) {
-            const int r = rc_rank_row(lg, n_expert, e, lg[e]);
-            rank_l[e] = r;
-            if (r < k)
-                slot[r] = e;
-        }
-    }
-    __syncthreads(); /* p, the ranks and the slots */
-    if (warp != 0)
-        return;
-    const int id = lane < k ? slot[lane] : 0;
-    bool ok = lane >= k || (id >= 0 && id < n_expert && rank_l[id] == lane); /* a slot no expert of its rank named
-                                                                                (NaN logits) holds anything */
-    const float pv = ok && lane < k ? p[id] : 0.0f;
-    const float pn = __shfl_down_sync(FULL_MASK, pv, 1);
-    const int idn = __shfl_down_sync(FULL_MASK, id, 1);
-    if (lane < k - 1)
-        ok = ok && (pv > pn || (pv == pn && id < idn));
-    const float pl = __shfl_sync(FULL_MASK, pv, k - 1);
-    const int il = __shfl_sync(FULL_MASK, id, k - 1);
-    for (int e = lane; e < n_expert; e += WARP_SIZE) {
-        const int r = rank_l[e];
-        if (!(r >= 0 && r < k && slot[r] == e)) { /* not named */
-            const float u = p[e];
-            ok = ok && (pl > u || (pl == u && il < e));
-        }
-    }
-    if (__all_sync(FULL_MASK, ok)) {
-        *my_id = id;
-        *my_w = pv;
-    } else {
-        __syncwarp(); /* every lane's reads of the slots before they are overwritten */
-        for (int e = lane; e < n_expert; e += WARP_SIZE) {
-            const int r = rf_rank(p, n_expert, e);
-            if (r < k)
-                slot[r] = e;
-        }
-        __syncwarp();
-        *my_id = lane < k ? slot[lane] : 0;
-        *my_w = lane < k ? p[*my_id] : 0.0f;
-    }
-    rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
-}
-
 /* Grid (CB, n_tok), clusters of CB along x: cluster y is token y, block b's warps experts CB CW r + CW b + warp.
  * PUB (a lone token): the first block also publishes the token to the MoE exchange (cuda_xchg_pub_t), as
  * cuda_xchg_publish would after the launch: the exchange's counters loaded with the first loads, the row into the
@@ -748,20 +606,56 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
         rc_stamp(tl, CUDA_ROUTER_TL_END);
         return;
     }
-    const int per = n_expert + G, rw = (n_expert + WARP_SIZE - 1) / WARP_SIZE;
+    const int per = n_expert + G;
+    float *p = rc_sh + n_expert + (size_t)warp * per; /* this warp's copy */
     int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
-    int my_id = 0;
-    float my_w = 0.0f;
-    if (!G && rw < CW) { /* the softmax beside the ranks (rc_choose_overlapped) */
-        rc_choose_overlapped(lg, rc_sh + n_expert, (int *)(rc_sh + n_expert + per), slot, n_expert, k, rw, &my_id,
-                             &my_w, tl);
-    } else {
-        rc_choose_ranked<CW>(lg, rc_sh + n_expert, slot, per, n_expert, k, G, n_group_used, &my_id, &my_w, tl);
+    router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
+    rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
+    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts).
+     * A rank is a count: which lane counts which experts does not change it. Where the copy is 16-byte aligned and
+     * splits into whole float4s a lane, lane `sub` counts a contiguous run of them (a quarter of the shared loads of
+     * the strided loop). */
+    const int epw = (n_expert + CW - 1) / CW;
+    int tpe = 1;
+    while (tpe < WARP_SIZE && 2 * tpe * epw <= WARP_SIZE)
+        tpe *= 2;
+    const int sub = lane % tpe;
+    const int run = n_expert / tpe; /* experts a lane counts in the float4 form */
+    const bool vec = n_expert % (4 * tpe) == 0 && per % 4 == 0;
+    for (int b = 0; b < epw; b += WARP_SIZE / tpe) {
+        const int le = b + lane / tpe, e = warp * epw + le;
+        const bool ok = le < epw && e < n_expert;
+        const float v = ok ? p[e] : 0.0f;
+        int r = 0;
+        if (ok && vec) {
+            const float4 *p4 = (const float4 *)(p + sub * run);
+#pragma unroll 4
+            for (int j = 0; j < run / 4; j++) {
+                const float4 u = p4[j];
+                const int f = sub * run + 4 * j;
+                r += (u.x > v) | ((u.x == v) & (f < e));
+                r += (u.y > v) | ((u.y == v) & (f + 1 < e));
+                r += (u.z > v) | ((u.z == v) & (f + 2 < e));
+                r += (u.w > v) | ((u.w == v) & (f + 3 < e));
+            }
+        } else if (ok) {
+#pragma unroll 4
+            for (int f = sub; f < n_expert; f += tpe) {
+                const float u = p[f];
+                r += (u > v) | ((u == v) & (f < e));
+            }
+        }
+        for (int m = 1; m < tpe; m <<= 1)
+            r += __shfl_xor_sync(FULL_MASK, r, m);
+        if (ok && sub == 0 && r < k)
+            slot[r] = e;
     }
+    __syncthreads(); /* every slot named */
+    rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
     if constexpr (PUB) {
         if (pcode == CUDA_XCHG_OK) { /* the ids and the header, then one fence round of the block, then the ring */
             if (warp == 0 && lane < k)
-                xchg_pub_id(pub, pseq, lane, my_id);
+                xchg_pub_id(pub, pseq, lane, slot[lane]);
             if (T == 0)
                 xchg_pub_header(pub, pseq);
             __threadfence_system();
@@ -774,6 +668,8 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     }
     if (warp != 0)
         return;
+    const int my_id = lane < k ? slot[lane] : 0;
+    const float my_w = lane < k ? p[my_id] : 0.0f;
     router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_END);
 #endif
