@@ -582,7 +582,8 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     cluster_arrive_release(); /* phase 2: every logit in the first block's shared memory */
     cluster_wait_acquire();
     rc_stamp(tl, CUDA_ROUTER_TL_LOGITS);
-    pdl_trigger(); /* the next kernel's blocks (the experts' weights asked for before their wait) after the products */
+    if constexpr (PUB) /* the next kernel's blocks (the hint's router: in the exchange's shadow) after the products */
+        pdl_trigger();
     /* rf_norm_out's writes (every block has read x), by the last block: they stay off the choosing block's path */
     if constexpr (NORM)
         if (blockIdx.x == (CB > 1 ? CB - 1 : 0)) {
@@ -651,6 +652,12 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
             slot[r] = e;
     }
     __syncthreads(); /* every slot named */
+    /* The next kernel's blocks (the experts' weights asked for before their wait, all-GPU) after the choice, not
+     * after the products: launched while the choosing block ranks, they slowed the choice and the experts' first
+     * product both (bench/results/dense52-h100-2026-12-05-s52.md). The publishing form keeps the earlier point
+     * (its next kernel is the hint's, and its path was 0.2 us longer with the later one). */
+    if constexpr (!PUB)
+        pdl_trigger();
     rc_stamp(tl, CUDA_ROUTER_TL_RANKS);
     if constexpr (PUB) {
         if (pcode == CUDA_XCHG_OK) { /* the ids and the header, then one fence round of the block, then the ring */
