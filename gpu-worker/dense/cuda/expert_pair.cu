@@ -5,9 +5,8 @@
  * cuda_expert_matmul's per-row arithmetic for tiles of one pair (the same block dots, folded in block order, the
  * same final factor and SiLU): the same bits as cuda_expert_route + cuda_quantize + cuda_expert_matmul.
  *
- * A pair's expert is known once the router's launch has ended, so a block reads it after the wait (pdl_begin; the
- * gate/up launch waits with pdl_wait and lets the down products launch after its products) and first asks L2 for
- * its weight rows, then quantizes while they come. The down products' expert was chosen two launches
+ * A pair's expert is known once the router's launch has ended, so a block reads it after pdl_begin() and first
+ * asks L2 for its weight rows, then quantizes while they come. The down products' expert was chosen two launches
  * back: their blocks also prefetch the rows before pdl_begin() (a hint at most: the id read there is used for
  * nothing else, clamped to the part's experts, and read again after the wait).
  */
@@ -65,10 +64,7 @@ static __global__ void __launch_bounds__(EP_THREADS)
         prefetch_l2_lines(w + (size_t)e * expert_stride + (size_t)blk0 * row_stride, blk_bytes, threadIdx.x,
                           EP_THREADS);
     }
-    if constexpr (GU) /* the down products' launch after this block's products (pdl_trigger below) */
-        pdl_wait();
-    else
-        pdl_begin();
+    pdl_begin();
     const int e = lids[p];
     if (e < 0 || e >= n_local)
         return; /* the whole block: a skipped pair, or another part's */
@@ -136,11 +132,6 @@ static __global__ void __launch_bounds__(EP_THREADS)
             }
         }
     }
-    /* The down products' blocks (their rows asked for before their wait) launched at this kernel's start shared its
-     * SMs while it read its rows: launched now, the down products and the norm after them ran shorter and the step's
-     * GPU time fell ~0.9% (bench/results/dense52-h100-2026-12-05-s52.md). */
-    if constexpr (GU)
-        pdl_trigger();
     if (lane == 0) {
 #pragma unroll
         for (int i = 0; i < R; i++)
