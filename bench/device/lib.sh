@@ -16,8 +16,11 @@
 #                           tee too and never returns), and says what runs where
 #   finish NAME             packs O into R/NAME-files.tar.gz and says the script is done
 #   begin NAME              an issue-17 call's start: bench/device/alltests.sh (three programs at a time, 130 s),
-#                           setup NAME, the tests' lines that are not a pass, and the model m (guild-mkmodel's
+#                           setup NAME, the tests' lines that are not a pass, and the model m (model_make: guild-mkmodel's
 #                           qwen3-30b-a3b shape, the pool fill) as a step
+#   begin_bare NAME         begin without the tests (variants of builds whose tests ran): setup NAME, model_make
+#   head_tl SIDE...         the router alone, its phases (cuda_head_time --timeline 1) of each side's build ($B's
+#                           tests/cuda, or cuda_head_time beside a var*/base* build): $O/head-tl-SIDE.txt
 #   bin_of SIDE             $BASE for a side named base*, $C/var for var*, else $B (the A/B scripts' builds)
 #   side_flags SIDE         the flags a side named NAME+off-PART runs with: --cuda-off PART (new+off-mm-split: the
 #                           new build without its split products); none for other names
@@ -99,13 +102,28 @@ setup() { # NAME
         "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
     lscpu > "$O/lscpu.txt" 2>&1
 }
+model_make() { # the model m: guild-mkmodel's qwen3-30b-a3b shape, the pool fill, as a step
+    m=/tmp/q30b.gguf
+    step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
+        --threads "$(nproc)" -q -o $m
+}
 begin() { # NAME
     bash bench/device/alltests.sh 130 0 3 > /dev/null 2>&1
     setup "$1"
     grep -E "rc=|Checks|FAIL|tests done" "$R/alltests.log" | grep -v "^rc=0" | tail -n 30
-    m=/tmp/q30b.gguf
-    step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
-        --threads "$(nproc)" -q -o $m
+    model_make
+}
+begin_bare() { # NAME: begin without the tests (measurement variants of builds whose tests ran)
+    setup "$1"
+    model_make
+}
+head_tl() { # SIDE...: the router alone, its phases (cuda_head_time --timeline 1) in each side's build
+    for side in "$@"; do
+        ht=$B/tests/cuda/cuda_head_time
+        case $side in var* | base*) ht=$(bin_of "$side")/cuda_head_time ;; esac
+        step 30 "cuda_head_time --timeline 1 ($side)" sh -c '"$0" --timeline 1 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
+            exit $st' "$ht" "$O/head-tl-$side.txt"
+    done
 }
 finish() { # NAME
     tar -czf "$R/$1-files.tar.gz" -C "$O" .

@@ -16,12 +16,7 @@ set -u
 budget=${1:-590}
 . bench/device/lib.sh
 begin s52a
-for side in new var base; do
-    ht=$B/tests/cuda/cuda_head_time
-    case $side in var* | base*) ht=$(bin_of "$side")/cuda_head_time ;; esac
-    step 30 "cuda_head_time --timeline 1 ($side)" sh -c '"$0" --timeline 1 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
-        exit $st' "$ht" "$O/head-tl-$side.txt"
-done
+head_tl new var base
 for side in new var base new2 var2 base2; do pipe_trace gpu $side; done
 pipe_trace ram new
 pipe_trace ram var

@@ -14,16 +14,8 @@
 set -u
 budget=${1:-590}
 . bench/device/lib.sh
-setup s52b
-m=/tmp/q30b.gguf
-step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
-    --threads "$(nproc)" -q -o $m
-for side in new var base; do
-    ht=$B/tests/cuda/cuda_head_time
-    case $side in var* | base*) ht=$(bin_of "$side")/cuda_head_time ;; esac
-    step 30 "cuda_head_time --timeline 1 ($side)" sh -c '"$0" --timeline 1 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
-        exit $st' "$ht" "$O/head-tl-$side.txt"
-done
+begin_bare s52b
+head_tl new var base
 for side in new var base new2 var2 base2; do pipe_trace gpu $side; done
 for side in new var base; do pipe_trace ram $side; done
 rm -f $m

@@ -12,10 +12,7 @@
 set -u
 budget=${1:-590}
 . bench/device/lib.sh
-setup s52d
-m=/tmp/q30b.gguf
-step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
-    --threads "$(nproc)" -q -o $m
+begin_bare s52d
 for side in new var base new2 var2 base2 new3 var3 base3; do pipe_trace gpu $side; done
 pipe_trace ram new
 pipe_trace ram base
