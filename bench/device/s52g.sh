@@ -2,6 +2,9 @@
 # Session 52's seventh call: is the down products' read of the expert ids before their wait what made E3 (the
 # experts' gate/up trigger after its products, 3d1444d) change the bits? The variant 4ea63d8 (branch
 # s52-e3-noearly: E3 with that early read off) through the programs that failed with E3 in calls 5-6.
+# NOT RUN: session 52's device time was spent before it (the next session's first experiment). The variant is
+# 3d1444d cherry-picked onto main with run_device's down-product step_pairs(..., early = false) in
+# gpu-worker/dense/cuda/cuda_moe_gpu.c.
 #   here:   check_cuda_fused and check_cuda_clock of that build, stripped, with call 6's lib/, as .carry-s52g/p.tar.xz
 #   device: bash bench/device/s52g.sh [SECONDS] (with .carry-s52g carried)
 set -u
