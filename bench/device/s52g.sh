@@ -4,7 +4,11 @@
 # s52-e3-noearly: E3 with that early read off) through the programs that failed with E3 in calls 5-6.
 # NOT RUN: session 52's device time was spent before it (the next session's first experiment). The variant is
 # 3d1444d cherry-picked onto main with run_device's down-product step_pairs(..., early = false) in
-# gpu-worker/dense/cuda/cuda_moe_gpu.c.
+# gpu-worker/dense/cuda/cuda_moe_gpu.c. A second candidate to test the same way: with E3 the gate/up kernel's first
+# instruction after its lone griddepcontrol.wait is a non-coherent load of lids[p] (const __restrict__: ld.global.nc,
+# whose contract is data read-only for the kernel's lifetime, which a PDL dependent's lifetime does not give for its
+# primary's outputs); ptxas may move it above the wait, where pdl_begin's launch_dependents right after the wait may
+# have kept it below. E3 with lids and x read by __ldcg after the wait would tell.
 #   here:   check_cuda_fused and check_cuda_clock of that build, stripped, with call 6's lib/, as .carry-s52g/p.tar.xz
 #   device: bash bench/device/s52g.sh [SECONDS] (with .carry-s52g carried)
 set -u
