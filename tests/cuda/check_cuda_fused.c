@@ -351,8 +351,9 @@ END_TEST
  * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5); 3: every row
  * zero (every probability equal: every expert ties with every other, the lower id first); 4: the activation a
  * unit row, each logit its expert's first weight, experts 0-2 at 0, 1, 2 and the rest at -200 + e / 2, rising with
- * the id: distinct logits whose probabilities all underflow to 0, so the order of the logits is not the choice's
- * (the lower id first among the zeros: a choice that ranked the logits would name the highest ids). Widths above
+ * the id: with 128 experts, distinct logits whose probabilities all underflow to 0, so the order of the logits is
+ * not the choice's (the lower id first among the zeros: a choice that ranked the logits would name the highest ids;
+ * with 256 the highest ids' do not underflow). Widths above
  * the fused kernel's chunk of 2,048 (and not a multiple of 32) and experts above its rank limit (256: the argmax
  * passes) take its other paths. */
 static const struct {
