@@ -1,34 +1,32 @@
 /* The decode step's fused launches against the separate launches they replace, bit for bit: the fused block norm
  * (cuda_rmsnorm_fused: residual update + RMSNorm + quantization for the next product), several products of one
- * activation (cuda_matmul_multi: a step's Q, K and V; cuda_matmul_multi_types: of two types), the router's
- * product, top-k and routing counts (cuda_router_fused, launched several times: its counter of finished blocks
- * resets itself; ties, NaN logits, wide rows, many experts; 1 to 16 tokens, every token's bits also those of its
- * own launch of 1, and the scalar reference's choice; in each of its forms: a counter of blocks, clusters of 16
- * and of 8 blocks), the FFN norm in that launch (cuda_router_fused_norm:
- * against cuda_add + cuda_rmsnorm_checked + cuda_router_fused, with the non-finite check's finds, and each token
- * alone), a few tokens' routed experts without a route (cuda_expert_pairs: against cuda_quantize +
- * cuda_expert_route + cuda_expert_matmul, a 16-token step's tokens against each token alone, and their time at the
- * Qwen3-30B-A3B shape, printed), the decode attention with its splits merged in its launch (in each of its launch
- * forms, cuda_set_attn_form); and
- * the CUDA backend with its layer program fused and programmatic dependent launch (the defaults) against the same
- * backend with cuda_config_t.no_fuse and no_pdl, bit for bit.
+ * activation (cuda_matmul_multi: a step's Q, K and V; cuda_matmul_multi_types: of two types), the router's product,
+ * top-k and routing counts (cuda_router_fused, launched several times: its counter of finished blocks resets
+ * itself; ties, NaN logits, wide rows, many experts; 1 to 16 tokens, every token's bits also those of its own
+ * launch of 1, and the scalar reference's choice; in each of its forms: a counter of blocks, clusters of 16 and of
+ * 8 blocks), the FFN norm in that launch (cuda_router_fused_norm: against cuda_add + cuda_rmsnorm_checked +
+ * cuda_router_fused, with the non-finite check's finds, and each token alone), a few tokens' routed experts without
+ * a route (cuda_expert_pairs: against cuda_quantize + cuda_expert_route + cuda_expert_matmul, a 16-token step's
+ * tokens against each token alone, and their time at the Qwen3-30B-A3B shape, printed), the decode attention with
+ * its splits merged in its launch (in each of its launch forms, cuda_set_attn_form); and the CUDA backend with its
+ * layer program fused and programmatic dependent launch (the defaults) against the same backend with
+ * cuda_config_t.no_fuse and no_pdl, bit for bit.
  *
- * Kernel cases: every residual update (none, the residual addition, the MoE combine alone, with an ungated and
- * with a sigmoid-gated shared expert) by every quantization (none, Q8_0, Q8_1, Q8_K, F32) by row width (256 and 96
+ * Kernel cases: every residual update (none, the residual addition, the MoE combine alone, with an ungated and with
+ * a sigmoid-gated shared expert) by every quantization (none, Q8_0, Q8_1, Q8_K, F32) by row width (256 and 96
  * (three warps): one block; 640, 1024 and 2048: a cluster of 3, 4 and 8 blocks, and one block with the cluster form
  * off; 4096: the separate launches it falls back to), over 1 and 5 rows, with a NaN planted in some cases so that
- * the non-finite check's word is compared too. The residual stream x, the normed
- * rows, the quantized bytes and the check's word must all equal the separate launches'; a combine's fused launch
- * also reads its rows in place, from mapped host memory through a device word (cuda_norm_pre_t.y_at, the MoE
- * exchange's slot), with the same bits (with 4096: cuda_moe_combine_at's).
+ * the non-finite check's word is compared too. The residual stream x, the normed rows, the quantized bytes and the
+ * check's word must all equal the separate launches'; a combine's fused launch also reads its rows in place, from
+ * mapped host memory through a device word (cuda_norm_pre_t.y_at, the MoE exchange's slot), with the same bits
+ * (with 4096: cuda_moe_combine_at's).
  *
  * Backend cases: tiny models of the architectures whose layer program the fusion changes (qwen3moe Q4_K with
  * experts on the device and through the host executor, qwen2moe's gated shared expert, glm4moe's ungated one and
- * leading dense layer, gpt-oss Q8_0, llama's dense FFN in Q8_0 and F32): a prompt in one batch, then greedy decode
- * steps, with graphs and without, fused and programmatic launch each alone too; every logit equal to the
- * reference's (separate launches, each after the one before it has ended).
- * Needs a CUDA device: without one, exit 77 (SKIP). Check runs without fork: a CUDA context does not survive
- * fork(). */
+ * leading dense layer, gpt-oss Q8_0, llama (with experts, as the tiny models have them) in Q8_0 and F32): a prompt
+ * in one batch, then greedy decode steps, with graphs and without, fused and programmatic launch each alone too;
+ * every logit equal to the reference's (separate launches, each after the one before it has ended). Needs a CUDA
+ * device: without one, exit 77 (SKIP). Check runs without fork: a CUDA context does not survive fork(). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,8 +143,7 @@ START_TEST(test_fused_kernel)
     }
     const uint32_t site = 5;
     const float eps = 1e-6f;
-    /* the separate launches */
-    if (pre.kind == CUDA_PRE_ADD)
+    if (pre.kind == CUDA_PRE_ADD) /* the separate launches */
         ck_assert_msg(cuda_add(dx[0], dp, (int64_t)nx, stream, &err) == 0, "%s", err.msg);
     else if (pre.kind == CUDA_PRE_COMBINE)
         ck_assert_msg(cuda_moe_combine(dx[0], dy, drw, pre.sh, pre.sh_logit, rows, n_used, n, stream, &err) == 0,
@@ -243,9 +240,8 @@ static const int32_t mm_toks[] = {1, 2, 3, 5, 8, 40}; /* 40: past CUDA_MATMUL_MM
 #define N_MM_TOKS (int)(sizeof mm_toks / sizeof mm_toks[0])
 
 /* Three products of n columns (260 / 36 / 37 rows, ldo 263 / 36 / 41) of types[i] on one activation of ntok rows
- * (quantized to the types' dot type), from outputs poisoned alike: cuda_matmul product by product against one
- * launch of cuda_matmul_multi (types all types[0]) or, with two_types, cuda_matmul_multi_types; memcmp. `what`
- * names the types in a failure. */
+ * (quantized to the types' dot type), from outputs poisoned alike: cuda_matmul product by product against one launch
+ * of cuda_matmul_multi (types all types[0]) or, with two_types, cuda_matmul_multi_types; memcmp; `what` names them. */
 static void mm_multi_check(const guild_type_t types[3], bool two_types, int64_t n, int32_t ntok, uint64_t seed,
                            const char *what)
 {
@@ -349,13 +345,10 @@ END_TEST
 
 /* odd: what the odd rows are: 0 their own, 1 the row before (equal logits in pairs: ties, the lower id first), 2 one
  * NaN element (those experts' logits NaN: every probability NaN, which the choice counts as -0.5); 3: every row
- * zero (every probability equal: every expert ties with every other, the lower id first); 4: the activation a
- * unit row, each logit its expert's first weight, experts 0-2 at 0, 1, 2 and the rest at -200 + e / 2, rising with
- * the id: with 128 experts, distinct logits whose probabilities all underflow to 0, so the order of the logits is
- * not the choice's (the lower id first among the zeros: a choice that ranked the logits would name the highest ids;
- * with 256 the highest ids' do not underflow). Widths above
- * the fused kernel's chunk of 2,048 (and not a multiple of 32) and experts above its rank limit (256: the argmax
- * passes) take its other paths. */
+ * zero (every probability equal: every expert ties with every other, the lower id first); 4: a unit activation row,
+ * logit e = W[e][0]: 0, 1, 2, then -200 + e / 2 rising with the id (with 128 experts their probabilities underflow
+ * to 0: a choice by the logits would name the highest ids). Widths above the fused kernel's chunk of 2,048 (and not
+ * a multiple of 32) and experts above its rank limit (256: the argmax passes) take its other paths. */
 static const struct {
     int32_t n_expert, k, groups, used, n_embd;
     bool renorm;
@@ -406,8 +399,7 @@ static void rf_one_by_one(const cuda_router_norm_t *nm, const float *dW, size_t 
             ck_assert_msg(cuda_router_fused(dW, w_stride, dx + (size_t)t * (size_t)ldx, ldx, E,
                                             lg_1 + (size_t)t * (size_t)ne, 1, ne, k, groups, used, renorm, scale,
                                             ids_1 + (size_t)t * (size_t)k, wt_1 + (size_t)t * (size_t)k, cnt_1, done,
-                                            stream, &err) == 0,
-                          "%s", err.msg);
+                                            stream, &err) == 0, "%s", err.msg);
         }
     }
 }
@@ -438,10 +430,8 @@ START_TEST(test_router_fused)
             row[0] = e < 3 ? (float)e : -200.0f + 0.5f * (float)e;
     }
     cuda_test_fill(&r, x, (size_t)n_tok * (size_t)ldx, 1.0f);
-    if (rf_cases[c].odd == 4) /* unit rows: logit e = W[e][0], exactly (the other products add zeros) */
-        for (int32_t t = 0; t < n_tok; t++)
-            for (int64_t i = 0; i < ldx; i++)
-                x[(size_t)t * (size_t)ldx + (size_t)i] = i == 0 ? 1.0f : 0.0f;
+    for (size_t i = 0; rf_cases[c].odd == 4 && i < (size_t)n_tok * (size_t)ldx; i++) /* logit e = W[e][0] exactly */
+        x[i] = i % (size_t)ldx ? 0.0f : 1.0f;
     float *dW = cuda_test_dev_bytes(W, (size_t)ne * w_stride), *dx = upload(x, (size_t)n_tok * (size_t)ldx);
     /* [0]: cuda_matmul, cuda_router_topk, cuda_route_count; [1]: cuda_router_fused, reps times; [2]: each token
      * alone (rf_one_by_one), reps times */
@@ -468,8 +458,7 @@ START_TEST(test_router_fused)
                       "%s", err.msg);
         ck_assert_msg(cuda_router_fused(dW, w_stride, dx, ldx, E, dlg[1], n_tok, ne, k, rf_cases[c].groups,
                                         rf_cases[c].used, rf_cases[c].renorm, rf_cases[c].scale, dids[1], dwt[1],
-                                        dcnt[1], ddone, stream, &err) == 0,
-                      "%s", err.msg);
+                                        dcnt[1], ddone, stream, &err) == 0, "%s", err.msg);
         rf_one_by_one(NULL, dW, w_stride, dx, ldx, E, n_tok, ne, k, rf_cases[c].groups, rf_cases[c].used,
                       rf_cases[c].renorm, rf_cases[c].scale, NULL, NULL, dlg[2], dids[2], dwt[2], dcnt[2], ddone);
     }
@@ -903,9 +892,9 @@ END_TEST
 
 /* Batch invariance: a step of 16 tokens x 8 slots through cuda_expert_pairs (gate/up with SiLU, down, then
  * cuda_moe_combine), each token's experts distinct as a router's, the tokens sharing them (8 of 12 experts each,
- * skipped slots and another part's experts among them), every rows-a-warp choice: each token's
- * rows = the bits of that token run alone (8 pairs), for Q4_K, Q6_K, Q8_0 at small sizes and the Qwen3-30B-A3B
- * shape's types (gate/up Q4_K 768 x 2048, down Q6_K 2048 x 768). */
+ * skipped slots and another part's experts among them), every rows-a-warp choice: each token's rows = the bits of
+ * that token run alone (8 pairs), for Q4_K, Q6_K, Q8_0 at small sizes and the Qwen3-30B-A3B shape's types (gate/up
+ * Q4_K 768 x 2048, down Q6_K 2048 x 768). */
 static const struct {
     guild_type_t gt, dt;
     int64_t n, nrows; /* gate/up rows of n; down rows of nrows, n of them */
