@@ -15,18 +15,13 @@
 #   device: bash bench/device/s52g.sh [SECONDS] (with .carry-s52g carried)
 set -u
 budget=${1:-90}
-t0=$(date +%s)
 . bench/device/lib.sh
-R=${OUT:-/tmp/guild-out}
-mkdir -p "$R" /tmp/pkg
-exec > >(tee -a "$R/s52g.log") 2>&1
-tar -xJf .carry-s52g/p.tar.xz -C /tmp/pkg
+mkdir -p /tmp/pkg && tar -xJf .carry-s52g/p.tar.xz -C /tmp/pkg
+C=/tmp/pkg/N setup s52g
 say "s52g: N $(cat /tmp/pkg/N/COMMIT), K $(cat /tmp/pkg/K/COMMIT); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 for side in N K N2 K2; do
     c=/tmp/pkg/${side%2}
-    step 20 "check_cuda_clock ($side)" env LD_LIBRARY_PATH=$c/lib CK_DEFAULT_TIMEOUT=30 sh -c '"$0" 2>&1 |
-        grep -E "Checks|:F:" | cut -c1-200' "$c/bin/tests/cuda/check_cuda_clock"
-    step 20 "check_cuda_fused backend ($side)" env LD_LIBRARY_PATH=$c/lib CK_DEFAULT_TIMEOUT=30 CK_RUN_CASE=backend \
-        sh -c '"$0" 2>&1 | grep -E "Checks|:F:" | cut -c1-200' "$c/bin/tests/cuda/check_cuda_fused"
+    pack_test 20 "$side" "$c" check_cuda_clock "" "$R/clock-$side.log"
+    pack_test 20 "$side" "$c" check_cuda_fused backend "$R/backend-$side.log"
 done
 say "s52g done"
