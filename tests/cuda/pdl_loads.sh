@@ -90,8 +90,11 @@ scan() {
         END { flush() }'
 }
 for o in $objs; do
-    (scan "$o" > "$tmp/$(basename "$o").txt" 2> "$tmp/$(basename "$o").err" ||
-        echo "cuobjdump failed on $o: $(head -c 300 "$tmp/$(basename "$o").err")" > "$tmp/$(basename "$o").fail") &
+    # the pipe's status is awk's: cuobjdump's failure shows as its message on stderr
+    (t=$tmp/$(basename "$o")
+        if ! scan "$o" > "$t.txt" 2> "$t.err" || [ -s "$t.err" ]; then
+            echo "cuobjdump failed on $o: $(head -c 300 "$t.err")" > "$t.fail"
+        fi) &
 done
 wait
 if ls "$tmp"/*.fail > /dev/null 2>&1; then
