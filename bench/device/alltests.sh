@@ -3,7 +3,8 @@
 # every CUDA test program the pack holds (tests/cuda/check_cuda_*: the kernels' bit tests, the backend against the
 # CPU backend, the batch and sequence invariance, the tensor-core paths), then the scripts that drive the whole
 # stack on the GPU (tests/cuda/mkmodel_greedy.sh: greedy tokens of every architecture's tiny file, CUDA = CPU;
-# tests/cuda/spec_cuda.sh: speculative decoding on the GPU, token-identical). With a model shape and a baseline
+# tests/cuda/spec_cuda.sh: speculative decoding on the GPU, token-identical; tests/cuda/pdl_loads.sh: the kernels'
+# accesses before their waits, off guild-gpu-worker's machine code). With a model shape and a baseline
 # build in $C/base (guild and the workers), a decode A/B on that shape afterwards (DS_LAYERS > 0: a DeepSeek-V3
 # cut of that many layers at --gpu-mem 24G, decode at 512 and 4096 positions, 2 runs each, base then new).
 # Pack: bash bench/device/repack.sh BUILD_DIR (and copy another build's guild, guild-cpu-worker,
@@ -60,6 +61,10 @@ for t in "$B"/tests/cuda/check_cuda_*; do
 done
 test_step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
 test_step 60 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
+# what each kernel touches before its wait, off the packed GPU worker's machine code against this tree's list
+# (tests/cuda/pdl_loads.txt: a variant build whose list is on its own branch differs there; skips without cuobjdump)
+test_step 90 "pdl_loads.sh" env GUILD_SRCDIR="$PWD" sh tests/cuda/pdl_loads.sh --binary "$B/guild-gpu-worker" \
+    --cuobjdump "$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)"
 if [ "$jobs" -gt 1 ]; then
     # shellcheck disable=SC2086 # the step subshells alone: a bare wait would also wait for the log's tee
     wait $pids # every step runs under timeout -s KILL

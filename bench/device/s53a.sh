@@ -17,7 +17,9 @@
 #   device: mkdir -p /tmp/c && tar -xJf .carry-s53a/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s53a.sh [SECONDS]
 # 1. bench/device/alltests.sh on new: every program E3 failed in session 52 (check_cuda_fused backend,
 #    check_cuda_backend, check_cuda_clock, seq, batch, mtp, mkmodel_greedy.sh, spec_cuda.sh) must pass; var's three
-#    test programs;
+#    test programs. Its pdl_loads.sh step compares new with main's list: it differs exactly in the 120
+#    expert_pair_kernel instances' hint load, LDG.E.CONSTANT on main, LDG.E in the variants (branch s53-e3's list);
+#    anything else there is news;
 # 2. the pipeline's GPU worker traced with every expert on the GPU: new, var, base, in turns twice; experts in RAM:
 #    new, base (the pair kernels are the all-GPU path's; the RAM path must not move);
 # 3. all-GPU decode at 512 positions: new, var, base, in turns twice (3 runs each).

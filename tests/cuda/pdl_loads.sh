@@ -17,13 +17,16 @@
 # order before the kernel's first ACQBULK (an access in a branch that waits later is not seen; the control flow
 # graph would see paths no run takes, such as the decode attention's, which waits in one of two arms). L2 prefetches
 # (CCTL.E.PF2, bulk prefetch) are hints, not counted. SKIP (77) without cuobjdump or without the CUDA objects.
-#   tests/cuda/pdl_loads.sh [--update] [--cuobjdump PATH]
+# --binary FILE reads a linked program instead (guild-gpu-worker holds every kernel; a device pack has no objects:
+# bench/device/alltests.sh) and compares kernels and accesses without the objects' names.
+#   tests/cuda/pdl_loads.sh [--update] [--cuobjdump PATH] [--binary FILE]
 set -u
 B=${GUILD_BUILDDIR:-.}
 S=${GUILD_SRCDIR:-$(dirname "$0")/../..}
 list=$S/tests/cuda/pdl_loads.txt
 dump=${CUOBJDUMP:-}
 update=0
+binary=
 while [ $# -gt 0 ]; do
     case $1 in
     --update) update=1 ;;
@@ -31,7 +34,11 @@ while [ $# -gt 0 ]; do
         [ $# -ge 2 ] || { echo "pdl_loads.sh: --cuobjdump needs a path" >&2; exit 2; }
         dump=$2
         shift ;;
-    *) echo "pdl_loads.sh: unknown argument '$1' (--update, --cuobjdump PATH)" >&2; exit 2 ;;
+    --binary)
+        [ $# -ge 2 ] || { echo "pdl_loads.sh: --binary needs a file" >&2; exit 2; }
+        binary=$2
+        shift ;;
+    *) echo "pdl_loads.sh: unknown argument '$1' (--update, --cuobjdump PATH, --binary FILE)" >&2; exit 2 ;;
     esac
     shift
 done
@@ -40,7 +47,13 @@ if [ -z "$dump" ] || [ ! -x "$dump" ]; then
     echo "SKIP: no cuobjdump (configure finds it beside nvcc; --cuobjdump PATH)"
     exit 77
 fi
-objs=$(ls "$B"/gpu-worker/dense/cuda/*.cuda.o 2> /dev/null)
+if [ -n "$binary" ]; then
+    [ $update -eq 0 ] || { echo "pdl_loads.sh: --update reads the build's objects, not --binary" >&2; exit 2; }
+    [ -f "$binary" ] || { echo "pdl_loads.sh: --binary $binary: no such file" >&2; exit 2; }
+    objs=$binary
+else
+    objs=$(ls "$B"/gpu-worker/dense/cuda/*.cuda.o 2> /dev/null)
+fi
 if [ -z "$objs" ]; then
     echo "SKIP: no CUDA objects under $B/gpu-worker/dense/cuda (a build without CUDA)"
     exit 77
@@ -102,7 +115,10 @@ if ls "$tmp"/*.fail > /dev/null 2>&1; then
     echo "FAIL: the machine code could not be read"
     exit 1
 fi
-LC_ALL=C sort "$tmp"/*.txt > "$tmp/now"
+# a program's kernels come without their objects' names: compared as kernel and accesses only
+cols=1-
+[ -n "$binary" ] && cols=2-
+cut -f"$cols" "$tmp"/*.txt | LC_ALL=C sort > "$tmp/now"
 if [ $update -eq 1 ]; then
     {
         echo "# The reviewed global accesses before each kernel's wait (tests/cuda/pdl_loads.sh; --update writes it):"
@@ -117,12 +133,13 @@ if [ ! -f "$list" ]; then
     echo "FAIL: no reviewed list $list (tests/cuda/pdl_loads.sh --update writes one)"
     exit 1
 fi
-grep -v '^#' "$list" | LC_ALL=C sort > "$tmp/ok"
+grep -v '^#' "$list" | cut -f"$cols" | LC_ALL=C sort > "$tmp/ok"
 early=$(grep -vc 'no-wait$' "$tmp/now")
 nowait=$(grep -c 'no-wait$' "$tmp/now")
 if cmp -s "$tmp/ok" "$tmp/now"; then
-    echo "PASS: $early kernels access memory before their wait and $nowait have no wait, each as reviewed" \
-        "($(echo "$objs" | wc -w) objects)"
+    what="$(echo "$objs" | wc -w) objects"
+    [ -n "$binary" ] && what=$binary
+    echo "PASS: $early kernels access memory before their wait and $nowait have no wait, each as reviewed ($what)"
     exit 0
 fi
 echo "FAIL: accesses before the wait differ from the reviewed list (< reviewed, > now):"
