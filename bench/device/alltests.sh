@@ -47,9 +47,11 @@ running() { # how many of the test steps still run
 pids=
 # what each kernel touches before its wait, off the packed GPU worker's machine code against this tree's list
 # (tests/cuda/pdl_loads.txt: a variant build whose list is on its own branch differs there; skips without cuobjdump);
-# first, so that its 90 s fit (one core, beside the tests)
-test_step 90 "pdl_loads.sh" env GUILD_SRCDIR="$PWD" sh tests/cuda/pdl_loads.sh --binary "$B/guild-gpu-worker" \
-    --cuobjdump "$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)"
+# first, so that its 90 s fit, and beside the test steps, not in one of their JOBS slots (one core, no GPU)
+mkdir -p "$O/t"
+(step 90 "pdl_loads.sh" env GUILD_SRCDIR="$PWD" sh tests/cuda/pdl_loads.sh --binary "$B/guild-gpu-worker" \
+    --cuobjdump "$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)" > "$O/t/pdl_loads.sh.log" 2>&1) &
+pdl_pid=$!
 for t in "$B"/tests/cuda/check_cuda_*; do
     [ -x "$t" ] || continue
     case $(basename "$t") in
@@ -66,6 +68,8 @@ for t in "$B"/tests/cuda/check_cuda_*; do
 done
 test_step 60 "mkmodel_greedy.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/mkmodel_greedy.sh
 test_step 60 "spec_cuda.sh" env GUILD_BUILDDIR="$B" sh tests/cuda/spec_cuda.sh
+wait "$pdl_pid"
+[ "$jobs" -le 1 ] && cat "$O/t/pdl_loads.sh.log"
 if [ "$jobs" -gt 1 ]; then
     # shellcheck disable=SC2086 # the step subshells alone: a bare wait would also wait for the log's tee
     wait $pids # every step runs under timeout -s KILL
