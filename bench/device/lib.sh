@@ -19,10 +19,11 @@
 #                           setup NAME, the tests' lines that are not a pass, and the model m (model_make: guild-mkmodel's
 #                           qwen3-30b-a3b shape, the pool fill) as a step
 #   begin_bare NAME         begin without the tests (variants of builds whose tests ran): setup NAME, model_make
+#   prog_test LIMIT LABEL LIBDIR PATH CASE LOG
+#                           the Check program PATH with LIBDIR's libraries, the case CASE alone unless empty, as a step
+#                           named "NAME CASE (LABEL)": its output in LOG, its Checks line and first failures on stdout
 #   pack_test LIMIT LABEL DIR PROG CASE LOG
-#                           a CUDA test program of an unpacked test pack (DIR/bin/tests/cuda/PROG, DIR/lib), the Check
-#                           case CASE alone unless empty, as a step named "PROG CASE (LABEL)": its output in LOG, its
-#                           Checks line and first failures on stdout
+#                           prog_test of a CUDA test program of an unpacked test pack (DIR/bin/tests/cuda/PROG, DIR/lib)
 #   head_tl SIDE...         the router alone, its phases (cuda_head_time --timeline 1) of each side's build ($B's
 #                           tests/cuda, or cuda_head_time beside a var*/base* build): $O/head-tl-SIDE.txt
 #   bin_of SIDE             $BASE for a side named base*, $C/var for var*, else $B (the A/B scripts' builds)
@@ -121,11 +122,13 @@ begin_bare() { # NAME: begin without the tests (measurement variants of builds w
     setup "$1"
     model_make
 }
-pack_test() { # LIMIT LABEL DIR PROG CASE LOG: DIR/bin/tests/cuda/PROG (DIR/lib's libraries; CK_RUN_CASE=CASE
-    # unless empty) as a step named PROG CASE (LABEL), its output in LOG, its Checks line and first failures on stdout
-    step "$1" "$4 $5 ($2)" env LD_LIBRARY_PATH="$3/lib" CK_DEFAULT_TIMEOUT=60 ${5:+CK_RUN_CASE=$5} \
-        sh -c '"$0" > "$1" 2>&1; st=$?; grep -E "Checks|:F:" "$1" | head -n 4 | cut -c1-200; exit $st' \
-        "$3/bin/tests/cuda/$4" "$6"
+prog_test() { # LIMIT LABEL LIBDIR PATH CASE LOG: the Check program PATH (LIBDIR's libraries; CK_RUN_CASE=CASE
+    # unless empty) as a step named "NAME CASE (LABEL)", its output in LOG, its Checks line and first failures on stdout
+    step "$1" "$(basename "$4") $5 ($2)" env LD_LIBRARY_PATH="$3" CK_DEFAULT_TIMEOUT=60 ${5:+CK_RUN_CASE=$5} \
+        sh -c '"$0" > "$1" 2>&1; st=$?; grep -E "Checks|:F:" "$1" | head -n 4 | cut -c1-200; exit $st' "$4" "$6"
+}
+pack_test() { # LIMIT LABEL DIR PROG CASE LOG: prog_test of DIR/bin/tests/cuda/PROG with DIR/lib's libraries
+    prog_test "$1" "$2" "$3/lib" "$3/bin/tests/cuda/$4" "$5" "$6"
 }
 head_tl() { # SIDE...: the router alone, its phases (cuda_head_time --timeline 1) in each side's build
     for side in "$@"; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 53's device call, NOT RUN in session 53 (no device was lent): session 52's E3 made safe, and E10, for the
-# next session's first call. Session 53 read the machine code (tests/cuda/pdl_loads.sh,
+# Session 53's device call (run once, at the session's end: bench/results/dense53-h100-2026-12-05-s53.md): session
+# 52's E3 made safe, and E10. Session 53 read the machine code (tests/cuda/pdl_loads.sh,
 # bench/results/pdl53-vm-2026-12-05-s53.md): E3's gate/up kernel loaded the expert ids (ld.global.nc) above its
 # griddepcontrol.wait, before the router's finish had written them, which is why its bits changed in session 52.
 # The variants read the ids and the activation with coherent loads, which ptxas keeps after the wait:
@@ -28,12 +28,9 @@ set -u
 budget=${1:-590}
 . bench/device/lib.sh
 begin s53a
-for t in "check_cuda_fused backend" "check_cuda_backend " "check_cuda_clock "; do
-    prog=${t% *} cs=${t#* }
-    step 60 "$prog $cs (var)" env LD_LIBRARY_PATH="$C/lib" CK_DEFAULT_TIMEOUT=60 ${cs:+CK_RUN_CASE=$cs} \
-        sh -c '"$0" > "$1" 2>&1; st=$?; grep -E "Checks|:F:" "$1" | head -n 4 | cut -c1-200; exit $st' \
-        "$C/var/tests/$prog" "$O/var-$prog.log"
-done
+prog_test 60 var "$C/lib" "$C/var/tests/check_cuda_fused" backend "$O/var-check_cuda_fused.log"
+prog_test 60 var "$C/lib" "$C/var/tests/check_cuda_backend" "" "$O/var-check_cuda_backend.log"
+prog_test 60 var "$C/lib" "$C/var/tests/check_cuda_clock" "" "$O/var-check_cuda_clock.log"
 for side in new var base new2 var2 base2; do pipe_trace gpu $side; done
 pipe_trace ram new
 pipe_trace ram base
