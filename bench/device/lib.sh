@@ -24,6 +24,13 @@
 #                           named "NAME CASE (LABEL)": its output in LOG, its Checks line and first failures on stdout
 #   pack_test LIMIT LABEL DIR PROG CASE LOG
 #                           prog_test of a CUDA test program of an unpacked test pack (DIR/bin/tests/cuda/PROG, DIR/lib)
+#   grep_step LIMIT NAME PATTERN FILE CMD...
+#                           CMD as a step named NAME: its output in FILE, its lines matching PATTERN (grep -E) on stdout
+#   cuda_tool SIDE PROG     a side's CUDA test or timing program: PROG beside a var*/base* build, else $B/tests/cuda/PROG
+#   attn_tl KEYS SIDE...    the decode attention alone, its phases (cuda_attn_time --timeline KEYS, KEYS one word of
+#                           key counts) in each side's build (cuda_tool's): $O/attn-tl-SIDE.txt
+#   step_tl WHAT SIDE...    the router's (router) or the attention's (attn) phases in the all-GPU step, guild-cuda-prof
+#                           --no-trace --timeline WHAT on $m in each side's build (prof_bin's): $O/tl-WHAT-SIDE.txt
 #   head_tl SIDE...         the router alone, its phases (cuda_head_time --timeline 1) of each side's build ($B's
 #                           tests/cuda, or cuda_head_time beside a var*/base* build): $O/head-tl-SIDE.txt
 #   bin_of SIDE             $BASE for a side named base*, $C/var for var*, else $B (the A/B scripts' builds)
@@ -130,12 +137,38 @@ prog_test() { # LIMIT LABEL LIBDIR PATH CASE LOG: the Check program PATH (LIBDIR
 pack_test() { # LIMIT LABEL DIR PROG CASE LOG: prog_test of DIR/bin/tests/cuda/PROG with DIR/lib's libraries
     prog_test "$1" "$2" "$3/lib" "$3/bin/tests/cuda/$4" "$5" "$6"
 }
+grep_step() { # LIMIT NAME PATTERN FILE CMD...: CMD as a step, its output in FILE, its lines matching PATTERN on stdout
+    g_pat=$3 g_file=$4
+    lim=$1 name=$2
+    shift 4
+    step "$lim" "$name" sh -c 'p=$1 f=$2; shift 2; "$@" > "$f" 2>&1; st=$?; grep -E "$p" "$f"; exit $st' sh "$g_pat" \
+        "$g_file" "$@"
+}
+# cuda_tool SIDE PROG: a side's CUDA test or timing program (beside a var*/base* build, else the packed tests/cuda)
+cuda_tool() { case $1 in var* | base*) echo "$(bin_of "$1")/$2" ;; *) echo "$B/tests/cuda/$2" ;; esac; }
 head_tl() { # SIDE...: the router alone, its phases (cuda_head_time --timeline 1) in each side's build
     for side in "$@"; do
-        ht=$B/tests/cuda/cuda_head_time
-        case $side in var* | base*) ht=$(bin_of "$side")/cuda_head_time ;; esac
-        step 30 "cuda_head_time --timeline 1 ($side)" sh -c '"$0" --timeline 1 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
-            exit $st' "$ht" "$O/head-tl-$side.txt"
+        grep_step 30 "cuda_head_time --timeline 1 ($side)" "^timeline" "$O/head-tl-$side.txt" \
+            "$(cuda_tool "$side" cuda_head_time)" --timeline 1
+    done
+}
+attn_tl() { # KEYS SIDE...: the decode attention alone, its phases (cuda_attn_time --timeline KEYS: words) in each side's
+    # build: $O/attn-tl-SIDE.txt
+    keys=$1
+    shift
+    for side in "$@"; do
+        # shellcheck disable=SC2086 # keys: words
+        grep_step 40 "cuda_attn_time --timeline $keys ($side)" "^timeline" "$O/attn-tl-$side.txt" \
+            "$(cuda_tool "$side" cuda_attn_time)" --timeline $keys
+    done
+}
+step_tl() { # WHAT SIDE...: the router's or attention's phases in the all-GPU step (guild-cuda-prof --timeline WHAT) in
+    # each side's build: $O/tl-WHAT-SIDE.txt
+    what=$1
+    shift
+    for side in "$@"; do
+        grep_step 40 "guild-cuda-prof --timeline $what, every expert on the GPU ($side)" "step wall|^timeline" \
+            "$O/tl-$what-$side.txt" "$(prof_bin "$side")" -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what"
     done
 }
 finish() { # NAME
@@ -212,15 +245,13 @@ pipe_trace() { # KIND SIDE
 timelines() {
     for what in router attn; do
         for experts in none all; do
-            step 40 "guild-cuda-prof --timeline $what --gpu-experts $experts" sh -c 'f=$1; shift; "$0" "$@" > "$f" 2>&1;
-                st=$?; grep -E "step wall|^timeline" "$f"; exit $st' "$B/bench/guild-cuda-prof" "$O/tl-$what-$experts.txt" \
-                -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what" --gpu-experts "$experts"
+            grep_step 40 "guild-cuda-prof --timeline $what --gpu-experts $experts" "step wall|^timeline" \
+                "$O/tl-$what-$experts.txt" "$B/bench/guild-cuda-prof" -m "$m" --steps 32 --threads 14 --no-trace \
+                --timeline "$what" --gpu-experts "$experts"
         done
     done
-    step 40 "cuda_head_time --timeline 1" sh -c '"$0" --timeline 1 > "$1" 2>&1; st=$?; grep "^timeline" "$1"; exit $st' \
-        "$B/tests/cuda/cuda_head_time" "$O/head-tl.txt"
-    step 40 "cuda_attn_time --timeline 512" sh -c '"$0" --timeline 512 > "$1" 2>&1; st=$?; grep "^timeline" "$1";
-        exit $st' "$B/tests/cuda/cuda_attn_time" "$O/attn-tl.txt"
+    grep_step 40 "cuda_head_time --timeline 1" "^timeline" "$O/head-tl.txt" "$B/tests/cuda/cuda_head_time" --timeline 1
+    grep_step 40 "cuda_attn_time --timeline 512" "^timeline" "$O/attn-tl.txt" "$B/tests/cuda/cuda_attn_time" --timeline 512
 }
 turnaround() { # SIDE...
     for side in "$@"; do

@@ -22,17 +22,8 @@ set -u
 budget=${1:-590}
 . bench/device/lib.sh
 begin s54a
-for side in new var; do
-    at=$B/tests/cuda/cuda_attn_time
-    [ "$side" = var ] && at=$C/var/cuda_attn_time
-    step 40 "cuda_attn_time --timeline 512 520 576 ($side)" sh -c '"$0" --timeline 512 520 576 > "$1" 2>&1; st=$?;
-        grep "^timeline" "$1"; exit $st' "$at" "$O/attn-tl-$side.txt"
-done
-for side in new var base; do
-    step 40 "guild-cuda-prof --timeline attn, every expert on the GPU ($side)" sh -c 'f=$1; shift; "$0" "$@" > "$f" 2>&1;
-        st=$?; grep -E "step wall|^timeline" "$f"; exit $st' "$(prof_bin "$side")" "$O/tl-attn-$side.txt" -m "$m" --steps 32 \
-        --threads 14 --no-trace --timeline attn
-done
+attn_tl "512 520 576" new var
+step_tl attn new var base
 for side in new var base new2 var2 base2 new3 var3 base3; do pipe_trace gpu $side; done
 pipe_trace ram new
 pipe_trace ram base

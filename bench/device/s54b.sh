@@ -22,15 +22,10 @@ set -u
 budget=${1:-590}
 . bench/device/lib.sh
 begin s54b
-step 40 "cuda_attn_time --timeline 512 520 576 1000 (new)" sh -c '"$0" --timeline 512 520 576 1000 > "$1" 2>&1; st=$?;
-    grep "^timeline" "$1"; exit $st' "$B/tests/cuda/cuda_attn_time" "$O/attn-tl-new.txt"
-step 40 "cuda_attn_time 512 520 576 1000 (new)" sh -c '"$0" 512 520 576 1000 > "$1" 2>&1; st=$?; grep "^time" "$1";
-    exit $st' "$B/tests/cuda/cuda_attn_time" "$O/attn-time-new.txt"
-for side in new base; do
-    step 40 "guild-cuda-prof --timeline attn, every expert on the GPU ($side)" sh -c 'f=$1; shift; "$0" "$@" > "$f" 2>&1;
-        st=$?; grep -E "step wall|^timeline" "$f"; exit $st' "$(prof_bin "$side")" "$O/tl-attn-$side.txt" -m "$m" --steps 32 \
-        --threads 14 --no-trace --timeline attn
-done
+attn_tl "512 520 576 1000" new
+grep_step 40 "cuda_attn_time 512 520 576 1000 (new)" "^time" "$O/attn-time-new.txt" "$B/tests/cuda/cuda_attn_time" 512 520 \
+    576 1000
+step_tl attn new base
 for side in new base new2 base2 new3 base3 new4 base4; do pipe_trace gpu $side; done
 for side in new base new2 base2; do pipe_trace ram $side; done
 decode_ab gpu new base new2 base2 new3 base3
