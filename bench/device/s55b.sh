@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 55's third device call (issue 17; bench/results/qkvnorm55-h100-2026-12-06-s55.md). The second (s55a.sh)
+# found the first form of the attention's block norm in its Q/K/V launch bit-exact and far slower (14 us a launch
+# against 6.9 for the norm's launch and the products'): 640-704 blocks of 256 threads, a warp a row, more clusters
+# of 8 than the GPU holds at once beside the kernel before. Here a warp takes 4 rows (2 of a pair's wider type),
+# loads interleaved (matmul_q_rows): 160-176 blocks, 20-22 clusters.
+#   new  = branch s55-qkvnorm at this form (new+off-qkv-norm: the same build with main's launches)
+#   base = db7124a (main's kernels)
+#   here:   new built in build/; PACK_FILES= bash bench/device/pack-xz.sh /work/main .carry-s55b (base in /tmp/p40/base)
+#   device: mkdir -p /tmp/c && tar -xJf .carry-s55b/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s55b.sh [SECONDS]
+# 1. the model, then the pipeline's GPU worker traced with every expert on the GPU: new, base, new+off-qkv-norm,
+#    new2, base2 (the measure first: the device time left was short);
+# 2. check_cuda_qkv_norm, then bench/device/alltests.sh on new (every CUDA test program, as a step);
+# 3. all-GPU decode at 512 positions: new, base (3 runs each).
+# Output under $OUT: s55b.log, alltests.log and s55b-files.tar.gz.
+set -u
+budget=${1:-590}
+. bench/device/lib.sh
+begin_bare s55b
+for side in new base new+off-qkv-norm new2 base2; do pipe_trace gpu $side; done
+pack_test 60 new "$C" check_cuda_qkv_norm "" "$O/qkv-norm-test.txt"
+step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1; grep -E "rc=|Checks|FAIL" \
+    "$0/alltests.log" | grep -v "^rc=0" | tail -n 30' "$R"
+decode_ab gpu new base
+rm -f "$m"
+finish s55b
