@@ -5,22 +5,26 @@
 # of 8 than the GPU holds at once beside the kernel before. Here a warp takes 4 rows (2 of a pair's wider type),
 # loads interleaved (matmul_q_rows): 160-176 blocks, 20-22 clusters.
 #   new  = branch s55-qkvnorm at this form (new+off-qkv-norm: the same build with main's launches)
+#   var  = new built with -DMN_ROWS=2 (a warp 2 rows, 1 of the wider type: 320-352 blocks, 40-44 clusters)
 #   base = db7124a (main's kernels)
-#   here:   new built in build/; PACK_FILES= bash bench/device/pack-xz.sh /work/main .carry-s55b (base in /tmp/p40/base)
+#   here:   var's programs (make NVCCFLAGS="... -DMN_ROWS=2" guild guild-gpu-worker guild-cpu-worker guild-stager
+#           bench/guild-cuda-prof) copied to /tmp/p40/var; new built in build/ (matmul_norm.cu touched, `make`, the
+#           CUDA test programs by name); PACK_FILES= bash bench/device/pack-xz.sh /work/main .carry-s55b (base in
+#           /tmp/p40/base)
 #   device: mkdir -p /tmp/c && tar -xJf .carry-s55b/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s55b.sh [SECONDS]
-# 1. the model, then the pipeline's GPU worker traced with every expert on the GPU: new, base, new+off-qkv-norm,
-#    new2, base2 (the measure first: the device time left was short);
+# 1. the model, then the pipeline's GPU worker traced with every expert on the GPU: new, base, var,
+#    new+off-qkv-norm, new2, base2, var2 (the measure first: the device time left was short);
 # 2. check_cuda_qkv_norm, then bench/device/alltests.sh on new (every CUDA test program, as a step);
-# 3. all-GPU decode at 512 positions: new, base (3 runs each).
+# 3. all-GPU decode at 512 positions: new, base, var (3 runs each).
 # Output under $OUT: s55b.log, alltests.log and s55b-files.tar.gz.
 set -u
 budget=${1:-590}
 . bench/device/lib.sh
 begin_bare s55b
-for side in new base new+off-qkv-norm new2 base2; do pipe_trace gpu $side; done
+for side in new base var new+off-qkv-norm new2 base2 var2; do pipe_trace gpu $side; done
 pack_test 60 new "$C" check_cuda_qkv_norm "" "$O/qkv-norm-test.txt"
 step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1; grep -E "rc=|Checks|FAIL" \
     "$0/alltests.log" | grep -v "^rc=0" | tail -n 30' "$R"
-decode_ab gpu new base
+decode_ab gpu new base var
 rm -f "$m"
 finish s55b
