@@ -18,6 +18,7 @@
 #   begin NAME              an issue-17 call's start: bench/device/alltests.sh (three programs at a time, 130 s),
 #                           setup NAME, the tests' lines that are not a pass, and the model m (model_make: guild-mkmodel's
 #                           qwen3-30b-a3b shape, the pool fill) as a step
+#   alltests_lines          the lines of $R/alltests.log that are not a pass (its failed steps and Checks lines)
 #   begin_bare NAME         begin without the tests (variants of builds whose tests ran): setup NAME, model_make
 #   prog_test LIMIT LABEL LIBDIR PATH CASE LOG
 #                           the Check program PATH with LIBDIR's libraries, the case CASE alone unless empty, as a step
@@ -119,10 +120,12 @@ model_make() { # the model m: guild-mkmodel's qwen3-30b-a3b shape, the pool fill
     step 40 "guild-mkmodel qwen3-30b-a3b" "$B/tools/guild-mkmodel" --shape qwen3-30b-a3b --fill pool \
         --threads "$(nproc)" -q -o $m
 }
+# alltests_lines: what of $R/alltests.log is not a pass (bench/device/alltests.sh's log: failed steps, Checks lines)
+alltests_lines() { grep -E "rc=|Checks|FAIL|tests done" "$R/alltests.log" | grep -v "^rc=0" | tail -n 30; }
 begin() { # NAME
     bash bench/device/alltests.sh 130 0 3 > /dev/null 2>&1
     setup "$1"
-    grep -E "rc=|Checks|FAIL|tests done" "$R/alltests.log" | grep -v "^rc=0" | tail -n 30
+    alltests_lines
     model_make
 }
 begin_bare() { # NAME: begin without the tests (measurement variants of builds whose tests ran)
