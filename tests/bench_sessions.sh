@@ -43,11 +43,15 @@ for mode in --single-process "--cpu-workers 1"; do
         [ "$r" = 3 ] || fail "guild bench sessions $mode: requests a step: $(grep requests_per_step "$T/s.json")"
         # the prefetch hint (default --prefetch-experts 4) of a few sessions' steps and of 12 sessions' batched
         # step (ipc/exchange_layout.h's two rules): the bytes its hits read before the wait, left out of the
-        # wait's rate
+        # wait's rate, never more than the step's expert bytes. A worker whose exchange is published before it
+        # gets to the hint prefetches nothing (cpu_worker.c: too late), which a loaded 2-core machine can make
+        # true of a whole run (CI saw it once of 12 sessions' 3 runs): some run of each rule must have read early
         python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); z = {s["sessions"]: s for s in d["sizes"]}
-assert all(p["prefetched_bytes_before_wait"] > 0 for p in z[4]["paired_runs"]), z[4]["paired_runs"]
-assert all(p["prefetched_bytes_before_wait"] > 0 for p in z[12]["paired_runs"]), z[12]["paired_runs"]' "$T/s.json" ||
-            fail "guild bench sessions $mode: the bytes prefetched before the waits"
+for n in 4, 12:
+    r = z[n]["paired_runs"]
+    assert any(p["prefetched_bytes_before_wait"] > 0 for p in r), r
+    assert all(0 <= p["prefetched_bytes_before_wait"] <= z[n]["cpu_expert_bytes_per_step"] for p in r), r' \
+            "$T/s.json" || fail "guild bench sessions $mode: the bytes prefetched before the waits"
         # ... and none with the prefetch off
         timeout 120 "$B/guild" bench sessions -m "$T/m.gguf" --backend cpu $mode --threads 2 --sessions 1,4 \
             --prompt 12 --gen 2 --repeat 1 --dram-gbs 10 --prefetch-experts 0 --json "$T/n.json" > "$T/out.txt" \
