@@ -19,11 +19,4 @@
 set -u
 budget=${1:-590}
 . bench/device/lib.sh
-begin_bare s56a
-for side in new base var new+off-qkv-norm new2 base2 var2; do pipe_trace gpu $side; done
-pack_test 60 new "$C" check_cuda_qkv_norm "" "$O/qkv-norm-test.txt"
-step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
-alltests_lines
-decode_ab gpu new base var
-rm -f "$m"
-finish s56a
+qkvnorm_ab s56a
