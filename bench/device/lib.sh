@@ -20,10 +20,13 @@
 #                           qwen3-30b-a3b shape, the pool fill) as a step
 #   alltests_lines          the lines of $R/alltests.log that are not a pass (its failed steps and Checks lines)
 #   begin_bare NAME         begin without the tests (variants of builds whose tests ran): setup NAME, model_make
-#   qkvnorm_ab NAME         issue 17's call on the attention's block norm in its Q/K/V launch (s55b.sh, s56a.sh):
-#                           begin_bare NAME, the pipeline traced with every expert on the GPU (new, base, var,
-#                           new+off-qkv-norm, then new, base, var again), check_cuda_qkv_norm and alltests.sh on new,
-#                           all-GPU decode of new, base, var; the model removed, finish NAME
+#   fuse_ab NAME PROG PART [SIDE...]
+#                           issue 17's call on a fused launch: begin_bare NAME, the pipeline traced with every expert
+#                           on the GPU (new, base, var, new+off-PART, then new, base, var again), the CUDA test PROG
+#                           (its output in $O/PART-test.txt) and alltests.sh on new, all-GPU decode of new, base,
+#                           var, experts-in-RAM decode of the SIDEs if any; the model removed, finish NAME
+#   qkvnorm_ab NAME         fuse_ab NAME check_cuda_qkv_norm qkv-norm (s55b.sh, s56a.sh: the attention's block norm
+#                           in its Q/K/V launch)
 #   prog_test LIMIT LABEL LIBDIR PATH CASE LOG
 #                           the Check program PATH with LIBDIR's libraries, the case CASE alone unless empty, as a step
 #                           named "NAME CASE (LABEL)": its output in LOG, its Checks line and first failures on stdout
@@ -136,13 +139,15 @@ begin_bare() { # NAME: begin without the tests (measurement variants of builds w
     setup "$1"
     model_make
 }
-qkvnorm_ab() { # NAME: the measure first (device time has been short), then the tests, then decode
+qkvnorm_ab() { fuse_ab "$1" check_cuda_qkv_norm qkv-norm; }
+fuse_ab() { # NAME PROG PART [SIDE...]: the measure first (device time has been short), then the tests, then decode
     begin_bare "$1"
-    for side in new base var new+off-qkv-norm new2 base2 var2; do pipe_trace gpu $side; done
-    pack_test 60 new "$C" check_cuda_qkv_norm "" "$O/qkv-norm-test.txt"
+    for side in new base var "new+off-$3" new2 base2 var2; do pipe_trace gpu "$side"; done
+    pack_test 60 new "$C" "$2" "" "$O/${3}-test.txt"
     step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
     alltests_lines
     decode_ab gpu new base var
+    [ $# -gt 3 ] && decode_ab ram "${@:4}"
     rm -f "$m"
     finish "$1"
 }
