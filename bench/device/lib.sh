@@ -25,6 +25,9 @@
 #                           on the GPU (new, base, var, new+off-PART, then new, base, var again), the CUDA test PROG
 #                           (its output in $O/PART-test.txt) and alltests.sh on new, all-GPU decode of new, base,
 #                           var, experts-in-RAM decode of the SIDEs if any; the model removed, finish NAME
+#   turns_ab NAME [ram]     issue 17's call on one change: begin_bare NAME, the pipeline traced with every expert on
+#                           the GPU, new and base in turns three times (with ram: then with the experts in RAM, new
+#                           and base once), alltests.sh on new, all-GPU decode new, base, new2, base2; finish NAME
 #   qkvnorm_ab NAME         fuse_ab NAME check_cuda_qkv_norm qkv-norm (s55b.sh, s56a.sh: the attention's block norm
 #                           in its Q/K/V launch)
 #   prog_test LIMIT LABEL LIBDIR PATH CASE LOG
@@ -140,6 +143,16 @@ begin_bare() { # NAME: begin without the tests (measurement variants of builds w
     model_make
 }
 qkvnorm_ab() { fuse_ab "$1" check_cuda_qkv_norm qkv-norm; }
+turns_ab() { # NAME [ram]: new against base in turns (the measure first), then the tests, then decode
+    begin_bare "$1"
+    for side in new base new2 base2 new3 base3; do pipe_trace gpu "$side"; done
+    [ "${2:-}" = ram ] && for side in new base; do pipe_trace ram "$side"; done
+    step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
+    alltests_lines
+    decode_ab gpu new base new2 base2
+    rm -f "$m"
+    finish "$1"
+}
 fuse_ab() { # NAME PROG PART [SIDE...]: the measure first (device time has been short), then the tests, then decode
     begin_bare "$1"
     for side in new base var "new+off-$3" new2 base2 var2; do pipe_trace gpu "$side"; done

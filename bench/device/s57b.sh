@@ -14,10 +14,4 @@
 set -u
 budget=${1:-590}
 . bench/device/lib.sh
-begin_bare s57b
-for side in new base new2 base2 new3 base3; do pipe_trace gpu "$side"; done
-step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
-alltests_lines
-decode_ab gpu new base new2 base2
-rm -f "$m"
-finish s57b
+turns_ab s57b

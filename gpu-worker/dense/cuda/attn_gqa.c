@@ -220,6 +220,12 @@ static int gqa_forward(cuda_backend_t *b, const model_part_t *p, int32_t il, int
         b->act_fresh = b->att;
         b->act_type = ot;
     }
+    /* a decode step: the output product asks the router's weights into L2 before its wait; the router's blocks
+     * cannot become resident, and ask for them themselves, until the product's (which fill every SM) end */
+    if (n <= CUDA_DECODE_ROWS && !gated && L->router.d) {
+        b->l2_next = L->router.d;
+        b->l2_next_bytes = (size_t)L->router.n_rows * L->router.row_bytes;
+    }
     if ((gated && cuda_sigmoid_mul(b->att, b->gate, (int64_t)n * Q, s, err) < 0) ||
         cuda_linear(b, &L->wo, b->att, Q, n, b->proj, E, false, err) < 0)
         return -1;

@@ -97,6 +97,13 @@ int cuda_matmul_multi(guild_type_t type, int64_t n, int32_t ntok, int32_t count,
                       const size_t *w_stride, const int64_t *nrows, const void *act, size_t act_stride,
                       float *const *out, const int64_t *ldo, cudaStream_t s, guild_err_t *err);
 
+/* cuda_matmul whose launch also asks l2_bytes at l2 into L2 before its wait (prefetch hints, a 128-byte line a
+ * thread of the one-token kernels; nothing where another kernel runs the product): the next kernel's weights, where
+ * that kernel cannot start before this one ends. l2 NULL: cuda_matmul. The same bits. */
+int cuda_matmul_l2(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                   const void *act, size_t act_stride, float *out, int64_t ldo, const void *l2, size_t l2_bytes,
+                   cudaStream_t s, guild_err_t *err);
+
 /* As cuda_matmul_multi with product i of type[i], the types all of one dot type: products of two K-quant types
  * (Q4_K with Q6_K, Q5_K with Q6_K, Q4_K with Q5_K) below CUDA_MATMUL_MMA_MIN_TOK tokens in one launch (a step's Q
  * and K with a V of more bits), one type as cuda_matmul_multi, others product by product; the same bits. */

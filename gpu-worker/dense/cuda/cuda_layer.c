@@ -30,6 +30,10 @@ int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64
     const guild_type_t at = quant_type_info(W->type)->dot_type;
     const bool fresh = b->act_fresh == x && b->act_type == at; /* quantized by the norm that wrote x */
     b->act_fresh = NULL;
+    const void *l2 = b->l2_next;
+    const size_t l2_bytes = b->l2_next_bytes;
+    b->l2_next = NULL;
+    b->l2_next_bytes = 0;
     if (at == GUILD_TYPE_F32) /* the products read x itself (cuda_quantize's F32 "quantization" is a copy) */
         return cuda_matmul(W->type, W->n_in, W->n_rows, n, W->d, W->row_bytes, x, (size_t)ldx * sizeof(float), y,
                            ldy, b->stream, err);
@@ -42,8 +46,8 @@ int cuda_linear(cuda_backend_t *b, const cuda_tensor_t *W, const float *x, int64
         b->act_src = x;
         b->act_type = at;
     }
-    return cuda_matmul(W->type, W->n_in, W->n_rows, n, W->d, W->row_bytes, b->act, b->act_row, y, ldy, b->stream,
-                       err);
+    return cuda_matmul_l2(W->type, W->n_in, W->n_rows, n, W->d, W->row_bytes, b->act, b->act_row, y, ldy, l2,
+                          l2_bytes, b->stream, err);
 }
 
 int cuda_linear_multi(cuda_backend_t *b, int32_t count, const cuda_tensor_t *const *W, const float *x, int64_t ldx,

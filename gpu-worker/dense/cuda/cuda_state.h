@@ -176,6 +176,9 @@ typedef struct cuda_backend {
     const float *act_src;       /* ... quantized from this buffer (NULL: nothing valid) */
     const float *act_fresh;     /* set by the block norm that quantized its output into `act` (cuda_layer.c):
                                    the next cuda_linear of that buffer uses it; any cuda_linear clears it */
+    const void *l2_next;        /* set by a part for the next cuda_linear: bytes the next kernel reads that its
+                                   launch cannot ask for early (cuda_matmul_l2); any cuda_linear clears it */
+    size_t l2_next_bytes;
     bool fuse;                  /* the block norms fuse (cuda_config_t.no_fuse unset) */
     bool xchg_fuse;             /* and the MoE exchange's publish and take of rows join the router's and the next
                                    norm's launches (cuda_config_t.no_xchg_fuse unset) */

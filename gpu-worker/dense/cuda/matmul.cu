@@ -30,11 +30,26 @@
 #define MM_THREADS 128 /* 4 rows per thread block */
 
 /* Independent products launched as one grid (gridDim.z of them, cuda_matmul_heads): the bytes between
- * consecutive ones' weights and activations and the floats between their outputs; zeros for one product. */
+ * consecutive ones' weights and activations and the floats between their outputs; zeros for one product. And
+ * (cuda_matmul_l2) l2_lines 128-byte lines at l2 that the grid's threads ask into L2 before their wait, a line a
+ * thread: the next kernel's weights, for a kernel that cannot start before this one ends. */
 typedef struct mm_heads {
     size_t w, act;
     int64_t out;
+    const char *l2;
+    unsigned l2_lines;
 } mm_heads_t;
+
+/* This thread's line of hz's L2 hint (cuda_matmul_l2), before the wait: thread i of the grid's first layer asks
+ * line i. A prefetch is a hint: it holds up neither this kernel nor the memory it names. */
+static __device__ __forceinline__ void mm_l2_hint(const mm_heads_t &hz)
+{
+    if (blockIdx.y == 0 && blockIdx.z == 0) {
+        const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < hz.l2_lines)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(hz.l2 + (size_t)i * 128));
+    }
+}
 
 /* The start of a row kernel: the warp's weight row (bytes at wr) prefetched by the blocks of the first token group
  * when it exists (row < nrows), then the wait for the previous kernel (pdl_begin); whether the warp has a row. */
@@ -104,6 +119,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
     out += blockIdx.z * hz.out;
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (MM_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    mm_l2_hint(hz);
     if (!mm_row_start(w + (size_t)row * w_stride, (size_t)nb * sizeof(typename TR::wblock), row, nrows, lane))
         return; /* whole warps */
     matmul_q_row<TR, NC>(w, w_stride, act, act_stride, out, ldo, nb, row, ntok, blockIdx.y * NC, lane);
@@ -166,6 +182,7 @@ static __global__ void __launch_bounds__(MM_THREADS)
                           float *__restrict__ out, int nb, int nrows, mm_heads_t hz)
 {
     extern __shared__ float mm_cs[]; /* [RPB][nb]: the block sums of the block's rows */
+    mm_l2_hint(hz);
     mm_split_block<TR, KW>(w + blockIdx.z * hz.w, w_stride, act + blockIdx.z * hz.act, out + blockIdx.z * hz.out, nb,
                            nrows, (int)blockIdx.x, mm_cs);
 }
@@ -847,7 +864,18 @@ extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t 
                            guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0,
-                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0, nullptr, 0}, s, err);
+}
+
+extern "C" int cuda_matmul_l2(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
+                              size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
+                              const void *l2, size_t l2_bytes, cudaStream_t s, guild_err_t *err)
+{
+    mm_heads_t hz = {0, 0, 0, (const char *)l2, (unsigned)((l2_bytes + 127) / 128)};
+    if (!l2 || l2_bytes > ((size_t)1 << 30))
+        hz.l2_lines = 0;
+    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0,
+                      mf_shape_t{0, 0, false}, 1, hz, s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -855,7 +883,7 @@ extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int
                                 cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0,
-                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0, nullptr, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -863,7 +891,7 @@ extern "C" int cuda_matmul_mma(guild_type_t type, int64_t n, int64_t nrows, int3
                                int32_t block_rows, cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_MMA, block_rows,
-                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0, nullptr, 0}, s, err);
 }
 
 extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
@@ -871,7 +899,7 @@ extern "C" int cuda_matmul_few(guild_type_t type, int64_t n, int64_t nrows, int3
                                int32_t tile_tokens, int32_t k_warps, cudaStream_t s, guild_err_t *err)
 {
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_FEW, 0,
-                      mf_shape_t{tile_tokens, k_warps, false}, 1, mm_heads_t{0, 0, 0}, s, err);
+                      mf_shape_t{tile_tokens, k_warps, false}, 1, mm_heads_t{0, 0, 0, nullptr, 0}, s, err);
 }
 
 /* cuda_matmul_multi; few: whether batches of 2 .. CUDA_MATMUL_MMA_MIN_TOK - 1 tokens may take matmul_few_kernel. */
@@ -1034,10 +1062,10 @@ extern "C" int cuda_matmul_heads(guild_type_t type, int64_t n, int64_t nrows, in
         for (int32_t h = 0; h < n_heads; h++)
             if (matmul_run(type, n, nrows, ntok, (const char *)w + (size_t)h * w_head, w_stride,
                            (const char *)act + (size_t)h * act_head, act_stride, out + (int64_t)h * out_head, ldo,
-                           MM_AUTO, 0, mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0}, s, err) < 0)
+                           MM_AUTO, 0, mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0, nullptr, 0}, s, err) < 0)
                 return -1;
         return 0;
     }
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_DP4A, 0, mf_shape_t{0, 0, false},
-                      n_heads, mm_heads_t{w_head, act_head, out_head}, s, err);
+                      n_heads, mm_heads_t{w_head, act_head, out_head, nullptr, 0}, s, err);
 }
