@@ -56,11 +56,9 @@ static int qk_prepare(cuda_backend_t *b, const cuda_layer_t *L, uint32_t opts, i
         return rows ? cuda_qk_prepare_seqs(q, k, v, c->n_head, c->n_head_kv, c->head_dim,
                                            norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL,
                                            c->norm_eps, c->n_rot, neox, b->rope_cs, rows, b->kv_type, kc, vc, s, err)
-                    : cuda_qk_prepare_l2(q, k, v, n, c->n_head, c->n_head_kv, c->head_dim,
-                                         norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL,
-                                         c->norm_eps, c->n_rot, neox, b->rope_cs, pos, b->kv_type, kc, vc, L->wo.d,
-                                         n <= CUDA_DECODE_ROWS ? (size_t)L->wo.n_rows * L->wo.row_bytes : 0, s,
-                                         err);
+                    : cuda_qk_prepare(q, k, v, n, c->n_head, c->n_head_kv, c->head_dim,
+                                      norm_head ? L->q_norm.d : NULL, norm_head ? L->k_norm.d : NULL, c->norm_eps,
+                                      c->n_rot, neox, b->rope_cs, pos, b->kv_type, kc, vc, s, err);
     if (norm_head) {
         if (cuda_rmsnorm(q, HD, q, HD, NULL, L->q_norm.d, HD, n * c->n_head, c->norm_eps, s, err) < 0 ||
             cuda_rmsnorm(k, HD, k, HD, NULL, L->k_norm.d, HD, n * c->n_head_kv, c->norm_eps, s, err) < 0)

@@ -250,13 +250,6 @@ int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n
                     int32_t head_dim, const float *q_norm, const float *k_norm, float eps, int32_t n_rot, bool neox,
                     const float *cs, const int32_t *pos, guild_type_t kv_type, void *k_cache, void *v_cache,
                     cudaStream_t s, guild_err_t *err);
-/* cuda_qk_prepare whose launch also asks l2_bytes at l2 into L2 after its wait (prefetch hints spread over its
- * threads): weights of a kernel two or more launches on, which its own early blocks cannot all ask for (the decode
- * attention's output product beside the attention's blocks). The same bits. */
-int cuda_qk_prepare_l2(float *q, float *k, const float *v, int32_t n_tok, int32_t n_head, int32_t n_head_kv,
-                       int32_t head_dim, const float *q_norm, const float *k_norm, float eps, int32_t n_rot, bool neox,
-                       const float *cs, const int32_t *pos, guild_type_t kv_type, void *k_cache, void *v_cache,
-                       const void *l2, size_t l2_bytes, cudaStream_t s, guild_err_t *err);
 
 /* cpu_router_softmax_grouped for n_tok tokens (n_groups <= 1: cpu_router_topk): logits [n_tok][n_expert] ->
  * ids/w [n_tok][k], the same experts, the weights within float rounding (the softmax's sum). n_expert <= 1024,

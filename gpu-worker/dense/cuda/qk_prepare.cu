@@ -29,8 +29,7 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
     qk_prepare_kernel(float *__restrict__ q, float *__restrict__ k, const float *__restrict__ v, int n_head,
                       int n_head_kv, const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
                       int half, bool neox, const float *__restrict__ cs, const int32_t *__restrict__ pos_dev,
-                      KT *__restrict__ kc, KT *__restrict__ vc, const __grid_constant__ cuda_seq_rows_t sr,
-                      const char *l2, unsigned l2_lines)
+                      KT *__restrict__ kc, KT *__restrict__ vc, const __grid_constant__ cuda_seq_rows_t sr)
 {
     __shared__ double partial[QKP_MAX_HD / WARP_SIZE];
     __shared__ float scale_sh;
@@ -43,11 +42,6 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
     const float *w = is_k ? k_norm : q_norm;
     const float wd = w ? w[d] : 0.0f; /* a weight (no kernel's output): while the kernel before ends */
     pdl_begin();
-    /* the L2 hint (cuda_qk_prepare_l2): lines i, i + threads, ... of the grid's threads; after the wait, so that
-     * it does not share the memory with the products before (it is in the attention's shadow) */
-    for (unsigned i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + d; i < l2_lines;
-         i += gridDim.x * gridDim.y * blockDim.x)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(l2 + (size_t)i * 128));
     const seq_row_t sq = seq_row_of(sr, t, 0, pos_dev); /* with a table: row t's sequence, position, caches */
     const int pos = sq.kv0 + sq.t;
     float x = row[d];
@@ -94,10 +88,8 @@ static __global__ void __launch_bounds__(QKP_MAX_HD)
 static int qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t n_head, int32_t n_head_kv,
                       int32_t head_dim, const float *q_norm, const float *k_norm, float eps, int32_t n_rot, bool neox,
                       const float *cs, const int32_t *pos, const cuda_seq_rows_t &sr, guild_type_t kv_type,
-                      void *k_cache, void *v_cache, const void *l2, size_t l2_bytes, cudaStream_t s,
-                      guild_err_t *err)
+                      void *k_cache, void *v_cache, cudaStream_t s, guild_err_t *err)
 {
-    const unsigned l2_lines = l2 && l2_bytes <= ((size_t)1 << 30) ? (unsigned)((l2_bytes + 127) / 128) : 0;
     if (n_tok <= 0)
         return 0;
     if (head_dim < WARP_SIZE || head_dim > QKP_MAX_HD || head_dim % WARP_SIZE || n_head < 1 || n_head_kv < 1 ||
@@ -111,12 +103,10 @@ static int qk_prepare(float *q, float *k, const float *v, int32_t n_tok, int32_t
     const dim3 grid((unsigned)(n_head + n_head_kv), (unsigned)n_tok);
     if (kv_type == GUILD_TYPE_F16)
         cuda_launch_pdl(qk_prepare_kernel<__half>, grid, (unsigned)head_dim, 0, s, q, k, v, n_head, n_head_kv, q_norm,
-                        k_norm, eps, n_rot / 2, neox, cs, pos, (__half *)k_cache, (__half *)v_cache, sr,
-                        (const char *)l2, l2_lines);
+                        k_norm, eps, n_rot / 2, neox, cs, pos, (__half *)k_cache, (__half *)v_cache, sr);
     else if (kv_type == GUILD_TYPE_F32)
         cuda_launch_pdl(qk_prepare_kernel<float>, grid, (unsigned)head_dim, 0, s, q, k, v, n_head, n_head_kv, q_norm,
-                        k_norm, eps, n_rot / 2, neox, cs, pos, (float *)k_cache, (float *)v_cache, sr,
-                        (const char *)l2, l2_lines);
+                        k_norm, eps, n_rot / 2, neox, cs, pos, (float *)k_cache, (float *)v_cache, sr);
     else
         return guild_err_set(err, "cuda: qk prepare: cache type %d is not f16 or f32", (int)kv_type);
     return cuda_launch_check("qk prepare", err);
@@ -128,17 +118,7 @@ extern "C" int cuda_qk_prepare(float *q, float *k, const float *v, int32_t n_tok
                                void *v_cache, cudaStream_t s, guild_err_t *err)
 {
     return qk_prepare(q, k, v, n_tok, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, n_rot, neox, cs, pos,
-                      seq_rows_none, kv_type, k_cache, v_cache, NULL, 0, s, err);
-}
-
-extern "C" int cuda_qk_prepare_l2(float *q, float *k, const float *v, int32_t n_tok, int32_t n_head,
-                                  int32_t n_head_kv, int32_t head_dim, const float *q_norm, const float *k_norm,
-                                  float eps, int32_t n_rot, bool neox, const float *cs, const int32_t *pos,
-                                  guild_type_t kv_type, void *k_cache, void *v_cache, const void *l2, size_t l2_bytes,
-                                  cudaStream_t s, guild_err_t *err)
-{
-    return qk_prepare(q, k, v, n_tok, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, n_rot, neox, cs, pos,
-                      seq_rows_none, kv_type, k_cache, v_cache, l2, l2_bytes, s, err);
+                      seq_rows_none, kv_type, k_cache, v_cache, s, err);
 }
 
 extern "C" int cuda_qk_prepare_seqs(float *q, float *k, const float *v, int32_t n_head, int32_t n_head_kv,
@@ -151,5 +131,5 @@ extern "C" int cuda_qk_prepare_seqs(float *q, float *k, const float *v, int32_t 
         return guild_err_set(err, "cuda: qk prepare: a row table of %d rows (1 to %d)", rows ? rows->n : 0,
                              CUDA_SEQ_ROWS);
     return qk_prepare(q, k, v, rows->n, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, n_rot, neox, cs, NULL,
-                      *rows, kv_type, k_cache, v_cache, NULL, 0, s, err);
+                      *rows, kv_type, k_cache, v_cache, s, err);
 }
