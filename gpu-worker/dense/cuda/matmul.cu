@@ -40,8 +40,9 @@ typedef struct mm_heads {
     unsigned l2_lines;
 } mm_heads_t;
 
-/* This thread's line of hz's L2 hint (cuda_matmul_l2), before the wait: thread i of the grid's first layer asks
- * line i. A prefetch is a hint: it holds up neither this kernel nor the memory it names. */
+/* This thread's line of hz's L2 hint (cuda_matmul_l2), before the wait: thread i of the grid's first token slice
+ * (blockIdx.y 0) and first product (blockIdx.z 0) asks line i. A prefetch is a hint: nothing waits for it, and the
+ * bits do not depend on it. */
 static __device__ __forceinline__ void mm_l2_hint(const mm_heads_t &hz)
 {
     if (blockIdx.y == 0 && blockIdx.z == 0) {
