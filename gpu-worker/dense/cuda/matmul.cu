@@ -860,14 +860,6 @@ static int matmul_run(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok,
     return cuda_launch_check("matmul", err);
 }
 
-extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
-                           const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
-                           guild_err_t *err)
-{
-    return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0,
-                      mf_shape_t{0, 0, false}, 1, mm_heads_t{0, 0, 0, nullptr, 0}, s, err);
-}
-
 extern "C" int cuda_matmul_l2(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
                               size_t w_stride, const void *act, size_t act_stride, float *out, int64_t ldo,
                               const void *l2, size_t l2_bytes, cudaStream_t s, guild_err_t *err)
@@ -877,6 +869,13 @@ extern "C" int cuda_matmul_l2(guild_type_t type, int64_t n, int64_t nrows, int32
         hz.l2_lines = 0;
     return matmul_run(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, MM_AUTO, 0,
                       mf_shape_t{0, 0, false}, 1, hz, s, err);
+}
+
+extern "C" int cuda_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w, size_t w_stride,
+                           const void *act, size_t act_stride, float *out, int64_t ldo, cudaStream_t s,
+                           guild_err_t *err)
+{
+    return cuda_matmul_l2(type, n, nrows, ntok, w, w_stride, act, act_stride, out, ldo, NULL, 0, s, err);
 }
 
 extern "C" int cuda_matmul_dp4a(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, const void *w,
