@@ -20,6 +20,7 @@
 #                           qwen3-30b-a3b shape, the pool fill) as a step
 #   alltests_lines          the lines of $R/alltests.log that are not a pass (its failed steps and Checks lines)
 #   begin_bare NAME         begin without the tests (variants of builds whose tests ran): setup NAME, model_make
+#   alltests_new            alltests.sh on the pack's new build as a step of 140 s, then alltests_lines
 #   fuse_ab NAME PROG PART [SIDE...]
 #                           issue 17's call on a fused launch: begin_bare NAME, the pipeline traced with every expert
 #                           on the GPU (new, base, var, new+off-PART, then new, base, var again), the CUDA test PROG
@@ -142,13 +143,16 @@ begin_bare() { # NAME: begin without the tests (measurement variants of builds w
     setup "$1"
     model_make
 }
+alltests_new() { # every CUDA test program of the pack's new build (alltests.sh) as a step, its failures on stdout
+    step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
+    alltests_lines
+}
 qkvnorm_ab() { fuse_ab "$1" check_cuda_qkv_norm qkv-norm; }
 turns_ab() { # NAME [ram]: new against base in turns (the measure first), then the tests, then decode
     begin_bare "$1"
     for side in new base new2 base2 new3 base3; do pipe_trace gpu "$side"; done
     [ "${2:-}" = ram ] && for side in new base; do pipe_trace ram "$side"; done
-    step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
-    alltests_lines
+    alltests_new
     decode_ab gpu new base new2 base2
     rm -f "$m"
     finish "$1"
@@ -157,8 +161,7 @@ fuse_ab() { # NAME PROG PART [SIDE...]: the measure first (device time has been 
     begin_bare "$1"
     for side in new base var "new+off-$3" new2 base2 var2; do pipe_trace gpu "$side"; done
     pack_test 60 new "$C" "$2" "" "$O/${3}-test.txt"
-    step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
-    alltests_lines
+    alltests_new
     decode_ab gpu new base var
     [ $# -gt 3 ] && decode_ab ram "${@:4}"
     rm -f "$m"

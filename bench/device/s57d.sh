@@ -16,8 +16,7 @@ budget=${1:-590}
 . bench/device/lib.sh
 begin_bare s57d
 for side in new var base new2 var2 base2; do pipe_trace gpu "$side"; done
-step 140 "alltests.sh (new)" sh -c 'bash bench/device/alltests.sh 125 0 3 > /dev/null 2>&1'
-alltests_lines
+alltests_new
 decode_ab gpu new var base
 rm -f "$m"
 finish s57d
