@@ -10,7 +10,9 @@
  * --timeline: instead, where the default launch's time goes (cuda_set_attn_timeline): each block's stamps in a
  * replayed graph, the phases of the block that ends last and the hand-over from the launch before, medians over
  * the layers.
- * usage: cuda_attn_time [--short | --timeline] [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each;
+ * --cold: each layer's launches after a launch of cold code (cuda_time_set_cold: the attention's code out of the
+ * SM's instruction caches, as in a step); --warm: after a launch as long that leaves the caches as they were.
+ * usage: cuda_attn_time [--cold | --warm] [--short | --timeline] [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each;
  * --short: without "one split" and "no pdl") */
 #include <math.h>
 #include <stdio.h>
@@ -299,12 +301,16 @@ int main(int argc, char **argv)
     static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
     int a0 = 1;
     bool timeline = false;
-    if (argc > 1 && !strcmp(argv[1], "--short")) {
+    if (argc > a0 && (!strcmp(argv[a0], "--cold") || !strcmp(argv[a0], "--warm"))) {
+        cuda_time_set_cold(!strcmp(argv[a0], "--cold") ? COLD_EVICT : COLD_WARM);
+        a0++;
+    }
+    if (argc > a0 && !strcmp(argv[a0], "--short")) {
         at_short = true;
-        a0 = 2;
-    } else if (argc > 1 && !strcmp(argv[1], "--timeline")) {
+        a0++;
+    } else if (argc > a0 && !strcmp(argv[a0], "--timeline")) {
         timeline = true;
-        a0 = 2;
+        a0++;
         CUDA_TIME_CU(cudaMalloc((void **)&c.tl, (size_t)AT_L * AT_TL_LAYER * sizeof(unsigned long long)));
     }
     const int nk = argc > a0 ? argc - a0 : 3;

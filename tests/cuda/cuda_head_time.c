@@ -12,7 +12,9 @@
  * --timeline: instead, where the fused router's time goes in its cluster form (cuda_set_router_timeline): each
  * block's stamps in a replayed graph of the FFN head, the phases of token 0's first block (the one that chooses) and
  * the hand-over from the launch before, medians over the layers.
- * usage: cuda_head_time [--forms LIST] [--timeline] [TOKENS...]   (default 1 2 4 8 16) */
+ * --cold: each layer's launches after a launch of cold code (cuda_time_set_cold: the kernels' code out of the SM's
+ * instruction caches, as in a step); --warm: after a launch as long that leaves the caches as they were.
+ * usage: cuda_head_time [--forms LIST] [--timeline] [--cold | --warm] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +455,8 @@ int main(int argc, char **argv)
             n_forms = parse_list(argv[++a], forms);
         else if (!strcmp(argv[a], "--timeline"))
             timeline = true;
+        else if (!strcmp(argv[a], "--cold") || !strcmp(argv[a], "--warm"))
+            cuda_time_set_cold(!strcmp(argv[a], "--cold") ? COLD_EVICT : COLD_WARM);
         else
             break;
     }

@@ -9,6 +9,12 @@
 #include "gpu-worker/dense/cuda/cuda_util.h"
 
 static const char *prog = "cuda_time";
+static cuda_time_cold_t cold; /* cuda_time_set_cold */
+
+void cuda_time_set_cold(cuda_time_cold_t mode)
+{
+    cold = mode;
+}
 
 void cuda_time_init(const char *program)
 {
@@ -42,7 +48,8 @@ static double span_us(cudaEvent_t e0, cudaEvent_t e1, int n, int32_t L)
     return (double)ms * 1e3 / ((double)n * L);
 }
 
-double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings, int reps, cudaStream_t s)
+/* The graph's time (us a layer) of fn's layers, each after the cold code where set (fn NULL: the cold code alone). */
+static double graph_us(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings, int reps, cudaStream_t s)
 {
     guild_err_t err = {{0}};
     cudaGraph_t g = NULL;
@@ -50,8 +57,14 @@ double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings,
     int rc = 0;
     cuda_time_need(timings >= 1 && timings <= 64 && reps >= 1, "%d timings of %d replays", timings, reps);
     CUDA_TIME_CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int32_t l = 0; l < L && rc == 0; l++)
-        rc = fn(ctx, l, &err);
+    for (int32_t l = 0; l < L && rc == 0; l++) {
+        if (cold != COLD_NONE && cuda_time_cold_code(s, cold == COLD_EVICT) < 0) {
+            rc = guild_err_set(&err, "the cold code's launch failed");
+            break;
+        }
+        if (fn)
+            rc = fn(ctx, l, &err);
+    }
     CUDA_TIME_CU(cudaStreamEndCapture(s, &g));
     cuda_time_need(rc == 0, "%s", err.msg);
     CUDA_TIME_CU(cudaGraphInstantiate(&ge, g, 0));
@@ -72,6 +85,12 @@ double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings,
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     return guild_median(us, timings);
+}
+
+double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings, int reps, cudaStream_t s)
+{
+    const double us = graph_us(fn, ctx, L, timings, reps, s);
+    return cold != COLD_NONE ? us - graph_us(NULL, NULL, L, timings, reps, s) : us;
 }
 
 double cuda_time_host(cuda_time_layer_fn fn, void *ctx, int32_t L, int reps, cudaStream_t s)

@@ -28,11 +28,21 @@ void cuda_time_need(bool ok, const char *fmt, ...) __attribute__((format(printf,
 typedef int (*cuda_time_layer_fn)(void *ctx, int32_t l, guild_err_t *err);
 
 /* us a layer: the L layers' launches captured on s as one CUDA graph, replayed once (warm), then `timings` times
- * `reps` replays each, the median of the timings. */
+ * `reps` replays each, the median of the timings. With a cold mode set, each layer's launches follow
+ * cuda_time_cold_code's, and the time of a graph of those launches alone is taken off. */
 double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings, int reps, cudaStream_t s);
 
 /* us a layer: the same launched from the host one by one (what a step without graphs pays), `reps` passes after a
  * warm one. */
 double cuda_time_host(cuda_time_layer_fn fn, void *ctx, int32_t L, int reps, cudaStream_t s);
+
+/* --cold and --warm of the timing programs: cuda_time_graph puts a launch of cuda_time_cold_code before each layer,
+ * with evict (cold) or without (warm); COLD_NONE: none. */
+typedef enum { COLD_NONE, COLD_EVICT, COLD_WARM } cuda_time_cold_t;
+void cuda_time_set_cold(cuda_time_cold_t mode);
+
+/* A launch on s of a long chain of FMAs on every SM; with evict, in 256 KB of straight-line code that leaves the SM's
+ * instruction caches holding none of the timed kernels' code, else in a loop of a few instructions (cold_code.cu). */
+int cuda_time_cold_code(cudaStream_t s, bool evict);
 
 #endif
