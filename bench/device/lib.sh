@@ -157,6 +157,17 @@ turns_ab() { # NAME [ram]: new against base in turns (the measure first), then t
     rm -f "$m"
     finish "$1"
 }
+attn_ab() { # NAME KEYS: an attention change, new against base: alone at KEYS (words), the step in turns, the step's
+    # attention phases, then the tests, then decode
+    begin_bare "$1"
+    attn_tl "$2" new base
+    for side in new base new2 base2; do pipe_trace gpu "$side"; done
+    step_tl attn new base
+    alltests_new
+    decode_ab gpu new base new2 base2
+    rm -f "$m"
+    finish "$1"
+}
 fuse_ab() { # NAME PROG PART [SIDE...]: the measure first (device time has been short), then the tests, then decode
     begin_bare "$1"
     for side in new base var "new+off-$3" new2 base2 var2; do pipe_trace gpu "$side"; done

@@ -16,11 +16,4 @@
 set -u
 budget=${1:-400}
 . bench/device/lib.sh
-begin_bare s58c
-attn_tl "512 576 1000 8192" new base
-for side in new base new2 base2; do pipe_trace gpu "$side"; done
-step_tl attn new base
-alltests_new
-decode_ab gpu new base new2 base2
-rm -f "$m"
-finish s58c
+attn_ab s58c "512 576 1000 8192"
