@@ -4,7 +4,8 @@
 # The question: are the router and the attention 1-1.5 us longer in the step than alone because their code is out
 # of the SM's instruction caches? Their SASS is 79 and 86 KB, the layer's kernels together ~270 KB; timed alone (a
 # graph of 48 launches of one kernel) the code stays in the caches. tests/cuda/cold_code.cu puts 256 KB of
-# straight-line code on every SM before each layer (--cold) or the same FMAs in a loop of little code (--warm, the control).
+# straight-line code on every SM before each layer (--cold) or the same FMAs in a loop of little code (--warm, the
+# control).
 # 1. the attention alone, its phases (cuda_attn_time --timeline 512) plain, --warm, --cold, --warm, --cold;
 # 2. the router alone, its phases (cuda_head_time --timeline 1), the same five;
 # 3. the head's kernels alone at one token (cuda_head_time 1: the FFN head, the block norm, qk_prepare, Q/K/V and

@@ -30,8 +30,8 @@ static __global__ void cold_code_kernel(float *out, float x)
 }
 
 /* The control: the same chain of FMAs in a loop of a few instructions (the SM's instruction caches keep what they
- * hold). Not as short a launch: its constants are made at run time (~243 us a launch on the H100, the cold code
- * ~52 us), which --timeline's phases, taken inside the timed kernel, do not see. */
+ * hold). A longer launch (its constants are made at run time), which --timeline's phases, taken inside the timed
+ * kernel, do not see. */
 static __global__ void warm_code_kernel(float *out, float x)
 {
 #pragma unroll 1

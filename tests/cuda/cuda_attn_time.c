@@ -11,9 +11,10 @@
  * replayed graph, the phases of the block that ends last and the hand-over from the launch before, medians over
  * the layers.
  * --cold: each layer's launches after a launch of cold code (cuda_time_set_cold: the attention's code out of the
- * SM's instruction caches, as in a step); --warm: after a launch of the same FMAs in a loop, which leaves the caches as they were.
- * usage: cuda_attn_time [--cold | --warm] [--short | --timeline] [KEYS...]   (default 512 2048 8192; 1, 4 and 16 rows each;
- * --short: without "one split" and "no pdl") */
+ * SM's instruction caches, as in a step); --warm: after a launch of the same FMAs in a loop, which leaves the caches
+ * as they were.
+ * usage: cuda_attn_time [--cold | --warm] [--short | --timeline] [KEYS...]   (default 512 2048 8192; 1, 4 and 16
+ * rows each; --short: without "one split" and "no pdl") */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

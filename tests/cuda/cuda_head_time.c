@@ -13,7 +13,8 @@
  * block's stamps in a replayed graph of the FFN head, the phases of token 0's first block (the one that chooses) and
  * the hand-over from the launch before, medians over the layers.
  * --cold: each layer's launches after a launch of cold code (cuda_time_set_cold: the kernels' code out of the SM's
- * instruction caches, as in a step); --warm: after a launch of the same FMAs in a loop, which leaves the caches as they were.
+ * instruction caches, as in a step); --warm: after a launch of the same FMAs in a loop, which leaves the caches as
+ * they were.
  * usage: cuda_head_time [--forms LIST] [--timeline] [--cold | --warm] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdio.h>
