@@ -110,9 +110,11 @@ static const guild_type_t mm_types[] = {GUILD_TYPE_F32, GUILD_TYPE_F16, GUILD_TY
 
 /* H products of nrows x n weights with ntok tokens each, the weights one matrix after another, token t's head h
  * activation row at t * H + h, head h's outputs at h * ldh of rows H * ldh apart (ldh = nrows + 3): each bit for bit
- * cpu_matmul's (quant_vec_dot_ref), the padding after each head's rows untouched. H = 0: one product by cuda_matmul;
- * else cuda_matmul_heads (multi-head latent attention's per-head up-projections in one launch). */
-static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t heads, uint64_t seed)
+ * cpu_matmul's (quant_vec_dot_ref), the padding after each head's rows untouched. H = 0: one product by cuda_matmul,
+ * or with l2 bytes (> 0) by cuda_matmul_l2 hinting that many bytes of another buffer into L2 (a hint must not move
+ * a bit); else cuda_matmul_heads (multi-head latent attention's per-head up-projections in one launch). */
+static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t ntok, int32_t heads, uint64_t seed,
+                         size_t l2)
 {
     const guild_type_t at = quant_type_info(type)->dot_type;
     const int32_t H = heads ? heads : 1;
@@ -138,9 +140,11 @@ static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t nt
                    ref + h * ldh, (size_t)ldo);
     void *dw = dev_upload(w, wh * (size_t)H), *da = dev_upload(a, arb * (size_t)ntok * (size_t)H);
     float *dout = dev_new(out_bytes);
+    void *dl2 = l2 ? dev_new(l2) : NULL;
     guild_err_t err;
     const int rc = heads ? cuda_matmul_heads(type, n, nrows, ntok, H, dw, wrb, wh, da, arb * (size_t)H, arb, dout,
                                              ldo, ldh, stream, &err)
+                   : l2  ? cuda_matmul_l2(type, n, nrows, ntok, dw, wrb, da, arb, dout, ldo, dl2, l2, stream, &err)
                          : cuda_matmul(type, n, nrows, ntok, dw, wrb, da, arb, dout, ldo, stream, &err);
     ck_assert_msg(rc == 0, "%s", err.msg);
     dev_download(got, dout, out_bytes, stream);
@@ -155,8 +159,10 @@ static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t nt
                     quant_type_info(type)->name, (long long)n, (long long)(k / ldo), (long long)(k % ldo / ldh),
                     (long long)(k % ldh), (double)got[k], (double)ref[k]);
     }
-    ck_assert_msg(bad == 0, "%s n=%lld rows=%lld tokens=%d heads=%d: %d outputs differ from quant_vec_dot_ref",
-                  quant_type_info(type)->name, (long long)n, (long long)nrows, ntok, heads, bad);
+    ck_assert_msg(bad == 0, "%s n=%lld rows=%lld tokens=%d heads=%d l2=%zu: %d outputs differ from quant_vec_dot_ref",
+                  quant_type_info(type)->name, (long long)n, (long long)nrows, ntok, heads, l2, bad);
+    if (dl2)
+        dev_free(dl2);
     dev_free(dw);
     dev_free(da);
     dev_free(dout);
@@ -176,11 +182,17 @@ START_TEST(test_matmul)
     int cases = 0;
     for (size_t si = 0; si < 3; si++)
         for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++, cases++)
-            check_matmul(type, sizes[si], 37, toks[ti], 0, 1000 * (uint64_t)_i + cases);
+            check_matmul(type, sizes[si], 37, toks[ti], 0, 1000 * (uint64_t)_i + cases, 0);
+    /* with an L2 hint (cuda_matmul_l2: the one-token kernels issue it, others ignore it): more lines than the grid
+     * has threads, and a size that is no whole line */
+    check_matmul(type, 4096, 37, 1, 0, 1000 * (uint64_t)_i + cases++, (size_t)1 << 20);
+    check_matmul(type, 768, 37, 1, 0, 1000 * (uint64_t)_i + cases++, 1000);
+    check_matmul(type, 768, 37, 5, 0, 1000 * (uint64_t)_i + cases++, 4096);
     cuda_set_matmul_split(false); /* one token a warp a row too (4096: split over warps by default) */
-    check_matmul(type, 4096, 37, 1, 0, 1000 * (uint64_t)_i + cases++);
+    check_matmul(type, 4096, 37, 1, 0, 1000 * (uint64_t)_i + cases++, 0);
+    check_matmul(type, 4096, 37, 1, 0, 1000 * (uint64_t)_i + cases++, (size_t)1 << 20);
     cuda_set_matmul_split(true);
-    printf("matmul %-6s: bit-exact in %d shapes (n 256..4096, 37 rows, 1..64 tokens)\n",
+    printf("matmul %-6s: bit-exact in %d shapes (n 256..4096, 37 rows, 1..64 tokens; 4 with an L2 hint)\n",
            quant_type_info(type)->name, cases);
 }
 END_TEST
@@ -194,7 +206,7 @@ START_TEST(test_matmul_heads)
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++, cases++)
             check_matmul(types[i], quant_type_info(types[i])->block_elems == 256 ? 256 : 128, 37, toks[t],
-                         t % 2 ? 7 : 128, 7000 + (uint64_t)cases);
+                         t % 2 ? 7 : 128, 7000 + (uint64_t)cases, 0);
     guild_err_t err;
     /* heads whose offsets would misalign a head's rows */
     ck_assert_int_eq(cuda_matmul_heads(GUILD_TYPE_Q4_K, 256, 4, 1, 2, NULL, 144, 146, NULL, 292, 292, NULL, 4, 4,
