@@ -161,8 +161,7 @@ static void check_matmul(guild_type_t type, int64_t n, int64_t nrows, int32_t nt
     }
     ck_assert_msg(bad == 0, "%s n=%lld rows=%lld tokens=%d heads=%d l2=%zu: %d outputs differ from quant_vec_dot_ref",
                   quant_type_info(type)->name, (long long)n, (long long)nrows, ntok, heads, l2, bad);
-    if (dl2)
-        dev_free(dl2);
+    dev_free(dl2);
     dev_free(dw);
     dev_free(da);
     dev_free(dout);
