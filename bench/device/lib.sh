@@ -64,9 +64,10 @@
 #                           BINDIR's `guild bench sessions --sessions 1,2,4,8,16 --repeat REPEAT --probes 1` on $m
 #                           at --gpu-mem 8G (issue 18's measure), stamped with COMMIT, as a step: its output in
 #                           $O/sessions-NAME.txt, its JSON in $O/sessions-NAME.json, the tables on stdout
-#   pipe_trace KIND SIDE    the pipeline's GPU worker traced (--gpu-prof) in a SIDE build's guild bench run (side_flags'
-#                           flags) on $m at
-#                           512 positions (KIND ram: --gpu-experts none; gpu: every expert on the GPU), one run of
+#   pipe_trace KIND SIDE [POPULATE]
+#                           the pipeline's GPU worker traced (--gpu-prof) in a SIDE build's guild bench run (side_flags'
+#                           flags) on $m at POPULATE (default 512) positions (KIND ram: --gpu-experts none; gpu: every
+#                           expert on the GPU), one run of
 #                           64 tokens after the warm-up: the trace in $O/trace-KIND-SIDE.trace (gzipped after),
 #                           guild bench trace's report of its decode steps (the first 16 left out) in
 #                           $O/trace-KIND-SIDE.txt, its summary and busiest kernels on stdout
@@ -277,14 +278,14 @@ layer_busy() {
 dense_busy() { layer_busy "$1" "$2" '^(rmsnorm_cl|matmul_q|qk_prepare|attn_decode|router_cluster)'; }
 # prof_bin SIDE: the guild-cuda-prof of a side's build (bin_of's folder; the packed build's under bench/)
 prof_bin() { case $1 in base* | var*) echo "$(bin_of "$1")/guild-cuda-prof" ;; *) echo "$B/bench/guild-cuda-prof" ;; esac; }
-pipe_trace() { # KIND SIDE
-    kind=$1 side=$2 extra=""
+pipe_trace() { # KIND SIDE [POPULATE]: POPULATE positions (512, issue 17's) before the 64 traced tokens
+    kind=$1 side=$2 pop=${3:-512} extra=""
     [ "$kind" = ram ] && extra="--gpu-experts none"
     f=$O/trace-$kind-$side.trace
     # shellcheck disable=SC2086 # extra: words without blanks
     # shellcheck disable=SC2046 # side_flags: words without blanks
-    step 60 "pipeline trace, $kind ($side)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:|^ +512 " | tail -n 3' \
-        "$(bin_of "$side")/guild" bench run -m "$m" --populate 512 --runs 1 --gen 64 $extra --gpu-prof "$f" \
+    step 60 "pipeline trace, $kind ($side)" sh -c 'p=$0; "$@" 2>&1 | grep -E "run [0-9]:|^ +$p " | tail -n 3' \
+        "$pop" "$(bin_of "$side")/guild" bench run -m "$m" --populate "$pop" --runs 1 --gen 64 $extra --gpu-prof "$f" \
         $(side_flags "$side")
     step 30 "guild bench trace ($kind, $side)" sh -c '"$0" bench trace "$1" --skip 16 > "$2" 2>&1; st=$?;
         grep -E "step wall|GPU busy|idle:|busy a layer|^(router|rmsnorm_cl|matmul|attn_decode|qk_prep|xchg|expert)" \

@@ -11,19 +11,8 @@ set -u
 budget=${1:-300}
 . bench/device/lib.sh
 begin_bare s58e
-ctx_trace() { # POPULATE TAG: lib.sh pipe_trace's two steps at another populated context
-    f=$O/trace-gpu-$2.trace
-    step 60 "pipeline trace, gpu, populate $1 ($2)" sh -c '"$0" "$@" 2>&1 | grep -E "run [0-9]:" | tail -n 2' \
-        "$B/guild" bench run -m "$m" --populate "$1" --runs 1 --gen 64 --gpu-prof "$f"
-    step 30 "guild bench trace ($2)" sh -c '"$0" bench trace "$1" --skip 16 > "$2" 2>&1; st=$?;
-        grep -E "GPU busy|busy a layer|^(router|rmsnorm_cl|matmul_q_split|attn_decode|qk_prep)" "$2" | head -n 12;
-        exit $st' "$B/guild" "$f" "$O/trace-gpu-$2.txt"
-    rm -f "$f"
-}
 for turn in 1 2; do
-    ctx_trace 448 "p448-$turn"
-    ctx_trace 512 "p512-$turn"
-    ctx_trace 1024 "p1024-$turn"
+    for pop in 448 512 1024; do pipe_trace gpu "p$pop-$turn" "$pop"; done
 done
 rm -f "$m"
 finish s58e
