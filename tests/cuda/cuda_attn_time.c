@@ -11,10 +11,11 @@
  * replayed graph, the phases of the block that ends last and the hand-over from the launch before, medians over
  * the layers.
  * --cold: each layer's launches after a launch of cold code (cuda_time_set_cold: the attention's code out of the
- * SM's instruction caches, as in a step); --warm: after a launch of the same FMAs in a loop, which leaves the caches
- * as they were.
- * usage: cuda_attn_time [--cold | --warm] [--short | --timeline] [KEYS...]   (default 512 2048 8192; 1, 4 and 16
- * rows each; --short: without "one split" and "no pdl") */
+ * SM's instruction caches, as in a step); --cold-l2: that after a read of twice L2's size (its code and data out of
+ * L2 too, as after the weights of a layer); --warm: after a launch of the same FMAs in a loop, which leaves the
+ * caches as they were.
+ * usage: cuda_attn_time [--cold | --cold-l2 | --warm] [--short | --timeline] [KEYS...]   (default 512 2048 8192;
+ * 1, 4 and 16 rows each; --short: without "one split" and "no pdl") */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,8 +303,11 @@ int main(int argc, char **argv)
     static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
     int a0 = 1;
     bool timeline = false;
-    if (argc > a0 && (!strcmp(argv[a0], "--cold") || !strcmp(argv[a0], "--warm"))) {
-        cuda_time_set_cold(!strcmp(argv[a0], "--cold") ? COLD_EVICT : COLD_WARM);
+    if (argc > a0 &&
+        (!strcmp(argv[a0], "--cold") || !strcmp(argv[a0], "--cold-l2") || !strcmp(argv[a0], "--warm"))) {
+        cuda_time_set_cold(!strcmp(argv[a0], "--cold")      ? COLD_EVICT
+                           : !strcmp(argv[a0], "--cold-l2") ? COLD_EVICT_L2
+                                                            : COLD_WARM);
         a0++;
     }
     if (argc > a0 && !strcmp(argv[a0], "--short")) {

@@ -13,9 +13,10 @@
  * block's stamps in a replayed graph of the FFN head, the phases of token 0's first block (the one that chooses) and
  * the hand-over from the launch before, medians over the layers.
  * --cold: each layer's launches after a launch of cold code (cuda_time_set_cold: the kernels' code out of the SM's
- * instruction caches, as in a step); --warm: after a launch of the same FMAs in a loop, which leaves the caches as
+ * instruction caches, as in a step); --cold-l2: that after a read of twice L2's size (code and data out of L2 too, as
+ * after the weights of a layer); --warm: after a launch of the same FMAs in a loop, which leaves the caches as
  * they were.
- * usage: cuda_head_time [--forms LIST] [--timeline] [--cold | --warm] [TOKENS...]   (default 1 2 4 8 16) */
+ * usage: cuda_head_time [--forms LIST] [--timeline] [--cold | --cold-l2 | --warm] [TOKENS...]   (default 1 2 4 8 16) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,8 +457,10 @@ int main(int argc, char **argv)
             n_forms = parse_list(argv[++a], forms);
         else if (!strcmp(argv[a], "--timeline"))
             timeline = true;
-        else if (!strcmp(argv[a], "--cold") || !strcmp(argv[a], "--warm"))
-            cuda_time_set_cold(!strcmp(argv[a], "--cold") ? COLD_EVICT : COLD_WARM);
+        else if (!strcmp(argv[a], "--cold") || !strcmp(argv[a], "--cold-l2") || !strcmp(argv[a], "--warm"))
+            cuda_time_set_cold(!strcmp(argv[a], "--cold")      ? COLD_EVICT
+                               : !strcmp(argv[a], "--cold-l2") ? COLD_EVICT_L2
+                                                               : COLD_WARM);
         else
             break;
     }

@@ -13,6 +13,8 @@ static cuda_time_cold_t cold; /* cuda_time_set_cold */
 
 void cuda_time_set_cold(cuda_time_cold_t mode)
 {
+    cuda_time_need(mode != COLD_EVICT_L2 || cuda_time_cold_l2_alloc() == 0,
+                   "no buffer of twice L2's size for --cold-l2 (out of device memory?)");
     cold = mode;
 }
 
@@ -58,7 +60,7 @@ static double graph_us(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings,
     cuda_time_need(timings >= 1 && timings <= 64 && reps >= 1, "%d timings of %d replays", timings, reps);
     CUDA_TIME_CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int32_t l = 0; l < L && rc == 0; l++) {
-        if (cold != COLD_NONE && cuda_time_cold_code(s, cold == COLD_EVICT) < 0) {
+        if (cold != COLD_NONE && cuda_time_cold_code(s, cold != COLD_WARM, cold == COLD_EVICT_L2) < 0) {
             rc = guild_err_set(&err, "the cold code's launch failed");
             break;
         }

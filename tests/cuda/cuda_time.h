@@ -36,13 +36,16 @@ double cuda_time_graph(cuda_time_layer_fn fn, void *ctx, int32_t L, int timings,
  * warm one. */
 double cuda_time_host(cuda_time_layer_fn fn, void *ctx, int32_t L, int reps, cudaStream_t s);
 
-/* --cold and --warm of the timing programs: cuda_time_graph puts a launch of cuda_time_cold_code before each layer,
- * with evict (cold) or without (warm); COLD_NONE: none. */
-typedef enum { COLD_NONE, COLD_EVICT, COLD_WARM } cuda_time_cold_t;
+/* --cold, --cold-l2 and --warm of the timing programs: cuda_time_graph puts a launch of cuda_time_cold_code before
+ * each layer, with evict (cold; cold-l2: after a read of twice L2's size) or without (warm); COLD_NONE: none.
+ * Setting COLD_EVICT_L2 makes the read's buffer (before any capture); a failure is reported and exits. */
+typedef enum { COLD_NONE, COLD_EVICT, COLD_WARM, COLD_EVICT_L2 } cuda_time_cold_t;
 void cuda_time_set_cold(cuda_time_cold_t mode);
 
 /* A launch on s of a long chain of FMAs on every SM; with evict, in 256 KB of straight-line code that leaves the SM's
- * instruction caches holding none of the timed kernels' code, else in a loop of a few instructions (cold_code.cu). */
-int cuda_time_cold_code(cudaStream_t s, bool evict);
+ * instruction caches holding none of the timed kernels' code, else in a loop of a few instructions; with l2, after
+ * a launch that reads twice L2's size of the buffer cuda_time_cold_l2_alloc made (cold_code.cu). */
+int cuda_time_cold_code(cudaStream_t s, bool evict, bool l2);
+int cuda_time_cold_l2_alloc(void);
 
 #endif
