@@ -303,13 +303,8 @@ int main(int argc, char **argv)
     static const int32_t keys_def[] = {512, 2048, 8192}, rows[] = {1, 4, 16};
     int a0 = 1;
     bool timeline = false;
-    if (argc > a0 &&
-        (!strcmp(argv[a0], "--cold") || !strcmp(argv[a0], "--cold-l2") || !strcmp(argv[a0], "--warm"))) {
-        cuda_time_set_cold(!strcmp(argv[a0], "--cold")      ? COLD_EVICT
-                           : !strcmp(argv[a0], "--cold-l2") ? COLD_EVICT_L2
-                                                            : COLD_WARM);
+    if (argc > a0 && cuda_time_cold_arg(argv[a0]))
         a0++;
-    }
     if (argc > a0 && !strcmp(argv[a0], "--short")) {
         at_short = true;
         a0++;

@@ -457,11 +457,7 @@ int main(int argc, char **argv)
             n_forms = parse_list(argv[++a], forms);
         else if (!strcmp(argv[a], "--timeline"))
             timeline = true;
-        else if (!strcmp(argv[a], "--cold") || !strcmp(argv[a], "--cold-l2") || !strcmp(argv[a], "--warm"))
-            cuda_time_set_cold(!strcmp(argv[a], "--cold")      ? COLD_EVICT
-                               : !strcmp(argv[a], "--cold-l2") ? COLD_EVICT_L2
-                                                               : COLD_WARM);
-        else
+        else if (!cuda_time_cold_arg(argv[a]))
             break;
     }
     if (argc > a) {

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util/clock.h" /* guild_median */
 #include "gpu-worker/dense/cuda/cuda_util.h"
@@ -16,6 +17,20 @@ void cuda_time_set_cold(cuda_time_cold_t mode)
     cuda_time_need(mode != COLD_EVICT_L2 || cuda_time_cold_l2_alloc() == 0,
                    "no buffer of twice L2's size for --cold-l2 (out of device memory?)");
     cold = mode;
+}
+
+bool cuda_time_cold_arg(const char *arg)
+{
+    static const struct {
+        const char *flag;
+        cuda_time_cold_t mode;
+    } flags[] = {{"--cold", COLD_EVICT}, {"--cold-l2", COLD_EVICT_L2}, {"--warm", COLD_WARM}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(arg, flags[i].flag)) {
+            cuda_time_set_cold(flags[i].mode);
+            return true;
+        }
+    return false;
 }
 
 void cuda_time_init(const char *program)

@@ -41,6 +41,8 @@ double cuda_time_host(cuda_time_layer_fn fn, void *ctx, int32_t L, int reps, cud
  * Setting COLD_EVICT_L2 makes the read's buffer (before any capture); a failure is reported and exits. */
 typedef enum { COLD_NONE, COLD_EVICT, COLD_WARM, COLD_EVICT_L2 } cuda_time_cold_t;
 void cuda_time_set_cold(cuda_time_cold_t mode);
+/* The timing programs' flag arg, if it is --cold, --cold-l2 or --warm: its mode set (cuda_time_set_cold), true. */
+bool cuda_time_cold_arg(const char *arg);
 
 /* A launch on s of a long chain of FMAs on every SM; with evict, in 256 KB of straight-line code that leaves the SM's
  * instruction caches holding none of the timed kernels' code, else in a loop of a few instructions; with l2, after
