@@ -45,8 +45,9 @@
 #                           --no-trace --timeline WHAT on $m in each side's build (prof_bin's): $O/tl-WHAT-SIDE.txt
 #   head_tl SIDE...         the router alone, its phases (cuda_head_time --timeline 1) of each side's build ($B's
 #                           tests/cuda, or cuda_head_time beside a var*/base* build): $O/head-tl-SIDE.txt
-#   bin_of SIDE             $BASE for a side named base*, $C/varb for varb*, $C/var for other var*, else $B (the A/B
-#                           scripts' builds; pack-xz.sh packs /tmp/p40/var* and /tmp/p40/base*)
+#   bin_of SIDE             $BASE for a side named base*, $C/varb for varb*, $C/varc for varc*, $C/var for other
+#                           var*, else $B (the A/B scripts' builds; pack-xz.sh packs /tmp/p40/var* and
+#                           /tmp/p40/base*)
 #   side_flags SIDE         the flags a side named NAME+off-PART runs with: --cuda-off PART (new+off-mm-split: the
 #                           new build without its split products); none for other names
 #   decode_ab KIND SIDE...  issue 17's decode on $m at 512 populated positions, SIDE by SIDE in turns (new, base, new2,
@@ -233,7 +234,10 @@ sessions8() { # NAME BINDIR COMMIT REPEAT
         "$2/guild" bench sessions -m "$m" --gpu-mem 8G --sessions 1,2,4,8,16 --prompt 128 --gen 16 \
         --repeat "$4" --probes 1 --commit "$3" --json "$O/sessions-$1.json"
 }
-bin_of() { case $1 in base*) echo "$BASE" ;; varb*) echo "$C/varb" ;; var*) echo "$C/var" ;; *) echo "$B" ;; esac; }
+bin_of() {
+    case $1 in base*) echo "$BASE" ;; varb*) echo "$C/varb" ;; varc*) echo "$C/varc" ;; var*) echo "$C/var" ;;
+        *) echo "$B" ;; esac
+}
 side_flags() { case $1 in *+off-*) echo "--cuda-off ${1#*+off-}" ;; esac; }
 decode_ab() { # KIND SIDE...
     kind=$1 what="all-GPU decode" lim=20 extra="--gen 64"

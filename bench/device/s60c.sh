@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Prepared in session 60 for its second call, not run (four tries found no machine; no device time was left). The
+# first call for session 61. Pack in $C (bench/device/pack-xz.sh of the new build, each var*'s programs in
+# /tmp/p40/var*: guild, the workers, guild-cuda-prof, cuda_head_time, cuda_attn_time, check_cuda_fused), built from:
+#   new  = branch s60-mbar (99de54a): the three cluster kernels without their release barrier, the router's other
+#          blocks kept (a relaxed barrier) until the first block has every logit, as main's release barrier did;
+#   var  = branch s60-mbar-var: new with the router's row loaded 16 at a time before its FMAs;
+#   varb = branch s60-land (8919d83): the attention's and the cluster norm's change alone, main's router (the form
+#          to land if it wins);
+#   varc = branch s60-land-batch: varb with the router's row loaded 16 at a time (main's router otherwise);
+#   base = main's build.
+#   C=/tmp/c bash bench/device/s60c.sh [SECONDS]
+# Call s60b (bench/results/clmbar60-h100-2026-12-06-s60.md): the attention and the cluster norm each ~0.25 us a
+# launch faster in the all-GPU step; the router 0.4 us faster alone (1.3 with the row batched) but 1.6-2.2 us slower
+# in the all-GPU step (its first block's ranks 2.35 us against 1.02; faster in the experts-in-RAM step). There the
+# other blocks left as soon as their logits were sent. The router alone with --cold and --cold-l2 (varb's and varc's
+# programs have main's router): whether code fetched from device memory shows the step's phases.
+# Output under $OUT: s60c.log and s60c-files.tar.gz.
+set -u
+budget=${1:-500}
+. bench/device/lib.sh
+begin_bare s60c
+pack_test 90 new "$C" check_cuda_fused "" "$O/fused-new.log"
+for side in new base varb varc var; do pipe_trace gpu "$side"; done
+head_tl new var varb varc base
+for mode in --cold --cold-l2; do # code fetched cold (session 59's suspect), the SM's caches, and L2 too
+    for side in new var varb varc; do
+        grep_step 30 "cuda_head_time $mode --timeline 1 ($side)" "^timeline" "$O/head-tl$mode-$side.txt" \
+            "$(cuda_tool "$side" cuda_head_time)" "$mode" --timeline 1
+    done
+done
+for side in new2 base2 varb2 varc2 var2; do pipe_trace gpu "$side"; done
+step_tl router new var varc base
+for side in varb varc var; do prog_test 90 "$side" "$C/lib" "$C/$side/check_cuda_fused" "" "$O/fused-$side.log"; done
+decode_ab gpu new base var varb varc
+for side in new base varb; do pipe_trace ram "$side"; done
+alltests_new
+rm -f "$m"
+finish s60c
