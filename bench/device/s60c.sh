@@ -2,19 +2,22 @@
 # Prepared in session 60 for its second call, not run (four tries found no machine; no device time was left). The
 # first call for session 61. Pack in $C (bench/device/pack-xz.sh of the new build, each var*'s programs in
 # /tmp/p40/var*: guild, the workers, guild-cuda-prof, cuda_head_time, cuda_attn_time, check_cuda_fused), built from:
-#   new  = branch s60-mbar (99de54a): the three cluster kernels without their release barrier, the router's other
-#          blocks kept (a relaxed barrier) until the first block has every logit, as main's release barrier did;
-#   var  = branch s60-mbar-var: new with the router's row loaded 16 at a time before its FMAs;
+#   new  = branch s60-mbar2 (e5ac7e3): the three cluster kernels without their release barrier; the router's blocks
+#          each write their slice of the normed row after a phase 1 that follows every block's reads, so no block
+#          has a path of its own after the logits and the first block's code follows its wait in the layout;
+#   var  = branch s60-mbar2-var (2134520): new with the router's row loaded 16 at a time before its FMAs;
 #   varb = branch s60-land (8919d83): the attention's and the cluster norm's change alone, main's router (the form
 #          to land if it wins);
-#   varc = branch s60-land-batch: varb with the router's row loaded 16 at a time (main's router otherwise);
+#   varc = branch s60-land-batch (b42a338): varb with the router's row loaded 16 at a time;
 #   base = main's build.
 #   C=/tmp/c bash bench/device/s60c.sh [SECONDS]
 # Call s60b (bench/results/clmbar60-h100-2026-12-06-s60.md): the attention and the cluster norm each ~0.25 us a
 # launch faster in the all-GPU step; the router 0.4 us faster alone (1.3 with the row batched) but 1.6-2.2 us slower
-# in the all-GPU step (its first block's ranks 2.35 us against 1.02; faster in the experts-in-RAM step). There the
-# other blocks left as soon as their logits were sent. The router alone with --cold and --cold-l2 (varb's and varc's
-# programs have main's router): whether code fetched from device memory shows the step's phases.
+# in the all-GPU step, after its logits, in its first block's work (ranks 2.35 us against 1.02). cuobjdump: in that
+# build the last block's norm writes (8 KB with their out-of-line checks) lie between the first block's wait and its
+# code, where main has them at the kernel's end; new and var keep the first block's code right after its wait, varc
+# keeps main's layout. The router alone with --cold and --cold-l2: whether code fetched from device memory shows the
+# step's phases.
 # Output under $OUT: s60c.log and s60c-files.tar.gz.
 set -u
 budget=${1:-500}
