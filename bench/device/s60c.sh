@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Prepared in session 60 for its second call, not run (four tries found no machine; no device time was left). The
-# first call for session 61. Pack in $C (bench/device/pack-xz.sh of the new build, each var*'s programs in
-# /tmp/p40/var*: guild, the workers, guild-cuda-prof, cuda_head_time, cuda_attn_time, check_cuda_fused), built from:
-#   new  = branch s60-mbar2 (e5ac7e3): the three cluster kernels without their release barrier; the router's blocks
-#          each write their slice of the normed row after a phase 1 that follows every block's reads, so no block
-#          has a path of its own after the logits and the first block's code follows its wait in the layout;
-#   var  = branch s60-mbar2-var (2134520): new with the router's row loaded 16 at a time before its FMAs;
-#   varb = branch s60-land (8919d83): the attention's and the cluster norm's change alone, main's router (the form
-#          to land if it wins);
-#   varc = branch s60-land-batch (b42a338): varb with the router's row loaded 16 at a time;
-#   base = main's build.
+# first call for session 61. Pack: `bash bench/device/prep-s60c.sh` (builds every side from main and the patches
+# in bench/device/s60c/, packs .carry-A). The sides (the branches of session 60's checkout they came from):
+#   new  = cluster + router-mbar (s60-mbar2, e5ac7e3): the three cluster kernels without their release barrier;
+#          the router's blocks each write their slice of the normed row after a phase 1 that follows every block's
+#          reads, so no block has a path of its own after the logits and the first block's code follows its wait;
+#   var  = new + router-batch (s60-mbar2-var, 2134520): the router's row loaded 16 at a time before its FMAs;
+#   varb = cluster (s60-land, 8919d83): the attention's and the cluster norm's change alone, main's router (the
+#          form to land if it wins);
+#   varc = cluster + router-batch (s60-land-batch, b42a338): varb with the router's row loaded 16 at a time;
+#   base = main.
 #   C=/tmp/c bash bench/device/s60c.sh [SECONDS]
 # Call s60b (bench/results/clmbar60-h100-2026-12-06-s60.md): the attention and the cluster norm each ~0.25 us a
 # launch faster in the all-GPU step; the router 0.4 us faster alone (1.3 with the row batched) but 1.6-2.2 us slower
