@@ -7,8 +7,8 @@
 #     varc = cluster + router-batch;  new = cluster + router-mbar (the pack's main build, every program);
 #     var = cluster + router-mbar + router-batch
 # One build folder, side after side: after the first build only the kernels a patch touches rebuild (session 60's
-# run, each side from main again: 30 minutes on the 2-core VM, half of it the first build). The pack's COMMIT file says main's commit: its builds are main with these patches. Then the
-# device call with carry [".carry-A"]:
+# run, each side from main again: 30 minutes on the 2-core VM, half of it the first build). The pack's COMMIT file
+# says main's commit: its builds are main with these patches. Then the device call with carry [".carry-A"]:
 #   mkdir -p /tmp/c && tar -xJf .carry-A/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s60c.sh 500
 set -euo pipefail
 repo=$PWD wt=${1:-/work/wt60}
@@ -22,7 +22,6 @@ git checkout -q --detach "$(git -C "$repo" rev-parse main)"
 [ -x configure ] || autoreconf -fi > /dev/null 2>&1
 mkdir -p build
 [ -f build/Makefile ] || (cd build && ../configure PYTHON=/usr/bin/python3 > /dev/null)
-git checkout -q -- gpu-worker
 make -C build -j2 > /dev/null # everything once: the generated sources (proto/) come first only in a whole build
 rm -rf /tmp/p40 && mkdir -p /tmp/p40
 side() { # NAME WHAT: the worktree as it is built; its programs into /tmp/p40/NAME
