@@ -51,6 +51,7 @@
 #include "bench/prof_timeline.h"
 #include "coordinator/backend_stack.h"
 #include "coordinator/stack_flags.h"
+#include "coordinator/stack_plan.h"
 #include "core/model/model.h"
 #include "core/util/cli.h"
 #include "core/util/clock.h"
@@ -421,7 +422,7 @@ int main(int argc, char **argv)
     if (c.flags.n_batch < S) /* a decode step's rows */
         c.flags.n_batch = S;
     c.flags.n_seq = S;
-    if (backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
+    if (stack_plan_fit(&c.flags, m, &err) < 0 || backend_stack_open(&stack, &c.flags, m, c.model, &err) < 0)
         goto out;
     backend_t *be = backend_stack_backend(stack);
     logits = backend_logits_alloc(be, (size_t)S * (size_t)V); /* what guild run and bench run take */

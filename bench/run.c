@@ -107,11 +107,7 @@ enum {
                         STACK_FLAG_KV_TYPE | STACK_FLAG_FORCE_SPLIT | STACK_FLAG_CPU_NODES | STACK_FLAG_GPU_PROF,
 };
 
-#ifdef GUILD_HAVE_CUDA
-#define DEFAULT_BACKEND "cuda"
-#else
-#define DEFAULT_BACKEND "cpu"
-#endif
+#define DEFAULT_BACKEND "auto" /* stack_flags_check resolves it */
 
 static void usage(FILE *out)
 {
@@ -588,6 +584,12 @@ int bench_run_main(int argc, char **argv)
     spec_stack_options(&c.spec, &c.flags);
     if (stack_flags_routing(&c.flags, c.model, &err) < 0) /* the model's routing profile, or --routing's */
         goto out;
+    c.flags.n_ctx = max_pop + c.gen; /* --gpu-mem auto: against the largest context */
+    c.flags.n_batch = batch_asked < c.flags.n_ctx ? batch_asked : c.flags.n_ctx;
+    if (stack_plan_fit(&c.flags, m, &err) < 0)
+        goto out;
+    if (c.flags.gpu_mem_why[0])
+        fprintf(stderr, "guild bench run: --gpu-mem %s\n", c.flags.gpu_mem_why);
     /* each context's plan at its own size (the stack will make the same from the same options) says whether it
      * runs and where its cache lives; the contexts of a placement run in one stack sized for the largest */
     for (int i = 0; i < c.n_populate; i++) {

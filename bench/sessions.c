@@ -88,11 +88,7 @@ enum {
                            STACK_FLAG_CPU_NODES | STACK_FLAG_PREFETCH_EXPERTS | STACK_FLAG_GPU_PROF,
 };
 
-#ifdef GUILD_HAVE_CUDA
-#define DEFAULT_BACKEND "cuda"
-#else
-#define DEFAULT_BACKEND "cpu"
-#endif
+#define DEFAULT_BACKEND "auto" /* stack_flags_check resolves it */
 
 typedef struct sess_cfg {
     const char *model, *json, *commit;
@@ -692,7 +688,8 @@ int bench_sessions_main(int argc, char **argv)
     }
     c.flags.n_batch = c.batch < c.flags.n_ctx ? c.batch : c.flags.n_ctx; /* 0: auto */
     c.flags.stats = true; /* the routing counters every step's distinct experts are read from */
-    if (stack_flags_routing(&c.flags, c.model, &err) < 0 || stack_plan_make(&sp, &c.flags, m, &err) < 0)
+    if (stack_flags_routing(&c.flags, c.model, &err) < 0 || stack_plan_fit(&c.flags, m, &err) < 0 ||
+        stack_plan_make(&sp, &c.flags, m, &err) < 0)
         goto out;
     const gpu_plan_t *plan = sp.on ? &sp.gpu : NULL;
     double dram = c.dram_gbps, hbm = 0, machine = 0;

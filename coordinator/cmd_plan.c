@@ -11,6 +11,7 @@
 #include "coordinator/pipeline.h"
 #include "coordinator/spec.h"
 #include "coordinator/stack_flags.h"
+#include "coordinator/stack_plan.h"
 #include "core/model/model.h"
 #include "core/util/cli.h"
 
@@ -41,7 +42,7 @@ static void usage(FILE *out)
             "                          + 1 rows a sequence, and with mtp the multi-token-prediction layer (a draft\n"
             "                          model's own stack is not planned here)\n"
             "      --spec-max K        most drafted tokens per verify step (default 4, at most 16)\n");
-    stack_flags_usage(out, PLAN_STACK_FLAGS, "cpu");
+    stack_flags_usage(out, PLAN_STACK_FLAGS, "auto");
     fprintf(out, "  -h, --help              this help\n");
 }
 
@@ -61,6 +62,7 @@ int cmd_plan(int argc, char **argv)
     stack_flags_options(opts, sizeof opts / sizeof opts[0], own, PLAN_STACK_FLAGS);
     stack_options_t f;
     stack_options_init(&f);
+    f.gpu.backend = "auto";
     spec_options_t spec;
     spec_options_init(&spec);
     const char *path = NULL;
@@ -117,7 +119,7 @@ int cmd_plan(int argc, char **argv)
         spec_stack_options(&spec, &f);
         f.n_ctx = cmd_model_n_ctx(m, n_ctx);
         f.n_batch = n_batch < f.n_ctx ? n_batch : f.n_ctx;
-        if (pipeline_print_plan(m, &f, stdout, &err) == 0)
+        if (stack_plan_fit(&f, m, &err) == 0 && pipeline_print_plan(m, &f, stdout, &err) == 0)
             rc = 0;
     }
     if (rc)

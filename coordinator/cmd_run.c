@@ -20,6 +20,7 @@
 #include "coordinator/pipeline.h"
 #include "coordinator/spec.h"
 #include "coordinator/stack_flags.h"
+#include "coordinator/stack_plan.h"
 #include "core/model/model.h"
 #include "core/sample/sampler.h"
 #include "core/tokenizer/tok.h"
@@ -76,7 +77,7 @@ static void usage(FILE *out)
             "                          with a GPU plan, the share of routed pairs its resident experts served\n"
             "      --ignore-eos        do not stop at end-of-text tokens (benchmarks)\n"
             SPEC_FLAGS_HELP);
-    stack_flags_usage(out, STACK_FLAGS_ALL, "cpu");
+    stack_flags_usage(out, STACK_FLAGS_ALL, "auto");
     fprintf(out,
             "      --print-plan        print which worker owns which experts (with --backend cuda, also the GPU\n"
             "                          memory plan), and exit\n"
@@ -143,6 +144,7 @@ static int parse_args(int argc, char **argv, run_config_t *c)
         .n_batch = 0, /* auto */
     };
     stack_options_init(&c->stack);
+    c->stack.gpu.backend = "auto";
     spec_options_init(&c->spec);
     sample_params_default(&c->sample);
     guild_err_t e = {{0}};
@@ -287,13 +289,16 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
     if (c->n_batch)
         snprintf(batch, sizeof batch, "%d", c->n_batch);
     fprintf(stderr,
-            "run: backend = %s, threads = %d, ctx = %d, batch = %s, n_predict = %d, %s\n"
+            "run: backend = %s%s%s%s, threads = %d, ctx = %d, batch = %s, n_predict = %d, %s\n"
             "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
-            c->stack.gpu.backend, c->stack.n_threads, n_ctx, batch, c->n_predict,
+            c->stack.gpu.backend, c->stack.backend_why[0] ? " (auto: " : "", c->stack.backend_why,
+            c->stack.backend_why[0] ? ")" : "", c->stack.n_threads, n_ctx, batch, c->n_predict,
             c->stack.single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
             c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,
             c->sample.repeat_last_n, (unsigned long long)c->sample.seed);
+    if (c->stack.gpu_mem_why[0])
+        fprintf(stderr, "run: --gpu-mem %s\n", c->stack.gpu_mem_why);
     if (c->spec.kind != SPEC_NONE)
         fprintf(stderr, "speculative: %s, up to %d drafts per verify step%s%s\n", spec_kind_name(c->spec.kind),
                 c->spec.max, c->spec.draft_model ? ", draft model " : "",
@@ -349,6 +354,8 @@ int cmd_run(int argc, char **argv)
     if (spec_options_check(&c.spec, model, &err) < 0)
         goto fail;
     spec_stack_options(&c.spec, st);
+    if (stack_plan_fit(st, model, &err) < 0)
+        goto fail;
     if (c.print_plan) {
         if (pipeline_print_plan(model, st, stdout, &err) == 0)
             rc = 0;

@@ -27,6 +27,7 @@
 #include "coordinator/server/strbuf.h"
 #include "coordinator/server/textfilt.h"
 #include "coordinator/stack_flags.h"
+#include "coordinator/stack_plan.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "core/util/cli.h"
 #include "core/chat/chat.h"
@@ -116,7 +117,7 @@ static void usage(FILE *out)
             "      --cache-dir DIR     keep prefix snapshots as files in DIR too, read again at start-up\n"
             "      --cache-disk SIZE   bytes of snapshot files kept in --cache-dir (default 16G)\n"
             SPEC_FLAGS_HELP);
-    stack_flags_usage(out, SERVE_STACK_FLAGS, "cpu");
+    stack_flags_usage(out, SERVE_STACK_FLAGS, "auto");
     fprintf(out,
             "  -q, --quiet             only warnings and errors on stderr (default: one line per request)\n"
             "  -v, --verbose           more messages on stderr\n"
@@ -194,6 +195,7 @@ static int parse_args(int argc, char **argv, serve_config_t *c)
         .cache_disk = 16ull << 30,
     };
     stack_options_init(&c->stack);
+    c->stack.gpu.backend = "auto";
     spec_options_init(&c->spec);
     guild_err_t e = {{0}};
     long v;
@@ -452,6 +454,10 @@ int cmd_serve(int argc, char **argv)
     if (spec_options_check(&c.spec, model, &err) < 0)
         goto fail;
     spec_stack_options(&c.spec, &c.stack);
+    if (stack_plan_fit(&c.stack, model, &err) < 0)
+        goto fail;
+    if (c.stack.gpu_mem_why[0])
+        guild_log(GUILD_LOG_INFO, "--gpu-mem %s", c.stack.gpu_mem_why);
     c.stack.log_level = c.verbosity > 0 ? GUILD_LOG_INFO : GUILD_LOG_WARN;
     engine_config_t ec = {
         .stack = &c.stack,
@@ -481,9 +487,10 @@ int cmd_serve(int argc, char **argv)
     api.api_key = c.api_key;
     api.created = (int64_t)time(NULL);
     __atomic_store_n(&api.ready, 1, __ATOMIC_RELEASE);
-    guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, parallel %d, queue %d, prefix cache %s",
-              c.stack.single_process ? "single process" : "GPU worker + CPU expert workers", c.stack.gpu.backend,
-              c.stack.n_threads,
+    guild_log(GUILD_LOG_INFO, "%s, backend %s%s%s%s, threads %d, ctx %d, batch %d, parallel %d, queue %d, prefix "
+              "cache %s", c.stack.single_process ? "single process" : "GPU worker + CPU expert workers",
+              c.stack.gpu.backend, c.stack.backend_why[0] ? " (auto: " : "", c.stack.backend_why,
+              c.stack.backend_why[0] ? ")" : "", c.stack.n_threads,
               n_ctx, engine_n_batch(engine), c.parallel, c.queue, c.prefix_cache ? "on" : "off");
     if (tmpl == CHAT_TMPL_UNKNOWN)
         guild_log(GUILD_LOG_WARN, "%s", why);

@@ -79,6 +79,10 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
                             keep_free(o), err);
     if (rc == 0) {
         warn_shared(plan);
+        fprintf(out, "backend: %s%s%s%s\n", o->gpu.backend, o->backend_why[0] ? " (auto: " : "", o->backend_why,
+                o->backend_why[0] ? ")" : "");
+        if (o->gpu_mem_why[0])
+            fprintf(out, "--gpu-mem %s\n", o->gpu_mem_why);
         placement_print(plan, m, o->n_threads, o->given & STACK_FLAG_THREADS, out);
         if (sp.on)
             gpu_plan_print(&sp.gpu, out);

@@ -104,10 +104,11 @@ static const flag_t flags[] = {
      "to FILE when it exits; `guild bench trace FILE` sums its decode steps per\n"
      "kernel (the cuda backend; tracing slows the steps it traces)", true},
     {STACK_FLAG_BACKEND, "backend", "NAME", NULL, false},
-    {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE",
+    {STACK_FLAG_GPU_MEM, "gpu-mem", "SIZE|auto",
      "device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
      "cache and buffers must fit; experts of as many layers as fit stay on the\n"
-     "GPU (default: no budget, every layer's experts on the GPU)", false},
+     "GPU (default auto: no budget, every expert on the GPU, when the whole model\n"
+     "fits the device's memory; else that memory is the budget)", false},
     {STACK_FLAG_GPU_EXPERTS, "gpu-experts", "N", "at most N layers' experts on the GPU (all: as many as fit; none: 0)",
      false},
     {STACK_FLAG_NO_GRAPH, "no-cuda-graph", NULL,
@@ -267,7 +268,9 @@ int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t 
         break;
     case STACK_FLAG_BACKEND: o->gpu.backend = arg; break;
     case STACK_FLAG_GPU_MEM:
-        if (gpu_plan_parse_size(arg, "--gpu-mem", &cuda->gpu_mem, err) < 0)
+        if (!strcmp(arg, "auto")) /* the default: decided once the model is known (stack_plan_fit) */
+            cuda->gpu_mem = 0;
+        else if (gpu_plan_parse_size(arg, "--gpu-mem", &cuda->gpu_mem, err) < 0)
             return -1;
         break;
     case STACK_FLAG_GPU_EXPERTS:
@@ -336,6 +339,9 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
 {
     const cuda_config_t *cuda = &o->gpu.cuda;
     const bool stager_given = o->given & STACK_FLAG_STAGER;
+    if (o->gpu.backend && !strcmp(o->gpu.backend, "auto")) { /* the one place the name is resolved */
+        o->gpu.backend = backend_auto(o->backend_why, sizeof o->backend_why);
+    }
     if (!o->single_process && guild_curve_check(&o->curve, "--listen", o->listen, true, err) < 0)
         return -1;
     if (!o->single_process && !o->listen && (o->given & (STACK_FLAG_FALLBACK_LOCAL | STACK_FLAG_REJOIN_MS)))
@@ -404,7 +410,11 @@ void stack_flags_usage(FILE *out, unsigned mask, const char *backend_default)
         else if (fl->bit == STACK_FLAG_THREADS)
             fprintf(out, "CPU threads (default: all online CPUs); multi-process: per worker\n");
         else if (fl->bit == STACK_FLAG_BACKEND)
-            fprintf(out, "dense-layer backend (default %s; built in: %s)\n", backend_default, backend_names());
+            fprintf(out, "dense-layer backend (default %s; built in: %s)%s\n", backend_default, backend_names(),
+                    strcmp(backend_default, "auto") ? ""
+                                                    : ";\n                          auto: a GPU backend where this "
+                                                      "build has one and it finds a\n                          device "
+                                                      "(-v says which and why), else cpu");
         else
             for (const char *s = fl->help; *s;) {
                 size_t k = strcspn(s, "\n");

@@ -65,7 +65,8 @@ size_t stack_flags_options(struct option *out, size_t cap, const struct option *
  * stack_options_init (a command may change a default, such as the backend, before parsing). */
 int stack_flags_parse(stack_options_t *o, int opt, const char *arg, guild_err_t *err);
 
-/* After parsing, the record's one check: -1 with err when a tcp --listen comes without CURVE keys (--key and
+/* After parsing, the record's one check. First resolves --backend auto (the commands' default) to a backend's name
+ * (backend_auto; o->backend_why says why). Then -1 with err when a tcp --listen comes without CURVE keys (--key and
  * --allow) or --insecure, or keys without one (guild_curve_check); when --stager-threads comes with --stager none
  * or pin, or --stager process with --single-process; when --gpu-prof comes with a backend other than cuda or in a
  * build without CUPTI; -1 with err ("--cpu-workers, --mlock and --print-plan are for the multi-process mode, not

@@ -1,9 +1,20 @@
 /* The stack's GPU memory plan (contract in stack_plan.h). */
 #include "coordinator/stack_plan.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu-worker/dense/backend.h"
+
+/* How streamed experts reach the device under o's stager. */
+static gpu_copy_path_t copy_path(const stack_options_t *o)
+{
+    const cuda_stager_t st = o->gpu.cuda.stager;
+    /* shared: DMA from the CPU side's own copies, registered: the pinned rate */
+    return st == CUDA_STAGER_PIN || st == CUDA_STAGER_SHARED ? GPU_COPY_PINNED
+           : st == CUDA_STAGER_NONE                         ? GPU_COPY_PAGEABLE
+                                                            : GPU_COPY_RING;
+}
 
 int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m, guild_err_t *err)
 {
@@ -27,11 +38,7 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
             return guild_err_prefix(err, "routing profile (--no-tuning ignores it): ");
         }
     }
-    const cuda_stager_t st = o->gpu.cuda.stager;
-    /* shared: DMA from the CPU side's own copies, registered: the pinned rate */
-    const gpu_copy_path_t path = st == CUDA_STAGER_PIN || st == CUDA_STAGER_SHARED ? GPU_COPY_PINNED
-                                 : st == CUDA_STAGER_NONE                         ? GPU_COPY_PAGEABLE
-                                                                                  : GPU_COPY_RING;
+    const gpu_copy_path_t path = copy_path(o);
     gpu_cost_t cost;
     gpu_cost_default(&cost, path);
     gpu_cost_measured(&cost, path, o->cost.h2d_gbps, o->cost.gpu_tflops, o->cost.cpu_tflops, o->cost.cpu_gbps,
@@ -59,6 +66,35 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
     }
     sp->n_batch = sp->gpu.n_batch;
     return 0;
+}
+
+int stack_plan_fit_to(stack_options_t *o, const model_t *m, uint64_t device, guild_err_t *err)
+{
+    o->gpu_mem_why[0] = '\0';
+    if (!o->gpu.backend || strcmp(o->gpu.backend, "cuda") || o->gpu.cuda.gpu_mem || !device)
+        return 0;
+    stack_plan_t sp;
+    if (stack_plan_make(&sp, o, m, err) < 0)
+        return -1;
+    /* the whole plan with what a budget's plan counts beside it: the context and the driver's share */
+    const uint64_t need = gpu_plan_total(&sp.gpu) + GPU_PLAN_CONTEXT +
+                          gpu_plan_driver_bytes(m, o->n_ctx, o->n_seq, o->gpu.kv_type, copy_path(o));
+    stack_plan_fini(&sp);
+    const double GiB = 1073741824.0;
+    if (need <= device) {
+        snprintf(o->gpu_mem_why, sizeof o->gpu_mem_why, "auto: no budget, the whole model fits the device's %.2f GiB "
+                 "(%.2f GiB)", (double)device / GiB, (double)need / GiB);
+        return 0;
+    }
+    o->gpu.cuda.gpu_mem = device;
+    snprintf(o->gpu_mem_why, sizeof o->gpu_mem_why, "auto: the device's %.2f GiB; the whole model would take %.2f "
+             "GiB", (double)device / GiB, (double)need / GiB);
+    return 0;
+}
+
+int stack_plan_fit(stack_options_t *o, const model_t *m, guild_err_t *err)
+{
+    return stack_plan_fit_to(o, m, o->gpu.backend ? backend_device_memory(o->gpu.backend) : 0, err);
 }
 
 void stack_plan_fini(stack_plan_t *sp)

@@ -39,6 +39,17 @@ typedef struct stack_plan {
  * part does not fit even at the smallest chunk. */
 int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m, guild_err_t *err);
 
+/* --gpu-mem auto, the default: with the cuda backend and no --gpu-mem, a model whose whole plan (every expert on
+ * the device, with the context and the driver's share) does not fit the device's memory is planned against that
+ * memory as its budget (o->gpu.cuda.gpu_mem set: the experts that do not fit stay in RAM and stream), one that fits
+ * as with no budget. o->n_ctx (and the rest of the plan's inputs) must be set. o->gpu_mem_why says what was
+ * decided ("" when nothing was: another backend, --gpu-mem given, or a device that cannot be asked). -1 with err
+ * as stack_plan_make. */
+int stack_plan_fit(stack_options_t *o, const model_t *m, guild_err_t *err);
+
+/* stack_plan_fit against a device of `device` bytes (0: none asked; tests). */
+int stack_plan_fit_to(stack_options_t *o, const model_t *m, uint64_t device, guild_err_t *err);
+
 void stack_plan_fini(stack_plan_t *sp);
 
 /* The resident experts' flags ([n_layer * n_expert]) for the placement, NULL when nothing stays on the GPU. */

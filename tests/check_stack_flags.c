@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "coordinator/stack_flags.h"
+#include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
 #include "tests/check_run.h"
 
@@ -247,6 +248,37 @@ START_TEST(test_gpu_prof)
 }
 END_TEST
 
+/* --backend auto (the commands' default): resolved by the check to a built-in backend's name, with what was found;
+ * cpu in a build without a GPU backend or where that backend finds no device (CI), naming that backend's reason. A
+ * name given stays as given, with no reason. */
+START_TEST(test_backend_auto)
+{
+    stack_options_t f;
+    guild_err_t err = {{0}};
+    char *a[] = {"x", "--backend", "auto", NULL};
+    ck_assert_msg(parse(&f, a, &err) == 0, "%s", err.msg);
+    ck_assert_msg(f.backend_why[0], "no reason for the choice");
+    ck_assert_int_ge(backend_plan_caps(f.gpu.backend), 0);
+#ifdef GUILD_HAVE_CUDA
+    if (!strcmp(f.gpu.backend, "cuda"))
+        ck_assert_msg(!strncmp(f.backend_why, "cuda: ", 6) && strstr(f.backend_why, "device"), "%s", f.backend_why);
+    else
+        ck_assert_msg(!strcmp(f.gpu.backend, "cpu") && !strncmp(f.backend_why, "cuda: ", 6), "%s: %s", f.gpu.backend,
+                      f.backend_why);
+#else
+    ck_assert_str_eq(f.gpu.backend, "cpu");
+    ck_assert_str_eq(f.backend_why, "this build has no GPU backend");
+#endif
+    char *c[] = {"x", "--backend", "cpu", NULL};
+    ck_assert_msg(parse(&f, c, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(f.gpu.backend, "cpu");
+    ck_assert_str_eq(f.backend_why, "");
+    char *g[] = {"x", "--gpu-mem", "auto", NULL}; /* as the default: decided with the model (check_stack_plan) */
+    ck_assert_msg(parse(&f, g, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(f.gpu.cuda.gpu_mem, 0);
+}
+END_TEST
+
 /* A tcp --listen's security: keys into the coordinator's record, or --insecure; neither is refused, as are keys
  * without a tcp --listen (issue 19; the files are read later: tests/check_curve). */
 START_TEST(test_listen_keys)
@@ -340,6 +372,7 @@ int main(void)
     tcase_add_test(tc, test_plan_flags);
     tcase_add_test(tc, test_listen_keys);
     tcase_add_test(tc, test_gpu_prof);
+    tcase_add_test(tc, test_backend_auto);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

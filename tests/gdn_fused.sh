@@ -38,7 +38,7 @@ for ty in F32 Q8_0; do
         for mode in single mp; do
             if [ $mode = single ]; then m="--single-process"; else m="--cpu-workers 1 --spin-us 0"; fi
             # shellcheck disable=SC2086
-            "$G" run -m "$T/$form-$ty.gguf" -p "one two three four five six seven eight nine ten" -n 24 --temp 0 \
+            "$G" run --backend cpu -m "$T/$form-$ty.gguf" -p "one two three four five six seven eight nine ten" -n 24 --temp 0 \
                 --ignore-eos --threads 1 --batch 8 $m --ids-out "$T/$form-$ty-$mode.ids" \
                 --logits-out "$T/$form-$ty-$mode.logits" >"$T/$form-$ty-$mode.txt" 2>"$T/run.err" ||
                 { cat "$T/run.err"; fail "guild run $form $ty $mode"; }

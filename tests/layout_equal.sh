@@ -15,7 +15,7 @@ run() { # name, model, extra args...
     name=$1
     model=$2
     shift 2
-    "$G" run -m "$T/$model.gguf" -p "$PROMPT" -n 8 --temp 0.8 --seed 5 --batch 7 \
+    "$G" run --backend cpu -m "$T/$model.gguf" -p "$PROMPT" -n 8 --temp 0.8 --seed 5 --batch 7 \
         --ids-out "$T/$name.ids" --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" ||
         { cat "$T/$name.err"; fail "guild run $name $*"; }
 }

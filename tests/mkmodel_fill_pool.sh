@@ -42,7 +42,7 @@ done
 run() { # name, extra args...
     name=$1
     shift
-    "$G" run -m "$T/pool1.gguf" -p "The river runs past the town." -n 12 --temp 0 --ids-out "$T/$name.ids" "$@" \
+    "$G" run --backend cpu -m "$T/pool1.gguf" -p "The river runs past the town." -n 12 --temp 0 --ids-out "$T/$name.ids" "$@" \
         >"$T/$name.txt" 2>"$T/$name.err" || { cat "$T/$name.err"; fail "guild run $*"; }
 }
 run a --threads 1

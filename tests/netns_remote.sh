@@ -54,7 +54,7 @@ wait_for() {
     --expert-ff 128 --ctx 4096 --type Q4_K --seed 11 -q -o "$T/m.gguf" >"$T/mk.log" 2>&1 ||
     { cat "$T/mk.log"; fail "guild-mkmodel"; }
 for n in coordinator b1; do "$G" keygen -o "$T/keys" --name $n >/dev/null || fail "guild keygen"; done
-ARGS="-m $T/m.gguf -p The-other-host --temp 0.8 --seed 7 --threads 1 --ctx 2048 --ignore-eos"
+ARGS="--backend cpu -m $T/m.gguf -p The-other-host --temp 0.8 --seed 7 --threads 1 --ctx 2048 --ignore-eos"
 "$G" run $ARGS -n 24 --single-process --ids-out "$T/ref.ids" --logits-out "$T/ref.logits" >/dev/null 2>"$T/ref.err" ||
     { cat "$T/ref.err"; fail "guild run --single-process"; }
 "$G" run $ARGS -n 700 --single-process --ids-out "$T/long.ids" >/dev/null 2>"$T/long.err" ||

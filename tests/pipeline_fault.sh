@@ -70,7 +70,7 @@ wait_for() {
 
 "$MK" --arch qwen3moe --layers 3 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 16 --experts-used 4 \
     --expert-ff 256 --ctx 512 --type Q4_K --seed 7 -q -o "$T/m.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail mkmodel; }
-ARGS="-m $T/m.gguf -p Once_upon_a_time -n 250 --ctx 512 --temp 0.7 --seed 9 --threads 1"
+ARGS="--backend cpu -m $T/m.gguf -p Once_upon_a_time -n 250 --ctx 512 --temp 0.7 --seed 9 --threads 1"
 "$G" run $ARGS --single-process --ids-out "$T/ref.ids" --logits-out "$T/ref.logits" >/dev/null 2>"$T/ref.err" ||
     fail "reference run"
 "$G" run $ARGS --cpu-workers 2 --spin-us 0 --ids-out "$T/base.ids" >/dev/null 2>"$T/base.err" || fail "pipeline run"

@@ -20,7 +20,7 @@ trap cleanup EXIT INT TERM
 "$MK" --arch qwen3moe --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 32 --experts 8 --experts-used 2 \
     --expert-ff 128 --ctx 256 --type Q4_K --seed 11 -q -o "$T/m.gguf" >"$T/mk.log" 2>&1 ||
     { cat "$T/mk.log"; fail "guild-mkmodel"; }
-ARGS="-m $T/m.gguf -p Hello-there,-remote-worker -n 10 --temp 0.8 --seed 3 --threads 1 --batch 5"
+ARGS="--backend cpu -m $T/m.gguf -p Hello-there,-remote-worker -n 10 --temp 0.8 --seed 3 --threads 1 --batch 5"
 "$G" run $ARGS --single-process --ids-out "$T/ref.ids" --logits-out "$T/ref.logits" >"$T/ref.txt" 2>"$T/ref.err" ||
     { cat "$T/ref.err"; fail "guild run --single-process"; }
 

@@ -21,7 +21,7 @@ MKARGS="--arch qwen3moe --layers 2 --embd 128 --heads 4 --kv-heads 2 --head-dim 
     --expert-ff 128 --ctx 256 --type Q4_K -q"
 "$MK" $MKARGS --seed 11 -o "$T/m.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel"; }
 "$MK" $MKARGS --seed 12 -o "$T/other.gguf" >"$T/mk.log" 2>&1 || { cat "$T/mk.log"; fail "guild-mkmodel"; }
-ARGS="-m $T/m.gguf -p Over-the-hills-and-far-away -n 10 --temp 0.8 --seed 3 --threads 1 --batch 5"
+ARGS="--backend cpu -m $T/m.gguf -p Over-the-hills-and-far-away -n 10 --temp 0.8 --seed 3 --threads 1 --batch 5"
 "$G" run $ARGS --single-process --ids-out "$T/ref.ids" --logits-out "$T/ref.logits" >"$T/ref.txt" 2>"$T/ref.err" ||
     { cat "$T/ref.err"; fail "guild run --single-process"; }
 

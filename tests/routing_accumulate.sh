@@ -21,7 +21,7 @@ mk m 8 11
 mk other 16 12
 cp "$T/m.gguf" "$T/cal.gguf"
 rec() { # name, profile, prompt
-    "$G" run -m "$T/m.gguf" -p "$3" -n 4 --temp 0 --single-process --no-tuning --record-routing "$2" \
+    "$G" run --backend cpu -m "$T/m.gguf" -p "$3" -n 4 --temp 0 --single-process --no-tuning --record-routing "$2" \
         >"$T/$1.txt" 2>"$T/$1.err" || { cat "$T/$1.err"; fail "guild run --record-routing ($1)"; }
 }
 # the counts of a profile, one per line: tokens, then every layer's

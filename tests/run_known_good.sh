@@ -29,7 +29,7 @@ PROMPT="The quick brown fox jumps over the lazy dog."
 run() { # name, extra args...
     name=$1
     shift
-    "$G" run -m "$T/m.gguf" -p "$PROMPT" -n 24 --ids-out "$T/$name.ids" \
+    "$G" run --backend cpu -m "$T/m.gguf" -p "$PROMPT" -n 24 --ids-out "$T/$name.ids" \
         --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" || { cat "$T/$name.err"; fail "guild run $*"; }
 }
 

@@ -26,7 +26,7 @@ expect() {
     want=$1
     frag=$2
     shift 2
-    timeout 120 "$G" run --threads 2 "$@" >"$T/out" 2>"$T/err"
+    timeout 120 "$G" run --backend cpu --threads 2 "$@" >"$T/out" 2>"$T/err"
     st=$?
     [ "$st" -eq "$want" ] || { cat "$T/err"; fail "guild run $*: exit status $st, expected $want"; }
     [ -z "$frag" ] || grep -qF -- "$frag" "$T/err" || { cat "$T/err"; fail "guild run $*: message lacks '$frag'"; }

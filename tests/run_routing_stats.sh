@@ -17,7 +17,7 @@ trap 'rm -rf "$T"' EXIT INT TERM
 
 "$MK" --shape demo --seed 5 -q -o "$T/m.gguf" || { echo "FAIL: guild-mkmodel"; exit 1; }
 head -c 905 "$S/README.md" >"$T/prompt.txt"
-"$G" run -m "$T/m.gguf" -f "$T/prompt.txt" -n 1 --temp 0 --stats --single-process -v >/dev/null 2>"$T/err" ||
+"$G" run --backend cpu -m "$T/m.gguf" -f "$T/prompt.txt" -n 1 --temp 0 --stats --single-process -v >/dev/null 2>"$T/err" ||
     { cat "$T/err"; echo "FAIL: guild run"; exit 1; }
 n_prompt=$(grep -o 'prefill: [0-9]* tokens' "$T/err" | cut -d' ' -f2)
 [ "${n_prompt:-0}" -ge 450 ] || { cat "$T/err"; echo "FAIL: the prompt has only ${n_prompt:-0} tokens"; exit 1; }

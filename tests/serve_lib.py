@@ -52,6 +52,8 @@ class Server:
         cmd = [GUILD, "serve", "-m", model, "--port", "0"]
         if "--threads" not in args:
             cmd += ["--threads", "1"]
+        if "--backend" not in args:  # the CPU's numbers, on a machine with a GPU too
+            cmd += ["--backend", "cpu"]
         self.p = subprocess.Popen(cmd + list(args), stdout=subprocess.DEVNULL, stderr=self.log)
         self.port = None
         deadline = time.time() + start_timeout

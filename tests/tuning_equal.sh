@@ -14,7 +14,7 @@ PROMPT="The quick brown fox jumps over the lazy dog, and then it runs away into 
 run() { # name, extra args...
     name=$1
     shift
-    "$G" run -m "$T/m.gguf" -p "$PROMPT" -n 10 --temp 0.8 --seed 5 --batch 7 \
+    "$G" run --backend cpu -m "$T/m.gguf" -p "$PROMPT" -n 10 --temp 0.8 --seed 5 --batch 7 \
         --ids-out "$T/$name.ids" --logits-out "$T/$name.logits" "$@" >"$T/$name.txt" 2>"$T/$name.err" ||
         { cat "$T/$name.err"; fail "guild run $name $*"; }
 }

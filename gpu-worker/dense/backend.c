@@ -2,6 +2,7 @@
 
 #include "gpu-worker/dense/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,34 @@ int backend_exchange_exec_new(moe_exec_t **out, const char *name, const model_co
         return guild_err_set(err, "expert exchange: slots for width %u, top-%u; the model has %d, top-%d", s->n_embd,
                              s->n_used, cfg->n_embd, cfg->n_expert_used);
     return ops->exchange_exec ? ops->exchange_exec(out, x, o, err) : moe_xchg_new(out, x, o, err);
+}
+
+const char *backend_auto(char *why, size_t why_len)
+{
+    size_t at = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        if (!backends[i]->devices)
+            continue;
+        char w[200] = "";
+        const int n = backends[i]->devices(w, sizeof w);
+        if (n > 0) {
+            snprintf(why, why_len, "%s: %d device%s", backends[i]->name, n, n == 1 ? "" : "s");
+            return backends[i]->name;
+        }
+        if (at < why_len)
+            at += (size_t)snprintf(why + at, why_len - at, "%s%s: %s", at ? "; " : "", backends[i]->name, w);
+    }
+    if (!why[0])
+        snprintf(why, why_len, "this build has no GPU backend");
+    return "cpu";
+}
+
+uint64_t backend_device_memory(const char *name)
+{
+    guild_err_t err;
+    const backend_ops_t *ops = backend_find(name, &err);
+    return ops && ops->device_memory ? ops->device_memory() : 0;
 }
 
 int backend_plan_caps(const char *name)

@@ -129,6 +129,12 @@ typedef struct backend_stats {
 
 typedef struct backend_ops {
     const char *name;
+    /* Optional: the devices it can run on here, 0 with the reason in why when none (what `--backend auto` asks,
+       backend_auto); a backend without it runs anywhere (the cpu backend) */
+    int (*devices)(char *why, size_t why_len);
+    /* Optional: the memory of the device it runs on, in bytes (0: unknown), without taking any of it (no context
+       made): what `--gpu-mem auto` plans against (coordinator/stack_plan.h) */
+    uint64_t (*device_memory)(void);
     unsigned plan_caps; /* what of a GPU memory plan it follows (GPU_PLAN_CAP_*, gpu_plan.h): 0 whole resident
                            layers and whole-layer staging slots */
     /* config: the backend's own settings record, or NULL for its defaults (backend_new) */
@@ -174,6 +180,14 @@ struct backend {
     const backend_ops_t *ops;
     int32_t n_seq; /* sequences it holds (>= 1); set by backend_new (or the maker of a backend not made by name) */
 };
+
+/* `--backend auto`: the name of the first built-in backend, after "cpu", with a device here (backend_ops_t.devices),
+ * else "cpu"; why says what was found ("cuda: 1 device" or each one's reason for none), never empty. */
+const char *backend_auto(char *why, size_t why_len);
+
+/* The memory of the device backend `name` runs on (backend_ops_t.device_memory), in bytes; 0 for a backend without
+ * a device, a name not built in, or a device that cannot be asked. */
+uint64_t backend_device_memory(const char *name);
 
 /* The GPU_PLAN_CAP_* bits of backend `name` (what a plan for it may ask), or -1 for a name not built in. */
 int backend_plan_caps(const char *name);

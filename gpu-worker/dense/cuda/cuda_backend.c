@@ -1304,6 +1304,8 @@ static void cuda_logits_free(backend_t *base, void *p)
 
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
+    .devices = cuda_device_count,
+    .device_memory = cuda_device_memory,
     .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES | /* ranked device parts, staged slices, */
                  GPU_PLAN_CAP_KV_HOST,                         /* the cache in host RAM */
     .create = cuda_create,

@@ -39,6 +39,19 @@ int cuda_check(cudaError_t e, const char *what, guild_err_t *err)
     return guild_err_set(err, "cuda: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+uint64_t cuda_device_memory(void)
+{
+    char why[160];
+    struct cudaDeviceProp prop;
+    if (cuda_device_count(why, sizeof why) < 1)
+        return 0;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (uint64_t)prop.totalGlobalMem;
+}
+
 int cuda_device_count(char *why, size_t why_len)
 {
     int n = 0;

@@ -17,6 +17,10 @@ int cuda_check(cudaError_t e, const char *what, guild_err_t *err);
  * cudaGetDeviceCount's message). Never fails otherwise. */
 int cuda_device_count(char *why, size_t why_len);
 
+/* Device 0's memory in bytes (cudaGetDeviceProperties: a query of the device, no context made), 0 when there is
+ * no device or it cannot be asked. */
+uint64_t cuda_device_memory(void);
+
 /* cudaMalloc of bytes (0 allowed: *p = NULL), adding them to *counter. -1 with a message naming `what` and
  * the size when the device is out of memory. */
 int cuda_alloc(void **p, size_t bytes, size_t *counter, const char *what, guild_err_t *err);
