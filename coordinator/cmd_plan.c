@@ -25,14 +25,15 @@ enum {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: guild plan -m FILE.gguf [--cpu-workers K] [--backend cuda [--gpu-mem SIZE] ...] [--batch N|auto]\n"
+            "usage: guild plan -m FILE.gguf [--cpu-workers K] [--backend NAME [--gpu-mem SIZE] ...] [--batch N|auto]\n"
             "\n"
-            "Prints which CPU expert worker would own which routed experts of every layer, on which NUMA node\n"
-            "and CPUs, and how many bytes of weights each would hold (what `guild run` starts). With --backend\n"
-            "cuda (or --gpu-mem with the cpu backend, which then stands in for a device), also the GPU's memory\n"
-            "plan and why: the chunk, the staging slots through which the other experts stream, and the experts\n"
-            "resident on the GPU (the hottest of the model's routing profile, MODEL.gguf.routing, else whole\n"
-            "layers), which no CPU worker is given.\n"
+            "Prints the backend (the default, auto, says what it found), which CPU expert worker would own\n"
+            "which routed experts of every layer, on which NUMA node and CPUs, and how many bytes of weights\n"
+            "each would hold (what `guild run` starts). With the cuda backend (or --gpu-mem with the cpu\n"
+            "backend, which then stands in for a device), also the GPU's memory plan and why: the chunk, the\n"
+            "staging slots through which the other experts stream, and the experts resident on the GPU (the\n"
+            "hottest of the model's routing profile, MODEL.gguf.routing, else whole layers), which no CPU\n"
+            "worker is given.\n"
             "\n"
             "  -m, --model FILE        GGUF model\n"
             "      --ctx N             context length (default: the model's, at most 4096)\n"
