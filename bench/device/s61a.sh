@@ -11,7 +11,7 @@ budget=${1:-110}
 . bench/device/lib.sh
 setup s61a
 A=$C/auto
-mkdir -p "$A" && cp -a "$C/bin/." "$A/" && tar -xJf .carry-A/auto.tar.xz -C "$A"
+mkdir -p "$A" && cp -a "$C/bin/." "$A/" && tar -xJf .carry-B/auto.tar.xz -C "$A"
 model_make
 step 20 "guild plan, no flags" sh -c '"$0" plan -m "$1" 2>&1 | head -n 3' "$A/guild" "$m"
 step 20 "guild plan --ctx 2000000 (a KV cache of ~190 GB), no --gpu-mem" sh -c \
