@@ -771,12 +771,27 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         stamp(CUDA_ATTN_TL_END);
         return;
     }
-    if (n_split > 1) /* this block has started (its shared memory may be written from now on: the wait below) */
+    /* The splits' states go into the inboxes of the blocks that merge them: block s of the cluster merges elements
+     * [s per, (s + 1) per) of the KV head's segment (whole blocks of the output's quantization, else whole heads),
+     * and gets from each other split its m and l and its values of that slice, as async stores counted on its
+     * mbarrier (no release barrier: cluster.cuh). */
+    const int seg = group * HD;
+    const int unit = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : oq.qt ? 32 : HD;
+    const int per = (seg / unit + n_split - 1) / n_split * unit;
+    const int e0 = z * per, e1 = min(seg, e0 + per);
+    __shared__ __align__(8) unsigned long long in_bytes;
+    if (n_split > 1) { /* this block has started (its shared memory may be written from now on: the wait below) */
+        if (threadIdx.x == 0 && e0 < e1) {
+            int others = 0; /* the blocks that send: a split of keys each (as the test above) */
+            for (int s2 = 0; s2 < n_split; s2++)
+                others += s2 != z && base + s2 * split_len < n_kv;
+            cluster_mbar_init(&in_bytes, (unsigned)(others * (e1 - e0 + 2 * group)) * (unsigned)sizeof(float));
+        }
         cluster_arrive_relaxed();
+    }
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane >> 2, t4 = lane & 3;
     const int kvd = (n_head / group) * HD;
-    const int seg = group * HD;
     const int n_kt = (j1 - j0 + BK - 1) / BK;
 
     constexpr int RSTEP = W * WARP_SIZE / CH;
@@ -935,21 +950,27 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
         stamp(CUDA_ATTN_TL_END);
         return;
     }
-    /* The splits' states into the inboxes of the blocks that merge them: block s of the cluster merges elements
-     * [s per, (s + 1) per) of the KV head's segment (whole blocks of the output's quantization, else whole heads).
-     * The first wait: every block of the cluster has started (long since, by now). */
-    const int unit = oq.qt == GUILD_TYPE_Q8_K ? QUANT_QK_K : oq.qt ? 32 : HD;
-    const int per = (seg / unit + n_split - 1) / n_split * unit;
+    /* The first wait: every block of the cluster has started (long since, by now), its mbarrier set. Every split's
+     * m and l go to every block that merges (s per < seg), its values to their slice's block; this block's own are
+     * plain stores. */
     cluster_wait_acquire();
     stamp(CUDA_ATTN_TL_PARTIAL);
+    const uint32_t in_cta = (uint32_t)__cvta_generic_to_shared(&in_bytes);
     if (warp == 0 && t4 == 0)
-        for (int s2 = 0; s2 < n_split; s2++) {
+        for (int s2 = 0; s2 < n_split && s2 * per < seg; s2++) {
+            const uint32_t mb = cluster_map_addr(in_cta, (uint32_t)s2);
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 const int r = g + 8 * hh;
                 if (r < group) {
-                    cluster_store_f32(cluster_map(in_ml + z * 32 + r, (uint32_t)s2), hh ? m1 : m0);
-                    cluster_store_f32(cluster_map(in_ml + z * 32 + 16 + r, (uint32_t)s2), hh ? L1 : L0);
+                    float *pm = in_ml + z * 32 + r, *pl = pm + 16;
+                    if (s2 == z) {
+                        *pm = hh ? m1 : m0;
+                        *pl = hh ? L1 : L0;
+                    } else {
+                        cluster_send_f32(cluster_map(pm, (uint32_t)s2), hh ? m1 : m0, mb);
+                        cluster_send_f32(cluster_map(pl, (uint32_t)s2), hh ? L1 : L0, mb);
+                    }
                 }
             }
         }
@@ -960,14 +981,20 @@ static __global__ void __launch_bounds__(AD_CL_WARPS * WARP_SIZE)
 #pragma unroll
             for (int nt = 0; nt < NOW; nt++) {
                 const int e = r * HD + d0 + 8 * nt, owner = e / per;
-                cluster_store_f32x2(cluster_map(in_o + z * per + (e - owner * per), (uint32_t)owner),
-                                    o[nt][2 * hh] / AM_PSCALE, o[nt][2 * hh + 1] / AM_PSCALE);
+                float *pv = in_o + z * per + (e - owner * per);
+                const float x0 = o[nt][2 * hh] / AM_PSCALE, x1 = o[nt][2 * hh + 1] / AM_PSCALE;
+                if (owner == z)
+                    *(float2 *)pv = make_float2(x0, x1);
+                else
+                    cluster_send_f32x2(cluster_map(pv, (uint32_t)owner), x0, x1,
+                                       cluster_map_addr(in_cta, (uint32_t)owner));
             }
     }
-    cluster_arrive_release();
-    cluster_wait_acquire();
+    if (e0 < e1) { /* this block's own stores, then every other split's */
+        __syncthreads();
+        cluster_mbar_wait(&in_bytes);
+    }
     stamp(CUDA_ATTN_TL_TICKET);
-    const int e0 = z * per, e1 = min(seg, e0 + per);
     if (e0 < e1) {
         const int r0 = e0 / HD, nr = (e1 - 1) / HD - r0 + 1; /* the slice's rows (query heads) */
         if ((int)threadIdx.x < nr) {

@@ -201,10 +201,11 @@ static __global__ void rmsnorm_kernel(float *out, int64_t ldo, const float *x, i
  * blocks of the kernel's vt threads: block b's thread T holds element T + b vt, the element the one block's thread
  * T held as its k = b, with the same residual update. The squares go through distributed shared memory into every
  * block, whose thread T adds them in k order as the one block's thread T did, then the same warp tree and the same
- * sum of the warps' sums: each block makes the same scale itself (one cluster barrier, where the first block's
- * scale sent back to the others took a second). Each then writes and quantizes its vt elements (whole quantization
- * blocks: vt is 256 for Q8_K rows, a multiple of 32 always). The same operations on the same values: the same
- * bits. Rows of 2 to RN_PER blocks (the one block holds RN_PER elements a thread). */
+ * sum of the warps' sums: each block makes the same scale itself (the squares come as async stores counted on
+ * each block's mbarrier, cluster.cuh: no barrier after them; the first block's scale sent back had taken a second).
+ * Each then writes and quantizes its vt elements (whole quantization blocks: vt is 256 for Q8_K rows, a multiple of
+ * 32 always). The same operations on the same values: the same bits. Rows of 2 to RN_PER blocks (the one block
+ * holds RN_PER elements a thread). */
 template <int PRE, int QT>
 static __global__ void __launch_bounds__(RN_MAX_THREADS)
     rmsnorm_cl_kernel(float *out, const float *__restrict__ w, int n, float eps, unsigned long long *found,
@@ -214,11 +215,14 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     __shared__ float sq[RN_PER][RN_MAX_THREADS]; /* every block's squares, [k][T] */
     __shared__ double partial[RN_MAX_THREADS / WARP_SIZE];
     __shared__ float normed_sh[RN_MAX_THREADS];
+    __shared__ __align__(8) unsigned long long sq_in; /* the other blocks' squares: their bytes counted */
     const int b = blockIdx.x, T = threadIdx.x, vt = blockDim.x, row = blockIdx.y;
     const int warp = T / WARP_SIZE, lane = T % WARP_SIZE;
     const int i = T + b * vt, at = i < n ? i : 0;
     const int64_t o = (int64_t)row * n;
     const float wv = i < n ? w[i] : 0.0f; /* the weights (no kernel's output) while the kernel before ends */
+    if (T == 0)
+        cluster_mbar_init(&sq_in, (gridDim.x - 1) * (unsigned)vt * (unsigned)sizeof(float));
     cluster_arrive_relaxed(); /* phase 1: when it completes, every block of the cluster runs */
     pdl_wait();
     float xv = i < n ? f.xw[o + i] : 0.0f;
@@ -233,10 +237,14 @@ static __global__ void __launch_bounds__(RN_MAX_THREADS)
     const float q = i < n ? __fmul_rn(xv, xv) : 0.0f;
     pdl_trigger(); /* the next product's blocks (its weights asked for before its wait) after the row's loads */
     cluster_wait_acquire();
+    const uint32_t mb = (uint32_t)__cvta_generic_to_shared(&sq_in);
     for (unsigned r = 0; r < gridDim.x; r++)
-        cluster_store_f32(cluster_map(&sq[b][T], r), q);
-    cluster_arrive_release(); /* phase 2: every block's squares in every block */
-    cluster_wait_acquire();
+        if (r == (unsigned)b)
+            sq[b][T] = q;
+        else
+            cluster_send_f32(cluster_map(&sq[b][T], r), q, cluster_map_addr(mb, r));
+    __syncthreads();           /* this block's own squares */
+    cluster_mbar_wait(&sq_in); /* and every other block's */
     double sum = 0;
 #pragma unroll
     for (int k = 0; k < RN_PER; k++)

@@ -564,13 +564,25 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
         if (r > 0 && e < n_expert)
             rf_load(wv, (const float *)((const char *)W + (size_t)e * w_stride), 0, n_embd, lane);
         float acc = 0.0f;
-        if (e < n_expert)
+        if (e < n_expert && n_embd == RF_CHUNK) { /* a whole chunk: the row's loads 16 at a time, then the FMAs */
+#pragma unroll
+            for (int j0 = 0; j0 < RF_LANE; j0 += 16) {
+                float xr[16];
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    xr[j] = xs[lane + (j0 + j) * WARP_SIZE];
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    acc = fmaf(wv[j0 + j], xr[j], acc);
+            }
+        } else if (e < n_expert) {
 #pragma unroll
             for (int j = 0; j < RF_LANE; j++) {
                 const int i = lane + j * WARP_SIZE;
                 if (i < n_embd)
                     acc = fmaf(wv[j], xs[i], acc);
             }
+        }
 #pragma unroll
         for (int h = WARP_SIZE / 2; h >= 1; h /= 2) /* matmul_plain_row's fold */
             acc = acc + __shfl_down_sync(FULL_MASK, acc, h);
