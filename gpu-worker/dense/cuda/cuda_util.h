@@ -17,7 +17,7 @@ int cuda_check(cudaError_t e, const char *what, guild_err_t *err);
  * cudaGetDeviceCount's message). Never fails otherwise. */
 int cuda_device_count(char *why, size_t why_len);
 
-/* Device 0's memory in bytes (cudaGetDeviceProperties: a query of the device, no context made), 0 when there is
+/* Device 0's memory in bytes (cudaGetDeviceProperties: a query of the device, which needs no context), 0 when there is
  * no device or it cannot be asked. */
 uint64_t cuda_device_memory(void);
 
