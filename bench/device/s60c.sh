@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 60 for its second call, not run (four tries found no machine; no device time was left). The
-# first call for session 61. Pack: `bash bench/device/prep-s60c.sh` (builds every side from main and the patches
+# Prepared in session 60 for its second call; ran as session 61's first (bench/results/clmbar61-h100-2026-12-06-s61.md:
+# varc won and landed). Pack: `bash bench/device/prep-s60c.sh` (builds every side from main and the patches
 # in bench/device/s60c/, packs .carry-A). The sides (the branches of session 60's checkout they came from):
 #   new  = cluster + router-mbar (s60-mbar2, e5ac7e3): the three cluster kernels without their release barrier;
 #          the router's blocks each write their slice of the normed row after a phase 1 that follows every block's
