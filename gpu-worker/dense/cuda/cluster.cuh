@@ -33,23 +33,20 @@ static __device__ __forceinline__ void cluster_wait_acquire()
     CLUSTER_ASM("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-/* The address in block `rank` of the cluster of what is at p in this block's shared memory. */
-static __device__ __forceinline__ uint32_t cluster_map(const void *p, uint32_t rank)
+/* The address in block `rank` of the cluster of what is at shared::cta address a in this block (an mbarrier's,
+ * converted once). */
+static __device__ __forceinline__ uint32_t cluster_map_addr(uint32_t a, uint32_t rank)
 {
     uint32_t r = 0;
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     CLUSTER_ASM("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
     (void)a; /* (an older device's pass) */
     return r;
 }
 
-/* cluster_map of a shared::cta address already converted (an mbarrier's, say). */
-static __device__ __forceinline__ uint32_t cluster_map_addr(uint32_t a, uint32_t rank)
+/* The address in block `rank` of the cluster of what is at p in this block's shared memory. */
+static __device__ __forceinline__ uint32_t cluster_map(const void *p, uint32_t rank)
 {
-    uint32_t r = 0;
-    CLUSTER_ASM("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    (void)a;
-    return r;
+    return cluster_map_addr((uint32_t)__cvta_generic_to_shared(p), rank);
 }
 
 static __device__ __forceinline__ void cluster_store_f32(uint32_t addr, float v)
