@@ -285,14 +285,14 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
 {
     fprintf(stderr, "guild run: model %s\n", model_path);
     model_config_print(mc, stderr);
-    char batch[24] = "auto";
+    char batch[24] = "auto", backend[600];
     if (c->n_batch)
         snprintf(batch, sizeof batch, "%d", c->n_batch);
     fprintf(stderr,
-            "run: backend = %s%s%s%s, threads = %d, ctx = %d, batch = %s, n_predict = %d, %s\n"
+            "run: backend = %s, threads = %d, ctx = %d, batch = %s, n_predict = %d, %s\n"
             "sampling: temp = %g, top_k = %d, top_p = %g, min_p = %g, repeat_penalty = %g (last %d), seed = %llu\n",
-            c->stack.gpu.backend, c->stack.backend_why[0] ? " (auto: " : "", c->stack.backend_why,
-            c->stack.backend_why[0] ? ")" : "", c->stack.n_threads, n_ctx, batch, c->n_predict,
+            stack_options_backend_text(&c->stack, backend, sizeof backend), c->stack.n_threads, n_ctx, batch,
+            c->n_predict,
             c->stack.single_process ? "single process" : "GPU worker + CPU expert workers", (double)c->sample.temp,
             c->sample.top_k,
             (double)c->sample.top_p, (double)c->sample.min_p, (double)c->sample.repeat_penalty,

@@ -487,10 +487,10 @@ int cmd_serve(int argc, char **argv)
     api.api_key = c.api_key;
     api.created = (int64_t)time(NULL);
     __atomic_store_n(&api.ready, 1, __ATOMIC_RELEASE);
-    guild_log(GUILD_LOG_INFO, "%s, backend %s%s%s%s, threads %d, ctx %d, batch %d, parallel %d, queue %d, prefix "
-              "cache %s", c.stack.single_process ? "single process" : "GPU worker + CPU expert workers",
-              c.stack.gpu.backend, c.stack.backend_why[0] ? " (auto: " : "", c.stack.backend_why,
-              c.stack.backend_why[0] ? ")" : "", c.stack.n_threads,
+    char backend[600];
+    guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, parallel %d, queue %d, prefix cache %s",
+              c.stack.single_process ? "single process" : "GPU worker + CPU expert workers",
+              stack_options_backend_text(&c.stack, backend, sizeof backend), c.stack.n_threads,
               n_ctx, engine_n_batch(engine), c.parallel, c.queue, c.prefix_cache ? "on" : "off");
     if (tmpl == CHAT_TMPL_UNKNOWN)
         guild_log(GUILD_LOG_WARN, "%s", why);

@@ -79,8 +79,8 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
                             keep_free(o), err);
     if (rc == 0) {
         warn_shared(plan);
-        fprintf(out, "backend: %s%s%s%s\n", o->gpu.backend, o->backend_why[0] ? " (auto: " : "", o->backend_why,
-                o->backend_why[0] ? ")" : "");
+        char backend[600];
+        fprintf(out, "backend: %s\n", stack_options_backend_text(o, backend, sizeof backend));
         if (o->gpu_mem_why[0])
             fprintf(out, "--gpu-mem %s\n", o->gpu_mem_why);
         placement_print(plan, m, o->n_threads, o->given & STACK_FLAG_THREADS, out);

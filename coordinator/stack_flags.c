@@ -339,9 +339,8 @@ int stack_flags_check(stack_options_t *o, unsigned mask, const char *also, bool 
 {
     const cuda_config_t *cuda = &o->gpu.cuda;
     const bool stager_given = o->given & STACK_FLAG_STAGER;
-    if (o->gpu.backend && !strcmp(o->gpu.backend, "auto")) { /* the one place the name is resolved */
+    if (o->gpu.backend && !strcmp(o->gpu.backend, "auto")) /* the one place the name is resolved */
         o->gpu.backend = backend_auto(o->backend_why, sizeof o->backend_why);
-    }
     if (!o->single_process && guild_curve_check(&o->curve, "--listen", o->listen, true, err) < 0)
         return -1;
     if (!o->single_process && !o->listen && (o->given & (STACK_FLAG_FALLBACK_LOCAL | STACK_FLAG_REJOIN_MS)))

@@ -2,8 +2,18 @@
 
 #include "coordinator/stack_options.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+const char *stack_options_backend_text(const stack_options_t *o, char *buf, size_t n)
+{
+    if (o->backend_why[0])
+        snprintf(buf, n, "%s (auto: %s)", o->gpu.backend, o->backend_why);
+    else
+        snprintf(buf, n, "%s", o->gpu.backend);
+    return buf;
+}
 
 void stack_options_init(stack_options_t *o)
 {

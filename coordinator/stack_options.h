@@ -80,4 +80,8 @@ typedef struct stack_options {
  * n_batch are the command's to set). */
 void stack_options_init(stack_options_t *o);
 
+/* The backend's name for the commands' -v lines and guild plan: "cpu", or after --backend auto what it found,
+ * "cuda (auto: cuda: 1 device)". Writes buf (n bytes) and returns it. */
+const char *stack_options_backend_text(const stack_options_t *o, char *buf, size_t n);
+
 #endif

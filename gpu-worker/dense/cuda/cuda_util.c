@@ -41,11 +41,8 @@ int cuda_check(cudaError_t e, const char *what, guild_err_t *err)
 
 uint64_t cuda_device_memory(void)
 {
-    char why[160];
     struct cudaDeviceProp prop;
-    if (cuda_device_count(why, sizeof why) < 1)
-        return 0;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { /* no driver, no device */
         (void)cudaGetLastError();
         return 0;
     }
