@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 17, session 62's third call: s62b's form with the row's preparation out of line (ad_prep_heads __noinline__) and its
-# per-head code in one copy (109,056 bytes of code against main's 88,064 and s62b's 140,544):
+# Issue 17, session 62's third call: s62b's form with the row's preparation out of line (ad_prep_heads
+# __noinline__) and its per-head code in one copy (109,056 bytes of code against main's 88,064 and s62b's 140,544):
 # s62a/s62b's attention was 4 us slower a launch even with the preparation off, its unchanged phases (the merge, the
 # end) slower as much as the new one: the launch's code grew by the inlined preparation. Sides: new (this build),
 # base (main's, /tmp/p40/base), new+off-qk-attn; two traces a side in turns, the preparation's bit test.
