@@ -285,7 +285,7 @@ static void print_config(const run_config_t *c, const char *model_path, const mo
 {
     fprintf(stderr, "guild run: model %s\n", model_path);
     model_config_print(mc, stderr);
-    char batch[24] = "auto", backend[600];
+    char batch[24] = "auto", backend[STACK_BACKEND_TEXT];
     if (c->n_batch)
         snprintf(batch, sizeof batch, "%d", c->n_batch);
     fprintf(stderr,

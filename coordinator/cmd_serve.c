@@ -487,7 +487,7 @@ int cmd_serve(int argc, char **argv)
     api.api_key = c.api_key;
     api.created = (int64_t)time(NULL);
     __atomic_store_n(&api.ready, 1, __ATOMIC_RELEASE);
-    char backend[600];
+    char backend[STACK_BACKEND_TEXT];
     guild_log(GUILD_LOG_INFO, "%s, backend %s, threads %d, ctx %d, batch %d, parallel %d, queue %d, prefix cache %s",
               c.stack.single_process ? "single process" : "GPU worker + CPU expert workers",
               stack_options_backend_text(&c.stack, backend, sizeof backend), c.stack.n_threads,

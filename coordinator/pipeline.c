@@ -79,7 +79,7 @@ int pipeline_print_plan(const model_t *m, const stack_options_t *o, FILE *out, g
                             keep_free(o), err);
     if (rc == 0) {
         warn_shared(plan);
-        char backend[600];
+        char backend[STACK_BACKEND_TEXT];
         fprintf(out, "backend: %s\n", stack_options_backend_text(o, backend, sizeof backend));
         if (o->gpu_mem_why[0])
             fprintf(out, "--gpu-mem %s\n", o->gpu_mem_why);

@@ -81,7 +81,9 @@ typedef struct stack_options {
 void stack_options_init(stack_options_t *o);
 
 /* The backend's name for the commands' -v lines and guild plan: "cpu", or after --backend auto what it found,
- * "cuda (auto: cuda: 1 device)". Writes buf (n bytes) and returns it. */
+ * "cuda (auto: cuda: 1 device)". Writes buf (n bytes; STACK_BACKEND_TEXT bytes hold the longest: backend_why, the
+ * name and " (auto: ...)" around it) and returns it. */
+#define STACK_BACKEND_TEXT (sizeof ((stack_options_t *)0)->backend_why + 88)
 const char *stack_options_backend_text(const stack_options_t *o, char *buf, size_t n);
 
 #endif
