@@ -3,9 +3,9 @@
 # the prepared heads in shared memory the launch already has (the second tile stage, the merge's place): s62a's
 # form took 9 KB more and its launch was 4 us slower in the step even with the preparation off (--cuda-off qk-attn),
 # 14.3 us with it against main's 6.85 + 1.87 (bench/results/qkattn62-h100-2026-12-06-s62.md). Sides: new (this
-# build), base (main's, flat in /tmp/p40/base), new+off-qk-attn; traces in turns, the step's attention phases, the
-# fused test, decode all on the GPU and with the experts in RAM.
-# alltests.sh on new when its first trace beats base's (the landing's tests in the same call).
+# build), base (main's, flat in /tmp/p40/base), new+off-qk-attn; traces in turns, the step's attention phases,
+# check_cuda_attn_prep and check_cuda_fused's backend cases, alltests.sh on new only when its first trace beats
+# base's (the landing's tests in the same call), all-GPU decode (with the experts in RAM too when RAM=1).
 # Pack: PACK_FILES= bash bench/device/pack-xz.sh WORKTREE .carry-A; C=/tmp/c bash bench/device/s62b.sh [SECONDS]
 set -u
 budget=${1:-240}
