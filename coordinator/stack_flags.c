@@ -108,7 +108,8 @@ static const flag_t flags[] = {
      "device memory budget of the cuda backend (8G, 24GiB...): dense weights, KV\n"
      "cache and buffers must fit; experts of as many layers as fit stay on the\n"
      "GPU (default auto: no budget, every expert on the GPU, when the whole model\n"
-     "fits the device's memory; else that memory is the budget)", false},
+     "fits the device's memory less what other processes hold of it; else that\n"
+     "is the budget)", false},
     {STACK_FLAG_GPU_EXPERTS, "gpu-experts", "N", "at most N layers' experts on the GPU (all: as many as fit; none: 0)",
      false},
     {STACK_FLAG_NO_GRAPH, "no-cuda-graph", NULL,

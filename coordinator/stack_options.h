@@ -39,7 +39,7 @@ typedef struct stack_options {
         double h2d_gbps, gpu_tflops, cpu_tflops, cpu_gbps; /* measured (the tuning file); 0: the default */
         char source[160];    /* where from, for the plan's printout */
     } cost;
-    char gpu_mem_why[160];   /* --gpu-mem auto (coordinator/stack_plan.h, stack_plan_fit): what was decided, for the
+    char gpu_mem_why[384];   /* --gpu-mem auto (coordinator/stack_plan.h, stack_plan_fit): what was decided, for the
                                 commands' -v lines and guild plan; "": nothing */
     char backend_why[512];   /* --backend auto (the commands' default): what stack_flags_check found, for their -v
                                 lines; "": a name was given */

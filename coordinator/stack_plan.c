@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu-worker/dense/backend.h"
-
 /* How streamed experts reach the device under o's stager. */
 static gpu_copy_path_t copy_path(const stack_options_t *o)
 {
@@ -68,11 +66,26 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
     return 0;
 }
 
-int stack_plan_fit_to(stack_options_t *o, const model_t *m, uint64_t device, guild_err_t *err)
+int stack_plan_fit_to(stack_options_t *o, const model_t *m, const backend_device_mem_t *dev, guild_err_t *err)
 {
     o->gpu_mem_why[0] = '\0';
-    if (!o->gpu.backend || strcmp(o->gpu.backend, "cuda") || o->gpu.cuda.gpu_mem || !device)
+    if (!o->gpu.backend || strcmp(o->gpu.backend, "cuda") || o->gpu.cuda.gpu_mem || !dev->total)
         return 0;
+    const double GiB = 1073741824.0;
+    /* what this process may take: the device, less what other processes hold when its free memory was asked (that
+     * free memory was seen by a context of the asker's own, which the plan counts apart as GPU_PLAN_CONTEXT) */
+    uint64_t usable = dev->total;
+    if (dev->free && dev->free + GPU_PLAN_CONTEXT < dev->total)
+        usable = dev->free + GPU_PLAN_CONTEXT;
+    char device[112];
+    if (usable < dev->total)
+        snprintf(device, sizeof device, "the %.2f GiB of the device's %.2f GiB that other processes leave",
+                 (double)usable / GiB, (double)dev->total / GiB);
+    else
+        snprintf(device, sizeof device, "the device's %.2f GiB", (double)dev->total / GiB);
+    char asked[200] = "";
+    if (!dev->free && dev->why[0])
+        snprintf(asked, sizeof asked, " (its free memory not asked: %s)", dev->why);
     stack_plan_t sp;
     if (stack_plan_make(&sp, o, m, err) < 0)
         return -1;
@@ -80,21 +93,29 @@ int stack_plan_fit_to(stack_options_t *o, const model_t *m, uint64_t device, gui
     const uint64_t need = gpu_plan_total(&sp.gpu) + GPU_PLAN_CONTEXT +
                           gpu_plan_driver_bytes(m, o->n_ctx, o->n_seq, o->gpu.kv_type, copy_path(o));
     stack_plan_fini(&sp);
-    const double GiB = 1073741824.0;
-    if (need <= device) {
-        snprintf(o->gpu_mem_why, sizeof o->gpu_mem_why, "auto: no budget, the whole model fits the device's %.2f GiB "
-                 "(%.2f GiB)", (double)device / GiB, (double)need / GiB);
+    if (need <= usable) {
+        snprintf(o->gpu_mem_why, sizeof o->gpu_mem_why, "auto: no budget, the whole model fits %s (%.2f GiB)%s",
+                 device, (double)need / GiB, asked);
         return 0;
     }
-    o->gpu.cuda.gpu_mem = device;
-    snprintf(o->gpu_mem_why, sizeof o->gpu_mem_why, "auto: the device's %.2f GiB; the whole model would take %.2f "
-             "GiB", (double)device / GiB, (double)need / GiB);
+    o->gpu.cuda.gpu_mem = usable;
+    snprintf(o->gpu_mem_why, sizeof o->gpu_mem_why, "auto: %s; the whole model would take %.2f GiB%s", device,
+             (double)need / GiB, asked);
+    /* a budget too small for the dense part: say that auto chose it, and from what */
+    if (stack_plan_make(&sp, o, m, err) < 0) {
+        o->gpu.cuda.gpu_mem = 0;
+        return guild_err_prefix(err, "--gpu-mem %s: ", o->gpu_mem_why);
+    }
+    stack_plan_fini(&sp);
     return 0;
 }
 
 int stack_plan_fit(stack_options_t *o, const model_t *m, guild_err_t *err)
 {
-    return stack_plan_fit_to(o, m, o->gpu.backend ? backend_device_memory(o->gpu.backend) : 0, err);
+    backend_device_mem_t dev = {0};
+    if (o->gpu.backend && !strcmp(o->gpu.backend, "cuda") && !o->gpu.cuda.gpu_mem)
+        backend_device_memory(o->gpu.backend, &dev); /* asked only when auto decides: it makes a context */
+    return stack_plan_fit_to(o, m, &dev, err);
 }
 
 void stack_plan_fini(stack_plan_t *sp)

@@ -21,6 +21,7 @@
 #include "core/model/model.h"
 #include "core/model/routing_profile.h"
 #include "core/util/err.h"
+#include "gpu-worker/dense/backend.h"
 #include "gpu-worker/dense/gpu_plan.h"
 
 /* --batch auto without a plan (a backend that plans no device memory): today's prompt chunk. */
@@ -40,15 +41,17 @@ typedef struct stack_plan {
 int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m, guild_err_t *err);
 
 /* --gpu-mem auto, the default: with the cuda backend and no --gpu-mem, a model whose whole plan (every expert on
- * the device, with the context and the driver's share) does not fit the device's memory is planned against that
- * memory as its budget (o->gpu.cuda.gpu_mem set: the experts that do not fit stay in RAM and stream), one that fits
- * as with no budget. o->n_ctx (and the rest of the plan's inputs) must be set. o->gpu_mem_why says what was
- * decided ("" when nothing was: another backend, --gpu-mem given, or a device that cannot be asked). -1 with err
- * as stack_plan_make. */
+ * the device, with the context and the driver's share) does not fit what the device leaves this process is planned
+ * against that as its budget (o->gpu.cuda.gpu_mem set: the experts that do not fit stay in RAM and stream), one that
+ * fits as with no budget. What the device leaves: its memory less what other processes hold, asked of the device
+ * (backend_device_memory: a context made and destroyed for the asking, so call this before the process uses the
+ * device), else the whole device. o->n_ctx (and the rest of the plan's inputs) must be set. o->gpu_mem_why says what
+ * was decided ("" when nothing was: another backend, --gpu-mem given, or a device that cannot be asked). -1 with err
+ * as stack_plan_make, or when what the device leaves does not hold the dense part (err says auto chose it). */
 int stack_plan_fit(stack_options_t *o, const model_t *m, guild_err_t *err);
 
-/* stack_plan_fit against a device of `device` bytes (0: none asked; tests). */
-int stack_plan_fit_to(stack_options_t *o, const model_t *m, uint64_t device, guild_err_t *err);
+/* stack_plan_fit against the device dev (dev->total 0: none asked; tests). */
+int stack_plan_fit_to(stack_options_t *o, const model_t *m, const backend_device_mem_t *dev, guild_err_t *err);
 
 void stack_plan_fini(stack_plan_t *sp);
 

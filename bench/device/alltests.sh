@@ -63,6 +63,7 @@ for t in "$B"/tests/cuda/check_cuda_*; do
         for c in bits "dense bits" "few bits"; do
             test_step 60 "check_cuda_expert_mma $c" env CK_RUN_CASE="$c" "$t"
         done ;;
+    check_cuda_free_mem) ;; # alone after the others: it measures the device's free memory
     *) test_step 60 "$(basename "$t")" "$t" ;; # the longest took ~36 s
     esac
 done
@@ -78,6 +79,7 @@ if [ "$jobs" -gt 1 ]; then
     done
     tar -czf "$O/tests.tgz" -C "$O" t && rm -rf "$O/t"
 fi
+[ -x "$B/tests/cuda/check_cuda_free_mem" ] && step 60 "check_cuda_free_mem (alone)" "$B/tests/cuda/check_cuda_free_mem"
 say "tests done"
 [ "$ds_layers" -gt 0 ] && [ -x "$C/base/guild" ] || exit 0
 m=/tmp/deepseek-v3-cut.gguf

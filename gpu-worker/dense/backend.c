@@ -76,11 +76,13 @@ const char *backend_auto(char *why, size_t why_len)
     return "cpu";
 }
 
-uint64_t backend_device_memory(const char *name)
+void backend_device_memory(const char *name, backend_device_mem_t *out)
 {
+    memset(out, 0, sizeof *out);
     guild_err_t err;
     const backend_ops_t *ops = backend_find(name, &err);
-    return ops && ops->device_memory ? ops->device_memory() : 0;
+    if (ops && ops->device_memory)
+        ops->device_memory(out);
 }
 
 int backend_plan_caps(const char *name)

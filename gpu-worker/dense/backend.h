@@ -127,14 +127,23 @@ typedef struct backend_stats {
     uint64_t turnaround_ns, turnarounds;
 } backend_stats_t;
 
+/* What `--gpu-mem auto` knows of a device (backend_ops_t.device_memory). */
+typedef struct backend_device_mem {
+    uint64_t total; /* its memory in bytes; 0: unknown */
+    uint64_t free;  /* what this process would find free of it now, as a context of its own sees it (less what the
+                       driver reserves, what other processes hold and that context); 0: not asked */
+    char why[160];  /* why free was not asked; "" when it was */
+} backend_device_mem_t;
+
 typedef struct backend_ops {
     const char *name;
     /* Optional: the devices it can run on here, 0 with the reason in why when none (what `--backend auto` asks,
        backend_auto); a backend without it runs anywhere (the cpu backend) */
     int (*devices)(char *why, size_t why_len);
-    /* Optional: the memory of the device it runs on, in bytes (0: unknown), without taking any of it (no context
-       made): what `--gpu-mem auto` plans against (coordinator/stack_plan.h) */
-    uint64_t (*device_memory)(void);
+    /* Optional: the device it runs on, its memory and what this process would have free of it now, leaving none
+       of it taken (a context made to ask is destroyed after): what `--gpu-mem auto` plans against
+       (coordinator/stack_plan.h) */
+    void (*device_memory)(backend_device_mem_t *out);
     unsigned plan_caps; /* what of a GPU memory plan it follows (GPU_PLAN_CAP_*, gpu_plan.h): 0 whole resident
                            layers and whole-layer staging slots */
     /* config: the backend's own settings record, or NULL for its defaults (backend_new) */
@@ -185,9 +194,10 @@ struct backend {
  * else "cpu"; why says what was found ("cuda: 1 device" or each one's reason for none), never empty. */
 const char *backend_auto(char *why, size_t why_len);
 
-/* The memory of the device backend `name` runs on (backend_ops_t.device_memory), in bytes; 0 for a backend without
- * a device, a name not built in, or a device that cannot be asked. */
-uint64_t backend_device_memory(const char *name);
+/* The device backend `name` runs on (backend_ops_t.device_memory): out->total 0 for a backend without a device, a
+ * name not built in, or a device that cannot be asked; out->free 0 with out->why set when its free memory was not
+ * asked. Only for a process that has not started using the device (the coordinator before any backend). */
+void backend_device_memory(const char *name, backend_device_mem_t *out);
 
 /* The GPU_PLAN_CAP_* bits of backend `name` (what a plan for it may ask), or -1 for a name not built in. */
 int backend_plan_caps(const char *name);

@@ -37,6 +37,7 @@
 #include "gpu-worker/dense/gpu_plan.h"
 #include "gpu-worker/dense/kv_format.h"
 #include "gpu-worker/dense/cuda/cuda_config.h"
+#include "gpu-worker/dense/cuda/cuda_free_mem.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_parts.h"
 #include "gpu-worker/dense/cuda/cuda_stage.h"
@@ -1302,10 +1303,17 @@ static void cuda_logits_free(backend_t *base, void *p)
         (void)cudaGetLastError();
 }
 
+static void cuda_device_mem(backend_device_mem_t *out)
+{
+    out->total = cuda_device_memory();
+    if (out->total && cuda_free_mem(&out->free, out->why, sizeof out->why) == 0)
+        out->why[0] = '\0';
+}
+
 const backend_ops_t cuda_backend_ops = {
     .name = "cuda",
     .devices = cuda_device_count,
-    .device_memory = cuda_device_memory,
+    .device_memory = cuda_device_mem,
     .plan_caps = GPU_PLAN_CAP_EXPERTS | GPU_PLAN_CAP_SLICES | /* ranked device parts, staged slices, */
                  GPU_PLAN_CAP_KV_HOST,                         /* the cache in host RAM */
     .create = cuda_create,
