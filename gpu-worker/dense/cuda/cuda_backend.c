@@ -542,13 +542,14 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     };
     if ((opt->plan ? gpu_plan_copy(&plan, opt->plan, err) : gpu_plan_compute(&plan, m, &po, err)) < 0)
         return -1;
-    /* a plan carried from the coordinator counted a context it could not measure: say how far off it is */
+    /* a plan carried from the coordinator counted a context it could not measure: say what was found. In use at
+     * start beyond GPU_PLAN_CONTEXT counts as other processes' (as the coordinator's --gpu-mem auto counted it, and
+     * the memory trace's budget checks), so a context larger than planned shows there, not here. */
     if (opt->plan && cc->gpu_mem)
-        guild_log(context > plan.reserve + plan.driver ? GUILD_LOG_WARN : GUILD_LOG_INFO,
-                  "cuda backend: the CUDA context (with any other process's use of the device) takes %.0f MiB, the "
-                  "plan counted %.0f MiB for it and %.0f MiB for the driver's share%s", (double)context / 1048576.0,
-                  (double)plan.reserve / 1048576.0, (double)plan.driver / 1048576.0,
-                  context > plan.reserve + plan.driver ? ": the budget will not hold" : "");
+        guild_log(GUILD_LOG_INFO, "cuda backend: in use at start %.0f MiB: the CUDA context's and %.0f MiB of other "
+                  "processes' (left out of the budget); the plan counted %.0f MiB for the context and %.0f MiB for "
+                  "the driver's share", (double)context / 1048576.0, (double)mem.others / 1048576.0,
+                  (double)plan.reserve / 1048576.0, (double)plan.driver / 1048576.0);
     cuda_backend_t *b = calloc(1, sizeof *b);
     if (!b) {
         gpu_plan_fini(&plan);

@@ -6,6 +6,7 @@
 
 #include "core/util/log.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/gpu_plan.h"
 
 #define MiB 1048576.0
 
@@ -37,11 +38,18 @@ uint64_t cuda_mem_trace_start(cuda_mem_trace_t *t, uint64_t budget)
     t->start_alloc = t->alloc;
     t->used = t->start_used = in_use();
     const uint64_t ctx = t->used > t->alloc ? t->used - t->alloc : 0;
-    char text[160];
-    snprintf(text, sizeof text, "at start %.1f (allocated before: %.1f in %llu)", (double)t->used / MiB,
-             (double)t->alloc / MiB, (unsigned long long)t->n_alloc);
+    t->others = ctx > GPU_PLAN_CONTEXT ? ctx - GPU_PLAN_CONTEXT : 0;
+    char text[200];
+    snprintf(text, sizeof text, "at start %.1f (allocated before: %.1f in %llu; other processes' %.1f)",
+             (double)t->used / MiB, (double)t->alloc / MiB, (unsigned long long)t->n_alloc, (double)t->others / MiB);
     append(t, text);
     return t->used ? ctx : 0;
+}
+
+/* This process's share of in-use bytes u. */
+static uint64_t own(const cuda_mem_trace_t *t, uint64_t u)
+{
+    return u > t->others ? u - t->others : 0;
 }
 
 void cuda_mem_trace_mark(cuda_mem_trace_t *t, const char *phase)
@@ -66,12 +74,13 @@ void cuda_mem_trace_log(cuda_mem_trace_t *t, uint64_t planned, uint64_t reserve)
               "in all %.1f, allocated %.1f, beyond the allocations %.1f (the CUDA context and the driver's share; "
               "the plan's reserve for them %.1f); planned %.1f of a budget of %.1f", t->line, (double)t->used / MiB,
               (double)t->alloc / MiB, beyond, (double)reserve / MiB, (double)planned / MiB, (double)t->budget / MiB);
-    if (t->budget && t->used > t->budget) {
+    if (t->budget && own(t, t->used) > t->budget) {
         t->warned = t->used;
-        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device after start-up, over the budget of "
-                  "%.2f GiB: %.0f MiB beyond the allocations against the plan's reserve of %.0f MiB (the driver's "
-                  "share, or another process on the device)", (double)t->used / 1073741824.0,
-                  (double)t->budget / 1073741824.0, beyond, (double)reserve / MiB);
+        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device after start-up (other processes' "
+                  "%.2f GiB at start left out), over the budget of %.2f GiB: %.0f MiB beyond the allocations against "
+                  "the plan's reserve of %.0f MiB (the driver's share, or another process on the device)",
+                  (double)own(t, t->used) / 1073741824.0, (double)t->others / 1073741824.0,
+                  (double)t->budget / 1073741824.0, beyond - (double)t->others / MiB, (double)reserve / MiB);
     }
 }
 
@@ -85,11 +94,13 @@ uint64_t cuda_mem_trace_check(cuda_mem_trace_t *t, const char *when)
     guild_log(GUILD_LOG_INFO, "cuda backend: device memory after %s: %.1f MiB in use (%+.1f since start-up, "
               "allocated %+.1f)", when, (double)u / MiB, ((double)u - (double)t->used) / MiB,
               ((double)a - (double)t->alloc) / MiB);
-    if (t->budget && u > t->budget && u > t->warned) {
+    if (t->budget && own(t, u) > t->budget && u > t->warned) {
         t->warned = u;
-        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device after %s, over the budget of "
-                  "%.2f GiB (%+.0f MiB since start-up: the driver's share grew)", (double)u / 1073741824.0, when,
-                  (double)t->budget / 1073741824.0, ((double)u - (double)t->used) / MiB);
+        guild_log(GUILD_LOG_WARN, "cuda backend: %.2f GiB in use on the device after %s (other processes' %.2f GiB "
+                  "at start left out), over the budget of %.2f GiB (%+.0f MiB since start-up: the driver's share "
+                  "grew, or another process's)", (double)own(t, u) / 1073741824.0, when,
+                  (double)t->others / 1073741824.0, (double)t->budget / 1073741824.0,
+                  ((double)u - (double)t->used) / MiB);
     }
     return u;
 }
