@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17, session 64's call: session 63's prepared measurement (bench/device/s63a.sh: the weights a decode step
+# Issue 17, session 64's call: session 63's prepared measurement (its s63a.sh, folded in here: the weights a decode step
 # reads once marked as streaming in L2, bench/device/s63a/l2stream.patch; sides new, base, var, new+off-l2-stream in
 # turns, the windows' test, the products' bit tests, decode all-GPU and experts in RAM) on a build that also has
 # session 64's --gpu-mem auto with other processes' memory left out (gpu-worker/dense/cuda/cuda_free_mem.h):
