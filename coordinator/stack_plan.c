@@ -66,10 +66,16 @@ int stack_plan_make(stack_plan_t *sp, const stack_options_t *o, const model_t *m
     return 0;
 }
 
+/* Whether --gpu-mem auto has a budget to decide: the cuda backend, no --gpu-mem given. */
+static bool auto_decides(const stack_options_t *o)
+{
+    return o->gpu.backend && !strcmp(o->gpu.backend, "cuda") && !o->gpu.cuda.gpu_mem;
+}
+
 int stack_plan_fit_to(stack_options_t *o, const model_t *m, const backend_device_mem_t *dev, guild_err_t *err)
 {
     o->gpu_mem_why[0] = '\0';
-    if (!o->gpu.backend || strcmp(o->gpu.backend, "cuda") || o->gpu.cuda.gpu_mem || !dev->total)
+    if (!auto_decides(o) || !dev->total)
         return 0;
     const double GiB = 1073741824.0;
     /* what this process may take: the device, less what other processes hold when its free memory was asked (that
@@ -113,7 +119,7 @@ int stack_plan_fit_to(stack_options_t *o, const model_t *m, const backend_device
 int stack_plan_fit(stack_options_t *o, const model_t *m, guild_err_t *err)
 {
     backend_device_mem_t dev = {0};
-    if (o->gpu.backend && !strcmp(o->gpu.backend, "cuda") && !o->gpu.cuda.gpu_mem)
+    if (auto_decides(o))
         backend_device_memory(o->gpu.backend, &dev); /* asked only when auto decides: it makes a context */
     return stack_plan_fit_to(o, m, &dev, err);
 }

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu-worker/dense/cuda/cuda_util.h"
+
 /* The driver's own query (cuDevicePrimaryCtxGetState): the runtime has none that leaves a context uncreated. It is
  * looked up in the driver library the runtime has loaded already (the build links no driver library: a machine
  * without one builds and runs the cpu backend). Ints stand for CUresult and CUdevice, as the driver's ABI has them. */
@@ -41,12 +43,8 @@ static int ctx_active(int *active, char *why, size_t why_len)
 int cuda_free_mem(uint64_t *free_b, char *why, size_t why_len)
 {
     *free_b = 0;
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        (void)cudaGetLastError();
-        snprintf(why, why_len, "no CUDA device");
+    if (cuda_device_count(why, why_len) < 1)
         return -1;
-    }
     int active = 0;
     if (ctx_active(&active, why, why_len) < 0)
         return -1;
