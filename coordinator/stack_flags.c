@@ -40,6 +40,7 @@ static const struct {
     {"norm-cluster", offsetof(cuda_config_t, no_norm_cluster)},
     {"mm-split", offsetof(cuda_config_t, no_mm_split)},
     {"xchg-fuse", offsetof(cuda_config_t, no_xchg_fuse)},
+    {"l2-stream", offsetof(cuda_config_t, no_l2_stream)},
 };
 #define N_CUDA_OFF (sizeof cuda_off_parts / sizeof cuda_off_parts[0])
 
@@ -127,7 +128,9 @@ static const flag_t flags[] = {
      "fused norm one block a row, not a cluster of blocks), mm-split (one-token\n"
      "products a warp a row, not a row's blocks over several warps), xchg-fuse\n"
      "(the MoE exchange's publish and take of rows as launches of their own,\n"
-     "not in the router's and the next norm's): the same output", false},
+     "not in the router's and the next norm's), l2-stream (the routed experts'\n"
+     "weights at L2's normal priority, not marked as streaming): the same\n"
+     "output", false},
     {STACK_FLAG_STAGER, "stager", "KIND",
      "how the cuda backend copies the experts it streams under --gpu-mem: shared\n"
      "(the default: straight from the CPU side's own copies of the experts,\n"

@@ -54,6 +54,7 @@ void gpu_worker_options_to_proto(const gpu_worker_options_t *o, gpu_worker_optio
     c->no_norm_cluster = o->cuda.no_norm_cluster;
     c->no_mm_split = o->cuda.no_mm_split;
     c->no_xchg_fuse = o->cuda.no_xchg_fuse;
+    c->no_l2_stream = o->cuda.no_l2_stream;
     m->cuda = c;
     m->count_routing = o->count_routing;
     m->no_check_finite = !o->check_finite;
@@ -145,6 +146,7 @@ int gpu_worker_options_from_proto(gpu_worker_options_t *o, const Guild__GpuWorke
     o->cuda.no_norm_cluster = c->no_norm_cluster;
     o->cuda.no_mm_split = c->no_mm_split;
     o->cuda.no_xchg_fuse = c->no_xchg_fuse;
+    o->cuda.no_l2_stream = c->no_l2_stream;
     return 0;
 }
 

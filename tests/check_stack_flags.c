@@ -200,6 +200,10 @@ START_TEST(test_flags_fill_their_records)
     char *gxf[] = {"x", "--cuda-off", "xchg-fuse", NULL};
     ck_assert_msg(parse(&f, gxf, &err) == 0, "%s", err.msg);
     ck_assert(f.gpu.cuda.no_xchg_fuse && !f.gpu.cuda.no_mm_split && !f.gpu.cuda.no_fuse);
+    ck_assert(!f.gpu.cuda.no_l2_stream);
+    char *gl2[] = {"x", "--cuda-off", "l2-stream", NULL};
+    ck_assert_msg(parse(&f, gl2, &err) == 0, "%s", err.msg);
+    ck_assert(f.gpu.cuda.no_l2_stream && !f.gpu.cuda.no_xchg_fuse && !f.gpu.cuda.no_fuse);
     char *gx[] = {"x", "--cuda-off", "attn-grids", NULL};
     ck_assert_int_eq(parse(&f, gx, &err), -1);
     /* nothing else moved: the supervision's timings stay the defaults */

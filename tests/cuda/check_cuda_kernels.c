@@ -30,6 +30,7 @@
 #include "gpu-worker/dense/cpu/cpu_matmul.h"
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/l2_stream.h"
 #include "gpu-worker/dense/kv_format.h"
 #include "tests/cuda/cuda_test_kv.h"
 #include "tests/cuda/cuda_test_rows.h"
@@ -211,6 +212,92 @@ START_TEST(test_matmul_heads)
     ck_assert_int_eq(cuda_matmul_heads(GUILD_TYPE_Q4_K, 256, 4, 1, 2, NULL, 144, 146, NULL, 292, 292, NULL, 4, 4,
                                        stream, &err), -1);
     printf("matmul heads: bit-exact in %d shapes (7 types, 7 or 128 heads, 1..40 tokens)\n", cases);
+}
+END_TEST
+
+/* ---- the weights marked as streaming in L2 (l2_stream.h) --------------------------------------------------- */
+
+/* The access policy window of the one kernel node that a product's launch (op 0: cuda_matmul of Q4_K rows of
+ * 4096, op 1: cuda_expert_pairs of Q4_K gate rows (up rows with up) of 2048, two pairs) leaves in a graph captured
+ * from a stream: the window a decode step's graph replays. Only captured, never run: the buffers need no data. */
+static struct cudaAccessPolicyWindow captured_window(int op, const void *w, const void *up, int64_t nrows, int32_t ntok,
+                                              int32_t n_local)
+{
+    cudaStream_t s;
+    ck_assert(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    const size_t n = op ? 2048 : 4096, wrb = row_bytes(GUILD_TYPE_Q4_K, (int64_t)n);
+    void *act = dev_new(row_bytes(GUILD_TYPE_Q8_K, (int64_t)n) * 8 + n * 8 * sizeof(float));
+    float *out = dev_new((size_t)nrows * 8 * sizeof(float));
+    int32_t *lids = dev_new(2 * sizeof(int32_t));
+    cudaGraph_t g;
+    guild_err_t err;
+    ck_assert(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    const int rc = op ? cuda_expert_pairs(GUILD_TYPE_Q4_K, (int64_t)n, nrows, w, up, (size_t)nrows * wrb, wrb, act,
+                                          (int64_t)n, 1, lids, n_local, 2, out, nrows, 0, false, s, &err)
+                      : cuda_matmul(GUILD_TYPE_Q4_K, (int64_t)n, nrows, ntok, w, wrb, act,
+                                    row_bytes(GUILD_TYPE_Q8_K, (int64_t)n), out, nrows, s, &err);
+    ck_assert(cudaStreamEndCapture(s, &g) == cudaSuccess);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    size_t nodes = 0;
+    ck_assert(cudaGraphGetNodes(g, NULL, &nodes) == cudaSuccess);
+    ck_assert_uint_eq(nodes, 1);
+    cudaGraphNode_t node;
+    enum cudaGraphNodeType type;
+    ck_assert(cudaGraphGetNodes(g, &node, &nodes) == cudaSuccess);
+    ck_assert(cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel);
+    cudaKernelNodeAttrValue v;
+    memset(&v, 0, sizeof v);
+    ck_assert(cudaGraphKernelNodeGetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &v) == cudaSuccess);
+    ck_assert(cudaGraphDestroy(g) == cudaSuccess && cudaStreamDestroy(s) == cudaSuccess);
+    dev_free(act);
+    dev_free(out);
+    dev_free(lids);
+    return v.accessPolicyWindow;
+}
+
+/* The window is the launch's weights, marked streaming for hits and misses alike, at most the device's largest;
+ * bytes 0: no window (the dense products, and every launch with marking off). */
+static void check_window(struct cudaAccessPolicyWindow a, const void *base, size_t bytes, const char *what)
+{
+    const size_t max = cuda_l2_stream_max();
+    if (!max || !bytes) { /* marking off, a device without windows, or a launch that marks nothing */
+        ck_assert_msg(a.num_bytes == 0, "%s: a window of %zu bytes with marking off", what, a.num_bytes);
+        return;
+    }
+    ck_assert_msg(a.base_ptr == base && a.num_bytes == (bytes < max ? bytes : max),
+                  "%s: window %p + %zu, expected %p + %zu", what, a.base_ptr, a.num_bytes, base,
+                  bytes < max ? bytes : max);
+    ck_assert_msg(a.hitProp == cudaAccessPropertyStreaming && a.missProp == cudaAccessPropertyStreaming &&
+                      a.hitRatio == 1.0f,
+                  "%s: hit %d miss %d ratio %g", what, (int)a.hitProp, (int)a.missProp, (double)a.hitRatio);
+}
+
+START_TEST(test_l2_stream)
+{
+    const size_t wrb = row_bytes(GUILD_TYPE_Q4_K, 4096), erb = row_bytes(GUILD_TYPE_Q4_K, 2048);
+    cuda_set_l2_stream(true);
+    const size_t max = cuda_l2_stream_max();
+    /* a weight past the device's largest window: the window is its first max bytes */
+    const int64_t big = max ? (int64_t)(max / wrb) + 40 : 64;
+    char *w = dev_new((size_t)big * wrb);
+    for (int off = 0; off < 2; off++) {
+        cuda_set_l2_stream(!off);
+        /* the dense products mark nothing */
+        check_window(captured_window(0, w, NULL, 37, 1, 0), w, 0, "matmul, 1 token (split)");
+        check_window(captured_window(0, w, NULL, 37, 3, 0), w, 0, "matmul, 3 tokens");
+        /* routed experts: 4 experts of 64 rows, gate and up one after the other (one window over both), the
+         * down product alone */
+        const size_t es = 64 * erb;
+        check_window(captured_window(1, w, w + 4 * es, 64, 1, 4), w, 8 * es, "expert pairs, gate and up");
+        check_window(captured_window(1, w, NULL, 64, 1, 4), w, 4 * es, "expert pairs, one weight");
+        if (max) /* gate and up farther apart than a window holds: the gate's */
+            check_window(captured_window(1, w, w + (size_t)big * wrb - 4 * es, 64, 1, 4), w, 4 * es,
+                         "expert pairs, gate and up far apart");
+    }
+    cuda_set_l2_stream(true);
+    dev_free(w);
+    printf("l2 stream: windows of the routed experts' weights in captured graphs (the device's largest: %zu bytes), "
+           "none on the dense products, none with marking off\n", max);
 }
 END_TEST
 
@@ -1288,6 +1375,7 @@ static Suite *kernels_suite(void)
     ADD("quantize", test_quantize, 0, 4);
     ADD("matmul", test_matmul, 0, N_MM_TYPES);
     ADD("matmul_heads", test_matmul_heads, 0, 1);
+    ADD("l2_stream", test_l2_stream, 0, 1);
     ADD("get_rows", test_get_rows, 0, N_MM_TYPES);
     ADD("rmsnorm", test_rmsnorm, 0, 4);
     ADD("rope", test_rope, 0, 4);

@@ -43,6 +43,7 @@
 #include "gpu-worker/dense/cuda/cuda_stage.h"
 #include "gpu-worker/dense/cuda/cuda_state.h"
 #include "gpu-worker/dense/cuda/cuda_util.h"
+#include "gpu-worker/dense/cuda/l2_stream.h"
 #include "ipc/stage_ring.h"
 #include "ipc/stage_server.h"
 
@@ -747,6 +748,7 @@ static int cuda_create(backend_t **out, const model_t *m, const backend_options_
     cuda_set_attn_mma(!cc->no_attn_mma);
     cuda_set_norm_cluster(!cc->no_norm_cluster);
     cuda_set_matmul_split(!cc->no_mm_split);
+    cuda_set_l2_stream(!cc->no_l2_stream);
 
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)

@@ -100,12 +100,13 @@ static __device__ __forceinline__ void block_stamp(unsigned long long *tl, int p
 /* kernel<<<grid, block, smem, s>>>(args...) in thread block clusters of cluster_x blocks along x (0 or 1: no
  * clusters; above 1 sm_90, the caller having checked that such a cluster can be scheduled and allowed a
  * non-portable size above 8 on the kernel), with programmatic stream serialization when cuda_pdl_enabled(): the
- * kernel must call pdl_begin() as said above. The launch's error is left for cuda_launch_check. */
+ * kernel must call pdl_begin() as said above; with win (num_bytes > 0) that access policy window for the launch
+ * (l2_stream.cuh). The launch's error is left for cuda_launch_check. */
 template <typename... P, typename... A>
-static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
-                                           unsigned cluster_x, cudaStream_t s, A... args)
+static inline void cuda_launch_pdl_win(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, unsigned cluster_x,
+                                       const cudaAccessPolicyWindow *win, cudaStream_t s, A... args)
 {
-    cudaLaunchAttribute at[2];
+    cudaLaunchAttribute at[3];
     unsigned n = 0;
     if (cluster_x > 1) {
         at[n].id = cudaLaunchAttributeClusterDimension;
@@ -119,6 +120,11 @@ static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3
         at[n].val.programmaticStreamSerializationAllowed = 1;
         n++;
     }
+    if (win && win->num_bytes) {
+        at[n].id = cudaLaunchAttributeAccessPolicyWindow;
+        at[n].val.accessPolicyWindow = *win;
+        n++;
+    }
     cudaLaunchConfig_t c = {};
     c.gridDim = grid;
     c.blockDim = block;
@@ -127,6 +133,14 @@ static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3
     c.attrs = at;
     c.numAttrs = n;
     (void)cudaLaunchKernelEx(&c, kernel, ((P)args)...);
+}
+
+/* cuda_launch_pdl_win without a window. */
+template <typename... P, typename... A>
+static inline void cuda_launch_pdl_cluster(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                           unsigned cluster_x, cudaStream_t s, A... args)
+{
+    cuda_launch_pdl_win(kernel, grid, block, smem, cluster_x, (const cudaAccessPolicyWindow *)NULL, s, args...);
 }
 
 /* Whether clusters of cluster_x blocks of `threads` threads and smem bytes of dynamic shared memory of kernel can be

@@ -77,6 +77,8 @@ typedef struct cuda_config {
     bool no_xchg_fuse;         /* measurement (--cuda-off xchg-fuse): the MoE exchange's publish and take of rows
                                   as launches of their own, not in the router's launch and the next norm's; the
                                   same bits */
+    bool no_l2_stream;         /* measurement (--cuda-off l2-stream): the weights a step reads once at L2's normal
+                                  priority, not marked as streaming (cuda_set_l2_stream); the same bits */
 } cuda_config_t;
 
 #endif

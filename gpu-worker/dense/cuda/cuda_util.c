@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "gpu-worker/dense/cuda/cuda_kernels.h"
+#include "gpu-worker/dense/cuda/l2_stream.h"
 #include "gpu-worker/dense/gpu_plan.h"
 
 /* The list lives with the GPU memory plan, which the coordinator computes without CUDA: the layers it plans on
@@ -30,6 +31,35 @@ void cuda_set_pdl(bool on)
 bool cuda_pdl_enabled(void)
 {
     return atomic_load_explicit(&g_pdl, memory_order_relaxed);
+}
+
+/* The largest access policy window of the device (l2_stream.h), -1 until asked; 0: marking off, or no windows. */
+static atomic_llong g_l2_max = -1;
+
+static long long l2_window_max(void)
+{
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v = 0;
+    }
+    return v > 0 ? v : 0;
+}
+
+void cuda_set_l2_stream(bool on)
+{
+    atomic_store_explicit(&g_l2_max, on ? l2_window_max() : 0, memory_order_relaxed);
+}
+
+size_t cuda_l2_stream_max(void)
+{
+    long long m = atomic_load_explicit(&g_l2_max, memory_order_relaxed);
+    if (m < 0) { /* a test's launch without a backend: on, as the backend's default */
+        m = l2_window_max();
+        atomic_store_explicit(&g_l2_max, m, memory_order_relaxed);
+    }
+    return (size_t)m;
 }
 
 int cuda_check(cudaError_t e, const char *what, guild_err_t *err)

@@ -10,6 +10,7 @@
  * back: their blocks also prefetch the rows before pdl_begin() (a hint at most: the id read there is used for
  * nothing else, clamped to the part's experts, and read again after the wait).
  */
+#include "gpu-worker/dense/cuda/l2_stream.cuh"
 #include "gpu-worker/dense/cuda/quant_dot_iq.cuh"
 #include "gpu-worker/dense/cuda/quantize.cuh"
 
@@ -147,10 +148,12 @@ static void ep_launch(guild_type_t type, int64_t n, int64_t nrows, int32_t pairs
                       int32_t n_local, float *out, int64_t ldo, int early, size_t smem, cudaStream_t s)
 {
     const dim3 grid((unsigned)((nrows + EP_WARPS * R - 1) / (EP_WARPS * R)), (unsigned)pairs);
+    /* the part's experts (gate and up where one window covers both): a step reads each routed expert once */
+    const l2_span_t ws = l2_span_join(l2_span(w, (size_t)n_local * es), l2_span(GU ? wu : NULL, (size_t)n_local * es));
 #define EP_CASE(T, TR, QK)                                                                                         \
     case T:                                                                                                        \
-        cuda_launch_pdl(expert_pair_kernel<TR, R, GU>, grid, EP_THREADS, smem, s, w, wu, es, rs, x, ldx, act_div,  \
-                        lids, (int)n_local, out, ldo, (int)(n / (QK)), (int)nrows, early);                         \
+        cuda_launch_pdl_stream(expert_pair_kernel<TR, R, GU>, grid, EP_THREADS, smem, s, ws, w, wu, es, rs, x, ldx, \
+                               act_div, lids, (int)n_local, out, ldo, (int)(n / (QK)), (int)nrows, early);          \
         break;
     switch (type) {
     QD_DOT_TYPES(EP_CASE)
