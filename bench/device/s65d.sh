@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 17, session 65's fifth call: s65c.sh's builds on the H200 (the experts' L2 windows, landed from s65c's
-# branch, against main before them): traces in turns (new, base, new2, base2), all-GPU decode new/base/new2/base2,
-# experts-in-RAM decode new/base. Pack: s65c.sh's.
+# Issue 17, session 65's fifth call: s65c.sh's builds, asked on the H200 (an H100 came): the experts' L2
+# windows, landed from s65c's branch, against main before them: traces in turns (new, base, new2, base2), all-GPU
+# decode new/base/new2/base2, experts-in-RAM decode new/base. Pack: s65c.sh's.
 # Run: mkdir -p /tmp/c && tar -xJf .carry-B/c.tar.xz -C /tmp/c && C=/tmp/c bash bench/device/s65d.sh [SECONDS]
 set -u
 budget=${1:-200}
