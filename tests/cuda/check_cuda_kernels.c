@@ -261,7 +261,7 @@ static void check_window(struct cudaAccessPolicyWindow a, const void *base, size
 {
     const size_t max = cuda_l2_stream_max();
     if (!max || !bytes) { /* marking off, a device without windows, or a launch that marks nothing */
-        ck_assert_msg(a.num_bytes == 0, "%s: a window of %zu bytes with marking off", what, a.num_bytes);
+        ck_assert_msg(a.num_bytes == 0, "%s: a window of %zu bytes where none belongs", what, a.num_bytes);
         return;
     }
     ck_assert_msg(a.base_ptr == base && a.num_bytes == (bytes < max ? bytes : max),
@@ -277,7 +277,7 @@ START_TEST(test_l2_stream)
     const size_t wrb = row_bytes(GUILD_TYPE_Q4_K, 4096), erb = row_bytes(GUILD_TYPE_Q4_K, 2048);
     cuda_set_l2_stream(true);
     const size_t max = cuda_l2_stream_max();
-    /* a weight past the device's largest window: the window is its first max bytes */
+    /* a buffer past the device's largest window: gate and up at its two ends lie farther apart than a window */
     const int64_t big = max ? (int64_t)(max / wrb) + 40 : 64;
     char *w = dev_new((size_t)big * wrb);
     for (int off = 0; off < 2; off++) {
@@ -290,9 +290,15 @@ START_TEST(test_l2_stream)
         const size_t es = 64 * erb;
         check_window(captured_window(1, w, w + 4 * es, 64, 1, 4), w, 8 * es, "expert pairs, gate and up");
         check_window(captured_window(1, w, NULL, 64, 1, 4), w, 4 * es, "expert pairs, one weight");
-        if (max) /* gate and up farther apart than a window holds: the gate's */
+        if (max) { /* gate and up farther apart than a window holds: the gate's */
             check_window(captured_window(1, w, w + (size_t)big * wrb - 4 * es, 64, 1, 4), w, 4 * es,
                          "expert pairs, gate and up far apart");
+            /* a layer's experts past the largest window (a Q6_K down tensor of the 30B shape): its first max bytes
+             * (only captured: the launch reads nothing) */
+            const int32_t nl = (int32_t)(max / es) + 2;
+            check_window(captured_window(1, w, NULL, 64, 1, nl), w, (size_t)nl * es,
+                         "expert pairs past the largest window");
+        }
     }
     cuda_set_l2_stream(true);
     dev_free(w);
