@@ -68,7 +68,9 @@ function flush() {
     name = ""
 }
 /Compiling entry function/ { flush(); name = $0; sub(/.*function ./, "", name); sub(/. for .*/, "", name); regs = bars = smem = sst = sld = 0 }
-/bytes spill stores/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "bytes" && $(i+2) == "spill") { if ($(i+3) == "stores,") sst = $i; else sld = $i } } }
+# the properties of the kernel itself, not of a device function it calls (listed under that name)
+/Function properties for/ { own = name != "" && $NF == name }
+/bytes spill stores/ && own { for (i = 1; i <= NF; i++) { if ($(i+1) == "bytes" && $(i+2) == "spill") { if ($(i+3) == "stores,") sst = $i; else sld = $i } } }
 /Used [0-9]+ registers/ {
     for (i = 1; i <= NF; i++) {
         if ($i == "Used") regs = $(i+1)
