@@ -1,23 +1,22 @@
 #!/bin/sh
 # What ptxas gives each kernel of a .cu file, and the blocks of it an SM holds at once: for reasoning about a launch's
 # shape (its blocks in one wave or not) on a machine without a GPU, where nvcc alone is.
-#   bench/cuda_regs.sh [--threads N] [--match TEXT] [--nvcc PATH] [--build DIR] FILE.cu [NVCC FLAGS...]
+#   bench/cuda_regs.sh [--threads N] [--match TEXT] [--build DIR] FILE.cu [NVCC FLAGS...]
 #   bench/cuda_regs.sh [--threads N] [--match TEXT] --log FILE   (a saved `-Xptxas -v` log instead of compiling)
-# FILE.cu is compiled for sm_90 with the project's kernel flags (-std=c++17 --fmad=false -O3, the source tree and
-# DIR, default build/, as include paths) and -Xptxas -v; further flags follow (defines, say). One line a
+# FILE.cu is compiled as the build DIR (default build/, configured with CUDA) compiles its kernels, its NVCC and
+# GUILD_NVCCFLAGS asked of its Makefile, with -Xptxas -v; further flags follow (defines, say). One line a
 # kernel whose mangled name contains TEXT: registers, barriers, static shared memory, spill bytes, and the blocks of N
 # threads (default 128) an sm_90 SM holds by its limits (65,536 registers allocated 256 a warp, 64 warps, 32 blocks,
 # 228 KiB of shared memory less 1 KiB a block; dynamic shared memory is not in the log and not counted), times 132
 # SMs (the H100 SXM's and the H200's). Names are demangled where c++filt is found.
 set -u
-threads=128 match="" nvcc="" build="" log=""
-usage() { echo "usage: bench/cuda_regs.sh [--threads N] [--match TEXT] [--nvcc PATH] [--build DIR] FILE.cu [FLAGS...]" \
+threads=128 match="" build="" log=""
+usage() { echo "usage: bench/cuda_regs.sh [--threads N] [--match TEXT] [--build DIR] FILE.cu [FLAGS...]" \
     "| [--threads N] [--match TEXT] --log FILE" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
     --threads) [ $# -ge 2 ] || usage; threads=$2; shift 2 ;;
     --match) [ $# -ge 2 ] || usage; match=$2; shift 2 ;;
-    --nvcc) [ $# -ge 2 ] || usage; nvcc=$2; shift 2 ;;
     --build) [ $# -ge 2 ] || usage; build=$2; shift 2 ;;
     --log) [ $# -ge 2 ] || usage; log=$2; shift 2 ;;
     --help | -h) usage ;;
@@ -36,14 +35,21 @@ if [ -z "$log" ]; then
     src=$1
     shift
     [ -f "$src" ] || { echo "cuda_regs: no file $src" >&2; exit 2; }
-    top=$(cd "$(dirname "$0")/.." && pwd)
-    nvcc=${nvcc:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-    [ -x "$nvcc" ] || { echo "cuda_regs: no nvcc (at $nvcc); give --nvcc PATH" >&2; exit 2; }
+    src=$(cd "$(dirname "$src")" && pwd)/$(basename "$src")
+    build=${build:-$(dirname "$0")/../build}
+    [ -f "$build/Makefile" ] || { echo "cuda_regs: no configured build at $build; give --build DIR" >&2; exit 2; }
     tmp=$(mktemp -d) || exit 1
     trap 'rm -rf "$tmp"' EXIT
     log=$tmp/ptxas.log
-    if ! "$nvcc" -std=c++17 --fmad=false -O3 -I"$top" -I"${build:-$top/build}" \
-        -gencode arch=compute_90,code=sm_90 -Xptxas -v "$@" -c "$src" -o "$tmp/k.o" > "$log" 2>&1; then
+    # the build's own compiler and kernel flags (its include paths relative to it: nvcc runs there)
+    # shellcheck disable=SC2016 # $(NVCC): make expands it
+    cmd=$(printf 'cuda_regs_cmd:\n\t@echo $(NVCC) $(GUILD_NVCCFLAGS)\n' |
+        make -s -C "$build" -f Makefile -f - cuda_regs_cmd 2> /dev/null)
+    case $cmd in
+    "" | -*) echo "cuda_regs: the build at $build has no nvcc (configure it --with-cuda)" >&2; exit 2 ;;
+    esac
+    # shellcheck disable=SC2086 # cmd: the Makefile's words
+    if ! (cd "$build" && $cmd -Xptxas -v "$@" -c "$src" -o "$tmp/k.o") > "$log" 2>&1; then
         cat "$log" >&2
         echo "cuda_regs: nvcc failed on $src" >&2
         exit 1

@@ -2,7 +2,7 @@
 # bench/cuda_regs.sh on a ptxas log written here (no nvcc needed): each kernel's registers, barriers, shared memory
 # and spills as the log says them, the blocks an SM holds by whichever limit binds (registers, warps, shared memory,
 # 32 blocks) at the threads asked, --match, and its refusals (a bad --threads, a missing log, no kernel matching).
-# With nvcc on the machine, a small kernel of the tree compiled for real also gives a line.
+# With a build configured with CUDA, a small kernel of the tree compiled as it compiles kernels also gives a line.
 set -u
 . "$(dirname "$0")/../tests/test_lib.sh"
 make_tmp
@@ -67,13 +67,16 @@ st=$?
 sh "$R" --frobnicate > "$T/out" 2> "$T/err"
 [ $? -eq 2 ] && grep -q "unknown option --frobnicate" "$T/err" || fail "an unknown option: not refused"
 
-# with nvcc: the tree's add kernels compiled for real give their lines
-nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-if [ -x "$nv" ] && [ -f "$B/config.h" ]; then
-    sh "$R" --nvcc "$nv" --build "$B" --match add "$S/gpu-worker/dense/cuda/add.cu" > "$T/out" 2> "$T/err" ||
+# with a build configured with CUDA: the tree's add kernels compiled as it compiles them give their lines; without,
+# the refusal that says so
+if grep -Eq '^NVCC = .+' "$B/Makefile" 2> /dev/null; then
+    sh "$R" --build "$B" --match add "$S/gpu-worker/dense/cuda/add.cu" > "$T/out" 2> "$T/err" ||
         { cat "$T/err"; fail "add.cu: exit status $?"; }
     grep -q "regs, .* blocks of 128 threads an SM" "$T/out" || { cat "$T/out"; fail "add.cu: no kernel line"; }
 else
-    echo "cuda_regs_cli: no nvcc here; the compiling path not run"
+    sh "$R" --build "$B" "$S/gpu-worker/dense/cuda/add.cu" > "$T/out" 2> "$T/err"
+    st=$?
+    [ "$st" -eq 2 ] && grep -q "has no nvcc" "$T/err" || fail "a build without CUDA: exit status $st, '$(cat "$T/err")'"
+    echo "cuda_regs_cli: the build has no nvcc; the compiling path not run"
 fi
 echo "cuda_regs_cli: ok"
