@@ -44,7 +44,7 @@ if [ -z "$log" ]; then
     # the build's own compiler and kernel flags (its include paths relative to it: nvcc runs there)
     # shellcheck disable=SC2016 # $(NVCC): make expands it
     cmd=$(printf 'cuda_regs_cmd:\n\t@echo $(NVCC) $(GUILD_NVCCFLAGS)\n' |
-        make -s -C "$build" -f Makefile -f - cuda_regs_cmd 2> /dev/null)
+        MAKEFLAGS='' MAKELEVEL='' make -s --no-print-directory -C "$build" -f Makefile -f - cuda_regs_cmd 2> /dev/null)
     case $cmd in
     "" | -*) echo "cuda_regs: the build at $build has no nvcc (configure it --with-cuda)" >&2; exit 2 ;;
     esac
