@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 17, session 67's first call: session 66's s66a (never ran) with one more build. Builds, all traced in turns:
+# Issue 17, session 67's first call: session 66's s66a.sh (never ran; removed since) with one more build. Builds, all
+# traced in turns:
 #   base = main (128 threads a product block);
 #   new  = main + bench/device/s66a/mm_threads.patch (blocks of 256 threads, mm_split_warps counting blocks of
 #          MM_THREADS / (32 KW) rows); var and varb the same at 512 and 64 threads (/tmp/p40/var, /tmp/p40/varb);
