@@ -215,12 +215,14 @@ attn_tl() { # KEYS SIDE...: the decode attention alone, its phases (cuda_attn_ti
     done
 }
 step_tl() { # WHAT SIDE...: the router's or attention's phases in the all-GPU step (guild-cuda-prof --timeline WHAT) in
-    # each side's build: $O/tl-WHAT-SIDE.txt
+    # each side's build (with its side_flags: main+off-mm-split): $O/tl-WHAT-SIDE.txt
     what=$1
     shift
     for side in "$@"; do
+        # shellcheck disable=SC2046 # side_flags: words without blanks
         grep_step 40 "guild-cuda-prof --timeline $what, every expert on the GPU ($side)" "step wall|^timeline" \
-            "$O/tl-$what-$side.txt" "$(prof_bin "$side")" -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what"
+            "$O/tl-$what-$side.txt" "$(prof_bin "$side")" -m "$m" --steps 32 --threads 14 --no-trace --timeline "$what" \
+            $(side_flags "$side")
     done
 }
 finish() { # NAME
