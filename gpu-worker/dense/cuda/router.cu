@@ -457,11 +457,14 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
  * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
  * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The last
  * block writes the normed row; the first chooses: each of its warps makes the token's softmax (router_probs_reg:
- * the same bits in each, no block barrier), the ranks go over all its threads, warp 0 weighs the slots
- * (router_finish). */
+ * the same bits in each, no block barrier), the ranks go over all its threads (the experts above each alone, rf_rank's
+ * order again only where a tie reaches the first k), warp 0 weighs the slots from the weights kept beside them
+ * (router_finish's arithmetic). Fewer instructions on the choosing block's path: the choice 0.2 us and its tail 0.3
+ * us shorter in the step (bench/results/dense68-h100-2026-12-07-s68.md). */
 #define RC_EXPERTS_MAX RF_RANK_MAX
-/* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots. */
-#define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + WARP_SIZE)
+/* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots' experts
+ * and their weights. */
+#define RC_SMEM_FLOATS(ne, G, cw) ((size_t)(ne) + (size_t)(cw) * (size_t)((ne) + (G)) + 2 * WARP_SIZE)
 
 /* cuda_set_router_timeline's stamp i of this block, where tl is set. */
 static __device__ __forceinline__ void rc_stamp(unsigned long long *tl, int i)
@@ -545,6 +548,11 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
         for (int i = T; i < n_embd; i += BT)
             xs[i] = x[i];
     }
+    __shared__ unsigned rk_slots, rk_tie; /* the first block's ranks: the slots below k written, a slot written twice */
+    if (T == 0) {
+        rk_slots = 0;
+        rk_tie = 0;
+    }
     __syncthreads(); /* the row in */
     rc_stamp(tl, CUDA_ROUTER_TL_ROW);
     int pcode = CUDA_XCHG_SKIP; /* PUB, the first block: whether it writes the exchange's slot */
@@ -624,46 +632,56 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     int *slot = (int *)(rc_sh + n_expert + (size_t)CW * per);
     router_probs_reg(lg, p, n_expert, G, n_group_used, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_PROBS);
-    /* the warp's share of experts ranked against its own copy, tpe lanes an expert (rf_rank's order of the experts).
-     * A rank is a count: which lane counts which experts does not change it. Where the copy is 16-byte aligned and
-     * splits into whole float4s a lane, lane `sub` counts a contiguous run of them (a quarter of the shared loads of
-     * the strided loop). */
+    /* The warp's share of experts ranked against its own copy, tpe lanes an expert: first by the experts above it
+     * alone (one comparison an element). Without ties that is rf_rank's rank. A tie among the first k shows: the
+     * experts of a tie all take its first rank, so that slot is written twice (or the tie's later slots, below k,
+     * stay empty). Then the block ranks again in rf_rank's order (the lower id first among equal values). A lane
+     * `sub` counts a contiguous run of float4s where the copy splits into them. */
     const int epw = (n_expert + CW - 1) / CW;
-    int tpe = 1;
-    while (tpe < WARP_SIZE && 2 * tpe * epw <= WARP_SIZE)
-        tpe *= 2;
-    const int sub = lane % tpe;
-    const int run = n_expert / tpe; /* experts a lane counts in the float4 form */
-    const bool vec = n_expert % (4 * tpe) == 0 && per % 4 == 0;
-    for (int b = 0; b < epw; b += WARP_SIZE / tpe) {
-        const int le = b + lane / tpe, e = warp * epw + le;
+    int lt = 0; /* tpe = 1 << lt lanes an expert */
+    while (lt < 5 && (2 << lt) * epw <= WARP_SIZE)
+        lt++;
+    const int tpe = 1 << lt, sub = lane & (tpe - 1);
+    const int run = n_expert >> lt; /* experts a lane counts in the float4 form */
+    const bool vec = (n_expert & (4 * tpe - 1)) == 0 && per % 4 == 0;
+    float *slot_w = (float *)(slot + WARP_SIZE);
+    for (int b = 0; b < epw; b += WARP_SIZE >> lt) {
+        const int le = b + (lane >> lt), e = warp * epw + le;
         const bool ok = le < epw && e < n_expert;
         const float v = ok ? p[e] : 0.0f;
         int r = 0;
         if (ok && vec) {
             const float4 *p4 = (const float4 *)(p + sub * run);
 #pragma unroll 4
-            for (int j = 0; j < run / 4; j++) {
+            for (int j = 0; j < run >> 2; j++) {
                 const float4 u = p4[j];
-                const int f = sub * run + 4 * j;
-                r += (u.x > v) | ((u.x == v) & (f < e));
-                r += (u.y > v) | ((u.y == v) & (f + 1 < e));
-                r += (u.z > v) | ((u.z == v) & (f + 2 < e));
-                r += (u.w > v) | ((u.w == v) & (f + 3 < e));
+                r += (u.x > v) + (u.y > v) + (u.z > v) + (u.w > v);
             }
         } else if (ok) {
 #pragma unroll 4
-            for (int f = sub; f < n_expert; f += tpe) {
-                const float u = p[f];
-                r += (u > v) | ((u == v) & (f < e));
-            }
+            for (int f = sub; f < n_expert; f += tpe)
+                r += p[f] > v;
         }
         for (int m = 1; m < tpe; m <<= 1)
             r += __shfl_xor_sync(FULL_MASK, r, m);
-        if (ok && sub == 0 && r < k)
+        if (ok && sub == 0 && r < k) {
             slot[r] = e;
+            slot_w[r] = v;
+            if (atomicOr(&rk_slots, 1u << r) & (1u << r))
+                rk_tie = 1;
+        }
     }
-    __syncthreads(); /* every slot named */
+    __syncthreads(); /* every slot named, or a tie seen */
+    if (rk_tie || rk_slots != (k < WARP_SIZE ? (1u << k) - 1u : ~0u)) {
+        for (int e = T; e < n_expert; e += BT) { /* rf_rank's order; this warp's copy (all the same bits) */
+            const int r = rf_rank(p, n_expert, e);
+            if (r < k) {
+                slot[r] = e;
+                slot_w[r] = p[e];
+            }
+        }
+        __syncthreads(); /* every slot named once */
+    }
     /* The next kernel's blocks (the experts' weights asked for before their wait, all-GPU) after the choice, not
      * after the products: launched while the choosing block ranks, they slowed the choice and the experts' first
      * product both (bench/results/dense52-h100-2026-12-05-s52.md). The publishing form keeps the earlier point
@@ -688,8 +706,17 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     if (warp != 0)
         return;
     const int my_id = lane < k ? slot[lane] : 0;
-    const float my_w = lane < k ? p[my_id] : 0.0f;
-    router_finish(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane);
+    float my_w = lane < k ? slot_w[lane] : 0.0f;
+    if (renorm) { /* router_finish's sum in slot order, each lane reading the slots (no chain of shuffles) */
+        float wsum = 0.0f;
+#pragma unroll 4
+        for (int s = 0; s < k; s++)
+            wsum = wsum + slot_w[s];
+        if (wsum < 6.103515625e-5f)
+            wsum = 6.103515625e-5f;
+        my_w = my_w / wsum;
+    }
+    router_finish(my_id, my_w, k, false, scale, ids, w, counts, n_expert, lane);
     rc_stamp(tl, CUDA_ROUTER_TL_END);
 #endif
 }
