@@ -457,10 +457,10 @@ static __global__ void __launch_bounds__(ROUTER_WARPS * WARP_SIZE)
  * cluster's first block, into its shared memory (distributed shared memory). The cluster's hardware barrier then
  * stands for the counter, the fence and the logits' trip back through L2 of the form without clusters. The last
  * block writes the normed row; the first chooses: each of its warps makes the token's softmax (router_probs_reg:
- * the same bits in each, no block barrier), the ranks go over all its threads (the experts above each alone, rf_rank's
- * order again only where a tie reaches the first k), warp 0 weighs the slots from the weights kept beside them
- * (router_finish's arithmetic). Fewer instructions on the choosing block's path: the choice 0.2 us and its tail 0.3
- * us shorter in the step (bench/results/dense68-h100-2026-12-07-s68.md). */
+ * the same bits in each, no block barrier), the ranks go over all its threads (the experts above each alone,
+ * rf_rank's order again only where a tie reaches the first k), warp 0 weighs the slots from the weights kept beside
+ * them (router_finish's arithmetic). The choosing block's path is the step's, so it takes as few instructions as it
+ * can (bench/results/dense68-h100-2026-12-07-s68.md). */
 #define RC_EXPERTS_MAX RF_RANK_MAX
 /* Its dynamic shared memory (floats): the logits, a warp's probabilities and group scores each, the k slots' experts
  * and their weights. */
