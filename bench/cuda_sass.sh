@@ -53,9 +53,12 @@ else
         nvd=$(command -v nvdisasm 2> /dev/null || true)
         [ -n "$nvd" ] || nvd=$(dirname "$nvcc")/nvdisasm
     fi
-    [ -x "$nvd" ] || { echo "cuda_sass: no nvdisasm at '$nvd'; give --nvdisasm PATH (the header says where to get one)" >&2
-        exit 2; }
-    command -v python3 > /dev/null 2>&1 || { echo "cuda_sass: python3 is needed to read the cubin's header" >&2; exit 2; }
+    if [ ! -x "$nvd" ]; then
+        echo "cuda_sass: no nvdisasm at '$nvd'; give --nvdisasm PATH (the header says where to get one)" >&2
+        exit 2
+    fi
+    command -v python3 > /dev/null 2>&1 ||
+        { echo "cuda_sass: python3 is needed to read the cubin's header" >&2; exit 2; }
     # The Makefile's flags less its -gencode pairs (a cubin is one architecture's): sm_90, as the device machine's GPUs.
     flags=$(echo "$cmd" | sed -e 's/^[^ ]* //' -e 's/-gencode [^ ]*//g')
     # shellcheck disable=SC2086 # flags: the Makefile's words
@@ -82,8 +85,12 @@ EOF
     fi
 fi
 awk -v M="$match" -v S="$summary" '
-function hex(h,    i, v) { v = 0; for (i = 1; i <= length(h); i++) v = v * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1
-    return v }
+function hex(h,    i, v) {
+    v = 0
+    for (i = 1; i <= length(h); i++)
+        v = v * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1
+    return v
+}
 function flush() {
     if (name != "" && (M == "" || index(name, M))) {
         found++
