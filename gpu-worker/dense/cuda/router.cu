@@ -52,15 +52,23 @@ static __device__ __forceinline__ void router_probs(const float *l, float *p, in
 }
 
 /* Slot lane's expert my_id and weight my_w (lanes < k) out: optional renormalisation summed in slot order, scale;
- * with counts, each chosen expert counted. */
+ * with counts, each chosen expert counted. SMEM: the k weights also lie in shared memory at slot_w in slot order, and
+ * the sum reads them there (each lane its own loads: no chain of shuffles), the same additions in the same order. */
+template <bool SMEM = false>
 static __device__ __forceinline__ void router_finish(int my_id, float my_w, int k, bool renorm, float scale,
                                                      int32_t *ids, float *w, unsigned long long *counts, int n_expert,
-                                                     int lane)
+                                                     int lane, const float *slot_w = nullptr)
 {
     if (renorm) {
         float wsum = 0.0f;
-        for (int s = 0; s < k; s++)
-            wsum = wsum + __shfl_sync(FULL_MASK, my_w, s);
+        if constexpr (SMEM) {
+#pragma unroll 4
+            for (int s = 0; s < k; s++)
+                wsum = wsum + slot_w[s];
+        } else {
+            for (int s = 0; s < k; s++)
+                wsum = wsum + __shfl_sync(FULL_MASK, my_w, s);
+        }
         if (wsum < 6.103515625e-5f)
             wsum = 6.103515625e-5f;
         my_w = my_w / wsum;
@@ -706,17 +714,8 @@ static __device__ __forceinline__ void router_cluster_body(const float *__restri
     if (warp != 0)
         return;
     const int my_id = lane < k ? slot[lane] : 0;
-    float my_w = lane < k ? slot_w[lane] : 0.0f;
-    if (renorm) { /* router_finish's sum in slot order, each lane reading the slots (no chain of shuffles) */
-        float wsum = 0.0f;
-#pragma unroll 4
-        for (int s = 0; s < k; s++)
-            wsum = wsum + slot_w[s];
-        if (wsum < 6.103515625e-5f)
-            wsum = 6.103515625e-5f;
-        my_w = my_w / wsum;
-    }
-    router_finish(my_id, my_w, k, false, scale, ids, w, counts, n_expert, lane);
+    const float my_w = lane < k ? slot_w[lane] : 0.0f;
+    router_finish<true>(my_id, my_w, k, renorm, scale, ids, w, counts, n_expert, lane, slot_w);
     rc_stamp(tl, CUDA_ROUTER_TL_END);
 #endif
 }
