@@ -37,17 +37,13 @@ if [ -z "$log" ]; then
     [ -f "$src" ] || { echo "cuda_regs: no file $src" >&2; exit 2; }
     src=$(cd "$(dirname "$src")" && pwd)/$(basename "$src")
     build=${build:-$(dirname "$0")/../build}
-    [ -f "$build/Makefile" ] || { echo "cuda_regs: no configured build at $build; give --build DIR" >&2; exit 2; }
+    # the build's own compiler and kernel flags
+    # shellcheck source=bench/cuda_build_cmd.sh
+    . "$(dirname "$0")/cuda_build_cmd.sh"
+    cuda_build_cmd cuda_regs "$build"
     tmp=$(mktemp -d) || exit 1
     trap 'rm -rf "$tmp"' EXIT
     log=$tmp/ptxas.log
-    # the build's own compiler and kernel flags (its include paths relative to it: nvcc runs there)
-    # shellcheck disable=SC2016 # $(NVCC): make expands it
-    cmd=$(printf 'cuda_regs_cmd:\n\t@echo $(NVCC) $(GUILD_NVCCFLAGS)\n' |
-        MAKEFLAGS='' MAKELEVEL='' make -s --no-print-directory -C "$build" -f Makefile -f - cuda_regs_cmd 2> /dev/null)
-    case $cmd in
-    "" | -*) echo "cuda_regs: the build at $build has no nvcc (configure it --with-cuda)" >&2; exit 2 ;;
-    esac
     # shellcheck disable=SC2086 # cmd: the Makefile's words
     if ! (cd "$build" && $cmd -Xptxas -v "$@" -c "$src" -o "$tmp/k.o") > "$log" 2>&1; then
         cat "$log" >&2

@@ -41,13 +41,9 @@ else
     [ -f "$src" ] || { echo "cuda_sass: no file $src" >&2; exit 2; }
     src=$(cd "$(dirname "$src")" && pwd)/$(basename "$src")
     build=${build:-$(dirname "$0")/../build}
-    [ -f "$build/Makefile" ] || { echo "cuda_sass: no configured build at $build; give --build DIR" >&2; exit 2; }
-    # shellcheck disable=SC2016 # $(NVCC): make expands it
-    cmd=$(printf 'cuda_sass_cmd:\n\t@echo $(NVCC) $(GUILD_NVCCFLAGS)\n' |
-        MAKEFLAGS='' MAKELEVEL='' make -s --no-print-directory -C "$build" -f Makefile -f - cuda_sass_cmd 2> /dev/null)
-    case $cmd in
-    "" | -*) echo "cuda_sass: the build at $build has no nvcc (configure it --with-cuda)" >&2; exit 2 ;;
-    esac
+    # shellcheck source=bench/cuda_build_cmd.sh
+    . "$(dirname "$0")/cuda_build_cmd.sh"
+    cuda_build_cmd cuda_sass "$build"
     nvcc=${cmd%% *}
     if [ -z "$nvd" ]; then
         nvd=$(command -v nvdisasm 2> /dev/null || true)
